@@ -1,0 +1,31 @@
+# Each target installs what it needs into .venv, so a fresh clone needs only python3 >= 3.11.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install -q --disable-pip-version-check
+
+.PHONY: demo test bench parity lint
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+test: $(PY)
+	$(PIP) -e '.[test]'
+	$(PY) -m pytest -n auto
+
+bench: $(PY)
+	$(PIP) -e .
+	$(PY) benchmarks/overhead.py
+
+parity: $(PY)
+	$(PIP) -e '.[test]' 'torch==2.13.0'
+	$(PY) -m pytest -n auto -m parity
+
+demo:
+	@echo "make demo: not built yet. The digits demo arrives with the nn/optim/data issues;" >&2
+	@echo "until then ember offers tensors, autograd and the core op set (see README)." >&2
+	@exit 1
+
+lint:
+	@echo "make lint: not built yet (ruff configuration lives in pyproject.toml)." >&2
+	@exit 1

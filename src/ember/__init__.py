@@ -1,0 +1,41 @@
+"""ember: the PyTorch programming model on NumPy (CPU) and CuPy (CUDA).
+
+``import ember as torch`` and write PyTorch. This module only re-exports.
+"""
+
+import warnings as _warnings
+
+from ember import _dtype
+from ember._dtype import (bfloat16, can_cast, complex64, complex128, dtype, finfo, float8_e4m3fn,
+                          float8_e5m2, float16, float32, float64, get_default_dtype, iinfo,
+                          int8, int16, int32, int64, promote_types, set_default_dtype, uint8)
+from ember._dtype import bool_ as bool  # noqa: A001  (torch.bool)
+from ember._device import device, get_default_device, set_default_device
+from ember._tensor import Size, Tensor
+from ember._creation import *  # noqa: F401,F403
+from ember._random import *  # noqa: F401,F403
+from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                                      is_inference_mode_enabled, no_grad, set_grad_enabled)
+from ember import ops as _ops
+from ember import autograd, backend, cuda  # noqa: F401
+from ember._api import (is_complex, is_floating_point, is_nonzero, is_tensor, numel,
+                        result_type, set_printoptions, get_printoptions, strided)
+
+# PyTorch's other names for dtypes
+float = float32  # noqa: A001
+double = float64
+half = float16
+cfloat = complex64
+cdouble = complex128
+long = int64
+int = int32  # noqa: A001
+short = int16
+char = int8
+
+globals().update(_ops.public_functions())
+
+# NumPy's floating-point warnings (log(0), 0/0, ...) are PyTorch's silent inf/nan.
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember(\.|$)")
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"<ember op")
+
+__version__ = "0.1.0"

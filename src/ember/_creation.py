@@ -1,0 +1,384 @@
+"""Making tensors: ``tensor``, ``as_tensor``, ``from_numpy`` and the factory functions."""
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._device import as_device, get_default_device
+from ember._tensor import Size, Tensor, _make
+from ember.backend import xp_for
+
+__all__ = [
+    "tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "full", "empty",
+    "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
+    "eye", "empty_strided", "scalar_tensor",
+]
+
+_SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}
+
+
+def _target(device):
+    dev = get_default_device() if device is None else as_device(device)
+    return xp_for(dev), dev
+
+
+def _finish(array, requires_grad):
+    t = _make(array)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _check_np_dtype(arr):
+    if arr.dtype not in _SUPPORTED_NP:
+        raise TypeError(
+            f"can't convert np.ndarray of type numpy.{arr.dtype}. The only supported types "
+            f"are: float64, float32, float16, bfloat16, complex64, complex128, int64, int32, "
+            f"int16, int8, uint8, and bool.")
+
+
+def _infer_dtype(arr):
+    """PyTorch's dtype for data given as Python numbers: bool, int64, or the defaults."""
+    kind = arr.dtype.kind
+    if kind == "b":
+        return D.bool_
+    if kind in "iu":
+        return D.int64
+    if kind == "f":
+        return D.get_default_dtype()
+    if kind == "c":
+        return D.default_complex_dtype()
+    raise TypeError(f"Could not infer dtype of {arr.dtype}")
+
+
+def _from_data(data, dtype):
+    """A host NumPy array of PyTorch's dtype for (nested) Python data or array-likes."""
+    if isinstance(data, Tensor):
+        arr = np.asarray(data)
+        return arr if dtype is None else arr.astype(dtype.np)
+    if isinstance(data, np.ndarray):
+        _check_np_dtype(data)
+        return data.astype(data.dtype if dtype is None else dtype.np, copy=True)
+    if isinstance(data, (list, tuple)):
+        data = _unwrap_scalars(data)
+    if isinstance(data, (str, bytes)) or data is None:
+        raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+    try:
+        arr = np.array(data)
+    except ValueError as e:
+        raise ValueError(f"expected sequence of equal lengths: {e}") from None
+    if arr.dtype == object:
+        raise TypeError(f"Could not infer dtype of {_first_odd(data)}")
+    if arr.dtype.kind in "US":
+        raise TypeError("new(): invalid data type 'str'")
+    if dtype is None:
+        if isinstance(data, np.generic) and data.dtype in _SUPPORTED_NP:
+            dtype = D.FROM_NUMPY[data.dtype]
+        else:
+            dtype = _infer_dtype(arr)
+    if dtype.category < D.FLOATING and arr.dtype.kind in "fc":
+        arr = np.trunc(arr.real) if arr.dtype.kind == "c" else np.trunc(arr)
+    return arr.astype(dtype.np)
+
+
+def _unwrap_scalars(data):
+    """Replace one-element tensors inside nested sequences by their values."""
+    out = []
+    for x in data:
+        if isinstance(x, Tensor):
+            if x.numel() != 1 or x.ndim != 0:
+                if x.ndim == 0 or x.numel() == 1:
+                    x = x.reshape(()).item()
+                else:
+                    raise ValueError("only one element tensors can be converted to Python "
+                                     "scalars")
+            else:
+                x = x.item()
+        elif isinstance(x, (list, tuple)):
+            x = _unwrap_scalars(x)
+        out.append(x)
+    return out
+
+
+def _first_odd(data):
+    if isinstance(data, (list, tuple)):
+        for x in data:
+            found = _first_odd(x)
+            if found is not None:
+                return found
+        return None
+    return None if isinstance(data, numbers.Number) else type(data).__name__
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor holding a copy of ``data`` (nested sequences, numbers, arrays)."""
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
+                      ".requires_grad_(True), rather than ember.tensor(sourceTensor).",
+                      UserWarning, stacklevel=2)
+    arr = _from_data(data, dtype)
+    xp, _ = _target(device if device is not None or not isinstance(data, Tensor)
+                    else data.device)
+    return _finish(xp.asarray(arr) if xp is not np else arr, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """``data`` as a tensor, sharing memory when dtype and device already match."""
+    if isinstance(data, Tensor):
+        if dtype is None and device is None:
+            return data
+        return data.to(device=device, dtype=dtype)
+    if isinstance(data, np.ndarray) and (device is None or as_device(device).type == "cpu"):
+        _check_np_dtype(data)
+        if dtype is None or dtype.np == data.dtype:
+            return _make(data)
+        return _make(data.astype(dtype.np))
+    return tensor(data, dtype=dtype, device=device)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """``obj`` as a tensor; shares memory unless ``copy=True`` or a conversion is needed."""
+    if copy:
+        out = tensor(obj.detach() if isinstance(obj, Tensor) else obj, dtype=dtype,
+                     device=device)
+    else:
+        out = as_tensor(obj, dtype=dtype, device=device)
+        if copy is False and isinstance(obj, np.ndarray) and out._data is not obj:
+            raise ValueError("can't alias the array without a copy (dtype or device differ)")
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def from_numpy(ndarray):
+    """A tensor sharing memory with a NumPy array."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    _check_np_dtype(ndarray)
+    if any(s < 0 for s in ndarray.strides):
+        raise ValueError("At least one stride in the given numpy array is negative, and "
+                         "tensors with negative strides are not currently supported. (You can "
+                         "probably work around this by making a copy of your array with "
+                         "array.copy().)")
+    return _make(ndarray)
+
+
+def _size(size):
+    """Normalise ``f(2, 3)``, ``f((2, 3))`` and ``f(Size)`` to a tuple of ints."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    try:
+        shape = tuple(int(s.__index__()) for s in size)
+    except (AttributeError, TypeError):
+        raise TypeError(f"size must be a tuple of ints, but got {size!r}") from None
+    for s in shape:
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
+                               f"{list(shape)}")
+    return shape
+
+
+def _alloc(fill, shape, dtype, device, requires_grad, out=None):
+    dtype = D.get_default_dtype() if dtype is None else dtype
+    xp, _ = _target(device)
+    arr = fill(xp, shape, dtype.np)
+    if out is not None:
+        out._data = arr
+        out._bump_version()
+        return out
+    return _finish(arr, requires_grad)
+
+
+def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """A tensor of zeros."""
+    return _alloc(lambda xp, s, d: xp.zeros(s, d), _size(size), dtype, device,
+                  requires_grad, out)
+
+
+def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """A tensor of ones."""
+    return _alloc(lambda xp, s, d: xp.ones(s, d), _size(size), dtype, device,
+                  requires_grad, out)
+
+
+def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False, memory_format=None):
+    """An uninitialized tensor (ember fills it with zeros, so results are reproducible)."""
+    return _alloc(lambda xp, s, d: xp.zeros(s, d), _size(size), dtype, device,
+                  requires_grad, out)
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
+                  requires_grad=False, pin_memory=False):
+    """An uninitialized tensor; ember allocates it contiguously whatever ``stride`` says."""
+    return empty(size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _fill_dtype(value):
+    if isinstance(value, Tensor):
+        value = value.item()
+    return _infer_dtype(np.asarray(value))
+
+
+def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
+         requires_grad=False):
+    """A tensor filled with ``fill_value``; the dtype follows the value's kind."""
+    if dtype is None:
+        dtype = _fill_dtype(fill_value)
+    value = fill_value.item() if isinstance(fill_value, Tensor) else fill_value
+    return _alloc(lambda xp, s, d: xp.full(s, value, d), _size((size,)), dtype, device,
+                  requires_grad, out)
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
+    """A 0-dim tensor holding ``s`` (float dtype by default)."""
+    return full((), s, dtype=dtype or D.get_default_dtype(), device=device,
+                requires_grad=requires_grad)
+
+
+def _like(input, dtype, device):
+    return (input.dtype if dtype is None else dtype,
+            input.device if device is None else device)
+
+
+def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+               memory_format=None):
+    """Zeros with the shape (and by default dtype and device) of ``input``."""
+    dtype, device = _like(input, dtype, device)
+    return zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None):
+    """Ones with the shape (and by default dtype and device) of ``input``."""
+    dtype, device = _like(input, dtype, device)
+    return ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+               memory_format=None):
+    """An uninitialized tensor shaped like ``input``."""
+    dtype, device = _like(input, dtype, device)
+    return empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
+              requires_grad=False, memory_format=None):
+    """``fill_value`` everywhere, shaped like ``input``."""
+    dtype, device = _like(input, dtype, device)
+    return full(input.shape, fill_value, dtype=dtype, device=device,
+                requires_grad=requires_grad)
+
+
+def _number(x, name):
+    if isinstance(x, Tensor):
+        return x.item()
+    if not isinstance(x, numbers.Number):
+        raise TypeError(f"arange(): argument '{name}' must be Number, not {type(x).__name__}")
+    return x
+
+
+def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False):
+    """Values from ``start`` up to (excluding) ``end`` in steps of ``step``."""
+    if end is None:
+        start, end = 0, start
+    start, end, step = (_number(start, "start"), _number(end, "end"),
+                        _number(step, "step"))
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    if dtype is None:
+        is_float = any(isinstance(v, float) for v in (start, end, step))
+        dtype = D.get_default_dtype() if is_float else D.int64
+    n = max(0, math.ceil((end - start) / step))
+    xp, _ = _target(device)
+    if all(isinstance(v, numbers.Integral) for v in (start, end, step)):
+        arr = xp.arange(start, end, step, dtype=np.int64).astype(dtype.np)
+    else:
+        arr = (start + step * xp.arange(n, dtype=np.float64)).astype(dtype.np)
+    if out is not None:
+        out._data = arr
+        out._bump_version()
+        return out
+    return _finish(arr, requires_grad)
+
+
+def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if not isinstance(steps, numbers.Integral) or steps < 0:
+        raise RuntimeError("linspace(): number of steps must be non-negative")
+    start, end = _number(start, "start"), _number(end, "end")
+    dtype = D.get_default_dtype() if dtype is None else dtype
+    xp, _ = _target(device)
+    arr = xp.linspace(start, end, steps, dtype=np.complex128 if dtype.is_complex
+                      else np.float64)
+    if dtype.category <= D.INTEGRAL:
+        arr = np.trunc(arr)
+    arr = arr.astype(dtype.np)
+    if out is not None:
+        out._data = arr
+        out._bump_version()
+        return out
+    return _finish(arr, requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
+             device=None, requires_grad=False):
+    """``steps`` values spaced evenly on a log scale from ``base**start`` to ``base**end``."""
+    exponents = linspace(start, end, steps, dtype=D.float64, device=device)
+    dtype = D.get_default_dtype() if dtype is None else dtype
+    arr = np.power(float(base), exponents._data)
+    if dtype.category <= D.INTEGRAL:
+        arr = np.trunc(arr)
+    result = _finish(arr.astype(dtype.np), requires_grad)
+    if out is not None:
+        out._data = result._data
+        out._bump_version()
+        return out
+    return result
+
+
+def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """A 2-D tensor with ones on the diagonal."""
+    m = n if m is None else m
+    if n < 0 or m < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {min(n, m)}")
+    return _alloc(lambda xp, s, d: xp.eye(s[0], s[1], dtype=d), (n, m), dtype, device,
+                  requires_grad, out)
+
+
+# --- Tensor(...) and pickling ----------------------------------------------------------------
+
+def legacy_tensor_new(cls, args, kwargs):
+    """``Tensor()``, ``Tensor(2, 3)`` and ``Tensor(data)``: the legacy float constructor."""
+    device = kwargs.pop("device", None)
+    if kwargs:
+        raise TypeError(f"Tensor(): unexpected keyword arguments {sorted(kwargs)}")
+    dtype = D.get_default_dtype()
+    if not args:
+        arr = np.zeros((0,), dtype.np)
+    elif len(args) == 1 and isinstance(args[0], Tensor):
+        return args[0] if cls is Tensor else args[0].as_subclass(cls)
+    elif all(isinstance(a, numbers.Integral) for a in args) or (
+            len(args) == 1 and isinstance(args[0], Size)):
+        arr = np.zeros(_size(args), dtype.np)
+    elif len(args) == 1:
+        arr = _from_data(args[0], dtype)
+    else:
+        raise TypeError(f"Tensor(): invalid arguments {args!r}")
+    xp, _ = _target(device)
+    t = _make(arr if xp is np else xp.asarray(arr), cls)
+    return t
+
+
+def _rebuild_tensor(cls, array, requires_grad):
+    t = _make(array, cls)
+    t._requires_grad = requires_grad
+    return t

@@ -1,0 +1,256 @@
+"""dtype objects, PyTorch's type promotion, finfo/iinfo and the default dtype."""
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "dtype", "finfo", "iinfo", "promote_types", "can_cast",
+    "get_default_dtype", "set_default_dtype",
+]
+
+# Promotion categories, in PyTorch's order: a higher category wins over a weak operand.
+BOOL, INTEGRAL, FLOATING, COMPLEX = 0, 1, 2, 3
+
+
+class dtype:
+    """A tensor element type: ``ember.float32`` and friends (``torch.dtype``)."""
+
+    __slots__ = ("name", "np", "category", "itemsize", "is_signed", "_torch_name", "_legacy")
+
+    def __init__(self, name, np_dtype, category, torch_name, legacy):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.category = category
+        self.itemsize = self.np.itemsize
+        self.is_signed = category != BOOL and name != "uint8"
+        self._torch_name = torch_name          # PyTorch's ScalarType name, used in messages
+        self._legacy = legacy                  # legacy tensor-type name, e.g. "FloatTensor"
+
+    @property
+    def is_floating_point(self):
+        return self.category == FLOATING
+
+    @property
+    def is_complex(self):
+        return self.category == COMPLEX
+
+    def to_real(self):
+        """The real counterpart of a complex dtype (itself otherwise)."""
+        return _REAL_OF.get(self, self)
+
+    def to_complex(self):
+        """The complex counterpart of a floating dtype (itself if already complex)."""
+        return _COMPLEX_OF.get(self, self)
+
+    def __repr__(self):
+        return f"ember.{self.name}"
+
+    def __reduce__(self):
+        return (_dtype_by_name, (self.name,))
+
+
+def _dtype_by_name(name):
+    return _BY_NAME[name]
+
+
+bool_ = dtype("bool", np.bool_, BOOL, "Bool", "BoolTensor")
+uint8 = dtype("uint8", np.uint8, INTEGRAL, "Byte", "ByteTensor")
+int8 = dtype("int8", np.int8, INTEGRAL, "Char", "CharTensor")
+int16 = dtype("int16", np.int16, INTEGRAL, "Short", "ShortTensor")
+int32 = dtype("int32", np.int32, INTEGRAL, "Int", "IntTensor")
+int64 = dtype("int64", np.int64, INTEGRAL, "Long", "LongTensor")
+float8_e4m3fn = dtype("float8_e4m3fn", ml_dtypes.float8_e4m3fn, FLOATING,
+                      "Float8_e4m3fn", "Float8_e4m3fnTensor")
+float8_e5m2 = dtype("float8_e5m2", ml_dtypes.float8_e5m2, FLOATING,
+                    "Float8_e5m2", "Float8_e5m2Tensor")
+float16 = dtype("float16", np.float16, FLOATING, "Half", "HalfTensor")
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, FLOATING, "BFloat16", "BFloat16Tensor")
+float32 = dtype("float32", np.float32, FLOATING, "Float", "FloatTensor")
+float64 = dtype("float64", np.float64, FLOATING, "Double", "DoubleTensor")
+complex64 = dtype("complex64", np.complex64, COMPLEX, "ComplexFloat", "ComplexFloatTensor")
+complex128 = dtype("complex128", np.complex128, COMPLEX, "ComplexDouble", "ComplexDoubleTensor")
+
+ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float8_e4m3fn, float8_e5m2,
+              float16, bfloat16, float32, float64, complex64, complex128)
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+FLOAT8 = (float8_e4m3fn, float8_e5m2)
+LOW_PRECISION = (float16, bfloat16, float8_e4m3fn, float8_e5m2)
+
+# numpy dtype -> ember dtype. Keyed by np.dtype objects, which hash by type.
+FROM_NUMPY = {d.np: d for d in ALL_DTYPES}
+
+_REAL_OF = {complex64: float32, complex128: float64}
+_COMPLEX_OF = {float16: complex64, bfloat16: complex64, float32: complex64,
+               float64: complex128}
+
+# Integral dtypes by (signedness, size): promotion of two integers is the smallest type
+# holding both ranges; PyTorch has no uint16+, so uint8 with a signed type goes signed.
+_INT_RANK = {bool_: 0, uint8: 1, int8: 1, int16: 2, int32: 3, int64: 4}
+_SIGNED_BY_RANK = {1: int8, 2: int16, 3: int32, 4: int64}
+_FLOAT_RANK = {float16: 1, bfloat16: 1, float32: 2, float64: 3}
+
+
+def _promote(a, b):
+    if a is b:
+        return a
+    if a in FLOAT8 or b in FLOAT8:
+        raise RuntimeError(
+            f"Promotion for Float8 Types is not supported, attempted to promote "
+            f"{a._torch_name} and {b._torch_name}")
+    if a.category < b.category:
+        a, b = b, a                     # a now has the higher (or equal) category
+    if a.category == COMPLEX:
+        if b.category == COMPLEX:
+            return a if a.itemsize >= b.itemsize else b
+        if b is float64:
+            return complex128
+        return a
+    if a.category == FLOATING:
+        if b.category == FLOATING:
+            ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
+            if ra == rb:                # float16 with bfloat16
+                return float32
+            return a if ra > rb else b
+        return a
+    if b is bool_:
+        return a
+    # two distinct integral types
+    if a is uint8 or b is uint8:
+        other = b if a is uint8 else a
+        return int16 if other is int8 else other
+    return a if _INT_RANK[a] > _INT_RANK[b] else b
+
+
+def promote_types(type1, type2):
+    """The smallest dtype to which both may be cast (``torch.promote_types``)."""
+    return _promote(type1, type2)
+
+
+def can_cast(from_, to):
+    """Whether a cast is allowed under PyTorch's casting rules (``torch.can_cast``)."""
+    if from_.category == COMPLEX and to.category != COMPLEX:
+        return False
+    if from_.category == FLOATING and to.category < FLOATING:
+        return False
+    if from_ is not bool_ and to is bool_:
+        return False
+    return True
+
+
+# --- the default dtype ------------------------------------------------------------------
+
+_default = [float32]
+ON_DEFAULT_CHANGE = []          # callbacks; caches that depend on the default dtype register here
+
+
+def get_default_dtype():
+    """The dtype of new floating-point tensors (float32 unless changed)."""
+    return _default[0]
+
+
+def set_default_dtype(d):
+    """Set the dtype of new floating-point tensors; only floating dtypes are allowed."""
+    if not isinstance(d, dtype) or d.category != FLOATING or d in FLOAT8:
+        raise TypeError("only floating-point types are supported as the default type")
+    _default[0] = d
+    for callback in ON_DEFAULT_CHANGE:
+        callback()
+
+
+def default_complex_dtype():
+    """The complex dtype matching the default float dtype."""
+    return complex128 if _default[0] is float64 else complex64
+
+
+# --- weak promotion: PyTorch's result_type over tensors, 0-dim tensors and scalars ------
+
+DIM, ZERO_DIM, SCALAR = 0, 1, 2
+
+
+def _combine(higher, lower):
+    """Merge the result of a stronger operand group with a weaker one (None = absent)."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.category == COMPLEX:
+        return higher
+    if lower.category == COMPLEX:
+        # a float operand keeps its precision: float64 tensor * 1j -> complex128
+        return higher.to_complex() if higher.category == FLOATING else lower
+    if higher.category == FLOATING:
+        return higher
+    if higher is bool_ or lower.category == FLOATING:
+        return _promote(higher, lower)
+    return higher
+
+
+def result_type_of(operands):
+    """Promote ``(dtype, kind)`` pairs, kind being DIM, ZERO_DIM or SCALAR."""
+    groups = [None, None, None]
+    for d, kind in operands:
+        if kind == SCALAR:
+            if d.category == FLOATING:
+                d = _default[0]
+            elif d.category == COMPLEX:
+                d = default_complex_dtype()
+        g = groups[kind]
+        groups[kind] = d if g is None else _promote(g, d)
+    return _combine(groups[DIM], _combine(groups[ZERO_DIM], groups[SCALAR]))
+
+
+def scalar_dtype(value):
+    """The dtype PyTorch wraps a Python scalar in (before weak promotion)."""
+    t = type(value)
+    if t is bool or isinstance(value, (bool, np.bool_)):
+        return bool_
+    if t is int or isinstance(value, (int, np.integer)):
+        return int64
+    if t is float or isinstance(value, (float, np.floating)):
+        return float64
+    if isinstance(value, (complex, np.complexfloating)):
+        return complex128
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+# --- finfo / iinfo -------------------------------------------------------------------------
+
+class finfo:
+    """Machine limits of a floating dtype (``torch.finfo``)."""
+
+    def __init__(self, type=None):
+        type = get_default_dtype() if type is None else type
+        if type.category not in (FLOATING, COMPLEX):
+            raise TypeError(f"finfo(): expected a floating point or complex dtype, got {type}")
+        real = type.to_real()
+        info = ml_dtypes.finfo(real.np) if real in LOW_PRECISION else np.finfo(real.np)
+        self.dtype = real.name
+        self.bits = info.bits
+        self.eps = float(info.eps)
+        self.max = float(info.max)
+        self.min = float(info.min)
+        self.tiny = float(info.tiny)
+        self.smallest_normal = self.tiny
+        self.resolution = float(info.resolution)
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:
+    """Machine limits of an integral dtype (``torch.iinfo``)."""
+
+    def __init__(self, type):
+        if type.category not in (BOOL, INTEGRAL):
+            raise TypeError(f"iinfo(): expected an integral dtype, got {type}")
+        if type is bool_:
+            self.bits, self.min, self.max = 8, 0, 1
+        else:
+            info = np.iinfo(type.np)
+            self.bits, self.min, self.max = info.bits, int(info.min), int(info.max)
+        self.dtype = type.name
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

@@ -1,0 +1,339 @@
+"""Random numbers: Generator, manual_seed, and sampling (rand, randn, normal, ...).
+
+Streams come from NumPy's PCG64. They do not match PyTorch's bit for bit, but a seed makes
+ember reproducible with itself.
+"""
+
+import json
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._creation import _size, _target
+from ember._device import as_device
+from ember._tensor import Tensor, _make
+
+__all__ = [
+    "Generator", "default_generator", "manual_seed", "seed", "initial_seed",
+    "get_rng_state", "set_rng_state", "rand", "randn", "randint", "randperm", "normal",
+    "bernoulli", "multinomial", "poisson", "rand_like", "randn_like", "randint_like",
+]
+
+
+class Generator:
+    """A random number generator with its own state (``torch.Generator``)."""
+
+    def __init__(self, device="cpu"):
+        self.device = as_device(device)
+        self._seed = 67280421310721            # PyTorch's default CPU seed
+        self._rng = np.random.Generator(np.random.PCG64(self._seed))
+
+    def manual_seed(self, seed):
+        """Reset the state from ``seed`` and return self."""
+        seed = int(seed)
+        if not -0x8000_0000_0000_0000 <= seed <= 0xFFFF_FFFF_FFFF_FFFF:
+            raise RuntimeError(f"Overflow when unpacking long: seed {seed} out of range")
+        self._seed = seed & 0xFFFF_FFFF_FFFF_FFFF
+        self._rng = np.random.Generator(np.random.PCG64(self._seed))
+        return self
+
+    def seed(self):
+        """Seed from the operating system's entropy and return the new seed."""
+        new = int(np.random.SeedSequence().entropy) & 0xFFFF_FFFF_FFFF_FFFF
+        self.manual_seed(new)
+        return new
+
+    def initial_seed(self):
+        """The seed this generator was last seeded with."""
+        return self._seed
+
+    def get_state(self):
+        """The generator state as a uint8 tensor."""
+        state = {"seed": self._seed, "bit_generator": self._rng.bit_generator.state}
+        raw = np.frombuffer(json.dumps(state).encode(), dtype=np.uint8).copy()
+        return _make(raw)
+
+    def set_state(self, new_state):
+        """Restore a state returned by ``get_state``; returns self."""
+        if not isinstance(new_state, Tensor) or new_state.dtype is not D.uint8:
+            raise TypeError("expected a torch.ByteTensor as the new state")
+        state = json.loads(np.asarray(new_state).tobytes().decode())
+        self._seed = state["seed"]
+        self._rng = np.random.Generator(np.random.PCG64())
+        self._rng.bit_generator.state = state["bit_generator"]
+        return self
+
+
+default_generator = Generator()
+
+
+def _rng(generator):
+    return (default_generator if generator is None else generator)._rng
+
+
+def manual_seed(seed):
+    """Seed the default generator (and any CUDA generators); returns the default generator."""
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    """Seed the default generator non-deterministically; returns the seed."""
+    return default_generator.seed()
+
+
+def initial_seed():
+    """The default generator's seed."""
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    """The default generator's state as a uint8 tensor."""
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state):
+    """Restore the default generator's state."""
+    default_generator.set_state(new_state)
+
+
+def _float_dtype(dtype, name):
+    dtype = D.get_default_dtype() if dtype is None else dtype
+    if dtype.category not in (D.FLOATING, D.COMPLEX):
+        raise RuntimeError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+    return dtype
+
+
+def _sample(array, dtype, device, requires_grad):
+    xp, _ = _target(device)
+    arr = array.astype(dtype.np)
+    t = _make(arr if xp is np else xp.asarray(arr))
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _complex(rng, shape, draw):
+    # complex samples: real and imaginary parts each with half the variance
+    return (draw(rng, shape) + 1j * draw(rng, shape)) / np.sqrt(2)
+
+
+def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+         requires_grad=False, pin_memory=False):
+    """Uniform samples on [0, 1)."""
+    dtype = _float_dtype(dtype, "check_uniform_bounds")
+    shape = _size(size)
+    rng = _rng(generator)
+    arr = rng.random(shape) if not dtype.is_complex else rng.random(shape) + 1j * rng.random(shape)
+    return _fill_out(out, _sample(arr, dtype, device, requires_grad))
+
+
+def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False, pin_memory=False):
+    """Standard normal samples."""
+    dtype = _float_dtype(dtype, "normal_kernel_cpu")
+    shape = _size(size)
+    rng = _rng(generator)
+    arr = rng.standard_normal(shape) if not dtype.is_complex else \
+        _complex(rng, shape, lambda r, s: r.standard_normal(s))
+    return _fill_out(out, _sample(arr, dtype, device, requires_grad))
+
+
+def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None,
+            layout=None, device=None, requires_grad=False):
+    """Integers drawn uniformly from [low, high)."""
+    if size is None:                        # randint(high, size)
+        low, high, size = 0, low, high
+    if size is None:
+        raise TypeError("randint(): missing required argument 'size'")
+    if high is None:
+        raise TypeError("randint(): missing required argument 'high'")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    dtype = D.int64 if dtype is None else dtype
+    arr = _rng(generator).integers(low, high, size=_size((size,)), dtype=np.int64)
+    return _fill_out(out, _sample(arr, dtype, device, requires_grad))
+
+
+def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False, pin_memory=False):
+    """A random permutation of 0..n-1."""
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    dtype = D.int64 if dtype is None else dtype
+    arr = _rng(generator).permutation(n)
+    return _fill_out(out, _sample(arr, dtype, device, requires_grad))
+
+
+def _fill_out(out, result):
+    if out is None:
+        return result
+    out._data = result._data
+    out._bump_version()
+    return out
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
+           layout=None, device=None, requires_grad=False):
+    """Normal samples with the given mean(s) and standard deviation(s)."""
+    rng = _rng(generator)
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        m = mean._data if isinstance(mean, Tensor) else mean
+        s = std._data if isinstance(std, Tensor) else std
+        if isinstance(std, Tensor) and bool((std._data < 0).any()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+        shape = np.broadcast_shapes(np.shape(m), np.shape(s))
+        ref = mean if isinstance(mean, Tensor) else std
+        arr = m + s * rng.standard_normal(shape)
+        return _fill_out(out, _sample(np.asarray(arr), ref.dtype, ref.device, False))
+    if size is None:
+        raise TypeError("normal(): with float mean and std a size is required")
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    dtype = _float_dtype(dtype, "normal_kernel_cpu")
+    arr = mean + std * rng.standard_normal(_size((size,)))
+    return _fill_out(out, _sample(arr, dtype, device, requires_grad))
+
+
+def bernoulli(input, p=None, *, generator=None, out=None):
+    """0/1 samples with probabilities ``input`` (or the scalar ``p``)."""
+    probs = input._data if p is None else np.full(input.shape, p)
+    if probs.size and (np.min(probs) < 0 or np.max(probs) > 1):
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    arr = _rng(generator).random(input.shape) < probs
+    return _fill_out(out, _sample(arr, input.dtype, input.device, False))
+
+
+def poisson(input, generator=None):
+    """Poisson samples with rates ``input``."""
+    arr = _rng(generator).poisson(input._data.astype(np.float64))
+    return _sample(arr, input.dtype, input.device, False)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
+    """Indices sampled from each row of non-negative weights."""
+    if input.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    w = np.asarray(input._data, dtype=np.float64)
+    rows = w.reshape(-1, w.shape[-1])
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > rows.shape[1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    if (rows < 0).any() or not np.isfinite(rows).all():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    rng = _rng(generator)
+    result = np.empty((rows.shape[0], num_samples), dtype=np.int64)
+    for i, row in enumerate(rows):
+        total = row.sum()
+        if total <= 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        if not replacement and np.count_nonzero(row) < num_samples:
+            raise RuntimeError("invalid multinomial distribution (with replacement=False, not "
+                               "enough non-negative category to sample)")
+        result[i] = rng.choice(row.size, size=num_samples, replace=replacement, p=row / total)
+    if input.ndim == 1:
+        result = result[0]
+    return _fill_out(out, _sample(result, D.int64, input.device, False))
+
+
+def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None, generator=None):
+    """Uniform samples shaped like ``input``."""
+    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad, generator=generator)
+
+
+def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+               memory_format=None, generator=None):
+    """Normal samples shaped like ``input``."""
+    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                 requires_grad=requires_grad, generator=generator)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None, generator=None):
+    """Random integers shaped like ``input``."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input.shape, dtype=dtype or input.dtype,
+                   device=device or input.device, generator=generator)
+
+
+# --- in-place sampling methods ------------------------------------------------------------------
+
+def _fill_(t, arr):
+    from ember.autograd.grad_mode import STATE
+    from ember.ops._inplace import _check_leaf
+    if STATE.grad_enabled:
+        _check_leaf(t)
+    t._data[...] = np.asarray(arr).astype(t._data.dtype) if t._data.dtype.kind in "iub" \
+        else arr
+    t._bump_version()
+    return t
+
+
+def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
+    """Fill with uniform samples on [from, to)."""
+    from_ = kw.pop("from", from_)
+    return _fill_(self, from_ + (to - from_) * _rng(generator).random(self.shape))
+
+
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Fill with normal samples."""
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    return _fill_(self, mean + std * _rng(generator).standard_normal(self.shape))
+
+
+def random_(self, from_=0, to=None, *, generator=None, **kw):
+    """Fill with integers from [from, to) (default: the dtype's range of exact integers)."""
+    from_ = kw.pop("from", from_)
+    if to is None:
+        to, from_ = (from_, 0) if from_ else (_random_limit(self.dtype), 0)
+    return _fill_(self, _rng(generator).integers(from_, to, size=self.shape))
+
+
+_EXACT_INTEGERS = {D.float16: 2 ** 11, D.bfloat16: 2 ** 8, D.float32: 2 ** 24,
+                   D.float64: 2 ** 53}
+
+
+def _random_limit(dtype):
+    """PyTorch's default upper bound: the dtype's max, or its largest run of exact ints."""
+    if dtype is D.bool_:
+        return 2
+    if dtype.category == D.INTEGRAL:
+        return int(np.iinfo(dtype.np).max) + 1
+    return _EXACT_INTEGERS.get(dtype, 2 ** 24)
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Fill with 0/1 samples with probability ``p`` (a number or tensor)."""
+    probs = p._data if isinstance(p, Tensor) else p
+    return _fill_(self, _rng(generator).random(self.shape) < probs)
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Fill with exponential samples of rate ``lambd``."""
+    return _fill_(self, _rng(generator).exponential(1.0 / lambd, self.shape))
+
+
+def geometric_(self, p, *, generator=None):
+    """Fill with geometric samples (number of trials to the first success)."""
+    return _fill_(self, _rng(generator).geometric(p, self.shape))
+
+
+def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    """Fill with log-normal samples."""
+    return _fill_(self, _rng(generator).lognormal(mean, std, self.shape))
+
+
+def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    """Fill with Cauchy samples."""
+    return _fill_(self, median + sigma * _rng(generator).standard_cauchy(self.shape))
+
+
+for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, log_normal_,
+            cauchy_):
+    setattr(Tensor, _fn.__name__, _fn)

@@ -1,0 +1,498 @@
+"""Tensor: one backend array plus autograd state. Op methods are attached by the registry."""
+
+import warnings
+
+import numpy as np
+
+from ember import _dtype
+from ember.backend import device_of
+from ember.autograd.grad_mode import STATE as _GRAD
+
+__all__ = ["Tensor", "Size"]
+
+
+class Size(tuple):
+    """A tensor shape: a tuple of ints that prints as ``ember.Size([2, 3])``."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"ember.Size([{', '.join(map(str, self))}])"
+
+    def numel(self):
+        """The number of elements a tensor of this shape holds."""
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, key):
+        out = tuple.__getitem__(self, key)
+        return Size(out) if isinstance(key, slice) else out
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, other))
+
+    def __reduce__(self):
+        return (Size, (tuple(self),))
+
+
+class _Version:
+    """The version counter a tensor shares with its views; in-place ops bump it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
+class Tensor:
+    """A multi-dimensional array with autograd support (``torch.Tensor``).
+
+    ``_data`` is the backend array; everything else about the values (dtype, shape,
+    device, strides) is read from it. ``_view`` is None for tensors that own their
+    memory, else ``(base, source, op, params)``: ``base`` is the tensor owning the memory
+    and ``op(source, *params)`` recreates this view, which in-place autograd on views
+    needs (see NOTE [In-place on views] in ops/_inplace.py).
+    """
+
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_output_nr", "_grad", "_vc",
+                 "_view", "_meta", "__weakref__", "__dict__")
+
+    # ----- construction ---------------------------------------------------------------
+
+    def __new__(cls, *args, **kwargs):
+        from ember._creation import legacy_tensor_new
+        return legacy_tensor_new(cls, args, kwargs)
+
+    @property
+    def data(self):
+        """This tensor's values, detached from the graph (shares memory and version)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        self._data = value._data
+
+    # ----- metadata derived from the array ------------------------------------------------
+
+    @property
+    def dtype(self):
+        return _dtype.FROM_NUMPY[self._data.dtype]
+
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    @property
+    def device(self):
+        return device_of(self._data)
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self):
+        return self.device.type == "cpu"
+
+    @property
+    def is_leaf(self):
+        return self._grad_fn is None
+
+    @property
+    def itemsize(self):
+        return self._data.itemsize
+
+    @property
+    def nbytes(self):
+        return self._data.nbytes
+
+    @property
+    def layout(self):
+        from ember import strided
+        return strided
+
+    def size(self, dim=None):
+        """The shape, or the length of one dimension."""
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    def dim(self):
+        """The number of dimensions."""
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self):
+        """The number of elements."""
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self):
+        """Bytes per element."""
+        return self._data.itemsize
+
+    def stride(self, dim=None):
+        """Strides in elements (not bytes), or the stride of one dimension."""
+        item = self._data.itemsize
+        strides = tuple(s // item for s in self._data.strides)
+        if dim is None:
+            return strides
+        return strides[_wrap_dim(dim, self._data.ndim)]
+
+    def is_contiguous(self, memory_format=None):
+        """Whether the elements are laid out densely in row-major order."""
+        expected = 1
+        item = self._data.itemsize
+        for size, stride in zip(reversed(self._data.shape), reversed(self._data.strides)):
+            if size == 1:
+                continue
+            if size == 0:
+                return True
+            if stride != expected * item:
+                return False
+            expected *= size
+        return True
+
+    def storage_offset(self):
+        """Offset in elements from the start of the memory this tensor's base owns."""
+        if self._view is None:
+            return 0
+        base = self._view[0]._data
+        return (_address(self._data) - _address(base)) // self._data.itemsize
+
+    def data_ptr(self):
+        """The address of the first element."""
+        return _address(self._data)
+
+    def is_floating_point(self):
+        """Whether the dtype is a floating-point type."""
+        return self.dtype.category == _dtype.FLOATING
+
+    def is_complex(self):
+        """Whether the dtype is a complex type."""
+        return self.dtype.category == _dtype.COMPLEX
+
+    def is_signed(self):
+        """Whether the dtype is signed."""
+        return self.dtype.is_signed
+
+    def get_device(self):
+        """The CUDA device index, or -1 for CPU tensors."""
+        dev = self.device
+        return -1 if dev.type == "cpu" else dev.index
+
+    def _is_view(self):
+        return self._view is not None
+
+    @property
+    def _base(self):
+        return None if self._view is None else self._view[0]
+
+    @property
+    def _version(self):
+        return 0 if self._vc is None else self._vc.value
+
+    def _bump_version(self):
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = _Version()
+        vc.value += 1
+
+    # ----- conversion to Python and NumPy -------------------------------------------------
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
+                               f"to Scalar")
+        return _to_python(self._data.reshape(()))
+
+    def tolist(self):
+        """The values as (nested) Python lists of numbers."""
+        arr = _to_host(self._data)
+        if arr.dtype in _PYTHON_VIA:
+            arr = arr.astype(_PYTHON_VIA[arr.dtype])
+        return arr.tolist()
+
+    def numpy(self, *, force=False):
+        """The values as a NumPy array sharing memory (CPU tensors without grad)."""
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        if type(self._data) is not np.ndarray:
+            if not force:
+                raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
+                                f"Use Tensor.cpu() to copy the tensor to host memory first.")
+            return _to_host(self._data)
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = _to_host(self._data)
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if self.requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+        return self._data.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous"
+                               if self._data.size > 1 else
+                               "Boolean value of Tensor with no values is ambiguous")
+        return bool(self._data.reshape(()))
+
+    def __float__(self):
+        return float(self.item().real if self.is_complex() else self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def __index__(self):
+        if self.dtype.category > _dtype.INTEGRAL or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to "
+                            "an index")
+        return int(self.item())
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self):
+        return id(self)
+
+    def __contains__(self, element):
+        if isinstance(element, (Tensor, int, float, bool, complex)):
+            return bool((self == element).any())
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you "
+                           f"passed in a {type(element)}.")
+
+    def __repr__(self, *, tensor_contents=None):
+        from ember._tensor_str import tensor_repr
+        return tensor_repr(self)
+
+    def __format__(self, spec):
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return object.__format__(self, spec) if spec else repr(self)
+
+    def __reduce_ex__(self, protocol):
+        from ember._creation import _rebuild_tensor
+        return (_rebuild_tensor, (type(self), _to_host(self._data), self.requires_grad))
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.")
+        if id(self) in memo:
+            return memo[id(self)]
+        new = _make(self._data.copy(), type(self))
+        new._requires_grad = self._requires_grad
+        if self._grad is not None:
+            new._grad = self._grad.__deepcopy__(memo)
+        if self.__dict__:
+            import copy
+            new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        memo[id(self)] = new
+        return new
+
+    # ----- autograd state -------------------------------------------------------------------
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad or self._grad_fn is not None
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        if self._grad_fn is not None:
+            if flag:
+                return
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if flag and self.dtype.category < _dtype.FLOATING:
+            raise RuntimeError("only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        self._requires_grad = bool(flag)
+
+    def requires_grad_(self, requires_grad=True):
+        """Set requires_grad in place and return self."""
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad_fn(self):
+        from ember.ops._inplace import history
+        return history(self)[0]
+
+    @property
+    def grad(self):
+        if self._grad_fn is not None and not self.retains_grad and self._grad is None:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
+                "mistake, make sure you access the leaf Tensor instead.", UserWarning,
+                stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got "
+                                f"grad of type {type(value).__name__}")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(f"assigned grad has data of a different type: expected "
+                                   f"{self.dtype} but got {value.dtype}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"assigned grad has data of a different size: expected "
+                                   f"{list(self.shape)} but got {list(value.shape)}")
+        self._grad = value
+
+    @property
+    def retains_grad(self):
+        return bool(self._meta and self._meta.get("retains_grad"))
+
+    @property
+    def output_nr(self):
+        return self._output_nr
+
+    def retain_grad(self):
+        """Populate ``.grad`` for this non-leaf tensor during backward."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._grad_fn is None or self.retains_grad:
+            return
+        from ember.autograd.graph import add_retain_grad_hook
+        add_retain_grad_hook(self)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new grad."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        from ember.autograd.graph import register_tensor_hook
+        return register_tensor_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` after the gradient was accumulated into ``.grad`` (leaves)."""
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        from ember.autograd.graph import register_post_accumulate_hook
+        return register_post_accumulate_hook(self, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor into the leaves' ``.grad``."""
+        from ember.autograd import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self):
+        """A tensor sharing memory and version with this one, cut from the graph."""
+        out = _make(self._data)
+        out._vc = self._shared_version()
+        return out
+
+    def detach_(self):
+        """Cut this tensor from the graph in place."""
+        if self._view is not None and self.requires_grad:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    def _shared_version(self):
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = _Version()
+        return vc
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from ember.overrides import default_torch_function
+        return default_torch_function(cls, func, types, args, kwargs)
+
+    def as_subclass(self, cls):
+        """This tensor's data and graph viewed as an instance of a Tensor subclass."""
+        out = _make(self._data, cls)
+        out._requires_grad = self._requires_grad
+        out._grad_fn = self._grad_fn
+        out._output_nr = self._output_nr
+        out._vc = self._shared_version()
+        return out
+
+
+_new = object.__new__
+
+
+def _make(array, cls=Tensor):
+    """Wrap a backend array in a fresh tensor with no autograd history."""
+    t = _new(cls)
+    t._data = array
+    t._requires_grad = False
+    t._grad_fn = None
+    t._output_nr = 0
+    t._grad = None
+    t._vc = None
+    t._view = None
+    t._meta = None
+    return t
+
+
+def _wrap_dim(dim, ndim):
+    lo = -max(ndim, 1)
+    hi = max(ndim, 1) - 1
+    if not lo <= dim <= hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], "
+                         f"but got {dim})")
+    return dim % max(ndim, 1)
+
+
+def _address(array):
+    if type(array) is np.ndarray:
+        return array.__array_interface__["data"][0]
+    return array.data.ptr
+
+
+def _to_host(array):
+    return array if type(array) is np.ndarray else array.get()
+
+
+# bfloat16 and float8 have no Python conversion of their own
+_PYTHON_VIA = {d.np: np.dtype(np.float32) for d in _dtype.LOW_PRECISION}
+
+
+def _to_python(array0d):
+    arr = _to_host(array0d)
+    if arr.dtype in _PYTHON_VIA:
+        arr = arr.astype(np.float32)
+    return arr.item()
+

@@ -1,0 +1,114 @@
+"""ember.autograd: backward, grad, grad modes, custom Functions, anomaly mode, gradcheck."""
+
+from ember.autograd.anomaly import detect_anomaly, set_detect_anomaly
+from ember.autograd.engine import run_backward
+from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                                      is_inference_mode_enabled, no_grad, set_grad_enabled)
+from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
+from ember.autograd.graph import history
+
+__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+           "is_grad_enabled", "is_inference_mode_enabled", "detect_anomaly",
+           "set_detect_anomaly", "Function", "gradcheck", "gradgradcheck"]
+
+
+def _as_tuple(x):
+    if x is None:
+        return ()
+    from ember._tensor import Tensor
+    return (x,) if isinstance(x, Tensor) else tuple(x)
+
+
+def _make_grads(outputs, grads):
+    from ember._creation import ones_like
+    result = []
+    for i, (out, g) in enumerate(zip(outputs, grads)):
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if not out.is_floating_point():
+                raise RuntimeError(f"grad can be implicitly created only for real scalar "
+                                   f"outputs but got {out.dtype}")
+            g = ones_like(out)
+        elif g.shape != out.shape:
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} "
+                               f"and output[{i}] has a shape of {out.shape}.")
+        result.append(g)
+    return result
+
+
+def _roots(outputs):
+    roots = []
+    for i, out in enumerate(outputs):
+        node, nr = history(out)
+        if node is None:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
+                               f"have a grad_fn")
+        roots.append((node, nr))
+    return roots
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    """Accumulate gradients of ``tensors`` into the ``.grad`` of the graph's leaves."""
+    outputs = _as_tuple(tensors)
+    grads = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
+    grads = list(grads) + [None] * (len(outputs) - len(grads))
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _roots(outputs)
+    grads = _make_grads(outputs, grads)
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        targets = [history(t) for t in inputs]
+        run_backward(roots, grads, retain_graph, create_graph, targets=targets,
+                     accumulate_into_grad=list(inputs))
+    else:
+        run_backward(roots, grads, retain_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False,
+         materialize_grads=False):
+    """The gradients of ``outputs`` with respect to ``inputs`` (nothing is accumulated)."""
+    if is_grads_batched:
+        raise NotImplementedError("is_grads_batched=True arrives with ember.func.vmap")
+    outputs = _as_tuple(outputs)
+    inputs = _as_tuple(inputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    grads = list(_as_tuple(grad_outputs))
+    grads = grads + [None] * (len(outputs) - len(grads))
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _roots(outputs)
+    grads = _make_grads(outputs, grads)
+    targets = [history(t) for t in inputs]
+    found = run_backward(roots, grads, retain_graph, create_graph, targets=targets)
+    result = []
+    for t, g in zip(inputs, found):
+        if g is None:
+            if materialize_grads:
+                from ember._creation import zeros_like
+                g = zeros_like(t)
+            elif not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
+        result.append(g)
+    return tuple(result)
+
+
+def __getattr__(name):
+    if name in ("Function", "once_differentiable", "FunctionCtx"):
+        from ember.autograd import function
+        return getattr(function, name)
+    raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")

@@ -1,0 +1,220 @@
+"""The backward engine: one loop serves ``Tensor.backward`` and ``autograd.grad``.
+
+Nodes run once every node that feeds them gradient has run (dependency counting), the most
+recently created first among those ready, as PyTorch's engine orders them.
+"""
+
+import heapq
+import warnings
+
+from ember.autograd import anomaly
+from ember.autograd.graph import AccumulateGrad, accumulate, leaf_hooks, post_accumulate_hooks
+from ember.autograd.grad_mode import STATE as _GRAD
+
+__all__ = ["run_backward"]
+
+
+def _discover(roots):
+    """Count, for each node reachable from the roots, the edges that lead into it."""
+    deps = {}
+    seen = set()
+    stack = [n for n, _ in roots]
+    for n in stack:
+        seen.add(n)
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is None:
+                continue
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps, seen
+
+
+def _needed(nodes, target_nodes):
+    """The nodes from which a target can be reached (only they need to run)."""
+    needed = {}
+    for start in nodes:
+        if start in needed:
+            continue
+        stack = [(start, iter(start.next_functions))]
+        needed[start] = start in target_nodes
+        while stack:
+            node, edges = stack[-1]
+            for nxt, _ in edges:
+                if nxt is None:
+                    continue
+                if nxt not in needed:
+                    needed[nxt] = nxt in target_nodes
+                    stack.append((nxt, iter(nxt.next_functions)))
+                    break
+                if needed[nxt]:
+                    needed[node] = True
+            else:
+                stack.pop()
+                if stack and needed[node]:
+                    needed[stack[-1][0]] = True
+    return {n for n, flag in needed.items() if flag}
+
+
+def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
+                 accumulate_into_grad=True):
+    """Propagate ``root_grads`` from the ``(node, output_nr)`` roots through the graph.
+
+    Without ``targets`` every leaf reached gets its ``.grad`` accumulated. With ``targets``
+    (a list of ``(node, output_nr)``) only what leads to them runs; their gradients are
+    returned in a list (``autograd.grad``), or accumulated into the tensors given in
+    ``accumulate_into_grad`` when it is a list (``backward(inputs=...)``).
+    """
+    deps, nodes = _discover(roots)
+    run_set = None
+    captured = None
+    target_index = None
+    if targets is not None:
+        target_nodes = {n for n, _ in targets}
+        run_set = _needed(nodes, target_nodes)
+        captured = [None] * len(targets)
+        target_index = {}
+        for i, key in enumerate(targets):
+            target_index.setdefault(key, []).append(i)
+
+    buffers = {}
+    for (node, nr), grad in zip(roots, root_grads):
+        _add_to_buffer(buffers, node, nr, grad)
+
+    ready = []
+    pushed = set()
+    for node, _ in roots:
+        if deps.get(node, 0) == 0 and (run_set is None or node in run_set) \
+                and node not in pushed:
+            pushed.add(node)
+            heapq.heappush(ready, (-node._seq, id(node), node))
+
+    prev_mode = _GRAD.grad_enabled
+    _GRAD.grad_enabled = create_graph
+    try:
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            buf = buffers.pop(node, None) or [None] * node.n_outputs
+            grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
+                                 accumulate_into_grad) or ()
+            for i, (nxt, nr) in enumerate(node.next_functions):
+                if nxt is None:
+                    continue
+                g = grads_in[i] if i < len(grads_in) else None
+                if g is not None:
+                    _add_to_buffer(buffers, nxt, nr, g)
+                left = deps[nxt] - 1
+                deps[nxt] = left
+                if left == 0 and (run_set is None or nxt in run_set):
+                    heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+    finally:
+        _GRAD.grad_enabled = prev_mode
+    return captured
+
+
+def _add_to_buffer(buffers, node, nr, grad):
+    buf = buffers.get(node)
+    if buf is None:
+        buf = buffers[node] = [None] * node.n_outputs
+    buf[nr] = grad if buf[nr] is None else buf[nr] + grad
+
+
+def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumulate_into_grad):
+    """Run one node; returns its input gradients ([] for leaves, None if nothing flowed)."""
+    hooks = node._tensor_pre_hooks
+    if hooks:
+        for nr, fns in hooks.items():
+            if buf[nr] is not None:
+                for fn in list(fns.values()):
+                    out = fn(buf[nr])
+                    if out is not None:
+                        buf[nr] = out
+    if node._retains:
+        for nr, ref in node._retains.items():
+            t = ref()
+            if t is not None and buf[nr] is not None:
+                g = buf[nr]
+                t._grad = (g if _GRAD.grad_enabled else g.detach()).clone() \
+                    if t._grad is None else t._grad + g
+    if node._pre_hooks:
+        for fn in list(node._pre_hooks.values()):
+            out = fn(tuple(buf))
+            if out is not None:
+                buf = list(out)
+
+    if type(node) is AccumulateGrad:
+        return _run_leaf(node, buf[0], target_index, captured, accumulate_into_grad)
+
+    if target_index is not None:
+        for nr in range(node.n_outputs):
+            for i in target_index.get((node, nr), ()):
+                _capture(i, buf[nr], captured, accumulate_into_grad)
+        if not any(nxt in run_set for nxt, _ in node.next_functions):
+            return None             # a target that leads to no other target
+
+    if all(g is None for g in buf):
+        return None
+    try:
+        grads_in = node.apply(buf)
+    except Exception:
+        if node._trace is not None:
+            warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
+                          f"caused the error:\n{node._trace}", RuntimeWarning, stacklevel=2)
+        raise
+    if anomaly.ENABLED[0] and anomaly.CHECK_NAN[0]:
+        _check_nan(node, grads_in)
+    if node._post_hooks:
+        for fn in list(node._post_hooks.values()):
+            out = fn(tuple(grads_in), tuple(buf))
+            if out is not None:
+                grads_in = list(out)
+    if not retain_graph:
+        node._release()
+    return grads_in
+
+
+def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
+    if grad is None:
+        return []
+    var = node.variable
+    hooks = leaf_hooks(var)
+    if hooks:
+        for fn in list(hooks.values()):
+            out = fn(grad)
+            if out is not None:
+                grad = out
+    if target_index is not None:
+        for i in target_index.get((node, 0), ()):
+            _capture(i, grad, captured, accumulate_into_grad)
+        return []
+    accumulate(var, grad)
+    post = post_accumulate_hooks(var)
+    if post:
+        for fn in list(post.values()):
+            fn(var)
+    return []
+
+
+def _capture(i, grad, captured, accumulate_into_grad):
+    if grad is None:
+        return
+    if isinstance(accumulate_into_grad, list):     # backward(inputs=...)
+        var = accumulate_into_grad[i]
+        accumulate(var, grad)
+        post = post_accumulate_hooks(var)
+        if post and var._grad_fn is None:
+            for fn in list(post.values()):
+                fn(var)
+        captured[i] = True
+    else:
+        captured[i] = grad if captured[i] is None else captured[i] + grad
+
+
+def _check_nan(node, grads):
+    for i, g in enumerate(grads):
+        if g is not None and bool(g.isnan().any()):
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
+                               f"output.")

@@ -1,0 +1,122 @@
+"""Grad modes: no_grad, enable_grad, set_grad_enabled, inference_mode (thread-local)."""
+
+import functools
+import threading
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+           "is_grad_enabled", "is_inference_mode_enabled"]
+
+
+class _State(threading.local):
+    grad_enabled = True
+    inference = False
+
+
+STATE = _State()                # the dispatcher reads STATE.grad_enabled on every op
+
+
+def is_grad_enabled():
+    """Whether operations currently record the autograd graph."""
+    return STATE.grad_enabled
+
+
+def is_inference_mode_enabled():
+    """Whether inference mode is on."""
+    return STATE.inference
+
+
+class _Mode:
+    """A grad mode usable as a context manager and as a decorator."""
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self._clone():
+                return fn(*args, **kwargs)
+        return wrapper
+
+    def _clone(self):
+        return type(self)()
+
+    def __enter__(self):
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = self._enabled()
+        return self
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+
+
+class no_grad(_Mode):
+    """Disable graph recording inside the block or decorated function."""
+
+    def __new__(cls, orig_func=None):
+        self = super().__new__(cls)
+        return self(orig_func) if callable(orig_func) else self
+
+    def _enabled(self):
+        return False
+
+
+class enable_grad(_Mode):
+    """Enable graph recording inside the block or decorated function."""
+
+    def __new__(cls, orig_func=None):
+        self = super().__new__(cls)
+        return self(orig_func) if callable(orig_func) else self
+
+    def _enabled(self):
+        return True
+
+
+class set_grad_enabled(_Mode):
+    """Turn graph recording on or off; takes effect at once, and undoes itself on exit."""
+
+    def __init__(self, mode):
+        self._mode = bool(mode)
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = self._mode
+
+    def __call__(self, fn):
+        STATE.grad_enabled = self._prev       # decorating must not change the mode now
+        return super().__call__(fn)
+
+    def _clone(self):
+        return set_grad_enabled(self._mode)
+
+    def _enabled(self):
+        return self._mode
+
+    def __enter__(self):
+        STATE.grad_enabled = self._mode
+        return self
+
+
+class inference_mode(_Mode):
+    """Like no_grad, and marks the block as inference (``torch.inference_mode``)."""
+
+    def __new__(cls, mode=True):
+        self = super().__new__(cls)
+        if callable(mode):
+            self._mode = True
+            return self(mode)
+        return self
+
+    def __init__(self, mode=True):
+        if not callable(mode):
+            self._mode = bool(mode)
+
+    def _clone(self):
+        return inference_mode(self._mode)
+
+    def _enabled(self):
+        return not self._mode and STATE.grad_enabled
+
+    def __enter__(self):
+        self._prev_inference = STATE.inference
+        STATE.inference = self._mode
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        STATE.inference = self._prev_inference
+        super().__exit__(*exc)

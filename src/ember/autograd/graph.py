@@ -1,0 +1,356 @@
+"""The autograd graph: nodes, edges, saved tensors, gradient accumulators and hooks.
+
+A tensor that requires grad is either a leaf (``_grad_fn is None``; its gradient is
+accumulated into ``.grad`` by an ``AccumulateGrad`` node) or the ``_output_nr``-th output of
+the node in ``_grad_fn``. A node's ``next_functions`` holds one ``(node, output_nr)`` edge per
+differentiable input, ``(None, 0)`` where the input needs no gradient.
+"""
+
+import itertools
+import weakref
+
+from ember.autograd import anomaly
+from ember.autograd.grad_mode import STATE as _GRAD
+
+__all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle"]
+
+_sequence = itertools.count()
+
+_FREED = ("Trying to backward through the graph a second time (or directly access saved "
+          "tensors after they have already been freed). Saved intermediate values of the graph "
+          "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
+          "you need to backward through the graph a second time or if you need to access saved "
+          "tensors after calling backward.")
+
+
+class RemovableHandle:
+    """Returned by hook registrations; ``remove()`` unregisters the hook."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks_dict):
+        self._hooks = weakref.ref(hooks_dict)
+        self.id = next(RemovableHandle._ids)
+
+    def remove(self):
+        """Unregister the hook."""
+        hooks = self._hooks()
+        if hooks is not None:
+            hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _HookDict(dict):
+    """A dict that can be weakly referenced, holding hooks by handle id in insertion order."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _add_hook(hooks, fn):
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = fn
+    return handle
+
+
+class Node:
+    """A backward function in the graph (``grad_fn``)."""
+
+    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_tensor_pre_hooks", "_retains",
+                 "_post_hooks", "_trace", "metadata", "__weakref__")
+
+    n_outputs = 1
+
+    def __init__(self, next_functions):
+        self.next_functions = next_functions
+        self._seq = next(_sequence)
+        self._pre_hooks = None          # fn(grad_outputs) for the node itself
+        self._tensor_pre_hooks = None   # {output_nr: _HookDict} registered through tensors
+        self._retains = None            # {output_nr: weakref to tensor} for retain_grad
+        self._post_hooks = None         # fn(grad_inputs, grad_outputs)
+        self._trace = anomaly.capture_trace() if anomaly.ENABLED[0] else None
+        self.metadata = {}
+
+    def name(self):
+        """PyTorch-style name of the backward function, e.g. ``MulBackward0``."""
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    def __call__(self, *grads):
+        return self.apply(list(grads))
+
+    def apply(self, grads):
+        """Input gradients (one per next_function) from output gradients."""
+        raise NotImplementedError
+
+    def register_hook(self, fn):
+        """Call ``fn(grad_inputs, grad_outputs)`` after this node ran."""
+        if self._post_hooks is None:
+            self._post_hooks = _HookDict()
+        return _add_hook(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """Call ``fn(grad_outputs)`` before this node runs; it may return new grad_outputs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = _HookDict()
+        return _add_hook(self._pre_hooks, fn)
+
+    def _release(self):
+        """Free what was saved for backward (after a backward without retain_graph)."""
+
+
+class InputMeta:
+    """What a derivative may know of an input whose values were not saved: its metadata."""
+
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, tensor):
+        self.shape = tensor.shape
+        self.dtype = tensor.dtype
+        self.device = tensor.device
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def dim(self):
+        return len(self.shape)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self):
+        return self.shape.numel()
+
+
+class OpNode(Node):
+    """The backward of a registry op; one subclass per op gives it its PyTorch name."""
+
+    __slots__ = ("_inputs", "_versions", "_params", "_in_meta", "_out", "_released",
+                 "n_outputs", "_out_meta")
+
+    op = None                           # set on each per-op subclass
+
+    def __init__(self, next_functions, inputs, versions, params, in_meta, out):
+        Node.__init__(self, next_functions)
+        self._inputs = inputs           # (flat inputs: tensors, scalars or InputMeta, lengths)
+        self._versions = versions       # version of each saved tensor input, or None
+        self._params = params
+        self._in_meta = in_meta         # (shape, dtype) of each differentiable input
+        self._out = out                 # (arrays, version counter, version) or None
+        self._released = False
+
+    def _release(self):
+        if self.op.saves_inputs or self._out is not None:
+            self._released = True
+            self._inputs = None
+            self._out = None
+
+    def _unpack_inputs(self):
+        if self._released:
+            raise RuntimeError(_FREED)
+        inputs = self._inputs
+        if self._versions is not None:
+            for t, v in zip(inputs[0], self._versions):
+                if v is not None and t._vc.value != v:
+                    raise RuntimeError(_modified_message(t, v))
+        return inputs
+
+    def _unpack_output(self):
+        from ember._tensor import _make
+        arrays, vc, version = self._out
+        if vc.value != version:
+            raise RuntimeError(_modified_message(None, version, vc.value, self))
+        outs = []
+        for nr, arr in enumerate(arrays):
+            t = _make(arr)
+            t._grad_fn = self
+            t._output_nr = nr
+            t._vc = vc
+            outs.append(t)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def apply(self, grads):
+        op = self.op
+        inputs = self._unpack_inputs()
+        if self.n_outputs == 1:
+            grad = grads[0]
+        else:
+            grad = tuple(g if g is not None else _zeros_like_output(self, i)
+                         for i, g in enumerate(grads))
+        args = op.structure_inputs(inputs)
+        if self._out is not None:
+            result = op.vjp(grad, *args, *self._params, out=self._unpack_output())
+        else:
+            result = op.vjp(grad, *args, *self._params)
+        if op.n_diff_inputs == 1 and not isinstance(result, (tuple, list)):
+            result = (result,)
+        result = op.flatten_grads(result)
+        return [None if meta is None or g is None else conform(g, meta)
+                for g, meta in zip(result, self._in_meta)]
+
+
+def _zeros_like_output(node, index):
+    shape, dtype, device = node._out_meta[index]
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return None
+    from ember import zeros
+    return zeros(shape, dtype=dtype, device=device)
+
+
+def conform(grad, meta):
+    """Sum a gradient back to its input's shape and cast it to the input's dtype."""
+    shape, dtype = meta
+    if grad.shape != shape:
+        grad = sum_to(grad, shape)
+    if grad.dtype is not dtype:
+        if grad.is_complex() and not dtype.is_complex:
+            grad = grad.real
+        grad = grad.to(dtype)
+    return grad
+
+
+def sum_to(grad, shape):
+    """Sum a broadcast gradient down to ``shape`` (the inverse of broadcasting)."""
+    lead = grad.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and grad.shape[lead + i] != 1)
+    if dims:
+        grad = grad.sum(dims, keepdim=True)
+    if lead:
+        grad = grad.reshape(shape)
+    return grad
+
+
+def _modified_message(t, expected, actual=None, node=None):
+    if t is not None:
+        actual = t._version
+        kind = f"{t.dtype._legacy}"
+        shape = list(t.shape)
+        fn = t._grad_fn
+        where = (f"which is output {t._output_nr} of {fn.name()}" if fn is not None
+                 else "which is a leaf")
+    else:
+        kind, shape, where = "Tensor", [], f"which is output 0 of {node.name()}"
+    return (f"one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [ember.{kind} {shape}], {where}, is at version {actual}; "
+            f"expected version {expected} instead. Hint: enable anomaly detection to find the "
+            f"operation that failed to compute its gradient, with "
+            f"ember.autograd.set_detect_anomaly(True).")
+
+
+class AccumulateGrad(Node):
+    """The node that adds incoming gradient into a leaf tensor's ``.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        Node.__init__(self, ())
+        self.variable = variable
+
+    def apply(self, grads):
+        accumulate(self.variable, grads[0])
+        return []
+
+
+def accumulate(var, grad):
+    """Add ``grad`` into ``var.grad`` (out of place while building a graph for it)."""
+    from ember._tensor import _make
+    if var._grad is None:
+        if _GRAD.grad_enabled:
+            var._grad = grad if grad._grad_fn is not None else grad.detach().clone()
+        else:
+            var._grad = _make(grad._data.copy())
+    elif _GRAD.grad_enabled or var._grad.requires_grad:
+        var._grad = var._grad + grad
+    else:
+        var._grad._data += grad._data
+        var._grad._bump_version()
+
+
+def grad_accumulator(t):
+    """The (cached) AccumulateGrad node of a leaf that requires grad."""
+    meta = t._meta
+    if meta is None:
+        meta = t._meta = {}
+    ref = meta.get("grad_acc")
+    node = ref() if ref is not None else None
+    if node is None:
+        node = AccumulateGrad(t)
+        meta["grad_acc"] = weakref.ref(node)
+    return node
+
+
+def history(t):
+    """The ``(node, output_nr)`` edge through which gradient reaches ``t``."""
+    if t._view is not None:
+        from ember.ops._inplace import refresh_view_history
+        refresh_view_history(t)
+    fn = t._grad_fn
+    if fn is not None:
+        return fn, t._output_nr
+    if t._requires_grad:
+        return grad_accumulator(t), 0
+    return None, 0
+
+
+# --- tensor hooks -------------------------------------------------------------------------
+
+def register_tensor_hook(t, hook):
+    """Store a gradient hook for ``t``: on its grad_fn output, or on the leaf itself."""
+    fn, nr = history(t)
+    if t._grad_fn is None:
+        hooks = _leaf_hooks(t)
+    else:
+        if fn._tensor_pre_hooks is None:
+            fn._tensor_pre_hooks = {}
+        hooks = fn._tensor_pre_hooks.setdefault(nr, _HookDict())
+    return _add_hook(hooks, hook)
+
+
+def _leaf_hooks(t):
+    if t._meta is None:
+        t._meta = {}
+    hooks = t._meta.get("hooks")
+    if hooks is None:
+        hooks = t._meta["hooks"] = _HookDict()
+    return hooks
+
+
+def register_post_accumulate_hook(t, hook):
+    """Store a hook run with the tensor after its ``.grad`` was accumulated."""
+    if t._meta is None:
+        t._meta = {}
+    hooks = t._meta.get("post_acc_hooks")
+    if hooks is None:
+        hooks = t._meta["post_acc_hooks"] = _HookDict()
+    return _add_hook(hooks, hook)
+
+
+def add_retain_grad_hook(t):
+    """Make backward populate ``t.grad`` for a non-leaf tensor."""
+    fn, nr = history(t)
+    if fn._retains is None:
+        fn._retains = {}
+    fn._retains[nr] = weakref.ref(t)
+    if t._meta is None:
+        t._meta = {}
+    t._meta["retains_grad"] = True
+
+
+def leaf_hooks(t):
+    """Hooks registered on a leaf tensor (run before accumulation), or None."""
+    meta = t._meta
+    return None if meta is None else meta.get("hooks")
+
+
+def post_accumulate_hooks(t):
+    """Post-accumulate hooks of a leaf, or None."""
+    meta = t._meta
+    return None if meta is None else meta.get("post_acc_hooks")

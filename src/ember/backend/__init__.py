@@ -1,0 +1,54 @@
+"""The only place that knows NumPy from CuPy: maps devices and arrays to array namespaces."""
+
+import numpy as np
+
+from ember._device import CPU, device
+
+__all__ = ["xp_for", "xp_of", "device_of", "special_of", "require_cuda", "cuda_available"]
+
+XP_BY_ARRAY_TYPE = {np.ndarray: np}        # the CUDA backend adds cupy.ndarray
+_DEVICE_BY_ARRAY_TYPE = {np.ndarray: CPU}
+
+
+def xp_of(array):
+    """The array namespace (numpy or cupy) that owns ``array``."""
+    return XP_BY_ARRAY_TYPE[type(array)]
+
+
+def device_of(array):
+    """The ember device an array lives on."""
+    dev = _DEVICE_BY_ARRAY_TYPE.get(type(array))
+    if dev is not None:
+        return dev
+    return device("cuda", array.device.id)
+
+
+def xp_for(dev):
+    """The array namespace for an ember device."""
+    if dev.type == "cpu":
+        return np
+    require_cuda()
+    raise NotImplementedError("the CUDA backend arrives with the CUDA issue")
+
+
+def special_of(xp):
+    """scipy.special for numpy (the cupyx equivalent for cupy, once it exists)."""
+    import scipy.special
+    return scipy.special
+
+
+def cuda_available():
+    """True when CuPy is importable and sees at least one GPU."""
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:           # no CuPy, no driver or no device: all mean "not available"
+        return False
+
+
+def require_cuda():
+    """Raise PyTorch's "not compiled with CUDA" error unless CUDA can be used."""
+    if not cuda_available():
+        raise RuntimeError(
+            "ember not compiled with CUDA enabled: CuPy is not installed or sees no GPU "
+            "(install ember's 'cuda' extra on a machine with an NVIDIA driver)")

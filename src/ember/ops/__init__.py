@@ -1,0 +1,47 @@
+"""Every op, defined once. Importing this package registers them all and builds
+``ember.<op>``, ``Tensor.<op>``, ``Tensor.<op>_`` and the Python operators.
+
+An op module may define ``ALIASES = {"other_name": "op_name"}`` for PyTorch's other names of
+the same op (``absolute`` for ``abs``): one function object under several names. It may also
+define ``PUBLIC = {"name": function}`` for functions of the ember namespace that are built
+from ops rather than being ops themselves (``allclose``).
+"""
+
+from ember.ops import _registry, operators
+from ember.ops import (arithmetic, binary_math, comparison, conversion, indexing, linalg,
+                       reduction, shape, unary_math)
+
+MODULES = (arithmetic, binary_math, comparison, conversion, indexing, linalg, reduction, shape,
+           unary_math)
+
+ALIASES = {}
+PUBLIC = {}
+for _module in MODULES:
+    ALIASES.update(getattr(_module, "ALIASES", {}))
+    PUBLIC.update(getattr(_module, "PUBLIC", {}))
+
+operators.install()
+_registry.attach_methods()
+
+
+def public_functions():
+    """``{name: function}`` for the ember namespace: every public op, alias and helper."""
+    table = {name: op.function for name, op in _registry.REGISTRY.items()
+             if not name.startswith("_") and not name.endswith("_")}
+    table.update(PUBLIC)
+    for alias, target in ALIASES.items():
+        if target in table:
+            table[alias] = table[target]
+    return table
+
+
+def _install_alias_methods():
+    from ember._tensor import Tensor
+    for alias, target in ALIASES.items():
+        if hasattr(Tensor, target) and not hasattr(Tensor, alias):
+            setattr(Tensor, alias, getattr(Tensor, target))
+        if hasattr(Tensor, target + "_") and not hasattr(Tensor, alias + "_"):
+            setattr(Tensor, alias + "_", getattr(Tensor, target + "_"))
+
+
+_install_alias_methods()

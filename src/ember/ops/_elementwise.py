@@ -1,0 +1,44 @@
+"""Helpers that declare elementwise ops in one line each (forward, derivative, in-place)."""
+
+from ember._tensor import Tensor
+from ember.ops._promotion import FLOAT
+from ember.ops._registry import op
+
+__all__ = ["unary", "binary", "conj_grad"]
+
+
+def unary(signature, forward, derivative=None, *, doc, promote=FLOAT, saves_inputs=True,
+          ufunc=None, inplace=True, **options):
+    """Register a one-input elementwise op; ``ufunc`` also gives a copy-free in-place variant.
+
+    ``derivative(grad, x[, out=])`` returns the input gradient.
+    """
+    forward.__doc__ = doc
+    new = op(signature, promote=promote, saves_inputs=saves_inputs, inplace=inplace,
+             **options)(forward)
+    if derivative is not None:
+        new.derivative(derivative)
+    if ufunc is not None and inplace:
+        new.inplace_variant(lambda xp, dst, a: getattr(xp, ufunc)(a, out=dst, casting="unsafe"))
+    return new
+
+
+def binary(signature, forward, derivative=None, *, doc, promote, saves_inputs=True,
+           ufunc=None, inplace=True, **options):
+    """Register a two-input elementwise op (either input may be a Python number)."""
+    forward.__doc__ = doc
+    new = op(signature, inputs=2, promote=promote, saves_inputs=saves_inputs,
+             inplace=inplace, **options)(forward)
+    if derivative is not None:
+        new.derivative(derivative)
+    if ufunc is not None and inplace:
+        new.inplace_variant(
+            lambda xp, dst, a, b: getattr(xp, ufunc)(a, b, out=dst, casting="unsafe"))
+    return new
+
+
+def conj_grad(t):
+    """``t.conj()`` for complex tensors, ``t`` itself otherwise (no dispatch for reals)."""
+    if isinstance(t, Tensor):
+        return t.conj() if t._data.dtype.kind == "c" else t
+    return t.conjugate() if isinstance(t, complex) else t

@@ -1,0 +1,189 @@
+"""In-place ops: leaf checks, dtype and shape rules, version bumps, and autograd on views.
+
+NOTE [In-place on views]
+An in-place op on a view ``v`` of ``base`` changes ``base`` too, so ``base``'s history must
+change with it. As in PyTorch, ``base`` gets a ``CopySlices`` node: its gradient is passed
+through unchanged except in the region ``v`` covers, where the in-place op's own backward
+runs. ``v`` (and every other view of ``base``) recreates its ``grad_fn`` from ``base``'s new
+history the next time it is needed: each view remembers which ``base._grad_fn`` it was built
+on, and ``refresh_view_history`` replays the view ops when that changed.
+"""
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.graph import Node, history
+
+__all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
+
+
+def call_inplace(op, inputs, params):
+    """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``)."""
+    from ember.ops._registry import _Override, _prepare, call
+    self = inputs[0]
+    if not isinstance(self, Tensor):
+        raise TypeError(f"{op.name}_(): expected a Tensor, got {type(self).__name__}")
+    grad_mode = _GRAD.grad_enabled
+    if grad_mode:
+        _check_leaf(self)
+    if op.seq_inputs:
+        flat, lengths = op.flatten_inputs(inputs)
+    else:
+        flat, lengths = inputs, None
+    try:
+        xp, arrays, requires_grad, casts, compute = _prepare(op, flat)
+    except _Override:
+        from ember.overrides import handle_torch_function
+        return handle_torch_function(op, inputs, params, None, inplace=True)
+    if lengths is not None:
+        arrays = op.structure(arrays, lengths)
+    record = grad_mode and requires_grad and op.vjp is not None
+    old = _history_snapshot(self, op.saves_inputs) if record else None
+    dst = self._data
+    if op.inplace_forward is not None:
+        result_dtype = D.bool_ if op.promote is not None and op.promote.name == "compare" \
+            else D.FROM_NUMPY[compute] if compute is not None else self.dtype
+        _check_cast(result_dtype, self.dtype)
+        try:
+            op.inplace_forward(xp, dst, *arrays, *params)
+        except ValueError as e:
+            if "broadcast" not in str(e):
+                raise
+            shape = np.broadcast_shapes(*(a.shape for a in arrays if hasattr(a, "shape")))
+            _shape_mismatch(self, shape)
+    else:
+        res = op.forward(xp, *arrays, *params)
+        if type(res) is not type(dst):
+            res = xp.asarray(res)
+        if casts is not None and res.dtype == casts[1]:
+            result_dtype = D.FROM_NUMPY[casts[0]]
+        else:
+            result_dtype = D.FROM_NUMPY[res.dtype]
+        _check_cast(result_dtype, self.dtype)
+        if res.shape != dst.shape:
+            _shape_mismatch(self, res.shape)
+        xp.copyto(dst, res, casting="unsafe")
+    self._bump_version()
+    if record:
+        _record_inplace(op, self, old, flat, lengths, params)
+    return self
+
+
+def _check_leaf(t):
+    if t._grad_fn is None and t._requires_grad:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    if t._view is not None:
+        base = t._view[0]
+        if base._grad_fn is None and base._requires_grad:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
+                               "an in-place operation.")
+
+
+def _check_cast(result_dtype, self_dtype):
+    if result_dtype is not self_dtype and not D.can_cast(result_dtype, self_dtype):
+        raise RuntimeError(f"result type {result_dtype._torch_name} can't be cast to the "
+                           f"desired output type {self_dtype._torch_name}")
+
+
+def _shape_mismatch(t, shape):
+    raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast shape "
+                       f"{list(shape)}")
+
+
+def _history_snapshot(t, copy_values):
+    """A stand-in for ``t`` before it is overwritten: same history, old values if needed."""
+    fn, nr = history(t)
+    old = _make(t._data.copy() if copy_values else t._data)
+    old._grad_fn = fn
+    old._output_nr = nr
+    old._requires_grad = t._requires_grad
+    if t._view is not None and t._view[5] is not None:
+        raise RuntimeError(
+            f"Output {t._view[5]} of {t._view[2].node_class.__name__} is a view and is being "
+            f"modified inplace. This view is the output of a function that returns multiple "
+            f"views. Such functions do not allow the output views to be modified inplace. You "
+            f"should replace the inplace operation by an out-of-place one.")
+    return old
+
+
+def _record_inplace(op, self, old, flat, lengths, params):
+    from ember.ops._registry import _record
+    base_edge = history(self._view[0]) if self._view is not None else None
+    node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self)
+    if self._view is not None:
+        base = self._view[0]
+        copy = CopySlices(base_edge, node, view_recipe(self))
+        base._grad_fn = copy
+        base._output_nr = 0
+
+
+# --- views --------------------------------------------------------------------------------------
+
+def view_recipe(t):
+    """The view ops, from the base outwards, that turn ``t``'s base into ``t``."""
+    steps = []
+    while t._view is not None:
+        base, src, op, params, _, index = t._view
+        steps.append((op, params, index))
+        if src is base:
+            break
+        t = src
+    steps.reverse()
+    return tuple(steps)
+
+
+def replay(recipe, tensor):
+    """Apply a view recipe to ``tensor``."""
+    from ember.ops._registry import call
+    for op, params, index in recipe:
+        tensor = call(op, (tensor,), params)
+        if index is not None:
+            tensor = tensor[index]
+    return tensor
+
+
+def refresh_view_history(t):
+    """Rebuild a view's grad_fn when its base's history changed since it was made."""
+    view = t._view
+    base = view[0]
+    if base._grad_fn is view[4]:
+        return
+    if base._grad_fn is None and not base._requires_grad:
+        return
+    prev = _GRAD.grad_enabled
+    _GRAD.grad_enabled = True
+    try:
+        fresh = replay(view_recipe(t), base)
+    finally:
+        _GRAD.grad_enabled = prev
+    t._grad_fn = fresh._grad_fn
+    t._output_nr = fresh._output_nr
+    t._view = view[:4] + (base._grad_fn,) + view[5:]
+
+
+class CopySlices(Node):
+    """Backward of an in-place op on a view, recorded on the view's base."""
+
+    __slots__ = ("fn", "recipe")
+
+    def __init__(self, base_edge, fn, recipe):
+        Node.__init__(self, (base_edge,) + fn.next_functions[1:])
+        self.fn = fn
+        self.recipe = recipe
+
+    def apply(self, grads):
+        grad = grads[0]
+        result = grad.clone()
+        region = replay(self.recipe, result)
+        inner = self.fn.apply([region.clone()])
+        if inner[0] is None:
+            region.zero_()
+        else:
+            region.copy_(inner[0])
+        return [result] + list(inner[1:])
+
+    def _release(self):
+        self.fn._release()

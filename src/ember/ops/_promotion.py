@@ -1,0 +1,110 @@
+"""Per-op dtype policies on top of PyTorch's promotion, cached by operand signature.
+
+An op's policy maps the promoted dtype of its operands to the dtype its forward computes in.
+The dispatcher casts tensor operands to that dtype; 16-bit and 8-bit floats are computed
+in float32 and rounded back, as PyTorch's CPU kernels do.
+"""
+
+import numpy as np
+
+from ember import _dtype as D
+
+__all__ = ["Policy", "BINARY", "FLOAT", "COMPARE", "INTEGRAL", "SAME", "SAME_NO_BOOL",
+           "REAL_FLOAT", "FLOAT_ONLY", "compute_dtype"]
+
+_UPCAST = {d.np: np.dtype(np.float32) for d in D.LOW_PRECISION}
+
+
+_POLICIES = []
+
+
+class Policy:
+    """How an op picks its compute dtype from the promoted dtype of its operands."""
+
+    __slots__ = ("name", "rule", "cache")
+
+    def __init__(self, name, rule):
+        self.name = name
+        self.rule = rule            # (promoted, op name, operands) -> compute ember dtype
+        self.cache = {}             # operand signature -> (compute np dtype, upcast np dtype)
+        _POLICIES.append(self)
+
+    def __repr__(self):
+        return f"Policy({self.name})"
+
+
+def _binary(d, name, operands):
+    return d
+
+
+def _float(d, name, operands):
+    return D.get_default_dtype() if d.category < D.FLOATING else d
+
+
+def _integral(d, name, operands):
+    if d.category > D.INTEGRAL:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{d._torch_name}'")
+    return d
+
+
+def _no_bool(d, name, operands):
+    if d is D.bool_:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for 'Bool'")
+    return d
+
+
+def _float_only(d, name, operands):
+    if d.category != D.FLOATING:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{d._torch_name}'")
+    return d
+
+
+def _real_float(d, name, operands):
+    if d.category == D.COMPLEX:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{d._torch_name}'")
+    return _float(d, name, operands)
+
+
+BINARY = Policy("binary", _binary)          # result is the promoted dtype
+COMPARE = Policy("compare", _binary)        # compute in the promoted dtype, result bool
+FLOAT = Policy("float", _float)             # integers and bool compute in the default float
+INTEGRAL = Policy("integral", _integral)    # bitwise ops: bool and integers only
+SAME = Policy("same", _binary)              # unary ops that keep the input dtype
+SAME_NO_BOOL = Policy("same_no_bool", _no_bool)
+REAL_FLOAT = Policy("real_float", _real_float)   # real-only math, integers to float
+FLOAT_ONLY = Policy("float_only", _float_only)   # floating inputs only (hypot, frac)
+
+# Operand signature entries: a tensor contributes (np dtype, is_0dim); a Python scalar its type.
+_SCALAR_KIND = {bool: D.bool_, int: D.int64, float: D.float64, complex: D.complex128}
+
+
+def compute_dtype(policy, signature, op_name, upcast):
+    """The (compute, upcast-to) numpy dtypes for an operand signature; cached per policy."""
+    key = (signature, upcast)
+    hit = policy.cache.get(key)
+    if hit is not None:
+        return hit
+    operands = []
+    for entry in signature:
+        if type(entry) is tuple:
+            np_dtype, zero_dim = entry
+            operands.append((D.FROM_NUMPY[np_dtype], D.ZERO_DIM if zero_dim else D.DIM))
+        else:
+            operands.append((_SCALAR_KIND[entry], D.SCALAR))
+    promoted = D.result_type_of(operands)
+    compute = policy.rule(promoted, op_name, operands)
+    if compute in D.FLOAT8:
+        raise NotImplementedError(f"\"{op_name}_cpu\" not implemented for "
+                                  f"'{compute._torch_name}'")
+    compute = compute.np
+    hit = policy.cache[key] = (compute, _UPCAST.get(compute) if upcast else None)
+    return hit
+
+
+def _clear_caches():
+    """Forget cached decisions: they depend on the default dtype, which just changed."""
+    for p in _POLICIES:
+        p.cache.clear()
+
+
+D.ON_DEFAULT_CHANGE.append(_clear_caches)

@@ -1,0 +1,494 @@
+"""The op registry: one record per op, and the dispatcher every call goes through.
+
+An op is declared once::
+
+    @op("mul(input, other)", inputs=2, promote=BINARY, inplace=True)
+    def mul(xp, a, b):                  # backend arrays in, a backend array out
+        return xp.multiply(a, b)
+
+    @mul.derivative
+    def _(grad, a, b):                  # ember tensors in, one gradient per input out
+        return grad * b.conj(), grad * a.conj()
+
+The signature string is PyTorch's; from it the registry generates ``ember.mul``,
+``Tensor.mul``, ``Tensor.mul_`` (and the ``out=`` keyword) with real Python signatures, so
+argument binding costs nothing here. Forwards and derivatives take the tensor inputs first,
+in ``inputs`` order, then the remaining parameters in signature order. A derivative that
+names a keyword-only ``out`` parameter receives the op's output(s) as well.
+"""
+
+import ast
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.graph import InputMeta, OpNode, history
+from ember.backend import XP_BY_ARRAY_TYPE, xp_of
+from ember.ops._promotion import compute_dtype
+
+__all__ = ["op", "Op", "REGISTRY", "call"]
+
+REGISTRY = {}
+_SCALARS = {int: int, float: float, bool: bool, complex: complex}
+_WRAP_INT = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32)}
+
+
+class Op:
+    """Everything ember knows about one op; see the module docstring."""
+
+    def __init__(self, forward, signature, *, inputs, promote, upcast, method, inplace,
+                 view, out, saves_inputs, grad_fn_name, scalars, method_varargs,
+                 namedtuple, differentiable):
+        tree = ast.parse(f"def {signature}: pass").body[0]
+        self.name = tree.name
+        self.forward = forward
+        self.signature = signature
+        self._args = tree.args
+        names = [a.arg for a in tree.args.args]
+        if isinstance(inputs, int):
+            inputs = tuple(names[:inputs])
+        self.input_names = tuple(n.rstrip("*") for n in inputs)
+        self.seq_inputs = tuple(i for i, n in enumerate(inputs) if n.endswith("*"))
+        all_names = names + [a.arg for a in tree.args.kwonlyargs]
+        if tree.args.vararg:
+            all_names.insert(len(names), tree.args.vararg.arg)
+        self.param_names = tuple(n for n in all_names if n not in self.input_names)
+        self.promote = promote
+        self.upcast = upcast
+        self.view = view
+        self.supports_out = out
+        self.saves_inputs = saves_inputs
+        self.scalars = scalars
+        self.namedtuple = namedtuple
+        self.differentiable = differentiable
+        self.method_varargs = method_varargs
+        self.vjp = None
+        self.inplace_forward = None
+        self.needs_output = False
+        self.n_diff_inputs = len(self.input_names)
+        self.node_class = type(grad_fn_name or _grad_fn_name(self.name), (OpNode,),
+                               {"__slots__": (), "op": self})
+        self.function = _generate(self, "function")
+        self.method_name = (self.name if method is True else method) or None
+        self.inplace = inplace
+        REGISTRY[self.name] = self
+
+    def __repr__(self):
+        return f"<op {self.signature}>"
+
+    def __call__(self, *args, **kwargs):
+        return self.function(*args, **kwargs)
+
+    def derivative(self, fn):
+        """Register the op's derivative (see the module docstring); returns it."""
+        import inspect
+        params = inspect.signature(fn).parameters
+        self.needs_output = "out" in params and params["out"].kind is params["out"].KEYWORD_ONLY
+        self.vjp = fn
+        return fn
+
+    def inplace_variant(self, fn):
+        """Register a forward ``fn(xp, dst, *arrays, *params)`` that writes into ``dst``."""
+        self.inplace_forward = fn
+        return fn
+
+    # structure of sequence inputs (cat's ``tensors``): flat lists for the dispatcher
+    def flatten_inputs(self, inputs):
+        flat = []
+        for i, x in enumerate(inputs):
+            if i in self.seq_inputs:
+                if isinstance(x, Tensor):
+                    raise TypeError(f"{self.name}(): argument '{self.input_names[i]}' must be "
+                                    f"tuple of Tensors, not Tensor")
+                flat.extend(x)
+            else:
+                flat.append(x)
+        return flat, [len(x) if i in self.seq_inputs else None for i, x in enumerate(inputs)]
+
+    def structure(self, flat, lengths):
+        if lengths is None:
+            return flat
+        out, pos = [], 0
+        for n in lengths:
+            if n is None:
+                out.append(flat[pos])
+                pos += 1
+            else:
+                out.append(list(flat[pos:pos + n]))
+                pos += n
+        return out
+
+    def structure_inputs(self, node_inputs):
+        flat, lengths = node_inputs
+        return self.structure(flat, lengths)
+
+    def flatten_grads(self, grads):
+        if not self.seq_inputs:
+            return grads
+        flat = []
+        for i, g in enumerate(grads):
+            if i in self.seq_inputs:
+                flat.extend(g)
+            else:
+                flat.append(g)
+        return flat
+
+
+def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=False,
+       view=False, out=None, saves_inputs=True, grad_fn_name=None, scalars=None,
+       method_varargs=None, namedtuple=None, differentiable=True):
+    """Register an op from its PyTorch signature and its forward on backend arrays.
+
+    inputs: how many leading parameters (or which names) are tensors; a name ending in
+        ``*`` is a sequence of tensors (``cat(tensors*)``).
+    promote: a dtype Policy from ops/_promotion.py, or None to pass dtypes through.
+    upcast: compute 16-bit and 8-bit floats in float32 (default: when promote is set).
+    method / inplace: generate ``Tensor.<name>`` / ``Tensor.<name>_``.
+    view: True if the output is always a view of input 0, "maybe" if only sometimes.
+    out: accept ``out=`` (default: when promote is set).
+    saves_inputs: False when the derivative needs only the inputs' shapes and dtypes.
+    scalars: allow Python numbers for tensor inputs (default: several inputs and promote).
+    method_varargs: parameter the method takes as ``*args`` (``x.view(2, 3)``).
+    namedtuple: a named-tuple type for multiple outputs (``max(dim=...)``).
+    """
+    def register(forward):
+        return Op(forward, signature,
+                  inputs=inputs, promote=promote,
+                  upcast=(promote is not None) if upcast is None else upcast,
+                  method=method, inplace=inplace, view=view,
+                  out=(promote is not None and not view) if out is None else out,
+                  saves_inputs=saves_inputs, grad_fn_name=grad_fn_name,
+                  scalars=(promote is not None) if scalars is None else scalars,
+                  method_varargs=method_varargs, namedtuple=namedtuple,
+                  differentiable=differentiable)
+    return register
+
+
+def _grad_fn_name(name):
+    return "".join(part.capitalize() for part in name.strip("_").split("_")) + "Backward0"
+
+
+# --- the dispatcher ---------------------------------------------------------------------------
+
+class _Override(Exception):
+    """Raised inside preparation when an operand overrides ``__torch_function__``."""
+
+
+def call(op, inputs, params, out=None):
+    """Run ``op`` on ``inputs`` (tensors or numbers) with ``params``; record the graph."""
+    if op.seq_inputs:
+        flat, lengths = op.flatten_inputs(inputs)
+    else:
+        flat, lengths = inputs, None
+    try:
+        xp, arrays, requires_grad, casts, _ = _prepare(op, flat)
+    except _Override:
+        from ember.overrides import handle_torch_function
+        return handle_torch_function(op, inputs, params, out)
+    if lengths is not None:
+        arrays = op.structure(arrays, lengths)
+    try:
+        res = op.forward(xp, *arrays, *params)
+    except (ValueError, TypeError, IndexError) as e:
+        raise translate_error(op, e, arrays) from None
+    if type(res) is tuple:
+        outputs = tuple(_wrap(r, xp, casts) for r in res)
+    else:
+        outputs = _wrap(res, xp, casts)
+    if op.view:
+        _mark_view(op, flat[0], params, outputs)
+    if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
+        _record(op, flat, lengths, params, outputs)
+    if out is not None:
+        return _write_out(op, out, outputs, requires_grad)
+    if op.namedtuple is not None:
+        return op.namedtuple(*outputs)
+    return outputs
+
+
+def translate_error(op, error, arrays):
+    """PyTorch's exception for a backend error raised inside a forward."""
+    text = str(error)
+    if "broadcast" in text:
+        shapes = [a.shape for a in arrays if hasattr(a, "shape")]
+        return RuntimeError(broadcast_message(shapes))
+    if isinstance(error, IndexError):
+        return error
+    return RuntimeError(f"{op.name}(): {text}")
+
+
+def broadcast_message(shapes):
+    """PyTorch's message for the first pair of shapes that do not broadcast."""
+    a = shapes[0]
+    for b in shapes[1:]:
+        ndim = max(len(a), len(b))
+        pa, pb = (1,) * (ndim - len(a)) + tuple(a), (1,) * (ndim - len(b)) + tuple(b)
+        for dim in range(ndim - 1, -1, -1):
+            if pa[dim] != pb[dim] and pa[dim] != 1 and pb[dim] != 1:
+                return (f"The size of tensor a ({pa[dim]}) must match the size of tensor b "
+                        f"({pb[dim]}) at non-singleton dimension {dim}")
+        a = tuple(max(x, y) if min(x, y) != 0 else 0 for x, y in zip(pa, pb))
+    return f"shapes {shapes} cannot be broadcast together"
+
+
+def _wrap(res, xp, casts):
+    if type(res) is not np.ndarray:
+        res = xp.asarray(res)
+    if casts is not None and res.dtype == casts[1]:
+        res = res.astype(casts[0])
+    return _make(res)
+
+
+def _prepare(op, flat):
+    """Check operands and cast them to the op's compute dtype.
+
+    Returns (xp, arrays, requires_grad, casts, compute): casts is None, or (compute dtype,
+    upcast dtype) when 16-bit floats are computed in float32 and must be rounded back;
+    compute is the compute dtype (None for ops without a dtype policy).
+    """
+    arrays = []
+    signature = []
+    requires_grad = False
+    array_type = None
+    for x in flat:
+        t = type(x)
+        if t is Tensor:
+            a = x._data
+        elif t in _SCALARS:
+            if not op.scalars:
+                _reject_operand(op, flat, x)
+            arrays.append(x)
+            signature.append(t)
+            continue
+        elif x is None:
+            arrays.append(None)
+            continue
+        elif isinstance(x, Tensor):
+            if not _plain_subclass(t):
+                raise _Override
+            a = x._data
+        else:
+            x = _as_scalar(op, flat, x)
+            arrays.append(x)
+            signature.append(type(x))
+            continue
+        if x._requires_grad or x._grad_fn is not None:
+            requires_grad = True
+        if type(a) is not array_type:
+            if array_type is not None:
+                _device_mismatch(flat)
+            array_type = type(a)
+        arrays.append(a)
+        signature.append((a.dtype, a.ndim == 0))
+    if array_type is None:
+        raise TypeError(f"{op.name}(): expected at least one Tensor argument")
+    xp = XP_BY_ARRAY_TYPE[array_type]
+    casts = compute = None
+    if op.promote is not None:
+        compute, upcast = compute_dtype(op.promote, tuple(signature), op.name, op.upcast)
+        target = compute if upcast is None else upcast
+        for i, a in enumerate(arrays):
+            ta = type(a)
+            if ta is array_type:
+                if a.dtype != target:
+                    arrays[i] = a.astype(target)
+            elif ta is int and target in _WRAP_INT:
+                arrays[i] = np.array(a).astype(target)      # wraps like a C cast
+        if upcast is not None:
+            casts = (compute, upcast)
+    return xp, arrays, requires_grad, casts, compute
+
+
+def _plain_subclass(cls):
+    """A subclass that does not override __torch_function__ dispatches like a Tensor."""
+    from ember.overrides import is_plain
+    return is_plain(cls)
+
+
+def _as_scalar(op, flat, x):
+    if isinstance(x, (np.bool_, np.integer, np.floating, np.complexfloating)) and op.scalars:
+        return x.item()
+    if hasattr(type(x), "__torch_function__"):
+        raise _Override
+    _reject_operand(op, flat, x)
+
+
+def _reject_operand(op, flat, x):
+    pos = next(i for i, y in enumerate(flat) if y is x)
+    name = op.input_names[min(pos, len(op.input_names) - 1)]
+    raise TypeError(f"{op.name}(): argument '{name}' (position {pos + 1}) must be Tensor, "
+                    f"not {type(x).__name__}")
+
+
+def _device_mismatch(flat):
+    devices = []
+    for x in flat:
+        if isinstance(x, Tensor) and str(x.device) not in devices:
+            devices.append(str(x.device))
+    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
+                       f"two devices, {devices[0]} and {devices[1]}!")
+
+
+# --- graph recording --------------------------------------------------------------------------
+
+def _record(op, flat, lengths, params, outputs):
+    """Attach a backward node for this call to the differentiable outputs."""
+    edges = []
+    in_meta = []
+    saved = []
+    versions = []
+    any_version = False
+    for x in flat:
+        if isinstance(x, Tensor):
+            if x._requires_grad or x._grad_fn is not None:
+                edges.append(history(x))
+                in_meta.append((x.shape, x.dtype))
+            else:
+                edges.append((None, 0))
+                in_meta.append(None)
+            if op.saves_inputs:
+                saved.append(x)
+                versions.append(x._shared_version().value)
+                any_version = True
+            else:
+                saved.append(InputMeta(x))
+                versions.append(None)
+        else:
+            edges.append((None, 0))
+            in_meta.append(None)
+            saved.append(x)
+            versions.append(None)
+    multi = type(outputs) is tuple
+    outs = outputs if multi else (outputs,)
+    saved_out = None
+    if op.needs_output:
+        vc = outs[0]._shared_version()
+        for o in outs[1:]:
+            o._vc = vc
+        saved_out = (tuple(o._data for o in outs), vc, vc.value)
+    node = op.node_class(tuple(edges), (saved, lengths),
+                         tuple(versions) if any_version else None, params, in_meta, saved_out)
+    node.n_outputs = len(outs)
+    if multi:
+        node._out_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
+    for nr, o in enumerate(outs):
+        if o._data.dtype.kind in "fcV":     # V: ml_dtypes' bfloat16 and float8
+            o._grad_fn = node
+            o._output_nr = nr
+    return node
+
+
+def _mark_view(op, src, params, outputs):
+    """Make outputs views of ``src``'s base: shared version, and a recipe to recreate them."""
+    vc = src._shared_version()
+    base = src if src._view is None else src._view[0]
+    multi = type(outputs) is tuple
+    for i, o in enumerate(outputs if multi else (outputs,)):
+        if op.view == "maybe" and not np.may_share_memory(o._data, src._data):
+            continue
+        o._vc = vc
+        o._view = (base, src, op, params, base._grad_fn, i if multi else None)
+
+
+# --- out= ---------------------------------------------------------------------------------------
+
+def _write_out(op, out, outputs, requires_grad):
+    """Copy results into the ``out=`` tensor(s), resizing as PyTorch does."""
+    if requires_grad and _GRAD.grad_enabled:
+        raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires grad.")
+    results = outputs if type(outputs) is tuple else (outputs,)
+    targets = out if isinstance(out, (tuple, list)) else (out,)
+    if len(targets) != len(results):
+        raise TypeError(f"{op.name}(): expected {len(results)} out tensors, got {len(targets)}")
+    for dst, res in zip(targets, results):
+        if not isinstance(dst, Tensor):
+            raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not "
+                            f"{type(dst).__name__}")
+        if not D.can_cast(res.dtype, dst.dtype):
+            raise RuntimeError(f"result type {res.dtype._torch_name} can't be cast to the "
+                               f"desired output type {dst.dtype._torch_name}")
+        if dst.shape != res.shape:
+            if dst.numel() != 0:
+                import warnings
+                warnings.warn(
+                    f"An output with one or more elements was resized since it had shape "
+                    f"{list(dst.shape)}, which does not match the required output shape "
+                    f"{list(res.shape)}. This behavior is deprecated, and in a future PyTorch "
+                    f"release outputs will not be resized unless they have zero elements. You "
+                    f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                    f"elements with t.resize_(0).", UserWarning, stacklevel=3)
+            dst._data = res._data.astype(dst._data.dtype)
+        else:
+            xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
+        dst._bump_version()
+    return out
+
+
+# --- code generation of the public functions ------------------------------------------------------
+
+def _generate(op, kind):
+    """Build ``ember.<name>`` (kind "function"), ``Tensor.<name>`` ("method") or
+    ``Tensor.<name>_`` ("inplace") with the op's real signature."""
+    args = op._args
+    pos = [a.arg for a in args.args]
+    defaults = [None] * (len(pos) - len(args.defaults)) + list(args.defaults)
+    parts = []
+    for name, default in zip(pos, defaults):
+        parts.append(name if default is None else f"{name}={ast.unparse(default)}")
+    if args.vararg:
+        parts.append(f"*{args.vararg.arg}")
+    elif args.kwonlyargs or (kind == "function" and op.supports_out):
+        parts.append("*")
+    for a, default in zip(args.kwonlyargs, args.kw_defaults):
+        parts.append(a.arg if default is None else f"{a.arg}={ast.unparse(default)}")
+    if kind == "function" and op.supports_out:
+        parts.append("out=None")
+    prologue = ""
+    if kind != "function":
+        parts[0] = "self"
+        if op.method_varargs:
+            name = op.method_varargs
+            idx = next(i for i, p in enumerate(parts) if p.split("=")[0] == name)
+            parts[idx] = f"*{name}"
+            prologue = f"    {name} = _varargs({name})\n"
+    if parts and parts[-1] == "*":
+        parts.pop()
+    inputs = ["self" if kind != "function" and n == pos[0] else n for n in op.input_names]
+    call_args = f"({', '.join(inputs)},), ({''.join(p + ', ' for p in op.param_names)})"
+    fname = op.name if kind == "function" else (op.method_name or op.name)
+    if kind == "inplace":
+        fname += "_"
+        body = f"    return _call_inplace(_op, {call_args})\n"
+    else:
+        out = "out" if kind == "function" and op.supports_out else "None"
+        body = f"    return _call(_op, {call_args}, {out})\n"
+    src = f"def {fname}({', '.join(parts)}):\n{prologue}{body}"
+    from ember.ops._inplace import call_inplace
+    namespace = {"_call": call, "_call_inplace": call_inplace, "_op": op,
+                 "_varargs": varargs}
+    exec(compile(src, f"<ember op {op.name}>", "exec"), namespace)
+    fn = namespace[fname]
+    fn.__doc__ = op.forward.__doc__
+    fn.__module__ = "ember"
+    fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
+    fn._ember_op = op
+    return fn
+
+
+def varargs(args):
+    """``x.view(2, 3)`` and ``x.view((2, 3))`` both mean shape (2, 3)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    return args
+
+
+def attach_methods():
+    """Give Tensor a method (and in-place method) for every registered op that wants one."""
+    for o in REGISTRY.values():
+        if o.method_name and not hasattr(Tensor, o.method_name):
+            setattr(Tensor, o.method_name, _generate(o, "method"))
+        if o.inplace and not hasattr(Tensor, (o.method_name or o.name) + "_"):
+            setattr(Tensor, (o.method_name or o.name) + "_", _generate(o, "inplace"))

@@ -1,0 +1,293 @@
+"""Arithmetic: add, sub, mul, div, the integer divisions, pow, and sign-like unary ops."""
+
+from ember import _dtype as D
+from ember.ops._elementwise import binary, conj_grad, unary
+from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy
+
+_BOOL_SUB = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+             "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _sub_rule(d, name, operands):
+    bools = sum(1 for dt, _ in operands if dt is D.bool_)
+    if bools == 2:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if bools:
+        raise RuntimeError(_BOOL_SUB)
+    return d
+
+
+def _neg_rule(d, name, operands):
+    if d is D.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
+                           "you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+    return d
+
+
+def _square_rule(d, name, operands):
+    return D.int64 if d is D.bool_ else d
+
+
+def _abs_rule(d, name, operands):
+    if d is D.bool_:
+        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
+    return d
+
+
+SUB = Policy("sub", _sub_rule)
+NEG = Policy("neg", _neg_rule)
+SQUARE = Policy("square", _square_rule)
+ABS = Policy("abs", _abs_rule)
+
+
+def _integral(x):
+    kind = getattr(x, "dtype", None)
+    return kind.kind in "iub" if kind is not None else isinstance(x, int)
+
+
+def _is_bool(x):
+    dtype = getattr(x, "dtype", None)
+    return dtype.kind == "b" if dtype is not None else isinstance(x, bool)
+
+
+def _check_alpha(a, b, alpha):
+    if _is_bool(a) and _is_bool(b) and not isinstance(alpha, bool):
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if isinstance(alpha, float) and _integral(a) and _integral(b):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+
+
+def _check_nonzero_divisor(xp, a, b):
+    if _integral(a) and _integral(b) and bool(xp.any(xp.asarray(b) == 0)):
+        raise RuntimeError("ZeroDivisionError")
+
+
+# --- add, sub, mul ---------------------------------------------------------------------------
+
+def _add(xp, a, b, alpha):
+    if alpha != 1:
+        _check_alpha(a, b, alpha)
+        b = xp.multiply(b, alpha)
+    return xp.add(a, b)
+
+
+add = binary("add(input, other, *, alpha=1)", _add,
+             lambda grad, a, b, alpha: (grad, grad if alpha == 1 else grad * conj_grad(alpha)),
+             doc="Adds ``other``, scaled by ``alpha``, to ``input``.",
+             promote=BINARY, saves_inputs=False)
+
+
+@add.inplace_variant
+def _(xp, dst, a, b, alpha):
+    if alpha != 1:
+        _check_alpha(a, b, alpha)
+        b = xp.multiply(b, alpha)
+    xp.add(a, b, out=dst, casting="unsafe")
+
+
+def _sub(xp, a, b, alpha):
+    if alpha != 1:
+        _check_alpha(a, b, alpha)
+        b = xp.multiply(b, alpha)
+    return xp.subtract(a, b)
+
+
+sub = binary("sub(input, other, *, alpha=1)", _sub,
+             lambda grad, a, b, alpha: (grad, -grad if alpha == 1 else grad * -conj_grad(alpha)),
+             doc="Subtracts ``other``, scaled by ``alpha``, from ``input``.",
+             promote=SUB, saves_inputs=False)
+
+
+@sub.inplace_variant
+def _(xp, dst, a, b, alpha):
+    if alpha != 1:
+        _check_alpha(a, b, alpha)
+        b = xp.multiply(b, alpha)
+    xp.subtract(a, b, out=dst, casting="unsafe")
+
+
+mul = binary("mul(input, other)", lambda xp, a, b: xp.multiply(a, b),
+             lambda grad, a, b: (grad * conj_grad(b), grad * conj_grad(a)),
+             doc="Multiplies ``input`` by ``other`` elementwise.",
+             promote=BINARY, ufunc="multiply")
+
+
+# --- division ------------------------------------------------------------------------------------
+
+def _true_divide(xp, a, b):
+    out = xp.true_divide(a, b)
+    if _integral(a) and _integral(b):
+        out = out.astype(D.get_default_dtype().np)
+    return out
+
+
+def _trunc_divide(xp, a, b):
+    if _integral(a) and _integral(b):
+        _check_nonzero_divisor(xp, a, b)
+        q = xp.floor_divide(a, b)
+        fix = (xp.remainder(a, b) != 0) & ((xp.asarray(a) < 0) != (xp.asarray(b) < 0))
+        return q + fix.astype(q.dtype)
+    return xp.trunc(xp.true_divide(a, b))
+
+
+def _floor_divide(xp, a, b):
+    if _integral(a) and _integral(b):
+        _check_nonzero_divisor(xp, a, b)
+    return xp.floor_divide(a, b)
+
+
+_ROUNDING = {None: _true_divide, "trunc": _trunc_divide, "floor": _floor_divide}
+
+
+def _div(xp, a, b, rounding_mode):
+    fn = _ROUNDING.get(rounding_mode)
+    if fn is None:
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
+                           f"'floor' but found '{rounding_mode}'")
+    return fn(xp, a, b)
+
+
+def _div_grad(grad, a, b, rounding_mode):
+    if rounding_mode is not None:
+        return grad * 0, grad * 0
+    b_conj = conj_grad(b)
+    return grad / b_conj, -grad * conj_grad(a) / (b_conj * b_conj)
+
+
+div = binary("div(input, other, *, rounding_mode=None)", _div, _div_grad,
+             doc="Divides ``input`` by ``other``, truncating or flooring per "
+                 "``rounding_mode``.", promote=BINARY)
+
+floor_divide = binary("floor_divide(input, other)", _floor_divide,
+                      lambda grad, a, b: (grad * 0, grad * 0),
+                      doc="Divides and rounds toward negative infinity.", promote=BINARY,
+                      saves_inputs=False)
+
+
+def _remainder(xp, a, b):
+    _check_nonzero_divisor(xp, a, b)
+    return xp.remainder(a, b)
+
+
+def _fmod(xp, a, b):
+    _check_nonzero_divisor(xp, a, b)
+    return xp.fmod(a, b)
+
+
+remainder = binary("remainder(input, other)", _remainder,
+                   lambda grad, a, b: (grad, -grad * a.div(b, rounding_mode="floor")
+                                       if hasattr(b, "shape") else None),
+                   doc="Python-style modulus: the result has the sign of the divisor.",
+                   promote=BINARY)
+
+fmod = binary("fmod(input, other)", _fmod,
+              lambda grad, a, b: (grad, -grad * a.div(b, rounding_mode="trunc")
+                                  if hasattr(b, "shape") else None),
+              doc="C-style modulus: the result has the sign of the dividend.",
+              promote=BINARY)
+
+
+# --- pow -------------------------------------------------------------------------------------------
+
+def _pow(xp, a, b):
+    if _integral(a) and _integral(b):
+        if isinstance(b, int):
+            if b < 0:
+                raise RuntimeError("Integers to negative integer powers are not allowed.")
+        elif bool(xp.any(xp.asarray(b) < 0)):
+            # C semantics: 1 ** -n == 1, (-1) ** -n == +-1, everything else truncates to 0
+            safe = xp.power(a, xp.abs(b))
+            odd = xp.remainder(b, 2) == 1
+            neg = (xp.asarray(a) == -1) & (b < 0)
+            small = xp.where(a == 1, 1, xp.where(neg, xp.where(odd, -1, 1), 0))
+            return xp.where(b < 0, small, safe).astype(safe.dtype)
+    return xp.power(a, b)
+
+
+def _pow_grad(grad, a, b, *, out):
+    from ember import where
+    grad_a = grad_b = None
+    if hasattr(a, "shape"):
+        if isinstance(b, (int, float, complex)) and b == 0:
+            grad_a = grad * 0
+        else:
+            grad_a = grad * conj_grad(b * a.pow(b - 1))
+    if hasattr(b, "shape"):
+        log_a = a.log() if hasattr(a, "shape") else _scalar_log(a, b)
+        grad_b = grad * conj_grad(out * log_a)
+        if hasattr(a, "shape"):
+            grad_b = where((a == 0) & (b.real >= 0 if b.is_complex() else b >= 0),
+                           grad_b * 0, grad_b)
+    return grad_a, grad_b
+
+
+def _scalar_log(a, like):
+    import cmath
+    import math
+    return cmath.log(a) if isinstance(a, complex) or a < 0 else \
+        (math.log(a) if a != 0 else float("-inf"))
+
+
+pow = binary("pow(input, exponent)", _pow, _pow_grad,
+             doc="``input`` raised to the power ``exponent``, elementwise.", promote=BINARY)
+
+
+# --- unary sign-like ops --------------------------------------------------------------------------
+
+neg = unary("neg(input)", lambda xp, x: xp.negative(x), lambda grad, x: -grad,
+            doc="The negation of each element.", promote=NEG, saves_inputs=False,
+            ufunc="negative")
+
+
+def _sgn(xp, x):
+    if x.dtype.kind == "c":
+        mag = xp.abs(x)
+        return xp.where(mag == 0, 0, x / xp.where(mag == 0, 1, mag)).astype(x.dtype)
+    return _sign(xp, x)
+
+
+def _sign(xp, x):
+    if x.dtype.kind == "c":
+        raise RuntimeError("Unlike NumPy, torch.sign is not intended to support complex "
+                           "numbers. Please use torch.sgn instead.")
+    if x.dtype.kind == "b":
+        return x.copy()
+    out = xp.sign(x)
+    if x.dtype.kind == "f":
+        out = xp.where(xp.isnan(x), 0, out).astype(x.dtype)
+    return out
+
+
+def _sgn_grad(grad, x, *, out):
+    if not x.is_complex():
+        return grad * 0
+    mag = x.abs()
+    safe = mag.masked_fill(mag == 0, 1)
+    g = (grad - (grad * out.conj()).real * out) / safe
+    return g.masked_fill(mag == 0, 0)
+
+
+abs = unary("abs(input)", lambda xp, x: xp.abs(x), lambda grad, x: grad * x.sgn(),
+            doc="The absolute value of each element.", promote=ABS, ufunc="absolute")
+sign = unary("sign(input)", _sign, lambda grad, x: grad * 0,
+             doc="-1, 0 or 1 by the sign of each element (0 for NaN).", promote=SAME,
+             saves_inputs=False)
+sgn = unary("sgn(input)", _sgn, _sgn_grad,
+            doc="``input / |input|`` for complex tensors (0 at 0); ``sign`` for real ones.",
+            promote=SAME)
+reciprocal = unary("reciprocal(input)", lambda xp, x: xp.reciprocal(x),
+                   lambda grad, x, *, out: -grad * conj_grad(out * out),
+                   doc="``1 / input``, elementwise.", promote=FLOAT, saves_inputs=False,
+                   ufunc="reciprocal")
+square = unary("square(input)", lambda xp, x: xp.square(x),
+               lambda grad, x: grad * conj_grad(2 * x),
+               doc="The square of each element.", promote=SQUARE, ufunc="square")
+frac = unary("frac(input)", lambda xp, x: x - xp.trunc(x), lambda grad, x: grad,
+             doc="The fractional part of each element.", promote=FLOAT_ONLY,
+             saves_inputs=False)
+
+ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "divide": "div",
+           "subtract": "sub", "true_divide": "div"}

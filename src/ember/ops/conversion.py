@@ -1,0 +1,234 @@
+"""Copies and conversions: to, clone, contiguous, copy_, fill_, zero_, conj, real, imag."""
+
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._device import as_device
+from ember._tensor import Tensor
+from ember.ops._registry import call, op
+
+
+@op("_to_copy(input, dtype, device)", grad_fn_name="ToCopyBackward0", method=False,
+    saves_inputs=False)
+def _to_copy(xp, x, dtype, device):
+    """A copy of ``input`` with the given dtype (and device)."""
+    if dtype is not None and x.dtype.kind == "c" and dtype.category != D.COMPLEX:
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=4)
+        x = x.real
+    return x.astype(x.dtype if dtype is None else dtype.np, copy=True)
+
+
+@_to_copy.derivative
+def _(grad, x, dtype, device):
+    return grad
+
+
+def _parse_to(args, kwargs):
+    """Decode the forms of ``Tensor.to``: (dtype), (device[, dtype]), (tensor), keywords."""
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    args = list(args)
+    if args and isinstance(args[0], Tensor):
+        other = args.pop(0)
+        dtype, device = other.dtype, other.device
+    elif args and isinstance(args[0], D.dtype):
+        dtype = args.pop(0)
+    elif args and (isinstance(args[0], (str, int)) or hasattr(args[0], "type")):
+        device = args.pop(0)
+        if args and isinstance(args[0], D.dtype):
+            dtype = args.pop(0)
+    if args and isinstance(args[0], bool):          # to(dtype, non_blocking, copy)
+        args.pop(0)
+        if args and isinstance(args[0], bool):
+            copy = args.pop(0)
+    if args:
+        raise TypeError(f"to() received an invalid combination of arguments: {args}")
+    return dtype, as_device(device), copy
+
+
+def to(self, *args, **kwargs):
+    """This tensor with another dtype and/or device (self when nothing changes)."""
+    dtype, device, copy = _parse_to(args, kwargs)
+    same_dtype = dtype is None or dtype is self.dtype
+    same_device = device is None or device == self.device or (
+        device.type == self.device.type and device.index is None)
+    if same_dtype and same_device and not copy:
+        return self
+    if not same_device:
+        from ember.backend import require_cuda
+        require_cuda()
+    return call(_to_copy, (self,), (None if same_dtype else dtype, device))
+
+
+def _converter(dtype, name):
+    def convert(self, memory_format=None):
+        return self.to(dtype)
+    convert.__name__ = name
+    convert.__doc__ = f"This tensor as {dtype}."
+    return convert
+
+
+for _name, _dt in (("float", D.float32), ("double", D.float64), ("half", D.float16),
+                   ("bfloat16", D.bfloat16), ("long", D.int64), ("int", D.int32),
+                   ("short", D.int16), ("char", D.int8), ("byte", D.uint8),
+                   ("bool", D.bool_), ("cfloat", D.complex64), ("cdouble", D.complex128)):
+    setattr(Tensor, _name, _converter(_dt, _name))
+
+
+_LEGACY_TYPES = {f"ember.{d._legacy}": d for d in D.ALL_DTYPES}
+_LEGACY_TYPES.update({f"torch.{d._legacy}": d for d in D.ALL_DTYPES})
+
+
+def type_(self, dtype=None, non_blocking=False, **kwargs):
+    """The legacy type name (no argument), or this tensor cast to ``dtype``."""
+    if dtype is None:
+        return f"ember.{self.dtype._legacy}"
+    if isinstance(dtype, str):
+        if dtype not in _LEGACY_TYPES:
+            raise ValueError(f"invalid type: '{dtype}'")
+        dtype = _LEGACY_TYPES[dtype]
+    return self.to(dtype)
+
+
+def cpu(self, memory_format=None):
+    """This tensor in host memory."""
+    return self.to("cpu")
+
+
+def cuda(self, device=None, non_blocking=False, memory_format=None):
+    """This tensor on a CUDA device."""
+    return self.to("cuda" if device is None else device)
+
+
+Tensor.to = to
+Tensor.type = type_
+Tensor.cpu = cpu
+Tensor.cuda = cuda
+
+
+@op("clone(input, *, memory_format=None)", saves_inputs=False)
+def clone(xp, x, memory_format):
+    """A copy of ``input`` that is still connected to the graph."""
+    return x.copy()
+
+
+@clone.derivative
+def _(grad, x, memory_format):
+    return grad
+
+
+def contiguous(self, memory_format=None):
+    """Self if contiguous, else a contiguous copy."""
+    return self if self.is_contiguous() else clone(self)
+
+
+Tensor.contiguous = contiguous
+
+
+@op("copy_(input, src, non_blocking=False)", inputs=2, method=False, scalars=False,
+    saves_inputs=False, grad_fn_name="CopyBackwards")
+def _copy(xp, dst, src, non_blocking):
+    """``src`` broadcast to ``input``'s shape (the out-of-place form of ``copy_``)."""
+    if np.dtype(src.dtype).kind == "c" and np.dtype(dst.dtype).kind != "c":
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=4)
+        src = src.real
+    try:
+        return xp.broadcast_to(src, dst.shape).astype(dst.dtype)
+    except ValueError:
+        raise RuntimeError(f"The size of tensor a ({dst.shape[-1] if dst.ndim else 1}) must "
+                           f"match the size of tensor b ({src.shape[-1] if src.ndim else 1}) "
+                           f"at non-singleton dimension {max(dst.ndim, src.ndim) - 1}") from None
+
+
+@_copy.derivative
+def _(grad, dst, src, non_blocking):
+    return grad * 0, grad
+
+
+def copy_(self, src, non_blocking=False):
+    """Copy ``src`` (broadcast, cast) into this tensor; returns self."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    from ember.ops._inplace import call_inplace
+    return call_inplace(_copy, (self, src), (non_blocking,))
+
+
+Tensor.copy_ = copy_
+
+
+@op("fill_(input, value)", inputs=2, method=False, saves_inputs=False, scalars=True,
+    grad_fn_name="FillBackward0")
+def _fill(xp, x, value):
+    """``value`` broadcast to ``input``'s shape and dtype."""
+    if getattr(value, "ndim", 0) != 0:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value.ndim} dimensions.")
+    return xp.full(x.shape, value, dtype=x.dtype)
+
+
+@_fill.derivative
+def _(grad, x, value):
+    return grad * 0, (grad.sum() if hasattr(value, "shape") else None)
+
+
+def fill_(self, value):
+    """Fill with ``value`` (a number or 0-dim tensor); returns self."""
+    from ember.ops._inplace import call_inplace
+    return call_inplace(_fill, (self, value), ())
+
+
+def zero_(self):
+    """Fill with zeros; returns self."""
+    return fill_(self, 0)
+
+
+Tensor.fill_ = fill_
+Tensor.zero_ = zero_
+
+
+@op("conj(input)", view="maybe", saves_inputs=False)
+def conj(xp, x):
+    """The complex conjugate (``input`` itself for real tensors)."""
+    return xp.conj(x) if x.dtype.kind == "c" else x
+
+
+@conj.derivative
+def _(grad, x):
+    return grad.conj()
+
+
+@op("real(input)", view=True, method=False, saves_inputs=False)
+def real(xp, x):
+    """The real part (a view)."""
+    return x.real
+
+
+@real.derivative
+def _(grad, x):
+    return grad
+
+
+@op("imag(input)", view=True, method=False, saves_inputs=False)
+def imag(xp, x):
+    """The imaginary part of a complex tensor (a view)."""
+    if x.dtype.kind != "c":
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return x.imag
+
+
+@imag.derivative
+def _(grad, x):
+    return grad * 1j
+
+
+Tensor.real = property(lambda self: real(self))
+Tensor.imag = property(lambda self: imag(self))

@@ -1,0 +1,86 @@
+"""Python's operators on Tensor (``a + b``, ``2 ** t``, ``a @ b``, ``a += b``), from the registry."""
+
+import ast
+
+import numpy as np
+
+from ember._tensor import Tensor
+from ember.ops._inplace import call_inplace
+from ember.ops._registry import REGISTRY, call
+
+# operator -> op name; each binary op gets __op__, __rop__ (swapped) and __iop__ (in place)
+_BINARY = {
+    "add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floor_divide",
+    "mod": "remainder", "pow": "pow", "matmul": "matmul", "and": "bitwise_and",
+    "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
+}
+_COMPARISONS = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+_UNARY = {"neg": "neg", "pos": "positive", "abs": "abs", "invert": "bitwise_not"}
+
+_OPERAND_TYPES = frozenset((Tensor, int, float, bool, complex))
+
+
+def _is_operand(x):
+    return isinstance(x, (Tensor, np.number, np.bool_))
+
+
+def _param_defaults(op):
+    """The default value of every non-tensor parameter, in dispatch order."""
+    args = op._args
+    positional = [a.arg for a in args.args]
+    defaults = dict(zip(positional[len(positional) - len(args.defaults):],
+                        (ast.literal_eval(d) for d in args.defaults)))
+    defaults.update((a.arg, ast.literal_eval(d)) for a, d in
+                    zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    return tuple(defaults.get(name) for name in op.param_names)
+
+
+def _operator(op, reflected):
+    params = _param_defaults(op)
+    if reflected:
+        def method(self, other):
+            if type(other) not in _OPERAND_TYPES and not _is_operand(other):
+                return NotImplemented
+            return call(op, (other, self), params)
+    else:
+        def method(self, other):
+            if type(other) not in _OPERAND_TYPES and not _is_operand(other):
+                return NotImplemented
+            return call(op, (self, other), params)
+    return method
+
+
+def _inplace_operator(op):
+    params = _param_defaults(op)
+
+    def method(self, other):
+        if type(other) not in _OPERAND_TYPES and not _is_operand(other):
+            return NotImplemented
+        return call_inplace(op, (self, other), params)
+    return method
+
+
+def _unary_operator(op):
+    params = _param_defaults(op)
+
+    def method(self):
+        return call(op, (self,), params)
+    return method
+
+
+def install():
+    """Attach the operator methods for every op that is registered."""
+    for name, op_name in _BINARY.items():
+        op = REGISTRY.get(op_name)
+        if op is None:
+            continue
+        setattr(Tensor, f"__{name}__", _operator(op, False))
+        setattr(Tensor, f"__r{name}__", _operator(op, True))
+        setattr(Tensor, f"__i{name}__", _inplace_operator(op))
+    for name, op_name in _COMPARISONS.items():
+        if op_name in REGISTRY:
+            setattr(Tensor, f"__{name}__", _operator(REGISTRY[op_name], False))
+    for name, op_name in _UNARY.items():
+        if op_name in REGISTRY:
+            setattr(Tensor, f"__{name}__", _unary_operator(REGISTRY[op_name]))

@@ -1,0 +1,103 @@
+"""The ``__torch_function__`` protocol: Tensor subclasses and tensor-likes may override ops."""
+
+import threading
+
+from ember._tensor import Tensor
+
+__all__ = ["handle_torch_function", "has_torch_function", "DisableTorchFunctionSubclass",
+           "_disabled_torch_function_impl"]
+
+
+class _State(threading.local):
+    subclass_disabled = False
+
+
+_STATE = _State()
+
+
+def _disabled_torch_function_impl(cls, func, types, args=(), kwargs=None):
+    """Assign as ``__torch_function__`` to make a subclass dispatch like a plain Tensor."""
+    return func(*args, **(kwargs or {}))
+
+
+class DisableTorchFunctionSubclass:
+    """Within this block Tensor subclasses dispatch like plain tensors."""
+
+    def __enter__(self):
+        self._prev = _STATE.subclass_disabled
+        _STATE.subclass_disabled = True
+
+    def __exit__(self, *exc):
+        _STATE.subclass_disabled = self._prev
+
+
+def is_plain(cls):
+    """Whether instances of a Tensor subclass skip ``__torch_function__`` right now."""
+    return (_STATE.subclass_disabled
+            or getattr(cls, "__torch_function__", None) is _disabled_torch_function_impl)
+
+
+def has_torch_function(args):
+    """Whether any argument overrides ``__torch_function__``."""
+    return any(type(a) is not Tensor and hasattr(type(a), "__torch_function__")
+               and not (isinstance(a, Tensor) and is_plain(type(a))) for a in args)
+
+
+def _overloaded(values):
+    found = []
+    for v in values:
+        cls = type(v)
+        if cls is Tensor or not hasattr(cls, "__torch_function__") or cls in found:
+            continue
+        if isinstance(v, Tensor) and is_plain(cls):
+            continue
+        # subclasses go before their superclasses, otherwise left to right
+        for i, other in enumerate(found):
+            if issubclass(cls, other):
+                found.insert(i, cls)
+                break
+        else:
+            found.append(cls)
+    return found
+
+
+def handle_torch_function(op, inputs, params, out, inplace=False):
+    """Offer the call to each overriding type in turn, as PyTorch does."""
+    flat = []
+    for x in inputs:
+        flat.extend(x if isinstance(x, (list, tuple)) else (x,))
+    types = _overloaded(flat)
+    if inplace:
+        func = getattr(Tensor, (op.method_name or op.name) + "_")
+    else:
+        func = op.function
+    kwargs = dict(zip(op.param_names, params))
+    if out is not None:
+        kwargs["out"] = out
+    for cls in types:
+        result = cls.__torch_function__(func, tuple(types), tuple(inputs), kwargs)
+        if result is not NotImplemented:
+            return result
+    raise TypeError(f"no implementation found for 'ember.{op.name}' on types that implement "
+                    f"__torch_function__: {[t for t in types]}")
+
+
+def default_torch_function(cls, func, types, args, kwargs):
+    """Tensor's own ``__torch_function__``: run the op, then return the subclass type."""
+    if not all(issubclass(cls, t) for t in types):
+        return NotImplemented
+    with DisableTorchFunctionSubclass():
+        result = func(*args, **(kwargs or {}))
+    return _convert(result, cls)
+
+
+def _convert(value, cls):
+    if cls is Tensor:
+        return value
+    if isinstance(value, Tensor) and not isinstance(value, cls):
+        return value.as_subclass(cls)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_convert(v, cls) for v in value)
+    if isinstance(value, list):
+        return [_convert(v, cls) for v in value]
+    return value

@@ -1,0 +1,201 @@
+"""ember.testing: ``assert_close`` and ``make_tensor``, as in ``torch.testing``."""
+
+import math
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+
+__all__ = ["assert_close", "make_tensor"]
+
+# PyTorch's default tolerances (rtol, atol) per dtype; integers and bool compare exactly.
+_TOLERANCES = {
+    D.float16: (1e-3, 1e-5), D.bfloat16: (1.6e-2, 1e-5), D.float32: (1.3e-6, 1e-5),
+    D.float64: (1e-7, 1e-7), D.complex64: (1.3e-6, 1e-5), D.complex128: (1e-7, 1e-7),
+    D.float8_e4m3fn: (1.25e-1, 1e-3), D.float8_e5m2: (2.5e-1, 1e-3),
+}
+
+
+def default_tolerances(*dtypes):
+    """The loosest default (rtol, atol) over ``dtypes``."""
+    pairs = [_TOLERANCES.get(d, (0.0, 0.0)) for d in dtypes]
+    return max(p[0] for p in pairs), max(p[1] for p in pairs)
+
+
+def _as_array(x):
+    if isinstance(x, Tensor):
+        return np.asarray(x.detach())
+    return np.asarray(x)
+
+
+def _exact_dtype(x):
+    if isinstance(x, Tensor):
+        return x.dtype
+    arr = np.asarray(x)
+    return D.FROM_NUMPY.get(arr.dtype)
+
+
+def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=None,
+                 equal_nan=False, check_device=True, check_dtype=True, check_layout=True,
+                 check_stride=False, msg=None):
+    """Raise AssertionError unless ``actual`` and ``expected`` are close (``torch.testing``).
+
+    Tensors, NumPy arrays, numbers, and (nested) sequences and mappings of them compare
+    elementwise with ``|actual - expected| <= atol + rtol * |expected|``.
+    """
+    if (rtol is None) != (atol is None):
+        raise ValueError(f"Both 'rtol' and 'atol' must be either specified or omitted, but got "
+                         f"no {'rtol' if rtol is None else 'atol'}.")
+    _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, check_stride,
+             msg, ())
+
+
+def _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
+             check_stride, msg, path):
+    where = "".join(f"[{p!r}]" for p in path)
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != set(expected):
+            raise AssertionError(f"The keys of the mappings do not match{where}")
+        for k in expected:
+            _compare(actual[k], expected[k], rtol, atol, equal_nan, check_device, check_dtype,
+                     check_stride, msg, path + (k,))
+        return
+    if isinstance(expected, (list, tuple)) and not isinstance(actual, Tensor):
+        if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
+            raise AssertionError(f"The length of the sequences mismatch{where}: "
+                                 f"{len(actual) if hasattr(actual, '__len__') else actual} != "
+                                 f"{len(expected)}")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _compare(a, e, rtol, atol, equal_nan, check_device, check_dtype, check_stride, msg,
+                     path + (i,))
+        return
+    if isinstance(expected, Tensor) != isinstance(actual, Tensor) and check_dtype:
+        if isinstance(expected, Tensor) or isinstance(actual, Tensor):
+            raise AssertionError(f"Expected both inputs to be tensors{where}, got "
+                                 f"{type(actual).__name__} and {type(expected).__name__}")
+    a_dtype, e_dtype = _exact_dtype(actual), _exact_dtype(expected)
+    a, e = _as_array(actual), _as_array(expected)
+    if a.shape != e.shape:
+        raise AssertionError(_fail(msg, f"The values for attribute 'shape' do not match: "
+                                        f"{_shape(a)} != {_shape(e)}."))
+    if check_device and isinstance(actual, Tensor) and isinstance(expected, Tensor) \
+            and actual.device != expected.device:
+        raise AssertionError(_fail(msg, f"The values for attribute 'device' do not match: "
+                                        f"{actual.device} != {expected.device}."))
+    if check_dtype and isinstance(actual, Tensor) and isinstance(expected, Tensor) \
+            and a_dtype is not e_dtype:
+        raise AssertionError(_fail(msg, f"The values for attribute 'dtype' do not match: "
+                                        f"{a_dtype} != {e_dtype}."))
+    if check_stride and isinstance(actual, Tensor) and isinstance(expected, Tensor) \
+            and actual.stride() != expected.stride():
+        raise AssertionError(_fail(msg, f"The values for attribute 'stride()' do not match: "
+                                        f"{actual.stride()} != {expected.stride()}."))
+    if rtol is None:
+        dtypes = [d for d in (a_dtype, e_dtype) if d is not None]
+        rtol, atol = default_tolerances(*dtypes) if dtypes else (0.0, 0.0)
+    _compare_values(a, e, rtol, atol, equal_nan, msg, "Tensor-likes" if isinstance(
+        expected, Tensor) else "Scalars" if a.ndim == 0 else "Tensor-likes")
+
+
+def _shape(arr):
+    return f"ember.Size([{', '.join(map(str, arr.shape))}])"
+
+
+def _wide(arr):
+    if arr.dtype.kind == "c":
+        return arr.astype(np.complex128)
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.float64) if arr.dtype.kind != "b" else arr.astype(np.int64)
+    return arr.astype(np.float64)
+
+
+def _compare_values(a, e, rtol, atol, equal_nan, msg, what):
+    a, e = _wide(a), _wide(e)
+    if a.size == 0:
+        return
+    with np.errstate(all="ignore"):
+        diff = np.abs(a - e)
+        ok = diff <= atol + rtol * np.abs(e)
+        ok |= (a == e)                                  # equal infinities
+        if equal_nan:
+            ok |= np.isnan(a) & np.isnan(e)
+        if a.dtype.kind == "c":
+            ok |= (a == e)
+    if ok.all():
+        return
+    bad = ~ok
+    n_bad = int(bad.sum())
+    total = a.size
+    if a.ndim == 0:
+        text = (f"{what} are not close!\n\nExpected {e.item()} but got {a.item()}.\n"
+                f"Absolute difference: {diff.item()} (up to {atol} allowed)\n"
+                f"Relative difference: {_rel(diff, e).item()} (up to {rtol} allowed)")
+        raise AssertionError(_fail(msg, text))
+    abs_masked = np.where(bad, np.nan_to_num(diff, nan=np.inf), -1)
+    i_abs = np.unravel_index(int(np.argmax(abs_masked)), a.shape)
+    rel = _rel(diff, e)
+    rel_masked = np.where(bad, np.nan_to_num(rel, nan=np.inf), -1)
+    i_rel = np.unravel_index(int(np.argmax(rel_masked)), a.shape)
+    text = (f"{what} are not close!\n\n"
+            f"Mismatched elements: {n_bad} / {total} ({100.0 * n_bad / total:.1f}%)\n"
+            f"Greatest absolute difference: {diff[i_abs]} at index {tuple(map(int, i_abs))} "
+            f"(up to {atol} allowed)\n"
+            f"Greatest relative difference: {rel[i_rel]} at index {tuple(map(int, i_rel))} "
+            f"(up to {rtol} allowed)")
+    raise AssertionError(_fail(msg, text))
+
+
+def _rel(diff, e):
+    with np.errstate(all="ignore"):
+        return diff / np.abs(e)
+
+
+def _fail(msg, text):
+    if msg is None:
+        return text
+    return msg(text) if callable(msg) else msg
+
+
+def make_tensor(*shape, dtype, device=None, low=None, high=None, requires_grad=False,
+                noncontiguous=False, exclude_zero=False, memory_format=None):
+    """A random tensor for tests: floats in [low, high) (default [-9, 9]), ints likewise.
+
+    ``noncontiguous=True`` returns a strided view of a larger tensor with the same values
+    semantics; draws come from ember's default generator, so ``manual_seed`` reproduces them.
+    """
+    from ember._random import _rng
+    from ember._tensor import _make
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    rng = _rng(None)
+    full_shape = shape[:-1] + (shape[-1] * 2,) if noncontiguous and shape else shape
+    if dtype is D.bool_:
+        arr = rng.random(full_shape) < 0.5
+    elif dtype.category == D.INTEGRAL:
+        info = np.iinfo(dtype.np)
+        lo = max(int(math.ceil(low)) if low is not None else -9, int(info.min))
+        hi = min(int(math.ceil(high)) if high is not None else 10, int(info.max) + 1)
+        if dtype is D.uint8 and low is None:
+            lo = 0
+        arr = np.asarray(rng.integers(lo, max(hi, lo + 1), size=full_shape))
+        if exclude_zero:
+            arr[arr == 0] = 1 if hi > 1 else -1
+    else:
+        lo = -9.0 if low is None else float(low)
+        hi = 9.0 if high is None else float(high)
+        arr = np.asarray(lo + (hi - lo) * rng.random(full_shape))
+        if dtype.category == D.COMPLEX:
+            arr = np.asarray(arr + 1j * (lo + (hi - lo) * rng.random(full_shape)))
+        if exclude_zero:
+            tiny = D.finfo(dtype).tiny
+            arr[arr == 0] = tiny
+    arr = np.asarray(arr).astype(dtype.np)
+    if noncontiguous and shape:
+        arr = arr[..., ::2]
+    t = _make(arr)
+    if device is not None and str(device) != "cpu":
+        t = t.to(device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
