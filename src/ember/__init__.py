@@ -3,8 +3,6 @@
 ``import ember as torch`` and write PyTorch. This module only re-exports.
 """
 
-import warnings as _warnings
-
 from ember import _dtype
 from ember._dtype import (bfloat16, can_cast, complex64, complex128, dtype, finfo, float8_e4m3fn,
                           float8_e5m2, float16, float32, float64, get_default_dtype, iinfo,
@@ -33,9 +31,5 @@ short = int16
 char = int8
 
 globals().update(_ops.public_functions())
-
-# NumPy's floating-point warnings (log(0), 0/0, ...) are PyTorch's silent inf/nan.
-_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember(\.|$)")
-_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"<ember op")
 
 __version__ = "0.1.0"

@@ -80,6 +80,7 @@ LOW_PRECISION = (float16, bfloat16, float8_e4m3fn, float8_e5m2)
 FROM_NUMPY = {d.np: d for d in ALL_DTYPES}
 
 _REAL_OF = {complex64: float32, complex128: float64}
+# float16 pairs with complex32 in PyTorch; ember has no complex32 (nor has NumPy)
 _COMPLEX_OF = {float16: complex64, bfloat16: complex64, float32: complex64,
                float64: complex128}
 

@@ -214,7 +214,8 @@ def _capture(i, grad, captured, accumulate_into_grad):
 
 
 def _check_nan(node, grads):
+    from ember.backend import xp_of
     for i, g in enumerate(grads):
-        if g is not None and bool(g.isnan().any()):
+        if g is not None and bool(xp_of(g._data).isnan(g._data).any()):
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
                                f"output.")

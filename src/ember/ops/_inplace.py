@@ -15,6 +15,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history
+from ember.backend import loud_fp, quiet_fp
 
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
@@ -42,6 +43,19 @@ def call_inplace(op, inputs, params):
     record = grad_mode and requires_grad and op.vjp is not None
     old = _history_snapshot(self, op.saves_inputs) if record else None
     dst = self._data
+    token = quiet_fp()
+    try:
+        _write(op, self, dst, xp, arrays, params, casts, compute)
+    finally:
+        loud_fp(token)
+    self._bump_version()
+    if record:
+        _record_inplace(op, self, old, flat, lengths, params)
+    return self
+
+
+def _write(op, self, dst, xp, arrays, params, casts, compute):
+    """Compute the op's result into ``dst`` (self's array), checking dtype and shape."""
     if op.inplace_forward is not None:
         result_dtype = D.bool_ if op.promote is not None and op.promote.name == "compare" \
             else D.FROM_NUMPY[compute] if compute is not None else self.dtype
@@ -65,10 +79,6 @@ def call_inplace(op, inputs, params):
         if res.shape != dst.shape:
             _shape_mismatch(self, res.shape)
         xp.copyto(dst, res, casting="unsafe")
-    self._bump_version()
-    if record:
-        _record_inplace(op, self, old, flat, lengths, params)
-    return self
 
 
 def _check_leaf(t):

@@ -25,7 +25,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, OpNode, history
-from ember.backend import XP_BY_ARRAY_TYPE, xp_of
+from ember.backend import XP_BY_ARRAY_TYPE, loud_fp, quiet_fp, xp_of
 from ember.ops._promotion import compute_dtype
 
 __all__ = ["op", "Op", "REGISTRY", "call"]
@@ -189,14 +189,17 @@ def call(op, inputs, params, out=None):
         return handle_torch_function(op, inputs, params, out)
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
+    token = quiet_fp()
     try:
         res = op.forward(xp, *arrays, *params)
+        if type(res) is tuple:
+            outputs = tuple(_wrap(r, xp, casts) for r in res)
+        else:
+            outputs = _wrap(res, xp, casts)
     except (ValueError, TypeError, IndexError) as e:
         raise translate_error(op, e, arrays) from None
-    if type(res) is tuple:
-        outputs = tuple(_wrap(r, xp, casts) for r in res)
-    else:
-        outputs = _wrap(res, xp, casts)
+    finally:
+        loud_fp(token)
     if op.view:
         _mark_view(op, flat[0], params, outputs)
     if requires_grad and _GRAD.grad_enabled and op.vjp is not None:

@@ -1,0 +1,191 @@
+"""Custom differentiable functions: ``class MyFn(ember.autograd.Function)``.
+
+As in PyTorch, the ``ctx`` object handed to ``forward``/``backward`` is the graph node itself,
+named ``<Function>Backward``; it saves tensors with their versions so an in-place change
+after saving is caught at backward time.
+"""
+
+import functools
+
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.graph import Node, _modified_message, history
+
+__all__ = ["Function", "FunctionCtx", "once_differentiable"]
+
+
+class FunctionCtx:
+    """What ``forward`` may record for ``backward`` (mixed into the backward node)."""
+
+    def save_for_backward(self, *tensors):
+        """Keep tensors (or None) for backward; read them back as ``ctx.saved_tensors``."""
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError("save_for_backward can only save variables, but argument "
+                                f"{tensors.index(t)} is of type {type(t).__name__}")
+        self._to_save = tensors
+
+    @property
+    def saved_tensors(self):
+        if self._saved is None:
+            from ember.autograd.graph import _FREED
+            raise RuntimeError(_FREED)
+        out = []
+        for t, version in self._saved:
+            if t is not None and t._version != version:
+                raise RuntimeError(_modified_message(t, version))
+            out.append(t)
+        return tuple(out)
+
+    def mark_dirty(self, *tensors):
+        """Declare inputs that ``forward`` modified in place."""
+        self._dirty = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        """Declare outputs that get no gradient (indices, masks)."""
+        self._non_differentiable = tensors
+
+    def set_materialize_grads(self, value):
+        """Whether missing output gradients reach ``backward`` as zeros (default) or None."""
+        self._materialize = bool(value)
+
+
+class BackwardFunction(FunctionCtx, Node):
+    """The node (and ctx) of one ``Function.apply`` call."""
+
+    _function = None                    # the Function subclass, set per subclass
+
+    def __init__(self, next_functions, needs_input_grad):
+        Node.__init__(self, next_functions)
+        self.needs_input_grad = needs_input_grad
+        self._to_save = ()
+        self._saved = ()
+        self._dirty = ()
+        self._non_differentiable = ()
+        self._materialize = True
+        self._out_meta = ()
+        self.n_outputs = 0
+
+    def apply(self, grads):
+        if self._materialize:
+            from ember._creation import zeros
+            grads = [g if g is not None or meta is None else zeros(meta[0], dtype=meta[1])
+                     for g, meta in zip(grads, self._out_meta)]
+        result = self._function.backward(self, *grads)
+        if not isinstance(result, tuple):
+            result = (result,)
+        n_inputs = len(self.needs_input_grad)
+        if len(result) < n_inputs:
+            raise RuntimeError(f"function {self.name()} returned an incorrect number of "
+                               f"gradients (expected {n_inputs}, got {len(result)})")
+        result = result[:n_inputs] if all(r is None for r in result[n_inputs:]) else result
+        if len(result) != n_inputs:
+            raise RuntimeError(f"function {self.name()} returned an incorrect number of "
+                               f"gradients (expected {n_inputs}, got {len(result)})")
+        return [g if needed else None for g, needed in zip(result, self.needs_input_grad)]
+
+    def _release(self):
+        self._saved = None
+
+
+class Function:
+    """Base class of custom autograd functions: define ``forward`` and ``backward``."""
+
+    _node_classes = {}
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("Legacy autograd function with non-static forward method is "
+                           "deprecated. Please use new-style autograd function with static "
+                           "forward method.")
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        """Compute outputs from inputs (tensors and any other arguments)."""
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        """Optional: save what backward needs when ``forward`` takes no ctx."""
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        """Gradients w.r.t. each input of forward, from the gradients of its outputs."""
+        raise NotImplementedError("You must implement either the backward or vjp method for "
+                                  "your custom autograd.Function to use it with backward mode "
+                                  "AD.")
+
+    vjp = backward
+
+    @classmethod
+    def _node_class(cls):
+        node = Function._node_classes.get(cls)
+        if node is None:
+            node = type(f"{cls.__name__}Backward", (BackwardFunction,),
+                        {"_function": cls})
+            Function._node_classes[cls] = node
+        return node
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        """Run forward and record one graph node for the call."""
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        record = _GRAD.grad_enabled and any(needs)
+        edges = tuple(history(a) if need else (None, 0) for a, need in zip(args, needs))
+        ctx = cls._node_class()(edges, needs if record else tuple(False for _ in needs))
+        uses_ctx = cls.setup_context is Function.setup_context
+        prev = _GRAD.grad_enabled
+        _GRAD.grad_enabled = False
+        try:
+            output = cls.forward(ctx, *args, **kwargs) if uses_ctx else cls.forward(*args,
+                                                                                     **kwargs)
+        finally:
+            _GRAD.grad_enabled = prev
+        if not uses_ctx:
+            cls.setup_context(ctx, args, output)
+        return _wrap_outputs(ctx, args, output, record)
+
+
+def _wrap_outputs(ctx, args, output, record):
+    single = not isinstance(output, tuple)
+    outputs = (output,) if single else output
+    dirty = {id(t) for t in ctx._dirty}
+    non_diff = {id(t) for t in ctx._non_differentiable}
+    inputs = {id(a) for a in args if isinstance(a, Tensor)}
+    wrapped = []
+    for out in outputs:
+        if isinstance(out, Tensor) and id(out) in inputs and id(out) not in dirty:
+            alias = _make(out._data)           # an input returned as-is becomes a new tensor
+            alias._vc = out._shared_version()
+            out = alias
+        wrapped.append(out)
+    ctx.n_outputs = len(wrapped)
+    ctx._out_meta = tuple((o.shape, o.dtype) if isinstance(o, Tensor) else None
+                          for o in wrapped)
+    for nr, out in enumerate(wrapped):
+        if not isinstance(out, Tensor):
+            continue
+        if id(out) in dirty and record and out._grad_fn is None and out._requires_grad:
+            raise RuntimeError("a leaf Variable that requires grad has been used in an "
+                               "in-place operation.")
+        if record and id(out) not in non_diff and (out.is_floating_point()
+                                                   or out.is_complex()):
+            out._grad_fn = ctx
+            out._output_nr = nr
+    ctx._saved = tuple((t, t._version if t is not None else 0) for t in ctx._to_save)
+    ctx._to_save = ()
+    return wrapped[0] if single else tuple(wrapped)
+
+
+def once_differentiable(fn):
+    """Mark a backward as not itself differentiable: it runs with grad mode off."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        prev = _GRAD.grad_enabled
+        _GRAD.grad_enabled = False
+        try:
+            return fn(ctx, *args)
+        finally:
+            _GRAD.grad_enabled = prev
+    return wrapper
