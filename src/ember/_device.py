@@ -61,8 +61,9 @@ class device:
         return (device, (self.type, self.index))
 
     def __enter__(self):
-        self._previous.append(_default[0])
+        previous = _default[0]
         set_default_device(self)
+        self._previous.append(previous)
         return self
 
     def __exit__(self, *exc):

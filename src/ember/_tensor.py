@@ -441,12 +441,10 @@ class Tensor:
         return default_torch_function(cls, func, types, args, kwargs)
 
     def as_subclass(self, cls):
-        """This tensor's data and graph viewed as an instance of a Tensor subclass."""
-        out = _make(self._data, cls)
-        out._requires_grad = self._requires_grad
-        out._grad_fn = self._grad_fn
-        out._output_nr = self._output_nr
-        out._vc = self._shared_version()
+        """An alias of this tensor (same memory, attached to the graph) of type ``cls``."""
+        from ember.ops.conversion import _alias
+        out = _alias(self)
+        out.__class__ = cls
         return out
 
 

@@ -44,20 +44,21 @@ def has_torch_function(args):
 
 
 def _overloaded(values):
+    """One argument per overriding type: subclasses before superclasses, else left to right."""
     found = []
     for v in values:
         cls = type(v)
-        if cls is Tensor or not hasattr(cls, "__torch_function__") or cls in found:
+        if cls is Tensor or not hasattr(cls, "__torch_function__") \
+                or any(type(f) is cls for f in found):
             continue
         if isinstance(v, Tensor) and is_plain(cls):
             continue
-        # subclasses go before their superclasses, otherwise left to right
         for i, other in enumerate(found):
-            if issubclass(cls, other):
-                found.insert(i, cls)
+            if issubclass(cls, type(other)):
+                found.insert(i, v)
                 break
         else:
-            found.append(cls)
+            found.append(v)
     return found
 
 
@@ -66,7 +67,8 @@ def handle_torch_function(op, inputs, params, out, inplace=False):
     flat = []
     for x in inputs:
         flat.extend(x if isinstance(x, (list, tuple)) else (x,))
-    types = _overloaded(flat)
+    overloaded = _overloaded(flat)
+    types = tuple(type(v) for v in overloaded)
     if inplace:
         func = getattr(Tensor, (op.method_name or op.name) + "_")
     else:
@@ -74,12 +76,12 @@ def handle_torch_function(op, inputs, params, out, inplace=False):
     kwargs = dict(zip(op.param_names, params))
     if out is not None:
         kwargs["out"] = out
-    for cls in types:
-        result = cls.__torch_function__(func, tuple(types), tuple(inputs), kwargs)
+    for arg in overloaded:
+        result = arg.__torch_function__(func, types, tuple(inputs), kwargs)
         if result is not NotImplemented:
             return result
     raise TypeError(f"no implementation found for 'ember.{op.name}' on types that implement "
-                    f"__torch_function__: {[t for t in types]}")
+                    f"__torch_function__: {list(types)}")
 
 
 def default_torch_function(cls, func, types, args, kwargs):
@@ -94,8 +96,9 @@ def default_torch_function(cls, func, types, args, kwargs):
 def _convert(value, cls):
     if cls is Tensor:
         return value
-    if isinstance(value, Tensor) and not isinstance(value, cls):
-        return value.as_subclass(cls)
+    if type(value) is Tensor:
+        value.__class__ = cls           # a fresh result: re-class it, no alias needed
+        return value
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return tuple(_convert(v, cls) for v in value)
     if isinstance(value, list):

@@ -15,19 +15,14 @@ __all__ = ["Policy", "BINARY", "FLOAT", "COMPARE", "INTEGRAL", "SAME", "SAME_NO_
 _UPCAST = {d.np: np.dtype(np.float32) for d in D.LOW_PRECISION}
 
 
-_POLICIES = []
-
-
 class Policy:
     """How an op picks its compute dtype from the promoted dtype of its operands."""
 
-    __slots__ = ("name", "rule", "cache")
+    __slots__ = ("name", "rule")
 
     def __init__(self, name, rule):
         self.name = name
         self.rule = rule            # (promoted, op name, operands) -> compute ember dtype
-        self.cache = {}             # operand signature -> (compute np dtype, upcast np dtype)
-        _POLICIES.append(self)
 
     def __repr__(self):
         return f"Policy({self.name})"
@@ -74,37 +69,41 @@ SAME_NO_BOOL = Policy("same_no_bool", _no_bool)
 REAL_FLOAT = Policy("real_float", _real_float)   # real-only math, integers to float
 FLOAT_ONLY = Policy("float_only", _float_only)   # floating inputs only (hypot, frac)
 
-# Operand signature entries: a tensor contributes (np dtype, is_0dim); a Python scalar its type.
+# NOTE [Operand signatures]
+# The dispatcher describes its operands cheaply: a tensor of one or more dims contributes its
+# NumPy dtype, a 0-dim tensor a 1-tuple holding its dtype, a Python number its type.
 _SCALAR_KIND = {bool: D.bool_, int: D.int64, float: D.float64, complex: D.complex128}
 
 
 def compute_dtype(policy, signature, op_name, upcast):
-    """The (compute, upcast-to) numpy dtypes for an operand signature; cached per policy."""
-    key = (signature, upcast)
-    hit = policy.cache.get(key)
-    if hit is not None:
-        return hit
+    """(compute dtype, casts, cast target) for an operand signature.
+
+    casts is (compute, float32) when a 16/8-bit float computes in float32, else None; the
+    target is the NumPy dtype operands must be cast to, or None when none needs a cast.
+    """
     operands = []
     for entry in signature:
         if type(entry) is tuple:
-            np_dtype, zero_dim = entry
-            operands.append((D.FROM_NUMPY[np_dtype], D.ZERO_DIM if zero_dim else D.DIM))
-        else:
+            operands.append((D.FROM_NUMPY[entry[0]], D.ZERO_DIM))
+        elif entry in _SCALAR_KIND:
             operands.append((_SCALAR_KIND[entry], D.SCALAR))
+        else:
+            operands.append((D.FROM_NUMPY[entry], D.DIM))
     promoted = D.result_type_of(operands)
     compute = policy.rule(promoted, op_name, operands)
     if compute in D.FLOAT8:
         raise NotImplementedError(f"\"{op_name}_cpu\" not implemented for "
                                   f"'{compute._torch_name}'")
     compute = compute.np
-    hit = policy.cache[key] = (compute, _UPCAST.get(compute) if upcast else None)
-    return hit
+    up = _UPCAST.get(compute) if upcast else None
+    target = compute if up is None else up
+    tensors = [e[0] if type(e) is tuple else e for e in signature if e not in _SCALAR_KIND]
+    wraps = compute in _NARROW_INTS and int in signature
+    if all(d is target for d in tensors) and not wraps:
+        target = None
+    return compute, (None if up is None else (compute, up)), target
 
 
-def _clear_caches():
-    """Forget cached decisions: they depend on the default dtype, which just changed."""
-    for p in _POLICIES:
-        p.cache.clear()
+_NARROW_INTS = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32)}
 
 
-D.ON_DEFAULT_CHANGE.append(_clear_caches)

@@ -31,6 +31,8 @@ from ember.ops._promotion import compute_dtype
 __all__ = ["op", "Op", "REGISTRY", "call"]
 
 REGISTRY = {}
+_NDARRAY = np.ndarray
+D.ON_DEFAULT_CHANGE.append(lambda: [o.dtype_cache.clear() for o in REGISTRY.values()])
 _SCALARS = {int: int, float: float, bool: bool, complex: complex}
 _WRAP_INT = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32)}
 
@@ -65,6 +67,7 @@ class Op:
         self.differentiable = differentiable
         self.method_varargs = method_varargs
         self.vjp = None
+        self.dtype_cache = {}           # operand signature -> compute_dtype(...) result
         self.inplace_forward = None
         self.needs_output = False
         self.n_diff_inputs = len(self.input_names)
@@ -192,7 +195,9 @@ def call(op, inputs, params, out=None):
     token = quiet_fp()
     try:
         res = op.forward(xp, *arrays, *params)
-        if type(res) is tuple:
+        if type(res) is _NDARRAY and casts is None:
+            outputs = _make(res)
+        elif type(res) is tuple:
             outputs = tuple(_wrap(r, xp, casts) for r in res)
         else:
             outputs = _wrap(res, xp, casts)
@@ -252,7 +257,7 @@ def _prepare(op, flat):
     compute is the compute dtype (None for ops without a dtype policy).
     """
     arrays = []
-    signature = []
+    signature = []                      # see NOTE [Operand signatures] in _promotion.py
     requires_grad = False
     array_type = None
     for x in flat:
@@ -284,24 +289,26 @@ def _prepare(op, flat):
                 _device_mismatch(flat)
             array_type = type(a)
         arrays.append(a)
-        signature.append((a.dtype, a.ndim == 0))
+        signature.append(a.dtype if a.ndim else (a.dtype,))
     if array_type is None:
         raise TypeError(f"{op.name}(): expected at least one Tensor argument")
-    xp = XP_BY_ARRAY_TYPE[array_type]
-    casts = compute = None
-    if op.promote is not None:
-        compute, upcast = compute_dtype(op.promote, tuple(signature), op.name, op.upcast)
-        target = compute if upcast is None else upcast
+    if op.promote is None:
+        return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, None, None
+    signature = tuple(signature)
+    hit = op.dtype_cache.get(signature)
+    if hit is None:
+        hit = op.dtype_cache[signature] = compute_dtype(op.promote, signature, op.name,
+                                                        op.upcast)
+    compute, casts, target = hit
+    if target is not None:
         for i, a in enumerate(arrays):
             ta = type(a)
             if ta is array_type:
-                if a.dtype != target:
+                if a.dtype is not target:
                     arrays[i] = a.astype(target)
             elif ta is int and target in _WRAP_INT:
                 arrays[i] = np.array(a).astype(target)      # wraps like a C cast
-        if upcast is not None:
-            casts = (compute, upcast)
-    return xp, arrays, requires_grad, casts, compute
+    return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, casts, compute
 
 
 def _plain_subclass(cls):

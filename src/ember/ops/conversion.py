@@ -114,6 +114,18 @@ Tensor.cpu = cpu
 Tensor.cuda = cuda
 
 
+@op("_alias(input)", view=True, method=False, saves_inputs=False,
+    grad_fn_name="AliasBackward0")
+def _alias(xp, x):
+    """A view of the whole of ``input`` (what ``as_subclass`` returns)."""
+    return x.view()
+
+
+@_alias.derivative
+def _(grad, x):
+    return grad
+
+
 @op("clone(input, *, memory_format=None)", saves_inputs=False)
 def clone(xp, x, memory_format):
     """A copy of ``input`` that is still connected to the graph."""

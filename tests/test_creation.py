@@ -1,0 +1,126 @@
+"""Making tensors: ember.tensor's dtype inference, factories, *_like, ranges."""
+
+import math
+
+import numpy as np
+import pytest
+
+import ember
+
+
+@pytest.mark.parametrize("data,dtype", [
+    ([1, 2], ember.int64), ([1.0, 2], ember.float32), ([True, False], ember.bool),
+    ([1, 2j], ember.complex64), (3, ember.int64), (2.5, ember.float32), ([], ember.float32),
+    ([[1, 2], [3, 4]], ember.int64), ([True, 2], ember.int64),
+    (np.array([1.0]), ember.float64), (np.array([1], dtype=np.int32), ember.int32),
+    (np.float32(2.0), ember.float32),
+])
+def test_tensor_infers_pytorch_dtypes(data, dtype):
+    assert ember.tensor(data).dtype is dtype
+
+
+def test_tensor_copies_and_accepts_dtype():
+    a = np.array([1.0, 2.0])
+    t = ember.tensor(a)
+    a[0] = 9
+    assert t.tolist() == [1.0, 2.0]
+    assert ember.tensor([1.7, -1.7], dtype=ember.int64).tolist() == [1, -1]
+    assert ember.tensor([ember.tensor(1.0), ember.tensor(2.0)]).tolist() == [1.0, 2.0]
+
+
+def test_tensor_from_tensor_warns():
+    with pytest.warns(UserWarning, match="clone\\(\\).detach\\(\\)|detach\\(\\).clone\\(\\)"):
+        ember.tensor(ember.ones(1))
+
+
+def test_tensor_bad_data():
+    with pytest.raises(ValueError, match="sequence"):
+        ember.tensor([[1, 2], [3]])
+    with pytest.raises(TypeError):
+        ember.tensor(["a"])
+    with pytest.raises(TypeError):
+        ember.tensor([object()])
+
+
+def test_as_tensor_and_asarray_share_memory():
+    a = np.zeros(3, dtype=np.float32)
+    t = ember.as_tensor(a)
+    a[1] = 5
+    assert t.tolist() == [0.0, 5.0, 0.0]
+    assert ember.as_tensor(t) is t
+    assert ember.as_tensor(a, dtype=ember.float64).dtype is ember.float64
+    assert np.shares_memory(ember.asarray(a).numpy(), a)
+    assert not np.shares_memory(ember.asarray(a, copy=True).numpy(), a)
+
+
+@pytest.mark.parametrize("factory,value", [(ember.zeros, 0), (ember.ones, 1), (ember.empty, 0)])
+def test_factories_accept_size_forms(factory, value):
+    for args in ((2, 3), ((2, 3),), ([2, 3],), (ember.Size([2, 3]),)):
+        t = factory(*args)
+        assert t.shape == (2, 3) and t.dtype is ember.float32
+        assert t.tolist() == [[value] * 3] * 2
+    assert factory(()).shape == () and factory(0).shape == (0,)
+    assert factory(2, dtype=ember.int16).dtype is ember.int16
+    assert factory(2, requires_grad=True).requires_grad
+
+
+def test_negative_size():
+    with pytest.raises(RuntimeError, match="Trying to create tensor with negative dimension -1"):
+        ember.zeros(2, -1)
+
+
+def test_full_dtype_follows_fill_value():
+    assert ember.full((2,), 7).dtype is ember.int64
+    assert ember.full((2,), 7.0).dtype is ember.float32
+    assert ember.full((2,), True).dtype is ember.bool
+    assert ember.full((2,), 1j).dtype is ember.complex64
+    assert ember.full((2, 2), 3, dtype=ember.float64).tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
+def test_like_factories():
+    x = ember.ones(2, 3, dtype=ember.float64)
+    for fn in (ember.zeros_like, ember.ones_like, ember.empty_like):
+        y = fn(x)
+        assert y.shape == x.shape and y.dtype is ember.float64
+    assert ember.full_like(x, 4).tolist() == [[4.0] * 3] * 2
+    assert ember.zeros_like(x, dtype=ember.int8).dtype is ember.int8
+
+
+def test_arange():
+    assert ember.arange(5).tolist() == [0, 1, 2, 3, 4] and ember.arange(5).dtype is ember.int64
+    assert ember.arange(1, 4).tolist() == [1, 2, 3]
+    assert ember.arange(0, 1, 0.25).tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert ember.arange(0, 1, 0.25).dtype is ember.float32
+    assert ember.arange(5, 0, -2).tolist() == [5, 3, 1]
+    assert ember.arange(3, dtype=ember.float64).dtype is ember.float64
+    assert len(ember.arange(0, 1, 0.1)) == 10
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        ember.arange(0, 1, 0)
+    with pytest.raises(RuntimeError, match="inconsistent with step sign"):
+        ember.arange(0, 5, -1)
+
+
+def test_linspace_logspace_eye():
+    assert ember.linspace(0, 1, 5).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert ember.linspace(0, 1, 5).dtype is ember.float32
+    assert ember.linspace(-1, 1, 1).tolist() == [-1.0]
+    assert ember.linspace(0, 10, 3, dtype=ember.int64).tolist() == [0, 5, 10]
+    assert ember.logspace(0, 2, 3).tolist() == [1.0, 10.0, 100.0]
+    assert ember.logspace(0, 3, 4, base=2).tolist() == [1.0, 2.0, 4.0, 8.0]
+    assert ember.eye(2).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    assert ember.eye(2, 3).shape == (2, 3)
+    assert math.isclose(ember.linspace(0, 1, 3, dtype=ember.float64)[1].item()
+                        if hasattr(ember.Tensor, "__getitem__") else 0.5, 0.5)
+
+
+def test_out_argument_of_factories():
+    out = ember.empty(0)
+    r = ember.zeros(2, 2, out=out)
+    assert r is out and out.shape == (2, 2)
+    ember.arange(3, out=out)
+    assert out.tolist() == [0, 1, 2]
+
+
+def test_scalar_tensor():
+    t = ember.scalar_tensor(3)
+    assert t.shape == () and t.dtype is ember.float32 and t.item() == 3.0

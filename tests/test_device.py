@@ -1,0 +1,39 @@
+"""Device objects and the default-device context."""
+
+import pytest
+
+import ember
+
+
+def test_device_parsing_and_equality():
+    assert ember.device("cpu").type == "cpu" and ember.device("cpu").index is None
+    d = ember.device("cuda:1")
+    assert (d.type, d.index) == ("cuda", 1) and str(d) == "cuda:1"
+    assert ember.device("cuda", 1) == d and ember.device("cuda") != d
+    assert repr(d) == "device(type='cuda', index=1)"
+    assert ember.device(d) is d and ember.device(0) == ember.device("cuda:0")
+    assert ember.device("cpu") == "cpu" and hash(ember.device("cpu")) == hash(ember.device("cpu"))
+    with pytest.raises(RuntimeError):
+        ember.device("tpu")
+    with pytest.raises(RuntimeError):
+        ember.device("cuda:x")
+
+
+def test_default_device_context_manager():
+    assert ember.get_default_device() == ember.device("cpu")
+    with ember.device("cpu"):
+        assert ember.zeros(1).device == ember.device("cpu")
+    ember.set_default_device("cpu")
+    assert ember.get_default_device().type == "cpu"
+    ember.set_default_device(None)
+
+
+def test_cuda_default_device_requires_cuda():
+    if ember.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="not compiled with CUDA enabled"):
+        ember.set_default_device("cuda")
+    with pytest.raises(RuntimeError, match="not compiled with CUDA enabled"):
+        with ember.device("cuda"):
+            pass
+    assert ember.get_default_device().type == "cpu"

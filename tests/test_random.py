@@ -1,0 +1,106 @@
+"""Random sampling: reproducible under manual_seed, right shapes, dtypes and ranges."""
+
+import numpy as np
+import pytest
+
+import ember
+
+
+def test_manual_seed_reproduces_streams():
+    ember.manual_seed(123)
+    a = ember.rand(5).tolist(), ember.randn(3).tolist(), ember.randint(0, 10, (4,)).tolist()
+    ember.manual_seed(123)
+    b = ember.rand(5).tolist(), ember.randn(3).tolist(), ember.randint(0, 10, (4,)).tolist()
+    assert a == b
+    assert ember.initial_seed() == 123
+
+
+def test_generator_objects_are_independent():
+    g1 = ember.Generator().manual_seed(7)
+    g2 = ember.Generator().manual_seed(7)
+    ember.manual_seed(0)
+    ember.rand(10)                      # the default generator does not affect g1/g2
+    assert ember.rand(3, generator=g1).tolist() == ember.rand(3, generator=g2).tolist()
+
+
+def test_generator_state_round_trip():
+    g = ember.Generator().manual_seed(5)
+    state = g.get_state()
+    assert state.dtype is ember.uint8
+    first = ember.randn(4, generator=g).tolist()
+    g.set_state(state)
+    assert ember.randn(4, generator=g).tolist() == first
+    s = ember.get_rng_state()
+    x = ember.rand(2).tolist()
+    ember.set_rng_state(s)
+    assert ember.rand(2).tolist() == x
+
+
+def test_shapes_dtypes_and_ranges():
+    ember.manual_seed(0)
+    r = ember.rand(1000)
+    assert r.dtype is ember.float32 and 0 <= r.numpy().min() and r.numpy().max() < 1
+    assert ember.rand(2, 3, dtype=ember.float64).dtype is ember.float64
+    n = ember.randn(20000).numpy()
+    assert abs(n.mean()) < 0.05 and abs(n.std() - 1) < 0.05
+    i = ember.randint(3, 7, (1000,))
+    assert i.dtype is ember.int64 and set(i.tolist()) == {3, 4, 5, 6}
+    assert ember.randint(5, (3,)).numpy().max() < 5
+    p = ember.randperm(10)
+    assert sorted(p.tolist()) == list(range(10)) and p.dtype is ember.int64
+    assert ember.rand(2, requires_grad=True).requires_grad
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        ember.rand(2, dtype=ember.int64)
+
+
+def test_normal_forms():
+    ember.manual_seed(0)
+    x = ember.normal(2.0, 0.5, size=(20000,)).numpy()
+    assert abs(x.mean() - 2) < 0.02 and abs(x.std() - 0.5) < 0.02
+    m = ember.zeros(3)
+    s = ember.tensor([1.0, 0.0, 2.0])
+    y = ember.normal(m, s)
+    assert y.shape == (3,) and y.tolist()[1] == 0.0
+    assert ember.normal(ember.ones(2), 1.0).shape == (2,)
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        ember.normal(0.0, -1.0, size=(2,))
+
+
+def test_bernoulli_and_multinomial():
+    ember.manual_seed(0)
+    b = ember.bernoulli(ember.full((10000,), 0.3))
+    assert set(np.unique(b.numpy())) <= {0.0, 1.0} and abs(b.numpy().mean() - 0.3) < 0.02
+    assert ember.bernoulli(ember.zeros(5)).tolist() == [0.0] * 5
+    with pytest.raises(RuntimeError):
+        ember.bernoulli(ember.tensor([1.5]))
+    w = ember.tensor([0.0, 1.0, 0.0, 3.0])
+    draws = ember.multinomial(w, 1000, replacement=True).numpy()
+    assert set(draws) <= {1, 3} and 0.65 < (draws == 3).mean() < 0.85
+    no_rep = ember.multinomial(ember.ones(2, 5), 5)
+    assert no_rep.shape == (2, 5) and sorted(no_rep.tolist()[0]) == [0, 1, 2, 3, 4]
+    with pytest.raises(RuntimeError, match="without replacement"):
+        ember.multinomial(ember.ones(3), 4)
+
+
+def test_in_place_samplers():
+    ember.manual_seed(0)
+    t = ember.empty(1000)
+    assert t.uniform_(-2, 3) is t and -2 <= t.numpy().min() and t.numpy().max() < 3
+    assert t._version == 1
+    t.normal_(5, 0.1)
+    assert abs(t.numpy().mean() - 5) < 0.05
+    i = ember.empty(100, dtype=ember.int64).random_(0, 3)
+    assert set(i.tolist()) == {0, 1, 2}
+    assert set(ember.empty(50).bernoulli_(0.5).tolist()) == {0.0, 1.0}
+    assert ember.empty(100).exponential_().numpy().min() >= 0
+    w = ember.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        w.uniform_()
+    with ember.no_grad():
+        w.uniform_()
+
+
+def test_like_samplers():
+    x = ember.zeros(2, 3, dtype=ember.float64)
+    assert ember.rand_like(x).dtype is ember.float64 and ember.randn_like(x).shape == (2, 3)
+    assert ember.randint_like(x, 5).dtype is ember.float64

@@ -1,0 +1,189 @@
+"""Tensor attributes and Python protocols: metadata, conversions, memory sharing, pickling."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import ember
+
+
+def test_metadata():
+    t = ember.zeros(2, 3, 4)
+    assert t.shape == (2, 3, 4) and isinstance(t.shape, ember.Size)
+    assert t.size() == ember.Size([2, 3, 4]) and t.size(1) == 3 and t.size(-1) == 4
+    assert t.dim() == t.ndim == 3 and t.numel() == 24 and t.nelement() == 24
+    assert t.dtype is ember.float32 and t.device == ember.device("cpu")
+    assert t.element_size() == 4 and t.itemsize == 4 and t.nbytes == 96
+    assert t.stride() == (12, 4, 1) and t.stride(0) == 12
+    assert repr(t.shape) == "ember.Size([2, 3, 4])"
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of "
+                                         r"\[-3, 2\], but got 3\)"):
+        t.size(3)
+
+
+def test_size_behaves_like_a_tuple():
+    s = ember.Size([2, 3])
+    assert s == (2, 3) and s.numel() == 6 and isinstance(s[0:1], ember.Size)
+    assert isinstance(s + (4,), ember.Size)
+
+
+def test_strides_and_contiguity_of_views():
+    t = ember.zeros(3, 4)
+    tt = t.t()
+    assert tt.stride() == (1, 4) and not tt.is_contiguous()
+    assert t.unsqueeze(1).is_contiguous()
+    assert ember.zeros(1, 5).t().is_contiguous()      # size-1 dims do not count
+    c = tt.contiguous()
+    assert c.is_contiguous() and c.stride() == (3, 1)
+    assert t.contiguous() is t
+
+
+def test_storage_offset_and_data_ptr():
+    t = ember.arange(12).reshape(3, 4)
+    row = t.view(12)
+    assert row.storage_offset() == 0 and row.data_ptr() == t.data_ptr()
+    assert t.t().data_ptr() == t.data_ptr()
+
+
+def test_item_tolist_and_python_numbers():
+    assert ember.tensor(2.5).item() == 2.5 and isinstance(ember.tensor(2).item(), int)
+    assert ember.tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+    assert ember.tensor([True]).item() is True
+    assert ember.tensor([1.5], dtype=ember.bfloat16).item() == 1.5
+    assert float(ember.tensor(2)) == 2.0 and int(ember.tensor(3.7)) == 3
+    assert complex(ember.tensor(1 + 2j)) == 1 + 2j
+    with pytest.raises(RuntimeError, match="a Tensor with 2 elements cannot be converted to "
+                                           "Scalar"):
+        ember.tensor([1, 2]).item()
+
+
+def test_bool_len_index():
+    assert bool(ember.tensor([1])) and not bool(ember.tensor(0.0))
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+        bool(ember.tensor([1, 2]))
+    assert len(ember.zeros(4, 2)) == 4
+    with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):
+        len(ember.tensor(1))
+    assert [10, 20, 30][ember.tensor(1)] == 20
+    with pytest.raises(TypeError, match="only integer tensors of a single element"):
+        [1, 2][ember.tensor(1.0)]
+
+
+def test_numpy_shares_memory_both_ways():
+    a = np.arange(6, dtype=np.float32)
+    t = ember.from_numpy(a)
+    a[0] = 100
+    assert t.tolist()[0] == 100
+    t.add_(1)
+    assert a[0] == 101
+    assert t.numpy() is a or np.shares_memory(t.numpy(), a)
+    with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
+        ember.ones(1, requires_grad=True).numpy()
+
+
+def test_from_numpy_rejects_negative_strides_and_unsupported_dtypes():
+    with pytest.raises(ValueError, match="negative"):
+        ember.from_numpy(np.arange(3)[::-1])
+    with pytest.raises(TypeError, match="can't convert np.ndarray of type numpy.uint16"):
+        ember.from_numpy(np.zeros(2, dtype=np.uint16))
+
+
+def test_array_protocol():
+    t = ember.tensor([1.0, 2.0])
+    assert np.asarray(t).tolist() == [1.0, 2.0]
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+
+
+def test_dlpack_round_trip():
+    t = ember.arange(4)
+    a = np.from_dlpack(t)
+    assert a.tolist() == [0, 1, 2, 3] and np.shares_memory(a, t.numpy())
+
+
+def test_pickle_and_deepcopy():
+    t = ember.tensor([1.0, 2.0], requires_grad=True)
+    u = pickle.loads(pickle.dumps(t))
+    assert u.tolist() == [1.0, 2.0] and u.requires_grad
+    d = copy.deepcopy(t)
+    assert d.tolist() == [1.0, 2.0] and d.requires_grad and d.data_ptr() != t.data_ptr()
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(t * 2)
+
+
+def test_to_and_type_conversions():
+    t = ember.tensor([1.5, -2.5])
+    assert t.to(ember.int32).tolist() == [1, -2] and t.to(ember.int32).dtype is ember.int32
+    assert t.to("cpu") is t and t.to(ember.float32) is t
+    assert t.to(ember.float32, copy=True) is not t
+    assert t.to(ember.zeros(1, dtype=ember.float64)).dtype is ember.float64
+    assert t.to(device="cpu", dtype=ember.float16).dtype is ember.float16
+    assert t.double().dtype is ember.float64 and t.half().dtype is ember.float16
+    assert t.bfloat16().dtype is ember.bfloat16 and t.long().dtype is ember.int64
+    assert t.int().dtype is ember.int32 and t.bool().tolist() == [True, True]
+    assert t.float() is t and t.cpu() is t
+    assert t.type() == "ember.FloatTensor" and t.type(ember.float64).dtype is ember.float64
+    assert t.type("torch.DoubleTensor").dtype is ember.float64
+
+
+def test_to_is_differentiable():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    y = x.double()
+    assert y.grad_fn.name() == "ToCopyBackward0"
+    (y * y).sum().backward()
+    assert x.grad.dtype is ember.float32 and x.grad.tolist() == [2.0, 4.0]
+
+
+def test_cuda_unavailable_without_cupy():
+    if ember.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert ember.cuda.device_count() == 0
+    with pytest.raises(RuntimeError, match="not compiled with CUDA enabled"):
+        ember.zeros(1).cuda()
+    with pytest.raises(RuntimeError, match="not compiled with CUDA enabled"):
+        ember.zeros(1, device="cuda")
+
+
+def test_clone_and_copy():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    y = x.clone()
+    assert y.grad_fn.name() == "CloneBackward0" and y.data_ptr() != x.data_ptr()
+    z = ember.zeros(2, 2)
+    z.copy_(ember.tensor([1, 2]))                  # broadcasts and casts
+    assert z.tolist() == [[1.0, 2.0], [1.0, 2.0]]
+    z.fill_(7)
+    assert z.tolist() == [[7.0, 7.0], [7.0, 7.0]] and z._version == 2
+    z.zero_()
+    assert z.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_version_counter_shared_with_views():
+    base = ember.zeros(4)
+    v = base.view(2, 2)
+    assert base._version == v._version == 0
+    v.add_(1)
+    assert base._version == v._version == 1 and base.tolist() == [1.0] * 4
+    assert v._base is base and v._is_view() and not base._is_view()
+
+
+def test_attribute_assignment_is_allowed():
+    t = ember.zeros(1)
+    t.name_for_user = "anything"
+    assert t.name_for_user == "anything"
+
+
+def test_data_attribute():
+    x = ember.tensor([1.0], requires_grad=True)
+    d = x.data
+    assert not d.requires_grad
+    d.mul_(3)
+    assert x.tolist() == [3.0]
+    x.data = ember.tensor([5.0])
+    assert x.tolist() == [5.0] and x.requires_grad
+
+
+def test_legacy_constructor():
+    assert ember.Tensor(2, 3).shape == (2, 3) and ember.Tensor(2, 3).dtype is ember.float32
+    assert ember.Tensor([1, 2]).dtype is ember.float32
+    assert ember.Tensor().shape == (0,)
