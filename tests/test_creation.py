@@ -124,3 +124,13 @@ def test_out_argument_of_factories():
 def test_scalar_tensor():
     t = ember.scalar_tensor(3)
     assert t.shape == () and t.dtype is ember.float32 and t.item() == 3.0
+
+
+def test_new_factories_follow_the_tensor():
+    x = ember.ones(2, dtype=ember.float64)
+    assert x.new_zeros(3).dtype is ember.float64 and x.new_zeros(3).shape == (3,)
+    assert x.new_ones((2, 2)).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    assert x.new_full((2,), 5).tolist() == [5.0, 5.0]
+    assert x.new_empty(1).dtype is ember.float64
+    assert x.new_tensor([1, 2]).dtype is ember.float64
+    assert x.new_zeros(2, dtype=ember.int8).dtype is ember.int8

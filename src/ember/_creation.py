@@ -354,6 +354,38 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
                   requires_grad, out)
 
 
+# --- Tensor.new_* : factories that default to the tensor's dtype and device ---------------------
+
+def _new_factory(factory, name):
+    def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+        return factory(*size, dtype=self.dtype if dtype is None else dtype,
+                       device=self.device if device is None else device,
+                       requires_grad=requires_grad, **kwargs)
+    method.__name__ = name
+    method.__doc__ = f"``ember.{factory.__name__}`` with this tensor's dtype and device."
+    return method
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """``ember.full`` with this tensor's dtype and device."""
+    return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
+                device=self.device if device is None else device, requires_grad=requires_grad)
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    """``ember.tensor(data)`` with this tensor's dtype and device by default."""
+    return tensor(data, dtype=self.dtype if dtype is None else dtype,
+                  device=self.device if device is None else device,
+                  requires_grad=requires_grad)
+
+
+Tensor.new_zeros = _new_factory(zeros, "new_zeros")
+Tensor.new_ones = _new_factory(ones, "new_ones")
+Tensor.new_empty = _new_factory(empty, "new_empty")
+Tensor.new_full = _new_full
+Tensor.new_tensor = _new_tensor
+
+
 # --- Tensor(...) and pickling ----------------------------------------------------------------
 
 def legacy_tensor_new(cls, args, kwargs):
