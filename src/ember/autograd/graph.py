@@ -11,6 +11,7 @@ import weakref
 
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.backend import device_of
 
 __all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle"]
 
@@ -61,7 +62,7 @@ class Node:
     """A backward function in the graph (``grad_fn``)."""
 
     __slots__ = ("next_functions", "_seq", "_pre_hooks", "_tensor_pre_hooks", "_retains",
-                 "_post_hooks", "_trace", "metadata", "__weakref__")
+                 "_post_hooks", "_trace", "_metadata", "__weakref__")
 
     n_outputs = 1
 
@@ -73,7 +74,14 @@ class Node:
         self._retains = None            # {output_nr: weakref to tensor} for retain_grad
         self._post_hooks = None         # fn(grad_inputs, grad_outputs)
         self._trace = anomaly.capture_trace() if anomaly.ENABLED[0] else None
-        self.metadata = {}
+        self._metadata = None
+
+    @property
+    def metadata(self):
+        """A dict for users to attach information to this node."""
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
 
     def name(self):
         """PyTorch-style name of the backward function, e.g. ``MulBackward0``."""
@@ -108,25 +116,41 @@ class Node:
 class InputMeta:
     """What a derivative may know of an input whose values were not saved: its metadata."""
 
-    __slots__ = ("shape", "dtype", "device")
+    __slots__ = ("_shape", "_dtype", "device")
 
-    def __init__(self, tensor):
-        self.shape = tensor.shape
-        self.dtype = tensor.dtype
-        self.device = tensor.device
+    def __init__(self, array):
+        self._shape = array.shape
+        self._dtype = array.dtype
+        self.device = device_of(array)
+
+    @property
+    def shape(self):
+        from ember._tensor import Size
+        return Size(self._shape)
+
+    @property
+    def dtype(self):
+        from ember._dtype import FROM_NUMPY
+        return FROM_NUMPY[self._dtype]
 
     @property
     def ndim(self):
-        return len(self.shape)
+        return len(self._shape)
 
     def dim(self):
-        return len(self.shape)
+        return len(self._shape)
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
+        return self.shape if dim is None else self._shape[dim]
 
     def numel(self):
         return self.shape.numel()
+
+    def is_complex(self):
+        return self._dtype.kind == "c"
+
+    def is_floating_point(self):
+        return self._dtype.kind in "fV"
 
 
 class OpNode(Node):
@@ -206,13 +230,14 @@ def _zeros_like_output(node, index):
 
 def conform(grad, meta):
     """Sum a gradient back to its input's shape and cast it to the input's dtype."""
-    shape, dtype = meta
-    if grad.shape != shape:
+    shape, np_dtype = meta
+    if grad._data.shape != shape:
         grad = sum_to(grad, shape)
-    if grad.dtype is not dtype:
-        if grad.is_complex() and not dtype.is_complex:
+    if grad._data.dtype != np_dtype:
+        from ember._dtype import FROM_NUMPY
+        if grad._data.dtype.kind == "c" and np_dtype.kind != "c":
             grad = grad.real
-        grad = grad.to(dtype)
+        grad = grad.to(FROM_NUMPY[np_dtype])
     return grad
 
 

@@ -346,27 +346,30 @@ def _device_mismatch(flat):
 def _record(op, flat, lengths, params, outputs):
     """Attach a backward node for this call to the differentiable outputs."""
     edges = []
-    in_meta = []
+    in_meta = []                        # (shape, NumPy dtype) of inputs that need a gradient
     saved = []
     versions = []
-    any_version = False
+    saves = op.saves_inputs
     for x in flat:
         if isinstance(x, Tensor):
+            a = x._data
             if x._requires_grad or x._grad_fn is not None:
-                edges.append(history(x))
-                in_meta.append((x.shape, x.dtype))
+                fn = x._grad_fn
+                edges.append((fn, x._output_nr) if fn is not None and x._view is None
+                             else history(x))
+                in_meta.append((a.shape, a.dtype))
             else:
-                edges.append((None, 0))
+                edges.append(_NO_EDGE)
                 in_meta.append(None)
-            if op.saves_inputs:
+            if saves:
                 saved.append(x)
-                versions.append(x._shared_version().value)
-                any_version = True
+                vc = x._vc
+                versions.append(vc.value if vc is not None else x._shared_version().value)
             else:
-                saved.append(InputMeta(x))
+                saved.append(InputMeta(a))
                 versions.append(None)
         else:
-            edges.append((None, 0))
+            edges.append(_NO_EDGE)
             in_meta.append(None)
             saved.append(x)
             versions.append(None)
@@ -378,8 +381,8 @@ def _record(op, flat, lengths, params, outputs):
         for o in outs[1:]:
             o._vc = vc
         saved_out = (tuple(o._data for o in outs), vc, vc.value)
-    node = op.node_class(tuple(edges), (saved, lengths),
-                         tuple(versions) if any_version else None, params, in_meta, saved_out)
+    node = op.node_class(tuple(edges), (saved, lengths), tuple(versions) if saves else None,
+                         params, in_meta, saved_out)
     node.n_outputs = len(outs)
     if multi:
         node._out_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
@@ -388,6 +391,9 @@ def _record(op, flat, lengths, params, outputs):
             o._grad_fn = node
             o._output_nr = nr
     return node
+
+
+_NO_EDGE = (None, 0)
 
 
 def _mark_view(op, src, params, outputs):
