@@ -291,7 +291,7 @@ class Tensor:
 
     def __repr__(self, *, tensor_contents=None):
         from ember._tensor_str import tensor_repr
-        return tensor_repr(self)
+        return tensor_repr(self, tensor_contents)
 
     def __format__(self, spec):
         if self._data.ndim == 0 and spec:
