@@ -5,9 +5,11 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._promotion import Policy
 
-__all__ = ["require_tensors", "tensor_policy", "reject_complex", "checked_scalar", "C_NAMES"]
+__all__ = ["require_tensors", "tensor_policy", "reject_complex", "checked_scalar", "C_NAMES",
+           "PYTHON_NAMES"]
 
-_PYTHON_NAMES = {D.bool_: "bool", D.int64: "int", D.float64: "float", D.complex128: "complex"}
+# the Python type a number operand of each dtype came from
+PYTHON_NAMES = {D.bool_: "bool", D.int64: "int", D.float64: "float", D.complex128: "complex"}
 
 # the C++ type names PyTorch's messages use for the dtypes
 C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
@@ -24,7 +26,7 @@ def require_tensors(name, operands, positions):
         if kind == D.SCALAR:
             arg = REGISTRY[name].input_names[pos]
             raise TypeError(f"{name}(): argument '{arg}' (position {pos + 1}) must be Tensor, "
-                            f"not {_PYTHON_NAMES[dtype]}")
+                            f"not {PYTHON_NAMES[dtype]}")
 
 
 def tensor_policy(name, rule=None, tensors=(0,)):

@@ -6,7 +6,8 @@ import warnings
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.ops._binary_rules import checked_scalar, require_tensors, tensor_policy
+from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
+                                     tensor_policy)
 from ember.ops._elementwise import binary, conj_grad
 from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
 from ember.ops._registry import op
@@ -21,6 +22,12 @@ def _as_arrays(xp, *operands):
 
 def _is_tensor(x):
     return isinstance(x, Tensor)
+
+
+def _fit(xp, number, dtype):
+    """A Python float operand that PyTorch converts to the compute dtype as a checked Scalar
+    (clamp's bounds, where's values, lerp's weight): out-of-range values raise."""
+    return checked_scalar(xp, number, dtype) if type(number) is float else number
 
 
 # --- atan2, hypot, xlogy, copysign ------------------------------------------------------------
@@ -186,6 +193,7 @@ def _lerp_rule(d, name, operands):
 @op("lerp(input, end, weight)", inputs=3, promote=Policy("lerp", _lerp_rule), inplace=True)
 def lerp(xp, x, end, weight):
     """``input + weight * (end - input)``, elementwise."""
+    weight = _fit(xp, weight, x.dtype)
     diff = end - x
     # PyTorch's two-sided form: exact at weight 0 and weight 1
     return xp.where(xp.abs(weight) < 0.5, x + weight * diff, end - diff * (1 - weight))
@@ -251,9 +259,10 @@ def _(grad, x, t1, t2, value):
 def _clamp_rule(d, name, operands):
     kinds = [kind for _, kind in operands[1:]]
     if D.SCALAR in kinds and D.DIM in kinds:
+        got = ", ".join(PYTHON_NAMES[dt] if kind == D.SCALAR else "Tensor"
+                        for dt, kind in operands[1:])
         raise TypeError(
-            f"{name}() received an invalid combination of arguments - got (Tensor, "
-            f"{', '.join('Number' if k == D.SCALAR else 'Tensor' for k in kinds)}), but "
+            f"{name}() received an invalid combination of arguments - got (Tensor, {got}), but "
             f"expected one of:\n * (Tensor input, Tensor min = None, Tensor max = None)\n"
             f" * (Tensor input, Number min = None, Number max = None)")
     if d.category == D.COMPLEX:
@@ -273,9 +282,9 @@ def clamp(xp, x, lo, hi):
     if lo is None and hi is None:
         raise RuntimeError("ember.clamp: At least one of 'min' or 'max' must not be None")
     if lo is not None:
-        x = xp.maximum(x, lo)
+        x = xp.maximum(x, _fit(xp, lo, x.dtype))
     if hi is not None:
-        x = xp.minimum(x, hi)
+        x = xp.minimum(x, _fit(xp, hi, x.dtype))
     return x
 
 
@@ -298,7 +307,7 @@ def _(grad, x, lo, hi):
 @op("clamp_min(input, min)", inputs=2, promote=_CLAMP, inplace=True)
 def clamp_min(xp, x, lo):
     """``input`` limited from below by ``min``."""
-    return xp.maximum(x, lo)
+    return xp.maximum(x, _fit(xp, lo, x.dtype))
 
 
 @clamp_min.derivative
@@ -309,7 +318,7 @@ def _(grad, x, lo):
 @op("clamp_max(input, max)", inputs=2, promote=_CLAMP, inplace=True)
 def clamp_max(xp, x, hi):
     """``input`` limited from above by ``max``."""
-    return xp.minimum(x, hi)
+    return xp.minimum(x, _fit(xp, hi, x.dtype))
 
 
 @clamp_max.derivative
@@ -345,7 +354,8 @@ def where(xp, cond, x, y):
     """``input`` where ``condition`` is True, else ``other`` (numbers allowed)."""
     # the dispatcher cast the condition to the compute dtype with the other operands, so its
     # dtype is the result's (numbers in x or y would otherwise make NumPy choose float64)
-    return xp.where(cond, x, y).astype(cond.dtype, copy=False)
+    return xp.where(cond, _fit(xp, x, cond.dtype), _fit(xp, y, cond.dtype)).astype(
+        cond.dtype, copy=False)
 
 
 @where.derivative

@@ -178,6 +178,8 @@ def _lerp_errors():
                      r"lerp\(\): argument 'end' \(position 2\) must be Tensor, not float")
     yield ErrorInput(SampleInput(f, (f, 0.5j)), RuntimeError,
                      "value cannot be converted to type float without overflow")
+    yield ErrorInput(SampleInput(f, (f, 1e300)), RuntimeError,
+                     "value cannot be converted to type float without overflow")
     yield ErrorInput(SampleInput(f, (ember.ones(2), 0.5)), RuntimeError, "must match the size")
 
 
@@ -300,6 +302,8 @@ def _clamp_errors():
     yield ErrorInput(SampleInput(f, (ember.ones(3), 2)), TypeError,
                      "received an invalid combination of arguments")
     yield ErrorInput(SampleInput(f, (ember.ones(2),)), RuntimeError, "must match the size")
+    yield ErrorInput(SampleInput(f, (), {"max": 1e300}), RuntimeError,
+                     "value cannot be converted to type float without overflow")
 
 
 def _one_bound_errors(name):
@@ -348,6 +352,8 @@ def _where_errors():
                      "nonzero")
     yield ErrorInput(SampleInput(True, (f, f)), TypeError,
                      r"where\(\): argument 'condition' \(position 1\) must be Tensor, not bool")
+    yield ErrorInput(SampleInput(ember.tensor([True, False]), (ember.ones(2), 1e300)),
+                     RuntimeError, "value cannot be converted to type float without overflow")
     yield ErrorInput(SampleInput(ember.tensor([True, False]), (f, f)), RuntimeError,
                      "must match the size")
 
