@@ -1,3 +1,375 @@
-"""(being written)"""
+"""Two- and three-operand math: atan2, hypot, xlogy, copysign, heaviside, lerp, addcmul,
+addcdiv, the elementwise minimum/maximum family, clamp and where."""
 
-ALIASES = {}
+import math
+import warnings
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
+                                     tensor_policy)
+from ember.ops._elementwise import binary, conj_grad
+from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
+from ember.ops._registry import op
+
+
+def _as_arrays(xp, *operands):
+    """Python numbers as 0-d arrays of the operands' (common) array dtype, so that NumPy
+    functions of them (``log(2.0)``) do not return float64 scalars that widen the result."""
+    dtype = next(x.dtype for x in operands if hasattr(x, "dtype"))
+    return tuple(x if hasattr(x, "dtype") else xp.asarray(x, dtype=dtype) for x in operands)
+
+
+def _is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+def _fit(xp, number, dtype):
+    """A Python float operand that PyTorch converts to the compute dtype as a checked Scalar
+    (clamp's bounds, where's values, lerp's weight): out-of-range values raise."""
+    return checked_scalar(xp, number, dtype) if type(number) is float else number
+
+
+# --- atan2, hypot, xlogy, copysign ------------------------------------------------------------
+
+def _atan2_grad(grad, a, b):
+    # PyTorch's convention: zero gradient at the origin, where the angle is undefined
+    denom = a * a + b * b
+    origin = denom == 0
+    safe = where(origin, 1.0, denom)
+    return where(origin, 0.0, grad * b / safe), where(origin, 0.0, -grad * a / safe)
+
+
+atan2 = binary("atan2(input, other)", lambda xp, a, b: xp.arctan2(a, b), _atan2_grad,
+               doc="The angle of the point (``other``, ``input``), elementwise, in radians.",
+               promote=REAL_FLOAT, scalars=False, ufunc="arctan2")
+
+hypot = binary("hypot(input, other)", lambda xp, a, b: xp.hypot(a, b),
+               lambda grad, a, b, *, out: (grad * a / out, grad * b / out),
+               doc="``sqrt(input**2 + other**2)``, elementwise, without overflow.",
+               promote=FLOAT_ONLY, scalars=False, ufunc="hypot")
+
+
+def _xlogy(xp, x, y):
+    x, y = _as_arrays(xp, x, y)
+    out = x * xp.log(y)
+    return xp.where((x == 0) & ~xp.isnan(y), 0, out)
+
+
+def _log_of_number(y):
+    if y != y or y > 0:
+        return math.log(y)
+    return float("-inf") if y == 0 else float("nan")
+
+
+def _xlogy_grad(grad, x, y):
+    grad_x = grad_y = None
+    if _is_tensor(x):
+        if _is_tensor(y):
+            grad_x = grad * xlogy(x != 0, y)
+        else:
+            grad_x = where(x != 0, grad * _log_of_number(y), 0.0)
+    if _is_tensor(y):
+        grad_y = grad * x / y
+    return grad_x, grad_y
+
+
+xlogy = binary("xlogy(input, other)", _xlogy, _xlogy_grad,
+               doc="``input * log(other)``, and 0 where ``input`` is 0 (unless ``other`` "
+                   "is NaN).", promote=REAL_FLOAT)
+
+
+def _copysign_grad(grad, a, b, *, out):
+    # d out / d a is the sign agreement of out and a: +-1, and 0 at a == 0
+    ratio = where(a == 0, 0.0, out.detach() / a.detach())
+    return grad * ratio, (grad * 0 if _is_tensor(b) else None)
+
+
+copysign = binary("copysign(input, other)", lambda xp, a, b: xp.copysign(a, b),
+                  _copysign_grad,
+                  doc="The magnitude of ``input`` with the sign of ``other``, elementwise.",
+                  promote=tensor_policy("copysign", REAL_FLOAT.rule), ufunc="copysign")
+
+
+# --- heaviside --------------------------------------------------------------------------------
+
+def _heaviside_rule(d, name, operands):
+    if any(dt.category == D.COMPLEX for dt, _ in operands):
+        raise RuntimeError("heaviside is not yet implemented for complex tensors.")
+    if operands[0][0] is not operands[1][0]:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different "
+                           "dtypes.")
+    return d
+
+
+def _heaviside(xp, x, values):
+    return xp.where(x == 0, values, x > 0).astype(x.dtype)
+
+
+def _heaviside_grad(grad, x, values):
+    raise RuntimeError("derivative for aten::heaviside is not implemented")
+
+
+heaviside = binary("heaviside(input, values)", _heaviside, _heaviside_grad,
+                   doc="The Heaviside step of ``input``: 0 below zero, 1 above, ``values`` "
+                       "at zero.", promote=Policy("heaviside", _heaviside_rule),
+                   scalars=False)
+
+
+# --- minimum, maximum, fmin, fmax -------------------------------------------------------------
+
+def _no_complex_rule(d, name, operands):
+    if d.category == D.COMPLEX:
+        raise RuntimeError(f"{name} not implemented for complex tensors.")
+    return d
+
+
+_ORDERED = Policy("ordered", _no_complex_rule)
+
+
+def _extremum_grad(loses_a, loses_b):
+    """Gradient of max/min-like ops: each side gets grad where it wins, half on ties."""
+    def derivative(grad, a, b):
+        tie = a == b
+        half = where(tie, grad / 2, grad)
+        return where(loses_a(a, b), 0.0, half), where(loses_b(a, b), 0.0, half)
+    return derivative
+
+
+def _fextremum_grad(a_wins):
+    """Gradient of fmax/fmin: ``input`` takes ties and NaN ``other``s, ``other`` the rest."""
+    def derivative(grad, a, b):
+        to_a = a_wins(a, b) | (b != b)
+        return where(to_a, grad, 0.0), where(to_a, 0.0, grad)
+    return derivative
+
+
+maximum = binary("maximum(input, other)", lambda xp, a, b: xp.maximum(a, b),
+                 _extremum_grad(lambda a, b: a < b, lambda a, b: a > b),
+                 doc="The elementwise maximum (NaN propagates).", promote=_ORDERED,
+                 scalars=False, inplace=False)
+minimum = binary("minimum(input, other)", lambda xp, a, b: xp.minimum(a, b),
+                 _extremum_grad(lambda a, b: a > b, lambda a, b: a < b),
+                 doc="The elementwise minimum (NaN propagates).", promote=_ORDERED,
+                 scalars=False, inplace=False)
+fmax = binary("fmax(input, other)", lambda xp, a, b: xp.fmax(a, b),
+              _fextremum_grad(lambda a, b: a >= b),
+              doc="The elementwise maximum, ignoring NaN where the other value is a number.",
+              promote=_ORDERED, scalars=False, inplace=False)
+fmin = binary("fmin(input, other)", lambda xp, a, b: xp.fmin(a, b),
+              _fextremum_grad(lambda a, b: a <= b),
+              doc="The elementwise minimum, ignoring NaN where the other value is a number.",
+              promote=_ORDERED, scalars=False, inplace=False)
+
+
+# --- lerp -------------------------------------------------------------------------------------
+
+# the C++ type names of PyTorch's dtype-mismatch messages (``expected dtype float ...``)
+_META_NAMES = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",
+               D.int16: "short int", D.int32: "int", D.int64: "long int",
+               D.float16: "c10::Half", D.bfloat16: "c10::BFloat16", D.float32: "float",
+               D.float64: "double", D.complex64: "c10::complex<float>",
+               D.complex128: "c10::complex<double>"}
+
+
+def _lerp_rule(d, name, operands):
+    require_tensors(name, operands, (0, 1))
+    (dx, _), (dend, _), (dw, kw) = operands
+    if dend is not dx:
+        raise RuntimeError(f"expected dtype {_META_NAMES[dx]} for `end` but got dtype "
+                           f"{_META_NAMES[dend]}")
+    if kw == D.DIM and dw is not dx:
+        raise RuntimeError(f"expected dtype {_META_NAMES[dx]} for `weight` but got dtype "
+                           f"{_META_NAMES[dw]}")
+    if dx.category < D.FLOATING:
+        kernel = "lerp_kernel_scalar" if kw == D.SCALAR else "lerp_kernel_tensor"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dx._torch_name}'")
+    if dw.category == D.COMPLEX and dx.category != D.COMPLEX:
+        raise RuntimeError(f"value cannot be converted to type {_META_NAMES[dx]} without "
+                           f"overflow")
+    return dx
+
+
+@op("lerp(input, end, weight)", inputs=3, promote=Policy("lerp", _lerp_rule), inplace=True)
+def lerp(xp, x, end, weight):
+    """``input + weight * (end - input)``, elementwise."""
+    weight = _fit(xp, weight, x.dtype)
+    diff = end - x
+    # PyTorch's two-sided form: exact at weight 0 and weight 1
+    return xp.where(xp.abs(weight) < 0.5, x + weight * diff, end - diff * (1 - weight))
+
+
+@lerp.derivative
+def _(grad, x, end, weight):
+    w = conj_grad(weight)
+    grad_w = grad * conj_grad(end - x) if _is_tensor(weight) else None
+    return grad * (1 - w), grad * w, grad_w
+
+
+# --- addcmul, addcdiv -------------------------------------------------------------------------
+
+def _addcmul_rule(d, name, operands):
+    if d is D.bool_:
+        raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
+    return d
+
+
+_ADDCDIV_INTEGER = (
+    "Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
+    "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can "
+    "be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+    "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+    "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+    "for all dtypes.")
+
+
+def _addcdiv_rule(d, name, operands):
+    if all(dt.category <= D.INTEGRAL for dt, _ in operands[1:]):
+        raise RuntimeError(_ADDCDIV_INTEGER)
+    return d
+
+
+@op("addcmul(input, tensor1, tensor2, *, value=1)", inputs=3,
+    promote=Policy("addcmul", _addcmul_rule), scalars=False, inplace=True)
+def addcmul(xp, x, t1, t2, value):
+    """``input + value * tensor1 * tensor2``, elementwise."""
+    return x + checked_scalar(xp, value, x.dtype) * t1 * t2
+
+
+@addcmul.derivative
+def _(grad, x, t1, t2, value):
+    return grad, grad * conj_grad(value * t2), grad * conj_grad(value * t1)
+
+
+@op("addcdiv(input, tensor1, tensor2, *, value=1)", inputs=3,
+    promote=Policy("addcdiv", _addcdiv_rule), scalars=False, inplace=True)
+def addcdiv(xp, x, t1, t2, value):
+    """``input + value * tensor1 / tensor2``, elementwise."""
+    return x + checked_scalar(xp, value, x.dtype) * t1 / t2
+
+
+@addcdiv.derivative
+def _(grad, x, t1, t2, value):
+    return (grad, grad * conj_grad(value / t2),
+            -grad * conj_grad(value * t1 / (t2 * t2)))
+
+
+# --- clamp ------------------------------------------------------------------------------------
+
+def _clamp_rule(d, name, operands):
+    kinds = [kind for _, kind in operands[1:]]
+    if D.SCALAR in kinds and D.DIM in kinds:
+        got = ", ".join(PYTHON_NAMES[dt] if kind == D.SCALAR else "Tensor"
+                        for dt, kind in operands[1:])
+        raise TypeError(
+            f"{name}() received an invalid combination of arguments - got (Tensor, {got}), but "
+            f"expected one of:\n * (Tensor input, Tensor min = None, Tensor max = None)\n"
+            f" * (Tensor input, Number min = None, Number max = None)")
+    if d.category == D.COMPLEX:
+        raise NotImplementedError("clamp is not supported for complex types")
+    if d is D.bool_ and D.SCALAR in kinds:
+        raise NotImplementedError(f"\"{name}_scalar_cpu\" not implemented for 'Bool'")
+    return d
+
+
+_CLAMP = tensor_policy("clamp", _clamp_rule)
+
+
+@op("clamp(input, min=None, max=None)", inputs=3, promote=_CLAMP, inplace=True,
+    grad_fn_name="ClampBackward1")
+def clamp(xp, x, lo, hi):
+    """``input`` limited to [``min``, ``max``] (``max`` wins where ``min > max``)."""
+    if lo is None and hi is None:
+        raise RuntimeError("ember.clamp: At least one of 'min' or 'max' must not be None")
+    if lo is not None:
+        x = xp.maximum(x, _fit(xp, lo, x.dtype))
+    if hi is not None:
+        x = xp.minimum(x, _fit(xp, hi, x.dtype))
+    return x
+
+
+@clamp.derivative
+def _(grad, x, lo, hi):
+    # as PyTorch: input gets the gradient where it was kept; a tensor bound where it won
+    keep = None if lo is None else x >= lo
+    if hi is not None:
+        keep = x <= hi if keep is None else keep & (x <= hi)
+    grad_lo = grad_hi = None
+    if _is_tensor(lo):
+        wins = x < lo if hi is None else (x < lo) & (lo < hi)
+        grad_lo = where(wins, grad, 0.0)
+    if _is_tensor(hi):
+        wins = x > hi if lo is None else (x > hi) | (hi < lo)
+        grad_hi = where(wins, grad, 0.0)
+    return where(keep, grad, 0.0), grad_lo, grad_hi
+
+
+@op("clamp_min(input, min)", inputs=2, promote=_CLAMP, inplace=True)
+def clamp_min(xp, x, lo):
+    """``input`` limited from below by ``min``."""
+    return xp.maximum(x, _fit(xp, lo, x.dtype))
+
+
+@clamp_min.derivative
+def _(grad, x, lo):
+    return where(x >= lo, grad, 0.0), (where(x < lo, grad, 0.0) if _is_tensor(lo) else None)
+
+
+@op("clamp_max(input, max)", inputs=2, promote=_CLAMP, inplace=True)
+def clamp_max(xp, x, hi):
+    """``input`` limited from above by ``max``."""
+    return xp.minimum(x, _fit(xp, hi, x.dtype))
+
+
+@clamp_max.derivative
+def _(grad, x, hi):
+    return where(x <= hi, grad, 0.0), (where(x > hi, grad, 0.0) if _is_tensor(hi) else None)
+
+
+# --- where ------------------------------------------------------------------------------------
+
+def _where_rule(d, name, operands):
+    if len(operands) == 1:
+        raise NotImplementedError(
+            "ember.where(condition) with only a condition (the indices of the nonzero "
+            "elements) is not implemented yet: see issue \"nonzero\"; use "
+            "where(condition, input, other)")
+    if len(operands) == 2:
+        raise TypeError("where() takes a condition and both 'input' and 'other'")
+    require_tensors(name, operands, (0,))
+    cond = operands[0][0]
+    if cond is D.uint8:
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated "
+                      "and will be removed in a future version. Use a boolean "
+                      "condition instead.", UserWarning, stacklevel=6)
+    elif cond is not D.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a "
+                           f"tensor with dtype {cond._torch_name}")
+    return D.result_type_of(operands[1:])
+
+
+@op("where(condition, input=None, other=None)", inputs=3,
+    promote=Policy("where", _where_rule), method=False)
+def where(xp, cond, x, y):
+    """``input`` where ``condition`` is True, else ``other`` (numbers allowed)."""
+    # the dispatcher cast the condition to the compute dtype with the other operands, so its
+    # dtype is the result's (numbers in x or y would otherwise make NumPy choose float64)
+    return xp.where(cond, _fit(xp, x, cond.dtype), _fit(xp, y, cond.dtype)).astype(
+        cond.dtype, copy=False)
+
+
+@where.derivative
+def _(grad, cond, x, y):
+    return (None, where(cond, grad, 0.0) if _is_tensor(x) else None,
+            where(cond, 0.0, grad) if _is_tensor(y) else None)
+
+
+def _where_method(self, condition, other):
+    """``self`` where ``condition`` is True, else ``other``."""
+    return where(condition, self, other)
+
+
+_where_method.__name__ = _where_method.__qualname__ = "where"
+Tensor.where = _where_method
+
+ALIASES = {"clip": "clamp"}
