@@ -42,7 +42,7 @@ class Op:
 
     def __init__(self, forward, signature, *, inputs, promote, upcast, method, inplace,
                  view, out, saves_inputs, grad_fn_name, scalars, method_varargs,
-                 namedtuple, differentiable):
+                 namedtuple, differentiable, checked_scalars):
         tree = ast.parse(f"def {signature}: pass").body[0]
         self.name = tree.name
         self.forward = forward
@@ -63,6 +63,7 @@ class Op:
         self.supports_out = out
         self.saves_inputs = saves_inputs
         self.scalars = scalars
+        self.checked_scalars = checked_scalars
         self.namedtuple = namedtuple
         self.differentiable = differentiable
         self.method_varargs = method_varargs
@@ -141,7 +142,7 @@ class Op:
 
 def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=False,
        view=False, out=None, saves_inputs=True, grad_fn_name=None, scalars=None,
-       method_varargs=None, namedtuple=None, differentiable=True):
+       method_varargs=None, namedtuple=None, differentiable=True, checked_scalars=False):
     """Register an op from its PyTorch signature and its forward on backend arrays.
 
     inputs: how many leading parameters (or which names) are tensors; a name ending in
@@ -155,6 +156,8 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
     scalars: allow Python numbers for tensor inputs (default: several inputs and promote).
     method_varargs: parameter the method takes as ``*args`` (``x.view(2, 3)``).
     namedtuple: a named-tuple type for multiple outputs (``max(dim=...)``).
+    checked_scalars: Python ints that do not fit a narrow integer dtype raise (clamp bounds)
+        instead of wrapping (add).
     """
     def register(forward):
         return Op(forward, signature,
@@ -165,7 +168,7 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
                   saves_inputs=saves_inputs, grad_fn_name=grad_fn_name,
                   scalars=(promote is not None) if scalars is None else scalars,
                   method_varargs=method_varargs, namedtuple=namedtuple,
-                  differentiable=differentiable)
+                  differentiable=differentiable, checked_scalars=checked_scalars)
     return register
 
 
@@ -307,8 +310,17 @@ def _prepare(op, flat):
                 if a.dtype is not target:
                     arrays[i] = a.astype(target)
             elif ta is int and target in _WRAP_INT:
-                arrays[i] = np.array(a).astype(target)      # wraps like a C cast
+                arrays[i] = _narrow_int(op, a, target)
     return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, casts, compute
+
+
+def _narrow_int(op, value, dtype):
+    """A Python int as a 0-d array of a narrow integer dtype: wrapped like a C cast, or
+    range-checked as PyTorch does for bounds and fill values (``checked_scalars``)."""
+    if op.checked_scalars:
+        from ember.ops._binary_rules import checked_scalar
+        return checked_scalar(np, value, dtype)
+    return np.array(value).astype(dtype)
 
 
 def _plain_subclass(cls):

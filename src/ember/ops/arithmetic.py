@@ -96,7 +96,8 @@ def _sub(xp, a, b, alpha):
 
 
 sub = binary("sub(input, other, *, alpha=1)", _sub,
-             lambda grad, a, b, alpha: (grad, -grad if alpha == 1 else grad * -conj_grad(alpha)),
+             lambda grad, a, b, alpha: (grad, -grad if alpha == 1 else
+                                        grad * -conj_grad(alpha)),
              doc="Subtracts ``other``, scaled by ``alpha``, from ``input``.",
              promote=SUB, saves_inputs=False)
 

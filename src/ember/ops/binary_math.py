@@ -276,7 +276,7 @@ _CLAMP = tensor_policy("clamp", _clamp_rule)
 
 
 @op("clamp(input, min=None, max=None)", inputs=3, promote=_CLAMP, inplace=True,
-    grad_fn_name="ClampBackward1")
+    checked_scalars=True, grad_fn_name="ClampBackward1")
 def clamp(xp, x, lo, hi):
     """``input`` limited to [``min``, ``max``] (``max`` wins where ``min > max``)."""
     if lo is None and hi is None:
@@ -304,7 +304,7 @@ def _(grad, x, lo, hi):
     return where(keep, grad, 0.0), grad_lo, grad_hi
 
 
-@op("clamp_min(input, min)", inputs=2, promote=_CLAMP, inplace=True)
+@op("clamp_min(input, min)", inputs=2, promote=_CLAMP, inplace=True, checked_scalars=True)
 def clamp_min(xp, x, lo):
     """``input`` limited from below by ``min``."""
     return xp.maximum(x, _fit(xp, lo, x.dtype))
@@ -315,7 +315,7 @@ def _(grad, x, lo):
     return where(x >= lo, grad, 0.0), (where(x < lo, grad, 0.0) if _is_tensor(lo) else None)
 
 
-@op("clamp_max(input, max)", inputs=2, promote=_CLAMP, inplace=True)
+@op("clamp_max(input, max)", inputs=2, promote=_CLAMP, inplace=True, checked_scalars=True)
 def clamp_max(xp, x, hi):
     """``input`` limited from above by ``max``."""
     return xp.minimum(x, _fit(xp, hi, x.dtype))
@@ -348,7 +348,7 @@ def _where_rule(d, name, operands):
     return D.result_type_of(operands[1:])
 
 
-@op("where(condition, input=None, other=None)", inputs=3,
+@op("where(condition, input=None, other=None)", inputs=3, checked_scalars=True,
     promote=Policy("where", _where_rule), method=False)
 def where(xp, cond, x, y):
     """``input`` where ``condition`` is True, else ``other`` (numbers allowed)."""

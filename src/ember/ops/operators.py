@@ -1,4 +1,4 @@
-"""Python's operators on Tensor (``a + b``, ``2 ** t``, ``a @ b``, ``a += b``), from the registry."""
+"""Python's operators on Tensor (``a + b``, ``2 ** t``, ``a @ b``, ``a += b``), from the ops."""
 
 import ast
 
@@ -69,6 +69,17 @@ def _unary_operator(op):
     return method
 
 
+def _invert(op):
+    params = _param_defaults(op)
+
+    def __invert__(self):
+        if self._data.dtype.kind not in "biu":
+            raise TypeError("~ (operator.invert) is only implemented on integer and "
+                            "Boolean-type tensors")
+        return call(op, (self,), params)
+    return __invert__
+
+
 def install():
     """Attach the operator methods for every op that is registered."""
     for name, op_name in _BINARY.items():
@@ -83,4 +94,5 @@ def install():
             setattr(Tensor, f"__{name}__", _operator(REGISTRY[op_name], False))
     for name, op_name in _UNARY.items():
         if op_name in REGISTRY:
-            setattr(Tensor, f"__{name}__", _unary_operator(REGISTRY[op_name]))
+            make = _invert if name == "invert" else _unary_operator
+            setattr(Tensor, f"__{name}__", make(REGISTRY[op_name]))
