@@ -1,35 +1,67 @@
-"""Shape ops that return views: view, reshape, expand, squeeze, unsqueeze, permute, ..."""
+"""Shape ops that return views: view, reshape, flatten, expand, squeeze, permute, movedim, ...
+
+The ops that join or split tensors live in join.py, the ones that take slices and
+diagonals in slicing.py, and the copying rearrangements (flip, roll, repeat) in reorder.py;
+their aliases and composite functions are collected here, where ops/__init__.py looks.
+"""
 
 import math
+import warnings
 
-from ember._tensor import Tensor
+from ember import _dtype as D
+from ember._tensor import Size, Tensor
 from ember.ops._dims import wrap_dim
-from ember.ops._registry import op
+from ember.ops._registry import broadcast_message, op
 
 
 def infer_shape(shape, numel):
     """Resolve one ``-1`` in ``shape`` and check the element count."""
     shape = [int(s) for s in shape]
-    unknown = [i for i, s in enumerate(shape) if s == -1]
-    if len(unknown) > 1:
-        raise RuntimeError("only one dimension can be inferred")
-    for s in shape:
-        if s < -1:
-            raise RuntimeError(f"invalid shape dimension {s}")
+    unknown = None
+    for i, s in enumerate(shape):
+        if s == -1:
+            if unknown is not None:
+                raise RuntimeError("only one dimension can be inferred")
+            unknown = i
+        elif s < 0:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {shape}")
     known = math.prod(s for s in shape if s != -1)
-    if unknown:
+    if unknown is not None:
+        if known == 0 and numel == 0:
+            raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {shape} because "
+                               f"the unspecified dimension size -1 can be any value and is "
+                               f"ambiguous")
         if known == 0 or numel % known:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-        shape[unknown[0]] = numel // known
+            raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
+        shape[unknown] = numel // known
     elif known != numel:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
     return tuple(shape)
 
 
-def _shape_param(shape):
-    if isinstance(shape, int):
-        return (shape,)
-    return tuple(shape)
+def int_tuple(value):
+    """An int or a sequence of ints as a tuple of ints."""
+    if isinstance(value, (tuple, list)):
+        return tuple(int(v) for v in value)
+    return (int(value),)
+
+
+def wrap_dim_of_tensor(dim, ndim):
+    """``wrap_dim`` for ops that need at least one dimension (unbind, unflatten, roll)."""
+    if ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    return wrap_dim(dim, ndim)
+
+
+def distinct_dims(dims, ndim):
+    """Wrapped ``dims`` (an int or a sequence), each at most once."""
+    wrapped = [wrap_dim(d, ndim) for d in int_tuple(dims)]
+    seen = set()
+    for d in wrapped:
+        if d in seen:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        seen.add(d)
+    return tuple(wrapped)
 
 
 @op("view(input, shape)", view=True, saves_inputs=False, method_varargs="shape")
@@ -38,7 +70,7 @@ def view(xp, x, shape):
     if isinstance(shape, tuple) and len(shape) == 1 and not isinstance(shape[0], int) \
             and hasattr(shape[0], "np"):
         raise TypeError("view(dtype) is not supported")
-    new = infer_shape(_shape_param(shape), x.size)
+    new = infer_shape(int_tuple(shape), x.size)
     out = x.view()
     try:
         out.shape = new                 # NumPy refuses instead of copying
@@ -57,7 +89,7 @@ def _(grad, x, shape):
 @op("reshape(input, shape)", view="maybe", saves_inputs=False, method_varargs="shape")
 def reshape(xp, x, shape):
     """The same data with another shape: a view when possible, else a copy."""
-    return xp.reshape(x, infer_shape(_shape_param(shape), x.size))
+    return xp.reshape(x, infer_shape(int_tuple(shape), x.size))
 
 
 @reshape.derivative
@@ -65,15 +97,57 @@ def _(grad, x, shape):
     return grad.reshape(x.shape)
 
 
+def _flat_shape(shape, start_dim, end_dim):
+    start, end = wrap_dim(start_dim, len(shape)), wrap_dim(end_dim, len(shape))
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if not shape:
+        return (1,)
+    return shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:]
+
+
+@op("flatten(input, start_dim=0, end_dim=-1)", view="maybe", saves_inputs=False)
+def flatten(xp, x, start_dim, end_dim):
+    """Dims ``start_dim`` to ``end_dim`` merged into one (a view when possible)."""
+    return xp.reshape(x, _flat_shape(x.shape, start_dim, end_dim))
+
+
+@flatten.derivative
+def _(grad, x, start_dim, end_dim):
+    return grad.reshape(x.shape)
+
+
+@op("unflatten(input, dim, sizes)", view="maybe", saves_inputs=False)
+def unflatten(xp, x, dim, sizes):
+    """Dim ``dim`` split into several dims of the given ``sizes`` (one may be -1)."""
+    d = wrap_dim_of_tensor(dim, x.ndim)
+    sizes = [int(s) for s in sizes]
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    n = x.shape[d]
+    known = math.prod(s for s in sizes if s != -1)
+    inferred = -1 in sizes and not (known == 0 and n == 0) and sizes.count(-1) == 1
+    if (inferred and (known == 0 or n % known)) or (-1 not in sizes and known != n):
+        raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size "
+                           f"of dim {d} ({n}) in the input tensor")
+    return xp.reshape(x, x.shape[:d] + infer_shape(sizes, n) + x.shape[d + 1:])
+
+
+@unflatten.derivative
+def _(grad, x, dim, sizes):
+    return grad.reshape(x.shape)
+
+
 @op("expand(input, size)", view=True, saves_inputs=False, method_varargs="size",
     method=True)
 def expand(xp, x, size):
     """A broadcast view with ``size`` (-1 keeps a dim); adds no memory."""
-    size = _shape_param(size)
+    size = int_tuple(size)
     if len(size) < x.ndim:
-        raise RuntimeError(f"expand(torch.FloatTensor{{{list(x.shape)}}}, size={list(size)}): "
-                           f"the number of sizes provided ({len(size)}) must be greater or "
-                           f"equal to the number of dimensions in the tensor ({x.ndim})")
+        raise RuntimeError(f"expand(ember.{D.FROM_NUMPY[x.dtype]._legacy}{{{list(x.shape)}}}, "
+                           f"size={list(size)}): the number of sizes provided ({len(size)}) "
+                           f"must be greater or equal to the number of dimensions in the tensor "
+                           f"({x.ndim})")
     lead = len(size) - x.ndim
     target = []
     for i, s in enumerate(size):
@@ -86,7 +160,7 @@ def expand(xp, x, size):
         have = x.shape[i - lead]
         if s == -1:
             s = have
-        elif have != s and have != 1:
+        elif have != s and have != 1 or s < 0:
             raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
                                f"size ({have}) at non-singleton dimension {i}.  Target sizes: "
                                f"{list(size)}.  Tensor sizes: {list(x.shape)}")
@@ -116,9 +190,7 @@ def squeeze(xp, x, dim):
     """A view without size-1 dims (only those in ``dim`` when given)."""
     if dim is None:
         return xp.squeeze(x)
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    dims = tuple(d for d in (wrap_dim(d, x.ndim) for d in dims)
-                 if x.ndim and x.shape[d] == 1)
+    dims = tuple(d for d in distinct_dims(dim, x.ndim) if x.ndim and x.shape[d] == 1)
     return xp.squeeze(x, axis=dims) if dims else x.view()
 
 
@@ -130,12 +202,11 @@ def _(grad, x, dim):
 @op("permute(input, dims)", view=True, saves_inputs=False, method_varargs="dims")
 def permute(xp, x, dims):
     """A view with dims reordered."""
-    dims = _shape_param(dims)
+    dims = int_tuple(dims)
     if len(dims) != x.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
                            f"not match the length of the desired ordering of dimensions i.e. "
-                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}"
-                           .replace("(sparse_coo)", ""))
+                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}")
     wrapped = [wrap_dim(d, x.ndim) for d in dims]
     if len(set(wrapped)) != len(wrapped):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
@@ -144,11 +215,41 @@ def permute(xp, x, dims):
 
 @permute.derivative
 def _(grad, x, dims):
-    wrapped = [wrap_dim(d, x.ndim) for d in _shape_param(dims)]
+    wrapped = [wrap_dim(d, x.ndim) for d in int_tuple(dims)]
     inverse = [0] * len(wrapped)
     for i, d in enumerate(wrapped):
         inverse[d] = i
     return grad.permute(inverse)
+
+
+def _movedim_order(ndim, source, destination):
+    src, dst = int_tuple(source), int_tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
+                           f"dims) should contain the same number of dims as destination "
+                           f"({list(dst)} dims)")
+    for name, dims in (("source", src), ("destination", dst)):
+        if len({wrap_dim(d, ndim) for d in dims}) != len(dims):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({list(dims)})")
+    if ndim == 0:
+        return ()
+    moved = {wrap_dim(d, ndim) for d in src}
+    order = [d for d in range(ndim) if d not in moved]
+    for to, frm in sorted((wrap_dim(t, ndim), wrap_dim(f, ndim)) for f, t in zip(src, dst)):
+        order.insert(to, frm)
+    return tuple(order)
+
+
+@op("movedim(input, source, destination)", view=True, saves_inputs=False,
+    grad_fn_name="PermuteBackward0")
+def movedim(xp, x, source, destination):
+    """A view with dims ``source`` moved to positions ``destination``."""
+    return xp.transpose(x, _movedim_order(x.ndim, source, destination))
+
+
+@movedim.derivative
+def _(grad, x, source, destination):
+    return grad.movedim(destination, source)
 
 
 @op("transpose(input, dim0, dim1)", view=True, saves_inputs=False)
@@ -178,8 +279,121 @@ def _(grad, x):
     return grad.t()
 
 
-Tensor.T = property(lambda self: self.permute(*reversed(range(self.ndim))),
-                    doc="All dims reversed.")
-Tensor.mT = property(lambda self: self.transpose(-2, -1), doc="The last two dims swapped.")
-Tensor.H = property(lambda self: self.T.conj(), doc="The conjugate transpose.")
-Tensor.mH = property(lambda self: self.mT.conj(), doc="The conjugate of mT.")
+# --- the transpose properties -------------------------------------------------------------------
+
+def _identity_on_0d(name, hint):
+    warnings.warn(f"Tensor.{name} is deprecated on 0-D tensors. {hint}", UserWarning,
+                  stacklevel=3)
+
+
+def _T(self):
+    if self.ndim == 0:
+        _identity_on_0d("T", "This function is the identity in these cases.")
+    elif self.ndim != 2:
+        warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse their "
+                      "shape is deprecated and it will throw an error in a future release. "
+                      "Consider `x.mT` to transpose batches of matrices or `x.permute(*ember."
+                      "arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.",
+                      UserWarning, stacklevel=2)
+    return self.permute(*reversed(range(self.ndim)))
+
+
+def _mT(self):
+    if self.ndim == 0:
+        _identity_on_0d("mT", "This function is the identity in these cases.")
+        return self.view(())
+    if self.ndim == 1:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                           "Got 1-D tensor.")
+    return self.transpose(-2, -1)
+
+
+def _H(self):
+    if self.ndim == 0:
+        _identity_on_0d("H", "Consider using x.conj().")
+        return self.conj()
+    if self.ndim != 2:
+        hint = ". For batches of matrices, consider using tensor.mH" if self.ndim > 2 else "."
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                           f"{self.ndim}-D tensor{hint}")
+    return self.transpose(0, 1).conj()
+
+
+def _mH(self):
+    if self.ndim == 0:
+        _identity_on_0d("mH", "Consider using x.conj().")
+        return self.conj()
+    if self.ndim == 1:
+        raise RuntimeError("tensor.mH is only supported on matrices or batches of matrices. "
+                           "Got 1-D tensor.")
+    return self.transpose(-2, -1).conj()
+
+
+Tensor.T = property(_T, doc="All dims reversed.")
+Tensor.mT = property(_mT, doc="The last two dims swapped.")
+Tensor.H = property(_H, doc="The conjugate transpose of a matrix.")
+Tensor.mH = property(_mH, doc="The conjugate of mT.")
+
+
+# --- composites: shapes taken from another tensor, broadcasting several -------------------------
+
+def view_as(self, other):
+    """This tensor viewed with ``other``'s shape."""
+    return self.view(other.shape)
+
+
+def reshape_as(self, other):
+    """This tensor reshaped to ``other``'s shape."""
+    return self.reshape(other.shape)
+
+
+def expand_as(self, other):
+    """This tensor expanded (broadcast, without copying) to ``other``'s shape."""
+    return self.expand(other.shape)
+
+
+Tensor.view_as = view_as
+Tensor.reshape_as = reshape_as
+Tensor.expand_as = expand_as
+
+
+def broadcast_shapes(*shapes):
+    """The shape that tensors of the given ``shapes`` broadcast to."""
+    result = []
+    for i, shape in enumerate(shapes):
+        shape = int_tuple(shape)
+        if any(s < 0 for s in shape):
+            raise ValueError("Attempting to broadcast a dimension with negative length!")
+        for k in range(1, len(shape) + 1):
+            n = shape[-k]
+            if k > len(result):
+                result.insert(0, n)
+            elif result[-k] == 1:
+                result[-k] = n
+            elif n != 1 and n != result[-k]:
+                raise RuntimeError(f"Attempting to broadcast a dimension of length {n} at {-k}! "
+                                   f"Mismatching argument at index {i} had {shape}; but "
+                                   f"expected shape should be broadcastable to {result}")
+    return Size(result)
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common broadcast shape (views)."""
+    for i, x in enumerate(tensors):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{type(x).__name__}")
+    try:
+        shape = broadcast_shapes(*(x.shape for x in tensors))
+    except RuntimeError:
+        raise RuntimeError(broadcast_message([x.shape for x in tensors])) from None
+    return tuple(x if x.shape == shape else x.expand(shape) for x in tensors)
+
+
+from ember.ops import join, reorder, slicing  # noqa: F401  (registers their ops)
+
+ALIASES = {"swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim",
+           "broadcast_to": "expand", "concat": "cat", "concatenate": "cat"}
+
+PUBLIC = {"broadcast_shapes": broadcast_shapes, "broadcast_tensors": broadcast_tensors,
+          **join.PUBLIC, **reorder.PUBLIC}

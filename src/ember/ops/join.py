@@ -1,0 +1,303 @@
+"""Joining and splitting: cat, stack, hstack/vstack/dstack, split, chunk, unbind, tensor_split.
+
+The split family returns tuples of views; their gradients concatenate the output gradients
+(the engine passes zeros for outputs that got none).
+"""
+
+from ember import _dtype as D
+from ember._creation import zeros
+from ember._tensor import Tensor
+from ember.ops._dims import wrap_dim
+from ember.ops._promotion import BINARY
+from ember.ops._registry import op
+from ember.ops.shape import wrap_dim_of_tensor
+
+__all__ = ["cat", "chunk", "pad_along", "split", "stack", "tensor_split", "unbind"]
+
+
+def _is_legacy_empty(shape):
+    """cat skips 1-D empty tensors whatever the other inputs' shapes (as PyTorch does)."""
+    return len(shape) == 1 and shape[0] == 0
+
+
+def _cat_dim(shapes, dim):
+    """The wrapped cat dim, checking ndims and sizes; None when every input is skipped."""
+    for i, shape in enumerate(shapes):
+        if len(shape) == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
+                               f"concatenated")
+    kept = [(i, s) for i, s in enumerate(shapes) if not _is_legacy_empty(s)]
+    if not kept:
+        return None
+    ref = kept[0][1]
+    d = wrap_dim(dim, len(ref))
+    for i, shape in kept[1:]:
+        if len(shape) != len(ref):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(ref)} "
+                               f"and {len(shape)}")
+        for k, (want, got) in enumerate(zip(ref, shape)):
+            if k != d and want != got:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. "
+                                   f"Expected size {want} but got size {got} for tensor number "
+                                   f"{i} in the list.")
+    return d
+
+
+@op("cat(tensors, dim=0)", inputs=("tensors*",), promote=BINARY, upcast=False, scalars=False,
+    saves_inputs=False)
+def cat(xp, tensors, dim):
+    """The tensors joined along ``dim`` (dtypes promoted; 1-D empty tensors are skipped)."""
+    d = _cat_dim([a.shape for a in tensors], dim)
+    if d is None:
+        return xp.concatenate(tensors)
+    return xp.concatenate([a for a in tensors if not _is_legacy_empty(a.shape)], axis=d)
+
+
+@cat.derivative
+def _(grad, tensors, dim):
+    # one narrow per input rather than one split: each gradient gets a node of its own
+    d = _cat_dim([t.shape for t in tensors], dim)
+    grads, start = [], 0
+    for t in tensors:
+        if d is None or _is_legacy_empty(t.shape):
+            grads.append(_zeros_like_meta(grad, t))
+            continue
+        grads.append(grad.narrow(d, start, t.shape[d]))
+        start += t.shape[d]
+    return (grads,)
+
+
+def _zeros_like_meta(grad, meta):
+    return zeros(meta.shape, dtype=grad.dtype, device=grad.device)
+
+
+@op("stack(tensors, dim=0)", inputs=("tensors*",), promote=BINARY, upcast=False,
+    scalars=False, saves_inputs=False)
+def stack(xp, tensors, dim):
+    """The tensors (all of one shape) joined along a new dim ``dim``."""
+    first = tensors[0].shape
+    for i, a in enumerate(tensors[1:], 1):
+        if a.shape != first:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(first)} at entry 0 and {list(a.shape)} at entry {i}")
+    return xp.stack(tensors, axis=wrap_dim(dim, len(first) + 1))
+
+
+@stack.derivative
+def _(grad, tensors, dim):
+    d = wrap_dim(dim, grad.ndim)
+    return ([grad.select(d, i) for i in range(len(tensors))],)
+
+
+def _check_list(tensors, name):
+    if isinstance(tensors, Tensor):
+        raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, "
+                        f"not Tensor")
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError(f"{name} expects a non-empty TensorList")
+    return tensors
+
+
+def _public_cat(tensors, dim=0, *, out=None):
+    """The tensors joined along ``dim`` (dtypes promoted; 1-D empty tensors are skipped)."""
+    if not isinstance(tensors, Tensor):
+        tensors = list(tensors)
+        if not tensors:
+            raise ValueError("ember.cat(): expected a non-empty list of Tensors")
+    return cat(tensors, dim, out=out)
+
+
+def _public_stack(tensors, dim=0, *, out=None):
+    """The tensors (all of one shape) joined along a new dim ``dim``."""
+    return stack(_check_list(tensors, "stack"), dim, out=out)
+
+
+def _atleast(x, ndim):
+    """``x`` with size-1 dims added as numpy.atleast_{1,2,3}d does."""
+    if x.ndim >= ndim:
+        return x
+    if ndim == 3 and x.ndim == 2:
+        return x.unsqueeze(-1)
+    if ndim == 3 and x.ndim == 1:
+        return x.reshape(1, -1, 1)
+    return x.reshape((1,) * (ndim - x.ndim) + tuple(x.shape))
+
+
+def hstack(tensors, *, out=None):
+    """The tensors joined column-wise (along dim 1, or dim 0 for 1-D tensors)."""
+    tensors = [_atleast(x, 1) for x in _check_list(tensors, "hstack")]
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1, out=out)
+
+
+def vstack(tensors, *, out=None):
+    """The tensors, made at least 2-D, joined row-wise (along dim 0)."""
+    tensors = [_atleast(x, 2) for x in _check_list(tensors, "vstack")]
+    return cat(tensors, 0, out=out)
+
+
+def dstack(tensors, *, out=None):
+    """The tensors, made at least 3-D, joined depth-wise (along dim 2)."""
+    tensors = [_atleast(x, 3) for x in _check_list(tensors, "dstack")]
+    return cat(tensors, 2, out=out)
+
+
+# --- splitting into views -----------------------------------------------------------------------
+
+def _pieces(x, d, bounds):
+    """The views ``x[..., start:stop, ...]`` along dim ``d`` for each (start, stop)."""
+    lead = (slice(None),) * d
+    return tuple(x[lead + (slice(start, stop),)] for start, stop in bounds)
+
+
+def _bounds(sizes):
+    out, start = [], 0
+    for s in sizes:
+        out.append((start, start + s))
+        start += s
+    return out
+
+
+def _need_dims(x, name):
+    if x.ndim == 0:
+        raise RuntimeError(f"{name} expects at least a 1-dimensional tensor")
+
+
+def _split_sizes(n, split_size_or_sections, dim):
+    """The piece sizes of ``split``: pieces of one size (the last smaller), or the list."""
+    if isinstance(split_size_or_sections, (tuple, list)):
+        sizes = [int(s) for s in split_size_or_sections]
+        if any(s < 0 for s in sizes):
+            raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative "
+                               f"entries, but got split_sizes={sizes}")
+        if sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {dim}), but got "
+                               f"split_sizes={sizes}")
+        return sizes
+    size = int(split_size_or_sections)
+    if size < 0:
+        raise RuntimeError(f"split expects split_size be non-negative, but got "
+                           f"split_size={size}")
+    if size == 0:
+        if n != 0:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}")
+        return [0]
+    return [min(size, n - start) for start in range(0, n, size)] or [0]
+
+
+@op("split(tensor, split_size_or_sections, dim=0)", view=True, saves_inputs=False)
+def split(xp, x, split_size_or_sections, dim):
+    """Views of pieces of ``split_size`` along ``dim`` (the last smaller), or of given sizes."""
+    _need_dims(x, "split")
+    d = wrap_dim(dim, x.ndim)
+    return _pieces(x, d, _bounds(_split_sizes(x.shape[d], split_size_or_sections, d)))
+
+
+@split.derivative
+def _(grad, x, split_size_or_sections, dim):
+    return cat(list(_as_tuple(grad)), dim)
+
+
+def _as_tuple(grad):
+    return grad if isinstance(grad, tuple) else (grad,)
+
+
+@op("chunk(input, chunks, dim=0)", view=True, saves_inputs=False)
+def chunk(xp, x, chunks, dim):
+    """At most ``chunks`` views of equal size (the last may be smaller) along ``dim``."""
+    chunks = int(chunks)
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    _need_dims(x, "chunk")
+    d = wrap_dim(dim, x.ndim)
+    n = x.shape[d]
+    if n == 0:
+        return _pieces(x, d, [(0, 0)] * chunks)
+    size = -(-n // chunks)
+    return _pieces(x, d, _bounds(_split_sizes(n, size, d)))
+
+
+@chunk.derivative
+def _(grad, x, chunks, dim):
+    return cat(list(_as_tuple(grad)), dim)
+
+
+@op("unbind(input, dim=0)", view=True, saves_inputs=False)
+def unbind(xp, x, dim):
+    """The slices along ``dim``, as a tuple of views with that dim removed."""
+    d = wrap_dim_of_tensor(dim, x.ndim)
+    lead = (slice(None),) * d
+    return tuple(x[lead + (i, Ellipsis)] for i in range(x.shape[d]))
+
+
+@unbind.derivative
+def _(grad, x, dim):
+    return stack(list(_as_tuple(grad)), dim)
+
+
+def _tensor_split_bounds(n, arg):
+    """(start, stop) of each piece of ``tensor_split``: sections, or indices (as slicing)."""
+    if isinstance(arg, Tensor):
+        if arg.dtype is not D.int64:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have "
+                               f"dtype of long, but got {arg.dtype._torch_name}")
+        if arg.ndim > 1:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a "
+                               f"zero-dimensional or one-dimensional tensor, but got a tensor "
+                               f"with {arg.ndim} dims")
+        arg = arg.tolist()
+    if isinstance(arg, (tuple, list)):
+        edges = [slice(int(i), None).indices(n)[0] for i in arg]
+        return list(zip([0] + edges, edges + [n]))
+    sections = int(arg)
+    if sections <= 0:
+        raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+    small, extra = divmod(n, sections)
+    return _bounds([small + 1] * extra + [small] * (sections - extra))
+
+
+@op("tensor_split(input, indices_or_sections, dim=0)", view=True, saves_inputs=False)
+def tensor_split(xp, x, indices_or_sections, dim):
+    """Views of ``sections`` near-equal pieces, or of the pieces between ``indices``."""
+    if x.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
+    d = wrap_dim(dim, x.ndim)
+    return _pieces(x, d, _tensor_split_bounds(x.shape[d], indices_or_sections))
+
+
+@tensor_split.derivative
+def _(grad, x, indices_or_sections, dim):
+    d = wrap_dim(dim, x.ndim)
+    n = x.shape[d]
+    bounds = _tensor_split_bounds(n, indices_or_sections)
+    grads = _as_tuple(grad)
+    if all(start <= stop for start, stop in bounds):
+        return cat(list(grads), d)
+    total = None                        # indices out of order: pieces overlap, so sum them
+    for g, (start, stop) in zip(grads, bounds):
+        stop = max(start, stop)
+        g = pad_along(g, d, start, n - stop)
+        total = g if total is None else total + g
+    return total
+
+
+def pad_along(grad, dim, before, after):
+    """``grad`` with ``before`` and ``after`` zeros added along ``dim`` (slices' backward)."""
+    if not before and not after:
+        return grad
+    parts = []
+    for n in (before, after):
+        shape = list(grad.shape)
+        shape[dim] = n
+        parts.append(zeros(shape, dtype=grad.dtype, device=grad.device))
+    return cat([parts[0], grad, parts[1]], dim)
+
+
+_public_cat.__name__ = _public_cat.__qualname__ = "cat"
+_public_stack.__name__ = _public_stack.__qualname__ = "stack"
+
+PUBLIC = {"cat": _public_cat, "stack": _public_stack, "hstack": hstack, "vstack": vstack,
+          "dstack": dstack}

@@ -1,0 +1,191 @@
+"""Slices and diagonals: narrow, select, diagonal (views); diagonal_scatter, diag, diag_embed,
+tril, triu (copies)."""
+
+from ember._creation import zeros
+from ember.ops._dims import wrap_dim
+from ember.ops._registry import op
+from ember.ops.join import pad_along
+
+__all__ = [
+    "diag",
+    "diag_embed",
+    "diagonal",
+    "diagonal_scatter",
+    "narrow",
+    "select",
+    "tril",
+    "triu",
+]
+
+
+def _index(value):
+    """An int from an int or a one-element integer tensor (``narrow(x, 0, tensor(1), 2)``)."""
+    return value if isinstance(value, int) else value.__index__()
+
+
+@op("narrow(input, dim, start, length)", view=True, saves_inputs=False,
+    grad_fn_name="SliceBackward0")
+def narrow(xp, x, dim, start, length):
+    """A view of ``length`` elements of ``dim`` from ``start``."""
+    if x.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    start, length = _index(start), _index(length)
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    d = wrap_dim(dim, x.ndim)
+    n = x.shape[d]
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "
+                         f"{start})")
+    start = start + n if start < 0 else start
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return x[(slice(None),) * d + (slice(start, start + length),)]
+
+
+@narrow.derivative
+def _(grad, x, dim, start, length):
+    d = wrap_dim(dim, x.ndim)
+    n = x.shape[d]
+    start, length = _index(start), _index(length)
+    start = start + n if start < 0 else start
+    return pad_along(grad, d, start, n - start - length)
+
+
+@op("select(input, dim, index)", view=True, saves_inputs=False)
+def select(xp, x, dim, index):
+    """A view of position ``index`` of ``dim``, that dim removed."""
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, x.ndim)
+    index = _index(index)
+    if not -x.shape[d] <= index < x.shape[d]:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(x.shape)} at dimension {d}")
+    return x[(slice(None),) * d + (index, Ellipsis)]
+
+
+@select.derivative
+def _(grad, x, dim, index):
+    d = wrap_dim(dim, x.ndim)
+    n = x.shape[d]
+    index = _index(index) % n
+    return pad_along(grad.unsqueeze(d), d, index, n - index - 1)
+
+
+def diagonal_view(xp, x, offset, dim1, dim2):
+    """The writable strided view of a diagonal (NumPy's own ``diagonal`` is read-only)."""
+    d1, d2 = wrap_dim(dim1, x.ndim), wrap_dim(dim2, x.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n1, n2 = x.shape[d1], x.shape[d2]
+    length = max(min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2), 0)
+    index = [slice(None)] * x.ndim
+    if length:
+        index[d1 if offset < 0 else d2] = slice(abs(offset), None)
+    start = x[tuple(index)]
+    rest = [i for i in range(x.ndim) if i not in (d1, d2)]
+    shape = tuple(x.shape[i] for i in rest) + (length,)
+    strides = tuple(x.strides[i] for i in rest) + (x.strides[d1] + x.strides[d2],)
+    return xp.lib.stride_tricks.as_strided(start, shape, strides)
+
+
+@op("diagonal(input, offset=0, dim1=0, dim2=1)", view=True, saves_inputs=False)
+def diagonal(xp, x, offset, dim1, dim2):
+    """A view of the diagonal of the ``dim1`` x ``dim2`` matrices (as the last dim)."""
+    return diagonal_view(xp, x, offset, dim1, dim2)
+
+
+@diagonal.derivative
+def _(grad, x, offset, dim1, dim2):
+    return diagonal_scatter(zeros(x.shape, dtype=grad.dtype, device=grad.device), grad,
+                            offset, dim1, dim2)
+
+
+@op("diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)", inputs=2, saves_inputs=False)
+def diagonal_scatter(xp, x, src, offset, dim1, dim2):
+    """A copy of ``input`` with the diagonal (as ``diagonal`` selects it) set to ``src``."""
+    out = x.copy()
+    view = diagonal_view(xp, out, offset, dim1, dim2)
+    if view.shape != src.shape:
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
+                           f"{list(src.shape)}, slice size = {list(view.shape)}")
+    view[...] = src.real if src.dtype.kind == "c" and out.dtype.kind != "c" else src
+    return out
+
+
+@diagonal_scatter.derivative
+def _(grad, x, src, offset, dim1, dim2):
+    blank = zeros(src.shape, dtype=grad.dtype, device=grad.device)
+    return (diagonal_scatter(grad, blank, offset, dim1, dim2),
+            grad.diagonal(offset, dim1, dim2))
+
+
+@op("diag(input, diagonal=0)", out=True, saves_inputs=False)
+def diag(xp, x, diagonal):
+    """The matrix with ``input`` (1-D) on a diagonal, or a copy of a matrix's diagonal."""
+    if x.ndim == 1:
+        n = x.shape[0] + abs(diagonal)
+        out = xp.zeros((n, n), dtype=x.dtype)
+        diagonal_view(xp, out, diagonal, 0, 1)[...] = x
+        return out
+    if x.ndim != 2:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
+    return diagonal_view(xp, x, diagonal, 0, 1).copy()
+
+
+@diag.derivative
+def _(grad, x, diagonal):
+    if x.ndim == 1:
+        return grad.diagonal(diagonal)
+    return diagonal_scatter(zeros(x.shape, dtype=grad.dtype, device=grad.device), grad,
+                            diagonal)
+
+
+@op("diag_embed(input, offset=0, dim1=-2, dim2=-1)", saves_inputs=False)
+def diag_embed(xp, x, offset, dim1, dim2):
+    """Tensors whose ``dim1`` x ``dim2`` matrices have the last dim of ``input`` on a diagonal."""
+    ndim = x.ndim + 1
+    d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = x.shape[-1] + abs(offset)
+    batch = iter(x.shape[:-1])
+    out = xp.zeros(tuple(n if i in (d1, d2) else next(batch) for i in range(ndim)),
+                   dtype=x.dtype)
+    diagonal_view(xp, out, offset, d1, d2)[...] = x
+    return out
+
+
+@diag_embed.derivative
+def _(grad, x, offset, dim1, dim2):
+    return grad.diagonal(offset, dim1, dim2)
+
+
+def _need_matrix(x, name):
+    if x.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+
+
+@op("tril(input, diagonal=0)", inplace=True, out=True, saves_inputs=False)
+def tril(xp, x, diagonal):
+    """The lower triangle (on and below ``diagonal``) of the last two dims, the rest zeroed."""
+    _need_matrix(x, "tril")
+    return xp.tril(x, diagonal)
+
+
+@tril.derivative
+def _(grad, x, diagonal):
+    return grad.tril(diagonal)
+
+
+@op("triu(input, diagonal=0)", inplace=True, out=True, saves_inputs=False)
+def triu(xp, x, diagonal):
+    """The upper triangle (on and above ``diagonal``) of the last two dims, the rest zeroed."""
+    _need_matrix(x, "triu")
+    return xp.triu(x, diagonal)
+
+
+@triu.derivative
+def _(grad, x, diagonal):
+    return grad.triu(diagonal)

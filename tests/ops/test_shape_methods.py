@@ -1,0 +1,495 @@
+"""Shape ops beyond the generic OpInfo checks: method forms, aliases, composites, memory sharing
+of views, gradients of multi-output ops, and the transpose properties."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+from ember.autograd import gradcheck, gradgradcheck
+from ember.testing import make_tensor
+from tests.ops.opdb import join as join_db
+
+
+def _np(t):
+    return np.asarray(t.detach())
+
+
+def _same(a, b):
+    assert tuple(a.shape) == tuple(np.shape(b))
+    np.testing.assert_array_equal(_np(a), b if isinstance(b, np.ndarray) else _np(b))
+
+
+def _x(*shape, dtype=ember.float64, requires_grad=False):
+    ember.manual_seed(len(shape))
+    return ember.randn(*shape, dtype=dtype, requires_grad=requires_grad)
+
+
+# --- method forms: varargs and sequences mean the same ------------------------------------------
+
+@pytest.mark.parametrize("call_a,call_b", [
+    (lambda x: x.view(3, 4), lambda x: x.view((3, 4))),
+    (lambda x: x.view(-1), lambda x: x.view([12])),
+    (lambda x: x.reshape(2, -1, 2), lambda x: x.reshape([2, 3, 2])),
+    (lambda x: x.permute(1, 0), lambda x: x.permute((1, 0))),
+    (lambda x: x.permute(1, 0), lambda x: ember.permute(x, [-1, -2])),
+    (lambda x: x.expand(2, 3, 4), lambda x: x.t().t().expand((2, -1, -1))),
+    (lambda x: x.repeat(2, 1), lambda x: x.repeat((2, 1))),
+    (lambda x: x.repeat(2, 1, 1), lambda x: x.repeat(ember.Size([2, 1, 1]))),
+    (lambda x: x.tile(2), lambda x: ember.tile(x, (1, 2))),
+    (lambda x: x.tile(2, 2), lambda x: x.tile((2, 2))),
+    (lambda x: x.flip(0, 1), lambda x: x.flip((0, 1))),
+    (lambda x: x.flip(1), lambda x: ember.flip(x, [1])),
+    (lambda x: x.flatten(), lambda x: ember.flatten(x, 0, -1)),
+    (lambda x: x.squeeze(), lambda x: ember.squeeze(x, None)),
+    (lambda x: x.unflatten(1, (2, 2)), lambda x: ember.unflatten(x, -1, [2, -1])),
+    (lambda x: x.movedim(0, 1), lambda x: ember.moveaxis(x, (0,), (1,))),
+    (lambda x: x.swapaxes(0, 1), lambda x: x.swapdims(1, 0)),
+    (lambda x: x.split(2, 1), lambda x: ember.split(x, [2, 2], dim=1)),
+])
+def test_method_forms_agree(call_a, call_b):
+    x = _x(3, 4)
+    a, b = call_a(x), call_b(x)
+    if isinstance(a, tuple):
+        assert len(a) == len(b)
+        for p, q in zip(a, b):
+            _same(p, q)
+    else:
+        _same(a, b)
+
+
+def test_method_varargs_match_numpy():
+    x = _x(3, 4)
+    a = _np(x)
+    _same(x.view(4, 3), a.reshape(4, 3))
+    _same(x.permute(1, 0), a.T)
+    _same(x.repeat(2, 1, 3), np.tile(a, (2, 1, 3)))
+    _same(x.tile(2), np.tile(a, 2))
+    _same(x.flip(0, 1), a[::-1, ::-1])
+    _same(x.expand(2, 3, 4), np.broadcast_to(a, (2, 3, 4)))
+
+
+def test_aliases_are_the_same_function():
+    assert ember.swapaxes is ember.transpose and ember.swapdims is ember.transpose
+    assert ember.moveaxis is ember.movedim
+    assert ember.concat is ember.cat and ember.concatenate is ember.cat
+    assert ember.broadcast_to is ember.expand
+    assert ember.Tensor.swapaxes is ember.Tensor.transpose
+    assert ember.Tensor.moveaxis is ember.Tensor.movedim
+    assert not hasattr(ember, "repeat")         # Tensor.repeat only, as in PyTorch
+
+
+def test_broadcast_to_error_names_dtype():
+    with pytest.raises(RuntimeError, match=r"expand\(ember\.LongTensor\{\[2\]\}, size=\[\]\)"):
+        ember.broadcast_to(ember.tensor([1, 2]), ())
+
+
+# --- views share memory and the version counter with their base ---------------------------------
+
+VIEWS = {
+    "view": lambda x: x.view(4, 3),
+    "reshape": lambda x: x.reshape(2, 6),
+    "flatten": lambda x: x.flatten(),
+    "unflatten": lambda x: x.unflatten(1, (2, 2)),
+    "expand": lambda x: x.expand(2, 3, 4),
+    "expand_as": lambda x: x.expand_as(ember.zeros(2, 3, 4)),
+    "broadcast_to": lambda x: ember.broadcast_to(x, (5, 3, 4)),
+    "view_as": lambda x: x.view_as(ember.zeros(12)),
+    "reshape_as": lambda x: x.reshape_as(ember.zeros(6, 2)),
+    "unsqueeze": lambda x: x.unsqueeze(1),
+    "squeeze": lambda x: x.unsqueeze(0).squeeze((0, 1)),
+    "permute": lambda x: x.permute(1, 0),
+    "movedim": lambda x: x.movedim(0, 1),
+    "transpose": lambda x: x.transpose(0, 1),
+    "swapaxes": lambda x: x.swapaxes(0, 1),
+    "t": lambda x: x.t(),
+    "T": lambda x: x.T,
+    "mT": lambda x: x.mT,
+    "narrow": lambda x: x.narrow(1, 1, 2),
+    "select": lambda x: x.select(1, 2),
+    "diagonal": lambda x: x.diagonal(1),
+    "split": lambda x: x.split(2, 1)[1],
+    "chunk": lambda x: x.chunk(2)[1],
+    "unbind": lambda x: x.unbind(1)[3],
+    "tensor_split": lambda x: x.tensor_split([1, 3], 1)[1],
+    "real": lambda x: x.real,
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_view_shares_memory_and_version(name):
+    base = _x(3, 4)
+    view = VIEWS[name](base)
+    assert view._base is base
+    assert np.shares_memory(view._data, base._data)
+    before = _np(view).copy()
+    base.add_(1)
+    assert base._version == 1 and view._version == 1
+    np.testing.assert_allclose(_np(view), before + 1)
+
+
+@pytest.mark.parametrize("name", ["view", "flatten", "narrow", "select", "diagonal", "t",
+                                  "movedim", "unflatten", "real", "split", "unbind"])
+def test_writing_through_a_view_changes_the_base(name):
+    base = _x(3, 4)                     # random normal values: none is exactly zero
+    view = VIEWS[name](base)
+    view.mul_(0)
+    assert base._version == 1 and view._version == 1
+    assert np.count_nonzero(_np(base) == 0) == view.numel()
+    assert np.all(_np(VIEWS[name](base)) == 0)
+
+
+def test_imag_view_writes_into_complex_base():
+    base = ember.tensor([1 + 2j, 3 - 4j])
+    base.imag.mul_(0)
+    _same(base, np.array([1 + 0j, 3 + 0j]))
+    assert base._version == 1
+
+
+def test_view_of_view_keeps_the_root_base():
+    base = _x(3, 4)
+    v = base.narrow(0, 1, 2).t().unsqueeze(0)
+    assert v._base is base
+    base.zero_()
+    assert float(v.abs().sum()) == 0 and v._version == base._version
+
+
+COPIES = {
+    "flip": lambda x: x.flip(0),
+    "fliplr": lambda x: x.fliplr(),
+    "flipud": lambda x: ember.flipud(x),
+    "roll": lambda x: x.roll(1, 1),
+    "repeat": lambda x: x.repeat(1, 1),
+    "tile": lambda x: x.tile(1),
+    "cat": lambda x: ember.cat([x]),
+    "stack": lambda x: ember.stack([x]),
+    "hstack": lambda x: ember.hstack([x]),
+    "diag": lambda x: ember.diag(x),
+    "diag_embed": lambda x: ember.diag_embed(x),
+    "tril": lambda x: x.tril(),
+    "diagonal_scatter": lambda x: ember.diagonal_scatter(x, x.diagonal()),
+    "reshape_noncontiguous": lambda x: x.t().reshape(-1),
+    "flatten_noncontiguous": lambda x: x.t().flatten(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COPIES))
+def test_copies_do_not_share_memory(name):
+    base = _x(3, 4)
+    out = COPIES[name](base)
+    assert out._base is None
+    assert not np.shares_memory(out._data, base._data)
+    assert all(s >= 0 for s in out.stride()) and out.is_contiguous()
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.flip(0), lambda x: x.flip(0, 1),
+                                lambda x: x.fliplr(), lambda x: x.flipud(),
+                                lambda x: x.roll(1, 0), lambda x: x.roll((1, -1), (0, 1))])
+def test_flips_and_rolls_never_have_negative_strides(fn):
+    for x in (_x(3, 4), _x(4, 3).t(),
+              make_tensor(3, 4, dtype=ember.float32, noncontiguous=True)):
+        out = fn(x)
+        assert out.is_contiguous() and min(out.stride()) > 0
+        assert all(s > 0 for s in out._data.strides)
+
+
+def test_flip_copy_is_independent_of_input():
+    x = _x(4)
+    y = x.flip(0)
+    expected = _np(x)[::-1].copy()
+    x.zero_()
+    _same(y, expected)
+
+
+# --- gradients of multi-output ops ------------------------------------------------------------
+
+MULTI = {info.name: info for info in join_db.OPS
+         if info.name in ("split", "chunk", "unbind", "tensor_split")}
+
+
+def _joined(fn, sample):
+    def run(x):
+        return ember.cat([o.reshape(-1) for o in fn(x, *sample.args, **sample.kwargs)])
+    return run
+
+
+@pytest.mark.parametrize("name", sorted(MULTI))
+def test_multi_output_gradients(name):
+    info = MULTI[name]
+    fn = info.function()
+    ember.manual_seed(0)
+    for sample in info.sample_inputs(ember.float64, True):
+        x = sample.input
+        if x.numel() == 0:
+            continue
+        assert gradcheck(_joined(fn, sample), (x,)), sample
+        assert gradgradcheck(_joined(fn, sample), (x,)), sample
+
+
+@pytest.mark.parametrize("fn,used,expected", [
+    (lambda x: x.split(1), 1, [[0, 0], [1, 1], [0, 0]]),
+    (lambda x: x.chunk(3), 2, [[0, 0], [0, 0], [1, 1]]),
+    (lambda x: x.unbind(), 0, [[1, 1], [0, 0], [0, 0]]),
+    (lambda x: x.tensor_split([1, 2]), 1, [[0, 0], [1, 1], [0, 0]]),
+])
+def test_unused_outputs_get_zero_gradient(fn, used, expected):
+    x = ember.ones(3, 2, requires_grad=True)
+    fn(x)[used].sum().backward()
+    _same(x.grad, np.array(expected, dtype=np.float32))
+
+
+def test_overlapping_tensor_split_gradients_add_up():
+    x = ember.ones(5, requires_grad=True)
+    parts = x.tensor_split([4, 1])
+    (parts[0].sum() + parts[2].sum()).backward()
+    _same(x.grad, np.array([1, 2, 2, 2, 1], dtype=np.float32))
+
+
+def test_cat_gradient_reaches_legacy_empty_input():
+    a = _x(2, 3, requires_grad=True)
+    e = ember.zeros(0, dtype=ember.float64, requires_grad=True)
+    ember.cat([a, e], 1).sum().backward()
+    _same(a.grad, np.ones((2, 3)))
+    assert tuple(e.grad.shape) == (0,)
+
+
+def test_cat_gradient_is_cast_back_to_each_input_dtype():
+    a = ember.ones(2, dtype=ember.float32, requires_grad=True)
+    b = ember.ones(3, dtype=ember.float64, requires_grad=True)
+    out = ember.cat([a, b])
+    assert out.dtype is ember.float64
+    (out * ember.arange(5, dtype=ember.float64)).sum().backward()
+    assert a.grad.dtype is ember.float32 and b.grad.dtype is ember.float64
+    _same(a.grad, np.array([0, 1], dtype=np.float32))
+    _same(b.grad, np.array([2, 3, 4], dtype=np.float64))
+
+
+def test_tensor_iteration_unbinds():
+    x = _x(3, 2)
+    rows = list(x)
+    assert len(rows) == 3 and all(r._base is x for r in rows)
+    _same(rows[2], _np(x)[2])
+
+
+# --- composites: tile, hstack/vstack/dstack, fliplr/flipud, broadcasting -------------------------
+
+@pytest.mark.parametrize("shape,dims", [((2, 3), (2,)), ((2, 3), (2, 1, 2)), ((), (3,)),
+                                        ((2, 3), ()), ((0, 2), (2, 2))])
+def test_tile_matches_numpy(shape, dims):
+    x = _x(*shape)
+    _same(ember.tile(x, dims), np.tile(_np(x), dims))
+    assert ember.tile(x, dims).grad_fn is None
+
+
+def test_tile_gradient():
+    x = _x(2, 3, requires_grad=True)
+    assert gradcheck(lambda t: t.tile(2), (x,))
+    assert gradgradcheck(lambda t: ember.tile(t, (2, 1, 2)), (x,))
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        x.tile(-1)
+
+
+STACKERS = [
+    (ember.hstack, np.hstack),
+    (ember.vstack, np.vstack),
+    (ember.dstack, np.dstack),
+]
+
+
+@pytest.mark.parametrize("ours,theirs", STACKERS)
+@pytest.mark.parametrize("shapes", [[(), ()], [(3,), (3,)], [(2, 3), (2, 3)], [(2,), (1, 2)],
+                                    [(2, 3, 1), (2, 3, 1)], [(3,), (0,), (3,)]])
+def test_stackers_match_numpy(ours, theirs, shapes):
+    tensors = [_x(*s) for s in shapes]
+    try:
+        expected = theirs([_np(t) for t in tensors])
+    except ValueError:
+        with pytest.raises(RuntimeError, match="Sizes of tensors must match|same number of dim"):
+            ours(tensors)
+        return
+    _same(ours(tensors), expected)
+
+
+@pytest.mark.parametrize("ours,theirs", STACKERS)
+def test_stackers_gradients_out_and_errors(ours, theirs):
+    a, b = _x(3, requires_grad=True), _x(3, requires_grad=True)
+    assert gradcheck(lambda p, q: ours([p, q]), (a, b))
+    expected = ours([a.detach(), b.detach()])
+    out = ember.empty(0, dtype=ember.float64)
+    assert ours((a.detach(), b.detach()), out=out) is out
+    _same(out, expected)
+    with pytest.raises(RuntimeError, match=f"{ours.__name__} expects a non-empty TensorList"):
+        ours([])
+
+
+def test_hstack_promotes():
+    out = ember.hstack([ember.tensor([1, 2]), ember.tensor([0.5])])
+    assert out.dtype is ember.float32
+    _same(out, np.array([1, 2, 0.5], dtype=np.float32))
+
+
+def test_cat_and_stack_reject_empty_lists():
+    with pytest.raises(ValueError, match=r"cat\(\): expected a non-empty list of Tensors"):
+        ember.cat([])
+    with pytest.raises(ValueError, match="expected a non-empty list of Tensors"):
+        ember.concatenate(())
+    with pytest.raises(RuntimeError, match="stack expects a non-empty TensorList"):
+        ember.stack([])
+
+
+def test_cat_accepts_generators_and_out():
+    x = _x(2, 2)
+    _same(ember.cat(t for t in (x, x)), np.concatenate([_np(x)] * 2))
+    out = ember.empty(0, dtype=ember.float64)
+    ember.stack([x, x], 1, out=out)
+    _same(out, np.stack([_np(x)] * 2, 1))
+
+
+def test_fliplr_flipud():
+    x = _x(3, 4, 2)
+    _same(x.fliplr(), np.fliplr(_np(x)))
+    _same(ember.flipud(x), np.flipud(_np(x)))
+    _same(ember.flipud(_x(3)), _np(_x(3))[::-1])
+    with pytest.raises(RuntimeError, match=r"Input must be >= 2-d\."):
+        ember.fliplr(_x(3))
+    with pytest.raises(RuntimeError, match=r"Input must be >= 1-d\."):
+        ember.tensor(1.).flipud()
+    assert gradcheck(lambda t: t.fliplr(), (_x(2, 3, requires_grad=True),))
+
+
+def test_broadcast_tensors():
+    a, b = _x(2, 1, requires_grad=True), _x(3, requires_grad=True)
+    p, q = ember.broadcast_tensors(a, b)
+    assert p.shape == q.shape == (2, 3)
+    _same(p, np.broadcast_to(_np(a), (2, 3)))
+    assert p._base is a and q.stride() == (0, 1)
+    assert ember.broadcast_tensors(a, a)[0] is a
+    assert ember.broadcast_tensors() == ()
+    assert gradcheck(lambda s, t: ember.broadcast_tensors(s, t)[0] * ember.broadcast_tensors(
+        s, t)[1], (a, b))
+    with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match the size of "
+                                           r"tensor b \(2\) at non-singleton dimension 1"):
+        ember.broadcast_tensors(_x(2, 3), _x(2))
+    with pytest.raises(TypeError, match="expected Tensor as element 0 in argument 0, but got list"):
+        ember.broadcast_tensors([a, b])
+
+
+def test_broadcast_shapes():
+    assert ember.broadcast_shapes((2, 1), (3,)) == ember.Size([2, 3])
+    assert ember.broadcast_shapes(2, (3, 1)) == (3, 2)
+    assert ember.broadcast_shapes((0, 1), (1, 4)) == (0, 4)
+    assert ember.broadcast_shapes() == ()
+    assert isinstance(ember.broadcast_shapes((1,)), ember.Size)
+    with pytest.raises(RuntimeError, match=r"Attempting to broadcast a dimension of length 3 at "
+                                           r"-2! Mismatching argument at index 1 had \(3, 3\); "
+                                           r"but expected shape should be broadcastable to "
+                                           r"\[2, 3\]"):
+        ember.broadcast_shapes((2, 3), (3, 3))
+    with pytest.raises(ValueError, match="negative length"):
+        ember.broadcast_shapes((-1,))
+
+
+def test_as_methods():
+    x = _x(2, 3, requires_grad=True)
+    _same(x.view_as(ember.zeros(3, 2)), _np(x).reshape(3, 2))
+    _same(x.t().reshape_as(ember.zeros(6)), _np(x).T.reshape(6))
+    _same(x.expand_as(ember.zeros(4, 2, 3)), np.broadcast_to(_np(x), (4, 2, 3)))
+    assert gradcheck(lambda t: t.expand_as(ember.zeros(2, 2, 3)), (x,))
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x.t().view_as(ember.zeros(6))
+
+
+# --- transpose properties ---------------------------------------------------------------------
+
+def test_transpose_properties():
+    x = _x(2, 3, 4)
+    _same(x.mT, np.swapaxes(_np(x), -1, -2))
+    c = ember.tensor([[1 + 1j, 2], [3j, 4]])
+    _same(c.H, np.conj(_np(c).T))
+    _same(c.mH, np.conj(_np(c).T))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _same(_x(2, 3).T, _np(_x(2, 3)).T)      # no warning for matrices
+    with pytest.warns(UserWarning, match="The use of `x.T` on tensors of dimension other than 2"):
+        _same(x.T, _np(x).T)
+    with pytest.warns(UserWarning, match="Tensor.T is deprecated on 0-D tensors"):
+        assert ember.tensor(1.).T.shape == ()
+    with pytest.warns(UserWarning, match="Tensor.mT is deprecated on 0-D tensors"):
+        assert ember.tensor(1.).mT.shape == ()
+    with pytest.warns(UserWarning, match=r"Tensor.H is deprecated on 0-D tensors. Consider using "
+                                         r"x.conj\(\)"):
+        assert ember.tensor(1j).H.item() == -1j
+    with pytest.warns(UserWarning, match="Tensor.mH is deprecated on 0-D tensors"):
+        assert ember.tensor(1.).mH.shape == ()
+    with pytest.raises(RuntimeError, match="tensor.mT is only supported on matrices or batches "
+                                           "of matrices. Got 1-D tensor."):
+        _ = _x(3).mT
+    with pytest.raises(RuntimeError, match=r"tensor.H is only supported on matrices \(2-D "
+                                           r"tensors\). Got 1-D tensor.$"):
+        _ = _x(3).H
+    with pytest.raises(RuntimeError, match="Got 3-D tensor. For batches of matrices, consider "
+                                           "using tensor.mH"):
+        _ = x.H
+    with pytest.raises(RuntimeError, match="tensor.mH is only supported on matrices"):
+        _ = _x(3).mH
+
+
+def test_t_on_small_tensors_is_identity_view():
+    for x in (_x(3), ember.tensor(2.)):
+        y = x.t()
+        _same(y, _np(x))
+        assert y._base is x
+
+
+# --- conversion.py: complex gradients, in-place methods ----------------------------------------
+
+def _c(*shape):
+    ember.manual_seed(7)
+    return ember.randn(*shape, dtype=ember.complex128, requires_grad=True)
+
+
+@pytest.mark.parametrize("fn", [lambda z: z.conj(), lambda z: z.real, lambda z: z.imag,
+                                lambda z: z.real * z.imag, lambda z: z.clone(),
+                                lambda z: z.to(ember.float64), lambda z: z.H])
+def test_complex_gradients(fn):
+    z = _c(2, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # complex -> real casts warn
+        assert gradcheck(fn, (z,))
+        assert gradgradcheck(fn, (z,))
+
+
+def test_complex_to_real_cast_warns():
+    with pytest.warns(UserWarning, match="Casting complex values to real discards the "
+                                         "imaginary part"):
+        out = ember.tensor([1 + 2j]).to(ember.float32)
+    _same(out, np.array([1.0], dtype=np.float32))
+
+
+def test_copy_and_fill_methods_work_in_place():
+    x = ember.zeros(2, 3)
+    src = ember.arange(3, dtype=ember.float64)
+    assert x.copy_(src) is x and x._version == 1 and x.dtype is ember.float32
+    _same(x, np.tile(np.arange(3, dtype=np.float32), (2, 1)))
+    assert x.fill_(2.5) is x and x._version == 2
+    _same(x, np.full((2, 3), 2.5, dtype=np.float32))
+    view = x[0] if hasattr(ember.Tensor, "__getitem__") else x.select(0, 0)
+    view.fill_(1)
+    _same(x, np.array([[1, 1, 1], [2.5, 2.5, 2.5]], dtype=np.float32))
+
+
+def test_copy_gradient_flows_to_source_summed_over_broadcast():
+    src = _x(3, requires_grad=True)
+    dst = ember.zeros(2, 3, dtype=ember.float64)
+    y = dst.copy_(src)
+    (y * ember.arange(6, dtype=ember.float64).view(2, 3)).sum().backward()
+    _same(src.grad, np.array([3, 5, 7], dtype=np.float64))
+
+
+def test_tril_in_place_on_a_view_writes_the_base():
+    base = ember.ones(2, 3, 3)
+    base.select(0, 1).triu_(1)
+    expected = np.ones((2, 3, 3), dtype=np.float32)
+    expected[1] = np.triu(expected[1], 1)
+    _same(base, expected)
