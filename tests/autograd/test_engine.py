@@ -416,3 +416,11 @@ def test_numpy_view_of_grad_is_detached():
     (x * 3).backward()
     arr = x.grad.numpy()
     np.testing.assert_array_equal(arr, [3.0])
+
+
+def test_several_outputs_of_one_node_as_roots():
+    x = leaf(1.0, 2.0, 3.0, 4.0)
+    a, b = x.split(2)
+    ember.autograd.backward([a, b], [ember.ones(2, dtype=ember.float64),
+                                     ember.full((2,), 2.0, dtype=ember.float64)])
+    assert x.grad.tolist() == [1.0, 1.0, 2.0, 2.0]

@@ -18,9 +18,8 @@ def _discover(roots):
     """Count, for each node reachable from the roots, the edges that lead into it."""
     deps = {}
     seen = set()
-    stack = [n for n, _ in roots]
-    for n in stack:
-        seen.add(n)
+    stack = list(dict.fromkeys(n for n, _ in roots))     # a node may own several roots
+    seen.update(stack)
     while stack:
         node = stack.pop()
         for nxt, _ in node.next_functions:

@@ -225,7 +225,7 @@ def translate_error(op, error, arrays):
     if "broadcast" in text:
         shapes = [a.shape for a in arrays if hasattr(a, "shape")]
         return RuntimeError(broadcast_message(shapes))
-    if isinstance(error, IndexError):
+    if isinstance(error, (IndexError, TypeError)):
         return error
     return RuntimeError(f"{op.name}(): {text}")
 
@@ -318,7 +318,7 @@ def _narrow_int(op, value, dtype):
     """A Python int as a 0-d array of a narrow integer dtype: wrapped like a C cast, or
     range-checked as PyTorch does for bounds and fill values (``checked_scalars``)."""
     if op.checked_scalars:
-        from ember.ops._binary_rules import checked_scalar
+        from ember.ops._scalars import checked_scalar
         return checked_scalar(np, value, dtype)
     return np.array(value).astype(dtype)
 

@@ -7,7 +7,8 @@ import numpy as np
 from ember import _dtype as D
 from ember._device import as_device
 from ember._tensor import Tensor
-from ember.ops._registry import call, op
+from ember.ops._registry import broadcast_message, call, op
+from ember.ops._scalars import checked_scalar
 
 
 @op("_to_copy(input, dtype, device)", grad_fn_name="ToCopyBackward0", method=False,
@@ -156,9 +157,13 @@ def _copy(xp, dst, src, non_blocking):
     try:
         return xp.broadcast_to(src, dst.shape).astype(dst.dtype)
     except ValueError:
-        raise RuntimeError(f"The size of tensor a ({dst.shape[-1] if dst.ndim else 1}) must "
-                           f"match the size of tensor b ({src.shape[-1] if src.ndim else 1}) "
-                           f"at non-singleton dimension {max(dst.ndim, src.ndim) - 1}") from None
+        pass
+    try:
+        joint = np.broadcast_shapes(dst.shape, src.shape)
+    except ValueError:
+        raise RuntimeError(broadcast_message([dst.shape, src.shape])) from None
+    raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape "
+                       f"{list(joint)}")
 
 
 @_copy.derivative
@@ -168,6 +173,8 @@ def _(grad, dst, src, non_blocking):
 
 def copy_(self, src, non_blocking=False):
     """Copy ``src`` (broadcast, cast) into this tensor; returns self."""
+    if isinstance(src, (bool, int, float, complex)):
+        return fill_(self, src)
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
     from ember.ops._inplace import call_inplace
@@ -184,6 +191,10 @@ def _fill(xp, x, value):
     if getattr(value, "ndim", 0) != 0:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.ndim} dimensions.")
+    if not hasattr(value, "dtype"):
+        value = checked_scalar(xp, value, x.dtype)
+    elif value.dtype.kind == "c" and x.dtype.kind != "c":
+        value = checked_scalar(xp, complex(value), x.dtype)
     return xp.full(x.shape, value, dtype=x.dtype)
 
 

@@ -225,22 +225,17 @@ def _tensor_split_errors():
                "dims")
 
 
-# The engine counts a node once per output used as a root, so gradients of several outputs of
-# one node never arrive (see the report on autograd/engine.py _discover). Until that is fixed
-# test_shape_methods.py checks these ops' gradients through a single concatenated output.
-MULTI_OUTPUT_SKIPS = ("grad", "gradgrad")
-
 OPS = [
     OpInfo("cat", _cat_ref, _cat_samples, dtypes=ALL, result_dtype=_promoted, gradgrad=True,
            error_inputs=_cat_errors),
     OpInfo("stack", _stack_ref, _stack_samples, dtypes=ALL, result_dtype=_promoted,
            gradgrad=True, error_inputs=_stack_errors),
     OpInfo("split", _split_ref, _split_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_split_errors, skips=MULTI_OUTPUT_SKIPS),
+           error_inputs=_split_errors),
     OpInfo("chunk", _chunk_ref, _chunk_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_chunk_errors, skips=MULTI_OUTPUT_SKIPS),
+           error_inputs=_chunk_errors),
     OpInfo("unbind", _unbind_ref, _unbind_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_unbind_errors, skips=MULTI_OUTPUT_SKIPS),
+           error_inputs=_unbind_errors),
     OpInfo("tensor_split", _tensor_split_ref, _tensor_split_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_tensor_split_errors, skips=MULTI_OUTPUT_SKIPS),
+           error_inputs=_tensor_split_errors),
 ]

@@ -1,0 +1,48 @@
+"""PyTorch's checked conversion of a Python number to a tensor's dtype (fill values, bounds)."""
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+
+__all__ = ["checked_scalar", "C_NAMES"]
+
+# the C++ type names PyTorch's messages use for the dtypes
+C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
+           D.int32: "int", D.int64: "int64_t", D.float16: "c10::Half",
+           D.bfloat16: "c10::BFloat16", D.float32: "float", D.float64: "double",
+           D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>"}
+
+
+
+def checked_scalar(xp, value, dtype):
+    """``value`` as a 0-d array of ``dtype`` (a backend dtype), raising as PyTorch does when
+    it does not fit; integers wrap modulo 2**bits like a C cast within the allowed range."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    kind = dtype.kind
+    if kind == "c":
+        return xp.asarray(value, dtype=dtype)
+    if isinstance(value, complex):
+        if value.imag != 0:
+            _overflow(dtype)
+        value = value.real
+    if kind == "b":
+        return xp.asarray(bool(value))
+    if kind in "iu":
+        if value != value or value in (float("inf"), float("-inf")):
+            _overflow(dtype)
+        value = int(value)
+        bits = dtype.itemsize * 8
+        lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if kind == "i" else \
+            (-(2 ** bits - 1), 2 ** bits - 1)
+        if not lo <= value <= hi:
+            _overflow(dtype)
+        return xp.asarray(value).astype(dtype)
+    if value == value and abs(value) != float("inf") and \
+            abs(value) > D.finfo(D.FROM_NUMPY[dtype]).max:
+        _overflow(dtype)
+    return xp.asarray(value, dtype=dtype)
+
+
+def _overflow(np_dtype):
+    name = C_NAMES[D.FROM_NUMPY[np_dtype]]
+    raise RuntimeError(f"value cannot be converted to type {name} without overflow")
