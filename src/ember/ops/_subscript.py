@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from ember._tensor import Tensor, _make
+from ember.backend import xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import call
 from ember.ops.indexing import _index, basic_view, index_put, scalar_array
@@ -211,7 +212,6 @@ def _value_for(target, value, advanced):
             lead += 1
         return value.reshape(value.shape[lead:]) if lead else value
     if isinstance(value, (int, float, bool, complex, np.number, np.bool_)):
-        from ember.backend import xp_of
         return _make(scalar_array(xp_of(target._data), value, target.dtype))
     kind = type(value)
     name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"

@@ -90,6 +90,8 @@ def advanced_indices(xp, x, indices):
     Masks become their nonzero coordinates, negative indices wrap, and everything is checked
     as PyTorch checks it; arrays are moved to ``x``'s device.
     """
+    if type(indices) is tuple and not indices:
+        return indices
     if isinstance(indices, Tensor) or not isinstance(indices, (tuple, list)):
         raise TypeError(f"index_put(): argument 'indices' (position 2) must be tuple of "
                         f"Tensors, not {type(indices).__name__}")
@@ -141,7 +143,8 @@ def _checked_bounds(xp, x, out):
     if not arrays:
         return tuple(out)
     try:
-        shape = np.broadcast_shapes(*(a.shape for _, a in arrays))
+        shape = arrays[0][1].shape if len(arrays) == 1 else \
+            np.broadcast_shapes(*(a.shape for _, a in arrays))
     except ValueError:
         raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
                          "with shapes " + ", ".join(str(list(a.shape)) for _, a in arrays)
@@ -175,7 +178,8 @@ def index_shape(shape, idx):
     dims = [d for d, a in enumerate(idx) if a is not None]
     if not dims:
         return tuple(shape)
-    bshape = np.broadcast_shapes(*(idx[d].shape for d in dims))
+    bshape = idx[dims[0]].shape if len(dims) == 1 else \
+        np.broadcast_shapes(*(idx[d].shape for d in dims))
     if dims == list(range(dims[0], dims[-1] + 1)):
         return tuple(shape[:dims[0]]) + bshape + tuple(shape[dims[-1] + 1:])
     return bshape + tuple(s for d, s in enumerate(shape) if d >= len(idx) or idx[d] is None)
@@ -279,6 +283,11 @@ _SCALAR_CTYPE = {D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t", D.int
                  D.int64: "int64_t", D.float32: "float"}
 
 
+_INT_RANGE = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
+              for d in (D.uint8, D.int8, D.int16, D.int32, D.int64)}
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def checked_scalar(value, dtype):
     """A Python number ready to be stored in ``dtype``, with PyTorch's overflow checks."""
     if isinstance(value, (np.generic, Tensor)):
@@ -292,15 +301,15 @@ def checked_scalar(value, dtype):
         bad = value.imag != 0
         value = value.real
     if dtype.category == D.INTEGRAL:
-        info = np.iinfo(dtype.np)
+        lo, hi = _INT_RANGE[dtype]
         if not math.isfinite(value):
             bad = True
-        elif info.min < 0:
-            bad = bad or not info.min <= value <= info.max
+        elif lo < 0:
+            bad = bad or not lo <= value <= hi
         else:
-            bad = bad or value > info.max or -value > info.max
+            bad = bad or value > hi or -value > hi     # C++ accepts -hi..hi for unsigned types
     elif dtype is D.float32 and math.isfinite(value):
-        bad = bad or abs(value) > float(np.finfo(np.float32).max)
+        bad = bad or abs(value) > _FLOAT32_MAX
     if bad:
         raise RuntimeError(f"value cannot be converted to type "
                            f"{_SCALAR_CTYPE.get(dtype, 'double')} without overflow")
@@ -309,8 +318,11 @@ def checked_scalar(value, dtype):
 
 def scalar_array(xp, value, dtype):
     """A checked Python number as a 0-d array of ``dtype`` (wrapping like a C cast)."""
-    with np.errstate(over="ignore", invalid="ignore"):     # out-of-range floats become inf
-        return xp.asarray(np.asarray(checked_scalar(value, dtype)).astype(dtype.np))
+    value = np.asarray(checked_scalar(value, dtype))
+    if dtype in D.LOW_PRECISION:
+        with np.errstate(over="ignore"):        # out of range: inf, as in PyTorch
+            return xp.asarray(value.astype(dtype.np))
+    return xp.asarray(value.astype(dtype.np))
 
 
 def _fill_value(xp, x, mask, value):
