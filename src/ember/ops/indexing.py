@@ -1,3 +1,383 @@
-"""(being written)"""
+"""Indexing ops: basic-index views, advanced (integer and mask) indexing, index_put, masked_fill.
+
+``Tensor.__getitem__`` and ``Tensor.__setitem__`` (ops/_subscript.py) split a subscript as
+PyTorch does: ints, slices and None first, as one view of the input (the ``_getitem_*``
+ops); then integer and mask tensors, as advanced indices on that view (``_index`` reads,
+``index_put`` writes). Keys and index arrays travel as op parameters, not tensor inputs.
+"""
+
+import math
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor, _make
+from ember.ops._registry import call, op
+
+# --- basic indexing: one view op per PyTorch grad_fn name ---------------------------------------
+
+_FULL = slice(None)
+
+
+def _explicit(key):
+    """``key`` completed with an Ellipsis, so that NumPy returns a view even for ints."""
+    for k in key:
+        if k is Ellipsis:
+            return key
+    return key + (Ellipsis,)
+
+
+def _basic_forward(xp, x, key):
+    """``input[key]`` for a key of ints, slices (step > 0) and None: a view."""
+    return x[_explicit(key)]
+
+
+def _basic_derivative(grad, x, key):
+    return _slice_backward(grad, x.shape, key)
+
+
+def _view_op(kind):
+    new = op(f"_getitem_{kind}(input, key)", view=True, method=False, saves_inputs=False,
+             grad_fn_name=f"{kind.capitalize()}Backward0")(_basic_forward)
+    new.derivative(_basic_derivative)
+    return new
+
+
+_getitem_select = _view_op("select")
+_getitem_slice = _view_op("slice")
+_getitem_unsqueeze = _view_op("unsqueeze")
+_getitem_alias = _view_op("alias")
+
+
+def basic_view(t, key):
+    """``t[key]`` for a normalized basic key, named after its last non-trivial step."""
+    kind = _getitem_alias
+    for k in reversed(key):
+        if k is None:
+            kind = _getitem_unsqueeze
+        elif type(k) is int:
+            kind = _getitem_select
+        elif k != _FULL:
+            kind = _getitem_slice
+        else:
+            continue
+        break
+    return call(kind, (t,), (key,))
+
+
+@op("_slice_backward(grad, input_shape, key)", method=False, saves_inputs=False)
+def _slice_backward(xp, grad, input_shape, key):
+    """Zeros of ``input_shape`` with ``grad`` written at ``key`` (the backward of a view)."""
+    out = xp.zeros(tuple(input_shape), dtype=grad.dtype)
+    out[_explicit(key)] = grad
+    return out
+
+
+@_slice_backward.derivative
+def _(grad, g, input_shape, key):
+    return basic_view(grad, key)
+
+
+# --- advanced indices -------------------------------------------------------------------------
+
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
+
+
+def advanced_indices(xp, x, indices):
+    """Index arrays for the leading dims of ``x`` (None where a dim is not indexed).
+
+    Masks become their nonzero coordinates, negative indices wrap, and everything is checked
+    as PyTorch checks it; arrays are moved to ``x``'s device.
+    """
+    if type(indices) is tuple and not indices:
+        return indices
+    if isinstance(indices, Tensor) or not isinstance(indices, (tuple, list)):
+        raise TypeError(f"index_put(): argument 'indices' (position 2) must be tuple of "
+                        f"Tensors, not {type(indices).__name__}")
+    out = []
+    for pos, entry in enumerate(indices):
+        if entry is None:
+            out.append(None)
+            continue
+        arr = entry._data if isinstance(entry, Tensor) else entry
+        if not hasattr(arr, "dtype"):
+            raise TypeError(f"expected Tensor as element {pos} in argument 1, but got "
+                            f"{type(entry).__name__}")
+        if type(arr) is not type(x):
+            if type(x) is np.ndarray:
+                raise RuntimeError("indices should be either on cpu or on the same device as "
+                                   "the indexed tensor (cpu)")
+            arr = xp.asarray(arr)
+        if arr.dtype == np.bool_ or arr.dtype == np.uint8:
+            out.extend(_mask_coordinates(xp, x, arr, len(out)))
+        elif arr.dtype in _INDEX_DTYPES:
+            out.append(arr)
+        else:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if len(out) > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got {len(out)})")
+    return _checked_bounds(xp, x, out)
+
+
+def _mask_coordinates(xp, x, mask, dim):
+    if mask.dtype == np.uint8:
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                      "torch.bool instead.", UserWarning, stacklevel=6)
+        mask = mask.astype(np.bool_)
+    if mask.ndim == 0:
+        raise IndexError("a 0-dim mask can only be used directly in a subscript (x[True])")
+    if dim + mask.ndim > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim} "
+                         f"(got {dim + mask.ndim})")
+    for j, size in enumerate(mask.shape):
+        if size != x.shape[dim + j]:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {j} does not "
+                             f"match the shape of the indexed tensor {list(x.shape)} at index "
+                             f"{dim + j}")
+    return xp.nonzero(mask)
+
+
+def _checked_bounds(xp, x, out):
+    arrays = [(d, a) for d, a in enumerate(out) if a is not None]
+    if not arrays:
+        return tuple(out)
+    try:
+        shape = arrays[0][1].shape if len(arrays) == 1 else \
+            np.broadcast_shapes(*(a.shape for _, a in arrays))
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
+                         "with shapes " + ", ".join(str(list(a.shape)) for _, a in arrays)
+                         ) from None
+    empty = math.prod(shape) * math.prod(
+        s for d, s in enumerate(x.shape) if d >= len(out) or out[d] is None) == 0
+    for nr, (d, a) in enumerate(arrays):
+        if a.size == 0:
+            continue
+        size = x.shape[d]
+        lo, hi = int(a.min()), int(a.max())
+        if lo < -size or hi >= size:
+            if empty and size:          # PyTorch only checks the elements it reads
+                a = xp.clip(a, -size, size - 1)
+            else:
+                bad = int(a[(a < -size) | (a >= size)].ravel()[0])
+                raise IndexError(f"index {bad} is out of bounds for dimension {nr} with size "
+                                 f"{size}")
+        if lo < 0:
+            a = xp.where(a < 0, a + size, a)
+        out[d] = a
+    return tuple(out)
+
+
+def _numpy_key(idx):
+    return tuple(_FULL if a is None else a for a in idx)
+
+
+def index_shape(shape, idx):
+    """The shape of ``x[idx]`` for normalized advanced indices (NumPy's placement rule)."""
+    dims = [d for d, a in enumerate(idx) if a is not None]
+    if not dims:
+        return tuple(shape)
+    bshape = idx[dims[0]].shape if len(dims) == 1 else \
+        np.broadcast_shapes(*(idx[d].shape for d in dims))
+    if dims == list(range(dims[0], dims[-1] + 1)):
+        return tuple(shape[:dims[0]]) + bshape + tuple(shape[dims[-1] + 1:])
+    return bshape + tuple(s for d, s in enumerate(shape) if d >= len(idx) or idx[d] is None)
+
+
+@op("_index(input, indices)", method=False, saves_inputs=False, grad_fn_name="IndexBackward0")
+def _index(xp, x, indices):
+    """``input[indices]`` for integer or mask index tensors (None skips a dim): a copy."""
+    idx = advanced_indices(xp, x, indices)
+    if all(a is None for a in idx):
+        return x.copy()
+    return x[_numpy_key(idx)]
+
+
+@_index.derivative
+def _(grad, x, indices):
+    from ember._creation import zeros
+    return index_put(zeros(x.shape, dtype=grad.dtype, device=grad.device), indices, grad,
+                     accumulate=True)
+
+
+# --- index_put ----------------------------------------------------------------------------------
+
+_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
+            "single memory location. Please clone() the tensor before performing the "
+            "operation.")
+
+
+def _put(xp, dst, values, indices, accumulate):
+    if values.dtype != dst.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{D.FROM_NUMPY[dst.dtype]._torch_name} for the destination and "
+                           f"{D.FROM_NUMPY[values.dtype]._torch_name} for the source.")
+    idx = advanced_indices(xp, dst, indices)
+    region = index_shape(dst.shape, idx)
+    _check_values_shape(values, region, any(a is not None for a in idx), dst.dtype)
+    if not getattr(getattr(dst, "flags", None), "writeable", True):
+        raise RuntimeError(_OVERLAP)
+    key = _numpy_key(idx)
+    if accumulate:
+        xp.add.at(dst, key, values)
+    else:
+        dst[key] = values
+
+
+def _check_values_shape(values, region, advanced, dtype):
+    if values.ndim <= len(region):
+        lead = len(region) - values.ndim
+        if all(v == r or v == 1 for v, r in zip(values.shape, region[lead:])):
+            return
+    if advanced:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot "
+                           f"be broadcast to indexing result of shape {list(region)}")
+    if values.ndim > len(region):
+        raise RuntimeError(f"expand(torch.{D.FROM_NUMPY[dtype]._legacy}{{{list(values.shape)}}}"
+                           f", size={list(region)}): the number of sizes provided "
+                           f"({len(region)}) must be greater or equal to the number of "
+                           f"dimensions in the tensor ({values.ndim})")
+    lead = len(region) - values.ndim
+    for i in range(values.ndim - 1, -1, -1):
+        if values.shape[i] not in (1, region[lead + i]):
+            raise RuntimeError(f"The expanded size of the tensor ({region[lead + i]}) must "
+                               f"match the existing size ({values.shape[i]}) at "
+                               f"non-singleton dimension {lead + i}.  Target sizes: "
+                               f"{list(region)}.  Tensor sizes: {list(values.shape)}")
+
+
+@op("index_put(input, indices, values, accumulate=False)", inputs=("input", "values"),
+    inplace=True, saves_inputs=False, scalars=False)
+def index_put(xp, x, values, indices, accumulate):
+    """``input`` with ``values`` written (or added, if ``accumulate``) at ``indices``."""
+    out = x.copy()
+    _put(xp, out, values, indices, accumulate)
+    return out
+
+
+@index_put.inplace_variant
+def _(xp, dst, x, values, indices, accumulate):
+    _put(xp, dst, values, indices, accumulate)
+
+
+@index_put.derivative
+def _(grad, x, values, indices, accumulate):
+    from ember._creation import zeros
+    if accumulate:
+        grad_input = grad
+    else:
+        grad_input = index_put(grad, indices, zeros((), dtype=grad.dtype, device=grad.device))
+    return grad_input, _index(grad, indices)
+
+
+# --- masked_fill ---------------------------------------------------------------------------------
+
+# C++ type names PyTorch uses in some messages
+CTYPE = {D.float32: "float", D.float64: "double", D.float16: "c10::Half",
+         D.bfloat16: "c10::BFloat16", D.int64: "long int", D.int32: "int", D.int16: "short int",
+         D.int8: "signed char", D.uint8: "unsigned char", D.bool_: "bool",
+         D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>"}
+# ... and the names its scalar conversion checks use
+_SCALAR_CTYPE = {D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t", D.int32: "int",
+                 D.int64: "int64_t", D.float32: "float"}
+
+
+_INT_RANGE = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
+              for d in (D.uint8, D.int8, D.int16, D.int32, D.int64)}
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def checked_scalar(value, dtype):
+    """A Python number ready to be stored in ``dtype``, with PyTorch's overflow checks."""
+    if isinstance(value, (np.generic, Tensor)):
+        value = value.item()
+    if type(value) is int and not -2 ** 63 <= value < 2 ** 63:
+        raise ValueError("Overflow when unpacking long long")
+    if dtype.category in (D.COMPLEX, D.BOOL):
+        return value
+    bad = False
+    if isinstance(value, complex):
+        bad = value.imag != 0
+        value = value.real
+    if dtype.category == D.INTEGRAL:
+        lo, hi = _INT_RANGE[dtype]
+        if not math.isfinite(value):
+            bad = True
+        elif lo < 0:
+            bad = bad or not lo <= value <= hi
+        else:
+            bad = bad or value > hi or -value > hi     # C++ accepts -hi..hi for unsigned types
+    elif dtype is D.float32 and math.isfinite(value):
+        bad = bad or abs(value) > _FLOAT32_MAX
+    if bad:
+        raise RuntimeError(f"value cannot be converted to type "
+                           f"{_SCALAR_CTYPE.get(dtype, 'double')} without overflow")
+    return value
+
+
+def scalar_array(xp, value, dtype):
+    """A checked Python number as a 0-d array of ``dtype`` (wrapping like a C cast)."""
+    value = np.asarray(checked_scalar(value, dtype))
+    if dtype in D.LOW_PRECISION:
+        with np.errstate(over="ignore"):        # out of range: inf, as in PyTorch
+            return xp.asarray(value.astype(dtype.np))
+    return xp.asarray(value.astype(dtype.np))
+
+
+def _fill_value(xp, x, mask, value):
+    if not hasattr(mask, "dtype"):
+        raise TypeError(f"masked_fill(): argument 'mask' (position 2) must be Tensor, not "
+                        f"{type(mask).__name__}")
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{CTYPE.get(D.FROM_NUMPY[mask.dtype], mask.dtype.name)}")
+    if hasattr(value, "dtype"):
+        if value.ndim != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value.ndim} dimension(s).")
+        value = value.item() if value.dtype.kind != "V" else float(value.astype(np.float32))
+    return scalar_array(xp, value, D.FROM_NUMPY[x.dtype])
+
+
+def _size_mismatch(a, b):
+    from ember.ops._registry import broadcast_message
+    raise RuntimeError(broadcast_message([a, b]))
+
+
+@op("masked_fill(input, mask, value)", inputs=3, inplace=True, scalars=True)
+def masked_fill(xp, x, mask, value):
+    """``input`` with ``value`` wherever ``mask`` is True (mask broadcasts)."""
+    value = _fill_value(xp, x, mask, value)
+    try:
+        np.broadcast_shapes(mask.shape, x.shape)
+    except ValueError:
+        _size_mismatch(mask.shape, x.shape)
+    return xp.where(mask, value, x)
+
+
+@masked_fill.inplace_variant
+def _(xp, dst, x, mask, value):
+    value = _fill_value(xp, dst, mask, value)
+    try:
+        shape = np.broadcast_shapes(dst.shape, mask.shape)
+    except ValueError:
+        _size_mismatch(dst.shape, mask.shape)
+    if shape != dst.shape:
+        raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
+    xp.copyto(dst, value, where=mask)
+
+
+@masked_fill.derivative
+def _(grad, x, mask, value):
+    grad_input = grad.masked_fill(mask, 0)
+    if not isinstance(value, Tensor):
+        return grad_input, None, None
+    outside = _make(~mask._data)
+    return grad_input, None, grad.masked_fill(outside, 0).sum()
+
 
 ALIASES = {}
+
+from ember.ops import _subscript  # noqa: E402,F401  (installs Tensor.__getitem__/__setitem__)

@@ -1,3 +1,224 @@
-"""(being written)"""
+"""Matrix products: matmul, mm, bmm, mv, dot, outer.
 
-ALIASES = {}
+The operands of a product must share one dtype (no promotion, as in PyTorch). NumPy has no
+fast 16-bit GEMM, so float16 and bfloat16 products run in float32 and are rounded back.
+Each op checks shapes first, then dtypes, with the message of the PyTorch kernel that would
+run (``matmul`` reuses those of ``dot``, ``mv``, ``mm`` and ``bmm``, like PyTorch's).
+"""
+
+import math
+
+import numpy as np
+
+from ember import _dtype as D
+from ember.ops._elementwise import conj_grad
+from ember.ops._promotion import BINARY
+from ember.ops._registry import broadcast_message, op
+from ember.ops.indexing import CTYPE
+
+_LOW = {d.np for d in D.LOW_PRECISION}
+
+
+def _name(a):
+    return D.FROM_NUMPY[a.dtype]._torch_name
+
+
+def _no_bool(a, kernel):
+    if a.dtype == np.bool_:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
+
+
+def _product(xp, a, b):
+    """``a @ b`` (NumPy broadcasting), 16-bit floats computed in float32."""
+    if a.dtype in _LOW:
+        return xp.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    return xp.matmul(a, b)
+
+
+def _rows(t):
+    """``t`` (an array or a tensor) as a matrix: all leading dims folded into the rows."""
+    return t.reshape(math.prod(t.shape[:-1]), t.shape[-1])
+
+
+def _h(t):
+    """The conjugate transpose of the last two dims (just the transpose for real tensors)."""
+    return t.mT.conj() if t.is_complex() else t.mT
+
+
+# --- checks shared by the products and matmul -------------------------------------------------
+
+def _check_mm(a, b):
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
+                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{CTYPE[D.FROM_NUMPY[a.dtype]]} != {CTYPE[D.FROM_NUMPY[b.dtype]]}")
+    _no_bool(a, "addmm_impl_cpu_")
+
+
+def _check_mv(a, b):
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x"
+                           f"{a.shape[1]}), vec ({b.shape[0]})")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{_name(b)}, {_name(a)}, and {_name(b)}")
+    _no_bool(a, "addmv_impl_cpu")
+
+
+def _check_dot(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{_name(a)} and {_name(b)}")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src "
+                           f"[{b.shape[0]}] to have the same number of elements, but got "
+                           f"{a.shape[0]} and {b.shape[0]} elements respectively")
+    _no_bool(a, "dot")
+
+
+def _check_bmm(a, b, batch):
+    if b.shape[-2] != a.shape[-1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{batch}, {a.shape[-1]}] but got: [{batch}, {b.shape[-2]}].")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected scalar type {_name(a)} but found {_name(b)}")
+    _no_bool(a, "bmm")
+
+
+# --- the products ---------------------------------------------------------------------------
+
+@op("mm(input, mat2)", inputs=2, out=True)
+def mm(xp, a, b):
+    """The matrix product of two 2-D tensors."""
+    if a.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if b.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    _check_mm(a, b)
+    return _product(xp, a, b)
+
+
+@mm.derivative
+def _(grad, a, b):
+    return grad.mm(_h(b)), _h(a).mm(grad)
+
+
+@op("bmm(input, mat2)", inputs=2, out=True)
+def bmm(xp, a, b):
+    """Batched matrix products of two 3-D tensors with the same batch size."""
+    if a.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if b.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if b.shape[0] != a.shape[0]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, "
+                           f"{b.shape[1]}].")
+    _check_bmm(a, b, a.shape[0])
+    return _product(xp, a, b)
+
+
+@bmm.derivative
+def _(grad, a, b):
+    return grad.bmm(_h(b)), _h(a).bmm(grad)
+
+
+@op("mv(input, vec)", inputs=2, out=True)
+def mv(xp, a, b):
+    """The product of a matrix and a vector."""
+    if a.ndim != 2 or b.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}")
+    _check_mv(a, b)
+    return _product(xp, a, b)
+
+
+@mv.derivative
+def _(grad, a, b):
+    return grad.unsqueeze(1) * conj_grad(b), _h(a).mv(grad)
+
+
+@op("dot(input, tensor)", inputs=2, out=True)
+def dot(xp, a, b):
+    """The inner product of two 1-D tensors (no conjugation)."""
+    _check_dot(a, b)
+    return _product(xp, a, b)
+
+
+@dot.derivative
+def _(grad, a, b):
+    return grad * conj_grad(b), grad * conj_grad(a)
+
+
+def _outer(xp, a, b):
+    """The outer product of two 1-D tensors (``ger`` is the same op)."""
+    if a.ndim != 1:
+        raise RuntimeError(f"outer: Expected 1-D argument self, but got {a.ndim}-D")
+    if b.ndim != 1:
+        raise RuntimeError(f"outer: Expected 1-D argument vec2, but got {b.ndim}-D")
+    return xp.multiply(a[:, None], b[None, :])
+
+
+outer = op("outer(input, vec2)", inputs=2, promote=BINARY, scalars=False)(_outer)
+
+
+@outer.derivative
+def _(grad, a, b):
+    return (grad * conj_grad(b)).sum(1), (grad * conj_grad(a).unsqueeze(1)).sum(0)
+
+
+# --- matmul ---------------------------------------------------------------------------------------
+
+@op("matmul(input, other)", inputs=2, out=True)
+def matmul(xp, a, b):
+    """The matrix product with NumPy's rules: 1-D operands promoted, batch dims broadcast."""
+    da, db = a.ndim, b.ndim
+    if da == 0 or db == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{da}D and {db}D")
+    if db == 1 and da <= 2:
+        if da == 1:
+            _check_dot(a, b)
+        else:
+            _check_mv(a, b)
+        return _product(xp, a, b)
+    if da <= 2 and db == 2:
+        _check_mm(a[None] if da == 1 else a, b)
+        return _product(xp, a, b)
+    if db <= 2:                 # fold the batch dims of a into its rows: one GEMM
+        rows = _rows(a)
+        if db == 1:
+            _check_mv(rows, b)
+        else:
+            _check_mm(rows, b)
+        return _product(xp, rows, b).reshape(a.shape[:-1] + b.shape[1:])
+    a2 = a[None] if da == 1 else a
+    batch_a, batch_b = a2.shape[:-2], b.shape[:-2]
+    try:
+        batch = np.broadcast_shapes(batch_a, batch_b)
+    except ValueError:
+        raise RuntimeError(broadcast_message([batch_a, batch_b])) from None
+    _check_bmm(a2, b, math.prod(batch))
+    return _product(xp, a, b)
+
+
+@matmul.derivative
+def _(grad, a, b):
+    if a.ndim == 1 and b.ndim == 1:
+        return grad * conj_grad(b), grad * conj_grad(a)
+    if b.ndim == 1:
+        rows = _rows(a)
+        return grad.unsqueeze(-1) * conj_grad(b), _h(rows).mv(grad.reshape(-1))
+    if a.ndim == 1:
+        return (conj_grad(b) @ grad.unsqueeze(-1)).squeeze(-1), \
+            conj_grad(a).unsqueeze(-1) * grad.unsqueeze(-2)
+    grad_a = grad @ _h(b)
+    if b.ndim == 2 and a.ndim > 2:      # fold the batch into one GEMM instead of summing
+        return grad_a, _h(_rows(a)).mm(_rows(grad))
+    return grad_a, _h(a) @ grad
+
+
+ALIASES = {"ger": "outer"}

@@ -1,0 +1,222 @@
+"""``Tensor.__getitem__`` and ``Tensor.__setitem__``: PyTorch's subscript rules on the indexing ops.
+
+A subscript is read left to right. Ints, slices, None and Ellipsis form the basic key, applied
+first as one view; integer tensors, masks, lists and arrays become advanced indices on the
+dims of that view (NumPy's placement rules from there on). Unlike NumPy, an int next to an
+advanced index is a plain ``select``: ``x[0, :, [1, 2]]`` has shape ``(4, 2)`` for a
+``(3, 4, 5)`` tensor, as in PyTorch.
+"""
+
+import operator
+import warnings
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.backend import xp_of
+from ember.ops._inplace import call_inplace
+from ember.ops._registry import call
+from ember.ops.indexing import _index, basic_view, index_put, scalar_array
+
+_FULL = slice(None)
+_SEQUENCE_WARNING = (
+    "Using a non-tuple sequence for multidimensional indexing is deprecated and will be changed "
+    "in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be "
+    "interpreted as tensor index, x[torch.tensor(seq)], which will result either in an error "
+    "or a different result")
+_INT_INDEX = (np.dtype(np.int64), np.dtype(np.int32))
+
+
+def _invalid(k):
+    kind = type(k)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+    raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                     f"Variables are valid indices (got {name})")
+
+
+def _as_tuple(key):
+    """PyTorch's rule for which subscripts are several indices rather than one."""
+    if type(key) is tuple:
+        return key
+    if type(key) is list and len(key) < 32:
+        for k in key:
+            if k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, tuple)):
+                warnings.warn(_SEQUENCE_WARNING, UserWarning, stacklevel=4)
+                return tuple(key)
+    return (key,)
+
+
+def _classify(k):
+    """("int", i) | ("slice", s) | ("none",) | ("ellipsis",) | ("bool", b) | ("tensor", t)."""
+    t = type(k)
+    if t is int:
+        return "int", k
+    if t is slice:
+        return "slice", k
+    if k is None:
+        return "none", None
+    if k is Ellipsis:
+        return "ellipsis", None
+    if t is bool:
+        return "bool", k
+    if isinstance(k, Tensor):
+        return _classify_tensor(k)
+    if isinstance(k, np.integer):
+        return "int", int(k)
+    if isinstance(k, (list, np.ndarray)):
+        from ember._creation import tensor
+        arr = np.asarray(k)
+        if arr.dtype.kind not in "biu":
+            if arr.size or arr.dtype.kind != "f":
+                raise IndexError("tensors used as indices must be long, int, byte or bool "
+                                 "tensors")
+            arr = arr.astype(np.int64)          # [] indexes nothing
+        return _classify_tensor(tensor(arr))
+    _invalid(k)
+
+
+def _classify_tensor(k):
+    dtype = k._data.dtype
+    if dtype == np.bool_ or dtype == np.uint8:
+        if k.ndim == 0:
+            return "bool", bool(k._data)
+        return "tensor", k
+    if k.ndim == 0 and dtype in _INT_INDEX:
+        return "int", int(k._data)
+    return "tensor", k            # other dtypes are rejected with the advanced indices
+
+
+def _slice(s):
+    start, stop, step = s.start, s.stop, s.step
+    if step is not None:
+        step = operator.index(step)
+        if step == 0:
+            raise ValueError("slice step cannot be zero")
+        if step < 0:
+            raise ValueError("step must be greater than zero")
+        if step == 1:
+            step = None
+    if start is not None:
+        start = operator.index(start)
+    if stop is not None:
+        stop = operator.index(stop)
+    return slice(start, stop, step)
+
+
+def parse(t, key):
+    """Split a subscript into (basic key, advanced indices or None) for tensor ``t``.
+
+    The basic key is a tuple of ints, slices and None covering ``t``'s dims in order; the
+    advanced indices are one entry per leading dim of ``t[basic key]`` (None: not indexed).
+    """
+    items = [_classify(k) for k in _as_tuple(key)]
+    ndim = t.ndim
+    consumed = 0
+    for kind, v in items:
+        if kind in ("int", "slice"):
+            consumed += 1
+        elif kind == "tensor":
+            consumed += v.ndim if v._data.dtype.kind in "bu" else 1
+    if consumed > ndim:
+        if ndim == 0 and items[0][0] == "int":
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python "
+                             "or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a "
+                             "number")
+        if ndim == 0 and items[0][0] == "slice":
+            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    basic = []
+    indices = []            # one entry per dim of t[basic]; a k-dim mask covers k dims
+    advanced = False
+    dim = 0                 # the next dim of t
+    spare = ndim - consumed
+    shape = t.shape
+    for kind, v in items:
+        if kind == "int":
+            size = shape[dim]
+            if not -size <= v < size:
+                raise IndexError(f"index {v} is out of bounds for dimension {dim} with size "
+                                 f"{size}")
+            basic.append(v)
+            dim += 1
+        elif kind == "slice":
+            basic.append(_slice(v))
+            indices.append(None)
+            dim += 1
+        elif kind == "none":
+            basic.append(None)
+            indices.append(None)
+        elif kind == "ellipsis":
+            basic.extend([_FULL] * spare)
+            indices.extend([None] * spare)
+            dim += spare
+            spare = 0
+        elif kind == "bool":
+            basic.append(None)
+            indices.append(np.zeros(1 if v else 0, dtype=np.int64))
+            advanced = True
+        else:
+            n = v.ndim if v._data.dtype.kind in "bu" else 1
+            basic.extend([_FULL] * n)
+            indices.append(v)
+            advanced = True
+            dim += n
+    if not advanced:
+        return tuple(basic), None
+    while indices[-1] is None:
+        indices.pop()
+    return tuple(basic), tuple(indices)
+
+
+def _is_trivial(basic):
+    for k in basic:
+        if k is None or type(k) is int or k != _FULL:
+            return False
+    return True
+
+
+def getitem(self, key):
+    """``self[key]``: a view for ints, slices, None and Ellipsis; a copy for advanced keys."""
+    if type(key) is int and self._data.ndim:
+        size = self._data.shape[0]
+        if not -size <= key < size:
+            raise IndexError(f"index {key} is out of bounds for dimension 0 with size {size}")
+        return basic_view(self, (key,))
+    basic, indices = parse(self, key)
+    if indices is None:
+        return basic_view(self, basic)
+    view = self if _is_trivial(basic) else basic_view(self, basic)
+    return call(_index, (view,), (indices,))
+
+
+def setitem(self, key, value):
+    """``self[key] = value``, in place; ``value`` (a number or tensor) broadcasts to the region."""
+    basic, indices = parse(self, key)
+    target = self if _is_trivial(basic) else basic_view(self, basic)
+    value = _value_for(target, value, indices is not None)
+    call_inplace(index_put, (target, value), (indices or (), False))
+
+
+def _value_for(target, value, advanced):
+    if isinstance(value, Tensor):
+        if value.dtype is not target.dtype:
+            if advanced:
+                raise RuntimeError(f"Index put requires the source and destination dtypes "
+                                   f"match, got {target.dtype._torch_name} for the destination "
+                                   f"and {value.dtype._torch_name} for the source.")
+            value = value.to(target.dtype)
+        if value.ndim == 0 and value.device != target.device:
+            value = value.to(target.device)
+        lead = 0
+        while lead < value.ndim and value.shape[lead] == 1:
+            lead += 1
+        return value.reshape(value.shape[lead:]) if lead else value
+    if isinstance(value, (int, float, bool, complex, np.number, np.bool_)):
+        return _make(scalar_array(xp_of(target._data), value, target.dtype))
+    kind = type(value)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+    raise TypeError(f"can't assign a {name} to a torch.{target.dtype._legacy}")
+
+
+Tensor.__getitem__ = getitem
+Tensor.__setitem__ = setitem

@@ -1,0 +1,211 @@
+"""OpInfo entries for ember/ops/indexing.py (subscript behaviour: tests/ops/test_indexing.py)."""
+
+import numpy as np
+
+import ember
+from tests.ops.opdb.core import ALL, ErrorInput, OpInfo, SampleInput, make
+
+_ = slice(None)
+
+# (input shape, key, noncontiguous) per view op; each op's name is its key's last real step
+_BASIC_KEYS = {
+    "select": [((3, 4), (1,), False), ((2, 3, 4), (_, -1), False), ((3,), (0,), False),
+               ((3, 4), (slice(1, 3), 2), True), ((0, 3), (_, 1), False),
+               ((2, 3), (None, 1), False)],
+    "slice": [((5,), (slice(1, 4),), False), ((4, 6), (slice(None, None, 2), slice(1, None, 3)),
+                                                True),
+              ((3, 4), (1, slice(0, 2)), False), ((0, 3), (slice(1, 2),), False),
+              ((2, 3), (None, slice(3, 1)), False), ((3,), (slice(-10, 10),), False)],
+    "unsqueeze": [((3,), (None,), False), ((), (None, None), False), ((2, 3), (0, None), True),
+                  ((0,), (_, None), False)],
+    "alias": [((3, 4), (_,), False), ((), (), False), ((0,), (_,), False),
+              ((3, 4), (_, _), True)],
+}
+
+
+def _explicit(key):
+    return key if any(k is Ellipsis for k in key) else key + (Ellipsis,)
+
+
+def _basic_samples(kind):
+    def samples(dtype, requires_grad):
+        for shape, key, nc in _BASIC_KEYS[kind]:
+            yield SampleInput(make(shape, dtype, requires_grad, noncontiguous=nc), (key,),
+                              name=f"{list(shape)}[{key}]")
+    return samples
+
+
+def _slice_backward_samples(dtype, requires_grad):
+    for shape, key, nc in (((3, 4), (1,), False), ((4, 6), (slice(None, None, 2), 1), False),
+                           ((2, 3), (None, slice(1, 3)), True), ((), (None,), False),
+                           ((0, 3), (_, 2), False)):
+        region = np.zeros(shape)[_explicit(key)].shape
+        yield SampleInput(make(region, dtype, requires_grad, noncontiguous=nc and region != ()),
+                          (shape, key), name=f"{list(shape)}[{key}]")
+
+
+def _slice_backward_ref(grad, shape, key):
+    out = np.zeros(shape, dtype=np.asarray(grad).dtype)
+    out[_explicit(key)] = grad
+    return out
+
+
+# --- advanced indexing ---------------------------------------------------------------------------
+
+def _long(values):
+    return ember.tensor(values, dtype=ember.int64)
+
+
+def _index_cases():
+    """(input shape, indices, noncontiguous): ints, int32, masks, None, broadcasting."""
+    mask = ember.tensor([[True, False, True, False], [False, False, True, True],
+                         [True, True, False, False]])
+    return [
+        ((5,), (_long([0, 4, -2, 2]),), False),
+        ((3, 4), (_long([2, 0, 2]),), True),                  # duplicates
+        ((3, 4), (None, ember.tensor([3, 1], dtype=ember.int32)), False),
+        ((3, 4, 2), (_long([[0], [2]]), _long([1, 3, 0])), False),     # broadcast indices
+        ((3, 4, 2), (_long([0, 2]), None, _long([1, 0])), False),       # not adjacent: first
+        ((3, 4), (mask,), True),
+        ((3, 4, 2), (mask,), False),
+        ((3, 4), (ember.tensor([True, False, True]),), False),
+        ((3, 4), (None, _long([])), False),
+        ((0, 3), (None, _long([2, 0])), False),
+    ]
+
+
+def _index_samples(dtype, requires_grad):
+    for shape, indices, nc in _index_cases():
+        yield SampleInput(make(shape, dtype, requires_grad, noncontiguous=nc), (indices,),
+                          name=f"{list(shape)}")
+
+
+def _numpy_key(indices):
+    return tuple(_ if i is None else np.asarray(i) for i in indices)
+
+
+def _index_ref(x, indices):
+    return np.asarray(x)[_numpy_key(indices)]
+
+
+def _index_errors():
+    x = ember.zeros(3, 4)
+    yield ErrorInput(SampleInput(x, ((ember.tensor([0.0]),),)), IndexError,
+                     "tensors used as indices must be long, int, byte or bool tensors")
+    yield ErrorInput(SampleInput(x, ((ember.tensor([0], dtype=ember.int16),),)), IndexError,
+                     "tensors used as indices must be long, int, byte or bool tensors")
+    yield ErrorInput(SampleInput(x, ((_long([1, 3]),),)), IndexError,
+                     r"index 3 is out of bounds for dimension 0 with size 3")
+    yield ErrorInput(SampleInput(x, ((_long([0]), _long([-5])),)), IndexError,
+                     r"index -5 is out of bounds for dimension 1 with size 4")
+    yield ErrorInput(SampleInput(x, ((None, ember.tensor([True, False, True])),)), IndexError,
+                     r"The shape of the mask \[3\] at index 0 does not match the shape of the "
+                     r"indexed tensor \[3, 4\] at index 1")
+    yield ErrorInput(SampleInput(x, ((_long([0]), _long([0]), _long([0])),)), IndexError,
+                     r"too many indices for tensor of dimension 2 \(got 3\)")
+
+
+# --- index_put -----------------------------------------------------------------------------------
+
+def _index_put_samples(dtype, requires_grad):
+    for i, (shape, indices, nc) in enumerate(_index_cases()):
+        region = np.zeros(shape)[_numpy_key(indices)].shape
+        duplicates = i == 1
+        if i % 2 and region:        # values broadcast along the leading dim
+            region = (1,) + region[1:]
+        for accumulate in ((True,) if duplicates else (False, True)):
+            yield SampleInput(make(shape, dtype, requires_grad, noncontiguous=nc),
+                              (indices, make(region, dtype, requires_grad), accumulate),
+                              name=f"{list(shape)}-acc{accumulate}")
+    yield SampleInput(make((3, 4), dtype, requires_grad), ((_long([1, 2]),),
+                                                          make((), dtype, requires_grad)),
+                      name="0-dim values")
+
+
+def _index_put_ref(x, indices, values, accumulate=False):
+    out = np.array(x, copy=True)
+    key = _numpy_key(indices)
+    if accumulate:
+        np.add.at(out, key, values)
+    else:
+        out[key] = values
+    return out
+
+
+def _index_put_errors():
+    x = ember.zeros(3, 4)
+    yield ErrorInput(SampleInput(x, ((_long([0]),), ember.ones(4, dtype=ember.float64))),
+                     RuntimeError, "Index put requires the source and destination dtypes "
+                     "match, got Float for the destination and Double for the source.")
+    yield ErrorInput(SampleInput(x, ((_long([0, 1]),), ember.ones(3))), RuntimeError,
+                     r"shape mismatch: value tensor of shape \[3\] cannot be broadcast to "
+                     r"indexing result of shape \[2, 4\]")
+    yield ErrorInput(SampleInput(x, ((_long([0]),), ember.ones(1, 1, 4))), RuntimeError,
+                     r"value tensor of shape \[1, 1, 4\] cannot be broadcast")
+    yield ErrorInput(SampleInput(x, ((_long([5]),), ember.ones(())), {"accumulate": True}),
+                     IndexError, "index 5 is out of bounds for dimension 0 with size 3")
+    yield ErrorInput(SampleInput(x, ((_long([0]),), 1.0)), TypeError,
+                     "argument 'values' .* must be Tensor, not float")
+
+
+# --- masked_fill ---------------------------------------------------------------------------------
+
+def _fill_value(dtype):
+    if dtype is ember.bool:
+        return True
+    return 2.5 if dtype.is_floating_point or dtype.is_complex else 7
+
+
+def _masked_fill_samples(dtype, requires_grad):
+    mask = ember.tensor([[True, False, True], [False, False, True]])
+    value = _fill_value(dtype)
+    yield SampleInput(make((2, 3), dtype, requires_grad), (mask, value), name="number")
+    yield SampleInput(make((2, 3), dtype, requires_grad, noncontiguous=True),
+                      (mask, make((), dtype, requires_grad)), name="0-dim tensor value")
+    yield SampleInput(make((4, 2, 3), dtype, requires_grad), (mask, value),
+                      name="mask broadcasts")
+    yield SampleInput(make((3,), dtype, requires_grad), (mask, make((), dtype, requires_grad)),
+                      name="input broadcasts")
+    yield SampleInput(make((), dtype, requires_grad), (ember.tensor(True), value), name="0-dim")
+    yield SampleInput(make((0, 3), dtype, requires_grad), (mask[0], value), name="empty")
+
+
+def _masked_fill_ref(x, mask, value):
+    x = np.asarray(x)
+    return np.where(mask, np.asarray(value).astype(x.dtype), x)
+
+
+def _masked_fill_errors():
+    x = ember.zeros(2, 3)
+    mask = ember.tensor([True, False, True])
+    yield ErrorInput(SampleInput(x, (mask.float(), 1.0)), RuntimeError,
+                     "masked_fill_ only supports boolean masks, but got mask with dtype float")
+    yield ErrorInput(SampleInput(x, (mask.to(ember.uint8), 1.0)), RuntimeError,
+                     "but got mask with dtype unsigned char")
+    yield ErrorInput(SampleInput(x, (mask, ember.ones(1))), RuntimeError,
+                     r"masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                     r"with 1 dimension\(s\).")
+    yield ErrorInput(SampleInput(x, (ember.ones(4, dtype=ember.bool), 1.0)), RuntimeError,
+                     r"The size of tensor a \(4\) must match the size of tensor b \(3\) at "
+                     r"non-singleton dimension 1")
+    yield ErrorInput(SampleInput(x, (mask, 1e300)), RuntimeError,
+                     "value cannot be converted to type float without overflow")
+    yield ErrorInput(SampleInput(x, (mask, 1 + 2j)), RuntimeError,
+                     "value cannot be converted to type float without overflow")
+    yield ErrorInput(SampleInput(x.to(ember.uint8), (mask, 300)), RuntimeError,
+                     "value cannot be converted to type uint8_t without overflow")
+
+
+OPS = [
+    *(OpInfo(f"_getitem_{kind}", lambda x, key: np.asarray(x)[_explicit(key)],
+             _basic_samples(kind), dtypes=ALL, gradgrad=True, torch_name="__getitem__")
+      for kind in _BASIC_KEYS),
+    OpInfo("_slice_backward", _slice_backward_ref, _slice_backward_samples, dtypes=ALL,
+           gradgrad=True),
+    OpInfo("_index", _index_ref, _index_samples, dtypes=ALL, gradgrad=True,
+           error_inputs=_index_errors, torch_name="__getitem__"),
+    OpInfo("index_put", _index_put_ref, _index_put_samples, dtypes=ALL, gradgrad=True,
+           error_inputs=_index_put_errors),
+    OpInfo("masked_fill", _masked_fill_ref, _masked_fill_samples, dtypes=ALL, gradgrad=True,
+           error_inputs=_masked_fill_errors),
+]

@@ -1,0 +1,187 @@
+"""OpInfo entries for ember/ops/linalg.py."""
+
+import numpy as np
+
+import ember
+from tests.ops.opdb.core import (ALL, COMPLEX, FLOATS, INTS, LOW, ErrorInput, OpInfo,
+                                 SampleInput, make)
+
+PRODUCT_DTYPES = FLOATS + LOW + INTS + COMPLEX        # no bool: PyTorch has no bool GEMM
+
+
+def _pair_samples(shapes, noncontiguous=()):
+    """Samples for a product of two tensors: (shape a, shape b) pairs, plus transposed and
+    noncontiguous operands for the pairs listed in ``noncontiguous``."""
+    def samples(dtype, requires_grad):
+        for sa, sb in shapes:
+            yield SampleInput(make(sa, dtype, requires_grad, low=-3, high=3),
+                              (make(sb, dtype, requires_grad, low=-3, high=3),),
+                              name=f"{list(sa)}x{list(sb)}")
+        for sa, sb in noncontiguous:
+            yield SampleInput(make(sa, dtype, requires_grad, low=-3, high=3, noncontiguous=True),
+                              (_transposed(sb, dtype, requires_grad),),
+                              name=f"noncontiguous {list(sa)}x{list(sb)}")
+    return samples
+
+
+def _transposed(shape, dtype, requires_grad):
+    """A noncontiguous operand: a transposed view for matrices, a strided one for vectors."""
+    if len(shape) < 2:
+        return make(shape, dtype, requires_grad, low=-3, high=3, noncontiguous=True)
+    t = make(shape[:-2] + shape[:-3:-1], dtype, low=-3, high=3).mT.detach()
+    return t.requires_grad_(requires_grad and (dtype.is_floating_point or dtype.is_complex))
+
+
+def _numpy_product(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return np.matmul(a, b)
+
+
+def _no_bool(fn, kernel):
+    def errors():
+        yield from fn()
+        t = ember.ones(2, 2, dtype=ember.bool)
+        v = ember.ones(2, dtype=ember.bool)
+        args = {"mm": (t, t), "mv": (t, v), "dot": (v, v), "bmm": (t[None], t[None]),
+                "matmul": (t, t)}[kernel[0]]
+        yield ErrorInput(SampleInput(args[0], (args[1],)), NotImplementedError,
+                         f"\"{kernel[1]}\" not implemented for 'Bool'")
+    return errors
+
+
+def _mm_errors():
+    f, d = ember.float32, ember.float64
+    yield ErrorInput(SampleInput(ember.ones(4, 3), (ember.ones(5, 2),)), RuntimeError,
+                     r"mat1 and mat2 shapes cannot be multiplied \(4x3 and 5x2\)")
+    yield ErrorInput(SampleInput(ember.ones(2, 3, dtype=f), (ember.ones(3, 2, dtype=d),)),
+                     RuntimeError, "expected m1 and m2 to have the same dtype, but got: "
+                     "float != double")
+    yield ErrorInput(SampleInput(ember.ones(2, 3, dtype=ember.int64), (ember.ones(3, 2),)),
+                     RuntimeError, "but got: long int != float")
+    yield ErrorInput(SampleInput(ember.ones(3), (ember.ones(3, 2),)), RuntimeError,
+                     "self must be a matrix")
+    yield ErrorInput(SampleInput(ember.ones(2, 3), (ember.ones(3),)), RuntimeError,
+                     "mat2 must be a matrix")
+
+
+def _bmm_errors():
+    yield ErrorInput(SampleInput(ember.ones(2, 3, 4), (ember.ones(3, 4, 5),)), RuntimeError,
+                     r"Expected size for first two dimensions of batch2 tensor to be: "
+                     r"\[2, 4\] but got: \[3, 4\].")
+    yield ErrorInput(SampleInput(ember.ones(2, 3, 4), (ember.ones(2, 5, 5),)), RuntimeError,
+                     r"to be: \[2, 4\] but got: \[2, 5\].")
+    yield ErrorInput(SampleInput(ember.ones(2, 3, 4), (ember.ones(4, 5),)), RuntimeError,
+                     "batch2 must be a 3D tensor")
+    yield ErrorInput(SampleInput(ember.ones(3, 4), (ember.ones(2, 4, 5),)), RuntimeError,
+                     "batch1 must be a 3D tensor")
+    yield ErrorInput(SampleInput(ember.ones(2, 3, 4), (ember.ones(2, 4, 5, dtype=ember.float64),)),
+                     RuntimeError, "expected scalar type Float but found Double")
+
+
+def _mv_errors():
+    yield ErrorInput(SampleInput(ember.ones(3, 4), (ember.ones(5),)), RuntimeError,
+                     r"size mismatch, got input \(3\), mat \(3x4\), vec \(5\)")
+    yield ErrorInput(SampleInput(ember.ones(3), (ember.ones(5),)), RuntimeError,
+                     "vector \\+ matrix @ vector expected, got 1, 1, 1")
+    yield ErrorInput(SampleInput(ember.ones(3, 4), (ember.ones(4, 1),)), RuntimeError,
+                     "vector \\+ matrix @ vector expected, got 1, 2, 2")
+    yield ErrorInput(SampleInput(ember.ones(3, 4), (ember.ones(4, dtype=ember.float64),)),
+                     RuntimeError, "addmv input tensors must have the same dtype, but got "
+                     "Double, Float, and Double")
+
+
+def _dot_errors():
+    yield ErrorInput(SampleInput(ember.ones(3, 3), (ember.ones(3),)), RuntimeError,
+                     "1D tensors expected, but got 2D and 1D tensors")
+    yield ErrorInput(SampleInput(ember.ones(3), (ember.ones(4),)), RuntimeError,
+                     r"inconsistent tensor size, expected tensor \[3\] and src \[4\] to have the "
+                     r"same number of elements, but got 3 and 4 elements respectively")
+    yield ErrorInput(SampleInput(ember.ones(3), (ember.ones(4, dtype=ember.float64),)),
+                     RuntimeError, "dot : expected both vectors to have same dtype, but found "
+                     "Float and Double")
+
+
+def _outer_errors():
+    yield ErrorInput(SampleInput(ember.ones(2, 2), (ember.ones(3),)), RuntimeError,
+                     "outer: Expected 1-D argument self, but got 2-D")
+    yield ErrorInput(SampleInput(ember.ones(3), (ember.ones(()),)), RuntimeError,
+                     "outer: Expected 1-D argument vec2, but got 0-D")
+    yield ErrorInput(SampleInput(ember.ones(3), (2,)), TypeError,
+                     r"argument 'vec2' \(position 2\) must be Tensor, not int")
+
+
+def _matmul_errors():
+    one = ember.ones
+    yield ErrorInput(SampleInput(ember.tensor(1.0), (one(3),)), RuntimeError,
+                     "both arguments to matmul need to be at least 1D, but they are 0D and 1D")
+    yield ErrorInput(SampleInput(one(3), (one(4),)), RuntimeError,
+                     r"inconsistent tensor size, expected tensor \[3\] and src \[4\]")
+    yield ErrorInput(SampleInput(one(2, 3), (one(4),)), RuntimeError,
+                     r"size mismatch, got input \(2\), mat \(2x3\), vec \(4\)")
+    yield ErrorInput(SampleInput(one(4), (one(3, 5),)), RuntimeError,
+                     r"mat1 and mat2 shapes cannot be multiplied \(1x4 and 3x5\)")
+    yield ErrorInput(SampleInput(one(5, 2, 3), (one(4),)), RuntimeError,
+                     r"size mismatch, got input \(10\), mat \(10x3\), vec \(4\)")
+    yield ErrorInput(SampleInput(one(6, 5, 2, 3), (one(4, 5),)), RuntimeError,
+                     r"mat1 and mat2 shapes cannot be multiplied \(60x3 and 4x5\)")
+    yield ErrorInput(SampleInput(one(5, 2, 3), (one(4, 3, 4),)), RuntimeError,
+                     r"The size of tensor a \(5\) must match the size of tensor b \(4\) at "
+                     r"non-singleton dimension 0")
+    yield ErrorInput(SampleInput(one(2, 5, 2, 3), (one(3, 2, 3, 4),)), RuntimeError,
+                     r"The size of tensor a \(5\) must match the size of tensor b \(2\) at "
+                     r"non-singleton dimension 1")
+    yield ErrorInput(SampleInput(one(2, 5, 2, 3), (one(5, 4, 2),)), RuntimeError,
+                     r"Expected size for first two dimensions of batch2 tensor to be: "
+                     r"\[10, 3\] but got: \[10, 4\].")
+    yield ErrorInput(SampleInput(one(4), (one(5, 3, 2),)), RuntimeError,
+                     r"to be: \[5, 4\] but got: \[5, 3\].")
+    yield ErrorInput(SampleInput(one(2, 3, dtype=ember.float64), (one(3, 4),)), RuntimeError,
+                     "expected m1 and m2 to have the same dtype, but got: double != float")
+    yield ErrorInput(SampleInput(one(5, 2, 3), (one(5, 3, 4, dtype=ember.float64),)),
+                     RuntimeError, "expected scalar type Float but found Double")
+    yield ErrorInput(SampleInput(one(5, 2, 3), (one(3, dtype=ember.float64),)), RuntimeError,
+                     "addmv input tensors must have the same dtype, but got Double, Float, and "
+                     "Double")
+    yield ErrorInput(SampleInput(one(3), (one(3, dtype=ember.float64),)), RuntimeError,
+                     "dot : expected both vectors to have same dtype")
+    yield ErrorInput(SampleInput(one(2, 3), (2,)), TypeError,
+                     r"argument 'other' \(position 2\) must be Tensor, not int")
+    b = one(2, 2, 3, dtype=ember.bool)
+    yield ErrorInput(SampleInput(b, (b.mT,)), NotImplementedError,
+                     "\"bmm\" not implemented for 'Bool'")
+    yield ErrorInput(SampleInput(b, (one(3, dtype=ember.bool),)), NotImplementedError,
+                     "\"addmv_impl_cpu\" not implemented for 'Bool'")
+
+
+MATMUL_SHAPES = (((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)),
+                 ((2, 2, 3), (3,)), ((3,), (2, 3, 4)), ((2, 2, 3), (3, 4)), ((2, 3), (2, 3, 2)),
+                 ((2, 1, 2, 3), (3, 3, 2)), ((2, 2, 3), (2, 3, 2)), ((0, 3), (3, 2)),
+                 ((2, 0), (0, 2)), ((0,), (0,)), ((2, 0, 2, 3), (3,)), ((1, 3), (2, 0, 3, 2)))
+
+OPS = [
+    OpInfo("mm", _numpy_product,
+           _pair_samples((((2, 3), (3, 4)), ((0, 3), (3, 2)), ((2, 0), (0, 3)), ((1, 1), (1, 1))),
+                         noncontiguous=(((3, 2), (2, 4)),)),
+           dtypes=PRODUCT_DTYPES, gradgrad=True, error_inputs=_no_bool(_mm_errors,
+                                                                      ("mm", "addmm_impl_cpu_"))),
+    OpInfo("bmm", _numpy_product,
+           _pair_samples((((2, 2, 3), (2, 3, 2)), ((0, 2, 3), (0, 3, 4)), ((2, 1, 0), (2, 0, 3))),
+                         noncontiguous=(((2, 3, 2), (2, 2, 2)),)),
+           dtypes=PRODUCT_DTYPES, gradgrad=True,
+           error_inputs=_no_bool(_bmm_errors, ("bmm", "bmm"))),
+    OpInfo("mv", _numpy_product,
+           _pair_samples((((2, 3), (3,)), ((0, 3), (3,)), ((2, 0), (0,))),
+                         noncontiguous=(((3, 2), (2,)),)),
+           dtypes=PRODUCT_DTYPES, gradgrad=True,
+           error_inputs=_no_bool(_mv_errors, ("mv", "addmv_impl_cpu"))),
+    OpInfo("dot", _numpy_product, _pair_samples((((4,), (4,)), ((0,), (0,)), ((1,), (1,)))),
+           dtypes=PRODUCT_DTYPES, gradgrad=True,
+           error_inputs=_no_bool(_dot_errors, ("dot", "dot"))),
+    OpInfo("outer", np.outer, _pair_samples((((2,), (3,)), ((0,), (3,)), ((1,), (1,))),
+                                            noncontiguous=(((3,), (2,)),)),
+           dtypes=ALL, gradgrad=True, error_inputs=_outer_errors),
+    OpInfo("matmul", _numpy_product,
+           _pair_samples(MATMUL_SHAPES, noncontiguous=(((2, 3), (3, 2)), ((2, 2, 3), (2, 3, 2)),
+                                                       ((2, 3, 2), (2,)))),
+           dtypes=PRODUCT_DTYPES, gradgrad=True, error_inputs=_matmul_errors),
+]
