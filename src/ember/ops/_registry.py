@@ -221,12 +221,12 @@ def call(op, inputs, params, out=None):
 
 def translate_error(op, error, arrays):
     """PyTorch's exception for a backend error raised inside a forward."""
+    if isinstance(error, (IndexError, TypeError)):
+        return error
     text = str(error)
     if "broadcast" in text:
         shapes = [a.shape for a in arrays if hasattr(a, "shape")]
         return RuntimeError(broadcast_message(shapes))
-    if isinstance(error, (IndexError, TypeError)):
-        return error
     return RuntimeError(f"{op.name}(): {text}")
 
 

@@ -88,7 +88,8 @@ def install():
             continue
         setattr(Tensor, f"__{name}__", _operator(op, False))
         setattr(Tensor, f"__r{name}__", _operator(op, True))
-        setattr(Tensor, f"__i{name}__", _inplace_operator(op))
+        if name != "matmul":            # PyTorch has no in-place @=: it rebinds the name
+            setattr(Tensor, f"__i{name}__", _inplace_operator(op))
     for name, op_name in _COMPARISONS.items():
         if op_name in REGISTRY:
             setattr(Tensor, f"__{name}__", _operator(REGISTRY[op_name], False))
