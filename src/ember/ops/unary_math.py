@@ -1,3 +1,330 @@
-"""(being written)"""
+"""One-input elementwise math: exponentials and logarithms, trigonometric and hyperbolic
+functions, sigmoid and logit, special functions, rounding, and float classification."""
 
-ALIASES = {}
+import math
+
+from ember import _dtype as D
+from ember._tensor import Tensor, _make
+from ember.backend import special_of, xp_of
+from ember.ops._elementwise import conj_grad, unary
+from ember.ops._inplace import call_inplace
+from ember.ops._promotion import REAL_FLOAT, SAME, Policy
+from ember.ops._registry import op
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_SQRT_PI_OVER_TWO = math.sqrt(math.pi) / 2.0
+
+
+# --- dtype policies ------------------------------------------------------------------------------
+
+def _real_float(kernel):
+    """REAL_FLOAT, naming the kernel in the complex error as PyTorch does (``kernel`` formats
+    the op name)."""
+    def rule(d, name, operands):
+        if d.category == D.COMPLEX:
+            raise NotImplementedError(f"\"{kernel.format(name)}\" not implemented for "
+                                      f"'{d._torch_name}'")
+        return D.get_default_dtype() if d.category < D.FLOATING else d
+    return Policy(f"real_float[{kernel}]", rule)
+
+
+def _rounding_rule(d, name, operands):
+    if d is D.bool_:
+        raise NotImplementedError(f"\"{name}_vml_cpu\" not implemented for 'Bool'")
+    if d.category == D.COMPLEX:
+        if name == "round":
+            raise NotImplementedError(f"\"round_vml_cpu\" not implemented for '{d._torch_name}'")
+        raise NotImplementedError(f"{name} is not supported for complex inputs")
+    return d
+
+
+REAL_VML = _real_float("{}_vml_cpu")    # erf, erfc, erfinv, lgamma
+REAL_NAMED = _real_float("{}")          # digamma, polygamma
+ROUNDING = Policy("rounding", _rounding_rule)   # integers pass through; no bool, no complex
+
+
+def _math(signature, ufunc, derivative, doc, **options):
+    """A FLOAT op computed by the backend ufunc ``ufunc``, in place without a copy."""
+    return unary(signature, lambda xp, x: getattr(xp, ufunc)(x), derivative, doc=doc,
+                 ufunc=ufunc, scalars=False, **options)
+
+
+# --- exponentials and logarithms ---------------------------------------------------------------
+
+def _log1p(xp, x):
+    if x.dtype.kind != "c":
+        return xp.log1p(x)
+    # NumPy's complex log1p loses the real part for small |z|; log|1 + z| is computed as
+    # log1p(2 re + re^2 + im^2) / 2 there.
+    re, im = x.real, x.imag
+    r = re * (re + 2) + im * im
+    small = xp.where(r == 0, re, 0.5 * xp.log1p(r))          # r == 0: re is -0.0 or tiny
+    mag = xp.where(xp.abs(x) < 0.5, small, xp.log(xp.hypot(re + 1, im)))
+    out = xp.empty_like(x)
+    out.real = mag                  # not mag + 1j * arg: that turns a -0.0 real part to +0.0
+    out.imag = xp.arctan2(im, re + 1)
+    return out
+
+
+exp = _math("exp(input)", "exp", lambda grad, x, *, out: grad * conj_grad(out),
+            "The exponential of each element.", saves_inputs=False)
+exp2 = _math("exp2(input)", "exp2", lambda grad, x, *, out: grad * conj_grad(out * _LN2),
+             "2 raised to the power of each element.", saves_inputs=False)
+expm1 = _math("expm1(input)", "expm1", lambda grad, x, *, out: grad * conj_grad(out + 1),
+              "``exp(input) - 1``, accurate near zero.", saves_inputs=False)
+log = _math("log(input)", "log", lambda grad, x: grad / conj_grad(x),
+            "The natural logarithm of each element.")
+log2 = _math("log2(input)", "log2", lambda grad, x: grad / conj_grad(x * _LN2),
+             "The base-2 logarithm of each element.")
+log10 = _math("log10(input)", "log10", lambda grad, x: grad / conj_grad(x * _LN10),
+              "The base-10 logarithm of each element.")
+log1p = unary("log1p(input)", _log1p, lambda grad, x: grad / conj_grad(x + 1),
+              doc="``log(1 + input)``, accurate near zero.", scalars=False)
+sqrt = _math("sqrt(input)", "sqrt", lambda grad, x, *, out: grad / conj_grad(2 * out),
+             "The square root of each element.", saves_inputs=False)
+rsqrt = unary("rsqrt(input)", lambda xp, x: xp.reciprocal(xp.sqrt(x)),
+              lambda grad, x, *, out: grad * conj_grad(-0.5 * out * out * out),
+              doc="The reciprocal of the square root of each element.", saves_inputs=False,
+              scalars=False)
+
+
+# --- trigonometric and hyperbolic functions ------------------------------------------------------
+
+sin = _math("sin(input)", "sin", lambda grad, x: grad * conj_grad(x.cos()),
+            "The sine of each element.")
+cos = _math("cos(input)", "cos", lambda grad, x: -grad * conj_grad(x.sin()),
+            "The cosine of each element.")
+tan = _math("tan(input)", "tan", lambda grad, x, *, out: grad * conj_grad(1 + out * out),
+            "The tangent of each element.", saves_inputs=False)
+asin = _math("asin(input)", "arcsin", lambda grad, x: grad / conj_grad((1 - x * x).sqrt()),
+             "The arcsine of each element.")
+acos = _math("acos(input)", "arccos", lambda grad, x: -grad / conj_grad((1 - x * x).sqrt()),
+             "The arccosine of each element.")
+atan = _math("atan(input)", "arctan", lambda grad, x: grad / conj_grad(1 + x * x),
+             "The arctangent of each element.")
+sinh = _math("sinh(input)", "sinh", lambda grad, x: grad * conj_grad(x.cosh()),
+             "The hyperbolic sine of each element.")
+cosh = _math("cosh(input)", "cosh", lambda grad, x: grad * conj_grad(x.sinh()),
+             "The hyperbolic cosine of each element.")
+tanh = _math("tanh(input)", "tanh", lambda grad, x, *, out: grad * conj_grad(1 - out * out),
+             "The hyperbolic tangent of each element.", saves_inputs=False)
+asinh = _math("asinh(input)", "arcsinh", lambda grad, x: grad / conj_grad((x * x + 1).sqrt()),
+              "The inverse hyperbolic sine of each element.")
+# sqrt(z - 1) sqrt(z + 1), not sqrt(z^2 - 1): the two differ in sign for complex Re z < 0
+acosh = _math("acosh(input)", "arccosh",
+              lambda grad, x: grad / conj_grad((x - 1).sqrt() * (x + 1).sqrt()),
+              "The inverse hyperbolic cosine of each element.")
+atanh = _math("atanh(input)", "arctanh", lambda grad, x: grad / conj_grad(1 - x * x),
+              "The inverse hyperbolic tangent of each element.")
+
+
+# --- sigmoid and logit ---------------------------------------------------------------------------
+
+def _sigmoid(xp, x):
+    if x.dtype.kind == "c":
+        return 1 / (1 + xp.exp(-x))
+    return special_of(xp).expit(x)          # stable: never evaluates exp of a large number
+
+
+sigmoid = unary("sigmoid(input)", _sigmoid,
+                lambda grad, x, *, out: grad * conj_grad(out * (1 - out)),
+                doc="The logistic sigmoid ``1 / (1 + exp(-input))`` of each element.",
+                saves_inputs=False, scalars=False)
+
+
+def _logit(xp, x, eps):
+    if eps is not None and eps >= 0:
+        x = xp.clip(x, eps, 1 - eps)
+    return xp.log(x / (1 - x))
+
+
+def _logit_grad(grad, x, eps):
+    clamped = eps is not None and eps >= 0
+    lo, hi = (eps, 1 - eps) if clamped else (0.0, 1.0)
+    data = x._data
+    xp = xp_of(data)
+    outside = (data < lo) | (data > hi)
+    if not outside.any():
+        return grad / (x * (1 - x))
+    # Outside [lo, hi] the gradient is 0 when eps clamped the input and NaN otherwise. The
+    # input is replaced there by 0.5 through nan_to_num, whose gradient is 0 at the replaced
+    # entries, so that second derivatives stay finite (0.5 stands in for a NaN input too).
+    hole = _make(xp.where(outside, xp.nan, 0).astype(data.dtype))
+    safe = (x + hole).nan_to_num(0.5)
+    factor = xp.where(outside, 0.0 if clamped else xp.nan, xp.where(xp.isnan(data), xp.nan, 1))
+    return grad * _make(factor.astype(data.dtype)) / (safe * (1 - safe))
+
+
+logit = unary("logit(input, eps=None)", _logit, _logit_grad,
+              doc="``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` if eps is "
+                  "given.", promote=REAL_FLOAT, scalars=False)
+
+
+# --- special functions ---------------------------------------------------------------------------
+
+def _erfinv(xp, x):
+    return xp.where(x == 0, x, special_of(xp).erfinv(x))     # keeps the sign of -0.0
+
+
+def _lgamma(xp, x):
+    return xp.where(xp.isneginf(x), xp.inf, special_of(xp).gammaln(x))   # |Gamma(-inf)| = inf
+
+
+def _polygamma(xp, x, n):
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"polygamma(): argument 'n' (position 1) must be int, not "
+                        f"{type(n).__name__}")
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    return special_of(xp).polygamma(n, x).astype(x.dtype, copy=False)
+
+
+erf = unary("erf(input)", lambda xp, x: special_of(xp).erf(x),
+            lambda grad, x: grad * _TWO_OVER_SQRT_PI * (-x * x).exp(),
+            doc="The error function of each element.", promote=REAL_VML, scalars=False)
+erfc = unary("erfc(input)", lambda xp, x: special_of(xp).erfc(x),
+             lambda grad, x: grad * -_TWO_OVER_SQRT_PI * (-x * x).exp(),
+             doc="The complementary error function ``1 - erf(input)``.", promote=REAL_VML,
+             scalars=False)
+erfinv = unary("erfinv(input)", _erfinv,
+               lambda grad, x, *, out: grad * _SQRT_PI_OVER_TWO * (out * out).exp(),
+               doc="The inverse error function of each element.", promote=REAL_VML,
+               saves_inputs=False, scalars=False)
+lgamma = unary("lgamma(input)", _lgamma, lambda grad, x: grad * x.digamma(),
+               doc="The log of the absolute value of the gamma function.", promote=REAL_VML,
+               scalars=False)
+digamma = unary("digamma(input)", lambda xp, x: special_of(xp).digamma(x),
+                lambda grad, x: grad * polygamma(1, x),
+                doc="The logarithmic derivative of the gamma function.", promote=REAL_NAMED,
+                scalars=False)
+polygamma = unary("polygamma(n, input)", _polygamma,
+                  lambda grad, x, n: grad * polygamma(n + 1, x),
+                  doc="The ``n``-th derivative of the digamma function.", promote=REAL_NAMED,
+                  inputs=("input",), method=False, inplace=False, scalars=False)
+
+
+def _polygamma_method(self, n):
+    """The ``n``-th derivative of the digamma function of this tensor."""
+    return polygamma(n, self)
+
+
+def _polygamma_inplace(self, n):
+    """In-place ``polygamma``."""
+    return call_inplace(polygamma, (self,), (n,))
+
+
+# the method's signature, ``x.polygamma(n)``, puts the tensor first
+Tensor.polygamma = _polygamma_method
+Tensor.polygamma_ = _polygamma_inplace
+
+
+# --- rounding ------------------------------------------------------------------------------------
+
+def _rounding(name, doc):
+    """floor, ceil or trunc: the ufunc of that name on floats, a copy of integers."""
+    def forward(xp, x):
+        return x.copy() if x.dtype.kind in "iu" else getattr(xp, name)(x)
+    new = unary(f"{name}(input)", forward, lambda grad, x: grad * 0, doc=doc,
+                promote=ROUNDING, saves_inputs=False, scalars=False)
+
+    @new.inplace_variant
+    def _(xp, dst, a):
+        if a.dtype.kind not in "iu":
+            getattr(xp, name)(a, out=dst, casting="unsafe")
+    return new
+
+
+floor = _rounding("floor", "The largest integer not greater than each element.")
+ceil = _rounding("ceil", "The smallest integer not less than each element.")
+trunc = _rounding("trunc", "Each element rounded toward zero.")
+
+
+def _round(xp, x, decimals):
+    if not isinstance(decimals, int) or isinstance(decimals, bool):
+        raise TypeError(f"round(): argument 'decimals' must be int, not "
+                        f"{type(decimals).__name__}")
+    if x.dtype.kind in "iu":
+        if decimals != 0:
+            raise NotImplementedError(f"\"round_cpu\" not implemented for "
+                                      f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
+        return x.copy()
+    if decimals == 0:
+        return xp.rint(x)                           # half to even
+    scale = xp.asarray(10, dtype=x.dtype) ** abs(decimals)
+    if decimals > 0:
+        return xp.rint(x * scale) / scale
+    return xp.rint(x / scale) * scale
+
+
+round = unary("round(input, *, decimals=0)", _round, lambda grad, x, decimals: grad * 0,
+              doc="Each element rounded half to even to ``decimals`` decimal places.",
+              promote=ROUNDING, saves_inputs=False, scalars=False)
+
+
+# --- float classification and nan_to_num ---------------------------------------------------------
+
+def _classifier(name, test, doc, *, float8=True, complex_ok=True, out=False):
+    """A bool-valued test of each element (no gradient)."""
+    def forward(xp, x):
+        dtype = D.FROM_NUMPY[x.dtype]
+        if dtype in D.FLOAT8 and not float8:
+            raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+        if dtype.is_complex and not complex_ok:
+            raise RuntimeError(f"{name} does not support complex inputs.")
+        return test(xp, x)
+    forward.__doc__ = doc
+    return op(f"{name}(input)", out=out)(forward)
+
+
+isnan = _classifier("isnan", lambda xp, x: xp.isnan(x), "True where the element is NaN.")
+isinf = _classifier("isinf", lambda xp, x: xp.isinf(x),
+                    "True where the element is positive or negative infinity.", float8=False)
+isfinite = _classifier("isfinite", lambda xp, x: xp.isfinite(x),
+                       "True where the element is neither infinite nor NaN.", float8=False)
+isposinf = _classifier("isposinf", lambda xp, x: xp.isposinf(x),
+                       "True where the element is positive infinity.", float8=False,
+                       complex_ok=False, out=True)
+isneginf = _classifier("isneginf", lambda xp, x: xp.isneginf(x),
+                       "True where the element is negative infinity.", float8=False,
+                       complex_ok=False, out=True)
+
+
+def _nan_to_num(xp, x, nan, posinf, neginf):
+    dtype = D.FROM_NUMPY[x.dtype]
+    if dtype.is_complex:
+        out = xp.empty_like(x)
+        out.real = _nan_to_num(xp, x.real, nan, posinf, neginf)
+        out.imag = _nan_to_num(xp, x.imag, nan, posinf, neginf)
+        return out
+    if not dtype.is_floating_point:
+        return x.copy()
+    info = D.finfo(dtype)
+    # the replacements are cast to the input dtype, so a too-large posinf becomes inf again
+    fills = [xp.asarray(v, dtype=x.dtype) for v in
+             (nan, info.max if posinf is None else posinf, info.min if neginf is None else neginf)]
+    out = xp.where(xp.isnan(x), fills[0], x)
+    out = xp.where(xp.isposinf(x), fills[1], out)
+    return xp.where(xp.isneginf(x), fills[2], out)
+
+
+# computed in the input's own dtype: the default posinf is that dtype's max, not float32's
+nan_to_num = unary("nan_to_num(input, nan=0.0, posinf=None, neginf=None)", _nan_to_num,
+                   lambda grad, x, nan, posinf, neginf: grad * isfinite(x),
+                   doc="Replaces NaN, positive and negative infinity by finite numbers.",
+                   promote=SAME, upcast=False, scalars=False)
+
+
+def _positive(xp, x):
+    if x.dtype.kind == "b":
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return x
+
+
+positive = unary("positive(input)", _positive, lambda grad, x: grad,
+                 doc="``input`` itself (a view), as the unary ``+`` operator.", promote=None,
+                 view=True, inplace=False, saves_inputs=False)
+
+ALIASES = {"arccos": "acos", "arcsin": "asin", "arctan": "atan", "arccosh": "acosh",
+           "arcsinh": "asinh", "arctanh": "atanh", "fix": "trunc"}
