@@ -8,14 +8,15 @@ __all__ = ["unary", "binary", "conj_grad"]
 
 
 def unary(signature, forward, derivative=None, *, doc, promote=FLOAT, saves_inputs=True,
-          ufunc=None, inplace=True, **options):
+          ufunc=None, inplace=True, scalars=False, **options):
     """Register a one-input elementwise op; ``ufunc`` also gives a copy-free in-place variant.
 
-    ``derivative(grad, x[, out=])`` returns the input gradient.
+    ``derivative(grad, x[, out=])`` returns the input gradient. As in PyTorch the input must
+    be a tensor (``ember.exp(2.0)`` is a TypeError).
     """
     forward.__doc__ = doc
     new = op(signature, promote=promote, saves_inputs=saves_inputs, inplace=inplace,
-             **options)(forward)
+             scalars=scalars, **options)(forward)
     if derivative is not None:
         new.derivative(derivative)
     if ufunc is not None and inplace:
