@@ -1,7 +1,6 @@
-"""What the reductions share: dims and dtype handling, constant masks, named results, and two
+"""What the reductions share: dims and dtype handling, constant masks, and two
 internal ops that route gradients through indices (``_take_along_dim``, ``_index_grad``)."""
 
-import collections
 import math
 import warnings
 
@@ -15,9 +14,9 @@ from ember.ops._dims import wrap_dim
 from ember.ops._promotion import Policy
 from ember.ops._registry import op
 
-__all__ = ["SUM", "expand_reduced", "squeeze_reduced", "reduced_numel", "wide", "cast_input",
-           "require_nonempty", "constant", "spread", "route_to_indices", "flip", "grad_enabled",
-           "return_type", "rejecting", "int_dim", "is_all"]
+__all__ = ["SUM", "expand_reduced", "reduced_numel", "is_all", "int_dim", "wide", "cast_input",
+           "rejecting", "require_nonempty", "constant", "any_zero", "grad_enabled", "spread",
+           "route_to_indices", "flip", "shift_in_one"]
 
 _WIDEN = {D.float16.np: np.dtype(np.float32), D.bfloat16.np: np.dtype(np.float32)}
 
@@ -37,13 +36,6 @@ def expand_reduced(grad, shape, dims, keepdim):
             kept.insert(d, 1)
         grad = grad.reshape(kept)
     return grad.expand(shape)
-
-
-def squeeze_reduced(t, dims, keepdim):
-    """``t`` reduced with keepdim=True, shaped as the op returns it."""
-    if keepdim or not dims:
-        return t
-    return t.reshape([s for d, s in enumerate(t.shape) if d not in dims])
 
 
 def reduced_numel(shape, dims):
@@ -81,7 +73,7 @@ def cast_input(x, dtype, name):
         warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
                       stacklevel=5)
         x = x.real
-    return x.astype(dtype.np)
+    return x.astype(dtype.np, copy=False)
 
 
 def rejecting(name, kinds, error, message):
@@ -118,11 +110,16 @@ def require_nonempty(name, shape, dims, full, error=RuntimeError):
 # --- constants in derivatives -------------------------------------------------------------------
 
 def constant(fn, *tensors):
-    """A tensor computed from ``tensors``' values that autograd treats as a constant (a mask, a
-    count): ``fn(xp, *arrays)``. Masks depend on values only where the op is not smooth."""
+    """``fn(xp, *arrays)`` of the ``tensors``' values as a tensor outside the graph: the masks
+    and counts of derivatives, which are piecewise constant in the inputs."""
     arrays = [t._data for t in tensors]
     xp = xp_of(arrays[0])
     return _make(xp.asarray(fn(xp, *arrays)))
+
+
+def any_zero(t):
+    """Whether ``t`` holds a zero (products divide by their factors only when it does not)."""
+    return bool(constant(lambda xp, a: (a == 0).any(), t))
 
 
 def grad_enabled():
@@ -134,7 +131,7 @@ def spread(grad, x, value):
     """The gradient of a full reduction that selects ``value``, shared evenly by every element
     equal to it (NaN counts as equal to a NaN ``value``): max(), min(), median()."""
     def ties(xp, a, v):
-        return (a == v) | (xp.isnan(a) & xp.isnan(v)) if a.dtype.kind in "fc" else a == v
+        return a == v if a.dtype.kind in "biu" else (a == v) | (xp.isnan(a) & xp.isnan(v))
     mask = constant(ties, x, value)
     return grad * mask / mask.sum()
 
@@ -157,6 +154,16 @@ def flip(t, dim):
     return _take_along_dim(t, _along(t, np.arange(n - 1, -1, -1), dim), dim)
 
 
+def shift_in_one(t, dim):
+    """``t`` moved one step along ``dim``, a one coming in: ``[1, t0, ..., t(n-2)]``
+    (differentiable)."""
+    n = t.shape[dim]
+    shifted = _take_along_dim(t, _along(t, np.maximum(np.arange(n) - 1, 0), dim), dim)
+    first = constant(lambda xp, a: (xp.arange(n) == 0).reshape(
+        [n if d == dim else 1 for d in range(a.ndim)]).astype(a.dtype), t)
+    return shifted * (1 - first) + first
+
+
 def _along(t, positions, dim):
     """An int64 index tensor selecting ``positions`` along ``dim``, broadcast to ``t``."""
     xp = xp_of(t._data)
@@ -166,18 +173,6 @@ def _along(t, positions, dim):
     full = list(t.shape)
     full[dim] = len(positions)
     return _make(xp.broadcast_to(index, full))
-
-
-# --- named results ------------------------------------------------------------------------------
-
-def return_type(name):
-    """A ``(values, indices)`` named tuple printed as PyTorch's ``torch.return_types.<name>``."""
-    base = collections.namedtuple(name, ("values", "indices"))
-
-    def __repr__(self):
-        return f"ember.return_types.{name}(\nvalues={self.values!r},\nindices={self.indices!r})"
-    return type(name, (base,), {"__slots__": (), "__repr__": __repr__,
-                                "__module__": __name__})
 
 
 # --- index routing ops ----------------------------------------------------------------------------

@@ -5,15 +5,13 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.ops import return_types
 from ember.ops._dims import reduction_dims
 from ember.ops._reduce import (constant, expand_reduced, int_dim, is_all, rejecting,
-                               require_nonempty, return_type, route_to_indices, spread)
+                               require_nonempty, route_to_indices, spread)
 from ember.ops._registry import REGISTRY, op
 
 _COMPLEX = (D.COMPLEX,)
-
-max_type = return_type("max")
-min_type = return_type("min")
 
 
 def _not_implemented(kernel):
@@ -64,15 +62,17 @@ def _extreme_dim(name, arg):
         values = xp.take_along_axis(x, index, axis=d)
         if not keepdim:
             index, values = xp.squeeze(index, axis=d), xp.squeeze(values, axis=d)
-        return values, index.astype(np.int64)
+        return values, index.astype(np.int64, copy=False)
     forward.__doc__ = f"The {name}imum along ``dim`` and its (first) index."
     return forward
 
 
 _max_dim = op("_max_dim(input, dim, keepdim=False)", promote=MAX_DIM, method=False,
-              namedtuple=max_type, grad_fn_name="MaxBackward0")(_extreme_dim("max", "argmax"))
+              namedtuple=return_types.max, grad_fn_name="MaxBackward0")(
+    _extreme_dim("max", "argmax"))
 _min_dim = op("_min_dim(input, dim, keepdim=False)", promote=MIN_DIM, method=False,
-              namedtuple=min_type, grad_fn_name="MinBackward0")(_extreme_dim("min", "argmin"))
+              namedtuple=return_types.min, grad_fn_name="MinBackward0")(
+    _extreme_dim("min", "argmin"))
 _max_dim.derivative(route_to_indices)
 _min_dim.derivative(route_to_indices)
 
@@ -137,7 +137,7 @@ def _arg_like(name, arg):
         if x.ndim == 0:
             return xp.zeros((), dtype=np.int64)
         require_nonempty(name, x.shape, (d,), full=False)
-        return getattr(xp, arg)(x, axis=d, keepdims=keepdim).astype(np.int64)
+        return getattr(xp, arg)(x, axis=d, keepdims=keepdim).astype(np.int64, copy=False)
     forward.__doc__ = (f"The index of the (first) {name[3:]}imum over ``dim``, or of the "
                        f"flattened tensor.")
     return forward

@@ -10,8 +10,8 @@ from ember import _dtype as D
 from ember.ops._dims import reduction_dims
 from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import FLOAT, SAME, Policy
-from ember.ops._reduce import (SUM, _along, _take_along_dim, cast_input, constant,
-                               expand_reduced, flip, is_all, reduced_numel, wide)
+from ember.ops._reduce import (SUM, any_zero, cast_input, constant, expand_reduced, flip,
+                               is_all, reduced_numel, shift_in_one, wide)
 from ember.ops._registry import op
 
 __all__ = ["expand_reduced"]
@@ -42,10 +42,6 @@ NANMEAN = Policy("nanmean", _nanmean_rule)
 NORM = Policy("norm", _norm_rule)
 
 
-def _out_dtype(x, dtype):
-    return x.dtype if dtype is None else dtype.np
-
-
 # --- sum, mean ------------------------------------------------------------------------------------
 
 @op("sum(input, dim=None, keepdim=False, *, dtype=None)", promote=SUM, upcast=False,
@@ -54,7 +50,7 @@ def sum(xp, x, dim, keepdim, dtype):
     """The sum over ``dim`` (all dims by default)."""
     dims = reduction_dims(dim, x.ndim)
     x = cast_input(x, dtype, "sum")
-    return xp.sum(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype)
+    return xp.sum(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
 
 
 @sum.derivative
@@ -81,7 +77,7 @@ def mean(xp, x, dim, keepdim, dtype):
     dims = reduction_dims(dim, x.ndim)
     x = cast_input(x, dtype, "mean")
     total = xp.sum(wide(x), axis=dims, keepdims=keepdim)
-    return xp.true_divide(total, reduced_numel(x.shape, dims)).astype(x.dtype)
+    return xp.true_divide(total, reduced_numel(x.shape, dims)).astype(x.dtype, copy=False)
 
 
 @mean.derivative
@@ -102,7 +98,7 @@ def nansum(xp, x, dim, keepdim, dtype):
     w = wide(x)
     if w.dtype.kind == "f":
         w = xp.where(xp.isnan(w), 0, w)
-    return xp.sum(w, axis=dims, keepdims=keepdim).astype(x.dtype)
+    return xp.sum(w, axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
 
 
 @nansum.derivative
@@ -120,7 +116,8 @@ def nanmean(xp, x, dim, keepdim, dtype):
     w = wide(x)
     valid = ~xp.isnan(w)
     total = xp.sum(xp.where(valid, w, 0), axis=dims, keepdims=keepdim)
-    return xp.true_divide(total, xp.sum(valid, axis=dims, keepdims=keepdim)).astype(x.dtype)
+    count = xp.sum(valid, axis=dims, keepdims=keepdim)
+    return xp.true_divide(total, count).astype(x.dtype, copy=False)
 
 
 @nanmean.derivative
@@ -144,7 +141,7 @@ def prod(xp, x, dim, keepdim, dtype):
     """The product over ``dim`` (all elements by default)."""
     dims = _prod_dims(dim, x.ndim)
     x = cast_input(x, dtype, "prod")
-    return xp.prod(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype)
+    return xp.prod(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
 
 
 @prod.derivative
@@ -153,7 +150,7 @@ def _(grad, x, dim, keepdim, dtype, *, out):
     grad = expand_reduced(grad, x.shape, dims, keepdim)
     if not dims:
         return grad
-    if not bool(constant(lambda xp, a: (a == 0).any(), x)):
+    if not any_zero(x):
         return grad * conj_grad(expand_reduced(out, x.shape, dims, keepdim) / x)
     return grad * conj_grad(_prod_of_others(x, dims))
 
@@ -166,19 +163,10 @@ def _prod_of_others(x, dims):
     n = reduced_numel(x.shape, dims)
     rows = x.permute(order).reshape([x.shape[d] for d in rest] + [n])
     last = len(rest)
-    before = _shift_in_one(rows, last).cumprod(last)
-    after = flip(_shift_in_one(flip(rows, last), last).cumprod(last), last)
+    before = shift_in_one(rows, last).cumprod(last)
+    after = flip(shift_in_one(flip(rows, last), last).cumprod(last), last)
     others = (before * after).reshape([x.shape[d] for d in order])
     return others.permute([order.index(d) for d in range(x.ndim)])
-
-
-def _shift_in_one(t, dim):
-    """``t`` moved one step along ``dim``: ``[1, t0, t1, ..., t(n-2)]``."""
-    n = t.shape[dim]
-    shifted = _take_along_dim(t, _along(t, np.maximum(np.arange(n) - 1, 0), dim), dim)
-    first = constant(lambda xp, a: (xp.arange(n) == 0).reshape(
-        [n if d == dim else 1 for d in range(a.ndim)]).astype(a.dtype), t)
-    return shifted * (1 - first) + first
 
 
 # --- logsumexp ------------------------------------------------------------------------------------
@@ -212,6 +200,7 @@ def _exp(t):
 # --- all, any, count_nonzero ---------------------------------------------------------------------
 
 def _logical(xp, x, dim, keepdim, reduce):
+    # unlike the other reductions, all/any reduce nothing for dim=()
     dims = () if isinstance(dim, (tuple, list)) and not dim else reduction_dims(dim, x.ndim)
     out = reduce(x != 0, axis=dims, keepdims=keepdim)
     return out.astype(np.uint8) if x.dtype == np.uint8 else out
@@ -233,7 +222,7 @@ def any(xp, x, dim, keepdim):
 def count_nonzero(xp, x, dim):
     """The number of nonzero elements over ``dim`` (all dims by default)."""
     dims = reduction_dims(dim, x.ndim)
-    return xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64)
+    return xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64, copy=False)
 
 
 # --- norm -----------------------------------------------------------------------------------------
@@ -293,7 +282,7 @@ def norm(xp, x, p, dim, keepdim, dtype):
         out = xp.sqrt(xp.sum(a * a, axis=dims, keepdims=keepdim))
     else:
         out = xp.sum(a ** order, axis=dims, keepdims=keepdim) ** (1 / order)
-    return xp.asarray(out).astype(real)
+    return xp.asarray(out).astype(real, copy=False)
 
 
 def _require_inf_norm(order, shape, dims, full):
@@ -324,12 +313,13 @@ def _(grad, x, p, dim, keepdim, dtype, *, out):
         return grad * x.sgn() * ties / count
     # d|x|_p / dx = sgn(x) |x|^(p-1) / |x|_p^(p-1); 0 where x or the norm is 0 (a subgradient)
     zero = constant(_is_zero, norm_)
-    scale = grad / (norm_ + zero) ** (order - 1) * (1 - zero)
+    safe = norm_ + zero
     if order == 2:
-        return scale * x
+        return grad * x / safe * (1 - zero)
     a = x.abs()
     at_zero = constant(_is_zero, a)
-    return scale * x.sgn() * (a + at_zero) ** (order - 1) * (1 - at_zero)
+    scaled = x.sgn() * ((a + at_zero) / safe) ** (order - 1) * (1 - at_zero)
+    return grad * scaled * (1 - zero)
 
 
 def _is_zero(xp, a):

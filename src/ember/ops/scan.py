@@ -3,14 +3,12 @@
 import numpy as np
 
 from ember import _dtype as D
+from ember.ops import return_types
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
-from ember.ops._reduce import (SUM, _index_grad, cast_input, constant, flip, grad_enabled,
-                               rejecting, return_type, wide)
+from ember.ops._reduce import (SUM, _index_grad, any_zero, cast_input, constant, flip,
+                               grad_enabled, rejecting, wide)
 from ember.ops._registry import op
-
-cummax_type = return_type("cummax")
-cummin_type = return_type("cummin")
 
 
 def _accumulate(xp, name, x, dim, dtype):
@@ -18,7 +16,7 @@ def _accumulate(xp, name, x, dim, dtype):
     x = cast_input(x, dtype, name)
     if x.ndim == 0:
         return x.copy()
-    return getattr(xp, name)(wide(x), axis=d).astype(x.dtype)
+    return getattr(xp, name)(wide(x), axis=d).astype(x.dtype, copy=False)
 
 
 def reverse_cumsum(t, dim):
@@ -51,7 +49,7 @@ def _(grad, x, dim, dtype, *, out):
     if x.ndim == 0:
         return grad
     d = wrap_dim(dim, x.ndim)
-    if not bool(constant(lambda xp, a: (a == 0).any(), x)):
+    if not any_zero(x):
         return reverse_cumsum(grad * conj_grad(out), d) / conj_grad(x)
     if grad_enabled():
         return _cumprod_grad_exact(grad, x, d)
@@ -96,7 +94,7 @@ def _running_extreme(name, ufunc):
             hit |= xp.isnan(x)
         shape = [x.shape[d] if i == d else 1 for i in range(x.ndim)]
         positions = xp.where(hit, xp.arange(x.shape[d]).reshape(shape), 0)
-        return values, xp.maximum.accumulate(positions, axis=d).astype(np.int64)
+        return values, xp.maximum.accumulate(positions, axis=d).astype(np.int64, copy=False)
     forward.__doc__ = (f"The running {name[3:]}imum along ``dim`` and the index where each was "
                        f"reached (the last among ties).")
     return forward
@@ -113,10 +111,10 @@ def _cum_policy(name):
                      lambda d: f"\"{name}_cpu\" not implemented for '{d._torch_name}'")
 
 
-cummax = op("cummax(input, dim)", promote=_cum_policy("cummax"), namedtuple=cummax_type)(
-    _running_extreme("cummax", "maximum"))
-cummin = op("cummin(input, dim)", promote=_cum_policy("cummin"), namedtuple=cummin_type)(
-    _running_extreme("cummin", "minimum"))
+cummax = op("cummax(input, dim)", promote=_cum_policy("cummax"),
+            namedtuple=return_types.cummax)(_running_extreme("cummax", "maximum"))
+cummin = op("cummin(input, dim)", promote=_cum_policy("cummin"),
+            namedtuple=return_types.cummin)(_running_extreme("cummin", "minimum"))
 cummax.derivative(_scatter_back)
 cummin.derivative(_scatter_back)
 

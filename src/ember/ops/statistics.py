@@ -6,16 +6,19 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.ops import return_types
 from ember.ops._dims import reduction_dims
 from ember.ops._reduce import (constant, expand_reduced, int_dim, reduced_numel, rejecting,
-                               require_nonempty, return_type, route_to_indices, spread)
+                               require_nonempty, route_to_indices, spread)
 from ember.ops._registry import op
 
-median_type = return_type("median")
-nanmedian_type = return_type("nanmedian")
 
-MOMENTS = rejecting("moments", (D.BOOL, D.INTEGRAL), RuntimeError,
-                    lambda d: "std and var only support floating point and complex dtypes")
+def _moments_policy(name):
+    return rejecting(name, (D.BOOL, D.INTEGRAL), RuntimeError,
+                     lambda d: f"{name} only support floating point and complex dtypes")
+
+
+MOMENTS = _moments_policy("std and var")
 
 
 def _not_implemented(kernel):
@@ -49,11 +52,11 @@ def _moments(xp, x, dim, unbiased, keepdim, correction, name):
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
                       f"than the reduction factor (input numel divided by output numel).",
                       UserWarning, stacklevel=5)
-    mean = xp.true_divide(xp.sum(x, axis=dims, keepdims=True), n).astype(x.dtype)
+    mean = xp.true_divide(xp.sum(x, axis=dims, keepdims=True), n).astype(x.dtype, copy=False)
     dev = x - mean
     squares = dev.real * dev.real + dev.imag * dev.imag if x.dtype.kind == "c" else dev * dev
     var = xp.true_divide(xp.sum(squares, axis=dims, keepdims=keepdim),
-                         np.maximum(n - correction, 0)).astype(squares.dtype)
+                         max(n - correction, 0)).astype(squares.dtype, copy=False)
     return var, mean if keepdim else xp.squeeze(mean, axis=dims)
 
 
@@ -103,7 +106,7 @@ def _(grad, x, dim, unbiased, keepdim, correction, *, out):
     return _std_grad(grad, x, dim, unbiased, keepdim, correction, out)
 
 
-@op("var_mean" + _SIGNATURE, promote=MOMENTS, method=False)
+@op("var_mean" + _SIGNATURE, promote=_moments_policy("var_mean"), method=False)
 def var_mean(xp, x, dim, unbiased, keepdim, correction):
     """The tuple (variance, mean) over ``dim``."""
     return _moments(xp, x, dim, unbiased, keepdim, correction, "var_mean")
@@ -115,7 +118,7 @@ def _(grads, x, dim, unbiased, keepdim, correction):
             + _mean_grad(grads[1], x, dim, unbiased, keepdim))
 
 
-@op("std_mean" + _SIGNATURE, promote=MOMENTS, method=False)
+@op("std_mean" + _SIGNATURE, promote=_moments_policy("std_mean"), method=False)
 def std_mean(xp, x, dim, unbiased, keepdim, correction):
     """The tuple (standard deviation, mean) over ``dim``."""
     var_, mean = _moments(xp, x, dim, unbiased, keepdim, correction, "std_mean")
@@ -176,7 +179,7 @@ def _median_dim(name, skip_nan):
         values = xp.take_along_axis(x, index, axis=d)
         if not keepdim:
             index, values = xp.squeeze(index, axis=d), xp.squeeze(values, axis=d)
-        return values, index.astype(np.int64)
+        return values, index.astype(np.int64, copy=False)
     forward.__doc__ = f"The {name} along ``dim`` and its index."
     return forward
 
@@ -184,10 +187,10 @@ def _median_dim(name, skip_nan):
 _median = op("median(input)", promote=MEDIAN_ALL)(_median_all("median", False))
 _nanmedian = op("nanmedian(input)", promote=MEDIAN_ALL)(_median_all("nanmedian", True))
 _median_by_dim = op("_median_dim(input, dim, keepdim=False)", promote=MEDIAN_DIM, method=False,
-                    namedtuple=median_type, grad_fn_name="MedianBackward1")(
+                    namedtuple=return_types.median, grad_fn_name="MedianBackward1")(
     _median_dim("median", False))
 _nanmedian_by_dim = op("_nanmedian_dim(input, dim, keepdim=False)", promote=MEDIAN_DIM,
-                       method=False, namedtuple=nanmedian_type,
+                       method=False, namedtuple=return_types.nanmedian,
                        grad_fn_name="NanmedianBackward1")(_median_dim("nanmedian", True))
 for _op in (_median, _nanmedian):
     _op.derivative(lambda grad, x, *, out: spread(grad, x, out))

@@ -119,7 +119,7 @@ def chain(*error_fns):
     return errors
 
 
-# --- sum, mean, nansum, nanmean, prod --------------------------------------------------------------
+# --- sum, mean, nansum, nanmean, prod -------------------------------------------------------------
 
 def _sum_ref(x, dim=None, keepdim=False, *, dtype=None):
     x = cast(x, dtype)
@@ -205,7 +205,7 @@ _SUM_DTYPE = with_dtype_kwarg(int64_for_integral)
 _SAME_DTYPE = with_dtype_kwarg(lambda d: d)
 
 
-# --- logsumexp ---------------------------------------------------------------------------------------
+# --- logsumexp ------------------------------------------------------------------------------------
 
 def _logsumexp_ref(x, dim, keepdim=False):
     x = np.asarray(x)
@@ -229,7 +229,7 @@ _LSE_CASES = [(SHAPE, {"dim": 1}), (SHAPE, {"dim": -1, "keepdim": True}), ((), {
               ((4,), {"dim": 0})]
 
 
-# --- all, any, count_nonzero --------------------------------------------------------------------------
+# --- all, any, count_nonzero ----------------------------------------------------------------------
 
 def _logical_ref(fn):
     def ref(x, dim=None, keepdim=False):
@@ -263,7 +263,7 @@ def _count_samples(dtype, requires_grad):
     yield SampleInput(make((0, 3), dtype), kwargs={"dim": 0}, name="empty")
 
 
-# --- norm ----------------------------------------------------------------------------------------------
+# --- norm -----------------------------------------------------------------------------------------
 
 def _norm_ref(x, p="fro", dim=None, keepdim=False, *, dtype=None):
     x = cast(x, dtype)
@@ -327,7 +327,7 @@ def _norm_errors():
     yield from dims_errors("norm")()
 
 
-# --- the index-routing internals ------------------------------------------------------------------------
+# --- the index-routing internals ------------------------------------------------------------------
 
 def _take_samples(dtype, requires_grad):
     x = make((3, 4), dtype, requires_grad)
