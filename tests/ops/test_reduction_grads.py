@@ -47,6 +47,7 @@ def _grad(fn, values):
     # norms: ties share, and 0 is a subgradient at 0
     (lambda x: x.norm(inf), [1., -3., 3.], [0., -.5, .5]),
     (lambda x: x.norm(-inf), [1., -1., 3.], [.5, -.5, 0.]),
+    (lambda x: x.norm(inf, 1), [[nan, 1., -2.], [1., -3., 3.]], [[0., 0., 0.], [0., -.5, .5]]),
     (lambda x: x.norm(), [0., 0.], [0., 0.]),
     (lambda x: x.norm(1), [0., 2.], [0., 1.]),
     (lambda x: x.norm(3), [0., 0.], [0., 0.]),
@@ -60,6 +61,7 @@ def _grad(fn, values):
     (lambda x: x.prod(1), [[2., 0., 3.], [1., 2., 3.]], [[0., 6., 0.], [6., 3., 2.]]),
     (lambda x: x.cumprod(0), [2., 0., 3., 0., 5.], [1., 8., 0., 0., 0.]),
     (lambda x: x.cumprod(0), [0., 2., 3.], [9., 0., 0.]),
+    (lambda x: x.prod(0), [[nan, 0.], [2., 1.]], [[2., 1.], [nan, 0.]]),
     # NaN-skipping reductions and degenerate statistics
     (lambda x: x.nanmean(), [1., nan, 3.], [.5, 0., .5]),
     (lambda x: x.nansum(), [1., nan, 3.], [1., 0., 1.]),

@@ -156,12 +156,15 @@ def flip(t, dim):
 
 def shift_in_one(t, dim):
     """``t`` moved one step along ``dim``, a one coming in: ``[1, t0, ..., t(n-2)]``
-    (differentiable)."""
+    (differentiable; the dropped last element cannot leak a NaN into the result)."""
     n = t.shape[dim]
-    shifted = _take_along_dim(t, _along(t, np.maximum(np.arange(n) - 1, 0), dim), dim)
+    if n == 0:
+        return t
+    head = _take_along_dim(t, _along(t, np.arange(n - 1), dim), dim)
+    shifted = _index_grad(head, _along(head, np.arange(1, n), dim), dim, tuple(t.shape))
     first = constant(lambda xp, a: (xp.arange(n) == 0).reshape(
         [n if d == dim else 1 for d in range(a.ndim)]).astype(a.dtype), t)
-    return shifted * (1 - first) + first
+    return shifted + first
 
 
 def _along(t, positions, dim):

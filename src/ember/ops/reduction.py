@@ -308,7 +308,8 @@ def _(grad, x, p, dim, keepdim, dtype, *, out):
     if order == 1:
         return grad * x.sgn()
     if abs(order) == _INF:
-        ties = constant(lambda xp, a, n: xp.abs(a) == n, x, norm_)
+        # NaN elements count as ties (their sgn is 0), as in PyTorch
+        ties = constant(lambda xp, a, n: (xp.abs(a) == n) | xp.isnan(a), x, norm_)
         count = expand_reduced(ties.sum(dims, keepdim=True), x.shape, dims, True)
         return grad * x.sgn() * ties / count
     # d|x|_p / dx = sgn(x) |x|^(p-1) / |x|_p^(p-1); 0 where x or the norm is 0 (a subgradient)
