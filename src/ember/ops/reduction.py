@@ -94,11 +94,12 @@ def _not_nan(xp, a):
 def nansum(xp, x, dim, keepdim, dtype):
     """The sum over ``dim`` treating NaN as zero."""
     dims = reduction_dims(dim, x.ndim)
-    x = cast_input(x, dtype, "nansum")
     w = wide(x)
     if w.dtype.kind == "f":
-        w = xp.where(xp.isnan(w), 0, w)
-    return xp.sum(w, axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
+        w = xp.where(xp.isnan(w), 0, w)        # skipped before a dtype= cast could change them
+    w = wide(cast_input(w, dtype, "nansum"))
+    out = xp.sum(w, axis=dims, keepdims=keepdim)
+    return out.astype(x.dtype if dtype is None else dtype.np, copy=False)
 
 
 @nansum.derivative

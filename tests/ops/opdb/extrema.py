@@ -11,7 +11,7 @@ from tests.ops.opdb.reduction import (SHAPE, axis, chain, dims_errors, edited, r
 ORDERED = FLOATS + LOW + INTS
 
 
-def _ties_and_nans(dtype, requires_grad, dims=({"dim": 1},)):
+def ties_and_nans(dtype, requires_grad, dims=({"dim": 1},)):
     """Forward-only samples: repeated extremes, and NaN for floating dtypes."""
     if requires_grad:
         return
@@ -30,7 +30,7 @@ def _whole_samples(dtype, requires_grad):
     for shape in (SHAPE, (), (1,)):
         yield SampleInput(make(shape, dtype, requires_grad), name=str(shape))
     yield SampleInput(make((3, 4), dtype, requires_grad, noncontiguous=True), name="noncontig")
-    yield from _ties_and_nans(dtype, requires_grad, dims=({},))
+    yield from ties_and_nans(dtype, requires_grad, dims=({},))
 
 
 def _whole_errors(name):
@@ -56,18 +56,18 @@ def _dim_ref(reduce, arg):
     return ref
 
 
-_INT_DIM_CASES = [(SHAPE, {"dim": 1}), (SHAPE, {"dim": -1, "keepdim": True}), ((), {"dim": 0}),
+INT_DIM_CASES = [(SHAPE, {"dim": 1}), (SHAPE, {"dim": -1, "keepdim": True}), ((), {"dim": 0}),
                   ((), {"dim": -1, "keepdim": True}), ((4,), {"dim": 0}), (SHAPE, {"dim": 0})]
 
 
-def _positional(dtype, requires_grad):
+def positional(dtype, requires_grad):
     yield SampleInput(make(SHAPE, dtype, requires_grad), (2, True), name="positional")
 
 
 def _dim_samples(dtype, requires_grad):
-    yield from reduction_samples(cases=_INT_DIM_CASES, no_dim=False, empty_all=False,
-                                 extra=_positional)(dtype, requires_grad)
-    yield from _ties_and_nans(dtype, requires_grad, dims=({"dim": 1}, {"dim": 0}))
+    yield from reduction_samples(cases=INT_DIM_CASES, no_dim=False, empty_all=False,
+                                 extra=positional)(dtype, requires_grad)
+    yield from ties_and_nans(dtype, requires_grad, dims=({"dim": 1}, {"dim": 0}))
 
 
 def _dim_errors(name):
@@ -76,7 +76,7 @@ def _dim_errors(name):
                          rf"{name}\(\): Expected reduction dim 0 to have non-zero size.")
         yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64), kwargs={"dim": 0}),
                          RuntimeError, rf"{name}\(\): does not support complex input")
-        yield from dims_errors(name, tuple_dims=False)()
+        yield from dims_errors(tuple_dims=False)()
     return errors
 
 
@@ -92,7 +92,7 @@ def _amax_ref(reduce):
 def _amax_samples(dtype, requires_grad):
     yield from reduction_samples(empty_all=False)(dtype, requires_grad)
     yield SampleInput(make(SHAPE, dtype, requires_grad), kwargs={"dim": ()}, name="dim=()")
-    yield from _ties_and_nans(dtype, requires_grad, dims=({"dim": 1}, {"dim": (0, 1)}, {}))
+    yield from ties_and_nans(dtype, requires_grad, dims=({"dim": 1}, {"dim": (0, 1)}, {}))
 
 
 def _amax_errors(name):
@@ -106,7 +106,7 @@ def _amax_errors(name):
                          rf"{name}\(\): Expected reduction dim 0 to have non-zero size.")
         yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64)), NotImplementedError,
                          f"\"{kernel}\" not implemented for 'ComplexFloat'")
-    return chain(errors, dims_errors(name))
+    return chain(errors, dims_errors())
 
 
 # --- argmax, argmin -------------------------------------------------------------------------------
@@ -124,10 +124,10 @@ def _arg_ref(arg):
 
 
 def _arg_samples(dtype, requires_grad):
-    yield from reduction_samples(cases=_INT_DIM_CASES + [(SHAPE, {}), ((), {}),
+    yield from reduction_samples(cases=INT_DIM_CASES + [(SHAPE, {}), ((), {}),
                                                          (SHAPE, {"keepdim": True})],
-                                 empty_all=False, extra=_positional)(dtype, requires_grad)
-    yield from _ties_and_nans(dtype, requires_grad, dims=({"dim": 1}, {}))
+                                 empty_all=False, extra=positional)(dtype, requires_grad)
+    yield from ties_and_nans(dtype, requires_grad, dims=({"dim": 1}, {}))
 
 
 def _arg_errors(name):
@@ -141,7 +141,7 @@ def _arg_errors(name):
                          rf"{name}\(\): does not support bool input")
         yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64)), RuntimeError,
                          rf"{name}\(\): does not support complex input")
-        yield from dims_errors(name, tuple_dims=False)()
+        yield from dims_errors(tuple_dims=False)()
     return errors
 
 

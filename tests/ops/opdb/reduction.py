@@ -82,7 +82,7 @@ def cast(x, dtype):
     return x.astype(np.float32 if dtype in LOW else dtype.np)
 
 
-def dims_errors(name, *, tuple_dims=True):
+def dims_errors(*, tuple_dims=True):
     """The errors every reduction raises for bad dims."""
     def errors():
         x = ember.ones(2, 3)
@@ -135,7 +135,8 @@ def _mean_ref(x, dim=None, keepdim=False, *, dtype=None):
 
 
 def _nansum_ref(x, dim=None, keepdim=False, *, dtype=None):
-    x = cast(x, dtype)
+    x = np.asarray(x)
+    x = cast(np.where(np.isnan(x), 0, x) if x.dtype.kind == "f" else x, dtype)
     return np.nansum(x, axis=axis(dim, x.ndim), keepdims=keepdim)
 
 
@@ -151,12 +152,16 @@ def _prod_ref(x, dim=None, keepdim=False, *, dtype=None):
     return np.prod(x, axis=axis(dim, x.ndim), keepdims=keepdim)
 
 
-def _with_nans(dtype, requires_grad):
-    if requires_grad or not dtype.is_floating_point:
-        return
-    x = edited(make(SHAPE, dtype), setting(float("nan"), (0, 1, 0), (1, 1, 1)))
-    yield SampleInput(x, kwargs={"dim": 1}, name="nan")
-    yield SampleInput(x, name="nan_all")
+def _with_nans(to_int):
+    def samples(dtype, requires_grad):
+        if requires_grad or not dtype.is_floating_point:
+            return
+        x = edited(make(SHAPE, dtype), setting(float("nan"), (0, 1, 0), (1, 1, 1)))
+        yield SampleInput(x, kwargs={"dim": 1}, name="nan")
+        yield SampleInput(x, name="nan_all")
+        if to_int:
+            yield SampleInput(x, kwargs={"dim": 1, "dtype": ember.int32}, name="nan_to_int")
+    return samples
 
 
 def _zeros_in(shape, positions):
@@ -201,8 +206,8 @@ def _float8_errors():
                      NotImplementedError, "\"sum_cpu\" not implemented for 'Float8_e4m3fn'")
 
 
-_SUM_DTYPE = with_dtype_kwarg(int64_for_integral)
-_SAME_DTYPE = with_dtype_kwarg(lambda d: d)
+SUM_DTYPE = with_dtype_kwarg(int64_for_integral)
+SAME_DTYPE = with_dtype_kwarg(lambda d: d)
 
 
 # --- logsumexp ------------------------------------------------------------------------------------
@@ -324,7 +329,7 @@ def _norm_errors():
                      "cannot compute the inf norm on an empty tensor")
     yield ErrorInput(SampleInput(ember.ones(0, 3), (-inf, 0)), RuntimeError,
                      "cannot compute the -inf norm on the dimension 0")
-    yield from dims_errors("norm")()
+    yield from dims_errors()()
 
 
 # --- the index-routing internals ------------------------------------------------------------------
@@ -358,33 +363,33 @@ def _index_grad_ref(grad, index, dim, shape):
 
 OPS = [
     OpInfo("sum", _sum_ref, reduction_samples(dtypes_kwarg=True), dtypes=ALL,
-           result_dtype=_SUM_DTYPE, gradgrad=True,
-           error_inputs=chain(dims_errors("sum"), _float8_errors)),
+           result_dtype=SUM_DTYPE, gradgrad=True,
+           error_inputs=chain(dims_errors(), _float8_errors)),
     OpInfo("mean", _mean_ref, reduction_samples(dtypes_kwarg=True), dtypes=FLOATS + LOW + COMPLEX,
-           result_dtype=_SAME_DTYPE, gradgrad=True,
-           error_inputs=chain(dims_errors("mean"), _mean_errors)),
-    OpInfo("nansum", _nansum_ref, reduction_samples(dtypes_kwarg=True, extra=_with_nans),
-           dtypes=ALL_REAL, result_dtype=_SUM_DTYPE, gradgrad=True,
-           error_inputs=chain(dims_errors("nansum"), _nansum_errors)),
-    OpInfo("nanmean", _nanmean_ref, reduction_samples(dtypes_kwarg=True, extra=_with_nans),
-           dtypes=FLOATS + LOW, result_dtype=_SAME_DTYPE, gradgrad=True,
-           error_inputs=chain(dims_errors("nanmean"), _nanmean_errors)),
+           result_dtype=SAME_DTYPE, gradgrad=True,
+           error_inputs=chain(dims_errors(), _mean_errors)),
+    OpInfo("nansum", _nansum_ref, reduction_samples(dtypes_kwarg=True, extra=_with_nans(True)),
+           dtypes=ALL_REAL, result_dtype=SUM_DTYPE, gradgrad=True,
+           error_inputs=chain(dims_errors(), _nansum_errors)),
+    OpInfo("nanmean", _nanmean_ref, reduction_samples(dtypes_kwarg=True, extra=_with_nans(False)),
+           dtypes=FLOATS + LOW, result_dtype=SAME_DTYPE, gradgrad=True,
+           error_inputs=chain(dims_errors(), _nanmean_errors)),
     OpInfo("prod", _prod_ref,
            reduction_samples(low=-2, high=2, tuple_dims=False, dtypes_kwarg=True,
                              extra=_zeros_in((2, 3, 2), [(0, 1, 0), (1, 0, 1), (1, 2, 1)])),
-           dtypes=ALL, result_dtype=_SUM_DTYPE, gradgrad=True, error_inputs=_prod_errors),
+           dtypes=ALL, result_dtype=SUM_DTYPE, gradgrad=True, error_inputs=_prod_errors),
     OpInfo("logsumexp", _logsumexp_ref,
            reduction_samples(cases=_LSE_CASES, empty_all=False, extra=_logsumexp_extra),
            dtypes=ALL, result_dtype="float", gradgrad=POW_GRADGRAD,
-           error_inputs=dims_errors("logsumexp")),
+           error_inputs=dims_errors()),
     OpInfo("all", _logical_ref(np.all), _logical_samples, dtypes=ALL, grad=False,
            result_dtype=lambda d, s: ember.uint8 if d is ember.uint8 else ember.bool,
-           error_inputs=dims_errors("all")),
+           error_inputs=dims_errors()),
     OpInfo("any", _logical_ref(np.any), _logical_samples, dtypes=ALL, grad=False,
            result_dtype=lambda d, s: ember.uint8 if d is ember.uint8 else ember.bool,
-           error_inputs=dims_errors("any")),
+           error_inputs=dims_errors()),
     OpInfo("count_nonzero", _count_ref, _count_samples, dtypes=ALL, grad=False,
-           result_dtype="int64", error_inputs=dims_errors("count_nonzero")),
+           result_dtype="int64", error_inputs=dims_errors()),
     OpInfo("norm", _norm_ref, _norm_samples, dtypes=FLOATS + LOW + COMPLEX,
            result_dtype=_norm_dtype, gradgrad=POW_GRADGRAD, error_inputs=_norm_errors,
            tol={ember.float16: (2e-3, 2e-3)}),

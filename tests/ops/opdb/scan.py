@@ -4,7 +4,7 @@ import numpy as np
 
 import ember
 from tests.ops.opdb.core import ALL, ALL_REAL, ErrorInput, OpInfo, SampleInput, make
-from tests.ops.opdb.reduction import _SUM_DTYPE, cast, dims_errors, edited, setting
+from tests.ops.opdb.reduction import SUM_DTYPE, cast, dims_errors, edited, setting
 
 _SCAN_CASES = [((2, 3, 2), 1), ((2, 3, 2), -1), ((2, 3, 2), 0), ((), 0), ((), -1), ((5,), 0),
                ((0, 3), 0), ((0, 3), 1)]
@@ -80,18 +80,17 @@ def _running_errors(name):
         yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64), (0,)),
                          NotImplementedError, f"\"{name}_cpu\" not implemented for "
                                               f"'ComplexFloat'")
-        yield from dims_errors(name, tuple_dims=False)()
+        yield from dims_errors(tuple_dims=False)()
     return errors
 
 
 OPS = [
     OpInfo("cumsum", _accumulate_ref(np.cumsum), scan_samples(dtype_kwarg=True), dtypes=ALL,
-           result_dtype=_SUM_DTYPE, gradgrad=True, error_inputs=dims_errors("cumsum",
-                                                                            tuple_dims=False)),
+           result_dtype=SUM_DTYPE, gradgrad=True, error_inputs=dims_errors(tuple_dims=False)),
     OpInfo("cumprod", _accumulate_ref(np.cumprod),
            scan_samples(low=-2, high=2, dtype_kwarg=True, extra=_cumprod_zeros), dtypes=ALL,
-           result_dtype=_SUM_DTYPE, gradgrad=True,
-           error_inputs=dims_errors("cumprod", tuple_dims=False)),
+           result_dtype=SUM_DTYPE, gradgrad=True,
+           error_inputs=dims_errors(tuple_dims=False)),
     # gradgradcheck cannot yet handle an integer output (indices): see test_reduction_grads.py
     OpInfo("cummax", _running_ref(lambda a, b: a > b), scan_samples(extra=_ties_and_nans),
            dtypes=ALL_REAL, error_inputs=_running_errors("cummax")),

@@ -4,7 +4,7 @@ import numpy as np
 
 import ember
 from tests.ops.opdb.core import COMPLEX, FLOATS, INTS, LOW, ErrorInput, OpInfo, SampleInput, make
-from tests.ops.opdb.extrema import _INT_DIM_CASES, _positional, _ties_and_nans
+from tests.ops.opdb.extrema import INT_DIM_CASES, positional, ties_and_nans
 from tests.ops.opdb.reduction import (SHAPE, axis, chain, dims_errors, edited, reduction_samples,
                                       setting)
 
@@ -58,7 +58,7 @@ def _moment_errors(name, kind):
                          f"{kind} only support floating point and complex dtypes")
         yield ErrorInput(SampleInput(ember.tensor([True])), RuntimeError,
                          f"{kind} only support floating point and complex dtypes")
-    return chain(errors, dims_errors(name))
+    return chain(errors, dims_errors())
 
 
 def _real(dtype, sample):
@@ -116,7 +116,7 @@ def _median_samples(dtype, requires_grad):
     yield SampleInput(make((3, 4), dtype, requires_grad, noncontiguous=True), name="noncontig")
     if requires_grad:
         return
-    yield from _ties_and_nans(dtype, requires_grad, dims=({},))
+    yield from ties_and_nans(dtype, requires_grad, dims=({},))
     if dtype.is_floating_point:
         yield SampleInput(make((0, 3), dtype), name="empty")
         all_nan = edited(make((2,), dtype), setting(float("nan"), 0, 1))
@@ -124,10 +124,10 @@ def _median_samples(dtype, requires_grad):
 
 
 def _median_dim_samples(dtype, requires_grad):
-    yield from reduction_samples(cases=_INT_DIM_CASES, no_dim=False, empty_all=False,
-                                 extra=_positional)(dtype, requires_grad)
+    yield from reduction_samples(cases=INT_DIM_CASES, no_dim=False, empty_all=False,
+                                 extra=positional)(dtype, requires_grad)
     yield SampleInput(make((4, 4), dtype, requires_grad), kwargs={"dim": 1}, name="even")
-    yield from _ties_and_nans(dtype, requires_grad, dims=({"dim": 1}, {"dim": 0}))
+    yield from ties_and_nans(dtype, requires_grad, dims=({"dim": 1}, {"dim": 0}))
     if dtype.is_floating_point and not requires_grad:
         nans = edited(make((2, 3), dtype), setting(float("nan"), (0, 0), (0, 1), (0, 2), (1, 1)))
         yield SampleInput(nans, kwargs={"dim": 1}, name="nan_rows")
@@ -146,7 +146,7 @@ def _median_dim_errors():
     yield ErrorInput(SampleInput(ember.ones(0, 3), kwargs={"dim": 0}), IndexError,
                      r"median\(\): Expected reduction dim 0 to have non-zero size.")
     yield from _median_errors("median_out", dim=0)()
-    yield from dims_errors("median", tuple_dims=False)()
+    yield from dims_errors(tuple_dims=False)()
 
 
 ORDERED = FLOATS + LOW + INTS
