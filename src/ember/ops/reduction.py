@@ -1,37 +1,336 @@
-"""Reductions over one, several or all dims: sum, mean, prod, ..."""
+"""Reductions over one, several or all dims: sum, mean, prod, nansum, nanmean, logsumexp, all,
+any, count_nonzero and norm. Extrema, statistics and cumulative ops live in extrema.py,
+statistics.py and scan.py; reduction-wide helpers in _reduce.py."""
+
+import math
+
+import numpy as np
 
 from ember import _dtype as D
 from ember.ops._dims import reduction_dims
-from ember.ops._promotion import Policy
+from ember.ops._elementwise import conj_grad
+from ember.ops._promotion import FLOAT, SAME, Policy
+from ember.ops._reduce import (SUM, any_zero, cast_input, constant, expand_reduced, flip,
+                               is_all, reduced_numel, shift_in_one, wide)
 from ember.ops._registry import op
 
-
-def expand_reduced(grad, shape, dims, keepdim):
-    """Broadcast a reduction's gradient back over the reduced ``dims`` of ``shape``."""
-    if not keepdim and dims:
-        kept = list(grad.shape)
-        for d in dims:
-            kept.insert(d, 1)
-        grad = grad.reshape(kept)
-    return grad.expand(shape)
+__all__ = ["expand_reduced"]
 
 
-def _sum_rule(d, name, operands):
-    return D.int64 if d.category <= D.INTEGRAL else d
+def _nansum_rule(d, name, operands):
+    if d.category == D.COMPLEX:
+        raise RuntimeError("nansum on CPU does not support complex inputs")
+    return SUM.rule(d, name, operands)
 
 
-SUM = Policy("sum", _sum_rule)      # integers and bool accumulate (and return) in int64
+def _nanmean_rule(d, name, operands):
+    if d.category < D.FLOATING:
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype "
+                           f"but got {d._torch_name}")
+    return _nansum_rule(d, name, operands)
 
 
-@op("sum(input, dim=None, keepdim=False, *, dtype=None)", promote=SUM, saves_inputs=False)
+def _norm_rule(d, name, operands):
+    if d.category < D.FLOATING:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {d._torch_name}")
+    return d
+
+
+NANSUM = Policy("nansum", _nansum_rule)
+NANMEAN = Policy("nanmean", _nanmean_rule)
+NORM = Policy("norm", _norm_rule)
+
+
+# --- sum, mean ------------------------------------------------------------------------------------
+
+@op("sum(input, dim=None, keepdim=False, *, dtype=None)", promote=SUM, upcast=False,
+    saves_inputs=False)
 def sum(xp, x, dim, keepdim, dtype):
     """The sum over ``dim`` (all dims by default)."""
     dims = reduction_dims(dim, x.ndim)
-    if dtype is not None:
-        x = x.astype(dtype.np)
-    return xp.sum(x, axis=dims, keepdims=keepdim)
+    x = cast_input(x, dtype, "sum")
+    return xp.sum(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
 
 
 @sum.derivative
 def _(grad, x, dim, keepdim, dtype):
     return expand_reduced(grad, x.shape, reduction_dims(dim, x.ndim), keepdim)
+
+
+def _check_mean_dtype(name, x, dtype):
+    if dtype is None and x.dtype.kind not in "fcV":
+        kind, got = "Input", D.FROM_NUMPY[x.dtype]
+    elif dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+        kind, got = "Optional", dtype
+    else:
+        return
+    raise RuntimeError(f"{name}(): could not infer output dtype. {kind} dtype must be either a "
+                       f"floating point or complex dtype. Got: {got._torch_name}")
+
+
+@op("mean(input, dim=None, keepdim=False, *, dtype=None)", promote=SAME, upcast=False,
+    saves_inputs=False)
+def mean(xp, x, dim, keepdim, dtype):
+    """The arithmetic mean over ``dim`` (all dims by default); floating and complex only."""
+    _check_mean_dtype("mean", x, dtype)
+    dims = reduction_dims(dim, x.ndim)
+    x = cast_input(x, dtype, "mean")
+    total = xp.sum(wide(x), axis=dims, keepdims=keepdim)
+    return xp.true_divide(total, reduced_numel(x.shape, dims)).astype(x.dtype, copy=False)
+
+
+@mean.derivative
+def _(grad, x, dim, keepdim, dtype):
+    dims = reduction_dims(dim, x.ndim)
+    return expand_reduced(grad, x.shape, dims, keepdim) / reduced_numel(x.shape, dims)
+
+
+def _not_nan(xp, a):
+    return ~xp.isnan(a) if a.dtype.kind in "fcV" else xp.ones(a.shape, dtype=bool)
+
+
+@op("nansum(input, dim=None, keepdim=False, *, dtype=None)", promote=NANSUM, upcast=False)
+def nansum(xp, x, dim, keepdim, dtype):
+    """The sum over ``dim`` treating NaN as zero."""
+    dims = reduction_dims(dim, x.ndim)
+    w = wide(x)
+    if w.dtype.kind == "f":
+        w = xp.where(xp.isnan(w), 0, w)        # skipped before a dtype= cast could change them
+    w = wide(cast_input(w, dtype, "nansum"))
+    out = xp.sum(w, axis=dims, keepdims=keepdim)
+    return out.astype(x.dtype if dtype is None else dtype.np, copy=False)
+
+
+@nansum.derivative
+def _(grad, x, dim, keepdim, dtype):
+    grad = expand_reduced(grad, x.shape, reduction_dims(dim, x.ndim), keepdim)
+    return grad * constant(_not_nan, x)
+
+
+@op("nanmean(input, dim=None, keepdim=False, *, dtype=None)", promote=NANMEAN, upcast=False)
+def nanmean(xp, x, dim, keepdim, dtype):
+    """The mean over ``dim`` of the elements that are not NaN."""
+    _check_mean_dtype("nanmean", x, dtype)
+    dims = reduction_dims(dim, x.ndim)
+    x = cast_input(x, dtype, "nanmean")
+    w = wide(x)
+    valid = ~xp.isnan(w)
+    total = xp.sum(xp.where(valid, w, 0), axis=dims, keepdims=keepdim)
+    count = xp.sum(valid, axis=dims, keepdims=keepdim)
+    return xp.true_divide(total, count).astype(x.dtype, copy=False)
+
+
+@nanmean.derivative
+def _(grad, x, dim, keepdim, dtype):
+    dims = reduction_dims(dim, x.ndim)
+    valid = constant(_not_nan, x)
+    count = expand_reduced(valid.sum(dims, keepdim=True), x.shape, dims, True)
+    return expand_reduced(grad, x.shape, dims, keepdim) * valid / count
+
+
+# --- prod -----------------------------------------------------------------------------------------
+
+def _prod_dims(dim, ndim):
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    return reduction_dims(dim, ndim)
+
+
+@op("prod(input, dim=None, keepdim=False, *, dtype=None)", promote=SUM, upcast=False)
+def prod(xp, x, dim, keepdim, dtype):
+    """The product over ``dim`` (all elements by default)."""
+    dims = _prod_dims(dim, x.ndim)
+    x = cast_input(x, dtype, "prod")
+    return xp.prod(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
+
+
+@prod.derivative
+def _(grad, x, dim, keepdim, dtype, *, out):
+    dims = _prod_dims(dim, x.ndim)
+    grad = expand_reduced(grad, x.shape, dims, keepdim)
+    if not dims:
+        return grad
+    if not any_zero(x):
+        return grad * conj_grad(expand_reduced(out, x.shape, dims, keepdim) / x)
+    return grad * conj_grad(_prod_of_others(x, dims))
+
+
+def _prod_of_others(x, dims):
+    """For each element, the product of the rest of its slice: exact where x has zeros, and
+    differentiable again (products before it times products after it, via cumprod)."""
+    rest = [d for d in range(x.ndim) if d not in dims]
+    order = rest + list(dims)
+    n = reduced_numel(x.shape, dims)
+    rows = x.permute(order).reshape([x.shape[d] for d in rest] + [n])
+    last = len(rest)
+    before = shift_in_one(rows, last).cumprod(last)
+    after = flip(shift_in_one(flip(rows, last), last).cumprod(last), last)
+    others = (before * after).reshape([x.shape[d] for d in order])
+    return others.permute([order.index(d) for d in range(x.ndim)])
+
+
+# --- logsumexp ------------------------------------------------------------------------------------
+
+@op("logsumexp(input, dim, keepdim=False)", promote=FLOAT)
+def logsumexp(xp, x, dim, keepdim):
+    """``log(sum(exp(input)))`` over ``dim``, computed without overflow."""
+    dims = reduction_dims(dim, x.ndim)
+    if x.size == 0:
+        shift = xp.zeros([1 if d in dims else s for d, s in enumerate(x.shape)], x.real.dtype)
+    else:
+        shift = xp.amax(x.real, axis=dims, keepdims=True)
+        shift = xp.where(xp.isfinite(shift), shift, 0)
+    total = xp.sum(xp.exp(x - shift), axis=dims, keepdims=True)
+    out = xp.log(total) + shift
+    return out if keepdim else xp.squeeze(out, axis=dims)
+
+
+@logsumexp.derivative
+def _(grad, x, dim, keepdim, *, out):
+    dims = reduction_dims(dim, x.ndim)
+    grad = expand_reduced(grad, x.shape, dims, keepdim)
+    return grad * conj_grad(_exp(x - expand_reduced(out, x.shape, dims, keepdim)))
+
+
+def _exp(t):
+    # exp as a power of e keeps this module free of the unary-math ops
+    return math.e ** t
+
+
+# --- all, any, count_nonzero ---------------------------------------------------------------------
+
+def _logical(xp, x, dim, keepdim, reduce):
+    # unlike the other reductions, all/any reduce nothing for dim=()
+    dims = () if isinstance(dim, (tuple, list)) and not dim else reduction_dims(dim, x.ndim)
+    out = reduce(x != 0, axis=dims, keepdims=keepdim)
+    return out.astype(np.uint8) if x.dtype == np.uint8 else out
+
+
+@op("all(input, dim=None, keepdim=False)", out=True)
+def all(xp, x, dim, keepdim):
+    """Whether every element over ``dim`` is nonzero (uint8 for uint8 input, else bool)."""
+    return _logical(xp, x, dim, keepdim, xp.all)
+
+
+@op("any(input, dim=None, keepdim=False)", out=True)
+def any(xp, x, dim, keepdim):
+    """Whether any element over ``dim`` is nonzero (uint8 for uint8 input, else bool)."""
+    return _logical(xp, x, dim, keepdim, xp.any)
+
+
+@op("count_nonzero(input, dim=None)")
+def count_nonzero(xp, x, dim):
+    """The number of nonzero elements over ``dim`` (all dims by default)."""
+    dims = reduction_dims(dim, x.ndim)
+    return xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64, copy=False)
+
+
+# --- norm -----------------------------------------------------------------------------------------
+
+_INF = float("inf")
+
+
+def _norm_order(p):
+    """The vector-norm order for ``p`` ('fro' is the 2-norm)."""
+    if isinstance(p, str):
+        if p == "fro":
+            return 2.0
+        if p == "nuc":
+            raise NotImplementedError("norm(): p='nuc' (the nuclear matrix norm) is not "
+                                      "supported; use ember.linalg.matrix_norm")
+        raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
+    return float(p)
+
+
+def _norm_dtype(x, dtype):
+    if dtype is None:
+        return x
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or complex, but "
+                           f"got {dtype._torch_name}")
+    if x.dtype.kind == "c" and not dtype.is_complex:
+        raise RuntimeError(f"linalg.vector_norm: dtype should be complex for complex inputs, but "
+                           f"got {dtype._torch_name}")
+    have = D.FROM_NUMPY[x.dtype]
+    if D.promote_types(have, dtype) is not dtype:
+        raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({have._torch_name}) "
+                           f"should be convertible without narrowing to the specified dtype "
+                           f"({dtype._torch_name})")
+    return x.astype(dtype.np)
+
+
+@op("norm(input, p='fro', dim=None, keepdim=False, *, dtype=None)", promote=NORM,
+    upcast=False, grad_fn_name="LinalgVectorNormBackward0")
+def norm(xp, x, p, dim, keepdim, dtype):
+    """The vector p-norm over ``dim`` (all elements by default); ``p`` may be inf, -inf or 0."""
+    order = _norm_order(p)
+    dims = reduction_dims(dim, x.ndim)
+    x = _norm_dtype(x, dtype)
+    if abs(order) == _INF:
+        _require_inf_norm(order, x.shape, dims, is_all(dim))
+    real = x.real.dtype if x.dtype.kind == "c" else x.dtype
+    a = xp.abs(wide(x))
+    if order == _INF:
+        out = xp.amax(a, axis=dims, keepdims=keepdim)
+    elif order == -_INF:
+        out = xp.amin(a, axis=dims, keepdims=keepdim)
+    elif order == 0:
+        out = xp.sum(a != 0, axis=dims, keepdims=keepdim).astype(a.dtype)
+    elif order == 1:
+        out = xp.sum(a, axis=dims, keepdims=keepdim)
+    elif order == 2:
+        out = xp.sqrt(xp.sum(a * a, axis=dims, keepdims=keepdim))
+    else:
+        out = xp.sum(a ** order, axis=dims, keepdims=keepdim) ** (1 / order)
+    return xp.asarray(out).astype(real, copy=False)
+
+
+def _require_inf_norm(order, shape, dims, full):
+    sign = "" if order > 0 else "-"
+    if full and math.prod(shape) == 0:
+        raise RuntimeError(f"linalg.vector_norm cannot compute the {sign}inf norm on an empty "
+                           f"tensor because the operation does not have an identity")
+    for d in dims:
+        if shape[d] == 0:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {sign}inf norm on the "
+                               f"dimension {d}because this dimension is empty and the operation "
+                               f"does not have an identity")
+
+
+@norm.derivative
+def _(grad, x, p, dim, keepdim, dtype, *, out):
+    order = _norm_order(p)
+    dims = reduction_dims(dim, x.ndim)
+    grad = expand_reduced(grad, x.shape, dims, keepdim)
+    norm_ = expand_reduced(out, x.shape, dims, keepdim)
+    if order == 0:
+        return grad * 0
+    if order == 1:
+        return grad * x.sgn()
+    if abs(order) == _INF:
+        # NaN elements count as ties (their sgn is 0), as in PyTorch
+        ties = constant(lambda xp, a, n: (xp.abs(a) == n) | xp.isnan(a), x, norm_)
+        count = expand_reduced(ties.sum(dims, keepdim=True), x.shape, dims, True)
+        return grad * x.sgn() * ties / count
+    # d|x|_p / dx = sgn(x) |x|^(p-1) / |x|_p^(p-1); 0 where x or the norm is 0 (a subgradient)
+    zero = constant(_is_zero, norm_)
+    safe = norm_ + zero
+    if order == 2:
+        return grad * x / safe * (1 - zero)
+    a = x.abs()
+    at_zero = constant(_is_zero, a)
+    scaled = x.sgn() * ((a + at_zero) / safe) ** (order - 1) * (1 - at_zero)
+    return grad * scaled * (1 - zero)
+
+
+def _is_zero(xp, a):
+    return (a == 0).astype(a.dtype)
+
+
+# --- modules of the reduction family ----------------------------------------------------------
+
+from ember.ops import extrema, scan, statistics  # noqa: E402,F401  (registers ops)
+
+ALIASES = {**extrema.ALIASES, **scan.ALIASES, **statistics.ALIASES}
+PUBLIC = {**extrema.PUBLIC, **statistics.PUBLIC}

@@ -1,0 +1,209 @@
+"""What the reductions share: dims and dtype handling, constant masks, and two
+internal ops that route gradients through indices (``_take_along_dim``, ``_index_grad``)."""
+
+import math
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import _make
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.backend import xp_of
+from ember.ops._dims import wrap_dim
+from ember.ops._promotion import Policy
+from ember.ops._registry import op
+
+__all__ = ["SUM", "expand_reduced", "reduced_numel", "is_all", "int_dim", "wide", "cast_input",
+           "rejecting", "require_nonempty", "constant", "any_zero", "grad_enabled", "spread",
+           "route_to_indices", "flip", "shift_in_one"]
+
+_WIDEN = {D.float16.np: np.dtype(np.float32), D.bfloat16.np: np.dtype(np.float32)}
+
+
+def _sum_rule(d, name, operands):
+    return D.int64 if d.category <= D.INTEGRAL else d
+
+
+SUM = Policy("sum", _sum_rule)      # integers and bool accumulate (and return) in int64
+
+
+def expand_reduced(grad, shape, dims, keepdim):
+    """Broadcast a reduction's gradient back over the reduced ``dims`` of ``shape``."""
+    if not keepdim and dims:
+        kept = list(grad.shape)
+        for d in dims:
+            kept.insert(d, 1)
+        grad = grad.reshape(kept)
+    return grad.expand(shape)
+
+
+def reduced_numel(shape, dims):
+    """How many elements each output element of a reduction over ``dims`` summarizes."""
+    return math.prod(shape[d] for d in dims)
+
+
+def is_all(dim):
+    """Whether a ``dim`` argument means every dim (None, or an empty tuple or list)."""
+    return dim is None or (isinstance(dim, (tuple, list)) and not dim)
+
+
+def int_dim(name, dim, ndim):
+    """A single ``dim`` argument (ops that take no dim tuples), wrapped."""
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
+    return wrap_dim(dim, ndim)
+
+
+# --- dtypes ---------------------------------------------------------------------------------
+
+def wide(x):
+    """``x`` in the dtype to accumulate in: 16-bit floats in float32, as PyTorch's kernels do."""
+    to = _WIDEN.get(x.dtype)
+    return x if to is None else x.astype(to)
+
+
+def cast_input(x, dtype, name):
+    """``x`` cast to a ``dtype=`` argument (PyTorch casts before reducing)."""
+    if dtype is None:
+        return x
+    if dtype in D.FLOAT8:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtype._torch_name}'")
+    if x.dtype.kind == "c" and not dtype.is_complex:
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
+                      stacklevel=5)
+        x = x.real
+    return x.astype(dtype.np, copy=False)
+
+
+def rejecting(name, kinds, error, message):
+    """A dtype policy that keeps the input dtype but rejects dtype categories.
+
+    ``kinds``: the rejected ember dtype categories; ``message(dtype)`` builds the error text.
+    """
+    def rule(d, op_name, operands):
+        if d.category in kinds:
+            raise error(message(d))
+        return d
+    return Policy(name, rule)
+
+
+def require_nonempty(name, shape, dims, full, error=RuntimeError):
+    """PyTorch's errors for reductions without an identity (max, amin, ...) over no elements.
+
+    ``full``: the reduction covers every dim because none was given.
+    """
+    if full:
+        if math.prod(shape) == 0:
+            if error is IndexError:
+                raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                                 f"input.numel() == 0.")
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                               f"input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               f"argument.")
+        return
+    for d in dims:
+        if shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+# --- constants in derivatives -------------------------------------------------------------------
+
+def constant(fn, *tensors):
+    """``fn(xp, *arrays)`` of the ``tensors``' values as a tensor outside the graph: the masks
+    and counts of derivatives, which are piecewise constant in the inputs."""
+    arrays = [t._data for t in tensors]
+    xp = xp_of(arrays[0])
+    return _make(xp.asarray(fn(xp, *arrays)))
+
+
+def any_zero(t):
+    """Whether ``t`` holds a zero (products divide by their factors only when it does not)."""
+    return bool(constant(lambda xp, a: (a == 0).any(), t))
+
+
+def grad_enabled():
+    """Whether a derivative runs under ``create_graph`` (its result must be differentiable)."""
+    return _GRAD.grad_enabled
+
+
+def spread(grad, x, value):
+    """The gradient of a full reduction that selects ``value``, shared evenly by every element
+    equal to it (NaN counts as equal to a NaN ``value``): max(), min(), median()."""
+    def ties(xp, a, v):
+        return a == v if a.dtype.kind in "biu" else (a == v) | (xp.isnan(a) & xp.isnan(v))
+    mask = constant(ties, x, value)
+    return grad * mask / mask.sum()
+
+
+def route_to_indices(grads, x, dim, keepdim, *, out):
+    """The derivative of ops returning (values, indices) along ``dim`` (max(dim), median(dim)):
+    each gradient goes to the element its index picked."""
+    grad, indices = grads[0], out[1]
+    if x.ndim == 0:
+        return grad
+    dim = wrap_dim(dim, x.ndim)
+    if not keepdim:
+        grad, indices = grad.unsqueeze(dim), indices.unsqueeze(dim)
+    return _index_grad(grad, indices, dim, tuple(x.shape))
+
+
+def flip(t, dim):
+    """``t`` reversed along ``dim`` (differentiable)."""
+    n = t.shape[dim]
+    return _take_along_dim(t, _along(t, np.arange(n - 1, -1, -1), dim), dim)
+
+
+def shift_in_one(t, dim):
+    """``t`` moved one step along ``dim``, a one coming in: ``[1, t0, ..., t(n-2)]``
+    (differentiable; the dropped last element cannot leak a NaN into the result)."""
+    n = t.shape[dim]
+    if n == 0:
+        return t
+    head = _take_along_dim(t, _along(t, np.arange(n - 1), dim), dim)
+    shifted = _index_grad(head, _along(head, np.arange(1, n), dim), dim, tuple(t.shape))
+    first = constant(lambda xp, a: (xp.arange(n) == 0).reshape(
+        [n if d == dim else 1 for d in range(a.ndim)]).astype(a.dtype), t)
+    return shifted + first
+
+
+def _along(t, positions, dim):
+    """An int64 index tensor selecting ``positions`` along ``dim``, broadcast to ``t``."""
+    xp = xp_of(t._data)
+    shape = [1] * t.ndim
+    shape[dim] = len(positions)
+    index = xp.asarray(positions, dtype=np.int64).reshape(shape)
+    full = list(t.shape)
+    full[dim] = len(positions)
+    return _make(xp.broadcast_to(index, full))
+
+
+# --- index routing ops ----------------------------------------------------------------------------
+
+@op("_take_along_dim(input, index, dim)", inputs=2, method=False)
+def _take_along_dim(xp, x, index, dim):
+    """The elements of ``input`` at ``index`` along ``dim`` (``index`` has input's ndim)."""
+    return xp.take_along_axis(x, index, axis=dim)
+
+
+@_take_along_dim.derivative
+def _(grad, x, index, dim):
+    return _index_grad(grad, index, dim, tuple(x.shape)), None
+
+
+@op("_index_grad(grad, index, dim, shape)", inputs=2, method=False)
+def _index_grad(xp, grad, index, dim, shape):
+    """Zeros of ``shape`` with ``grad`` added at ``index`` along ``dim`` (repeats accumulate)."""
+    out = xp.zeros(shape, dtype=grad.dtype)
+    if index.shape[dim] == 1:
+        xp.put_along_axis(out, index, grad, axis=dim)       # one index per slice: no repeats
+        return out
+    where = list(xp.indices(index.shape, sparse=True))
+    where[dim] = index
+    xp.add.at(out, tuple(where), grad)
+    return out
+
+
+@_index_grad.derivative
+def _(grad, g, index, dim, shape):
+    return _take_along_dim(grad, index, dim), None

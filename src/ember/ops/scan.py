@@ -1,0 +1,121 @@
+"""Cumulative ops along one dim: cumsum, cumprod, cummax, cummin."""
+
+import numpy as np
+
+from ember import _dtype as D
+from ember.ops import return_types
+from ember.ops._dims import wrap_dim
+from ember.ops._elementwise import conj_grad
+from ember.ops._reduce import (SUM, _index_grad, any_zero, cast_input, constant, flip,
+                               grad_enabled, rejecting, wide)
+from ember.ops._registry import op
+
+
+def _accumulate(xp, name, x, dim, dtype):
+    d = wrap_dim(dim, x.ndim)
+    x = cast_input(x, dtype, name)
+    if x.ndim == 0:
+        return x.copy()
+    return getattr(xp, name)(wide(x), axis=d).astype(x.dtype, copy=False)
+
+
+def reverse_cumsum(t, dim):
+    """Sums from each position to the end along ``dim`` (differentiable)."""
+    return flip(flip(t, dim).cumsum(dim), dim)
+
+
+@op("cumsum(input, dim, *, dtype=None)", promote=SUM, upcast=False, inplace=True,
+    saves_inputs=False)
+def cumsum(xp, x, dim, dtype):
+    """Running sums along ``dim``."""
+    return _accumulate(xp, "cumsum", x, dim, dtype)
+
+
+@cumsum.derivative
+def _(grad, x, dim, dtype):
+    if x.ndim == 0:
+        return grad
+    return reverse_cumsum(grad, wrap_dim(dim, x.ndim))
+
+
+@op("cumprod(input, dim, *, dtype=None)", promote=SUM, upcast=False, inplace=True)
+def cumprod(xp, x, dim, dtype):
+    """Running products along ``dim``."""
+    return _accumulate(xp, "cumprod", x, dim, dtype)
+
+
+@cumprod.derivative
+def _(grad, x, dim, dtype, *, out):
+    if x.ndim == 0:
+        return grad
+    d = wrap_dim(dim, x.ndim)
+    if not any_zero(x):
+        return reverse_cumsum(grad * conj_grad(out), d) / conj_grad(x)
+    if grad_enabled():
+        return _cumprod_grad_exact(grad, x, d)
+    return _cumprod_grad_zeros(grad, x, out, d)
+
+
+def _cumprod_grad_zeros(grad, x, out, d):
+    """The gradient where ``x`` has zeros, in O(n): before a slice's first zero the usual
+    formula holds; at it, the running products with that zero taken as 1; after it, zero."""
+    def zeros_seen(xp, a):
+        return xp.cumsum(a == 0, axis=d)
+    before = constant(lambda xp, a: (zeros_seen(xp, a) == 0).astype(a.dtype), x)
+    first = constant(lambda xp, a: ((a == 0) & (zeros_seen(xp, a) == 1)).astype(a.dtype), x)
+    safe = x * before + (1 - before)
+    early = reverse_cumsum(grad * conj_grad(out), d) / conj_grad(safe) * before
+    skipped = (x * (1 - first) + first).cumprod(d)
+    return early + reverse_cumsum(grad * conj_grad(skipped), d) * first
+
+
+def _cumprod_grad_exact(grad, x, d):
+    """The gradient where ``x`` has zeros, differentiable again (O(n^2) along ``d``): for each i,
+    the running products of x with x_i replaced by 1, summed over the outputs k >= i."""
+    n = x.shape[d]
+    shape = [n if i in (d, d + 1) else 1 for i in range(x.ndim + 1)]
+    eye = constant(lambda xp, a: xp.eye(n, dtype=a.dtype).reshape(shape), x)
+    later = constant(lambda xp, a: xp.triu(xp.ones((n, n), dtype=a.dtype)).reshape(shape), x)
+    partial = (x.unsqueeze(d) * (1 - eye) + eye).cumprod(d + 1)
+    return (grad.unsqueeze(d) * conj_grad(partial) * later).sum(d + 1)
+
+
+# --- cummax, cummin -----------------------------------------------------------------------------
+
+def _running_extreme(name, ufunc):
+    def forward(xp, x, dim):
+        d = wrap_dim(dim, x.ndim)
+        if x.ndim == 0:
+            return x.copy(), xp.zeros((), dtype=np.int64)
+        values = getattr(xp, ufunc).accumulate(x, axis=d)
+        # the index is the last position at or before k that holds the running extreme
+        hit = x == values
+        if x.dtype.kind == "f":
+            hit |= xp.isnan(x)
+        shape = [x.shape[d] if i == d else 1 for i in range(x.ndim)]
+        positions = xp.where(hit, xp.arange(x.shape[d]).reshape(shape), 0)
+        return values, xp.maximum.accumulate(positions, axis=d).astype(np.int64, copy=False)
+    forward.__doc__ = (f"The running {name[3:]}imum along ``dim`` and the index where each was "
+                       f"reached (the last among ties).")
+    return forward
+
+
+def _scatter_back(grads, x, dim, *, out):
+    if x.ndim == 0:
+        return grads[0]
+    return _index_grad(grads[0], out[1], wrap_dim(dim, x.ndim), tuple(x.shape))
+
+
+def _cum_policy(name):
+    return rejecting(name, (D.COMPLEX,), NotImplementedError,
+                     lambda d: f"\"{name}_cpu\" not implemented for '{d._torch_name}'")
+
+
+cummax = op("cummax(input, dim)", promote=_cum_policy("cummax"),
+            namedtuple=return_types.cummax)(_running_extreme("cummax", "maximum"))
+cummin = op("cummin(input, dim)", promote=_cum_policy("cummin"),
+            namedtuple=return_types.cummin)(_running_extreme("cummin", "minimum"))
+cummax.derivative(_scatter_back)
+cummin.derivative(_scatter_back)
+
+ALIASES = {}

@@ -1,0 +1,221 @@
+"""Statistics: std, var (and with the mean: std_mean, var_mean), median and nanmedian."""
+
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+from ember.ops import return_types
+from ember.ops._dims import reduction_dims
+from ember.ops._reduce import (constant, expand_reduced, int_dim, reduced_numel, rejecting,
+                               require_nonempty, route_to_indices, spread)
+from ember.ops._registry import op
+
+
+def _moments_policy(name):
+    return rejecting(name, (D.BOOL, D.INTEGRAL), RuntimeError,
+                     lambda d: f"{name} only support floating point and complex dtypes")
+
+
+MOMENTS = _moments_policy("std and var")
+
+
+def _not_implemented(kernel):
+    return lambda d: f"\"{kernel}\" not implemented for '{d._torch_name}'"
+
+
+MEDIAN_ALL = rejecting("median_all", (D.BOOL, D.COMPLEX), NotImplementedError,
+                       _not_implemented("median_cpu"))
+MEDIAN_DIM = rejecting("median_dim", (D.BOOL, D.COMPLEX), NotImplementedError,
+                       _not_implemented("median_out"))
+
+
+# --- std, var -------------------------------------------------------------------------------------
+
+def _dims_and_correction(dim, unbiased, correction, ndim):
+    """Resolve PyTorch's overloads: ``std(x, True)`` means unbiased, not dim 1."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError("std(): pass either 'unbiased' or 'correction', not both")
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    return reduction_dims(dim, ndim), correction
+
+
+def _moments(xp, x, dim, unbiased, keepdim, correction, name):
+    """(variance, mean) over the reduced dims; the variance is real for complex input."""
+    dims, correction = _dims_and_correction(dim, unbiased, correction, x.ndim)
+    n = reduced_numel(x.shape, dims)
+    if n - correction <= 0:
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
+                      f"than the reduction factor (input numel divided by output numel).",
+                      UserWarning, stacklevel=5)
+    mean = xp.true_divide(xp.sum(x, axis=dims, keepdims=True), n).astype(x.dtype, copy=False)
+    dev = x - mean
+    squares = dev.real * dev.real + dev.imag * dev.imag if x.dtype.kind == "c" else dev * dev
+    var = xp.true_divide(xp.sum(squares, axis=dims, keepdims=keepdim),
+                         max(n - correction, 0)).astype(squares.dtype, copy=False)
+    return var, mean if keepdim else xp.squeeze(mean, axis=dims)
+
+
+def _var_grad(grad, x, dim, unbiased, keepdim, correction):
+    dims, correction = _dims_and_correction(dim, unbiased, correction, x.ndim)
+    dof = reduced_numel(x.shape, dims) - correction
+    scale = 2 / dof if dof > 0 else float("inf")
+    grad = expand_reduced(grad, x.shape, dims, keepdim)
+    return grad * scale * (x - x.mean(dims, keepdim=True))
+
+
+def _std_grad(grad, x, dim, unbiased, keepdim, correction, std):
+    # d std = d var / (2 std); PyTorch takes 0 where std is 0
+    zero = constant(lambda xp, s: (s == 0).astype(s.dtype), std)
+    return _var_grad(grad / (2 * (std + zero)) * (1 - zero), x, dim, unbiased, keepdim,
+                     correction)
+
+
+def _mean_grad(grad, x, dim, unbiased, keepdim):
+    dims = _dims_and_correction(dim, unbiased, None, x.ndim)[0]
+    return expand_reduced(grad, x.shape, dims, keepdim) / reduced_numel(x.shape, dims)
+
+
+_SIGNATURE = "(input, dim=None, unbiased=None, keepdim=False, *, correction=None)"
+
+
+@op("var" + _SIGNATURE, promote=MOMENTS)
+def var(xp, x, dim, unbiased, keepdim, correction):
+    """The variance over ``dim`` with Bessel's ``correction`` (default 1; ``unbiased=False``
+    means 0)."""
+    return _moments(xp, x, dim, unbiased, keepdim, correction, "var")[0]
+
+
+@var.derivative
+def _(grad, x, dim, unbiased, keepdim, correction):
+    return _var_grad(grad, x, dim, unbiased, keepdim, correction)
+
+
+@op("std" + _SIGNATURE, promote=MOMENTS)
+def std(xp, x, dim, unbiased, keepdim, correction):
+    """The standard deviation over ``dim`` (see ``var`` for ``correction``)."""
+    return xp.sqrt(_moments(xp, x, dim, unbiased, keepdim, correction, "std")[0])
+
+
+@std.derivative
+def _(grad, x, dim, unbiased, keepdim, correction, *, out):
+    return _std_grad(grad, x, dim, unbiased, keepdim, correction, out)
+
+
+@op("var_mean" + _SIGNATURE, promote=_moments_policy("var_mean"), method=False)
+def var_mean(xp, x, dim, unbiased, keepdim, correction):
+    """The tuple (variance, mean) over ``dim``."""
+    return _moments(xp, x, dim, unbiased, keepdim, correction, "var_mean")
+
+
+@var_mean.derivative
+def _(grads, x, dim, unbiased, keepdim, correction):
+    return (_var_grad(grads[0], x, dim, unbiased, keepdim, correction)
+            + _mean_grad(grads[1], x, dim, unbiased, keepdim))
+
+
+@op("std_mean" + _SIGNATURE, promote=_moments_policy("std_mean"), method=False)
+def std_mean(xp, x, dim, unbiased, keepdim, correction):
+    """The tuple (standard deviation, mean) over ``dim``."""
+    var_, mean = _moments(xp, x, dim, unbiased, keepdim, correction, "std_mean")
+    return xp.sqrt(var_), mean
+
+
+@std_mean.derivative
+def _(grads, x, dim, unbiased, keepdim, correction, *, out):
+    return (_std_grad(grads[0], x, dim, unbiased, keepdim, correction, out[0])
+            + _mean_grad(grads[1], x, dim, unbiased, keepdim))
+
+
+# --- median, nanmedian ----------------------------------------------------------------------------
+
+def _lower_median(xp, values, skip_nan):
+    """The lower median of a 1-D array; NaN if it holds a NaN (unless ``skip_nan``) or is
+    empty."""
+    nan = xp.isnan(values) if values.dtype.kind == "f" else xp.zeros(values.shape, dtype=bool)
+    if skip_nan:
+        values = values[~nan]
+    elif bool(nan.any()):
+        return xp.asarray(np.nan, dtype=values.dtype)
+    if values.size == 0:
+        return xp.asarray(np.nan).astype(values.dtype)
+    k = (values.size - 1) // 2
+    return xp.partition(values, k)[k]
+
+
+def _median_index(xp, x, d, skip_nan):
+    """Per slice along ``d``, the index PyTorch returns: the lower median in a stable sort (NaNs
+    last); with a NaN and not ``skip_nan``, the first NaN."""
+    order = xp.argsort(x, axis=d, kind="stable")
+    n = x.shape[d]
+    nans = xp.sum(xp.isnan(x), axis=d, keepdims=True) if x.dtype.kind == "f" else \
+        xp.zeros([1 if i == d else s for i, s in enumerate(x.shape)], dtype=np.int64)
+    if skip_nan:
+        position = xp.maximum((n - nans - 1) // 2, 0)
+    else:
+        position = xp.where(nans > 0, n - nans, (n - 1) // 2)
+    return xp.take_along_axis(order, position, axis=d)
+
+
+def _median_all(name, skip_nan):
+    def forward(xp, x):
+        return _lower_median(xp, x.reshape(-1), skip_nan)
+    forward.__doc__ = ("The lower of the two middle values of all elements" +
+                       (", ignoring NaN." if skip_nan else " (NaN if any is NaN)."))
+    return forward
+
+
+def _median_dim(name, skip_nan):
+    def forward(xp, x, dim, keepdim):
+        d = int_dim(name, dim, x.ndim)
+        if x.ndim == 0:
+            return x.copy(), xp.zeros((), dtype=np.int64)
+        require_nonempty("median", x.shape, (d,), full=False)
+        index = _median_index(xp, x, d, skip_nan)
+        values = xp.take_along_axis(x, index, axis=d)
+        if not keepdim:
+            index, values = xp.squeeze(index, axis=d), xp.squeeze(values, axis=d)
+        return values, index.astype(np.int64, copy=False)
+    forward.__doc__ = f"The {name} along ``dim`` and its index."
+    return forward
+
+
+_median = op("median(input)", promote=MEDIAN_ALL)(_median_all("median", False))
+_nanmedian = op("nanmedian(input)", promote=MEDIAN_ALL)(_median_all("nanmedian", True))
+_median_by_dim = op("_median_dim(input, dim, keepdim=False)", promote=MEDIAN_DIM, method=False,
+                    namedtuple=return_types.median, grad_fn_name="MedianBackward1")(
+    _median_dim("median", False))
+_nanmedian_by_dim = op("_nanmedian_dim(input, dim, keepdim=False)", promote=MEDIAN_DIM,
+                       method=False, namedtuple=return_types.nanmedian,
+                       grad_fn_name="NanmedianBackward1")(_median_dim("nanmedian", True))
+for _op in (_median, _nanmedian):
+    _op.derivative(lambda grad, x, *, out: spread(grad, x, out))
+for _op in (_median_by_dim, _nanmedian_by_dim):
+    _op.derivative(route_to_indices)
+
+
+def _median_function(name, whole, along):
+    def median(input, dim=None, keepdim=False, *, out=None):
+        if dim is None:
+            if keepdim:
+                raise TypeError(f"{name}(): argument 'keepdim' needs a 'dim'")
+            return whole.function(input, out=out)
+        return along.function(input, dim, keepdim, out=out)
+    median.__name__ = median.__qualname__ = name
+    median.__module__ = "ember"
+    median.__doc__ = (f"The {name} of all elements; with ``dim``, the named tuple (values, "
+                      f"indices) along it.")
+    return median
+
+
+median = _median_function("median", _median, _median_by_dim)
+nanmedian = _median_function("nanmedian", _nanmedian, _nanmedian_by_dim)
+Tensor.median = median
+Tensor.nanmedian = nanmedian
+
+ALIASES = {}
+PUBLIC = {"median": median, "nanmedian": nanmedian}

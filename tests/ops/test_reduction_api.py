@@ -1,0 +1,141 @@
+"""The public faces of the reductions beyond what OpInfo covers: max/min/median overloads, named
+results, out=, warnings, accumulation dtypes and grad_fn names."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+import ember
+from ember.ops._registry import REGISTRY
+from ember.testing import assert_close
+
+
+class _Recorder:
+    """Stands in for a registry op so dispatch can be observed."""
+
+    def __init__(self):
+        self.calls = []
+
+    def function(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        return "pairwise"
+
+
+@pytest.mark.parametrize("name,pairwise", [("max", "maximum"), ("min", "minimum")])
+def test_max_of_two_tensors_is_the_pairwise_op(monkeypatch, name, pairwise):
+    recorder = _Recorder()
+    monkeypatch.setitem(REGISTRY, pairwise, recorder)
+    a, b = ember.ones(2), ember.zeros(2)
+    assert getattr(ember, name)(a, b) == "pairwise"
+    assert getattr(ember, name)(a, other=b) == "pairwise"
+    assert getattr(a, name)(b) == "pairwise"
+    assert [call[0] for call in recorder.calls] == [(a, b)] * 3
+
+
+@pytest.mark.parametrize("name", ["max", "min", "median", "nanmedian"])
+def test_whole_and_along_dim_forms(name):
+    x = ember.tensor([[1., 5., 2.], [4., 0., 3.]])
+    whole = getattr(ember, name)(x)
+    assert whole.shape == () and isinstance(whole, ember.Tensor)
+    values, indices = getattr(x, name)(1, keepdim=True)
+    assert values.shape == (2, 1) and indices.dtype is ember.int64
+    result = getattr(ember, name)(x, dim=0)
+    assert type(result).__name__ == name
+    assert result.values is result[0] and result.indices is result[1]
+    assert repr(result).startswith(f"ember.return_types.{name}(\nvalues=tensor(")
+    assert pickle.loads(pickle.dumps(result)).indices.tolist() == result.indices.tolist()
+    with pytest.raises(TypeError, match="keepdim"):
+        getattr(ember, name)(x, keepdim=True)
+
+
+def test_max_along_dim_out():
+    x = ember.tensor([[1., 5., 2.], [4., 0., 3.]])
+    values, indices = ember.empty(0), ember.empty(0, dtype=ember.int64)
+    ember.max(x, 1, out=(values, indices))
+    assert values.tolist() == [5., 4.] and indices.tolist() == [1, 0]
+    whole = ember.empty(0)
+    ember.median(x, out=whole)
+    assert whole.item() == 2.
+
+
+def test_cummax_names():
+    result = ember.tensor([1., 3., 2.]).cummax(0)
+    assert type(result).__name__ == "cummax"
+    assert result.indices.tolist() == [0, 1, 1]
+
+
+@pytest.mark.parametrize("call,kind", [
+    (lambda x: x.std(0, correction=2), "std"), (lambda x: x.var(0), "var"),
+    (lambda x: ember.std_mean(ember.ones(0)), "std_mean"),
+])
+def test_no_degrees_of_freedom_warns(call, kind):
+    with pytest.warns(UserWarning, match=rf"{kind}\(\): degrees of freedom is <= 0"):
+        call(ember.ones(1, 3))
+
+
+def test_correction_and_unbiased_are_exclusive():
+    with pytest.raises((TypeError, RuntimeError), match="unbiased"):
+        ember.std(ember.ones(3), unbiased=True, correction=0)
+
+
+def test_complex_to_real_dtype_warns_and_takes_real_part():
+    z = ember.tensor([1 + 2j, 3 - 1j])
+    with pytest.warns(UserWarning, match="Casting complex values to real discards"):
+        out = ember.sum(z, dtype=ember.float32)
+    assert out.dtype is ember.float32 and out.item() == 4.
+
+
+def test_low_precision_accumulates_in_float32():
+    x = ember.ones(2049, dtype=ember.float16)
+    assert ember.sum(x, dtype=ember.float32).item() == 2049.
+    assert ember.sum(x).dtype is ember.float16
+    assert ember.cumsum(x, 0, dtype=ember.float32).max().item() == 2049.
+    assert ember.mean(ember.full((4096,), 0.1, dtype=ember.bfloat16), dtype=ember.float32) \
+        .item() == pytest.approx(0.1, rel=1e-2)
+
+
+def test_empty_reductions():
+    e = ember.ones(0, 3)
+    assert ember.sum(e).item() == 0 and ember.prod(e).item() == 1
+    assert np.isnan(np.asarray(ember.mean(e, 0))).all()
+    assert ember.logsumexp(e, 0).tolist() == [float("-inf")] * 3
+    assert ember.norm(e).item() == 0
+    assert ember.all(e).item() is True and ember.any(e).item() is False
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda x: x.sum(), "SumBackward0"), (lambda x: x.max(), "MaxBackward1"),
+    (lambda x: x.max(0)[0], "MaxBackward0"), (lambda x: x.min(), "MinBackward1"),
+    (lambda x: x.median(0)[0], "MedianBackward1"),
+    (lambda x: x.norm(), "LinalgVectorNormBackward0"),
+    (lambda x: ember.std_mean(x)[0], "StdMeanBackward0"),
+    (lambda x: x.cummax(0)[0], "CummaxBackward0"),
+    (lambda x: x.logsumexp(0), "LogsumexpBackward0"), (lambda x: x.amax(), "AmaxBackward0"),
+])
+def test_grad_fn_names(call, name):
+    x = ember.ones(3, requires_grad=True)
+    assert call(x).grad_fn.name() == name
+
+
+def test_indices_and_flags_do_not_require_grad():
+    x = ember.tensor([[1., 2.], [3., 0.]], requires_grad=True)
+    assert not x.max(0).indices.requires_grad
+    assert not x.argmax().requires_grad
+    assert not x.all().requires_grad and not x.count_nonzero().requires_grad
+
+
+def test_in_place_cumulative_ops_keep_dtype():
+    x = ember.tensor([1, 2, 3], dtype=ember.int8)
+    assert x.cumsum_(0) is x and x.dtype is ember.int8 and x.tolist() == [1, 3, 6]
+    y = ember.tensor([1., 2., 3.])
+    assert_close(y.cumprod_(0), ember.tensor([1., 2., 6.]))
+
+
+@pytest.mark.xfail(reason="the dispatcher turns a forward's TypeError into a RuntimeError",
+                   raises=RuntimeError)
+@pytest.mark.parametrize("call", [lambda x: x.prod((0, 1)), lambda x: x.argmax((0,)),
+                                  lambda x: x.cumsum(None)])
+def test_dim_that_must_be_an_int(call):
+    with pytest.raises(TypeError, match="must be int"):
+        call(ember.ones(2, 3))
