@@ -16,6 +16,7 @@ from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabl
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ember import ops as _ops
 from ember import autograd, backend, cuda  # noqa: F401
+from ember.ops import return_types  # noqa: F401
 from ember._api import (is_complex, is_floating_point, is_nonzero, is_tensor, numel,
                         result_type, set_printoptions, get_printoptions, strided)
 

@@ -18,7 +18,7 @@ def _index(dim):
     try:
         return dim.__index__()
     except AttributeError:
-        raise TypeError(f"dim must be an int, not {type(dim).__name__}") from None
+        raise TypeError(f"argument 'dim' must be int, not {type(dim).__name__}") from None
 
 
 def reduction_dims(dim, ndim):

@@ -190,12 +190,7 @@ def logsumexp(xp, x, dim, keepdim):
 def _(grad, x, dim, keepdim, *, out):
     dims = reduction_dims(dim, x.ndim)
     grad = expand_reduced(grad, x.shape, dims, keepdim)
-    return grad * conj_grad(_exp(x - expand_reduced(out, x.shape, dims, keepdim)))
-
-
-def _exp(t):
-    # exp as a power of e keeps this module free of the unary-math ops
-    return math.e ** t
+    return grad * conj_grad((x - expand_reduced(out, x.shape, dims, keepdim)).exp())
 
 
 # --- all, any, count_nonzero ---------------------------------------------------------------------

@@ -93,7 +93,7 @@ OPS = [
            error_inputs=dims_errors(tuple_dims=False)),
     # gradgradcheck cannot yet handle an integer output (indices): see test_reduction_grads.py
     OpInfo("cummax", _running_ref(lambda a, b: a > b), scan_samples(extra=_ties_and_nans),
-           dtypes=ALL_REAL, error_inputs=_running_errors("cummax")),
+           dtypes=ALL_REAL, gradgrad=True, error_inputs=_running_errors("cummax")),
     OpInfo("cummin", _running_ref(lambda a, b: a < b), scan_samples(extra=_ties_and_nans),
-           dtypes=ALL_REAL, error_inputs=_running_errors("cummin")),
+           dtypes=ALL_REAL, gradgrad=True, error_inputs=_running_errors("cummin")),
 ]

@@ -156,19 +156,18 @@ OPS = [
            gradgrad=True, error_inputs=_moment_errors("var", "std and var")),
     OpInfo("std", _std_ref, _moment_samples, dtypes=FLOATS + LOW + COMPLEX, result_dtype=_real,
            gradgrad=True, error_inputs=_moment_errors("std", "std and var")),
-    # autograd.grad over two outputs of one node cannot run yet (the engine counts the node
-    # twice): test_reduction_grads.py checks these gradients through one output each
     OpInfo("var_mean", _moments_ref, _moment_samples, dtypes=FLOATS + LOW + COMPLEX,
-           result_dtype=_real, grad=False, error_inputs=_moment_errors("var_mean", "var_mean")),
+           result_dtype=_real, gradgrad=True,
+           error_inputs=_moment_errors("var_mean", "var_mean")),
     OpInfo("std_mean", _std_mean_ref, _moment_samples, dtypes=FLOATS + LOW + COMPLEX,
-           result_dtype=_real, grad=False, error_inputs=_moment_errors("std_mean", "std_mean")),
+           result_dtype=_real, gradgrad=True,
+           error_inputs=_moment_errors("std_mean", "std_mean")),
     OpInfo("median", _median_ref(False), _median_samples, dtypes=ORDERED, gradgrad=True,
            error_inputs=_median_errors("median_cpu")),
     OpInfo("nanmedian", _median_ref(True), _median_samples, dtypes=ORDERED, gradgrad=True,
            error_inputs=_median_errors("median_cpu")),
-    # gradgradcheck cannot yet handle an integer output (indices): see test_reduction_grads.py
     OpInfo("_median_dim", _median_dim_ref(False), _median_dim_samples, dtypes=ORDERED,
-           error_inputs=_median_dim_errors),
+           gradgrad=True, error_inputs=_median_dim_errors),
     OpInfo("_nanmedian_dim", _median_dim_ref(True), _median_dim_samples, dtypes=ORDERED,
-           error_inputs=_median_dim_errors),
+           gradgrad=True, error_inputs=_median_dim_errors),
 ]
