@@ -65,7 +65,8 @@ def _fp_silencer():
         from numpy._core._ufunc_config import _extobj_contextvar as var
         with np.errstate(all="ignore"):
             silent = var.get()
-        return (lambda: var.set(silent)), var.reset
+        from functools import partial
+        return partial(var.set, silent), var.reset
     except (ImportError, AttributeError):
         def enter():
             state = np.errstate(all="ignore")

@@ -410,14 +410,32 @@ _NO_EDGE = (None, 0)
 
 def _mark_view(op, src, params, outputs):
     """Make outputs views of ``src``'s base: shared version, and a recipe to recreate them."""
-    vc = src._shared_version()
-    base = src if src._view is None else src._view[0]
-    multi = type(outputs) is tuple
-    for i, o in enumerate(outputs if multi else (outputs,)):
-        if op.view == "maybe" and not np.may_share_memory(o._data, src._data):
+    vc = src._vc
+    if vc is None:
+        vc = src._shared_version()
+    view = src._view
+    base = src if view is None else view[0]
+    if type(outputs) is not tuple:
+        if op.view == "maybe" and not _shares_memory(outputs._data, src._data):
+            return
+        outputs._vc = vc
+        outputs._view = (base, src, op, params, base._grad_fn, None)
+        return
+    for i, o in enumerate(outputs):
+        if op.view == "maybe" and not _shares_memory(o._data, src._data):
             continue
         o._vc = vc
-        o._view = (base, src, op, params, base._grad_fn, i if multi else None)
+        o._view = (base, src, op, params, base._grad_fn, i)
+
+
+def _shares_memory(out, src):
+    """Whether ``out`` views ``src``'s memory (NumPy records the owner as ``base``)."""
+    owner = out.base
+    if owner is None:
+        return False
+    if owner is src or owner is src.base:
+        return True
+    return bool(np.may_share_memory(out, src))
 
 
 # --- out= ---------------------------------------------------------------------------------------
