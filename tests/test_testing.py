@@ -1,0 +1,84 @@
+"""ember.testing: assert_close's tolerances and messages, make_tensor's guarantees."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember.testing import assert_close, make_tensor
+
+
+def test_default_tolerances_follow_the_dtype():
+    a = ember.tensor([1.0])
+    assert_close(a, ember.tensor([1.0 + 1e-6]))               # within float32's rtol 1.3e-6
+    with pytest.raises(AssertionError, match="Tensor-likes are not close"):
+        assert_close(a, ember.tensor([1.0001]))
+    h = ember.tensor([1.0], dtype=ember.float16)
+    assert_close(h, ember.tensor([1.0009765625], dtype=ember.float16))  # one float16 ulp
+    d = ember.tensor([1.0], dtype=ember.float64)
+    with pytest.raises(AssertionError):
+        assert_close(d, ember.tensor([1.0 + 1e-6], dtype=ember.float64))
+
+
+def test_integers_compare_exactly():
+    assert_close(ember.tensor([1, 2]), ember.tensor([1, 2]))
+    with pytest.raises(AssertionError, match="Mismatched elements: 1 / 2"):
+        assert_close(ember.tensor([1, 2]), ember.tensor([1, 3]))
+
+
+def test_message_names_the_worst_element():
+    with pytest.raises(AssertionError) as info:
+        assert_close(ember.tensor([[1.0, 2.0], [3.0, 4.0]]),
+                     ember.tensor([[1.0, 2.5], [3.0, 4.0]]))
+    text = str(info.value)
+    assert "Mismatched elements: 1 / 4 (25.0%)" in text
+    assert "Greatest absolute difference: 0.5 at index (0, 1)" in text
+    assert "Greatest relative difference: 0.2 at index (0, 1)" in text
+
+
+def test_dtype_shape_and_nan_checks():
+    with pytest.raises(AssertionError, match="attribute 'dtype' do not match"):
+        assert_close(ember.ones(2), ember.ones(2, dtype=ember.float64))
+    assert_close(ember.ones(2), ember.ones(2, dtype=ember.float64), check_dtype=False)
+    with pytest.raises(AssertionError, match="attribute 'shape' do not match"):
+        assert_close(ember.ones(2), ember.ones(3))
+    nan = ember.tensor([float("nan")])
+    with pytest.raises(AssertionError):
+        assert_close(nan, nan)
+    assert_close(nan, nan, equal_nan=True)
+    inf = ember.tensor([float("inf")])
+    assert_close(inf, inf)
+
+
+def test_explicit_tolerances_and_containers():
+    assert_close(ember.tensor([1.0]), ember.tensor([1.1]), rtol=0.2, atol=0)
+    with pytest.raises(ValueError, match="Both 'rtol' and 'atol'"):
+        assert_close(ember.tensor([1.0]), ember.tensor([1.0]), rtol=0.1)
+    assert_close({"a": [ember.ones(1), 2.0]}, {"a": [ember.ones(1), 2.0]})
+    with pytest.raises(AssertionError):
+        assert_close([ember.ones(1)], [ember.zeros(1)])
+    assert_close(1.0, 1.0 + 1e-9)
+    assert_close(ember.ones(2), np.ones(2, dtype=np.float32), check_dtype=False)
+
+
+def test_custom_message():
+    with pytest.raises(AssertionError, match="^custom$"):
+        assert_close(ember.ones(1), ember.zeros(1), msg="custom")
+
+
+def test_make_tensor_ranges_and_layout():
+    ember.manual_seed(0)
+    t = make_tensor(100, dtype=ember.float32, low=-2, high=3)
+    arr = t.numpy()
+    assert t.dtype is ember.float32 and arr.min() >= -2 and arr.max() < 3
+    i = make_tensor(200, dtype=ember.int8)
+    assert -9 <= i.numpy().min() and i.numpy().max() <= 9
+    assert make_tensor(50, dtype=ember.uint8).numpy().min() >= 0
+    assert (make_tensor(100, dtype=ember.int64, exclude_zero=True).numpy() != 0).all()
+    nc = make_tensor(3, 4, dtype=ember.float64, noncontiguous=True)
+    assert nc.shape == (3, 4) and not nc.is_contiguous()
+    assert make_tensor((2,), dtype=ember.float32, requires_grad=True).requires_grad
+    assert make_tensor((), dtype=ember.complex64).dtype is ember.complex64
+    ember.manual_seed(5)
+    a = make_tensor(4, dtype=ember.float32).tolist()
+    ember.manual_seed(5)
+    assert make_tensor(4, dtype=ember.float32).tolist() == a
