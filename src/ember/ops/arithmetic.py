@@ -67,47 +67,30 @@ def _check_nonzero_divisor(xp, a, b):
 
 # --- add, sub, mul ---------------------------------------------------------------------------
 
-def _add(xp, a, b, alpha):
-    if alpha != 1:
-        _check_alpha(a, b, alpha)
-        b = xp.multiply(b, alpha)
-    return xp.add(a, b)
+def _scaled(xp, a, b, alpha):
+    """``b * alpha`` after PyTorch's checks on alpha (``b`` itself when alpha is 1)."""
+    if alpha == 1:
+        return b
+    _check_alpha(a, b, alpha)
+    return xp.multiply(b, alpha)
 
 
-add = binary("add(input, other, *, alpha=1)", _add,
+add = binary("add(input, other, *, alpha=1)",
+             lambda xp, a, b, alpha: xp.add(a, _scaled(xp, a, b, alpha)),
              lambda grad, a, b, alpha: (grad, grad if alpha == 1 else grad * conj_grad(alpha)),
              doc="Adds ``other``, scaled by ``alpha``, to ``input``.",
              promote=BINARY, saves_inputs=False)
+add.inplace_variant(lambda xp, dst, a, b, alpha: xp.add(a, _scaled(xp, a, b, alpha), out=dst,
+                                                        casting="unsafe"))
 
-
-@add.inplace_variant
-def _(xp, dst, a, b, alpha):
-    if alpha != 1:
-        _check_alpha(a, b, alpha)
-        b = xp.multiply(b, alpha)
-    xp.add(a, b, out=dst, casting="unsafe")
-
-
-def _sub(xp, a, b, alpha):
-    if alpha != 1:
-        _check_alpha(a, b, alpha)
-        b = xp.multiply(b, alpha)
-    return xp.subtract(a, b)
-
-
-sub = binary("sub(input, other, *, alpha=1)", _sub,
+sub = binary("sub(input, other, *, alpha=1)",
+             lambda xp, a, b, alpha: xp.subtract(a, _scaled(xp, a, b, alpha)),
              lambda grad, a, b, alpha: (grad, -grad if alpha == 1 else
                                         grad * -conj_grad(alpha)),
              doc="Subtracts ``other``, scaled by ``alpha``, from ``input``.",
              promote=SUB, saves_inputs=False)
-
-
-@sub.inplace_variant
-def _(xp, dst, a, b, alpha):
-    if alpha != 1:
-        _check_alpha(a, b, alpha)
-        b = xp.multiply(b, alpha)
-    xp.subtract(a, b, out=dst, casting="unsafe")
+sub.inplace_variant(lambda xp, dst, a, b, alpha: xp.subtract(a, _scaled(xp, a, b, alpha),
+                                                             out=dst, casting="unsafe"))
 
 
 mul = binary("mul(input, other)", lambda xp, a, b: xp.multiply(a, b),
