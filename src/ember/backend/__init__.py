@@ -1,5 +1,7 @@
 """The only place that knows NumPy from CuPy: maps devices and arrays to array namespaces."""
 
+import functools
+
 import numpy as np
 
 from ember._device import CPU, device
@@ -38,8 +40,9 @@ def special_of(xp):
     return scipy.special
 
 
+@functools.cache
 def cuda_available():
-    """True when CuPy is importable and sees at least one GPU."""
+    """True when CuPy is importable and sees at least one GPU (checked once per process)."""
     try:
         import cupy
         return cupy.cuda.runtime.getDeviceCount() > 0
