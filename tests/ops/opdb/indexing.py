@@ -50,6 +50,12 @@ def _slice_backward_ref(grad, shape, key):
     return out
 
 
+def _slice_backward_torch(grad, shape, key):
+    out = grad.new_zeros(shape)
+    out[_explicit(key)] = grad
+    return out
+
+
 # --- advanced indexing ---------------------------------------------------------------------------
 
 def _long(values):
@@ -86,6 +92,11 @@ def _numpy_key(indices):
 
 def _index_ref(x, indices):
     return np.asarray(x)[_numpy_key(indices)]
+
+
+def _index_torch(x, indices):
+    # a None in ``indices`` skips a dim (as in aten::index); in a subscript it would add one
+    return x[tuple(_ if i is None else i for i in indices)]
 
 
 def _index_errors():
@@ -201,9 +212,9 @@ OPS = [
              _basic_samples(kind), dtypes=ALL, gradgrad=True, torch_name="__getitem__")
       for kind in _BASIC_KEYS),
     OpInfo("_slice_backward", _slice_backward_ref, _slice_backward_samples, dtypes=ALL,
-           gradgrad=True),
+           gradgrad=True, torch_op=_slice_backward_torch),
     OpInfo("_index", _index_ref, _index_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_index_errors, torch_name="__getitem__"),
+           error_inputs=_index_errors, torch_op=_index_torch),
     OpInfo("index_put", _index_put_ref, _index_put_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_index_put_errors),
     OpInfo("masked_fill", _masked_fill_ref, _masked_fill_samples, dtypes=ALL, gradgrad=True,

@@ -393,7 +393,9 @@ OPS = [
            result_dtype=_norm_dtype, gradgrad=True, error_inputs=_norm_errors,
            tol={ember.float16: (2e-3, 2e-3)}),
     OpInfo("_take_along_dim", lambda x, index, dim: np.take_along_axis(x, index, dim),
-           _take_samples, dtypes=FLOATS + COMPLEX + INTS, gradgrad=True),
+           _take_samples, dtypes=FLOATS + COMPLEX + INTS, gradgrad=True,
+           torch_name="take_along_dim"),
     OpInfo("_index_grad", _index_grad_ref, _index_grad_samples, dtypes=FLOATS + COMPLEX,
-           gradgrad=True),
+           gradgrad=True, torch_op=lambda g, index, dim, shape:
+           g.new_zeros(shape).scatter_add(dim, index, g)),
 ]

@@ -273,5 +273,5 @@ OPS = [
     OpInfo("roll", _roll_ref, _roll_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_roll_errors),
     OpInfo("_repeat", np.tile, _repeat_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_repeat_errors),
+           error_inputs=_repeat_errors, torch_name="repeat"),
 ]
