@@ -193,9 +193,18 @@ def _nansum_errors():
                      "nansum on CPU does not support complex inputs")
 
 
+# prod(input) takes no keepdim: dim=None with keepdim=True is an error (see _prod_errors)
+_PROD_CASES = [c for c in dim_cases(tuple_dims=False)
+               if not ("dim" in c[1] and c[1]["dim"] is None)]
+
+
 def _prod_errors():
-    yield ErrorInput(SampleInput(ember.ones(2, 3), kwargs={"dim": 2}), IndexError,
-                     "Dimension out of range")
+    x = ember.ones(2, 3)
+    yield ErrorInput(SampleInput(x, kwargs={"dim": 2}), IndexError, "Dimension out of range")
+    yield ErrorInput(SampleInput(x, kwargs={"dim": None, "keepdim": True}), TypeError,
+                     r"prod\(\): argument 'dim' must be int, not NoneType")
+    yield ErrorInput(SampleInput(x, kwargs={"dim": (0, 1)}), TypeError,
+                     r"prod\(\): argument 'dim' must be int, not tuple")
 
 
 def _float8_errors():
@@ -374,7 +383,7 @@ OPS = [
            dtypes=FLOATS + LOW, result_dtype=SAME_DTYPE, gradgrad=True,
            error_inputs=chain(dims_errors(), _nanmean_errors)),
     OpInfo("prod", _prod_ref,
-           reduction_samples(low=-2, high=2, tuple_dims=False, dtypes_kwarg=True,
+           reduction_samples(low=-2, high=2, cases=_PROD_CASES, dtypes_kwarg=True,
                              extra=_zeros_in((2, 3, 2), [(0, 1, 0), (1, 0, 1), (1, 2, 1)])),
            dtypes=ALL, result_dtype=SUM_DTYPE, gradgrad=True, error_inputs=_prod_errors),
     OpInfo("logsumexp", _logsumexp_ref,
