@@ -135,9 +135,22 @@ sigmoid = unary("sigmoid(input)", _sigmoid,
 
 
 def _logit(xp, x, eps):
+    dtype = x.dtype
+    low = dtype.itemsize == 2                   # float16 or bfloat16 (float8 is rejected)
+    f = x.astype(xp.float32) if low else x
     if eps is not None and eps >= 0:
-        x = xp.clip(x, eps, 1 - eps)
-    return xp.log(x / (1 - x))
+        # eps in the input's dtype, and not clip: PyTorch tests the lower bound first, which
+        # matters when eps > 0.5
+        lo = xp.asarray(eps).astype(dtype)
+        lo, hi = lo.astype(f.dtype), (1 - lo).astype(f.dtype)
+        f = xp.where(f < lo, lo, xp.where(f > hi, hi, f))
+    if not low:
+        return xp.log(f / (1 - f))
+    # PyTorch rounds 1 - x and x / (1 - x) to the 16-bit dtype before the logarithm; doing
+    # the same keeps results identical near 0.5, where the logarithm cancels
+    one_minus = (1 - f).astype(dtype).astype(xp.float32)
+    ratio = (f / one_minus).astype(dtype).astype(xp.float32)
+    return xp.log(ratio).astype(dtype)
 
 
 def _logit_grad(grad, x, eps):
@@ -159,7 +172,7 @@ def _logit_grad(grad, x, eps):
 
 logit = unary("logit(input, eps=None)", _logit, _logit_grad,
               doc="``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` if eps is "
-                  "given.", promote=REAL_FLOAT, scalars=False)
+                  "given.", promote=REAL_FLOAT, upcast=False, scalars=False)
 
 
 # --- special functions ---------------------------------------------------------------------------

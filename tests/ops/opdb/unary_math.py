@@ -93,7 +93,7 @@ def _sigmoid_samples(dtype, requires_grad):
 
 def _logit_ref(x, eps=None):
     if eps is not None and eps >= 0:
-        x = np.clip(x, eps, 1 - eps)
+        x = np.where(x < eps, eps, np.where(x > 1 - eps, 1 - eps, x))     # eps > 0.5: not clip
     return np.log(x / (1 - x))
 
 
@@ -106,6 +106,12 @@ def _logit_samples(dtype, requires_grad):
     yield SampleInput(ember.tensor(values, dtype=dtype), name="special")
     yield SampleInput(ember.tensor(values, dtype=dtype), kwargs={"eps": 0.2}, name="eps")
     yield SampleInput(ember.tensor(values, dtype=dtype), kwargs={"eps": -1.0}, name="neg_eps")
+    # eps > 0.5: below eps becomes eps, everything else 1 - eps
+    yield SampleInput(ember.tensor((0.1, 0.5, 0.65, 0.75, 0.9, NAN), dtype=dtype),
+                      kwargs={"eps": 0.7}, name="eps_above_half")
+    # near 0.5 the logarithm cancels: 16-bit results show how the ratio was rounded
+    yield SampleInput(ember.tensor((0.46, 0.48, 0.49, 0.4921875, 0.5, 0.51, 0.53), dtype=dtype),
+                      name="near_half")
 
 
 def _logit_grad_samples(dtype, requires_grad):
