@@ -217,9 +217,15 @@ def _round_samples(dtype, requires_grad):
         yield SampleInput(make((4,), dtype), kwargs={"decimals": 0}, name="int_decimals0")
 
 
-def _rounding(name, ref, samples=None):
+def _rounding(name, ref, samples=None, **kw):
     return OpInfo(name, ref, samples or _chain(unary_samples(), _special()),
-                  dtypes=ROUNDABLE, error_inputs=_rounding_errors(name))
+                  dtypes=ROUNDABLE, error_inputs=_rounding_errors(name), **kw)
+
+
+def _round_torch(x, decimals=0):
+    # decimals=0 is round's documented default, so ember treats passing it like leaving it
+    # out; PyTorch 2.13 instead sends an explicit decimals to a kernel without integer support
+    return x.round() if decimals == 0 else x.round(decimals=decimals)
 
 
 def _classify_samples(dtype, requires_grad):
@@ -349,7 +355,7 @@ OPS = [
     _rounding("floor", np.floor),
     _rounding("ceil", np.ceil),
     _rounding("trunc", np.trunc),
-    _rounding("round", _round_ref, _round_samples),
+    _rounding("round", _round_ref, _round_samples, torch_op=_round_torch),
     OpInfo("isnan", np.isnan, _isnan_float8_samples, dtypes=ALL, result_dtype="bool",
            grad=False, error_inputs=_classify_errors("isnan", True, True)),
     _classifier("isinf", np.isinf, float8=False),
