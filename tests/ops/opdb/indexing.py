@@ -118,8 +118,17 @@ def _index_errors():
 
 # --- index_put -----------------------------------------------------------------------------------
 
+def _index_put_cases():
+    """_index_cases without None (index_put takes Tensors only), and the same index kinds."""
+    return [c for c in _index_cases() if None not in c[1]] + [
+        ((3, 4), (ember.tensor([2, 1], dtype=ember.int32),), False),
+        ((3, 4), (_long([]),), False),
+        ((3, 0), (_long([2, 0]),), False),
+    ]
+
+
 def _index_put_samples(dtype, requires_grad):
-    for i, (shape, indices, nc) in enumerate(_index_cases()):
+    for i, (shape, indices, nc) in enumerate(_index_put_cases()):
         region = np.zeros(shape)[_numpy_key(indices)].shape
         duplicates = i == 1
         if i % 2 and region:        # values broadcast along the leading dim
@@ -157,6 +166,9 @@ def _index_put_errors():
                      IndexError, "index 5 is out of bounds for dimension 0 with size 3")
     yield ErrorInput(SampleInput(x, ((_long([0]),), 1.0)), TypeError,
                      "argument 'values' .* must be Tensor, not float")
+    # None skips a dim only inside a subscript (x[:, idx] = v)
+    yield ErrorInput(SampleInput(x, ((None, _long([0])), ember.ones(()))), TypeError,
+                     "expected Tensor as element 0 in argument 1, but got NoneType")
 
 
 # --- masked_fill ---------------------------------------------------------------------------------
