@@ -5,6 +5,9 @@ Internal ops (names starting with ``_``) take part when their entry says how to 
 (``torch_op`` or ``torch_name``).
 """
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 
@@ -100,13 +103,25 @@ def _tolerance(info, dtype):
     return max(rtol, own[0]), max(atol, own[1])
 
 
+def _warnings_of(call):
+    """(result, {(category, message)}) of ``call()``; torch's "(Triggered internally at ...)"
+    suffix is dropped."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, {(w.category, re.sub(r"\s*\(Triggered internally at .*\)$", "",
+                                        str(w.message), flags=re.S)) for w in caught}
+
+
 def call_both(info, fn, sample):
     """(ember's outputs, torch's outputs); torch's inputs are taken before ember runs, since
-    an in-place op changes its input."""
+    an in-place op changes its input. Both must warn alike."""
     t_input, t_args, t_kwargs = (to_torch(sample.input), to_torch(sample.args),
                                  to_torch(sample.kwargs))
-    ours = _as_tuple(info.function()(sample.input, *sample.args, **sample.kwargs))
-    theirs = _as_tuple(fn(t_input, *t_args, **t_kwargs))
+    ours, our_warnings = _warnings_of(
+        lambda: _as_tuple(info.function()(sample.input, *sample.args, **sample.kwargs)))
+    theirs, their_warnings = _warnings_of(lambda: _as_tuple(fn(t_input, *t_args, **t_kwargs)))
+    assert our_warnings == their_warnings, f"{sample}: warnings differ"
     assert len(ours) == len(theirs), f"{sample}: ember gives {len(ours)} outputs, torch " \
                                      f"{len(theirs)}"
     return ours, theirs
@@ -170,8 +185,10 @@ def test_gradient_parity(info):
         t_input, t_args, t_kwargs = (to_torch(sample.input), to_torch(sample.args),
                                      to_torch(sample.kwargs))
         t_leaves = torch_leaves([t_input, t_args, t_kwargs], [])   # before any in-place op
-        out = _as_tuple(info.function()(sample.input, *sample.args, **sample.kwargs))
-        t_out = _as_tuple(fn(t_input, *t_args, **t_kwargs))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")         # test_forward_parity compares them
+            out = _as_tuple(info.function()(sample.input, *sample.args, **sample.kwargs))
+            t_out = _as_tuple(fn(t_input, *t_args, **t_kwargs))
         assert len(out) == len(t_out), sample
         for o, t in zip(out, t_out):
             if isinstance(t, torch.Tensor):
