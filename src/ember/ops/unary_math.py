@@ -278,12 +278,14 @@ round = unary("round(input, *, decimals=0)", _round, lambda grad, x, decimals: g
 
 # --- float classification and nan_to_num ---------------------------------------------------------
 
-def _classifier(name, test, doc, *, float8=True, complex_ok=True, out=False):
-    """A bool-valued test of each element (no gradient)."""
+def _classifier(name, test, doc, *, no_float8=(), kernel=None, complex_ok=True, out=False):
+    """A bool-valued test of each element (no gradient); the float8 dtypes in ``no_float8``
+    raise, naming ``kernel`` as PyTorch does."""
     def forward(xp, x):
         dtype = D.FROM_NUMPY[x.dtype]
-        if dtype in D.FLOAT8 and not float8:
-            raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+        if dtype in no_float8:
+            raise NotImplementedError(f"\"{kernel or name}\" not implemented for "
+                                      f"'{dtype._torch_name}'")
         if dtype.is_complex and not complex_ok:
             raise RuntimeError(f"{name} does not support complex inputs.")
         return test(xp, x)
@@ -292,16 +294,19 @@ def _classifier(name, test, doc, *, float8=True, complex_ok=True, out=False):
 
 
 isnan = _classifier("isnan", lambda xp, x: xp.isnan(x), "True where the element is NaN.")
+# PyTorch tests float8_e5m2 for infinities, but not float8_e4m3fn (which has none)
 isinf = _classifier("isinf", lambda xp, x: xp.isinf(x),
-                    "True where the element is positive or negative infinity.", float8=False)
+                    "True where the element is positive or negative infinity.",
+                    no_float8=(D.float8_e4m3fn,))
 isfinite = _classifier("isfinite", lambda xp, x: xp.isfinite(x),
-                       "True where the element is neither infinite nor NaN.", float8=False)
+                       "True where the element is neither infinite nor NaN.",
+                       no_float8=(D.float8_e4m3fn,))
 isposinf = _classifier("isposinf", lambda xp, x: xp.isposinf(x),
-                       "True where the element is positive infinity.", float8=False,
-                       complex_ok=False, out=True)
+                       "True where the element is positive infinity.", no_float8=D.FLOAT8,
+                       kernel="isposinf_cpu", complex_ok=False, out=True)
 isneginf = _classifier("isneginf", lambda xp, x: xp.isneginf(x),
-                       "True where the element is negative infinity.", float8=False,
-                       complex_ok=False, out=True)
+                       "True where the element is negative infinity.", no_float8=D.FLOAT8,
+                       kernel="isneginf_cpu", complex_ok=False, out=True)
 
 
 def _nan_to_num(xp, x, nan, posinf, neginf):

@@ -236,12 +236,11 @@ def _classify_samples(dtype, requires_grad):
                                         complex(1, NAN), 1 + 2j], dtype=dtype), name="parts")
 
 
-def _classify_errors(name, float8, complex_ok):
+def _classify_errors(name, no_float8, complex_ok, kernel=None):
     def errors():
-        if not float8:
-            yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.float8_e4m3fn)),
-                             NotImplementedError,
-                             f"\"{name}\" not implemented for 'Float8_e4m3fn'")
+        for dtype in no_float8:
+            yield ErrorInput(SampleInput(ember.ones(2, dtype=dtype)), NotImplementedError,
+                             f"\"{kernel or name}\" not implemented for '{dtype._torch_name}'")
         if not complex_ok:
             yield ErrorInput(SampleInput(ember.tensor([1 + 1j])), RuntimeError,
                              f"{name} does not support complex inputs")
@@ -250,16 +249,21 @@ def _classify_errors(name, float8, complex_ok):
     return errors
 
 
-def _classifier(name, ref, *, float8=True, complex_ok=True):
-    return OpInfo(name, ref, _classify_samples, dtypes=ALL if complex_ok else ALL_REAL,
-                  result_dtype="bool", grad=False,
-                  error_inputs=_classify_errors(name, float8, complex_ok))
+def _classifier(name, ref, *, no_float8=(), kernel=None, complex_ok=True, samples=None):
+    return OpInfo(name, ref, samples or _classify_samples,
+                  dtypes=ALL if complex_ok else ALL_REAL, result_dtype="bool", grad=False,
+                  error_inputs=_classify_errors(name, no_float8, complex_ok, kernel))
 
 
-def _isnan_float8_samples(dtype, requires_grad):
-    yield from _classify_samples(dtype, requires_grad)
-    if dtype is ember.float32:
-        yield SampleInput(ember.tensor([1.0, NAN, 0.5]).to(ember.float8_e4m3fn), name="float8")
+def _float8_samples(*dtypes):
+    """_classify_samples, and (with the float32 ones) float8 inputs of ``dtypes``."""
+    def samples(dtype, requires_grad):
+        yield from _classify_samples(dtype, requires_grad)
+        if dtype is ember.float32:
+            for f8 in dtypes:
+                yield SampleInput(ember.tensor([1.0, NAN, 0.5, INF, -INF]).to(f8),
+                                  name=f"{f8.name}")
+    return samples
 
 
 def _nan_to_num_ref(x, nan=0.0, posinf=None, neginf=None):
@@ -365,12 +369,16 @@ OPS = [
     _rounding("ceil", np.ceil),
     _rounding("trunc", np.trunc),
     _rounding("round", _round_ref, _round_samples, torch_op=_round_torch),
-    OpInfo("isnan", np.isnan, _isnan_float8_samples, dtypes=ALL, result_dtype="bool",
-           grad=False, error_inputs=_classify_errors("isnan", True, True)),
-    _classifier("isinf", np.isinf, float8=False),
-    _classifier("isfinite", np.isfinite, float8=False),
-    _classifier("isposinf", np.isposinf, float8=False, complex_ok=False),
-    _classifier("isneginf", np.isneginf, float8=False, complex_ok=False),
+    _classifier("isnan", np.isnan,
+                samples=_float8_samples(ember.float8_e4m3fn, ember.float8_e5m2)),
+    _classifier("isinf", np.isinf, no_float8=(ember.float8_e4m3fn,),
+                samples=_float8_samples(ember.float8_e5m2)),
+    _classifier("isfinite", np.isfinite, no_float8=(ember.float8_e4m3fn,),
+                samples=_float8_samples(ember.float8_e5m2)),
+    _classifier("isposinf", np.isposinf, no_float8=(ember.float8_e4m3fn, ember.float8_e5m2),
+                kernel="isposinf_cpu", complex_ok=False),
+    _classifier("isneginf", np.isneginf, no_float8=(ember.float8_e4m3fn, ember.float8_e5m2),
+                kernel="isneginf_cpu", complex_ok=False),
     OpInfo("nan_to_num", _nan_to_num_ref, _nan_to_num_samples, dtypes=ALL,
            grad_samples=_nan_to_num_grad_samples, gradgrad=True, torch_op=_nan_to_num_torch),
     OpInfo("positive", np.positive, _chain(unary_samples(), _special()), dtypes=NO_BOOL,
