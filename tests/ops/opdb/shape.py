@@ -107,8 +107,9 @@ def _unflatten_errors():
     yield _err(x, (-1, (-1, -1)), RuntimeError, "only one dimension can be inferred")
     yield _err(x, (-1, ()), RuntimeError, "unflatten: sizes must be non-empty")
     yield _err(x, (3, (4,)), IndexError, "Dimension out of range")
-    yield _err(ember.tensor(1.), (0, (1,)), IndexError,
-               "Dimension specified as 0 but tensor has no dimensions")
+    yield _err(ember.tensor(1.), (0, (1,)), RuntimeError,
+               "unflatten got an unexpected error:\nDimension specified as 0 but tensor has no "
+               "dimensions")
 
 
 # --- expand, squeeze, unsqueeze ---------------------------------------------------------------
