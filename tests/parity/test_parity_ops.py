@@ -19,7 +19,8 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 DTYPES = (ember.float32, ember.float64, ember.int64, ember.bool, ember.complex64,
-          ember.bfloat16, ember.uint8)
+          ember.bfloat16, ember.uint8, ember.float16, ember.int8, ember.int16, ember.int32,
+          ember.complex128)
 
 # one rounding step of difference is fine for 16-bit floats (PyTorch's own defaults); float32
 # allows a few ulps because NumPy's and PyTorch's vectorized math libraries differ
@@ -115,6 +116,16 @@ def _warnings_of(call):
                                         str(w.message), flags=re.S)) for w in caught}
 
 
+def assert_matches(ours, theirs, rtol, atol, sample):
+    """``ours`` (a Tensor) close to ``theirs`` (an array); complex values compare by parts,
+    so that an infinite real part does not hide the imaginary one (inf - inf is NaN)."""
+    ours, theirs = np.asarray(ours.detach()), np.asarray(theirs)
+    if ours.dtype.kind == "c":
+        ours, theirs = np.stack([ours.real, ours.imag]), np.stack([theirs.real, theirs.imag])
+    ember.testing.assert_close(ours, theirs, equal_nan=True, check_dtype=False, rtol=rtol,
+                               atol=atol, msg=lambda m: f"{sample}\n{m}")
+
+
 def call_both(info, fn, sample):
     """(ember's outputs, torch's outputs); torch's inputs are taken before ember runs, since
     an in-place op changes its input. Both must warn alike."""
@@ -145,9 +156,7 @@ def test_forward_parity(info, dtype):
             assert o.dtype.name == _torch_dtype_name(t), \
                 f"{sample}: ember {o.dtype} vs torch {t.dtype}"
             assert tuple(o.shape) == tuple(t.shape), sample
-            rtol, atol = _tolerance(info, o.dtype)
-            ember.testing.assert_close(o, to_numpy(t), equal_nan=True, check_dtype=False,
-                                       rtol=rtol, atol=atol, msg=lambda m: f"{sample}\n{m}")
+            assert_matches(o, to_numpy(t), *_tolerance(info, o.dtype), sample)
 
 
 def torch_leaves(x, found):
@@ -213,8 +222,7 @@ def test_gradient_parity(info):
             assert o is not None, f"{sample}: ember gives no gradient, torch does"
             assert o.dtype.name == _torch_dtype_name(t), \
                 f"{sample}: gradient dtype ember {o.dtype} vs torch {t.dtype}"
-            ember.testing.assert_close(o, to_numpy(t), rtol=1e-6, atol=1e-8, equal_nan=True,
-                                       check_dtype=False, msg=lambda m: f"{sample}\n{m}")
+            assert_matches(o, to_numpy(t), 1e-6, 1e-8, sample)
 
 
 def _torch_error(fn, sample):

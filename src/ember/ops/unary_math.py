@@ -84,7 +84,8 @@ log1p = unary("log1p(input)", _log1p, lambda grad, x: grad / conj_grad(x + 1),
               doc="``log(1 + input)``, accurate near zero.", scalars=False)
 sqrt = _math("sqrt(input)", "sqrt", lambda grad, x, *, out: grad / conj_grad(2 * out),
              "The square root of each element.", saves_inputs=False)
-rsqrt = unary("rsqrt(input)", lambda xp, x: xp.reciprocal(xp.sqrt(x)),
+# a division, not NumPy's complex reciprocal, which gives NaN at 0 and flips signed zeros
+rsqrt = unary("rsqrt(input)", lambda xp, x: 1 / xp.sqrt(x),
               lambda grad, x, *, out: grad * conj_grad(-0.5 * out * out * out),
               doc="The reciprocal of the square root of each element.", saves_inputs=False,
               scalars=False)
