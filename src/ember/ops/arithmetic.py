@@ -170,7 +170,11 @@ floor_divide = binary("floor_divide(input, other)", _floor_divide,
 
 def _remainder(xp, a, b):
     _check_nonzero_divisor(xp, a, b)
-    return xp.remainder(a, b)
+    r = xp.remainder(a, b)
+    if r.dtype.kind in "fV":
+        # a zero result keeps the dividend's sign in PyTorch (NumPy gives it the divisor's)
+        r = xp.where(r == 0, xp.copysign(r, a), r)
+    return r
 
 
 def _fmod(xp, a, b):
