@@ -318,3 +318,52 @@ def test_inplace_parity(info, dtype, name):
         assert ours is x, f"{sample}: {name} does not return self"
         assert x.dtype.name == _torch_dtype_name(t_input), sample
         assert_matches(x, to_numpy(t_input), *_tolerance(info, x.dtype), sample)
+
+
+def _out_cases():
+    for info in OPDB:
+        op = ember.ops._registry.REGISTRY.get(info.name)
+        if op is None or not op.supports_out or not compared(info) or info.op is not None \
+                or info.torch_op is not None:
+            continue
+        for dtype in info.dtypes:
+            if dtype in DTYPES:
+                yield _param("test_out_parity", info, dtype, id=f"{info.name}-{dtype.name}")
+
+
+@pytest.mark.parametrize("info,dtype", list(_out_cases()))
+def test_out_parity(info, dtype):
+    """Empty ``out=`` tensors of the result dtype fill as torch's do (or both raise the same
+    exception type). Wider out dtypes are not compared: torch accepts them for some ops only.
+    Where torch's argument parser has no overload with ``out`` for a call it otherwise
+    accepts (``sum(x, out=o)`` without dim, ``var_mean``, a number first operand), ember's
+    single signature takes ``out=`` anyway; those calls are not compared."""
+    fn = torch_function(info)
+    if fn is None:
+        pytest.skip(f"torch has no {info.name}")
+    ember.manual_seed(0)
+    for sample in info.sample_inputs(dtype, False):
+        expected, _ = _outcome(lambda: _as_tuple(
+            info.function()(sample.input, *sample.args, **sample.kwargs)))
+        outs = tuple(ember.empty(0, dtype=e.dtype) for e in expected)
+        t_outs = tuple(torch.empty(0, dtype=to_torch(e.dtype)) for e in expected)  # resizable
+        if len(outs) == 1:
+            outs, t_outs = outs[0], t_outs[0]
+        ours, our_error = _outcome(lambda: info.function()(
+            sample.input, *sample.args, **sample.kwargs, out=outs))
+        theirs, their_error = _outcome(lambda: fn(
+            to_torch(sample.input), *to_torch(sample.args), **to_torch(sample.kwargs),
+            out=t_outs))
+        if isinstance(their_error, TypeError) and our_error is None:
+            _, plain_error = _outcome(lambda: fn(to_torch(sample.input), *to_torch(sample.args),
+                                                 **to_torch(sample.kwargs)))
+            if plain_error is None:
+                continue
+        if their_error is not None or our_error is not None:
+            assert type(our_error) is type(their_error), \
+                f"{sample}: ember raises {our_error!r}, torch {their_error!r}"
+            continue
+        for o, t in zip(_as_tuple(outs), _as_tuple(t_outs)):
+            assert o.dtype.name == _torch_dtype_name(t), sample
+            assert tuple(o.shape) == tuple(t.shape), sample
+            assert_matches(o, to_numpy(t), *_tolerance(info, o.dtype), sample)
