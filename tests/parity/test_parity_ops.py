@@ -196,15 +196,26 @@ def _cotangent(rng, o):
     return np.asarray(w)
 
 
-@pytest.mark.parametrize("info", [i for i in OPDB if i.grad and ember.float64 in i.dtypes
-                                  and compared(i)], ids=lambda i: i.name)
-def test_gradient_parity(info):
+def _grad_cases():
+    for info in OPDB:
+        if not (info.grad and compared(info)):
+            continue
+        if ember.float64 in info.dtypes:
+            yield _param("test_gradient_parity", info, ember.float64, id=info.name)
+        # entries with grad_samples choose their complex cases themselves
+        if ember.complex128 in info.dtypes and info.grad_samples is None:
+            yield _param("test_gradient_parity", info, ember.complex128,
+                         id=f"{info.name}-complex128")
+
+
+@pytest.mark.parametrize("info,dtype", list(_grad_cases()))
+def test_gradient_parity(info, dtype):
     fn = torch_function(info)
     if fn is None:
         pytest.skip(f"torch has no {info.name}")
     ember.manual_seed(0)
     make = info.grad_samples or info.sample_inputs
-    for sample in make(ember.float64, True):
+    for sample in make(dtype, True):
         leaves = [t for t in tensor_args(sample) if t.requires_grad]
         if not leaves:
             continue
