@@ -9,7 +9,8 @@ __all__ = ["checked_scalar", "C_NAMES"]
 C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
            D.int32: "int", D.int64: "int64_t", D.float16: "c10::Half",
            D.bfloat16: "c10::BFloat16", D.float32: "float", D.float64: "double",
-           D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>"}
+           D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>",
+           D.float8_e4m3fn: "c10::Float8_e4m3fn", D.float8_e5m2: "c10::Float8_e5m2"}
 
 
 
@@ -37,8 +38,10 @@ def checked_scalar(xp, value, dtype):
         if not lo <= value <= hi:
             _overflow(dtype)
         return xp.asarray(value).astype(dtype)
-    if value == value and abs(value) != float("inf") and \
-            abs(value) > D.finfo(D.FROM_NUMPY[dtype]).max:
+    ours = D.FROM_NUMPY[dtype]
+    # infinity fits every float dtype but float8_e4m3fn, which has none
+    if value == value and (abs(value) != float("inf") or ours is D.float8_e4m3fn) and \
+            abs(value) > D.finfo(ours).max:
         _overflow(dtype)
     return xp.asarray(value, dtype=dtype)
 

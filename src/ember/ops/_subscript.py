@@ -16,7 +16,7 @@ from ember._tensor import Tensor, _make
 from ember.backend import xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import call
-from ember.ops.indexing import _index, basic_view, index_put, scalar_array
+from ember.ops.indexing import SubscriptIndices, _index, basic_view, index_put, scalar_array
 
 _FULL = slice(None)
 _SEQUENCE_WARNING = (
@@ -165,7 +165,7 @@ def parse(t, key):
         return tuple(basic), None
     while indices[-1] is None:
         indices.pop()
-    return tuple(basic), tuple(indices)
+    return tuple(basic), SubscriptIndices(indices)
 
 
 def _is_trivial(basic):

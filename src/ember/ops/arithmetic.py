@@ -153,7 +153,11 @@ floor_divide = binary("floor_divide(input, other)", _floor_divide,
 
 def _remainder(xp, a, b):
     _check_nonzero_divisor(xp, a, b)
-    return xp.remainder(a, b)
+    r = xp.remainder(a, b)
+    if r.dtype.kind in "fV":
+        # a zero result keeps the dividend's sign in PyTorch (NumPy gives it the divisor's)
+        r = xp.where(r == 0, xp.copysign(r, a), r)
+    return r
 
 
 def _fmod(xp, a, b):
@@ -255,7 +259,16 @@ def _sgn_grad(grad, x, *, out):
 
 
 abs = unary("abs(input)", lambda xp, x: xp.abs(x), lambda grad, x: grad * x.sgn(),
-            doc="The absolute value of each element.", promote=ABS, ufunc="absolute")
+            doc="The absolute value of each element.", promote=ABS)
+
+
+@abs.inplace_variant
+def _(xp, dst, a):
+    if dst.dtype.kind == "c":           # the result is real: it cannot live in self
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
+    xp.absolute(a, out=dst, casting="unsafe")
+
+
 sign = unary("sign(input)", _sign, lambda grad, x: grad * 0,
              doc="-1, 0 or 1 by the sign of each element (0 for NaN).", promote=SAME,
              saves_inputs=False)

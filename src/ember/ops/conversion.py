@@ -10,6 +10,21 @@ from ember._tensor import Tensor
 from ember.ops._registry import broadcast_message, call, op
 from ember.ops._scalars import checked_scalar
 
+_E4M3 = np.dtype(D.float8_e4m3fn.np)
+_E4M3_MAX = float(D.finfo(D.float8_e4m3fn).max)
+_F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+
+
+def cast(xp, x, np_dtype):
+    """A copy of ``x`` as ``np_dtype``, rounded as PyTorch rounds: float8_e4m3fn has no
+    infinity, so values beyond its range (infinities included) saturate to +-448 where NumPy
+    gives NaN; float64 reaches float16 through float32 (a rare double rounding)."""
+    if np_dtype == _E4M3 and x.dtype != _E4M3:
+        x = xp.clip(x.astype(_F32 if x.dtype.kind in "fV" else _F64), -_E4M3_MAX, _E4M3_MAX)
+    elif np_dtype == _F16 and x.dtype == _F64:
+        x = x.astype(_F32)
+    return x.astype(np_dtype, copy=True)
+
 
 @op("_to_copy(input, dtype, device)", grad_fn_name="ToCopyBackward0", method=False,
     saves_inputs=False)
@@ -19,7 +34,7 @@ def _to_copy(xp, x, dtype, device):
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=4)
         x = x.real
-    return x.astype(x.dtype if dtype is None else dtype.np, copy=True)
+    return cast(xp, x, x.dtype if dtype is None else np.dtype(dtype.np))
 
 
 @_to_copy.derivative
@@ -155,7 +170,7 @@ def _copy(xp, dst, src, non_blocking):
                       UserWarning, stacklevel=4)
         src = src.real
     try:
-        return xp.broadcast_to(src, dst.shape).astype(dst.dtype)
+        return cast(xp, xp.broadcast_to(src, dst.shape), dst.dtype)
     except ValueError:
         pass
     try:

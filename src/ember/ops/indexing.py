@@ -84,11 +84,19 @@ def _(grad, g, input_shape, key):
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 
 
-def advanced_indices(xp, x, indices):
+class SubscriptIndices(tuple):
+    """The advanced indices of a subscript (ops/_subscript.py): None skips a dim and an entry
+    may be an index array. The ``indices`` users give ``index_put`` are Tensors only."""
+
+    __slots__ = ()
+
+
+def advanced_indices(xp, x, indices, tensors_only=False):
     """Index arrays for the leading dims of ``x`` (None where a dim is not indexed).
 
     Masks become their nonzero coordinates, negative indices wrap, and everything is checked
-    as PyTorch checks it; arrays are moved to ``x``'s device.
+    as PyTorch checks it; arrays are moved to ``x``'s device. ``tensors_only``: every entry
+    must be a Tensor (``index_put`` called by users).
     """
     if type(indices) is tuple and not indices:
         return indices
@@ -97,13 +105,13 @@ def advanced_indices(xp, x, indices):
                         f"Tensors, not {type(indices).__name__}")
     out = []
     for pos, entry in enumerate(indices):
+        if tensors_only and not isinstance(entry, Tensor):
+            raise TypeError(f"expected Tensor as element {pos} in argument 1, but got "
+                            f"{type(entry).__name__}")
         if entry is None:
             out.append(None)
             continue
         arr = entry._data if isinstance(entry, Tensor) else entry
-        if not hasattr(arr, "dtype"):
-            raise TypeError(f"expected Tensor as element {pos} in argument 1, but got "
-                            f"{type(entry).__name__}")
         if type(arr) is not type(x):
             if type(x) is np.ndarray:
                 raise RuntimeError("indices should be either on cpu or on the same device as "
@@ -197,8 +205,8 @@ def _index(xp, x, indices):
 @_index.derivative
 def _(grad, x, indices):
     from ember._creation import zeros
-    return index_put(zeros(x.shape, dtype=grad.dtype, device=grad.device), indices, grad,
-                     accumulate=True)
+    return index_put(zeros(x.shape, dtype=grad.dtype, device=grad.device),
+                     SubscriptIndices(indices), grad, accumulate=True)
 
 
 # --- index_put ----------------------------------------------------------------------------------
@@ -213,7 +221,7 @@ def _put(xp, dst, values, indices, accumulate):
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{D.FROM_NUMPY[dst.dtype]._torch_name} for the destination and "
                            f"{D.FROM_NUMPY[values.dtype]._torch_name} for the source.")
-    idx = advanced_indices(xp, dst, indices)
+    idx = advanced_indices(xp, dst, indices, type(indices) is not SubscriptIndices)
     region = index_shape(dst.shape, idx)
     _check_values_shape(values, region, any(a is not None for a in idx), dst.dtype)
     if not getattr(getattr(dst, "flags", None), "writeable", True):

@@ -131,8 +131,10 @@ def _(grad, x, dim, keepdim, dtype):
 
 # --- prod -----------------------------------------------------------------------------------------
 
-def _prod_dims(dim, ndim):
-    if isinstance(dim, (tuple, list)):
+def _prod_dims(dim, ndim, keepdim=False):
+    # PyTorch's prod has two forms, prod(input) and prod(input, dim, keepdim): a dim of None
+    # is the first one, which takes no keepdim
+    if isinstance(dim, (tuple, list)) or (dim is None and keepdim):
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
     return reduction_dims(dim, ndim)
 
@@ -140,7 +142,7 @@ def _prod_dims(dim, ndim):
 @op("prod(input, dim=None, keepdim=False, *, dtype=None)", promote=SUM, upcast=False)
 def prod(xp, x, dim, keepdim, dtype):
     """The product over ``dim`` (all elements by default)."""
-    dims = _prod_dims(dim, x.ndim)
+    dims = _prod_dims(dim, x.ndim, keepdim)
     x = cast_input(x, dtype, "prod")
     return xp.prod(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
 

@@ -15,10 +15,23 @@ def _contiguous(a):
     return a if a.flags.c_contiguous else a.copy()
 
 
+def _dims_sequence(dims):
+    """Check that ``dims`` is a sequence of ints: ``torch.flip(x, 0)`` is a TypeError (the
+    method ``x.flip(0)`` reaches here as ``(0,)``)."""
+    if not isinstance(dims, (tuple, list)):
+        raise TypeError(f"flip(): argument 'dims' (position 2) must be tuple of ints, not "
+                        f"{type(dims).__name__}")
+    for pos, d in enumerate(dims):
+        if not hasattr(d, "__index__"):
+            raise TypeError(f"flip(): argument 'dims' (position 2) must be tuple of ints, but "
+                            f"found element of type {type(d).__name__} at pos {pos}")
+    return dims
+
+
 @op("flip(input, dims)", saves_inputs=False, method_varargs="dims")
 def flip(xp, x, dims):
     """A copy with the order of elements reversed along ``dims``."""
-    dims = distinct_dims(dims, x.ndim)
+    dims = distinct_dims(_dims_sequence(dims), x.ndim)
     if x.ndim == 0 or not dims:
         return x.copy()
     return xp.flip(x, axis=dims).copy()

@@ -9,6 +9,7 @@ from ember.ops._elementwise import conj_grad
 from ember.ops._reduce import (SUM, _index_grad, any_zero, cast_input, constant, flip,
                                grad_enabled, rejecting, wide)
 from ember.ops._registry import op
+from ember.ops.indexing import CTYPE
 
 
 def _accumulate(xp, name, x, dim, dtype):
@@ -17,6 +18,17 @@ def _accumulate(xp, name, x, dim, dtype):
     if x.ndim == 0:
         return x.copy()
     return getattr(xp, name)(wide(x), axis=d).astype(x.dtype, copy=False)
+
+
+def _accumulate_into(name):
+    """The in-place variant of cumsum or cumprod: ``dtype=`` must be the tensor's own."""
+    def variant(xp, dst, x, dim, dtype):
+        ours = D.FROM_NUMPY[dst.dtype]
+        if dtype is not None and dtype is not ours:
+            raise RuntimeError(f"Bad in-place call: input tensor dtype {CTYPE[ours]} and output "
+                               f"tensor dtype {CTYPE[dtype]} should match")
+        xp.copyto(dst, _accumulate(xp, name, x, dim, None), casting="unsafe")
+    return variant
 
 
 def reverse_cumsum(t, dim):
@@ -31,6 +43,9 @@ def cumsum(xp, x, dim, dtype):
     return _accumulate(xp, "cumsum", x, dim, dtype)
 
 
+cumsum.inplace_variant(_accumulate_into("cumsum"))
+
+
 @cumsum.derivative
 def _(grad, x, dim, dtype):
     if x.ndim == 0:
@@ -42,6 +57,9 @@ def _(grad, x, dim, dtype):
 def cumprod(xp, x, dim, dtype):
     """Running products along ``dim``."""
     return _accumulate(xp, "cumprod", x, dim, dtype)
+
+
+cumprod.inplace_variant(_accumulate_into("cumprod"))
 
 
 @cumprod.derivative

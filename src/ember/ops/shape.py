@@ -120,6 +120,10 @@ def _(grad, x, start_dim, end_dim):
 @op("unflatten(input, dim, sizes)", view="maybe", saves_inputs=False)
 def unflatten(xp, x, dim, sizes):
     """Dim ``dim`` split into several dims of the given ``sizes`` (one may be -1)."""
+    if x.ndim == 0:
+        # PyTorch wraps this IndexError into a RuntimeError, for unflatten alone
+        raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
+                           f"but tensor has no dimensions")
     d = wrap_dim_of_tensor(dim, x.ndim)
     sizes = [int(s) for s in sizes]
     if not sizes:

@@ -48,7 +48,8 @@ def _moments(xp, x, dim, unbiased, keepdim, correction, name):
     """(variance, mean) over the reduced dims; the variance is real for complex input."""
     dims, correction = _dims_and_correction(dim, unbiased, correction, x.ndim)
     n = reduced_numel(x.shape, dims)
-    if n - correction <= 0:
+    # PyTorch counts the reduction factor as 0 when the output is empty, and warns then too
+    if (n if x.size else 0) - correction <= 0:
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
                       f"than the reduction factor (input numel divided by output numel).",
                       UserWarning, stacklevel=5)

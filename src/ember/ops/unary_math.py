@@ -84,7 +84,8 @@ log1p = unary("log1p(input)", _log1p, lambda grad, x: grad / conj_grad(x + 1),
               doc="``log(1 + input)``, accurate near zero.", scalars=False)
 sqrt = _math("sqrt(input)", "sqrt", lambda grad, x, *, out: grad / conj_grad(2 * out),
              "The square root of each element.", saves_inputs=False)
-rsqrt = unary("rsqrt(input)", lambda xp, x: xp.reciprocal(xp.sqrt(x)),
+# a division, not NumPy's complex reciprocal, which gives NaN at 0 and flips signed zeros
+rsqrt = unary("rsqrt(input)", lambda xp, x: 1 / xp.sqrt(x),
               lambda grad, x, *, out: grad * conj_grad(-0.5 * out * out * out),
               doc="The reciprocal of the square root of each element.", saves_inputs=False,
               scalars=False)
@@ -135,9 +136,22 @@ sigmoid = unary("sigmoid(input)", _sigmoid,
 
 
 def _logit(xp, x, eps):
+    dtype = x.dtype
+    low = dtype.itemsize == 2                   # float16 or bfloat16 (float8 is rejected)
+    f = x.astype(xp.float32) if low else x
     if eps is not None and eps >= 0:
-        x = xp.clip(x, eps, 1 - eps)
-    return xp.log(x / (1 - x))
+        # eps in the input's dtype, and not clip: PyTorch tests the lower bound first, which
+        # matters when eps > 0.5
+        lo = xp.asarray(eps).astype(dtype)
+        lo, hi = lo.astype(f.dtype), (1 - lo).astype(f.dtype)
+        f = xp.where(f < lo, lo, xp.where(f > hi, hi, f))
+    if not low:
+        return xp.log(f / (1 - f))
+    # PyTorch rounds 1 - x and x / (1 - x) to the 16-bit dtype before the logarithm; doing
+    # the same keeps results identical near 0.5, where the logarithm cancels
+    one_minus = (1 - f).astype(dtype).astype(xp.float32)
+    ratio = (f / one_minus).astype(dtype).astype(xp.float32)
+    return xp.log(ratio).astype(dtype)
 
 
 def _logit_grad(grad, x, eps):
@@ -159,7 +173,7 @@ def _logit_grad(grad, x, eps):
 
 logit = unary("logit(input, eps=None)", _logit, _logit_grad,
               doc="``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` if eps is "
-                  "given.", promote=REAL_FLOAT, scalars=False)
+                  "given.", promote=REAL_FLOAT, upcast=False, scalars=False)
 
 
 # --- special functions ---------------------------------------------------------------------------
@@ -265,12 +279,14 @@ round = unary("round(input, *, decimals=0)", _round, lambda grad, x, decimals: g
 
 # --- float classification and nan_to_num ---------------------------------------------------------
 
-def _classifier(name, test, doc, *, float8=True, complex_ok=True, out=False):
-    """A bool-valued test of each element (no gradient)."""
+def _classifier(name, test, doc, *, no_float8=(), kernel=None, complex_ok=True, out=False):
+    """A bool-valued test of each element (no gradient); the float8 dtypes in ``no_float8``
+    raise, naming ``kernel`` as PyTorch does."""
     def forward(xp, x):
         dtype = D.FROM_NUMPY[x.dtype]
-        if dtype in D.FLOAT8 and not float8:
-            raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+        if dtype in no_float8:
+            raise NotImplementedError(f"\"{kernel or name}\" not implemented for "
+                                      f"'{dtype._torch_name}'")
         if dtype.is_complex and not complex_ok:
             raise RuntimeError(f"{name} does not support complex inputs.")
         return test(xp, x)
@@ -279,16 +295,19 @@ def _classifier(name, test, doc, *, float8=True, complex_ok=True, out=False):
 
 
 isnan = _classifier("isnan", lambda xp, x: xp.isnan(x), "True where the element is NaN.")
+# PyTorch tests float8_e5m2 for infinities, but not float8_e4m3fn (which has none)
 isinf = _classifier("isinf", lambda xp, x: xp.isinf(x),
-                    "True where the element is positive or negative infinity.", float8=False)
+                    "True where the element is positive or negative infinity.",
+                    no_float8=(D.float8_e4m3fn,))
 isfinite = _classifier("isfinite", lambda xp, x: xp.isfinite(x),
-                       "True where the element is neither infinite nor NaN.", float8=False)
+                       "True where the element is neither infinite nor NaN.",
+                       no_float8=(D.float8_e4m3fn,))
 isposinf = _classifier("isposinf", lambda xp, x: xp.isposinf(x),
-                       "True where the element is positive infinity.", float8=False,
-                       complex_ok=False, out=True)
+                       "True where the element is positive infinity.", no_float8=D.FLOAT8,
+                       kernel="isposinf_cpu", complex_ok=False, out=True)
 isneginf = _classifier("isneginf", lambda xp, x: xp.isneginf(x),
-                       "True where the element is negative infinity.", float8=False,
-                       complex_ok=False, out=True)
+                       "True where the element is negative infinity.", no_float8=D.FLOAT8,
+                       kernel="isneginf_cpu", complex_ok=False, out=True)
 
 
 def _nan_to_num(xp, x, nan, posinf, neginf):

@@ -50,6 +50,8 @@ class ErrorInput:
     sample: SampleInput
     error_type: type
     match: str
+    # ember does not support this call yet; PyTorch does (the parity tests check that)
+    unsupported: bool = False
 
 
 @dataclass
@@ -75,6 +77,8 @@ class OpInfo:
     skips: tuple = ()                       # names of generic tests that do not apply
     torch_name: str | None = None           # name in torch, for the parity tests
     torch_op: Callable | None = None        # or a callable taking torch tensors
+    # dtype -> (rtol, atol) against torch (tests/parity), where torch rounds less exactly
+    parity_tol: dict = field(default_factory=dict)
 
     def function(self):
         return self.op or ember.ops._registry.REGISTRY[self.name].function

@@ -152,9 +152,9 @@ OPS = [
            error_inputs=_whole_errors("min")),
     # gradgradcheck cannot yet handle an integer output (indices): see test_reduction_grads.py
     OpInfo("_max_dim", _dim_ref(np.max, np.argmax), _dim_samples, dtypes=ALL_REAL,
-           gradgrad=True, error_inputs=_dim_errors("max")),
+           gradgrad=True, error_inputs=_dim_errors("max"), torch_name="max"),
     OpInfo("_min_dim", _dim_ref(np.min, np.argmin), _dim_samples, dtypes=ALL_REAL,
-           gradgrad=True, error_inputs=_dim_errors("min")),
+           gradgrad=True, error_inputs=_dim_errors("min"), torch_name="min"),
     OpInfo("amax", _amax_ref(np.amax), _amax_samples, dtypes=ALL_REAL, gradgrad=True,
            error_inputs=_amax_errors("amax")),
     OpInfo("amin", _amax_ref(np.amin), _amax_samples, dtypes=ALL_REAL, gradgrad=True,

@@ -50,6 +50,12 @@ def _slice_backward_ref(grad, shape, key):
     return out
 
 
+def _slice_backward_torch(grad, shape, key):
+    out = grad.new_zeros(shape)
+    out[_explicit(key)] = grad
+    return out
+
+
 # --- advanced indexing ---------------------------------------------------------------------------
 
 def _long(values):
@@ -88,6 +94,11 @@ def _index_ref(x, indices):
     return np.asarray(x)[_numpy_key(indices)]
 
 
+def _index_torch(x, indices):
+    # a None in ``indices`` skips a dim (as in aten::index); in a subscript it would add one
+    return x[tuple(_ if i is None else i for i in indices)]
+
+
 def _index_errors():
     x = ember.zeros(3, 4)
     yield ErrorInput(SampleInput(x, ((ember.tensor([0.0]),),)), IndexError,
@@ -102,13 +113,22 @@ def _index_errors():
                      r"The shape of the mask \[3\] at index 0 does not match the shape of the "
                      r"indexed tensor \[3, 4\] at index 1")
     yield ErrorInput(SampleInput(x, ((_long([0]), _long([0]), _long([0])),)), IndexError,
-                     r"too many indices for tensor of dimension 2 \(got 3\)")
+                     r"too many indices for tensor of dimension 2")
 
 
 # --- index_put -----------------------------------------------------------------------------------
 
+def _index_put_cases():
+    """_index_cases without None (index_put takes Tensors only), and the same index kinds."""
+    return [c for c in _index_cases() if None not in c[1]] + [
+        ((3, 4), (ember.tensor([2, 1], dtype=ember.int32),), False),
+        ((3, 4), (_long([]),), False),
+        ((3, 0), (_long([2, 0]),), False),
+    ]
+
+
 def _index_put_samples(dtype, requires_grad):
-    for i, (shape, indices, nc) in enumerate(_index_cases()):
+    for i, (shape, indices, nc) in enumerate(_index_put_cases()):
         region = np.zeros(shape)[_numpy_key(indices)].shape
         duplicates = i == 1
         if i % 2 and region:        # values broadcast along the leading dim
@@ -146,6 +166,9 @@ def _index_put_errors():
                      IndexError, "index 5 is out of bounds for dimension 0 with size 3")
     yield ErrorInput(SampleInput(x, ((_long([0]),), 1.0)), TypeError,
                      "argument 'values' .* must be Tensor, not float")
+    # None skips a dim only inside a subscript (x[:, idx] = v)
+    yield ErrorInput(SampleInput(x, ((None, _long([0])), ember.ones(()))), TypeError,
+                     "expected Tensor as element 0 in argument 1, but got NoneType")
 
 
 # --- masked_fill ---------------------------------------------------------------------------------
@@ -201,9 +224,9 @@ OPS = [
              _basic_samples(kind), dtypes=ALL, gradgrad=True, torch_name="__getitem__")
       for kind in _BASIC_KEYS),
     OpInfo("_slice_backward", _slice_backward_ref, _slice_backward_samples, dtypes=ALL,
-           gradgrad=True),
+           gradgrad=True, torch_op=_slice_backward_torch),
     OpInfo("_index", _index_ref, _index_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_index_errors, torch_name="__getitem__"),
+           error_inputs=_index_errors, torch_op=_index_torch),
     OpInfo("index_put", _index_put_ref, _index_put_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_index_put_errors),
     OpInfo("masked_fill", _masked_fill_ref, _masked_fill_samples, dtypes=ALL, gradgrad=True,

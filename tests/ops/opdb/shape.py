@@ -1,6 +1,8 @@
 """OpInfo entries for ember/ops/shape.py (views that reshape or reorder dims) and
 ember/ops/conversion.py (copies, casts, fills, conj/real/imag)."""
 
+import math
+
 import numpy as np
 
 import ember
@@ -105,8 +107,9 @@ def _unflatten_errors():
     yield _err(x, (-1, (-1, -1)), RuntimeError, "only one dimension can be inferred")
     yield _err(x, (-1, ()), RuntimeError, "unflatten: sizes must be non-empty")
     yield _err(x, (3, (4,)), IndexError, "Dimension out of range")
-    yield _err(ember.tensor(1.), (0, (1,)), IndexError,
-               "Dimension specified as 0 but tensor has no dimensions")
+    yield _err(ember.tensor(1.), (0, (1,)), RuntimeError,
+               "unflatten got an unexpected error:\nDimension specified as 0 but tensor has no "
+               "dimensions")
 
 
 # --- expand, squeeze, unsqueeze ---------------------------------------------------------------
@@ -273,6 +276,13 @@ def _to_copy_samples(dtype, rg):
     yield _s(make((0, 2), dtype, rg), ember.complex64 if dtype.is_complex else ember.int64, None,
              name="empty")
     yield _s(make((3, 4), dtype, rg, noncontiguous=True), None, None, name="noncontiguous")
+    if not dtype.is_complex:
+        # float8_e4m3fn has no infinity: out-of-range values saturate to +-448
+        values = (1, 200, 255, 0) if dtype is ember.uint8 else \
+            (1, -3, 500, 1000, 0) if not dtype.is_floating_point else \
+            (1.5, 500.0, -1e4, math.inf, -math.inf, math.nan, 464.0)
+        for target in (ember.float8_e4m3fn, ember.float8_e5m2):
+            yield _s(ember.tensor(values).to(dtype), target, None, name=f"to_{target}")
 
 
 def _to_copy_grad_samples(dtype, rg):
@@ -283,6 +293,8 @@ def _to_copy_grad_samples(dtype, rg):
 def _to_copy_ref(a, dtype, device):
     if dtype is None:
         return a.copy()
+    if dtype is ember.float8_e4m3fn:
+        a = np.clip(a.astype(np.float64), -448, 448)
     if dtype.is_floating_point and dtype.itemsize < 4:
         return a.astype(dtype.np).astype(np.float32)
     return a.astype(dtype.np)
@@ -336,6 +348,12 @@ def _fill_ref(a, value):
 def _fill_errors():
     yield _err(ember.zeros(3), (ember.ones(2),), RuntimeError,
                "fill_ only supports 0-dimension value tensor but got tensor with 1 dimensions.")
+    e4m3 = ember.zeros(3, dtype=ember.float8_e4m3fn)
+    for value in (449.0, math.inf):             # float8_e4m3fn has no infinity
+        yield _err(e4m3, (value,), RuntimeError,
+                   "value cannot be converted to type c10::Float8_e4m3fn without overflow")
+    yield _err(ember.zeros(3, dtype=ember.float8_e5m2), (6e4,), RuntimeError,
+               "value cannot be converted to type c10::Float8_e5m2 without overflow")
 
 
 def _unary(dtype, rg):
@@ -382,13 +400,14 @@ OPS = [
     OpInfo("t", np.transpose, _t_samples, dtypes=ALL, gradgrad=True, error_inputs=_t_errors),
     OpInfo("_to_copy", _to_copy_ref, _to_copy_samples, dtypes=ALL,
            result_dtype=lambda d, s: s.args[0] or d if s else d,
-           grad_samples=_to_copy_grad_samples, gradgrad=True),
+           grad_samples=_to_copy_grad_samples, gradgrad=True,
+           torch_op=lambda x, dtype, device: x.to(dtype=dtype, copy=True)),
     OpInfo("clone", lambda a, memory_format=None: a.copy(), _clone_samples, dtypes=ALL,
            gradgrad=True),
     OpInfo("copy_", _copy_ref, _copy_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_copy_errors),
     OpInfo("fill_", _fill_ref, _fill_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_fill_errors),
+           error_inputs=_fill_errors, torch_name="fill"),     # the out-of-place form
     OpInfo("conj", np.conj, _unary, dtypes=ALL, grad_samples=_complex_grad_samples,
            gradgrad=True),
     OpInfo("real", np.real, _unary, dtypes=ALL, result_dtype=_real_dtype,

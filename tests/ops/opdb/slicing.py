@@ -188,19 +188,24 @@ def _flip_ref(a, dims):
 
 
 def _flip_samples(dtype, rg):
-    yield _s(make((4, 3), dtype, rg), 0, name="int")
+    yield _s(make((4, 3), dtype, rg), (0,), name="one_dim")
     yield _s(make((2, 3, 4), dtype, rg), (0, -1), name="tuple")
     yield _s(make((2, 3, 4), dtype, rg), [1], name="list")
     yield _s(make((4, 3), dtype, rg), (), name="none")
-    yield _s(make((), dtype, rg), 0, name="0dim")
+    yield _s(make((), dtype, rg), (0,), name="0dim")
     yield _s(make((0, 3), dtype, rg), (0, 1), name="empty")
-    yield _s(make((4, 3), dtype, rg, noncontiguous=True), 1, name="noncontiguous")
+    yield _s(make((4, 3), dtype, rg, noncontiguous=True), [1], name="noncontiguous")
 
 
 def _flip_errors():
     x = ember.zeros(2, 3)
     yield _err(x, ([0, 0],), RuntimeError, "dim 0 appears multiple times in the list of dims")
-    yield _err(x, (2,), IndexError, r"range of \[-2, 1\], but got 2\)")
+    yield _err(x, ((2,),), IndexError, r"range of \[-2, 1\], but got 2\)")
+    # only the method takes an int (``x.flip(0)``); the function needs a sequence
+    yield _err(x, (0,), TypeError,
+               r"flip\(\): argument 'dims' \(position 2\) must be tuple of ints, not int")
+    yield _err(x, ([0.5],), TypeError, "must be tuple of ints, but found element of type float "
+                                       "at pos 0")
 
 
 def _roll_ref(a, shifts, dims=None):
@@ -273,5 +278,5 @@ OPS = [
     OpInfo("roll", _roll_ref, _roll_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_roll_errors),
     OpInfo("_repeat", np.tile, _repeat_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_repeat_errors),
+           error_inputs=_repeat_errors, torch_name="repeat"),
 ]

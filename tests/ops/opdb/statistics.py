@@ -167,7 +167,7 @@ OPS = [
     OpInfo("nanmedian", _median_ref(True), _median_samples, dtypes=ORDERED, gradgrad=True,
            error_inputs=_median_errors("median_cpu")),
     OpInfo("_median_dim", _median_dim_ref(False), _median_dim_samples, dtypes=ORDERED,
-           gradgrad=True, error_inputs=_median_dim_errors),
+           gradgrad=True, error_inputs=_median_dim_errors, torch_name="median"),
     OpInfo("_nanmedian_dim", _median_dim_ref(True), _median_dim_samples, dtypes=ORDERED,
-           gradgrad=True, error_inputs=_median_dim_errors),
+           gradgrad=True, error_inputs=_median_dim_errors, torch_name="nanmedian"),
 ]

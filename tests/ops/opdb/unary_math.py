@@ -93,7 +93,7 @@ def _sigmoid_samples(dtype, requires_grad):
 
 def _logit_ref(x, eps=None):
     if eps is not None and eps >= 0:
-        x = np.clip(x, eps, 1 - eps)
+        x = np.where(x < eps, eps, np.where(x > 1 - eps, 1 - eps, x))     # eps > 0.5: not clip
     return np.log(x / (1 - x))
 
 
@@ -106,6 +106,12 @@ def _logit_samples(dtype, requires_grad):
     yield SampleInput(ember.tensor(values, dtype=dtype), name="special")
     yield SampleInput(ember.tensor(values, dtype=dtype), kwargs={"eps": 0.2}, name="eps")
     yield SampleInput(ember.tensor(values, dtype=dtype), kwargs={"eps": -1.0}, name="neg_eps")
+    # eps > 0.5: below eps becomes eps, everything else 1 - eps
+    yield SampleInput(ember.tensor((0.1, 0.5, 0.65, 0.75, 0.9, NAN), dtype=dtype),
+                      kwargs={"eps": 0.7}, name="eps_above_half")
+    # near 0.5 the logarithm cancels: 16-bit results show how the ratio was rounded
+    yield SampleInput(ember.tensor((0.46, 0.48, 0.49, 0.4921875, 0.5, 0.51, 0.53), dtype=dtype),
+                      name="near_half")
 
 
 def _logit_grad_samples(dtype, requires_grad):
@@ -211,9 +217,15 @@ def _round_samples(dtype, requires_grad):
         yield SampleInput(make((4,), dtype), kwargs={"decimals": 0}, name="int_decimals0")
 
 
-def _rounding(name, ref, samples=None):
+def _rounding(name, ref, samples=None, **kw):
     return OpInfo(name, ref, samples or _chain(unary_samples(), _special()),
-                  dtypes=ROUNDABLE, error_inputs=_rounding_errors(name))
+                  dtypes=ROUNDABLE, error_inputs=_rounding_errors(name), **kw)
+
+
+def _round_torch(x, decimals=0):
+    # decimals=0 is round's documented default, so ember treats passing it like leaving it
+    # out; PyTorch 2.13 instead sends an explicit decimals to a kernel without integer support
+    return x.round() if decimals == 0 else x.round(decimals=decimals)
 
 
 def _classify_samples(dtype, requires_grad):
@@ -224,12 +236,11 @@ def _classify_samples(dtype, requires_grad):
                                         complex(1, NAN), 1 + 2j], dtype=dtype), name="parts")
 
 
-def _classify_errors(name, float8, complex_ok):
+def _classify_errors(name, no_float8, complex_ok, kernel=None):
     def errors():
-        if not float8:
-            yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.float8_e4m3fn)),
-                             NotImplementedError,
-                             f"\"{name}\" not implemented for 'Float8_e4m3fn'")
+        for dtype in no_float8:
+            yield ErrorInput(SampleInput(ember.ones(2, dtype=dtype)), NotImplementedError,
+                             f"\"{kernel or name}\" not implemented for '{dtype._torch_name}'")
         if not complex_ok:
             yield ErrorInput(SampleInput(ember.tensor([1 + 1j])), RuntimeError,
                              f"{name} does not support complex inputs")
@@ -238,16 +249,21 @@ def _classify_errors(name, float8, complex_ok):
     return errors
 
 
-def _classifier(name, ref, *, float8=True, complex_ok=True):
-    return OpInfo(name, ref, _classify_samples, dtypes=ALL if complex_ok else ALL_REAL,
-                  result_dtype="bool", grad=False,
-                  error_inputs=_classify_errors(name, float8, complex_ok))
+def _classifier(name, ref, *, no_float8=(), kernel=None, complex_ok=True, samples=None):
+    return OpInfo(name, ref, samples or _classify_samples,
+                  dtypes=ALL if complex_ok else ALL_REAL, result_dtype="bool", grad=False,
+                  error_inputs=_classify_errors(name, no_float8, complex_ok, kernel))
 
 
-def _isnan_float8_samples(dtype, requires_grad):
-    yield from _classify_samples(dtype, requires_grad)
-    if dtype is ember.float32:
-        yield SampleInput(ember.tensor([1.0, NAN, 0.5]).to(ember.float8_e4m3fn), name="float8")
+def _float8_samples(*dtypes):
+    """_classify_samples, and (with the float32 ones) float8 inputs of ``dtypes``."""
+    def samples(dtype, requires_grad):
+        yield from _classify_samples(dtype, requires_grad)
+        if dtype is ember.float32:
+            for f8 in dtypes:
+                yield SampleInput(ember.tensor([1.0, NAN, 0.5, INF, -INF]).to(f8),
+                                  name=f"{f8.name}")
+    return samples
 
 
 def _nan_to_num_ref(x, nan=0.0, posinf=None, neginf=None):
@@ -275,6 +291,15 @@ def _nan_to_num_samples(dtype, requires_grad):
         yield SampleInput(t, kwargs={"nan": 1.5, "posinf": 9.0, "neginf": -9.0}, name="fills")
     else:
         yield SampleInput(make((4,), dtype), kwargs={"nan": 1.5, "posinf": 3}, name="ignored")
+
+
+def _nan_to_num_torch(x, *args, **kwargs):
+    # PyTorch's out-of-place nan_to_num refuses to record complex outputs, while its in-place
+    # form differentiates them with the same formula ember uses for both; refusing needs the
+    # registry (the forward cannot see requires_grad), so torch is asked in its in-place form
+    if x.is_complex() and x.requires_grad:
+        return x.clone().nan_to_num_(*args, **kwargs)
+    return x.nan_to_num(*args, **kwargs)
 
 
 def _nan_to_num_grad_samples(dtype, requires_grad):
@@ -343,15 +368,19 @@ OPS = [
     _rounding("floor", np.floor),
     _rounding("ceil", np.ceil),
     _rounding("trunc", np.trunc),
-    _rounding("round", _round_ref, _round_samples),
-    OpInfo("isnan", np.isnan, _isnan_float8_samples, dtypes=ALL, result_dtype="bool",
-           grad=False, error_inputs=_classify_errors("isnan", True, True)),
-    _classifier("isinf", np.isinf, float8=False),
-    _classifier("isfinite", np.isfinite, float8=False),
-    _classifier("isposinf", np.isposinf, float8=False, complex_ok=False),
-    _classifier("isneginf", np.isneginf, float8=False, complex_ok=False),
+    _rounding("round", _round_ref, _round_samples, torch_op=_round_torch),
+    _classifier("isnan", np.isnan,
+                samples=_float8_samples(ember.float8_e4m3fn, ember.float8_e5m2)),
+    _classifier("isinf", np.isinf, no_float8=(ember.float8_e4m3fn,),
+                samples=_float8_samples(ember.float8_e5m2)),
+    _classifier("isfinite", np.isfinite, no_float8=(ember.float8_e4m3fn,),
+                samples=_float8_samples(ember.float8_e5m2)),
+    _classifier("isposinf", np.isposinf, no_float8=(ember.float8_e4m3fn, ember.float8_e5m2),
+                kernel="isposinf_cpu", complex_ok=False),
+    _classifier("isneginf", np.isneginf, no_float8=(ember.float8_e4m3fn, ember.float8_e5m2),
+                kernel="isneginf_cpu", complex_ok=False),
     OpInfo("nan_to_num", _nan_to_num_ref, _nan_to_num_samples, dtypes=ALL,
-           grad_samples=_nan_to_num_grad_samples, gradgrad=True),
+           grad_samples=_nan_to_num_grad_samples, gradgrad=True, torch_op=_nan_to_num_torch),
     OpInfo("positive", np.positive, _chain(unary_samples(), _special()), dtypes=NO_BOOL,
            gradgrad=True, error_inputs=_positive_errors),
 ]
