@@ -63,6 +63,12 @@ def wide(x):
     return x if to is None else x.astype(to)
 
 
+def narrow_to(result, dtype):
+    """A reduction's result in ``dtype`` (converting only when it differs: 0-d results are
+    NumPy scalars, whose ``astype`` costs a microsecond)."""
+    return result if result.dtype == dtype else result.astype(dtype)
+
+
 def cast_input(x, dtype, name):
     """``x`` cast to a ``dtype=`` argument (PyTorch casts before reducing)."""
     if dtype is None:

@@ -177,11 +177,18 @@ def _is_trivial(basic):
 
 def getitem(self, key):
     """``self[key]``: a view for ints, slices, None and Ellipsis; a copy for advanced keys."""
-    if type(key) is int and self._data.ndim:
-        size = self._data.shape[0]
-        if not -size <= key < size:
-            raise IndexError(f"index {key} is out of bounds for dimension 0 with size {size}")
-        return basic_view(self, (key,))
+    kind = type(key)
+    if self._data.ndim:                 # the common single-key forms, without parsing
+        if kind is int:
+            size = self._data.shape[0]
+            if not -size <= key < size:
+                raise IndexError(f"index {key} is out of bounds for dimension 0 with size "
+                                 f"{size}")
+            return basic_view(self, (key,))
+        if kind is slice:
+            return basic_view(self, (_slice(key),))
+        if kind is Tensor and key._data.dtype in _INT_INDEX and key._data.ndim:
+            return call(_index, (self,), (SubscriptIndices((key,)),))
     basic, indices = parse(self, key)
     if indices is None:
         return basic_view(self, basic)

@@ -91,12 +91,13 @@ class SubscriptIndices(tuple):
     __slots__ = ()
 
 
-def advanced_indices(xp, x, indices, tensors_only=False):
+def advanced_indices(xp, x, indices, tensors_only=False, bounds=True):
     """Index arrays for the leading dims of ``x`` (None where a dim is not indexed).
 
     Masks become their nonzero coordinates, negative indices wrap, and everything is checked
     as PyTorch checks it; arrays are moved to ``x``'s device. ``tensors_only``: every entry
-    must be a Tensor (``index_put`` called by users).
+    must be a Tensor (``index_put`` called by users). ``bounds=False`` leaves the bounds
+    (and negative indices) to the caller: see ``_index``.
     """
     if type(indices) is tuple and not indices:
         return indices
@@ -125,7 +126,7 @@ def advanced_indices(xp, x, indices, tensors_only=False):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if len(out) > x.ndim:
         raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got {len(out)})")
-    return _checked_bounds(xp, x, out)
+    return _checked_bounds(xp, x, out) if bounds else out
 
 
 def _mask_coordinates(xp, x, mask, dim):
@@ -196,10 +197,13 @@ def index_shape(shape, idx):
 @op("_index(input, indices)", method=False, saves_inputs=False, grad_fn_name="IndexBackward0")
 def _index(xp, x, indices):
     """``input[indices]`` for integer or mask index tensors (None skips a dim): a copy."""
-    idx = advanced_indices(xp, x, indices)
+    idx = advanced_indices(xp, x, indices, bounds=False)
     if all(a is None for a in idx):
         return x.copy()
-    return x[_numpy_key(idx)]
+    try:
+        return x[_numpy_key(idx)]      # NumPy wraps negatives and checks bounds as PyTorch does
+    except IndexError:
+        return x[_numpy_key(_checked_bounds(xp, x, idx))]    # ... in PyTorch's words
 
 
 @_index.derivative

@@ -11,7 +11,7 @@ from ember.ops._dims import reduction_dims
 from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import FLOAT, SAME, Policy
 from ember.ops._reduce import (SUM, any_zero, cast_input, constant, expand_reduced, flip,
-                               is_all, reduced_numel, shift_in_one, wide)
+                               is_all, narrow_to, reduced_numel, shift_in_one, wide)
 from ember.ops._registry import op
 
 __all__ = ["expand_reduced"]
@@ -50,7 +50,7 @@ def sum(xp, x, dim, keepdim, dtype):
     """The sum over ``dim`` (all dims by default)."""
     dims = reduction_dims(dim, x.ndim)
     x = cast_input(x, dtype, "sum")
-    return xp.sum(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
+    return narrow_to(wide(x).sum(axis=dims, keepdims=keepdim), x.dtype)
 
 
 @sum.derivative
@@ -76,8 +76,8 @@ def mean(xp, x, dim, keepdim, dtype):
     _check_mean_dtype("mean", x, dtype)
     dims = reduction_dims(dim, x.ndim)
     x = cast_input(x, dtype, "mean")
-    total = xp.sum(wide(x), axis=dims, keepdims=keepdim)
-    return xp.true_divide(total, reduced_numel(x.shape, dims)).astype(x.dtype, copy=False)
+    total = wide(x).sum(axis=dims, keepdims=keepdim)
+    return narrow_to(total / reduced_numel(x.shape, dims), x.dtype)
 
 
 @mean.derivative

@@ -39,6 +39,12 @@ def infer_shape(shape, numel):
     return tuple(shape)
 
 
+def _check_negative(shape, x):
+    """NumPy takes any negative size as "infer"; PyTorch only -1."""
+    if type(shape) is tuple and shape and min(shape) < -1:
+        infer_shape(int_tuple(shape), x.size)
+
+
 def int_tuple(value):
     """An int or a sequence of ints as a tuple of ints."""
     if isinstance(value, (tuple, list)):
@@ -70,10 +76,13 @@ def view(xp, x, shape):
     if isinstance(shape, tuple) and len(shape) == 1 and not isinstance(shape[0], int) \
             and hasattr(shape[0], "np"):
         raise TypeError("view(dtype) is not supported")
-    new = infer_shape(int_tuple(shape), x.size)
+    _check_negative(shape, x)
     out = x.view()
     try:
-        out.shape = new                 # NumPy refuses instead of copying
+        out.shape = shape               # NumPy refuses instead of copying
+    except (ValueError, TypeError):
+        infer_shape(int_tuple(shape), x.size)     # raises PyTorch's message
+        raise
     except AttributeError:
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
@@ -89,7 +98,12 @@ def _(grad, x, shape):
 @op("reshape(input, shape)", view="maybe", saves_inputs=False, method_varargs="shape")
 def reshape(xp, x, shape):
     """The same data with another shape: a view when possible, else a copy."""
-    return xp.reshape(x, infer_shape(int_tuple(shape), x.size))
+    _check_negative(shape, x)
+    try:
+        return x.reshape(shape)         # NumPy checks the rest of what PyTorch checks
+    except (ValueError, TypeError):
+        infer_shape(int_tuple(shape), x.size)     # raises PyTorch's message
+        raise
 
 
 @reshape.derivative
