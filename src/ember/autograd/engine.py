@@ -179,7 +179,7 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
     if grad is None:
         return []
     var = node.variable
-    hooks = leaf_hooks(var)
+    hooks = leaf_hooks(var) if var is not None else None
     if hooks:
         for fn in list(hooks.values()):
             out = fn(grad)
@@ -188,6 +188,8 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
     if target_index is not None:
         for i in target_index.get((node, 0), ()):
             _capture(i, grad, captured, accumulate_into_grad)
+        return []
+    if var is None:                     # the leaf is gone: nobody can read its gradient
         return []
     accumulate(var, grad)
     post = post_accumulate_hooks(var)

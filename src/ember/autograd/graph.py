@@ -9,8 +9,11 @@ differentiable input, ``(None, 0)`` where the input needs no gradient.
 import itertools
 import weakref
 
+import numpy as np
+
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember._device import CPU
 from ember.backend import device_of
 
 __all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle"]
@@ -121,7 +124,7 @@ class InputMeta:
     def __init__(self, array):
         self._shape = array.shape
         self._dtype = array.dtype
-        self.device = device_of(array)
+        self.device = CPU if type(array) is np.ndarray else device_of(array)
 
     @property
     def shape(self):
@@ -164,7 +167,8 @@ class OpNode(Node):
     def __init__(self, next_functions, inputs, versions, params, in_meta, out):
         Node.__init__(self, next_functions)
         self._inputs = inputs           # (flat inputs: tensors, scalars or InputMeta, lengths)
-        self._versions = versions       # version of each saved tensor input, or None
+        self._versions = versions       # version of each saved input (None: not a tensor),
+                                        # or None when only metadata was saved
         self._params = params
         self._in_meta = in_meta         # (shape, dtype) of each differentiable input
         self._out = out                 # (arrays, version counter, version) or None
@@ -271,16 +275,27 @@ def _modified_message(t, expected, actual=None, node=None):
 
 
 class AccumulateGrad(Node):
-    """The node that adds incoming gradient into a leaf tensor's ``.grad``."""
+    """The node that adds incoming gradient into a leaf tensor's ``.grad``.
 
-    __slots__ = ("variable",)
+    The leaf keeps its node alive (one node per leaf, however many graphs use it) and the
+    node refers back to the leaf weakly, so the pair forms no reference cycle.
+    """
+
+    __slots__ = ("_variable",)
 
     def __init__(self, variable):
         Node.__init__(self, ())
-        self.variable = variable
+        self._variable = weakref.ref(variable)
+
+    @property
+    def variable(self):
+        """The leaf tensor (None once it is gone)."""
+        return self._variable()
 
     def apply(self, grads):
-        accumulate(self.variable, grads[0])
+        var = self._variable()
+        if var is not None:
+            accumulate(var, grads[0])
         return []
 
 
@@ -300,15 +315,13 @@ def accumulate(var, grad):
 
 
 def grad_accumulator(t):
-    """The (cached) AccumulateGrad node of a leaf that requires grad."""
+    """The AccumulateGrad node of a leaf that requires grad (made once per leaf)."""
     meta = t._meta
     if meta is None:
         meta = t._meta = {}
-    ref = meta.get("grad_acc")
-    node = ref() if ref is not None else None
+    node = meta.get("grad_acc")
     if node is None:
-        node = AccumulateGrad(t)
-        meta["grad_acc"] = weakref.ref(node)
+        node = meta["grad_acc"] = AccumulateGrad(t)
     return node
 
 

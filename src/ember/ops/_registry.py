@@ -360,15 +360,17 @@ def _record(op, flat, lengths, params, outputs):
     edges = []
     in_meta = []                        # (shape, NumPy dtype) of inputs that need a gradient
     saved = []
-    versions = []
     saves = op.saves_inputs
+    versions = [] if saves else None
     for x in flat:
         if isinstance(x, Tensor):
             a = x._data
-            if x._requires_grad or x._grad_fn is not None:
-                fn = x._grad_fn
-                edges.append((fn, x._output_nr) if fn is not None and x._view is None
-                             else history(x))
+            fn = x._grad_fn
+            if fn is not None and x._view is None:
+                edges.append((fn, x._output_nr))
+                in_meta.append((a.shape, a.dtype))
+            elif x._requires_grad or fn is not None:
+                edges.append(history(x))
                 in_meta.append((a.shape, a.dtype))
             else:
                 edges.append(_NO_EDGE)
@@ -379,32 +381,43 @@ def _record(op, flat, lengths, params, outputs):
                 versions.append(vc.value if vc is not None else x._shared_version().value)
             else:
                 saved.append(InputMeta(a))
-                versions.append(None)
         else:
             edges.append(_NO_EDGE)
             in_meta.append(None)
             saved.append(x)
-            versions.append(None)
-    multi = type(outputs) is tuple
-    outs = outputs if multi else (outputs,)
+            if saves:
+                versions.append(None)
+    if type(outputs) is tuple:
+        return _record_outputs(op, edges, saved, lengths, versions, params, in_meta, outputs)
     saved_out = None
     if op.needs_output:
-        vc = outs[0]._shared_version()
-        for o in outs[1:]:
+        vc = outputs._shared_version()
+        saved_out = ((outputs._data,), vc, vc.value)
+    node = op.node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
+    node.n_outputs = 1
+    if outputs._data.dtype.kind in _DIFFERENTIABLE_KINDS:
+        outputs._grad_fn = node
+    return node
+
+
+def _record_outputs(op, edges, saved, lengths, versions, params, in_meta, outputs):
+    saved_out = None
+    if op.needs_output:
+        vc = outputs[0]._shared_version()
+        for o in outputs[1:]:
             o._vc = vc
-        saved_out = (tuple(o._data for o in outs), vc, vc.value)
-    node = op.node_class(tuple(edges), (saved, lengths), tuple(versions) if saves else None,
-                         params, in_meta, saved_out)
-    node.n_outputs = len(outs)
-    if multi:
-        node._out_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
-    for nr, o in enumerate(outs):
-        if o._data.dtype.kind in "fcV":     # V: ml_dtypes' bfloat16 and float8
+        saved_out = (tuple(o._data for o in outputs), vc, vc.value)
+    node = op.node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
+    node.n_outputs = len(outputs)
+    node._out_meta = tuple((o.shape, o.dtype, o.device) for o in outputs)
+    for nr, o in enumerate(outputs):
+        if o._data.dtype.kind in _DIFFERENTIABLE_KINDS:
             o._grad_fn = node
             o._output_nr = nr
     return node
 
 
+_DIFFERENTIABLE_KINDS = "fcV"           # V: ml_dtypes' bfloat16 and float8
 _NO_EDGE = (None, 0)
 
 
