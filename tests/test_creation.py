@@ -134,3 +134,12 @@ def test_new_factories_follow_the_tensor():
     assert x.new_empty(1).dtype is ember.float64
     assert x.new_tensor([1, 2]).dtype is ember.float64
     assert x.new_zeros(2, dtype=ember.int8).dtype is ember.int8
+
+
+def test_float8_saturates_and_full_checks_range():
+    assert ember.tensor([1e6, -3.0], dtype=ember.float8_e4m3fn).tolist() == [448.0, -3.0]
+    with pytest.raises(RuntimeError, match="without overflow"):
+        ember.full((2,), 1000.0, dtype=ember.float8_e4m3fn)
+    with pytest.raises(RuntimeError, match="uint8_t without overflow"):
+        ember.full((2,), 300, dtype=ember.uint8)
+    assert ember.full((1,), -1, dtype=ember.uint8).tolist() == [255]

@@ -81,7 +81,8 @@ def _from_data(data, dtype):
             dtype = _infer_dtype(arr)
     if dtype.category < D.FLOATING and arr.dtype.kind in "fc":
         arr = np.trunc(arr.real) if arr.dtype.kind == "c" else np.trunc(arr)
-    return arr.astype(dtype.np)
+    from ember.ops.conversion import cast       # PyTorch's rounding (float8 saturates)
+    return cast(np, arr, np.dtype(dtype.np))
 
 
 def _unwrap_scalars(data):
@@ -230,8 +231,9 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     if dtype is None:
         dtype = _fill_dtype(fill_value)
     value = fill_value.item() if isinstance(fill_value, Tensor) else fill_value
-    return _alloc(lambda xp, s, d: xp.full(s, value, d), _size((size,)), dtype, device,
-                  requires_grad, out)
+    from ember.ops._scalars import checked_scalar   # out-of-range values raise, as in PyTorch
+    return _alloc(lambda xp, s, d: xp.full(s, checked_scalar(xp, value, np.dtype(d)), d),
+                  _size((size,)), dtype, device, requires_grad, out)
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
