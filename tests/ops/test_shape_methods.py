@@ -493,3 +493,13 @@ def test_tril_in_place_on_a_view_writes_the_base():
     expected = np.ones((2, 3, 3), dtype=np.float32)
     expected[1] = np.triu(expected[1], 1)
     _same(base, expected)
+
+
+def test_varargs_methods_take_the_keyword_form_and_require_an_argument():
+    x = ember.ones(2, 3)
+    assert x.view(shape=(3, 2)).shape == (3, 2) and x.flip(dims=[0]).shape == (2, 3)
+    assert x.permute(dims=(1, 0)).shape == (3, 2)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'dims'"):
+        x.flip()
+    with pytest.raises(TypeError, match="multiple values for argument 'shape'"):
+        x.view(6, shape=(6,))

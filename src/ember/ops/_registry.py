@@ -509,10 +509,15 @@ def _generate(op, kind):
     if kind != "function":
         parts[0] = "self"
         if op.method_varargs:
+            # x.view(2, 3), x.view((2, 3)) and x.view(size=(2, 3)) all work
             name = op.method_varargs
             idx = next(i for i, p in enumerate(parts) if p.split("=")[0] == name)
-            parts[idx] = f"*{name}"
-            prologue = f"    {name} = _varargs({name})\n"
+            default = parts[idx].partition("=")[2] or "_MISSING"
+            parts[idx:idx + 1] = ["*_args", f"{name}=_UNSET"]
+            if idx + 2 < len(parts) and parts[idx + 2] == "*":
+                del parts[idx + 2]
+            prologue = (f"    {name} = _method_varargs(_args, {name}, {default}, "
+                        f"'{op.method_name or op.name}', '{name}')\n")
     if parts and parts[-1] == "*":
         parts.pop()
     inputs = ["self" if kind != "function" and n == pos[0] else n for n in op.input_names]
@@ -527,7 +532,7 @@ def _generate(op, kind):
     src = f"def {fname}({', '.join(parts)}):\n{prologue}{body}"
     from ember.ops._inplace import call_inplace
     namespace = {"_call": call, "_call_inplace": call_inplace, "_op": op,
-                 "_varargs": varargs}
+                 "_method_varargs": method_varargs, "_UNSET": _UNSET, "_MISSING": _MISSING}
     exec(compile(src, f"<ember op {op.name}>", "exec"), namespace)
     fn = namespace[fname]
     fn.__doc__ = op.forward.__doc__
@@ -535,6 +540,23 @@ def _generate(op, kind):
     fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
     fn._ember_op = op
     return fn
+
+
+_UNSET = object()          # the keyword form was not used
+_MISSING = object()        # the parameter has no default
+
+
+def method_varargs(args, keyword, default, fname, name):
+    """The value of a method parameter given as varargs, as a sequence, or by keyword."""
+    if args:
+        if keyword is not _UNSET:
+            raise TypeError(f"{fname}() got multiple values for argument '{name}'")
+        return varargs(args)
+    if keyword is not _UNSET:
+        return keyword
+    if default is _MISSING:
+        raise TypeError(f"{fname}() missing 1 required positional argument: '{name}'")
+    return default
 
 
 def varargs(args):

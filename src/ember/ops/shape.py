@@ -313,7 +313,7 @@ def _T(self):
                       "Consider `x.mT` to transpose batches of matrices or `x.permute(*ember."
                       "arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.",
                       UserWarning, stacklevel=2)
-    return self.permute(*reversed(range(self.ndim)))
+    return self.permute(tuple(reversed(range(self.ndim))))
 
 
 def _mT(self):
