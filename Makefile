@@ -26,6 +26,6 @@ demo:
 	@echo "until then ember offers tensors, autograd and the core op set (see README)." >&2
 	@exit 1
 
-lint:
-	@echo "make lint: not built yet (ruff configuration lives in pyproject.toml)." >&2
-	@exit 1
+lint: $(PY)
+	$(PIP) ruff
+	$(PY) -m ruff check src tests benchmarks

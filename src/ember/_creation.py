@@ -356,7 +356,7 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
                   requires_grad, out)
 
 
-# --- Tensor.new_* : factories that default to the tensor's dtype and device ---------------------
+# --- Tensor.new_* : factories that default to the tensor's dtype and device -------------------
 
 def _new_factory(factory, name):
     def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
@@ -388,7 +388,7 @@ Tensor.new_full = _new_full
 Tensor.new_tensor = _new_tensor
 
 
-# --- Tensor(...) and pickling ----------------------------------------------------------------
+# --- Tensor(...) and pickling -----------------------------------------------------------------
 
 def legacy_tensor_new(cls, args, kwargs):
     """``Tensor()``, ``Tensor(2, 3)`` and ``Tensor(data)``: the legacy float constructor."""

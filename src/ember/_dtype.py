@@ -138,7 +138,7 @@ def can_cast(from_, to):
     return True
 
 
-# --- the default dtype ------------------------------------------------------------------
+# --- the default dtype ------------------------------------------------------------------------
 
 _default = [float32]
 ON_DEFAULT_CHANGE = []          # callbacks; caches that depend on the default dtype register here
@@ -163,7 +163,7 @@ def default_complex_dtype():
     return complex128 if _default[0] is float64 else complex64
 
 
-# --- weak promotion: PyTorch's result_type over tensors, 0-dim tensors and scalars ------
+# --- weak promotion: PyTorch's result_type over tensors, 0-dim tensors and scalars ------------
 
 DIM, ZERO_DIM, SCALAR = 0, 1, 2
 
@@ -214,7 +214,7 @@ def scalar_dtype(value):
     raise TypeError(f"expected a number, got {type(value).__name__}")
 
 
-# --- finfo / iinfo -------------------------------------------------------------------------
+# --- finfo / iinfo ----------------------------------------------------------------------------
 
 class finfo:
     """Machine limits of a floating dtype (``torch.finfo``)."""

@@ -261,7 +261,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
                    device=device or input.device, generator=generator)
 
 
-# --- in-place sampling methods ------------------------------------------------------------------
+# --- in-place sampling methods ----------------------------------------------------------------
 
 def _fill_(t, arr):
     from ember.autograd.grad_mode import STATE

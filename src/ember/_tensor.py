@@ -6,7 +6,6 @@ import numpy as np
 
 from ember import _dtype
 from ember.backend import device_of
-from ember.autograd.grad_mode import STATE as _GRAD
 
 __all__ = ["Tensor", "Size"]
 
@@ -255,7 +254,7 @@ class Tensor:
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous"
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous"
                                if self._data.size > 1 else
                                "Boolean value of Tensor with no values is ambiguous")
         return bool(self._data.reshape(()))

@@ -22,7 +22,9 @@ def _tensors(inputs):
 
 def _outputs(func, inputs):
     out = func(*inputs)
-    return (out,) if isinstance(out, _tensor.Tensor) else tuple(o for o in out if isinstance(o, _tensor.Tensor))
+    if isinstance(out, _tensor.Tensor):
+        return (out,)
+    return tuple(o for o in out if isinstance(o, _tensor.Tensor))
 
 
 def _numerical_jacobian(func, inputs, index, eps):
@@ -94,7 +96,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                           f"not of double precision floating point or complex.")
     inputs = tuple(_contiguous_leaf(x) for x in inputs)
     outputs = _outputs(func, inputs)
-    diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, _tensor.Tensor) and x.requires_grad]
+    diff_idx = [i for i, x in enumerate(inputs)
+                if isinstance(x, _tensor.Tensor) and x.requires_grad]
     numerical = {i: _numerical_jacobian(func, inputs, i, eps) for i in diff_idx}
     rng = np.random.default_rng(0)
     for vs in _directions(outputs, rng):

@@ -338,7 +338,7 @@ def history(t):
     return None, 0
 
 
-# --- tensor hooks -------------------------------------------------------------------------
+# --- tensor hooks -----------------------------------------------------------------------------
 
 def register_tensor_hook(t, hook):
     """Store a gradient hook for ``t``: on its grad_fn output, or on the leaf itself."""

@@ -22,7 +22,7 @@ __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
 def call_inplace(op, inputs, params):
     """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``)."""
-    from ember.ops._registry import _Override, _prepare, call
+    from ember.ops._registry import _Override, _prepare
     self = inputs[0]
     if not isinstance(self, Tensor):
         raise TypeError(f"{op.name}_(): expected a Tensor, got {type(self).__name__}")
@@ -130,7 +130,7 @@ def _record_inplace(op, self, old, flat, lengths, params):
         base._output_nr = 0
 
 
-# --- views --------------------------------------------------------------------------------------
+# --- views ------------------------------------------------------------------------------------
 
 def view_recipe(t):
     """The view ops, from the base outwards, that turn ``t``'s base into ``t``."""

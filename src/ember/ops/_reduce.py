@@ -55,7 +55,7 @@ def int_dim(name, dim, ndim):
     return wrap_dim(dim, ndim)
 
 
-# --- dtypes ---------------------------------------------------------------------------------
+# --- dtypes -----------------------------------------------------------------------------------
 
 def wide(x):
     """``x`` in the dtype to accumulate in: 16-bit floats in float32, as PyTorch's kernels do."""
@@ -113,7 +113,7 @@ def require_nonempty(name, shape, dims, full, error=RuntimeError):
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
-# --- constants in derivatives -------------------------------------------------------------------
+# --- constants in derivatives -----------------------------------------------------------------
 
 def constant(fn, *tensors):
     """``fn(xp, *arrays)`` of the ``tensors``' values as a tensor outside the graph: the masks
@@ -184,7 +184,7 @@ def _along(t, positions, dim):
     return _make(xp.broadcast_to(index, full))
 
 
-# --- index routing ops ----------------------------------------------------------------------------
+# --- index routing ops ------------------------------------------------------------------------
 
 @op("_take_along_dim(input, index, dim)", inputs=2, method=False)
 def _take_along_dim(xp, x, index, dim):

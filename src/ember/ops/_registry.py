@@ -451,7 +451,7 @@ def _shares_memory(out, src):
     return bool(np.may_share_memory(out, src))
 
 
-# --- out= ---------------------------------------------------------------------------------------
+# --- out= -------------------------------------------------------------------------------------
 
 def _write_out(op, out, outputs, requires_grad):
     """Copy results into the ``out=`` tensor(s), resizing as PyTorch does."""
@@ -486,7 +486,7 @@ def _write_out(op, out, outputs, requires_grad):
     return out
 
 
-# --- code generation of the public functions ------------------------------------------------------
+# --- code generation of the public functions --------------------------------------------------
 
 def _generate(op, kind):
     """Build ``ember.<name>`` (kind "function"), ``Tensor.<name>`` ("method") or

@@ -65,7 +65,7 @@ def _check_nonzero_divisor(xp, a, b):
         raise RuntimeError("ZeroDivisionError")
 
 
-# --- add, sub, mul ---------------------------------------------------------------------------
+# --- add, sub, mul ----------------------------------------------------------------------------
 
 def _scaled(xp, a, b, alpha):
     """``b * alpha`` after PyTorch's checks on alpha (``b`` itself when alpha is 1)."""
@@ -99,7 +99,7 @@ mul = binary("mul(input, other)", lambda xp, a, b: xp.multiply(a, b),
              promote=BINARY, ufunc="multiply")
 
 
-# --- division ------------------------------------------------------------------------------------
+# --- division ---------------------------------------------------------------------------------
 
 def _true_divide(xp, a, b):
     out = xp.true_divide(a, b)
@@ -178,7 +178,7 @@ fmod = binary("fmod(input, other)", _fmod,
               promote=BINARY)
 
 
-# --- pow -------------------------------------------------------------------------------------------
+# --- pow --------------------------------------------------------------------------------------
 
 def _pow(xp, a, b):
     if _integral(a) and _integral(b):
@@ -223,7 +223,7 @@ pow = binary("pow(input, exponent)", _pow, _pow_grad,
              doc="``input`` raised to the power ``exponent``, elementwise.", promote=BINARY)
 
 
-# --- unary sign-like ops --------------------------------------------------------------------------
+# --- unary sign-like ops ----------------------------------------------------------------------
 
 neg = unary("neg(input)", lambda xp, x: xp.negative(x), lambda grad, x: -grad,
             doc="The negation of each element.", promote=NEG, saves_inputs=False,

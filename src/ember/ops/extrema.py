@@ -50,7 +50,7 @@ _max_all.derivative(lambda grad, x, *, out: spread(grad, x, out))
 _min_all.derivative(lambda grad, x, *, out: spread(grad, x, out))
 
 
-# --- max(dim), min(dim): values and indices ------------------------------------------------------
+# --- max(dim), min(dim): values and indices ---------------------------------------------------
 
 def _extreme_dim(name, arg):
     def forward(xp, x, dim, keepdim):
@@ -99,7 +99,7 @@ Tensor.max = max
 Tensor.min = min
 
 
-# --- amax, amin ---------------------------------------------------------------------------------
+# --- amax, amin -------------------------------------------------------------------------------
 
 def _amax_like(name):
     def forward(xp, x, dim, keepdim):
@@ -125,7 +125,7 @@ amax.derivative(_ties_grad)
 amin.derivative(_ties_grad)
 
 
-# --- argmax, argmin -----------------------------------------------------------------------------
+# --- argmax, argmin ---------------------------------------------------------------------------
 
 def _arg_like(name, arg):
     def forward(xp, x, dim, keepdim):

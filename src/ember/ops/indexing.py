@@ -15,7 +15,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.ops._registry import call, op
 
-# --- basic indexing: one view op per PyTorch grad_fn name ---------------------------------------
+# --- basic indexing: one view op per PyTorch grad_fn name -------------------------------------
 
 _FULL = slice(None)
 
@@ -213,7 +213,7 @@ def _(grad, x, indices):
                      SubscriptIndices(indices), grad, accumulate=True)
 
 
-# --- index_put ----------------------------------------------------------------------------------
+# --- index_put --------------------------------------------------------------------------------
 
 _OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
             "single memory location. Please clone() the tensor before performing the "
@@ -283,7 +283,7 @@ def _(grad, x, values, indices, accumulate):
     return grad_input, _index(grad, indices)
 
 
-# --- masked_fill ---------------------------------------------------------------------------------
+# --- masked_fill ------------------------------------------------------------------------------
 
 # C++ type names PyTorch uses in some messages
 CTYPE = {D.float32: "float", D.float64: "double", D.float16: "c10::Half",

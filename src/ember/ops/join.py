@@ -142,7 +142,7 @@ def dstack(tensors, *, out=None):
     return cat(tensors, 2, out=out)
 
 
-# --- splitting into views -----------------------------------------------------------------------
+# --- splitting into views ---------------------------------------------------------------------
 
 def _pieces(x, d, bounds):
     """The views ``x[..., start:stop, ...]`` along dim ``d`` for each (start, stop)."""

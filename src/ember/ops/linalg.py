@@ -89,7 +89,7 @@ def _check_bmm(a, b, batch):
     _no_bool(a, "bmm")
 
 
-# --- the products ---------------------------------------------------------------------------
+# --- the products -----------------------------------------------------------------------------
 
 @op("mm(input, mat2)", inputs=2, out=True)
 def mm(xp, a, b):
@@ -170,7 +170,7 @@ def _(grad, a, b):
     return (grad * conj_grad(b)).sum(1), (grad * conj_grad(a).unsqueeze(1)).sum(0)
 
 
-# --- matmul ---------------------------------------------------------------------------------------
+# --- matmul -----------------------------------------------------------------------------------
 
 @op("matmul(input, other)", inputs=2, out=True)
 def matmul(xp, a, b):

@@ -42,7 +42,7 @@ NANMEAN = Policy("nanmean", _nanmean_rule)
 NORM = Policy("norm", _norm_rule)
 
 
-# --- sum, mean ------------------------------------------------------------------------------------
+# --- sum, mean --------------------------------------------------------------------------------
 
 @op("sum(input, dim=None, keepdim=False, *, dtype=None)", promote=SUM, upcast=False,
     saves_inputs=False)
@@ -129,7 +129,7 @@ def _(grad, x, dim, keepdim, dtype):
     return expand_reduced(grad, x.shape, dims, keepdim) * valid / count
 
 
-# --- prod -----------------------------------------------------------------------------------------
+# --- prod -------------------------------------------------------------------------------------
 
 def _prod_dims(dim, ndim, keepdim=False):
     # PyTorch's prod has two forms, prod(input) and prod(input, dim, keepdim): a dim of None
@@ -172,7 +172,7 @@ def _prod_of_others(x, dims):
     return others.permute([order.index(d) for d in range(x.ndim)])
 
 
-# --- logsumexp ------------------------------------------------------------------------------------
+# --- logsumexp --------------------------------------------------------------------------------
 
 @op("logsumexp(input, dim, keepdim=False)", promote=FLOAT)
 def logsumexp(xp, x, dim, keepdim):
@@ -195,7 +195,7 @@ def _(grad, x, dim, keepdim, *, out):
     return grad * conj_grad((x - expand_reduced(out, x.shape, dims, keepdim)).exp())
 
 
-# --- all, any, count_nonzero ---------------------------------------------------------------------
+# --- all, any, count_nonzero ------------------------------------------------------------------
 
 def _logical(xp, x, dim, keepdim, reduce):
     # unlike the other reductions, all/any reduce nothing for dim=()
@@ -223,7 +223,7 @@ def count_nonzero(xp, x, dim):
     return xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64, copy=False)
 
 
-# --- norm -----------------------------------------------------------------------------------------
+# --- norm -------------------------------------------------------------------------------------
 
 _INF = float("inf")
 

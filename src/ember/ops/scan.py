@@ -98,7 +98,7 @@ def _cumprod_grad_exact(grad, x, d):
     return (grad.unsqueeze(d) * conj_grad(partial) * later).sum(d + 1)
 
 
-# --- cummax, cummin -----------------------------------------------------------------------------
+# --- cummax, cummin ---------------------------------------------------------------------------
 
 def _running_extreme(name, ufunc):
     def forward(xp, x, dim):

@@ -297,7 +297,7 @@ def _(grad, x):
     return grad.t()
 
 
-# --- the transpose properties -------------------------------------------------------------------
+# --- the transpose properties -----------------------------------------------------------------
 
 def _identity_on_0d(name, hint):
     warnings.warn(f"Tensor.{name} is deprecated on 0-D tensors. {hint}", UserWarning,
@@ -353,7 +353,7 @@ Tensor.H = property(_H, doc="The conjugate transpose of a matrix.")
 Tensor.mH = property(_mH, doc="The conjugate of mT.")
 
 
-# --- composites: shapes taken from another tensor, broadcasting several -------------------------
+# --- composites: shapes taken from another tensor, broadcasting several -----------------------
 
 def view_as(self, other):
     """This tensor viewed with ``other``'s shape."""
@@ -408,7 +408,7 @@ def broadcast_tensors(*tensors):
     return tuple(x if x.shape == shape else x.expand(shape) for x in tensors)
 
 
-from ember.ops import join, reorder, slicing  # noqa: F401  (registers their ops)
+from ember.ops import join, reorder, slicing  # noqa: E402,F401  (registers their ops)
 
 ALIASES = {"swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim",
            "broadcast_to": "expand", "concat": "cat", "concatenate": "cat"}

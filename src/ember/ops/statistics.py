@@ -31,7 +31,7 @@ MEDIAN_DIM = rejecting("median_dim", (D.BOOL, D.COMPLEX), NotImplementedError,
                        _not_implemented("median_out"))
 
 
-# --- std, var -------------------------------------------------------------------------------------
+# --- std, var ---------------------------------------------------------------------------------
 
 def _dims_and_correction(dim, unbiased, correction, ndim):
     """Resolve PyTorch's overloads: ``std(x, True)`` means unbiased, not dim 1."""
@@ -132,7 +132,7 @@ def _(grads, x, dim, unbiased, keepdim, correction, *, out):
             + _mean_grad(grads[1], x, dim, unbiased, keepdim))
 
 
-# --- median, nanmedian ----------------------------------------------------------------------------
+# --- median, nanmedian ------------------------------------------------------------------------
 
 def _lower_median(xp, values, skip_nan):
     """The lower median of a 1-D array; NaN if it holds a NaN (unless ``skip_nan``) or is

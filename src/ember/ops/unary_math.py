@@ -17,7 +17,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_PI_OVER_TWO = math.sqrt(math.pi) / 2.0
 
 
-# --- dtype policies ------------------------------------------------------------------------------
+# --- dtype policies ---------------------------------------------------------------------------
 
 def _real_float(kernel):
     """REAL_FLOAT, naming the kernel in the complex error as PyTorch does (``kernel`` formats
@@ -51,7 +51,7 @@ def _math(signature, ufunc, derivative, doc, **options):
                  ufunc=ufunc, scalars=False, **options)
 
 
-# --- exponentials and logarithms ---------------------------------------------------------------
+# --- exponentials and logarithms --------------------------------------------------------------
 
 def _log1p(xp, x):
     if x.dtype.kind != "c":
@@ -91,7 +91,7 @@ rsqrt = unary("rsqrt(input)", lambda xp, x: 1 / xp.sqrt(x),
               scalars=False)
 
 
-# --- trigonometric and hyperbolic functions ------------------------------------------------------
+# --- trigonometric and hyperbolic functions ---------------------------------------------------
 
 sin = _math("sin(input)", "sin", lambda grad, x: grad * conj_grad(x.cos()),
             "The sine of each element.")
@@ -121,7 +121,7 @@ atanh = _math("atanh(input)", "arctanh", lambda grad, x: grad / conj_grad(1 - x 
               "The inverse hyperbolic tangent of each element.")
 
 
-# --- sigmoid and logit ---------------------------------------------------------------------------
+# --- sigmoid and logit ------------------------------------------------------------------------
 
 def _sigmoid(xp, x):
     if x.dtype.kind == "c":
@@ -176,7 +176,7 @@ logit = unary("logit(input, eps=None)", _logit, _logit_grad,
                   "given.", promote=REAL_FLOAT, upcast=False, scalars=False)
 
 
-# --- special functions ---------------------------------------------------------------------------
+# --- special functions ------------------------------------------------------------------------
 
 def _erfinv(xp, x):
     return xp.where(x == 0, x, special_of(xp).erfinv(x))     # keeps the sign of -0.0
@@ -234,7 +234,7 @@ Tensor.polygamma = _polygamma_method
 Tensor.polygamma_ = _polygamma_inplace
 
 
-# --- rounding ------------------------------------------------------------------------------------
+# --- rounding ---------------------------------------------------------------------------------
 
 def _rounding(name, doc):
     """floor, ceil or trunc: the ufunc of that name on floats, a copy of integers."""
@@ -277,7 +277,7 @@ round = unary("round(input, *, decimals=0)", _round, lambda grad, x, decimals: g
               promote=ROUNDING, saves_inputs=False, scalars=False)
 
 
-# --- float classification and nan_to_num ---------------------------------------------------------
+# --- float classification and nan_to_num ------------------------------------------------------
 
 def _classifier(name, test, doc, *, no_float8=(), kernel=None, complex_ok=True, out=False):
     """A bool-valued test of each element (no gradient); the float8 dtypes in ``no_float8``
