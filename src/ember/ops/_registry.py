@@ -52,6 +52,10 @@ class Op:
         if isinstance(inputs, int):
             inputs = tuple(names[:inputs])
         self.input_names = tuple(n.rstrip("*") for n in inputs)
+        defaults = dict(zip(names[len(names) - len(tree.args.defaults):], tree.args.defaults))
+        self.optional_inputs = frozenset(        # tensor inputs that default to None
+            i for i, n in enumerate(self.input_names)
+            if isinstance(defaults.get(n), ast.Constant) and defaults[n].value is None)
         self.seq_inputs = tuple(i for i, n in enumerate(inputs) if n.endswith("*"))
         all_names = names + [a.arg for a in tree.args.kwonlyargs]
         if tree.args.vararg:
@@ -274,6 +278,8 @@ def _prepare(op, flat):
             signature.append(t)
             continue
         elif x is None:
+            if len(arrays) not in op.optional_inputs or op.seq_inputs:
+                _reject_operand(op, flat, x)
             arrays.append(None)
             continue
         elif isinstance(x, Tensor):
