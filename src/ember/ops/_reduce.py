@@ -213,3 +213,28 @@ def _index_grad(xp, grad, index, dim, shape):
 @_index_grad.derivative
 def _(grad, g, index, dim, shape):
     return _take_along_dim(grad, index, dim), None
+
+
+def with_optional_dim(name, whole, along, pairwise=None):
+    """The public ``max``/``median``-style function: ``whole`` without ``dim``, the named
+    tuple op ``along`` with it, and (``max``/``min``) the ``pairwise`` op for a tensor."""
+    from ember._tensor import Tensor
+    from ember.ops._registry import REGISTRY
+
+    def function(input, dim=None, keepdim=False, *, other=None, out=None):
+        if other is not None and pairwise is None:
+            raise TypeError(f"{name}() got an unexpected keyword argument 'other'")
+        if pairwise is not None and (isinstance(dim, Tensor) or other is not None):
+            return REGISTRY[pairwise].function(input, dim if other is None else other, out=out)
+        if dim is None:
+            if keepdim:
+                raise TypeError(f"{name}(): argument 'keepdim' needs a 'dim'")
+            return whole.function(input, out=out)
+        return along.function(input, dim, keepdim, out=out)
+    function.__name__ = function.__qualname__ = name
+    function.__module__ = "ember"
+    what = f"{name}imum" if pairwise else name
+    function.__doc__ = (f"The {what} of all elements; with ``dim``, the named tuple (values, "
+                        f"indices) along it" + (f"; with a tensor ``other``, ``{pairwise}``."
+                                               if pairwise else "."))
+    return function

@@ -8,8 +8,9 @@ from ember._tensor import Tensor
 from ember.ops import return_types
 from ember.ops._dims import reduction_dims
 from ember.ops._reduce import (constant, expand_reduced, int_dim, is_all, rejecting,
-                               require_nonempty, route_to_indices, spread)
-from ember.ops._registry import REGISTRY, op
+                               require_nonempty, route_to_indices, spread,
+                               with_optional_dim)
+from ember.ops._registry import op
 
 _COMPLEX = (D.COMPLEX,)
 
@@ -77,24 +78,8 @@ _max_dim.derivative(route_to_indices)
 _min_dim.derivative(route_to_indices)
 
 
-def _extremum(name, whole, along, pairwise):
-    def extremum(input, dim=None, keepdim=False, *, other=None, out=None):
-        if isinstance(dim, Tensor) or other is not None:
-            return REGISTRY[pairwise].function(input, dim if other is None else other, out=out)
-        if dim is None:
-            if keepdim:
-                raise TypeError(f"{name}(): argument 'keepdim' needs a 'dim'")
-            return whole.function(input, out=out)
-        return along.function(input, dim, keepdim, out=out)
-    extremum.__name__ = extremum.__qualname__ = name
-    extremum.__module__ = "ember"
-    extremum.__doc__ = (f"The {name}imum of all elements; with ``dim``, the named tuple (values, "
-                        f"indices) along it; with a tensor ``other``, ``{pairwise}``.")
-    return extremum
-
-
-max = _extremum("max", _max_all, _max_dim, "maximum")
-min = _extremum("min", _min_all, _min_dim, "minimum")
+max = with_optional_dim("max", _max_all, _max_dim, "maximum")
+min = with_optional_dim("min", _min_all, _min_dim, "minimum")
 Tensor.max = max
 Tensor.min = min
 

@@ -9,7 +9,8 @@ from ember._tensor import Tensor
 from ember.ops import return_types
 from ember.ops._dims import reduction_dims
 from ember.ops._reduce import (constant, expand_reduced, int_dim, reduced_numel, rejecting,
-                               require_nonempty, route_to_indices, spread)
+                               require_nonempty, route_to_indices, spread,
+                               with_optional_dim)
 from ember.ops._registry import op
 
 
@@ -199,22 +200,8 @@ for _op in (_median_by_dim, _nanmedian_by_dim):
     _op.derivative(route_to_indices)
 
 
-def _median_function(name, whole, along):
-    def median(input, dim=None, keepdim=False, *, out=None):
-        if dim is None:
-            if keepdim:
-                raise TypeError(f"{name}(): argument 'keepdim' needs a 'dim'")
-            return whole.function(input, out=out)
-        return along.function(input, dim, keepdim, out=out)
-    median.__name__ = median.__qualname__ = name
-    median.__module__ = "ember"
-    median.__doc__ = (f"The {name} of all elements; with ``dim``, the named tuple (values, "
-                      f"indices) along it.")
-    return median
-
-
-median = _median_function("median", _median, _median_by_dim)
-nanmedian = _median_function("nanmedian", _nanmedian, _nanmedian_by_dim)
+median = with_optional_dim("median", _median, _median_by_dim)
+nanmedian = with_optional_dim("nanmedian", _nanmedian, _nanmedian_by_dim)
 Tensor.median = median
 Tensor.nanmedian = nanmedian
 
