@@ -17,6 +17,7 @@ from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabl
 from ember import ops as _ops
 from ember import autograd, backend, cuda  # noqa: F401
 from ember.ops import return_types  # noqa: F401
+from ember import fft, linalg, special  # noqa: F401  (after the ops are registered)
 from ember._api import (is_complex, is_floating_point, is_nonzero, is_tensor, numel,
                         result_type, set_printoptions, get_printoptions, strided)
 

@@ -70,7 +70,7 @@ def handle_torch_function(op, inputs, params, out, inplace=False):
     overloaded = _overloaded(flat)
     types = tuple(type(v) for v in overloaded)
     if inplace:
-        func = getattr(Tensor, (op.method_name or op.name) + "_")
+        func = getattr(Tensor, (op.method_name or op.short_name) + "_")
     else:
         func = op.function
     kwargs = dict(zip(op.param_names, params))

@@ -127,7 +127,7 @@ def test_inplace_variant_matches(info, dtype):
     op = REGISTRY[info.name]
     if not op.inplace:
         pytest.skip("no in-place variant")
-    method = getattr(ember.Tensor, (op.method_name or op.name) + "_")
+    method = getattr(ember.Tensor, (op.method_name or op.short_name) + "_")
     for sample in _samples(info, dtype):
         if not isinstance(sample.input, ember.Tensor) or \
                 info.expected_dtype(dtype, sample) is not dtype:

@@ -86,8 +86,10 @@ def torch_function(info):
     if info.torch_op is not None:
         return info.torch_op
     name = info.torch_name or info.name
-    fn = getattr(torch, name, None)
-    if fn is None:
+    fn = torch
+    for part in name.split("."):            # "linalg.inv" is torch.linalg.inv
+        fn = getattr(fn, part, None)
+    if fn is None and "." not in name:
         fn = getattr(torch.Tensor, name, None)
     return fn
 
@@ -307,7 +309,7 @@ def _inplace_cases():
         op = ember.ops._registry.REGISTRY.get(info.name)
         if op is None or not op.inplace or not compared(info) or info.torch_op is not None:
             continue
-        name = (op.method_name or op.name) + "_"
+        name = (op.method_name or op.short_name) + "_"
         if getattr(torch.Tensor, (info.torch_name or name.rstrip("_")) + "_", None) is None:
             continue
         for dtype in info.dtypes:

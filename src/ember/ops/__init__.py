@@ -8,11 +8,13 @@ from ops rather than being ops themselves (``allclose``).
 """
 
 from ember.ops import _registry, operators
-from ember.ops import (arithmetic, binary_math, comparison, conversion, indexing, linalg,
-                       reduction, shape, unary_math)
+from ember.ops import (arithmetic, binary_math, comparison, complex_ops, conversion,
+                       decompositions, indexing, linalg, odds, products, reduction, scatter,
+                       shape, sorting, special_math, spectral, unary_math)
 
-MODULES = (arithmetic, binary_math, comparison, conversion, indexing, linalg, reduction, shape,
-           unary_math)
+MODULES = (arithmetic, binary_math, comparison, complex_ops, conversion, decompositions,
+           indexing, linalg, odds, products, reduction, scatter, shape, sorting, special_math,
+           spectral, unary_math)
 
 ALIASES = {}
 PUBLIC = {}
@@ -27,12 +29,18 @@ _registry.attach_methods()
 def public_functions():
     """``{name: function}`` for the ember namespace: every public op, alias and helper."""
     table = {name: op.function for name, op in _registry.REGISTRY.items()
-             if not name.startswith("_") and not name.endswith("_")}
+             if not name.startswith("_") and not name.endswith("_") and op.namespace is None}
     table.update(PUBLIC)
     for alias, target in ALIASES.items():
         if target in table:
             table[alias] = table[target]
     return table
+
+
+def namespace_functions(namespace):
+    """``{short name: function}`` of the ops that live in ``ember.<namespace>``."""
+    return {op.short_name: op.function for op in _registry.REGISTRY.values()
+            if op.namespace == namespace}
 
 
 def _install_alias_methods():

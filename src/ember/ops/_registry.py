@@ -42,9 +42,11 @@ class Op:
 
     def __init__(self, forward, signature, *, inputs, promote, upcast, method, inplace,
                  view, out, saves_inputs, grad_fn_name, scalars, method_varargs,
-                 namedtuple, differentiable, checked_scalars):
+                 namedtuple, differentiable, checked_scalars, namespace):
         tree = ast.parse(f"def {signature}: pass").body[0]
-        self.name = tree.name
+        self.short_name = tree.name     # the Python name: ember.<ns>.<short_name>
+        self.namespace = namespace      # None, or "linalg", "fft", "special"
+        self.name = f"{namespace}.{tree.name}" if namespace else tree.name
         self.forward = forward
         self.signature = signature
         self._args = tree.args
@@ -76,10 +78,11 @@ class Op:
         self.inplace_forward = None
         self.needs_output = False
         self.n_diff_inputs = len(self.input_names)
-        self.node_class = type(grad_fn_name or _grad_fn_name(self.name), (OpNode,),
+        self.node_class = type(grad_fn_name or _grad_fn_name(self.name.replace(".", "_")),
+                               (OpNode,),
                                {"__slots__": (), "op": self})
         self.function = _generate(self, "function")
-        self.method_name = (self.name if method is True else method) or None
+        self.method_name = (self.short_name if method is True else method) or None
         self.inplace = inplace
         REGISTRY[self.name] = self
 
@@ -146,7 +149,8 @@ class Op:
 
 def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=False,
        view=False, out=None, saves_inputs=True, grad_fn_name=None, scalars=None,
-       method_varargs=None, namedtuple=None, differentiable=True, checked_scalars=False):
+       method_varargs=None, namedtuple=None, differentiable=True, checked_scalars=False,
+       namespace=None):
     """Register an op from its PyTorch signature and its forward on backend arrays.
 
     inputs: how many leading parameters (or which names) are tensors; a name ending in
@@ -162,17 +166,22 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
     namedtuple: a named-tuple type for multiple outputs (``max(dim=...)``).
     checked_scalars: Python ints that do not fit a narrow integer dtype raise (clamp bounds)
         instead of wrapping (add).
+    namespace: the op lives in ``ember.<namespace>`` ("linalg", "fft", "special") rather
+        than at the top level; its registry name is "<namespace>.<name>". Such ops get no
+        method unless ``method`` names one.
     """
     def register(forward):
         return Op(forward, signature,
                   inputs=inputs, promote=promote,
                   upcast=(promote is not None) if upcast is None else upcast,
-                  method=method, inplace=inplace, view=view,
+                  method=(False if namespace and method is True else method),
+                  inplace=inplace, view=view,
                   out=(promote is not None and not view) if out is None else out,
                   saves_inputs=saves_inputs, grad_fn_name=grad_fn_name,
                   scalars=(promote is not None) if scalars is None else scalars,
                   method_varargs=method_varargs, namedtuple=namedtuple,
-                  differentiable=differentiable, checked_scalars=checked_scalars)
+                  differentiable=differentiable, checked_scalars=checked_scalars,
+                  namespace=namespace)
     return register
 
 
@@ -523,12 +532,12 @@ def _generate(op, kind):
             if idx + 2 < len(parts) and parts[idx + 2] == "*":
                 del parts[idx + 2]
             prologue = (f"    {name} = _method_varargs(_args, {name}, {default}, "
-                        f"'{op.method_name or op.name}', '{name}')\n")
+                        f"'{op.method_name or op.short_name}', '{name}')\n")
     if parts and parts[-1] == "*":
         parts.pop()
     inputs = ["self" if kind != "function" and n == pos[0] else n for n in op.input_names]
     call_args = f"({', '.join(inputs)},), ({''.join(p + ', ' for p in op.param_names)})"
-    fname = op.name if kind == "function" else (op.method_name or op.name)
+    fname = op.short_name if kind == "function" else (op.method_name or op.short_name)
     if kind == "inplace":
         fname += "_"
         body = f"    return _call_inplace(_op, {call_args})\n"
@@ -542,7 +551,7 @@ def _generate(op, kind):
     exec(compile(src, f"<ember op {op.name}>", "exec"), namespace)
     fn = namespace[fname]
     fn.__doc__ = op.forward.__doc__
-    fn.__module__ = "ember"
+    fn.__module__ = f"ember.{op.namespace}" if op.namespace and kind == "function" else "ember"
     fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
     fn._ember_op = op
     return fn
@@ -577,5 +586,6 @@ def attach_methods():
     for o in REGISTRY.values():
         if o.method_name and not hasattr(Tensor, o.method_name):
             setattr(Tensor, o.method_name, _generate(o, "method"))
-        if o.inplace and not hasattr(Tensor, (o.method_name or o.name) + "_"):
-            setattr(Tensor, (o.method_name or o.name) + "_", _generate(o, "inplace"))
+        name = (o.method_name or o.short_name) + "_"
+        if o.inplace and not hasattr(Tensor, name):
+            setattr(Tensor, name, _generate(o, "inplace"))
