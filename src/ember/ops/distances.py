@@ -1,0 +1,188 @@
+"""Pairwise distances: cdist (between the rows of two batches of matrices) and pdist (between
+the rows of one matrix).
+
+The p-norm gradients follow PyTorch's subgradients: 0 where a distance is 0, and for p < 1
+no contribution from coordinates that agree; for p = inf every coordinate that attains the
+maximum gets the full gradient.
+"""
+
+import math
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._creation import tensor, zeros
+from ember._tensor import Tensor
+from ember.ops._reduce import constant
+from ember.ops._registry import broadcast_message, op
+
+__all__ = ["cdist", "pdist"]
+
+_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+          "donot_use_mm_for_euclid_dist")
+_MM_THRESHOLD = 25                      # rows above which "if necessary" means "use mm"
+
+
+def _uses_mm(p, compute_mode, rows1, rows2):
+    if p != 2:
+        return False
+    if compute_mode == _MODES[0]:
+        return rows1 > _MM_THRESHOLD or rows2 > _MM_THRESHOLD
+    return compute_mode == _MODES[1]
+
+
+def _check_p(p, name):
+    if isinstance(p, complex):
+        raise TypeError(f"{name}(): argument 'p' (position {3 if name == 'cdist' else 2}) "
+                        f"must be float, not complex")
+    if not p >= 0:                      # NaN fails too
+        raise RuntimeError(f"{name} only supports non-negative p values")
+
+
+def _torch_name(a):
+    return D.FROM_NUMPY[a.dtype]._torch_name
+
+
+_MM_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half",
+             "bfloat16": "c10::BFloat16"}
+
+
+def _check_cdist(a, b, p, compute_mode):
+    """PyTorch's checks, in PyTorch's order (compute_mode is checked before the op runs)."""
+    for name, x in (("X1", a), ("X2", b)):
+        if x.ndim < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: "
+                               f"{x.ndim}D")
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{a.shape[-1]} X2: {b.shape[-1]}")
+    for name, x in (("X1", a), ("X2", b)):
+        if x.dtype.kind not in "fV":
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: "
+                               f"{_torch_name(x)}")
+    _check_p(p, "cdist")
+    batch1, batch2 = a.shape[:-2], b.shape[:-2]
+    ndim = max(len(batch1), len(batch2))
+    for s, t in zip((1,) * (ndim - len(batch1)) + batch1, (1,) * (ndim - len(batch2)) + batch2):
+        if s != t and s != 1 and t != 1:
+            raise RuntimeError(broadcast_message([batch1, batch2]))
+
+
+def _check_kernel(a, b, mm):
+    """The checks PyTorch's kernels make: only when there is something to compute."""
+    if mm:
+        if a.dtype != b.dtype:
+            raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                               f"{_MM_NAMES[a.dtype.name]} != {_MM_NAMES[b.dtype.name]}")
+        return
+    if a.dtype.itemsize == 2:
+        raise NotImplementedError(f"\"cdist\" not implemented for '{_torch_name(a)}'")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected scalar type {_torch_name(a)} but found {_torch_name(b)}")
+
+
+def _euclidean_mm(xp, a, b):
+    """sqrt(|a|^2 + |b|^2 - 2 a.b), clamped at 0: one matrix product, less exact near 0
+    (16-bit floats compute in float32)."""
+    dtype = a.dtype
+    if dtype.itemsize == 2:
+        a, b = a.astype(xp.float32), b.astype(xp.float32)
+    a2 = (a * a).sum(-1)[..., :, None]
+    b2 = (b * b).sum(-1)[..., None, :]
+    return xp.sqrt(xp.maximum(a2 + b2 - 2 * (a @ xp.swapaxes(b, -1, -2)), 0)).astype(dtype)
+
+
+@op("cdist(x1, x2, p=2.0, compute_mode='use_mm_for_euclid_dist_if_necessary')", inputs=2,
+    method=False)
+def cdist(xp, a, b, p, compute_mode):
+    """The p-norm distance between each row of ``x1`` and each row of ``x2`` (batched)."""
+    _check_cdist(a, b, p, compute_mode)
+    mm = _uses_mm(p, compute_mode, a.shape[-2], b.shape[-2])
+    shape = xp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-2])
+    if 0 in shape or (not a.shape[-1] and not mm):
+        return xp.zeros(shape, dtype=a.dtype)
+    _check_kernel(a, b, mm)
+    if mm:
+        return _euclidean_mm(xp, a, b)
+    diff = xp.abs(a[..., :, None, :] - b[..., None, :, :])
+    if p == 0:
+        return (diff != 0).sum(-1).astype(a.dtype)
+    if p == 1:
+        return diff.sum(-1)
+    if p == 2:
+        return xp.sqrt((diff * diff).sum(-1))
+    if math.isinf(p):
+        return diff.max(-1, initial=0)
+    return (diff ** p).sum(-1) ** (1 / p)
+
+
+def _public_cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """The p-norm distance between each row of ``x1`` and each row of ``x2`` (batched)."""
+    if compute_mode not in _MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    return cdist(x1, x2, p, compute_mode)
+
+
+def _safe(t, bad):
+    """``t`` with 1 where ``bad`` (a constant mask): keeps powers and quotients finite, and
+    their derivatives too, where the result is masked out anyway."""
+    return t + bad.to(t.dtype)
+
+
+@cdist.derivative
+def _(grad, a, b, p, compute_mode, *, out):
+    if p == 0 or grad.numel() == 0:
+        return (zeros(a.shape, dtype=a.dtype, device=a.device),
+                zeros(b.shape, dtype=b.dtype, device=b.device))
+    zero = constant(lambda xp, d: d == 0, out)
+    if p == 2:
+        # (x1_i - x2_j) / d_ij summed as matrix products, without the (P, R, M) differences
+        w = grad / _safe(out, zero) * (~zero).to(grad.dtype)
+        return (w.sum(-1, keepdim=True) * a - w @ b,
+                w.sum(-2).unsqueeze(-1) * b - w.mT @ a)
+    diff = a.unsqueeze(-2) - b.unsqueeze(-3)
+    if p == 1:
+        g = grad.unsqueeze(-1) * diff.sign()
+    elif math.isinf(p):
+        top = constant(lambda xp, d, m: xp.abs(d) == m[..., None], diff, out)
+        g = grad.unsqueeze(-1) * diff.sign() * top.to(grad.dtype)
+    else:
+        size = diff.abs()
+        ratio = _safe(size, constant(lambda xp, s: s == 0, size)) / _safe(out, zero).unsqueeze(-1)
+        g = grad.unsqueeze(-1) * diff.sign() * ratio ** (p - 1)
+    return g.sum(-2), -g.sum(-3)
+
+
+def pdist(input, p=2):
+    """The p-norm distances between the rows of a matrix: the upper triangle of
+    ``cdist(input, input)``, row by row."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"pdist(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if not input.is_floating_point():
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    _check_p(p, "pdist")
+    n, m = input.shape
+    x = input
+    if input.dtype.itemsize == 2:
+        if n > 1 and m:
+            raise NotImplementedError(f"\"pdist\" not implemented for "
+                                      f"'{input.dtype._torch_name}'")
+        x = input.float()               # nothing to compute: empty, or all zeros
+    rows, cols = _upper_pairs(n, input.device)
+    return cdist(x, x, p, "donot_use_mm_for_euclid_dist")[rows, cols].to(input.dtype)
+
+
+def _upper_pairs(n, device):
+    """Row and column indices of the pairs i < j, in row-major order."""
+    rows, cols = np.triu_indices(n, 1)
+    return (tensor(rows, dtype=D.int64, device=device),
+            tensor(cols, dtype=D.int64, device=device))
+
+
+_public_cdist.__name__ = _public_cdist.__qualname__ = "cdist"
+
+ALIASES = {}
+PUBLIC = {"cdist": _public_cdist, "pdist": pdist}
