@@ -664,3 +664,22 @@ def test_new_factories_keep_dtype():
     assert x.new_full((2,), 7).tolist() == [7., 7.]
     assert ember.ones(1, dtype=ember.int16).new_full((2,), 7.5).tolist() == [7, 7]
     assert ember.ones(1, dtype=ember.int32).new_tensor([1.5, 2]).dtype is ember.int32
+
+
+def test_cdist_computes_large_inputs_in_row_blocks(monkeypatch):
+    from ember.ops import distances
+    a, b = _x(2, 30, 4), _x(1, 20, 4, seed=1)
+    whole = _np(ember.cdist(a, b, 1))
+    np.testing.assert_allclose(whole, np.abs(_np(a)[..., :, None, :] - _np(b)[..., None, :, :])
+                               .sum(-1), rtol=1e-12)
+    monkeypatch.setattr(distances, "_BLOCK", 500)      # 30 rows x 20 x 4 x 2 in 7 blocks
+    _same(ember.cdist(a, b, 1), whole)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("combinations", ()), ("vander", ()), ("rot90", ()), ("hsplit", (2,)), ("vsplit", (2,)),
+    ("dsplit", (2,)), ("diagflat", ()), ("cov", ()), ("corrcoef", ()), ("pdist", ()),
+    ("cdist", (ember.ones(2, 2),)), ("atleast_2d", ())])
+def test_compositions_reject_a_list_for_a_tensor(name, args):
+    with pytest.raises(TypeError, match="must be Tensor, not list|expected Tensor"):
+        getattr(ember, name)([1., 2.], *args)

@@ -7,7 +7,7 @@ from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
-from ember.ops.grids import _int_arg, _tensor_list
+from ember.ops.grids import _int_arg, _tensor_arg, _tensor_list
 from ember.ops.join import _atleast, _check_list, cat, tensor_split
 from ember.ops.slicing import diag
 
@@ -39,6 +39,7 @@ atleast_3d = _atleast_nd(3)
 def rot90(input, k=1, dims=(0, 1)):
     """A copy rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
     towards the second."""
+    _tensor_arg(input, "rot90")
     k = _int_arg(k, "rot90", "k", 2)
     if not isinstance(dims, (tuple, list)):
         raise TypeError(f"rot90(): argument 'dims' (position 3) must be tuple of ints, not "
@@ -72,6 +73,7 @@ def _sections(value):
 
 def _directional_split(name, ndim_needed, dim_of):
     def split(input, indices_or_sections):
+        _tensor_arg(input, name)
         if input.ndim < ndim_needed:
             raise RuntimeError(f"ember.{name} requires a tensor with at least {ndim_needed} "
                                f"dimension, but got a tensor with {input.ndim} dimensions!")
@@ -155,6 +157,7 @@ def _block_diag(*tensors):
 
 def diagflat(input, offset=0):
     """The matrix with the flattened ``input`` on diagonal ``offset``."""
+    _tensor_arg(input, "diagflat")
     return diag(input.reshape(-1), _int_arg(offset, "diagflat", "offset", 2))
 
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._creation import tensor, zeros
-from ember._tensor import Tensor
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
+from ember.ops.grids import _tensor_arg
 
 __all__ = ["cdist", "pdist"]
 
@@ -47,8 +47,9 @@ _MM_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half",
              "bfloat16": "c10::BFloat16"}
 
 
-def _check_cdist(a, b, p, compute_mode):
-    """PyTorch's checks, in PyTorch's order (compute_mode is checked before the op runs)."""
+def _check_cdist(xp, a, b, p):
+    """PyTorch's checks, in PyTorch's order (compute_mode is checked before the op runs);
+    returns the shape of the result."""
     for name, x in (("X1", a), ("X2", b)):
         if x.ndim < 2:
             raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: "
@@ -61,11 +62,11 @@ def _check_cdist(a, b, p, compute_mode):
             raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: "
                                f"{_torch_name(x)}")
     _check_p(p, "cdist")
-    batch1, batch2 = a.shape[:-2], b.shape[:-2]
-    ndim = max(len(batch1), len(batch2))
-    for s, t in zip((1,) * (ndim - len(batch1)) + batch1, (1,) * (ndim - len(batch2)) + batch2):
-        if s != t and s != 1 and t != 1:
-            raise RuntimeError(broadcast_message([batch1, batch2]))
+    try:
+        batch = xp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise RuntimeError(broadcast_message([a.shape[:-2], b.shape[:-2]])) from None
+    return batch + (a.shape[-2], b.shape[-2])
 
 
 def _check_kernel(a, b, mm):
@@ -92,18 +93,8 @@ def _euclidean_mm(xp, a, b):
     return xp.sqrt(xp.maximum(a2 + b2 - 2 * (a @ xp.swapaxes(b, -1, -2)), 0)).astype(dtype)
 
 
-@op("cdist(x1, x2, p=2.0, compute_mode='use_mm_for_euclid_dist_if_necessary')", inputs=2,
-    method=False)
-def cdist(xp, a, b, p, compute_mode):
-    """The p-norm distance between each row of ``x1`` and each row of ``x2`` (batched)."""
-    _check_cdist(a, b, p, compute_mode)
-    mm = _uses_mm(p, compute_mode, a.shape[-2], b.shape[-2])
-    shape = xp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-2])
-    if 0 in shape or (not a.shape[-1] and not mm):
-        return xp.zeros(shape, dtype=a.dtype)
-    _check_kernel(a, b, mm)
-    if mm:
-        return _euclidean_mm(xp, a, b)
+def _norms(xp, a, b, p):
+    """The p-norms of all row differences, from their (..., P, R, M) absolute values."""
     diff = xp.abs(a[..., :, None, :] - b[..., None, :, :])
     if p == 0:
         return (diff != 0).sum(-1).astype(a.dtype)
@@ -114,6 +105,28 @@ def cdist(xp, a, b, p, compute_mode):
     if math.isinf(p):
         return diff.max(-1, initial=0)
     return (diff ** p).sum(-1) ** (1 / p)
+
+
+_BLOCK = 1 << 22                        # elements of the differences computed at once
+
+
+@op("cdist(x1, x2, p=2.0, compute_mode='use_mm_for_euclid_dist_if_necessary')", inputs=2,
+    method=False)
+def cdist(xp, a, b, p, compute_mode):
+    """The p-norm distance between each row of ``x1`` and each row of ``x2`` (batched)."""
+    shape = _check_cdist(xp, a, b, p)
+    mm = _uses_mm(p, compute_mode, a.shape[-2], b.shape[-2])
+    if 0 in shape or (not a.shape[-1] and not mm):
+        return xp.zeros(shape, dtype=a.dtype)
+    _check_kernel(a, b, mm)
+    if mm:
+        return _euclidean_mm(xp, a, b)
+    rows = a.shape[-2]
+    step = max(1, _BLOCK * rows // (math.prod(shape) * a.shape[-1]))
+    if step >= rows:
+        return _norms(xp, a, b, p)
+    return xp.concatenate([_norms(xp, a[..., i:i + step, :], b, p)
+                           for i in range(0, rows, step)], axis=-2)
 
 
 def _public_cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
@@ -156,9 +169,7 @@ def _(grad, a, b, p, compute_mode, *, out):
 def pdist(input, p=2):
     """The p-norm distances between the rows of a matrix: the upper triangle of
     ``cdist(input, input)``, row by row."""
-    if not isinstance(input, Tensor):
-        raise TypeError(f"pdist(): argument 'input' (position 1) must be Tensor, not "
-                        f"{type(input).__name__}")
+    _tensor_arg(input, "pdist")
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     if not input.is_floating_point():

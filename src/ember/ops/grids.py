@@ -27,6 +27,13 @@ def _tensor_list(tensors, unpack=True):
     return tensors
 
 
+def _tensor_arg(value, fname, name="input"):
+    """PyTorch's TypeError for a non-tensor first argument."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{fname}(): argument '{name}' (position 1) must be Tensor, not "
+                        f"{type(value).__name__}")
+
+
 def _int_arg(value, fname, name, position=None):
     if isinstance(value, bool) or not hasattr(value, "__index__") or isinstance(value, Tensor):
         where = "" if position is None else f" (position {position})"
@@ -94,6 +101,7 @@ def cartesian_prod(*tensors):
 def combinations(input, r=2, with_replacement=False):
     """The length-``r`` combinations of the elements of a 1-D tensor, as the rows of a
     matrix (as itertools.combinations, or combinations_with_replacement)."""
+    _tensor_arg(input, "combinations")
     _need_vector(input)
     r = _int_arg(r, "combinations", "r", 2)
     if r < 0:
@@ -135,6 +143,7 @@ triu_indices = _triangle_indices("triu_indices", lower=False)
 def vander(x, N=None, increasing=False):
     """The Vandermonde matrix of a 1-D tensor: columns ``x ** (N-1), ..., x, 1`` (or
     increasing powers); integers and bool give int64."""
+    _tensor_arg(x, "vander", "x")
     if x.ndim != 1:
         raise RuntimeError("x must be a one-dimensional tensor.")
     n = x.shape[0] if N is None else _int_arg(N, "vander", "N")

@@ -10,6 +10,7 @@ from ember.ops import return_types
 from ember.ops._reduce import int_dim, rejecting
 from ember.ops._registry import op
 from ember.ops.extrema import _ties_grad
+from ember.ops.grids import _tensor_arg
 
 __all__ = ["aminmax", "corrcoef", "cov"]
 
@@ -44,6 +45,7 @@ def _check_weights(w, name, observations, integral):
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """The covariance matrix of the variables in the rows of ``input`` (observations in the
     columns), with frequency and importance weights."""
+    _tensor_arg(input, "cov")
     if input.ndim > 2:
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an "
                            f"input with {input.ndim} dimensions")
@@ -82,6 +84,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
 
 def corrcoef(input):
     """Pearson correlation coefficients of the variables in the rows of ``input``."""
+    _tensor_arg(input, "corrcoef")
     if input.ndim > 2:
         raise RuntimeError(f"corrcoef(): expected input to have two or fewer dimensions but got "
                            f"an input with {input.ndim} dimensions")
