@@ -35,6 +35,7 @@ def _tensor_arg(value, fname, name="input"):
 
 
 def _int_arg(value, fname, name, position=None):
+    """``value`` as an int, or PyTorch's TypeError (bools and floats are not ints)."""
     if isinstance(value, bool) or not hasattr(value, "__index__") or isinstance(value, Tensor):
         where = "" if position is None else f" (position {position})"
         raise TypeError(f"{fname}(): argument '{name}'{where} must be int, not "
