@@ -5,7 +5,7 @@ Three kernels do the work, as in PyTorch: complex-to-complex (fft, ifft), real-t
 (rfft; ihfft is its conjugate) and complex-to-real (irfft; hfft is irfft of the conjugate).
 Each transform first resizes its input to the signal sizes (``n`` or ``s``: zero padding or
 truncation), then transforms. Integer and bool inputs compute in the default float dtype;
-float32 gives complex64 and float64 complex128 (NumPy 2 keeps single precision); PyTorch's
+float32 gives complex64 and float64 complex128, computed in that precision; PyTorch's
 CPU kernels have no float16 or bfloat16 transforms, so neither has ember.
 
 NOTE [FFT gradients]
@@ -20,6 +20,7 @@ transform, counts those bins twice.
 """
 
 import numpy as np
+import scipy.fft
 
 from ember import _dtype as D
 from ember.ops._dims import wrap_dim
@@ -131,37 +132,46 @@ def _as_float(x):
 
 # --- the three kernels ------------------------------------------------------------------------
 
+def _fft_of(xp):
+    """The FFT functions for ``xp``'s arrays: SciPy's for NumPy's (NumPy 2.4 runs unnormalized
+    single-precision forward transforms through buffered double-precision casts, 10-20x
+    slower; SciPy's same pocketfft does not), the array namespace's own otherwise."""
+    return scipy.fft if xp is np else xp.fft
+
+
 def _c2c(xp, x, axes, sizes, norm, inverse):
     if not axes:
         return x.astype(np.result_type(x.dtype, np.complex64))
+    lib = _fft_of(xp)
     if len(axes) == 1:
-        fn = xp.fft.ifft if inverse else xp.fft.fft
-        return fn(x, sizes[0], axes[0], norm)
-    return (xp.fft.ifftn if inverse else xp.fft.fftn)(x, sizes, axes, norm)
+        return (lib.ifft if inverse else lib.fft)(x, sizes[0], axes[0], norm)
+    return (lib.ifftn if inverse else lib.fftn)(x, sizes, axes, norm)
 
 
 def _r2c(xp, x, axes, sizes, norm, conj):
     if conj:                            # ihfft: the conjugate of rfft, dually normalized
         norm = _DUAL[norm]
+    lib = _fft_of(xp)
     if len(axes) == 1:
-        out = xp.fft.rfft(x, sizes[0], axes[0], norm)
+        out = lib.rfft(x, sizes[0], axes[0], norm)
     else:
-        out = xp.fft.rfftn(x, sizes, axes, norm)
+        out = lib.rfftn(x, sizes, axes, norm)
     return xp.conjugate(out, out=out) if conj else out
 
 
 def _c2r(xp, x, axes, sizes, norm, conj):
     if any(x.shape[a] == 0 for a in axes):
-        # a zero-padded empty spectrum: NumPy's irfft would read uninitialized memory
+        # a zero-padded empty spectrum (NumPy's irfft reads uninitialized memory for it)
         shape = list(x.shape)
         for a, n in zip(axes, sizes):
             shape[a] = n
         return xp.zeros(shape, dtype=x.real.dtype)
     if conj:                            # hfft: irfft of the conjugate, dually normalized
         x, norm = xp.conjugate(x), _DUAL[norm]
+    lib = _fft_of(xp)
     if len(axes) == 1:
-        return xp.fft.irfft(x, sizes[0], axes[0], norm)
-    return xp.fft.irfftn(x, sizes, axes, norm)
+        return lib.irfft(x, sizes[0], axes[0], norm)
+    return lib.irfftn(x, sizes, axes, norm)
 
 
 # --- gradients (see NOTE [FFT gradients]) -----------------------------------------------------
@@ -258,8 +268,8 @@ def _register(name, form, kind, doc, *, flag=False):
         return _c2r_grad(grad, x.shape, axes, sizes, mode)
 
     forward.__doc__ = doc
-    new = op(_SIGNATURES[form].format(name), out=True, saves_inputs=False,
-             namespace="fft")(forward)
+    new = op(_SIGNATURES[form].format(name), out=True, saves_inputs=False, namespace="fft",
+             grad_fn_name=f"Fft{kind.upper()}Backward0")(forward)
     new.derivative(derivative)
     return new
 
