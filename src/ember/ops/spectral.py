@@ -1,3 +1,309 @@
-"""(being written)"""
+"""Discrete Fourier transforms: ``ember.fft`` (fft, ifft, rfft, irfft, hfft, ihfft and their
+2-D and N-D forms).
+
+Three kernels do the work, as in PyTorch: complex-to-complex (fft, ifft), real-to-complex
+(rfft; ihfft is its conjugate) and complex-to-real (irfft; hfft is irfft of the conjugate).
+Each transform first resizes its input to the signal sizes (``n`` or ``s``: zero padding or
+truncation), then transforms. Integer and bool inputs compute in the default float dtype;
+float32 gives complex64 and float64 complex128, computed in that precision; PyTorch's
+CPU kernels have no float16 or bfloat16 transforms, so neither has ember.
+
+NOTE [FFT gradients]
+Each transform is linear over the reals, so its gradient is its adjoint applied to ``grad``
+(PyTorch's convention for complex gradients; the engine keeps the real part for real
+inputs). The adjoint of a DFT of one sign is the DFT of the other sign with the dual
+normalization ("backward" <-> "forward", "ortho" alone); the adjoint of resizing to ``s`` is
+resizing back. A one-sided (r2c) output keeps bins ``0..n//2`` of the full transform, so
+its adjoint zero-pads ``grad`` to ``n`` bins first. A c2r transform reads each bin
+``1..(n-1)//2`` twice (as itself and as its mirrored conjugate), so its adjoint, an r2c
+transform, counts those bins twice.
+"""
+
+import numpy as np
+import scipy.fft
+
+from ember import _dtype as D
+from ember.ops._dims import wrap_dim
+from ember.ops.join import pad_along
+from ember.ops._registry import op
+
+_NORMS = {None: "backward", "backward": "backward", "forward": "forward", "ortho": "ortho"}
+_DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+_LOW = {d.np for d in D.LOW_PRECISION}
+
+
+# --- arguments --------------------------------------------------------------------------------
+
+def _int(value, what, name):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name}(): argument '{what}' must be int, not {type(value).__name__}")
+    return value.__index__()
+
+
+def _ints(value, what, name):
+    """``s`` or ``dim`` of an N-D transform: None, an int, or a sequence of ints."""
+    if value is None:
+        return None
+    if hasattr(value, "__index__") and not isinstance(value, bool) and \
+            getattr(value, "ndim", 0) == 0:
+        return (value.__index__(),)
+    try:
+        return tuple(_int(v, what, name) for v in value)
+    except TypeError:
+        raise TypeError(f"{name}(): argument '{what}' must be tuple of ints, not "
+                        f"{type(value).__name__}") from None
+
+
+def _axis(dim, ndim):
+    if ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    return wrap_dim(dim, ndim)
+
+
+def _points(n):
+    if n < 1:
+        raise RuntimeError(f"Invalid number of data points ({n}) specified")
+    return n
+
+
+def _norm(norm, name):
+    if norm is not None and not isinstance(norm, str):
+        raise TypeError(f"{name}(): argument 'norm' must be str, not {type(norm).__name__}")
+    mode = _NORMS.get(norm)
+    if mode is None:
+        raise RuntimeError(f"Invalid normalization mode: \"{norm}\"")
+    return mode
+
+
+def _plan_1d(name, shape, n, dim, c2r):
+    """(axes, sizes) of a one-dim transform; a c2r transform's size is its output length."""
+    dim = _int(dim, "dim", name)
+    if n is not None:
+        n = _int(n, "n", name)
+    axis = _axis(dim, len(shape))
+    if n is None:
+        n = 2 * (shape[axis] - 1) if c2r else shape[axis]
+    return (axis,), (_points(n),)
+
+
+def _plan_nd(name, shape, s, dim, c2r, short):
+    """(axes, sizes) of an N-D transform; ``short`` names a one-sided transform, which must
+    cover at least one dim."""
+    s, dims = _ints(s, "s", name), _ints(dim, "dim", name)
+    ndim = len(shape)
+    if dims is not None:
+        axes = tuple(_axis(d, ndim) for d in dims)
+        if len(set(axes)) != len(axes):
+            raise RuntimeError("FFT dims must be unique")
+        if s is not None and len(s) != len(axes):
+            raise RuntimeError("When given, dim and shape arguments must have the same length")
+    elif s is not None:
+        if len(s) > ndim:
+            raise RuntimeError(f"Got shape with {len(s)} values but input tensor only has "
+                               f"{ndim} dimensions.")
+        axes = tuple(range(ndim - len(s), ndim))
+    else:
+        axes = tuple(range(ndim))
+    if short and not axes:
+        raise RuntimeError(f"{short} must transform at least one axis")
+    sizes = []
+    for i, a in enumerate(axes):
+        n = -1 if s is None else s[i]
+        if n == -1:
+            n = 2 * (shape[a] - 1) if c2r and i == len(axes) - 1 else shape[a]
+        sizes.append(_points(n))
+    return axes, tuple(sizes)
+
+
+def _unsupported(x):
+    if x.dtype in _LOW:
+        raise RuntimeError(f"Unsupported dtype {D.FROM_NUMPY[x.dtype]._torch_name}")
+
+
+def _complex_input(x, message):
+    if x.dtype.kind == "c":
+        raise RuntimeError(message.format(D.FROM_NUMPY[x.dtype]._torch_name))
+
+
+def _as_float(x):
+    """Integer and bool signals compute in the default float dtype."""
+    return x.astype(D.get_default_dtype().np) if x.dtype.kind in "biu" else x
+
+
+# --- the three kernels ------------------------------------------------------------------------
+
+def _fft_of(xp):
+    """The FFT functions for ``xp``'s arrays: SciPy's for NumPy's (NumPy 2.4 runs unnormalized
+    single-precision forward transforms through buffered double-precision casts, 10-20x
+    slower; SciPy's same pocketfft does not), the array namespace's own otherwise."""
+    return scipy.fft if xp is np else xp.fft
+
+
+def _c2c(xp, x, axes, sizes, norm, inverse):
+    if not axes:
+        return x.astype(np.result_type(x.dtype, np.complex64))
+    lib = _fft_of(xp)
+    if len(axes) == 1:
+        return (lib.ifft if inverse else lib.fft)(x, sizes[0], axes[0], norm)
+    return (lib.ifftn if inverse else lib.fftn)(x, sizes, axes, norm)
+
+
+def _r2c(xp, x, axes, sizes, norm, conj):
+    if conj:                            # ihfft: the conjugate of rfft, dually normalized
+        norm = _DUAL[norm]
+    lib = _fft_of(xp)
+    if len(axes) == 1:
+        out = lib.rfft(x, sizes[0], axes[0], norm)
+    else:
+        out = lib.rfftn(x, sizes, axes, norm)
+    return xp.conjugate(out, out=out) if conj else out
+
+
+def _c2r(xp, x, axes, sizes, norm, conj):
+    if any(x.shape[a] == 0 for a in axes):
+        # a zero-padded empty spectrum (NumPy's irfft reads uninitialized memory for it)
+        shape = list(x.shape)
+        for a, n in zip(axes, sizes):
+            shape[a] = n
+        return xp.zeros(shape, dtype=x.real.dtype)
+    if conj:                            # hfft: irfft of the conjugate, dually normalized
+        x, norm = xp.conjugate(x), _DUAL[norm]
+    lib = _fft_of(xp)
+    if len(axes) == 1:
+        return lib.irfft(x, sizes[0], axes[0], norm)
+    return lib.irfftn(x, sizes, axes, norm)
+
+
+# --- gradients (see NOTE [FFT gradients]) -----------------------------------------------------
+
+def _resize(t, axes, sizes):
+    """``t`` truncated or zero-padded to ``sizes`` along ``axes``."""
+    for a, n in zip(axes, sizes):
+        have = t.shape[a]
+        if have > n:
+            t = t.narrow(a, 0, n)
+        elif have < n:
+            t = pad_along(t, a, 0, n - have)
+    return t
+
+
+def _c2c_grad(grad, shape, axes, norm, inverse):
+    adjoint = fftn if inverse else ifftn
+    return _resize(adjoint(grad, None, axes, _DUAL[norm]), axes, [shape[a] for a in axes])
+
+
+def _r2c_grad(grad, shape, axes, sizes, norm):
+    last, n = axes[-1], sizes[-1]
+    full = pad_along(grad, last, 0, n - grad.shape[last])
+    return _resize(ifftn(full, None, axes, _DUAL[norm]), axes, [shape[a] for a in axes]).real
+
+
+def _c2r_grad(grad, shape, axes, sizes, norm):
+    last, n = axes[-1], sizes[-1]
+    half = rfftn(grad, None, axes, _DUAL[norm])
+    twice = (n - 1) // 2                # bins read twice: 1..(n-1)//2
+    if twice:
+        half = half + pad_along(half.narrow(last, 1, twice), last, 1, n // 2 - twice)
+    return _resize(half, axes, [shape[a] for a in axes])
+
+
+# --- registration -----------------------------------------------------------------------------
+
+_SIGNATURES = {1: "{}(input, n=None, dim=-1, norm=None)",
+               2: "{}(input, s=None, dim=(-2, -1), norm=None)",
+               "n": "{}(input, s=None, dim=None, norm=None)"}
+
+
+def _register(name, form, kind, doc, *, flag=False):
+    """Register ``fft.<name>``: ``form`` is 1, 2 or "n" (its arguments), ``kind`` "c2c",
+    "r2c" or "c2r"; ``flag`` is ``inverse`` for c2c, ``conj`` (ihfft, hfft) otherwise.
+
+    PyTorch checks in this order, which the forward follows: a 1-D transform checks the
+    dtype first; an N-D one checks its dims, sizes and norm first, except that rfft2 and
+    rfftn reject complex input before anything else."""
+    full = f"fft_{name}"
+    c2r = kind == "c2r"
+    short = name.rstrip("2n") + "n" if form != 1 and kind != "c2c" else None
+    real_message = None
+    if kind == "r2c":
+        real_message = (f"{name} expects a real input tensor, but got {{}}" if form == 1 else
+                        "Only supports floating-point dtypes, but found: {}" if flag else
+                        "rfftn expects a real-valued input tensor, but got {}")
+    complex_first = real_message is not None and (form == 1 or not flag)
+
+    def plan(shape, size, dim):
+        if form == 1:
+            return _plan_1d(full, shape, size, dim, c2r)
+        return _plan_nd(full, shape, size, dim, c2r, short)
+
+    def forward(xp, x, size, dim, norm):
+        if form == 1:
+            _unsupported(x)
+        if complex_first:
+            _complex_input(x, real_message)
+        axes, sizes = plan(x.shape, size, dim)
+        mode = _norm(norm, full)
+        _unsupported(x)
+        if real_message is not None and not complex_first:
+            _complex_input(x, real_message)
+        x = _as_float(x)
+        if kind == "c2c":
+            return _c2c(xp, x, axes, sizes, mode, flag)
+        if kind == "r2c":
+            return _r2c(xp, x, axes, sizes, mode, flag)
+        return _c2r(xp, x, axes, sizes, mode, flag)
+
+    def derivative(grad, x, size, dim, norm):
+        axes, sizes = plan(x.shape, size, dim)
+        mode = _NORMS[norm]
+        if kind == "c2c":
+            return _c2c_grad(grad, x.shape, axes, mode, flag)
+        if flag:                        # the conjugate's adjoint: conjugate in and out
+            mode = _DUAL[mode]
+            if kind == "r2c":
+                return _r2c_grad(grad.conj(), x.shape, axes, sizes, mode)
+            return _c2r_grad(grad, x.shape, axes, sizes, mode).conj()
+        if kind == "r2c":
+            return _r2c_grad(grad, x.shape, axes, sizes, mode)
+        return _c2r_grad(grad, x.shape, axes, sizes, mode)
+
+    forward.__doc__ = doc
+    new = op(_SIGNATURES[form].format(name), out=True, saves_inputs=False, namespace="fft",
+             grad_fn_name=f"Fft{kind.upper()}Backward0")(forward)
+    new.derivative(derivative)
+    return new
+
+
+fft = _register("fft", 1, "c2c", "The one-dimensional discrete Fourier transform.")
+ifft = _register("ifft", 1, "c2c", "The one-dimensional inverse discrete Fourier transform.",
+                 flag=True)
+fft2 = _register("fft2", 2, "c2c", "The two-dimensional discrete Fourier transform.")
+ifft2 = _register("ifft2", 2, "c2c", "The two-dimensional inverse discrete Fourier transform.",
+                  flag=True)
+fftn = _register("fftn", "n", "c2c", "The N-dimensional discrete Fourier transform.")
+ifftn = _register("ifftn", "n", "c2c", "The N-dimensional inverse discrete Fourier transform.",
+                  flag=True)
+rfft = _register("rfft", 1, "r2c", "The one-dimensional Fourier transform of real input "
+                 "(the non-negative frequencies only).")
+rfft2 = _register("rfft2", 2, "r2c", "The two-dimensional Fourier transform of real input "
+                  "(one-sided in the last dim).")
+rfftn = _register("rfftn", "n", "r2c", "The N-dimensional Fourier transform of real input "
+                  "(one-sided in the last dim).")
+irfft = _register("irfft", 1, "c2r", "The inverse of rfft: a real signal from the "
+                  "non-negative frequencies of a Hermitian spectrum.")
+irfft2 = _register("irfft2", 2, "c2r", "The inverse of rfft2 (real output).")
+irfftn = _register("irfftn", "n", "c2r", "The inverse of rfftn (real output).")
+hfft = _register("hfft", 1, "c2r", "The one-dimensional Fourier transform of a Hermitian "
+                 "signal given by its one-sided half (real output).", flag=True)
+hfft2 = _register("hfft2", 2, "c2r", "The two-dimensional Fourier transform of a Hermitian "
+                  "signal given by its one-sided half (real output).", flag=True)
+hfftn = _register("hfftn", "n", "c2r", "The N-dimensional Fourier transform of a Hermitian "
+                  "signal given by its one-sided half (real output).", flag=True)
+ihfft = _register("ihfft", 1, "r2c", "The inverse of hfft: the one-sided half of the inverse "
+                  "transform of a real signal.", flag=True)
+ihfft2 = _register("ihfft2", 2, "r2c", "The inverse of hfft2 (one-sided in the last dim).",
+                   flag=True)
+ihfftn = _register("ihfftn", "n", "r2c", "The inverse of hfftn (one-sided in the last dim).",
+                   flag=True)
 
 ALIASES = {}

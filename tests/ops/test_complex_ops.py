@@ -1,0 +1,90 @@
+"""Complex ops beyond the OpInfo checks: gradients of the complex-only views, memory sharing,
+and layouts the parity suite cannot build."""
+
+import math
+
+import numpy as np
+import pytest
+
+import ember
+from ember.autograd import gradcheck, gradgradcheck
+
+
+def _complex(*shape):
+    return ember.randn(*shape, dtype=ember.complex128, requires_grad=True)
+
+
+@pytest.mark.parametrize("make", [lambda: _complex(3), lambda: _complex(2, 3),
+                                  lambda: ember.tensor(1 - 2j, dtype=ember.complex128,
+                                                       requires_grad=True),
+                                  lambda: _complex(4, 3).detach().t().requires_grad_()])
+def test_view_as_real_gradients(make):
+    z = make()
+    assert gradcheck(ember.view_as_real, [z])
+    assert gradgradcheck(ember.view_as_real, [z])
+    assert gradcheck(lambda t: ember.view_as_complex(ember.view_as_real(t)) * 2, [z])
+
+
+def test_view_as_real_gradient_from_a_misaligned_slice():
+    # the gradient reaching view_as_real is a contiguous slice at an odd offset: it cannot
+    # be viewed as complex in place, so it is copied first (torch 2.13 raises here)
+    z = _complex(3)
+    flat = ember.view_as_real(z).reshape(-1)
+    (ember.cat([ember.zeros(1, dtype=ember.float64), flat])[1:] * ember.arange(6.)).sum() \
+        .backward()
+    assert z.grad.tolist() == [complex(0, 1), complex(2, 3), complex(4, 5)]
+
+
+def test_views_share_memory_and_version():
+    z = ember.tensor([1 + 2j, 3 - 4j])
+    r = ember.view_as_real(z)
+    assert r.shape == (2, 2) and r.dtype is ember.float32 and r.stride() == (2, 1)
+    r[1, 1] = 7.0
+    assert z.tolist() == [1 + 2j, 3 + 7j]
+    assert z._version == r._version == 1
+    c = ember.view_as_complex(r)
+    c[0] = 5j
+    assert z.tolist() == [5j, 3 + 7j] and r[0].tolist() == [0.0, 5.0]
+    assert c._base is z and r._base is z
+
+
+def test_view_as_complex_layouts():
+    x = ember.arange(12.).reshape(3, 2, 2).transpose(0, 1)
+    assert ember.view_as_complex(x).stride() == (1, 2)
+    assert ember.view_as_complex(ember.zeros(0, 2)).shape == (0,)   # zero strides are fine
+    assert ember.view_as_complex(ember.arange(10.)[2:].view(4, 2)).tolist() == [
+        2 + 3j, 4 + 5j, 6 + 7j, 8 + 9j]
+    with pytest.raises(RuntimeError, match="Tensor must have a storage_offset divisible by 2"):
+        ember.view_as_complex(ember.zeros(8)[1:7].view(3, 2))
+
+
+def test_in_place_through_a_real_view_reaches_the_gradient():
+    x = _complex(3)
+    z = x.clone()
+    ember.view_as_real(z).mul_(2)
+    z.abs().sum().backward()
+    expected = 2 * np.asarray(x.detach()) / np.abs(np.asarray(x.detach()))
+    assert np.allclose(np.asarray(x.grad), expected)
+
+
+def test_angle_gradients():
+    z = ember.tensor([1 + 1j, 0j, -2 + 0.5j], dtype=ember.complex128, requires_grad=True)
+    ember.angle(z).sum().backward()
+    # i / conj(z), and zero at the origin
+    assert np.allclose(np.asarray(z.grad), [-0.5 + 0.5j, 0, 1j / (-2 - 0.5j)])
+    x = ember.tensor([-1.0, 0.0, 2.0, math.nan], requires_grad=True)
+    ember.angle(x).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_parts_are_assembled_without_nan():
+    inf = math.inf
+    z = ember.complex(ember.tensor([inf, 0.0]), ember.tensor([0.0, -inf]))
+    assert z.tolist() == [complex(inf, 0), complex(0, -inf)]
+    p = ember.polar(ember.tensor([inf]), ember.tensor([0.0]))
+    assert p.real.item() == inf       # the imaginary part is inf * 0 = NaN, as in PyTorch
+
+
+def test_isreal():
+    assert ember.tensor([1 + 0j, 1j, -0j]).isreal().tolist() == [True, False, True]
+    assert ember.isreal(ember.tensor([1, 2])).tolist() == [True, True]
