@@ -19,7 +19,8 @@ _UPCAST = {D.float16.np, D.bfloat16.np}
 def _inexact_policy(kernel, *, complex_ok):
     """Floating (and, if ``complex_ok``, complex) dtypes only, as PyTorch's kernels."""
     def rule(d, name, operands):
-        if d.category < D.FLOATING or (d.category == D.COMPLEX and not complex_ok):
+        if d.category < D.FLOATING or (d.category == D.COMPLEX and not complex_ok) or \
+                d in D.FLOAT8:
             raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
         return d
     return Policy(f"inexact[{kernel}]", rule)
@@ -36,8 +37,7 @@ def _complex_logaddexp(xp, a, b):
     same_inf = xp.isinf(lo.real) & (lo.real == hi.real)
     # exp(-inf + iy) is 0 whatever y, so the imaginary part of either operand will do
     out = xp.where(same_inf & (lo.real < 0), lo, out)
-    unbounded = same_inf & (lo.real > 0) & ~(xp.isfinite(lo.imag) & xp.isfinite(hi.imag))
-    return xp.where(unbounded, xp.log(xp.exp(lo) + xp.exp(hi)), out)
+    return xp.where(same_inf & (lo.real > 0), xp.log(xp.exp(lo) + xp.exp(hi)), out)
 
 
 def _logaddexp(xp, a, b):
@@ -109,7 +109,8 @@ def _(grad, x, dim, *, out):
 # --- softmax, log_softmax ---------------------------------------------------------------------
 
 def _softmax_input(xp, name, x, dim, dtype):
-    """(values to compute on, axis, result dtype) after PyTorch's checks and ``dtype=``."""
+    """(values to compute on, axis, result dtype) after PyTorch's checks and ``dtype=``; a
+    0-dim input comes back with one dim."""
     if not isinstance(dim, int) or isinstance(dim, bool):
         if dim is None or isinstance(dim, (float, tuple, list, str)):
             raise TypeError(f"{name}(): argument 'dim' (position 2) must be int, not "
@@ -129,6 +130,12 @@ def _softmax_input(xp, name, x, dim, dtype):
     return x, d, result
 
 
+def _finish(out, result, zero_dim):
+    if zero_dim:
+        out = out.reshape(())
+    return out if out.dtype == result else out.astype(result)
+
+
 def _shifted(x, d):
     """``x`` minus its maximum along ``d`` (a new array): exp of it cannot overflow."""
     return x - x.max(axis=d, keepdims=True)
@@ -137,14 +144,14 @@ def _shifted(x, d):
 @op("softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
 def softmax(xp, x, dim, dtype):
     """``exp(input)`` normalized to sum to 1 along ``dim`` (computed in ``dtype`` if given)."""
-    shape = x.shape
+    zero_dim = x.ndim == 0
     x, d, result = _softmax_input(xp, "softmax", x, dim, dtype)
     if x.size == 0:
-        return x.astype(result).reshape(shape)
+        return x.astype(result)
     e = _shifted(x, d)
     xp.exp(e, out=e)
     e /= e.sum(axis=d, keepdims=True)
-    return e.astype(result, copy=False).reshape(shape)
+    return _finish(e, result, zero_dim)
 
 
 @softmax.derivative
@@ -156,13 +163,13 @@ def _(grad, x, dim, dtype, *, out):
 @op("log_softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
 def log_softmax(xp, x, dim, dtype):
     """The logarithm of ``softmax`` along ``dim``, computed without overflow."""
-    shape = x.shape
+    zero_dim = x.ndim == 0
     x, d, result = _softmax_input(xp, "log_softmax", x, dim, dtype)
     if x.size == 0:
-        return x.astype(result).reshape(shape)
+        return x.astype(result)
     s = _shifted(x, d)
     s -= xp.log(xp.exp(s).sum(axis=d, keepdims=True))
-    return s.astype(result, copy=False).reshape(shape)
+    return _finish(s, result, zero_dim)
 
 
 @log_softmax.derivative

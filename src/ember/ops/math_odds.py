@@ -69,9 +69,17 @@ def _kind(a):
     return D.DIM if a.ndim else D.ZERO_DIM
 
 
+def _reject_float8(kernel, *arrays):
+    for a in arrays:
+        dtype = D.FROM_NUMPY[a.dtype]
+        if dtype in D.FLOAT8:
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtype._torch_name}'")
+
+
 @op("ldexp(input, other)", inputs=2, out=True, inplace=True)
 def ldexp(xp, x, e):
     """``input * 2 ** other``, elementwise."""
+    _reject_float8("ldexp_cpu", x, e)
     result = D.result_type_of([(D.FROM_NUMPY[x.dtype], _kind(x)),
                                (D.FROM_NUMPY[e.dtype], _kind(e))])
     if result.category < D.FLOATING:
@@ -114,7 +122,8 @@ class frexp_result(collections.namedtuple("frexp", ("mantissa", "exponent"))):
 @op("frexp(input)", out=True, namedtuple=frexp_result, saves_inputs=False)
 def frexp(xp, x):
     """The mantissa in [0.5, 1) and the int32 exponent with ``input = mantissa * 2**exponent``."""
-    if x.dtype.kind not in "fV" or x.dtype.itemsize == 1:
+    _reject_float8("frexp_cpu", x)
+    if x.dtype.kind not in "fV":
         raise RuntimeError("ember.frexp() only supports floating-point dtypes")
     if x.dtype in _SIXTEEN_BIT:
         mantissa, exponent = xp.frexp(x.astype(xp.float32))
@@ -150,6 +159,9 @@ lcm = binary("lcm(input, other)", lambda xp, a, b: xp.lcm(a, b), doc=(
 def _angle_rule(d, name, operands):
     if d.category == D.COMPLEX:
         raise RuntimeError(f"{name} is not supported for complex tensors.")
+    if d in D.FLOAT8:
+        raise NotImplementedError(f"\"mul_cpu_reduced_float\" not implemented for "
+                                  f"'{d._torch_name}'")
     return D.get_default_dtype() if d.category < D.FLOATING else d
 
 
@@ -184,6 +196,7 @@ def signbit(xp, x):
     kind = x.dtype.kind
     if kind == "c":
         raise NotImplementedError("signbit is not implemented for complex tensors.")
+    _reject_float8("signbit_cpu", x)
     if kind in "bu":
         return xp.zeros(x.shape, dtype=bool)
     if kind == "i":

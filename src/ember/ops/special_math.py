@@ -24,11 +24,14 @@ _LOG_PI = math.log(math.pi)
 
 # --- dtype policies ---------------------------------------------------------------------------
 
-def real_policy(kernel, *, half=True, integers=True):
+def real_policy(kernel, *, half=True, integers=True, float8_kernel=None):
     """Real-only math: integers compute in the default float dtype (or raise, when
-    ``integers`` is False), complex raises naming ``kernel`` as PyTorch does, and so do
-    float16/bfloat16 unless ``half``."""
+    ``integers`` is False), complex and float8 raise naming ``kernel`` (``float8_kernel``)
+    as PyTorch does, and so do float16/bfloat16 unless ``half``."""
     def rule(d, name, operands):
+        if d in D.FLOAT8:
+            raise NotImplementedError(f"\"{float8_kernel or kernel}\" not implemented for "
+                                      f"'{d._torch_name}'")
         if d.category == D.COMPLEX or (not half and d in (D.float16, D.bfloat16)) or \
                 (not integers and d.category < D.FLOATING):
             raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
@@ -45,12 +48,13 @@ def _scipy(name):
     return forward
 
 
-def _special(name, forward, derivative=None, *, doc, half=True, kernel=None, arg="input"):
+def _special(name, forward, derivative=None, *, doc, half=True, kernel=None, arg="input",
+             float8_kernel=None):
     """A real elementwise op of ``ember.special`` (no method, no in-place variant); ``arg``
     names its parameter (a few are ``x`` in PyTorch)."""
+    policy = real_policy(kernel or f"{name}_cpu", half=half, float8_kernel=float8_kernel)
     return unary(f"{name}({arg})", forward, derivative, doc=doc, namespace="special",
-                 promote=real_policy(kernel or f"{name}_cpu", half=half), inplace=False,
-                 scalars=False)
+                 promote=policy, inplace=False, scalars=False)
 
 
 def _safe(x):
@@ -123,7 +127,7 @@ airy_ai = _special("airy_ai", _airy_ai, half=False, arg="x", doc="The Airy funct
 ndtr = _special("ndtr", _scipy("ndtr"),
                 lambda grad, x: grad * (x * x * -0.5).exp() / _SQRT_2PI,
                 doc="The standard normal cumulative distribution function.",
-                kernel="erf_vml_cpu")
+                kernel="erf_vml_cpu", float8_kernel="mul_cpu_reduced_float")
 ndtri = _special("ndtri", _scipy("ndtri"),
                  lambda grad, x, *, out: grad * _SQRT_2PI * (out * out * 0.5).exp(),
                  doc="The inverse of ``ndtr``: the quantile of the standard normal.",
@@ -241,7 +245,7 @@ igammac = binary("igammac(input, other)", _igamma(True), _igamma_grad(-1, "igamm
 def _mvlgamma_rule(d, name, operands):
     if d is D.bool_:
         raise RuntimeError("The input tensor may not be a boolean tensor.")
-    if d.category == D.COMPLEX:
+    if d.category == D.COMPLEX or d in D.FLOAT8:
         raise NotImplementedError(f"\"arange_cpu\" not implemented for '{d._torch_name}'")
     return D.get_default_dtype() if d.category < D.FLOATING else d
 

@@ -8,6 +8,7 @@ import numpy as np
 import ember
 from tests.ops.opdb.core import (COMPLEX, FLOATS, INTS, LOW, ErrorInput, OpInfo, SampleInput,
                                  binary_samples, make)
+from tests.ops.opdb.special_math import float8_error
 
 INF, NAN = math.inf, math.nan
 
@@ -67,6 +68,7 @@ def _logaddexp_errors(name, complex_ok):
                          fr"{name}\(\): argument 'other' \(position 2\) must be Tensor, not float")
         yield ErrorInput(SampleInput(ember.ones(2), (ember.ones(3),)), RuntimeError,
                          r"size of tensor a \(2\) must match the size of tensor b \(3\)")
+        yield float8_error(f"{name}_cpu", inputs=2)
         if not complex_ok:
             c = ember.ones(2, dtype=ember.complex64)
             yield ErrorInput(SampleInput(c, (c,)), NotImplementedError,
@@ -114,6 +116,8 @@ def _logcumsumexp_samples(dtype, requires_grad):
 
 
 def _logcumsumexp_errors():
+    f8 = float8_error("logcumsumexp_out_cpu")
+    yield ErrorInput(SampleInput(f8.sample.input, (0,)), f8.error_type, f8.match)
     yield ErrorInput(SampleInput(ember.tensor([1, 2]), (0,)), NotImplementedError,
                      "\"logcumsumexp_out_cpu\" not implemented for 'Long'")
     yield ErrorInput(SampleInput(ember.ones(2), (1,)), IndexError,

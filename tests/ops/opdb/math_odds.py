@@ -8,7 +8,8 @@ import numpy as np
 import ember
 from tests.ops.opdb.core import (ALL, COMPLEX, FLOATS, INTS, LOW, ErrorInput, OpInfo,
                                  SampleInput, binary_samples, make, unary_samples)
-from tests.ops.opdb.special_math import REAL, as_float, chain, float_ref, special_values
+from tests.ops.opdb.special_math import (REAL, as_float, chain, float8_error, float_ref,
+                                         special_values)
 
 INF, NAN = math.inf, math.nan
 
@@ -104,6 +105,13 @@ def _ldexp_samples(dtype, requires_grad):
                           name="float32_exponent")
 
 
+def _ldexp_errors():
+    yield _tensors_only("ldexp")
+    f8 = float8_error("ldexp_cpu")
+    yield ErrorInput(SampleInput(f8.sample.input, (ember.tensor([1, 2]),)), f8.error_type,
+                     f8.match)
+
+
 # --- frexp ------------------------------------------------------------------------------------
 
 def _frexp_samples(dtype, requires_grad):
@@ -115,6 +123,7 @@ def _frexp_samples(dtype, requires_grad):
 
 
 def _frexp_errors():
+    yield float8_error("frexp_cpu")
     for dtype in (ember.int64, ember.bool, ember.complex64):
         yield ErrorInput(SampleInput(ember.ones(2, dtype=dtype)), RuntimeError,
                          r"ember.frexp\(\) only supports floating-point dtypes")
@@ -210,6 +219,7 @@ def _isreal_ref(x):
 
 
 def _signbit_errors():
+    yield float8_error("signbit_cpu")
     yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64)), NotImplementedError,
                      "signbit is not implemented for complex tensors.")
 
@@ -219,7 +229,7 @@ OPS = [
            result_dtype=_float_power_result, gradgrad=True, error_inputs=_float_power_errors),
     OpInfo("ldexp", _ldexp_ref, _ldexp_samples, dtypes=ALL, result_dtype=_ldexp_result,
            gradgrad=True,
-           error_inputs=lambda: [_tensors_only("ldexp")],
+           error_inputs=_ldexp_errors,
            tol={d: (1.3e-5, 1e-5) for d in INTS + (ember.bool,)}),
     OpInfo("frexp", np.frexp, _frexp_samples, dtypes=FLOATS + LOW, gradgrad=True,
            error_inputs=_frexp_errors),

@@ -66,12 +66,19 @@ def number_error(name, arg="input"):
                       fr"{name}\(\): argument '{arg}' \(position 1\) must be Tensor, not float")
 
 
+def float8_error(kernel, inputs=1):
+    f8 = ember.ones(2).to(ember.float8_e5m2)
+    return ErrorInput(SampleInput(f8, (f8,) * (inputs - 1)), NotImplementedError,
+                      f"\"{kernel}\" not implemented for 'Float8_e5m2'")
+
+
 def _errors(name, kernel, half=True, complex_kernel=None, arg="input"):
     def errors():
         yield complex_error(complex_kernel or kernel)
         yield complex_error(complex_kernel or kernel, ember.complex128)
         if not half:
             yield half_error(kernel)
+        yield float8_error(kernel if complex_kernel is None else "mul_cpu_reduced_float")
         yield number_error(name, arg)
     return errors
 
@@ -282,7 +289,8 @@ OPS = [
     OpInfo("special.xlog1py", float_ref(sp.xlog1py),
            _pair_samples(-3, 3, -0.5, 4, _XLOG1PY_SPECIAL, number_input=2.5),
            dtypes=REAL, result_dtype="float", grad_samples=_xlog1py_grad_samples,
-           gradgrad=True, error_inputs=lambda: [complex_error("xlog1py_cpu", inputs=2)]),
+           gradgrad=True, error_inputs=lambda: [complex_error("xlog1py_cpu", inputs=2),
+                                 float8_error("xlog1py_cpu", inputs=2)]),
     OpInfo("special.zeta", _zeta_ref,
            _pair_samples(1.5, 5, 0.5, 4, _ZETA_SPECIAL, number_input=3.0), dtypes=NO_HALF,
            result_dtype="float", grad_samples=_zeta_grad_samples, gradgrad=True,
@@ -299,4 +307,5 @@ OPS = [
 ]
 
 __all__ = ["OPS", "REAL", "NO_HALF", "SPECIAL", "as_float", "float_ref", "chain",
-           "special_values", "complex_error", "half_error", "number_error", "COMPLEX", "ALL"]
+           "special_values", "complex_error", "half_error", "float8_error", "number_error",
+           "COMPLEX", "ALL"]

@@ -11,7 +11,8 @@ import numpy as np
 
 import ember
 from tests.ops.opdb.core import ErrorInput, OpInfo, SampleInput, make
-from tests.ops.opdb.special_math import NO_HALF, as_float, complex_error, half_error
+from tests.ops.opdb.special_math import (NO_HALF, as_float, complex_error, float8_error,
+                                         half_error)
 
 INF, NAN = math.inf, math.nan
 
@@ -110,6 +111,7 @@ def _errors(name):
         yield c
         h = half_error(f"{name}_cpu")
         yield ErrorInput(SampleInput(h.sample.input, (h.sample.input,)), h.error_type, h.match)
+        yield float8_error(f"{name}_cpu", inputs=2)
     return errors
 
 
