@@ -183,3 +183,16 @@ def test_polynomial_degrees_truncate_and_invalid_degrees_give_zero():
     x = ember.tensor([0.3, -0.7], dtype=ember.float64)
     assert S.chebyshev_polynomial_t(x, 25).tolist() == pytest.approx(
         [math.cos(25 * math.acos(0.3)), math.cos(25 * math.acos(-0.7))], rel=1e-12)
+
+
+@pytest.mark.parametrize("y,want", [(2.0, math.log(3.0)), (-1.0, 0.0), (-2.0, 0.0), (NAN, 0.0)])
+def test_xlog1py_gradient_at_zero_input(y, want):
+    x = ember.tensor([0.0], dtype=ember.float64, requires_grad=True)
+    S.xlog1py(x, y).sum().backward()
+    assert x.grad.item() == pytest.approx(want)
+    x.grad = None
+    S.xlog1py(x, ember.tensor([y], dtype=ember.float64)).sum().backward()
+    if math.isnan(y):           # a NaN element of a tensor is not held at 0, as in PyTorch
+        assert math.isnan(x.grad.item())
+    else:
+        assert x.grad.item() == pytest.approx(want)

@@ -176,8 +176,10 @@ def _xlog1py(xp, x, y):
 def _xlog1py_grad(grad, x, y):
     grad_x = grad_y = None
     if isinstance(x, Tensor):
-        # x = 0 contributes nothing (the product is held at 0) where log1p(y) is -inf or NaN
-        grad_x = where((x == 0) & (y <= -1), 0.0, xlog1py(grad, y))
+        # x = 0 contributes nothing (the product is held at 0) where log1p(y) is -inf or NaN;
+        # PyTorch counts a NaN number y there too, but not a NaN element of a tensor y
+        low = y <= -1 if isinstance(y, Tensor) else not y > -1
+        grad_x = where((x == 0) & low, 0.0, xlog1py(grad, y))
     if isinstance(y, Tensor):
         grad_y = grad * x / (y + 1)
     return grad_x, grad_y
