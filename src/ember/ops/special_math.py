@@ -1,3 +1,287 @@
-"""(being written)"""
+"""Special functions (``torch.special``): Bessel functions, the normal distribution, entropy,
+sinc, the Hurwitz zeta function, incomplete and multivariate gamma functions.
 
-ALIASES = {}
+Ops that PyTorch has only as ``torch.special.<name>`` register with namespace="special";
+those it also has at the top level (``i0``, ``sinc``, ``igamma``, ``mvlgamma``) register
+there once and ember/special re-exports them under the special names. The orthogonal
+polynomials live in special_poly.py, softmax and the other log-space ops in log_space.py,
+the remaining pointwise odds (logaddexp, ldexp, gcd, ...) in math_odds.py.
+"""
+
+import math
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+from ember.backend import special_of
+from ember.ops._elementwise import binary, conj_grad, unary
+from ember.ops._promotion import Policy
+from ember.ops.binary_math import where
+
+_SQRT_2PI = math.sqrt(2 * math.pi)
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+_LOG_PI = math.log(math.pi)
+
+
+# --- dtype policies ---------------------------------------------------------------------------
+
+def real_policy(kernel, *, half=True, integers=True, float8_kernel=None):
+    """Real-only math: integers compute in the default float dtype (or raise, when
+    ``integers`` is False), complex and float8 raise naming ``kernel`` (``float8_kernel``)
+    as PyTorch does, and so do float16/bfloat16 unless ``half``."""
+    def rule(d, name, operands):
+        if d in D.FLOAT8:
+            raise NotImplementedError(f"\"{float8_kernel or kernel}\" not implemented for "
+                                      f"'{d._torch_name}'")
+        if d.category == D.COMPLEX or (not half and d in (D.float16, D.bfloat16)) or \
+                (not integers and d.category < D.FLOATING):
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
+        return D.get_default_dtype() if d.category < D.FLOATING else d
+    return Policy(f"real[{kernel}]", rule)
+
+
+def _scipy(name):
+    """The forward ``scipy.special.<name>(x)``, in the input's dtype."""
+    def forward(xp, *arrays):
+        out = getattr(special_of(xp), name)(*arrays)
+        dtype = next(a.dtype for a in arrays if hasattr(a, "dtype"))
+        return out.astype(dtype, copy=False)
+    return forward
+
+
+def _special(name, forward, derivative=None, *, doc, half=True, kernel=None, arg="input",
+             float8_kernel=None):
+    """A real elementwise op of ``ember.special`` (no method, no in-place variant); ``arg``
+    names its parameter (a few are ``x`` in PyTorch)."""
+    policy = real_policy(kernel or f"{name}_cpu", half=half, float8_kernel=float8_kernel)
+    return unary(f"{name}({arg})", forward, derivative, doc=doc, namespace="special",
+                 promote=policy, inplace=False, scalars=False)
+
+
+def _safe(x):
+    """``x`` with its zeros replaced by ones: a divisor whose masked-out entries keep the
+    gradients of ``where`` finite."""
+    return where(x == 0, 1.0, x)
+
+
+# --- Bessel functions -------------------------------------------------------------------------
+
+def _i1_grad(grad, x, *, out):
+    # d/dx I1 = I0 - I1 / x, which tends to 1/2 at 0
+    return grad * where(x == 0, 0.5, i0(x) - out / _safe(x))
+
+
+def _i1e_grad(grad, x, *, out):
+    return grad * where(x == 0, 0.5, i0e(x) - out * (x.sgn() + 1 / _safe(x)))
+
+
+i0 = unary("i0(input)", _scipy("i0"), lambda grad, x: grad * i1(x),
+           doc="The modified Bessel function of the first kind of order zero.",
+           promote=real_policy("i0_vml_cpu"), scalars=False)
+i0e = _special("i0e", _scipy("i0e"), lambda grad, x, *, out: grad * (i1e(x) - x.sgn() * out),
+               doc="The exponentially scaled modified Bessel function of order zero.")
+i1 = _special("i1", _scipy("i1"), _i1_grad,
+              doc="The modified Bessel function of the first kind of order one.")
+i1e = _special("i1e", _scipy("i1e"), _i1e_grad,
+               doc="The exponentially scaled modified Bessel function of order one.")
+
+# PyTorch gives these no derivative (their outputs do not require grad)
+bessel_j0 = _special("bessel_j0", _scipy("j0"), half=False,
+                     doc="The Bessel function of the first kind of order zero.")
+bessel_j1 = _special("bessel_j1", _scipy("j1"), half=False,
+                     doc="The Bessel function of the first kind of order one.")
+bessel_y0 = _special("bessel_y0", _scipy("y0"), half=False,
+                     doc="The Bessel function of the second kind of order zero.")
+bessel_y1 = _special("bessel_y1", _scipy("y1"), half=False,
+                     doc="The Bessel function of the second kind of order one.")
+modified_bessel_i0 = _special("modified_bessel_i0", _scipy("i0"), half=False,
+                              doc="The modified Bessel function of the first kind of order 0.")
+modified_bessel_i1 = _special("modified_bessel_i1", _scipy("i1"), half=False,
+                              doc="The modified Bessel function of the first kind of order 1.")
+modified_bessel_k0 = _special("modified_bessel_k0", _scipy("k0"), half=False,
+                              doc="The modified Bessel function of the second kind of order 0.")
+modified_bessel_k1 = _special("modified_bessel_k1", _scipy("k1"), half=False,
+                              doc="The modified Bessel function of the second kind of order 1.")
+scaled_modified_bessel_k0 = _special(
+    "scaled_modified_bessel_k0", _scipy("k0e"), half=False, arg="x",
+    doc="The exponentially scaled modified Bessel function of the second kind of order 0.")
+scaled_modified_bessel_k1 = _special(
+    "scaled_modified_bessel_k1", _scipy("k1e"), half=False, arg="x",
+    doc="The exponentially scaled modified Bessel function of the second kind of order 1.")
+
+
+def _spherical_j0(xp, x):
+    return special_of(xp).spherical_jn(0, x).astype(x.dtype, copy=False)
+
+
+def _airy_ai(xp, x):
+    return special_of(xp).airy(x)[0].astype(x.dtype, copy=False)
+
+
+spherical_bessel_j0 = _special("spherical_bessel_j0", _spherical_j0, half=False, arg="x",
+                               doc="The spherical Bessel function of the first kind of order 0.")
+airy_ai = _special("airy_ai", _airy_ai, half=False, arg="x", doc="The Airy function Ai.")
+
+
+# --- the normal distribution and erfcx --------------------------------------------------------
+
+ndtr = _special("ndtr", _scipy("ndtr"),
+                lambda grad, x: grad * (x * x * -0.5).exp() / _SQRT_2PI,
+                doc="The standard normal cumulative distribution function.",
+                kernel="erf_vml_cpu", float8_kernel="mul_cpu_reduced_float")
+ndtri = _special("ndtri", _scipy("ndtri"),
+                 lambda grad, x, *, out: grad * _SQRT_2PI * (out * out * 0.5).exp(),
+                 doc="The inverse of ``ndtr``: the quantile of the standard normal.",
+                 half=False)
+log_ndtr = _special("log_ndtr", _scipy("log_ndtr"),
+                    lambda grad, x, *, out: grad * (-(out + x * x * 0.5)).exp() / _SQRT_2PI,
+                    doc="The logarithm of ``ndtr``, accurate far into the left tail.",
+                    half=False)
+erfcx = _special("erfcx", _scipy("erfcx"),
+                 lambda grad, x, *, out: grad * (2 * x * out - _TWO_OVER_SQRT_PI),
+                 doc="The scaled complementary error function ``exp(x**2) * erfc(x)``.",
+                 half=False)
+entr = _special("entr", _scipy("entr"), lambda grad, x: grad * -(1 + x.log()),
+                doc="The elementwise entropy ``-x * log(x)`` (0 at 0, -inf below).")
+
+
+# --- sinc -------------------------------------------------------------------------------------
+
+def _sinc(xp, x):
+    px = x * xp.pi
+    return xp.where(x == 0, 1, xp.sin(px) / xp.where(x == 0, 1, px)).astype(x.dtype, copy=False)
+
+
+def _sinc_grad(grad, x):
+    px = _safe(x) * math.pi
+    slope = (px.cos() * px - px.sin()) / (px * _safe(x))
+    return grad * conj_grad(where(x == 0, 0.0, slope))
+
+
+sinc = unary("sinc(input)", _sinc, _sinc_grad,
+             doc="The normalized sinc function ``sin(pi x) / (pi x)`` (1 at 0).", scalars=False)
+
+
+# --- xlog1py and zeta -------------------------------------------------------------------------
+
+def _as_arrays(xp, *operands):
+    """Python numbers as 0-d arrays of the array operands' dtype (so that SciPy keeps it)."""
+    dtype = next(x.dtype for x in operands if hasattr(x, "dtype"))
+    return tuple(x if hasattr(x, "dtype") else xp.asarray(x, dtype=dtype) for x in operands)
+
+
+def _xlog1py(xp, x, y):
+    return _scipy("xlog1py")(xp, *_as_arrays(xp, x, y))
+
+
+def _xlog1py_grad(grad, x, y):
+    grad_x = grad_y = None
+    if isinstance(x, Tensor):
+        # x = 0 contributes nothing (the product is held at 0) where log1p(y) is -inf or NaN;
+        # PyTorch counts a NaN number y there too, but not a NaN element of a tensor y
+        low = y <= -1 if isinstance(y, Tensor) else not y > -1
+        grad_x = where((x == 0) & low, 0.0, xlog1py(grad, y))
+    if isinstance(y, Tensor):
+        grad_y = grad * x / (y + 1)
+    return grad_x, grad_y
+
+
+xlog1py = binary("xlog1py(input, other)", _xlog1py, _xlog1py_grad,
+                 doc="``input * log1p(other)``, and 0 where ``input`` is 0 (unless ``other`` "
+                     "is NaN).", promote=real_policy("xlog1py_cpu"), namespace="special",
+                 inplace=False)
+
+
+def _zeta(xp, x, q):
+    x, q = _as_arrays(xp, x, q)
+    out = special_of(xp).zeta(x, q)
+    # PyTorch's series gives NaN at q = inf (SciPy: the limit, 0)
+    return xp.where(xp.isposinf(q) & (x > 1), xp.nan, out).astype(x.dtype, copy=False)
+
+
+def _zeta_grad(grad, x, q):
+    if isinstance(x, Tensor) and x.requires_grad:
+        raise NotImplementedError("the derivative for 'zeta' is not implemented.")
+    return None, (grad * -x * zeta(x + 1, q) if isinstance(q, Tensor) else None)
+
+
+zeta = binary("zeta(input, other)", _zeta, _zeta_grad,
+              doc="The Hurwitz zeta function ``sum((k + other) ** -input for k >= 0)``.",
+              promote=real_policy("zeta_cpu", half=False), namespace="special", inplace=False)
+
+
+# --- incomplete and multivariate gamma functions ----------------------------------------------
+
+def _igamma(upper):
+    """The regularized lower (``upper`` False) or upper incomplete gamma function, with
+    PyTorch's values where an argument is 0, infinite or NaN (SciPy gives NaN for a NaN
+    argument where PyTorch's tests on the other argument decide first)."""
+    lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)
+
+    def forward(xp, a, x):
+        out = getattr(special_of(xp), "gammaincc" if upper else "gammainc")(a, x)
+        out = xp.where(xp.isinf(x), hi, out)
+        out = xp.where(xp.isinf(a), xp.where(xp.isinf(x), xp.nan, lo), out)
+        out = xp.where(x == 0, lo, out)
+        out = xp.where(a == 0, xp.where(x > 0, hi, xp.nan), out)
+        return xp.where((x < 0) | (a < 0), xp.nan, out).astype(a.dtype, copy=False)
+    return forward
+
+
+def _igamma_grad(sign, name):
+    def derivative(grad, a, x):
+        if a.requires_grad:
+            raise NotImplementedError(f"the derivative for '{name}: input' is not implemented.")
+        density = ((a - 1) * x.log() - x - a.lgamma()).exp()
+        return None, grad * density * sign
+    return derivative
+
+
+igamma = binary("igamma(input, other)", _igamma(False), _igamma_grad(1, "igamma"),
+                doc="The regularized lower incomplete gamma function P(input, other).",
+                promote=real_policy("igamma_cpu", integers=False), scalars=False)
+igammac = binary("igammac(input, other)", _igamma(True), _igamma_grad(-1, "igammac"),
+                 doc="The regularized upper incomplete gamma function Q(input, other).",
+                 promote=real_policy("igammac_cpu", integers=False), scalars=False)
+
+
+def _mvlgamma_rule(d, name, operands):
+    if d is D.bool_:
+        raise RuntimeError("The input tensor may not be a boolean tensor.")
+    if d.category == D.COMPLEX or d in D.FLOAT8:
+        raise NotImplementedError(f"\"arange_cpu\" not implemented for '{d._torch_name}'")
+    return D.get_default_dtype() if d.category < D.FLOATING else d
+
+
+def _check_p(p):
+    if not isinstance(p, int) or isinstance(p, bool):
+        raise TypeError(f"mvlgamma(): argument 'p' (position 2) must be int, not "
+                        f"{type(p).__name__}")
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+
+
+def _mvlgamma(xp, x, p):
+    _check_p(p)
+    gammaln = special_of(xp).gammaln
+    out = xp.zeros_like(x) + p * (p - 1) / 4 * _LOG_PI
+    for i in range(p):
+        out += gammaln(x - i / 2)
+    return out
+
+
+def _mvlgamma_grad(grad, x, p):
+    total = x.digamma()
+    for i in range(1, p):
+        total = total + (x - i / 2).digamma()
+    return grad * total
+
+
+mvlgamma = unary("mvlgamma(input, p)", _mvlgamma, _mvlgamma_grad,
+                 doc="The multivariate log-gamma function of dimension ``p``.",
+                 promote=Policy("mvlgamma", _mvlgamma_rule), scalars=False)
+
+
+from ember.ops import log_space, math_odds, special_poly  # noqa: E402,F401
+
+ALIASES = {**math_odds.ALIASES}
+PUBLIC = {**math_odds.PUBLIC}

@@ -1,0 +1,179 @@
+"""Arithmetic in log space, computed without overflow: logaddexp, logaddexp2, logcumsumexp,
+softmax and log_softmax."""
+
+import math
+
+from ember import _dtype as D
+from ember.ops._dims import wrap_dim
+from ember.ops._elementwise import binary, conj_grad
+from ember.ops._promotion import Policy
+from ember.ops._reduce import cast_input, flip
+from ember.ops._registry import op
+from ember.ops.binary_math import where
+from ember.ops.unary_math import exp2, log1p
+
+_LN2 = math.log(2.0)
+_UPCAST = {D.float16.np, D.bfloat16.np}
+
+
+def _inexact_policy(kernel, *, complex_ok):
+    """Floating (and, if ``complex_ok``, complex) dtypes only, as PyTorch's kernels."""
+    def rule(d, name, operands):
+        if d.category < D.FLOATING or (d.category == D.COMPLEX and not complex_ok) or \
+                d in D.FLOAT8:
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
+        return d
+    return Policy(f"inexact[{kernel}]", rule)
+
+
+# --- logaddexp, logaddexp2 --------------------------------------------------------------------
+
+def _complex_logaddexp(xp, a, b):
+    """``log(exp(a) + exp(b))`` for complex operands, ordered by real part as PyTorch does,
+    with its values where both real parts are the same infinity."""
+    a_smaller = a.real < b.real
+    lo, hi = xp.where(a_smaller, a, b), xp.where(a_smaller, b, a)
+    out = log1p.forward(xp, xp.exp(lo - hi)) + hi
+    same_inf = xp.isinf(lo.real) & (lo.real == hi.real)
+    # exp(-inf + iy) is 0 whatever y, so the imaginary part of either operand will do
+    out = xp.where(same_inf & (lo.real < 0), lo, out)
+    return xp.where(same_inf & (lo.real > 0), xp.log(xp.exp(lo) + xp.exp(hi)), out)
+
+
+def _logaddexp(xp, a, b):
+    if a.dtype.kind == "c":
+        return _complex_logaddexp(xp, a, b)
+    return xp.logaddexp(a, b)
+
+
+def _logaddexp_grad(grad, a, b):
+    return (grad / conj_grad(1 + (b - a).exp()), grad / conj_grad(1 + (a - b).exp()))
+
+
+def _logaddexp2_grad(grad, a, b):
+    return grad / (1 + exp2(b - a)), grad / (1 + exp2(a - b))
+
+
+logaddexp = binary("logaddexp(input, other)", _logaddexp, _logaddexp_grad,
+                   doc="``log(exp(input) + exp(other))``, elementwise, without overflow.",
+                   promote=_inexact_policy("logaddexp_cpu", complex_ok=True), scalars=False,
+                   inplace=False)
+logaddexp2 = binary("logaddexp2(input, other)", lambda xp, a, b: xp.logaddexp2(a, b),
+                    _logaddexp2_grad,
+                    doc="``log2(2**input + 2**other)``, elementwise, without overflow.",
+                    promote=_inexact_policy("logaddexp2_cpu", complex_ok=False), scalars=False,
+                    inplace=False)
+
+
+# --- logcumsumexp -----------------------------------------------------------------------------
+
+@op("logcumsumexp(input, dim)",
+    promote=_inexact_policy("logcumsumexp_out_cpu", complex_ok=True))
+def logcumsumexp(xp, x, dim):
+    """``log(cumsum(exp(input), dim))``, computed without overflow."""
+    d = wrap_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return x.copy()
+    if x.dtype.kind != "c":
+        return xp.logaddexp.accumulate(x, axis=d)
+    out = xp.empty_like(x)
+    src, dst = xp.moveaxis(x, d, 0), xp.moveaxis(out, d, 0)
+    # from log(0) = -inf + 0j, as PyTorch: a first element of real part -inf gives -inf + 0j
+    acc = xp.full(src.shape[1:], complex(-math.inf, 0), dtype=x.dtype)
+    for k in range(len(src)):
+        acc = dst[k] = _complex_logaddexp(xp, src[k], acc)
+    return out
+
+
+def _reverse_logcumsumexp(t, dim):
+    return flip(logcumsumexp(flip(t, dim), dim), dim)
+
+
+@logcumsumexp.derivative
+def _(grad, x, dim, *, out):
+    # d out_k / d x_j = exp(x_j - out_k) for j <= k: the input's gradient is
+    # exp(x_j) * sum_{k >= j} grad_k exp(-out_k), summed in log space to stay finite
+    if x.ndim == 0 or x.numel() == 0:
+        return grad
+    d = wrap_dim(dim, x.ndim)
+    if x.is_complex():
+        return (x + _reverse_logcumsumexp(grad.conj().log() - out, d)).exp().conj()
+    lowest = D.finfo(x.dtype).min           # log(0), finite so that no inf - inf appears
+
+    def part(mask):
+        log_grad = where(mask, where(mask, grad.abs(), 1.0).log(), lowest)
+        return (x + _reverse_logcumsumexp(log_grad - out, d)).exp()
+    return part(grad > 0) - part(grad < 0)
+
+
+# --- softmax, log_softmax ---------------------------------------------------------------------
+
+def _softmax_input(xp, name, x, dim, dtype):
+    """(values to compute on, axis, result dtype) after PyTorch's checks and ``dtype=``; a
+    0-dim input comes back with one dim."""
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        if dim is None or isinstance(dim, (float, tuple, list, str)):
+            raise TypeError(f"{name}(): argument 'dim' (position 2) must be int, not "
+                            f"{type(dim).__name__}")
+    d = wrap_dim(dim, x.ndim)
+    x = cast_input(x, dtype, name)
+    if x.dtype.kind not in "fV" or x.dtype.itemsize == 1:
+        kernel = f"{name}_lastdim_kernel_impl" if d == x.ndim - 1 or x.ndim == 0 else \
+            f"{name}_kernel_impl"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
+    result = x.dtype
+    if result in _UPCAST:
+        x = x.astype(xp.float32)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    return x, d, result
+
+
+def _finish(out, result, zero_dim):
+    if zero_dim:
+        out = out.reshape(())
+    return out if out.dtype == result else out.astype(result)
+
+
+def _shifted(x, d):
+    """``x`` minus its maximum along ``d`` (a new array): exp of it cannot overflow."""
+    return x - x.max(axis=d, keepdims=True)
+
+
+@op("softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
+def softmax(xp, x, dim, dtype):
+    """``exp(input)`` normalized to sum to 1 along ``dim`` (computed in ``dtype`` if given)."""
+    zero_dim = x.ndim == 0
+    x, d, result = _softmax_input(xp, "softmax", x, dim, dtype)
+    if x.size == 0:
+        return x.astype(result)
+    e = _shifted(x, d)
+    xp.exp(e, out=e)
+    e /= e.sum(axis=d, keepdims=True)
+    return _finish(e, result, zero_dim)
+
+
+@softmax.derivative
+def _(grad, x, dim, dtype, *, out):
+    d = wrap_dim(dim, x.ndim)
+    return out * (grad - (grad * out).sum(d, keepdim=True))
+
+
+@op("log_softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
+def log_softmax(xp, x, dim, dtype):
+    """The logarithm of ``softmax`` along ``dim``, computed without overflow."""
+    zero_dim = x.ndim == 0
+    x, d, result = _softmax_input(xp, "log_softmax", x, dim, dtype)
+    if x.size == 0:
+        return x.astype(result)
+    s = _shifted(x, d)
+    s -= xp.log(xp.exp(s).sum(axis=d, keepdims=True))
+    return _finish(s, result, zero_dim)
+
+
+@log_softmax.derivative
+def _(grad, x, dim, dtype, *, out):
+    d = wrap_dim(dim, x.ndim)
+    return grad - out.exp() * grad.sum(d, keepdim=True)
+

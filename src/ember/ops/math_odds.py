@@ -1,0 +1,216 @@
+"""Pointwise odds: float_power, ldexp, frexp, gcd, lcm, deg2rad, rad2deg, nextafter, signbit
+and isreal."""
+
+import collections
+import math
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+from ember.ops._elementwise import binary, conj_grad, unary
+from ember.ops._promotion import Policy
+from ember.ops._registry import op
+from ember.ops.arithmetic import pow as _pow
+from ember.ops.unary_math import exp2
+
+_LN2 = math.log(2.0)
+_SIXTEEN_BIT = {D.float16.np, D.bfloat16.np}
+
+
+# --- float_power ------------------------------------------------------------------------------
+
+def _float_power_rule(d, name, operands):
+    return D.complex128 if d.category == D.COMPLEX else D.float64
+
+
+def _float_power_grad(grad, a, b, *, out):
+    # pow's derivative, at the double precision the forward computed in
+    a = a.to(out.dtype) if isinstance(a, Tensor) else a
+    b = b.to(out.dtype) if isinstance(b, Tensor) else b
+    return _pow.vjp(grad, a, b, out=out)
+
+
+float_power = binary("float_power(input, exponent)", lambda xp, a, b: xp.power(a, b),
+                     _float_power_grad,
+                     doc="``input ** exponent`` in double precision (float64 or complex128).",
+                     promote=Policy("float_power", _float_power_rule))
+
+
+@float_power.inplace_variant
+def _(xp, dst, a, b):
+    result = a.dtype if hasattr(a, "dtype") else b.dtype
+    if dst.dtype != result:
+        raise RuntimeError(f"the base given to float_power_ has dtype "
+                           f"{D.FROM_NUMPY[dst.dtype]._torch_name} but the operation's result "
+                           f"requires dtype {D.FROM_NUMPY[result]._torch_name}")
+    xp.power(a, b, out=dst)
+
+
+def _float_power_public(input, exponent, *, out=None):
+    if out is not None and isinstance(out, Tensor):
+        operands = (input, exponent)
+        is_complex = any(isinstance(x, complex) or (isinstance(x, Tensor) and x.is_complex())
+                         for x in operands)
+        result = D.complex128 if is_complex else D.float64
+        if out.dtype is not result:
+            raise RuntimeError(f"the output given to float_power has dtype "
+                               f"{out.dtype._torch_name} but the operation's result requires "
+                               f"dtype {result._torch_name}")
+    return float_power.function(input, exponent, out=out)
+
+
+_float_power_public.__name__ = _float_power_public.__qualname__ = "float_power"
+_float_power_public.__module__ = "ember"
+_float_power_public.__doc__ = float_power.function.__doc__
+
+
+# --- ldexp, frexp -----------------------------------------------------------------------------
+
+def _kind(a):
+    return D.DIM if a.ndim else D.ZERO_DIM
+
+
+def _reject_float8(kernel, *arrays):
+    for a in arrays:
+        dtype = D.FROM_NUMPY[a.dtype]
+        if dtype in D.FLOAT8:
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtype._torch_name}'")
+
+
+@op("ldexp(input, other)", inputs=2, out=True, inplace=True)
+def ldexp(xp, x, e):
+    """``input * 2 ** other``, elementwise."""
+    _reject_float8("ldexp_cpu", x, e)
+    result = D.result_type_of([(D.FROM_NUMPY[x.dtype], _kind(x)),
+                               (D.FROM_NUMPY[e.dtype], _kind(e))])
+    if result.category < D.FLOATING:
+        result = D.get_default_dtype()
+    compute = xp.dtype(xp.float32) if result.np in _SIXTEEN_BIT else result.np
+    if e.dtype.kind in "biu":
+        # an integer exponent scales exactly (as C's ldexp), even where 2 ** e overflows
+        x, n = x.astype(compute, copy=False), e.astype(xp.int64)
+        if x.dtype.kind != "c":
+            return xp.ldexp(x, n).astype(result.np, copy=False)
+        out = xp.empty(xp.broadcast_shapes(x.shape, n.shape), dtype=x.dtype)
+        out.real, out.imag = xp.ldexp(x.real, n), xp.ldexp(x.imag, n)
+        return out.astype(result.np, copy=False)
+    # PyTorch multiplies by pow(2, other), a power computed in other's own dtype
+    if e.dtype in _SIXTEEN_BIT:
+        power = xp.exp2(e.astype(xp.float32)).astype(e.dtype)
+    else:
+        power = xp.exp2(e)
+    return (x.astype(compute, copy=False) * power.astype(compute, copy=False)).astype(
+        result.np, copy=False)
+
+
+@ldexp.derivative
+def _(grad, x, e, *, out):
+    scale = exp2(e.to(out.dtype))
+    grad_e = grad * conj_grad(out * _LN2) if e.is_floating_point() or e.is_complex() else None
+    return grad * conj_grad(scale), grad_e
+
+
+class frexp_result(collections.namedtuple("frexp", ("mantissa", "exponent"))):
+    """The (mantissa, exponent) result of ``frexp``."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return (f"ember.return_types.frexp(\nmantissa={self.mantissa!r},\n"
+                f"exponent={self.exponent!r})")
+
+
+@op("frexp(input)", out=True, namedtuple=frexp_result, saves_inputs=False)
+def frexp(xp, x):
+    """The mantissa in [0.5, 1) and the int32 exponent with ``input = mantissa * 2**exponent``."""
+    _reject_float8("frexp_cpu", x)
+    if x.dtype.kind not in "fV":
+        raise RuntimeError("ember.frexp() only supports floating-point dtypes")
+    if x.dtype in _SIXTEEN_BIT:
+        mantissa, exponent = xp.frexp(x.astype(xp.float32))
+        return mantissa.astype(x.dtype), exponent
+    return xp.frexp(x)
+
+
+@frexp.derivative
+def _(grads, x, *, out):
+    return grads[0] / exp2(out[1].to(grads[0].dtype))
+
+
+# --- gcd, lcm ---------------------------------------------------------------------------------
+
+def _integers_rule(kernel):
+    def rule(d, name, operands):
+        if d.category != D.INTEGRAL or d is D.bool_:
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
+        return d
+    return Policy(f"integers[{kernel}]", rule)
+
+
+gcd = binary("gcd(input, other)", lambda xp, a, b: xp.gcd(a, b), doc=(
+    "The greatest common divisor of ``input`` and ``other`` (nonnegative; gcd(0, 0) = 0)."),
+    promote=_integers_rule("gcd_cpu"), scalars=False, ufunc="gcd")
+lcm = binary("lcm(input, other)", lambda xp, a, b: xp.lcm(a, b), doc=(
+    "The least common multiple of ``input`` and ``other`` (nonnegative, wrapping as C does)."),
+    promote=_integers_rule("lcm_cpu"), scalars=False, ufunc="lcm")
+
+
+# --- deg2rad, rad2deg, nextafter --------------------------------------------------------------
+
+def _angle_rule(d, name, operands):
+    if d.category == D.COMPLEX:
+        raise RuntimeError(f"{name} is not supported for complex tensors.")
+    if d in D.FLOAT8:
+        raise NotImplementedError(f"\"mul_cpu_reduced_float\" not implemented for "
+                                  f"'{d._torch_name}'")
+    return D.get_default_dtype() if d.category < D.FLOATING else d
+
+
+_ANGLE = Policy("angle", _angle_rule)
+deg2rad = unary("deg2rad(input)", lambda xp, x: xp.deg2rad(x),
+                lambda grad, x: grad * (math.pi / 180), doc="Degrees converted to radians.",
+                promote=_ANGLE, saves_inputs=False, ufunc="deg2rad")
+rad2deg = unary("rad2deg(input)", lambda xp, x: xp.rad2deg(x),
+                lambda grad, x: grad * (180 / math.pi), doc="Radians converted to degrees.",
+                promote=_ANGLE, saves_inputs=False, ufunc="rad2deg")
+
+
+def _floats_rule(d, name, operands):
+    if d.category != D.FLOATING:
+        raise NotImplementedError(f"\"nextafter_cpu\" not implemented for '{d._torch_name}'")
+    return d
+
+
+# upcast=False: the next value after a 16-bit float is a 16-bit question
+nextafter = binary("nextafter(input, other)", lambda xp, a, b: xp.nextafter(a, b),
+                   lambda grad, a, b: (grad, grad * 0),
+                   doc="The next representable value after ``input`` towards ``other``.",
+                   promote=Policy("nextafter", _floats_rule), upcast=False, scalars=False,
+                   saves_inputs=False, ufunc="nextafter")
+
+
+# --- signbit, isreal --------------------------------------------------------------------------
+
+@op("signbit(input)", out=True)
+def signbit(xp, x):
+    """True where the sign bit is set (negative numbers, -0.0 and negative NaNs)."""
+    kind = x.dtype.kind
+    if kind == "c":
+        raise NotImplementedError("signbit is not implemented for complex tensors.")
+    _reject_float8("signbit_cpu", x)
+    if kind in "bu":
+        return xp.zeros(x.shape, dtype=bool)
+    if kind == "i":
+        return x < 0
+    return xp.signbit(x)
+
+
+@op("isreal(input)")
+def isreal(xp, x):
+    """True where the element has no imaginary part (every element of a real tensor)."""
+    if x.dtype.kind == "c":
+        return x.imag == 0
+    return xp.ones(x.shape, dtype=bool)
+
+
+ALIASES = {}
+PUBLIC = {"float_power": _float_power_public}
