@@ -2,6 +2,8 @@
 unique_consecutive. Orderings are stable, with NaN above every number (last ascending, first
 descending), as PyTorch's CPU kernels order them; gradients follow the returned indices."""
 
+import math
+
 import numpy as np
 
 from ember import _dtype as D
@@ -215,7 +217,7 @@ def _unique(xp, x, consecutive, return_inverse, return_counts, dim):
         if n and x.size == 0:
             raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so "
                                "unique cannot be applied")
-        rows = moved.reshape(n, -1)
+        rows = moved.reshape(n, math.prod(moved.shape[1:]))
         order = None
         if not consecutive and n:
             order = xp.lexsort(rows.T[::-1]) if rows.shape[1] else xp.arange(n)
