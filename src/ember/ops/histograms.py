@@ -50,6 +50,22 @@ def bisect(xp, seq, values, right, sorter=None):
         hi = xp.where(active & ~later, mid, hi)
 
 
+_WARNED = set()       # PyTorch warns once per process about each non-contiguous operand
+
+
+def _warn_noncontiguous(values, seq, sorter=None):
+    """PyTorch's performance warnings for non-contiguous operands (its text, once each)."""
+    for what, a in (("input value", values), ("boundary", seq), ("sorter", sorter)):
+        if a is not None and getattr(a, "ndim", 0) and not a.flags.c_contiguous and \
+                what not in _WARNED:
+            _WARNED.add(what)
+            warnings.warn(f"torch.searchsorted(): {what} tensor is non-contiguous, this will "
+                          f"lower the performance due to extra data copy when converting "
+                          f"non-contiguous tensor to contiguous, please use contiguous {what} "
+                          f"tensor if possible. This message will only appear once per program.",
+                          UserWarning, stacklevel=5)
+
+
 def _check_sorter(sorter, seq):
     if list(sorter.shape) != list(seq.shape):
         raise RuntimeError(f"ember.searchsorted(): boundary and sorter must have the same size, "
@@ -96,7 +112,9 @@ def searchsorted(xp, seq, values, out_int32, right, side, sorter):
                            f"the first N-1 dimensions of boundaries tensor and input value "
                            f"tensor must match, but we got boundaries tensor {list(seq.shape)} "
                            f"and input value tensor {list(values.shape)}")
-    found = bisect(xp, seq, values, _side(side, right), sorter)
+    right = _side(side, right)
+    _warn_noncontiguous(values, seq, sorter)
+    found = bisect(xp, seq, values, right, sorter)
     return found.astype(np.int32) if out_int32 else found
 
 
@@ -107,6 +125,7 @@ def bucketize(xp, x, boundaries, out_int32, right):
     if boundaries.ndim != 1:
         raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
                            f"{boundaries.ndim})")
+    _warn_noncontiguous(x, boundaries)
     found = bisect(xp, boundaries, xp.asarray(x, dtype=boundaries.dtype), right)
     return found.astype(np.int32) if out_int32 else found
 
