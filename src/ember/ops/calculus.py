@@ -74,11 +74,11 @@ def _(grad, x, prepend, append, n, dim):
     sizes = [p.shape[d] if p is not None else 0 for p in (prepend, x, append)]
     for _ in range(min(n, sum(sizes))):
         grad = _adjoint_diff(grad, d)
-    grads, start = [], 0
+    pieces, start = [], 0
     for p, size in zip((prepend, x, append), sizes):
-        grads.append(None if p is None else grad.narrow(d, start, size))
+        pieces.append(None if p is None else grad.narrow(d, start, size))
         start += size
-    return tuple(grads)
+    return pieces[1], pieces[0], pieces[2]
 
 
 # --- trapezoid, cumulative_trapezoid ----------------------------------------------------------
@@ -188,9 +188,11 @@ def _(grad, y, x, dx, dim):
         return None, None
     g = grad.unsqueeze(d)
     if x is None:
-        ends = constant(lambda xp, a: (1 - 0.5 * ((xp.arange(n) == 0) + (xp.arange(n) == n - 1))
-                                       ).astype(a.dtype).reshape(
-                                           [n if i == d else 1 for i in range(a.ndim)]), y)
+        # each sample weighs 1, the two ends 1/2 each (a single sample 0)
+        i = np.arange(n)
+        weights = 1 - 0.5 * (i == 0) - 0.5 * (i == n - 1)
+        ends = constant(lambda xp, a: xp.asarray(weights, dtype=a.dtype).reshape(
+            [n if k == d else 1 for k in range(a.ndim)]), y)
         return g * ends * _step(dx, None, "trapezoid"), None
     shape = _x_shape(tuple(x.shape), tuple(y.shape), d, "trapezoid")
     xv = x.reshape(shape)
