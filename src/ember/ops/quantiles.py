@@ -45,8 +45,9 @@ def _rows(xp, x, dim):
 
 
 def _ranks(xp, x, q, dim, interpolation, ignore_nan):
-    """(order, lower rank, upper rank, weight): each of shape (..., len(q)); the ranks index
-    the sorted rows, ``order`` maps sorted positions to positions in the rows."""
+    """(order, sorted rows, lower rank, upper rank, weight of the upper one): the rows are
+    ``x`` as (..., n), sorted NaN last; ``order`` maps sorted positions to row positions; the
+    ranks and weights have shape (..., len(q))."""
     rows = _rows(xp, x, dim)
     order = xp.argsort(rows, axis=-1, kind="stable")
     ranked = xp.take_along_axis(rows, order, axis=-1)
@@ -73,7 +74,7 @@ def _ranks(xp, x, q, dim, interpolation, ignore_nan):
     return order, ranked, below, above, weight
 
 
-def _shape_out(x, q, dim, keepdim, values):
+def _shape_out(xp, x, q, dim, keepdim, values):
     """The (..., len(q)) ``values`` in the output layout: q's dim first (none for a number q),
     then the input's dims, the reduced one kept as size 1 with ``keepdim``."""
     if dim is None:
@@ -85,7 +86,7 @@ def _shape_out(x, q, dim, keepdim, values):
     values = values.reshape(kept + values.shape[-1:])
     if not hasattr(q, "ndim") or q.ndim == 0:
         return values[..., 0]
-    return np.moveaxis(values, -1, 0)
+    return xp.moveaxis(values, -1, 0)
 
 
 def _quantile(xp, x, q, dim, keepdim, interpolation, ignore_nan):
@@ -94,7 +95,7 @@ def _quantile(xp, x, q, dim, keepdim, interpolation, ignore_nan):
     low = xp.take_along_axis(ranked, below, axis=-1)
     if interpolation in ("linear", "midpoint"):
         low = lerp.forward(xp, low, xp.take_along_axis(ranked, above, axis=-1), weight)
-    return _shape_out(x, q, dim, keepdim, low)
+    return _shape_out(xp, x, q, dim, keepdim, low)
 
 
 def _routing(xp, x, q, dim, interpolation, ignore_nan):

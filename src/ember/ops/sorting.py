@@ -9,19 +9,9 @@ import numpy as np
 from ember import _dtype as D
 from ember.ops import return_types
 from ember.ops._dims import wrap_dim
-from ember.ops._promotion import SAME, Policy
+from ember.ops._promotion import SAME
 from ember.ops._reduce import _index_grad, constant, rejecting, require_nonempty, route_to_indices
 from ember.ops._registry import op
-
-
-def _reject(kinds, error, message):
-    """A policy keeping the input dtype but refusing the dtype categories ``kinds``
-    (``message(dtype)`` builds the error text)."""
-    def rule(d, name, operands):
-        if d.category in kinds:
-            raise error(message(d))
-        return d
-    return Policy("ordered", rule)
 
 
 def _not_implemented(kernel):
@@ -30,9 +20,9 @@ def _not_implemented(kernel):
 
 SORT = rejecting("sort", (D.COMPLEX,), RuntimeError,
                  lambda d: " Sort does not support complex dtypes on CPU")
-TOPK = _reject((D.BOOL, D.COMPLEX), RuntimeError,
-               lambda d: ("topk does not support bool dtypes on CPU" if d is D.bool_
-                          else " topk does not support complex dtypes on CPU"))
+TOPK = rejecting("topk", (D.BOOL, D.COMPLEX), RuntimeError,
+                 lambda d: ("topk does not support bool dtypes on CPU" if d is D.bool_
+                            else " topk does not support complex dtypes on CPU"))
 KTHVALUE = rejecting("kthvalue", (D.BOOL, D.COMPLEX), NotImplementedError,
                      _not_implemented("kthvalue_cpu"))
 MODE = rejecting("mode", (D.COMPLEX,), NotImplementedError, _not_implemented("mode_cpu"))
