@@ -114,7 +114,7 @@ def _sample(array, dtype, device, requires_grad):
 
 def _complex(rng, shape, draw):
     # complex samples: real and imaginary parts each with half the variance
-    return (draw(rng, shape) + 1j * draw(rng, shape)) / np.sqrt(2)
+    return np.asarray((draw(rng, shape) + 1j * draw(rng, shape)) / np.sqrt(2))
 
 
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,

@@ -38,6 +38,9 @@ KNOWN_DIFFERENCES = {
     **{f"test_inplace_parity[{name}_-bool]": f"{name}_ on bool raises NotImplementedError in "
        "torch; ember's in-place machinery (_inplace.py) rejects the int64 result first"
        for name in ("cumsum", "cumprod")},
+    **{f"test_out_parity[fft.ihfftn-{dtype}]": "torch's ihfftn leaves out= untouched when it "
+       "transforms a single dim" for dtype in ("float32", "float64", "bool", "uint8", "int8",
+                                               "int16", "int32", "int64")},
 }
 
 
@@ -134,8 +137,10 @@ def _warnings_of(fn, *args, **kwargs):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = _as_tuple(fn(*args, **kwargs))
+    # a warning PyTorch gives once per program depends on what ran before: not compared
     return result, {(w.category, re.sub(r"\s*\(Triggered internally at .*\)$", "",
-                                        str(w.message), flags=re.DOTALL)) for w in caught}
+                                        str(w.message), flags=re.DOTALL)) for w in caught
+                    if not str(w.message).rstrip().endswith("only appear once per program.")}
 
 
 def _same_special(a, b):

@@ -6,7 +6,8 @@ import numpy as np
 
 from ember._device import CPU, device
 
-__all__ = ["xp_for", "xp_of", "device_of", "special_of", "require_cuda", "cuda_available",
+__all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
+           "cuda_available",
            "quiet_fp", "loud_fp"]
 
 XP_BY_ARRAY_TYPE = {np.ndarray: np}        # the CUDA backend adds cupy.ndarray
@@ -38,6 +39,17 @@ def special_of(xp):
     """scipy.special for numpy (the cupyx equivalent for cupy, once it exists)."""
     import scipy.special
     return scipy.special
+
+
+@functools.cache
+def fft_of(xp):
+    """The FFT functions for ``xp``'s arrays: SciPy's for NumPy (NumPy 2.4 runs unnormalized
+    single-precision transforms through double-precision buffers, 10-20x slower; SciPy's
+    same pocketfft does not), cupy.fft for CuPy."""
+    if xp is np:
+        import scipy.fft
+        return scipy.fft
+    return xp.fft
 
 
 @functools.cache

@@ -92,7 +92,7 @@ def compute_dtype(policy, signature, op_name, upcast):
     promoted = D.result_type_of(operands)
     compute = policy.rule(promoted, op_name, operands)
     if compute in D.FLOAT8:
-        raise NotImplementedError(f"\"{op_name}_cpu\" not implemented for "
+        raise NotImplementedError(f"\"{op_name.rpartition('.')[2]}_cpu\" not implemented for "
                                   f"'{compute._torch_name}'")
     compute = compute.np
     up = _UPCAST.get(compute) if upcast else None

@@ -55,6 +55,8 @@ class Op:
             inputs = tuple(names[:inputs])
         self.input_names = tuple(n.rstrip("*") for n in inputs)
         defaults = dict(zip(names[len(names) - len(tree.args.defaults):], tree.args.defaults))
+        defaults.update((a.arg, d) for a, d in zip(tree.args.kwonlyargs, tree.args.kw_defaults)
+                        if d is not None)
         self.optional_inputs = frozenset(        # tensor inputs that default to None
             i for i, n in enumerate(self.input_names)
             if isinstance(defaults.get(n), ast.Constant) and defaults[n].value is None)

@@ -1,7 +1,6 @@
 """Two- and three-operand math: atan2, hypot, xlogy, copysign, heaviside, lerp, addcmul,
 addcdiv, the elementwise minimum/maximum family, clamp and where."""
 
-import math
 import warnings
 
 from ember import _dtype as D
@@ -56,19 +55,12 @@ def _xlogy(xp, x, y):
     return xp.where((x == 0) & ~xp.isnan(y), 0, out)
 
 
-def _log_of_number(y):
-    if y != y or y > 0:
-        return math.log(y)
-    return float("-inf") if y == 0 else float("nan")
-
-
 def _xlogy_grad(grad, x, y):
     grad_x = grad_y = None
     if _is_tensor(x):
-        if _is_tensor(y):
-            grad_x = grad * xlogy(x != 0, y)
-        else:
-            grad_x = where(x != 0, grad * _log_of_number(y), 0.0)
+        # log y, also at x = 0; held at 0 there only where log y is -inf or NaN
+        low = y <= 0 if _is_tensor(y) else not y > 0
+        grad_x = where((x == 0) & low, 0.0, xlogy(grad, y))
     if _is_tensor(y):
         grad_y = grad * x / y
     return grad_x, grad_y

@@ -1,13 +1,13 @@
 """Pointwise odds: float_power, ldexp, frexp, gcd, lcm, deg2rad, rad2deg, nextafter, signbit
 and isreal."""
 
-import collections
 import math
 
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._elementwise import binary, conj_grad, unary
 from ember.ops._promotion import Policy
+from ember.ops import return_types
 from ember.ops._registry import op
 from ember.ops.arithmetic import pow as _pow
 from ember.ops.unary_math import exp2
@@ -109,17 +109,7 @@ def _(grad, x, e, *, out):
     return grad * conj_grad(scale), grad_e
 
 
-class frexp_result(collections.namedtuple("frexp", ("mantissa", "exponent"))):
-    """The (mantissa, exponent) result of ``frexp``."""
-
-    __slots__ = ()
-
-    def __repr__(self):
-        return (f"ember.return_types.frexp(\nmantissa={self.mantissa!r},\n"
-                f"exponent={self.exponent!r})")
-
-
-@op("frexp(input)", out=True, namedtuple=frexp_result, saves_inputs=False)
+@op("frexp(input)", out=True, namedtuple=return_types.frexp, saves_inputs=False)
 def frexp(xp, x):
     """The mantissa in [0.5, 1) and the int32 exponent with ``input = mantissa * 2**exponent``."""
     _reject_float8("frexp_cpu", x)

@@ -1,3 +1,258 @@
-"""(being written)"""
+"""Sorting and selection along a dim: sort, argsort, msort, topk, kthvalue, mode, unique and
+unique_consecutive. Orderings are stable, with NaN above every number (last ascending, first
+descending), as PyTorch's CPU kernels order them; gradients follow the returned indices."""
 
-ALIASES = {}
+import math
+
+import numpy as np
+
+from ember import _dtype as D
+from ember.ops import return_types
+from ember.ops._dims import wrap_dim
+from ember.ops._promotion import SAME
+from ember.ops._reduce import _index_grad, constant, rejecting, require_nonempty, route_to_indices
+from ember.ops._registry import op
+
+
+def _not_implemented(kernel):
+    return lambda d: f"\"{kernel}\" not implemented for '{d._torch_name}'"
+
+
+SORT = rejecting("sort", (D.COMPLEX,), RuntimeError,
+                 lambda d: " Sort does not support complex dtypes on CPU")
+TOPK = rejecting("topk", (D.BOOL, D.COMPLEX), RuntimeError,
+                 lambda d: ("topk does not support bool dtypes on CPU" if d is D.bool_
+                            else " topk does not support complex dtypes on CPU"))
+KTHVALUE = rejecting("kthvalue", (D.BOOL, D.COMPLEX), NotImplementedError,
+                     _not_implemented("kthvalue_cpu"))
+MODE = rejecting("mode", (D.COMPLEX,), NotImplementedError, _not_implemented("mode_cpu"))
+
+
+def stable_order(xp, x, d, descending=False):
+    """The stable sorting permutation of ``x`` along ``d``; NaN sorts above every number.
+
+    Descending order is the ascending order of the reversed array, reversed: equal elements
+    keep their original order and NaN comes first."""
+    if not descending:
+        return xp.argsort(x, axis=d, kind="stable")
+    order = xp.argsort(xp.flip(x, axis=d), axis=d, kind="stable")
+    return (x.shape[d] - 1) - xp.flip(order, axis=d)
+
+
+def _leading(a, d, k):
+    """The first ``k`` entries of ``a`` along ``d``."""
+    return a[(slice(None),) * d + (slice(0, k),)]
+
+
+# --- sort, argsort, msort ---------------------------------------------------------------------
+
+def _sorted(xp, x, dim, descending):
+    """(values, int64 indices) of ``x`` sorted along ``dim``."""
+    d = wrap_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype=np.int64)
+    order = stable_order(xp, x, d, descending)
+    return xp.take_along_axis(x, order, axis=d), order.astype(np.int64, copy=False)
+
+
+def _sort_grad(grad, x, dim, indices):
+    if x.ndim == 0:
+        return grad
+    return _index_grad(grad, indices, wrap_dim(dim, x.ndim), tuple(x.shape))
+
+
+@op("sort(input, dim=-1, descending=False, *, stable=False)", promote=SORT,
+    namedtuple=return_types.sort)
+def sort(xp, x, dim, descending, stable):
+    """The named tuple (values, indices) of ``input`` sorted along ``dim`` (always stably)."""
+    return _sorted(xp, x, dim, descending)
+
+
+@sort.derivative
+def _(grads, x, dim, descending, stable, *, out):
+    return _sort_grad(grads[0], x, dim, out[1])
+
+
+@op("argsort(input, dim=-1, descending=False, *, stable=False)", promote=SORT, out=False)
+def argsort(xp, x, dim, descending, stable):
+    """The indices that sort ``input`` along ``dim`` (always stably)."""
+    return _sorted(xp, x, dim, descending)[1]
+
+
+@op("msort(input)", promote=SORT)
+def msort(xp, x):
+    """``input`` sorted along its first dim."""
+    return _sorted(xp, x, 0, False)[0]
+
+
+@msort.derivative
+def _(grad, x):
+    indices = constant(lambda xp, a: _sorted(xp, a, 0, False)[1], x)
+    return _sort_grad(grad, x, 0, indices)
+
+
+# --- topk, kthvalue, mode ---------------------------------------------------------------------
+
+@op("topk(input, k, dim=-1, largest=True, sorted=True)", promote=TOPK,
+    namedtuple=return_types.topk)
+def topk(xp, x, k, dim, largest, sorted):
+    """The ``k`` largest (or smallest) elements along ``dim`` and their indices, in order."""
+    d = wrap_dim(dim, x.ndim)
+    size = x.shape[d] if x.ndim else 1
+    if not 0 <= k <= size:
+        raise RuntimeError("selected index k out of range")
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype=np.int64)
+    order = _leading(stable_order(xp, x, d, descending=largest), d, k)
+    return xp.take_along_axis(x, order, axis=d), order.astype(np.int64, copy=False)
+
+
+@topk.derivative
+def _(grads, x, k, dim, largest, sorted, *, out):
+    return _sort_grad(grads[0], x, dim, out[1])
+
+
+def _squeezed(xp, values, index, d, keepdim):
+    if not keepdim:
+        values, index = xp.squeeze(values, axis=d), xp.squeeze(index, axis=d)
+    return values, index.astype(np.int64, copy=False)
+
+
+@op("kthvalue(input, k, dim=-1, keepdim=False)", promote=KTHVALUE,
+    namedtuple=return_types.kthvalue)
+def kthvalue(xp, x, k, dim, keepdim):
+    """The ``k``-th smallest element (``k`` counts from 1) along ``dim`` and its index."""
+    d = wrap_dim(dim, x.ndim)
+    if x.ndim == 0:
+        if k != 1:
+            raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+        return x.copy(), xp.zeros((), dtype=np.int64)
+    require_nonempty("kthvalue", x.shape, (d,), full=False)
+    if not 1 <= k <= x.shape[d]:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    index = stable_order(xp, x, d)[(slice(None),) * d + (slice(k - 1, k),)]
+    return _squeezed(xp, xp.take_along_axis(x, index, axis=d), index, d, keepdim)
+
+
+@kthvalue.derivative
+def _(grads, x, k, dim, keepdim, *, out):
+    return route_to_indices(grads, x, dim, keepdim, out=out)
+
+
+@op("mode(input, dim=-1, keepdim=False)", promote=MODE, namedtuple=return_types.mode)
+def mode(xp, x, dim, keepdim):
+    """The most frequent value along ``dim`` (the smallest among equally frequent ones) and the
+    index of its last occurrence."""
+    d = wrap_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype=np.int64)
+    require_nonempty("mode", x.shape, (d,), full=False)
+    n = x.shape[d]
+    order = xp.moveaxis(stable_order(xp, x, d), d, -1)
+    ranked = xp.take_along_axis(xp.moveaxis(x, d, -1), order, axis=-1)
+    # the length of the run of equal values ending at each sorted position; the first position
+    # reaching the longest run ends the smallest most frequent value
+    starts = xp.ones(ranked.shape, dtype=bool)
+    starts[..., 1:] = ranked[..., 1:] != ranked[..., :-1]
+    positions = xp.arange(n)
+    run = positions - xp.maximum.accumulate(xp.where(starts, positions, 0), axis=-1)
+    end = xp.argmax(run, axis=-1)[..., None]
+    index = xp.moveaxis(xp.take_along_axis(order, end, axis=-1), -1, d)
+    return _squeezed(xp, xp.take_along_axis(x, index, axis=d), index, d, keepdim)
+
+
+@mode.derivative
+def _(grads, x, dim, keepdim, *, out):
+    return route_to_indices(grads, x, dim, keepdim, out=out)
+
+
+# --- unique, unique_consecutive -----------------------------------------------------------------
+
+def _no_complex(x, kernel):
+    if x.dtype.kind == "c":
+        raise NotImplementedError(_not_implemented(kernel)(D.FROM_NUMPY[x.dtype]))
+
+
+def _runs(xp, rows, order):
+    """Group equal consecutive rows of ``rows`` (n, m), taken in ``order`` (None: as they are):
+    (first row of each group, inverse index per original row, group sizes). NaN equals nothing,
+    so every NaN is its own group, as in PyTorch."""
+    n = rows.shape[0]
+    ranked = rows if order is None else rows[order]
+    starts = xp.ones(n, dtype=bool)
+    starts[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
+    first = xp.flatnonzero(starts)
+    ids = xp.cumsum(starts) - 1
+    if order is not None:
+        inverse = xp.empty(n, dtype=np.int64)
+        inverse[order] = ids
+        ids = inverse
+    counts = xp.diff(xp.append(first, n))
+    return ranked[first], ids.astype(np.int64, copy=False), counts.astype(np.int64, copy=False)
+
+
+def _unique(xp, x, consecutive, return_inverse, return_counts, dim):
+    """unique and unique_consecutive: of all elements, or of the slices along ``dim``."""
+    if dim is None:
+        flat = x.reshape(-1, 1)
+        order = None if consecutive else xp.argsort(flat[:, 0], kind="stable")
+        values, inverse, counts = _runs(xp, flat, order)
+        values, inverse = values[:, 0], inverse.reshape(x.shape)
+    else:
+        if x.ndim == 0:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        d = wrap_dim(dim, x.ndim)
+        moved = xp.moveaxis(x, d, 0)
+        n = moved.shape[0]
+        if n and x.size == 0:
+            raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so "
+                               "unique cannot be applied")
+        rows = moved.reshape(n, math.prod(moved.shape[1:]))
+        order = None
+        if not consecutive and n:
+            order = xp.lexsort(rows.T[::-1]) if rows.shape[1] else xp.arange(n)
+        values, inverse, counts = _runs(xp, rows, order) if n else (
+            rows, xp.zeros(0, dtype=np.int64), xp.zeros(0, dtype=np.int64))
+        values = xp.moveaxis(values.reshape((-1,) + moved.shape[1:]), 0, d)
+    outputs = (values,) + ((inverse,) if return_inverse else ()) + \
+        ((counts,) if return_counts else ())
+    return outputs if len(outputs) > 1 else values
+
+
+def _no_derivative(name, error=NotImplementedError, text="the derivative for '{}' is not "
+                   "implemented."):
+    """A derivative that raises PyTorch's error: the op's outputs require grad, but backward
+    through them is not implemented."""
+    def derivative(grad, *args):
+        raise error(text.format(name(*args) if callable(name) else name))
+    return derivative
+
+
+@op("unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None)",
+    promote=SAME, out=False)
+def unique(xp, x, sorted, return_inverse, return_counts, dim):
+    """The distinct elements (or slices along ``dim``) in ascending order; with the flags, also
+    each element's index among them and how often each occurs."""
+    _no_complex(x, "unique" if dim is None else "unique_dim")
+    return _unique(xp, x, False, return_inverse, return_counts, dim)
+
+
+unique.derivative(_no_derivative(lambda x, s, i, c, dim: "_unique2" if dim is None
+                                 else "unique_dim"))
+
+
+@op("unique_consecutive(input, return_inverse=False, return_counts=False, dim=None)",
+    promote=SAME, out=False)
+def unique_consecutive(xp, x, return_inverse, return_counts, dim):
+    """``input`` with each run of equal consecutive elements (or slices along ``dim``) kept
+    once; with the flags, also each element's run index and the run lengths."""
+    _no_complex(x, "unique")
+    return _unique(xp, x, True, return_inverse, return_counts, dim)
+
+
+unique_consecutive.derivative(_no_derivative("unique_consecutive"))
+
+
+from ember.ops import calculus, histograms, quantiles, vectors  # noqa: E402,F401
+
+ALIASES = {**calculus.ALIASES}

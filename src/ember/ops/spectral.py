@@ -20,9 +20,9 @@ transform, counts those bins twice.
 """
 
 import numpy as np
-import scipy.fft
 
 from ember import _dtype as D
+from ember.backend import fft_of
 from ember.ops._dims import wrap_dim
 from ember.ops.join import pad_along
 from ember.ops._registry import op
@@ -132,17 +132,10 @@ def _as_float(x):
 
 # --- the three kernels ------------------------------------------------------------------------
 
-def _fft_of(xp):
-    """The FFT functions for ``xp``'s arrays: SciPy's for NumPy's (NumPy 2.4 runs unnormalized
-    single-precision forward transforms through buffered double-precision casts, 10-20x
-    slower; SciPy's same pocketfft does not), the array namespace's own otherwise."""
-    return scipy.fft if xp is np else xp.fft
-
-
 def _c2c(xp, x, axes, sizes, norm, inverse):
     if not axes:
         return x.astype(np.result_type(x.dtype, np.complex64))
-    lib = _fft_of(xp)
+    lib = fft_of(xp)
     if len(axes) == 1:
         return (lib.ifft if inverse else lib.fft)(x, sizes[0], axes[0], norm)
     return (lib.ifftn if inverse else lib.fftn)(x, sizes, axes, norm)
@@ -151,7 +144,7 @@ def _c2c(xp, x, axes, sizes, norm, inverse):
 def _r2c(xp, x, axes, sizes, norm, conj):
     if conj:                            # ihfft: the conjugate of rfft, dually normalized
         norm = _DUAL[norm]
-    lib = _fft_of(xp)
+    lib = fft_of(xp)
     if len(axes) == 1:
         out = lib.rfft(x, sizes[0], axes[0], norm)
     else:
@@ -168,7 +161,7 @@ def _c2r(xp, x, axes, sizes, norm, conj):
         return xp.zeros(shape, dtype=x.real.dtype)
     if conj:                            # hfft: irfft of the conjugate, dually normalized
         x, norm = xp.conjugate(x), _DUAL[norm]
-    lib = _fft_of(xp)
+    lib = fft_of(xp)
     if len(axes) == 1:
         return lib.irfft(x, sizes[0], axes[0], norm)
     return lib.irfftn(x, sizes, axes, norm)
