@@ -42,8 +42,7 @@ def _along(index, ndim, dim):
 def _source_rows(xp, out, index, source, dim):
     """Flat positions in ``out`` (C-contiguous, at least 1-D) of each element of ``source``,
     whose slice ``i`` along ``dim`` goes to slice ``index[i]``."""
-    full = xp.broadcast_to(_along(index, source.ndim, dim), source.shape)
-    return flat_positions(xp, full, out.shape, dim)
+    return flat_positions(xp, _along(index, source.ndim, dim), out.shape, dim, source.shape)
 
 
 # --- index_select -----------------------------------------------------------------------------

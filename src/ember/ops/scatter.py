@@ -58,6 +58,7 @@ def require_tensors(name, **arrays):
 
 
 def zeros_for(shape, like):
+    """Zeros of ``shape`` with ``like``'s dtype and device (a gradient's starting point)."""
     from ember._creation import zeros
     return zeros(shape, dtype=like.dtype, device=like.device)
 

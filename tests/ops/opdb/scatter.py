@@ -229,6 +229,7 @@ def _scatter_add_errors():
 # --- scatter_reduce -----------------------------------------------------------------------------
 
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+_REDUCE_GRAD_CASES = ("[5]-d0", "[3, 4, 5]-d-1", "[]-d0", "[0, 3]-d1")     # keeps gradcheck fast
 
 
 def _reduce_samples(dtype, requires_grad, grad_only=False):
@@ -241,7 +242,8 @@ def _reduce_samples(dtype, requires_grad, grad_only=False):
             kwargs = {"include_self": include_self}
             for s in _src_samples(dtype, requires_grad, unique=False, grad_only=grad_only,
                                   low=bounds[0], high=bounds[1]):
-                if include_self is False and s.name == "int32":
+                if (include_self is False and s.name == "int32") or \
+                        (grad_only and s.name not in _REDUCE_GRAD_CASES):
                     continue
                 yield SampleInput(s.input, s.args + (reduce,), kwargs,
                                   name=f"{s.name}-{reduce}-self{include_self}")
