@@ -322,10 +322,7 @@ def _(grad, x, hi):
 
 def _where_rule(d, name, operands):
     if len(operands) == 1:
-        raise NotImplementedError(
-            "ember.where(condition) with only a condition (the indices of the nonzero "
-            "elements) is not implemented yet: see issue \"nonzero\"; use "
-            "where(condition, input, other)")
+        return d                        # where(condition) is nonzero(condition, as_tuple=True)
     if len(operands) == 2:
         raise TypeError("where() takes a condition and both 'input' and 'other'")
     require_tensors(name, operands, (0,))
@@ -343,7 +340,11 @@ def _where_rule(d, name, operands):
 @op("where(condition, input=None, other=None)", inputs=3, checked_scalars=True,
     promote=Policy("where", _where_rule), method=False)
 def where(xp, cond, x, y):
-    """``input`` where ``condition`` is True, else ``other`` (numbers allowed)."""
+    """``input`` where ``condition`` is True, else ``other`` (numbers allowed); with only a
+    condition, the indices of its nonzero elements, one tensor per dim."""
+    if x is None and y is None:
+        from ember.ops.indexing import nonzero
+        return nonzero.forward(xp, cond, True)
     # the dispatcher cast the condition to the compute dtype with the other operands, so its
     # dtype is the result's (numbers in x or y would otherwise make NumPy choose float64)
     return xp.where(cond, _fit(xp, x, cond.dtype), _fit(xp, y, cond.dtype)).astype(

@@ -1,4 +1,5 @@
-"""Indexing ops: basic-index views, advanced (integer and mask) indexing, index_put, masked_fill.
+"""Indexing ops: basic-index views, advanced (integer and mask) indexing, index_put, and the
+mask ops masked_fill, masked_select, masked_scatter, nonzero and argwhere.
 
 ``Tensor.__getitem__`` and ``Tensor.__setitem__`` (ops/_subscript.py) split a subscript as
 PyTorch does: ints, slices and None first, as one view of the input (the ``_getitem_*``
@@ -388,6 +389,82 @@ def _(grad, x, mask, value):
         return grad_input, None, None
     outside = _make(~mask._data)
     return grad_input, None, grad.masked_fill(outside, 0).sum()
+
+
+# --- masked_select, masked_scatter ------------------------------------------------------------
+
+def _mask_broadcast(x, mask):
+    try:
+        return np.broadcast_shapes(mask.shape, x.shape)
+    except ValueError:
+        _size_mismatch(mask.shape, x.shape)
+
+
+@op("masked_select(input, mask)", inputs=2, out=True)
+def masked_select(xp, x, mask):
+    """The elements of ``input`` where ``mask`` is True, as a 1-D tensor (they broadcast)."""
+    if mask.dtype != np.bool_:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = _mask_broadcast(x, mask)
+    return xp.broadcast_to(x, shape)[xp.broadcast_to(mask, shape)]
+
+
+@masked_select.derivative
+def _(grad, x, mask):
+    from ember._creation import zeros
+    shape = np.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
+    return zeros(shape, dtype=grad.dtype, device=grad.device).masked_scatter(mask, grad), None
+
+
+@op("masked_scatter(input, mask, source)", inputs=3, inplace=True, out=False)
+def masked_scatter(xp, x, mask, source):
+    """``input`` with the leading elements of ``source`` written, in order, where ``mask`` is
+    True (input and mask broadcast)."""
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
+                           f"dtype {D.FROM_NUMPY[mask.dtype]._torch_name}")
+    if source.dtype != x.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
+                           f"got{D.FROM_NUMPY[x.dtype]._torch_name} and "
+                           f"{D.FROM_NUMPY[source.dtype]._torch_name}")
+    shape = _mask_broadcast(x, mask)
+    where = xp.broadcast_to(mask, shape)
+    count = int(where.sum())
+    if count > source.size:
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    out = xp.broadcast_to(x, shape).copy()
+    out[where] = source.reshape(-1)[:count]
+    return out
+
+
+@masked_scatter.derivative
+def _(grad, x, mask, source):
+    grad_source = masked_select(grad, mask)
+    n, numel = grad_source.numel(), source.numel()
+    if n < numel:
+        grad_source = _slice_backward(grad_source, (numel,), (slice(0, n),))
+    return grad.masked_fill(mask, 0), None, grad_source.reshape(source.shape)
+
+
+# --- nonzero, argwhere ------------------------------------------------------------------------
+
+@op("nonzero(input, *, as_tuple=False)", out=True, differentiable=False)
+def nonzero(xp, x, as_tuple):
+    """The indices of the nonzero elements: one row each (a tensor of shape (n, ndim)), or with
+    ``as_tuple`` one 1-D tensor per dim."""
+    if type(as_tuple) is not bool:
+        raise TypeError(f"nonzero(): argument 'as_tuple' must be bool, not "
+                        f"{type(as_tuple).__name__}")
+    if not as_tuple:
+        return xp.argwhere(x).astype(np.int64, copy=False)
+    return tuple(i.astype(np.int64, copy=False) for i in xp.nonzero(x.reshape(1) if x.ndim == 0
+                                                                      else x))
+
+
+@op("argwhere(input)", out=False, differentiable=False)
+def argwhere(xp, x):
+    """The indices of the nonzero elements, one row each: a tensor of shape (n, ndim)."""
+    return xp.argwhere(x).astype(np.int64, copy=False)
 
 
 ALIASES = {}

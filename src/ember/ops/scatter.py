@@ -1,3 +1,278 @@
-"""(being written)"""
+"""Gather and scatter along one dim: gather, scatter, scatter_add, scatter_reduce and
+take_along_dim. The ops that work on whole slices (index_select, index_add, ...) and on flat
+positions (take, put) live in index_dim.py; mask ops (masked_select, nonzero) in indexing.py.
+
+As in PyTorch (not NumPy): the index has the input's number of dims and is no larger than
+it apart from ``dim`` (no broadcasting; a 0-dim tensor counts as one element of one dim),
+and negative indices are out of bounds. Kernels: ops/_along.py.
+"""
+
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+from ember.ops._along import (at_least_1d, check_bounds, check_index_dtype, region,
+                              scatter_into, take_along, wide)
+from ember.ops._dims import wrap_dim
+from ember.ops._registry import broadcast_message, op
+from ember.ops._scalars import checked_scalar
+
+__all__ = ["gather", "scatter", "scatter_add", "take_along_dim", "in_place", "out_of_place",
+           "pad_to", "check_same_dtype", "check_scatter_shapes", "zeros_for",
+           "require_tensors"]
+
+
+def in_place(write):
+    """The in-place forward of an op from ``write(xp, target, *args)``, which validates its
+    arguments and writes into ``target``, a C-contiguous array, in place."""
+    def forward(xp, dst, x, *args):
+        if not dst.flags.writeable:
+            from ember.ops.indexing import _OVERLAP
+            raise RuntimeError(_OVERLAP)
+        if dst.flags.c_contiguous:
+            write(xp, dst, *args)
+        else:
+            out = dst.copy()
+            write(xp, out, *args)
+            xp.copyto(dst, out)
+    return forward
+
+
+def out_of_place(write):
+    """The forward of an op that ``write`` (see ``in_place``) applies to a copy of its input."""
+    def forward(xp, x, *args):
+        out = x.copy()
+        write(xp, out, *args)
+        return out
+    return forward
+
+
+def require_tensors(name, **arrays):
+    """For ops that take numbers for some inputs: the others must still be tensors."""
+    for arg, a in arrays.items():
+        if not hasattr(a, "shape"):
+            raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not "
+                            f"{type(a).__name__}")
+
+
+def zeros_for(shape, like):
+    """Zeros of ``shape`` with ``like``'s dtype and device (a gradient's starting point)."""
+    from ember._creation import zeros
+    return zeros(shape, dtype=like.dtype, device=like.device)
+
+
+def pad_to(g, shape):
+    """``g`` in the leading corner of zeros of ``shape`` (the gradient of src's unread part)."""
+    if tuple(g.shape) == tuple(shape) or g.ndim != len(shape):
+        return g                 # a 0-dim src gets its (1,)-shaped gradient summed back
+    from ember.ops.indexing import _slice_backward
+    return _slice_backward(g, tuple(shape), tuple(slice(0, s) for s in g.shape))
+
+
+# --- checks -----------------------------------------------------------------------------------
+
+def check_same_dtype(x, src):
+    if src.dtype != x.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+
+
+def check_scatter_shapes(x, index, src, dim):
+    """PyTorch's scatter shape rules; arrays are at least 1-D here."""
+    if index.ndim != x.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if src is not None and src.ndim != index.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    for d, n in enumerate(index.shape):
+        if (d != dim and n > x.shape[d]) or (src is not None and n > src.shape[d]):
+            extra = "" if src is None else \
+                f" and to be no larger size than src {list(src.shape)}"
+            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self "
+                               f"{list(x.shape)} apart from dimension {dim}{extra}")
+    check_bounds(index, x.shape[dim], dim)
+
+
+# --- gather -----------------------------------------------------------------------------------
+
+@op("gather(input, dim, index, *, sparse_grad=False)", inputs=("input", "index"), out=True)
+def gather(xp, x, index, dim, sparse_grad):
+    """The elements of ``input`` at ``index`` along ``dim``: ``out[i][j] = input[index[i][j]][j]``
+    for dim 0 (``sparse_grad`` is accepted; the gradient is dense)."""
+    dim = wrap_dim(dim, x.ndim)
+    check_index_dtype(index, "gather")
+    x1, ix = at_least_1d(x), at_least_1d(index)
+    if ix.ndim != x1.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input "
+                           "tensor")
+    if ix.size == 0:
+        return xp.empty(index.shape, dtype=x.dtype)
+    for d, n in enumerate(ix.shape):
+        if d != dim and n > x1.shape[d]:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index "
+                               f"{list(ix.shape)} to be no larger than self {list(x1.shape)} "
+                               f"apart from dimension {dim}")
+    check_bounds(ix, x1.shape[dim], dim)
+    return take_along(xp, x1, ix, dim).reshape(index.shape)
+
+
+@gather.derivative
+def _(grad, x, index, dim, sparse_grad):
+    return scatter_add(zeros_for(x.shape, grad), dim, index, grad), None
+
+
+# --- scatter ----------------------------------------------------------------------------------
+
+_SRC_REDUCE_WARNED = []     # PyTorch warns once per process (TORCH_WARN_ONCE)
+
+
+def _warn_src_reduce():
+    if not _SRC_REDUCE_WARNED:
+        _SRC_REDUCE_WARNED.append(True)
+        warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated and "
+                      "will be removed in a future PyTorch release. Use torch.scatter_reduce "
+                      "instead for more reduction options.", UserWarning, stacklevel=6)
+
+
+def _write_scatter(xp, out, index, src, dim, value, reduce):
+    """scatter's checks of its ``src``/``value`` and ``reduce`` forms, then ``_scatter``."""
+    tensor_src = hasattr(src, "shape")
+    if (src is None) == (value is None):
+        raise TypeError("scatter(): expected either a Tensor 'src' or a number 'value'")
+    if reduce is not None:
+        if reduce not in ("add", "multiply"):
+            raise RuntimeError("reduce argument must be either add or multiply.")
+        if tensor_src:
+            _warn_src_reduce()
+    _scatter(xp, out, index, src if tensor_src else None, dim, reduce,
+             None if tensor_src else (src if value is None else value))
+
+
+def _scatter(xp, out, index, src, dim, reduce, number=None):
+    """Write (``reduce`` None), add or multiply ``src``, or ``number``, into ``out``."""
+    dim = wrap_dim(dim, out.ndim)
+    check_index_dtype(index, "scatter")
+    if src is not None:
+        check_same_dtype(out, src)
+    out1, ix = at_least_1d(out), at_least_1d(index)
+    if ix.size == 0:
+        return
+    check_scatter_shapes(out1, ix, None if src is None else at_least_1d(src), dim)
+    if src is not None:
+        values = region(at_least_1d(src), ix.shape)
+    else:
+        values = checked_scalar(xp, number, out.dtype)
+    if reduce is None:
+        scatter_into(xp, out1, ix, values, dim)
+        return
+    work = wide(out1)
+    scatter_into(xp, work, ix, wide(values), dim, reduce)
+    if work is not out1:
+        out1[...] = work
+
+
+@op("scatter(input, dim, index, src=None, *, value=None, reduce=None)",
+    inputs=("input", "index", "src"), scalars=True, inplace=True, out=True)
+def scatter(xp, x, index, src, dim, value, reduce):
+    """``input`` with ``src`` (a tensor, or a number ``value``) written at ``index`` along
+    ``dim``; ``reduce`` ("add", "multiply") combines instead of writing."""
+    require_tensors("scatter", input=x, index=index)
+    return out_of_place(_write_scatter)(xp, x, index, src, dim, value, reduce)
+
+
+scatter.inplace_variant(in_place(_write_scatter))
+
+
+@scatter.derivative
+def _(grad, x, index, src, dim, value, reduce):
+    if reduce is not None:
+        raise RuntimeError("derivative for aten::scatter is not implemented")
+    grad_src = pad_to(gather(grad, dim, index), src.shape) if isinstance(src, Tensor) else None
+    return grad.scatter(dim, index, 0), None, grad_src
+
+
+def _write_scatter_add(xp, out, index, src, dim):
+    _scatter(xp, out, index, src, dim, "add")
+
+
+@op("scatter_add(input, dim, index, src)", inputs=("input", "index", "src"), inplace=True,
+    out=True)
+def scatter_add(xp, x, index, src, dim):
+    """``input`` with ``src`` added at ``index`` along ``dim`` (repeated indices add up)."""
+    return out_of_place(_write_scatter_add)(xp, x, index, src, dim)
+
+
+scatter_add.inplace_variant(in_place(_write_scatter_add))
+
+
+@scatter_add.derivative
+def _(grad, x, index, src, dim):
+    return grad, None, pad_to(gather(grad, dim, index), src.shape)
+
+
+# --- take_along_dim ---------------------------------------------------------------------------
+
+def along_shapes(x_shape, index_shape, dim):
+    """(input's, indices') shapes once broadcast against each other apart from ``dim``."""
+    a = tuple(1 if d == dim else n for d, n in enumerate(x_shape))
+    b = tuple(1 if d == dim else n for d, n in enumerate(index_shape))
+    try:
+        common = list(np.broadcast_shapes(a, b))
+    except ValueError:
+        raise RuntimeError(broadcast_message([a, b])) from None
+    sx, si = list(common), list(common)
+    sx[dim], si[dim] = x_shape[dim], index_shape[dim]
+    return tuple(sx), tuple(si)
+
+
+def wrapped(xp, index, size, dim):
+    """``index`` with negative entries counted from the end (checked against ``size``)."""
+    if index.size and (index.min() < -size or index.max() >= size):
+        flat = index.reshape(-1)
+        bad = int(flat[(flat < -size) | (flat >= size)][0])
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+    if index.size and index.min() < 0:
+        return xp.where(index < 0, index + size, index)
+    return index
+
+
+@op("take_along_dim(input, indices, dim=None)", inputs=2, out=True)
+def take_along_dim(xp, x, indices, dim):
+    """The elements of ``input`` at ``indices`` along ``dim`` (input and indices broadcast
+    apart from ``dim``; negative indices count from the end); without ``dim``, of the
+    flattened input at the flattened indices."""
+    if indices.dtype != np.int64:
+        raise RuntimeError(f"ember.take_along_dim(): dtype of indices should be Long but got "
+                           f"{D.FROM_NUMPY[indices.dtype]._torch_name}")
+    if dim is None:
+        flat, ix = x.reshape(-1), indices.reshape(-1)
+        check_bounds(ix, flat.size, 0)
+        return flat[ix]
+    if x.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    dim = wrap_dim(dim, x.ndim)
+    if indices.ndim != x.ndim:
+        raise RuntimeError(f"ember.take_along_dim(): input and indices should have the same "
+                           f"number of dimensions, but got {x.ndim} dimensions for input, and "
+                           f"{indices.ndim} dimensions for indices")
+    sx, si = along_shapes(x.shape, indices.shape, dim)
+    ix = wrapped(xp, xp.broadcast_to(indices, si), x.shape[dim], dim)
+    return xp.take_along_axis(xp.broadcast_to(x, sx), ix, axis=dim)
+
+
+@take_along_dim.derivative
+def _(grad, x, indices, dim):
+    from ember.ops._reduce import constant
+    if dim is None:
+        flat = scatter_add(zeros_for((x.numel(),), grad), 0, indices.reshape(-1), grad)
+        return flat.reshape(x.shape), None
+    dim = wrap_dim(dim, x.ndim)
+    sx, si = along_shapes(x.shape, indices.shape, dim)
+    size = x.shape[dim]
+    index = constant(lambda xp, i: wrapped(xp, xp.broadcast_to(i, si), size, dim), indices)
+    return scatter_add(zeros_for(sx, grad), dim, index, grad), None
+
 
 ALIASES = {}
+
+from ember.ops import index_dim, scatter_reduction  # noqa: E402,F401

@@ -341,6 +341,10 @@ def _where_samples(dtype, requires_grad):
                       name="noncontiguous")
     yield SampleInput(cond((2, 3)), (m((2, 3)), number), name="number_other")
     yield SampleInput(cond((2, 3)), (number, m((2, 3))), name="number_input")
+    # only a condition, of any dtype: the indices of its nonzero elements, one tensor per dim
+    for shape in ((3, 4), (5,), (0, 2)):
+        yield SampleInput(make(shape, ember.int64, low=-1, high=2).to(dtype),
+                          name=f"condition only {list(shape)}")
 
 
 def _where_errors():
@@ -348,8 +352,6 @@ def _where_errors():
     yield ErrorInput(SampleInput(ember.tensor([1, 0, 1]), (f, f)), RuntimeError,
                      "where expected condition to be a boolean tensor, but got a tensor with "
                      "dtype Long")
-    yield ErrorInput(SampleInput(ember.tensor([True, False])), NotImplementedError,
-                     "nonzero", unsupported=True)
     yield ErrorInput(SampleInput(True, (f, f)), TypeError,
                      r"where\(\): argument 'condition' \(position 1\) must be Tensor, not bool")
     yield ErrorInput(SampleInput(ember.tensor([True, False]), (ember.ones(2), 1e300)),
@@ -396,5 +398,5 @@ OPS = [
            dtypes=FLOATS + LOW + INTS, gradgrad=True,
            error_inputs=_one_bound_errors("clamp_max")),
     OpInfo("where", np.where, _where_samples, dtypes=ALL, gradgrad=True,
-           error_inputs=_where_errors),
+           result_dtype=lambda d, s: d if s.args else ember.int64, error_inputs=_where_errors),
 ]

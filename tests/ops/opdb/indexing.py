@@ -219,6 +219,89 @@ def _masked_fill_errors():
                      "value cannot be converted to type uint8_t without overflow")
 
 
+# --- masked_select, masked_scatter --------------------------------------------------------------
+
+def _mask(shape, seed=0):
+    return ember.tensor(np.random.default_rng(seed).random(shape) < 0.5)
+
+
+# (input shape, mask shape, noncontiguous): input and mask broadcast against each other
+_MASKED_CASES = [((2, 3), (2, 3), False), ((4, 2, 3), (2, 3), True), ((3,), (2, 3), False),
+                 ((2, 1), (1, 3), False), ((), (), False), ((2, 3), (), False),
+                 ((0, 3), (3,), False)]
+
+
+def _masked_select_samples(dtype, requires_grad):
+    for i, (shape, mshape, nc) in enumerate(_MASKED_CASES):
+        yield SampleInput(make(shape, dtype, requires_grad, noncontiguous=nc),
+                          (_mask(mshape, i),), name=f"{list(shape)}x{list(mshape)}")
+
+
+def _masked_select_ref(x, mask):
+    shape = np.broadcast_shapes(np.shape(x), np.shape(mask))
+    return np.broadcast_to(x, shape)[np.broadcast_to(mask, shape)]
+
+
+def _masked_select_errors():
+    x = ember.zeros(2, 3)
+    yield ErrorInput(SampleInput(x, (ember.ones(2, 3, dtype=ember.uint8),)), RuntimeError,
+                     "masked_select: expected BoolTensor for mask")
+    yield ErrorInput(SampleInput(x, (ember.tensor([True, False]),)), RuntimeError,
+                     r"The size of tensor a \(2\) must match the size of tensor b \(3\) at "
+                     r"non-singleton dimension 1")
+
+
+def _masked_scatter_samples(dtype, requires_grad):
+    for i, (shape, mshape, nc) in enumerate(_MASKED_CASES):
+        n = int(np.prod(np.broadcast_shapes(shape, mshape)))
+        yield SampleInput(make(shape, dtype, requires_grad, noncontiguous=nc),
+                          (_mask(mshape, i), make((n + 2,), dtype, requires_grad)),
+                          name=f"{list(shape)}x{list(mshape)}")
+    yield SampleInput(make((2, 3), dtype, requires_grad),
+                      (_mask((2, 3), 9), make((2, 5), dtype, requires_grad)), name="2-D source")
+
+
+def _masked_scatter_ref(x, mask, source):
+    shape = np.broadcast_shapes(np.shape(x), np.shape(mask))
+    out = np.array(np.broadcast_to(x, shape))
+    where = np.broadcast_to(mask, shape)
+    out[where] = np.asarray(source).reshape(-1)[:int(where.sum())]
+    return out
+
+
+def _masked_scatter_errors():
+    x = ember.zeros(2, 3)
+    mask = ember.tensor([True, False, True])
+    yield ErrorInput(SampleInput(x, (mask.float(), ember.ones(6))), RuntimeError,
+                     "masked_scatter_ only supports boolean masks, but got mask with dtype Float")
+    yield ErrorInput(SampleInput(x, (mask, ember.ones(6).double())), RuntimeError,
+                     "masked_scatter: expected self and source to have same dtypes but "
+                     "gotFloat and Double")
+    yield ErrorInput(SampleInput(x, (mask, ember.ones(3))), RuntimeError,
+                     "Number of elements of source < number of ones in mask")
+    yield ErrorInput(SampleInput(x, (ember.tensor([True, False]), ember.ones(6))), RuntimeError,
+                     r"The size of tensor a \(2\) must match the size of tensor b \(3\)")
+    yield ErrorInput(SampleInput(x, (mask, 1.0)), TypeError, "must be Tensor, not float")
+
+
+# --- nonzero, argwhere ---------------------------------------------------------------------------
+
+def _nonzero_samples(dtype, requires_grad):
+    """About a third of the values are zeros. (as_tuple=True is where(condition)'s form,
+    tested with where: PyTorch rejects out= for it, which an op cannot see.)"""
+    for shape, nc in (((5,), False), ((3, 4), True), ((2, 3, 4), False), ((), False),
+                      ((0, 3), False)):
+        full = shape[:-1] + (2 * shape[-1],) if nc else shape
+        x = make(full, ember.int64, low=-1, high=2).to(dtype)
+        yield SampleInput(x[..., ::2] if nc else x, name=f"{list(shape)}")
+    yield SampleInput(ember.zeros((), dtype=dtype), name="0-dim zero")
+
+
+def _nonzero_errors():
+    yield ErrorInput(SampleInput(ember.ones(3), kwargs={"as_tuple": None}), TypeError,
+                     r"nonzero\(\): argument 'as_tuple' must be bool, not NoneType")
+
+
 OPS = [
     *(OpInfo(f"_getitem_{kind}", lambda x, key: np.asarray(x)[_explicit(key)],
              _basic_samples(kind), dtypes=ALL, gradgrad=True, torch_name="__getitem__")
@@ -231,4 +314,12 @@ OPS = [
            error_inputs=_index_put_errors),
     OpInfo("masked_fill", _masked_fill_ref, _masked_fill_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_masked_fill_errors),
+    OpInfo("masked_select", _masked_select_ref, _masked_select_samples, dtypes=ALL,
+           gradgrad=True, error_inputs=_masked_select_errors),
+    OpInfo("masked_scatter", _masked_scatter_ref, _masked_scatter_samples, dtypes=ALL,
+           gradgrad=True, error_inputs=_masked_scatter_errors),
+    OpInfo("nonzero", np.argwhere, _nonzero_samples, dtypes=ALL, result_dtype="int64",
+           grad=False, error_inputs=_nonzero_errors),
+    OpInfo("argwhere", np.argwhere, _nonzero_samples, dtypes=ALL, result_dtype="int64",
+           grad=False),
 ]

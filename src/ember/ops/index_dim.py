@@ -1,0 +1,332 @@
+"""Ops on whole slices along one dim at the positions a 1-D index lists (index_select,
+index_add, index_copy, index_fill), and on flat positions of the flattened input (take, put).
+
+Each op checks its index as PyTorch's does, and the rules differ: index_fill, take and put
+count negative indices from the end, index_select, index_add and index_copy reject them;
+index_copy, index_fill, take and put want int64 indices, the others int32 too.
+"""
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+from ember.ops._along import at_least_1d, flat_positions, wide
+from ember.ops._dims import wrap_dim
+from ember.ops._registry import op
+from ember.ops._scalars import checked_scalar
+from ember.ops.scatter import in_place, out_of_place, require_tensors, zeros_for
+
+__all__ = ["index_select", "index_add", "index_copy", "index_fill", "take", "put"]
+
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
+
+
+def _name(dtype):
+    return D.FROM_NUMPY[dtype]._torch_name
+
+
+def _first_bad(index, lo, hi):
+    flat = index.reshape(-1)
+    return int(flat[(flat < lo) | (flat >= hi)][0])
+
+
+def _out_of(index, lo, hi):
+    return index.size and (index.min() < lo or index.max() >= hi)
+
+
+def _along(index, ndim, dim):
+    """A 1-D index shaped to broadcast along ``dim`` of an ``ndim``-dim array."""
+    return index.reshape([index.size if d == dim else 1 for d in range(ndim)])
+
+
+def _source_rows(xp, out, index, source, dim):
+    """Flat positions in ``out`` (C-contiguous, at least 1-D) of each element of ``source``,
+    whose slice ``i`` along ``dim`` goes to slice ``index[i]``."""
+    return flat_positions(xp, _along(index, source.ndim, dim), out.shape, dim, source.shape)
+
+
+# --- index_select -----------------------------------------------------------------------------
+
+@op("index_select(input, dim, index)", inputs=("input", "index"), out=True)
+def index_select(xp, x, index, dim):
+    """The slices of ``input`` along ``dim`` at the positions in ``index`` (a 1-D tensor)."""
+    dim = wrap_dim(dim, x.ndim)
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if index.dtype not in _INDEX_DTYPES:
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    ix = index.reshape(-1)
+    if x.ndim == 0:
+        if ix.size != 1:
+            raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                               f"{ix.size} value(s)")
+        if ix[0] != 0:
+            raise IndexError("index out of range in self")
+        return x.copy()
+    size = x.shape[dim]
+    if size == 0 and ix.size:
+        raise RuntimeError("index_select(): self indexing axis dim should be positive")
+    if _out_of(ix, 0, size):
+        if dim == 1:        # PyTorch's CPU kernel for dim 1 words it differently
+            raise RuntimeError(f"INDICES element is out of DATA bounds, id="
+                               f"{_first_bad(ix, 0, size)} axis_dim={size}")
+        raise IndexError("index out of range in self")
+    return xp.take(x, ix, axis=dim)
+
+
+@index_select.derivative
+def _(grad, x, index, dim):
+    return index_add(zeros_for(x.shape, grad), dim, index, grad), None
+
+
+# --- index_add --------------------------------------------------------------------------------
+
+def _check_source(out, index, source, dim):
+    """index_add's checks of ``source`` against ``out``."""
+    if source.dtype != out.dtype:
+        raise RuntimeError(f"index_add_(): self ({_name(out.dtype)}) and source "
+                           f"({_name(source.dtype)}) must have the same scalar type")
+    if source.ndim and dim >= source.ndim:
+        raise RuntimeError(f"index_add_(): Indexing dim {dim} is out of bounds of the source "
+                           f"tensor with dim {source.ndim}")
+    rows = source.shape[dim] if source.ndim else 1
+    if index.size != rows:
+        raise RuntimeError(f"index_add_(): Number of indices ({index.size}) should be equal to "
+                           f"source.size(dim): ({rows}), for dim: {dim}")
+    if source.ndim != out.ndim or any(
+            a != b for d, (a, b) in enumerate(zip(source.shape, out.shape)) if d != dim):
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "
+                           f"specified dimension. Got self.shape = {list(out.shape)} "
+                           f"source.shape = {list(source.shape)}")
+
+
+def _write_index_add(xp, out, index, source, dim, alpha):
+    dim = wrap_dim(dim, out.ndim)
+    if index.ndim > 1:
+        raise IndexError(f"index_add_(): Index is supposed to be a vector, but got dim: "
+                         f"{index.ndim} with type: {_name(index.dtype)} and size: "
+                         f"{list(index.shape)}")
+    if index.dtype not in _INDEX_DTYPES:
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: "
+                           f"{_name(index.dtype)}")
+    _check_source(out, index, source, dim)
+    out1, ix = at_least_1d(out), index.reshape(-1)
+    size = out1.shape[dim]
+    if _out_of(ix, 0, size):
+        if out.ndim == 0:
+            raise IndexError("index out of range in self")
+        raise RuntimeError(f"index {_first_bad(ix, 0, size)} is out of bounds for dimension "
+                           f"{dim} with size {size}")
+    if source.size == 0:
+        return
+    values = at_least_1d(source)
+    if out.dtype.kind != "b" and alpha != 1:
+        values = values * checked_scalar(xp, alpha, out.dtype)
+    # PyTorch's kernels add 16-bit floats in float32 and round once along the first or last
+    # dim of an N-d tensor, but round after every step along a middle dim or a 1-D tensor
+    once = out1.ndim > 1 and dim in (0, out1.ndim - 1)
+    work = wide(out1) if once else out1
+    np.add.at(work.reshape(-1), _source_rows(xp, out1, ix, values, dim),
+              (wide(values) if once else values).reshape(-1))
+    if work is not out1:
+        out1[...] = work
+
+
+@op("index_add(input, dim, index, source, *, alpha=1)", inputs=("input", "index", "source"),
+    inplace=True, out=True)
+def index_add(xp, x, index, source, dim, alpha):
+    """``input`` with ``alpha * source`` added to the slices along ``dim`` listed in ``index``
+    (repeated indices add up)."""
+    return out_of_place(_write_index_add)(xp, x, index, source, dim, alpha)
+
+
+index_add.inplace_variant(in_place(_write_index_add))
+
+
+@index_add.derivative
+def _(grad, x, index, source, dim, alpha):
+    grad_source = index_select(grad, dim, index)
+    if alpha != 1:
+        grad_source = grad_source * (alpha.conjugate() if isinstance(alpha, complex) else alpha)
+    return grad, None, grad_source
+
+
+# --- index_copy -------------------------------------------------------------------------------
+
+def _write_index_copy(xp, out, index, source, dim):
+    dim = wrap_dim(dim, out.ndim)
+    if index.dtype != np.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got "
+                           f"{_name(index.dtype)}")
+    if index.ndim > 1:
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got "
+                         f"{index.ndim})")
+    if source.dtype != out.dtype:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
+                           f"but got (self) {_name(out.dtype)} and (source) "
+                           f"{_name(source.dtype)}")
+    if source.ndim and out.ndim and source.ndim != out.ndim:
+        raise IndexError(f"index_copy_(): When source and destination are not scalars, their "
+                         f"dimensionality must match. Source dimensionality ({source.ndim}), "
+                         f"destination dimensionality ({out.ndim})")
+    out1, ix, s1 = at_least_1d(out), index.reshape(-1), at_least_1d(source)
+    if ix.size != s1.shape[dim]:
+        raise IndexError(f"index_copy_(): Number of indices ({ix.size}) should be equal to "
+                         f"source.size(dim) ({s1.shape[dim]})")
+    rest_out = [n for d, n in enumerate(out1.shape) if d != dim]
+    rest_src = [n for d, n in enumerate(s1.shape) if d != dim]
+    if rest_out != rest_src:
+        raise RuntimeError(f"index_copy_(): Source/destination tensor must have same slice "
+                           f"shapes. Destination slice shape: {' '.join(map(str, rest_out))} "
+                           f"at dimension {dim} and source slice shape: "
+                           f"{' '.join(map(str, rest_src))} at dimension 0.")
+    size = out1.shape[dim]
+    if _out_of(ix, 0, size):
+        raise IndexError(f"index_copy_(): index {_first_bad(ix, 0, size)} is out of bounds for "
+                         f"dimension {dim} with size {size}")
+    if s1.size:
+        out1.reshape(-1)[_source_rows(xp, out1, ix, s1, dim)] = s1.reshape(-1)
+
+
+@op("index_copy(input, dim, index, source)", inputs=("input", "index", "source"), inplace=True,
+    out=True)
+def index_copy(xp, x, index, source, dim):
+    """``input`` with the slices of ``source`` copied to the slices along ``dim`` listed in
+    ``index`` (which slice wins for a repeated index is unspecified)."""
+    return out_of_place(_write_index_copy)(xp, x, index, source, dim)
+
+
+index_copy.inplace_variant(in_place(_write_index_copy))
+
+
+@index_copy.derivative
+def _(grad, x, index, source, dim):
+    return grad.index_fill(dim, index, 0), None, index_select(grad, dim, index)
+
+
+# --- index_fill -------------------------------------------------------------------------------
+
+def _fill_number(x, value):
+    """index_fill's ``value`` (a number or a 0-dim tensor) as a checked 0-d array."""
+    if hasattr(value, "dtype"):
+        if value.ndim != 0:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value.ndim} dimension(s).")
+        value = value.item() if value.dtype.kind != "V" else float(value.astype(np.float32))
+    if isinstance(value, complex) and x.dtype.kind != "c":
+        raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not "
+                           "supported")
+    return checked_scalar(np, value, x.dtype)
+
+
+def _fill_index(index, size, dim):
+    """index_fill's checked 1-D index, negative entries counted from the end."""
+    if index.dtype != np.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    if index.ndim > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
+    ix = index.reshape(-1)
+    if _out_of(ix, -size, size):
+        raise IndexError(f"index {_first_bad(ix, -size, size)} is out of bounds for dimension "
+                         f"{dim} with size {size}")
+    return ix
+
+
+def _write_index_fill(xp, out, index, value, dim):
+    dim = wrap_dim(dim, out.ndim)
+    out1 = at_least_1d(out)
+    ix = _fill_index(index, out1.shape[dim], dim)
+    number = _fill_number(out, value)
+    out1[(slice(None),) * dim + (ix,)] = number
+
+
+@op("index_fill(input, dim, index, value)", inputs=("input", "index", "value"), scalars=True,
+    inplace=True, out=False)
+def index_fill(xp, x, index, value, dim):
+    """``input`` with ``value`` (a number or 0-dim tensor) in the slices along ``dim`` listed
+    in ``index``."""
+    require_tensors("index_fill", input=x, index=index)
+    return out_of_place(_write_index_fill)(xp, x, index, value, dim)
+
+
+@index_fill.inplace_variant
+def _(xp, dst, x, index, value, dim):
+    _write_index_fill(xp, dst, index, value, dim)     # fancy assignment takes any strides
+
+
+@index_fill.derivative
+def _(grad, x, index, value, dim):
+    from ember.ops._reduce import constant
+    grad_x = grad.index_fill(dim, index, 0)
+    if not isinstance(value, Tensor):
+        return grad_x, None, None
+    size = 1 if x.ndim == 0 else x.shape[wrap_dim(dim, x.ndim)]
+    rows = constant(lambda xp, i: xp.unique(xp.where(i < 0, i + size, i)).reshape(-1), index)
+    return grad_x, None, index_select(grad, dim, rows).sum()
+
+
+# --- take and put -----------------------------------------------------------------------------
+
+def _flat_index(index, numel):
+    """``index`` checked against ``numel`` elements (negative entries count from the end)."""
+    if _out_of(index, -numel, numel):
+        raise IndexError(f"out of range: tried to access index {_first_bad(index, -numel, numel)}"
+                         f" on a tensor of {numel} elements.")
+    return index
+
+
+def _long_index(name, index):
+    if index.dtype != np.int64:
+        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got "
+                           f"{_name(index.dtype)}")
+
+
+@op("take(input, index)", inputs=2, out=True)
+def take(xp, x, index):
+    """The elements of the flattened ``input`` at ``index`` (negative indices count from the
+    end), in ``index``'s shape."""
+    _long_index("take", index)
+    if x.size == 0 and index.size:
+        raise IndexError("take(): tried to take from an empty tensor")
+    return x.reshape(-1)[_flat_index(index, x.size)]
+
+
+@take.derivative
+def _(grad, x, index):
+    return put(zeros_for(x.shape, grad), index, grad, accumulate=True), None
+
+
+def _write_put(xp, out, index, source, accumulate):
+    _long_index("put_", index)
+    if source.dtype != out.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {_name(out.dtype)} and source.dtype = "
+                           f"{_name(source.dtype)}")
+    if source.size != index.size:
+        raise IndexError(f"put_(): Expected source and index to have the same number of "
+                         f"elements, but got source.numel() = {source.size}, index.numel() = "
+                         f"{index.size}")
+    if out.size == 0 and index.size:
+        raise IndexError("put_(): Tried to put elements into an empty tensor")
+    ix = _flat_index(index, out.size).reshape(-1)
+    if not accumulate:
+        out.reshape(-1)[ix] = source.reshape(-1)
+        return
+    np.add.at(out.reshape(-1), ix, source.reshape(-1))
+
+
+@op("put(input, index, source, accumulate=False)", inputs=("input", "index", "source"),
+    inplace=True, out=False)
+def put(xp, x, index, source, accumulate):
+    """``input`` with ``source``'s elements written (or added, if ``accumulate``) at the flat
+    positions ``index`` (negative indices count from the end)."""
+    return out_of_place(_write_put)(xp, x, index, source, accumulate)
+
+
+put.inplace_variant(in_place(_write_put))
+
+
+@put.derivative
+def _(grad, x, index, source, accumulate):
+    grad_x = grad if accumulate else grad.put(index, zeros_for(source.shape, grad))
+    return grad_x, None, take(grad, index).reshape(source.shape)

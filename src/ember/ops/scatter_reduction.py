@@ -1,0 +1,170 @@
+"""scatter_reduce: sum, prod, mean, amax or amin of src's values scattered along a dim, and
+its gradients (PyTorch's: ties share the gradient of amax/amin evenly, prod handles zeros)."""
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import _make
+from ember.ops._along import (REDUCERS, at_least_1d, check_index_dtype, flat_positions, region,
+                              wide)
+from ember.ops._dims import wrap_dim
+from ember.ops._registry import op
+from ember.ops.binary_math import where
+from ember.ops.scatter import (check_same_dtype, check_scatter_shapes, gather, in_place,
+                               out_of_place, pad_to)
+
+__all__ = ["scatter_reduce"]
+
+_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _identity(reduce, dtype):
+    """The value an element starts from when ``include_self=False``."""
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dtype.kind == "b":
+        return reduce == "amin"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if reduce == "amax" else info.max
+    return -np.inf if reduce == "amax" else np.inf
+
+
+def _write(xp, out, index, src, dim, reduce, include_self):
+    dim = wrap_dim(dim, out.ndim)
+    if reduce not in _REDUCTIONS:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    check_index_dtype(index, "scatter")
+    check_same_dtype(out, src)
+    kind = out.dtype.kind
+    if (reduce == "mean" and kind == "b") or (reduce in ("amax", "amin") and kind == "c"):
+        raise NotImplementedError(f"\"scatter_gather_tensor_cpu_reduce_{reduce}\" not "
+                                  f"implemented for '{D.FROM_NUMPY[out.dtype]._torch_name}'")
+    out1, ix, src1 = at_least_1d(out), at_least_1d(index), at_least_1d(src)
+    if ix.size == 0:
+        return
+    check_scatter_shapes(out1, ix, src1, dim)
+    flat = flat_positions(xp, ix, out1.shape, dim)
+    work = wide(out1)
+    target = work.reshape(-1)
+    if not include_self:
+        target[flat] = _identity(reduce, work.dtype)
+    REDUCERS[reduce].at(target, flat, wide(region(src1, ix.shape)).reshape(-1))
+    if work is not out1:
+        out1[...] = work                # a mean divides the sum rounded to out's dtype
+    if reduce == "mean":
+        target = out1.reshape(-1)
+        counts = xp.bincount(flat, minlength=target.size)
+        if include_self:
+            counts += 1
+        else:
+            counts[counts == 0] = 1
+        target[...] = target // counts if kind in "iu" else target / counts
+
+
+@op("scatter_reduce(input, dim, index, src, reduce, *, include_self=True)",
+    inputs=("input", "index", "src"), inplace=True, out=True)
+def scatter_reduce(xp, x, index, src, dim, reduce, include_self):
+    """``input`` with ``src`` combined in at ``index`` along ``dim`` by ``reduce`` ("sum",
+    "prod", "mean", "amax", "amin"); ``include_self=False`` leaves input's own values out
+    wherever something is scattered."""
+    return out_of_place(_write)(xp, x, index, src, dim, reduce, include_self)
+
+
+scatter_reduce.inplace_variant(in_place(_write))
+
+
+# --- gradients --------------------------------------------------------------------------------
+
+class _Hits:
+    """Constants of one scatter: flat positions, and per-element counts of what landed."""
+
+    def __init__(self, x, index, dim):
+        a, i = at_least_1d(x._data), at_least_1d(index._data)
+        self.dim = wrap_dim(dim, a.ndim)
+        self.shape = a.shape
+        self.flat = flat_positions(np, i, a.shape, self.dim)
+        self.index_shape = i.shape
+
+    def count(self, weights=None):
+        """How many scattered elements (or how much ``weights``) landed on each element."""
+        return np.bincount(self.flat, weights, minlength=int(np.prod(self.shape))
+                           ).reshape(self.shape)
+
+    def scattered(self):
+        mask = np.zeros(int(np.prod(self.shape)), dtype=bool)
+        mask[self.flat] = True
+        return mask.reshape(self.shape)
+
+    def at_index(self, a):
+        """``a`` (of the input's shape) read at the scattered positions: index's shape."""
+        return np.ascontiguousarray(a).reshape(-1)[self.flat].reshape(self.index_shape)
+
+
+def _const(array, like, shape=None):
+    """A constant tensor of ``like``'s dtype (or bool) holding ``array``, reshaped."""
+    array = np.asarray(array)
+    if array.dtype != np.bool_:
+        array = array.astype(like._data.dtype)
+    return _make(array.reshape(tuple(like.shape) if shape is None else shape))
+
+
+@scatter_reduce.derivative
+def _(grad, x, index, src, dim, reduce, include_self, *, out):
+    if grad.is_complex():
+        raise RuntimeError("scatter_reduce does not support automatic differentiation for "
+                           "outputs with complex dtype.")
+    hits = _Hits(x, index, dim)
+    src_part = src
+    if src.ndim == index.ndim and tuple(src.shape) != tuple(index.shape):
+        src_part = src[tuple(slice(0, s) for s in index.shape)]
+    if reduce == "sum":
+        grad_x, grad_src = grad, gather(grad, dim, index)
+    elif reduce == "mean":
+        n = hits.count() + 1 if include_self else np.maximum(hits.count(), 1)
+        grad_x = grad / _const(n, grad)
+        grad_src = gather(grad_x, dim, index)
+    elif reduce == "prod":
+        grad_x, grad_src = _prod_grads(grad, x, index, src, src_part, dim, include_self, out,
+                                       hits)
+    else:
+        grad_x, grad_src = _extremum_grads(grad, x, src_part, dim, index, include_self, out,
+                                           hits)
+    if not include_self:
+        grad_x = grad_x.masked_fill(_const(hits.scattered(), grad), 0)
+    return grad_x, None, pad_to(grad_src, src.shape)
+
+
+def _extremum_grads(grad, x, src_part, dim, index, include_self, out, hits):
+    """amax/amin: every element equal to the result shares its gradient evenly."""
+    result = out._data.reshape(hits.shape)
+    self_wins = x._data.reshape(hits.shape) == result
+    if not include_self:
+        self_wins &= ~hits.scattered()
+    src_wins = at_least_1d(src_part._data) == hits.at_index(result)
+    n = self_wins + hits.count(src_wins.reshape(-1))
+    share = grad / _const(np.maximum(n, 1), grad)
+    return (share * _const(self_wins, grad),
+            gather(share, dim, index) * _const(src_wins, grad, tuple(index.shape)))
+
+
+def _prod_grads(grad, x, index, src, src_part, dim, include_self, out, hits):
+    """prod: the product of the other factors, computed without dividing by a zero."""
+    masked_x = x.masked_fill(_const(x._data == 0, x), 1)
+    grad_x = grad * scatter_reduce(masked_x, dim, index, src, "prod",
+                                   include_self=include_self) / masked_x
+    zero = at_least_1d(src_part._data) == 0
+    zeros_in_group = hits.at_index(hits.count(zero.reshape(-1)))
+    single = zero & (zeros_in_group == 1)
+    full = np.zeros(at_least_1d(src._data).shape, dtype=bool)
+    full[tuple(slice(0, s) for s in single.shape)] = single
+    masked_src = src.masked_fill(_const(full, src), 1)
+    without_zero = scatter_reduce(x, dim, index, masked_src, "prod", include_self=include_self)
+    shape = tuple(index.shape)
+    grad_src = where(_const(single, grad, shape), gather(grad * without_zero, dim, index),
+                     gather(grad * out, dim, index)
+                     / src_part.masked_fill(_const(zero, src_part, shape), 1))
+    return grad_x, grad_src

@@ -1,0 +1,123 @@
+"""Gather/scatter behaviour the OpInfo entries (tests/ops/opdb/scatter.py, index_dim.py) do not
+reach: scatter's deprecated src+reduce form, nonzero's tuple form, in-place writes through
+views, and gradients at the edges PyTorch defines."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+from ember.ops import scatter as scatter_module
+
+
+def _long(values):
+    return ember.tensor(values, dtype=ember.int64)
+
+
+@pytest.mark.parametrize("reduce,expected", [("add", [[5.0, 2.0, 5.0]]),
+                                             ("multiply", [[4.0, 2.0, 6.0]])])
+def test_scatter_src_reduce_combines_repeats(reduce, expected):
+    x = ember.tensor([[1.0, 2.0, 3.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = ember.scatter(x, 1, _long([[0, 0, 2]]), ember.tensor([[2.0, 2.0, 2.0]]),
+                            reduce=reduce)
+    assert out.tolist() == expected
+
+
+def test_scatter_src_reduce_warns_once_per_process():
+    scatter_module._SRC_REDUCE_WARNED.clear()
+    x, index, src = ember.zeros(1, 3), _long([[0]]), ember.ones(1, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ember.scatter(x, 1, index, src, reduce="add")
+        x.clone().scatter_(1, index, src, reduce="multiply")
+        ember.scatter(x, 1, index, 2.0, reduce="add")       # a number: never warns
+    assert [str(w.message)[:38] for w in caught] == ["The reduce argument of torch.scatter w"]
+
+
+def test_scatter_reduce_form_has_no_derivative():
+    x = ember.ones(1, 3, requires_grad=True)
+    out = ember.scatter(x, 1, _long([[0, 0]]), 2.0, reduce="add")
+    with pytest.raises(RuntimeError, match="derivative for aten::scatter is not implemented"):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (5,), (), (0, 2)])
+def test_nonzero_as_tuple_matches_numpy(shape):
+    x = ember.tensor(np.random.default_rng(0).integers(-1, 2, shape))
+    got = ember.nonzero(x, as_tuple=True)
+    want = np.nonzero(np.atleast_1d(x.numpy()))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype is ember.int64 and g.tolist() == w.tolist()
+    assert [t.tolist() for t in ember.where(x)] == [t.tolist() for t in got]
+    assert [t.tolist() for t in x.nonzero(as_tuple=True)] == [t.tolist() for t in got]
+
+
+def test_nonzero_of_0dim():
+    assert ember.nonzero(ember.tensor(3.0)).shape == (1, 0)
+    assert ember.nonzero(ember.tensor(0.0)).shape == (0, 0)
+    assert ember.nonzero(ember.tensor(0.0), as_tuple=True)[0].shape == (0,)
+
+
+def test_in_place_through_a_transposed_view_writes_the_base():
+    base = ember.zeros(3, 2)
+    view = base.t()                                     # (2, 3), not contiguous
+    view.scatter_add_(1, _long([[0, 0], [2, 1]]), ember.ones(2, 2))
+    assert base.tolist() == [[2.0, 0.0], [0.0, 1.0], [0.0, 1.0]]
+    view.index_fill_(1, _long([-1]), 7.0)
+    view.put_(_long([0]), ember.tensor([5.0]))
+    assert base.tolist() == [[5.0, 0.0], [0.0, 1.0], [7.0, 7.0]]
+
+
+def test_in_place_into_an_expanded_tensor_raises():
+    x = ember.zeros(3).expand(2, 3)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        x.scatter_(1, _long([[0]]), 1.0)
+
+
+def test_take_along_dim_checks_the_bounds_pytorch_leaves_unchecked():
+    with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 1 with size 3"):
+        ember.take_along_dim(ember.zeros(2, 3), _long([[0, 3]]), 1)
+
+
+def test_amax_gradient_excludes_self_when_include_self_is_false():
+    # PyTorch counts an input element equal to the result among the ties even when
+    # include_self=False, so its gradients sum to less than the incoming one; ember does not
+    x = ember.tensor([[5.0, 2.0]], requires_grad=True)
+    src = ember.tensor([[5.0, 5.0]], requires_grad=True)
+    out = ember.scatter_reduce(x, 1, _long([[0, 0]]), src, "amax", include_self=False)
+    gx, gs = ember.autograd.grad(out.sum(), (x, src))
+    assert gx.tolist() == [[0.0, 1.0]]
+    assert gs.tolist() == [[0.5, 0.5]]
+
+
+def test_scatter_reduce_complex_gradient_raises():
+    x = ember.ones(3, dtype=ember.complex128, requires_grad=True)
+    out = ember.scatter_reduce(x, 0, _long([0]), ember.ones(1, dtype=ember.complex128), "sum")
+    with pytest.raises(RuntimeError, match="does not support automatic differentiation"):
+        ember.autograd.grad(out.abs().sum(), x)
+
+
+def test_index_fill_tensor_value_gradient_counts_each_slice_once():
+    x = ember.zeros(2, 3, requires_grad=True)
+    value = ember.tensor(1.0, requires_grad=True)
+    out = ember.index_fill(x, 1, _long([0, 0, -3]), value)      # one slice, named three times
+    gx, gv = ember.autograd.grad(out.sum(), (x, value))
+    assert gv.item() == 2.0
+    assert gx.tolist() == [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]
+
+
+def test_gather_backward_of_a_large_index_is_vectorized():
+    # an embedding-sized lookup: a Python loop over 200k elements would take seconds
+    import time
+    table = ember.randn(1000, 64, requires_grad=True)
+    index = ember.randint(0, 1000, (3000, 64))
+    start = time.perf_counter()
+    ember.gather(table, 0, index).sum().backward()
+    assert time.perf_counter() - start < 1.0
+    counts = np.zeros((1000, 64))
+    np.add.at(counts, (index.numpy(), np.arange(64)), 1)
+    assert np.array_equal(table.grad.numpy(), counts)
