@@ -31,10 +31,12 @@ def checked_scalar(xp, value, dtype):
     if kind in "iu":
         if value != value or value in (float("inf"), float("-inf")):
             _overflow(dtype)
-        value = int(value)
         bits = dtype.itemsize * 8
         lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if kind == "i" else \
             (-(2 ** bits - 1), 2 ** bits - 1)
+        if isinstance(value, float) and not (0 if kind == "u" else lo) <= value <= hi:
+            _overflow(dtype)            # a float must fit the dtype itself
+        value = int(value)
         if not lo <= value <= hi:
             _overflow(dtype)
         return xp.asarray(value).astype(dtype)
