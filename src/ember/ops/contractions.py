@@ -35,6 +35,12 @@ def _no_bool(a, kernel="addmm_impl_cpu_"):
         raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
 
 
+def _no_bool_product(a, m, k, n):
+    """PyTorch's error for a bool (m x k) @ (k x n) product; an empty one is allowed."""
+    if a.dtype == np.bool_ and m * k * n:
+        _no_bool(a, "dot" if m == n == 1 else "addmm_impl_cpu_")
+
+
 # --- tensordot --------------------------------------------------------------------------------
 
 _DIMS_FORMS = "int or tuple[list[int], list[int]] or list[list[int]] containing two lists"
@@ -73,10 +79,8 @@ def tensordot_dims(dims, ndim_a, ndim_b):
         return list(range(-dims, 0)), list(range(dims))
     if not isinstance(dims, (list, tuple)):
         raise RuntimeError(f"tensordot expects dims to be {_DIMS_FORMS}, but got dims={dims}")
-    if len(dims) < 2:
-        raise ValueError(f"not enough values to unpack (expected 2, got {len(dims)})")
-    if len(dims) > 2:
-        raise ValueError("too many values to unpack (expected 2)")
+    if len(dims) != 2:
+        raise RuntimeError(f"tensordot expects dims to be {_DIMS_FORMS}, but got dims={dims}")
     return _dim_list(dims[0], 3, "dims_self"), _dim_list(dims[1], 4, "dims_other")
 
 
@@ -112,18 +116,17 @@ def _layout(a_shape, b_shape, dims):
 
 
 @op("tensordot(a, b, dims=2)", inputs=2, promote=SAME_DTYPE, scalars=False, method=False)
-def tensordot(xp, a, b, dims):
+def _tensordot(xp, a, b, dims):
     """Sums of products over ``dims``: the last ``dims`` dims of ``a`` with the first of
     ``b``, or the two lists of dims given."""
     perm_a, perm_b, free_a, free_b, k = _layout(a.shape, b.shape, dims)
-    if a.dtype == np.bool_:
-        _no_bool(a, "dot" if not free_a and not free_b else "addmm_impl_cpu_")
     m, n = math.prod(free_a), math.prod(free_b)
+    _no_bool_product(a, m, k, n)
     res = xp.matmul(a.transpose(perm_a).reshape(m, k), b.transpose(perm_b).reshape(k, n))
     return res.reshape(free_a + free_b)
 
 
-@tensordot.derivative
+@_tensordot.derivative
 def _(grad, a, b, dims):
     perm_a, perm_b, free_a, free_b, k = _layout(a.shape, b.shape, dims)
     g = grad.reshape(math.prod(free_a), math.prod(free_b))
@@ -137,6 +140,16 @@ def _(grad, a, b, dims):
         grad_b = _unpermute(_h(cols).mm(g).reshape(
             [b.shape[d] for d in perm_b[:len(perm_b) - len(free_b)]] + free_b), perm_b)
     return grad_a, grad_b
+
+
+def tensordot(a, b, dims=2, out=None):
+    """Sums of products over ``dims``: the last ``dims`` dims of ``a`` with the first of
+    ``b``, or the two lists of dims given."""
+    if isinstance(dims, (list, tuple)) and len(dims) != 2:      # Python's unpacking errors
+        if len(dims) < 2:
+            raise ValueError(f"not enough values to unpack (expected 2, got {len(dims)})")
+        raise ValueError("too many values to unpack (expected 2)")
+    return _tensordot(a, b, dims, out=out)
 
 
 def _unpermute(t, perm):
@@ -166,10 +179,10 @@ def inner(xp, a, b):
                            f"got shapes {list(a.shape)} and {list(b.shape)}")
     if a.dtype != b.dtype:
         raise RuntimeError("both inputs should have same dtype")
-    _no_bool(a, "dot" if a.ndim == b.ndim == 1 else "addmm_impl_cpu_")
     k = a.shape[-1]
     rows = a.reshape(math.prod(a.shape[:-1]), k)
     cols = b.reshape(math.prod(b.shape[:-1]), k)
+    _no_bool_product(a, rows.shape[0], k, cols.shape[0])
     return _product(xp, rows, cols.T).reshape(a.shape[:-1] + b.shape[:-1])
 
 
@@ -178,9 +191,9 @@ def _(grad, a, b):
     if a.ndim == 0 or b.ndim == 0:
         return grad * conj_grad(b), grad * conj_grad(a)
     p, q = a.ndim - 1, b.ndim - 1
-    return (tensordot(grad, conj_grad(b), ([*range(p, p + q)], [*range(q)]))
+    return (_tensordot(grad, conj_grad(b), ([*range(p, p + q)], [*range(q)]))
             if a.requires_grad else None,
-            tensordot(grad, conj_grad(a), ([*range(p)], [*range(p)]))
+            _tensordot(grad, conj_grad(a), ([*range(p)], [*range(p)]))
             if b.requires_grad else None)
 
 
@@ -208,7 +221,7 @@ def _vecdot_dtypes(d, name, operands):
 
 
 @op("vecdot(x, y, *, dim=-1)", inputs=2, promote=Policy("vecdot", _vecdot_dtypes),
-    scalars=False, namespace="linalg")
+    upcast=False, scalars=False, namespace="linalg")
 def vecdot(xp, x, y, dim):
     """The dot product of vectors along ``dim``, conjugating ``x``; the others broadcast."""
     if x.ndim == 1 and y.ndim == 1 and x.shape != y.shape:
@@ -220,17 +233,18 @@ def vecdot(xp, x, y, dim):
     except ValueError:
         raise RuntimeError(broadcast_message([x.shape, y.shape])) from None
     d = wrap_dim(dim, len(shape))
-    if x.dtype.kind == "c":
-        x = x.conj()
+    products = (x.conj() if x.dtype.kind == "c" else x) * y
     if not shape:
-        return x * y
-    return (x * y).sum(axis=d)
+        return products
+    if x.dtype in _LOW:        # as PyTorch: products rounded to 16 bits, summed in float32
+        return products.astype(np.float32).sum(axis=d).astype(x.dtype)
+    return products.sum(axis=d)
 
 
 @vecdot.derivative
 def _(grad, x, y, dim):
-    d = wrap_dim(dim, max(x.ndim, y.ndim))
-    g = grad.unsqueeze(d) if max(x.ndim, y.ndim) else grad
+    shape = np.broadcast_shapes(tuple(x.shape), tuple(y.shape))
+    g = grad.unsqueeze(wrap_dim(dim, len(shape))).expand(shape) if shape else grad
     return conj_grad(g) * y if x.requires_grad else None, g * x if y.requires_grad else None
 
 
@@ -342,14 +356,10 @@ def _chain_product(mul, mats, split, i, j):
 def _multiply_chain(xp, tensors):
     _check_chain(tensors)
     mats = _matrices(tensors)
-    low = mats[0].dtype in _LOW
-    if low:
-        mats = [m.astype(np.float32) for m in mats]
     split = chain_order([m.shape for m in mats])
-    res = _chain_product(xp.matmul, mats, split, 0, len(mats) - 1)
-    shape = tensors[0].shape[:-1] + tensors[-1].shape[1:]
-    res = res.reshape(shape)
-    return res.astype(tensors[0].dtype) if low else res
+    # 16-bit floats: each product in float32, rounded (PyTorch runs one mm per product)
+    res = _chain_product(lambda a, b: _product(xp, a, b), mats, split, 0, len(mats) - 1)
+    return res.reshape(tensors[0].shape[:-1] + tensors[-1].shape[1:])
 
 
 @op("multi_dot(tensors)", inputs=("tensors*",), out=True, namespace="linalg")
@@ -396,10 +406,8 @@ _CHAIN_WARNING = ("ember.chain_matmul is deprecated and will be removed in a fut
 
 
 @op("chain_matmul(*matrices)", inputs=("matrices*",), out=True, method=False)
-def chain_matmul(xp, matrices):
+def _chain_matmul(xp, matrices):
     """The product of a chain of 2-D tensors (deprecated: use ``linalg.multi_dot``)."""
-    if not matrices:
-        raise RuntimeError("chain_matmul(): Expected one or more matrices")
     if len(matrices) == 1:
         return matrices[0].copy()
     for m in matrices:
@@ -409,12 +417,23 @@ def chain_matmul(xp, matrices):
     return _multiply_chain(xp, matrices)
 
 
-@chain_matmul.derivative
+@_chain_matmul.derivative
 def _(grad, matrices):
     if len(matrices) == 1:
         return ([grad],)
     return (_chain_grads(grad, matrices),)
 
 
+def chain_matmul(*matrices, out=None):
+    """The product of a chain of 2-D tensors (deprecated: use ``linalg.multi_dot``)."""
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    for i, m in enumerate(matrices):
+        if not isinstance(m, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{type(m).__name__}")
+    return _chain_matmul(*matrices, out=out)
+
+
 ALIASES = {}
-PUBLIC = {}
+PUBLIC = {"tensordot": tensordot, "chain_matmul": chain_matmul}
