@@ -413,7 +413,6 @@ def _chain_matmul(xp, matrices):
     for m in matrices:
         if m.ndim != 2:
             raise RuntimeError(f"Tensor dimension is {m.ndim}, expected 2 instead.")
-    warnings.warn(_CHAIN_WARNING, UserWarning, stacklevel=4)
     return _multiply_chain(xp, matrices)
 
 
@@ -432,6 +431,8 @@ def chain_matmul(*matrices, out=None):
         if not isinstance(m, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
                             f"{type(m).__name__}")
+    if len(matrices) > 1:
+        warnings.warn(_CHAIN_WARNING, UserWarning, stacklevel=2)
     return _chain_matmul(*matrices, out=out)
 
 

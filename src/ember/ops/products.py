@@ -29,7 +29,7 @@ _F32 = np.dtype(np.float32)
 
 def _expand(xp, m, shape):
     """``input`` broadcast to the product's shape, with the messages of PyTorch's expand."""
-    return expand.forward(xp, m, shape)
+    return m if m.shape == shape else expand.forward(xp, m, shape)
 
 
 def _size(t, dim):
@@ -46,8 +46,8 @@ def _combine(xp, m, product, beta, alpha, shape, blas):
     in float32); ``blas``: PyTorch's kernel skips the product when alpha is 0."""
     low = m.dtype if m.dtype in _LOW else None
     compute = _F32 if low is not None else m.dtype
-    b = checked_scalar(xp, beta, compute)
-    a = checked_scalar(xp, alpha, compute)
+    b = _scale(xp, beta, compute)
+    a = _scale(xp, alpha, compute)
     if alpha == 0 and blas and low is None:
         out = None                      # BLAS never reads the operands when alpha is 0
     else:
@@ -61,6 +61,13 @@ def _combine(xp, m, product, beta, alpha, shape, blas):
     elif out is None:
         out = xp.zeros(shape, dtype=compute)
     return out.astype(low) if low is not None else out
+
+
+def _scale(xp, value, dtype):
+    """alpha or beta in ``dtype``, checked as PyTorch does (0 and 1 need no check)."""
+    if type(value) is int and value in (0, 1):
+        return value
+    return checked_scalar(xp, value, dtype)
 
 
 def _cast(arrays, dtype):

@@ -265,6 +265,6 @@ OPS = [
     # 16-bit intermediates in another order than the cheapest one
     OpInfo("chain_matmul", lambda *ms: np.linalg.multi_dot(ms) if len(ms) > 1 else ms[0],
            _chain_matmul_samples, dtypes=PRODUCT_DTYPES, gradgrad=True,
-           torch_op=_chain_matmul_torch, tol=CHAIN_TOL,
+           op=ember.chain_matmul, torch_op=_chain_matmul_torch, tol=CHAIN_TOL,
            parity_tol={ember.float16: (4e-3, 1e-2), ember.bfloat16: (3e-2, 5e-2)}),
 ]
