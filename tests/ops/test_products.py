@@ -209,3 +209,11 @@ def test_gradients_use_conjugates():
     g = out / out.abs()                         # d|z|/dz* direction
     want = (g @ b.mH) * (-1j)
     np.testing.assert_allclose(np.asarray(a.grad), np.asarray(want))
+
+
+def test_einsum_of_one_operand_does_not_alias_it():
+    x = ember.zeros(3, 3)
+    for equation in ("ij", "ji", "ii->i"):
+        y = ember.einsum(equation, x)
+        y += 1
+        assert x.sum().item() == 0, equation

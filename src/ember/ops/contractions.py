@@ -16,6 +16,7 @@ from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import Policy
 from ember.ops._registry import broadcast_message, op
+from ember.ops.indexing import CTYPE
 from ember.ops.linalg import _check_dot, _h, _product
 
 _LOW = {d.np for d in D.LOW_PRECISION}
@@ -317,7 +318,6 @@ def _check_chain(tensors):
 
 
 def _cname(a):
-    from ember.ops.indexing import CTYPE
     return CTYPE[D.FROM_NUMPY[a.dtype]]
 
 

@@ -267,7 +267,11 @@ class Plan(NamedTuple):
             del work[p.j], work[p.i]
             work.append(res.reshape(p.shape))
         res = work[0].transpose(self.permute)
-        return res if self.dtype == self.compute else res.astype(self.dtype)
+        if self.dtype != self.compute:
+            return res.astype(self.dtype)
+        # one operand may come back as a view of it (PyTorch's does too, but ember would not
+        # know it aliases the operand): a copy
+        return res.copy() if not self.pairs and xp.may_share_memory(res, arrays[0]) else res
 
 
 @functools.lru_cache(maxsize=512)
