@@ -3,6 +3,9 @@ gathers those registered with ``namespace="linalg"``, and PyTorch's other names 
 
 from ember import ops as _ops
 from ember.ops._linalg_utils import LinAlgError  # noqa: F401
-from ember.ops.linalg import matmul  # noqa: F401  (torch.linalg.matmul is torch.matmul)
+from ember.ops._registry import REGISTRY as _REGISTRY
+from ember.ops.least_squares import lstsq_public as _lstsq
 
 globals().update(_ops.namespace_functions("linalg"))
+matmul = _REGISTRY["matmul"].function      # torch.linalg.matmul is torch.matmul
+lstsq = _lstsq                              # its singular values need no gradient

@@ -5,3 +5,4 @@ from ember.ops import (factorizations, least_squares, lu, matrix_functions,  # n
                        norms, singular, solvers)
 
 ALIASES = {}
+PUBLIC = {**singular.PUBLIC}

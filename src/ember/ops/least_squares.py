@@ -9,7 +9,7 @@ from ember.ops._linalg_utils import mh, named_result, real_dtype, torch_name
 from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch
 
-__all__ = ["pinv", "pinverse", "lstsq", "matrix_rank", "pinv_grad"]
+__all__ = ["pinv", "pinverse", "lstsq", "lstsq_public", "matrix_rank", "pinv_grad"]
 
 lstsq_result = named_result("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
@@ -103,7 +103,7 @@ def matrix_rank(xp, a, tol, hermitian, atol, rtol):
     """The number of singular values above max(atol, rtol * largest) (``tol`` is an older
     name for atol, with rtol 0), as int64."""
     if a.ndim < 2:
-        raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least "
+        raise RuntimeError("ember.linalg.matrix_rank: The input tensor input must have at least "
                            "2 dimensions.")
     _double_or_float(a)
     if tol is not None:
@@ -119,7 +119,7 @@ def matrix_rank(xp, a, tol, hermitian, atol, rtol):
 # --- lstsq ------------------------------------------------------------------------------------
 
 def _check_lstsq(a, b, driver):
-    name = "torch.linalg.lstsq"
+    name = "ember.linalg.lstsq"
     if a.ndim < 2:
         raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
     if b.ndim < 1:
@@ -194,3 +194,17 @@ def _(grads, a, b, rcond, driver, *, out):
         grad_b = grad_b - grad_r
     return grad_a, (grad_b.squeeze(-1) if vector else grad_b)
 
+
+
+def lstsq_public(A, B, rcond=None, *, driver=None, out=None):
+    """(solution, residuals, rank, singular_values): the least-squares (minimum-norm)
+    solution X of AX = B; see the ``linalg.lstsq`` op. As in PyTorch, the singular values
+    it returns need no gradient."""
+    result = lstsq(A, B, rcond, driver=driver, out=out)
+    if out is not None:
+        return result
+    return lstsq_result(*result[:3], result[3].detach())
+
+
+lstsq_public.__module__ = "ember.linalg"
+lstsq_public.__name__ = lstsq_public.__qualname__ = "lstsq"

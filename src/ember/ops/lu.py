@@ -27,7 +27,7 @@ def _zero_pivot(k):
 
 def _factor(xp, a, pivot):
     if a.ndim < 2:
-        raise RuntimeError(f"torch.lu_factor: Expected tensor with 2 or more dimensions. Got "
+        raise RuntimeError(f"ember.lu_factor: Expected tensor with 2 or more dimensions. Got "
                            f"size: {list(a.shape)} instead")
     check_kernel(a, "lu_cpu")
     if not pivot:
@@ -42,7 +42,7 @@ def _factor(xp, a, pivot):
 def lu_factor(xp, a, pivot):
     """(LU, pivots) of each matrix: A = P L U; raises for a zero pivot (singular A)."""
     lu, piv, info = _factor(xp, a, pivot)
-    raise_first_failure("torch.linalg.lu_factor", info, a.shape, _zero_pivot, RuntimeError)
+    raise_first_failure("ember.linalg.lu_factor", info, a.shape, _zero_pivot, RuntimeError)
     return lu, piv
 
 
@@ -52,7 +52,7 @@ def lu_factor_ex(xp, a, pivot, check_errors):
     """(LU, pivots, info): info is the 1-based position of the first zero pivot, else 0."""
     lu, piv, info = _factor(xp, a, pivot)
     if check_errors:
-        raise_first_failure("torch.linalg.lu_factor_ex", info, a.shape, _zero_pivot,
+        raise_first_failure("ember.linalg.lu_factor_ex", info, a.shape, _zero_pivot,
                             RuntimeError)
     return lu, piv, info
 
@@ -129,14 +129,14 @@ def _check_solve(lu, pivots, b, left):
     if lu.dtype != b.dtype:
         raise RuntimeError(f"{name}: Expected LU and B to have the same dtype, but found LU of "
                            f"type {torch_name(lu)} and B of type {torch_name(b)} instead")
-    check_square("torch.linalg.lu_solve", lu)
+    check_square("ember.linalg.lu_solve", lu)
     if lu.dtype.kind not in "fcV":
-        check_float("torch.linalg.lu_solve", lu)
+        check_float("ember.linalg.lu_solve", lu)
     check_kernel(lu, "linalg.lu_solve_cpu")
     if b.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
     if pivots.dtype != np.int32:
-        raise RuntimeError(f"{name}: pivots should be a Tensor of scalar type torch.int32")
+        raise RuntimeError(f"{name}: pivots should be a Tensor of scalar type ember.int32")
     if pivots.shape[-1:] != lu.shape[-1:]:
         raise RuntimeError(f"{name}: Number of pivots per batch should be same as the "
                            f"dimension of the matrix")

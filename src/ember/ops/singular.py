@@ -9,7 +9,7 @@ from ember.ops._linalg_utils import check_float, check_matrix, eye_like, mh, nam
 from ember.ops._registry import op
 from ember.ops.factorizations import check_phase
 
-__all__ = ["svd", "svdvals", "svd_legacy", "svd_grad"]
+__all__ = ["svd", "svdvals", "svd_legacy", "svd_public", "svd_grad"]
 
 svd_result = named_result("linalg_svd", ("U", "S", "Vh"))
 legacy_result = named_result("svd", ("U", "S", "V"))
@@ -19,7 +19,7 @@ def _check(a, driver):
     check_matrix("linalg.svd", a)
     check_float("linalg.svd", a, "linalg_svd_cpu")
     if driver is not None:
-        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on "
+        raise RuntimeError("ember.linalg.svd: keyword argument `driver=` is only supported on "
                            "CUDA inputs with cuSOLVER backend.")
 
 
@@ -121,3 +121,18 @@ def _(grads, a, some, compute_uv, *, out):
     return svd_grad(grad_u[..., :k], grad_s, mh(grad_v[..., :k]), u[..., :k], s,
                     mh(v[..., :k]))
 
+
+
+def svd_public(input, some=True, compute_uv=True, *, out=None):
+    """(U, S, V) with A = U diag(S) V^H (``linalg.svd`` returns V^H): reduced unless ``some``
+    is False; without ``compute_uv``, U and V are zeros (m x m and n x n)."""
+    result = svd_legacy(input, some, compute_uv, out=out)
+    if compute_uv or out is not None:
+        return result
+    u, s, v = result
+    return legacy_result(u.detach(), s, v.detach())
+
+
+svd_public.__module__ = "ember"
+svd_public.__name__ = svd_public.__qualname__ = "svd"
+PUBLIC = {"svd": svd_public}

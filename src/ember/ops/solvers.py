@@ -127,7 +127,8 @@ def broadcast_batch(xp, a, b):
     try:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
-        raise RuntimeError(broadcast_message([a.shape[:-2], b.shape[:-2]])) from None
+        # PyTorch names B's batch first
+        raise RuntimeError(broadcast_message([b.shape[:-2], a.shape[:-2]])) from None
     return xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
 
 
@@ -137,15 +138,17 @@ def _solve(xp, a, b, left, name):
     check_float(name, a, "lu_cpu")
     check_same_dtype(name, a, b)
     b2, vector = _check_rhs(name, a, b, left)
-    a, b2 = broadcast_batch(xp, a, b2)
     if not left:                            # XA = B  <=>  A^T X^T = B^T
         a, b2 = a.swapaxes(-1, -2), b2.swapaxes(-1, -2)
-    info = xp.zeros(a.shape[:-2], np.int32)
+    a2, b2 = broadcast_batch(xp, a, b2)
+    info = xp.zeros(a.shape[:-2], np.int32)     # A is factored once, before broadcasting
     try:
-        x = xp.linalg.solve(a, b2)
+        x = xp.linalg.solve(a2, b2)
     except np.linalg.LinAlgError:
         lu, piv, info = lu_info(xp, a)
-        x = lu_solve_all(xp, lu, piv, b2)
+        batch = b2.shape[:-2]
+        x = lu_solve_all(xp, xp.broadcast_to(lu, batch + lu.shape[-2:]),
+                         xp.broadcast_to(piv, batch + piv.shape[-1:]), b2)
     if not left:
         x = x.swapaxes(-1, -2)
     return (x[..., 0] if vector else x), info
@@ -171,7 +174,7 @@ def _solve_grad(grad, a, b, left, *, out):
 def solve(xp, a, b, left):
     """The solution X of AX = B (or XA = B when ``left`` is False)."""
     x, info = _solve(xp, a, b, left, "linalg.solve")
-    raise_first_failure("torch.linalg.solve", info, info.shape + (0, 0), _singular_solve)
+    raise_first_failure("ember.linalg.solve", info, info.shape + (0, 0), _singular_solve)
     return x
 
 
@@ -184,7 +187,7 @@ def solve_ex(xp, a, b, left, check_errors):
     """(X, info) with AX = B: info is nonzero where A is singular."""
     x, info = _solve(xp, a, b, left, "linalg.solve")
     if check_errors:
-        raise_first_failure("torch.linalg.solve_ex", info, info.shape + (0, 0),
+        raise_first_failure("ember.linalg.solve_ex", info, info.shape + (0, 0),
                             _singular_solve)
     return x, info
 
