@@ -105,8 +105,8 @@ slogdet_top.derivative(_slogdet_grad)
 def logdet(xp, a):
     """The log of each determinant: NaN for a negative real determinant, -inf for zero."""
     sign, logabsdet = _slogdet(xp, a, "logdet")
-    if a.dtype.kind == "c":
-        return xp.log(sign) + logabsdet
+    if a.dtype.kind == "c":           # log(0) has no phase: NaN, as in PyTorch
+        return xp.where(sign == 0, complex(-np.inf, np.nan), xp.log(sign) + logabsdet)
     return xp.where(sign < 0, np.nan, logabsdet).astype(a.dtype, copy=False)
 
 
