@@ -121,6 +121,8 @@ def matrix_norm_grad(grad, x, ord, dim, keepdim, dtype, out):
     d0, d1 = _matrix_dims(dim, x.ndim)
     if dtype is not None:
         x = x.to(dtype)
+    if x.numel() == 0:
+        return x * 0
     if ord == "fro":
         return _vector_norm.vjp(grad, x, 2, (d0, d1), keepdim, None, out=out)
     full = grad.reshape([1 if d in (d0, d1) else s for d, s in enumerate(x.shape)])
@@ -225,6 +227,8 @@ def cond(xp, a, p):
     if a.size == 0:
         return xp.zeros(a.shape[:-2], real)
     inverse, info = inv_ex.forward(xp, a, False)
+    singular = info[..., None, None] > 0
+    inverse = xp.where(singular, 0, inverse)    # not garbage into the norms: inf comes after
     dims = (-2, -1)
     out = (matrix_norm_forward(xp, a, p, dims, False, None)
            * matrix_norm_forward(xp, inverse, p, dims, False, None))
@@ -233,6 +237,8 @@ def cond(xp, a, p):
 
 @cond.derivative
 def _(grad, a, p, *, out):
+    if a.numel() == 0:
+        return a * 0
     if p in (None, 2, -2):
         s = svdvals(a)
         k = s.shape[-1]
