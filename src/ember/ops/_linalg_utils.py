@@ -6,6 +6,7 @@ names its own kernel in its dtype errors, so every forward checks its operands i
 """
 
 import collections
+import functools
 
 import numpy as np
 
@@ -13,7 +14,7 @@ from ember import _dtype as D
 
 __all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_square",
            "check_float", "check_kernel", "check_same_dtype", "batch_prefix", "raise_first_failure",
-           "scipy_linalg", "real_dtype", "mh", "eye_like", "vector_rhs"]
+           "scipy_linalg", "lapack", "real_dtype", "mh", "eye_like", "vector_rhs"]
 
 _LOW = {D.float16.np, D.bfloat16.np}
 
@@ -113,6 +114,14 @@ def scipy_linalg(xp):
     factors, expm) run on the CPU until the CUDA backend maps them to cupyx.scipy.linalg."""
     import scipy.linalg
     return scipy.linalg
+
+
+@functools.cache
+def lapack(name, dtype):
+    """The LAPACK routine ``name`` (getrf, potrf, ...) for a NumPy dtype (CPU)."""
+    import scipy.linalg
+    fn, = scipy.linalg.lapack.get_lapack_funcs((name,), dtype=dtype)
+    return fn
 
 
 def real_dtype(dtype):

@@ -5,4 +5,4 @@ from ember.ops import (factorizations, least_squares, lu, matrix_functions,  # n
                        norms, singular, solvers)
 
 ALIASES = {}
-PUBLIC = {**singular.PUBLIC}
+PUBLIC = {**factorizations.PUBLIC, **singular.PUBLIC}

@@ -8,14 +8,14 @@ error, as in PyTorch.
 import numpy as np
 
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_square,
-                                     eye_like, mh, named_result, raise_first_failure,
-                                     scipy_linalg, torch_name)
+                                     eye_like, lapack, mh, named_result,
+                                     raise_first_failure, torch_name)
 from ember.ops._reduce import constant
 from ember.ops._registry import op
 from ember.ops.solvers import solve, solve_triangular
 
 __all__ = ["cholesky", "cholesky_ex", "qr", "eigh", "eigvalsh", "eig", "eigvals",
-           "check_phase"]
+           "check_phase", "qr_legacy", "cholesky_legacy"]
 
 cholesky_ex_result = named_result("linalg_cholesky_ex", ("L", "info"))
 qr_result = named_result("linalg_qr", ("Q", "R"))
@@ -30,7 +30,7 @@ def _potrf_each(xp, a, upper):
     minor that is not positive-definite): what is left of a failed factorization is kept,
     as PyTorch's ``cholesky_ex`` returns it."""
     flat = a.reshape((-1,) + a.shape[-2:])
-    potrf, = scipy_linalg(xp).lapack.get_lapack_funcs(("potrf",), (flat,))
+    potrf = lapack("potrf", a.dtype)
     out = xp.empty_like(flat)
     info = xp.zeros(flat.shape[0], np.int32)
     for i, m in enumerate(flat):
@@ -264,3 +264,39 @@ def _(grad, a):
     vh = mh(v)
     return solve(vh, grad.unsqueeze(-1) * vh)
 
+
+
+# --- the deprecated top-level names -----------------------------------------------------------
+
+_QR_DEPRECATED = (
+    "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future "
+    "PyTorch release.\nThe boolean parameter 'some' has been replaced with a string parameter "
+    "'mode'.\nQ, R = torch.qr(A, some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, "
+    "'reduced' if some else 'complete')")
+_CHOLESKY_DEPRECATED = (
+    "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a "
+    "future PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = "
+    "torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced "
+    "with\nU = torch.linalg.cholesky(A).mH\nThis transform will produce equivalent results for "
+    "all valid (symmetric positive definite) inputs.")
+qr_top_result = named_result("qr", ("Q", "R"))
+
+
+def qr_legacy(input, some=True, *, out=None):
+    """(Q, R): ``linalg.qr(input, 'reduced' if some else 'complete')`` (deprecated)."""
+    import warnings
+    warnings.warn(_QR_DEPRECATED, UserWarning, stacklevel=2)
+    q, r = qr(input, "reduced" if some else "complete", out=out)
+    return qr_top_result(q, r)
+
+
+def cholesky_legacy(input, upper=False, *, out=None):
+    """The Cholesky factor L (or U = L^H when ``upper``): ``linalg.cholesky`` (deprecated)."""
+    import warnings
+    warnings.warn(_CHOLESKY_DEPRECATED, UserWarning, stacklevel=2)
+    return cholesky(input, upper=upper, out=out)
+
+
+for _fn, _name in ((qr_legacy, "qr"), (cholesky_legacy, "cholesky")):
+    _fn.__module__, _fn.__name__, _fn.__qualname__ = "ember", _name, _name
+PUBLIC = {"qr": qr_legacy, "cholesky": cholesky_legacy}

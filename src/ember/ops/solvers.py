@@ -6,11 +6,13 @@ reports its (1-based) position; PyTorch's messages and ``info`` outputs carry it
 failure the LU factors are recomputed to find it (NumPy only says "Singular matrix").
 """
 
+import math
+
 import numpy as np
 
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix,
-                                     check_same_dtype, check_square, mh, named_result,
-                                     raise_first_failure, scipy_linalg, vector_rhs)
+                                     check_same_dtype, check_square, lapack, mh, named_result,
+                                     raise_first_failure, vector_rhs)
 from ember.ops._registry import broadcast_message, op
 
 __all__ = ["inv", "inv_ex", "inverse", "solve", "solve_ex", "solve_triangular", "lu_info",
@@ -22,26 +24,36 @@ solve_ex_result = named_result("linalg_solve_ex", ("result", "info"))
 
 def lu_info(xp, a):
     """(LU, 0-based pivots, info) of each matrix: info is the 1-based position of the first
-    zero pivot, 0 when there is none."""
-    import warnings
-    if a.size == 0:
-        k = min(a.shape[-2:])
-        return a.copy(), xp.zeros(a.shape[:-2] + (k,), np.int32), \
-            xp.zeros(a.shape[:-2], np.int32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")     # SciPy warns about singular matrices
-        lu, piv = scipy_linalg(xp).lu_factor(a, check_finite=False)
-    zero = lu.diagonal(axis1=-2, axis2=-1) == 0
-    info = xp.where(zero.any(axis=-1), zero.argmax(axis=-1) + 1, 0).astype(np.int32)
-    return lu, piv, info
+    zero pivot, 0 when there is none (LAPACK's getrf, one matrix at a time: CPU)."""
+    m, n = a.shape[-2:]
+    flat = a.reshape((math.prod(a.shape[:-2]), m, n))
+    lu = xp.empty_like(flat)
+    piv = xp.zeros((flat.shape[0], min(m, n)), np.int32)
+    info = xp.zeros(flat.shape[0], np.int32)
+    if a.size:
+        getrf = lapack("getrf", a.dtype)
+        for i, matrix in enumerate(flat):
+            lu[i], piv[i], code = getrf(matrix)
+            info[i] = max(code, 0)
+    batch = a.shape[:-2]
+    return lu.reshape(a.shape), piv.reshape(batch + piv.shape[-1:]), info.reshape(batch)
 
 
 def lu_solve_all(xp, lu, piv, b, trans=0):
-    """Solve with LU factors for every matrix of a batch, singular ones included (they give
-    inf and NaN, as LAPACK's getrs does)."""
+    """Solve with LU factors (and 0-based pivots) for every matrix of a batch, singular ones
+    included: they give LAPACK's inf and NaN. ``trans`` 0 solves with A, 1 with A^T, 2 with
+    A^H."""
     if b.size == 0:
-        return b.copy()
-    return scipy_linalg(xp).lu_solve((lu, piv), b, trans=trans, check_finite=False)
+        return xp.zeros(b.shape, lu.dtype)
+    getrs = lapack("getrs", lu.dtype)
+    n, k = b.shape[-2:]
+    count = math.prod(b.shape[:-2])
+    flat_b = b.reshape((count, n, k))
+    flat_lu, flat_piv = lu.reshape((count, n, n)), piv.reshape((count, n))
+    x = xp.empty(flat_b.shape, lu.dtype)
+    for i in range(flat_b.shape[0]):
+        x[i] = getrs(flat_lu[i], flat_piv[i], flat_b[i], trans=trans)[0]
+    return x.reshape(b.shape)
 
 
 # --- inv --------------------------------------------------------------------------------------
@@ -124,6 +136,8 @@ def _check_rhs(name, a, b, left):
 
 def broadcast_batch(xp, a, b):
     """``a`` and ``b`` with their batch dims (all but the last two) broadcast together."""
+    if a.shape[:-2] == b.shape[:-2]:
+        return a, b
     try:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
@@ -198,15 +212,13 @@ solve_ex.derivative(lambda grad, a, b, left, check_errors, *, out:
 
 # --- solve_triangular -------------------------------------------------------------------------
 
-def _substitute(xp, a, b, upper, unit):
-    """Forward or back substitution, row by row: the inf and NaN of a singular triangle
-    come out as BLAS's trsm gives them (SciPy's solver refuses singular matrices)."""
-    n = a.shape[-1]
-    x = xp.zeros(b.shape, np.result_type(a, b))
-    order = range(n - 1, -1, -1) if upper else range(n)
-    for i in order:
-        rest = b[..., i, :] - (a[..., i, :, None] * x).sum(axis=-2)
-        x[..., i, :] = rest if unit else rest / a[..., i, i, None]
+def _back_substitute(xp, u, b):
+    """The solution of UX = B by back substitution, row by row: a zero on U's diagonal gives
+    inf and NaN, as BLAS's trsm does."""
+    x = xp.zeros(b.shape, b.dtype)
+    for i in range(u.shape[-1] - 1, -1, -1):
+        rest = b[..., i, :] - (u[..., i, :, None] * x).sum(axis=-2)
+        x[..., i, :] = rest / u[..., i, i, None]
     return x
 
 
@@ -234,11 +246,20 @@ def _triangular(xp, a, b, upper, left, unit):
     if b.size == 0:
         x = xp.zeros(b.shape, a.dtype)
     else:
+        # a lower triangle with rows and columns reversed is an upper one; LU factors of an
+        # upper triangle need no pivoting, so the general solver back-substitutes exactly
+        if not upper:
+            a, b = a[..., ::-1, ::-1], b[..., ::-1, :]
+        u = xp.triu(a)
+        if unit:
+            diagonal = xp.arange(u.shape[-1])
+            u[..., diagonal, diagonal] = 1
         try:
-            x = scipy_linalg(xp).solve_triangular(a, b, lower=not upper, unit_diagonal=unit,
-                                                  check_finite=False)
+            x = xp.linalg.solve(u, b)
         except np.linalg.LinAlgError:
-            x = _substitute(xp, a, b, upper, unit)
+            x = _back_substitute(xp, u, b)
+        if not upper:
+            x = x[..., ::-1, :]
     return x if left else x.swapaxes(-1, -2)
 
 
