@@ -1,6 +1,11 @@
 """ember.linalg: linear algebra (``torch.linalg``). The ops live in ember/ops/; this module
-only gathers those registered with ``namespace="linalg"``."""
+gathers those registered with ``namespace="linalg"``, and PyTorch's other names here."""
 
 from ember import ops as _ops
+from ember.ops._linalg_utils import LinAlgError  # noqa: F401
+from ember.ops._registry import REGISTRY as _REGISTRY
+from ember.ops.least_squares import lstsq_public as _lstsq
 
 globals().update(_ops.namespace_functions("linalg"))
+matmul = _REGISTRY["matmul"].function      # torch.linalg.matmul is torch.matmul
+lstsq = _lstsq                              # its singular values need no gradient

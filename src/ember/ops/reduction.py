@@ -229,15 +229,19 @@ _INF = float("inf")
 
 
 def _norm_order(p):
-    """The vector-norm order for ``p`` ('fro' is the 2-norm)."""
-    if isinstance(p, str):
-        if p == "fro":
-            return 2.0
-        if p == "nuc":
-            raise NotImplementedError("norm(): p='nuc' (the nuclear matrix norm) is not "
-                                      "supported; use ember.linalg.matrix_norm")
-        raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
-    return float(p)
+    """The vector-norm order for ``p`` ('fro' and None are the 2-norm)."""
+    return 2.0 if p is None or p == "fro" else float(p)
+
+
+def _matrix_dims(p, dim, ndim):
+    """The dims of the matrix norm ``norm`` computes, or None for a vector norm: a string
+    ``p`` other than 'fro' over at most two dims means a matrix norm (over all dims when
+    ``dim`` is None, which must then be two)."""
+    if not isinstance(p, str):
+        return None
+    if p == "fro" and (dim is None or isinstance(dim, int) or len(dim) <= 2):
+        return None
+    return tuple(range(ndim)) if dim is None else dim
 
 
 def _norm_dtype(x, dtype):
@@ -260,7 +264,12 @@ def _norm_dtype(x, dtype):
 @op("norm(input, p='fro', dim=None, keepdim=False, *, dtype=None)", promote=NORM,
     upcast=False, grad_fn_name="LinalgVectorNormBackward0")
 def norm(xp, x, p, dim, keepdim, dtype):
-    """The vector p-norm over ``dim`` (all elements by default); ``p`` may be inf, -inf or 0."""
+    """The vector p-norm over ``dim`` (all elements by default); ``p`` may be inf, -inf or 0,
+    or 'nuc' for the nuclear norm of a matrix (see ``linalg.matrix_norm``)."""
+    matrix = _matrix_dims(p, dim, x.ndim)
+    if matrix is not None:
+        from ember.ops.norms import matrix_norm_forward
+        return matrix_norm_forward(xp, x, p, matrix, keepdim, dtype)
     order = _norm_order(p)
     dims = reduction_dims(dim, x.ndim)
     x = _norm_dtype(x, dtype)
@@ -297,6 +306,10 @@ def _require_inf_norm(order, shape, dims, full):
 
 @norm.derivative
 def _(grad, x, p, dim, keepdim, dtype, *, out):
+    matrix = _matrix_dims(p, dim, x.ndim)
+    if matrix is not None:
+        from ember.ops.norms import matrix_norm_grad
+        return matrix_norm_grad(grad, x, p, matrix, keepdim, dtype, out)
     order = _norm_order(p)
     dims = reduction_dims(dim, x.ndim)
     grad = expand_reduced(grad, x.shape, dims, keepdim)

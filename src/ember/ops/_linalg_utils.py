@@ -1,0 +1,142 @@
+"""What the linalg ops share: PyTorch's input checks and messages, ``LinAlgError``, named
+results, and small helpers for their derivatives.
+
+The linalg ops take no dtype policy: PyTorch checks shapes before dtypes, and each routine
+names its own kernel in its dtype errors, so every forward checks its operands itself.
+"""
+
+import collections
+import functools
+
+import numpy as np
+
+from ember import _dtype as D
+
+__all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_square",
+           "check_float", "check_kernel", "check_same_dtype", "batch_prefix", "raise_first_failure",
+           "scipy_linalg", "lapack", "real_dtype", "mh", "eye_like", "vector_rhs"]
+
+_LOW = {D.float16.np, D.bfloat16.np}
+
+
+class LinAlgError(RuntimeError):
+    """A linear-algebra routine could not complete on its input (a singular matrix, a
+    matrix that is not positive-definite, ...)."""
+
+
+LinAlgError.__module__ = "ember.linalg"
+
+
+def named_result(name, fields):
+    """A named-tuple type for an op's several outputs (``torch.return_types.<name>``)."""
+    base = collections.namedtuple(name, fields)
+
+    def __repr__(self):
+        body = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
+        return f"ember.return_types.{name}(\n{body})"
+    return type(name, (base,), {"__slots__": (), "__repr__": __repr__,
+                                "__module__": "ember.return_types",
+                                "__doc__": f"The ({', '.join(fields)}) result of ``{name}``."})
+
+
+def torch_name(a):
+    """PyTorch's name of an array's dtype ("Float", "Long", ...)."""
+    return D.FROM_NUMPY[a.dtype]._torch_name
+
+
+# --- input checks -----------------------------------------------------------------------------
+
+def check_matrix(name, a, arg="A"):
+    """At least two dims (PyTorch's message names the argument)."""
+    if a.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor {arg} must have at least 2 dimensions.")
+
+
+def check_square(name, a, arg="A"):
+    """Batches of square matrices."""
+    check_matrix(name, a, arg)
+    if a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"{name}: {arg} must be batches of square matrices, but they are "
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+
+
+def check_float(name, a, kernel=None):
+    """Floating or complex input. 16-bit floats raise too: with PyTorch's "low precision"
+    message, or (``kernel`` given) as the LAPACK kernel PyTorch dispatches to."""
+    kind = a.dtype.kind
+    if a.dtype in _LOW:
+        if kernel is not None:
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{torch_name(a)}'")
+        raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {torch_name(a)}")
+    if kind not in "fc":
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
+                           f"Got {torch_name(a)}")
+
+
+def check_kernel(a, kernel, kinds="fc"):
+    """PyTorch's NotImplementedError for a dtype a CPU kernel has no version for."""
+    if a.dtype.kind not in kinds or a.dtype in _LOW:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{torch_name(a)}'")
+
+
+def check_same_dtype(name, a, b):
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of "
+                           f"type {torch_name(a)} and B of type {torch_name(b)} instead")
+
+
+def vector_rhs(a, b):
+    """Whether ``b`` is a (batch of) vector(s) for ``a``: PyTorch's rule for ``solve``."""
+    return b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+
+
+# --- failures ---------------------------------------------------------------------------------
+
+def batch_prefix(shape, index):
+    """"(Batch element i): " for a batch of matrices, nothing for a single one."""
+    return f"(Batch element {index}): " if len(shape) > 2 else ""
+
+
+def raise_first_failure(name, info, shape, message, error=None):
+    """Raise ``error`` (LinAlgError) for the first matrix whose LAPACK ``info`` is nonzero;
+    ``message(info)`` says what went wrong."""
+    flat = np.asarray(info).reshape(-1)
+    bad = np.flatnonzero(flat)
+    if bad.size:
+        i = int(bad[0])
+        raise (error or LinAlgError)(f"{name}: {batch_prefix(shape, i)}{message(int(flat[i]))}")
+
+
+# --- backends ---------------------------------------------------------------------------------
+
+def scipy_linalg(xp):
+    """scipy.linalg for NumPy arrays. The routines NumPy lacks (triangular solves, LU
+    factors, expm) run on the CPU until the CUDA backend maps them to cupyx.scipy.linalg."""
+    import scipy.linalg
+    return scipy.linalg
+
+
+@functools.cache
+def lapack(name, dtype):
+    """The LAPACK routine ``name`` (getrf, potrf, ...) for a NumPy dtype (CPU)."""
+    import scipy.linalg
+    fn, = scipy.linalg.lapack.get_lapack_funcs((name,), dtype=dtype)
+    return fn
+
+
+def real_dtype(dtype):
+    """The real dtype of a NumPy dtype (float64 for complex128)."""
+    return np.empty(0, dtype).real.dtype
+
+
+# --- tensors in derivatives -------------------------------------------------------------------
+
+def mh(t):
+    """The conjugate transpose of the last two dims of a tensor."""
+    return t.mT.conj() if t.is_complex() else t.mT
+
+
+def eye_like(t, n=None):
+    """An identity matrix of ``t``'s dtype (n by n; by default t's last dim)."""
+    from ember._creation import eye
+    return eye(t.shape[-1] if n is None else n, dtype=t.dtype)

@@ -1,0 +1,302 @@
+"""Matrix factorizations: linalg.cholesky, cholesky_ex, qr, eigh, eigvalsh, eig, eigvals.
+
+Their derivatives follow PyTorch's (documented in ``torch.linalg``): they assume distinct
+eigenvalues, and for complex eigenvectors a loss that depends on their arbitrary phase is an
+error, as in PyTorch.
+"""
+
+import numpy as np
+
+from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_square,
+                                     eye_like, lapack, mh, named_result,
+                                     raise_first_failure, torch_name)
+from ember.ops._reduce import constant
+from ember.ops._registry import op
+from ember.ops.solvers import solve, solve_triangular
+
+__all__ = ["cholesky", "cholesky_ex", "qr", "eigh", "eigvalsh", "eig", "eigvals",
+           "check_phase", "qr_legacy", "cholesky_legacy"]
+
+cholesky_ex_result = named_result("linalg_cholesky_ex", ("L", "info"))
+qr_result = named_result("linalg_qr", ("Q", "R"))
+eigh_result = named_result("linalg_eigh", ("eigenvalues", "eigenvectors"))
+eig_result = named_result("linalg_eig", ("eigenvalues", "eigenvectors"))
+
+
+# --- cholesky ---------------------------------------------------------------------------------
+
+def _potrf_each(xp, a, upper):
+    """The LAPACK factorization of each matrix, with its info (the order of the first leading
+    minor that is not positive-definite): what is left of a failed factorization is kept,
+    as PyTorch's ``cholesky_ex`` returns it."""
+    flat = a.reshape((-1,) + a.shape[-2:])
+    potrf = lapack("potrf", a.dtype)
+    out = xp.empty_like(flat)
+    info = xp.zeros(flat.shape[0], np.int32)
+    for i, m in enumerate(flat):
+        c, code = potrf(m, lower=not upper, clean=True)
+        out[i] = c
+        info[i] = max(code, 0)
+    return out.reshape(a.shape), info.reshape(a.shape[:-2])
+
+
+def _cholesky(xp, a, upper):
+    """(factor, info) for a batch of Hermitian matrices (the ``upper`` or lower triangle is
+    read)."""
+    name = "linalg.cholesky"
+    check_square(name, a)
+    check_float(name, a, "cholesky_cpu")
+    try:
+        return xp.linalg.cholesky(a, upper=upper), xp.zeros(a.shape[:-2], np.int32)
+    except np.linalg.LinAlgError:
+        return _potrf_each(xp, a, upper)
+
+
+def _not_positive_definite(k):
+    return (f"The factorization could not be completed because the input is not "
+            f"positive-definite (the leading minor of order {k} is not positive-definite).")
+
+
+def _cholesky_grad(grad, a, upper, *, out):
+    # with A = L L^H: gA = L^{-H} Phi L^{-1}, Phi the Hermitian matrix made of the lower
+    # triangle of L^H gL with its diagonal halved (Murray, arXiv:1602.07527)
+    factor, grad = (out[0], grad[0]) if isinstance(out, tuple) else (out, grad)
+    if upper:
+        factor, grad = mh(factor), mh(grad)
+    phi = (mh(factor) @ grad).tril()
+    phi = 0.5 * (phi + mh(phi.tril(-1)))
+    grad_a = solve_triangular(mh(factor), phi, upper=True)
+    return solve_triangular(factor, grad_a, upper=False, left=False)
+
+
+@op("cholesky(A, *, upper=False)", namespace="linalg", out=True,
+    grad_fn_name="LinalgCholeskyExBackward0")
+def cholesky(xp, a, upper):
+    """The Cholesky factor L (A = L L^H) of each Hermitian positive-definite matrix; the
+    conjugate transpose U = L^H when ``upper``."""
+    factor, info = _cholesky(xp, a, upper)
+    raise_first_failure("linalg.cholesky", info, a.shape, _not_positive_definite)
+    return factor
+
+
+cholesky.derivative(_cholesky_grad)
+
+
+@op("cholesky_ex(A, *, upper=False, check_errors=False)", namespace="linalg", out=True,
+    namedtuple=cholesky_ex_result)
+def cholesky_ex(xp, a, upper, check_errors):
+    """(L, info): info is the order of the first leading minor that is not positive-definite
+    (0 when the factorization succeeded)."""
+    factor, info = _cholesky(xp, a, upper)
+    if check_errors:
+        raise_first_failure("linalg.cholesky_ex", info, a.shape, _not_positive_definite)
+    return factor, info
+
+
+cholesky_ex.derivative(lambda grad, a, upper, check_errors, *, out:
+                       _cholesky_grad(grad, a, upper, out=out))
+
+
+# --- qr ---------------------------------------------------------------------------------------
+
+_QR_MODES = ("reduced", "complete", "r")
+
+
+@op("qr(A, mode='reduced')", namespace="linalg", out=True, namedtuple=qr_result)
+def qr(xp, a, mode):
+    """(Q, R) with A = QR, Q with orthonormal columns and R upper triangular; ``mode`` is
+    'reduced', 'complete' (square Q) or 'r' (R only; Q is empty)."""
+    if mode not in _QR_MODES:
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           f"'reduced' (default), 'r', or 'complete'")
+    check_matrix("linalg.qr", a)
+    check_float("linalg.qr", a, "geqrf_cpu")
+    if mode == "r":
+        return xp.zeros(0, a.dtype), xp.linalg.qr(a, mode="r")
+    return tuple(xp.linalg.qr(a, mode=mode))
+
+
+@qr.derivative
+def _(grads, a, mode, *, out):
+    # A = QR with Q^H Q = I: gA = [gQ + Q copyltu(M)] R^{-H}, M = R gR^H - gQ^H Q, where
+    # copyltu(M) is the Hermitian matrix with M's lower triangle. A wide A = [X | Y],
+    # R = [U | V] reduces to that case for X with gQ + Y gV^H; Y gets Q gV.
+    grad_q, grad_r = grads
+    q, r = out
+    m, n = a.shape[-2], a.shape[-1]
+    if mode == "r":
+        raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed "
+                           "when mode='r'. Please use linalg.qr(A, mode='reduced') if you are "
+                           "going to differentiate through linalg.qr.")
+    if mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
+                           "and nrows > ncols.")
+    if m >= n:
+        return _qr_square_grad(grad_q, grad_r, q, r)
+    x_r = r[..., :m]
+    grad_x_r, grad_y_r = grad_r[..., :m], grad_r[..., m:]
+    y = a[..., m:]
+    grad_x = _qr_square_grad(grad_q + y @ mh(grad_y_r), grad_x_r, q, x_r)
+    return _cat_last(grad_x, q @ grad_y_r)
+
+
+def _qr_square_grad(grad_q, grad_r, q, r):
+    m = r @ mh(grad_r) - mh(grad_q) @ q
+    low = m.tril(-1)
+    herm = low + mh(low) + m.diagonal(0, -2, -1).real.diag_embed()
+    b = grad_q + q @ herm
+    return solve_triangular(mh(r), b, upper=False, left=False)
+
+
+def _cat_last(a, b):
+    from ember.ops.join import cat
+    return cat([a, b], -1)
+
+
+# --- eigh, eig --------------------------------------------------------------------------------
+
+def _check_uplo(uplo):
+    if uplo not in ("L", "U", "l", "u"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {uplo}")
+
+
+def _check_eigh(xp, a, uplo):
+    check_square("linalg.eigh", a)
+    check_kernel(a, "linalg_eigh_cpu")
+    _check_uplo(uplo)
+
+
+@op("eigh(A, UPLO='L')", namespace="linalg", out=True, namedtuple=eigh_result)
+def eigh(xp, a, uplo):
+    """(eigenvalues, eigenvectors) of each Hermitian matrix (its ``UPLO`` triangle is read):
+    real eigenvalues in ascending order, orthonormal eigenvectors."""
+    _check_eigh(xp, a, uplo)
+    w, v = xp.linalg.eigh(a, UPLO=uplo.upper())
+    return w, v
+
+
+@op("eigvalsh(A, UPLO='L')", namespace="linalg", out=True,
+    grad_fn_name="LinalgEighBackward0")
+def eigvalsh(xp, a, uplo):
+    """The real eigenvalues of each Hermitian matrix, in ascending order."""
+    _check_eigh(xp, a, uplo)
+    return xp.linalg.eigvalsh(a, UPLO=uplo.upper())
+
+
+def check_phase(name, diagonal):
+    """PyTorch's error when a loss depends on the arbitrary phase of complex eigenvectors or
+    singular vectors: ``diagonal`` holds what must have no imaginary part."""
+    if diagonal.is_complex() and bool(constant(
+            lambda xp, d: (xp.abs(d.imag) > 1e-2).any(), diagonal)):
+        what = "singular vectors" if name == "svd_backward" else "eigenvectors"
+        depends = ("depends on this phase term, making it ill-defined" if name == "svd_backward"
+                   else "depends on this quantity, so it is ill-defined")
+        raise RuntimeError(f"{name}: The {what} in the complex case are specified up to "
+                           f"multiplication by e^{{i phi}}. The specified loss function "
+                           f"{depends}.")
+
+
+def _eigen_grad(grad_w, grad_v, w, v, hermitian):
+    """gA for A = V diag(w) V^{-1} (V^H for Hermitian A)."""
+    vh = mh(v)
+    vhgv = vh @ grad_v
+    diagonal = vhgv.diagonal(0, -2, -1)
+    check_phase("linalg_eigh_backward" if hermitian else "linalg_eig_backward", diagonal)
+    if hermitian:
+        vhgv = 0.5 * (vhgv - mh(vhgv))      # the skew-Hermitian part: V stays unitary
+        gaps = w.unsqueeze(-2) - w.unsqueeze(-1)
+    else:                                   # the eigenvectors keep unit norm
+        vhgv = vhgv - vh @ (v * diagonal.real.unsqueeze(-2))
+        gaps = (w.unsqueeze(-2) - w.unsqueeze(-1)).conj()
+    eye = eye_like(vhgv)
+    inner = vhgv / (gaps + eye) * (1 - eye) + grad_w.diag_embed()
+    if hermitian:
+        return v @ inner @ vh
+    return solve(vh, inner @ vh)
+
+
+@eigh.derivative
+def _(grads, a, uplo, *, out):
+    return _eigen_grad(grads[0], grads[1], out[0], out[1], hermitian=True)
+
+
+@eigvalsh.derivative
+def _(grad, a, uplo):
+    w, v = eigh(a, uplo)
+    return v @ (grad.unsqueeze(-1) * mh(v))
+
+
+def _check_eig(name, a):
+    check_square(name, a)
+    if a.dtype.kind not in "fcV":
+        raise RuntimeError(f"Unknown Complex ScalarType for {torch_name(a)}")
+    check_kernel(a, "linalg_eig_out_cpu")
+
+
+def _complex(a):
+    return np.result_type(a.dtype, np.complex64)
+
+
+@op("eig(A)", namespace="linalg", out=True, namedtuple=eig_result)
+def eig(xp, a):
+    """(eigenvalues, eigenvectors) of each square matrix, complex; eigenvectors have unit
+    norm."""
+    _check_eig("linalg.eig", a)
+    w, v = xp.linalg.eig(a)
+    return w.astype(_complex(a), copy=False), v.astype(_complex(a), copy=False)
+
+
+@op("eigvals(A)", namespace="linalg", out=True, grad_fn_name="LinalgEigBackward0")
+def eigvals(xp, a):
+    """The complex eigenvalues of each square matrix."""
+    _check_eig("linalg.eigvals", a)
+    return xp.linalg.eigvals(a).astype(_complex(a), copy=False)
+
+
+@eig.derivative
+def _(grads, a, *, out):
+    return _eigen_grad(grads[0], grads[1], out[0], out[1], hermitian=False)
+
+
+@eigvals.derivative
+def _(grad, a):
+    w, v = eig(a)
+    vh = mh(v)
+    return solve(vh, grad.unsqueeze(-1) * vh)
+
+
+
+# --- the deprecated top-level names -----------------------------------------------------------
+
+_QR_DEPRECATED = (
+    "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future "
+    "PyTorch release.\nThe boolean parameter 'some' has been replaced with a string parameter "
+    "'mode'.\nQ, R = torch.qr(A, some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, "
+    "'reduced' if some else 'complete')")
+_CHOLESKY_DEPRECATED = (
+    "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a "
+    "future PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = "
+    "torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced "
+    "with\nU = torch.linalg.cholesky(A).mH\nThis transform will produce equivalent results for "
+    "all valid (symmetric positive definite) inputs.")
+qr_top_result = named_result("qr", ("Q", "R"))
+
+
+def qr_legacy(input, some=True, *, out=None):
+    """(Q, R): ``linalg.qr(input, 'reduced' if some else 'complete')`` (deprecated)."""
+    import warnings
+    warnings.warn(_QR_DEPRECATED, UserWarning, stacklevel=2)
+    q, r = qr(input, "reduced" if some else "complete", out=out)
+    return qr_top_result(q, r)
+
+
+def cholesky_legacy(input, upper=False, *, out=None):
+    """The Cholesky factor L (or U = L^H when ``upper``): ``linalg.cholesky`` (deprecated)."""
+    import warnings
+    warnings.warn(_CHOLESKY_DEPRECATED, UserWarning, stacklevel=2)
+    return cholesky(input, upper=upper, out=out)
+
+
+for _fn, _name in ((qr_legacy, "qr"), (cholesky_legacy, "cholesky")):
+    _fn.__module__, _fn.__name__, _fn.__qualname__ = "ember", _name, _name
+PUBLIC = {"qr": qr_legacy, "cholesky": cholesky_legacy}

@@ -1,0 +1,210 @@
+"""Pseudoinverses and least squares: linalg.pinv, linalg.lstsq, linalg.matrix_rank and the
+top-level pinverse. All three threshold the singular values (the eigenvalues' absolute values
+for Hermitian input) at max(atol, rtol * largest)."""
+
+import numpy as np
+
+from ember._tensor import Tensor
+from ember.ops._linalg_utils import mh, named_result, real_dtype, torch_name
+from ember.ops._registry import op
+from ember.ops.solvers import broadcast_batch
+
+__all__ = ["pinv", "pinverse", "lstsq", "lstsq_public", "matrix_rank", "pinv_grad"]
+
+lstsq_result = named_result("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
+_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def _double_or_float(a):
+    if a.dtype.kind not in "fc" or a.dtype.itemsize < 4:
+        raise RuntimeError("This function doesn't handle types other than float and double")
+
+
+def _tolerance(xp, s_max, m, n, dtype, atol, rtol):
+    """max(atol, rtol * s_max) per matrix (PyTorch's defaults: rtol = eps * max(m, n) unless
+    only a positive atol is given)."""
+    def value(t):
+        return t._data[..., None] if isinstance(t, Tensor) else t
+    atol, rtol = value(atol), value(rtol)
+    if rtol is None:
+        positive_atol = atol is not None and bool(np.all(np.asarray(atol) > 0))
+        rtol = 0.0 if positive_atol else np.finfo(real_dtype(dtype)).eps * max(m, n)
+    tol = rtol * s_max
+    return tol if atol is None else xp.maximum(atol, tol)
+
+
+def _spectrum(xp, a, hermitian):
+    """(left vectors, values, right vectors^H) with A = U diag(s) Vh; for Hermitian input the
+    eigen-decomposition, with signed eigenvalues (its lower triangle is read)."""
+    if hermitian:
+        w, v = xp.linalg.eigh(a)
+        return v, w, xp.conj(v.swapaxes(-1, -2))
+    return xp.linalg.svd(a, full_matrices=False)
+
+
+def _pinv(xp, a, atol, rtol, hermitian):
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        return xp.zeros(a.shape[:-2] + (n, m), a.dtype)
+    u, s, vh = _spectrum(xp, a, hermitian)
+    mag = xp.abs(s)
+    tol = _tolerance(xp, mag.max(axis=-1, keepdims=True), m, n, a.dtype, atol, rtol)
+    keep = mag > tol
+    inverse = xp.where(keep, 1 / xp.where(keep, s, 1), 0).astype(s.dtype, copy=False)
+    return (xp.conj(vh.swapaxes(-1, -2)) * inverse[..., None, :]) @ xp.conj(u.swapaxes(-1, -2))
+
+
+def _check_pinv(a):
+    if a.ndim < 2 or a.dtype.kind not in "fc" or a.dtype.itemsize < 4:
+        raise RuntimeError(f"linalg.pinv({torch_name(a)}{{{list(a.shape)}}}): expected a tensor "
+                           f"with 2 or more dimensions of float, double, cfloat or cdouble types")
+
+
+def pinv_grad(grad, p, a):
+    """gA for P = pinv(A) (A of locally constant rank): with the differential
+    dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P,
+    gA = -P^H G P^H + (I - A P) G^H P P^H + P^H P G^H (I - P A)."""
+    ph, gh = mh(p), mh(grad)
+    return (-(ph @ grad @ ph) + (gh - a @ (p @ gh)) @ (p @ ph)
+            + (ph @ p) @ (gh - (gh @ p) @ a))
+
+
+@op("pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None)", namespace="linalg",
+    out=True)
+def pinv(xp, a, rcond, hermitian, atol, rtol):
+    """The Moore-Penrose pseudoinverse of each matrix; singular values at most
+    max(atol, rtol * largest) count as zero (``rcond`` is rtol's older name)."""
+    _check_pinv(a)
+    return _pinv(xp, a, atol, rtol if rcond is None else rcond, hermitian)
+
+
+@pinv.derivative
+def _(grad, a, rcond, hermitian, atol, rtol, *, out):
+    return pinv_grad(grad, out, a)
+
+
+@op("pinverse(input, rcond=1e-15)", out=False, grad_fn_name="LinalgPinvBackward0")
+def pinverse(xp, a, rcond):
+    """The pseudoinverse, singular values below ``rcond`` times the largest discarded."""
+    _check_pinv(a)
+    return _pinv(xp, a, None, rcond, False)
+
+
+@pinverse.derivative
+def _(grad, a, rcond, *, out):
+    return pinv_grad(grad, out, a)
+
+
+# --- matrix_rank ------------------------------------------------------------------------------
+
+@op("matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None)", namespace="linalg",
+    out=True)
+def matrix_rank(xp, a, tol, hermitian, atol, rtol):
+    """The number of singular values above max(atol, rtol * largest) (``tol`` is an older
+    name for atol, with rtol 0), as int64."""
+    if a.ndim < 2:
+        raise RuntimeError("ember.linalg.matrix_rank: The input tensor input must have at least "
+                           "2 dimensions.")
+    _double_or_float(a)
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        return xp.zeros(a.shape[:-2], np.int64)
+    s = xp.abs(xp.linalg.eigvalsh(a)) if hermitian else xp.linalg.svd(a, compute_uv=False)
+    limit = _tolerance(xp, s.max(axis=-1, keepdims=True), m, n, a.dtype, atol, rtol)
+    return (s > limit).sum(axis=-1).astype(np.int64)
+
+
+# --- lstsq ------------------------------------------------------------------------------------
+
+def _check_lstsq(a, b, driver):
+    name = "ember.linalg.lstsq"
+    if a.ndim < 2:
+        raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
+    if b.ndim < 1:
+        raise RuntimeError(f"{name}: other must have at least 1 dimension.")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{name}: Expected input and other to have the same dtype, but got "
+                           f"input's dtype {torch_name(a)} and other's dtype {torch_name(b)}")
+    _double_or_float(a)
+    if not (a.ndim >= b.ndim and a.ndim - b.ndim <= 1):
+        raise RuntimeError(f"{name}: input.dim() must be greater or equal to other.dim() and "
+                           f"(input.dim() - other.dim()) <= 1")
+    vector = b.ndim == a.ndim - 1
+    if (b.shape[-1] if vector else b.shape[-2]) != a.shape[-2]:
+        raise RuntimeError(f"{name}: input.size(-2) should match other.size(-2)")
+    if driver is not None and driver not in _DRIVERS:
+        raise RuntimeError(f"{name}: parameter `driver` should be one of (gels, gelsy, gelsd, "
+                           f"gelss)")
+    return vector
+
+
+@op("lstsq(A, B, rcond=None, *, driver=None)", inputs=2, namespace="linalg", out=True,
+    namedtuple=lstsq_result)
+def lstsq(xp, a, b, rcond, driver):
+    """(solution, residuals, rank, singular_values): the least-squares (minimum-norm)
+    solution X of AX = B. residuals (squared column norms of AX - B) are computed when A is
+    tall and of full rank, except by the default driver 'gelsy'; rank by all drivers but
+    'gels'; singular values by 'gelsd' and 'gelss'.
+
+    Every driver is computed through the SVD: 'gelsy' determines the rank from it rather
+    than from a pivoted QR, which differs only for singular values near the threshold."""
+    vector = _check_lstsq(a, b, driver)
+    driver = driver or "gelsy"
+    m, n = a.shape[-2:]
+    b2 = b[..., None] if vector else b
+    a, b2 = broadcast_batch(xp, a, b2)
+    real = real_dtype(a.dtype)
+    u, s, vh = xp.linalg.svd(a, full_matrices=False)
+    s_max = s.max(axis=-1, keepdims=True) if s.size else xp.zeros(s.shape[:-1] + (1,), real)
+    eps = np.finfo(real).eps
+    ratio = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
+    keep = s > ratio * s_max
+    inverse = xp.where(keep, 1 / xp.where(keep, s, 1), 0).astype(real, copy=False)
+    uh_b = xp.conj(u.swapaxes(-1, -2)) @ b2
+    x = xp.conj(vh.swapaxes(-1, -2)) @ (inverse[..., :, None] * uh_b)
+    rank = keep.sum(axis=-1).astype(np.int64)
+    full = driver == "gels" or bool((rank == n).all())
+    if m > n and driver != "gelsy" and full:
+        residuals = (xp.abs(a @ x - b2) ** 2).sum(axis=-2).astype(real, copy=False)
+    else:
+        residuals = xp.zeros(0, real)
+    values = s if driver in ("gelsd", "gelss") else xp.zeros(0, real)
+    if driver == "gels":
+        rank = xp.zeros(0, np.int64)
+    return (x[..., 0] if vector else x), residuals, rank, values
+
+
+@lstsq.derivative
+def _(grads, a, b, rcond, driver, *, out):
+    # X = pinv(A) B; the residuals |AX - B|^2 are stationary in X, so only their explicit
+    # dependence on A and B counts
+    grad_x, grad_res = grads[0], grads[1]
+    x = out[0]
+    vector = b.ndim == a.ndim - 1
+    if vector:
+        x, grad_x, b = x.unsqueeze(-1), grad_x.unsqueeze(-1), b.unsqueeze(-1)
+    p = pinv(a)
+    grad_b = mh(p) @ grad_x
+    grad_a = pinv_grad(grad_x @ mh(b), p, a)
+    if out[1].numel():
+        grad_r = 2 * (a @ x - b) * grad_res.unsqueeze(-2)
+        grad_a = grad_a + grad_r @ mh(x)
+        grad_b = grad_b - grad_r
+    return grad_a, (grad_b.squeeze(-1) if vector else grad_b)
+
+
+
+def lstsq_public(A, B, rcond=None, *, driver=None, out=None):
+    """(solution, residuals, rank, singular_values): the least-squares (minimum-norm)
+    solution X of AX = B; see the ``linalg.lstsq`` op. As in PyTorch, the singular values
+    it returns need no gradient."""
+    result = lstsq(A, B, rcond, driver=driver, out=out)
+    if out is not None:
+        return result
+    return lstsq_result(*result[:3], result[3].detach())
+
+
+lstsq_public.__module__ = "ember.linalg"
+lstsq_public.__name__ = lstsq_public.__qualname__ = "lstsq"

@@ -1,0 +1,186 @@
+"""The LU factorization with partial pivoting: linalg.lu_factor, lu_factor_ex, lu_solve.
+
+As in PyTorch (and LAPACK), LU packs L (unit lower triangular, its diagonal not stored) and
+U, and the int32 pivots are 1-based: row i was swapped with row pivots[i] - 1.
+"""
+
+import numpy as np
+
+from ember._tensor import _make
+from ember.backend import xp_of
+from ember.ops._linalg_utils import (check_float, check_kernel, check_square, mh, named_result,
+                                     raise_first_failure, torch_name)
+from ember.ops._registry import op
+from ember.ops.solvers import broadcast_batch, lu_info, lu_solve_all, solve_triangular
+
+__all__ = ["lu_factor", "lu_factor_ex", "lu_solve"]
+
+lu_factor_result = named_result("linalg_lu_factor", ("LU", "pivots"))
+lu_factor_ex_result = named_result("linalg_lu_factor_ex", ("LU", "pivots", "info"))
+
+
+def _zero_pivot(k):
+    return (f"U[{k},{k}] is zero and using it on lu_solve would result in a division by zero. "
+            f"If you still want to perform the factorization, consider calling "
+            f"linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+
+
+def _factor(xp, a, pivot):
+    if a.ndim < 2:
+        raise RuntimeError(f"ember.lu_factor: Expected tensor with 2 or more dimensions. Got "
+                           f"size: {list(a.shape)} instead")
+    check_kernel(a, "lu_cpu")
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the "
+                           "CPU")
+    lu, piv, info = lu_info(xp, a)
+    return lu, (piv + 1).astype(np.int32, copy=False), info
+
+
+@op("lu_factor(A, *, pivot=True)", namespace="linalg", out=True, namedtuple=lu_factor_result,
+    grad_fn_name="LinalgLuFactorExBackward0")
+def lu_factor(xp, a, pivot):
+    """(LU, pivots) of each matrix: A = P L U; raises for a zero pivot (singular A)."""
+    lu, piv, info = _factor(xp, a, pivot)
+    raise_first_failure("ember.linalg.lu_factor", info, a.shape, _zero_pivot, RuntimeError)
+    return lu, piv
+
+
+@op("lu_factor_ex(A, *, pivot=True, check_errors=False)", namespace="linalg", out=True,
+    namedtuple=lu_factor_ex_result)
+def lu_factor_ex(xp, a, pivot, check_errors):
+    """(LU, pivots, info): info is the 1-based position of the first zero pivot, else 0."""
+    lu, piv, info = _factor(xp, a, pivot)
+    if check_errors:
+        raise_first_failure("ember.linalg.lu_factor_ex", info, a.shape, _zero_pivot,
+                            RuntimeError)
+    return lu, piv, info
+
+
+# --- unpacking, for the derivatives -----------------------------------------------------------
+
+def _permutation(pivots, m):
+    """The permutation matrix P (A = P L U) of 1-based LAPACK pivots, as a constant tensor."""
+    xp = xp_of(pivots._data)
+    piv = pivots._data - 1
+    perm = xp.broadcast_to(xp.arange(m), piv.shape[:-1] + (m,)).copy()
+    for i in range(piv.shape[-1]):
+        j = piv[..., i:i + 1]
+        row_i = perm[..., i:i + 1].copy()
+        perm[..., i:i + 1] = xp.take_along_axis(perm, j, -1)
+        xp.put_along_axis(perm, j, row_i, -1)
+    # P^T A = A[perm]: P^T has a one at (r, perm[r])
+    p_t = perm[..., :, None] == xp.arange(m)
+    return _make(xp.ascontiguousarray(p_t.swapaxes(-1, -2)))
+
+
+def _unpack(lu, pivots):
+    """(P, L, U) of a packed factorization (L and U differentiable in LU)."""
+    from ember._creation import eye
+    m, n = lu.shape[-2], lu.shape[-1]
+    k = min(m, n)
+    p = _permutation(pivots, m).to(lu.dtype)
+    low = lu[..., :, :k].tril(-1) + eye(m, k, dtype=lu.dtype)
+    return p, low, lu[..., :k, :].triu()
+
+
+# --- lu_factor derivative ---------------------------------------------------------------------
+
+def _square_factor_grad(grad_l, grad_u, low, up):
+    # A = L U (square, L unit lower): gA = L^{-H} [tril(L^H gL, -1) + triu(gU U^H)] U^{-H}
+    m = (mh(low) @ grad_l).tril(-1) + (grad_u @ mh(up)).triu()
+    x = solve_triangular(mh(low), m, upper=True, unitriangular=True)
+    return solve_triangular(mh(up), x, upper=False, left=False)
+
+
+def _factor_grad(grads, a, pivot, *, out):
+    from ember.ops.join import cat
+    grad_lu, lu, pivots = grads[0], out[0], out[1]
+    m, n = a.shape[-2], a.shape[-1]
+    p, low, up = _unpack(lu, pivots)
+    if m == n:
+        grad = _square_factor_grad(grad_lu.tril(-1), grad_lu.triu(), low, up)
+    elif m > n:
+        # P^T A = [L1 U; L2 U]: L2 = (P^T A)_2 U^{-1} passes its gradient on through U
+        grad_l1, grad_l2 = grad_lu[..., :n, :].tril(-1), grad_lu[..., n:, :]
+        l1, l2 = low[..., :n, :], low[..., n:, :]
+        grad_a2 = solve_triangular(mh(up), grad_l2, upper=False, left=False)
+        grad_u = grad_lu[..., :n, :].triu() - mh(l2) @ grad_a2
+        grad = cat([_square_factor_grad(grad_l1, grad_u, l1, up), grad_a2], -2)
+    else:
+        # P^T A = [L U1 | L U2]: U2 = L^{-1} (P^T A)_2 passes its gradient on through L
+        grad_u1, grad_u2 = grad_lu[..., :m].triu(), grad_lu[..., m:]
+        u1, u2 = up[..., :m], up[..., m:]
+        grad_a2 = solve_triangular(mh(low), grad_u2, upper=True, unitriangular=True)
+        grad_l = grad_lu[..., :m].tril(-1) - grad_a2 @ mh(u2)
+        grad = cat([_square_factor_grad(grad_l, grad_u1, low, u1), grad_a2], -1)
+    return p @ grad
+
+
+lu_factor.derivative(_factor_grad)
+lu_factor_ex.derivative(lambda grads, a, pivot, check_errors, *, out:
+                        _factor_grad(grads, a, pivot, out=out))
+
+
+# --- lu_solve ---------------------------------------------------------------------------------
+
+def _check_solve(lu, pivots, b, left):
+    name = "linalg.lu_solve"
+    if lu.dtype != b.dtype:
+        raise RuntimeError(f"{name}: Expected LU and B to have the same dtype, but found LU of "
+                           f"type {torch_name(lu)} and B of type {torch_name(b)} instead")
+    check_square("ember.linalg.lu_solve", lu)
+    if lu.dtype.kind not in "fcV":
+        check_float("ember.linalg.lu_solve", lu)
+    check_kernel(lu, "linalg.lu_solve_cpu")
+    if b.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
+    if pivots.dtype != np.int32:
+        raise RuntimeError(f"{name}: pivots should be a Tensor of scalar type ember.int32")
+    if pivots.shape[-1:] != lu.shape[-1:]:
+        raise RuntimeError(f"{name}: Number of pivots per batch should be same as the "
+                           f"dimension of the matrix")
+    if pivots.shape != lu.shape[:-1]:
+        raise RuntimeError(f"{name}: Expected LU.shape[:-1] and pivots.shape to be the same, but "
+                           f"got pivots with shape {list(pivots.shape)} instead")
+    n = lu.shape[-1]
+    if (b.shape[-2] if left else b.shape[-1]) != n:
+        raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation "
+                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and "
+                           f"{b.shape[-2]}x{b.shape[-1]})")
+    if pivots.size and (pivots.min() < 1 or pivots.max() > n):
+        edge = "greater or equal to 1" if pivots.min() < 1 else "smaller or equal to LU.size(-2)"
+        raise RuntimeError(f"Pivots given to lu_solve must all be {edge}. Did you properly "
+                           f"pass the result of lu_factor?")
+
+
+@op("lu_solve(LU, pivots, B, *, left=True, adjoint=False)", inputs=3, namespace="linalg",
+    out=True)
+def lu_solve(xp, lu, pivots, b, left, adjoint):
+    """The solution X of AX = B (XA = B when not ``left``; with A^H when ``adjoint``), A
+    given by ``lu_factor``'s (LU, pivots)."""
+    _check_solve(lu, pivots, b, left)
+    batch = np.broadcast_shapes(lu.shape[:-2], b.shape[:-2])
+    lu2, b2 = broadcast_batch(xp, lu, b)
+    piv = xp.broadcast_to(pivots, batch + pivots.shape[-1:]) - 1
+    if left:                    # LAPACK's trans: 0 solves with A, 2 with A^H
+        return lu_solve_all(xp, lu2, piv, b2, trans=2 if adjoint else 0)
+    # XA = B <=> A^H X^H = B^H; XA^H = B <=> A X^H = B^H
+    bh = xp.conj(b2.swapaxes(-1, -2))
+    x = lu_solve_all(xp, lu2, piv, bh, trans=0 if adjoint else 2)
+    return xp.conj(x.swapaxes(-1, -2))
+
+
+@lu_solve.derivative
+def _(grad, lu, pivots, b, left, adjoint, *, out):
+    # the gradients of the solve for A (as in linalg.solve), then of A = P L U for LU
+    x = out
+    grad_b = lu_solve(lu, pivots, grad, left=left, adjoint=not adjoint)
+    if left:
+        grad_a = -(x @ mh(grad_b)) if adjoint else -(grad_b @ mh(x))
+    else:
+        grad_a = -(mh(grad_b) @ x) if adjoint else -(mh(x) @ grad_b)
+    p, low, up = _unpack(lu, pivots)
+    pt_grad = p.mT @ grad_a
+    grad_lu = (pt_grad @ mh(up)).tril(-1) + (mh(low) @ pt_grad).triu()
+    return grad_lu, None, grad_b

@@ -1,0 +1,242 @@
+"""Functions of square matrices: linalg.det, slogdet, matrix_power, matrix_exp, their
+top-level names (det, logdet, slogdet, matrix_power, matrix_exp), and linalg.cross."""
+
+import numpy as np
+
+from ember.ops._linalg_utils import (check_float, check_square, eye_like, mh, named_result,
+                                     scipy_linalg, torch_name)
+from ember.ops._reduce import constant
+from ember.ops._registry import broadcast_message, op
+from ember.ops.linalg import matmul
+from ember.ops.singular import svd
+from ember.ops.solvers import inv
+
+__all__ = ["det", "det_top", "slogdet", "slogdet_top", "logdet", "matrix_power",
+           "matrix_power_top", "matrix_exp", "matrix_exp_top", "cross"]
+
+slogdet_result = named_result("linalg_slogdet", ("sign", "logabsdet"))
+slogdet_top_result = named_result("slogdet", ("sign", "logabsdet"))
+_LOW = {np.dtype(np.float16)}
+
+
+# --- det, slogdet, logdet ---------------------------------------------------------------------
+
+def _det(xp, a):
+    check_square("linalg.det", a)
+    check_float("linalg.det", a, "lu_cpu")
+    return xp.linalg.det(a)
+
+
+def _det_grad(grad, a, *, out):
+    # d det(A) = det(A) tr(A^{-1} dA): gA = g conj(det) A^{-H}. A singular matrix has no
+    # inverse but a cofactor matrix all the same, which the SVD A = U S V^H gives:
+    # cof(A) = det(U) det(V^H) U diag(prod_{j != i} s_j) V^H
+    if not bool(constant(lambda xp, d: (d == 0).any(), out)):
+        return (grad * out.conj()).unsqueeze(-1).unsqueeze(-1) * mh(inv(a))
+    u, s, vh = svd(a, False)
+    phase = (det(u) * det(vh)).conj()
+    weights = (grad * phase).unsqueeze(-1) * _products_of_others(s)
+    return (u * weights.unsqueeze(-2)) @ vh
+
+
+def _products_of_others(s):
+    """For each s_i of the last dim, the product of the others (exact where some are 0)."""
+    from ember.ops.join import cat
+    ones = s[..., :1] * 0 + 1
+    before = cat([ones, s[..., :-1]], -1).cumprod(-1)
+    after = cat([s[..., 1:], ones], -1).flip(-1).cumprod(-1).flip(-1)
+    return before * after
+
+
+@op("det(A)", namespace="linalg", out=True)
+def det(xp, a):
+    """The determinant of each square matrix."""
+    return _det(xp, a)
+
+
+@op("det(input)", out=False, grad_fn_name="LinalgDetBackward0")
+def det_top(xp, a):
+    """The determinant of each square matrix (``linalg.det``)."""
+    return _det(xp, a)
+
+
+det.derivative(_det_grad)
+det_top.derivative(_det_grad)
+
+
+def _slogdet(xp, a, name="linalg.slogdet"):
+    check_square(name, a)
+    check_float(name, a)
+    sign, logabsdet = xp.linalg.slogdet(a)
+    return sign, logabsdet
+
+
+def _slogdet_grad(grads, a, *, out):
+    # log det A = logabsdet + i theta (sign = e^{i theta}): the gradient of the holomorphic
+    # log det is g A^{-H}, with g = g_logabsdet + i Im(conj(sign) g_sign); the sign of a
+    # real determinant is locally constant
+    grad_sign, grad_log = grads
+    sign = out[0]
+    g = grad_log
+    if a.is_complex():
+        g = g + 1j * (sign.conj() * grad_sign).imag
+    return g.unsqueeze(-1).unsqueeze(-1) * mh(inv(a))
+
+
+@op("slogdet(A)", namespace="linalg", out=True, namedtuple=slogdet_result)
+def slogdet(xp, a):
+    """(sign, logabsdet): the sign (a unit complex number for complex input, else -1, 0 or
+    1) and the log of the absolute value of each determinant."""
+    return _slogdet(xp, a)
+
+
+@op("slogdet(input)", out=True, namedtuple=slogdet_top_result,
+    grad_fn_name="LinalgSlogdetBackward0")
+def slogdet_top(xp, a):
+    """(sign, logabsdet) of each determinant (``linalg.slogdet``)."""
+    return _slogdet(xp, a)
+
+
+slogdet.derivative(_slogdet_grad)
+slogdet_top.derivative(_slogdet_grad)
+
+
+@op("logdet(input)", out=False)
+def logdet(xp, a):
+    """The log of each determinant: NaN for a negative real determinant, -inf for zero."""
+    sign, logabsdet = _slogdet(xp, a, "logdet")
+    if a.dtype.kind == "c":           # log(0) has no phase: NaN, as in PyTorch
+        return xp.where(sign == 0, complex(-np.inf, np.nan), xp.log(sign) + logabsdet)
+    return xp.where(sign < 0, np.nan, logabsdet).astype(a.dtype, copy=False)
+
+
+@logdet.derivative
+def _(grad, a, *, out):
+    if not a.is_complex():              # a NaN result (negative determinant) passes nothing
+        grad = grad * constant(lambda xp, y: (~xp.isnan(y)).astype(y.dtype), out)
+    return grad.unsqueeze(-1).unsqueeze(-1) * mh(inv(a))
+
+
+# --- matrix_power -----------------------------------------------------------------------------
+
+def _matrix_power(xp, a, n):
+    name = "linalg.matrix_power"
+    check_square(name, a)
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise TypeError(f"linalg_matrix_power(): argument 'n' (position 2) must be int, not "
+                        f"{type(n).__name__}")
+    if n == 0:
+        return xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape).copy()
+    if n < 0:
+        a, n = inv.forward(xp, a), -n
+    if n == 1:
+        return a.copy()
+    # the binary powers of A, multiplied in as n's bits come up (PyTorch's order)
+    result = power = None
+    while n:
+        bit, n = n & 1, n >> 1
+        power = a if power is None else matmul.forward(xp, power, power)
+        if bit:
+            result = power if result is None else matmul.forward(xp, result, power)
+    return result
+
+
+def _matrix_power_grad(grad, a, n):
+    # d(A^n) = sum_k A^k dA A^(n-1-k): gA = sum_k (A^H)^k G (A^H)^(n-1-k); a negative power
+    # is a power of the inverse
+    if n == 0:
+        return grad * 0
+    base = inv(a) if n < 0 else a
+    m = abs(n)
+    h = mh(base)
+    powers = [eye_like(h)]
+    for _ in range(m - 1):
+        powers.append(powers[-1] @ h)
+    total = sum(powers[k] @ grad @ powers[m - 1 - k] for k in range(m))
+    if n < 0:
+        return -(h @ total @ h)
+    return total
+
+
+@op("matrix_power(A, n)", namespace="linalg", out=True)
+def matrix_power(xp, a, n):
+    """The n-th power of each square matrix (for negative n, of its inverse)."""
+    return _matrix_power(xp, a, n)
+
+
+@op("matrix_power(input, n)", out=True)
+def matrix_power_top(xp, a, n):
+    """The n-th power of each square matrix (``linalg.matrix_power``)."""
+    return _matrix_power(xp, a, n)
+
+
+matrix_power.derivative(_matrix_power_grad)
+matrix_power_top.derivative(_matrix_power_grad)
+
+
+# --- matrix_exp -------------------------------------------------------------------------------
+
+def _matrix_exp(xp, a):
+    name = "linalg.matrix_exp"
+    check_square(name, a)
+    if a.dtype.kind not in "fcV":
+        check_float(name, a)
+    if a.size == 0:
+        return a.copy()
+    wide = a.astype(np.float32) if a.dtype in _LOW or a.dtype.kind == "V" else a
+    return scipy_linalg(xp).expm(wide).astype(a.dtype, copy=False)
+
+
+def _matrix_exp_grad(grad, a):
+    # the derivative of exp at A in direction G is the top-right block of
+    # exp([[A, G], [0, A]]); the adjoint uses A^H
+    from ember.ops.join import cat
+    n = a.shape[-1]
+    ah = mh(a)
+    top = cat([ah, grad], -1)
+    bottom = cat([ah * 0, ah], -1)
+    return matrix_exp(cat([top, bottom], -2))[..., :n, n:]
+
+
+@op("matrix_exp(A)", namespace="linalg", out=False)
+def matrix_exp(xp, a):
+    """The matrix exponential of each square matrix."""
+    return _matrix_exp(xp, a)
+
+
+@op("matrix_exp(input)", out=False, grad_fn_name="LinalgMatrixExpBackward0")
+def matrix_exp_top(xp, a):
+    """The matrix exponential of each square matrix (``linalg.matrix_exp``)."""
+    return _matrix_exp(xp, a)
+
+
+matrix_exp.derivative(_matrix_exp_grad)
+matrix_exp_top.derivative(_matrix_exp_grad)
+
+
+# --- cross ------------------------------------------------------------------------------------
+
+@op("cross(input, other, *, dim=-1)", inputs=2, namespace="linalg", out=True)
+def cross(xp, a, b, dim):
+    """The cross product of 3-vectors along ``dim`` (other dims broadcast)."""
+    from ember.ops._dims import wrap_dim
+    if a.ndim != b.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    d = wrap_dim(dim, a.ndim)
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise RuntimeError(broadcast_message([a.shape, b.shape])) from None
+    if a.shape[d] != 3 or b.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{a.shape[d]} and {b.shape[d]}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected scalar type {torch_name(a)} but found {torch_name(b)}")
+    if a.dtype == np.bool_:
+        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
+    return xp.cross(a, b, axis=d)
+
+
+@cross.derivative
+def _(grad, a, b, dim):
+    return cross(b.conj(), grad, dim=dim), cross(grad, a.conj(), dim=dim)

@@ -1,0 +1,312 @@
+"""OpInfo entries for ember.linalg's factorizations (ops/factorizations.py, ops/singular.py).
+
+Eigenvectors and singular vectors are unique only up to a sign (a phase for complex input),
+and QR's factors up to the signs of R's diagonal: those entries compare quantities that do
+not depend on that choice (absolute values, reconstructions, normalized factors), for ember
+(``op``), PyTorch (``torch_op``) and NumPy (``ref``) alike. Gradients are then those of losses
+that do not depend on the choice either, the only ones PyTorch defines.
+"""
+
+import re
+
+import numpy as np
+
+import ember
+from tests.ops.opdb.core import ErrorInput, OpInfo, SampleInput
+from tests.ops.opdb.decompositions import (LINALG, hermitian_input, matrix, square_errors,
+                                           square_samples, torch_hermitian_input)
+
+# float32 decompositions by different LAPACK builds agree to a few ulps of the largest value
+LOOSE = {ember.float32: (1e-4, 1e-5), ember.complex64: (1e-4, 1e-5)}
+
+
+def _torch(name):
+    import torch
+    fn = torch
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+def _mh(x):
+    return x.conj().swapaxes(-1, -2)
+
+
+# --- cholesky ---------------------------------------------------------------------------------
+
+def _cholesky_ref(a, upper=False, check_errors=None):
+    factor = np.linalg.cholesky(a, upper=upper)
+    return factor if check_errors is None else (factor, np.zeros(a.shape[:-2], np.int32))
+
+
+NOT_PD = ember.tensor([[[4., 2], [2, 3]], [[1., 2], [2, 1]]])
+
+
+def _cholesky_errors(name, check=None):
+    def errors():
+        yield from square_errors("linalg.cholesky", kernel="cholesky_cpu")()
+        kw = {} if check is None else {"check_errors": True}
+        yield ErrorInput(SampleInput(NOT_PD, kwargs=kw), RuntimeError, re.escape(
+            f"{check or name}: (Batch element 1): The factorization could not be completed "
+            f"because the input is not positive-definite (the leading minor of order 2 is not "
+            f"positive-definite)."))
+        yield ErrorInput(SampleInput(-ember.eye(2), kwargs=kw), RuntimeError, re.escape(
+            "not positive-definite (the leading minor of order 1 is not positive-definite)."))
+    return errors
+
+
+def _cholesky_ex_samples(dtype, requires_grad):
+    yield from square_samples("spd", kwargs=({}, {"upper": True}))(dtype, requires_grad)
+    if not requires_grad:               # what LAPACK leaves of a failed factorization
+        yield SampleInput(NOT_PD.to(dtype), name="not positive-definite")
+        yield SampleInput(NOT_PD.to(dtype), kwargs={"upper": True}, name="upper, not pd")
+
+
+def _cholesky_ex_ref(a, upper=False, check_errors=False):
+    if a.shape == (2, 2, 2) and a[1, 0, 0] == 1:
+        factor = np.array([[[2, 0], [1, np.sqrt(2)]], [[1, 0], [2, -3]]], a.dtype)
+        return (_mh(factor) if upper else factor), np.array([0, 2], np.int32)
+    return _cholesky_ref(a, upper, False)
+
+
+# --- qr ---------------------------------------------------------------------------------------
+
+def _qr_samples(dtype, requires_grad):
+    shapes = ((3, 3), (4, 2), (2, 4), (2, 3, 2), (0, 3), (3, 0), (2, 0, 0))
+    for mode in ("reduced", "complete", "r"):
+        if requires_grad and mode == "r":
+            continue                        # not differentiable (PyTorch raises too)
+        for shape in shapes:
+            if requires_grad and mode == "complete" and shape[-2] > shape[-1]:
+                continue
+            yield SampleInput(matrix(shape, dtype, requires_grad, "any"), (mode,),
+                              name=f"{list(shape)} {mode}")
+    yield SampleInput(matrix((3, 2), dtype, requires_grad, "any", noncontiguous=True),
+                      name="noncontiguous")
+
+
+def _normalized_qr(sgn, q, r):
+    """(Q D, D^H R) for the phases D of R's diagonal: R's diagonal becomes positive. Only the
+    first min(m, n) columns of a complete Q are determined by A."""
+    k = min(r.shape[-2:])
+    d = sgn(r[..., :k, :k].diagonal(0, -2, -1))
+    r = d.conj()[..., :, None] * r[..., :k, :]
+    return (r if q.ndim == 1 else q[..., :k] * d[..., None, :]), r
+
+
+def _qr_op(qr, sgn):
+    def call(a, *args, **kwargs):
+        q, r = qr(a, *args, **kwargs)
+        return _normalized_qr(sgn, q, r)
+    return call
+
+
+def _qr_ref(a, mode="reduced"):
+    q, r = (None, np.linalg.qr(a, "r")) if mode == "r" else np.linalg.qr(a, mode)
+    sgn = np.sign if a.dtype.kind == "f" else (lambda z: np.where(z == 0, 0, z / np.abs(z)))
+    return _normalized_qr(sgn, q if q is not None else np.zeros(0), r)
+
+
+def _torch_qr(a, *args, **kwargs):
+    import torch
+    return _qr_op(torch.linalg.qr, torch.sgn)(a, *args, **kwargs)
+
+
+def _qr_errors():
+    yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError, re.escape(
+        "linalg.qr: The input tensor A must have at least 2 dimensions."))
+    yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.int64)), RuntimeError,
+                     "linalg.qr: Expected a floating point or complex tensor as input. Got Long")
+    yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.float16)), NotImplementedError,
+                     "\"geqrf_cpu\" not implemented for 'Half'")
+    yield ErrorInput(SampleInput(ember.ones(3, 3), ("foo",)), RuntimeError, re.escape(
+        "qr received unrecognized mode 'foo' but expected one of 'reduced' (default), 'r', or "
+        "'complete'"))
+
+
+# --- eigh, eig --------------------------------------------------------------------------------
+
+EIGH_KWARGS = ({}, {"UPLO": "U"})
+
+
+def _eigh_op(eigh):
+    def call(a, *args, **kwargs):
+        w, v = eigh(a, *args, **kwargs)
+        return w, v.abs(), (v * w.unsqueeze(-2)) @ v.mH
+    return call
+
+
+def _eigh_ref(a, UPLO="L"):
+    w, v = np.linalg.eigh(a, UPLO)
+    return w, np.abs(v), (v * w[..., None, :]) @ _mh(v)
+
+
+def _eigh_errors(name):
+    def errors():
+        yield from square_errors("linalg.eigh", kernel="linalg_eigh_cpu")()
+        yield ErrorInput(SampleInput(ember.eye(2), kwargs={"UPLO": "X"}), RuntimeError,
+                         "Expected UPLO argument to be 'L' or 'U', but got X")
+    return errors
+
+
+def _int_eigh(errors):
+    """PyTorch's eigh dispatches integer input straight to its kernel."""
+    def patched():
+        for e in errors():
+            if e.sample.input.dtype is ember.int64:
+                e = ErrorInput(e.sample, NotImplementedError,
+                               "\"linalg_eigh_cpu\" not implemented for 'Long'")
+            yield e
+    return patched
+
+
+def _eig_op(eig):
+    def call(a):
+        w, v = eig(a)
+        return w, v.abs()
+    return call
+
+
+def _eig_ref(a):
+    w, v = np.linalg.eig(a)
+    dtype = np.result_type(a.dtype, np.complex64)
+    return w.astype(dtype), np.abs(v)
+
+
+def _eig_errors(name):
+    def errors():
+        for e in square_errors(name, kernel="linalg_eig_out_cpu")():
+            if e.sample.input.dtype is ember.int64:
+                e = ErrorInput(e.sample, RuntimeError, "Unknown Complex ScalarType for Long")
+            yield e
+    return errors
+
+
+def _complex_result(dtype, sample):
+    return {ember.float32: ember.complex64, ember.float64: ember.complex128}.get(dtype, dtype)
+
+
+# --- svd --------------------------------------------------------------------------------------
+
+SVD_SHAPES = ((3, 3), (4, 2), (2, 4), (2, 3, 2), (1, 1), (0, 3), (3, 0), (2, 0, 0))
+
+
+def _svd_samples(kwargs):
+    def samples(dtype, requires_grad):
+        for kw in kwargs:
+            for shape in SVD_SHAPES:
+                yield SampleInput(matrix(shape, dtype, requires_grad, "any"), kwargs=dict(kw),
+                                  name=f"{list(shape)} {kw}")
+        yield SampleInput(matrix((3, 2), dtype, requires_grad, "any", noncontiguous=True),
+                          name="noncontiguous")
+    return samples
+
+
+def _svd_parts(u, s, vh, absolute):
+    """|U|, S, |V^H| (their first min(m, n) columns / rows) and U S V^H."""
+    k = s.shape[-1]
+    u, vh = u[..., :k], vh[..., :k, :]
+    return absolute(u), s, absolute(vh), (u * s[..., None, :]) @ vh
+
+
+def _svd_op(svd):
+    def call(a, *args, **kwargs):
+        u, s, vh = svd(a, *args, **kwargs)
+        return _svd_parts(u, s, vh, abs)
+    return call
+
+
+def _svd_ref(a, full_matrices=True):
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    return _svd_parts(u, s, vh.astype(a.dtype), np.abs)
+
+
+def _legacy_op(svd):
+    def call(a, *args, **kwargs):
+        u, s, v = svd(a, *args, **kwargs)
+        if not kwargs.get("compute_uv", True):
+            return u, s, v                  # zeros
+        return _svd_parts(u, s, v.mH, abs)
+    return call
+
+
+def _legacy_ref(a, some=True, compute_uv=True):
+    if not compute_uv:
+        m, n = a.shape[-2:]
+        return (np.zeros(a.shape[:-2] + (m, m)), np.linalg.svd(a, compute_uv=False),
+                np.zeros(a.shape[:-2] + (n, n)))
+    return _svd_ref(a, full_matrices=not some)
+
+
+def _svd_errors(name):
+    def errors():
+        yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.int64)), RuntimeError,
+                         "linalg.svd: Expected a floating point or complex tensor as input. "
+                         "Got Long")
+        yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.float16)), NotImplementedError,
+                         "\"linalg_svd_cpu\" not implemented for 'Half'")
+        if name == "svd":
+            yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError, re.escape(
+                "linalg.svd: input should have at least 2 dimensions, but has 1 dimensions "
+                "instead"))
+            return
+        yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError, re.escape(
+            "linalg.svd: The input tensor A must have at least 2 dimensions."))
+        yield ErrorInput(SampleInput(ember.ones(3, 3), kwargs={"driver": "gesvd"}), RuntimeError,
+                         re.escape("ember.linalg.svd: keyword argument `driver=` is only "
+                                   "supported on CUDA inputs with cuSOLVER backend."))
+    return errors
+
+
+def _real_result(dtype, sample):
+    return {ember.complex64: ember.float32, ember.complex128: ember.float64}.get(dtype, dtype)
+
+
+def _legacy_result(dtype, sample):
+    return dtype if sample.kwargs.get("compute_uv", True) is False else \
+        _real_result(dtype, sample)
+
+
+OPS = [
+    OpInfo("linalg.cholesky", _cholesky_ref, square_samples("spd", kwargs=({}, {"upper": True})),
+           dtypes=LINALG, gradgrad=True, op=hermitian_input(ember.linalg.cholesky),
+           torch_op=torch_hermitian_input("linalg.cholesky"),
+           error_inputs=_cholesky_errors("linalg.cholesky")),
+    OpInfo("linalg.cholesky_ex", _cholesky_ex_ref, _cholesky_ex_samples, dtypes=LINALG,
+           gradgrad=True, op=hermitian_input(ember.linalg.cholesky_ex),
+           torch_op=torch_hermitian_input("linalg.cholesky_ex"),
+           error_inputs=_cholesky_errors("linalg.cholesky", "linalg.cholesky_ex")),
+    OpInfo("linalg.qr", _qr_ref, _qr_samples, dtypes=LINALG, gradgrad=True,
+           op=_qr_op(ember.linalg.qr, ember.sgn), torch_op=_torch_qr, parity_tol=LOOSE,
+           error_inputs=_qr_errors),
+    OpInfo("linalg.eigh", _eigh_ref, square_samples("hermitian", kwargs=EIGH_KWARGS),
+           dtypes=LINALG, result_dtype=_real_result, gradgrad=True,
+           op=hermitian_input(_eigh_op(ember.linalg.eigh)),
+           torch_op=_eigh_op(torch_hermitian_input("linalg.eigh")), parity_tol=LOOSE,
+           error_inputs=_int_eigh(_eigh_errors("linalg.eigh"))),
+    OpInfo("linalg.eigvalsh", lambda a, UPLO="L": np.linalg.eigvalsh(a, UPLO),
+           square_samples("hermitian", kwargs=EIGH_KWARGS), dtypes=LINALG,
+           result_dtype=_real_result, gradgrad=True, op=hermitian_input(ember.linalg.eigvalsh),
+           torch_op=torch_hermitian_input("linalg.eigvalsh"), parity_tol=LOOSE,
+           error_inputs=_int_eigh(_eigh_errors("linalg.eigvalsh"))),
+    OpInfo("linalg.eig", _eig_ref, square_samples("any"), dtypes=LINALG,
+           result_dtype=_complex_result, gradgrad=True, op=_eig_op(ember.linalg.eig),
+           torch_op=lambda a: _eig_op(_torch("linalg.eig"))(a), parity_tol=LOOSE,
+           error_inputs=_eig_errors("linalg.eig")),
+    OpInfo("linalg.eigvals", lambda a: _eig_ref(a)[0], square_samples("any"), dtypes=LINALG,
+           result_dtype=_complex_result, gradgrad=True, parity_tol=LOOSE,
+           error_inputs=_eig_errors("linalg.eigvals")),
+    OpInfo("linalg.svd", _svd_ref, _svd_samples(({}, {"full_matrices": False})), dtypes=LINALG,
+           result_dtype=_real_result, gradgrad=True, op=_svd_op(ember.linalg.svd),
+           torch_op=lambda a, *args, **kw: _svd_op(_torch("linalg.svd"))(a, *args, **kw),
+           parity_tol=LOOSE, error_inputs=_svd_errors("linalg.svd")),
+    OpInfo("linalg.svdvals", lambda a: np.linalg.svd(a, compute_uv=False),
+           _svd_samples(({},)), dtypes=LINALG, result_dtype=_real_result, gradgrad=True,
+           parity_tol=LOOSE, error_inputs=_svd_errors("linalg.svdvals")),
+    # ember.svd: without compute_uv, U and V are zeros that need no gradient, as in PyTorch
+    OpInfo("svd", _legacy_ref,
+           _svd_samples(({}, {"some": False}, {"compute_uv": False})), dtypes=LINALG,
+           result_dtype=_legacy_result, gradgrad=True, op=_legacy_op(ember.svd),
+           torch_op=lambda a, *args, **kw: _legacy_op(_torch("svd"))(a, *args, **kw),
+           parity_tol=LOOSE, error_inputs=_svd_errors("svd")),
+]
