@@ -5,12 +5,12 @@ The linalg ops take no dtype policy: PyTorch checks shapes before dtypes, and ea
 names its own kernel in its dtype errors, so every forward checks its operands itself.
 """
 
-import collections
 import functools
 
 import numpy as np
 
 from ember import _dtype as D
+from ember.ops.return_types import named_result  # noqa: F401  (re-exported)
 
 __all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_square",
            "check_float", "check_kernel", "check_same_dtype", "batch_prefix", "raise_first_failure",
@@ -25,18 +25,6 @@ class LinAlgError(RuntimeError):
 
 
 LinAlgError.__module__ = "ember.linalg"
-
-
-def named_result(name, fields):
-    """A named-tuple type for an op's several outputs (``torch.return_types.<name>``)."""
-    base = collections.namedtuple(name, fields)
-
-    def __repr__(self):
-        body = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
-        return f"ember.return_types.{name}(\n{body})"
-    return type(name, (base,), {"__slots__": (), "__repr__": __repr__,
-                                "__module__": "ember.return_types",
-                                "__doc__": f"The ({', '.join(fields)}) result of ``{name}``."})
 
 
 def torch_name(a):
