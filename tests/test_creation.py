@@ -143,3 +143,8 @@ def test_float8_saturates_and_full_checks_range():
     with pytest.raises(RuntimeError, match="uint8_t without overflow"):
         ember.full((2,), 300, dtype=ember.uint8)
     assert ember.full((1,), -1, dtype=ember.uint8).tolist() == [255]
+
+
+def test_new_factories_take_size_by_keyword():
+    x = ember.ones(1, dtype=ember.int16)
+    assert x.new_zeros(size=(2, 3)).shape == (2, 3) and x.new_ones(size=[2]).dtype is ember.int16

@@ -360,6 +360,10 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
 
 def _new_factory(factory, name):
     def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+        if "size" in kwargs:                # x.new_zeros(size=(2, 3))
+            if size:
+                raise TypeError(f"{name}() got multiple values for argument 'size'")
+            size = (kwargs.pop("size"),)
         return factory(*size, dtype=self.dtype if dtype is None else dtype,
                        device=self.device if device is None else device,
                        requires_grad=requires_grad, **kwargs)
