@@ -172,12 +172,8 @@ def trapezoid(xp, y, x, dx, dim):
         total = _sum(y, d)
         half_ends = _scaled(ends, 0.5)
         return _scaled(total.astype(_promoted(total.dtype, half_ends.dtype)) - half_ends, step)
-    spacing = _spacing(y, x, d, "trapezoid")
     left, right = _pieces(y, d)
-    pairs = left + right
-    both = _promoted(spacing.dtype, pairs.dtype)
-    total = _sum(spacing.astype(both) * pairs.astype(both), d)
-    return _scaled(total, 0.5) if total.dtype.kind in "iu" else total / total.dtype.type(2)
+    return _halved(_sum, _spacing(y, x, d, "trapezoid"), left + right, d)
 
 
 @trapezoid.derivative
@@ -203,6 +199,13 @@ def _(grad, y, x, dx, dim):
     return grad_y, _to_shape(grad_x, shape, tuple(x.shape))
 
 
+def _halved(accumulate, spacing, pairs, d):
+    """``accumulate(spacing * pairs) / 2`` along ``d`` in the trapezoid rule's dtype."""
+    both = _promoted(spacing.dtype, pairs.dtype)
+    total = accumulate(spacing.astype(both) * pairs.astype(both), d)
+    return _scaled(total, 0.5) if total.dtype.kind in "iu" else total / total.dtype.type(2)
+
+
 def _to_shape(grad, viewed, shape):
     """A gradient for the viewed sample points, summed and reshaped back to ``x``'s shape."""
     from ember.autograd.graph import sum_to
@@ -222,11 +225,7 @@ def cumulative_trapezoid(xp, y, x, dx, dim):
     left, right = _pieces(y, d)
     if x is None:
         return _cumsum(_scaled(left + right, step / 2), d)
-    spacing = _spacing(y, x, d, "cumulative_trapezoid")
-    pairs = left + right
-    both = _promoted(spacing.dtype, pairs.dtype)
-    total = _cumsum(pairs.astype(both) * spacing.astype(both), d)
-    return _scaled(total, 0.5) if total.dtype.kind in "iu" else total / total.dtype.type(2)
+    return _halved(_cumsum, _spacing(y, x, d, "cumulative_trapezoid"), left + right, d)
 
 
 @cumulative_trapezoid.derivative
