@@ -4,23 +4,31 @@
 An op module may define ``ALIASES = {"other_name": "op_name"}`` for PyTorch's other names of
 the same op (``absolute`` for ``abs``): one function object under several names. It may also
 define ``PUBLIC = {"name": function}`` for functions of the ember namespace that are built
-from ops rather than being ops themselves (``allclose``).
+from ops rather than being ops themselves (``allclose``), and ``FUNCTIONAL`` for those of
+``ember.nn.functional``: a function, or the registry name of a top-level op PyTorch also
+exposes there (``{"relu": "relu"}``).
 """
 
 from ember.ops import _registry, operators
 from ember.ops import (arithmetic, binary_math, comparison, complex_ops, conversion,
                        decompositions, indexing, linalg, odds, products, reduction, scatter,
                        shape, sorting, special_math, spectral, unary_math)
+from ember.ops import (activations, affine, attention, conv, dropout, embedding, loss,
+                       normalization, padding, pooling, recurrent, resampling)
 
 MODULES = (arithmetic, binary_math, comparison, complex_ops, conversion, decompositions,
            indexing, linalg, odds, products, reduction, scatter, shape, sorting, special_math,
-           spectral, unary_math)
+           spectral, unary_math,
+           activations, affine, attention, conv, dropout, embedding, loss, normalization,
+           padding, pooling, recurrent, resampling)
 
 ALIASES = {}
 PUBLIC = {}
+FUNCTIONAL = {}
 for _module in MODULES:
     ALIASES.update(getattr(_module, "ALIASES", {}))
     PUBLIC.update(getattr(_module, "PUBLIC", {}))
+    FUNCTIONAL.update(getattr(_module, "FUNCTIONAL", {}))
 
 operators.install()
 _registry.attach_methods()

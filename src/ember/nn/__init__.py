@@ -1,0 +1,6 @@
+"""ember.nn: modules, parameters, layers and losses (``torch.nn``)."""
+
+from ember.nn.parameter import Parameter
+from ember.nn.modules import *  # noqa: F401,F403
+from ember.nn.modules.module import Module
+from ember.nn import functional, init, utils  # noqa: F401

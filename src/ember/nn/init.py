@@ -1,0 +1,1 @@
+"""ember.nn.init: parameter initialization, in place and without recording gradients."""

@@ -1,0 +1,1 @@
+"""ember.nn.utils: gradient clipping, parameter vectors, parametrizations, RNN packing."""
