@@ -1,4 +1,4 @@
-"""Per-op overhead on tiny tensors, and a small MLP training step: ember vs PyTorch.
+"""Per-op overhead on tiny tensors and training steps of small models: ember vs PyTorch.
 
 Prints microseconds per call for each workload, for ember and (when it is importable)
 PyTorch in the same process, and their ratio. Run with ``make bench``. Both frameworks get
@@ -16,6 +16,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402  (after the thread settings)
 
 import ember  # noqa: E402
+from train_steps import WORKLOADS as TRAIN_STEPS  # noqa: E402
 
 try:
     import torch  # noqa: E402
@@ -106,6 +107,11 @@ def rows(quick):
             table.append((label, *paired(fn, theirs.get(name), min_time)))
     for label, make in (("backward, 10-node chain", backward_workload),
                         ("MLP 64x256 fwd+bwd", mlp_workload)):
+        table.append((label, *paired(make(ember), make(torch) if torch else None, min_time)))
+    for label, make in TRAIN_STEPS.items():
+        if torch:
+            torch.manual_seed(0)
+        ember.manual_seed(0)
         table.append((label, *paired(make(ember), make(torch) if torch else None, min_time)))
     return table
 
