@@ -27,6 +27,7 @@ from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, OpNode, history
 from ember.backend import XP_BY_ARRAY_TYPE, loud_fp, quiet_fp, xp_of
 from ember.ops._promotion import compute_dtype
+from ember.overrides import is_plain as _plain_subclass
 
 __all__ = ["op", "Op", "REGISTRY", "call"]
 
@@ -338,12 +339,6 @@ def _narrow_int(op, value, dtype):
         from ember.ops._scalars import checked_scalar
         return checked_scalar(np, value, dtype)
     return np.array(value).astype(dtype)
-
-
-def _plain_subclass(cls):
-    """A subclass that does not override __torch_function__ dispatches like a Tensor."""
-    from ember.overrides import is_plain
-    return is_plain(cls)
 
 
 def _as_scalar(op, flat, x):
