@@ -1,0 +1,54 @@
+"""What every optimizer's step does to reach arrays: read lr, fetch gradients, make state.
+
+Updates run on backend arrays in place (no graph, few temporaries). Complex parameters
+and their state are updated as pairs of reals, as PyTorch does (``view_as_real``).
+"""
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+
+__all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count"]
+
+
+def value(x):
+    """A hyperparameter as a Python number (``lr`` may be a 0-d tensor)."""
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def real(a):
+    """``a`` itself, or for a complex array a real view of its (re, im) pairs."""
+    if a.dtype.kind != "c":
+        return a
+    return a.reshape(*a.shape, 1).view(a.real.dtype)
+
+
+def grads_of(group, maximize=False):
+    """``(param, param array, grad array)`` for each parameter of ``group`` with a gradient."""
+    out = []
+    for p in group["params"]:
+        g = p._grad
+        if g is None:
+            continue
+        ga = real(g._data)
+        out.append((p, real(p._data), -ga if maximize else ga))
+    return out
+
+
+def state_like(p, fill=0.0):
+    """A state tensor shaped and typed like parameter ``p``, filled with ``fill``."""
+    a = p._data.copy()
+    a[...] = fill
+    return _make(a)
+
+
+def new_step():
+    """A step counter: a float32 0-d tensor on the host, as PyTorch keeps it."""
+    return _make(np.zeros((), np.float32))
+
+
+def step_count(state):
+    """Increment and return the state's step counter."""
+    step = state["step"]
+    step._data += 1
+    return float(step._data)

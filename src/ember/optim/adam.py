@@ -1,0 +1,88 @@
+"""Adam and AdamW (``torch.optim.Adam``, ``torch.optim.AdamW``)."""
+
+import math
+
+from ember.backend import xp_of
+from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """Adam, following PyTorch's documented update:
+
+    g = grad (+ weight_decay * p, or p *= 1 - lr * weight_decay when decoupled);
+    m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g^2 (v_max = max(v_max, v) with
+    amsgrad); p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        _check(lr, betas, eps, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize, foreach=foreach,
+                                      capturable=capturable, differentiable=differentiable,
+                                      fused=fused, decoupled_weight_decay=decoupled_weight_decay))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            beta1, beta2 = (value(b) for b in group["betas"])
+            amsgrad, decoupled = group["amsgrad"], group["decoupled_weight_decay"]
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                if not state:
+                    state["step"] = new_step()
+                    state["exp_avg"] = state_like(p)
+                    state["exp_avg_sq"] = state_like(p)
+                    if amsgrad:
+                        state["max_exp_avg_sq"] = state_like(p)
+                t = step_count(state)
+                if wd:
+                    if decoupled:
+                        x *= 1 - lr * wd
+                    else:
+                        g = g + wd * x
+                m, v = real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data)
+                m += (1 - beta1) * (g - m)
+                v *= beta2
+                v += (1 - beta2) * g * g
+                if amsgrad:
+                    vmax = real(state["max_exp_avg_sq"]._data)
+                    xp_of(vmax).maximum(vmax, v, out=vmax)
+                    v = vmax
+                denom = v ** 0.5
+                denom /= math.sqrt(1 - beta2 ** t)
+                denom += eps
+                x -= (lr / (1 - beta1 ** t)) * m / denom
+                p._bump_version()
+        return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (``torch.optim.AdamW``): p *= 1 - lr * weight_decay."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
+
+
+def _check(lr, betas, eps, weight_decay):
+    if not 0.0 <= value(lr):
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    for i, b in enumerate(betas):
+        if not 0.0 <= value(b) < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")

@@ -1,0 +1,221 @@
+"""Optimizer: the base of every optimizer (``torch.optim.Optimizer``).
+
+Parameter groups, per-parameter state, zero_grad, step hooks and a state_dict in PyTorch's
+layout (state keyed by integer parameter ids, groups listing those ids), so checkpoints
+round-trip between ember and PyTorch. Subclasses implement ``step`` on backend arrays in
+place (see ``_arrays``): an update builds no autograd graph and allocates few temporaries.
+"""
+
+import copy
+import warnings
+from collections import OrderedDict, defaultdict
+from itertools import chain
+
+from ember._tensor import Tensor
+from ember.autograd.graph import RemovableHandle
+from ember.autograd.grad_mode import enable_grad
+
+__all__ = ["Optimizer", "required"]
+
+
+class _Required:
+    """The default of an option a group must give (PyTorch's ``required``)."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+class Optimizer:
+    """Base class for optimizers: ``params`` is an iterable of tensors or of dicts (groups)."""
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        self._step_pre_hooks = OrderedDict()
+        self._step_post_hooks = OrderedDict()
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            f"Tensors or dicts, but got {params.type()}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own options (defaults fill the rest)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        params = list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                f"{type(p).__module__}.{type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        group = dict(param_group, params=params)
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            group.setdefault(name, default)
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of all optimized parameters (to None by default)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p._grad is None:
+                    continue
+                if set_to_none:
+                    p._grad = None
+                else:
+                    g = p._grad
+                    if g._grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g._requires_grad = False
+                    g._data[...] = 0
+                    g._bump_version()
+
+    def step(self, closure=None):
+        """Perform one optimization step; ``closure`` re-evaluates the model and returns
+        the loss."""
+        raise NotImplementedError
+
+    # ----- hooks ---------------------------------------------------------------------------
+
+    def register_step_pre_hook(self, hook):
+        """Call ``hook(optimizer, args, kwargs)`` before each step; it may return new
+        ``(args, kwargs)``."""
+        return _add(self._step_pre_hooks, hook)
+
+    def register_step_post_hook(self, hook):
+        """Call ``hook(optimizer, args, kwargs)`` after each step."""
+        return _add(self._step_post_hooks, hook)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = _with_hooks(cls.__dict__["step"])
+
+    # ----- state_dict --------------------------------------------------------------------------
+
+    def state_dict(self):
+        """``{'state': {id: {...}}, 'param_groups': [{..., 'params': [ids]}]}`` (PyTorch's
+        layout: ids number the parameters in group order)."""
+        ids = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                ids.setdefault(id(p), len(ids))
+            packed["params"] = [ids[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {ids[id(p)]: s for p, s in self.state.items() if id(p) in ids}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore state and options from ``state_dict`` (tensors are copied and cast to
+        their parameter's dtype, except the step counts)."""
+        state_dict = copy.deepcopy(state_dict)
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for ours, theirs in zip(self.param_groups, saved_groups):
+            if len(ours["params"]) != len(theirs["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 "match the size of optimizer's group "
+                                 f"({len(theirs['params'])} vs {len(ours['params'])})")
+        id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
+                          chain.from_iterable(g["params"] for g in self.param_groups)))
+        self.state = defaultdict(dict)
+        for key, value in state_dict["state"].items():
+            if key in id_map:
+                p = id_map[key]
+                self.state[p] = {k: _cast_state(p, k, v) for k, v in value.items()}
+        self.param_groups = [dict(theirs, params=ours["params"])
+                             for ours, theirs in zip(self.param_groups, saved_groups)]
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state,
+                "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_step_pre_hooks", OrderedDict())
+        self.__dict__.setdefault("_step_post_hooks", OrderedDict())
+
+    def __repr__(self):
+        lines = [type(self).__name__ + " ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines.extend(f"    {k}: {group[k]}" for k in sorted(group) if k != "params")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _cast_state(param, key, value):
+    """State tensors follow their parameter's dtype and device; step counts stay float32."""
+    if not isinstance(value, Tensor):
+        return value
+    if key == "step":
+        return value
+    if value.is_floating_point() and param.is_floating_point():
+        return value.to(dtype=param.dtype, device=param.device)
+    return value.to(device=param.device)
+
+
+def _with_hooks(step):
+    def wrapped(self, *args, **kwargs):
+        for hook in list(self._step_pre_hooks.values()):
+            result = hook(self, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError(f"{hook} must return None or a tuple of (new_args, "
+                                       f"new_kwargs), but got {result}.")
+                args, kwargs = result
+        out = step(self, *args, **kwargs)
+        for hook in list(self._step_post_hooks.values()):
+            hook(self, args, kwargs)
+        return out
+    wrapped.__name__ = step.__name__
+    wrapped.__qualname__ = step.__qualname__
+    wrapped.__doc__ = step.__doc__
+    return wrapped
+
+
+def _add(table, hook):
+    handle = RemovableHandle(table)
+    table[handle.id] = hook
+    return handle
+
+
+def closure_loss(closure):
+    """Evaluate a step's closure with gradients enabled (steps run under no_grad)."""
+    if closure is None:
+        return None
+    with enable_grad():
+        return closure()
+

@@ -1,0 +1,185 @@
+"""The Optimizer base: groups, bad input, zero_grad, state_dict, hooks, closures."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+import ember
+from ember import nn, optim
+
+
+def _params(*shapes):
+    return [nn.Parameter(ember.ones(*s)) for s in shapes]
+
+
+def test_bad_params_are_refused_as_pytorch_words_it():
+    p = nn.Parameter(ember.ones(2))
+    with pytest.raises(TypeError, match="should be an iterable of Tensors or dicts, but got "
+                                        "ember.FloatTensor"):
+        optim.SGD(p, lr=0.1)
+    with pytest.raises(ValueError, match="optimizer got an empty parameter list"):
+        optim.SGD([], lr=0.1)
+    with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
+        optim.SGD([p * 2], lr=0.1)
+    with pytest.raises(ValueError, match="some parameters appear in more than one"):
+        optim.SGD([{"params": [p]}, {"params": [p]}], lr=0.1)
+    with pytest.raises(ValueError, match="Invalid learning rate: -0.1"):
+        optim.SGD([p], lr=-0.1)
+    with pytest.raises(ValueError, match="Invalid beta parameter at index 1: 1.0"):
+        optim.Adam([p], betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="Nesterov momentum requires a momentum"):
+        optim.SGD([p], nesterov=True)
+    with pytest.raises(TypeError, match="ordered collections"):
+        optim.SGD([p], lr=0.1).add_param_group({"params": {nn.Parameter(ember.ones(1))}})
+
+
+def test_groups_take_their_own_options_and_defaults_fill_the_rest():
+    a, b = _params((2,), (3,))
+    opt = optim.SGD([{"params": [a]}, {"params": b, "lr": 0.5}], lr=0.1, momentum=0.9)
+    assert [g["lr"] for g in opt.param_groups] == [0.1, 0.5]
+    assert opt.param_groups[1]["momentum"] == 0.9
+    assert opt.param_groups[1]["params"] == [b]
+    a.grad, b.grad = ember.ones(2), ember.ones(3)
+    opt.step()
+    np.testing.assert_allclose(a.detach().numpy(), 0.9)
+    np.testing.assert_allclose(b.detach().numpy(), 0.5)
+
+
+def test_duplicate_parameter_in_a_group_warns():
+    p = nn.Parameter(ember.ones(2))
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        optim.SGD([p, p], lr=0.1)
+
+
+def test_parameters_without_gradients_are_left_alone():
+    a, b = _params((2,), (2,))
+    opt = optim.Adam([a, b], lr=0.1)
+    a.grad = ember.ones(2)
+    opt.step()
+    assert b not in opt.state
+    np.testing.assert_allclose(b.detach().numpy(), 1.0)
+    assert (a.detach().numpy() < 1).all()
+
+
+def test_zero_grad_sets_to_none_or_zeroes_in_place():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1)
+    p.grad = ember.ones(2)
+    opt.zero_grad()
+    assert p.grad is None
+    p.grad = g = ember.ones(2)
+    opt.zero_grad(set_to_none=False)
+    assert p.grad is g
+    np.testing.assert_array_equal(g.numpy(), [0.0, 0.0])
+
+
+def test_step_updates_in_place_and_bumps_the_version():
+    (p,) = _params((2,))
+    data, version = p._data, p._version
+    opt = optim.SGD([p], lr=0.1)
+    p.grad = ember.ones(2)
+    opt.step()
+    assert p._data is data and p._version == version + 1
+
+
+def test_lr_may_be_a_tensor():
+    (p,) = _params((2,))
+    opt = optim.Adam([p], lr=ember.tensor(0.1))
+    p.grad = ember.ones(2)
+    opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), 0.9, rtol=1e-6)
+
+
+def test_complex_parameters_update_as_pairs_of_reals():
+    z = nn.Parameter(ember.tensor([1 + 2j, -1j]))
+    r = nn.Parameter(ember.tensor([[1.0, 2.0], [0.0, -1.0]]))
+    oz, orr = optim.Adam([z], lr=0.1), optim.Adam([r], lr=0.1)
+    for _ in range(3):
+        z.grad = ember.tensor([0.5 - 1j, 2 + 0.25j])
+        r.grad = ember.tensor([[0.5, -1.0], [2.0, 0.25]])
+        oz.step()
+        orr.step()
+    np.testing.assert_allclose(ember.view_as_real(z.detach()).numpy(), r.detach().numpy())
+    assert oz.state[z]["exp_avg"].dtype == ember.complex64
+
+
+def test_closure_is_evaluated_with_gradients_and_its_loss_returned():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+    with ember.no_grad():
+        loss = opt.step(closure)
+    assert loss.item() == 2.0
+    np.testing.assert_allclose(p.detach().numpy(), 0.8)
+
+
+def test_state_dict_layout_and_round_trip():
+    a, b = _params((2,), (3,))
+    opt = optim.Adam([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1, amsgrad=True)
+    for _ in range(2):
+        a.grad, b.grad = ember.ones(2), ember.full((3,), 2.0)
+        opt.step()
+    sd = opt.state_dict()
+    assert sorted(sd) == ["param_groups", "state"]
+    assert [g["params"] for g in sd["param_groups"]] == [[0], [1]]
+    assert list(sd["state"][0]) == ["step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"]
+    assert sd["state"][0]["step"].item() == 2.0 and sd["state"][0]["step"].dtype == ember.float32
+
+    a2, b2 = nn.Parameter(a.detach().clone()), nn.Parameter(b.detach().clone())
+    fresh = optim.Adam([{"params": [a2]}, {"params": [b2]}], lr=0.9)
+    fresh.load_state_dict(pickle.loads(pickle.dumps(sd)))
+    assert fresh.param_groups[1]["lr"] == 0.5 and fresh.param_groups[1]["params"] == [b2]
+    for o, params in ((opt, (a, b)), (fresh, (a2, b2))):
+        params[0].grad, params[1].grad = ember.ones(2), ember.ones(3)
+        o.step()
+    np.testing.assert_array_equal(a.detach().numpy(), a2.detach().numpy())
+    np.testing.assert_array_equal(b.detach().numpy(), b2.detach().numpy())
+    # loading copies: stepping one optimizer leaves the other's state alone
+    assert fresh.state[a2]["exp_avg"]._data is not opt.state[a]["exp_avg"]._data
+
+
+def test_load_state_dict_casts_state_to_the_parameter_dtype():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1, momentum=0.9)
+    p.grad = ember.ones(2)
+    opt.step()
+    q = nn.Parameter(ember.ones(2, dtype=ember.float64))
+    other = optim.SGD([q], lr=0.1, momentum=0.9)
+    other.load_state_dict(opt.state_dict())
+    assert other.state[q]["momentum_buffer"].dtype == ember.float64
+
+
+def test_load_state_dict_with_mismatched_groups_names_the_sizes():
+    a, b = _params((2,), (2,))
+    sd = optim.SGD([a, b], lr=0.1).state_dict()
+    with pytest.raises(ValueError, match=r"doesn't match the size of optimizer's group \(2 vs 1\)"):
+        optim.SGD([a], lr=0.1).load_state_dict(sd)
+    with pytest.raises(ValueError, match="different number of parameter groups"):
+        optim.SGD([{"params": [a]}, {"params": [b]}], lr=0.1).load_state_dict(sd)
+
+
+def test_step_hooks_run_around_step_and_can_be_removed():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1)
+    calls = []
+    pre = opt.register_step_pre_hook(lambda o, a, k: calls.append(("pre", o is opt)))
+    opt.register_step_post_hook(lambda o, a, k: calls.append(("post", p._version)))
+    p.grad = ember.ones(2)
+    opt.step()
+    assert calls == [("pre", True), ("post", p._version)]
+    pre.remove()
+    opt.step()
+    assert [c[0] for c in calls] == ["pre", "post", "post"]
+
+
+def test_repr_lists_each_group_sorted():
+    (p,) = _params((2,))
+    text = repr(optim.SGD([p], lr=0.1))
+    assert text.startswith("SGD (\nParameter Group 0\n    dampening: 0\n")
+    assert "    lr: 0.1\n" in text and text.endswith("\n)")
