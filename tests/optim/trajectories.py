@@ -9,10 +9,14 @@ SHAPES = ((3, 4), (4,), ())
 STEPS = 6
 
 
-def gradient_sequence(seed=0, shapes=SHAPES, steps=STEPS, dtype=np.float64):
-    """``steps`` lists of gradients (one per parameter), reproducible from ``seed``."""
+def gradient_sequence(seed=0, shapes=SHAPES, steps=STEPS, dtype=np.float64, sparse=False):
+    """``steps`` lists of gradients (one per parameter), reproducible from ``seed``; with
+    ``sparse`` about a third of the entries are zero."""
     gen = np.random.default_rng(seed)
-    return [[gen.standard_normal(s).astype(dtype) for s in shapes] for _ in range(steps)]
+    out = [[gen.standard_normal(s).astype(dtype) for s in shapes] for _ in range(steps)]
+    if sparse:
+        out = [[g * (gen.random(g.shape) > 0.35) for g in gs] for gs in out]
+    return out
 
 
 def initial_params(seed=1, shapes=SHAPES, dtype=np.float64):
@@ -74,3 +78,124 @@ def adam(x, g, s, t, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsg
         v = s["vmax"] = np.maximum(s.get("vmax", 0), v)
     v_hat = v / (1 - b2 ** t)
     return x - lr * m_hat / (np.sqrt(v_hat) + eps)
+
+
+def adamax(x, g, s, t, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, maximize=False):
+    b1, b2 = betas
+    g = -g if maximize else g
+    if weight_decay:
+        g = g + weight_decay * x
+    s["m"] = b1 * s.get("m", 0) + (1 - b1) * g
+    s["u"] = np.maximum(b2 * s.get("u", 0), np.abs(g) + eps)
+    return x - lr / (1 - b1 ** t) * s["m"] / s["u"]
+
+
+def nadam(x, g, s, t, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+          momentum_decay=4e-3, decoupled_weight_decay=False, maximize=False):
+    b1, b2 = betas
+    g = -g if maximize else g
+    if weight_decay:
+        if decoupled_weight_decay:
+            x = x * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * x
+    mu = b1 * (1 - 0.5 * 0.96 ** (t * momentum_decay))
+    mu_next = b1 * (1 - 0.5 * 0.96 ** ((t + 1) * momentum_decay))
+    s["prod"] = s.get("prod", 1.0) * mu
+    s["m"] = b1 * s.get("m", 0) + (1 - b1) * g
+    s["v"] = b2 * s.get("v", 0) + (1 - b2) * g * g
+    m_hat = mu_next * s["m"] / (1 - s["prod"] * mu_next) + (1 - mu) * g / (1 - s["prod"])
+    v_hat = s["v"] / (1 - b2 ** t)
+    return x - lr * m_hat / (np.sqrt(v_hat) + eps)
+
+
+def radam(x, g, s, t, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+          decoupled_weight_decay=False, maximize=False):
+    b1, b2 = betas
+    g = -g if maximize else g
+    if weight_decay:
+        if decoupled_weight_decay:
+            x = x * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * x
+    s["m"] = b1 * s.get("m", 0) + (1 - b1) * g
+    s["v"] = b2 * s.get("v", 0) + (1 - b2) * g * g
+    m_hat = s["m"] / (1 - b1 ** t)
+    rho_inf = 2 / (1 - b2) - 1
+    rho = rho_inf - 2 * t * b2 ** t / (1 - b2 ** t)
+    if rho <= 5:
+        return x - lr * m_hat
+    r = np.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+    adaptive = np.sqrt(1 - b2 ** t) / (np.sqrt(s["v"]) + eps)
+    return x - lr * m_hat * r * adaptive
+
+
+def adagrad(x, g, s, t, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+            eps=1e-10, maximize=False):
+    g = -g if maximize else g
+    if weight_decay:
+        g = g + weight_decay * x
+    s["sum"] = s.get("sum", initial_accumulator_value) + g * g
+    return x - lr / (1 + (t - 1) * lr_decay) * g / (np.sqrt(s["sum"]) + eps)
+
+
+def adadelta(x, g, s, t, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, maximize=False):
+    g = -g if maximize else g
+    if weight_decay:
+        g = g + weight_decay * x
+    s["v"] = rho * s.get("v", 0) + (1 - rho) * g * g
+    delta = np.sqrt(s.get("u", 0) + eps) / np.sqrt(s["v"] + eps) * g
+    s["u"] = rho * s.get("u", 0) + (1 - rho) * delta * delta
+    return x - lr * delta
+
+
+def rmsprop(x, g, s, t, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+            centered=False, maximize=False):
+    g = -g if maximize else g
+    if weight_decay:
+        g = g + weight_decay * x
+    s["v"] = alpha * s.get("v", 0) + (1 - alpha) * g * g
+    v = s["v"]
+    if centered:
+        s["gbar"] = alpha * s.get("gbar", 0) + (1 - alpha) * g
+        v = v - s["gbar"] ** 2
+    step = g / (np.sqrt(v) + eps)
+    if momentum:
+        s["b"] = momentum * s.get("b", 0) + step
+        step = s["b"]
+    return x - lr * step
+
+
+def rprop(x, g, s, t, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
+    g = -g if maximize else g
+    prev = s.get("prev", np.zeros_like(g))
+    size = s.get("size", np.full_like(g, lr))
+    sign = np.sign(g * prev)
+    size = np.clip(size * np.where(sign > 0, etas[1], np.where(sign < 0, etas[0], 1.0)),
+                   *step_sizes)
+    g = np.where(sign < 0, 0, g)
+    s["prev"], s["size"] = g, size
+    return x - np.sign(g) * size
+
+
+def asgd(x, g, s, t, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, maximize=False):
+    g = -g if maximize else g
+    if weight_decay:
+        g = g + weight_decay * x
+    eta, mu = s.get("eta", lr), s.get("mu", 1.0)
+    x = x * (1 - lambd * eta) - eta * g
+    s["ax"] = s["ax"] + (x - s["ax"]) * mu if mu != 1 else x.copy()
+    s["eta"] = lr / (1 + lambd * lr * t) ** alpha
+    s["mu"] = 1 / max(1, t - t0)
+    return x
+
+
+def sparse_adam(x, g, s, t, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
+    b1, b2 = betas
+    g = -g if maximize else g
+    touched = g != 0
+    m, v = s.get("m", np.zeros_like(x)), s.get("v", np.zeros_like(x))
+    s["m"] = np.where(touched, b1 * m + (1 - b1) * g, m)
+    s["v"] = np.where(touched, b2 * v + (1 - b2) * g * g, v)
+    step = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * s["m"] / (np.sqrt(s["v"]) + eps)
+    return np.where(touched, x - step, x)

@@ -1,5 +1,14 @@
 """ember.optim: optimizers and learning-rate schedules (``torch.optim``)."""
 
 from ember.optim.optimizer import Optimizer
-from ember.optim.sgd import SGD
+from ember.optim.adadelta import Adadelta
+from ember.optim.adagrad import Adagrad
 from ember.optim.adam import Adam, AdamW
+from ember.optim.adamax import Adamax
+from ember.optim.asgd import ASGD
+from ember.optim.nadam import NAdam
+from ember.optim.radam import RAdam
+from ember.optim.rmsprop import RMSprop
+from ember.optim.rprop import Rprop
+from ember.optim.sgd import SGD
+from ember.optim.sparse_adam import SparseAdam

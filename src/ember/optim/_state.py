@@ -8,7 +8,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 
-__all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count"]
+__all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state"]
 
 
 def value(x):
@@ -52,3 +52,9 @@ def step_count(state):
     step = state["step"]
     step._data += 1
     return float(step._data)
+
+
+def scalar_state(fill):
+    """A float32 0-d state tensor (PyTorch keeps scalar state such as NAdam's mu_product
+    in float32 whatever the parameter dtype)."""
+    return _make(np.full((), fill, np.float32))

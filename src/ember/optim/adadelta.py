@@ -1,0 +1,46 @@
+"""Adadelta (``torch.optim.Adadelta``)."""
+
+from ember.optim._checks import check_lr, check_nonnegative
+from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["Adadelta"]
+
+
+class Adadelta(Optimizer):
+    """Adadelta: v = rho v + (1 - rho) g^2; d = sqrt(u + eps) / sqrt(v + eps) * g;
+    u = rho u + (1 - rho) d^2; p -= lr * d."""
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+                 capturable=False, maximize=False, differentiable=False):
+        check_lr(lr)
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        check_nonnegative(eps=eps, weight_decay=weight_decay)
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, capturable=capturable,
+                                      foreach=foreach, differentiable=differentiable))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            lr, wd, eps, rho = (value(group["lr"]), group["weight_decay"], group["eps"],
+                                group["rho"])
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                if not state:
+                    state.update(step=new_step(), square_avg=state_like(p),
+                                 acc_delta=state_like(p))
+                step_count(state)
+                if wd:
+                    g = g + wd * x
+                v, u = real(state["square_avg"]._data), real(state["acc_delta"]._data)
+                v *= rho
+                v += (1 - rho) * g * g
+                delta = ((u + eps) ** 0.5) / ((v + eps) ** 0.5) * g
+                u *= rho
+                u += (1 - rho) * delta * delta
+                x -= lr * delta
+                p._bump_version()
+        return loss

@@ -1,0 +1,49 @@
+"""Adagrad (``torch.optim.Adagrad``)."""
+
+from ember.optim._checks import check_lr, check_nonnegative
+from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["Adagrad"]
+
+
+class Adagrad(Optimizer):
+    """Adagrad: s += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(s) + eps).
+
+    Its state exists from construction (``sum`` starts at initial_accumulator_value), as
+    in PyTorch.
+    """
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
+                 initial_accumulator_value=0, eps=1e-10, foreach=None, *, maximize=False,
+                 differentiable=False, fused=None):
+        check_lr(lr)
+        check_nonnegative(lr_decay=lr_decay, weight_decay=weight_decay,
+                          initial_accumulator_value=initial_accumulator_value, eps=eps)
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
+                                      weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value,
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, fused=fused))
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p].update(step=new_step(), sum=state_like(
+                    p, group["initial_accumulator_value"]))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                t = step_count(state)
+                if wd:
+                    g = g + wd * x
+                s = real(state["sum"]._data)
+                s += g * g
+                std = s ** 0.5
+                std += eps
+                x -= (lr / (1 + (t - 1) * group["lr_decay"])) * g / std
+                p._bump_version()
+        return loss

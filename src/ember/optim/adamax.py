@@ -1,0 +1,46 @@
+"""Adamax: Adam with the infinity norm (``torch.optim.Adamax``)."""
+
+from ember.backend import xp_of
+from ember.optim._checks import check_betas, check_lr, check_nonnegative
+from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["Adamax"]
+
+
+class Adamax(Optimizer):
+    """Adamax: m = lerp(m, g, 1 - beta1); u = max(beta2 * u, |g| + eps);
+    p -= lr / (1 - beta1^t) * m / u (g includes weight_decay * p)."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+        check_lr(lr)
+        check_nonnegative(eps=eps)
+        check_betas(betas)
+        check_nonnegative(weight_decay=weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            beta1, beta2 = group["betas"]
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                if not state:
+                    state.update(step=new_step(), exp_avg=state_like(p),
+                                 exp_inf=state_like(p))
+                t = step_count(state)
+                if wd:
+                    g = g + wd * x
+                m, u = real(state["exp_avg"]._data), real(state["exp_inf"]._data)
+                m += (1 - beta1) * (g - m)
+                u *= beta2
+                xp_of(u).maximum(u, abs(g) + eps, out=u)
+                x -= (lr / (1 - beta1 ** t)) * m / u
+                p._bump_version()
+        return loss

@@ -1,0 +1,49 @@
+"""ASGD: averaged stochastic gradient descent (``torch.optim.ASGD``)."""
+
+from ember.optim._checks import check_lr, check_nonnegative
+from ember.optim._state import (grads_of, new_step, real, scalar_state, state_like, step_count,
+                                value)
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["ASGD"]
+
+
+class ASGD(Optimizer):
+    """ASGD: p = p (1 - lambd eta) - eta g; ax averages p from step t0 on (mu = 1 /
+    max(1, t - t0)); eta = lr / (1 + lambd lr t)^alpha. eta and mu are float32 state, as
+    in PyTorch."""
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
+                 foreach=None, maximize=False, differentiable=False, capturable=False):
+        check_lr(lr)
+        check_nonnegative(weight_decay=weight_decay)
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
+                                      weight_decay=weight_decay, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            lr, wd, lambd = value(group["lr"]), group["weight_decay"], group["lambd"]
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                if not state:
+                    state.update(step=new_step(), eta=scalar_state(lr), mu=scalar_state(1.0),
+                                 ax=state_like(p))
+                t = step_count(state)
+                if wd:
+                    g = g + wd * x
+                eta, mu = state["eta"]._data, state["mu"]._data
+                x *= 1 - lambd * float(eta)
+                x -= float(eta) * g
+                ax = real(state["ax"]._data)
+                if float(mu) != 1:
+                    ax += (x - ax) * float(mu)
+                else:
+                    ax[...] = x
+                eta[...] = lr / ((1 + lambd * lr * t) ** group["alpha"])
+                mu[...] = 1 / max(1, t - group["t0"])
+                p._bump_version()
+        return loss

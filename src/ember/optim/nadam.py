@@ -1,0 +1,61 @@
+"""NAdam: Adam with Nesterov momentum (``torch.optim.NAdam``)."""
+
+from ember.optim._checks import check_betas, check_lr, check_nonnegative
+from ember.optim._state import (grads_of, new_step, real, scalar_state, state_like, step_count,
+                                value)
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["NAdam"]
+
+class NAdam(Optimizer):
+    """NAdam with momentum decay psi: mu_t = beta1 (1 - 0.96^(t psi) / 2);
+    p -= lr (1 - mu_t) / (1 - prod mu) g / d + lr mu_(t+1) / (1 - prod mu * mu_(t+1)) m / d,
+    with d = sqrt(v / (1 - beta2^t)) + eps."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
+                 maximize=False, capturable=False, differentiable=False):
+        check_lr(lr)
+        check_nonnegative(eps=eps)
+        check_betas(betas)
+        check_nonnegative(weight_decay=weight_decay, momentum_decay=momentum_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, momentum_decay=momentum_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize, foreach=foreach,
+                                      capturable=capturable, differentiable=differentiable))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            beta1, beta2 = group["betas"]
+            psi = group["momentum_decay"]
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                if not state:
+                    state.update(step=new_step(), mu_product=scalar_state(1.0),
+                                 exp_avg=state_like(p), exp_avg_sq=state_like(p))
+                t = step_count(state)
+                if wd:
+                    if group["decoupled_weight_decay"]:
+                        x *= 1 - lr * wd
+                    else:
+                        g = g + wd * x
+                mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * psi))
+                mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * psi))
+                product = state["mu_product"]._data
+                product *= mu               # a float32 running product, as PyTorch keeps it
+                mu_product = float(product)
+                m, v = real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data)
+                m += (1 - beta1) * (g - m)
+                v *= beta2
+                v += (1 - beta2) * g * g
+                denom = (v / (1 - beta2 ** t)) ** 0.5
+                denom += eps
+                x -= (lr * (1 - mu) / (1 - mu_product)) * g / denom
+                x -= (lr * mu_next / (1 - mu_product * mu_next)) * m / denom
+                p._bump_version()
+        return loss
+

@@ -1,0 +1,63 @@
+"""RAdam: Adam with a rectified adaptive learning rate (``torch.optim.RAdam``)."""
+
+import math
+
+from ember.optim._checks import check_betas, check_lr, check_nonnegative
+from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["RAdam"]
+
+
+class RAdam(Optimizer):
+    """RAdam: while the variance estimate is tractable (rho_t > 5) the Adam step is scaled
+    by the rectification term r_t; before that, p -= lr * m / (1 - beta1^t)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False,
+                 capturable=False, differentiable=False):
+        check_lr(lr)
+        check_nonnegative(eps=eps)
+        check_betas(betas)
+        check_nonnegative(weight_decay=weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, maximize=maximize,
+                                      foreach=foreach, capturable=capturable,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      differentiable=differentiable))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            beta1, beta2 = group["betas"]
+            rho_inf = 2 / (1 - beta2) - 1
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                if not state:
+                    state.update(step=new_step(), exp_avg=state_like(p),
+                                 exp_avg_sq=state_like(p))
+                t = step_count(state)
+                if wd:
+                    if group["decoupled_weight_decay"]:
+                        x *= 1 - lr * wd
+                    else:
+                        g = g + wd * x
+                m, v = real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data)
+                m += (1 - beta1) * (g - m)
+                v *= beta2
+                v += (1 - beta2) * g * g
+                bias_correction1 = 1 - beta1 ** t
+                bias_correction2 = 1 - beta2 ** t
+                rho_t = rho_inf - 2 * t * beta2 ** t / bias_correction2
+                if rho_t > 5.0:
+                    rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
+                                     / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+                    adaptive = v ** 0.5
+                    adaptive += eps
+                    x -= (lr * rect * math.sqrt(bias_correction2) / bias_correction1) * m / adaptive
+                else:
+                    x -= (lr / bias_correction1) * m
+                p._bump_version()
+        return loss

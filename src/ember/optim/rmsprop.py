@@ -1,0 +1,60 @@
+"""RMSprop (``torch.optim.RMSprop``)."""
+
+from ember.optim._checks import check_lr, check_nonnegative
+from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    """RMSprop: v = alpha v + (1 - alpha) g^2; d = sqrt(v - gbar^2) + eps when centered
+    (gbar = lerp(gbar, g, 1 - alpha)) else sqrt(v) + eps; b = momentum b + g / d and
+    p -= lr b with momentum, else p -= lr g / d."""
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
+        check_lr(lr)
+        check_nonnegative(eps=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
+                                      centered=centered, weight_decay=weight_decay,
+                                      capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            alpha, momentum = group["alpha"], group["momentum"]
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                if not state:
+                    state.update(step=new_step(), square_avg=state_like(p))
+                    if momentum > 0:
+                        state["momentum_buffer"] = state_like(p)
+                    if group["centered"]:
+                        state["grad_avg"] = state_like(p)
+                step_count(state)
+                if wd:
+                    g = g + wd * x
+                v = real(state["square_avg"]._data)
+                v *= alpha
+                v += (1 - alpha) * g * g
+                if group["centered"]:
+                    gbar = real(state["grad_avg"]._data)
+                    gbar += (1 - alpha) * (g - gbar)
+                    avg = (v - gbar * gbar) ** 0.5
+                else:
+                    avg = v ** 0.5
+                avg += eps
+                if momentum > 0:
+                    b = real(state["momentum_buffer"]._data)
+                    b *= momentum
+                    b += g / avg
+                    x -= lr * b
+                else:
+                    x -= lr * g / avg
+                p._bump_version()
+        return loss

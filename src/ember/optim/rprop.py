@@ -1,0 +1,45 @@
+"""Rprop: resilient backpropagation (``torch.optim.Rprop``)."""
+
+from ember.backend import xp_of
+from ember.optim._checks import check_lr
+from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["Rprop"]
+
+
+class Rprop(Optimizer):
+    """Rprop: each element's step size grows by eta+ while its gradient keeps its sign and
+    shrinks by eta- when it flips (that step is skipped); p -= sign(g) * step size."""
+
+    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
+        check_lr(lr)
+        if not 0.0 < etas[0] < 1.0 < etas[1]:
+            raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes),
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, capturable=capturable))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            eta_minus, eta_plus = group["etas"]
+            lo, hi = group["step_sizes"]
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                if not state:
+                    state.update(step=new_step(), prev=state_like(p),
+                                 step_size=state_like(p, value(group["lr"])))
+                step_count(state)
+                xp = xp_of(x)
+                prev, size = real(state["prev"]._data), real(state["step_size"]._data)
+                sign = xp.sign(g * prev)
+                size *= xp.where(sign > 0, eta_plus, xp.where(sign < 0, eta_minus, 1.0))
+                xp.clip(size, lo, hi, out=size)
+                g = xp.where(sign < 0, 0, g)
+                x -= xp.sign(g) * size
+                prev[...] = g
+                p._bump_version()
+        return loss

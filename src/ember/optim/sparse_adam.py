@@ -1,0 +1,44 @@
+"""SparseAdam: lazy Adam for sparse gradients (``torch.optim.SparseAdam``)."""
+
+from ember.optim._checks import check_betas, check_lr, check_nonnegative
+from ember.optim._state import grads_of, real, state_like, value
+from ember.optim.optimizer import Optimizer, closure_loss
+
+__all__ = ["SparseAdam"]
+
+
+class SparseAdam(Optimizer):
+    """Lazy Adam: only the entries a gradient touches update their moments and values.
+
+    ember has no sparse tensors yet, so gradients are dense and the entries a gradient
+    touches are its nonzero ones (what an ``Embedding(sparse=True)`` gradient would hold).
+    The update: m += (1 - beta1)(g - m), v += (1 - beta2)(g^2 - v) at those entries, and
+    p -= lr sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps) there.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
+        check_lr(lr)
+        check_nonnegative(eps=eps)
+        check_betas(betas)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize))
+
+    def step(self, closure=None):
+        """Perform one optimization step."""
+        loss = closure_loss(closure)
+        for group in self.param_groups:
+            lr, eps = value(group["lr"]), group["eps"]
+            beta1, beta2 = group["betas"]
+            for p, x, g in grads_of(group, group["maximize"]):
+                state = self.state[p]
+                if not state:               # PyTorch counts SparseAdam's steps in an int
+                    state.update(step=0, exp_avg=state_like(p), exp_avg_sq=state_like(p))
+                state["step"] += 1
+                t = state["step"]
+                touched = g != 0
+                m, v = real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data)
+                m += touched * ((1 - beta1) * (g - m))
+                v += touched * ((1 - beta2) * (g * g - v))
+                step_size = lr * (1 - beta2 ** t) ** 0.5 / (1 - beta1 ** t)
+                x -= touched * (step_size * m / (v ** 0.5 + eps))
+                p._bump_version()
+        return loss
