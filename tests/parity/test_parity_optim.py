@@ -46,3 +46,23 @@ def test_trajectory_and_state_dict_match_pytorch(case):
                 continue
             assert value.dtype is getattr(ember, str(want.dtype).split(".")[1])
             np.testing.assert_allclose(value.numpy(), want.numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_lbfgs_matches_pytorch_on_rosenbrock(line_search_fn):
+    def run(lib, steps=4 if line_search_fn else 2):   # fixed steps amplify rounding: keep it short
+        p = lib.nn.Parameter(lib.tensor([-1.5, 2.0, 0.5], dtype=lib.float64))
+        opt = lib.optim.LBFGS([p], lr=0.5 if line_search_fn is None else 1,
+                              history_size=4, line_search_fn=line_search_fn)
+
+        def closure():
+            opt.zero_grad()
+            loss = ((1 - p[:-1]) ** 2 + 100 * (p[1:] - p[:-1] ** 2) ** 2).sum()
+            loss.backward()
+            return loss
+        for _ in range(steps):
+            opt.step(closure)
+        return p.detach().numpy(), opt.state[p]["func_evals"]
+    (ours, our_evals), (theirs, their_evals) = run(ember), run(torch)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+    assert our_evals == their_evals

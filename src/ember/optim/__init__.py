@@ -6,6 +6,7 @@ from ember.optim.adagrad import Adagrad
 from ember.optim.adam import Adam, AdamW
 from ember.optim.adamax import Adamax
 from ember.optim.asgd import ASGD
+from ember.optim.lbfgs import LBFGS
 from ember.optim.nadam import NAdam
 from ember.optim.radam import RAdam
 from ember.optim.rmsprop import RMSprop

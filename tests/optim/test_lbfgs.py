@@ -1,0 +1,73 @@
+"""L-BFGS on the Rosenbrock function, with and without the strong-Wolfe line search."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember import nn, optim
+
+
+def rosenbrock(xy):
+    x, y = xy[0], xy[1]
+    return (1 - x) ** 2 + 100 * (y - x * x) ** 2
+
+
+def _minimize(line_search_fn, steps=30, **options):
+    p = nn.Parameter(ember.tensor([-1.5, 2.0], dtype=ember.float64))
+    opt = optim.LBFGS([p], line_search_fn=line_search_fn, **options)
+    losses = []
+
+    def closure():
+        opt.zero_grad()
+        loss = rosenbrock(p)
+        loss.backward()
+        return loss
+    for _ in range(steps):
+        losses.append(opt.step(closure).item())
+    return p, opt, losses
+
+
+def test_strong_wolfe_finds_the_rosenbrock_minimum():
+    p, opt, losses = _minimize("strong_wolfe", steps=5)
+    np.testing.assert_allclose(p.detach().numpy(), [1.0, 1.0], atol=1e-5)
+    state = opt.state[p]
+    assert state["func_evals"] > state["n_iter"] > 0
+    assert losses[0] > losses[-1]
+
+
+def test_fixed_step_decreases_the_loss():
+    _, _, losses = _minimize(None, steps=20, lr=0.1)
+    assert losses[-1] < 0.1 * losses[0]
+
+
+def test_stops_when_the_gradient_is_already_small():
+    p = nn.Parameter(ember.tensor([1.0, 1.0], dtype=ember.float64))
+    opt = optim.LBFGS([p])
+    calls = []
+
+    def closure():
+        calls.append(1)
+        opt.zero_grad()
+        loss = rosenbrock(p)
+        loss.backward()
+        return loss
+    opt.step(closure)
+    assert len(calls) == 1
+
+
+def test_history_is_bounded_and_state_is_in_pytorch_keys():
+    p, opt, _ = _minimize("strong_wolfe", steps=2, history_size=3)
+    state = opt.state[p]
+    assert len(state["old_dirs"]) <= 3
+    assert {"func_evals", "n_iter", "d", "t", "old_dirs", "old_stps", "ro", "H_diag",
+            "prev_flat_grad", "prev_loss"} <= set(state)
+
+
+def test_bad_options():
+    a, b = nn.Parameter(ember.ones(1)), nn.Parameter(ember.ones(1))
+    with pytest.raises(ValueError, match="doesn't support per-parameter options"):
+        optim.LBFGS([{"params": [a]}, {"params": [b]}])
+    opt = optim.LBFGS([a], line_search_fn="backtracking")
+    a.grad = ember.ones(1)
+    with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
+        opt.step(lambda: (a * a).sum())
