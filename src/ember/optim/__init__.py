@@ -13,3 +13,4 @@ from ember.optim.rmsprop import RMSprop
 from ember.optim.rprop import Rprop
 from ember.optim.sgd import SGD
 from ember.optim.sparse_adam import SparseAdam
+from ember.optim import lr_scheduler  # noqa: F401

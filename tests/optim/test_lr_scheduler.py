@@ -1,0 +1,162 @@
+"""Learning-rate schedules against their closed forms, plus state and warnings."""
+
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+from ember import nn, optim
+from ember.optim import lr_scheduler as L
+
+
+def _optimizer(lr=0.1, cls=optim.SGD, **kw):
+    return cls([nn.Parameter(ember.ones(2))], lr=lr, **kw)
+
+
+def _curve(scheduler, steps=12):
+    """The lr after construction and after each of ``steps`` (optimizer, scheduler) steps."""
+    opt = scheduler.optimizer
+    lrs = [scheduler.get_last_lr()[0]]
+    for _ in range(steps):
+        opt.step()
+        scheduler.step()
+        lrs.append(scheduler.get_last_lr()[0])
+        assert opt.param_groups[0]["lr"] == lrs[-1]
+    return np.array(lrs)
+
+
+EPOCHS = np.arange(13)
+CLOSED_FORMS = [
+    (lambda o: L.LambdaLR(o, lambda e: 1 / (e + 1)), 0.1 / (EPOCHS + 1)),
+    (lambda o: L.MultiplicativeLR(o, lambda e: 0.9), 0.1 * 0.9 ** EPOCHS),
+    (lambda o: L.StepLR(o, 3, gamma=0.5), 0.1 * 0.5 ** (EPOCHS // 3)),
+    (lambda o: L.MultiStepLR(o, [2, 5, 5, 9], gamma=0.5),
+     0.1 * 0.5 ** np.searchsorted([2, 5, 5, 9], EPOCHS, side="right")),
+    (lambda o: L.ConstantLR(o, factor=0.25, total_iters=4), 0.1 * np.where(EPOCHS < 4, 0.25, 1)),
+    (lambda o: L.LinearLR(o, start_factor=0.2, end_factor=0.8, total_iters=6),
+     0.1 * (0.2 + 0.6 * np.minimum(EPOCHS, 6) / 6)),
+    (lambda o: L.ExponentialLR(o, gamma=0.8), 0.1 * 0.8 ** EPOCHS),
+    (lambda o: L.PolynomialLR(o, total_iters=8, power=2.0),
+     0.1 * (1 - np.minimum(EPOCHS, 8) / 8) ** 2),
+    (lambda o: L.CosineAnnealingLR(o, T_max=5, eta_min=0.01),
+     0.01 + 0.09 * (1 + np.cos(np.pi * EPOCHS / 5)) / 2),
+    (lambda o: L.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.01),
+     0.01 + 0.09 * (1 + np.cos(np.pi * np.array([0, 1, 2, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3])
+                               / np.array([3] * 3 + [6] * 6 + [12] * 4))) / 2),
+]
+
+
+@pytest.mark.parametrize("make, want", CLOSED_FORMS,
+                         ids=["LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR",
+                              "ConstantLR", "LinearLR", "ExponentialLR", "PolynomialLR",
+                              "CosineAnnealingLR", "CosineAnnealingWarmRestarts"])
+def test_schedule_follows_its_closed_form(make, want):
+    np.testing.assert_allclose(_curve(make(_optimizer())), want, rtol=1e-12, atol=1e-15)
+
+
+def test_cyclic_lr_triangular_and_momentum():
+    opt = _optimizer(momentum=0.9)
+    sched = L.CyclicLR(opt, base_lr=0.01, max_lr=0.1, step_size_up=4, step_size_down=2)
+    lrs, momenta = [], []
+    for _ in range(12):
+        lrs.append(opt.param_groups[0]["lr"])
+        momenta.append(opt.param_groups[0]["momentum"])
+        opt.step()
+        sched.step()
+    up = [0.01 + 0.09 * k / 4 for k in range(4)]
+    down = [0.1 - 0.09 * k / 2 for k in range(2)]
+    np.testing.assert_allclose(lrs, (up + down) * 2, rtol=1e-12)
+    fraction = (np.array(lrs) - 0.01) / 0.09
+    np.testing.assert_allclose(momenta, 0.9 - 0.1 * fraction, rtol=1e-12)
+
+
+def test_one_cycle_lr_warms_up_then_anneals():
+    opt = _optimizer(cls=optim.Adam)
+    sched = L.OneCycleLR(opt, max_lr=1.0, total_steps=10, pct_start=0.3)
+    lrs = _curve(sched, steps=9)
+    np.testing.assert_allclose(lrs[0], 1.0 / 25)
+    np.testing.assert_allclose(lrs.max(), 1.0)
+    assert lrs.argmax() == 2                      # end of warm-up: 0.3 * 10 - 1
+    np.testing.assert_allclose(lrs[-1], 1.0 / 25 / 1e4)
+    pct = (np.arange(3) - 0) / 2
+    np.testing.assert_allclose(lrs[:3], 1.0 + (0.04 - 1.0) / 2 * (np.cos(np.pi * pct) + 1))
+    assert opt.param_groups[0]["betas"][0] == pytest.approx(0.95)
+    with pytest.raises(ValueError, match="Tried to step 11 times"):
+        for _ in range(2):
+            sched.step()
+
+
+def test_reduce_lr_on_plateau():
+    opt = _optimizer()
+    sched = L.ReduceLROnPlateau(opt, factor=0.5, patience=2, cooldown=1, min_lr=0.02)
+    lrs = []
+    for metric in [1.0, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]:
+        sched.step(metric)
+        lrs.append(sched.get_last_lr()[0])
+    # bad epochs 1, 2, 3 -> halve at the 3rd; one cooldown epoch; then 3 more bad epochs
+    np.testing.assert_allclose(lrs, [0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.025,
+                                     0.025, 0.025])
+    for _ in range(8):
+        sched.step(1.0)
+    assert sched.get_last_lr()[0] == 0.02
+    with pytest.raises(ValueError, match="Factor should be < 1.0."):
+        L.ReduceLROnPlateau(opt, factor=1.0)
+
+
+def test_sequential_and_chained():
+    opt = _optimizer()
+    seq = L.SequentialLR(opt, [L.ConstantLR(opt, factor=0.5, total_iters=2),
+                               L.ExponentialLR(opt, gamma=0.9)], milestones=[2])
+    np.testing.assert_allclose(_curve(seq, 5), [0.05, 0.05, 0.1, 0.09, 0.081, 0.0729])
+    opt = _optimizer()
+    chain = L.ChainedScheduler([L.ConstantLR(opt, factor=0.5, total_iters=2),
+                                L.ExponentialLR(opt, gamma=0.9)])
+    np.testing.assert_allclose(_curve(chain, 3), [0.05, 0.045, 0.081, 0.0729])
+    with pytest.raises(ValueError, match="one more than the number of milestone points"):
+        L.SequentialLR(opt, [L.ExponentialLR(opt, 0.9)], milestones=[2])
+
+
+def test_state_dict_resumes_the_schedule():
+    opt = _optimizer()
+    sched = L.StepLR(opt, 2)
+    _curve(sched, 3)
+    state = pickle.loads(pickle.dumps(sched.state_dict()))
+    assert "optimizer" not in state and state["last_epoch"] == 3
+    opt2 = _optimizer()
+    resumed = L.StepLR(opt2, 2)
+    resumed.load_state_dict(state)
+    opt2.param_groups[0]["lr"] = opt.param_groups[0]["lr"]
+    np.testing.assert_allclose(_curve(resumed, 3), _curve(sched, 3))
+
+
+def test_scheduler_before_optimizer_warns_once():
+    opt = _optimizer()
+    sched = L.StepLR(opt, 2)
+    with pytest.warns(UserWarning, match=r"Detected call of `lr_scheduler.step\(\)` before"):
+        sched.step()
+    opt = _optimizer()
+    sched = L.StepLR(opt, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.step()
+        sched.step()
+
+
+def test_get_lr_outside_step_warns_and_resuming_needs_initial_lr():
+    sched = L.ExponentialLR(_optimizer(), 0.5)
+    with pytest.warns(UserWarning, match="please use `get_last_lr\\(\\)`"):
+        sched.get_lr()
+    with pytest.raises(KeyError, match=r"param 'initial_lr' is not specified in param_groups\[0\]"):
+        L.StepLR(_optimizer(), 2, last_epoch=4)
+
+
+def test_tensor_lr_is_updated_in_place():
+    lr = ember.tensor(0.1)
+    opt = optim.Adam([nn.Parameter(ember.ones(2))], lr=lr)
+    sched = L.ExponentialLR(opt, 0.5)
+    opt.step()
+    sched.step()
+    assert opt.param_groups[0]["lr"] is lr and math.isclose(lr.item(), 0.05, rel_tol=1e-6)

@@ -1,0 +1,82 @@
+"""Every learning-rate schedule against PyTorch's: the same lr (and momentum) at each step.
+Skipped when PyTorch is not installed."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.parity
+
+CONFIGS = {
+    "LambdaLR": ("SGD", lambda L, o: L.LambdaLR(o, lambda e: 0.95 ** e)),
+    "MultiplicativeLR": ("SGD", lambda L, o: L.MultiplicativeLR(o, lambda e: 0.9)),
+    "StepLR": ("SGD", lambda L, o: L.StepLR(o, 4, gamma=0.3)),
+    "MultiStepLR": ("SGD", lambda L, o: L.MultiStepLR(o, [3, 3, 7, 12], gamma=0.5)),
+    "ConstantLR": ("SGD", lambda L, o: L.ConstantLR(o, factor=0.3, total_iters=5)),
+    "LinearLR": ("SGD", lambda L, o: L.LinearLR(o, 0.1, 0.9, total_iters=7)),
+    "ExponentialLR": ("SGD", lambda L, o: L.ExponentialLR(o, 0.93)),
+    "PolynomialLR": ("SGD", lambda L, o: L.PolynomialLR(o, total_iters=9, power=1.5)),
+    "CosineAnnealingLR": ("SGD", lambda L, o: L.CosineAnnealingLR(o, T_max=6, eta_min=0.001)),
+    "CosineAnnealingWarmRestarts": ("SGD", lambda L, o: L.CosineAnnealingWarmRestarts(
+        o, T_0=4, T_mult=2, eta_min=0.002)),
+    "CyclicLR-triangular2": ("SGD", lambda L, o: L.CyclicLR(
+        o, 0.01, 0.2, step_size_up=3, step_size_down=5, mode="triangular2")),
+    "CyclicLR-exp_range-Adam": ("Adam", lambda L, o: L.CyclicLR(
+        o, 0.01, 0.2, step_size_up=4, mode="exp_range", gamma=0.9)),
+    "OneCycleLR": ("SGD", lambda L, o: L.OneCycleLR(o, max_lr=0.5, total_steps=25)),
+    "OneCycleLR-three-phase-linear": ("Adam", lambda L, o: L.OneCycleLR(
+        o, max_lr=0.5, epochs=5, steps_per_epoch=5, three_phase=True,
+        anneal_strategy="linear")),
+    "SequentialLR": ("SGD", lambda L, o: L.SequentialLR(
+        o, [L.LinearLR(o, 0.1, total_iters=4), L.CosineAnnealingLR(o, T_max=10)],
+        milestones=[5])),
+    "ChainedScheduler": ("SGD", lambda L, o: L.ChainedScheduler(
+        [L.ConstantLR(o, factor=0.5, total_iters=3), L.ExponentialLR(o, gamma=0.9)])),
+}
+
+
+def _trace(lib, optimizer, make, steps=24):
+    p = lib.nn.Parameter(lib.ones(2))
+    opt = getattr(lib.optim, optimizer)([p], lr=0.1, **({"momentum": 0.9}
+                                                        if optimizer == "SGD" else {}))
+    sched = make(lib.optim.lr_scheduler, opt)
+    trace = []
+    for _ in range(steps):
+        group = opt.param_groups[0]
+        trace.append((group["lr"], group.get("momentum", group.get("betas", (0,))[0])))
+        opt.step()
+        sched.step()
+    return np.array(trace), sched.state_dict()
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_schedule_matches_pytorch(name):
+    optimizer, make = CONFIGS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours, our_state = _trace(ember, optimizer, make)
+        theirs, their_state = _trace(torch, optimizer, make)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-15)
+    assert our_state.keys() == their_state.keys()
+    assert our_state.get("last_epoch") == their_state.get("last_epoch")
+
+
+def test_reduce_lr_on_plateau_matches_pytorch():
+    metrics = [5, 4, 4, 4.1, 4, 4, 3.9999, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2]
+
+    def run(lib):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.ones(2))], lr=0.1)
+        sched = lib.optim.lr_scheduler.ReduceLROnPlateau(
+            opt, mode="min", factor=0.3, patience=1, threshold=0.01, cooldown=1)
+        out = []
+        for m in metrics:
+            sched.step(m)
+            out.append(sched.get_last_lr()[0])
+        return out, sched.state_dict()
+    (ours, our_state), (theirs, their_state) = run(ember), run(torch)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    assert our_state.keys() == their_state.keys()
