@@ -80,3 +80,18 @@ def test_reduce_lr_on_plateau_matches_pytorch():
     (ours, our_state), (theirs, their_state) = run(ember), run(torch)
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
     assert our_state.keys() == their_state.keys()
+
+
+@pytest.mark.parametrize("strategy, epochs", [("cos", 5), ("linear", 3), ("cos", 0)])
+def test_swalr_matches_pytorch(strategy, epochs):
+    def run(lib):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.ones(2))], lr=0.5)
+        sched = lib.optim.swa_utils.SWALR(opt, swa_lr=0.05, anneal_epochs=epochs,
+                                          anneal_strategy=strategy)
+        out = []
+        for _ in range(8):
+            out.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+        return out
+    np.testing.assert_allclose(run(ember), run(torch), rtol=1e-12)

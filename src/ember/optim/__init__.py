@@ -14,3 +14,4 @@ from ember.optim.rprop import Rprop
 from ember.optim.sgd import SGD
 from ember.optim.sparse_adam import SparseAdam
 from ember.optim import lr_scheduler  # noqa: F401
+from ember.optim import swa_utils  # noqa: F401

@@ -1,0 +1,173 @@
+"""Weight averaging: AveragedModel (SWA and EMA), SWALR and update_bn
+(``torch.optim.swa_utils``)."""
+
+import copy
+import itertools
+import math
+
+import ember
+from ember.nn.modules.module import Module
+from ember.optim.lr_scheduler import LRScheduler, _lr
+
+__all__ = ["AveragedModel", "SWALR", "update_bn", "get_ema_multi_avg_fn",
+           "get_swa_multi_avg_fn", "get_ema_avg_fn", "get_swa_avg_fn"]
+
+
+def get_ema_multi_avg_fn(decay=0.999):
+    """An in-place exponential moving average over lists of tensors."""
+    def ema_update(ema_params, current_params, num_averaged):
+        with ember.no_grad():
+            for ema, current in zip(ema_params, current_params):
+                if ema.is_floating_point() or ema.is_complex():
+                    ema.lerp_(current, 1 - decay)
+                else:
+                    ema.copy_(current)
+    return ema_update
+
+
+def get_swa_multi_avg_fn():
+    """An in-place running mean over lists of tensors."""
+    def swa_update(averaged_params, current_params, num_averaged):
+        n = int(num_averaged)
+        with ember.no_grad():
+            for avg, current in zip(averaged_params, current_params):
+                if avg.is_floating_point() or avg.is_complex():
+                    avg.add_((current - avg) / (n + 1))
+                else:
+                    avg.copy_(current)
+    return swa_update
+
+
+def get_ema_avg_fn(decay=0.999):
+    """``decay * ema + (1 - decay) * current`` for one tensor."""
+    def ema_update(ema_param, current_param, num_averaged):
+        return decay * ema_param + (1 - decay) * current_param
+    return ema_update
+
+
+def get_swa_avg_fn():
+    """The running mean update for one tensor."""
+    def swa_update(averaged_param, current_param, num_averaged):
+        return averaged_param + (current_param - averaged_param) / (num_averaged + 1)
+    return swa_update
+
+
+class AveragedModel(Module):
+    """A copy of ``model`` whose parameters (and buffers with ``use_buffers``) average the
+    model's over calls of ``update_parameters``: SWA by default, EMA with
+    ``multi_avg_fn=get_ema_multi_avg_fn(decay)``."""
+
+    def __init__(self, model, device=None, avg_fn=None, multi_avg_fn=None, use_buffers=False):
+        super().__init__()
+        if avg_fn is not None and multi_avg_fn is not None:
+            raise AssertionError("Only one of avg_fn and multi_avg_fn should be provided")
+        self.module = copy.deepcopy(model)
+        if device is not None:
+            self.module = self.module.to(device)
+        self.register_buffer("n_averaged", ember.tensor(0, dtype=ember.long, device=device))
+        self.avg_fn = avg_fn
+        self.multi_avg_fn = multi_avg_fn
+        self.use_buffers = use_buffers
+
+    def forward(self, *args, **kwargs):
+        """Call the averaged copy."""
+        return self.module(*args, **kwargs)
+
+    def _tensors(self, model):
+        if self.use_buffers:
+            return list(itertools.chain(model.parameters(), model.buffers()))
+        return list(model.parameters())
+
+    def update_parameters(self, model):
+        """Fold ``model``'s current values into the average."""
+        mine = [t.detach() for t in self._tensors(self.module)]
+        theirs = [t.detach().to(m.device) for t, m in zip(self._tensors(model), mine)]
+        n = self.n_averaged
+        with ember.no_grad():
+            if n.item() == 0:
+                for avg, current in zip(mine, theirs):
+                    avg.copy_(current)
+            elif self.multi_avg_fn is not None:
+                self.multi_avg_fn(mine, theirs, n)
+            elif self.avg_fn is not None:
+                for avg, current in zip(mine, theirs):
+                    avg.copy_(self.avg_fn(avg, current, n))
+            else:
+                get_swa_multi_avg_fn()(mine, theirs, n)
+            if not self.use_buffers:
+                for avg, current in zip(self.module.buffers(), model.buffers()):
+                    avg.detach().copy_(current.detach().to(avg.device))
+            n.add_(1)
+
+
+class SWALR(LRScheduler):
+    """Anneal each group's lr to its ``swa_lr`` over ``anneal_epochs`` (cosine or linear),
+    then hold it."""
+
+    def __init__(self, optimizer, swa_lr, anneal_epochs=10, anneal_strategy="cos",
+                 last_epoch=-1):
+        groups = optimizer.param_groups
+        swa_lrs = list(swa_lr) if isinstance(swa_lr, (list, tuple)) else [swa_lr] * len(groups)
+        if len(swa_lrs) != len(groups):
+            raise ValueError(f"swa_lr must have the same length as optimizer.param_groups: "
+                             f"swa_lr has {len(swa_lrs)}, optimizer.param_groups has "
+                             f"{len(groups)}")
+        for lr, group in zip(swa_lrs, groups):
+            group["swa_lr"] = lr
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError("anneal_strategy must by one of 'cos' or 'linear', instead got "
+                             f"{anneal_strategy}")
+        if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
+            raise ValueError(f"anneal_epochs must be equal or greater than 0, got "
+                             f"{anneal_epochs}")
+        self.anneal_func = _cos_anneal if anneal_strategy == "cos" else _linear_anneal
+        self.anneal_epochs = anneal_epochs
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._check_get_lr_call()
+        step = self._step_count - 1
+        if self.anneal_epochs == 0:
+            step = max(1, step)
+        span = max(1, self.anneal_epochs)
+        prev_alpha = self.anneal_func(max(0, min(1, (step - 1) / span)))
+        alpha = self.anneal_func(max(0, min(1, step / span)))
+        out = []
+        for group in self.optimizer.param_groups:
+            swa = group["swa_lr"]
+            start = swa if prev_alpha == 1 else (_lr(group) - prev_alpha * swa) / (1 - prev_alpha)
+            out.append(swa * alpha + start * (1 - alpha))
+        return out
+
+
+def _cos_anneal(t):
+    return (1 - math.cos(math.pi * t)) / 2
+
+
+def _linear_anneal(t):
+    return t
+
+
+def update_bn(loader, model, device=None):
+    """Recompute every batch-norm layer's running statistics with one pass over ``loader``
+    (cumulative averages, as after SWA)."""
+    momenta = {}
+    for module in model.modules():
+        if hasattr(module, "reset_running_stats") and hasattr(module, "momentum"):
+            module.reset_running_stats()
+            momenta[module] = module.momentum
+    if not momenta:
+        return
+    was_training = model.training
+    model.train()
+    for module in momenta:
+        module.momentum = None
+    for batch in loader:
+        if isinstance(batch, (list, tuple)):
+            batch = batch[0]
+        if device is not None:
+            batch = batch.to(device)
+        model(batch)
+    for module, momentum in momenta.items():
+        module.momentum = momentum
+    model.train(was_training)
