@@ -29,6 +29,23 @@ def _data(lib, shape, classes, seed=0):
     return x, y
 
 
+def mlp_adam(lib):
+    """A 3-layer tanh MLP on a 64x256 batch, stepped by Adam (the optimizer's share shows)."""
+    gen = np.random.default_rng(0)
+    params = [lib.tensor(gen.standard_normal(s).astype(np.float32) * 0.05, requires_grad=True)
+              for s in ((256, 256), (256, 256), (256, 10))]
+    x = lib.tensor(gen.standard_normal((64, 256)).astype(np.float32))
+    opt = lib.optim.Adam(params, lr=1e-3)
+
+    def step():
+        w1, w2, w3 = params
+        loss = ((x @ w1).tanh() @ w2).tanh().matmul(w3).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
 def lenet(lib):
     """LeNet-5 style CNN on a 64x1x28x28 batch."""
     nn, F = lib.nn, lib.nn.functional
@@ -133,6 +150,7 @@ def lstm_lm(lib, vocab=1000, hidden=256, seq=35, batch=20):
 
 
 WORKLOADS = {
+    "MLP 64x256 Adam step": mlp_adam,
     "LeNet 64x1x28x28 step": lenet,
     "ResNet block 32x3x32x32 step": resnet_block,
     "GPT 2x128, 16x64 step": gpt,

@@ -183,3 +183,12 @@ def test_repr_lists_each_group_sorted():
     text = repr(optim.SGD([p], lr=0.1))
     assert text.startswith("SGD (\nParameter Group 0\n    dampening: 0\n")
     assert "    lr: 0.1\n" in text and text.endswith("\n)")
+
+
+def test_named_parameters_record_their_names():
+    a, b = _params((2,), (3,))
+    opt = optim.SGD([("weight", a), ("bias", b)], lr=0.1)
+    assert opt.param_groups[0]["params"] == [a, b]
+    assert opt.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
+    with pytest.raises(ValueError, match="should be with/without names"):
+        opt.add_param_group({"params": [nn.Parameter(ember.ones(1))]})

@@ -60,13 +60,24 @@ class Optimizer:
                             "but the ordering of tensors in sets will change between runs. "
                             "Please use a list instead.")
         params = list(params)
+        names = None
+        if params and isinstance(params[0], tuple):        # named_parameters()
+            names = [name for name, _ in params]
+            params = [p for _, p in params]
+        if self.param_groups and ("param_names" in self.param_groups[0]) != (names is not None):
+            which = "with" if names is not None else "without"
+            raise ValueError("all optimizer param groups should be with/without names. cannot "
+                             f"add param group {which} names to the optimizer")
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "
                                 f"{type(p).__module__}.{type(p).__name__}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
-        group = dict(param_group, params=params)
+        group = {"params": params}
+        if names is not None:
+            group["param_names"] = names
+        group.update((k, v) for k, v in param_group.items() if k != "params")
         for name, default in self.defaults.items():
             if default is required and name not in group:
                 raise ValueError(f"parameter group didn't specify a value of required "
