@@ -1,0 +1,3 @@
+"""ember.utils: data loading and other utilities (``torch.utils``)."""
+
+from ember.utils import data  # noqa: F401

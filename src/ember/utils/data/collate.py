@@ -1,0 +1,138 @@
+"""Turning a list of samples into a batch (``default_collate``) and samples into tensors
+(``default_convert``), with PyTorch's rules for every container type."""
+
+import collections.abc
+import re
+
+import numpy as np
+
+import ember
+from ember._tensor import Tensor
+from ember.utils.data._stacked import StackedSamples
+
+__all__ = ["default_collate", "default_convert", "collate", "default_collate_fn_map"]
+
+_ERROR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
+          "found {}")
+_NUMPY_STRING = re.compile(r"[SaUO]")
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(x, "_fields")
+
+
+def _collate_tensor(batch, *, collate_fn_map=None):
+    return ember.stack(list(batch), 0)
+
+
+def _collate_ndarray(batch, *, collate_fn_map=None):
+    if _NUMPY_STRING.search(batch[0].dtype.str) is not None:
+        raise TypeError(_ERROR.format(batch[0].dtype))
+    return collate([ember.as_tensor(b) for b in batch], collate_fn_map=collate_fn_map)
+
+
+def _collate_numpy_scalar(batch, *, collate_fn_map=None):
+    return ember.as_tensor(np.array(batch))
+
+
+def _collate_float(batch, *, collate_fn_map=None):
+    return ember.tensor(batch, dtype=ember.float64)
+
+
+def _collate_int(batch, *, collate_fn_map=None):
+    return ember.tensor(batch)
+
+
+def _collate_str(batch, *, collate_fn_map=None):
+    return batch
+
+
+default_collate_fn_map = {
+    Tensor: _collate_tensor,
+    np.ndarray: _collate_ndarray,
+    np.generic: _collate_numpy_scalar,
+    float: _collate_float,
+    int: _collate_int,
+    str: _collate_str,
+    bytes: _collate_str,
+}
+
+
+def collate(batch, *, collate_fn_map=None):
+    """Collate ``batch`` (a sequence of samples), looking up a function per element type in
+    ``collate_fn_map`` first, then recursing into mappings, named tuples and sequences."""
+    if isinstance(batch, StackedSamples):
+        return batch.stacked()
+    elem = batch[0]
+    elem_type = type(elem)
+    if collate_fn_map is not None:
+        if elem_type in collate_fn_map:
+            return collate_fn_map[elem_type](batch, collate_fn_map=collate_fn_map)
+        for cls, fn in collate_fn_map.items():
+            if isinstance(elem, cls) and not (cls is int and isinstance(elem, bool)
+                                              and bool not in collate_fn_map):
+                return fn(batch, collate_fn_map=collate_fn_map)
+    if isinstance(elem, collections.abc.Mapping):
+        collated = {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
+                    for key in elem}
+        try:
+            if isinstance(elem, collections.abc.MutableMapping):
+                out = elem.copy()
+                out.update(collated)
+                return out
+            return elem_type(collated)
+        except TypeError:
+            return collated
+    if _is_namedtuple(elem):
+        return elem_type(*(collate(list(s), collate_fn_map=collate_fn_map)
+                           for s in zip(*batch)))
+    if isinstance(elem, collections.abc.Sequence):
+        if any(len(e) != len(elem) for e in batch):
+            raise RuntimeError("each element in list of batch should be of equal size")
+        transposed = [list(s) for s in zip(*batch)]
+        if isinstance(elem, tuple):
+            return [collate(s, collate_fn_map=collate_fn_map) for s in transposed]
+        try:
+            return elem_type([collate(s, collate_fn_map=collate_fn_map) for s in transposed])
+        except TypeError:
+            return [collate(s, collate_fn_map=collate_fn_map) for s in transposed]
+    raise TypeError(_ERROR.format(elem_type))
+
+
+def default_collate(batch):
+    """Stack a list of samples into a batch: tensors and arrays stacked along a new first
+    dimension, numbers into tensors (float64 / int64), strings kept as lists, and mappings,
+    named tuples and sequences collated element by element."""
+    return collate(batch, collate_fn_map=default_collate_fn_map)
+
+
+def default_convert(data):
+    """Convert NumPy arrays (inside any containers) to tensors, leaving the rest alone."""
+    if isinstance(data, Tensor):
+        return data
+    if isinstance(data, np.ndarray):
+        if _NUMPY_STRING.search(data.dtype.str) is not None:
+            return data
+        return ember.as_tensor(data)
+    if isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
+        return ember.as_tensor(data)
+    if isinstance(data, collections.abc.Mapping):
+        converted = {key: default_convert(data[key]) for key in data}
+        try:
+            if isinstance(data, collections.abc.MutableMapping):
+                out = data.copy()
+                out.update(converted)
+                return out
+            return type(data)(converted)
+        except TypeError:
+            return converted
+    if _is_namedtuple(data):
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        try:
+            return type(data)([default_convert(d) for d in data])
+        except TypeError:
+            return [default_convert(d) for d in data]
+    return data
