@@ -16,6 +16,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402  (after the thread settings)
 
 import ember  # noqa: E402
+import data_loading  # noqa: E402
 from train_steps import WORKLOADS as TRAIN_STEPS  # noqa: E402
 
 try:
@@ -127,6 +128,11 @@ def main():
             print(f"{label:28s} {ours:10.2f} {'-':>10s} {'-':>7s}")
         else:
             print(f"{label:28s} {ours:10.2f} {theirs:10.2f} {ours / theirs:7.2f}")
+    print()
+    print(f"{'data loading (samples/s)':40s} {'ember':>10s} {'torch':>10s} {'ember/torch':>12s}")
+    for label, ours, theirs in data_loading.rows(ember, torch):
+        ratio = f"{ours / theirs:12.2f}" if theirs else f"{'-':>12s}"
+        print(f"{label:40s} {ours:10.0f} {theirs or 0:10.0f} {ratio}")
 
 
 if __name__ == "__main__":
