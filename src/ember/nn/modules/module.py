@@ -182,7 +182,7 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            _discard(d, name)
+            _discard(d, name, keep="_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -192,7 +192,7 @@ class Module:
         elif isinstance(value, Module):
             if "_modules" not in d:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            _discard(d, name)
+            _discard(d, name, keep="_modules")
             self.add_module(name, value)
         elif name in d.get("_modules", ()):
             if value is not None:
@@ -205,7 +205,7 @@ class Module:
                                 f"(torch.nn.Buffer, torch.Tensor or None expected)")
             if isinstance(value, Buffer):
                 persistent = value.persistent
-                _discard(d, name)
+                _discard(d, name, keep="_buffers")
             else:
                 persistent = name not in self._non_persistent_buffers_set
             self.register_buffer(name, value, persistent)
@@ -719,9 +719,11 @@ def _check_name(module, name, kind, table):
         raise KeyError(f"attribute '{name}' already exists")
 
 
-def _discard(d, name):
-    """Forget ``name`` in every table before it is registered in one."""
+def _discard(d, name, keep):
+    """Forget ``name`` in every table but ``keep`` (where it keeps its position) before it is
+    registered there."""
     d.pop(name, None)
     for table in ("_parameters", "_buffers", "_modules"):
-        d.get(table, {}).pop(name, None)
+        if table != keep:
+            d.get(table, {}).pop(name, None)
     d.get("_non_persistent_buffers_set", set()).discard(name)
