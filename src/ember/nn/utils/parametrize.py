@@ -1,6 +1,7 @@
 """Parametrizations: a parameter computed from other tensors on every access
 (``register_parametrization``), kept under ``module.parametrizations[name].original``."""
 
+import copy
 from collections.abc import Sequence
 from contextlib import contextmanager
 
@@ -137,9 +138,21 @@ def _getstate(self):
                        "inference-and-or-resuming-training")
 
 
+def _deepcopy(self, memo):
+    if id(self) in memo:
+        return memo[id(self)]
+    replica = type(self).__new__(type(self))
+    memo[id(self)] = replica
+    replica.__dict__ = copy.deepcopy(self.__dict__, memo)
+    return replica
+
+
 def _inject_new_class(module):
     cls = type(module)
-    module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), {"__getstate__": _getstate})
+    body = {"__getstate__": _getstate}
+    if not hasattr(cls, "__deepcopy__"):
+        body["__deepcopy__"] = _deepcopy
+    module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), body)
 
 
 def _inject_property(module, name):
