@@ -236,6 +236,9 @@ def test_lazy_module_mixin_materializes_on_first_call():
     out = m(ember.ones(3, 4))
     assert out.shape == (3, 4) and float(out.sum()) == 24.0
     assert not m.has_uninitialized_params() and not m._forward_pre_hooks
+    twin = copy.deepcopy(LazyScale())               # the copy's hooks are its own
+    twin(ember.ones(2))
+    assert not twin._forward_pre_hooks and float(twin.weight.sum()) == 4.0
     # loading a state dict materializes too
     fresh = LazyScale()
     fresh.load_state_dict({"weight": ember.full((4,), 3.0)})

@@ -35,6 +35,14 @@ class RemovableHandle:
             if table is not None:
                 table.pop(self.id, None)
 
+    def __getstate__(self):              # copies follow the copied tables (deepcopy, pickle)
+        return (self.hooks_dict_ref(), self.id, tuple(r() for r in self.extra_dict_ref))
+
+    def __setstate__(self, state):
+        table, self.id, extra = state
+        self.hooks_dict_ref = weakref.ref(OrderedDict() if table is None else table)
+        self.extra_dict_ref = tuple(weakref.ref(d) for d in extra if d is not None)
+
     def __enter__(self):
         return self
 
