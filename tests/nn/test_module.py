@@ -454,6 +454,17 @@ def test_global_hooks():
     assert seen == ["Affine", "Affine", "Block", "Affine", "Net"]
     Net()(ember.ones(1, 4))
     assert len(seen) == 5
+    h = mm.register_module_forward_hook(lambda mod, args, kwargs, out: seen.append(kwargs),
+                                        with_kwargs=True)
+    with h:
+        Affine(4, 1)(ember.ones(1, 4))
+    assert seen[-1] == {}
+    pre = mm.register_module_forward_pre_hook(lambda mod, args: (args[0] * 0,))
+    try:
+        assert float(Affine(4, 1, bias=False)(ember.ones(1, 4))) == 0.0
+    finally:
+        pre.remove()
+    assert not mm._GLOBAL_HOOKS[0]
 
 
 def test_hook_handle_context_manager():

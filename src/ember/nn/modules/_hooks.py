@@ -66,6 +66,7 @@ def add_hook(table, hook, prepend=False, flags=()):
 forward_pre_hooks = OrderedDict()
 forward_hooks = OrderedDict()
 forward_hooks_always_called = OrderedDict()
+forward_hooks_with_kwargs = OrderedDict()
 backward_pre_hooks = OrderedDict()
 backward_hooks = OrderedDict()
 buffer_registration_hooks = OrderedDict()
@@ -99,11 +100,11 @@ def register_module_forward_pre_hook(hook):
 
 
 def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
-    """Call ``hook(module, args, output)`` after every module's forward."""
-    if with_kwargs:
-        raise NotImplementedError("global forward hooks do not support with_kwargs")
-    return _add_global(forward_hooks, hook,
-                       (forward_hooks_always_called,) if always_call else ())
+    """Call ``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) after every
+    module's forward."""
+    flags = ((forward_hooks_always_called,) if always_call else ()) + (
+        (forward_hooks_with_kwargs,) if with_kwargs else ())
+    return _add_global(forward_hooks, hook, flags)
 
 
 def register_module_full_backward_pre_hook(hook):
@@ -163,7 +164,7 @@ def hooked_call(module, args, kwargs):
             if hook_id in forward_hooks_always_called or \
                     hook_id in d["_forward_hooks_always_called"]:
                 called_always.add(hook_id)
-            if hook_id in d["_forward_hooks_with_kwargs"]:
+            if hook_id in d["_forward_hooks_with_kwargs"] or hook_id in forward_hooks_with_kwargs:
                 out = hook(module, args, kwargs, result)
             else:
                 out = hook(module, args, result)
@@ -179,7 +180,8 @@ def hooked_call(module, args, kwargs):
                     or hook_id in d["_forward_hooks_always_called"]):
                 continue
             try:
-                if hook_id in d["_forward_hooks_with_kwargs"]:
+                if hook_id in d["_forward_hooks_with_kwargs"] \
+                        or hook_id in forward_hooks_with_kwargs:
                     hook(module, args, kwargs, None)
                 else:
                     hook(module, args, None)
