@@ -255,3 +255,47 @@ def test_lazy_linear_when_linear_exists():
     assert m.weight.shape == (3, 5) and m.in_features == 5
     bound = 1 / np.sqrt(5)
     assert float(m.weight.abs().max()) <= bound
+
+
+def test_lazy_conv_mixin_on_a_conv_shaped_layer():
+    class Conv1d(nn.Module):                  # PyTorch's constructor and attribute names
+        def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                     dilation=1, groups=1, bias=True, padding_mode="zeros", device=None,
+                     dtype=None):
+            super().__init__()
+            self.in_channels, self.out_channels = in_channels, out_channels
+            self.kernel_size, self.groups, self.transposed = (kernel_size,), groups, False
+            self.weight = nn.Parameter(ember.empty(out_channels, in_channels // groups,
+                                                   kernel_size))
+            self.bias = nn.Parameter(ember.empty(out_channels)) if bias else None
+            self.reset_parameters()
+
+        def reset_parameters(self):
+            nn.init.ones_(self.weight)
+
+        def forward(self, x):
+            return x
+
+    lazy_cls = type("LazyConv1d", (nn.modules.lazy._LazyConvMixin, Conv1d),
+                    {"cls_to_become": Conv1d})
+    m = lazy_cls(6, 3, groups=2)
+    m(ember.zeros(2, 4, 10))
+    assert type(m) is Conv1d and m.in_channels == 4
+    assert m.weight.shape == (6, 2, 3) and float(m.weight.sum()) == 36.0
+    assert m.bias.shape == (6,)
+    with pytest.raises(RuntimeError, match=r"Expected 2D \(unbatched\) or 3D \(batched\) "
+                                           r"input to LazyConv1d, but got input of size"):
+        lazy_cls(6, 3)(ember.zeros(4))
+
+
+def test_lazy_batch_norm_when_batch_norm_exists():
+    if not hasattr(nn, "LazyBatchNorm2d"):
+        pytest.skip("BatchNorm2d is written by another helper")
+    m = nn.LazyBatchNorm2d()
+    x = ember.randn(4, 3, 5, 5)
+    y = m(x)
+    assert type(m) is nn.BatchNorm2d and m.num_features == 3
+    assert m.running_mean.shape == (3,) and int(m.num_batches_tracked) == 1
+    ref = nn.BatchNorm2d(3)
+    np.testing.assert_allclose(y.detach().numpy(), ref(x).detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(m.running_var.numpy(), ref.running_var.numpy(), atol=1e-6)
