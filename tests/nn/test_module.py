@@ -570,3 +570,21 @@ def test_missing_forward():
     with pytest.raises(NotImplementedError, match=r'Module \[Module\] is missing the required '
                                                   r'"forward" function'):
         nn.Module()(1)
+
+
+def test_device_errors_list_tensors_on_other_devices():
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(ember.ones(2))
+
+        def forward(self, x):
+            raise RuntimeError("Expected all tensors to be on the same device, but found at "
+                               "least two devices, cuda:0 and cpu!")
+
+    with pytest.raises(RuntimeError) as info:
+        Mixed()(ember.ones(2))
+    assert str(info.value).endswith("with input of shape [2] and dtype ember.float32 on "
+                                    "device cpu")
+    pickled = pickle.loads(pickle.dumps(info.value))
+    assert str(pickled) == str(info.value)

@@ -23,6 +23,9 @@ class _Where:
         self.tail = tail        # " (Linear(...)) with input ..."
         self.message = message  # the original message
 
+    def __reduce__(self):       # a pickled exception carries its message, not the model
+        return (_Where, (None, self.tail, self.message))
+
 
 def annotate(module, exc, args):
     """Add (or re-root) the failing module's path in ``exc``'s message."""

@@ -12,5 +12,15 @@ from ember.nn.utils.fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights,  # n
                                    fuse_linear_bn_eval, fuse_linear_bn_weights)
 from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 
+
+
+def skip_init(module_cls, *args, **kwargs):
+    """Construct ``module_cls(*args, **kwargs)`` (ember has no meta device, so its parameters
+    are initialized as usual; provided for PyTorch code that calls it)."""
+    if "device" not in module_cls.__init__.__code__.co_varnames:
+        raise RuntimeError("Module must support a 'device' arg to skip initialization")
+    return module_cls(*args, **kwargs)
+
+
 if importlib.util.find_spec("ember.nn.utils.rnn") is not None:
     from ember.nn.utils import rnn  # noqa: F401
