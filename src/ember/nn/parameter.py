@@ -1,9 +1,11 @@
-"""Parameter: a Tensor that a Module registers as one of its learnable weights."""
+"""Parameter (a Tensor a Module registers as a learnable weight), Buffer, and the uninitialized
+parameters and buffers of lazy modules."""
 
 from ember._tensor import Tensor, _make
 from ember.overrides import _disabled_torch_function_impl
 
-__all__ = ["Parameter"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
+           "is_lazy"]
 
 
 class Parameter(Tensor):
@@ -28,3 +30,113 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+
+class _BufferMeta(type):
+    """``isinstance(t, Buffer)`` holds for tensors made by ``Buffer(...)``."""
+
+    def __instancecheck__(cls, instance):
+        return isinstance(instance, Tensor) and getattr(instance, "_is_buffer", False)
+
+
+class Buffer(metaclass=_BufferMeta):
+    """Marks a tensor to be registered as a buffer when assigned to a Module attribute."""
+
+    def __new__(cls, data=None, *, persistent=True):
+        if data is None:
+            from ember._creation import empty
+            data = empty(0)
+        t = data.detach().requires_grad_(data.requires_grad)
+        t.persistent = persistent
+        t._is_buffer = True
+        return t
+
+
+class UninitializedTensorMixin:
+    """A parameter or buffer whose shape is not known yet (lazy modules); ``materialize``
+    gives it one and turns it into the class in ``cls_to_become``."""
+
+    cls_to_become = None
+
+    def materialize(self, shape, device=None, dtype=None):
+        """Allocate this tensor with ``shape`` (and its dtype/device unless given)."""
+        from ember._creation import empty
+        if device is None:
+            device = self._data_device()
+        if dtype is None:
+            dtype = Tensor.dtype.__get__(self)
+        if isinstance(shape, int):
+            shape = (shape,)
+        self._data = empty(shape, device=device, dtype=dtype)._data
+        self.__class__ = self.cls_to_become
+
+    def _data_device(self):
+        return Tensor.device.__get__(self)
+
+    @property
+    def shape(self):
+        raise RuntimeError(
+            "Can't access the shape of an uninitialized parameter or buffer. This error "
+            "usually happens in `load_state_dict` when trying to load an uninitialized "
+            "parameter into an initialized one. Call `forward` to initialize the parameters "
+            "before accessing their attributes.")
+
+    def numel(self):
+        raise RuntimeError(
+            "Can't access the shape of an uninitialized parameter or buffer. This error "
+            "usually happens in `load_state_dict` when trying to load an uninitialized "
+            "parameter into an initialized one. Call `forward` to initialize the parameters "
+            "before accessing their attributes.")
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    def __reduce_ex__(self, protocol):
+        return (type(self), (self.requires_grad,))
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A parameter of a lazy module, materialized on the first forward."""
+
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        from ember._creation import empty
+        return Parameter.__new__(cls, empty(0, device=device, dtype=dtype), requires_grad)
+
+    def __init__(self, requires_grad=True, device=None, dtype=None):
+        pass
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, self._data_device(),
+                                        Tensor.dtype.__get__(self))
+        return memo[id(self)]
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A buffer of a lazy module, materialized on the first forward."""
+
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None):
+        from ember._creation import empty
+        out = _make(empty(0, device=device, dtype=dtype)._data, cls)
+        out.requires_grad = requires_grad
+        return out
+
+    def __init__(self, requires_grad=False, device=None, dtype=None):
+        pass
+
+    __torch_function__ = _disabled_torch_function_impl
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, self._data_device(),
+                                        Tensor.dtype.__get__(self))
+        return memo[id(self)]
+
+
+def is_lazy(t):
+    """Whether ``t`` is an uninitialized parameter or buffer."""
+    return isinstance(t, UninitializedTensorMixin)

@@ -1,37 +1,102 @@
 """Module: the base class of every layer and model (``torch.nn.Module``).
 
 A module owns parameters, buffers and submodules, registered by attribute assignment, and
-computes ``forward`` when called.
+computes ``forward`` when called. Calling a module without hooks costs one check more than
+calling ``forward``; forward errors name the failing module (see NOTE [Module error context]
+in _errors.py).
 """
 
+import warnings
+from collections import OrderedDict
 
 from ember._tensor import Tensor
-from ember.nn.parameter import Parameter
+from ember.autograd.grad_mode import no_grad
+from ember.nn.modules import _hooks
+from ember.nn.modules._errors import ANNOTATED, annotate
+from ember.nn.modules._state_dict import StateDict, _IncompatibleKeys  # noqa: F401
+from ember.nn.modules._hooks import ACTIVE as _GLOBAL_HOOKS, add_hook, hooked_call
+from ember.nn.modules._hooks import (  # noqa: F401  (PyTorch exposes them here)
+    RemovableHandle, register_module_backward_hook, register_module_buffer_registration_hook,
+    register_module_forward_hook, register_module_forward_pre_hook,
+    register_module_full_backward_hook, register_module_full_backward_pre_hook,
+    register_module_module_registration_hook, register_module_parameter_registration_hook)
+from ember.nn.parameter import Buffer, Parameter
 
-__all__ = ["Module"]
+__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
+           "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
+           "register_module_backward_hook", "register_module_buffer_registration_hook",
+           "register_module_module_registration_hook",
+           "register_module_parameter_registration_hook"]
+
+_HOOK_TABLES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+                "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+                "_backward_pre_hooks", "_backward_hooks", "_state_dict_pre_hooks",
+                "_state_dict_hooks", "_load_state_dict_pre_hooks",
+                "_load_state_dict_post_hooks")
 
 
-class Module:
+def _typename(obj):
+    if isinstance(obj, Tensor):
+        return obj.type()
+    cls = type(obj)
+    module = cls.__module__
+    return cls.__qualname__ if module in ("builtins", None) else f"{module}.{cls.__qualname__}"
+
+
+def _addindent(text, n):
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
+
+
+class Module(StateDict):
     """Base class for all neural network modules."""
 
     training: bool
+    _version = 1
+    dump_patches = False
+    call_super_init = False
 
     def __init__(self, *args, **kwargs):
-        if args or kwargs:
-            raise TypeError(f"{type(self).__name__}.__init__() takes no arguments")
+        if not self.call_super_init and (args or kwargs):
+            if kwargs:
+                raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword "
+                                f"argument '{next(iter(kwargs))}'")
+            raise TypeError(f"{type(self).__name__}.__init__() takes 1 positional argument "
+                            f"but {len(args) + 1} were given")
         d = self.__dict__
         d["training"] = True
         d["_parameters"] = {}
         d["_buffers"] = {}
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = {}
+        for table in _HOOK_TABLES:
+            d[table] = OrderedDict()
+        if self.call_super_init:
+            super().__init__(*args, **kwargs)
 
     def forward(self, *args, **kwargs):
+        """The computation of this module; subclasses define it."""
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   f'"forward" function')
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        d = self.__dict__             # one attribute lookup: Module's are slow (__getattr__)
+        if (d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_hooks"]
+                or d["_backward_pre_hooks"] or _GLOBAL_HOOKS[0]):
+            try:
+                return hooked_call(self, args, kwargs)
+            except ANNOTATED as e:
+                annotate(self, e, args)
+                raise
+        try:
+            return self.forward(*args, **kwargs)
+        except ANNOTATED as e:
+            annotate(self, e, args)
+            raise
+
+    _call_impl = __call__
 
     # ----- registration ------------------------------------------------------------------
 
@@ -39,18 +104,36 @@ class Module:
         """Add a parameter (or None) under ``name``."""
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
-        if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+        _check_name(self, name, "parameter", self._parameters)
+        if param is None:
+            self._parameters[name] = None
+            return
+        if not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter "
                             f"'{name}' (torch.nn.Parameter or None required)")
+        if param._grad_fn is not None:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model "
+                             f"parameters must be created explicitly. To express '{name}' as "
+                             f"a function of another Tensor, compute the value in the "
+                             f"forward() method.")
+        for hook in _hooks.parameter_registration_hooks.values():
+            out = hook(self, name, param)
+            if out is not None:
+                param = out
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
         """Add a buffer (state that is not a parameter) under ``name``."""
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_name(self, name, "buffer", self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
-                            f"'{name}' (torch Tensor or None required)")
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            f"(torch Tensor or None required)")
+        for hook in _hooks.buffer_registration_hooks.values():
+            out = hook(self, name, tensor)
+            if out is not None:
+                tensor = out
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -60,25 +143,58 @@ class Module:
     def add_module(self, name, module):
         """Add a child module (or None) under ``name``."""
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f"module name can't contain \".\", got: {name}")
+        if name == "":
+            raise KeyError('module name can\'t be empty string ""')
+        for hook in _hooks.module_registration_hooks.values():
+            out = hook(self, name, module)
+            if out is not None:
+                module = out
         self._modules[name] = module
 
-    register_module = add_module
+    def register_module(self, name, module):
+        """Alias of ``add_module``."""
+        self.add_module(name, module)
 
     def __setattr__(self, name, value):
         d = self.__dict__
+        params = d.get("_parameters")
         if isinstance(value, Parameter):
-            _discard(d, name)
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            _discard(d, name, keep="_parameters")
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                                f"(torch.nn.Parameter or None expected)")
             self.register_parameter(name, value)
         elif isinstance(value, Module):
-            _discard(d, name)
+            if "_modules" not in d:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            _discard(d, name, keep="_modules")
             self.add_module(name, value)
-        elif name in d.get("_parameters", ()):
-            self.register_parameter(name, value)
         elif name in d.get("_modules", ()):
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
+                                f"(torch.nn.Module or None expected)")
             self.add_module(name, value)
-        elif name in d.get("_buffers", ()):
-            self.register_buffer(name, value, name not in self._non_persistent_buffers_set)
+        elif name in d.get("_buffers", ()) or isinstance(value, Buffer):
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                f"(torch.nn.Buffer, torch.Tensor or None expected)")
+            if isinstance(value, Buffer):
+                persistent = value.persistent
+                _discard(d, name, keep="_buffers")
+            else:
+                persistent = name not in self._non_persistent_buffers_set
+            self.register_buffer(name, value, persistent)
         else:
             object.__setattr__(self, name, value)
 
@@ -98,20 +214,85 @@ class Module:
                 return
         object.__delattr__(self, name)
 
+    def __dir__(self):
+        keys = [*dir(type(self)), *self.__dict__, *self._parameters, *self._modules,
+                *self._buffers]
+        return sorted(k for k in keys if not k[0].isdigit())
+
+    def __getstate__(self):
+        return self.__dict__.copy()
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        d = self.__dict__
+        for table in _HOOK_TABLES:
+            d.setdefault(table, OrderedDict())
+        d.setdefault("_non_persistent_buffers_set", set())
+
+    # ----- lookup --------------------------------------------------------------------------
+
+    def get_submodule(self, target):
+        """The submodule at dotted path ``target`` ("" is this module)."""
+        if target == "":
+            return self
+        mod = self
+        for item in target.split("."):
+            if not hasattr(mod, item):
+                raise AttributeError(mod._get_name() + " has no attribute `" + item + "`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError("`" + item + "` is not an nn.Module")
+        return mod
+
+    def set_submodule(self, target, module, strict=False):
+        """Replace (or, unless ``strict``, add) the submodule at dotted path ``target``."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(parent._get_name() + " has no attribute `" + name + "`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError("`" + name + "` is not an nn.Module")
+        setattr(parent, name, module)
+
+    def get_parameter(self, target):
+        """The parameter at dotted path ``target``."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
+        param = getattr(mod, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError("`" + name + "` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target):
+        """The buffer at dotted path ``target``."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
+        if name not in mod._buffers:
+            raise AttributeError("`" + name + "` is not a buffer")
+        return getattr(mod, name)
+
     # ----- traversal ---------------------------------------------------------------------
 
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
         """Yield ``(name, module)`` for this module and every module below it."""
         if memo is None:
             memo = set()
+        if self in memo:
+            return
         if remove_duplicate:
-            if id(self) in memo:
-                return
-            memo.add(id(self))
+            memo.add(self)
         yield prefix, self
         for name, child in self._modules.items():
             if child is not None:
-                yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name,
+                yield from child.named_modules(memo, prefix + "." + name if prefix else name,
                                                remove_duplicate)
 
     def modules(self):
@@ -121,10 +302,10 @@ class Module:
 
     def named_children(self):
         """Yield ``(name, module)`` for the direct children."""
-        seen = set()
+        memo = set()
         for name, child in self._modules.items():
-            if child is not None and id(child) not in seen:
-                seen.add(id(child))
+            if child is not None and child not in memo:
+                memo.add(child)
                 yield name, child
 
     def children(self):
@@ -132,20 +313,22 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def _named_members(self, table, prefix, recurse, remove_duplicate):
-        seen = set()
+    def _named_members(self, get_members, prefix="", recurse=True, remove_duplicate=True):
+        memo = set()
         modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
             if recurse else [(prefix, self)]
         for mod_prefix, module in modules:
-            for name, value in getattr(module, table).items():
-                if value is None or (remove_duplicate and id(value) in seen):
+            for name, value in get_members(module):
+                if value is None or value in memo:
                     continue
-                seen.add(id(value))
-                yield (f"{mod_prefix}.{name}" if mod_prefix else name), value
+                if remove_duplicate:
+                    memo.add(value)
+                yield (mod_prefix + "." + name if mod_prefix else name), value
 
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
         """Yield ``(name, parameter)`` pairs, names dotted from this module."""
-        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
+        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse,
+                                       remove_duplicate)
 
     def parameters(self, recurse=True):
         """Yield the parameters of this module (and its submodules when ``recurse``)."""
@@ -154,48 +337,202 @@ class Module:
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
         """Yield ``(name, buffer)`` pairs, names dotted from this module."""
-        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse,
+                                       remove_duplicate)
 
     def buffers(self, recurse=True):
         """Yield the buffers of this module (and its submodules when ``recurse``)."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    # ----- modes -------------------------------------------------------------------------
+    # ----- forward and backward hooks -----------------------------------------------------
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Call ``hook(module, args)`` (or ``(module, args, kwargs)``) before forward; it may
+        return new args (or ``(args, kwargs)``)."""
+        flags = (self._forward_pre_hooks_with_kwargs,) if with_kwargs else ()
+        return add_hook(self._forward_pre_hooks, hook, prepend, flags)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """Call ``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) after
+        forward; it may return a new output."""
+        flags = ((self._forward_hooks_with_kwargs,) if with_kwargs else ()) + (
+            (self._forward_hooks_always_called,) if always_call else ())
+        return add_hook(self._forward_hooks, hook, prepend, flags)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """Call ``hook(module, grad_output)`` before the input gradients are computed."""
+        return add_hook(self._backward_pre_hooks, hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """Call ``hook(module, grad_input, grad_output)`` once the input gradients exist; it
+        may return new grad_input."""
+        return add_hook(self._backward_hooks, hook, prepend)
+
+    register_backward_hook = register_full_backward_hook
+
+    # ----- modes and gradients ---------------------------------------------------------
 
     def train(self, mode=True):
         """Set training mode on this module and its submodules; returns self."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for m in self.modules():
-            m.__dict__["training"] = mode
+        self.training = mode
+        for module in self.children():
+            module.train(mode)
         return self
 
     def eval(self):
         """Set evaluation mode (``train(False)``); returns self."""
         return self.train(False)
 
+    def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` on every parameter; returns self."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of every parameter (to None, or to zeros)."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                if p.grad.grad_fn is not None:
+                    p.grad.detach_()
+                else:
+                    p.grad.requires_grad_(False)
+                p.grad.zero_()
+
+    def share_memory(self):
+        """No-op on ember (no shared-memory tensors); returns self."""
+        return self
+
+    def apply(self, fn):
+        """Call ``fn`` on every submodule (children first) and then on self; returns self."""
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    # ----- conversion (in place, so optimizers keep their references) -----------------
+
+    def _apply(self, fn, recurse=True):
+        if recurse:
+            for module in self.children():
+                module._apply(fn)
+        for name, param in self._parameters.items():
+            if param is None:
+                continue
+            with no_grad():
+                new = fn(param)
+            param._data = new._data
+            grad = param._grad
+            if grad is not None:
+                with no_grad():
+                    new_grad = fn(grad)
+                grad._data = new_grad._data
+        for name, buf in self._buffers.items():
+            if buf is not None:
+                self._buffers[name] = fn(buf)
+        return self
+
+    def to(self, *args, **kwargs):
+        """Move and/or cast parameters and buffers in place: ``to(device)``, ``to(dtype)``,
+        ``to(device, dtype)``, ``to(tensor)``; only floating/complex tensors change dtype."""
+        from ember.ops.conversion import _parse_to
+        dtype, device, _ = _parse_to(args, dict(kwargs))
+        if dtype is not None:
+            if not (dtype.is_floating_point or dtype.is_complex):
+                raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, "
+                                f"but got desired dtype={dtype}")
+            if dtype.is_complex:
+                warnings.warn("Complex modules are a new feature under active development "
+                              "whose design may change, and some modules might not work as "
+                              "expected when using complex tensors as parameters or buffers.",
+                              stacklevel=2)
+
+        def convert(t):
+            keep = not (t.is_floating_point() or t.is_complex())
+            return t.to(device=device, dtype=None if keep else dtype)
+        return self._apply(convert)
+
+    def cuda(self, device=None):
+        """Move every parameter and buffer to a CUDA device (in place)."""
+        return self._apply(lambda t: t.cuda(device))
+
+    def cpu(self):
+        """Move every parameter and buffer to host memory (in place)."""
+        return self._apply(lambda t: t.cpu())
+
+    def type(self, dst_type):
+        """Cast every parameter and buffer to ``dst_type`` (in place)."""
+        return self._apply(lambda t: t.type(dst_type))
+
+    def float(self):
+        """Cast floating-point parameters and buffers to float32 (in place)."""
+        return self._apply(lambda t: t.float() if t.is_floating_point() else t)
+
+    def double(self):
+        """Cast floating-point parameters and buffers to float64 (in place)."""
+        return self._apply(lambda t: t.double() if t.is_floating_point() else t)
+
+    def half(self):
+        """Cast floating-point parameters and buffers to float16 (in place)."""
+        return self._apply(lambda t: t.half() if t.is_floating_point() else t)
+
+    def bfloat16(self):
+        """Cast floating-point parameters and buffers to bfloat16 (in place)."""
+        return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
+
+    def to_empty(self, *, device=None, recurse=True):
+        """Give every parameter and buffer fresh (uninitialized) memory on ``device``."""
+        from ember._creation import empty_like
+        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
+
+    # ----- printing ------------------------------------------------------------------------
+
+    def _get_name(self):
+        return type(self).__name__
+
     def extra_repr(self):
         """The configuration shown inside this module's repr; subclasses override it."""
         return ""
 
     def __repr__(self):
-        lines = [line for line in self.extra_repr().split("\n") if line]
-        for name, child in self._modules.items():
-            child_repr = repr(child).replace("\n", "\n  ")
-            lines.append(f"({name}): {child_repr}")
-        head = type(self).__name__ + "("
-        if not lines:
-            return head + ")"
-        if len(lines) == 1 and not self._modules:
-            return head + lines[0] + ")"
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + _addindent(repr(child), 2)
+                       for name, child in self._modules.items()]
+        lines = extra_lines + child_lines
+        text = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                text += extra_lines[0]
+            else:
+                text += "\n  " + "\n  ".join(lines) + "\n"
+        return text + ")"
 
 
-def _discard(d, name):
-    """Forget ``name`` in every table before it is registered in one."""
+def _check_name(module, name, kind, table):
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+    if "." in name:
+        raise KeyError(f"{kind} name can't contain \".\"")
+    if name == "":
+        raise KeyError(f'{kind} name can\'t be empty string ""')
+    if hasattr(module, name) and name not in table:
+        raise KeyError(f"attribute '{name}' already exists")
+
+
+def _discard(d, name, keep):
+    """Forget ``name`` in every table but ``keep`` (where it keeps its position) before it is
+    registered there."""
     d.pop(name, None)
     for table in ("_parameters", "_buffers", "_modules"):
-        d.get(table, {}).pop(name, None)
-
-
+        if table != keep:
+            d.get(table, {}).pop(name, None)
+    d.get("_non_persistent_buffers_set", set()).discard(name)

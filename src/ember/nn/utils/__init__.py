@@ -1,1 +1,26 @@
-"""ember.nn.utils: gradient clipping, parameter vectors, parametrizations, RNN packing."""
+"""ember.nn.utils: gradient clipping, parameter vectors, parametrizations, fusion,
+functional_call, RNN packing."""
+
+import importlib.util
+
+from ember.nn.utils import parametrizations, parametrize, stateless  # noqa: F401
+from ember.nn.utils.clip_grad import (clip_grad_norm, clip_grad_norm_,  # noqa: F401
+                                      clip_grad_value_, clip_grads_with_norm_, get_total_norm)
+from ember.nn.utils.convert_parameters import (parameters_to_vector,  # noqa: F401
+                                               vector_to_parameters)
+from ember.nn.utils.fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights,  # noqa: F401
+                                   fuse_linear_bn_eval, fuse_linear_bn_weights)
+from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: F401
+
+
+
+def skip_init(module_cls, *args, **kwargs):
+    """Construct ``module_cls(*args, **kwargs)`` (ember has no meta device, so its parameters
+    are initialized as usual; provided for PyTorch code that calls it)."""
+    if "device" not in module_cls.__init__.__code__.co_varnames:
+        raise RuntimeError("Module must support a 'device' arg to skip initialization")
+    return module_cls(*args, **kwargs)
+
+
+if importlib.util.find_spec("ember.nn.utils.rnn") is not None:
+    from ember.nn.utils import rnn  # noqa: F401

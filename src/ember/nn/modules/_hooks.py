@@ -1,0 +1,285 @@
+"""Module hooks: removable handles, the global (all-module) hook tables, the slow call path
+that runs forward hooks, and full backward hooks built on an identity autograd Function."""
+
+import itertools
+import warnings
+import weakref
+from collections import OrderedDict
+
+from ember._tensor import Tensor
+from ember.autograd.function import Function
+
+__all__ = ["RemovableHandle", "register_module_forward_pre_hook", "register_module_forward_hook",
+           "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
+           "register_module_backward_hook", "register_module_buffer_registration_hook",
+           "register_module_module_registration_hook",
+           "register_module_parameter_registration_hook"]
+
+
+class RemovableHandle:
+    """Returned by hook registrations; ``remove()`` (or leaving a ``with`` block) unregisters."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks_dict, *, extra_dict=None):
+        self.hooks_dict_ref = weakref.ref(hooks_dict)
+        self.id = next(RemovableHandle._ids)
+        extra = () if extra_dict is None else (
+            extra_dict if isinstance(extra_dict, (list, tuple)) else (extra_dict,))
+        self.extra_dict_ref = tuple(weakref.ref(d) for d in extra)
+
+    def remove(self):
+        """Unregister the hook (from every table it was added to)."""
+        for ref in (self.hooks_dict_ref, *self.extra_dict_ref):
+            table = ref()
+            if table is not None:
+                table.pop(self.id, None)
+
+    def __getstate__(self):              # copies follow the copied tables (deepcopy, pickle)
+        return (self.hooks_dict_ref(), self.id, tuple(r() for r in self.extra_dict_ref))
+
+    def __setstate__(self, state):
+        table, self.id, extra = state
+        self.hooks_dict_ref = weakref.ref(OrderedDict() if table is None else table)
+        self.extra_dict_ref = tuple(weakref.ref(d) for d in extra if d is not None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def add_hook(table, hook, prepend=False, flags=()):
+    """Put ``hook`` in ``table`` (first when ``prepend``), and its id in each flag table."""
+    handle = RemovableHandle(table, extra_dict=list(flags))
+    table[handle.id] = hook
+    for flag in flags:
+        flag[handle.id] = True
+    if prepend:
+        table.move_to_end(handle.id, last=False)
+    return handle
+
+
+# Hooks that apply to every module. ACTIVE[0] is True while any call-time hook is registered,
+# so Module.__call__ checks one list item instead of four tables.
+forward_pre_hooks = OrderedDict()
+forward_hooks = OrderedDict()
+forward_hooks_always_called = OrderedDict()
+forward_hooks_with_kwargs = OrderedDict()
+backward_pre_hooks = OrderedDict()
+backward_hooks = OrderedDict()
+buffer_registration_hooks = OrderedDict()
+module_registration_hooks = OrderedDict()
+parameter_registration_hooks = OrderedDict()
+ACTIVE = [False]
+
+
+class _GlobalHandle(RemovableHandle):
+    def remove(self):
+        super().remove()
+        _refresh()
+
+
+def _refresh():
+    ACTIVE[0] = bool(forward_pre_hooks or forward_hooks or backward_pre_hooks or backward_hooks)
+
+
+def _add_global(table, hook, flags=()):
+    handle = _GlobalHandle(table, extra_dict=list(flags))
+    table[handle.id] = hook
+    for flag in flags:
+        flag[handle.id] = True
+    _refresh()
+    return handle
+
+
+def register_module_forward_pre_hook(hook):
+    """Call ``hook(module, args)`` before every module's forward."""
+    return _add_global(forward_pre_hooks, hook)
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """Call ``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) after every
+    module's forward."""
+    flags = ((forward_hooks_always_called,) if always_call else ()) + (
+        (forward_hooks_with_kwargs,) if with_kwargs else ())
+    return _add_global(forward_hooks, hook, flags)
+
+
+def register_module_full_backward_pre_hook(hook):
+    """Call ``hook(module, grad_output)`` before every module's input gradients are computed."""
+    return _add_global(backward_pre_hooks, hook)
+
+
+def register_module_full_backward_hook(hook):
+    """Call ``hook(module, grad_input, grad_output)`` once every module's input grads exist."""
+    return _add_global(backward_hooks, hook)
+
+
+register_module_backward_hook = register_module_full_backward_hook
+
+
+def register_module_buffer_registration_hook(hook):
+    """Call ``hook(module, name, buffer)`` on every ``register_buffer``; it may return a new one."""
+    return _add_global(buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook):
+    """Call ``hook(module, name, submodule)`` on every submodule registration."""
+    return _add_global(module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook):
+    """Call ``hook(module, name, param)`` on every ``register_parameter``."""
+    return _add_global(parameter_registration_hooks, hook)
+
+
+# ----- the call path with hooks ---------------------------------------------------------------
+
+def hooked_call(module, args, kwargs):
+    """``module(*args, **kwargs)`` with its (and the global) hooks run around forward."""
+    d = module.__dict__
+    called_always = set()
+    try:
+        for hook_id, hook in (*forward_pre_hooks.items(), *d["_forward_pre_hooks"].items()):
+            if hook_id in d["_forward_pre_hooks_with_kwargs"]:
+                result = hook(module, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {result}.")
+                    args, kwargs = result
+            else:
+                result = hook(module, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        full = [*backward_hooks.values(), *d["_backward_hooks"].values()]
+        pre = [*backward_pre_hooks.values(), *d["_backward_pre_hooks"].values()]
+        bw = _BackwardHook(module, full, pre) if full or pre else None
+        if bw is not None:
+            args = bw.setup_input_hook(args)
+        result = module.forward(*args, **kwargs)
+        for hook_id, hook in (*forward_hooks.items(), *d["_forward_hooks"].items()):
+            if hook_id in forward_hooks_always_called or \
+                    hook_id in d["_forward_hooks_always_called"]:
+                called_always.add(hook_id)
+            if hook_id in d["_forward_hooks_with_kwargs"] or hook_id in forward_hooks_with_kwargs:
+                out = hook(module, args, kwargs, result)
+            else:
+                out = hook(module, args, result)
+            if out is not None:
+                result = out
+        if bw is not None:
+            result = bw.setup_output_hook(result)
+        return result
+    except BaseException:
+        for hook_id, hook in (*forward_hooks.items(), *d["_forward_hooks"].items()):
+            if hook_id in called_always or not (
+                    hook_id in forward_hooks_always_called
+                    or hook_id in d["_forward_hooks_always_called"]):
+                continue
+            try:
+                if hook_id in d["_forward_hooks_with_kwargs"] \
+                        or hook_id in forward_hooks_with_kwargs:
+                    hook(module, args, kwargs, None)
+                else:
+                    hook(module, args, None)
+            except Exception as e:
+                warnings.warn("global module forward hook with ``always_call=True`` raised an "
+                              f"exception that was silenced as another error was raised in "
+                              f"forward: {e}", stacklevel=2)
+        raise
+
+
+# ----- full backward hooks --------------------------------------------------------------------
+
+class _HookIdentity(Function):
+    """Identity on a group of tensors whose backward hands their gradients to a callback."""
+
+    @staticmethod
+    def forward(ctx, callback, *tensors):
+        ctx.callback = callback
+        ctx.set_materialize_grads(False)
+        return tensors if len(tensors) != 1 else tensors[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, *ctx.callback(grads))
+
+
+class _BackwardHook:
+    """Runs a module's full backward (pre-)hooks from gradients captured around its forward."""
+
+    def __init__(self, module, hooks, pre_hooks):
+        self.module = module
+        self.hooks = hooks
+        self.pre_hooks = pre_hooks
+        self.n_inputs = 0
+        self.input_hooked = False
+        self.grad_outputs = None
+
+    def setup_input_hook(self, args):
+        self.n_inputs = len(args)
+        where = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        if not where or not self.hooks:
+            return args
+        self.input_hooked = True
+        self.input_positions = where
+        return _rewrap(args, where, self._on_input_grads)
+
+    def setup_output_hook(self, result):
+        single = isinstance(result, Tensor)
+        outs = (result,) if single else result
+        if not isinstance(outs, (tuple, list)):
+            return result
+        where = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+        if not where:
+            return result
+        self.n_outputs = len(outs)
+        new = _rewrap(tuple(outs), where, self._on_output_grads)
+        if single:
+            return new[0]
+        return list(new) if isinstance(result, list) else new
+
+    def _on_output_grads(self, grads):
+        for hook in self.pre_hooks:
+            out = hook(self.module, grads)
+            if out is not None:
+                grads = _check_grads(out, len(grads), "backward pre hook")
+        self.grad_outputs = grads
+        if not self.input_hooked:
+            for hook in self.hooks:
+                if hook(self.module, (None,) * max(self.n_inputs, 1), grads) is not None:
+                    raise RuntimeError("can't change the grad_input of a module whose inputs "
+                                       "do not require grad")
+        return grads
+
+    def _on_input_grads(self, grads):
+        full = [None] * self.n_inputs
+        for pos, g in zip(self.input_positions, grads):
+            full[pos] = g
+        full = tuple(full)
+        for hook in self.hooks:
+            out = hook(self.module, full, self.grad_outputs)
+            if out is not None:
+                full = _check_grads(out, len(full), "backward hook")
+        return tuple(full[pos] for pos in self.input_positions)
+
+
+def _rewrap(values, where, callback):
+    wrapped = _HookIdentity.apply(callback, *(values[i] for i in where))
+    if len(where) == 1:
+        wrapped = (wrapped,)
+    out = list(values)
+    for i, w in zip(where, wrapped):
+        out[i] = w
+    return tuple(out)
+
+
+def _check_grads(out, n, what):
+    out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if len(out) != n:
+        raise RuntimeError(f"{what} returned an invalid number of grads, expected {n}, "
+                           f"but got {len(out)}")
+    return out

@@ -1,0 +1,99 @@
+"""Call a module with some parameters and buffers temporarily replaced (``functional_call``).
+
+This is the hook point for ``ember.func``: ``_reparametrize_module`` swaps tensors into the
+module's tables (any tensor, including non-leaf ones) and restores the originals afterwards.
+"""
+
+import contextlib
+
+from ember._tensor import Tensor
+
+__all__ = ["functional_call"]
+
+_MISSING = object()
+
+
+def _tied_names(module):
+    """Map each tensor name to every name under which the same tensor is registered."""
+    groups = {}
+    for table in ("named_parameters", "named_buffers"):
+        for name, t in getattr(module, table)(remove_duplicate=False):
+            groups.setdefault(id(t), []).append(name)
+    return {name: names for names in groups.values() for name in names}
+
+
+def _swap(module, dotted, value):
+    """Put ``value`` (or _MISSING to remove) at ``dotted``; return what was there."""
+    path, _, name = dotted.rpartition(".")
+    owner = module.get_submodule(path)
+    for table in (owner._parameters, owner._buffers):
+        if name in table:
+            old = table[name]
+            if value is _MISSING:
+                del table[name]
+            else:
+                table[name] = value
+            return old
+    old = owner.__dict__.get(name, _MISSING)
+    if value is _MISSING:
+        owner.__dict__.pop(name, None)
+    else:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{value} is not an instance of torch.Tensor")
+        owner.__dict__[name] = value
+    return old
+
+
+@contextlib.contextmanager
+def _reparametrize_module(module, parameters_and_buffers, tie_weights=False, strict=False):
+    values = dict(parameters_and_buffers)
+    if tie_weights:
+        tied = _tied_names(module)
+        for name in list(values):
+            for other in tied.get(name, ()):
+                if other in values and values[other] is not values[name]:
+                    raise ValueError(f"functional_call got multiple values for keys "
+                                     f"{sorted(n for n in tied[name] if n in values)}, which "
+                                     f"are tied. Consider using tie_weights=False")
+                values.setdefault(other, values[name])
+    if strict:
+        expected = {n for n, _ in module.named_parameters(remove_duplicate=False)} | \
+            {n for n, _ in module.named_buffers(remove_duplicate=False)}
+        missing = sorted(expected - set(values))
+        unexpected = sorted(set(values) - expected)
+        if missing or unexpected:
+            msgs = []
+            if unexpected:
+                msgs.append("Unexpected key(s): {}.".format(", ".join(map(repr, unexpected))))
+            if missing:
+                msgs.append("Missing key(s): {}.".format(", ".join(map(repr, missing))))
+            raise RuntimeError("Error(s) in reparametrizing for {}:\n\t{}".format(
+                module._get_name(), "\n\t".join(msgs)))
+    originals = {}
+    try:
+        for name, value in values.items():
+            originals[name] = _swap(module, name, value)
+        yield
+    finally:
+        for name, old in originals.items():
+            _swap(module, name, old)
+
+
+def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
+                    tie_weights=True, strict=False):
+    """``module(*args, **kwargs)`` with the named parameters/buffers replaced for the call."""
+    if isinstance(parameters_and_buffers, (list, tuple)):
+        merged = {}
+        for d in parameters_and_buffers:
+            for key, value in d.items():
+                if key in merged:
+                    raise ValueError(f"{key} appeared in multiple dictionaries; behavior of "
+                                     f"functional call is ambiguous")
+                merged[key] = value
+        parameters_and_buffers = merged
+    if args is None:
+        args = ()
+    elif not isinstance(args, tuple):
+        args = (args,)
+    with _reparametrize_module(module, parameters_and_buffers, tie_weights, strict):
+        return module(*args, **(kwargs or {}))

@@ -1,0 +1,590 @@
+"""nn.Module: registration, traversal, state_dict, conversion in place, hooks, repr, pickling,
+and the error context that names the failing module."""
+
+import copy
+import pickle
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+
+
+class Affine(nn.Module):
+    """A small Linear-like layer written here so these tests need no other helper's layers."""
+
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = nn.Parameter(ember.randn(out_features, in_features))
+        self.bias = nn.Parameter(ember.randn(out_features)) if bias else None
+        self.register_buffer("calls", ember.zeros((), dtype=ember.int64))
+        self.register_buffer("scratch", ember.zeros(2), persistent=False)
+
+    def forward(self, x):
+        out = x @ self.weight.t()
+        return out if self.bias is None else out + self.bias
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear1 = Affine(4, 3)
+        self.linear2 = Affine(3, 2)
+
+    def forward(self, x):
+        return self.linear2(self.linear1(x))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = Block()
+        self.head = Affine(2, 1, bias=False)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+# ----- registration and traversal -------------------------------------------------------
+
+def test_named_members_and_prefixes():
+    net = Net()
+    assert [n for n, _ in net.named_parameters()] == [
+        "encoder.linear1.weight", "encoder.linear1.bias", "encoder.linear2.weight",
+        "encoder.linear2.bias", "head.weight"]
+    assert [n for n, _ in net.named_buffers()] == [
+        "encoder.linear1.calls", "encoder.linear1.scratch", "encoder.linear2.calls",
+        "encoder.linear2.scratch", "head.calls", "head.scratch"]
+    assert [n for n, _ in net.named_parameters(prefix="m", recurse=False)] == []
+    assert [n for n, _ in net.head.named_parameters(prefix="h")] == ["h.weight"]
+    assert [n for n, _ in net.named_modules()] == ["", "encoder", "encoder.linear1",
+                                                    "encoder.linear2", "head"]
+    assert [n for n, _ in net.named_children()] == ["encoder", "head"]
+    assert len(list(net.parameters())) == 5
+
+
+def test_remove_duplicate_for_shared_modules_and_parameters():
+    net = Net()
+    net.tied = net.head
+    net.encoder.linear2.extra = net.encoder.linear2.weight
+    assert [n for n, _ in net.named_modules()] == ["", "encoder", "encoder.linear1",
+                                                    "encoder.linear2", "head"]
+    assert len(list(net.named_modules(remove_duplicate=False))) == 6
+    names = [n for n, _ in net.named_parameters(remove_duplicate=False)]
+    assert "tied.weight" in names and "encoder.linear2.extra" in names
+    assert len(list(net.parameters())) == 5
+
+
+def test_setattr_and_delattr_move_between_tables():
+    m = Affine(2, 2)
+    m.weight = None
+    assert m._parameters["weight"] is None and m.weight is None
+    with pytest.raises(TypeError, match=r"cannot assign 'ember.FloatTensor' as parameter "
+                                        r"'bias' \(torch.nn.Parameter or None expected\)"):
+        m.bias = ember.zeros(2)
+    m.calls = ember.ones(3)             # assigning a tensor to a buffer name keeps it a buffer
+    assert "calls" in m._buffers
+    m.scratch = ember.ones(1)
+    assert "scratch" in m._non_persistent_buffers_set
+    m.child = Affine(1, 1)
+    assert "child" in m._modules
+    with pytest.raises(TypeError, match="cannot assign 'int' as child module 'child'"):
+        m.child = 3
+    del m.child
+    assert "child" not in m._modules
+    m.buf = nn.Buffer(ember.ones(2), persistent=False)
+    assert "buf" in m._buffers and "buf" in m._non_persistent_buffers_set
+
+
+def test_registration_errors():
+    m = nn.Module()
+    with pytest.raises(KeyError, match=r"buffer name can.+t contain"):
+        m.register_buffer("a.b", None)
+    with pytest.raises(KeyError, match="attribute 'training' already exists"):
+        m.register_parameter("training", None)
+    with pytest.raises(TypeError, match=r"cannot assign 'ember.FloatTensor' object to parameter "
+                                        r"'x' \(torch.nn.Parameter or None required\)"):
+        m.register_parameter("x", ember.zeros(1))
+    with pytest.raises(TypeError, match="int is not a Module subclass"):
+        m.add_module("x", 3)
+    with pytest.raises(ValueError, match="Cannot assign non-leaf Tensor to parameter 'p'"):
+        m.register_parameter("p", _non_leaf_parameter())
+
+    class Early(nn.Module):
+        def __init__(self):
+            self.w = nn.Parameter(ember.ones(1))
+    with pytest.raises(AttributeError, match=r"cannot assign parameters before "
+                                             r"Module.__init__\(\) call"):
+        Early()
+
+
+def _non_leaf_parameter():
+    p = nn.Parameter(ember.ones(2))
+    fake = nn.Parameter(ember.ones(2))
+    fake._grad_fn = (p * 2)._grad_fn
+    return fake
+
+
+def test_get_submodule_parameter_buffer():
+    net = Net()
+    assert net.get_submodule("encoder.linear2") is net.encoder.linear2
+    assert net.get_parameter("encoder.linear1.bias") is net.encoder.linear1.bias
+    assert net.get_buffer("head.calls") is net.head.calls
+    with pytest.raises(AttributeError, match="Affine has no attribute `x`"):
+        net.get_submodule("head.x")
+    with pytest.raises(AttributeError, match="`weight` is not an nn.Module"):
+        net.get_submodule("head.weight")
+    with pytest.raises(AttributeError, match="`head` is not an nn.Parameter"):
+        net.get_parameter("head")
+    with pytest.raises(AttributeError, match="`weight` is not a buffer"):
+        net.get_buffer("head.weight")
+    new = Affine(2, 1)
+    net.set_submodule("head", new)
+    assert net.head is new
+    with pytest.raises(AttributeError, match="Affine has no attribute `other`"):
+        net.set_submodule("head.other", Affine(1, 1), strict=True)
+
+
+def test_dir_lists_registered_names():
+    m = Affine(2, 2)
+    names = dir(m)
+    for n in ("weight", "bias", "calls", "forward", "in_features"):
+        assert n in names
+    assert names == sorted(names)
+
+
+# ----- state dict --------------------------------------------------------------------------
+
+def test_state_dict_contents_order_and_metadata():
+    net = Net()
+    sd = net.state_dict()
+    assert isinstance(sd, OrderedDict)
+    assert list(sd) == ["encoder.linear1.weight", "encoder.linear1.bias",
+                        "encoder.linear1.calls", "encoder.linear2.weight",
+                        "encoder.linear2.bias", "encoder.linear2.calls", "head.weight",
+                        "head.calls"]
+    assert type(sd["head.weight"]) is ember.Tensor and not sd["head.weight"].requires_grad
+    assert sd["head.weight"].data_ptr() == net.head.weight.data_ptr()      # no copy
+    assert sd._metadata == OrderedDict([("", {"version": 1}), ("encoder", {"version": 1}),
+                                        ("encoder.linear1", {"version": 1}),
+                                        ("encoder.linear2", {"version": 1}),
+                                        ("head", {"version": 1})])
+    kept = net.state_dict(keep_vars=True, prefix="model.")
+    assert kept["model.head.weight"] is net.head.weight
+
+
+def test_state_dict_round_trip():
+    a, b = Net(), Net()
+    result = b.load_state_dict(a.state_dict())
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    assert repr(result) == "<All keys matched successfully>"
+    for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    x = ember.randn(5, 4)
+    np.testing.assert_array_equal(a(x).detach().numpy(), b(x).detach().numpy())
+
+
+def test_load_state_dict_errors_match_pytorch():
+    m = Affine(4, 2)
+    sd = {"weight": ember.zeros(3, 4), "bias": ember.zeros(3), "x": ember.zeros(1),
+          "calls": ember.zeros((), dtype=ember.int64)}
+    with pytest.raises(RuntimeError) as info:
+        m.load_state_dict(sd)
+    assert str(info.value) == (
+        "Error(s) in loading state_dict for Affine:\n"
+        "\tUnexpected key(s) in state_dict: \"x\". \n"
+        "\tsize mismatch for weight: copying a param with shape ember.Size([3, 4]) from "
+        "checkpoint, the shape in current model is ember.Size([2, 4]).\n"
+        "\tsize mismatch for bias: copying a param with shape ember.Size([3]) from "
+        "checkpoint, the shape in current model is ember.Size([2]).")
+    with pytest.raises(RuntimeError) as info:
+        m.load_state_dict({"weight": ember.zeros(2, 4)})
+    assert str(info.value) == ("Error(s) in loading state_dict for Affine:\n"
+                               "\tMissing key(s) in state_dict: \"bias\", \"calls\". ")
+    result = m.load_state_dict({"weight": ember.ones(2, 4), "z": ember.zeros(1)}, strict=False)
+    assert repr(result) == "_IncompatibleKeys(missing_keys=['bias', 'calls'], " \
+                           "unexpected_keys=['z'])"
+    assert result.missing_keys == ["bias", "calls"]
+    np.testing.assert_array_equal(m.weight.detach().numpy(), np.ones((2, 4), np.float32))
+    with pytest.raises(TypeError, match="Expected state_dict to be dict-like"):
+        m.load_state_dict([1, 2])
+
+
+def test_load_copies_in_place_unless_assign():
+    m = Affine(2, 2)
+    w = m.weight
+    new = ember.full((2, 2), 3.0, dtype=ember.float64)
+    m.load_state_dict({"weight": new, "bias": ember.zeros(2), "calls": ember.tensor(4)})
+    assert m.weight is w and w.dtype == ember.float32
+    assert float(w.sum()) == 12.0 and int(m.calls) == 4
+    m.load_state_dict({"weight": new, "bias": ember.zeros(2), "calls": ember.tensor(4)},
+                      assign=True)
+    assert m.weight is not w and isinstance(m.weight, nn.Parameter)
+    assert m.weight.dtype == ember.float64 and m.weight.requires_grad
+
+
+def test_overridable_save_load_and_extra_state():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def get_extra_state(self):
+            return {"count": self.count}
+
+        def set_extra_state(self, state):
+            self.count = state["count"]
+
+    a = nn.Module()
+    a.c = Counter()
+    a.c.count = 7
+    sd = a.state_dict()
+    assert sd["c._extra_state"] == {"count": 7}
+    b = nn.Module()
+    b.c = Counter()
+    b.load_state_dict(sd)
+    assert b.c.count == 7
+
+    class Renamed(Affine):
+        def _load_from_state_dict(self, state_dict, prefix, *args):
+            if prefix + "w" in state_dict:
+                state_dict[prefix + "weight"] = state_dict.pop(prefix + "w")
+            super()._load_from_state_dict(state_dict, prefix, *args)
+
+    r = Renamed(2, 2)
+    r.load_state_dict({"w": ember.ones(2, 2), "bias": ember.ones(2), "calls": ember.tensor(0)})
+    assert float(r.weight.sum()) == 4.0
+
+
+def test_state_dict_hooks():
+    m = Affine(2, 2)
+    calls = []
+    m.register_state_dict_pre_hook(lambda mod, prefix, keep: calls.append(("pre", prefix)))
+
+    def post(mod, sd, prefix, meta):
+        sd[prefix + "extra"] = ember.ones(1)
+    h = m.register_state_dict_post_hook(post)
+    sd = m.state_dict(prefix="p.")
+    assert calls == [("pre", "p.")] and "p.extra" in sd
+    h.remove()
+    assert "extra" not in m.state_dict()
+
+    def load_post(mod, keys):
+        keys.unexpected_keys.clear()
+    m.register_load_state_dict_post_hook(load_post)
+    full = m.state_dict()
+    full["junk"] = ember.zeros(1)
+    assert m.load_state_dict(full).unexpected_keys == []
+    seen = []
+    m.register_load_state_dict_pre_hook(lambda mod, sd, prefix, *rest: seen.append(mod))
+    m.load_state_dict(m.state_dict())
+    assert seen == [m]
+
+
+# ----- modes, grads, conversion ----------------------------------------------------------
+
+def test_train_eval_recurse_through_overrides():
+    class Sticky(nn.Module):
+        def train(self, mode=True):
+            return super().train(False)
+
+    net = Net()
+    net.sticky = Sticky()
+    assert net.eval() is net
+    assert not any(m.training for m in net.modules())
+    net.train()
+    assert net.encoder.linear1.training and not net.sticky.training
+    with pytest.raises(ValueError, match="training mode is expected to be boolean"):
+        net.train(1)
+
+
+def test_requires_grad_and_zero_grad():
+    net = Net()
+    net(ember.randn(3, 4)).sum().backward()
+    assert all(p.grad is not None for p in net.parameters())
+    net.zero_grad(set_to_none=False)
+    assert all(float(p.grad.abs().sum()) == 0 for p in net.parameters())
+    net.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+    assert net.requires_grad_(False) is net
+    assert not any(p.requires_grad for p in net.parameters())
+
+
+def test_conversion_keeps_parameter_objects():
+    net = Net()
+    params = list(net.parameters())
+    net(ember.randn(3, 4)).sum().backward()
+    before = [p.detach().numpy().copy() for p in params]
+    assert net.double() is net
+    after = list(net.parameters())
+    assert all(a is b for a, b in zip(params, after))
+    assert all(p.dtype == ember.float64 and p.grad.dtype == ember.float64 for p in after)
+    assert net.head.calls.dtype == ember.int64          # integers untouched
+    for b, p in zip(before, after):
+        np.testing.assert_allclose(p.detach().numpy(), b, rtol=1e-7)
+    net.half()
+    assert net.head.weight.dtype == ember.float16 and net.head.calls.dtype == ember.int64
+    net.bfloat16()
+    assert net.head.weight.dtype == ember.bfloat16
+    net.float()
+    assert net.head.weight.dtype == ember.float32
+    net.to(ember.float64)
+    assert net.head.weight.dtype == ember.float64 and net.head.calls.dtype == ember.int64
+    net.to("cpu", dtype=ember.float32)
+    assert net.head.weight.dtype == ember.float32
+    net.to(ember.zeros(1, dtype=ember.float64))
+    assert net.head.weight.dtype == ember.float64
+    assert all(a is b for a, b in zip(params, net.parameters()))
+    net.cpu()
+    net.type(ember.float32)
+    assert net.head.calls.dtype == ember.float32        # type() casts everything
+    with pytest.raises(TypeError, match="nn.Module.to only accepts floating point or complex "
+                                        "dtypes, but got desired dtype=ember.int64"):
+        net.to(ember.int64)
+
+
+def test_apply_order_and_init():
+    net = Net()
+    order = []
+    net.apply(lambda m: order.append(type(m).__name__))
+    assert order == ["Affine", "Affine", "Block", "Affine", "Net"]
+
+    def init(m):
+        if isinstance(m, Affine):
+            nn.init.ones_(m.weight)
+    net.apply(init)
+    assert float(net.head.weight.sum()) == 2.0
+
+
+# ----- hooks -------------------------------------------------------------------------------
+
+def test_forward_hooks_order_and_results():
+    m = Affine(2, 2, bias=False)
+    with ember.no_grad():
+        m.weight.copy_(ember.eye(2))
+    log = []
+    m.register_forward_pre_hook(lambda mod, args: log.append("pre1"))
+    m.register_forward_pre_hook(lambda mod, args: log.append("pre0"), prepend=True)
+    m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+    m.register_forward_hook(lambda mod, args, out: log.append("post1"))
+    h = m.register_forward_hook(lambda mod, args, out: out + 1)
+    m.register_forward_hook(lambda mod, args, kwargs, out: log.append(("kw", kwargs)),
+                            with_kwargs=True)
+    out = m(ember.ones(1, 2))
+    assert log == ["pre0", "pre1", "post1", ("kw", {})]
+    np.testing.assert_array_equal(out.detach().numpy(), [[3.0, 3.0]])
+    h.remove()
+    np.testing.assert_array_equal(m(ember.ones(1, 2)).detach().numpy(), [[2.0, 2.0]])
+
+
+def test_forward_pre_hook_with_kwargs_rewrites_both():
+    class Scale(nn.Module):
+        def forward(self, x, *, factor=1.0):
+            return x * factor
+
+    m = Scale()
+    m.register_forward_pre_hook(lambda mod, args, kwargs: (args, {"factor": 5.0}),
+                                with_kwargs=True)
+    assert float(m(ember.ones(1))) == 5.0
+    m2 = Scale()
+    m2.register_forward_pre_hook(lambda mod, args, kwargs: 3, with_kwargs=True)
+    with pytest.raises(RuntimeError, match="forward pre-hook must return None or a tuple of "
+                                           r"\(new_args, new_kwargs\), but got 3."):
+        m2(ember.ones(1))
+
+
+def test_always_call_hook_runs_when_forward_raises():
+    class Bad(nn.Module):
+        def forward(self, x):
+            raise KeyError("boom")
+
+    m = Bad()
+    seen = []
+    m.register_forward_hook(lambda mod, args, out: seen.append(out), always_call=True)
+    with pytest.raises(KeyError):
+        m(ember.ones(1))
+    assert seen == [None]
+
+
+def test_full_backward_hooks():
+    m = Affine(3, 2)
+    log = []
+    m.register_full_backward_pre_hook(
+        lambda mod, go: log.append(("pre", [tuple(g.shape) for g in go])))
+    m.register_full_backward_hook(lambda mod, gi, go: log.append(
+        ("full", [None if g is None else tuple(g.shape) for g in gi],
+         [tuple(g.shape) for g in go])))
+    x = ember.randn(4, 3, requires_grad=True)
+    m(x).sum().backward()
+    assert log == [("pre", [(4, 2)]), ("full", [(4, 3)], [(4, 2)])]
+    log.clear()
+    m(ember.randn(4, 3)).sum().backward()
+    assert log == [("pre", [(4, 2)]), ("full", [None], [(4, 2)])]
+
+
+def test_backward_hooks_can_replace_gradients():
+    m = Affine(3, 2)
+    x = ember.randn(4, 3, requires_grad=True)
+    h = m.register_full_backward_hook(lambda mod, gi, go: (gi[0] * 0,))
+    m(x).sum().backward()
+    assert float(x.grad.abs().sum()) == 0.0
+    h.remove()
+    x.grad = None
+    m.register_full_backward_pre_hook(lambda mod, go: (go[0] * 2,))
+    m(x).sum().backward()
+    expected = 2 * m.weight.detach().numpy().sum(0)
+    np.testing.assert_allclose(x.grad.numpy(), np.broadcast_to(expected, (4, 3)), rtol=1e-6)
+
+
+def test_global_hooks():
+    from ember.nn.modules import module as mm
+    seen = []
+    h = mm.register_module_forward_hook(lambda mod, args, out: seen.append(type(mod).__name__))
+    try:
+        Net()(ember.ones(1, 4))
+    finally:
+        h.remove()
+    assert seen == ["Affine", "Affine", "Block", "Affine", "Net"]
+    Net()(ember.ones(1, 4))
+    assert len(seen) == 5
+    h = mm.register_module_forward_hook(lambda mod, args, kwargs, out: seen.append(kwargs),
+                                        with_kwargs=True)
+    with h:
+        Affine(4, 1)(ember.ones(1, 4))
+    assert seen[-1] == {}
+    pre = mm.register_module_forward_pre_hook(lambda mod, args: (args[0] * 0,))
+    try:
+        assert float(Affine(4, 1, bias=False)(ember.ones(1, 4))) == 0.0
+    finally:
+        pre.remove()
+    assert not mm._GLOBAL_HOOKS[0]
+
+
+def test_hook_handle_context_manager():
+    m = Affine(2, 2)
+    seen = []
+    with m.register_forward_hook(lambda *a: seen.append(1)):
+        m(ember.ones(1, 2))
+    m(ember.ones(1, 2))
+    assert seen == [1] and not m._forward_hooks
+
+
+# ----- repr, copy, pickle ----------------------------------------------------------------
+
+def test_nested_repr_matches_pytorch_layout():
+    assert repr(Net()) == (
+        "Net(\n"
+        "  (encoder): Block(\n"
+        "    (linear1): Affine(in_features=4, out_features=3, bias=True)\n"
+        "    (linear2): Affine(in_features=3, out_features=2, bias=True)\n"
+        "  )\n"
+        "  (head): Affine(in_features=2, out_features=1, bias=False)\n"
+        ")")
+    assert repr(nn.Module()) == "Module()"
+
+    class Multi(nn.Module):
+        def extra_repr(self):
+            return "a=1\nb=2"
+    assert repr(Multi()) == "Multi(\n  a=1\n  b=2\n)"
+
+
+def test_parameter_repr_copy_pickle():
+    p = nn.Parameter(ember.tensor([1.0, 2.0]))
+    assert repr(p) == "Parameter containing:\ntensor([1., 2.], requires_grad=True)"
+    q = nn.Parameter(ember.tensor([1.0]), requires_grad=False)
+    assert repr(q) == "Parameter containing:\ntensor([1.])"
+    for clone in (copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert type(clone) is nn.Parameter and clone.requires_grad
+        assert clone.tolist() == [1.0, 2.0]
+    assert not pickle.loads(pickle.dumps(q)).requires_grad
+
+
+def test_module_deepcopy_and_pickle():
+    net = Net()
+    net.encoder.linear1.tag = "keep"
+    for clone in (copy.deepcopy(net), pickle.loads(pickle.dumps(net))):
+        assert type(clone) is Net and clone.encoder.linear1.tag == "keep"
+        assert clone.head.weight is not net.head.weight
+        assert isinstance(clone.head.weight, nn.Parameter)
+        x = ember.randn(2, 4)
+        np.testing.assert_array_equal(clone(x).detach().numpy(), net(x).detach().numpy())
+        assert clone.state_dict().keys() == net.state_dict().keys()
+        assert "scratch" in clone.head._non_persistent_buffers_set
+
+
+# ----- errors name the failing module (beyond PyTorch) -----------------------------------
+
+def test_error_names_path_relative_to_outermost():
+    net = Net()
+    with pytest.raises(RuntimeError) as info:
+        net(ember.randn(5, 6))
+    msg = str(info.value)
+    lines = msg.split("\n")
+    assert lines[0] == "mat1 and mat2 shapes cannot be multiplied (5x6 and 4x3)"
+    assert lines[1] == ("  in model.encoder.linear1 (Affine(in_features=4, out_features=3, "
+                        "bias=True)) with input of shape [5, 6] and dtype ember.float32")
+    assert len(lines) == 2                 # annotated once, though it passed three __call__s
+
+
+def test_error_path_when_called_on_a_submodule():
+    net = Net()
+    net.encoder.linear2.weight = nn.Parameter(ember.randn(2, 5))
+    with pytest.raises(RuntimeError, match=r"\n  in model.linear2 \(Affine"):
+        net.encoder(ember.randn(5, 4))
+    with pytest.raises(RuntimeError, match=r"\n  in model \(Affine\(in_features=3"):
+        net.encoder.linear2(ember.randn(2, 7))
+
+
+def test_error_keeps_type_and_other_exceptions_untouched():
+    class Picky(nn.Module):
+        def forward(self, x):
+            if x.ndim != 2:
+                raise ValueError(f"expected 2D input (got {x.ndim}D input)")
+            raise KeyError("not annotated")
+
+    class Wrap(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.picky = Picky()
+
+        def forward(self, x):
+            return self.picky(x)
+
+    with pytest.raises(ValueError) as info:
+        Wrap()(ember.ones(3))
+    assert str(info.value) == ("expected 2D input (got 1D input)\n  in model.picky (Picky()) "
+                               "with input of shape [3] and dtype ember.float32")
+    with pytest.raises(KeyError) as info:
+        Wrap()(ember.ones(3, 3))
+    assert str(info.value) == "'not annotated'"
+
+
+def test_missing_forward():
+    with pytest.raises(NotImplementedError, match=r'Module \[Module\] is missing the required '
+                                                  r'"forward" function'):
+        nn.Module()(1)
+
+
+def test_device_errors_list_tensors_on_other_devices():
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(ember.ones(2))
+
+        def forward(self, x):
+            raise RuntimeError("Expected all tensors to be on the same device, but found at "
+                               "least two devices, cuda:0 and cpu!")
+
+    with pytest.raises(RuntimeError) as info:
+        Mixed()(ember.ones(2))
+    assert str(info.value).endswith("with input of shape [2] and dtype ember.float32 on "
+                                    "device cpu")
+    pickled = pickle.loads(pickle.dumps(info.value))
+    assert str(pickled) == str(info.value)
