@@ -23,7 +23,7 @@ def _check_indices(indices, name):
         t = D.FROM_NUMPY[indices.dtype]._legacy if hasattr(D.FROM_NUMPY[indices.dtype],
                                                            "_legacy") else None
         raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
-                           f"following scalar types: Long, Int; but got torch.{t} instead "
+                           f"following scalar types: Long, Int; but got ember.{t} instead "
                            f"(while checking arguments for {name})")
 
 
@@ -180,9 +180,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                 f"on GitHub.")
         if per_sample_weights.shape != input.shape:
             raise ValueError(f"embedding_bag: If per_sample_weights "
-                             f"(torch.Size({list(per_sample_weights.shape)})) is not None, then "
+                             f"(ember.Size({list(per_sample_weights.shape)})) is not None, then "
                              f"it must have the same shape as the input "
-                             f"(torch.Size({list(input.shape)}))")
+                             f"(ember.Size({list(input.shape)}))")
     flat, psw, bag, b = _bags(input, offsets, per_sample_weights, include_last_offset)
     pad = _padding_index(padding_idx, weight.shape[0])
     rows = functional_embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq)
@@ -212,17 +212,15 @@ def one_hot(xp, x, num_classes):
     """Encode integer class indices as rows of 0s and 1s (int64), along a new last dim."""
     if x.dtype != np.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if not x.size and num_classes <= 0:
+        raise RuntimeError("Can not infer total number of classes from empty tensor.")
     if num_classes == -1:
-        if not x.size:
-            raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(x.max()) + 1
     if x.size:
         if x.min() < 0:
             raise RuntimeError("Class values must be non-negative.")
         if x.max() >= num_classes:
             raise RuntimeError("Class values must be smaller than num_classes.")
-    elif num_classes < 0:
-        raise RuntimeError("Class values must be smaller than num_classes.")
     return (x[..., None] == xp.arange(num_classes)).astype(np.int64)
 
 

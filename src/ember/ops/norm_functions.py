@@ -14,7 +14,7 @@ __all__ = ["instance_norm", "rms_norm", "local_response_norm", "normalize",
 
 
 def _size_text(shape):
-    return f"torch.Size({list(shape)})"
+    return f"ember.Size({list(shape)})"
 
 
 def _instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,

@@ -152,7 +152,7 @@ def functional_batch_norm(input, running_mean, running_var, weight=None, bias=No
 
 
 def _size_text(shape):
-    return f"torch.Size({list(shape)})"
+    return f"ember.Size({list(shape)})"
 
 
 # --- layer norm and group norm: normalize over the trailing dims of a reshaped input ----------

@@ -36,7 +36,7 @@ def _embedding_errors():
     yield ErrorInput(_s(w, _idx(-1, 2)), IndexError, "index out of range in self")
     yield ErrorInput(_s(w, ember.tensor([1., 2.])), RuntimeError,
                      r"Expected tensor for argument #1 'indices' to have one of the following "
-                     r"scalar types: Long, Int; but got torch.FloatTensor instead \(while "
+                     r"scalar types: Long, Int; but got ember.FloatTensor instead \(while "
                      r"checking arguments for embedding\)")
     yield ErrorInput(_s(ember.ones(4), _idx(1)), RuntimeError, "'weight' must be 2-D")
 
@@ -72,7 +72,7 @@ def _one_hot_samples(dtype, rg):
     yield _s(ember.tensor([[1, 2], [0, 0]]), 4, name="2d_num_classes")
     yield _s(ember.tensor(2), 3, name="0d")
     yield _s(ember.zeros(0, dtype=ember.int64), 2, name="empty")
-    yield _s(ember.zeros((2, 0), dtype=ember.int64), 0, name="empty_no_classes")
+    yield _s(ember.zeros((2, 0), dtype=ember.int64), 3, name="empty_2d")
 
 
 def _one_hot_errors():
@@ -82,6 +82,8 @@ def _one_hot_errors():
     yield ErrorInput(_s(ember.tensor([1., 2.])), RuntimeError,
                      "one_hot is only applicable to index tensor of type LongTensor.")
     yield ErrorInput(_s(ember.zeros(0, dtype=ember.int64)), RuntimeError,
+                     "Can not infer total number of classes from empty tensor.")
+    yield ErrorInput(_s(ember.zeros(0, dtype=ember.int64), 0), RuntimeError,
                      "Can not infer total number of classes from empty tensor.")
 
 
