@@ -113,7 +113,7 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     out = out.astype(dtype) if out.dtype != dtype else out
     if not training:
         mean = invstd = xp.zeros(0, x.dtype)
-    return out, mean, invstd
+    return out, mean.astype(dtype, copy=False), invstd.astype(dtype, copy=False)
 
 
 @native_batch_norm.derivative
@@ -229,7 +229,8 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
         out += _vector(b, x.dtype).reshape(k)
     out = out.reshape(x.shape)
     stats = lead + (1,) * len(ns)
-    return out.astype(dtype, copy=False), mean.reshape(stats), invstd.reshape(stats)
+    return (out.astype(dtype, copy=False), mean.reshape(stats).astype(dtype, copy=False),
+            invstd.reshape(stats).astype(dtype, copy=False))
 
 
 @native_layer_norm.derivative
@@ -293,8 +294,9 @@ def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
         out *= _vector(w, x.dtype).reshape(c, 1)
     if b is not None:
         out += _vector(b, x.dtype).reshape(c, 1)
-    return (out.reshape(x.shape).astype(dtype, copy=False), mean.reshape(n, group),
-            invstd.reshape(n, group))
+    return (out.reshape(x.shape).astype(dtype, copy=False),
+            mean.reshape(n, group).astype(dtype, copy=False),
+            invstd.reshape(n, group).astype(dtype, copy=False))
 
 
 @native_group_norm.derivative

@@ -4,7 +4,7 @@ native_group_norm (the fused kernels behind F.batch_norm, F.layer_norm, F.group_
 import numpy as np
 
 import ember
-from tests.ops.opdb.core import FLOATS, ErrorInput, OpInfo, SampleInput, make
+from tests.ops.opdb.core import FLOATS, LOW, ErrorInput, OpInfo, SampleInput, make
 
 
 def _s(x, *args, name="", **kwargs):
@@ -146,14 +146,17 @@ def _first(ref):
     return lambda *args, **kwargs: ref(*args, **kwargs)[0]
 
 
+# torch rounds some 16-bit intermediates (the normalized value before the affine step)
+_LOW_PARITY = {ember.float16: (5e-3, 5e-3), ember.bfloat16: (4e-2, 4e-2)}
+
 OPS = [
-    OpInfo("native_batch_norm", _first(_bn_ref), _bn_samples, dtypes=FLOATS, gradgrad=True,
+    OpInfo("native_batch_norm", _first(_bn_ref), _bn_samples, dtypes=FLOATS + LOW, gradgrad=True,
            error_inputs=_bn_errors, tol={ember.float32: (1e-4, 1e-4)},
-           **_output("native_batch_norm")),
-    OpInfo("native_layer_norm", _first(_ln_ref), _ln_samples, dtypes=FLOATS, gradgrad=True,
+           parity_tol=_LOW_PARITY, **_output("native_batch_norm")),
+    OpInfo("native_layer_norm", _first(_ln_ref), _ln_samples, dtypes=FLOATS + LOW, gradgrad=True,
            error_inputs=_ln_errors, tol={ember.float32: (1e-4, 1e-4)},
-           **_output("native_layer_norm")),
-    OpInfo("native_group_norm", _first(_gn_ref), _gn_samples, dtypes=FLOATS, gradgrad=True,
+           parity_tol=_LOW_PARITY, **_output("native_layer_norm")),
+    OpInfo("native_group_norm", _first(_gn_ref), _gn_samples, dtypes=FLOATS + LOW, gradgrad=True,
            error_inputs=_gn_errors, tol={ember.float32: (1e-4, 1e-4)},
-           **_output("native_group_norm")),
+           parity_tol=_LOW_PARITY, **_output("native_group_norm")),
 ]
