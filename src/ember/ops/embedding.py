@@ -20,8 +20,7 @@ _SPARSE_FROM = 256                      # positions from which the sparse produc
 
 def _check_indices(indices, name):
     if indices.dtype not in (np.int64, np.int32):
-        t = D.FROM_NUMPY[indices.dtype]._legacy if hasattr(D.FROM_NUMPY[indices.dtype],
-                                                           "_legacy") else None
+        t = D.FROM_NUMPY[indices.dtype]._legacy
         raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got ember.{t} instead "
                            f"(while checking arguments for {name})")
