@@ -91,7 +91,7 @@ OPS = [
     OpInfo("embedding", _embedding_ref, _embedding_samples, dtypes=FLOATS + LOW,
            gradgrad=True, error_inputs=_embedding_errors),
     OpInfo("_embedding_backward", _backward_ref, _backward_samples, dtypes=FLOATS,
-           gradgrad=True, skips=("parity",)),
+           gradgrad=True),
     OpInfo("nn.functional.one_hot", _one_hot_ref, _one_hot_samples, dtypes=(ember.int64,),
            grad=False, error_inputs=_one_hot_errors),
 ]
