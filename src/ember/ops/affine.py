@@ -1,3 +1,149 @@
-"""(stub) filled in by the nn work."""
+"""Affine maps of the nn layers: linear (``x @ W^T + b``, one GEMM) and bilinear
+(``x1^T A x2 + b``).
 
-FUNCTIONAL = {}
+linear flattens the leading dims of ``input`` so that the forward and both matrix gradients
+are single 2-D GEMMs; 16-bit floats compute in float32.
+"""
+
+import numpy as np
+
+from ember import _dtype as D
+from ember.ops._registry import broadcast_message, op
+
+_LOW = {d.np for d in D.LOW_PRECISION}
+_F32 = np.dtype(np.float32)
+_MM_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half",
+             "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
+             "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
+def _mm_name(a):
+    return _MM_NAMES.get(a.dtype.name, a.dtype.name)
+
+
+def _shape_text(shape):
+    return "x".join(str(s) for s in shape)
+
+
+def _check_linear(x, w):
+    if x.ndim == 0 or w.ndim == 0:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
+                           f"{x.ndim}D and {w.ndim}D")
+    if w.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {w.ndim}D")
+    if x.dtype != w.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{_mm_name(x)} != {_mm_name(w)}")
+    if x.shape[-1] != w.shape[-1]:
+        rows = x.size // x.shape[-1] if x.shape[-1] else int(np.prod(x.shape[:-1]))
+        m1 = (rows, x.shape[-1]) if x.ndim > 1 else (1, x.shape[0])
+        m2 = w.shape[::-1] if w.ndim == 2 else (w.shape[0], 1)
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_text(m1)} and "
+                           f"{_shape_text(m2)})")
+    if x.dtype == np.bool_:
+        raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
+
+
+@op("linear(input, weight, bias=None)", inputs=3, namespace="nn.functional")
+def linear(xp, x, w, b):
+    """Apply ``y = x A^T + b`` to the last dim of ``input``."""
+    _check_linear(x, w)
+    dtype = x.dtype
+    if dtype in _LOW:
+        x, w = x.astype(_F32), w.astype(_F32)
+    if x.ndim > 2:
+        out = (x.reshape(-1, x.shape[-1]) @ w.T).reshape(x.shape[:-1] + w.shape[:-1])
+    else:
+        out = x @ w.T
+    if b is not None:
+        if b.dtype != dtype:
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                               f"{D.FROM_NUMPY[b.dtype]._torch_name} and "
+                               f"{D.FROM_NUMPY[dtype]._torch_name}")
+        if out.ndim == 0 or b.ndim > out.ndim or any(
+                s != 1 and s != t for s, t in zip(b.shape[::-1], out.shape[::-1])):
+            raise RuntimeError(_expand_message(b.shape, out.shape))
+        if out.ndim:
+            out += b
+        else:
+            out = out + b
+    return out.astype(dtype) if out.dtype != dtype else out
+
+
+def _expand_message(have, target):
+    if len(have) > len(target):
+        return (f"The expanded size of the tensor ({len(target)}) must be greater or equal to "
+                f"the number of dimensions in the tensor ({len(have)})")
+    for i in range(1, len(have) + 1):
+        if have[-i] != 1 and have[-i] != target[-i]:
+            return (f"The expanded size of the tensor ({target[-i]}) must match the existing "
+                    f"size ({have[-i]}) at non-singleton dimension {len(target) - i}.  Target "
+                    f"sizes: {list(target)}.  Tensor sizes: {list(have)}")
+    return broadcast_message([have, target])
+
+
+@linear.derivative
+def _(grad, x, w, b):
+    gx = gw = None
+    if w.ndim == 1:                     # a vector weight: out = x @ w
+        if x.requires_grad:
+            gx = grad.unsqueeze(-1) * w
+        if w.requires_grad:
+            gw = (grad.unsqueeze(-1) * x).reshape(-1, w.shape[0]).sum(0)
+        return gx, gw, grad
+    if x.ndim == 1:
+        if x.requires_grad:
+            gx = grad @ w
+        if w.requires_grad:
+            gw = grad.unsqueeze(-1) * x
+        return gx, gw, grad
+    if x.ndim > 2:
+        g2 = grad.reshape(-1, w.shape[0])
+        if x.requires_grad:
+            gx = (g2 @ w).reshape(x.shape)
+        if w.requires_grad:
+            gw = g2.mT @ x.reshape(-1, x.shape[-1])
+    else:
+        if x.requires_grad:
+            gx = grad @ w
+        if w.requires_grad:
+            gw = grad.mT @ x
+    return gx, gw, grad
+
+
+# --- bilinear ---------------------------------------------------------------------------------
+
+def bilinear(input1, input2, weight, bias=None):
+    """Apply ``y = x1^T A x2 + b`` to the last dims of ``input1`` and ``input2``."""
+    if weight.ndim != 3:
+        raise RuntimeError(f"bilinear(): weight must be 3-dimensional, but got {weight.ndim}D")
+    if input1.ndim != input2.ndim:
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.ndim} and "
+                           f"{input2.ndim}")
+    for i in range(input1.ndim - 1):
+        if input1.shape[i] != input2.shape[i]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {i}: "
+                               f"got {input1.shape[i]} and {input2.shape[i]}")
+    for k, x in ((1, input1), (2, input2)):
+        if x.shape[-1] != weight.shape[k]:
+            raise RuntimeError(f"bilinear(): input{k} size does not match weight size: got "
+                               f"{x.shape[-1]} but expected {weight.shape[k]}")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got "
+                           f"{bias.shape[-1] if bias.ndim else 1} but expected "
+                           f"{weight.shape[0]}")
+    n_out, n1, n2 = weight.shape
+    lead = input1.shape[:-1]
+    x1 = input1.reshape(-1, n1)
+    x2 = input2.reshape(-1, n2)
+    # (rows, n1) @ (n1, out * n2): one GEMM, then a product with x2 summed over n2
+    t = (x1 @ weight.permute(1, 0, 2).reshape(n1, n_out * n2)).reshape(-1, n_out, n2)
+    out = (t @ x2.unsqueeze(-1)).squeeze(-1)
+    if bias is not None:
+        out = out + bias
+    return out.reshape(lead + (n_out,))
+
+
+ALIASES = {}
+PUBLIC = {"bilinear": bilinear}
+FUNCTIONAL = {"bilinear": bilinear}

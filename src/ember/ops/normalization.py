@@ -1,3 +1,347 @@
-"""(stub) filled in by the nn work."""
+"""Normalization with fused kernels: native_batch_norm, native_layer_norm, native_group_norm
+(each returns the output, the mean and the inverse standard deviation it normalized with), and
+the functional forms built on them (batch_norm, layer_norm, group_norm). The compositions
+(instance_norm, rms_norm, local_response_norm, normalize) live in ops/norm_functions.py.
 
-FUNCTIONAL = {}
+NOTE [Fused normalization backward]
+With ``xc = x - mean``, ``invstd = (var + eps)^-1/2`` (biased variance over ``n`` elements)
+and ``g`` the gradient reaching ``xhat = xc * invstd``, the input gradient is
+``invstd * (g - sum(g)/n - xhat * sum(g * xhat)/n)``. Written as ``g*A + xc*B + C`` with
+per-group constants A, B, C, it costs a handful of passes over the data; the gradients that
+reach the saved mean and invstd (double backward) only change B and C. Everything is written
+with ember ops on the saved outputs, so the derivative is differentiable again.
+"""
+
+import math
+
+import numpy as np
+
+from ember import _dtype as D
+from ember.ops._registry import op
+
+_LOW = {d.np for d in D.LOW_PRECISION}
+_F32 = np.dtype(np.float32)
+
+
+def _name(a):
+    return D.FROM_NUMPY[a.dtype]._torch_name
+
+
+def _float_input(x, kernel):
+    if x.dtype.kind not in "fV":
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_name(x)}'")
+    return x.astype(_F32) if x.dtype in _LOW else x
+
+
+def _vector(v, dtype):
+    return None if v is None else (v.astype(dtype) if v.dtype != dtype else v)
+
+
+def _nonzero(g):
+    return g is not None and bool(g._data.any())
+
+
+def _coefficients(sg, sgx, invstd, n, gmean, ginvstd):
+    """B and C of NOTE [Fused normalization backward] from the group sums of g and g*xc."""
+    inv2 = invstd * invstd
+    b = inv2 * invstd * sgx * (-1.0 / n)
+    c = invstd * sg * (-1.0 / n)
+    if _nonzero(ginvstd):
+        b = b - ginvstd * inv2 * invstd * (1.0 / n)
+    if _nonzero(gmean):
+        c = c + gmean * (1.0 / n)
+    return b, c
+
+
+def _norm_grad(g, xc, invstd, total, n, gmean=None, ginvstd=None):
+    """The input gradient of NOTE [Fused normalization backward]; ``g`` reaches xhat and
+    ``total(t)`` sums ``t`` over each group (keeping the reduced dims)."""
+    b, c = _coefficients(total(g), total(g * xc), invstd, n, gmean, ginvstd)
+    return g * invstd + xc * b + c
+
+
+# --- batch norm -------------------------------------------------------------------------------
+
+def _check_vectors(c, **vectors):
+    for name, v in vectors.items():
+        if v is not None and v.size != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {v.size}")
+
+
+@op("native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, "
+    "training=False, momentum=0.1, eps=1e-5)", inputs=5, method=False)
+def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
+    """Batch normalization over all dims but dim 1; returns (output, mean, invstd)."""
+    if x.ndim < 2:
+        raise RuntimeError(f"batch_norm(): expected input to have at least 2 dims, but got "
+                           f"{x.ndim}")
+    dtype = x.dtype
+    x = _float_input(x, "batch_norm")
+    c = x.shape[1]
+    _check_vectors(c, weight=w, bias=b, running_mean=rm, running_var=rv)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    if training:
+        n = x.size // c if c else 0
+        if n:
+            # per-channel sums as contractions of an (N, C, L) view: one pass each
+            x3 = x.reshape(x.shape[0], c, -1)
+            mean = xp.einsum("ncl->c", x3) / n
+            xc = x - mean.reshape(shape)
+            xc3 = xc.reshape(x3.shape)
+            var = xp.einsum("ncl,ncl->c", xc3, xc3) / n
+        else:
+            mean = var = xp.zeros(c, x.dtype)
+            xc = x.copy()
+        invstd = 1 / xp.sqrt(var + eps)
+        if rm is not None and n:
+            rm *= 1 - momentum
+            rm += (momentum * mean).astype(rm.dtype)
+        if rv is not None and n:
+            rv *= 1 - momentum
+            rv += (momentum * n / max(n - 1, 1) * var).astype(rv.dtype)
+    else:
+        if rm is None or rv is None:
+            raise RuntimeError("running_mean must be defined in evaluation mode")
+        mean = rm.astype(x.dtype)
+        xc = x - mean.reshape(shape)
+        invstd = 1 / xp.sqrt(rv.astype(x.dtype) + eps)
+    scale = invstd if w is None else invstd * w
+    out = xc                            # a fresh array: scaled and shifted in place
+    out *= scale.reshape(shape).astype(x.dtype)
+    if b is not None:
+        out += b.astype(x.dtype).reshape(shape)
+    out = out.astype(dtype) if out.dtype != dtype else out
+    if not training:
+        mean = invstd = xp.zeros(0, x.dtype)
+    return out, mean.astype(dtype, copy=False), invstd.astype(dtype, copy=False)
+
+
+@native_batch_norm.derivative
+def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
+    gy, gmean, ginvstd = grads
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    axes = (0,) + tuple(range(2, x.ndim))
+    if training:
+        mean, invstd = out[1].reshape(shape), out[2].reshape(shape)
+    else:
+        mean = rm.detach().to(x.dtype).reshape(shape)
+        invstd = (rv.detach().to(x.dtype) + eps).rsqrt().reshape(shape)
+    xc = x - mean
+    wv = None if w is None else w.reshape(shape)
+    gx = gw = gb = None
+    need_w = w is not None and w.requires_grad
+    if training and x.requires_grad:
+        # the weight folds into the per-channel constants: gx = gy*A + xc*B + C
+        s0 = gy.sum(axes, keepdim=True)
+        s1 = (gy * xc).sum(axes, keepdim=True)
+        n = x.numel() // x.shape[1]
+        a = invstd if wv is None else invstd * wv
+        sg, sgx = (s0, s1) if wv is None else (s0 * wv, s1 * wv)
+        bc, cc = _coefficients(sg, sgx, invstd, n, gmean.reshape(shape),
+                               ginvstd.reshape(shape))
+        gx = gy * a + xc * bc + cc
+        if need_w:
+            gw = (s1 * invstd).reshape(-1)
+        if b is not None and b.requires_grad:
+            gb = s0.reshape(-1)
+        return gx, gw, gb, None, None
+    if x.requires_grad:
+        gx = gy * (invstd if wv is None else invstd * wv)
+    if need_w:
+        gw = (gy * xc).sum(axes) * invstd.reshape(-1)
+    if b is not None and b.requires_grad:
+        gb = gy.sum(axes)
+    return gx, gw, gb, None, None
+
+
+def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
+               cudnn_enabled):
+    """Batch normalization (``torch.batch_norm``'s argument order)."""
+    return native_batch_norm(input, weight, bias, running_mean, running_var, training,
+                             momentum, eps)[0]
+
+
+def functional_batch_norm(input, running_mean, running_var, weight=None, bias=None,
+                          training=False, momentum=0.1, eps=1e-5):
+    """Normalize each channel (dim 1) by batch statistics, or by running ones in eval."""
+    if training:
+        size = input.shape
+        if math.prod(size[:1] + size[2:]) == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {_size_text(size)}")
+    return native_batch_norm(input, weight, bias, running_mean, running_var, training,
+                             momentum, eps)[0]
+
+
+def _size_text(shape):
+    return f"ember.Size({list(shape)})"
+
+
+# --- layer norm and group norm: normalize over the trailing dims of a reshaped input ----------
+
+def _last_axis_stats(xp, x2, eps):
+    """Centered ``x2``, and mean and invstd over its last axis, kept as a size-1 axis."""
+    k = x2.shape[-1]
+    if not k:
+        mean = xp.zeros(x2.shape[:-1] + (1,), x2.dtype)
+        return x2 - mean, mean, 1 / xp.sqrt(mean + eps)
+    # means as matrix-vector products: several times faster than mean() over a short axis
+    avg = xp.full(k, 1 / k, x2.dtype)
+    mean = (x2 @ avg)[..., None]
+    xc = x2 - mean
+    var = ((xc * xc) @ avg)[..., None]
+    return xc, mean, 1 / xp.sqrt(var + eps)
+
+
+def _check_normalized_shape(x, normalized_shape, w, b):
+    ns = tuple(normalized_shape)
+    if not ns:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                           "containing at least one element, but got normalized_shape = []")
+    for name, v in (("weight", w), ("bias", b)):
+        if v is not None and tuple(v.shape) != ns:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but "
+                               f"got {name} of shape {list(v.shape)} and normalized_shape = "
+                               f"{list(ns)}")
+    if x.ndim < len(ns) or tuple(x.shape[x.ndim - len(ns):]) != ns:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in ns)}], but got input of size"
+                           f"{list(x.shape)}")
+    return ns
+
+
+@op("native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5)",
+    inputs=("input", "weight", "bias"), method=False)
+def native_layer_norm(xp, x, w, b, normalized_shape, eps):
+    """Layer normalization over the trailing ``normalized_shape``; returns (output, mean,
+    invstd), the statistics with size-1 trailing dims."""
+    ns = _check_normalized_shape(x, normalized_shape, w, b)
+    dtype = x.dtype
+    x = _float_input(x, "LayerNormKernelImpl")
+    lead = x.shape[:x.ndim - len(ns)]
+    k = math.prod(ns)
+    xc, mean, invstd = _last_axis_stats(xp, x.reshape(lead + (k,)), eps)
+    out = xc                            # a fresh array: normalized in place
+    out *= invstd
+    if w is not None:
+        out *= _vector(w, x.dtype).reshape(k)
+    if b is not None:
+        out += _vector(b, x.dtype).reshape(k)
+    out = out.reshape(x.shape)
+    stats = lead + (1,) * len(ns)
+    return (out.astype(dtype, copy=False), mean.reshape(stats).astype(dtype, copy=False),
+            invstd.reshape(stats).astype(dtype, copy=False))
+
+
+@native_layer_norm.derivative
+def _(grads, x, w, b, normalized_shape, eps, *, out):
+    gy, gmean, ginvstd = grads
+    k = math.prod(normalized_shape)
+    # on (rows, k) views; sums over rows and columns as matrix-vector products (BLAS is
+    # several times faster than NumPy's sum along a short axis)
+    gy2 = gy.reshape(-1, k)
+    invstd = out[2].reshape(-1, 1)
+    xc = x.reshape(-1, k) - out[1].reshape(-1, 1)
+    gx = gw = gb = None
+    if x.requires_grad:
+        ones = gy2.new_ones(k)
+        g = gy2 if w is None else gy2 * w.reshape(k)
+        gx = _norm_grad(g, xc, invstd, lambda t: (t @ ones).unsqueeze(-1), k,
+                        gmean.reshape(-1, 1), ginvstd.reshape(-1, 1)).reshape(x.shape)
+    if w is not None and w.requires_grad:
+        gw = ((gy2 * xc).mT @ invstd.squeeze(-1)).reshape(w.shape)
+    if b is not None and b.requires_grad:
+        gb = (gy2.mT @ gy2.new_ones(gy2.shape[0])).reshape(b.shape)
+    return gx, gw, gb
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return native_layer_norm(input, tuple(normalized_shape), weight, bias, eps)[0]
+
+
+def functional_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
+    return layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def _check_group_norm(x, w, b, c, group):
+    if group <= 0 or c % group:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(x.shape)} and "
+                           f"num_groups={group}")
+    for name, v in (("weight", w), ("bias", b)):
+        if v is not None and (v.ndim != 1 or v.size != c):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of "
+                               f"channels in input, but got {name} of shape {list(v.shape)} "
+                               f"and input of shape {list(x.shape)}")
+
+
+@op("native_group_norm(input, weight=None, bias=None, N=0, C=0, HxW=0, group=1, eps=1e-5)",
+    inputs=3, method=False)
+def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
+    """Group normalization of an (N, C, *) input; returns (output, mean, invstd) with the
+    statistics of shape (N, group)."""
+    _check_group_norm(x, w, b, c, group)
+    dtype = x.dtype
+    x = _float_input(x, "GroupNormKernelImpl")
+    xc, mean, invstd = _last_axis_stats(xp, x.reshape(n, group, -1), eps)
+    xc *= invstd
+    out = xc.reshape(n, c, -1)
+    if w is not None:
+        out *= _vector(w, x.dtype).reshape(c, 1)
+    if b is not None:
+        out += _vector(b, x.dtype).reshape(c, 1)
+    return (out.reshape(x.shape).astype(dtype, copy=False),
+            mean.reshape(n, group).astype(dtype, copy=False),
+            invstd.reshape(n, group).astype(dtype, copy=False))
+
+
+@native_group_norm.derivative
+def _(grads, x, w, b, n, c, hxw, group, eps, *, out):
+    gy, gmean, ginvstd = grads
+    mean, invstd = out[1].reshape(n, group, 1), out[2].reshape(n, group, 1)
+    xc = x.reshape(n, group, -1) - mean
+    gy3 = gy.reshape(n, c, -1)
+    gx = gw = gb = None
+    if x.requires_grad:
+        g = gy3 if w is None else gy3 * w.reshape(c, 1)
+        gx = _norm_grad(g.reshape(n, group, -1), xc, invstd, lambda t: t.sum(2, keepdim=True),
+                        (c // group) * hxw,
+                        gmean.reshape(n, group, 1),
+                        ginvstd.reshape(n, group, 1)).reshape(x.shape)
+    if w is not None and w.requires_grad:
+        gw = (gy3 * (xc * invstd).reshape(n, c, -1)).sum((0, 2))
+    if b is not None and b.requires_grad:
+        gb = gy3.sum((0, 2))
+    return gx, gw, gb
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    """Normalize each group of channels of an (N, C, *) input, then scale and shift."""
+    if input.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
+                           f"{input.ndim}")
+    n, c = input.shape[:2]
+    return native_group_norm(input, weight, bias, n, c, math.prod(input.shape[2:]), num_groups,
+                             eps)[0]
+
+
+def functional_group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalize each group of channels of an (N, C, *) input, then scale and shift."""
+    return group_norm(input, num_groups, weight, bias, eps)
+
+
+for _f, _n in ((functional_batch_norm, "batch_norm"), (functional_layer_norm, "layer_norm"),
+               (functional_group_norm, "group_norm")):
+    _f.__name__ = _f.__qualname__ = _n
+
+from ember.ops import norm_functions  # noqa: E402
+
+ALIASES = {}
+PUBLIC = {"batch_norm": batch_norm, "layer_norm": layer_norm, "group_norm": group_norm,
+          **norm_functions.PUBLIC}
+FUNCTIONAL = {"batch_norm": functional_batch_norm, "layer_norm": functional_layer_norm,
+              "group_norm": functional_group_norm, **norm_functions.FUNCTIONAL}

@@ -1,3 +1,99 @@
-"""(stub) filled in by the nn work."""
+"""Batch normalization: BatchNorm1d/2d/3d, with running statistics (momentum=None: their
+cumulative average) used in eval mode."""
 
-__all__ = []
+import ember
+from ember.nn import functional as F
+from ember.nn.modules.module import Module
+from ember.nn.parameter import Parameter
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
+
+
+class _NormBase(Module):
+    """Parameters and running-statistics buffers shared by batch and instance norm."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        self.use_bias = bias
+        if affine:
+            self.weight = Parameter(ember.empty(num_features, **factory))
+            if bias:
+                self.bias = Parameter(ember.empty(num_features, **factory))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", ember.zeros(num_features, **factory))
+            self.register_buffer("running_var", ember.ones(num_features, **factory))
+            self.register_buffer("num_batches_tracked",
+                                 ember.tensor(0, dtype=ember.long, device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self):
+        """Zero the running mean and count; running variance back to ones."""
+        if self.track_running_stats:
+            with ember.no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        """Running statistics reset; weight ones, bias zeros."""
+        self.reset_running_stats()
+        with ember.no_grad():
+            if self.weight is not None:
+                self.weight.fill_(1)
+            if self.bias is not None:
+                self.bias.zero_()
+
+    def _check_input_dim(self, input):
+        raise NotImplementedError
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.affine and self.use_bias}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    def forward(self, input):
+        self._check_input_dim(input)
+        momentum = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            with ember.no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:           # cumulative moving average
+                momentum = 1.0 / float(self.num_batches_tracked)
+        use_batch_stats = self.training or (self.running_mean is None
+                                            and self.running_var is None)
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if track else None,
+                            self.running_var if track else None, self.weight, self.bias,
+                            use_batch_stats, momentum, self.eps)
+
+
+def _batch_norm_class(name, ranks, text):
+    def check(self, input):
+        if input.ndim not in ranks:
+            raise ValueError(f"expected {text} input (got {input.ndim}D input)")
+    doc = f"Batch normalization over a {text} input (dim 1 holds the channels)."
+    return type(name, (_BatchNorm,), {"_check_input_dim": check, "__doc__": doc,
+                                      "__module__": __name__})
+
+
+BatchNorm1d = _batch_norm_class("BatchNorm1d", (2, 3), "2D or 3D")
+BatchNorm2d = _batch_norm_class("BatchNorm2d", (4,), "4D")
+BatchNorm3d = _batch_norm_class("BatchNorm3d", (5,), "5D")

@@ -1,0 +1,141 @@
+"""Normalizations built from other ops: instance_norm (batch_norm over a (1, N*C, *) view),
+rms_norm, local_response_norm and normalize; and the similarities cosine_similarity and
+pairwise_distance."""
+
+import math
+
+import ember
+from ember import _dtype as D
+from ember.autograd.grad_mode import no_grad
+from ember.ops.normalization import native_batch_norm
+
+__all__ = ["instance_norm", "rms_norm", "local_response_norm", "normalize",
+           "cosine_similarity", "pairwise_distance"]
+
+
+def _size_text(shape):
+    return f"ember.Size({list(shape)})"
+
+
+def _instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
+                   eps):
+    n, c = input.shape[:2]
+    x = input.reshape((1, n * c) + tuple(input.shape[2:]))
+
+    def tiled(v):
+        return None if v is None else v.repeat(n)
+    rm, rv = tiled(running_mean), tiled(running_var)
+    out = native_batch_norm(x, tiled(weight), tiled(bias), rm, rv, use_input_stats, momentum,
+                            eps)[0]
+    if use_input_stats:
+        with no_grad():                 # running statistics: the mean over the batch
+            for dst, src in ((running_mean, rm), (running_var, rv)):
+                if dst is not None:
+                    dst.copy_(src.reshape(n, c).mean(0))
+    return out.reshape(input.shape)
+
+
+def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
+                  eps, cudnn_enabled):
+    """Instance normalization (``torch.instance_norm``'s argument order)."""
+    return _instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
+                          momentum, eps)
+
+
+def functional_instance_norm(input, running_mean=None, running_var=None, weight=None,
+                             bias=None, use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalize each channel of each sample over its spatial dims."""
+    if use_input_stats and math.prod(input.shape[2:]) == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"{_size_text(input.shape)}")
+    return _instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
+                          momentum, eps)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """Divide by the root mean square over the trailing ``normalized_shape`` dims, then
+    scale."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if weight is not None and tuple(weight.shape) != ns:
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got "
+                           f"weight of shape {list(weight.shape)} and normalized_shape = "
+                           f"{list(ns)}")
+    if input.ndim < len(ns) or tuple(input.shape[input.ndim - len(ns):]) != ns:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
+                           f"[*{', '.join(str(s) for s in ns)}], but got input of size"
+                           f"{list(input.shape)}")
+    if not input.is_floating_point():
+        raise NotImplementedError(f"\"rms_norm\" not implemented for "
+                                  f"'{input.dtype._torch_name}'")
+    if eps is None:
+        eps = ember.finfo(input.dtype).eps
+    dims = tuple(range(input.ndim - len(ns), input.ndim))
+    x = input.float() if input.dtype in D.LOW_PRECISION else input
+    out = x * ((x * x).mean(dims, keepdim=True) + eps).rsqrt()
+    out = out.to(input.dtype)
+    return out if weight is None else out * weight
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Normalize each element by the squares of its neighbours across channels (dim 1)."""
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          "
+                         f"input (got {input.ndim} dimensions)")
+    if input.numel() == 0:
+        return input
+    sq = input * input
+    shape = list(sq.shape)
+    front, back = size // 2, (size - 1) // 2
+    # window sums over channels as differences of a cumulative sum over zero-padded channels
+    parts = [sq.new_zeros([shape[0], front + 1] + shape[2:]), sq,
+             sq.new_zeros([shape[0], back] + shape[2:])]
+    cs = ember.cat(parts, 1).cumsum(1)
+    c = shape[1]
+    window = cs[:, size:size + c] - cs[:, :c]
+    div = (window * (alpha / size) + k) ** beta
+    return input / div
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """Divide ``input`` by its ``p``-norm along ``dim`` (at least ``eps``)."""
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    if out is None:
+        return input / denom
+    return ember.div(input, denom, out=out)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcasting)."""
+    if not (x1.is_floating_point() or x2.is_floating_point()):
+        common = ember.promote_types(x1.dtype, x2.dtype)
+        raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is "
+                           f"{common._torch_name}")
+    x1, x2 = ember.broadcast_tensors(x1, x2)
+    n1 = ember.linalg.vector_norm(x1, 2, dim, True).clamp_min(eps)
+    n2 = ember.linalg.vector_norm(x2, 2, dim, True).clamp_min(eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """The ``p``-norm of ``x1 - x2 + eps`` along the last dim."""
+    dim = max(x1.ndim, x2.ndim) - 1
+    diff = x1 - x2 + eps
+    if dim < 0:
+        return diff.abs() if p != 0 else (diff != 0).to(diff.dtype)
+    return ember.linalg.vector_norm(diff, p, dim, keepdim)
+
+
+def pdist(input, p=2):
+    """The ``p``-norm distances between the rows of a matrix (``ember.pdist``)."""
+    return ember.pdist(input, p)
+
+
+for _f, _n in ((functional_instance_norm, "instance_norm"),):
+    _f.__name__ = _f.__qualname__ = _n
+
+PUBLIC = {"instance_norm": instance_norm, "rms_norm": rms_norm,
+          "cosine_similarity": cosine_similarity, "pairwise_distance": pairwise_distance}
+FUNCTIONAL = {"instance_norm": functional_instance_norm, "rms_norm": rms_norm,
+              "local_response_norm": local_response_norm, "normalize": normalize,
+              "cosine_similarity": cosine_similarity, "pairwise_distance": pairwise_distance,
+              "pdist": pdist}

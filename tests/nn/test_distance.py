@@ -1,0 +1,48 @@
+"""cosine_similarity, pairwise_distance, pdist and their modules."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember import nn
+from ember.autograd import gradcheck
+
+D = ember.float64
+
+
+def test_cosine_similarity():
+    a, b = ember.randn(3, 4, dtype=D, requires_grad=True), ember.randn(4, dtype=D)
+    an, bn = a.detach().numpy(), b.numpy()
+    want = (an * bn).sum(1) / np.linalg.norm(an, axis=1) / np.linalg.norm(bn)
+    np.testing.assert_allclose(F.cosine_similarity(a, b.expand(3, 4)).detach().numpy(), want)
+    np.testing.assert_allclose(ember.cosine_similarity(a, b, dim=-1).detach().numpy(), want)
+    assert F.cosine_similarity(a, ember.zeros(3, 4, dtype=D)).tolist() == [0, 0, 0]
+    assert gradcheck(lambda a, b: F.cosine_similarity(a, b, 0),
+                     (a, ember.randn(3, 4, dtype=D, requires_grad=True)))
+    m = nn.CosineSimilarity(dim=0, eps=1e-6)
+    assert repr(m) == "CosineSimilarity()" and m.dim == 0
+    with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match the size of "
+                                           r"tensor b \(4\) at non-singleton dimension 1"):
+        F.cosine_similarity(ember.randn(2, 3), ember.randn(2, 4))
+
+
+def test_pairwise_distance():
+    a, b = ember.randn(3, 4, dtype=D, requires_grad=True), ember.randn(3, 4, dtype=D)
+    an, bn = a.detach().numpy(), b.numpy()
+    for p in (2.0, 1.0, 3.0):
+        want = (np.abs(an - bn + 1e-6) ** p).sum(-1) ** (1 / p)
+        np.testing.assert_allclose(F.pairwise_distance(a, b, p).detach().numpy(), want)
+    assert F.pairwise_distance(a, b, keepdim=True).shape == (3, 1)
+    assert F.pairwise_distance(ember.randn(3), ember.randn(3)).shape == ()
+    assert gradcheck(lambda a: F.pairwise_distance(a, b, 1.5), (a,))
+    m = nn.PairwiseDistance(p=1.0, keepdim=True)
+    assert m.norm == 1.0 and m(a, b).shape == (3, 1)
+    assert ember.pairwise_distance is F.pairwise_distance
+
+
+def test_pdist_functional():
+    x = ember.randn(4, 3, dtype=D)
+    xn = x.numpy()
+    i, j = np.triu_indices(4, 1)
+    np.testing.assert_allclose(F.pdist(x).numpy(), np.linalg.norm(xn[i] - xn[j], axis=1))

@@ -1,0 +1,155 @@
+"""F.embedding (padding_idx, max_norm, scale_grad_by_freq), F.embedding_bag, and the
+Embedding and EmbeddingBag modules."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember import nn
+from ember.autograd import gradcheck
+
+D = ember.float64
+
+
+def test_embedding_gradient_sums_rows_and_skips_padding():
+    w = ember.randn(5, 3, dtype=D, requires_grad=True)
+    idx = ember.tensor([[1, 2], [4, 1]])
+    g = ember.randn(2, 2, 3, dtype=D)
+    F.embedding(idx, w, padding_idx=-1).backward(g)     # -1: the last row
+    want = np.zeros((5, 3))
+    np.add.at(want, idx.numpy().reshape(-1), g.numpy().reshape(-1, 3))
+    want[4] = 0
+    np.testing.assert_allclose(w.grad.numpy(), want)
+
+
+def test_embedding_scale_grad_by_freq():
+    w = ember.randn(4, 2, dtype=D, requires_grad=True)
+    F.embedding(ember.tensor([1, 1, 1, 3]), w, scale_grad_by_freq=True).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [[0, 0], [1, 1], [0, 0], [1, 1]])
+
+
+def test_embedding_backward_many_positions():
+    """The sparse-product path of the backward (many positions) sums like np.add.at."""
+    w = ember.randn(7, 3, dtype=D, requires_grad=True)
+    idx = ember.randint(0, 7, (40, 20))
+    g = ember.randn(40, 20, 3, dtype=D)
+    F.embedding(idx, w).backward(g)
+    want = np.zeros((7, 3))
+    np.add.at(want, idx.numpy().reshape(-1), g.numpy().reshape(-1, 3))
+    np.testing.assert_allclose(w.grad.numpy(), want, atol=1e-12)
+
+
+def test_embedding_max_norm_renormalizes_rows_in_place():
+    w = ember.randn(4, 3) * 10
+    before = w.clone()
+    y = F.embedding(ember.tensor([1, 2, 1]), w, max_norm=1.0)
+    norms = w.norm(dim=1).numpy()
+    np.testing.assert_allclose(norms[[1, 2]], 1, atol=1e-5)
+    np.testing.assert_allclose(w[[0, 3]].numpy(), before[[0, 3]].numpy())
+    np.testing.assert_allclose(y.numpy(), w[[1, 2, 1]].numpy())
+
+
+def test_embedding_errors():
+    w = ember.randn(4, 3)
+    with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+        F.embedding(ember.tensor([1]), w, padding_idx=4)
+    with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+        F.embedding(ember.tensor([1]), w, padding_idx=-5)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        F.embedding(ember.tensor([4]), w)
+
+
+def test_embedding_module():
+    ember.manual_seed(0)
+    m = nn.Embedding(1000, 20, padding_idx=1)
+    assert repr(m) == "Embedding(1000, 20, padding_idx=1)"
+    w = m.weight.detach().numpy()
+    assert np.all(w[1] == 0)
+    assert abs(w.mean()) < 0.02 and abs(w.std() - 1) < 0.02         # N(0, 1)
+    m = nn.Embedding(5, 3, padding_idx=1, max_norm=2.0, norm_type=3.0,
+                     scale_grad_by_freq=True, sparse=True)
+    assert repr(m) == ("Embedding(5, 3, padding_idx=1, max_norm=2.0, norm_type=3.0, "
+                       "scale_grad_by_freq=True, sparse=True)")
+    assert nn.Embedding(5, 3, padding_idx=-1).padding_idx == 4
+    with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+        nn.Embedding(5, 3, padding_idx=6)
+
+
+def test_embedding_from_pretrained():
+    table = ember.randn(5, 3)
+    m = nn.Embedding.from_pretrained(table)
+    assert not m.weight.requires_grad
+    np.testing.assert_allclose(m(ember.tensor([2, 0])).numpy(), table.numpy()[[2, 0]])
+    assert nn.Embedding.from_pretrained(table, freeze=False).weight.requires_grad
+    with pytest.raises(AssertionError, match="Embeddings parameter is expected to be "
+                                             "2-dimensional"):
+        nn.Embedding.from_pretrained(ember.randn(5))
+
+
+def _bag_ref(idx, w, offsets, mode, psw=None, pad=None):
+    bounds = list(offsets) + [len(idx)]
+    out = np.zeros((len(offsets), w.shape[1]))
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        rows = [w[j] * (1 if psw is None else psw[k])
+                for k, j in zip(range(lo, hi), idx[lo:hi]) if j != pad]
+        if rows:
+            out[i] = {"sum": np.sum, "mean": np.mean, "max": np.max}[mode](rows, axis=0)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_matches_reference(mode):
+    w = ember.randn(6, 3, dtype=D, requires_grad=True)
+    idx, offsets = ember.tensor([1, 2, 3, 5, 2, 0]), ember.tensor([0, 0, 2, 5])
+    for pad in (None, 2):
+        y = F.embedding_bag(idx, w, offsets, mode=mode, padding_idx=pad)
+        np.testing.assert_allclose(y.detach().numpy(), _bag_ref(
+            idx.numpy(), w.detach().numpy(), offsets.numpy(), mode, pad=pad))
+    assert gradcheck(lambda w: F.embedding_bag(idx, w, offsets, mode=mode), (w,))
+
+
+def test_embedding_bag_2d_input_weights_and_last_offset():
+    w = ember.randn(6, 3, dtype=D, requires_grad=True)
+    psw = ember.rand(6, dtype=D, requires_grad=True)
+    idx = ember.tensor([[1, 2, 3], [5, 2, 0]])
+    y = F.embedding_bag(idx, w, mode="sum", per_sample_weights=psw.reshape(2, 3))
+    np.testing.assert_allclose(y.detach().numpy(), _bag_ref(
+        idx.numpy().reshape(-1), w.detach().numpy(), [0, 3], "sum", psw.detach().numpy()))
+    assert gradcheck(lambda w, p: F.embedding_bag(idx.reshape(-1), w, ember.tensor([0, 2]),
+                                                  mode="sum", per_sample_weights=p), (w, psw))
+    y = F.embedding_bag(ember.tensor([1, 2, 3]), w, ember.tensor([0, 0, 2, 3]),
+                        include_last_offset=True)
+    assert y.shape == (3, 3)
+    np.testing.assert_allclose(y[1].detach().numpy(), w[[1, 2]].mean(0).detach().numpy())
+
+
+def test_embedding_bag_errors():
+    w = ember.randn(4, 3)
+    idx = ember.tensor([1, 2, 3])
+    with pytest.raises(RuntimeError, match="offsets\\[0\\] has to be 0"):
+        F.embedding_bag(idx, w, ember.tensor([1, 2]))
+    with pytest.raises(RuntimeError, match="offsets\\[-1\\] can not be greater than input's "
+                                           "length 3 but got offsets\\[-1\\] of 4"):
+        F.embedding_bag(idx, w, ember.tensor([0, 4]))
+    with pytest.raises(ValueError, match="offsets has to be a 1D Tensor but got None"):
+        F.embedding_bag(idx, w)
+    with pytest.raises(ValueError, match="mode has to be one of sum, mean or max"):
+        F.embedding_bag(idx, w, ember.tensor([0]), mode="foo")
+    with pytest.raises(NotImplementedError, match="per_sample_weights is only supported for "
+                                                  "mode='sum' \\(got mode='max'\\)"):
+        F.embedding_bag(idx, w, ember.tensor([0]), mode="max", per_sample_weights=ember.ones(3))
+    with pytest.raises(ValueError, match="if input is 2D, then offsets has to be None"):
+        F.embedding_bag(idx.reshape(1, 3), w, ember.tensor([0]))
+
+
+def test_embedding_bag_module():
+    assert repr(nn.EmbeddingBag(5, 3)) == "EmbeddingBag(5, 3, mode='mean')"
+    m = nn.EmbeddingBag(5, 3, mode="sum", padding_idx=0, max_norm=1.0)
+    assert repr(m) == "EmbeddingBag(5, 3, max_norm=1.0, mode='sum', padding_idx=0)"
+    assert np.all(m.weight.detach().numpy()[0] == 0)
+    table = ember.randn(5, 3)
+    bag = nn.EmbeddingBag.from_pretrained(table, mode="max")
+    assert not bag.weight.requires_grad
+    np.testing.assert_allclose(bag(ember.tensor([[1, 2]])).numpy(),
+                               table.numpy()[[1, 2]].max(0, keepdims=True))

@@ -1,0 +1,56 @@
+"""OpInfo entries for ember/ops/affine.py: nn.functional.linear."""
+
+import numpy as np
+
+import ember
+from tests.ops.opdb.core import FLOATS, LOW, ErrorInput, OpInfo, SampleInput, make
+
+
+def _s(x, *args, name="", **kwargs):
+    return SampleInput(x, args, kwargs, name=name)
+
+
+def _linear_ref(x, w, b=None):
+    out = x.astype(np.float64) @ w.astype(np.float64).T
+    if b is not None:
+        out = out + b
+    return out.astype(x.dtype)
+
+
+def _linear_samples(dtype, rg):
+    def mk(*shape, **kw):
+        return make(shape, dtype, rg, **kw)
+    yield _s(mk(4, 3), mk(2, 3), mk(2), name="2d_bias")
+    yield _s(mk(4, 3), mk(2, 3), name="2d")
+    yield _s(mk(2, 3, 3), mk(4, 3), mk(4), name="3d_bias")
+    yield _s(mk(3), mk(2, 3), mk(2), name="1d_input")
+    yield _s(mk(2, 3), mk(3), name="1d_weight")
+    yield _s(mk(3, 4, noncontiguous=True), mk(2, 4, noncontiguous=True), mk(1), name="noncontig")
+    yield _s(mk(0, 3), mk(2, 3), mk(2), name="empty_batch")
+    yield _s(mk(2, 0), mk(2, 0), mk(2), name="no_features")
+    yield _s(mk(2, 3), mk(2, 3), make((), dtype, rg), name="0d_bias")
+
+
+def _linear_errors():
+    f = ember.ones
+    yield ErrorInput(_s(f(4, 3), f(2, 5)), RuntimeError,
+                     r"mat1 and mat2 shapes cannot be multiplied \(4x3 and 5x2\)")
+    yield ErrorInput(_s(f(()), f(2, 3)), RuntimeError,
+                     "both arguments to linear need to be at least 1D, but they are 0D and 2D")
+    yield ErrorInput(_s(f(2, 3), f(2, 3, dtype=ember.float64)), RuntimeError,
+                     "expected m1 and m2 to have the same dtype, but got: float != double")
+    yield ErrorInput(_s(f(4, 3), f(2, 3), f(3)), RuntimeError,
+                     r"The expanded size of the tensor \(2\) must match the existing size "
+                     r"\(3\) at non-singleton dimension 1.  Target sizes: \[4, 2\].  Tensor "
+                     r"sizes: \[3\]")
+    yield ErrorInput(_s(f(4, 3), f(2, 3), f(2, dtype=ember.float64)), RuntimeError,
+                     "self and mat2 must have the same dtype, but got Double and Float")
+
+
+OPS = [
+    OpInfo("nn.functional.linear", _linear_ref, _linear_samples,
+           dtypes=FLOATS + LOW + (ember.int64, ember.int32), gradgrad=True,
+           error_inputs=_linear_errors,
+           tol={ember.float32: (1e-5, 1e-5), ember.bfloat16: (2e-2, 2e-2),
+                ember.float16: (2e-3, 2e-3)}),
+]

@@ -1,0 +1,162 @@
+"""OpInfo entries for ember/ops/normalization.py: native_batch_norm, native_layer_norm,
+native_group_norm (the fused kernels behind F.batch_norm, F.layer_norm, F.group_norm)."""
+
+import numpy as np
+
+import ember
+from tests.ops.opdb.core import FLOATS, LOW, ErrorInput, OpInfo, SampleInput, make
+
+
+def _s(x, *args, name="", **kwargs):
+    return SampleInput(x, args, kwargs, name=name)
+
+
+def _normalized(x, axes, eps):
+    x = x.astype(np.float64)
+    mean = x.mean(axes, keepdims=True)
+    var = x.var(axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps), mean, 1 / np.sqrt(var + eps)
+
+
+# --- batch norm -------------------------------------------------------------------------------
+
+def _bn_ref(x, w, b, rm, rv, training, momentum, eps):
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    axes = (0,) + tuple(range(2, x.ndim))
+    if training:
+        xhat, mean, invstd = _normalized(x, axes, eps)
+        mean, invstd = mean.reshape(-1), invstd.reshape(-1)
+    else:
+        xhat = (x - rm.reshape(shape)) / np.sqrt(rv.reshape(shape) + eps)
+        mean = invstd = np.zeros(0)
+    out = xhat
+    if w is not None:
+        out = out * w.reshape(shape)
+    if b is not None:
+        out = out + b.reshape(shape)
+    return out.astype(x.dtype), mean, invstd
+
+
+def _bn_samples(dtype, rg):
+    def mk(*shape, **kw):
+        return make(shape, dtype, rg, **kw)
+
+    def stats(c):                       # running stats get no gradient
+        return make((c,), dtype, low=-1, high=1), make((c,), dtype, low=0.5, high=2)
+    yield _s(mk(3, 2, 4), mk(2), mk(2), None, None, True, 0.1, 1e-5, name="train_3d")
+    yield _s(mk(4, 3), None, None, None, None, True, 0.1, 1e-5, name="train_2d_no_affine")
+    yield _s(mk(2, 2, 2, 2), mk(2), None, *stats(2), True, 0.3, 1e-3, name="train_4d_stats")
+    yield _s(mk(3, 2, 4), mk(2), mk(2), *stats(2), False, 0.1, 1e-5, name="eval")
+    yield _s(mk(3, 2, 4, noncontiguous=True), mk(2), mk(2), None, None, True, 0.1, 1e-5,
+             name="noncontiguous")
+    if not rg:
+        yield _s(mk(0, 3), mk(3), mk(3), *stats(3), False, 0.1, 1e-5, name="empty_eval")
+
+
+def _bn_errors():
+    f = ember.ones
+    yield ErrorInput(_s(f(2, 3, dtype=ember.int64), None, None, None, None, True, 0.1, 1e-5),
+                     NotImplementedError, "\"batch_norm\" not implemented for 'Long'")
+    # (eval mode without running stats: PyTorch's native_batch_norm crashes; F.batch_norm's
+    # error is tested in tests/nn/test_normalization.py)
+
+
+# --- layer norm -------------------------------------------------------------------------------
+
+def _ln_ref(x, normalized_shape, w=None, b=None, eps=1e-5):
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    xhat, mean, invstd = _normalized(x, axes, eps)
+    out = xhat
+    if w is not None:
+        out = out * w
+    if b is not None:
+        out = out + b
+    return out.astype(x.dtype), mean, invstd
+
+
+def _ln_samples(dtype, rg):
+    def mk(*shape, **kw):
+        return make(shape, dtype, rg, **kw)
+    yield _s(mk(3, 4), (4,), mk(4), mk(4), 1e-5, name="2d")
+    yield _s(mk(2, 3, 4), (3, 4), mk(3, 4), None, 1e-3, name="two_dims_weight_only")
+    yield _s(mk(5), (5,), None, None, 1e-5, name="1d_no_affine")
+    yield _s(mk(3, 4, noncontiguous=True), (4,), mk(4), mk(4), 1e-5, name="noncontiguous")
+    if not rg:
+        yield _s(mk(0, 4), (4,), mk(4), mk(4), 1e-5, name="empty")
+
+
+def _ln_errors():
+    f = ember.ones
+    yield ErrorInput(_s(f(2, 3), (4,), None, None, 1e-5), RuntimeError,
+                     r"Given normalized_shape=\[4\], expected input with shape \[\*, 4\], but "
+                     r"got input of size\[2, 3\]")
+    yield ErrorInput(_s(f(2, 3), (3,), f(4), None, 1e-5), RuntimeError,
+                     r"Expected weight to be of same shape as normalized_shape, but got weight "
+                     r"of shape \[4\] and normalized_shape = \[3\]")
+    yield ErrorInput(_s(f(2, 3, dtype=ember.int64), (3,), None, None, 1e-5), NotImplementedError,
+                     "\"LayerNormKernelImpl\" not implemented for 'Long'")
+
+
+# --- group norm -------------------------------------------------------------------------------
+
+def _gn_ref(x, w, b, n, c, hxw, group, eps):
+    xhat, mean, invstd = _normalized(x.reshape(n, group, -1), (2,), eps)
+    out = xhat.reshape(n, c, -1)
+    if w is not None:
+        out = out * w[:, None]
+    if b is not None:
+        out = out + b[:, None]
+    return out.reshape(x.shape).astype(x.dtype), mean.reshape(n, group), \
+        invstd.reshape(n, group)
+
+
+def _gn_samples(dtype, rg):
+    def mk(*shape, **kw):
+        return make(shape, dtype, rg, **kw)
+    yield _s(mk(2, 4, 3), mk(4), mk(4), 2, 4, 3, 2, 1e-5, name="3d")
+    yield _s(mk(2, 6), None, None, 2, 6, 1, 3, 1e-5, name="2d_no_affine")
+    yield _s(mk(1, 4, 2, 2), mk(4), None, 1, 4, 4, 1, 1e-3, name="4d_one_group")
+    yield _s(mk(2, 4, 3), mk(4), mk(4), 2, 4, 3, 4, 1e-5, name="group_per_channel")
+
+
+def _gn_errors():
+    f = ember.ones
+    yield ErrorInput(_s(f(2, 6), None, None, 2, 6, 1, 4, 1e-5), RuntimeError,
+                     r"Expected number of channels in input to be divisible by num_groups, but "
+                     r"got input of shape \[2, 6\] and num_groups=4")
+    yield ErrorInput(_s(f(2, 6, 3), f(5), None, 2, 6, 3, 3, 1e-5), RuntimeError,
+                     r"Expected weight to be a vector of size equal to the number of channels "
+                     r"in input, but got weight of shape \[5\] and input of shape \[2, 6, 3\]")
+
+
+def _output(name):
+    """The op's normalized output only: PyTorch's saved mean and invstd do not require grad
+    (ember's do, so the derivative can use them for double backward); see
+    tests/nn/test_normalization.py for the checks of all three outputs."""
+    def ours(*args, **kwargs):
+        return getattr(ember, name)(*args, **kwargs)[0]
+
+    def theirs(*args, **kwargs):
+        import torch
+        return getattr(torch, name)(*args, **kwargs)[0]
+    return {"op": ours, "torch_op": theirs}
+
+
+def _first(ref):
+    return lambda *args, **kwargs: ref(*args, **kwargs)[0]
+
+
+# torch rounds some 16-bit intermediates (the normalized value before the affine step)
+_LOW_PARITY = {ember.float16: (5e-3, 5e-3), ember.bfloat16: (4e-2, 4e-2)}
+
+OPS = [
+    OpInfo("native_batch_norm", _first(_bn_ref), _bn_samples, dtypes=FLOATS + LOW, gradgrad=True,
+           error_inputs=_bn_errors, tol={ember.float32: (1e-4, 1e-4)},
+           parity_tol=_LOW_PARITY, **_output("native_batch_norm")),
+    OpInfo("native_layer_norm", _first(_ln_ref), _ln_samples, dtypes=FLOATS + LOW, gradgrad=True,
+           error_inputs=_ln_errors, tol={ember.float32: (1e-4, 1e-4)},
+           parity_tol=_LOW_PARITY, **_output("native_layer_norm")),
+    OpInfo("native_group_norm", _first(_gn_ref), _gn_samples, dtypes=FLOATS + LOW, gradgrad=True,
+           error_inputs=_gn_errors, tol={ember.float32: (1e-4, 1e-4)},
+           parity_tol=_LOW_PARITY, **_output("native_group_norm")),
+]
