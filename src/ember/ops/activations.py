@@ -6,13 +6,16 @@ Derivatives of piecewise ops multiply the gradient by a mask computed from the s
 (or output): masks carry no gradient, so the derivatives are differentiable in ``grad``.
 """
 
+import numpy as np
+
 from ember import _dtype as D
 from ember._tensor import _make
 from ember.ops._promotion import Policy
+from ember.ops._scalars import checked_scalar
 from ember.ops._registry import op
 
-__all__ = ["act_op", "float_kernel", "masked", "relu", "hardtanh", "threshold", "leaky_relu",
-           "prelu", "hardshrink", "softshrink", "hardsigmoid", "hardswish"]
+__all__ = ["act_op", "const", "float_kernel", "masked", "relu", "hardtanh", "threshold",
+           "leaky_relu", "prelu", "hardshrink", "softshrink", "hardsigmoid", "hardswish"]
 
 
 def float_kernel(kernel, complex_ok=False):
@@ -48,20 +51,25 @@ def act_op(signature, **options):
 
 
 
+def const(array):
+    """A backend array (or a NumPy scalar, from an op on 0-dim arrays) as a constant tensor."""
+    return _make(np.asarray(array) if isinstance(array, np.generic) else array)
+
+
 def masked(grad, mask):
     """``grad`` where the boolean array ``mask`` holds, else 0."""
-    return grad * _make(mask)
+    return grad * const(mask)
 
 
 def _fit(x, value):
-    """A Python number as the integer the kernel uses for integer ``x`` (C truncation)."""
-    return int(value) if x.dtype.kind in "iu" else value
+    """A Python number as the kernel uses it for integer ``x``: truncated, range-checked."""
+    return checked_scalar(np, value, x.dtype) if x.dtype.kind in "iu" else value
 
 
 # --- relu, hardtanh, threshold ----------------------------------------------------------------
 
 @act_op("relu(input)", promote=_clamp_like("Boolean inputs not supported for relu"),
-    inplace=True, saves_inputs=False)
+        inplace=True, saves_inputs=False)
 def relu(xp, x):
     """``max(input, 0)`` elementwise."""
     return xp.maximum(x, 0)
@@ -76,7 +84,7 @@ def _(grad, x, *, out):
 
 
 @act_op("hardtanh(input, min_val=-1.0, max_val=1.0)", namespace="nn.functional",
-    promote=_clamp_like("Bool inputs not supported for hardtanh"))
+        promote=_clamp_like("Bool inputs not supported for hardtanh"))
 def hardtanh(xp, x, min_val, max_val):
     """``input`` clamped to ``[min_val, max_val]``."""
     if x.dtype.kind == "u" and (min_val < 0 or max_val < 0):
@@ -97,11 +105,10 @@ def _threshold_rule(d, name, operands):
 
 
 @act_op("threshold(input, threshold, value)", method=False, out=True,
-    promote=Policy("threshold", _threshold_rule))
+        promote=Policy("threshold", _threshold_rule))
 def threshold(xp, x, threshold, value):
     """``value`` where ``input <= threshold``, else ``input``."""
-    th, value = _fit(x, threshold), _fit(x, value)
-    return xp.where(x <= th, xp.asarray(value).astype(x.dtype), x)
+    return xp.where(x <= _fit(x, threshold), xp.asarray(_fit(x, value)).astype(x.dtype), x)
 
 
 @threshold.derivative
@@ -112,7 +119,7 @@ def _(grad, x, threshold, value):
 # --- leaky_relu, prelu ------------------------------------------------------------------------
 
 @act_op("leaky_relu(input, negative_slope=0.01)", namespace="nn.functional",
-    promote=float_kernel("leaky_relu_cpu"))
+        promote=float_kernel("leaky_relu_cpu"))
 def leaky_relu(xp, x, negative_slope):
     """``input`` where positive, else ``negative_slope * input``."""
     return xp.where(x > 0, x, x * negative_slope)
@@ -121,7 +128,7 @@ def leaky_relu(xp, x, negative_slope):
 @leaky_relu.derivative
 def _(grad, x, negative_slope):
     a = x._data
-    return grad * _make((a > 0).astype(a.dtype) * (1 - negative_slope) + negative_slope)
+    return grad * const((a > 0).astype(a.dtype) * (1 - negative_slope) + negative_slope)
 
 
 def _prelu_rule(d, name, operands):
@@ -150,8 +157,7 @@ def _prelu_weight_shape(x, w):
     return (1, -1) + (1,) * (x.ndim - 2) if x.ndim >= 2 else (-1,)
 
 
-@act_op("prelu(input, weight)", inputs=2, promote=Policy("prelu", _prelu_rule),
-    scalars=False)
+@act_op("prelu(input, weight)", inputs=2, promote=Policy("prelu", _prelu_rule))
 def prelu(xp, x, w):
     """``input`` where positive, else ``weight * input`` (one weight per channel, dim 1)."""
     w = w.reshape(_prelu_weight_shape(x, w))
@@ -161,7 +167,7 @@ def prelu(xp, x, w):
 @prelu.derivative
 def _(grad, x, weight):
     shape = _prelu_weight_shape(x._data, weight._data)
-    pos = _make(x._data > 0)
+    pos = const(x._data > 0)
     w = weight.reshape(shape)
     from ember.ops.binary_math import where
     gx = where(pos, grad, grad * w)
@@ -196,12 +202,17 @@ def _check_lambd(x, lambd):
                            f"dtype {d._torch_name}, but found {lambd:g}")
 
 
+# not upcast by the dispatcher: the range check names the input's own dtype
 @act_op("softshrink(input, lambd=0.5)", namespace="nn.functional",
-    promote=float_kernel("softshrink_check"))
+        promote=float_kernel("softshrink_check"), upcast=False)
 def softshrink(xp, x, lambd):
     """``input`` moved ``lambd`` towards 0, and 0 where ``|input| <= lambd``."""
     _check_lambd(x, lambd)
-    return xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, x * 0))
+    dtype = x.dtype
+    if dtype.itemsize == 2:
+        x = x.astype(xp.float32)
+    out = xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, x * 0))
+    return out.astype(dtype, copy=False)
 
 
 @softshrink.derivative
@@ -213,7 +224,7 @@ def _(grad, x, lambd):
 # --- hardsigmoid, hardswish -------------------------------------------------------------------
 
 @act_op("hardsigmoid(input)", namespace="nn.functional",
-    promote=float_kernel("hardsigmoid_cpu"))
+        promote=float_kernel("hardsigmoid_cpu"))
 def hardsigmoid(xp, x):
     """``relu6(input + 3) / 6``: a piecewise-linear sigmoid."""
     return xp.minimum(xp.maximum(x + 3, 0), 6) / 6
@@ -226,7 +237,7 @@ def _(grad, x):
 
 
 @act_op("hardswish(input)", namespace="nn.functional",
-    promote=float_kernel("hardswish_cpu"))
+        promote=float_kernel("hardswish_cpu"))
 def hardswish(xp, x):
     """``input * relu6(input + 3) / 6``."""
     return x * xp.minimum(xp.maximum(x + 3, 0), 6) / 6
@@ -236,8 +247,8 @@ def hardswish(xp, x):
 def _(grad, x):
     from ember.ops.binary_math import where
     a = x._data
-    middle = _make((a > -3) & (a < 3))
-    upper = _make((a >= 3).astype(a.dtype))
+    middle = const((a > -3) & (a < 3))
+    upper = const((a >= 3).astype(a.dtype))
     return grad * where(middle, x / 3 + 0.5, upper)
 
 

@@ -3,11 +3,10 @@ logsigmoid and glu. Derivatives are written in ember ops, so they differentiate 
 
 import math
 
-from ember._tensor import _make
 from ember.backend import special_of
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
-from ember.ops.activations import act_op, float_kernel
+from ember.ops.activations import act_op, const, float_kernel
 
 __all__ = ["elu", "selu", "celu", "gelu", "silu", "mish", "softplus", "logsigmoid", "glu"]
 
@@ -31,7 +30,7 @@ def _elu(xp, x, alpha, scale, input_scale):
 def _elu_grad(grad, x, alpha, scale, input_scale):
     from ember.ops.binary_math import where
     neg = (x.clamp(max=0) * input_scale).exp() * (alpha * scale * input_scale)
-    return grad * where(_make(x._data > 0), scale, neg)
+    return grad * where(const(x._data > 0), scale, neg)
 
 
 @act_op("elu(input, alpha=1.0)", namespace="nn.functional", promote=_ELU)
@@ -133,7 +132,7 @@ def softplus(xp, x, beta, threshold):
 def _(grad, x, beta, threshold):
     from ember.ops.binary_math import where
     bx = x * beta
-    return where(_make(bx._data > threshold), grad, grad * bx.sigmoid())
+    return where(const(bx._data > threshold), grad, grad * bx.sigmoid())
 
 
 @act_op("logsigmoid(input)", namespace="nn.functional", promote=float_kernel("log_sigmoid_cpu"),
