@@ -8,7 +8,8 @@ from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
 from ember.ops.activations import act_op, const, float_kernel
 
-__all__ = ["elu", "selu", "celu", "gelu", "silu", "mish", "softplus", "logsigmoid", "glu"]
+__all__ = ["elu", "selu", "celu", "gelu", "_gelu_backward", "silu", "mish", "softplus",
+           "logsigmoid", "glu"]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -77,14 +78,42 @@ def gelu(xp, x, approximate):
 
 @gelu.derivative
 def _(grad, x, approximate):
+    return _gelu_backward(grad, x, approximate)
+
+
+@act_op("_gelu_backward(grad_output, input, approximate)", inputs=2, method=False,
+        promote=float_kernel("GeluBackwardKernelImpl"))
+def _gelu_backward(xp, grad, x, approximate):
+    """The gradient of gelu, fused (the derivative of gelu calls it)."""
     if approximate == "none":
-        cdf = ((x * _SQRT_HALF).erf() + 1) * 0.5
+        d = special_of(xp).erf(x * _SQRT_HALF)
+        d += 1
+        d *= 0.5
+        pdf = x * x
+        pdf *= -0.5
+        pdf = xp.exp(pdf)
+        pdf *= x * _INV_SQRT_2PI
+        d += pdf
+    else:
+        x2 = x * x
+        t = xp.tanh((x + _TANH_C * x2 * x) * _TANH_K)
+        d = (1 - t * t) * x * (_TANH_K * (1 + 3 * _TANH_C * x2)) + (1 + t)
+        d *= 0.5
+    d *= grad
+    return d
+
+
+@_gelu_backward.derivative
+def _(gg, grad, x, approximate):
+    # d/dx of gelu'(x) * grad: gelu''(x) = pdf(x) * (2 - x^2) for the exact form
+    if approximate == "none":
         pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
-        return grad * (cdf + x * pdf)
+        return _gelu_backward(gg, x, approximate), gg * grad * pdf * (2 - x * x)
     x2 = x * x
     t = ((x + _TANH_C * x2 * x) * _TANH_K).tanh()
     inner = _TANH_K * (1 + 3 * _TANH_C * x2)
-    return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * inner)
+    second = (1 - t * t) * (inner - x * t * inner * inner + x2 * (3 * _TANH_C * _TANH_K))
+    return _gelu_backward(gg, x, approximate), gg * grad * second
 
 
 def _sigmoid(xp, x):

@@ -214,7 +214,26 @@ def _glu_errors():
                      "glu does not support scalars")
 
 
+def _gelu_backward_ref(grad, x, approximate):
+    if approximate == "tanh":
+        k, c = math.sqrt(2 / math.pi), 0.044715
+        t = np.tanh(k * (x + c * x ** 3))
+        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x))
+    return grad * (0.5 * (1 + sp.erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) /
+                   math.sqrt(2 * math.pi))
+
+
+def _gelu_backward_samples(dtype, requires_grad):
+    for approximate in ("none", "tanh"):
+        for shape in ((5,), (), (0,), (2, 3)):
+            yield SampleInput(make(shape, dtype, requires_grad),
+                              (make(shape, dtype, requires_grad, low=-4, high=4), approximate),
+                              name=f"{approximate}{list(shape)}")
+
+
 OPS = [
+    OpInfo("_gelu_backward", _gelu_backward_ref, _gelu_backward_samples, dtypes=FLOATING,
+           gradgrad=True),
     OpInfo("relu", lambda x: np.maximum(x, 0), _with_params(), dtypes=FLOATING + INTS,
            grad_samples=_grad_samples(), gradgrad=True, error_inputs=_relu_errors),
     OpInfo("nn.functional.hardtanh", _hardtanh_ref, _hardtanh_samples,
