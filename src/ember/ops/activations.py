@@ -1,3 +1,258 @@
-"""(stub) filled in by the nn work."""
+"""Piecewise-linear activations: relu, hardtanh, threshold, leaky_relu, prelu, the shrinks,
+hardsigmoid and hardswish. Smooth activations live in activations_smooth.py, the Python
+functions of ``nn.functional`` built on them in activations_functional.py.
 
-FUNCTIONAL = {}
+Derivatives of piecewise ops multiply the gradient by a mask computed from the saved input
+(or output): masks carry no gradient, so the derivatives are differentiable in ``grad``.
+"""
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import _make
+from ember.ops._promotion import Policy
+from ember.ops._scalars import checked_scalar
+from ember.ops._registry import op
+
+__all__ = ["act_op", "const", "float_kernel", "masked", "relu", "hardtanh", "threshold",
+           "leaky_relu", "prelu", "hardshrink", "softshrink", "hardsigmoid", "hardswish"]
+
+
+def float_kernel(kernel, complex_ok=False):
+    """A policy for floating-point-only ops that names PyTorch's CPU kernel when it refuses
+    a dtype (``"elu_cpu" not implemented for 'Long'``)."""
+    def rule(d, name, operands):
+        if d.category != D.FLOATING and not (complex_ok and d.category == D.COMPLEX):
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
+        return d
+    return Policy(kernel, rule)
+
+
+def _clamp_like(message):
+    """Integers and floats keep their dtype; bool raises ``message``, complex as clamp does."""
+    def rule(d, name, operands):
+        if d is D.bool_:
+            raise RuntimeError(message)
+        if d.category == D.COMPLEX:
+            raise NotImplementedError("clamp is not supported for complex types")
+        return d
+    return Policy(f"clamp_like[{message}]", rule)
+
+
+def act_op(signature, **options):
+    """``op`` with the defaults of activations: a tensor input, no ``out=``."""
+    options.setdefault("out", False)
+    options.setdefault("scalars", False)
+    if options.get("namespace"):            # PyTorch's name: GeluBackward0
+        name = signature.partition("(")[0]
+        options.setdefault("grad_fn_name",
+                           "".join(p.capitalize() for p in name.split("_")) + "Backward0")
+    return op(signature, **options)
+
+
+
+def const(array):
+    """A backend array (or a NumPy scalar, from an op on 0-dim arrays) as a constant tensor."""
+    return _make(np.asarray(array) if isinstance(array, np.generic) else array)
+
+
+def masked(grad, mask):
+    """``grad`` where the boolean array ``mask`` holds, else 0."""
+    return grad * const(mask)
+
+
+def _fit(x, value):
+    """A Python number as the kernel uses it for integer ``x``: truncated, range-checked."""
+    return checked_scalar(np, value, x.dtype) if x.dtype.kind in "iu" else value
+
+
+# --- relu, hardtanh, threshold ----------------------------------------------------------------
+
+@act_op("relu(input)", promote=_clamp_like("Boolean inputs not supported for relu"),
+        inplace=True, saves_inputs=False)
+def relu(xp, x):
+    """``max(input, 0)`` elementwise."""
+    return xp.maximum(x, 0)
+
+
+relu.inplace_variant(lambda xp, dst, x: xp.maximum(x, 0, out=dst))
+
+
+@relu.derivative
+def _(grad, x, *, out):
+    return masked(grad, out._data > 0)
+
+
+@act_op("hardtanh(input, min_val=-1.0, max_val=1.0)", namespace="nn.functional",
+        promote=_clamp_like("Bool inputs not supported for hardtanh"))
+def hardtanh(xp, x, min_val, max_val):
+    """``input`` clamped to ``[min_val, max_val]``."""
+    if x.dtype.kind == "u" and (min_val < 0 or max_val < 0):
+        raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+    return xp.minimum(xp.maximum(x, _fit(x, min_val)), _fit(x, max_val))
+
+
+@hardtanh.derivative
+def _(grad, x, min_val, max_val):
+    a = x._data
+    return masked(grad, (a > min_val) & (a < max_val))
+
+
+def _threshold_rule(d, name, operands):
+    if d is D.bool_ or d.category == D.COMPLEX:
+        raise NotImplementedError(f"\"threshold_cpu\" not implemented for '{d._torch_name}'")
+    return d
+
+
+@act_op("threshold(input, threshold, value)", method=False, out=True,
+        promote=Policy("threshold", _threshold_rule))
+def threshold(xp, x, threshold, value):
+    """``value`` where ``input <= threshold``, else ``input``."""
+    return xp.where(x <= _fit(x, threshold), xp.asarray(_fit(x, value)).astype(x.dtype), x)
+
+
+@threshold.derivative
+def _(grad, x, threshold, value):
+    return masked(grad, x._data > threshold)
+
+
+# --- leaky_relu, prelu ------------------------------------------------------------------------
+
+@act_op("leaky_relu(input, negative_slope=0.01)", namespace="nn.functional",
+        promote=float_kernel("leaky_relu_cpu"))
+def leaky_relu(xp, x, negative_slope):
+    """``input`` where positive, else ``negative_slope * input``."""
+    return xp.where(x > 0, x, x * negative_slope)
+
+
+@leaky_relu.derivative
+def _(grad, x, negative_slope):
+    a = x._data
+    return grad * const((a > 0).astype(a.dtype) * (1 - negative_slope) + negative_slope)
+
+
+def _prelu_rule(d, name, operands):
+    (a, _), (b, _) = operands
+    if a is not b:
+        raise RuntimeError(f"prelu: Type promoting not supported. Got {a._torch_name} and "
+                           f"{b._torch_name}")
+    if d.category != D.FLOATING:
+        raise NotImplementedError(f"\"prelu_cpu\" not implemented for '{d._torch_name}'")
+    return d
+
+
+def _prelu_weight_shape(x, w):
+    """The shape that broadcasts ``weight`` along dim 1 of ``input``, after PyTorch's checks."""
+    if w.ndim > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                           f"ndim = {w.ndim}")
+    if x.ndim == 0:
+        if w.size != 1:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        return ()
+    channels = x.shape[1] if x.ndim >= 2 else 1
+    if w.size != 1 and w.size != channels:
+        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                           f"parameter numbers = {w.size} and channel size = {channels}.")
+    return (1, -1) + (1,) * (x.ndim - 2) if x.ndim >= 2 else (-1,)
+
+
+@act_op("prelu(input, weight)", inputs=2, promote=Policy("prelu", _prelu_rule))
+def prelu(xp, x, w):
+    """``input`` where positive, else ``weight * input`` (one weight per channel, dim 1)."""
+    w = w.reshape(_prelu_weight_shape(x, w))
+    return xp.where(x > 0, x, w * x)
+
+
+@prelu.derivative
+def _(grad, x, weight):
+    shape = _prelu_weight_shape(x._data, weight._data)
+    pos = const(x._data > 0)
+    w = weight.reshape(shape)
+    from ember.ops.binary_math import where
+    gx = where(pos, grad, grad * w)
+    gw = where(pos, 0.0, grad * x)
+    if gw.ndim:
+        gw = gw.sum([d for d in range(gw.ndim) if d != 1 or weight.numel() == 1])
+    return gx, gw.reshape(weight.shape)
+
+
+# --- shrinks ----------------------------------------------------------------------------------
+
+@act_op("hardshrink(input, lambd=0.5)", promote=float_kernel("hardshrink_cpu"), out=True)
+def hardshrink(xp, x, lambd):
+    """0 where ``|input| <= lambd``, else ``input``."""
+    return xp.where((x >= -lambd) & (x <= lambd), 0, x)
+
+
+@hardshrink.derivative
+def _(grad, x, lambd):
+    a = x._data
+    return masked(grad, ~((a >= -lambd) & (a <= lambd)))
+
+
+_FINFO_TEXT = {"float32": "3.40282e+38", "float64": "1.79769e+308", "float16": "65504",
+               "bfloat16": "3.38953e+38"}
+
+
+def _check_lambd(x, lambd):
+    if lambd < 0:
+        d = D.FROM_NUMPY[x.dtype]
+        raise RuntimeError(f"lambda must be in range [0, {_FINFO_TEXT[d.name]}] for input "
+                           f"dtype {d._torch_name}, but found {lambd:g}")
+
+
+# not upcast by the dispatcher: the range check names the input's own dtype
+@act_op("softshrink(input, lambd=0.5)", namespace="nn.functional",
+        promote=float_kernel("softshrink_check"), upcast=False)
+def softshrink(xp, x, lambd):
+    """``input`` moved ``lambd`` towards 0, and 0 where ``|input| <= lambd``."""
+    _check_lambd(x, lambd)
+    dtype = x.dtype
+    if dtype.itemsize == 2:
+        x = x.astype(xp.float32)
+    out = xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, x * 0))
+    return out.astype(dtype, copy=False)
+
+
+@softshrink.derivative
+def _(grad, x, lambd):
+    a = x._data
+    return masked(grad, (a > lambd) | (a < -lambd))
+
+
+# --- hardsigmoid, hardswish -------------------------------------------------------------------
+
+@act_op("hardsigmoid(input)", namespace="nn.functional",
+        promote=float_kernel("hardsigmoid_cpu"))
+def hardsigmoid(xp, x):
+    """``relu6(input + 3) / 6``: a piecewise-linear sigmoid."""
+    return xp.minimum(xp.maximum(x + 3, 0), 6) / 6
+
+
+@hardsigmoid.derivative
+def _(grad, x):
+    a = x._data
+    return masked(grad, (a > -3) & (a < 3)) / 6
+
+
+@act_op("hardswish(input)", namespace="nn.functional",
+        promote=float_kernel("hardswish_cpu"))
+def hardswish(xp, x):
+    """``input * relu6(input + 3) / 6``."""
+    return x * xp.minimum(xp.maximum(x + 3, 0), 6) / 6
+
+
+@hardswish.derivative
+def _(grad, x):
+    from ember.ops.binary_math import where
+    a = x._data
+    middle = const((a > -3) & (a < 3))
+    upper = const((a >= 3).astype(a.dtype))
+    return grad * where(middle, x / 3 + 0.5, upper)
+
+
+from ember.ops import activations_functional, activations_smooth  # noqa: E402
+
+FUNCTIONAL = {**activations_smooth.FUNCTIONAL, **activations_functional.FUNCTIONAL}
+PUBLIC = {**activations_functional.PUBLIC}

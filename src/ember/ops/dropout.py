@@ -1,3 +1,205 @@
-"""(stub) filled in by the nn work."""
+"""Dropout: one random keep-mask per call and one multiply by it; the backward multiplies the
+gradient by the same mask (``_masked_scale``). Alpha dropout adds a constant where it drops,
+feature dropout draws one mask entry per (batch, channel)."""
 
-FUNCTIONAL = {}
+import math
+import warnings
+
+from ember._random import _rng
+from ember._tensor import _make
+from ember.ops._inplace import call_inplace
+from ember.ops._registry import op
+
+__all__ = ["masked_scale", "dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d",
+           "dropout2d", "dropout3d"]
+
+_SELU_NEGATIVE = 1.7580993408473766         # -scale * alpha of selu: where it saturates
+
+
+@op("_masked_scale(input, mask, scale)", inputs=2, method=False, grad_fn_name="MulBackward0")
+def _masked_scale(xp, x, mask, scale):
+    """``input * mask * scale`` (``mask`` is a boolean or floating tensor)."""
+    out = x * mask
+    if scale != 1:
+        out *= scale
+    return out
+
+
+@_masked_scale.derivative
+def _(grad, x, mask, scale):
+    return _masked_scale(grad, mask, scale), None
+
+
+def masked_scale(input, mask, scale, inplace=False):
+    """``input * mask * scale``, written into ``input`` when ``inplace``."""
+    if inplace:
+        return call_inplace(_masked_scale, (input, mask), (scale,))
+    return _masked_scale(input, mask, scale)
+
+
+def _check_dtype(input):
+    d = input.dtype
+    if d.is_complex:
+        raise NotImplementedError(f"\"bernoulli_scalar_cpu_\" not implemented for "
+                                  f"'{d._torch_name}'")
+    if not d.is_floating_point:
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{d._torch_name}")
+
+
+def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generator=None):
+    """The kernel behind every dropout variant (``torch.dropout``'s ``p`` rules)."""
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if feature and input.dim() < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    if p == 0 or not train or input.numel() == 0:
+        return input
+    _check_dtype(input)
+    shape = input.shape if not feature else input.shape[:2] + (1,) * (input.dim() - 2)
+    keep = _rng(generator).random(shape, dtype="float32") >= p
+    if p == 1:
+        return masked_scale(input, _make(keep), 1.0, inplace)
+    if not alpha:
+        return masked_scale(input, _make(keep), 1 / (1 - p), inplace)
+    a = 1 / math.sqrt((_SELU_NEGATIVE ** 2 * p + 1) * (1 - p))
+    shift = _make((keep * (_SELU_NEGATIVE * a) + _SELU_NEGATIVE * a * (p - 1)).astype(
+        input._data.dtype))
+    out = masked_scale(input, _make(keep), a, inplace)
+    return out.add_(shift) if inplace else out + shift
+
+
+# --- torch.* ----------------------------------------------------------------------------------
+
+def dropout(input, p, train):
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``."""
+    return _dropout(input, p, train)
+
+
+def dropout_(input, p, train):
+    """``dropout`` in place."""
+    return _dropout(input, p, train, inplace=True)
+
+
+def alpha_dropout(input, p, train):
+    """Dropout that keeps selu's zero mean and unit variance."""
+    return _dropout(input, p, train, alpha=True)
+
+
+def alpha_dropout_(input, p, train):
+    """``alpha_dropout`` in place."""
+    return _dropout(input, p, train, inplace=True, alpha=True)
+
+
+def feature_dropout(input, p, train):
+    """Dropout of whole channels (dim 1), one draw per (batch, channel)."""
+    return _dropout(input, p, train, feature=True)
+
+
+def feature_dropout_(input, p, train):
+    """``feature_dropout`` in place."""
+    return _dropout(input, p, train, inplace=True, feature=True)
+
+
+def feature_alpha_dropout(input, p, train):
+    """Alpha dropout of whole channels (dim 1)."""
+    return _dropout(input, p, train, feature=True, alpha=True)
+
+
+def feature_alpha_dropout_(input, p, train):
+    """``feature_alpha_dropout`` in place."""
+    return _dropout(input, p, train, inplace=True, feature=True, alpha=True)
+
+
+# --- nn.functional ----------------------------------------------------------------------------
+
+def _check_p(p):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def f_dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability ``p`` during training, scaling the rest by
+    ``1 / (1 - p)``."""
+    _check_p(p)
+    return _dropout(input, p, training, inplace)
+
+
+def f_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Alpha dropout (keeps selu's self-normalizing statistics) during training."""
+    _check_p(p)
+    return _dropout(input, p, training, inplace, alpha=True)
+
+
+def f_feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Alpha dropout of whole channels during training."""
+    _check_p(p)
+    return _dropout(input, p, training, inplace, feature=True, alpha=True)
+
+
+def _batched_feature_dropout(input, p, training, inplace, batched):
+    if batched:
+        return _dropout(input, p, training, inplace, feature=True)
+    result = _dropout(input.unsqueeze(0), p, training, inplace, feature=True)
+    return input if inplace else result.squeeze(0)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Channel-wise dropout of (N, C, L) or (C, L) inputs."""
+    _check_p(p)
+    ndim = input.dim()
+    if ndim not in (2, 3):
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {ndim}D input. Note that "
+            f"dropout1d exists to provide channel-wise dropout on inputs with 1 spatial "
+            f"dimension, a channel dimension, and an optional batch dimension (i.e. 2D or 3D "
+            f"inputs).")
+    return _batched_feature_dropout(input, p, training, inplace, ndim == 3)
+
+
+def _deprecated_rank(name, ndim, spatial):
+    warnings.warn(
+        f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will result in "
+        f"an error in a future release. To retain the behavior and silence this warning, "
+        f"please use dropout instead. Note that {name} exists to provide channel-wise dropout "
+        f"on inputs with {spatial} spatial dimensions, a channel dimension, and an optional "
+        f"batch dimension (i.e. {spatial + 1}D or {spatial + 2}D inputs).", stacklevel=3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Channel-wise dropout of (N, C, H, W) inputs."""
+    _check_p(p)
+    ndim = input.dim()
+    if ndim not in (3, 4):
+        _deprecated_rank("dropout2d", ndim, 2)
+    if ndim == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+            "dropout behavior is desired - input is interpreted as shape (N, C, L), where C is "
+            "the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
+            stacklevel=2)
+    return _dropout(input, p, training, inplace, feature=True)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Channel-wise dropout of (N, C, D, H, W) or (C, D, H, W) inputs."""
+    _check_p(p)
+    ndim = input.dim()
+    if ndim not in (4, 5):
+        _deprecated_rank("dropout3d", ndim, 3)
+    return _batched_feature_dropout(input, p, training, inplace, ndim == 5)
+
+
+for _f, _name in ((f_dropout, "dropout"), (f_alpha_dropout, "alpha_dropout"),
+                  (f_feature_alpha_dropout, "feature_alpha_dropout")):
+    _f.__name__ = _f.__qualname__ = _name
+
+FUNCTIONAL = {"dropout": f_dropout, "alpha_dropout": f_alpha_dropout,
+              "feature_alpha_dropout": f_feature_alpha_dropout, "dropout1d": dropout1d,
+              "dropout2d": dropout2d, "dropout3d": dropout3d}
+PUBLIC = {"dropout": dropout, "dropout_": dropout_, "alpha_dropout": alpha_dropout,
+          "alpha_dropout_": alpha_dropout_, "feature_dropout": feature_dropout,
+          "feature_dropout_": feature_dropout_, "feature_alpha_dropout": feature_alpha_dropout,
+          "feature_alpha_dropout_": feature_alpha_dropout_}

@@ -1,0 +1,239 @@
+"""The activation functions of ``nn.functional`` that are Python on top of registered ops:
+``inplace=`` keywords, the in-place variants, rrelu, softmax's F signature, softmin,
+gumbel_softmax, and the compositions (relu6, softsign, tanhshrink)."""
+
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._random import _rng
+from ember._tensor import _make
+from ember.ops._inplace import call_inplace
+from ember.ops._registry import REGISTRY
+
+__all__ = ["relu", "relu6", "leaky_relu", "rrelu", "elu", "selu", "celu", "silu", "mish",
+           "hardtanh", "hardsigmoid", "hardswish", "threshold", "softsign", "tanhshrink",
+           "softmax", "log_softmax", "softmin", "gumbel_softmax"]
+
+
+def _op(name):
+    return REGISTRY[name]
+
+
+def _apply(name, input, params, inplace):
+    """The op ``name`` on ``input``, written into ``input`` when ``inplace``."""
+    op = _op(name)
+    if inplace:
+        return call_inplace(op, (input,), params)
+    return op.function(input, *params)
+
+
+# --- rectifiers -------------------------------------------------------------------------------
+
+def relu(input, inplace=False):
+    """``max(input, 0)`` elementwise (in place if ``inplace``)."""
+    return input.relu_() if inplace else input.relu()
+
+
+def relu_(input):
+    """``relu`` in place."""
+    return input.relu_()
+
+
+def relu6(input, inplace=False):
+    """``min(max(input, 0), 6)`` elementwise."""
+    return _apply("nn.functional.hardtanh", input, (0.0, 6.0), inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """``input`` clamped to ``[min_val, max_val]``."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _apply("nn.functional.hardtanh", input, (min_val, max_val), inplace)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """``hardtanh`` in place."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``input`` where positive, else ``negative_slope * input``."""
+    return _apply("nn.functional.leaky_relu", input, (negative_slope,), inplace)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """``leaky_relu`` in place."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """``value`` where ``input <= threshold``, else ``input``."""
+    return _apply("threshold", input, (threshold, value), inplace)
+
+
+def threshold_(input, threshold, value):
+    """``threshold`` in place."""
+    return _apply("threshold", input, (threshold, value), True)
+
+
+def _rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None,
+           inplace=False):
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    if not training:
+        return _apply("nn.functional.leaky_relu", input, ((lower + upper) / 2,), inplace)
+    d = input.dtype
+    if not d.is_floating_point or d in (D.float8_e4m3fn, D.float8_e5m2):
+        raise NotImplementedError(f"\"leaky_relu_cpu\" not implemented for '{d._torch_name}'")
+    a = input._data
+    slopes = _rng(generator).uniform(lower, upper, a.shape)
+    noise = _make(np.where(a <= 0, slopes, 1.0).astype(a.dtype))
+    from ember.ops.dropout import masked_scale
+    return masked_scale(input, noise, 1.0, inplace)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """leaky_relu with a random slope from U(lower, upper) per element when training, the
+    mean slope otherwise."""
+    return _rrelu(input, lower, upper, training, generator)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """``rrelu`` in place."""
+    return _rrelu(input, lower, upper, training, generator, inplace=True)
+
+
+def _f_rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """leaky_relu with a random slope from U(lower, upper) per element when training, the
+    mean slope otherwise."""
+    return _rrelu(input, lower, upper, training, None, inplace)
+
+
+def _f_rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """``rrelu`` in place."""
+    return _rrelu(input, lower, upper, training, None, inplace=True)
+
+
+# --- smooth activations with an inplace= keyword ----------------------------------------------
+
+def elu(input, alpha=1.0, inplace=False):
+    """``input`` where positive, else ``alpha * (exp(input) - 1)``."""
+    return _apply("nn.functional.elu", input, (alpha,), inplace)
+
+
+def elu_(input, alpha=1.0):
+    """``elu`` in place."""
+    return elu(input, alpha, inplace=True)
+
+
+def selu(input, inplace=False):
+    """``scale * elu(input, alpha)`` with the self-normalizing constants."""
+    return _apply("selu", input, (), inplace)
+
+
+def selu_(input):
+    """``selu`` in place."""
+    return _apply("selu", input, (), True)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """``max(0, input) + min(0, alpha * (exp(input / alpha) - 1))``."""
+    return _apply("celu", input, (alpha,), inplace)
+
+
+def celu_(input, alpha=1.0):
+    """``celu`` in place."""
+    return _apply("celu", input, (alpha,), True)
+
+
+def silu(input, inplace=False):
+    """``input * sigmoid(input)``."""
+    return _apply("nn.functional.silu", input, (), inplace)
+
+
+def mish(input, inplace=False):
+    """``input * tanh(softplus(input))``."""
+    return _apply("nn.functional.mish", input, (), inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    """``relu6(input + 3) / 6``."""
+    return _apply("nn.functional.hardsigmoid", input, (), inplace)
+
+
+def hardswish(input, inplace=False):
+    """``input * relu6(input + 3) / 6``."""
+    return _apply("nn.functional.hardswish", input, (), inplace)
+
+
+def softsign(input):
+    """``input / (1 + |input|)``."""
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input):
+    """``input - tanh(input)``."""
+    return input - input.tanh()
+
+
+# --- softmax and friends ----------------------------------------------------------------------
+
+def _softmax_dim(name, ndim, stacklevel):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  f"to include dim=X as an argument.", stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``exp(input)`` normalized to sum to 1 along ``dim``."""
+    if dim is None:
+        dim = _softmax_dim("softmax", input.dim(), _stacklevel)
+    return _op("softmax").function(input, dim, dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """The logarithm of ``softmax`` along ``dim``."""
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.dim(), _stacklevel)
+    return _op("log_softmax").function(input, dim, dtype)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-input)`` along ``dim``."""
+    if dim is None:
+        dim = _softmax_dim("softmin", input.dim(), _stacklevel)
+    return _op("softmax").function(-input, dim, dtype)
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    """A sample of the Gumbel-softmax distribution (one-hot, with a straight-through
+    gradient, when ``hard``)."""
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    a = logits._data
+    noise = -np.log(_rng(None).standard_exponential(a.shape))
+    gumbels = (logits + _make(noise.astype(a.dtype))) / tau
+    y_soft = gumbels.softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = _make(np.zeros_like(y_soft._data)).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+FUNCTIONAL = {
+    "relu": relu, "relu_": relu_, "relu6": relu6, "hardtanh": hardtanh,
+    "hardtanh_": hardtanh_, "leaky_relu": leaky_relu, "leaky_relu_": leaky_relu_,
+    "threshold": threshold, "threshold_": threshold_, "rrelu": _f_rrelu, "rrelu_": _f_rrelu_,
+    "elu": elu, "elu_": elu_, "selu": selu, "selu_": selu_, "celu": celu, "celu_": celu_,
+    "silu": silu, "mish": mish, "hardsigmoid": hardsigmoid, "hardswish": hardswish,
+    "softsign": softsign, "tanhshrink": tanhshrink, "prelu": "prelu", "hardshrink": "hardshrink",
+    "softmax": softmax, "log_softmax": log_softmax, "softmin": softmin,
+    "gumbel_softmax": gumbel_softmax, "sigmoid": "sigmoid", "tanh": "tanh",
+}
+_f_rrelu.__name__, _f_rrelu_.__name__ = "rrelu", "rrelu_"
+
+PUBLIC = {"relu_": relu_, "rrelu": rrelu, "rrelu_": rrelu_, "selu_": selu_, "celu_": celu_,
+          "threshold_": threshold_}

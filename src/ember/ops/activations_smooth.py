@@ -1,0 +1,207 @@
+"""Smooth activations: the elu family (elu, selu, celu), gelu, silu, mish, softplus,
+logsigmoid and glu. Derivatives are written in ember ops, so they differentiate again."""
+
+import math
+
+from ember.backend import special_of
+from ember.ops._dims import wrap_dim
+from ember.ops._elementwise import conj_grad
+from ember.ops.activations import act_op, const, float_kernel
+
+__all__ = ["elu", "selu", "celu", "gelu", "_gelu_backward", "silu", "mish", "softplus",
+           "logsigmoid", "glu"]
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+_TANH_K = math.sqrt(2 / math.pi)
+_TANH_C = 0.044715
+_ELU = float_kernel("elu_cpu")
+
+
+# --- the elu family ---------------------------------------------------------------------------
+
+def _elu(xp, x, alpha, scale, input_scale):
+    neg = xp.expm1(xp.minimum(x, 0) * input_scale) * alpha
+    out = xp.where(x > 0, x, neg)
+    return out * scale if scale != 1 else out
+
+
+def _elu_grad(grad, x, alpha, scale, input_scale):
+    from ember.ops.binary_math import where
+    neg = (x.clamp(max=0) * input_scale).exp() * (alpha * scale * input_scale)
+    return grad * where(const(x._data > 0), scale, neg)
+
+
+@act_op("elu(input, alpha=1.0)", namespace="nn.functional", promote=_ELU)
+def elu(xp, x, alpha):
+    """``input`` where positive, else ``alpha * (exp(input) - 1)``."""
+    return _elu(xp, x, alpha, 1, 1)
+
+
+elu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, alpha, 1, 1))
+
+
+@act_op("selu(input)", method=False, promote=_ELU)
+def selu(xp, x):
+    """``scale * elu(input, alpha)`` with the self-normalizing constants."""
+    return _elu(xp, x, _SELU_ALPHA, _SELU_SCALE, 1)
+
+
+selu.derivative(lambda grad, x: _elu_grad(grad, x, _SELU_ALPHA, _SELU_SCALE, 1))
+
+
+@act_op("celu(input, alpha=1.0)", method=False, promote=_ELU)
+def celu(xp, x, alpha):
+    """``max(0, input) + min(0, alpha * (exp(input / alpha) - 1))``."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    return _elu(xp, x, alpha, 1, 1 / alpha)
+
+
+celu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, alpha, 1, 1 / alpha))
+
+
+# --- gelu, silu, mish -------------------------------------------------------------------------
+
+@act_op("gelu(input, *, approximate='none')", namespace="nn.functional",
+        promote=float_kernel("GeluKernelImpl"))
+def gelu(xp, x, approximate):
+    """``input * Phi(input)`` (Phi: the standard normal CDF), or its tanh approximation."""
+    if approximate == "none":
+        return x * (special_of(xp).erf(x * _SQRT_HALF) + 1) * 0.5
+    if approximate == "tanh":
+        return x * (xp.tanh((x + _TANH_C * x * x * x) * _TANH_K) + 1) * 0.5
+    raise RuntimeError("approximate argument must be either none or tanh.")
+
+
+@gelu.derivative
+def _(grad, x, approximate):
+    return _gelu_backward(grad, x, approximate)
+
+
+@act_op("_gelu_backward(grad_output, input, approximate)", inputs=2, method=False,
+        promote=float_kernel("GeluBackwardKernelImpl"))
+def _gelu_backward(xp, grad, x, approximate):
+    """The gradient of gelu, fused (the derivative of gelu calls it)."""
+    if approximate == "none":
+        d = special_of(xp).erf(x * _SQRT_HALF)
+        d += 1
+        d *= 0.5
+        pdf = x * x
+        pdf *= -0.5
+        pdf = xp.exp(pdf)
+        pdf *= x * _INV_SQRT_2PI
+        d += pdf
+    else:
+        x2 = x * x
+        t = xp.tanh((x + _TANH_C * x2 * x) * _TANH_K)
+        d = (1 - t * t) * x * (_TANH_K * (1 + 3 * _TANH_C * x2)) + (1 + t)
+        d *= 0.5
+    d *= grad
+    return d
+
+
+@_gelu_backward.derivative
+def _(gg, grad, x, approximate):
+    # d/dx of gelu'(x) * grad: gelu''(x) = pdf(x) * (2 - x^2) for the exact form
+    if approximate == "none":
+        pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
+        return _gelu_backward(gg, x, approximate), gg * grad * pdf * (2 - x * x)
+    x2 = x * x
+    t = ((x + _TANH_C * x2 * x) * _TANH_K).tanh()
+    inner = _TANH_K * (1 + 3 * _TANH_C * x2)
+    second = (1 - t * t) * (inner - x * t * inner * inner + x2 * (3 * _TANH_C * _TANH_K))
+    return _gelu_backward(gg, x, approximate), gg * grad * second
+
+
+def _sigmoid(xp, x):
+    if x.dtype.kind == "c":
+        return 1 / (1 + xp.exp(-x))
+    return special_of(xp).expit(x)
+
+
+@act_op("silu(input)", namespace="nn.functional",
+        promote=float_kernel("silu_cpu", complex_ok=True))
+def silu(xp, x):
+    """``input * sigmoid(input)``."""
+    return x * _sigmoid(xp, x)
+
+
+@silu.derivative
+def _(grad, x):
+    s = x.sigmoid()
+    return grad * conj_grad(s * (1 + x * (1 - s)))
+
+
+@act_op("mish(input)", namespace="nn.functional", promote=float_kernel("mish_cpu"))
+def mish(xp, x):
+    """``input * tanh(softplus(input))``."""
+    return x * xp.tanh(xp.logaddexp(x, 0))
+
+
+@mish.derivative
+def _(grad, x):
+    t = softplus(x).tanh()
+    return grad * (t + x * x.sigmoid() * (1 - t * t))
+
+
+# --- softplus, logsigmoid ---------------------------------------------------------------------
+
+@act_op("softplus(input, beta=1.0, threshold=20.0)", namespace="nn.functional",
+        promote=float_kernel("softplus_cpu"))
+def softplus(xp, x, beta, threshold):
+    """``log(1 + exp(beta * input)) / beta``, linear where ``beta * input > threshold``."""
+    bx = x * beta
+    return xp.where(bx > threshold, x, xp.log1p(xp.exp(bx)) / beta)
+
+
+@softplus.derivative
+def _(grad, x, beta, threshold):
+    from ember.ops.binary_math import where
+    bx = x * beta
+    return where(const(bx._data > threshold), grad, grad * bx.sigmoid())
+
+
+@act_op("logsigmoid(input)", namespace="nn.functional", promote=float_kernel("log_sigmoid_cpu"),
+        grad_fn_name="LogSigmoidBackward0")
+def logsigmoid(xp, x):
+    """``log(sigmoid(input))``, computed without overflow."""
+    return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
+
+
+logsigmoid.derivative(lambda grad, x: grad * (-x).sigmoid())
+
+
+# --- glu --------------------------------------------------------------------------------------
+
+def _glu_halves(xp, x, dim):
+    if x.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = wrap_dim(dim, x.ndim)
+    n = x.shape[d]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
+    return d, n // 2
+
+
+@act_op("glu(input, dim=-1)", namespace="nn.functional", promote=float_kernel("glu_cpu"))
+def glu(xp, x, dim):
+    """The first half of ``input`` along ``dim`` times the sigmoid of the second half."""
+    d, h = _glu_halves(xp, x, dim)
+    index = (slice(None),) * d
+    return x[index + (slice(None, h),)] * special_of(xp).expit(x[index + (slice(h, None),)])
+
+
+@glu.derivative
+def _(grad, x, dim):
+    from ember.ops.join import cat
+    d, h = _glu_halves(None, x._data, dim)
+    a, b = x.narrow(d, 0, h), x.narrow(d, h, h)
+    s = b.sigmoid()
+    ga = grad * s
+    return cat([ga, ga * a * (1 - s)], d)
+
+
+FUNCTIONAL = {}

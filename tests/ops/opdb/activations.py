@@ -1,0 +1,272 @@
+"""OpInfo entries for ember/ops/activations.py and activations_smooth.py."""
+
+import math
+
+import numpy as np
+import scipy.special as sp
+
+import ember
+from tests.ops.opdb.core import (COMPLEX, FLOATS, INTS, LOW, ErrorInput, OpInfo, SampleInput,
+                                 make, unary_samples)
+
+FLOATING = FLOATS + LOW
+SIGNED_INTS = (ember.int8, ember.int16, ember.int32, ember.int64)
+# values at and around the kinks of the piecewise ops (not used for gradients)
+EDGES = (-3.0, -1.0, -0.5, 0.0, -0.0, 0.5, 1.0, 3.0, 6.0, 25.0, -25.0, math.inf, -math.inf,
+         math.nan)
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _split(p):
+    """A parameter set as (args, kwargs): a tuple is positional, a dict keywords."""
+    return (p, {}) if isinstance(p, tuple) else ((), p)
+
+
+def _with_params(*params):
+    """Unary samples, once per parameter set, plus the edge values for floating dtypes."""
+    def samples(dtype, requires_grad):
+        for p in params or ((),):
+            for s in unary_samples()(dtype, requires_grad):
+                yield SampleInput(s.input, *_split(p), name=f"{s.name}{p}")
+        if dtype.is_floating_point:
+            yield SampleInput(ember.tensor(EDGES, dtype=dtype), *_split(params[0] if params
+                                                                         else ()), name="edges")
+    return samples
+
+
+def _grad_samples(*params):
+    def samples(dtype, requires_grad):
+        for p in params or ((),):
+            for s in unary_samples()(dtype, requires_grad):
+                yield SampleInput(s.input, *_split(p), name=f"{s.name}{p}")
+    return samples
+
+
+def _dtype_errors(kernel, dtypes=(ember.int64, ember.bool, ember.complex64), args=()):
+    def errors():
+        for d in dtypes:
+            yield ErrorInput(SampleInput(ember.ones(3, dtype=d), args), NotImplementedError,
+                             f"\"{kernel}\" not implemented for '{d._torch_name}'")
+    return errors
+
+
+def _floating(name, ref, kernel, *params, dtypes=FLOATING, more_errors=None, **kw):
+    """An entry for a floating-point-only op with NumPy reference ``ref``."""
+    refused = tuple(d for d in (ember.int64, ember.bool, ember.complex64) if d not in dtypes)
+
+    def errors():
+        args, kwargs = _split(params[0] if params else ())
+        for e in _dtype_errors(kernel, refused, args)():
+            e.sample.kwargs = kwargs
+            yield e
+        if more_errors:
+            yield from more_errors()
+    return OpInfo(name, ref, _with_params(*params), dtypes=dtypes,
+                  grad_samples=_grad_samples(*params), gradgrad=True, error_inputs=errors, **kw)
+
+
+# --- references -------------------------------------------------------------------------------
+
+def _int_bound(x, v):
+    return int(v) if np.asarray(x).dtype.kind in "iu" else v
+
+
+def _hardtanh_ref(x, min_val=-1.0, max_val=1.0):
+    return np.minimum(np.maximum(x, _int_bound(x, min_val)), _int_bound(x, max_val))
+
+
+def _threshold_ref(x, threshold, value):
+    x = np.asarray(x)
+    return np.where(x <= _int_bound(x, threshold), np.asarray(value).astype(x.dtype), x)
+
+
+def _elu_ref(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    return scale * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0) * input_scale))
+
+
+def _gelu_ref(x, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + sp.erf(x / math.sqrt(2)))
+
+
+def _softplus_ref(x, beta=1.0, threshold=20.0):
+    return np.where(x * beta > threshold, x, np.logaddexp(0, x * beta) / beta)
+
+
+def _glu_ref(x, dim=-1):
+    a, b = np.split(x, 2, axis=dim)
+    return a * sp.expit(b)
+
+
+def _prelu_ref(x, w):
+    x, w = np.asarray(x), np.asarray(w)
+    w = w.reshape((1, -1) + (1,) * (x.ndim - 2) if x.ndim >= 2 else ())
+    return np.where(x > 0, x, w * x)
+
+
+def _silu_ref(x):
+    x = np.asarray(x)
+    return x / (1 + np.exp(-x)) if x.dtype.kind == "c" else x * sp.expit(x)
+
+
+# --- samples and errors -----------------------------------------------------------------------
+
+def _hardtanh_samples(dtype, requires_grad):
+    params = ((-1.0, 1.0), (-2.5, 3.5)) if dtype is not ember.uint8 else ((0, 6), (1.5, 4.0))
+    yield from _with_params(*params)(dtype, requires_grad)
+
+
+def _hardtanh_errors():
+    yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.uint8)), RuntimeError,
+                     "cannot do hardtanh on an unsigned type with negative limits")
+    yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.bool)), RuntimeError,
+                     "Bool inputs not supported for hardtanh")
+    yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64)), NotImplementedError,
+                     "clamp is not supported for complex types")
+
+
+def _relu_errors():
+    yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.bool)), RuntimeError,
+                     "Boolean inputs not supported for relu")
+    yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64)), NotImplementedError,
+                     "clamp is not supported for complex types")
+
+
+def _threshold_samples(dtype, requires_grad):
+    low = 3.0 if dtype is ember.uint8 else -1.0
+    yield from _with_params((0.5, 2.0), (low, 7.0))(dtype, requires_grad)
+    if dtype.is_signed and not dtype.is_floating_point:
+        yield SampleInput(ember.tensor([-1, 0, 1, 2], dtype=dtype), (-0.5, 2.7),
+                          name="float_params_truncate")
+
+
+def _threshold_errors():
+    yield from _dtype_errors("threshold_cpu", (ember.bool, ember.complex64), (0, 1))()
+    yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.uint8), (-1.0, 2)), RuntimeError,
+                     "value cannot be converted to type uint8_t without overflow")
+
+
+def _prelu_samples(dtype, requires_grad):
+    def t(*shape, **kw):
+        return make(shape, dtype, requires_grad, **kw)
+    yield SampleInput(t(2, 3, 4), (t(3),), name="channels")
+    yield SampleInput(t(2, 3, 2, 2), (t(1),), name="shared")
+    yield SampleInput(t(5), (t(1),), name="1d")
+    yield SampleInput(t(), (t(1),), name="0d")
+    yield SampleInput(t(2, 3), (t(),), name="0d_weight")
+    yield SampleInput(t(3, 4, noncontiguous=True), (t(4),), name="noncontiguous")
+    yield SampleInput(t(0, 3), (t(3),), name="empty")
+
+
+def _prelu_errors():
+    x = ember.randn(2, 3)
+    yield ErrorInput(SampleInput(x, (ember.randn(2),)), RuntimeError,
+                     "Found parameter numbers = 2 and channel size = 3")
+    yield ErrorInput(SampleInput(ember.randn(4), (ember.randn(3),)), RuntimeError,
+                     "Found parameter numbers = 3 and channel size = 1")
+    yield ErrorInput(SampleInput(x, (ember.randn(1, 3),)), RuntimeError,
+                     "Expected `weight` to be a scalar or 1D tensor, but got: ndim = 2")
+    yield ErrorInput(SampleInput(ember.tensor(1.0), (ember.randn(2),)), RuntimeError,
+                     "Not allow zero-dim input tensor")
+    yield ErrorInput(SampleInput(x, (ember.randn(3, dtype=ember.float64),)), RuntimeError,
+                     "Type promoting not supported. Got Float and Double")
+    i = ember.ones(3, dtype=ember.int64)
+    yield ErrorInput(SampleInput(i, (i[:1],)), NotImplementedError,
+                     "\"prelu_cpu\" not implemented for 'Long'")
+
+
+def _softshrink_errors():
+    for d, text in ((ember.float32, "3.40282e\\+38] for input dtype Float"),
+                    (ember.float64, "1.79769e\\+308] for input dtype Double"),
+                    (ember.float16, "65504] for input dtype Half")):
+        yield ErrorInput(SampleInput(ember.ones(2, dtype=d), (-0.25,)), RuntimeError,
+                         f"lambda must be in range \\[0, {text}, but found -0.25")
+
+
+def _celu_errors():
+    yield ErrorInput(SampleInput(ember.ones(2), (0.0,)), RuntimeError,
+                     "ZeroDivisionError: alpha cannot be 0 for CELU")
+
+
+def _gelu_errors():
+    yield ErrorInput(SampleInput(ember.ones(2), (), {"approximate": "fast"}), RuntimeError,
+                     "approximate argument must be either none or tanh")
+
+
+def _glu_samples(dtype, requires_grad):
+    def t(*shape, **kw):
+        return make(shape, dtype, requires_grad, **kw)
+    yield SampleInput(t(4), name="1d")
+    yield SampleInput(t(2, 6), name="last")
+    yield SampleInput(t(4, 3), (0,), name="dim0")
+    yield SampleInput(t(2, 4, 3), (-2,), name="middle")
+    yield SampleInput(t(3, 4, noncontiguous=True), name="noncontiguous")
+    yield SampleInput(t(0, 4), name="empty")
+
+
+def _glu_errors():
+    yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError,
+                     "Halving dimension must be even, but dimension 0 is size 3")
+    yield ErrorInput(SampleInput(ember.ones(4), (2,)), IndexError, "Dimension out of range")
+    yield ErrorInput(SampleInput(ember.tensor(1.0)), RuntimeError,
+                     "glu does not support scalars")
+
+
+def _gelu_backward_ref(grad, x, approximate):
+    if approximate == "tanh":
+        k, c = math.sqrt(2 / math.pi), 0.044715
+        t = np.tanh(k * (x + c * x ** 3))
+        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x))
+    return grad * (0.5 * (1 + sp.erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) /
+                   math.sqrt(2 * math.pi))
+
+
+def _gelu_backward_samples(dtype, requires_grad):
+    for approximate in ("none", "tanh"):
+        for shape in ((5,), (), (0,), (2, 3)):
+            yield SampleInput(make(shape, dtype, requires_grad),
+                              (make(shape, dtype, requires_grad, low=-4, high=4), approximate),
+                              name=f"{approximate}{list(shape)}")
+
+
+OPS = [
+    OpInfo("_gelu_backward", _gelu_backward_ref, _gelu_backward_samples, dtypes=FLOATING,
+           gradgrad=True),
+    OpInfo("relu", lambda x: np.maximum(x, 0), _with_params(), dtypes=FLOATING + INTS,
+           grad_samples=_grad_samples(), gradgrad=True, error_inputs=_relu_errors),
+    OpInfo("nn.functional.hardtanh", _hardtanh_ref, _hardtanh_samples,
+           dtypes=FLOATING + INTS, grad_samples=_grad_samples((-1.0, 1.0), (-2.5, 3.5)),
+           gradgrad=True, error_inputs=_hardtanh_errors),
+    OpInfo("threshold", _threshold_ref, _threshold_samples, dtypes=FLOATING + INTS,
+           grad_samples=_grad_samples((0.5, 2.0)), gradgrad=True,
+           error_inputs=_threshold_errors),
+    _floating("nn.functional.leaky_relu", lambda x, s=0.01: np.where(x > 0, x, x * s),
+              "leaky_relu_cpu", (), (0.2,), (-1.5,)),
+    OpInfo("prelu", _prelu_ref, _prelu_samples, dtypes=FLOATING, gradgrad=True,
+           error_inputs=_prelu_errors),
+    _floating("hardshrink", lambda x, lambd=0.5: np.where(np.abs(x) <= lambd, 0, x),
+              "hardshrink_cpu", (), (2.0,), (-1.0,)),
+    _floating("nn.functional.softshrink",
+              lambda x, lambd=0.5: np.where(x > lambd, x - lambd,
+                                            np.where(x < -lambd, x + lambd, 0 * x)),
+              "softshrink_check", (), (2.0,), more_errors=_softshrink_errors),
+    _floating("nn.functional.hardsigmoid", lambda x: np.clip(x + 3, 0, 6) / 6,
+              "hardsigmoid_cpu"),
+    _floating("nn.functional.hardswish", lambda x: x * np.clip(x + 3, 0, 6) / 6,
+              "hardswish_cpu"),
+    _floating("nn.functional.elu", _elu_ref, "elu_cpu", (), (0.5,), (-1.5,)),
+    _floating("selu", lambda x: _elu_ref(x, SELU_ALPHA, SELU_SCALE), "elu_cpu"),
+    _floating("celu", lambda x, alpha=1.0: _elu_ref(x, alpha, 1.0, 1 / alpha), "elu_cpu",
+              (), (2.0,), (0.5,), more_errors=_celu_errors),
+    _floating("nn.functional.gelu", _gelu_ref, "GeluKernelImpl", {}, {"approximate": "tanh"},
+              more_errors=_gelu_errors),
+    _floating("nn.functional.silu", _silu_ref, "silu_cpu", dtypes=FLOATING + COMPLEX),
+    _floating("nn.functional.mish", lambda x: x * np.tanh(np.logaddexp(0, x)), "mish_cpu"),
+    _floating("nn.functional.softplus", _softplus_ref, "softplus_cpu", (), (2.0, 10.0),
+              (0.5, 1.0)),
+    _floating("nn.functional.logsigmoid", lambda x: -np.logaddexp(0, -x), "log_sigmoid_cpu"),
+    OpInfo("nn.functional.glu", _glu_ref, _glu_samples, dtypes=FLOATING, gradgrad=True,
+           error_inputs=_glu_errors),
+]
