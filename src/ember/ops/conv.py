@@ -71,7 +71,7 @@ def _grads(grad, x, w, b, args, need_x=None):
 def convolution(xp, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     """The N-d convolution (or transposed convolution) behind every conv op."""
     if isinstance(padding, str):
-        raise TypeError(f"convolution(): argument 'padding' must be tuple of ints, not str")
+        raise TypeError("convolution(): argument 'padding' must be tuple of ints, not str")
     args = conv_args("convolution", x, w, b, stride, padding, dilation, groups, transposed,
                      output_padding)
     return _run(xp, x, w, b, args)
