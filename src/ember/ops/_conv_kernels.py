@@ -67,51 +67,65 @@ def _offsets(kernel):
     return [(k,) + rest for k in range(kernel[0]) for rest in _offsets(kernel[1:])]
 
 
-def conv_forward(xp, x, w, stride, pads, dilation, groups):
-    """Cross-correlation of x (B, C, *S) with w (O, C/G, *K): (B, O, *P)."""
+def _channel_cols(xp, x, kernel, stride, pads, dilation, groups, out=None):
+    """Columns (G, C/G*prod(K), B*prod(P)) for one GEMM per group, and the output size P
+    (the first ``out`` windows only, when given)."""
     b, c = x.shape[:2]
+    nd = len(kernel)
+    xpad = zero_pad(xp, x, pads)
+    if out is None:
+        out = output_size(x.shape[2:], kernel, stride, pads, dilation)
+    view = _windows(xp, xpad, kernel, out, stride, dilation)
+    order = (1,) + tuple(range(2, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd))
+    cols = xp.ascontiguousarray(view.transpose(order))        # (C, *K, B, *P)
+    return cols.reshape(groups, (c // groups) * math.prod(kernel), b * math.prod(out)), out
+
+
+def _batch_first(xp, res, b, out, bias=None):
+    """(O, B, *P) as a contiguous (B, O, *P), adding ``bias`` on the way."""
+    moved = xp.moveaxis(res.reshape((-1, b) + tuple(out)), 1, 0)
+    if bias is None:
+        return xp.ascontiguousarray(moved)
+    dst = xp.empty(moved.shape, xp.result_type(moved, bias))
+    xp.add(moved, bias.reshape((-1,) + (1,) * len(out)), out=dst)
+    return dst
+
+
+def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
+    """Cross-correlation of x (B, C, *S) with w (O, C/G, *K), plus bias: (B, O, *P)."""
+    b = x.shape[0]
     o = w.shape[0]
-    kernel = w.shape[2:]
-    cols, out = im2col(xp, x, kernel, stride, pads, dilation)
-    ck = (c // groups) * math.prod(kernel)
-    p = math.prod(out)
-    if groups == 1:
-        res = xp.matmul(w.reshape(o, ck), cols.reshape(b, ck, p))
-    else:
-        res = xp.matmul(w.reshape(groups, o // groups, ck), cols.reshape(b, groups, ck, p))
-    return res.reshape((b, o) + out)
+    cols, out = _channel_cols(xp, x, w.shape[2:], stride, pads, dilation, groups)
+    res = xp.matmul(w.reshape(groups, o // groups, cols.shape[1]), cols)
+    return _batch_first(xp, res, b, out, bias)
 
 
-def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups):
-    """The adjoint of conv_forward in its input: (B, C, *size) from g (B, O, *P)."""
+def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
+    """The adjoint of conv_forward in its input: (B, C, *size) from g (B, O, *P), plus bias
+    (a transposed convolution)."""
     b, o = g.shape[:2]
-    cg = w.shape[1]
     kernel = w.shape[2:]
     out = g.shape[2:]
-    ck = cg * math.prod(kernel)
-    p = math.prod(out)
-    if groups == 1:
-        cols = xp.matmul(w.reshape(o, ck).T, g.reshape(b, o, p))
-    else:
-        wg = w.reshape(groups, o // groups, ck).transpose(0, 2, 1)
-        cols = xp.matmul(wg, g.reshape(b, groups, o // groups, p))
-    cols = cols.reshape((b, cg * groups) + tuple(kernel) + tuple(out))
-    return col2im(xp, cols, size, stride, pads, dilation)
+    nd = len(kernel)
+    ck = w.shape[1] * math.prod(kernel)
+    gt = xp.ascontiguousarray(xp.moveaxis(g, 1, 0)).reshape(groups, o // groups, -1)
+    cols = xp.matmul(w.reshape(groups, o // groups, ck).transpose(0, 2, 1), gt)
+    cols = cols.reshape((w.shape[1] * groups,) + tuple(kernel) + (b,) + tuple(out))
+    img = col2im(xp, xp.moveaxis(cols, 1 + nd, 1), size, stride, pads, dilation)  # (C, B, *S)
+    return _batch_first(xp, img, b, size, bias)
 
 
 def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     """The adjoint of conv_forward in its weight: (O, C/G, *K) from x and g (B, O, *P)."""
     b, c = x.shape[:2]
     o = g.shape[1]
-    cols, out = im2col(xp, x, kernel, stride, pads, dilation)
-    out = g.shape[2:]                    # P from g: rows past a stride's reach add nothing
-    cols = cols[(Ellipsis,) + tuple(slice(0, n) for n in out)]
-    ck = (c // groups) * math.prod(kernel)
-    p = math.prod(out)
-    if groups == 1:
-        gw = xp.tensordot(g.reshape(b, o, p), cols.reshape(b, ck, p), axes=([0, 2], [0, 2]))
+    # g may have fewer windows than x allows (a transposed conv's output padding)
+    cols, _ = _channel_cols(xp, x, kernel, stride, pads, dilation, groups, g.shape[2:])
+    gt = xp.ascontiguousarray(xp.moveaxis(g, 1, 0)).reshape(groups, o // groups, -1)
+    # OpenBLAS threads a product A @ B.T of two long operands badly (seconds, not
+    # milliseconds) when A has fewer rows than B: put the taller operand on the left
+    if cols.shape[1] > gt.shape[1]:
+        gw = xp.matmul(cols, gt.transpose(0, 2, 1)).transpose(0, 2, 1)
     else:
-        gg = g.reshape(b, groups, o // groups, p)
-        cc = cols.reshape(b, groups, ck, p)
-        gw = xp.einsum("bgop,bgkp->gok", gg, cc, optimize=True)
+        gw = xp.matmul(gt, cols.transpose(0, 2, 1))
     return gw.reshape((o, c // groups) + tuple(kernel))

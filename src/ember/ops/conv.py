@@ -32,11 +32,9 @@ def _run(xp, x, w, b, args):
     if args.transposed:
         size = transposed_size(x.shape[2:], w.shape[2:], args)
         out = conv_input_grad(xp, x, w, size, args.stride, args.pads, args.dilation,
-                              args.groups)
+                              args.groups, b)
     else:
-        out = conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups)
-    if b is not None:
-        out += b.reshape((-1,) + (1,) * (out.ndim - 2))
+        out = conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups, b)
     return out.astype(dtype) if out.dtype != dtype else out
 
 
