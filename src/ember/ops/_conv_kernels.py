@@ -81,9 +81,9 @@ def _channel_cols(xp, x, kernel, stride, pads, dilation, groups, out=None):
     return cols.reshape(groups, (c // groups) * math.prod(kernel), b * math.prod(out)), out
 
 
-def _batch_first(xp, res, b, out, bias=None):
+def _batch_first(xp, res, o, b, out, bias=None):
     """(O, B, *P) as a contiguous (B, O, *P), adding ``bias`` on the way."""
-    moved = xp.moveaxis(res.reshape((-1, b) + tuple(out)), 1, 0)
+    moved = xp.moveaxis(res.reshape((o, b) + tuple(out)), 1, 0)
     if bias is None:
         return xp.ascontiguousarray(moved)
     dst = xp.empty(moved.shape, xp.result_type(moved, bias))
@@ -97,7 +97,7 @@ def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
     o = w.shape[0]
     cols, out = _channel_cols(xp, x, w.shape[2:], stride, pads, dilation, groups)
     res = xp.matmul(w.reshape(groups, o // groups, cols.shape[1]), cols)
-    return _batch_first(xp, res, b, out, bias)
+    return _batch_first(xp, res, o, b, out, bias)
 
 
 def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
@@ -112,7 +112,7 @@ def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
     cols = xp.matmul(w.reshape(groups, o // groups, ck).transpose(0, 2, 1), gt)
     cols = cols.reshape((w.shape[1] * groups,) + tuple(kernel) + (b,) + tuple(out))
     img = col2im(xp, xp.moveaxis(cols, 1 + nd, 1), size, stride, pads, dilation)  # (C, B, *S)
-    return _batch_first(xp, img, b, size, bias)
+    return _batch_first(xp, img, img.shape[0], b, size, bias)
 
 
 def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):

@@ -14,6 +14,7 @@ from ember.ops._conv_args import conv_args, transposed_size
 from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_grad
 from ember.ops._elementwise import conj_grad
 from ember.ops._registry import op
+from ember.ops.padding import constant_pad_nd
 
 FUNCTIONAL = {name: name for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d",
                                       "conv_transpose2d", "conv_transpose3d")}
@@ -101,8 +102,12 @@ def _(ggw, x, g, kernel_size, stride, padding, dilation, groups):
     if x.requires_grad:
         natural = [(p - 1) * s - 2 * q + d * (k - 1) + 1
                    for p, s, q, d, k in zip(g.shape[2:], stride, padding, dilation, kernel_size)]
-        opad = [s - n for s, n in zip(x.shape[2:], natural)]
+        # rows of x past the reach of g's windows get no gradient: pad them with zeros
+        opad = [min(s - n, st - 1) for s, n, st in zip(x.shape[2:], natural, stride)]
         gx = convolution(conj_grad(g), ggw, None, stride, padding, dilation, True, opad, groups)
+        rest = [s - n - p for s, n, p in zip(x.shape[2:], natural, opad)]
+        if any(rest):
+            gx = constant_pad_nd(gx, [v for r in reversed(rest) for v in (0, r)])
     if g.requires_grad:
         gg = convolution(conj_grad(x), ggw, None, stride, padding, dilation, False, 0, groups)
         gg = gg[(Ellipsis,) + tuple(slice(0, n) for n in g.shape[2:])]
@@ -144,7 +149,6 @@ def _conv_op(nd, transposed):
         grad = grad.unsqueeze(0) if unbatched else grad
         extra = [hi - lo for lo, hi in args.pads]
         if any(extra):                  # 'same' with an even extent: pad the high side
-            from ember.ops.padding import constant_pad_nd
             flat = [v for e in reversed(extra) for v in (0, e)]
             xt = constant_pad_nd(xt, flat)
             args.pads = tuple((lo, lo) for lo, _ in args.pads)

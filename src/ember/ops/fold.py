@@ -101,12 +101,12 @@ def fold(xp, x, output_size, kernel_size, dilation, padding, stride):
                            f"input.size(2)={x.shape[-1]}.")
     batched = x if x.ndim == 3 else x[None]
     dtype = batched.dtype
-    if dtype.kind == "b":
-        batched = batched.astype("uint8")
+    if dtype.kind == "b" or dtype.itemsize < 4:    # bool as counts, 16-bit floats in float32
+        batched = batched.astype("uint8" if dtype.kind == "b" else "float32")
     cols = batched.reshape((batched.shape[0], batched.shape[1] // k) + kernel + blocks)
     res = col2im(xp, cols, size, stride, pads, dilation)
-    if dtype.kind == "b":
-        res = res.astype(bool)
+    if res.dtype != dtype:
+        res = res.astype(dtype)
     res = xp.ascontiguousarray(res)
     return res if x.ndim == 3 else res[0]
 
