@@ -59,6 +59,7 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
                            f"({_dtype_name(b.dtype).lower()}) should be the same")
     if x.dtype.kind == "b":
         raise NotImplementedError(f"\"slow_conv{max(nd, 2)}d_cpu\" not implemented for 'Bool'")
+    narrow_int = x.dtype.kind in "iu" and x.dtype.itemsize < 8
     stride = _expand(stride, nd, "stride")
     dilation = _expand(dilation, nd, "dilation")
     kernel = w.shape[2:]
@@ -77,6 +78,11 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
         raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
+    if narrow_int and (transposed or any(d != 1 for d in dilation)):
+        kernel_name = f"slow_conv_transpose{max(nd, 2)}d_out_cpu" if transposed else \
+            "slow_conv_dilated<>"
+        raise NotImplementedError(f"\"{kernel_name}\" not implemented for "
+                                  f"'{_dtype_name(x.dtype)}'")
     if transposed:
         if any(p >= s and p >= d for p, s, d in zip(opad, stride, dilation)):
             raise RuntimeError(_opad_message(opad, stride, dilation))
@@ -88,6 +94,9 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
 
 def _dtype_name(dtype):
     return D.FROM_NUMPY[dtype]._torch_name
+
+
+_WARNED = []
 
 
 def _string_padding(padding, stride, dilation, kernel, transposed, warn):
@@ -103,7 +112,8 @@ def _string_padding(padding, stride, dilation, kernel, transposed, warn):
     for d, k in zip(dilation, kernel):
         total = d * (k - 1)
         pads.append((total // 2, total - total // 2))
-    if warn and any(lo != hi for lo, hi in pads):
+    if warn and not _WARNED and any(lo != hi for lo, hi in pads):
+        _WARNED.append(True)            # PyTorch warns once per process
         warnings.warn("Using padding='same' with even kernel lengths and odd dilation may "
                       "require a zero-padded copy of the input be created", UserWarning,
                       stacklevel=4)

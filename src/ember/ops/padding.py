@@ -12,11 +12,17 @@ _MODES = ("constant", "reflect", "replicate", "circular")
 _KERNEL = {"reflect": "reflection_pad", "replicate": "replication_pad"}
 
 
-def _pairs(pad, ndim):
+def _pairs(pad, ndim, constant_nd=False):
     """((dim, low, high), ...) from PyTorch's last-dim-first flat pad list."""
     pad = [int(p) for p in pad]
+    if len(pad) % 2 and constant_nd:
+        raise RuntimeError(f"Length of pad must be even but instead it equals {len(pad)}")
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > ndim and constant_nd:       # sic: PyTorch's message lacks two spaces
+        raise RuntimeError(f"Length of pad should be no more than twice the number of "
+                           f"dimensions of the input. Pad length is {len(pad)}while the input "
+                           f"has {ndim}dimensions.")
     if len(pad) // 2 > ndim:
         raise RuntimeError(f"Padding length should be less than or equal to two times the input "
                            f"dimension but got padding length {len(pad)} and input of dimension "
@@ -56,7 +62,7 @@ def _fill(value, dtype):
 @op("constant_pad_nd(input, pad, value=0)", method=False, saves_inputs=False)
 def constant_pad_nd(xp, x, pad, value):
     """Pads the last dims of ``input`` with ``value`` (negative pads crop)."""
-    return _constant(xp, x, _pairs(pad, x.ndim), value)
+    return _constant(xp, x, _pairs(pad, x.ndim, True), value)
 
 
 @constant_pad_nd.derivative

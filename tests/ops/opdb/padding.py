@@ -92,19 +92,21 @@ def _torch_backward(g, input_size, pad, mode):
     return torch.autograd.grad(y, x, g, create_graph=True)[0]
 
 
-def _constant_errors():
+def _constant_errors(odd="Length of pad must be even but instead it equals 3",
+                     long="Length of pad should be no more than twice the number of dimensions "
+                     "of the input. Pad length is 10while the input has 4dimensions."):
     x = make((2, 3, 4, 5), ember.float32)
-    yield ErrorInput(SampleInput(x, ([1, 2, 3],)), RuntimeError,
-                     "Padding length must be divisible by 2")
-    yield ErrorInput(SampleInput(x, ([1, 2] * 5,)), RuntimeError,
-                     "Padding length should be less than or equal to two times the input "
-                     "dimension but got padding length 10 and input of dimension 4")
+    yield ErrorInput(SampleInput(x, ([1, 2, 3],)), RuntimeError, odd)
+    yield ErrorInput(SampleInput(x, ([1, 2] * 5,)), RuntimeError, long)
     yield ErrorInput(SampleInput(x, ([-3, -3],)), RuntimeError,
                      "narrow\\(\\): length must be non-negative.")
 
 
 def _pad_errors():
-    yield from _constant_errors()
+    yield from _constant_errors("Padding length must be divisible by 2",
+                                "Padding length should be less than or equal to two times the "
+                                "input dimension but got padding length 10 and input of "
+                                "dimension 4")
     x = make((2, 3, 5), ember.float32)
     yield ErrorInput(SampleInput(x, ([5, 1],), {"mode": "reflect"}), RuntimeError,
                      r"Argument #4: Padding size should be less than the corresponding input "
