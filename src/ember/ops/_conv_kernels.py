@@ -109,7 +109,9 @@ def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
     nd = len(kernel)
     ck = w.shape[1] * math.prod(kernel)
     gt = xp.ascontiguousarray(xp.moveaxis(g, 1, 0)).reshape(groups, o // groups, -1)
-    cols = xp.matmul(w.reshape(groups, o // groups, ck).transpose(0, 2, 1), gt)
+    wt = w.reshape(groups, o // groups, ck).transpose(0, 2, 1)
+    # one output channel per group (depthwise): an outer product, which matmul loops slowly
+    cols = wt * gt if o == groups else xp.matmul(wt, gt)
     cols = cols.reshape((w.shape[1] * groups,) + tuple(kernel) + (b,) + tuple(out))
     img = col2im(xp, xp.moveaxis(cols, 1 + nd, 1), size, stride, pads, dilation)  # (C, B, *S)
     return _batch_first(xp, img, img.shape[0], b, size, bias)

@@ -9,6 +9,7 @@ convolutions again, so gradients of any order exist.
 import ml_dtypes
 import numpy as np
 
+from ember.backend.cpu_kernels import one_blas_thread
 from ember.ops import fold  # noqa: E402,F401
 from ember.ops._conv_args import conv_args, transposed_size
 from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_grad
@@ -30,12 +31,14 @@ def _run(xp, x, w, b, args):
     if dtype in _UPCAST:
         x, w = x.astype(_F32), w.astype(_F32)
         b = None if b is None else b.astype(_F32)
-    if args.transposed:
-        size = transposed_size(x.shape[2:], w.shape[2:], args)
-        out = conv_input_grad(xp, x, w, size, args.stride, args.pads, args.dilation,
-                              args.groups, b)
-    else:
-        out = conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups, b)
+    with one_blas_thread(xp):
+        if args.transposed:
+            size = transposed_size(x.shape[2:], w.shape[2:], args)
+            out = conv_input_grad(xp, x, w, size, args.stride, args.pads, args.dilation,
+                                  args.groups, b)
+        else:
+            out = conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups,
+                               b)
     return out.astype(dtype) if out.dtype != dtype else out
 
 
@@ -91,8 +94,9 @@ def _convolution_weight(xp, x, g, kernel_size, stride, padding, dilation, groups
     if dtype in _UPCAST:
         x, g = x.astype(_F32), g.astype(_F32)
     pads = tuple((p, p) for p in padding)
-    gw = conv_weight_grad(xp, x, g, tuple(kernel_size), tuple(stride), pads, tuple(dilation),
-                          groups)
+    with one_blas_thread(xp):
+        gw = conv_weight_grad(xp, x, g, tuple(kernel_size), tuple(stride), pads,
+                              tuple(dilation), groups)
     return gw.astype(dtype) if gw.dtype != dtype else gw
 
 
