@@ -69,7 +69,7 @@ def _grads(grad, x, w, b, args, need_x=None):
 
 
 @op("convolution(input, weight, bias=None, stride=1, padding=0, dilation=1, transposed=False, "
-    "output_padding=0, groups=1)", inputs=3, method=False)
+    "output_padding=0, groups=1)", inputs=3, method=False, grad_fn_name="ConvolutionBackward0")
 def convolution(xp, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     """The N-d convolution (or transposed convolution) behind every conv op."""
     if isinstance(padding, str):
@@ -176,7 +176,7 @@ def _conv_op(nd, transposed):
     what = "transposed convolution" if transposed else "convolution"
     forward.__doc__ = f"Applies a {nd}-d {what} over an input signal of several planes."
     forward.__name__ = name
-    registered = op(sig, inputs=3, method=False)(forward)
+    registered = op(sig, inputs=3, method=False, grad_fn_name="ConvolutionBackward0")(forward)
     registered.derivative(derivative)
     return registered
 
