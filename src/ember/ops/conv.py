@@ -1,3 +1,189 @@
-"""(stub) filled in by the nn work."""
+"""Convolution and transposed convolution in 1, 2 and 3 dims, sharing one N-d implementation.
 
-FUNCTIONAL = {}
+``convolution`` is PyTorch's generic op; conv1d/2d/3d and conv_transpose1d/2d/3d check the
+input rank (accepting unbatched inputs) and call the same kernels. Every derivative is
+written with ``convolution`` and ``_convolution_weight``, whose own derivatives are
+convolutions again, so gradients of any order exist.
+"""
+
+import ml_dtypes
+import numpy as np
+
+from ember.backend.cpu_kernels import one_blas_thread
+from ember.ops import fold  # noqa: E402,F401
+from ember.ops._conv_args import conv_args, transposed_size
+from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_grad
+from ember.ops._elementwise import conj_grad
+from ember.ops._registry import op
+from ember.ops.padding import constant_pad_nd
+
+FUNCTIONAL = {name: name for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                                      "conv_transpose2d", "conv_transpose3d")}
+FUNCTIONAL.update(fold.FUNCTIONAL)
+
+_UPCAST = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_F32 = np.dtype(np.float32)
+
+
+def _run(xp, x, w, b, args):
+    """The (transposed) convolution of a batched input, plus bias."""
+    dtype = x.dtype
+    if dtype in _UPCAST:
+        x, w = x.astype(_F32), w.astype(_F32)
+        b = None if b is None else b.astype(_F32)
+    with one_blas_thread(xp):
+        if args.transposed:
+            size = transposed_size(x.shape[2:], w.shape[2:], args)
+            out = conv_input_grad(xp, x, w, size, args.stride, args.pads, args.dilation,
+                                  args.groups, b)
+        else:
+            out = conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups,
+                               b)
+    return out.astype(dtype) if out.dtype != dtype else out
+
+
+def _grads(grad, x, w, b, args, need_x=None):
+    """(input, weight, bias) gradients of a batched call with symmetric padding."""
+    need_x = x.requires_grad if need_x is None else need_x
+    stride, dilation, groups = list(args.stride), list(args.dilation), args.groups
+    pad = [lo for lo, _ in args.pads]
+    gi = gw = gb = None
+    if args.transposed:
+        if need_x:
+            gi = convolution(grad, conj_grad(w), None, stride, pad, dilation, False, 0, groups)
+        if w.requires_grad:
+            gw = _convolution_weight(grad, conj_grad(x), list(w.shape[2:]), stride, pad,
+                                     dilation, groups)
+    else:
+        if need_x:
+            natural = transposed_size(grad.shape[2:], w.shape[2:], args)
+            opad = [s - n for s, n in zip(x.shape[2:], natural)]
+            gi = convolution(grad, conj_grad(w), None, stride, pad, dilation, True, opad,
+                             groups)
+        if w.requires_grad:
+            gw = _convolution_weight(conj_grad(x), grad, list(w.shape[2:]), stride, pad,
+                                     dilation, groups)
+    if b is not None and b.requires_grad:
+        gb = grad.sum([0] + list(range(2, grad.ndim)))
+    return gi, gw, gb
+
+
+@op("convolution(input, weight, bias=None, stride=1, padding=0, dilation=1, transposed=False, "
+    "output_padding=0, groups=1)", inputs=3, method=False, grad_fn_name="ConvolutionBackward0")
+def convolution(xp, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """The N-d convolution (or transposed convolution) behind every conv op."""
+    if isinstance(padding, str):
+        raise TypeError("convolution(): argument 'padding' must be tuple of ints, not str")
+    args = conv_args("convolution", x, w, b, stride, padding, dilation, groups, transposed,
+                     output_padding)
+    return _run(xp, x, w, b, args)
+
+
+@convolution.derivative
+def _(grad, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    args = conv_args("convolution", x._data, w._data, None if b is None else b._data, stride,
+                     padding, dilation, groups, transposed, output_padding)
+    return _grads(grad, x, w, b, args)
+
+
+@op("_convolution_weight(input, grad_output, kernel_size, stride, padding, dilation, groups)",
+    inputs=2, method=False)
+def _convolution_weight(xp, x, g, kernel_size, stride, padding, dilation, groups):
+    """The gradient of a convolution with respect to its weight."""
+    dtype = x.dtype
+    if dtype in _UPCAST:
+        x, g = x.astype(_F32), g.astype(_F32)
+    pads = tuple((p, p) for p in padding)
+    with one_blas_thread(xp):
+        gw = conv_weight_grad(xp, x, g, tuple(kernel_size), tuple(stride), pads,
+                              tuple(dilation), groups)
+    return gw.astype(dtype) if gw.dtype != dtype else gw
+
+
+@_convolution_weight.derivative
+def _(ggw, x, g, kernel_size, stride, padding, dilation, groups):
+    gx = gg = None
+    if x.requires_grad:
+        natural = [(p - 1) * s - 2 * q + d * (k - 1) + 1
+                   for p, s, q, d, k in zip(g.shape[2:], stride, padding, dilation, kernel_size)]
+        # rows of x past the reach of g's windows get no gradient: pad them with zeros
+        opad = [min(s - n, st - 1) for s, n, st in zip(x.shape[2:], natural, stride)]
+        gx = convolution(conj_grad(g), ggw, None, stride, padding, dilation, True, opad, groups)
+        rest = [s - n - p for s, n, p in zip(x.shape[2:], natural, opad)]
+        if any(rest):
+            gx = constant_pad_nd(gx, [v for r in reversed(rest) for v in (0, r)])
+    if g.requires_grad:
+        gg = convolution(conj_grad(x), ggw, None, stride, padding, dilation, False, 0, groups)
+        gg = gg[(Ellipsis,) + tuple(slice(0, n) for n in g.shape[2:])]
+    return gx, gg
+
+
+def _conv_op(nd, transposed):
+    """Register conv{nd}d or conv_transpose{nd}d over the shared implementation."""
+    name = f"conv_transpose{nd}d" if transposed else f"conv{nd}d"
+    if transposed:
+        sig = (f"{name}(input, weight, bias=None, stride=1, padding=0, output_padding=0, "
+               f"groups=1, dilation=1)")
+    else:
+        sig = f"{name}(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)"
+
+    def check(x, w, b, stride, padding, dilation, groups, output_padding, warn=True):
+        if x.ndim not in (nd + 1, nd + 2):
+            raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input "
+                               f"to {name}, but got input of size: "
+                               f"[{', '.join(map(str, x.shape))}]")
+        if transposed and isinstance(padding, str):
+            raise TypeError(f"{name}(): argument 'padding' must be tuple of ints, not str")
+        xb = x if x.ndim == nd + 2 else x[None]
+        return xb, conv_args(name, xb, w, b, stride, padding, dilation, groups, transposed,
+                             output_padding, warn)
+
+    def forward(xp, x, w, b, *params):
+        stride, padding, dilation, groups, opad = _params(params)
+        xb, args = check(x, w, b, stride, padding, dilation, groups, opad)
+        out = _run(xp, xb, w, b, args)
+        return out if xb is x else out[0]
+
+    def derivative(grad, x, w, b, *params):
+        stride, padding, dilation, groups, opad = _params(params)
+        unbatched = x.ndim == nd + 1
+        xb, args = check(x._data, w._data, None if b is None else b._data, stride, padding,
+                         dilation, groups, opad, False)
+        xt = x.unsqueeze(0) if unbatched else x
+        grad = grad.unsqueeze(0) if unbatched else grad
+        extra = [hi - lo for lo, hi in args.pads]
+        if any(extra):                  # 'same' with an even extent: pad the high side
+            flat = [v for e in reversed(extra) for v in (0, e)]
+            xt = constant_pad_nd(xt, flat)
+            args.pads = tuple((lo, lo) for lo, _ in args.pads)
+        gi, gw, gb = _grads(grad, xt, w, b, args, x.requires_grad)
+        if gi is not None:
+            if any(extra):
+                gi = gi[(Ellipsis,) + tuple(slice(0, s) for s in x.shape[-nd:])]
+            if unbatched:
+                gi = gi.squeeze(0)
+        return gi, gw, gb
+
+    if transposed:
+        def _params(p):
+            stride, padding, output_padding, groups, dilation = p
+            return stride, padding, dilation, groups, output_padding
+    else:
+        def _params(p):
+            stride, padding, dilation, groups = p
+            return stride, padding, dilation, groups, 0
+
+    what = "transposed convolution" if transposed else "convolution"
+    forward.__doc__ = f"Applies a {nd}-d {what} over an input signal of several planes."
+    forward.__name__ = name
+    registered = op(sig, inputs=3, method=False, grad_fn_name="ConvolutionBackward0")(forward)
+    registered.derivative(derivative)
+    return registered
+
+
+conv1d = _conv_op(1, False)
+conv2d = _conv_op(2, False)
+conv3d = _conv_op(3, False)
+conv_transpose1d = _conv_op(1, True)
+conv_transpose2d = _conv_op(2, True)
+conv_transpose3d = _conv_op(3, True)

@@ -1,3 +1,160 @@
-"""(stub) filled in by the nn work."""
+"""Padding: constant (negative pads crop), reflect, replicate and circular (F.pad).
+
+The non-constant modes are index maps, one per padded dim: the forward gathers along each
+dim (``take``), the backward sums each output position back onto its source with a one-hot
+matrix product. ``_pad_backward`` is that adjoint; its own derivative is the pad again.
+"""
+
+from ember.ops._registry import op
 
 FUNCTIONAL = {}
+_MODES = ("constant", "reflect", "replicate", "circular")
+_KERNEL = {"reflect": "reflection_pad", "replicate": "replication_pad"}
+
+
+def _pairs(pad, ndim, constant_nd=False):
+    """((dim, low, high), ...) from PyTorch's last-dim-first flat pad list."""
+    pad = [int(p) for p in pad]
+    if len(pad) % 2 and constant_nd:
+        raise RuntimeError(f"Length of pad must be even but instead it equals {len(pad)}")
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > ndim and constant_nd:       # sic: PyTorch's message lacks two spaces
+        raise RuntimeError(f"Length of pad should be no more than twice the number of "
+                           f"dimensions of the input. Pad length is {len(pad)}while the input "
+                           f"has {ndim}dimensions.")
+    if len(pad) // 2 > ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input "
+                           f"dimension but got padding length {len(pad)} and input of dimension "
+                           f"{ndim}")
+    return tuple((ndim - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2))
+
+
+def _constant(xp, x, pairs, value):
+    shape = list(x.shape)
+    src = [slice(None)] * x.ndim
+    dst = [slice(None)] * x.ndim
+    for dim, lo, hi in pairs:
+        n = x.shape[dim]
+        kept = n + min(lo, 0) + min(hi, 0)
+        if kept < 0:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        shape[dim] = n + lo + hi
+        src[dim] = slice(max(-lo, 0), max(-lo, 0) + kept)
+        dst[dim] = slice(max(lo, 0), max(lo, 0) + kept)
+    if any(s < 0 for s in shape):
+        raise RuntimeError(f"The input size {x.shape[pairs[0][0]]}, plus negative padding "
+                           f"{pairs[0][1]} and {pairs[0][2]} resulted in a negative output size, "
+                           f"which is invalid. Check dimension {pairs[0][0]} of your input.")
+    out = xp.full(shape, _fill(value, x.dtype), x.dtype)
+    out[tuple(dst)] = x[tuple(src)]
+    return out
+
+
+def _fill(value, dtype):
+    if dtype.kind == "b":
+        return bool(value)
+    if dtype.kind in "iu":
+        return int(value)
+    return value
+
+
+@op("constant_pad_nd(input, pad, value=0)", method=False, saves_inputs=False)
+def constant_pad_nd(xp, x, pad, value):
+    """Pads the last dims of ``input`` with ``value`` (negative pads crop)."""
+    return _constant(xp, x, _pairs(pad, x.ndim, True), value)
+
+
+@constant_pad_nd.derivative
+def _(grad, x, pad, value):
+    return constant_pad_nd(grad, [-p for p in pad])
+
+
+def _index_map(xp, n, lo, hi, mode):
+    """Source index of each output position along one dim."""
+    if mode == "circular":
+        start, stop = max(-lo, 0), n - max(-hi, 0)
+        return (xp.arange(n + lo + hi) - max(lo, 0)) % (stop - start) + start
+    j = xp.arange(-lo, n + hi)
+    if mode == "replicate":
+        return xp.clip(j, 0, n - 1)
+    j = xp.abs(j)                                   # reflect
+    return (n - 1) - xp.abs((n - 1) - j)
+
+
+def _check_mode(x, pairs, mode, value):
+    nd = len(pairs)
+    if mode not in _MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if value is not None and value != 0:
+        raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
+    if not 1 <= nd <= 3 or x.ndim not in (nd + 1, nd + 2):
+        raise NotImplementedError(f"Padding size {2 * nd} is not supported for {x.ndim}D input "
+                                  f"tensor.")
+    if mode == "circular":
+        for dim, lo, hi in pairs:
+            n = x.shape[dim]
+            if lo > n or hi > n:
+                raise RuntimeError("Padding value causes wrapping around more than once.")
+            if n + min(lo, 0) + min(hi, 0) <= 0:
+                raise RuntimeError("Negative padding value is resulting in an empty dimension")
+        return
+    if x.dtype.kind == "b":
+        raise NotImplementedError(f"\"{_KERNEL[mode]}{nd}d\" not implemented for 'Bool'")
+    if any(s == 0 for s in x.shape[x.ndim - nd - 1:]):
+        raise RuntimeError(f"Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with possibly 0 "
+                           f"batch size and other non-zero dimensions for input, but got: "
+                           f"[{', '.join(map(str, x.shape))}]")
+    if mode == "reflect":
+        for dim, lo, hi in pairs:
+            if lo >= x.shape[dim] or hi >= x.shape[dim]:
+                raise RuntimeError(f"Argument #{2 + 2 * nd}: Padding size should be less than "
+                                   f"the corresponding input dimension, but got: padding "
+                                   f"({lo}, {hi}) at dimension {dim} of input "
+                                   f"[{', '.join(map(str, x.shape))}]")
+    sizes = [(dim, x.shape[dim] + lo + hi) for dim, lo, hi in pairs]
+    if any(s < 1 for _, s in sizes):
+        names = "DHW"[3 - nd:]
+        order = sorted(sizes)
+        given = ", ".join(f"{a}: {x.shape[d]}" for a, (d, _) in zip(names, order))
+        calc = " ".join(f"{a}: {s}" for a, (_, s) in zip(names, order))
+        raise RuntimeError(f"input ({given}) is too small. Calculated output {calc}")
+
+
+@op("pad(input, pad, mode='constant', value=None)", namespace="nn.functional")
+def pad(xp, x, pad, mode, value):
+    """Pads ``input``: constant (negative pads crop), reflect, replicate or circular."""
+    pairs = _pairs(pad, x.ndim)
+    if mode == "constant":
+        return _constant(xp, x, pairs, 0 if value is None else value)
+    _check_mode(x, pairs, mode, value)
+    for dim, lo, hi in pairs:
+        if lo or hi:
+            x = xp.take(x, _index_map(xp, x.shape[dim], lo, hi, mode), axis=dim)
+    return x
+
+
+@pad.derivative
+def _(grad, x, pad, mode, value):
+    if mode == "constant":
+        return constant_pad_nd(grad, [-p for p in pad])
+    return _pad_backward(grad, list(x.shape), pad, mode)
+
+
+@op("_pad_backward(grad_output, input_size, pad, mode)", method=False, saves_inputs=False)
+def _pad_backward(xp, g, input_size, pad, mode):
+    """The adjoint of a reflect/replicate/circular pad: sums each output onto its source."""
+    for dim, lo, hi in _pairs(pad, len(input_size)):
+        if not (lo or hi):
+            continue
+        n = input_size[dim]
+        index = _index_map(xp, n, lo, hi, mode)
+        onehot = (index[:, None] == xp.arange(n)[None, :]).astype(g.dtype)
+        moved = xp.moveaxis(g, dim, -1)
+        g = xp.moveaxis(moved @ onehot, -1, dim)
+    return xp.ascontiguousarray(g)
+
+
+@_pad_backward.derivative
+def _(ggrad, g, input_size, pad_, mode):
+    return pad(ggrad, pad_, mode)

@@ -1,0 +1,185 @@
+"""Checking and normalizing convolution arguments, with PyTorch's messages."""
+
+import warnings
+
+from ember import _dtype as D
+from ember.ops._conv_kernels import output_size
+
+__all__ = ["ConvArgs", "conv_args"]
+
+
+class ConvArgs:
+    """Normalized convolution parameters: one int per spatial dim, pads as (low, high)."""
+
+    __slots__ = ("stride", "pads", "dilation", "groups", "output_padding", "transposed")
+
+    def __init__(self, stride, pads, dilation, groups, output_padding, transposed):
+        self.stride = stride
+        self.pads = pads
+        self.dilation = dilation
+        self.groups = groups
+        self.output_padding = output_padding
+        self.transposed = transposed
+
+    @property
+    def symmetric(self):
+        return all(lo == hi for lo, hi in self.pads)
+
+
+def _expand(value, n, name):
+    if isinstance(value, (list, tuple)):
+        value = [int(v) for v in value]
+        if len(value) == 1:
+            value = value * n
+        elif len(value) != n:
+            raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} "
+                               f"values to match the convolution dimensions, but got "
+                               f"{name}={value}")
+        return tuple(value)
+    return (int(value),) * n
+
+
+def _size(shape):
+    return f"[{', '.join(str(s) for s in shape)}]"
+
+
+def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False,
+              output_padding=0, warn=True):
+    """Validate a batched call (x has its batch dim) and return ConvArgs."""
+    nd = w.ndim - 2
+    if x.ndim != w.ndim:
+        raise RuntimeError(f"Expected {w.ndim}-dimensional input for {w.ndim}-dimensional weight "
+                           f"{_size(w.shape)}, but got {x.ndim}-dimensional input of size "
+                           f"{_size(x.shape)} instead")
+    if x.dtype != w.dtype:
+        raise RuntimeError(f"expected scalar type {_dtype_name(x.dtype)} but found "
+                           f"{_dtype_name(w.dtype)}")
+    if b is not None and b.dtype != x.dtype:
+        raise RuntimeError(f"Input type ({_dtype_name(x.dtype).lower()}) and bias type "
+                           f"({_dtype_name(b.dtype).lower()}) should be the same")
+    if x.dtype.kind == "b":
+        raise NotImplementedError(f"\"slow_conv{max(nd, 2)}d_cpu\" not implemented for 'Bool'")
+    narrow_int = x.dtype.kind in "iu" and x.dtype.itemsize < 8
+    stride = _expand(stride, nd, "stride")
+    dilation = _expand(dilation, nd, "dilation")
+    kernel = w.shape[2:]
+    if isinstance(padding, str):
+        pads = _string_padding(padding, stride, dilation, kernel, transposed, warn)
+    else:
+        pads = tuple((p, p) for p in _expand(padding, nd, "padding"))
+    opad = _expand(output_padding, nd, "output_padding")
+    if any(lo < 0 for lo, _ in pads):
+        raise RuntimeError("negative padding is not supported")
+    if any(p < 0 for p in opad):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    if narrow_int and (transposed or any(d != 1 for d in dilation)):
+        kernel_name = f"slow_conv_transpose{max(nd, 2)}d_out_cpu" if transposed else \
+            "slow_conv_dilated<>"
+        raise NotImplementedError(f"\"{kernel_name}\" not implemented for "
+                                  f"'{_dtype_name(x.dtype)}'")
+    if transposed:
+        if any(p >= s and p >= d for p, s, d in zip(opad, stride, dilation)):
+            raise RuntimeError(_opad_message(opad, stride, dilation))
+        _check_transposed(x, w, b, groups)
+    else:
+        _check_forward(x, w, b, groups, kernel, pads, dilation)
+    return ConvArgs(stride, pads, dilation, groups, opad, transposed)
+
+
+def _dtype_name(dtype):
+    return D.FROM_NUMPY[dtype]._torch_name
+
+
+_WARNED = []
+
+
+def _string_padding(padding, stride, dilation, kernel, transposed, warn):
+    if transposed:
+        raise TypeError("conv_transpose(): argument 'padding' must be tuple of ints, not str")
+    if padding == "valid":
+        return tuple((0, 0) for _ in kernel)
+    if padding != "same":
+        raise RuntimeError(f"Invalid padding string: '{padding}'")
+    if any(s != 1 for s in stride):
+        raise RuntimeError("padding='same' is not supported for strided convolutions")
+    pads = []
+    for d, k in zip(dilation, kernel):
+        total = d * (k - 1)
+        pads.append((total // 2, total - total // 2))
+    if warn and not _WARNED and any(lo != hi for lo, hi in pads):
+        _WARNED.append(True)            # PyTorch warns once per process
+        warnings.warn("Using padding='same' with even kernel lengths and odd dilation may "
+                      "require a zero-padded copy of the input be created", UserWarning,
+                      stacklevel=4)
+    return tuple(pads)
+
+
+def _check_weight(w, groups):
+    if w.shape[0] < groups or w.shape[0] == 0:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be at least {groups} at "
+                           f"dimension 0, but got weight of size {_size(w.shape)} instead")
+    if w.shape[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size [{_size(w.shape)}] instead")
+
+
+def _check_forward(x, w, b, groups, kernel, pads, dilation):
+    _check_weight(w, groups)
+    if x.shape[1] != w.shape[1] * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {_size(w.shape)}, expected "
+                           f"input{_size(x.shape)} to have {w.shape[1] * groups} channels, but "
+                           f"got {x.shape[1]} channels instead")
+    if b is not None and (b.ndim != 1 or b.shape[0] != w.shape[0]):
+        raise RuntimeError(f"Given weight of size {_size(w.shape)}, expected bias to be "
+                           f"1-dimensional with {w.shape[0]} elements, but got bias of size "
+                           f"{_size(b.shape)} instead")
+    padded = [s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads)]
+    extent = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
+    if any(p < e for p, e in zip(padded, extent)):
+        raise RuntimeError(f"Calculated padded input size per channel: "
+                           f"({' x '.join(map(str, padded))}). Kernel size: "
+                           f"({' x '.join(map(str, extent))}). Kernel size can't be greater "
+                           f"than actual input size")
+
+
+def _check_transposed(x, w, b, groups):
+    _check_weight(w, groups)
+    if x.shape[1] != w.shape[0]:
+        raise RuntimeError(f"Given transposed=1, weight of size {_size(w.shape)}, expected "
+                           f"input{_size(x.shape)} to have {w.shape[0]} channels, but got "
+                           f"{x.shape[1]} channels instead")
+    out_channels = w.shape[1] * groups
+    if b is not None and (b.ndim != 1 or b.shape[0] != out_channels):
+        raise RuntimeError(f"Given transposed=1, weight of size {_size(w.shape)}, expected bias "
+                           f"to be 1-dimensional with {out_channels} elements, but got bias of "
+                           f"size {_size(b.shape)} instead")
+
+
+_AXES = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}
+
+
+def _opad_message(opad, stride, dilation):
+    axes = _AXES[len(opad)]
+    parts = [f"output_padding_{a}: {p}" for a, p in zip(axes, opad)]
+    parts += [f"stride_{a}: {s}" for a, s in zip(axes, stride)]
+    parts += [f"dilation_{a}: {d}" for a, d in zip(axes, dilation)]
+    return "output padding must be smaller than either stride or dilation, but got " + \
+        " ".join(parts)
+
+
+def transposed_size(size, kernel, args):
+    """Spatial output size of a transposed convolution."""
+    return tuple((s - 1) * st - lo - hi + d * (k - 1) + op + 1
+                 for s, k, st, (lo, hi), d, op in zip(size, kernel, args.stride, args.pads,
+                                                      args.dilation, args.output_padding))
+
+
+def forward_size(size, kernel, args):
+    """Spatial output size of a convolution."""
+    return output_size(size, kernel, args.stride, args.pads, args.dilation)
