@@ -1,0 +1,50 @@
+"""Separable linear maps over the trailing dims: one small matrix per spatial dim.
+
+Average pooling, adaptive average pooling and every interpolation mode are linear in the
+input and act on each spatial dim independently, so each is a matrix per dim applied as a
+GEMM. The transpose (the backward) is the same op with the transposed matrices.
+"""
+
+from ember.ops._registry import op
+
+__all__ = ["apply_mats", "_along_dims"]
+
+
+def apply_mats(xp, x, mats):
+    """``x`` with ``mats[i]`` (out_i, in_i) applied along the i-th of its trailing dims."""
+    nd = len(mats)
+    for i, m in enumerate(mats):
+        if m is None:
+            continue
+        axis = x.ndim - nd + i
+        if m.dtype != x.dtype:
+            m = m.astype(x.dtype)
+        shape = x.shape
+        if x.size == 0 or m.size == 0:
+            x = xp.zeros(shape[:axis] + (m.shape[0],) + shape[axis + 1:], dtype=x.dtype)
+            continue
+        if axis == x.ndim - 1:
+            x = x.reshape(-1, shape[-1]) @ m.T
+        else:
+            pre = 1
+            for s in shape[:axis]:
+                pre *= s
+            x = m @ xp.ascontiguousarray(x).reshape(pre, shape[axis], -1)
+        x = x.reshape(shape[:axis] + (m.shape[0],) + shape[axis + 1:])
+    return x
+
+
+@op("_along_dims(input, mats)", method=False, saves_inputs=False)
+def _along_dims(xp, x, mats):
+    """``input`` with one matrix per trailing dim applied (``mats``: (out, in) arrays)."""
+    return apply_mats(xp, x, mats)
+
+
+@_along_dims.derivative
+def _(grad, x, mats):
+    return _along_dims(grad, transposed(mats))
+
+
+def transposed(mats):
+    """The matrices of the transposed map."""
+    return tuple(None if m is None else m.T for m in mats)
