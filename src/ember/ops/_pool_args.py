@@ -39,9 +39,10 @@ def check_rank(shape, nd, message):
         raise RuntimeError(message.format(list(shape)))
 
 
-def reject_dtype(kernel, dtype, allowed):
-    """PyTorch's NotImplementedError unless ``dtype`` (NumPy) is among ``allowed`` kinds/types."""
-    if dtype.kind in allowed or dtype in allowed:
+def reject_dtype(kernel, dtype, kinds, extra=()):
+    """PyTorch's NotImplementedError unless ``dtype`` (NumPy) is of one of the ``kinds`` or
+    among the ``extra`` dtypes."""
+    if dtype.kind in kinds or dtype in extra:
         return
     raise NotImplementedError(f"\"{kernel}\" not implemented for "
                               f"'{D.FROM_NUMPY[dtype]._torch_name}'")

@@ -18,12 +18,17 @@ def plane_offsets(xp, lead, plane):
     return (xp.arange(count, dtype=np.int64) * plane).reshape(tuple(lead) + (1,))
 
 
+def _per_slice(indices, lead):
+    """How many indices each leading slice holds (reshape cannot infer it when empty)."""
+    return int(np.prod(indices.shape[len(lead):], dtype=np.int64))
+
+
 @op("_plane_gather(input, indices, nd)", inputs=2, method=False)
 def _plane_gather(xp, x, indices, nd):
     """``input`` at the flat plane ``indices`` of its trailing ``nd`` dims (indices' shape)."""
     lead = x.shape[:x.ndim - nd]
     plane = int(np.prod(x.shape[x.ndim - nd:], dtype=np.int64))
-    flat = indices.reshape(lead + (-1,)) + plane_offsets(xp, lead, plane)
+    flat = indices.reshape(lead + (_per_slice(indices, lead),)) + plane_offsets(xp, lead, plane)
     return x.reshape(-1)[flat].reshape(indices.shape)
 
 
@@ -39,7 +44,8 @@ def _plane_scatter_add(xp, src, indices, size):
     lead = src.shape[:src.ndim - nd]
     plane = int(np.prod(size, dtype=np.int64))
     total = int(np.prod(lead, dtype=np.int64)) * plane
-    flat = (indices.reshape(lead + (-1,)) + plane_offsets(xp, lead, plane)).reshape(-1)
+    flat = (indices.reshape(lead + (_per_slice(indices, lead),))
+            + plane_offsets(xp, lead, plane)).reshape(-1)
     if src.dtype.kind == "c":
         out = xp.zeros(total, dtype=src.dtype)
         xp.add.at(out, flat, src.reshape(-1))

@@ -5,6 +5,8 @@ input and act on each spatial dim independently, so each is a matrix per dim app
 GEMM. The transpose (the backward) is the same op with the transposed matrices.
 """
 
+import numpy as np
+
 from ember.ops._registry import op
 
 __all__ = ["apply_mats", "_along_dims"]
@@ -13,6 +15,9 @@ __all__ = ["apply_mats", "_along_dims"]
 def apply_mats(xp, x, mats):
     """``x`` with ``mats[i]`` (out_i, in_i) applied along the i-th of its trailing dims."""
     nd = len(mats)
+    dtype = x.dtype
+    if dtype.itemsize == 2 and dtype.kind in "fV":      # 16-bit floats compute in float32
+        x = x.astype(np.float32)
     for i, m in enumerate(mats):
         if m is None:
             continue
@@ -31,7 +36,7 @@ def apply_mats(xp, x, mats):
                 pre *= s
             x = m @ xp.ascontiguousarray(x).reshape(pre, shape[axis], -1)
         x = x.reshape(shape[:axis] + (m.shape[0],) + shape[axis + 1:])
-    return x
+    return x if x.dtype == dtype else x.astype(dtype)
 
 
 @op("_along_dims(input, mats)", method=False, saves_inputs=False)

@@ -22,7 +22,7 @@ def _check(kind, nd, x, output_size):
                                f"tensor for argument #1 'self' (while checking arguments for "
                                f"{name})")
         out = output_size_arg(name, output_size, x.shape, 1)
-        shown, first = (x.shape[0], 1, x.shape[1]) if x.ndim == 2 else x.shape, 1
+        shown = (x.shape[0], 1, x.shape[1]) if x.ndim == 2 else x.shape
         name2 = f"adaptive_{kind}_pool2d"
     else:
         colon = ":" if kind == "max" else ""
@@ -32,8 +32,8 @@ def _check(kind, nd, x, output_size):
         if kind == "max" and isinstance(output_size, (tuple, list)) and len(output_size) != nd:
             raise RuntimeError(f"{name}(): internal error: output_size.size() must be {nd}")
         out = output_size_arg(name, output_size, x.shape, nd)
-        shown, first, name2 = x.shape, x.ndim - nd - 1, name
-    for d in range(first, len(shown)):
+        shown, name2 = x.shape, name
+    for d in range(len(shown) - nd, len(shown)):      # channels may be empty
         if shown[d] == 0:
             raise RuntimeError(f"{name2}(): Expected input to have non-zero size for non-batch "
                                f"dimensions, but input has sizes {list(shown)} with dimension "
@@ -79,7 +79,8 @@ def _adaptive_max(xp, x, nd, output_size):
         flat = flat + taps.reshape(shape) * stride
         stride *= size[i]
     flat = flat.reshape(out + (-1,))
-    windows = x.reshape(lead + (-1,))[..., xp.asarray(flat)]
+    plane = int(np.prod(size, dtype=np.int64))
+    windows = x.reshape(lead + (plane,))[..., xp.asarray(flat)]
     pick = windows.argmax(axis=-1)[..., None]
     values = xp.take_along_axis(windows, pick, axis=-1)[..., 0]
     index = xp.take_along_axis(xp.broadcast_to(xp.asarray(flat), windows.shape), pick,

@@ -143,8 +143,13 @@ def _avg_args(nd, x, kernel_size, stride, padding, ceil_mode, divisor_override):
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     if x.dtype is not None:
+        kinds = "f" if nd < 3 else ""               # PyTorch has no 16-bit avg_pool3d on CPU
+        extra = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
         reject_dtype("avg_pool3d_out_frame" if nd == 3 else "avg_pool2d", x.dtype,
-                     ("f", "V", np.dtype(np.int64)))
+                     kinds + ("V" if nd < 3 else ""), extra)
+    if nd == 3 and any(n < kk for n, kk in zip(x.shape[-3:], k)):
+        raise RuntimeError("input image (T: {} H: {} W: {}) smaller than kernel size "
+                           "(kT: {} kH: {} kW: {})".format(*x.shape[-3:], *k))
     out = pool_geometry(x.shape, nd, k, s, p, (1,) * nd, ceil_mode)
     return k, s, p, out
 

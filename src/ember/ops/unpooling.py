@@ -33,14 +33,14 @@ def _unpool_size(nd, x, indices, kernel_size, stride, padding, output_size):
 
 def _max_unpool(xp, x, indices, nd, kernel_size, stride, padding, output_size):
     low = max(nd, 2)
-    if x.ndim not in (low + 1, low + 2) or (nd == 1 and x.ndim != 2 and x.ndim != 3):
+    if x.ndim not in (nd + 1, nd + 2):
         got = x.ndim + (1 if nd == 1 else 0)
         raise RuntimeError(f"Input to max_unpooling{low}d should be a {low + 1}d or {low + 2}d "
                            f"Tensor, but got a tensor with {got} dimensions.")
     if indices.dtype != np.int64:
         from ember import _dtype as D
-        raise RuntimeError(f"elements in indices should be type int64 but got: "
-                           f"{D.FROM_NUMPY[indices.dtype]._torch_name}")
+        got = "" if nd == 3 else f" but got: {D.FROM_NUMPY[indices.dtype]._torch_name}"
+        raise RuntimeError(f"elements in indices should be type int64{got}")
     if indices.shape != x.shape:
         raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "
                            f"({list(x.shape)}) but got indices tensor with shape: "
@@ -54,9 +54,20 @@ def _max_unpool(xp, x, indices, nd, kernel_size, stride, padding, output_size):
                            f"{shown})")
     lead = x.shape[:x.ndim - nd]
     out = xp.zeros(lead + size, dtype=x.dtype)
-    flat = indices.reshape(lead + (-1,)) + plane_offsets(xp, lead, plane)
+    per_slice = int(np.prod(indices.shape[x.ndim - nd:], dtype=np.int64))
+    flat = indices.reshape(lead + (per_slice,)) + plane_offsets(xp, lead, plane)
     out.reshape(-1)[flat.reshape(-1)] = x.reshape(-1)
     return out
+
+
+def _functional(nd, registered):
+    def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+        _unpool_size(nd, input, indices, kernel_size, stride, padding, output_size)
+        return registered.function(input, indices, kernel_size, stride, padding, output_size)
+    max_unpool.__name__ = max_unpool.__qualname__ = f"max_unpool{nd}d"
+    max_unpool.__module__ = "ember.nn.functional"
+    max_unpool.__doc__ = registered.function.__doc__
+    return max_unpool
 
 
 def _unpool_op(nd):
@@ -73,7 +84,6 @@ def _unpool_op(nd):
     return registered
 
 
-for _nd in (1, 2, 3):
-    _unpool_op(_nd)
-
-FUNCTIONAL = {}
+# the public functions check output_size first: PyTorch raises ValueError there, and the
+# dispatcher turns errors escaping a forward into RuntimeError
+FUNCTIONAL = {f"max_unpool{nd}d": _functional(nd, _unpool_op(nd)) for nd in (1, 2, 3)}
