@@ -13,10 +13,10 @@ import numpy as np
 from ember import _dtype as D
 from ember.ops import grid_sampling, shuffle  # noqa: E402,F401
 from ember.ops._pool_args import adaptive_mats
-from ember.ops._registry import REGISTRY, op
+from ember.ops._registry import op
 from ember.ops._separable import _along_dims, apply_mats, transposed
 
-__all__ = ["interpolate"]
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
 
 _MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
 _NEEDS = {"linear": 3, "bilinear": 4, "trilinear": 5}
@@ -94,6 +94,9 @@ def _check(x, mode, antialias):
         raise RuntimeError(f"Non-empty {x.ndim}D data tensor expected but got a tensor with "
                            f"sizes {list(x.shape)}")
     kind = np.dtype(x.dtype)
+    if antialias and kind.itemsize == 2 and kind.kind in "fV":
+        raise NotImplementedError(f"\"compute_index_ranges_weights\" not implemented for "
+                                  f"'{D.FROM_NUMPY[kind]._torch_name}'")
     if kind.kind in "fV" or (kind == np.uint8 and mode != "area"):
         if kind == np.uint8 and mode not in ("nearest", "nearest-exact"):
             raise NotImplementedError(f"ember: interpolate(mode='{mode}') of uint8 input is "
@@ -224,35 +227,45 @@ class _Meta:
         self.shape, self.ndim = tuple(shape), len(shape)
 
 
-def _deprecated(name, mode=None, align_corners=None):
-    fn = REGISTRY["nn.functional.interpolate"].function
-
-    def upsample(input, size=None, scale_factor=None, *args):
-        warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` "
-                      f"instead.", stacklevel=2)
-        if mode is None:
-            return fn(input, size, scale_factor, *args)
-        return fn(input, size, scale_factor, mode, align_corners)
-    upsample.__name__ = upsample.__qualname__ = name
-    upsample.__module__ = "ember.nn.functional"
-    upsample.__doc__ = f"Deprecated: ``interpolate`` ({mode or 'any'} mode)."
-    return upsample
+def _functional_interpolate(input, size=None, scale_factor=None, mode="nearest",
+                           align_corners=None, recompute_scale_factor=None, antialias=False):
+    if input.ndim > 2:      # argument errors first: PyTorch raises these as ValueError, which
+        _spatial_args(input, size, scale_factor, mode, align_corners,  # the dispatcher would
+                      recompute_scale_factor, antialias)               # turn into RuntimeError
+    return interpolate.function(input, size, scale_factor, mode, align_corners,
+                                recompute_scale_factor, antialias)
 
 
-def _upsample():
-    fn = _deprecated("upsample")
-
-    def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
-        return fn(input, size, scale_factor, mode, align_corners)
-    upsample.__name__ = upsample.__qualname__ = "upsample"
-    upsample.__module__ = "ember.nn.functional"
-    upsample.__doc__ = "Deprecated: ``interpolate``."
-    return upsample
+def _warn_deprecated(name):
+    warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` "
+                  f"instead.", stacklevel=3)
 
 
-FUNCTIONAL = {"upsample": _upsample(),
-              "upsample_nearest": _deprecated("upsample_nearest", "nearest"),
-              "upsample_bilinear": _deprecated("upsample_bilinear", "bilinear", True)}
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated: ``interpolate``."""
+    _warn_deprecated("upsample")
+    return _functional_interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(mode='nearest')``."""
+    _warn_deprecated("upsample_nearest")
+    return _functional_interpolate(input, size, scale_factor, "nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(mode='bilinear', align_corners=True)``."""
+    _warn_deprecated("upsample_bilinear")
+    return _functional_interpolate(input, size, scale_factor, "bilinear", True)
+
+
+for _f in (_functional_interpolate, upsample, upsample_nearest, upsample_bilinear):
+    _f.__module__ = "ember.nn.functional"
+_functional_interpolate.__name__ = _functional_interpolate.__qualname__ = "interpolate"
+_functional_interpolate.__doc__ = interpolate.function.__doc__
+
+FUNCTIONAL = {"interpolate": _functional_interpolate, "upsample": upsample,
+              "upsample_nearest": upsample_nearest, "upsample_bilinear": upsample_bilinear}
 FUNCTIONAL.update(grid_sampling.FUNCTIONAL)
 FUNCTIONAL.update(shuffle.FUNCTIONAL)
 PUBLIC = dict(shuffle.PUBLIC)
