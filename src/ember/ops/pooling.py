@@ -53,58 +53,55 @@ def _max_args(nd, x, kernel_size, stride, padding, dilation, ceil_mode):
 
 
 def _max_pool(xp, x, nd, kernel_size, stride, padding, dilation, ceil_mode):
-    """(values, flat plane indices) of max pooling ``x`` over its trailing ``nd`` dims."""
+    """(values, flat plane indices) of max pooling ``x`` over its trailing ``nd`` dims.
+
+    The maximum is a running ``maximum`` over the kernel offsets' strided views (NaN wins);
+    the index is then the first in-bounds offset equal to it, except that a NaN maximum takes
+    the last NaN, as PyTorch's kernel does.
+    """
     k, s, p, d, out = _max_args(nd, x, kernel_size, stride, padding, dilation, ceil_mode)
     size = x.shape[-nd:]
-    lead = x.shape[:-nd]
     need = [(o - 1) * si + di * (ki - 1) + 1 - (n + pi)
             for o, si, di, ki, n, pi in zip(out, s, d, k, size, p)]
-    if any(p) or any(v > 0 for v in need):
-        pads = [(0, 0)] * len(lead) + [(pi, max(v, 0)) for pi, v in zip(p, need)]
+    padded = any(p) or any(v > 0 for v in need)
+    if padded:
+        pads = [(0, 0)] * (x.ndim - nd) + [(pi, max(v, 0)) for pi, v in zip(p, need)]
         x = xp.pad(x, pads, constant_values=_lowest(x.dtype))
-    plane_strides = [int(np.prod(size[i + 1:], dtype=np.int64)) for i in range(nd)]
-    # per-dim input coordinate of output position o at kernel offset j: o*s - p + j*d
-    grids = [np.arange(o) * si - pi for o, si, pi in zip(out, s, p)]
+    offsets = list(np.ndindex(*k))
+    views = [x[(Ellipsis,) + tuple(slice(j * di, j * di + (o - 1) * si + 1, si)
+                                   for j, di, si, o in zip(js, d, s, out))] for js in offsets]
+    best = views[0].copy()
+    for view in views[1:]:
+        xp.maximum(best, view, out=best)
+    # per dim and kernel offset: the flat-index term and the in-bounds mask of each position
+    terms, inside = [], []
+    for i in range(nd):
+        stride_i = int(np.prod(size[i + 1:], dtype=np.int64))
+        shape = (-1,) + (1,) * (nd - 1 - i)
+        coords = [np.arange(out[i]) * s[i] - p[i] + j * d[i] for j in range(k[i])]
+        terms.append([xp.asarray(np.clip(c, 0, size[i] - 1) * stride_i).reshape(shape)
+                      for c in coords])
+        inside.append([xp.asarray((c >= 0) & (c < size[i])).reshape(shape) for c in coords])
 
-    def flat_index(offsets):
-        total = 0
-        for i, (g, j) in enumerate(zip(grids, offsets)):
-            c = np.clip(g + j * d[i], 0, size[i] - 1) * plane_strides[i]
-            total = total + c.reshape((-1,) + (1,) * (nd - 1 - i))
-        return xp.asarray(total)
+    def flat_and_valid(js):
+        flat, valid = terms[0][js[0]], inside[0][js[0]]
+        for i in range(1, nd):
+            flat, valid = flat + terms[i][js[i]], valid & inside[i][js[i]]
+        return flat, valid
 
-    first = []          # the first in-bounds offset of each window (PyTorch's initial index)
-    for g, di in zip(grids, d):
-        first.append(np.where(g < 0, -(g // di), 0))
-    best = None
-    is_float = x.dtype.kind in "fV"
-    for offsets in np.ndindex(*k):
-        view = x[(Ellipsis,) + tuple(slice(j * di, j * di + (o - 1) * si + 1, si)
-                                     for j, di, si, o in zip(offsets, d, s, out))]
-        where = flat_index(offsets)
-        if best is None:
-            best = view.copy()
-            index = xp.broadcast_to(_first_index(xp, grids, first, d, size, plane_strides, nd),
-                                    view.shape).copy()
-            if is_float:
-                taken = (view > _lowest(x.dtype)) | xp.isnan(view)
-            else:
-                taken = view > _lowest(x.dtype)
-        else:
-            taken = view > best
-            if is_float:
-                taken |= xp.isnan(view)
-        best = xp.where(taken, view, best)
-        index = xp.where(taken, where, index)
+    index = xp.zeros(best.shape, np.int64)
+    hit = xp.empty(best.shape, bool)
+    for js, view in zip(reversed(offsets), reversed(views)):   # the first match is written last
+        flat, valid = flat_and_valid(js)
+        xp.equal(view, best, out=hit)
+        if padded:
+            hit &= valid
+        xp.copyto(index, flat, where=hit)
+    if x.dtype.kind in "fV" and xp.isnan(best).any():
+        for js, view in zip(offsets, views):
+            flat, valid = flat_and_valid(js)
+            xp.copyto(index, flat, where=xp.isnan(view) & valid)
     return best, index
-
-
-def _first_index(xp, grids, first, d, size, plane_strides, nd):
-    total = 0
-    for i, (g, f) in enumerate(zip(grids, first)):
-        c = np.clip(g + f * d[i], 0, size[i] - 1) * plane_strides[i]
-        total = total + c.reshape((-1,) + (1,) * (nd - 1 - i))
-    return xp.asarray(total, dtype=np.int64)
 
 
 def _max_pool_op(nd, namespace):
