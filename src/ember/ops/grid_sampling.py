@@ -125,8 +125,12 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         return _bicubic(input, raw, sizes, padding_mode, align_corners)
     coords = [_pad_coords(c, s, padding_mode, align_corners) for c, s in zip(raw, sizes)]
     if mode == "nearest":
+        import ember
         values, valid = _gather(input, [c.round() for c in coords], sizes)
-        return values * valid.to(input.dtype)
+        out = values * valid.to(input.dtype)
+        if grid.requires_grad:      # PyTorch gives the grid a zero gradient, not none
+            out = ember.where(ember.ones((), dtype=ember.bool), out, grid[..., 0].unsqueeze(1))
+        return out
     low = [c.floor() for c in coords]
     frac = [c - f for c, f in zip(coords, low)]
     out = None
