@@ -11,6 +11,7 @@ import numpy as np
 from ember.ops import adaptive_pooling, unpooling  # noqa: E402,F401
 from ember.ops._pool_args import (check_rank, pool_geometry, reject_dtype, tuple_arg,
                                   window_mats)
+from ember.ops._max_sweep import max_sweep
 from ember.ops._pool_index import _plane_scatter_add
 from ember.ops._registry import REGISTRY, op
 from ember.ops._separable import _along_dims, apply_mats, transposed
@@ -36,10 +37,6 @@ def _check_rank(name, nd, x):
     check_rank(x.shape, nd, _MAX_RANK[nd])
 
 
-def _lowest(dtype):
-    return -np.inf if dtype.kind in "fc" or dtype.kind == "V" else np.iinfo(dtype).min
-
-
 def _max_args(nd, x, kernel_size, stride, padding, dilation, ceil_mode):
     name = f"max_pool{nd}d"
     style = "arg" if nd == 1 else None
@@ -53,55 +50,9 @@ def _max_args(nd, x, kernel_size, stride, padding, dilation, ceil_mode):
 
 
 def _max_pool(xp, x, nd, kernel_size, stride, padding, dilation, ceil_mode):
-    """(values, flat plane indices) of max pooling ``x`` over its trailing ``nd`` dims.
-
-    The maximum is a running ``maximum`` over the kernel offsets' strided views (NaN wins);
-    the index is then the first in-bounds offset equal to it, except that a NaN maximum takes
-    the last NaN, as PyTorch's kernel does.
-    """
+    """(values, flat plane indices) of max pooling ``x`` over its trailing ``nd`` dims."""
     k, s, p, d, out = _max_args(nd, x, kernel_size, stride, padding, dilation, ceil_mode)
-    size = x.shape[-nd:]
-    need = [(o - 1) * si + di * (ki - 1) + 1 - (n + pi)
-            for o, si, di, ki, n, pi in zip(out, s, d, k, size, p)]
-    padded = any(p) or any(v > 0 for v in need)
-    if padded:
-        pads = [(0, 0)] * (x.ndim - nd) + [(pi, max(v, 0)) for pi, v in zip(p, need)]
-        x = xp.pad(x, pads, constant_values=_lowest(x.dtype))
-    offsets = list(np.ndindex(*k))
-    views = [x[(Ellipsis,) + tuple(slice(j * di, j * di + (o - 1) * si + 1, si)
-                                   for j, di, si, o in zip(js, d, s, out))] for js in offsets]
-    best = views[0].copy()
-    for view in views[1:]:
-        xp.maximum(best, view, out=best)
-    # per dim and kernel offset: the flat-index term and the in-bounds mask of each position
-    terms, inside = [], []
-    for i in range(nd):
-        stride_i = int(np.prod(size[i + 1:], dtype=np.int64))
-        shape = (-1,) + (1,) * (nd - 1 - i)
-        coords = [np.arange(out[i]) * s[i] - p[i] + j * d[i] for j in range(k[i])]
-        terms.append([xp.asarray(np.clip(c, 0, size[i] - 1) * stride_i).reshape(shape)
-                      for c in coords])
-        inside.append([xp.asarray((c >= 0) & (c < size[i])).reshape(shape) for c in coords])
-
-    def flat_and_valid(js):
-        flat, valid = terms[0][js[0]], inside[0][js[0]]
-        for i in range(1, nd):
-            flat, valid = flat + terms[i][js[i]], valid & inside[i][js[i]]
-        return flat, valid
-
-    index = xp.zeros(best.shape, np.int64)
-    hit = xp.empty(best.shape, bool)
-    for js, view in zip(reversed(offsets), reversed(views)):   # the first match is written last
-        flat, valid = flat_and_valid(js)
-        xp.equal(view, best, out=hit)
-        if padded:
-            hit &= valid
-        xp.copyto(index, flat, where=hit)
-    if x.dtype.kind in "fV" and xp.isnan(best).any():
-        for js, view in zip(offsets, views):
-            flat, valid = flat_and_valid(js)
-            xp.copyto(index, flat, where=xp.isnan(view) & valid)
-    return best, index
+    return max_sweep(xp, x, nd, k, s, p, d, out)
 
 
 def _max_pool_op(nd, namespace):
