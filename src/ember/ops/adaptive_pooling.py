@@ -127,7 +127,6 @@ def _functional_max(nd):
     return adaptive_max_pool
 
 
-PUBLIC = {}
 FUNCTIONAL = {f"adaptive_max_pool{nd}d": _functional_max(nd) for nd in (1, 2, 3)}
 FUNCTIONAL.update({"adaptive_avg_pool1d": "adaptive_avg_pool1d",
                    "adaptive_max_pool1d_with_indices": "adaptive_max_pool1d"})

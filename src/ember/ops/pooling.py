@@ -1,9 +1,8 @@
 """Max and average pooling over 1, 2 or 3 spatial dims (``F.max_pool2d``, ``F.avg_pool2d``).
 
-Max pooling sweeps the kernel offsets (a handful) over strided views of the padded input,
-keeping the running maximum and its flat plane index exactly as PyTorch's kernel does (the
-first maximum wins, a NaN always wins); its gradient is a scatter-add through the indices.
-Average pooling is a separable linear map (ops/_separable.py).
+Max pooling is a sweep over the kernel offsets' strided views (ops/_max_sweep.py) giving the
+values and their flat plane indices; its gradient is a scatter-add through the indices
+(ops/_pool_index.py). Average pooling is a separable linear map (ops/_separable.py).
 """
 
 import numpy as np
@@ -189,7 +188,7 @@ def _lp_pool(nd):
             out = avg(input.pow(norm_type), k, stride, 0, ceil_mode)
         else:
             out = avg(input.pow(norm_type), k, padding=0, ceil_mode=ceil_mode)
-        return (out.sign() * out.abs().clamp(min=0)).mul(int(np.prod(k))).pow(1.0 / norm_type)
+        return (out.sign() * out.abs()).mul(int(np.prod(k))).pow(1.0 / norm_type)
     lp_pool.__name__ = lp_pool.__qualname__ = f"lp_pool{nd}d"
     lp_pool.__module__ = "ember.nn.functional"
     lp_pool.__doc__ = f"{nd}-D power-average pooling: the p-norm of each window."
@@ -204,4 +203,3 @@ FUNCTIONAL.update({"max_pool1d_with_indices": "max_pool1d_with_indices",
 FUNCTIONAL.update({f"lp_pool{nd}d": _lp_pool(nd) for nd in (1, 2, 3)})
 FUNCTIONAL.update(adaptive_pooling.FUNCTIONAL)
 FUNCTIONAL.update(unpooling.FUNCTIONAL)
-PUBLIC.update(adaptive_pooling.PUBLIC)

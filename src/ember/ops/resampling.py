@@ -268,5 +268,4 @@ FUNCTIONAL = {"interpolate": _functional_interpolate, "upsample": upsample,
               "upsample_nearest": upsample_nearest, "upsample_bilinear": upsample_bilinear}
 FUNCTIONAL.update(grid_sampling.FUNCTIONAL)
 FUNCTIONAL.update(shuffle.FUNCTIONAL)
-PUBLIC = dict(shuffle.PUBLIC)
 ALIASES = dict(shuffle.ALIASES)

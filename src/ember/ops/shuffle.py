@@ -84,7 +84,6 @@ def _(grad, x, groups):
     return channel_shuffle(grad, grad.shape[1] // groups or 1)
 
 
-PUBLIC = {}
 FUNCTIONAL = {"pixel_shuffle": "pixel_shuffle", "pixel_unshuffle": "pixel_unshuffle",
               "channel_shuffle": "channel_shuffle", "native_channel_shuffle": "channel_shuffle"}
 ALIASES = {"native_channel_shuffle": "channel_shuffle"}
