@@ -30,34 +30,32 @@ def max_sweep(xp, x, nd, k, s, p, d, out):
     best = views[0].copy()
     for view in views[1:]:
         xp.maximum(best, view, out=best)
-    # per dim and kernel offset: the flat-index term and the in-bounds mask of each position
-    terms, inside = [], []
+    # the flat index is start[o] + delta[j] (position o, kernel offset j); the sweep records
+    # only j, in the narrowest integer type, then looks up delta once
+    start, delta, inside = 0, np.zeros(k, np.int64), []
     for i in range(nd):
         stride_i = int(np.prod(size[i + 1:], dtype=np.int64))
         shape = (-1,) + (1,) * (nd - 1 - i)
-        coords = [np.arange(out[i]) * s[i] - p[i] + j * d[i] for j in range(k[i])]
-        terms.append([xp.asarray(np.clip(c, 0, size[i] - 1) * stride_i).reshape(shape)
-                      for c in coords])
-        inside.append([xp.asarray((c >= 0) & (c < size[i])).reshape(shape) for c in coords])
+        first = np.arange(out[i]) * s[i] - p[i]
+        start = start + (first * stride_i).reshape(shape)
+        delta += (np.arange(k[i]) * d[i] * stride_i).reshape((-1,) + (1,) * (nd - 1 - i))
+        inside.append([xp.asarray((first + j * d[i] >= 0) & (first + j * d[i] < size[i]))
+                       .reshape(shape) for j in range(k[i])])
 
-    def flat_and_valid(js):
-        flat, valid = terms[0][js[0]], inside[0][js[0]]
+    def valid(js):
+        mask = inside[0][js[0]]
         for i in range(1, nd):
-            flat, valid = flat + terms[i][js[i]], valid & inside[i][js[i]]
-        return flat, valid
+            mask = mask & inside[i][js[i]]
+        return mask
 
-    index = xp.zeros(best.shape, np.int64)
+    which = xp.zeros(best.shape, np.min_scalar_type(len(offsets)))
     hit = xp.empty(best.shape, bool)
-    for js, view in zip(reversed(offsets), reversed(views)):   # the first match is written last
-        flat, valid = flat_and_valid(js)
-        xp.equal(view, best, out=hit)
+    for n in range(len(offsets) - 1, -1, -1):       # the first match is written last
+        xp.equal(views[n], best, out=hit)
         if padded:
-            hit &= valid
-        xp.copyto(index, flat, where=hit)
+            hit &= valid(offsets[n])
+        xp.copyto(which, n, where=hit)
     if x.dtype.kind in "fV" and xp.isnan(best).any():
-        for js, view in zip(offsets, views):
-            flat, valid = flat_and_valid(js)
-            xp.copyto(index, flat, where=xp.isnan(view) & valid)
-    return best, index
-
-
+        for n, view in enumerate(views):
+            xp.copyto(which, n, where=xp.isnan(view) & valid(offsets[n]))
+    return best, xp.asarray(delta.reshape(-1)).take(which) + xp.asarray(start)

@@ -37,16 +37,20 @@ def _(grad, x, indices, nd):
     return _plane_scatter_add(grad, indices, tuple(x.shape[x.ndim - nd:])), None
 
 
-@op("_plane_scatter_add(src, indices, size)", inputs=2, method=False)
-def _plane_scatter_add(xp, src, indices, size):
-    """Zeros of spatial ``size`` per slice with ``src`` added at its flat plane ``indices``."""
+@op("_plane_scatter_add(src, indices, size, unique=False)", inputs=2, method=False)
+def _plane_scatter_add(xp, src, indices, size, unique):
+    """Zeros of spatial ``size`` per slice with ``src`` added at its flat plane ``indices``
+    (``unique``: no index repeats within a slice, so plain assignment does)."""
     nd = len(size)
     lead = src.shape[:src.ndim - nd]
     plane = int(np.prod(size, dtype=np.int64))
     total = int(np.prod(lead, dtype=np.int64)) * plane
     flat = (indices.reshape(lead + (_per_slice(indices, lead),))
             + plane_offsets(xp, lead, plane)).reshape(-1)
-    if src.dtype.kind == "c":
+    if unique:
+        out = xp.zeros(total, dtype=src.dtype)
+        out[flat] = src.reshape(-1)
+    elif src.dtype.kind == "c":
         out = xp.zeros(total, dtype=src.dtype)
         xp.add.at(out, flat, src.reshape(-1))
     else:       # bincount sums repeats far faster than add.at (it works in float64)
@@ -56,5 +60,5 @@ def _plane_scatter_add(xp, src, indices, size):
 
 
 @_plane_scatter_add.derivative
-def _(grad, src, indices, size):
+def _(grad, src, indices, size, unique):
     return _plane_gather(grad, indices, len(size)), None

@@ -102,7 +102,9 @@ def _max_op(nd, name, namespace):
 
     @registered.derivative
     def _(grads, x, output_size, *, out):
-        return _plane_scatter_add(grads[0], out[1], tuple(x.shape[x.ndim - nd:]))
+        size = tuple(x.shape[x.ndim - nd:])
+        disjoint = all(n % o == 0 for n, o in zip(size, out[1].shape[out[1].ndim - nd:]))
+        return _plane_scatter_add(grads[0], out[1], size, disjoint)
     return registered
 
 

@@ -66,8 +66,12 @@ def _max_pool_op(nd, namespace):
                     namespace=namespace, grad_fn_name=f"MaxPool{nd}DWithIndicesBackward0")(forward)
 
     @registered.derivative
-    def _(grads, x, *params, out):
-        return _plane_scatter_add(grads[0], out[1], tuple(x.shape[x.ndim - nd:]))
+    def _(grads, x, kernel_size, stride, padding, dilation, *rest, out):
+        k = tuple_arg("", "", kernel_size, nd)
+        s = tuple_arg("", "", stride, nd, optional=True) or k
+        d = tuple_arg("", "", dilation, nd)
+        disjoint = all(si >= di * (ki - 1) + 1 for ki, si, di in zip(k, s, d))
+        return _plane_scatter_add(grads[0], out[1], tuple(x.shape[x.ndim - nd:]), disjoint)
     return registered
 
 

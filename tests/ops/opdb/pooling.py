@@ -296,9 +296,12 @@ def _scatter_samples(dtype, requires_grad):
     yield SampleInput(make((2, 2, 3), dtype, requires_grad), (idx, (2, 3)), name="repeats")
     yield SampleInput(make((2, 2, 3), dtype, requires_grad, noncontiguous=True), (idx, (6,)),
                       name="noncontiguous")
+    distinct = ember.tensor([[[5, 0, 2], [1, 3, 4]], [[0, 1, 2], [4, 3, 5]]])
+    yield SampleInput(make((2, 2, 3), dtype, requires_grad), (distinct, (2, 3), True),
+                      name="unique")
 
 
-def _scatter_ref(src, indices, size):
+def _scatter_ref(src, indices, size, unique=False):
     nd = len(size)
     lead = src.shape[:src.ndim - nd]
     out = np.zeros(lead + (int(np.prod(size)),), src.dtype)
@@ -311,7 +314,7 @@ def _torch_plane_gather(x, indices, nd):
     return x.flatten(-nd).gather(-1, indices.flatten(-nd)).view(indices.shape)
 
 
-def _torch_plane_scatter(src, indices, size):
+def _torch_plane_scatter(src, indices, size, unique=False):
     nd = len(size)
     lead = tuple(src.shape[:src.ndim - nd])
     out = src.new_zeros(lead + (int(np.prod(size)),))
