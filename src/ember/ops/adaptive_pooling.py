@@ -46,8 +46,11 @@ def _check(kind, nd, x, output_size):
 def _avg_op(nd, namespace):
     def forward(xp, x, output_size):
         out = _check("avg", nd, x, output_size)
-        if all(o == 1 for o in out):
-            return x.mean(axis=tuple(range(x.ndim - nd, x.ndim)), keepdims=True)
+        if all(o == 1 for o in out):        # global pooling: a GEMV beats a short-row mean
+            lead, plane = x.shape[:x.ndim - nd], int(np.prod(x.shape[x.ndim - nd:]))
+            work = x if x.dtype.itemsize > 2 else x.astype(np.float32)
+            mean = work.reshape(lead + (plane,)) @ xp.full(plane, 1.0 / plane, work.dtype)
+            return mean.astype(x.dtype, copy=False).reshape(lead + (1,) * nd)
         return apply_mats(xp, x, adaptive_mats(x.shape[-nd:], out))
     forward.__doc__ = f"{nd}-D adaptive average pooling to ``output_size``."
     registered = op(f"adaptive_avg_pool{nd}d(input, output_size)", method=False,
