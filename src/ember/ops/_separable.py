@@ -18,6 +18,8 @@ def apply_mats(xp, x, mats):
     dtype = x.dtype
     if dtype.itemsize == 2 and dtype.kind in "fV":      # 16-bit floats compute in float32
         x = x.astype(np.float32)
+    # a GEMM would spread a NaN or an infinity through every zero weight of its row
+    finite = x.dtype.kind not in "fc" or bool(xp.isfinite(x).all())
     for i, m in enumerate(mats):
         if m is None:
             continue
@@ -28,6 +30,9 @@ def apply_mats(xp, x, mats):
         if x.size == 0 or m.size == 0:
             x = xp.zeros(shape[:axis] + (m.shape[0],) + shape[axis + 1:], dtype=x.dtype)
             continue
+        if not finite:
+            x = _by_taps(xp, x, m, axis)
+            continue
         if axis == x.ndim - 1:
             x = x.reshape(-1, shape[-1]) @ m.T
         else:
@@ -37,6 +42,22 @@ def apply_mats(xp, x, mats):
             x = m @ xp.ascontiguousarray(x).reshape(pre, shape[axis], -1)
         x = x.reshape(shape[:axis] + (m.shape[0],) + shape[axis + 1:])
     return x if x.dtype == dtype else x.astype(dtype)
+
+
+def _by_taps(xp, x, m, axis):
+    """``m`` applied along ``axis`` as a sum over each row's nonzero weights only."""
+    nonzero = m != 0
+    taps = int(nonzero.sum(axis=1).max())
+    order = np.argsort(~nonzero, axis=1, kind="stable")[:, :taps]   # nonzero columns first
+    weights = np.take_along_axis(m, order, axis=1)
+    used = np.take_along_axis(nonzero, order, axis=1)
+    shape = [1] * x.ndim
+    shape[axis] = m.shape[0]
+    out = xp.zeros(x.shape[:axis] + (m.shape[0],) + x.shape[axis + 1:], dtype=x.dtype)
+    for t in range(taps):
+        term = x.take(xp.asarray(order[:, t]), axis=axis) * weights[:, t].reshape(shape)
+        out += xp.where(xp.asarray(used[:, t].reshape(shape)), term, 0)
+    return out
 
 
 @op("_along_dims(input, mats)", method=False, saves_inputs=False)

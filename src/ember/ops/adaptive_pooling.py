@@ -89,7 +89,12 @@ def _adaptive_max(xp, x, nd, output_size):
     flat = flat.reshape(out + (-1,))
     plane = int(np.prod(size, dtype=np.int64))
     windows = x.reshape(lead + (plane,))[..., xp.asarray(flat)]
-    pick = windows.argmax(axis=-1)[..., None]
+    pick = windows.argmax(axis=-1)[..., None]        # the first maximum, or the first NaN
+    if windows.dtype.kind in "fV":
+        nan = xp.isnan(windows)
+        if nan.any():       # PyTorch's kernel keeps the last NaN of a window
+            last = windows.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)[..., None]
+            pick = xp.where(nan.any(axis=-1, keepdims=True), last, pick)
     values = xp.take_along_axis(windows, pick, axis=-1)[..., 0]
     index = xp.take_along_axis(xp.broadcast_to(xp.asarray(flat), windows.shape), pick,
                                axis=-1)[..., 0]

@@ -96,6 +96,8 @@ def _adaptive_ref(nd, kind):
                 values[(Ellipsis,) + o] = flat.mean(-1)
                 continue
             pick = flat.argmax(-1)
+            nan = np.isnan(flat)        # PyTorch keeps the last NaN of a window
+            pick = np.where(nan.any(-1), flat.shape[-1] - 1 - nan[..., ::-1].argmax(-1), pick)
             values[(Ellipsis,) + o] = np.take_along_axis(flat, pick[..., None], -1)[..., 0]
             local = np.unravel_index(pick, tuple(c - a for a, c in b))
             indices[(Ellipsis,) + o] = np.ravel_multi_index(
@@ -137,7 +139,19 @@ def _max_samples(nd):
                           {"stride": 1}, name="tuple_noncontiguous")
         yield SampleInput(make((0,) + shape[1:], dtype, requires_grad), (2,), name="empty")
         yield SampleInput(make(_TINY[nd], dtype, requires_grad), (2, 1), name="tiny")
+        if not requires_grad and dtype.is_floating_point:
+            yield SampleInput(_with_nans(make(shape, dtype), nd), (3, 2, 1), name="nans")
     return samples
+
+
+def _with_nans(x, nd):
+    """``x`` with a NaN pair in one window and a whole row of NaNs elsewhere."""
+    x = x.clone()
+    first = (0,) * (x.ndim - nd)
+    x[first + (1,) * nd] = float("nan")
+    x[first + (2,) * nd] = float("nan")
+    x[(x.shape[0] - 1,) + (Ellipsis,) + (x.shape[-1] - 1,)] = float("nan")
+    return x
 
 
 def _avg_samples(nd):
@@ -172,6 +186,8 @@ def _adaptive_samples(nd):
                           name="noncontiguous_upsampled")
         yield SampleInput(make((0,) + shape[1:], dtype, requires_grad), (2,), name="empty")
         yield SampleInput(make(_TINY[nd], dtype, requires_grad), (2,), name="tiny")
+        if not requires_grad:
+            yield SampleInput(_with_nans(make(shape, dtype), nd), (3,), name="nans")
     return samples
 
 
