@@ -52,6 +52,19 @@ def test_bilinear_align_corners_keeps_corners_and_is_linear_between():
     assert_close(out, [[[[0.0, 1.0, 2.0, 3.0], [3.0, 4.0, 5.0, 6.0], [6.0, 7.0, 8.0, 9.0]]]])
 
 
+def test_non_finite_values_stay_in_their_taps():
+    # PyTorch reads both taps of a linear interpolation even at weight 0, so 0 * inf makes
+    # NaN (here also from the height taps, both on the one row with weights 1 and 0), but a
+    # NaN or infinity never leaks into windows that do not contain it
+    x = ember.tensor([[[[0.0, math.inf, 2.0]]]])
+    out = F.interpolate(x, size=(1, 5), mode="bilinear", align_corners=True)
+    assert_close(out, [[[[math.nan, math.nan, math.nan, math.nan, 2.0]]]], equal_nan=True)
+    pooled = F.avg_pool2d(ember.tensor([[[[0.0, math.inf, 2.0, 3.0]]]]), (1, 2))
+    assert_close(pooled, [[[[math.inf, 2.5]]]])
+    adaptive = F.adaptive_avg_pool2d(ember.tensor([[[[0.0, math.nan, 2.0, 3.0]]]]), (1, 2))
+    assert_close(adaptive, [[[[math.nan, 2.5]]]], equal_nan=True)
+
+
 def test_area_mode_is_adaptive_average():
     x = ember.randn(2, 3, 6, 9)
     assert_close(F.interpolate(x, size=(3, 4), mode="area"), F.adaptive_avg_pool2d(x, (3, 4)))

@@ -91,3 +91,15 @@ def test_affine_grid_parity(size, align_corners):
     theta = RNG.standard_normal((size[0], len(size) - 2, len(size) - 1))
     _compare(lambda nn: None, [theta],
              lambda m, F, t: F.affine_grid(t, size, align_corners))
+
+
+@pytest.mark.parametrize("mode,kwargs", [("bilinear", {}), ("bilinear", {"align_corners": True}),
+                                         ("bicubic", {}), ("area", {}), ("nearest", {}),
+                                         ("bilinear", {"antialias": True})])
+@pytest.mark.parametrize("size", [(3, 4), (9, 7)])
+def test_interpolate_non_finite_parity(mode, kwargs, size):
+    x = RNG.standard_normal((2, 2, 6, 5))
+    x[0, 0, 1, 1], x[1, 1, 3, 2], x[0, 1, 4, 4] = np.nan, np.inf, -np.inf
+    got = ember.nn.functional.interpolate(ember.tensor(x), size=size, mode=mode, **kwargs)
+    want = torch.nn.functional.interpolate(torch.tensor(x), size=size, mode=mode, **kwargs)
+    np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-6, atol=1e-6)

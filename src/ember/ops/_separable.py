@@ -9,7 +9,20 @@ import numpy as np
 
 from ember.ops._registry import op
 
-__all__ = ["apply_mats", "_along_dims"]
+__all__ = ["Taps", "apply_mats", "transposed", "_along_dims"]
+
+
+class Taps:
+    """One dim's map as source taps: output i is the sum over t of weight[i, t] times the
+    input at index[i, t], for the taps ``used`` marks (all by default), zero weights included.
+    PyTorch's interpolation kernels read their taps that way, so an infinity under a zero
+    weight gives NaN; a plain matrix skips zero entries on non-finite inputs instead."""
+
+    def __init__(self, index, weight, size, used=None):
+        self.index, self.weight, self.used = index, weight, used
+        self.matrix = np.zeros((index.shape[0], size))
+        keep = weight if used is None else weight * used
+        np.add.at(self.matrix, (np.arange(index.shape[0])[:, None], index), keep)
 
 
 def apply_mats(xp, x, mats):
@@ -24,6 +37,11 @@ def apply_mats(xp, x, mats):
         if m is None:
             continue
         axis = x.ndim - nd + i
+        if isinstance(m, Taps):
+            if not finite:
+                x = _tap_sum(xp, x, m.index, m.weight, m.used, axis)
+                continue
+            m = m.matrix
         if m.dtype != x.dtype:
             m = m.astype(x.dtype)
         shape = x.shape
@@ -49,14 +67,18 @@ def _by_taps(xp, x, m, axis):
     nonzero = m != 0
     taps = int(nonzero.sum(axis=1).max())
     order = np.argsort(~nonzero, axis=1, kind="stable")[:, :taps]   # nonzero columns first
-    weights = np.take_along_axis(m, order, axis=1)
-    used = np.take_along_axis(nonzero, order, axis=1)
+    return _tap_sum(xp, x, order, np.take_along_axis(m, order, axis=1),
+                    np.take_along_axis(nonzero, order, axis=1), axis)
+
+
+def _tap_sum(xp, x, index, weight, used, axis):
     shape = [1] * x.ndim
-    shape[axis] = m.shape[0]
-    out = xp.zeros(x.shape[:axis] + (m.shape[0],) + x.shape[axis + 1:], dtype=x.dtype)
-    for t in range(taps):
-        term = x.take(xp.asarray(order[:, t]), axis=axis) * weights[:, t].reshape(shape)
-        out += xp.where(xp.asarray(used[:, t].reshape(shape)), term, 0)
+    shape[axis] = index.shape[0]
+    out = xp.zeros(x.shape[:axis] + (index.shape[0],) + x.shape[axis + 1:], dtype=x.dtype)
+    for t in range(index.shape[1]):
+        term = x.take(xp.asarray(index[:, t]), axis=axis) * \
+            xp.asarray(weight[:, t].reshape(shape), dtype=x.dtype)
+        out += term if used is None else xp.where(xp.asarray(used[:, t].reshape(shape)), term, 0)
     return out
 
 
@@ -73,4 +95,5 @@ def _(grad, x, mats):
 
 def transposed(mats):
     """The matrices of the transposed map."""
-    return tuple(None if m is None else m.T for m in mats)
+    return tuple(None if m is None else (m.matrix if isinstance(m, Taps) else m).T
+                 for m in mats)

@@ -14,7 +14,7 @@ from ember import _dtype as D
 from ember.ops import grid_sampling, shuffle  # noqa: E402,F401
 from ember.ops._pool_args import adaptive_mats
 from ember.ops._registry import op
-from ember.ops._separable import _along_dims, apply_mats, transposed
+from ember.ops._separable import Taps, _along_dims, apply_mats, transposed
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
 
@@ -129,11 +129,7 @@ def _linear_mat(n, o, scale, align_corners):
     src = _source(n, o, scale, align_corners, False)
     i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
     lam = src - i0
-    m = np.zeros((o, n))
-    rows = np.arange(o)
-    np.add.at(m, (rows, i0), 1 - lam)
-    np.add.at(m, (rows, np.minimum(i0 + 1, n - 1)), lam)
-    return m
+    return Taps(np.stack([i0, np.minimum(i0 + 1, n - 1)], 1), np.stack([1 - lam, lam], 1), n)
 
 
 def _cubic_mat(n, o, scale, align_corners):
@@ -145,11 +141,8 @@ def _cubic_mat(n, o, scale, align_corners):
          ((a + 2) * t - (a + 3)) * t * t + 1,
          ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
          ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]
-    m = np.zeros((o, n))
-    rows = np.arange(o)
-    for j, wj in zip(range(-1, 3), w):
-        np.add.at(m, (rows, np.clip(i + j, 0, n - 1)), wj)
-    return m
+    index = np.stack([np.clip(i + j, 0, n - 1) for j in range(-1, 3)], 1)
+    return Taps(index, np.stack(w, 1), n)
 
 
 def _aa_mat(n, o, scale, align_corners, cubic):
@@ -174,7 +167,10 @@ def _aa_mat(n, o, scale, align_corners, cubic):
         w = np.maximum(1 - x, 0.0)
     w = w * inside
     total = w.sum(axis=1, keepdims=True)
-    return w / np.where(total == 0, 1, total)
+    w = w / np.where(total == 0, 1, total)
+    taps = np.arange(max(int((xmax - xmin).max()), 1))
+    index = np.minimum(xmin[:, None] + taps, n - 1)
+    return Taps(index, np.take_along_axis(w, index, 1), n, taps < (xmax - xmin)[:, None])
 
 
 def _mats(shape, out, scales, mode, align_corners, antialias):
