@@ -1,4 +1,5 @@
-"""Interpolation (``F.interpolate`` and the deprecated ``F.upsample*``).
+"""Interpolation (``F.interpolate`` and the deprecated ``F.upsample*``); this stub module
+also gathers grid sampling (grid_sampling.py) and the shuffles (shuffle.py).
 
 Every mode is linear in the input and separable over the spatial dims: a small (out, in)
 matrix per dim (ops/_separable.py), built with PyTorch's source-index rules. Nearest modes
