@@ -1,3 +1,268 @@
-"""(stub) filled in by the nn work."""
+"""Interpolation (``F.interpolate`` and the deprecated ``F.upsample*``); this stub module
+also gathers grid sampling (grid_sampling.py) and the shuffles (shuffle.py).
 
-FUNCTIONAL = {}
+Every mode is linear in the input and separable over the spatial dims: a small (out, in)
+matrix per dim (ops/_separable.py), built with PyTorch's source-index rules. Nearest modes
+gather instead (exact, and fine for uint8); their gradient uses the one-hot matrices.
+"""
+
+import math
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember.ops import grid_sampling, shuffle  # noqa: E402,F401
+from ember.ops._pool_args import adaptive_mats
+from ember.ops._registry import op
+from ember.ops._separable import Taps, _along_dims, apply_mats, transposed
+
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
+
+_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+_NEEDS = {"linear": 3, "bilinear": 4, "trilinear": 5}
+_AXES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
+_CUBIC_A = -0.75
+
+
+def _spatial_args(x, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                  antialias):
+    """Checked (output size, per-dim scale passed to the kernel or None) for interpolate."""
+    nd = x.ndim - 2
+    if mode in ("nearest", "area", "nearest-exact") and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if antialias and not (mode in ("bilinear", "bicubic") and x.ndim == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos "
+                         "modes and requires a 4-D tensor as input")
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    spatial = list(x.shape[2:])
+    if size is not None:
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+        if isinstance(size, (list, tuple)):
+            if len(size) != nd:
+                raise ValueError(f"Input and output must have the same number of spatial "
+                                 f"dimensions, but got input with spatial dimensions of "
+                                 f"{spatial} and output size of {size}. Please provide input "
+                                 f"tensor in (N, C, d1, d2, ...,dK) format and output size in "
+                                 f"(o1, o2, ...,oK) format.")
+            out = list(size)
+        else:
+            out = [size] * nd
+        if any(not isinstance(v, (int, np.integer)) or isinstance(v, bool) for v in out):
+            raise TypeError(f"upsample_{mode}{nd}d() received an invalid combination of "
+                            f"arguments: output_size must be a tuple of ints, got {size}")
+        scales = [None] * nd
+    elif scale_factor is not None:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != nd:
+                raise ValueError(f"Input and scale_factor must have the same number of spatial "
+                                 f"dimensions, but got input with spatial dimensions of "
+                                 f"{spatial} and scale_factor of shape {scale_factor}. Please "
+                                 f"provide input tensor in (N, C, d1, d2, ...,dK) format and "
+                                 f"scale_factor in (s1, s2, ...,sK) format.")
+            scales = [float(s) for s in scale_factor]
+        else:
+            scales = [float(scale_factor)] * nd
+        out = [math.floor(n * s) for n, s in zip(spatial, scales)]
+        if recompute_scale_factor:
+            scales = [None] * nd
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    out = [int(v) for v in out]
+    if any(v <= 0 for v in spatial + out):
+        names = _AXES[nd]
+        ins = ", ".join(f"{n}: {v}" for n, v in zip(names, spatial))
+        outs = ", ".join(f"{n}: {v}" for n, v in zip(names, out))
+        joint = " and" if nd == 1 else ""
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
+                           f"({ins}){joint} output ({outs})")
+    return tuple(out), scales
+
+
+def _check(x, mode, antialias):
+    if mode not in _MODES or x.ndim not in (3, 4, 5) or (mode == "bicubic" and x.ndim != 4):
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {x.ndim}D) for the "
+            f"modes: nearest | linear | bilinear | bicubic | trilinear | lanczos | area | "
+            f"nearest-exact (got {mode})")
+    if mode in _NEEDS and x.ndim != _NEEDS[mode]:
+        raise NotImplementedError(f"Got {x.ndim}D input, but {mode} mode needs "
+                                  f"{_NEEDS[mode]}D input")
+    if 0 in x.shape[1:]:
+        raise RuntimeError(f"Non-empty {x.ndim}D data tensor expected but got a tensor with "
+                           f"sizes {list(x.shape)}")
+    kind = np.dtype(x.dtype)
+    if antialias and kind.itemsize == 2 and kind.kind in "fV":
+        raise NotImplementedError(f"\"compute_index_ranges_weights\" not implemented for "
+                                  f"'{D.FROM_NUMPY[kind]._torch_name}'")
+    if kind.kind in "fV" or (kind == np.uint8 and mode != "area"):
+        if kind == np.uint8 and mode not in ("nearest", "nearest-exact"):
+            raise NotImplementedError(f"ember: interpolate(mode='{mode}') of uint8 input is "
+                                      f"not supported; convert to float first")
+        return
+    name = {"area": "adaptive_avg_pool2d"}.get(mode, f"upsample_{mode}{x.ndim - 2}d")
+    raise NotImplementedError(f"\"{name}\" not implemented for "
+                              f"'{D.FROM_NUMPY[kind]._torch_name}'")
+
+
+def _nearest_index(n, o, scale, exact):
+    """PyTorch's nearest source index per output position (computed in float32 as it does)."""
+    s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(n) / o
+    dst = np.arange(o, dtype=np.float32)
+    src = np.floor(((dst + np.float32(0.5)) if exact else dst) * s).astype(np.int64)
+    return np.minimum(src, n - 1)
+
+
+def _source(n, o, scale, align_corners, cubic):
+    """Real-valued source coordinate of each output position (linear and cubic modes)."""
+    dst = np.arange(o, dtype=np.float64)
+    if align_corners:
+        return dst * ((n - 1) / (o - 1) if o > 1 else 0.0)
+    s = 1.0 / scale if scale is not None and scale > 0 else n / o
+    src = s * (dst + 0.5) - 0.5
+    return src if cubic else np.maximum(src, 0.0)
+
+
+def _linear_mat(n, o, scale, align_corners):
+    src = _source(n, o, scale, align_corners, False)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    lam = src - i0
+    return Taps(np.stack([i0, np.minimum(i0 + 1, n - 1)], 1), np.stack([1 - lam, lam], 1), n)
+
+
+def _cubic_mat(n, o, scale, align_corners):
+    src = _source(n, o, scale, align_corners, True)
+    i = np.floor(src).astype(np.int64)
+    t = src - i
+    a = _CUBIC_A
+    w = [((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+         ((a + 2) * t - (a + 3)) * t * t + 1,
+         ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+         ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]
+    index = np.stack([np.clip(i + j, 0, n - 1) for j in range(-1, 3)], 1)
+    return Taps(index, np.stack(w, 1), n)
+
+
+def _aa_mat(n, o, scale, align_corners, cubic):
+    """Antialiased (bilinear/bicubic) weights: the filter widened by the downscale factor."""
+    if align_corners:
+        s = (n - 1) / (o - 1) if o > 1 else 0.0
+    else:
+        s = 1.0 / scale if scale is not None and scale > 0 else n / o
+    support = (2.0 if cubic else 1.0) * max(s, 1.0)
+    inv = 1.0 / max(s, 1.0)
+    center = s * (np.arange(o) + 0.5)
+    xmin = np.maximum(np.floor(center - support + 0.5), 0).astype(np.int64)
+    xmax = np.minimum(np.floor(center + support + 0.5), n).astype(np.int64)
+    pos = np.arange(n)
+    inside = (pos >= xmin[:, None]) & (pos < xmax[:, None])
+    x = np.abs((pos[None, :] - center[:, None] + 0.5) * inv)
+    if cubic:
+        a = -0.5
+        w = np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                     np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))
+    else:
+        w = np.maximum(1 - x, 0.0)
+    w = w * inside
+    total = w.sum(axis=1, keepdims=True)
+    w = w / np.where(total == 0, 1, total)
+    taps = np.arange(max(int((xmax - xmin).max()), 1))
+    index = np.minimum(xmin[:, None] + taps, n - 1)
+    return Taps(index, np.take_along_axis(w, index, 1), n, taps < (xmax - xmin)[:, None])
+
+
+def _mats(shape, out, scales, mode, align_corners, antialias):
+    mats = []
+    for n, o, s in zip(shape, out, scales):
+        if mode in ("nearest", "nearest-exact"):
+            m = np.zeros((o, n))
+            m[np.arange(o), _nearest_index(n, o, s, mode == "nearest-exact")] = 1
+        elif antialias:
+            m = _aa_mat(n, o, s, align_corners, mode == "bicubic")
+        elif mode == "bicubic":
+            m = _cubic_mat(n, o, s, align_corners)
+        elif mode == "area":
+            m = adaptive_mats((n,), (o,))[0]
+        else:
+            m = _linear_mat(n, o, s, align_corners)
+        mats.append(m)
+    return mats
+
+
+@op("interpolate(input, size=None, scale_factor=None, mode='nearest', align_corners=None, "
+    "recompute_scale_factor=None, antialias=False)", namespace="nn.functional",
+    saves_inputs=False, grad_fn_name="UpsampleBackward0")
+def interpolate(xp, x, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                antialias):
+    """Resample ``input`` to ``size`` (or by ``scale_factor``) with the given ``mode``."""
+    _check(x, mode, antialias)
+    out, scales = _spatial_args(x, size, scale_factor, mode, align_corners,
+                                recompute_scale_factor, antialias)
+    if mode in ("nearest", "nearest-exact"):
+        for i, (n, o, s) in enumerate(zip(x.shape[2:], out, scales)):
+            if n != o:
+                x = x.take(xp.asarray(_nearest_index(n, o, s, mode == "nearest-exact")),
+                           axis=2 + i)
+        return x
+    return apply_mats(xp, x, _mats(x.shape[2:], out, scales, mode, align_corners, antialias))
+
+
+@interpolate.derivative
+def _(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
+    out = tuple(grad.shape[2:])
+    _, scales = _spatial_args(_Meta(x.shape), size, scale_factor, mode, align_corners,
+                              recompute_scale_factor, antialias)
+    return _along_dims(grad, transposed(_mats(tuple(x.shape[2:]), out, scales, mode,
+                                              align_corners, antialias)))
+
+
+class _Meta:
+    def __init__(self, shape):
+        self.shape, self.ndim = tuple(shape), len(shape)
+
+
+def _functional_interpolate(input, size=None, scale_factor=None, mode="nearest",
+                           align_corners=None, recompute_scale_factor=None, antialias=False):
+    if input.ndim > 2:      # argument errors first: PyTorch raises these as ValueError, which
+        _spatial_args(input, size, scale_factor, mode, align_corners,  # the dispatcher would
+                      recompute_scale_factor, antialias)               # turn into RuntimeError
+    return interpolate.function(input, size, scale_factor, mode, align_corners,
+                                recompute_scale_factor, antialias)
+
+
+def _warn_deprecated(name):
+    warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` "
+                  f"instead.", stacklevel=3)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated: ``interpolate``."""
+    _warn_deprecated("upsample")
+    return _functional_interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(mode='nearest')``."""
+    _warn_deprecated("upsample_nearest")
+    return _functional_interpolate(input, size, scale_factor, "nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(mode='bilinear', align_corners=True)``."""
+    _warn_deprecated("upsample_bilinear")
+    return _functional_interpolate(input, size, scale_factor, "bilinear", True)
+
+
+for _f in (_functional_interpolate, upsample, upsample_nearest, upsample_bilinear):
+    _f.__module__ = "ember.nn.functional"
+_functional_interpolate.__name__ = _functional_interpolate.__qualname__ = "interpolate"
+_functional_interpolate.__doc__ = interpolate.function.__doc__
+
+FUNCTIONAL = {"interpolate": _functional_interpolate, "upsample": upsample,
+              "upsample_nearest": upsample_nearest, "upsample_bilinear": upsample_bilinear}
+FUNCTIONAL.update(grid_sampling.FUNCTIONAL)
+FUNCTIONAL.update(shuffle.FUNCTIONAL)
+ALIASES = dict(shuffle.ALIASES)

@@ -1,3 +1,235 @@
-"""(stub) filled in by the nn work."""
+"""Pooling layers: max, average, adaptive, power-average pooling and max unpooling."""
 
-__all__ = []
+from ember.nn import functional as F
+from ember.nn.modules.module import Module
+
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d",
+           "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
+
+
+def _ntuple(value, n):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
+
+
+class _MaxPoolNd(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+    def forward(self, input):
+        return self._function(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                              ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class MaxPool1d(_MaxPoolNd):
+    """1-D max pooling over an input of shape (N, C, L) or (C, L)."""
+
+    _function = staticmethod(F.max_pool1d)
+
+
+class MaxPool2d(_MaxPoolNd):
+    """2-D max pooling over an input of shape (N, C, H, W) or (C, H, W)."""
+
+    _function = staticmethod(F.max_pool2d)
+
+
+class MaxPool3d(_MaxPoolNd):
+    """3-D max pooling over an input of shape (N, C, D, H, W) or (C, D, H, W)."""
+
+    _function = staticmethod(F.max_pool3d)
+
+
+class AvgPool1d(Module):
+    """1-D average pooling over an input of shape (N, C, L) or (C, L)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
+        super().__init__()
+        self.kernel_size = _ntuple(kernel_size, 1)
+        self.stride = _ntuple(stride if stride is not None else kernel_size, 1)
+        self.padding = _ntuple(padding, 1)
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+
+class _AvgPoolNd(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def forward(self, input):
+        return self._function(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                              self.count_include_pad, self.divisor_override)
+
+
+class AvgPool2d(_AvgPoolNd):
+    """2-D average pooling over an input of shape (N, C, H, W) or (C, H, W)."""
+
+    _function = staticmethod(F.avg_pool2d)
+
+
+class AvgPool3d(_AvgPoolNd):
+    """3-D average pooling over an input of shape (N, C, D, H, W) or (C, D, H, W)."""
+
+    _function = staticmethod(F.avg_pool3d)
+
+
+class _AdaptiveAvgPoolNd(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+    def forward(self, input):
+        return self._function(input, self.output_size)
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
+    """1-D average pooling to a fixed output length."""
+
+    _function = staticmethod(F.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
+    """2-D average pooling to a fixed output size (None keeps that dim's input size)."""
+
+    _function = staticmethod(F.adaptive_avg_pool2d)
+
+
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
+    """3-D average pooling to a fixed output size (None keeps that dim's input size)."""
+
+    _function = staticmethod(F.adaptive_avg_pool3d)
+
+
+class _AdaptiveMaxPoolNd(Module):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+    def forward(self, input):
+        return self._function(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """1-D max pooling to a fixed output length."""
+
+    _function = staticmethod(F.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """2-D max pooling to a fixed output size (None keeps that dim's input size)."""
+
+    _function = staticmethod(F.adaptive_max_pool2d)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """3-D max pooling to a fixed output size (None keeps that dim's input size)."""
+
+    _function = staticmethod(F.adaptive_max_pool3d)
+
+
+class _LPPoolNd(Module):
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
+    def forward(self, input):
+        return self._function(input, float(self.norm_type), self.kernel_size, self.stride,
+                              self.ceil_mode)
+
+
+class LPPool1d(_LPPoolNd):
+    """1-D power-average pooling: the p-norm of each window."""
+
+    _function = staticmethod(F.lp_pool1d)
+
+
+class LPPool2d(_LPPoolNd):
+    """2-D power-average pooling: the p-norm of each window."""
+
+    _function = staticmethod(F.lp_pool2d)
+
+
+class LPPool3d(_LPPoolNd):
+    """3-D power-average pooling: the p-norm of each window."""
+
+    _function = staticmethod(F.lp_pool3d)
+
+
+class _MaxUnpoolNd(Module):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        n = self._nd
+        self.kernel_size = _ntuple(kernel_size, n)
+        self.stride = _ntuple(stride if stride is not None else kernel_size, n)
+        self.padding = _ntuple(padding, n)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def forward(self, input, indices, output_size=None):
+        return self._function(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool1d: maxima back at their indices, zeros elsewhere."""
+
+    _nd = 1
+    _function = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool2d: maxima back at their indices, zeros elsewhere."""
+
+    _nd = 2
+    _function = staticmethod(F.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool3d: maxima back at their indices, zeros elsewhere."""
+
+    _nd = 3
+    _function = staticmethod(F.max_unpool3d)

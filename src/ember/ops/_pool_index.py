@@ -1,0 +1,64 @@
+"""Gather and scatter-add over the flattened spatial plane of each (batch, channel) slice.
+
+Max pooling and unpooling address an element by its flat index within the trailing ``nd``
+spatial dims (PyTorch's ``indices``). These two internal ops are each other's derivative,
+so every pooling gradient built on them can be differentiated again.
+"""
+
+import numpy as np
+
+from ember.ops._registry import op
+
+__all__ = ["_plane_gather", "_plane_scatter_add", "plane_offsets"]
+
+
+def plane_offsets(xp, lead, plane):
+    """Per-slice offsets (shape ``lead`` + (1,)) that turn plane indices into global ones."""
+    count = int(np.prod(lead, dtype=np.int64))
+    return (xp.arange(count, dtype=np.int64) * plane).reshape(tuple(lead) + (1,))
+
+
+def _per_slice(indices, lead):
+    """How many indices each leading slice holds (reshape cannot infer it when empty)."""
+    return int(np.prod(indices.shape[len(lead):], dtype=np.int64))
+
+
+@op("_plane_gather(input, indices, nd)", inputs=2, method=False)
+def _plane_gather(xp, x, indices, nd):
+    """``input`` at the flat plane ``indices`` of its trailing ``nd`` dims (indices' shape)."""
+    lead = x.shape[:x.ndim - nd]
+    plane = int(np.prod(x.shape[x.ndim - nd:], dtype=np.int64))
+    flat = indices.reshape(lead + (_per_slice(indices, lead),)) + plane_offsets(xp, lead, plane)
+    return x.reshape(-1)[flat].reshape(indices.shape)
+
+
+@_plane_gather.derivative
+def _(grad, x, indices, nd):
+    return _plane_scatter_add(grad, indices, tuple(x.shape[x.ndim - nd:])), None
+
+
+@op("_plane_scatter_add(src, indices, size, unique=False)", inputs=2, method=False)
+def _plane_scatter_add(xp, src, indices, size, unique):
+    """Zeros of spatial ``size`` per slice with ``src`` added at its flat plane ``indices``
+    (``unique``: no index repeats within a slice, so plain assignment does)."""
+    nd = len(size)
+    lead = src.shape[:src.ndim - nd]
+    plane = int(np.prod(size, dtype=np.int64))
+    total = int(np.prod(lead, dtype=np.int64)) * plane
+    flat = (indices.reshape(lead + (_per_slice(indices, lead),))
+            + plane_offsets(xp, lead, plane)).reshape(-1)
+    if unique:
+        out = xp.zeros(total, dtype=src.dtype)
+        out[flat] = src.reshape(-1)
+    elif src.dtype.kind == "c":
+        out = xp.zeros(total, dtype=src.dtype)
+        xp.add.at(out, flat, src.reshape(-1))
+    else:       # bincount sums repeats far faster than add.at (it works in float64)
+        out = xp.bincount(flat, weights=src.reshape(-1), minlength=total).astype(src.dtype,
+                                                                                 copy=False)
+    return out.reshape(tuple(lead) + tuple(size))
+
+
+@_plane_scatter_add.derivative
+def _(grad, src, indices, size, unique):
+    return _plane_gather(grad, indices, len(size)), None

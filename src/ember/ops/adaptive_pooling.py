@@ -1,0 +1,142 @@
+"""Adaptive average and max pooling: windows sized so the output has a given size."""
+
+import numpy as np
+
+from ember.ops._max_sweep import max_sweep
+from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
+from ember.ops._pool_index import _plane_scatter_add
+from ember.ops._registry import REGISTRY, op
+from ember.ops._separable import _along_dims, apply_mats, transposed
+
+__all__ = ["adaptive_avg_pool1d", "adaptive_max_pool1d"]
+
+_RANKS = {1: "2D or 3D", 2: "3D or 4D", 3: "4D or 5D"}
+
+
+def _check(kind, nd, x, output_size):
+    """The checked output size of an adaptive pool of ``x`` (NumPy array)."""
+    name = f"adaptive_{kind}_pool{nd}d"
+    kernel = f"adaptive_{kind}_pool2d" if nd < 3 else f"adaptive_{kind}_pool3d_cpu"
+    if nd == 1:
+        if x.ndim not in (2, 3):
+            raise RuntimeError(f"Expected 2 to 3 dimensions, but got {x.ndim}-dimensional "
+                               f"tensor for argument #1 'self' (while checking arguments for "
+                               f"{name})")
+        out = output_size_arg(name, output_size, x.shape, 1)
+        shown = (x.shape[0], 1, x.shape[1]) if x.ndim == 2 else x.shape
+        name2 = f"adaptive_{kind}_pool2d"
+    else:
+        colon = ":" if kind == "max" else ""
+        if x.ndim not in (nd + 1, nd + 2):
+            raise RuntimeError(f"{name}(): Expected {_RANKS[nd]} tensor, but got{colon} "
+                               f"{list(x.shape)}")
+        if kind == "max" and isinstance(output_size, (tuple, list)) and len(output_size) != nd:
+            raise RuntimeError(f"{name}(): internal error: output_size.size() must be {nd}")
+        out = output_size_arg(name, output_size, x.shape, nd)
+        shown, name2 = x.shape, name
+    for d in range(len(shown) - nd, len(shown)):      # channels may be empty
+        if shown[d] == 0:
+            raise RuntimeError(f"{name2}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(shown)} with dimension "
+                               f"{d} being empty")
+    reject_dtype(kernel, x.dtype, "fV")
+    return out
+
+
+def _avg_op(nd, namespace):
+    def forward(xp, x, output_size):
+        out = _check("avg", nd, x, output_size)
+        if all(o == 1 for o in out):        # global pooling: a GEMV beats a short-row mean
+            lead, plane = x.shape[:x.ndim - nd], int(np.prod(x.shape[x.ndim - nd:]))
+            work = x if x.dtype.itemsize > 2 else x.astype(np.float32)
+            mean = work.reshape(lead + (plane,)) @ xp.full(plane, 1.0 / plane, work.dtype)
+            return mean.astype(x.dtype, copy=False).reshape(lead + (1,) * nd)
+        return apply_mats(xp, x, adaptive_mats(x.shape[-nd:], out))
+    forward.__doc__ = f"{nd}-D adaptive average pooling to ``output_size``."
+    registered = op(f"adaptive_avg_pool{nd}d(input, output_size)", method=False,
+                    saves_inputs=False, namespace=namespace,
+                    grad_fn_name=f"AdaptiveAvgPool{nd}DBackward0")(forward)
+
+    @registered.derivative
+    def _(grad, x, output_size):
+        size = tuple(x.shape[x.ndim - nd:])
+        if all(o == 1 for o in grad.shape[grad.ndim - nd:]):
+            return grad.expand(tuple(x.shape)) / float(np.prod(size))
+        out = tuple(grad.shape[grad.ndim - nd:])
+        return _along_dims(grad, transposed(adaptive_mats(size, out)))
+    return registered
+
+
+def _adaptive_max(xp, x, nd, output_size):
+    out = _check("max", nd, x, output_size)
+    size = x.shape[-nd:]
+    lead = x.shape[:-nd]
+    if 0 in out:
+        return xp.zeros(lead + out, x.dtype), xp.zeros(lead + out, np.int64)
+    k = tuple(n // o for n, o in zip(size, out))
+    if all(n % o == 0 for n, o in zip(size, out)) and np.prod(k) <= 16:
+        # equal small windows: the max-pooling sweep (a few passes over strided views)
+        return max_sweep(xp, x, nd, k, k, (0,) * nd, (1,) * nd, out)
+    flat = np.zeros(out + (1,) * nd, np.int64)      # plane index of each (position, tap)
+    stride = 1
+    for i in range(nd - 1, -1, -1):
+        lo, hi = adaptive_bounds(size[i], out[i])
+        taps = np.minimum(lo[:, None] + np.arange((hi - lo).max()), hi[:, None] - 1)
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = taps.shape
+        flat = flat + taps.reshape(shape) * stride
+        stride *= size[i]
+    flat = flat.reshape(out + (-1,))
+    plane = int(np.prod(size, dtype=np.int64))
+    windows = x.reshape(lead + (plane,))[..., xp.asarray(flat)]
+    pick = windows.argmax(axis=-1)[..., None]        # the first maximum, or the first NaN
+    if windows.dtype.kind in "fV":
+        nan = xp.isnan(windows)
+        if nan.any():       # PyTorch's kernel keeps the last NaN of a window
+            last = windows.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)[..., None]
+            pick = xp.where(nan.any(axis=-1, keepdims=True), last, pick)
+    values = xp.take_along_axis(windows, pick, axis=-1)[..., 0]
+    index = xp.take_along_axis(xp.broadcast_to(xp.asarray(flat), windows.shape), pick,
+                               axis=-1)[..., 0]
+    return values, index
+
+
+def _max_op(nd, name, namespace):
+    def forward(xp, x, output_size):
+        return _adaptive_max(xp, x, nd, output_size)
+    forward.__doc__ = f"{nd}-D adaptive max pooling: (values, flat spatial indices)."
+    registered = op(f"{name}(input, output_size)", method=False, saves_inputs=False,
+                    namespace=namespace, grad_fn_name=f"AdaptiveMaxPool{nd}DBackward0")(forward)
+
+    @registered.derivative
+    def _(grads, x, output_size, *, out):
+        size = tuple(x.shape[x.ndim - nd:])
+        disjoint = all(n % o == 0 for n, o in zip(size, out[1].shape[out[1].ndim - nd:]))
+        return _plane_scatter_add(grads[0], out[1], size, disjoint)
+    return registered
+
+
+adaptive_avg_pool1d = _avg_op(1, None)
+_avg_op(2, "nn.functional")
+_avg_op(3, "nn.functional")
+adaptive_max_pool1d = _max_op(1, "adaptive_max_pool1d", None)
+_max_op(2, "adaptive_max_pool2d_with_indices", "nn.functional")
+_max_op(3, "adaptive_max_pool3d_with_indices", "nn.functional")
+
+
+def _functional_max(nd):
+    target = REGISTRY["adaptive_max_pool1d" if nd == 1 else
+                      f"nn.functional.adaptive_max_pool{nd}d_with_indices"].function
+
+    def adaptive_max_pool(input, output_size, return_indices=False):
+        out = target(input, output_size)
+        return out if return_indices else out[0]
+    adaptive_max_pool.__name__ = adaptive_max_pool.__qualname__ = f"adaptive_max_pool{nd}d"
+    adaptive_max_pool.__module__ = "ember.nn.functional"
+    adaptive_max_pool.__doc__ = f"{nd}-D adaptive max pooling (optionally with indices)."
+    return adaptive_max_pool
+
+
+FUNCTIONAL = {f"adaptive_max_pool{nd}d": _functional_max(nd) for nd in (1, 2, 3)}
+FUNCTIONAL.update({"adaptive_avg_pool1d": "adaptive_avg_pool1d",
+                   "adaptive_max_pool1d_with_indices": "adaptive_max_pool1d"})

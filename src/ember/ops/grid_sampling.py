@@ -1,0 +1,202 @@
+"""``F.grid_sample`` and ``F.affine_grid``, composed of differentiable ember ops.
+
+Sampling is a weighted sum of the input at the corners around each grid point: the corner
+values come from a gather over the spatial plane (whose derivative scatters back to the
+input) and the weights are smooth in the grid, so both gradients come from the ops used.
+"""
+
+import warnings
+
+import numpy as np
+
+__all__ = ["grid_sample", "affine_grid"]
+
+_DEFAULT_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
+                    "align_corners=False since 1.3.0. Please specify align_corners=True if the "
+                    "old behavior is desired. See the documentation of grid_sample for details.")
+_CUBIC_A = -0.75
+
+
+def _unnormalize(c, size, align_corners):
+    if align_corners:
+        return (c + 1) * ((size - 1) / 2)
+    return ((c + 1) * size - 1) / 2
+
+
+def _reflect(c, twice_low, twice_high):
+    import ember
+    if twice_low == twice_high:
+        return ember.zeros_like(c)
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    c = (c - low).abs()
+    extra = ember.fmod(c, span)
+    flips = (c / span).floor()
+    return ember.where(ember.fmod(flips, 2) == 0, extra + low, span - extra + low)
+
+
+def _clip(c, size):
+    """``c`` clamped to [0, size - 1]; like PyTorch, no gradient at or beyond the ends."""
+    import ember
+    return ember.where((c > 0) & (c < size - 1), c, c.detach().clamp(0, size - 1))
+
+
+def _pad_coords(c, size, padding_mode, align_corners):
+    """Source coordinates after the padding rule (border clamps; reflection mirrors)."""
+    if padding_mode == "border":
+        return _clip(c, size)
+    if padding_mode == "reflection":
+        if align_corners:
+            c = _reflect(c, 0, 2 * (size - 1))
+        else:
+            c = _reflect(c, -1, 2 * size - 1)
+        return _clip(c, size)
+    return c
+
+
+def _gather(input, coords, sizes):
+    """The input at integer ``coords`` (one (N, *out) tensor per spatial dim), zero outside,
+    as (N, C, *out)."""
+    from ember.ops._pool_index import _plane_gather
+    valid, flat, stride = None, 0, 1
+    for c, size in zip(reversed(coords), reversed(sizes)):
+        ok = (c >= 0) & (c <= size - 1)
+        valid = ok if valid is None else valid & ok
+        flat = flat + c.clamp(0, size - 1).long() * stride
+        stride *= size
+    n, ch = input.shape[:2]
+    index = flat.unsqueeze(1).expand((n, ch) + tuple(flat.shape[1:]))
+    values = _plane_gather(input, index, len(sizes))
+    return values, valid.unsqueeze(1)
+
+
+def _cubic_weights(t):
+    a = _CUBIC_A
+    return [((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+            ((a + 2) * t - (a + 3)) * t * t + 1,
+            ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+            ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]
+
+
+def _check_sample(input, grid, mode, padding_mode):
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
+                         f"'nearest' or 'bicubic', but got: '{mode}'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
+                         f"'border', or 'reflection', but got: '{padding_mode}'")
+    nd = input.ndim - 2
+    if grid.shape[-1] != nd or grid.ndim != input.ndim:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {nd} in last "
+                           f"dimension, but got grid with sizes {list(grid.shape)}")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, "
+                           f"but got input with sizes {list(input.shape)} and grid with sizes "
+                           f"{list(grid.shape)}")
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number "
+                           f"of dimensions, but got input with sizes {list(input.shape)} and "
+                           f"grid with sizes {list(grid.shape)}")
+    for d in range(2, input.ndim):
+        if input.shape[d] == 0:
+            raise RuntimeError(f"grid_sampler(): expected input to have non-empty spatial "
+                               f"dimensions, but input has sizes {list(input.shape)} with "
+                               f"dimension {d} being empty")
+    if mode == "bicubic" and nd != 2:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    if not input.dtype.is_floating_point:
+        kernel = "grid_sampler_2d_cpu_kernel_impl" if nd == 2 else "grid_sampler_3d_cpu"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{input.dtype._torch_name}'")
+    if input.dtype is not grid.dtype:
+        raise RuntimeError(f"expected scalar type {input.dtype._torch_name} but found "
+                           f"{grid.dtype._torch_name}")
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """Sample ``input`` at the normalized ``grid`` locations (x, y[, z] in [-1, 1])."""
+    _check_sample(input, grid, mode, padding_mode)
+    if align_corners is None:
+        warnings.warn(_DEFAULT_WARNING, stacklevel=2)
+        align_corners = False
+    sizes = tuple(input.shape[2:])
+    nd = len(sizes)
+    raw = [_unnormalize(grid[..., nd - 1 - d], sizes[d], align_corners) for d in range(nd)]
+    if mode == "bicubic":
+        return _bicubic(input, raw, sizes, padding_mode, align_corners)
+    coords = [_pad_coords(c, s, padding_mode, align_corners) for c, s in zip(raw, sizes)]
+    if mode == "nearest":
+        import ember
+        values, valid = _gather(input, [c.round() for c in coords], sizes)
+        out = values * valid.to(input.dtype)
+        if grid.requires_grad:      # PyTorch gives the grid a zero gradient, not none
+            out = ember.where(ember.ones((), dtype=ember.bool), out, grid[..., 0].unsqueeze(1))
+        return out
+    low = [c.floor() for c in coords]
+    frac = [c - f for c, f in zip(coords, low)]
+    out = None
+    for corner in np.ndindex(*(2,) * nd):
+        where = [f + b for f, b in zip(low, corner)]
+        weight = None
+        for t, b in zip(frac, corner):
+            w = t if b else 1 - t
+            weight = w if weight is None else weight * w
+        values, valid = _gather(input, where, sizes)
+        term = values * (weight.unsqueeze(1) * valid.to(input.dtype))
+        out = term if out is None else out + term
+    return out
+
+
+def _bicubic(input, raw, sizes, padding_mode, align_corners):
+    low = [c.floor() for c in raw]
+    weights = [_cubic_weights(c - f) for c, f in zip(raw, low)]
+    out = None
+    for i in range(4):
+        for j in range(4):
+            taps = [low[0] + (i - 1), low[1] + (j - 1)]
+            taps = [_pad_coords(t, s, padding_mode, align_corners) for t, s in zip(taps, sizes)]
+            values, valid = _gather(input, taps, sizes)
+            w = (weights[0][i] * weights[1][j]).unsqueeze(1) * valid.to(input.dtype)
+            out = values * w if out is None else out + values * w
+    return out
+
+
+def _base_coords(n, align_corners):
+    if n <= 1:
+        return np.zeros(max(n, 0))
+    c = np.linspace(-1, 1, n)
+    return c if align_corners else c * (n - 1) / n
+
+
+def affine_grid(theta, size, align_corners=None):
+    """The sampling grid of the affine maps ``theta`` (N, 2, 3) or (N, 3, 4) for ``size``."""
+    import ember
+    if align_corners is None:
+        warnings.warn(_DEFAULT_WARNING, stacklevel=2)
+        align_corners = False
+    if not theta.dtype.is_floating_point:
+        raise ValueError(f"Expected theta to have floating point type, but got "
+                         f"{str(theta.dtype).replace('ember', 'torch')}")
+    size = tuple(size)
+    if len(size) not in (4, 5):
+        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D "
+                                  f"affine transforms, respectively. Got size {size}.")
+    nd = len(size) - 2
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (nd, nd + 1):
+        raise ValueError(f"Expected a batch of {nd}D affine matrices of shape Nx{nd}x{nd + 1} "
+                         f"for size {size}. Got {theta.shape}.")
+    if theta.shape[0] != size[0]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{size[0]}, {nd + 1}] but got: [{theta.shape[0]}, {nd + 1}].")
+    spatial = size[2:]
+    if align_corners and min(spatial) == 1:
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size "
+                      "grids when align_corners=True. This is not an intended use case of "
+                      "affine_grid. See the documentation of affine_grid for details.",
+                      stacklevel=2)
+    axes = np.meshgrid(*[_base_coords(n, align_corners) for n in spatial], indexing="ij")
+    base = np.stack(list(axes[::-1]) + [np.ones(spatial)], axis=-1).reshape(1, -1, nd + 1)
+    base = ember.tensor(base, dtype=theta.dtype)
+    return (base @ theta.transpose(1, 2)).reshape((size[0],) + spatial + (nd,))
+
+
+FUNCTIONAL = {"grid_sample": grid_sample, "affine_grid": affine_grid}

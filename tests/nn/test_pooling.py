@@ -1,0 +1,157 @@
+"""Pooling layers and the pooling functions that are not registry ops (lp_pool, the
+return_indices wrappers); the ops themselves are tested from tests/ops/opdb/pooling.py."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+import ember.nn.functional as F
+from ember.testing import assert_close as _assert_close
+
+
+def assert_close(actual, expected, **kwargs):
+    """Values only: NumPy references compute in their own dtypes."""
+    _assert_close(actual, expected, check_dtype=False, **kwargs)
+
+
+@pytest.mark.parametrize("module,text", [
+    (nn.MaxPool2d(2), "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)"),
+    (nn.MaxPool2d((2, 3), 1, 1, 2, True, True),
+     "MaxPool2d(kernel_size=(2, 3), stride=1, padding=1, dilation=2, ceil_mode=True)"),
+    (nn.MaxPool1d(3), "MaxPool1d(kernel_size=3, stride=3, padding=0, dilation=1, ceil_mode=False)"),
+    (nn.MaxPool3d(2, 1), "MaxPool3d(kernel_size=2, stride=1, padding=0, dilation=1, "
+                         "ceil_mode=False)"),
+    (nn.AvgPool1d(2), "AvgPool1d(kernel_size=(2,), stride=(2,), padding=(0,))"),
+    (nn.AvgPool2d(2), "AvgPool2d(kernel_size=2, stride=2, padding=0)"),
+    (nn.AvgPool2d((2, 2), (1, 1), (1, 0), True, False, 2),
+     "AvgPool2d(kernel_size=(2, 2), stride=(1, 1), padding=(1, 0))"),
+    (nn.AvgPool3d(2, divisor_override=3), "AvgPool3d(kernel_size=2, stride=2, padding=0)"),
+    (nn.AdaptiveAvgPool1d(2), "AdaptiveAvgPool1d(output_size=2)"),
+    (nn.AdaptiveAvgPool2d((2, None)), "AdaptiveAvgPool2d(output_size=(2, None))"),
+    (nn.AdaptiveAvgPool3d(1), "AdaptiveAvgPool3d(output_size=1)"),
+    (nn.AdaptiveMaxPool1d(3, True), "AdaptiveMaxPool1d(output_size=3)"),
+    (nn.AdaptiveMaxPool2d(3), "AdaptiveMaxPool2d(output_size=3)"),
+    (nn.AdaptiveMaxPool3d((1, 2, 3)), "AdaptiveMaxPool3d(output_size=(1, 2, 3))"),
+    (nn.LPPool1d(1.5, 2, 1, True), "LPPool1d(norm_type=1.5, kernel_size=2, stride=1, "
+                                   "ceil_mode=True)"),
+    (nn.LPPool2d(2, 3), "LPPool2d(norm_type=2, kernel_size=3, stride=None, ceil_mode=False)"),
+    (nn.MaxUnpool1d(3, 2, 1), "MaxUnpool1d(kernel_size=(3,), stride=(2,), padding=(1,))"),
+    (nn.MaxUnpool2d(2), "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))"),
+    (nn.MaxUnpool3d(2, 1), "MaxUnpool3d(kernel_size=(2, 2, 2), stride=(1, 1, 1), "
+                           "padding=(0, 0, 0))"),
+])
+def test_repr(module, text):
+    assert repr(module) == text
+    assert list(module.parameters()) == [] and list(module.buffers()) == []
+
+
+def test_constructor_defaults():
+    m = nn.MaxPool2d(3)
+    assert (m.kernel_size, m.stride, m.padding, m.dilation) == (3, 3, 0, 1)
+    assert m.return_indices is False and m.ceil_mode is False
+    a = nn.AvgPool2d(3, 1)
+    assert (a.stride, a.count_include_pad, a.divisor_override) == (1, True, None)
+    assert nn.AvgPool1d(4).stride == (4,)
+    assert nn.LPPool2d(2, 3).stride is None
+    assert nn.AdaptiveMaxPool2d(2).return_indices is False
+
+
+def _windows_max(x, k):
+    n, c, h, w = x.shape
+    return x[:, :, :h // k * k, :w // k * k].reshape(n, c, h // k, k, w // k, k).max(axis=(3, 5))
+
+
+def test_max_pool2d_module_matches_reference_and_functional():
+    x = ember.randn(4, 3, 9, 8)
+    out = nn.MaxPool2d(2)(x)
+    assert_close(out, _windows_max(np.asarray(x), 2))
+    assert_close(out, F.max_pool2d(x, 2))
+    assert_close(out, ember.max_pool2d(x, 2))
+
+
+def test_max_pool_return_indices_and_unpool_round_trip():
+    x = ember.randn(2, 3, 6, 4)
+    values, indices = nn.MaxPool2d(2, return_indices=True)(x)
+    assert indices.dtype is ember.int64
+    flat = np.asarray(x).reshape(2, 3, -1)
+    assert_close(values, np.take_along_axis(flat, np.asarray(indices).reshape(2, 3, -1),
+                                            -1).reshape(values.shape))
+    restored = nn.MaxUnpool2d(2)(values, indices)
+    expected = np.where(np.asarray(x) == np.repeat(np.repeat(np.asarray(values), 2, 2), 2, 3),
+                        np.asarray(x), 0)
+    assert_close(restored, expected)
+    assert tuple(nn.MaxUnpool2d(2)(values, indices, output_size=(7, 5)).shape) == (2, 3, 7, 5)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_every_pool_module_calls_its_functional(nd):
+    shape = (2, 3) + (6, 5, 4)[:nd]
+    x = ember.randn(shape)
+    pairs = [(getattr(nn, f"MaxPool{nd}d")(2, 1, 1), getattr(F, f"max_pool{nd}d")(x, 2, 1, 1)),
+             (getattr(nn, f"AvgPool{nd}d")(2, 1, 1), getattr(F, f"avg_pool{nd}d")(x, 2, 1, 1)),
+             (getattr(nn, f"AdaptiveAvgPool{nd}d")(3),
+              getattr(F, f"adaptive_avg_pool{nd}d")(x, 3)),
+             (getattr(nn, f"AdaptiveMaxPool{nd}d")(3),
+              getattr(F, f"adaptive_max_pool{nd}d")(x, 3)),
+             (getattr(nn, f"LPPool{nd}d")(2, 2), getattr(F, f"lp_pool{nd}d")(x, 2, 2))]
+    for module, expected in pairs:
+        assert_close(module(x), expected)
+
+
+def test_adaptive_max_return_indices():
+    x = ember.randn(2, 7)
+    values, indices = nn.AdaptiveMaxPool1d(3, return_indices=True)(x)
+    windows = [(0, 3), (2, 5), (4, 7)]
+    a = np.asarray(x)
+    assert_close(values, np.stack([a[:, lo:hi].max(1) for lo, hi in windows], 1))
+    assert_close(indices, np.stack([a[:, lo:hi].argmax(1) + lo for lo, hi in windows], 1))
+
+
+def _lp_ref(x, p, k, s):
+    n = x.shape[-1]
+    out = (n - k) // s + 1
+    return np.stack([(np.abs(x[..., i * s:i * s + k]) ** p).sum(-1) ** (1 / p)
+                     if p != 1 else x[..., i * s:i * s + k].sum(-1) for i in range(out)], -1)
+
+
+@pytest.mark.parametrize("p,k,s", [(2.0, 3, 2), (3.0, 2, 1), (1.0, 2, 2)])
+def test_lp_pool1d_matches_reference(p, k, s):
+    x = ember.rand(2, 3, 9) + 0.1           # positive: the p-norm of each window
+    assert_close(F.lp_pool1d(x, p, k, s), _lp_ref(np.asarray(x), p, k, s), rtol=1e-5,
+                 atol=1e-5)
+
+
+def test_lp_pool2d_matches_reference_and_gradcheck():
+    x = ember.rand(1, 2, 4, 6, dtype=ember.float64) + 0.1
+    a = np.asarray(x)
+    windows = a.reshape(1, 2, 2, 2, 3, 2).transpose(0, 1, 2, 4, 3, 5).reshape(1, 2, 2, 3, 4)
+    assert_close(F.lp_pool2d(x, 2, 2), np.sqrt((windows ** 2).sum(-1)))
+    x.requires_grad_(True)
+    assert ember.autograd.gradcheck(lambda t: F.lp_pool2d(t, 3, (2, 3), 1), [x])
+
+
+def test_grad_fn_names_follow_pytorch():
+    x = ember.randn(1, 1, 4, 4, requires_grad=True)
+    assert type(F.max_pool2d(x, 2).grad_fn).__name__ == "MaxPool2DWithIndicesBackward0"
+    assert type(F.avg_pool2d(x, 2).grad_fn).__name__ == "AvgPool2DBackward0"
+    assert type(F.adaptive_avg_pool2d(x, 2).grad_fn).__name__ == "AdaptiveAvgPool2DBackward0"
+
+
+def test_max_pool_gradient_goes_to_the_maximum_once_per_window():
+    x = ember.tensor([[[1.0, 5.0, 2.0, 0.0, 3.0]]], requires_grad=True)
+    F.max_pool1d(x, 3, 1).sum().backward()       # windows [1,5,2] [5,2,0] [2,0,3]
+    assert x.grad.tolist() == [[[0.0, 2.0, 0.0, 0.0, 1.0]]]
+
+
+def test_errors_name_pytorch_messages():
+    with pytest.raises(RuntimeError, match=r"Given input size: \(1x2x2\). Calculated output "
+                                           r"size: \(1x0x0\). Output size is too small"):
+        nn.MaxPool2d(3)(ember.randn(1, 2, 2))
+    with pytest.raises(RuntimeError, match="non-empty 3D or 4D"):
+        nn.MaxPool2d(2)(ember.randn(4, 4))
+    with pytest.raises(RuntimeError, match="max_pool2d: kernel_size must either be a single "
+                                           "int, or a tuple of two ints"):
+        F.max_pool2d(ember.randn(1, 4, 4), (2, 2, 2))
+    with pytest.raises(RuntimeError, match="adaptive_avg_pool2d: output_size must be 2"):
+        F.adaptive_avg_pool2d(ember.randn(1, 4, 4), (2,))

@@ -1,0 +1,266 @@
+"""OpInfo entries for ember/ops/resampling.py (interpolate) and ember/ops/shuffle.py."""
+
+import math
+
+import numpy as np
+
+import ember
+from tests.ops.opdb.core import ALL, FLOATS, LOW, ErrorInput, OpInfo, SampleInput, make
+
+# --- interpolate: a per-output-position reference of PyTorch's documented index rules ---------
+
+
+def _nearest_weights(n, o, scale, exact):
+    s = np.float32(1.0 / scale) if scale else np.float32(n) / np.float32(o)
+    w = np.zeros((o, n))
+    for i in range(o):
+        src = math.floor(np.float32(np.float32(i) + np.float32(0.5 if exact else 0)) * s)
+        w[i, min(src, n - 1)] = 1
+    return w
+
+
+def _cubic(x, a):
+    x = abs(x)
+    if x < 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    if x < 2:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return 0.0
+
+
+def _interp_weights(n, o, scale, mode, align_corners):
+    if mode in ("nearest", "nearest-exact"):
+        return _nearest_weights(n, o, scale, mode == "nearest-exact")
+    w = np.zeros((o, n))
+    if mode == "area":
+        for i in range(o):
+            lo, hi = (i * n) // o, -((-(i + 1) * n) // o)
+            w[i, lo:hi] = 1 / (hi - lo)
+        return w
+    if align_corners:
+        s = (n - 1) / (o - 1) if o > 1 else 0.0
+    else:
+        s = 1 / scale if scale else n / o
+    for i in range(o):
+        src = i * s if align_corners else s * (i + 0.5) - 0.5
+        if mode == "bicubic":
+            base = math.floor(src)
+            for tap in range(base - 1, base + 3):
+                w[i, min(max(tap, 0), n - 1)] += _cubic(src - tap, -0.75)
+        else:
+            src = max(src, 0.0)
+            lo = min(int(src), n - 1)
+            hi = min(lo + 1, n - 1)
+            w[i, lo] += 1 - (src - lo)
+            w[i, hi] += src - lo
+    return w
+
+
+def _antialias_weights(n, o, scale, mode, align_corners):
+    if align_corners:
+        s = (n - 1) / (o - 1) if o > 1 else 0.0
+    else:
+        s = 1 / scale if scale else n / o
+    cubic = mode == "bicubic"
+    support = (2.0 if cubic else 1.0) * max(s, 1.0)
+    w = np.zeros((o, n))
+    for i in range(o):
+        center = s * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), n)
+        for j in range(lo, hi):
+            x = (j - center + 0.5) / max(s, 1.0)
+            w[i, j] = _cubic(x, -0.5) if cubic else max(0.0, 1 - abs(x))
+        w[i] /= w[i].sum()
+    return w
+
+
+def _interpolate_ref(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                     recompute_scale_factor=None, antialias=False):
+    nd = x.ndim - 2
+    if size is not None:
+        out = list(size) if isinstance(size, (list, tuple)) else [size] * nd
+        scales = [None] * nd
+    else:
+        scales = list(scale_factor) if isinstance(scale_factor, (list, tuple)) \
+            else [scale_factor] * nd
+        out = [math.floor(n * s) for n, s in zip(x.shape[2:], scales)]
+        if recompute_scale_factor:
+            scales = [None] * nd
+    result = x.astype(np.float64)
+    for d in range(nd):
+        make_w = _antialias_weights if antialias else _interp_weights
+        w = make_w(x.shape[2 + d], out[d], scales[d], mode, align_corners)
+        result = np.moveaxis(np.tensordot(w, result, axes=([1], [2 + d])), 0, 2 + d)
+    return result.astype(x.dtype) if x.dtype == np.uint8 else result
+
+
+_CASES = [  # (shape, kwargs)
+    ((2, 3, 5), dict(size=7)),
+    ((2, 3, 5), dict(scale_factor=1.5, mode="nearest-exact")),
+    ((2, 3, 5), dict(size=8, mode="linear")),
+    ((2, 3, 5), dict(scale_factor=0.5, mode="linear", align_corners=True)),
+    ((2, 3, 5), dict(size=3, mode="area")),
+    ((2, 2, 4, 5), dict(scale_factor=2)),
+    ((2, 2, 4, 5), dict(size=(5, 9), mode="nearest-exact")),
+    ((2, 2, 4, 5), dict(size=(3, 7), mode="bilinear", align_corners=False)),
+    ((2, 2, 4, 5), dict(scale_factor=(1.5, 0.8), mode="bilinear", align_corners=True)),
+    ((2, 2, 4, 5), dict(scale_factor=1.7, mode="bilinear", recompute_scale_factor=True)),
+    ((2, 2, 4, 5), dict(size=(6, 3), mode="bicubic")),
+    ((2, 2, 4, 5), dict(size=5, mode="bicubic", align_corners=True)),
+    ((2, 2, 4, 5), dict(size=(2, 3), mode="area")),
+    ((2, 2, 6, 7), dict(size=(2, 3), mode="bilinear", antialias=True)),
+    ((2, 2, 6, 7), dict(scale_factor=0.5, mode="bicubic", antialias=True)),
+    ((1, 2, 3, 4, 3), dict(size=(4, 3, 5), mode="trilinear")),
+    ((1, 2, 3, 4, 3), dict(size=2, mode="trilinear", align_corners=True)),
+    ((1, 2, 3, 4, 3), dict(scale_factor=2)),
+    ((1, 2, 3, 4, 3), dict(size=2, mode="area")),
+]
+
+
+def _interpolate_samples(dtype, requires_grad):
+    for shape, kwargs in _CASES:
+        if dtype is ember.uint8 and kwargs.get("mode", "nearest") not in ("nearest",
+                                                                         "nearest-exact"):
+            continue
+        if dtype in LOW and kwargs.get("antialias"):
+            continue            # PyTorch has no 16-bit antialiasing kernel
+        yield SampleInput(make(shape, dtype, requires_grad), (), kwargs,
+                          name=kwargs.get("mode", "nearest"))
+    yield SampleInput(make((2, 2, 4, 5), dtype, requires_grad, noncontiguous=True), (),
+                      dict(size=(3, 8)), name="noncontiguous")
+    yield SampleInput(make((0, 2, 4, 5), dtype, requires_grad), (), dict(size=3), name="empty")
+    if dtype is not ember.uint8:
+        yield SampleInput(make((1, 1, 2, 3), dtype, requires_grad), (),
+                          dict(size=(3, 4), mode="bilinear"), name="tiny")
+
+
+def _interpolate_errors():
+    x = ember.randn(1, 1, 4, 4)
+    yield ErrorInput(SampleInput(x, (), dict(mode="bilinear")), ValueError,
+                     "either size or scale_factor should be defined")
+    yield ErrorInput(SampleInput(x, (), dict(size=3, scale_factor=2)), ValueError,
+                     "only one of size or scale_factor should be defined")
+    yield ErrorInput(SampleInput(x, (), dict(size=(3, 3, 3))), ValueError,
+                     "Input and output must have the same number of spatial dimensions")
+    yield ErrorInput(SampleInput(x, (), dict(scale_factor=(2, 2, 2))), ValueError,
+                     "Input and scale_factor must have the same number of spatial dimensions")
+    yield ErrorInput(SampleInput(x, (), dict(size=3, align_corners=True)), ValueError,
+                     "align_corners option can only be set with the interpolating modes")
+    yield ErrorInput(SampleInput(x, (), dict(size=3, recompute_scale_factor=True)), ValueError,
+                     "recompute_scale_factor is not meaningful with an explicit size")
+    yield ErrorInput(SampleInput(x, (), dict(size=3, antialias=True)), ValueError,
+                     "Anti-alias option is restricted to bilinear, bicubic")
+    yield ErrorInput(SampleInput(x, (), dict(size=3, mode="linear")), NotImplementedError,
+                     "Got 4D input, but linear mode needs 3D input")
+    yield ErrorInput(SampleInput(x, (), dict(size=3, mode="foo")), NotImplementedError,
+                     r"Only 3D, 4D and 5D input Tensors supported \(got 4D\)")
+    yield ErrorInput(SampleInput(ember.randn(4, 4), (), dict(size=3)), NotImplementedError,
+                     "Only 3D, 4D and 5D input Tensors supported")
+    yield ErrorInput(SampleInput(x, (), dict(scale_factor=0.1)), RuntimeError,
+                     r"Input and output sizes should be greater than 0, but got input "
+                     r"\(H: 4, W: 4\) output \(H: 0, W: 0\)")
+    yield ErrorInput(SampleInput(ember.ones(1, 1, 2, 2, dtype=ember.int64), (), dict(size=3)),
+                     NotImplementedError, "not implemented for 'Long'")
+    yield ErrorInput(SampleInput(x.half(), (), dict(size=3, mode="bilinear", antialias=True)),
+                     NotImplementedError, "not implemented for 'Half'")
+
+
+# --- shuffles ---------------------------------------------------------------------------------
+
+def _pixel_shuffle_ref(x, r):
+    c, h, w = x.shape[-3:]
+    out = np.zeros(x.shape[:-3] + (c // (r * r), h * r, w * r), x.dtype)
+    for i in range(r):
+        for j in range(r):
+            out[..., :, i::r, j::r] = x[..., i * r + j::r * r, :, :]
+    return out
+
+
+def _pixel_unshuffle_ref(x, r):
+    c, h, w = x.shape[-3:]
+    out = np.zeros(x.shape[:-3] + (c * r * r, h // r, w // r), x.dtype)
+    for i in range(r):
+        for j in range(r):
+            out[..., i * r + j::r * r, :, :] = x[..., :, i::r, j::r]
+    return out
+
+
+def _channel_shuffle_ref(x, groups):
+    c = x.shape[1]
+    k = c // groups
+    order = [g * k + j for j in range(k) for g in range(groups)]
+    return x[:, order]
+
+
+def _pixel_samples(up):
+    def samples(dtype, requires_grad):
+        def input_for(shape, r):
+            if up:
+                return shape
+            c, h, w = shape[-3:]
+            return shape[:-3] + (c // (r * r), h * r, w * r)
+        # no empty sample: PyTorch's pixel_unshuffle returns empty inputs unchanged (shape
+        # included), and pixel_shuffle's backward inherits that (tests/nn checks ember's shapes)
+        for shape, r in (((2, 8, 2, 3), 2), ((9, 2, 1), 3), ((2, 1, 4, 1, 2), 2),
+                         ((2, 3, 2, 2), 1), ((1, 4, 1, 1), 2)):
+            yield SampleInput(make(input_for(shape, r), dtype, requires_grad), (r,),
+                              name=f"{list(shape)}_r{r}")
+        yield SampleInput(make(input_for((2, 4, 2, 2), 2), dtype, requires_grad,
+                               noncontiguous=True), (2,), name="noncontiguous")
+    return samples
+
+
+def _channel_samples(dtype, requires_grad):
+    for shape, g in (((2, 6, 3), 2), ((2, 6, 3), 3), ((1, 4, 2, 2), 4), ((0, 4, 2), 2),
+                     ((1, 4, 3), 1), ((1, 6, 1, 2), 2)):
+        yield SampleInput(make(shape, dtype, requires_grad), (g,), name=f"{list(shape)}_g{g}")
+    yield SampleInput(make((2, 4, 3), dtype, requires_grad, noncontiguous=True), (2,),
+                      name="noncontiguous")
+
+
+def _pixel_shuffle_errors():
+    yield ErrorInput(SampleInput(ember.randn(1, 5, 2, 2), (2,)), RuntimeError,
+                     r"divisible by the square of upscale_factor, but input.size\(-3\)=5 is not "
+                     r"divisible by 4")
+    yield ErrorInput(SampleInput(ember.randn(5, 2), (2,)), RuntimeError,
+                     "pixel_shuffle expects input to have at least 3 dimensions")
+    yield ErrorInput(SampleInput(ember.randn(1, 4, 2, 2), (0,)), RuntimeError,
+                     "pixel_shuffle expects a positive upscale_factor, but got 0")
+
+
+def _pixel_unshuffle_errors():
+    yield ErrorInput(SampleInput(ember.randn(1, 4, 3, 4), (2,)), RuntimeError,
+                     r"height to be divisible by downscale_factor, but input.size\(-2\)=3")
+    yield ErrorInput(SampleInput(ember.randn(1, 4, 4, 3), (2,)), RuntimeError,
+                     r"width to be divisible by downscale_factor, but input.size\(-1\)=3")
+    yield ErrorInput(SampleInput(ember.randn(4, 3), (2,)), RuntimeError,
+                     "pixel_unshuffle expects input to have at least 3 dimensions")
+    yield ErrorInput(SampleInput(ember.randn(1, 4, 4, 4), (0,)), RuntimeError,
+                     "pixel_unshuffle expects a positive downscale_factor, but got 0")
+
+
+def _channel_shuffle_errors():
+    yield ErrorInput(SampleInput(ember.randn(1, 5, 3, 3), (2,)), RuntimeError,
+                     "Number of channels must be divisible by groups. Got 5 channels and 2 "
+                     "groups.")
+    yield ErrorInput(SampleInput(ember.randn(5, 3, 3), (0,)), RuntimeError,
+                     "Number of groups to divide channels in must be positive. Value of groups:0")
+    yield ErrorInput(SampleInput(ember.randn(5, 3), (5,)), RuntimeError,
+                     r"channel_shuffle expects input with > 2 dims, but got input with sizes "
+                     r"\[5, 3\]")
+
+
+OPS = [
+    OpInfo("nn.functional.interpolate", _interpolate_ref, _interpolate_samples,
+           dtypes=FLOATS + LOW + (ember.uint8,), gradgrad=True,
+           error_inputs=_interpolate_errors, op=ember.nn.functional.interpolate,
+           parity_tol={ember.bfloat16: (2e-2, 6e-2), ember.float16: (2e-3, 2e-3),
+                       ember.float32: (1e-4, 1e-5)}),
+    OpInfo("pixel_shuffle", _pixel_shuffle_ref, _pixel_samples(True), dtypes=ALL,
+           gradgrad=True, error_inputs=_pixel_shuffle_errors),
+    OpInfo("pixel_unshuffle", _pixel_unshuffle_ref, _pixel_samples(False), dtypes=ALL,
+           gradgrad=True, error_inputs=_pixel_unshuffle_errors),
+    OpInfo("channel_shuffle", _channel_shuffle_ref, _channel_samples, dtypes=ALL,
+           gradgrad=True, error_inputs=_channel_shuffle_errors),
+]
