@@ -1,10 +1,11 @@
 """What the losses share: the reduction argument (and its deprecated size_average/reduce
 form), and applying a reduction to elementwise losses."""
 
+import functools
 import warnings
 
 __all__ = ["legacy_reduction", "reduction_of", "reduce_loss", "REDUCTIONS", "REDUCTION_ENUM",
-           "reduction_name", "warn_size_mismatch"]
+           "reduction_name", "warn_size_mismatch", "ForwardValueError", "raising_value_errors"]
 
 REDUCTIONS = ("none", "mean", "sum")
 REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
@@ -26,13 +27,31 @@ def legacy_reduction(size_average, reduce, emit_warning=True):
     return reduction
 
 
-def reduction_of(size_average, reduce, reduction, emit_warning=True):
+def reduction_of(size_average, reduce, reduction, emit_warning=True, error=ValueError):
     """The effective reduction of a loss call, checked."""
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce, emit_warning)
     if reduction not in REDUCTIONS:
-        raise ValueError(f"{reduction} is not a valid value for reduction")
+        raise error(f"{reduction} is not a valid value for reduction")
     return reduction
+
+
+class ForwardValueError(Exception):
+    """PyTorch's ValueError, raised inside an op's forward (where the dispatcher would turn a
+    ValueError into a RuntimeError); the op's public function re-raises it as ValueError."""
+
+
+def raising_value_errors(op):
+    """``op``'s public function, with ForwardValueError re-raised as ValueError."""
+    function = op.function
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except ForwardValueError as e:
+            raise ValueError(str(e)) from None
+    return checked
 
 
 def reduction_name(reduction):
@@ -65,4 +84,4 @@ def warn_size_mismatch(input, target):
 
 
 def _size(t):
-    return f"torch.Size({list(t.shape)})"
+    return f"ember.Size({list(t.shape)})"

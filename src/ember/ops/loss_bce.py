@@ -4,20 +4,20 @@ not in its gradients (whose denominator is kept from zero by 1e-12 instead)."""
 import numpy as np
 
 from ember import _dtype as D
-from ember.ops._loss_common import reduction_of
+from ember.ops._loss_common import ForwardValueError, reduction_of
 from ember.ops._registry import op
 
 _LOW = {D.float16.np, D.bfloat16.np}
 
 
 def _check(xp, x, t):
-    if x.dtype.kind != "f":
+    if x.dtype.kind != "f" and x.dtype not in _LOW:
         raise NotImplementedError(f"\"binary_cross_entropy\" not implemented for "
                                   f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
     if t.shape != x.shape:
-        raise ValueError(f"Using a target size (torch.Size({list(t.shape)})) that is different "
-                         f"to the input size (torch.Size({list(x.shape)})) is deprecated. Please "
-                         f"ensure they have the same size.")
+        raise ForwardValueError(f"Using a target size (ember.Size({list(t.shape)})) that is "
+                                f"different to the input size (ember.Size({list(x.shape)})) is "
+                                f"deprecated. Please ensure they have the same size.")
     if t.dtype != x.dtype:
         raise RuntimeError(f"Found dtype {D.FROM_NUMPY[t.dtype]._torch_name} but expected "
                            f"{D.FROM_NUMPY[x.dtype]._torch_name}")
@@ -31,7 +31,7 @@ def _check(xp, x, t):
     "reduction='mean')", inputs=3, method=False, namespace="nn.functional")
 def binary_cross_entropy(xp, x, t, w, size_average, reduce, reduction):
     """The binary cross entropy between probabilities ``input`` and ``target``."""
-    reduction = reduction_of(size_average, reduce, reduction)
+    reduction = reduction_of(size_average, reduce, reduction, error=ForwardValueError)
     _check(xp, x, t)
     dtype = x.dtype
     if dtype in _LOW:
@@ -45,7 +45,7 @@ def binary_cross_entropy(xp, x, t, w, size_average, reduce, reduction):
             raise RuntimeError(f"The size of tensor a ({x.shape}) must match the size of "
                                f"tensor b ({w.shape})")
     if reduction == "mean":
-        loss = loss.mean()
+        loss = loss.sum() / loss.size if loss.size else xp.asarray(np.nan, loss.dtype)
     elif reduction == "sum":
         loss = loss.sum()
     return loss.astype(D.promote_types(D.FROM_NUMPY[dtype], D.FROM_NUMPY[w.dtype]).np

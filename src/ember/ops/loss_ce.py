@@ -11,7 +11,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import xp_of
-from ember.ops._loss_common import reduction_of
+from ember.ops._loss_common import ForwardValueError, reduction_of
 from ember.ops._reduce import grad_enabled
 from ember.ops._registry import op
 from ember.ops.log_space import log_softmax, softmax
@@ -22,7 +22,7 @@ _CLASS_TARGETS = {np.dtype(np.int64), np.dtype(np.uint8)}
 
 
 def _float_input(x, kernel):
-    if x.dtype.kind != "f":
+    if x.dtype.kind != "f" and x.dtype not in _LOW:
         name = D.FROM_NUMPY[x.dtype]._torch_name
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{name}'")
 
@@ -40,19 +40,17 @@ def _check_weight(w, c, dtype):
 
 def _check_class_target(x, t):
     """PyTorch's errors for a class-index target that does not fit the input."""
+    if x.ndim == 0:
+        raise ForwardValueError("Expected 1 or more dimensions (got 0)")
+    if x.ndim > 1 and (t.ndim == 0 or t.shape[0] != x.shape[0]):
+        raise ForwardValueError(f"Expected input batch_size ({x.shape[0]}) to match target "
+                                f"batch_size ({t.shape[0] if t.ndim else 1}).")
+    if x.ndim <= 2 and t.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if t.dtype not in _CLASS_TARGETS:
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
                            f"{D.FROM_NUMPY[t.dtype]._torch_name}")
-    if x.ndim == 0:
-        raise ValueError("Expected 1 or more dimensions (got 0)")
-    if x.ndim == 1:
-        if t.ndim != 0 and not (t.ndim == 1 and t.shape[0] == 1):
-            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
-        return
-    if t.ndim == 0 or t.shape[0] != x.shape[0]:
-        raise ValueError(f"Expected input batch_size ({x.shape[0]}) to match target batch_size "
-                         f"({t.shape[0] if t.ndim else 1}).")
-    if x.ndim == 2 and t.ndim != 1:
+    if x.ndim == 1 and t.ndim == 1 and t.shape[0] != 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if x.ndim > 2 and t.shape != x.shape[:1] + x.shape[2:]:
         if x.ndim == 3:
@@ -120,7 +118,7 @@ def _is_probability_target(x, t):
     namespace="nn.functional")
 def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing):
     """The cross entropy between the softmax of ``input`` logits and ``target``."""
-    reduction = reduction_of(size_average, reduce, reduction)
+    reduction = reduction_of(size_average, reduce, reduction, error=ForwardValueError)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                            f"{label_smoothing}")
@@ -167,7 +165,7 @@ def _softmax(xp, x, dim):
 
 
 def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
-    if t.dtype.kind != "f":
+    if t.dtype.kind != "f" and t.dtype not in _LOW:
         raise RuntimeError(f"Expected floating point type for target with class probabilities, "
                            f"got {D.FROM_NUMPY[t.dtype]._torch_name}")
     _float_input(x, "log_softmax_lastdim_kernel_impl")
@@ -283,7 +281,7 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
     "reduction='mean')", inputs=3, method=False, namespace="nn.functional")
 def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     """The negative log likelihood of ``target`` classes under log-probabilities ``input``."""
-    reduction = reduction_of(size_average, reduce, reduction)
+    reduction = reduction_of(size_average, reduce, reduction, error=ForwardValueError)
     _check_class_target(x, t)
     _float_input(x, "nll_loss_forward_reduce_cuda_kernel_2d_index" if x.ndim <= 2
                  else "nll_loss2d_forward_out_frame")

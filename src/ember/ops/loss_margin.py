@@ -22,9 +22,9 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
     reduction = reduction_of(size_average, reduce, reduction)
     if not input1.ndim == input2.ndim == target.ndim:
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
-                           f"but got sizes: input1: torch.Size({list(input1.shape)}), input2: "
-                           f"torch.Size({list(input2.shape)}), target: "
-                           f"torch.Size({list(target.shape)}) ")
+                           f"but got sizes: input1: ember.Size({list(input1.shape)}), input2: "
+                           f"ember.Size({list(input2.shape)}), target: "
+                           f"ember.Size({list(target.shape)}) ")
     return reduce_loss((-target * (input1 - input2) + margin).clamp_min(0), reduction)
 
 

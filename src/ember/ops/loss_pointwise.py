@@ -96,8 +96,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     """Binary cross entropy of ``sigmoid(input)``, computed stably from the logits."""
     reduction = reduction_of(size_average, reduce, reduction)
     if target.shape != input.shape:
-        raise ValueError(f"Target size (torch.Size({list(target.shape)})) must be the same as "
-                         f"input size (torch.Size({list(input.shape)}))")
+        raise ValueError(f"Target size (ember.Size({list(target.shape)})) must be the same as "
+                         f"input size (ember.Size({list(input.shape)}))")
     # log(1 + exp(-x)) without overflow; with pos_weight it weighs the positive term
     if pos_weight is None:
         loss = (1 - target) * input + softplus_of(-input)
