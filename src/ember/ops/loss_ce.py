@@ -69,7 +69,7 @@ def _batched(x, t):
 
 def _targets(xp, t, w, ignore_index, c, dtype):
     """(safe class index, kept mask or None when all are kept, each position's class
-    weight) of a class target."""
+    weight (1.0 when all are kept and unweighted), their total) of a class target."""
     lo, hi = (int(t.min()), int(t.max())) if t.size else (0, 0)
     mask = None if ignore_index < lo or ignore_index > hi else t != ignore_index
     safe = t if mask is None else xp.where(mask, t, 0)
@@ -79,12 +79,14 @@ def _targets(xp, t, w, ignore_index, c, dtype):
         bad = safe[(safe < 0) | (safe >= c)].reshape(-1)[0]
         raise IndexError(f"Target {int(bad)} is out of bounds.")
     if w is None:
-        wt = xp.ones(t.shape, dtype) if mask is None else mask.astype(dtype)
+        if mask is None:
+            return safe, mask, 1.0, t.size
+        wt = mask.astype(dtype)
     else:
         wt = w.astype(dtype, copy=False)[safe]
         if mask is not None:
             wt = xp.where(mask, wt, 0)
-    return safe, mask, wt
+    return safe, mask, wt, wt.sum()
 
 
 def _pick(xp, a, safe):
@@ -130,9 +132,11 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)
     c = xb.shape[1]
     _check_weight(w, c, dtype)
-    safe, mask, wt = _targets(xp, tb, w, ignore_index, c, xb.dtype)
+    safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
     lse = _logsumexp(xp, xb)
-    loss = (_pick(xp, xb, safe) - lse) * wt          # log-probability of the target class
+    loss = _pick(xp, xb, safe) - lse                # log-probability of the target class
+    if mask is not None or w is not None:
+        loss *= wt
     if label_smoothing > 0:                         # sum_c w_c * logp_c, logp never formed
         if w is None:
             smooth = xb.sum(axis=1) - lse * c
@@ -142,7 +146,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
         if mask is not None:
             smooth = xp.where(mask, smooth, 0)
         loss = (1 - label_smoothing) * loss + (label_smoothing / c) * smooth
-    loss = _reduce(-loss, wt.sum(), reduction, x.ndim == 1)
+    loss = _reduce(-loss, total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
 
 
@@ -150,8 +154,7 @@ def _logsumexp(xp, x):
     """``log(sum(exp(x)))`` over dim 1 of (N, C, *d) ``x``, without overflow."""
     if not x.size:
         return xp.log(xp.exp(x).sum(axis=1))
-    m = x.max(axis=1, keepdims=True)
-    m = xp.where(xp.isfinite(m), m, 0)
+    m = x.max(axis=1, keepdims=True)      # an infinite max gives NaN, as PyTorch's
     return xp.log(xp.exp(x - m).sum(axis=1)) + m[:, 0]
 
 
@@ -196,8 +199,8 @@ class _Parts:
         self.c = c = self.xb.shape[1]
         self.dtype = dtype = _F32 if xa.dtype in _LOW else xa.dtype
         wa = None if w is None else w._data.astype(dtype, copy=False)
-        self.safe, mask, wt = _targets(xp, tb, wa, ignore_index, c, dtype)
-        total = wt.sum()
+        self.safe, mask, wt, total = _targets(xp, tb, wa, ignore_index, c, dtype)
+        self.shape = tb.shape
         # every position ignored: the mean is 0/0, but PyTorch's gradient is zero, not NaN
         scale = (1 / total if total else 0.0) if reduction == "mean" else 1.0
         self.hot = self.q_sum = wt * ((1 - label_smoothing) * scale)
@@ -215,6 +218,7 @@ class _Parts:
             a[self.xp.arange(a.shape[0]), self.safe] -= hot
         else:
             index = self.safe[:, None]
+            hot = self.xp.broadcast_to(self.xp.asarray(hot, a.dtype), self.shape)
             picked = self.xp.take_along_axis(a, index, axis=1)
             self.xp.put_along_axis(a, index, picked - hot[:, None], axis=1)
         if self.share is not None:
@@ -224,7 +228,8 @@ class _Parts:
     def dense(self):
         """(q, sum_c q) as (N, C, *d) and (N, 1, *d) arrays."""
         q = self.subtract_from(self.xp.zeros(self.xb.shape, self.dtype), -1.0)
-        return q, self.q_sum[:, None]
+        q_sum = self.xp.broadcast_to(self.xp.asarray(self.q_sum, self.dtype), self.shape)
+        return q, q_sum[:, None]
 
 
 def _as_input(a, x, keep_class_dim):
@@ -252,7 +257,8 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
             ga = grad._data
             ga = ga.reshape(-1) if x.ndim == 1 else ga
             sm = _softmax(parts.xp, parts.xb.astype(parts.dtype), 1)
-            sm *= (parts.q_sum * ga)[:, None]
+            coef = parts.q_sum * ga
+            sm *= coef[:, None] if getattr(coef, "ndim", 0) else coef
             out = parts.subtract_from(sm, ga).astype(x.dtype.np, copy=False)
             return _make(_as_input(out, x, True)), None, None
         q, q_sum = parts.dense()
@@ -289,11 +295,11 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)
     c = xb.shape[1]
     _check_weight(w, c, dtype)
-    safe, mask, wt = _targets(xp, tb, w, ignore_index, c, xb.dtype)
+    safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
     loss = _pick(xp, xb, safe) * wt
     if mask is not None:
         loss = xp.where(mask, loss, 0)
-    loss = _reduce(-loss, wt.sum(), reduction, x.ndim == 1)
+    loss = _reduce(-loss, total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
 
 
