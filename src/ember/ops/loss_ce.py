@@ -150,21 +150,36 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     return loss.astype(dtype) if dtype in _LOW else loss
 
 
+def _exp_rows(xp, x):
+    """(``exp(x - shift)``, its sums over dim 1, the shift) for (N, C, *d) ``x``.
+
+    The shift is the global max when every row's sum stays far from underflow (one cheap
+    reduction), else each row's max."""
+    shift = x.max()
+    e = x - shift
+    xp.exp(e, out=e)
+    sums = _row_sums(xp, e)
+    if not sums.min() >= 1e-30:         # also NaN: a row far below the max, or infinities
+        shift = x.max(axis=1, keepdims=True)
+        e = x - shift
+        xp.exp(e, out=e)
+        sums = _row_sums(xp, e)
+        shift = shift[:, 0]
+    return e, sums, shift
+
+
+def _row_sums(xp, e):
+    if e.ndim == 2:                     # a BLAS matrix-vector product beats a strided sum
+        return e @ xp.ones(e.shape[1], e.dtype)
+    return e.sum(axis=1)
+
+
 def _logsumexp(xp, x):
     """``log(sum(exp(x)))`` over dim 1 of (N, C, *d) ``x``, without overflow."""
     if not x.size:
         return xp.log(xp.exp(x).sum(axis=1))
-    m = x.max(axis=1, keepdims=True)      # an infinite max gives NaN, as PyTorch's
-    return xp.log(xp.exp(x - m).sum(axis=1)) + m[:, 0]
-
-
-def _softmax(xp, x, dim):
-    if not x.size:
-        return x.copy()
-    e = x - x.max(axis=dim, keepdims=True)
-    xp.exp(e, out=e)
-    e /= e.sum(axis=dim, keepdims=True)
-    return e
+    _, sums, shift = _exp_rows(xp, x)
+    return xp.log(sums) + shift
 
 
 def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
@@ -256,9 +271,12 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
         if not grad_enabled():      # first order only: fused, in place, q never formed
             ga = grad._data
             ga = ga.reshape(-1) if x.ndim == 1 else ga
-            sm = _softmax(parts.xp, parts.xb.astype(parts.dtype), 1)
-            coef = parts.q_sum * ga
-            sm *= coef[:, None] if getattr(coef, "ndim", 0) else coef
+            xb = parts.xb.astype(parts.dtype, copy=False)
+            if xb.size:     # softmax * sum_c q * grad, normalized and scaled in one pass
+                sm, sums, _ = _exp_rows(parts.xp, xb)
+                sm *= (parts.q_sum * ga / sums)[:, None]
+            else:
+                sm = xb.copy()
             out = parts.subtract_from(sm, ga).astype(x.dtype.np, copy=False)
             return _make(_as_input(out, x, True)), None, None
         q, q_sum = parts.dense()
