@@ -133,16 +133,18 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     c = xb.shape[1]
     _check_weight(w, c, dtype)
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
-    lse = _logsumexp(xp, xb)
-    loss = _pick(xp, xb, safe) - lse                # log-probability of the target class
+    shift, log_sums = _log_normalizer(xp, xb)
+    # the log-probability of the target class; shifted first, as large logits lose digits
+    loss = (_pick(xp, xb, safe) - shift) - log_sums
     if mask is not None or w is not None:
         loss *= wt
     if label_smoothing > 0:                         # sum_c w_c * logp_c, logp never formed
         if w is None:
-            smooth = xb.sum(axis=1) - lse * c
+            smooth = (xb - _keep_class_dim(shift)).sum(axis=1) - log_sums * c
         else:
             wc = w.astype(xb.dtype)
-            smooth = (xb * _class_dim_shape(wc, xb.ndim)).sum(axis=1) - lse * wc.sum()
+            smooth = ((xb - _keep_class_dim(shift)) * _class_dim_shape(wc, xb.ndim)).sum(axis=1) \
+                - log_sums * wc.sum()
         if mask is not None:
             smooth = xp.where(mask, smooth, 0)
         loss = (1 - label_smoothing) * loss + (label_smoothing / c) * smooth
@@ -174,12 +176,17 @@ def _row_sums(xp, e):
     return e.sum(axis=1)
 
 
-def _logsumexp(xp, x):
-    """``log(sum(exp(x)))`` over dim 1 of (N, C, *d) ``x``, without overflow."""
+def _log_normalizer(xp, x):
+    """(shift, log of the sums of ``exp(x - shift)``) over dim 1 of (N, C, *d) ``x``: the
+    log-softmax is ``(x - shift) - log_sums``."""
     if not x.size:
-        return xp.log(xp.exp(x).sum(axis=1))
+        return 0.0, xp.log(xp.exp(x).sum(axis=1))
     _, sums, shift = _exp_rows(xp, x)
-    return xp.log(sums) + shift
+    return shift, xp.log(sums)
+
+
+def _keep_class_dim(shift):
+    return shift[:, None] if getattr(shift, "ndim", 0) else shift
 
 
 def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
@@ -198,7 +205,8 @@ def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
     if w is not None:
         q = q * _class_dim_shape(w.astype(compute), xb.ndim)
     xb = xb.astype(compute, copy=False)
-    loss = -((xb - _logsumexp(xp, xb)[:, None]) * q).sum(axis=1)
+    shift, log_sums = _log_normalizer(xp, xb)
+    loss = -(((xb - _keep_class_dim(shift)) - log_sums[:, None]) * q).sum(axis=1)
     loss = _reduce(loss, loss.size, reduction, x.ndim == 1)
     return loss.astype(result, copy=False)
 

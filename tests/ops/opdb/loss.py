@@ -167,6 +167,10 @@ def _ce_samples(probabilities=True):
                               name="noncontiguous_byte_ignore")
             yield SampleInput(x(5), (_index(3),), {"reduction": reduction}, name="unbatched")
             yield SampleInput(x(0, 5), (_index([]),), {"reduction": reduction}, name="empty")
+            if not requires_grad:   # rows far apart: a shift per row, large logits
+                far = x(3, 5) + ember.tensor([[0.0], [-300.0], [100.0]], dtype=dtype)
+                yield SampleInput(far, (_index([1, 2, 3]),), {"reduction": reduction},
+                                  name="far_apart_rows")
             if probabilities:
                 yield SampleInput(x(2, 5, 2), (make((2, 5, 2), dtype, requires_grad, low=0,
                                                     high=1),),
