@@ -345,7 +345,9 @@ OPS = [
            tol={ember.float16: (2e-3, 2e-3), ember.bfloat16: (1.6e-2, 2e-2)}),
     OpInfo("nn.functional.nll_loss", _nll_loss_ref, _ce_samples(probabilities=False),
            op=lambda *a, **k: ember.nn.functional.nll_loss(*a, **k),
-           dtypes=FLOATS + LOW, gradgrad=True, error_inputs=_ce_errors("nll_loss")),
+           dtypes=FLOATS + LOW, gradgrad=True, error_inputs=_ce_errors("nll_loss"),
+           # torch sums 16-bit losses in their own dtype, ember in float32 (one rounding)
+           parity_tol={ember.float16: (2e-3, 2e-3), ember.bfloat16: (1.6e-2, 2e-2)}),
     OpInfo("nn.functional.binary_cross_entropy", _bce_ref, _bce_samples, dtypes=FLOATS + LOW,
            op=lambda *a, **k: ember.nn.functional.binary_cross_entropy(*a, **k),
            gradgrad=True, error_inputs=_bce_errors,
