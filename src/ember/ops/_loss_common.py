@@ -1,0 +1,87 @@
+"""What the losses share: the reduction argument (and its deprecated size_average/reduce
+form), and applying a reduction to elementwise losses."""
+
+import functools
+import warnings
+
+__all__ = ["legacy_reduction", "reduction_of", "reduce_loss", "REDUCTIONS", "REDUCTION_ENUM",
+           "reduction_name", "warn_size_mismatch", "ForwardValueError", "raising_value_errors"]
+
+REDUCTIONS = ("none", "mean", "sum")
+REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
+
+
+def legacy_reduction(size_average, reduce, emit_warning=True):
+    """The reduction string the deprecated ``size_average``/``reduce`` pair means."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if size_average and reduce:
+        reduction = "mean"
+    elif reduce:
+        reduction = "sum"
+    else:
+        reduction = "none"
+    if emit_warning:
+        warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                      f"reduction='{reduction}' instead.", UserWarning, stacklevel=4)
+    return reduction
+
+
+def reduction_of(size_average, reduce, reduction, emit_warning=True, error=ValueError):
+    """The effective reduction of a loss call, checked."""
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce, emit_warning)
+    if reduction not in REDUCTIONS:
+        raise error(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+class ForwardValueError(Exception):
+    """PyTorch's ValueError, raised inside an op's forward (where the dispatcher would turn a
+    ValueError into a RuntimeError); the op's public function re-raises it as ValueError."""
+
+
+def raising_value_errors(op):
+    """``op``'s public function, with ForwardValueError re-raised as ValueError."""
+    function = op.function
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except ForwardValueError as e:
+            raise ValueError(str(e)) from None
+    return checked
+
+
+def reduction_name(reduction):
+    """A reduction given as PyTorch's enum (top-level ops: 0, 1, 2) or as a string."""
+    if isinstance(reduction, str):
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"{reduction} is not a valid value for reduction")
+        return reduction
+    if reduction not in (0, 1, 2):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return REDUCTIONS[0] if reduction == 0 else REDUCTIONS[1] if reduction == 1 else "sum"
+
+
+def reduce_loss(loss, reduction):
+    """Elementwise ``loss`` reduced as ``reduction`` says."""
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def warn_size_mismatch(input, target):
+    """PyTorch's warning when a pointwise loss's target broadcasts against its input."""
+    if target.shape != input.shape:
+        warnings.warn(f"Using a target size ({_size(target)}) that is different to the input "
+                      f"size ({_size(input)}). This will likely lead to incorrect results due "
+                      f"to broadcasting. Please ensure they have the same size.", UserWarning,
+                      stacklevel=3)
+
+
+def _size(t):
+    return f"ember.Size({list(t.shape)})"

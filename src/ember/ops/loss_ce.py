@@ -1,0 +1,337 @@
+"""cross_entropy and nll_loss: class-index and class-probability targets over (C,), (N, C)
+or (N, C, d1, ...) inputs, with class weights, ignore_index and label smoothing.
+
+Both losses are ``-sum_c q[n, c] * logp[n, c]`` for a target distribution ``q`` built from
+the target (one-hot times the class weight, smoothed, zero where ignored): the derivative
+of cross_entropy is then ``softmax * sum_c q - q`` per position, and nll_loss's is ``-q``.
+"""
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import _make
+from ember.backend import xp_of
+from ember.ops._loss_common import ForwardValueError, reduction_of
+from ember.ops._reduce import grad_enabled
+from ember.ops._registry import op
+from ember.ops.log_space import log_softmax, softmax
+
+_LOW = {D.float16.np, D.bfloat16.np}
+_F32 = np.dtype(np.float32)
+_CLASS_TARGETS = {np.dtype(np.int64), np.dtype(np.uint8)}
+
+
+def _float_input(x, kernel):
+    if x.dtype.kind != "f" and x.dtype not in _LOW:
+        name = D.FROM_NUMPY[x.dtype]._torch_name
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{name}'")
+
+
+def _check_weight(w, c, dtype):
+    if w is None:
+        return
+    if w.size != c or w.ndim != 1 and w.size != 0:
+        raise RuntimeError(f"weight tensor should be defined either for all {c} classes or no "
+                           f"classes but got weight tensor of shape: {list(w.shape)}")
+    if w.dtype != dtype:
+        raise RuntimeError(f"expected scalar type {D.FROM_NUMPY[dtype]._torch_name} but found "
+                           f"{D.FROM_NUMPY[w.dtype]._torch_name}")
+
+
+def _check_class_target(x, t):
+    """PyTorch's errors for a class-index target that does not fit the input."""
+    if x.ndim == 0:
+        raise ForwardValueError("Expected 1 or more dimensions (got 0)")
+    if x.ndim > 1 and (t.ndim == 0 or t.shape[0] != x.shape[0]):
+        raise ForwardValueError(f"Expected input batch_size ({x.shape[0]}) to match target "
+                                f"batch_size ({t.shape[0] if t.ndim else 1}).")
+    if x.ndim <= 2 and t.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if t.dtype not in _CLASS_TARGETS:
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
+                           f"{D.FROM_NUMPY[t.dtype]._torch_name}")
+    if x.ndim == 1 and t.ndim == 1 and t.shape[0] != 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if x.ndim > 2 and t.shape != x.shape[:1] + x.shape[2:]:
+        if x.ndim == 3:
+            raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
+                               f"{list(t.shape)}")
+        raise RuntimeError(f"size mismatch (got input: {list(x.shape)} , target: "
+                           f"{list(t.shape)}")
+
+
+def _batched(x, t):
+    """Input as (N, C, *d) and target as (N, *d) (a (C,) input is one sample)."""
+    if x.ndim == 1:
+        return x.reshape(1, -1), t.reshape(1)
+    return x, t
+
+
+def _targets(xp, t, w, ignore_index, c, dtype):
+    """(safe class index, kept mask or None when all are kept, each position's class
+    weight (1.0 when all are kept and unweighted), their total) of a class target."""
+    lo, hi = (int(t.min()), int(t.max())) if t.size else (0, 0)
+    mask = None if ignore_index < lo or ignore_index > hi else t != ignore_index
+    safe = t if mask is None else xp.where(mask, t, 0)
+    if mask is not None:
+        lo, hi = (int(safe.min()), int(safe.max())) if t.size else (0, 0)
+    if lo < 0 or hi >= c:
+        bad = safe[(safe < 0) | (safe >= c)].reshape(-1)[0]
+        raise IndexError(f"Target {int(bad)} is out of bounds.")
+    if w is None:
+        if mask is None:
+            return safe, mask, 1.0, t.size
+        wt = mask.astype(dtype)
+    else:
+        wt = w.astype(dtype, copy=False)[safe]
+        if mask is not None:
+            wt = xp.where(mask, wt, 0)
+    return safe, mask, wt, wt.sum()
+
+
+def _pick(xp, a, safe):
+    """``a[n, safe[n], ...]`` for (N, C, *d) ``a`` and (N, *d) ``safe``."""
+    if a.ndim == 2:
+        return a[xp.arange(a.shape[0]), safe]
+    return xp.take_along_axis(a, safe[:, None], axis=1)[:, 0]
+
+
+def _class_dim_shape(w, ndim):
+    return w.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _reduce(loss, denominator, reduction, squeeze):
+    if reduction == "none":
+        return loss.reshape(()) if squeeze else loss
+    total = loss.sum()
+    if reduction == "sum":
+        return total
+    return total / denominator
+
+
+def _is_probability_target(x, t):
+    return x.shape == t.shape
+
+
+# --- cross_entropy ----------------------------------------------------------------------------
+
+@op("cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, "
+    "reduce=None, reduction='mean', label_smoothing=0.0)", inputs=3, method=False,
+    namespace="nn.functional")
+def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing):
+    """The cross entropy between the softmax of ``input`` logits and ``target``."""
+    reduction = reduction_of(size_average, reduce, reduction, error=ForwardValueError)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                           f"{label_smoothing}")
+    if _is_probability_target(x, t):
+        return _ce_probabilities(xp, x, t, w, reduction, label_smoothing)
+    _float_input(x, "log_softmax_lastdim_kernel_impl" if x.ndim <= 2 else "log_softmax")
+    _check_class_target(x, t)
+    dtype = x.dtype
+    xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)
+    c = xb.shape[1]
+    _check_weight(w, c, dtype)
+    safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
+    shift, log_sums = _log_normalizer(xp, xb)
+    # the log-probability of the target class; shifted first, as large logits lose digits
+    loss = (_pick(xp, xb, safe) - shift) - log_sums
+    if mask is not None or w is not None:
+        loss *= wt
+    if label_smoothing > 0:                         # sum_c w_c * logp_c, logp never formed
+        if w is None:
+            smooth = (xb - _keep_class_dim(shift)).sum(axis=1) - log_sums * c
+        else:
+            wc = w.astype(xb.dtype)
+            smooth = ((xb - _keep_class_dim(shift)) * _class_dim_shape(wc, xb.ndim)).sum(axis=1) \
+                - log_sums * wc.sum()
+        if mask is not None:
+            smooth = xp.where(mask, smooth, 0)
+        loss = (1 - label_smoothing) * loss + (label_smoothing / c) * smooth
+    loss = _reduce(-loss, total, reduction, x.ndim == 1)
+    return loss.astype(dtype) if dtype in _LOW else loss
+
+
+def _exp_rows(xp, x):
+    """(``exp(x - shift)``, its sums over dim 1, the shift) for (N, C, *d) ``x``.
+
+    The shift is the global max when every row's sum stays far from underflow (one cheap
+    reduction), else each row's max."""
+    shift = x.max()
+    e = x - shift
+    xp.exp(e, out=e)
+    sums = _row_sums(xp, e)
+    if not sums.min() >= 1e-30:         # also NaN: a row far below the max, or infinities
+        shift = x.max(axis=1, keepdims=True)
+        e = x - shift
+        xp.exp(e, out=e)
+        sums = _row_sums(xp, e)
+        shift = shift[:, 0]
+    return e, sums, shift
+
+
+def _row_sums(xp, e):
+    if e.ndim == 2:                     # a BLAS matrix-vector product beats a strided sum
+        return e @ xp.ones(e.shape[1], e.dtype)
+    return e.sum(axis=1)
+
+
+def _log_normalizer(xp, x):
+    """(shift, log of the sums of ``exp(x - shift)``) over dim 1 of (N, C, *d) ``x``: the
+    log-softmax is ``(x - shift) - log_sums``."""
+    if not x.size:
+        return 0.0, xp.log(xp.exp(x).sum(axis=1))
+    _, sums, shift = _exp_rows(xp, x)
+    return shift, xp.log(sums)
+
+
+def _keep_class_dim(shift):
+    return shift[:, None] if getattr(shift, "ndim", 0) else shift
+
+
+def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
+    if t.dtype.kind != "f" and t.dtype not in _LOW:
+        raise RuntimeError(f"Expected floating point type for target with class probabilities, "
+                           f"got {D.FROM_NUMPY[t.dtype]._torch_name}")
+    _float_input(x, "log_softmax_lastdim_kernel_impl")
+    result = D.promote_types(D.FROM_NUMPY[x.dtype], D.FROM_NUMPY[t.dtype]).np
+    compute = _F32 if result in _LOW else result
+    xb, tb = (x.reshape(1, -1), t.reshape(1, -1)) if x.ndim == 1 else (x, t)
+    c = xb.shape[1]
+    _check_weight(w, c, x.dtype)
+    q = tb.astype(compute, copy=False)
+    if label_smoothing > 0:
+        q = q * (1 - label_smoothing) + label_smoothing / c
+    if w is not None:
+        q = q * _class_dim_shape(w.astype(compute), xb.ndim)
+    xb = xb.astype(compute, copy=False)
+    shift, log_sums = _log_normalizer(xp, xb)
+    loss = -(((xb - _keep_class_dim(shift)) - log_sums[:, None]) * q).sum(axis=1)
+    loss = _reduce(loss, loss.size, reduction, x.ndim == 1)
+    return loss.astype(result, copy=False)
+
+
+class _Parts:
+    """A class target's distribution ``q`` in parts (all scaled by the mean's 1/denominator):
+    ``hot`` at each position's target class, plus ``share * wc`` over every class."""
+
+    def __init__(self, x, t, w, ignore_index, label_smoothing, reduction):
+        xa = x._data
+        self.xp = xp = xp_of(xa)
+        self.xb, tb = _batched(xa, t._data)
+        self.c = c = self.xb.shape[1]
+        self.dtype = dtype = _F32 if xa.dtype in _LOW else xa.dtype
+        wa = None if w is None else w._data.astype(dtype, copy=False)
+        self.safe, mask, wt, total = _targets(xp, tb, wa, ignore_index, c, dtype)
+        self.shape = tb.shape
+        # every position ignored: the mean is 0/0, but PyTorch's gradient is zero, not NaN
+        scale = (1 / total if total else 0.0) if reduction == "mean" else 1.0
+        self.hot = self.q_sum = wt * ((1 - label_smoothing) * scale)
+        self.share = None
+        if label_smoothing > 0:
+            kept = xp.ones(tb.shape, dtype) if mask is None else mask.astype(dtype)
+            self.share = kept * (label_smoothing / c * scale)
+            self.wc = xp.ones((c,), dtype) if wa is None else wa
+            self.q_sum = self.hot + self.share * self.wc.sum()
+
+    def subtract_from(self, a, g):
+        """``a - q * g`` in place, for (N, C, *d) ``a`` and ``g`` broadcastable to (N, *d)."""
+        hot = self.hot * g
+        if a.ndim == 2:
+            a[self.xp.arange(a.shape[0]), self.safe] -= hot
+        else:
+            index = self.safe[:, None]
+            hot = self.xp.broadcast_to(self.xp.asarray(hot, a.dtype), self.shape)
+            picked = self.xp.take_along_axis(a, index, axis=1)
+            self.xp.put_along_axis(a, index, picked - hot[:, None], axis=1)
+        if self.share is not None:
+            a -= (self.share * g)[:, None] * _class_dim_shape(self.wc, a.ndim)
+        return a
+
+    def dense(self):
+        """(q, sum_c q) as (N, C, *d) and (N, 1, *d) arrays."""
+        q = self.subtract_from(self.xp.zeros(self.xb.shape, self.dtype), -1.0)
+        q_sum = self.xp.broadcast_to(self.xp.asarray(self.q_sum, self.dtype), self.shape)
+        return q, q_sum[:, None]
+
+
+def _as_input(a, x, keep_class_dim):
+    """A batched (N, C, *d) or (N, 1, *d) array back in the layout of input ``x``."""
+    if x.ndim > 1:
+        return a
+    return a.reshape(x.shape) if keep_class_dim else a.reshape(1)
+
+
+def _per_position(grad, x, reduction):
+    """The incoming gradient, broadcastable against the input (class dim kept)."""
+    if reduction == "none" and x.ndim > 1:
+        return grad.unsqueeze(1)
+    return grad
+
+
+@cross_entropy.derivative
+def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing):
+    reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
+    dim = 1 if x.ndim > 1 else 0
+    g = _per_position(grad, x, reduction)
+    if not _is_probability_target(x, t):
+        parts = _Parts(x, t, w, ignore_index, label_smoothing, reduction)
+        if not grad_enabled():      # first order only: fused, in place, q never formed
+            ga = grad._data
+            ga = ga.reshape(-1) if x.ndim == 1 else ga
+            xb = parts.xb.astype(parts.dtype, copy=False)
+            if xb.size:     # softmax * sum_c q * grad, normalized and scaled in one pass
+                sm, sums, _ = _exp_rows(parts.xp, xb)
+                sm *= (parts.q_sum * ga / sums)[:, None]
+            else:
+                sm = xb.copy()
+            out = parts.subtract_from(sm, ga).astype(x.dtype.np, copy=False)
+            return _make(_as_input(out, x, True)), None, None
+        q, q_sum = parts.dense()
+        dtype = x.dtype.np
+        q = _make(_as_input(q.astype(dtype, copy=False), x, True))
+        q_sum = _make(_as_input(q_sum.astype(dtype, copy=False), x, False))
+        return (softmax(x, dim) * q_sum - q) * g, None, None
+    if reduction == "mean":
+        g = g / max(t.numel() // t.shape[dim], 1) if t.numel() else g * float("nan")
+    c = x.shape[dim]
+    q = t * (1 - label_smoothing) + label_smoothing / c if label_smoothing > 0 else t
+    wc = None if w is None else w.reshape([c] + [1] * (x.ndim - 1 - dim))
+    if wc is not None:
+        q = q * wc
+    grad_x = (softmax(x, dim) * q.sum(dim, keepdim=True) - q) * g
+    grad_t = None
+    if t.requires_grad:
+        scale = -(1 - label_smoothing) if wc is None else wc * -(1 - label_smoothing)
+        grad_t = log_softmax(x, dim) * scale * g
+    return grad_x, grad_t, None
+
+
+# --- nll_loss ---------------------------------------------------------------------------------
+
+@op("nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, "
+    "reduction='mean')", inputs=3, method=False, namespace="nn.functional")
+def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
+    """The negative log likelihood of ``target`` classes under log-probabilities ``input``."""
+    reduction = reduction_of(size_average, reduce, reduction, error=ForwardValueError)
+    _check_class_target(x, t)
+    _float_input(x, "nll_loss_forward_reduce_cuda_kernel_2d_index" if x.ndim <= 2
+                 else "nll_loss2d_forward_out_frame")
+    dtype = x.dtype
+    xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)
+    c = xb.shape[1]
+    _check_weight(w, c, dtype)
+    safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
+    loss = _pick(xp, xb, safe) * wt
+    if mask is not None:
+        loss = xp.where(mask, loss, 0)
+    loss = _reduce(-loss, total, reduction, x.ndim == 1)
+    return loss.astype(dtype) if dtype in _LOW else loss
+
+
+@nll_loss.derivative
+def _(grad, x, t, w, size_average, ignore_index, reduce, reduction):
+    reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
+    q, _ = _Parts(x, t, w, ignore_index, 0.0, reduction).dense()
+    q = _make(_as_input(-q.astype(x.dtype.np, copy=False), x, True))
+    return q * _per_position(grad, x, reduction), None, None

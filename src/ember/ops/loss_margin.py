@@ -1,0 +1,187 @@
+"""Margin and embedding losses, composed from ember ops: margin_ranking, hinge_embedding,
+cosine_embedding, multi_margin, multilabel_margin, multilabel_soft_margin and the triplet
+losses."""
+
+from ember._tensor import _make
+from ember.backend import xp_of
+from ember.ops._loss_common import reduce_loss, reduction_of
+from ember.ops.binary_math import where
+from ember.ops.loss_pointwise import softplus_of
+
+__all__ = ["margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
+           "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+           "triplet_margin_loss", "triplet_margin_with_distance_loss", "pairwise_distance_of"]
+
+_EPSILON = 1e-12        # keeps cosine_embedding_loss's magnitudes from zero
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """``max(0, -target * (input1 - input2) + margin)``: ranks input1 above input2 where
+    ``target`` is 1, below where it is -1."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    if not input1.ndim == input2.ndim == target.ndim:
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
+                           f"but got sizes: input1: ember.Size({list(input1.shape)}), input2: "
+                           f"ember.Size({list(input2.shape)}), target: "
+                           f"ember.Size({list(target.shape)}) ")
+    return reduce_loss((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    """``input`` where ``target`` is 1, ``max(0, margin - input)`` where it is -1."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    below = where(target != 1, (margin - input).clamp_min(0), 0.0)
+    return reduce_loss(below + where(target != -1, input, 0.0), reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """``1 - cos(input1, input2)`` where ``target`` is 1, ``max(0, cos - margin)`` where -1."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    if target.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if target.ndim == 1 and (input1.ndim != 2 or input2.ndim != 2):
+        raise RuntimeError(f"1D target tensor expects 2D input tensors, but found inputs with "
+                           f"sizes {list(input1.shape)} and {list(input2.shape)}.")
+    if target.ndim == 0 and (input1.ndim != 1 or input2.ndim != 1):
+        raise RuntimeError(f"0D target tensor expects 1D input tensors, but found inputs with "
+                           f"sizes {list(input1.shape)} and {list(input2.shape)}.")
+    dot = (input1 * input2).sum(-1)
+    norms = ((input1 * input1).sum(-1) + _EPSILON) * ((input2 * input2).sum(-1) + _EPSILON)
+    cos = dot / norms.sqrt()
+    loss = where(target == 1, 1 - cos, 0.0) + where(target == -1, (cos - margin).clamp_min(0),
+                                                     0.0)
+    return reduce_loss(loss, reduction)
+
+
+def _class_target(input, target, name):
+    """Checks of multi_margin_loss's input (C,) or (N, C) and class-index target."""
+    if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
+                           f"size, but got: {list(input.shape)}")
+    if target.dtype.is_floating_point or target.dtype.is_complex:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype._torch_name}")
+    n = input.shape[0] if input.ndim == 2 else 1
+    if target.numel() != n or target.ndim > 1:
+        raise RuntimeError(f"{name}: target tensor should be 1-D with size equal to the number "
+                           f"of input samples (batch size). Expected target size [{n}], but "
+                           f"got {list(target.shape)}. Input has shape {list(input.shape)}.")
+    c = input.shape[-1] if input.ndim else 1
+    if target.numel() and bool(((target < 0) | (target >= c)).any()):
+        raise RuntimeError("target out of range")
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    """The multi-class hinge loss ``sum_i max(0, margin - x[y] + x[i])**p / C``, i != y."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    _class_target(input, target, "multi_margin_loss")
+    x = input.reshape(-1, input.shape[-1] if input.ndim else 1)
+    c = x.shape[1]
+    if weight is not None and weight.numel() != c:
+        raise RuntimeError(f"inconsistent weight size, expected {c} but got "
+                           f"{list(weight.shape)}")
+    y = target.reshape(-1, 1)
+    margins = (margin - x.gather(1, y) + x).clamp_min(0)
+    if p == 2:
+        margins = margins.square()
+    if weight is not None:
+        margins = margins * weight[y]
+    others = _make(xp_of(y._data).arange(c) != y._data)        # the target's own term is 0
+    loss = where(others, margins, 0.0).sum(1) / c
+    return reduce_loss(loss if input.ndim == 2 else loss.reshape(()), reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """The multi-label hinge loss: each target class (listed before the first -1) against
+    each non-target class, ``sum max(0, 1 - (x[y_j] - x[i])) / C``."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0 and input.shape[0]):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
+                           f"size, but got: {list(input.shape)}")
+    if target.dtype.is_floating_point or target.dtype.is_complex:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype._torch_name}")
+    if target.shape != input.shape:
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
+                           f"{list(input.shape)}")
+    x = input.reshape(-1, input.shape[-1] if input.ndim else 1)
+    c = x.shape[1]
+    t = target._data.reshape(x.shape)
+    xp = xp_of(t)
+    if t.size and ((t < -1) | (t >= c)).any():
+        raise RuntimeError("argument #2 'target' is out of range")
+    listed = xp.cumprod(t != -1, axis=1).astype(bool)       # targets before the first -1
+    safe = xp.where(listed, t, 0)
+    is_target = xp.zeros(x.shape, bool)
+    rows = xp.broadcast_to(xp.arange(x.shape[0])[:, None], x.shape)
+    is_target[rows[listed], safe[listed]] = True
+    pairs = _make(listed[:, :, None] & ~is_target[:, None, :])      # (n, j, i)
+    picked = x.gather(1, _make(safe))
+    hinge = (1 - picked.unsqueeze(2) + x.unsqueeze(1)).clamp_min(0)
+    loss = where(pairs, hinge, 0.0).sum((1, 2)) / c
+    return reduce_loss(loss if input.ndim == 2 else loss.reshape(()), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    """The multi-label one-versus-all logistic loss, averaged over classes."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    # -(t * logsigmoid(x) + (1 - t) * logsigmoid(-x)), with logsigmoid(x) = -softplus(-x)
+    loss = target * softplus_of(-input) + (1 - target) * softplus_of(input)
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(input.ndim - 1) / input.shape[-1]
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not valid")
+    return reduce_loss(loss, reduction)
+
+
+def pairwise_distance_of(x1, x2, p=2.0, eps=1e-6):
+    """The ``p``-norm distance between rows of ``x1`` and ``x2`` (``eps`` added to the
+    difference, as PyTorch's pairwise_distance)."""
+    from ember.ops.norms import vector_norm
+    return vector_norm(x1 - x2 + eps, p, -1)
+
+
+def _same_ndim(anchor, positive, negative):
+    a, p, n = anchor.ndim, positive.ndim, negative.ndim
+    if not a == p == n:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the "
+                           f"same number of dimensions, but got: anchor {a}D, positive {p}D, and "
+                           f"negative {n}D inputs")
+
+
+def _triplet(distance, anchor, positive, negative, margin, swap, reduction):
+    d_pos = distance(anchor, positive)
+    d_neg = distance(anchor, negative)
+    if swap:
+        d_neg = d_neg.minimum(distance(positive, negative))
+    return reduce_loss((margin + d_pos - d_neg).clamp_min(0), reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """``max(0, margin + d(anchor, positive) - d(anchor, negative))`` for p-norm distance."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    _same_ndim(anchor, positive, negative)
+    return _triplet(lambda a, b: pairwise_distance_of(a, b, p, eps), anchor, positive, negative,
+                    margin, swap, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    """The triplet margin loss for any ``distance_function`` (default: pairwise distance)."""
+    reduction = reduction_of(None, None, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    _same_ndim(anchor, positive, negative)
+    return _triplet(distance_function or pairwise_distance_of, anchor, positive, negative,
+                    margin, swap, reduction)

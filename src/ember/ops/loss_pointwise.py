@@ -1,0 +1,170 @@
+"""Elementwise regression and likelihood losses, composed from ember ops: l1, mse, huber,
+smooth_l1, soft_margin, binary_cross_entropy_with_logits, kl_div, poisson_nll and
+gaussian_nll. (binary_cross_entropy, whose log is clamped, is an op: loss_bce.py.)"""
+
+import math
+import warnings
+
+from ember.autograd.grad_mode import no_grad
+from ember.ops._loss_common import reduce_loss, reduction_of, warn_size_mismatch
+from ember.ops.binary_math import where
+
+__all__ = ["l1_loss", "mse_loss", "huber_loss", "smooth_l1_loss", "soft_margin_loss",
+           "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss",
+           "gaussian_nll_loss", "softplus_of"]
+
+
+def _float_only(x, kernel):
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{x.dtype._torch_name}'")
+
+
+def _weighted(loss, input, weight, reduction):
+    """``loss`` times an elementwise ``weight`` (of input's size), reduced by its total."""
+    if weight is None:
+        return reduce_loss(loss, reduction)
+    if weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    if reduction == "mean":
+        return loss.sum() / weight.sum()
+    return reduce_loss(loss, reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """The mean (or sum) absolute error between ``input`` and ``target``."""
+    warn_size_mismatch(input, target)
+    reduction = reduction_of(size_average, reduce, reduction)
+    return _weighted((input - target).abs(), input, weight, reduction)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """The mean (or sum) squared error between ``input`` and ``target``."""
+    warn_size_mismatch(input, target)
+    reduction = reduction_of(size_average, reduce, reduction)
+    _float_only(input, "mse_cpu")
+    return _weighted((input - target).square(), input, weight, reduction)
+
+
+def _huber(diff, delta):
+    """``0.5 * d**2`` below ``delta``, ``delta * (|d| - 0.5 * delta)`` above (PyTorch's
+    gradient at the boundary: the linear branch's)."""
+    z = diff.abs()
+    return where(z < delta, 0.5 * z.square(), delta * (z - 0.5 * delta))
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """The Huber loss: squared error below ``delta``, ``delta``-scaled absolute error above."""
+    warn_size_mismatch(input, target)
+    reduction = reduction_of(None, None, reduction)
+    _float_only(input, "huber_cpu")
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    loss = _huber(input - target, delta)
+    if weight is None:
+        return reduce_loss(loss, reduction)
+    if weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
+    return reduce_loss(loss * weight, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """The smooth L1 loss: squared error / ``beta`` below ``beta``, absolute error above."""
+    warn_size_mismatch(input, target)
+    reduction = reduction_of(size_average, reduce, reduction)
+    _float_only(input, "smooth_l1_cpu")
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0:
+        return reduce_loss((input - target).abs(), reduction)
+    return reduce_loss(_huber(input - target, beta) / beta, reduction)
+
+
+def softplus_of(x):
+    """``log(1 + exp(x))`` without overflow."""
+    return (-x.abs()).exp().log1p() + x.clamp_min(0)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """The two-class logistic loss ``log(1 + exp(-target * input))``."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    return reduce_loss(softplus_of(-target * input), reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None):
+    """Binary cross entropy of ``sigmoid(input)``, computed stably from the logits."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Target size (ember.Size({list(target.shape)})) must be the same as "
+                         f"input size (ember.Size({list(input.shape)}))")
+    # log(1 + exp(-x)) without overflow; with pos_weight it weighs the positive term
+    if pos_weight is None:
+        loss = (1 - target) * input + softplus_of(-input)
+    else:
+        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * softplus_of(-input)
+    if weight is not None:
+        loss = loss * weight
+    return reduce_loss(loss, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """The Kullback-Leibler divergence of ``target`` from log-probabilities ``input``."""
+    if size_average is not None or reduce is not None:
+        reduction = reduction_of(size_average, reduce, reduction)
+    elif reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", UserWarning, stacklevel=2)
+    elif reduction != "batchmean":
+        reduction = reduction_of(None, None, reduction)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = target.xlogy(target) - target * input
+    if reduction == "batchmean":
+        total = loss.sum()
+        return total / input.shape[0] if input.ndim else total
+    return reduce_loss(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    """The negative log likelihood of ``target`` under a Poisson of rate ``input``."""
+    reduction = reduction_of(size_average, reduce, reduction)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:   # Stirling's approximation of log(target!), only where target > 1
+        stirling = target.xlogy(target) - target + 0.5 * (2 * math.pi * target).log()
+        loss = loss + where(target > 1, stirling, 0.0)
+    return reduce_loss(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """The negative log likelihood of ``target`` under a Gaussian of mean ``input``, variance
+    ``var`` (same shape, one dim fewer, or a singleton dim where input's is not)."""
+    if isinstance(var, (int, float)):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = input.new_full(input.shape, float(var))
+    elif bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if var.shape != input.shape:
+        if input.shape[:-1] == var.shape:
+            var = var.unsqueeze(-1)
+        elif input.ndim != var.ndim or sum(v for i, v in zip(input.shape, var.shape)
+                                           if i != v) != 1:
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not valid")
+    # clamped for stability, but the gradient flows to var as if it were not (as PyTorch)
+    with no_grad():
+        lift = var.clamp_min(eps) - var
+    var = var + lift
+    loss = 0.5 * (var.log() + (input - target).square() / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return reduce_loss(loss, reduction)
