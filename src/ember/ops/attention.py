@@ -194,3 +194,9 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     grad_mask = ds if mask is not None and mask.is_floating_point() else None
     return grad_q, grad_k, grad_v, grad_mask
 
+
+from ember.ops import multi_head_attention as _mha  # noqa: E402
+
+FUNCTIONAL.update({"multi_head_attention_forward": _mha.multi_head_attention_forward,
+                   "_canonical_mask": _mha._canonical_mask,
+                   "_none_or_dtype": _mha._none_or_dtype})
