@@ -176,7 +176,7 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     scale = _scale(q.shape[-1], scale)
     p = weights
     if dropout_p > 0:
-        drop = out[2] * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
+        drop = out[2].to(weights.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
         p = p * drop
     grad_v = _group_sum(p.mT @ grad, gv)
     dp = _grouped(grad, v.mT, gv)
