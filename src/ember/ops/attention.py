@@ -15,6 +15,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._random import _rng
+from ember.autograd.grad_mode import STATE as _GRAD
 from ember.ops._registry import broadcast_message, op
 
 __all__ = ["scaled_dot_product_attention"]
@@ -188,9 +189,14 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     if grad_weights is not None and grad_weights._data.any():    # only in double backward
         dp = dp + grad_weights
         rows = rows + (grad_weights * weights).sum(-1, keepdim=True)
-    ds = weights * (dp - rows)
-    grad_q = _grouped(ds, k, gk) * scale
-    grad_k = _group_sum(ds.mT @ q, gk) * scale
+    if _GRAD.grad_enabled or dp.dtype != weights.dtype:
+        ds = weights * (dp - rows)
+        grad_q = _grouped(ds, k, gk) * scale
+        grad_k = _group_sum(ds.mT @ q, gk) * scale
+    else:                       # no graph to record: reuse the fresh buffers in place
+        ds = dp.sub_(rows).mul_(weights)
+        grad_q = _grouped(ds, k, gk).mul_(scale)
+        grad_k = _group_sum(ds.mT @ q, gk).mul_(scale)
     grad_mask = ds if mask is not None and mask.is_floating_point() else None
     return grad_q, grad_k, grad_v, grad_mask
 
