@@ -272,6 +272,23 @@ def test_dropout_only_in_training():
     assert not np.allclose(_np(a), _np(b))
 
 
+def test_merge_masks():
+    m = nn.MultiheadAttention(4, 2)
+    x = ember.ones(2, 3, 4)
+    attn = ember.zeros(3, 3, dtype=ember.bool)
+    attn[0, 1] = True
+    pad = ember.tensor([[False, False, False], [False, False, True]])
+    assert m.merge_masks(None, None, x) == (None, None)
+    merged, kind = m.merge_masks(None, pad, x)
+    assert merged is pad and kind == 1
+    merged, kind = m.merge_masks(attn, None, x)
+    assert kind == 2 and merged.shape == (2, 2, 3, 3)
+    merged, kind = m.merge_masks(attn, pad, x)
+    want = np.asarray(attn)[None, None] | np.asarray(pad)[:, None, None, :]
+    assert kind == 2 and merged.dtype is ember.bool
+    np.testing.assert_array_equal(np.asarray(merged), np.broadcast_to(want, (2, 2, 3, 3)))
+
+
 # ----- errors -------------------------------------------------------------------------------
 
 def _errors():

@@ -150,3 +150,18 @@ class MultiheadAttention(Module):
         if self.batch_first and batched:
             return out.transpose(1, 0), weights
         return out, weights
+
+    def merge_masks(self, attn_mask, key_padding_mask, query):
+        """(merged mask, mask type): the key padding mask alone is type 1; with an attention
+        mask, both are expanded to (batch, heads, seq, seq) and or-ed (or summed): type 2."""
+        if attn_mask is None:
+            return key_padding_mask, (None if key_padding_mask is None else 1)
+        batch, seq_len = query.shape[0], query.shape[1]
+        if attn_mask.dim() == 3:
+            merged = attn_mask.view(batch, -1, seq_len, seq_len)
+        else:
+            merged = attn_mask.view(1, 1, seq_len, seq_len).expand(batch, self.num_heads, -1, -1)
+        if key_padding_mask is not None:
+            merged = merged + key_padding_mask.view(batch, 1, 1, seq_len).expand(
+                -1, self.num_heads, -1, -1)
+        return merged, 2
