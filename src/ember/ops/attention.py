@@ -1,3 +1,208 @@
-"""(stub) filled in by the nn work."""
+"""Scaled dot-product attention (``F.scaled_dot_product_attention``) as one fused op.
+
+NOTE [SDPA outputs]: the forward returns ``(output, weights)``, plus the boolean keep mask
+when dropout is on, where ``weights`` is the softmax of the masked, scaled scores. They are
+outputs so the derivative receives them (``out=``) instead of recomputing them, and so double
+backward differentiates through them like any output; the public function returns only the
+output (``namedtuple=_output_only``). The weights are the one (..., L, S) matrix the op
+materializes: the scores are masked, exponentiated and normalized in place.
+"""
+
+import functools
+import math
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._random import _rng
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.ops._registry import broadcast_message, op
+
+__all__ = ["scaled_dot_product_attention"]
 
 FUNCTIONAL = {}
+
+_HALF = {d.np for d in D.LOW_PRECISION}
+_F32 = np.dtype(np.float32)
+_C_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char",
+            "int16": "short int", "int32": "int", "int64": "long int", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "float32": "float", "float64": "double",
+            "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
+def _output_only(output, *saved):
+    """The public result of the op: its first output (see NOTE [SDPA outputs])."""
+    return output
+
+
+def _c_name(dtype):
+    return _C_NAMES.get(dtype.name, dtype.name)
+
+
+def _check(q, k, v, mask, dropout_p, is_causal, grouped):
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, "
+                           f"but got query.dim: {q.ndim} key.dim: {k.ndim} and value.dim: "
+                           f"{v.ndim} instead.")
+    if not q.dtype == k.dtype == v.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
+                           f"query.dtype: {_c_name(q.dtype)} key.dtype: {_c_name(k.dtype)} "
+                           f"and value.dtype: {_c_name(v.dtype)} instead.")
+    kind = D.FROM_NUMPY[q.dtype]
+    if kind.is_complex:
+        raise NotImplementedError(f"\"softmax_lastdim_kernel_impl\" not implemented for "
+                                  f"'{kind._torch_name}'")
+    if not kind.is_floating_point:
+        raise RuntimeError(f"expected scalar type Float but found {kind._torch_name}")
+    if mask is not None and mask.dtype not in (np.bool_, _F32, q.dtype):
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                           f"dtype, but got attn_mask.dtype: {_c_name(mask.dtype)} and  "
+                           f"query.dtype: {_c_name(q.dtype)} instead.")
+    if mask is not None and is_causal:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
+                           "when is_causal=True")
+    if dropout_p > 1:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+    lead = -3 if grouped else -2                   # grouped heads need not broadcast
+    batch = [q.shape[:lead], k.shape[:lead], v.shape[:lead]]
+    try:
+        np.broadcast_shapes(*batch)
+    except ValueError:
+        raise RuntimeError(broadcast_message(batch)) from None
+    if k.shape[-1] != q.shape[-1]:
+        n = math.prod(q.shape[:-2])
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{n}, {q.shape[-1]}] but got: [{n}, {k.shape[-1]}].")
+    if v.shape[-2] != k.shape[-2]:
+        n = math.prod(q.shape[:-2])
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{n}, {k.shape[-2]}] but got: [{n}, {v.shape[-2]}].")
+
+
+def _groups(q, k, v, enable_gqa):
+    """How many query heads share one key head and one value head (grouped-query attention)."""
+    if not enable_gqa:
+        return 1, 1
+    for t in (q, k, v):
+        if t.ndim < 3:
+            raise IndexError(f"Dimension out of range (expected to be in range of "
+                             f"[-{t.ndim}, {t.ndim - 1}], but got -3)")
+    hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]
+    if hq % hk or hq % hv:
+        raise RuntimeError("Number of heads in key and value must divide the number of heads "
+                           "in ")
+    return hq // hk, hq // hv
+
+
+def _grouped(a, b, g):
+    """``a @ b`` where ``a`` has ``g`` times the heads (dim -3) of ``b``, each head of ``b``
+    serving ``g`` consecutive heads of ``a``. Works on arrays and Tensors alike."""
+    if g == 1:
+        return a @ b
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    r = a.reshape(sa[:-3] + (sa[-3] // g, g) + sa[-2:]) @ b.reshape(sb[:-2] + (1,) + sb[-2:])
+    return r.reshape(tuple(r.shape[:-4]) + (-1,) + tuple(r.shape[-2:]))
+
+
+def _group_sum(x, g):
+    """Sum the ``g`` query heads of each group: the gradient of a shared key/value head."""
+    if g == 1:
+        return x
+    s = tuple(x.shape)
+    return x.reshape(s[:-3] + (s[-3] // g, g) + s[-2:]).sum(-3)
+
+
+@functools.lru_cache(maxsize=16)
+def _causal_bias(xp, L, S, dtype):
+    """-inf above the diagonal (a query attends to keys up to its own position), else 0."""
+    return xp.where(xp.triu(xp.ones((L, S), dtype=bool), 1), -xp.inf, 0).astype(dtype)
+
+
+def _scale(e, scale):
+    if scale is not None:
+        return scale
+    return 1.0 / math.sqrt(e) if e else 1.0
+
+
+@op("scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, "
+    "is_causal=False, *, scale=None, enable_gqa=False)", inputs=4, namespace="nn.functional",
+    out=False, namedtuple=_output_only, grad_fn_name="ScaledDotProductAttentionBackward0")
+def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
+    """Attention softmax(Q K^T * scale + mask) V, with optional causal mask and dropout."""
+    gk, gv = _groups(q, k, v, enable_gqa)
+    _check(q, k, v, mask, dropout_p, is_causal, gk != 1 or gv != 1)
+    dtype = q.dtype
+    if dtype in _HALF:
+        q, k, v = q.astype(_F32), k.astype(_F32), v.astype(_F32)
+    if mask is not None and mask.dtype != np.bool_ and mask.dtype != q.dtype:
+        mask = mask.astype(q.dtype)
+    L, S = q.shape[-2], k.shape[-2]
+    p = _grouped(q * _scale(q.shape[-1], scale), k.swapaxes(-1, -2), gk)
+    if is_causal:
+        p += _causal_bias(xp, L, S, p.dtype)
+    elif mask is not None:
+        shape = p.shape
+        try:
+            full = xp.broadcast_shapes(shape, mask.shape)
+        except ValueError:
+            raise RuntimeError(broadcast_message([shape, mask.shape])) from None
+        if full != shape:
+            raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast "
+                               f"shape {list(full)}")
+        if mask.dtype == np.bool_:
+            xp.copyto(p, -xp.inf, where=~mask)
+        else:
+            p += mask
+    if S:
+        top = p.max(axis=-1, keepdims=True)
+        p -= xp.where(top == -xp.inf, 0, top)       # rows masked throughout stay -inf
+        xp.exp(p, out=p)
+        total = p @ xp.ones((S, 1), dtype=p.dtype)   # a row sum, faster through BLAS
+        p /= xp.where(total == 0, 1, total)         # ... and give zero weights, as PyTorch
+    weights = p
+    if dropout_p > 0:
+        keep = xp.asarray(_rng(None).random(p.shape, dtype=np.float32) >= dropout_p)
+        p = p * keep * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
+    result = _grouped(p, v, gv)
+    if result.dtype != dtype:
+        result = result.astype(dtype)
+    return (result, weights) if dropout_p <= 0 else (result, weights, keep)
+
+
+@scaled_dot_product_attention.derivative
+def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
+    grad, grad_weights = grads[0], grads[1]
+    weights = out[1]
+    gk, gv = _groups(q, k, v, enable_gqa)
+    scale = _scale(q.shape[-1], scale)
+    p = weights
+    if dropout_p > 0:
+        drop = out[2].to(weights.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
+        p = p * drop
+    grad_v = _group_sum(p.mT @ grad, gv)
+    dp = _grouped(grad, v.mT, gv)
+    if dropout_p > 0:
+        dp = dp * drop
+    # sum_j dp_ij w_ij equals grad_i . output_i (the smaller product), plus the double
+    # backward term
+    rows = (grad * out[0]).sum(-1, keepdim=True)
+    if grad_weights is not None and grad_weights._data.any():    # only in double backward
+        dp = dp + grad_weights
+        rows = rows + (grad_weights * weights).sum(-1, keepdim=True)
+    if _GRAD.grad_enabled or dp.dtype != weights.dtype:
+        ds = weights * (dp - rows)
+        grad_q = _grouped(ds, k, gk) * scale
+        grad_k = _group_sum(ds.mT @ q, gk) * scale
+    else:                       # no graph to record: reuse the fresh buffers in place
+        ds = dp.sub_(rows).mul_(weights)
+        grad_q = _grouped(ds, k, gk).mul_(scale)
+        grad_k = _group_sum(ds.mT @ q, gk).mul_(scale)
+    grad_mask = ds if mask is not None and mask.is_floating_point() else None
+    return grad_q, grad_k, grad_v, grad_mask
+
+
+from ember.ops import multi_head_attention as _mha  # noqa: E402
+
+FUNCTIONAL.update({"multi_head_attention_forward": _mha.multi_head_attention_forward,
+                   "_canonical_mask": _mha._canonical_mask,
+                   "_none_or_dtype": _mha._none_or_dtype})
