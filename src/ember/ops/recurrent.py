@@ -31,7 +31,7 @@ def _steps(batch_sizes, reverse):
 
 def _check(x, hx, w_hh, cx, mode, batch_sizes):
     if mode not in MODES:
-        raise ValueError(f"Unrecognized RNN mode: {mode}")
+        raise RuntimeError(f"Unrecognized RNN mode: {mode}")
     if sum(batch_sizes) != x.shape[0] or any(
             a < b for a, b in zip(batch_sizes, batch_sizes[1:])):
         raise RuntimeError(f"_rnn_layer(): batch_sizes {list(batch_sizes)} do not describe "
