@@ -1,3 +1,429 @@
-"""(stub) filled in by the nn work."""
+"""Recurrent layers: RNN, LSTM, GRU and their single-step cells.
 
-__all__ = []
+A layer projects the inputs of all time steps with one matmul per layer and direction, then
+runs the recurrence as one ``_rnn_layer`` op (ember/ops/recurrent.py), which also takes
+packed sequences (see ember.nn.utils.rnn).
+"""
+
+import math
+import numbers
+import warnings
+
+import ember
+from ember.nn.modules.module import Module
+from ember.nn.parameter import Parameter
+from ember.nn.utils.rnn import PackedSequence
+from ember.ops.recurrent import rnn_layer
+
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+def _init_uniform(module):
+    """PyTorch's init for recurrent weights: U(-1/sqrt(hidden), 1/sqrt(hidden)) on all."""
+    bound = 1.0 / math.sqrt(module.hidden_size) if module.hidden_size > 0 else 0
+    with ember.no_grad():
+        for p in module.parameters():
+            p.uniform_(-bound, bound)
+
+
+def _dropout(x, p):
+    keep = (ember.rand(x.shape, dtype=x.dtype, device=x.device) >= p).to(x.dtype)
+    return x * keep * (1.0 / (1.0 - p))
+
+
+def _projection(x, w_ih, b_ih, b_hh):
+    """``x W_ih^T + b_ih (+ b_hh)`` for all rows of ``x`` at once."""
+    if b_ih is None:
+        return x.matmul(w_ih.t())
+    bias = b_ih if b_hh is None else b_ih + b_hh
+    return ember.addmm(bias, x, w_ih.t())
+
+
+class RNNBase(Module):
+    """Base class of RNN, LSTM and GRU (``torch.nn.RNNBase``)."""
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, proj_size=0,
+                 device=None, dtype=None):
+        super().__init__()
+        factory_kwargs = {"device": device, "dtype": dtype}
+        if mode not in _GATES:
+            raise ValueError(f"Unrecognized RNN mode: {mode}")
+        if not isinstance(dropout, numbers.Number) or not 0 <= dropout <= 1 or \
+                isinstance(dropout, bool):
+            raise ValueError("dropout should be a number in range [0, 1] representing the "
+                             "probability of an element being zeroed")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(f"dropout option adds dropout after all but last recurrent layer, so "
+                          f"non-zero dropout expects num_layers greater than 1, but got "
+                          f"dropout={dropout} and num_layers={num_layers}", stacklevel=2)
+        if not isinstance(hidden_size, int):
+            raise TypeError(f"hidden_size should be of type int, got: "
+                            f"{type(hidden_size).__name__}")
+        if hidden_size <= 0:
+            raise ValueError("hidden_size must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable "
+                             "projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.proj_size = proj_size
+        directions = 2 if bidirectional else 1
+        gate_size = _GATES[mode] * hidden_size
+        real_hidden = proj_size if proj_size > 0 else hidden_size
+        self._flat_weights_names = []
+        self._all_weights = []
+        for layer in range(num_layers):
+            for direction in range(directions):
+                layer_input = input_size if layer == 0 else real_hidden * directions
+                suffix = f"_l{layer}" + ("_reverse" if direction == 1 else "")
+                shapes = [("weight_ih", (gate_size, layer_input)),
+                          ("weight_hh", (gate_size, real_hidden))]
+                if bias:
+                    shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
+                if proj_size > 0:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
+                names = []
+                for name, shape in shapes:
+                    setattr(self, name + suffix, Parameter(ember.empty(shape, **factory_kwargs)))
+                    names.append(name + suffix)
+                self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Draw every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+        _init_uniform(self)
+
+    def flatten_parameters(self):
+        """No-op: ember keeps no fused weight buffer (kept for PyTorch compatibility)."""
+
+    @property
+    def _flat_weights(self):
+        return [getattr(self, name) for name in self._flat_weights_names]
+
+    @property
+    def all_weights(self):
+        """The parameters as a list per layer and direction."""
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s
+
+    # ----- forward -----------------------------------------------------------------------
+
+    def forward(self, input, hx=None):
+        is_lstm = self.mode == "LSTM"
+        packed = isinstance(input, PackedSequence)
+        directions = 2 if self.bidirectional else 1
+        real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
+        if packed:
+            input, batch_sizes, sorted_indices, unsorted_indices = input
+            sizes = tuple(int(b) for b in batch_sizes.tolist())
+            batched = True
+            batch = sizes[0]
+        else:
+            sorted_indices = unsorted_indices = None
+            name = {"LSTM": "LSTM", "GRU": "GRU"}.get(self.mode, "RNN")
+            if input.dim() not in (2, 3):
+                extra = " tensor" if name == "RNN" else ""
+                raise ValueError(f"{name}: Expected input to be 2D or 3D, got "
+                                 f"{input.dim()}D{extra} instead")
+            batched = input.dim() == 3
+            if not batched:
+                input = input.unsqueeze(1)
+            elif self.batch_first:
+                input = input.transpose(0, 1)
+            steps, batch = input.shape[0], input.shape[1]
+            sizes = (batch,) * steps
+        hx = self._check_hidden(hx, batched, is_lstm)
+        self._check_input(input, packed)
+        expected = (self.num_layers * directions, batch, real_hidden)
+        if hx is None:
+            dtype, device = input.dtype, input.device
+            h0 = ember.zeros(expected, dtype=dtype, device=device)
+            c0 = ember.zeros(expected[:2] + (self.hidden_size,), dtype=dtype, device=device) \
+                if is_lstm else None
+        else:
+            h0, c0 = (hx if is_lstm else (hx, None))
+            if not batched:
+                h0 = h0.unsqueeze(1)
+                c0 = c0.unsqueeze(1) if c0 is not None else None
+            if sorted_indices is not None:
+                h0 = h0.index_select(1, sorted_indices)
+                c0 = c0.index_select(1, sorted_indices) if c0 is not None else None
+            self._check_hidden_size(h0, expected, "hidden[0]" if is_lstm else "hidden")
+            if is_lstm:
+                self._check_hidden_size(c0, expected[:2] + (self.hidden_size,), "hidden[1]")
+        if not packed and sizes == ():
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+        x = input if packed else input.reshape(len(sizes) * batch, input.shape[2])
+        output, h_n, c_n = self._layers(x, h0, c0, sizes)
+        if packed:
+            if unsorted_indices is not None:
+                h_n = h_n.index_select(1, unsorted_indices)
+                c_n = c_n.index_select(1, unsorted_indices) if c_n is not None else None
+            output = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
+        else:
+            output = output.reshape(len(sizes), batch, output.shape[-1])
+            if not batched:
+                output, h_n = output.squeeze(1), h_n.squeeze(1)
+                c_n = c_n.squeeze(1) if c_n is not None else None
+            elif self.batch_first:
+                output = output.transpose(0, 1)
+        return (output, (h_n, c_n)) if is_lstm else (output, h_n)
+
+    def _layers(self, x, h0, c0, sizes):
+        directions = 2 if self.bidirectional else 1
+        fold_bias = self.mode != "GRU"      # b_hh adds to the projection except in GRU's n
+        hs, cs = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(directions):
+                k = layer * directions + direction
+                w = dict(zip(("w_ih", "w_hh", "b_ih", "b_hh"), self.all_weights[k][:4]))
+                w_hr = self.all_weights[k][-1] if self.proj_size > 0 else None
+                b_ih, b_hh = (w["b_ih"], w["b_hh"]) if self.bias else (None, None)
+                proj = _projection(x, w["w_ih"], b_ih, b_hh if fold_bias else None)
+                out, h, c = rnn_layer(proj, h0[k], w["w_hh"],
+                                      c0[k] if c0 is not None else None,
+                                      None if fold_bias else b_hh, w_hr, mode=self.mode,
+                                      batch_sizes=sizes, reverse=direction == 1)
+                outs.append(out)
+                hs.append(h)
+                cs.append(c)
+            x = outs[0] if directions == 1 else ember.cat(outs, 1)
+            if self.training and self.dropout > 0 and layer < self.num_layers - 1:
+                x = _dropout(x, self.dropout)
+        h_n = ember.stack(hs)
+        c_n = ember.stack(cs) if c0 is not None else None
+        return x, h_n, c_n
+
+    def _check_hidden(self, hx, batched, is_lstm):
+        if hx is None:
+            return None
+        if is_lstm:
+            h, c = hx
+            want = 3 if batched else 2
+            if h.dim() != want or c.dim() != want:
+                kind = "batched 3-D" if batched else "unbatched 2-D"
+                raise RuntimeError(f"For {kind} input, hx and cx should also be {want}-D but "
+                                   f"got ({h.dim()}-D, {c.dim()}-D) tensors")
+        else:
+            want = 3 if batched else 2
+            if hx.dim() != want:
+                kind = "batched 3-D" if batched else "unbatched 2-D"
+                raise RuntimeError(f"For {kind} input, hx should also be {want}-D but got "
+                                   f"{hx.dim()}-D tensor")
+        return hx
+
+    def _check_input(self, input, packed):
+        weight = self.weight_ih_l0
+        if input.dtype != weight.dtype:
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
+                             f"({weight.dtype}). Convert input: input.to({weight.dtype}), or "
+                             f"convert model: model.to({input.dtype})")
+        want = 2 if packed else 3
+        if input.dim() != want:
+            raise RuntimeError(f"input must have {want} dimensions, got {input.dim()}")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {input.shape[-1]}")
+
+    @staticmethod
+    def _check_hidden_size(h, expected, what):
+        if tuple(h.shape) != expected:
+            raise RuntimeError(f"Expected {what} size {expected}, got {list(h.shape)}")
+
+
+class RNN(RNNBase):
+    """Elman RNN: h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu)."""
+
+    def __init__(self, *args, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        if len(args) > 3:
+            nonlinearity = args[3]
+            args = args[:3] + args[4:]
+        else:
+            nonlinearity = kwargs.pop("nonlinearity", "tanh")
+        if nonlinearity == "tanh":
+            mode = "RNN_TANH"
+        elif nonlinearity == "relu":
+            mode = "RNN_RELU"
+        else:
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
+                             f"'relu'.")
+        super().__init__(mode, *args, **kwargs)
+        self.nonlinearity = nonlinearity
+
+
+class LSTM(RNNBase):
+    """Long short-term memory (gates i, f, g, o), with an optional projection of h."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("LSTM", *args, **kwargs)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit (gates r, z, n): n = tanh(W_in x + b_in + r * (W_hn h + b_hn))."""
+
+    def __init__(self, *args, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        super().__init__("GRU", *args, **kwargs)
+
+
+# ----- cells --------------------------------------------------------------------------------
+
+class RNNCellBase(Module):
+    """Base class of the single-step cells (``torch.nn.RNNCellBase``)."""
+
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
+        super().__init__()
+        factory_kwargs = {"device": device, "dtype": dtype}
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bias = bias
+        self.weight_ih = Parameter(ember.empty((num_chunks * hidden_size, input_size),
+                                               **factory_kwargs))
+        self.weight_hh = Parameter(ember.empty((num_chunks * hidden_size, hidden_size),
+                                               **factory_kwargs))
+        if bias:
+            self.bias_ih = Parameter(ember.empty(num_chunks * hidden_size, **factory_kwargs))
+            self.bias_hh = Parameter(ember.empty(num_chunks * hidden_size, **factory_kwargs))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Draw every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+        _init_uniform(self)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if "nonlinearity" in self.__dict__ and self.nonlinearity != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+    def _step(self, mode, input, states):
+        """Check shapes, then run one step of ``mode`` on ``input`` (B, I) and the states."""
+        if input.shape[1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} "
+                               f"expected {self.input_size}")
+        for i, s in enumerate(states):
+            if s.shape[0] != input.shape[0]:
+                raise RuntimeError(f"Input batch size {input.shape[0]} doesn't match hidden{i} "
+                                   f"batch size {s.shape[0]}")
+            if s.shape[1] != self.hidden_size:
+                raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, "
+                                   f"expected {self.hidden_size}")
+        fold_bias = mode != "GRU"
+        proj = _projection(input, self.weight_ih, self.bias_ih,
+                           self.bias_hh if fold_bias else None)
+        _, h, c = rnn_layer(proj, states[0], self.weight_hh,
+                            states[1] if len(states) > 1 else None,
+                            None if fold_bias else self.bias_hh, mode=mode,
+                            batch_sizes=(input.shape[0],))
+        return h, c
+
+    def _batch(self, input, hx):
+        name = type(self).__name__
+        if input.dim() not in (1, 2):
+            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D "
+                             f"instead")
+        for h in hx if isinstance(hx, tuple) else (hx,):
+            if h is not None and h.dim() not in (1, 2):
+                raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {h.dim()}D "
+                                 f"instead")
+        batched = input.dim() == 2
+        if not batched:
+            input = input.unsqueeze(0)
+        return input, batched
+
+    def _zeros(self, input):
+        return ember.zeros((input.shape[0], self.hidden_size), dtype=input.dtype,
+                           device=input.device)
+
+
+def _unsqueeze(h, batched):
+    return h if batched else h.unsqueeze(0)
+
+
+class RNNCell(RNNCellBase):
+    """One step of an Elman RNN (tanh or relu)."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, num_chunks=1, device=device,
+                         dtype=dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        input, batched = self._batch(input, hx)
+        hx = self._zeros(input) if hx is None else _unsqueeze(hx, batched)
+        if self.nonlinearity not in ("tanh", "relu"):
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        h, _ = self._step("RNN_TANH" if self.nonlinearity == "tanh" else "RNN_RELU", input,
+                          (hx,))
+        return h if batched else h.squeeze(0)
+
+
+class LSTMCell(RNNCellBase):
+    """One step of an LSTM; returns ``(h', c')``."""
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, num_chunks=4, device=device,
+                         dtype=dtype)
+
+    def forward(self, input, hx=None):
+        input, batched = self._batch(input, hx)
+        if hx is None:
+            zeros = self._zeros(input)
+            hx = (zeros, zeros)
+        else:
+            hx = (_unsqueeze(hx[0], batched), _unsqueeze(hx[1], batched))
+        h, c = self._step("LSTM", input, hx)
+        return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
+
+
+class GRUCell(RNNCellBase):
+    """One step of a GRU."""
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, num_chunks=3, device=device,
+                         dtype=dtype)
+
+    def forward(self, input, hx=None):
+        input, batched = self._batch(input, hx)
+        hx = self._zeros(input) if hx is None else _unsqueeze(hx, batched)
+        h, _ = self._step("GRU", input, (hx,))
+        return h if batched else h.squeeze(0)

@@ -1,0 +1,245 @@
+"""The time loops of RNN_TANH, RNN_RELU, LSTM and GRU layers on backend arrays.
+
+Every kernel works on *packed* rows: ``x`` holds the input projections of all steps, one row
+per (step, sequence), and ``steps`` lists ``(offset, batch)`` in processing order; step
+``k`` updates the first ``batch`` rows of the state (sequences are sorted by decreasing
+length, so rows past ``batch`` are finished, or for the reverse direction not started yet,
+and keep their state). A forward returns ``(output, h_n, c_n, workspace)``: the workspace
+keeps, per packed row, what the backward needs (gate activations, previous states), so the
+backward runs without recomputing a GEMM. A backward returns the gradients of
+``(x, hx, w_hh, cx, b_hh, w_hr)`` (None where there is no such input).
+"""
+
+_SIGMOID_TANH = {}          # (dtype, hidden, gates) -> (scale, shift) rows; see _activate
+
+
+def _gate_rows(xp, dtype, hidden, tanh_gate, gates):
+    """Per-column scale and shift so that ``tanh(v * scale) * scale + shift`` is sigmoid(v)
+    on sigmoid columns (0.5 * tanh(v / 2) + 0.5) and tanh(v) on column ``tanh_gate``."""
+    key = (xp, dtype, hidden, tanh_gate, gates)
+    hit = _SIGMOID_TANH.get(key)
+    if hit is None:
+        scale = xp.full(gates * hidden, 0.5, dtype=dtype)
+        shift = xp.full(gates * hidden, 0.5, dtype=dtype)
+        if tanh_gate is not None:
+            scale[tanh_gate * hidden:(tanh_gate + 1) * hidden] = 1
+            shift[tanh_gate * hidden:(tanh_gate + 1) * hidden] = 0
+        hit = _SIGMOID_TANH[key] = (scale, shift)
+    return hit
+
+
+def _activate(xp, g, rows):
+    """Fused gate nonlinearities, in place: one tanh over all gates."""
+    scale, shift = rows
+    g *= scale
+    xp.tanh(g, out=g)
+    g *= scale
+    g += shift
+    return g
+
+
+def _state(xp, h):
+    return xp.array(h, copy=True, order="C")
+
+
+# --- RNN_TANH / RNN_RELU ----------------------------------------------------------------------
+
+def rnn_forward(xp, x, hx, w_hh, b_hh, steps, relu):
+    """Elman RNN: h' = act(x + h W_hh^T + b_hh); workspace: the previous state of each row."""
+    n, hidden = x.shape[0], hx.shape[1]
+    out = xp.empty((n, hidden), dtype=x.dtype)
+    ws = xp.empty((n, hidden), dtype=x.dtype)
+    h = _state(xp, hx)
+    wt = w_hh.T
+    for o, bs in steps:
+        hp = h[:bs]
+        ws[o:o + bs] = hp
+        a = hp @ wt
+        a += x[o:o + bs]
+        if b_hh is not None:
+            a += b_hh
+        if relu:
+            xp.maximum(a, 0, out=a)
+        else:
+            xp.tanh(a, out=a)
+        out[o:o + bs] = a
+        h[:bs] = a
+    return out, h, None, ws
+
+
+def rnn_backward(xp, dout, dh_n, out, ws, w_hh, b_hh, steps, relu):
+    """BPTT through ``rnn_forward``."""
+    dx = xp.empty_like(out)
+    carry = _state(xp, dh_n)
+    for o, bs in reversed(steps):
+        dh = dout[o:o + bs] + carry[:bs]
+        h = out[o:o + bs]
+        if relu:
+            dh *= h > 0
+        else:
+            dh *= 1 - h * h
+        dx[o:o + bs] = dh
+        carry[:bs] = dh @ w_hh
+    dw = dx.T @ ws
+    db = dx.sum(0) if b_hh is not None else None
+    return dx, carry, dw, None, db, None
+
+
+# --- LSTM -------------------------------------------------------------------------------------
+
+def _lstm_columns(hidden, proj):
+    """Workspace columns: activations i,f,g,o | c | tanh(c) | c_prev | h_prev [| h before
+    the projection]."""
+    a = 4 * hidden
+    cols = {"act": (0, a), "c": (a, a + hidden), "tc": (a + hidden, a + 2 * hidden),
+            "cp": (a + 2 * hidden, a + 3 * hidden),
+            "hp": (a + 3 * hidden, a + 3 * hidden + proj)}
+    end = a + 3 * hidden + proj
+    if proj != hidden:
+        cols["hpre"] = (end, end + hidden)
+        end += hidden
+    return cols, end
+
+
+def lstm_forward(xp, x, hx, cx, w_hh, b_hh, w_hr, steps):
+    """LSTM (gates i, f, g, o), optionally projecting h with ``w_hr``."""
+    n, hidden, proj = x.shape[0], cx.shape[1], hx.shape[1]
+    cols, width = _lstm_columns(hidden, hidden if w_hr is None else proj)
+    ws = xp.empty((n, width), dtype=x.dtype)
+    act, cc, tcc, cpc, hpc = (ws[:, a:b] for a, b in
+                              (cols[k] for k in ("act", "c", "tc", "cp", "hp")))
+    hpre = ws[:, slice(*cols["hpre"])] if w_hr is not None else None
+    out = xp.empty((n, proj), dtype=x.dtype)
+    rows = _gate_rows(xp, x.dtype, hidden, 2, 4)
+    h, c = _state(xp, hx), _state(xp, cx)
+    wt = w_hh.T
+    h2 = 2 * hidden
+    for o, bs in steps:
+        hp, cp = h[:bs], c[:bs]
+        hpc[o:o + bs] = hp
+        cpc[o:o + bs] = cp
+        g = hp @ wt
+        g += x[o:o + bs]
+        if b_hh is not None:
+            g += b_hh
+        _activate(xp, g, rows)
+        act[o:o + bs] = g
+        cn = g[:, hidden:h2] * cp
+        cn += g[:, :hidden] * g[:, h2:h2 + hidden]
+        cc[o:o + bs] = cn
+        tc = xp.tanh(cn)
+        tcc[o:o + bs] = tc
+        hn = g[:, h2 + hidden:] * tc
+        if w_hr is not None:
+            hpre[o:o + bs] = hn
+            hn = hn @ w_hr.T
+        out[o:o + bs] = hn
+        h[:bs] = hn
+        c[:bs] = cn
+    return out, h, c, ws
+
+
+def lstm_backward(xp, dout, dh_n, dc_n, ws, w_hh, b_hh, w_hr, steps):
+    """BPTT through ``lstm_forward``."""
+    hidden = dc_n.shape[1]
+    proj = dh_n.shape[1]
+    cols, _ = _lstm_columns(hidden, hidden if w_hr is None else proj)
+    act, tcc, cpc, hpc = (ws[:, slice(*cols[k])] for k in ("act", "tc", "cp", "hp"))
+    n = ws.shape[0]
+    dg = xp.empty((n, 4 * hidden), dtype=ws.dtype)
+    dr = xp.empty((n, proj), dtype=ws.dtype) if w_hr is not None else None
+    dh_carry, dc_carry = _state(xp, dh_n), _state(xp, dc_n)
+    h1, h2, h3 = hidden, 2 * hidden, 3 * hidden
+    for o, bs in reversed(steps):
+        dh = dout[o:o + bs] + dh_carry[:bs]
+        if w_hr is not None:
+            dr[o:o + bs] = dh
+            dh = dh @ w_hr
+        a = act[o:o + bs]
+        i, f, g, og = a[:, :h1], a[:, h1:h2], a[:, h2:h3], a[:, h3:]
+        tc = tcc[o:o + bs]
+        d = dg[o:o + bs]
+        do = dh * tc
+        dh *= og
+        dh *= 1 - tc * tc
+        dc = dh
+        dc += dc_carry[:bs]
+        sig = a - a * a                    # sigmoid' on the i, f, o columns
+        xp.multiply(do, sig[:, h3:], out=d[:, h3:])
+        xp.multiply(dc * g, sig[:, :h1], out=d[:, :h1])
+        xp.multiply(dc * cpc[o:o + bs], sig[:, h1:h2], out=d[:, h1:h2])
+        xp.multiply(dc * i, 1 - g * g, out=d[:, h2:h3])
+        dc_carry[:bs] = dc * f
+        dh_carry[:bs] = d @ w_hh
+    dw_hh = dg.T @ hpc
+    db = dg.sum(0) if b_hh is not None else None
+    dw_hr = dr.T @ ws[:, slice(*cols["hpre"])] if w_hr is not None else None
+    return dg, dh_carry, dw_hh, dc_carry, db, dw_hr
+
+
+# --- GRU --------------------------------------------------------------------------------------
+
+def gru_forward(xp, x, hx, w_hh, b_hh, steps):
+    """GRU (gates r, z, n): n = tanh(x_n + r * (h W_hn^T + b_hn)), h' = n + z * (h - n).
+
+    Workspace columns: r, z | n | h W_hn^T + b_hn | h_prev."""
+    n_rows, hidden = x.shape[0], hx.shape[1]
+    h2 = 2 * hidden
+    ws = xp.empty((n_rows, 5 * hidden), dtype=x.dtype)
+    out = xp.empty((n_rows, hidden), dtype=x.dtype)
+    rows = _gate_rows(xp, x.dtype, hidden, None, 2)
+    h = _state(xp, hx)
+    wt = w_hh.T
+    for o, bs in steps:
+        hp = h[:bs]
+        ws[o:o + bs, 4 * hidden:] = hp
+        gh = hp @ wt
+        if b_hh is not None:
+            gh += b_hh
+        gx = x[o:o + bs]
+        rz = gh[:, :h2]
+        rz += gx[:, :h2]
+        _activate(xp, rz, rows)
+        hn = gh[:, h2:]
+        nn = rz[:, :hidden] * hn
+        nn += gx[:, h2:]
+        xp.tanh(nn, out=nn)
+        ws[o:o + bs, :h2] = rz
+        ws[o:o + bs, h2:3 * hidden] = nn
+        ws[o:o + bs, 3 * hidden:4 * hidden] = hn
+        hnew = hp - nn
+        hnew *= rz[:, hidden:]
+        hnew += nn
+        out[o:o + bs] = hnew
+        h[:bs] = hnew
+    return out, h, None, ws
+
+
+def gru_backward(xp, dout, dh_n, ws, w_hh, b_hh, steps):
+    """BPTT through ``gru_forward``."""
+    hidden = dh_n.shape[1]
+    h2, h3 = 2 * hidden, 3 * hidden
+    n_rows = ws.shape[0]
+    dx = xp.empty((n_rows, h3), dtype=ws.dtype)
+    dgh = xp.empty((n_rows, h3), dtype=ws.dtype)
+    carry = _state(xp, dh_n)
+    for o, bs in reversed(steps):
+        w = ws[o:o + bs]
+        r, z, nn, hn, hp = (w[:, :hidden], w[:, hidden:h2], w[:, h2:h3], w[:, h3:4 * hidden],
+                            w[:, 4 * hidden:])
+        dh = dout[o:o + bs] + carry[:bs]
+        dn = dh * (1 - z)
+        dn *= 1 - nn * nn
+        d = dx[o:o + bs]
+        xp.multiply(dh * (hp - nn), z - z * z, out=d[:, hidden:h2])
+        xp.multiply(dn * hn, r - r * r, out=d[:, :hidden])
+        d[:, h2:] = dn
+        e = dgh[o:o + bs]
+        e[:, :h2] = d[:, :h2]
+        xp.multiply(dn, r, out=e[:, h2:])
+        dh *= z
+        dh += e @ w_hh
+        carry[:bs] = dh
+    dw = dgh.T @ ws[:, 4 * hidden:]
+    db = dgh.sum(0) if b_hh is not None else None
+    return dx, carry, dw, None, db, None
