@@ -19,6 +19,7 @@ def _step(lib, model, make_loss):
     def step():
         make_loss().backward()
         _sgd(model, lib)
+    step.parameters = model.parameters
     return step
 
 
@@ -43,6 +44,7 @@ def mlp_adam(lib):
         opt.zero_grad()
         loss.backward()
         opt.step()
+    step.parameters = lambda: iter(params)
     return step
 
 

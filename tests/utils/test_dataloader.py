@@ -243,3 +243,39 @@ def test_small_shared_memory_falls_back_to_files_with_a_warning(monkeypatch, tmp
         batches = list(DataLoader(big, batch_size=32, num_workers=1))
     np.testing.assert_array_equal(batches[1][0].numpy(), big.tensors[0][32:].numpy())
     assert list(tmp_path.iterdir()) == []
+
+
+_EXIT_SCRIPT = """
+import ember
+from ember.utils.data import DataLoader, TensorDataset
+it = iter(DataLoader(TensorDataset(ember.randn(4096, 256)), batch_size=512, num_workers=2))
+next(it)
+print(" ".join(str(w.pid) for w in it._workers), flush=True)
+"""
+
+
+def test_interpreter_exit_leaves_no_workers_or_files(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "exit.py"
+    script.write_text(_EXIT_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=60, env=env, check=True)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+    assert not glob.glob("/dev/shm/ember-*") or all(
+        f"ember-{p}-" not in f for f in glob.glob("/dev/shm/ember-*") for p in pids)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:          # a zombie has exited
+        return f.read().split()[2] != "Z"

@@ -24,3 +24,5 @@ def skip_init(module_cls, *args, **kwargs):
 
 if importlib.util.find_spec("ember.nn.utils.rnn") is not None:
     from ember.nn.utils import rnn  # noqa: F401
+
+from ember.nn.utils import rnn  # noqa: F401,E402

@@ -1,0 +1,25 @@
+"""The benchmark models run one training step in ember and learn (a whole-stack check of
+nn, functional ops, autograd and the update)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import ember
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+import train_steps  # noqa: E402
+
+
+@pytest.mark.parametrize("name", list(train_steps.WORKLOADS))
+def test_benchmark_step_runs_and_changes_parameters(name):
+    ember.manual_seed(0)
+    step = train_steps.WORKLOADS[name](ember)
+    before = [p.detach().clone() for p in step.parameters()]
+    step()
+    step()
+    after = list(step.parameters())
+    assert all(bool(ember.isfinite(p).all()) for p in after)
+    changed = sum(not ember.equal(a.detach(), b) for a, b in zip(after, before))
+    assert changed >= len(before) - 1      # every parameter moves (a frozen pos-emb row aside)
