@@ -1,8 +1,9 @@
 """MultiheadAttention (``torch.nn.MultiheadAttention``) and its output projection."""
 
-import math
 
 import ember
+from ember.nn import init
+from ember.nn.modules.linear import Linear
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.ops.multi_head_attention import _canonical_mask, _none_or_dtype
@@ -10,56 +11,8 @@ from ember.ops.multi_head_attention import _canonical_mask, _none_or_dtype
 __all__ = ["MultiheadAttention"]
 
 
-class NonDynamicallyQuantizableLinear(Module):
-    """The output projection of MultiheadAttention: a Linear layer under another name.
-
-    (PyTorch's is a Linear subclass; this one has Linear's attributes, initialization and
-    repr, and becomes a subclass once ember.nn.Linear exists.)
-    """
-
-    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
-        super().__init__()
-        kw = {"device": device, "dtype": dtype}
-        self.in_features = in_features
-        self.out_features = out_features
-        self.weight = Parameter(ember.empty((out_features, in_features), **kw))
-        if bias:
-            self.bias = Parameter(ember.empty(out_features, **kw))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        """Linear's initialization: weight and bias uniform in +-1/sqrt(in_features)."""
-        bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
-        with ember.no_grad():
-            self.weight.uniform_(-bound, bound)
-            if self.bias is not None:
-                self.bias.uniform_(-bound, bound)
-
-    def forward(self, input):
-        out = input @ self.weight.mT
-        return out if self.bias is None else out + self.bias
-
-    def extra_repr(self):
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}")
-
-
-def _xavier_uniform_(t):
-    fan_in, fan_out = _fans(t)
-    bound = math.sqrt(6.0 / (fan_in + fan_out))
-    t.uniform_(-bound, bound)
-
-
-def _xavier_normal_(t):
-    fan_in, fan_out = _fans(t)
-    t.normal_(0.0, math.sqrt(2.0 / (fan_in + fan_out)))
-
-
-def _fans(t):
-    receptive = math.prod(t.shape[2:])
-    return t.shape[1] * receptive, t.shape[0] * receptive
+class NonDynamicallyQuantizableLinear(Linear):
+    """The output projection of MultiheadAttention: a Linear layer under PyTorch's name."""
 
 
 class MultiheadAttention(Module):
@@ -109,16 +62,16 @@ class MultiheadAttention(Module):
     def _reset_parameters(self):
         with ember.no_grad():
             if self._qkv_same_embed_dim:
-                _xavier_uniform_(self.in_proj_weight)
+                init.xavier_uniform_(self.in_proj_weight)
             else:
                 for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
-                    _xavier_uniform_(w)
+                    init.xavier_uniform_(w)
             if self.in_proj_bias is not None:
                 self.in_proj_bias.zero_()
                 self.out_proj.bias.zero_()
             if self.bias_k is not None:
-                _xavier_normal_(self.bias_k)
-                _xavier_normal_(self.bias_v)
+                init.xavier_normal_(self.bias_k)
+                init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):

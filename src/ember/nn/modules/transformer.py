@@ -9,7 +9,8 @@ the documented math.
 import copy
 
 import ember
-from ember.nn.modules.attention import MultiheadAttention, _xavier_uniform_
+from ember.nn import init
+from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.module import Module
 from ember.ops.multi_head_attention import _canonical_mask, _none_or_dtype
 
@@ -286,4 +287,4 @@ class Transformer(Module):
         with ember.no_grad():
             for p in self.parameters():
                 if p.dim() > 1:
-                    _xavier_uniform_(p)
+                    init.xavier_uniform_(p)
