@@ -344,8 +344,12 @@ class Tensor:
 
     @property
     def grad_fn(self):
+        if self._view is None:
+            return self._grad_fn
+        from ember.autograd.graph import AccumulateGrad
         from ember.ops._inplace import history
-        return history(self)[0]
+        fn = history(self)[0]
+        return None if isinstance(fn, AccumulateGrad) else fn
 
     @property
     def grad(self):
