@@ -24,24 +24,11 @@ class LayerNorm(Module):
         self.normalized_shape = _shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(ember.empty(self.normalized_shape, **factory))
-            if bias:
-                self.bias = Parameter(ember.empty(self.normalized_shape, **factory))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, factory)
 
     def reset_parameters(self):
         """Weight ones, bias zeros."""
-        with ember.no_grad():
-            if self.weight is not None:
-                self.weight.fill_(1)
-            if self.bias is not None:
-                self.bias.zero_()
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -65,24 +52,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(ember.empty(num_channels, **factory))
-            if bias:
-                self.bias = Parameter(ember.empty(num_channels, **factory))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_parameters(self, num_channels, affine, bias, factory)
 
     def reset_parameters(self):
         """Weight ones, bias zeros."""
-        with ember.no_grad():
-            if self.weight is not None:
-                self.weight.fill_(1)
-            if self.bias is not None:
-                self.bias.zero_()
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -137,3 +111,27 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _affine_parameters(module, shape, affine, bias, factory):
+    """Give ``module`` a weight and (optionally) a bias of ``shape``, or None for both, and
+    initialize them."""
+    if affine:
+        module.weight = Parameter(ember.empty(shape, **factory))
+        if bias:
+            module.bias = Parameter(ember.empty(shape, **factory))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+    module.reset_parameters()
+
+
+def _reset_affine(module):
+    """Weight ones, bias zeros (where they exist)."""
+    with ember.no_grad():
+        if module.weight is not None:
+            module.weight.fill_(1)
+        if module.bias is not None:
+            module.bias.zero_()
