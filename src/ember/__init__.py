@@ -19,6 +19,8 @@ from ember import autograd, backend, cuda  # noqa: F401
 from ember.ops import return_types  # noqa: F401
 from ember import fft, linalg, special  # noqa: F401  (after the ops are registered)
 from ember import nn, optim, utils  # noqa: F401
+from ember import func  # noqa: F401
+from ember.serialization import *  # noqa: F401,F403  (save, load)
 from ember._api import (is_complex, is_floating_point, is_nonzero, is_tensor, numel,
                         result_type, set_printoptions, get_printoptions, strided)
 

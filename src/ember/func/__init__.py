@@ -1,0 +1,1 @@
+"""ember.func: composable function transforms (``torch.func``; issue 10)."""
