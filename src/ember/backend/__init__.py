@@ -5,10 +5,13 @@ import functools
 import numpy as np
 
 from ember._device import CPU, device
+from ember.backend.cpu_memory import keep_freed_memory
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available",
            "quiet_fp", "loud_fp"]
+
+keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
 XP_BY_ARRAY_TYPE = {np.ndarray: np}        # the CUDA backend adds cupy.ndarray
 _DEVICE_BY_ARRAY_TYPE = {np.ndarray: CPU}

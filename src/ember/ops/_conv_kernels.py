@@ -1,12 +1,16 @@
 """N-d convolution kernels on backend arrays: im2col windows + matmul, col2im by kernel offset.
 
 Layouts: input (B, C, *S), weight (O, C/G, *K), output (B, O, *P). ``pads`` is a tuple of
-(low, high) zero-padding pairs, one per spatial dim. Windows are gathered in the order
-(B, G, C/G, *K, *P), whose innermost axis runs along an output row: the im2col copy is then
-mostly unit-stride, and the product is one batched GEMM per (batch, group).
+(low, high) zero-padding pairs, one per spatial dim. The convolution kernels copy the input
+to channel-last order first, so each im2col row (one output position: kernel offsets x
+channels) is gathered from runs of whole pixels, and the product is one GEMM per group,
+(B*P, K*C) @ (K*C, O). Work is split into batch chunks of a few MiB of columns that run on
+the CPU worker threads (backend/cpu_kernels.py): chunks stay in cache, and cores share them.
 """
 
 import math
+
+from ember.backend.cpu_kernels import get_num_threads, map_chunks
 
 __all__ = ["output_size", "conv_forward", "conv_input_grad", "conv_weight_grad", "im2col",
            "col2im", "zero_pad"]
@@ -67,67 +71,185 @@ def _offsets(kernel):
     return [(k,) + rest for k in range(kernel[0]) for rest in _offsets(kernel[1:])]
 
 
-def _channel_cols(xp, x, kernel, stride, pads, dilation, groups, out=None):
-    """Columns (G, C/G*prod(K), B*prod(P)) for one GEMM per group, and the output size P
-    (the first ``out`` windows only, when given)."""
+def _channels_last(xp, x, pads):
+    """``x`` (B, C, *S) as a zero-padded channel-last copy (B, *S', C)."""
+    perm = (0,) + tuple(range(2, x.ndim)) + (1,)
+    return xp.ascontiguousarray(zero_pad(xp, x, pads).transpose(perm))
+
+
+def _group_cols(xp, xn, kernel, out, stride, dilation, groups):
+    """im2col of a channel-last padded input: (B*prod(P), G, prod(K)*C/G), the window's
+    kernel offsets and channels running along each row (so the copy moves whole rows)."""
+    b, c = xn.shape[0], xn.shape[-1]
+    cg = c // groups
+    st = xn.strides
+    shape = (b,) + tuple(out) + (groups,) + tuple(kernel) + (cg,)
+    strides = ((st[0],) + tuple(s * t for s, t in zip(st[1:-1], stride)) + (st[-1] * cg,)
+               + tuple(s * d for s, d in zip(st[1:-1], dilation)) + (st[-1],))
+    view = xp.lib.stride_tricks.as_strided(xn, shape, strides, writeable=False)
+    return xp.ascontiguousarray(view).reshape(b * math.prod(out), groups,
+                                              math.prod(kernel) * cg)
+
+
+def _row_cols(xp, x, kernel, out, stride, pads, dilation, groups):
+    """im2col in channel-first order: (G, prod(K)*C/G, B*prod(P)), each row running along
+    output rows (the better copy when a pixel has few channels)."""
     b, c = x.shape[:2]
     nd = len(kernel)
-    xpad = zero_pad(xp, x, pads)
-    if out is None:
-        out = output_size(x.shape[2:], kernel, stride, pads, dilation)
-    view = _windows(xp, xpad, kernel, out, stride, dilation)
+    view = _windows(xp, zero_pad(xp, x, pads), kernel, out, stride, dilation)
     order = (1,) + tuple(range(2, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd))
     cols = xp.ascontiguousarray(view.transpose(order))        # (C, *K, B, *P)
-    return cols.reshape(groups, (c // groups) * math.prod(kernel), b * math.prod(out)), out
+    return cols.reshape(groups, (c // groups) * math.prod(kernel), b * math.prod(out))
 
 
-def _batch_first(xp, res, o, b, out, bias=None):
-    """(O, B, *P) as a contiguous (B, O, *P), adding ``bias`` on the way."""
-    moved = xp.moveaxis(res.reshape((o, b) + tuple(out)), 1, 0)
+def _pixel_major(c, kernel, out):
+    """Whether channel-last columns beat channel-first ones: a pixel's channels times the
+    kernel width make longer contiguous runs than an output row."""
+    return c * kernel[-1] >= out[-1] if kernel else True
+
+
+def _weight_rows(xp, w, groups):
+    """The weight (O, C/G, *K) as (G, prod(K)*C/G, O/G), rows ordered like _group_cols."""
+    o, cg = w.shape[:2]
+    nd = w.ndim - 2
+    grouped = w.reshape((groups, o // groups, cg) + w.shape[2:])
+    order = (0,) + tuple(range(3, 3 + nd)) + (2, 1)
+    return xp.ascontiguousarray(grouped.transpose(order)).reshape(
+        groups, math.prod(w.shape[2:]) * cg, o // groups)
+
+
+def _to_channels_first(xp, res, out, dst, bias=None):
+    """Write a product (G, B*prod(P), O/G) into ``dst`` (B, O, *P), adding ``bias``."""
+    g, _, og = res.shape
+    nd = len(out)
+    moved = res.reshape((g, dst.shape[0]) + tuple(out) + (og,)).transpose(
+        (1, 0, 2 + nd) + tuple(range(2, 2 + nd)))
+    grouped = dst.reshape((dst.shape[0], g, og) + tuple(out))
     if bias is None:
-        return xp.ascontiguousarray(moved)
-    dst = xp.empty(moved.shape, xp.result_type(moved, bias))
-    xp.add(moved, bias.reshape((-1,) + (1,) * len(out)), out=dst)
-    return dst
+        grouped[...] = moved
+    else:
+        xp.add(moved, bias.reshape((g, og) + (1,) * nd), out=grouped)
+
+
+def _batch_chunk(b, per_sample_bytes):
+    """Samples per chunk: a few MiB of columns, and at least one chunk per thread."""
+    threads = get_num_threads()
+    return max(1, min(-(-b // threads), _CHUNK_BYTES // max(per_sample_bytes, 1)))
+
+
+_CHUNK_BYTES = 4 << 20
 
 
 def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
     """Cross-correlation of x (B, C, *S) with w (O, C/G, *K), plus bias: (B, O, *P)."""
-    b = x.shape[0]
-    o = w.shape[0]
-    cols, out = _channel_cols(xp, x, w.shape[2:], stride, pads, dilation, groups)
-    res = xp.matmul(w.reshape(groups, o // groups, cols.shape[1]), cols)
-    return _batch_first(xp, res, o, b, out, bias)
+    b, o = x.shape[0], w.shape[0]
+    kernel = w.shape[2:]
+    out = output_size(x.shape[2:], kernel, stride, pads, dilation)
+    rows = _weight_rows(xp, w, groups)
+    dtype = xp.result_type(x, w) if bias is None else xp.result_type(x, w, bias)
+    dst = xp.empty((b, o) + tuple(out), dtype)
+
+    pixel_major = _pixel_major(x.shape[1] // groups, kernel, out)
+    flat_w = w.reshape(groups, o // groups, rows.shape[1])
+
+    def chunk(lo, hi):
+        if not pixel_major:
+            cols = _row_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
+            res = xp.matmul(flat_w, cols).transpose(0, 2, 1)
+            _to_channels_first(xp, res, out, dst[lo:hi], bias)
+            return
+        cols = _group_cols(xp, _channels_last(xp, x[lo:hi], pads), kernel, out, stride,
+                           dilation, groups)
+        if groups == 1:
+            res = (cols.reshape(cols.shape[0], -1) @ rows[0])[None]
+        elif rows.shape[2] == 1:        # depthwise: a product per channel, which matmul loops
+            res = xp.einsum("ngk,gk->gn", cols, rows[:, :, 0])[:, :, None]
+        else:
+            res = xp.matmul(cols.transpose(1, 0, 2), rows)
+        _to_channels_first(xp, res, out, dst[lo:hi], bias)
+
+    per_sample = math.prod(out) * rows.shape[1] * groups * x.itemsize
+    map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
+    return dst
+
+
+def _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias):
+    """conv_input_grad for unit stride: a convolution of g with the flipped, transposed
+    kernel, which needs no col2im; None when padding exceeds the kernel's reach."""
+    kernel = w.shape[2:]
+    reach = [d * (k - 1) for d, k in zip(dilation, kernel)]
+    if any(lo > r or hi > r for (lo, hi), r in zip(pads, reach)):
+        return None
+    low = [r - lo for (lo, _), r in zip(pads, reach)]
+    flipped_pads = tuple((lo, s + r - p - lo)
+                         for lo, s, r, p in zip(low, size, reach, g.shape[2:]))
+    o, cg = w.shape[:2]
+    nd = len(kernel)
+    wt = w.reshape((groups, o // groups, cg) + tuple(kernel)).swapaxes(1, 2)
+    wt = wt[(Ellipsis,) + (slice(None, None, -1),) * nd].reshape((groups * cg, o // groups)
+                                                                  + tuple(kernel))
+    return conv_forward(xp, g, wt, (1,) * nd, flipped_pads, dilation, groups, bias)
 
 
 def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
     """The adjoint of conv_forward in its input: (B, C, *size) from g (B, O, *P), plus bias
     (a transposed convolution)."""
+    if all(s == 1 for s in stride) and w.shape[1] * groups >= w.shape[0]:
+        # (with fewer input than output channels, col2im below moves less data)
+        fast = _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias)
+        if fast is not None:
+            return fast
     b, o = g.shape[:2]
     kernel = w.shape[2:]
-    out = g.shape[2:]
     nd = len(kernel)
+    c = w.shape[1] * groups
     ck = w.shape[1] * math.prod(kernel)
-    gt = xp.ascontiguousarray(xp.moveaxis(g, 1, 0)).reshape(groups, o // groups, -1)
     wt = w.reshape(groups, o // groups, ck).transpose(0, 2, 1)
-    # one output channel per group (depthwise): an outer product, which matmul loops slowly
-    cols = wt * gt if o == groups else xp.matmul(wt, gt)
-    cols = cols.reshape((w.shape[1] * groups,) + tuple(kernel) + (b,) + tuple(out))
-    img = col2im(xp, xp.moveaxis(cols, 1 + nd, 1), size, stride, pads, dilation)  # (C, B, *S)
-    return _batch_first(xp, img, img.shape[0], b, size, bias)
+    dtype = xp.result_type(g, w) if bias is None else xp.result_type(g, w, bias)
+    dst = xp.empty((b, c) + tuple(size), dtype)
+
+    def chunk(lo, hi):
+        gt = xp.ascontiguousarray(xp.moveaxis(g[lo:hi], 1, 0)).reshape(groups, o // groups, -1)
+        # one output channel per group (depthwise): an outer product, which matmul loops
+        cols = wt * gt if o == groups else xp.matmul(wt, gt)
+        cols = cols.reshape((c,) + tuple(kernel) + (hi - lo,) + g.shape[2:])
+        img = col2im(xp, xp.moveaxis(cols, 1 + nd, 1), size, stride, pads, dilation)
+        _to_channels_first(xp, img.reshape(1, c, -1).transpose(0, 2, 1), size, dst[lo:hi],
+                           bias)
+
+    per_sample = math.prod(g.shape[2:]) * ck * groups * g.itemsize
+    map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
+    return dst
 
 
 def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     """The adjoint of conv_forward in its weight: (O, C/G, *K) from x and g (B, O, *P)."""
     b, c = x.shape[:2]
     o = g.shape[1]
-    # g may have fewer windows than x allows (a transposed conv's output padding)
-    cols, _ = _channel_cols(xp, x, kernel, stride, pads, dilation, groups, g.shape[2:])
-    gt = xp.ascontiguousarray(xp.moveaxis(g, 1, 0)).reshape(groups, o // groups, -1)
-    # OpenBLAS threads a product A @ B.T of two long operands badly (seconds, not
-    # milliseconds) when A has fewer rows than B: put the taller operand on the left
-    if cols.shape[1] > gt.shape[1]:
-        gw = xp.matmul(cols, gt.transpose(0, 2, 1)).transpose(0, 2, 1)
-    else:
-        gw = xp.matmul(gt, cols.transpose(0, 2, 1))
-    return gw.reshape((o, c // groups) + tuple(kernel))
+    out = g.shape[2:]   # may be fewer windows than x allows (a transposed conv's padding)
+
+    pixel_major = _pixel_major(c // groups, kernel, out)
+
+    def chunk(lo, hi):
+        if not pixel_major:
+            cols = _row_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
+            gt = xp.ascontiguousarray(xp.moveaxis(g[lo:hi], 1, 0)).reshape(groups, o // groups,
+                                                                           -1)
+            return xp.matmul(gt, cols.transpose(0, 2, 1)).reshape(o, cols.shape[1])
+        cols = _group_cols(xp, _channels_last(xp, x[lo:hi], pads), kernel, out, stride,
+                           dilation, groups)
+        gn = _channels_last(xp, g[lo:hi], ()).reshape(cols.shape[0], groups, o // groups)
+        if groups == 1:
+            return gn[:, 0].T @ cols[:, 0]
+        if o == groups:
+            return xp.einsum("ng,ngk->gk", gn[:, :, 0], cols)
+        return xp.matmul(gn.transpose(1, 2, 0), cols.transpose(1, 0, 2))
+
+    per_sample = math.prod(out) * math.prod(kernel) * c * x.itemsize
+    parts = map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
+    gw = parts[0] if len(parts) == 1 else sum(parts[1:], parts[0])
+    if not pixel_major:
+        return gw.reshape((o, c // groups) + tuple(kernel))
+    nd = len(kernel)
+    gw = gw.reshape((o,) + tuple(kernel) + (c // groups,))
+    return xp.ascontiguousarray(gw.transpose((0, nd + 1) + tuple(range(1, nd + 1))))
