@@ -16,6 +16,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402  (after the thread settings)
 
 import ember  # noqa: E402
+ember.set_num_threads(THREADS)
 import data_loading  # noqa: E402
 from train_steps import WORKLOADS as TRAIN_STEPS  # noqa: E402
 

