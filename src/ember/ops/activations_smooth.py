@@ -79,8 +79,12 @@ def _normal_cdf(xp, x):
     ndtr; narrower floats use the erfc fit above in their own precision, in place, three
     times faster than SciPy's float32 erf."""
     p = _lower_tail(xp, x)
-    p *= xp.sign(x)
-    return xp.subtract(xp.heaviside(x, 0.5), p, out=p)
+    # p where x <= 0, else 1 - p (np.where and np.heaviside take ten times longer)
+    phi = p * -2
+    phi += 1
+    phi *= x > 0
+    phi += p
+    return phi
 
 
 def _lower_tail(xp, x):
