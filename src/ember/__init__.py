@@ -21,6 +21,10 @@ from ember.ops import return_types  # noqa: F401
 from ember import fft, linalg, special  # noqa: F401  (after the ops are registered)
 from ember import nn, optim, utils  # noqa: F401
 from ember import func  # noqa: F401
+from ember import amp  # noqa: F401
+from ember.amp.autocast_mode import (autocast, get_autocast_dtype, is_autocast_available,
+                                     is_autocast_enabled, set_autocast_dtype,
+                                     set_autocast_enabled)
 from ember.serialization import *  # noqa: F401,F403  (save, load)
 from ember._api import (is_complex, is_floating_point, is_nonzero, is_tensor, numel,
                         result_type, set_printoptions, get_printoptions, strided)

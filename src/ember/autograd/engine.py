@@ -7,6 +7,7 @@ recently created first among those ready, as PyTorch's engine orders them.
 import heapq
 import warnings
 
+from ember.amp._state import suspended as amp_suspended
 from ember.autograd import anomaly
 from ember.autograd.graph import AccumulateGrad, accumulate, leaf_hooks, post_accumulate_hooks
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -94,21 +95,22 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
     prev_mode = _GRAD.grad_enabled
     _GRAD.grad_enabled = create_graph
     try:
-        while ready:
-            _, _, node = heapq.heappop(ready)
-            buf = buffers.pop(node, None) or [None] * node.n_outputs
-            grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
-                                 accumulate_into_grad) or ()
-            for i, (nxt, nr) in enumerate(node.next_functions):
-                if nxt is None:
-                    continue
-                g = grads_in[i] if i < len(grads_in) else None
-                if g is not None:
-                    _add_to_buffer(buffers, nxt, nr, g)
-                left = deps[nxt] - 1
-                deps[nxt] = left
-                if left == 0 and (run_set is None or nxt in run_set):
-                    heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+        with amp_suspended():       # derivatives compute in their forwards' dtypes
+            while ready:
+                _, _, node = heapq.heappop(ready)
+                buf = buffers.pop(node, None) or [None] * node.n_outputs
+                grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
+                                     accumulate_into_grad) or ()
+                for i, (nxt, nr) in enumerate(node.next_functions):
+                    if nxt is None:
+                        continue
+                    g = grads_in[i] if i < len(grads_in) else None
+                    if g is not None:
+                        _add_to_buffer(buffers, nxt, nr, g)
+                    left = deps[nxt] - 1
+                    deps[nxt] = left
+                    if left == 0 and (run_set is None or nxt in run_set):
+                        heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
     finally:
         _GRAD.grad_enabled = prev_mode
     return captured

@@ -11,3 +11,4 @@ from ember.ops._registry import REGISTRY as _REGISTRY
 globals().update(_ops.namespace_functions("nn.functional"))
 globals().update({name: _REGISTRY[f].function if isinstance(f, str) else f
                   for name, f in _ops.FUNCTIONAL.items()})
+

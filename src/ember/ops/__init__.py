@@ -9,6 +9,7 @@ from ops rather than being ops themselves (``allclose``), and ``FUNCTIONAL`` for
 exposes there (``{"relu": "relu"}``).
 """
 
+from ember.amp.autocast_mode import install as install_autocast
 from ember.ops import _registry, operators
 from ember.ops import (arithmetic, binary_math, comparison, complex_ops, conversion,
                        decompositions, indexing, linalg, odds, products, reduction, scatter,
@@ -32,6 +33,7 @@ for _module in MODULES:
 
 operators.install()
 _registry.attach_methods()
+install_autocast(_registry.REGISTRY, PUBLIC, FUNCTIONAL)
 
 
 def public_functions():

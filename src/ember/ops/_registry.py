@@ -23,6 +23,8 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
+from ember.amp._state import STATE as _AMP
+from ember.amp.autocast_mode import cast_operands
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, OpNode, history
 from ember.backend import XP_BY_ARRAY_TYPE, loud_fp, quiet_fp, xp_of
@@ -77,6 +79,7 @@ class Op:
         self.differentiable = differentiable
         self.method_varargs = method_varargs
         self.vjp = None
+        self.autocast = None            # {device type: policy} from ember/amp/_policy.py
         self.dtype_cache = {}           # operand signature -> compute_dtype(...) result
         self.inplace_forward = None
         self.needs_output = False
@@ -204,6 +207,8 @@ def call(op, inputs, params, out=None):
         flat, lengths = op.flatten_inputs(inputs)
     else:
         flat, lengths = inputs, None
+    if op.autocast is not None and _AMP.enabled:
+        flat = cast_operands(op.autocast, flat)
     try:
         xp, arrays, requires_grad, casts, _ = _prepare(op, flat)
     except _Override:

@@ -1,0 +1,171 @@
+"""``ember.autocast``: run chosen ops in lower precision inside a region (``torch.autocast``).
+
+The op lists are in _policy.py. Each registry op named there carries its policy as
+``Op.autocast``; the dispatcher hands the operands of such an op to ``cast_operands`` while
+autocast is on, and the casts are ordinary ``Tensor.to`` calls, so gradients flow back to
+the original dtypes. Backward passes run with autocast off: each derivative computes in the
+dtypes its forward used. Casts are not cached between ops (PyTorch's ``cache_enabled``
+only saves repeated casts of the same weight).
+"""
+
+import functools
+import warnings
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+from ember.amp._policy import POLICY
+from ember.amp._state import STATE
+
+__all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
+           "set_autocast_dtype", "is_autocast_available", "cast_operands", "install"]
+
+_DEFAULT_DTYPE = {"cpu": D.bfloat16, "cuda": D.float16}
+_SUPPORTED = {"cpu": (D.bfloat16, D.float16), "cuda": (D.bfloat16, D.float16)}
+
+
+def is_autocast_available(device_type):
+    """Whether autocast supports ``device_type`` ("cpu" and "cuda")."""
+    return device_type in _DEFAULT_DTYPE
+
+
+def is_autocast_enabled(device_type="cuda"):
+    """Whether autocast is on for ``device_type`` in this thread."""
+    return STATE.enabled.get(device_type, False)
+
+
+def get_autocast_dtype(device_type):
+    """The lower-precision dtype autocast uses on ``device_type``."""
+    _check_device_type(device_type)
+    return STATE.dtype.get(device_type, _DEFAULT_DTYPE[device_type])
+
+
+def set_autocast_enabled(device_type, enabled):
+    """Turn autocast on or off for ``device_type`` (prefer the ``autocast`` context)."""
+    _check_device_type(device_type)
+    STATE.enabled = {**STATE.enabled, device_type: bool(enabled)}
+
+
+def set_autocast_dtype(device_type, dtype):
+    """Set the lower-precision dtype autocast uses on ``device_type``."""
+    _check_device_type(device_type)
+    STATE.dtype = {**STATE.dtype, device_type: dtype}
+
+
+def _check_device_type(device_type):
+    if device_type not in _DEFAULT_DTYPE:
+        raise RuntimeError(f"User specified an unsupported autocast device_type "
+                           f"'{device_type}'")
+
+
+class autocast:
+    """Run the ops of a region (or decorated function) in mixed precision on one device
+    type: matrix products and convolutions in ``dtype``, precision-sensitive ops in
+    float32."""
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if not isinstance(device_type, str):
+            raise ValueError(f"Expected `device_type` of type `str`, got: "
+                             f"`{type(device_type)}`")
+        _check_device_type(device_type)
+        self.device = device_type
+        self.fast_dtype = _DEFAULT_DTYPE[device_type] if dtype is None else dtype
+        self._enabled = bool(enabled)
+        if self._enabled and device_type == "cuda":
+            from ember import cuda
+            if not cuda.is_available():
+                warnings.warn("CUDA is not available or torch_xla is imported. Disabling "
+                              "autocast.", UserWarning, stacklevel=2)
+                self._enabled = False
+        if self._enabled and self.fast_dtype not in _SUPPORTED[device_type]:
+            names = ", ".join(f"ember.{d._torch_name}" for d in _SUPPORTED[device_type])
+            warnings.warn(f"In {device_type.upper()} autocast, but the target dtype is not "
+                          f"supported. Disabling autocast.\n{device_type.upper()} Autocast "
+                          f"only supports dtypes of {names} currently.", UserWarning,
+                          stacklevel=2)
+            self._enabled = False
+
+    def __enter__(self):
+        self._prev = (STATE.enabled, STATE.dtype)
+        STATE.enabled = {**STATE.enabled, self.device: self._enabled}
+        STATE.dtype = {**STATE.dtype, self.device: self.fast_dtype}
+        return self
+
+    def __exit__(self, *exc):
+        STATE.enabled, STATE.dtype = self._prev
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with autocast(self.device, self.fast_dtype, self._enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def _floating(x, device_type, keep_double):
+    return (isinstance(x, Tensor) and x.device.type == device_type
+            and x.dtype.is_floating_point and not (keep_double and x.dtype == D.float64))
+
+
+def cast_operands(policy, operands):
+    """``operands`` (a list) with its floating tensors cast as ``policy`` asks on each
+    device type where autocast is on."""
+    out = list(operands)
+    for device_type, kind in policy.items():
+        if not STATE.enabled.get(device_type):
+            continue
+        promote = kind == "promote"
+        floats = [x for x in out if _floating(x, device_type, not promote)]
+        if not floats:
+            continue
+        if promote:
+            target = functools.reduce(D.promote_types, [x.dtype for x in floats])
+        else:
+            target = get_autocast_dtype(device_type) if kind == "lower" else D.float32
+        for i, x in enumerate(out):
+            if _floating(x, device_type, not promote) and x.dtype != target:
+                out[i] = x.to(target)
+    return out
+
+
+def _autocast_function(fn, policy):
+    """``fn`` (an ``nn.functional`` composition) with its tensor arguments cast."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if any(STATE.enabled.get(d) for d in policy):
+            args = cast_operands(policy, args)
+            kwargs = dict(zip(kwargs, cast_operands(policy, list(kwargs.values()))))
+            with _off(policy):
+                return fn(*args, **kwargs)
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+class _off:
+    """Autocast off for the device types of ``policy`` (a composition's inner ops run in
+    the dtype it chose)."""
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    def __enter__(self):
+        self._prev = STATE.enabled
+        STATE.enabled = {d: on for d, on in STATE.enabled.items() if d not in self.policy}
+
+    def __exit__(self, *exc):
+        STATE.enabled = self._prev
+
+
+def install(registry, *tables):
+    """Attach the policies to the registry's ops, and wrap the listed compositions found in
+    ``tables`` (dicts of public functions; one wrapper per function, shared by all)."""
+    wrapped = {}
+    for name, policy in POLICY.items():
+        if name in registry:
+            registry[name].autocast = policy
+            continue
+        for table in tables:
+            fn = table.get(name)
+            if callable(fn):
+                if id(fn) not in wrapped:
+                    wrapped[id(fn)] = _autocast_function(fn, policy)
+                table[name] = wrapped[id(fn)]

@@ -1,0 +1,205 @@
+"""``GradScaler``: loss scaling for float16 training (``torch.amp.GradScaler``).
+
+The loss is multiplied by a scale before backward so small float16 gradients do not flush
+to zero; ``unscale_`` divides the gradients back and checks them for inf/NaN, ``step``
+skips the optimizer step when any was found, and ``update`` halves the scale after an
+overflow or doubles it after ``growth_interval`` clean steps.
+"""
+
+import math
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+
+__all__ = ["GradScaler"]
+
+_READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
+
+
+class GradScaler:
+    """Scale losses and unscale gradients for mixed-precision training."""
+
+    def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0,
+                 backoff_factor=0.5, growth_interval=2000, enabled=True):
+        self._device = device
+        self._enabled = enabled
+        if enabled and device == "cuda":
+            from ember import cuda
+            if not cuda.is_available():
+                warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not "
+                              "available.  Disabling.", UserWarning, stacklevel=2)
+                self._enabled = False
+        if self._enabled:
+            if growth_factor <= 1.0:
+                raise ValueError("The growth factor must be > 1.0.")
+            if backoff_factor >= 1.0:
+                raise ValueError("The backoff factor must be < 1.0.")
+        self._init_scale = float(init_scale)
+        self._scale = None                  # a float; the first scale() sets it
+        self._growth_factor = float(growth_factor)
+        self._backoff_factor = float(backoff_factor)
+        self._growth_interval = int(growth_interval)
+        self._growth_tracker = 0
+        self._per_optimizer = {}            # id(optimizer) -> {"stage", "found_inf"}
+
+    def is_enabled(self):
+        """Whether this scaler does anything."""
+        return self._enabled
+
+    # --- scaling ------------------------------------------------------------------------------
+
+    def scale(self, outputs):
+        """``outputs`` (a tensor, or nested lists/tuples of them) times the current scale."""
+        if not self._enabled:
+            return outputs
+        if self._scale is None:
+            self._scale = self._init_scale
+        if isinstance(outputs, Tensor):
+            return outputs * self._scale
+        if isinstance(outputs, (list, tuple)):
+            scaled = [self.scale(o) for o in outputs]
+            return type(outputs)(scaled) if isinstance(outputs, tuple) else scaled
+        if hasattr(outputs, "__iter__") and not isinstance(outputs, (str, bytes)):
+            return map(self.scale, outputs)
+        raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+    def _state_of(self, optimizer):
+        return self._per_optimizer.setdefault(id(optimizer),
+                                              {"stage": _READY, "found_inf": False})
+
+    def unscale_(self, optimizer):
+        """Divide ``optimizer``'s gradients by the scale in place, noting any inf/NaN."""
+        if not self._enabled:
+            return
+        state = self._state_of(optimizer)
+        if state["stage"] is _UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since "
+                               "the last update().")
+        if state["stage"] is _STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        if self._scale is None:
+            raise RuntimeError("Attempted unscale_ but _scale is None.  This may indicate "
+                               "your script did not use scaler.scale(loss or outputs) earlier "
+                               "in the iteration.")
+        inv_scale = np.float32(1.0 / self._scale)     # rounded to float32, as PyTorch's is
+        found_inf = False
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad._data
+                if g.dtype == np.float16:
+                    raise ValueError("Attempting to unscale FP16 gradients.")
+                g *= inv_scale.astype(g.dtype)
+                p.grad._bump_version()
+                if not found_inf and not np.isfinite(g.astype(np.float32, copy=False)).all():
+                    found_inf = True
+        state["found_inf"] = found_inf
+        state["stage"] = _UNSCALED
+
+    def step(self, optimizer, *args, **kwargs):
+        """``optimizer.step(*args, **kwargs)`` unless the unscaled gradients held an inf or
+        NaN; returns what the step returned (None when skipped)."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is "
+                               "enabled.")
+        state = self._state_of(optimizer)
+        if state["stage"] is _STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        if state["stage"] is _READY:
+            self.unscale_(optimizer)
+        result = None if state["found_inf"] else optimizer.step(*args, **kwargs)
+        state["stage"] = _STEPPED
+        return result
+
+    def update(self, new_scale=None):
+        """Set the scale for the next iteration: ``new_scale``, or the scale backed off
+        after an overflow / grown after ``growth_interval`` clean steps."""
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            if isinstance(new_scale, Tensor):
+                if new_scale.numel() != 1 or new_scale.dtype != D.float32 or \
+                        new_scale.requires_grad:
+                    raise AssertionError("new_scale should be a float or a 1-element "
+                                         "torch.cuda.FloatTensor or torch.FloatTensor with "
+                                         "requires_grad=False.")
+                new_scale = new_scale.item()
+            self._scale = float(new_scale)
+        else:
+            checked = [s for s in self._per_optimizer.values() if s["stage"] is not _READY]
+            if not checked:
+                raise AssertionError("No inf checks were recorded prior to update.")
+            if self._scale is None:
+                self._scale = self._init_scale
+            if any(s["found_inf"] for s in checked):
+                self._scale = float(np.float32(self._scale * self._backoff_factor))
+                self._growth_tracker = 0
+            else:
+                self._growth_tracker += 1
+                if self._growth_tracker == self._growth_interval:
+                    grown = float(np.float32(self._scale * self._growth_factor))
+                    if math.isfinite(grown):
+                        self._scale = grown
+                    self._growth_tracker = 0
+        self._per_optimizer = {}
+
+    # --- settings and state -------------------------------------------------------------------
+
+    def get_scale(self):
+        """The current scale (1.0 when disabled)."""
+        if not self._enabled:
+            return 1.0
+        return self._init_scale if self._scale is None else self._scale
+
+    def get_growth_factor(self):
+        """The factor the scale grows by."""
+        return self._growth_factor
+
+    def set_growth_factor(self, new_factor):
+        """Set the factor the scale grows by."""
+        self._growth_factor = new_factor
+
+    def get_backoff_factor(self):
+        """The factor the scale shrinks by after an overflow."""
+        return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor):
+        """Set the factor the scale shrinks by after an overflow."""
+        self._backoff_factor = new_factor
+
+    def get_growth_interval(self):
+        """How many clean steps grow the scale."""
+        return self._growth_interval
+
+    def set_growth_interval(self, new_interval):
+        """Set how many clean steps grow the scale."""
+        self._growth_interval = new_interval
+
+    def state_dict(self):
+        """The scale and its settings ({} when disabled), in PyTorch's keys."""
+        if not self._enabled:
+            return {}
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor,
+                "growth_interval": self._growth_interval,
+                "_growth_tracker": self._growth_tracker}
+
+    def load_state_dict(self, state_dict):
+        """Restore what ``state_dict`` returned."""
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved "
+                               "from a disabled instance of GradScaler.")
+        self._init_scale = float(state_dict["scale"])
+        self._scale = self._init_scale
+        self._growth_factor = state_dict["growth_factor"]
+        self._backoff_factor = state_dict["backoff_factor"]
+        self._growth_interval = state_dict["growth_interval"]
+        self._growth_tracker = int(state_dict["_growth_tracker"])

@@ -1,0 +1,115 @@
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember.amp._policy import POLICY
+from ember.ops._registry import REGISTRY
+
+
+def test_every_listed_op_exists():
+    assert [n for n in POLICY if n not in REGISTRY and not hasattr(F, n)] == []
+
+
+def test_cpu_defaults_and_queries():
+    assert not ember.is_autocast_enabled("cpu")
+    assert ember.get_autocast_dtype("cpu") == ember.bfloat16
+    assert ember.get_autocast_dtype("cuda") == ember.float16
+    with ember.autocast("cpu"):
+        assert ember.is_autocast_enabled("cpu")
+        assert not ember.is_autocast_enabled()          # the default device type is cuda
+    assert not ember.is_autocast_enabled("cpu")
+    assert ember.is_autocast_available("cpu") and not ember.is_autocast_available("xla")
+
+
+def test_lower_fp32_and_promote_ops():
+    a = ember.ones(2, 2)
+    with ember.autocast("cpu"):
+        assert (a @ a).dtype == ember.bfloat16
+        assert ember.nn.Linear(2, 2)(a).dtype == ember.bfloat16
+        assert ember.nn.Conv2d(1, 1, 1)(ember.ones(1, 1, 2, 2)).dtype == ember.bfloat16
+        assert ember.softmax(a, 0).dtype == ember.float32            # not listed on CPU
+        assert ember.cat([a, a.bfloat16()]).dtype == ember.float32   # promote
+        assert ember.cat([a.bfloat16(), a.bfloat16()]).dtype == ember.bfloat16
+        y = a.bfloat16()
+        assert ember.prod(y).dtype == ember.float32
+        assert ember.cdist(y, y).dtype == ember.float32
+        assert F.mse_loss(y, y).dtype == ember.float32               # a composition
+        assert ember.mm(a.double(), a.double()).dtype == ember.float64   # never downcast
+        assert (a.int() + 1).dtype == ember.int32
+
+
+def test_values_are_those_of_the_lower_precision_product():
+    gen = np.random.default_rng(0)
+    x = ember.tensor(gen.standard_normal((8, 16)).astype(np.float32))
+    w = ember.tensor(gen.standard_normal((16, 4)).astype(np.float32))
+    with ember.autocast("cpu"):
+        got = x @ w
+    want = (x.bfloat16() @ w.bfloat16())
+    assert got.dtype == ember.bfloat16
+    assert ember.equal(got, want)
+    with ember.autocast("cpu", dtype=ember.float16):
+        assert (x @ w).dtype == ember.float16
+
+
+def test_gradients_flow_back_in_the_original_dtype():
+    lin = ember.nn.Linear(3, 2)
+    x = ember.randn(4, 3, requires_grad=True)
+    with ember.autocast("cpu"):
+        y = lin(x)
+        loss = y.float().pow(2).sum()
+        loss.backward()                     # inside the region: backward runs without casts
+    assert lin.weight.grad.dtype == ember.float32 and x.grad.dtype == ember.float32
+    # the gradient is the bfloat16 computation's, cast back
+    ref_w = lin.weight.detach().bfloat16().requires_grad_()
+    ref_x = x.detach().bfloat16().requires_grad_()
+    ref = (ref_x @ ref_w.T + lin.bias.detach().bfloat16()).float().pow(2).sum()
+    ref.backward()
+    assert ember.allclose(x.grad, ref_x.grad.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_disabled_nested_and_decorator():
+    a = ember.ones(2, 2)
+    with ember.autocast("cpu"):
+        with ember.autocast("cpu", enabled=False):
+            assert (a @ a).dtype == ember.float32
+        assert (a @ a).dtype == ember.bfloat16
+
+    @ember.autocast("cpu")
+    def f(t):
+        return t @ t
+    assert f(a).dtype == ember.bfloat16
+    assert (a @ a).dtype == ember.float32
+
+
+def test_state_is_per_thread():
+    seen = []
+    with ember.autocast("cpu"):
+        t = threading.Thread(target=lambda: seen.append(ember.is_autocast_enabled("cpu")))
+        t.start()
+        t.join()
+    assert seen == [False]
+
+
+def test_bad_arguments():
+    with pytest.raises(RuntimeError, match="unsupported autocast device_type 'xyz'"):
+        ember.autocast("xyz")
+    with pytest.raises(ValueError, match="Expected `device_type` of type `str`"):
+        ember.autocast(ember.device("cpu"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ctx = ember.autocast("cpu", dtype=ember.float32)
+    assert "target dtype is not supported" in str(caught[0].message)
+    with ctx:
+        assert not ember.is_autocast_enabled("cpu")
+
+
+@pytest.mark.skipif(ember.cuda.is_available(), reason="checks the no-CUDA fallback")
+def test_cuda_autocast_without_cuda_warns_and_disables():
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        ctx = ember.autocast("cuda")
+    with ctx:
+        assert not ember.is_autocast_enabled("cuda")
