@@ -38,3 +38,16 @@ def test_unknown_operand_types_fall_back_to_python():
     with pytest.raises(TypeError):
         ember.ones(2) + "a"
     assert (ember.ones(2) == None) is False     # noqa: E711  (Python's identity fallback)
+
+
+def test_a_forward_may_raise_pytorchs_value_error():
+    """OpValueError passes through the dispatcher; NumPy's ValueErrors become RuntimeErrors."""
+    import ember.nn.functional as F
+    with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target "
+                                         r"batch_size \(2\)"):
+        F.cross_entropy(ember.randn(3, 4), ember.tensor([0, 1]))
+
+
+def test_nn_functional_backward_nodes_are_named_after_the_kernel():
+    x = ember.randn(3, requires_grad=True)
+    assert ember.nn.functional.gelu(x).grad_fn.name() == "GeluBackward0"

@@ -1,11 +1,10 @@
 """What the losses share: the reduction argument (and its deprecated size_average/reduce
 form), and applying a reduction to elementwise losses."""
 
-import functools
 import warnings
 
 __all__ = ["legacy_reduction", "reduction_of", "reduce_loss", "REDUCTIONS", "REDUCTION_ENUM",
-           "reduction_name", "warn_size_mismatch", "ForwardValueError", "raising_value_errors"]
+           "reduction_name", "warn_size_mismatch"]
 
 REDUCTIONS = ("none", "mean", "sum")
 REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
@@ -34,24 +33,6 @@ def reduction_of(size_average, reduce, reduction, emit_warning=True, error=Value
     if reduction not in REDUCTIONS:
         raise error(f"{reduction} is not a valid value for reduction")
     return reduction
-
-
-class ForwardValueError(Exception):
-    """PyTorch's ValueError, raised inside an op's forward (where the dispatcher would turn a
-    ValueError into a RuntimeError); the op's public function re-raises it as ValueError."""
-
-
-def raising_value_errors(op):
-    """``op``'s public function, with ForwardValueError re-raised as ValueError."""
-    function = op.function
-
-    @functools.wraps(function)
-    def checked(*args, **kwargs):
-        try:
-            return function(*args, **kwargs)
-        except ForwardValueError as e:
-            raise ValueError(str(e)) from None
-    return checked
 
 
 def reduction_name(reduction):

@@ -31,7 +31,7 @@ from ember.backend import XP_BY_ARRAY_TYPE, loud_fp, quiet_fp, xp_of
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
 
-__all__ = ["op", "Op", "REGISTRY", "call"]
+__all__ = ["op", "Op", "REGISTRY", "call", "OpValueError"]
 
 REGISTRY = {}
 _NDARRAY = np.ndarray
@@ -84,7 +84,9 @@ class Op:
         self.inplace_forward = None
         self.needs_output = False
         self.n_diff_inputs = len(self.input_names)
-        self.node_class = type(grad_fn_name or _grad_fn_name(self.name.replace(".", "_")),
+        # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
+        node_name = self.short_name if namespace == "nn.functional" else self.name
+        self.node_class = type(grad_fn_name or _grad_fn_name(node_name.replace(".", "_")),
                                (OpNode,),
                                {"__slots__": (), "op": self})
         self.function = _generate(self, "function")
@@ -240,9 +242,14 @@ def call(op, inputs, params, out=None):
     return outputs
 
 
+class OpValueError(ValueError):
+    """A ValueError a forward raises on purpose, as PyTorch does (the dispatcher turns other
+    ValueErrors, NumPy's, into RuntimeErrors)."""
+
+
 def translate_error(op, error, arrays):
     """PyTorch's exception for a backend error raised inside a forward."""
-    if isinstance(error, (IndexError, TypeError)):
+    if isinstance(error, (IndexError, TypeError, OpValueError)):
         return error
     text = str(error)
     if "broadcast" in text:

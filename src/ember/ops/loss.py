@@ -8,7 +8,7 @@ default: ember's do the same.
 """
 
 from ember.ops import ctc, loss_bce, loss_ce, loss_margin, loss_pointwise  # noqa: F401
-from ember.ops._loss_common import raising_value_errors, reduce_loss, reduction_name
+from ember.ops._loss_common import reduce_loss, reduction_name
 from ember.ops.loss_margin import (cosine_embedding_loss, hinge_embedding_loss,
                                    margin_ranking_loss, multi_margin_loss, multilabel_margin_loss,
                                    multilabel_soft_margin_loss, triplet_margin_loss,
@@ -29,10 +29,9 @@ FUNCTIONAL = {
     "triplet_margin_loss": triplet_margin_loss,
     "triplet_margin_with_distance_loss": triplet_margin_with_distance_loss,
     "ctc_loss": ctc.functional_ctc_loss,
-    # their ops' forwards raise some of PyTorch's ValueErrors (see ForwardValueError)
-    "cross_entropy": raising_value_errors(loss_ce.cross_entropy),
-    "nll_loss": raising_value_errors(loss_ce.nll_loss),
-    "binary_cross_entropy": raising_value_errors(loss_bce.binary_cross_entropy),
+    "cross_entropy": "nn.functional.cross_entropy",
+    "nll_loss": "nn.functional.nll_loss",
+    "binary_cross_entropy": "nn.functional.binary_cross_entropy",
 }
 
 

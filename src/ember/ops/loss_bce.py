@@ -4,8 +4,8 @@ not in its gradients (whose denominator is kept from zero by 1e-12 instead)."""
 import numpy as np
 
 from ember import _dtype as D
-from ember.ops._loss_common import ForwardValueError, reduction_of
-from ember.ops._registry import op
+from ember.ops._loss_common import reduction_of
+from ember.ops._registry import OpValueError, op
 
 _LOW = {D.float16.np, D.bfloat16.np}
 
@@ -15,7 +15,7 @@ def _check(xp, x, t):
         raise NotImplementedError(f"\"binary_cross_entropy\" not implemented for "
                                   f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
     if t.shape != x.shape:
-        raise ForwardValueError(f"Using a target size (ember.Size({list(t.shape)})) that is "
+        raise OpValueError(f"Using a target size (ember.Size({list(t.shape)})) that is "
                                 f"different to the input size (ember.Size({list(x.shape)})) is "
                                 f"deprecated. Please ensure they have the same size.")
     if t.dtype != x.dtype:
@@ -31,7 +31,7 @@ def _check(xp, x, t):
     "reduction='mean')", inputs=3, method=False, namespace="nn.functional")
 def binary_cross_entropy(xp, x, t, w, size_average, reduce, reduction):
     """The binary cross entropy between probabilities ``input`` and ``target``."""
-    reduction = reduction_of(size_average, reduce, reduction, error=ForwardValueError)
+    reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
     _check(xp, x, t)
     dtype = x.dtype
     if dtype in _LOW:

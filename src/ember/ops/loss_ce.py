@@ -11,9 +11,9 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import xp_of
-from ember.ops._loss_common import ForwardValueError, reduction_of
+from ember.ops._loss_common import reduction_of
 from ember.ops._reduce import grad_enabled
-from ember.ops._registry import op
+from ember.ops._registry import OpValueError, op
 from ember.ops.log_space import log_softmax, softmax
 
 _LOW = {D.float16.np, D.bfloat16.np}
@@ -41,9 +41,9 @@ def _check_weight(w, c, dtype):
 def _check_class_target(x, t):
     """PyTorch's errors for a class-index target that does not fit the input."""
     if x.ndim == 0:
-        raise ForwardValueError("Expected 1 or more dimensions (got 0)")
+        raise OpValueError("Expected 1 or more dimensions (got 0)")
     if x.ndim > 1 and (t.ndim == 0 or t.shape[0] != x.shape[0]):
-        raise ForwardValueError(f"Expected input batch_size ({x.shape[0]}) to match target "
+        raise OpValueError(f"Expected input batch_size ({x.shape[0]}) to match target "
                                 f"batch_size ({t.shape[0] if t.ndim else 1}).")
     if x.ndim <= 2 and t.ndim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
@@ -120,7 +120,7 @@ def _is_probability_target(x, t):
     namespace="nn.functional")
 def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing):
     """The cross entropy between the softmax of ``input`` logits and ``target``."""
-    reduction = reduction_of(size_average, reduce, reduction, error=ForwardValueError)
+    reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                            f"{label_smoothing}")
@@ -313,7 +313,7 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
     "reduction='mean')", inputs=3, method=False, namespace="nn.functional")
 def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     """The negative log likelihood of ``target`` classes under log-probabilities ``input``."""
-    reduction = reduction_of(size_average, reduce, reduction, error=ForwardValueError)
+    reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
     _check_class_target(x, t)
     _float_input(x, "nll_loss_forward_reduce_cuda_kernel_2d_index" if x.ndim <= 2
                  else "nll_loss2d_forward_out_frame")
