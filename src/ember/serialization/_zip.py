@@ -1,0 +1,106 @@
+"""PyTorch's checkpoint container: a zip of stored (uncompressed) records under one folder,
+each record's data aligned to 64 bytes so storages can be memory-mapped in place."""
+
+import os
+import struct
+import zipfile
+import zlib
+
+import numpy as np
+
+ALIGNMENT = 64
+_LOCAL_HEADER = struct.Struct("<4s22sHH")       # signature, fixed fields, name and extra lengths
+_ZIP64_EXTRA = 20                                # zipfile adds it to big records' local headers
+
+
+def _corrupt(message):
+    return RuntimeError(
+        f"PytorchStreamReader failed {message}. If you are seeing this error, there is a high "
+        f"likelihood that your checkpoint file is corrupted. This can happen if the checkpoint "
+        f"was not saved properly, was transferred incorrectly, or the file was modified after "
+        f"saving.")
+
+
+def write_archive(f, records, prefix="archive"):
+    """Write ``(name, bytes-like)`` records into a zip at ``f``, data aligned to 64 bytes."""
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, data in records:
+            data = memoryview(data).cast("B")
+            info = zipfile.ZipInfo(f"{prefix}/{name}", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED
+            info.file_size = len(data)
+            zip64 = info.file_size * 1.05 > zipfile.ZIP64_LIMIT
+            start = (zf.fp.tell() + _LOCAL_HEADER.size + len(info.filename.encode()) + 4
+                     + (_ZIP64_EXTRA if zip64 else 0))
+            pad = -start % ALIGNMENT
+            info.extra = struct.pack("<2sH", b"FB", pad) + b"Z" * pad   # as PyTorch pads
+            with zf.open(info, "w", force_zip64=zip64) as out:
+                out.write(data)
+
+
+class Archive:
+    """Read access to the records of a checkpoint zip opened from a seekable binary file."""
+
+    def __init__(self, f):
+        self._f = f
+        try:
+            self._zip = zipfile.ZipFile(f)
+            names = self._zip.namelist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError,
+                struct.error, UnicodeDecodeError) as e:
+            raise _corrupt("reading zip archive: failed finding central directory") from e
+        if not names or "/" not in names[0]:
+            raise _corrupt("reading zip archive: no records found")
+        self.prefix = names[0].split("/", 1)[0]
+        f.seek(0, os.SEEK_END)
+        self._size = f.tell()
+
+    def has_record(self, name):
+        return f"{self.prefix}/{name}" in self._zip.NameToInfo
+
+    def _info(self, name):
+        info = self._zip.NameToInfo.get(f"{self.prefix}/{name}")
+        if info is None:
+            raise RuntimeError(f"PytorchStreamReader failed locating file {name}: file not found")
+        return info
+
+    def _data_offset(self, name, info):
+        self._f.seek(info.header_offset)
+        header = self._f.read(_LOCAL_HEADER.size)
+        if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+            raise _corrupt(f"reading file {name}: bad local file header")
+        _, _, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+        start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        if start + info.file_size > self._size:
+            raise _corrupt(f"reading file {name}: the record runs past the end of the file")
+        return start
+
+    def read(self, name):
+        """The bytes of one record (CRC-checked), in a writable bytearray."""
+        info = self._info(name)
+        if info.compress_type != zipfile.ZIP_STORED:
+            try:
+                return bytearray(self._zip.read(info))
+            except (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError) as e:
+                raise _corrupt(f"reading file {name}: {e}") from e
+        start = self._data_offset(name, info)
+        buf = bytearray(info.file_size)
+        self._f.seek(start)
+        if self._f.readinto(buf) != info.file_size:
+            raise _corrupt(f"reading file {name}: file read failed")
+        if zlib.crc32(buf) != info.CRC:
+            raise _corrupt(f"reading file {name}: CRC-32 mismatch")
+        return buf
+
+    def mmap(self, name, whole):
+        """One stored record as a slice of ``whole``, a memory map of the entire file."""
+        info = self._info(name)
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise RuntimeError(f"ember.load(mmap=True): record {name} is compressed; only "
+                               f"stored records can be memory-mapped")
+        start = self._data_offset(name, info)
+        return whole[start:start + info.file_size]
+
+    def memmap(self, path):
+        """A copy-on-write memory map of the whole file (writes never reach the file)."""
+        return np.memmap(path, dtype=np.uint8, mode="c")
