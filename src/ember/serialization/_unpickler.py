@@ -54,17 +54,67 @@ def _compat(module, name):
     return _compat_pickle.IMPORT_MAPPING.get(module, module), name
 
 
-_OP = {name: getattr(pickle, name)[0] for name in (
-    "MARK", "STOP", "POP", "POP_MARK", "DUP", "FLOAT", "INT", "BININT", "BININT1", "LONG",
-    "BININT2", "NONE", "PERSID", "BINPERSID", "REDUCE", "STRING", "BINSTRING",
-    "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "APPEND", "BUILD", "GLOBAL", "DICT",
-    "EMPTY_DICT", "APPENDS", "GET", "BINGET", "LIST", "EMPTY_LIST", "PUT", "BINPUT",
-    "LONG_BINPUT", "SETITEM", "TUPLE", "EMPTY_TUPLE", "SETITEMS", "BINFLOAT", "PROTO",
-    "NEWOBJ", "TUPLE1", "TUPLE2", "TUPLE3", "NEWTRUE", "NEWFALSE", "LONG1", "LONG4",
-    "BINBYTES", "SHORT_BINBYTES", "SHORT_BINUNICODE", "BINUNICODE8", "BINBYTES8",
-    "EMPTY_SET", "ADDITEMS", "FROZENSET", "STACK_GLOBAL", "MEMOIZE", "FRAME", "BYTEARRAY8",
-    "LONG_BINGET")}
-globals().update((f"_{k}", v) for k, v in _OP.items())
+# opcode bytes, as ints
+_MARK = pickle.MARK[0]
+_STOP = pickle.STOP[0]
+_POP = pickle.POP[0]
+_POP_MARK = pickle.POP_MARK[0]
+_DUP = pickle.DUP[0]
+_FLOAT = pickle.FLOAT[0]
+_INT = pickle.INT[0]
+_BININT = pickle.BININT[0]
+_BININT1 = pickle.BININT1[0]
+_LONG = pickle.LONG[0]
+_BININT2 = pickle.BININT2[0]
+_NONE = pickle.NONE[0]
+_PERSID = pickle.PERSID[0]
+_BINPERSID = pickle.BINPERSID[0]
+_REDUCE = pickle.REDUCE[0]
+_STRING = pickle.STRING[0]
+_BINSTRING = pickle.BINSTRING[0]
+_SHORT_BINSTRING = pickle.SHORT_BINSTRING[0]
+_UNICODE = pickle.UNICODE[0]
+_BINUNICODE = pickle.BINUNICODE[0]
+_APPEND = pickle.APPEND[0]
+_BUILD = pickle.BUILD[0]
+_GLOBAL = pickle.GLOBAL[0]
+_DICT = pickle.DICT[0]
+_EMPTY_DICT = pickle.EMPTY_DICT[0]
+_APPENDS = pickle.APPENDS[0]
+_GET = pickle.GET[0]
+_BINGET = pickle.BINGET[0]
+_LIST = pickle.LIST[0]
+_EMPTY_LIST = pickle.EMPTY_LIST[0]
+_PUT = pickle.PUT[0]
+_BINPUT = pickle.BINPUT[0]
+_LONG_BINPUT = pickle.LONG_BINPUT[0]
+_SETITEM = pickle.SETITEM[0]
+_TUPLE = pickle.TUPLE[0]
+_EMPTY_TUPLE = pickle.EMPTY_TUPLE[0]
+_SETITEMS = pickle.SETITEMS[0]
+_BINFLOAT = pickle.BINFLOAT[0]
+_PROTO = pickle.PROTO[0]
+_NEWOBJ = pickle.NEWOBJ[0]
+_TUPLE1 = pickle.TUPLE1[0]
+_TUPLE2 = pickle.TUPLE2[0]
+_TUPLE3 = pickle.TUPLE3[0]
+_NEWTRUE = pickle.NEWTRUE[0]
+_NEWFALSE = pickle.NEWFALSE[0]
+_LONG1 = pickle.LONG1[0]
+_LONG4 = pickle.LONG4[0]
+_BINBYTES = pickle.BINBYTES[0]
+_SHORT_BINBYTES = pickle.SHORT_BINBYTES[0]
+_SHORT_BINUNICODE = pickle.SHORT_BINUNICODE[0]
+_BINUNICODE8 = pickle.BINUNICODE8[0]
+_BINBYTES8 = pickle.BINBYTES8[0]
+_EMPTY_SET = pickle.EMPTY_SET[0]
+_ADDITEMS = pickle.ADDITEMS[0]
+_FROZENSET = pickle.FROZENSET[0]
+_STACK_GLOBAL = pickle.STACK_GLOBAL[0]
+_MEMOIZE = pickle.MEMOIZE[0]
+_FRAME = pickle.FRAME[0]
+_BYTEARRAY8 = pickle.BYTEARRAY8[0]
+_LONG_BINGET = pickle.LONG_BINGET[0]
 
 
 class WeightsUnpickler:
