@@ -117,6 +117,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     if weights_only and pickle_module is not None:
         raise RuntimeError("Can not safely load weights when explicit pickle_module is "
                            "specified")
+    if not (map_location is None or callable(map_location)
+            or isinstance(map_location, (str, device, dict))):
+        raise TypeError(f"map_location should be a device, string, dict or callable, got "
+                        f"{type(map_location).__name__}")
     path = _path_of(f)
     if mmap and path is None:
         raise ValueError("f must be a file path in order to use the mmap argument")
@@ -252,8 +256,6 @@ def _restore(storage, location, map_location):
         target = location
     elif isinstance(map_location, dict):
         target = map_location.get(location, location)
-    elif isinstance(map_location, (str, device)):
-        target = map_location
     elif callable(map_location):
         result = map_location(storage, location)
         if result is None:
@@ -264,7 +266,6 @@ def _restore(storage, location, map_location):
         _target_device(result.device)
         return result
     else:
-        raise TypeError(f"map_location should be a device, string, dict or callable, got "
-                        f"{type(map_location).__name__}")
+        target = map_location
     return LoadedStorage(storage.bytes, storage.dtype, _target_device(target))
 
