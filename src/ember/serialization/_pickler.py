@@ -157,7 +157,7 @@ class Pickler(pickle._Pickler):
         self.memoize(obj)
 
     def _save_dtype(self, obj):
-        self._save_torch_global(N.DTYPE_GLOBALS[obj])
+        self.save(N.DTYPE_GLOBALS[obj])     # through the memo: each name is written once
 
     dispatch[N.TorchGlobal] = _save_torch_global
     dispatch[D.dtype] = _save_dtype
