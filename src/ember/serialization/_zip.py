@@ -65,6 +65,8 @@ class Archive:
         return info
 
     def _data_offset(self, name, info):
+        if not 0 <= info.header_offset <= self._size - _LOCAL_HEADER.size:
+            raise _corrupt(f"reading file {name}: bad local file header offset")
         self._f.seek(info.header_offset)
         header = self._f.read(_LOCAL_HEADER.size)
         if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
@@ -81,7 +83,7 @@ class Archive:
         if info.compress_type != zipfile.ZIP_STORED:
             try:
                 return bytearray(self._zip.read(info))
-            except (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError) as e:
+            except Exception as e:          # zipfile's errors vary with the damage
                 raise _corrupt(f"reading file {name}: {e}") from e
         start = self._data_offset(name, info)
         buf = bytearray(info.file_size)
