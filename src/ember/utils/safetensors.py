@@ -23,6 +23,8 @@ _DTYPES = {
     "F8_E5M2": ml_dtypes.float8_e5m2,
 }
 
+_SUPPORTED = {np.dtype(d) for d in _DTYPES.values()}
+
 
 def _arrays(tensors):
     if not isinstance(tensors, dict):
@@ -34,6 +36,8 @@ def _arrays(tensors):
         if not isinstance(t, Tensor):
             raise TypeError(f"Key `{name}` is invalid, expected ember.Tensor but received "
                             f"{type(t)}")
+        if t.dtype.np not in _SUPPORTED:
+            raise TypeError(f"safetensors cannot store tensor `{name}` of dtype {t.dtype}")
         out[name] = np.ascontiguousarray(_to_host(t._data))
     return out
 
