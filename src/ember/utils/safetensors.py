@@ -9,8 +9,6 @@ import os
 
 import ml_dtypes
 import numpy as np
-import safetensors
-import safetensors.numpy
 
 from ember._tensor import Tensor, _make, _to_host
 
@@ -44,6 +42,7 @@ def _arrays(tensors):
 
 def save(tensors, metadata=None):
     """The bytes of a safetensors file holding ``tensors`` (a dict of name -> Tensor)."""
+    import safetensors.numpy          # imported on use: ember imports without it
     return safetensors.numpy.save(_arrays(tensors), metadata=metadata)
 
 
@@ -56,6 +55,7 @@ def save_file(tensors, filename, metadata=None):
 
 def load(data):
     """The tensors of a safetensors file given as bytes (a dict of name -> Tensor)."""
+    import safetensors
     try:
         entries = safetensors.deserialize(bytes(data))
     except safetensors.SafetensorError as e:
