@@ -3,7 +3,7 @@
 Files are PyTorch's zip format (``archive/data.pkl``, ``archive/data/<key>``,
 ``archive/byteorder``, ``archive/version``), so PyTorch loads what ember saves and the reverse.
 Loading runs no code from the file unless ``weights_only=False`` is asked for; saving to a
-path is atomic. See NOTE [Storages] in _pickler.py for how views stay views.
+path is atomic. _pickler.py says how views stay views; _unpickler.py how loading stays safe.
 """
 
 import contextlib
@@ -187,8 +187,8 @@ class _FullUnpickler(pickle.Unpickler):
 
 
 def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
-    byteorder = archive.read("byteorder").decode() if archive.has_record("byteorder") \
-        else "little"
+    byteorder = archive.read("byteorder").tobytes().decode(errors="replace") \
+        if archive.has_record("byteorder") else "little"
     if byteorder not in ("little", "big"):
         raise RuntimeError(f"Unknown endianness type: {byteorder}")
     whole = archive.memmap(mmap_path) if mmap_path is not None else None
@@ -200,7 +200,7 @@ def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
             return loaded[key]
         record = f"data/{key}"
         data = archive.mmap(record, whole) if whole is not None else archive.read(record)
-        flat = np.frombuffer(data, np.uint8) if whole is None else data
+        flat = data
         expected = numel * (1 if stype.dtype is None else stype.dtype.itemsize)
         if flat.nbytes != expected:
             raise RuntimeError(f"PytorchStreamReader: record {record} holds {flat.nbytes} "
@@ -212,7 +212,7 @@ def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
         loaded[key] = _restore(storage, location, map_location)
         return loaded[key]
 
-    pkl = io.BytesIO(archive.read("data.pkl"))
+    pkl = io.BytesIO(archive.read("data.pkl").tobytes())
     return _unpickler(persistent_load, weights_only, pickle_load_args)(pkl).load()
 
 

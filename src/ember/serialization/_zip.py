@@ -78,15 +78,15 @@ class Archive:
         return start
 
     def read(self, name):
-        """The bytes of one record (CRC-checked), in a writable bytearray."""
+        """The bytes of one record (CRC-checked), writable."""
         info = self._info(name)
         if info.compress_type != zipfile.ZIP_STORED:
             try:
-                return bytearray(self._zip.read(info))
+                return np.frombuffer(bytearray(self._zip.read(info)), np.uint8)
             except Exception as e:          # zipfile's errors vary with the damage
                 raise _corrupt(f"reading file {name}: {e}") from e
         start = self._data_offset(name, info)
-        buf = bytearray(info.file_size)
+        buf = np.empty(info.file_size, np.uint8)       # not zero-filled: read over at once
         self._f.seek(start)
         if self._f.readinto(buf) != info.file_size:
             raise _corrupt(f"reading file {name}: file read failed")
