@@ -132,6 +132,14 @@ def test_a_corrupted_storage_fails_its_crc():
         ember.load(io.BytesIO(bytes(data)))
 
 
+def test_a_corrupted_big_storage_fails_its_crc():
+    data = bytearray(_saved({"w": ember.zeros(3 << 20, dtype=ember.uint8)}))
+    info = zipfile.ZipFile(io.BytesIO(bytes(data))).getinfo("archive/data/0")
+    data[info.header_offset + 100 + (5 << 19)] ^= 1          # in the third 1 MiB chunk
+    with pytest.raises(RuntimeError, match="CRC-32 mismatch"):
+        ember.load(io.BytesIO(bytes(data)))
+
+
 def test_a_missing_record():
     data = checkpoint(_saved_pickle_only())
     with pytest.raises(RuntimeError, match="failed locating file data/0"):
