@@ -34,8 +34,12 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
 
     ``f`` is a path or a writable binary file. A path is written atomically: the data goes to
     a temporary file in the same folder, which replaces ``f`` only once complete, so a crash
-    mid-save leaves the previous file intact. Tensors sharing memory are stored once (views
-    load as views, in ember and in PyTorch).
+    mid-save leaves the previous file intact (a killed process may leave a hidden
+    ``.<name>.*.tmp`` file beside it). Tensors sharing memory are stored once (views load as
+    views, in ember and in PyTorch).
+
+    Saving a whole ``nn.Module`` pickles its classes by name: loading that file needs
+    ``weights_only=False``, which runs code from the file, so share ``state_dict()`` instead.
     """
     if not _use_new_zipfile_serialization:
         raise NotImplementedError("ember.save writes only PyTorch's zip format (the default "
