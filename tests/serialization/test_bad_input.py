@@ -64,6 +64,15 @@ def test_safe_globals_allow_a_class():
     assert ember.load(io.BytesIO(data), weights_only=False)["p"].x == 3
 
 
+@pytest.mark.parametrize("payload", [
+    b"\x80\x02ctorch\nTensor\nJ\x00\xca\x9a;\x85R.",            # Tensor(10**9)
+    b"\x80\x02ctorch\nTensor\n)\x81.",                            # Tensor.__new__(Tensor)
+])
+def test_tensor_classes_are_never_called(payload):
+    with pytest.raises(pickle.UnpicklingError, match="unrecognized"):
+        ember.load(io.BytesIO(checkpoint(payload)))
+
+
 def test_weights_only_with_a_pickle_module_is_refused():
     with pytest.raises(RuntimeError, match="explicit pickle_module"):
         ember.load(io.BytesIO(b""), pickle_module=pickle)

@@ -29,6 +29,12 @@ BLOCKED_MODULES = ("sys", "os", "posix", "nt", "subprocess", "builtins.eval", "s
 _NEWOBJ_OK = (OrderedDict, Counter, set, frozenset, complex, bytearray)
 
 
+def _is_tensor_class(obj):
+    # allowed as a name (``_rebuild_from_type_v2`` takes the class), never called: the legacy
+    # constructor would allocate whatever size the file asks for
+    return isinstance(obj, type) and issubclass(obj, Tensor)
+
+
 def _fail(message):
     return UnpicklingError(_PREFIX + message + _SUFFIX)
 
@@ -203,7 +209,8 @@ class WeightsUnpickler:
             elif op == _REDUCE:
                 args = stack.pop()
                 func = stack[-1]
-                if id(func) not in self._allowed_ids or not callable(func):
+                if (id(func) not in self._allowed_ids or not callable(func)
+                        or _is_tensor_class(func)):
                     raise _fail(f"Trying to call reduce for unrecognized function {func!r}")
                 if not isinstance(args, tuple):
                     raise _fail("REDUCE arguments must be a tuple")
@@ -258,8 +265,9 @@ class WeightsUnpickler:
             elif op == _NEWOBJ:
                 args = stack.pop()
                 cls = stack.pop()
-                if id(cls) not in self._allowed_ids or not isinstance(cls, type) or not (
-                        issubclass(cls, _NEWOBJ_OK) or cls.__module__ not in ("builtins",)):
+                if (id(cls) not in self._allowed_ids or not isinstance(cls, type)
+                        or _is_tensor_class(cls)
+                        or not (cls in _NEWOBJ_OK or cls.__module__ != "builtins")):
                     raise _fail(f"Trying to instantiate unrecognized class {cls!r}")
                 if not isinstance(args, tuple):
                     raise _fail("NEWOBJ arguments must be a tuple")
