@@ -115,6 +115,13 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
             code: use it only for files from a source you trust.**
         mmap: memory-map the tensor data (copy-on-write) instead of reading it; ``f`` must be
             a path.
+
+    Raises:
+        pickle.UnpicklingError: the pickle names a global that is not allowed (the message
+            says which, and how to allow it), or is not a pickle at all.
+        RuntimeError: a damaged file (truncated, bad zip, CRC mismatch, missing record), a
+            tensor that does not fit its storage, a dtype ember lacks, or a device that is not
+            available.
     """
     if weights_only is None:
         weights_only = True
