@@ -151,9 +151,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
                                "`torch.save(_use_new_zipfile_serialization=True), please "
                                "torch.save your checkpoint with this option in order to use "
                                "mmap.")
-        return _legacy.load(f, lambda pid_loader: _unpickler(
-            pid_loader, weights_only, pickle_load_args), map_location, _restore,
-                            weights_only)
+
+        def make_unpickler(persistent_load):
+            return _unpickler(persistent_load, weights_only, pickle_load_args)
+        return _legacy.load(f, make_unpickler, map_location, _restore, weights_only)
 
 
 def _path_of(f):
