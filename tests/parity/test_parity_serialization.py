@@ -99,3 +99,18 @@ def test_the_same_error_for_a_rejected_global(tmp_path):
     with pytest.raises(Exception) as ours:
         ember.load(buf)
     assert "Unsupported global: GLOBAL collections.deque" in str(ours.value)
+
+
+def test_tensor_and_parameter_attributes_cross_both_ways(tmp_path):
+    t = torch.ones(2)
+    t.foo = "bar"
+    p = torch.nn.Parameter(torch.zeros(3))
+    p.tag = 3
+    torch.save({"t": t, "p": p}, tmp_path / "attrs.pt")
+    got = ember.load(tmp_path / "attrs.pt")
+    assert got["t"].foo == "bar" and got["p"].tag == 3
+    assert type(got["p"]) is ember.nn.Parameter
+    ember.save(got, tmp_path / "back.pt")
+    back = torch.load(tmp_path / "back.pt", weights_only=True)
+    assert back["t"].foo == "bar" and back["p"].tag == 3
+    assert type(back["p"]) is torch.nn.Parameter
