@@ -1,3 +1,0 @@
-"""ember.save / ember.load: PyTorch's checkpoint format, safe by default (issue 7)."""
-
-__all__ = []

@@ -1,0 +1,283 @@
+"""ember.save / ember.load: PyTorch's checkpoint format, safe by default (``torch.save``).
+
+Files are PyTorch's zip format (``archive/data.pkl``, ``archive/data/<key>``,
+``archive/byteorder``, ``archive/version``), so PyTorch loads what ember saves and the reverse.
+Loading runs no code from the file unless ``weights_only=False`` is asked for; saving to a
+path is atomic. _pickler.py says how views stay views; _unpickler.py how loading stays safe.
+"""
+
+import contextlib
+import io
+import os
+import pickle
+import sys
+import tempfile
+
+import numpy as np
+
+from ember._device import device
+from ember.serialization import _legacy
+from ember.serialization._pickler import Pickler, StorageArray, StorageTable
+from ember.serialization._rebuild import (
+    LoadedStorage, _torch_globals, allowed_globals, unsupported)
+from ember.serialization._safe import (
+    add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals, user_globals)
+from ember.serialization._unpickler import WeightsUnpickler
+from ember.serialization._zip import Archive, write_archive
+
+__all__ = ["save", "load"]
+
+
+def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
+    """Save ``obj`` (tensors, containers, numbers, strings, state_dicts, modules) to ``f``.
+
+    ``f`` is a path or a writable binary file. A path is written atomically: the data goes to
+    a temporary file in the same folder, which replaces ``f`` only once complete, so a crash
+    mid-save leaves the previous file intact (a killed process may leave a hidden
+    ``.<name>.*.tmp`` file beside it). Tensors sharing memory are stored once (views load as
+    views, in ember and in PyTorch).
+
+    Saving a whole ``nn.Module`` pickles its classes by name: loading that file needs
+    ``weights_only=False``, which runs code from the file, so share ``state_dict()`` instead.
+    """
+    if not _use_new_zipfile_serialization:
+        raise NotImplementedError("ember.save writes only PyTorch's zip format (the default "
+                                  "since PyTorch 1.6); ember.load reads the legacy format")
+    if pickle_module is not pickle:
+        raise NotImplementedError("ember.save supports only the standard pickle module")
+    table = StorageTable()
+    buf = io.BytesIO()
+    Pickler(buf, table, protocol=pickle_protocol).dump(obj)
+    records = [("data.pkl", buf.getbuffer()), (".format_version", b"1"),
+               (".storage_alignment", b"64")]
+    if not _disable_byteorder_record:
+        records.append(("byteorder", sys.byteorder.encode()))
+    records += [(f"data/{s.key}", s.data()) for s in table.storages]
+    records.append(("version", b"3\n"))
+    if isinstance(f, (str, os.PathLike)):
+        _atomic_write(os.fspath(f), lambda fp: write_archive(fp, records))
+    else:
+        write_archive(f, records)
+
+
+def _file_mode(path):
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/status") as status:
+            umask = next(int(line.split()[1], 8) for line in status
+                         if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _atomic_write(path, write):
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise RuntimeError(f"Parent directory {folder} does not exist.")
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fp:
+            write(fp)
+            fp.flush()
+            os.fsync(fp.fileno())
+        os.chmod(tmp, _file_mode(path))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):      # make the rename itself durable
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None,
+         **pickle_load_args):
+    """Load an object saved with ``ember.save`` or ``torch.save`` from a path or binary file.
+
+    Args:
+        map_location: where tensors go: a device or string (``"cpu"``), a dict remapping the
+            saved locations (``{"cuda:0": "cpu"}``), or a callable ``(storage, location)``
+            returning a storage (or None for the default).
+        weights_only: True (the default) builds only tensors, numbers, strings, plain
+            containers and globals added with ``ember.serialization.add_safe_globals``.
+            **``weights_only=False`` runs the pickle as it is, which can execute arbitrary
+            code: use it only for files from a source you trust.**
+        mmap: memory-map the tensor data (copy-on-write) instead of reading it; ``f`` must be
+            a path.
+
+    Raises:
+        pickle.UnpicklingError: the pickle names a global that is not allowed (the message
+            says which, and how to allow it), or is not a pickle at all.
+        RuntimeError: a damaged file (truncated, bad zip, CRC mismatch, missing record), a
+            tensor that does not fit its storage, a dtype ember lacks, or a device that is not
+            available.
+    """
+    if weights_only is None:
+        weights_only = True
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is "
+                           "specified")
+    if not (map_location is None or callable(map_location)
+            or isinstance(map_location, (str, device, dict))):
+        raise TypeError(f"map_location should be a device, string, dict or callable, got "
+                        f"{type(map_location).__name__}")
+    path = _path_of(f)
+    if mmap and path is None:
+        raise ValueError("f must be a file path in order to use the mmap argument")
+    with contextlib.ExitStack() as stack:
+        if isinstance(f, (str, os.PathLike)):
+            f = stack.enter_context(open(f, "rb"))
+        elif not (hasattr(f, "seekable") and f.seekable()):
+            f = io.BytesIO(f.read())
+        start = f.tell()
+        magic = f.read(4)
+        f.seek(start)
+        if magic[:2] == b"PK":
+            return _load_zip(Archive(f), map_location, weights_only, path if mmap else None,
+                             pickle_load_args)
+        if mmap:
+            raise RuntimeError("mmap can only be used with files saved with "
+                               "`torch.save(_use_new_zipfile_serialization=True), please "
+                               "torch.save your checkpoint with this option in order to use "
+                               "mmap.")
+
+        def make_unpickler(persistent_load):
+            return _unpickler(persistent_load, weights_only, pickle_load_args)
+        return _legacy.load(f, make_unpickler, map_location, _restore, weights_only)
+
+
+def _path_of(f):
+    if isinstance(f, (str, os.PathLike)):
+        return os.fspath(f)
+    name = getattr(f, "name", None)
+    if isinstance(name, str) and os.path.isfile(name) and hasattr(f, "fileno"):
+        return name
+    return None
+
+
+def _unpickler(persistent_load, weights_only, pickle_load_args):
+    """A factory: file -> object with ``load()``, safe or full as asked."""
+    if weights_only:
+        allowed = allowed_globals()
+        allowed.update(user_globals())
+        return lambda file: WeightsUnpickler(file, allowed, persistent_load)
+    return lambda file: _FullUnpickler(file, persistent_load, **pickle_load_args)
+
+
+class _FullUnpickler(pickle.Unpickler):
+    """The standard unpickler (runs whatever the file says) mapping PyTorch's names to ember."""
+
+    def __init__(self, file, persistent_load, **kwargs):
+        kwargs.setdefault("encoding", "utf-8")
+        super().__init__(file, **kwargs)
+        self._torch = _torch_globals()
+        self.persistent_load = persistent_load
+
+    def find_class(self, module, name):
+        obj = self._torch.get(f"{module}.{name}")
+        if obj is not None:
+            return obj
+        err = unsupported(module, name)
+        if err is not None:
+            raise err
+        if module == "torch" or module.startswith("torch."):
+            import importlib
+            with contextlib.suppress(ImportError, AttributeError):
+                return getattr(importlib.import_module("ember" + module[5:]), name)
+        return super().find_class(module, name)
+
+
+def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
+    byteorder = archive.read("byteorder").tobytes().decode(errors="replace") \
+        if archive.has_record("byteorder") else "little"
+    if byteorder not in ("little", "big"):
+        raise RuntimeError(f"Unknown endianness type: {byteorder}")
+    whole = archive.memmap(mmap_path) if mmap_path is not None else None
+    loaded = {}
+
+    def persistent_load(pid):
+        stype, key, location, numel = _check_pid(pid)
+        if key in loaded:
+            return loaded[key]
+        record = f"data/{key}"
+        data = archive.mmap(record, whole) if whole is not None else archive.read(record)
+        flat = data
+        expected = numel * (1 if stype.dtype is None else stype.dtype.itemsize)
+        if flat.nbytes != expected:
+            raise RuntimeError(f"PytorchStreamReader: record {record} holds {flat.nbytes} "
+                               f"bytes but its storage needs {expected}; the checkpoint "
+                               f"file is corrupted")
+        if byteorder != sys.byteorder and stype.dtype is not None and stype.dtype.itemsize > 1:
+            flat = flat.view(stype.dtype.np).byteswap().view(np.uint8)
+        storage = LoadedStorage(flat.view(StorageArray), stype.dtype, device("cpu"))
+        loaded[key] = _restore(storage, location, map_location)
+        return loaded[key]
+
+    pkl = io.BytesIO(archive.read("data.pkl").tobytes())
+    return _unpickler(persistent_load, weights_only, pickle_load_args)(pkl).load()
+
+
+def _check_pid(pid):
+    from ember.serialization._names import StorageType
+    if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
+            and isinstance(pid[1], StorageType) and isinstance(pid[2], str)
+            and isinstance(pid[3], str) and type(pid[4]) is int and pid[4] >= 0):
+        raise pickle.UnpicklingError(f"invalid storage reference in checkpoint: {pid!r}")
+    return pid[1:]
+
+
+def _cuda_unavailable():
+    return RuntimeError(
+        "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+        "False. If you are running on a CPU-only machine, please use torch.load with "
+        "map_location=torch.device('cpu') to map your storages to the CPU.")
+
+
+def _target_device(location):
+    try:
+        dev = device(str(location))
+    except (RuntimeError, TypeError):
+        raise RuntimeError(f"don't know how to restore data location of a storage (tagged "
+                           f"with {location})") from None
+    if dev.type == "cuda":
+        from ember import cuda
+        if not cuda.is_available():
+            raise _cuda_unavailable()
+        if dev.index is not None and dev.index >= cuda.device_count():
+            raise RuntimeError(
+                f"Attempting to deserialize object on CUDA device {dev.index} but "
+                f"torch.cuda.device_count() is {cuda.device_count()}. Please use torch.load "
+                f"with map_location to map your storages to an existing device.")
+    return dev
+
+
+def _restore(storage, location, map_location):
+    """The storage on the device ``map_location`` picks for one saved with ``location``."""
+    if map_location is None:
+        target = location
+    elif isinstance(map_location, dict):
+        target = map_location.get(location, location)
+    elif callable(map_location):
+        result = map_location(storage, location)
+        if result is None:
+            return _restore(storage, location, None)
+        if not isinstance(result, LoadedStorage):
+            raise TypeError(f"map_location should return a storage or None, got "
+                            f"{type(result).__name__}")
+        _target_device(result.device)
+        return result
+    else:
+        target = map_location
+    return LoadedStorage(storage.bytes, storage.dtype, _target_device(target))
+

@@ -1,0 +1,117 @@
+"""PyTorch's legacy (before 1.6) checkpoint format: consecutive pickles, then raw storages.
+
+The file holds a magic number, a protocol version and a sys-info dict (three small pickles),
+the object's pickle (storages as persistent ids), a pickled list of storage keys, and for each
+key an int64 element count followed by the storage's bytes. Storages are allocated while the
+object is unpickled and filled afterwards, so the tensors built meanwhile see the data.
+"""
+
+import os
+import pickle
+import struct
+
+import numpy as np
+
+from ember._device import device
+from ember.serialization._names import StorageType
+from ember.serialization._pickler import StorageArray
+from ember.serialization._rebuild import LoadedStorage
+from ember.serialization._unpickler import WeightsUnpickler
+
+MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
+PROTOCOL_VERSION = 1001
+
+
+def _plain(f):
+    # the header pickles hold only numbers, strings and dicts: no globals allowed
+    return WeightsUnpickler(f, {}, _no_persistent_ids).load()
+
+
+def _no_persistent_ids(pid):
+    raise pickle.UnpicklingError(f"unexpected persistent id in checkpoint header: {pid!r}")
+
+
+def _bad(pid):
+    return pickle.UnpicklingError(f"invalid storage reference in checkpoint: {pid!r}")
+
+
+def load(f, make_unpickler, map_location, restore, weights_only):
+    """The object of a legacy checkpoint read from seekable binary file ``f``."""
+    start = f.tell()
+    f.seek(0, os.SEEK_END)
+    end = f.tell()
+    f.seek(start + 257)
+    is_tar = f.read(5) == b"ustar"
+    f.seek(start)
+    if is_tar:
+        raise RuntimeError("ember.load: this checkpoint uses PyTorch's tar format (PyTorch "
+                           "0.1.x), which ember cannot read; load it in PyTorch and re-save it "
+                           "with torch.save")
+    first = f.read(1)
+    f.seek(start)
+    if not first:
+        raise pickle.UnpicklingError("ember.load: the file is empty")
+    if first != b"\x80":
+        raise pickle.UnpicklingError(
+            f"ember.load: not a PyTorch checkpoint (invalid load key, {first!r}); expected a "
+            f"zip archive or a legacy pickle")
+    if _plain(f) != MAGIC_NUMBER:
+        raise RuntimeError("Invalid magic number; corrupt file?")
+    version = _plain(f)
+    if version != PROTOCOL_VERSION:
+        raise RuntimeError(f"Invalid protocol version: {version!r}")
+    info = _plain(f)
+    little = info.get("little_endian", True) if isinstance(info, dict) else True
+    roots = {}                  # key -> LoadedStorage over zeroed bytes, filled below
+
+    def persistent_load(pid):
+        if not isinstance(pid, tuple) or not pid:
+            raise _bad(pid)
+        if pid[0] == "module" and len(pid) > 1 and not weights_only:
+            return pid[1]       # a class saved with its source: PyTorch returns it as is
+        if pid[0] != "storage" or len(pid) != 6:
+            raise _bad(pid)
+        _, stype, key, location, numel, view = pid
+        if not (isinstance(stype, StorageType) and stype.dtype is not None
+                and isinstance(key, str) and isinstance(location, str)
+                and type(numel) is int and numel >= 0):
+            raise _bad(pid)
+        item = stype.dtype.itemsize
+        if key not in roots:
+            if numel * item > end - f.tell():
+                raise RuntimeError(f"ember.load: storage {key} needs {numel * item} bytes but "
+                                   f"the file is truncated")
+            flat = np.zeros(numel * item, np.uint8).view(StorageArray)
+            roots[key] = restore(LoadedStorage(flat, stype.dtype, device("cpu")), location,
+                                 map_location)
+        root = roots[key]
+        if view is None:
+            return root
+        if not (isinstance(view, tuple) and len(view) == 3 and type(view[1]) is int
+                and type(view[2]) is int and 0 <= view[1] and view[2] >= 0):
+            raise _bad(pid)
+        part = root.bytes[view[1] * item:(view[1] + view[2]) * item]
+        return LoadedStorage(part, root.dtype, root.device)
+
+    result = make_unpickler(persistent_load)(f).load()
+    keys = _plain(f)
+    if not isinstance(keys, list):
+        raise pickle.UnpicklingError("invalid storage key list in checkpoint")
+    for key in keys:
+        storage = roots.get(key)
+        if storage is None:
+            raise RuntimeError(f"ember.load: storage {key!r} listed but never used")
+        header = f.read(8)
+        if len(header) != 8:
+            raise RuntimeError(f"ember.load: the file is truncated (storage {key})")
+        count = struct.unpack("<q" if little else ">q", header)[0]
+        dest = storage.bytes
+        item = storage.dtype.itemsize
+        if count * item != dest.nbytes:
+            raise RuntimeError(f"ember.load: storage {key} holds {count} elements, expected "
+                               f"{dest.nbytes // item}; the file is corrupted")
+        if f.readinto(memoryview(dest)) != dest.nbytes:
+            raise RuntimeError(f"ember.load: the file is truncated (storage {key})")
+        if not little and item > 1:
+            dest.view(storage.dtype.np).byteswap(inplace=True)
+    return result

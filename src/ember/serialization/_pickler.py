@@ -1,0 +1,184 @@
+"""The pickler ember.save uses: tensors as PyTorch pickles them, their memory as storages.
+
+Tensors whose arrays share one buffer are written as one storage with offsets and strides, as
+PyTorch does, so views load as views (in ember and in PyTorch). The pickle names PyTorch's
+globals (``torch._utils _rebuild_tensor_v2``, ``torch FloatStorage``, ...) without importing
+PyTorch: the pure-Python pickler lets this subclass write those names itself.
+"""
+
+import ctypes
+import pickle
+from collections import OrderedDict
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._device import device
+from ember._tensor import Size, Tensor, _to_host
+from ember.serialization import _names as N
+
+
+class StorageArray(np.ndarray):
+    """The flat bytes of one storage read by ember.load: saving stops its search for the
+    owner of a tensor's memory here (a memory-mapped file is one buffer for many storages)."""
+
+
+def _address(arr):
+    return arr.__array_interface__["data"][0]
+
+
+def _bounds(arr):
+    """The byte range [lo, hi) an array's elements touch; None when it has no elements."""
+    lo = hi = _address(arr)
+    for n, st in zip(arr.shape, arr.strides):
+        if n == 0:
+            return None
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + arr.itemsize
+
+
+def _owner(arr):
+    """The object that owns an array's memory and the byte range it spans, or (None, None)."""
+    obj = arr
+    while not isinstance(obj, StorageArray):
+        base = getattr(obj, "base", None)       # ndarray chains, and as_strided's DummyArray
+        if base is None:
+            break
+        obj = base
+    if isinstance(obj, np.ndarray):
+        return obj, _bounds(obj)
+    try:
+        flat = np.frombuffer(obj, dtype=np.uint8)
+    except (TypeError, ValueError, BufferError):
+        return None, None
+    return obj, _bounds(flat)
+
+
+class _Storage:
+    __slots__ = ("key", "dtype", "lo", "nbytes", "keepalive", "location")
+
+    def __init__(self, key, dtype, lo, nbytes, keepalive, location):
+        self.key, self.dtype, self.lo, self.nbytes = key, dtype, lo, nbytes
+        self.keepalive, self.location = keepalive, location
+
+    def pid(self):
+        if self.dtype in N.STORAGE_GLOBALS:
+            cls, numel = N.STORAGE_GLOBALS[self.dtype], self.nbytes // self.dtype.itemsize
+        else:
+            cls, numel = N.UNTYPED_GLOBAL, self.nbytes
+        return ("storage", cls, self.key, self.location, numel)
+
+    def data(self):
+        if isinstance(self.keepalive, np.ndarray) and self.keepalive.flags.c_contiguous \
+                and _address(self.keepalive) == self.lo \
+                and self.keepalive.nbytes == self.nbytes:
+            return self.keepalive.reshape(-1).view(np.uint8)
+        return (ctypes.c_ubyte * self.nbytes).from_address(self.lo)
+
+
+class _StorageRef:
+    """Stands for a storage in the pickle; the pickler writes it as a persistent id."""
+
+    __slots__ = ("storage",)
+
+    def __init__(self, storage):
+        self.storage = storage
+
+
+class StorageTable:
+    """The storages of the tensors pickled so far, keyed by the buffer that owns them."""
+
+    def __init__(self):
+        self.storages = []
+        self._by_owner = {}
+
+    def _new(self, dtype, lo, nbytes, keepalive, location):
+        s = _Storage(str(len(self.storages)), dtype, lo, nbytes, keepalive, location)
+        self.storages.append(s)
+        return s
+
+    def locate(self, t):
+        """(storage, offset, size, stride) for tensor ``t``, all in elements."""
+        arr = _to_host(t._data)
+        dtype = t.dtype
+        item = arr.itemsize
+        dev = t.device
+        location = "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
+        owner, extent = _owner(arr)
+        bounds = _bounds(arr)
+        fits = (owner is not None and bounds is not None and extent is not None
+                and extent[0] <= bounds[0] and bounds[1] <= extent[1]
+                and (bounds[0] - extent[0]) % item == 0
+                and all(st >= 0 and st % item == 0 for st in arr.strides))
+        if fits:
+            s = self._by_owner.get(id(owner))
+            if s is None:
+                nbytes = (extent[1] - extent[0]) // item * item
+                s = self._by_owner[id(owner)] = self._new(dtype, extent[0], nbytes, owner,
+                                                          location)
+            elif s.dtype is not dtype:
+                raise RuntimeError("Cannot save multiple tensors or storages that view the "
+                                   "same data as different types")
+            offset = (_address(arr) - s.lo) // item
+            return s, offset, arr.shape, tuple(st // item for st in arr.strides)
+        # memory we cannot describe as one storage (negative strides, foreign buffers)
+        flat = np.ascontiguousarray(arr)
+        s = self._new(dtype, _address(flat), flat.nbytes, flat, location)
+        strides = tuple(st // item for st in flat.strides)
+        return s, 0, arr.shape, strides
+
+
+class Pickler(pickle._Pickler):
+    """A protocol-2 pickler writing ember tensors, dtypes, devices and sizes as PyTorch does."""
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def __init__(self, file, table, protocol=2):
+        super().__init__(file, protocol=protocol)
+        self.table = table
+
+    def persistent_id(self, obj):
+        return obj.storage.pid() if type(obj) is _StorageRef else None
+
+    def reducer_override(self, obj):
+        if isinstance(obj, Tensor):
+            return _reduce_tensor(self.table, obj)
+        if isinstance(obj, device):
+            return (N.DEVICE, (str(obj),))
+        if type(obj) is Size:
+            return (N.SIZE, (tuple(obj),))
+        return NotImplemented
+
+    def _save_torch_global(self, obj):
+        self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode())
+        self.memoize(obj)
+
+    def _save_dtype(self, obj):
+        self.save(N.DTYPE_GLOBALS[obj])     # through the memo: each name is written once
+
+    dispatch[N.TorchGlobal] = _save_torch_global
+    dispatch[D.dtype] = _save_dtype
+
+
+def _reduce_tensor(table, t):
+    from ember.nn.parameter import Parameter
+    state = t.__dict__
+    if type(t) is Parameter:
+        data = t.detach()
+        if state:
+            return (N.REBUILD_PARAMETER_WITH_STATE,
+                    (data, t.requires_grad, OrderedDict(), dict(state)))
+        return (N.REBUILD_PARAMETER, (data, t.requires_grad, OrderedDict()))
+    storage, offset, size, stride = table.locate(t)
+    args = (_StorageRef(storage), offset, tuple(size), stride, t.requires_grad, OrderedDict())
+    if t.dtype in N.STORAGE_GLOBALS:
+        func = N.REBUILD_V2
+    else:
+        func, args = N.REBUILD_V3, args + (t.dtype,)
+    if type(t) is Tensor and not state:
+        return (func, args)
+    cls = N.TENSOR if type(t) is Tensor else type(t)
+    return (N.REBUILD_FROM_TYPE, (func, cls, args, dict(state)))

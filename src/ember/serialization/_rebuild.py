@@ -1,0 +1,198 @@
+"""What PyTorch's pickled globals resolve to when ember loads a checkpoint: storages, the
+tensor rebuild functions (which check every size and stride against the storage), and the
+allow-list of globals ``weights_only`` loading accepts."""
+
+import codecs
+from collections import Counter, OrderedDict
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._device import device
+from ember._tensor import Size, Tensor, _make
+from ember.serialization import _names as N
+
+
+class LoadedStorage:
+    """The bytes of one storage read from a checkpoint, and where its tensors should go.
+
+    This is the ``storage`` a ``map_location`` callable receives; return it (or
+    ``storage.cpu()``) to keep it on the CPU.
+    """
+
+    __slots__ = ("bytes", "dtype", "device")
+
+    def __init__(self, data, dtype, dev):
+        self.bytes = data                # flat uint8 StorageArray
+        self.dtype = dtype               # None for untyped storages
+        self.device = dev
+
+    def nbytes(self):
+        return self.bytes.nbytes
+
+    def size(self):
+        return self.bytes.nbytes // (1 if self.dtype is None else self.dtype.itemsize)
+
+    def cpu(self):
+        return LoadedStorage(self.bytes, self.dtype, device("cpu"))
+
+    def cuda(self, index=None):
+        return LoadedStorage(self.bytes, self.dtype, device("cuda", index or 0))
+
+    def __repr__(self):
+        return f"LoadedStorage(nbytes={self.nbytes()}, dtype={self.dtype}, device={self.device})"
+
+
+def _check_ints(name, values, ndim=None):
+    if not isinstance(values, (tuple, list)) or (ndim is not None and len(values) != ndim):
+        raise RuntimeError(f"invalid tensor {name} in checkpoint: {values!r}")
+    for v in values:
+        if type(v) is not int or v < 0:
+            raise RuntimeError(f"invalid tensor {name} in checkpoint: {values!r}")
+    return tuple(values)
+
+
+def _tensor_from(storage, offset, size, stride, dtype, requires_grad):
+    if not isinstance(storage, LoadedStorage):
+        raise RuntimeError(f"invalid tensor storage in checkpoint: {type(storage).__name__}")
+    if not isinstance(dtype, D.dtype):
+        raise RuntimeError(f"invalid tensor dtype in checkpoint: {dtype!r}")
+    size = _check_ints("size", size)
+    stride = _check_ints("stride", stride, len(size))
+    if type(offset) is not int or offset < 0:
+        raise RuntimeError(f"invalid tensor storage offset in checkpoint: {offset!r}")
+    item = dtype.itemsize
+    have = storage.bytes.nbytes // item
+    need = 0 if 0 in size else offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    if need > have:
+        raise RuntimeError(
+            f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset "
+            f"{offset}, and itemsize {item} requiring a storage size of {need * item} are out "
+            f"of bounds for storage of size {have * item}")
+    start = offset * item if need else 0
+    arr = np.ndarray(size, dtype.np, buffer=storage.bytes, offset=start,
+                     strides=tuple(s * item for s in stride))
+    t = _make(arr)
+    if requires_grad:
+        t.requires_grad = bool(requires_grad)
+    if storage.device.type != "cpu":
+        t = t.to(storage.device)
+    return t
+
+
+def rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
+                      backward_hooks=None, metadata=None):
+    """A tensor over a typed storage (``torch._utils._rebuild_tensor_v2``)."""
+    dtype = getattr(storage, "dtype", None)
+    if dtype is None:
+        raise RuntimeError("invalid checkpoint: an untyped storage without a tensor dtype")
+    return _tensor_from(storage, storage_offset, size, stride, dtype, requires_grad)
+
+
+def rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks,
+                      dtype, metadata=None):
+    """A tensor over an untyped storage with its dtype (``torch._utils._rebuild_tensor_v3``)."""
+    return _tensor_from(storage, storage_offset, size, stride, dtype, requires_grad)
+
+
+def _set_state(obj, state):
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+        state = {**(state or {}), **(slots or {})}
+    if not isinstance(state, dict):
+        raise RuntimeError(f"invalid state for {type(obj).__name__} in checkpoint")
+    cls = type(obj)
+    for key, value in state.items():
+        # state can add attributes, never replace Tensor's own (methods, _data, ...)
+        if type(key) is str and not hasattr(cls, key):
+            obj.__dict__[key] = value
+
+
+def rebuild_parameter(data, requires_grad, backward_hooks=None):
+    """A Parameter around a loaded tensor (``torch._utils._rebuild_parameter``)."""
+    from ember.nn.parameter import Parameter
+    if not isinstance(data, Tensor):
+        raise RuntimeError(f"invalid Parameter data in checkpoint: {type(data).__name__}")
+    return Parameter(data, bool(requires_grad))
+
+
+def rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
+    """A Parameter with attributes (``torch._utils._rebuild_parameter_with_state``)."""
+    p = rebuild_parameter(data, requires_grad)
+    if state:
+        _set_state(p, state)
+    return p
+
+
+def rebuild_from_type_v2(func, new_type, args, state):
+    """A tensor subclass or a tensor with attributes (``torch._tensor._rebuild_from_type_v2``)."""
+    if func not in (rebuild_tensor_v2, rebuild_tensor_v3) or not isinstance(args, tuple):
+        raise RuntimeError(f"invalid tensor rebuild function in checkpoint: {func!r}")
+    t = func(*args)
+    if not (isinstance(new_type, type) and issubclass(new_type, Tensor)):
+        raise RuntimeError(f"invalid tensor type in checkpoint: {new_type!r}")
+    if new_type is not Tensor:
+        t = t.as_subclass(new_type)
+    if state:
+        _set_state(t, state)
+    return t
+
+
+def _encode(obj, encoding="latin1"):
+    # protocol-2 pickles store bytes as _codecs.encode(str, "latin1")
+    if type(obj) is not str or encoding not in ("latin1", "latin-1"):
+        raise RuntimeError("invalid bytes in checkpoint")
+    return codecs.encode(obj, "latin1")
+
+
+def _parameter_class():
+    from ember.nn.parameter import Parameter
+    return Parameter
+
+
+def _torch_globals():
+    """PyTorch's global names (as "module.name") -> ember's objects, for every checkpoint."""
+    out = {
+        "torch._utils._rebuild_tensor_v2": rebuild_tensor_v2,
+        "torch._utils._rebuild_tensor_v3": rebuild_tensor_v3,
+        "torch._utils._rebuild_parameter": rebuild_parameter,
+        "torch._utils._rebuild_parameter_with_state": rebuild_parameter_with_state,
+        "torch._tensor._rebuild_from_type_v2": rebuild_from_type_v2,
+        "torch.Size": Size,
+        "torch.device": device,
+        "torch.Tensor": Tensor,
+        "torch.nn.parameter.Parameter": _parameter_class(),
+        "torch.storage.UntypedStorage": N.UNTYPED,
+    }
+    out.update((f"torch.{name}", st) for name, st in N.STORAGE_TYPES.items())
+    out.update((f"torch.{dt.name}", dt) for dt in D.ALL_DTYPES)
+    return out
+
+
+def allowed_globals():
+    """The globals ``ember.load(weights_only=True)`` accepts without add_safe_globals."""
+    out = _torch_globals()
+    out.update({
+        "collections.OrderedDict": OrderedDict,
+        "collections.Counter": Counter,
+        "_codecs.encode": _encode,
+        "builtins.bytearray": bytearray,
+        "builtins.set": set,
+        "builtins.frozenset": frozenset,
+        "builtins.complex": complex,
+    })
+    return out
+
+
+def unsupported(module, name):
+    """A clear error for PyTorch globals ember has no counterpart for, else None."""
+    if module == "torch" and name in N.UNSUPPORTED_DTYPES:
+        return RuntimeError(f"ember.load: the checkpoint holds a tensor of dtype torch.{name}, "
+                            f"which ember does not support")
+    if module == "torch" and name in N.UNSUPPORTED_STORAGES:
+        return RuntimeError(f"ember.load: the checkpoint holds a quantized storage "
+                            f"(torch.{name}), which ember does not support")
+    if module == "torch._utils" and name.startswith("_rebuild_"):
+        return RuntimeError(f"ember.load: the checkpoint holds a kind of tensor ember cannot "
+                            f"rebuild (torch._utils.{name}: sparse, quantized, nested or meta)")
+    return None
