@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402  (after the thread settings)
 
 import ember  # noqa: E402
 ember.set_num_threads(THREADS)
+import checkpoints  # noqa: E402
 import data_loading  # noqa: E402
 from train_steps import WORKLOADS as TRAIN_STEPS  # noqa: E402
 
@@ -132,6 +133,11 @@ def main():
     print()
     print(f"{'data loading (samples/s)':40s} {'ember':>10s} {'torch':>10s} {'ember/torch':>12s}")
     for label, ours, theirs in data_loading.rows(ember, torch):
+        ratio = f"{ours / theirs:12.2f}" if theirs else f"{'-':>12s}"
+        print(f"{label:40s} {ours:10.0f} {theirs or 0:10.0f} {ratio}")
+    print()
+    print(f"{'checkpoints (MB/s)':40s} {'ember':>10s} {'torch':>10s} {'ember/torch':>12s}")
+    for label, ours, theirs in checkpoints.rows(ember, torch):
         ratio = f"{ours / theirs:12.2f}" if theirs else f"{'-':>12s}"
         print(f"{label:40s} {ours:10.0f} {theirs or 0:10.0f} {ratio}")
 
