@@ -1,0 +1,40 @@
+"""The one rule every elementwise op shares: line the batch dim up in front, then broadcast."""
+
+from ember.func._batching import rule
+from ember.ops._registry import REGISTRY, call
+
+__all__ = ["ELEMENTWISE", "align"]
+
+# op modules whose ops are elementwise (output shape = broadcast of the inputs' shapes)
+_MODULES = {"arithmetic", "unary_math", "binary_math", "comparison", "activations",
+            "activations_smooth", "special_math", "special_poly", "math_odds"}
+_MORE = {"logaddexp", "logaddexp2", "angle", "complex", "polar", "_to_copy", "_alias", "clone",
+         "conj", "real", "imag", "_masked_scale", "nn.functional.logsigmoid"}
+_NOT = {"prelu", "nn.functional.glu"}
+
+ELEMENTWISE = frozenset(
+    name for name, o in REGISTRY.items()
+    if (o.forward.__module__.rsplit(".", 1)[-1] in _MODULES or name in _MORE)
+    and name not in _NOT)
+
+
+def align(values, flags, size):
+    """Give batched values as many dims as the widest operand, after the batch dim, so that
+    right-aligned broadcasting pairs logical dims with logical dims."""
+    ndim = 0
+    for v, f in zip(values, flags):
+        if hasattr(v, "ndim"):
+            ndim = max(ndim, v.ndim - f)
+    out = []
+    for v, f in zip(values, flags):
+        if f and v.ndim - 1 < ndim:
+            v = v.reshape((size,) + (1,) * (ndim - v.ndim + 1) + tuple(v.shape[1:]))
+        out.append(v)
+    return out
+
+
+def _elementwise(op, args, flags, params, size):
+    return call(op, align(args, flags, size), params)
+
+
+rule(*ELEMENTWISE)(_elementwise)
