@@ -70,8 +70,9 @@ def dispatch(func, args, kwargs):
 
 
 def _unwrap(x, level):
-    if isinstance(x, list):
-        return [_unwrap(y, level) for y in x], [is_batched_at(y, level) for y in x]
+    if isinstance(x, (list, tuple)):
+        return ([y._value if is_batched_at(y, level) else y for y in x],
+                [is_batched_at(y, level) for y in x])
     if is_batched_at(x, level):
         return x._value, True
     return x, False
