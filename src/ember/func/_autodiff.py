@@ -41,7 +41,7 @@ def _fresh(p):
 class _Traced:
     """One run of ``func`` on fresh copies of ``primals``, ready for vjps and jvps."""
 
-    def __init__(self, func, primals, has_aux, api):
+    def __init__(self, func, primals, has_aux, api, scalar=False):
         self.levels = active_levels()
         flat, self.in_spec = tree_flatten(primals)
         for x in flat:
@@ -65,6 +65,8 @@ class _Traced:
             out, self.aux = out
             self.aux = self.release(self.aux)
         self.out = out
+        if scalar:
+            _check_scalar(out, api)
         flat_out, self.out_spec = tree_flatten(out)
         for y in flat_out:
             if not isinstance(y, Tensor):
@@ -105,6 +107,15 @@ class _Traced:
         """Per-input results as the caller sees them, in the primals' structure."""
         return tree_unflatten([self.release(rewrap(g, self.levels)) for g in flat],
                               self.in_spec)
+
+
+def _check_scalar(out, api):
+    if not isinstance(out, Tensor):
+        raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
+    if out.ndim != 0:
+        raise RuntimeError(f"{api}: Expected f(*args) to return a scalar Tensor, got tensor "
+                           f"with {out.ndim} dims. Maybe you wanted to use the vjp or jacrev "
+                           f"APIs instead?")
 
 
 def vjp(func, *primals, has_aux=False):
@@ -159,14 +170,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
     def wrapper(*args, **kwargs):
         diff, partial = split_args(func, argnums, args, kwargs)
-        traced = _Traced(partial, diff, has_aux, api)
+        traced = _Traced(partial, diff, has_aux, api, scalar=True)
         out = traced.out
-        if not isinstance(out, Tensor):
-            raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
-        if out.ndim != 0:
-            raise RuntimeError(f"{api}: Expected f(*args) to return a scalar Tensor, got "
-                               f"tensor with {out.ndim} dims. Maybe you wanted to use the vjp "
-                               f"or jacrev APIs instead?")
         from ember import ones_like
         grads = traced.wrap_inputs(traced.pull([ones_like(out)], traced.connected))
         if isinstance(argnums, int):

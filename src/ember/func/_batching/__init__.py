@@ -166,6 +166,12 @@ def _inplace(op, args, params, level):
     if op.name in ELEMENTWISE and not op.seq_inputs:
         call_inplace(op, align(values, flags, size), params)
         return self
+    if op.name == "index_put" and not flags[1]:
+        from ember.func._batching.shape import batched_indices
+        indices = batched_indices(params[0])
+        if indices is not None:
+            call_inplace(op, values, (indices, params[1]))
+            return self
     _warn(op)
     for b in range(size):
         call_inplace(op, [_select(v, f, b) for v, f in zip(values, flags)],

@@ -19,16 +19,22 @@ ELEMENTWISE = frozenset(
 
 
 def align(values, flags, size):
-    """Give batched values as many dims as the widest operand, after the batch dim, so that
-    right-aligned broadcasting pairs logical dims with logical dims."""
+    """Give every tensor operand a batch dim and as many dims as the widest operand, so that
+    right-aligned broadcasting pairs logical dims with logical dims. Unbatched operands get
+    a zero-stride batch dim (kernels may expect their operands' ranks to match), except 0-dim
+    ones, which must stay 0-dim for type promotion."""
     ndim = 0
     for v, f in zip(values, flags):
         if hasattr(v, "ndim"):
             ndim = max(ndim, v.ndim - f)
     out = []
     for v, f in zip(values, flags):
-        if f and v.ndim - 1 < ndim:
-            v = v.reshape((size,) + (1,) * (ndim - v.ndim + 1) + tuple(v.shape[1:]))
+        if f:
+            if v.ndim - 1 < ndim:
+                v = v.reshape((size,) + (1,) * (ndim - v.ndim + 1) + tuple(v.shape[1:]))
+        elif getattr(v, "ndim", 0):
+            v = v.reshape((1,) * (ndim - v.ndim + 1) + tuple(v.shape))
+            v = v.expand((size,) + tuple(v.shape[1:]))
         out.append(v)
     return out
 

@@ -109,6 +109,19 @@ def _conv_transpose(op, args, flags, params, size):
     return _spatial(op, args, flags, params, size, args[1].ndim - 2)
 
 
+@rule("_convolution_weight")
+def _convolution_weight(op, args, flags, params, size):
+    x, g = [a if f else expand_unbatched(a, size) for a, f in zip(args, flags)]
+    kernel_size, stride, padding, dilation, groups = params
+    if x.ndim != len(kernel_size) + 3:
+        return NotImplemented
+    n = x.shape[1]
+    xs = x.movedim(0, 1).reshape((n, -1) + tuple(x.shape[3:]))
+    gs = g.movedim(0, 1).reshape((n, -1) + tuple(g.shape[3:]))
+    w = call(op, [xs, gs], (kernel_size, stride, padding, dilation, groups * size))
+    return w.reshape((size, -1) + tuple(w.shape[1:]))
+
+
 @rule("native_batch_norm")
 def _batch_norm(op, args, flags, params, size):
     x, w, b, rm, rv = args

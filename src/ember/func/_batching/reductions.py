@@ -79,8 +79,8 @@ rule("diagonal")(_dim_rule(dims=("dim1", "dim2")))
 rule("diag_embed")(_dim_rule(dims=("dim1", "dim2"), extra=1))
 rule("unsqueeze")(_dim_rule(extra=1))
 rule("stack")(_dim_rule(extra=1, expand=True))
-rule("cat", "gather", "scatter", "scatter_add", "scatter_reduce", "take_along_dim", "cross",
-     "linalg.cross")(_dim_rule(expand=True))
+rule("cat", "gather", "_take_along_dim", "scatter", "scatter_add", "scatter_reduce",
+     "take_along_dim", "cross", "linalg.cross")(_dim_rule(expand=True))
 
 
 @rule("max", "min", "median", "nanmedian")

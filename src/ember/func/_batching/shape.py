@@ -52,19 +52,42 @@ def _basic_view(op, args, flags, params, size):
     return call(op, args, ((_FULL,) + tuple(params[0]),))
 
 
-@rule("_index")
-def _advanced_index(op, args, flags, params, size):
+def batched_indices(indices):
+    """Advanced indices for a value (a full slice over the batch dim first), or None when
+    that would move dims: indices that are batched, or not next to each other."""
     from ember._tensor import Tensor
     from ember.func._batched import BatchedTensor
     from ember.ops.indexing import SubscriptIndices
-    indices = params[0]
     used = [i for i, k in enumerate(indices) if k is not None]
     if any(type(k) is BatchedTensor for k in indices) or \
             used and used[-1] - used[0] + 1 != len(used):
-        return NotImplemented           # batched or split indices: NumPy moves dims to front
+        return None
     if any(isinstance(k, Tensor) and k.dtype.is_floating_point for k in indices):
+        return None                     # let the op raise its own error, unbatched
+    return SubscriptIndices((None,) + tuple(indices))
+
+
+@rule("_slice_backward")
+def _slice_backward(op, args, flags, params, size):
+    shape, key = params
+    return call(op, args, ((size,) + tuple(shape), (_FULL,) + tuple(key)))
+
+
+@rule("_pad_backward")
+def _pad_backward(op, args, flags, params, size):
+    shape, pad, mode = params
+    g = args[0]
+    if mode != "constant":
         return NotImplemented
-    return call(op, args, (SubscriptIndices((None,) + tuple(indices)),))
+    return call(op, [g], ((size,) + tuple(shape), pad, mode))
+
+
+@rule("_index")
+def _advanced_index(op, args, flags, params, size):
+    indices = batched_indices(params[0])
+    if indices is None:
+        return NotImplemented
+    return call(op, args, (indices,))
 
 
 @rule("masked_fill")
@@ -93,8 +116,8 @@ _LEADING = ("tril", "triu", "linalg.inv", "inverse", "linalg.det", "det", "linal
             "linalg.inv_ex", "linalg.eig", "linalg.eigvals", "linalg.lu_factor",
             "linalg.lu_factor_ex", "constant_pad_nd", "nn.functional.one_hot", "view_as_real",
             "view_as_complex", "pixel_shuffle", "pixel_unshuffle", "linalg.solve",
-            "linalg.solve_ex", "linalg.solve_triangular", "cdist",
-            "linalg.matrix_rank")
+            "linalg.solve_ex", "linalg.solve_triangular", "cdist", "linalg.matrix_rank",
+            "_along_dims", "_plane_gather", "_plane_scatter_add")
 
 
 @rule(*_LEADING)
@@ -114,3 +137,49 @@ def _matrix_norm(op, args, flags, params, size):
             return NotImplemented
         dim = tuple(range(ndim)) if op.name == "linalg.norm" else (-2, -1)
     return call(op, args, (ord_, shift_dim(dim, ndim), keepdim, dtype))
+
+
+@rule("_index_grad")
+def _index_grad(op, args, flags, params, size):
+    from ember.func._batching.reductions import shift_dim
+    (g, index), (dim, shape) = args, params
+    g, index = [a if f else expand_unbatched(a, size) for a, f in zip(args, flags)]
+    return call(op, [g, index], (shift_dim(dim, len(shape)), (size,) + tuple(shape)))
+
+
+@rule("_embedding_backward")
+def _embedding_backward(op, args, flags, params, size):
+    g, indices = args
+    if flags[1]:
+        return NotImplemented
+    d = g.shape[-1]
+    folded = g.movedim(0, -2).reshape(tuple(g.shape[1:-1]) + (size * d,))
+    out = call(op, [folded, indices], params)
+    return out.reshape(out.shape[0], size, d).movedim(1, 0)
+
+
+def _region_ndim(x_ndim, indices):
+    """The rank of ``x[indices]`` for integer index tensors next to each other, else None."""
+    import numpy as np
+    entries = [k for k in indices if k is not None]
+    if any(getattr(k, "dtype", None) is None or not k.dtype.is_signed or
+           k.dtype.is_floating_point for k in entries):
+        return None
+    index_ndim = len(np.broadcast_shapes(*(tuple(k.shape) for k in entries)))
+    return x_ndim - len(entries) + index_ndim
+
+
+@rule("index_put")
+def _index_put(op, args, flags, params, size):
+    (x, values), (fx, fv) = args, flags
+    indices, accumulate = params
+    batched = batched_indices(indices)
+    region = _region_ndim(x.ndim - fx, indices)
+    if batched is None or region is None:
+        return NotImplemented
+    if not fx:
+        x = expand_unbatched(x, size)
+    if fv and values.ndim - 1 < region:
+        values = values.reshape((size,) + (1,) * (region - values.ndim + 1) +
+                                tuple(values.shape[1:]))
+    return call(op, [x, values], (batched, accumulate))
