@@ -126,19 +126,19 @@ def _convolution_weight(op, args, flags, params, size):
 def _batch_norm(op, args, flags, params, size):
     x, w, b, rm, rv = args
     training = params[0]
-    if not flags[0] or any(flags[3:]) or (training and (rm is not None or rv is not None)):
-        return NotImplemented
-    if not training:
-        if flags[1] or flags[2]:
-            return NotImplemented
+    if not flags[0] or training and any(v is not None and not f
+                                        for v, f in ((rm, flags[3]), (rv, flags[4]))):
+        return NotImplemented           # running stats shared by the batch: no rule
+    if not training and not any(flags[1:]):
         return _spatial(op, args, flags, params, size, x.ndim - 3)
+    # fold the batch into the channels: one set of statistics per (element, channel)
     n, c = x.shape[1], x.shape[2]
     xs = x.movedim(0, 1).reshape((n, size * c) + tuple(x.shape[3:]))
-    w, b = [None if v is None else (v if f else expand_unbatched(v, size)).reshape(-1)
-            for v, f in ((w, flags[1]), (b, flags[2]))]
-    out, mean, invstd = call(op, [xs, w, b, None, None], params)
+    folded = [None if v is None else (v if f else expand_unbatched(v, size)).reshape(-1)
+              for v, f in zip(args[1:], flags[1:])]
+    out, mean, invstd = call(op, [xs] + folded, params)
     out = out.reshape(tuple(x.shape[1:2]) + (size,) + tuple(x.shape[2:])).movedim(1, 0)
-    return out, mean.reshape(size, c), invstd.reshape(size, c)
+    return out, mean.reshape(size, -1), invstd.reshape(size, -1)
 
 
 @rule("native_layer_norm")
