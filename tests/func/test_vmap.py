@@ -176,3 +176,11 @@ def test_randomness_modes():
     different = vmap(lambda a: F.dropout(a, 0.5), randomness="different")(x)
     assert not ember.equal(different[0], different[1])
     assert 0.4 < (different == 0).double().mean().item() < 0.6
+
+
+def test_reading_batched_values_outside_ops_raises_instead_of_guessing():
+    table = _randn(5, 2)
+    with pytest.raises(RuntimeError):
+        vmap(lambda i: table[i])(ember.tensor([[0, 1], [2, 3], [4, 4]]))
+    got = vmap(lambda i: table.index_select(0, i))(ember.tensor([[0, 1], [2, 3], [4, 4]]))
+    assert ember.allclose(got[1], table[ember.tensor([2, 3])])

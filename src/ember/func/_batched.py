@@ -16,8 +16,10 @@ level L. Autograd happens on the values, so grad composes with vmap without spec
 
 import threading
 
+import numpy as np
+
 from ember._tensor import Tensor, _make
-from ember.backend import xp_of
+from ember.backend import XP_BY_ARRAY_TYPE, xp_of
 
 __all__ = ["BatchedTensor", "wrap", "is_batched_at", "remove_level", "add_level",
            "materialize", "rewrap", "active_levels", "Level"]
@@ -53,6 +55,29 @@ def level_size(level):
     raise RuntimeError(f"vmap: level {level} is not active (a BatchedTensor escaped its vmap)")
 
 
+_NO_VALUES = ("vmap: this operation reads a batched tensor's values directly instead of "
+              "through an ember op, which vmap does not support (it would see one element "
+              "for the whole batch)")
+
+
+class _Logical(np.ndarray):
+    """The ``_data`` of a BatchedTensor on the CPU: shape and dtype only; any computation
+    with it raises instead of silently using placeholder values."""
+
+    def __array_ufunc__(self, *args, **kwargs):
+        raise RuntimeError(_NO_VALUES)
+
+    def __array_function__(self, *args, **kwargs):
+        raise RuntimeError(_NO_VALUES)
+
+    def _refuse(self, *args, **kwargs):
+        raise RuntimeError(_NO_VALUES)
+
+    __getitem__ = __setitem__ = __int__ = __float__ = __index__ = __bool__ = _refuse
+    astype = copy = item = tolist = reshape = _refuse
+
+
+XP_BY_ARRAY_TYPE.setdefault(_Logical, np)
 _ZEROS = {}
 
 
@@ -62,8 +87,12 @@ def _fake(value):
     key = (type(arr), arr.dtype)
     zero = _ZEROS.get(key)
     if zero is None:
-        zero = _ZEROS[key] = xp_of(arr).zeros((), dtype=arr.dtype)
-    return xp_of(arr).broadcast_to(zero, arr.shape[1:])
+        xp = xp_of(arr)
+        zero = _ZEROS[key] = xp.zeros((), dtype=arr.dtype)
+        if xp is np:
+            zero = zero.view(_Logical)
+    return np.ndarray.__new__(_Logical, arr.shape[1:], arr.dtype, zero, strides=(0,) * (
+        arr.ndim - 1)) if type(zero) is _Logical else xp_of(arr).broadcast_to(zero, arr.shape[1:])
 
 
 def wrap(value, level):
@@ -134,6 +163,10 @@ class BatchedTensor(Tensor):
 
     def __reduce_ex__(self, protocol):
         raise RuntimeError(_STORAGE)
+
+    @property
+    def device(self):
+        return self._value.device
 
     # --- autograd state lives on the value -------------------------------------------------
     @property
