@@ -88,9 +88,8 @@ def _fake(value):
     zero = _ZEROS.get(key)
     if zero is None:
         xp = xp_of(arr)
-        zero = _ZEROS[key] = xp.zeros((), dtype=arr.dtype)
-        if xp is np:
-            zero = zero.view(_Logical)
+        zero = xp.zeros((), dtype=arr.dtype)
+        _ZEROS[key] = zero = zero.view(_Logical) if xp is np else zero
     return np.ndarray.__new__(_Logical, arr.shape[1:], arr.dtype, zero, strides=(0,) * (
         arr.ndim - 1)) if type(zero) is _Logical else xp_of(arr).broadcast_to(zero, arr.shape[1:])
 
