@@ -184,3 +184,19 @@ def test_reading_batched_values_outside_ops_raises_instead_of_guessing():
         vmap(lambda i: table[i])(ember.tensor([[0, 1], [2, 3], [4, 4]]))
     got = vmap(lambda i: table.index_select(0, i))(ember.tensor([[0, 1], [2, 3], [4, 4]]))
     assert ember.allclose(got[1], table[ember.tensor([2, 3])])
+
+
+MORE = [
+    ("roll", lambda a: a.roll(1, 0), (3, 4, 5)),
+    ("diff", lambda a: ember.diff(a, dim=1, prepend=ember.zeros(4, 1, dtype=ember.float64)),
+     (3, 4, 5)),
+    ("msort", lambda a: ember.msort(a), (3, 4, 5)),
+    ("vecdot", lambda a: ember.linalg.vecdot(a, a, dim=0), (3, 4, 5)),
+    ("prelu", lambda a: F.prelu(a, ember.full((4,), 0.25, dtype=ember.float64)), (3, 2, 4, 5)),
+]
+
+
+@pytest.mark.parametrize("name,f,shape", MORE, ids=[c[0] for c in MORE])
+def test_more_rules_match_loop(name, f, shape):
+    ember.manual_seed(0)
+    _check(f, _randn(*shape))

@@ -8,7 +8,7 @@ per-sample gradients) becomes a grouped convolution with one group set per batch
 from ember.func._batching import rule
 from ember.func._batching.elementwise import align
 from ember.func._batching.reductions import expand_unbatched
-from ember.ops._registry import call
+from ember.ops._registry import REGISTRY, call
 
 
 def _spatial(op, args, flags, params, size, k, batched=(0,)):
@@ -46,7 +46,7 @@ for _k in (1, 2, 3):
     _names += [f"nn.functional.{n}" for n in _names]
     _names += [f"nn.functional.max_pool{_k}d_with_indices", f"max_pool{_k}d_with_indices",
                f"nn.functional.adaptive_max_pool{_k}d_with_indices"]
-    rule(*_names)(_by_name(_k))
+    rule(*[n for n in _names if n in REGISTRY])(_by_name(_k))
     rule(f"nn.functional.max_unpool{_k}d")(_by_name(_k, batched=(0, 1)))
 rule("nn.functional.unfold", "channel_shuffle")(_by_name(2))
 rule("nn.functional.fold")(_by_name(1))

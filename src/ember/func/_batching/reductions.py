@@ -1,7 +1,7 @@
 """Rules for ops that take dims (reductions, scans, sorts, softmax, joins, splits): shift every
 dim by one past the batch dim; ``dim=None`` means all logical dims."""
 
-from ember.func._batching import rule
+from ember.func._batching import decompose, rule
 from ember.ops._registry import call
 
 __all__ = ["shift_dim", "expand_unbatched"]
@@ -68,7 +68,7 @@ rule("sum", "mean", "nansum", "nanmean", "amax", "amin", "logsumexp", "all", "an
 rule("prod", "argmax", "argmin", "aminmax")(_dim_rule(none="flatten"))
 rule("softmax", "log_softmax", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort",
      "argsort", "topk", "kthvalue", "mode", "_max_dim", "_min_dim", "_median_dim",
-     "_nanmedian_dim", "nn.functional.glu", "narrow", "select", "index_select", "split",
+     "_nanmedian_dim", "nn.functional.glu", "roll", "narrow", "select", "index_select", "split",
      "chunk", "unbind", "tensor_split", "renorm", "flip", "fft.fft", "fft.ifft", "fft.rfft",
      "fft.irfft", "fft.hfft", "fft.ihfft")(_dim_rule(dims=("dim", "dims")))
 rule("transpose")(_dim_rule(dims=("dim0", "dim1")))
@@ -79,7 +79,7 @@ rule("diagonal")(_dim_rule(dims=("dim1", "dim2")))
 rule("diag_embed")(_dim_rule(dims=("dim1", "dim2"), extra=1))
 rule("unsqueeze")(_dim_rule(extra=1))
 rule("stack")(_dim_rule(extra=1, expand=True))
-rule("cat", "gather", "_take_along_dim", "scatter", "scatter_add", "scatter_reduce",
+rule("cat", "diff", "gather", "_take_along_dim", "scatter", "scatter_add", "scatter_reduce",
      "take_along_dim", "cross", "linalg.cross")(_dim_rule(expand=True))
 
 
@@ -101,3 +101,21 @@ def _squeeze(op, args, flags, params, size):
     elif ndim == 0:
         return x.reshape(x.shape)
     return call(op, [x], (shift_dim(dim, ndim),))
+
+
+@decompose("msort")
+def _msort(x):
+    return x.sort(0).values
+
+
+@decompose("linalg.vecdot")
+def _vecdot(x, y, dim):
+    return (x.conj() * y).sum(dim)
+
+
+@decompose("prelu")
+def _prelu(x, weight):
+    import ember
+    if x.ndim >= 2 and weight.numel() > 1:
+        weight = weight.reshape((weight.shape[0],) + (1,) * (x.ndim - 2))
+    return ember.where(x > 0, x, weight * x)
