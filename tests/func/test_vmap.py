@@ -200,3 +200,10 @@ MORE = [
 def test_more_rules_match_loop(name, f, shape):
     ember.manual_seed(0)
     _check(f, _randn(*shape))
+
+
+def test_logically_0dim_values_promote_weakly():
+    x = _randn(4)                               # each element is a float64 0-dim tensor
+    assert vmap(lambda a: a * ember.ones(3))(x).dtype is ember.float32
+    assert vmap(lambda a: a + 1)(x).dtype is ember.float64
+    assert vmap(lambda a: a * ember.ones(3, dtype=ember.int64))(x).dtype is ember.float64

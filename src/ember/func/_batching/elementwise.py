@@ -39,8 +39,28 @@ def align(values, flags, size):
     return out
 
 
+def weak_scalars(op, args, flags):
+    """Values of logically 0-dim operands cast as type promotion treats 0-dim tensors (weakly:
+    ``float64 0-dim * float32 tensor`` is float32); their batch dim would make them strong."""
+    if op.promote is None or not any(f and a.ndim == 1 for a, f in zip(args, flags)):
+        return args
+    tensors = [(a, a.ndim - f) for a, f in zip(args, flags) if hasattr(a, "ndim")]
+    if len({a.dtype for a, _ in tensors}) < 2 or not any(n for _, n in tensors):
+        return args
+    from ember import result_type
+    from ember._creation import empty
+    target = None
+    for a, n in tensors:
+        rep = empty((1,) * n, dtype=a.dtype)
+        target = rep if target is None else empty((1,) * max(n, target.ndim),
+                                                  dtype=result_type(target, rep))
+    dtype = target.dtype
+    return [a.to(dtype) if f and a.ndim == 1 and a.dtype is not dtype and
+            a.dtype.category == dtype.category else a for a, f in zip(args, flags)]
+
+
 def _elementwise(op, args, flags, params, size):
-    return call(op, align(args, flags, size), params)
+    return call(op, align(weak_scalars(op, args, flags), flags, size), params)
 
 
 rule(*ELEMENTWISE)(_elementwise)
