@@ -77,6 +77,8 @@ CALLS = [
     lambda m, x: m.grad(lambda a: a * 2)(x),
     lambda m, x: m.grad(lambda a: a.sum(), argnums=1)(x),
     lambda m, x: m.grad(lambda a: a.sum(), has_aux=True)(x),
+    lambda m, x: m.vmap(lambda a, b: a.add_(b), in_dims=(None, 0))(x[0].clone(), x),
+    lambda m, x: m.jvp(lambda a: 3, (x,), (x,)),
 ]
 
 

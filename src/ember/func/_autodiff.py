@@ -70,6 +70,9 @@ class _Traced:
         flat_out, self.out_spec = tree_flatten(out)
         for y in flat_out:
             if not isinstance(y, Tensor):
+                if api.startswith("jvp"):
+                    raise RuntimeError(f"{api}: expected f(*primals) to return only tensors, "
+                                       f"got unsupported type {type(y)}")
                 raise RuntimeError(f"Expected tensors, got unsupported type {type(y)}")
         self.flat_out = flat_out
         self.outputs = [materialize(y, self.levels) for y in flat_out]

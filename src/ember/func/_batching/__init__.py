@@ -147,21 +147,13 @@ def _loop(op, values, flags, params, size, level):
                            f"this feature.") from None
 
 
-_INPLACE_UNBATCHED = (
-    "vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a "
-    "Tensor `other` in extra_args that has more elements than `self`. This happened due to "
-    "`other` being vmapped over but `self` not being vmapped over in a vmap. Please try to "
-    "use out-of-place operators instead of inplace arithmetic. If said operator is being "
-    "called inside the PyTorch framework, please file a bug report instead.")
-
-
 def _inplace(op, args, params, level):
     from ember.func._batching.elementwise import ELEMENTWISE, align
     from ember.ops._inplace import call_inplace
     self = args[0]
-    if not is_batched_at(self, level):
-        raise RuntimeError(_INPLACE_UNBATCHED)
     size = level_size(level)
+    if not is_batched_at(self, level):
+        raise RuntimeError(_unbatched_self(self, args, size))
     values, flags = unwrap_args(args, level)
     if op.name in ELEMENTWISE and not op.seq_inputs:
         call_inplace(op, align(values, flags, size), params)
@@ -179,11 +171,23 @@ def _inplace(op, args, params, level):
     return self
 
 
+def _unbatched_self(self, args, size):
+    """PyTorch's message for an in-place op on an unbatched tensor with batched operands."""
+    import numpy as np
+    shapes = [tuple(a.shape) for a in _flat_list(args) if isinstance(a, Tensor)]
+    return (f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+            f"{[size] + list(np.broadcast_shapes(*shapes))}")
+
+
+def _flat_list(args):
+    return [y for x in args for y in (x if isinstance(x, (list, tuple)) else (x,))]
+
+
 def inplace_copy(self, src):
     """``self.copy_(src)`` for a BatchedTensor ``self``."""
     level = self._level
     if type(src) is BatchedTensor and src._level > level:
-        raise RuntimeError(_INPLACE_UNBATCHED)
+        raise RuntimeError(_unbatched_self(self, [self, src], level_size(src._level)))
     value = self._value
     if is_batched_at(src, level):
         src = src._value
