@@ -1,4 +1,5 @@
 """ember.utils: data loading and other utilities (``torch.utils``)."""
 
 from ember.utils import data  # noqa: F401
+from ember.utils import checkpoint  # noqa: F401
 from ember.utils import safetensors  # noqa: F401

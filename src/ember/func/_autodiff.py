@@ -1,0 +1,270 @@
+"""grad, grad_and_value, vjp, jvp, linearize: function transforms on ember's autograd engine.
+
+NOTE [Transforms on the tape]
+Each transform differentiates a fresh copy of its inputs: a new leaf, or (when the input is
+already part of a graph an outer transform differentiates) an alias of it, so gradients
+reach only that copy and nesting works (grad of grad, jacfwd of jacrev). Inside vmap the
+copy is made batched at every active level first (an unbatched input is expanded), and the
+engine runs on the values: each batch element's output depends only on its own slice of
+the inputs, so one backward pass through the summed outputs gives every per-element
+gradient (vmap(grad) = per-sample gradients). Cotangents that are themselves batched at a
+newer level (jacrev's vmap over the rows of the identity) flow through the engine as
+BatchedTensors, and each derivative's ops run their batching rules.
+"""
+
+import threading
+
+from ember import autograd
+from ember._tensor import Tensor
+from ember.autograd.grad_mode import enable_grad
+from ember.func._batched import active_levels, materialize, rewrap
+from ember.utils._pytree import tree_flatten, tree_unflatten
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize"]
+
+
+class _Depth(threading.local):
+    value = 0                   # how many transforms are differentiating right now
+
+
+_DEPTH = _Depth()
+
+
+def _fresh(p):
+    """A copy of ``p`` that gradients can be taken with respect to (see NOTE above)."""
+    if p.requires_grad:
+        from ember.ops.conversion import _alias
+        return _alias(p)
+    return p.detach().requires_grad_()
+
+
+class _Traced:
+    """One run of ``func`` on fresh copies of ``primals``, ready for vjps and jvps."""
+
+    def __init__(self, func, primals, has_aux, api, scalar=False):
+        self.levels = active_levels()
+        flat, self.in_spec = tree_flatten(primals)
+        for x in flat:
+            if not isinstance(x, Tensor):
+                raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
+        physical = [materialize(x, self.levels) for x in flat]
+        self.connected = _DEPTH.value > 0 or any(p.requires_grad for p in physical)
+        self.leaves = [_fresh(p) for p in physical]
+        inputs = tree_unflatten([rewrap(p, self.levels) for p in self.leaves], self.in_spec)
+        _DEPTH.value += 1
+        try:
+            with enable_grad():
+                out = func(*inputs)
+        finally:
+            _DEPTH.value -= 1
+        self.aux = None
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise RuntimeError(f"{api}: output of function f should be a tuple: (output, "
+                                   f"aux) if has_aux is True")
+            out, self.aux = out
+            self.aux = self.release(self.aux)
+        self.out = out
+        if scalar:
+            _check_scalar(out, api)
+        flat_out, self.out_spec = tree_flatten(out)
+        for y in flat_out:
+            if not isinstance(y, Tensor):
+                if api.startswith("jvp"):
+                    raise RuntimeError(f"{api}: expected f(*primals) to return only tensors, "
+                                       f"got unsupported type {type(y)}")
+                raise RuntimeError(f"Expected tensors, got unsupported type {type(y)}")
+        self.flat_out = flat_out
+        self.outputs = [materialize(y, self.levels) for y in flat_out]
+
+    def release(self, tree):
+        """``tree``'s tensors as the caller sees them: cut from this transform's graph."""
+        if self.connected:
+            return tree
+        flat, spec = tree_flatten(tree)
+        return tree_unflatten([x.detach() if isinstance(x, Tensor) else x for x in flat], spec)
+
+    def pull(self, cotangents, create_graph):
+        """The vjp: gradients of the outputs with ``cotangents`` (flat, logical) as weights."""
+        roots, weights = [], []
+        for y, v in zip(self.outputs, cotangents):
+            if v.shape != y.shape[len(self.levels):]:
+                raise RuntimeError(f"Mismatch in shape: grad_output[{len(roots)}] has a shape "
+                                   f"of {v.shape} and output[{len(roots)}] has a shape of "
+                                   f"{y.shape[len(self.levels):]}.")
+            if y.requires_grad:
+                roots.append(y)
+                weights.append(materialize(v, self.levels))
+        return self.backward(roots, weights, self.leaves, create_graph)
+
+    @staticmethod
+    def backward(roots, weights, inputs, create_graph):
+        from ember import zeros_like
+        if not roots:
+            return [zeros_like(x) for x in inputs]
+        grads = autograd.grad(roots, inputs, weights, retain_graph=True,
+                              create_graph=create_graph, allow_unused=True)
+        return [zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+
+    def wrap_inputs(self, flat):
+        """Per-input results as the caller sees them, in the primals' structure."""
+        return tree_unflatten([self.release(rewrap(g, self.levels)) for g in flat],
+                              self.in_spec)
+
+
+def _check_scalar(out, api):
+    if not isinstance(out, Tensor):
+        raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
+    if out.ndim != 0:
+        raise RuntimeError(f"{api}: Expected f(*args) to return a scalar Tensor, got tensor "
+                           f"with {out.ndim} dims. Maybe you wanted to use the vjp or jacrev "
+                           f"APIs instead?")
+
+
+def vjp(func, *primals, has_aux=False):
+    """``(func(*primals), vjp_fn[, aux])``; ``vjp_fn(cotangents)`` gives the vector-Jacobian
+    products with respect to each primal (``torch.func.vjp``)."""
+    traced = _Traced(func, primals, has_aux, "vjp(f, *primals)")
+
+    def vjp_fn(cotangents, retain_graph=True, create_graph=None):
+        flat, spec = tree_flatten(cotangents)
+        if spec != traced.out_spec:
+            raise RuntimeError(f"Expected pytree structure of cotangents to be the same as "
+                               f"pytree structure of outputs to the function. cotangents: "
+                               f"{spec}, primal output: {traced.out_spec}")
+        cg = traced.connected if create_graph is None else create_graph
+        return traced.wrap_inputs(traced.pull(flat, cg))
+
+    out = traced.release(traced.out)
+    return (out, vjp_fn, traced.aux) if has_aux else (out, vjp_fn)
+
+
+def _argnums(argnums, nargs):
+    if isinstance(argnums, int) and not isinstance(argnums, bool):
+        nums = (argnums,)
+    elif isinstance(argnums, tuple) and all(isinstance(a, int) for a in argnums):
+        if not argnums:
+            raise RuntimeError("argnums must be non-empty")
+        nums = argnums
+    else:
+        raise RuntimeError(f"argnums must be int or Tuple[int, ...], got: {type(argnums)}")
+    for a in nums:
+        if not -nargs <= a < nargs:
+            raise RuntimeError(f"Got argnum={a}, but only {nargs} positional inputs")
+    return tuple(a % nargs for a in nums)
+
+
+def split_args(func, argnums, args, kwargs):
+    """``(diff_args, f)``: the arguments ``argnums`` selects and ``func`` of those alone."""
+    nums = _argnums(argnums, len(args))
+
+    def partial(*diff):
+        full = list(args)
+        for i, d in zip(nums, diff):
+            full[i] = d
+        return func(*full, **kwargs)
+    return tuple(args[i] for i in nums), partial
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """A function returning ``(gradient, value)`` of the scalar ``func`` with respect to the
+    arguments ``argnums`` (``((gradient, (value, aux))`` with ``has_aux``)."""
+    api = "grad_and_value(f)(*args)"
+
+    def wrapper(*args, **kwargs):
+        diff, partial = split_args(func, argnums, args, kwargs)
+        traced = _Traced(partial, diff, has_aux, api, scalar=True)
+        out = traced.out
+        from ember import ones_like
+        grads = traced.wrap_inputs(traced.pull([ones_like(out)], traced.connected))
+        if isinstance(argnums, int):
+            grads = grads[0]
+        value = traced.release(out)
+        return (grads, (value, traced.aux)) if has_aux else (grads, value)
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """A function returning the gradient of the scalar ``func`` with respect to the arguments
+    ``argnums`` (``(gradient, aux)`` with ``has_aux``) (``torch.func.grad``)."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        grads, value = gv(*args, **kwargs)
+        return (grads, value[1]) if has_aux else grads
+    return wrapper
+
+
+def _check_jvp_args(primals, tangents):
+    api = "jvp(f, primals, tangents)"
+    if not isinstance(primals, tuple):
+        raise RuntimeError(f"{api}: Expected primals to be a tuple. E.g. it should be valid to "
+                           f"call f(*primals).")
+    flat_p, spec_p = tree_flatten(primals)
+    flat_t, spec_t = tree_flatten(tangents)
+    if not isinstance(tangents, tuple) or spec_p != spec_t:
+        raise RuntimeError(f"{api}: Expected primals and tangents to have the same python "
+                           f"structure. For example, if primals is a tuple of 3 tensors, "
+                           f"tangents also must be. Got primals with structure {spec_p} and "
+                           f"tangents with structure {spec_t}")
+    for p, t in zip(flat_p, flat_t):
+        if isinstance(p, Tensor) and isinstance(t, Tensor) and p.shape != t.shape:
+            raise RuntimeError(f"Trying to set a forward gradient that has a different size "
+                               f"than that of the original Tensor, this is not supported. "
+                               f"Tensor is of size {list(p.shape)} while the given forward "
+                               f"gradient is of size {list(t.shape)}.")
+    return flat_t
+
+
+class _Linearized:
+    """The Jacobian of a traced function as a linear map of tangents (the double-vjp trick:
+    ``g(u) = J^T u`` is linear in ``u``, so the vjp of ``g`` with weights ``t`` is ``J t``)."""
+
+    def __init__(self, traced):
+        from ember import zeros_like
+        self.traced = traced
+        live = [y for y in traced.outputs if y.requires_grad]
+        self.dummies = [zeros_like(y).requires_grad_() for y in live]
+        self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True) if live else []
+        self.live = [y.requires_grad for y in traced.outputs]
+
+    def push(self, flat_tangents, create_graph):
+        traced = self.traced
+        tangents = [materialize(t, traced.levels) for t in flat_tangents]
+        roots, weights = [], []
+        for g, t in zip(self.pulled, tangents):
+            if g.requires_grad:
+                roots.append(g)
+                weights.append(t)
+        if self.dummies:
+            outs = iter(_Traced.backward(roots, weights, self.dummies, create_graph))
+        from ember import zeros_like
+        flat = [next(outs) if live else zeros_like(y)
+                for y, live in zip(traced.outputs, self.live)]
+        return tree_unflatten([traced.release(rewrap(x, traced.levels)) for x in flat],
+                              traced.out_spec)
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """``(func(*primals), J @ tangents[, aux])`` (``torch.func.jvp``).
+
+    Computed in reverse mode by the double-vjp construction (see ``_Linearized``): ember's
+    engine is reverse-mode only, and this composes with vmap and with the other transforms
+    at the cost of a second backward pass.
+    """
+    flat_t = _check_jvp_args(primals, tangents)
+    traced = _Traced(func, primals, has_aux, "jvp(f, primals, tangents)")
+    out = _Linearized(traced).push(flat_t, traced.connected)
+    primal_out = traced.release(traced.out)
+    return (primal_out, out, traced.aux) if has_aux else (primal_out, out)
+
+
+def linearize(func, *primals):
+    """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is the jvp at ``primals``, reusing
+    one traced run of ``func`` (``torch.func.linearize``)."""
+    traced = _Traced(func, primals, False, "linearize(f, *primals)")
+    lin = _Linearized(traced)
+
+    def jvp_fn(*tangents):
+        return lin.push(_check_jvp_args(primals, tangents), traced.connected)
+    return traced.release(traced.out), jvp_fn

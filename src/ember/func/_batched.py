@@ -1,0 +1,237 @@
+"""BatchedTensor: a tensor seen one batch element at a time inside ``vmap``.
+
+NOTE [Batched tensors]
+A ``BatchedTensor`` of level L holds ``_value``, a tensor whose dim 0 is the batch of vmap
+level L; the tensor the user's function sees is ``_value`` without that dim (the logical
+tensor). ``_value`` may itself be a BatchedTensor of a lower level (nested vmap), never of a
+higher one. The wrapper's own ``_data`` is a zero-stride array of the logical shape, so
+shape, dtype, device and ndim work unchanged; nothing may read its values.
+
+Every op with a BatchedTensor operand reaches ``__torch_function__`` (the registry routes
+Tensor subclasses there). The highest level among the operands is handled: its operands are
+unwrapped to their values, the op's batching rule (func/_batching/) runs on the values --
+calling ember ops that dispatch again for lower levels -- and the results are wrapped at
+level L. Autograd happens on the values, so grad composes with vmap without special cases.
+"""
+
+import threading
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.backend import XP_BY_ARRAY_TYPE, xp_of
+
+__all__ = ["BatchedTensor", "wrap", "is_batched_at", "remove_level", "add_level",
+           "materialize", "rewrap", "active_levels", "Level"]
+
+
+class Level:
+    """One active vmap: its level number, batch size and randomness mode."""
+
+    __slots__ = ("level", "size", "randomness")
+
+    def __init__(self, level, size, randomness):
+        self.level, self.size, self.randomness = level, size, randomness
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.levels = []            # active vmaps, outermost first
+        self.counter = 0            # the last level number handed out
+
+
+STATE = _State()
+
+
+def active_levels():
+    """The active vmap levels, outermost first."""
+    return list(STATE.levels)
+
+
+def level_size(level):
+    for lv in STATE.levels:
+        if lv.level == level:
+            return lv.size
+    raise RuntimeError(f"vmap: level {level} is not active (a BatchedTensor escaped its vmap)")
+
+
+_NO_VALUES = ("vmap: this operation reads a batched tensor's values directly instead of "
+              "through an ember op, which vmap does not support (it would see one element "
+              "for the whole batch)")
+
+
+class _Logical(np.ndarray):
+    """The ``_data`` of a BatchedTensor on the CPU: shape and dtype only; any computation
+    with it raises instead of silently using placeholder values."""
+
+    def __array_ufunc__(self, *args, **kwargs):
+        raise RuntimeError(_NO_VALUES)
+
+    def __array_function__(self, *args, **kwargs):
+        raise RuntimeError(_NO_VALUES)
+
+    def _refuse(self, *args, **kwargs):
+        raise RuntimeError(_NO_VALUES)
+
+    __getitem__ = __setitem__ = __int__ = __float__ = __index__ = __bool__ = _refuse
+    astype = copy = item = tolist = reshape = _refuse
+
+
+XP_BY_ARRAY_TYPE.setdefault(_Logical, np)
+_ZEROS = {}
+
+
+def _fake(value):
+    """A zero-stride array with ``value``'s logical shape (its shape without dim 0)."""
+    arr = value._data
+    key = (type(arr), arr.dtype)
+    zero = _ZEROS.get(key)
+    if zero is None:
+        xp = xp_of(arr)
+        zero = xp.zeros((), dtype=arr.dtype)
+        _ZEROS[key] = zero = zero.view(_Logical) if xp is np else zero
+    return np.ndarray.__new__(_Logical, arr.shape[1:], arr.dtype, zero, strides=(0,) * (
+        arr.ndim - 1)) if type(zero) is _Logical else xp_of(arr).broadcast_to(zero, arr.shape[1:])
+
+
+def wrap(value, level):
+    """The BatchedTensor of ``level`` whose value is ``value`` (batch at dim 0)."""
+    t = _make(_fake(value), BatchedTensor)
+    t._value = value
+    t._level = level
+    return t
+
+
+def is_batched_at(x, level):
+    return type(x) is BatchedTensor and x._level == level
+
+
+_ITEM = ("vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over "
+         "calling .item() on a Tensor, please try to rewrite what you're doing with other "
+         "operations. If error is occurring somewhere inside PyTorch internals, please file a "
+         "bug report.")
+_CONTROL = ("vmap: It looks like you're attempting to use a Tensor in some data-dependent "
+            "control flow. We don't support that yet, please file an issue at "
+            "https://github.com/pytorch/pytorch/issues .")
+_STORAGE = "Cannot access data pointer of Tensor that doesn't have storage"
+
+
+class BatchedTensor(Tensor):
+    """The logical view of a tensor with a vmap batch dim (see NOTE [Batched tensors])."""
+
+    __slots__ = ("_value", "_level")
+
+    def __repr__(self):
+        return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n{self._value!r}\n)"
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from ember.func._batching import dispatch
+        return dispatch(func, args, kwargs or {})
+
+    # --- what needs the values: not possible per batch element --------------------------
+    def item(self):
+        raise RuntimeError(_ITEM)
+
+    def __bool__(self):
+        raise RuntimeError(_CONTROL)
+
+    def __float__(self):
+        raise RuntimeError(_ITEM)
+
+    def __int__(self):
+        raise RuntimeError(_ITEM)
+
+    def __index__(self):
+        raise RuntimeError(_ITEM)
+
+    def __complex__(self):
+        raise RuntimeError(_ITEM)
+
+    def tolist(self):
+        raise RuntimeError(_STORAGE)
+
+    def numpy(self, *, force=False):
+        raise RuntimeError(_STORAGE)
+
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError(_STORAGE)
+
+    def data_ptr(self):
+        raise RuntimeError(_STORAGE)
+
+    def __reduce_ex__(self, protocol):
+        raise RuntimeError(_STORAGE)
+
+    @property
+    def device(self):
+        return self._value.device
+
+    # --- autograd state lives on the value -------------------------------------------------
+    @property
+    def requires_grad(self):
+        return self._value.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self._value.requires_grad = flag
+
+    @property
+    def grad_fn(self):
+        return self._value.grad_fn
+
+    @property
+    def is_leaf(self):
+        return self._value.is_leaf
+
+    @property
+    def grad(self):
+        g = self._value._grad
+        return None if g is None else wrap(g, self._level)
+
+    def detach(self):
+        return wrap(self._value.detach(), self._level)
+
+    # --- in-place methods that are not ops of their own -------------------------------------
+    def copy_(self, src, non_blocking=False):
+        from ember.func._batching import inplace_copy
+        return inplace_copy(self, src)
+
+    def fill_(self, value):
+        return self.copy_(value)
+
+    def zero_(self):
+        return self.copy_(0)
+
+
+def remove_level(t, level, size):
+    """``t`` with the batch of vmap ``level`` turned into logical dim 0 (expanded if ``t`` is
+    not batched at ``level``); other levels stay batched."""
+    if type(t) is not BatchedTensor or t._level < level:
+        return t.unsqueeze(0).expand((size,) + tuple(t.shape))
+    if t._level == level:
+        return t._value
+    inner = remove_level(t._value, level, size)
+    return wrap(inner.movedim(0, 1), t._level)
+
+
+def add_level(t, level):
+    """The inverse of ``remove_level``: logical dim 0 of ``t`` becomes the batch of
+    ``level``, below any higher levels ``t`` is batched at."""
+    if type(t) is not BatchedTensor or t._level < level:
+        return wrap(t, level)
+    return wrap(add_level(t._value.movedim(1, 0), level), t._level)
+
+
+def materialize(t, levels):
+    """``t`` with the batches of ``levels`` (outermost first) as its leading logical dims."""
+    for lv in reversed(levels):
+        t = remove_level(t, lv.level, lv.size)
+    return t
+
+
+def rewrap(t, levels):
+    """The inverse of ``materialize``."""
+    for lv in levels:
+        t = add_level(t, lv.level)
+    return t

@@ -1,0 +1,203 @@
+"""Batching rules: how each op runs on batched values (see NOTE [Batched tensors]).
+
+A rule ``rule(op, args, flags, params, size)`` gets the op's inputs in registry order with
+every operand batched at the level being handled replaced by its value (batch at dim 0) and
+``flags`` saying which (lists for sequence inputs); it returns the values of the outputs
+(batch at dim 0), or NotImplemented to take the loop fallback. A decomposition
+``fn(*inputs, *params)`` instead re-expresses the op with other ops on the logical tensors.
+Rules are keyed by registry name (``ember.ops._registry.REGISTRY``); ops without one run
+once per batch element (with a one-time warning naming the op) and the results are stacked.
+"""
+
+import warnings
+
+from ember._tensor import Tensor
+from ember.func._batched import BatchedTensor, is_batched_at, level_size, wrap
+from ember.ops._registry import call
+
+__all__ = ["RULES", "DECOMPOSE", "rule", "decompose", "dispatch", "inplace_copy"]
+
+RULES = {}
+DECOMPOSE = {}
+_WARNED = set()
+
+
+def rule(*names):
+    """Register a batching rule for the ops ``names``."""
+    def register(fn):
+        for n in names:
+            RULES[n] = fn
+        return fn
+    return register
+
+
+def decompose(*names):
+    """Register a decomposition (a function on the logical tensors) for the ops ``names``."""
+    def register(fn):
+        for n in names:
+            DECOMPOSE[n] = fn
+        return fn
+    return register
+
+
+def _flat(op, args):
+    if not op.seq_inputs:
+        return args
+    return op.flatten_inputs(args)[0]
+
+
+def dispatch(func, args, kwargs):
+    """Run one op call that has BatchedTensor operands (``BatchedTensor.__torch_function__``)."""
+    op = getattr(func, "_ember_op", None)
+    if op is None:
+        raise TypeError(f"vmap: {getattr(func, '__name__', func)} is not an ember op")
+    params = tuple(kwargs[n] for n in op.param_names)
+    args = list(args)
+    level = max(x._level for x in _flat(op, args) if type(x) is BatchedTensor)
+    if func is not op.function:
+        return _inplace(op, args, params, level)
+    result = _run(op, args, params, level)
+    out = kwargs.get("out")
+    if out is not None:
+        targets = out if isinstance(out, (tuple, list)) else (out,)
+        results = result if isinstance(result, tuple) else (result,)
+        for dst, res in zip(targets, results):
+            dst.copy_(res)
+        return out
+    if op.namedtuple is not None and isinstance(result, tuple):
+        return op.namedtuple(*result)
+    return result
+
+
+def _unwrap(x, level):
+    if isinstance(x, (list, tuple)):
+        return ([y._value if is_batched_at(y, level) else y for y in x],
+                [is_batched_at(y, level) for y in x])
+    if is_batched_at(x, level):
+        return x._value, True
+    return x, False
+
+
+def unwrap_args(args, level):
+    values, flags = [], []
+    for x in args:
+        v, f = _unwrap(x, level)
+        values.append(v)
+        flags.append(f)
+    return values, flags
+
+
+def _run(op, args, params, level):
+    fn = DECOMPOSE.get(op.name)
+    if fn is not None:
+        return fn(*args, *params)
+    size = level_size(level)
+    values, flags = unwrap_args(args, level)
+    res = NotImplemented
+    r = RULES.get(op.name)
+    if r is not None:
+        res = r(op, values, flags, params, size)
+    if res is NotImplemented:
+        res = _loop(op, values, flags, params, size, level)
+    if type(res) is tuple or (isinstance(res, tuple) and hasattr(res, "_fields")):
+        return tuple(wrap(r, level) if isinstance(r, Tensor) else r for r in res)
+    return wrap(res, level)
+
+
+def _select(x, flag, b):
+    if isinstance(x, list):
+        return [_select(y, f, b) for y, f in zip(x, flag)]
+    return x[b] if flag else x
+
+
+def _select_params(p, level, b):
+    if is_batched_at(p, level):
+        return p._value[b]
+    if type(p) in (tuple, list) or (isinstance(p, tuple) and not hasattr(p, "_fields")):
+        return type(p)(_select_params(q, level, b) for q in p)
+    return p
+
+
+def _warn(op):
+    if op.name not in _WARNED:
+        _WARNED.add(op.name)
+        warnings.warn(f"There is a performance drop because we have not yet implemented the "
+                      f"batching rule for {op.name}. Please file us an issue on GitHub so "
+                      f"that we can prioritize its implementation.", UserWarning, stacklevel=4)
+
+
+def _loop(op, values, flags, params, size, level):
+    """The fallback: run the op once per batch element and stack the results."""
+    _warn(op)
+    if size == 0:
+        raise RuntimeError(f"vmap: cannot run {op.name} without a batching rule on a batch of "
+                           f"size 0")
+    outs = [call(op, [_select(v, f, b) for v, f in zip(values, flags)],
+                 _select_params(params, level, b)) for b in range(size)]
+    from ember import stack
+    first = outs[0]
+    try:
+        if isinstance(first, tuple):
+            return tuple(stack([o[i] for o in outs]) for i in range(len(first)))
+        return stack(outs)
+    except RuntimeError:
+        raise RuntimeError(f"vmap: We do not support batching operators that can output "
+                           f"dynamic shape. Attempted to vmap over {op.name}. Please file an "
+                           f"issue at https://github.com/pytorch/pytorch/issues if you need "
+                           f"this feature.") from None
+
+
+def _inplace(op, args, params, level):
+    from ember.func._batching.elementwise import ELEMENTWISE, align
+    from ember.ops._inplace import call_inplace
+    self = args[0]
+    size = level_size(level)
+    if not is_batched_at(self, level):
+        raise RuntimeError(_unbatched_self(self, args, size))
+    values, flags = unwrap_args(args, level)
+    if op.name in ELEMENTWISE and not op.seq_inputs:
+        call_inplace(op, align(values, flags, size), params)
+        return self
+    if op.name == "index_put" and not flags[1]:
+        from ember.func._batching.shape import batched_indices
+        indices = batched_indices(params[0])
+        if indices is not None:
+            call_inplace(op, values, (indices, params[1]))
+            return self
+    _warn(op)
+    for b in range(size):
+        call_inplace(op, [_select(v, f, b) for v, f in zip(values, flags)],
+                     _select_params(params, level, b))
+    return self
+
+
+def _unbatched_self(self, args, size):
+    """PyTorch's message for an in-place op on an unbatched tensor with batched operands."""
+    import numpy as np
+    shapes = [tuple(a.shape) for a in _flat_list(args) if isinstance(a, Tensor)]
+    return (f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+            f"{[size] + list(np.broadcast_shapes(*shapes))}")
+
+
+def _flat_list(args):
+    return [y for x in args for y in (x if isinstance(x, (list, tuple)) else (x,))]
+
+
+def inplace_copy(self, src):
+    """``self.copy_(src)`` for a BatchedTensor ``self``."""
+    level = self._level
+    if type(src) is BatchedTensor and src._level > level:
+        raise RuntimeError(_unbatched_self(self, [self, src], level_size(src._level)))
+    value = self._value
+    if is_batched_at(src, level):
+        src = src._value
+        src = src.reshape((src.shape[0],) + (1,) * (value.ndim - src.ndim) + tuple(src.shape[1:]))
+    if isinstance(src, Tensor):
+        value.copy_(src)
+    else:
+        value.fill_(src)
+    return self
+
+
+from ember.func._batching import (elementwise, nn, products, reductions,  # noqa: E402,F401
+                                  shape)

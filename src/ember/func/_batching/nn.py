@@ -1,0 +1,220 @@
+"""Rules for convolution, pooling, normalization, attention and loss ops.
+
+Most of these take an optional leading batch dim N: with it, the vmap batch folds into N;
+without it, the vmap batch becomes N. A batched convolution weight (model ensembling,
+per-sample gradients) becomes a grouped convolution with one group set per batch element.
+"""
+
+from ember.func._batching import rule
+from ember.func._batching.elementwise import align
+from ember.func._batching.reductions import expand_unbatched
+from ember.ops._registry import REGISTRY, call
+
+
+def _spatial(op, args, flags, params, size, k, batched=(0,)):
+    """Run an op whose inputs are (N, C, *k spatial dims) or (C, *spatial) on values."""
+    if any(f for i, f in enumerate(flags) if i not in batched and f):
+        return NotImplemented
+    args = list(args)
+    for i in batched[1:]:
+        if not flags[i] and args[i] is not None:
+            args[i] = expand_unbatched(args[i], size)
+    x = args[0]
+    ndim = x.ndim - 1
+    if ndim == k + 1:
+        return call(op, args, params)
+    if ndim != k + 2:
+        return NotImplemented
+    lead = tuple(x.shape[:2])
+    for i in batched:
+        if args[i] is not None:
+            args[i] = args[i].reshape((-1,) + tuple(args[i].shape[2:]))
+    res = call(op, args, params)
+    if isinstance(res, tuple):
+        return tuple(r.reshape(lead + tuple(r.shape[1:])) for r in res)
+    return res.reshape(lead + tuple(res.shape[1:]))
+
+
+def _by_name(k, batched=(0,)):
+    def batch(op, args, flags, params, size):
+        return _spatial(op, args, flags, params, size, k, batched)
+    return batch
+
+
+for _k in (1, 2, 3):
+    _names = [f"{p}{_k}d" for p in ("avg_pool", "adaptive_avg_pool", "adaptive_max_pool")]
+    _names += [f"nn.functional.{n}" for n in _names]
+    _names += [f"nn.functional.max_pool{_k}d_with_indices", f"max_pool{_k}d_with_indices",
+               f"nn.functional.adaptive_max_pool{_k}d_with_indices"]
+    rule(*[n for n in _names if n in REGISTRY])(_by_name(_k))
+    rule(f"nn.functional.max_unpool{_k}d")(_by_name(_k, batched=(0, 1)))
+rule("nn.functional.unfold", "channel_shuffle")(_by_name(2))
+rule("nn.functional.fold")(_by_name(1))
+
+
+@rule("nn.functional.interpolate")
+def _interpolate(op, args, flags, params, size):
+    return _spatial(op, args, flags, params, size, args[0].ndim - 3)
+
+
+@rule("nn.functional.pad")
+def _pad(op, args, flags, params, size):
+    pad, mode = params[0], params[1]
+    if mode == "constant":
+        return call(op, args, params)
+    return _spatial(op, args, flags, params, size, len(pad) // 2)
+
+
+def _conv(op, args, flags, params, size, groups_at):
+    (x, w, b), (fx, fw, fb) = args, flags
+    k = w.ndim - fw - 2
+    if not fw and not fb:
+        return _spatial(op, args, flags, params, size, k)
+    if op.name == "convolution" and params[3]:
+        return NotImplemented           # transposed with a batched weight
+    unbatched_input = x.ndim - fx == k + 1
+    if not fx:
+        x = expand_unbatched(x, size)
+    if unbatched_input:
+        x = x.unsqueeze(1)
+    n, c = x.shape[1], x.shape[2]
+    x = x.movedim(0, 1).reshape((n, size * c) + tuple(x.shape[3:]))
+    if not fw:
+        w = expand_unbatched(w, size)
+    out_channels = w.shape[1]
+    w = w.reshape((size * out_channels,) + tuple(w.shape[2:]))
+    if b is not None:
+        b = (b if fb else expand_unbatched(b, size)).reshape(-1)
+    params = list(params)
+    params[groups_at] = params[groups_at] * size
+    y = call(op, [x, w, b], tuple(params))
+    y = y.reshape((n, size, out_channels) + tuple(y.shape[2:])).movedim(1, 0)
+    return y.squeeze(1) if unbatched_input else y
+
+
+@rule("conv1d", "conv2d", "conv3d")
+def _conv_nd(op, args, flags, params, size):
+    return _conv(op, args, flags, params, size, 3)
+
+
+@rule("convolution")
+def _convolution(op, args, flags, params, size):
+    return _conv(op, args, flags, params, size, 5)
+
+
+@rule("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+def _conv_transpose(op, args, flags, params, size):
+    if flags[1] or flags[2]:
+        return NotImplemented
+    return _spatial(op, args, flags, params, size, args[1].ndim - 2)
+
+
+@rule("_convolution_weight")
+def _convolution_weight(op, args, flags, params, size):
+    x, g = [a if f else expand_unbatched(a, size) for a, f in zip(args, flags)]
+    kernel_size, stride, padding, dilation, groups = params
+    if x.ndim != len(kernel_size) + 3:
+        return NotImplemented
+    n = x.shape[1]
+    xs = x.movedim(0, 1).reshape((n, -1) + tuple(x.shape[3:]))
+    gs = g.movedim(0, 1).reshape((n, -1) + tuple(g.shape[3:]))
+    w = call(op, [xs, gs], (kernel_size, stride, padding, dilation, groups * size))
+    return w.reshape((size, -1) + tuple(w.shape[1:]))
+
+
+@rule("native_batch_norm")
+def _batch_norm(op, args, flags, params, size):
+    x, w, b, rm, rv = args
+    training = params[0]
+    if not flags[0] or training and any(v is not None and not f
+                                        for v, f in ((rm, flags[3]), (rv, flags[4]))):
+        return NotImplemented           # running stats shared by the batch: no rule
+    if not training and not any(flags[1:]):
+        return _spatial(op, args, flags, params, size, x.ndim - 3)
+    # fold the batch into the channels: one set of statistics per (element, channel)
+    n, c = x.shape[1], x.shape[2]
+    xs = x.movedim(0, 1).reshape((n, size * c) + tuple(x.shape[3:]))
+    folded = [None if v is None else (v if f else expand_unbatched(v, size)).reshape(-1)
+              for v, f in zip(args[1:], flags[1:])]
+    out, mean, invstd = call(op, [xs] + folded, params)
+    out = out.reshape(tuple(x.shape[1:2]) + (size,) + tuple(x.shape[2:])).movedim(1, 0)
+    return out, mean.reshape(size, -1), invstd.reshape(size, -1)
+
+
+@rule("native_layer_norm")
+def _layer_norm(op, args, flags, params, size):
+    if not flags[0] or flags[1] or flags[2]:
+        return NotImplemented
+    return call(op, args, params)
+
+
+@rule("native_group_norm")
+def _group_norm(op, args, flags, params, size):
+    x = args[0]
+    if not flags[0] or flags[1] or flags[2]:
+        return NotImplemented
+    n, c, hxw, group, eps = params
+    xs = x.reshape((size * n,) + tuple(x.shape[2:]))
+    out, mean, invstd = call(op, [xs] + list(args[1:]), (size * n, c, hxw, group, eps))
+    return (out.reshape(x.shape), mean.reshape(size, n, group),
+            invstd.reshape(size, n, group))
+
+
+@rule("nn.functional.scaled_dot_product_attention")
+def _attention(op, args, flags, params, size):
+    q, k, v, mask = [a if f or a is None else expand_unbatched(a, size)
+                     for a, f in zip(args[:3], flags[:3])] + [args[3]]
+    if flags[3]:
+        q, mask = align([q, mask], [True, True], size)
+    return call(op, [q, k, v, mask], params)
+
+
+def _reduced(loss, size, reduction, denominator=None):
+    flat = loss.reshape(size, -1)
+    if reduction == "sum":
+        return flat.sum(1)
+    if denominator is None:
+        return flat.mean(1)
+    return flat.sum(1) / denominator
+
+
+@rule("nn.functional.cross_entropy", "nn.functional.nll_loss")
+def _class_loss(op, args, flags, params, size):
+    (x, t, w), (fx, ft, fw) = args, flags
+    p = dict(zip(op.param_names, params))
+    if fw or p["size_average"] is not None or p["reduce"] is not None:
+        return NotImplemented
+    if not fx:
+        x = expand_unbatched(x, size)
+    if not ft:
+        t = expand_unbatched(t, size)
+    if x.ndim > 2:                      # (B, N, C, *d): fold B into N
+        xs, ts = x.reshape((-1,) + tuple(x.shape[2:])), t.reshape((-1,) + tuple(t.shape[2:]))
+    else:                               # (B, C): B becomes N
+        xs, ts = x, t
+    reduction = p["reduction"]
+    params = tuple("none" if n == "reduction" else v for n, v in p.items())
+    loss = call(op, [xs, ts, w], params)
+    shape = (size,) + tuple(x.shape[1:2] if x.ndim > 2 else ()) + tuple(x.shape[3:])
+    if reduction == "none":
+        return loss.reshape(shape)
+    den = None
+    if reduction == "mean" and not t.is_floating_point():
+        import ember
+        tt = t.reshape(size, -1)
+        keep = tt != p["ignore_index"]
+        den = keep.sum(1).to(loss.dtype) if w is None else \
+            (w[ember.where(keep, tt, 0)] * keep).sum(1)
+    return _reduced(loss, size, reduction, den)
+
+
+@rule("nn.functional.binary_cross_entropy")
+def _bce(op, args, flags, params, size):
+    p = dict(zip(op.param_names, params))
+    if p["size_average"] is not None or p["reduce"] is not None:
+        return NotImplemented
+    tensors = [a if f else expand_unbatched(a, size) for a, f in zip(args[:2], flags[:2])]
+    aligned = align(tensors + [args[2]], [True, True, flags[2]], size)
+    reduction = p["reduction"]
+    loss = call(op, aligned, tuple("none" if n == "reduction" else v for n, v in p.items()))
+    return loss if reduction == "none" else _reduced(loss, size, reduction)

@@ -1,0 +1,104 @@
+"""Rules for matrix products: matmul lines batch dims up; the others decompose into it."""
+
+import string
+
+from ember.func._batching import decompose, rule
+from ember.ops._registry import call
+
+
+@rule("matmul")
+def _matmul(op, args, flags, params, size):
+    (a, b), (fa, fb) = args, flags
+    na, nb = a.ndim - fa, b.ndim - fb
+    if na == 0 or nb == 0:
+        return NotImplemented
+    if na == 1:
+        a = a.unsqueeze(-2)
+    if nb == 1:
+        b = b.unsqueeze(-1)
+    lead = max(na, nb, 2) - 2           # logical batch dims of the product
+    if fa and a.ndim - 3 < lead:
+        a = a.reshape((size,) + (1,) * (lead - a.ndim + 3) + tuple(a.shape[1:]))
+    if fb and b.ndim - 3 < lead:
+        b = b.reshape((size,) + (1,) * (lead - b.ndim + 3) + tuple(b.shape[1:]))
+    out = call(op, [a, b], ())
+    if na == 1:
+        out = out.squeeze(-2)
+    if nb == 1:
+        out = out.squeeze(-1)
+    return out
+
+
+def _matmul_logical(a, b):
+    import ember
+    return ember.matmul(a, b)
+
+
+decompose("mm", "bmm", "mv", "dot")(_matmul_logical)
+
+
+@decompose("vdot")
+def _vdot(a, b):
+    return _matmul_logical(a.conj(), b)
+
+
+@decompose("outer")
+def _outer(a, b):
+    return a.unsqueeze(-1) * b
+
+
+def _affine(input, product, beta, alpha):
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return product
+    return (input if beta == 1 else input * beta) + product
+
+
+@decompose("addmm", "baddbmm", "addmv")
+def _addmm(input, a, b, beta, alpha):
+    return _affine(input, _matmul_logical(a, b), beta, alpha)
+
+
+@decompose("addbmm")
+def _addbmm(input, a, b, beta, alpha):
+    return _affine(input, _matmul_logical(a, b).sum(0), beta, alpha)
+
+
+@decompose("addr")
+def _addr(input, a, b, beta, alpha):
+    return _affine(input, _outer(a, b), beta, alpha)
+
+
+@rule("nn.functional.linear")
+def _linear(op, args, flags, params, size):
+    (x, w, bias), (fx, fw, fb) = args, flags
+    if not fw:
+        y = call(op, [x, w, None if fb else bias], ())
+        if fb:
+            lead = y.ndim - (1 if fx else 0) - 1
+            y = y + bias.reshape((size,) + (1,) * lead + tuple(bias.shape[1:]))
+        return y
+    out_features, in_features = w.shape[1], w.shape[2]
+    lead = tuple(x.shape[1:-1] if fx else x.shape[:-1])
+    x3 = x.reshape(size if fx else 1, -1, in_features)
+    y = x3.matmul(w.transpose(1, 2)).reshape((size,) + lead + (out_features,))
+    if bias is not None:
+        y = y + (bias.reshape((size,) + (1,) * len(lead) + (out_features,)) if fb else bias)
+    return y
+
+
+@rule("einsum")
+def _einsum(op, args, flags, params, size):
+    (operands,), (oflags,), (equation,) = args, flags, params
+    equation = equation.replace(" ", "")
+    free = [c for c in string.ascii_letters if c not in equation]
+    if "->" not in equation:
+        if "." in equation:
+            return NotImplemented
+        counts = {c: equation.count(c) for c in equation if c.isalpha()}
+        equation += "->" + "".join(sorted(c for c, n in counts.items() if n == 1))
+    lhs, rhs = equation.split("->")
+    z = free[0]
+    terms = [z + t if f else t for t, f in zip(lhs.split(","), oflags)]
+    return call(op, [operands], (",".join(terms) + "->" + z + rhs,))

@@ -1,0 +1,121 @@
+"""Rules for ops that take dims (reductions, scans, sorts, softmax, joins, splits): shift every
+dim by one past the batch dim; ``dim=None`` means all logical dims."""
+
+from ember.func._batching import decompose, rule
+from ember.ops._registry import call
+
+__all__ = ["shift_dim", "expand_unbatched"]
+
+
+def shift_dim(dim, ndim):
+    """A logical dim (or tuple of dims) of an ``ndim``-dim tensor as a dim of its value."""
+    if isinstance(dim, (tuple, list)):
+        return tuple(shift_dim(d, ndim) for d in dim)
+    lo, hi = -max(ndim, 1), max(ndim, 1) - 1
+    if not lo <= dim <= hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], "
+                         f"but got {dim})")
+    return dim % max(ndim, 1) + 1
+
+
+def expand_unbatched(x, size):
+    """An unbatched tensor as a value with a (broadcast) batch dim in front."""
+    return x.unsqueeze(0).expand((size,) + tuple(x.shape))
+
+
+def _dim_rule(dims=("dim",), none="loop", extra=0, expand=False):
+    """A rule shifting the parameters ``dims``; ``none``: what ``dim=None`` means ("all": a
+    tuple of every logical dim, "flatten": dim 1 of the value flattened, "loop": no rule);
+    ``extra``: how many dims the output adds (dims wrap against ndim + extra); ``expand``:
+    every tensor input gets a batch dim (gather's index, cat's tensors)."""
+    def batch(op, args, flags, params, size):
+        if expand:
+            args = [[a if f else expand_unbatched(a, size) for a, f in zip(x, fl)]
+                    if isinstance(x, list) else
+                    (expand_unbatched(x, size) if not fl and hasattr(x, "ndim") else x)
+                    for x, fl in zip(args, flags)]
+        elif any(f for f in flags[1:]):
+            return NotImplemented
+        first = args[0][0] if isinstance(args[0], list) else args[0]
+        ndim = first.ndim - 1
+        if ndim == 0 and not extra:
+            return NotImplemented
+        params = list(params)
+        for i, name in enumerate(op.param_names):
+            if name not in dims:
+                continue
+            d = params[i]
+            if d is None:
+                if none == "all":
+                    d = tuple(range(ndim))
+                elif none == "flatten" and not _keepdim(op, params):
+                    args = [args[0].reshape(size, -1)] + args[1:]
+                    d, ndim = 0, 1
+                else:
+                    return NotImplemented
+            params[i] = shift_dim(d, ndim + extra)
+        return call(op, args, tuple(params))
+    return batch
+
+
+def _keepdim(op, params):
+    return "keepdim" in op.param_names and params[op.param_names.index("keepdim")]
+
+
+rule("sum", "mean", "nansum", "nanmean", "amax", "amin", "logsumexp", "all", "any",
+     "count_nonzero", "var", "std", "var_mean", "std_mean", "norm",
+     "linalg.vector_norm")(_dim_rule(none="all"))
+rule("prod", "argmax", "argmin", "aminmax")(_dim_rule(none="flatten"))
+rule("softmax", "log_softmax", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort",
+     "argsort", "topk", "kthvalue", "mode", "_max_dim", "_min_dim", "_median_dim",
+     "_nanmedian_dim", "nn.functional.glu", "roll", "narrow", "select", "index_select", "split",
+     "chunk", "unbind", "tensor_split", "renorm", "flip", "fft.fft", "fft.ifft", "fft.rfft",
+     "fft.irfft", "fft.hfft", "fft.ihfft")(_dim_rule(dims=("dim", "dims")))
+rule("transpose")(_dim_rule(dims=("dim0", "dim1")))
+rule("movedim")(_dim_rule(dims=("source", "destination")))
+rule("flatten")(_dim_rule(dims=("start_dim", "end_dim")))
+rule("unflatten")(_dim_rule())
+rule("diagonal")(_dim_rule(dims=("dim1", "dim2")))
+rule("diag_embed")(_dim_rule(dims=("dim1", "dim2"), extra=1))
+rule("unsqueeze")(_dim_rule(extra=1))
+rule("stack")(_dim_rule(extra=1, expand=True))
+rule("cat", "diff", "gather", "_take_along_dim", "scatter", "scatter_add", "scatter_reduce",
+     "take_along_dim", "cross", "linalg.cross")(_dim_rule(expand=True))
+
+
+@rule("max", "min", "median", "nanmedian")
+def _full_reduction(op, args, flags, params, size):
+    import ember
+    flat = args[0].reshape(size, -1)
+    if op.name in ("max", "min"):
+        return (ember.amax if op.name == "max" else ember.amin)(flat, 1)
+    return (ember.median if op.name == "median" else ember.nanmedian)(flat, 1).values
+
+
+@rule("squeeze")
+def _squeeze(op, args, flags, params, size):
+    x, (dim,) = args[0], params
+    ndim = x.ndim - 1
+    if dim is None:
+        dim = tuple(i for i in range(ndim) if x.shape[i + 1] == 1)
+    elif ndim == 0:
+        return x.reshape(x.shape)
+    return call(op, [x], (shift_dim(dim, ndim),))
+
+
+@decompose("msort")
+def _msort(x):
+    return x.sort(0).values
+
+
+@decompose("linalg.vecdot")
+def _vecdot(x, y, dim):
+    return (x.conj() * y).sum(dim)
+
+
+@decompose("prelu")
+def _prelu(x, weight):
+    import ember
+    if x.ndim >= 2 and weight.numel() > 1:
+        weight = weight.reshape((weight.shape[0],) + (1,) * (x.ndim - 2))
+    return ember.where(x > 0, x, weight * x)

@@ -1,0 +1,185 @@
+"""Rules for shape ops, subscripts, and ops that already treat leading dims as batch dims."""
+
+from ember.func._batching import rule
+from ember.func._batching.elementwise import align
+from ember.func._batching.reductions import expand_unbatched
+from ember.ops._registry import call
+
+_FULL = slice(None)
+
+
+@rule("view", "reshape")
+def _reshape(op, args, flags, params, size):
+    (shape,) = params
+    return call(op, args, ((size,) + tuple(shape),))
+
+
+@rule("expand")
+def _expand(op, args, flags, params, size):
+    x, (sizes, *rest) = args[0], params
+    sizes = tuple(sizes)
+    lead = len(sizes) - (x.ndim - 1)
+    if lead > 0:
+        x = x.reshape((size,) + (1,) * lead + tuple(x.shape[1:]))
+    return call(op, [x], ((size,) + sizes, *rest))
+
+
+@rule("permute")
+def _permute(op, args, flags, params, size):
+    from ember.func._batching.reductions import shift_dim
+    ndim = args[0].ndim - 1
+    return call(op, args, ((0,) + tuple(shift_dim(d, ndim) for d in params[0]),))
+
+
+@rule("t")
+def _t(op, args, flags, params, size):
+    x = args[0]
+    return x.transpose(1, 2) if x.ndim == 3 else x.reshape(x.shape)
+
+
+@rule("_repeat")
+def _repeat(op, args, flags, params, size):
+    x, repeats = args[0], tuple(params[0])
+    lead = len(repeats) - (x.ndim - 1)
+    if lead < 0:
+        return NotImplemented
+    x = x.reshape((size,) + (1,) * lead + tuple(x.shape[1:]))
+    return call(op, [x], ((1,) + repeats,))
+
+
+@rule("_getitem_select", "_getitem_slice", "_getitem_unsqueeze", "_getitem_alias")
+def _basic_view(op, args, flags, params, size):
+    return call(op, args, ((_FULL,) + tuple(params[0]),))
+
+
+def batched_indices(indices):
+    """Advanced indices for a value (a full slice over the batch dim first), or None when
+    that would move dims: indices that are batched, or not next to each other."""
+    from ember._tensor import Tensor
+    from ember.func._batched import BatchedTensor
+    from ember.ops.indexing import SubscriptIndices
+    used = [i for i, k in enumerate(indices) if k is not None]
+    if any(type(k) is BatchedTensor for k in indices) or \
+            used and used[-1] - used[0] + 1 != len(used):
+        return None
+    if any(isinstance(k, Tensor) and k.dtype.is_floating_point for k in indices):
+        return None                     # let the op raise its own error, unbatched
+    return SubscriptIndices((None,) + tuple(indices))
+
+
+@rule("_slice_backward")
+def _slice_backward(op, args, flags, params, size):
+    shape, key = params
+    return call(op, args, ((size,) + tuple(shape), (_FULL,) + tuple(key)))
+
+
+@rule("_pad_backward")
+def _pad_backward(op, args, flags, params, size):
+    shape, pad, mode = params
+    g = args[0]
+    if mode != "constant":
+        return NotImplemented
+    return call(op, [g], ((size,) + tuple(shape), pad, mode))
+
+
+@rule("_index")
+def _advanced_index(op, args, flags, params, size):
+    indices = batched_indices(params[0])
+    if indices is None:
+        return NotImplemented
+    return call(op, args, (indices,))
+
+
+@rule("masked_fill")
+def _masked_fill(op, args, flags, params, size):
+    x, mask, value = args
+    if flags[2]:
+        return NotImplemented
+    if not flags[0]:
+        x = expand_unbatched(x, size)
+    x, mask = align([x, mask], [True, flags[1]], size)
+    return call(op, [x, mask, value], params)
+
+
+@rule("embedding")
+def _embedding(op, args, flags, params, size):
+    if flags[0]:
+        return NotImplemented
+    return call(op, args, params)
+
+
+# ops whose leading dims are batch dims already: the value goes in as it is
+_LEADING = ("tril", "triu", "linalg.inv", "inverse", "linalg.det", "det", "linalg.slogdet",
+            "slogdet", "logdet", "linalg.matrix_exp", "matrix_exp", "linalg.matrix_power",
+            "matrix_power", "linalg.cholesky", "linalg.cholesky_ex", "linalg.qr", "linalg.eigh",
+            "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd", "linalg.pinv", "pinverse",
+            "linalg.inv_ex", "linalg.eig", "linalg.eigvals", "linalg.lu_factor",
+            "linalg.lu_factor_ex", "constant_pad_nd", "nn.functional.one_hot", "view_as_real",
+            "view_as_complex", "pixel_shuffle", "pixel_unshuffle", "linalg.solve",
+            "linalg.solve_ex", "linalg.solve_triangular", "cdist", "linalg.matrix_rank",
+            "_along_dims", "_plane_gather", "_plane_scatter_add")
+
+
+@rule(*_LEADING)
+def _leading(op, args, flags, params, size):
+    args = [expand_unbatched(a, size) if not f and hasattr(a, "ndim") else a
+            for a, f in zip(args, flags)]
+    return call(op, args, params)
+
+
+@rule("linalg.matrix_norm", "linalg.norm")
+def _matrix_norm(op, args, flags, params, size):
+    from ember.func._batching.reductions import shift_dim
+    ord_, dim, keepdim, dtype = params
+    ndim = args[0].ndim - 1
+    if dim is None:
+        if op.name == "linalg.norm" and ndim not in (1, 2):
+            return NotImplemented
+        dim = tuple(range(ndim)) if op.name == "linalg.norm" else (-2, -1)
+    return call(op, args, (ord_, shift_dim(dim, ndim), keepdim, dtype))
+
+
+@rule("_index_grad")
+def _index_grad(op, args, flags, params, size):
+    from ember.func._batching.reductions import shift_dim
+    (g, index), (dim, shape) = args, params
+    g, index = [a if f else expand_unbatched(a, size) for a, f in zip(args, flags)]
+    return call(op, [g, index], (shift_dim(dim, len(shape)), (size,) + tuple(shape)))
+
+
+@rule("_embedding_backward")
+def _embedding_backward(op, args, flags, params, size):
+    g, indices = args
+    if flags[1]:
+        return NotImplemented
+    d = g.shape[-1]
+    folded = g.movedim(0, -2).reshape(tuple(g.shape[1:-1]) + (size * d,))
+    out = call(op, [folded, indices], params)
+    return out.reshape(out.shape[0], size, d).movedim(1, 0)
+
+
+def _region_ndim(x_ndim, indices):
+    """The rank of ``x[indices]`` for integer index tensors next to each other, else None."""
+    import numpy as np
+    entries = [k for k in indices if k is not None]
+    if any(getattr(k, "dtype", None) is None or not k.dtype.is_signed or
+           k.dtype.is_floating_point for k in entries):
+        return None
+    index_ndim = len(np.broadcast_shapes(*(tuple(k.shape) for k in entries)))
+    return x_ndim - len(entries) + index_ndim
+
+
+@rule("index_put")
+def _index_put(op, args, flags, params, size):
+    (x, values), (fx, fv) = args, flags
+    indices, accumulate = params
+    batched = batched_indices(indices)
+    region = _region_ndim(x.ndim - fx, indices)
+    if batched is None or region is None:
+        return NotImplemented
+    if not fx:
+        x = expand_unbatched(x, size)
+    if fv and values.ndim - 1 < region:
+        values = values.reshape((size,) + (1,) * (region - values.ndim + 1) +
+                                tuple(values.shape[1:]))
+    return call(op, [x, values], (batched, accumulate))

@@ -1,0 +1,41 @@
+"""functional_call and stack_module_state: modules as functions of their state (ensembling)."""
+
+from ember.nn.utils import stateless
+
+__all__ = ["functional_call", "stack_module_state"]
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                    tie_weights=True, strict=False):
+    """Call ``module`` with its parameters and buffers replaced by the given dict(s)
+    (``torch.func.functional_call``); other entries keep the module's own tensors."""
+    return stateless.functional_call(module, parameter_and_buffer_dicts, args, kwargs,
+                                     tie_weights=tie_weights, strict=strict)
+
+
+def stack_module_state(models):
+    """``(params, buffers)``: each parameter and buffer of ``models`` stacked along a new
+    dim 0, for ``vmap(functional_call)`` over an ensemble; stacked parameters are new leaves
+    that require grad as the originals do."""
+    import ember
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same "
+                           "training/eval mode.")
+    first = type(models[0])
+    if not all(type(m) is first for m in models):
+        raise RuntimeError(f"stack_module_state: Expected all models to be of the same class, "
+                           f"got: {[type(m) for m in models]}")
+
+    def stacked(table):
+        names = [n for n, _ in getattr(models[0], table)()]
+        out = {}
+        for name in names:
+            parts = [dict(getattr(m, table)())[name] for m in models]
+            t = ember.stack([p.detach() for p in parts])
+            out[name] = t.requires_grad_(parts[0].requires_grad) if table == "named_parameters" \
+                else t
+        return out
+    return stacked("named_parameters"), stacked("named_buffers")

@@ -1,0 +1,210 @@
+"""vmap: batching rules against a loop over the batch, errors, nesting, randomness."""
+
+import warnings
+
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember.func import vmap
+
+
+def _randn(*shape):
+    return ember.randn(*shape, dtype=ember.float64)
+
+
+def _loop(f, *args, in_dims=0):
+    dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    return ember.stack([f(*[a if d is None else a.select(d, b) for a, d in zip(args, dims)])
+                        for b in range(size)])
+
+
+def _check(f, *args, in_dims=0):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no loop fallback for these
+        got = vmap(f, in_dims=in_dims)(*args)
+    want = _loop(f, *args, in_dims=in_dims)
+    assert got.shape == want.shape
+    assert ember.allclose(got, want)
+
+
+CASES = [
+    ("unary", lambda a: a.sin().exp(), (3, 4)),
+    ("binary_broadcast", lambda a: a * ember.arange(4.0, dtype=ember.float64) + 1, (3, 4)),
+    ("sum_dim", lambda a: a.sum(1), (3, 4, 5)),
+    ("sum_all", lambda a: a.sum(), (3, 4, 5)),
+    ("mean_keepdim", lambda a: a.mean(-1, keepdim=True), (3, 4, 5)),
+    ("softmax", lambda a: a.softmax(0), (3, 4, 5)),
+    ("argmax_all", lambda a: a.argmax().to(ember.float64), (3, 4, 5)),
+    ("max_all", lambda a: a.max(), (3, 4, 5)),
+    ("max_dim", lambda a: a.max(1).values, (3, 4, 5)),
+    ("cumsum", lambda a: a.cumsum(-1), (3, 4, 5)),
+    ("sort", lambda a: a.sort(0).values, (3, 4, 5)),
+    ("var", lambda a: a.var(0), (3, 4, 5)),
+    ("view", lambda a: a.view(20), (3, 4, 5)),
+    ("reshape", lambda a: a.reshape(-1, 2), (3, 4, 6)),
+    ("permute", lambda a: a.permute(2, 0, 1), (3, 4, 5, 2)),
+    ("transpose", lambda a: a.transpose(0, 1), (3, 4, 5)),
+    ("t", lambda a: a.t(), (3, 4, 5)),
+    ("unsqueeze", lambda a: a.unsqueeze(-1), (3, 4)),
+    ("squeeze", lambda a: a.squeeze(), (3, 1, 4)),
+    ("expand", lambda a: a.expand(2, 4), (3, 4)),
+    ("flatten", lambda a: a.flatten(), (3, 4, 5)),
+    ("getitem", lambda a: a[1:, None, 0], (3, 4, 5)),
+    ("index", lambda a: a[ember.tensor([2, 0])], (3, 4, 5)),
+    ("cat", lambda a: ember.cat([a, a * 2], 1), (3, 4, 5)),
+    ("stack", lambda a: ember.stack([a, ember.ones(4, dtype=ember.float64)]), (3, 4)),
+    ("split", lambda a: a.split(2, 1)[1], (3, 4, 5)),
+    ("matmul_vec", lambda a: a @ ember.ones(4, dtype=ember.float64), (3, 5, 4)),
+    ("matmul_mat", lambda a: ember.ones(2, 5, dtype=ember.float64) @ a, (3, 5, 4)),
+    ("mm", lambda a: a.mm(a.t()), (3, 5, 4)),
+    ("einsum", lambda a: ember.einsum("ij,kj->ik", a, a), (3, 5, 4)),
+    ("linear", lambda a: F.linear(a, ember.ones(2, 4, dtype=ember.float64)), (3, 5, 4)),
+    ("tril", lambda a: a.tril(), (3, 4, 4)),
+    ("inv", lambda a: ember.linalg.inv(a + 4 * ember.eye(4, dtype=ember.float64)), (3, 4, 4)),
+    ("where", lambda a: ember.where(a > 0, a, -a), (3, 4)),
+    ("gather", lambda a: a.gather(1, ember.tensor([[0, 0], [1, 0]])), (3, 2, 4)),
+    ("conv2d", lambda a: F.conv2d(a, ember.ones(2, 1, 3, 3, dtype=ember.float64)), (3, 2, 1, 6, 6)),
+    ("conv_nobatch", lambda a: F.conv1d(a, ember.ones(2, 1, 3, dtype=ember.float64)), (3, 1, 6)),
+    ("max_pool", lambda a: F.max_pool2d(a, 2), (3, 2, 1, 6, 6)),
+    ("avg_pool", lambda a: F.avg_pool2d(a, 2), (3, 1, 6, 6)),
+    ("layer_norm", lambda a: F.layer_norm(a, (5,)), (3, 4, 5)),
+    ("batch_norm", lambda a: F.batch_norm(a, None, None, training=True), (3, 4, 5)),
+    ("group_norm", lambda a: F.group_norm(a, 2), (3, 2, 4, 5)),
+    ("cross_entropy", lambda a: F.cross_entropy(a, ember.tensor([1, 0, 2, 2])), (3, 4, 5)),
+    ("mse", lambda a: F.mse_loss(a, ember.zeros(4, 5, dtype=ember.float64)), (3, 4, 5)),
+]
+
+
+@pytest.mark.parametrize("name,f,shape", CASES, ids=[c[0] for c in CASES])
+def test_rule_matches_loop(name, f, shape):
+    ember.manual_seed(0)
+    _check(f, _randn(*shape))
+
+
+def test_in_dims_and_out_dims():
+    x, y = _randn(4, 3), _randn(4)
+    got = vmap(lambda a, b: a * b, in_dims=(1, None), out_dims=1)(x, y)
+    assert ember.allclose(got, x * y.unsqueeze(1))
+    out = vmap(lambda a: (a.sum(), ember.ones(2)), out_dims=(0, None))(x)
+    assert ember.allclose(out[0], x.sum(1)) and out[1].shape == (2,)
+
+
+def test_pytree_inputs_and_outputs():
+    x = _randn(3, 2)
+    got = vmap(lambda d: {"s": d["a"] + d["b"][0]})({"a": x, "b": [x * 2]})
+    assert ember.allclose(got["s"], 3 * x)
+
+
+def test_unbatched_output_is_expanded():
+    got = vmap(lambda a: ember.ones(2))(_randn(3, 4))
+    assert got.shape == (3, 2)
+
+
+def test_nested_vmap_is_an_outer_product():
+    x, y = _randn(3), _randn(4)
+    got = vmap(vmap(lambda a, b: a * b, in_dims=(None, 0)), in_dims=(0, None))(x, y)
+    assert ember.allclose(got, x.unsqueeze(1) * y)
+
+
+def test_chunk_size_gives_the_same_result():
+    x = _randn(7, 3)
+    assert ember.allclose(vmap(lambda a: a.exp().sum(), chunk_size=3)(x), x.exp().sum(1))
+
+
+def test_loop_fallback_warns_once_and_is_right():
+    x = _randn(3, 4)
+    with pytest.warns(UserWarning, match="batching rule for kron"):
+        got = vmap(lambda a: ember.kron(a, ember.ones(2, dtype=ember.float64)))(x)
+    assert ember.allclose(got, _loop(lambda a: ember.kron(a, ember.ones(2, dtype=ember.float64)),
+                                     x))
+
+
+def test_inplace_on_batched_and_unbatched():
+    x = _randn(3, 4)
+
+    def f(a):
+        b = a.clone()
+        b.mul_(2)
+        b[0] = 0.0
+        return b
+    want = x * 2
+    want[:, 0] = 0.0
+    assert ember.allclose(vmap(f)(x), want)
+    with pytest.raises(RuntimeError, match=r"output with shape \[4\] doesn't match the broadcast "
+                                           r"shape \[3, 4\]"):
+        vmap(lambda a, b: a.add_(b), in_dims=(None, 0))(ember.ones(4, dtype=ember.float64), x)
+
+
+@pytest.mark.parametrize("f", [lambda a: a.sum().item(), lambda a: float(a.sum())])
+def test_item_raises(f):
+    with pytest.raises(RuntimeError, match=r"calling \.item\(\) on a Tensor"):
+        vmap(f)(_randn(3, 4))
+
+
+def test_data_dependent_control_flow_raises():
+    with pytest.raises(RuntimeError, match="data-dependent control flow"):
+        vmap(lambda a: a if a.sum() > 0 else -a)(_randn(3, 4))
+
+
+def test_argument_errors():
+    x = _randn(3, 4)
+    with pytest.raises(ValueError, match="same size in the mapped dimension"):
+        vmap(lambda a, b: a + b)(x, _randn(4, 4))
+    with pytest.raises(ValueError, match="at least one Tensor"):
+        vmap(lambda a: a, in_dims=(None,))(x)
+    with pytest.raises(ValueError, match="expected in_dim to satisfy -2 <= in_dim < 2"):
+        vmap(lambda a: a, in_dims=2)(x)
+    with pytest.raises(ValueError, match="in_dims is not compatible"):
+        vmap(lambda a: a, in_dims=(0, 0))(x)
+    with pytest.raises(ValueError, match="must only return Tensors"):
+        vmap(lambda a: 3)(x)
+    with pytest.raises(ValueError, match="can not return a BatchedTensor"):
+        vmap(lambda a: a, out_dims=None)(x)
+    with pytest.raises(RuntimeError, match="Only allowed values for randomness"):
+        vmap(lambda a: a, randomness="foo")
+    with pytest.raises(ValueError, match="chunk_size should be None or greater than 0"):
+        vmap(lambda a: a, chunk_size=0)
+
+
+def test_randomness_modes():
+    x = ember.ones(4, 1000)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap(lambda a: F.dropout(a, 0.5))(x)
+    same = vmap(lambda a: F.dropout(a, 0.5), randomness="same")(x)
+    assert ember.equal(same[0], same[1])
+    different = vmap(lambda a: F.dropout(a, 0.5), randomness="different")(x)
+    assert not ember.equal(different[0], different[1])
+    assert 0.4 < (different == 0).double().mean().item() < 0.6
+
+
+def test_reading_batched_values_outside_ops_raises_instead_of_guessing():
+    table = _randn(5, 2)
+    with pytest.raises(RuntimeError):
+        vmap(lambda i: table[i])(ember.tensor([[0, 1], [2, 3], [4, 4]]))
+    got = vmap(lambda i: table.index_select(0, i))(ember.tensor([[0, 1], [2, 3], [4, 4]]))
+    assert ember.allclose(got[1], table[ember.tensor([2, 3])])
+
+
+MORE = [
+    ("roll", lambda a: a.roll(1, 0), (3, 4, 5)),
+    ("diff", lambda a: ember.diff(a, dim=1, prepend=ember.zeros(4, 1, dtype=ember.float64)),
+     (3, 4, 5)),
+    ("msort", lambda a: ember.msort(a), (3, 4, 5)),
+    ("vecdot", lambda a: ember.linalg.vecdot(a, a, dim=0), (3, 4, 5)),
+    ("prelu", lambda a: F.prelu(a, ember.full((4,), 0.25, dtype=ember.float64)), (3, 2, 4, 5)),
+]
+
+
+@pytest.mark.parametrize("name,f,shape", MORE, ids=[c[0] for c in MORE])
+def test_more_rules_match_loop(name, f, shape):
+    ember.manual_seed(0)
+    _check(f, _randn(*shape))
+
+
+def test_logically_0dim_values_promote_weakly():
+    x = _randn(4)                               # each element is a float64 0-dim tensor
+    assert vmap(lambda a: a * ember.ones(3))(x).dtype is ember.float32
+    assert vmap(lambda a: a + 1)(x).dtype is ember.float64
+    assert vmap(lambda a: a * ember.ones(3, dtype=ember.int64))(x).dtype is ember.float64
