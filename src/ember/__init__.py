@@ -21,6 +21,7 @@ from ember.ops import return_types  # noqa: F401
 from ember import fft, linalg, special  # noqa: F401  (after the ops are registered)
 from ember import nn, optim, utils  # noqa: F401
 from ember import func  # noqa: F401
+from ember.func import vmap  # noqa: F401
 from ember import amp  # noqa: F401
 from ember.amp.autocast_mode import (autocast, get_autocast_dtype, is_autocast_available,
                                      is_autocast_enabled, set_autocast_dtype,

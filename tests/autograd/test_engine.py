@@ -424,3 +424,10 @@ def test_several_outputs_of_one_node_as_roots():
     ember.autograd.backward([a, b], [ember.ones(2, dtype=ember.float64),
                                      ember.full((2,), 2.0, dtype=ember.float64)])
     assert x.grad.tolist() == [1.0, 1.0, 2.0, 2.0]
+
+
+def test_grad_with_batched_grad_outputs_is_one_vjp_per_row():
+    x = ember.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = x * x * 2
+    (jac,) = ember.autograd.grad(y, x, ember.eye(3), is_grads_batched=True)
+    assert jac.tolist() == [[4.0, 0.0, 0.0], [0.0, -8.0, 0.0], [0.0, 0.0, 12.0]]

@@ -74,7 +74,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          materialize_grads=False):
     """The gradients of ``outputs`` with respect to ``inputs`` (nothing is accumulated)."""
     if is_grads_batched:
-        raise NotImplementedError("is_grads_batched=True arrives with ember.func.vmap")
+        # each grad_outputs tensor holds a batch of vectors along dim 0: one vjp per vector
+        from ember.func import vmap
+        vectors = _as_tuple(grad_outputs)
+        return vmap(lambda *v: grad(outputs, inputs, v, retain_graph=True,
+                                    create_graph=create_graph, allow_unused=allow_unused,
+                                    materialize_grads=materialize_grads))(*vectors)
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     if allow_unused is None:
