@@ -109,13 +109,13 @@ def _pixel_major(c, kernel, out):
 
 
 def _weight_rows(xp, w, groups):
-    """The weight (O, C/G, *K) as (G, prod(K)*C/G, O/G), rows ordered like _group_cols."""
+    """The weight (O, C/G, *K) as (G, O/G, prod(K)*C/G), columns ordered like _group_cols."""
     o, cg = w.shape[:2]
     nd = w.ndim - 2
     grouped = w.reshape((groups, o // groups, cg) + w.shape[2:])
-    order = (0,) + tuple(range(3, 3 + nd)) + (2, 1)
+    order = (0, 1) + tuple(range(3, 3 + nd)) + (2,)
     return xp.ascontiguousarray(grouped.transpose(order)).reshape(
-        groups, math.prod(w.shape[2:]) * cg, o // groups)
+        groups, o // groups, math.prod(w.shape[2:]) * cg)
 
 
 def _to_channels_first(xp, res, out, dst, bias=None):
@@ -150,25 +150,28 @@ def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
     dst = xp.empty((b, o) + tuple(out), dtype)
 
     pixel_major = _pixel_major(x.shape[1] // groups, kernel, out)
-    flat_w = w.reshape(groups, o // groups, rows.shape[1])
+    og, kc = rows.shape[1:]
+    npix = math.prod(out)
 
     def chunk(lo, hi):
+        n = hi - lo
         if not pixel_major:
             cols = _row_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
-            res = xp.matmul(flat_w, cols).transpose(0, 2, 1)
+            res = xp.matmul(w.reshape(groups, og, kc), cols).transpose(0, 2, 1)
             _to_channels_first(xp, res, out, dst[lo:hi], bias)
             return
         cols = _group_cols(xp, _channels_last(xp, x[lo:hi], pads), kernel, out, stride,
-                           dilation, groups)
-        if groups == 1:
-            res = (cols.reshape(cols.shape[0], -1) @ rows[0])[None]
-        elif rows.shape[2] == 1:        # depthwise: a product per channel, which matmul loops
-            res = xp.einsum("ngk,gk->gn", cols, rows[:, :, 0])[:, :, None]
+                           dilation, groups).reshape(n, npix, groups, kc)
+        # one product per sample, (O/G, K*C/G) @ (K*C/G, P): channels-first out, no copy
+        target = dst[lo:hi].reshape(n, groups, og, npix)
+        if og == 1 and groups > 1:      # depthwise: a product per channel, which matmul loops
+            xp.einsum("npgk,gk->ngp", cols, rows[:, 0], out=target[:, :, 0])
         else:
-            res = xp.matmul(cols.transpose(1, 0, 2), rows)
-        _to_channels_first(xp, res, out, dst[lo:hi], bias)
+            xp.matmul(rows, cols.transpose(0, 2, 3, 1), out=target)
+        if bias is not None:
+            target += bias.reshape(groups, og, 1)
 
-    per_sample = math.prod(out) * rows.shape[1] * groups * x.itemsize
+    per_sample = npix * kc * groups * x.itemsize
     map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
     return dst
 
@@ -229,8 +232,10 @@ def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     out = g.shape[2:]   # may be fewer windows than x allows (a transposed conv's padding)
 
     pixel_major = _pixel_major(c // groups, kernel, out)
+    npix = math.prod(out)
 
     def chunk(lo, hi):
+        n = hi - lo
         if not pixel_major:
             cols = _row_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
             gt = xp.ascontiguousarray(xp.moveaxis(g[lo:hi], 1, 0)).reshape(groups, o // groups,
@@ -238,12 +243,12 @@ def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
             return xp.matmul(gt, cols.transpose(0, 2, 1)).reshape(o, cols.shape[1])
         cols = _group_cols(xp, _channels_last(xp, x[lo:hi], pads), kernel, out, stride,
                            dilation, groups)
-        gn = _channels_last(xp, g[lo:hi], ()).reshape(cols.shape[0], groups, o // groups)
-        if groups == 1:
-            return gn[:, 0].T @ cols[:, 0]
+        cols = cols.reshape(n, npix, groups, cols.shape[-1]).transpose(0, 2, 1, 3)
+        # per sample (O/G, P) @ (P, K*C/G), g in its own layout, summed over the chunk
+        gs = g[lo:hi].reshape(n, groups, o // groups, npix)
         if o == groups:
-            return xp.einsum("ng,ngk->gk", gn[:, :, 0], cols)
-        return xp.matmul(gn.transpose(1, 2, 0), cols.transpose(1, 0, 2))
+            return xp.einsum("ngp,ngpk->gk", gs[:, :, 0], cols)
+        return xp.matmul(gs, cols).sum(0)
 
     per_sample = math.prod(out) * math.prod(kernel) * c * x.itemsize
     parts = map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
