@@ -108,23 +108,30 @@ def save_and_reload(model, path, device):
 
 def _parser():
     p = argparse.ArgumentParser(
-        prog="ember-demo", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--epochs", type=int, default=10, help="passes over the training set")
-    p.add_argument("--batch-size", type=int, default=64, help="images per training step")
+        prog="ember-demo",
+        description="Train a small CNN on handwritten digits with ember, save a checkpoint, "
+                    "reload it into a fresh model and check that it scores the same.",
+        epilog="example: ember-demo --epochs 5 --seed 1 --out runs/cnn.pt")
+    p.add_argument("--epochs", type=int, default=10,
+                   help="passes over the training set (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=64,
+                   help="images per training step (default: %(default)s)")
     p.add_argument("--lr", type=float, default=0.01,
-                   help="peak learning rate of Adam's one-cycle schedule")
+                   help="peak learning rate of Adam's one-cycle schedule (default: %(default)s)")
     p.add_argument("--device", default="cpu",
-                   help="where to train: cpu, or cuda (needs the 'cuda' extra and a GPU)")
+                   help="where to train: cpu, or cuda (needs the 'cuda' extra and a GPU) "
+                        "(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0,
-                   help="random seed: the same seed gives the same run, bit for bit")
-    p.add_argument("--out", type=Path, default=None,
+                   help="random seed; the same seed gives the same run, bit for bit "
+                        "(default: %(default)s)")
+    p.add_argument("--out", type=Path, default=None, metavar="FILE",
                    help="checkpoint file to write (default: digits_cnn.pt, or mnist_cnn.pt "
                         "with --mnist)")
     p.add_argument("--mnist", type=Path, default=None, metavar="DIR",
                    help="train on MNIST from the standard IDX files in DIR (train-images-"
-                        "idx3-ubyte, train-labels-idx1-ubyte, t10k-..., optionally .gz) "
-                        "instead of scikit-learn's 8x8 digits")
+                        "idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
+                        "t10k-labels-idx1-ubyte, each optionally .gz) instead of "
+                        "scikit-learn's 8x8 digits")
     return p
 
 
