@@ -14,6 +14,7 @@ import ember
 
 
 def parse_args(argv=None):
+    """The command line options."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--degree", type=int, default=3, help="degree of the polynomial")

@@ -107,6 +107,7 @@ def save_and_reload(model, path, device):
 
 
 def _parser():
+    """The command line: --help describes each option."""
     p = argparse.ArgumentParser(
         prog="ember-demo",
         description="Train a small CNN on handwritten digits with ember, save a checkpoint, "
