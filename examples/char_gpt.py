@@ -99,7 +99,7 @@ def warmup_cosine(steps, warmup):
 
 
 def parse_args(argv=None):
-    """The command line: every hyperparameter, with a default that trains in seconds."""
+    """The command line: a flag for every hyperparameter."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--module", default="argparse", help="standard-library module to learn")
