@@ -10,7 +10,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 test: $(PY)
-	$(PIP) -e '.[test]'
+	$(PIP) -e '.[test,examples]'
 	$(PY) -m pytest -n auto
 
 bench: $(PY)
@@ -21,11 +21,10 @@ parity: $(PY)
 	$(PIP) -e '.[test]' 'torch==2.13.0'
 	$(PY) -m pytest -n auto -m parity
 
-demo:
-	@echo "make demo: not built yet. The digits demo arrives with the nn/optim/data issues;" >&2
-	@echo "until then ember offers tensors, autograd and the core op set (see README)." >&2
-	@exit 1
+demo: $(PY)
+	$(PIP) -e '.[examples]'
+	$(PY) -m ember.examples.digits
 
 lint: $(PY)
 	$(PIP) ruff
-	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks examples
