@@ -132,12 +132,16 @@ def _to_channels_first(xp, res, out, dst, bias=None):
 
 
 def _batch_chunk(b, per_sample_bytes):
-    """Samples per chunk: a few MiB of columns, and at least one chunk per thread."""
+    """Samples per chunk: a few MiB of columns, and at least one chunk per thread, unless
+    the whole is too small to be worth handing to threads."""
+    if b * per_sample_bytes < _PARALLEL_BYTES:
+        return b
     threads = get_num_threads()
     return max(1, min(-(-b // threads), _CHUNK_BYTES // max(per_sample_bytes, 1)))
 
 
 _CHUNK_BYTES = 4 << 20
+_PARALLEL_BYTES = 4 << 20
 
 
 def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):

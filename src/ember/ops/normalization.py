@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
+from ember.ops._promotion import BINARY
 from ember.ops._registry import op
 
 _LOW = {d.np for d in D.LOW_PRECISION}
@@ -41,6 +42,25 @@ def _nonzero(g):
     return g is not None and bool(g._data.any())
 
 
+@op("_norm_input_grad(grad, a, centered, b, c)", inputs=5, promote=BINARY, method=False)
+def _norm_input_grad(xp, g, a, xc, b, c):
+    """``grad * a + centered * b + c`` in one op (the input gradient of every norm)."""
+    out = g * a
+    term = xc * b
+    out += term
+    out += c
+    return out
+
+
+@_norm_input_grad.derivative
+def _(grad, g, a, xc, b, c):
+    def need(t):
+        return getattr(t, "requires_grad", False)
+    return (grad * a if need(g) else None, grad * g if need(a) else None,
+            grad * b if need(xc) else None, grad * xc if need(b) else None,
+            grad if need(c) else None)
+
+
 def _coefficients(sg, sgx, invstd, n, gmean, ginvstd):
     """B and C of NOTE [Fused normalization backward] from the group sums of g and g*xc."""
     inv2 = invstd * invstd
@@ -57,7 +77,7 @@ def _norm_grad(g, xc, invstd, total, n, gmean=None, ginvstd=None):
     """The input gradient of NOTE [Fused normalization backward]; ``g`` reaches xhat and
     ``total(t)`` sums ``t`` over each group (keeping the reduced dims)."""
     b, c = _coefficients(total(g), total(g * xc), invstd, n, gmean, ginvstd)
-    return g * invstd + xc * b + c
+    return _norm_input_grad(g, invstd, xc, b, c)
 
 
 # --- batch norm -------------------------------------------------------------------------------
@@ -139,7 +159,7 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
         sg, sgx = (s0, s1) if wv is None else (s0 * wv, s1 * wv)
         bc, cc = _coefficients(sg, sgx, invstd, n, gmean.reshape(shape),
                                ginvstd.reshape(shape))
-        gx = gy * a + xc * bc + cc
+        gx = _norm_input_grad(gy, a, xc, bc, cc)
         if need_w:
             gw = (s1 * invstd).reshape(-1)
         if b is not None and b.requires_grad:

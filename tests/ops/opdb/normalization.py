@@ -160,3 +160,19 @@ OPS = [
            error_inputs=_gn_errors, tol={ember.float32: (1e-4, 1e-4)},
            parity_tol=_LOW_PARITY, **_output("native_group_norm")),
 ]
+
+
+def _norm_input_grad_samples(dtype, requires_grad):
+    full, chan = (2, 3, 4), (1, 3, 1)
+    yield SampleInput(make(full, dtype, requires_grad),
+                      (make(chan, dtype, requires_grad), make(full, dtype, requires_grad),
+                       make(chan, dtype, requires_grad), make(chan, dtype, requires_grad)),
+                      name="per_channel")
+    yield SampleInput(make((4, 5), dtype, requires_grad, noncontiguous=True),
+                      (make((4, 1), dtype, requires_grad), make((4, 5), dtype, requires_grad),
+                       make((4, 1), dtype, requires_grad), make((), dtype, requires_grad)),
+                      name="per_row")
+
+
+OPS.append(OpInfo("_norm_input_grad", lambda g, a, x, b, c: g * a + x * b + c,
+                  _norm_input_grad_samples, dtypes=FLOATS + LOW, gradgrad=True))
