@@ -202,10 +202,17 @@ def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
     """The adjoint of conv_forward in its input: (B, C, *size) from g (B, O, *P), plus bias
     (a transposed convolution)."""
     if all(s == 1 for s in stride) and w.shape[1] * groups >= w.shape[0]:
-        # (with fewer input than output channels, col2im below moves less data)
+        # (with fewer input than output channels, the paths below move less data)
         fast = _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias)
         if fast is not None:
             return fast
+    if not _pixel_major(w.shape[1], w.shape[2:], g.shape[2:]):
+        return _col2im_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias)
+    return _scatter_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias)
+
+
+def _col2im_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
+    """conv_input_grad through channel-first columns and col2im (pixels with few channels)."""
     b, o = g.shape[:2]
     kernel = w.shape[2:]
     nd = len(kernel)
@@ -225,6 +232,45 @@ def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
                            bias)
 
     per_sample = math.prod(g.shape[2:]) * ck * groups * g.itemsize
+    map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
+    return dst
+
+
+def _scatter_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
+    """conv_input_grad channel-last: one product per kernel offset, added into its window of
+    the image (pixels with many channels make those additions long contiguous runs)."""
+    b, o = g.shape[:2]
+    kernel = w.shape[2:]
+    out = g.shape[2:]
+    nd = len(kernel)
+    cg, og = w.shape[1], o // groups
+    c = cg * groups
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, pads))
+    # per kernel offset, the (O/G, C/G) matrices of each group
+    taps = w.reshape((groups, og, cg, math.prod(kernel))).transpose(3, 0, 1, 2)
+    dtype = xp.result_type(g, w) if bias is None else xp.result_type(g, w, bias)
+    dst = xp.empty((b, c) + tuple(size), dtype)
+    crop = tuple(slice(lo, lo + n) for n, (lo, _) in zip(size, pads))
+    order = (0, nd + 1) + tuple(range(1, nd + 1))
+
+    def chunk(lo, hi):
+        n = hi - lo
+        gn = _channels_last(xp, g[lo:hi], ()).reshape(-1, groups, og).transpose(1, 0, 2)
+        img = xp.zeros((n,) + padded + (c,), dtype)        # channel-last
+        # scatter each kernel offset's product into its window: whole pixels per copy
+        for k, offset in enumerate(_offsets(kernel)):
+            part = xp.matmul(gn, taps[k])                  # (G, n*P, C/G)
+            part = part[0] if groups == 1 else part.transpose(1, 0, 2)
+            window = tuple(slice(j * d, j * d + (p - 1) * s + 1, s)
+                           for j, d, p, s in zip(offset, dilation, out, stride))
+            img[(slice(None),) + window] += part.reshape((n,) + tuple(out) + (c,))
+        inner = img[(slice(None),) + crop].transpose(order)
+        if bias is None:
+            dst[lo:hi] = inner
+        else:
+            xp.add(inner, bias.reshape((c,) + (1,) * nd), out=dst[lo:hi])
+
+    per_sample = (math.prod(padded) * c + math.prod(out) * o) * g.itemsize
     map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
     return dst
 

@@ -1,0 +1,44 @@
+"""The convolution kernels' layouts and paths agree: each backward is the forward's adjoint."""
+
+import numpy as np
+import pytest
+
+from ember.ops import _conv_kernels as K
+
+# (batch, in channels, out channels, size, kernel, stride, pads, dilation, groups): chosen so
+# that every input-gradient path runs (flipped convolution, col2im, channel-last scatter)
+CASES = [
+    (3, 4, 4, (7, 6), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),      # flipped
+    (3, 2, 5, (9, 8), (3, 2), (2, 1), ((1, 0), (0, 1)), (1, 2), 1),      # col2im
+    (2, 8, 6, (7, 7), (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), 2),      # scatter, groups
+    (2, 6, 12, (6, 6), (5, 5), (1, 1), ((0, 0), (0, 0)), (1, 1), 1),     # scatter, unit stride
+    (2, 4, 4, (8,), (3,), (2,), ((2, 2),), (2,), 4),                     # depthwise 1-d
+    (1, 3, 2, (4, 5, 3), (2, 2, 2), (1, 2, 1), ((0, 1), (1, 0), (0, 0)), (1, 1, 2), 1),
+]
+
+
+@pytest.mark.parametrize("b, c, o, size, kernel, stride, pads, dilation, groups", CASES)
+def test_backward_kernels_are_adjoints(b, c, o, size, kernel, stride, pads, dilation, groups):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((b, c) + size)
+    w = rng.standard_normal((o, c // groups) + kernel)
+    y = K.conv_forward(np, x, w, stride, pads, dilation, groups)
+    g = rng.standard_normal(y.shape)
+    gx = K.conv_input_grad(np, g, w, size, stride, pads, dilation, groups)
+    gw = K.conv_weight_grad(np, x, g, kernel, stride, pads, dilation, groups)
+    # <conv(x, w), g> is linear in x and in w: its gradients are exactly these adjoints
+    assert np.isclose(np.vdot(y, g), np.vdot(x, gx))
+    assert np.isclose(np.vdot(y, g), np.vdot(w, gw))
+    # and the forward matches a direct sum over kernel offsets
+    xp_ = np.pad(x, ((0, 0), (0, 0)) + pads)
+    direct = np.zeros_like(y)
+    og, cg = o // groups, c // groups
+    for offset in np.ndindex(*kernel):
+        window = tuple(slice(j * d, j * d + (p - 1) * s + 1, s)
+                       for j, d, p, s in zip(offset, dilation, y.shape[2:], stride))
+        patch = xp_[(slice(None), slice(None)) + window]
+        for gi in range(groups):
+            direct[:, gi * og:(gi + 1) * og] += np.einsum(
+                "bc...,oc->bo...", patch[:, gi * cg:(gi + 1) * cg],
+                w[(slice(gi * og, (gi + 1) * og), slice(None)) + offset])
+    np.testing.assert_allclose(y, direct, rtol=1e-10, atol=1e-10)
