@@ -153,7 +153,7 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     if training and x.requires_grad:
         # the weight folds into the per-channel constants: gx = gy*A + xc*B + C
         s0 = gy.sum(axes, keepdim=True)
-        s1 = (gy * xc).sum(axes, keepdim=True)
+        s1 = _channel_dot(gy, xc).reshape(shape)
         n = x.numel() // x.shape[1]
         a = invstd if wv is None else invstd * wv
         sg, sgx = (s0, s1) if wv is None else (s0 * wv, s1 * wv)
@@ -168,10 +168,17 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     if x.requires_grad:
         gx = gy * (invstd if wv is None else invstd * wv)
     if need_w:
-        gw = (gy * xc).sum(axes) * invstd.reshape(-1)
+        gw = _channel_dot(gy, xc) * invstd.reshape(-1)
     if b is not None and b.requires_grad:
         gb = gy.sum(axes)
     return gx, gw, gb, None, None
+
+
+def _channel_dot(a, b):
+    """Per-channel (dim 1) sums of ``a * b``, as one contraction with no product array."""
+    from ember.ops.einsum import einsum
+    shape = (a.shape[0], a.shape[1], -1)    # a contiguous last axis: the fast inner loop
+    return einsum("ncl,ncl->c", a.reshape(shape), b.reshape(shape))
 
 
 def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
