@@ -57,8 +57,10 @@ def const(array):
 
 
 def masked(grad, mask):
-    """``grad`` where the boolean array ``mask`` holds, else 0."""
-    return grad * const(mask)
+    """``grad`` where the boolean array ``mask`` holds, else 0 (one fused multiply: the
+    mask is not cast to a float array first)."""
+    from ember.ops.dropout import _masked_scale
+    return _masked_scale(grad, const(mask), 1)
 
 
 def _fit(x, value):
