@@ -15,13 +15,21 @@ STATE = _State()
 
 
 class suspended:
-    """A context with autocast off for every device type (backward passes run in it)."""
+    """A context with autocast off for ``device_types`` (all of them by default): backward
+    passes run in it, and so do the inner ops of a composition autocast already cast for."""
 
-    __slots__ = ("_prev",)
+    __slots__ = ("_device_types", "_prev")
+
+    def __init__(self, device_types=None):
+        self._device_types = device_types
 
     def __enter__(self):
         self._prev = STATE.enabled
-        STATE.enabled = {}
+        if self._device_types is None:
+            STATE.enabled = {}
+        else:
+            STATE.enabled = {d: on for d, on in self._prev.items()
+                             if d not in self._device_types}
 
     def __exit__(self, *exc):
         STATE.enabled = self._prev

@@ -14,7 +14,7 @@ import warnings
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.amp._policy import POLICY
-from ember.amp._state import STATE
+from ember.amp._state import STATE, suspended
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
            "set_autocast_dtype", "is_autocast_available", "cast_operands", "install"]
@@ -134,25 +134,10 @@ def _autocast_function(fn, policy):
         if any(STATE.enabled.get(d) for d in policy):
             args = cast_operands(policy, args)
             kwargs = dict(zip(kwargs, cast_operands(policy, list(kwargs.values()))))
-            with _off(policy):
+            with suspended(policy):
                 return fn(*args, **kwargs)
         return fn(*args, **kwargs)
     return wrapper
-
-
-class _off:
-    """Autocast off for the device types of ``policy`` (a composition's inner ops run in
-    the dtype it chose)."""
-
-    def __init__(self, policy):
-        self.policy = policy
-
-    def __enter__(self):
-        self._prev = STATE.enabled
-        STATE.enabled = {d: on for d, on in STATE.enabled.items() if d not in self.policy}
-
-    def __exit__(self, *exc):
-        STATE.enabled = self._prev
 
 
 def install(registry, *tables):
