@@ -23,3 +23,9 @@ def test_benchmark_step_runs_and_changes_parameters(name):
     assert all(bool(ember.isfinite(p).all()) for p in after)
     changed = sum(not ember.equal(a.detach(), b) for a, b in zip(after, before))
     assert changed >= len(before) - 1      # every parameter moves (a frozen pos-emb row aside)
+
+
+def test_step_memory_probe_measures_a_fresh_process():
+    import memory
+    growth = memory._peak_growth_mib("ember", memory.WORKLOADS[0])
+    assert 1 < growth < 500            # MiB: a GPT step's activations and gradients
