@@ -218,7 +218,7 @@ def call(op, inputs, params, out=None):
         return handle_torch_function(op, inputs, params, out)
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
-    token = quiet_fp()
+    token = quiet_fp() if op.view is None else None     # views compute nothing to warn of
     try:
         res = op.forward(xp, *arrays, *params)
         if type(res) is _NDARRAY and casts is None:
@@ -230,7 +230,8 @@ def call(op, inputs, params, out=None):
     except (ValueError, TypeError, IndexError) as e:
         raise translate_error(op, e, arrays) from None
     finally:
-        loud_fp(token)
+        if token is not None:
+            loud_fp(token)
     if op.view:
         _mark_view(op, flat[0], params, outputs)
     if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
