@@ -218,7 +218,7 @@ def call(op, inputs, params, out=None):
         return handle_torch_function(op, inputs, params, out)
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
-    token = quiet_fp() if op.view is None else None     # views compute nothing to warn of
+    token = None if op.view else quiet_fp()     # views compute nothing to warn of
     try:
         res = op.forward(xp, *arrays, *params)
         if type(res) is _NDARRAY and casts is None:
