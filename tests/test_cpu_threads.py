@@ -34,8 +34,11 @@ def test_map_chunks_covers_the_range_in_order_on_worker_threads(threads):
         names.add(threading.current_thread().name)
         return list(range(lo, hi))
     parts = map_chunks(np, 10, 3, work)
-    assert parts == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    # four spans of at most 3, as many per thread: 2 + 3 + 2 + 3
+    assert parts == [[0, 1], [2, 3, 4], [5, 6], [7, 8, 9]]
     assert all(n.startswith("ember-cpu") for n in names)
+    spans = map_chunks(np, 32, 3, lambda lo, hi: hi - lo)
+    assert sum(spans) == 32 and max(spans) <= 3 and len(spans) % 2 == 0
     assert map_chunks(np, 2, 3, work) == [[0, 1]]          # one chunk: the calling thread
     ember.set_num_threads(1)
     names.clear()

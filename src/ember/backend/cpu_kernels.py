@@ -120,11 +120,18 @@ def _executor():
 
 
 def map_chunks(xp, n, chunk, fn):
-    """``[fn(lo, hi) ...]`` over ``range(n)`` cut into spans of ``chunk``, run on the worker
-    threads; on other backends (their kernels are parallel already) one call covers all."""
+    """``[fn(lo, hi) ...]`` over ``range(n)`` cut into spans of at most ``chunk``, run on the
+    worker threads; on other backends (their kernels are parallel already) one call covers
+    all."""
     if xp.__name__ != "numpy" or n <= chunk:
         return [fn(0, n)]
-    spans = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
-    if _Pool.threads == 1 or threading.current_thread().name.startswith("ember-cpu"):
-        return [fn(lo, hi) for lo, hi in spans]
+    threads = _Pool.threads
+    if threads == 1 or threading.current_thread().name.startswith("ember-cpu"):
+        return [fn(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+    # as many spans as threads can share evenly: 32 samples in spans of 3 would leave one
+    # thread 6 spans and the other 5; 12 spans of 2-3 give each 16
+    count = -(-n // chunk)
+    count += -count % threads
+    bounds = [n * i // count for i in range(count + 1)]
+    spans = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
     return list(_executor().map(lambda span: fn(*span), spans))
