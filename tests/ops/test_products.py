@@ -217,3 +217,21 @@ def test_einsum_of_one_operand_does_not_alias_it():
         y = ember.einsum(equation, x)
         y += 1
         assert x.sum().item() == 0, equation
+
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("ncl,ncl->c", ((3, 4, 5), (3, 4, 5))),          # batch-norm's per-channel dot
+    ("ij,ij->", ((4, 6), (4, 6))),
+    ("bij,bij->bi", ((2, 3, 4), (2, 3, 4))),
+])
+def test_einsum_batched_dots_match_numpy_and_differentiate(equation, shapes):
+    """Pairs that contract every label they do not share with the output run as one NumPy
+    sum of products; values and gradients stay those of the definition."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    tensors = [ember.tensor(a, requires_grad=True) for a in arrays]
+    out = ember.einsum(equation, *tensors)
+    np.testing.assert_allclose(out.detach().numpy(), np.einsum(equation, *arrays), rtol=1e-12)
+    out.sum().backward()
+    np.testing.assert_allclose(tensors[0].grad.numpy(), arrays[1], rtol=1e-12)
+    assert ember.autograd.gradgradcheck(lambda a, b: ember.einsum(equation, a, b), tensors)

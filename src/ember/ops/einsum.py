@@ -238,6 +238,8 @@ class _Pair(NamedTuple):
     matmul: bool            # False: nothing is summed, a broadcast product does it
     shape: tuple
     labels: tuple
+    dot: str                # or None: NumPy einsum subscripts when the pair is a batched
+                            # dot product, which NumPy sums in place (no transposed copies)
 
 
 class Plan(NamedTuple):
@@ -261,9 +263,12 @@ class Plan(NamedTuple):
             work.append(a)
         for p in self.pairs:
             a, b = work[p.i], work[p.j]
-            a = a.transpose(p.perm_a).reshape(p.shape_a)
-            b = b.transpose(p.perm_b).reshape(p.shape_b)
-            res = xp.matmul(a, b) if p.matmul else a * b
+            if p.dot is not None:
+                res = xp.einsum(p.dot, a, b)
+            else:
+                a = a.transpose(p.perm_a).reshape(p.shape_a)
+                b = b.transpose(p.perm_b).reshape(p.shape_b)
+                res = xp.matmul(a, b) if p.matmul else a * b
             del work[p.j], work[p.i]
             work.append(res.reshape(p.shape))
         res = work[0].transpose(self.permute)
@@ -340,10 +345,20 @@ def _pairs(work, sizes, out):
                            (n_batch, m, k) if summed else (n_batch, m, 1),
                            tuple(lb.index(label) for label in batch + summed + b_only),
                            (n_batch, k, n) if summed else (n_batch, 1, n),
-                           bool(summed), tuple(sizes[label] for label in labels), labels))
+                           bool(summed), tuple(sizes[label] for label in labels), labels,
+                           _dot_subscripts(la, lb, batch) if summed and not a_only
+                           and not b_only else None))
         del work[j], work[i]
         work.append(labels)
     return pairs
+
+
+def _dot_subscripts(la, lb, batch):
+    """NumPy einsum subscripts contracting labels ``la`` with ``lb`` down to ``batch``."""
+    local = {label: _LETTERS[n] for n, label in enumerate(dict.fromkeys(la + lb))}
+    return ("".join(local[label] for label in la) + "," +
+            "".join(local[label] for label in lb) + "->" +
+            "".join(local[label] for label in batch))
 
 
 def _greedy(work, sizes, out):
