@@ -220,3 +220,12 @@ def test_normalize():
     out = ember.empty(0, dtype=D)
     F.normalize(x.detach(), out=out)
     np.testing.assert_allclose(out.numpy(), F.normalize(x).detach().numpy())
+
+
+def test_rms_norm_checks_normalized_shape_as_pytorch_does():
+    x = ember.ones(2, 3)
+    with pytest.raises(RuntimeError, match="at least 1-dimensional"):
+        F.rms_norm(x, ())
+    with pytest.raises(RuntimeError, match=r"expected input with shape \[\*4\]"):
+        F.rms_norm(x, (4,))
+    assert ember.allclose(F.rms_norm(x, 3), ember.ones(2, 3), atol=1e-3)

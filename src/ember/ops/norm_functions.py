@@ -7,7 +7,7 @@ import math
 import ember
 from ember import _dtype as D
 from ember.autograd.grad_mode import no_grad
-from ember.ops.normalization import native_batch_norm
+from ember.ops.normalization import check_normalized_shape, native_batch_norm
 
 __all__ = ["instance_norm", "rms_norm", "local_response_norm", "normalize",
            "cosine_similarity", "pairwise_distance"]
@@ -55,15 +55,7 @@ def functional_instance_norm(input, running_mean=None, running_var=None, weight=
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """Divide by the root mean square over the trailing ``normalized_shape`` dims, then
     scale."""
-    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if weight is not None and tuple(weight.shape) != ns:
-        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got "
-                           f"weight of shape {list(weight.shape)} and normalized_shape = "
-                           f"{list(ns)}")
-    if input.ndim < len(ns) or tuple(input.shape[input.ndim - len(ns):]) != ns:
-        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
-                           f"[*{', '.join(str(s) for s in ns)}], but got input of size"
-                           f"{list(input.shape)}")
+    ns = check_normalized_shape(input, normalized_shape, weight, None, batch_dims="*")
     if not input.is_floating_point():
         raise NotImplementedError(f"\"rms_norm\" not implemented for "
                                   f"'{input.dtype._torch_name}'")

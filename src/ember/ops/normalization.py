@@ -220,8 +220,10 @@ def _last_axis_stats(xp, x2, eps):
     return xc, mean, 1 / xp.sqrt(var + eps)
 
 
-def _check_normalized_shape(x, normalized_shape, w, b):
-    ns = tuple(normalized_shape)
+def check_normalized_shape(x, normalized_shape, w, b, batch_dims="*, "):
+    """``normalized_shape`` as a tuple, after PyTorch's checks against the input, weight and
+    bias (rms_norm words its input-shape message ``[*4]``, layer_norm ``[*, 4]``)."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if not ns:
         raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
                            "containing at least one element, but got normalized_shape = []")
@@ -232,7 +234,8 @@ def _check_normalized_shape(x, normalized_shape, w, b):
                                f"{list(ns)}")
     if x.ndim < len(ns) or tuple(x.shape[x.ndim - len(ns):]) != ns:
         raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
-                           f"[*, {', '.join(str(s) for s in ns)}], but got input of size"
+                           f"[{batch_dims}{', '.join(str(s) for s in ns)}], but got input of "
+                           f"size"
                            f"{list(x.shape)}")
     return ns
 
@@ -242,7 +245,7 @@ def _check_normalized_shape(x, normalized_shape, w, b):
 def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     """Layer normalization over the trailing ``normalized_shape``; returns (output, mean,
     invstd), the statistics with size-1 trailing dims."""
-    ns = _check_normalized_shape(x, normalized_shape, w, b)
+    ns = check_normalized_shape(x, normalized_shape, w, b)
     dtype = x.dtype
     x = _float_input(x, "LayerNormKernelImpl")
     lead = x.shape[:x.ndim - len(ns)]
