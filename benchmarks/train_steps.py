@@ -48,6 +48,22 @@ def mlp_adam(lib):
     return step
 
 
+def mlp_784(lib):
+    """The classic MNIST MLP (784-512-512-10, ReLU) on a batch of 128, stepped by Adam."""
+    nn, F = lib.nn, lib.nn.functional
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    x, y = _data(lib, (128, 784), 10)
+    opt = lib.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    step.parameters = model.parameters
+    return step
+
+
 def lenet(lib):
     """LeNet-5 style CNN on a 64x1x28x28 batch."""
     nn, F = lib.nn, lib.nn.functional
@@ -153,6 +169,7 @@ def lstm_lm(lib, vocab=1000, hidden=256, seq=35, batch=20):
 
 WORKLOADS = {
     "MLP 64x256 Adam step": mlp_adam,
+    "MLP 784-512-512-10 Adam step": mlp_784,
     "LeNet 64x1x28x28 step": lenet,
     "ResNet block 32x3x32x32 step": resnet_block,
     "GPT 2x128, 16x64 step": gpt,

@@ -65,47 +65,38 @@ celu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, alpha, 1, 1 / alpha))
 
 # --- gelu, silu, mish -------------------------------------------------------------------------
 
-# Numerical Recipes' erfc (Chebyshev fit, fractional error < 1.2e-7 for all arguments):
-# erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), z >= 0, P's coefficients below
-_ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
-           -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+# erfc(z) = exp(-z^2) * t * Q(t) for z >= 0, t = 1 / (1 + 0.4 z): Q is a degree-8 polynomial
+# fitted here (Lawson-weighted Chebyshev least squares on erfcx(z) / t over t in [0, 1]) to a
+# relative error under 1.3e-7 for every z. Unlike a fit inside the exponential, it leaves
+# exp(-z^2) on its own, which the derivative reuses as the Gaussian density.
+_ERFCX_T = 0.4
+_ERFCX_Q = (0.22567586191836836, 0.22566959783311338, 0.20784270545587735,
+            0.1685419391734727, 0.14143152450364188, -0.005607593430361775,
+            0.1690853295291278, -0.18290129184436762, 0.05026205164977986)
+_T_SCALE = _ERFCX_T * _SQRT_HALF                    # t = 1 / (1 + _T_SCALE |x|)
+_PHI_Q = tuple(c * 0.5 for c in _ERFCX_Q)           # Phi(-|x|) = erfc(|x| / sqrt(2)) / 2
 
 
-def _normal_cdf(xp, x):
-    """Phi(x), the standard normal CDF, of a float array (not 0-d), as a new array.
+def _tail_terms(xp, x, coefficients):
+    """``(|x|, t, exp(-x^2 / 2), Q(t))``, Q given by ``coefficients`` (lowest first), for a
+    float array (not 0-d), in ``x``'s precision, as new arrays.
 
-    Computed as ``Phi(-|x|)`` mirrored for positive x, so the lower tail keeps its relative
-    precision (``(1 + erf(x / sqrt(2))) / 2`` cancels there). float64 goes through SciPy's
-    ndtr; narrower floats use the erfc fit above in their own precision, in place, three
-    times faster than SciPy's float32 erf."""
-    p = _lower_tail(xp, x)
-    # p where x <= 0, else 1 - p (np.where and np.heaviside take ten times longer)
-    phi = p * -2
-    phi += 1
-    phi *= x > 0
-    phi += p
-    return phi
-
-
-def _lower_tail(xp, x):
-    """Phi(-|x|)."""
-    z = xp.abs(x)
-    if x.dtype == xp.float64:
-        return special_of(xp).ndtr(-z)
-    z *= _SQRT_HALF
-    t = z * 0.5
+    With ``_PHI_Q``, the product of the last three is Phi(-|x|), which keeps its relative
+    precision in the lower tail, where ``(1 + erf(x / sqrt(2))) / 2`` cancels. Three times
+    faster than SciPy's float32 erf."""
+    a = xp.abs(x)
+    gauss = a * a
+    gauss *= -0.5
+    xp.exp(gauss, out=gauss)
+    t = a * _T_SCALE
     t += 1
-    xp.reciprocal(t, out=t)
-    p = t * _ERFC_P[-1]
-    for c in _ERFC_P[-2:0:-1]:
-        p += c
-        p *= t
-    p += _ERFC_P[0]
-    p -= z * z
-    xp.exp(p, out=p)
-    p *= t
-    p *= 0.5
-    return p
+    xp.divide(1, t, out=t)              # twice as fast as reciprocal
+    q = t * coefficients[-1]
+    q += coefficients[-2]
+    for c in coefficients[-3::-1]:
+        q *= t
+        q += c
+    return a, t, gauss, q
 
 
 @act_op("gelu(input, *, approximate='none')", namespace="nn.functional",
@@ -113,9 +104,19 @@ def _lower_tail(xp, x):
 def gelu(xp, x, approximate):
     """``input * Phi(input)`` (Phi: the standard normal CDF), or its tanh approximation."""
     if approximate == "none":
+        if x.dtype == xp.float64:
+            return x * special_of(xp).ndtr(x)
         x1 = xp.atleast_1d(x)           # the in-place steps need arrays, not 0-d scalars
-        out = _normal_cdf(xp, x1)
-        out *= x1
+        # x Phi(x) = (x + |x|) / 2 - |x| Phi(-|x|); x + |x| is nan at -inf, as PyTorch's gelu
+        a, t, gauss, q = _tail_terms(xp, x1, _ERFCX_Q)
+        out = x1 + a
+        at = xp.divide(1, a)            # |x| t = 1 / (1 / |x| + _T_SCALE), finite at inf
+        at += _T_SCALE
+        xp.divide(1, at, out=at)
+        q *= at
+        q *= gauss                      # 2 |x| Phi(-|x|)
+        out -= q
+        out *= 0.5
         return out.reshape(x.shape)
     if approximate == "tanh":
         return x * (xp.tanh((x + _TANH_C * x * x * x) * _TANH_K) + 1) * 0.5
@@ -132,16 +133,22 @@ def _(grad, x, approximate):
 def _gelu_backward(xp, grad, x, approximate):
     """The gradient of gelu, fused (the derivative of gelu calls it)."""
     if approximate == "none":
-        # Phi(x) + x * pdf(x), Phi(x) = 1/2 + sign(x) * (1/2 - Phi(-|x|))
-        x1 = xp.atleast_1d(x)
-        pdf = x1 * x1
-        pdf *= -0.5
-        xp.exp(pdf, out=pdf)
-        pdf *= x1
-        pdf *= _INV_SQRT_2PI
-        d = _normal_cdf(xp, x1)
-        d += pdf
-        d = d.reshape(x.shape)
+        # Phi(x) + x * pdf(x)
+        if x.dtype == xp.float64:
+            d = special_of(xp).ndtr(x) + x * xp.exp(x * x * -0.5) * _INV_SQRT_2PI
+        else:
+            x1 = xp.atleast_1d(x)
+            _, t, gauss, tail = _tail_terms(xp, x1, _PHI_Q)
+            tail *= t
+            tail *= gauss                   # Phi(-|x|)
+            d = tail * -2                   # Phi(x): Phi(-|x|) for x <= 0, else 1 - Phi(-x)
+            d += 1
+            d *= x1 > 0
+            d += tail
+            gauss *= x1
+            gauss *= _INV_SQRT_2PI
+            d += gauss
+            d = d.reshape(x.shape)
     else:
         x2 = x * x
         t = xp.tanh((x + _TANH_C * x2 * x) * _TANH_K)
