@@ -16,7 +16,7 @@ from ember.autograd.grad_mode import STATE as _GRAD
 from ember._device import CPU
 from ember.backend import device_of
 
-__all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle"]
+__all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle", "input_meta"]
 
 _sequence = itertools.count()
 
@@ -64,20 +64,23 @@ def _add_hook(hooks, fn):
 class Node:
     """A backward function in the graph (``grad_fn``)."""
 
-    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_tensor_pre_hooks", "_retains",
-                 "_post_hooks", "_trace", "_metadata", "__weakref__")
+    # Hooks, anomaly traces and metadata are rare: they default to the class's None and land
+    # in the instance dict when set, so that recording a node stores two fields, not eight.
+    __slots__ = ("next_functions", "_seq", "__dict__", "__weakref__")
 
     n_outputs = 1
+    _pre_hooks = None                   # fn(grad_outputs) for the node itself
+    _tensor_pre_hooks = None            # {output_nr: _HookDict} registered through tensors
+    _retains = None                     # {output_nr: weakref to tensor} for retain_grad
+    _post_hooks = None                  # fn(grad_inputs, grad_outputs)
+    _trace = None                       # the forward's stack, under detect_anomaly
+    _metadata = None
 
     def __init__(self, next_functions):
         self.next_functions = next_functions
         self._seq = next(_sequence)
-        self._pre_hooks = None          # fn(grad_outputs) for the node itself
-        self._tensor_pre_hooks = None   # {output_nr: _HookDict} registered through tensors
-        self._retains = None            # {output_nr: weakref to tensor} for retain_grad
-        self._post_hooks = None         # fn(grad_inputs, grad_outputs)
-        self._trace = anomaly.capture_trace() if anomaly.ENABLED[0] else None
-        self._metadata = None
+        if anomaly.ENABLED[0]:
+            self._trace = anomaly.capture_trace()
 
     @property
     def metadata(self):
@@ -116,35 +119,45 @@ class Node:
         """Free what was saved for backward (after a backward without retain_graph)."""
 
 
-class InputMeta:
-    """What a derivative may know of an input whose values were not saved: its metadata."""
+class InputMeta(tuple):
+    """What a derivative may know of an input whose values were not saved: its metadata.
 
-    __slots__ = ("_shape", "_dtype", "device")
+    A tuple ``(shape, NumPy dtype, device)``: one is recorded per input of every op that saves
+    no inputs, and a tuple is four times cheaper to make than an object with fields."""
 
-    def __init__(self, array):
-        self._shape = array.shape
-        self._dtype = array.dtype
-        self.device = CPU if type(array) is np.ndarray else device_of(array)
+    __slots__ = ()
+
+    @property
+    def _shape(self):
+        return self[0]
+
+    @property
+    def _dtype(self):
+        return self[1]
+
+    @property
+    def device(self):
+        return self[2]
 
     @property
     def shape(self):
         from ember._tensor import Size
-        return Size(self._shape)
+        return Size(self[0])
 
     @property
     def dtype(self):
         from ember._dtype import FROM_NUMPY
-        return FROM_NUMPY[self._dtype]
+        return FROM_NUMPY[self[1]]
 
     @property
     def ndim(self):
-        return len(self._shape)
+        return len(self[0])
 
     def dim(self):
-        return len(self._shape)
+        return len(self[0])
 
     def size(self, dim=None):
-        return self.shape if dim is None else self._shape[dim]
+        return self.shape if dim is None else self[0][dim]
 
     def numel(self):
         return self.shape.numel()
@@ -159,13 +172,15 @@ class InputMeta:
 class OpNode(Node):
     """The backward of a registry op; one subclass per op gives it its PyTorch name."""
 
-    __slots__ = ("_inputs", "_versions", "_params", "_in_meta", "_out", "_released",
-                 "n_outputs", "_out_meta")
+    __slots__ = ("_inputs", "_versions", "_params", "_in_meta", "_out", "_released")
 
     op = None                           # set on each per-op subclass
 
     def __init__(self, next_functions, inputs, versions, params, in_meta, out):
-        Node.__init__(self, next_functions)
+        self.next_functions = next_functions        # Node.__init__, inlined: this runs per op
+        self._seq = next(_sequence)
+        if anomaly.ENABLED[0]:
+            self._trace = anomaly.capture_trace()
         self._inputs = inputs           # (flat inputs: tensors, scalars or InputMeta, lengths)
         self._versions = versions       # version of each saved input (None: not a tensor),
                                         # or None when only metadata was saved
@@ -213,7 +228,14 @@ class OpNode(Node):
             grad = tuple(g if g is not None else _zeros_like_output(self, i)
                          for i, g in enumerate(grads))
         args = op.structure_inputs(inputs)
-        if self._out is not None:
+        if op.needs_mask:
+            needs = tuple(meta is not None for meta in self._in_meta)
+            if self._out is not None:
+                result = op.vjp(grad, *args, *self._params, out=self._unpack_output(),
+                                needs=needs)
+            else:
+                result = op.vjp(grad, *args, *self._params, needs=needs)
+        elif self._out is not None:
             result = op.vjp(grad, *args, *self._params, out=self._unpack_output())
         else:
             result = op.vjp(grad, *args, *self._params)
@@ -230,6 +252,15 @@ def _zeros_like_output(node, index):
         return None
     from ember import zeros
     return zeros(shape, dtype=dtype, device=device)
+
+
+def input_meta(array):
+    """The InputMeta of a backend array."""
+    return _tuple_new(InputMeta, (array.shape, array.dtype,
+                                  CPU if type(array) is np.ndarray else device_of(array)))
+
+
+_tuple_new = tuple.__new__
 
 
 def conform(grad, meta):

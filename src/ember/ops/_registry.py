@@ -14,7 +14,10 @@ The signature string is PyTorch's; from it the registry generates ``ember.mul``,
 ``Tensor.mul``, ``Tensor.mul_`` (and the ``out=`` keyword) with real Python signatures, so
 argument binding costs nothing here. Forwards and derivatives take the tensor inputs first,
 in ``inputs`` order, then the remaining parameters in signature order. A derivative that
-names a keyword-only ``out`` parameter receives the op's output(s) as well.
+names a keyword-only ``out`` parameter receives the op's output(s) as well, and one that names
+a keyword-only ``needs`` parameter receives a tuple with one bool per input saying whether that
+input wants a gradient (so ``x * 2`` computes no gradient for the 2). Give ``needs`` a default
+of all True: other derivatives call derivatives directly.
 """
 
 import ast
@@ -26,7 +29,7 @@ from ember._tensor import Tensor, _make
 from ember.amp._state import STATE as _AMP
 from ember.amp.autocast_mode import cast_operands
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.autograd.graph import InputMeta, OpNode, history
+from ember.autograd.graph import OpNode, history, input_meta
 from ember.backend import XP_BY_ARRAY_TYPE, loud_fp, quiet_fp, xp_of
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
@@ -83,6 +86,7 @@ class Op:
         self.dtype_cache = {}           # operand signature -> compute_dtype(...) result
         self.inplace_forward = None
         self.needs_output = False
+        self.needs_mask = False
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
         node_name = self.short_name if namespace == "nn.functional" else self.name
@@ -105,6 +109,10 @@ class Op:
         import inspect
         params = inspect.signature(fn).parameters
         self.needs_output = "out" in params and params["out"].kind is params["out"].KEYWORD_ONLY
+        self.needs_mask = "needs" in params and params["needs"].kind is params["needs"].KEYWORD_ONLY
+        if self.needs_mask and self.seq_inputs:
+            raise TypeError(f"{self.name}: 'needs' is one flag per input, and sequence inputs "
+                            f"have none")
         self.vjp = fn
         return fn
 
@@ -405,7 +413,7 @@ def _record(op, flat, lengths, params, outputs):
                 vc = x._vc
                 versions.append(vc.value if vc is not None else x._shared_version().value)
             else:
-                saved.append(InputMeta(a))
+                saved.append(input_meta(a))
         else:
             edges.append(_NO_EDGE)
             in_meta.append(None)
@@ -419,7 +427,6 @@ def _record(op, flat, lengths, params, outputs):
         vc = outputs._shared_version()
         saved_out = ((outputs._data,), vc, vc.value)
     node = op.node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
-    node.n_outputs = 1
     if outputs._data.dtype.kind in _DIFFERENTIABLE_KINDS:
         outputs._grad_fn = node
     return node

@@ -85,16 +85,21 @@ add.inplace_variant(lambda xp, dst, a, b, alpha: xp.add(a, _scaled(xp, a, b, alp
 
 sub = binary("sub(input, other, *, alpha=1)",
              lambda xp, a, b, alpha: xp.subtract(a, _scaled(xp, a, b, alpha)),
-             lambda grad, a, b, alpha: (grad, -grad if alpha == 1 else
-                                        grad * -conj_grad(alpha)),
+             lambda grad, a, b, alpha, *, needs=(True, True): (
+                 grad, None if not needs[1] else -grad if alpha == 1 else
+                 grad * -conj_grad(alpha)),
              doc="Subtracts ``other``, scaled by ``alpha``, from ``input``.",
              promote=SUB, saves_inputs=False)
 sub.inplace_variant(lambda xp, dst, a, b, alpha: xp.subtract(a, _scaled(xp, a, b, alpha),
                                                              out=dst, casting="unsafe"))
 
 
-mul = binary("mul(input, other)", lambda xp, a, b: xp.multiply(a, b),
-             lambda grad, a, b: (grad * conj_grad(b), grad * conj_grad(a)),
+def _mul_grad(grad, a, b, *, needs=(True, True)):
+    return (grad * conj_grad(b) if needs[0] else None,
+            grad * conj_grad(a) if needs[1] else None)
+
+
+mul = binary("mul(input, other)", lambda xp, a, b: xp.multiply(a, b), _mul_grad,
              doc="Multiplies ``input`` by ``other`` elementwise.",
              promote=BINARY, ufunc="multiply")
 
@@ -134,11 +139,12 @@ def _div(xp, a, b, rounding_mode):
     return fn(xp, a, b)
 
 
-def _div_grad(grad, a, b, rounding_mode):
+def _div_grad(grad, a, b, rounding_mode, *, needs=(True, True)):
     if rounding_mode is not None:
         return grad * 0, grad * 0
     b_conj = conj_grad(b)
-    return grad / b_conj, -grad * conj_grad(a) / (b_conj * b_conj)
+    return (grad / b_conj if needs[0] else None,
+            -grad * conj_grad(a) / (b_conj * b_conj) if needs[1] else None)
 
 
 div = binary("div(input, other, *, rounding_mode=None)", _div, _div_grad,
