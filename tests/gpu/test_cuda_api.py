@@ -1,6 +1,8 @@
 """ember.cuda on a GPU: device queries, streams and events, memory statistics, pinned
 memory and the out-of-memory error."""
 
+import re
+
 import pytest
 
 import ember
@@ -14,7 +16,7 @@ def test_device_queries():
     props = ember.cuda.get_device_properties(0)
     assert props.name == ember.cuda.get_device_name() and props.name.startswith("NVIDIA")
     assert ember.cuda.get_device_capability() == (props.major, props.minor) and props.major >= 7
-    assert props.total_memory > 2 ** 30 and props.multi_processor_count > 0
+    assert props.total_memory >= 2 ** 28 and props.multi_processor_count > 0
     with ember.cuda.device(0):
         assert ember.cuda.current_device() == 0
     ember.cuda.set_device("cuda:0")
@@ -68,9 +70,9 @@ def test_out_of_memory_names_the_request_and_the_free_memory():
     with pytest.raises(ember.cuda.OutOfMemoryError) as info:
         ember.empty(2 * total // 4, device="cuda")                 # float32: 2x the card
     assert isinstance(info.value, RuntimeError)
-    msg = str(info.value)
-    assert msg.startswith("CUDA out of memory. Tried to allocate ") and " GiB. GPU 0 has a " \
-        "total capacity of " in msg and " is free." in msg, msg
+    assert re.match(r"CUDA out of memory\. Tried to allocate [\d.]+ [KMG]iB\. GPU 0 has a total "
+                    r"capacity of [\d.]+ [KMG]iB of which [\d.]+ ([KMG]iB|bytes) is free\.",
+                    str(info.value)), str(info.value)
 
 
 def test_pinned_memory_and_non_blocking_copies():

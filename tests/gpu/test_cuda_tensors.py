@@ -18,7 +18,7 @@ def test_round_trip_keeps_values_and_dtype(dtype):
     host = ember.arange(24).reshape(2, 3, 4).to(dtype)
     gpu = host.cuda()
     assert gpu.device == ember.device("cuda", 0) and gpu.is_cuda and gpu.dtype is dtype
-    assert gpu.get_device() == 0 and type(gpu._data).__module__.startswith("cupy")
+    assert gpu.get_device() == 0 and type(gpu._data) is ember.backend.cuda_backend().cupy.ndarray
     back = gpu.cpu()
     assert back.device.type == "cpu" and back.dtype is dtype
     assert np.array_equal(back.numpy().astype(np.float64), host.numpy().astype(np.float64))
@@ -39,7 +39,7 @@ def test_noncontiguous_views_move_by_value():
     base = ember.arange(12.).reshape(3, 4)
     view = base.t()[1:]
     gpu = view.cuda()
-    assert gpu.tolist() == view.tolist() and gpu.is_contiguous()
+    assert gpu.tolist() == view.tolist()
     back = base.cuda().t()[1:].cpu()
     assert back.tolist() == view.tolist()
 

@@ -35,12 +35,20 @@ ERRORS = [pytest.param(info, id=info.name) for info in OPDB
 
 
 def _to_cuda(t):
-    """``t`` on the GPU, keeping it non-contiguous when it is (the samples' strided views)."""
-    moved = t.detach().to("cuda")
-    if not t.is_contiguous() and t.ndim and t.shape[-1]:
-        full = ember.empty(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device="cuda")
-        full[..., ::2] = moved
-        moved = full[..., ::2]
+    """``t`` on the GPU with its layout: a permuted tensor keeps its strides, a strided view
+    stays non-contiguous (the samples' ways of being non-contiguous)."""
+    t = t.detach()
+    moved = t.to("cuda")
+    if not t.is_contiguous() and t.numel():
+        order = sorted(range(t.ndim), key=lambda d: -t.stride(d))
+        dense = t.permute(order)
+        if dense.is_contiguous():
+            back = sorted(range(t.ndim), key=order.__getitem__)
+            moved = dense.to("cuda").permute(back)
+        else:
+            full = ember.empty(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device="cuda")
+            full[..., ::2] = moved
+            moved = full[..., ::2]
     return moved.requires_grad_(t.requires_grad)
 
 

@@ -154,3 +154,26 @@ def test_a_seed_reaches_the_cuda_generators_without_a_gpu():
     assert default_generator(5).initial_seed() == 123    # made after the seed
     ember.cuda.manual_seed(7)
     assert default_generator(0).initial_seed() == 7 and default_generator(5).initial_seed() == 123
+
+
+def test_cuda_overrides_replace_only_the_gpu_forward(monkeypatch):
+    import numpy as np
+
+    from ember.backend import cuda_kernels
+    from ember.ops._registry import REGISTRY
+    op = REGISTRY["neg"]
+    monkeypatch.setattr(op, "forward", op.forward)          # restored afterwards
+    monkeypatch.setattr(cuda_kernels, "OVERRIDES", {})
+
+    class DeviceXp:                                         # stands for cupy
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+    @cuda_kernels.override("neg")
+    def fast(xp, x):
+        return "fast" if x.ndim == 0 else None              # None: not covered, fall back
+    assert cuda_kernels.OVERRIDES == {"neg": fast}
+    assert op.forward(DeviceXp(), np.float32(2).reshape(())) == "fast"
+    assert op.forward(DeviceXp(), np.ones(2)).tolist() == [-1.0, -1.0]
+    assert op.forward(np, np.ones(())) == -1.0                  # the CPU never sees it
+    assert ember.neg(ember.ones(2)).tolist() == [-1.0, -1.0]

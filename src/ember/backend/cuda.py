@@ -136,3 +136,6 @@ def empty_cache():
     """Return cached, unused blocks (device and pinned host memory) to the driver."""
     _POOL.free_all_blocks()
     cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+from ember.backend import cuda_kernels  # noqa: E402,F401  (registers the CUDA overrides)
