@@ -113,7 +113,7 @@ EOF
     SUMMARY+=("smoke|$LAST_NOTE|see the ok/FAIL lines above|$LAST_TIME")
 fi
 
-PYTEST=($PY -m pytest -p no:cacheprovider -v -rfE --tb=short)
+PYTEST=($PY -m pytest -o addopts= -p no:cacheprovider -v -rfE --tb=short)
 $PY -c "import pytest_timeout" 2>/dev/null && PYTEST+=(--timeout 120)
 XDIST=()
 $PY -c "import xdist" 2>/dev/null && XDIST=(-n 8)
