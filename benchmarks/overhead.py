@@ -100,37 +100,62 @@ def paired(ours, theirs, min_time, rounds=3):
     return best_ours, (None if theirs is None else best_theirs)
 
 
-def rows(quick):
+def synced(fn, lib, device):
+    """``fn``, waiting for the GPU after each call when timing on cuda (its work is
+    asynchronous)."""
+    if fn is None or device == "cpu":
+        return fn
+
+    def run():
+        fn()
+        lib.cuda.synchronize()
+    return run
+
+
+def rows(quick, device="cpu"):
     min_time = 0.05 if quick else 0.2
     table = []
+
+    def pair(ours, theirs):
+        return paired(synced(ours, ember, device), synced(theirs, torch, device), min_time)
     for grad in (False, True):
         ours = tiny_workloads(ember, grad)
         theirs = tiny_workloads(torch, grad) if torch else {}
         for name, fn in ours.items():
             label = f"{name}{' (grad)' if grad else ''}"
-            table.append((label, *paired(fn, theirs.get(name), min_time)))
+            table.append((label, *pair(fn, theirs.get(name))))
     for label, make in (("backward, 10-node chain", backward_workload),
                         ("MLP 64x256 fwd+bwd", mlp_workload)):
-        table.append((label, *paired(make(ember), make(torch) if torch else None, min_time)))
+        table.append((label, *pair(make(ember), make(torch) if torch else None)))
     for label, make in TRAIN_STEPS.items():
         if torch:
             torch.manual_seed(0)
         ember.manual_seed(0)
-        table.append((label, *paired(make(ember), make(torch) if torch else None, min_time)))
+        table.append((label, *pair(make(ember), make(torch) if torch else None)))
     return table
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter timings")
+    parser.add_argument("--device", default=os.environ.get("DEVICE") or "cpu",
+                        help="cpu, or cuda: the op and training-step tables only, with every "
+                             "tensor made on the GPU (the default device)")
     args = parser.parse_args()
-    print(f"threads: {THREADS}   PyTorch: {torch.__version__ if torch else 'not installed'}")
+    print(f"threads: {THREADS}   PyTorch: {torch.__version__ if torch else 'not installed'}"
+          f"   device: {args.device}")
+    if args.device != "cpu":
+        ember.set_default_device(args.device)
+        if torch:
+            torch.set_default_device(args.device)
     print(f"{'workload':28s} {'ember us':>10s} {'torch us':>10s} {'ratio':>7s}")
-    for label, ours, theirs in rows(args.quick):
+    for label, ours, theirs in rows(args.quick, args.device):
         if theirs is None:
             print(f"{label:28s} {ours:10.2f} {'-':>10s} {'-':>7s}")
         else:
             print(f"{label:28s} {ours:10.2f} {theirs:10.2f} {ours / theirs:7.2f}")
+    if args.device != "cpu":
+        return
     print()
     print(f"{'step memory (peak RSS growth, MiB)':40s} {'ember':>10s} {'torch':>10s} "
           f"{'ember/torch':>12s}")

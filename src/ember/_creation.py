@@ -9,7 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._device import as_device, get_default_device
 from ember._tensor import Size, Tensor, _make
-from ember.backend import xp_for
+from ember.backend import cuda_backend, xp_for
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "full", "empty",
@@ -23,6 +23,11 @@ _SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}
 def _target(device):
     dev = get_default_device() if device is None else as_device(device)
     return xp_for(dev), dev
+
+
+def _place(array, dev):
+    """A host array moved to ``dev`` (itself for cpu)."""
+    return array if dev.type == "cpu" else cuda_backend().to_device(array, dev.index)
 
 
 def _finish(array, requires_grad):
@@ -122,9 +127,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
                       ".requires_grad_(True), rather than ember.tensor(sourceTensor).",
                       UserWarning, stacklevel=2)
     arr = _from_data(data, dtype)
-    xp, _ = _target(device if device is not None or not isinstance(data, Tensor)
-                    else data.device)
-    return _finish(xp.asarray(arr) if xp is not np else arr, requires_grad)
+    _, dev = _target(device if device is not None or not isinstance(data, Tensor)
+                     else data.device)
+    return _finish(_place(arr, dev), requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -138,6 +143,9 @@ def as_tensor(data, dtype=None, device=None):
         if dtype is None or dtype.np == data.dtype:
             return _make(data)
         return _make(data.astype(dtype.np))
+    if hasattr(data, "__cuda_array_interface__"):       # a CuPy (or other GPU) array
+        _check_np_dtype(data)
+        return as_tensor(_make(cuda_backend().cupy.asarray(data)), dtype, device)
     return tensor(data, dtype=dtype, device=device)
 
 
@@ -185,8 +193,12 @@ def _size(size):
 
 def _alloc(fill, shape, dtype, device, requires_grad, out=None):
     dtype = D.get_default_dtype() if dtype is None else dtype
-    xp, _ = _target(device)
-    arr = fill(xp, shape, dtype.np)
+    xp, dev = _target(device)
+    if xp is np:
+        arr = fill(xp, shape, dtype.np)
+    else:
+        with cuda_backend().device_guard(dev.index):
+            arr = fill(xp, shape, dtype.np)
     if out is not None:
         out._data = arr
         out._bump_version()
@@ -299,11 +311,12 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = D.get_default_dtype() if is_float else D.int64
     n = max(0, math.ceil((end - start) / step))
-    xp, _ = _target(device)
+    _, dev = _target(device)
     if all(isinstance(v, numbers.Integral) for v in (start, end, step)):
-        arr = xp.arange(start, end, step, dtype=np.int64).astype(dtype.np)
+        arr = np.arange(start, end, step, dtype=np.int64).astype(dtype.np)
     else:
-        arr = (start + step * xp.arange(n, dtype=np.float64)).astype(dtype.np)
+        arr = (start + step * np.arange(n, dtype=np.float64)).astype(dtype.np)
+    arr = _place(arr, dev)
     if out is not None:
         out._data = arr
         out._bump_version()
@@ -318,12 +331,12 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
         raise RuntimeError("linspace(): number of steps must be non-negative")
     start, end = _number(start, "start"), _number(end, "end")
     dtype = D.get_default_dtype() if dtype is None else dtype
-    xp, _ = _target(device)
-    arr = xp.linspace(start, end, steps, dtype=np.complex128 if dtype.is_complex
+    _, dev = _target(device)
+    arr = np.linspace(start, end, steps, dtype=np.complex128 if dtype.is_complex
                       else np.float64)
     if dtype.category <= D.INTEGRAL:
         arr = np.trunc(arr)
-    arr = arr.astype(dtype.np)
+    arr = _place(arr.astype(dtype.np), dev)
     if out is not None:
         out._data = arr
         out._bump_version()
@@ -334,12 +347,13 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
 def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
              device=None, requires_grad=False):
     """``steps`` values spaced evenly on a log scale from ``base**start`` to ``base**end``."""
-    exponents = linspace(start, end, steps, dtype=D.float64, device=device)
+    _, dev = _target(device)
+    exponents = linspace(start, end, steps, dtype=D.float64, device="cpu")
     dtype = D.get_default_dtype() if dtype is None else dtype
     arr = np.power(float(base), exponents._data)
     if dtype.category <= D.INTEGRAL:
         arr = np.trunc(arr)
-    result = _finish(arr.astype(dtype.np), requires_grad)
+    result = _finish(_place(arr.astype(dtype.np), dev), requires_grad)
     if out is not None:
         out._data = result._data
         out._bump_version()
@@ -411,9 +425,8 @@ def legacy_tensor_new(cls, args, kwargs):
         arr = _from_data(args[0], dtype)
     else:
         raise TypeError(f"Tensor(): invalid arguments {args!r}")
-    xp, _ = _target(device)
-    t = _make(arr if xp is np else xp.asarray(arr), cls)
-    return t
+    _, dev = _target(device)
+    return _make(_place(arr, dev), cls)
 
 
 def _rebuild_tensor(cls, array, requires_grad):

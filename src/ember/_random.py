@@ -9,8 +9,9 @@ import json
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import _size, _target
-from ember._device import as_device
+from ember._creation import _place, _size, _target
+from ember._device import as_device, get_default_device
+from ember.backend import host_array
 from ember._tensor import Tensor, _make
 
 __all__ = [
@@ -71,14 +72,33 @@ def _rng(generator):
     return (default_generator if generator is None else generator)._rng
 
 
+def _rng_on(generator, device):
+    """The stream a sample for ``device`` (None: the default device) draws from: the
+    generator given, else that device's default generator."""
+    if generator is not None:
+        return generator._rng
+    dev = get_default_device() if device is None else as_device(device)
+    if dev.type == "cpu":
+        return default_generator._rng
+    from ember.cuda.random import default_generator as cuda_default
+    return cuda_default(dev.index)._rng
+
+
 def manual_seed(seed):
-    """Seed the default generator (and any CUDA generators); returns the default generator."""
-    return default_generator.manual_seed(seed)
+    """Seed the default generator and the CUDA generators; returns the default generator."""
+    gen = default_generator.manual_seed(seed)
+    from ember.cuda.random import manual_seed_all
+    manual_seed_all(gen.initial_seed())
+    return gen
 
 
 def seed():
-    """Seed the default generator non-deterministically; returns the seed."""
-    return default_generator.seed()
+    """Seed the default generator (and the CUDA generators) non-deterministically; returns
+    the seed."""
+    new = default_generator.seed()
+    from ember.cuda.random import manual_seed_all
+    manual_seed_all(new)
+    return new
 
 
 def initial_seed():
@@ -104,9 +124,8 @@ def _float_dtype(dtype, name):
 
 
 def _sample(array, dtype, device, requires_grad):
-    xp, _ = _target(device)
-    arr = array.astype(dtype.np)
-    t = _make(arr if xp is np else xp.asarray(arr))
+    _, dev = _target(device)
+    t = _make(_place(array.astype(dtype.np), dev))
     if requires_grad:
         t.requires_grad = True
     return t
@@ -122,7 +141,7 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     """Uniform samples on [0, 1)."""
     dtype = _float_dtype(dtype, "check_uniform_bounds")
     shape = _size(size)
-    rng = _rng(generator)
+    rng = _rng_on(generator, device)
     arr = rng.random(shape) if not dtype.is_complex else rng.random(shape) + 1j * rng.random(shape)
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
@@ -132,7 +151,7 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     """Standard normal samples."""
     dtype = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _size(size)
-    rng = _rng(generator)
+    rng = _rng_on(generator, device)
     arr = rng.standard_normal(shape) if not dtype.is_complex else \
         _complex(rng, shape, lambda r, s: r.standard_normal(s))
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
@@ -151,7 +170,7 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
     dtype = D.int64 if dtype is None else dtype
-    arr = _rng(generator).integers(low, high, size=_size((size,)), dtype=np.int64)
+    arr = _rng_on(generator, device).integers(low, high, size=_size((size,)), dtype=np.int64)
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
 
@@ -161,7 +180,7 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
     dtype = D.int64 if dtype is None else dtype
-    arr = _rng(generator).permutation(n)
+    arr = _rng_on(generator, device).permutation(n)
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
 
@@ -176,14 +195,14 @@ def _fill_out(out, result):
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
            layout=None, device=None, requires_grad=False):
     """Normal samples with the given mean(s) and standard deviation(s)."""
-    rng = _rng(generator)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
-        m = mean._data if isinstance(mean, Tensor) else mean
-        s = std._data if isinstance(std, Tensor) else std
-        if isinstance(std, Tensor) and bool((std._data < 0).any()):
+        m = host_array(mean._data) if isinstance(mean, Tensor) else mean
+        s = host_array(std._data) if isinstance(std, Tensor) else std
+        if isinstance(std, Tensor) and bool((s < 0).any()):
             raise RuntimeError("normal expects all elements of std >= 0.0")
         shape = np.broadcast_shapes(np.shape(m), np.shape(s))
         ref = mean if isinstance(mean, Tensor) else std
+        rng = _rng_on(generator, ref.device)
         arr = m + s * rng.standard_normal(shape)
         return _fill_out(out, _sample(np.asarray(arr), ref.dtype, ref.device, False))
     if size is None:
@@ -191,22 +210,22 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     dtype = _float_dtype(dtype, "normal_kernel_cpu")
-    arr = mean + std * rng.standard_normal(_size((size,)))
+    arr = mean + std * _rng_on(generator, device).standard_normal(_size((size,)))
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
 
 def bernoulli(input, p=None, *, generator=None, out=None):
     """0/1 samples with probabilities ``input`` (or the scalar ``p``)."""
-    probs = input._data if p is None else np.full(input.shape, p)
+    probs = host_array(input._data) if p is None else np.full(input.shape, p)
     if probs.size and (np.min(probs) < 0 or np.max(probs) > 1):
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
-    arr = _rng(generator).random(input.shape) < probs
+    arr = _rng_on(generator, input.device).random(input.shape) < probs
     return _fill_out(out, _sample(arr, input.dtype, input.device, False))
 
 
 def poisson(input, generator=None):
     """Poisson samples with rates ``input``."""
-    arr = _rng(generator).poisson(input._data.astype(np.float64))
+    arr = _rng_on(generator, input.device).poisson(host_array(input._data).astype(np.float64))
     return _sample(arr, input.dtype, input.device, False)
 
 
@@ -214,7 +233,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     """Indices sampled from each row of non-negative weights."""
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
-    w = np.asarray(input._data, dtype=np.float64)
+    w = np.asarray(host_array(input._data), dtype=np.float64)
     rows = w.reshape(-1, w.shape[-1])
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
@@ -223,7 +242,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
                            "replacement")
     if (rows < 0).any() or not np.isfinite(rows).all():
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    rng = _rng(generator)
+    rng = _rng_on(generator, input.device)
     result = np.empty((rows.shape[0], num_samples), dtype=np.int64)
     for i, row in enumerate(rows):
         total = row.sum()
@@ -268,8 +287,13 @@ def _fill_(t, arr):
     from ember.ops._inplace import _check_leaf
     if STATE.grad_enabled:
         _check_leaf(t)
-    t._data[...] = np.asarray(arr).astype(t._data.dtype) if t._data.dtype.kind in "iub" \
-        else arr
+    data = t._data
+    if type(data) is not np.ndarray:            # sampled on the host: upload
+        from ember.backend import cuda_backend
+        arr = cuda_backend().to_device(np.asarray(arr).astype(data.dtype), data.device.id)
+    elif data.dtype.kind in "iub":
+        arr = np.asarray(arr).astype(data.dtype)
+    data[...] = arr
     t._bump_version()
     return t
 
@@ -277,14 +301,14 @@ def _fill_(t, arr):
 def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     """Fill with uniform samples on [from, to)."""
     from_ = kw.pop("from", from_)
-    return _fill_(self, from_ + (to - from_) * _rng(generator).random(self.shape))
+    return _fill_(self, from_ + (to - from_) * _rng_on(generator, self.device).random(self.shape))
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fill with normal samples."""
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return _fill_(self, mean + std * _rng(generator).standard_normal(self.shape))
+    return _fill_(self, mean + std * _rng_on(generator, self.device).standard_normal(self.shape))
 
 
 def random_(self, from_=0, to=None, *, generator=None, **kw):
@@ -292,7 +316,7 @@ def random_(self, from_=0, to=None, *, generator=None, **kw):
     from_ = kw.pop("from", from_)
     if to is None:
         to, from_ = (from_, 0) if from_ else (_random_limit(self.dtype), 0)
-    return _fill_(self, _rng(generator).integers(from_, to, size=self.shape))
+    return _fill_(self, _rng_on(generator, self.device).integers(from_, to, size=self.shape))
 
 
 _EXACT_INTEGERS = {D.float16: 2 ** 11, D.bfloat16: 2 ** 8, D.float32: 2 ** 24,
@@ -310,28 +334,29 @@ def _random_limit(dtype):
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 0/1 samples with probability ``p`` (a number or tensor)."""
-    probs = p._data if isinstance(p, Tensor) else p
-    return _fill_(self, _rng(generator).random(self.shape) < probs)
+    probs = host_array(p._data) if isinstance(p, Tensor) else p
+    return _fill_(self, _rng_on(generator, self.device).random(self.shape) < probs)
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
     """Fill with exponential samples of rate ``lambd``."""
-    return _fill_(self, _rng(generator).exponential(1.0 / lambd, self.shape))
+    return _fill_(self, _rng_on(generator, self.device).exponential(1.0 / lambd, self.shape))
 
 
 def geometric_(self, p, *, generator=None):
     """Fill with geometric samples (number of trials to the first success)."""
-    return _fill_(self, _rng(generator).geometric(p, self.shape))
+    return _fill_(self, _rng_on(generator, self.device).geometric(p, self.shape))
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     """Fill with log-normal samples."""
-    return _fill_(self, _rng(generator).lognormal(mean, std, self.shape))
+    return _fill_(self, _rng_on(generator, self.device).lognormal(mean, std, self.shape))
 
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with Cauchy samples."""
-    return _fill_(self, median + sigma * _rng(generator).standard_cauchy(self.shape))
+    rng = _rng_on(generator, self.device)
+    return _fill_(self, median + sigma * rng.standard_cauchy(self.shape))
 
 
 for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, log_normal_,

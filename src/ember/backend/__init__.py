@@ -1,6 +1,11 @@
-"""The only place that knows NumPy from CuPy: maps devices and arrays to array namespaces."""
+"""The only place that knows NumPy from CuPy: maps devices and arrays to array namespaces.
+
+The CUDA backend (``backend/cuda.py``) is imported on the first use of a CUDA device; until
+then no CuPy module is loaded, so CPU programs never pay for (or need) it.
+"""
 
 import functools
+import sys
 
 import numpy as np
 
@@ -8,13 +13,14 @@ from ember._device import CPU, device
 from ember.backend.cpu_memory import keep_freed_memory
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
-           "cuda_available",
+           "cuda_available", "cuda_backend", "cuda_initialized", "host_array",
            "quiet_fp", "loud_fp"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
-XP_BY_ARRAY_TYPE = {np.ndarray: np}        # the CUDA backend adds cupy.ndarray
+XP_BY_ARRAY_TYPE = {np.ndarray: np}        # backend/cuda.py adds cupy.ndarray
 _DEVICE_BY_ARRAY_TYPE = {np.ndarray: CPU}
+_CUDA_DEVICES = {}                         # GPU index -> device("cuda", index)
 
 
 def xp_of(array):
@@ -27,19 +33,29 @@ def device_of(array):
     dev = _DEVICE_BY_ARRAY_TYPE.get(type(array))
     if dev is not None:
         return dev
-    return device("cuda", array.device.id)
+    index = array.device.id
+    dev = _CUDA_DEVICES.get(index)
+    if dev is None:
+        dev = _CUDA_DEVICES[index] = device("cuda", index)
+    return dev
+
+
+def host_array(array):
+    """``array`` as a NumPy array: itself, or a copy of a GPU array's values."""
+    return array if type(array) is np.ndarray else array.get()
 
 
 def xp_for(dev):
     """The array namespace for an ember device."""
     if dev.type == "cpu":
         return np
-    require_cuda()
-    raise NotImplementedError("the CUDA backend arrives with the CUDA issue")
+    return cuda_backend().cupy
 
 
 def special_of(xp):
-    """scipy.special for numpy (the cupyx equivalent for cupy, once it exists)."""
+    """scipy.special for numpy, cupyx.scipy.special for cupy."""
+    if xp is not np:
+        return cuda_backend().special
     import scipy.special
     return scipy.special
 
@@ -71,6 +87,20 @@ def require_cuda():
         raise RuntimeError(
             "ember not compiled with CUDA enabled: CuPy is not installed or sees no GPU "
             "(install ember's 'cuda' extra on a machine with an NVIDIA driver)")
+
+
+def cuda_backend():
+    """The CUDA backend module, loaded (with CuPy) on first use; raises without CUDA."""
+    module = sys.modules.get("ember.backend.cuda")
+    if module is None:
+        require_cuda()
+        from ember.backend import cuda as module
+    return module
+
+
+def cuda_initialized():
+    """Whether the CUDA backend has been loaded (nothing of CUDA has been used otherwise)."""
+    return "ember.backend.cuda" in sys.modules
 
 
 def _fp_silencer():

@@ -1,8 +1,31 @@
-"""ember.cuda: device queries. The CuPy backend itself arrives with the CUDA issue."""
+"""ember.cuda: GPUs through CuPy (``torch.cuda``).
+
+``is_available``, ``device_count``, seeding, memory statistics and ``empty_cache`` work on
+any machine (False, 0, no-ops); everything else needs CuPy and a GPU and raises ember's "not
+compiled with CUDA" error without them. CuPy is imported on the first call that needs it.
+"""
 
 from ember import backend as _backend
+from ember.cuda._common import cupy as _cupy, index_of as _index
+from ember.cuda.memory import (OutOfMemoryError, empty_cache, max_memory_allocated,
+                               mem_get_info, memory_allocated, memory_reserved,
+                               reset_max_memory_allocated, reset_peak_memory_stats)
+from ember.cuda.random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed,
+                               manual_seed_all, seed, seed_all, set_rng_state,
+                               set_rng_state_all)
+from ember.cuda.streams import (Event, Stream, StreamContext, current_stream, default_stream,
+                                set_stream, stream)
 
-__all__ = ["is_available", "device_count"]
+__all__ = [
+    "is_available", "device_count", "is_initialized", "init", "current_device", "set_device",
+    "device", "device_of", "get_device_name", "get_device_properties",
+    "get_device_capability", "synchronize", "Stream", "Event", "StreamContext", "stream",
+    "current_stream", "default_stream", "set_stream", "manual_seed", "manual_seed_all",
+    "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
+    "get_rng_state_all", "set_rng_state_all", "memory_allocated", "max_memory_allocated",
+    "memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
+    "empty_cache", "mem_get_info", "OutOfMemoryError",
+]
 
 
 def is_available():
@@ -16,3 +39,95 @@ def device_count():
         return 0
     import cupy
     return cupy.cuda.runtime.getDeviceCount()
+
+
+def is_initialized():
+    """Whether ember has started using CUDA in this process."""
+    return _backend.cuda_initialized()
+
+
+def init():
+    """Load the CUDA backend now (it loads on first use anyway)."""
+    _backend.cuda_backend()
+
+
+def current_device():
+    """The index of the current GPU."""
+    return _cupy().cuda.runtime.getDevice()
+
+
+def set_device(device):
+    """Make ``device`` the current GPU (a negative index does nothing, as in PyTorch)."""
+    index = _index(device)
+    if index is not None and index >= 0:
+        _cupy().cuda.runtime.setDevice(index)
+
+
+class device:
+    """``with ember.cuda.device(1):`` makes GPU 1 current inside the block."""
+
+    def __init__(self, device):
+        self.idx = _index(device)
+        self._prev = None
+
+    def __enter__(self):
+        if self.idx is not None and self.idx >= 0:
+            self._prev = current_device()
+            if self._prev != self.idx:
+                set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self._prev is not None and self._prev != self.idx:
+            set_device(self._prev)
+        self._prev = None
+
+
+class device_of(device):
+    """``with ember.cuda.device_of(t):`` makes ``t``'s GPU current (no-op for CPU tensors)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.is_cuda else -1)
+
+
+class _CudaDeviceProperties:
+    """A GPU's properties, with PyTorch's field names (``get_device_properties``)."""
+
+    def __init__(self, props):
+        name = props["name"]
+        self.name = name.decode() if isinstance(name, bytes) else name
+        self.major = props["major"]
+        self.minor = props["minor"]
+        self.total_memory = props["totalGlobalMem"]
+        self.multi_processor_count = props["multiProcessorCount"]
+        self.L2_cache_size = props.get("l2CacheSize", 0)
+        self.warp_size = props.get("warpSize", 32)
+        self.is_integrated = bool(props.get("integrated", 0))
+        self.is_multi_gpu_board = bool(props.get("isMultiGpuBoard", 0))
+
+    def __repr__(self):
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
+                f"minor={self.minor}, total_memory={self.total_memory // 2 ** 20}MB, "
+                f"multi_processor_count={self.multi_processor_count}, "
+                f"L2_cache_size={self.L2_cache_size // 2 ** 20}MB)")
+
+
+def get_device_properties(device=None):
+    """The properties (name, capability, memory, SM count) of ``device``."""
+    index = _index(device, optional=False)
+    return _CudaDeviceProperties(_cupy().cuda.runtime.getDeviceProperties(index))
+
+
+def get_device_name(device=None):
+    """The GPU's marketing name, e.g. "NVIDIA H200"."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None):
+    """The GPU's compute capability as (major, minor)."""
+    props = get_device_properties(device)
+    return props.major, props.minor
+
+
+def synchronize(device=None):
+    """Wait until all queued work on ``device`` (the current GPU) has finished."""
+    _cupy().cuda.Device(_index(device, optional=False)).synchronize()

@@ -6,7 +6,8 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._device import as_device
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
+from ember.backend import cuda_backend, cuda_initialized, device_of
 from ember.ops._registry import broadcast_message, call, op
 from ember.ops._scalars import checked_scalar
 
@@ -26,28 +27,47 @@ def cast(xp, x, np_dtype):
     return x.astype(np_dtype, copy=True)
 
 
-@op("_to_copy(input, dtype, device)", grad_fn_name="ToCopyBackward0", method=False,
-    saves_inputs=False)
-def _to_copy(xp, x, dtype, device):
+@op("_to_copy(input, dtype, device, non_blocking=False)", grad_fn_name="ToCopyBackward0",
+    method=False, saves_inputs=False)
+def _to_copy(xp, x, dtype, device, non_blocking):
     """A copy of ``input`` with the given dtype (and device)."""
     if dtype is not None and x.dtype.kind == "c" and dtype.category != D.COMPLEX:
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=4)
         x = x.real
-    return cast(xp, x, x.dtype if dtype is None else np.dtype(dtype.np))
+    target = x.dtype if dtype is None else np.dtype(dtype.np)
+    if device is None or not _moves(device_of(x), device):
+        return cast(xp, x, target)
+    cuda = cuda_backend()
+    if device.type == "cpu":                # cast on the GPU, then download
+        return cuda.to_host(x if x.dtype == target else cast(xp, x, target), non_blocking)
+    x = cuda.to_device(x, device.index, non_blocking)
+    return x if x.dtype == target else cast(cuda.cupy, x, target)
 
 
 @_to_copy.derivative
-def _(grad, x, dtype, device):
-    return grad
+def _(grad, x, dtype, device, non_blocking):
+    return grad if device is None or grad.device == x.device else grad.to(x.device)
+
+
+def _moves(src, dst):
+    """Whether a tensor on ``src`` must be copied to reach ``dst`` ("cuda" means the current
+    GPU, which a CUDA tensor is on already)."""
+    return src.type != dst.type or (dst.index is not None and src.index != dst.index)
 
 
 def _parse_to(args, kwargs):
-    """Decode the forms of ``Tensor.to``: (dtype), (device[, dtype]), (tensor), keywords."""
+    """Decode the forms of ``Tensor.to`` into (dtype, device, copy)."""
+    return _parse_to_all(args, kwargs)[:3]
+
+
+def _parse_to_all(args, kwargs):
+    """Decode the forms of ``Tensor.to``: (dtype), (device[, dtype]), (tensor), keywords;
+    returns (dtype, device, copy, non_blocking)."""
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
+    non_blocking = kwargs.pop("non_blocking", False)
     kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
@@ -62,26 +82,25 @@ def _parse_to(args, kwargs):
         if args and isinstance(args[0], D.dtype):
             dtype = args.pop(0)
     if args and isinstance(args[0], bool):          # to(dtype, non_blocking, copy)
-        args.pop(0)
+        non_blocking = args.pop(0)
         if args and isinstance(args[0], bool):
             copy = args.pop(0)
     if args:
         raise TypeError(f"to() received an invalid combination of arguments: {args}")
-    return dtype, as_device(device), copy
+    return dtype, as_device(device), copy, non_blocking
 
 
 def to(self, *args, **kwargs):
     """This tensor with another dtype and/or device (self when nothing changes)."""
-    dtype, device, copy = _parse_to(args, kwargs)
+    dtype, device, copy, non_blocking = _parse_to_all(args, kwargs)
     same_dtype = dtype is None or dtype is self.dtype
-    same_device = device is None or device == self.device or (
-        device.type == self.device.type and device.index is None)
+    same_device = device is None or not _moves(self.device, device)
     if same_dtype and same_device and not copy:
         return self
     if not same_device:
-        from ember.backend import require_cuda
-        require_cuda()
-    return call(_to_copy, (self,), (None if same_dtype else dtype, device))
+        cuda_backend()                      # "not compiled with CUDA" without a GPU
+    return call(_to_copy, (self,), (None if same_dtype else dtype,
+                                    None if same_device else device, bool(non_blocking)))
 
 
 def _converter(dtype, name):
@@ -106,7 +125,7 @@ _LEGACY_TYPES.update({f"torch.{d._legacy}": d for d in D.ALL_DTYPES})
 def type_(self, dtype=None, non_blocking=False, **kwargs):
     """The legacy type name (no argument), or this tensor cast to ``dtype``."""
     if dtype is None:
-        return f"ember.{self.dtype._legacy}"
+        return f"ember.{'cuda.' if self.is_cuda else ''}{self.dtype._legacy}"
     if isinstance(dtype, str):
         if dtype not in _LEGACY_TYPES:
             raise ValueError(f"invalid type: '{dtype}'")
@@ -121,13 +140,36 @@ def cpu(self, memory_format=None):
 
 def cuda(self, device=None, non_blocking=False, memory_format=None):
     """This tensor on a CUDA device."""
-    return self.to("cuda" if device is None else device)
+    return self.to("cuda" if device is None else device, non_blocking=non_blocking)
+
+
+def pin_memory(self, device=None):
+    """A copy of this CPU tensor in page-locked memory, which uploads to the GPU faster and
+    asynchronously (self if it is pinned already)."""
+    if self.device.type != "cpu":
+        raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
+    if is_pinned(self):
+        return self
+    pinned = cuda_backend().pin(self._data)
+    if not self.requires_grad:
+        return _make(pinned)
+    out = clone(self)               # attached to the graph; its values move to pinned memory
+    out._data = pinned
+    return out
+
+
+def is_pinned(self, device=None):
+    """Whether this tensor lives in page-locked host memory."""
+    return type(self._data) is np.ndarray and cuda_initialized() and \
+        cuda_backend().is_pinned(self._data)
 
 
 Tensor.to = to
 Tensor.type = type_
 Tensor.cpu = cpu
 Tensor.cuda = cuda
+Tensor.pin_memory = pin_memory
+Tensor.is_pinned = is_pinned
 
 
 @op("_alias(input)", view=True, method=False, saves_inputs=False,

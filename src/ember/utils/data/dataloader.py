@@ -23,6 +23,7 @@ import weakref
 import ember
 from ember.utils.data import _shared
 from ember.utils.data._fetch import IterableFetcher, MapFetcher
+from ember.utils.data._pin import pin_memory
 from ember.utils.data._worker import (ExceptionWrapper, IterationEnded, ResumeIteration,
                                       worker_loop)
 from ember.utils.data.collate import default_collate, default_convert
@@ -184,6 +185,7 @@ class _BaseIter:
         self._collate_fn = loader.collate_fn
         self._sampler_iter = iter(loader._index_sampler)
         self._yielded = 0
+        self._pin = loader.pin_memory and ember.cuda.is_available()
 
     def __iter__(self):
         return self
@@ -207,7 +209,7 @@ class _SingleProcessIter(_BaseIter):
     def __next__(self):
         data = self._fetcher.fetch(self._next_index())
         self._yielded += 1
-        return data
+        return pin_memory(data) if self._pin else data
 
 
 _live_iterators = weakref.WeakSet()
@@ -265,6 +267,7 @@ class _MultiProcessIter(_BaseIter):
         """Start a new epoch on the same (persistent) workers."""
         self._sampler_iter = iter(loader._index_sampler)
         self._yielded = 0
+        self._pin = loader.pin_memory and ember.cuda.is_available()
         seed = loader._new_seed()
         for q in self._index_queues:
             q.put(ResumeIteration(seed))
@@ -330,7 +333,7 @@ class _MultiProcessIter(_BaseIter):
         if isinstance(data, ExceptionWrapper):
             data.reraise()
         self._yielded += 1
-        return data
+        return pin_memory(data) if self._pin else data
 
     def _get_result(self):
         """The next (task, data) from any worker; raises if a worker died or on timeout."""

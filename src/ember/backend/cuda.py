@@ -1,0 +1,141 @@
+"""The CUDA backend on CuPy: imported on the first use of a CUDA device, never by CPU code.
+
+Importing this module registers ``cupy.ndarray`` with the dispatcher's lookup tables and
+installs an allocator over CuPy's memory pool that tracks peak usage and raises
+``ember.cuda.OutOfMemoryError`` with PyTorch's message. Faster kernels for hot ops will be
+registered from ``backend/cuda_kernels/`` (see NOTE [CUDA kernel overrides] in docs/cuda.md).
+"""
+
+import contextlib
+
+import cupy
+import cupyx.scipy.special
+import numpy as np
+
+from ember import backend
+from ember.cuda.memory import OutOfMemoryError, format_size
+
+__all__ = ["cupy", "special", "to_device", "to_host", "device_guard", "pin", "is_pinned",
+           "memory_allocated", "max_memory_allocated", "memory_reserved",
+           "reset_peak_memory_stats", "empty_cache"]
+
+backend.XP_BY_ARRAY_TYPE[cupy.ndarray] = cupy
+special = cupyx.scipy.special
+
+# --- device placement and copies --------------------------------------------------------------
+
+
+def device_guard(index):
+    """A context in which ``index`` is CuPy's current device (None: leave it as it is)."""
+    return contextlib.nullcontext() if index is None else cupy.cuda.Device(index)
+
+
+def to_device(array, index, non_blocking=False):
+    """A new CuPy array on GPU ``index`` (None: the current GPU) holding ``array``'s values
+    (NumPy or CuPy). ``non_blocking`` makes an upload from pinned memory asynchronous on the
+    current stream, as PyTorch does; from pageable memory the copy completes before return."""
+    with device_guard(index):
+        if type(array) is cupy.ndarray:
+            return array.copy()             # CuPy copies into the current device's memory
+        return cupy.asarray(array, blocking=not non_blocking)
+
+
+def to_host(array, non_blocking=False):
+    """A new NumPy array with a CuPy array's values. ``non_blocking`` downloads into pinned
+    memory on the current stream and returns before the copy completes (PyTorch's
+    ``.to("cpu", non_blocking=True)``): synchronize before reading it."""
+    if not non_blocking:
+        return array.get()
+    return array.get(out=_pinned_empty(array.shape, array.dtype), blocking=False)
+
+
+def _pinned_empty(shape, dtype):
+    size = int(np.prod(shape))
+    if size == 0:
+        return np.empty(shape, dtype)
+    mem = cupy.cuda.alloc_pinned_memory(size * np.dtype(dtype).itemsize)
+    return np.frombuffer(mem, dtype, size).reshape(shape)
+
+
+def pin(array):
+    """A copy of a NumPy array in page-locked host memory (CuPy's pinned memory pool)."""
+    out = _pinned_empty(array.shape, array.dtype)
+    out[...] = array
+    return out
+
+
+def is_pinned(array):
+    """Whether a NumPy array's memory comes from CuPy's pinned memory (see ``pin``)."""
+    owner = array
+    while owner is not None:
+        if isinstance(owner, cupy.cuda.PinnedMemoryPointer):
+            return True
+        owner = owner.obj if isinstance(owner, memoryview) else getattr(owner, "base", None)
+    return False
+
+
+# --- memory statistics and out-of-memory errors -----------------------------------------------
+
+_POOL = cupy.get_default_memory_pool()
+_PEAK = {}                      # device id -> the most bytes in use since the last reset
+
+
+def _malloc(size):
+    """CuPy's pool allocation, recording the peak and rewording out-of-memory errors."""
+    try:
+        mem = _POOL.malloc(size)
+    except cupy.cuda.memory.OutOfMemoryError:
+        raise _out_of_memory(size) from None
+    used = _POOL.used_bytes()
+    dev = mem.device_id
+    if used > _PEAK.get(dev, 0):
+        _PEAK[dev] = used
+    return mem
+
+
+def _out_of_memory(size):
+    dev = cupy.cuda.runtime.getDevice()
+    free, total = cupy.cuda.runtime.memGetInfo()
+    used, reserved = _POOL.used_bytes(), _POOL.total_bytes()
+    return OutOfMemoryError(
+        f"CUDA out of memory. Tried to allocate {format_size(size)}. GPU {dev} has a total "
+        f"capacity of {format_size(total)} of which {format_size(free)} is free. Of the "
+        f"allocated memory {format_size(used)} is allocated by ember, and "
+        f"{format_size(reserved - used)} is reserved by ember but unallocated. Freeing cached "
+        f"blocks with ember.cuda.empty_cache() may help.")
+
+
+cupy.cuda.set_allocator(_malloc)
+
+
+def memory_allocated(index):
+    """Bytes held by live arrays on GPU ``index``."""
+    with device_guard(index):
+        return _POOL.used_bytes()
+
+
+def max_memory_allocated(index):
+    """The peak of ``memory_allocated`` since startup or the last reset."""
+    with device_guard(index):
+        return max(_PEAK.get(cupy.cuda.runtime.getDevice(), 0), _POOL.used_bytes())
+
+
+def memory_reserved(index):
+    """Bytes CuPy's pool holds on GPU ``index`` (in use or cached)."""
+    with device_guard(index):
+        return _POOL.total_bytes()
+
+
+def reset_peak_memory_stats(index):
+    """Restart peak tracking on GPU ``index`` from the current usage."""
+    with device_guard(index):
+        _PEAK[cupy.cuda.runtime.getDevice()] = _POOL.used_bytes()
+
+
+def empty_cache():
+    """Return cached, unused blocks (device and pinned host memory) to the driver."""
+    _POOL.free_all_blocks()
+    cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+from ember.backend import cuda_kernels  # noqa: E402,F401  (registers the CUDA overrides)

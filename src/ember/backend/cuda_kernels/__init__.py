@@ -1,0 +1,40 @@
+"""Faster CUDA forwards for registered ops (Triton or CuPy raw kernels), loaded with the
+CUDA backend. NOTE [CUDA kernel overrides]: a kernel module here defines a forward with
+the op's own forward signature, ``(xp, *arrays, *params)``, and registers it::
+
+    @override("softmax")
+    def softmax(xp, x, dim, dtype):
+        ...                     # cupy arrays in, a cupy array out; None to fall back
+
+The op keeps its definition, promotion and derivative in ``ops/``; only its forward on CuPy
+arrays changes. CPU calls never reach an override (a CPU-only process never loads this
+package), and a kernel returning None hands the call to the generic forward (a dtype or
+layout it does not cover).
+"""
+
+import numpy as np
+
+from ember.ops._registry import REGISTRY
+
+__all__ = ["override", "OVERRIDES"]
+
+OVERRIDES = {}                  # op name -> the CUDA forward registered for it
+
+
+def override(name):
+    """Register the decorated function as op ``name``'s forward on CUDA arrays."""
+    def register(fast):
+        op = REGISTRY[name]
+        generic = op.forward
+
+        def forward(xp, *args):
+            if xp is not np:
+                out = fast(xp, *args)
+                if out is not None:
+                    return out
+            return generic(xp, *args)
+        forward.__doc__ = generic.__doc__
+        op.forward = forward
+        OVERRIDES[name] = fast
+        return fast
+    return register

@@ -1,0 +1,18 @@
+"""Tests marked ``cuda`` skip unless CuPy sees a GPU; ``tests/gpu/run_gpu_checks.sh`` runs
+them on the borrowed GPU machine. ``EMBER_FAKE_CUDA=1`` runs them here on a NumPy stand-in
+for CuPy (tests/gpu/fake_cupy.py), which checks the device plumbing but not the GPU."""
+
+import os
+
+import pytest
+
+if os.environ.get("EMBER_FAKE_CUDA") == "1":
+    from tests.gpu import fake_cupy
+    fake_cupy.install()
+
+import ember  # noqa: E402  (after the stand-in, when asked for)
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("cuda") and not ember.cuda.is_available():
+        pytest.skip("needs CuPy and a CUDA GPU")

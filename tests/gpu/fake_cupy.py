@@ -1,0 +1,304 @@
+"""A stand-in for CuPy built on NumPy, to run the CUDA tests on a machine without a GPU.
+
+``EMBER_FAKE_CUDA=1 pytest tests/gpu`` installs it (tests/gpu/conftest.py). Its arrays are
+a NumPy subclass that, like CuPy's, refuse to meet NumPy arrays in a function or ufunc, and
+its ufuncs return 0-d arrays rather than scalars, so code that lets host arrays reach device
+code fails here as it would on a GPU. It checks ember's device plumbing (transfers, creation,
+sampling, dispatch across devices, the ember.cuda API); numerics, CuPy's own gaps and speed
+need the real GPU.
+"""
+
+import sys
+import time
+import types
+
+import numpy as np
+import scipy.fft
+import scipy.special
+
+TOTAL = 256 * 2 ** 20                   # the fake GPU's memory: small, to test out-of-memory
+
+
+class _Pointer:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+class _Device:
+    """cupy.cuda.Device."""
+
+    def __init__(self, device=None):
+        self.id = _STATE["device"] if device is None else int(getattr(device, "id", device))
+        self._prev = []
+        self.compute_capability = "90"
+
+    def use(self):
+        _STATE["device"] = self.id
+
+    def synchronize(self):
+        pass
+
+    @property
+    def mem_info(self):
+        return TOTAL - _POOL.used, TOTAL
+
+    def __enter__(self):
+        self._prev.append(_STATE["device"])
+        self.use()
+        return self
+
+    def __exit__(self, *exc):
+        _STATE["device"] = self._prev.pop()
+
+
+class ndarray(np.ndarray):
+    """A device array: NumPy's, but it will not mix with host arrays."""
+
+    @property
+    def device(self):
+        return _Device(0)
+
+    @property
+    def data(self):
+        return _Pointer(self.__array_interface__["data"][0])
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.__array_interface__
+
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        host = np.array(self.view(np.ndarray), order=order)
+        if out is None:
+            return host
+        out[...] = host
+        return out
+
+    def set(self, arr, stream=None):
+        self.view(np.ndarray)[...] = arr
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        out = kwargs.get("out", ())
+        _refuse_host(inputs + tuple(out), f"{ufunc.__name__}")
+        if out:
+            kwargs["out"] = tuple(_plain(o) for o in out)
+        result = getattr(ufunc, method)(*(_plain(x) for x in inputs), **kwargs)
+        if out:
+            return out[0] if len(out) == 1 else out
+        return _device(result)
+
+    def __array_function__(self, func, types, args, kwargs):
+        _refuse_host((args, kwargs), func.__name__)
+        return _device(func(*_plain(args), **_plain(kwargs)))
+
+
+def _refuse_host(values, name):
+    """CuPy's TypeError for a NumPy array among a device function's arguments."""
+    if isinstance(values, (list, tuple)):
+        for v in values:
+            _refuse_host(v, name)
+    elif isinstance(values, dict):
+        _refuse_host(list(values.values()), name)
+    elif type(values) is np.ndarray:
+        raise TypeError(f"Unsupported type {type(values)} (fake CuPy: a host array reached "
+                        f"{name})")
+
+
+def _plain(x):
+    if isinstance(x, ndarray):
+        return x.view(np.ndarray)
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return type(x)(_plain(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
+
+
+def _device(x):
+    """Results as device arrays (scalars as 0-d arrays, as CuPy returns them)."""
+    if isinstance(x, ndarray):
+        return x
+    if isinstance(x, np.ndarray):
+        fresh = x.flags.owndata
+        out = x.view(ndarray)
+        if fresh:
+            out._mem = _STATE["allocator"](x.nbytes)
+        return out
+    if isinstance(x, np.generic):
+        return _device(np.asarray(x))
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return tuple(_device(v) for v in x)
+    if isinstance(x, list):
+        return [_device(v) for v in x]
+    return x
+
+
+class _Namespace(types.ModuleType):
+    """A module whose functions take and return device arrays (NumPy's underneath)."""
+
+    def __init__(self, name, host):
+        super().__init__(name)
+        self._host = host
+
+    def __getattr__(self, name):
+        attr = getattr(self._host, name)
+        if isinstance(attr, (type, np.ufunc, types.ModuleType)) or not callable(attr):
+            return attr                 # dtypes, constants; ufuncs dispatch by themselves
+
+        def call(*args, **kwargs):
+            _refuse_host((args, kwargs), name)
+            return _device(attr(*_plain(args), **_plain(kwargs)))
+        call.__name__ = name
+        return call
+
+
+def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
+    if isinstance(a, ndarray):
+        return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+    return _device(np.array(a, dtype=dtype, order=order or "K", copy=True))
+
+
+def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocking=False):
+    return _device(np.array(_plain(obj), dtype=dtype, order=order, copy=True, ndmin=ndmin))
+
+
+# --- memory -----------------------------------------------------------------------------------
+
+class OutOfMemoryError(MemoryError):
+    def __init__(self, size, total, limit=0):
+        super().__init__(f"Out of memory allocating {size:,} bytes (allocated so far: "
+                         f"{total:,} bytes).")
+
+
+class _Memory:
+    def __init__(self, size):
+        self.size, self.device_id = size, _STATE["device"]
+        _POOL.used += size
+        _POOL.total = max(_POOL.total, _POOL.used)
+
+    def __del__(self):
+        _POOL.used -= self.size
+
+
+class _MemoryPool:
+    used = total = 0
+
+    def malloc(self, size):
+        if self.used + size > TOTAL:
+            raise OutOfMemoryError(size, self.used)
+        return _Memory(size)
+
+    def used_bytes(self):
+        return self.used
+
+    def total_bytes(self):
+        return self.total
+
+    def free_all_blocks(self, stream=None):
+        self.total = self.used
+
+
+class PinnedMemoryPointer(bytearray):
+    """Host memory from ``alloc_pinned_memory`` (a buffer NumPy can view)."""
+
+
+_POOL = _MemoryPool()
+_STATE = {"device": 0, "allocator": _POOL.malloc, "streams": []}
+
+
+def set_allocator(allocator=None):
+    _STATE["allocator"] = allocator or _POOL.malloc
+
+
+# --- streams and events -----------------------------------------------------------------------
+
+class Stream:
+    null = None
+
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+        self.ptr = 0 if null else id(self)
+        self.device_id = -1 if null else _STATE["device"]
+        self.done = True
+
+    def synchronize(self):
+        pass
+
+    def use(self):
+        _STATE["streams"][-1:] = [self]
+
+    def wait_event(self, event):
+        pass
+
+    def record(self, event=None):
+        event = event or Event()
+        event.record(self)
+        return event
+
+    def __enter__(self):
+        _STATE["streams"].append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _STATE["streams"].pop()
+
+
+Stream.null = Stream(null=True)
+_STATE["streams"].append(Stream.null)
+
+
+class Event:
+    def __init__(self, block=False, disable_timing=False, interprocess=False):
+        self.timing, self.time, self.done = not disable_timing, None, True
+
+    def record(self, stream=None):
+        self.time = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+
+def get_elapsed_time(start, end):
+    if not (start.timing and end.timing):
+        raise RuntimeError("cudaErrorInvalidResourceHandle: invalid resource handle")
+    return (end.time - start.time) * 1e3 + 1e-6
+
+
+def _runtime():
+    rt = types.ModuleType("cupy.cuda.runtime")
+    rt.getDeviceCount = lambda: 1
+    rt.getDevice = lambda: _STATE["device"]
+    rt.setDevice = lambda i: _STATE.__setitem__("device", i)
+    rt.getDeviceProperties = lambda i: {
+        "name": b"NVIDIA fake GPU (NumPy)", "major": 9, "minor": 0, "totalGlobalMem": TOTAL,
+        "multiProcessorCount": 1, "l2CacheSize": 2 ** 20, "warpSize": 32}
+    rt.memGetInfo = lambda: (TOTAL - _POOL.used, TOTAL)
+    rt.deviceSynchronize = lambda: None
+    rt.runtimeGetVersion = rt.driverGetVersion = lambda: 13000
+    return rt
+
+
+def install():
+    """Put the fake into sys.modules as ``cupy`` and ``cupyx.scipy.special``."""
+    cupy = _Namespace("cupy", np)
+    for name in ("ndarray", "asarray", "array"):
+        setattr(cupy, name, globals()[name])
+    cupy.__version__ = "fake"
+    cupy.fft = _Namespace("cupy.fft", scipy.fft)
+    cupy.linalg = _Namespace("cupy.linalg", np.linalg)
+    cupy.lib = types.SimpleNamespace(
+        stride_tricks=_Namespace("cupy.lib.stride_tricks", np.lib.stride_tricks))
+    cupy.get_default_memory_pool = lambda: _POOL
+    cupy.get_default_pinned_memory_pool = lambda: _MemoryPool()
+    cuda = types.ModuleType("cupy.cuda")
+    cuda.Device, cuda.Stream, cuda.Event = _Device, Stream, Event
+    cuda.get_elapsed_time, cuda.set_allocator = get_elapsed_time, set_allocator
+    cuda.get_current_stream = lambda device_id=-1: _STATE["streams"][-1]
+    cuda.alloc_pinned_memory = PinnedMemoryPointer
+    cuda.PinnedMemoryPointer = PinnedMemoryPointer
+    cuda.memory = types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError)
+    cuda.runtime = _runtime()
+    cupy.cuda = cuda
+    cupyx = types.ModuleType("cupyx")
+    cupyx.scipy = types.ModuleType("cupyx.scipy")
+    cupyx.scipy.special = _Namespace("cupyx.scipy.special", scipy.special)
+    sys.modules.update({"cupy": cupy, "cupy.cuda": cuda, "cupyx": cupyx,
+                        "cupyx.scipy": cupyx.scipy, "cupyx.scipy.special": cupyx.scipy.special})

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The GPU machine's checks in one run (under 8 minutes): environment, a smoke test, the CUDA
+# tests, the OpInfo suite on CUDA against the CPU, and the overhead benchmark on cuda; a
+# summary table last. Run from the repository root:  bash tests/gpu/run_gpu_checks.sh
+# Logs go to $OUT (the device machine's return folder) when it is set, else to ./gpu_logs.
+#   EMBER_CUDA_OPINFO_DTYPES  dtypes of the OpInfo forward checks (default float32,float64)
+#   GPU_CHECKS_ONLY           a space-separated subset of: smoke tests opinfo bench
+set -u
+cd "$(dirname "$0")/../.."
+LOGS=${OUT:-gpu_logs}
+mkdir -p "$LOGS"
+exec > >(tee "$LOGS/gpu_checks.log") 2>&1
+export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+ONLY=${GPU_CHECKS_ONLY:-smoke tests opinfo bench}
+START=$(date +%s)
+SUMMARY=()
+
+wanted() { [[ " $ONLY " == *" $1 "* ]]; }
+
+# seconds a phase may take: its own cap, less whatever would push the run past 7.5 minutes
+# (RESERVE: what the phases after it need)
+limit() {
+    local cap=$1 reserve=$2 left=$(( 450 - ($(date +%s) - START) - $2 ))
+    (( left < cap )) && cap=$left
+    (( cap < 10 )) && cap=10
+    echo $cap
+}
+
+# counts of a pytest log written with -v (works on a run cut short by its time limit)
+counts() {
+    local log=$1
+    printf "%s passed, %s failed, %s errors, %s skipped" \
+        "$(grep -c ' PASSED' "$log")" "$(grep -c ' FAILED' "$log")" \
+        "$(grep -c ' ERROR' "$log")" "$(grep -c ' SKIPPED' "$log")"
+}
+
+# phase NAME SECONDS COMMAND...: run with a time limit, record status and duration
+phase() {
+    local name=$1 limit=$2
+    shift 2
+    echo
+    echo "=== $name (limit ${limit}s) ==="
+    local t0=$(date +%s)
+    timeout -s INT -k 15 "$limit" "$@"
+    local rc=$? note=""
+    [[ $rc == 124 || $rc == 130 || $rc == 137 ]] && note=" (cut at ${limit}s)"
+    LAST_RC=$rc
+    LAST_TIME=$(( $(date +%s) - t0 ))
+    LAST_NOTE="rc=$rc$note"
+}
+
+echo "=== environment ==="
+$PY - <<'EOF'
+import importlib, platform, subprocess
+print("python", platform.python_version(), "on", platform.machine())
+missing = []
+for name in ("numpy", "scipy", "ml_dtypes", "safetensors", "tqdm", "pytest", "xdist",
+             "pytest_timeout", "cupy", "triton", "torch"):
+    try:
+        mod = importlib.import_module(name)
+        print(f"  {name:15s} {getattr(mod, '__version__', '?')}")
+    except Exception as e:                     # report and go on: later phases say what broke
+        missing.append(name)
+        print(f"  {name:15s} MISSING ({type(e).__name__}: {e})")
+if missing:
+    print("MISSING MODULES:", " ".join(missing),
+          "- carry them as wheels (see the device tool's notes)")
+try:
+    import cupy
+    rt = cupy.cuda.runtime
+    props = rt.getDeviceProperties(0)
+    print("GPU:", props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+          f"cc {props['major']}.{props['minor']},", f"{props['totalGlobalMem'] / 2**30:.1f} GiB,",
+          "CUDA runtime", rt.runtimeGetVersion(), "driver", rt.driverGetVersion())
+except Exception as e:
+    print("CuPy sees no GPU:", type(e).__name__, e)
+try:
+    print(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip())
+except OSError:
+    pass
+EOF
+
+if wanted smoke; then
+    phase smoke "$(limit 60 330)" $PY - <<'EOF'
+# One line per CUDA path, each independent, so one failure does not hide the others.
+import traceback
+import ember
+checks = {
+    "is_available": lambda: ember.cuda.is_available(),
+    "zeros on cuda": lambda: ember.zeros(3, device="cuda").device,
+    "cpu -> cuda (.cuda())": lambda: ember.ones(3).cuda().device,
+    "cuda -> cpu": lambda: ember.ones(3, device="cuda").cpu().tolist(),
+    "add on cuda": lambda: (ember.ones(3, device="cuda") + 1).tolist(),
+    "bfloat16 on cuda": lambda: ember.ones(3, device="cuda", dtype=ember.bfloat16).exp().tolist(),
+    "matmul on cuda": lambda: (ember.ones(4, 4, device="cuda") @ ember.ones(4, 4, device="cuda")).sum().item(),
+    "cuda + cpu scalar tensor": lambda: (ember.ones(2, device="cuda") * ember.tensor(2.0)).tolist(),
+    "device mismatch message": lambda: ember.ones(2, device="cuda") + ember.ones(2),
+    "backward on cuda": lambda: ember.ones(2, device="cuda", requires_grad=True).exp().sum().backward(),
+    "rand on cuda": lambda: ember.rand(3, device="cuda").device,
+    "dropout on cuda": lambda: ember.nn.functional.dropout(ember.ones(8, device="cuda"), 0.5).device,
+    "Linear on cuda": lambda: ember.nn.Linear(4, 2).cuda()(ember.ones(3, 4, device="cuda")).shape,
+    "pin_memory": lambda: ember.ones(4).pin_memory().is_pinned(),
+    "memory_allocated": lambda: ember.cuda.memory_allocated(),
+}
+for name, fn in checks.items():
+    try:
+        print(f"  ok    {name}: {fn()}")
+    except Exception as e:
+        print(f"  FAIL  {name}: {type(e).__name__}: {str(e)[:300]}")
+        print("        " + traceback.format_exc().strip().splitlines()[-3].strip())
+EOF
+    SUMMARY+=("smoke|$LAST_NOTE|see the ok/FAIL lines above|$LAST_TIME")
+fi
+
+PYTEST=($PY -m pytest -o addopts= -p no:cacheprovider -v -rfE --tb=short)
+$PY -c "import pytest_timeout" 2>/dev/null && PYTEST+=(--timeout 120)
+XDIST=()
+$PY -c "import xdist" 2>/dev/null && XDIST=(-n 8)
+
+if wanted tests; then
+    phase "CUDA tests" "$(limit 120 230)" "${PYTEST[@]}" tests/gpu -m cuda \
+        --ignore=tests/gpu/test_opinfo_cuda.py > "$LOGS/cuda_tests.log" 2>&1
+    grep -E '^(FAILED|ERROR) ' "$LOGS/cuda_tests.log" | head -40
+    tail -1 "$LOGS/cuda_tests.log"
+    SUMMARY+=("CUDA tests|$LAST_NOTE|$(counts "$LOGS/cuda_tests.log")|$LAST_TIME")
+fi
+
+if wanted opinfo; then
+    echo "OpInfo dtypes: ${EMBER_CUDA_OPINFO_DTYPES:=float32,float64}"
+    export EMBER_CUDA_OPINFO_DTYPES
+    phase "OpInfo on CUDA" "$(limit 240 60)" "${PYTEST[@]}" "${XDIST[@]}" \
+        tests/gpu/test_opinfo_cuda.py \
+        > "$LOGS/opinfo_cuda.log" 2>&1
+    echo "first failures (all in opinfo_cuda.log):"
+    grep -E '^(FAILED|ERROR) ' "$LOGS/opinfo_cuda.log" | cut -c1-220 | head -60
+    tail -1 "$LOGS/opinfo_cuda.log"
+    SUMMARY+=("OpInfo on CUDA|$LAST_NOTE|$(counts "$LOGS/opinfo_cuda.log")|$LAST_TIME")
+fi
+
+if wanted bench; then
+    phase "benchmark (cuda)" "$(limit 60 0)" $PY benchmarks/overhead.py --quick --device cuda \
+        > "$LOGS/bench.log" 2>&1
+    cat "$LOGS/bench.log" | tail -40
+    SUMMARY+=("benchmark (cuda)|$LAST_NOTE|table above|$LAST_TIME")
+fi
+
+echo
+echo "=== summary ($(( $(date +%s) - START ))s in all) ==="
+printf "%-18s %-22s %-55s %6s\n" phase status result seconds
+for row in "${SUMMARY[@]}"; do
+    IFS='|' read -r name status result secs <<< "$row"
+    printf "%-18s %-22s %-55s %6s\n" "$name" "$status" "$result" "$secs"
+done

@@ -1,0 +1,100 @@
+"""ember.cuda on a GPU: device queries, streams and events, memory statistics, pinned
+memory and the out-of-memory error."""
+
+import re
+
+import pytest
+
+import ember
+
+pytestmark = pytest.mark.cuda
+
+
+def test_device_queries():
+    assert ember.cuda.is_available() and ember.cuda.device_count() >= 1
+    assert ember.cuda.current_device() == 0
+    props = ember.cuda.get_device_properties(0)
+    assert props.name == ember.cuda.get_device_name() and props.name.startswith("NVIDIA")
+    assert ember.cuda.get_device_capability() == (props.major, props.minor) and props.major >= 7
+    assert props.total_memory >= 2 ** 28 and props.multi_processor_count > 0
+    with ember.cuda.device(0):
+        assert ember.cuda.current_device() == 0
+    ember.cuda.set_device("cuda:0")
+    ember.cuda.synchronize()
+    assert ember.cuda.is_initialized()
+
+
+def test_events_time_gpu_work_on_a_stream():
+    s = ember.cuda.Stream()
+    assert s != ember.cuda.current_stream() and s.device == ember.device("cuda", 0)
+    start, end = ember.cuda.Event(enable_timing=True), ember.cuda.Event(enable_timing=True)
+    a = ember.randn(512, 512, device="cuda")
+    s.wait_stream(ember.cuda.current_stream())
+    with ember.cuda.stream(s):
+        assert ember.cuda.current_stream() == s
+        start.record()
+        for _ in range(5):
+            b = a @ a
+        end.record()
+    assert ember.cuda.current_stream() == ember.cuda.default_stream()
+    end.synchronize()
+    assert end.query() and s.query()
+    assert start.elapsed_time(end) > 0
+    ember.cuda.current_stream().wait_stream(s)
+    assert b.shape == (512, 512)
+    untimed = ember.cuda.Event()
+    untimed.record()
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        start.elapsed_time(untimed)
+
+
+def test_memory_statistics_follow_allocations():
+    ember.cuda.empty_cache()
+    ember.cuda.reset_peak_memory_stats()
+    before = ember.cuda.memory_allocated()
+    t = ember.empty(2 ** 20, device="cuda")                       # 4 MiB
+    assert ember.cuda.memory_allocated() - before == 4 * 2 ** 20
+    assert ember.cuda.memory_reserved() >= ember.cuda.memory_allocated()
+    del t
+    assert ember.cuda.memory_allocated() == before
+    assert ember.cuda.max_memory_allocated() >= before + 4 * 2 ** 20
+    ember.cuda.reset_peak_memory_stats()
+    assert ember.cuda.max_memory_allocated() == before
+    ember.cuda.empty_cache()
+    free, total = ember.cuda.mem_get_info()
+    assert 0 < free <= total
+
+
+def test_out_of_memory_names_the_request_and_the_free_memory():
+    total = ember.cuda.get_device_properties().total_memory
+    with pytest.raises(ember.cuda.OutOfMemoryError) as info:
+        ember.empty(2 * total // 4, device="cuda")                 # float32: 2x the card
+    assert isinstance(info.value, RuntimeError)
+    assert re.match(r"CUDA out of memory\. Tried to allocate [\d.]+ [KMG]iB\. GPU 0 has a total "
+                    r"capacity of [\d.]+ [KMG]iB of which [\d.]+ ([KMG]iB|bytes) is free\.",
+                    str(info.value)), str(info.value)
+
+
+def test_pinned_memory_and_non_blocking_copies():
+    x = ember.arange(1000.)
+    p = x.pin_memory()
+    assert p.is_pinned() and not x.is_pinned() and p.pin_memory() is p
+    assert p[10:20].is_pinned() and p.tolist() == x.tolist()
+    g = p.to("cuda", non_blocking=True)
+    back = g.to("cpu", non_blocking=True)
+    ember.cuda.synchronize()
+    assert back.is_pinned() and back.tolist() == x.tolist()
+    with pytest.raises(RuntimeError, match="only dense CPU tensors can be pinned"):
+        g.pin_memory()
+    w = ember.ones(3, requires_grad=True)
+    pw = w.pin_memory()
+    assert pw.is_pinned() and pw.grad_fn is not None
+
+
+def test_dataloader_pins_its_batches():
+    data = ember.utils.data.TensorDataset(ember.arange(8.), ember.arange(8))
+    for workers in (0, 2):
+        loader = ember.utils.data.DataLoader(data, batch_size=4, pin_memory=True,
+                                             num_workers=workers)
+        x, y = next(iter(loader))
+        assert x.is_pinned() and y.is_pinned() and y.tolist() == [0, 1, 2, 3]

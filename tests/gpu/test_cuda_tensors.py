@@ -1,0 +1,164 @@
+"""CUDA tensors: moving between host and GPU, creation and sampling on the GPU, and the
+errors PyTorch raises for tensors on different devices."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember.testing import assert_close
+
+pytestmark = pytest.mark.cuda
+
+DTYPES = [ember.float32, ember.float64, ember.float16, ember.bfloat16, ember.int64,
+          ember.int32, ember.uint8, ember.bool, ember.complex64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_round_trip_keeps_values_and_dtype(dtype):
+    host = ember.arange(24).reshape(2, 3, 4).to(dtype)
+    gpu = host.cuda()
+    assert gpu.device == ember.device("cuda", 0) and gpu.is_cuda and gpu.dtype is dtype
+    assert gpu.get_device() == 0 and type(gpu._data) is ember.backend.cuda_backend().cupy.ndarray
+    back = gpu.cpu()
+    assert back.device.type == "cpu" and back.dtype is dtype
+    assert np.array_equal(back.numpy().astype(np.float64), host.numpy().astype(np.float64))
+
+
+def test_to_forms_and_no_copy_when_already_there():
+    x = ember.ones(3)
+    y = x.to("cuda")
+    assert y.to("cuda") is y and y.to("cuda:0") is y and y.cuda() is y
+    assert y.to(ember.device("cuda", 0), ember.float64).dtype is ember.float64
+    z = x.to(y)                                     # the other tensor's device and dtype
+    assert z.is_cuda and z.dtype is ember.float32
+    w = y.to("cpu", ember.float16)
+    assert w.device.type == "cpu" and w.dtype is ember.float16 and w.tolist() == [1, 1, 1]
+
+
+def test_noncontiguous_views_move_by_value():
+    base = ember.arange(12.).reshape(3, 4)
+    view = base.t()[1:]
+    gpu = view.cuda()
+    assert gpu.tolist() == view.tolist()
+    back = base.cuda().t()[1:].cpu()
+    assert back.tolist() == view.tolist()
+
+
+def test_gradients_flow_back_across_devices():
+    x = ember.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = (x.cuda() * 2).pow(2).sum()
+    assert y.device.type == "cuda" and y.grad_fn.name() == "SumBackward0"
+    y.backward()
+    assert x.grad.device.type == "cpu" and x.grad.tolist() == [8.0, 16.0, 24.0]
+    g = ember.ones(2, device="cuda", requires_grad=True)
+    (g.cpu() * 3).sum().backward()
+    assert g.grad.is_cuda and g.grad.tolist() == [3.0, 3.0]
+
+
+def test_values_pytorch_gives_on_the_gpu_match_the_cpu():
+    ember.manual_seed(0)
+    a, b = ember.randn(64, 32), ember.randn(32, 16)
+    for fn in (lambda a, b: a @ b, lambda a, b: (a @ b).softmax(-1),
+               lambda a, b: a.sum(0), lambda a, b: a.exp().log1p().mean(),
+               lambda a, b: ember.nn.functional.gelu(a)):
+        assert_close(fn(a.cuda(), b.cuda()).cpu(), fn(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_item_printing_and_python_conversions():
+    t = ember.tensor([1.5, -2.0], device="cuda")
+    assert t[0].item() == 1.5 and float(t[1]) == -2.0 and bool(t[0] > 0)
+    assert repr(t) == "tensor([ 1.5000, -2.0000], device='cuda:0')"
+    assert t.type() == "ember.cuda.FloatTensor"
+    with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy"):
+        t.numpy()
+
+
+def test_mixing_devices_raises_pytorchs_message():
+    g, c = ember.ones(2, device="cuda"), ember.ones(2)
+    msg = "Expected all tensors to be on the same device, but found at least two devices, " \
+          "cuda:0 and cpu!"
+    for call in (lambda: g + c, lambda: c + g, lambda: ember.cat([g, c]),
+                 lambda: ember.mm(g.view(1, 2), c.view(2, 1))):
+        with pytest.raises(RuntimeError, match=msg):
+            call()
+
+
+def test_a_cpu_scalar_tensor_may_join_a_gpu_op():
+    g = ember.tensor([1.0, 2.0], device="cuda")
+    out = g * ember.tensor(3.0)
+    assert out.is_cuda and out.tolist() == [3.0, 6.0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ember.zeros(2, 3, device="cuda"), lambda: ember.ones(2, 3, device="cuda"),
+    lambda: ember.full((2, 3), 7, device="cuda"), lambda: ember.empty(2, 3, device="cuda"),
+    lambda: ember.eye(3, device="cuda"), lambda: ember.arange(6, device="cuda"),
+    lambda: ember.linspace(0, 1, 5, device="cuda"), lambda: ember.tensor([[1, 2]], device="cuda"),
+    lambda: ember.zeros_like(ember.ones(2, device="cuda")),
+    lambda: ember.ones(2, device="cuda").new_zeros(3),
+    lambda: ember.logspace(0, 2, 3, device="cuda"),
+])
+def test_factories_allocate_on_the_gpu(make):
+    t = make()
+    assert t.is_cuda
+    assert t.cpu().numel() == t.numel()
+
+
+def test_default_device_context():
+    with ember.device("cuda"):
+        t = ember.randn(3)
+        lin = ember.nn.Linear(3, 2)
+    assert t.is_cuda and lin.weight.is_cuda and ember.randn(1).device.type == "cpu"
+
+
+def test_random_numbers_on_the_gpu_match_the_cpu_stream_for_a_seed():
+    for make in (lambda d: ember.rand(5, device=d), lambda d: ember.randn(5, device=d),
+                 lambda d: ember.randint(0, 9, (5,), device=d),
+                 lambda d: ember.randperm(7, device=d),
+                 lambda d: ember.empty(5, device=d).uniform_(-1, 1),
+                 lambda d: ember.empty(5, device=d).normal_(),
+                 lambda d: ember.bernoulli(ember.full((5,), 0.5, device=d)),
+                 lambda d: ember.multinomial(ember.ones(6, device=d), 3)):
+        ember.manual_seed(11)
+        gpu = make("cuda")
+        ember.manual_seed(11)
+        assert gpu.is_cuda and gpu.cpu().tolist() == make("cpu").tolist()
+
+
+def test_cuda_seeds_are_separate_from_the_cpu_seed():
+    ember.cuda.manual_seed(5)
+    a = ember.rand(3, device="cuda")
+    ember.manual_seed(99)
+    ember.cuda.manual_seed(5)
+    assert ember.rand(3, device="cuda").tolist() == a.tolist()
+    assert ember.cuda.initial_seed() == 5
+
+
+def test_dropout_on_the_gpu():
+    x = ember.ones(1000, device="cuda")
+    y = ember.nn.functional.dropout(x, 0.5, training=True)
+    assert y.is_cuda
+    kept = (y != 0).sum().item()
+    assert 400 < kept < 600 and set(y.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_in_place_update_of_a_gpu_tensor_under_no_grad():
+    w = ember.ones(3, device="cuda", requires_grad=True)
+    (w * 2).sum().backward()
+    with ember.no_grad():
+        w.sub_(w.grad, alpha=0.5)
+    assert w.cpu().tolist() == [0.0, 0.0, 0.0]
+
+
+def test_save_and_load_move_through_map_location(tmp_path):
+    t = ember.arange(4.).cuda()
+    ember.save({"t": t}, tmp_path / "t.pt")
+    assert ember.load(tmp_path / "t.pt")["t"].is_cuda
+    assert ember.load(tmp_path / "t.pt", map_location="cpu")["t"].tolist() == [0, 1, 2, 3]
+
+
+def test_cupy_arrays_become_tensors_without_a_copy():
+    import cupy
+    a = cupy.arange(3, dtype=cupy.float32)
+    t = ember.as_tensor(a)
+    assert t.is_cuda and t.data_ptr() == a.data.ptr

@@ -1,0 +1,104 @@
+"""Training on a GPU: the same steps give the CPU's parameters, and mixed precision
+(autocast on cuda, GradScaler) behaves as PyTorch's."""
+
+import copy
+
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember import nn
+from ember.testing import assert_close
+
+pytestmark = pytest.mark.cuda
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(12, 16), nn.BatchNorm1d(16), nn.ReLU(),
+                         nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 3))
+
+
+def _cnn():
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 2 * 2, 3))
+
+
+def _train_on_both(make, optimizer, shape):
+    """Parameters after three steps of the same float64 model on the CPU and on the GPU."""
+    ember.manual_seed(0)
+    cpu = make().double()
+    gpu = copy.deepcopy(cpu).cuda()
+    assert all(p.is_cuda for p in gpu.parameters()) and all(b.is_cuda for b in gpu.buffers())
+    opts = [optimizer(m.parameters(), lr=0.05) for m in (cpu, gpu)]
+    x, y = ember.randn(*shape, dtype=ember.float64), ember.randint(0, 3, (shape[0],))
+    for _ in range(3):
+        for model, opt, dev in ((cpu, opts[0], "cpu"), (gpu, opts[1], "cuda")):
+            loss = F.cross_entropy(model(x.to(dev)), y.to(dev))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for (name, p), q in zip(cpu.state_dict().items(), gpu.state_dict().values()):
+        assert q.is_cuda
+        assert_close(q.cpu(), p, rtol=1e-9, atol=1e-10, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("optimizer", [ember.optim.SGD, ember.optim.Adam, ember.optim.AdamW])
+def test_mlp_training_steps_on_the_gpu_match_the_cpu(optimizer):
+    _train_on_both(_mlp, optimizer, (8, 12))
+
+
+def test_cnn_training_steps_on_the_gpu_match_the_cpu():
+    _train_on_both(_cnn, ember.optim.SGD, (8, 1, 4, 4))
+
+
+def test_autocast_on_cuda_uses_pytorchs_lists():
+    a = ember.randn(4, 4, device="cuda")
+    with ember.autocast("cuda"):
+        assert ember.is_autocast_enabled("cuda")
+        assert (a @ a).dtype is ember.float16
+        assert F.softmax(a @ a, -1).dtype is ember.float32
+        assert nn.Linear(4, 2).cuda()(a).dtype is ember.float16
+    with ember.autocast("cuda", dtype=ember.bfloat16):
+        assert (a @ a).dtype is ember.bfloat16
+    with ember.autocast("cpu"):
+        assert (a @ a).dtype is ember.float32            # only the CPU is autocast
+
+
+def test_bfloat16_autocast_trains_like_float32():
+    losses = {}
+    for amp in (False, True):
+        ember.manual_seed(0)
+        model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 1)).cuda()
+        opt = ember.optim.AdamW(model.parameters(), lr=1e-2)
+        x = ember.randn(256, 32, device="cuda")
+        y = (x[:, :4].sum(1, keepdim=True)).tanh()
+        for _ in range(60):
+            with ember.autocast("cuda", dtype=ember.bfloat16, enabled=amp):
+                loss = F.mse_loss(model(x).float(), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        losses[amp] = loss.item()
+    assert losses[False] < 0.05 and losses[True] < 2 * losses[False] + 0.01, losses
+
+
+def test_grad_scaler_skips_steps_with_inf_gradients():
+    model = nn.Linear(4, 1).cuda()
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    scaler = ember.amp.GradScaler("cuda", init_scale=2.0 ** 10)
+    assert scaler.is_enabled()
+    before = model.weight.detach().clone()
+    with ember.autocast("cuda"):
+        loss = model(ember.randn(8, 4, device="cuda")).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    model.weight.grad[0, 0] = float("inf")
+    scaler.step(opt)
+    scaler.update()
+    assert ember.equal(model.weight.detach(), before) and scaler.get_scale() == 2.0 ** 9
+    opt.zero_grad()
+    with ember.autocast("cuda"):
+        loss = model(ember.randn(8, 4, device="cuda")).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert not ember.equal(model.weight.detach(), before)
