@@ -16,6 +16,7 @@ from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabl
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ember import ops as _ops
 from ember import autograd, backend, cuda  # noqa: F401
+from ember.cuda import OutOfMemoryError  # noqa: F401  (torch.OutOfMemoryError)
 from ember.backend.cpu_kernels import get_num_threads, set_num_threads
 from ember.ops import return_types  # noqa: F401
 from ember import fft, linalg, special  # noqa: F401  (after the ops are registered)

@@ -13,7 +13,7 @@ from ember._device import CPU, device
 from ember.backend.cpu_memory import keep_freed_memory
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
-           "cuda_available", "cuda_backend", "cuda_initialized", "host_array",
+           "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
            "quiet_fp", "loud_fp"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
@@ -38,6 +38,13 @@ def device_of(array):
     if dev is None:
         dev = _CUDA_DEVICES[index] = device("cuda", index)
     return dev
+
+
+def on_device_of(host, array):
+    """A NumPy array (random draws, masks made on the host) placed where ``array`` lives."""
+    if XP_BY_ARRAY_TYPE.get(type(array), np) is np:
+        return host
+    return cuda_backend().to_device(host, array.device.id)
 
 
 def host_array(array):

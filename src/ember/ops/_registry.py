@@ -282,8 +282,8 @@ def broadcast_message(shapes):
 
 
 def _wrap(res, xp, casts):
-    if type(res) is not np.ndarray:
-        res = xp.asarray(res)
+    if type(res) not in XP_BY_ARRAY_TYPE:       # a scalar (a forward may return another
+        res = xp.asarray(res)                   # backend's array: _to_copy moves devices)
     if casts is not None and res.dtype == casts[1]:
         res = res.astype(casts[0])
     return _make(res)
@@ -327,9 +327,10 @@ def _prepare(op, flat):
         if x._requires_grad or x._grad_fn is not None:
             requires_grad = True
         if type(a) is not array_type:
-            if array_type is not None:
-                _device_mismatch(flat)
-            array_type = type(a)
+            if array_type is None:
+                array_type = type(a)
+            else:
+                a, array_type = _join_devices(flat, arrays, a, array_type)
         arrays.append(a)
         signature.append(a.dtype if a.ndim else (a.dtype,))
     if array_type is None:
@@ -350,6 +351,8 @@ def _prepare(op, flat):
                     arrays[i] = a.astype(target)
             elif ta is int and target in _WRAP_INT:
                 arrays[i] = _narrow_int(op, a, target)
+                if array_type is not _NDARRAY:
+                    arrays[i] = XP_BY_ARRAY_TYPE[array_type].asarray(arrays[i])
     return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, casts, compute
 
 
@@ -377,11 +380,26 @@ def _reject_operand(op, flat, x):
                     f"not {type(x).__name__}")
 
 
+def _join_devices(flat, arrays, a, array_type):
+    """PyTorch lets CPU 0-dim tensors join an op on a GPU, as scalars: returns the operand
+    and the op's array type, moving such operands over; any other mix of devices raises."""
+    if type(a) is _NDARRAY and a.ndim == 0:
+        return XP_BY_ARRAY_TYPE[array_type].asarray(a), array_type
+    if array_type is _NDARRAY and all(x.ndim == 0 for x in arrays if type(x) is _NDARRAY):
+        xp = XP_BY_ARRAY_TYPE[type(a)]
+        for i, x in enumerate(arrays):
+            if type(x) is _NDARRAY:
+                arrays[i] = xp.asarray(x)
+        return a, type(a)
+    _device_mismatch(flat)
+
+
 def _device_mismatch(flat):
     devices = []
     for x in flat:
         if isinstance(x, Tensor) and str(x.device) not in devices:
             devices.append(str(x.device))
+    devices.sort(key=lambda d: d == "cpu")      # PyTorch names the GPU first: "cuda:0 and cpu"
     raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
                        f"two devices, {devices[0]} and {devices[1]}!")
 

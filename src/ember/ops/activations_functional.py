@@ -9,6 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._random import _rng
 from ember._tensor import _make
+from ember.backend import on_device_of, xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import REGISTRY
 
@@ -88,8 +89,8 @@ def _rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None,
     if not d.is_floating_point or d in (D.float8_e4m3fn, D.float8_e5m2):
         raise NotImplementedError(f"\"leaky_relu_cpu\" not implemented for '{d._torch_name}'")
     a = input._data
-    slopes = _rng(generator).uniform(lower, upper, a.shape)
-    noise = _make(np.where(a <= 0, slopes, 1.0).astype(a.dtype))
+    slopes = on_device_of(_rng(generator).uniform(lower, upper, a.shape), a)
+    noise = _make(xp_of(a).where(a <= 0, slopes, 1.0).astype(a.dtype))
     from ember.ops.dropout import masked_scale
     return masked_scale(input, noise, 1.0, inplace)
 
@@ -214,12 +215,12 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
         warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
     a = logits._data
     noise = -np.log(_rng(None).standard_exponential(a.shape))
-    gumbels = (logits + _make(noise.astype(a.dtype))) / tau
+    gumbels = (logits + _make(on_device_of(noise.astype(a.dtype), a))) / tau
     y_soft = gumbels.softmax(dim)
     if not hard:
         return y_soft
     index = y_soft.max(dim, keepdim=True)[1]
-    y_hard = _make(np.zeros_like(y_soft._data)).scatter_(dim, index, 1.0)
+    y_hard = _make(xp_of(a).zeros_like(y_soft._data)).scatter_(dim, index, 1.0)
     return y_hard - y_soft.detach() + y_soft
 
 

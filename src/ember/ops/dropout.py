@@ -7,6 +7,7 @@ import warnings
 
 from ember._random import _rng
 from ember._tensor import _make
+from ember.backend import on_device_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import op
 
@@ -57,7 +58,7 @@ def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generat
         return input
     _check_dtype(input)
     shape = input.shape if not feature else input.shape[:2] + (1,) * (input.dim() - 2)
-    keep = _rng(generator).random(shape, dtype="float32") >= p
+    keep = on_device_of(_rng(generator).random(shape, dtype="float32") >= p, input._data)
     if p == 1:
         return masked_scale(input, _make(keep), 1.0, inplace)
     if not alpha:
