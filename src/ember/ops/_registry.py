@@ -566,7 +566,11 @@ def _generate(op, kind):
             parts[idx:idx + 1] = ["*_args", f"{name}=_UNSET"]
             if idx + 2 < len(parts) and parts[idx + 2] == "*":
                 del parts[idx + 2]
-            prologue = (f"    {name} = _method_varargs(_args, {name}, {default}, "
+            # x.view(2, 3), the common form, binds without a call
+            prologue = (f"    if {name} is _UNSET and _args and type(_args[0]) is int:\n"
+                        f"        {name} = _args\n"
+                        f"    else:\n"
+                        f"        {name} = _method_varargs(_args, {name}, {default}, "
                         f"'{op.method_name or op.short_name}', '{name}')\n")
     if parts and parts[-1] == "*":
         parts.pop()
