@@ -10,31 +10,33 @@ backward runs without recomputing a GEMM. A backward returns the gradients of
 ``(x, hx, w_hh, cx, b_hh, w_hr)`` (None where there is no such input).
 """
 
-_SIGMOID_TANH = {}          # (dtype, hidden, gates) -> (scale, shift) rows; see _activate
+_SIGMOID_TANH = {}          # (xp, dtype, hidden, tanh gate, gates) -> rows; see _activate
 
 
 def _gate_rows(xp, dtype, hidden, tanh_gate, gates):
-    """Per-column scale and shift so that ``tanh(v * scale) * scale + shift`` is sigmoid(v)
-    on sigmoid columns (0.5 * tanh(v / 2) + 0.5) and tanh(v) on column ``tanh_gate``."""
+    """Per-column rows (a, b, c) so that ``b / (1 + exp(a * v)) + c`` is sigmoid(v) on
+    sigmoid columns (a, b, c = -1, 1, 0) and tanh(v) = 2 sigmoid(2v) - 1 on column
+    ``tanh_gate`` (a, b, c = -2, 2, -1)."""
     key = (xp, dtype, hidden, tanh_gate, gates)
     hit = _SIGMOID_TANH.get(key)
     if hit is None:
-        scale = xp.full(gates * hidden, 0.5, dtype=dtype)
-        shift = xp.full(gates * hidden, 0.5, dtype=dtype)
+        rows = [xp.full(gates * hidden, v, dtype=dtype) for v in (-1, 1, 0)]
         if tanh_gate is not None:
-            scale[tanh_gate * hidden:(tanh_gate + 1) * hidden] = 1
-            shift[tanh_gate * hidden:(tanh_gate + 1) * hidden] = 0
-        hit = _SIGMOID_TANH[key] = (scale, shift)
+            for row, v in zip(rows, (-2, 2, -1)):
+                row[tanh_gate * hidden:(tanh_gate + 1) * hidden] = v
+        hit = _SIGMOID_TANH[key] = tuple(rows)
     return hit
 
 
 def _activate(xp, g, rows):
-    """Fused gate nonlinearities, in place: one tanh over all gates."""
-    scale, shift = rows
-    g *= scale
-    xp.tanh(g, out=g)
-    g *= scale
-    g += shift
+    """Fused gate nonlinearities, in place, through one exp over all gates (NumPy's exp
+    takes half the time of its tanh; in-range to +-inf: exp overflows to sigmoid 0)."""
+    a, b, c = rows
+    g *= a
+    xp.exp(g, out=g)
+    g += 1
+    xp.divide(b, g, out=g)
+    g += c
     return g
 
 
