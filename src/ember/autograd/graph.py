@@ -9,14 +9,11 @@ differentiable input, ``(None, 0)`` where the input needs no gradient.
 import itertools
 import weakref
 
-import numpy as np
 
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember._device import CPU
-from ember.backend import device_of
 
-__all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle", "input_meta"]
+__all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle"]
 
 _sequence = itertools.count()
 
@@ -254,18 +251,9 @@ def _zeros_like_output(node, index):
     return zeros(shape, dtype=dtype, device=device)
 
 
-def input_meta(array):
-    """The InputMeta of a backend array."""
-    return _tuple_new(InputMeta, (array.shape, array.dtype,
-                                  CPU if type(array) is np.ndarray else device_of(array)))
-
-
-_tuple_new = tuple.__new__
-
-
 def conform(grad, meta):
     """Sum a gradient back to its input's shape and cast it to the input's dtype."""
-    shape, np_dtype = meta
+    shape, np_dtype = meta[0], meta[1]
     if grad._data.shape != shape:
         grad = sum_to(grad, shape)
     if grad._data.dtype != np_dtype:

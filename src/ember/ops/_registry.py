@@ -25,12 +25,13 @@ import ast
 import numpy as np
 
 from ember import _dtype as D
+from ember._device import CPU
 from ember._tensor import Tensor, _make
 from ember.amp._state import STATE as _AMP
 from ember.amp.autocast_mode import cast_operands
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.autograd.graph import OpNode, history, input_meta
-from ember.backend import XP_BY_ARRAY_TYPE, loud_fp, quiet_fp, xp_of
+from ember.autograd.graph import InputMeta, OpNode, history
+from ember.backend import XP_BY_ARRAY_TYPE, device_of, loud_fp, quiet_fp, xp_of
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
 
@@ -409,35 +410,36 @@ def _device_mismatch(flat):
 def _record(op, flat, lengths, params, outputs):
     """Attach a backward node for this call to the differentiable outputs."""
     edges = []
-    in_meta = []                        # (shape, NumPy dtype) of inputs that need a gradient
-    saved = []
-    saves = op.saves_inputs
-    versions = [] if saves else None
-    for x in flat:
-        if isinstance(x, Tensor):
-            a = x._data
-            fn = x._grad_fn
-            if fn is not None and x._view is None:
-                edges.append((fn, x._output_nr))
-                in_meta.append((a.shape, a.dtype))
-            elif x._requires_grad or fn is not None:
-                edges.append(history(x))
-                in_meta.append((a.shape, a.dtype))
-            else:
-                edges.append(_NO_EDGE)
-                in_meta.append(None)
-            if saves:
-                saved.append(x)
+    in_meta = []            # per input: None, or (shape, NumPy dtype, ...) if it needs a gradient
+    if op.saves_inputs:
+        saved = list(flat)
+        versions = []
+        for x in flat:
+            if isinstance(x, Tensor):
+                a = x._data
+                edges.append(_edge(x))
+                in_meta.append(None if edges[-1] is _NO_EDGE else (a.shape, a.dtype))
                 vc = x._vc
                 versions.append(vc.value if vc is not None else x._shared_version().value)
             else:
-                saved.append(input_meta(a))
-        else:
-            edges.append(_NO_EDGE)
-            in_meta.append(None)
-            saved.append(x)
-            if saves:
+                edges.append(_NO_EDGE)
+                in_meta.append(None)
                 versions.append(None)
+    else:
+        saved = []
+        versions = None
+        for x in flat:
+            if isinstance(x, Tensor):
+                a = x._data
+                meta = _tuple_new(InputMeta, (a.shape, a.dtype, CPU if type(a) is _NDARRAY
+                                              else device_of(a)))
+                saved.append(meta)
+                edges.append(_edge(x))
+                in_meta.append(None if edges[-1] is _NO_EDGE else meta)
+            else:
+                saved.append(x)
+                edges.append(_NO_EDGE)
+                in_meta.append(None)
     if type(outputs) is tuple:
         return _record_outputs(op, edges, saved, lengths, versions, params, in_meta, outputs)
     saved_out = None
@@ -469,6 +471,17 @@ def _record_outputs(op, edges, saved, lengths, versions, params, in_meta, output
 
 _DIFFERENTIABLE_KINDS = "fcV"           # V: ml_dtypes' bfloat16 and float8
 _NO_EDGE = (None, 0)
+_tuple_new = tuple.__new__
+
+
+def _edge(x):
+    """The edge through which gradient reaches tensor ``x``, or _NO_EDGE."""
+    fn = x._grad_fn
+    if fn is not None and x._view is None:
+        return fn, x._output_nr
+    if x._requires_grad or fn is not None:
+        return history(x)
+    return _NO_EDGE
 
 
 def _mark_view(op, src, params, outputs):
