@@ -6,7 +6,9 @@ import pytest
 from ember.ops import _conv_kernels as K
 
 # (batch, in channels, out channels, size, kernel, stride, pads, dilation, groups): chosen so
-# that every input-gradient path runs (flipped convolution, col2im, channel-last scatter)
+# that every input-gradient path runs (flipped convolution, col2im, channel-last scatter),
+# and the forward and weight gradient run both as one product (few output pixels) and as
+# per-sample products (_FEW_PIXELS or more)
 CASES = [
     (3, 4, 4, (7, 6), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),      # flipped
     (3, 2, 5, (9, 8), (3, 2), (2, 1), ((1, 0), (0, 1)), (1, 2), 1),      # col2im
@@ -14,7 +16,14 @@ CASES = [
     (2, 6, 12, (6, 6), (5, 5), (1, 1), ((0, 0), (0, 0)), (1, 1), 1),     # scatter, unit stride
     (2, 4, 4, (8,), (3,), (2,), ((2, 2),), (2,), 4),                     # depthwise 1-d
     (1, 3, 2, (4, 5, 3), (2, 2, 2), (1, 2, 1), ((0, 1), (1, 0), (0, 0)), (1, 1, 2), 1),
+    (2, 8, 4, (18, 18), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),    # per-sample products
 ]
+
+
+def test_cases_cover_both_product_layouts():
+    pixels = [np.prod(K.output_size(size, kernel, stride, pads, dilation))
+              for _, _, _, size, kernel, stride, pads, dilation, _ in CASES]
+    assert min(pixels) < K._FEW_PIXELS <= max(pixels)
 
 
 @pytest.mark.parametrize("b, c, o, size, kernel, stride, pads, dilation, groups", CASES)

@@ -142,6 +142,7 @@ def _batch_chunk(b, per_sample_bytes):
 
 _CHUNK_BYTES = 4 << 20
 _PARALLEL_BYTES = 4 << 20
+_FEW_PIXELS = 256           # below this many output pixels, per-sample products are too small
 
 
 def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
@@ -166,9 +167,13 @@ def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
             return
         cols = _group_cols(xp, _channels_last(xp, x[lo:hi], pads), kernel, out, stride,
                            dilation, groups).reshape(n, npix, groups, kc)
-        # one product per sample, (O/G, K*C/G) @ (K*C/G, P): channels-first out, no copy
         target = dst[lo:hi].reshape(n, groups, og, npix)
-        if og == 1 and groups > 1:      # depthwise: a product per channel, which matmul loops
+        if groups == 1 and npix < _FEW_PIXELS:
+            # one (n*P, K*C) @ (K*C, O) product and a transposing copy of the small output
+            res = cols.reshape(n * npix, kc) @ rows[0].T
+            target[:, 0] = res.reshape(n, npix, og).transpose(0, 2, 1)
+        # else one product per sample, (O/G, K*C/G) @ (K*C/G, P): channels-first, no copy
+        elif og == 1 and groups > 1:    # depthwise: a product per channel, which matmul loops
             xp.einsum("npgk,gk->ngp", cols, rows[:, 0], out=target[:, :, 0])
         else:
             xp.matmul(rows, cols.transpose(0, 2, 3, 1), out=target)
@@ -293,6 +298,10 @@ def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
             return xp.matmul(gt, cols.transpose(0, 2, 1)).reshape(o, cols.shape[1])
         cols = _group_cols(xp, _channels_last(xp, x[lo:hi], pads), kernel, out, stride,
                            dilation, groups)
+        if groups == 1 and npix < _FEW_PIXELS:
+            # one (O, n*P) @ (n*P, K*C) product over a transposed copy of the small g
+            gt = xp.ascontiguousarray(g[lo:hi].reshape(n, o, npix).transpose(1, 0, 2))
+            return gt.reshape(o, n * npix) @ cols.reshape(n * npix, -1)
         cols = cols.reshape(n, npix, groups, cols.shape[-1]).transpose(0, 2, 1, 3)
         # per sample (O/G, P) @ (P, K*C/G), g in its own layout, summed over the chunk
         gs = g[lo:hi].reshape(n, groups, o // groups, npix)
