@@ -19,6 +19,7 @@ import ember  # noqa: E402
 ember.set_num_threads(THREADS)
 import checkpoints  # noqa: E402
 import data_loading  # noqa: E402
+import layers  # noqa: E402
 import memory  # noqa: E402
 from train_steps import WORKLOADS as TRAIN_STEPS  # noqa: E402
 
@@ -156,6 +157,12 @@ def main():
             print(f"{label:28s} {ours:10.2f} {theirs:10.2f} {ours / theirs:7.2f}")
     if args.device != "cpu":
         return
+    print()
+    print(f"{'layer forward + backward (ms)':40s} {'ember':>10s} {'torch':>10s} "
+          f"{'ember/torch':>12s}")
+    for label, ours, theirs in layers.rows(ember, torch):
+        ratio = f"{ours / theirs:12.2f}" if theirs else f"{'-':>12s}"
+        print(f"{label:40s} {ours:10.2f} {theirs or 0:10.2f} {ratio}")
     print()
     print(f"{'step memory (peak RSS growth, MiB)':40s} {'ember':>10s} {'torch':>10s} "
           f"{'ember/torch':>12s}")

@@ -29,3 +29,14 @@ def test_step_memory_probe_measures_a_fresh_process():
     import memory
     growth = memory._peak_growth_mib("ember", memory.WORKLOADS[0])
     assert 1 < growth < 500            # MiB: a GPT step's activations and gradients
+
+
+def test_layer_rows_run_forward_and_backward():
+    import layers
+    for label, build in layers.LAYERS.items():
+        fn, inputs = build(ember)
+        out = fn(*inputs)
+        out.backward(ember.ones_like(out))
+        for t in inputs:
+            assert t.grad is not None and t.grad.shape == t.shape, label
+            assert bool(ember.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0), label
