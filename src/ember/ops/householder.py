@@ -1,5 +1,5 @@
-"""Products of Householder reflectors: linalg.householder_product (LAPACK's orgqr/ungqr) and
-its top-level name orgqr.
+"""Householder reflectors: geqrf (LAPACK's packed QR: the reflectors and R in one matrix) and
+their product, linalg.householder_product (LAPACK's orgqr/ungqr), also named orgqr.
 
 Column i of A below the diagonal, with a 1 on the diagonal, is the vector v_i of the
 reflector H_i = I - tau_i v_i v_i^H; the result is the first n columns of H_0 H_1 ... H_{k-1}
@@ -7,10 +7,12 @@ reflector H_i = I - tau_i v_i v_i^H; the result is the first n columns of H_0 H_
 diagonal of A are not read, so they get no gradient.
 """
 
-from ember.ops._linalg_utils import check_kernel, mh, torch_name
+from ember.ops._linalg_utils import check_kernel, mh, named_result, torch_name
 from ember.ops._registry import op
 
-__all__ = ["householder_product", "orgqr"]
+__all__ = ["geqrf", "householder_product", "orgqr"]
+
+geqrf_result = named_result("geqrf", ("a", "tau"))
 
 _NAME = "ember.linalg.householder_product"
 
@@ -101,3 +103,19 @@ def orgqr(xp, a, tau):
 
 householder_product.derivative(_product_grad)
 orgqr.derivative(_product_grad)
+
+
+@op("geqrf(input)", out=True, namedtuple=geqrf_result)
+def geqrf(xp, a):
+    """(a, tau): R on and above the diagonal of ``a``, the Householder vectors of Q below it
+    and their scalars in ``tau`` (LAPACK's geqrf); ``householder_product(a, tau)`` gives Q."""
+    if a.ndim < 2:
+        raise RuntimeError("ember.geqrf: input must have at least 2 dimensions.")
+    check_kernel(a, "geqrf_cpu")
+    packed, tau = xp.linalg.qr(a, mode="raw")      # LAPACK's column-major result, transposed
+    return packed.swapaxes(-1, -2), tau
+
+
+@geqrf.derivative
+def _(grads, a):
+    raise NotImplementedError("the derivative for 'geqrf' is not implemented.")

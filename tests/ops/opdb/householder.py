@@ -1,5 +1,5 @@
-"""OpInfo entries for products of Householder reflectors (ops/householder.py):
-linalg.householder_product and its top-level name orgqr."""
+"""OpInfo entries for Householder reflectors (ops/householder.py): geqrf, and their product
+linalg.householder_product with its top-level name orgqr."""
 
 import re
 
@@ -67,7 +67,30 @@ def _errors():
               NotImplementedError, "\"orgqr_cpu\" not implemented for 'Half'")
 
 
+def _geqrf_samples(dtype, requires_grad):
+    for shape in ((5, 3), (3, 5), (4, 4), (2, 4, 3), (1, 1), (0, 3), (3, 0), (2, 0, 0)):
+        yield SampleInput(make(shape, dtype, low=-1, high=1), name=str(list(shape)))
+    yield SampleInput(make((3, 4), dtype, low=-1, high=1).mT, name="noncontiguous")
+
+
+def _geqrf_ref(a):
+    packed, tau = np.linalg.qr(a, mode="raw")
+    return packed.swapaxes(-1, -2), tau
+
+
+def _geqrf_errors():
+    yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError,
+                     re.escape("ember.geqrf: input must have at least 2 dimensions."))
+    yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.int64)), NotImplementedError,
+                     "\"geqrf_cpu\" not implemented for 'Long'")
+    yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.bfloat16)), NotImplementedError,
+                     "\"geqrf_cpu\" not implemented for 'BFloat16'")
+
+
 OPS = [
+    OpInfo("geqrf", _geqrf_ref, _geqrf_samples, dtypes=FLOATS + COMPLEX, grad=False,
+           error_inputs=_geqrf_errors,
+           tol={ember.float32: (1e-5, 1e-5), ember.complex64: (1e-5, 1e-5)}),
     OpInfo("linalg.householder_product", _ref, _samples, dtypes=FLOATS + COMPLEX,
            gradgrad=True, error_inputs=_errors,
            tol={ember.float32: (1e-5, 1e-5), ember.complex64: (1e-5, 1e-5)}),
