@@ -153,3 +153,39 @@ def test_embedding_bag_module():
     assert not bag.weight.requires_grad
     np.testing.assert_allclose(bag(ember.tensor([[1, 2]])).numpy(),
                                table.numpy()[[1, 2]].max(0, keepdims=True))
+
+
+def test_embedding_bag_max_ties_pick_the_first_row():
+    # PyTorch scans each bag in order and keeps a value only when strictly greater: on a tie
+    # the earlier position gives the value and takes the whole gradient (not a share)
+    w = ember.tensor([[1., 5., 2.], [1., 3., 2.], [0., 5., 2.], [1., 5., 7.]], dtype=D,
+                     requires_grad=True)
+    y = F.embedding_bag(ember.tensor([2, 1, 0, 0, 3, 2, 1]), w, ember.tensor([0, 3, 3]),
+                        mode="max")
+    np.testing.assert_array_equal(y.detach().numpy(), [[1, 5, 2], [0, 0, 0], [1, 5, 7]])
+    y.backward(ember.tensor([[1., 2., 3.], [4., 5., 6.], [7., 8., 9.]], dtype=D))
+    np.testing.assert_array_equal(w.grad.numpy(), [[7, 8, 0], [1, 0, 0], [0, 2, 3],
+                                                   [0, 0, 9]])
+
+
+def test_embedding_bag_max_nan_and_signed_zero():
+    nan = float("nan")
+    w = ember.tensor([[1., nan], [2., 0.], [nan, 3.], [-0., -0.]], requires_grad=True)
+    # a NaN first stays (nothing is greater); a later NaN is passed over
+    y = F.embedding_bag(ember.tensor([0, 1, 2, 2, 1, 0]), w, ember.tensor([0, 3]), mode="max")
+    np.testing.assert_array_equal(y.detach().numpy(), [[2, nan], [nan, 3]])
+    y.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [[0, 1], [1, 0], [1, 1], [0, 0]])
+    y = F.embedding_bag(ember.tensor([[3, 1], [1, 3]]), w, mode="max")
+    assert np.signbit(y.detach().numpy()[:, 1]).tolist() == [True, False]
+
+
+def test_embedding_bag_weight_dtype():
+    with pytest.raises(RuntimeError, match=r"'weight' to have one of the following scalar "
+                                           r"types: Half, BFloat16, Float, Double; but got "
+                                           r"ember.LongTensor instead"):
+        F.embedding_bag(ember.tensor([0, 1]), ember.ones(2, 2, dtype=ember.int64),
+                        ember.tensor([0]), mode="max")
+    y = F.embedding_bag(ember.tensor([0, 1]), ember.tensor([[1., 4.], [3., 2.]]).bfloat16(),
+                        ember.tensor([0]), mode="max")
+    assert y.dtype is ember.bfloat16 and y.float().tolist() == [[3., 4.]]

@@ -164,6 +164,36 @@ def _bags(input, offsets, per_sample_weights, include_last_offset):
     return input[:bag.shape[0]], per_sample_weights, bag, b
 
 
+def _check_weight(weight):
+    dtype = weight.dtype
+    if dtype not in (ember.float16, ember.bfloat16, ember.float32, ember.float64):
+        name = f"CPU{dtype._torch_name}Type" if dtype is ember.bool or dtype.is_complex \
+            else f"ember.{dtype._legacy}"
+        raise RuntimeError(f"Expected tensor for argument #1 'weight' to have one of the "
+                           f"following scalar types: Half, BFloat16, Float, Double; but got "
+                           f"{name} instead (while checking arguments for embedding_bag)")
+
+
+def _bag_argmax(rows, bag, b):
+    """For each bag and feature, the position of the row PyTorch's max mode takes (and sends
+    the gradient to): it scans the bag in order and keeps a later value only when it is
+    strictly greater, so ties keep the first, NaNs are passed over unless the first value is
+    one, and an empty bag gets ``len(rows)``."""
+    n, d = rows.shape
+    with no_grad():
+        each = bag.unsqueeze(1).expand(-1, d)
+        nan = rows.isnan()
+        top = rows.new_zeros((b, d)).scatter_reduce(
+            0, each, rows.masked_fill(nan, float("-inf")), "amax", include_self=False)
+        position = ember.arange(n, device=rows.device)
+        none = ember.full((b, d), n, dtype=ember.int64, device=rows.device)
+        hit = ember.where(rows == top[bag], position.unsqueeze(1), n)
+        first = none.scatter_reduce(0, each, hit, "amin")
+        start = none[:, 0].scatter_reduce(0, bag, position, "amin")
+        lead_nan = ember.cat([nan, nan.new_zeros((1, d))])[start]
+        return ember.where(lead_nan, start.unsqueeze(1), first)
+
+
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
                   include_last_offset=False, padding_idx=None):
@@ -183,6 +213,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                              f"it must have the same shape as the input "
                              f"(ember.Size({list(input.shape)}))")
     flat, psw, bag, b = _bags(input, offsets, per_sample_weights, include_last_offset)
+    _check_weight(weight)
     pad = _padding_index(padding_idx, weight.shape[0])
     rows = functional_embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq)
     d = weight.shape[1]
@@ -191,10 +222,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         rows, bag = rows[keep], bag[keep]
         if psw is not None:
             psw = psw[keep]
-    out = weight.new_zeros((b, d))
     if mode == "max":
-        return out.scatter_reduce(0, bag.unsqueeze(1).expand(-1, d), rows, "amax",
-                                  include_self=False)
+        picked = _bag_argmax(rows.detach(), bag, b)
+        return ember.cat([rows, rows.new_zeros((1, d))]).gather(0, picked)
+    out = weight.new_zeros((b, d))
     if psw is not None:
         rows = rows * psw.unsqueeze(1).to(rows.dtype)
     out = out.index_add(0, bag, rows)

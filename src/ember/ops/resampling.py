@@ -3,7 +3,8 @@ also gathers grid sampling (grid_sampling.py) and the shuffles (shuffle.py).
 
 Every mode is linear in the input and separable over the spatial dims: a small (out, in)
 matrix per dim (ops/_separable.py), built with PyTorch's source-index rules. Nearest modes
-gather instead (exact, and fine for uint8); their gradient uses the one-hot matrices.
+gather instead (exact, and fine for uint8); their gradient uses the one-hot matrices. uint8
+bilinear and bicubic input is resampled in fixed point, as PyTorch does (_resample_uint8.py).
 """
 
 import math
@@ -15,6 +16,7 @@ from ember import _dtype as D
 from ember.ops import grid_sampling, shuffle  # noqa: E402,F401
 from ember.ops._pool_args import adaptive_mats
 from ember.ops._registry import op
+from ember.ops._resample_uint8 import resample_uint8
 from ember.ops._separable import Taps, _along_dims, apply_mats, transposed
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
@@ -98,12 +100,11 @@ def _check(x, mode, antialias):
     if antialias and kind.itemsize == 2 and kind.kind in "fV":
         raise NotImplementedError(f"\"compute_index_ranges_weights\" not implemented for "
                                   f"'{D.FROM_NUMPY[kind]._torch_name}'")
-    if kind.kind in "fV" or (kind == np.uint8 and mode != "area"):
-        if kind == np.uint8 and mode not in ("nearest", "nearest-exact"):
-            raise NotImplementedError(f"ember: interpolate(mode='{mode}') of uint8 input is "
-                                      f"not supported; convert to float first")
+    if kind.kind in "fV" or (kind == np.uint8 and mode not in ("area", "linear", "trilinear")):
         return
     name = {"area": "adaptive_avg_pool2d"}.get(mode, f"upsample_{mode}{x.ndim - 2}d")
+    if kind == np.uint8 and mode != "area":
+        name = "compute_indices_weights_linear"
     raise NotImplementedError(f"\"{name}\" not implemented for "
                               f"'{D.FROM_NUMPY[kind]._torch_name}'")
 
@@ -207,7 +208,10 @@ def interpolate(xp, x, size, scale_factor, mode, align_corners, recompute_scale_
                 x = x.take(xp.asarray(_nearest_index(n, o, s, mode == "nearest-exact")),
                            axis=2 + i)
         return x
-    return apply_mats(xp, x, _mats(x.shape[2:], out, scales, mode, align_corners, antialias))
+    mats = _mats(x.shape[2:], out, scales, mode, align_corners, antialias)
+    if x.dtype == np.uint8:
+        return resample_uint8(xp, x, x.shape[2:], out, mats)
+    return apply_mats(xp, x, mats)
 
 
 @interpolate.derivative

@@ -1,11 +1,13 @@
-"""Parametrizations built on ``parametrize``: weight_norm and spectral_norm."""
+"""Parametrizations built on ``parametrize``: weight_norm, spectral_norm and orthogonal
+(_orthogonal.py)."""
 
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.nn.modules.module import Module
 from ember.nn.utils import parametrize
+from ember.nn.utils._orthogonal import orthogonal
 
-__all__ = ["weight_norm", "spectral_norm"]
+__all__ = ["weight_norm", "spectral_norm", "orthogonal"]
 
 
 def norm_except_dim(v, dim):
