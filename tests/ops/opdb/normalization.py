@@ -49,6 +49,9 @@ def _bn_samples(dtype, rg):
     yield _s(mk(3, 2, 4), mk(2), mk(2), *stats(2), False, 0.1, 1e-5, name="eval")
     yield _s(mk(3, 2, 4, noncontiguous=True), mk(2), mk(2), None, None, True, 0.1, 1e-5,
              name="noncontiguous")
+    # 16 or more values per (sample, channel): the (C, L) plane path of the kernels
+    yield _s(mk(2, 3, 4, 4), mk(3), mk(3), None, None, True, 0.1, 1e-5, name="train_planes")
+    yield _s(mk(2, 3, 4, 5), mk(3), mk(3), *stats(3), False, 0.1, 1e-5, name="eval_planes")
     if not rg:
         yield _s(mk(0, 3), mk(3), mk(3), *stats(3), False, 0.1, 1e-5, name="empty_eval")
 
