@@ -65,6 +65,14 @@ def _norm_input_grad(xp, g, a, xc, b, c):
     return out
 
 
+def _centered(xp, x, mean):
+    """``x - mean`` for a per-channel ``mean`` (1, C, 1, ...), through _channel_planes."""
+    planes = _channel_planes(xp, x.shape, mean) if x.flags.c_contiguous else None
+    if planes is None:                  # (a strided x would need a copy to take the planes)
+        return x - mean
+    return (x.reshape((x.shape[0],) + planes[0].shape) - planes[0]).reshape(x.shape)
+
+
 def _channel_planes(xp, shape, *vectors):
     """Per-channel vectors of shape (1, C, 1, ...) spread over (C, L) planes for an array of
     ``shape`` (N, C, *S), L = prod(S); None when they are not all such vectors.
@@ -141,7 +149,7 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
             # per-channel sums as contractions of an (N, C, L) view: one pass each
             x3 = x.reshape(x.shape[0], c, -1)
             mean = xp.einsum("ncl->c", x3) / n
-            xc = x - mean.reshape(shape)
+            xc = _centered(xp, x, mean.reshape(shape))
             xc3 = xc.reshape(x3.shape)
             var = xp.einsum("ncl,ncl->c", xc3, xc3) / n
         else:
@@ -158,7 +166,7 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
         if rm is None or rv is None:
             raise RuntimeError("running_mean must be defined in evaluation mode")
         mean = rm.astype(x.dtype)
-        xc = x - mean.reshape(shape)
+        xc = _centered(xp, x, mean.reshape(shape))
         invstd = 1 / xp.sqrt(rv.astype(x.dtype) + eps)
     scale = (invstd if w is None else invstd * w).astype(x.dtype).reshape(shape)
     shift = None if b is None else b.astype(x.dtype).reshape(shape)
