@@ -194,7 +194,11 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     else:
         mean = rm.detach().to(x.dtype).reshape(shape)
         invstd = (rv.detach().to(x.dtype) + eps).rsqrt().reshape(shape)
-    xc = x - mean
+    if not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES \
+            and mean._data.dtype == x._data.dtype:
+        xc = _make(_centered(xp_of(x._data), x._data, mean._data))     # no graph to record
+    else:
+        xc = x - mean
     wv = None if w is None else w.reshape(shape)
     gx = gw = gb = None
     need_w = w is not None and w.requires_grad
