@@ -157,28 +157,21 @@ def main():
             print(f"{label:28s} {ours:10.2f} {theirs:10.2f} {ours / theirs:7.2f}")
     if args.device != "cpu":
         return
-    print()
-    print(f"{'layer forward + backward (ms)':40s} {'ember':>10s} {'torch':>10s} "
-          f"{'ember/torch':>12s}")
-    for label, ours, theirs in layers.rows(ember, torch):
+    tables = [("layer forward + backward (ms)", layers, "10.2f"),
+              ("step memory (peak RSS growth, MiB)", memory, "10.1f"),
+              ("data loading (samples/s)", data_loading, "10.0f"),
+              ("checkpoints (MB/s)", checkpoints, "10.0f")]
+    for title, module, fmt in tables:
+        print()
+        print_table(title, module.rows(ember, torch), fmt)
+
+
+def print_table(title, table, fmt):
+    """Rows of (label, ember value, torch value or None) with their ratio."""
+    print(f"{title:40s} {'ember':>10s} {'torch':>10s} {'ember/torch':>12s}")
+    for label, ours, theirs in table:
         ratio = f"{ours / theirs:12.2f}" if theirs else f"{'-':>12s}"
-        print(f"{label:40s} {ours:10.2f} {theirs or 0:10.2f} {ratio}")
-    print()
-    print(f"{'step memory (peak RSS growth, MiB)':40s} {'ember':>10s} {'torch':>10s} "
-          f"{'ember/torch':>12s}")
-    for label, ours, theirs in memory.rows(ember, torch):
-        ratio = f"{ours / theirs:12.2f}" if theirs else f"{'-':>12s}"
-        print(f"{label:40s} {ours:10.1f} {theirs or 0:10.1f} {ratio}")
-    print()
-    print(f"{'data loading (samples/s)':40s} {'ember':>10s} {'torch':>10s} {'ember/torch':>12s}")
-    for label, ours, theirs in data_loading.rows(ember, torch):
-        ratio = f"{ours / theirs:12.2f}" if theirs else f"{'-':>12s}"
-        print(f"{label:40s} {ours:10.0f} {theirs or 0:10.0f} {ratio}")
-    print()
-    print(f"{'checkpoints (MB/s)':40s} {'ember':>10s} {'torch':>10s} {'ember/torch':>12s}")
-    for label, ours, theirs in checkpoints.rows(ember, torch):
-        ratio = f"{ours / theirs:12.2f}" if theirs else f"{'-':>12s}"
-        print(f"{label:40s} {ours:10.0f} {theirs or 0:10.0f} {ratio}")
+        print(f"{label:40s} {ours:{fmt}} {theirs or 0:{fmt}} {ratio}")
 
 
 if __name__ == "__main__":
