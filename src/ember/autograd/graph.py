@@ -9,7 +9,6 @@ differentiable input, ``(None, 0)`` where the input needs no gradient.
 import itertools
 import weakref
 
-
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
 
