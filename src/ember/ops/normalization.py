@@ -49,20 +49,15 @@ def _nonzero(g):
 @op("_norm_input_grad(grad, a, centered, b, c)", inputs=5, promote=BINARY, method=False)
 def _norm_input_grad(xp, g, a, xc, b, c):
     """``grad * a + centered * b + c`` in one op (the input gradient of every norm)."""
-    planes = _channel_planes(xp, g.shape, a, b, c) if g.shape == xc.shape else None
+    shape = g.shape
+    planes = _channel_planes(xp, shape, a, b, c) if shape == xc.shape else None
     if planes is not None:              # batch norm: per-channel constants, see _channel_planes
         a, b, c = planes
-        shape = g.shape
         g, xc = g.reshape((shape[0],) + a.shape), xc.reshape((shape[0],) + a.shape)
-        out = g * a
-        out += xc * b
-        out += c
-        return out.reshape(shape)
     out = g * a
-    term = xc * b
-    out += term
+    out += xc * b
     out += c
-    return out
+    return out.reshape(shape) if planes is not None else out
 
 
 def _centered(xp, x, mean):
