@@ -9,6 +9,7 @@ import pytest
 import ember
 import ember.nn.functional as F
 from ember import nn
+from ember.testing import assert_close
 
 
 def _np(t):
@@ -371,3 +372,17 @@ def test_sdpa_dropout_gradient_matches_composition():
     np.testing.assert_allclose(_np(out), _np(want_out), rtol=1e-10, atol=1e-12)
     for got, want in zip(grads, ember.autograd.grad(want_out, [q2, k2, v2], g)):
         np.testing.assert_allclose(_np(got), _np(want), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [ember.bfloat16, ember.float16])
+def test_sdpa_half_inputs_backward_in_float32_and_return_half_gradients(dtype):
+    ember.manual_seed(0)
+    full = [ember.randn(2, 3, 5, 4, requires_grad=True) for _ in range(3)]
+    half = [t.detach().to(dtype).requires_grad_() for t in full]
+    weights = ember.randn(2, 3, 5, 4)
+    for q, k, v in (full, half):
+        (F.scaled_dot_product_attention(q, k, v, is_causal=True) * weights.to(q.dtype)) \
+            .sum().backward()
+    for h, f in zip(half, full):
+        assert h.grad.dtype is dtype
+        assert_close(h.grad.float(), f.grad, atol=3e-2, rtol=3e-2)

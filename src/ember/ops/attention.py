@@ -173,6 +173,8 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
 def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     grad, grad_weights = grads[0], grads[1]
     weights = out[1]
+    if grad.dtype != weights.dtype:     # half inputs: float32 weights, and so the backward
+        grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
     gk, gv = _groups(q, k, v, enable_gqa)
     scale = _scale(q.shape[-1], scale)
     p = weights
