@@ -162,3 +162,15 @@ def test_cupy_arrays_become_tensors_without_a_copy():
     a = cupy.arange(3, dtype=cupy.float32)
     t = ember.as_tensor(a)
     assert t.is_cuda and t.data_ptr() == a.data.ptr
+
+
+def test_copy_across_devices_carries_values_and_gradient():
+    host = ember.zeros(2, 3)
+    gpu = ember.arange(6.).reshape(2, 3).cuda().requires_grad_()
+    host.copy_(gpu * 2)                             # GPU into CPU, differentiably
+    assert host.device.type == "cpu" and host.tolist() == [[0, 2, 4], [6, 8, 10]]
+    host.sum().backward()
+    assert gpu.grad.is_cuda and gpu.grad.tolist() == [[2.0] * 3] * 2
+    target = ember.empty(3, device="cuda")
+    target.copy_(ember.tensor([1, 2, 3]))           # CPU into GPU, cast to the target's dtype
+    assert target.is_cuda and target.dtype is ember.float32 and target.tolist() == [1, 2, 3]

@@ -234,6 +234,8 @@ def copy_(self, src, non_blocking=False):
         return fill_(self, src)
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    if src.device != self.device:           # copies cross devices (load_state_dict onto a GPU)
+        src = src.to(self.device, non_blocking=non_blocking)
     from ember.ops._inplace import call_inplace
     return call_inplace(_copy, (self, src), (non_blocking,))
 
