@@ -14,13 +14,14 @@ from ember.backend.cpu_memory import keep_freed_memory
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
-           "quiet_fp", "loud_fp"]
+           "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
 XP_BY_ARRAY_TYPE = {np.ndarray: np}        # backend/cuda.py adds cupy.ndarray
 _DEVICE_BY_ARRAY_TYPE = {np.ndarray: CPU}
 _CUDA_DEVICES = {}                         # GPU index -> device("cuda", index)
+DEVICE_KERNELS = {}     # name -> a fused kernel for GPU arrays (filled by backend/cuda_kernels)
 
 
 def xp_of(array):
@@ -45,6 +46,11 @@ def on_device_of(host, array):
     if XP_BY_ARRAY_TYPE.get(type(array), np) is np:
         return host
     return cuda_backend().to_device(host, array.device.id)
+
+
+def device_kernel(array, name):
+    """The fused GPU kernel registered as ``name`` when ``array`` lives on a GPU, else None."""
+    return None if type(array) is np.ndarray else DEVICE_KERNELS.get(name)
 
 
 def host_array(array):

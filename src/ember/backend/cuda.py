@@ -138,4 +138,6 @@ def empty_cache():
     cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 
-from ember.backend import cuda_kernels  # noqa: E402,F401  (registers the CUDA overrides)
+from ember.backend import cuda_kernels  # noqa: E402
+
+cuda_kernels.load(cupy)

@@ -2,7 +2,7 @@
 
 import math
 
-from ember.backend import xp_of
+from ember.backend import device_kernel, xp_of
 from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
 from ember.optim.optimizer import Optimizer, closure_loss
 
@@ -43,6 +43,14 @@ class Adam(Optimizer):
                     if amsgrad:
                         state["max_exp_avg_sq"] = state_like(p)
                 t = step_count(state)
+                fused = device_kernel(x, "adam")
+                if fused is not None and fused(
+                        x, g, real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data),
+                        real(state["max_exp_avg_sq"]._data) if amsgrad else None, lr=lr,
+                        beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd,
+                        decoupled=decoupled, step=t):
+                    p._bump_version()
+                    continue
                 if wd:
                     if decoupled:
                         x *= 1 - lr * wd

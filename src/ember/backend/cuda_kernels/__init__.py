@@ -9,14 +9,20 @@ the op's own forward signature, ``(xp, *arrays, *params)``, and registers it::
 The op keeps its definition, promotion and derivative in ``ops/``; only its forward on CuPy
 arrays changes. CPU calls never reach an override (a CPU-only process never loads this
 package), and a kernel returning None hands the call to the generic forward (a dtype or
-layout it does not cover).
+layout it does not cover). Kernels that are not an op's forward (the optimizers' fused
+updates) go into ``ember.backend.DEVICE_KERNELS`` by name instead.
+
+The kernels are written in Triton (``triton_*.py``) and load with the CUDA backend when
+Triton is installed; ``EMBER_CUDA_KERNELS=0`` leaves every op on its generic CuPy forward.
 """
+
+import os
 
 import numpy as np
 
 from ember.ops._registry import REGISTRY
 
-__all__ = ["override", "OVERRIDES"]
+__all__ = ["override", "OVERRIDES", "load"]
 
 OVERRIDES = {}                  # op name -> the CUDA forward registered for it
 
@@ -38,3 +44,16 @@ def override(name):
         OVERRIDES[name] = fast
         return fast
     return register
+
+
+def load(cupy):
+    """Register the Triton kernels as CUDA forwards; a no-op without Triton (or when
+    ``EMBER_CUDA_KERNELS=0``), which leaves the generic CuPy forwards in place."""
+    if OVERRIDES or os.environ.get("EMBER_CUDA_KERNELS", "1") == "0":
+        return
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return
+    from ember.backend.cuda_kernels import _launch, triton_ops  # noqa: F401  (registers)
+    _launch.follow_cupy(cupy)

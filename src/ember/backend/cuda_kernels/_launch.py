@@ -1,0 +1,38 @@
+"""What every Triton launcher shares: buffers Triton can read from CuPy arrays, block shapes,
+and Triton's driver pointed at CuPy's current device and stream."""
+
+import triton
+
+__all__ = ["buffer", "row_tiling", "follow_cupy"]
+
+
+class buffer:
+    """A CuPy array as Triton sees a tensor: its device address and element type."""
+
+    __slots__ = ("_ptr", "dtype")
+
+    def __init__(self, array):
+        self._ptr = array.data.ptr
+        self.dtype = array.dtype
+
+    def data_ptr(self):
+        """The array's device address."""
+        return self._ptr
+
+
+def row_tiling(n_cols, tile=4096):
+    """(rows per program, padded row length, warps) for a kernel holding whole rows: short
+    rows are packed several to a program, so that each moves about ``tile`` elements."""
+    block = triton.next_power_of_2(max(n_cols, 1))
+    rows = max(1, min(64, tile // block))
+    warps = 4 if block <= 2048 else 8 if block <= 8192 else 16
+    return rows, block, warps
+
+
+def follow_cupy(cupy):
+    """Make Triton launch on CuPy's current device and stream (its driver otherwise asks
+    PyTorch, or uses the default stream when PyTorch is absent)."""
+    active = triton.runtime.driver.active
+    active.get_current_device = lambda: cupy.cuda.Device().id
+    active.set_current_device = lambda index: cupy.cuda.Device(index).use()
+    active.get_current_stream = lambda index=None: cupy.cuda.get_current_stream().ptr

@@ -1,0 +1,135 @@
+"""The Triton kernels registered as CUDA forwards (NOTE [CUDA kernel overrides]): softmax,
+log_softmax, layer norm, cross entropy, gelu and its gradient, silu, and the Adam update.
+
+Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
+rows short enough to hold in registers) and returns None for the rest, which the op's
+generic CuPy forward then computes. Checks and error messages stay the op's own: an override
+runs them first, or hands inputs it would reject to the generic forward.
+"""
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from ember.backend import DEVICE_KERNELS
+from ember.backend.cuda_kernels import override
+from ember.backend.cuda_kernels import triton_pointwise as pointwise
+from ember.backend.cuda_kernels import triton_rows as rows
+from ember.backend.cuda_kernels._launch import buffer
+from ember.ops.log_space import _finish, _softmax_input
+from ember.ops.normalization import check_normalized_shape
+
+_FAST = frozenset(map(np.dtype, (np.float32, np.float16, ml_dtypes.bfloat16)))
+
+
+def _covered(*arrays):
+    return all(a.dtype in _FAST and a.flags.c_contiguous and a.size for a in arrays)
+
+
+def _softmax(xp, x, dim, dtype, name, log):
+    zero_dim = x.ndim == 0
+    x, d, result = _softmax_input(xp, name, x, dim, dtype)
+    if d != x.ndim - 1 or x.shape[-1] > rows.MAX_ROW or not _covered(x):
+        return None
+    y = xp.empty(x.shape, result)
+    n_cols = x.shape[-1]
+    rows.softmax_rows(buffer(x), buffer(y), x.size // n_cols, n_cols, log)
+    return _finish(y, result, zero_dim)
+
+
+@override("softmax")
+def softmax(xp, x, dim, dtype):
+    """softmax along the last dim of a contiguous array: one pass."""
+    return _softmax(xp, x, dim, dtype, "softmax", False)
+
+
+@override("log_softmax")
+def log_softmax(xp, x, dim, dtype):
+    """log_softmax along the last dim of a contiguous array: one pass."""
+    return _softmax(xp, x, dim, dtype, "log_softmax", True)
+
+
+@override("native_layer_norm")
+def native_layer_norm(xp, x, w, b, normalized_shape, eps):
+    """Layer norm of contiguous rows: statistics, normalization, scale and shift in one pass."""
+    ns = check_normalized_shape(x, normalized_shape, w, b)
+    k = math.prod(ns)
+    if k > rows.MAX_ROW or not _covered(x):
+        return None
+    n_rows = x.size // k
+    y = xp.empty(x.shape, x.dtype)
+    mean, invstd = xp.empty(n_rows, x.dtype), xp.empty(n_rows, x.dtype)
+    w, b = (None if v is None else buffer(xp.ascontiguousarray(v)) for v in (w, b))
+    rows.layer_norm_rows(buffer(x), w, b, buffer(y), buffer(mean), buffer(invstd), n_rows, k,
+                         eps)
+    stats = x.shape[:x.ndim - len(ns)] + (1,) * len(ns)
+    return y, mean.reshape(stats), invstd.reshape(stats)
+
+
+@override("cross_entropy")
+def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
+                  label_smoothing):
+    """Cross entropy of (N, C) logits and class targets, unweighted and unsmoothed: one pass
+    over each row (the targets are checked on the device, with one synchronization)."""
+    if (w is not None or label_smoothing or size_average is not None or reduce is not None
+            or reduction not in ("mean", "sum", "none") or x.ndim != 2 or t.shape != x.shape[:1]
+            or t.dtype.kind not in "iu" or not _covered(x)):
+        return None
+    n, c = x.shape
+    t = xp.ascontiguousarray(t, dtype=xp.int64)
+    kept = t != ignore_index
+    if bool((((t < 0) | (t >= c)) & kept).any()):
+        return None                         # the generic forward raises PyTorch's error
+    loss = xp.empty(n, xp.float32)
+    rows.cross_entropy_rows(buffer(x), buffer(t), buffer(loss), n, c, ignore_index)
+    if reduction == "sum":
+        loss = loss.sum()
+    elif reduction == "mean":
+        loss = loss.sum() / kept.sum(dtype=loss.dtype)
+    return loss.astype(x.dtype, copy=False)
+
+
+@override("gelu")
+def gelu(xp, x, approximate):
+    """gelu of a contiguous array in one pass."""
+    if approximate not in ("none", "tanh") or not _covered(x):
+        return None
+    y = xp.empty(x.shape, x.dtype)
+    pointwise.gelu(buffer(x), buffer(y), x.size, approximate)
+    return y
+
+
+@override("_gelu_backward")
+def gelu_backward(xp, grad, x, approximate):
+    """gelu's gradient in one pass."""
+    if (approximate not in ("none", "tanh") or grad.shape != x.shape
+            or grad.dtype != x.dtype or not _covered(grad, x)):
+        return None
+    y = xp.empty(x.shape, x.dtype)
+    pointwise.gelu_backward(buffer(grad), buffer(x), buffer(y), x.size, approximate)
+    return y
+
+
+@override("silu")
+def silu(xp, x):
+    """silu of a contiguous array in one pass."""
+    if not _covered(x):
+        return None
+    y = xp.empty(x.shape, x.dtype)
+    pointwise.silu(buffer(x), buffer(y), x.size)
+    return y
+
+
+def adam(x, g, m, v, vmax, **hyper):
+    """The Adam/AdamW update of one float32 parameter in one pass; False (nothing done) for
+    other dtypes and layouts, which the optimizer then updates itself."""
+    arrays = (x, g, m, v) if vmax is None else (x, g, m, v, vmax)
+    if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays) or not x.size:
+        return False
+    pointwise.adam_update(*(buffer(a) for a in (x, g, m, v)),
+                          None if vmax is None else buffer(vmax), x.size, **hyper)
+    return True
+
+
+DEVICE_KERNELS["adam"] = adam

@@ -1,0 +1,107 @@
+"""Triton kernels applied element by element over contiguous buffers: gelu and its gradient,
+silu, and the Adam/AdamW parameter update. Launchers take buffers as objects with
+``data_ptr()`` and ``dtype`` and compute in float32."""
+
+import triton
+import triton.language as tl
+
+__all__ = ["gelu", "gelu_backward", "silu", "adam_update", "BLOCK"]
+
+BLOCK = 1024
+# the kernels write their constants as literals (Triton's compiler reads module globals only as
+# constexprs, which its interpreter cannot multiply with tensors): 0.7071067811865476 is
+# sqrt(1/2), 0.3989422804014327 is 1/sqrt(2 pi), 0.7978845608028654 is sqrt(2/pi) and
+# 0.044715 is the tanh approximation's cubic coefficient.
+
+
+@triton.jit
+def _tanh(z):
+    return 2.0 * tl.sigmoid(2.0 * z) - 1.0
+
+
+@triton.jit
+def _gelu_kernel(x_ptr, y_ptr, n, TANH: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    if TANH:
+        y = 0.5 * x * (1.0 + _tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    else:
+        y = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _gelu_backward_kernel(g_ptr, x_ptr, y_ptr, n, TANH: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    g = tl.load(g_ptr + offsets, mask=mask).to(tl.float32)
+    if TANH:
+        x2 = x * x
+        t = _tanh(0.7978845608028654 * (x + 0.044715 * x2 * x))
+        slope = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x2)
+        d = 0.5 * ((1.0 - t * t) * x * slope + (1.0 + t))
+    else:
+        density = tl.exp(-0.5 * x * x) * 0.3989422804014327
+        d = 0.5 * (1.0 + tl.erf(x * 0.7071067811865476)) + x * density
+    tl.store(y_ptr + offsets, (g * d).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _silu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offsets, (x * tl.sigmoid(x)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def gelu(x, y, n, approximate):
+    """``y = gelu(x)`` over ``n`` elements (``approximate``: 'none' or 'tanh')."""
+    _gelu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, TANH=approximate == "tanh", BLOCK=BLOCK)
+
+
+def gelu_backward(grad, x, y, n, approximate):
+    """``y = grad * gelu'(x)`` over ``n`` elements."""
+    _gelu_backward_kernel[(triton.cdiv(n, BLOCK),)](grad, x, y, n, TANH=approximate == "tanh",
+                                                    BLOCK=BLOCK)
+
+
+def silu(x, y, n):
+    """``y = x * sigmoid(x)`` over ``n`` elements."""
+    _silu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK)
+
+
+@triton.jit
+def _adam_kernel(x_ptr, g_ptr, m_ptr, v_ptr, vmax_ptr, n, lr, beta1, beta2, eps, weight_decay,
+                 step_size, bias2_sqrt, DECAY: tl.constexpr, AMSGRAD: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    g = tl.load(g_ptr + offsets, mask=mask)
+    m = tl.load(m_ptr + offsets, mask=mask)
+    v = tl.load(v_ptr + offsets, mask=mask)
+    if DECAY == 1:                      # L2 penalty added to the gradient (Adam)
+        g = g + weight_decay * x
+    if DECAY == 2:                      # decoupled decay of the parameter (AdamW)
+        x = x * (1.0 - lr * weight_decay)
+    m = m + (1.0 - beta1) * (g - m)
+    v = v * beta2 + (1.0 - beta2) * g * g
+    tl.store(m_ptr + offsets, m, mask=mask)
+    tl.store(v_ptr + offsets, v, mask=mask)
+    if AMSGRAD:
+        v = tl.maximum(tl.load(vmax_ptr + offsets, mask=mask), v)
+        tl.store(vmax_ptr + offsets, v, mask=mask)
+    denom = tl.sqrt(v) / bias2_sqrt + eps
+    tl.store(x_ptr + offsets, x - step_size * m / denom, mask=mask)
+
+
+def adam_update(x, g, m, v, vmax, n, *, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    """One Adam step in place on float32 buffers of ``n`` elements: moments ``m`` and ``v``
+    (and their running maximum ``vmax`` for AMSGrad, else None), then the parameter ``x``."""
+    decay = 0 if not weight_decay else 2 if decoupled else 1
+    _adam_kernel[(triton.cdiv(n, BLOCK),)](
+        x, g, m, v, v if vmax is None else vmax, n, float(lr), float(beta1), float(beta2),
+        float(eps), float(weight_decay), float(lr / (1 - beta1 ** step)),
+        float((1 - beta2 ** step) ** 0.5), DECAY=decay, AMSGRAD=vmax is not None, BLOCK=BLOCK)

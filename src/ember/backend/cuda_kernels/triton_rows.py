@@ -1,0 +1,105 @@
+"""Triton kernels over the rows of a contiguous (rows, cols) array: softmax, log_softmax,
+layer norm and cross entropy. Each launcher takes buffers as objects with ``data_ptr()`` and
+``dtype`` (``_launch.buffer`` of a CuPy array on the GPU; the tests also pass other
+carriers through Triton's interpreter), computes in float32 and stores in the output's type.
+"""
+
+import triton
+import triton.language as tl
+
+from ember.backend.cuda_kernels._launch import row_tiling
+
+__all__ = ["softmax_rows", "layer_norm_rows", "cross_entropy_rows", "MAX_ROW"]
+
+MAX_ROW = 32768                 # longest row a program holds in registers
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, n_rows, n_cols,
+                    ROWS: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    mask = (rows < n_rows) & (cols < n_cols)
+    offsets = rows.to(tl.int64) * n_cols + cols
+    x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf")).to(tl.float32)
+    shifted = x - tl.max(x, axis=1)[:, None]
+    e = tl.exp(shifted)
+    total = tl.sum(e, axis=1)[:, None]
+    if LOG:
+        y = shifted - tl.log(total)
+    else:
+        y = e / total
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax_rows(x, y, n_rows, n_cols, log=False):
+    """``y = softmax(x)`` (or ``log_softmax``) along each of ``n_rows`` rows of ``n_cols``."""
+    rows, block, warps = row_tiling(n_cols)
+    _softmax_kernel[(triton.cdiv(n_rows, rows),)](
+        x, y, n_rows, n_cols, ROWS=rows, BLOCK=block, LOG=log, num_warps=warps)
+
+
+@triton.jit
+def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, invstd_ptr, n_rows, n_cols, eps,
+                       ROWS: tl.constexpr, BLOCK: tl.constexpr,
+                       HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    first = tl.program_id(0) * ROWS
+    row_ids = first + tl.arange(0, ROWS)
+    rows = row_ids[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    col_mask = cols < n_cols
+    mask = (rows < n_rows) & col_mask
+    offsets = rows.to(tl.int64) * n_cols + cols
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=1) / n_cols
+    centered = tl.where(mask, x - mean[:, None], 0.0)
+    var = tl.sum(centered * centered, axis=1) / n_cols
+    invstd = 1.0 / tl.sqrt(var + eps)
+    y = centered * invstd[:, None]
+    if HAS_W:
+        y = y * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    if HAS_B:
+        y = y + tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+    row_mask = row_ids < n_rows
+    tl.store(mean_ptr + row_ids, mean.to(mean_ptr.dtype.element_ty), mask=row_mask)
+    tl.store(invstd_ptr + row_ids, invstd.to(invstd_ptr.dtype.element_ty), mask=row_mask)
+
+
+def layer_norm_rows(x, w, b, y, mean, invstd, n_rows, n_cols, eps):
+    """Normalize each row of ``x`` into ``y`` (then scale by ``w`` and shift by ``b`` when not
+    None), writing each row's mean and 1/sqrt(var + eps)."""
+    rows, block, warps = row_tiling(n_cols)
+    _layer_norm_kernel[(triton.cdiv(n_rows, rows),)](
+        x, x if w is None else w, x if b is None else b, y, mean, invstd, n_rows, n_cols,
+        float(eps), ROWS=rows, BLOCK=block, HAS_W=w is not None, HAS_B=b is not None,
+        num_warps=warps)
+
+
+@triton.jit
+def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    start = x_ptr + row * n_cols
+    # an online log-sum-exp over blocks of the row; the running maximum starts finite so that
+    # no inf - inf appears
+    top = tl.full([], -3.0e38, tl.float32)
+    total = tl.full([], 0.0, tl.float32)
+    for first in range(0, n_cols, BLOCK):
+        cols = first + tl.arange(0, BLOCK)
+        x = tl.load(start + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        new_top = tl.maximum(top, tl.max(x, axis=0))
+        total = total * tl.exp(top - new_top) + tl.sum(tl.exp(x - new_top), axis=0)
+        top = new_top
+    target = tl.load(t_ptr + row).to(tl.int64)
+    ignored = target == ignore_index
+    picked = tl.load(start + tl.where(ignored, 0, target)).to(tl.float32)
+    loss = tl.where(ignored, 0.0, top + tl.log(total) - picked)
+    tl.store(loss_ptr + row, loss)
+
+
+def cross_entropy_rows(x, target, loss, n_rows, n_cols, ignore_index):
+    """``loss[i] = logsumexp(x[i]) - x[i, target[i]]`` (0 where target is ignore_index), in
+    float32; the targets must already be known to lie in [0, n_cols)."""
+    block = min(triton.next_power_of_2(n_cols), 4096)
+    _cross_entropy_kernel[(n_rows,)](x, target, loss, n_cols, int(ignore_index), BLOCK=block,
+                                     num_warps=4 if block <= 1024 else 8)

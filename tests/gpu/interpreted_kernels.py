@@ -1,0 +1,179 @@
+"""Checks of the Triton kernels under Triton's interpreter (``TRITON_INTERPRET=1``), on NumPy
+arrays against NumPy references. tests/gpu/test_triton_kernels.py runs this file in a
+process of its own, as the interpreter must be on before the kernels are defined."""
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+import scipy.special
+
+assert os.environ.get("TRITON_INTERPRET") == "1", "run through tests/gpu/test_triton_kernels.py"
+
+from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
+from ember.backend.cuda_kernels import triton_rows as rows  # noqa: E402
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+SHAPES = [(5, 7), (70, 33), (2, 5000), (1, 1)]
+
+
+class Host:
+    """A NumPy array as the interpreter takes a tensor: it asks for the parts of PyTorch's
+    tensor API that copy device memory to the host and back, all identities here."""
+
+    def __init__(self, array):
+        self.array, self.dtype = array, array.dtype
+
+    def data_ptr(self):
+        return self.array.ctypes.data
+
+    def untyped_storage(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def new_empty(self, *args, **kwargs):
+        return self
+
+    def set_(self, *args):
+        return self
+
+    def storage_offset(self):
+        return 0
+
+    def size(self):
+        return self.array.shape
+
+    def stride(self):
+        return tuple(s // self.array.itemsize for s in self.array.strides)
+
+    def copy_(self, other):
+        return self
+
+
+def _data(shape, seed=0, scale=3.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+def _softmax_ref(x, log):
+    s = x - x.max(1, keepdims=True)
+    return s - np.log(np.exp(s).sum(1, keepdims=True)) if log else \
+        np.exp(s) / np.exp(s).sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_softmax_rows(shape, log):
+    x = _data(shape)
+    y = np.empty_like(x)
+    rows.softmax_rows(Host(x), Host(y), *shape, log)
+    np.testing.assert_allclose(y, _softmax_ref(x.astype(np.float64), log), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_rows_bfloat16_in_and_out():
+    x = _data((4, 50)).astype(BF16)
+    y = np.empty_like(x)
+    rows.softmax_rows(Host(x), Host(y), 4, 50)
+    assert y.dtype == BF16
+    ref = _softmax_ref(x.astype(np.float64), False)
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=1e-2, atol=1e-3)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_layer_norm_rows(shape, affine):
+    x = _data(shape) + 2
+    n, k = shape
+    w, b = (_data(k, seed) if affine else None for seed in (1, 2))
+    y, mean, invstd = np.empty_like(x), np.empty(n, np.float32), np.empty(n, np.float32)
+    rows.layer_norm_rows(Host(x), w if w is None else Host(w), b if b is None else Host(b),
+                         Host(y), Host(mean), Host(invstd), n, k, 1e-5)
+    x64 = x.astype(np.float64)
+    ref_mean = x64.mean(1)
+    ref_invstd = 1 / np.sqrt(x64.var(1) + 1e-5)
+    ref = (x64 - ref_mean[:, None]) * ref_invstd[:, None]
+    if affine:
+        ref = ref * w + b
+    np.testing.assert_allclose(mean, ref_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(invstd, ref_invstd, rtol=1e-4)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", SHAPES + [(3, 10000)])
+def test_cross_entropy_rows(shape):
+    x = _data(shape)
+    n, c = shape
+    t = np.random.default_rng(3).integers(0, c, n)
+    t[0] = -100                                 # ignored: loss 0
+    t[-1] = c - 1
+    loss = np.empty(n, np.float32)
+    rows.cross_entropy_rows(Host(x), Host(t), Host(loss), n, c, -100)
+    x64 = x.astype(np.float64)
+    lse = scipy.special.logsumexp(x64, axis=1)
+    ref = np.where(t == -100, 0.0, lse - x64[np.arange(n), np.where(t == -100, 0, t)])
+    np.testing.assert_allclose(loss, ref, rtol=1e-5, atol=1e-5)
+
+
+def _gelu_ref(x, approximate):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    return x * scipy.special.ndtr(x)
+
+
+def _gelu_grad_ref(x, approximate):
+    if approximate == "tanh":
+        k, c = np.sqrt(2 / np.pi), 0.044715
+        t = np.tanh(k * (x + c * x ** 3))
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x)
+    return scipy.special.ndtr(x) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_and_its_gradient(approximate):
+    x = _data(3001, scale=4.0)
+    x[:3] = [0.0, -30.0, 30.0]
+    g = _data(3001, seed=5)
+    y, dx = np.empty_like(x), np.empty_like(x)
+    pointwise.gelu(Host(x), Host(y), x.size, approximate)
+    pointwise.gelu_backward(Host(g), Host(x), Host(dx), x.size, approximate)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(y, _gelu_ref(x64, approximate), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dx, g * _gelu_grad_ref(x64, approximate), rtol=1e-5, atol=1e-5)
+
+
+def test_silu():
+    x = _data(2500)
+    y = np.empty_like(x)
+    pointwise.silu(Host(x), Host(y), x.size)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(y, x64 * scipy.special.expit(x64), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("weight_decay, decoupled, amsgrad",
+                         [(0.0, False, False), (0.1, False, False), (0.1, True, False),
+                          (0.0, False, True)])
+def test_adam_update(weight_decay, decoupled, amsgrad):
+    n, lr, b1, b2, eps = 2500, 1e-2, 0.9, 0.999, 1e-8
+    x = _data(n)
+    m, v = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    vmax = np.zeros(n, np.float32) if amsgrad else None
+    rx, rm, rv, rvmax = (a.astype(np.float64) for a in (x, m, v, m))
+    for step in range(1, 4):
+        g = _data(n, seed=10 + step)
+        pointwise.adam_update(Host(x), Host(g), Host(m), Host(v), vmax if vmax is None else
+                              Host(vmax), n, lr=lr, beta1=b1, beta2=b2, eps=eps,
+                              weight_decay=weight_decay, decoupled=decoupled, step=step)
+        g = g.astype(np.float64)
+        if decoupled:
+            rx = rx * (1 - lr * weight_decay)
+        elif weight_decay:
+            g = g + weight_decay * rx
+        rm = b1 * rm + (1 - b1) * g
+        rv = b2 * rv + (1 - b2) * g * g
+        rvmax = np.maximum(rvmax, rv)
+        denom = np.sqrt(rvmax if amsgrad else rv) / np.sqrt(1 - b2 ** step) + eps
+        rx = rx - lr / (1 - b1 ** step) * rm / denom
+    np.testing.assert_allclose(m, rm, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(x, rx, rtol=1e-5, atol=1e-6)

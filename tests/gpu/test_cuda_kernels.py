@@ -1,0 +1,176 @@
+"""The Triton overrides on the GPU (backend/cuda_kernels): each against the op's CPU result,
+on the layouts a kernel covers and on those it hands back to the generic forward."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember.testing import assert_close
+
+pytestmark = pytest.mark.cuda
+
+
+@pytest.fixture(scope="module")
+def overrides():
+    pytest.importorskip("triton")
+    ember.ones(1).cuda()                            # loads the backend and its kernels
+    from ember.backend.cuda_kernels import OVERRIDES
+    return OVERRIDES
+
+
+def _pair(shape, dtype=ember.float32, seed=0, scale=3.0):
+    ember.manual_seed(seed)
+    host = (ember.randn(*shape) * scale).to(dtype)
+    return host, host.cuda()
+
+
+def _same(gpu, host, **tol):
+    assert gpu.is_cuda and gpu.dtype is host.dtype
+    assert_close(gpu.cpu(), host, equal_nan=True, **tol)
+
+
+def test_kernels_are_registered(overrides):
+    assert {"softmax", "log_softmax", "native_layer_norm", "cross_entropy", "gelu",
+            "_gelu_backward", "silu"} <= set(overrides)
+    assert "adam" in ember.backend.DEVICE_KERNELS
+
+
+LOW = dict(atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.bfloat16, ember.float16])
+@pytest.mark.parametrize("shape, dim", [((64, 33), -1), ((4, 8, 1000), 2), ((3, 40000), 1),
+                                        ((5, 6, 7), 1), ((7,), 0)])
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_family(overrides, fn, shape, dim, dtype):
+    host, gpu = _pair(shape, dtype)
+    tol = {} if dtype is ember.float32 else LOW
+    _same(fn(gpu, dim), fn(host, dim), **tol)
+    _same(fn(gpu.mT if gpu.ndim > 1 else gpu, -1), fn(host.mT if host.ndim > 1 else host, -1),
+          **tol)
+
+
+def test_softmax_with_dtype_argument_and_gradient(overrides):
+    host, gpu = _pair((16, 50))
+    _same(F.softmax(gpu, -1, dtype=ember.float64), F.softmax(host, -1, dtype=ember.float64))
+    for x in (host, gpu):
+        x.requires_grad_()
+        F.log_softmax(x, -1).mul(ember.arange(50.).to(x.device)).sum().backward()
+    _same(gpu.grad, host.grad)
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.bfloat16])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape, normalized", [((8, 16, 128), (128,)), ((4, 6, 10), (6, 10)),
+                                               ((3, 40000), (40000,))])
+def test_layer_norm(overrides, shape, normalized, affine, dtype):
+    host, gpu = _pair(shape, dtype)
+    w, b = (ember.randn(*normalized).to(dtype) if affine else None for _ in range(2))
+    out_h = ember.native_layer_norm(host, normalized, w, b, 1e-5)
+    out_g = ember.native_layer_norm(gpu, normalized, *(v if v is None else v.cuda()
+                                                       for v in (w, b)), 1e-5)
+    tol = {} if dtype is ember.float32 else LOW
+    for g, h in zip(out_g, out_h):
+        assert g.shape == h.shape
+        _same(g, h, **tol)
+
+
+def test_layer_norm_module_trains_like_cpu(overrides):
+    host = ember.nn.LayerNorm(64)
+    gpu = ember.nn.LayerNorm(64).cuda()
+    gpu.load_state_dict(host.state_dict())
+    x, xg = _pair((32, 64))
+    for model, inp in ((host, x), (gpu, xg)):
+        inp.requires_grad_()
+        model(inp).pow(2).sum().backward()
+    _same(xg.grad, x.grad, atol=1e-4, rtol=1e-4)
+    _same(gpu.weight.grad, host.weight.grad, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [ember.float32, ember.bfloat16])
+@pytest.mark.parametrize("n, c", [(64, 10), (8, 50257), (1, 1)])
+def test_cross_entropy(overrides, n, c, dtype, reduction):
+    host, gpu = _pair((n, c), dtype)
+    target = ember.randint(0, c, (n,))
+    target[0] = -100
+    tol = {} if dtype is ember.float32 else LOW
+    _same(F.cross_entropy(gpu, target.cuda(), reduction=reduction),
+          F.cross_entropy(host, target, reduction=reduction), **tol)
+    for x in (host, gpu):                           # and its gradient, through the override
+        x.requires_grad_()
+        F.cross_entropy(x, target.to(x.device)).backward()
+    _same(gpu.grad, host.grad, **tol)
+
+
+def test_cross_entropy_cases_the_kernel_leaves_alone(overrides):
+    host, gpu = _pair((6, 5))
+    t = ember.tensor([0, 1, 2, 3, 4, 0])
+    w = ember.rand(5)
+    _same(F.cross_entropy(gpu, t.cuda(), weight=w.cuda()), F.cross_entropy(host, t, weight=w))
+    _same(F.cross_entropy(gpu, t.cuda(), label_smoothing=0.1),
+          F.cross_entropy(host, t, label_smoothing=0.1))
+    _same(F.cross_entropy(gpu, t.cuda(), ignore_index=0), F.cross_entropy(host, t, ignore_index=0))
+    with pytest.raises(IndexError, match="Target 5 is out of bounds"):
+        F.cross_entropy(gpu, ember.tensor([0, 1, 2, 3, 4, 5]).cuda())
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_and_its_gradient(overrides, approximate):
+    host, gpu = _pair((256, 300), scale=4.0)
+    for x in (host, gpu):
+        x.requires_grad_()
+        F.gelu(x, approximate=approximate).mul(x.detach()).sum().backward()
+    _same(F.gelu(gpu, approximate=approximate), F.gelu(host, approximate=approximate),
+          atol=1e-6, rtol=1e-5)
+    _same(gpu.grad, host.grad, atol=1e-5, rtol=1e-5)
+    _same(F.gelu(gpu.mT), F.gelu(host.mT), atol=1e-6, rtol=1e-5)    # strided: generic
+
+
+def test_silu(overrides):
+    host, gpu = _pair((1000, 3))
+    _same(F.silu(gpu), F.silu(host), atol=1e-6, rtol=1e-5)
+    _same(F.silu(gpu.to(ember.float16)), F.silu(host.to(ember.float16)), **LOW)
+
+
+@pytest.mark.parametrize("cls, kwargs", [
+    (ember.optim.Adam, {}), (ember.optim.Adam, {"weight_decay": 0.1}),
+    (ember.optim.AdamW, {"weight_decay": 0.1}), (ember.optim.Adam, {"amsgrad": True}),
+    (ember.optim.Adam, {"maximize": True})])
+def test_fused_adam_matches_cpu(overrides, cls, kwargs):
+    ember.manual_seed(0)
+    params = [ember.randn(300, 7), ember.randn(11)]
+    host = [p.clone().requires_grad_() for p in params]
+    gpu = [p.cuda().requires_grad_() for p in params]
+    opts = [cls(ps, lr=1e-2, **kwargs) for ps in (host, gpu)]
+    for step in range(3):
+        for ps, opt in zip((host, gpu), opts):
+            for p, g in zip(ps, params):
+                p.grad = (g * (step + 1)).to(p.device)
+            opt.step()
+    for h, g in zip(host, gpu):
+        _same(g.detach(), h.detach(), atol=1e-6, rtol=1e-5)
+    assert np.isclose(opts[1].state[gpu[0]]["exp_avg"].cpu().numpy(),
+                      opts[0].state[host[0]]["exp_avg"].numpy(), atol=1e-6).all()
+
+
+def test_adam_hands_each_parameter_to_the_fused_kernel(monkeypatch):
+    calls = []
+    fused = ember.backend.DEVICE_KERNELS.get("adam", lambda *args, **hyper: False)
+
+    def recording(x, g, m, v, vmax, **hyper):
+        calls.append((x.shape, vmax is None, hyper))
+        return fused(x, g, m, v, vmax, **hyper)
+    monkeypatch.setitem(ember.backend.DEVICE_KERNELS, "adam", recording)
+    p = ember.ones(4, device="cuda", requires_grad=True)
+    opt = ember.optim.AdamW([p], lr=0.5, weight_decay=0.1)
+    for _ in range(2):
+        p.grad = ember.full((4,), 2.0, device="cuda")
+        opt.step()
+    assert [c[0] for c in calls] == [(4,), (4,)] and calls[0][1]
+    assert calls[1][2] == dict(lr=0.5, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1,
+                               decoupled=True, step=2)
+    # a constant gradient makes each step move the weight by lr, after the decay
+    expected = ((1 - 0.05) - 0.5) * (1 - 0.05) - 0.5
+    assert_close(p.detach().cpu(), ember.full((4,), expected), atol=1e-5, rtol=0)
