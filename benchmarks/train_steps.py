@@ -20,6 +20,7 @@ def _step(lib, model, make_loss):
         make_loss().backward()
         _sgd(model, lib)
     step.parameters = model.parameters
+    step.model = model
     return step
 
 
@@ -48,12 +49,12 @@ def mlp_adam(lib):
     return step
 
 
-def mlp_784(lib):
+def mlp_784(lib, batch=128):
     """The classic MNIST MLP (784-512-512-10, ReLU) on a batch of 128, stepped by Adam."""
     nn, F = lib.nn, lib.nn.functional
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                           nn.Linear(512, 10))
-    x, y = _data(lib, (128, 784), 10)
+    x, y = _data(lib, (batch, 784), 10)
     opt = lib.optim.Adam(model.parameters(), lr=1e-3)
 
     def step():
@@ -64,18 +65,18 @@ def mlp_784(lib):
     return step
 
 
-def lenet(lib):
+def lenet(lib, batch=64):
     """LeNet-5 style CNN on a 64x1x28x28 batch."""
     nn, F = lib.nn, lib.nn.functional
     model = nn.Sequential(
         nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
         nn.Linear(256, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
-    x, y = _data(lib, (64, 1, 28, 28), 10)
+    x, y = _data(lib, (batch, 1, 28, 28), 10)
     return _step(lib, model, lambda: F.cross_entropy(model(x), y))
 
 
-def resnet_block(lib):
+def resnet_block(lib, batch=32):
     """A ResNet basic block (3->32 channels, 1x1 projection shortcut) with BatchNorm on
     32x3x32x32, then global average pooling and a linear classifier."""
     nn, F = lib.nn, lib.nn.functional
@@ -96,7 +97,7 @@ def resnet_block(lib):
 
     model = nn.Sequential(Block(3, 32), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(32, 10))
-    x, y = _data(lib, (32, 3, 32, 32), 10)
+    x, y = _data(lib, (batch, 3, 32, 32), 10)
     return _step(lib, model, lambda: F.cross_entropy(model(x), y))
 
 

@@ -4,7 +4,7 @@
 # summary table last. Run from the repository root:  bash tests/gpu/run_gpu_checks.sh
 # Logs go to $OUT (the device machine's return folder) when it is set, else to ./gpu_logs.
 #   EMBER_CUDA_OPINFO_DTYPES  dtypes of the OpInfo forward checks (default float32,float64)
-#   GPU_CHECKS_ONLY           a space-separated subset of: smoke tests opinfo bench
+#   GPU_CHECKS_ONLY           a space-separated subset of: smoke tests opinfo bench gpubench
 set -u
 cd "$(dirname "$0")/../.."
 LOGS=${OUT:-gpu_logs}
@@ -12,7 +12,7 @@ mkdir -p "$LOGS"
 exec > >(tee "$LOGS/gpu_checks.log") 2>&1
 export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
-ONLY=${GPU_CHECKS_ONLY:-smoke tests opinfo bench}
+ONLY=${GPU_CHECKS_ONLY:-smoke tests opinfo bench gpubench}
 START=$(date +%s)
 SUMMARY=()
 
@@ -82,7 +82,7 @@ except OSError:
 EOF
 
 if wanted smoke; then
-    phase smoke "$(limit 60 330)" $PY - <<'EOF'
+    phase smoke "$(limit 45 390)" $PY - <<'EOF'
 # One line per CUDA path, each independent, so one failure does not hide the others.
 import traceback
 import ember
@@ -119,7 +119,7 @@ XDIST=()
 $PY -c "import xdist" 2>/dev/null && XDIST=(-n 8)
 
 if wanted tests; then
-    phase "CUDA tests" "$(limit 120 230)" "${PYTEST[@]}" tests/gpu -m cuda \
+    phase "CUDA tests" "$(limit 100 290)" "${PYTEST[@]}" tests/gpu -m cuda \
         --ignore=tests/gpu/test_opinfo_cuda.py > "$LOGS/cuda_tests.log" 2>&1
     grep -E '^(FAILED|ERROR) ' "$LOGS/cuda_tests.log" | head -40
     tail -1 "$LOGS/cuda_tests.log"
@@ -129,7 +129,7 @@ fi
 if wanted opinfo; then
     echo "OpInfo dtypes: ${EMBER_CUDA_OPINFO_DTYPES:=float32,float64}"
     export EMBER_CUDA_OPINFO_DTYPES
-    phase "OpInfo on CUDA" "$(limit 240 60)" "${PYTEST[@]}" "${XDIST[@]}" \
+    phase "OpInfo on CUDA" "$(limit 160 130)" "${PYTEST[@]}" "${XDIST[@]}" \
         tests/gpu/test_opinfo_cuda.py \
         > "$LOGS/opinfo_cuda.log" 2>&1
     echo "first failures (all in opinfo_cuda.log):"
@@ -139,10 +139,17 @@ if wanted opinfo; then
 fi
 
 if wanted bench; then
-    phase "benchmark (cuda)" "$(limit 60 0)" $PY benchmarks/overhead.py --quick --device cuda \
+    phase "benchmark (cuda)" "$(limit 30 100)" $PY benchmarks/overhead.py --quick --device cuda \
         > "$LOGS/bench.log" 2>&1
     cat "$LOGS/bench.log" | tail -40
     SUMMARY+=("benchmark (cuda)|$LAST_NOTE|table above|$LAST_TIME")
+fi
+
+if wanted gpubench; then
+    phase "kernels, steps, AMP (cuda)" "$(limit 100 0)" $PY benchmarks/cuda.py --quick \
+        > "$LOGS/cuda_bench.log" 2>&1
+    cat "$LOGS/cuda_bench.log" | tail -40
+    SUMMARY+=("GPU bench + AMP|$LAST_NOTE|table above|$LAST_TIME")
 fi
 
 echo

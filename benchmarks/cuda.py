@@ -1,0 +1,201 @@
+"""GPU benchmarks, ember against PyTorch on the same device in one process: the fused
+kernels' ops, GEMM and convolution, training steps at sizes that keep a GPU busy, and the
+GPT block trained in bfloat16 autocast against float32.
+
+    python benchmarks/cuda.py [--device cuda] [--quick]
+
+``--device cpu`` runs the same program at small sizes (to check the script itself).
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import train_steps  # noqa: E402
+
+import ember  # noqa: E402
+
+try:
+    import torch
+except ImportError:                 # the ember column alone
+    torch = None
+
+
+def _timer(lib, device):
+    def wait():
+        if device != "cpu":
+            lib.cuda.synchronize()
+    return wait
+
+
+def time_ms(fn, wait, min_time):
+    """Best mean time of ``fn`` in ms over rounds of at least ``min_time`` seconds."""
+    fn()
+    wait()
+    best = float("inf")
+    for _ in range(3):
+        n, start = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            if n >= 3 and time.perf_counter() - start >= min_time / 3:
+                break
+        wait()
+        best = min(best, (time.perf_counter() - start) / n * 1e3)
+    return best
+
+
+def op_workloads(lib, scale):
+    """name -> a no-argument function running one op (no gradient), sizes divided by
+    ``scale``."""
+    F = lib.nn.functional
+    gen = np.random.default_rng(0)
+
+    def randn(*shape, dtype=np.float32):
+        return lib.tensor(gen.standard_normal(shape).astype(dtype))
+    rows, cols, vocab = 8192 // scale, 1024, 32768 // scale
+    x, w, b = randn(rows, cols), randn(cols), randn(cols)
+    logits, target = randn(4096 // scale, vocab), lib.tensor(gen.integers(0, vocab, 4096 // scale))
+    big = randn(16 * 2 ** 20 // scale ** 2)
+    n = 4096 // scale
+    a, c = randn(n, n), randn(n, n)
+    a16, c16 = a.to(lib.bfloat16), c.to(lib.bfloat16)
+    image = randn(64 // scale, 64, 56 // scale, 56 // scale)
+    conv = lib.nn.Conv2d(64, 64, 3, padding=1)
+    q, k, v = (randn(16 // scale, 16, 1024 // scale, 64) for _ in range(3))
+    params = [lib.nn.Parameter(randn(1000, 1000 // scale)) for _ in range(10)]
+    for p in params:
+        p.grad = lib.ones_like(p)
+    adam = lib.optim.Adam(params, lr=1e-3)
+    grad = lib.no_grad()
+    grad.__enter__()                                # op timings without graph recording
+    return {
+        f"softmax {rows}x{cols}": lambda: F.softmax(x, -1),
+        f"log_softmax {rows}x{cols}": lambda: F.log_softmax(x, -1),
+        f"layer_norm {rows}x{cols}": lambda: F.layer_norm(x, (cols,), w, b),
+        f"cross_entropy {logits.shape[0]}x{vocab}": lambda: F.cross_entropy(logits, target),
+        f"gelu {big.numel()}": lambda: F.gelu(big),
+        f"silu {big.numel()}": lambda: F.silu(big),
+        f"add {big.numel()}": lambda: big + big,
+        f"exp {big.numel()}": lambda: big.exp(),
+        f"Adam step, {sum(p.numel() for p in params)} params": adam.step,
+        f"matmul {n}x{n} float32": lambda: a @ c,
+        f"matmul {n}x{n} bfloat16": lambda: a16 @ c16,
+        f"conv2d 64->64 3x3 on {tuple(image.shape)}": lambda: conv(image),
+        f"causal SDPA {tuple(q.shape)}": lambda: F.scaled_dot_product_attention(
+            q, k, v, is_causal=True),
+    }
+
+
+def step_workloads(scale):
+    """name -> (maker(lib)): training steps at GPU-sized batches."""
+    return {
+        f"MLP 784-512-512-10, batch {8192 // scale}":
+            lambda lib: train_steps.mlp_784(lib, batch=8192 // scale),
+        f"LeNet, batch {4096 // scale}": lambda lib: train_steps.lenet(lib, batch=4096 // scale),
+        f"ResNet block, batch {512 // scale}":
+            lambda lib: train_steps.resnet_block(lib, batch=512 // scale),
+        f"GPT 4x512, {32 // scale}x256": lambda lib: train_steps.gpt(
+            lib, n_layer=4, n_embd=512, n_head=8, seq=256 // scale, batch=32 // scale),
+        f"LSTM LM 2x1024, 35x{64 // scale}": lambda lib: train_steps.lstm_lm(
+            lib, vocab=10000 // scale, hidden=1024 // scale, batch=64 // scale),
+    }
+
+
+def compare(label, ours, theirs, device, min_time):
+    t_ours = time_ms(ours, _timer(ember, device), min_time)
+    t_theirs = None if theirs is None else time_ms(theirs, _timer(torch, device), min_time)
+    ratio = "-" if t_theirs is None else f"{t_ours / t_theirs:7.2f}"
+    theirs_text = "-" if t_theirs is None else f"{t_theirs:10.3f}"
+    print(f"{label:44s} {t_ours:10.3f} {theirs_text:>10s} {ratio:>7s}", flush=True)
+
+
+def _guarded(label, make):
+    try:
+        return make()
+    except Exception as e:                          # report the row and go on
+        print(f"{label:44s} FAILED: {type(e).__name__}: {str(e)[:200]}", flush=True)
+        return None
+
+
+def amp_convergence(device, steps, scale):
+    """Train the GPT block in float32 and in bfloat16 autocast on one batch whose next token
+    is learnable; print both loss curves."""
+    vocab, seq, batch = 65, 128 // scale, 16
+    curves = {}
+    for label, dtype in (("float32", None), ("bfloat16 autocast", ember.bfloat16)):
+        ember.manual_seed(0)
+        model = train_steps.gpt(ember, n_layer=2, n_embd=256 // scale, n_head=4, seq=seq,
+                                batch=batch, vocab=vocab).model
+        model.train()
+        gen = np.random.default_rng(1)
+        idx = ember.tensor(gen.integers(0, vocab, (batch, seq)))
+        target = (idx * 7 + 3) % vocab
+        opt = ember.optim.AdamW(model.parameters(), lr=3e-3)
+        losses = []
+        for _ in range(steps):
+            with ember.autocast(device, dtype=dtype or ember.bfloat16, enabled=dtype is not None):
+                logits = model(idx)
+                loss = ember.nn.functional.cross_entropy(logits.float().view(-1, vocab),
+                                                         target.view(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        curves[label] = losses
+    marks = sorted({0, steps // 4, steps // 2, 3 * steps // 4, steps - 1})
+    print(f"{'step':>6s} " + " ".join(f"{label:>18s}" for label in curves))
+    for i in marks:
+        print(f"{i:6d} " + " ".join(f"{c[i]:18.4f}" for c in curves.values()))
+    f32, b16 = curves["float32"][-1], curves["bfloat16 autocast"][-1]
+    start = curves["float32"][0]
+    # like float32: the loss has fallen by half, and the curves end within 5% of the start
+    verdict = "converges like float32" if b16 < 0.5 * start and abs(b16 - f32) < 0.05 * start \
+        else "DIFFERS from float32"
+    print(f"bfloat16 autocast {verdict}: final loss {b16:.4f} vs {f32:.4f} (start {start:.4f})")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=os.environ.get("DEVICE") or "cuda")
+    parser.add_argument("--quick", action="store_true", help="shorter timings")
+    parser.add_argument("--only", default="ops,steps,amp", help="comma-separated parts")
+    args = parser.parse_args()
+    scale = 1 if args.device != "cpu" else 8
+    min_time = 0.1 if args.quick else 0.3
+    parts = args.only.split(",")
+    ember.set_default_device(args.device)
+    if torch:
+        torch.set_default_device(args.device)
+    name = ember.cuda.get_device_name() if args.device != "cpu" else "cpu"
+    print(f"device: {name}   PyTorch: {torch.__version__ if torch else 'not installed'}"
+          f"   {time.strftime('%Y-%m-%d')}")
+    print(f"{'workload (ms)':44s} {'ember':>10s} {'torch':>10s} {'ratio':>7s}")
+    if "ops" in parts:
+        ours = op_workloads(ember, scale)
+        theirs = op_workloads(torch, scale) if torch else {}
+        for label, fn in ours.items():
+            _guarded(label, lambda: compare(label, fn, theirs.get(label), args.device,
+                                            min_time))
+        ember.set_grad_enabled(True)
+        if torch:
+            torch.set_grad_enabled(True)
+    if "steps" in parts:
+        for label, make in step_workloads(scale).items():
+            ember.manual_seed(0)
+            if torch:
+                torch.manual_seed(0)
+            _guarded(label, lambda: compare(label, make(ember), make(torch) if torch else None,
+                                            args.device, min_time))
+    if "amp" in parts:
+        print()
+        _guarded("AMP", lambda: amp_convergence(args.device, 30 if args.quick else 60, scale))
+
+
+if __name__ == "__main__":
+    main()
