@@ -9,7 +9,15 @@ import pytest
 if os.environ.get("EMBER_FAKE_CUDA") == "1":
     from tests.gpu import fake_cupy
     fake_cupy.install()
-    os.environ["EMBER_CUDA_KERNELS"] = "0"      # Triton cannot launch on the stand-in's arrays
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        # the Triton kernels run interpreted on the stand-in's arrays (a slow, thorough check
+        # of the overrides' glue): buffers become host pointers, and no CUDA driver is asked
+        from ember.backend.cuda_kernels import _launch
+        from tests.gpu.host_buffers import Host
+        _launch.buffer = Host
+        _launch.follow_cupy = lambda cupy: None
+    else:
+        os.environ["EMBER_CUDA_KERNELS"] = "0"  # Triton cannot launch on the stand-in's arrays
 
 import ember  # noqa: E402  (after the stand-in, when asked for)
 

@@ -13,44 +13,10 @@ assert os.environ.get("TRITON_INTERPRET") == "1", "run through tests/gpu/test_tr
 
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_rows as rows  # noqa: E402
+from tests.gpu.host_buffers import Host  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 SHAPES = [(5, 7), (70, 33), (2, 5000), (1, 1)]
-
-
-class Host:
-    """A NumPy array as the interpreter takes a tensor: it asks for the parts of PyTorch's
-    tensor API that copy device memory to the host and back, all identities here."""
-
-    def __init__(self, array):
-        self.array, self.dtype = array, array.dtype
-
-    def data_ptr(self):
-        return self.array.ctypes.data
-
-    def untyped_storage(self):
-        return self
-
-    def cpu(self):
-        return self
-
-    def new_empty(self, *args, **kwargs):
-        return self
-
-    def set_(self, *args):
-        return self
-
-    def storage_offset(self):
-        return 0
-
-    def size(self):
-        return self.array.shape
-
-    def stride(self):
-        return tuple(s // self.array.itemsize for s in self.array.strides)
-
-    def copy_(self, other):
-        return self
 
 
 def _data(shape, seed=0, scale=3.0):
@@ -177,3 +143,27 @@ def test_adam_update(weight_decay, decoupled, amsgrad):
         rx = rx - lr / (1 - b1 ** step) * rm / denom
     np.testing.assert_allclose(m, rm, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(x, rx, rtol=1e-5, atol=1e-6)
+
+
+def _attention_ref(q, k, v, scale, causal):
+    s = q @ k.swapaxes(-1, -2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    lse = scipy.special.logsumexp(s, axis=-1)
+    return np.exp(s - lse[..., None]) @ v, lse
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("B, H, L, S, E, Ev", [(1, 2, 70, 70, 16, 16), (2, 1, 5, 130, 20, 8),
+                                               (1, 1, 129, 33, 64, 64)])
+def test_attention_forward(B, H, L, S, E, Ev, causal):
+    from ember.backend.cuda_kernels import triton_attention as attention
+    q = _data((B, L, H, E), 1, 1.0).transpose(0, 2, 1, 3)      # a strided view, as after
+    k, v = _data((B, H, S, E), 2, 1.0), _data((B, H, S, Ev), 3, 1.0)   # a head split
+    out, lse = np.empty((B, H, L, Ev), np.float32), np.empty((B, H, L), np.float32)
+    strides = tuple(tuple(s // 4 for s in a.strides) for a in (q, k, v))
+    attention.attention_forward(Host(q), Host(k), Host(v), Host(out), Host(lse),
+                                (B, H, L, S, E, Ev), strides, 0.3, causal)
+    ref, ref_lse = _attention_ref(*(a.astype(np.float64) for a in (q, k, v)), 0.3, causal)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-5)

@@ -1,6 +1,8 @@
 """The Triton overrides on the GPU (backend/cuda_kernels): each against the op's CPU result,
 on the layouts a kernel covers and on those it hands back to the generic forward."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -31,8 +33,8 @@ def _same(gpu, host, **tol):
 
 
 def test_kernels_are_registered(overrides):
-    assert {"softmax", "log_softmax", "native_layer_norm", "cross_entropy", "gelu",
-            "_gelu_backward", "silu"} <= set(overrides)
+    assert {"softmax", "log_softmax", "native_layer_norm", "nn.functional.cross_entropy",
+            "nn.functional.gelu", "_gelu_backward", "nn.functional.silu"} <= set(overrides)
     assert "adam" in ember.backend.DEVICE_KERNELS
 
 
@@ -174,3 +176,41 @@ def test_adam_hands_each_parameter_to_the_fused_kernel(monkeypatch):
     # a constant gradient makes each step move the weight by lr, after the decay
     expected = ((1 - 0.05) - 0.5) * (1 - 0.05) - 0.5
     assert_close(p.detach().cpu(), ember.full((4,), expected), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float16, ember.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("L, S, E", [(256, 256, 64), (100, 37, 20), (64, 64, 128)])
+def test_flash_attention_and_its_gradient(overrides, L, S, E, causal, dtype):
+    if causal and L > S:
+        pytest.skip("covered by the square cases")
+    if dtype is ember.bfloat16 and os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("Triton 3.9's interpreter multiplies bfloat16 matrices wrongly")
+    ember.manual_seed(0)
+    host = [ember.randn(2, L if i == 0 else S, 4, E).to(dtype).transpose(1, 2)  # head split
+            for i in range(3)]
+    gpu = [t.cuda() for t in host]
+    results = []
+    for q, k, v in (host, gpu):
+        for t in (q, k, v):
+            t.requires_grad_()
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        out.float().pow(2).sum().backward()
+        results.append((out, q.grad, k.grad, v.grad))
+    tol = dict(atol=2e-5, rtol=2e-5) if dtype is ember.float32 else LOW
+    for g, h in zip(results[1], results[0]):
+        _same(g, h, **tol)
+    assert results[1][0].grad_fn.name() == "ScaledDotProductAttentionBackward0"
+
+
+def test_attention_cases_the_kernel_leaves_alone(overrides):
+    ember.manual_seed(0)
+    q, k, v = (ember.randn(2, 4, 8, 16) for _ in range(3))
+    mask = ember.rand(8, 8) > 0.3
+    _same(F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), attn_mask=mask.cuda()),
+          F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-5, rtol=1e-5)
+    kg, vg = k[:, :2], v[:, :2]
+    _same(F.scaled_dot_product_attention(q.cuda(), kg.cuda(), vg.cuda(), enable_gqa=True),
+          F.scaled_dot_product_attention(q, kg, vg, enable_gqa=True), atol=1e-5, rtol=1e-5)
+    _same(F.scaled_dot_product_attention(q[0].cuda(), k[0].cuda(), v[0].cuda()),   # 3-D
+          F.scaled_dot_product_attention(q[0], k[0], v[0]), atol=1e-5, rtol=1e-5)

@@ -14,6 +14,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+from ember.backend.cuda_kernels import triton_attention as attention  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_rows as rows  # noqa: E402
 
@@ -56,6 +57,15 @@ def _cases():
                 dict(TANH=tanh, BLOCK=pointwise.BLOCK)
         yield pointwise._silu_kernel, dict(_pointers(("x_ptr", "y_ptr"), dt), n="i32"), \
             dict(BLOCK=pointwise.BLOCK)
+    ints = dict.fromkeys(("heads", "L", "S", "E", "Ev", "sqb", "sqh", "sql", "skb", "skh",
+                          "sks", "svb", "svh", "svs"), "i32")
+    for dt, ieee, head, block_n in (("fp32", True, 64, 64), ("bf16", False, 64, 64),
+                                    ("bf16", False, 128, 32), ("fp16", False, 16, 64)):
+        for causal in (False, True):
+            yield attention._attention_forward_kernel, dict(
+                _pointers(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), dt), lse_ptr="*fp32",
+                scale="fp32", **ints), dict(CAUSAL=causal, IEEE=ieee, BLOCK_M=64,
+                                            BLOCK_N=block_n, HEAD=head, HEAD_V=head)
     scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay", "step_size",
                              "bias2_sqrt"), "fp32")
     for decay in (0, 1, 2):

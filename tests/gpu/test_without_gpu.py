@@ -177,3 +177,16 @@ def test_cuda_overrides_replace_only_the_gpu_forward(monkeypatch):
     assert op.forward(DeviceXp(), np.ones(2)).tolist() == [-1.0, -1.0]
     assert op.forward(np, np.ones(())) == -1.0                  # the CPU never sees it
     assert ember.neg(ember.ones(2)).tolist() == [-1.0, -1.0]
+
+
+def test_cuda_kernel_overrides_name_registered_ops():
+    # the names are checked here, without Triton or a GPU: a wrong one would stop the CUDA
+    # backend from loading
+    import ast
+    from ember.ops._registry import REGISTRY
+    tree = ast.parse((SRC / "ember/backend/cuda_kernels/triton_ops.py").read_text())
+    names = [d.args[0].value for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+             for d in node.decorator_list
+             if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "override"]
+    assert len(names) >= 8
+    assert [n for n in names if n not in REGISTRY] == []

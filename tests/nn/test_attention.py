@@ -386,3 +386,37 @@ def test_sdpa_half_inputs_backward_in_float32_and_return_half_gradients(dtype):
     for h, f in zip(half, full):
         assert h.grad.dtype is dtype
         assert_close(h.grad.float(), f.grad, atol=3e-2, rtol=3e-2)
+
+
+def _flash_like_forward(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
+    """An SDPA forward that saves each row's log-sum-exp, as the CUDA flash kernel does."""
+    s = q @ k.swapaxes(-1, -2) * (scale or 1 / math.sqrt(q.shape[-1]))
+    if is_causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    top = s.max(-1, keepdims=True)
+    lse = (top + np.log(np.exp(s - top).sum(-1, keepdims=True)))[..., 0]
+    return np.exp(s - lse[..., None]) @ v, lse
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_backward_from_log_sum_exp_matches_the_weights_path(monkeypatch, causal):
+    from ember.ops._registry import REGISTRY
+    ember.manual_seed(0)
+    inputs = [ember.randn(2, 3, 5, 4, dtype=ember.float64, requires_grad=True)
+              for _ in range(3)]
+    w, w2 = ember.randn(2, 3, 5, 4, dtype=ember.float64), [ember.randn(2, 3, 5, 4,
+                                                                       dtype=ember.float64)
+                                                           for _ in range(3)]
+
+    def first_and_second_order():
+        out = F.scaled_dot_product_attention(*inputs, is_causal=causal)
+        grads = ember.autograd.grad((out * w).sum(), inputs, create_graph=True)
+        second = ember.autograd.grad(sum((g * v).sum() for g, v in zip(grads, w2)), inputs)
+        return out, grads, second
+    reference = first_and_second_order()
+    monkeypatch.setattr(REGISTRY["nn.functional.scaled_dot_product_attention"], "forward",
+                        _flash_like_forward)
+    got = first_and_second_order()
+    assert_close(got[0], reference[0])
+    for g, r in zip(got[1] + got[2], reference[1] + reference[2]):
+        assert_close(g, r)

@@ -6,6 +6,12 @@ outputs so the derivative receives them (``out=``) instead of recomputing them, 
 backward differentiates through them like any output; the public function returns only the
 output (``namedtuple=_output_only``). The weights are the one (..., L, S) matrix the op
 materializes: the scores are masked, exponentiated and normalized in place.
+
+A flash-attention forward (the CUDA kernel in backend/cuda_kernels) never forms the weights:
+its second output is each query row's log-sum-exp of the scaled scores, shape (..., L), one
+dim fewer than the weights. The derivative tells the two apart by that rank and recomputes
+the weights as ``exp(scores - lse)``; a gradient reaching the log-sum-exp (double backward)
+adds ``grad_lse * weights`` to the scores' gradient.
 """
 
 import functools
@@ -15,7 +21,9 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._random import _rng
+from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.backend import xp_of
 from ember.ops._registry import broadcast_message, op
 
 __all__ = ["scaled_dot_product_attention"]
@@ -177,6 +185,10 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
         grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
     gk, gv = _groups(q, k, v, enable_gqa)
     scale = _scale(q.shape[-1], scale)
+    grad_lse = None
+    if weights.ndim < q.ndim:           # a flash forward's log-sum-exp (NOTE [SDPA outputs])
+        grad_lse, grad_weights = grad_weights, None
+        weights = _weights_from_lse(q, k, weights, is_causal, scale, gk)
     p = weights
     if dropout_p > 0:
         drop = out[2].to(weights.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
@@ -199,8 +211,21 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
         ds = dp.sub_(rows).mul_(weights)
         grad_q = _grouped(ds, k, gk).mul_(scale)
         grad_k = _group_sum(ds.mT @ q, gk).mul_(scale)
+    if grad_lse is not None and grad_lse._data.any():     # only in double backward
+        extra = weights * grad_lse.unsqueeze(-1)
+        grad_q = grad_q + _grouped(extra, k, gk) * scale
+        grad_k = grad_k + _group_sum(extra.mT @ q, gk) * scale
     grad_mask = ds if mask is not None and mask.is_floating_point() else None
     return grad_q, grad_k, grad_v, grad_mask
+
+
+def _weights_from_lse(q, k, lse, is_causal, scale, gk):
+    """The attention weights recomputed from each row's log-sum-exp (no mask but causal)."""
+    scores = _grouped(q * scale, k.mT, gk)
+    if is_causal:
+        L, S = scores.shape[-2:]
+        scores = scores + _make(_causal_bias(xp_of(scores._data), L, S, scores._data.dtype))
+    return (scores - lse.unsqueeze(-1)).exp()
 
 
 from ember.ops import multi_head_attention as _mha  # noqa: E402

@@ -1,5 +1,6 @@
 """The Triton kernels registered as CUDA forwards (NOTE [CUDA kernel overrides]): softmax,
-log_softmax, layer norm, cross entropy, gelu and its gradient, silu, and the Adam update.
+log_softmax, layer norm, cross entropy, gelu and its gradient, silu, flash attention, and the
+Adam update.
 
 Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
 rows short enough to hold in registers) and returns None for the rest, which the op's
@@ -14,10 +15,13 @@ import numpy as np
 
 from ember.backend import DEVICE_KERNELS
 from ember.backend.cuda_kernels import override
+from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import buffer
+from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
+from ember.ops.loss_ce import _check_class_target
 from ember.ops.normalization import check_normalized_shape
 
 _FAST = frozenset(map(np.dtype, (np.float32, np.float16, ml_dtypes.bfloat16)))
@@ -67,15 +71,16 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     return y, mean.reshape(stats), invstd.reshape(stats)
 
 
-@override("cross_entropy")
+@override("nn.functional.cross_entropy")
 def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
                   label_smoothing):
     """Cross entropy of (N, C) logits and class targets, unweighted and unsmoothed: one pass
     over each row (the targets are checked on the device, with one synchronization)."""
     if (w is not None or label_smoothing or size_average is not None or reduce is not None
-            or reduction not in ("mean", "sum", "none") or x.ndim != 2 or t.shape != x.shape[:1]
-            or t.dtype.kind not in "iu" or not _covered(x)):
+            or reduction not in ("mean", "sum", "none") or x.ndim != 2 or t.ndim != 1
+            or not _covered(x)):
         return None
+    _check_class_target(x, t)
     n, c = x.shape
     t = xp.ascontiguousarray(t, dtype=xp.int64)
     kept = t != ignore_index
@@ -90,7 +95,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
     return loss.astype(x.dtype, copy=False)
 
 
-@override("gelu")
+@override("nn.functional.gelu")
 def gelu(xp, x, approximate):
     """gelu of a contiguous array in one pass."""
     if approximate not in ("none", "tanh") or not _covered(x):
@@ -111,7 +116,7 @@ def gelu_backward(xp, grad, x, approximate):
     return y
 
 
-@override("silu")
+@override("nn.functional.silu")
 def silu(xp, x):
     """silu of a contiguous array in one pass."""
     if not _covered(x):
@@ -119,6 +124,28 @@ def silu(xp, x):
     y = xp.empty(x.shape, x.dtype)
     pointwise.silu(buffer(x), buffer(y), x.size)
     return y
+
+
+@override("nn.functional.scaled_dot_product_attention")
+def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
+    """Attention of (B, H, L, E) heads without a mask or dropout (causal or not) through the
+    flash kernel; returns (output, log-sum-exp per query), NOTE [SDPA outputs]."""
+    if mask is not None or dropout_p > 0 or not q.ndim == k.ndim == v.ndim == 4:
+        return None
+    _check(q, k, v, mask, dropout_p, is_causal, any(g != 1 for g in _groups(q, k, v,
+                                                                             enable_gqa)))
+    (B, H, L, E), (S, Ev) = q.shape, v.shape[2:]
+    if (not q.dtype == k.dtype == v.dtype or q.dtype not in _FAST or k.shape[:2] != (B, H)
+            or v.shape[:3] != k.shape[:3] or k.shape[3] != E or not L or not S
+            or max(E, Ev) > attention.MAX_HEAD
+            or any(a.strides[3] != a.itemsize for a in (q, k, v))):
+        return None
+    out = xp.empty((B, H, L, Ev), q.dtype)
+    lse = xp.empty((B, H, L), xp.float32)
+    strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (q, k, v))
+    attention.attention_forward(buffer(q), buffer(k), buffer(v), buffer(out), buffer(lse),
+                                (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal)
+    return out, lse
 
 
 def adam(x, g, m, v, vmax, **hyper):
