@@ -8,6 +8,8 @@ sampling, dispatch across devices, the ember.cuda API); numerics, CuPy's own gap
 need the real GPU.
 """
 
+import contextlib
+import inspect
 import sys
 import time
 import types
@@ -125,7 +127,7 @@ def _device(x):
         return out
     if isinstance(x, np.generic):
         return _device(np.asarray(x))
-    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+    if isinstance(x, tuple):            # NumPy's named results are CuPy's plain tuples
         return tuple(_device(v) for v in x)
     if isinstance(x, list):
         return [_device(v) for v in x]
@@ -149,6 +151,65 @@ class _Namespace(types.ModuleType):
             return _device(attr(*_plain(args), **_plain(kwargs)))
         call.__name__ = name
         return call
+
+
+# --- cupy.linalg and cupyx.errstate ----------------------------------------------------------
+
+# CuPy 14's cupy.linalg: its functions and their parameters (NumPy's have more: `upper=`,
+# `hermitian=`, `driver=`, ...), and those that take one matrix, not a batch
+_LINALG = {
+    "cholesky": "a", "cond": "x, p=None", "cross": "x1, x2, /, *, axis=-1", "det": "a",
+    "eig": "a", "eigh": "a, UPLO='L'", "eigvals": "a", "eigvalsh": "a, UPLO='L'", "inv": "a",
+    "lstsq": "a, b, rcond=None", "matmul": "x1, x2, /", "matrix_power": "M, n",
+    "matrix_rank": "M, tol=None", "matrix_transpose": "x, /",
+    "norm": "x, ord=None, axis=None, keepdims=False", "pinv": "a, rcond=1e-15",
+    "qr": "a, mode='reduced'", "slogdet": "a", "solve": "a, b",
+    "svd": "a, full_matrices=True, compute_uv=True", "tensorinv": "a, ind=2",
+    "tensorsolve": "a, b, axes=None"}
+_ONE_MATRIX = {"lstsq"}
+_ERRSTATE = {"linalg": "ignore"}
+
+
+def _linalg_function(name):
+    """cupy.linalg.<name>: CuPy's parameters, and (unless cupyx.errstate(linalg='raise'))
+    no LinAlgError: like cuSOLVER's unchecked status, a failure gives NaNs."""
+    signature = inspect.signature(eval(f"lambda {_LINALG[name]}: None"))
+    host = getattr(np.linalg, name)
+
+    def call(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        args = bound.args
+        _refuse_host((args, bound.kwargs), name)
+        if name in _ONE_MATRIX and args[0].ndim != 2:
+            raise np.linalg.LinAlgError(f"{args[0].ndim}-dimensional array given. Array "
+                                        f"must be two-dimensional")
+        try:
+            return _device(host(*_plain(args), **_plain(bound.kwargs)))
+        except np.linalg.LinAlgError:
+            if _ERRSTATE["linalg"] == "raise":
+                raise
+        square = np.broadcast_to(np.eye(args[0].shape[-1], dtype=args[0].dtype), args[0].shape)
+        unit = host(square, *_plain(args[1:]), **_plain(bound.kwargs))
+        nan = _device(unit if isinstance(unit, tuple) else (unit,))
+        nan = tuple(v * np.nan if v.dtype.kind in "fc" else v for v in nan)
+        return nan if isinstance(unit, tuple) else nan[0]
+    call.__name__ = name
+    return call
+
+
+def errstate(*, divide=None, over=None, under=None, invalid=None, linalg=None):
+    """cupyx.errstate (only `linalg` does anything, as in CuPy)."""
+    @contextlib.contextmanager
+    def state():
+        old = dict(_ERRSTATE)
+        if linalg is not None:
+            _ERRSTATE["linalg"] = linalg
+        try:
+            yield
+        finally:
+            _ERRSTATE.update(old)
+    return state()
 
 
 def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
@@ -283,7 +344,10 @@ def install():
         setattr(cupy, name, globals()[name])
     cupy.__version__ = "fake"
     cupy.fft = _Namespace("cupy.fft", scipy.fft)
-    cupy.linalg = _Namespace("cupy.linalg", np.linalg)
+    cupy.linalg = types.ModuleType("cupy.linalg")
+    cupy.linalg.LinAlgError = np.linalg.LinAlgError
+    for name in _LINALG:
+        setattr(cupy.linalg, name, _linalg_function(name))
     cupy.lib = types.SimpleNamespace(
         stride_tricks=_Namespace("cupy.lib.stride_tricks", np.lib.stride_tricks))
     cupy.get_default_memory_pool = lambda: _POOL
@@ -298,6 +362,7 @@ def install():
     cuda.runtime = _runtime()
     cupy.cuda = cuda
     cupyx = types.ModuleType("cupyx")
+    cupyx.errstate = errstate
     cupyx.scipy = types.ModuleType("cupyx.scipy")
     cupyx.scipy.special = _Namespace("cupyx.scipy.special", scipy.special)
     sys.modules.update({"cupy": cupy, "cupy.cuda": cuda, "cupyx": cupyx,

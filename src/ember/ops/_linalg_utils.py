@@ -5,16 +5,19 @@ The linalg ops take no dtype policy: PyTorch checks shapes before dtypes, and ea
 names its own kernel in its dtype errors, so every forward checks its operands itself.
 """
 
+import contextlib
 import functools
 
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import host_array, on_device_of
 from ember.ops.return_types import named_result  # noqa: F401  (re-exported)
 
 __all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_square",
            "check_float", "check_kernel", "check_same_dtype", "batch_prefix", "raise_first_failure",
-           "scipy_linalg", "lapack", "real_dtype", "mh", "eye_like", "vector_rhs"]
+           "scipy_linalg", "lapack", "on_host", "checked", "real_dtype", "mh", "eye_like",
+           "vector_rhs"]
 
 _LOW = {D.float16.np, D.bfloat16.np}
 
@@ -88,7 +91,7 @@ def batch_prefix(shape, index):
 def raise_first_failure(name, info, shape, message, error=None):
     """Raise ``error`` (LinAlgError) for the first matrix whose LAPACK ``info`` is nonzero;
     ``message(info)`` says what went wrong."""
-    flat = np.asarray(info).reshape(-1)
+    flat = host_array(info).reshape(-1)
     bad = np.flatnonzero(flat)
     if bad.size:
         i = int(bad[0])
@@ -98,10 +101,35 @@ def raise_first_failure(name, info, shape, message, error=None):
 # --- backends ---------------------------------------------------------------------------------
 
 def scipy_linalg(xp):
-    """scipy.linalg for NumPy arrays. The routines NumPy lacks (triangular solves, LU
-    factors, expm) run on the CPU until the CUDA backend maps them to cupyx.scipy.linalg."""
+    """scipy.linalg, for NumPy arrays only: on a GPU its routines run through ``on_host``."""
     import scipy.linalg
     return scipy.linalg
+
+
+def on_host(xp, fn, *arrays, **params):
+    """``fn(np, *arrays, **params)`` computed on the CPU, its result (an array or a tuple of
+    them) put back where ``arrays[0]`` lives; NumPy arrays go straight through. For what
+    CuPy lacks or does differently (LAPACK's getrf with its pivots and info, potrf's info,
+    general eig, expm): PyTorch computes a few of these on the host too."""
+    if xp is np:
+        return fn(np, *arrays, **params)
+    result = fn(np, *(host_array(a) for a in arrays), **params)
+    if isinstance(result, tuple):
+        return tuple(on_device_of(r, arrays[0]) for r in result)
+    return on_device_of(result, arrays[0])
+
+
+_UNCHECKED = contextlib.nullcontext()
+
+
+def checked(xp):
+    """A context in which ``xp.linalg`` raises LinAlgError on a singular (or not
+    positive-definite) matrix, as NumPy always does. CuPy checks cuSOLVER's status only
+    when asked (it costs a device sync, which PyTorch's checked routines pay too)."""
+    if xp is np:
+        return _UNCHECKED
+    import cupyx                # loaded already by the CUDA backend, which gave us xp
+    return cupyx.errstate(linalg="raise")
 
 
 @functools.cache
@@ -127,4 +155,4 @@ def mh(t):
 def eye_like(t, n=None):
     """An identity matrix of ``t``'s dtype (n by n; by default t's last dim)."""
     from ember._creation import eye
-    return eye(t.shape[-1] if n is None else n, dtype=t.dtype)
+    return eye(t.shape[-1] if n is None else n, dtype=t.dtype, device=t.device)

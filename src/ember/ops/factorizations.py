@@ -8,7 +8,7 @@ error, as in PyTorch.
 import numpy as np
 
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_square,
-                                     eye_like, lapack, mh, named_result,
+                                     checked, eye_like, lapack, mh, named_result, on_host,
                                      raise_first_failure, torch_name)
 from ember.ops._reduce import constant
 from ember.ops._registry import op
@@ -40,6 +40,11 @@ def _potrf_each(xp, a, upper):
     return out.reshape(a.shape), info.reshape(a.shape[:-2])
 
 
+def _adjoint(a):
+    t = a.swapaxes(-1, -2)
+    return t.conj() if a.dtype.kind == "c" else t
+
+
 def _cholesky(xp, a, upper):
     """(factor, info) for a batch of Hermitian matrices (the ``upper`` or lower triangle is
     read)."""
@@ -47,9 +52,14 @@ def _cholesky(xp, a, upper):
     check_square(name, a)
     check_float(name, a, "cholesky_cpu")
     try:
-        return xp.linalg.cholesky(a, upper=upper), xp.zeros(a.shape[:-2], np.int32)
+        with checked(xp):
+            if not upper:
+                return xp.linalg.cholesky(a), xp.zeros(a.shape[:-2], np.int32)
+            # U = chol(A^H)^H reads A's upper triangle (CuPy's cholesky has no `upper`)
+            factor = _adjoint(xp.linalg.cholesky(_adjoint(a)))
+            return factor, xp.zeros(a.shape[:-2], np.int32)
     except np.linalg.LinAlgError:
-        return _potrf_each(xp, a, upper)
+        return on_host(xp, _potrf_each, a, upper=upper)
 
 
 def _not_positive_definite(k):
@@ -237,20 +247,33 @@ def _complex(a):
     return np.result_type(a.dtype, np.complex64)
 
 
+# NOTE [eig on the host]: CuPy 14's eig (cuSOLVER's geev, CUDA >= 12.6) loops over a batch
+# one matrix at a time and promises no eigenvalue order, so GPU results could come out
+# permuted relative to the CPU's; as PyTorch does (MAGMA's geev runs on the host), ember
+# computes eig and eigvals with LAPACK and copies the results back.
+
+def _eig(xp, a):
+    w, v = xp.linalg.eig(a)
+    return w.astype(_complex(a), copy=False), v.astype(_complex(a), copy=False)
+
+
+def _eigvals(xp, a):
+    return xp.linalg.eigvals(a).astype(_complex(a), copy=False)
+
+
 @op("eig(A)", namespace="linalg", out=True, namedtuple=eig_result)
 def eig(xp, a):
     """(eigenvalues, eigenvectors) of each square matrix, complex; eigenvectors have unit
     norm."""
     _check_eig("linalg.eig", a)
-    w, v = xp.linalg.eig(a)
-    return w.astype(_complex(a), copy=False), v.astype(_complex(a), copy=False)
+    return on_host(xp, _eig, a)
 
 
 @op("eigvals(A)", namespace="linalg", out=True, grad_fn_name="LinalgEigBackward0")
 def eigvals(xp, a):
     """The complex eigenvalues of each square matrix."""
     _check_eig("linalg.eigvals", a)
-    return xp.linalg.eigvals(a).astype(_complex(a), copy=False)
+    return on_host(xp, _eigvals, a)
 
 
 @eig.derivative

@@ -64,10 +64,11 @@ def _product_grad(grad, a, tau):
     k = tau.shape[-1]
     if k == 0:                          # the identity: PyTorch leaves the gradients unset
         return None, None
-    vs = a.tril(-1) + eye(m, n, dtype=a.dtype)
+    identity = eye(m, n, dtype=a.dtype, device=a.device)
+    vs = a.tril(-1) + identity
     complex_ = a.is_complex()
     tau_c = tau.conj() if complex_ else tau
-    after = [eye(m, n, dtype=a.dtype).expand(a.shape)]      # R_k, R_{k-1}, ..., R_1
+    after = [identity.expand(a.shape)]      # R_k, R_{k-1}, ..., R_1
     for i in range(k - 1, 0, -1):
         v = vs[..., :, i:i + 1]
         after.append(after[-1] - tau[..., i, None, None] * (v @ (mh(v) @ after[-1])))

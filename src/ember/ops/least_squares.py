@@ -27,7 +27,7 @@ def _tolerance(xp, s_max, m, n, dtype, atol, rtol):
         return t._data[..., None] if isinstance(t, Tensor) else t
     atol, rtol = value(atol), value(rtol)
     if rtol is None:
-        positive_atol = atol is not None and bool(np.all(np.asarray(atol) > 0))
+        positive_atol = atol is not None and bool((xp.asarray(atol) > 0).all())
         rtol = 0.0 if positive_atol else np.finfo(real_dtype(dtype)).eps * max(m, n)
     tol = rtol * s_max
     return tol if atol is None else xp.maximum(atol, tol)

@@ -80,7 +80,7 @@ def _unpack(lu, pivots):
     m, n = lu.shape[-2], lu.shape[-1]
     k = min(m, n)
     p = _permutation(pivots, m).to(lu.dtype)
-    low = lu[..., :, :k].tril(-1) + eye(m, k, dtype=lu.dtype)
+    low = lu[..., :, :k].tril(-1) + eye(m, k, dtype=lu.dtype, device=lu.device)
     return p, low, lu[..., :k, :].triu()
 
 

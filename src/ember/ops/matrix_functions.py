@@ -4,7 +4,7 @@ top-level names (det, logdet, slogdet, matrix_power, matrix_exp), and linalg.cro
 import numpy as np
 
 from ember.ops._linalg_utils import (check_float, check_square, eye_like, mh, named_result,
-                                     scipy_linalg, torch_name)
+                                     on_host, scipy_linalg, torch_name)
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
 from ember.ops.linalg import matmul
@@ -183,6 +183,12 @@ def _matrix_exp(xp, a):
         check_float(name, a)
     if a.size == 0:
         return a.copy()
+    # on the CPU for CUDA input too: cupyx's expm takes one matrix, always scales and uses
+    # the [13/13] Pade approximant, so its results would drift from the CPU's
+    return on_host(xp, _expm, a)
+
+
+def _expm(xp, a):
     wide = a.astype(np.float32) if a.dtype in _LOW or a.dtype.kind == "V" else a
     return scipy_linalg(xp).expm(wide).astype(a.dtype, copy=False)
 

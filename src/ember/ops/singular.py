@@ -5,6 +5,7 @@ for complex inputs a loss that depends on the phase of the singular vectors rais
 PyTorch.
 """
 
+from ember.backend import device_of
 from ember.ops._linalg_utils import check_float, check_matrix, eye_like, mh, named_result
 from ember.ops._registry import op
 from ember.ops.factorizations import check_phase
@@ -15,12 +16,21 @@ svd_result = named_result("linalg_svd", ("U", "S", "Vh"))
 legacy_result = named_result("svd", ("U", "S", "V"))
 
 
+_DRIVERS = ("gesvd", "gesvdj", "gesvda")
+
+
 def _check(a, driver):
     check_matrix("linalg.svd", a)
     check_float("linalg.svd", a, "linalg_svd_cpu")
-    if driver is not None:
+    if driver is None:
+        return
+    if device_of(a).type != "cuda":
         raise RuntimeError("ember.linalg.svd: keyword argument `driver=` is only supported on "
                            "CUDA inputs with cuSOLVER backend.")
+    if driver not in _DRIVERS:                  # a valid one is a hint CuPy does not take
+        raise RuntimeError(f"ember.linalg.svd: unknown svd driver {driver} in svd_cusolver "
+                           f"computation. Check doc at "
+                           f"https://pytorch.org/docs/stable/generated/torch.linalg.svd.html")
 
 
 def svd_grad(grad_u, grad_s, grad_vh, u, s, vh):

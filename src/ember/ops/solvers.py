@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix,
-                                     check_same_dtype, check_square, lapack, mh, named_result,
-                                     raise_first_failure, vector_rhs)
+                                     check_same_dtype, check_square, checked, lapack, mh,
+                                     named_result, on_host, raise_first_failure, vector_rhs)
 from ember.ops._registry import broadcast_message, op
 
 __all__ = ["inv", "inv_ex", "inverse", "solve", "solve_ex", "solve_triangular", "lu_info",
@@ -24,7 +24,12 @@ solve_ex_result = named_result("linalg_solve_ex", ("result", "info"))
 
 def lu_info(xp, a):
     """(LU, 0-based pivots, info) of each matrix: info is the 1-based position of the first
-    zero pivot, 0 when there is none (LAPACK's getrf, one matrix at a time: CPU)."""
+    zero pivot, 0 when there is none (LAPACK's getrf, one matrix at a time, on the CPU:
+    cupyx's lu_factor takes one matrix and reports no info)."""
+    return on_host(xp, _lu_info, a)
+
+
+def _lu_info(xp, a):
     m, n = a.shape[-2:]
     flat = a.reshape((math.prod(a.shape[:-2]), m, n))
     lu = xp.empty_like(flat)
@@ -42,7 +47,11 @@ def lu_info(xp, a):
 def lu_solve_all(xp, lu, piv, b, trans=0):
     """Solve with LU factors (and 0-based pivots) for every matrix of a batch, singular ones
     included: they give LAPACK's inf and NaN. ``trans`` 0 solves with A, 1 with A^T, 2 with
-    A^H."""
+    A^H. On the CPU (LAPACK's getrs), as ``lu_info``."""
+    return on_host(xp, _lu_solve_all, lu, piv, b, trans=trans)
+
+
+def _lu_solve_all(xp, lu, piv, b, trans):
     if b.size == 0:
         return xp.zeros(b.shape, lu.dtype)
     getrs = lapack("getrs", lu.dtype)
@@ -69,7 +78,8 @@ def _inverse(xp, a, name):
     check_float(name, a)
     info = xp.zeros(a.shape[:-2], np.int32)
     try:
-        return xp.linalg.inv(a), info
+        with checked(xp):
+            return xp.linalg.inv(a), info
     except np.linalg.LinAlgError:
         lu, piv, info = lu_info(xp, a)
         eye = xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape)
@@ -157,7 +167,8 @@ def _solve(xp, a, b, left, name):
     a2, b2 = broadcast_batch(xp, a, b2)
     info = xp.zeros(a.shape[:-2], np.int32)     # A is factored once, before broadcasting
     try:
-        x = xp.linalg.solve(a2, b2)
+        with checked(xp):
+            x = xp.linalg.solve(a2, b2)
     except np.linalg.LinAlgError:
         lu, piv, info = lu_info(xp, a)
         batch = b2.shape[:-2]
