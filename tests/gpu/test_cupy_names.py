@@ -34,12 +34,7 @@ NUMPY_ONLY = {
 
 # Names CuPy lacks in modules that other sessions own, reported to them: each fails on a GPU
 # today. Remove an entry with its fix (test_pending_gaps_are_still_gaps then says so).
-PENDING = {
-    ("ops/_conv_kernels.py", "lib.stride_tricks.as_strided"): "CuPy's takes no writeable=",
-    ("ops/_reduce.py", "indices"): "CuPy's takes no sparse=",
-    ("ops/special_math.py", "spherical_jn"): "not in cupyx.scipy.special",
-    ("ops/special_math.py", "airy"): "not in cupyx.scipy.special",
-}
+PENDING = {}
 
 # the namespaces that stand for a CuPy module, and the module they stand for
 NAMESPACE_OF_CALL = {"special_of": "cupyx.scipy.special", "fft_of": "cupy.fft"}

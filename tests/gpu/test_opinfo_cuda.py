@@ -37,7 +37,7 @@ ERRORS = [pytest.param(info, id=info.name) for info in OPDB
 def _to_cuda(t):
     """``t`` on the GPU with its layout: a permuted tensor keeps its strides, a strided view
     stays non-contiguous (the samples' ways of being non-contiguous)."""
-    t = t.detach()
+    requires_grad, t = t.requires_grad, t.detach()
     moved = t.to("cuda")
     if not t.is_contiguous() and t.numel():
         order = sorted(range(t.ndim), key=lambda d: -t.stride(d))
@@ -49,7 +49,7 @@ def _to_cuda(t):
             full = ember.empty(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device="cuda")
             full[..., ::2] = moved
             moved = full[..., ::2]
-    return moved.requires_grad_(t.requires_grad)
+    return moved.requires_grad_(requires_grad)
 
 
 def _samples(info, dtype, grad=False):
@@ -108,6 +108,7 @@ def test_gradients_match_cpu(info):
             outs = [o for o in _run(info, s)
                     if isinstance(o, ember.Tensor) and o.requires_grad]
             if not outs:
+                assert not grads, f"{sample}: no differentiable output on CUDA"
                 break
             ember.manual_seed(2)
             cots = [ember.randn(o.shape, dtype=o.dtype).to(o.device) for o in outs]

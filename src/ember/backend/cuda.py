@@ -132,6 +132,12 @@ def reset_peak_memory_stats(index):
         _PEAK[cupy.cuda.runtime.getDevice()] = _POOL.used_bytes()
 
 
+def linalg_checked():
+    """A context in which cupy.linalg raises LinAlgError on a singular (or not
+    positive-definite) matrix, as NumPy does; unchecked, CuPy returns NaNs."""
+    return cupyx.errstate(linalg="raise")
+
+
 def empty_cache():
     """Return cached, unused blocks (device and pinned host memory) to the driver."""
     _POOL.free_all_blocks()

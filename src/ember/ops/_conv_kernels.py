@@ -10,6 +10,8 @@ the CPU worker threads (backend/cpu_kernels.py): chunks stay in cache, and cores
 
 import math
 
+import numpy as np
+
 from ember.backend.cpu_kernels import get_num_threads, map_chunks
 
 __all__ = ["output_size", "conv_forward", "conv_input_grad", "conv_weight_grad", "im2col",
@@ -33,14 +35,22 @@ def zero_pad(xp, x, pads):
     return out
 
 
+def _read_only_view(xp, a, shape, strides):
+    """A strided view of ``a``'s memory, read-only where the backend can say so (CuPy's
+    as_strided takes no ``writeable``)."""
+    if xp is np:
+        return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+
 def _windows(xp, xpad, kernel, out, stride, dilation):
     """A strided view (B, C, *K, *P) of the padded input's receptive fields."""
     st = xpad.strides
     nd = len(kernel)
     strides = st[:2] + tuple(s * d for s, d in zip(st[2:], dilation)) + \
         tuple(s * t for s, t in zip(st[2:], stride))
-    return xp.lib.stride_tricks.as_strided(xpad, xpad.shape[:2] + tuple(kernel) + tuple(out),
-                                           strides[:2 + 2 * nd], writeable=False)
+    return _read_only_view(xp, xpad, xpad.shape[:2] + tuple(kernel) + tuple(out),
+                           strides[:2 + 2 * nd])
 
 
 def im2col(xp, x, kernel, stride, pads, dilation):
@@ -86,7 +96,7 @@ def _group_cols(xp, xn, kernel, out, stride, dilation, groups):
     shape = (b,) + tuple(out) + (groups,) + tuple(kernel) + (cg,)
     strides = ((st[0],) + tuple(s * t for s, t in zip(st[1:-1], stride)) + (st[-1] * cg,)
                + tuple(s * d for s, d in zip(st[1:-1], dilation)) + (st[-1],))
-    view = xp.lib.stride_tricks.as_strided(xn, shape, strides, writeable=False)
+    view = _read_only_view(xp, xn, shape, strides)
     return xp.ascontiguousarray(view).reshape(b * math.prod(out), groups,
                                               math.prod(kernel) * cg)
 

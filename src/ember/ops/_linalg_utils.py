@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from ember import _dtype as D
-from ember.backend import host_array, on_device_of
+from ember.backend import cuda_backend, host_array, on_device_of
 from ember.ops.return_types import named_result  # noqa: F401  (re-exported)
 
 __all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_square",
@@ -128,8 +128,7 @@ def checked(xp):
     when asked (it costs a device sync, which PyTorch's checked routines pay too)."""
     if xp is np:
         return _UNCHECKED
-    import cupyx                # loaded already by the CUDA backend, which gave us xp
-    return cupyx.errstate(linalg="raise")
+    return cuda_backend().linalg_checked()
 
 
 @functools.cache

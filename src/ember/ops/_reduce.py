@@ -204,7 +204,8 @@ def _index_grad(xp, grad, index, dim, shape):
     if index.shape[dim] == 1:
         xp.put_along_axis(out, index, grad, axis=dim)       # one index per slice: no repeats
         return out
-    where = list(xp.indices(index.shape, sparse=True))
+    where = [xp.arange(n).reshape([n if k == d else 1 for k in range(index.ndim)])
+             for d, n in enumerate(index.shape)]          # CuPy's indices has no sparse=
     where[dim] = index
     xp.add.at(out, tuple(where), grad)
     return out

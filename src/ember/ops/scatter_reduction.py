@@ -1,10 +1,13 @@
 """scatter_reduce: sum, prod, mean, amax or amin of src's values scattered along a dim, and
 its gradients (PyTorch's: ties share the gradient of amax/amin evenly, prod handles zeros)."""
 
+import math
+
 import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import _make
+from ember.backend import xp_of
 from ember.ops._along import (REDUCERS, at_least_1d, check_index_dtype, flat_positions, region,
                               wide)
 from ember.ops._dims import wrap_dim
@@ -84,29 +87,30 @@ class _Hits:
 
     def __init__(self, x, index, dim):
         a, i = at_least_1d(x._data), at_least_1d(index._data)
+        self.xp = xp = xp_of(a)
         self.dim = wrap_dim(dim, a.ndim)
         self.shape = a.shape
-        self.flat = flat_positions(np, i, a.shape, self.dim)
+        self.flat = flat_positions(xp, i, a.shape, self.dim)
         self.index_shape = i.shape
 
     def count(self, weights=None):
         """How many scattered elements (or how much ``weights``) landed on each element."""
-        return np.bincount(self.flat, weights, minlength=int(np.prod(self.shape))
-                           ).reshape(self.shape)
+        return self.xp.bincount(self.flat, weights, minlength=math.prod(self.shape)
+                                ).reshape(self.shape)
 
     def scattered(self):
-        mask = np.zeros(int(np.prod(self.shape)), dtype=bool)
+        mask = self.xp.zeros(math.prod(self.shape), dtype=bool)
         mask[self.flat] = True
         return mask.reshape(self.shape)
 
     def at_index(self, a):
         """``a`` (of the input's shape) read at the scattered positions: index's shape."""
-        return np.ascontiguousarray(a).reshape(-1)[self.flat].reshape(self.index_shape)
+        return self.xp.ascontiguousarray(a).reshape(-1)[self.flat].reshape(self.index_shape)
 
 
 def _const(array, like, shape=None):
     """A constant tensor of ``like``'s dtype (or bool) holding ``array``, reshaped."""
-    array = np.asarray(array)
+    array = xp_of(like._data).asarray(array)
     if array.dtype != np.bool_:
         array = array.astype(like._data.dtype)
     return _make(array.reshape(tuple(like.shape) if shape is None else shape))
@@ -124,7 +128,7 @@ def _(grad, x, index, src, dim, reduce, include_self, *, out):
     if reduce == "sum":
         grad_x, grad_src = grad, gather(grad, dim, index)
     elif reduce == "mean":
-        n = hits.count() + 1 if include_self else np.maximum(hits.count(), 1)
+        n = hits.count() + 1 if include_self else hits.xp.maximum(hits.count(), 1)
         grad_x = grad / _const(n, grad)
         grad_src = gather(grad_x, dim, index)
     elif reduce == "prod":
@@ -146,7 +150,7 @@ def _extremum_grads(grad, x, src_part, dim, index, include_self, out, hits):
         self_wins &= ~hits.scattered()
     src_wins = at_least_1d(src_part._data) == hits.at_index(result)
     n = self_wins + hits.count(src_wins.reshape(-1))
-    share = grad / _const(np.maximum(n, 1), grad)
+    share = grad / _const(hits.xp.maximum(n, 1), grad)
     return (share * _const(self_wins, grad),
             gather(share, dim, index) * _const(src_wins, grad, tuple(index.shape)))
 
@@ -159,7 +163,7 @@ def _prod_grads(grad, x, index, src, src_part, dim, include_self, out, hits):
     zero = at_least_1d(src_part._data) == 0
     zeros_in_group = hits.at_index(hits.count(zero.reshape(-1)))
     single = zero & (zeros_in_group == 1)
-    full = np.zeros(at_least_1d(src._data).shape, dtype=bool)
+    full = hits.xp.zeros(at_least_1d(src._data).shape, dtype=bool)
     full[tuple(slice(0, s) for s in single.shape)] = single
     masked_src = src.masked_fill(_const(full, src), 1)
     without_zero = scatter_reduce(x, dim, index, masked_src, "prod", include_self=include_self)

@@ -10,10 +10,13 @@ the remaining pointwise odds (logaddexp, ldexp, gcd, ...) in math_odds.py.
 
 import math
 
+import scipy.special
+
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import special_of
 from ember.ops._elementwise import binary, conj_grad, unary
+from ember.ops._linalg_utils import on_host
 from ember.ops._promotion import Policy
 from ember.ops.binary_math import where
 
@@ -109,12 +112,14 @@ scaled_modified_bessel_k1 = _special(
     doc="The exponentially scaled modified Bessel function of the second kind of order 1.")
 
 
+# cupyx.scipy.special has neither spherical_jn nor airy: on a GPU these two run on the host
 def _spherical_j0(xp, x):
-    return special_of(xp).spherical_jn(0, x).astype(x.dtype, copy=False)
+    return on_host(xp, lambda np_, a: scipy.special.spherical_jn(0, a).astype(a.dtype,
+                                                                              copy=False), x)
 
 
 def _airy_ai(xp, x):
-    return special_of(xp).airy(x)[0].astype(x.dtype, copy=False)
+    return on_host(xp, lambda np_, a: scipy.special.airy(a)[0].astype(a.dtype, copy=False), x)
 
 
 spherical_bessel_j0 = _special("spherical_bessel_j0", _spherical_j0, half=False, arg="x",
