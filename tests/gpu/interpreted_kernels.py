@@ -167,3 +167,48 @@ def test_attention_forward(B, H, L, S, E, Ev, causal):
     ref, ref_lse = _attention_ref(*(a.astype(np.float64) for a in (q, k, v)), 0.3, causal)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", [(5, 7), (70, 33), (3, 5000)])
+def test_layer_norm_backward_rows(shape, affine):
+    n, k = shape
+    x, gy = _data(shape) + 1, _data(shape, 4)
+    w = _data(k, 5) if affine else None
+    x64, gy64 = x.astype(np.float64), gy.astype(np.float64)
+    mean = x64.mean(1)
+    invstd = 1 / np.sqrt(x64.var(1) + 1e-5)
+    xhat = (x64 - mean[:, None]) * invstd[:, None]
+    g = gy64 * (w if affine else 1)
+    ref_gx = (g - g.mean(1, keepdims=True) - xhat * (g * xhat).mean(1, keepdims=True)) \
+        * invstd[:, None]
+    programs = min(n, 4)
+    gx = np.empty_like(x)
+    partial_w, partial_b = np.empty((programs, k), np.float32), np.empty((programs, k),
+                                                                         np.float32)
+    rows.layer_norm_backward_rows(Host(gy), Host(x), w if w is None else Host(w),
+                                  Host(mean.astype(np.float32)),
+                                  Host(invstd.astype(np.float32)), Host(gx), Host(partial_w),
+                                  Host(partial_b), n, k, programs)
+    np.testing.assert_allclose(gx, ref_gx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(partial_w.sum(0), (gy64 * xhat).sum(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(partial_b.sum(0), gy64.sum(0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("shape", [(5, 7), (3, 10000)])
+def test_cross_entropy_backward_rows(shape, per_row):
+    n, c = shape
+    x = _data(shape)
+    t = np.random.default_rng(3).integers(0, c, n)
+    t[0] = -100
+    scale = _data(n, 6) if per_row else np.array([0.25], np.float32)
+    dx = np.empty_like(x)
+    rows.cross_entropy_backward_rows(Host(x), Host(t), Host(scale), Host(dx), n, c, -100,
+                                     per_row)
+    x64 = x.astype(np.float64)
+    p = np.exp(x64 - scipy.special.logsumexp(x64, axis=1, keepdims=True))
+    onehot = np.zeros_like(p)
+    onehot[np.arange(n), np.where(t == -100, 0, t)] = 1
+    s = np.where(t == -100, 0.0, scale if per_row else scale[0])[:, None]
+    np.testing.assert_allclose(dx, (p - onehot) * s, rtol=1e-5, atol=1e-6)

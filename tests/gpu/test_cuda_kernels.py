@@ -214,3 +214,25 @@ def test_attention_cases_the_kernel_leaves_alone(overrides):
           F.scaled_dot_product_attention(q, kg, vg, enable_gqa=True), atol=1e-5, rtol=1e-5)
     _same(F.scaled_dot_product_attention(q[0].cuda(), k[0].cuda(), v[0].cuda()),   # 3-D
           F.scaled_dot_product_attention(q[0], k[0], v[0]), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["layer_norm_backward", "cross_entropy_backward"])
+def test_fused_gradient_kernels_are_used(overrides, monkeypatch, name):
+    used = []
+    kernel = ember.backend.DEVICE_KERNELS[name]
+
+    def recording(*args, **kwargs):
+        used.append(kernel(*args, **kwargs))
+        return used[-1]
+    monkeypatch.setitem(ember.backend.DEVICE_KERNELS, name, recording)
+    host, gpu = _pair((48, 96))
+    target = ember.randint(0, 96, (48,))
+    grads = []
+    for x in (host, gpu):
+        ln = ember.nn.LayerNorm(96).to(x.device)
+        x.requires_grad_()
+        F.cross_entropy(ln(x), target.to(x.device)).backward()
+        grads.append((x.grad, ln.weight.grad, ln.bias.grad))
+    assert used and used[0] is not None
+    for g, h in zip(grads[1], grads[0]):
+        _same(g, h, atol=1e-5, rtol=1e-4)

@@ -46,6 +46,15 @@ def _cases():
                 _pointers(("x_ptr", "y_ptr", "mean_ptr", "invstd_ptr"), dt),
                 w_ptr="*fp32", b_ptr="*fp32", n_rows="i32", n_cols="i32", eps="fp32"), \
                 dict(ROWS=tile, BLOCK=block, HAS_W=True, HAS_B=True)
+        for has_w, need_gx in ((True, True), (False, False)):
+            yield rows._layer_norm_backward_kernel, dict(
+                _pointers(("gy_ptr", "x_ptr", "mean_ptr", "invstd_ptr", "gx_ptr"), dt),
+                w_ptr="*fp32", partial_w_ptr="*fp32", partial_b_ptr="*fp32", n_rows="i32",
+                n_cols="i32"), dict(BLOCK=1024, HAS_W=has_w, NEED_GX=need_gx)
+        for per_row in (False, True):
+            yield rows._cross_entropy_backward_kernel, dict(
+                _pointers(("x_ptr", "dx_ptr"), dt), t_ptr="*i64", scale_ptr="*fp32",
+                n_cols="i32", ignore_index="i64"), dict(PER_ROW=per_row, BLOCK=4096)
         yield rows._cross_entropy_kernel, dict(
             x_ptr=f"*{dt}", t_ptr="*i64", loss_ptr="*fp32", n_cols="i32",
             ignore_index="i64"), dict(BLOCK=4096)

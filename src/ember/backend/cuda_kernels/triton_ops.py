@@ -1,6 +1,7 @@
 """The Triton kernels registered as CUDA forwards (NOTE [CUDA kernel overrides]): softmax,
-log_softmax, layer norm, cross entropy, gelu and its gradient, silu, flash attention, and the
-Adam update.
+log_softmax, layer norm, cross entropy, gelu and its gradient, silu and flash attention; and,
+by name in ``DEVICE_KERNELS``, the layer norm and cross entropy gradients and the Adam
+update.
 
 Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
 rows short enough to hold in registers) and returns None for the rest, which the op's
@@ -13,7 +14,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from ember.backend import DEVICE_KERNELS
+from ember.backend import DEVICE_KERNELS, xp_of
 from ember.backend.cuda_kernels import override
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
@@ -159,4 +160,42 @@ def adam(x, g, m, v, vmax, **hyper):
     return True
 
 
-DEVICE_KERNELS["adam"] = adam
+def layer_norm_backward(gy, x, w, mean, invstd, k, *, need_x, need_w, need_b):
+    """(input, weight, bias) gradients of layer norm over the last ``k`` elements, None
+    where not needed; None for layouts the kernel does not cover."""
+    if (k > rows.MAX_ROW or gy.dtype != x.dtype or not _covered(gy, x)
+            or not (mean.flags.c_contiguous and invstd.flags.c_contiguous)):
+        return None
+    xp = xp_of(x)
+    n_rows = x.size // k
+    programs = max(1, min(n_rows, rows.PARTIAL_ROWS))
+    gx = xp.empty(x.shape, x.dtype) if need_x else None
+    partial_w, partial_b = (xp.empty((programs, k), xp.float32) for _ in range(2))
+    w_buffer = None if w is None else buffer(xp.ascontiguousarray(w))
+    rows.layer_norm_backward_rows(buffer(gy), buffer(x), w_buffer, buffer(mean), buffer(invstd),
+                                  None if gx is None else buffer(gx), buffer(partial_w),
+                                  buffer(partial_b), n_rows, k, programs)
+    gw = partial_w.sum(axis=0).astype(w.dtype) if need_w else None
+    gb = partial_b.sum(axis=0).astype(x.dtype) if need_b else None
+    return gx, gw, gb
+
+
+def cross_entropy_backward(x, t, grad, ignore_index, reduction):
+    """The gradient of the unweighted, unsmoothed cross entropy of (N, C) logits in one
+    kernel; None for layouts it does not cover."""
+    if x.ndim != 2 or t.ndim != 1 or not _covered(x):
+        return None
+    xp = xp_of(x)
+    n, c = x.shape
+    t = xp.ascontiguousarray(t, dtype=xp.int64)
+    scale = grad.astype(xp.float32).reshape(-1)
+    if reduction == "mean":             # an ignored row's share is 0, even when all are
+        scale = scale / (t != ignore_index).sum(dtype=xp.float32)
+    dx = xp.empty(x.shape, x.dtype)
+    rows.cross_entropy_backward_rows(buffer(x), buffer(t), buffer(xp.ascontiguousarray(scale)),
+                                     buffer(dx), n, c, ignore_index, reduction == "none")
+    return dx
+
+
+DEVICE_KERNELS.update(adam=adam, layer_norm_backward=layer_norm_backward,
+                      cross_entropy_backward=cross_entropy_backward)

@@ -1,7 +1,8 @@
 """Triton kernels over the rows of a contiguous (rows, cols) array: softmax, log_softmax,
-layer norm and cross entropy. Each launcher takes buffers as objects with ``data_ptr()`` and
-``dtype`` (``_launch.buffer`` of a CuPy array on the GPU; the tests also pass other
-carriers through Triton's interpreter), computes in float32 and stores in the output's type.
+layer norm and cross entropy, and the last two's gradients. Each launcher takes buffers as
+objects with ``data_ptr()`` and ``dtype`` (``_launch.buffer`` of a CuPy array on the GPU;
+the tests also pass other carriers through Triton's interpreter), computes in float32 and
+stores in the output's type.
 """
 
 import triton
@@ -9,9 +10,11 @@ import triton.language as tl
 
 from ember.backend.cuda_kernels._launch import row_tiling
 
-__all__ = ["softmax_rows", "layer_norm_rows", "cross_entropy_rows", "MAX_ROW"]
+__all__ = ["softmax_rows", "layer_norm_rows", "layer_norm_backward_rows", "cross_entropy_rows",
+           "cross_entropy_backward_rows", "MAX_ROW", "PARTIAL_ROWS"]
 
 MAX_ROW = 32768                 # longest row a program holds in registers
+PARTIAL_ROWS = 512              # programs (and partial sums) of the layer norm backward
 
 
 @triton.jit
@@ -103,3 +106,85 @@ def cross_entropy_rows(x, target, loss, n_rows, n_cols, ignore_index):
     block = min(triton.next_power_of_2(n_cols), 4096)
     _cross_entropy_kernel[(n_rows,)](x, target, loss, n_cols, int(ignore_index), BLOCK=block,
                                      num_warps=4 if block <= 1024 else 8)
+
+
+@triton.jit
+def _layer_norm_backward_kernel(gy_ptr, x_ptr, w_ptr, mean_ptr, invstd_ptr, gx_ptr,
+                                partial_w_ptr, partial_b_ptr, n_rows, n_cols,
+                                BLOCK: tl.constexpr, HAS_W: tl.constexpr,
+                                NEED_GX: tl.constexpr):
+    program = tl.program_id(0)
+    programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK)
+    col_mask = cols < n_cols
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    sum_w = tl.zeros([BLOCK], tl.float32)
+    sum_b = tl.zeros([BLOCK], tl.float32)
+    for row in range(program, n_rows, programs):
+        offsets = (tl.full([], 0, tl.int64) + row) * n_cols + cols     # 64-bit offsets
+        x = tl.load(x_ptr + offsets, mask=col_mask, other=0.0).to(tl.float32)
+        gy = tl.load(gy_ptr + offsets, mask=col_mask, other=0.0).to(tl.float32)
+        invstd = tl.load(invstd_ptr + row).to(tl.float32)
+        xhat = tl.where(col_mask, (x - tl.load(mean_ptr + row).to(tl.float32)) * invstd, 0.0)
+        sum_w += gy * xhat
+        sum_b += gy
+        if NEED_GX:
+            g = gy
+            if HAS_W:
+                g = gy * w
+            mean_g = tl.sum(g, axis=0) / n_cols
+            mean_gx = tl.sum(g * xhat, axis=0) / n_cols
+            gx = (g - mean_g - xhat * mean_gx) * invstd
+            tl.store(gx_ptr + offsets, gx.to(gx_ptr.dtype.element_ty), mask=col_mask)
+    partial = program.to(tl.int64) * n_cols + cols
+    tl.store(partial_w_ptr + partial, sum_w, mask=col_mask)
+    tl.store(partial_b_ptr + partial, sum_b, mask=col_mask)
+
+
+def layer_norm_backward_rows(gy, x, w, mean, invstd, gx, partial_w, partial_b, n_rows, n_cols,
+                             programs):
+    """The layer norm gradients of ``n_rows`` rows: the input's into ``gx`` (unless None),
+    and per-program float32 partial sums of the weight's and bias's into the (programs,
+    n_cols) buffers, which the caller sums."""
+    block = triton.next_power_of_2(n_cols)
+    _layer_norm_backward_kernel[(programs,)](
+        gy, x, x if w is None else w, mean, invstd, x if gx is None else gx, partial_w,
+        partial_b, n_rows, n_cols, BLOCK=block, HAS_W=w is not None, NEED_GX=gx is not None,
+        num_warps=4 if block <= 2048 else 8 if block <= 8192 else 16)
+
+
+@triton.jit
+def _cross_entropy_backward_kernel(x_ptr, t_ptr, scale_ptr, dx_ptr, n_cols, ignore_index,
+                                   PER_ROW: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    start = x_ptr + row * n_cols
+    top = tl.full([], -3.0e38, tl.float32)
+    total = tl.full([], 0.0, tl.float32)
+    for first in range(0, n_cols, BLOCK):
+        cols = first + tl.arange(0, BLOCK)
+        x = tl.load(start + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        new_top = tl.maximum(top, tl.max(x, axis=0))
+        total = total * tl.exp(top - new_top) + tl.sum(tl.exp(x - new_top), axis=0)
+        top = new_top
+    target = tl.load(t_ptr + row).to(tl.int64)
+    if PER_ROW:
+        scale = tl.load(scale_ptr + row).to(tl.float32)
+    else:
+        scale = tl.load(scale_ptr).to(tl.float32)
+    scale = tl.where(target == ignore_index, 0.0, scale)
+    for first in range(0, n_cols, BLOCK):
+        cols = first + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        d = tl.exp(x - top) * (scale / total) - tl.where(cols == target, scale, 0.0)
+        tl.store(dx_ptr + row * n_cols + cols, d.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+def cross_entropy_backward_rows(x, target, scale, dx, n_rows, n_cols, ignore_index, per_row):
+    """``dx[i] = (softmax(x[i]) - onehot(target[i])) * scale`` (0 where the target is
+    ignore_index), with ``scale`` float32: one per row, or one for all (``per_row`` False)."""
+    block = min(triton.next_power_of_2(n_cols), 4096)
+    _cross_entropy_backward_kernel[(n_rows,)](x, target, scale, dx, n_cols, int(ignore_index),
+                                              PER_ROW=per_row, BLOCK=block,
+                                              num_warps=4 if block <= 1024 else 8)
