@@ -102,6 +102,12 @@ checks = {
     "Linear on cuda": lambda: ember.nn.Linear(4, 2).cuda()(ember.ones(3, 4, device="cuda")).shape,
     "pin_memory": lambda: ember.ones(4).pin_memory().is_pinned(),
     "memory_allocated": lambda: ember.cuda.memory_allocated(),
+    "Triton kernels loaded": lambda: sorted(__import__(
+        "ember.backend.cuda_kernels", fromlist=["OVERRIDES"]).OVERRIDES),
+    "softmax kernel": lambda: ember.softmax(ember.ones(2, 3, device="cuda"), -1).sum().item(),
+    "flash attention": lambda: ember.nn.functional.scaled_dot_product_attention(
+        *(ember.ones(1, 2, 8, 16, device="cuda", dtype=ember.bfloat16),) * 3,
+        is_causal=True).float().sum().item(),
 }
 for name, fn in checks.items():
     try:
