@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q --disable-pip-version-check
 
-.PHONY: demo test bench parity lint
+.PHONY: demo test bench parity gpu-dry lint
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,12 @@ bench: $(PY)
 parity: $(PY)
 	$(PIP) -e '.[test]' 'torch==2.13.0'
 	$(PY) -m pytest -n auto -m parity
+
+# the CUDA tests without a GPU: CuPy's NumPy stand-in, and the Triton kernels interpreted
+gpu-dry: $(PY)
+	$(PIP) -e '.[test]' 'triton>=3.9'
+	EMBER_FAKE_CUDA=1 TRITON_INTERPRET=1 $(PY) -m pytest -n auto -p no:cacheprovider tests/gpu
+	$(PY) -m pytest -n auto -p no:cacheprovider tests/gpu/test_triton_kernels.py
 
 demo: $(PY)
 	$(PIP) -e '.[examples]'

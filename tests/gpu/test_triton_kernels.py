@@ -87,6 +87,8 @@ def _cases():
 CASES = list(_cases())
 
 
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                    reason="the kernels are interpreted in this process")
 @pytest.mark.parametrize("kernel, signature, constants", CASES,
                          ids=[f"{k.__name__}-{'-'.join(map(str, c.values()))}-"
                               f"{next(iter(s.values()))}" for k, s, c in CASES])
