@@ -17,6 +17,7 @@ Triton is installed; ``EMBER_CUDA_KERNELS=0`` leaves every op on its generic CuP
 """
 
 import os
+import warnings
 
 import numpy as np
 
@@ -55,5 +56,11 @@ def load(cupy):
         import triton  # noqa: F401
     except ImportError:
         return
-    from ember.backend.cuda_kernels import _launch, triton_ops  # noqa: F401  (registers)
-    _launch.follow_cupy(cupy)
+    try:
+        from ember.backend.cuda_kernels import _launch
+        _launch.follow_cupy(cupy)
+    except Exception as e:          # Triton without a usable driver: the generic forwards
+        warnings.warn(f"ember's Triton kernels are off: Triton cannot launch here "
+                      f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
+        return
+    from ember.backend.cuda_kernels import triton_ops  # noqa: F401  (registers the kernels)
