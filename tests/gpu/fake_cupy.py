@@ -151,13 +151,26 @@ class _Namespace(types.ModuleType):
         return call
 
 
+def _upload_order(host, order):
+    """The layout CuPy gives a copy of host data: for order K, A or None, C order, or F order
+    when the host array is F- but not C-contiguous (cupy/_core/core.pyx, _array_default),
+    so a permuted or strided NumPy array arrives C-contiguous."""
+    if order is None or order in "KAka":
+        flags = getattr(host, "flags", None)
+        return "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous \
+            else "C"
+    return order
+
+
 def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
     if isinstance(a, ndarray):
         return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-    return _device(np.array(a, dtype=dtype, order=order or "K", copy=True))
+    return _device(np.array(a, dtype=dtype, order=_upload_order(a, order), copy=True))
 
 
 def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocking=False):
+    if not isinstance(obj, ndarray):
+        order = _upload_order(obj, order)
     return _device(np.array(_plain(obj), dtype=dtype, order=order, copy=True, ndmin=ndmin))
 
 
