@@ -50,7 +50,7 @@ def apply_mats(xp, x, mats):
         if not finite:
             x = _by_taps(xp, x, m.astype(x.dtype, copy=False), axis)
             continue
-        m = xp.asarray(m, dtype=x.dtype)        # the host-built matrix, on x's device
+        m = xp.asarray(m.astype(x.dtype, copy=False))   # the host-built matrix, on x's device
         if axis == x.ndim - 1:
             x = x.reshape(-1, shape[-1]) @ m.T
         else:
