@@ -174,6 +174,12 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
     return _device(np.array(_plain(obj), dtype=dtype, order=order, copy=True, ndmin=ndmin))
 
 
+def _as_strided(x, shape=None, strides=None):
+    """cupy.lib.stride_tricks.as_strided, which has no ``subok`` or ``writeable`` argument."""
+    _refuse_host(x, "as_strided")
+    return _device(np.lib.stride_tricks.as_strided(_plain(x), shape, strides))
+
+
 # --- memory -----------------------------------------------------------------------------------
 
 class OutOfMemoryError(MemoryError):
@@ -299,6 +305,7 @@ def install():
     cupy.linalg = _Namespace("cupy.linalg", np.linalg)
     cupy.lib = types.SimpleNamespace(
         stride_tricks=_Namespace("cupy.lib.stride_tricks", np.lib.stride_tricks))
+    cupy.lib.stride_tricks.as_strided = _as_strided
     cupy.get_default_memory_pool = lambda: _POOL
     cupy.get_default_pinned_memory_pool = lambda: _MemoryPool()
     cuda = types.ModuleType("cupy.cuda")
