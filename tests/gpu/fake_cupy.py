@@ -134,6 +134,39 @@ def _device(x):
     return x
 
 
+# the ufunc methods CuPy implements, and for which ufuncs (cupy/_core/_kernel.pyx: reduce and
+# accumulate only for add and multiply, reduceat for add, at for the scatter ops)
+_UFUNC_METHODS = {"reduce": {"add", "multiply"}, "accumulate": {"add", "multiply"},
+                  "reduceat": {"add"},
+                  "at": {"add", "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or",
+                         "bitwise_xor"}}
+
+
+class _Ufunc:
+    """A NumPy ufunc (calls dispatch to the device arrays' __array_ufunc__) whose methods
+    fail where CuPy's do: ``xp.maximum.accumulate`` raises NotImplementedError on CuPy."""
+
+    def __init__(self, ufunc):
+        self._ufunc = ufunc
+        self.__name__ = ufunc.__name__
+
+    def __call__(self, *args, **kwargs):
+        return self._ufunc(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if self.__name__ not in _UFUNC_METHODS.get(name, (self.__name__,)):
+            raise NotImplementedError(f"`cupy_{self.__name__}.{name}` is not supported yet "
+                                      f"(fake CuPy)")
+        return getattr(self._ufunc, name)
+
+
+# keyword arguments of CuPy functions whose NumPy namesakes take more (NumPy's extras, such
+# as as_strided's writeable=, are TypeErrors on CuPy)
+_CUPY_KEYWORDS = {"cupy.lib.stride_tricks.as_strided": {"x", "shape", "strides"},
+                  "cupy.indices": {"dimensions", "dtype"},
+                  "cupy.linalg.cholesky": {"a"}}
+
+
 class _Namespace(types.ModuleType):
     """A module whose functions take and return device arrays (NumPy's underneath)."""
 
@@ -143,11 +176,22 @@ class _Namespace(types.ModuleType):
 
     def __getattr__(self, name):
         attr = getattr(self._host, name)
-        if isinstance(attr, (type, np.ufunc, types.ModuleType)) or not callable(attr):
-            return attr                 # dtypes, constants; ufuncs dispatch by themselves
+        if isinstance(attr, np.ufunc):
+            wrapped = _Ufunc(attr)
+            setattr(self, name, wrapped)
+            return wrapped
+        if isinstance(attr, (type, types.ModuleType)) or not callable(attr):
+            return attr                 # dtypes, constants
+
+        known = _CUPY_KEYWORDS.get(f"{self.__name__}.{name}")
 
         def call(*args, **kwargs):
             _refuse_host((args, kwargs), name)
+            extra = known is not None and set(kwargs) - known
+            if extra:
+                raise TypeError(f"{name}() got an unexpected keyword argument "
+                                f"'{extra.pop()}' (fake CuPy: CuPy's {name} has no such "
+                                f"argument)")
             return _device(attr(*_plain(args), **_plain(kwargs)))
         call.__name__ = name
         return call
@@ -212,13 +256,26 @@ def errstate(*, divide=None, over=None, under=None, invalid=None, linalg=None):
     return state()
 
 
+def _upload_order(host, order):
+    """The layout CuPy gives a copy of host data: for order K, A or None, C order, or F order
+    when the host array is F- but not C-contiguous (cupy/_core/core.pyx, _array_default),
+    so a permuted or strided NumPy array arrives C-contiguous."""
+    if order is None or order in "KAka":
+        flags = getattr(host, "flags", None)
+        return "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous \
+            else "C"
+    return order
+
+
 def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
     if isinstance(a, ndarray):
         return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-    return _device(np.array(a, dtype=dtype, order=order or "K", copy=True))
+    return _device(np.array(a, dtype=dtype, order=_upload_order(a, order), copy=True))
 
 
 def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocking=False):
+    if not isinstance(obj, ndarray):
+        order = _upload_order(obj, order)
     return _device(np.array(_plain(obj), dtype=dtype, order=order, copy=True, ndmin=ndmin))
 
 

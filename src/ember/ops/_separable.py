@@ -26,7 +26,8 @@ class Taps:
 
 
 def apply_mats(xp, x, mats):
-    """``x`` with ``mats[i]`` (out_i, in_i) applied along the i-th of its trailing dims."""
+    """``x`` with ``mats[i]`` (out_i, in_i) applied along the i-th of its trailing dims
+    (``mats``: NumPy matrices or Taps, built on the host from the geometry)."""
     nd = len(mats)
     dtype = x.dtype
     if dtype.itemsize == 2 and dtype.kind in "fV":      # 16-bit floats compute in float32
@@ -42,15 +43,14 @@ def apply_mats(xp, x, mats):
                 x = _tap_sum(xp, x, m.index, m.weight, m.used, axis)
                 continue
             m = m.matrix
-        if m.dtype != x.dtype:
-            m = m.astype(x.dtype)
         shape = x.shape
         if x.size == 0 or m.size == 0:
             x = xp.zeros(shape[:axis] + (m.shape[0],) + shape[axis + 1:], dtype=x.dtype)
             continue
         if not finite:
-            x = _by_taps(xp, x, m, axis)
+            x = _by_taps(xp, x, m.astype(x.dtype, copy=False), axis)
             continue
+        m = xp.asarray(m.astype(x.dtype, copy=False))   # the host-built matrix, on x's device
         if axis == x.ndim - 1:
             x = x.reshape(-1, shape[-1]) @ m.T
         else:

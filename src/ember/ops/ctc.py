@@ -196,7 +196,7 @@ def _ctc_loss_backward(xp, g, lp, targets, input_lengths, target_lengths, blank,
     gamma = xp.einsum("tns,nsc->tnc", through, onehot)
     out = xp.exp(lpb) - gamma
     if reduction == "mean":
-        scale = g / (n * np.maximum(tg_len, 1))
+        scale = g / xp.asarray(n * np.maximum(tg_len, 1))
     elif reduction == "sum":
         scale = xp.broadcast_to(g, (n,))
     else:

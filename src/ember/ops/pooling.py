@@ -131,7 +131,7 @@ def _avg_pool(xp, x, nd, kernel_size, stride, padding, ceil_mode, count_include_
         div = np.ones((), np.int64)
         for c in counts:
             div = np.multiply.outer(div, c)
-    q = xp.abs(sums) // div                  # PyTorch divides integers truncating to zero
+    q = xp.abs(sums) // xp.asarray(div)      # PyTorch divides integers truncating to zero
     return xp.where(sums < 0, -q, q)
 
 

@@ -72,7 +72,7 @@ def _(grads, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse, *, out):
         return _differentiable_grads(grads, inputs, mode, batch_sizes, reverse)
     from ember._tensor import _make
     steps = _steps(batch_sizes, reverse)
-    ws = out[-1]._data.view(x._data.dtype).reshape(x.shape[0], -1)
+    ws = out[-1]._data.view(x._data.dtype)      # (rows, bytes) -> (rows, columns)
     xp = xp_of(ws)
     d = [g._data for g in grads[:-1]]
     w = [None if t is None else t._data for t in (w_hh, b_hh, w_hr)]
