@@ -16,6 +16,8 @@ pytestmark = pytest.mark.cuda
 @pytest.fixture(scope="module")
 def overrides():
     pytest.importorskip("triton")
+    if os.environ.get("EMBER_CUDA_KERNELS") == "0":
+        pytest.skip("the Triton kernels are turned off (EMBER_CUDA_KERNELS=0)")
     ember.ones(1).cuda()                            # loads the backend and its kernels
     from ember.backend.cuda_kernels import OVERRIDES
     return OVERRIDES

@@ -190,3 +190,19 @@ def test_cuda_kernel_overrides_name_registered_ops():
              if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "override"]
     assert len(names) >= 8
     assert [n for n in names if n not in REGISTRY] == []
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum", "logaddexp"])
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 9])
+def test_log_step_scan_matches_ufunc_accumulate(name, n):
+    import types
+    import numpy as np
+    from ember.backend import accumulate
+    gpu_like = types.SimpleNamespace(maximum=np.maximum, minimum=np.minimum,
+                                     logaddexp=np.logaddexp, moveaxis=np.moveaxis)
+    x = np.random.default_rng(n).standard_normal((4, n, 3))
+    x[0, 0, 0], x[1, -1, 1], x[2, :, 2] = np.nan, -np.inf, -np.inf
+    for axis in (1, -1, 0):         # logaddexp rounds in another order: close, not equal
+        np.testing.assert_allclose(accumulate(gpu_like, name, x, axis),
+                                   getattr(np, name).accumulate(x, axis=axis),
+                                   rtol=1e-13 if name == "logaddexp" else 0)

@@ -14,7 +14,7 @@ from ember.backend.cpu_memory import keep_freed_memory
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
-           "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel"]
+           "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -51,6 +51,21 @@ def on_device_of(host, array):
 def device_kernel(array, name):
     """The fused GPU kernel registered as ``name`` when ``array`` lives on a GPU, else None."""
     return None if type(array) is np.ndarray else DEVICE_KERNELS.get(name)
+
+
+def accumulate(xp, name, x, axis):
+    """``xp.<name>.accumulate(x, axis=axis)`` (a running maximum, minimum, logaddexp ...).
+    CuPy's ufuncs accumulate only add and multiply: on a GPU the others run as a log-step scan
+    (each of log2(n) passes combines every element with the one ``shift`` before it)."""
+    ufunc = getattr(xp, name)
+    if xp is np or name in ("add", "multiply"):
+        return ufunc.accumulate(x, axis=axis)
+    out = xp.moveaxis(x, axis, 0).copy()
+    shift = 1
+    while shift < out.shape[0]:
+        out[shift:] = ufunc(out[shift:], out[:-shift])      # from the previous pass's values
+        shift *= 2
+    return xp.moveaxis(out, 0, axis)
 
 
 def host_array(array):

@@ -4,6 +4,7 @@ softmax and log_softmax."""
 import math
 
 from ember import _dtype as D
+from ember.backend import accumulate
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import binary, conj_grad
 from ember.ops._promotion import Policy
@@ -75,7 +76,7 @@ def logcumsumexp(xp, x, dim):
     if x.ndim == 0:
         return x.copy()
     if x.dtype.kind != "c":
-        return xp.logaddexp.accumulate(x, axis=d)
+        return accumulate(xp, "logaddexp", x, d)
     out = xp.empty_like(x)
     src, dst = xp.moveaxis(x, d, 0), xp.moveaxis(out, d, 0)
     # from log(0) = -inf + 0j, as PyTorch: a first element of real part -inf gives -inf + 0j

@@ -3,6 +3,7 @@
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import accumulate
 from ember.ops import return_types
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
@@ -105,14 +106,14 @@ def _running_extreme(name, ufunc):
         d = wrap_dim(dim, x.ndim)
         if x.ndim == 0:
             return x.copy(), xp.zeros((), dtype=np.int64)
-        values = getattr(xp, ufunc).accumulate(x, axis=d)
+        values = accumulate(xp, ufunc, x, d)
         # the index is the last position at or before k that holds the running extreme
         hit = x == values
         if x.dtype.kind == "f":
             hit |= xp.isnan(x)
         shape = [x.shape[d] if i == d else 1 for i in range(x.ndim)]
         positions = xp.where(hit, xp.arange(x.shape[d]).reshape(shape), 0)
-        return values, xp.maximum.accumulate(positions, axis=d).astype(np.int64, copy=False)
+        return values, accumulate(xp, "maximum", positions, d).astype(np.int64, copy=False)
     forward.__doc__ = (f"The running {name[3:]}imum along ``dim`` and the index where each was "
                        f"reached (the last among ties).")
     return forward

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import accumulate
 from ember.ops import return_types
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import SAME
@@ -155,7 +156,7 @@ def mode(xp, x, dim, keepdim):
     starts = xp.ones(ranked.shape, dtype=bool)
     starts[..., 1:] = ranked[..., 1:] != ranked[..., :-1]
     positions = xp.arange(n)
-    run = positions - xp.maximum.accumulate(xp.where(starts, positions, 0), axis=-1)
+    run = positions - accumulate(xp, "maximum", xp.where(starts, positions, 0), -1)
     end = xp.argmax(run, axis=-1)[..., None]
     index = xp.moveaxis(xp.take_along_axis(order, end, axis=-1), -1, d)
     return _squeezed(xp, xp.take_along_axis(x, index, axis=d), index, d, keepdim)
