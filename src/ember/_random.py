@@ -1,7 +1,9 @@
 """Random numbers: Generator, manual_seed, and sampling (rand, randn, normal, ...).
 
 Streams come from NumPy's PCG64. They do not match PyTorch's bit for bit, but a seed makes
-ember reproducible with itself.
+ember reproducible with itself. Dropout's draws on a GPU come from a counter-based (Philox)
+stream of the generator's seed, drawn on the device when the CUDA kernels are loaded: the
+generator then also counts the numbers it has handed out (``_offset``).
 """
 
 import json
@@ -11,7 +13,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._creation import _place, _size, _target
 from ember._device import as_device, get_default_device
-from ember.backend import host_array
+from ember.backend import device_kernel, device_of, host_array, on_device_of
 from ember._tensor import Tensor, _make
 
 __all__ = [
@@ -28,6 +30,7 @@ class Generator:
         self.device = as_device(device)
         self._seed = 67280421310721            # PyTorch's default CPU seed
         self._rng = np.random.Generator(np.random.PCG64(self._seed))
+        self._offset = 0                        # numbers drawn from the device stream
 
     def manual_seed(self, seed):
         """Reset the state from ``seed`` and return self."""
@@ -36,6 +39,7 @@ class Generator:
             raise RuntimeError(f"Overflow when unpacking long: seed {seed} out of range")
         self._seed = seed & 0xFFFF_FFFF_FFFF_FFFF
         self._rng = np.random.Generator(np.random.PCG64(self._seed))
+        self._offset = 0
         return self
 
     def seed(self):
@@ -50,7 +54,8 @@ class Generator:
 
     def get_state(self):
         """The generator state as a uint8 tensor."""
-        state = {"seed": self._seed, "bit_generator": self._rng.bit_generator.state}
+        state = {"seed": self._seed, "bit_generator": self._rng.bit_generator.state,
+                 "offset": self._offset}
         raw = np.frombuffer(json.dumps(state).encode(), dtype=np.uint8).copy()
         return _make(raw)
 
@@ -62,6 +67,7 @@ class Generator:
         self._seed = state["seed"]
         self._rng = np.random.Generator(np.random.PCG64())
         self._rng.bit_generator.state = state["bit_generator"]
+        self._offset = state.get("offset", 0)
         return self
 
 
@@ -70,6 +76,21 @@ default_generator = Generator()
 
 def _rng(generator):
     return (default_generator if generator is None else generator)._rng
+
+
+def _uniform_like(generator, shape, like):
+    """Uniform [0, 1) float32 numbers of ``shape`` where array ``like`` lives. On a GPU with
+    the CUDA kernels loaded they are drawn there, from the counter-based stream of the
+    generator's seed (``generator`` or the GPU's default one); else on the host and moved."""
+    draw = device_kernel(like, "uniform")
+    if draw is None or (generator is not None and generator.device.type == "cpu"):
+        return on_device_of(_rng(generator).random(shape, dtype="float32"), like)
+    if generator is None:
+        from ember.cuda.random import default_generator as cuda_default
+        generator = cuda_default(device_of(like).index)
+    out = draw(like, tuple(shape), generator._seed, generator._offset)
+    generator._offset += out.size
+    return out
 
 
 def _rng_on(generator, device):

@@ -238,3 +238,22 @@ def test_fused_gradient_kernels_are_used(overrides, monkeypatch, name):
     assert used and used[0] is not None
     for g, h in zip(grads[1], grads[0]):
         _same(g, h, atol=1e-5, rtol=1e-4)
+
+
+def test_dropout_draws_on_the_device_reproducibly(overrides):
+    x = ember.ones(64, 1000, device="cuda", requires_grad=True)
+    ember.manual_seed(3)
+    first = F.dropout(x, 0.3)
+    state = ember.cuda.get_rng_state()
+    second = F.dropout(x, 0.3)
+    ember.cuda.set_rng_state(state)
+    again = F.dropout(x, 0.3)
+    assert first.is_cuda and abs(float((first == 0).float().mean()) - 0.3) < 0.01
+    assert set(np.unique(first.detach().cpu().numpy()).tolist()) == {0.0, np.float32(1 / 0.7)}
+    assert not ember.equal(first, second) and ember.equal(second, again)
+    ember.manual_seed(3)
+    assert ember.equal(F.dropout(x, 0.3), first)
+    first.sum().backward()                          # the gradient takes the same mask
+    assert ember.equal(x.grad, first.detach())
+    assert F.dropout(x, 1.0).abs().sum().item() == 0
+

@@ -75,6 +75,8 @@ def _cases():
                 _pointers(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), dt), lse_ptr="*fp32",
                 scale="fp32", **ints), dict(CAUSAL=causal, IEEE=ieee, BLOCK_M=64,
                                             BLOCK_N=block_n, HEAD=head, HEAD_V=head)
+    yield pointwise._uniform_kernel, dict(out_ptr="*fp32", n="i32", seed="i64", offset="i64"), \
+        dict(BLOCK=pointwise.BLOCK)
     scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay", "step_size",
                              "bias2_sqrt"), "fp32")
     for decay in (0, 1, 2):

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
-from ember._random import _rng
+from ember._random import _uniform_like
 from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import xp_of
@@ -169,7 +169,7 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
         p /= xp.where(total == 0, 1, total)         # ... and give zero weights, as PyTorch
     weights = p
     if dropout_p > 0:
-        keep = xp.asarray(_rng(None).random(p.shape, dtype=np.float32) >= dropout_p)
+        keep = _uniform_like(None, p.shape, p) >= dropout_p
         p = p * keep * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
     result = _grouped(p, v, gv)
     if result.dtype != dtype:

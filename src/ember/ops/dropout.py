@@ -5,9 +5,8 @@ feature dropout draws one mask entry per (batch, channel)."""
 import math
 import warnings
 
-from ember._random import _rng
+from ember._random import _uniform_like
 from ember._tensor import _make
-from ember.backend import on_device_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import op
 
@@ -58,7 +57,7 @@ def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generat
         return input
     _check_dtype(input)
     shape = input.shape if not feature else input.shape[:2] + (1,) * (input.dim() - 2)
-    keep = on_device_of(_rng(generator).random(shape, dtype="float32") >= p, input._data)
+    keep = _uniform_like(generator, shape, input._data) >= p
     if p == 1:
         return masked_scale(input, _make(keep), 1.0, inplace)
     if not alpha:

@@ -197,5 +197,15 @@ def cross_entropy_backward(x, t, grad, ignore_index, reduction):
     return dx
 
 
+def uniform(like, shape, seed, offset):
+    """Uniform [0, 1) float32 numbers of ``shape`` on ``like``'s GPU: elements ``offset``
+    onward of the counter-based stream of ``seed``."""
+    xp = xp_of(like)
+    out = xp.empty(shape, xp.float32)
+    if out.size:
+        pointwise.uniform(buffer(out), out.size, seed, offset)
+    return out
+
+
 DEVICE_KERNELS.update(adam=adam, layer_norm_backward=layer_norm_backward,
-                      cross_entropy_backward=cross_entropy_backward)
+                      cross_entropy_backward=cross_entropy_backward, uniform=uniform)

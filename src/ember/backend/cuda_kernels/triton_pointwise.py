@@ -1,11 +1,11 @@
 """Triton kernels applied element by element over contiguous buffers: gelu and its gradient,
-silu, and the Adam/AdamW parameter update. Launchers take buffers as objects with
-``data_ptr()`` and ``dtype`` and compute in float32."""
+silu, the Adam/AdamW parameter update, and uniform random numbers. Launchers take buffers as
+objects with ``data_ptr()`` and ``dtype`` and compute in float32."""
 
 import triton
 import triton.language as tl
 
-__all__ = ["gelu", "gelu_backward", "silu", "adam_update", "BLOCK"]
+__all__ = ["gelu", "gelu_backward", "silu", "adam_update", "uniform", "BLOCK"]
 
 BLOCK = 1024
 # the kernels write their constants as literals (Triton's compiler reads module globals only as
@@ -105,3 +105,17 @@ def adam_update(x, g, m, v, vmax, n, *, lr, beta1, beta2, eps, weight_decay, dec
         x, g, m, v, v if vmax is None else vmax, n, float(lr), float(beta1), float(beta2),
         float(eps), float(weight_decay), float(lr / (1 - beta1 ** step)),
         float((1 - beta2 ** step) ** 0.5), DECAY=decay, AMSGRAD=vmax is not None, BLOCK=BLOCK)
+
+
+@triton.jit
+def _uniform_kernel(out_ptr, n, seed, offset, BLOCK: tl.constexpr):
+    index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    r = tl.rand(seed, offset + index)               # Philox: element i of the stream
+    # rand's float conversion can round up to 1.0; uniform draws stay below it
+    tl.store(out_ptr + index, tl.minimum(r, 0.99999994), mask=index < n)
+
+
+def uniform(out, n, seed, offset):
+    """Fill float32 ``out`` with ``n`` uniform [0, 1) numbers: elements ``offset`` to
+    ``offset + n`` of the counter-based stream of ``seed``."""
+    _uniform_kernel[(triton.cdiv(n, BLOCK),)](out, n, seed, offset, BLOCK=BLOCK)
