@@ -174,3 +174,12 @@ def test_copy_across_devices_carries_values_and_gradient():
     target = ember.empty(3, device="cuda")
     target.copy_(ember.tensor([1, 2, 3]))           # CPU into GPU, cast to the target's dtype
     assert target.is_cuda and target.dtype is ember.float32 and target.tolist() == [1, 2, 3]
+
+
+def test_upload_keeps_a_dense_permuted_layout():
+    host = ember.randn(2, 3, 4).permute(1, 0, 2)
+    gpu = host.cuda()
+    assert gpu.stride() == host.stride() == (4, 12, 1)
+    assert np.array_equal(gpu.cpu().numpy(), host.numpy())
+    sliced = ember.randn(4, 6)[:, ::2]              # not dense: arrives contiguous
+    assert sliced.cuda().is_contiguous() and sliced.cuda().tolist() == sliced.tolist()

@@ -37,7 +37,20 @@ def to_device(array, index, non_blocking=False):
     with device_guard(index):
         if type(array) is cupy.ndarray:
             return array.copy()             # CuPy copies into the current device's memory
+        order = _dense_order(array)
+        if order is not None:               # PyTorch keeps a dense permuted layout
+            moved = cupy.asarray(array.transpose(order), blocking=not non_blocking)
+            return moved.transpose(np.argsort(order))
         return cupy.asarray(array, blocking=not non_blocking)
+
+
+def _dense_order(array):
+    """The dim order that makes a dense but permuted array C-contiguous (None for one that
+    is C-contiguous already, or not dense): CuPy would upload it C-contiguous."""
+    if array.flags.c_contiguous or array.ndim < 2:
+        return None
+    order = sorted(range(array.ndim), key=lambda d: -array.strides[d])
+    return order if array.transpose(order).flags.c_contiguous else None
 
 
 def to_host(array, non_blocking=False):
