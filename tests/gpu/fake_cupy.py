@@ -78,6 +78,10 @@ class ndarray(np.ndarray):
     def set(self, arr, stream=None):
         self.view(np.ndarray)[...] = arr
 
+    def __getitem__(self, key):
+        item = super().__getitem__(key)     # CuPy: an element is a 0-d array, not a scalar
+        return _device(item) if isinstance(item, np.generic) else item
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         out = kwargs.get("out", ())
         _refuse_host(inputs + tuple(out), f"{ufunc.__name__}")

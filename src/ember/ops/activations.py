@@ -64,8 +64,9 @@ def masked(grad, mask):
 
 
 def _fit(x, value):
-    """A Python number as the kernel uses it for integer ``x``: truncated, range-checked."""
-    return checked_scalar(np, value, x.dtype) if x.dtype.kind in "iu" else value
+    """A Python number as the kernel uses it for integer ``x``: truncated, range-checked (a
+    Python int, which NumPy's and CuPy's ufuncs alike take in ``x``'s dtype)."""
+    return int(checked_scalar(np, value, x.dtype)) if x.dtype.kind in "iu" else value
 
 
 # --- relu, hardtanh, threshold ----------------------------------------------------------------
