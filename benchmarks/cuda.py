@@ -68,6 +68,7 @@ def op_workloads(lib, scale):
     image = randn(64 // scale, 64, 56 // scale, 56 // scale)
     conv = lib.nn.Conv2d(64, 64, 3, padding=1)
     q, k, v = (randn(16 // scale, 16, 1024 // scale, 64) for _ in range(3))
+    q16, k16, v16 = (t.to(lib.bfloat16) for t in (q, k, v))
     params = [lib.nn.Parameter(randn(1000, 1000 // scale)) for _ in range(10)]
     for p in params:
         p.grad = lib.ones_like(p)
@@ -89,6 +90,8 @@ def op_workloads(lib, scale):
         f"conv2d 64->64 3x3 on {tuple(image.shape)}": lambda: conv(image),
         f"causal SDPA {tuple(q.shape)}": lambda: F.scaled_dot_product_attention(
             q, k, v, is_causal=True),
+        f"causal SDPA {tuple(q.shape)} bfloat16": lambda: F.scaled_dot_product_attention(
+            q16, k16, v16, is_causal=True),
     }
 
 
