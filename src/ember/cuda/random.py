@@ -2,8 +2,9 @@
 
 ember samples CUDA random numbers on the host with the same PCG64 streams as the CPU and
 uploads them, so a seed gives the same values on either device; dropout's masks are drawn on
-the GPU instead, from a Philox stream of the same seed (``_random._uniform_like``). Each GPU has its own default
-generator, seeded like PyTorch's; seeding needs no GPU and loads nothing without one.
+the GPU instead, from a Philox stream of the same seed (``_random._uniform_like``). Each GPU
+has its own default generator, seeded like PyTorch's; seeding needs no GPU and loads nothing
+without one.
 """
 
 from ember import backend

@@ -10,14 +10,16 @@ backward runs without recomputing a GEMM. A backward returns the gradients of
 ``(x, hx, w_hh, cx, b_hh, w_hr)`` (None where there is no such input).
 """
 
-_SIGMOID_TANH = {}          # (xp, dtype, hidden, tanh gate, gates) -> rows; see _activate
+from ember.backend import device_of
+
+_SIGMOID_TANH = {}      # (xp, device, dtype, hidden, tanh gate, gates) -> rows; see _activate
 
 
-def _gate_rows(xp, dtype, hidden, tanh_gate, gates):
+def _gate_rows(xp, device, dtype, hidden, tanh_gate, gates):
     """Per-column rows (a, b, c) so that ``b / (1 + exp(a * v)) + c`` is sigmoid(v) on
     sigmoid columns (a, b, c = -1, 1, 0) and tanh(v) = 2 sigmoid(2v) - 1 on column
-    ``tanh_gate`` (a, b, c = -2, 2, -1)."""
-    key = (xp, dtype, hidden, tanh_gate, gates)
+    ``tanh_gate`` (a, b, c = -2, 2, -1); cached per device, as each GPU needs its own."""
+    key = (xp, device, dtype, hidden, tanh_gate, gates)
     hit = _SIGMOID_TANH.get(key)
     if hit is None:
         rows = [xp.full(gates * hidden, v, dtype=dtype) for v in (-1, 1, 0)]
@@ -112,7 +114,7 @@ def lstm_forward(xp, x, hx, cx, w_hh, b_hh, w_hr, steps):
                               (cols[k] for k in ("act", "c", "tc", "cp", "hp")))
     hpre = ws[:, slice(*cols["hpre"])] if w_hr is not None else None
     out = xp.empty((n, proj), dtype=x.dtype)
-    rows = _gate_rows(xp, x.dtype, hidden, 2, 4)
+    rows = _gate_rows(xp, device_of(x), x.dtype, hidden, 2, 4)
     h, c = _state(xp, hx), _state(xp, cx)
     wt = w_hh.T
     h2 = 2 * hidden
@@ -189,7 +191,7 @@ def gru_forward(xp, x, hx, w_hh, b_hh, steps):
     h2 = 2 * hidden
     ws = xp.empty((n_rows, 5 * hidden), dtype=x.dtype)
     out = xp.empty((n_rows, hidden), dtype=x.dtype)
-    rows = _gate_rows(xp, x.dtype, hidden, None, 2)
+    rows = _gate_rows(xp, device_of(x), x.dtype, hidden, None, 2)
     h = _state(xp, hx)
     wt = w_hh.T
     for o, bs in steps:
