@@ -83,14 +83,15 @@ def _uniform_like(generator, shape, like):
     the CUDA kernels loaded they are drawn there, from the counter-based stream of the
     generator's seed (``generator`` or the GPU's default one); else on the host and moved."""
     draw = device_kernel(like, "uniform")
-    if draw is None or (generator is not None and generator.device.type == "cpu"):
-        return on_device_of(_rng(generator).random(shape, dtype="float32"), like)
-    if generator is None:
-        from ember.cuda.random import default_generator as cuda_default
-        generator = cuda_default(device_of(like).index)
-    out = draw(like, tuple(shape), generator._seed, generator._offset)
-    generator._offset += out.size
-    return out
+    if draw is not None and (generator is None or generator.device.type != "cpu"):
+        if generator is None:
+            from ember.cuda.random import default_generator as cuda_default
+            generator = cuda_default(device_of(like).index)
+        out = draw(like, tuple(shape), generator._seed, generator._offset)
+        if out is not None:                 # None: the kernel cannot run here
+            generator._offset += out.size
+            return out
+    return on_device_of(_rng(generator).random(shape, dtype="float32"), like)
 
 
 def _rng_on(generator, device):

@@ -23,6 +23,15 @@ def overrides():
     return OVERRIDES
 
 
+@pytest.fixture(autouse=True)
+def no_kernel_fell_back():
+    """Every kernel a test reaches must run: one that could not is switched off, with a
+    warning, and its op quietly runs the generic code."""
+    yield
+    from ember.backend.cuda_kernels import DISABLED
+    assert not DISABLED, f"kernels switched off: {DISABLED}"
+
+
 def _pair(shape, dtype=ember.float32, seed=0, scale=3.0):
     ember.manual_seed(seed)
     host = (ember.randn(*shape) * scale).to(dtype)
@@ -257,3 +266,18 @@ def test_dropout_draws_on_the_device_reproducibly(overrides):
     assert ember.equal(x.grad, first.detach())
     assert F.dropout(x, 1.0).abs().sum().item() == 0
 
+
+
+def test_a_kernel_that_cannot_run_falls_back_to_the_generic_forward(overrides, monkeypatch):
+    from ember.backend.cuda_kernels import DISABLED, KernelUnavailable, triton_rows
+
+    def broken(*args, **kwargs):
+        raise KernelUnavailable("softmax_rows: CompilationError: planted")
+    monkeypatch.setattr(triton_rows, "softmax_rows", broken)
+    host, gpu = _pair((8, 40))
+    with pytest.warns(RuntimeWarning, match="kernel for softmax is off.*planted"):
+        _same(F.softmax(gpu, -1), F.softmax(host, -1))
+    assert "planted" in DISABLED.pop("softmax")
+    with pytest.warns(RuntimeWarning, match="kernel for log_softmax is off"):  # a sibling
+        _same(F.log_softmax(gpu, -1), F.log_softmax(host, -1))
+    assert "planted" in DISABLED.pop("log_softmax")

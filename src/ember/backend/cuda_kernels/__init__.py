@@ -23,9 +23,21 @@ import numpy as np
 
 from ember.ops._registry import REGISTRY
 
-__all__ = ["override", "OVERRIDES", "load"]
+__all__ = ["override", "OVERRIDES", "DISABLED", "fallible", "KernelUnavailable", "load"]
 
 OVERRIDES = {}                  # op name -> the CUDA forward registered for it
+DISABLED = {}                   # kernel name -> why it could not run here (then never again)
+
+
+class KernelUnavailable(RuntimeError):
+    """A kernel that could not be compiled or launched on this machine (an old Triton, an
+    unsupported GPU): its op falls back to the generic forward."""
+
+
+def _disable(name, error):
+    DISABLED[name] = str(error)
+    warnings.warn(f"ember's CUDA kernel for {name} is off ({error}); the generic CuPy code "
+                  f"runs instead", RuntimeWarning, stacklevel=3)
 
 
 def override(name):
@@ -35,8 +47,12 @@ def override(name):
         generic = op.forward
 
         def forward(xp, *args):
-            if xp is not np:
-                out = fast(xp, *args)
+            if xp is not np and name not in DISABLED:
+                try:
+                    out = fast(xp, *args)
+                except KernelUnavailable as e:
+                    _disable(name, e)
+                    out = None
                 if out is not None:
                     return out
             return generic(xp, *args)
@@ -45,6 +61,22 @@ def override(name):
         OVERRIDES[name] = fast
         return fast
     return register
+
+
+def fallible(name, kernel):
+    """``kernel`` (a ``DEVICE_KERNELS`` entry) returning None, and removed, once it turns
+    out unable to run here."""
+    from ember.backend import DEVICE_KERNELS
+
+    def run(*args, **kwargs):
+        try:
+            return kernel(*args, **kwargs)
+        except KernelUnavailable as e:
+            DEVICE_KERNELS.pop(name, None)
+            _disable(name, e)
+            return None
+    run.__doc__ = kernel.__doc__
+    return run
 
 
 def load(cupy):

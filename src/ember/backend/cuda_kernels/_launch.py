@@ -1,9 +1,26 @@
 """What every Triton launcher shares: buffers Triton can read from CuPy arrays, block shapes,
-and Triton's driver pointed at CuPy's current device and stream."""
+Triton's driver pointed at CuPy's current device and stream, and launch failures reported as
+``KernelUnavailable``."""
+
+import functools
 
 import triton
 
-__all__ = ["buffer", "row_tiling", "follow_cupy"]
+__all__ = ["buffer", "row_tiling", "follow_cupy", "guarded"]
+
+
+def guarded(launcher):
+    """``launcher`` raising KernelUnavailable when Triton cannot compile or launch its kernel
+    here (the caller then falls back to generic code); its other behaviour unchanged."""
+    @functools.wraps(launcher)
+    def run(*args, **kwargs):
+        try:
+            return launcher(*args, **kwargs)
+        except Exception as e:
+            from ember.backend.cuda_kernels import KernelUnavailable
+            raise KernelUnavailable(f"{launcher.__name__}: {type(e).__name__}: "
+                                    f"{str(e)[:300]}") from e
+    return run
 
 
 class buffer:

@@ -5,6 +5,8 @@ row's log-sum-exp, from which the backward recomputes the weights it needs."""
 import triton
 import triton.language as tl
 
+from ember.backend.cuda_kernels._launch import guarded
+
 __all__ = ["attention_forward", "MAX_HEAD"]
 
 MAX_HEAD = 128                  # the largest head size a program holds in registers
@@ -64,6 +66,7 @@ def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, heads, L, S, 
     tl.store(lse_ptr + o_rows, top + tl.log(total), mask=rows < L)
 
 
+@guarded
 def attention_forward(q, k, v, out, lse, shape, strides, scale, causal):
     """Attention of 4-D ``q`` (B, H, L, E), ``k`` (B, H, S, E) and ``v`` (B, H, S, Ev), each
     with unit stride along its last dim (``strides``: the other three per operand, in

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from ember.backend import DEVICE_KERNELS, xp_of
-from ember.backend.cuda_kernels import override
+from ember.backend.cuda_kernels import fallible, override
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
@@ -207,5 +207,6 @@ def uniform(like, shape, seed, offset):
     return out
 
 
-DEVICE_KERNELS.update(adam=adam, layer_norm_backward=layer_norm_backward,
-                      cross_entropy_backward=cross_entropy_backward, uniform=uniform)
+DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
+    ("adam", adam), ("layer_norm_backward", layer_norm_backward),
+    ("cross_entropy_backward", cross_entropy_backward), ("uniform", uniform))})

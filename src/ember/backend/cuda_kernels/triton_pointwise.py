@@ -5,6 +5,8 @@ objects with ``data_ptr()`` and ``dtype`` and compute in float32."""
 import triton
 import triton.language as tl
 
+from ember.backend.cuda_kernels._launch import guarded
+
 __all__ = ["gelu", "gelu_backward", "silu", "adam_update", "uniform", "BLOCK"]
 
 BLOCK = 1024
@@ -56,17 +58,20 @@ def _silu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offsets, (x * tl.sigmoid(x)).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@guarded
 def gelu(x, y, n, approximate):
     """``y = gelu(x)`` over ``n`` elements (``approximate``: 'none' or 'tanh')."""
     _gelu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, TANH=approximate == "tanh", BLOCK=BLOCK)
 
 
+@guarded
 def gelu_backward(grad, x, y, n, approximate):
     """``y = grad * gelu'(x)`` over ``n`` elements."""
     _gelu_backward_kernel[(triton.cdiv(n, BLOCK),)](grad, x, y, n, TANH=approximate == "tanh",
                                                     BLOCK=BLOCK)
 
 
+@guarded
 def silu(x, y, n):
     """``y = x * sigmoid(x)`` over ``n`` elements."""
     _silu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK)
@@ -97,6 +102,7 @@ def _adam_kernel(x_ptr, g_ptr, m_ptr, v_ptr, vmax_ptr, n, lr, beta1, beta2, eps,
     tl.store(x_ptr + offsets, x - step_size * m / denom, mask=mask)
 
 
+@guarded
 def adam_update(x, g, m, v, vmax, n, *, lr, beta1, beta2, eps, weight_decay, decoupled, step):
     """One Adam step in place on float32 buffers of ``n`` elements: moments ``m`` and ``v``
     (and their running maximum ``vmax`` for AMSGrad, else None), then the parameter ``x``."""
@@ -115,6 +121,7 @@ def _uniform_kernel(out_ptr, n, seed, offset, BLOCK: tl.constexpr):
     tl.store(out_ptr + index, tl.minimum(r, 0.99999994), mask=index < n)
 
 
+@guarded
 def uniform(out, n, seed, offset):
     """Fill float32 ``out`` with ``n`` uniform [0, 1) numbers: elements ``offset`` to
     ``offset + n`` of the counter-based stream of ``seed``."""

@@ -8,7 +8,7 @@ stores in the output's type.
 import triton
 import triton.language as tl
 
-from ember.backend.cuda_kernels._launch import row_tiling
+from ember.backend.cuda_kernels._launch import guarded, row_tiling
 
 __all__ = ["softmax_rows", "layer_norm_rows", "layer_norm_backward_rows", "cross_entropy_rows",
            "cross_entropy_backward_rows", "MAX_ROW", "PARTIAL_ROWS"]
@@ -35,6 +35,7 @@ def _softmax_kernel(x_ptr, y_ptr, n_rows, n_cols,
     tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@guarded
 def softmax_rows(x, y, n_rows, n_cols, log=False):
     """``y = softmax(x)`` (or ``log_softmax``) along each of ``n_rows`` rows of ``n_cols``."""
     rows, block, warps = row_tiling(n_cols)
@@ -69,6 +70,7 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, invstd_ptr, n_rows,
     tl.store(invstd_ptr + row_ids, invstd.to(invstd_ptr.dtype.element_ty), mask=row_mask)
 
 
+@guarded
 def layer_norm_rows(x, w, b, y, mean, invstd, n_rows, n_cols, eps):
     """Normalize each row of ``x`` into ``y`` (then scale by ``w`` and shift by ``b`` when not
     None), writing each row's mean and 1/sqrt(var + eps)."""
@@ -100,6 +102,7 @@ def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, BLOCK: t
     tl.store(loss_ptr + row, loss)
 
 
+@guarded
 def cross_entropy_rows(x, target, loss, n_rows, n_cols, ignore_index):
     """``loss[i] = logsumexp(x[i]) - x[i, target[i]]`` (0 where target is ignore_index), in
     float32; the targets must already be known to lie in [0, n_cols)."""
@@ -142,6 +145,7 @@ def _layer_norm_backward_kernel(gy_ptr, x_ptr, w_ptr, mean_ptr, invstd_ptr, gx_p
     tl.store(partial_b_ptr + partial, sum_b, mask=col_mask)
 
 
+@guarded
 def layer_norm_backward_rows(gy, x, w, mean, invstd, gx, partial_w, partial_b, n_rows, n_cols,
                              programs):
     """The layer norm gradients of ``n_rows`` rows: the input's into ``gx`` (unless None),
@@ -181,6 +185,7 @@ def _cross_entropy_backward_kernel(x_ptr, t_ptr, scale_ptr, dx_ptr, n_cols, igno
         tl.store(dx_ptr + row * n_cols + cols, d.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
+@guarded
 def cross_entropy_backward_rows(x, target, scale, dx, n_rows, n_cols, ignore_index, per_row):
     """``dx[i] = (softmax(x[i]) - onehot(target[i])) * scale`` (0 where the target is
     ignore_index), with ``scale`` float32: one per row, or one for all (``per_row`` False)."""
