@@ -212,3 +212,29 @@ def test_cross_entropy_backward_rows(shape, per_row):
     onehot[np.arange(n), np.where(t == -100, 0, t)] = 1
     s = np.where(t == -100, 0.0, scale if per_row else scale[0])[:, None]
     np.testing.assert_allclose(dx, (p - onehot) * s, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("B, H, L, S, E, Ev", [(1, 2, 70, 70, 16, 16), (2, 1, 5, 130, 20, 8),
+                                               (1, 1, 129, 33, 64, 64)])
+def test_attention_backward(B, H, L, S, E, Ev, causal):
+    from ember.backend.cuda_kernels import triton_attention as attention
+    q = _data((B, L, H, E), 1, 1.0).transpose(0, 2, 1, 3)
+    k, v = _data((B, H, S, E), 2, 1.0), _data((B, H, S, Ev), 3, 1.0)
+    grad = _data((B, H, L, Ev), 4, 1.0)
+    q64, k64, v64, g64 = (a.astype(np.float64) for a in (q, k, v, grad))
+    out, lse = _attention_ref(q64, k64, v64, 0.3, causal)
+    p = np.exp(q64 @ k64.swapaxes(-1, -2) * 0.3 - lse[..., None])
+    if causal:
+        p = np.where(np.tril(np.ones(p.shape[-2:], bool)), p, 0.0)
+    dp = g64 @ v64.swapaxes(-1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) * 0.3
+    ref = ds @ k64, ds.swapaxes(-1, -2) @ q64, p.swapaxes(-1, -2) @ g64
+    delta = (g64 * out).sum(-1).astype(np.float32)
+    dq, dk, dv = (np.empty(a.shape, np.float32) for a in ((q64, k64, v64)))
+    strides = tuple(tuple(s // 4 for s in a.strides) for a in (q, k, v))
+    attention.attention_backward(Host(q), Host(k), Host(v), Host(grad),
+                                 Host(lse.astype(np.float32)), Host(delta), Host(dq), Host(dk),
+                                 Host(dv), (B, H, L, S, E, Ev), strides, 0.3, causal)
+    for got, want in zip((dq, dk, dv), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -281,3 +281,25 @@ def test_a_kernel_that_cannot_run_falls_back_to_the_generic_forward(overrides, m
     with pytest.warns(RuntimeWarning, match="kernel for log_softmax is off"):  # a sibling
         _same(F.log_softmax(gpu, -1), F.log_softmax(host, -1))
     assert "planted" in DISABLED.pop("log_softmax")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_backward_kernel_is_used(overrides, monkeypatch, causal):
+    used = []
+    kernel = ember.backend.DEVICE_KERNELS["attention_backward"]
+
+    def recording(*args):
+        used.append(kernel(*args))
+        return used[-1]
+    monkeypatch.setitem(ember.backend.DEVICE_KERNELS, "attention_backward", recording)
+    ember.manual_seed(0)
+    host = [ember.randn(2, 3, 70 if i == 0 else 45, 32) for i in range(3)]
+    grads = []
+    for device in ("cpu", "cuda"):
+        q, k, v = (t.detach().to(device).requires_grad_() for t in host)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        out.backward(ember.ones_like(out) * ember.arange(32.).to(device))
+        grads.append((q.grad, k.grad, v.grad))
+    assert len(used) == 1 and used[0] is not None
+    for g, h in zip(grads[1], grads[0]):
+        _same(g, h, atol=2e-5, rtol=2e-5)

@@ -70,6 +70,15 @@ def _cases():
                           "sks", "svb", "svh", "svs"), "i32")
     for dt, ieee, head, block_n in (("fp32", True, 64, 64), ("bf16", False, 64, 64),
                                     ("bf16", False, 128, 32), ("fp16", False, 16, 64)):
+        block = 64 if head <= 64 else 32
+        backward = dict(CAUSAL=True, IEEE=ieee, BLOCK_M=block, BLOCK_N=block, HEAD=head,
+                        HEAD_V=head)
+        yield attention._attention_backward_keys_kernel, dict(
+            _pointers(("q_ptr", "k_ptr", "v_ptr", "do_ptr", "dk_ptr", "dv_ptr"), dt),
+            lse_ptr="*fp32", delta_ptr="*fp32", scale="fp32", **ints), backward
+        yield attention._attention_backward_queries_kernel, dict(
+            _pointers(("q_ptr", "k_ptr", "v_ptr", "do_ptr", "dq_ptr"), dt),
+            lse_ptr="*fp32", delta_ptr="*fp32", scale="fp32", **ints), backward
         for causal in (False, True):
             yield attention._attention_forward_kernel, dict(
                 _pointers(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), dt), lse_ptr="*fp32",

@@ -23,7 +23,7 @@ from ember import _dtype as D
 from ember._random import _uniform_like
 from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.backend import xp_of
+from ember.backend import device_kernel, xp_of
 from ember.ops._registry import broadcast_message, op
 
 __all__ = ["scaled_dot_product_attention"]
@@ -181,10 +181,18 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
 def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     grad, grad_weights = grads[0], grads[1]
     weights = out[1]
-    if grad.dtype != weights.dtype:     # half inputs: float32 weights, and so the backward
-        grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
     gk, gv = _groups(q, k, v, enable_gqa)
     scale = _scale(q.shape[-1], scale)
+    if weights.ndim < q.ndim and not _GRAD.grad_enabled and gk == gv == 1 \
+            and (grad_weights is None or not grad_weights._data.any()):
+        fused = device_kernel(q._data, "attention_backward")     # the flash backward
+        if fused is not None:
+            result = fused(grad._data, q._data, k._data, v._data, out[0]._data,
+                           weights._data, is_causal, scale)
+            if result is not None:
+                return (*(_make(g) for g in result), None)
+    if grad.dtype != weights.dtype:     # half inputs: float32 weights, and so the backward
+        grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
     grad_lse = None
     if weights.ndim < q.ndim:           # a flash forward's log-sum-exp (NOTE [SDPA outputs])
         grad_lse, grad_weights = grad_weights, None

@@ -1,13 +1,15 @@
-"""A flash-attention forward in Triton: softmax(Q K^T * scale) V computed block by block with
-a running maximum and sum, so the (L, S) weights never exist in memory. It writes each query
-row's log-sum-exp, from which the backward recomputes the weights it needs."""
+"""Flash attention in Triton. The forward computes softmax(Q K^T * scale) V block by block with
+a running maximum and sum, so the (L, S) weights never exist in memory, and writes each query
+row's log-sum-exp. The backward recomputes the weights block by block from it: one kernel
+walks the queries for each block of keys (their gradients), another the keys for each block
+of queries (theirs), so no two programs write the same gradient."""
 
 import triton
 import triton.language as tl
 
 from ember.backend.cuda_kernels._launch import guarded
 
-__all__ = ["attention_forward", "MAX_HEAD"]
+__all__ = ["attention_forward", "attention_backward", "MAX_HEAD"]
 
 MAX_HEAD = 128                  # the largest head size a program holds in registers
 
@@ -80,3 +82,129 @@ def attention_forward(q, k, v, out, lse, shape, strides, scale, causal):
         q, k, v, out, lse, H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3],
         CAUSAL=causal, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head,
         HEAD_V=head_v, num_warps=4)
+
+
+@triton.jit
+def _scores(q, k, scale, rows, keys, L, S, CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+    """Q K^T * scale for a block of rows and keys, and where a row sees a key."""
+    if IEEE:
+        s = tl.dot(q, tl.trans(k), input_precision="ieee")
+    else:
+        s = tl.dot(q, tl.trans(k))
+    seen = (rows[:, None] < L) & (keys[None, :] < S)
+    if CAUSAL:
+        seen = seen & (keys[None, :] <= rows[:, None])
+    return s * scale, seen
+
+
+@triton.jit
+def _product(a, b, IEEE: tl.constexpr):
+    if IEEE:
+        return tl.dot(a, b, input_precision="ieee")
+    return tl.dot(a, b)
+
+
+@triton.jit
+def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr,
+                                    dv_ptr, heads, L, S, E, Ev, scale,
+                                    sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
+                                    CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+                                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                    HEAD: tl.constexpr, HEAD_V: tl.constexpr):
+    block = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // heads
+    h = bh % heads
+    keys = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    e = tl.arange(0, HEAD)
+    ev = tl.arange(0, HEAD_V)
+    key_mask = keys[:, None] < S
+    k = tl.load(k_ptr + b * skb + h * skh + keys[:, None] * sks + e[None, :],
+                mask=key_mask & (e[None, :] < E), other=0.0)
+    v = tl.load(v_ptr + b * svb + h * svh + keys[:, None] * svs + ev[None, :],
+                mask=key_mask & (ev[None, :] < Ev), other=0.0)
+    dk = tl.zeros([BLOCK_N, HEAD], tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_V], tl.float32)
+    first_row = 0
+    if CAUSAL:                          # rows before the block's first key do not see it
+        first_row = (block * BLOCK_N // BLOCK_M) * BLOCK_M
+    for first in range(first_row, L, BLOCK_M):
+        rows = first + tl.arange(0, BLOCK_M)
+        row_mask = rows[:, None] < L
+        q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sql + e[None, :],
+                    mask=row_mask & (e[None, :] < E), other=0.0)
+        do = tl.load(do_ptr + (bh * L + rows)[:, None] * Ev + ev[None, :],
+                     mask=row_mask & (ev[None, :] < Ev), other=0.0)
+        lse = tl.load(lse_ptr + bh * L + rows, mask=rows < L, other=0.0)
+        delta = tl.load(delta_ptr + bh * L + rows, mask=rows < L, other=0.0)
+        s, seen = _scores(q, k, scale, rows, keys, L, S, CAUSAL, IEEE)
+        p = tl.where(seen, tl.exp(s - lse[:, None]), 0.0)
+        dv += _product(tl.trans(p).to(do.dtype), do, IEEE)
+        dp = _product(do, tl.trans(v), IEEE)
+        ds = p * (dp - delta[:, None]) * scale
+        dk += _product(tl.trans(ds).to(q.dtype), q, IEEE)
+    out_rows = bh * S + keys
+    tl.store(dk_ptr + out_rows[:, None] * E + e[None, :], dk.to(dk_ptr.dtype.element_ty),
+             mask=key_mask & (e[None, :] < E))
+    tl.store(dv_ptr + out_rows[:, None] * Ev + ev[None, :], dv.to(dv_ptr.dtype.element_ty),
+             mask=key_mask & (ev[None, :] < Ev))
+
+
+@triton.jit
+def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
+                                       heads, L, S, E, Ev, scale,
+                                       sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
+                                       CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+                                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                       HEAD: tl.constexpr, HEAD_V: tl.constexpr):
+    block = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // heads
+    h = bh % heads
+    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    e = tl.arange(0, HEAD)
+    ev = tl.arange(0, HEAD_V)
+    row_mask = rows[:, None] < L
+    q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sql + e[None, :],
+                mask=row_mask & (e[None, :] < E), other=0.0)
+    do = tl.load(do_ptr + (bh * L + rows)[:, None] * Ev + ev[None, :],
+                 mask=row_mask & (ev[None, :] < Ev), other=0.0)
+    lse = tl.load(lse_ptr + bh * L + rows, mask=rows < L, other=0.0)
+    delta = tl.load(delta_ptr + bh * L + rows, mask=rows < L, other=0.0)
+    dq = tl.zeros([BLOCK_M, HEAD], tl.float32)
+    end = S
+    if CAUSAL:
+        end = tl.minimum(S, (block + 1) * BLOCK_M)
+    for first in range(0, end, BLOCK_N):
+        keys = first + tl.arange(0, BLOCK_N)
+        key_mask = keys[:, None] < S
+        k = tl.load(k_ptr + b * skb + h * skh + keys[:, None] * sks + e[None, :],
+                    mask=key_mask & (e[None, :] < E), other=0.0)
+        v = tl.load(v_ptr + b * svb + h * svh + keys[:, None] * svs + ev[None, :],
+                    mask=key_mask & (ev[None, :] < Ev), other=0.0)
+        s, seen = _scores(q, k, scale, rows, keys, L, S, CAUSAL, IEEE)
+        p = tl.where(seen, tl.exp(s - lse[:, None]), 0.0)
+        dp = _product(do, tl.trans(v), IEEE)
+        ds = p * (dp - delta[:, None]) * scale
+        dq += _product(ds.to(k.dtype), k, IEEE)
+    tl.store(dq_ptr + (bh * L + rows)[:, None] * E + e[None, :], dq.to(dq_ptr.dtype.element_ty),
+             mask=row_mask & (e[None, :] < E))
+
+
+@guarded
+def attention_backward(q, k, v, grad_out, lse, delta, dq, dk, dv, shape, strides, scale,
+                       causal):
+    """The gradients of flash attention into contiguous ``dq``, ``dk``, ``dv``, from the
+    operands (as for ``attention_forward``), the output's contiguous gradient, each row's
+    log-sum-exp and ``delta``: each row's sum of output times output gradient (float32)."""
+    (B, H, L, S, E, Ev), (sq, sk, sv) = shape, strides
+    head, head_v = (max(16, triton.next_power_of_2(n)) for n in (E, Ev))
+    block_m, block_n = (64, 64) if max(head, head_v) <= 64 else (32, 32)
+    ieee = q.dtype.itemsize == 4
+    common = (H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3])
+    meta = dict(CAUSAL=causal, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head,
+                HEAD_V=head_v, num_warps=4)
+    _attention_backward_keys_kernel[(triton.cdiv(S, block_n), B * H)](
+        q, k, v, grad_out, lse, delta, dk, dv, *common, **meta)
+    _attention_backward_queries_kernel[(triton.cdiv(L, block_m), B * H)](
+        q, k, v, grad_out, lse, delta, dq, *common, **meta)

@@ -1,7 +1,7 @@
 """The Triton kernels registered as CUDA forwards (NOTE [CUDA kernel overrides]): softmax,
 log_softmax, layer norm, cross entropy, gelu and its gradient, silu and flash attention; and,
-by name in ``DEVICE_KERNELS``, the layer norm and cross entropy gradients and the Adam
-update.
+by name in ``DEVICE_KERNELS``, the layer norm, cross entropy and flash attention gradients,
+the Adam update and uniform random numbers.
 
 Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
 rows short enough to hold in registers) and returns None for the rest, which the op's
@@ -197,6 +197,23 @@ def cross_entropy_backward(x, t, grad, ignore_index, reduction):
     return dx
 
 
+def attention_backward(grad, q, k, v, out, lse, causal, scale):
+    """(dq, dk, dv) of the flash forward's attention (NOTE [SDPA outputs]) in two kernels,
+    from its output and log-sum-exp; None for layouts they do not cover."""
+    if (grad.dtype != q.dtype or any(a.strides[3] != a.itemsize for a in (q, k, v))
+            or not out.flags.c_contiguous or not lse.flags.c_contiguous):
+        return None
+    xp = xp_of(q)
+    (B, H, L, E), (S, Ev) = q.shape, v.shape[2:]
+    grad = xp.ascontiguousarray(grad)
+    delta = xp.ascontiguousarray((grad.astype(xp.float32) * out.astype(xp.float32)).sum(-1))
+    dq, dk, dv = (xp.empty(a.shape, q.dtype) for a in (q, k, v))
+    strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (q, k, v))
+    attention.attention_backward(*(buffer(a) for a in (q, k, v, grad, lse, delta, dq, dk, dv)),
+                                 (B, H, L, S, E, Ev), strides, scale, causal)
+    return dq, dk, dv
+
+
 def uniform(like, shape, seed, offset):
     """Uniform [0, 1) float32 numbers of ``shape`` on ``like``'s GPU: elements ``offset``
     onward of the counter-based stream of ``seed``."""
@@ -209,4 +226,5 @@ def uniform(like, shape, seed, offset):
 
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
     ("adam", adam), ("layer_norm_backward", layer_norm_backward),
-    ("cross_entropy_backward", cross_entropy_backward), ("uniform", uniform))})
+    ("cross_entropy_backward", cross_entropy_backward), ("uniform", uniform),
+    ("attention_backward", attention_backward))})
