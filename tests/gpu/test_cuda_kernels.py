@@ -303,3 +303,35 @@ def test_flash_backward_kernel_is_used(overrides, monkeypatch, causal):
     assert len(used) == 1 and used[0] is not None
     for g, h in zip(grads[1], grads[0]):
         _same(g, h, atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("bias, packed", [(True, False), (False, True)])
+def test_lstm_steps_run_fused_and_match_cpu(overrides, monkeypatch, bias, packed):
+    calls = {"lstm_step": 0, "lstm_step_backward": 0}
+    for name in calls:
+        kernel = ember.backend.DEVICE_KERNELS[name]
+
+        def recording(*args, _kernel=kernel, _name=name):
+            done = _kernel(*args)
+            calls[_name] += bool(done)
+            return done
+        monkeypatch.setitem(ember.backend.DEVICE_KERNELS, name, recording)
+    ember.manual_seed(0)
+    host = ember.nn.LSTM(12, 20, num_layers=2, bias=bias)
+    gpu = ember.nn.LSTM(12, 20, num_layers=2, bias=bias).cuda()
+    gpu.load_state_dict(host.state_dict())
+    x = ember.randn(7, 3, 12)
+    results = []
+    for model, device in ((host, "cpu"), (gpu, "cuda")):
+        inp = x.detach().to(device).requires_grad_()
+        feed = inp
+        if packed:
+            feed = ember.nn.utils.rnn.pack_padded_sequence(inp, [7, 5, 2])
+        out, (h, c) = model(feed)
+        if packed:
+            out = ember.nn.utils.rnn.pad_packed_sequence(out)[0]
+        (out.pow(2).sum() + h.sum() + c.pow(2).sum()).backward()
+        results.append((out, h, c, inp.grad, *(p.grad for p in model.parameters())))
+    assert calls["lstm_step"] > 0 and calls["lstm_step_backward"] > 0
+    for g, want in zip(results[1], results[0]):
+        _same(g.detach(), want.detach(), atol=1e-5, rtol=1e-4)

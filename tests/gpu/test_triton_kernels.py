@@ -16,6 +16,7 @@ from triton.compiler import ASTSource  # noqa: E402
 
 from ember.backend.cuda_kernels import triton_attention as attention  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
+from ember.backend.cuda_kernels import triton_rnn as rnn  # noqa: E402
 from ember.backend.cuda_kernels import triton_rows as rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,6 +87,15 @@ def _cases():
                                             BLOCK_N=block_n, HEAD=head, HEAD_V=head)
     yield pointwise._uniform_kernel, dict(out_ptr="*fp32", n="i32", seed="i64", offset="i64"), \
         dict(BLOCK=pointwise.BLOCK)
+    for dt in ("fp32", "bf16"):
+        for has_b in (False, True):
+            yield rnn._lstm_step_kernel, dict(
+                _pointers(("gh_ptr", "x_ptr", "b_ptr", "h_ptr", "c_ptr", "ws_ptr", "out_ptr"),
+                          dt), hidden="i32", x_stride="i32", ws_stride="i32"), \
+                dict(HAS_B=has_b, BLOCK=rnn.BLOCK)
+        yield rnn._lstm_step_backward_kernel, dict(
+            _pointers(("dout_ptr", "dh_ptr", "dc_ptr", "ws_ptr", "dg_ptr"), dt), hidden="i32",
+            ws_stride="i32"), dict(BLOCK=rnn.BLOCK)
     scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay", "step_size",
                              "bias2_sqrt"), "fp32")
     for decay in (0, 1, 2):

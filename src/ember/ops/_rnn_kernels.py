@@ -10,7 +10,7 @@ backward runs without recomputing a GEMM. A backward returns the gradients of
 ``(x, hx, w_hh, cx, b_hh, w_hr)`` (None where there is no such input).
 """
 
-from ember.backend import device_of
+from ember.backend import device_kernel, device_of
 
 _SIGMOID_TANH = {}      # (xp, device, dtype, hidden, tanh gate, gates) -> rows; see _activate
 
@@ -118,11 +118,16 @@ def lstm_forward(xp, x, hx, cx, w_hh, b_hh, w_hr, steps):
     h, c = _state(xp, hx), _state(xp, cx)
     wt = w_hh.T
     h2 = 2 * hidden
+    fused = device_kernel(x, "lstm_step") if w_hr is None else None    # one GPU kernel
     for o, bs in steps:
         hp, cp = h[:bs], c[:bs]
+        g = hp @ wt
+        if fused is not None:
+            if fused(g, x[o:o + bs], b_hh, hp, cp, ws[o:o + bs], out[o:o + bs], hidden):
+                continue
+            fused = None
         hpc[o:o + bs] = hp
         cpc[o:o + bs] = cp
-        g = hp @ wt
         g += x[o:o + bs]
         if b_hh is not None:
             g += b_hh
@@ -154,7 +159,14 @@ def lstm_backward(xp, dout, dh_n, dc_n, ws, w_hh, b_hh, w_hr, steps):
     dr = xp.empty((n, proj), dtype=ws.dtype) if w_hr is not None else None
     dh_carry, dc_carry = _state(xp, dh_n), _state(xp, dc_n)
     h1, h2, h3 = hidden, 2 * hidden, 3 * hidden
+    fused = device_kernel(ws, "lstm_step_backward") if w_hr is None else None
     for o, bs in reversed(steps):
+        if fused is not None:
+            d = dg[o:o + bs]
+            if fused(dout[o:o + bs], dh_carry[:bs], dc_carry[:bs], ws[o:o + bs], d, hidden):
+                dh_carry[:bs] = d @ w_hh
+                continue
+            fused = None
         dh = dout[o:o + bs] + dh_carry[:bs]
         if w_hr is not None:
             dr[o:o + bs] = dh

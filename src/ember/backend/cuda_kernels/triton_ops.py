@@ -18,6 +18,7 @@ from ember.backend import DEVICE_KERNELS, xp_of
 from ember.backend.cuda_kernels import fallible, override
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
+from ember.backend.cuda_kernels import triton_rnn as rnn
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import buffer
 from ember.ops.attention import _check, _groups, _scale
@@ -214,6 +215,37 @@ def attention_backward(grad, q, k, v, out, lse, causal, scale):
     return dq, dk, dv
 
 
+def _rows_of(*arrays):
+    """Whether arrays of one covered dtype are unit-stride rows (the row stride is free)."""
+    return len({a.dtype for a in arrays}) == 1 and arrays[0].dtype in _FAST and all(
+        a.ndim == 2 and a.strides[1] == a.itemsize for a in arrays)
+
+
+def lstm_step(gh, x, b, h, c, ws, out, hidden):
+    """One LSTM time step after its recurrent GEMM ``gh``, in one kernel (ops/_rnn_kernels:
+    lstm_forward); False for layouts it does not cover."""
+    if not (_rows_of(gh, x, h, c, ws, out) and gh.flags.c_contiguous and h.flags.c_contiguous
+            and c.flags.c_contiguous and out.flags.c_contiguous
+            and (b is None or (b.dtype == x.dtype and b.flags.c_contiguous))):
+        return False
+    item = x.itemsize
+    rnn.lstm_step(*(buffer(a) for a in (gh, x)), None if b is None else buffer(b),
+                  *(buffer(a) for a in (h, c, ws, out)), gh.shape[0], hidden,
+                  x.strides[0] // item, ws.strides[0] // item)
+    return True
+
+
+def lstm_step_backward(dout, dh, dc, ws, dg, hidden):
+    """The gate gradients of one LSTM time step in one kernel (lstm_backward); False for
+    layouts it does not cover."""
+    if not (_rows_of(dout, dh, dc, ws, dg) and all(a.flags.c_contiguous
+                                                   for a in (dout, dh, dc, dg))):
+        return False
+    rnn.lstm_step_backward(*(buffer(a) for a in (dout, dh, dc, ws, dg)), dg.shape[0], hidden,
+                           ws.strides[0] // ws.itemsize)
+    return True
+
+
 def uniform(like, shape, seed, offset):
     """Uniform [0, 1) float32 numbers of ``shape`` on ``like``'s GPU: elements ``offset``
     onward of the counter-based stream of ``seed``."""
@@ -227,4 +259,5 @@ def uniform(like, shape, seed, offset):
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
     ("adam", adam), ("layer_norm_backward", layer_norm_backward),
     ("cross_entropy_backward", cross_entropy_backward), ("uniform", uniform),
-    ("attention_backward", attention_backward))})
+    ("attention_backward", attention_backward), ("lstm_step", lstm_step),
+    ("lstm_step_backward", lstm_step_backward))})

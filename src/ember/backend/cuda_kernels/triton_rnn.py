@@ -1,0 +1,109 @@
+"""Triton kernels for one step of an LSTM layer's time loop (ops/_rnn_kernels.py): after the
+step's recurrent GEMM, one kernel applies the gates, updates the states and fills the
+workspace, and one computes the gates' gradients in the backward; the generic loop takes a
+dozen array operations for each."""
+
+import triton
+import triton.language as tl
+
+from ember.backend.cuda_kernels._launch import guarded
+
+__all__ = ["lstm_step", "lstm_step_backward", "BLOCK"]
+
+BLOCK = 256
+
+
+@triton.jit
+def _tanh(z):
+    return 2.0 * tl.sigmoid(2.0 * z) - 1.0
+
+
+@triton.jit
+def _lstm_step_kernel(gh_ptr, x_ptr, b_ptr, h_ptr, c_ptr, ws_ptr, out_ptr, hidden, x_stride,
+                      ws_stride, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = j < hidden
+    gh = gh_ptr + row * 4 * hidden + j
+    x = x_ptr + row * x_stride + j
+    pre_i = tl.load(gh, mask=mask).to(tl.float32) + tl.load(x, mask=mask).to(tl.float32)
+    pre_f = tl.load(gh + hidden, mask=mask).to(tl.float32) + \
+        tl.load(x + hidden, mask=mask).to(tl.float32)
+    pre_g = tl.load(gh + 2 * hidden, mask=mask).to(tl.float32) + \
+        tl.load(x + 2 * hidden, mask=mask).to(tl.float32)
+    pre_o = tl.load(gh + 3 * hidden, mask=mask).to(tl.float32) + \
+        tl.load(x + 3 * hidden, mask=mask).to(tl.float32)
+    if HAS_B:
+        pre_i += tl.load(b_ptr + j, mask=mask).to(tl.float32)
+        pre_f += tl.load(b_ptr + hidden + j, mask=mask).to(tl.float32)
+        pre_g += tl.load(b_ptr + 2 * hidden + j, mask=mask).to(tl.float32)
+        pre_o += tl.load(b_ptr + 3 * hidden + j, mask=mask).to(tl.float32)
+    i = tl.sigmoid(pre_i)
+    f = tl.sigmoid(pre_f)
+    g = _tanh(pre_g)
+    o = tl.sigmoid(pre_o)
+    state = row * hidden + j
+    h_prev = tl.load(h_ptr + state, mask=mask)
+    c_prev = tl.load(c_ptr + state, mask=mask)
+    c = f * c_prev.to(tl.float32) + i * g
+    tc = _tanh(c)
+    h = o * tc
+    # workspace columns: i, f, g, o | c | tanh(c) | c_prev | h_prev (see _lstm_columns)
+    ws = ws_ptr + row * ws_stride + j
+    kind = ws_ptr.dtype.element_ty
+    tl.store(ws, i.to(kind), mask=mask)
+    tl.store(ws + hidden, f.to(kind), mask=mask)
+    tl.store(ws + 2 * hidden, g.to(kind), mask=mask)
+    tl.store(ws + 3 * hidden, o.to(kind), mask=mask)
+    tl.store(ws + 4 * hidden, c.to(kind), mask=mask)
+    tl.store(ws + 5 * hidden, tc.to(kind), mask=mask)
+    tl.store(ws + 6 * hidden, c_prev, mask=mask)
+    tl.store(ws + 7 * hidden, h_prev, mask=mask)
+    tl.store(out_ptr + state, h.to(kind), mask=mask)
+    tl.store(h_ptr + state, h.to(kind), mask=mask)
+    tl.store(c_ptr + state, c.to(kind), mask=mask)
+
+
+@guarded
+def lstm_step(gh, x, b, h, c, ws, out, rows, hidden, x_stride, ws_stride):
+    """One LSTM step for ``rows`` sequences: gates from the recurrent product ``gh`` (rows,
+    4 hidden), the input projection rows ``x`` and bias ``b`` (or None); ``h`` and ``c`` are
+    updated in place, ``out`` and the workspace rows ``ws`` written."""
+    _lstm_step_kernel[(rows, triton.cdiv(hidden, BLOCK))](
+        gh, x, x if b is None else b, h, c, ws, out, hidden, x_stride, ws_stride,
+        HAS_B=b is not None, BLOCK=BLOCK)
+
+
+@triton.jit
+def _lstm_step_backward_kernel(dout_ptr, dh_ptr, dc_ptr, ws_ptr, dg_ptr, hidden, ws_stride,
+                               BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = j < hidden
+    state = row * hidden + j
+    dh = tl.load(dout_ptr + state, mask=mask).to(tl.float32) + \
+        tl.load(dh_ptr + state, mask=mask).to(tl.float32)
+    ws = ws_ptr + row * ws_stride + j
+    i = tl.load(ws, mask=mask).to(tl.float32)
+    f = tl.load(ws + hidden, mask=mask).to(tl.float32)
+    g = tl.load(ws + 2 * hidden, mask=mask).to(tl.float32)
+    o = tl.load(ws + 3 * hidden, mask=mask).to(tl.float32)
+    tc = tl.load(ws + 5 * hidden, mask=mask).to(tl.float32)
+    c_prev = tl.load(ws + 6 * hidden, mask=mask).to(tl.float32)
+    dc = dh * o * (1.0 - tc * tc) + tl.load(dc_ptr + state, mask=mask).to(tl.float32)
+    dg = dg_ptr + row * 4 * hidden + j
+    kind = dg_ptr.dtype.element_ty
+    tl.store(dg, (dc * g * i * (1.0 - i)).to(kind), mask=mask)
+    tl.store(dg + hidden, (dc * c_prev * f * (1.0 - f)).to(kind), mask=mask)
+    tl.store(dg + 2 * hidden, (dc * i * (1.0 - g * g)).to(kind), mask=mask)
+    tl.store(dg + 3 * hidden, (dh * tc * o * (1.0 - o)).to(kind), mask=mask)
+    tl.store(dc_ptr + state, (dc * f).to(kind), mask=mask)
+
+
+@guarded
+def lstm_step_backward(dout, dh, dc, ws, dg, rows, hidden, ws_stride):
+    """The gates' gradients ``dg`` (rows, 4 hidden) of one LSTM step from the output's
+    gradient rows ``dout``, the carried ``dh`` and ``dc`` (``dc`` becomes the previous
+    step's, in place) and the workspace rows ``ws``."""
+    _lstm_step_backward_kernel[(rows, triton.cdiv(hidden, BLOCK))](
+        dout, dh, dc, ws, dg, hidden, ws_stride, BLOCK=BLOCK)
