@@ -335,3 +335,26 @@ def test_lstm_steps_run_fused_and_match_cpu(overrides, monkeypatch, bias, packed
     assert calls["lstm_step"] > 0 and calls["lstm_step_backward"] > 0
     for g, want in zip(results[1], results[0]):
         _same(g.detach(), want.detach(), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name, fn", [("softmax_backward", F.softmax),
+                                      ("softmax_backward", F.log_softmax),
+                                      ("silu_backward", None)])
+def test_elementwise_gradient_kernels_are_used(overrides, monkeypatch, name, fn):
+    used = []
+    kernel = ember.backend.DEVICE_KERNELS[name]
+
+    def recording(*args):
+        used.append(kernel(*args))
+        return used[-1]
+    monkeypatch.setitem(ember.backend.DEVICE_KERNELS, name, recording)
+    host, gpu = _pair((33, 70))
+    weights = ember.randn(33, 70)
+    grads = []
+    for x in (host, gpu):
+        x.requires_grad_()
+        y = F.silu(x) if fn is None else fn(x, -1)
+        (y * weights.to(x.device)).sum().backward()
+        grads.append(x.grad)
+    assert used and used[0] is not None
+    _same(grads[1], grads[0], atol=1e-5, rtol=1e-5)

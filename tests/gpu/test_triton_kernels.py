@@ -43,6 +43,9 @@ def _cases():
                 yield rows._softmax_kernel, dict(
                     _pointers(("x_ptr", "y_ptr"), dt), n_rows="i32", n_cols="i32"), \
                     dict(ROWS=tile, BLOCK=block, LOG=log)
+                yield rows._softmax_backward_kernel, dict(
+                    _pointers(("g_ptr", "y_ptr", "dx_ptr"), dt), n_rows="i32", n_cols="i32"), \
+                    dict(ROWS=tile, BLOCK=block, LOG=log)
             yield rows._layer_norm_kernel, dict(
                 _pointers(("x_ptr", "y_ptr", "mean_ptr", "invstd_ptr"), dt),
                 w_ptr="*fp32", b_ptr="*fp32", n_rows="i32", n_cols="i32", eps="fp32"), \
@@ -65,6 +68,8 @@ def _cases():
             yield pointwise._gelu_backward_kernel, dict(
                 _pointers(("g_ptr", "x_ptr", "y_ptr"), dt), n="i32"), \
                 dict(TANH=tanh, BLOCK=pointwise.BLOCK)
+        yield pointwise._silu_backward_kernel, dict(
+            _pointers(("g_ptr", "x_ptr", "dx_ptr"), dt), n="i32"), dict(BLOCK=pointwise.BLOCK)
         yield pointwise._silu_kernel, dict(_pointers(("x_ptr", "y_ptr"), dt), n="i32"), \
             dict(BLOCK=pointwise.BLOCK)
     ints = dict.fromkeys(("heads", "L", "S", "E", "Ev", "sqb", "sqh", "sql", "skb", "skh",

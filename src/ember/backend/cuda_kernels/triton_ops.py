@@ -246,6 +246,28 @@ def lstm_step_backward(dout, dh, dc, ws, dg, hidden):
     return True
 
 
+def softmax_backward(grad, out, log):
+    """The input gradient of softmax (``log``: log_softmax) along the last dim, from the
+    output and its gradient, in one kernel; None for layouts it does not cover."""
+    if (grad.shape != out.shape or grad.dtype != out.dtype or out.shape[-1] > rows.MAX_ROW
+            or not _covered(grad, out)):
+        return None
+    dx = xp_of(out).empty(out.shape, out.dtype)
+    n_cols = out.shape[-1]
+    rows.softmax_backward_rows(buffer(grad), buffer(out), buffer(dx), out.size // n_cols,
+                               n_cols, log)
+    return dx
+
+
+def silu_backward(grad, x):
+    """silu's input gradient in one kernel; None for layouts it does not cover."""
+    if grad.shape != x.shape or grad.dtype != x.dtype or not _covered(grad, x):
+        return None
+    dx = xp_of(x).empty(x.shape, x.dtype)
+    pointwise.silu_backward(buffer(grad), buffer(x), buffer(dx), x.size)
+    return dx
+
+
 def uniform(like, shape, seed, offset):
     """Uniform [0, 1) float32 numbers of ``shape`` on ``like``'s GPU: elements ``offset``
     onward of the counter-based stream of ``seed``."""
@@ -260,4 +282,5 @@ DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
     ("adam", adam), ("layer_norm_backward", layer_norm_backward),
     ("cross_entropy_backward", cross_entropy_backward), ("uniform", uniform),
     ("attention_backward", attention_backward), ("lstm_step", lstm_step),
-    ("lstm_step_backward", lstm_step_backward))})
+    ("lstm_step_backward", lstm_step_backward), ("softmax_backward", softmax_backward),
+    ("silu_backward", silu_backward))})

@@ -7,7 +7,8 @@ import triton.language as tl
 
 from ember.backend.cuda_kernels._launch import guarded
 
-__all__ = ["gelu", "gelu_backward", "silu", "adam_update", "uniform", "BLOCK"]
+__all__ = ["gelu", "gelu_backward", "silu", "silu_backward", "adam_update", "uniform",
+           "BLOCK"]
 
 BLOCK = 1024
 # the kernels write their constants as literals (Triton's compiler reads module globals only as
@@ -56,6 +57,23 @@ def _silu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     mask = offsets < n
     x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
     tl.store(y_ptr + offsets, (x * tl.sigmoid(x)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _silu_backward_kernel(g_ptr, x_ptr, dx_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    g = tl.load(g_ptr + offsets, mask=mask).to(tl.float32)
+    s = tl.sigmoid(x)
+    tl.store(dx_ptr + offsets, (g * s * (1.0 + x * (1.0 - s))).to(dx_ptr.dtype.element_ty),
+             mask=mask)
+
+
+@guarded
+def silu_backward(grad, x, dx, n):
+    """``dx = grad * silu'(x)`` over ``n`` elements."""
+    _silu_backward_kernel[(triton.cdiv(n, BLOCK),)](grad, x, dx, n, BLOCK=BLOCK)
 
 
 @guarded

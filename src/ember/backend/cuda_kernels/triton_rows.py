@@ -10,8 +10,8 @@ import triton.language as tl
 
 from ember.backend.cuda_kernels._launch import guarded, row_tiling
 
-__all__ = ["softmax_rows", "layer_norm_rows", "layer_norm_backward_rows", "cross_entropy_rows",
-           "cross_entropy_backward_rows", "MAX_ROW", "PARTIAL_ROWS"]
+__all__ = ["softmax_rows", "softmax_backward_rows", "layer_norm_rows", "layer_norm_backward_rows",
+           "cross_entropy_rows", "cross_entropy_backward_rows", "MAX_ROW", "PARTIAL_ROWS"]
 
 MAX_ROW = 32768                 # longest row a program holds in registers
 PARTIAL_ROWS = 512              # programs (and partial sums) of the layer norm backward
@@ -41,6 +41,31 @@ def softmax_rows(x, y, n_rows, n_cols, log=False):
     rows, block, warps = row_tiling(n_cols)
     _softmax_kernel[(triton.cdiv(n_rows, rows),)](
         x, y, n_rows, n_cols, ROWS=rows, BLOCK=block, LOG=log, num_warps=warps)
+
+
+@triton.jit
+def _softmax_backward_kernel(g_ptr, y_ptr, dx_ptr, n_rows, n_cols,
+                             ROWS: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    mask = (rows < n_rows) & (cols < n_cols)
+    offsets = rows.to(tl.int64) * n_cols + cols
+    g = tl.load(g_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    y = tl.load(y_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    if LOG:                             # y = log_softmax(x): dx = g - softmax * sum(g)
+        dx = g - tl.exp(y) * tl.sum(g, axis=1)[:, None]
+    else:                               # y = softmax(x): dx = y * (g - sum(g * y))
+        dx = y * (g - tl.sum(g * y, axis=1)[:, None])
+    tl.store(dx_ptr + offsets, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@guarded
+def softmax_backward_rows(g, y, dx, n_rows, n_cols, log=False):
+    """The input gradient ``dx`` of softmax (or log_softmax) along rows, from the output's
+    gradient ``g`` and the output ``y``."""
+    rows, block, warps = row_tiling(n_cols)
+    _softmax_backward_kernel[(triton.cdiv(n_rows, rows),)](
+        g, y, dx, n_rows, n_cols, ROWS=rows, BLOCK=block, LOG=log, num_warps=warps)
 
 
 @triton.jit
