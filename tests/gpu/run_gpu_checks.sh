@@ -127,7 +127,7 @@ XDIST=()
 $PY -c "import xdist" 2>/dev/null && XDIST=(-n 8)
 
 if wanted tests; then
-    phase "CUDA tests" "$(limit 100 290)" "${PYTEST[@]}" tests/gpu -m cuda \
+    phase "CUDA tests" "$(limit 100 290)" "${PYTEST[@]}" "${XDIST[@]}" tests/gpu -m cuda \
         --ignore=tests/gpu/test_opinfo_cuda.py > "$LOGS/cuda_tests.log" 2>&1
     grep -E '^(FAILED|ERROR) ' "$LOGS/cuda_tests.log" | head -40
     tail -1 "$LOGS/cuda_tests.log"
