@@ -95,4 +95,4 @@ def load(cupy):
         warnings.warn(f"ember's Triton kernels are off: Triton cannot launch here "
                       f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
         return
-    from ember.backend.cuda_kernels import triton_ops  # noqa: F401  (registers the kernels)
+    from ember.backend.cuda_kernels import forwards, named  # noqa: F401  (they register)

@@ -4,9 +4,19 @@ Triton's driver pointed at CuPy's current device and stream, and launch failures
 
 import functools
 
+import ml_dtypes
+import numpy as np
 import triton
 
-__all__ = ["buffer", "row_tiling", "follow_cupy", "guarded"]
+__all__ = ["buffer", "row_tiling", "follow_cupy", "guarded", "FAST_DTYPES", "covered"]
+
+FAST_DTYPES = frozenset(map(np.dtype, (np.float32, np.float16, ml_dtypes.bfloat16)))
+
+
+def covered(*arrays):
+    """Whether the kernels take these arrays: non-empty, C-contiguous, of a 32- or 16-bit
+    float dtype."""
+    return all(a.dtype in FAST_DTYPES and a.flags.c_contiguous and a.size for a in arrays)
 
 
 def guarded(launcher):

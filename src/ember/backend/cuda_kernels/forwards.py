@@ -1,0 +1,138 @@
+"""The Triton kernels registered as CUDA forwards of ops (NOTE [CUDA kernel overrides]):
+softmax, log_softmax, layer norm, cross entropy, gelu and its gradient, silu and flash
+attention.
+
+Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
+rows short enough to hold in registers) and returns None for the rest, which the op's
+generic CuPy forward then computes. Checks and error messages stay the op's own: an override
+runs them first, or hands inputs it would reject to the generic forward.
+"""
+
+import math
+
+from ember.backend.cuda_kernels import override
+from ember.backend.cuda_kernels import triton_attention as attention
+from ember.backend.cuda_kernels import triton_pointwise as pointwise
+from ember.backend.cuda_kernels import triton_rows as rows
+from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, covered
+from ember.ops.attention import _check, _groups, _scale
+from ember.ops.log_space import _finish, _softmax_input
+from ember.ops.loss_ce import _check_class_target
+from ember.ops.normalization import check_normalized_shape
+
+
+def _softmax(xp, x, dim, dtype, name, log):
+    zero_dim = x.ndim == 0
+    x, d, result = _softmax_input(xp, name, x, dim, dtype)
+    if d != x.ndim - 1 or x.shape[-1] > rows.MAX_ROW or not covered(x):
+        return None
+    y = xp.empty(x.shape, result)
+    n_cols = x.shape[-1]
+    rows.softmax_rows(buffer(x), buffer(y), x.size // n_cols, n_cols, log)
+    return _finish(y, result, zero_dim)
+
+
+@override("softmax")
+def softmax(xp, x, dim, dtype):
+    """softmax along the last dim of a contiguous array: one pass."""
+    return _softmax(xp, x, dim, dtype, "softmax", False)
+
+
+@override("log_softmax")
+def log_softmax(xp, x, dim, dtype):
+    """log_softmax along the last dim of a contiguous array: one pass."""
+    return _softmax(xp, x, dim, dtype, "log_softmax", True)
+
+
+@override("native_layer_norm")
+def native_layer_norm(xp, x, w, b, normalized_shape, eps):
+    """Layer norm of contiguous rows: statistics, normalization, scale and shift in one pass."""
+    ns = check_normalized_shape(x, normalized_shape, w, b)
+    k = math.prod(ns)
+    if k > rows.MAX_ROW or not covered(x):
+        return None
+    n_rows = x.size // k
+    y = xp.empty(x.shape, x.dtype)
+    mean, invstd = xp.empty(n_rows, x.dtype), xp.empty(n_rows, x.dtype)
+    w, b = (None if v is None else buffer(xp.ascontiguousarray(v)) for v in (w, b))
+    rows.layer_norm_rows(buffer(x), w, b, buffer(y), buffer(mean), buffer(invstd), n_rows, k,
+                         eps)
+    stats = x.shape[:x.ndim - len(ns)] + (1,) * len(ns)
+    return y, mean.reshape(stats), invstd.reshape(stats)
+
+
+@override("nn.functional.cross_entropy")
+def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
+                  label_smoothing):
+    """Cross entropy of (N, C) logits and class targets, unweighted and unsmoothed: one pass
+    over each row (the targets are checked on the device, with one synchronization)."""
+    if (w is not None or label_smoothing or size_average is not None or reduce is not None
+            or reduction not in ("mean", "sum", "none") or x.ndim != 2 or t.ndim != 1
+            or not covered(x)):
+        return None
+    _check_class_target(x, t)
+    n, c = x.shape
+    t = xp.ascontiguousarray(t, dtype=xp.int64)
+    kept = t != ignore_index
+    if bool((((t < 0) | (t >= c)) & kept).any()):
+        return None                         # the generic forward raises PyTorch's error
+    loss = xp.empty(n, xp.float32)
+    rows.cross_entropy_rows(buffer(x), buffer(t), buffer(loss), n, c, ignore_index)
+    if reduction == "sum":
+        loss = loss.sum()
+    elif reduction == "mean":
+        loss = loss.sum() / kept.sum(dtype=loss.dtype)
+    return loss.astype(x.dtype, copy=False)
+
+
+@override("nn.functional.gelu")
+def gelu(xp, x, approximate):
+    """gelu of a contiguous array in one pass."""
+    if approximate not in ("none", "tanh") or not covered(x):
+        return None
+    y = xp.empty(x.shape, x.dtype)
+    pointwise.gelu(buffer(x), buffer(y), x.size, approximate)
+    return y
+
+
+@override("_gelu_backward")
+def gelu_backward(xp, grad, x, approximate):
+    """gelu's gradient in one pass."""
+    if (approximate not in ("none", "tanh") or grad.shape != x.shape
+            or grad.dtype != x.dtype or not covered(grad, x)):
+        return None
+    y = xp.empty(x.shape, x.dtype)
+    pointwise.gelu_backward(buffer(grad), buffer(x), buffer(y), x.size, approximate)
+    return y
+
+
+@override("nn.functional.silu")
+def silu(xp, x):
+    """silu of a contiguous array in one pass."""
+    if not covered(x):
+        return None
+    y = xp.empty(x.shape, x.dtype)
+    pointwise.silu(buffer(x), buffer(y), x.size)
+    return y
+
+
+@override("nn.functional.scaled_dot_product_attention")
+def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
+    """Attention of (B, H, L, E) heads without a mask or dropout (causal or not) through the
+    flash kernel; returns (output, log-sum-exp per query), NOTE [SDPA outputs]."""
+    if mask is not None or dropout_p > 0 or not q.ndim == k.ndim == v.ndim == 4:
+        return None
+    _check(q, k, v, mask, dropout_p, is_causal, any(g != 1 for g in _groups(q, k, v,
+                                                                             enable_gqa)))
+    (B, H, L, E), (S, Ev) = q.shape, v.shape[2:]
+    if (not q.dtype == k.dtype == v.dtype or q.dtype not in FAST_DTYPES or k.shape[:2] != (B, H)
+            or v.shape[:3] != k.shape[:3] or k.shape[3] != E or not L or not S
+            or max(E, Ev) > attention.MAX_HEAD
+            or any(a.strides[3] != a.itemsize for a in (q, k, v))):
+        return None
+    out = xp.empty((B, H, L, Ev), q.dtype)
+    lse = xp.empty((B, H, L), xp.float32)
+    strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (q, k, v))
+    attention.attention_forward(buffer(q), buffer(k), buffer(v), buffer(out), buffer(lse),
+                                (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal)
+    return out, lse
