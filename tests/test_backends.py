@@ -120,9 +120,11 @@ def test_float32_matmul_precision_and_allow_tf32_are_one_setting():
 
 
 def test_matmul_results_do_not_depend_on_the_precision():
-    a = ember.randn(16, 16) * 1e3 + 1.0 / 3
+    a = ember.randn(16, 16, generator=ember.Generator().manual_seed(0)) + 1.0 / 3
     full = a @ a
-    assert (full - (a.double() @ a.double())).abs().max().item() < 1e-7 * 16 * 1e6
+    exact = a.double() @ a.double()
+    # float32 rounding leaves ~1e-7 relative error; TF32's 10-bit mantissa would leave ~1e-3
+    assert ((full - exact).abs().max() / exact.abs().max()).item() < 1e-6
     for precision in ("high", "medium"):
         ember.set_float32_matmul_precision(precision)
         assert ember.equal(a @ a, full)
