@@ -1,15 +1,21 @@
 """ember.cuda: GPUs through CuPy (``torch.cuda``).
 
-``is_available``, ``device_count``, seeding, memory statistics and ``empty_cache`` work on
-any machine (False, 0, no-ops); everything else needs CuPy and a GPU and raises ember's "not
-compiled with CUDA" error without them. CuPy is imported on the first call that needs it.
+``is_available``, ``device_count``, ``is_bf16_supported``, seeding, memory statistics and
+``empty_cache`` work on any machine (False, 0, no-ops); everything else needs CuPy and a GPU
+and raises ember's "not compiled with CUDA" error without them. CuPy is imported on the first
+call that needs it. ``ember.cuda.amp`` (PyTorch's deprecated autocast aliases) loads on first
+use.
 """
+
+import importlib
 
 from ember import backend as _backend
 from ember.cuda._common import cupy as _cupy, index_of as _index
 from ember.cuda.memory import (OutOfMemoryError, empty_cache, max_memory_allocated,
-                               mem_get_info, memory_allocated, memory_reserved,
-                               reset_max_memory_allocated, reset_peak_memory_stats)
+                               max_memory_cached, max_memory_reserved, mem_get_info,
+                               memory_allocated, memory_cached, memory_reserved, memory_stats,
+                               memory_summary, reset_max_memory_allocated,
+                               reset_peak_memory_stats)
 from ember.cuda.random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed,
                                manual_seed_all, seed, seed_all, set_rng_state,
                                set_rng_state_all)
@@ -23,8 +29,10 @@ __all__ = [
     "current_stream", "default_stream", "set_stream", "manual_seed", "manual_seed_all",
     "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
     "get_rng_state_all", "set_rng_state_all", "memory_allocated", "max_memory_allocated",
-    "memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
-    "empty_cache", "mem_get_info", "OutOfMemoryError",
+    "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
+    "reset_max_memory_allocated", "empty_cache", "mem_get_info", "memory_stats",
+    "memory_summary", "memory_cached", "max_memory_cached", "OutOfMemoryError",
+    "is_bf16_supported", "amp",
 ]
 
 
@@ -39,6 +47,21 @@ def device_count():
         return 0
     import cupy
     return cupy.cuda.runtime.getDeviceCount()
+
+
+def is_bf16_supported(including_emulation=True):
+    """Whether the current GPU supports bfloat16: natively from compute capability 8.0
+    (Ampere); ``including_emulation`` counts older GPUs too, on which CuPy emulates
+    bfloat16 arithmetic. False without CUDA."""
+    if not is_available():
+        return False
+    return including_emulation or get_device_capability()[0] >= 8
+
+
+def __getattr__(name):
+    if name == "amp":
+        return importlib.import_module("ember.cuda.amp")
+    raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")
 
 
 def is_initialized():

@@ -4,12 +4,23 @@ Before the CUDA backend is first used (and on machines without CUDA) the statist
 and ``empty_cache`` does nothing, as in PyTorch; nothing here imports CuPy by itself.
 """
 
+import warnings
+from collections import OrderedDict
+
 from ember import backend
 from ember.cuda._common import index_of
 
 __all__ = ["OutOfMemoryError", "memory_allocated", "max_memory_allocated", "memory_reserved",
-           "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache",
-           "mem_get_info", "format_size"]
+           "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
+           "empty_cache", "mem_get_info", "memory_stats", "memory_summary", "memory_cached",
+           "max_memory_cached", "format_size"]
+
+# NOTE [Peak reserved memory]: CuPy's pool only grows on allocation and only shrinks when its
+# cached blocks are freed, which ember does in empty_cache; recording the reserved bytes there
+# (and at reset_peak_memory_stats) makes max(recorded, current) the peak since the last reset.
+# CuPy also frees its cache by itself to retry an allocation that ran out of memory; a peak
+# before such a retry is missed.
+_PEAK_RESERVED = {}             # GPU index -> reserved bytes at the last empty_cache or reset
 
 
 class OutOfMemoryError(RuntimeError):
@@ -45,9 +56,22 @@ def memory_reserved(device=None):
     return _stat("memory_reserved", device)
 
 
+def max_memory_reserved(device=None):
+    """The peak of ``memory_reserved`` since the start or ``reset_peak_memory_stats``
+    (NOTE [Peak reserved memory])."""
+    if not backend.cuda_initialized():
+        return 0
+    index = index_of(device, optional=False)
+    return max(_PEAK_RESERVED.get(index, 0), memory_reserved(index))
+
+
 def reset_peak_memory_stats(device=None):
-    """Restart peak tracking (``max_memory_allocated``) from the current usage."""
-    backend.cuda_backend().reset_peak_memory_stats(index_of(device))
+    """Restart peak tracking (``max_memory_allocated``, ``max_memory_reserved``) from the
+    current usage."""
+    cuda = backend.cuda_backend()
+    index = index_of(device, optional=False)
+    cuda.reset_peak_memory_stats(index)
+    _PEAK_RESERVED[index] = cuda.memory_reserved(index)
 
 
 reset_max_memory_allocated = reset_peak_memory_stats
@@ -56,7 +80,55 @@ reset_max_memory_allocated = reset_peak_memory_stats
 def empty_cache():
     """Release cached, unused GPU (and pinned host) memory back to the driver."""
     if backend.cuda_initialized():
+        index = index_of(None, optional=False)
+        _PEAK_RESERVED[index] = max_memory_reserved(index)
         backend.cuda_backend().empty_cache()
+
+
+def memory_stats(device=None):
+    """The statistics ember's allocator keeps for ``device``, under PyTorch's key names:
+    ``{allocated,reserved}_bytes.all.{current,peak}`` (an empty OrderedDict before CUDA is
+    used, or without it). PyTorch's other keys (per-pool splits, allocation counts,
+    cumulative totals) are not tracked by CuPy's pool, so they are absent."""
+    if not backend.cuda_initialized():
+        return OrderedDict()
+    index = index_of(device, optional=False)
+    stats = {"allocated_bytes.all.current": memory_allocated(index),
+             "allocated_bytes.all.peak": max_memory_allocated(index),
+             "reserved_bytes.all.current": memory_reserved(index),
+             "reserved_bytes.all.peak": max_memory_reserved(index)}
+    return OrderedDict(sorted(stats.items()))
+
+
+def memory_summary(device=None, abbreviated=False):
+    """A printable table of ``device``'s current and peak allocated and reserved memory
+    (``abbreviated`` is accepted: the table is short already)."""
+    stats = memory_stats(device)
+    index = index_of(device, optional=False) if stats else index_of(device) or 0
+    rows = [("Allocated memory", "allocated_bytes"), ("GPU reserved memory", "reserved_bytes")]
+    rule = "|" + "-" * 75 + "|"
+    lines = ["|" + "=" * 75 + "|",
+             f"|{f'ember CUDA memory summary, device ID {index}':^75}|", rule,
+             f"|{'Metric':^23}|{'Cur Usage':^25}|{'Peak Usage':^25}|", rule]
+    for title, key in rows:
+        current, peak = (format_size(stats.get(f"{key}.all.{m}", 0)) for m in ("current", "peak"))
+        lines.append(f"| {title:<22}|{current:>24} |{peak:>24} |")
+    lines.append("|" + "=" * 75 + "|")
+    return "\n".join(lines) + "\n"
+
+
+def memory_cached(device=None):
+    """Deprecated name of ``memory_reserved``."""
+    warnings.warn("`torch.cuda.memory_cached` has been renamed to `torch.cuda.memory_reserved`",
+                  FutureWarning, stacklevel=2)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None):
+    """Deprecated name of ``max_memory_reserved``."""
+    warnings.warn("`torch.cuda.max_memory_cached` has been renamed to "
+                  "`torch.cuda.max_memory_reserved`", FutureWarning, stacklevel=2)
+    return max_memory_reserved(device)
 
 
 def mem_get_info(device=None):

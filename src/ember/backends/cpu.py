@@ -1,0 +1,14 @@
+"""``ember.backends.cpu`` (``torch.backends.cpu``)."""
+
+from numpy._core._multiarray_umath import __cpu_features__
+
+__all__ = ["get_cpu_capability"]
+
+
+def get_cpu_capability():
+    """The widest SIMD instruction set the CPU offers NumPy's kernels, named as PyTorch
+    names its CPU kernel levels: "AVX512", "AVX2" or "DEFAULT"."""
+    features = __cpu_features__
+    if all(features.get(f"AVX512{x}") for x in ("F", "BW", "VL", "DQ")):
+        return "AVX512"
+    return "AVX2" if features.get("AVX2") and features.get("FMA3") else "DEFAULT"

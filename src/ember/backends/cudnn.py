@@ -1,0 +1,63 @@
+"""``ember.backends.cudnn``: the cuDNN switches GPU scripts set (``torch.backends.cudnn``).
+
+ember's CUDA backend runs on CuPy, which has no cuDNN: ``is_available()`` is False,
+``version()`` is None, and the flags are accepted, type-checked and remembered but change
+nothing. ``enabled`` (True), ``benchmark`` (False): convolutions always take ember's one
+algorithm (im2col and a matrix product), so there is nothing to choose or time.
+``deterministic`` (False): ember's convolutions are deterministic anyway. ``allow_tf32``
+(True): they are computed in full float32 precision, which TF32 permission allows.
+``benchmark_limit`` is None and takes any value, as in PyTorch without cuDNN.
+"""
+
+import contextlib
+import sys
+
+from ember.backends._flags import Flag, FlagModule
+
+__all__ = ["is_available", "version", "is_acceptable", "flags"]
+
+_FLAGS = {"enabled": True, "benchmark": False, "deterministic": False, "allow_tf32": True}
+benchmark_limit = None
+
+
+def is_available():
+    """Whether cuDNN can be used: False, as ember's CUDA backend (CuPy) has none."""
+    return False
+
+
+def version():
+    """The cuDNN version: None, as there is no cuDNN."""
+    return None
+
+
+def is_acceptable(tensor):
+    """Whether cuDNN would handle ``tensor``: False, as there is no cuDNN."""
+    return False
+
+
+@contextlib.contextmanager
+def flags(enabled=False, benchmark=False, benchmark_limit=10, deterministic=False,
+          allow_tf32=True):
+    """Set the cuDNN flags inside a ``with`` block and restore them after it (note
+    PyTorch's defaults: a bare ``flags()`` turns ``enabled`` off). ``benchmark_limit`` is
+    ignored without cuDNN, as in PyTorch."""
+    module = sys.modules[__name__]
+    saved = dict(_FLAGS)
+    wanted = {"enabled": enabled, "benchmark": benchmark, "deterministic": deterministic,
+              "allow_tf32": allow_tf32}
+    try:
+        for name, value in wanted.items():
+            setattr(module, name, value)
+        yield
+    finally:
+        _FLAGS.update(saved)
+
+
+class _CudnnModule(FlagModule):
+    enabled = Flag("set_enabled_cudnn")
+    benchmark = Flag("set_benchmark_cudnn")
+    deterministic = Flag("set_deterministic_cudnn")
+    allow_tf32 = Flag("set_allow_tf32_cudnn")
+
+
+sys.modules[__name__].__class__ = _CudnnModule
