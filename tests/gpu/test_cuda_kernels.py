@@ -358,3 +358,19 @@ def test_elementwise_gradient_kernels_are_used(overrides, monkeypatch, name, fn)
         grads.append(x.grad)
     assert used and used[0] is not None
     _same(grads[1], grads[0], atol=1e-5, rtol=1e-5)
+
+
+def test_flash_attention_follows_the_backends_switch(overrides, monkeypatch):
+    calls = []
+    from ember.backend.cuda_kernels import triton_attention
+    kernel = triton_attention.attention_forward
+    monkeypatch.setattr(triton_attention, "attention_forward",
+                        lambda *args: calls.append(1) or kernel(*args))
+    q = ember.randn(1, 2, 16, 16, device="cuda")
+    F.scaled_dot_product_attention(q, q, q)
+    ember.backends.cuda.enable_flash_sdp(False)
+    try:
+        F.scaled_dot_product_attention(q, q, q)
+    finally:
+        ember.backends.cuda.enable_flash_sdp(True)
+    assert calls == [1]

@@ -15,6 +15,7 @@ from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, covered
+from ember.backends.cuda import flash_sdp_enabled
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
 from ember.ops.loss_ce import _check_class_target
@@ -120,7 +121,8 @@ def silu(xp, x):
 def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
     """Attention of (B, H, L, E) heads without a mask or dropout (causal or not) through the
     flash kernel; returns (output, log-sum-exp per query), NOTE [SDPA outputs]."""
-    if mask is not None or dropout_p > 0 or not q.ndim == k.ndim == v.ndim == 4:
+    if (not flash_sdp_enabled() or mask is not None or dropout_p > 0
+            or not q.ndim == k.ndim == v.ndim == 4):
         return None
     _check(q, k, v, mask, dropout_p, is_causal, any(g != 1 for g in _groups(q, k, v,
                                                                              enable_gqa)))
