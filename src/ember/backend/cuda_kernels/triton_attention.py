@@ -39,8 +39,7 @@ def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, heads, L, S, 
         end = tl.minimum(S, (block + 1) * BLOCK_M)
     for first in range(0, end, BLOCK_N):
         keys = first + cols
-        k = tl.load(k_base + keys[:, None] * sks + e[None, :],
-                    mask=(keys[:, None] < S) & (e[None, :] < E), other=0.0)
+        k, v = _key_block(k_base, v_base, keys, e, ev, S, E, Ev, sks, svs)
         if IEEE:
             s = tl.dot(q, tl.trans(k), input_precision="ieee")
         else:
@@ -54,8 +53,6 @@ def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, heads, L, S, 
         p = tl.exp(s - shift[:, None])
         alpha = tl.exp(top - shift)
         total = total * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_base + keys[:, None] * svs + ev[None, :],
-                    mask=(keys[:, None] < S) & (ev[None, :] < Ev), other=0.0)
         if IEEE:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
         else:
@@ -105,6 +102,41 @@ def _product(a, b, IEEE: tl.constexpr):
 
 
 @triton.jit
+def _key_block(k_base, v_base, keys, e, ev, S, E, Ev, sks, svs):
+    """Rows ``keys`` of K and V (zeros past S and past the head size)."""
+    key_mask = keys[:, None] < S
+    k = tl.load(k_base + keys[:, None] * sks + e[None, :], mask=key_mask & (e[None, :] < E),
+                other=0.0)
+    v = tl.load(v_base + keys[:, None] * svs + ev[None, :], mask=key_mask & (ev[None, :] < Ev),
+                other=0.0)
+    return k, v
+
+
+@triton.jit
+def _query_block(q_base, do_ptr, lse_ptr, delta_ptr, bh, rows, e, ev, L, E, Ev, sql):
+    """Rows ``rows`` of Q, of the output's gradient, and their log-sum-exp and delta."""
+    row_mask = rows[:, None] < L
+    q = tl.load(q_base + rows[:, None] * sql + e[None, :], mask=row_mask & (e[None, :] < E),
+                other=0.0)
+    do = tl.load(do_ptr + (bh * L + rows)[:, None] * Ev + ev[None, :],
+                 mask=row_mask & (ev[None, :] < Ev), other=0.0)
+    lse = tl.load(lse_ptr + bh * L + rows, mask=rows < L, other=0.0)
+    delta = tl.load(delta_ptr + bh * L + rows, mask=rows < L, other=0.0)
+    return q, do, lse, delta
+
+
+@triton.jit
+def _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
+                                CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+    """A block's weights P, recomputed from the log-sum-exp, and the scaled scores'
+    gradient P * (dP - delta) * scale."""
+    s, seen = _scores(q, k, scale, rows, keys, L, S, CAUSAL, IEEE)
+    p = tl.where(seen, tl.exp(s - lse[:, None]), 0.0)
+    dp = _product(do, tl.trans(v), IEEE)
+    return p, p * (dp - delta[:, None]) * scale
+
+
+@triton.jit
 def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr,
                                     dv_ptr, heads, L, S, E, Ev, scale,
                                     sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
@@ -118,11 +150,8 @@ def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_
     keys = block * BLOCK_N + tl.arange(0, BLOCK_N)
     e = tl.arange(0, HEAD)
     ev = tl.arange(0, HEAD_V)
-    key_mask = keys[:, None] < S
-    k = tl.load(k_ptr + b * skb + h * skh + keys[:, None] * sks + e[None, :],
-                mask=key_mask & (e[None, :] < E), other=0.0)
-    v = tl.load(v_ptr + b * svb + h * svh + keys[:, None] * svs + ev[None, :],
-                mask=key_mask & (ev[None, :] < Ev), other=0.0)
+    k, v = _key_block(k_ptr + b * skb + h * skh, v_ptr + b * svb + h * svh, keys, e, ev, S, E,
+                      Ev, sks, svs)
     dk = tl.zeros([BLOCK_N, HEAD], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_V], tl.float32)
     first_row = 0
@@ -130,20 +159,14 @@ def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_
         first_row = (block * BLOCK_N // BLOCK_M) * BLOCK_M
     for first in range(first_row, L, BLOCK_M):
         rows = first + tl.arange(0, BLOCK_M)
-        row_mask = rows[:, None] < L
-        q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sql + e[None, :],
-                    mask=row_mask & (e[None, :] < E), other=0.0)
-        do = tl.load(do_ptr + (bh * L + rows)[:, None] * Ev + ev[None, :],
-                     mask=row_mask & (ev[None, :] < Ev), other=0.0)
-        lse = tl.load(lse_ptr + bh * L + rows, mask=rows < L, other=0.0)
-        delta = tl.load(delta_ptr + bh * L + rows, mask=rows < L, other=0.0)
-        s, seen = _scores(q, k, scale, rows, keys, L, S, CAUSAL, IEEE)
-        p = tl.where(seen, tl.exp(s - lse[:, None]), 0.0)
+        q, do, lse, delta = _query_block(q_ptr + b * sqb + h * sqh, do_ptr, lse_ptr, delta_ptr,
+                                         bh, rows, e, ev, L, E, Ev, sql)
+        p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
+                                            CAUSAL, IEEE)
         dv += _product(tl.trans(p).to(do.dtype), do, IEEE)
-        dp = _product(do, tl.trans(v), IEEE)
-        ds = p * (dp - delta[:, None]) * scale
         dk += _product(tl.trans(ds).to(q.dtype), q, IEEE)
     out_rows = bh * S + keys
+    key_mask = keys[:, None] < S
     tl.store(dk_ptr + out_rows[:, None] * E + e[None, :], dk.to(dk_ptr.dtype.element_ty),
              mask=key_mask & (e[None, :] < E))
     tl.store(dv_ptr + out_rows[:, None] * Ev + ev[None, :], dv.to(dv_ptr.dtype.element_ty),
@@ -164,31 +187,21 @@ def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, del
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
     e = tl.arange(0, HEAD)
     ev = tl.arange(0, HEAD_V)
-    row_mask = rows[:, None] < L
-    q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sql + e[None, :],
-                mask=row_mask & (e[None, :] < E), other=0.0)
-    do = tl.load(do_ptr + (bh * L + rows)[:, None] * Ev + ev[None, :],
-                 mask=row_mask & (ev[None, :] < Ev), other=0.0)
-    lse = tl.load(lse_ptr + bh * L + rows, mask=rows < L, other=0.0)
-    delta = tl.load(delta_ptr + bh * L + rows, mask=rows < L, other=0.0)
+    q, do, lse, delta = _query_block(q_ptr + b * sqb + h * sqh, do_ptr, lse_ptr, delta_ptr, bh,
+                                     rows, e, ev, L, E, Ev, sql)
     dq = tl.zeros([BLOCK_M, HEAD], tl.float32)
     end = S
     if CAUSAL:
         end = tl.minimum(S, (block + 1) * BLOCK_M)
     for first in range(0, end, BLOCK_N):
         keys = first + tl.arange(0, BLOCK_N)
-        key_mask = keys[:, None] < S
-        k = tl.load(k_ptr + b * skb + h * skh + keys[:, None] * sks + e[None, :],
-                    mask=key_mask & (e[None, :] < E), other=0.0)
-        v = tl.load(v_ptr + b * svb + h * svh + keys[:, None] * svs + ev[None, :],
-                    mask=key_mask & (ev[None, :] < Ev), other=0.0)
-        s, seen = _scores(q, k, scale, rows, keys, L, S, CAUSAL, IEEE)
-        p = tl.where(seen, tl.exp(s - lse[:, None]), 0.0)
-        dp = _product(do, tl.trans(v), IEEE)
-        ds = p * (dp - delta[:, None]) * scale
+        k, v = _key_block(k_ptr + b * skb + h * skh, v_ptr + b * svb + h * svh, keys, e, ev, S,
+                          E, Ev, sks, svs)
+        p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
+                                            CAUSAL, IEEE)
         dq += _product(ds.to(k.dtype), k, IEEE)
     tl.store(dq_ptr + (bh * L + rows)[:, None] * E + e[None, :], dq.to(dq_ptr.dtype.element_ty),
-             mask=row_mask & (e[None, :] < E))
+             mask=(rows[:, None] < L) & (e[None, :] < E))
 
 
 @guarded

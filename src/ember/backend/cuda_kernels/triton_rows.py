@@ -107,11 +107,9 @@ def layer_norm_rows(x, w, b, y, mean, invstd, n_rows, n_cols, eps):
 
 
 @triton.jit
-def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    start = x_ptr + row * n_cols
-    # an online log-sum-exp over blocks of the row; the running maximum starts finite so that
-    # no inf - inf appears
+def _row_max_and_sum(start, n_cols, BLOCK: tl.constexpr):
+    """(m, sum of exp(x - m)) over a row of ``n_cols`` at ``start``: an online log-sum-exp
+    over blocks of the row. The running maximum starts finite so that no inf - inf appears."""
     top = tl.full([], -3.0e38, tl.float32)
     total = tl.full([], 0.0, tl.float32)
     for first in range(0, n_cols, BLOCK):
@@ -120,6 +118,14 @@ def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, BLOCK: t
         new_top = tl.maximum(top, tl.max(x, axis=0))
         total = total * tl.exp(top - new_top) + tl.sum(tl.exp(x - new_top), axis=0)
         top = new_top
+    return top, total
+
+
+@triton.jit
+def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    start = x_ptr + row * n_cols
+    top, total = _row_max_and_sum(start, n_cols, BLOCK)
     target = tl.load(t_ptr + row).to(tl.int64)
     ignored = target == ignore_index
     picked = tl.load(start + tl.where(ignored, 0, target)).to(tl.float32)
@@ -188,14 +194,7 @@ def _cross_entropy_backward_kernel(x_ptr, t_ptr, scale_ptr, dx_ptr, n_cols, igno
                                    PER_ROW: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     start = x_ptr + row * n_cols
-    top = tl.full([], -3.0e38, tl.float32)
-    total = tl.full([], 0.0, tl.float32)
-    for first in range(0, n_cols, BLOCK):
-        cols = first + tl.arange(0, BLOCK)
-        x = tl.load(start + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
-        new_top = tl.maximum(top, tl.max(x, axis=0))
-        total = total * tl.exp(top - new_top) + tl.sum(tl.exp(x - new_top), axis=0)
-        top = new_top
+    top, total = _row_max_and_sum(start, n_cols, BLOCK)
     target = tl.load(t_ptr + row).to(tl.int64)
     if PER_ROW:
         scale = tl.load(scale_ptr + row).to(tl.float32)
