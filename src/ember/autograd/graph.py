@@ -12,7 +12,8 @@ import weakref
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
 
-__all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle"]
+__all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle",
+           "carries_gradient"]
 
 _sequence = itertools.count()
 
@@ -247,7 +248,18 @@ def _zeros_like_output(node, index):
     if not (dtype.is_floating_point or dtype.is_complex):
         return None
     from ember import zeros
-    return zeros(shape, dtype=dtype, device=device)
+    filled = zeros(shape, dtype=dtype, device=device)
+    filled._filled_zeros = True         # known zero: see carries_gradient
+    return filled
+
+
+def carries_gradient(grad):
+    """Whether a derivative's incoming ``grad`` (of one of several outputs) is nonzero: False
+    for None and for the zeros the engine fills in for an output no gradient reached, known
+    without reading them (on a GPU, reading them would wait for the device)."""
+    if grad is None or grad.__dict__.get("_filled_zeros"):
+        return False
+    return bool(grad._data.any())
 
 
 def conform(grad, meta):

@@ -23,6 +23,7 @@ from ember import _dtype as D
 from ember._random import _uniform_like
 from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.graph import carries_gradient
 from ember.backend import device_kernel, xp_of
 from ember.ops._registry import broadcast_message, op
 
@@ -184,7 +185,7 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     gk, gv = _groups(q, k, v, enable_gqa)
     scale = _scale(q.shape[-1], scale)
     if weights.ndim < q.ndim and not _GRAD.grad_enabled and gk == gv == 1 \
-            and (grad_weights is None or not grad_weights._data.any()):
+            and not carries_gradient(grad_weights):
         fused = device_kernel(q._data, "attention_backward")     # the flash backward
         if fused is not None:
             result = fused(grad._data, q._data, k._data, v._data, out[0]._data,
@@ -208,7 +209,7 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     # sum_j dp_ij w_ij equals grad_i . output_i (the smaller product), plus the double
     # backward term
     rows = (grad * out[0]).sum(-1, keepdim=True)
-    if grad_weights is not None and grad_weights._data.any():    # only in double backward
+    if carries_gradient(grad_weights):                          # only in double backward
         dp = dp + grad_weights
         rows = rows + (grad_weights * weights).sum(-1, keepdim=True)
     if _GRAD.grad_enabled or dp.dtype != weights.dtype:
@@ -219,7 +220,7 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
         ds = dp.sub_(rows).mul_(weights)
         grad_q = _grouped(ds, k, gk).mul_(scale)
         grad_k = _group_sum(ds.mT @ q, gk).mul_(scale)
-    if grad_lse is not None and grad_lse._data.any():     # only in double backward
+    if carries_gradient(grad_lse):                        # only in double backward
         extra = weights * grad_lse.unsqueeze(-1)
         grad_q = grad_q + _grouped(extra, k, gk) * scale
         grad_k = grad_k + _group_sum(extra.mT @ q, gk) * scale

@@ -19,6 +19,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.graph import carries_gradient
 from ember.backend import device_kernel, xp_of
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
@@ -42,8 +43,6 @@ def _vector(v, dtype):
     return None if v is None else (v.astype(dtype) if v.dtype != dtype else v)
 
 
-def _nonzero(g):
-    return g is not None and bool(g._data.any())
 
 
 @op("_norm_input_grad(grad, a, centered, b, c)", inputs=5, promote=BINARY, method=False)
@@ -104,9 +103,9 @@ def _coefficients(sg, sgx, invstd, n, gmean, ginvstd):
     inv2 = invstd * invstd
     b = inv2 * invstd * sgx * (-1.0 / n)
     c = invstd * sg * (-1.0 / n)
-    if _nonzero(ginvstd):
+    if carries_gradient(ginvstd):
         b = b - ginvstd * inv2 * invstd * (1.0 / n)
-    if _nonzero(gmean):
+    if carries_gradient(gmean):
         c = c + gmean * (1.0 / n)
     return b, c
 
@@ -327,7 +326,7 @@ def _(grads, x, w, b, normalized_shape, eps, *, out):
     gy, gmean, ginvstd = grads
     k = math.prod(normalized_shape)
     if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
-            == x._data.dtype and not _nonzero(gmean) and not _nonzero(ginvstd)):
+            == x._data.dtype and not carries_gradient(gmean) and not carries_gradient(ginvstd)):
         return _layer_norm_backward(gy._data, x, w, b, out[1]._data, out[2]._data, k)
     # on (rows, k) views; sums over rows and columns as matrix-vector products (BLAS is
     # several times faster than NumPy's sum along a short axis)

@@ -1,0 +1,33 @@
+"""Gradients the engine fills in with zeros (for outputs of a multi-output op that nothing
+reached) are known to be zero without reading them: on a GPU a read waits for the device."""
+
+import ember
+import ember.ops.normalization as normalization
+from ember.autograd.graph import carries_gradient
+
+
+class _Unreadable:
+    def any(self):
+        raise AssertionError("read a gradient known to be zero")
+
+
+def test_carries_gradient_reads_only_real_gradients():
+    filled = ember.zeros(3)
+    filled._filled_zeros = True
+    filled._data = _Unreadable()
+    assert carries_gradient(None) is False and carries_gradient(filled) is False
+    assert carries_gradient(ember.zeros(3)) is False
+    assert carries_gradient(ember.tensor([0.0, 2.0])) is True
+
+
+def test_layer_norm_backward_gets_filled_zeros_for_its_statistics(monkeypatch):
+    flags = []
+
+    def recording(grad):
+        flags.append(grad is not None and bool(grad.__dict__.get("_filled_zeros")))
+        return carries_gradient(grad)
+    monkeypatch.setattr(normalization, "carries_gradient", recording)
+    x = ember.randn(5, 4, requires_grad=True)
+    ember.native_layer_norm(x, (4,), None, None, 1e-5)[0].sum().backward()
+    assert flags and all(flags)
+    assert x.grad.abs().max().item() < 1e-5         # a sum of normalized rows is constant
