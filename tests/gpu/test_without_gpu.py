@@ -184,11 +184,13 @@ def test_cuda_kernel_overrides_name_registered_ops():
     # backend from loading
     import ast
     from ember.ops._registry import REGISTRY
-    tree = ast.parse((SRC / "ember/backend/cuda_kernels/forwards.py").read_text())
-    names = [d.args[0].value for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
-             for d in node.decorator_list
-             if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "override"]
-    assert len(names) >= 8
+    names = []
+    for module in ("forwards", "gradients"):
+        tree = ast.parse((SRC / f"ember/backend/cuda_kernels/{module}.py").read_text())
+        names += [d.args[0].value for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+                  for d in node.decorator_list if isinstance(d, ast.Call)
+                  and getattr(d.func, "id", None) in ("override", "override_derivative")]
+    assert len(names) >= 14
     assert [n for n in names if n not in REGISTRY] == []
 
 

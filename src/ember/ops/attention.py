@@ -24,7 +24,7 @@ from ember._random import _uniform_like
 from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import carries_gradient
-from ember.backend import device_kernel, xp_of
+from ember.backend import xp_of
 from ember.ops._registry import broadcast_message, op
 
 __all__ = ["scaled_dot_product_attention"]
@@ -184,14 +184,6 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     weights = out[1]
     gk, gv = _groups(q, k, v, enable_gqa)
     scale = _scale(q.shape[-1], scale)
-    if weights.ndim < q.ndim and not _GRAD.grad_enabled and gk == gv == 1 \
-            and not carries_gradient(grad_weights):
-        fused = device_kernel(q._data, "attention_backward")     # the flash backward
-        if fused is not None:
-            result = fused(grad._data, q._data, k._data, v._data, out[0]._data,
-                           weights._data, is_causal, scale)
-            if result is not None:
-                return (*(_make(g) for g in result), None)
     if grad.dtype != weights.dtype:     # half inputs: float32 weights, and so the backward
         grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
     grad_lse = None

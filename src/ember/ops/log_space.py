@@ -4,9 +4,7 @@ softmax and log_softmax."""
 import math
 
 from ember import _dtype as D
-from ember._tensor import _make
-from ember.autograd.grad_mode import STATE as _GRAD
-from ember.backend import accumulate, device_kernel
+from ember.backend import accumulate
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import binary, conj_grad
 from ember.ops._promotion import Policy
@@ -157,22 +155,9 @@ def softmax(xp, x, dim, dtype):
     return _finish(e, result, zero_dim)
 
 
-def _fused_backward(grad, out, d, log):
-    """The GPU kernel's softmax gradient for a first-order backward along the last dim, or
-    None (then the composition below, which double backward differentiates)."""
-    if _GRAD.grad_enabled or d != out.ndim - 1 or out.ndim == 0:
-        return None
-    kernel = device_kernel(out._data, "softmax_backward")
-    dx = None if kernel is None else kernel(grad._data, out._data, log)
-    return None if dx is None else _make(dx)
-
-
 @softmax.derivative
 def _(grad, x, dim, dtype, *, out):
     d = wrap_dim(dim, x.ndim)
-    fused = _fused_backward(grad, out, d, False)
-    if fused is not None:
-        return fused
     return out * (grad - (grad * out).sum(d, keepdim=True))
 
 
@@ -191,8 +176,5 @@ def log_softmax(xp, x, dim, dtype):
 @log_softmax.derivative
 def _(grad, x, dim, dtype, *, out):
     d = wrap_dim(dim, x.ndim)
-    fused = _fused_backward(grad, out, d, True)
-    if fused is not None:
-        return fused
     return grad - out.exp() * grad.sum(d, keepdim=True)
 

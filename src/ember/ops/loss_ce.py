@@ -10,7 +10,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import _make
-from ember.backend import device_kernel, xp_of
+from ember.backend import xp_of
 from ember.ops._loss_common import reduction_of
 from ember.ops._reduce import grad_enabled
 from ember.ops._registry import OpValueError, op
@@ -275,11 +275,6 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
     dim = 1 if x.ndim > 1 else 0
     g = _per_position(grad, x, reduction)
     if not _is_probability_target(x, t):
-        fused = device_kernel(x._data, "cross_entropy_backward")
-        if fused is not None and w is None and not label_smoothing and not grad_enabled():
-            dx = fused(x._data, t._data, grad._data, ignore_index, reduction)
-            if dx is not None:
-                return _make(dx), None, None
         parts = _Parts(x, t, w, ignore_index, label_smoothing, reduction)
         if not grad_enabled():      # first order only: fused, in place, q never formed
             ga = grad._data

@@ -9,8 +9,10 @@ the op's own forward signature, ``(xp, *arrays, *params)``, and registers it::
 The op keeps its definition, promotion and derivative in ``ops/``; only its forward on CuPy
 arrays changes. CPU calls never reach an override (a CPU-only process never loads this
 package), and a kernel returning None hands the call to the generic forward (a dtype or
-layout it does not cover). Kernels that are not an op's forward (the optimizers' fused
-updates) go into ``ember.backend.DEVICE_KERNELS`` by name instead.
+layout it does not cover). ``@override_derivative("op")`` does the same for the op's
+derivative (same arguments, Tensors in and out) in backwards that record no graph. Kernels
+that are neither (the LSTM time step inside a layer's loop, the optimizers' fused updates,
+random numbers) go into ``ember.backend.DEVICE_KERNELS`` by name.
 
 The kernels are written in Triton (``triton_*.py``) and load with the CUDA backend when
 Triton is installed; ``EMBER_CUDA_KERNELS=0`` leaves every op on its generic CuPy forward.
@@ -21,11 +23,14 @@ import warnings
 
 import numpy as np
 
+from ember.autograd.grad_mode import STATE as _GRAD
 from ember.ops._registry import REGISTRY
 
-__all__ = ["override", "OVERRIDES", "DISABLED", "fallible", "KernelUnavailable", "load"]
+__all__ = ["override", "override_derivative", "OVERRIDES", "DERIVATIVES", "DISABLED",
+           "fallible", "KernelUnavailable", "load"]
 
 OVERRIDES = {}                  # op name -> the CUDA forward registered for it
+DERIVATIVES = {}                # op name -> the CUDA derivative registered for it
 DISABLED = {}                   # kernel name -> why it could not run here (then never again)
 
 
@@ -63,6 +68,31 @@ def override(name):
     return register
 
 
+def override_derivative(name):
+    """Register the decorated function as op ``name``'s derivative on CUDA arrays, for
+    backwards that record no graph (double backward keeps the op's own)."""
+    def register(fast):
+        op = REGISTRY[name]
+        generic = op.vjp
+
+        def vjp(grad, *args, **kwargs):
+            first = grad[0] if type(grad) is tuple else grad    # on the op's device
+            if (not _GRAD.grad_enabled and name not in DISABLED
+                    and type(first._data) is not np.ndarray):
+                try:
+                    result = fast(grad, *args, **kwargs)
+                except KernelUnavailable as e:
+                    _disable(name, e)
+                    result = None
+                if result is not None:
+                    return result
+            return generic(grad, *args, **kwargs)
+        op.vjp = vjp                    # op.derivative would re-read the signature: keep it
+        DERIVATIVES[name] = fast
+        return fast
+    return register
+
+
 def fallible(name, kernel):
     """``kernel`` (a ``DEVICE_KERNELS`` entry) returning None, and removed, once it turns
     out unable to run here."""
@@ -95,4 +125,4 @@ def load(cupy):
         warnings.warn(f"ember's Triton kernels are off: Triton cannot launch here "
                       f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
         return
-    from ember.backend.cuda_kernels import forwards, named  # noqa: F401  (they register)
+    from ember.backend.cuda_kernels import forwards, gradients, named  # noqa: F401

@@ -1,0 +1,126 @@
+"""The Triton kernels registered as CUDA derivatives of ops (NOTE [CUDA kernel overrides]):
+the first-order gradients of softmax, log_softmax, silu, layer norm, cross entropy and
+flash attention, each in one pass (two kernels for attention).
+
+An override takes the derivative's own arguments (Tensors) and returns its result, or None
+for what its kernel does not cover: then the op's derivative runs, as it also does whenever
+a graph is being recorded (double backward differentiates the compositions in ``ops/``).
+"""
+
+import math
+
+from ember._tensor import _make
+from ember.autograd.graph import carries_gradient
+from ember.backend import xp_of
+from ember.backend.cuda_kernels import override_derivative
+from ember.backend.cuda_kernels import triton_attention as attention
+from ember.backend.cuda_kernels import triton_pointwise as pointwise
+from ember.backend.cuda_kernels import triton_rows as rows
+from ember.backend.cuda_kernels._launch import buffer, covered
+from ember.ops._dims import wrap_dim
+from ember.ops._loss_common import reduction_of
+from ember.ops.attention import _groups, _scale
+
+
+def _softmax_backward(grad, out, dim, log):
+    y, g = out._data, grad._data
+    if (wrap_dim(dim, y.ndim) != y.ndim - 1 or g.shape != y.shape or g.dtype != y.dtype
+            or y.shape[-1] > rows.MAX_ROW or not covered(g, y)):
+        return None
+    dx = xp_of(y).empty(y.shape, y.dtype)
+    n_cols = y.shape[-1]
+    rows.softmax_backward_rows(buffer(g), buffer(y), buffer(dx), y.size // n_cols, n_cols, log)
+    return _make(dx)
+
+
+@override_derivative("softmax")
+def softmax(grad, x, dim, dtype, *, out):
+    """softmax's input gradient along the last dim in one pass."""
+    return _softmax_backward(grad, out, dim, False)
+
+
+@override_derivative("log_softmax")
+def log_softmax(grad, x, dim, dtype, *, out):
+    """log_softmax's input gradient along the last dim in one pass."""
+    return _softmax_backward(grad, out, dim, True)
+
+
+@override_derivative("nn.functional.silu")
+def silu(grad, x):
+    """silu's input gradient in one pass."""
+    g, a = grad._data, x._data
+    if g.shape != a.shape or g.dtype != a.dtype or not covered(g, a):
+        return None
+    dx = xp_of(a).empty(a.shape, a.dtype)
+    pointwise.silu_backward(buffer(g), buffer(a), buffer(dx), a.size)
+    return _make(dx)
+
+
+@override_derivative("native_layer_norm")
+def native_layer_norm(grads, x, w, b, normalized_shape, eps, *, out):
+    """Layer norm's (input, weight, bias) gradients: the input's in one pass over the rows,
+    the weight's and bias's from per-program partial sums."""
+    gy, gmean, ginvstd = grads
+    k = math.prod(normalized_shape)
+    a, g, mean, invstd = x._data, gy._data, out[1]._data, out[2]._data
+    if (carries_gradient(gmean) or carries_gradient(ginvstd) or k > rows.MAX_ROW
+            or g.dtype != a.dtype or not covered(g, a)
+            or not (mean.flags.c_contiguous and invstd.flags.c_contiguous)):
+        return None
+    xp = xp_of(a)
+    need_w, need_b = (v is not None and v.requires_grad for v in (w, b))
+    n_rows = a.size // k
+    programs = max(1, min(n_rows, rows.PARTIAL_ROWS))
+    gx = xp.empty(a.shape, a.dtype) if x.requires_grad else None
+    partial_w, partial_b = (xp.empty((programs, k), xp.float32) for _ in range(2))
+    rows.layer_norm_backward_rows(
+        buffer(g), buffer(a), None if w is None else buffer(xp.ascontiguousarray(w._data)),
+        buffer(mean), buffer(invstd), None if gx is None else buffer(gx), buffer(partial_w),
+        buffer(partial_b), n_rows, k, programs)
+    return (None if gx is None else _make(gx),
+            _make(partial_w.sum(axis=0).astype(w._data.dtype).reshape(w.shape)) if need_w else None,
+            _make(partial_b.sum(axis=0).astype(b._data.dtype).reshape(b.shape)) if need_b else None)
+
+
+@override_derivative("nn.functional.cross_entropy")
+def cross_entropy(grad, x, t, w, size_average, ignore_index, reduce, reduction,
+                  label_smoothing):
+    """The gradient of the unweighted, unsmoothed cross entropy of (N, C) logits and class
+    targets in one kernel over the logits."""
+    a, targets = x._data, t._data
+    if w is not None or label_smoothing or a.ndim != 2 or targets.ndim != 1 or not covered(a):
+        return None
+    reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
+    xp = xp_of(a)
+    n, c = a.shape
+    targets = xp.ascontiguousarray(targets, dtype=xp.int64)
+    scale = grad._data.astype(xp.float32).reshape(-1)
+    if reduction == "mean":             # an ignored row's share is 0, even when all are
+        scale = scale / (targets != ignore_index).sum(dtype=xp.float32)
+    dx = xp.empty(a.shape, a.dtype)
+    rows.cross_entropy_backward_rows(buffer(a), buffer(targets),
+                                     buffer(xp.ascontiguousarray(scale)), buffer(dx), n, c,
+                                     ignore_index, reduction == "none")
+    return _make(dx), None, None
+
+
+@override_derivative("nn.functional.scaled_dot_product_attention")
+def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, scale,
+                                 enable_gqa, *, out):
+    """The flash backward: dK and dV over key blocks, dQ over query blocks, recomputing the
+    weights from the forward's log-sum-exp (NOTE [SDPA outputs])."""
+    grad, lse = grads[0]._data, out[1]._data
+    qa, ka, va, result = q._data, k._data, v._data, out[0]._data
+    if (lse.ndim == qa.ndim or carries_gradient(grads[1]) or _groups(q, k, v, enable_gqa) != (1, 1)
+            or grad.dtype != qa.dtype or any(a.strides[3] != a.itemsize for a in (qa, ka, va))
+            or not result.flags.c_contiguous or not lse.flags.c_contiguous):
+        return None                     # not a flash forward's output, or double backward
+    xp = xp_of(qa)
+    (B, H, L, E), (S, Ev) = qa.shape, va.shape[2:]
+    grad = xp.ascontiguousarray(grad)
+    delta = xp.ascontiguousarray((grad.astype(xp.float32) * result.astype(xp.float32)).sum(-1))
+    dq, dk, dv = (xp.empty(a.shape, qa.dtype) for a in (qa, ka, va))
+    strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (qa, ka, va))
+    attention.attention_backward(*(buffer(a) for a in (qa, ka, va, grad, lse, delta, dq, dk, dv)),
+                                 (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal)
+    return _make(dq), _make(dk), _make(dv), None
