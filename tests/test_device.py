@@ -1,5 +1,6 @@
 """Device objects and the default-device context."""
 
+import numpy as np
 import pytest
 
 import ember
@@ -37,3 +38,24 @@ def test_cuda_default_device_requires_cuda():
         with ember.device("cuda"):
             pass
     assert ember.get_default_device().type == "cpu"
+
+
+def test_device_constants_are_built_once_per_device_and_read_only():
+    from ember.backend import device_constant
+    made = []
+
+    def make():
+        made.append(1)
+        return np.arange(3), np.ones(2)
+    like = np.zeros(1)
+    first = device_constant(like, ("test table", 3), make)
+    again = device_constant(like, ("test table", 3), make)
+    assert made == [1] and again is first
+    assert first[0].tolist() == [0, 1, 2] and not first[1].flags.writeable
+
+
+def test_host_input_checks_raise_at_once():
+    from ember.backend import device_assert
+    device_assert(np.array([1, 2]).min() < 0, lambda: IndexError("never"))
+    with pytest.raises(IndexError, match="bad index"):
+        device_assert(np.array([1, -2]).min() < 0, lambda: IndexError("bad index"))

@@ -311,17 +311,14 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = D.get_default_dtype() if is_float else D.int64
     n = max(0, math.ceil((end - start) / step))
-    _, dev = _target(device)
+    # made where it lives: on a GPU, no upload to wait for
     if all(isinstance(v, numbers.Integral) for v in (start, end, step)):
-        arr = np.arange(start, end, step, dtype=np.int64).astype(dtype.np)
+        def fill(xp, _, np_dtype):
+            return xp.arange(start, end, step, dtype=np.int64).astype(np_dtype, copy=False)
     else:
-        arr = (start + step * np.arange(n, dtype=np.float64)).astype(dtype.np)
-    arr = _place(arr, dev)
-    if out is not None:
-        out._data = arr
-        out._bump_version()
-        return out
-    return _finish(arr, requires_grad)
+        def fill(xp, _, np_dtype):
+            return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
+    return _alloc(fill, None, dtype, device, requires_grad, out)
 
 
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,

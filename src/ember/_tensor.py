@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype
-from ember.backend import device_of
+from ember.backend import device_of, host_array
 
 __all__ = ["Tensor", "Size"]
 
@@ -484,7 +484,7 @@ def _address(array):
 
 
 def _to_host(array):
-    return array if type(array) is np.ndarray else array.get()
+    return array if type(array) is np.ndarray else host_array(array)
 
 
 # bfloat16 and float8 have no Python conversion of their own

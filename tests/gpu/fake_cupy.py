@@ -8,10 +8,12 @@ sampling, dispatch across devices, the ember.cuda API); numerics, CuPy's own gap
 need the real GPU.
 """
 
+import collections
 import contextlib
 import inspect
 import sys
 import time
+import traceback
 import types
 
 import numpy as np
@@ -68,15 +70,45 @@ class ndarray(np.ndarray):
     def __cuda_array_interface__(self):
         return self.__array_interface__
 
+    def set(self, arr, stream=None):
+        self.view(np.ndarray)[...] = arr
+
+    # reading values on the host waits for the GPU: host_traffic() counts each read
     def get(self, stream=None, order="C", out=None, blocking=True):
+        _note("read")
         host = np.array(self.view(np.ndarray), order=order)
         if out is None:
             return host
         out[...] = host
         return out
 
-    def set(self, arr, stream=None):
-        self.view(np.ndarray)[...] = arr
+    def __bool__(self):
+        _note("read")
+        return super().__bool__()
+
+    def __int__(self):
+        _note("read")
+        return super().__int__()
+
+    def __float__(self):
+        _note("read")
+        return super().__float__()
+
+    def __index__(self):
+        _note("read")
+        return super().__index__()
+
+    def item(self, *args):
+        _note("read")
+        return super().item(*args)
+
+    def tolist(self):
+        _note("read")
+        return super().tolist()
+
+    def take(self, indices, axis=None, out=None):
+        """CuPy wraps out-of-range indices around, where NumPy raises."""
+        return super().take(_plain(indices), axis=axis, out=out, mode="wrap")
 
     def __getitem__(self, key):
         item = super().__getitem__(key)     # CuPy: an element is a 0-d array, not a scalar
@@ -274,13 +306,43 @@ def _upload_order(host, order):
 def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
     if isinstance(a, ndarray):
         return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+    _note("upload")
     return _device(np.array(a, dtype=dtype, order=_upload_order(a, order), copy=True))
 
 
 def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocking=False):
     if not isinstance(obj, ndarray):
+        _note("upload")
         order = _upload_order(obj, order)
     return _device(np.array(_plain(obj), dtype=dtype, order=order, copy=True, ndmin=ndmin))
+
+
+# --- host traffic -----------------------------------------------------------------------------
+
+_TRAFFIC = []               # the Counters of the host_traffic() blocks open now
+
+
+@contextlib.contextmanager
+def host_traffic():
+    """A Counter of the reads of device values and the uploads of host data made inside the
+    block, keyed by kind and the calling source line: on a GPU each one waits for the
+    device (an upload from pageable memory too), stalling the queue of kernels."""
+    counts = collections.Counter()
+    _TRAFFIC.append(counts)
+    try:
+        yield counts
+    finally:
+        _TRAFFIC.remove(counts)
+
+
+def _note(kind):
+    if not _TRAFFIC:
+        return
+    caller = next(f for f in reversed(traceback.extract_stack()[:-2])
+                  if f.filename != __file__)
+    site = f"{kind} at {caller.filename.rsplit('/src/', 1)[-1]}:{caller.lineno}"
+    for counts in _TRAFFIC:
+        counts[site] += 1
 
 
 # --- memory -----------------------------------------------------------------------------------

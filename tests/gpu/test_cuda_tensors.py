@@ -183,3 +183,25 @@ def test_upload_keeps_a_dense_permuted_layout():
     assert np.array_equal(gpu.cpu().numpy(), host.numpy())
     sliced = ember.randn(4, 6)[:, ::2]              # not dense: arrives contiguous
     assert sliced.cuda().is_contiguous() and sliced.cuda().tolist() == sliced.tolist()
+
+
+def test_out_of_range_indices_raise_at_the_next_wait_for_the_gpu():
+    # NOTE [Deferred device checks]: the lookup itself does not wait to read the indices
+    w = ember.randn(5, 3, device="cuda")
+    out = ember.nn.functional.embedding(ember.tensor([0, 5, 1], device="cuda"), w)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        ember.cuda.synchronize()
+    ember.cuda.synchronize()                        # reported once
+    bad = ember.nn.functional.embedding(ember.tensor([-1], device="cuda"), w)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        bad.sum().item()
+    good = ember.nn.functional.embedding(ember.tensor([4, 0], device="cuda"), w)
+    assert_close(good.cpu(), w.cpu()[[4, 0]])
+    assert out.shape == (3, 3)
+
+
+def test_arange_is_made_on_the_gpu():
+    assert_close(ember.arange(2, 11, 3, device="cuda").cpu(), ember.arange(2, 11, 3))
+    assert_close(ember.arange(0.5, 2.0, 0.25, device="cuda").cpu(), ember.arange(0.5, 2.0, 0.25))
+    t = ember.arange(4, device="cuda", dtype=ember.float16)
+    assert t.device.type == "cuda" and t.dtype == ember.float16

@@ -134,3 +134,4 @@ def test_errors_match_cpu(info):
             continue
         with pytest.raises(err.error_type, match=err.match):
             _run(info, _on_cuda(err.sample))
+            ember.cuda.synchronize()    # checks on device values report here (deferred)

@@ -14,7 +14,8 @@ from ember.backend.cpu_memory import keep_freed_memory
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
-           "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate"]
+           "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
+           "device_assert", "device_constant"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -70,7 +71,46 @@ def accumulate(xp, name, x, axis):
 
 def host_array(array):
     """``array`` as a NumPy array: itself, or a copy of a GPU array's values."""
-    return array if type(array) is np.ndarray else array.get()
+    return array if type(array) is np.ndarray else cuda_backend().to_host(array)
+
+
+def device_assert(failed, error):
+    """Raise ``error()`` when the boolean scalar ``failed`` (an op's input check) is true.
+    A host value is checked at once; a GPU's is checked the next time the host waits for the
+    device anyway (NOTE [Deferred device checks] in backend/cuda.py), so checking an op's
+    input never stalls the GPU's queue."""
+    if type(failed) is np.ndarray or isinstance(failed, (bool, np.bool_)):
+        if failed:
+            raise error()
+    else:
+        cuda_backend().defer_check(failed, error)
+
+
+_CONSTANTS = {}         # (device, key) -> array(s); see device_constant
+_MAX_CONSTANTS = 512
+
+
+def device_constant(like, key, make):
+    """The NumPy array (or tuple of them) ``make()`` builds for ``key`` (index tables, small
+    matrices derived from a geometry), on ``like``'s device: built and uploaded once per
+    device and kept, so a GPU op reuses it rather than uploading it (and waiting for the
+    copy) on every call. Callers must not write to it."""
+    dev = device_of(like)
+    hit = _CONSTANTS.get((dev, key))
+    if hit is None:
+        if len(_CONSTANTS) >= _MAX_CONSTANTS:
+            _CONSTANTS.clear()
+        made = make()
+        hit = _CONSTANTS[(dev, key)] = (tuple(_placed(a, dev) for a in made)
+                                        if type(made) is tuple else _placed(made, dev))
+    return hit
+
+
+def _placed(host, dev):
+    if dev is CPU:
+        host.flags.writeable = False
+        return host
+    return cuda_backend().to_device(host, dev.index)
 
 
 def xp_for(dev):

@@ -16,6 +16,7 @@ from ember import backend
 from ember.cuda.memory import OutOfMemoryError, format_size
 
 __all__ = ["cupy", "special", "to_device", "to_host", "device_guard", "pin", "is_pinned",
+           "defer_check", "raise_deferred",
            "memory_allocated", "max_memory_allocated", "memory_reserved",
            "reset_peak_memory_stats", "empty_cache"]
 
@@ -58,6 +59,7 @@ def to_host(array, non_blocking=False):
     memory on the current stream and returns before the copy completes (PyTorch's
     ``.to("cpu", non_blocking=True)``): synchronize before reading it."""
     if not non_blocking:
+        raise_deferred()
         return array.get()
     return array.get(out=_pinned_empty(array.shape, array.dtype), blocking=False)
 
@@ -85,6 +87,49 @@ def is_pinned(array):
             return True
         owner = owner.obj if isinstance(owner, memoryview) else getattr(owner, "base", None)
     return False
+
+
+# --- deferred input checks -------------------------------------------------------------------
+# NOTE [Deferred device checks]
+# Some inputs can only be checked by reading them: an embedding's indices, a loss's class
+# targets. On a GPU, reading them means waiting for every queued kernel, a stall in the
+# middle of each training step. PyTorch checks them in its kernels instead (a device-side
+# assert) and reports the failure at a later CUDA call. ember keeps each check's outcome as
+# a flag on the device and reads the flags where the host waits for the device anyway: a
+# download (``.item()``, ``.cpu()``, printing), a synchronize, or every ``_MAX_DEFERRED``
+# checks. The op itself runs on indices made safe (CuPy's indexing wraps out-of-range
+# indices; the Triton kernels clamp them), so nothing reads outside its buffers meanwhile,
+# and the error, when it comes, is the one the CPU raises at once.
+
+_DEFERRED = []          # (flag on a GPU, error factory), in the order the checks ran
+_MAX_DEFERRED = 64
+
+
+def defer_check(failed, error):
+    """Record a check whose 0-d boolean GPU array ``failed`` raises ``error()`` if true."""
+    _DEFERRED.append((failed, error))
+    if len(_DEFERRED) >= _MAX_DEFERRED:
+        raise_deferred()
+
+
+def raise_deferred():
+    """Read the recorded checks' flags (one download per GPU) and raise the first failure."""
+    if not _DEFERRED:
+        return
+    checks = _DEFERRED[:]
+    _DEFERRED.clear()
+    by_device = {}
+    for i, (failed, _) in enumerate(checks):
+        by_device.setdefault(failed.device.id, []).append(i)
+    hits = [False] * len(checks)
+    for index, positions in by_device.items():
+        with device_guard(index):
+            flags = cupy.stack([checks[i][0] for i in positions]).get()
+        for i, hit in zip(positions, flags):
+            hits[i] = hit
+    for hit, (_, error) in zip(hits, checks):
+        if hit:
+            raise error()
 
 
 # --- memory statistics and out-of-memory errors -----------------------------------------------

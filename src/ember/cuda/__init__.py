@@ -152,5 +152,7 @@ def get_device_capability(device=None):
 
 
 def synchronize(device=None):
-    """Wait until all queued work on ``device`` (the current GPU) has finished."""
+    """Wait until all queued work on ``device`` (the current GPU) has finished; raises the
+    error of an op's input check that failed meanwhile (NOTE [Deferred device checks])."""
     _cupy().cuda.Device(_index(device, optional=False)).synchronize()
+    _backend.cuda_backend().raise_deferred()

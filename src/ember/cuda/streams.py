@@ -4,6 +4,7 @@ ember's CUDA ops run on CuPy's current stream, so ``with ember.cuda.stream(s):``
 them on ``s``.
 """
 
+from ember import backend
 from ember._device import device as _device
 from ember.cuda._common import cupy, index_of
 
@@ -50,6 +51,7 @@ class Stream:
     def synchronize(self):
         """Wait until all work queued on this stream has completed."""
         self._stream.synchronize()
+        backend.cuda_backend().raise_deferred()
 
     def __eq__(self, other):
         return isinstance(other, Stream) and self.cuda_stream == other.cuda_stream
@@ -84,6 +86,7 @@ class Event:
     def synchronize(self):
         """Wait until the work before the event has completed."""
         self._event.synchronize()
+        backend.cuda_backend().raise_deferred()
 
     def elapsed_time(self, end_event):
         """Milliseconds between this event and ``end_event`` (both recorded, with timing)."""

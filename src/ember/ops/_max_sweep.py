@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ember.backend import device_constant
+
 __all__ = ["max_sweep"]
 
 
@@ -30,17 +32,9 @@ def max_sweep(xp, x, nd, k, s, p, d, out):
     best = views[0].copy()
     for view in views[1:]:
         xp.maximum(best, view, out=best)
-    # the flat index is start[o] + delta[j] (position o, kernel offset j); the sweep records
-    # only j, in the narrowest integer type, then looks up delta once
-    start, delta, inside = 0, np.zeros(k, np.int64), []
-    for i in range(nd):
-        stride_i = int(np.prod(size[i + 1:], dtype=np.int64))
-        shape = (-1,) + (1,) * (nd - 1 - i)
-        first = np.arange(out[i]) * s[i] - p[i]
-        start = start + (first * stride_i).reshape(shape)
-        delta += (np.arange(k[i]) * d[i] * stride_i).reshape((-1,) + (1,) * (nd - 1 - i))
-        inside.append([xp.asarray((first + j * d[i] >= 0) & (first + j * d[i] < size[i]))
-                       .reshape(shape) for j in range(k[i])])
+    geometry = (size,) + tuple(tuple(v) for v in (k, s, p, d, out))
+    start, delta, *inside = device_constant(x, ("max_sweep",) + geometry,
+                                            lambda: _index_tables(*geometry))
 
     def valid(js):
         mask = inside[0][js[0]]
@@ -65,4 +59,22 @@ def max_sweep(xp, x, nd, k, s, p, d, out):
     if x.dtype.kind in "fV" and xp.isnan(best).any():
         for n, view in enumerate(views):
             xp.copyto(which, n, where=xp.isnan(view) & valid(offsets[n]))
-    return best, xp.asarray(delta.reshape(-1)).take(which) + xp.asarray(start)
+    return best, delta.take(which) + start
+
+
+def _index_tables(size, k, s, p, d, out):
+    """The host tables that turn a sweep's kernel offsets into flat plane indices: the flat
+    index is start[o] + delta[j] (output position o, kernel offset j; the sweep records only
+    j, in the narrowest integer type, and looks up delta once), and inside[i][j] marks the
+    positions o whose offset j along dim i lies inside the unpadded input."""
+    nd = len(size)
+    start, delta, inside = 0, np.zeros(k, np.int64), []
+    for i in range(nd):
+        stride_i = int(np.prod(size[i + 1:], dtype=np.int64))
+        shape = (-1,) + (1,) * (nd - 1 - i)
+        first = np.arange(out[i]) * s[i] - p[i]
+        start = start + (first * stride_i).reshape(shape)
+        delta += (np.arange(k[i]) * d[i] * stride_i).reshape(shape)
+        taps = first + np.arange(k[i])[:, None] * d[i]
+        inside.append(((taps >= 0) & (taps < size[i])).reshape((k[i],) + shape))
+    return (np.asarray(start, np.int64), delta.reshape(-1)) + tuple(inside)

@@ -11,6 +11,7 @@ import numpy as np
 import ember
 from ember import _dtype as D
 from ember.autograd.grad_mode import no_grad
+from ember.backend import device_assert
 from ember.ops._registry import op
 
 __all__ = ["embedding", "one_hot"]
@@ -27,8 +28,9 @@ def _check_indices(indices, name):
 
 
 def _check_bounds(indices, n):
-    if indices.size and (indices.min() < 0 or indices.max() >= n):
-        raise IndexError("index out of range in self")
+    if indices.size:
+        device_assert((indices.min() < 0) | (indices.max() >= n),
+                      lambda: IndexError("index out of range in self"))
 
 
 @op("embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False)",

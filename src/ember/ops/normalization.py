@@ -103,10 +103,10 @@ def _coefficients(sg, sgx, invstd, n, gmean, ginvstd):
     inv2 = invstd * invstd
     b = inv2 * invstd * sgx * (-1.0 / n)
     c = invstd * sg * (-1.0 / n)
-    if carries_gradient(ginvstd):
-        b = b - ginvstd * inv2 * invstd * (1.0 / n)
+    if carries_gradient(ginvstd):     # reshaped only here: a reshape would lose the flag
+        b = b - ginvstd.reshape(b.shape) * inv2 * invstd * (1.0 / n)
     if carries_gradient(gmean):
-        c = c + gmean * (1.0 / n)
+        c = c + gmean.reshape(c.shape) * (1.0 / n)
     return b, c
 
 
@@ -203,8 +203,7 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
         n = x.numel() // x.shape[1]
         a = invstd if wv is None else invstd * wv
         sg, sgx = (s0, s1) if wv is None else (s0 * wv, s1 * wv)
-        bc, cc = _coefficients(sg, sgx, invstd, n, gmean.reshape(shape),
-                               ginvstd.reshape(shape))
+        bc, cc = _coefficients(sg, sgx, invstd, n, gmean, ginvstd)
         gx = _norm_input_grad(gy, a, xc, bc, cc)
         if need_w:
             gw = (s1 * invstd).reshape(-1)
@@ -338,7 +337,7 @@ def _(grads, x, w, b, normalized_shape, eps, *, out):
         ones = gy2.new_ones(k)
         g = gy2 if w is None else gy2 * w.reshape(k)
         gx = _norm_grad(g, xc, invstd, lambda t: (t @ ones).unsqueeze(-1), k,
-                        gmean.reshape(-1, 1), ginvstd.reshape(-1, 1)).reshape(x.shape)
+                        gmean, ginvstd).reshape(x.shape)
     if w is not None and w.requires_grad:
         gw = ((gy2 * xc).mT @ invstd.squeeze(-1)).reshape(w.shape)
     if b is not None and b.requires_grad:
@@ -430,9 +429,7 @@ def _(grads, x, w, b, n, c, hxw, group, eps, *, out):
     if x.requires_grad:
         g = gy3 if w is None else gy3 * w.reshape(c, 1)
         gx = _norm_grad(g.reshape(n, group, -1), xc, invstd, lambda t: t.sum(2, keepdim=True),
-                        (c // group) * hxw,
-                        gmean.reshape(n, group, 1),
-                        ginvstd.reshape(n, group, 1)).reshape(x.shape)
+                        (c // group) * hxw, gmean, ginvstd).reshape(x.shape)
     if w is not None and w.requires_grad:
         gw = (gy3 * (xc * invstd).reshape(n, c, -1)).sum((0, 2))
     if b is not None and b.requires_grad:

@@ -10,6 +10,7 @@ runs them first, or hands inputs it would reject to the generic forward.
 
 import math
 
+from ember.backend import device_assert
 from ember.backend.cuda_kernels import override
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
@@ -66,7 +67,7 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
 def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
                   label_smoothing):
     """Cross entropy of (N, C) logits and class targets, unweighted and unsmoothed: one pass
-    over each row (the targets are checked on the device, with one synchronization)."""
+    over each row (the targets are checked on the device: NOTE [Deferred device checks])."""
     if (w is not None or label_smoothing or size_average is not None or reduce is not None
             or reduction not in ("mean", "sum", "none") or x.ndim != 2 or t.ndim != 1
             or not covered(x)):
@@ -75,8 +76,9 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
     n, c = x.shape
     t = xp.ascontiguousarray(t, dtype=xp.int64)
     kept = t != ignore_index
-    if bool((((t < 0) | (t >= c)) & kept).any()):
-        return None                         # the generic forward raises PyTorch's error
+    outside = ((t < 0) | (t >= c)) & kept
+    device_assert(outside.any(), lambda: IndexError(
+        f"Target {int(t[outside].reshape(-1)[0])} is out of bounds."))
     loss = xp.empty(n, xp.float32)
     rows.cross_entropy_rows(buffer(x), buffer(t), buffer(loss), n, c, ignore_index)
     if reduction == "sum":

@@ -128,7 +128,8 @@ def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, BLOCK: t
     top, total = _row_max_and_sum(start, n_cols, BLOCK)
     target = tl.load(t_ptr + row).to(tl.int64)
     ignored = target == ignore_index
-    picked = tl.load(start + tl.where(ignored, 0, target)).to(tl.float32)
+    outside = (target < 0) | (target >= n_cols)     # an error the host raises later
+    picked = tl.load(start + tl.where(ignored | outside, 0, target)).to(tl.float32)
     loss = tl.where(ignored, 0.0, top + tl.log(total) - picked)
     tl.store(loss_ptr + row, loss)
 
@@ -136,7 +137,7 @@ def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, BLOCK: t
 @guarded
 def cross_entropy_rows(x, target, loss, n_rows, n_cols, ignore_index):
     """``loss[i] = logsumexp(x[i]) - x[i, target[i]]`` (0 where target is ignore_index), in
-    float32; the targets must already be known to lie in [0, n_cols)."""
+    float32. A target outside [0, n_cols) reads column 0: the caller reports it."""
     block = min(triton.next_power_of_2(n_cols), 4096)
     _cross_entropy_kernel[(n_rows,)](x, target, loss, n_cols, int(ignore_index), BLOCK=block,
                                      num_warps=4 if block <= 1024 else 8)
