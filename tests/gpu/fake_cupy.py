@@ -73,7 +73,8 @@ class ndarray(np.ndarray):
     def set(self, arr, stream=None):
         self.view(np.ndarray)[...] = arr
 
-    # reading values on the host waits for the GPU: host_traffic() counts each read
+    # reading values on the host waits for the GPU: host_traffic() counts each read (this,
+    # and the conversions _reading wraps below)
     def get(self, stream=None, order="C", out=None, blocking=True):
         _note("read")
         host = np.array(self.view(np.ndarray), order=order)
@@ -81,30 +82,6 @@ class ndarray(np.ndarray):
             return host
         out[...] = host
         return out
-
-    def __bool__(self):
-        _note("read")
-        return super().__bool__()
-
-    def __int__(self):
-        _note("read")
-        return super().__int__()
-
-    def __float__(self):
-        _note("read")
-        return super().__float__()
-
-    def __index__(self):
-        _note("read")
-        return super().__index__()
-
-    def item(self, *args):
-        _note("read")
-        return super().item(*args)
-
-    def tolist(self):
-        _note("read")
-        return super().tolist()
 
     def take(self, indices, axis=None, out=None):
         """CuPy wraps out-of-range indices around, where NumPy raises."""
@@ -127,6 +104,19 @@ class ndarray(np.ndarray):
     def __array_function__(self, func, types, args, kwargs):
         _refuse_host((args, kwargs), func.__name__)
         return _device(func(*_plain(args), **_plain(kwargs)))
+
+
+def _reading(name):
+    numpy_method = getattr(np.ndarray, name)
+
+    def read(self, *args):
+        _note("read")
+        return numpy_method(self, *args)
+    return read
+
+
+for _name in ("__bool__", "__int__", "__float__", "__index__", "item", "tolist"):
+    setattr(ndarray, _name, _reading(_name))
 
 
 def _refuse_host(values, name):
