@@ -25,3 +25,12 @@ import ember  # noqa: E402  (after the stand-in, when asked for)
 def pytest_runtest_setup(item):
     if item.get_closest_marker("cuda") and not ember.cuda.is_available():
         pytest.skip("needs CuPy and a CUDA GPU")
+
+
+@pytest.fixture
+def host_traffic():
+    """fake_cupy.host_traffic: counts what would make the host wait for a GPU."""
+    if not ember.cuda.is_available() or ember.backend.cuda_backend().cupy.__version__ != "fake":
+        pytest.skip("counted by the CuPy stand-in (EMBER_FAKE_CUDA=1)")
+    from tests.gpu.fake_cupy import host_traffic
+    return host_traffic

@@ -384,14 +384,6 @@ def test_flash_attention_follows_the_backends_switch(overrides, monkeypatch):
     assert calls == [1]
 
 
-@pytest.fixture
-def host_traffic():
-    if ember.backend.cuda_backend().cupy.__version__ != "fake":
-        pytest.skip("counted by the CuPy stand-in (EMBER_FAKE_CUDA=1)")
-    from tests.gpu.fake_cupy import host_traffic
-    return host_traffic
-
-
 def _gpt_step(nn):
     class Block(nn.Module):
         def __init__(self):

@@ -205,3 +205,20 @@ def test_arange_is_made_on_the_gpu():
     assert_close(ember.arange(0.5, 2.0, 0.25, device="cuda").cpu(), ember.arange(0.5, 2.0, 0.25))
     t = ember.arange(4, device="cuda", dtype=ember.float16)
     assert t.device.type == "cuda" and t.dtype == ember.float16
+
+
+def test_number_operands_are_filled_on_the_gpu_not_uploaded(host_traffic):
+    x = ember.randn(4, 4, device="cuda")
+    h = x.half()
+    with host_traffic() as traffic:
+        a = ember.where(x > 0, x, 0.5)
+        b = x.masked_fill(x > 0, float("-inf"))
+        c = ember.zeros(3, dtype=ember.uint8, device="cuda").fill_(-1)
+        d = ember.nan_to_num(h)
+        e = h.masked_fill(h > 0, 1e6)
+    assert not traffic, dict(traffic)
+    host = x.cpu()
+    assert_close(a.cpu(), ember.where(host > 0, host, 0.5))
+    assert_close(b.cpu(), host.masked_fill(host > 0, float("-inf")))
+    assert c.cpu().tolist() == [255, 255, 255] and d.dtype == ember.float16
+    assert_close(e.cpu(), h.cpu().masked_fill(h.cpu() > 0, 1e6))

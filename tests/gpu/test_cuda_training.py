@@ -102,3 +102,20 @@ def test_grad_scaler_skips_steps_with_inf_gradients():
     scaler.step(opt)
     scaler.update()
     assert not ember.equal(model.weight.detach(), before)
+
+
+def test_a_grad_scaler_step_reads_the_gpu_once(host_traffic):
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)).cuda()
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    scaler = ember.amp.GradScaler("cuda")
+    x = ember.randn(8, 4, device="cuda")
+    for _ in range(2):
+        with host_traffic() as traffic:
+            opt.zero_grad()
+            with ember.autocast("cuda"):
+                loss = model(x).float().pow(2).mean()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            scaler.step(opt)                        # reads the inf/NaN flag: PyTorch does too
+            scaler.update()
+        assert sum(traffic.values()) == 1, dict(traffic)

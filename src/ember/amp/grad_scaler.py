@@ -85,7 +85,7 @@ class GradScaler:
                                "your script did not use scaler.scale(loss or outputs) earlier "
                                "in the iteration.")
         inv_scale = np.float32(1.0 / self._scale)     # rounded to float32, as PyTorch's is
-        found_inf = False
+        found_inf = {}          # device -> whether a gradient there held an inf or NaN
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -95,10 +95,20 @@ class GradScaler:
                     raise ValueError("Attempting to unscale FP16 gradients.")
                 g *= inv_scale.astype(g.dtype)
                 p.grad._bump_version()
-                if not found_inf and not np.isfinite(g.astype(np.float32, copy=False)).all():
-                    found_inf = True
+                # kept on the device (as PyTorch's found_inf tensors are): read once, in step
+                bad = ~np.isfinite(g.astype(np.float32, copy=False)).all()
+                dev = p.grad.device
+                found_inf[dev] = bad if dev not in found_inf else found_inf[dev] | bad
         state["found_inf"] = found_inf
         state["stage"] = _UNSCALED
+
+    @staticmethod
+    def _found_inf(state):
+        """Whether an optimizer's unscaled gradients held an inf or NaN (read once)."""
+        found = state["found_inf"]
+        if type(found) is not bool:
+            found = state["found_inf"] = any(bool(f) for f in found.values())
+        return found
 
     def step(self, optimizer, *args, **kwargs):
         """``optimizer.step(*args, **kwargs)`` unless the unscaled gradients held an inf or
@@ -113,7 +123,7 @@ class GradScaler:
             raise RuntimeError("step() has already been called since the last update().")
         if state["stage"] is _READY:
             self.unscale_(optimizer)
-        result = None if state["found_inf"] else optimizer.step(*args, **kwargs)
+        result = None if self._found_inf(state) else optimizer.step(*args, **kwargs)
         state["stage"] = _STEPPED
         return result
 
@@ -137,7 +147,7 @@ class GradScaler:
                 raise AssertionError("No inf checks were recorded prior to update.")
             if self._scale is None:
                 self._scale = self._init_scale
-            if any(s["found_inf"] for s in checked):
+            if any(self._found_inf(s) for s in checked):
                 self._scale = float(np.float32(self._scale * self._backoff_factor))
                 self._growth_tracker = 0
             else:

@@ -15,7 +15,7 @@ from ember.backend.cpu_memory import keep_freed_memory
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
            "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
-           "device_assert", "device_constant"]
+           "device_assert", "device_constant", "device_scalar"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -72,6 +72,18 @@ def accumulate(xp, name, x, axis):
 def host_array(array):
     """``array`` as a NumPy array: itself, or a copy of a GPU array's values."""
     return array if type(array) is np.ndarray else cuda_backend().to_host(array)
+
+
+def device_scalar(xp, value):
+    """``value`` (a NumPy scalar or 0-d array) as a 0-d array of its dtype on ``xp``'s
+    device. A GPU's is filled by a kernel: copying it from host memory would wait for the
+    device."""
+    value = np.asarray(value)
+    if xp is np:
+        return value
+    # 16-bit floats pass as Python floats (exact): ml_dtypes scalars are no kernel argument
+    low = value.dtype.kind in "fV" and value.dtype.itemsize <= 2
+    return xp.full((), float(value) if low else value[()], dtype=value.dtype)
 
 
 def device_assert(failed, error):

@@ -1,7 +1,10 @@
 """PyTorch's checked conversion of a Python number to a tensor's dtype (fill values, bounds)."""
 
+import numpy as np
+
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.backend import device_scalar
 
 __all__ = ["checked_scalar", "C_NAMES"]
 
@@ -21,13 +24,13 @@ def checked_scalar(xp, value, dtype):
         value = value.item()
     kind = dtype.kind
     if kind == "c":
-        return xp.asarray(value, dtype=dtype)
+        return device_scalar(xp, np.asarray(value, dtype=dtype))
     if isinstance(value, complex):
         if value.imag != 0:
             _overflow(dtype)
         value = value.real
     if kind == "b":
-        return xp.asarray(bool(value))
+        return device_scalar(xp, np.asarray(bool(value)))
     if kind in "iu":
         if value != value or value in (float("inf"), float("-inf")):
             _overflow(dtype)
@@ -39,13 +42,13 @@ def checked_scalar(xp, value, dtype):
         value = int(value)
         if not lo <= value <= hi:
             _overflow(dtype)
-        return xp.asarray(value).astype(dtype)
+        return device_scalar(xp, np.asarray(value).astype(dtype))
     ours = D.FROM_NUMPY[dtype]
     # infinity fits every float dtype but float8_e4m3fn, which has none
     if value == value and (abs(value) != float("inf") or ours is D.float8_e4m3fn) and \
             abs(value) > D.finfo(ours).max:
         _overflow(dtype)
-    return xp.asarray(value, dtype=dtype)
+    return device_scalar(xp, np.asarray(value, dtype=dtype))
 
 
 def _overflow(np_dtype):

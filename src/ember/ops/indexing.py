@@ -14,6 +14,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
+from ember.backend import device_scalar
 from ember.ops._registry import call, op
 
 # --- basic indexing: one view op per PyTorch grad_fn name -------------------------------------
@@ -334,8 +335,8 @@ def scalar_array(xp, value, dtype):
     value = np.asarray(checked_scalar(value, dtype))
     if dtype in D.LOW_PRECISION:
         with np.errstate(over="ignore"):        # out of range: inf, as in PyTorch
-            return xp.asarray(value.astype(dtype.np))
-    return xp.asarray(value.astype(dtype.np))
+            return device_scalar(xp, value.astype(dtype.np))
+    return device_scalar(xp, value.astype(dtype.np))
 
 
 def _fill_value(xp, x, mask, value):

@@ -5,7 +5,7 @@ import math
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
-from ember.backend import special_of, xp_of
+from ember.backend import device_scalar, special_of, xp_of
 from ember.ops._elementwise import conj_grad, unary
 from ember.ops._inplace import call_inplace
 from ember.ops._promotion import REAL_FLOAT, SAME, Policy
@@ -321,7 +321,7 @@ def _nan_to_num(xp, x, nan, posinf, neginf):
         return x.copy()
     info = D.finfo(dtype)
     # the replacements are cast to the input dtype, so a too-large posinf becomes inf again
-    fills = [xp.asarray(v, dtype=x.dtype) for v in
+    fills = [device_scalar(xp, x.dtype.type(v)) for v in
              (nan, info.max if posinf is None else posinf, info.min if neginf is None else neginf)]
     out = xp.where(xp.isnan(x), fills[0], x)
     out = xp.where(xp.isposinf(x), fills[1], out)
