@@ -83,11 +83,15 @@ class ndarray(np.ndarray):
         out[...] = host
         return out
 
+    # CuPy wraps out-of-range entries of integer-array indices around, where NumPy raises
     def take(self, indices, axis=None, out=None):
-        """CuPy wraps out-of-range indices around, where NumPy raises."""
         return super().take(_plain(indices), axis=axis, out=out, mode="wrap")
 
+    def __setitem__(self, key, value):
+        super().__setitem__(_wrapped_key(self.shape, key), value)
+
     def __getitem__(self, key):
+        key = _wrapped_key(self.shape, key)
         item = super().__getitem__(key)     # CuPy: an element is a 0-d array, not a scalar
         return _device(item) if isinstance(item, np.generic) else item
 
@@ -96,6 +100,8 @@ class ndarray(np.ndarray):
         _refuse_host(inputs + tuple(out), f"{ufunc.__name__}")
         if out:
             kwargs["out"] = tuple(_plain(o) for o in out)
+        if method == "at":
+            inputs = (inputs[0], _wrapped_key(inputs[0].shape, inputs[1])) + inputs[2:]
         result = getattr(ufunc, method)(*(_plain(x) for x in inputs), **kwargs)
         if out:
             return out[0] if len(out) == 1 else out
@@ -104,6 +110,33 @@ class ndarray(np.ndarray):
     def __array_function__(self, func, types, args, kwargs):
         _refuse_host((args, kwargs), func.__name__)
         return _device(func(*_plain(args), **_plain(kwargs)))
+
+
+def _wrapped_key(shape, key):
+    """``key`` with its integer-array parts taken modulo their dims' sizes, as CuPy's
+    indexing (and ``take``, ``scatter_add``, ``ufunc.at``) treats out-of-range entries."""
+    parts = key if type(key) is tuple else (key,)
+    if not any(isinstance(p, np.ndarray) and p.dtype.kind in "iu" for p in parts):
+        return key
+
+    def width(p):                       # the dims a key part consumes
+        if p is None or p is Ellipsis:
+            return 0
+        return p.ndim if isinstance(p, np.ndarray) and p.dtype == bool else 1
+    dim, wrapped = 0, []
+    for p in parts:
+        if p is Ellipsis:
+            dim += len(shape) - sum(map(width, parts))
+        elif isinstance(p, np.ndarray) and p.dtype.kind in "iu" and shape[dim]:
+            p = _modulo(p, shape[dim])
+        dim += width(p)
+        wrapped.append(p)
+    return tuple(wrapped) if type(key) is tuple else wrapped[0]
+
+
+def _modulo(index, size):
+    wrapped = np.mod(_plain(index), size)
+    return _device(wrapped) if isinstance(index, ndarray) else wrapped
 
 
 def _reading(name):
@@ -183,7 +216,13 @@ class _Ufunc:
         if self.__name__ not in _UFUNC_METHODS.get(name, (self.__name__,)):
             raise NotImplementedError(f"`cupy_{self.__name__}.{name}` is not supported yet "
                                       f"(fake CuPy)")
-        return getattr(self._ufunc, name)
+        method = getattr(self._ufunc, name)
+        if name != "at":
+            return method
+
+        def at(a, indices, *b):
+            return method(a, _wrapped_key(a.shape, indices), *b)
+        return at
 
 
 # keyword arguments of CuPy functions whose NumPy namesakes take more (NumPy's extras, such
@@ -218,6 +257,13 @@ class _Namespace(types.ModuleType):
                 raise TypeError(f"{name}() got an unexpected keyword argument "
                                 f"'{extra.pop()}' (fake CuPy: CuPy's {name} has no such "
                                 f"argument)")
+            if name == "take":
+                kwargs["mode"] = "wrap"
+            elif name in ("take_along_axis", "put_along_axis"):
+                a, index, at = args[0], args[1], 2 if name == "take_along_axis" else 3
+                axis = kwargs.get("axis", args[at] if len(args) > at else None)
+                if axis is not None and a.shape[axis]:
+                    args = (a, _modulo(index, a.shape[axis])) + tuple(args[2:])
             return _device(attr(*_plain(args), **_plain(kwargs)))
         call.__name__ = name
         return call

@@ -222,3 +222,20 @@ def test_number_operands_are_filled_on_the_gpu_not_uploaded(host_traffic):
     assert_close(b.cpu(), host.masked_fill(host > 0, float("-inf")))
     assert c.cpu().tolist() == [255, 255, 255] and d.dtype == ember.float16
     assert_close(e.cpu(), h.cpu().masked_fill(h.cpu() > 0, 1e6))
+
+
+@pytest.mark.parametrize("read,error,match", [
+    (lambda x, i: x[i], IndexError, "index 7 is out of bounds for dimension 0 with size 5"),
+    (lambda x, i: x.index_select(0, i), IndexError, "index out of range in self"),
+    (lambda x, i: x.gather(0, i.unsqueeze(1).expand(-1, 3)), RuntimeError,
+     "index 7 is out of bounds for dimension 0 with size 5"),
+    (lambda x, i: x.index_add(0, i, ember.ones(3, 3, device="cuda")), RuntimeError,
+     "index 7 is out of bounds for dimension 0 with size 5"),
+], ids=["subscript", "index_select", "gather", "index_add"])
+def test_index_ops_report_out_of_range_entries_on_the_gpu(read, error, match):
+    # CuPy's indexing wraps an out-of-range entry around: without ember's check, x[7] of 5
+    # rows would quietly read row 2
+    x = ember.randn(5, 3, device="cuda")
+    read(x, ember.tensor([0, 7, 1], device="cuda"))
+    with pytest.raises(error, match=match):
+        ember.cuda.synchronize()

@@ -15,7 +15,7 @@ from ember.backend.cpu_memory import keep_freed_memory
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
            "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
-           "device_assert", "device_constant", "device_scalar"]
+           "device_assert", "device_constant", "device_scalar", "indexing_checks_bounds"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -72,6 +72,12 @@ def accumulate(xp, name, x, axis):
 def host_array(array):
     """``array`` as a NumPy array: itself, or a copy of a GPU array's values."""
     return array if type(array) is np.ndarray else cuda_backend().to_host(array)
+
+
+def indexing_checks_bounds(xp):
+    """Whether ``xp``'s integer-array indexing raises IndexError on an out-of-range entry
+    (NumPy) rather than wrapping it around (CuPy, whose ops then need their own check)."""
+    return xp is np
 
 
 def device_scalar(xp, value):

@@ -18,9 +18,10 @@ import math
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import device_assert
 
-__all__ = ["at_least_1d", "check_index_dtype", "check_bounds", "flat_positions", "region",
-           "take_along", "wide", "scatter_into", "line_of", "REDUCERS"]
+__all__ = ["at_least_1d", "check_index_dtype", "check_bounds", "check_range", "first_outside",
+           "flat_positions", "region", "take_along", "wide", "scatter_into", "line_of", "REDUCERS"]
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 _UNSIGNED = {8: np.uint64, 4: np.uint32}
@@ -43,12 +44,27 @@ def check_index_dtype(index, name):
 
 
 def check_bounds(index, size, dim):
-    """Raise PyTorch's RuntimeError when ``index`` has an entry outside ``[0, size)``."""
-    # one pass: seen as unsigned, negative entries are huge
-    if index.size and index.view(_UNSIGNED[index.dtype.itemsize]).max() >= size:
-        flat = index.reshape(-1)
-        bad = int(flat[(flat < 0) | (flat >= size)][0])
-        raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+    """PyTorch's RuntimeError when ``index`` has an entry outside ``[0, size)`` (raised as
+    ``check_range`` raises)."""
+    if index.size:              # one pass: seen as unsigned, negative entries are huge
+        device_assert(index.view(_UNSIGNED[index.dtype.itemsize]).max() >= size,
+                      lambda: RuntimeError(f"index {first_outside(index, 0, size)} is out of "
+                                           f"bounds for dimension {dim} with size {size}"))
+
+
+def check_range(index, lo, hi, error):
+    """Check that every entry of ``index`` lies in ``[lo, hi)``; ``error(first entry
+    outside)`` is the exception otherwise, raised at once on the CPU and at the next wait
+    for the device on a GPU (NOTE [Deferred device checks] in backend/cuda.py)."""
+    if index.size:
+        device_assert((index.min() < lo) | (index.max() >= hi),
+                      lambda: error(first_outside(index, lo, hi)))
+
+
+def first_outside(index, lo, hi):
+    """The first entry of ``index`` outside ``[lo, hi)`` (there must be one)."""
+    flat = index.reshape(-1)
+    return int(flat[(flat < lo) | (flat >= hi)][0])
 
 
 def _offsets(xp, index_shape, shape, dim):

@@ -11,7 +11,7 @@ import numpy as np
 import ember
 from ember import _dtype as D
 from ember.autograd.grad_mode import no_grad
-from ember.backend import device_assert
+from ember.ops._along import check_range
 from ember.ops._registry import op
 
 __all__ = ["embedding", "one_hot"]
@@ -27,12 +27,6 @@ def _check_indices(indices, name):
                            f"(while checking arguments for {name})")
 
 
-def _check_bounds(indices, n):
-    if indices.size:
-        device_assert((indices.min() < 0) | (indices.max() >= n),
-                      lambda: IndexError("index out of range in self"))
-
-
 @op("embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False)",
     inputs=2, method=False)
 def embedding(xp, w, indices, padding_idx, scale_grad_by_freq, sparse):
@@ -40,7 +34,7 @@ def embedding(xp, w, indices, padding_idx, scale_grad_by_freq, sparse):
     _check_indices(indices, "embedding")
     if w.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
-    _check_bounds(indices, w.shape[0])
+    check_range(indices, 0, w.shape[0], lambda bad: IndexError("index out of range in self"))
     return w.take(indices, axis=0)
 
 

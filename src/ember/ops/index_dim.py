@@ -10,7 +10,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.ops._along import at_least_1d, flat_positions, wide
+from ember.ops._along import at_least_1d, check_range, flat_positions, wide
 from ember.ops._dims import wrap_dim
 from ember.ops._registry import op
 from ember.ops._scalars import checked_scalar
@@ -23,15 +23,6 @@ _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 
 def _name(dtype):
     return D.FROM_NUMPY[dtype]._torch_name
-
-
-def _first_bad(index, lo, hi):
-    flat = index.reshape(-1)
-    return int(flat[(flat < lo) | (flat >= hi)][0])
-
-
-def _out_of(index, lo, hi):
-    return index.size and (index.min() < lo or index.max() >= hi)
 
 
 def _along(index, ndim, dim):
@@ -66,11 +57,11 @@ def index_select(xp, x, index, dim):
     size = x.shape[dim]
     if size == 0 and ix.size:
         raise RuntimeError("index_select(): self indexing axis dim should be positive")
-    if _out_of(ix, 0, size):
-        if dim == 1:        # PyTorch's CPU kernel for dim 1 words it differently
-            raise RuntimeError(f"INDICES element is out of DATA bounds, id="
-                               f"{_first_bad(ix, 0, size)} axis_dim={size}")
-        raise IndexError("index out of range in self")
+    if dim == 1:            # PyTorch's CPU kernel for dim 1 words it differently
+        check_range(ix, 0, size, lambda bad: RuntimeError(
+            f"INDICES element is out of DATA bounds, id={bad} axis_dim={size}"))
+    else:
+        check_range(ix, 0, size, lambda bad: IndexError("index out of range in self"))
     return xp.take(x, ix, axis=dim)
 
 
@@ -112,11 +103,9 @@ def _write_index_add(xp, out, index, source, dim, alpha):
     _check_source(out, index, source, dim)
     out1, ix = at_least_1d(out), index.reshape(-1)
     size = out1.shape[dim]
-    if _out_of(ix, 0, size):
-        if out.ndim == 0:
-            raise IndexError("index out of range in self")
-        raise RuntimeError(f"index {_first_bad(ix, 0, size)} is out of bounds for dimension "
-                           f"{dim} with size {size}")
+    check_range(ix, 0, size, lambda bad: IndexError("index out of range in self")
+                if out.ndim == 0 else RuntimeError(
+                    f"index {bad} is out of bounds for dimension {dim} with size {size}"))
     if source.size == 0:
         return
     values = at_least_1d(source)
@@ -181,9 +170,8 @@ def _write_index_copy(xp, out, index, source, dim):
                            f"at dimension {dim} and source slice shape: "
                            f"{' '.join(map(str, rest_src))} at dimension 0.")
     size = out1.shape[dim]
-    if _out_of(ix, 0, size):
-        raise IndexError(f"index_copy_(): index {_first_bad(ix, 0, size)} is out of bounds for "
-                         f"dimension {dim} with size {size}")
+    check_range(ix, 0, size, lambda bad: IndexError(
+        f"index_copy_(): index {bad} is out of bounds for dimension {dim} with size {size}"))
     if s1.size:
         out1.reshape(-1)[_source_rows(xp, out1, ix, s1, dim)] = s1.reshape(-1)
 
@@ -226,9 +214,8 @@ def _fill_index(index, size, dim):
     if index.ndim > 1:
         raise RuntimeError("Index has to be a vector/scalar")
     ix = index.reshape(-1)
-    if _out_of(ix, -size, size):
-        raise IndexError(f"index {_first_bad(ix, -size, size)} is out of bounds for dimension "
-                         f"{dim} with size {size}")
+    check_range(ix, -size, size, lambda bad: IndexError(
+        f"index {bad} is out of bounds for dimension {dim} with size {size}"))
     return ix
 
 
@@ -269,9 +256,8 @@ def _(grad, x, index, value, dim):
 
 def _flat_index(index, numel):
     """``index`` checked against ``numel`` elements (negative entries count from the end)."""
-    if _out_of(index, -numel, numel):
-        raise IndexError(f"out of range: tried to access index {_first_bad(index, -numel, numel)}"
-                         f" on a tensor of {numel} elements.")
+    check_range(index, -numel, numel, lambda bad: IndexError(
+        f"out of range: tried to access index {bad} on a tensor of {numel} elements."))
     return index
 
 

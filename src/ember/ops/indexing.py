@@ -14,7 +14,8 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
-from ember.backend import device_scalar
+from ember.backend import device_scalar, indexing_checks_bounds
+from ember.ops._along import check_range
 from ember.ops._registry import call, op
 
 # --- basic indexing: one view op per PyTorch grad_fn name -------------------------------------
@@ -163,20 +164,12 @@ def _checked_bounds(xp, x, out):
     empty = math.prod(shape) * math.prod(
         s for d, s in enumerate(x.shape) if d >= len(out) or out[d] is None) == 0
     for nr, (d, a) in enumerate(arrays):
-        if a.size == 0:
-            continue
         size = x.shape[d]
-        lo, hi = int(a.min()), int(a.max())
-        if lo < -size or hi >= size:
-            if empty and size:          # PyTorch only checks the elements it reads
-                a = xp.clip(a, -size, size - 1)
-            else:
-                bad = int(a[(a < -size) | (a >= size)].ravel()[0])
-                raise IndexError(f"index {bad} is out of bounds for dimension {nr} with size "
-                                 f"{size}")
-        if lo < 0:
-            a = xp.where(a < 0, a + size, a)
-        out[d] = a
+        if empty and size:              # PyTorch only checks the elements it reads
+            out[d] = xp.clip(a, -size, size - 1)
+        else:                           # (negative entries count from the end, as in NumPy)
+            check_range(a, -size, size, lambda bad, nr=nr, size=size: IndexError(
+                f"index {bad} is out of bounds for dimension {nr} with size {size}"))
     return tuple(out)
 
 
@@ -199,13 +192,15 @@ def index_shape(shape, idx):
 @op("_index(input, indices)", method=False, saves_inputs=False, grad_fn_name="IndexBackward0")
 def _index(xp, x, indices):
     """``input[indices]`` for integer or mask index tensors (None skips a dim): a copy."""
-    idx = advanced_indices(xp, x, indices, bounds=False)
+    # NumPy's indexing checks bounds itself (in its own words, translated on failure); CuPy's
+    # wraps out-of-range entries around, so a GPU's are checked first
+    idx = advanced_indices(xp, x, indices, bounds=not indexing_checks_bounds(xp))
     if all(a is None for a in idx):
         return x.copy()
     try:
-        return x[_numpy_key(idx)]      # NumPy wraps negatives and checks bounds as PyTorch does
+        return x[_numpy_key(idx)]
     except IndexError:
-        return x[_numpy_key(_checked_bounds(xp, x, idx))]    # ... in PyTorch's words
+        return x[_numpy_key(_checked_bounds(xp, x, idx))]
 
 
 @_index.derivative

@@ -13,7 +13,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.ops._along import (at_least_1d, check_bounds, check_index_dtype, region,
+from ember.ops._along import (at_least_1d, check_bounds, check_index_dtype, check_range, region,
                               scatter_into, take_along, wide)
 from ember.ops._dims import wrap_dim
 from ember.ops._registry import broadcast_message, op
@@ -227,13 +227,9 @@ def along_shapes(x_shape, index_shape, dim):
 
 def wrapped(xp, index, size, dim):
     """``index`` with negative entries counted from the end (checked against ``size``)."""
-    if index.size and (index.min() < -size or index.max() >= size):
-        flat = index.reshape(-1)
-        bad = int(flat[(flat < -size) | (flat >= size)][0])
-        raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
-    if index.size and index.min() < 0:
-        return xp.where(index < 0, index + size, index)
-    return index
+    check_range(index, -size, size, lambda bad: RuntimeError(
+        f"index {bad} is out of bounds for dimension {dim} with size {size}"))
+    return xp.where(index < 0, index + size, index) if index.size else index
 
 
 @op("take_along_dim(input, indices, dim=None)", inputs=2, out=True)
