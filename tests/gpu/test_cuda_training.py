@@ -119,3 +119,20 @@ def test_a_grad_scaler_step_reads_the_gpu_once(host_traffic):
             scaler.step(opt)                        # reads the inf/NaN flag: PyTorch does too
             scaler.update()
         assert sum(traffic.values()) == 1, dict(traffic)
+
+
+@pytest.mark.parametrize("loss", [
+    lambda out, y: F.nll_loss(F.log_softmax(out, dim=1), y),
+    lambda out, y: F.nll_loss(F.log_softmax(out, dim=1), y, weight=ember.ones(3, device="cuda"),
+                              ignore_index=0),
+    lambda out, y: F.binary_cross_entropy(out.sigmoid(),
+                                          (y > 0).float().unsqueeze(1).expand(-1, 3)),
+    lambda out, y: out.gather(1, y.unsqueeze(1)).square().mean(),
+], ids=["nll_loss", "weighted_nll_loss", "binary_cross_entropy", "gather"])
+def test_index_checks_in_a_step_do_not_wait_for_the_gpu(host_traffic, loss):
+    model = nn.Linear(4, 3).cuda()
+    x, y = ember.randn(8, 4, device="cuda"), ember.randint(0, 3, (8,), device="cuda")
+    loss(model(x), y).backward()
+    with host_traffic() as traffic:
+        loss(model(x), y).backward()
+    assert not traffic, dict(traffic)

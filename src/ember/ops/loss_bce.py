@@ -4,6 +4,7 @@ not in its gradients (whose denominator is kept from zero by 1e-12 instead)."""
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import device_assert
 from ember.ops._loss_common import reduction_of
 from ember.ops._registry import OpValueError, op
 
@@ -21,10 +22,10 @@ def _check(xp, x, t):
     if t.dtype != x.dtype:
         raise RuntimeError(f"Found dtype {D.FROM_NUMPY[t.dtype]._torch_name} but expected "
                            f"{D.FROM_NUMPY[x.dtype]._torch_name}")
-    if x.size and not ((x >= 0) & (x <= 1)).all():
-        raise RuntimeError("all elements of input should be between 0 and 1")
-    if t.size and not ((t >= 0) & (t <= 1)).all():
-        raise RuntimeError("all elements of target should be between 0 and 1")
+    for values, name in ((x, "input"), (t, "target")):
+        if values.size:                 # NaN fails too
+            device_assert(~((values >= 0) & (values <= 1)).all(), lambda name=name: RuntimeError(
+                f"all elements of {name} should be between 0 and 1"))
 
 
 @op("binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, "

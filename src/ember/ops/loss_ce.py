@@ -11,6 +11,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import xp_of
+from ember.ops._along import check_range
 from ember.ops._loss_common import reduction_of
 from ember.ops._reduce import grad_enabled
 from ember.ops._registry import OpValueError, op
@@ -68,24 +69,13 @@ def _batched(x, t):
 
 
 def _targets(xp, t, w, ignore_index, c, dtype):
-    """(safe class index, kept mask or None when all are kept, each position's class
-    weight (1.0 when all are kept and unweighted), their total) of a class target."""
-    lo, hi = (int(t.min()), int(t.max())) if t.size else (0, 0)
-    mask = None if ignore_index < lo or ignore_index > hi else t != ignore_index
-    safe = t if mask is None else xp.where(mask, t, 0)
-    if mask is not None:
-        lo, hi = (int(safe.min()), int(safe.max())) if t.size else (0, 0)
-    if lo < 0 or hi >= c:
-        bad = safe[(safe < 0) | (safe >= c)].reshape(-1)[0]
-        raise IndexError(f"Target {int(bad)} is out of bounds.")
-    if w is None:
-        if mask is None:
-            return safe, mask, 1.0, t.size
-        wt = mask.astype(dtype)
-    else:
-        wt = w.astype(dtype, copy=False)[safe]
-        if mask is not None:
-            wt = xp.where(mask, wt, 0)
+    """(safe class index, kept mask, each position's class weight, their total) of a class
+    target; the targets' range is checked as ``check_range`` checks (on a GPU, without
+    waiting for it)."""
+    mask = t != ignore_index
+    safe = xp.where(mask, t, 0)
+    check_range(safe, 0, c, lambda bad: IndexError(f"Target {bad} is out of bounds."))
+    wt = mask.astype(dtype) if w is None else xp.where(mask, w.astype(dtype, copy=False)[safe], 0)
     return safe, mask, wt, wt.sum()
 
 
@@ -136,8 +126,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     shift, log_sums = _log_normalizer(xp, xb)
     # the log-probability of the target class; shifted first, as large logits lose digits
     loss = (_pick(xp, xb, safe) - shift) - log_sums
-    if mask is not None or w is not None:
-        loss *= wt
+    loss *= wt
     if label_smoothing > 0:                         # sum_c w_c * logp_c, logp never formed
         if w is None:
             smooth = (xb - _keep_class_dim(shift)).sum(axis=1) - log_sums * c
@@ -145,8 +134,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
             wc = w.astype(xb.dtype)
             smooth = ((xb - _keep_class_dim(shift)) * _class_dim_shape(wc, xb.ndim)).sum(axis=1) \
                 - log_sums * wc.sum()
-        if mask is not None:
-            smooth = xp.where(mask, smooth, 0)
+        smooth = xp.where(mask, smooth, 0)
         loss = (1 - label_smoothing) * loss + (label_smoothing / c) * smooth
     loss = _reduce(-loss, total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
@@ -225,12 +213,11 @@ class _Parts:
         self.safe, mask, wt, total = _targets(xp, tb, wa, ignore_index, c, dtype)
         self.shape = tb.shape
         # every position ignored: the mean is 0/0, but PyTorch's gradient is zero, not NaN
-        scale = (1 / total if total else 0.0) if reduction == "mean" else 1.0
+        scale = (total != 0) / (total + (total == 0)) if reduction == "mean" else 1.0
         self.hot = self.q_sum = wt * ((1 - label_smoothing) * scale)
         self.share = None
         if label_smoothing > 0:
-            kept = xp.ones(tb.shape, dtype) if mask is None else mask.astype(dtype)
-            self.share = kept * (label_smoothing / c * scale)
+            self.share = mask.astype(dtype) * (label_smoothing / c * scale)
             self.wc = xp.ones((c,), dtype) if wa is None else wa
             self.q_sum = self.hot + self.share * self.wc.sum()
 
@@ -322,9 +309,7 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     c = xb.shape[1]
     _check_weight(w, c, dtype)
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
-    loss = _pick(xp, xb, safe) * wt
-    if mask is not None:
-        loss = xp.where(mask, loss, 0)
+    loss = xp.where(mask, _pick(xp, xb, safe) * wt, 0)
     loss = _reduce(-loss, total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
 
