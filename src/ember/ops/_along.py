@@ -56,9 +56,14 @@ def check_range(index, lo, hi, error):
     """Check that every entry of ``index`` lies in ``[lo, hi)``; ``error(first entry
     outside)`` is the exception otherwise, raised at once on the CPU and at the next wait
     for the device on a GPU (NOTE [Deferred device checks] in backend/cuda.py)."""
-    if index.size:
-        device_assert((index.min() < lo) | (index.max() >= hi),
-                      lambda: error(first_outside(index, lo, hi)))
+    if not index.size:
+        return
+    unsigned = _UNSIGNED.get(index.dtype.itemsize) if lo == 0 else None
+    if unsigned is not None:    # one pass: seen as unsigned, negative entries are huge
+        failed = index.view(unsigned).max() >= hi
+    else:
+        failed = (index.min() < lo) | (index.max() >= hi)
+    device_assert(failed, lambda: error(first_outside(index, lo, hi)))
 
 
 def first_outside(index, lo, hi):
