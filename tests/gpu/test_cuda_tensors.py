@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import ember
+import ember.nn.functional as F
 from ember.testing import assert_close
 
 pytestmark = pytest.mark.cuda
@@ -239,3 +240,17 @@ def test_index_ops_report_out_of_range_entries_on_the_gpu(read, error, match):
     read(x, ember.tensor([0, 7, 1], device="cuda"))
     with pytest.raises(error, match=match):
         ember.cuda.synchronize()
+
+
+@pytest.mark.parametrize("op", [
+    lambda x: F.avg_pool2d(x, 2), lambda x: F.adaptive_avg_pool2d(x, 3),
+    lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+    lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), lambda x: F.max_pool2d(x, 2),
+], ids=["avg_pool2d", "adaptive_avg_pool2d", "bilinear", "nearest", "max_pool2d"])
+def test_pooling_and_resampling_tables_are_uploaded_once(host_traffic, op):
+    x = ember.randn(2, 3, 8, 8, device="cuda", requires_grad=True)
+    op(x).sum().backward()
+    with host_traffic() as traffic:
+        op(x).sum().backward()
+    # what is left are reads of values (is any input non-finite, any maximum NaN)
+    assert not [site for site in traffic if site.startswith("upload")], dict(traffic)

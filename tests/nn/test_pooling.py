@@ -155,3 +155,15 @@ def test_errors_name_pytorch_messages():
         F.max_pool2d(ember.randn(1, 4, 4), (2, 2, 2))
     with pytest.raises(RuntimeError, match="adaptive_avg_pool2d: output_size must be 2"):
         F.adaptive_avg_pool2d(ember.randn(1, 4, 4), (2,))
+
+
+def test_window_matrices_are_built_once_per_geometry_and_shared_read_only():
+    from ember.ops._pool_args import window_mats
+    first = window_mats((8, 8), [2, 2], (2, 2), (0, 0), (4, 4), True, None)
+    again = window_mats((8, 8), (2, 2), (2, 2), (0, 0), (4, 4), True, None)
+    assert again is first                           # lists and tuples name one geometry
+    mats, counts = first
+    assert not mats[0].flags.writeable and mats[0][1].tolist() == [0, 0, 0.5, 0.5, 0, 0, 0, 0]
+    x = ember.arange(64.0).reshape(1, 1, 8, 8)
+    for _ in range(2):                              # the shared tables stay intact
+        assert F.avg_pool2d(x, 2)[0, 0, :2, :2].tolist() == [[4.5, 6.5], [20.5, 22.5]]

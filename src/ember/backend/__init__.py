@@ -15,7 +15,8 @@ from ember.backend.cpu_memory import keep_freed_memory
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
            "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
-           "device_assert", "device_constant", "device_scalar", "indexing_checks_bounds"]
+           "device_assert", "device_constant", "device_copy", "device_scalar",
+           "indexing_checks_bounds"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -122,6 +123,27 @@ def device_constant(like, key, make):
         hit = _CONSTANTS[(dev, key)] = (tuple(_placed(a, dev) for a in made)
                                         if type(made) is tuple else _placed(made, dev))
     return hit
+
+
+_COPIES = {}            # (device, id of the host memory's owner, layout, dtype) -> (owner, copy)
+
+
+def device_copy(like, host, dtype):
+    """``host`` (a NumPy array nobody writes to, or a view of one) as ``dtype`` on ``like``'s
+    device: on the CPU a cast at most; on a GPU an upload made once and kept. The cache
+    holds the memory's owner, so its address keeps naming the same values."""
+    if type(like) is np.ndarray:
+        return host.astype(dtype, copy=False)
+    dev = device_of(like)
+    owner = host if host.base is None else host.base
+    key = (dev, id(owner), host.__array_interface__["data"][0], host.shape, host.strides,
+           np.dtype(dtype).str)
+    hit = _COPIES.get(key)
+    if hit is None:
+        if len(_COPIES) >= _MAX_CONSTANTS:
+            _COPIES.clear()
+        hit = _COPIES[key] = (owner, cuda_backend().to_device(host.astype(dtype), dev.index))
+    return hit[1]
 
 
 def _placed(host, dev):

@@ -3,6 +3,7 @@
 import numpy as np
 
 from ember import _dtype as D
+from ember.ops._separable import built_once
 
 __all__ = ["tuple_arg", "pool_geometry", "check_rank", "reject_dtype", "window_mats",
            "adaptive_bounds", "adaptive_mats", "output_size_arg"]
@@ -84,6 +85,7 @@ def pool_geometry(shape, nd, kernel, stride, padding, dilation, ceil_mode):
     return tuple(out)
 
 
+@built_once
 def window_mats(shape, kernel, stride, padding, out, count_include_pad, divisor_override):
     """Per-dim (out, in) matrices of average pooling; the product of their entries over dims
     is 1/divisor. With ``divisor_override`` the first matrix carries it."""
@@ -113,6 +115,7 @@ def adaptive_bounds(size, out):
     return (o * size) // out, -((-(o + 1) * size) // out)
 
 
+@built_once
 def adaptive_mats(shape, out):
     """Per-dim (out, in) averaging matrices of adaptive average pooling."""
     mats = []

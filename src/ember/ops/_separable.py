@@ -5,11 +5,39 @@ input and act on each spatial dim independently, so each is a matrix per dim app
 GEMM. The transpose (the backward) is the same op with the transposed matrices.
 """
 
+import functools
+
 import numpy as np
 
+from ember.backend import device_copy
 from ember.ops._registry import op
 
-__all__ = ["Taps", "apply_mats", "transposed", "_along_dims"]
+__all__ = ["Taps", "apply_mats", "built_once", "transposed", "_along_dims"]
+
+
+def built_once(build):
+    """``build`` (a function of a geometry returning per-dim matrices or Taps) memoized, with
+    its arrays read-only: calls with one geometry share them, so the host builds each once
+    and a GPU keeps one upload of each (``backend.device_copy``)."""
+    @functools.lru_cache(maxsize=256)
+    def cached(*args):
+        return _frozen(build(*args))
+
+    @functools.wraps(build)
+    def call(*args):
+        return cached(*(tuple(a) if isinstance(a, list) else a for a in args))
+    return call
+
+
+def _frozen(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    arrays = [value] if isinstance(value, np.ndarray) else \
+        [a for a in vars(value).values() if isinstance(a, np.ndarray)] \
+        if isinstance(value, Taps) else []
+    for a in arrays:
+        a.flags.writeable = False
+    return value
 
 
 class Taps:
@@ -50,7 +78,7 @@ def apply_mats(xp, x, mats):
         if not finite:
             x = _by_taps(xp, x, m.astype(x.dtype, copy=False), axis)
             continue
-        m = xp.asarray(m.astype(x.dtype, copy=False))   # the host-built matrix, on x's device
+        m = device_copy(x, m, x.dtype)          # the host-built matrix, on x's device
         if axis == x.ndim - 1:
             x = x.reshape(-1, shape[-1]) @ m.T
         else:

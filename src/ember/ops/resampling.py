@@ -13,11 +13,12 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import device_copy
 from ember.ops import grid_sampling, shuffle  # noqa: E402,F401
 from ember.ops._pool_args import adaptive_mats
 from ember.ops._registry import op
 from ember.ops._resample_uint8 import resample_uint8
-from ember.ops._separable import Taps, _along_dims, apply_mats, transposed
+from ember.ops._separable import Taps, _along_dims, apply_mats, built_once, transposed
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
 
@@ -109,6 +110,7 @@ def _check(x, mode, antialias):
                               f"'{D.FROM_NUMPY[kind]._torch_name}'")
 
 
+@built_once
 def _nearest_index(n, o, scale, exact):
     """PyTorch's nearest source index per output position (computed in float32 as it does)."""
     s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(n) / o
@@ -175,6 +177,7 @@ def _aa_mat(n, o, scale, align_corners, cubic):
     return Taps(index, np.take_along_axis(w, index, 1), n, taps < (xmax - xmin)[:, None])
 
 
+@built_once
 def _mats(shape, out, scales, mode, align_corners, antialias):
     mats = []
     for n, o, s in zip(shape, out, scales):
@@ -205,8 +208,8 @@ def interpolate(xp, x, size, scale_factor, mode, align_corners, recompute_scale_
     if mode in ("nearest", "nearest-exact"):
         for i, (n, o, s) in enumerate(zip(x.shape[2:], out, scales)):
             if n != o:
-                x = x.take(xp.asarray(_nearest_index(n, o, s, mode == "nearest-exact")),
-                           axis=2 + i)
+                index = _nearest_index(n, o, s, mode == "nearest-exact")
+                x = x.take(device_copy(x, index, index.dtype), axis=2 + i)
         return x
     mats = _mats(x.shape[2:], out, scales, mode, align_corners, antialias)
     if x.dtype == np.uint8:
