@@ -212,6 +212,8 @@ def test_number_operands_are_filled_on_the_gpu_not_uploaded(host_traffic):
     x = ember.randn(4, 4, device="cuda")
     h = x.half()
     with host_traffic() as traffic:
+        F.threshold(x, 0.1, 20.0), ember.xlogy(x, 2.0), ember.logit(x, eps=1e-3)
+        x.round(decimals=2)
         a = ember.where(x > 0, x, 0.5)
         b = x.masked_fill(x > 0, float("-inf"))
         c = ember.zeros(3, dtype=ember.uint8, device="cuda").fill_(-1)
@@ -246,7 +248,9 @@ def test_index_ops_report_out_of_range_entries_on_the_gpu(read, error, match):
     lambda x: F.avg_pool2d(x, 2), lambda x: F.adaptive_avg_pool2d(x, 3),
     lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
     lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), lambda x: F.max_pool2d(x, 2),
-], ids=["avg_pool2d", "adaptive_avg_pool2d", "bilinear", "nearest", "max_pool2d"])
+    lambda x: F.adaptive_max_pool2d(x, 3),
+], ids=["avg_pool2d", "adaptive_avg_pool2d", "bilinear", "nearest", "max_pool2d",
+        "adaptive_max_pool2d"])
 def test_pooling_and_resampling_tables_are_uploaded_once(host_traffic, op):
     x = ember.randn(2, 3, 8, 8, device="cuda", requires_grad=True)
     op(x).sum().backward()

@@ -6,7 +6,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import device_scalar
 
-__all__ = ["checked_scalar", "C_NAMES"]
+__all__ = ["checked_scalar", "number_arrays", "C_NAMES"]
 
 # the C++ type names PyTorch's messages use for the dtypes
 C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
@@ -54,3 +54,12 @@ def checked_scalar(xp, value, dtype):
 def _overflow(np_dtype):
     name = C_NAMES[D.FROM_NUMPY[np_dtype]]
     raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+
+
+def number_arrays(xp, *operands):
+    """The operands with Python numbers as 0-d arrays of the array operands' (common) dtype,
+    so that NumPy and SciPy functions of them (``log(2.0)``) keep it rather than widening
+    the result to float64."""
+    dtype = next(x.dtype for x in operands if hasattr(x, "dtype"))
+    return tuple(x if hasattr(x, "dtype") else device_scalar(xp, np.asarray(x, dtype=dtype))
+                 for x in operands)

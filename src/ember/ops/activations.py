@@ -10,6 +10,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import _make
+from ember.backend import device_scalar
 from ember.ops._promotion import Policy
 from ember.ops._scalars import checked_scalar
 from ember.ops._registry import op
@@ -111,7 +112,8 @@ def _threshold_rule(d, name, operands):
         promote=Policy("threshold", _threshold_rule))
 def threshold(xp, x, threshold, value):
     """``value`` where ``input <= threshold``, else ``input``."""
-    return xp.where(x <= _fit(x, threshold), xp.asarray(_fit(x, value)).astype(x.dtype), x)
+    return xp.where(x <= _fit(x, threshold),
+                    device_scalar(xp, np.asarray(_fit(x, value)).astype(x.dtype)), x)
 
 
 @threshold.derivative

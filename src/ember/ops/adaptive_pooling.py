@@ -2,11 +2,12 @@
 
 import numpy as np
 
+from ember.backend import device_copy
 from ember.ops._max_sweep import max_sweep
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
 from ember.ops._pool_index import _plane_scatter_add
 from ember.ops._registry import REGISTRY, op
-from ember.ops._separable import _along_dims, apply_mats, transposed
+from ember.ops._separable import _along_dims, apply_mats, built_once, transposed
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_max_pool1d"]
 
@@ -67,6 +68,23 @@ def _avg_op(nd, namespace):
     return registered
 
 
+@built_once
+def _window_taps(size, out):
+    """The plane index of each (output position, tap) of adaptive windows: shape out + (taps,),
+    short windows repeating their last element."""
+    nd = len(size)
+    flat = np.zeros(out + (1,) * nd, np.int64)
+    stride = 1
+    for i in range(nd - 1, -1, -1):
+        lo, hi = adaptive_bounds(size[i], out[i])
+        taps = np.minimum(lo[:, None] + np.arange((hi - lo).max()), hi[:, None] - 1)
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = taps.shape
+        flat = flat + taps.reshape(shape) * stride
+        stride *= size[i]
+    return flat.reshape(out + (-1,))
+
+
 def _adaptive_max(xp, x, nd, output_size):
     out = _check("max", nd, x, output_size)
     size = x.shape[-nd:]
@@ -77,18 +95,9 @@ def _adaptive_max(xp, x, nd, output_size):
     if all(n % o == 0 for n, o in zip(size, out)) and np.prod(k) <= 16:
         # equal small windows: the max-pooling sweep (a few passes over strided views)
         return max_sweep(xp, x, nd, k, k, (0,) * nd, (1,) * nd, out)
-    flat = np.zeros(out + (1,) * nd, np.int64)      # plane index of each (position, tap)
-    stride = 1
-    for i in range(nd - 1, -1, -1):
-        lo, hi = adaptive_bounds(size[i], out[i])
-        taps = np.minimum(lo[:, None] + np.arange((hi - lo).max()), hi[:, None] - 1)
-        shape = [1] * (2 * nd)
-        shape[i], shape[nd + i] = taps.shape
-        flat = flat + taps.reshape(shape) * stride
-        stride *= size[i]
-    flat = flat.reshape(out + (-1,))
+    flat = device_copy(x, _window_taps(size, out), np.int64)
     plane = int(np.prod(size, dtype=np.int64))
-    windows = x.reshape(lead + (plane,))[..., xp.asarray(flat)]
+    windows = x.reshape(lead + (plane,))[..., flat]
     pick = windows.argmax(axis=-1)[..., None]        # the first maximum, or the first NaN
     if windows.dtype.kind in "fV":
         nan = xp.isnan(windows)
@@ -96,7 +105,7 @@ def _adaptive_max(xp, x, nd, output_size):
             last = windows.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)[..., None]
             pick = xp.where(nan.any(axis=-1, keepdims=True), last, pick)
     values = xp.take_along_axis(windows, pick, axis=-1)[..., 0]
-    index = xp.take_along_axis(xp.broadcast_to(xp.asarray(flat), windows.shape), pick,
+    index = xp.take_along_axis(xp.broadcast_to(flat, windows.shape), pick,
                                axis=-1)[..., 0]
     return values, index
 

@@ -8,15 +8,9 @@ from ember._tensor import Tensor
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
 from ember.ops._elementwise import binary, conj_grad
+from ember.ops._scalars import number_arrays
 from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
 from ember.ops._registry import op
-
-
-def _as_arrays(xp, *operands):
-    """Python numbers as 0-d arrays of the operands' (common) array dtype, so that NumPy
-    functions of them (``log(2.0)``) do not return float64 scalars that widen the result."""
-    dtype = next(x.dtype for x in operands if hasattr(x, "dtype"))
-    return tuple(x if hasattr(x, "dtype") else xp.asarray(x, dtype=dtype) for x in operands)
 
 
 def _is_tensor(x):
@@ -50,7 +44,7 @@ hypot = binary("hypot(input, other)", lambda xp, a, b: xp.hypot(a, b),
 
 
 def _xlogy(xp, x, y):
-    x, y = _as_arrays(xp, x, y)
+    x, y = number_arrays(xp, x, y)
     out = x * xp.log(y)
     return xp.where((x == 0) & ~xp.isnan(y), 0, out)
 

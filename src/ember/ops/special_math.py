@@ -18,6 +18,7 @@ from ember.backend import special_of
 from ember.ops._elementwise import binary, conj_grad, unary
 from ember.ops._linalg_utils import on_host
 from ember.ops._promotion import Policy
+from ember.ops._scalars import number_arrays
 from ember.ops.binary_math import where
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -168,14 +169,8 @@ sinc = unary("sinc(input)", _sinc, _sinc_grad,
 
 # --- xlog1py and zeta -------------------------------------------------------------------------
 
-def _as_arrays(xp, *operands):
-    """Python numbers as 0-d arrays of the array operands' dtype (so that SciPy keeps it)."""
-    dtype = next(x.dtype for x in operands if hasattr(x, "dtype"))
-    return tuple(x if hasattr(x, "dtype") else xp.asarray(x, dtype=dtype) for x in operands)
-
-
 def _xlog1py(xp, x, y):
-    return _scipy("xlog1py")(xp, *_as_arrays(xp, x, y))
+    return _scipy("xlog1py")(xp, *number_arrays(xp, x, y))
 
 
 def _xlog1py_grad(grad, x, y):
@@ -197,7 +192,7 @@ xlog1py = binary("xlog1py(input, other)", _xlog1py, _xlog1py_grad,
 
 
 def _zeta(xp, x, q):
-    x, q = _as_arrays(xp, x, q)
+    x, q = number_arrays(xp, x, q)
     out = special_of(xp).zeta(x, q)
     # PyTorch's series gives NaN at q = inf (SciPy: the limit, 0)
     return xp.where(xp.isposinf(q) & (x > 1), xp.nan, out).astype(x.dtype, copy=False)

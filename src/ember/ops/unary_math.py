@@ -142,7 +142,7 @@ def _logit(xp, x, eps):
     if eps is not None and eps >= 0:
         # eps in the input's dtype, and not clip: PyTorch tests the lower bound first, which
         # matters when eps > 0.5
-        lo = xp.asarray(eps).astype(dtype)
+        lo = device_scalar(xp, dtype.type(eps))
         lo, hi = lo.astype(f.dtype), (1 - lo).astype(f.dtype)
         f = xp.where(f < lo, lo, xp.where(f > hi, hi, f))
     if not low:
@@ -266,7 +266,7 @@ def _round(xp, x, decimals):
         return x.copy()
     if decimals == 0:
         return xp.rint(x)                           # half to even
-    scale = xp.asarray(10, dtype=x.dtype) ** abs(decimals)
+    scale = device_scalar(xp, x.dtype.type(10)) ** abs(decimals)
     if decimals > 0:
         return xp.rint(x * scale) / scale
     return xp.rint(x / scale) * scale
