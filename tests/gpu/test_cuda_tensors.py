@@ -258,3 +258,13 @@ def test_pooling_and_resampling_tables_are_uploaded_once(host_traffic, op):
         op(x).sum().backward()
     # what is left are reads of values (is any input non-finite, any maximum NaN)
     assert not [site for site in traffic if site.startswith("upload")], dict(traffic)
+
+
+def test_a_check_queued_on_another_stream_is_reported_after_that_stream_finishes():
+    w = ember.randn(5, 3, device="cuda")
+    side = ember.cuda.Stream()
+    side.wait_stream(ember.cuda.current_stream())
+    with ember.cuda.stream(side):
+        F.embedding(ember.tensor([9], device="cuda"), w)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        w.sum().item()                              # read on the default stream

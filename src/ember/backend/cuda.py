@@ -101,13 +101,13 @@ def is_pinned(array):
 # indices; the Triton kernels clamp them), so nothing reads outside its buffers meanwhile,
 # and the error, when it comes, is the one the CPU raises at once.
 
-_DEFERRED = []          # (flag on a GPU, error factory), in the order the checks ran
+_DEFERRED = []          # (flag on a GPU, error factory, stream), in the order the checks ran
 _MAX_DEFERRED = 64
 
 
 def defer_check(failed, error):
     """Record a check whose 0-d boolean GPU array ``failed`` raises ``error()`` if true."""
-    _DEFERRED.append((failed, error))
+    _DEFERRED.append((failed, error, cupy.cuda.get_current_stream()))
     if len(_DEFERRED) >= _MAX_DEFERRED:
         raise_deferred()
 
@@ -118,8 +118,11 @@ def raise_deferred():
         return
     checks = _DEFERRED[:]
     _DEFERRED.clear()
+    current = cupy.cuda.get_current_stream()
+    for stream in {stream for _, _, stream in checks if stream != current}:
+        stream.synchronize()            # a flag computed on another stream must be done
     by_device = {}
-    for i, (failed, _) in enumerate(checks):
+    for i, (failed, _, _) in enumerate(checks):
         by_device.setdefault(failed.device.id, []).append(i)
     hits = [False] * len(checks)
     for index, positions in by_device.items():
@@ -127,7 +130,7 @@ def raise_deferred():
             flags = cupy.stack([checks[i][0] for i in positions]).get()
         for i, hit in zip(positions, flags):
             hits[i] = hit
-    for hit, (_, error) in zip(hits, checks):
+    for hit, (_, error, _) in zip(hits, checks):
         if hit:
             raise error()
 
