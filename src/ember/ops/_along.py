@@ -46,10 +46,8 @@ def check_index_dtype(index, name):
 def check_bounds(index, size, dim):
     """PyTorch's RuntimeError when ``index`` has an entry outside ``[0, size)`` (raised as
     ``check_range`` raises)."""
-    if index.size:              # one pass: seen as unsigned, negative entries are huge
-        device_assert(index.view(_UNSIGNED[index.dtype.itemsize]).max() >= size,
-                      lambda: RuntimeError(f"index {first_outside(index, 0, size)} is out of "
-                                           f"bounds for dimension {dim} with size {size}"))
+    check_range(index, 0, size, lambda bad: RuntimeError(
+        f"index {bad} is out of bounds for dimension {dim} with size {size}"))
 
 
 def check_range(index, lo, hi, error):

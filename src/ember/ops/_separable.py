@@ -30,11 +30,13 @@ def built_once(build):
 
 
 def _frozen(value):
+    """``value`` with its arrays (in lists, tuples and Taps) read-only; lists become tuples."""
     if isinstance(value, (list, tuple)):
         return tuple(_frozen(v) for v in value)
-    arrays = [value] if isinstance(value, np.ndarray) else \
-        [a for a in vars(value).values() if isinstance(a, np.ndarray)] \
-        if isinstance(value, Taps) else []
+    if isinstance(value, Taps):
+        arrays = [a for a in vars(value).values() if isinstance(a, np.ndarray)]
+    else:
+        arrays = [value] if isinstance(value, np.ndarray) else []
     for a in arrays:
         a.flags.writeable = False
     return value
