@@ -201,7 +201,13 @@ def test_out_of_range_indices_raise_at_the_next_wait_for_the_gpu():
     assert out.shape == (3, 3)
 
 
-def test_arange_is_made_on_the_gpu():
+def test_arange_is_made_on_the_gpu(host_traffic):
+    with host_traffic() as traffic:
+        ember.arange(1000, device="cuda")
+    assert not traffic, dict(traffic)                # made there, not uploaded
+
+
+def test_arange_values_on_the_gpu():
     assert_close(ember.arange(2, 11, 3, device="cuda").cpu(), ember.arange(2, 11, 3))
     assert_close(ember.arange(0.5, 2.0, 0.25, device="cuda").cpu(), ember.arange(0.5, 2.0, 0.25))
     t = ember.arange(4, device="cuda", dtype=ember.float16)

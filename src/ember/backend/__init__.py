@@ -105,8 +105,17 @@ def device_assert(failed, error):
         cuda_backend().defer_check(failed, error)
 
 
-_CONSTANTS = {}         # (device, key) -> array(s); see device_constant
-_MAX_CONSTANTS = 512
+_CACHE = {}             # (device, key) -> what device_constant or device_copy keeps
+_MAX_CACHED = 512
+
+
+def _cached(dev, key, build):
+    hit = _CACHE.get((dev, key))
+    if hit is None:
+        if len(_CACHE) >= _MAX_CACHED:
+            _CACHE.clear()
+        hit = _CACHE[(dev, key)] = build()
+    return hit
 
 
 def device_constant(like, key, make):
@@ -115,17 +124,12 @@ def device_constant(like, key, make):
     device and kept, so a GPU op reuses it rather than uploading it (and waiting for the
     copy) on every call. Callers must not write to it."""
     dev = device_of(like)
-    hit = _CONSTANTS.get((dev, key))
-    if hit is None:
-        if len(_CONSTANTS) >= _MAX_CONSTANTS:
-            _CONSTANTS.clear()
+
+    def build():
         made = make()
-        hit = _CONSTANTS[(dev, key)] = (tuple(_placed(a, dev) for a in made)
-                                        if type(made) is tuple else _placed(made, dev))
-    return hit
-
-
-_COPIES = {}            # (device, id of the host memory's owner, layout, dtype) -> (owner, copy)
+        return tuple(_placed(a, dev) for a in made) if type(made) is tuple else \
+            _placed(made, dev)
+    return _cached(dev, key, build)
 
 
 def device_copy(like, host, dtype):
@@ -136,14 +140,9 @@ def device_copy(like, host, dtype):
         return host.astype(dtype, copy=False)
     dev = device_of(like)
     owner = host if host.base is None else host.base
-    key = (dev, id(owner), host.__array_interface__["data"][0], host.shape, host.strides,
+    key = ("copy", id(owner), host.__array_interface__["data"][0], host.shape, host.strides,
            np.dtype(dtype).str)
-    hit = _COPIES.get(key)
-    if hit is None:
-        if len(_COPIES) >= _MAX_CONSTANTS:
-            _COPIES.clear()
-        hit = _COPIES[key] = (owner, cuda_backend().to_device(host.astype(dtype), dev.index))
-    return hit[1]
+    return _cached(dev, key, lambda: (owner, _placed(host.astype(dtype), dev)))[1]
 
 
 def _placed(host, dev):

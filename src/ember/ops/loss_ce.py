@@ -68,13 +68,18 @@ def _batched(x, t):
     return x, t
 
 
+def check_class_range(safe, c):
+    """PyTorch's error for a class target outside [0, C) (``safe``: ignored ones zeroed),
+    checked as ``check_range`` checks (on a GPU, without waiting for it)."""
+    check_range(safe, 0, c, lambda bad: IndexError(f"Target {bad} is out of bounds."))
+
+
 def _targets(xp, t, w, ignore_index, c, dtype):
     """(safe class index, kept mask, each position's class weight, their total) of a class
-    target; the targets' range is checked as ``check_range`` checks (on a GPU, without
-    waiting for it)."""
+    target, whose range is checked (``check_class_range``)."""
     mask = t != ignore_index
     safe = xp.where(mask, t, 0)
-    check_range(safe, 0, c, lambda bad: IndexError(f"Target {bad} is out of bounds."))
+    check_class_range(safe, c)
     wt = mask.astype(dtype) if w is None else xp.where(mask, w.astype(dtype, copy=False)[safe], 0)
     return safe, mask, wt, wt.sum()
 

@@ -10,7 +10,6 @@ runs them first, or hands inputs it would reject to the generic forward.
 
 import math
 
-from ember.backend import device_assert
 from ember.backend.cuda_kernels import override
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
@@ -19,7 +18,7 @@ from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, covered
 from ember.backends.cuda import flash_sdp_enabled
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
-from ember.ops.loss_ce import _check_class_target
+from ember.ops.loss_ce import _check_class_target, check_class_range
 from ember.ops.normalization import check_normalized_shape
 
 
@@ -76,9 +75,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
     n, c = x.shape
     t = xp.ascontiguousarray(t, dtype=xp.int64)
     kept = t != ignore_index
-    outside = ((t < 0) | (t >= c)) & kept
-    device_assert(outside.any(), lambda: IndexError(
-        f"Target {int(t[outside].reshape(-1)[0])} is out of bounds."))
+    check_class_range(xp.where(kept, t, 0), c)
     loss = xp.empty(n, xp.float32)
     rows.cross_entropy_rows(buffer(x), buffer(t), buffer(loss), n, c, ignore_index)
     if reduction == "sum":
