@@ -12,6 +12,7 @@ import scipy.special
 assert os.environ.get("TRITON_INTERPRET") == "1", "run through tests/gpu/test_triton_kernels.py"
 
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
+from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
 from ember.backend.cuda_kernels import triton_rows as rows  # noqa: E402
 from tests.gpu.host_buffers import Host  # noqa: E402
 
@@ -238,3 +239,32 @@ def test_attention_backward(B, H, L, S, E, Ev, causal):
                                  Host(dv), (B, H, L, S, E, Ev), strides, 0.3, causal)
     for got, want in zip((dq, dk, dv), ref):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("k, s, p, d, ceil", [((2, 2), (2, 2), (0, 0), (1, 1), False),
+                                              ((3, 3), (2, 2), (1, 1), (1, 1), True),
+                                              ((3, 2), (1, 2), (1, 0), (2, 1), False),
+                                              ((1, 4), (1, 3), (0, 2), (1, 1), True)])
+def test_max_pool2d_matches_the_sweep(k, s, p, d, ceil):
+    import ember
+    import ember.nn.functional as F
+    x = np.round(_data((2, 3, 9, 11)))        # rounded: ties between taps
+    x[0, 0, :2, :2] = np.nan
+    x[0, 1, 3, 4] = np.nan
+    x[1, 2] = -np.inf
+    want, want_index = F.max_pool2d(ember.tensor(x), k, s, p, d, ceil, return_indices=True)
+    y = np.empty(want.shape, np.float32)
+    index = np.empty(want.shape, np.int64)
+    pooling.max_pool2d(Host(x), Host(y), Host(index), 6, x.shape[2:], y.shape[2:], k, s, p, d)
+    np.testing.assert_array_equal(y, want.numpy())
+    np.testing.assert_array_equal(index, want_index.numpy())
+
+
+def test_max_pool2d_bfloat16():
+    x = _data((4, 6, 6)).astype(BF16)
+    y = np.empty((4, 3, 3), BF16)
+    index = np.empty((4, 3, 3), np.int64)
+    pooling.max_pool2d(Host(x), Host(y), Host(index), 4, (6, 6), (3, 3), (2, 2), (2, 2),
+                       (0, 0), (1, 1))
+    want = x.astype(np.float32).reshape(4, 3, 2, 3, 2).max(axis=(2, 4))
+    np.testing.assert_array_equal(y.astype(np.float32), want)

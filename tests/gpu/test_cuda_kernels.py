@@ -58,7 +58,8 @@ def _same(gpu, host, **tol):
 
 def test_kernels_are_registered(overrides):
     assert {"softmax", "log_softmax", "native_layer_norm", "nn.functional.cross_entropy",
-            "nn.functional.gelu", "_gelu_backward", "nn.functional.silu"} <= set(overrides)
+            "nn.functional.gelu", "_gelu_backward", "nn.functional.silu",
+            "nn.functional.max_pool2d_with_indices", "max_pool1d_with_indices"} <= set(overrides)
     from ember.backend.cuda_kernels import DERIVATIVES
     assert {"softmax", "log_softmax", "nn.functional.silu", "native_layer_norm",
             "nn.functional.cross_entropy", "nn.functional.scaled_dot_product_attention"} \
@@ -169,6 +170,25 @@ def test_silu(overrides):
     host, gpu = _pair((1000, 3))
     _same(F.silu(gpu), F.silu(host), atol=1e-6, rtol=1e-5)
     _same(F.silu(gpu.to(ember.float16)), F.silu(host.to(ember.float16)), **LOW)
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.bfloat16])
+@pytest.mark.parametrize("fn, shape, args", [
+    (F.max_pool2d, (2, 3, 9, 11), (3, 2, 1, 1, True)),
+    (F.max_pool2d, (3, 8, 8), ((2, 3), 1, (1, 0), 2, False)),
+    (F.max_pool1d, (2, 4, 13), (4, 3, 2, 1, True))])
+def test_max_pooling_with_nans_and_its_gradient(overrides, monkeypatch, fn, shape, args,
+                                                dtype):
+    calls = _count_launches(monkeypatch, "triton_pooling", "max_pool2d")
+    host, gpu = _pair(shape, dtype)
+    host[..., 0, 1] = float("nan")
+    gpu[..., 0, 1] = float("nan")
+    host.requires_grad_(), gpu.requires_grad_()
+    (y, i), (hy, hi) = (fn(x, *args, return_indices=True) for x in (gpu, host))
+    _same(y, hy)
+    assert ember.equal(i.cpu(), hi) and calls
+    y.sum().backward(), hy.sum().backward()
+    _same(gpu.grad, host.grad)
 
 
 @pytest.mark.parametrize("cls, kwargs", [
@@ -410,6 +430,12 @@ def _conv_step(nn):
     return model, (4, 3, 8, 8), 10
 
 
+def _lenet_step(nn):
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 6, 3),
+                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(6, 10))
+    return model, (4, 1, 10, 10), 10
+
+
 def _lstm_step(nn):
     class LM(nn.Module):
         def __init__(self):
@@ -422,7 +448,7 @@ def _lstm_step(nn):
     return LM(), (5, 3), 30
 
 
-@pytest.mark.parametrize("make", [_gpt_step, _conv_step, _lstm_step])
+@pytest.mark.parametrize("make", [_gpt_step, _conv_step, _lenet_step, _lstm_step])
 def test_a_training_step_never_waits_for_the_gpu(overrides, host_traffic, make):
     # a read of device values or an upload mid-step drains the GPU's queue of kernels
     model, shape, classes = make(ember.nn)

@@ -16,6 +16,7 @@ from triton.compiler import ASTSource  # noqa: E402
 
 from ember.backend.cuda_kernels import triton_attention as attention  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
+from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
 from ember.backend.cuda_kernels import triton_rnn as rnn  # noqa: E402
 from ember.backend.cuda_kernels import triton_rows as rows  # noqa: E402
 
@@ -101,6 +102,11 @@ def _cases():
         yield rnn._lstm_step_backward_kernel, dict(
             _pointers(("dout_ptr", "dh_ptr", "dc_ptr", "ws_ptr", "dg_ptr"), dt), hidden="i32",
             ws_stride="i32"), dict(BLOCK=rnn.BLOCK)
+    for dt in ("fp32", "bf16", "fp16"):
+        yield pooling._max_pool2d_kernel, dict(
+            _pointers(("x_ptr", "y_ptr"), dt), index_ptr="*i64",
+            **dict.fromkeys(("n", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW"),
+                            "i32")), dict(KH=3, KW=3, BLOCK=pooling.BLOCK)
     scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay", "step_size",
                              "bias2_sqrt"), "fp32")
     for decay in (0, 1, 2):

@@ -1,6 +1,6 @@
 """The Triton kernels registered as CUDA forwards of ops (NOTE [CUDA kernel overrides]):
-softmax, log_softmax, layer norm, cross entropy, gelu and its gradient, silu and flash
-attention.
+softmax, log_softmax, layer norm, cross entropy, gelu and its gradient, silu, flash
+attention and 1-D/2-D max pooling.
 
 Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
 rows short enough to hold in registers) and returns None for the rest, which the op's
@@ -13,6 +13,7 @@ import math
 from ember.backend.cuda_kernels import override
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
+from ember.backend.cuda_kernels import triton_pooling as pooling
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, covered
 from ember.backends.cuda import flash_sdp_enabled
@@ -20,6 +21,7 @@ from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
 from ember.ops.loss_ce import _check_class_target, check_class_range
 from ember.ops.normalization import check_normalized_shape
+from ember.ops.pooling import _max_args
 
 
 def _softmax(xp, x, dim, dtype, name, log):
@@ -137,3 +139,33 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
     attention.attention_forward(buffer(q), buffer(k), buffer(v), buffer(out), buffer(lse),
                                 (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal)
     return out, lse
+
+
+def _max_pool(xp, x, nd, kernel_size, stride, padding, dilation, ceil_mode):
+    k, s, p, d, out = _max_args(nd, x, kernel_size, stride, padding, dilation, ceil_mode)
+    if not covered(x) or math.prod(k) > pooling.MAX_TAPS:
+        return None
+    lead = x.shape[:x.ndim - nd]
+    y = xp.empty(lead + tuple(out), x.dtype)
+    index = xp.empty(y.shape, xp.int64)
+    if y.size:
+        # 1-D pooling is 2-D pooling of planes one row high
+        one = (1,) * (2 - nd)
+        pooling.max_pool2d(buffer(x), buffer(y), buffer(index), math.prod(lead),
+                           one + tuple(x.shape[x.ndim - nd:]), one + tuple(out), one + k,
+                           one + s, (0,) * (2 - nd) + p, one + d)
+    return y, index
+
+
+@override("max_pool1d_with_indices")
+def max_pool1d_with_indices(xp, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """1-D max pooling of a contiguous array in one pass (values, flat indices)."""
+    return _max_pool(xp, x, 1, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@override("nn.functional.max_pool2d_with_indices")
+def max_pool2d_with_indices(xp, x, kernel_size, stride, padding, dilation, ceil_mode,
+                            *unused):
+    """2-D max pooling of a contiguous array in one pass (values, flat indices); no read of
+    the maxima to find NaNs, which the generic sweep makes."""
+    return _max_pool(xp, x, 2, kernel_size, stride, padding, dilation, ceil_mode)
