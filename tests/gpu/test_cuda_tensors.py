@@ -88,6 +88,16 @@ def test_a_cpu_scalar_tensor_may_join_a_gpu_op():
     g = ember.tensor([1.0, 2.0], device="cuda")
     out = g * ember.tensor(3.0)
     assert out.is_cuda and out.tolist() == [3.0, 6.0]
+    out = ember.tensor(2, dtype=ember.bfloat16) - g.bfloat16()
+    assert out.is_cuda and out.dtype == ember.bfloat16 and out.tolist() == [1.0, 0.0]
+
+
+def test_a_cpu_scalar_tensor_joins_without_an_upload(host_traffic):
+    g, s = ember.tensor([1.0, 2.0], device="cuda"), ember.tensor(3.0)
+    with host_traffic() as traffic:
+        a, b = g * s, ember.where(g > 1, s, g)
+    assert not traffic, dict(traffic)
+    assert a.tolist() == [3.0, 6.0] and b.tolist() == [1.0, 3.0]
 
 
 @pytest.mark.parametrize("make", [

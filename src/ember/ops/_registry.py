@@ -31,7 +31,8 @@ from ember.amp._state import STATE as _AMP
 from ember.amp.autocast_mode import cast_operands
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, OpNode, history
-from ember.backend import XP_BY_ARRAY_TYPE, device_of, loud_fp, quiet_fp, xp_of
+from ember.backend import (XP_BY_ARRAY_TYPE, device_of, device_scalar, loud_fp, quiet_fp,
+                           xp_of)
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
 
@@ -383,14 +384,15 @@ def _reject_operand(op, flat, x):
 
 def _join_devices(flat, arrays, a, array_type):
     """PyTorch lets CPU 0-dim tensors join an op on a GPU, as scalars: returns the operand
-    and the op's array type, moving such operands over; any other mix of devices raises."""
+    and the op's array type, moving such operands over (as kernel-filled scalars: an upload
+    would wait for the GPU); any other mix of devices raises."""
     if type(a) is _NDARRAY and a.ndim == 0:
-        return XP_BY_ARRAY_TYPE[array_type].asarray(a), array_type
+        return device_scalar(XP_BY_ARRAY_TYPE[array_type], a), array_type
     if array_type is _NDARRAY and all(x.ndim == 0 for x in arrays if type(x) is _NDARRAY):
         xp = XP_BY_ARRAY_TYPE[type(a)]
         for i, x in enumerate(arrays):
             if type(x) is _NDARRAY:
-                arrays[i] = xp.asarray(x)
+                arrays[i] = device_scalar(xp, x)
         return a, type(a)
     _device_mismatch(flat)
 
