@@ -227,6 +227,7 @@ def test_arange_values_on_the_gpu():
 def test_number_operands_are_filled_on_the_gpu_not_uploaded(host_traffic):
     x = ember.randn(4, 4, device="cuda")
     h = x.half()
+    u = ember.tensor([250, 3], dtype=ember.uint8, device="cuda")
     with host_traffic() as traffic:
         F.threshold(x, 0.1, 20.0), ember.xlogy(x, 2.0), ember.logit(x, eps=1e-3)
         x.round(decimals=2)
@@ -235,7 +236,9 @@ def test_number_operands_are_filled_on_the_gpu_not_uploaded(host_traffic):
         c = ember.zeros(3, dtype=ember.uint8, device="cuda").fill_(-1)
         d = ember.nan_to_num(h)
         e = h.masked_fill(h > 0, 1e6)
+        f = u + 10
     assert not traffic, dict(traffic)
+    assert f.cpu().tolist() == [4, 13]
     host = x.cpu()
     assert_close(a.cpu(), ember.where(host > 0, host, 0.5))
     assert_close(b.cpu(), host.masked_fill(host > 0, float("-inf")))

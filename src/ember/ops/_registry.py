@@ -354,7 +354,7 @@ def _prepare(op, flat):
             elif ta is int and target in _WRAP_INT:
                 arrays[i] = _narrow_int(op, a, target)
                 if array_type is not _NDARRAY:
-                    arrays[i] = XP_BY_ARRAY_TYPE[array_type].asarray(arrays[i])
+                    arrays[i] = device_scalar(XP_BY_ARRAY_TYPE[array_type], arrays[i])
     return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, casts, compute
 
 
