@@ -108,6 +108,8 @@ checks = {
     "flash attention": lambda: ember.nn.functional.scaled_dot_product_attention(
         *(ember.ones(1, 2, 8, 16, device="cuda", dtype=ember.bfloat16),) * 3,
         is_causal=True).float().sum().item(),
+    "max pooling kernel": lambda: ember.nn.functional.max_pool2d(
+        ember.arange(16.0, device="cuda").view(1, 4, 4), 2, return_indices=True)[1].tolist(),
     "kernels switched off": lambda: __import__(
         "ember.backend.cuda_kernels", fromlist=["DISABLED"]).DISABLED or "none",
 }
