@@ -111,12 +111,28 @@ def step_workloads(scale):
     }
 
 
+def host_ms(fn, wait):
+    """Least time in ms that one call of ``fn`` keeps the host busy, starting from an idle
+    GPU: close to the total time when the host, not the GPU, sets the pace."""
+    best = float("inf")
+    for _ in range(3):
+        wait()
+        start = time.perf_counter()
+        fn()
+        best = min(best, (time.perf_counter() - start) * 1e3)
+    wait()
+    return best
+
+
 def compare(label, ours, theirs, device, min_time):
     t_ours = time_ms(ours, _timer(ember, device), min_time)
+    host = f"{host_ms(ours, _timer(ember, device)):10.3f}"
     t_theirs = None if theirs is None else time_ms(theirs, _timer(torch, device), min_time)
     ratio = "-" if t_theirs is None else f"{t_ours / t_theirs:7.2f}"
     theirs_text = "-" if t_theirs is None else f"{t_theirs:10.3f}"
-    print(f"{label:44s} {t_ours:10.3f} {theirs_text:>10s} {ratio:>7s}", flush=True)
+    their_host = "-" if t_theirs is None else f"{host_ms(theirs, _timer(torch, device)):10.3f}"
+    print(f"{label:44s} {t_ours:10.3f} {theirs_text:>10s} {ratio:>7s} {host:>10s} "
+          f"{their_host:>10s}", flush=True)
 
 
 def _guarded(label, make):
@@ -179,7 +195,9 @@ def main():
     name = ember.cuda.get_device_name() if args.device != "cpu" else "cpu"
     print(f"device: {name}   PyTorch: {torch.__version__ if torch else 'not installed'}"
           f"   {time.strftime('%Y-%m-%d')}")
-    print(f"{'workload (ms)':44s} {'ember':>10s} {'torch':>10s} {'ratio':>7s}")
+    print(f"{'workload (ms)':44s} {'ember':>10s} {'torch':>10s} {'ratio':>7s} "
+          f"{'ember host':>10s} {'torch host':>10s}")
+    print("(host: the time one call keeps the host busy; near the total, the host sets the pace)")
     if "ops" in parts:
         ours = op_workloads(ember, scale)
         theirs = op_workloads(torch, scale) if torch else {}
