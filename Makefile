@@ -9,9 +9,11 @@ PIP := $(PY) -m pip install -q --disable-pip-version-check
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# the suite, then the CUDA tests again on CuPy's NumPy stand-in: the GPU code paths, no GPU
 test: $(PY)
 	$(PIP) -e '.[test,examples]'
 	$(PY) -m pytest -n auto
+	EMBER_FAKE_CUDA=1 $(PY) -m pytest -n auto tests/gpu
 
 bench: $(PY)
 	$(PIP) -e .
