@@ -268,3 +268,27 @@ def test_max_pool2d_bfloat16():
                        (0, 0), (1, 1))
     want = x.astype(np.float32).reshape(4, 3, 2, 3, 2).max(axis=(2, 4))
     np.testing.assert_array_equal(y.astype(np.float32), want)
+
+
+@pytest.mark.parametrize("k, s, p, ceil, include_pad, divisor",
+                         [((2, 2), (2, 2), (0, 0), False, True, None),
+                          ((3, 3), (2, 2), (1, 1), True, True, None),
+                          ((3, 3), (2, 2), (1, 1), True, False, None),
+                          ((3, 2), (1, 2), (1, 0), False, False, 5),
+                          ((1, 4), (1, 3), (0, 2), True, True, None)])
+def test_avg_pool2d_and_its_gradient_match_the_cpu(k, s, p, ceil, include_pad, divisor):
+    import ember
+    import ember.nn.functional as F
+    x = _data((2, 3, 9, 11))
+    x[0, 0, 1, 1], x[1, 2, 4, 4] = np.nan, np.inf     # only the windows holding them change
+    host = ember.tensor(x, requires_grad=True)
+    want = F.avg_pool2d(host, k, s, p, ceil, include_pad, divisor)
+    g = _data(want.shape, seed=3)
+    want.backward(ember.tensor(g))
+    y = np.empty(want.shape, np.float32)
+    dx = np.empty_like(x)
+    geometry = (6, x.shape[2:], y.shape[2:], k, s, p, include_pad, divisor)
+    pooling.avg_pool2d(Host(x), Host(y), *geometry)
+    pooling.avg_pool2d_backward(Host(g), Host(dx), *geometry)
+    np.testing.assert_allclose(y, want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dx, host.grad.numpy(), rtol=1e-5, atol=1e-6)

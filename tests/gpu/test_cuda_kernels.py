@@ -59,7 +59,9 @@ def _same(gpu, host, **tol):
 def test_kernels_are_registered(overrides):
     assert {"softmax", "log_softmax", "native_layer_norm", "nn.functional.cross_entropy",
             "nn.functional.gelu", "_gelu_backward", "nn.functional.silu",
-            "nn.functional.max_pool2d_with_indices", "max_pool1d_with_indices"} <= set(overrides)
+            "nn.functional.max_pool2d_with_indices", "max_pool1d_with_indices",
+            "nn.functional.avg_pool2d", "avg_pool1d", "nn.functional.adaptive_avg_pool2d",
+            "adaptive_avg_pool1d"} <= set(overrides)
     from ember.backend.cuda_kernels import DERIVATIVES
     assert {"softmax", "log_softmax", "nn.functional.silu", "native_layer_norm",
             "nn.functional.cross_entropy", "nn.functional.scaled_dot_product_attention"} \
@@ -189,6 +191,29 @@ def test_max_pooling_with_nans_and_its_gradient(overrides, monkeypatch, fn, shap
     assert ember.equal(i.cpu(), hi) and calls
     y.sum().backward(), hy.sum().backward()
     _same(gpu.grad, host.grad)
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.bfloat16])
+@pytest.mark.parametrize("fn, shape, args", [
+    (F.avg_pool2d, (2, 3, 9, 11), (3, 2, 1, True, False)),
+    (F.avg_pool2d, (3, 8, 8), ((2, 3), 1, (1, 0), False, True, 4)),
+    (F.avg_pool1d, (2, 4, 13), (4, 3, 2, True)),
+    (F.adaptive_avg_pool2d, (2, 3, 8, 12), ((4, 3),)),
+    (F.adaptive_avg_pool1d, (2, 4, 12), (6,))])
+def test_average_pooling_with_infinities_and_its_gradient(overrides, monkeypatch, fn, shape,
+                                                          args, dtype):
+    forward = _count_launches(monkeypatch, "triton_pooling", "avg_pool2d")
+    backward = _count_launches(monkeypatch, "triton_pooling", "avg_pool2d_backward")
+    host, gpu = _pair(shape, dtype)
+    host[..., 0, 1] = float("inf")
+    gpu[..., 0, 1] = float("inf")
+    host.requires_grad_(), gpu.requires_grad_()
+    y, hy = fn(gpu, *args), fn(host, *args)
+    _same(y, hy, **({} if dtype is ember.float32 else LOW))
+    g = ember.randn(*hy.shape).to(dtype)
+    y.backward(g.cuda()), hy.backward(g)
+    _same(gpu.grad, host.grad, **({} if dtype is ember.float32 else LOW))
+    assert forward and backward
 
 
 @pytest.mark.parametrize("cls, kwargs", [
@@ -432,7 +457,7 @@ def _conv_step(nn):
 
 def _lenet_step(nn):
     model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 6, 3),
-                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(6, 10))
+                          nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(6, 10))
     return model, (4, 1, 10, 10), 10
 
 

@@ -107,6 +107,14 @@ def _cases():
             _pointers(("x_ptr", "y_ptr"), dt), index_ptr="*i64",
             **dict.fromkeys(("n", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW"),
                             "i32")), dict(KH=3, KW=3, BLOCK=pooling.BLOCK)
+        ints = dict.fromkeys(("n", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW"), "i32")
+        for include_pad, has_divisor in ((True, False), (False, False), (False, True)):
+            constants = dict(KH=3, KW=2, INCLUDE_PAD=include_pad, HAS_DIVISOR=has_divisor,
+                             BLOCK=pooling.BLOCK)
+            yield pooling._avg_pool2d_kernel, dict(
+                _pointers(("x_ptr", "y_ptr"), dt), divisor="fp32", **ints), constants
+            yield pooling._avg_pool2d_backward_kernel, dict(
+                _pointers(("g_ptr", "dx_ptr"), dt), divisor="fp32", **ints), constants
     scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay", "step_size",
                              "bias2_sqrt"), "fp32")
     for decay in (0, 1, 2):

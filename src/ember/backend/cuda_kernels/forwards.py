@@ -1,6 +1,6 @@
 """The Triton kernels registered as CUDA forwards of ops (NOTE [CUDA kernel overrides]):
 softmax, log_softmax, layer norm, cross entropy, gelu and its gradient, silu, flash
-attention and 1-D/2-D max pooling.
+attention, and 1-D/2-D max, average and (equal-window) adaptive average pooling.
 
 Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
 rows short enough to hold in registers) and returns None for the rest, which the op's
@@ -18,10 +18,11 @@ from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, covered
 from ember.backends.cuda import flash_sdp_enabled
 from ember.ops.attention import _check, _groups, _scale
+from ember.ops.adaptive_pooling import _check as _adaptive_args
 from ember.ops.log_space import _finish, _softmax_input
 from ember.ops.loss_ce import _check_class_target, check_class_range
 from ember.ops.normalization import check_normalized_shape
-from ember.ops.pooling import _max_args
+from ember.ops.pooling import _avg_args, _max_args
 
 
 def _softmax(xp, x, dim, dtype, name, log):
@@ -149,11 +150,9 @@ def _max_pool(xp, x, nd, kernel_size, stride, padding, dilation, ceil_mode):
     y = xp.empty(lead + tuple(out), x.dtype)
     index = xp.empty(y.shape, xp.int64)
     if y.size:
-        # 1-D pooling is 2-D pooling of planes one row high
-        one = (1,) * (2 - nd)
         pooling.max_pool2d(buffer(x), buffer(y), buffer(index), math.prod(lead),
-                           one + tuple(x.shape[x.ndim - nd:]), one + tuple(out), one + k,
-                           one + s, (0,) * (2 - nd) + p, one + d)
+                           *as_2d(nd, x.shape[x.ndim - nd:], out, k, s, p),
+                           (1,) * (2 - nd) + tuple(d))
     return y, index
 
 
@@ -169,3 +168,66 @@ def max_pool2d_with_indices(xp, x, kernel_size, stride, padding, dilation, ceil_
     """2-D max pooling of a contiguous array in one pass (values, flat indices); no read of
     the maxima to find NaNs, which the generic sweep makes."""
     return _max_pool(xp, x, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def _avg_pool(xp, x, nd, k, s, p, out, count_include_pad, divisor):
+    """Average pooling of checked geometry through the kernel; None for what it leaves."""
+    if not covered(x) or math.prod(k) > pooling.MAX_TAPS:
+        return None
+    lead = x.shape[:x.ndim - nd]
+    y = xp.empty(lead + tuple(out), x.dtype)
+    if y.size:
+        pooling.avg_pool2d(buffer(x), buffer(y), math.prod(lead),
+                           *as_2d(nd, x.shape[x.ndim - nd:], out, k, s, p),
+                           count_include_pad, divisor)
+    return y
+
+
+def uniform_windows(size, out):
+    """The kernel of adaptive pooling from ``size`` to ``out`` when its windows are equal and
+    disjoint (each size a multiple of its output's, not all outputs 1), else None."""
+    if all(o == 1 for o in out) or any(o == 0 or n % o for n, o in zip(size, out)):
+        return None
+    return tuple(n // o for n, o in zip(size, out))
+
+
+def as_2d(nd, size, out, kernel, stride, padding):
+    """1-D pooling geometry as 2-D pooling of planes one row high (2-D as it is)."""
+    one, zero = (1,) * (2 - nd), (0,) * (2 - nd)
+    return (one + tuple(size), one + tuple(out), one + tuple(kernel), one + tuple(stride),
+            zero + tuple(padding))
+
+
+@override("avg_pool1d")
+def avg_pool1d(xp, x, kernel_size, stride, padding, ceil_mode, count_include_pad):
+    """1-D average pooling of a contiguous array in one pass."""
+    k, s, p, out = _avg_args(1, x, kernel_size, stride, padding, ceil_mode, None)
+    return _avg_pool(xp, x, 1, k, s, p, out, count_include_pad, None)
+
+
+@override("nn.functional.avg_pool2d")
+def avg_pool2d(xp, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+               divisor_override=None):
+    """2-D average pooling of a contiguous array in one pass, reading only each window's
+    taps (the generic matrices read whether the input is finite first)."""
+    k, s, p, out = _avg_args(2, x, kernel_size, stride, padding, ceil_mode, divisor_override)
+    return _avg_pool(xp, x, 2, k, s, p, out, count_include_pad, divisor_override)
+
+
+def _adaptive_avg_pool(xp, x, nd, output_size):
+    out = _adaptive_args("avg", nd, x, output_size)
+    k = uniform_windows(x.shape[x.ndim - nd:], out)
+    return None if k is None else _avg_pool(xp, x, nd, k, k, (0,) * nd, out, True, None)
+
+
+@override("adaptive_avg_pool1d")
+def adaptive_avg_pool1d(xp, x, output_size):
+    """1-D adaptive average pooling with equal windows, as average pooling, in one pass."""
+    return _adaptive_avg_pool(xp, x, 1, output_size)
+
+
+@override("nn.functional.adaptive_avg_pool2d")
+def adaptive_avg_pool2d(xp, x, output_size):
+    """2-D adaptive average pooling with equal windows (sizes that are multiples of the
+    output's), as average pooling, in one pass."""
+    return _adaptive_avg_pool(xp, x, 2, output_size)
