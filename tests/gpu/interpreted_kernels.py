@@ -68,18 +68,19 @@ def test_layer_norm_rows(shape, affine):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("shape", SHAPES + [(3, 10000)])
-def test_cross_entropy_rows(shape):
+def test_cross_entropy_rows(shape, smoothing):
     x = _data(shape)
     n, c = shape
     t = np.random.default_rng(3).integers(0, c, n)
     t[0] = -100                                 # ignored: loss 0
     t[-1] = c - 1
     loss = np.empty(n, np.float32)
-    rows.cross_entropy_rows(Host(x), Host(t), Host(loss), n, c, -100)
-    x64 = x.astype(np.float64)
-    lse = scipy.special.logsumexp(x64, axis=1)
-    ref = np.where(t == -100, 0.0, lse - x64[np.arange(n), np.where(t == -100, 0, t)])
+    rows.cross_entropy_rows(Host(x), Host(t), Host(loss), n, c, -100, smoothing)
+    logp = scipy.special.log_softmax(x.astype(np.float64), axis=1)
+    picked = logp[np.arange(n), np.where(t == -100, 0, t)]
+    ref = np.where(t == -100, 0.0, -(1 - smoothing) * picked - smoothing * logp.mean(1))
     np.testing.assert_allclose(loss, ref, rtol=1e-5, atol=1e-5)
 
 
@@ -196,9 +197,10 @@ def test_layer_norm_backward_rows(shape, affine):
     np.testing.assert_allclose(partial_b.sum(0), gy64.sum(0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
 @pytest.mark.parametrize("per_row", [False, True])
 @pytest.mark.parametrize("shape", [(5, 7), (3, 10000)])
-def test_cross_entropy_backward_rows(shape, per_row):
+def test_cross_entropy_backward_rows(shape, per_row, smoothing):
     n, c = shape
     x = _data(shape)
     t = np.random.default_rng(3).integers(0, c, n)
@@ -206,13 +208,14 @@ def test_cross_entropy_backward_rows(shape, per_row):
     scale = _data(n, 6) if per_row else np.array([0.25], np.float32)
     dx = np.empty_like(x)
     rows.cross_entropy_backward_rows(Host(x), Host(t), Host(scale), Host(dx), n, c, -100,
-                                     per_row)
+                                     per_row, smoothing)
     x64 = x.astype(np.float64)
     p = np.exp(x64 - scipy.special.logsumexp(x64, axis=1, keepdims=True))
     onehot = np.zeros_like(p)
     onehot[np.arange(n), np.where(t == -100, 0, t)] = 1
+    q = (1 - smoothing) * onehot + smoothing / c
     s = np.where(t == -100, 0.0, scale if per_row else scale[0])[:, None]
-    np.testing.assert_allclose(dx, (p - onehot) * s, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dx, (p - q) * s, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -138,13 +138,39 @@ def test_cross_entropy(overrides, n, c, dtype, reduction):
     _same(gpu.grad, host.grad, **tol)
 
 
-def test_cross_entropy_cases_the_kernel_leaves_alone(overrides):
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape, smoothing", [((6, 5), 0.1), ((4, 7, 3, 5), 0.0),
+                                              ((4, 7, 9), 0.25), ((3, 11), 1.0)])
+def test_cross_entropy_with_smoothing_or_more_dims(overrides, monkeypatch, shape, smoothing,
+                                                   reduction):
+    forward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_rows")
+    backward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_backward_rows")
+    host, gpu = _pair(shape)
+    target = ember.randint(0, shape[1], shape[:1] + shape[2:])
+    target.view(-1)[0] = -100
+    losses = []
+    for x in (host, gpu):
+        x.requires_grad_()
+        loss = F.cross_entropy(x, target.to(x.device), reduction=reduction,
+                               label_smoothing=smoothing)
+        loss.backward(ember.ones_like(loss) if reduction != "none" else
+                      ember.rand(*loss.shape, generator=ember.Generator().manual_seed(1))
+                      .to(x.device))
+        losses.append(loss)
+    _same(losses[1], losses[0], atol=1e-5, rtol=1e-5)
+    _same(gpu.grad, host.grad, atol=1e-6, rtol=1e-5)
+    assert forward and backward
+
+
+def test_cross_entropy_cases_the_kernel_leaves_alone(overrides, monkeypatch):
+    forward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_rows")
     host, gpu = _pair((6, 5))
     t = ember.tensor([0, 1, 2, 3, 4, 0])
     w = ember.rand(5)
     _same(F.cross_entropy(gpu, t.cuda(), weight=w.cuda()), F.cross_entropy(host, t, weight=w))
-    _same(F.cross_entropy(gpu, t.cuda(), label_smoothing=0.1),
-          F.cross_entropy(host, t, label_smoothing=0.1))
+    p = ember.softmax(ember.randn(6, 5), -1)
+    _same(F.cross_entropy(gpu, p.cuda()), F.cross_entropy(host, p))
+    assert not forward
     _same(F.cross_entropy(gpu, t.cuda(), ignore_index=0), F.cross_entropy(host, t, ignore_index=0))
 
 

@@ -59,10 +59,12 @@ def _cases():
         for per_row in (False, True):
             yield rows._cross_entropy_backward_kernel, dict(
                 _pointers(("x_ptr", "dx_ptr"), dt), t_ptr="*i64", scale_ptr="*fp32",
-                n_cols="i32", ignore_index="i64"), dict(PER_ROW=per_row, BLOCK=4096)
-        yield rows._cross_entropy_kernel, dict(
-            x_ptr=f"*{dt}", t_ptr="*i64", loss_ptr="*fp32", n_cols="i32",
-            ignore_index="i64"), dict(BLOCK=4096)
+                n_cols="i32", ignore_index="i64", smoothing="fp32"), \
+                dict(PER_ROW=per_row, BLOCK=4096)
+        for smooth in (False, True):
+            yield rows._cross_entropy_kernel, dict(
+                x_ptr=f"*{dt}", t_ptr="*i64", loss_ptr="*fp32", n_cols="i32",
+                ignore_index="i64", smoothing="fp32"), dict(SMOOTH=smooth, BLOCK=4096)
         for tanh in (False, True):
             yield pointwise._gelu_kernel, dict(_pointers(("x_ptr", "y_ptr"), dt), n="i32"), \
                 dict(TANH=tanh, BLOCK=pointwise.BLOCK)

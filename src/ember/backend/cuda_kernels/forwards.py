@@ -65,26 +65,40 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     return y, mean.reshape(stats), invstd.reshape(stats)
 
 
+def class_rows(xp, x):
+    """(N, C, *d) logits as contiguous (rows, C): the class dim moved last (a copy beyond 2-D),
+    the rows in the order of the flattened (N, *d) targets."""
+    c = x.shape[1]
+    if x.ndim == 2:
+        return x, c
+    return xp.ascontiguousarray(xp.moveaxis(x, 1, -1)).reshape(-1, c), c
+
+
 @override("nn.functional.cross_entropy")
 def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
                   label_smoothing):
-    """Cross entropy of (N, C) logits and class targets, unweighted and unsmoothed: one pass
-    over each row (the targets are checked on the device: NOTE [Deferred device checks])."""
-    if (w is not None or label_smoothing or size_average is not None or reduce is not None
-            or reduction not in ("mean", "sum", "none") or x.ndim != 2 or t.ndim != 1
-            or not covered(x)):
+    """Cross entropy of (N, C, *d) logits and class targets, unweighted, label smoothing
+    included: one pass over each row of classes (two with smoothing). The targets are
+    checked on the device (NOTE [Deferred device checks])."""
+    if (w is not None or size_average is not None or reduce is not None
+            or reduction not in ("mean", "sum", "none") or x.ndim < 2 or t.ndim != x.ndim - 1
+            or not 0.0 <= label_smoothing <= 1.0 or not covered(x)):
         return None
     _check_class_target(x, t)
-    n, c = x.shape
-    t = xp.ascontiguousarray(t, dtype=xp.int64)
-    kept = t != ignore_index
-    check_class_range(xp.where(kept, t, 0), c)
+    logits, c = class_rows(xp, x)
+    n = logits.shape[0]
+    targets = xp.ascontiguousarray(t.reshape(-1), dtype=xp.int64)
+    kept = targets != ignore_index
+    check_class_range(xp.where(kept, targets, 0), c)
     loss = xp.empty(n, xp.float32)
-    rows.cross_entropy_rows(buffer(x), buffer(t), buffer(loss), n, c, ignore_index)
+    rows.cross_entropy_rows(buffer(logits), buffer(targets), buffer(loss), n, c, ignore_index,
+                            label_smoothing)
     if reduction == "sum":
         loss = loss.sum()
     elif reduction == "mean":
         loss = loss.sum() / kept.sum(dtype=loss.dtype)
+    else:
+        loss = loss.reshape(t.shape)
     return loss.astype(x.dtype, copy=False)
 
 

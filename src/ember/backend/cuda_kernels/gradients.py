@@ -19,7 +19,7 @@ from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_pooling as pooling
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import buffer, covered
-from ember.backend.cuda_kernels.forwards import as_2d, uniform_windows
+from ember.backend.cuda_kernels.forwards import as_2d, class_rows, uniform_windows
 from ember.ops._dims import wrap_dim
 from ember.ops._loss_common import reduction_of
 from ember.ops.attention import _groups, _scale
@@ -89,22 +89,25 @@ def native_layer_norm(grads, x, w, b, normalized_shape, eps, *, out):
 @override_derivative("nn.functional.cross_entropy")
 def cross_entropy(grad, x, t, w, size_average, ignore_index, reduce, reduction,
                   label_smoothing):
-    """The gradient of the unweighted, unsmoothed cross entropy of (N, C) logits and class
-    targets in one kernel over the logits."""
+    """The gradient of the unweighted cross entropy of (N, C, *d) logits and class targets,
+    label smoothing included, in one kernel over the rows of classes."""
     a, targets = x._data, t._data
-    if w is not None or label_smoothing or a.ndim != 2 or targets.ndim != 1 or not covered(a):
+    if w is not None or a.ndim < 2 or targets.ndim != a.ndim - 1 or not covered(a):
         return None
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
     xp = xp_of(a)
-    n, c = a.shape
-    targets = xp.ascontiguousarray(targets, dtype=xp.int64)
+    logits, c = class_rows(xp, a)
+    n = logits.shape[0]
+    targets = xp.ascontiguousarray(targets.reshape(-1), dtype=xp.int64)
     scale = grad._data.astype(xp.float32).reshape(-1)
     if reduction == "mean":             # an ignored row's share is 0, even when all are
         scale = scale / (targets != ignore_index).sum(dtype=xp.float32)
-    dx = xp.empty(a.shape, a.dtype)
-    rows.cross_entropy_backward_rows(buffer(a), buffer(targets),
+    dx = xp.empty(logits.shape, a.dtype)
+    rows.cross_entropy_backward_rows(buffer(logits), buffer(targets),
                                      buffer(xp.ascontiguousarray(scale)), buffer(dx), n, c,
-                                     ignore_index, reduction == "none")
+                                     ignore_index, reduction == "none", label_smoothing)
+    if a.ndim > 2:                      # back to (N, C, *d)
+        dx = xp.moveaxis(dx.reshape(a.shape[:1] + a.shape[2:] + (c,)), -1, 1)
     return _make(dx), None, None
 
 

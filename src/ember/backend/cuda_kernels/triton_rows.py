@@ -122,7 +122,8 @@ def _row_max_and_sum(start, n_cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, BLOCK: tl.constexpr):
+def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, smoothing,
+                          SMOOTH: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     start = x_ptr + row * n_cols
     top, total = _row_max_and_sum(start, n_cols, BLOCK)
@@ -130,16 +131,25 @@ def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, BLOCK: t
     ignored = target == ignore_index
     outside = (target < 0) | (target >= n_cols)     # an error the host raises later
     picked = tl.load(start + tl.where(ignored | outside, 0, target)).to(tl.float32)
-    loss = tl.where(ignored, 0.0, top + tl.log(total) - picked)
-    tl.store(loss_ptr + row, loss)
+    loss = top + tl.log(total) - picked
+    if SMOOTH:      # (1 - s) * (lse - x_t) + s * (lse - mean(x)): mean(x) in a second pass
+        row_sum = tl.full([], 0.0, tl.float32)
+        for first in range(0, n_cols, BLOCK):
+            cols = first + tl.arange(0, BLOCK)
+            row_sum += tl.sum(tl.load(start + cols, mask=cols < n_cols, other=0.0)
+                              .to(tl.float32), axis=0)
+        loss = loss + smoothing * (picked - row_sum / n_cols)
+    tl.store(loss_ptr + row, tl.where(ignored, 0.0, loss))
 
 
 @guarded
-def cross_entropy_rows(x, target, loss, n_rows, n_cols, ignore_index):
-    """``loss[i] = logsumexp(x[i]) - x[i, target[i]]`` (0 where target is ignore_index), in
-    float32. A target outside [0, n_cols) reads column 0: the caller reports it."""
+def cross_entropy_rows(x, target, loss, n_rows, n_cols, ignore_index, smoothing=0.0):
+    """``loss[i] = logsumexp(x[i]) - (1 - s) x[i, target[i]] - s mean(x[i])`` for label
+    smoothing ``s`` (0 where target is ignore_index), in float32. A target outside
+    [0, n_cols) reads column 0: the caller reports it."""
     block = min(triton.next_power_of_2(n_cols), 4096)
-    _cross_entropy_kernel[(n_rows,)](x, target, loss, n_cols, int(ignore_index), BLOCK=block,
+    _cross_entropy_kernel[(n_rows,)](x, target, loss, n_cols, int(ignore_index),
+                                     float(smoothing), SMOOTH=smoothing > 0, BLOCK=block,
                                      num_warps=4 if block <= 1024 else 8)
 
 
@@ -192,7 +202,7 @@ def layer_norm_backward_rows(gy, x, w, mean, invstd, gx, partial_w, partial_b, n
 
 @triton.jit
 def _cross_entropy_backward_kernel(x_ptr, t_ptr, scale_ptr, dx_ptr, n_cols, ignore_index,
-                                   PER_ROW: tl.constexpr, BLOCK: tl.constexpr):
+                                   smoothing, PER_ROW: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     start = x_ptr + row * n_cols
     top, total = _row_max_and_sum(start, n_cols, BLOCK)
@@ -206,15 +216,18 @@ def _cross_entropy_backward_kernel(x_ptr, t_ptr, scale_ptr, dx_ptr, n_cols, igno
         cols = first + tl.arange(0, BLOCK)
         mask = cols < n_cols
         x = tl.load(start + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        d = tl.exp(x - top) * (scale / total) - tl.where(cols == target, scale, 0.0)
+        hot = tl.where(cols == target, 1.0 - smoothing, 0.0) + smoothing / n_cols
+        d = tl.exp(x - top) * (scale / total) - scale * hot
         tl.store(dx_ptr + row * n_cols + cols, d.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
 @guarded
-def cross_entropy_backward_rows(x, target, scale, dx, n_rows, n_cols, ignore_index, per_row):
-    """``dx[i] = (softmax(x[i]) - onehot(target[i])) * scale`` (0 where the target is
-    ignore_index), with ``scale`` float32: one per row, or one for all (``per_row`` False)."""
+def cross_entropy_backward_rows(x, target, scale, dx, n_rows, n_cols, ignore_index, per_row,
+                                smoothing=0.0):
+    """``dx[i] = (softmax(x[i]) - (1 - s) onehot(target[i]) - s / n_cols) * scale`` for label
+    smoothing ``s`` (0 where the target is ignore_index), with ``scale`` float32: one per row,
+    or one for all (``per_row`` False)."""
     block = min(triton.next_power_of_2(n_cols), 4096)
     _cross_entropy_backward_kernel[(n_rows,)](x, target, scale, dx, n_cols, int(ignore_index),
-                                              PER_ROW=per_row, BLOCK=block,
+                                              float(smoothing), PER_ROW=per_row, BLOCK=block,
                                               num_warps=4 if block <= 1024 else 8)
