@@ -90,6 +90,8 @@ def op_workloads(lib, scale):
         f"conv2d 64->64 3x3 on {tuple(image.shape)}": lambda: conv(image),
         f"max_pool2d 3x3/2 on {tuple(image.shape)}": lambda: F.max_pool2d(image, 3, 2, 1),
         f"avg_pool2d 2x2 on {tuple(image.shape)}": lambda: F.avg_pool2d(image, 2),
+        f"bilinear x2 on {tuple(image.shape)}": lambda: F.interpolate(
+            image, scale_factor=2, mode="bilinear"),
         f"causal SDPA {tuple(q.shape)}": lambda: F.scaled_dot_product_attention(
             q, k, v, is_causal=True),
         f"causal SDPA {tuple(q.shape)} bfloat16": lambda: F.scaled_dot_product_attention(

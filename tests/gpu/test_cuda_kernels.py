@@ -61,7 +61,7 @@ def test_kernels_are_registered(overrides):
             "nn.functional.gelu", "_gelu_backward", "nn.functional.silu",
             "nn.functional.max_pool2d_with_indices", "max_pool1d_with_indices",
             "nn.functional.avg_pool2d", "avg_pool1d", "nn.functional.adaptive_avg_pool2d",
-            "adaptive_avg_pool1d"} <= set(overrides)
+            "adaptive_avg_pool1d", "nn.functional.interpolate"} <= set(overrides)
     from ember.backend.cuda_kernels import DERIVATIVES
     assert {"softmax", "log_softmax", "nn.functional.silu", "native_layer_norm",
             "nn.functional.cross_entropy", "nn.functional.scaled_dot_product_attention"} \
@@ -239,6 +239,35 @@ def test_average_pooling_with_infinities_and_its_gradient(overrides, monkeypatch
     g = ember.randn(*hy.shape).to(dtype)
     y.backward(g.cuda()), hy.backward(g)
     _same(gpu.grad, host.grad, **({} if dtype is ember.float32 else LOW))
+    assert forward and backward
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.bfloat16])
+@pytest.mark.parametrize("shape, kwargs", [
+    ((2, 3, 5, 7), dict(scale_factor=2, mode="bilinear")),
+    ((2, 3, 5, 7), dict(size=(8, 4), mode="bilinear", align_corners=True)),
+    ((2, 3, 5, 7), dict(scale_factor=(2, 3), mode="nearest")),
+    ((2, 3, 9, 7), dict(size=(4, 5), mode="nearest-exact")),
+    ((2, 3, 6, 6), dict(size=(9, 4), mode="bicubic")),
+    ((2, 3, 8, 9), dict(size=(4, 3), mode="area")),
+    ((2, 3, 12, 12), dict(size=(5, 5), mode="bilinear", antialias=True)),
+    ((2, 4, 11), dict(scale_factor=1.7, mode="linear")),
+    ((2, 4, 11), dict(size=4, mode="nearest"))])
+def test_interpolation_with_infinities_and_its_gradient(overrides, monkeypatch, shape, kwargs,
+                                                        dtype):
+    if kwargs.get("antialias") and dtype is not ember.float32:
+        pytest.skip("PyTorch has no 16-bit antialiasing")
+    forward = _count_launches(monkeypatch, "triton_resample", "resample2d")
+    backward = _count_launches(monkeypatch, "triton_resample", "resample2d_backward")
+    host, gpu = _pair(shape, dtype)
+    host[..., 0, 1] = float("inf")
+    gpu[..., 0, 1] = float("inf")
+    host.requires_grad_(), gpu.requires_grad_()
+    y, hy = F.interpolate(gpu, **kwargs), F.interpolate(host, **kwargs)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype is ember.float32 else LOW
+    _same(y, hy, **tol)
+    y.sum().backward(), hy.sum().backward()
+    _same(gpu.grad, host.grad, **tol)
     assert forward and backward
 
 
@@ -516,4 +545,23 @@ def test_a_training_step_never_waits_for_the_gpu(overrides, host_traffic, make):
             F.cross_entropy(model(x), y).backward()
             opt.step()
         if step:                                    # the first step makes Adam's state
+            assert not traffic, dict(traffic)
+
+
+def test_a_segmentation_step_never_waits_for_the_gpu(overrides, host_traffic):
+    # pooling down, bilinear upsampling, and a per-pixel cross entropy with label smoothing
+    nn = ember.nn
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2),
+                          nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Upsample(scale_factor=4, mode="bilinear"), nn.Conv2d(8, 5, 1))
+    model.cuda()
+    opt = ember.optim.AdamW(model.parameters(), lr=1e-3)
+    x = ember.randn(2, 3, 8, 8, device="cuda")
+    y = ember.randint(0, 5, (2, 8, 8), device="cuda")
+    for step in range(3):
+        with host_traffic() as traffic:
+            opt.zero_grad()
+            F.cross_entropy(model(x), y, label_smoothing=0.1).backward()
+            opt.step()
+        if step:
             assert not traffic, dict(traffic)

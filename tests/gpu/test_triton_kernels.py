@@ -17,6 +17,7 @@ from triton.compiler import ASTSource  # noqa: E402
 from ember.backend.cuda_kernels import triton_attention as attention  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
+from ember.backend.cuda_kernels import triton_resample as resample  # noqa: E402
 from ember.backend.cuda_kernels import triton_rnn as rnn  # noqa: E402
 from ember.backend.cuda_kernels import triton_rows as rows  # noqa: E402
 
@@ -117,6 +118,15 @@ def _cases():
                 _pointers(("x_ptr", "y_ptr"), dt), divisor="fp32", **ints), constants
             yield pooling._avg_pool2d_backward_kernel, dict(
                 _pointers(("g_ptr", "dx_ptr"), dt), divisor="fp32", **ints), constants
+    for dt in ("fp32", "bf16"):
+        tables = dict(ih_ptr="*i64", wh_ptr="*fp32", iw_ptr="*i64", ww_ptr="*fp32",
+                      **dict.fromkeys(("n", "H", "W", "OH", "OW"), "i32"))
+        for th, tw in ((2, 2), (1, 4)):
+            constants = dict(TH=th, TW=tw, BLOCK=resample.BLOCK)
+            yield resample._resample2d_kernel, dict(
+                _pointers(("x_ptr", "y_ptr"), dt), **tables), constants
+            yield resample._resample2d_backward_kernel, dict(
+                g_ptr=f"*{dt}", dx_ptr="*fp32", **tables), constants
     scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay", "step_size",
                              "bias2_sqrt"), "fp32")
     for decay in (0, 1, 2):

@@ -1,6 +1,7 @@
 """The Triton kernels registered as CUDA forwards of ops (NOTE [CUDA kernel overrides]):
 softmax, log_softmax, layer norm, cross entropy, gelu and its gradient, silu, flash
-attention, and 1-D/2-D max, average and (equal-window) adaptive average pooling.
+attention, 1-D/2-D max, average and (equal-window) adaptive average pooling, and 1-D/2-D
+interpolation.
 
 Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
 rows short enough to hold in registers) and returns None for the rest, which the op's
@@ -10,13 +11,19 @@ runs them first, or hands inputs it would reject to the generic forward.
 
 import math
 
+import numpy as np
+
 from ember.backend.cuda_kernels import override
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_pooling as pooling
+from ember.backend.cuda_kernels import triton_resample as resample
 from ember.backend.cuda_kernels import triton_rows as rows
+from ember.backend import device_copy
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, covered
 from ember.backends.cuda import flash_sdp_enabled
+from ember.ops import resampling
+from ember.ops._separable import Taps, built_once
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.adaptive_pooling import _check as _adaptive_args
 from ember.ops.log_space import _finish, _softmax_input
@@ -245,3 +252,65 @@ def adaptive_avg_pool2d(xp, x, output_size):
     """2-D adaptive average pooling with equal windows (sizes that are multiples of the
     output's), as average pooling, in one pass."""
     return _adaptive_avg_pool(xp, x, 2, output_size)
+
+
+def _taps_of(m):
+    """A dim's map (Taps, or a matrix read at its nonzero entries) as (index, weight) tables
+    of shape (outputs, taps): int64 indices, -1 for a tap not read; float32 weights."""
+    if isinstance(m, Taps):
+        used = np.ones(m.index.shape, bool) if m.used is None else m.used
+        index, weight = np.where(used, m.index, -1), m.weight * used
+    else:
+        nonzero = m != 0
+        taps = max(int(nonzero.sum(axis=1).max()), 1)
+        order = np.argsort(~nonzero, axis=1, kind="stable")[:, :taps]   # nonzero columns first
+        read = np.take_along_axis(nonzero, order, axis=1)
+        index, weight = np.where(read, order, -1), np.take_along_axis(m, order, axis=1) * read
+    return index.astype(np.int64), weight.astype(np.float32)
+
+
+@built_once
+def _tap_tables(shape, out, scales, mode, align_corners, antialias):
+    """interpolate's geometry as (index, weight) tap tables per dim, two dims (a 1-D
+    geometry gets a one-row identity dim first)."""
+    tables = [_taps_of(m) for m in resampling._mats(shape, out, scales, mode, align_corners,
+                                                    antialias)]
+    if len(tables) == 1:
+        tables.insert(0, (np.zeros((1, 1), np.int64), np.ones((1, 1), np.float32)))
+    return tuple(tables)
+
+
+def resample_tables(like, shape, out, scales, mode, align_corners, antialias):
+    """The tap tables on ``like``'s GPU as (index, weight, taps) buffers per dim, uploaded
+    once per geometry; None when there are too many taps for the kernel."""
+    tables = _tap_tables(shape, out, scales, mode, align_corners, antialias)
+    if math.prod(index.shape[1] for index, _ in tables) > resample.MAX_TAPS:
+        return None
+    return tuple((buffer(device_copy(like, index, index.dtype)),
+                  buffer(device_copy(like, weight, weight.dtype)), index.shape[1])
+                 for index, weight in tables)
+
+
+def as_planes(shape, out):
+    """(planes, (H, W), (OH, OW)) of an (N, C, *spatial) resampling with 1 or 2 dims."""
+    one = (1,) * (4 - len(shape))
+    return shape[0] * shape[1], one + tuple(shape[2:]), one + tuple(out)
+
+
+@override("nn.functional.interpolate")
+def interpolate(xp, x, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                antialias):
+    """1-D and 2-D interpolation of a contiguous array in one pass over the output, reading
+    each output's taps (the generic matrices read whether the input is finite first)."""
+    resampling._check(x, mode, antialias)
+    out, scales = resampling._spatial_args(x, size, scale_factor, mode, align_corners,
+                                           recompute_scale_factor, antialias)
+    if x.ndim > 4 or not covered(x):
+        return None
+    tables = resample_tables(x, tuple(x.shape[2:]), out, scales, mode, align_corners,
+                             antialias)
+    if tables is None:
+        return None
+    y = xp.empty(x.shape[:2] + tuple(out), x.dtype)
+    resample.resample2d(buffer(x), buffer(y), tables, *as_planes(x.shape, out))
+    return y

@@ -1,7 +1,7 @@
 """The Triton kernels registered as CUDA derivatives of ops (NOTE [CUDA kernel overrides]):
 the first-order gradients of softmax, log_softmax, silu, layer norm, cross entropy, flash
-attention and 1-D/2-D (adaptive) average pooling, each in one pass (two kernels for
-attention).
+attention, 1-D/2-D (adaptive) average pooling and 1-D/2-D interpolation, each in one pass
+(two kernels for attention).
 
 An override takes the derivative's own arguments (Tensors) and returns its result, or None
 for what its kernel does not cover: then the op's derivative runs, as it also does whenever
@@ -17,9 +17,12 @@ from ember.backend.cuda_kernels import override_derivative
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_pooling as pooling
+from ember.backend.cuda_kernels import triton_resample as resample
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import buffer, covered
-from ember.backend.cuda_kernels.forwards import as_2d, class_rows, uniform_windows
+from ember.backend.cuda_kernels.forwards import (as_2d, as_planes, class_rows,
+                                                 resample_tables, uniform_windows)
+from ember.ops import resampling
 from ember.ops._dims import wrap_dim
 from ember.ops._loss_common import reduction_of
 from ember.ops.attention import _groups, _scale
@@ -134,7 +137,7 @@ def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, sca
 
 
 def _avg_pool_backward(nd, grad, x, k, s, p, out, count_include_pad, divisor):
-    g = grad._data
+    g = xp_of(grad._data).ascontiguousarray(grad._data)     # sum()'s gradient is broadcast
     lead = tuple(x.shape[:x.ndim - nd])
     if (math.prod(k) > pooling.MAX_TAPS or g.shape != lead + tuple(out)
             or g.dtype != x.dtype.np or not covered(g)):
@@ -184,3 +187,23 @@ def adaptive_avg_pool1d(grad, x, output_size):
 def adaptive_avg_pool2d(grad, x, output_size):
     """2-D adaptive average pooling's input gradient (equal windows) in one pass."""
     return _adaptive_avg_pool_backward(2, grad, x)
+
+
+@override_derivative("nn.functional.interpolate")
+def interpolate(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                antialias):
+    """1-D and 2-D interpolation's input gradient in one pass over the output gradient."""
+    g = xp_of(grad._data).ascontiguousarray(grad._data)     # sum()'s gradient is broadcast
+    if x.ndim > 4 or g.dtype != x.dtype.np or not covered(g):
+        return None
+    out = tuple(g.shape[2:])
+    _, scales = resampling._spatial_args(resampling._Meta(x.shape), size, scale_factor, mode,
+                                         align_corners, recompute_scale_factor, antialias)
+    tables = resample_tables(g, tuple(x.shape[2:]), out, scales, mode, align_corners,
+                             antialias)
+    if tables is None:
+        return None
+    xp = xp_of(g)
+    dx = xp.zeros(tuple(x.shape), xp.float32)       # summed into by atomic adds
+    resample.resample2d_backward(buffer(g), buffer(dx), tables, *as_planes(x.shape, out))
+    return _make(dx.astype(g.dtype, copy=False))

@@ -1,0 +1,76 @@
+"""Separable resampling of the trailing two dims (interpolate's modes) from per-dim tap tables:
+output (oh, ow) is the sum over taps a, b of wh[oh, a] * ww[ow, b] * x[ih[oh, a], iw[ow, b]].
+A tap with index -1 is not read. Every other tap is read, zero weights included, as PyTorch's
+kernels do (an infinity under a zero weight gives NaN). The gradient adds each output's
+gradient into its taps with atomic adds, as PyTorch's CUDA kernels do. Launchers take
+buffers as objects with ``data_ptr()`` and ``dtype`` and compute in float32."""
+
+import triton
+import triton.language as tl
+
+from ember.backend.cuda_kernels._launch import guarded
+
+__all__ = ["resample2d", "resample2d_backward", "MAX_TAPS", "BLOCK"]
+
+BLOCK = 512
+MAX_TAPS = 64           # taps per output; wider filters (antialiased downsampling) run generic
+
+
+@triton.jit
+def _resample2d_kernel(x_ptr, y_ptr, ih_ptr, wh_ptr, iw_ptr, ww_ptr, n, H, W, OH, OW,
+                       TH: tl.constexpr, TW: tl.constexpr, BLOCK: tl.constexpr):
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = o < n
+    ow = o % OW
+    oh = (o // OW) % OH
+    plane = x_ptr + (o // (OW * OH)) * H * W
+    total = tl.zeros([BLOCK], tl.float32)
+    for a in tl.static_range(TH):
+        ih = tl.load(ih_ptr + oh * TH + a, mask=mask, other=-1)
+        wa = tl.load(wh_ptr + oh * TH + a, mask=mask, other=0.0)
+        for b in tl.static_range(TW):
+            iw = tl.load(iw_ptr + ow * TW + b, mask=mask, other=-1)
+            wb = tl.load(ww_ptr + ow * TW + b, mask=mask, other=0.0)
+            read = mask & (ih >= 0) & (iw >= 0)
+            v = tl.load(plane + ih * W + iw, mask=read, other=0.0).to(tl.float32)
+            total += tl.where(read, wa * wb * v, 0.0)
+    tl.store(y_ptr + o, total.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _resample2d_backward_kernel(g_ptr, dx_ptr, ih_ptr, wh_ptr, iw_ptr, ww_ptr, n, H, W, OH,
+                                OW, TH: tl.constexpr, TW: tl.constexpr, BLOCK: tl.constexpr):
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = o < n
+    ow = o % OW
+    oh = (o // OW) % OH
+    plane = dx_ptr + (o // (OW * OH)) * H * W
+    g = tl.load(g_ptr + o, mask=mask, other=0.0).to(tl.float32)
+    for a in tl.static_range(TH):
+        ih = tl.load(ih_ptr + oh * TH + a, mask=mask, other=-1)
+        wa = tl.load(wh_ptr + oh * TH + a, mask=mask, other=0.0)
+        for b in tl.static_range(TW):
+            iw = tl.load(iw_ptr + ow * TW + b, mask=mask, other=-1)
+            wb = tl.load(ww_ptr + ow * TW + b, mask=mask, other=0.0)
+            tl.atomic_add(plane + ih * W + iw, g * wa * wb,
+                          mask=mask & (ih >= 0) & (iw >= 0))
+
+
+def _launch(kernel, src, dst, tables, planes, size, out):
+    (ih, wh, th), (iw, ww, tw) = tables
+    n = planes * out[0] * out[1]
+    kernel[(triton.cdiv(n, BLOCK),)](src, dst, ih, wh, iw, ww, n, *size, *out, TH=th, TW=tw,
+                                     BLOCK=BLOCK)
+
+
+@guarded
+def resample2d(x, y, tables, planes, size, out):
+    """Resample ``planes`` contiguous ``size`` (H, W) planes of ``x`` into ``out`` (OH, OW)
+    planes of ``y``; ``tables`` holds per dim (index buffer, float32 weight buffer, taps)."""
+    _launch(_resample2d_kernel, x, y, tables, planes, size, out)
+
+
+@guarded
+def resample2d_backward(grad, dx, tables, planes, size, out):
+    """Add ``resample2d``'s input gradient from ``grad`` into the zeroed float32 ``dx``."""
+    _launch(_resample2d_backward_kernel, grad, dx, tables, planes, size, out)
