@@ -22,6 +22,15 @@ if os.environ.get("EMBER_FAKE_CUDA") == "1":
 import ember  # noqa: E402  (after the stand-in, when asked for)
 
 
+@pytest.fixture(autouse=True)
+def full_precision_convolutions():
+    """GPU results are compared with the CPU's at float32 tolerances: convolutions run
+    without TF32 (PyTorch's default lets them use it), as in PyTorch's own tests. Tests of
+    TF32 turn it back on."""
+    with ember.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        yield
+
+
 def pytest_runtest_setup(item):
     if item.get_closest_marker("cuda") and not ember.cuda.is_available():
         pytest.skip("needs CuPy and a CUDA GPU")

@@ -496,6 +496,24 @@ def _runtime():
     return rt
 
 
+def _gemm_settings():
+    """cupy._core._routines_linalg's compute types: remembered, not applied (NumPy has no
+    TF32)."""
+    linalg = types.ModuleType("cupy._core._routines_linalg")
+    for value, name in enumerate(("TBD", "DEFAULT", "PEDANTIC", "FP16", "FP32", "FP64", "BF16",
+                                  "TF32")):
+        setattr(linalg, f"COMPUTE_TYPE_{name}", value)
+    types_by_char = {"e": 0, "f": 0, "F": 0, "d": 0, "D": 0}
+
+    def set_compute_type(dtype, compute_type):
+        types_by_char[np.dtype(dtype).char] = compute_type
+
+    linalg.set_compute_type = set_compute_type
+    linalg.get_compute_type = lambda dtype: types_by_char[np.dtype(dtype).char] or 1
+    return linalg
+
+
+
 def install():
     """Put the fake into sys.modules as ``cupy`` and ``cupyx.scipy.special``."""
     cupy = _Namespace("cupy", np)
@@ -524,5 +542,9 @@ def install():
     cupyx.errstate = errstate
     cupyx.scipy = types.ModuleType("cupyx.scipy")
     cupyx.scipy.special = _Namespace("cupyx.scipy.special", scipy.special)
+    core = types.ModuleType("cupy._core")
+    core._routines_linalg = _gemm_settings()
+    cupy._core = core
+    sys.modules.update({"cupy._core": core, "cupy._core._routines_linalg": core._routines_linalg})
     sys.modules.update({"cupy": cupy, "cupy.cuda": cuda, "cupyx": cupyx,
                         "cupyx.scipy": cupyx.scipy, "cupyx.scipy.special": cupyx.scipy.special})

@@ -3,9 +3,11 @@ GPU: bfloat16 support, memory statistics under PyTorch's names, the amp aliases 
 
 import warnings
 
+import numpy as np
 import pytest
 
 import ember
+import ember.nn.functional as F
 
 pytestmark = pytest.mark.cuda
 
@@ -60,3 +62,54 @@ def test_the_amp_aliases_are_enabled_with_cuda():
     with context:
         assert ember.is_autocast_enabled("cuda") and (a @ a).dtype == ember.float16
     assert scaler.is_enabled() and scaler.scale(a.sum()).item() == 64.0
+
+
+def _tf32_now():
+    gemm = ember.backend.cuda_backend()._GEMM
+    return gemm.get_compute_type(np.float32) == gemm.COMPUTE_TYPE_TF32
+
+
+def test_float32_matmuls_use_tf32_only_when_their_precision_allows():
+    ember.ones(1, device="cuda")
+    assert ember.get_float32_matmul_precision() == "highest" and not _tf32_now()
+    try:
+        ember.set_float32_matmul_precision("high")
+        assert _tf32_now()
+        ember.backends.cuda.matmul.allow_tf32 = False
+        assert not _tf32_now() and ember.get_float32_matmul_precision() == "highest"
+        ember.backends.cuda.matmul.allow_tf32 = True
+        assert _tf32_now()
+    finally:
+        ember.set_float32_matmul_precision("highest")
+    assert not _tf32_now()
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_convolutions_use_tf32_as_cudnn_allows(monkeypatch, allow):
+    import ember.ops.conv as conv
+    seen = []
+    for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
+        real = getattr(conv, name)
+
+        def recording(*args, real=real, **kwargs):
+            seen.append(_tf32_now())
+            return real(*args, **kwargs)
+        monkeypatch.setattr(conv, name, recording)
+    x = ember.randn(2, 3, 8, 8, device="cuda", requires_grad=True)
+    w = ember.randn(4, 3, 3, 3, device="cuda", requires_grad=True)
+    with ember.backends.cudnn.flags(enabled=True, allow_tf32=allow):
+        F.conv2d(x, w, padding=1).sum().backward()
+    assert seen == [allow] * 3 and not _tf32_now()  # forward, both gradients; then restored
+
+
+def test_tf32_convolutions_stay_close_to_full_precision():
+    if ember.backend.cuda_backend().cupy.__version__ == "fake":
+        pytest.skip("the CuPy stand-in has no TF32")
+    x, w = ember.randn(8, 64, 16, 16), ember.randn(64, 64, 3, 3)
+    want = F.conv2d(x, w, padding=1)
+    full = F.conv2d(x.cuda(), w.cuda(), padding=1).cpu()
+    with ember.backends.cudnn.flags(enabled=True, allow_tf32=True):
+        fast = F.conv2d(x.cuda(), w.cuda(), padding=1).cpu()
+    scale = want.abs().max().item()
+    assert (full - want).abs().max().item() < 1e-5 * scale
+    assert 1e-6 * scale < (fast - want).abs().max().item() < 1e-2 * scale     # TF32 differs

@@ -10,13 +10,14 @@ import sys
 import numpy as np
 
 from ember._device import CPU, device
+from ember.backend.cpu_kernels import one_blas_thread
 from ember.backend.cpu_memory import keep_freed_memory
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
            "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
            "device_assert", "device_constant", "device_copy", "device_scalar",
-           "indexing_checks_bounds"]
+           "indexing_checks_bounds", "conv_gemms", "matmul_precision_changed"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -203,6 +204,23 @@ def cuda_backend():
         require_cuda()
         from ember.backend import cuda as module
     return module
+
+
+def conv_gemms(xp):
+    """A context for a convolution's matrix products: on the CPU, one BLAS thread (its
+    chunks run in parallel); on a GPU, TF32 tensor cores for float32 as cuDNN's switch
+    permits (NOTE [TF32] in backend/cuda.py; on by default, as in PyTorch)."""
+    if xp is np:
+        return one_blas_thread(xp)
+    from ember.backends import _precision, cudnn
+    return cuda_backend().tf32_gemms(cudnn.allow_tf32 if cudnn.enabled
+                                     else _precision.allow_tf32())
+
+
+def matmul_precision_changed(tf32):
+    """Apply a new float32 matmul precision (``tf32``: TF32 allowed) to the GPUs in use."""
+    if cuda_initialized():
+        cuda_backend().float32_gemms(tf32)
 
 
 def cuda_initialized():

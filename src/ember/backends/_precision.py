@@ -2,12 +2,15 @@
 
 One setting backs both ``ember.get_float32_matmul_precision()`` and
 ``ember.backends.cuda.matmul.allow_tf32`` (which is ``precision != "highest"``), as PyTorch
-documents. ember accepts every setting and always multiplies float32 matrices in full float32
-precision (NumPy, and cuBLAS as CuPy calls it), which each setting permits: "high" and
-"medium" allow faster, less precise internal arithmetic but do not require it.
+documents. On a GPU (Ampere and later), "high" and "medium" let float32 matrix products use
+TF32 tensor cores (NOTE [TF32] in backend/cuda.py); "highest", the default, keeps them in full
+float32 precision. The CPU computes in full precision in every case, which each setting
+permits.
 """
 
 import warnings
+
+from ember import backend
 
 __all__ = ["set_float32_matmul_precision", "get_float32_matmul_precision"]
 
@@ -16,8 +19,8 @@ _STATE = {"precision": "highest"}
 
 
 def set_float32_matmul_precision(precision):
-    """Set the internal precision float32 matrix products may use: "highest", "high" or
-    "medium" (accepted; ember computes them in full float32 precision in every case)."""
+    """Set the internal precision float32 matrix products may use: "highest" (full
+    precision), "high" or "medium" (TF32 tensor cores on a GPU)."""
     if not isinstance(precision, str):
         raise RuntimeError(f"set_float32_matmul_precision expects a str, but got "
                            f"{type(precision).__name__}")
@@ -27,6 +30,7 @@ def set_float32_matmul_precision(precision):
                       stacklevel=2)
         return
     _STATE["precision"] = precision
+    backend.matmul_precision_changed(allow_tf32())
 
 
 def get_float32_matmul_precision():
@@ -43,3 +47,4 @@ def set_allow_tf32(allowed):
     """``matmul.allow_tf32 = allowed``: "high" when allowed, "highest" when not."""
     if allowed != allow_tf32():
         _STATE["precision"] = "high" if allowed else "highest"
+        backend.matmul_precision_changed(allowed)

@@ -1,14 +1,14 @@
 """``ember.backends.cuda``: the cuBLAS and attention switches (``torch.backends.cuda``).
 
 ``matmul.allow_tf32`` is another view of ``ember.set_float32_matmul_precision`` (see
-_precision.py); it and the reduced-precision-reduction flags are accepted and remembered but
-change nothing: ember's float32 matrix products run in full precision (which TF32
-permission allows), and float16/bfloat16 ones accumulate as cuBLAS's default does.
+_precision.py): on a GPU it lets float32 matrix products use TF32 tensor cores. The
+reduced-precision-reduction flags are accepted and remembered but change nothing:
+float16/bfloat16 products accumulate as cuBLAS's default does.
 
 The scaled-dot-product-attention switches say which kernels ``F.scaled_dot_product_attention``
-may use. ember has two: the flash kernel (Triton, on CUDA), for which ``flash_sdp_enabled()``
-is the switch its override is to consult (it does not yet), and the generic one, the "math"
-path. ``mem_efficient``, ``cudnn`` and the math reduction switch are remembered only.
+may use. ember has two: the flash kernel (Triton, on CUDA), whose override consults
+``flash_sdp_enabled()``, and the generic one, the "math" path. ``mem_efficient``, ``cudnn``
+and the math reduction switch are remembered only.
 """
 
 import contextlib
@@ -33,7 +33,8 @@ def is_built():
 
 
 class cuBLASModule:  # noqa: N801  (PyTorch's name)
-    """``ember.backends.cuda.matmul``: cuBLAS's precision switches (accepted; no effect)."""
+    """``ember.backends.cuda.matmul``: cuBLAS's precision switches (``allow_tf32`` acts on a
+    GPU; the others are remembered only)."""
 
     _REDUCED = ("allow_fp16_reduced_precision_reduction",
                 "allow_bf16_reduced_precision_reduction")

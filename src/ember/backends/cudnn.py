@@ -1,11 +1,13 @@
 """``ember.backends.cudnn``: the cuDNN switches GPU scripts set (``torch.backends.cudnn``).
 
-ember's CUDA backend runs on CuPy, which has no cuDNN: ``is_available()`` is False,
-``version()`` is None, and the flags are accepted, type-checked and remembered but change
-nothing. ``enabled`` (True), ``benchmark`` (False): convolutions always take ember's one
-algorithm (im2col and a matrix product), so there is nothing to choose or time.
-``deterministic`` (False): ember's convolutions are deterministic anyway. ``allow_tf32``
-(True): they are computed in full float32 precision, which TF32 permission allows.
+ember's CUDA backend runs on CuPy, which has no cuDNN: ``is_available()`` is False and
+``version()`` is None. ember's convolutions (im2col and a matrix product) stand in for cuDNN's,
+so ``allow_tf32`` (True) governs them as it does cuDNN's: on a GPU (Ampere and later) their
+float32 matrix products may use TF32 tensor cores (NOTE [TF32] in backend/cuda.py); with
+``enabled`` False, ``backends.cuda.matmul.allow_tf32`` does instead, as for PyTorch's
+convolutions without cuDNN. The other flags are accepted, type-checked and remembered but
+change nothing. ``benchmark`` (False): there is one algorithm, nothing to choose or time.
+``deterministic`` (False): ember's convolutions are deterministic anyway.
 ``benchmark_limit`` is None and takes any value, as in PyTorch without cuDNN.
 """
 
