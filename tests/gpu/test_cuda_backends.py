@@ -84,22 +84,34 @@ def test_float32_matmuls_use_tf32_only_when_their_precision_allows():
     assert not _tf32_now()
 
 
-@pytest.mark.parametrize("allow", [True, False])
-def test_convolutions_use_tf32_as_cudnn_allows(monkeypatch, allow):
-    import ember.ops.conv as conv
-    seen = []
-    for name in ("conv_forward", "conv_input_grad", "conv_weight_grad"):
-        real = getattr(conv, name)
+def _record_tf32(monkeypatch, seen, module, names):
+    """Make each call of ``module``'s functions ``names`` note in ``seen`` whether TF32 was
+    on."""
+    for name in names:
+        real = getattr(module, name)
 
         def recording(*args, real=real, **kwargs):
             seen.append(_tf32_now())
             return real(*args, **kwargs)
-        monkeypatch.setattr(conv, name, recording)
+        monkeypatch.setattr(module, name, recording)
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_convolutions_and_recurrent_layers_use_tf32_as_cudnn_allows(monkeypatch, allow):
+    import ember.ops._rnn_kernels as rnn
+    import ember.ops.conv as conv
+    seen = []
+    _record_tf32(monkeypatch, seen, conv, ("conv_forward", "conv_input_grad",
+                                           "conv_weight_grad"))
+    _record_tf32(monkeypatch, seen, rnn, ("lstm_forward", "lstm_backward"))
     x = ember.randn(2, 3, 8, 8, device="cuda", requires_grad=True)
     w = ember.randn(4, 3, 3, 3, device="cuda", requires_grad=True)
+    lstm = ember.nn.LSTM(4, 5).cuda()
     with ember.backends.cudnn.flags(enabled=True, allow_tf32=allow):
         F.conv2d(x, w, padding=1).sum().backward()
-    assert seen == [allow] * 3 and not _tf32_now()  # forward, both gradients; then restored
+        lstm(ember.randn(3, 2, 4, device="cuda"))[0].sum().backward()
+    # the forwards and gradients of both, each under the switch; and then restored
+    assert seen == [allow] * 3 + [allow] * 2 and not _tf32_now()
 
 
 def test_tf32_convolutions_stay_close_to_full_precision():

@@ -4,20 +4,20 @@ The CUDA backend (``backend/cuda.py``) is imported on the first use of a CUDA de
 then no CuPy module is loaded, so CPU programs never pay for (or need) it.
 """
 
+import contextlib
 import functools
 import sys
 
 import numpy as np
 
 from ember._device import CPU, device
-from ember.backend.cpu_kernels import one_blas_thread
 from ember.backend.cpu_memory import keep_freed_memory
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
            "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
            "device_assert", "device_constant", "device_copy", "device_scalar",
-           "indexing_checks_bounds", "conv_gemms", "matmul_precision_changed"]
+           "indexing_checks_bounds", "cudnn_tf32", "matmul_precision_changed"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -206,12 +206,12 @@ def cuda_backend():
     return module
 
 
-def conv_gemms(xp):
-    """A context for a convolution's matrix products: on the CPU, one BLAS thread (its
-    chunks run in parallel); on a GPU, TF32 tensor cores for float32 as cuDNN's switch
-    permits (NOTE [TF32] in backend/cuda.py; on by default, as in PyTorch)."""
+def cudnn_tf32(xp):
+    """A context for the matrix products of the ops PyTorch runs through cuDNN (convolutions,
+    recurrent layers): on a GPU, float32 ones use TF32 tensor cores as cuDNN's switch permits
+    (NOTE [TF32] in backend/cuda.py; on by default, as in PyTorch); nothing on the CPU."""
     if xp is np:
-        return one_blas_thread(xp)
+        return contextlib.nullcontext()
     from ember.backends import _precision, cudnn
     return cuda_backend().tf32_gemms(cudnn.allow_tf32 if cudnn.enabled
                                      else _precision.allow_tf32())

@@ -197,9 +197,10 @@ def reset_peak_memory_stats(index):
 # NOTE [TF32]: PyTorch lets float32 convolutions use TF32 tensor cores by default
 # (``backends.cudnn.allow_tf32``) and float32 matrix products only when asked
 # (``backends.cuda.matmul.allow_tf32``, ``set_float32_matmul_precision``). CuPy has one switch
-# for all its float32 products, the compute type: it rests at the matmul setting, and a
-# convolution holds it at the cuDNN one while it runs (ember's convolutions stand in for
-# cuDNN's). TF32 keeps float32's range with a 10-bit mantissa, about 8x the GEMM speed.
+# for all its float32 products, the compute type: it rests at the matmul setting, and the
+# ops PyTorch runs in cuDNN (convolutions, the recurrent layers' time steps) hold it at the
+# cuDNN one while they run. TF32 keeps float32's range with a 10-bit mantissa, for several
+# times the GEMM speed.
 
 def _tf32_capable():
     return int(cupy.cuda.Device().compute_capability) >= 80     # Ampere and later

@@ -1,9 +1,10 @@
 """``ember.backends.cudnn``: the cuDNN switches GPU scripts set (``torch.backends.cudnn``).
 
 ember's CUDA backend runs on CuPy, which has no cuDNN: ``is_available()`` is False and
-``version()`` is None. ember's convolutions (im2col and a matrix product) stand in for cuDNN's,
-so ``allow_tf32`` (True) governs them as it does cuDNN's: on a GPU (Ampere and later) their
-float32 matrix products may use TF32 tensor cores (NOTE [TF32] in backend/cuda.py); with
+``version()`` is None. ember's convolutions (im2col and a matrix product) and recurrent
+layers stand in for cuDNN's, so ``allow_tf32`` (True) governs them as it does cuDNN's: on a
+GPU (Ampere and later) their float32 matrix products may use TF32 tensor cores (NOTE [TF32]
+in backend/cuda.py; a recurrent layer's input projections are matmuls, outside it); with
 ``enabled`` False, ``backends.cuda.matmul.allow_tf32`` does instead, as for PyTorch's
 convolutions without cuDNN. The other flags are accepted, type-checked and remembered but
 change nothing. ``benchmark`` (False): there is one algorithm, nothing to choose or time.

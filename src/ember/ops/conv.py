@@ -9,7 +9,8 @@ convolutions again, so gradients of any order exist.
 import ml_dtypes
 import numpy as np
 
-from ember.backend import conv_gemms
+from ember.backend import cudnn_tf32
+from ember.backend.cpu_kernels import one_blas_thread
 from ember.ops import fold  # noqa: E402,F401
 from ember.ops._conv_args import conv_args, transposed_size
 from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_grad
@@ -31,7 +32,7 @@ def _run(xp, x, w, b, args):
     if dtype in _UPCAST:
         x, w = x.astype(_F32), w.astype(_F32)
         b = None if b is None else b.astype(_F32)
-    with conv_gemms(xp):
+    with one_blas_thread(xp), cudnn_tf32(xp):
         if args.transposed:
             size = transposed_size(x.shape[2:], w.shape[2:], args)
             out = conv_input_grad(xp, x, w, size, args.stride, args.pads, args.dilation,
@@ -94,7 +95,7 @@ def _convolution_weight(xp, x, g, kernel_size, stride, padding, dilation, groups
     if dtype in _UPCAST:
         x, g = x.astype(_F32), g.astype(_F32)
     pads = tuple((p, p) for p in padding)
-    with conv_gemms(xp):
+    with one_blas_thread(xp), cudnn_tf32(xp):
         gw = conv_weight_grad(xp, x, g, tuple(kernel_size), tuple(stride), pads,
                               tuple(dilation), groups)
     return gw.astype(dtype) if gw.dtype != dtype else gw

@@ -12,7 +12,7 @@ import numpy as np
 
 import ember
 from ember.ops import _rnn_kernels as K
-from ember.backend import xp_of
+from ember.backend import cudnn_tf32, xp_of
 from ember.ops._registry import op
 
 FUNCTIONAL = {}
@@ -55,13 +55,14 @@ def _rnn_layer(xp, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse):
     """
     _check(x, hx, w_hh, cx, mode, batch_sizes)
     steps = _steps(batch_sizes, reverse)
-    if mode == "LSTM":
-        out, h, c, ws = K.lstm_forward(xp, x, hx, cx, w_hh, b_hh, w_hr, steps)
-        return out, h, c, ws.view(np.uint8)
-    if mode == "GRU":
-        out, h, _, ws = K.gru_forward(xp, x, hx, w_hh, b_hh, steps)
-    else:
-        out, h, _, ws = K.rnn_forward(xp, x, hx, w_hh, b_hh, steps, mode == "RNN_RELU")
+    with cudnn_tf32(xp):                # PyTorch's recurrent layers run in cuDNN
+        if mode == "LSTM":
+            out, h, c, ws = K.lstm_forward(xp, x, hx, cx, w_hh, b_hh, w_hr, steps)
+            return out, h, c, ws.view(np.uint8)
+        if mode == "GRU":
+            out, h, _, ws = K.gru_forward(xp, x, hx, w_hh, b_hh, steps)
+        else:
+            out, h, _, ws = K.rnn_forward(xp, x, hx, w_hh, b_hh, steps, mode == "RNN_RELU")
     return out, h, ws.view(np.uint8)
 
 
@@ -76,13 +77,14 @@ def _(grads, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse, *, out):
     xp = xp_of(ws)
     d = [g._data for g in grads[:-1]]
     w = [None if t is None else t._data for t in (w_hh, b_hh, w_hr)]
-    if mode == "LSTM":
-        res = K.lstm_backward(xp, d[0], d[1], d[2], ws, *w, steps)
-    elif mode == "GRU":
-        res = K.gru_backward(xp, d[0], d[1], ws, w[0], w[1], steps)
-    else:
-        res = K.rnn_backward(xp, d[0], d[1], out[0]._data, ws, w[0], w[1], steps,
-                             mode == "RNN_RELU")
+    with cudnn_tf32(xp):
+        if mode == "LSTM":
+            res = K.lstm_backward(xp, d[0], d[1], d[2], ws, *w, steps)
+        elif mode == "GRU":
+            res = K.gru_backward(xp, d[0], d[1], ws, w[0], w[1], steps)
+        else:
+            res = K.rnn_backward(xp, d[0], d[1], out[0]._data, ws, w[0], w[1], steps,
+                                 mode == "RNN_RELU")
     return tuple(None if r is None else _make(r) for r in res)
 
 
