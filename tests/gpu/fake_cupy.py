@@ -16,6 +16,7 @@ import time
 import traceback
 import types
 
+import ml_dtypes
 import numpy as np
 import scipy.fft
 import scipy.special
@@ -102,6 +103,12 @@ class ndarray(np.ndarray):
             kwargs["out"] = tuple(_plain(o) for o in out)
         if method == "at":
             inputs = (inputs[0], _wrapped_key(inputs[0].shape, inputs[1])) + inputs[2:]
+        if ufunc is np.matmul and not out and all(
+                getattr(x, "dtype", None) in _HALF for x in inputs):
+            # cuBLAS multiplies 16-bit floats in float32 and rounds once (NumPy's float16
+            # product rounds every partial sum; its bfloat16 one returns float32)
+            a, b = (_plain(x).astype(np.float32) for x in inputs)
+            return _device(np.matmul(a, b, **kwargs).astype(inputs[0].dtype))
         result = getattr(ufunc, method)(*(_plain(x) for x in inputs), **kwargs)
         if out:
             return out[0] if len(out) == 1 else out
@@ -110,6 +117,9 @@ class ndarray(np.ndarray):
     def __array_function__(self, func, types, args, kwargs):
         _refuse_host((args, kwargs), func.__name__)
         return _device(func(*_plain(args), **_plain(kwargs)))
+
+
+_HALF = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
 
 
 def _wrapped_key(shape, key):

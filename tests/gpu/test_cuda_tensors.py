@@ -74,6 +74,27 @@ def test_item_printing_and_python_conversions():
         t.numpy()
 
 
+@pytest.mark.parametrize("dtype", [ember.float16, ember.bfloat16])
+def test_16bit_products_run_natively_and_match_the_cpu(monkeypatch, dtype):
+    # cuBLAS multiplies 16-bit floats on tensor cores: no float32 copies (the CPU makes them)
+    cupy = ember.backend.cuda_backend().cupy
+    real, seen = cupy.matmul, []
+
+    def recording(a, b, *args, **kwargs):
+        seen.append(a.dtype)
+        return real(a, b, *args, **kwargs)
+    monkeypatch.setattr(cupy, "matmul", recording)
+    ember.manual_seed(0)
+    x, w, b = ember.randn(4, 6, 32), ember.randn(8, 32), ember.randn(8)
+    x, w, b = x.to(dtype), w.to(dtype), b.to(dtype)
+    calls = [lambda x, w, b: F.linear(x, w, b), lambda x, w, b: x @ w.T,
+             lambda x, w, b: ember.bmm(x, w.T.expand(4, 32, 8)), lambda x, w, b: x[0].mm(w.T)]
+    for call in calls:
+        assert_close(call(x.cuda(), w.cuda(), b.cuda()).cpu(), call(x, w, b), atol=2e-2,
+                     rtol=2e-2)
+    assert len(seen) == len(calls) and set(seen) == {dtype.np}
+
+
 def test_mixing_devices_raises_pytorchs_message():
     g, c = ember.ones(2, device="cuda"), ember.ones(2)
     msg = "Expected all tensors to be on the same device, but found at least two devices, " \

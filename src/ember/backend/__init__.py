@@ -17,7 +17,8 @@ __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
            "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
            "device_assert", "device_constant", "device_copy", "device_scalar",
-           "indexing_checks_bounds", "cudnn_tf32", "matmul_precision_changed"]
+           "indexing_checks_bounds", "cudnn_tf32", "matmul_precision_changed",
+           "low_precision_product"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -215,6 +216,26 @@ def cudnn_tf32(xp):
     from ember.backends import _precision, cudnn
     return cuda_backend().tf32_gemms(cudnn.allow_tf32 if cudnn.enabled
                                      else _precision.allow_tf32())
+
+
+_UPCAST_PRODUCTS = set()       # (array type, dtype) whose native 16-bit products failed
+
+
+def low_precision_product(xp, a, b, float32_sums=False):
+    """``a @ b`` of float16/bfloat16 matrices, accumulated in float32 and rounded to their
+    dtype, as PyTorch computes them. A GPU multiplies them natively (cuBLAS with float32
+    accumulation, on tensor cores); NumPy has no such product, so the CPU multiplies float32
+    copies, as does a GPU whose CuPy turns the dtype down. ``float32_sums``: return those
+    copies' float32 product unrounded, for a caller that adds to it first (a native product
+    comes rounded)."""
+    key = (type(a), a.dtype)
+    if xp is not np and key not in _UPCAST_PRODUCTS:
+        try:
+            return xp.matmul(a, b).astype(a.dtype, copy=False)
+        except (TypeError, NotImplementedError):
+            _UPCAST_PRODUCTS.add(key)
+    out = xp.matmul(a.astype(np.float32), b.astype(np.float32))
+    return out if float32_sums else out.astype(a.dtype)
 
 
 def matmul_precision_changed(tf32):

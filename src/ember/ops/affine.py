@@ -8,10 +8,10 @@ are single 2-D GEMMs; 16-bit floats compute in float32.
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import low_precision_product
 from ember.ops._registry import broadcast_message, op
 
 _LOW = {d.np for d in D.LOW_PRECISION}
-_F32 = np.dtype(np.float32)
 _MM_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half",
              "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
              "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
@@ -49,12 +49,13 @@ def linear(xp, x, w, b):
     """Apply ``y = x A^T + b`` to the last dim of ``input``."""
     _check_linear(x, w)
     dtype = x.dtype
-    if dtype in _LOW:
-        x, w = x.astype(_F32), w.astype(_F32)
-    if x.ndim > 2:
-        out = (x.reshape(-1, x.shape[-1]) @ w.T).reshape(x.shape[:-1] + w.shape[:-1])
+    rows = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
+    if dtype in _LOW:       # the CPU's float32 sums take the bias before rounding
+        out = low_precision_product(xp, rows, w.T, float32_sums=True)
     else:
-        out = x @ w.T
+        out = rows @ w.T
+    if x.ndim > 2:
+        out = out.reshape(x.shape[:-1] + w.shape[:-1])
     if b is not None:
         if b.dtype != dtype:
             raise RuntimeError(f"self and mat2 must have the same dtype, but got "

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import low_precision_product
 from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import BINARY
 from ember.ops._registry import broadcast_message, op
@@ -30,9 +31,9 @@ def _no_bool(a, kernel):
 
 
 def _product(xp, a, b):
-    """``a @ b`` (NumPy broadcasting), 16-bit floats computed in float32."""
+    """``a @ b`` (NumPy broadcasting), 16-bit floats accumulated in float32."""
     if a.dtype in _LOW:
-        return xp.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+        return low_precision_product(xp, a, b)
     return xp.matmul(a, b)
 
 
