@@ -103,12 +103,15 @@ class ndarray(np.ndarray):
             kwargs["out"] = tuple(_plain(o) for o in out)
         if method == "at":
             inputs = (inputs[0], _wrapped_key(inputs[0].shape, inputs[1])) + inputs[2:]
-        if ufunc is np.matmul and not out and all(
-                getattr(x, "dtype", None) in _HALF for x in inputs):
+        if ufunc is np.matmul and all(getattr(x, "dtype", None) in _HALF for x in inputs):
             # cuBLAS multiplies 16-bit floats in float32 and rounds once (NumPy's float16
             # product rounds every partial sum; its bfloat16 one returns float32)
             a, b = (_plain(x).astype(np.float32) for x in inputs)
-            return _device(np.matmul(a, b, **kwargs).astype(inputs[0].dtype))
+            result = np.matmul(a, b).astype(inputs[0].dtype)
+            if not out:
+                return _device(result)
+            out[0][...] = result
+            return out[0]
         result = getattr(ufunc, method)(*(_plain(x) for x in inputs), **kwargs)
         if out:
             return out[0] if len(out) == 1 else out

@@ -119,13 +119,17 @@ def lstm_forward(xp, x, hx, cx, w_hh, b_hh, w_hr, steps):
     wt = w_hh.T
     h2 = 2 * hidden
     fused = device_kernel(x, "lstm_step") if w_hr is None else None    # one GPU kernel
+    if fused is not None:               # the kernel consumes each step's gates: one buffer
+        gates = xp.empty((h.shape[0], 4 * hidden), dtype=x.dtype)
     for o, bs in steps:
         hp, cp = h[:bs], c[:bs]
-        g = hp @ wt
         if fused is not None:
+            g = xp.matmul(hp, wt, out=gates[:bs])
             if fused(g, x[o:o + bs], b_hh, hp, cp, ws[o:o + bs], out[o:o + bs], hidden):
                 continue
             fused = None
+        else:
+            g = hp @ wt
         hpc[o:o + bs] = hp
         cpc[o:o + bs] = cp
         g += x[o:o + bs]
@@ -164,7 +168,7 @@ def lstm_backward(xp, dout, dh_n, dc_n, ws, w_hh, b_hh, w_hr, steps):
         if fused is not None:
             d = dg[o:o + bs]
             if fused(dout[o:o + bs], dh_carry[:bs], dc_carry[:bs], ws[o:o + bs], d, hidden):
-                dh_carry[:bs] = d @ w_hh
+                xp.matmul(d, w_hh, out=dh_carry[:bs])      # no copy of the product
                 continue
             fused = None
         dh = dout[o:o + bs] + dh_carry[:bs]
