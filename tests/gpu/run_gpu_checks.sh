@@ -110,6 +110,11 @@ checks = {
         is_causal=True).float().sum().item(),
     "max pooling kernel": lambda: ember.nn.functional.max_pool2d(
         ember.arange(16.0, device="cuda").view(1, 4, 4), 2, return_indices=True)[1].tolist(),
+    "bf16 matmul (native unless listed)": lambda: ((ember.ones(64, 64, device="cuda",
+        dtype=ember.bfloat16) @ ember.ones(64, 64, device="cuda", dtype=ember.bfloat16))
+        .float().mean().item(), sorted(map(str, ember.backend._UPCAST_PRODUCTS)) or "native"),
+    "float32 GEMM compute type (1 default, 7 TF32)": lambda: ember.backend.cuda_backend()
+        ._GEMM.get_compute_type(__import__("numpy").float32),
     "kernels switched off": lambda: __import__(
         "ember.backend.cuda_kernels", fromlist=["DISABLED"]).DISABLED or "none",
 }
