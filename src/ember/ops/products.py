@@ -13,6 +13,7 @@ the PyTorch kernel, with its messages.
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import low_precision_product
 from ember.ops import contractions, einsum
 from ember.ops.contractions import AS_TENSORS
 from ember.ops._dims import wrap_dim
@@ -74,6 +75,14 @@ def _cast(arrays, dtype):
     return [x if x.dtype == dtype else x.astype(dtype) for x in arrays]
 
 
+def _matmul(xp, a, b):
+    """The product ``_combine`` asks for: ``a @ b`` in the compute dtype, or for 16-bit
+    floats their float32 sums (a GPU's native product, rounded, on tensor cores)."""
+    if a.dtype in _LOW:
+        return lambda dt: low_precision_product(xp, a, b, float32_sums=True)
+    return lambda dt: xp.matmul(*_cast((a, b), dt))
+
+
 def _scaled(grad, s):
     """``grad * conj(s)``, or ``grad`` itself when ``s`` is 1 (PyTorch's maybe_multiply)."""
     return grad if s == 1 else grad * conj_grad(s)
@@ -107,7 +116,7 @@ def addmm(xp, m, a, b, beta, alpha):
     shape = (a.shape[0], b.shape[1])
     m = _expand(xp, m, shape)
     _no_bool(a, "addmm_impl_cpu_")
-    return _combine(xp, m, lambda dt: xp.matmul(*_cast((a, b), dt)), beta, alpha, shape, True)
+    return _combine(xp, m, _matmul(xp, a, b), beta, alpha, shape, True)
 
 
 @addmm.derivative
@@ -169,7 +178,7 @@ def baddbmm(xp, m, a, b, beta, alpha):
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected scalar type {_name(a)} but found {_name(b)}")
     _no_bool(a, "baddbmm")
-    return _combine(xp, m, lambda dt: xp.matmul(*_cast((a, b), dt)), beta, alpha, shape,
+    return _combine(xp, m, _matmul(xp, a, b), beta, alpha, shape,
                     a.shape[1] * a.shape[2] * b.shape[2] >= 400)
 
 
