@@ -68,20 +68,32 @@ def test_layer_norm_rows(shape, affine):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def _class_weights(weighted, c):
+    """(float32 class weights or None, their 1-element sum or None, as float64 for refs)."""
+    if not weighted:
+        return None, None, np.ones(c)
+    w = np.random.default_rng(8).uniform(0.2, 2.0, c).astype(np.float32)
+    return w, w.sum(keepdims=True), w.astype(np.float64)
+
+
+@pytest.mark.parametrize("smoothing, weighted", [(0.0, False), (0.1, False), (0.0, True),
+                                                 (0.2, True)])
 @pytest.mark.parametrize("shape", SHAPES + [(3, 10000)])
-def test_cross_entropy_rows(shape, smoothing):
+def test_cross_entropy_rows(shape, smoothing, weighted):
     x = _data(shape)
     n, c = shape
     t = np.random.default_rng(3).integers(0, c, n)
     t[0] = -100                                 # ignored: loss 0
     t[-1] = c - 1
     loss = np.empty(n, np.float32)
-    rows.cross_entropy_rows(Host(x), Host(t), Host(loss), n, c, -100, smoothing)
+    w, w_sum, w64 = _class_weights(weighted, c)
+    rows.cross_entropy_rows(Host(x), Host(t), Host(loss), n, c, -100, smoothing,
+                            None if w is None else Host(w), None if w is None else Host(w_sum))
     logp = scipy.special.log_softmax(x.astype(np.float64), axis=1)
-    picked = logp[np.arange(n), np.where(t == -100, 0, t)]
-    ref = np.where(t == -100, 0.0, -(1 - smoothing) * picked - smoothing * logp.mean(1))
-    np.testing.assert_allclose(loss, ref, rtol=1e-5, atol=1e-5)
+    safe = np.where(t == -100, 0, t)
+    picked = logp[np.arange(n), safe] * w64[safe]
+    ref = -(1 - smoothing) * picked - smoothing * (logp * w64).mean(1)
+    np.testing.assert_allclose(loss, np.where(t == -100, 0.0, ref), rtol=1e-5, atol=1e-5)
 
 
 def _gelu_ref(x, approximate):
@@ -197,25 +209,31 @@ def test_layer_norm_backward_rows(shape, affine):
     np.testing.assert_allclose(partial_b.sum(0), gy64.sum(0), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("smoothing, weighted", [(0.0, False), (0.2, False), (0.0, True),
+                                                 (0.2, True)])
 @pytest.mark.parametrize("per_row", [False, True])
 @pytest.mark.parametrize("shape", [(5, 7), (3, 10000)])
-def test_cross_entropy_backward_rows(shape, per_row, smoothing):
+def test_cross_entropy_backward_rows(shape, per_row, smoothing, weighted):
     n, c = shape
     x = _data(shape)
     t = np.random.default_rng(3).integers(0, c, n)
     t[0] = -100
     scale = _data(n, 6) if per_row else np.array([0.25], np.float32)
     dx = np.empty_like(x)
+    w, w_sum, w64 = _class_weights(weighted, c)
     rows.cross_entropy_backward_rows(Host(x), Host(t), Host(scale), Host(dx), n, c, -100,
-                                     per_row, smoothing)
+                                     per_row, smoothing, None if w is None else Host(w),
+                                     None if w is None else Host(w_sum))
     x64 = x.astype(np.float64)
     p = np.exp(x64 - scipy.special.logsumexp(x64, axis=1, keepdims=True))
     onehot = np.zeros_like(p)
-    onehot[np.arange(n), np.where(t == -100, 0, t)] = 1
-    q = (1 - smoothing) * onehot + smoothing / c
+    safe = np.where(t == -100, 0, t)
+    onehot[np.arange(n), safe] = 1
+    # the gradient of (1 - s) w_t (lse - x_t) + s / C sum_c w_c (lse - x_c)
+    w_t = w64[safe][:, None]
+    want = (1 - smoothing) * w_t * (p - onehot) + smoothing / c * (w64.sum() * p - w64)
     s = np.where(t == -100, 0.0, scale if per_row else scale[0])[:, None]
-    np.testing.assert_allclose(dx, (p - q) * s, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dx, want * s, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -139,20 +139,23 @@ def test_cross_entropy(overrides, n, c, dtype, reduction):
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-@pytest.mark.parametrize("shape, smoothing", [((6, 5), 0.1), ((4, 7, 3, 5), 0.0),
-                                              ((4, 7, 9), 0.25), ((3, 11), 1.0)])
-def test_cross_entropy_with_smoothing_or_more_dims(overrides, monkeypatch, shape, smoothing,
-                                                   reduction):
+@pytest.mark.parametrize("shape, smoothing, weighted", [
+    ((6, 5), 0.1, False), ((4, 7, 3, 5), 0.0, False), ((4, 7, 9), 0.25, False),
+    ((3, 11), 1.0, False), ((6, 5), 0.0, True), ((4, 7, 9), 0.3, True)])
+def test_cross_entropy_with_weights_smoothing_or_more_dims(overrides, monkeypatch, shape,
+                                                           smoothing, weighted, reduction):
     forward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_rows")
     backward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_backward_rows")
     host, gpu = _pair(shape)
     target = ember.randint(0, shape[1], shape[:1] + shape[2:])
     target.view(-1)[0] = -100
+    weight = ember.rand(shape[1]) + 0.2 if weighted else None
     losses = []
     for x in (host, gpu):
         x.requires_grad_()
         loss = F.cross_entropy(x, target.to(x.device), reduction=reduction,
-                               label_smoothing=smoothing)
+                               label_smoothing=smoothing,
+                               weight=None if weight is None else weight.to(x.device))
         loss.backward(ember.ones_like(loss) if reduction != "none" else
                       ember.rand(*loss.shape, generator=ember.Generator().manual_seed(1))
                       .to(x.device))
@@ -165,13 +168,13 @@ def test_cross_entropy_with_smoothing_or_more_dims(overrides, monkeypatch, shape
 def test_cross_entropy_cases_the_kernel_leaves_alone(overrides, monkeypatch):
     forward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_rows")
     host, gpu = _pair((6, 5))
-    t = ember.tensor([0, 1, 2, 3, 4, 0])
-    w = ember.rand(5)
-    _same(F.cross_entropy(gpu, t.cuda(), weight=w.cuda()), F.cross_entropy(host, t, weight=w))
     p = ember.softmax(ember.randn(6, 5), -1)
-    _same(F.cross_entropy(gpu, p.cuda()), F.cross_entropy(host, p))
+    _same(F.cross_entropy(gpu, p.cuda()), F.cross_entropy(host, p))     # probabilities
     assert not forward
+    t = ember.tensor([0, 1, 2, 3, 4, 0])
     _same(F.cross_entropy(gpu, t.cuda(), ignore_index=0), F.cross_entropy(host, t, ignore_index=0))
+    with pytest.raises(RuntimeError, match="weight tensor should be defined"):
+        F.cross_entropy(gpu, t.cuda(), weight=ember.ones(4, device="cuda"))
 
 
 def test_cross_entropy_reports_a_bad_target_at_the_next_wait(overrides):

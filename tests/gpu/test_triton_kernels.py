@@ -57,15 +57,17 @@ def _cases():
                 _pointers(("gy_ptr", "x_ptr", "mean_ptr", "invstd_ptr", "gx_ptr"), dt),
                 w_ptr="*fp32", partial_w_ptr="*fp32", partial_b_ptr="*fp32", n_rows="i32",
                 n_cols="i32"), dict(BLOCK=1024, HAS_W=has_w, NEED_GX=need_gx)
-        for per_row in (False, True):
+        weights = dict(w_ptr="*fp32", w_sum_ptr="*fp32")
+        for per_row, has_w in ((False, False), (True, True)):
             yield rows._cross_entropy_backward_kernel, dict(
                 _pointers(("x_ptr", "dx_ptr"), dt), t_ptr="*i64", scale_ptr="*fp32",
-                n_cols="i32", ignore_index="i64", smoothing="fp32"), \
-                dict(PER_ROW=per_row, BLOCK=4096)
-        for smooth in (False, True):
+                n_cols="i32", ignore_index="i64", smoothing="fp32", **weights), \
+                dict(HAS_W=has_w, PER_ROW=per_row, BLOCK=4096)
+        for smooth, has_w in ((False, False), (True, False), (True, True)):
             yield rows._cross_entropy_kernel, dict(
                 x_ptr=f"*{dt}", t_ptr="*i64", loss_ptr="*fp32", n_cols="i32",
-                ignore_index="i64", smoothing="fp32"), dict(SMOOTH=smooth, BLOCK=4096)
+                ignore_index="i64", smoothing="fp32", **weights), \
+                dict(HAS_W=has_w, SMOOTH=smooth, BLOCK=4096)
         for tanh in (False, True):
             yield pointwise._gelu_kernel, dict(_pointers(("x_ptr", "y_ptr"), dt), n="i32"), \
                 dict(TANH=tanh, BLOCK=pointwise.BLOCK)

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import triton
 
-__all__ = ["buffer", "row_tiling", "follow_cupy", "guarded", "FAST_DTYPES", "covered"]
+__all__ = ["buffer", "buffers", "row_tiling", "follow_cupy", "guarded", "FAST_DTYPES", "covered"]
 
 FAST_DTYPES = frozenset(map(np.dtype, (np.float32, np.float16, ml_dtypes.bfloat16)))
 
@@ -45,6 +45,11 @@ class buffer:
     def data_ptr(self):
         """The array's device address."""
         return self._ptr
+
+
+def buffers(*arrays):
+    """``buffer`` of each array; None stays None (an absent optional operand)."""
+    return tuple(None if a is None else buffer(a) for a in arrays)
 
 
 def row_tiling(n_cols, tile=4096):

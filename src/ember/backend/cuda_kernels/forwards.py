@@ -20,14 +20,14 @@ from ember.backend.cuda_kernels import triton_pooling as pooling
 from ember.backend.cuda_kernels import triton_resample as resample
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend import device_copy
-from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, covered
+from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, buffers, covered
 from ember.backends.cuda import flash_sdp_enabled
 from ember.ops import resampling
 from ember.ops._separable import Taps, built_once
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.adaptive_pooling import _check as _adaptive_args
 from ember.ops.log_space import _finish, _softmax_input
-from ember.ops.loss_ce import _check_class_target, check_class_range
+from ember.ops.loss_ce import _check_class_target, _check_weight, check_class_range
 from ember.ops.normalization import check_normalized_shape
 from ember.ops.pooling import _avg_args, _max_args
 
@@ -81,29 +81,41 @@ def class_rows(xp, x):
     return xp.ascontiguousarray(xp.moveaxis(x, 1, -1)).reshape(-1, c), c
 
 
+def class_weights(xp, w, targets, kept):
+    """(float32 class weights, their 1-element sum, the mean's divisor: the summed weights
+    of the kept targets) on the device; (None, None, the kept count) without weights."""
+    if w is None:
+        return None, None, kept.sum(dtype=xp.float32)
+    weight = xp.ascontiguousarray(w, dtype=xp.float32)
+    picked = weight[xp.where(kept, targets, 0)]     # safe: the targets are checked already
+    return weight, weight.sum(keepdims=True), xp.where(kept, picked, 0).sum()
+
+
 @override("nn.functional.cross_entropy")
 def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
                   label_smoothing):
-    """Cross entropy of (N, C, *d) logits and class targets, unweighted, label smoothing
-    included: one pass over each row of classes (two with smoothing). The targets are
+    """Cross entropy of (N, C, *d) logits and class targets, with class weights and label
+    smoothing: one pass over each row of classes (two with smoothing). The targets are
     checked on the device (NOTE [Deferred device checks])."""
-    if (w is not None or size_average is not None or reduce is not None
+    if (size_average is not None or reduce is not None
             or reduction not in ("mean", "sum", "none") or x.ndim < 2 or t.ndim != x.ndim - 1
             or not 0.0 <= label_smoothing <= 1.0 or not covered(x)):
         return None
     _check_class_target(x, t)
     logits, c = class_rows(xp, x)
+    _check_weight(w, c, x.dtype)
     n = logits.shape[0]
     targets = xp.ascontiguousarray(t.reshape(-1), dtype=xp.int64)
     kept = targets != ignore_index
     check_class_range(xp.where(kept, targets, 0), c)
+    weight, weight_sum, divisor = class_weights(xp, w, targets, kept)
     loss = xp.empty(n, xp.float32)
     rows.cross_entropy_rows(buffer(logits), buffer(targets), buffer(loss), n, c, ignore_index,
-                            label_smoothing)
+                            label_smoothing, *buffers(weight, weight_sum))
     if reduction == "sum":
         loss = loss.sum()
     elif reduction == "mean":
-        loss = loss.sum() / kept.sum(dtype=loss.dtype)
+        loss = loss.sum() / divisor
     else:
         loss = loss.reshape(t.shape)
     return loss.astype(x.dtype, copy=False)

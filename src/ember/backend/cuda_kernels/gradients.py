@@ -19,8 +19,8 @@ from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_pooling as pooling
 from ember.backend.cuda_kernels import triton_resample as resample
 from ember.backend.cuda_kernels import triton_rows as rows
-from ember.backend.cuda_kernels._launch import buffer, covered
-from ember.backend.cuda_kernels.forwards import (as_2d, as_planes, class_rows,
+from ember.backend.cuda_kernels._launch import buffer, buffers, covered
+from ember.backend.cuda_kernels.forwards import (as_2d, as_planes, class_rows, class_weights,
                                                  resample_tables, uniform_windows)
 from ember.ops import resampling
 from ember.ops._dims import wrap_dim
@@ -92,23 +92,27 @@ def native_layer_norm(grads, x, w, b, normalized_shape, eps, *, out):
 @override_derivative("nn.functional.cross_entropy")
 def cross_entropy(grad, x, t, w, size_average, ignore_index, reduce, reduction,
                   label_smoothing):
-    """The gradient of the unweighted cross entropy of (N, C, *d) logits and class targets,
-    label smoothing included, in one kernel over the rows of classes."""
+    """The gradient of the cross entropy of (N, C, *d) logits and class targets, class
+    weights and label smoothing included, in one kernel over the rows of classes."""
     a, targets = x._data, t._data
-    if w is not None or a.ndim < 2 or targets.ndim != a.ndim - 1 or not covered(a):
+    if a.ndim < 2 or targets.ndim != a.ndim - 1 or not covered(a):
         return None
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
     xp = xp_of(a)
     logits, c = class_rows(xp, a)
     n = logits.shape[0]
     targets = xp.ascontiguousarray(targets.reshape(-1), dtype=xp.int64)
+    kept = targets != ignore_index
+    weight, weight_sum, divisor = class_weights(xp, None if w is None else w._data, targets,
+                                                kept)
     scale = grad._data.astype(xp.float32).reshape(-1)
     if reduction == "mean":             # an ignored row's share is 0, even when all are
-        scale = scale / (targets != ignore_index).sum(dtype=xp.float32)
+        scale = scale / divisor
     dx = xp.empty(logits.shape, a.dtype)
     rows.cross_entropy_backward_rows(buffer(logits), buffer(targets),
                                      buffer(xp.ascontiguousarray(scale)), buffer(dx), n, c,
-                                     ignore_index, reduction == "none", label_smoothing)
+                                     ignore_index, reduction == "none", label_smoothing,
+                                     *buffers(weight, weight_sum))
     if a.ndim > 2:                      # back to (N, C, *d)
         dx = xp.moveaxis(dx.reshape(a.shape[:1] + a.shape[2:] + (c,)), -1, 1)
     return _make(dx), None, None

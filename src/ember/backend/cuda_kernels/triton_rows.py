@@ -122,35 +122,57 @@ def _row_max_and_sum(start, n_cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _cross_entropy_kernel(x_ptr, t_ptr, loss_ptr, n_cols, ignore_index, smoothing,
-                          SMOOTH: tl.constexpr, BLOCK: tl.constexpr):
+def _row_dot(start, w_ptr, n_cols, HAS_W: tl.constexpr, BLOCK: tl.constexpr):
+    """The sum over a row of ``x_c``, or of ``w_c x_c`` with class weights."""
+    total = tl.full([], 0.0, tl.float32)
+    for first in range(0, n_cols, BLOCK):
+        cols = first + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(start + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_W:
+            x = x * tl.load(w_ptr + cols, mask=mask, other=0.0)
+        total += tl.sum(x, axis=0)
+    return total
+
+
+@triton.jit
+def _cross_entropy_kernel(x_ptr, t_ptr, w_ptr, w_sum_ptr, loss_ptr, n_cols, ignore_index,
+                          smoothing, HAS_W: tl.constexpr, SMOOTH: tl.constexpr,
+                          BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     start = x_ptr + row * n_cols
     top, total = _row_max_and_sum(start, n_cols, BLOCK)
     target = tl.load(t_ptr + row).to(tl.int64)
     ignored = target == ignore_index
     outside = (target < 0) | (target >= n_cols)     # an error the host raises later
-    picked = tl.load(start + tl.where(ignored | outside, 0, target)).to(tl.float32)
-    loss = top + tl.log(total) - picked
-    if SMOOTH:      # (1 - s) * (lse - x_t) + s * (lse - mean(x)): mean(x) in a second pass
-        row_sum = tl.full([], 0.0, tl.float32)
-        for first in range(0, n_cols, BLOCK):
-            cols = first + tl.arange(0, BLOCK)
-            row_sum += tl.sum(tl.load(start + cols, mask=cols < n_cols, other=0.0)
-                              .to(tl.float32), axis=0)
-        loss = loss + smoothing * (picked - row_sum / n_cols)
+    safe = tl.where(ignored | outside, 0, target)
+    lse = top + tl.log(total)
+    loss = lse - tl.load(start + safe).to(tl.float32)
+    if HAS_W:
+        loss = loss * tl.load(w_ptr + safe)
+    if SMOOTH:      # (1 - s) w_t (lse - x_t) + s / C sum_c w_c (lse - x_c)
+        if HAS_W:
+            spread = lse * tl.load(w_sum_ptr) - _row_dot(start, w_ptr, n_cols, True, BLOCK)
+        else:
+            spread = lse * n_cols - _row_dot(start, w_ptr, n_cols, False, BLOCK)
+        loss = (1.0 - smoothing) * loss + smoothing / n_cols * spread
     tl.store(loss_ptr + row, tl.where(ignored, 0.0, loss))
 
 
 @guarded
-def cross_entropy_rows(x, target, loss, n_rows, n_cols, ignore_index, smoothing=0.0):
-    """``loss[i] = logsumexp(x[i]) - (1 - s) x[i, target[i]] - s mean(x[i])`` for label
-    smoothing ``s`` (0 where target is ignore_index), in float32. A target outside
+def cross_entropy_rows(x, target, loss, n_rows, n_cols, ignore_index, smoothing=0.0,
+                       weight=None, weight_sum=None):
+    """The cross entropy of each row, in float32: ``w_t (logsumexp(x) - x_t)``, with label
+    smoothing ``s`` ``(1 - s)`` times that plus ``s / n_cols`` times the sum over classes of
+    ``w_c (logsumexp(x) - x_c)``; 0 where target is ignore_index. ``weight``: float32 class
+    weights (None: all 1) and ``weight_sum`` their 1-element sum. A target outside
     [0, n_cols) reads column 0: the caller reports it."""
     block = min(triton.next_power_of_2(n_cols), 4096)
-    _cross_entropy_kernel[(n_rows,)](x, target, loss, n_cols, int(ignore_index),
-                                     float(smoothing), SMOOTH=smoothing > 0, BLOCK=block,
-                                     num_warps=4 if block <= 1024 else 8)
+    _cross_entropy_kernel[(n_rows,)](
+        x, target, loss if weight is None else weight,
+        loss if weight_sum is None else weight_sum, loss, n_cols, int(ignore_index),
+        float(smoothing), HAS_W=weight is not None, SMOOTH=smoothing > 0, BLOCK=block,
+        num_warps=4 if block <= 1024 else 8)
 
 
 @triton.jit
@@ -201,8 +223,9 @@ def layer_norm_backward_rows(gy, x, w, mean, invstd, gx, partial_w, partial_b, n
 
 
 @triton.jit
-def _cross_entropy_backward_kernel(x_ptr, t_ptr, scale_ptr, dx_ptr, n_cols, ignore_index,
-                                   smoothing, PER_ROW: tl.constexpr, BLOCK: tl.constexpr):
+def _cross_entropy_backward_kernel(x_ptr, t_ptr, w_ptr, w_sum_ptr, scale_ptr, dx_ptr, n_cols,
+                                   ignore_index, smoothing, HAS_W: tl.constexpr,
+                                   PER_ROW: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     start = x_ptr + row * n_cols
     top, total = _row_max_and_sum(start, n_cols, BLOCK)
@@ -212,22 +235,36 @@ def _cross_entropy_backward_kernel(x_ptr, t_ptr, scale_ptr, dx_ptr, n_cols, igno
     else:
         scale = tl.load(scale_ptr).to(tl.float32)
     scale = tl.where(target == ignore_index, 0.0, scale)
+    # d/dx_c = p_c ((1 - s) w_t + s W / C) - (1 - s) w_t [c == t] - s w_c / C
+    if HAS_W:
+        w_t = tl.load(w_ptr + tl.where((target < 0) | (target >= n_cols), 0, target))
+        p_weight = (1.0 - smoothing) * w_t + smoothing * tl.load(w_sum_ptr) / n_cols
+    else:
+        w_t = 1.0
+        p_weight = 1.0
     for first in range(0, n_cols, BLOCK):
         cols = first + tl.arange(0, BLOCK)
         mask = cols < n_cols
         x = tl.load(start + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        hot = tl.where(cols == target, 1.0 - smoothing, 0.0) + smoothing / n_cols
-        d = tl.exp(x - top) * (scale / total) - scale * hot
-        tl.store(dx_ptr + row * n_cols + cols, d.to(dx_ptr.dtype.element_ty), mask=mask)
+        if HAS_W:
+            w_c = tl.load(w_ptr + cols, mask=mask, other=0.0)
+        else:
+            w_c = 1.0
+        hot = tl.where(cols == target, (1.0 - smoothing) * w_t, 0.0) + smoothing / n_cols * w_c
+        d = tl.exp(x - top) * (p_weight / total) - hot
+        tl.store(dx_ptr + row * n_cols + cols, (d * scale).to(dx_ptr.dtype.element_ty),
+                 mask=mask)
 
 
 @guarded
 def cross_entropy_backward_rows(x, target, scale, dx, n_rows, n_cols, ignore_index, per_row,
-                                smoothing=0.0):
-    """``dx[i] = (softmax(x[i]) - (1 - s) onehot(target[i]) - s / n_cols) * scale`` for label
-    smoothing ``s`` (0 where the target is ignore_index), with ``scale`` float32: one per row,
-    or one for all (``per_row`` False)."""
+                                smoothing=0.0, weight=None, weight_sum=None):
+    """``dx`` of ``cross_entropy_rows`` times ``scale`` (float32: one per row, or one for all
+    when ``per_row`` is False); 0 where the target is ignore_index. Without weights:
+    ``(softmax(x) - (1 - s) onehot(t) - s / n_cols) * scale``."""
     block = min(triton.next_power_of_2(n_cols), 4096)
-    _cross_entropy_backward_kernel[(n_rows,)](x, target, scale, dx, n_cols, int(ignore_index),
-                                              float(smoothing), PER_ROW=per_row, BLOCK=block,
-                                              num_warps=4 if block <= 1024 else 8)
+    _cross_entropy_backward_kernel[(n_rows,)](
+        x, target, scale if weight is None else weight,
+        scale if weight_sum is None else weight_sum, scale, dx, n_cols, int(ignore_index),
+        float(smoothing), HAS_W=weight is not None, PER_ROW=per_row, BLOCK=block,
+        num_warps=4 if block <= 1024 else 8)
