@@ -93,6 +93,9 @@ def _compare(got, want, sample, rtol, atol):
 
 @pytest.mark.parametrize("info,dtype", FORWARD)
 def test_forward_matches_cpu(info, dtype):
+    if (info.name == "nn.functional.scaled_dot_product_attention" and dtype is ember.bfloat16
+            and os.environ.get("TRITON_INTERPRET") == "1"):
+        pytest.skip("Triton 3.9's interpreter multiplies bfloat16 matrices wrongly")
     rtol, atol = _tolerance(info, dtype)
     for sample in _samples(info, dtype):
         _compare(_run(info, _on_cuda(sample)), _run(info, sample), sample, rtol, atol)

@@ -1,7 +1,7 @@
 """The Triton kernels registered as CUDA derivatives of ops (NOTE [CUDA kernel overrides]):
-the first-order gradients of softmax, log_softmax, silu, layer norm, cross entropy, flash
-attention, 1-D/2-D (adaptive) average pooling and 1-D/2-D interpolation, each in one pass
-(two kernels for attention).
+the first-order gradients of softmax, log_softmax, silu, layer norm, cross entropy and
+flash attention, each in one pass (two kernels for attention); pooling's and interpolation's
+are in spatial.py.
 
 An override takes the derivative's own arguments (Tensors) and returns its result, or None
 for what its kernel does not cover: then the op's derivative runs, as it also does whenever
@@ -16,17 +16,12 @@ from ember.backend import xp_of
 from ember.backend.cuda_kernels import override_derivative
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
-from ember.backend.cuda_kernels import triton_pooling as pooling
-from ember.backend.cuda_kernels import triton_resample as resample
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import buffer, buffers, covered
-from ember.backend.cuda_kernels.forwards import (as_2d, as_planes, class_rows, class_weights,
-                                                 resample_tables, uniform_windows)
-from ember.ops import resampling
+from ember.backend.cuda_kernels.forwards import class_rows, class_weights
 from ember.ops._dims import wrap_dim
 from ember.ops._loss_common import reduction_of
 from ember.ops.attention import _groups, _scale
-from ember.ops.pooling import Shape, _avg_args
 
 
 def _softmax_backward(grad, out, dim, log):
@@ -138,76 +133,3 @@ def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, sca
     attention.attention_backward(*(buffer(a) for a in (qa, ka, va, grad, lse, delta, dq, dk, dv)),
                                  (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal)
     return _make(dq), _make(dk), _make(dv), None
-
-
-def _avg_pool_backward(nd, grad, x, k, s, p, out, count_include_pad, divisor):
-    g = xp_of(grad._data).ascontiguousarray(grad._data)     # sum()'s gradient is broadcast
-    lead = tuple(x.shape[:x.ndim - nd])
-    if (math.prod(k) > pooling.MAX_TAPS or g.shape != lead + tuple(out)
-            or g.dtype != x.dtype.np or not covered(g)):
-        return None
-    dx = xp_of(g).empty(tuple(x.shape), g.dtype)
-    pooling.avg_pool2d_backward(buffer(g), buffer(dx), math.prod(lead),
-                                *as_2d(nd, x.shape[x.ndim - nd:], out, k, s, p),
-                                count_include_pad, divisor)
-    return _make(dx)
-
-
-def _avg_geometry(nd, x, kernel_size, stride, padding, ceil_mode, divisor_override):
-    return _avg_args(nd, Shape(tuple(x.shape)), kernel_size, stride, padding, ceil_mode,
-                     divisor_override)
-
-
-@override_derivative("avg_pool1d")
-def avg_pool1d(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad):
-    """1-D average pooling's input gradient in one pass."""
-    k, s, p, out = _avg_geometry(1, x, kernel_size, stride, padding, ceil_mode, None)
-    return _avg_pool_backward(1, grad, x, k, s, p, out, count_include_pad, None)
-
-
-@override_derivative("nn.functional.avg_pool2d")
-def avg_pool2d(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-               divisor_override=None):
-    """2-D average pooling's input gradient in one pass."""
-    k, s, p, out = _avg_geometry(2, x, kernel_size, stride, padding, ceil_mode,
-                                 divisor_override)
-    return _avg_pool_backward(2, grad, x, k, s, p, out, count_include_pad, divisor_override)
-
-
-def _adaptive_avg_pool_backward(nd, grad, x):
-    out = tuple(grad.shape[grad.ndim - nd:])
-    k = uniform_windows(tuple(x.shape[x.ndim - nd:]), out)
-    return None if k is None else _avg_pool_backward(nd, grad, x, k, k, (0,) * nd, out, True,
-                                                      None)
-
-
-@override_derivative("adaptive_avg_pool1d")
-def adaptive_avg_pool1d(grad, x, output_size):
-    """1-D adaptive average pooling's input gradient (equal windows) in one pass."""
-    return _adaptive_avg_pool_backward(1, grad, x)
-
-
-@override_derivative("nn.functional.adaptive_avg_pool2d")
-def adaptive_avg_pool2d(grad, x, output_size):
-    """2-D adaptive average pooling's input gradient (equal windows) in one pass."""
-    return _adaptive_avg_pool_backward(2, grad, x)
-
-
-@override_derivative("nn.functional.interpolate")
-def interpolate(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor,
-                antialias):
-    """1-D and 2-D interpolation's input gradient in one pass over the output gradient."""
-    g = xp_of(grad._data).ascontiguousarray(grad._data)     # sum()'s gradient is broadcast
-    if x.ndim > 4 or g.dtype != x.dtype.np or not covered(g):
-        return None
-    out = tuple(g.shape[2:])
-    _, scales = resampling._spatial_args(resampling._Meta(x.shape), size, scale_factor, mode,
-                                         align_corners, recompute_scale_factor, antialias)
-    tables = resample_tables(g, tuple(x.shape[2:]), out, scales, mode, align_corners,
-                             antialias)
-    if tables is None:
-        return None
-    xp = xp_of(g)
-    dx = xp.zeros(tuple(x.shape), xp.float32)       # summed into by atomic adds
-    resample.resample2d_backward(buffer(g), buffer(dx), tables, *as_planes(x.shape, out))
-    return _make(dx.astype(g.dtype, copy=False))
