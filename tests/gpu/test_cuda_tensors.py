@@ -95,6 +95,23 @@ def test_16bit_products_run_natively_and_match_the_cpu(monkeypatch, dtype):
     assert len(seen) == len(calls) and set(seen) == {dtype.np}
 
 
+def test_a_cupy_without_a_16bit_product_computes_it_in_float32(monkeypatch):
+    cupy = ember.backend.cuda_backend().cupy
+    real, tries = cupy.matmul, []
+
+    def refusing(a, b, *args, **kwargs):
+        if a.dtype.itemsize == 2:
+            tries.append(a.dtype)
+            raise TypeError("dtype is not supported")
+        return real(a, b, *args, **kwargs)
+    monkeypatch.setattr(cupy, "matmul", refusing)
+    monkeypatch.setattr(ember.backend, "_UPCAST_PRODUCTS", set())
+    a = ember.randn(5, 7).bfloat16()
+    for _ in range(2):
+        assert_close((a.cuda() @ a.cuda().T).cpu(), a @ a.T)
+    assert len(tries) == 1                          # refused once, then not asked again
+
+
 def test_mixing_devices_raises_pytorchs_message():
     g, c = ember.ones(2, device="cuda"), ember.ones(2)
     msg = "Expected all tensors to be on the same device, but found at least two devices, " \

@@ -232,7 +232,10 @@ def low_precision_product(xp, a, b, float32_sums=False):
     if xp is not np and key not in _UPCAST_PRODUCTS:
         try:
             return xp.matmul(a, b).astype(a.dtype, copy=False)
-        except (TypeError, NotImplementedError):
+        except Exception as e:      # however this CuPy refuses the dtype; not out of memory
+            from ember.cuda.memory import OutOfMemoryError
+            if isinstance(e, OutOfMemoryError):
+                raise
             _UPCAST_PRODUCTS.add(key)
     out = xp.matmul(a.astype(np.float32), b.astype(np.float32))
     return out if float32_sums else out.astype(a.dtype)
