@@ -1,14 +1,16 @@
-"""What every Triton launcher shares: buffers Triton can read from CuPy arrays, block shapes,
-Triton's driver pointed at CuPy's current device and stream, and launch failures reported as
-``KernelUnavailable``."""
+"""What every Triton launcher shares: buffers Triton can read from CuPy arrays, block shapes
+(and the positions of a block of planes, a jit helper), Triton's driver pointed at CuPy's
+current device and stream, and launch failures reported as ``KernelUnavailable``."""
 
 import functools
 
 import ml_dtypes
 import numpy as np
 import triton
+import triton.language as tl
 
-__all__ = ["buffer", "buffers", "row_tiling", "follow_cupy", "guarded", "FAST_DTYPES", "covered"]
+__all__ = ["buffer", "buffers", "block_of_planes", "row_tiling", "follow_cupy", "guarded",
+           "FAST_DTYPES", "covered"]
 
 FAST_DTYPES = frozenset(map(np.dtype, (np.float32, np.float16, ml_dtypes.bfloat16)))
 
@@ -50,6 +52,14 @@ class buffer:
 def buffers(*arrays):
     """``buffer`` of each array; None stays None (an absent optional operand)."""
     return tuple(None if a is None else buffer(a) for a in arrays)
+
+
+@triton.jit
+def block_of_planes(n, rows, cols, BLOCK: tl.constexpr):
+    """This program's block of the ``n`` flat positions of (rows, cols) planes: (positions,
+    which are in range, their plane, row and column)."""
+    at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    return at, at < n, at // (rows * cols), (at // cols) % rows, at % cols
 
 
 def row_tiling(n_cols, tile=4096):

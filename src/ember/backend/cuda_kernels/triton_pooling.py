@@ -8,7 +8,7 @@ as objects with ``data_ptr()`` and ``dtype`` and compute in float32."""
 import triton
 import triton.language as tl
 
-from ember.backend.cuda_kernels._launch import guarded
+from ember.backend.cuda_kernels._launch import block_of_planes, guarded
 
 __all__ = ["max_pool2d", "avg_pool2d", "avg_pool2d_backward", "MAX_TAPS", "BLOCK"]
 
@@ -19,11 +19,8 @@ MAX_TAPS = 64           # larger windows unroll into too long a kernel: the gene
 @triton.jit
 def _max_pool2d_kernel(x_ptr, y_ptr, index_ptr, n, H, W, OH, OW, SH, SW, PH, PW, DH, DW,
                        KH: tl.constexpr, KW: tl.constexpr, BLOCK: tl.constexpr):
-    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = o < n
-    ow = o % OW
-    oh = (o // OW) % OH
-    plane = x_ptr + (o // (OW * OH)) * H * W
+    o, mask, plane, oh, ow = block_of_planes(n, OH, OW, BLOCK)
+    start = x_ptr + plane * H * W
     best = tl.full([BLOCK], -float("inf"), tl.float32)
     where = tl.full([BLOCK], -1, tl.int64)
     for kh in tl.static_range(KH):
@@ -31,7 +28,7 @@ def _max_pool2d_kernel(x_ptr, y_ptr, index_ptr, n, H, W, OH, OW, SH, SW, PH, PW,
         for kw in tl.static_range(KW):
             iw = ow * SW - PW + kw * DW
             inside = mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            v = tl.load(plane + ih * W + iw, mask=inside, other=-float("inf")).to(tl.float32)
+            v = tl.load(start + ih * W + iw, mask=inside, other=-float("inf")).to(tl.float32)
             # PyTorch's rule: the first strict maximum, except that every NaN takes over (so
             # the last NaN wins); the first tap inside the input is taken whatever its value
             take = inside & ((v > best) | (v != v) | (where < 0))
@@ -74,18 +71,15 @@ def _avg_divisor(oh, ow, H, W, SH, SW, PH, PW, divisor, KH: tl.constexpr, KW: tl
 def _avg_pool2d_kernel(x_ptr, y_ptr, n, H, W, OH, OW, SH, SW, PH, PW, divisor,
                        KH: tl.constexpr, KW: tl.constexpr, INCLUDE_PAD: tl.constexpr,
                        HAS_DIVISOR: tl.constexpr, BLOCK: tl.constexpr):
-    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = o < n
-    ow = o % OW
-    oh = (o // OW) % OH
-    plane = x_ptr + (o // (OW * OH)) * H * W
+    o, mask, plane, oh, ow = block_of_planes(n, OH, OW, BLOCK)
+    start = x_ptr + plane * H * W
     total = tl.zeros([BLOCK], tl.float32)
     for kh in tl.static_range(KH):
         ih = oh * SH - PH + kh
         for kw in tl.static_range(KW):
             iw = ow * SW - PW + kw
             inside = mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            total += tl.load(plane + ih * W + iw, mask=inside, other=0.0).to(tl.float32)
+            total += tl.load(start + ih * W + iw, mask=inside, other=0.0).to(tl.float32)
     count = _avg_divisor(oh, ow, H, W, SH, SW, PH, PW, divisor, KH, KW, INCLUDE_PAD,
                          HAS_DIVISOR)
     tl.store(y_ptr + o, (total / count).to(y_ptr.dtype.element_ty), mask=mask)
@@ -95,11 +89,8 @@ def _avg_pool2d_kernel(x_ptr, y_ptr, n, H, W, OH, OW, SH, SW, PH, PW, divisor,
 def _avg_pool2d_backward_kernel(g_ptr, dx_ptr, n, H, W, OH, OW, SH, SW, PH, PW, divisor,
                                 KH: tl.constexpr, KW: tl.constexpr, INCLUDE_PAD: tl.constexpr,
                                 HAS_DIVISOR: tl.constexpr, BLOCK: tl.constexpr):
-    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = i < n
-    iw = i % W
-    ih = (i // W) % H
-    plane = g_ptr + (i // (W * H)) * OH * OW
+    i, mask, plane, ih, iw = block_of_planes(n, H, W, BLOCK)
+    start = g_ptr + plane * OH * OW
     total = tl.zeros([BLOCK], tl.float32)
     for kh in tl.static_range(KH):
         th = ih + PH - kh                       # oh * SH for the window whose tap kh is ih
@@ -109,7 +100,7 @@ def _avg_pool2d_backward_kernel(g_ptr, dx_ptr, n, H, W, OH, OW, SH, SW, PH, PW, 
             tw = iw + PW - kw
             ow = tw // SW
             held = rows & (tw >= 0) & (tw % SW == 0) & (ow < OW)
-            g = tl.load(plane + oh * OW + ow, mask=held, other=0.0).to(tl.float32)
+            g = tl.load(start + oh * OW + ow, mask=held, other=0.0).to(tl.float32)
             count = _avg_divisor(oh, ow, H, W, SH, SW, PH, PW, divisor, KH, KW, INCLUDE_PAD,
                                  HAS_DIVISOR)
             total += tl.where(held, g / count, 0.0)

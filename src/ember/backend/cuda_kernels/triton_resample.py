@@ -8,7 +8,7 @@ buffers as objects with ``data_ptr()`` and ``dtype`` and compute in float32."""
 import triton
 import triton.language as tl
 
-from ember.backend.cuda_kernels._launch import guarded
+from ember.backend.cuda_kernels._launch import block_of_planes, guarded
 
 __all__ = ["resample2d", "resample2d_backward", "MAX_TAPS", "BLOCK"]
 
@@ -17,22 +17,26 @@ MAX_TAPS = 64           # taps per output; wider filters (antialiased downsampli
 
 
 @triton.jit
+def _tap(index_ptr, weight_ptr, position, t, TAPS: tl.constexpr, mask):
+    """Tap ``t`` of each output ``position`` along one dim: (input index, -1 for a tap not
+    read; weight)."""
+    at = position * TAPS + t
+    return (tl.load(index_ptr + at, mask=mask, other=-1),
+            tl.load(weight_ptr + at, mask=mask, other=0.0))
+
+
+@triton.jit
 def _resample2d_kernel(x_ptr, y_ptr, ih_ptr, wh_ptr, iw_ptr, ww_ptr, n, H, W, OH, OW,
                        TH: tl.constexpr, TW: tl.constexpr, BLOCK: tl.constexpr):
-    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = o < n
-    ow = o % OW
-    oh = (o // OW) % OH
-    plane = x_ptr + (o // (OW * OH)) * H * W
+    o, mask, plane, oh, ow = block_of_planes(n, OH, OW, BLOCK)
+    start = x_ptr + plane * H * W
     total = tl.zeros([BLOCK], tl.float32)
     for a in tl.static_range(TH):
-        ih = tl.load(ih_ptr + oh * TH + a, mask=mask, other=-1)
-        wa = tl.load(wh_ptr + oh * TH + a, mask=mask, other=0.0)
+        ih, wa = _tap(ih_ptr, wh_ptr, oh, a, TH, mask)
         for b in tl.static_range(TW):
-            iw = tl.load(iw_ptr + ow * TW + b, mask=mask, other=-1)
-            wb = tl.load(ww_ptr + ow * TW + b, mask=mask, other=0.0)
+            iw, wb = _tap(iw_ptr, ww_ptr, ow, b, TW, mask)
             read = mask & (ih >= 0) & (iw >= 0)
-            v = tl.load(plane + ih * W + iw, mask=read, other=0.0).to(tl.float32)
+            v = tl.load(start + ih * W + iw, mask=read, other=0.0).to(tl.float32)
             total += tl.where(read, wa * wb * v, 0.0)
     tl.store(y_ptr + o, total.to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -40,20 +44,14 @@ def _resample2d_kernel(x_ptr, y_ptr, ih_ptr, wh_ptr, iw_ptr, ww_ptr, n, H, W, OH
 @triton.jit
 def _resample2d_backward_kernel(g_ptr, dx_ptr, ih_ptr, wh_ptr, iw_ptr, ww_ptr, n, H, W, OH,
                                 OW, TH: tl.constexpr, TW: tl.constexpr, BLOCK: tl.constexpr):
-    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = o < n
-    ow = o % OW
-    oh = (o // OW) % OH
-    plane = dx_ptr + (o // (OW * OH)) * H * W
+    o, mask, plane, oh, ow = block_of_planes(n, OH, OW, BLOCK)
+    start = dx_ptr + plane * H * W
     g = tl.load(g_ptr + o, mask=mask, other=0.0).to(tl.float32)
     for a in tl.static_range(TH):
-        ih = tl.load(ih_ptr + oh * TH + a, mask=mask, other=-1)
-        wa = tl.load(wh_ptr + oh * TH + a, mask=mask, other=0.0)
+        ih, wa = _tap(ih_ptr, wh_ptr, oh, a, TH, mask)
         for b in tl.static_range(TW):
-            iw = tl.load(iw_ptr + ow * TW + b, mask=mask, other=-1)
-            wb = tl.load(ww_ptr + ow * TW + b, mask=mask, other=0.0)
-            tl.atomic_add(plane + ih * W + iw, g * wa * wb,
-                          mask=mask & (ih >= 0) & (iw >= 0))
+            iw, wb = _tap(iw_ptr, ww_ptr, ow, b, TW, mask)
+            tl.atomic_add(start + ih * W + iw, g * wa * wb, mask=mask & (ih >= 0) & (iw >= 0))
 
 
 def _launch(kernel, src, dst, tables, planes, size, out):
