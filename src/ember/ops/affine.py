@@ -2,7 +2,8 @@
 (``x1^T A x2 + b``).
 
 linear flattens the leading dims of ``input`` so that the forward and both matrix gradients
-are single 2-D GEMMs; 16-bit floats compute in float32.
+are single 2-D GEMMs; 16-bit floats accumulate in float32 (natively on a GPU, on float32
+copies on the CPU: ``backend.low_precision_product``).
 """
 
 import numpy as np
