@@ -6,11 +6,14 @@ class Host:
     """A NumPy array as the interpreter takes a tensor: it asks for the parts of PyTorch's
     tensor API that copy device memory to the host and back, all identities here."""
 
-    def __init__(self, array):
-        self.array, self.dtype = array, array.dtype
+    def __init__(self, array, offset=0):
+        self.array, self.dtype, self.offset = array, array.dtype, offset
 
     def data_ptr(self):
-        return self.array.ctypes.data
+        return self.array.ctypes.data + self.offset
+
+    def at(self, nbytes):
+        return Host(self.array, self.offset + nbytes)
 
     def untyped_storage(self):
         return self

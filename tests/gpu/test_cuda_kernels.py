@@ -66,7 +66,7 @@ def test_kernels_are_registered(overrides):
     assert {"softmax", "log_softmax", "nn.functional.silu", "native_layer_norm",
             "nn.functional.cross_entropy", "nn.functional.scaled_dot_product_attention"} \
         <= set(DERIVATIVES)
-    assert {"adam", "lstm_step", "lstm_step_backward", "uniform"} <= set(
+    assert {"adam", "lstm_steps", "lstm_steps_backward", "uniform"} <= set(
         ember.backend.DEVICE_KERNELS)
 
 
@@ -423,7 +423,7 @@ def test_flash_backward_kernel_is_used(overrides, monkeypatch, causal):
 
 @pytest.mark.parametrize("bias, packed", [(True, False), (False, True)])
 def test_lstm_steps_run_fused_and_match_cpu(overrides, monkeypatch, bias, packed):
-    calls = {"lstm_step": 0, "lstm_step_backward": 0}
+    calls = {"lstm_steps": 0, "lstm_steps_backward": 0}
     for name in calls:
         kernel = ember.backend.DEVICE_KERNELS[name]
 
@@ -448,7 +448,7 @@ def test_lstm_steps_run_fused_and_match_cpu(overrides, monkeypatch, bias, packed
             out = ember.nn.utils.rnn.pad_packed_sequence(out)[0]
         (out.pow(2).sum() + h.sum() + c.pow(2).sum()).backward()
         results.append((out, h, c, inp.grad, *(p.grad for p in model.parameters())))
-    assert calls["lstm_step"] > 0 and calls["lstm_step_backward"] > 0
+    assert calls["lstm_steps"] > 0 and calls["lstm_steps_backward"] > 0
     for g, want in zip(results[1], results[0]):
         _same(g.detach(), want.detach(), atol=1e-5, rtol=1e-4)
 

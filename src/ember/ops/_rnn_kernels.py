@@ -114,22 +114,16 @@ def lstm_forward(xp, x, hx, cx, w_hh, b_hh, w_hr, steps):
                               (cols[k] for k in ("act", "c", "tc", "cp", "hp")))
     hpre = ws[:, slice(*cols["hpre"])] if w_hr is not None else None
     out = xp.empty((n, proj), dtype=x.dtype)
-    rows = _gate_rows(xp, device_of(x), x.dtype, hidden, 2, 4)
     h, c = _state(xp, hx), _state(xp, cx)
     wt = w_hh.T
+    fused = device_kernel(x, "lstm_steps") if w_hr is None else None   # a kernel a step
+    if fused is not None and fused(x, b_hh, h, c, ws, out, wt, steps, hidden):
+        return out, h, c, ws
+    rows = _gate_rows(xp, device_of(x), x.dtype, hidden, 2, 4)
     h2 = 2 * hidden
-    fused = device_kernel(x, "lstm_step") if w_hr is None else None    # one GPU kernel
-    if fused is not None:               # the kernel consumes each step's gates: one buffer
-        gates = xp.empty((h.shape[0], 4 * hidden), dtype=x.dtype)
     for o, bs in steps:
         hp, cp = h[:bs], c[:bs]
-        if fused is not None:
-            g = xp.matmul(hp, wt, out=gates[:bs])
-            if fused(g, x[o:o + bs], b_hh, hp, cp, ws[o:o + bs], out[o:o + bs], hidden):
-                continue
-            fused = None
-        else:
-            g = hp @ wt
+        g = hp @ wt
         hpc[o:o + bs] = hp
         cpc[o:o + bs] = cp
         g += x[o:o + bs]
@@ -157,20 +151,27 @@ def lstm_backward(xp, dout, dh_n, dc_n, ws, w_hh, b_hh, w_hr, steps):
     hidden = dc_n.shape[1]
     proj = dh_n.shape[1]
     cols, _ = _lstm_columns(hidden, hidden if w_hr is None else proj)
-    act, tcc, cpc, hpc = (ws[:, slice(*cols[k])] for k in ("act", "tc", "cp", "hp"))
     n = ws.shape[0]
     dg = xp.empty((n, 4 * hidden), dtype=ws.dtype)
     dr = xp.empty((n, proj), dtype=ws.dtype) if w_hr is not None else None
     dh_carry, dc_carry = _state(xp, dh_n), _state(xp, dc_n)
+    fused = device_kernel(ws, "lstm_steps_backward") if w_hr is None else None  # a kernel a step
+    if fused is None or not fused(dout, dh_carry, dc_carry, ws, dg, w_hh, steps, hidden):
+        _lstm_steps_backward(xp, dout, dh_carry, dc_carry, ws, dg, dr, w_hh, w_hr, steps,
+                             cols, hidden)
+    dw_hh = dg.T @ ws[:, slice(*cols["hp"])]
+    db = dg.sum(0) if b_hh is not None else None
+    dw_hr = dr.T @ ws[:, slice(*cols["hpre"])] if w_hr is not None else None
+    return dg, dh_carry, dw_hh, dc_carry, db, dw_hr
+
+
+def _lstm_steps_backward(xp, dout, dh_carry, dc_carry, ws, dg, dr, w_hh, w_hr, steps, cols,
+                         hidden):
+    """The gate gradients ``dg`` (and ``dr``, the projection's) of every step, last first;
+    the carried ``dh_carry`` and ``dc_carry`` end as the initial states' gradients."""
+    act, tcc, cpc = (ws[:, slice(*cols[k])] for k in ("act", "tc", "cp"))
     h1, h2, h3 = hidden, 2 * hidden, 3 * hidden
-    fused = device_kernel(ws, "lstm_step_backward") if w_hr is None else None
     for o, bs in reversed(steps):
-        if fused is not None:
-            d = dg[o:o + bs]
-            if fused(dout[o:o + bs], dh_carry[:bs], dc_carry[:bs], ws[o:o + bs], d, hidden):
-                xp.matmul(d, w_hh, out=dh_carry[:bs])      # no copy of the product
-                continue
-            fused = None
         dh = dout[o:o + bs] + dh_carry[:bs]
         if w_hr is not None:
             dr[o:o + bs] = dh
@@ -191,10 +192,6 @@ def lstm_backward(xp, dout, dh_n, dc_n, ws, w_hh, b_hh, w_hr, steps):
         xp.multiply(dc * i, 1 - g * g, out=d[:, h2:h3])
         dc_carry[:bs] = dc * f
         dh_carry[:bs] = d @ w_hh
-    dw_hh = dg.T @ hpc
-    db = dg.sum(0) if b_hh is not None else None
-    dw_hr = dr.T @ ws[:, slice(*cols["hpre"])] if w_hr is not None else None
-    return dg, dh_carry, dw_hh, dc_carry, db, dw_hr
 
 
 # --- GRU --------------------------------------------------------------------------------------

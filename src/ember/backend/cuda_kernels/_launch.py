@@ -48,6 +48,12 @@ class buffer:
         """The array's device address."""
         return self._ptr
 
+    def at(self, nbytes):
+        """This buffer from ``nbytes`` further on (a row of a matrix, without slicing it)."""
+        moved = object.__new__(buffer)
+        moved._ptr, moved.dtype = self._ptr + nbytes, self.dtype
+        return moved
+
 
 def buffers(*arrays):
     """``buffer`` of each array; None stays None (an absent optional operand)."""

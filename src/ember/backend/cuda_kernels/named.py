@@ -1,6 +1,7 @@
 """The Triton kernels that ops and optimizers find by name through
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
-LSTM time step and its gradient, the Adam update, and dropout's uniform random numbers.
+LSTM layer's time steps and their gradients, the Adam update, and dropout's uniform random
+numbers.
 
 Each returns None (False for the in-place ones) for layouts its kernel does not cover, and
 the caller runs its generic code; ``fallible`` makes a kernel that cannot run here do the
@@ -33,28 +34,44 @@ def _rows_of(*arrays):
         a.ndim == 2 and a.strides[1] == a.itemsize for a in arrays)
 
 
-def lstm_step(gh, x, b, h, c, ws, out, hidden):
-    """One LSTM time step after its recurrent GEMM ``gh``, in one kernel (ops/_rnn_kernels:
-    lstm_forward); False for layouts it does not cover."""
-    if not (_rows_of(gh, x, h, c, ws, out) and gh.flags.c_contiguous and h.flags.c_contiguous
-            and c.flags.c_contiguous and out.flags.c_contiguous
+def lstm_steps(x, b, h, c, ws, out, wt, steps, hidden):
+    """All the time steps of an LSTM layer (ops/_rnn_kernels: lstm_forward): each a
+    recurrent GEMM and one kernel, with the layout checked once and rows reached by address,
+    not by slicing; False (nothing done) for layouts the kernel does not cover."""
+    if not (_rows_of(x, h, c, ws, out) and h.flags.c_contiguous and c.flags.c_contiguous
+            and out.flags.c_contiguous
             and (b is None or (b.dtype == x.dtype and b.flags.c_contiguous))):
         return False
-    item = x.itemsize
-    rnn.lstm_step(*(buffer(a) for a in (gh, x)), None if b is None else buffer(b),
-                  *(buffer(a) for a in (h, c, ws, out)), gh.shape[0], hidden,
-                  x.strides[0] // item, ws.strides[0] // item)
+    xp, n = xp_of(x), h.shape[0]
+    gates = xp.empty((n, 4 * hidden), x.dtype)      # each step's, consumed by its kernel
+    gates_at, x_at, h_at, c_at, ws_at, out_at = (buffer(a) for a in (gates, x, h, c, ws, out))
+    bias = None if b is None else buffer(b)
+    x_row, ws_row, out_row = x.strides[0], ws.strides[0], out.strides[0]
+    for o, rows in steps:
+        if rows == n:
+            xp.matmul(h, wt, out=gates)
+        else:
+            xp.matmul(h[:rows], wt, out=gates[:rows])
+        rnn.lstm_step(gates_at, x_at.at(o * x_row), bias, h_at, c_at, ws_at.at(o * ws_row),
+                      out_at.at(o * out_row), rows, hidden, x_row // x.itemsize,
+                      ws_row // ws.itemsize)
     return True
 
 
-def lstm_step_backward(dout, dh, dc, ws, dg, hidden):
-    """The gate gradients of one LSTM time step in one kernel (lstm_backward); False for
-    layouts it does not cover."""
-    if not (_rows_of(dout, dh, dc, ws, dg) and all(a.flags.c_contiguous
-                                                   for a in (dout, dh, dc, dg))):
+def lstm_steps_backward(dout, dh, dc, ws, dg, w_hh, steps, hidden):
+    """Back through ``lstm_steps``: each step's gate gradients in one kernel, then the carried
+    ``dh`` through a GEMM straight into place; False (nothing done) for layouts the kernel
+    does not cover."""
+    if not (_rows_of(dout, dh, dc, ws, dg)
+            and all(a.flags.c_contiguous for a in (dout, dh, dc, dg))):
         return False
-    rnn.lstm_step_backward(*(buffer(a) for a in (dout, dh, dc, ws, dg)), dg.shape[0], hidden,
-                           ws.strides[0] // ws.itemsize)
+    xp, n = xp_of(dg), dh.shape[0]
+    dout_at, dh_at, dc_at, ws_at, dg_at = (buffer(a) for a in (dout, dh, dc, ws, dg))
+    out_row, ws_row, dg_row = dout.strides[0], ws.strides[0], dg.strides[0]
+    for o, rows in reversed(steps):
+        rnn.lstm_step_backward(dout_at.at(o * out_row), dh_at, dc_at, ws_at.at(o * ws_row),
+                               dg_at.at(o * dg_row), rows, hidden, ws_row // ws.itemsize)
+        xp.matmul(dg[o:o + rows], w_hh, out=dh if rows == n else dh[:rows])
     return True
 
 
@@ -69,5 +86,5 @@ def uniform(like, shape, seed, offset):
 
 
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
-    ("adam", adam), ("lstm_step", lstm_step), ("lstm_step_backward", lstm_step_backward),
+    ("adam", adam), ("lstm_steps", lstm_steps), ("lstm_steps_backward", lstm_steps_backward),
     ("uniform", uniform))})
