@@ -352,10 +352,21 @@ def _upload_order(host, order):
     return order
 
 
+def _pinned(a):
+    """Whether a host array views memory from ``alloc_pinned_memory``."""
+    owner = a
+    while owner is not None:
+        if isinstance(owner, PinnedMemoryPointer):
+            return True
+        owner = owner.obj if isinstance(owner, memoryview) else getattr(owner, "base", None)
+    return False
+
+
 def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
     if isinstance(a, ndarray):
         return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-    _note("upload")
+    if blocking or not _pinned(a):      # from pinned memory, CUDA copies without waiting
+        _note("upload")
     return _device(np.array(a, dtype=dtype, order=_upload_order(a, order), copy=True))
 
 

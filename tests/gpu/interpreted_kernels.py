@@ -134,29 +134,38 @@ def test_silu():
 @pytest.mark.parametrize("weight_decay, decoupled, amsgrad",
                          [(0.0, False, False), (0.1, False, False), (0.1, True, False),
                           (0.0, False, True)])
-def test_adam_update(weight_decay, decoupled, amsgrad):
-    n, lr, b1, b2, eps = 2500, 1e-2, 0.9, 0.999, 1e-8
-    x = _data(n)
-    m, v = np.zeros(n, np.float32), np.zeros(n, np.float32)
-    vmax = np.zeros(n, np.float32) if amsgrad else None
-    rx, rm, rv, rvmax = (a.astype(np.float64) for a in (x, m, v, m))
-    for step in range(1, 4):
-        g = _data(n, seed=10 + step)
-        pointwise.adam_update(Host(x), Host(g), Host(m), Host(v), vmax if vmax is None else
-                              Host(vmax), n, lr=lr, beta1=b1, beta2=b2, eps=eps,
-                              weight_decay=weight_decay, decoupled=decoupled, step=step)
-        g = g.astype(np.float64)
-        if decoupled:
-            rx = rx * (1 - lr * weight_decay)
-        elif weight_decay:
-            g = g + weight_decay * rx
-        rm = b1 * rm + (1 - b1) * g
-        rv = b2 * rv + (1 - b2) * g * g
-        rvmax = np.maximum(rvmax, rv)
-        denom = np.sqrt(rvmax if amsgrad else rv) / np.sqrt(1 - b2 ** step) + eps
-        rx = rx - lr / (1 - b1 ** step) * rm / denom
-    np.testing.assert_allclose(m, rm, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(x, rx, rtol=1e-5, atol=1e-6)
+def test_adam_update_of_many_tensors(weight_decay, decoupled, amsgrad):
+    lr, b1, b2, eps = 1e-2, 0.9, 0.999, 1e-8
+    sizes = (2500, 7, pointwise.BLOCK)          # several blocks, part of one, exactly one
+    first_steps = (1, 4, 2)                     # each tensor counts its own steps
+    x = [_data(n, seed=i) for i, n in enumerate(sizes)]
+    m, v, vmax = ([np.zeros(n, np.float32) for n in sizes] for _ in range(3))
+    ref = [[a.astype(np.float64) for a in (xi, mi, vi, vi)] for xi, mi, vi in zip(x, m, v)]
+    blocks = pointwise.adam_blocks(sizes)
+    for k in range(3):
+        g = [_data(n, seed=10 + 3 * k + i) for i, n in enumerate(sizes)]
+        steps = [s + k for s in first_steps]
+        addresses = [[a.ctypes.data for a in (xi, gi, mi, vi, wi)]
+                     for xi, gi, mi, vi, wi in zip(x, g, m, v, vmax)]
+        table = pointwise.adam_table(addresses, sizes, steps, lr, b1, b2)
+        pointwise.adam_update(Host(table), Host(blocks), blocks.shape[0], lr=lr, beta1=b1,
+                              beta2=b2, eps=eps, weight_decay=weight_decay,
+                              decoupled=decoupled, amsgrad=amsgrad)
+        for r, gi, t in zip(ref, g, steps):
+            rx, rm, rv, rvmax = r
+            gi = gi.astype(np.float64)
+            if decoupled:
+                rx = rx * (1 - lr * weight_decay)
+            elif weight_decay:
+                gi = gi + weight_decay * rx
+            rm = b1 * rm + (1 - b1) * gi
+            rv = b2 * rv + (1 - b2) * gi * gi
+            rvmax = np.maximum(rvmax, rv)
+            denom = np.sqrt(rvmax if amsgrad else rv) / np.sqrt(1 - b2 ** t) + eps
+            r[:] = [rx - lr / (1 - b1 ** t) * rm / denom, rm, rv, rvmax]
+    for xi, mi, r in zip(x, m, ref):
+        np.testing.assert_allclose(mi, r[1], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(xi, r[0], rtol=1e-5, atol=1e-6)
 
 
 def _attention_ref(q, k, v, scale, causal):

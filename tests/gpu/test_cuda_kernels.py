@@ -295,25 +295,30 @@ def test_fused_adam_matches_cpu(overrides, cls, kwargs):
                       opts[0].state[host[0]]["exp_avg"].numpy(), atol=1e-6).all()
 
 
-def test_adam_hands_each_parameter_to_the_fused_kernel(monkeypatch):
+def test_adam_hands_a_groups_parameters_to_the_fused_kernel_at_once(monkeypatch):
     calls = []
-    fused = ember.backend.DEVICE_KERNELS.get("adam", lambda *args, **hyper: False)
+    fused = ember.backend.DEVICE_KERNELS.get("adam", lambda params, **hyper: None)
 
-    def recording(x, g, m, v, vmax, **hyper):
-        calls.append((x.shape, vmax is None, hyper))
-        return fused(x, g, m, v, vmax, **hyper)
+    def recording(params, **hyper):
+        calls.append(([x.shape for x, *_ in params], [p[4] is None for p in params],
+                      [p[5] for p in params], hyper))
+        return fused(params, **hyper)
     monkeypatch.setitem(ember.backend.DEVICE_KERNELS, "adam", recording)
     p = ember.ones(4, device="cuda", requires_grad=True)
-    opt = ember.optim.AdamW([p], lr=0.5, weight_decay=0.1)
+    q = ember.ones(2, 3, device="cuda", requires_grad=True)
+    opt = ember.optim.AdamW([p, q], lr=0.5, weight_decay=0.1)
     for _ in range(2):
         p.grad = ember.full((4,), 2.0, device="cuda")
+        q.grad = ember.full((2, 3), 2.0, device="cuda")
         opt.step()
-    assert [c[0] for c in calls] == [(4,), (4,)] and calls[0][1]
-    assert calls[1][2] == dict(lr=0.5, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1,
-                               decoupled=True, step=2)
+    assert [c[0] for c in calls] == [[(4,), (2, 3)]] * 2 and calls[0][1] == [True, True]
+    assert calls[1][2] == [2.0, 2.0] and calls[1][3] == dict(
+        lr=0.5, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, decoupled=True,
+        amsgrad=False)
     # a constant gradient makes each step move the weight by lr, after the decay
     expected = ((1 - 0.05) - 0.5) * (1 - 0.05) - 0.5
     assert_close(p.detach().cpu(), ember.full((4,), expected), atol=1e-5, rtol=0)
+    assert_close(q.detach().cpu(), ember.full((2, 3), expected), atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", [ember.float32, ember.float16, ember.bfloat16])

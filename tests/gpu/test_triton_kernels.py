@@ -129,13 +129,11 @@ def _cases():
                 _pointers(("x_ptr", "y_ptr"), dt), **tables), constants
             yield resample._resample2d_backward_kernel, dict(
                 g_ptr=f"*{dt}", dx_ptr="*fp32", **tables), constants
-    scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay", "step_size",
-                             "bias2_sqrt"), "fp32")
+    scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay"), "fp32")
     for decay in (0, 1, 2):
         for amsgrad in (False, True):
-            yield pointwise._adam_kernel, dict(
-                _pointers(("x_ptr", "g_ptr", "m_ptr", "v_ptr", "vmax_ptr")), n="i32",
-                **scalars), dict(DECAY=decay, AMSGRAD=amsgrad, BLOCK=pointwise.BLOCK)
+            yield pointwise._adam_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
+                dict(DECAY=decay, AMSGRAD=amsgrad, BLOCK=pointwise.BLOCK)
 
 
 CASES = list(_cases())

@@ -73,6 +73,45 @@ def _pinned_empty(shape, dtype):
     return np.frombuffer(mem, dtype, size).reshape(shape)
 
 
+class _Staging:
+    """Pinned host slots for small uploads the host must not wait for (an upload from pageable
+    memory runs only after the queued kernels). A slot is written again only after the copy
+    that last read it has run, which its event tells (normally long done)."""
+
+    SLOTS, SLOT_BYTES = 16, 1 << 16
+
+    def __init__(self):
+        self.slots = [None] * self.SLOTS
+        self.turn = 0
+
+    def upload(self, host):
+        """``host`` (C-contiguous) on the current device, copied on the current stream."""
+        if host.nbytes > self.SLOT_BYTES:
+            return cupy.asarray(host)               # too big for a slot: a plain upload
+        i, self.turn = self.turn, (self.turn + 1) % self.SLOTS
+        if self.slots[i] is None:
+            self.slots[i] = [_pinned_empty((self.SLOT_BYTES,), np.uint8), None]
+        memory, copied = self.slots[i]
+        if copied is not None:
+            copied.synchronize()
+        staged = memory[:host.nbytes].view(host.dtype).reshape(host.shape)
+        staged[...] = host
+        device = cupy.asarray(staged, blocking=False)
+        copied = cupy.cuda.Event(disable_timing=True)
+        copied.record()
+        self.slots[i][1] = copied
+        return device
+
+
+_STAGING = _Staging()
+
+
+def upload_async(host):
+    """A small NumPy array (a kernel's table) on the current GPU without the host waiting:
+    copied from pinned memory on the current stream."""
+    return _STAGING.upload(host)
+
+
 def pin(array):
     """A copy of a NumPy array in page-locked host memory (CuPy's pinned memory pool)."""
     out = _pinned_empty(array.shape, array.dtype)

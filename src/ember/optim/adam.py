@@ -31,45 +31,56 @@ class Adam(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
-            beta1, beta2 = (value(b) for b in group["betas"])
-            amsgrad, decoupled = group["amsgrad"], group["decoupled_weight_decay"]
+            hyper = dict(lr=value(group["lr"]), beta1=value(group["betas"][0]),
+                         beta2=value(group["betas"][1]), eps=group["eps"],
+                         weight_decay=group["weight_decay"],
+                         decoupled=group["decoupled_weight_decay"], amsgrad=group["amsgrad"])
+            params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"]):
-                state = self.state[p]
-                if not state:
-                    state["step"] = new_step()
-                    state["exp_avg"] = state_like(p)
-                    state["exp_avg_sq"] = state_like(p)
-                    if amsgrad:
-                        state["max_exp_avg_sq"] = state_like(p)
-                t = step_count(state)
-                fused = device_kernel(x, "adam")
-                if fused is not None and fused(
-                        x, g, real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data),
-                        real(state["max_exp_avg_sq"]._data) if amsgrad else None, lr=lr,
-                        beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd,
-                        decoupled=decoupled, step=t):
-                    p._bump_version()
-                    continue
-                if wd:
-                    if decoupled:
-                        x *= 1 - lr * wd
-                    else:
-                        g = g + wd * x
-                m, v = real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data)
-                m += (1 - beta1) * (g - m)
-                v *= beta2
-                v += (1 - beta2) * g * g
-                if amsgrad:
-                    vmax = real(state["max_exp_avg_sq"]._data)
-                    xp_of(vmax).maximum(vmax, v, out=vmax)
-                    v = vmax
-                denom = v ** 0.5
-                denom /= math.sqrt(1 - beta2 ** t)
-                denom += eps
-                x -= (lr / (1 - beta1 ** t)) * m / denom
+                params.append(p)
+                updates.append(self._moments(p, x, g, hyper["amsgrad"]))
+            if not updates:
+                continue
+            fused = device_kernel(updates[0][0], "adam")         # the GPU: one launch
+            left = None if fused is None else fused(updates, **hyper)
+            for i in range(len(updates)) if left is None else left:
+                _update(*updates[i], **hyper)
+            for p in params:
                 p._bump_version()
         return loss
+
+    def _moments(self, p, x, g, amsgrad):
+        """(x, g, m, v, vmax or None, step count) of parameter ``p``, its state made on its
+        first step and its step counted."""
+        state = self.state[p]
+        if not state:
+            state["step"] = new_step()
+            state["exp_avg"] = state_like(p)
+            state["exp_avg_sq"] = state_like(p)
+            if amsgrad:
+                state["max_exp_avg_sq"] = state_like(p)
+        vmax = real(state["max_exp_avg_sq"]._data) if amsgrad else None
+        return (x, g, real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data), vmax,
+                step_count(state))
+
+
+def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad):
+    """One parameter's Adam step in place, in array operations."""
+    if weight_decay:
+        if decoupled:
+            x *= 1 - lr * weight_decay
+        else:
+            g = g + weight_decay * x
+    m += (1 - beta1) * (g - m)
+    v *= beta2
+    v += (1 - beta2) * g * g
+    if amsgrad:
+        xp_of(vmax).maximum(vmax, v, out=vmax)
+        v = vmax
+    denom = v ** 0.5
+    denom /= math.sqrt(1 - beta2 ** t)
+    denom += eps
+    x -= (lr / (1 - beta1 ** t)) * m / denom
 
 
 class AdamW(Adam):

@@ -1,7 +1,7 @@
 """The Triton kernels that ops and optimizers find by name through
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
-LSTM layer's time steps and their gradients, the Adam update, and dropout's uniform random
-numbers.
+LSTM layer's time steps and their gradients, the Adam update of all of a group's parameters,
+and dropout's uniform random numbers.
 
 Each returns None (False for the in-place ones) for layouts its kernel does not cover, and
 the caller runs its generic code; ``fallible`` makes a kernel that cannot run here do the
@@ -10,22 +10,37 @@ same, after switching it off.
 
 import numpy as np
 
-from ember.backend import DEVICE_KERNELS, xp_of
+from ember.backend import DEVICE_KERNELS, cuda_backend, device_constant, xp_of
 from ember.backend.cuda_kernels import fallible
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rnn as rnn
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer
 
 
-def adam(x, g, m, v, vmax, **hyper):
-    """The Adam/AdamW update of one float32 parameter in one pass; False (nothing done) for
-    other dtypes and layouts, which the optimizer then updates itself."""
-    arrays = (x, g, m, v) if vmax is None else (x, g, m, v, vmax)
-    if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays) or not x.size:
-        return False
-    pointwise.adam_update(*(buffer(a) for a in (x, g, m, v)),
-                          None if vmax is None else buffer(vmax), x.size, **hyper)
-    return True
+def adam(params, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad):
+    """The Adam/AdamW update of many float32 parameters in one launch. ``params`` holds
+    (x, g, m, v, vmax or None, step count) per parameter; returns the positions of those it
+    left (another dtype, layout or GPU), which the optimizer updates itself."""
+    taken, left = [], []
+    device = params[0][0].device.id
+    for i, (x, g, m, v, vmax, _) in enumerate(params):
+        arrays = (x, g, m, v) if vmax is None else (x, g, m, v, vmax)
+        ok = x.size and x.device.id == device and all(
+            a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
+        (taken if ok else left).append(i)
+    if not taken:
+        return left
+    chosen = [params[i] for i in taken]
+    sizes = tuple(p[0].size for p in chosen)
+    blocks = device_constant(chosen[0][0], ("adam blocks", pointwise.BLOCK, sizes),
+                             lambda: pointwise.adam_blocks(sizes))
+    addresses = [[buffer(a).data_ptr() for a in (x, g, m, v, v if vmax is None else vmax)]
+                 for x, g, m, v, vmax, _ in chosen]
+    table = pointwise.adam_table(addresses, sizes, [p[5] for p in chosen], lr, beta1, beta2)
+    pointwise.adam_update(buffer(cuda_backend().upload_async(table)), buffer(blocks),
+                          blocks.shape[0], lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+                          weight_decay=weight_decay, decoupled=decoupled, amsgrad=amsgrad)
+    return left
 
 
 def _rows_of(*arrays):

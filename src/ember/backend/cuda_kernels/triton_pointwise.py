@@ -1,14 +1,16 @@
 """Triton kernels applied element by element over contiguous buffers: gelu and its gradient,
-silu, the Adam/AdamW parameter update, and uniform random numbers. Launchers take buffers as
-objects with ``data_ptr()`` and ``dtype`` and compute in float32."""
+silu, the Adam/AdamW parameter update (of many tensors in one launch), and uniform random
+numbers. Launchers take buffers as objects with ``data_ptr()`` and ``dtype`` and compute in
+float32."""
 
+import numpy as np
 import triton
 import triton.language as tl
 
 from ember.backend.cuda_kernels._launch import guarded
 
-__all__ = ["gelu", "gelu_backward", "silu", "silu_backward", "adam_update", "uniform",
-           "BLOCK"]
+__all__ = ["gelu", "gelu_backward", "silu", "silu_backward", "adam_update", "adam_table",
+           "adam_blocks", "uniform", "BLOCK", "ADAM_ROW"]
 
 BLOCK = 1024
 # the kernels write their constants as literals (Triton's compiler reads module globals only as
@@ -95,12 +97,25 @@ def silu(x, y, n):
     _silu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK)
 
 
+ADAM_ROW = 8        # int64 words per tensor in the Adam kernel's table
+
+
 @triton.jit
-def _adam_kernel(x_ptr, g_ptr, m_ptr, v_ptr, vmax_ptr, n, lr, beta1, beta2, eps, weight_decay,
-                 step_size, bias2_sqrt, DECAY: tl.constexpr, AMSGRAD: tl.constexpr,
-                 BLOCK: tl.constexpr):
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
+def _adam_kernel(table_ptr, blocks_ptr, lr, beta1, beta2, eps, weight_decay,
+                 DECAY: tl.constexpr, AMSGRAD: tl.constexpr, BLOCK: tl.constexpr):
+    # each program updates one block of one tensor: ``blocks`` holds (tensor, first element)
+    # per program, the table a row per tensor: the addresses of x, g, m, v and vmax, the size,
+    # then step_size and sqrt(1 - beta2^t) as float64 bits (each tensor counts its own steps)
+    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
+    row = table_ptr + tl.load(block) * 8
+    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
+    mask = offsets < tl.load(row + 5)
+    x_ptr = tl.load(row).to(tl.pointer_type(tl.float32))
+    g_ptr = tl.load(row + 1).to(tl.pointer_type(tl.float32))
+    m_ptr = tl.load(row + 2).to(tl.pointer_type(tl.float32))
+    v_ptr = tl.load(row + 3).to(tl.pointer_type(tl.float32))
+    step_size = tl.load(row + 6).to(tl.float64, bitcast=True).to(tl.float32)
+    bias2_sqrt = tl.load(row + 7).to(tl.float64, bitcast=True).to(tl.float32)
     x = tl.load(x_ptr + offsets, mask=mask)
     g = tl.load(g_ptr + offsets, mask=mask)
     m = tl.load(m_ptr + offsets, mask=mask)
@@ -114,6 +129,7 @@ def _adam_kernel(x_ptr, g_ptr, m_ptr, v_ptr, vmax_ptr, n, lr, beta1, beta2, eps,
     tl.store(m_ptr + offsets, m, mask=mask)
     tl.store(v_ptr + offsets, v, mask=mask)
     if AMSGRAD:
+        vmax_ptr = tl.load(row + 4).to(tl.pointer_type(tl.float32))
         v = tl.maximum(tl.load(vmax_ptr + offsets, mask=mask), v)
         tl.store(vmax_ptr + offsets, v, mask=mask)
     denom = tl.sqrt(v) / bias2_sqrt + eps
@@ -121,14 +137,33 @@ def _adam_kernel(x_ptr, g_ptr, m_ptr, v_ptr, vmax_ptr, n, lr, beta1, beta2, eps,
 
 
 @guarded
-def adam_update(x, g, m, v, vmax, n, *, lr, beta1, beta2, eps, weight_decay, decoupled, step):
-    """One Adam step in place on float32 buffers of ``n`` elements: moments ``m`` and ``v``
-    (and their running maximum ``vmax`` for AMSGrad, else None), then the parameter ``x``."""
+def adam_update(table, blocks, programs, *, lr, beta1, beta2, eps, weight_decay, decoupled,
+                amsgrad):
+    """One Adam step in place on many float32 tensors at once: ``table`` (tensors,
+    ``ADAM_ROW``) int64 on the device, as ``adam_table`` builds it, and ``blocks`` (programs,
+    2), as ``adam_blocks`` does; the moments, with AMSGrad their running maximum, then the
+    parameters."""
     decay = 0 if not weight_decay else 2 if decoupled else 1
-    _adam_kernel[(triton.cdiv(n, BLOCK),)](
-        x, g, m, v, v if vmax is None else vmax, n, float(lr), float(beta1), float(beta2),
-        float(eps), float(weight_decay), float(lr / (1 - beta1 ** step)),
-        float((1 - beta2 ** step) ** 0.5), DECAY=decay, AMSGRAD=vmax is not None, BLOCK=BLOCK)
+    _adam_kernel[(programs,)](table, blocks, float(lr), float(beta1), float(beta2), float(eps),
+                              float(weight_decay), DECAY=decay, AMSGRAD=amsgrad, BLOCK=BLOCK)
+
+
+def adam_table(addresses, sizes, steps, lr, beta1, beta2):
+    """The kernel's table on the host: per tensor, the addresses of (x, g, m, v, vmax),
+    its size, and the step size and ``sqrt(1 - beta2^t)`` of its step count ``t``."""
+    table = np.empty((len(sizes), ADAM_ROW), np.int64)
+    table[:, :5] = addresses
+    table[:, 5] = sizes
+    t = np.asarray(steps, np.float64)
+    table[:, 6] = (lr / (1 - beta1 ** t)).view(np.int64)
+    table[:, 7] = np.sqrt(1 - beta2 ** t).view(np.int64)
+    return table
+
+
+def adam_blocks(sizes):
+    """(tensor, first element) of every block of every tensor, one row per program."""
+    return np.array([(i, first) for i, n in enumerate(sizes) for first in range(0, n, BLOCK)],
+                    np.int64).reshape(-1, 2)
 
 
 @triton.jit
