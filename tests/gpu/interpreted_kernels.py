@@ -141,7 +141,7 @@ def test_adam_update_of_many_tensors(weight_decay, decoupled, amsgrad):
     x = [_data(n, seed=i) for i, n in enumerate(sizes)]
     m, v, vmax = ([np.zeros(n, np.float32) for n in sizes] for _ in range(3))
     ref = [[a.astype(np.float64) for a in (xi, mi, vi, vi)] for xi, mi, vi in zip(x, m, v)]
-    blocks = pointwise.adam_blocks(sizes)
+    blocks = pointwise.tensor_blocks(sizes)
     for k in range(3):
         g = [_data(n, seed=10 + 3 * k + i) for i, n in enumerate(sizes)]
         steps = [s + k for s in first_steps]
@@ -165,6 +165,34 @@ def test_adam_update_of_many_tensors(weight_decay, decoupled, amsgrad):
             r[:] = [rx - lr / (1 - b1 ** t) * rm / denom, rm, rv, rvmax]
     for xi, mi, r in zip(x, m, ref):
         np.testing.assert_allclose(mi, r[1], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(xi, r[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("momentum, dampening, weight_decay, nesterov",
+                         [(0.0, 0.0, 0.0, False), (0.9, 0.0, 0.1, False), (0.9, 0.3, 0.0, False),
+                          (0.9, 0.0, 0.0, True)])
+def test_sgd_update_of_many_tensors(momentum, dampening, weight_decay, nesterov):
+    lr = 0.1
+    sizes = (2500, 7)
+    x = [_data(n, seed=i) for i, n in enumerate(sizes)]
+    b = [np.zeros(n, np.float32) for n in sizes]
+    ref = [[xi.astype(np.float64), None] for xi in x]
+    blocks = pointwise.tensor_blocks(sizes)
+    for k in range(3):
+        g = [_data(n, seed=20 + 2 * k + i) for i, n in enumerate(sizes)]
+        first = [k == 0, k == 0]
+        addresses = [[a.ctypes.data for a in (xi, gi, bi)] for xi, gi, bi in zip(x, g, b)]
+        table = pointwise.sgd_table(addresses, sizes, first)
+        pointwise.sgd_update(Host(table), Host(blocks), blocks.shape[0], lr=lr,
+                             momentum=momentum, dampening=dampening,
+                             weight_decay=weight_decay, nesterov=nesterov)
+        for r, gi in zip(ref, g):
+            gi = gi.astype(np.float64) + weight_decay * r[0]
+            if momentum:
+                r[1] = gi if r[1] is None else momentum * r[1] + (1 - dampening) * gi
+                gi = gi + momentum * r[1] if nesterov else r[1]
+            r[0] = r[0] - lr * gi
+    for xi, r in zip(x, ref):
         np.testing.assert_allclose(xi, r[0], rtol=1e-5, atol=1e-6)
 
 

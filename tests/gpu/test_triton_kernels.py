@@ -134,6 +134,11 @@ def _cases():
         for amsgrad in (False, True):
             yield pointwise._adam_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
                 dict(DECAY=decay, AMSGRAD=amsgrad, BLOCK=pointwise.BLOCK)
+    scalars = dict.fromkeys(("lr", "momentum", "dampening", "weight_decay"), "fp32")
+    for decay, momentum, nesterov in ((False, False, False), (True, True, False),
+                                      (False, True, True)):
+        yield pointwise._sgd_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
+            dict(DECAY=decay, MOMENTUM=momentum, NESTEROV=nesterov, BLOCK=pointwise.BLOCK)
 
 
 CASES = list(_cases())

@@ -151,7 +151,7 @@ def _placed(host, dev):
     if dev is CPU:
         host.flags.writeable = False
         return host
-    return cuda_backend().to_device(host, dev.index)
+    return cuda_backend().upload_async(host, dev.index)     # a table: no wait for the GPU
 
 
 def xp_for(dev):

@@ -78,16 +78,15 @@ class _Staging:
     memory runs only after the queued kernels). A slot is written again only after the copy
     that last read it has run, which its event tells (normally long done)."""
 
-    SLOTS, SLOT_BYTES = 16, 1 << 16
+    SLOTS, SLOT_BYTES = 16, 1 << 18
 
     def __init__(self):
         self.slots = [None] * self.SLOTS
         self.turn = 0
 
     def upload(self, host):
-        """``host`` (C-contiguous) on the current device, copied on the current stream."""
-        if host.nbytes > self.SLOT_BYTES:
-            return cupy.asarray(host)               # too big for a slot: a plain upload
+        """``host`` (C-contiguous, at most a slot) on the current device, copied on the
+        current stream."""
         i, self.turn = self.turn, (self.turn + 1) % self.SLOTS
         if self.slots[i] is None:
             self.slots[i] = [_pinned_empty((self.SLOT_BYTES,), np.uint8), None]
@@ -106,10 +105,14 @@ class _Staging:
 _STAGING = _Staging()
 
 
-def upload_async(host):
-    """A small NumPy array (a kernel's table) on the current GPU without the host waiting:
-    copied from pinned memory on the current stream."""
-    return _STAGING.upload(host)
+def upload_async(host, index=None):
+    """A NumPy array on GPU ``index`` (None: the current one). A small one (a kernel's table)
+    goes through pinned memory, so the host does not wait for the GPU; a big one is a plain
+    upload."""
+    if host.nbytes > _Staging.SLOT_BYTES:
+        return to_device(host, index)
+    with device_guard(index):
+        return _STAGING.upload(np.ascontiguousarray(host))
 
 
 def pin(array):

@@ -7,8 +7,10 @@ and their state are updated as pairs of reals, as PyTorch does (``view_as_real``
 import numpy as np
 
 from ember._tensor import Tensor, _make
+from ember.backend import device_kernel
 
-__all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state"]
+__all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
+           "apply_updates"]
 
 
 def value(x):
@@ -58,3 +60,16 @@ def scalar_state(fill):
     """A float32 0-d state tensor (PyTorch keeps scalar state such as NAdam's mu_product
     in float32 whatever the parameter dtype)."""
     return _make(np.full((), fill, np.float32))
+
+
+def apply_updates(kernel, params, updates, update, **hyper):
+    """Apply each parameter's update (its arrays in ``updates``): on a GPU all at once
+    through the fused ``kernel`` (``backend.device_kernel``), which may leave some; the rest,
+    and everything on the CPU, through ``update(*arrays, **hyper)``. Then bump each
+    parameter's version."""
+    fused = device_kernel(updates[0][0], kernel) if updates else None
+    left = None if fused is None else fused(updates, **hyper)
+    for i in range(len(updates)) if left is None else left:
+        update(*updates[i], **hyper)
+    for p in params:
+        p._bump_version()

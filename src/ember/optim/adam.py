@@ -2,8 +2,9 @@
 
 import math
 
-from ember.backend import device_kernel, xp_of
-from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.backend import xp_of
+from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+                                step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["Adam", "AdamW"]
@@ -39,14 +40,7 @@ class Adam(Optimizer):
             for p, x, g in grads_of(group, group["maximize"]):
                 params.append(p)
                 updates.append(self._moments(p, x, g, hyper["amsgrad"]))
-            if not updates:
-                continue
-            fused = device_kernel(updates[0][0], "adam")         # the GPU: one launch
-            left = None if fused is None else fused(updates, **hyper)
-            for i in range(len(updates)) if left is None else left:
-                _update(*updates[i], **hyper)
-            for p in params:
-                p._bump_version()
+            apply_updates("adam", params, updates, _update, **hyper)
         return loss
 
     def _moments(self, p, x, g, amsgrad):

@@ -1,7 +1,7 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (``torch.optim.SGD``)."""
 
 from ember._tensor import _make
-from ember.optim._state import grads_of, real, value
+from ember.optim._state import apply_updates, grads_of, real, value
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["SGD"]
@@ -34,23 +34,38 @@ class SGD(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, wd = value(group["lr"]), group["weight_decay"]
-            momentum, dampening = group["momentum"], group["dampening"]
+            hyper = dict(lr=value(group["lr"]), momentum=group["momentum"],
+                         dampening=group["dampening"], weight_decay=group["weight_decay"],
+                         nesterov=group["nesterov"])
+            params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"]):
-                if wd:
-                    g = g + wd * x
-                if momentum:
-                    state = self.state[p]
-                    buf = state.get("momentum_buffer")
-                    if buf is None:
-                        state["momentum_buffer"] = _make(p._grad._data.copy())
-                        b = real(state["momentum_buffer"]._data)
-                        b[...] = g
-                    else:
-                        b = real(buf._data)
-                        b *= momentum
-                        b += (1 - dampening) * g
-                    g = g + momentum * b if group["nesterov"] else b
-                x -= lr * g
-                p._bump_version()
+                params.append(p)
+                updates.append((x, g) + self._buffer(p, hyper["momentum"]))
+            apply_updates("sgd", params, updates, _update, **hyper)
         return loss
+
+    def _buffer(self, p, momentum):
+        """(momentum buffer array or None, whether this is its first step) of ``p``; the
+        buffer is made on its first step, its values still to be set."""
+        if not momentum:
+            return None, False
+        state = self.state[p]
+        buf = state.get("momentum_buffer")
+        if buf is None:
+            buf = state["momentum_buffer"] = _make(p._grad._data.copy())
+            return real(buf._data), True
+        return real(buf._data), False
+
+
+def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
+    """One parameter's SGD step in place, in array operations."""
+    if weight_decay:
+        g = g + weight_decay * x
+    if momentum:
+        if first:
+            b[...] = g
+        else:
+            b *= momentum
+            b += (1 - dampening) * g
+        g = g + momentum * b if nesterov else b
+    x -= lr * g

@@ -1,7 +1,7 @@
 """The Triton kernels that ops and optimizers find by name through
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
-LSTM layer's time steps and their gradients, the Adam update of all of a group's parameters,
-and dropout's uniform random numbers.
+LSTM layer's time steps and their gradients, the Adam and SGD updates of all of a group's
+parameters, and dropout's uniform random numbers.
 
 Each returns None (False for the in-place ones) for layouts its kernel does not cover, and
 the caller runs its generic code; ``fallible`` makes a kernel that cannot run here do the
@@ -17,29 +17,64 @@ from ember.backend.cuda_kernels import triton_rnn as rnn
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer
 
 
+def _split(params, arrays_of):
+    """(positions a multi-tensor update takes, positions it leaves) of ``params``: it takes
+    those whose ``arrays_of`` are non-empty float32 C-contiguous arrays on the first one's GPU
+    (the others go to the optimizer's own code)."""
+    taken, left = [], []
+    device = params[0][0].device.id
+    for i, item in enumerate(params):
+        arrays = arrays_of(item)
+        ok = arrays[0].size and all(a.device.id == device and a.dtype == np.float32
+                                    and a.flags.c_contiguous for a in arrays)
+        (taken if ok else left).append(i)
+    return taken, left
+
+
+def _on_table(launch, like, table, sizes, **hyper):
+    """Run a multi-tensor update ``launch`` over the host ``table``: staged to the GPU
+    without a wait, with the cached map of its tensors' blocks."""
+    blocks = device_constant(like, ("tensor blocks", pointwise.BLOCK, sizes),
+                             lambda: pointwise.tensor_blocks(sizes))
+    launch(buffer(cuda_backend().upload_async(table)), buffer(blocks), blocks.shape[0],
+           **hyper)
+
+
+def _address(a):
+    return buffer(a).data_ptr()
+
+
 def adam(params, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad):
     """The Adam/AdamW update of many float32 parameters in one launch. ``params`` holds
     (x, g, m, v, vmax or None, step count) per parameter; returns the positions of those it
-    left (another dtype, layout or GPU), which the optimizer updates itself."""
-    taken, left = [], []
-    device = params[0][0].device.id
-    for i, (x, g, m, v, vmax, _) in enumerate(params):
-        arrays = (x, g, m, v) if vmax is None else (x, g, m, v, vmax)
-        ok = x.size and x.device.id == device and all(
-            a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
-        (taken if ok else left).append(i)
-    if not taken:
-        return left
-    chosen = [params[i] for i in taken]
-    sizes = tuple(p[0].size for p in chosen)
-    blocks = device_constant(chosen[0][0], ("adam blocks", pointwise.BLOCK, sizes),
-                             lambda: pointwise.adam_blocks(sizes))
-    addresses = [[buffer(a).data_ptr() for a in (x, g, m, v, v if vmax is None else vmax)]
-                 for x, g, m, v, vmax, _ in chosen]
-    table = pointwise.adam_table(addresses, sizes, [p[5] for p in chosen], lr, beta1, beta2)
-    pointwise.adam_update(buffer(cuda_backend().upload_async(table)), buffer(blocks),
-                          blocks.shape[0], lr=lr, beta1=beta1, beta2=beta2, eps=eps,
-                          weight_decay=weight_decay, decoupled=decoupled, amsgrad=amsgrad)
+    left, which the optimizer updates itself."""
+    taken, left = _split(params, lambda p: p[:4] if p[4] is None else p[:5])
+    if taken:
+        chosen = [params[i] for i in taken]
+        sizes = tuple(p[0].size for p in chosen)
+        addresses = [[_address(a) for a in (x, g, m, v, v if vmax is None else vmax)]
+                     for x, g, m, v, vmax, _ in chosen]
+        table = pointwise.adam_table(addresses, sizes, [p[5] for p in chosen], lr, beta1,
+                                     beta2)
+        _on_table(pointwise.adam_update, chosen[0][0], table, sizes, lr=lr, beta1=beta1,
+                  beta2=beta2, eps=eps, weight_decay=weight_decay, decoupled=decoupled,
+                  amsgrad=amsgrad)
+    return left
+
+
+def sgd(params, *, lr, momentum, dampening, weight_decay, nesterov):
+    """The SGD update of many float32 parameters in one launch. ``params`` holds (x, g,
+    momentum buffer or None, whether it is the buffer's first step) per parameter; returns
+    the positions of those it left, which the optimizer updates itself."""
+    taken, left = _split(params, lambda p: p[:2] if p[2] is None else p[:3])
+    if taken:
+        chosen = [params[i] for i in taken]
+        sizes = tuple(p[0].size for p in chosen)
+        addresses = [[_address(x), _address(g), _address(x if b is None else b)]
+                     for x, g, b, _ in chosen]
+        table = pointwise.sgd_table(addresses, sizes, [p[3] for p in chosen])
+        _on_table(pointwise.sgd_update, chosen[0][0], table, sizes, lr=lr, momentum=momentum,
+                  dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
     return left
 
 
@@ -101,5 +136,6 @@ def uniform(like, shape, seed, offset):
 
 
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
-    ("adam", adam), ("lstm_steps", lstm_steps), ("lstm_steps_backward", lstm_steps_backward),
+    ("adam", adam), ("sgd", sgd), ("lstm_steps", lstm_steps),
+    ("lstm_steps_backward", lstm_steps_backward),
     ("uniform", uniform))})

@@ -1,7 +1,7 @@
 """Triton kernels applied element by element over contiguous buffers: gelu and its gradient,
-silu, the Adam/AdamW parameter update (of many tensors in one launch), and uniform random
-numbers. Launchers take buffers as objects with ``data_ptr()`` and ``dtype`` and compute in
-float32."""
+silu, the Adam/AdamW and SGD parameter updates (of many tensors in one launch), and uniform
+random numbers. Launchers take buffers as objects with ``data_ptr()`` and ``dtype`` and
+compute in float32."""
 
 import numpy as np
 import triton
@@ -10,7 +10,7 @@ import triton.language as tl
 from ember.backend.cuda_kernels._launch import guarded
 
 __all__ = ["gelu", "gelu_backward", "silu", "silu_backward", "adam_update", "adam_table",
-           "adam_blocks", "uniform", "BLOCK", "ADAM_ROW"]
+           "tensor_blocks", "sgd_update", "sgd_table", "uniform", "BLOCK", "ADAM_ROW", "SGD_ROW"]
 
 BLOCK = 1024
 # the kernels write their constants as literals (Triton's compiler reads module globals only as
@@ -141,7 +141,7 @@ def adam_update(table, blocks, programs, *, lr, beta1, beta2, eps, weight_decay,
                 amsgrad):
     """One Adam step in place on many float32 tensors at once: ``table`` (tensors,
     ``ADAM_ROW``) int64 on the device, as ``adam_table`` builds it, and ``blocks`` (programs,
-    2), as ``adam_blocks`` does; the moments, with AMSGrad their running maximum, then the
+    2), as ``tensor_blocks`` does; the moments, with AMSGrad their running maximum, then the
     parameters."""
     decay = 0 if not weight_decay else 2 if decoupled else 1
     _adam_kernel[(programs,)](table, blocks, float(lr), float(beta1), float(beta2), float(eps),
@@ -160,10 +160,62 @@ def adam_table(addresses, sizes, steps, lr, beta1, beta2):
     return table
 
 
-def adam_blocks(sizes):
+def tensor_blocks(sizes):
     """(tensor, first element) of every block of every tensor, one row per program."""
     return np.array([(i, first) for i, n in enumerate(sizes) for first in range(0, n, BLOCK)],
                     np.int64).reshape(-1, 2)
+
+
+SGD_ROW = 4         # int64 words per tensor in the SGD kernel's table
+
+
+@triton.jit
+def _sgd_kernel(table_ptr, blocks_ptr, lr, momentum, dampening, weight_decay,
+                DECAY: tl.constexpr, MOMENTUM: tl.constexpr, NESTEROV: tl.constexpr,
+                BLOCK: tl.constexpr):
+    # as _adam_kernel: a block of one tensor per program; the table a row per tensor: the
+    # addresses of x, g and the momentum buffer, then the size, negative on the buffer's first
+    # step (when it takes the gradient as it is)
+    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
+    row = table_ptr + tl.load(block) * 4
+    size = tl.load(row + 3)
+    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
+    mask = offsets < tl.abs(size)
+    x_ptr = tl.load(row).to(tl.pointer_type(tl.float32))
+    g_ptr = tl.load(row + 1).to(tl.pointer_type(tl.float32))
+    x = tl.load(x_ptr + offsets, mask=mask)
+    g = tl.load(g_ptr + offsets, mask=mask)
+    if DECAY:
+        g = g + weight_decay * x
+    if MOMENTUM:
+        b_ptr = tl.load(row + 2).to(tl.pointer_type(tl.float32))
+        b = tl.load(b_ptr + offsets, mask=mask)
+        b = tl.where(size < 0, g, momentum * b + (1.0 - dampening) * g)
+        tl.store(b_ptr + offsets, b, mask=mask)
+        if NESTEROV:
+            g = g + momentum * b
+        else:
+            g = b
+    tl.store(x_ptr + offsets, x - lr * g, mask=mask)
+
+
+@guarded
+def sgd_update(table, blocks, programs, *, lr, momentum, dampening, weight_decay, nesterov):
+    """One SGD step in place on many float32 tensors at once: ``table`` (tensors,
+    ``SGD_ROW``) int64 on the device, as ``sgd_table`` builds it, and ``blocks`` as
+    ``tensor_blocks`` does; the momentum buffers, then the parameters."""
+    _sgd_kernel[(programs,)](table, blocks, float(lr), float(momentum), float(dampening),
+                             float(weight_decay), DECAY=bool(weight_decay),
+                             MOMENTUM=bool(momentum), NESTEROV=nesterov, BLOCK=BLOCK)
+
+
+def sgd_table(addresses, sizes, first):
+    """The SGD kernel's table on the host: per tensor, the addresses of (x, g, buffer) and
+    its size, negated where ``first`` marks the buffer's first step."""
+    table = np.empty((len(sizes), SGD_ROW), np.int64)
+    table[:, :3] = addresses
+    table[:, 3] = np.where(first, -np.asarray(sizes), sizes)
+    return table
 
 
 @triton.jit
