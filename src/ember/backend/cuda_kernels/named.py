@@ -3,9 +3,10 @@
 LSTM layer's time steps and their gradients, the Adam and SGD updates of all of a group's
 parameters, and dropout's uniform random numbers.
 
-Each returns None (False for the in-place ones) for layouts its kernel does not cover, and
-the caller runs its generic code; ``fallible`` makes a kernel that cannot run here do the
-same, after switching it off.
+For what its kernel does not cover, each says so and the caller runs its generic code:
+``uniform`` returns None, the LSTM's False, and the optimizers' the positions of the
+parameters they left. ``fallible`` makes a kernel that cannot run here return None, after
+switching it off.
 """
 
 import numpy as np
