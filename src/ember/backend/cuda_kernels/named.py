@@ -3,9 +3,9 @@
 LSTM layer's time steps and their gradients, the Adam and SGD updates of all of a group's
 parameters, and dropout's uniform random numbers.
 
-For what its kernel does not cover, each says so and the caller runs its generic code:
-``uniform`` returns None, the LSTM's False, and the optimizers' the positions of the
-parameters they left. ``fallible`` makes a kernel that cannot run here return None, after
+For what its kernel does not cover, each says so and the caller runs its generic code: the
+LSTM's return False, the optimizers' the positions of the parameters they left (``uniform``
+covers everything). ``fallible`` makes a kernel that cannot run here return None, after
 switching it off.
 """
 
