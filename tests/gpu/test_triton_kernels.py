@@ -110,11 +110,12 @@ def _cases():
     for dt in ("fp32", "bf16", "fp16"):
         yield pooling._max_pool2d_kernel, dict(
             _pointers(("x_ptr", "y_ptr"), dt), index_ptr="*i64",
-            **dict.fromkeys(("n", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW"),
-                            "i32")), dict(KH=3, KW=3, BLOCK=pooling.BLOCK)
-        ints = dict.fromkeys(("n", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW"), "i32")
+            **dict.fromkeys(("n", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW", "KH",
+                             "KW"), "i32")), dict(BLOCK=pooling.BLOCK)
+        ints = dict.fromkeys(("n", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "KH", "KW"),
+                             "i32")
         for include_pad, has_divisor in ((True, False), (False, False), (False, True)):
-            constants = dict(KH=3, KW=2, INCLUDE_PAD=include_pad, HAS_DIVISOR=has_divisor,
+            constants = dict(INCLUDE_PAD=include_pad, HAS_DIVISOR=has_divisor,
                              BLOCK=pooling.BLOCK)
             yield pooling._avg_pool2d_kernel, dict(
                 _pointers(("x_ptr", "y_ptr"), dt), divisor="fp32", **ints), constants
@@ -122,13 +123,12 @@ def _cases():
                 _pointers(("g_ptr", "dx_ptr"), dt), divisor="fp32", **ints), constants
     for dt in ("fp32", "bf16"):
         tables = dict(ih_ptr="*i64", wh_ptr="*fp32", iw_ptr="*i64", ww_ptr="*fp32",
-                      **dict.fromkeys(("n", "H", "W", "OH", "OW"), "i32"))
-        for th, tw in ((2, 2), (1, 4)):
-            constants = dict(TH=th, TW=tw, BLOCK=resample.BLOCK)
-            yield resample._resample2d_kernel, dict(
-                _pointers(("x_ptr", "y_ptr"), dt), **tables), constants
-            yield resample._resample2d_backward_kernel, dict(
-                g_ptr=f"*{dt}", dx_ptr="*fp32", **tables), constants
+                      **dict.fromkeys(("n", "H", "W", "OH", "OW", "TH", "TW"), "i32"))
+        constants = dict(BLOCK=resample.BLOCK)
+        yield resample._resample2d_kernel, dict(
+            _pointers(("x_ptr", "y_ptr"), dt), **tables), constants
+        yield resample._resample2d_backward_kernel, dict(
+            g_ptr=f"*{dt}", dx_ptr="*fp32", **tables), constants
     scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay"), "fp32")
     for decay in (0, 1, 2):
         for amsgrad in (False, True):

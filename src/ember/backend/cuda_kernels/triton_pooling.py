@@ -13,19 +13,20 @@ from ember.backend.cuda_kernels._launch import block_of_planes, guarded
 __all__ = ["max_pool2d", "avg_pool2d", "avg_pool2d_backward", "MAX_TAPS", "BLOCK"]
 
 BLOCK = 512
-MAX_TAPS = 64           # larger windows unroll into too long a kernel: the generic sweep runs
+MAX_TAPS = 64           # wider windows take the generic code, not a long loop per output
+                        # (a guess, to tune on a GPU)
 
 
 @triton.jit
 def _max_pool2d_kernel(x_ptr, y_ptr, index_ptr, n, H, W, OH, OW, SH, SW, PH, PW, DH, DW,
-                       KH: tl.constexpr, KW: tl.constexpr, BLOCK: tl.constexpr):
+                       KH, KW, BLOCK: tl.constexpr):
     o, mask, plane, oh, ow = block_of_planes(n, OH, OW, BLOCK)
     start = x_ptr + plane * H * W
     best = tl.full([BLOCK], -float("inf"), tl.float32)
     where = tl.full([BLOCK], -1, tl.int64)
-    for kh in tl.static_range(KH):
+    for kh in range(KH):
         ih = oh * SH - PH + kh * DH
-        for kw in tl.static_range(KW):
+        for kw in range(KW):
             iw = ow * SW - PW + kw * DW
             inside = mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
             v = tl.load(start + ih * W + iw, mask=inside, other=-float("inf")).to(tl.float32)
@@ -49,8 +50,8 @@ def max_pool2d(x, y, index, planes, size, out, kernel, stride, padding, dilation
 
 
 @triton.jit
-def _avg_divisor(oh, ow, H, W, SH, SW, PH, PW, divisor, KH: tl.constexpr, KW: tl.constexpr,
-                 INCLUDE_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr):
+def _avg_divisor(oh, ow, H, W, SH, SW, PH, PW, divisor, KH, KW, INCLUDE_PAD: tl.constexpr,
+                 HAS_DIVISOR: tl.constexpr):
     """What the window of output (oh, ow) divides its sum by: ``divisor`` when given, else
     its size within the padded input, or within the input alone."""
     h0 = oh * SH - PH
@@ -69,14 +70,14 @@ def _avg_divisor(oh, ow, H, W, SH, SW, PH, PW, divisor, KH: tl.constexpr, KW: tl
 
 @triton.jit
 def _avg_pool2d_kernel(x_ptr, y_ptr, n, H, W, OH, OW, SH, SW, PH, PW, divisor,
-                       KH: tl.constexpr, KW: tl.constexpr, INCLUDE_PAD: tl.constexpr,
-                       HAS_DIVISOR: tl.constexpr, BLOCK: tl.constexpr):
+                       KH, KW, INCLUDE_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr,
+                       BLOCK: tl.constexpr):
     o, mask, plane, oh, ow = block_of_planes(n, OH, OW, BLOCK)
     start = x_ptr + plane * H * W
     total = tl.zeros([BLOCK], tl.float32)
-    for kh in tl.static_range(KH):
+    for kh in range(KH):
         ih = oh * SH - PH + kh
-        for kw in tl.static_range(KW):
+        for kw in range(KW):
             iw = ow * SW - PW + kw
             inside = mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
             total += tl.load(start + ih * W + iw, mask=inside, other=0.0).to(tl.float32)
@@ -87,16 +88,16 @@ def _avg_pool2d_kernel(x_ptr, y_ptr, n, H, W, OH, OW, SH, SW, PH, PW, divisor,
 
 @triton.jit
 def _avg_pool2d_backward_kernel(g_ptr, dx_ptr, n, H, W, OH, OW, SH, SW, PH, PW, divisor,
-                                KH: tl.constexpr, KW: tl.constexpr, INCLUDE_PAD: tl.constexpr,
+                                KH, KW, INCLUDE_PAD: tl.constexpr,
                                 HAS_DIVISOR: tl.constexpr, BLOCK: tl.constexpr):
     i, mask, plane, ih, iw = block_of_planes(n, H, W, BLOCK)
     start = g_ptr + plane * OH * OW
     total = tl.zeros([BLOCK], tl.float32)
-    for kh in tl.static_range(KH):
+    for kh in range(KH):
         th = ih + PH - kh                       # oh * SH for the window whose tap kh is ih
         oh = th // SH
         rows = mask & (th >= 0) & (th % SH == 0) & (oh < OH)
-        for kw in tl.static_range(KW):
+        for kw in range(KW):
             tw = iw + PW - kw
             ow = tw // SW
             held = rows & (tw >= 0) & (tw % SW == 0) & (ow < OW)

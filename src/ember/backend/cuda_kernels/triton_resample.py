@@ -13,11 +13,12 @@ from ember.backend.cuda_kernels._launch import block_of_planes, guarded
 __all__ = ["resample2d", "resample2d_backward", "MAX_TAPS", "BLOCK"]
 
 BLOCK = 512
-MAX_TAPS = 64           # taps per output; wider filters (antialiased downsampling) run generic
+MAX_TAPS = 64           # taps per output; wider filters (strong antialiased downsampling) take
+                        # the generic products, not a long loop per output (to tune on a GPU)
 
 
 @triton.jit
-def _tap(index_ptr, weight_ptr, position, t, TAPS: tl.constexpr, mask):
+def _tap(index_ptr, weight_ptr, position, t, TAPS, mask):
     """Tap ``t`` of each output ``position`` along one dim: (input index, -1 for a tap not
     read; weight)."""
     at = position * TAPS + t
@@ -27,13 +28,13 @@ def _tap(index_ptr, weight_ptr, position, t, TAPS: tl.constexpr, mask):
 
 @triton.jit
 def _resample2d_kernel(x_ptr, y_ptr, ih_ptr, wh_ptr, iw_ptr, ww_ptr, n, H, W, OH, OW,
-                       TH: tl.constexpr, TW: tl.constexpr, BLOCK: tl.constexpr):
+                       TH, TW, BLOCK: tl.constexpr):
     o, mask, plane, oh, ow = block_of_planes(n, OH, OW, BLOCK)
     start = x_ptr + plane * H * W
     total = tl.zeros([BLOCK], tl.float32)
-    for a in tl.static_range(TH):
+    for a in range(TH):
         ih, wa = _tap(ih_ptr, wh_ptr, oh, a, TH, mask)
-        for b in tl.static_range(TW):
+        for b in range(TW):
             iw, wb = _tap(iw_ptr, ww_ptr, ow, b, TW, mask)
             read = mask & (ih >= 0) & (iw >= 0)
             v = tl.load(start + ih * W + iw, mask=read, other=0.0).to(tl.float32)
@@ -43,13 +44,13 @@ def _resample2d_kernel(x_ptr, y_ptr, ih_ptr, wh_ptr, iw_ptr, ww_ptr, n, H, W, OH
 
 @triton.jit
 def _resample2d_backward_kernel(g_ptr, dx_ptr, ih_ptr, wh_ptr, iw_ptr, ww_ptr, n, H, W, OH,
-                                OW, TH: tl.constexpr, TW: tl.constexpr, BLOCK: tl.constexpr):
+                                OW, TH, TW, BLOCK: tl.constexpr):
     o, mask, plane, oh, ow = block_of_planes(n, OH, OW, BLOCK)
     start = dx_ptr + plane * H * W
     g = tl.load(g_ptr + o, mask=mask, other=0.0).to(tl.float32)
-    for a in tl.static_range(TH):
+    for a in range(TH):
         ih, wa = _tap(ih_ptr, wh_ptr, oh, a, TH, mask)
-        for b in tl.static_range(TW):
+        for b in range(TW):
             iw, wb = _tap(iw_ptr, ww_ptr, ow, b, TW, mask)
             tl.atomic_add(start + ih * W + iw, g * wa * wb, mask=mask & (ih >= 0) & (iw >= 0))
 
@@ -57,7 +58,7 @@ def _resample2d_backward_kernel(g_ptr, dx_ptr, ih_ptr, wh_ptr, iw_ptr, ww_ptr, n
 def _launch(kernel, src, dst, tables, planes, size, out):
     (ih, wh, th), (iw, ww, tw) = tables
     n = planes * out[0] * out[1]
-    kernel[(triton.cdiv(n, BLOCK),)](src, dst, ih, wh, iw, ww, n, *size, *out, TH=th, TW=tw,
+    kernel[(triton.cdiv(n, BLOCK),)](src, dst, ih, wh, iw, ww, n, *size, *out, th, tw,
                                      BLOCK=BLOCK)
 
 
