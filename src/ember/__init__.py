@@ -12,6 +12,7 @@ from ember._device import device, get_default_device, set_default_device
 from ember._tensor import Size, Tensor
 from ember._creation import *  # noqa: F401,F403
 from ember._random import *  # noqa: F401,F403
+from ember._deterministic import *  # noqa: F401,F403
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ember import ops as _ops

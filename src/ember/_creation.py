@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
 from ember._tensor import Size, Tensor, _make
 from ember.backend import cuda_backend, xp_for
@@ -220,9 +221,17 @@ def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=Fa
 
 def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False, memory_format=None):
-    """An uninitialized tensor (ember fills it with zeros, so results are reproducible)."""
-    return _alloc(lambda xp, s, d: xp.zeros(s, d), _size(size), dtype, device,
-                  requires_grad, out)
+    """An uninitialized tensor (ember fills it with zeros, so results are reproducible; in
+    deterministic mode with NaN or the largest integer, as PyTorch does)."""
+    return _alloc(_uninitialized, _size(size), dtype, device, requires_grad, out)
+
+
+def _uninitialized(xp, shape, dtype):
+    if not (_DETERMINISM.enabled and _DETERMINISM.fill_uninitialized_memory):
+        return xp.zeros(shape, dtype)
+    kind = np.dtype(dtype).kind
+    return xp.full(shape, np.nan if kind in "fcV" else True if kind == "b"
+                   else np.iinfo(dtype).max, dtype)
 
 
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None,

@@ -102,6 +102,7 @@ class ndarray(np.ndarray):
         if out:
             kwargs["out"] = tuple(_plain(o) for o in out)
         if method == "at":
+            _Ufunc(ufunc).at        # refused for the ufuncs CuPy has no ``at`` for
             inputs = (inputs[0], _wrapped_key(inputs[0].shape, inputs[1])) + inputs[2:]
         if ufunc is np.matmul and all(getattr(x, "dtype", None) in _HALF for x in inputs):
             # cuBLAS multiplies 16-bit floats in float32 and rounds once (NumPy's float16

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 
+from ember._deterministic import STATE as _DETERMINISM
 from ember._device import CPU, device
 from ember.backend.cpu_memory import keep_freed_memory
 
@@ -18,7 +19,7 @@ __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda
            "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
            "device_assert", "device_constant", "device_copy", "device_scalar",
            "indexing_checks_bounds", "cudnn_tf32", "matmul_precision_changed",
-           "low_precision_product"]
+           "low_precision_product", "combine_at", "bincount"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -70,6 +71,30 @@ def accumulate(xp, name, x, axis):
         out[shift:] = ufunc(out[shift:], out[:-shift])      # from the previous pass's values
         shift *= 2
     return xp.moveaxis(out, 0, axis)
+
+
+def combine_at(xp, ufunc, target, index, values):
+    """``ufunc.at(target, index, values)``: values landing on one element combine in turn.
+    On a GPU, products (CuPy has no ``multiply.at``) and, under
+    ``use_deterministic_algorithms(True)``, float sums take an ordered path
+    (``ordered_sums``) instead of atomics, so reruns agree to the bit."""
+    if xp is np:
+        ufunc.at(target, index, values)
+    elif ufunc is np.multiply or (ufunc is np.add and _DETERMINISM.enabled
+                                  and target.dtype.kind not in "biu"):
+        from ember.backend.ordered_sums import ordered_at
+        ordered_at(xp, ufunc, target, index, values)
+    else:
+        getattr(xp, ufunc.__name__).at(target, index, values)
+
+
+def bincount(xp, flat, weights=None, minlength=0):
+    """``xp.bincount``; weighted sums run-to-run identical on a GPU in deterministic mode."""
+    if weights is None or xp is np or not _DETERMINISM.enabled:
+        return xp.bincount(flat, weights, minlength=minlength)
+    out = xp.zeros(max(minlength, int(flat.max()) + 1 if flat.size else 0), np.float64)
+    combine_at(xp, np.add, out, flat, weights.astype(np.float64))
+    return out
 
 
 def host_array(array):

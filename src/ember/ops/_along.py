@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
-from ember.backend import device_assert
+from ember.backend import combine_at, device_assert
 
 __all__ = ["at_least_1d", "check_index_dtype", "check_bounds", "check_range", "first_outside",
            "flat_positions", "region", "take_along", "wide", "scatter_into", "line_of", "REDUCERS"]
@@ -158,5 +158,5 @@ def scatter_into(xp, out, index, values, dim, reduce=None):
     if reduce is None:
         out.reshape(-1)[flat] = values
     else:
-        REDUCERS[reduce].at(out.reshape(-1), flat, values)
+        combine_at(xp, REDUCERS[reduce], out.reshape(-1), flat, values)
     return flat

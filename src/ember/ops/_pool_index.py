@@ -7,6 +7,7 @@ so every pooling gradient built on them can be differentiated again.
 
 import numpy as np
 
+from ember.backend import bincount, combine_at
 from ember.ops._registry import op
 
 __all__ = ["_plane_gather", "_plane_scatter_add", "plane_offsets"]
@@ -52,10 +53,10 @@ def _plane_scatter_add(xp, src, indices, size, unique):
         out[flat] = src.reshape(-1)
     elif src.dtype.kind == "c":
         out = xp.zeros(total, dtype=src.dtype)
-        xp.add.at(out, flat, src.reshape(-1))
+        combine_at(xp, np.add, out, flat, src.reshape(-1))
     else:       # bincount sums repeats far faster than add.at (it works in float64)
-        out = xp.bincount(flat, weights=src.reshape(-1), minlength=total).astype(src.dtype,
-                                                                                 copy=False)
+        out = bincount(xp, flat, src.reshape(-1), minlength=total).astype(src.dtype,
+                                                                          copy=False)
     return out.reshape(tuple(lead) + tuple(size))
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.backend import xp_of
+from ember.backend import combine_at, xp_of
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import Policy
 from ember.ops._registry import op
@@ -207,7 +207,7 @@ def _index_grad(xp, grad, index, dim, shape):
     where = [xp.arange(n).reshape([n if k == d else 1 for k in range(index.ndim)])
              for d, n in enumerate(index.shape)]          # CuPy's indices has no sparse=
     where[dim] = index
-    xp.add.at(out, tuple(where), grad)
+    combine_at(xp, np.add, out, tuple(where), grad)
     return out
 
 

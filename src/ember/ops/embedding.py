@@ -11,6 +11,7 @@ import numpy as np
 import ember
 from ember import _dtype as D
 from ember.autograd.grad_mode import no_grad
+from ember.backend import combine_at
 from ember.ops._along import check_range
 from ember.ops._registry import op
 
@@ -70,7 +71,7 @@ def _embedding_backward(xp, grad, indices, num_weights, padding_idx, scale_grad_
         out = np.asarray(pick @ g2)
     else:
         out = xp.zeros((num_weights, d), grad.dtype)
-        xp.add.at(out, flat, g2)
+        combine_at(xp, np.add, out, flat, g2)
     scale = _row_scale(xp, flat, num_weights, padding_idx, scale_grad_by_freq, grad.dtype)
     if scale is not None:
         out *= scale[:, None]

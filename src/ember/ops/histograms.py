@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember.backend import combine_at
 from ember.ops import return_types
 from ember.ops._promotion import Policy
 from ember.ops._registry import op
@@ -168,7 +169,7 @@ def _count(xp, flat, weights, edges, dtype):
     inside = (flat >= edges[0]) & (flat <= edges[-1])
     where = xp.minimum(bisect(xp, edges, flat[inside], True) - 1, bins - 1)
     hist = xp.zeros(bins, dtype=dtype)
-    xp.add.at(hist, where, 1 if weights is None else weights[inside])
+    combine_at(xp, np.add, hist, where, 1 if weights is None else weights[inside])
     return hist
 
 
@@ -323,7 +324,7 @@ def bincount(xp, x, weights, minlength):
     if weights.ndim != 1 or weights.shape[0] != x.shape[0]:
         raise RuntimeError("weights should be 1-d and have the same length as input")
     out = xp.zeros(max(minlength, int(x.max()) + 1), dtype=weights.dtype)
-    xp.add.at(out, x, weights)
+    combine_at(xp, np.add, out, x, weights)
     return out
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.backend import combine_at
 from ember.ops._along import at_least_1d, check_range, flat_positions, wide
 from ember.ops._dims import wrap_dim
 from ember.ops._registry import op
@@ -115,8 +116,8 @@ def _write_index_add(xp, out, index, source, dim, alpha):
     # dim of an N-d tensor, but round after every step along a middle dim or a 1-D tensor
     once = out1.ndim > 1 and dim in (0, out1.ndim - 1)
     work = wide(out1) if once else out1
-    np.add.at(work.reshape(-1), _source_rows(xp, out1, ix, values, dim),
-              (wide(values) if once else values).reshape(-1))
+    combine_at(xp, np.add, work.reshape(-1), _source_rows(xp, out1, ix, values, dim),
+               (wide(values) if once else values).reshape(-1))
     if work is not out1:
         out1[...] = work
 
@@ -298,7 +299,7 @@ def _write_put(xp, out, index, source, accumulate):
     if not accumulate:
         out.reshape(-1)[ix] = source.reshape(-1)
         return
-    np.add.at(out.reshape(-1), ix, source.reshape(-1))
+    combine_at(xp, np.add, out.reshape(-1), ix, source.reshape(-1))
 
 
 @op("put(input, index, source, accumulate=False)", inputs=("input", "index", "source"),

@@ -14,7 +14,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
-from ember.backend import device_scalar, indexing_checks_bounds
+from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
 from ember.ops._registry import call, op
 
@@ -229,7 +229,7 @@ def _put(xp, dst, values, indices, accumulate):
         raise RuntimeError(_OVERLAP)
     key = _numpy_key(idx)
     if accumulate:
-        xp.add.at(dst, key, values)
+        combine_at(xp, np.add, dst, key, values)
     else:
         dst[key] = values
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import _make
-from ember.backend import xp_of
+from ember.backend import bincount, combine_at, xp_of
 from ember.ops._along import (REDUCERS, at_least_1d, check_index_dtype, flat_positions, region,
                               wide)
 from ember.ops._dims import wrap_dim
@@ -55,7 +55,7 @@ def _write(xp, out, index, src, dim, reduce, include_self):
     target = work.reshape(-1)
     if not include_self:
         target[flat] = _identity(reduce, work.dtype)
-    REDUCERS[reduce].at(target, flat, wide(region(src1, ix.shape)).reshape(-1))
+    combine_at(xp, REDUCERS[reduce], target, flat, wide(region(src1, ix.shape)).reshape(-1))
     if work is not out1:
         out1[...] = work                # a mean divides the sum rounded to out's dtype
     if reduce == "mean":
@@ -95,7 +95,7 @@ class _Hits:
 
     def count(self, weights=None):
         """How many scattered elements (or how much ``weights``) landed on each element."""
-        return self.xp.bincount(self.flat, weights, minlength=math.prod(self.shape)
+        return bincount(self.xp, self.flat, weights, minlength=math.prod(self.shape)
                                 ).reshape(self.shape)
 
     def scattered(self):

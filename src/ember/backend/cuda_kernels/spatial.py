@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ember._deterministic import STATE as _DETERMINISM
 from ember._tensor import _make
 from ember.backend import device_copy, xp_of
 from ember.backend.cuda_kernels import override, override_derivative
@@ -241,7 +242,11 @@ def adaptive_avg_pool2d_backward(grad, x, output_size):
 @override_derivative("nn.functional.interpolate")
 def interpolate_backward(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor,
                 antialias):
-    """1-D and 2-D interpolation's input gradient in one pass over the output gradient."""
+    """1-D and 2-D interpolation's input gradient in one pass over the output gradient
+    (its atomic adds are not run-to-run identical: deterministic mode takes the generic
+    products)."""
+    if _DETERMINISM.enabled:
+        return None
     g = xp_of(grad._data).ascontiguousarray(grad._data)     # sum()'s gradient is broadcast
     if x.ndim > 4 or g.dtype != x.dtype.np or not covered(g):
         return None
