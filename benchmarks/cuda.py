@@ -84,6 +84,8 @@ def op_workloads(lib, scale):
         f"silu {big.numel()}": lambda: F.silu(big),
         f"add {big.numel()}": lambda: big + big,
         f"exp {big.numel()}": lambda: big.exp(),
+        f"randn {big.numel()}": lambda: lib.randn(big.shape),
+        f"dropout {big.numel()}": lambda: F.dropout(big, 0.1),
         f"Adam step, {sum(p.numel() for p in params)} params": adam.step,
         f"matmul {n}x{n} float32": lambda: a @ c,
         f"matmul {n}x{n} bfloat16": lambda: a16 @ c16,

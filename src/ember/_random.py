@@ -1,9 +1,11 @@
 """Random numbers: Generator, manual_seed, and sampling (rand, randn, normal, ...).
 
 Streams come from NumPy's PCG64. They do not match PyTorch's bit for bit, but a seed makes
-ember reproducible with itself. Dropout's draws on a GPU come from a counter-based (Philox)
-stream of the generator's seed, drawn on the device when the CUDA kernels are loaded: the
-generator then also counts the numbers it has handed out (``_offset``).
+ember reproducible with itself. On a GPU with the CUDA kernels loaded, uniform, normal and
+Bernoulli samples of 32- and 16-bit floats (rand, randn, normal, uniform_, normal_,
+bernoulli, dropout's masks) are drawn on the device instead, from a counter-based (Philox)
+stream of the generator's seed: the generator then also counts the numbers it has handed
+out (``_offset``). The other samples are drawn on the host and uploaded.
 """
 
 import json
@@ -11,9 +13,10 @@ import json
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import _place, _size, _target
+from ember._creation import _finish, _place, _size, _target
 from ember._device import as_device, get_default_device
-from ember.backend import device_kernel, device_of, host_array, on_device_of
+from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
+                           device_of, host_array, on_device_of)
 from ember._tensor import Tensor, _make
 
 __all__ = [
@@ -78,18 +81,34 @@ def _rng(generator):
     return (default_generator if generator is None else generator)._rng
 
 
+def _drawn_on_device(generator, shape, dtype, device, normal=False, low=0.0, high=1.0):
+    """``shape`` samples of ``dtype`` drawn on GPU ``device`` by the CUDA kernels, from the
+    counter-based stream of the generator's seed (``generator`` or the GPU's default one):
+    normal (mean ``low``, std ``high``) or uniform on [low, high). None where they cannot
+    be: a CPU device or generator, no kernels, a dtype they do not store (float64)."""
+    if device.type == "cpu" or (generator is not None and generator.device.type == "cpu"):
+        return None
+    backend = cuda_backend()                        # loads the kernels with the backend
+    draw = DEVICE_KERNELS.get("random")
+    if draw is None:
+        return None
+    if generator is None:
+        from ember.cuda.random import default_generator as cuda_default
+        generator = cuda_default(device.index)
+    with backend.device_guard(device.index):
+        out = draw(backend.cupy, tuple(shape), dtype.np, generator._seed, generator._offset,
+                   normal, low, high)
+    if out is not None:                             # None: the kernel cannot run here
+        generator._offset += out.size
+    return out
+
+
 def _uniform_like(generator, shape, like):
-    """Uniform [0, 1) float32 numbers of ``shape`` where array ``like`` lives. On a GPU with
-    the CUDA kernels loaded they are drawn there, from the counter-based stream of the
-    generator's seed (``generator`` or the GPU's default one); else on the host and moved."""
-    draw = device_kernel(like, "uniform")
-    if draw is not None and (generator is None or generator.device.type != "cpu"):
-        if generator is None:
-            from ember.cuda.random import default_generator as cuda_default
-            generator = cuda_default(device_of(like).index)
-        out = draw(like, tuple(shape), generator._seed, generator._offset)
-        if out is not None:                 # None: the kernel cannot run here
-            generator._offset += out.size
+    """Uniform [0, 1) float32 numbers of ``shape`` where array ``like`` lives: drawn on its
+    GPU when the kernels can (``_drawn_on_device``), else on the host and moved."""
+    if XP_BY_ARRAY_TYPE.get(type(like), np) is not np:      # a GPU array
+        out = _drawn_on_device(generator, shape, D.float32, device_of(like))
+        if out is not None:
             return out
     return on_device_of(_rng(generator).random(shape, dtype="float32"), like)
 
@@ -163,6 +182,9 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     """Uniform samples on [0, 1)."""
     dtype = _float_dtype(dtype, "check_uniform_bounds")
     shape = _size(size)
+    drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1])
+    if drawn is not None:
+        return _fill_out(out, _finish(drawn, requires_grad))
     rng = _rng_on(generator, device)
     arr = rng.random(shape) if not dtype.is_complex else rng.random(shape) + 1j * rng.random(shape)
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
@@ -173,6 +195,9 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     """Standard normal samples."""
     dtype = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _size(size)
+    drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], normal=True)
+    if drawn is not None:
+        return _fill_out(out, _finish(drawn, requires_grad))
     rng = _rng_on(generator, device)
     arr = rng.standard_normal(shape) if not dtype.is_complex else \
         _complex(rng, shape, lambda r, s: r.standard_normal(s))
@@ -232,12 +257,20 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     dtype = _float_dtype(dtype, "normal_kernel_cpu")
-    arr = mean + std * _rng_on(generator, device).standard_normal(_size((size,)))
+    shape = _size((size,))
+    drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], True, mean, std)
+    if drawn is not None:
+        return _fill_out(out, _finish(drawn, requires_grad))
+    arr = mean + std * _rng_on(generator, device).standard_normal(shape)
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
 
 def bernoulli(input, p=None, *, generator=None, out=None):
     """0/1 samples with probabilities ``input`` (or the scalar ``p``)."""
+    drawn = _drawn_on_device(generator, input.shape, D.float32, input.device)
+    if drawn is not None:
+        return _fill_out(out, _make(_below(drawn, input._data if p is None else p)
+                                    .astype(input._data.dtype)))
     probs = host_array(input._data) if p is None else np.full(input.shape, p)
     if probs.size and (np.min(probs) < 0 or np.max(probs) > 1):
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
@@ -310,8 +343,7 @@ def _fill_(t, arr):
     if STATE.grad_enabled:
         _check_leaf(t)
     data = t._data
-    if type(data) is not np.ndarray:            # sampled on the host: upload
-        from ember.backend import cuda_backend
+    if type(data) is not np.ndarray and type(arr) is not type(data):   # drawn on the host
         arr = cuda_backend().to_device(np.asarray(arr).astype(data.dtype), data.device.id)
     elif data.dtype.kind in "iub":
         arr = np.asarray(arr).astype(data.dtype)
@@ -323,6 +355,9 @@ def _fill_(t, arr):
 def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     """Fill with uniform samples on [from, to)."""
     from_ = kw.pop("from", from_)
+    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, False, from_, to)
+    if drawn is not None:
+        return _fill_(self, drawn)
     return _fill_(self, from_ + (to - from_) * _rng_on(generator, self.device).random(self.shape))
 
 
@@ -330,6 +365,9 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fill with normal samples."""
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, True, mean, std)
+    if drawn is not None:
+        return _fill_(self, drawn)
     return _fill_(self, mean + std * _rng_on(generator, self.device).standard_normal(self.shape))
 
 
@@ -354,8 +392,23 @@ def _random_limit(dtype):
     return _EXACT_INTEGERS.get(dtype, 2 ** 24)
 
 
+def _below(uniform, probs):
+    """``uniform < probs``, Bernoulli samples, on a GPU; ``probs`` outside [0, 1] raise."""
+    if isinstance(probs, (int, float)):
+        if not 0 <= probs <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={probs}")
+    elif probs.size:
+        device_assert(((probs < 0) | (probs > 1)).any(), lambda: RuntimeError(
+            "Expected p_in >= 0 && p_in <= 1 to be true, but got false."))
+    return uniform < probs
+
+
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 0/1 samples with probability ``p`` (a number or tensor)."""
+    on_host = isinstance(p, Tensor) and p.device != self.device
+    drawn = None if on_host else _drawn_on_device(generator, self.shape, D.float32, self.device)
+    if drawn is not None:
+        return _fill_(self, _below(drawn, p._data if isinstance(p, Tensor) else p))
     probs = host_array(p._data) if isinstance(p, Tensor) else p
     return _fill_(self, _rng_on(generator, self.device).random(self.shape) < probs)
 

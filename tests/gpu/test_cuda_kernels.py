@@ -66,7 +66,7 @@ def test_kernels_are_registered(overrides):
     assert {"softmax", "log_softmax", "nn.functional.silu", "native_layer_norm",
             "nn.functional.cross_entropy", "nn.functional.scaled_dot_product_attention"} \
         <= set(DERIVATIVES)
-    assert {"adam", "lstm_steps", "lstm_steps_backward", "uniform"} <= set(
+    assert {"adam", "lstm_steps", "lstm_steps_backward", "random"} <= set(
         ember.backend.DEVICE_KERNELS)
 
 
@@ -407,6 +407,47 @@ def test_dropout_draws_on_the_device_reproducibly(overrides):
     assert ember.equal(x.grad, first.detach())
     assert F.dropout(x, 1.0).abs().sum().item() == 0
 
+
+
+SAMPLERS = {       # name -> (draw n samples on cuda, expected mean, expected std)
+    "rand": (lambda n: ember.rand(n, device="cuda"), 0.5, 12 ** -0.5),
+    "randn bfloat16": (lambda n: ember.randn(n, device="cuda", dtype=ember.bfloat16), 0, 1),
+    "normal": (lambda n: ember.normal(2.0, 3.0, (n,), device="cuda"), 2, 3),
+    "randn_like": (lambda n: ember.randn_like(ember.ones(n, device="cuda")), 0, 1),
+    "uniform_ float16": (lambda n: ember.empty(n, device="cuda", dtype=ember.float16)
+                         .uniform_(-1, 1), 0, 3 ** -0.5),
+    "normal_": (lambda n: ember.empty(n, device="cuda").normal_(1, 0.5), 1, 0.5),
+    "bernoulli": (lambda n: ember.bernoulli(ember.full((n,), 0.25, device="cuda")), 0.25,
+                  0.1875 ** 0.5),
+    "bernoulli_ tensor p": (lambda n: ember.zeros(n, device="cuda").bernoulli_(
+        ember.full((n,), 0.75, device="cuda")), 0.75, 0.1875 ** 0.5),
+}
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_samples_draw_on_the_device_reproducibly(overrides, host_traffic, name):
+    draw, mean, std = SAMPLERS[name]
+    ember.manual_seed(5)
+    with host_traffic() as traffic:
+        first = draw(20000)
+    assert not traffic, f"{name} waited for the device: {dict(traffic)}"
+    state = ember.cuda.get_rng_state()
+    second = draw(20000)
+    ember.cuda.set_rng_state(state)
+    assert ember.equal(draw(20000), second) and not ember.equal(first, second)
+    ember.manual_seed(5)
+    assert ember.equal(draw(20000), first)
+    values = first.double()
+    assert abs(values.mean().item() - mean) < 4 * std / 20000 ** 0.5
+    assert abs(values.std().item() / std - 1) < 0.03
+
+
+def test_uniform_draws_stay_below_the_upper_bound_in_16_bits(overrides):
+    # 0.9995 and up round to 1.0 in float16: PyTorch's kernels count such a draw as the
+    # lower bound, so every value stays in [low, high)
+    x = ember.empty(200000, device="cuda", dtype=ember.float16).uniform_(0, 1)
+    assert x.max().item() < 1 and x.min().item() >= 0
+    assert (x == 0).float().mean().item() > 1e-4            # where the rounded draws went
 
 
 def test_a_kernel_that_cannot_run_falls_back_to_the_generic_forward(overrides, monkeypatch):

@@ -96,8 +96,11 @@ def _cases():
                 _pointers(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), dt), lse_ptr="*fp32",
                 scale="fp32", **ints), dict(CAUSAL=causal, IEEE=ieee, BLOCK_M=64,
                                             BLOCK_N=block_n, HEAD=head, HEAD_V=head)
-    yield pointwise._uniform_kernel, dict(out_ptr="*fp32", n="i32", seed="i64", offset="i64"), \
-        dict(BLOCK=pointwise.BLOCK)
+    for dt in ("fp32", "bf16", "fp16"):
+        for normal in (False, True):
+            yield pointwise._random_kernel, dict(out_ptr=f"*{dt}", n="i32", seed="i64",
+                                                 offset="i64", low="fp32", high="fp32"), \
+                dict(NORMAL=normal, BLOCK=pointwise.BLOCK)
     for dt in ("fp32", "bf16"):
         for has_b in (False, True):
             yield rnn._lstm_step_kernel, dict(

@@ -1,10 +1,11 @@
 """The CUDA default generators (``torch.cuda.manual_seed`` and friends).
 
-ember samples CUDA random numbers on the host with the same PCG64 streams as the CPU and
-uploads them, so a seed gives the same values on either device; dropout's masks are drawn on
-the GPU instead, from a Philox stream of the same seed (``_random._uniform_like``). Each GPU
-has its own default generator, seeded like PyTorch's; seeding needs no GPU and loads nothing
-without one.
+With the CUDA kernels loaded, uniform, normal and Bernoulli samples of 32- and 16-bit floats
+on a GPU (``rand``, ``randn``, dropout's masks ...) are drawn there, from a Philox stream of
+the generator's seed (``_random._drawn_on_device``). Other samples are drawn on the host with
+the same PCG64 streams as the CPU and uploaded, so a seed gives the same values on either
+device. Each GPU has its own default generator, seeded like PyTorch's; seeding needs no GPU
+and loads nothing without one.
 """
 
 from ember import backend

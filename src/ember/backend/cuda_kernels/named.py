@@ -1,12 +1,11 @@
 """The Triton kernels that ops and optimizers find by name through
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
 LSTM layer's time steps and their gradients, the Adam and SGD updates of all of a group's
-parameters, and dropout's uniform random numbers.
+parameters, and uniform and normal random numbers (dropout's masks, rand, randn ...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
-LSTM's return False, the optimizers' the positions of the parameters they left (``uniform``
-covers everything). ``fallible`` makes a kernel that cannot run here return None, after
-switching it off.
+LSTM's return False, the optimizers' the positions of the parameters they left, ``random``
+None. ``fallible`` makes a kernel that cannot run here return None, after switching it off.
 """
 
 import numpy as np
@@ -126,17 +125,19 @@ def lstm_steps_backward(dout, dh, dc, ws, dg, w_hh, steps, hidden):
     return True
 
 
-def uniform(like, shape, seed, offset):
-    """Uniform [0, 1) float32 numbers of ``shape`` on ``like``'s GPU: elements ``offset``
-    onward of the counter-based stream of ``seed``."""
-    xp = xp_of(like)
-    out = xp.empty(shape, xp.float32)
+def random(xp, shape, dtype, seed, offset, normal=False, low=0.0, high=1.0):
+    """``shape`` numbers of ``dtype`` on the current GPU: elements ``offset`` onward of the
+    counter-based stream of ``seed``, normal (mean ``low``, std ``high``) or uniform on
+    [low, high). None for a dtype the kernel does not store (float64, complex)."""
+    if np.dtype(dtype) not in FAST_DTYPES:
+        return None
+    out = xp.empty(shape, dtype)
     if out.size:
-        pointwise.uniform(buffer(out), out.size, seed, offset)
+        pointwise.random(buffer(out), out.size, seed, offset, normal, low, high)
     return out
 
 
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
     ("adam", adam), ("sgd", sgd), ("lstm_steps", lstm_steps),
     ("lstm_steps_backward", lstm_steps_backward),
-    ("uniform", uniform))})
+    ("random", random))})

@@ -1,7 +1,7 @@
 """Triton kernels applied element by element over contiguous buffers: gelu and its gradient,
 silu, the Adam/AdamW and SGD parameter updates (of many tensors in one launch), and uniform
-random numbers. Launchers take buffers as objects with ``data_ptr()`` and ``dtype`` and
-compute in float32."""
+and normal random numbers. Launchers take buffers as objects with ``data_ptr()`` and
+``dtype`` and compute in float32."""
 
 import numpy as np
 import triton
@@ -10,7 +10,7 @@ import triton.language as tl
 from ember.backend.cuda_kernels._launch import guarded
 
 __all__ = ["gelu", "gelu_backward", "silu", "silu_backward", "adam_update", "adam_table",
-           "tensor_blocks", "sgd_update", "sgd_table", "uniform", "BLOCK", "ADAM_ROW", "SGD_ROW"]
+           "tensor_blocks", "sgd_update", "sgd_table", "random", "BLOCK", "ADAM_ROW", "SGD_ROW"]
 
 BLOCK = 1024
 # the kernels write their constants as literals (Triton's compiler reads module globals only as
@@ -219,15 +219,25 @@ def sgd_table(addresses, sizes, first):
 
 
 @triton.jit
-def _uniform_kernel(out_ptr, n, seed, offset, BLOCK: tl.constexpr):
+def _random_kernel(out_ptr, n, seed, offset, low, high, NORMAL: tl.constexpr,
+                   BLOCK: tl.constexpr):
     index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    r = tl.rand(seed, offset + index)               # Philox: element i of the stream
-    # rand's float conversion can round up to 1.0; uniform draws stay below it
-    tl.store(out_ptr + index, tl.minimum(r, 0.99999994), mask=index < n)
+    if NORMAL:                                      # low: the mean, high: the std
+        value = (low + high * tl.randn(seed, offset + index)).to(out_ptr.dtype.element_ty)
+    else:
+        u = tl.rand(seed, offset + index)           # Philox: element i of the stream
+        value = low + (high - low) * u
+        # a draw that rounds up to ``high`` in the output dtype counts as ``low``, as in
+        # PyTorch's kernels: uniform draws stay in [low, high)
+        rounded = value.to(out_ptr.dtype.element_ty).to(tl.float32)
+        value = tl.where(rounded >= high, low, value).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + index, value, mask=index < n)
 
 
 @guarded
-def uniform(out, n, seed, offset):
-    """Fill float32 ``out`` with ``n`` uniform [0, 1) numbers: elements ``offset`` to
-    ``offset + n`` of the counter-based stream of ``seed``."""
-    _uniform_kernel[(triton.cdiv(n, BLOCK),)](out, n, seed, offset, BLOCK=BLOCK)
+def random(out, n, seed, offset, normal, low, high):
+    """Fill ``out`` with ``n`` numbers from elements ``offset`` to ``offset + n`` of the
+    counter-based stream of ``seed``: normal with mean ``low`` and std ``high`` when
+    ``normal``, else uniform on [low, high)."""
+    _random_kernel[(triton.cdiv(n, BLOCK),)](out, n, seed, offset, float(low), float(high),
+                                            NORMAL=bool(normal), BLOCK=BLOCK)
