@@ -50,6 +50,23 @@ def time_ms(fn, wait, min_time):
     return best
 
 
+def _im2col(lib, fn):
+    """``fn`` with ember's implicit-GEMM convolution kernels off (im2col + cuBLAS instead), to
+    choose between the two by measurement; PyTorch's ``fn`` as it is."""
+    if lib is not ember:
+        return fn
+    kernels = ember.backend.DEVICE_KERNELS
+
+    def run():
+        saved = {name: kernels.pop(name) for name in ("convolution", "convolution_weight")
+                 if name in kernels}
+        try:
+            return fn()
+        finally:
+            kernels.update(saved)
+    return run
+
+
 def op_workloads(lib, scale):
     """name -> a no-argument function running one op (no gradient), sizes divided by
     ``scale``."""
@@ -67,6 +84,7 @@ def op_workloads(lib, scale):
     a16, c16 = a.to(lib.bfloat16), c.to(lib.bfloat16)
     image = randn(64 // scale, 64, 56 // scale, 56 // scale)
     conv = lib.nn.Conv2d(64, 64, 3, padding=1)
+    pointwise_conv = lib.nn.Conv2d(64, 256, 1)
     q, k, v = (randn(16 // scale, 16, 1024 // scale, 64) for _ in range(3))
     q16, k16, v16 = (t.to(lib.bfloat16) for t in (q, k, v))
     params = [lib.nn.Parameter(randn(1000, 1000 // scale)) for _ in range(10)]
@@ -90,6 +108,9 @@ def op_workloads(lib, scale):
         f"matmul {n}x{n} float32": lambda: a @ c,
         f"matmul {n}x{n} bfloat16": lambda: a16 @ c16,
         f"conv2d 64->64 3x3 on {tuple(image.shape)}": lambda: conv(image),
+        "conv2d 64->64 3x3, im2col + GEMM": _im2col(lib, lambda: conv(image)),
+        f"conv2d 64->256 1x1 on {tuple(image.shape)}": lambda: pointwise_conv(image),
+        "conv2d 64->256 1x1, im2col + GEMM": _im2col(lib, lambda: pointwise_conv(image)),
         f"max_pool2d 3x3/2 on {tuple(image.shape)}": lambda: F.max_pool2d(image, 3, 2, 1),
         f"avg_pool2d 2x2 on {tuple(image.shape)}": lambda: F.avg_pool2d(image, 2),
         f"bilinear x2 on {tuple(image.shape)}": lambda: F.interpolate(

@@ -110,6 +110,12 @@ checks = {
         is_causal=True).float().sum().item(),
     "max pooling kernel": lambda: ember.nn.functional.max_pool2d(
         ember.arange(16.0, device="cuda").view(1, 4, 4), 2, return_indices=True)[1].tolist(),
+    "implicit-GEMM conv2d (18.0, then the weight gradient's 25.0)": lambda: (lambda x, w: (
+        ember.nn.functional.conv2d(x, w, padding=1)[0, 0, 2, 2].item(),
+        ember.nn.functional.conv2d(x, w, padding=1).sum().backward() or w.grad[0, 0, 1, 1].item()))(
+        ember.ones(1, 2, 5, 5, device="cuda"), ember.ones(3, 2, 3, 3, device="cuda", requires_grad=True)),
+    "random numbers on the GPU (mean near 0.5, 0)": lambda: (
+        ember.rand(10 ** 6, device="cuda").mean().item(), ember.randn(10 ** 6, device="cuda").mean().item()),
     "bf16 matmul (native unless listed)": lambda: ((ember.ones(64, 64, device="cuda",
         dtype=ember.bfloat16) @ ember.ones(64, 64, device="cuda", dtype=ember.bfloat16))
         .float().mean().item(), sorted(map(str, ember.backend._UPCAST_PRODUCTS)) or "native"),

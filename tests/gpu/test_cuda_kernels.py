@@ -409,6 +409,51 @@ def test_dropout_draws_on_the_device_reproducibly(overrides):
 
 
 
+CONVOLUTIONS = [  # (input shape, weight shape, keyword arguments)
+    ((2, 3, 9, 11), (5, 3, 3, 3), dict(stride=1, padding=1)),
+    ((2, 6, 9, 11), (5, 6, 3, 2), dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2))),
+    ((2, 8, 7, 7), (8, 8, 3, 3), dict(padding=1, bias=False)),   # input gradient: the kernel
+    ((3, 4, 17), (6, 4, 5), dict(stride=2, padding=2)),          # 1-D
+    ((1, 2, 6, 6), (70, 2, 1, 1), {}),                           # 1x1, more channels than a tile
+    ((2, 3, 8, 8), (4, 3, 4, 4), dict(padding="same")),          # uneven padding
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", CONVOLUTIONS)
+def test_convolutions_run_as_implicit_gemms(overrides, monkeypatch, x_shape, w_shape, kwargs):
+    forward = _count_launches(monkeypatch, "triton_conv", "conv2d")
+    weight = _count_launches(monkeypatch, "triton_conv", "conv2d_weight_grad")
+    bias = kwargs.pop("bias", True)
+    conv = F.conv2d if len(x_shape) == 4 else F.conv1d
+    results = []
+    for device in ("cpu", "cuda"):
+        ember.manual_seed(0)
+        x, w = ember.randn(*x_shape), ember.randn(*w_shape)
+        b = ember.randn(w_shape[0]) if bias else None
+        leaves = [t.to(device).requires_grad_() for t in (x, w, b) if t is not None]
+        y = conv(*leaves, **kwargs)
+        y.square().sum().backward()
+        results.append([y] + [t.grad for t in leaves])
+    assert forward and weight
+    if kwargs.get("padding") == 1 and not bias:
+        assert len(forward) == 2                    # the output and the input's gradient
+    for got, want in zip(results[1], results[0]):
+        _same(got, want, atol=1e-4, rtol=1e-5)
+
+
+def test_convolutions_the_kernels_leave_alone_run_generic(overrides, monkeypatch):
+    forward = _count_launches(monkeypatch, "triton_conv", "conv2d")
+    ember.manual_seed(0)
+    x, w = ember.randn(2, 4, 6, 6), ember.randn(6, 2, 3, 3)
+    _same(F.conv2d(x.cuda(), w.cuda(), groups=2), F.conv2d(x, w, groups=2), atol=1e-5,
+          rtol=1e-5)
+    x3, w3 = ember.randn(1, 2, 4, 4, 4), ember.randn(3, 2, 2, 2, 2)     # 3-D
+    _same(F.conv3d(x3.cuda(), w3.cuda()), F.conv3d(x3, w3), atol=1e-5, rtol=1e-5)
+    _same(F.conv2d(x.double().cuda(), w[:, :2].repeat(1, 2, 1, 1).double().cuda()),
+          F.conv2d(x.double(), w[:, :2].repeat(1, 2, 1, 1).double()))
+    assert not forward
+
+
 SAMPLERS = {       # name -> (draw n samples on cuda, expected mean, expected std)
     "rand": (lambda n: ember.rand(n, device="cuda"), 0.5, 12 ** -0.5),
     "randn bfloat16": (lambda n: ember.randn(n, device="cuda", dtype=ember.bfloat16), 0, 1),

@@ -15,6 +15,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from ember.backend.cuda_kernels import triton_attention as attention  # noqa: E402
+from ember.backend.cuda_kernels import triton_conv as conv  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
 from ember.backend.cuda_kernels import triton_resample as resample  # noqa: E402
@@ -142,6 +143,20 @@ def _cases():
                                       (False, True, True)):
         yield pointwise._sgd_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
             dict(DECAY=decay, MOMENTUM=momentum, NESTEROV=nesterov, BLOCK=pointwise.BLOCK)
+
+    geometry = dict.fromkeys(("M", "OC", "K", "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW",
+                              "DH", "DW", "KH", "KW"), "i32")
+    for dt, ieee in (("fp32", True), ("fp32", False), ("bf16", False)):
+        for channels in (16, 64, 256):
+            block_m, block_n = conv.tiles(channels)
+            yield conv._conv2d_kernel, dict(
+                _pointers(("x_ptr", "w_ptr", "b_ptr", "y_ptr"), dt), **geometry), \
+                dict(HAS_BIAS=channels == 64, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n,
+                     BLOCK_K=conv.BLOCK_K)
+            yield conv._conv2d_weight_grad_kernel, dict(
+                _pointers(("x_ptr", "g_ptr"), dt), dw_ptr="*fp32", **geometry,
+                rows_per_split="i32"), \
+                dict(IEEE=ieee, BLOCK_M=conv._GRAD_ROWS, BLOCK_N=block_n, BLOCK_K=conv.BLOCK_K)
 
 
 CASES = list(_cases())

@@ -260,6 +260,12 @@ def float32_gemms(tf32):
     return before == _GEMM.COMPUTE_TYPE_TF32
 
 
+def tf32_gemms_on():
+    """Whether float32 matrix products may use TF32 here and now (the kernels' own products
+    follow CuPy's switch)."""
+    return _GEMM.get_compute_type(np.float32) == _GEMM.COMPUTE_TYPE_TF32
+
+
 @contextlib.contextmanager
 def tf32_gemms(allowed):
     """A context in which float32 matrix products use TF32 as ``allowed`` says."""

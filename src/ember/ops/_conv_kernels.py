@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ember.backend import device_kernel
 from ember.backend.cpu_kernels import get_num_threads, map_chunks
 
 __all__ = ["output_size", "conv_forward", "conv_input_grad", "conv_weight_grad", "im2col",
@@ -157,6 +158,11 @@ _FEW_PIXELS = 256           # below this many output pixels, per-sample products
 
 def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
     """Cross-correlation of x (B, C, *S) with w (O, C/G, *K), plus bias: (B, O, *P)."""
+    fast = device_kernel(x, "convolution")
+    if fast is not None:
+        out = fast(x, w, stride, pads, dilation, groups, bias)
+        if out is not None:
+            return out
     b, o = x.shape[0], w.shape[0]
     kernel = w.shape[2:]
     out = output_size(x.shape[2:], kernel, stride, pads, dilation)
@@ -292,6 +298,11 @@ def _scatter_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
 
 def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     """The adjoint of conv_forward in its weight: (O, C/G, *K) from x and g (B, O, *P)."""
+    fast = device_kernel(x, "convolution_weight")
+    if fast is not None:
+        gw = fast(x, g, kernel, stride, pads, dilation, groups)
+        if gw is not None:
+            return gw
     b, c = x.shape[:2]
     o = g.shape[1]
     out = g.shape[2:]   # may be fewer windows than x allows (a transposed conv's padding)

@@ -9,8 +9,8 @@ import numpy as np
 import triton
 import triton.language as tl
 
-__all__ = ["buffer", "buffers", "block_of_planes", "row_tiling", "follow_cupy", "guarded",
-           "FAST_DTYPES", "covered"]
+__all__ = ["buffer", "buffers", "block_of_planes", "product", "row_tiling", "follow_cupy",
+           "guarded", "FAST_DTYPES", "covered"]
 
 FAST_DTYPES = frozenset(map(np.dtype, (np.float32, np.float16, ml_dtypes.bfloat16)))
 
@@ -66,6 +66,15 @@ def block_of_planes(n, rows, cols, BLOCK: tl.constexpr):
     which are in range, their plane, row and column)."""
     at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     return at, at < n, at // (rows * cols), (at // cols) % rows, at % cols
+
+
+@triton.jit
+def product(a, b, IEEE: tl.constexpr):
+    """``tl.dot(a, b)``: float32 blocks in full precision when ``IEEE``, else on TF32 tensor
+    cores (16-bit blocks always multiply natively, summing in float32)."""
+    if IEEE:
+        return tl.dot(a, b, input_precision="ieee")
+    return tl.dot(a, b)
 
 
 def row_tiling(n_cols, tile=4096):

@@ -8,13 +8,17 @@ LSTM's return False, the optimizers' the positions of the parameters they left, 
 None. ``fallible`` makes a kernel that cannot run here return None, after switching it off.
 """
 
+import math
+
 import numpy as np
 
 from ember.backend import DEVICE_KERNELS, cuda_backend, device_constant, xp_of
 from ember.backend.cuda_kernels import fallible
+from ember.backend.cuda_kernels import triton_conv as conv
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rnn as rnn
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer
+from ember.ops._conv_kernels import output_size
 
 
 def _split(params, arrays_of):
@@ -137,7 +141,66 @@ def random(xp, shape, dtype, seed, offset, normal=False, low=0.0, high=1.0):
     return out
 
 
+def _planar(x, kernel, stride, pads, dilation):
+    """A 1-D or 2-D convolution's input as a 2-D one's (a 1-D input has a height of 1), and
+    its geometry (SH, SW, PH, PW, DH, DW, KH, KW) and output size; None beyond 2-D."""
+    if x.ndim == 3:
+        x = x[:, :, None]
+        kernel, stride, dilation = (1, *kernel), (1, *stride), (1, *dilation)
+        pads = ((0, 0), *pads)
+    if x.ndim != 4:
+        return None
+    out = output_size(x.shape[2:], kernel, stride, pads, dilation)
+    return x, (*stride, pads[0][0], pads[1][0], *dilation, *kernel), out
+
+
+def _conv_dtypes(x, *others):
+    """Whether the convolution kernels take these operands: one 32- or 16-bit float dtype."""
+    return x.size and x.dtype in FAST_DTYPES and all(a is None or a.dtype == x.dtype
+                                                      for a in others)
+
+
+def convolution(x, w, stride, pads, dilation, groups, bias=None):
+    """``conv_forward`` of a 1-D or 2-D convolution of one group, as an implicit GEMM (no
+    im2col matrix); None for what it does not cover."""
+    planar = _planar(x, w.shape[2:], stride, pads, dilation)
+    if planar is None or groups != 1 or not _conv_dtypes(x, w, bias):
+        return None
+    xp = xp_of(x)
+    x2, geometry, (oh, ow) = planar
+    b, c, h, wd = x2.shape
+    o = w.shape[0]
+    y = xp.empty((b, o, oh, ow), x.dtype)
+    if y.size:
+        conv.conv2d(buffer(xp.ascontiguousarray(x2)), buffer(xp.ascontiguousarray(w)),
+                    None if bias is None else buffer(xp.ascontiguousarray(bias)), buffer(y),
+                    (b, c, h, wd, o, oh, ow), geometry, not cuda_backend().tf32_gemms_on())
+    return y if x.ndim == 4 else y[:, :, 0]
+
+
+def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
+    """``conv_weight_grad`` of a 1-D or 2-D convolution of one group, as an implicit GEMM
+    summed in splits over the output pixels (no atomics); None for what it does not cover."""
+    planar = _planar(x, kernel, stride, pads, dilation)
+    if planar is None or groups != 1 or not _conv_dtypes(x, g) or not g.size:
+        return None
+    xp = xp_of(x)
+    x2, geometry, _ = planar
+    b, c, h, wd = x2.shape
+    g2 = g if g.ndim == 4 else g[:, :, None]
+    o, oh, ow = g2.shape[1:]        # may be fewer windows than x allows (a transposed conv's)
+    k = c * math.prod(kernel)
+    splits, rows = conv.weight_grad_splits(b * oh * ow, o, k)
+    partial = xp.empty((splits, o, k), xp.float32)
+    conv.conv2d_weight_grad(buffer(xp.ascontiguousarray(x2)), buffer(xp.ascontiguousarray(g2)),
+                            buffer(partial), (b, c, h, wd, o, oh, ow), geometry, splits, rows,
+                            not cuda_backend().tf32_gemms_on())
+    gw = partial[0] if splits == 1 else partial.sum(0)
+    return gw.astype(x.dtype, copy=False).reshape((o, c) + tuple(kernel))
+
+
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
     ("adam", adam), ("sgd", sgd), ("lstm_steps", lstm_steps),
     ("lstm_steps_backward", lstm_steps_backward),
-    ("random", random))})
+    ("random", random), ("convolution", convolution),
+    ("convolution_weight", convolution_weight))})

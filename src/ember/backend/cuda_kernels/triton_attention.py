@@ -7,7 +7,7 @@ of queries (theirs), so no two programs write the same gradient."""
 import triton
 import triton.language as tl
 
-from ember.backend.cuda_kernels._launch import guarded
+from ember.backend.cuda_kernels._launch import guarded, product
 
 __all__ = ["attention_forward", "attention_backward", "MAX_HEAD"]
 
@@ -95,13 +95,6 @@ def _scores(q, k, scale, rows, keys, L, S, CAUSAL: tl.constexpr, IEEE: tl.conste
 
 
 @triton.jit
-def _product(a, b, IEEE: tl.constexpr):
-    if IEEE:
-        return tl.dot(a, b, input_precision="ieee")
-    return tl.dot(a, b)
-
-
-@triton.jit
 def _key_block(k_base, v_base, keys, e, ev, S, E, Ev, sks, svs):
     """Rows ``keys`` of K and V (zeros past S and past the head size)."""
     key_mask = keys[:, None] < S
@@ -132,7 +125,7 @@ def _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale
     gradient P * (dP - delta) * scale."""
     s, seen = _scores(q, k, scale, rows, keys, L, S, CAUSAL, IEEE)
     p = tl.where(seen, tl.exp(s - lse[:, None]), 0.0)
-    dp = _product(do, tl.trans(v), IEEE)
+    dp = product(do, tl.trans(v), IEEE)
     return p, p * (dp - delta[:, None]) * scale
 
 
@@ -163,8 +156,8 @@ def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_
                                          bh, rows, e, ev, L, E, Ev, sql)
         p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
                                             CAUSAL, IEEE)
-        dv += _product(tl.trans(p).to(do.dtype), do, IEEE)
-        dk += _product(tl.trans(ds).to(q.dtype), q, IEEE)
+        dv += product(tl.trans(p).to(do.dtype), do, IEEE)
+        dk += product(tl.trans(ds).to(q.dtype), q, IEEE)
     out_rows = bh * S + keys
     key_mask = keys[:, None] < S
     tl.store(dk_ptr + out_rows[:, None] * E + e[None, :], dk.to(dk_ptr.dtype.element_ty),
@@ -199,7 +192,7 @@ def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, del
                           E, Ev, sks, svs)
         p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
                                             CAUSAL, IEEE)
-        dq += _product(ds.to(k.dtype), k, IEEE)
+        dq += product(ds.to(k.dtype), k, IEEE)
     tl.store(dq_ptr + (bh * L + rows)[:, None] * E + e[None, :], dq.to(dq_ptr.dtype.element_ty),
              mask=(rows[:, None] < L) & (e[None, :] < E))
 
