@@ -1,6 +1,7 @@
 """The Triton overrides on the GPU (backend/cuda_kernels): each against the op's CPU result,
 on the layouts a kernel covers and on those it hands back to the generic forward."""
 
+import contextlib
 import os
 
 import numpy as np
@@ -452,6 +453,45 @@ def test_convolutions_the_kernels_leave_alone_run_generic(overrides, monkeypatch
     _same(F.conv2d(x.double().cuda(), w[:, :2].repeat(1, 2, 1, 1).double().cuda()),
           F.conv2d(x.double(), w[:, :2].repeat(1, 2, 1, 1).double()))
     assert not forward
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 1e6])          # clipped, and left as they are
+def test_gradient_clipping_runs_in_two_launches(overrides, monkeypatch, host_traffic,
+                                                max_norm):
+    norms = _count_launches(monkeypatch, "triton_pointwise", "sum_of_squares")
+    scales = _count_launches(monkeypatch, "triton_pointwise", "scale")
+    results = []
+    for device in ("cpu", "cuda"):
+        ember.manual_seed(0)
+        model = ember.nn.Sequential(ember.nn.Linear(30, 40), ember.nn.Tanh(),
+                                    ember.nn.Linear(40, 1100)).to(device)
+        model(ember.randn(8, 30).to(device)).square().mean().backward()
+        with host_traffic() if device == "cuda" else contextlib.nullcontext() as traffic:
+            total = ember.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        results.append([total] + [p.grad for p in model.parameters()])
+    assert norms == ["sum_of_squares"] and scales == ["scale"]
+    assert not traffic, dict(traffic)
+    for got, want in zip(results[1], results[0]):
+        _same(got, want, atol=1e-6, rtol=1e-5)
+
+
+def test_gradient_clipping_of_what_the_kernels_leave_alone(overrides, monkeypatch):
+    norms = _count_launches(monkeypatch, "triton_pointwise", "sum_of_squares")
+    ember.manual_seed(0)
+    grads = [ember.randn(5, dtype=ember.float64), ember.randn(3, 4)]
+    params = [ember.zeros_like(g).requires_grad_() for g in grads]
+    for device in ("cpu", "cuda"):
+        moved = [p.detach().to(device).requires_grad_() for p in params]
+        for p, g in zip(moved, grads):
+            p.grad = g.clone().to(device)
+        results = [ember.nn.utils.clip_grad_norm_(moved, 1.0)] + [p.grad for p in moved]
+        if device == "cpu":
+            want = results
+    for got, w in zip(results, want):
+        _same(got, w, atol=1e-6, rtol=1e-6)
+    inf = ember.nn.utils.clip_grad_norm_(moved, 1.0, norm_type="inf")
+    assert abs(inf.item() - max(g.abs().max().item() for g in results[1:])) < 1e-6
+    assert not norms                                # float64 and the inf-norm: generic
 
 
 SAMPLERS = {       # name -> (draw n samples on cuda, expected mean, expected std)

@@ -144,6 +144,10 @@ def _cases():
         yield pointwise._sgd_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
             dict(DECAY=decay, MOMENTUM=momentum, NESTEROV=nesterov, BLOCK=pointwise.BLOCK)
 
+    yield pointwise._sum_of_squares_kernel, dict(table_ptr="*i64", blocks_ptr="*i64",
+                                                 out_ptr="*fp32"), dict(BLOCK=pointwise.BLOCK)
+    yield pointwise._scale_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", coef_ptr="*fp32"), \
+        dict(BLOCK=pointwise.BLOCK)
     geometry = dict.fromkeys(("M", "OC", "K", "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW",
                               "DH", "DW", "KH", "KW"), "i32")
     for dt, ieee in (("fp32", True), ("fp32", False), ("bf16", False)):

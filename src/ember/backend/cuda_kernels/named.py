@@ -1,11 +1,13 @@
 """The Triton kernels that ops and optimizers find by name through
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
 LSTM layer's time steps and their gradients, the Adam and SGD updates of all of a group's
-parameters, and uniform and normal random numbers (dropout's masks, rand, randn ...).
+parameters, gradient clipping's norm and scaling, convolutions as implicit GEMMs, and uniform
+and normal random numbers (dropout's masks, rand, randn ...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
-LSTM's return False, the optimizers' the positions of the parameters they left, ``random``
-None. ``fallible`` makes a kernel that cannot run here return None, after switching it off.
+LSTM's and ``scale_all`` return False, the optimizers' the positions of the parameters they
+left, the others None. ``fallible`` makes a kernel that cannot run here return None, after
+switching it off.
 """
 
 import math
@@ -80,6 +82,40 @@ def sgd(params, *, lr, momentum, dampening, weight_decay, nesterov):
         _on_table(pointwise.sgd_update, chosen[0][0], table, sizes, lr=lr, momentum=momentum,
                   dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
     return left
+
+
+def _clippable(arrays):
+    """Whether the clipping kernels take ``arrays``: each a non-empty float32 C-contiguous
+    array on the first one's GPU."""
+    return not _split([(a,) for a in arrays], lambda p: p)[1]
+
+
+def _clip_table(arrays):
+    return np.array([(_address(a), a.size) for a in arrays], np.int64).reshape(
+        -1, pointwise.CLIP_ROW), tuple(a.size for a in arrays)
+
+
+def grad_norm(arrays):
+    """The 2-norm of ``arrays`` taken together, a 0-d float32 array on their GPU, from one
+    launch over all of them (and a sum of its per-block results); None unless the clipping
+    kernels take them."""
+    if not arrays or not _clippable(arrays):
+        return None
+    xp = xp_of(arrays[0])
+    table, sizes = _clip_table(arrays)
+    partial = xp.empty(sum(-(-n // pointwise.BLOCK) for n in sizes), xp.float32)
+    _on_table(pointwise.sum_of_squares, arrays[0], table, sizes, out=buffer(partial))
+    return xp.sqrt(partial.sum())
+
+
+def scale_all(arrays, coef):
+    """Multiply ``arrays`` in place by the float32 0-d array ``coef`` on their GPU, in one
+    launch; False (nothing done) unless the clipping kernels take them."""
+    if not arrays or coef.dtype != np.float32 or not _clippable(arrays):
+        return False
+    table, sizes = _clip_table(arrays)
+    _on_table(pointwise.scale, arrays[0], table, sizes, coef=buffer(coef))
+    return True
 
 
 def _rows_of(*arrays):
@@ -202,5 +238,6 @@ def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
     ("adam", adam), ("sgd", sgd), ("lstm_steps", lstm_steps),
     ("lstm_steps_backward", lstm_steps_backward),
-    ("random", random), ("convolution", convolution),
+    ("random", random), ("convolution", convolution), ("grad_norm", grad_norm),
+    ("scale_all", scale_all),
     ("convolution_weight", convolution_weight))})

@@ -10,7 +10,8 @@ import triton.language as tl
 from ember.backend.cuda_kernels._launch import guarded
 
 __all__ = ["gelu", "gelu_backward", "silu", "silu_backward", "adam_update", "adam_table",
-           "tensor_blocks", "sgd_update", "sgd_table", "random", "BLOCK", "ADAM_ROW", "SGD_ROW"]
+           "tensor_blocks", "sgd_update", "sgd_table", "sum_of_squares", "scale", "random",
+           "BLOCK", "CLIP_ROW", "ADAM_ROW", "SGD_ROW"]
 
 BLOCK = 1024
 # the kernels write their constants as literals (Triton's compiler reads module globals only as
@@ -216,6 +217,46 @@ def sgd_table(addresses, sizes, first):
     table[:, :3] = addresses
     table[:, 3] = np.where(first, -np.asarray(sizes), sizes)
     return table
+
+
+# the gradient-clipping kernels' table: per tensor, its address and size (int64 words)
+CLIP_ROW = 2
+
+
+@triton.jit
+def _clip_block(table_ptr, blocks_ptr, BLOCK: tl.constexpr):
+    """This program's block of one float32 tensor: (its addresses, which are in range)."""
+    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
+    row = table_ptr + tl.load(block) * 2
+    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
+    return tl.load(row).to(tl.pointer_type(tl.float32)) + offsets, offsets < tl.load(row + 1)
+
+
+@triton.jit
+def _sum_of_squares_kernel(table_ptr, blocks_ptr, out_ptr, BLOCK: tl.constexpr):
+    at, mask = _clip_block(table_ptr, blocks_ptr, BLOCK)
+    x = tl.load(at, mask=mask, other=0.0)
+    tl.store(out_ptr + tl.program_id(0), tl.sum(x * x, axis=0))
+
+
+@triton.jit
+def _scale_kernel(table_ptr, blocks_ptr, coef_ptr, BLOCK: tl.constexpr):
+    at, mask = _clip_block(table_ptr, blocks_ptr, BLOCK)
+    tl.store(at, tl.load(at, mask=mask) * tl.load(coef_ptr), mask=mask)
+
+
+@guarded
+def sum_of_squares(table, blocks, programs, *, out):
+    """``out[i]``: the sum of the squares of block i of the float32 tensors in ``table``
+    (tensors, ``CLIP_ROW``: address and size), ``blocks`` as ``tensor_blocks`` makes it."""
+    _sum_of_squares_kernel[(programs,)](table, blocks, out, BLOCK=BLOCK)
+
+
+@guarded
+def scale(table, blocks, programs, *, coef):
+    """Multiply the float32 tensors of ``table`` (as for ``sum_of_squares``) in place by the
+    float32 scalar on the device at ``coef``."""
+    _scale_kernel[(programs,)](table, blocks, coef, BLOCK=BLOCK)
 
 
 @triton.jit

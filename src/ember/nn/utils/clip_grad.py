@@ -3,8 +3,9 @@
 import types
 import warnings
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import no_grad
+from ember.backend import device_kernel
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
            "clip_grads_with_norm_"]
@@ -22,6 +23,10 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     norm_type = float(norm_type)
     if not tensors:
         return tensor(0.0)
+    fast = device_kernel(tensors[0]._data, "grad_norm") if norm_type == 2.0 else None
+    total = fast([t._data for t in tensors]) if fast is not None else None
+    if total is not None:                   # all in one launch on a GPU
+        return _check_finite(_make(total), norm_type, error_if_nonfinite)
     norms = [linalg.vector_norm(t, norm_type) for t in tensors]
     dtypes = {n.dtype for n in norms}
     if len(dtypes) > 1:                      # mixed precisions: combine in the widest
@@ -30,7 +35,11 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         for d in dtypes:
             wide = promote_types(wide, d)
         norms = [n.to(wide) for n in norms]
-    total = linalg.vector_norm(stack(norms), norm_type)
+    return _check_finite(linalg.vector_norm(stack(norms), norm_type), norm_type,
+                         error_if_nonfinite)
+
+
+def _check_finite(total, norm_type, error_if_nonfinite):
     if error_if_nonfinite and bool(total.isnan() | total.isinf()):
         raise RuntimeError(
             f"The total norm of order {norm_type} for gradients from `parameters` is "
@@ -46,6 +55,12 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     if not grads:
         return
     coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
+    fast = device_kernel(grads[0]._data, "scale_all")
+    if fast is not None and coef.device == grads[0].device and fast([g._data for g in grads],
+                                                                   coef._data):
+        for g in grads:                     # all scaled in one launch on a GPU
+            g._bump_version()
+        return
     for g in grads:
         g.mul_(coef.to(g.dtype) if coef.dtype != g.dtype and g.is_floating_point() else coef)
 
