@@ -281,9 +281,14 @@ def test_interpolation_with_infinities_and_its_gradient(overrides, monkeypatch, 
     (ember.optim.Adam, {"maximize": True}), (ember.optim.SGD, {}),
     (ember.optim.SGD, {"momentum": 0.9, "weight_decay": 0.1}),
     (ember.optim.SGD, {"momentum": 0.9, "dampening": 0.3}),
-    (ember.optim.SGD, {"momentum": 0.9, "nesterov": True, "maximize": True})])
+    (ember.optim.SGD, {"momentum": 0.9, "nesterov": True, "maximize": True}),
+    (ember.optim.RMSprop, {}), (ember.optim.RMSprop, {"weight_decay": 0.1, "momentum": 0.9}),
+    (ember.optim.RMSprop, {"centered": True, "momentum": 0.5, "maximize": True}),
+    (ember.optim.Adagrad, {}), (ember.optim.Adagrad, {"lr_decay": 0.1, "weight_decay": 0.1,
+                                                      "initial_accumulator_value": 0.5})])
 def test_fused_optimizers_match_cpu(overrides, monkeypatch, cls, kwargs):
-    name = "adam" if cls is not ember.optim.SGD else "sgd"
+    name = {ember.optim.SGD: "sgd", ember.optim.RMSprop: "rmsprop",
+            ember.optim.Adagrad: "adagrad"}.get(cls, "adam")
     fused, calls = ember.backend.DEVICE_KERNELS[name], []
 
     def recording(params, **hyper):
@@ -303,7 +308,8 @@ def test_fused_optimizers_match_cpu(overrides, monkeypatch, cls, kwargs):
             opt.step()
     for h, g in zip(host, gpu):
         _same(g.detach(), h.detach(), atol=1e-6, rtol=1e-5)
-    key = "exp_avg" if name == "adam" else "momentum_buffer"
+    key = {"adam": "exp_avg", "rmsprop": "square_avg", "adagrad": "sum"}.get(
+        name, "momentum_buffer")
     if key in opts[0].state[host[0]]:
         assert np.isclose(opts[1].state[gpu[0]][key].cpu().numpy(),
                           opts[0].state[host[0]][key].numpy(), atol=1e-6).all()
@@ -492,6 +498,31 @@ def test_gradient_clipping_of_what_the_kernels_leave_alone(overrides, monkeypatc
     inf = ember.nn.utils.clip_grad_norm_(moved, 1.0, norm_type="inf")
     assert abs(inf.item() - max(g.abs().max().item() for g in results[1:])) < 1e-6
     assert not norms                                # float64 and the inf-norm: generic
+
+
+@pytest.mark.parametrize("poison", [None, float("inf"), float("nan")])
+def test_grad_scaler_unscales_in_one_launch(overrides, monkeypatch, poison):
+    scales = _count_launches(monkeypatch, "triton_pointwise", "scale")
+    results = []
+    for device in ("cpu", "cuda"):
+        ember.manual_seed(0)
+        model = ember.nn.Sequential(ember.nn.Linear(6, 5), ember.nn.Linear(5, 1300)).to(device)
+        opt = ember.optim.SGD(model.parameters(), lr=0.1)
+        scaler = ember.amp.GradScaler(device, init_scale=256.0)
+        scaler.scale(model(ember.randn(3, 6).to(device)).square().mean()).backward()
+        if poison is not None:
+            model[1].bias.grad[1234] = poison       # in the second block of the last tensor
+        scaler.unscale_(opt)
+        before = model[0].weight.detach().clone()
+        scaler.step(opt)
+        scaler.update()
+        stepped = not ember.equal(model[0].weight.detach(), before)
+        results.append((stepped, scaler.get_scale(), [p.grad for p in model.parameters()]))
+    assert scales == ["scale"]
+    (gpu_stepped, gpu_scale, gpu_grads), (cpu_stepped, cpu_scale, cpu_grads) = results[::-1]
+    assert gpu_stepped == cpu_stepped == (poison is None) and gpu_scale == cpu_scale
+    for got, want in zip(gpu_grads, cpu_grads):
+        _same(got, want, atol=1e-7, rtol=1e-6)
 
 
 SAMPLERS = {       # name -> (draw n samples on cuda, expected mean, expected std)

@@ -144,10 +144,20 @@ def _cases():
         yield pointwise._sgd_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
             dict(DECAY=decay, MOMENTUM=momentum, NESTEROV=nesterov, BLOCK=pointwise.BLOCK)
 
+    scalars = dict.fromkeys(("lr", "alpha", "eps", "weight_decay", "momentum"), "fp32")
+    for decay, centered, momentum in ((False, False, False), (True, True, True)):
+        yield pointwise._rmsprop_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
+            dict(DECAY=decay, CENTERED=centered, MOMENTUM=momentum, BLOCK=pointwise.BLOCK)
+    for decay in (False, True):
+        yield pointwise._adagrad_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", eps="fp32",
+                                              weight_decay="fp32"), \
+            dict(DECAY=decay, BLOCK=pointwise.BLOCK)
     yield pointwise._sum_of_squares_kernel, dict(table_ptr="*i64", blocks_ptr="*i64",
                                                  out_ptr="*fp32"), dict(BLOCK=pointwise.BLOCK)
-    yield pointwise._scale_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", coef_ptr="*fp32"), \
-        dict(BLOCK=pointwise.BLOCK)
+    for check in (False, True):
+        yield pointwise._scale_kernel, dict(table_ptr="*i64", blocks_ptr="*i64",
+                                            coef_ptr="*fp32", found_ptr="*fp32"), \
+            dict(CHECK=check, BLOCK=pointwise.BLOCK)
     geometry = dict.fromkeys(("M", "OC", "K", "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW",
                               "DH", "DW", "KH", "KW"), "i32")
     for dt, ieee in (("fp32", True), ("fp32", False), ("bf16", False)):

@@ -13,10 +13,33 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.backend import device_kernel, xp_of
 
 __all__ = ["GradScaler"]
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
+
+
+def _unscale(grads, inv_scale):
+    """Multiply ``grads`` (on one device) by ``inv_scale`` in place; whether one of them
+    then holds an inf or NaN, as a boolean array on their device. On a GPU all of them go
+    through one launch when the kernels take them."""
+    arrays = [g._data for g in grads]
+    fast = device_kernel(arrays[0], "scale_all")
+    if fast is not None:
+        xp = xp_of(arrays[0])
+        found = xp.zeros((), np.float32)
+        if fast(arrays, xp.full((), inv_scale, np.float32), found):
+            for g in grads:
+                g._bump_version()
+            return found > 0
+    bad = None
+    for g, a in zip(grads, arrays):
+        a *= inv_scale.astype(a.dtype)
+        g._bump_version()
+        flags = ~np.isfinite(a.astype(np.float32, copy=False)).all()
+        bad = flags if bad is None else bad | flags
+    return bad
 
 
 class GradScaler:
@@ -85,21 +108,18 @@ class GradScaler:
                                "your script did not use scaler.scale(loss or outputs) earlier "
                                "in the iteration.")
         inv_scale = np.float32(1.0 / self._scale)     # rounded to float32, as PyTorch's is
-        found_inf = {}          # device -> whether a gradient there held an inf or NaN
+        by_device = {}
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                g = p.grad._data
-                if g.dtype == np.float16:
+                if p.grad.dtype is D.float16:
                     raise ValueError("Attempting to unscale FP16 gradients.")
-                g *= inv_scale.astype(g.dtype)
-                p.grad._bump_version()
-                # kept on the device (as PyTorch's found_inf tensors are): read once, in step
-                bad = ~np.isfinite(g.astype(np.float32, copy=False)).all()
-                dev = p.grad.device
-                found_inf[dev] = bad if dev not in found_inf else found_inf[dev] | bad
-        state["found_inf"] = found_inf
+                by_device.setdefault(p.grad.device, []).append(p.grad)
+        # device -> whether a gradient there held an inf or NaN: kept on the device (as
+        # PyTorch's found_inf tensors are), read once, in step
+        state["found_inf"] = {dev: _unscale(grads, inv_scale)
+                              for dev, grads in by_device.items()}
         state["stage"] = _UNSCALED
 
     @staticmethod

@@ -1,7 +1,8 @@
 """Adagrad (``torch.optim.Adagrad``)."""
 
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+                                step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["Adagrad"]
@@ -34,16 +35,23 @@ class Adagrad(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            lr, decay = value(group["lr"]), group["lr_decay"]
+            params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"]):
                 state = self.state[p]
                 t = step_count(state)
-                if wd:
-                    g = g + wd * x
-                s = real(state["sum"]._data)
-                s += g * g
-                std = s ** 0.5
-                std += eps
-                x -= (lr / (1 + (t - 1) * group["lr_decay"])) * g / std
-                p._bump_version()
+                params.append(p)
+                updates.append((x, g, real(state["sum"]._data), lr / (1 + (t - 1) * decay)))
+            apply_updates("adagrad", params, updates, _update, eps=group["eps"],
+                          weight_decay=group["weight_decay"])
         return loss
+
+
+def _update(x, g, s, rate, *, eps, weight_decay):
+    """One parameter's Adagrad step in place (``rate``: its decayed learning rate)."""
+    if weight_decay:
+        g = g + weight_decay * x
+    s += g * g
+    std = s ** 0.5
+    std += eps
+    x -= rate * g / std

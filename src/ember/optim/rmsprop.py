@@ -1,7 +1,8 @@
 """RMSprop (``torch.optim.RMSprop``)."""
 
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+                                step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["RMSprop"]
@@ -26,35 +27,46 @@ class RMSprop(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
-            alpha, momentum = group["alpha"], group["momentum"]
+            hyper = dict(lr=value(group["lr"]), alpha=group["alpha"], eps=group["eps"],
+                         weight_decay=group["weight_decay"], momentum=group["momentum"],
+                         centered=group["centered"])
+            params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"]):
-                state = self.state[p]
-                if not state:
-                    state.update(step=new_step(), square_avg=state_like(p))
-                    if momentum > 0:
-                        state["momentum_buffer"] = state_like(p)
-                    if group["centered"]:
-                        state["grad_avg"] = state_like(p)
-                step_count(state)
-                if wd:
-                    g = g + wd * x
-                v = real(state["square_avg"]._data)
-                v *= alpha
-                v += (1 - alpha) * g * g
-                if group["centered"]:
-                    gbar = real(state["grad_avg"]._data)
-                    gbar += (1 - alpha) * (g - gbar)
-                    avg = (v - gbar * gbar) ** 0.5
-                else:
-                    avg = v ** 0.5
-                avg += eps
-                if momentum > 0:
-                    b = real(state["momentum_buffer"]._data)
-                    b *= momentum
-                    b += g / avg
-                    x -= lr * b
-                else:
-                    x -= lr * g / avg
-                p._bump_version()
+                params.append(p)
+                updates.append((x, g) + self._averages(p, group))
+            apply_updates("rmsprop", params, updates, _update, **hyper)
         return loss
+
+    def _averages(self, p, group):
+        """(square average, gradient average or None, momentum buffer or None) of ``p``,
+        its state made on its first step and its step counted."""
+        state = self.state[p]
+        if not state:
+            state.update(step=new_step(), square_avg=state_like(p))
+            if group["momentum"] > 0:
+                state["momentum_buffer"] = state_like(p)
+            if group["centered"]:
+                state["grad_avg"] = state_like(p)
+        step_count(state)
+        return tuple(None if name not in state else real(state[name]._data)
+                     for name in ("square_avg", "grad_avg", "momentum_buffer"))
+
+
+def _update(x, g, v, gbar, b, *, lr, alpha, eps, weight_decay, momentum, centered):
+    """One parameter's RMSprop step in place, in array operations."""
+    if weight_decay:
+        g = g + weight_decay * x
+    v *= alpha
+    v += (1 - alpha) * g * g
+    if centered:
+        gbar += (1 - alpha) * (g - gbar)
+        avg = (v - gbar * gbar) ** 0.5
+    else:
+        avg = v ** 0.5
+    avg += eps
+    if momentum > 0:
+        b *= momentum
+        b += g / avg
+        x -= lr * b
+    else:
+        x -= lr * g / avg

@@ -1,8 +1,8 @@
 """The Triton kernels that ops and optimizers find by name through
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
-LSTM layer's time steps and their gradients, the Adam and SGD updates of all of a group's
-parameters, gradient clipping's norm and scaling, convolutions as implicit GEMMs, and uniform
-and normal random numbers (dropout's masks, rand, randn ...).
+LSTM layer's time steps and their gradients, the Adam, SGD, RMSprop and Adagrad updates of
+all of a group's parameters, gradient clipping's norm and scaling, convolutions as implicit
+GEMMs, and uniform and normal random numbers (dropout's masks, rand, randn ...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
 LSTM's and ``scale_all`` return False, the optimizers' the positions of the parameters they
@@ -84,6 +84,36 @@ def sgd(params, *, lr, momentum, dampening, weight_decay, nesterov):
     return left
 
 
+def rmsprop(params, *, lr, alpha, eps, weight_decay, momentum, centered):
+    """The RMSprop update of many float32 parameters in one launch. ``params`` holds (x, g,
+    square average, gradient average or None, momentum buffer or None) per parameter;
+    returns the positions of those it left, which the optimizer updates itself."""
+    taken, left = _split(params, lambda p: [a for a in p if a is not None])
+    if taken:
+        chosen = [params[i] for i in taken]
+        sizes = tuple(p[0].size for p in chosen)
+        table = np.array([[_address(v if a is None else a) for a in (x, g, v, avg, b)] + [x.size]
+                          for x, g, v, avg, b in chosen], np.int64)
+        _on_table(pointwise.rmsprop_update, chosen[0][0], table, sizes, lr=lr, alpha=alpha,
+                  eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered)
+    return left
+
+
+def adagrad(params, *, eps, weight_decay):
+    """The Adagrad update of many float32 parameters in one launch. ``params`` holds (x, g,
+    sum of squares, learning rate decayed by its step count) per parameter; returns the
+    positions of those it left, which the optimizer updates itself."""
+    taken, left = _split(params, lambda p: p[:3])
+    if taken:
+        chosen = [params[i] for i in taken]
+        sizes = tuple(p[0].size for p in chosen)
+        table = pointwise.adagrad_table([[_address(a) for a in p[:3]] for p in chosen], sizes,
+                                        [p[3] for p in chosen])
+        _on_table(pointwise.adagrad_update, chosen[0][0], table, sizes, eps=eps,
+                  weight_decay=weight_decay)
+    return left
+
+
 def _clippable(arrays):
     """Whether the clipping kernels take ``arrays``: each a non-empty float32 C-contiguous
     array on the first one's GPU."""
@@ -108,13 +138,15 @@ def grad_norm(arrays):
     return xp.sqrt(partial.sum())
 
 
-def scale_all(arrays, coef):
+def scale_all(arrays, coef, found=None):
     """Multiply ``arrays`` in place by the float32 0-d array ``coef`` on their GPU, in one
-    launch; False (nothing done) unless the clipping kernels take them."""
+    launch, setting the float32 0-d array ``found`` (if given) to 1 where a product is an inf
+    or NaN; False (nothing done) unless the clipping kernels take them."""
     if not arrays or coef.dtype != np.float32 or not _clippable(arrays):
         return False
     table, sizes = _clip_table(arrays)
-    _on_table(pointwise.scale, arrays[0], table, sizes, coef=buffer(coef))
+    _on_table(pointwise.scale, arrays[0], table, sizes, coef=buffer(coef),
+              found=None if found is None else buffer(found))
     return True
 
 
@@ -236,8 +268,7 @@ def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
 
 
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
-    ("adam", adam), ("sgd", sgd), ("lstm_steps", lstm_steps),
-    ("lstm_steps_backward", lstm_steps_backward),
-    ("random", random), ("convolution", convolution), ("grad_norm", grad_norm),
-    ("scale_all", scale_all),
-    ("convolution_weight", convolution_weight))})
+    ("adam", adam), ("sgd", sgd), ("rmsprop", rmsprop), ("adagrad", adagrad),
+    ("lstm_steps", lstm_steps), ("lstm_steps_backward", lstm_steps_backward),
+    ("random", random), ("convolution", convolution), ("convolution_weight", convolution_weight),
+    ("grad_norm", grad_norm), ("scale_all", scale_all))})

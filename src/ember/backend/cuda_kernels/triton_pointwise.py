@@ -1,7 +1,7 @@
 """Triton kernels applied element by element over contiguous buffers: gelu and its gradient,
-silu, the Adam/AdamW and SGD parameter updates (of many tensors in one launch), and uniform
-and normal random numbers. Launchers take buffers as objects with ``data_ptr()`` and
-``dtype`` and compute in float32."""
+silu, the Adam/AdamW, SGD, RMSprop and Adagrad parameter updates (of many tensors in one
+launch), gradient clipping's norm and scaling, and uniform and normal random numbers.
+Launchers take buffers as objects with ``data_ptr()`` and ``dtype`` and compute in float32."""
 
 import numpy as np
 import triton
@@ -10,8 +10,9 @@ import triton.language as tl
 from ember.backend.cuda_kernels._launch import guarded
 
 __all__ = ["gelu", "gelu_backward", "silu", "silu_backward", "adam_update", "adam_table",
-           "tensor_blocks", "sgd_update", "sgd_table", "sum_of_squares", "scale", "random",
-           "BLOCK", "CLIP_ROW", "ADAM_ROW", "SGD_ROW"]
+           "tensor_blocks", "sgd_update", "sgd_table", "rmsprop_update", "adagrad_update",
+           "adagrad_table", "sum_of_squares", "scale", "random", "BLOCK", "CLIP_ROW",
+           "ADAM_ROW", "SGD_ROW", "RMSPROP_ROW", "ADAGRAD_ROW"]
 
 BLOCK = 1024
 # the kernels write their constants as literals (Triton's compiler reads module globals only as
@@ -219,6 +220,104 @@ def sgd_table(addresses, sizes, first):
     return table
 
 
+RMSPROP_ROW = 6     # int64 words per tensor in the RMSprop kernel's table
+
+
+@triton.jit
+def _rmsprop_kernel(table_ptr, blocks_ptr, lr, alpha, eps, weight_decay, momentum,
+                    DECAY: tl.constexpr, CENTERED: tl.constexpr, MOMENTUM: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    # as _adam_kernel: a block of one tensor per program; the table a row per tensor: the
+    # addresses of x, g, the square average, the gradient average and the momentum buffer,
+    # then the size
+    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
+    row = table_ptr + tl.load(block) * 6
+    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
+    mask = offsets < tl.load(row + 5)
+    x_ptr = tl.load(row).to(tl.pointer_type(tl.float32))
+    g_ptr = tl.load(row + 1).to(tl.pointer_type(tl.float32))
+    v_ptr = tl.load(row + 2).to(tl.pointer_type(tl.float32))
+    x = tl.load(x_ptr + offsets, mask=mask)
+    g = tl.load(g_ptr + offsets, mask=mask)
+    if DECAY:
+        g = g + weight_decay * x
+    v = tl.load(v_ptr + offsets, mask=mask) * alpha + (1.0 - alpha) * g * g
+    tl.store(v_ptr + offsets, v, mask=mask)
+    if CENTERED:
+        a_ptr = tl.load(row + 3).to(tl.pointer_type(tl.float32))
+        a = tl.load(a_ptr + offsets, mask=mask)
+        a = a + (1.0 - alpha) * (g - a)
+        tl.store(a_ptr + offsets, a, mask=mask)
+        avg = tl.sqrt(v - a * a) + eps
+    else:
+        avg = tl.sqrt(v) + eps
+    if MOMENTUM:
+        b_ptr = tl.load(row + 4).to(tl.pointer_type(tl.float32))
+        b = tl.load(b_ptr + offsets, mask=mask) * momentum + g / avg
+        tl.store(b_ptr + offsets, b, mask=mask)
+        x = x - lr * b
+    else:
+        x = x - lr * g / avg
+    tl.store(x_ptr + offsets, x, mask=mask)
+
+
+@guarded
+def rmsprop_update(table, blocks, programs, *, lr, alpha, eps, weight_decay, momentum,
+                   centered):
+    """One RMSprop step in place on many float32 tensors at once: ``table`` (tensors,
+    ``RMSPROP_ROW``) int64 on the device, the addresses of (x, g, square average, gradient
+    average, momentum buffer) and the size per tensor, and ``blocks`` as ``tensor_blocks``
+    makes it."""
+    _rmsprop_kernel[(programs,)](table, blocks, float(lr), float(alpha), float(eps),
+                                 float(weight_decay), float(momentum),
+                                 DECAY=bool(weight_decay), CENTERED=bool(centered),
+                                 MOMENTUM=momentum > 0, BLOCK=BLOCK)
+
+
+ADAGRAD_ROW = 5     # int64 words per tensor in the Adagrad kernel's table
+
+
+@triton.jit
+def _adagrad_kernel(table_ptr, blocks_ptr, eps, weight_decay, DECAY: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    # as _adam_kernel; the table a row per tensor: the addresses of x, g and the sum of
+    # squares, the size, then the tensor's decayed learning rate as float64 bits
+    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
+    row = table_ptr + tl.load(block) * 5
+    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
+    mask = offsets < tl.load(row + 3)
+    x_ptr = tl.load(row).to(tl.pointer_type(tl.float32))
+    g_ptr = tl.load(row + 1).to(tl.pointer_type(tl.float32))
+    s_ptr = tl.load(row + 2).to(tl.pointer_type(tl.float32))
+    clr = tl.load(row + 4).to(tl.float64, bitcast=True).to(tl.float32)
+    x = tl.load(x_ptr + offsets, mask=mask)
+    g = tl.load(g_ptr + offsets, mask=mask)
+    if DECAY:
+        g = g + weight_decay * x
+    total = tl.load(s_ptr + offsets, mask=mask) + g * g
+    tl.store(s_ptr + offsets, total, mask=mask)
+    tl.store(x_ptr + offsets, x - clr * g / (tl.sqrt(total) + eps), mask=mask)
+
+
+@guarded
+def adagrad_update(table, blocks, programs, *, eps, weight_decay):
+    """One Adagrad step in place on many float32 tensors at once: ``table`` (tensors,
+    ``ADAGRAD_ROW``) int64 on the device, as ``adagrad_table`` builds it, and ``blocks`` as
+    ``tensor_blocks`` makes it."""
+    _adagrad_kernel[(programs,)](table, blocks, float(eps), float(weight_decay),
+                                 DECAY=bool(weight_decay), BLOCK=BLOCK)
+
+
+def adagrad_table(addresses, sizes, rates):
+    """The Adagrad kernel's table on the host: per tensor, the addresses of (x, g, sum of
+    squares), its size and its learning rate (decayed by its step count)."""
+    table = np.empty((len(sizes), ADAGRAD_ROW), np.int64)
+    table[:, :3] = addresses
+    table[:, 3] = sizes
+    table[:, 4] = np.asarray(rates, np.float64).view(np.int64)
+    return table
+
+
 # the gradient-clipping kernels' table: per tensor, its address and size (int64 words)
 CLIP_ROW = 2
 
@@ -240,9 +339,15 @@ def _sum_of_squares_kernel(table_ptr, blocks_ptr, out_ptr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _scale_kernel(table_ptr, blocks_ptr, coef_ptr, BLOCK: tl.constexpr):
+def _scale_kernel(table_ptr, blocks_ptr, coef_ptr, found_ptr, CHECK: tl.constexpr,
+                  BLOCK: tl.constexpr):
     at, mask = _clip_block(table_ptr, blocks_ptr, BLOCK)
-    tl.store(at, tl.load(at, mask=mask) * tl.load(coef_ptr), mask=mask)
+    x = tl.load(at, mask=mask) * tl.load(coef_ptr)
+    tl.store(at, x, mask=mask)
+    if CHECK:                       # any inf or NaN among the scaled values: found = 1
+        bad = tl.max(tl.where(mask & ((x - x) != 0), 1, 0), axis=0)
+        if bad > 0:
+            tl.store(found_ptr, 1.0)
 
 
 @guarded
@@ -253,10 +358,12 @@ def sum_of_squares(table, blocks, programs, *, out):
 
 
 @guarded
-def scale(table, blocks, programs, *, coef):
+def scale(table, blocks, programs, *, coef, found=None):
     """Multiply the float32 tensors of ``table`` (as for ``sum_of_squares``) in place by the
-    float32 scalar on the device at ``coef``."""
-    _scale_kernel[(programs,)](table, blocks, coef, BLOCK=BLOCK)
+    float32 scalar on the device at ``coef``; with ``found`` (a float32 scalar on the
+    device), set it to 1 if a product is an inf or NaN."""
+    _scale_kernel[(programs,)](table, blocks, coef, found, CHECK=found is not None,
+                               BLOCK=BLOCK)
 
 
 @triton.jit
