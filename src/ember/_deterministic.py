@@ -27,9 +27,9 @@ _MODES = {"default": 0, "warn": 1, "error": 2}
 
 def use_deterministic_algorithms(mode, *, warn_only=False):
     """Make ops use deterministic algorithms (``warn_only``: warn where none exists)."""
-    for name, value in (("mode", mode), ("warn_only", warn_only)):
+    for name, value in (("mode' (position 1)", mode), ("warn_only'", warn_only)):
         if not isinstance(value, bool):
-            raise TypeError(f"use_deterministic_algorithms(): argument '{name}' must be bool, "
+            raise TypeError(f"_set_deterministic_algorithms(): argument '{name} must be bool, "
                             f"not {type(value).__name__}")
     STATE.enabled = mode
     STATE.warn_only = warn_only
@@ -53,7 +53,7 @@ def set_deterministic_debug_mode(debug_mode):
                                f"`warn`, `error`, but got {debug_mode}")
         debug_mode = _MODES[debug_mode]
     elif not isinstance(debug_mode, int):
-        raise TypeError(f"debug_mode must be str or int, but got {type(debug_mode).__name__}")
+        raise TypeError(f"debug_mode must be str or int, but got {type(debug_mode)}")
     if debug_mode not in (0, 1, 2):
         raise RuntimeError(f"invalid value of debug_mode, expected 0, 1, or 2, but got "
                            f"{debug_mode}")

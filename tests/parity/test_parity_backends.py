@@ -182,3 +182,52 @@ def test_cuda_helpers_match():
         if lib is torch:
             theirs = answers
     assert answers == theirs
+
+
+def _deterministic_state(lib):
+    return (lib.are_deterministic_algorithms_enabled(),
+            lib.is_deterministic_algorithms_warn_only_enabled(),
+            lib.get_deterministic_debug_mode(),
+            lib.utils.deterministic.fill_uninitialized_memory)
+
+
+@pytest.mark.parametrize("calls", [
+    [("use", True, False)], [("use", True, True)], [("use", False, True)],
+    [("debug", "warn")], [("debug", 2), ("use", False, False)], [("debug", "default")],
+    [("fill", False)], [("debug", 1), ("fill", False), ("use", True, False)]])
+def test_deterministic_mode_switches_match(calls):
+    for lib in (torch, ember):
+        try:
+            for call in calls:
+                if call[0] == "use":
+                    lib.use_deterministic_algorithms(call[1], warn_only=call[2])
+                elif call[0] == "debug":
+                    lib.set_deterministic_debug_mode(call[1])
+                else:
+                    lib.utils.deterministic.fill_uninitialized_memory = call[1]
+            state = _deterministic_state(lib)
+            empty = lib.empty(2).isnan().all().item(), lib.empty(1, dtype=lib.int16).item()
+        finally:
+            lib.use_deterministic_algorithms(False)
+            lib.utils.deterministic.fill_uninitialized_memory = True
+        if lib is torch:
+            want = state, empty
+    assert (state, empty[0]) == (want[0], want[1][0])
+    if want[1][0]:                                  # filled: PyTorch's integer fill too
+        assert empty[1] == want[1][1]
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.set_deterministic_debug_mode("loud"),
+    lambda lib: lib.set_deterministic_debug_mode(3),
+    lambda lib: lib.set_deterministic_debug_mode(1.5),
+    lambda lib: lib.use_deterministic_algorithms(1),
+    lambda lib: lib.use_deterministic_algorithms(True, warn_only="yes"),
+    lambda lib: setattr(lib.utils.deterministic, "fill_uninitialized_memory", 1)])
+def test_deterministic_mode_errors_match(call):
+    errors = []
+    for lib in (torch, ember):
+        with pytest.raises((RuntimeError, TypeError)) as info:
+            call(lib)
+        errors.append((info.type, str(info.value)))
+    assert errors[0] == errors[1]

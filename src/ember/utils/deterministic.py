@@ -16,8 +16,7 @@ class _Deterministic(types.ModuleType):
     @fill_uninitialized_memory.setter
     def fill_uninitialized_memory(self, mode):
         if not isinstance(mode, bool):
-            raise TypeError(f"fill_uninitialized_memory must be bool, not "
-                            f"{type(mode).__name__}")
+            raise RuntimeError(f"expected a bool, but got {type(mode).__name__}")
         STATE.fill_uninitialized_memory = mode
 
 
