@@ -51,15 +51,15 @@ def time_ms(fn, wait, min_time):
 
 
 def _im2col(lib, fn):
-    """``fn`` with ember's implicit-GEMM convolution kernels off (im2col + cuBLAS instead), to
-    choose between the two by measurement; PyTorch's ``fn`` as it is."""
+    """``fn`` with ember's implicit-GEMM convolution kernels off (im2col or col2im + cuBLAS
+    instead), to choose between them by measurement; PyTorch's ``fn`` as it is."""
     if lib is not ember:
         return fn
     kernels = ember.backend.DEVICE_KERNELS
 
     def run():
-        saved = {name: kernels.pop(name) for name in ("convolution", "convolution_weight")
-                 if name in kernels}
+        saved = {name: kernels.pop(name) for name in ("convolution", "convolution_input",
+                                                      "convolution_weight") if name in kernels}
         try:
             return fn()
         finally:
@@ -85,6 +85,7 @@ def op_workloads(lib, scale):
     image = randn(64 // scale, 64, 56 // scale, 56 // scale)
     conv = lib.nn.Conv2d(64, 64, 3, padding=1)
     pointwise_conv = lib.nn.Conv2d(64, 256, 1)
+    upsample = lib.nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1)
     q, k, v = (randn(16 // scale, 16, 1024 // scale, 64) for _ in range(3))
     q16, k16, v16 = (t.to(lib.bfloat16) for t in (q, k, v))
     params = [lib.nn.Parameter(randn(1000, 1000 // scale)) for _ in range(10)]
@@ -111,6 +112,8 @@ def op_workloads(lib, scale):
         "conv2d 64->64 3x3, im2col + GEMM": _im2col(lib, lambda: conv(image)),
         f"conv2d 64->256 1x1 on {tuple(image.shape)}": lambda: pointwise_conv(image),
         "conv2d 64->256 1x1, im2col + GEMM": _im2col(lib, lambda: pointwise_conv(image)),
+        f"convT 64->32 4x4/2 on {tuple(image.shape)}": lambda: upsample(image),
+        "convT 64->32 4x4/2, col2im + GEMM": _im2col(lib, lambda: upsample(image)),
         f"max_pool2d 3x3/2 on {tuple(image.shape)}": lambda: F.max_pool2d(image, 3, 2, 1),
         f"avg_pool2d 2x2 on {tuple(image.shape)}": lambda: F.avg_pool2d(image, 2),
         f"bilinear x2 on {tuple(image.shape)}": lambda: F.interpolate(

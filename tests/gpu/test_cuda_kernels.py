@@ -426,24 +426,34 @@ CONVOLUTIONS = [  # (input shape, weight shape, keyword arguments)
 ]
 
 
-@pytest.mark.parametrize("x_shape, w_shape, kwargs", CONVOLUTIONS)
+TRANSPOSED = [  # (input shape, weight shape (C_in, C_out, *K), keyword arguments)
+    ((2, 5, 4, 6), (5, 3, 4, 4), dict(stride=2, padding=1)),    # a GAN's upsampling layer
+    ((2, 4, 5, 5), (4, 6, 3, 2), dict(stride=(3, 2), padding=(1, 0), output_padding=(2, 1),
+                                      dilation=(1, 2))),
+    ((3, 4, 9), (4, 2, 3), dict(stride=2, padding=1, output_padding=1)),   # 1-D
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", CONVOLUTIONS + TRANSPOSED)
 def test_convolutions_run_as_implicit_gemms(overrides, monkeypatch, x_shape, w_shape, kwargs):
     forward = _count_launches(monkeypatch, "triton_conv", "conv2d")
     weight = _count_launches(monkeypatch, "triton_conv", "conv2d_weight_grad")
+    backward = _count_launches(monkeypatch, "triton_conv", "conv2d_input_grad")
+    kwargs = dict(kwargs)
     bias = kwargs.pop("bias", True)
-    conv = F.conv2d if len(x_shape) == 4 else F.conv1d
+    transposed = (x_shape, w_shape, kwargs) in TRANSPOSED
+    conv = (F.conv_transpose2d if transposed else F.conv2d) if len(x_shape) == 4 else \
+        (F.conv_transpose1d if transposed else F.conv1d)
     results = []
     for device in ("cpu", "cuda"):
         ember.manual_seed(0)
         x, w = ember.randn(*x_shape), ember.randn(*w_shape)
-        b = ember.randn(w_shape[0]) if bias else None
+        b = ember.randn(w_shape[1 if transposed else 0]) if bias else None
         leaves = [t.to(device).requires_grad_() for t in (x, w, b) if t is not None]
         y = conv(*leaves, **kwargs)
         y.square().sum().backward()
         results.append([y] + [t.grad for t in leaves])
-    assert forward and weight
-    if kwargs.get("padding") == 1 and not bias:
-        assert len(forward) == 2                    # the output and the input's gradient
+    assert forward and weight and backward          # a transposed one's output: input_grad
     for got, want in zip(results[1], results[0]):
         _same(got, want, atol=1e-4, rtol=1e-5)
 

@@ -167,6 +167,10 @@ def _cases():
                 _pointers(("x_ptr", "w_ptr", "b_ptr", "y_ptr"), dt), **geometry), \
                 dict(HAS_BIAS=channels == 64, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n,
                      BLOCK_K=conv.BLOCK_K)
+            yield conv._conv2d_input_grad_kernel, dict(
+                _pointers(("g_ptr", "w_ptr", "b_ptr", "dx_ptr"), dt), **geometry), \
+                dict(HAS_BIAS=channels == 64, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n,
+                     BLOCK_K=conv.BLOCK_K)
             yield conv._conv2d_weight_grad_kernel, dict(
                 _pointers(("x_ptr", "g_ptr"), dt), dw_ptr="*fp32", **geometry,
                 rows_per_split="i32"), \

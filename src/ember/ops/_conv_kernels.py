@@ -222,6 +222,11 @@ def _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias):
 def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
     """The adjoint of conv_forward in its input: (B, C, *size) from g (B, O, *P), plus bias
     (a transposed convolution)."""
+    fast = device_kernel(g, "convolution_input")
+    if fast is not None:
+        out = fast(g, w, size, stride, pads, dilation, groups, bias)
+        if out is not None:
+            return out
     if all(s == 1 for s in stride) and w.shape[1] * groups >= w.shape[0]:
         # (with fewer input than output channels, the paths below move less data)
         fast = _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias)

@@ -246,6 +246,28 @@ def convolution(x, w, stride, pads, dilation, groups, bias=None):
     return y if x.ndim == 4 else y[:, :, 0]
 
 
+def convolution_input(g, w, size, stride, pads, dilation, groups, bias=None):
+    """``conv_input_grad`` (a transposed convolution) of a 1-D or 2-D convolution of one
+    group, as an implicit GEMM; None for what it does not cover."""
+    if g.ndim not in (3, 4) or groups != 1 or not _conv_dtypes(g, w, bias):
+        return None
+    xp = xp_of(g)
+    b, o = g.shape[:2]
+    c = w.shape[1]
+    x = xp.empty((b, c) + tuple(size), g.dtype)
+    x2, geometry, _ = _planar(x, w.shape[2:], stride, pads, dilation)
+    g2, w2 = (g, w) if g.ndim == 4 else (g[:, :, None], w[:, :, None])
+    oh, ow = g2.shape[2:]
+    h, wd = x2.shape[2:]
+    if x.size:
+        conv.conv2d_input_grad(buffer(xp.ascontiguousarray(g2)),
+                               buffer(xp.ascontiguousarray(w2)),
+                               None if bias is None else buffer(xp.ascontiguousarray(bias)),
+                               buffer(x2), (b, c, h, wd, o, oh, ow), geometry,
+                               not cuda_backend().tf32_gemms_on())
+    return x
+
+
 def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
     """``conv_weight_grad`` of a 1-D or 2-D convolution of one group, as an implicit GEMM
     summed in splits over the output pixels (no atomics); None for what it does not cover."""
@@ -270,5 +292,6 @@ def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
     ("adam", adam), ("sgd", sgd), ("rmsprop", rmsprop), ("adagrad", adagrad),
     ("lstm_steps", lstm_steps), ("lstm_steps_backward", lstm_steps_backward),
-    ("random", random), ("convolution", convolution), ("convolution_weight", convolution_weight),
+    ("random", random), ("convolution", convolution), ("convolution_input", convolution_input),
+    ("convolution_weight", convolution_weight),
     ("grad_norm", grad_norm), ("scale_all", scale_all))})

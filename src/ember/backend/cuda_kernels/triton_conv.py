@@ -3,8 +3,9 @@ pixel, one column per (channel, kernel row, kernel column)) with the weight, eac
 matrix read from the input where it is needed and never written out. im2col + cuBLAS writes
 and reads that matrix, kernel-area times the input's size, for each call.
 
-``conv2d`` computes the output; ``conv2d_weight_grad`` the weight's gradient, split over the
-output pixels into partial sums that the caller adds (no atomics: the sum is deterministic).
+``conv2d`` computes the output; ``conv2d_input_grad`` the input's gradient (a transposed
+convolution); ``conv2d_weight_grad`` the weight's gradient, split over the output pixels into
+partial sums that the caller adds (no atomics: the sum is deterministic).
 Inputs are contiguous (B, C, H, W), weights (OC, C, KH, KW), one group. Launchers take buffers
 as objects with ``data_ptr()`` and ``dtype``; products sum in float32.
 """
@@ -14,7 +15,8 @@ import triton.language as tl
 
 from ember.backend.cuda_kernels._launch import guarded, product
 
-__all__ = ["conv2d", "conv2d_weight_grad", "weight_grad_splits", "tiles", "BLOCK_K"]
+__all__ = ["conv2d", "conv2d_input_grad", "conv2d_weight_grad", "weight_grad_splits", "tiles",
+           "BLOCK_K"]
 
 BLOCK_K = 32            # reduced (channel, kernel offset) columns per step
 
@@ -77,6 +79,58 @@ def conv2d(x, w, bias, y, shape, geometry, ieee):
     _conv2d_kernel[grid](x, w, bias, y, m, o, k, c, h, wd, oh, ow, *geometry,
                          HAS_BIAS=bias is not None, IEEE=bool(ieee), BLOCK_M=block_m,
                          BLOCK_N=block_n, BLOCK_K=BLOCK_K)
+
+
+@triton.jit
+def _conv2d_input_grad_kernel(g_ptr, w_ptr, b_ptr, dx_ptr, M, C, K, OC, H, W, OH, OW, SH, SW,
+                              PH, PW, DH, DW, KH, KW, HAS_BIAS: tl.constexpr,
+                              IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                              BLOCK_K: tl.constexpr):
+    # rows: input pixels (b, ih, iw); columns: input channels; reduced: (output channel,
+    # kernel offset), each term the output gradient at the window position that reads this
+    # pixel through that offset, where there is one (with a stride, only some offsets land)
+    m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    c = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    pixels = H * W
+    b = m // pixels
+    ih = (m % pixels) // W + PH
+    iw = (m % pixels) % W + PW
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        o = k // (KH * KW)
+        r = k % (KH * KW)
+        th = ih[:, None] - ((r // KW) * DH)[None, :]
+        tw = iw[:, None] - ((r % KW) * DW)[None, :]
+        oh = th // SH
+        ow = tw // SW
+        lands = ((m[:, None] < M) & (k[None, :] < K) & (th >= 0) & (tw >= 0)
+                 & (th - oh * SH == 0) & (tw - ow * SW == 0) & (oh < OH) & (ow < OW))
+        plane = (b.to(tl.int64) * OC)[:, None] + o[None, :]
+        a = tl.load(g_ptr + (plane * OH + oh) * OW + ow, mask=lands, other=0.0)
+        w = tl.load(w_ptr + (o[:, None].to(tl.int64) * C + c[None, :]) * (KH * KW) + r[:, None],
+                    mask=(k[:, None] < K) & (c[None, :] < C), other=0.0)
+        acc += product(a, w, IEEE)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + c, mask=c < C, other=0.0).to(tl.float32)[None, :]
+    plane = (b.to(tl.int64) * C)[:, None] + c[None, :]
+    tl.store(dx_ptr + plane * pixels + (m % pixels)[:, None], acc.to(dx_ptr.dtype.element_ty),
+             mask=(m[:, None] < M) & (c[None, :] < C))
+
+
+@guarded
+def conv2d_input_grad(g, w, bias, dx, shape, geometry, ieee):
+    """``dx`` (B, C, H, W) = the input gradient of a convolution with ``w`` (OC, C, KH, KW)
+    whose output's gradient is ``g`` (B, OC, OH, OW), plus ``bias`` (or None): a transposed
+    convolution. ``shape`` and ``geometry`` as for ``conv2d``."""
+    b, c, h, wd, o, oh, ow = shape
+    kh, kw = geometry[-2:]
+    m, k = b * h * wd, o * kh * kw
+    block_m, block_n = tiles(c)
+    grid = (triton.cdiv(m, block_m), triton.cdiv(c, block_n))
+    _conv2d_input_grad_kernel[grid](g, w, bias, dx, m, c, k, o, h, wd, oh, ow, *geometry,
+                                    HAS_BIAS=bias is not None, IEEE=bool(ieee),
+                                    BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK_K)
 
 
 @triton.jit
