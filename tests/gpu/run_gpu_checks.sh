@@ -105,7 +105,7 @@ checks = {
     "Triton kernels loaded": lambda: sorted(__import__(
         "ember.backend.cuda_kernels", fromlist=["OVERRIDES"]).OVERRIDES),
     "softmax kernel": lambda: ember.softmax(ember.ones(2, 3, device="cuda"), -1).sum().item(),
-    "flash attention": lambda: ember.nn.functional.scaled_dot_product_attention(
+    "flash attention (256.0)": lambda: ember.nn.functional.scaled_dot_product_attention(
         *(ember.ones(1, 2, 8, 16, device="cuda", dtype=ember.bfloat16),) * 3,
         is_causal=True).float().sum().item(),
     "max pooling kernel": lambda: ember.nn.functional.max_pool2d(
@@ -121,11 +121,14 @@ checks = {
         .float().mean().item(), sorted(map(str, ember.backend._UPCAST_PRODUCTS)) or "native"),
     "float32 GEMM compute type (1 default, 7 TF32)": lambda: ember.backend.cuda_backend()
         ._GEMM.get_compute_type(__import__("numpy").float32),
-    "AdamW and SGD steps (multi-tensor kernels)": lambda: [
-        (lambda m, o: (m(ember.ones(2, 4, device="cuda")).sum().backward(), o.step(),
+    "AdamW, SGD, RMSprop, Adagrad steps, clipping (multi-tensor kernels)": lambda: [
+        (lambda m, o: (m(ember.ones(2, 4, device="cuda")).sum().backward(),
+                       ember.nn.utils.clip_grad_norm_(m.parameters(), 1.0), o.step(),
                        m.weight.sum().item())[-1])(m, opt(m.parameters(), lr=0.1))
         for m, opt in ((ember.nn.Linear(4, 3).cuda(), ember.optim.AdamW),
-                       (ember.nn.Linear(4, 3).cuda(), ember.optim.SGD))],
+                       (ember.nn.Linear(4, 3).cuda(), ember.optim.SGD),
+                       (ember.nn.Linear(4, 3).cuda(), ember.optim.RMSprop),
+                       (ember.nn.Linear(4, 3).cuda(), ember.optim.Adagrad))],
     "kernels switched off": lambda: __import__(
         "ember.backend.cuda_kernels", fromlist=["DISABLED"]).DISABLED or "none",
 }
