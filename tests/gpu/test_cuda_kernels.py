@@ -67,7 +67,7 @@ def test_kernels_are_registered(overrides):
     assert {"softmax", "log_softmax", "nn.functional.silu", "native_layer_norm",
             "nn.functional.cross_entropy", "nn.functional.scaled_dot_product_attention"} \
         <= set(DERIVATIVES)
-    assert {"adam", "lstm_steps", "lstm_steps_backward", "random"} <= set(
+    assert {"adam", "lstm_steps", "lstm_steps_backward", "gru_steps", "random"} <= set(
         ember.backend.DEVICE_KERNELS)
 
 
@@ -607,9 +607,11 @@ def test_flash_backward_kernel_is_used(overrides, monkeypatch, causal):
         _same(g, h, atol=2e-5, rtol=2e-5)
 
 
+@pytest.mark.parametrize("layer", ["LSTM", "GRU"])
 @pytest.mark.parametrize("bias, packed", [(True, False), (False, True)])
-def test_lstm_steps_run_fused_and_match_cpu(overrides, monkeypatch, bias, packed):
-    calls = {"lstm_steps": 0, "lstm_steps_backward": 0}
+def test_recurrent_steps_run_fused_and_match_cpu(overrides, monkeypatch, layer, bias, packed):
+    name = layer.lower()
+    calls = {f"{name}_steps": 0, f"{name}_steps_backward": 0}
     for name in calls:
         kernel = ember.backend.DEVICE_KERNELS[name]
 
@@ -619,8 +621,8 @@ def test_lstm_steps_run_fused_and_match_cpu(overrides, monkeypatch, bias, packed
             return done
         monkeypatch.setitem(ember.backend.DEVICE_KERNELS, name, recording)
     ember.manual_seed(0)
-    host = ember.nn.LSTM(12, 20, num_layers=2, bias=bias)
-    gpu = ember.nn.LSTM(12, 20, num_layers=2, bias=bias).cuda()
+    host = getattr(ember.nn, layer)(12, 20, num_layers=2, bias=bias)
+    gpu = getattr(ember.nn, layer)(12, 20, num_layers=2, bias=bias).cuda()
     gpu.load_state_dict(host.state_dict())
     x = ember.randn(7, 3, 12)
     results = []
@@ -629,12 +631,13 @@ def test_lstm_steps_run_fused_and_match_cpu(overrides, monkeypatch, bias, packed
         feed = inp
         if packed:
             feed = ember.nn.utils.rnn.pack_padded_sequence(inp, [7, 5, 2])
-        out, (h, c) = model(feed)
+        out, state = model(feed)
+        h, c = state if layer == "LSTM" else (state, state)
         if packed:
             out = ember.nn.utils.rnn.pad_packed_sequence(out)[0]
         (out.pow(2).sum() + h.sum() + c.pow(2).sum()).backward()
         results.append((out, h, c, inp.grad, *(p.grad for p in model.parameters())))
-    assert calls["lstm_steps"] > 0 and calls["lstm_steps_backward"] > 0
+    assert all(calls.values()), calls
     for g, want in zip(results[1], results[0]):
         _same(g.detach(), want.detach(), atol=1e-5, rtol=1e-4)
 

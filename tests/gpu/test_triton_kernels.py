@@ -108,6 +108,12 @@ def _cases():
                 _pointers(("gh_ptr", "x_ptr", "b_ptr", "h_ptr", "c_ptr", "ws_ptr", "out_ptr"),
                           dt), hidden="i32", x_stride="i32", ws_stride="i32"), \
                 dict(HAS_B=has_b, BLOCK=rnn.BLOCK)
+        yield rnn._gru_step_kernel, dict(
+            _pointers(("gh_ptr", "x_ptr", "b_ptr", "h_ptr", "ws_ptr", "out_ptr"), dt),
+            hidden="i32", x_stride="i32", ws_stride="i32"), dict(HAS_B=True, BLOCK=rnn.BLOCK)
+        yield rnn._gru_step_backward_kernel, dict(
+            _pointers(("dout_ptr", "dh_ptr", "dhz_ptr", "ws_ptr", "dx_ptr", "dgh_ptr"), dt),
+            hidden="i32", ws_stride="i32"), dict(BLOCK=rnn.BLOCK)
         yield rnn._lstm_step_backward_kernel, dict(
             _pointers(("dout_ptr", "dh_ptr", "dc_ptr", "ws_ptr", "dg_ptr"), dt), hidden="i32",
             ws_stride="i32"), dict(BLOCK=rnn.BLOCK)

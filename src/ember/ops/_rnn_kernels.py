@@ -204,9 +204,12 @@ def gru_forward(xp, x, hx, w_hh, b_hh, steps):
     h2 = 2 * hidden
     ws = xp.empty((n_rows, 5 * hidden), dtype=x.dtype)
     out = xp.empty((n_rows, hidden), dtype=x.dtype)
-    rows = _gate_rows(xp, device_of(x), x.dtype, hidden, None, 2)
     h = _state(xp, hx)
     wt = w_hh.T
+    fused = device_kernel(x, "gru_steps")           # a kernel a step
+    if fused is not None and fused(x, b_hh, h, ws, out, wt, steps, hidden):
+        return out, h, None, ws
+    rows = _gate_rows(xp, device_of(x), x.dtype, hidden, None, 2)
     for o, bs in steps:
         hp = h[:bs]
         ws[o:o + bs, 4 * hidden:] = hp
@@ -235,11 +238,21 @@ def gru_forward(xp, x, hx, w_hh, b_hh, steps):
 def gru_backward(xp, dout, dh_n, ws, w_hh, b_hh, steps):
     """BPTT through ``gru_forward``."""
     hidden = dh_n.shape[1]
-    h2, h3 = 2 * hidden, 3 * hidden
-    n_rows = ws.shape[0]
-    dx = xp.empty((n_rows, h3), dtype=ws.dtype)
-    dgh = xp.empty((n_rows, h3), dtype=ws.dtype)
+    dx = xp.empty((ws.shape[0], 3 * hidden), dtype=ws.dtype)
+    dgh = xp.empty((ws.shape[0], 3 * hidden), dtype=ws.dtype)
     carry = _state(xp, dh_n)
+    fused = device_kernel(ws, "gru_steps_backward")   # a kernel a step
+    if fused is None or not fused(dout, carry, ws, dx, dgh, w_hh, steps, hidden):
+        _gru_steps_backward(xp, dout, carry, ws, dx, dgh, w_hh, steps, hidden)
+    dw = dgh.T @ ws[:, 4 * hidden:]
+    db = dgh.sum(0) if b_hh is not None else None
+    return dx, carry, dw, None, db, None
+
+
+def _gru_steps_backward(xp, dout, carry, ws, dx, dgh, w_hh, steps, hidden):
+    """The input projections' gradients ``dx`` and the recurrent products' ``dgh`` of every
+    step, last first; ``carry`` ends as the initial state's gradient."""
+    h2, h3 = 2 * hidden, 3 * hidden
     for o, bs in reversed(steps):
         w = ws[o:o + bs]
         r, z, nn, hn, hp = (w[:, :hidden], w[:, hidden:h2], w[:, h2:h3], w[:, h3:4 * hidden],
@@ -257,6 +270,3 @@ def gru_backward(xp, dout, dh_n, ws, w_hh, b_hh, steps):
         dh *= z
         dh += e @ w_hh
         carry[:bs] = dh
-    dw = dgh.T @ ws[:, 4 * hidden:]
-    db = dgh.sum(0) if b_hh is not None else None
-    return dx, carry, dw, None, db, None

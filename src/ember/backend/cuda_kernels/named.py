@@ -1,13 +1,13 @@
 """The Triton kernels that ops and optimizers find by name through
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
-LSTM layer's time steps and their gradients, the Adam, SGD, RMSprop and Adagrad updates of
+LSTM or GRU layer's time steps and their gradients, the Adam, SGD, RMSprop and Adagrad updates of
 all of a group's parameters, gradient clipping's norm and scaling, convolutions as implicit
 GEMMs, and uniform and normal random numbers (dropout's masks, rand, randn ...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
-LSTM's and ``scale_all`` return False, the optimizers' the positions of the parameters they
-left, the others None. ``fallible`` makes a kernel that cannot run here return None, after
-switching it off.
+recurrent layers' and ``scale_all`` return False, the optimizers' the positions of the
+parameters they left, the others None. ``fallible`` makes a kernel that cannot run here
+return None, after switching it off.
 """
 
 import math
@@ -197,6 +197,47 @@ def lstm_steps_backward(dout, dh, dc, ws, dg, w_hh, steps, hidden):
     return True
 
 
+def gru_steps(x, b, h, ws, out, wt, steps, hidden):
+    """All the time steps of a GRU layer (ops/_rnn_kernels: gru_forward): each a recurrent
+    GEMM and one kernel, as ``lstm_steps``; False (nothing done) for layouts the kernel does
+    not cover."""
+    if not (_rows_of(x, h, ws, out) and h.flags.c_contiguous and out.flags.c_contiguous
+            and (b is None or (b.dtype == x.dtype and b.flags.c_contiguous))):
+        return False
+    xp, n = xp_of(x), h.shape[0]
+    gates = xp.empty((n, 3 * hidden), x.dtype)      # each step's, consumed by its kernel
+    gates_at, x_at, h_at, ws_at, out_at = (buffer(a) for a in (gates, x, h, ws, out))
+    bias = None if b is None else buffer(b)
+    x_row, ws_row, out_row = x.strides[0], ws.strides[0], out.strides[0]
+    for o, rows in steps:
+        xp.matmul(h if rows == n else h[:rows], wt, out=gates if rows == n else gates[:rows])
+        rnn.gru_step(gates_at, x_at.at(o * x_row), bias, h_at, ws_at.at(o * ws_row),
+                     out_at.at(o * out_row), rows, hidden, x_row // x.itemsize,
+                     ws_row // ws.itemsize)
+    return True
+
+
+def gru_steps_backward(dout, dh, ws, dx, dgh, w_hh, steps, hidden):
+    """Back through ``gru_steps``: each step's gradients in one kernel, then the carried
+    gradient's GEMM part straight into ``dh`` (its z-weighted part kept beside it and added
+    once at the end); False (nothing done) for layouts the kernel does not cover."""
+    if not (_rows_of(dout, dh, ws, dx, dgh)
+            and all(a.flags.c_contiguous for a in (dout, dh, dx, dgh))):
+        return False
+    xp, n = xp_of(dgh), dh.shape[0]
+    dhz = xp.zeros_like(dh)
+    dout_at, dh_at, dhz_at, ws_at, dx_at, dgh_at = (buffer(a)
+                                                   for a in (dout, dh, dhz, ws, dx, dgh))
+    out_row, ws_row, dx_row = dout.strides[0], ws.strides[0], dx.strides[0]
+    for o, rows in reversed(steps):
+        rnn.gru_step_backward(dout_at.at(o * out_row), dh_at, dhz_at, ws_at.at(o * ws_row),
+                              dx_at.at(o * dx_row), dgh_at.at(o * dx_row), rows, hidden,
+                              ws_row // ws.itemsize)
+        xp.matmul(dgh[o:o + rows], w_hh, out=dh if rows == n else dh[:rows])
+    dh += dhz
+    return True
+
+
 def random(xp, shape, dtype, seed, offset, normal=False, low=0.0, high=1.0):
     """``shape`` numbers of ``dtype`` on the current GPU: elements ``offset`` onward of the
     counter-based stream of ``seed``, normal (mean ``low``, std ``high``) or uniform on
@@ -292,6 +333,7 @@ def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
     ("adam", adam), ("sgd", sgd), ("rmsprop", rmsprop), ("adagrad", adagrad),
     ("lstm_steps", lstm_steps), ("lstm_steps_backward", lstm_steps_backward),
+    ("gru_steps", gru_steps), ("gru_steps_backward", gru_steps_backward),
     ("random", random), ("convolution", convolution), ("convolution_input", convolution_input),
     ("convolution_weight", convolution_weight),
     ("grad_norm", grad_norm), ("scale_all", scale_all))})

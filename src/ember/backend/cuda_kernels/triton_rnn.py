@@ -1,5 +1,5 @@
-"""Triton kernels for one step of an LSTM layer's time loop (ops/_rnn_kernels.py): after the
-step's recurrent GEMM, one kernel applies the gates, updates the states and fills the
+"""Triton kernels for one step of an LSTM or GRU layer's time loop (ops/_rnn_kernels.py): after
+the step's recurrent GEMM, one kernel applies the gates, updates the states and fills the
 workspace, and one computes the gates' gradients in the backward; the generic loop takes a
 dozen array operations for each."""
 
@@ -8,7 +8,7 @@ import triton.language as tl
 
 from ember.backend.cuda_kernels._launch import guarded
 
-__all__ = ["lstm_step", "lstm_step_backward", "BLOCK"]
+__all__ = ["lstm_step", "lstm_step_backward", "gru_step", "gru_step_backward", "BLOCK"]
 
 BLOCK = 256
 
@@ -107,3 +107,88 @@ def lstm_step_backward(dout, dh, dc, ws, dg, rows, hidden, ws_stride):
     step's, in place) and the workspace rows ``ws``."""
     _lstm_step_backward_kernel[(rows, triton.cdiv(hidden, BLOCK))](
         dout, dh, dc, ws, dg, hidden, ws_stride, BLOCK=BLOCK)
+
+
+@triton.jit
+def _gru_step_kernel(gh_ptr, x_ptr, b_ptr, h_ptr, ws_ptr, out_ptr, hidden, x_stride, ws_stride,
+                     HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = j < hidden
+    gh = gh_ptr + row * 3 * hidden + j
+    x = x_ptr + row * x_stride + j
+    gh_r = tl.load(gh, mask=mask).to(tl.float32)
+    gh_z = tl.load(gh + hidden, mask=mask).to(tl.float32)
+    gh_n = tl.load(gh + 2 * hidden, mask=mask).to(tl.float32)
+    if HAS_B:
+        gh_r += tl.load(b_ptr + j, mask=mask).to(tl.float32)
+        gh_z += tl.load(b_ptr + hidden + j, mask=mask).to(tl.float32)
+        gh_n += tl.load(b_ptr + 2 * hidden + j, mask=mask).to(tl.float32)
+    r = tl.sigmoid(gh_r + tl.load(x, mask=mask).to(tl.float32))
+    z = tl.sigmoid(gh_z + tl.load(x + hidden, mask=mask).to(tl.float32))
+    n = _tanh(tl.load(x + 2 * hidden, mask=mask).to(tl.float32) + r * gh_n)
+    state = row * hidden + j
+    h_prev = tl.load(h_ptr + state, mask=mask)
+    h = (h_prev.to(tl.float32) - n) * z + n
+    # workspace columns: r, z | n | h W_hn^T + b_hn | h_prev (see gru_forward)
+    ws = ws_ptr + row * ws_stride + j
+    kind = ws_ptr.dtype.element_ty
+    tl.store(ws, r.to(kind), mask=mask)
+    tl.store(ws + hidden, z.to(kind), mask=mask)
+    tl.store(ws + 2 * hidden, n.to(kind), mask=mask)
+    tl.store(ws + 3 * hidden, gh_n.to(kind), mask=mask)
+    tl.store(ws + 4 * hidden, h_prev, mask=mask)
+    tl.store(out_ptr + state, h.to(kind), mask=mask)
+    tl.store(h_ptr + state, h.to(kind), mask=mask)
+
+
+@guarded
+def gru_step(gh, x, b, h, ws, out, rows, hidden, x_stride, ws_stride):
+    """One GRU step for ``rows`` sequences: gates from the recurrent product ``gh`` (rows,
+    3 hidden), the input projection rows ``x`` and bias ``b`` (or None); ``h`` is updated in
+    place, ``out`` and the workspace rows ``ws`` written."""
+    _gru_step_kernel[(rows, triton.cdiv(hidden, BLOCK))](
+        gh, x, x if b is None else b, h, ws, out, hidden, x_stride, ws_stride,
+        HAS_B=b is not None, BLOCK=BLOCK)
+
+
+@triton.jit
+def _gru_step_backward_kernel(dout_ptr, dh_ptr, dhz_ptr, ws_ptr, dx_ptr, dgh_ptr, hidden,
+                              ws_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = j < hidden
+    state = row * hidden + j
+    # the carried gradient comes in two parts: the last GEMM's and the z-weighted one
+    dh = (tl.load(dout_ptr + state, mask=mask).to(tl.float32)
+          + tl.load(dh_ptr + state, mask=mask).to(tl.float32)
+          + tl.load(dhz_ptr + state, mask=mask).to(tl.float32))
+    ws = ws_ptr + row * ws_stride + j
+    r = tl.load(ws, mask=mask).to(tl.float32)
+    z = tl.load(ws + hidden, mask=mask).to(tl.float32)
+    n = tl.load(ws + 2 * hidden, mask=mask).to(tl.float32)
+    hn = tl.load(ws + 3 * hidden, mask=mask).to(tl.float32)
+    h_prev = tl.load(ws + 4 * hidden, mask=mask).to(tl.float32)
+    dn = dh * (1.0 - z) * (1.0 - n * n)
+    dr = dn * hn * (r - r * r)
+    dz = dh * (h_prev - n) * (z - z * z)
+    kind = dx_ptr.dtype.element_ty
+    dx = dx_ptr + row * 3 * hidden + j
+    tl.store(dx, dr.to(kind), mask=mask)
+    tl.store(dx + hidden, dz.to(kind), mask=mask)
+    tl.store(dx + 2 * hidden, dn.to(kind), mask=mask)
+    dgh = dgh_ptr + row * 3 * hidden + j
+    tl.store(dgh, dr.to(kind), mask=mask)
+    tl.store(dgh + hidden, dz.to(kind), mask=mask)
+    tl.store(dgh + 2 * hidden, (dn * r).to(kind), mask=mask)
+    tl.store(dhz_ptr + state, (dh * z).to(kind), mask=mask)
+
+
+@guarded
+def gru_step_backward(dout, dh, dhz, ws, dx, dgh, rows, hidden, ws_stride):
+    """The gradients of one GRU step: ``dx`` (rows, 3 hidden) of the input projections and
+    ``dgh`` of the recurrent products, from the output's gradient rows ``dout``, the carried
+    gradient in two parts, ``dh`` (the last step's GEMM) and ``dhz`` (its z-weighted part,
+    replaced in place by this step's), and the workspace rows ``ws``."""
+    _gru_step_backward_kernel[(rows, triton.cdiv(hidden, BLOCK))](
+        dout, dh, dhz, ws, dx, dgh, hidden, ws_stride, BLOCK=BLOCK)
