@@ -458,6 +458,27 @@ def test_convolutions_run_as_implicit_gemms(overrides, monkeypatch, x_shape, w_s
         _same(got, want, atol=1e-4, rtol=1e-5)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_half_precision_convolutions_run_natively(overrides, monkeypatch, transposed):
+    # float16 (and bfloat16) operands go to the kernels as they are: products sum in float32
+    # and round once, where the generic code multiplies float32 copies
+    launches = [_count_launches(monkeypatch, "triton_conv", name)
+                for name in ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")]
+    conv = F.conv_transpose2d if transposed else F.conv2d
+    results = []
+    for device in ("cpu", "cuda"):
+        ember.manual_seed(0)
+        x, w = ember.randn(2, 6, 7, 7), ember.randn(6, 6, 3, 3) / 8
+        x, w = (t.half().to(device).requires_grad_() for t in (x, w))
+        y = conv(x, w, stride=2, padding=1)
+        y.float().square().sum().backward()
+        results.append((y, x.grad, w.grad))
+    assert all(launches)
+    for got, want in zip(results[1], results[0]):
+        assert got.dtype is ember.float16
+        _same(got, want, atol=2e-2, rtol=2e-3)
+
+
 def test_convolutions_the_kernels_leave_alone_run_generic(overrides, monkeypatch):
     forward = _count_launches(monkeypatch, "triton_conv", "conv2d")
     ember.manual_seed(0)

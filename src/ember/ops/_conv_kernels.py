@@ -8,8 +8,10 @@ channels) is gathered from runs of whole pixels, and the product is one GEMM per
 the CPU worker threads (backend/cpu_kernels.py): chunks stay in cache, and cores share them.
 """
 
+import functools
 import math
 
+import ml_dtypes
 import numpy as np
 
 from ember.backend import device_kernel
@@ -17,6 +19,31 @@ from ember.backend.cpu_kernels import get_num_threads, map_chunks
 
 __all__ = ["output_size", "conv_forward", "conv_input_grad", "conv_weight_grad", "im2col",
            "col2im", "zero_pad"]
+
+
+_LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_F32 = np.dtype(np.float32)
+
+
+def _device_first(kernel):
+    """A convolution's generic code, run after GPU kernel ``kernel`` (``device_kernel``)
+    when that declines the call (the kernels take 16-bit floats natively); the generic code
+    computes 16-bit floats in float32 copies (NumPy and CuPy have no fast 16-bit GEMM)."""
+    def wrap(generic):
+        @functools.wraps(generic)
+        def run(xp, a, b, *args):
+            fast = device_kernel(a, kernel)
+            if fast is not None:
+                out = fast(a, b, *args)
+                if out is not None:
+                    return out
+            if a.dtype not in _LOW:
+                return generic(xp, a, b, *args)
+            wide = [x.astype(_F32) if getattr(x, "dtype", None) in _LOW else x
+                    for x in (a, b, *args)]
+            return generic(xp, *wide).astype(a.dtype)
+        return run
+    return wrap
 
 
 def output_size(size, kernel, stride, pad, dilation):
@@ -156,13 +183,9 @@ _PARALLEL_BYTES = 4 << 20
 _FEW_PIXELS = 256           # below this many output pixels, per-sample products are too small
 
 
+@_device_first("convolution")
 def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
     """Cross-correlation of x (B, C, *S) with w (O, C/G, *K), plus bias: (B, O, *P)."""
-    fast = device_kernel(x, "convolution")
-    if fast is not None:
-        out = fast(x, w, stride, pads, dilation, groups, bias)
-        if out is not None:
-            return out
     b, o = x.shape[0], w.shape[0]
     kernel = w.shape[2:]
     out = output_size(x.shape[2:], kernel, stride, pads, dilation)
@@ -219,14 +242,10 @@ def _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias):
     return conv_forward(xp, g, wt, (1,) * nd, flipped_pads, dilation, groups, bias)
 
 
+@_device_first("convolution_input")
 def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
     """The adjoint of conv_forward in its input: (B, C, *size) from g (B, O, *P), plus bias
     (a transposed convolution)."""
-    fast = device_kernel(g, "convolution_input")
-    if fast is not None:
-        out = fast(g, w, size, stride, pads, dilation, groups, bias)
-        if out is not None:
-            return out
     if all(s == 1 for s in stride) and w.shape[1] * groups >= w.shape[0]:
         # (with fewer input than output channels, the paths below move less data)
         fast = _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias)
@@ -301,13 +320,9 @@ def _scatter_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
     return dst
 
 
+@_device_first("convolution_weight")
 def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     """The adjoint of conv_forward in its weight: (O, C/G, *K) from x and g (B, O, *P)."""
-    fast = device_kernel(x, "convolution_weight")
-    if fast is not None:
-        gw = fast(x, g, kernel, stride, pads, dilation, groups)
-        if gw is not None:
-            return gw
     b, c = x.shape[:2]
     o = g.shape[1]
     out = g.shape[2:]   # may be fewer windows than x allows (a transposed conv's padding)

@@ -6,8 +6,6 @@ written with ``convolution`` and ``_convolution_weight``, whose own derivatives 
 convolutions again, so gradients of any order exist.
 """
 
-import ml_dtypes
-import numpy as np
 
 from ember.backend import cudnn_tf32
 from ember.backend.cpu_kernels import one_blas_thread
@@ -22,25 +20,16 @@ FUNCTIONAL = {name: name for name in ("conv1d", "conv2d", "conv3d", "conv_transp
                                       "conv_transpose2d", "conv_transpose3d")}
 FUNCTIONAL.update(fold.FUNCTIONAL)
 
-_UPCAST = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-_F32 = np.dtype(np.float32)
 
 
 def _run(xp, x, w, b, args):
     """The (transposed) convolution of a batched input, plus bias."""
-    dtype = x.dtype
-    if dtype in _UPCAST:
-        x, w = x.astype(_F32), w.astype(_F32)
-        b = None if b is None else b.astype(_F32)
     with one_blas_thread(xp), cudnn_tf32(xp):
         if args.transposed:
             size = transposed_size(x.shape[2:], w.shape[2:], args)
-            out = conv_input_grad(xp, x, w, size, args.stride, args.pads, args.dilation,
-                                  args.groups, b)
-        else:
-            out = conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups,
-                               b)
-    return out.astype(dtype) if out.dtype != dtype else out
+            return conv_input_grad(xp, x, w, size, args.stride, args.pads, args.dilation,
+                                   args.groups, b)
+        return conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups, b)
 
 
 def _grads(grad, x, w, b, args, need_x=None):
@@ -91,14 +80,10 @@ def _(grad, x, w, b, stride, padding, dilation, transposed, output_padding, grou
     inputs=2, method=False)
 def _convolution_weight(xp, x, g, kernel_size, stride, padding, dilation, groups):
     """The gradient of a convolution with respect to its weight."""
-    dtype = x.dtype
-    if dtype in _UPCAST:
-        x, g = x.astype(_F32), g.astype(_F32)
     pads = tuple((p, p) for p in padding)
     with one_blas_thread(xp), cudnn_tf32(xp):
-        gw = conv_weight_grad(xp, x, g, tuple(kernel_size), tuple(stride), pads,
-                              tuple(dilation), groups)
-    return gw.astype(dtype) if gw.dtype != dtype else gw
+        return conv_weight_grad(xp, x, g, tuple(kernel_size), tuple(stride), pads,
+                                tuple(dilation), groups)
 
 
 @_convolution_weight.derivative
