@@ -103,19 +103,30 @@ ADAM_ROW = 8        # int64 words per tensor in the Adam kernel's table
 
 
 @triton.jit
+def _tensor_block(table_ptr, blocks_ptr, ROW: tl.constexpr, BLOCK: tl.constexpr):
+    """This program's block of one tensor of a multi-tensor kernel: (the tensor's row of
+    ``ROW`` words in the table, the block's element offsets). ``blocks`` holds (tensor, first
+    element) per program (``tensor_blocks``)."""
+    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
+    return table_ptr + tl.load(block) * ROW, tl.load(block + 1) + tl.arange(0, BLOCK)
+
+
+@triton.jit
+def _tensor(row, word):
+    """The float32 tensor whose address is word ``word`` of a table row."""
+    return tl.load(row + word).to(tl.pointer_type(tl.float32))
+
+
+@triton.jit
 def _adam_kernel(table_ptr, blocks_ptr, lr, beta1, beta2, eps, weight_decay,
                  DECAY: tl.constexpr, AMSGRAD: tl.constexpr, BLOCK: tl.constexpr):
     # each program updates one block of one tensor: ``blocks`` holds (tensor, first element)
     # per program, the table a row per tensor: the addresses of x, g, m, v and vmax, the size,
     # then step_size and sqrt(1 - beta2^t) as float64 bits (each tensor counts its own steps)
-    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
-    row = table_ptr + tl.load(block) * 8
-    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
+    row, offsets = _tensor_block(table_ptr, blocks_ptr, 8, BLOCK)
     mask = offsets < tl.load(row + 5)
-    x_ptr = tl.load(row).to(tl.pointer_type(tl.float32))
-    g_ptr = tl.load(row + 1).to(tl.pointer_type(tl.float32))
-    m_ptr = tl.load(row + 2).to(tl.pointer_type(tl.float32))
-    v_ptr = tl.load(row + 3).to(tl.pointer_type(tl.float32))
+    x_ptr, g_ptr, m_ptr, v_ptr = _tensor(row, 0), _tensor(row, 1), _tensor(row, 2), \
+        _tensor(row, 3)
     step_size = tl.load(row + 6).to(tl.float64, bitcast=True).to(tl.float32)
     bias2_sqrt = tl.load(row + 7).to(tl.float64, bitcast=True).to(tl.float32)
     x = tl.load(x_ptr + offsets, mask=mask)
@@ -131,7 +142,7 @@ def _adam_kernel(table_ptr, blocks_ptr, lr, beta1, beta2, eps, weight_decay,
     tl.store(m_ptr + offsets, m, mask=mask)
     tl.store(v_ptr + offsets, v, mask=mask)
     if AMSGRAD:
-        vmax_ptr = tl.load(row + 4).to(tl.pointer_type(tl.float32))
+        vmax_ptr = _tensor(row, 4)
         v = tl.maximum(tl.load(vmax_ptr + offsets, mask=mask), v)
         tl.store(vmax_ptr + offsets, v, mask=mask)
     denom = tl.sqrt(v) / bias2_sqrt + eps
@@ -178,19 +189,16 @@ def _sgd_kernel(table_ptr, blocks_ptr, lr, momentum, dampening, weight_decay,
     # as _adam_kernel: a block of one tensor per program; the table a row per tensor: the
     # addresses of x, g and the momentum buffer, then the size, negative on the buffer's first
     # step (when it takes the gradient as it is)
-    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
-    row = table_ptr + tl.load(block) * 4
+    row, offsets = _tensor_block(table_ptr, blocks_ptr, 4, BLOCK)
     size = tl.load(row + 3)
-    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
     mask = offsets < tl.abs(size)
-    x_ptr = tl.load(row).to(tl.pointer_type(tl.float32))
-    g_ptr = tl.load(row + 1).to(tl.pointer_type(tl.float32))
+    x_ptr, g_ptr = _tensor(row, 0), _tensor(row, 1)
     x = tl.load(x_ptr + offsets, mask=mask)
     g = tl.load(g_ptr + offsets, mask=mask)
     if DECAY:
         g = g + weight_decay * x
     if MOMENTUM:
-        b_ptr = tl.load(row + 2).to(tl.pointer_type(tl.float32))
+        b_ptr = _tensor(row, 2)
         b = tl.load(b_ptr + offsets, mask=mask)
         b = tl.where(size < 0, g, momentum * b + (1.0 - dampening) * g)
         tl.store(b_ptr + offsets, b, mask=mask)
@@ -230,13 +238,9 @@ def _rmsprop_kernel(table_ptr, blocks_ptr, lr, alpha, eps, weight_decay, momentu
     # as _adam_kernel: a block of one tensor per program; the table a row per tensor: the
     # addresses of x, g, the square average, the gradient average and the momentum buffer,
     # then the size
-    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
-    row = table_ptr + tl.load(block) * 6
-    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
+    row, offsets = _tensor_block(table_ptr, blocks_ptr, 6, BLOCK)
     mask = offsets < tl.load(row + 5)
-    x_ptr = tl.load(row).to(tl.pointer_type(tl.float32))
-    g_ptr = tl.load(row + 1).to(tl.pointer_type(tl.float32))
-    v_ptr = tl.load(row + 2).to(tl.pointer_type(tl.float32))
+    x_ptr, g_ptr, v_ptr = _tensor(row, 0), _tensor(row, 1), _tensor(row, 2)
     x = tl.load(x_ptr + offsets, mask=mask)
     g = tl.load(g_ptr + offsets, mask=mask)
     if DECAY:
@@ -244,7 +248,7 @@ def _rmsprop_kernel(table_ptr, blocks_ptr, lr, alpha, eps, weight_decay, momentu
     v = tl.load(v_ptr + offsets, mask=mask) * alpha + (1.0 - alpha) * g * g
     tl.store(v_ptr + offsets, v, mask=mask)
     if CENTERED:
-        a_ptr = tl.load(row + 3).to(tl.pointer_type(tl.float32))
+        a_ptr = _tensor(row, 3)
         a = tl.load(a_ptr + offsets, mask=mask)
         a = a + (1.0 - alpha) * (g - a)
         tl.store(a_ptr + offsets, a, mask=mask)
@@ -252,7 +256,7 @@ def _rmsprop_kernel(table_ptr, blocks_ptr, lr, alpha, eps, weight_decay, momentu
     else:
         avg = tl.sqrt(v) + eps
     if MOMENTUM:
-        b_ptr = tl.load(row + 4).to(tl.pointer_type(tl.float32))
+        b_ptr = _tensor(row, 4)
         b = tl.load(b_ptr + offsets, mask=mask) * momentum + g / avg
         tl.store(b_ptr + offsets, b, mask=mask)
         x = x - lr * b
@@ -282,13 +286,9 @@ def _adagrad_kernel(table_ptr, blocks_ptr, eps, weight_decay, DECAY: tl.constexp
                     BLOCK: tl.constexpr):
     # as _adam_kernel; the table a row per tensor: the addresses of x, g and the sum of
     # squares, the size, then the tensor's decayed learning rate as float64 bits
-    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
-    row = table_ptr + tl.load(block) * 5
-    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
+    row, offsets = _tensor_block(table_ptr, blocks_ptr, 5, BLOCK)
     mask = offsets < tl.load(row + 3)
-    x_ptr = tl.load(row).to(tl.pointer_type(tl.float32))
-    g_ptr = tl.load(row + 1).to(tl.pointer_type(tl.float32))
-    s_ptr = tl.load(row + 2).to(tl.pointer_type(tl.float32))
+    x_ptr, g_ptr, s_ptr = _tensor(row, 0), _tensor(row, 1), _tensor(row, 2)
     clr = tl.load(row + 4).to(tl.float64, bitcast=True).to(tl.float32)
     x = tl.load(x_ptr + offsets, mask=mask)
     g = tl.load(g_ptr + offsets, mask=mask)
@@ -325,10 +325,8 @@ CLIP_ROW = 2
 @triton.jit
 def _clip_block(table_ptr, blocks_ptr, BLOCK: tl.constexpr):
     """This program's block of one float32 tensor: (its addresses, which are in range)."""
-    block = blocks_ptr + tl.program_id(0).to(tl.int64) * 2
-    row = table_ptr + tl.load(block) * 2
-    offsets = tl.load(block + 1) + tl.arange(0, BLOCK)
-    return tl.load(row).to(tl.pointer_type(tl.float32)) + offsets, offsets < tl.load(row + 1)
+    row, offsets = _tensor_block(table_ptr, blocks_ptr, 2, BLOCK)
+    return _tensor(row, 0) + offsets, offsets < tl.load(row + 1)
 
 
 @triton.jit
