@@ -213,7 +213,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=os.environ.get("DEVICE") or "cuda")
     parser.add_argument("--quick", action="store_true", help="shorter timings")
-    parser.add_argument("--only", default="ops,steps,amp", help="comma-separated parts")
+    parser.add_argument("--only", default="ops,steps,amp",
+                        help="comma-separated parts, run in the order given")
     args = parser.parse_args()
     scale = 1 if args.device != "cpu" else 8
     min_time = 0.1 if args.quick else 0.3
@@ -227,26 +228,36 @@ def main():
     print(f"{'workload (ms)':44s} {'ember':>10s} {'torch':>10s} {'ratio':>7s} "
           f"{'ember host':>10s} {'torch host':>10s}")
     print("(host: the time one call keeps the host busy; near the total, the host sets the pace)")
-    if "ops" in parts:
-        ours = op_workloads(ember, scale)
-        theirs = op_workloads(torch, scale) if torch else {}
-        for label, fn in ours.items():
-            _guarded(label, lambda: compare(label, fn, theirs.get(label), args.device,
-                                            min_time))
-        ember.set_grad_enabled(True)
-        if torch:
-            torch.set_grad_enabled(True)
-    if "steps" in parts:
-        for label, make in step_workloads(scale).items():
-            ember.manual_seed(0)
-            if torch:
-                torch.manual_seed(0)
-            _guarded(label, lambda: compare(label, make(ember), make(torch) if torch else None,
-                                            args.device, min_time))
-    if "amp" in parts:
-        print()
-        _guarded("AMP", lambda: amp_convergence(args.device, 30 if args.quick else 60, scale))
+    for part in parts:                  # in the order asked: a run cut short keeps the first
+        if part == "ops":
+            run_ops(args.device, scale, min_time)
+        elif part == "steps":
+            run_steps(args.device, scale, min_time)
+        elif part == "amp":
+            print()
+            _guarded("AMP", lambda: amp_convergence(args.device, 30 if args.quick else 60,
+                                                    scale))
 
+
+def run_ops(device, scale, min_time):
+    """Time each op workload against PyTorch's."""
+    ours = op_workloads(ember, scale)
+    theirs = op_workloads(torch, scale) if torch else {}
+    for label, fn in ours.items():
+        _guarded(label, lambda: compare(label, fn, theirs.get(label), device, min_time))
+    ember.set_grad_enabled(True)
+    if torch:
+        torch.set_grad_enabled(True)
+
+
+def run_steps(device, scale, min_time):
+    """Time each training step against PyTorch's."""
+    for label, make in step_workloads(scale).items():
+        ember.manual_seed(0)
+        if torch:
+            torch.manual_seed(0)
+        _guarded(label, lambda: compare(label, make(ember), make(torch) if torch else None,
+                                        device, min_time))
 
 if __name__ == "__main__":
     main()
