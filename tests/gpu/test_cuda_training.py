@@ -136,3 +136,32 @@ def test_index_checks_in_a_step_do_not_wait_for_the_gpu(host_traffic, loss):
     with host_traffic() as traffic:
         loss(model(x), y).backward()
     assert not traffic, dict(traffic)
+
+
+@pytest.mark.parametrize("layer", [
+    lambda x: F.cross_entropy(x.flatten(1), ember.softmax(x.flatten(1).detach() * 2, -1)),
+    lambda x: F.adaptive_max_pool2d(x, (3, 4)),                     # unequal windows
+    lambda x: F.max_pool3d(x[None], 2),
+    lambda x: F.avg_pool3d(x[None], 2),
+    lambda x: F.interpolate(x[None], scale_factor=1.5, mode="trilinear"),
+], ids=["cross_entropy probabilities", "adaptive_max_pool2d", "max_pool3d", "avg_pool3d",
+        "trilinear"])
+def test_data_dependent_branches_do_not_wait_for_the_gpu(host_traffic, layer):
+    # where the CPU reads the data to pick a path (a NaN? an underflow? an infinity?), a GPU
+    # takes the path that is right either way, and matches the CPU's result
+    ember.manual_seed(0)
+    host = ember.randn(2, 4, 7, 9)
+    host[0, 0, 1, 1] = float("nan")
+    outs = []
+    for x in (host.clone().requires_grad_(), host.cuda().requires_grad_()):
+        out = layer(x)
+        out = out[0] if isinstance(out, tuple) else out
+        out.nan_to_num().sum().backward()
+        outs.append((out, x.grad))
+    x = host.cuda().requires_grad_()
+    with host_traffic() as traffic:
+        out = layer(x)
+        (out[0] if isinstance(out, tuple) else out).nan_to_num().sum().backward()
+    assert not traffic, dict(traffic)
+    for got, want in zip(outs[1], outs[0]):
+        assert_close(got.detach().cpu(), want.detach(), equal_nan=True, atol=1e-5, rtol=1e-5)

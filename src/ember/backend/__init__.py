@@ -19,7 +19,7 @@ __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda
            "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
            "device_assert", "device_constant", "device_copy", "device_scalar",
            "indexing_checks_bounds", "cudnn_tf32", "matmul_precision_changed",
-           "low_precision_product", "combine_at", "bincount"]
+           "low_precision_product", "combine_at", "bincount", "reads_stall"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -100,6 +100,13 @@ def bincount(xp, flat, weights=None, minlength=0):
 def host_array(array):
     """``array`` as a NumPy array: itself, or a copy of a GPU array's values."""
     return array if type(array) is np.ndarray else cuda_backend().to_host(array)
+
+
+def reads_stall(xp):
+    """Whether reading an array value of ``xp`` on the host waits for the device (a GPU's
+    queue of kernels): there, ops take a branch-free path over one that reads the data to
+    choose (whether a NaN occurs, whether a sum underflows)."""
+    return xp is not np
 
 
 def indexing_checks_bounds(xp):

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ember.backend import device_constant
+from ember.backend import device_constant, reads_stall
 
 __all__ = ["max_sweep"]
 
@@ -56,7 +56,9 @@ def max_sweep(xp, x, nd, k, s, p, d, out):
             xp.greater(hit, found, out=hit)         # hit and not found before
             which += hit * itype.type(n)
         found |= hit
-    if x.dtype.kind in "fV" and xp.isnan(best).any():
+    # a NaN maximum takes the last NaN's offset (on a GPU without asking whether there is
+    # one: the read would wait for the device)
+    if x.dtype.kind in "fV" and (reads_stall(xp) or xp.isnan(best).any()):
         for n, view in enumerate(views):
             xp.copyto(which, n, where=xp.isnan(view) & valid(offsets[n]))
     return best, delta.take(which) + start

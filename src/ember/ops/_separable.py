@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from ember.backend import device_copy
+from ember.backend import device_constant, device_copy, reads_stall
 from ember.ops._registry import op
 
 __all__ = ["Taps", "apply_mats", "built_once", "transposed", "_along_dims"]
@@ -62,8 +62,9 @@ def apply_mats(xp, x, mats):
     dtype = x.dtype
     if dtype.itemsize == 2 and dtype.kind in "fV":      # 16-bit floats compute in float32
         x = x.astype(np.float32)
-    # a GEMM would spread a NaN or an infinity through every zero weight of its row
-    finite = x.dtype.kind not in "fc" or bool(xp.isfinite(x).all())
+    # a GEMM would spread a NaN or an infinity through every zero weight of its row (on a GPU
+    # the taps are summed without asking: the read would wait for the device)
+    finite = x.dtype.kind not in "fc" or (not reads_stall(xp) and bool(xp.isfinite(x).all()))
     for i, m in enumerate(mats):
         if m is None:
             continue
@@ -104,6 +105,11 @@ def _by_taps(xp, x, m, axis):
 def _tap_sum(xp, x, index, weight, used, axis):
     shape = [1] * x.ndim
     shape[axis] = index.shape[0]
+    if reads_stall(xp):         # on a GPU: the host tables uploaded once, not a tap at a time
+        key = ("taps", x.dtype.str, index.shape, index.tobytes(), weight.tobytes(),
+               None if used is None else used.tobytes())
+        index, weight, used = device_constant(x, key, lambda: (
+            index, weight.astype(x.dtype), np.ones(index.shape, bool) if used is None else used))
     out = xp.zeros(x.shape[:axis] + (index.shape[0],) + x.shape[axis + 1:], dtype=x.dtype)
     for t in range(index.shape[1]):
         term = x.take(xp.asarray(index[:, t]), axis=axis) * \

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ember.backend import device_copy
+from ember.backend import device_copy, reads_stall
 from ember.ops._max_sweep import max_sweep
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
 from ember.ops._pool_index import _plane_scatter_add
@@ -101,7 +101,8 @@ def _adaptive_max(xp, x, nd, output_size):
     pick = windows.argmax(axis=-1)[..., None]        # the first maximum, or the first NaN
     if windows.dtype.kind in "fV":
         nan = xp.isnan(windows)
-        if nan.any():       # PyTorch's kernel keeps the last NaN of a window
+        # (on a GPU without asking: reading whether there is one would wait for the device)
+        if reads_stall(xp) or nan.any():    # PyTorch's kernel keeps the last NaN of a window
             last = windows.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)[..., None]
             pick = xp.where(nan.any(axis=-1, keepdims=True), last, pick)
     values = xp.take_along_axis(windows, pick, axis=-1)[..., 0]

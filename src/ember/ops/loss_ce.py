@@ -10,7 +10,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import _make
-from ember.backend import xp_of
+from ember.backend import reads_stall, xp_of
 from ember.ops._along import check_range
 from ember.ops._loss_common import reduction_of
 from ember.ops._reduce import grad_enabled
@@ -149,12 +149,15 @@ def _exp_rows(xp, x):
     """(``exp(x - shift)``, its sums over dim 1, the shift) for (N, C, *d) ``x``.
 
     The shift is the global max when every row's sum stays far from underflow (one cheap
-    reduction), else each row's max."""
-    shift = x.max()
-    e = x - shift
-    xp.exp(e, out=e)
-    sums = _row_sums(xp, e)
-    if not sums.min() >= 1e-30:         # also NaN: a row far below the max, or infinities
+    reduction), else each row's max; on a GPU always each row's (checking would wait)."""
+    per_row = reads_stall(xp)
+    if not per_row:
+        shift = x.max()
+        e = x - shift
+        xp.exp(e, out=e)
+        sums = _row_sums(xp, e)
+        per_row = not sums.min() >= 1e-30   # also NaN: a row far below the max, or infinities
+    if per_row:
         shift = x.max(axis=1, keepdims=True)
         e = x - shift
         xp.exp(e, out=e)
