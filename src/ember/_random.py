@@ -3,9 +3,10 @@
 Streams come from NumPy's PCG64. They do not match PyTorch's bit for bit, but a seed makes
 ember reproducible with itself. On a GPU with the CUDA kernels loaded, uniform, normal and
 Bernoulli samples of 32- and 16-bit floats (rand, randn, normal, uniform_, normal_,
-bernoulli, dropout's masks) are drawn on the device instead, from a counter-based (Philox)
-stream of the generator's seed: the generator then also counts the numbers it has handed
-out (``_offset``). The other samples are drawn on the host and uploaded.
+bernoulli, dropout's masks) and integers from spans up to 2**32 (randint, random_) are drawn
+on the device instead, from a counter-based (Philox) stream of the generator's seed: the
+generator then also counts the numbers it has handed out (``_offset``). The other samples
+are drawn on the host and uploaded.
 """
 
 import json
@@ -81,11 +82,12 @@ def _rng(generator):
     return (default_generator if generator is None else generator)._rng
 
 
-def _drawn_on_device(generator, shape, dtype, device, normal=False, low=0.0, high=1.0):
+def _drawn_on_device(generator, shape, dtype, device, kind="uniform", low=0.0, high=1.0):
     """``shape`` samples of ``dtype`` drawn on GPU ``device`` by the CUDA kernels, from the
     counter-based stream of the generator's seed (``generator`` or the GPU's default one):
-    normal (mean ``low``, std ``high``) or uniform on [low, high). None where they cannot
-    be: a CPU device or generator, no kernels, a dtype they do not store (float64)."""
+    of ``kind`` "uniform" (on [low, high)), "normal" (mean ``low``, std ``high``) or
+    "integers" (in [low, high)). None where they cannot be: a CPU device or generator, no
+    kernels, what they do not store (float64, ...)."""
     if device.type == "cpu" or (generator is not None and generator.device.type == "cpu"):
         return None
     backend = cuda_backend()                        # loads the kernels with the backend
@@ -97,7 +99,7 @@ def _drawn_on_device(generator, shape, dtype, device, normal=False, low=0.0, hig
         generator = cuda_default(device.index)
     with backend.device_guard(device.index):
         out = draw(backend.cupy, tuple(shape), dtype.np, generator._seed, generator._offset,
-                   normal, low, high)
+                   kind, low, high)
     if out is not None:                             # None: the kernel cannot run here
         generator._offset += out.size
     return out
@@ -195,7 +197,7 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     """Standard normal samples."""
     dtype = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _size(size)
-    drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], normal=True)
+    drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal")
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
     rng = _rng_on(generator, device)
@@ -217,7 +219,11 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
     dtype = D.int64 if dtype is None else dtype
-    arr = _rng_on(generator, device).integers(low, high, size=_size((size,)), dtype=np.int64)
+    shape = _size((size,))
+    drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "integers", low, high)
+    if drawn is not None:
+        return _fill_out(out, _finish(drawn, requires_grad))
+    arr = _rng_on(generator, device).integers(low, high, size=shape, dtype=np.int64)
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
 
@@ -258,7 +264,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     dtype = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _size((size,))
-    drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], True, mean, std)
+    drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal", mean, std)
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
     arr = mean + std * _rng_on(generator, device).standard_normal(shape)
@@ -355,7 +361,8 @@ def _fill_(t, arr):
 def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     """Fill with uniform samples on [from, to)."""
     from_ = kw.pop("from", from_)
-    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, False, from_, to)
+    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "uniform", from_,
+                             to)
     if drawn is not None:
         return _fill_(self, drawn)
     return _fill_(self, from_ + (to - from_) * _rng_on(generator, self.device).random(self.shape))
@@ -365,7 +372,8 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fill with normal samples."""
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, True, mean, std)
+    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "normal", mean,
+                             std)
     if drawn is not None:
         return _fill_(self, drawn)
     return _fill_(self, mean + std * _rng_on(generator, self.device).standard_normal(self.shape))
@@ -376,6 +384,10 @@ def random_(self, from_=0, to=None, *, generator=None, **kw):
     from_ = kw.pop("from", from_)
     if to is None:
         to, from_ = (from_, 0) if from_ else (_random_limit(self.dtype), 0)
+    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "integers", from_,
+                             to)
+    if drawn is not None:
+        return _fill_(self, drawn)
     return _fill_(self, _rng_on(generator, self.device).integers(from_, to, size=self.shape))
 
 

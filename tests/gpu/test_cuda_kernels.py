@@ -568,6 +568,10 @@ SAMPLERS = {       # name -> (draw n samples on cuda, expected mean, expected st
                   0.1875 ** 0.5),
     "bernoulli_ tensor p": (lambda n: ember.zeros(n, device="cuda").bernoulli_(
         ember.full((n,), 0.75, device="cuda")), 0.75, 0.1875 ** 0.5),
+    "randint int32": (lambda n: ember.randint(-3, 7, (n,), device="cuda", dtype=ember.int32),
+                      1.5, (99 / 12) ** 0.5),
+    "random_ uint8": (lambda n: ember.empty(n, device="cuda", dtype=ember.uint8).random_(),
+                      127.5, ((256 ** 2 - 1) / 12) ** 0.5),
 }
 
 

@@ -97,6 +97,10 @@ def _cases():
                 _pointers(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), dt), lse_ptr="*fp32",
                 scale="fp32", **ints), dict(CAUSAL=causal, IEEE=ieee, BLOCK_M=64,
                                             BLOCK_N=block_n, HEAD=head, HEAD_V=head)
+    for dt in ("i64", "i32", "u8", "fp32"):
+        yield pointwise._randint_kernel, dict(out_ptr=f"*{dt}", n="i32", seed="i64",
+                                              offset="i64", low="i64", span="i64"), \
+            dict(BLOCK=pointwise.BLOCK)
     for dt in ("fp32", "bf16", "fp16"):
         for normal in (False, True):
             yield pointwise._random_kernel, dict(out_ptr=f"*{dt}", n="i32", seed="i64",

@@ -238,15 +238,22 @@ def gru_steps_backward(dout, dh, ws, dx, dgh, w_hh, steps, hidden):
     return True
 
 
-def random(xp, shape, dtype, seed, offset, normal=False, low=0.0, high=1.0):
+def random(xp, shape, dtype, seed, offset, kind="uniform", low=0.0, high=1.0):
     """``shape`` numbers of ``dtype`` on the current GPU: elements ``offset`` onward of the
-    counter-based stream of ``seed``, normal (mean ``low``, std ``high``) or uniform on
-    [low, high). None for a dtype the kernel does not store (float64, complex)."""
-    if np.dtype(dtype) not in FAST_DTYPES:
+    counter-based stream of ``seed``, of ``kind`` "uniform" (on [low, high)), "normal" (mean
+    ``low``, std ``high``) or "integers" (in [low, high)). None for what the kernels do not
+    store: float64 and complex, integers in bool or from a span over 2**32."""
+    dtype = np.dtype(dtype)
+    if kind == "integers":
+        if not (dtype in FAST_DTYPES or dtype.kind in "iu") or high - low > 2 ** 32:
+            return None
+    elif dtype not in FAST_DTYPES:
         return None
     out = xp.empty(shape, dtype)
-    if out.size:
-        pointwise.random(buffer(out), out.size, seed, offset, normal, low, high)
+    if out.size and kind == "integers":
+        pointwise.randint(buffer(out), out.size, seed, offset, low, high)
+    elif out.size:
+        pointwise.random(buffer(out), out.size, seed, offset, kind == "normal", low, high)
     return out
 
 

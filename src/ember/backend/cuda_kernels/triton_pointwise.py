@@ -11,7 +11,7 @@ from ember.backend.cuda_kernels._launch import guarded
 
 __all__ = ["gelu", "gelu_backward", "silu", "silu_backward", "adam_update", "adam_table",
            "tensor_blocks", "sgd_update", "sgd_table", "rmsprop_update", "adagrad_update",
-           "adagrad_table", "sum_of_squares", "scale", "random", "BLOCK", "CLIP_ROW",
+           "adagrad_table", "sum_of_squares", "scale", "random", "randint", "BLOCK", "CLIP_ROW",
            "ADAM_ROW", "SGD_ROW", "RMSPROP_ROW", "ADAGRAD_ROW"]
 
 BLOCK = 1024
@@ -387,3 +387,19 @@ def random(out, n, seed, offset, normal, low, high):
     ``normal``, else uniform on [low, high)."""
     _random_kernel[(triton.cdiv(n, BLOCK),)](out, n, seed, offset, float(low), float(high),
                                             NORMAL=bool(normal), BLOCK=BLOCK)
+
+
+@triton.jit
+def _randint_kernel(out_ptr, n, seed, offset, low, span, BLOCK: tl.constexpr):
+    index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    r = tl.randint(seed, offset + index).to(tl.int64) & 0xFFFFFFFF    # 32 random bits
+    tl.store(out_ptr + index, (low + r % span).to(out_ptr.dtype.element_ty), mask=index < n)
+
+
+@guarded
+def randint(out, n, seed, offset, low, high):
+    """Fill ``out`` with ``n`` integers in [low, high) (``high - low`` at most 2**32) from
+    elements ``offset`` to ``offset + n`` of the counter-based stream of ``seed``: 32 random
+    bits modulo the span, as PyTorch's kernels take them."""
+    _randint_kernel[(triton.cdiv(n, BLOCK),)](out, n, seed, offset, int(low), int(high - low),
+                                             BLOCK=BLOCK)
