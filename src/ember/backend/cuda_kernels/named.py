@@ -2,7 +2,7 @@
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
 LSTM or GRU layer's time steps and their gradients, the Adam, SGD, RMSprop and Adagrad updates of
 all of a group's parameters, gradient clipping's norm and scaling, convolutions as implicit
-GEMMs, and uniform and normal random numbers (dropout's masks, rand, randn ...).
+GEMMs, and random numbers (dropout's masks, rand, randn, randint ...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
 recurrent layers' and ``scale_all`` return False, the optimizers' the positions of the

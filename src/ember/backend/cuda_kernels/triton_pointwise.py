@@ -1,6 +1,6 @@
 """Triton kernels applied element by element over contiguous buffers: gelu and its gradient,
 silu, the Adam/AdamW, SGD, RMSprop and Adagrad parameter updates (of many tensors in one
-launch), gradient clipping's norm and scaling, and uniform and normal random numbers.
+launch), gradient clipping's norm and scaling, and uniform, normal and integer random numbers.
 Launchers take buffers as objects with ``data_ptr()`` and ``dtype`` and compute in float32."""
 
 import numpy as np
