@@ -1,6 +1,7 @@
 """The Triton kernels checked without a GPU: each compiles for the H200's architecture
-(sm_90), and Triton's interpreter runs them on NumPy arrays against NumPy references
-(tests/gpu/interpreted_kernels.py, in a process of its own). Skips without Triton."""
+(sm_90) within its shared memory, and Triton's interpreter runs them on NumPy arrays against
+NumPy references (tests/gpu/interpreted_kernels.py, in a process of its own). Skips without
+Triton."""
 
 import os
 import subprocess
@@ -200,3 +201,5 @@ def test_kernel_compiles_for_sm90(kernel, signature, constants):
     compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constants),
                               target=GPUTarget("cuda", 90, 32))
     assert "cubin" in compiled.asm
+    # an H100/H200 block gets at most 227 KiB of shared memory: more fails only at launch
+    assert compiled.metadata.shared <= 227 * 1024, compiled.metadata.shared
