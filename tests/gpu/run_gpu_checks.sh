@@ -121,14 +121,15 @@ checks = {
         .float().mean().item(), sorted(map(str, ember.backend._UPCAST_PRODUCTS)) or "native"),
     "float32 GEMM compute type (1 default, 7 TF32)": lambda: ember.backend.cuda_backend()
         ._GEMM.get_compute_type(__import__("numpy").float32),
-    "AdamW, SGD, RMSprop, Adagrad steps, clipping (multi-tensor kernels)": lambda: [
+    "AdamW, SGD, RMSprop, Adagrad, Adadelta steps, clipping (multi-tensor kernels)": lambda: [
         (lambda m, o: (m(ember.ones(2, 4, device="cuda")).sum().backward(),
                        ember.nn.utils.clip_grad_norm_(m.parameters(), 1.0), o.step(),
                        m.weight.sum().item())[-1])(m, opt(m.parameters(), lr=0.1))
         for m, opt in ((ember.nn.Linear(4, 3).cuda(), ember.optim.AdamW),
                        (ember.nn.Linear(4, 3).cuda(), ember.optim.SGD),
                        (ember.nn.Linear(4, 3).cuda(), ember.optim.RMSprop),
-                       (ember.nn.Linear(4, 3).cuda(), ember.optim.Adagrad))],
+                       (ember.nn.Linear(4, 3).cuda(), ember.optim.Adagrad),
+                       (ember.nn.Linear(4, 3).cuda(), ember.optim.Adadelta))],
     "kernels switched off": lambda: __import__(
         "ember.backend.cuda_kernels", fromlist=["DISABLED"]).DISABLED or "none",
 }

@@ -285,10 +285,12 @@ def test_interpolation_with_infinities_and_its_gradient(overrides, monkeypatch, 
     (ember.optim.RMSprop, {}), (ember.optim.RMSprop, {"weight_decay": 0.1, "momentum": 0.9}),
     (ember.optim.RMSprop, {"centered": True, "momentum": 0.5, "maximize": True}),
     (ember.optim.Adagrad, {}), (ember.optim.Adagrad, {"lr_decay": 0.1, "weight_decay": 0.1,
-                                                      "initial_accumulator_value": 0.5})])
+                                                      "initial_accumulator_value": 0.5}),
+    (ember.optim.Adadelta, {}), (ember.optim.Adadelta, {"weight_decay": 0.1, "rho": 0.5,
+                                                        "maximize": True})])
 def test_fused_optimizers_match_cpu(overrides, monkeypatch, cls, kwargs):
     name = {ember.optim.SGD: "sgd", ember.optim.RMSprop: "rmsprop",
-            ember.optim.Adagrad: "adagrad"}.get(cls, "adam")
+            ember.optim.Adagrad: "adagrad", ember.optim.Adadelta: "adadelta"}.get(cls, "adam")
     fused, calls = ember.backend.DEVICE_KERNELS[name], []
 
     def recording(params, **hyper):
@@ -308,8 +310,8 @@ def test_fused_optimizers_match_cpu(overrides, monkeypatch, cls, kwargs):
             opt.step()
     for h, g in zip(host, gpu):
         _same(g.detach(), h.detach(), atol=1e-6, rtol=1e-5)
-    key = {"adam": "exp_avg", "rmsprop": "square_avg", "adagrad": "sum"}.get(
-        name, "momentum_buffer")
+    key = {"adam": "exp_avg", "rmsprop": "square_avg", "adagrad": "sum",
+           "adadelta": "acc_delta"}.get(name, "momentum_buffer")
     if key in opts[0].state[host[0]]:
         assert np.isclose(opts[1].state[gpu[0]][key].cpu().numpy(),
                           opts[0].state[host[0]][key].numpy(), atol=1e-6).all()

@@ -160,6 +160,9 @@ def _cases():
         yield pointwise._rmsprop_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
             dict(DECAY=decay, CENTERED=centered, MOMENTUM=momentum, BLOCK=pointwise.BLOCK)
     for decay in (False, True):
+        yield pointwise._adadelta_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", lr="fp32",
+                                               rho="fp32", eps="fp32", weight_decay="fp32"), \
+            dict(DECAY=decay, BLOCK=pointwise.BLOCK)
         yield pointwise._adagrad_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", eps="fp32",
                                               weight_decay="fp32"), \
             dict(DECAY=decay, BLOCK=pointwise.BLOCK)

@@ -1,7 +1,8 @@
 """Adadelta (``torch.optim.Adadelta``)."""
 
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+                                step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["Adadelta"]
@@ -25,22 +26,28 @@ class Adadelta(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, wd, eps, rho = (value(group["lr"]), group["weight_decay"], group["eps"],
-                                group["rho"])
+            params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"]):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), square_avg=state_like(p),
                                  acc_delta=state_like(p))
                 step_count(state)
-                if wd:
-                    g = g + wd * x
-                v, u = real(state["square_avg"]._data), real(state["acc_delta"]._data)
-                v *= rho
-                v += (1 - rho) * g * g
-                delta = ((u + eps) ** 0.5) / ((v + eps) ** 0.5) * g
-                u *= rho
-                u += (1 - rho) * delta * delta
-                x -= lr * delta
-                p._bump_version()
+                params.append(p)
+                updates.append((x, g, real(state["square_avg"]._data),
+                                real(state["acc_delta"]._data)))
+            apply_updates("adadelta", params, updates, _update, lr=value(group["lr"]),
+                          rho=group["rho"], eps=group["eps"], weight_decay=group["weight_decay"])
         return loss
+
+
+def _update(x, g, v, u, *, lr, rho, eps, weight_decay):
+    """One parameter's Adadelta step in place, in array operations."""
+    if weight_decay:
+        g = g + weight_decay * x
+    v *= rho
+    v += (1 - rho) * g * g
+    delta = ((u + eps) ** 0.5) / ((v + eps) ** 0.5) * g
+    u *= rho
+    u += (1 - rho) * delta * delta
+    x -= lr * delta

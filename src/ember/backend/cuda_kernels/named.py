@@ -1,8 +1,9 @@
 """The Triton kernels that ops and optimizers find by name through
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
-LSTM or GRU layer's time steps and their gradients, the Adam, SGD, RMSprop and Adagrad updates of
-all of a group's parameters, gradient clipping's norm and scaling, convolutions as implicit
-GEMMs, and random numbers (dropout's masks, rand, randn, randint ...).
+LSTM or GRU layer's time steps and their gradients, the Adam, SGD, RMSprop, Adadelta and
+Adagrad updates of all of a group's parameters, gradient clipping's norm and scaling,
+convolutions as implicit GEMMs, and random numbers (dropout's masks, rand, randn, randint
+...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
 recurrent layers' and ``scale_all`` return False, the optimizers' the positions of the
@@ -96,6 +97,20 @@ def rmsprop(params, *, lr, alpha, eps, weight_decay, momentum, centered):
                           for x, g, v, avg, b in chosen], np.int64)
         _on_table(pointwise.rmsprop_update, chosen[0][0], table, sizes, lr=lr, alpha=alpha,
                   eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered)
+    return left
+
+
+def adadelta(params, *, lr, rho, eps, weight_decay):
+    """The Adadelta update of many float32 parameters in one launch. ``params`` holds (x, g,
+    square average, accumulated update) per parameter; returns the positions of those it
+    left, which the optimizer updates itself."""
+    taken, left = _split(params, lambda p: p)
+    if taken:
+        chosen = [params[i] for i in taken]
+        sizes = tuple(p[0].size for p in chosen)
+        table = np.array([[_address(a) for a in p] + [p[0].size] for p in chosen], np.int64)
+        _on_table(pointwise.adadelta_update, chosen[0][0], table, sizes, lr=lr, rho=rho,
+                  eps=eps, weight_decay=weight_decay)
     return left
 
 
@@ -338,7 +353,8 @@ def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
 
 
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
-    ("adam", adam), ("sgd", sgd), ("rmsprop", rmsprop), ("adagrad", adagrad),
+    ("adam", adam), ("sgd", sgd), ("rmsprop", rmsprop), ("adadelta", adadelta),
+    ("adagrad", adagrad),
     ("lstm_steps", lstm_steps), ("lstm_steps_backward", lstm_steps_backward),
     ("gru_steps", gru_steps), ("gru_steps_backward", gru_steps_backward),
     ("random", random), ("convolution", convolution), ("convolution_input", convolution_input),

@@ -1,7 +1,8 @@
 """Triton kernels applied element by element over contiguous buffers: gelu and its gradient,
-silu, the Adam/AdamW, SGD, RMSprop and Adagrad parameter updates (of many tensors in one
-launch), gradient clipping's norm and scaling, and uniform, normal and integer random numbers.
-Launchers take buffers as objects with ``data_ptr()`` and ``dtype`` and compute in float32."""
+silu, the Adam/AdamW, SGD, RMSprop, Adadelta and Adagrad parameter updates (of many tensors
+in one launch), gradient clipping's norm and scaling, and uniform, normal and integer random
+numbers. Launchers take buffers as objects with ``data_ptr()`` and ``dtype`` and compute in
+float32."""
 
 import numpy as np
 import triton
@@ -10,9 +11,10 @@ import triton.language as tl
 from ember.backend.cuda_kernels._launch import guarded
 
 __all__ = ["gelu", "gelu_backward", "silu", "silu_backward", "adam_update", "adam_table",
-           "tensor_blocks", "sgd_update", "sgd_table", "rmsprop_update", "adagrad_update",
+           "tensor_blocks", "sgd_update", "sgd_table", "rmsprop_update", "adadelta_update",
+           "adagrad_update",
            "adagrad_table", "sum_of_squares", "scale", "random", "randint", "BLOCK", "CLIP_ROW",
-           "ADAM_ROW", "SGD_ROW", "RMSPROP_ROW", "ADAGRAD_ROW"]
+           "ADAM_ROW", "SGD_ROW", "RMSPROP_ROW", "ADADELTA_ROW", "ADAGRAD_ROW"]
 
 BLOCK = 1024
 # the kernels write their constants as literals (Triton's compiler reads module globals only as
@@ -276,6 +278,40 @@ def rmsprop_update(table, blocks, programs, *, lr, alpha, eps, weight_decay, mom
                                  float(weight_decay), float(momentum),
                                  DECAY=bool(weight_decay), CENTERED=bool(centered),
                                  MOMENTUM=momentum > 0, BLOCK=BLOCK)
+
+
+ADADELTA_ROW = 5    # int64 words per tensor in the Adadelta kernel's table
+
+
+@triton.jit
+def _adadelta_kernel(table_ptr, blocks_ptr, lr, rho, eps, weight_decay, DECAY: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    # as _adam_kernel; the table a row per tensor: the addresses of x, g, the square average
+    # and the accumulated update, then the size
+    row, offsets = _tensor_block(table_ptr, blocks_ptr, 5, BLOCK)
+    mask = offsets < tl.load(row + 4)
+    x_ptr, g_ptr, v_ptr, u_ptr = _tensor(row, 0), _tensor(row, 1), _tensor(row, 2), \
+        _tensor(row, 3)
+    x = tl.load(x_ptr + offsets, mask=mask)
+    g = tl.load(g_ptr + offsets, mask=mask)
+    if DECAY:
+        g = g + weight_decay * x
+    v = tl.load(v_ptr + offsets, mask=mask) * rho + (1.0 - rho) * g * g
+    u = tl.load(u_ptr + offsets, mask=mask)
+    delta = tl.sqrt(u + eps) / tl.sqrt(v + eps) * g
+    tl.store(v_ptr + offsets, v, mask=mask)
+    tl.store(u_ptr + offsets, u * rho + (1.0 - rho) * delta * delta, mask=mask)
+    tl.store(x_ptr + offsets, x - lr * delta, mask=mask)
+
+
+@guarded
+def adadelta_update(table, blocks, programs, *, lr, rho, eps, weight_decay):
+    """One Adadelta step in place on many float32 tensors at once: ``table`` (tensors,
+    ``ADADELTA_ROW``) int64 on the device, the addresses of (x, g, square average,
+    accumulated update) and the size per tensor, and ``blocks`` as ``tensor_blocks`` makes
+    it."""
+    _adadelta_kernel[(programs,)](table, blocks, float(lr), float(rho), float(eps),
+                                  float(weight_decay), DECAY=bool(weight_decay), BLOCK=BLOCK)
 
 
 ADAGRAD_ROW = 5     # int64 words per tensor in the Adagrad kernel's table
