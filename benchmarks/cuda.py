@@ -86,6 +86,7 @@ def op_workloads(lib, scale):
     conv = lib.nn.Conv2d(64, 64, 3, padding=1)
     pointwise_conv = lib.nn.Conv2d(64, 256, 1)
     upsample = lib.nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1)
+    running, affine = (lib.zeros(64), lib.ones(64)), (randn(64), randn(64))
     q, k, v = (randn(16 // scale, 16, 1024 // scale, 64) for _ in range(3))
     q16, k16, v16 = (t.to(lib.bfloat16) for t in (q, k, v))
     params = [lib.nn.Parameter(randn(1000, 1000 // scale)) for _ in range(10)]
@@ -114,6 +115,8 @@ def op_workloads(lib, scale):
         "conv2d 64->256 1x1, im2col + GEMM": _im2col(lib, lambda: pointwise_conv(image)),
         f"convT 64->32 4x4/2 on {tuple(image.shape)}": lambda: upsample(image),
         "convT 64->32 4x4/2, col2im + GEMM": _im2col(lib, lambda: upsample(image)),
+        f"batch_norm (training) on {tuple(image.shape)}": lambda: F.batch_norm(
+            image, *running, *affine, training=True),
         f"max_pool2d 3x3/2 on {tuple(image.shape)}": lambda: F.max_pool2d(image, 3, 2, 1),
         f"avg_pool2d 2x2 on {tuple(image.shape)}": lambda: F.avg_pool2d(image, 2),
         f"bilinear x2 on {tuple(image.shape)}": lambda: F.interpolate(

@@ -1,6 +1,6 @@
 """The Triton kernels registered as CUDA forwards of ops (NOTE [CUDA kernel overrides]):
-softmax, log_softmax, layer norm, cross entropy, gelu and its gradient, silu and flash
-attention (pooling's and interpolation's are in spatial.py).
+softmax, log_softmax, layer norm, batch norm, cross entropy, gelu and its gradient, silu and
+flash attention (pooling's and interpolation's are in spatial.py).
 
 Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
 rows short enough to hold in registers) and returns None for the rest, which the op's
@@ -12,6 +12,7 @@ import math
 
 from ember.backend.cuda_kernels import override
 from ember.backend.cuda_kernels import triton_attention as attention
+from ember.backend.cuda_kernels import triton_batch_norm as batch_norm
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, buffers, covered
@@ -19,7 +20,7 @@ from ember.backends.cuda import flash_sdp_enabled
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
 from ember.ops.loss_ce import _check_class_target, _check_weight, check_class_range
-from ember.ops.normalization import check_normalized_shape
+from ember.ops.normalization import _channel_rows, check_normalized_shape
 
 
 def _softmax(xp, x, dim, dtype, name, log):
@@ -60,6 +61,39 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
                          eps)
     stats = x.shape[:x.ndim - len(ns)] + (1,) * len(ns)
     return y, mean.reshape(stats), invstd.reshape(stats)
+
+
+def channel_vectors(channels, *vectors):
+    """Whether batch norm's per-channel vectors (None for absent ones) are all contiguous
+    float vectors of ``channels`` values, as the kernels read them."""
+    return all(v is None or (v.ndim == 1 and v.size == channels and v.dtype.kind in "fV"
+                             and v.flags.c_contiguous) for v in vectors)
+
+
+@override("native_batch_norm")
+def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
+    """Batch norm of a contiguous (N, C, *) array: each channel's statistics in one pass
+    (and a merge that also moves the running statistics), then normalization, scale and
+    shift in another."""
+    if (x.ndim < 2 or not covered(x) or not channel_vectors(x.shape[1], w, b, rm, rv)
+            or (rm is None) != (rv is None) or (rm is None and not training)
+            or (rm is not None and training and momentum is None)):
+        return None                     # the generic forward computes or rejects these
+    shape = _channel_rows(x.shape)
+    y = xp.empty(x.shape, x.dtype)
+    weight, bias = buffers(w, b)
+    if not training:
+        batch_norm.normalize(buffer(x), buffer(y), buffer(rm), buffer(rv), weight, bias, shape,
+                             eps)
+        stats = xp.zeros(0, x.dtype)
+        return y, stats, stats
+    mean, invstd = xp.empty(shape[1], xp.float32), xp.empty(shape[1], xp.float32)
+    partial = xp.empty(batch_norm.scratch_size(shape), xp.float32)
+    batch_norm.statistics(buffer(x), buffer(partial), buffer(mean), buffer(invstd),
+                          *buffers(rm, rv), shape, eps, momentum or 0.0)
+    batch_norm.normalize(buffer(x), buffer(y), buffer(mean), buffer(invstd), weight, bias,
+                         shape)
+    return y, mean.astype(x.dtype, copy=False), invstd.astype(x.dtype, copy=False)
 
 
 def class_rows(xp, x):

@@ -1,6 +1,7 @@
 """The Triton kernels registered as CUDA derivatives of ops (NOTE [CUDA kernel overrides]):
-the first-order gradients of softmax, log_softmax, silu, layer norm, cross entropy and
-flash attention, each in one pass (two kernels for attention); pooling's and interpolation's
+the first-order gradients of softmax, log_softmax, silu, layer norm, batch norm, cross
+entropy and flash attention, each in one pass (two kernels for attention, three for batch
+norm); pooling's and interpolation's
 are in spatial.py.
 
 An override takes the derivative's own arguments (Tensors) and returns its result, or None
@@ -15,13 +16,15 @@ from ember.autograd.graph import carries_gradient
 from ember.backend import xp_of
 from ember.backend.cuda_kernels import override_derivative
 from ember.backend.cuda_kernels import triton_attention as attention
+from ember.backend.cuda_kernels import triton_batch_norm as batch_norm
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import buffer, buffers, covered
-from ember.backend.cuda_kernels.forwards import class_rows, class_weights
+from ember.backend.cuda_kernels.forwards import channel_vectors, class_rows, class_weights
 from ember.ops._dims import wrap_dim
 from ember.ops._loss_common import reduction_of
 from ember.ops.attention import _groups, _scale
+from ember.ops.normalization import _channel_rows
 
 
 def _softmax_backward(grad, out, dim, log):
@@ -82,6 +85,39 @@ def native_layer_norm(grads, x, w, b, normalized_shape, eps, *, out):
     return (None if gx is None else _make(gx),
             _make(partial_w.sum(axis=0).astype(w._data.dtype).reshape(w.shape)) if need_w else None,
             _make(partial_b.sum(axis=0).astype(b._data.dtype).reshape(b.shape)) if need_b else None)
+
+
+@override_derivative("native_batch_norm")
+def native_batch_norm(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
+    """Batch norm's (input, weight, bias) gradients: per-channel sums of the gradient and of
+    its product with the centered input in one pass, the input's gradient in another."""
+    gy, gmean, ginvstd = grads
+    if gy is None or carries_gradient(gmean) or carries_gradient(ginvstd):
+        return None
+    a, g = x._data, gy._data
+    if training:
+        mean, scale = out[1]._data, out[2]._data
+    elif rm is None or rv is None:
+        return None
+    else:                               # evaluation: the running statistics normalized
+        mean, scale = rm._data, rv._data
+    weight = None if w is None else w._data
+    if (a.ndim < 2 or g.dtype != a.dtype or g.shape != a.shape or not covered(g, a)
+            or not channel_vectors(a.shape[1], mean, scale, weight)):
+        return None
+    xp = xp_of(a)
+    shape = _channel_rows(a.shape)
+    c = shape[1]
+    gx = xp.empty(a.shape, a.dtype) if x.requires_grad else None
+    gw, gb, coef = xp.empty(c, xp.float32), xp.empty(c, xp.float32), xp.empty(3 * c, xp.float32)
+    partial = xp.empty(batch_norm.scratch_size(shape), xp.float32)
+    batch_norm.backward(buffer(g), buffer(a), buffer(mean), buffer(scale), *buffers(weight),
+                        buffer(partial), buffer(coef), buffer(gw), buffer(gb), *buffers(gx),
+                        shape, training, None if training else eps)
+    need_w, need_b = (v is not None and v.requires_grad for v in (w, b))
+    return (None if gx is None else _make(gx),
+            _make(gw.astype(weight.dtype, copy=False)) if need_w else None,
+            _make(gb.astype(b._data.dtype, copy=False)) if need_b else None, None, None)
 
 
 @override_derivative("nn.functional.cross_entropy")
