@@ -11,6 +11,8 @@ import scipy.special
 
 assert os.environ.get("TRITON_INTERPRET") == "1", "run through tests/gpu/test_triton_kernels.py"
 
+from ember.backend.cuda_kernels import triton_batch_norm as batch_norm  # noqa: E402
+from ember.backend.cuda_kernels import triton_optimizers as optimizers  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
 from ember.backend.cuda_kernels import triton_rows as rows  # noqa: E402
@@ -66,6 +68,73 @@ def test_layer_norm_rows(shape, affine):
     np.testing.assert_allclose(mean, ref_mean, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(invstd, ref_invstd, rtol=1e-4)
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+BATCH_NORM_SHAPES = [(4, 3, 7), (2, 2, 3000), (600, 1, 5), (5, 40, 1)]
+
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", BATCH_NORM_SHAPES)
+def test_batch_norm_statistics_and_normalize(shape, affine):
+    # a mean far from zero: a sum of squares would lose the variance to cancellation
+    x = _data(shape) + 1000
+    c = shape[1]
+    w, b = (_data(c, seed) if affine else None for seed in (1, 2))
+    rm, rv = _data(c, 3), _data(c, 4) ** 2
+    x64, rm64, rv64 = x.astype(np.float64), rm.astype(np.float64), rv.astype(np.float64)
+    mean, invstd = np.empty(c, np.float32), np.empty(c, np.float32)
+    partial = np.empty(batch_norm.scratch_size(shape), np.float32)
+    batch_norm.statistics(Host(x), Host(partial), Host(mean), Host(invstd), Host(rm), Host(rv),
+                          shape, 1e-5, 0.25)
+    n = shape[0] * shape[2]
+    ref_mean, ref_var = x64.mean((0, 2)), x64.var((0, 2))
+    np.testing.assert_allclose(mean, ref_mean, rtol=1e-6)
+    np.testing.assert_allclose(invstd, 1 / np.sqrt(ref_var + 1e-5), rtol=2e-3)
+    np.testing.assert_allclose(rm, 0.75 * rm64 + 0.25 * ref_mean, rtol=1e-6)
+    np.testing.assert_allclose(rv, 0.75 * rv64 + 0.25 * ref_var * n / (n - 1), rtol=2e-3)
+    y = np.empty_like(x)
+    batch_norm.normalize(Host(x), Host(y), Host(mean), Host(invstd), *(
+        None if v is None else Host(v) for v in (w, b)), shape)
+    ref = (x64 - mean[:, None]) * invstd[:, None]
+    if affine:
+        ref = ref * w[:, None] + b[:, None]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-3)
+    batch_norm.normalize(Host(x), Host(y), Host(rm), Host(rv), None, None, shape, eps=0.5)
+    np.testing.assert_allclose(y, (x64 - rm[:, None]) / np.sqrt(rv[:, None] + 0.5), rtol=1e-5)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", BATCH_NORM_SHAPES)
+def test_batch_norm_backward(shape, affine, training):
+    x, g = _data(shape) + 2, _data(shape, 5)
+    c = shape[1]
+    w = _data(c, 6) if affine else None
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    n = shape[0] * shape[2]
+    if training:
+        mean, var = x64.mean((0, 2)), x64.var((0, 2))
+        scale = 1 / np.sqrt(var + 1e-5)
+        invstd, eps = scale, None
+    else:
+        mean, var = _data(c, 7).astype(np.float64), _data(c, 8).astype(np.float64) ** 2 + 0.1
+        scale, invstd, eps = var, 1 / np.sqrt(var + 0.5), 0.5
+    a = invstd * (w if affine else 1)
+    xc = x64 - mean[:, None]
+    s0, s1 = g64.sum((0, 2)), (g64 * xc).sum((0, 2))
+    ref_gx = g64 * a[:, None]
+    if training:
+        ref_gx -= (a * invstd ** 2 * s1 / n)[:, None] * xc + (a * s0 / n)[:, None]
+    gx, gw, gb = np.empty_like(x), np.empty(c, np.float32), np.empty(c, np.float32)
+    partial, coef = np.empty(batch_norm.scratch_size(shape), np.float32), np.empty(3 * c,
+                                                                                   np.float32)
+    batch_norm.backward(Host(g), Host(x), Host(mean.astype(np.float32)),
+                        Host(scale.astype(np.float32)), None if w is None else Host(w),
+                        Host(partial), Host(coef), Host(gw), Host(gb), Host(gx), shape,
+                        training, eps)
+    np.testing.assert_allclose(gx, ref_gx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gw, s1 * invstd, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(gb, s0, rtol=1e-4, atol=1e-3)
 
 
 def _class_weights(weighted, c):
@@ -136,19 +205,19 @@ def test_silu():
                           (0.0, False, True)])
 def test_adam_update_of_many_tensors(weight_decay, decoupled, amsgrad):
     lr, b1, b2, eps = 1e-2, 0.9, 0.999, 1e-8
-    sizes = (2500, 7, pointwise.BLOCK)          # several blocks, part of one, exactly one
+    sizes = (2500, 7, optimizers.BLOCK)         # several blocks, part of one, exactly one
     first_steps = (1, 4, 2)                     # each tensor counts its own steps
     x = [_data(n, seed=i) for i, n in enumerate(sizes)]
     m, v, vmax = ([np.zeros(n, np.float32) for n in sizes] for _ in range(3))
     ref = [[a.astype(np.float64) for a in (xi, mi, vi, vi)] for xi, mi, vi in zip(x, m, v)]
-    blocks = pointwise.tensor_blocks(sizes)
+    blocks = optimizers.tensor_blocks(sizes)
     for k in range(3):
         g = [_data(n, seed=10 + 3 * k + i) for i, n in enumerate(sizes)]
         steps = [s + k for s in first_steps]
         addresses = [[a.ctypes.data for a in (xi, gi, mi, vi, wi)]
                      for xi, gi, mi, vi, wi in zip(x, g, m, v, vmax)]
-        table = pointwise.adam_table(addresses, sizes, steps, lr, b1, b2)
-        pointwise.adam_update(Host(table), Host(blocks), blocks.shape[0], lr=lr, beta1=b1,
+        table = optimizers.adam_table(addresses, sizes, steps, lr, b1, b2)
+        optimizers.adam_update(Host(table), Host(blocks), blocks.shape[0], lr=lr, beta1=b1,
                               beta2=b2, eps=eps, weight_decay=weight_decay,
                               decoupled=decoupled, amsgrad=amsgrad)
         for r, gi, t in zip(ref, g, steps):
@@ -168,6 +237,46 @@ def test_adam_update_of_many_tensors(weight_decay, decoupled, amsgrad):
         np.testing.assert_allclose(xi, r[0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("weight_decay, decoupled, inf_norm",
+                         [(0.0, False, False), (0.1, False, False), (0.1, True, False),
+                          (0.0, False, True), (0.1, False, True)])
+def test_adam_variant_update_of_many_tensors(weight_decay, decoupled, inf_norm):
+    lr, b1, b2, eps = 1e-2, 0.9, 0.99, 1e-3
+    sizes = (2500, 7, optimizers.BLOCK)
+    # per tensor (s, e, cg, cm): NAdam-like, RAdam before rectification (s = 0), RAdam after
+    coefficients = [(1.2, eps, 0.03, 0.05), (0.0, 1.0, 0.0, 0.02), (1.0, eps, 0.0, 0.04)]
+    x = [_data(n, seed=i) for i, n in enumerate(sizes)]
+    m, v = ([np.full(n, 0.5, np.float32) for n in sizes] for _ in range(2))
+    ref = [[a.astype(np.float64) for a in (xi, mi, vi)] for xi, mi, vi in zip(x, m, v)]
+    blocks = optimizers.tensor_blocks(sizes)
+    for k in range(2):
+        g = [_data(n, seed=10 + 3 * k + i) for i, n in enumerate(sizes)]
+        table = optimizers.adam_variant_table(
+            [[a.ctypes.data for a in arrays] for arrays in zip(x, g, m, v)], sizes,
+            coefficients)
+        optimizers.adam_variant_update(Host(table), Host(blocks), blocks.shape[0], lr=lr,
+                                       beta1=b1, beta2=b2, eps=eps, weight_decay=weight_decay,
+                                       decoupled=decoupled, inf_norm=inf_norm)
+        for r, gi, (s, e, cg, cm) in zip(ref, g, coefficients):
+            rx, rm, rv = r
+            gi = gi.astype(np.float64)
+            if decoupled:
+                rx = rx * (1 - lr * weight_decay)
+            elif weight_decay:
+                gi = gi + weight_decay * rx
+            rm = b1 * rm + (1 - b1) * gi
+            if inf_norm:
+                rv = np.maximum(b2 * rv, np.abs(gi) + eps)
+                r[:] = [rx - cm * rm / rv, rm, rv]
+            else:
+                rv = b2 * rv + (1 - b2) * gi * gi
+                r[:] = [rx - (cg * gi + cm * rm) / (np.sqrt(rv) * s + e), rm, rv]
+    for xi, mi, vi, r in zip(x, m, v, ref):
+        np.testing.assert_allclose(vi, r[2], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(mi, r[1], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(xi, r[0], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("momentum, dampening, weight_decay, nesterov",
                          [(0.0, 0.0, 0.0, False), (0.9, 0.0, 0.1, False), (0.9, 0.3, 0.0, False),
                           (0.9, 0.0, 0.0, True)])
@@ -177,13 +286,13 @@ def test_sgd_update_of_many_tensors(momentum, dampening, weight_decay, nesterov)
     x = [_data(n, seed=i) for i, n in enumerate(sizes)]
     b = [np.zeros(n, np.float32) for n in sizes]
     ref = [[xi.astype(np.float64), None] for xi in x]
-    blocks = pointwise.tensor_blocks(sizes)
+    blocks = optimizers.tensor_blocks(sizes)
     for k in range(3):
         g = [_data(n, seed=20 + 2 * k + i) for i, n in enumerate(sizes)]
         first = [k == 0, k == 0]
         addresses = [[a.ctypes.data for a in (xi, gi, bi)] for xi, gi, bi in zip(x, g, b)]
-        table = pointwise.sgd_table(addresses, sizes, first)
-        pointwise.sgd_update(Host(table), Host(blocks), blocks.shape[0], lr=lr,
+        table = optimizers.sgd_table(addresses, sizes, first)
+        optimizers.sgd_update(Host(table), Host(blocks), blocks.shape[0], lr=lr,
                              momentum=momentum, dampening=dampening,
                              weight_decay=weight_decay, nesterov=nesterov)
         for r, gi in zip(ref, g):

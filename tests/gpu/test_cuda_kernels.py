@@ -58,15 +58,16 @@ def _same(gpu, host, **tol):
 
 
 def test_kernels_are_registered(overrides):
-    assert {"softmax", "log_softmax", "native_layer_norm", "nn.functional.cross_entropy",
-            "nn.functional.gelu", "_gelu_backward", "nn.functional.silu",
+    assert {"softmax", "log_softmax", "native_layer_norm", "native_batch_norm",
+            "nn.functional.cross_entropy", "nn.functional.gelu", "_gelu_backward",
+            "nn.functional.silu",
             "nn.functional.max_pool2d_with_indices", "max_pool1d_with_indices",
             "nn.functional.avg_pool2d", "avg_pool1d", "nn.functional.adaptive_avg_pool2d",
             "adaptive_avg_pool1d", "nn.functional.interpolate"} <= set(overrides)
     from ember.backend.cuda_kernels import DERIVATIVES
     assert {"softmax", "log_softmax", "nn.functional.silu", "native_layer_norm",
-            "nn.functional.cross_entropy", "nn.functional.scaled_dot_product_attention"} \
-        <= set(DERIVATIVES)
+            "native_batch_norm", "nn.functional.cross_entropy",
+            "nn.functional.scaled_dot_product_attention"} <= set(DERIVATIVES)
     assert {"adam", "lstm_steps", "lstm_steps_backward", "gru_steps", "random"} <= set(
         ember.backend.DEVICE_KERNELS)
 
@@ -121,6 +122,66 @@ def test_layer_norm_module_trains_like_cpu(overrides):
         model(inp).pow(2).sum().backward()
     _same(xg.grad, x.grad, atol=1e-4, rtol=1e-4)
     _same(gpu.weight.grad, host.weight.grad, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", [(8, 5), (4, 3, 5, 7), (2, 3, 2000), (3, 2, 2, 3, 4)])
+def test_batch_norm(overrides, monkeypatch, shape, affine, training):
+    launches = [_count_launches(monkeypatch, "triton_batch_norm", name)
+                for name in ("statistics", "normalize", "backward")]
+    host, gpu = _pair(shape)
+    c = shape[1]
+    w, b = (ember.randn(c) if affine else None for _ in range(2))
+    stats = ember.randn(c), ember.rand(c) + 0.5
+    results = []
+    for x in (host, gpu):
+        x.requires_grad_()
+        weight, bias = (None if v is None else v.to(x.device, copy=True).requires_grad_()
+                        for v in (w, b))
+        running = [v.to(x.device, copy=True) for v in stats]      # updated in place
+        out = ember.native_batch_norm(x, weight, bias, *running, training, 0.3, 1e-5)
+        grad = ember.randn(*shape, generator=ember.Generator().manual_seed(1))
+        out[0].backward(grad.to(x.device))
+        results.append([*out, *running, x.grad] + ([weight.grad, bias.grad] if affine else []))
+    for h, g in zip(*results):
+        assert g.shape == h.shape
+        _same(g, h, atol=1e-4, rtol=1e-4)
+    assert [len(n) for n in launches] == [int(training), 1, 1]
+
+
+def test_batch_norm_of_bfloat16_inputs_with_float32_parameters(overrides):
+    host, gpu = _pair((6, 4, 9, 9), ember.bfloat16)
+    exact = host.double()
+    modules = [ember.nn.BatchNorm2d(4) for _ in range(3)]
+    modules[1].cuda(), modules[2].double()
+    grad = ember.randn(*host.shape)
+    outputs = []
+    for x, module in zip((host, gpu, exact), modules):
+        x.requires_grad_()
+        outputs.append(module(x))
+        assert outputs[-1].dtype is x.dtype
+        outputs[-1].backward(grad.to(x.device, x.dtype))
+    _same(outputs[1].detach(), outputs[0].detach(), **LOW)
+    assert_close(gpu.grad.cpu().double(), exact.grad, atol=4e-2, rtol=2e-2)
+    assert_close(modules[1].weight.grad.cpu().double(), modules[2].weight.grad, atol=1e-1,
+                 rtol=1e-2)
+    _same(modules[1].running_var, modules[0].running_var)
+
+
+def test_batch_norm_module_with_cumulative_average_trains_like_cpu(overrides):
+    host = ember.nn.BatchNorm1d(6, momentum=None)
+    gpu = ember.nn.BatchNorm1d(6, momentum=None).cuda()
+    for step in range(3):
+        x, xg = _pair((16, 6, 10), seed=step)
+        for model, inp in ((host, x), (gpu, xg)):
+            model(inp).pow(3).sum().backward()
+    for name, value in host.state_dict().items():
+        _same(gpu.state_dict()[name], value, atol=1e-5, rtol=1e-5)
+    _same(gpu.weight.grad, host.weight.grad, atol=1e-3, rtol=1e-4)
+    gpu.eval(), host.eval()
+    x, xg = _pair((5, 6, 3))
+    _same(gpu(xg), host(x))
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -287,10 +348,21 @@ def test_interpolation_with_infinities_and_its_gradient(overrides, monkeypatch, 
     (ember.optim.Adagrad, {}), (ember.optim.Adagrad, {"lr_decay": 0.1, "weight_decay": 0.1,
                                                       "initial_accumulator_value": 0.5}),
     (ember.optim.Adadelta, {}), (ember.optim.Adadelta, {"weight_decay": 0.1, "rho": 0.5,
-                                                        "maximize": True})])
+                                                        "maximize": True}),
+    (ember.optim.NAdam, {}), (ember.optim.NAdam, {"weight_decay": 0.1, "momentum_decay": 0.1}),
+    (ember.optim.NAdam, {"weight_decay": 0.1, "decoupled_weight_decay": True,
+                         "maximize": True}),
+    # beta2 = 0.7: the steps are rectified from the 10th on
+    (ember.optim.RAdam, {"betas": (0.9, 0.7)}),
+    (ember.optim.RAdam, {"betas": (0.9, 0.7), "weight_decay": 0.1}),
+    (ember.optim.RAdam, {"betas": (0.9, 0.7), "weight_decay": 0.1,
+                         "decoupled_weight_decay": True}),
+    (ember.optim.Adamax, {}), (ember.optim.Adamax, {"weight_decay": 0.1, "maximize": True})])
 def test_fused_optimizers_match_cpu(overrides, monkeypatch, cls, kwargs):
     name = {ember.optim.SGD: "sgd", ember.optim.RMSprop: "rmsprop",
-            ember.optim.Adagrad: "adagrad", ember.optim.Adadelta: "adadelta"}.get(cls, "adam")
+            ember.optim.Adagrad: "adagrad", ember.optim.Adadelta: "adadelta",
+            ember.optim.NAdam: "nadam", ember.optim.RAdam: "radam",
+            ember.optim.Adamax: "adamax"}.get(cls, "adam")
     fused, calls = ember.backend.DEVICE_KERNELS[name], []
 
     def recording(params, **hyper):
@@ -303,7 +375,8 @@ def test_fused_optimizers_match_cpu(overrides, monkeypatch, cls, kwargs):
     host = [p.clone().requires_grad_() for p in params]
     gpu = [p.cuda().requires_grad_() for p in params]
     opts = [cls(ps, lr=1e-2, **kwargs) for ps in (host, gpu)]
-    for step in range(3):
+    steps = 12 if name == "radam" else 3
+    for step in range(steps):
         for ps, opt in zip((host, gpu), opts):
             for p, g in zip(ps, params):
                 p.grad = (g * (step + 1)).to(p.device)
@@ -311,11 +384,12 @@ def test_fused_optimizers_match_cpu(overrides, monkeypatch, cls, kwargs):
     for h, g in zip(host, gpu):
         _same(g.detach(), h.detach(), atol=1e-6, rtol=1e-5)
     key = {"adam": "exp_avg", "rmsprop": "square_avg", "adagrad": "sum",
-           "adadelta": "acc_delta"}.get(name, "momentum_buffer")
+           "adadelta": "acc_delta", "nadam": "exp_avg_sq", "radam": "exp_avg_sq",
+           "adamax": "exp_inf"}.get(name, "momentum_buffer")
     if key in opts[0].state[host[0]]:
         assert np.isclose(opts[1].state[gpu[0]][key].cpu().numpy(),
                           opts[0].state[host[0]][key].numpy(), atol=1e-6).all()
-    assert calls == [2, 2, 2]                       # each step: both parameters, one launch
+    assert calls == [2] * steps                     # each step: both parameters, one launch
 
 
 def test_adam_hands_a_groups_parameters_to_the_fused_kernel_at_once(monkeypatch):
@@ -497,8 +571,8 @@ def test_convolutions_the_kernels_leave_alone_run_generic(overrides, monkeypatch
 @pytest.mark.parametrize("max_norm", [0.5, 1e6])          # clipped, and left as they are
 def test_gradient_clipping_runs_in_two_launches(overrides, monkeypatch, host_traffic,
                                                 max_norm):
-    norms = _count_launches(monkeypatch, "triton_pointwise", "sum_of_squares")
-    scales = _count_launches(monkeypatch, "triton_pointwise", "scale")
+    norms = _count_launches(monkeypatch, "triton_optimizers", "sum_of_squares")
+    scales = _count_launches(monkeypatch, "triton_optimizers", "scale")
     results = []
     for device in ("cpu", "cuda"):
         ember.manual_seed(0)
@@ -515,7 +589,7 @@ def test_gradient_clipping_runs_in_two_launches(overrides, monkeypatch, host_tra
 
 
 def test_gradient_clipping_of_what_the_kernels_leave_alone(overrides, monkeypatch):
-    norms = _count_launches(monkeypatch, "triton_pointwise", "sum_of_squares")
+    norms = _count_launches(monkeypatch, "triton_optimizers", "sum_of_squares")
     ember.manual_seed(0)
     grads = [ember.randn(5, dtype=ember.float64), ember.randn(3, 4)]
     params = [ember.zeros_like(g).requires_grad_() for g in grads]
@@ -535,7 +609,7 @@ def test_gradient_clipping_of_what_the_kernels_leave_alone(overrides, monkeypatc
 
 @pytest.mark.parametrize("poison", [None, float("inf"), float("nan")])
 def test_grad_scaler_unscales_in_one_launch(overrides, monkeypatch, poison):
-    scales = _count_launches(monkeypatch, "triton_pointwise", "scale")
+    scales = _count_launches(monkeypatch, "triton_optimizers", "scale")
     results = []
     for device in ("cpu", "cuda"):
         ember.manual_seed(0)

@@ -16,7 +16,9 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from ember.backend.cuda_kernels import triton_attention as attention  # noqa: E402
+from ember.backend.cuda_kernels import triton_batch_norm as batch_norm  # noqa: E402
 from ember.backend.cuda_kernels import triton_conv as conv  # noqa: E402
+from ember.backend.cuda_kernels import triton_optimizers as optimizers  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
 from ember.backend.cuda_kernels import triton_resample as resample  # noqa: E402
@@ -147,31 +149,36 @@ def _cases():
     scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay"), "fp32")
     for decay in (0, 1, 2):
         for amsgrad in (False, True):
-            yield pointwise._adam_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
-                dict(DECAY=decay, AMSGRAD=amsgrad, BLOCK=pointwise.BLOCK)
+            yield optimizers._adam_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
+                dict(DECAY=decay, AMSGRAD=amsgrad, BLOCK=optimizers.BLOCK)
     scalars = dict.fromkeys(("lr", "momentum", "dampening", "weight_decay"), "fp32")
     for decay, momentum, nesterov in ((False, False, False), (True, True, False),
                                       (False, True, True)):
-        yield pointwise._sgd_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
-            dict(DECAY=decay, MOMENTUM=momentum, NESTEROV=nesterov, BLOCK=pointwise.BLOCK)
+        yield optimizers._sgd_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
+            dict(DECAY=decay, MOMENTUM=momentum, NESTEROV=nesterov, BLOCK=optimizers.BLOCK)
 
     scalars = dict.fromkeys(("lr", "alpha", "eps", "weight_decay", "momentum"), "fp32")
     for decay, centered, momentum in ((False, False, False), (True, True, True)):
-        yield pointwise._rmsprop_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
-            dict(DECAY=decay, CENTERED=centered, MOMENTUM=momentum, BLOCK=pointwise.BLOCK)
+        yield optimizers._rmsprop_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", **scalars), \
+            dict(DECAY=decay, CENTERED=centered, MOMENTUM=momentum, BLOCK=optimizers.BLOCK)
     for decay in (False, True):
-        yield pointwise._adadelta_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", lr="fp32",
+        yield optimizers._adadelta_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", lr="fp32",
                                                rho="fp32", eps="fp32", weight_decay="fp32"), \
-            dict(DECAY=decay, BLOCK=pointwise.BLOCK)
-        yield pointwise._adagrad_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", eps="fp32",
+            dict(DECAY=decay, BLOCK=optimizers.BLOCK)
+        yield optimizers._adagrad_kernel, dict(table_ptr="*i64", blocks_ptr="*i64", eps="fp32",
                                               weight_decay="fp32"), \
-            dict(DECAY=decay, BLOCK=pointwise.BLOCK)
-    yield pointwise._sum_of_squares_kernel, dict(table_ptr="*i64", blocks_ptr="*i64",
-                                                 out_ptr="*fp32"), dict(BLOCK=pointwise.BLOCK)
+            dict(DECAY=decay, BLOCK=optimizers.BLOCK)
+    scalars = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay"), "fp32")
+    for decay, inf_norm in ((0, False), (1, False), (2, False), (1, True)):
+        yield optimizers._adam_variant_kernel, dict(table_ptr="*i64", blocks_ptr="*i64",
+                                                    **scalars), \
+            dict(DECAY=decay, INF_NORM=inf_norm, BLOCK=optimizers.BLOCK)
+    yield optimizers._sum_of_squares_kernel, dict(table_ptr="*i64", blocks_ptr="*i64",
+                                                 out_ptr="*fp32"), dict(BLOCK=optimizers.BLOCK)
     for check in (False, True):
-        yield pointwise._scale_kernel, dict(table_ptr="*i64", blocks_ptr="*i64",
+        yield optimizers._scale_kernel, dict(table_ptr="*i64", blocks_ptr="*i64",
                                             coef_ptr="*fp32", found_ptr="*fp32"), \
-            dict(CHECK=check, BLOCK=pointwise.BLOCK)
+            dict(CHECK=check, BLOCK=optimizers.BLOCK)
     geometry = dict.fromkeys(("M", "OC", "K", "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW",
                               "DH", "DW", "KH", "KW"), "i32")
     for dt, ieee in (("fp32", True), ("fp32", False), ("bf16", False)):
@@ -189,6 +196,32 @@ def _cases():
                 _pointers(("x_ptr", "g_ptr"), dt), dw_ptr="*fp32", **geometry,
                 rows_per_split="i32"), \
                 dict(IEEE=ieee, BLOCK_M=conv._GRAD_ROWS, BLOCK_N=block_n, BLOCK_K=conv.BLOCK_K)
+
+    sizes = dict.fromkeys(("channels", "lanes", "per_channel", "chunk"), "i32")
+    for dt in ("fp32", "bf16"):
+        yield batch_norm._statistics_kernel, dict(x_ptr=f"*{dt}", partial_ptr="*fp32",
+                                                  **sizes), dict(BLOCK=batch_norm.BLOCK)
+        yield batch_norm._gradient_sums_kernel, dict(
+            _pointers(("g_ptr", "x_ptr", "mean_ptr"), dt), partial_ptr="*fp32", **sizes), \
+            dict(BLOCK=batch_norm.BLOCK)
+        for from_var, affine in ((False, True), (True, False)):
+            yield batch_norm._normalize_kernel, dict(
+                _pointers(("x_ptr", "y_ptr", "mean_ptr", "scale_ptr"), dt), w_ptr="*fp32",
+                b_ptr="*fp32", n="i32", channels="i32", lanes="i32", eps="fp32"), \
+                dict(FROM_VAR=from_var, HAS_W=affine, HAS_B=affine, BLOCK=batch_norm.BLOCK)
+            yield batch_norm._input_gradient_kernel, dict(
+                _pointers(("g_ptr", "x_ptr", "mean_ptr", "gx_ptr"), dt), coef_ptr="*fp32",
+                n="i32", channels="i32", lanes="i32"), \
+                dict(TRAINING=not from_var, BLOCK=batch_norm.BLOCK)
+            yield batch_norm._gradient_finish_kernel, dict(
+                _pointers(("partial_ptr", "coef_ptr", "gw_ptr", "gb_ptr")), invstd_ptr=f"*{dt}",
+                w_ptr="*fp32", splits="i32", channels="i32", per_channel="i32", eps="fp32"), \
+                dict(FROM_VAR=from_var, TRAINING=not from_var, HAS_W=affine, SPLITS=1024)
+    for running in (False, True):
+        yield batch_norm._statistics_finish_kernel, dict(
+            _pointers(("partial_ptr", "mean_ptr", "invstd_ptr", "rm_ptr", "rv_ptr")),
+            splits="i32", eps="fp32", momentum="fp32", unbias="fp32"), \
+            dict(RUNNING=running, SPLITS=1 if running else 1024)
 
 
 CASES = list(_cases())

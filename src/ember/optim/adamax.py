@@ -2,7 +2,8 @@
 
 from ember.backend import xp_of
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+                                step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["Adamax"]
@@ -27,20 +28,29 @@ class Adamax(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            lr = value(group["lr"])
             beta1, beta2 = group["betas"]
+            params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"]):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), exp_avg=state_like(p),
                                  exp_inf=state_like(p))
                 t = step_count(state)
-                if wd:
-                    g = g + wd * x
-                m, u = real(state["exp_avg"]._data), real(state["exp_inf"]._data)
-                m += (1 - beta1) * (g - m)
-                u *= beta2
-                xp_of(u).maximum(u, abs(g) + eps, out=u)
-                x -= (lr / (1 - beta1 ** t)) * m / u
-                p._bump_version()
+                params.append(p)
+                updates.append((x, g, real(state["exp_avg"]._data),
+                                real(state["exp_inf"]._data), lr / (1 - beta1 ** t)))
+            apply_updates("adamax", params, updates, _update, lr=lr, beta1=beta1, beta2=beta2,
+                          eps=group["eps"], weight_decay=group["weight_decay"])
         return loss
+
+
+def _update(x, g, m, u, coef, *, lr, beta1, beta2, eps, weight_decay):
+    """One parameter's Adamax step in place, in array operations (``coef``: the learning
+    rate over 1 - beta1^t)."""
+    if weight_decay:
+        g = g + weight_decay * x
+    m += (1 - beta1) * (g - m)
+    u *= beta2
+    xp_of(u).maximum(u, abs(g) + eps, out=u)
+    x -= coef * m / u

@@ -1,8 +1,8 @@
 """NAdam: Adam with Nesterov momentum (``torch.optim.NAdam``)."""
 
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (grads_of, new_step, real, scalar_state, state_like, step_count,
-                                value)
+from ember.optim._state import (apply_updates, grads_of, new_step, real, scalar_state,
+                                state_like, step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["NAdam"]
@@ -29,33 +29,45 @@ class NAdam(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            lr = value(group["lr"])
             beta1, beta2 = group["betas"]
             psi = group["momentum_decay"]
+            params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"]):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), mu_product=scalar_state(1.0),
                                  exp_avg=state_like(p), exp_avg_sq=state_like(p))
                 t = step_count(state)
-                if wd:
-                    if group["decoupled_weight_decay"]:
-                        x *= 1 - lr * wd
-                    else:
-                        g = g + wd * x
                 mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * psi))
                 mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * psi))
                 product = state["mu_product"]._data
                 product *= mu               # a float32 running product, as PyTorch keeps it
                 mu_product = float(product)
-                m, v = real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data)
-                m += (1 - beta1) * (g - m)
-                v *= beta2
-                v += (1 - beta2) * g * g
-                denom = (v / (1 - beta2 ** t)) ** 0.5
-                denom += eps
-                x -= (lr * (1 - mu) / (1 - mu_product)) * g / denom
-                x -= (lr * mu_next / (1 - mu_product * mu_next)) * m / denom
-                p._bump_version()
+                params.append(p)
+                updates.append((x, g, real(state["exp_avg"]._data),
+                                real(state["exp_avg_sq"]._data), 1 - beta2 ** t,
+                                lr * (1 - mu) / (1 - mu_product),
+                                lr * mu_next / (1 - mu_product * mu_next)))
+            apply_updates("nadam", params, updates, _update, lr=lr, beta1=beta1, beta2=beta2,
+                          eps=group["eps"], weight_decay=group["weight_decay"],
+                          decoupled=group["decoupled_weight_decay"])
         return loss
 
+
+def _update(x, g, m, v, bias_correction2, grad_coef, avg_coef, *, lr, beta1, beta2, eps,
+            weight_decay, decoupled):
+    """One parameter's NAdam step in place, in array operations: ``grad_coef`` and
+    ``avg_coef`` weigh the gradient and the average by this step's momentum schedule."""
+    if weight_decay:
+        if decoupled:
+            x *= 1 - lr * weight_decay
+        else:
+            g = g + weight_decay * x
+    m += (1 - beta1) * (g - m)
+    v *= beta2
+    v += (1 - beta2) * g * g
+    denom = (v / bias_correction2) ** 0.5
+    denom += eps
+    x -= grad_coef * g / denom
+    x -= avg_coef * m / denom

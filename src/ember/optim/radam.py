@@ -3,7 +3,8 @@
 import math
 
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
+from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+                                step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["RAdam"]
@@ -30,34 +31,49 @@ class RAdam(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, wd, eps = value(group["lr"]), group["weight_decay"], group["eps"]
+            lr = value(group["lr"])
             beta1, beta2 = group["betas"]
             rho_inf = 2 / (1 - beta2) - 1
+            params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"]):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), exp_avg=state_like(p),
                                  exp_avg_sq=state_like(p))
                 t = step_count(state)
-                if wd:
-                    if group["decoupled_weight_decay"]:
-                        x *= 1 - lr * wd
-                    else:
-                        g = g + wd * x
-                m, v = real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data)
-                m += (1 - beta1) * (g - m)
-                v *= beta2
-                v += (1 - beta2) * g * g
                 bias_correction1 = 1 - beta1 ** t
                 bias_correction2 = 1 - beta2 ** t
                 rho_t = rho_inf - 2 * t * beta2 ** t / bias_correction2
-                if rho_t > 5.0:
+                rectified = rho_t > 5.0
+                if rectified:
                     rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
                                      / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-                    adaptive = v ** 0.5
-                    adaptive += eps
-                    x -= (lr * rect * math.sqrt(bias_correction2) / bias_correction1) * m / adaptive
+                    coef = lr * rect * math.sqrt(bias_correction2) / bias_correction1
                 else:
-                    x -= (lr / bias_correction1) * m
-                p._bump_version()
+                    coef = lr / bias_correction1
+                params.append(p)
+                updates.append((x, g, real(state["exp_avg"]._data),
+                                real(state["exp_avg_sq"]._data), coef, rectified))
+            apply_updates("radam", params, updates, _update, lr=lr, beta1=beta1, beta2=beta2,
+                          eps=group["eps"], weight_decay=group["weight_decay"],
+                          decoupled=group["decoupled_weight_decay"])
         return loss
+
+
+def _update(x, g, m, v, coef, rectified, *, lr, beta1, beta2, eps, weight_decay, decoupled):
+    """One parameter's RAdam step in place, in array operations: ``coef`` scales the
+    average, divided by sqrt(v) + eps only when the step is ``rectified``."""
+    if weight_decay:
+        if decoupled:
+            x *= 1 - lr * weight_decay
+        else:
+            g = g + weight_decay * x
+    m += (1 - beta1) * (g - m)
+    v *= beta2
+    v += (1 - beta2) * g * g
+    if rectified:
+        adaptive = v ** 0.5
+        adaptive += eps
+        x -= coef * m / adaptive
+    else:
+        x -= coef * m

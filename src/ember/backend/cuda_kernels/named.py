@@ -1,9 +1,9 @@
 """The Triton kernels that ops and optimizers find by name through
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
-LSTM or GRU layer's time steps and their gradients, the Adam, SGD, RMSprop, Adadelta and
-Adagrad updates of all of a group's parameters, gradient clipping's norm and scaling,
-convolutions as implicit GEMMs, and random numbers (dropout's masks, rand, randn, randint
-...).
+LSTM or GRU layer's time steps and their gradients, the Adam, SGD, RMSprop, Adadelta,
+Adagrad, NAdam, RAdam and Adamax updates of all of a group's parameters, gradient
+clipping's norm and scaling, convolutions as implicit GEMMs, and random numbers (dropout's
+masks, rand, randn, randint ...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
 recurrent layers' and ``scale_all`` return False, the optimizers' the positions of the
@@ -18,6 +18,7 @@ import numpy as np
 from ember.backend import DEVICE_KERNELS, cuda_backend, device_constant, xp_of
 from ember.backend.cuda_kernels import fallible
 from ember.backend.cuda_kernels import triton_conv as conv
+from ember.backend.cuda_kernels import triton_optimizers as optimizers
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rnn as rnn
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer
@@ -41,8 +42,8 @@ def _split(params, arrays_of):
 def _on_table(launch, like, table, sizes, **hyper):
     """Run a multi-tensor update ``launch`` over the host ``table``: staged to the GPU
     without a wait, with the cached map of its tensors' blocks."""
-    blocks = device_constant(like, ("tensor blocks", pointwise.BLOCK, sizes),
-                             lambda: pointwise.tensor_blocks(sizes))
+    blocks = device_constant(like, ("tensor blocks", optimizers.BLOCK, sizes),
+                             lambda: optimizers.tensor_blocks(sizes))
     launch(buffer(cuda_backend().upload_async(table)), buffer(blocks), blocks.shape[0],
            **hyper)
 
@@ -61,9 +62,9 @@ def adam(params, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad):
         sizes = tuple(p[0].size for p in chosen)
         addresses = [[_address(a) for a in (x, g, m, v, v if vmax is None else vmax)]
                      for x, g, m, v, vmax, _ in chosen]
-        table = pointwise.adam_table(addresses, sizes, [p[5] for p in chosen], lr, beta1,
+        table = optimizers.adam_table(addresses, sizes, [p[5] for p in chosen], lr, beta1,
                                      beta2)
-        _on_table(pointwise.adam_update, chosen[0][0], table, sizes, lr=lr, beta1=beta1,
+        _on_table(optimizers.adam_update, chosen[0][0], table, sizes, lr=lr, beta1=beta1,
                   beta2=beta2, eps=eps, weight_decay=weight_decay, decoupled=decoupled,
                   amsgrad=amsgrad)
     return left
@@ -79,8 +80,8 @@ def sgd(params, *, lr, momentum, dampening, weight_decay, nesterov):
         sizes = tuple(p[0].size for p in chosen)
         addresses = [[_address(x), _address(g), _address(x if b is None else b)]
                      for x, g, b, _ in chosen]
-        table = pointwise.sgd_table(addresses, sizes, [p[3] for p in chosen])
-        _on_table(pointwise.sgd_update, chosen[0][0], table, sizes, lr=lr, momentum=momentum,
+        table = optimizers.sgd_table(addresses, sizes, [p[3] for p in chosen])
+        _on_table(optimizers.sgd_update, chosen[0][0], table, sizes, lr=lr, momentum=momentum,
                   dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
     return left
 
@@ -95,7 +96,7 @@ def rmsprop(params, *, lr, alpha, eps, weight_decay, momentum, centered):
         sizes = tuple(p[0].size for p in chosen)
         table = np.array([[_address(v if a is None else a) for a in (x, g, v, avg, b)] + [x.size]
                           for x, g, v, avg, b in chosen], np.int64)
-        _on_table(pointwise.rmsprop_update, chosen[0][0], table, sizes, lr=lr, alpha=alpha,
+        _on_table(optimizers.rmsprop_update, chosen[0][0], table, sizes, lr=lr, alpha=alpha,
                   eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered)
     return left
 
@@ -109,7 +110,7 @@ def adadelta(params, *, lr, rho, eps, weight_decay):
         chosen = [params[i] for i in taken]
         sizes = tuple(p[0].size for p in chosen)
         table = np.array([[_address(a) for a in p] + [p[0].size] for p in chosen], np.int64)
-        _on_table(pointwise.adadelta_update, chosen[0][0], table, sizes, lr=lr, rho=rho,
+        _on_table(optimizers.adadelta_update, chosen[0][0], table, sizes, lr=lr, rho=rho,
                   eps=eps, weight_decay=weight_decay)
     return left
 
@@ -122,11 +123,51 @@ def adagrad(params, *, eps, weight_decay):
     if taken:
         chosen = [params[i] for i in taken]
         sizes = tuple(p[0].size for p in chosen)
-        table = pointwise.adagrad_table([[_address(a) for a in p[:3]] for p in chosen], sizes,
+        table = optimizers.adagrad_table([[_address(a) for a in p[:3]] for p in chosen], sizes,
                                         [p[3] for p in chosen])
-        _on_table(pointwise.adagrad_update, chosen[0][0], table, sizes, eps=eps,
+        _on_table(optimizers.adagrad_update, chosen[0][0], table, sizes, eps=eps,
                   weight_decay=weight_decay)
     return left
+
+
+def _adam_variant(params, coefficients, **hyper):
+    """NAdam's, RAdam's or Adamax's update of many float32 parameters in one launch: each
+    item of ``params`` starts (x, g, m, v), and ``coefficients(item)`` gives its step's
+    (s, e, cg, cm); returns the positions of those it left."""
+    taken, left = _split(params, lambda p: p[:4])
+    if taken:
+        chosen = [params[i] for i in taken]
+        sizes = tuple(p[0].size for p in chosen)
+        table = optimizers.adam_variant_table([[_address(a) for a in p[:4]] for p in chosen],
+                                              sizes, [coefficients(p) for p in chosen])
+        _on_table(optimizers.adam_variant_update, chosen[0][0], table, sizes, **hyper)
+    return left
+
+
+def nadam(params, *, lr, beta1, beta2, eps, weight_decay, decoupled):
+    """The NAdam update of many float32 parameters in one launch. ``params`` holds (x, g, m,
+    v, 1 - beta2^t, the gradient's coefficient, the average's) per parameter; returns the
+    positions of those it left, which the optimizer updates itself."""
+    return _adam_variant(params, lambda p: (1 / math.sqrt(p[4]), eps, p[5], p[6]), lr=lr,
+                         beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                         decoupled=decoupled)
+
+
+def radam(params, *, lr, beta1, beta2, eps, weight_decay, decoupled):
+    """The RAdam update of many float32 parameters in one launch. ``params`` holds (x, g, m,
+    v, the average's coefficient, whether the step is rectified) per parameter; returns the
+    positions of those it left, which the optimizer updates itself."""
+    return _adam_variant(params, lambda p: (1.0, eps, 0.0, p[4]) if p[5] else
+                         (0.0, 1.0, 0.0, p[4]), lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+                         weight_decay=weight_decay, decoupled=decoupled)
+
+
+def adamax(params, *, lr, beta1, beta2, eps, weight_decay):
+    """The Adamax update of many float32 parameters in one launch. ``params`` holds (x, g, m,
+    u, the average's coefficient) per parameter; returns the positions of those it left,
+    which the optimizer updates itself."""
+    return _adam_variant(params, lambda p: (0.0, 0.0, 0.0, p[4]), lr=lr, beta1=beta1,
+                         beta2=beta2, eps=eps, weight_decay=weight_decay, inf_norm=True)
 
 
 def _clippable(arrays):
@@ -137,7 +178,7 @@ def _clippable(arrays):
 
 def _clip_table(arrays):
     return np.array([(_address(a), a.size) for a in arrays], np.int64).reshape(
-        -1, pointwise.CLIP_ROW), tuple(a.size for a in arrays)
+        -1, optimizers.CLIP_ROW), tuple(a.size for a in arrays)
 
 
 def grad_norm(arrays):
@@ -148,8 +189,8 @@ def grad_norm(arrays):
         return None
     xp = xp_of(arrays[0])
     table, sizes = _clip_table(arrays)
-    partial = xp.empty(sum(-(-n // pointwise.BLOCK) for n in sizes), xp.float32)
-    _on_table(pointwise.sum_of_squares, arrays[0], table, sizes, out=buffer(partial))
+    partial = xp.empty(sum(-(-n // optimizers.BLOCK) for n in sizes), xp.float32)
+    _on_table(optimizers.sum_of_squares, arrays[0], table, sizes, out=buffer(partial))
     return xp.sqrt(partial.sum())
 
 
@@ -160,7 +201,7 @@ def scale_all(arrays, coef, found=None):
     if not arrays or coef.dtype != np.float32 or not _clippable(arrays):
         return False
     table, sizes = _clip_table(arrays)
-    _on_table(pointwise.scale, arrays[0], table, sizes, coef=buffer(coef),
+    _on_table(optimizers.scale, arrays[0], table, sizes, coef=buffer(coef),
               found=None if found is None else buffer(found))
     return True
 
@@ -354,7 +395,7 @@ def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
 
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
     ("adam", adam), ("sgd", sgd), ("rmsprop", rmsprop), ("adadelta", adadelta),
-    ("adagrad", adagrad),
+    ("adagrad", adagrad), ("nadam", nadam), ("radam", radam), ("adamax", adamax),
     ("lstm_steps", lstm_steps), ("lstm_steps_backward", lstm_steps_backward),
     ("gru_steps", gru_steps), ("gru_steps_backward", gru_steps_backward),
     ("random", random), ("convolution", convolution), ("convolution_input", convolution_input),
