@@ -85,6 +85,7 @@ def op_workloads(lib, scale):
     image = randn(64 // scale, 64, 56 // scale, 56 // scale)
     conv = lib.nn.Conv2d(64, 64, 3, padding=1)
     pointwise_conv = lib.nn.Conv2d(64, 256, 1)
+    depthwise_conv = lib.nn.Conv2d(64, 64, 3, padding=1, groups=64)
     upsample = lib.nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1)
     running, affine = (lib.zeros(64), lib.ones(64)), (randn(64), randn(64))
     q, k, v = (randn(16 // scale, 16, 1024 // scale, 64) for _ in range(3))
@@ -113,6 +114,8 @@ def op_workloads(lib, scale):
         "conv2d 64->64 3x3, im2col + GEMM": _im2col(lib, lambda: conv(image)),
         f"conv2d 64->256 1x1 on {tuple(image.shape)}": lambda: pointwise_conv(image),
         "conv2d 64->256 1x1, im2col + GEMM": _im2col(lib, lambda: pointwise_conv(image)),
+        f"depthwise conv2d 64 3x3 on {tuple(image.shape)}": lambda: depthwise_conv(image),
+        "depthwise conv2d 64 3x3, im2col + GEMM": _im2col(lib, lambda: depthwise_conv(image)),
         f"convT 64->32 4x4/2 on {tuple(image.shape)}": lambda: upsample(image),
         "convT 64->32 4x4/2, col2im + GEMM": _im2col(lib, lambda: upsample(image)),
         f"batch_norm (training) on {tuple(image.shape)}": lambda: F.batch_norm(

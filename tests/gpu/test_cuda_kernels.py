@@ -534,19 +534,54 @@ def test_convolutions_run_as_implicit_gemms(overrides, monkeypatch, x_shape, w_s
         _same(got, want, atol=1e-4, rtol=1e-5)
 
 
+DEPTHWISE = [  # (input shape, weight shape, keyword arguments), groups = input channels
+    ((2, 4, 9, 8), (4, 1, 3, 3), dict(padding=1)),                          # MobileNet's
+    ((2, 3, 11, 10), (6, 1, 3, 2), dict(stride=(2, 3), padding=(1, 0), dilation=(2, 1))),
+    ((1, 5, 7, 7), (5, 1, 5, 5), dict(stride=2, padding=2, bias=False)),
+    ((3, 4, 20), (8, 1, 3), dict(padding=1, dilation=2)),                   # 1-D, 2 per channel
+    ((2, 4, 6, 6), (4, 1, 4, 4), dict(stride=2, padding=1, transposed=True)),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", DEPTHWISE)
+def test_depthwise_convolutions_run_tap_by_tap(overrides, monkeypatch, x_shape, w_shape,
+                                               kwargs):
+    launches = [_count_launches(monkeypatch, "triton_depthwise", name) for name in
+                ("depthwise2d", "depthwise2d_input_grad", "depthwise2d_weight_grad")]
+    kwargs = dict(kwargs)
+    bias, transposed = kwargs.pop("bias", True), kwargs.pop("transposed", False)
+    conv = (F.conv_transpose2d if transposed else F.conv2d) if len(x_shape) == 4 else F.conv1d
+    results = []
+    for device in ("cpu", "cuda"):
+        ember.manual_seed(0)
+        x, w = ember.randn(*x_shape), ember.randn(*w_shape)
+        b = ember.randn(w_shape[1 if transposed else 0] * (x_shape[1] if transposed else 1)) \
+            if bias else None
+        leaves = [t.to(device).requires_grad_() for t in (x, w, b) if t is not None]
+        y = conv(*leaves[:2], leaves[2] if bias else None, groups=x_shape[1], **kwargs)
+        y.backward(ember.randn(*y.shape, generator=ember.Generator().manual_seed(1)).to(device))
+        results.append([y] + [t.grad for t in leaves])
+    assert all(launches)
+    for got, want in zip(results[1], results[0]):
+        _same(got, want, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("groups", [1, 6])              # one group, and depthwise
 @pytest.mark.parametrize("transposed", [False, True])
-def test_half_precision_convolutions_run_natively(overrides, monkeypatch, transposed):
+def test_half_precision_convolutions_run_natively(overrides, monkeypatch, transposed, groups):
     # float16 (and bfloat16) operands go to the kernels as they are: products sum in float32
     # and round once, where the generic code multiplies float32 copies
-    launches = [_count_launches(monkeypatch, "triton_conv", name)
-                for name in ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")]
+    module, names = ("triton_conv", ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")) \
+        if groups == 1 else ("triton_depthwise", ("depthwise2d", "depthwise2d_input_grad",
+                                                  "depthwise2d_weight_grad"))
+    launches = [_count_launches(monkeypatch, module, name) for name in names]
     conv = F.conv_transpose2d if transposed else F.conv2d
     results = []
     for device in ("cpu", "cuda"):
         ember.manual_seed(0)
-        x, w = ember.randn(2, 6, 7, 7), ember.randn(6, 6, 3, 3) / 8
+        x, w = ember.randn(2, 6, 7, 7), ember.randn(6, 6 // groups, 3, 3) / 8
         x, w = (t.half().to(device).requires_grad_() for t in (x, w))
-        y = conv(x, w, stride=2, padding=1)
+        y = conv(x, w, stride=2, padding=1, groups=groups)
         y.float().square().sum().backward()
         results.append((y, x.grad, w.grad))
     assert all(launches)
@@ -557,6 +592,7 @@ def test_half_precision_convolutions_run_natively(overrides, monkeypatch, transp
 
 def test_convolutions_the_kernels_leave_alone_run_generic(overrides, monkeypatch):
     forward = _count_launches(monkeypatch, "triton_conv", "conv2d")
+    depthwise = _count_launches(monkeypatch, "triton_depthwise", "depthwise2d")
     ember.manual_seed(0)
     x, w = ember.randn(2, 4, 6, 6), ember.randn(6, 2, 3, 3)
     _same(F.conv2d(x.cuda(), w.cuda(), groups=2), F.conv2d(x, w, groups=2), atol=1e-5,
@@ -565,7 +601,7 @@ def test_convolutions_the_kernels_leave_alone_run_generic(overrides, monkeypatch
     _same(F.conv3d(x3.cuda(), w3.cuda()), F.conv3d(x3, w3), atol=1e-5, rtol=1e-5)
     _same(F.conv2d(x.double().cuda(), w[:, :2].repeat(1, 2, 1, 1).double().cuda()),
           F.conv2d(x.double(), w[:, :2].repeat(1, 2, 1, 1).double()))
-    assert not forward
+    assert not forward and not depthwise        # two channels per group: not depthwise
 
 
 @pytest.mark.parametrize("max_norm", [0.5, 1e6])          # clipped, and left as they are

@@ -18,6 +18,7 @@ from triton.compiler import ASTSource  # noqa: E402
 from ember.backend.cuda_kernels import triton_attention as attention  # noqa: E402
 from ember.backend.cuda_kernels import triton_batch_norm as batch_norm  # noqa: E402
 from ember.backend.cuda_kernels import triton_conv as conv  # noqa: E402
+from ember.backend.cuda_kernels import triton_depthwise as depthwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_optimizers as optimizers  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
@@ -197,6 +198,20 @@ def _cases():
                 rows_per_split="i32"), \
                 dict(IEEE=ieee, BLOCK_M=conv._GRAD_ROWS, BLOCK_N=block_n, BLOCK_K=conv.BLOCK_K)
 
+    planes = dict.fromkeys(("C", "H", "W", "OH", "OW", "MULT", "SH", "SW", "PH", "PW", "DH", "DW",
+                            "KH", "KW"), "i32")
+    for dt in ("fp32", "bf16", "fp16"):
+        for has_bias, block in ((True, 64), (False, 1024)):
+            yield depthwise._depthwise_kernel, dict(
+                _pointers(("x_ptr", "w_ptr", "b_ptr", "y_ptr"), dt), **planes), \
+                dict(HAS_BIAS=has_bias, BLOCK=block)
+            yield depthwise._depthwise_input_grad_kernel, dict(
+                _pointers(("g_ptr", "w_ptr", "b_ptr", "dx_ptr"), dt), **planes), \
+                dict(HAS_BIAS=has_bias, BLOCK=block)
+        for taps in (16, 64):
+            yield depthwise._depthwise_weight_grad_kernel, dict(
+                _pointers(("x_ptr", "g_ptr"), dt), partial_ptr="*fp32", B="i32", chunk="i32",
+                **planes), dict(TAPS=taps, BLOCK=max(16, 4096 // taps))
     sizes = dict.fromkeys(("channels", "lanes", "per_channel", "chunk"), "i32")
     for dt in ("fp32", "bf16"):
         yield batch_norm._statistics_kernel, dict(x_ptr=f"*{dt}", partial_ptr="*fp32",

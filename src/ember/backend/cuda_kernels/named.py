@@ -2,8 +2,8 @@
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
 LSTM or GRU layer's time steps and their gradients, the Adam, SGD, RMSprop, Adadelta,
 Adagrad, NAdam, RAdam and Adamax updates of all of a group's parameters, gradient
-clipping's norm and scaling, convolutions as implicit GEMMs, and random numbers (dropout's
-masks, rand, randn, randint ...).
+clipping's norm and scaling, convolutions as implicit GEMMs (depthwise ones tap by tap),
+and random numbers (dropout's masks, rand, randn, randint ...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
 recurrent layers' and ``scale_all`` return False, the optimizers' the positions of the
@@ -18,6 +18,7 @@ import numpy as np
 from ember.backend import DEVICE_KERNELS, cuda_backend, device_constant, xp_of
 from ember.backend.cuda_kernels import fallible
 from ember.backend.cuda_kernels import triton_conv as conv
+from ember.backend.cuda_kernels import triton_depthwise as depthwise_conv
 from ember.backend.cuda_kernels import triton_optimizers as optimizers
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rnn as rnn
@@ -332,62 +333,85 @@ def _conv_dtypes(x, *others):
                                                       for a in others)
 
 
+def _depthwise(groups, channels, per_group):
+    """Whether a convolution of ``groups`` groups over ``channels`` input channels, with
+    ``per_group`` input channels in a group, is depthwise (the tap-by-tap kernels')."""
+    return groups > 1 and groups == channels and per_group == 1
+
+
 def convolution(x, w, stride, pads, dilation, groups, bias=None):
     """``conv_forward`` of a 1-D or 2-D convolution of one group, as an implicit GEMM (no
-    im2col matrix); None for what it does not cover."""
+    im2col matrix), or of a depthwise one, tap by tap; None for what they do not cover."""
     planar = _planar(x, w.shape[2:], stride, pads, dilation)
-    if planar is None or groups != 1 or not _conv_dtypes(x, w, bias):
+    depthwise = _depthwise(groups, x.shape[1], w.shape[1])
+    if planar is None or not (groups == 1 or depthwise) or not _conv_dtypes(x, w, bias):
         return None
     xp = xp_of(x)
     x2, geometry, (oh, ow) = planar
     b, c, h, wd = x2.shape
     o = w.shape[0]
     y = xp.empty((b, o, oh, ow), x.dtype)
-    if y.size:
-        conv.conv2d(buffer(xp.ascontiguousarray(x2)), buffer(xp.ascontiguousarray(w)),
-                    None if bias is None else buffer(xp.ascontiguousarray(bias)), buffer(y),
-                    (b, c, h, wd, o, oh, ow), geometry, not cuda_backend().tf32_gemms_on())
+    operands = (buffer(xp.ascontiguousarray(x2)), buffer(xp.ascontiguousarray(w)),
+                None if bias is None else buffer(xp.ascontiguousarray(bias)), buffer(y),
+                (b, c, h, wd, o, oh, ow), geometry)
+    if y.size and depthwise:
+        depthwise_conv.depthwise2d(*operands)
+    elif y.size:
+        conv.conv2d(*operands, not cuda_backend().tf32_gemms_on())
     return y if x.ndim == 4 else y[:, :, 0]
 
 
 def convolution_input(g, w, size, stride, pads, dilation, groups, bias=None):
     """``conv_input_grad`` (a transposed convolution) of a 1-D or 2-D convolution of one
-    group, as an implicit GEMM; None for what it does not cover."""
-    if g.ndim not in (3, 4) or groups != 1 or not _conv_dtypes(g, w, bias):
+    group, as an implicit GEMM, or of a depthwise one, tap by tap; None for what they do not
+    cover."""
+    depthwise = _depthwise(groups, w.shape[1] * groups, w.shape[1])
+    if g.ndim not in (3, 4) or not (groups == 1 or depthwise) or not _conv_dtypes(g, w, bias):
         return None
     xp = xp_of(g)
     b, o = g.shape[:2]
-    c = w.shape[1]
+    c = w.shape[1] * groups
     x = xp.empty((b, c) + tuple(size), g.dtype)
     x2, geometry, _ = _planar(x, w.shape[2:], stride, pads, dilation)
     g2, w2 = (g, w) if g.ndim == 4 else (g[:, :, None], w[:, :, None])
     oh, ow = g2.shape[2:]
     h, wd = x2.shape[2:]
-    if x.size:
-        conv.conv2d_input_grad(buffer(xp.ascontiguousarray(g2)),
-                               buffer(xp.ascontiguousarray(w2)),
-                               None if bias is None else buffer(xp.ascontiguousarray(bias)),
-                               buffer(x2), (b, c, h, wd, o, oh, ow), geometry,
-                               not cuda_backend().tf32_gemms_on())
+    operands = (buffer(xp.ascontiguousarray(g2)), buffer(xp.ascontiguousarray(w2)),
+                None if bias is None else buffer(xp.ascontiguousarray(bias)), buffer(x2),
+                (b, c, h, wd, o, oh, ow), geometry)
+    if x.size and depthwise:
+        depthwise_conv.depthwise2d_input_grad(*operands)
+    elif x.size:
+        conv.conv2d_input_grad(*operands, not cuda_backend().tf32_gemms_on())
     return x
 
 
 def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
     """``conv_weight_grad`` of a 1-D or 2-D convolution of one group, as an implicit GEMM
-    summed in splits over the output pixels (no atomics); None for what it does not cover."""
+    summed in splits over the output pixels, or of a depthwise one, tap by tap in splits (no
+    atomics either way); None for what they do not cover."""
     planar = _planar(x, kernel, stride, pads, dilation)
-    if planar is None or groups != 1 or not _conv_dtypes(x, g) or not g.size:
+    depthwise = _depthwise(groups, x.shape[1], 1)
+    if (planar is None or not (groups == 1 or depthwise) or not _conv_dtypes(x, g)
+            or not g.size):
         return None
     xp = xp_of(x)
     x2, geometry, _ = planar
     b, c, h, wd = x2.shape
     g2 = g if g.ndim == 4 else g[:, :, None]
     o, oh, ow = g2.shape[1:]        # may be fewer windows than x allows (a transposed conv's)
+    shape = (b, c, h, wd, o, oh, ow)
+    x2, g2 = buffer(xp.ascontiguousarray(x2)), buffer(xp.ascontiguousarray(g2))
+    if depthwise:
+        splits, taps = depthwise_conv.weight_grad_scratch(shape, geometry)
+        partial = xp.empty((o, splits, taps), xp.float32)
+        depthwise_conv.depthwise2d_weight_grad(x2, g2, buffer(partial), shape, geometry)
+        gw = (partial[:, 0] if splits == 1 else partial.sum(1))[:, :math.prod(kernel)]
+        return gw.astype(x.dtype).reshape((o, 1) + tuple(kernel))
     k = c * math.prod(kernel)
     splits, rows = conv.weight_grad_splits(b * oh * ow, o, k)
     partial = xp.empty((splits, o, k), xp.float32)
-    conv.conv2d_weight_grad(buffer(xp.ascontiguousarray(x2)), buffer(xp.ascontiguousarray(g2)),
-                            buffer(partial), (b, c, h, wd, o, oh, ow), geometry, splits, rows,
+    conv.conv2d_weight_grad(x2, g2, buffer(partial), shape, geometry, splits, rows,
                             not cuda_backend().tf32_gemms_on())
     gw = partial[0] if splits == 1 else partial.sum(0)
     return gw.astype(x.dtype, copy=False).reshape((o, c) + tuple(kernel))
