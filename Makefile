@@ -10,10 +10,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # the suite, then the CUDA tests again on CuPy's NumPy stand-in: the GPU code paths, no GPU
+# (and the ops once more on its second GPU, which is not the current one)
 test: $(PY)
 	$(PIP) -e '.[test,examples]'
 	$(PY) -m pytest -n auto
 	EMBER_FAKE_CUDA=1 $(PY) -m pytest -n auto tests/gpu
+	EMBER_FAKE_CUDA=1 EMBER_CUDA_OPINFO_DEVICE=cuda:1 $(PY) -m pytest -n auto tests/gpu/test_opinfo_cuda.py
 
 bench: $(PY)
 	$(PIP) -e .

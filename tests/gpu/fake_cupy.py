@@ -3,7 +3,9 @@
 ``EMBER_FAKE_CUDA=1 pytest tests/gpu`` installs it (tests/gpu/conftest.py). Its arrays are
 a NumPy subclass that, like CuPy's, refuse to meet NumPy arrays in a function or ufunc, and
 its ufuncs return 0-d arrays rather than scalars, so code that lets host arrays reach device
-code fails here as it would on a GPU. It checks ember's device plumbing (transfers, creation,
+code fails here as it would on a GPU. It has two GPUs: an array belongs to the GPU current
+when it was made, and a kernel refuses arrays of another GPU, as CuPy's do without peer
+access. It checks ember's device plumbing (transfers, creation,
 sampling, dispatch across devices, the ember.cuda API); numerics, CuPy's own gaps and speed
 need the real GPU.
 """
@@ -24,9 +26,12 @@ import scipy.special
 TOTAL = 256 * 2 ** 20                   # the fake GPU's memory: small, to test out-of-memory
 
 
+DEVICES = 2                             # fake GPUs: two, so code for cuda:1 runs too
+
+
 class _Pointer:
-    def __init__(self, ptr):
-        self.ptr = ptr
+    def __init__(self, ptr, device_id):
+        self.ptr, self.device_id = ptr, device_id
 
 
 class _Device:
@@ -57,15 +62,28 @@ class _Device:
 
 
 class ndarray(np.ndarray):
-    """A device array: NumPy's, but it will not mix with host arrays."""
+    """A device array: NumPy's, but it will not mix with host arrays, nor (as CuPy's between
+    GPUs without peer access) meet a kernel on a GPU other than its own."""
+
+    def __array_finalize__(self, obj):
+        # a view lives where its base does; fresh memory on the current GPU
+        self._device_id = getattr(obj, "_device_id", _STATE["device"])
 
     @property
     def device(self):
-        return _Device(0)
+        return _Device(self._device_id)
 
     @property
     def data(self):
-        return _Pointer(self.__array_interface__["data"][0])
+        return _Pointer(self.__array_interface__["data"][0], self._device_id)
+
+    def copy(self, order="C"):          # CuPy copies into the current GPU, from any GPU
+        out = _device(np.array(self.view(np.ndarray), order=order))
+        return out
+
+    def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
+        _refuse_elsewhere(self, "astype")
+        return super().astype(dtype, order=order, copy=copy)
 
     @property
     def __cuda_array_interface__(self):
@@ -89,6 +107,7 @@ class ndarray(np.ndarray):
         return super().take(_plain(indices), axis=axis, out=out, mode="wrap")
 
     def __setitem__(self, key, value):
+        _refuse_elsewhere((self, key, value), "__setitem__")
         super().__setitem__(_wrapped_key(self.shape, key), value)
 
     def __getitem__(self, key):
@@ -99,6 +118,7 @@ class ndarray(np.ndarray):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         out = kwargs.get("out", ())
         _refuse_host(inputs + tuple(out), f"{ufunc.__name__}")
+        _refuse_elsewhere(inputs + tuple(out), f"{ufunc.__name__}")
         if out:
             kwargs["out"] = tuple(_plain(o) for o in out)
         if method == "at":
@@ -120,6 +140,7 @@ class ndarray(np.ndarray):
 
     def __array_function__(self, func, types, args, kwargs):
         _refuse_host((args, kwargs), func.__name__)
+        _refuse_elsewhere((args, kwargs), func.__name__)
         return _device(func(*_plain(args), **_plain(kwargs)))
 
 
@@ -178,6 +199,19 @@ def _refuse_host(values, name):
                         f"{name})")
 
 
+def _refuse_elsewhere(values, name):
+    """CuPy's error for an array of another GPU in a kernel (without peer access)."""
+    if isinstance(values, (list, tuple)):
+        for v in values:
+            _refuse_elsewhere(v, name)
+    elif isinstance(values, dict):
+        _refuse_elsewhere(list(values.values()), name)
+    elif isinstance(values, ndarray) and values._device_id != _STATE["device"]:
+        raise ValueError(f"The device where the array resides ({values._device_id}) is "
+                         f"different from the current device ({_STATE['device']}). Peer "
+                         f"access is unavailable between these devices. (fake CuPy: {name})")
+
+
 def _plain(x):
     if isinstance(x, ndarray):
         return x.view(np.ndarray)
@@ -197,6 +231,12 @@ def _device(x):
         out = x.view(ndarray)
         if fresh:
             out._mem = _STATE["allocator"](x.nbytes)
+        else:                           # a view of device memory stays on its device
+            base = x.base
+            while base is not None and not isinstance(base, ndarray):
+                base = getattr(base, "base", None)
+            if base is not None:
+                out._device_id = base._device_id
         return out
     if isinstance(x, np.generic):
         return _device(np.asarray(x))
@@ -509,7 +549,7 @@ def get_elapsed_time(start, end):
 
 def _runtime():
     rt = types.ModuleType("cupy.cuda.runtime")
-    rt.getDeviceCount = lambda: 1
+    rt.getDeviceCount = lambda: DEVICES
     rt.getDevice = lambda: _STATE["device"]
     rt.setDevice = lambda i: _STATE.__setitem__("device", i)
     rt.getDeviceProperties = lambda i: {

@@ -4,6 +4,8 @@ CPU (the CPU results are checked against NumPy references by tests/ops/test_opin
 
 EMBER_CUDA_OPINFO_DTYPES (comma-separated names, default "float32,float64") picks the dtypes
 of the forward checks, to fit the GPU machine's time; "all" runs every dtype an entry lists.
+EMBER_CUDA_OPINFO_DEVICE (default "cuda") picks the GPU: "cuda:1" runs every op on a GPU that
+is not the current one (the stand-in has two).
 """
 
 import os
@@ -23,6 +25,11 @@ from tests.ops.opdb.core import replace_tensors, tensor_args
 pytestmark = pytest.mark.cuda
 
 _NAMES = os.environ.get("EMBER_CUDA_OPINFO_DTYPES", "float32,float64")
+_DEVICE = ember.device(os.environ.get("EMBER_CUDA_OPINFO_DEVICE", "cuda"))
+
+
+def _on_the_gpu(t):
+    return t.device.type == "cuda" and _DEVICE.index in (None, t.device.index)
 
 
 def _wanted(dtype):
@@ -46,11 +53,11 @@ def _to_cuda(t):
         offset, item = t.storage_offset(), owner.itemsize
         span = offset + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
         memory = np.lib.stride_tricks.as_strided(owner, (span,), (item,))   # in memory order
-        device = ember.from_numpy(memory.copy()).to("cuda")._data
+        device = ember.from_numpy(memory.copy()).to(_DEVICE)._data
         moved = _make(xp_of(device).lib.stride_tricks.as_strided(
             device[offset:], tuple(t.shape), tuple(s * item for s in t.stride())))
     else:
-        moved = t.to("cuda")
+        moved = t.to(_DEVICE)
     return moved.requires_grad_(requires_grad)
 
 
@@ -84,7 +91,7 @@ def _compare(got, want, sample, rtol, atol):
         if not isinstance(w, ember.Tensor):
             assert g == w, f"{sample}: {g!r} != {w!r}"
             continue
-        assert g.device.type == "cuda", f"{sample}: result on {g.device}"
+        assert _on_the_gpu(g), f"{sample}: result on {g.device}"
         assert g.dtype is w.dtype, f"{sample}: dtype {g.dtype}, on the CPU {w.dtype}"
         assert tuple(g.shape) == tuple(w.shape), f"{sample}: shape {g.shape} != {w.shape}"
         assert_close(g.detach().cpu(), w.detach(), rtol=rtol, atol=atol, equal_nan=True,
@@ -131,7 +138,7 @@ def test_gradients_match_cpu(info):
             if w is None:
                 assert g is None, f"{sample}: a gradient on CUDA, none on the CPU"
                 continue
-            assert g.device.type == "cuda", f"{sample}: gradient on {g.device}"
+            assert _on_the_gpu(g), f"{sample}: gradient on {g.device}"
             assert_close(g.cpu(), w, rtol=1e-7, atol=1e-7, msg=lambda m: f"{sample}:\n{m}")
 
 

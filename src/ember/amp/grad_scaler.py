@@ -13,7 +13,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.backend import device_kernel, xp_of
+from ember.backend import device_guard, device_kernel, gpu_elsewhere, xp_of
 
 __all__ = ["GradScaler"]
 
@@ -24,6 +24,12 @@ def _unscale(grads, inv_scale):
     """Multiply ``grads`` (on one device) by ``inv_scale`` in place; whether one of them
     then holds an inf or NaN, as a boolean array on their device. On a GPU all of them go
     through one launch when the kernels take them."""
+    with device_guard(gpu_elsewhere(grads[0]._data)):
+        return _unscale_here(grads, inv_scale)
+
+
+def _unscale_here(grads, inv_scale):
+    """``_unscale`` with the gradients' device current."""
     arrays = [g._data for g in grads]
     fast = device_kernel(arrays[0], "scale_all")
     if fast is not None:

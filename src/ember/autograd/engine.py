@@ -11,6 +11,7 @@ from ember.amp._state import suspended as amp_suspended
 from ember.autograd import anomaly
 from ember.autograd.graph import AccumulateGrad, accumulate, leaf_hooks, post_accumulate_hooks
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.backend import SEVERAL_GPUS, device_guard, operands_gpu_elsewhere
 
 __all__ = ["run_backward"]
 
@@ -124,7 +125,14 @@ def _add_to_buffer(buffers, node, nr, grad):
 
 
 def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumulate_into_grad):
-    """Run one node; returns its input gradients ([] for leaves, None if nothing flowed)."""
+    """Run one node; returns its input gradients ([] for leaves, None if nothing flowed).
+    It runs on the GPU its gradients are on (that GPU made current), as in PyTorch."""
+    if SEVERAL_GPUS[0]:
+        elsewhere = operands_gpu_elsewhere([g._data for g in buf if g is not None], _mixed)
+        if elsewhere is not None:
+            with device_guard(elsewhere):
+                return _run_node(node, buf, retain_graph, run_set, target_index, captured,
+                                 accumulate_into_grad)
     hooks = node._tensor_pre_hooks
     if hooks:
         for nr, fns in hooks.items():
@@ -175,6 +183,10 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
     if not retain_graph:
         node._release()
     return grads_in
+
+
+def _mixed():
+    raise RuntimeError("a backward node received gradients on two GPUs")
 
 
 def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):

@@ -19,7 +19,8 @@ __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda
            "quiet_fp", "loud_fp", "DEVICE_KERNELS", "device_kernel", "accumulate",
            "device_assert", "device_constant", "device_copy", "device_scalar",
            "indexing_checks_bounds", "cudnn_tf32", "matmul_precision_changed",
-           "low_precision_product", "combine_at", "bincount", "reads_stall"]
+           "low_precision_product", "combine_at", "bincount", "reads_stall", "SEVERAL_GPUS",
+           "gpu_elsewhere", "operands_gpu_elsewhere", "device_guard"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -27,6 +28,7 @@ XP_BY_ARRAY_TYPE = {np.ndarray: np}        # backend/cuda.py adds cupy.ndarray
 _DEVICE_BY_ARRAY_TYPE = {np.ndarray: CPU}
 _CUDA_DEVICES = {}                         # GPU index -> device("cuda", index)
 DEVICE_KERNELS = {}     # name -> a fused kernel for GPU arrays (filled by backend/cuda_kernels)
+SEVERAL_GPUS = [False]  # set by backend/cuda.py: only then can a GPU array be elsewhere
 
 
 def xp_of(array):
@@ -44,6 +46,30 @@ def device_of(array):
     if dev is None:
         dev = _CUDA_DEVICES[index] = device("cuda", index)
     return dev
+
+
+def gpu_elsewhere(array):
+    """The index of the GPU holding ``array`` when that is not the current GPU, else None
+    (host arrays included): work on it then runs inside ``device_guard(index)``, as PyTorch
+    runs an op on its operands' device where CuPy would launch it on the current one."""
+    if not SEVERAL_GPUS[0] or type(array) is np.ndarray:
+        return None
+    return cuda_backend().elsewhere(array)
+
+
+def operands_gpu_elsewhere(arrays, mismatch):
+    """``gpu_elsewhere`` of the GPU arrays among ``arrays`` (None entries and host arrays
+    skipped); ``mismatch()`` raises when they lie on two GPUs."""
+    if not SEVERAL_GPUS[0]:
+        return None
+    return cuda_backend().operands_elsewhere(arrays, mismatch)
+
+
+def device_guard(index):
+    """A context in which GPU ``index`` is current (None: nothing changes)."""
+    if index is None:
+        return contextlib.nullcontext()
+    return cuda_backend().device_guard(index)
 
 
 def on_device_of(host, array):

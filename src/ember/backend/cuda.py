@@ -16,12 +16,14 @@ import numpy as np
 from ember import backend
 from ember.cuda.memory import OutOfMemoryError, format_size
 
-__all__ = ["cupy", "special", "to_device", "to_host", "device_guard", "pin", "is_pinned",
+__all__ = ["cupy", "special", "to_device", "to_host", "device_guard", "elsewhere",
+           "operands_elsewhere", "pin", "is_pinned",
            "defer_check", "raise_deferred",
            "memory_allocated", "max_memory_allocated", "memory_reserved",
            "reset_peak_memory_stats", "empty_cache"]
 
 backend.XP_BY_ARRAY_TYPE[cupy.ndarray] = cupy
+backend.SEVERAL_GPUS[0] = cupy.cuda.runtime.getDeviceCount() > 1
 special = cupyx.scipy.special
 
 # --- device placement and copies --------------------------------------------------------------
@@ -30,6 +32,27 @@ special = cupyx.scipy.special
 def device_guard(index):
     """A context in which ``index`` is CuPy's current device (None: leave it as it is)."""
     return contextlib.nullcontext() if index is None else cupy.cuda.Device(index)
+
+
+def elsewhere(array):
+    """The index of the GPU holding CuPy ``array`` when it is not the current one, else
+    None."""
+    index = array.data.device_id
+    return None if index == cupy.cuda.runtime.getDevice() else index
+
+
+def operands_elsewhere(arrays, mismatch):
+    """``elsewhere`` of the CuPy arrays among ``arrays``; ``mismatch()`` raises when they
+    lie on two GPUs."""
+    index = None
+    for a in arrays:
+        if type(a) is cupy.ndarray:
+            here = a.data.device_id
+            if index is None:
+                index = here
+            elif here != index:
+                mismatch()
+    return None if index is None or index == cupy.cuda.runtime.getDevice() else index
 
 
 def to_device(array, index, non_blocking=False):
@@ -173,9 +196,11 @@ def raise_deferred():
             flags = cupy.stack([checks[i][0] for i in positions]).get()
         for i, hit in zip(positions, flags):
             hits[i] = hit
-    for hit, (_, error, _) in zip(hits, checks):
+    for hit, (failed, error, _) in zip(hits, checks):
         if hit:
-            raise error()
+            with device_guard(failed.device.id):    # the message may look at the operands
+                exc = error()
+            raise exc
 
 
 # --- memory statistics and out-of-memory errors -----------------------------------------------

@@ -15,14 +15,14 @@ from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history
-from ember.backend import loud_fp, quiet_fp
+from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp
 
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
 
 def call_inplace(op, inputs, params):
     """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``)."""
-    from ember.ops._registry import _Override, _prepare
+    from ember.ops._registry import _Override, _other_gpu, _prepare
     self = inputs[0]
     if not isinstance(self, Tensor):
         raise TypeError(f"{op.name}_(): expected a Tensor, got {type(self).__name__}")
@@ -33,6 +33,11 @@ def call_inplace(op, inputs, params):
         flat, lengths = op.flatten_inputs(inputs)
     else:
         flat, lengths = inputs, None
+    if SEVERAL_GPUS[0]:
+        elsewhere = _other_gpu(flat)
+        if elsewhere is not None:       # run where the operands are, as PyTorch does
+            with device_guard(elsewhere):
+                return call_inplace(op, inputs, params)
     try:
         xp, arrays, requires_grad, casts, compute = _prepare(op, flat)
     except _Override:

@@ -31,8 +31,8 @@ from ember.amp._state import STATE as _AMP
 from ember.amp.autocast_mode import cast_operands
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, OpNode, history
-from ember.backend import (XP_BY_ARRAY_TYPE, device_of, device_scalar, loud_fp, quiet_fp,
-                           xp_of)
+from ember.backend import (SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard, device_of,
+                           device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp, xp_of)
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
 
@@ -221,6 +221,11 @@ def call(op, inputs, params, out=None):
         flat, lengths = inputs, None
     if op.autocast is not None and _AMP.enabled:
         flat = cast_operands(op.autocast, flat)
+    if SEVERAL_GPUS[0]:
+        elsewhere = _other_gpu(flat)
+        if elsewhere is not None:       # run where the operands are, as PyTorch does
+            with device_guard(elsewhere):
+                return call(op, inputs, params, out)
     try:
         xp, arrays, requires_grad, casts, _ = _prepare(op, flat)
     except _Override:
@@ -395,6 +400,13 @@ def _join_devices(flat, arrays, a, array_type):
                 arrays[i] = device_scalar(xp, x)
         return a, type(a)
     _device_mismatch(flat)
+
+
+def _other_gpu(flat):
+    """The GPU of a call's tensors when it is not the current one (the call then reruns
+    there), else None; tensors on two GPUs raise PyTorch's error."""
+    return operands_gpu_elsewhere([x._data for x in flat if isinstance(x, Tensor)],
+                                  lambda: _device_mismatch(flat))
 
 
 def _device_mismatch(flat):

@@ -7,6 +7,7 @@ import warnings
 
 from ember._random import _uniform_like
 from ember._tensor import _make
+from ember.backend import device_guard, gpu_elsewhere
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import op
 
@@ -56,6 +57,12 @@ def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generat
     if p == 0 or not train or input.numel() == 0:
         return input
     _check_dtype(input)
+    with device_guard(gpu_elsewhere(input._data)):     # array code on the input's GPU
+        return _masked(input, p, inplace, feature, alpha, generator)
+
+
+def _masked(input, p, inplace, feature, alpha, generator):
+    """Dropout's draw and scaling (``_dropout`` has checked the arguments)."""
     shape = input.shape if not feature else input.shape[:2] + (1,) * (input.dim() - 2)
     keep = _uniform_like(generator, shape, input._data) >= p
     if p == 1:

@@ -7,7 +7,7 @@ and their state are updated as pairs of reals, as PyTorch does (``view_as_real``
 import numpy as np
 
 from ember._tensor import Tensor, _make
-from ember.backend import device_kernel
+from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhere
 
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
            "apply_updates"]
@@ -65,11 +65,26 @@ def scalar_state(fill):
 def apply_updates(kernel, params, updates, update, **hyper):
     """Apply each parameter's update (its arrays in ``updates``): on a GPU all at once
     through the fused ``kernel`` (``backend.device_kernel``), which may leave some; the rest,
-    and everything on the CPU, through ``update(*arrays, **hyper)``. Then bump each
-    parameter's version."""
-    fused = device_kernel(updates[0][0], kernel) if updates else None
-    left = None if fused is None else fused(updates, **hyper)
-    for i in range(len(updates)) if left is None else left:
-        update(*updates[i], **hyper)
+    and everything on the CPU, through ``update(*arrays, **hyper)``. Parameters on several
+    GPUs update GPU by GPU, each made current. Then bump each parameter's version."""
+    for elsewhere, chosen in _by_gpu(updates):
+        with device_guard(elsewhere):
+            fused = device_kernel(chosen[0][0], kernel)
+            left = None if fused is None else fused(chosen, **hyper)
+            for i in range(len(chosen)) if left is None else left:
+                update(*chosen[i], **hyper)
     for p in params:
         p._bump_version()
+
+
+def _by_gpu(updates):
+    """``updates`` as (the GPU to make current or None, its updates) pairs: one pair unless
+    the parameters lie on several GPUs."""
+    if not updates:
+        return []
+    if not SEVERAL_GPUS[0]:
+        return [(None, updates)]
+    groups = {}
+    for u in updates:
+        groups.setdefault(gpu_elsewhere(u[0]), []).append(u)
+    return list(groups.items())

@@ -14,6 +14,7 @@ from itertools import chain
 from ember._tensor import Tensor
 from ember.autograd.graph import RemovableHandle
 from ember.autograd.grad_mode import enable_grad
+from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere
 
 __all__ = ["Optimizer", "required"]
 
@@ -207,7 +208,8 @@ def _with_hooks(step):
                     raise RuntimeError(f"{hook} must return None or a tuple of (new_args, "
                                        f"new_kwargs), but got {result}.")
                 args, kwargs = result
-        out = step(self, *args, **kwargs)
+        with device_guard(_gpu_of_parameters(self)):
+            out = step(self, *args, **kwargs)
         for hook in list(self._step_post_hooks.values()):
             hook(self, args, kwargs)
         return out
@@ -215,6 +217,17 @@ def _with_hooks(step):
     wrapped.__qualname__ = step.__qualname__
     wrapped.__doc__ = step.__doc__
     return wrapped
+
+
+def _gpu_of_parameters(optimizer):
+    """The GPU of the optimizer's first parameter when it is not the current one (the step
+    then runs there, as its array code must), else None."""
+    if not SEVERAL_GPUS[0]:
+        return None
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            return gpu_elsewhere(p._data)
+    return None
 
 
 def _add(table, hook):

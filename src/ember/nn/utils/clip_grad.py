@@ -5,7 +5,7 @@ import warnings
 
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import no_grad
-from ember.backend import device_kernel
+from ember.backend import device_guard, device_kernel, gpu_elsewhere
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
            "clip_grads_with_norm_"]
@@ -24,10 +24,13 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     if not tensors:
         return tensor(0.0)
     fast = device_kernel(tensors[0]._data, "grad_norm") if norm_type == 2.0 else None
-    total = fast([t._data for t in tensors]) if fast is not None else None
-    if total is not None:                   # all in one launch on a GPU
-        return _check_finite(_make(total), norm_type, error_if_nonfinite)
-    norms = [linalg.vector_norm(t, norm_type) for t in tensors]
+    if fast is not None:
+        with device_guard(gpu_elsewhere(tensors[0]._data)):
+            total = fast([t._data for t in tensors])
+        if total is not None:               # all in one launch on a GPU
+            return _check_finite(_make(total), norm_type, error_if_nonfinite)
+    first = tensors[0].device               # norms on several GPUs combine on the first
+    norms = [linalg.vector_norm(t, norm_type).to(first) for t in tensors]
     dtypes = {n.dtype for n in norms}
     if len(dtypes) > 1:                      # mixed precisions: combine in the widest
         from ember import promote_types
@@ -56,13 +59,15 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
         return
     coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
     fast = device_kernel(grads[0]._data, "scale_all")
-    if fast is not None and coef.device == grads[0].device and fast([g._data for g in grads],
-                                                                   coef._data):
-        for g in grads:                     # all scaled in one launch on a GPU
-            g._bump_version()
-        return
+    if fast is not None and coef.device == grads[0].device:
+        with device_guard(gpu_elsewhere(coef._data)):
+            done = fast([g._data for g in grads], coef._data)
+        if done:
+            for g in grads:                 # all scaled in one launch on a GPU
+                g._bump_version()
+            return
     for g in grads:
-        g.mul_(coef.to(g.dtype) if coef.dtype != g.dtype and g.is_floating_point() else coef)
+        g.mul_(coef.to(g.device, g.dtype if g.is_floating_point() else coef.dtype))
 
 
 @no_grad()
