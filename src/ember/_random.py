@@ -17,7 +17,7 @@ from ember import _dtype as D
 from ember._creation import _finish, _place, _size, _target
 from ember._device import as_device, get_default_device
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
-                           device_of, host_array, on_device_of)
+                           device_guard, device_of, host_array, on_device_of, xp_of)
 from ember._tensor import Tensor, _make
 
 __all__ = [
@@ -233,8 +233,22 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
     dtype = D.int64 if dtype is None else dtype
+    drawn = _permutation_on_device(generator, n, _target(device)[1])
+    if drawn is not None:
+        return _fill_out(out, _finish(drawn.astype(dtype.np, copy=False), requires_grad))
     arr = _rng_on(generator, device).permutation(n)
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
+
+
+def _permutation_on_device(generator, n, device):
+    """A random permutation of 0..n-1 made on GPU ``device`` (None where the kernels cannot
+    draw): the order of n random 62-bit keys drawn there, so that a training step's shuffle
+    (mixup's, say) neither draws on the host nor waits for an upload."""
+    keys = _drawn_on_device(generator, (2, n), D.int64, device, "integers", 0, 2 ** 31)
+    if keys is None:
+        return None
+    with device_guard(device.index):
+        return xp_of(keys).argsort(keys[0] * 2 ** 31 + keys[1])
 
 
 def _fill_out(out, result):

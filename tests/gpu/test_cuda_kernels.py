@@ -705,6 +705,24 @@ def test_samples_draw_on_the_device_reproducibly(overrides, host_traffic, name):
     assert abs(values.std().item() / std - 1) < 0.03
 
 
+def test_permutations_draw_on_the_device_reproducibly(overrides, host_traffic):
+    n = 20000
+    ember.manual_seed(5)
+    with host_traffic() as traffic:
+        first = ember.randperm(n, device="cuda")
+    assert not traffic, f"randperm waited for the device: {dict(traffic)}"
+    assert first.is_cuda and first.dtype is ember.int64
+    assert ember.equal(first.sort().values.cpu(), ember.arange(n))
+    ember.manual_seed(5)
+    assert ember.equal(ember.randperm(n, device="cuda"), first)
+    assert not ember.equal(ember.randperm(n, device="cuda"), first)
+    # shuffled: the first half holds about half of the small values
+    assert abs((first[: n // 2] < n // 2).double().mean().item() - 0.5) < 0.02
+    halves = ember.randperm(6, device="cuda", dtype=ember.float32)
+    assert halves.dtype is ember.float32 and sorted(halves.tolist()) == list(range(6))
+    assert ember.randperm(0, device="cuda").shape == (0,)
+
+
 def test_uniform_draws_stay_below_the_upper_bound_in_16_bits(overrides):
     # 0.9995 and up round to 1.0 in float16: PyTorch's kernels count such a draw as the
     # lower bound, so every value stays in [low, high)

@@ -1,8 +1,9 @@
 """The CUDA default generators (``torch.cuda.manual_seed`` and friends).
 
 With the CUDA kernels loaded, uniform, normal and Bernoulli samples of 32- and 16-bit floats
-and integers on a GPU (``rand``, ``randn``, ``randint``, dropout's masks ...) are drawn
-there, from a Philox stream of the generator's seed (``_random._drawn_on_device``). Other
+and integers on a GPU (``rand``, ``randn``, ``randint``, ``randperm``, dropout's masks ...)
+are drawn there, from a Philox stream of the generator's seed
+(``_random._drawn_on_device``). Other
 samples are drawn on the host with the same PCG64 streams as the CPU and uploaded, so a seed
 gives the same values on either device. Each GPU has its own default generator, seeded like
 PyTorch's; seeding needs no GPU and loads nothing without one.
