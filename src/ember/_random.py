@@ -308,13 +308,17 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     """Indices sampled from each row of non-negative weights."""
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
-    w = np.asarray(host_array(input._data), dtype=np.float64)
-    rows = w.reshape(-1, w.shape[-1])
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
-    if not replacement and num_samples > rows.shape[1]:
+    if not replacement and num_samples > input.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
+    if input.is_cuda and input.numel():
+        drawn = _multinomial_on_device(input, num_samples, replacement, generator)
+        if drawn is not None:
+            return _fill_out(out, _finish(drawn[0] if input.ndim == 1 else drawn, False))
+    w = np.asarray(host_array(input._data), dtype=np.float64)
+    rows = w.reshape(-1, w.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all():
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     rng = _rng_on(generator, input.device)
@@ -330,6 +334,53 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     if input.ndim == 1:
         result = result[0]
     return _fill_out(out, _sample(result, D.int64, input.device, False))
+
+
+def _multinomial_on_device(input, num_samples, replacement, generator):
+    """``multinomial``'s (rows, num_samples) indices drawn on the GPU of ``input`` (None
+    where the kernels cannot draw), so that sampling a model's next token does not wait for
+    the GPU: with replacement, uniform draws searched for in each row's running sums;
+    without, the ``num_samples`` largest of log w - log(-log u) (the Gumbel top-k trick).
+    The weights are checked on the device (NOTE [Deferred device checks])."""
+    w = input._data
+    k = w.shape[-1]
+    rows = w.size // k
+    u = _drawn_on_device(generator, (rows, num_samples if replacement else k), D.float32,
+                         input.device)
+    if u is None:
+        return None
+    with device_guard(input.device.index):
+        xp = xp_of(w)
+        w = w.reshape(rows, k).astype(np.float64)
+        _check_weights(xp, w, None if replacement else num_samples)
+        if not replacement:            # log 0 is -inf: such categories come last
+            positive = w > 0
+            gumbel = -xp.log(-xp.log(xp.maximum(u, np.float32(1e-38))))
+            keys = xp.where(positive, xp.log(xp.where(positive, w, 1.0)), -np.inf) + gumbel
+            if num_samples == 1:
+                return keys.argmax(axis=1)[:, None]
+            return xp.argsort(-keys, axis=1)[:, :num_samples]
+        # each row's running sums over its total, shifted by the row's index: one sorted
+        # sequence, searched once for every row's draws (shifted likewise)
+        cdf = xp.cumsum(w, axis=1)
+        starts = xp.arange(rows, dtype=np.float64)[:, None]
+        cdf = cdf / cdf[:, -1:] + starts
+        found = xp.searchsorted(cdf.reshape(-1), (u + starts).reshape(-1), side="right")
+        picked = found.reshape(rows, num_samples) - (starts * k).astype(np.int64)
+        return xp.minimum(picked, k - 1)    # a draw rounding up to a row's end stays in it
+
+
+def _check_weights(xp, w, needed):
+    """multinomial's checks of float64 weight rows on a GPU, deferred as device asserts;
+    ``needed``: the nonzero weights a row needs (sampling without replacement)."""
+    device_assert(((w < 0) | ~xp.isfinite(w)).any(), lambda: RuntimeError(
+        "probability tensor contains either `inf`, `nan` or element < 0"))
+    device_assert((w.sum(axis=1) <= 0).any(), lambda: RuntimeError(
+        "invalid multinomial distribution (sum of probabilities <= 0)"))
+    if needed is not None:
+        device_assert(((w != 0).sum(axis=1) < needed).any(), lambda: RuntimeError(
+            "invalid multinomial distribution (with replacement=False, not enough "
+            "non-negative category to sample)"))
 
 
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,

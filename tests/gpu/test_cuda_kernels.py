@@ -723,6 +723,33 @@ def test_permutations_draw_on_the_device_reproducibly(overrides, host_traffic):
     assert ember.randperm(0, device="cuda").shape == (0,)
 
 
+def test_multinomial_draws_on_the_device(overrides, host_traffic):
+    weights = ember.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 0.0, 2.0]], device="cuda")
+    ember.manual_seed(3)
+    with host_traffic() as traffic:
+        drawn = ember.multinomial(weights, 20000, replacement=True)
+        unique = ember.multinomial(weights, 3)
+    assert not traffic, f"multinomial waited for the device: {dict(traffic)}"
+    assert drawn.is_cuda and drawn.dtype is ember.int64 and drawn.shape == (2, 20000)
+    for row, w in zip(drawn.cpu(), weights.cpu()):
+        freq = ember.bincount(row, minlength=4).double() / 20000
+        assert_close(freq, (w / w.sum()).double(), atol=0.015, rtol=0)
+    # all three nonzero weights of each row, each once: a zero weight is never drawn
+    assert [sorted(row) for row in unique.tolist()] == [[0, 2, 3], [0, 1, 3]]
+    ember.manual_seed(3)
+    assert ember.equal(ember.multinomial(weights, 20000, replacement=True), drawn)
+    # without replacement, the first pick follows the weights
+    firsts = ember.stack([ember.multinomial(weights[0], 2)[0] for _ in range(600)]).cpu()
+    assert_close(ember.bincount(firsts, minlength=4).double() / 600,
+                 ember.tensor([0.1, 0.0, 0.6, 0.3], dtype=ember.float64), atol=0.07, rtol=0)
+    ember.multinomial(ember.tensor([0.5, -1.0], device="cuda"), 1)
+    with pytest.raises(RuntimeError, match="contains either `inf`, `nan` or element < 0"):
+        ember.cuda.synchronize()                    # checked on the device, reported here
+    ember.multinomial(ember.tensor([0.5, 0.0, 0.0], device="cuda"), 2)
+    with pytest.raises(RuntimeError, match="not enough non-negative category"):
+        ember.cuda.synchronize()
+
+
 def test_uniform_draws_stay_below_the_upper_bound_in_16_bits(overrides):
     # 0.9995 and up round to 1.0 in float16: PyTorch's kernels count such a draw as the
     # lower bound, so every value stays in [low, high)
