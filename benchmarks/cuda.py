@@ -120,6 +120,8 @@ def op_workloads(lib, scale):
         "convT 64->32 4x4/2, col2im + GEMM": _im2col(lib, lambda: upsample(image)),
         f"batch_norm (training) on {tuple(image.shape)}": lambda: F.batch_norm(
             image, *running, *affine, training=True),
+        f"group_norm (32 groups) on {tuple(image.shape)}": lambda: F.group_norm(
+            image, 32, *affine),
         f"max_pool2d 3x3/2 on {tuple(image.shape)}": lambda: F.max_pool2d(image, 3, 2, 1),
         f"avg_pool2d 2x2 on {tuple(image.shape)}": lambda: F.avg_pool2d(image, 2),
         f"bilinear x2 on {tuple(image.shape)}": lambda: F.interpolate(

@@ -150,6 +150,47 @@ def test_batch_norm(overrides, monkeypatch, shape, affine, training):
     assert [len(n) for n in launches] == [int(training), 1, 1]
 
 
+@pytest.mark.parametrize("shape, groups, affine", [
+    ((2, 6, 5, 4), 3, True), ((3, 4, 7), 2, False), ((2, 8, 3, 3), 8, True),   # 8: instance
+    ((2, 4, 2500), 1, True), ((5, 3), 3, True)])
+def test_group_norm(overrides, monkeypatch, shape, groups, affine):
+    launches = [_count_launches(monkeypatch, "triton_group_norm", name)
+                for name in ("normalize", "backward")]
+    host, gpu = _pair(shape)
+    c = shape[1]
+    w, b = (ember.randn(c) if affine else None for _ in range(2))
+    grad = ember.randn(*shape, generator=ember.Generator().manual_seed(2))
+    results = []
+    for x in (host, gpu):
+        x.requires_grad_()
+        weight, bias = (None if v is None else v.to(x.device, copy=True).requires_grad_()
+                        for v in (w, b))
+        out = ember.native_group_norm(x, weight, bias, shape[0], c, x[0, 0].numel(), groups,
+                                      1e-5)
+        out[0].backward(grad.to(x.device))
+        results.append([*out, x.grad] + ([weight.grad, bias.grad] if affine else []))
+    for h, g in zip(*results):
+        assert g.shape == h.shape
+        _same(g, h, atol=1e-4, rtol=1e-4)
+    assert all(launches)
+
+
+def test_group_norm_in_bfloat16(overrides):
+    host, gpu = _pair((2, 8, 6, 6), ember.bfloat16)
+    exact = host.double()
+    norms = [ember.nn.GroupNorm(4, 8) for _ in range(3)]
+    norms[1].cuda(), norms[2].double()
+    grad = ember.randn(*host.shape)
+    outputs = []
+    for x, norm in zip((host, gpu, exact), norms):
+        norm.to(x.dtype)
+        x.requires_grad_()
+        outputs.append(norm(x))
+        outputs[-1].backward(grad.to(x.device, x.dtype))
+    _same(outputs[1].detach(), outputs[0].detach(), **LOW)
+    assert_close(gpu.grad.cpu().double(), exact.grad, atol=4e-2, rtol=2e-2)
+
+
 def test_batch_norm_of_bfloat16_inputs_with_float32_parameters(overrides):
     host, gpu = _pair((6, 4, 9, 9), ember.bfloat16)
     exact = host.double()

@@ -19,6 +19,7 @@ from ember.backend.cuda_kernels import triton_attention as attention  # noqa: E4
 from ember.backend.cuda_kernels import triton_batch_norm as batch_norm  # noqa: E402
 from ember.backend.cuda_kernels import triton_conv as conv  # noqa: E402
 from ember.backend.cuda_kernels import triton_depthwise as depthwise  # noqa: E402
+from ember.backend.cuda_kernels import triton_group_norm as group_norm  # noqa: E402
 from ember.backend.cuda_kernels import triton_optimizers as optimizers  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
@@ -212,6 +213,23 @@ def _cases():
             yield depthwise._depthwise_weight_grad_kernel, dict(
                 _pointers(("x_ptr", "g_ptr"), dt), partial_ptr="*fp32", B="i32", chunk="i32",
                 **planes), dict(TAPS=taps, BLOCK=max(16, 4096 // taps))
+    dims = dict(C="i32", L="i32", PER_GROUP="i32")
+    for dt in ("fp32", "bf16"):
+        for affine in (False, True):
+            yield group_norm._normalize_kernel, dict(
+                _pointers(("x_ptr", "y_ptr"), dt), mean_ptr="*fp32", invstd_ptr="*fp32",
+                w_ptr="*fp32", b_ptr="*fp32", n="i32", **dims), \
+                dict(HAS_W=affine, HAS_B=affine, BLOCK=group_norm.BLOCK)
+            yield group_norm._input_gradient_kernel, dict(
+                _pointers(("g_ptr", "x_ptr", "gx_ptr"), dt), mean_ptr="*fp32",
+                invstd_ptr="*fp32", w_ptr="*fp32", coef_ptr="*fp32", n="i32", **dims), \
+                dict(HAS_W=affine, BLOCK=group_norm.BLOCK)
+            yield group_norm._row_coefficients_kernel, dict(
+                _pointers(("sums_ptr", "w_ptr", "invstd_ptr", "coef_ptr")), C="i32",
+                PER_GROUP="i32", count="fp32"), dict(HAS_W=affine, BLOCK=16)
+        yield group_norm._plane_sums_kernel, dict(
+            _pointers(("g_ptr", "x_ptr"), dt), mean_ptr="*fp32", sums_ptr="*fp32", **dims), \
+            dict(BLOCK=group_norm.BLOCK)
     sizes = dict.fromkeys(("channels", "lanes", "per_channel", "chunk"), "i32")
     for dt in ("fp32", "bf16"):
         yield batch_norm._statistics_kernel, dict(x_ptr=f"*{dt}", partial_ptr="*fp32",

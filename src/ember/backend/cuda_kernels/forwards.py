@@ -1,6 +1,6 @@
 """The Triton kernels registered as CUDA forwards of ops (NOTE [CUDA kernel overrides]):
-softmax, log_softmax, layer norm, batch norm, cross entropy, gelu and its gradient, silu and
-flash attention (pooling's and interpolation's are in spatial.py).
+softmax, log_softmax, layer norm, batch norm, group norm, cross entropy, gelu and its
+gradient, silu and flash attention (pooling's and interpolation's are in spatial.py).
 
 Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
 rows short enough to hold in registers) and returns None for the rest, which the op's
@@ -13,6 +13,7 @@ import math
 from ember.backend.cuda_kernels import override
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_batch_norm as batch_norm
+from ember.backend.cuda_kernels import triton_group_norm as group_norm
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, buffers, covered
@@ -20,7 +21,7 @@ from ember.backends.cuda import flash_sdp_enabled
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
 from ember.ops.loss_ce import _check_class_target, _check_weight, check_class_range
-from ember.ops.normalization import _channel_rows, check_normalized_shape
+from ember.ops.normalization import _channel_rows, _check_group_norm, check_normalized_shape
 
 
 def _softmax(xp, x, dim, dtype, name, log):
@@ -94,6 +95,26 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     batch_norm.normalize(buffer(x), buffer(y), buffer(mean), buffer(invstd), weight, bias,
                          shape)
     return y, mean.astype(x.dtype, copy=False), invstd.astype(x.dtype, copy=False)
+
+
+@override("native_group_norm")
+def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
+    """Group norm of a contiguous (N, C, *) array: each (sample, group)'s statistics with
+    batch norm's kernels, then normalization, scale and shift in one pass."""
+    _check_group_norm(x, w, b, c, group)
+    if not covered(x) or not channel_vectors(c, w, b) or x.size != n * c * hxw:
+        return None
+    rows, per_group = n * group, c // group
+    stats = (1, rows, per_group * hxw)              # the rows as batch norm's channels
+    mean, invstd = xp.empty(rows, xp.float32), xp.empty(rows, xp.float32)
+    partial = xp.empty(batch_norm.scratch_size(stats), xp.float32)
+    batch_norm.statistics(buffer(x), buffer(partial), buffer(mean), buffer(invstd), None, None,
+                          stats, eps, 0.0)
+    y = xp.empty(x.shape, x.dtype)
+    group_norm.normalize(buffer(x), buffer(y), buffer(mean), buffer(invstd), *buffers(w, b),
+                         (n, c, hxw), per_group)
+    return (y, mean.reshape(n, group).astype(x.dtype, copy=False),
+            invstd.reshape(n, group).astype(x.dtype, copy=False))
 
 
 def class_rows(xp, x):

@@ -1,7 +1,7 @@
 """The Triton kernels registered as CUDA derivatives of ops (NOTE [CUDA kernel overrides]):
-the first-order gradients of softmax, log_softmax, silu, layer norm, batch norm, cross
-entropy and flash attention, each in one pass (two kernels for attention, three for batch
-norm); pooling's and interpolation's
+the first-order gradients of softmax, log_softmax, silu, layer norm, batch norm, group norm,
+cross entropy and flash attention, each in one pass (two kernels for attention, three for
+batch and group norm); pooling's and interpolation's
 are in spatial.py.
 
 An override takes the derivative's own arguments (Tensors) and returns its result, or None
@@ -17,6 +17,7 @@ from ember.backend import xp_of
 from ember.backend.cuda_kernels import override_derivative
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_batch_norm as batch_norm
+from ember.backend.cuda_kernels import triton_group_norm as group_norm
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import buffer, buffers, covered
@@ -118,6 +119,36 @@ def native_batch_norm(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     return (None if gx is None else _make(gx),
             _make(gw.astype(weight.dtype, copy=False)) if need_w else None,
             _make(gb.astype(b._data.dtype, copy=False)) if need_b else None, None, None)
+
+
+@override_derivative("native_group_norm")
+def native_group_norm(grads, x, w, b, n, c, hxw, group, eps, *, out):
+    """Group norm's (input, weight, bias) gradients: each (sample, channel) plane's sums in
+    one pass, each row's coefficients from them, the input's gradient in one more pass."""
+    gy, gmean, ginvstd = grads
+    if gy is None or carries_gradient(gmean) or carries_gradient(ginvstd):
+        return None
+    a, g, mean, invstd = x._data, gy._data, out[1]._data, out[2]._data
+    weight = None if w is None else w._data
+    if (g.dtype != a.dtype or g.shape != a.shape or not covered(g, a) or a.size != n * c * hxw
+            or not channel_vectors(c, weight)):
+        return None
+    xp = xp_of(a)
+    mean32, invstd32 = (xp.ascontiguousarray(v, dtype=xp.float32).reshape(-1)
+                        for v in (mean, invstd))
+    sums = xp.empty((n, c, 2), xp.float32)
+    coef = xp.empty(n * group * 2, xp.float32)
+    gx = xp.empty(a.shape, a.dtype) if x.requires_grad else None
+    group_norm.backward(buffer(g), buffer(a), buffer(mean32), buffer(invstd32),
+                        *buffers(weight), buffer(sums), buffer(coef), *buffers(gx),
+                        (n, c, hxw), c // group)
+    gw = gb = None
+    if w is not None and w.requires_grad:           # sum over samples of g * xhat per channel
+        spread = xp.repeat(invstd32.reshape(n, group), c // group, axis=1)
+        gw = _make((sums[:, :, 1] * spread).sum(0).astype(weight.dtype, copy=False))
+    if b is not None and b.requires_grad:
+        gb = _make(sums[:, :, 0].sum(0).astype(b._data.dtype, copy=False))
+    return None if gx is None else _make(gx), gw, gb
 
 
 @override_derivative("nn.functional.cross_entropy")
