@@ -100,6 +100,7 @@ def op_workloads(lib, scale):
         f"softmax {rows}x{cols}": lambda: F.softmax(x, -1),
         f"log_softmax {rows}x{cols}": lambda: F.log_softmax(x, -1),
         f"layer_norm {rows}x{cols}": lambda: F.layer_norm(x, (cols,), w, b),
+        f"rms_norm {rows}x{cols}": lambda: F.rms_norm(x, (cols,), w),
         f"cross_entropy {logits.shape[0]}x{vocab}": lambda: F.cross_entropy(logits, target),
         f"gelu {big.numel()}": lambda: F.gelu(big),
         f"silu {big.numel()}": lambda: F.silu(big),

@@ -137,6 +137,31 @@ def test_batch_norm_backward(shape, affine, training):
     np.testing.assert_allclose(gb, s0, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_rms_norm_rows_and_gradient(shape, affine):
+    x, gy = _data(shape) + 1, _data(shape, 4)
+    n, k = shape
+    w = _data(k, 5) if affine else None
+    x64, gy64 = x.astype(np.float64), gy.astype(np.float64)
+    rstd = 1 / np.sqrt((x64 * x64).mean(1) + 1e-6)
+    xhat = x64 * rstd[:, None]
+    y, got_rstd = np.empty_like(x), np.empty(n, np.float32)
+    rows.rms_norm_rows(Host(x), w if w is None else Host(w), Host(y), Host(got_rstd), n, k,
+                       1e-6)
+    np.testing.assert_allclose(got_rstd, rstd, rtol=1e-5)
+    np.testing.assert_allclose(y, xhat * (w if affine else 1), rtol=1e-4, atol=1e-5)
+    programs = min(n, 3)
+    gx, partial_w = np.empty_like(x), np.empty((programs, k), np.float32)
+    rows.rms_norm_backward_rows(Host(gy), Host(x), w if w is None else Host(w),
+                                Host(rstd.astype(np.float32)), Host(gx), Host(partial_w), n,
+                                k, programs)
+    g = gy64 * (w if affine else 1)
+    want = rstd[:, None] * (g - xhat * (g * xhat).mean(1, keepdims=True))
+    np.testing.assert_allclose(gx, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(partial_w.sum(0), (gy64 * xhat).sum(0), rtol=1e-4, atol=1e-4)
+
+
 def _class_weights(weighted, c):
     """(float32 class weights or None, their 1-element sum or None, as float64 for refs)."""
     if not weighted:

@@ -112,6 +112,32 @@ def test_layer_norm(overrides, shape, normalized, affine, dtype):
         _same(g, h, **tol)
 
 
+@pytest.mark.parametrize("dtype, weight", [(ember.float32, ember.float32), (ember.float32, None),
+                                           (ember.bfloat16, ember.float32),
+                                           (ember.bfloat16, ember.bfloat16)])
+@pytest.mark.parametrize("shape, normalized", [((4, 8, 32), (32,)), ((3, 4, 5), (4, 5)),
+                                               ((2, 40000), (40000,))])
+def test_rms_norm(overrides, monkeypatch, shape, normalized, dtype, weight):
+    launches = [_count_launches(monkeypatch, "triton_rows", name)
+                for name in ("rms_norm_rows", "rms_norm_backward_rows")]
+    host, gpu = _pair(shape, dtype)
+    w = None if weight is None else ember.randn(*normalized).to(weight)
+    grad = ember.randn(*shape, generator=ember.Generator().manual_seed(2)).to(dtype)
+    results = []
+    for x in (host, gpu):
+        x.requires_grad_()
+        ws = None if w is None else w.to(x.device, copy=True).requires_grad_()
+        y = F.rms_norm(x, normalized, ws)
+        y.backward(grad.to(x.device))
+        results.append([y, x.grad] + ([] if w is None else [ws.grad]))
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype is ember.float32 else LOW
+    for h, g in zip(*results):
+        _same(g, h, **tol)
+    from ember.backend.cuda_kernels.triton_rows import MAX_ROW
+    held = shape[-1] <= MAX_ROW                     # longer rows take the generic code
+    assert [bool(n) for n in launches] == [held, held]
+
+
 def test_layer_norm_module_trains_like_cpu(overrides):
     host = ember.nn.LayerNorm(64)
     gpu = ember.nn.LayerNorm(64).cuda()

@@ -58,7 +58,14 @@ def _cases():
                 _pointers(("x_ptr", "y_ptr", "mean_ptr", "invstd_ptr"), dt),
                 w_ptr="*fp32", b_ptr="*fp32", n_rows="i32", n_cols="i32", eps="fp32"), \
                 dict(ROWS=tile, BLOCK=block, HAS_W=True, HAS_B=True)
+            yield rows._rms_norm_kernel, dict(
+                _pointers(("x_ptr", "y_ptr"), dt), w_ptr="*fp32", rstd_ptr="*fp32",
+                n_rows="i32", n_cols="i32", eps="fp32"), dict(ROWS=tile, BLOCK=block, HAS_W=True)
         for has_w, need_gx in ((True, True), (False, False)):
+            yield rows._rms_norm_backward_kernel, dict(
+                _pointers(("gy_ptr", "x_ptr", "gx_ptr"), dt), w_ptr="*fp32", rstd_ptr="*fp32",
+                partial_w_ptr="*fp32", n_rows="i32", n_cols="i32"), \
+                dict(BLOCK=1024, HAS_W=has_w, NEED_GX=need_gx)
             yield rows._layer_norm_backward_kernel, dict(
                 _pointers(("gy_ptr", "x_ptr", "mean_ptr", "invstd_ptr", "gx_ptr"), dt),
                 w_ptr="*fp32", partial_w_ptr="*fp32", partial_b_ptr="*fp32", n_rows="i32",

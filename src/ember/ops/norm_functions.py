@@ -5,9 +5,8 @@ pairwise_distance."""
 import math
 
 import ember
-from ember import _dtype as D
 from ember.autograd.grad_mode import no_grad
-from ember.ops.normalization import check_normalized_shape, native_batch_norm
+from ember.ops.normalization import _fused_rms_norm, native_batch_norm
 
 __all__ = ["instance_norm", "rms_norm", "local_response_norm", "normalize",
            "cosine_similarity", "pairwise_distance"]
@@ -54,18 +53,8 @@ def functional_instance_norm(input, running_mean=None, running_var=None, weight=
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """Divide by the root mean square over the trailing ``normalized_shape`` dims, then
-    scale."""
-    ns = check_normalized_shape(input, normalized_shape, weight, None, batch_dims="*")
-    if not input.is_floating_point():
-        raise NotImplementedError(f"\"rms_norm\" not implemented for "
-                                  f"'{input.dtype._torch_name}'")
-    if eps is None:
-        eps = ember.finfo(input.dtype).eps
-    dims = tuple(range(input.ndim - len(ns), input.ndim))
-    x = input.float() if input.dtype in D.LOW_PRECISION else input
-    out = x * ((x * x).mean(dims, keepdim=True) + eps).rsqrt()
-    out = out.to(input.dtype)
-    return out if weight is None else out * weight
+    scale (16-bit inputs computed in float32, as in PyTorch)."""
+    return _fused_rms_norm(input, normalized_shape, weight, eps)[0]
 
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):

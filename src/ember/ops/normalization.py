@@ -1,7 +1,8 @@
 """Normalization with fused kernels: native_batch_norm, native_layer_norm, native_group_norm
-(each returns the output, the mean and the inverse standard deviation it normalized with), and
-the functional forms built on them (batch_norm, layer_norm, group_norm). The compositions
-(instance_norm, rms_norm, local_response_norm, normalize) live in ops/norm_functions.py.
+(each returns the output, the mean and the inverse standard deviation it normalized with) and
+_fused_rms_norm (the output and the inverse root mean square), and the functional forms
+built on them (batch_norm, layer_norm, group_norm; rms_norm is in ops/norm_functions.py with
+the compositions instance_norm, local_response_norm and normalize).
 
 NOTE [Fused normalization backward]
 With ``xc = x - mean``, ``invstd = (var + eps)^-1/2`` (biased variance over ``n`` elements)
@@ -385,6 +386,60 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_
 def functional_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
     return layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+# --- RMS norm ---------------------------------------------------------------------------------
+
+@op("_fused_rms_norm(input, normalized_shape, weight=None, eps=None)",
+    inputs=("input", "weight"), method=False)
+def _fused_rms_norm(xp, x, w, normalized_shape, eps):
+    """RMS normalization over the trailing ``normalized_shape`` dims, scaled by ``weight``;
+    returns (output, rstd), rstd = 1/sqrt(mean(x^2) + eps) with size-1 trailing dims. As in
+    PyTorch, 16-bit inputs compute in float32 (rstd stays float32), ``eps`` defaults to the
+    machine epsilon of that computation dtype, and the output, rounded once, has the input's
+    dtype."""
+    ns = check_normalized_shape(x, normalized_shape, w, None, batch_dims="*")
+    if x.dtype.kind not in "fV":
+        raise NotImplementedError(f"\"rms_norm\" not implemented for '{_name(x)}'")
+    wide = x.astype(_F32) if x.dtype in _LOW else x
+    eps = float(np.finfo(wide.dtype).eps) if eps is None else eps
+    k = math.prod(ns)
+    lead = x.shape[:x.ndim - len(ns)]
+    rows = wide.reshape(lead + (k,))
+    # the mean square as a matrix-vector product: several times faster than mean() on a
+    # short axis
+    rstd = 1 / xp.sqrt((rows * rows) @ xp.full(k, 1 / k, rows.dtype) + eps)
+    out = rows * rstd[..., None]
+    if w is not None:
+        out = out * w.reshape(k)        # in the wider of the two dtypes, as PyTorch
+    return (out.reshape(x.shape).astype(x.dtype, copy=False),
+            rstd.reshape(lead + (1,) * len(ns)))
+
+
+@_fused_rms_norm.derivative
+def _(grads, x, w, normalized_shape, eps, *, out):
+    # y = x * rstd * w; with xhat = x * rstd and g the gradient reaching xhat:
+    # dx = rstd * (g - xhat * mean(g * xhat)), and the gradient reaching rstd adds
+    # grstd * -rstd^3 * x / k (rstd = (mean(x^2) + eps)^-1/2)
+    gy, grstd = grads
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    dims = tuple(range(x.ndim - len(ns), x.ndim))
+    k = math.prod(ns)
+    rstd = out[1]
+    wide = x.float() if x.dtype in D.LOW_PRECISION else x
+    xhat = wide * rstd
+    g = gy.to(xhat.dtype if w is None else D.promote_types(xhat.dtype, w.dtype))
+    gw = None
+    if w is not None and w.requires_grad:
+        gw = (g * xhat).sum(tuple(range(x.ndim - len(ns)))).reshape(w.shape)
+    gx = None
+    if x.requires_grad:
+        if w is not None:
+            g = g * w
+        gx = rstd * (g - xhat * (g * xhat).sum(dims, keepdim=True) * (1 / k))
+        if carries_gradient(grstd):
+            gx = gx - grstd * rstd ** 3 * wide * (1 / k)
+    return gx, gw
 
 
 def _check_group_norm(x, w, b, c, group):

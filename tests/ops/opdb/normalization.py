@@ -1,9 +1,11 @@
 """OpInfo entries for ember/ops/normalization.py: native_batch_norm, native_layer_norm,
-native_group_norm (the fused kernels behind F.batch_norm, F.layer_norm, F.group_norm)."""
+native_group_norm and _fused_rms_norm (the fused kernels behind F.batch_norm, F.layer_norm,
+F.group_norm and F.rms_norm)."""
 
 import numpy as np
 
 import ember
+from ember.ops.normalization import _fused_rms_norm
 from tests.ops.opdb.core import FLOATS, LOW, ErrorInput, OpInfo, SampleInput, make
 
 
@@ -132,6 +134,51 @@ def _gn_errors():
                      r"in input, but got weight of shape \[5\] and input of shape \[2, 6, 3\]")
 
 
+# --- RMS norm ---------------------------------------------------------------------------------
+
+def _rms_ref(x, normalized_shape, w=None, eps=None):
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    axes = tuple(range(x.ndim - len(ns), x.ndim))
+    if eps is None:                     # the computation dtype's: float32 for 16-bit inputs
+        eps = np.finfo(np.float32 if x.dtype.itemsize == 2 else x.dtype).eps
+    wide = x.astype(np.float64)
+    out = wide / np.sqrt((wide * wide).mean(axes, keepdims=True) + eps)
+    if w is not None:
+        out = out * w
+    return out.astype(x.dtype)
+
+
+def _rms_samples(dtype, rg):
+    def mk(*shape, **kw):
+        return make(shape, dtype, rg, **kw)
+    yield _s(mk(3, 4), (4,), mk(4), None, name="2d")
+    yield _s(mk(2, 3, 4), (3, 4), mk(3, 4), 1e-3, name="two_dims")
+    yield _s(mk(2, 5), (5,), None, 1e-5, name="no_weight")
+    yield _s(mk(3, 4, noncontiguous=True), [4], mk(4), None, name="noncontiguous")
+    if not rg:
+        yield _s(mk(0, 4), (4,), mk(4), None, name="empty")
+
+
+def _rms_errors():
+    f = ember.ones
+    yield ErrorInput(_s(f(2, 6), (5,)), RuntimeError,
+                     r"Given normalized_shape=\[5\], expected input with shape \[\*5\], but got "
+                     r"input of size\[2, 6\]")
+    yield ErrorInput(_s(f(2, 3), (3,), f(4)), RuntimeError,
+                     r"Expected weight to be of same shape as normalized_shape, but got weight "
+                     r"of shape \[4\] and normalized_shape = \[3\]")
+    yield ErrorInput(_s(f(2, 3, dtype=ember.int64), (3,)), NotImplementedError,
+                     "\"rms_norm\" not implemented for 'Long'")
+
+
+def _rms_output():
+    def theirs(*args, **kwargs):            # torch._fused_rms_norm takes no defaults
+        import torch
+        return torch.rms_norm(*args, **kwargs)
+    return {"op": lambda *args, **kwargs: _fused_rms_norm(*args, **kwargs)[0],
+            "torch_op": theirs}
+
+
 def _output(name):
     """The op's normalized output only: PyTorch's saved mean and invstd do not require grad
     (ember's do, so the derivative can use them for double backward); see
@@ -162,6 +209,8 @@ OPS = [
     OpInfo("native_group_norm", _first(_gn_ref), _gn_samples, dtypes=FLOATS + LOW, gradgrad=True,
            error_inputs=_gn_errors, tol={ember.float32: (1e-4, 1e-4)},
            parity_tol=_LOW_PARITY, **_output("native_group_norm")),
+    OpInfo("_fused_rms_norm", _rms_ref, _rms_samples, dtypes=FLOATS + LOW, gradgrad=True,
+           error_inputs=_rms_errors, tol={ember.float32: (1e-5, 1e-5)}, **_rms_output()),
 ]
 
 

@@ -1,6 +1,6 @@
 """The Triton kernels registered as CUDA forwards of ops (NOTE [CUDA kernel overrides]):
-softmax, log_softmax, layer norm, batch norm, group norm, cross entropy, gelu and its
-gradient, silu and flash attention (pooling's and interpolation's are in spatial.py).
+softmax, log_softmax, layer norm, RMS norm, batch norm, group norm, cross entropy, gelu and
+its gradient, silu and flash attention (pooling's and interpolation's are in spatial.py).
 
 Each override takes the layouts its kernel covers (contiguous, float32/float16/bfloat16,
 rows short enough to hold in registers) and returns None for the rest, which the op's
@@ -9,6 +9,8 @@ runs them first, or hands inputs it would reject to the generic forward.
 """
 
 import math
+
+import numpy as np
 
 from ember.backend.cuda_kernels import override
 from ember.backend.cuda_kernels import triton_attention as attention
@@ -62,6 +64,21 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
                          eps)
     stats = x.shape[:x.ndim - len(ns)] + (1,) * len(ns)
     return y, mean.reshape(stats), invstd.reshape(stats)
+
+
+@override("_fused_rms_norm")
+def fused_rms_norm(xp, x, w, normalized_shape, eps):
+    """RMS norm of contiguous rows: the mean square, normalization and scale in one pass."""
+    ns = check_normalized_shape(x, normalized_shape, w, None, batch_dims="*")
+    k = math.prod(ns)
+    if k > rows.MAX_ROW or not covered(x) or (w is not None and w.dtype not in FAST_DTYPES):
+        return None                     # (a float64 weight computes in float64)
+    n_rows = x.size // k
+    y, rstd = xp.empty(x.shape, x.dtype), xp.empty(n_rows, xp.float32)
+    rows.rms_norm_rows(buffer(x), None if w is None else buffer(xp.ascontiguousarray(w)),
+                       buffer(y), buffer(rstd), n_rows, k,
+                       float(np.finfo(np.float32).eps) if eps is None else eps)
+    return y, rstd.reshape(x.shape[:x.ndim - len(ns)] + (1,) * len(ns))
 
 
 def channel_vectors(channels, *vectors):

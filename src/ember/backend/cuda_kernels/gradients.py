@@ -1,8 +1,7 @@
 """The Triton kernels registered as CUDA derivatives of ops (NOTE [CUDA kernel overrides]):
-the first-order gradients of softmax, log_softmax, silu, layer norm, batch norm, group norm,
-cross entropy and flash attention, each in one pass (two kernels for attention, three for
-batch and group norm); pooling's and interpolation's
-are in spatial.py.
+the first-order gradients of softmax, log_softmax, silu, layer norm, RMS norm, batch norm,
+group norm, cross entropy and flash attention, each in one pass (two kernels for attention,
+three for batch and group norm); pooling's and interpolation's are in spatial.py.
 
 An override takes the derivative's own arguments (Tensors) and returns its result, or None
 for what its kernel does not cover: then the op's derivative runs, as it also does whenever
@@ -10,6 +9,8 @@ a graph is being recorded (double backward differentiates the compositions in ``
 """
 
 import math
+
+import numpy as np
 
 from ember._tensor import _make
 from ember.autograd.graph import carries_gradient
@@ -20,7 +21,7 @@ from ember.backend.cuda_kernels import triton_batch_norm as batch_norm
 from ember.backend.cuda_kernels import triton_group_norm as group_norm
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
-from ember.backend.cuda_kernels._launch import buffer, buffers, covered
+from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, buffers, covered
 from ember.backend.cuda_kernels.forwards import channel_vectors, class_rows, class_weights
 from ember.ops._dims import wrap_dim
 from ember.ops._loss_common import reduction_of
@@ -86,6 +87,35 @@ def native_layer_norm(grads, x, w, b, normalized_shape, eps, *, out):
     return (None if gx is None else _make(gx),
             _make(partial_w.sum(axis=0).astype(w._data.dtype).reshape(w.shape)) if need_w else None,
             _make(partial_b.sum(axis=0).astype(b._data.dtype).reshape(b.shape)) if need_b else None)
+
+
+@override_derivative("_fused_rms_norm")
+def fused_rms_norm(grads, x, w, normalized_shape, eps, *, out):
+    """RMS norm's (input, weight) gradients: the input's in one pass over the rows, the
+    weight's from per-program partial sums."""
+    gy, grstd = grads
+    if carries_gradient(grstd):
+        return None
+    a, g, rstd = x._data, gy._data, out[1]._data
+    weight = None if w is None else w._data
+    k = math.prod((normalized_shape,) if isinstance(normalized_shape, int)
+                  else normalized_shape)
+    if (k > rows.MAX_ROW or g.dtype != a.dtype or not covered(g, a)
+            or rstd.dtype != np.float32 or not rstd.flags.c_contiguous
+            or (weight is not None and weight.dtype not in FAST_DTYPES)):
+        return None
+    xp = xp_of(a)
+    n_rows = a.size // k
+    programs = max(1, min(n_rows, rows.PARTIAL_ROWS))
+    gx = xp.empty(a.shape, a.dtype) if x.requires_grad else None
+    partial_w = xp.empty((programs, k), xp.float32)
+    rows.rms_norm_backward_rows(buffer(g), buffer(a), *buffers(
+        None if weight is None else xp.ascontiguousarray(weight)), buffer(rstd),
+        *buffers(gx), buffer(partial_w), n_rows, k, programs)
+    gw = None
+    if w is not None and w.requires_grad:
+        gw = _make(partial_w.sum(axis=0).astype(weight.dtype).reshape(w.shape))
+    return None if gx is None else _make(gx), gw
 
 
 @override_derivative("native_batch_norm")

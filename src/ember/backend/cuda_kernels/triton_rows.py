@@ -11,6 +11,7 @@ import triton.language as tl
 from ember.backend.cuda_kernels._launch import guarded, row_tiling
 
 __all__ = ["softmax_rows", "softmax_backward_rows", "layer_norm_rows", "layer_norm_backward_rows",
+           "rms_norm_rows", "rms_norm_backward_rows",
            "cross_entropy_rows", "cross_entropy_backward_rows", "MAX_ROW", "PARTIAL_ROWS"]
 
 MAX_ROW = 32768                 # longest row a program holds in registers
@@ -219,6 +220,73 @@ def layer_norm_backward_rows(gy, x, w, mean, invstd, gx, partial_w, partial_b, n
     _layer_norm_backward_kernel[(programs,)](
         gy, x, x if w is None else w, mean, invstd, x if gx is None else gx, partial_w,
         partial_b, n_rows, n_cols, BLOCK=block, HAS_W=w is not None, NEED_GX=gx is not None,
+        num_warps=4 if block <= 2048 else 8 if block <= 8192 else 16)
+
+
+@triton.jit
+def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, eps, ROWS: tl.constexpr,
+                     BLOCK: tl.constexpr, HAS_W: tl.constexpr):
+    row_ids = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    rows = row_ids[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    col_mask = cols < n_cols
+    mask = (rows < n_rows) & col_mask
+    offsets = rows.to(tl.int64) * n_cols + cols
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    y = x * rstd[:, None]
+    if HAS_W:
+        y = y * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(rstd_ptr + row_ids, rstd, mask=row_ids < n_rows)
+
+
+@guarded
+def rms_norm_rows(x, w, y, rstd, n_rows, n_cols, eps):
+    """Divide each row of ``x`` by its root mean square (``eps`` added to the mean square)
+    into ``y``, scaled by ``w`` unless None, computing in float32 and rounding once; each
+    row's float32 1/rms into ``rstd``."""
+    rows, block, warps = row_tiling(n_cols)
+    _rms_norm_kernel[(triton.cdiv(n_rows, rows),)](
+        x, x if w is None else w, y, rstd, n_rows, n_cols, float(eps), ROWS=rows, BLOCK=block,
+        HAS_W=w is not None, num_warps=warps)
+
+
+@triton.jit
+def _rms_norm_backward_kernel(gy_ptr, x_ptr, w_ptr, rstd_ptr, gx_ptr, partial_w_ptr, n_rows,
+                              n_cols, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
+                              NEED_GX: tl.constexpr):
+    program = tl.program_id(0)
+    programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK)
+    col_mask = cols < n_cols
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    sum_w = tl.zeros([BLOCK], tl.float32)
+    for row in range(program, n_rows, programs):
+        offsets = (tl.full([], 0, tl.int64) + row) * n_cols + cols     # 64-bit offsets
+        rstd = tl.load(rstd_ptr + row)
+        xhat = tl.load(x_ptr + offsets, mask=col_mask, other=0.0).to(tl.float32) * rstd
+        gy = tl.load(gy_ptr + offsets, mask=col_mask, other=0.0).to(tl.float32)
+        sum_w += gy * xhat
+        if NEED_GX:         # dx = rstd (g - xhat mean(g xhat)), g the gradient reaching xhat
+            g = gy
+            if HAS_W:
+                g = gy * w
+            gx = rstd * (g - xhat * (tl.sum(g * xhat, axis=0) / n_cols))
+            tl.store(gx_ptr + offsets, gx.to(gx_ptr.dtype.element_ty), mask=col_mask)
+    tl.store(partial_w_ptr + program.to(tl.int64) * n_cols + cols, sum_w, mask=col_mask)
+
+
+@guarded
+def rms_norm_backward_rows(gy, x, w, rstd, gx, partial_w, n_rows, n_cols, programs):
+    """The RMS norm gradients of ``n_rows`` rows: the input's into ``gx`` (unless None), and
+    per-program float32 partial sums of the weight's into the (programs, n_cols) buffer,
+    which the caller sums."""
+    block = triton.next_power_of_2(n_cols)
+    _rms_norm_backward_kernel[(programs,)](
+        gy, x, x if w is None else w, rstd, x if gx is None else gx, partial_w, n_rows, n_cols,
+        BLOCK=block, HAS_W=w is not None, NEED_GX=gx is not None,
         num_warps=4 if block <= 2048 else 8 if block <= 8192 else 16)
 
 
