@@ -90,6 +90,8 @@ def op_workloads(lib, scale):
     running, affine = (lib.zeros(64), lib.ones(64)), (randn(64), randn(64))
     q, k, v = (randn(16 // scale, 16, 1024 // scale, 64) for _ in range(3))
     q16, k16, v16 = (t.to(lib.bfloat16) for t in (q, k, v))
+    padding = lib.ones(q.shape[0], 1, 1, k.shape[2], dtype=lib.bool)  # BERT-style: keys kept
+    padding[:, ..., k.shape[2] * 3 // 4:] = False
     params = [lib.nn.Parameter(randn(1000, 1000 // scale)) for _ in range(10)]
     for p in params:
         p.grad = lib.ones_like(p)
@@ -131,6 +133,8 @@ def op_workloads(lib, scale):
             q, k, v, is_causal=True),
         f"causal SDPA {tuple(q.shape)} bfloat16": lambda: F.scaled_dot_product_attention(
             q16, k16, v16, is_causal=True),
+        f"SDPA {tuple(q.shape)} bfloat16, padding mask": lambda:
+            F.scaled_dot_product_attention(q16, k16, v16, attn_mask=padding),
     }
 
 

@@ -510,12 +510,63 @@ def test_flash_attention_and_its_gradient(overrides, L, S, E, causal, dtype):
     assert results[1][0].grad_fn.name() == "ScaledDotProductAttentionBackward0"
 
 
+def _attention_masks(B, H, L, S):
+    """name -> an attn_mask: boolean and float, broadcast and full, with rows that see no
+    key (zeros out, as PyTorch gives) and -inf scores."""
+    ember.manual_seed(3)
+    hidden = ember.rand(L, S) > 0.3
+    hidden[5] = False
+    padding = ember.ones(B, 1, 1, S, dtype=ember.bool)
+    padding[1, ..., S // 2:] = False                # BERT's padding mask
+    additive = ember.randn(B, H, L, S)
+    additive[0, 1, 3] = float("-inf")
+    additive[1, 0, :, 7] = float("-inf")
+    return {"bool": hidden, "padding": padding, "float": additive, "float row": ember.randn(S)}
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float16])
+@pytest.mark.parametrize("name", ["bool", "padding", "float", "float row"])
+def test_flash_attention_under_a_mask(overrides, monkeypatch, name, dtype):
+    launches = [_count_launches(monkeypatch, "triton_attention", launcher)
+                for launcher in ("attention_forward", "attention_backward")]
+    B, H, L, S, E = 2, 3, 70, 45, 16
+    mask = _attention_masks(B, H, L, S)[name]
+    operands = [ember.randn(B, H, n, E).to(dtype) for n in (L, S, S)]
+    grad = ember.randn(B, H, L, E).to(dtype)
+    results = []
+    for device in ("cpu", "cuda"):
+        leaves = [t.to(device, copy=True).requires_grad_() for t in operands]
+        out = F.scaled_dot_product_attention(*leaves, attn_mask=mask.to(device))
+        out.backward(grad.to(device))
+        results.append([out] + [t.grad for t in leaves])
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype is ember.float32 else dict(atol=5e-3, rtol=5e-3)
+    for want, got in zip(*results):
+        _same(got, want, **tol)
+    assert all(launches)
+
+
+def test_a_float_mask_that_needs_its_gradient_takes_the_generic_backward(overrides,
+                                                                          monkeypatch):
+    backward = _count_launches(monkeypatch, "triton_attention", "attention_backward")
+    ember.manual_seed(0)
+    q, k, v = (ember.randn(2, 2, 9, 8) for _ in range(3))
+    mask = ember.randn(9, 9)
+    grads = []
+    for device in ("cpu", "cuda"):
+        leaves = [t.to(device, copy=True).requires_grad_() for t in (q, k, v, mask)]
+        F.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3]).square().sum().backward()
+        grads.append([t.grad for t in leaves])
+    for want, got in zip(*grads):
+        _same(got, want, atol=1e-4, rtol=1e-4)
+    assert not backward
+
+
 def test_attention_cases_the_kernel_leaves_alone(overrides):
     ember.manual_seed(0)
     q, k, v = (ember.randn(2, 4, 8, 16) for _ in range(3))
-    mask = ember.rand(8, 8) > 0.3
-    _same(F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), attn_mask=mask.cuda()),
-          F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(),
+                                       attn_mask=ember.ones(3, 2, 4, 8, 8).cuda())
     kg, vg = k[:, :2], v[:, :2]
     _same(F.scaled_dot_product_attention(q.cuda(), kg.cuda(), vg.cuda(), enable_gqa=True),
           F.scaled_dot_product_attention(q, kg, vg, enable_gqa=True), atol=1e-5, rtol=1e-5)

@@ -189,7 +189,7 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     grad_lse = None
     if weights.ndim < q.ndim:           # a flash forward's log-sum-exp (NOTE [SDPA outputs])
         grad_lse, grad_weights = grad_weights, None
-        weights = _weights_from_lse(q, k, weights, is_causal, scale, gk)
+        weights = _weights_from_lse(q, k, weights, is_causal, mask, scale, gk)
     p = weights
     if dropout_p > 0:
         drop = out[2].to(weights.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
@@ -220,13 +220,19 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     return grad_q, grad_k, grad_v, grad_mask
 
 
-def _weights_from_lse(q, k, lse, is_causal, scale, gk):
-    """The attention weights recomputed from each row's log-sum-exp (no mask but causal)."""
+def _weights_from_lse(q, k, lse, is_causal, mask, scale, gk):
+    """The attention weights recomputed from each row's log-sum-exp and the mask (causal,
+    ``attn_mask`` or none); a row that sees no key (log-sum-exp -inf) weighs nothing."""
     scores = _grouped(q * scale, k.mT, gk)
     if is_causal:
         L, S = scores.shape[-2:]
         scores = scores + _make(_causal_bias(xp_of(scores._data), L, S, scores._data.dtype))
-    return (scores - lse.unsqueeze(-1)).exp()
+    elif mask is not None and mask.dtype is D.bool_:
+        scores = scores.masked_fill(mask.logical_not(), float("-inf"))
+    elif mask is not None:
+        scores = scores + mask.to(scores.dtype)
+    lse = lse.unsqueeze(-1)
+    return (scores - lse).exp().masked_fill(lse == float("-inf"), 0.0)
 
 
 from ember.ops import multi_head_attention as _mha  # noqa: E402

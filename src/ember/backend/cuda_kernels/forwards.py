@@ -214,12 +214,27 @@ def silu(xp, x):
     return y
 
 
+def flash_mask(xp, mask, shape):
+    """An ``attn_mask`` as the flash kernels read it: (its buffer, a boolean one as bytes, and
+    its strides over the (B, H, L, S) ``shape`` in elements, 0 where it broadcasts); None
+    without a mask, False for one that does not broadcast (the generic code reports it)."""
+    if mask is None:
+        return None
+    try:
+        view = xp.broadcast_to(mask, shape)
+    except ValueError:
+        return False
+    if view.dtype == np.bool_:
+        view = view.view(np.uint8)
+    return buffer(view), tuple(s // view.itemsize for s in view.strides)
+
+
 @override("nn.functional.scaled_dot_product_attention")
 def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
-    """Attention of (B, H, L, E) heads without a mask or dropout (causal or not) through the
-    flash kernel; returns (output, log-sum-exp per query), NOTE [SDPA outputs]."""
-    if (not flash_sdp_enabled() or mask is not None or dropout_p > 0
-            or not q.ndim == k.ndim == v.ndim == 4):
+    """Attention of (B, H, L, E) heads without dropout (causal, under an ``attn_mask``, or
+    neither) through the flash kernel; returns (output, log-sum-exp per query), NOTE [SDPA
+    outputs]."""
+    if not flash_sdp_enabled() or dropout_p > 0 or not q.ndim == k.ndim == v.ndim == 4:
         return None
     _check(q, k, v, mask, dropout_p, is_causal, any(g != 1 for g in _groups(q, k, v,
                                                                              enable_gqa)))
@@ -229,9 +244,13 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
             or max(E, Ev) > attention.MAX_HEAD
             or any(a.strides[3] != a.itemsize for a in (q, k, v))):
         return None
+    masked = flash_mask(xp, mask, (B, H, L, S))
+    if masked is False:
+        return None
     out = xp.empty((B, H, L, Ev), q.dtype)
     lse = xp.empty((B, H, L), xp.float32)
     strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (q, k, v))
     attention.attention_forward(buffer(q), buffer(k), buffer(v), buffer(out), buffer(lse),
-                                (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal)
+                                (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal,
+                                masked)
     return out, lse

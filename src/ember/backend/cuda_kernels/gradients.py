@@ -22,7 +22,8 @@ from ember.backend.cuda_kernels import triton_group_norm as group_norm
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, buffers, covered
-from ember.backend.cuda_kernels.forwards import channel_vectors, class_rows, class_weights
+from ember.backend.cuda_kernels.forwards import (channel_vectors, class_rows, class_weights,
+                                                 flash_mask)
 from ember.ops._dims import wrap_dim
 from ember.ops._loss_common import reduction_of
 from ember.ops.attention import _groups, _scale
@@ -219,14 +220,17 @@ def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, sca
     qa, ka, va, result = q._data, k._data, v._data, out[0]._data
     if (lse.ndim == qa.ndim or carries_gradient(grads[1]) or _groups(q, k, v, enable_gqa) != (1, 1)
             or grad.dtype != qa.dtype or any(a.strides[3] != a.itemsize for a in (qa, ka, va))
-            or not result.flags.c_contiguous or not lse.flags.c_contiguous):
+            or not result.flags.c_contiguous or not lse.flags.c_contiguous
+            or (mask is not None and mask.requires_grad)):
         return None                     # not a flash forward's output, or double backward
     xp = xp_of(qa)
     (B, H, L, E), (S, Ev) = qa.shape, va.shape[2:]
+    masked = flash_mask(xp, None if mask is None else mask._data, (B, H, L, S))
     grad = xp.ascontiguousarray(grad)
     delta = xp.ascontiguousarray((grad.astype(xp.float32) * result.astype(xp.float32)).sum(-1))
     dq, dk, dv = (xp.empty(a.shape, qa.dtype) for a in (qa, ka, va))
     strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (qa, ka, va))
     attention.attention_backward(*(buffer(a) for a in (qa, ka, va, grad, lse, delta, dq, dk, dv)),
-                                 (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal)
+                                 (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal,
+                                 masked)
     return _make(dq), _make(dk), _make(dv), None

@@ -1,8 +1,12 @@
-"""Flash attention in Triton. The forward computes softmax(Q K^T * scale) V block by block with
-a running maximum and sum, so the (L, S) weights never exist in memory, and writes each query
-row's log-sum-exp. The backward recomputes the weights block by block from it: one kernel
-walks the queries for each block of keys (their gradients), another the keys for each block
-of queries (theirs), so no two programs write the same gradient."""
+"""Flash attention in Triton. The forward computes softmax(Q K^T * scale + mask) V block by
+block with a running maximum and sum, so the (L, S) weights never exist in memory, and writes
+each query row's log-sum-exp. The backward recomputes the weights block by block from it:
+one kernel walks the queries for each block of keys (their gradients), another the keys for
+each block of queries (theirs), so no two programs write the same gradient.
+
+The mask is causal, or an ``attn_mask`` read in blocks through its strides (0 along the dims
+it broadcasts over): a boolean one hides keys, a float one is added to the scores. A row
+that sees no key gets zeros, as PyTorch's math path gives."""
 
 import triton
 import triton.language as tl
@@ -15,10 +19,11 @@ MAX_HEAD = 128                  # the largest head size a program holds in regis
 
 
 @triton.jit
-def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, heads, L, S, E, Ev, scale,
-                              sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
-                              CAUSAL: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr,
-                              BLOCK_N: tl.constexpr, HEAD: tl.constexpr, HEAD_V: tl.constexpr):
+def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, m_ptr, heads, L, S, E, Ev,
+                              scale, sqb, sqh, sql, skb, skh, sks, svb, svh, svs, smb, smh, sml,
+                              sms, CAUSAL: tl.constexpr, MASK: tl.constexpr, IEEE: tl.constexpr,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD: tl.constexpr,
+                              HEAD_V: tl.constexpr):
     block = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // heads).to(tl.int64)
@@ -47,7 +52,9 @@ def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, heads, L, S, 
         seen = keys[None, :] < S
         if CAUSAL:
             seen = seen & (keys[None, :] <= rows[:, None])
-        s = tl.where(seen, s * scale, -float("inf"))
+        s, seen = _apply_mask(s * scale, seen, m_ptr, b, h, rows, keys, L, S, smb, smh, sml,
+                              sms, MASK)
+        s = tl.where(seen, s, -float("inf"))
         new_top = tl.maximum(top, tl.max(s, axis=1))
         shift = tl.where(new_top == -float("inf"), 0.0, new_top)   # rows with no key yet
         p = tl.exp(s - shift[:, None])
@@ -65,19 +72,46 @@ def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, heads, L, S, 
     tl.store(lse_ptr + o_rows, top + tl.log(total), mask=rows < L)
 
 
+@triton.jit
+def _apply_mask(s, seen, m_ptr, b, h, rows, keys, L, S, smb, smh, sml, sms,
+                MASK: tl.constexpr):
+    """The scaled scores of a block, and where a row sees a key, after an ``attn_mask``
+    (MASK 1: boolean, hiding keys; 2: float, added to the scores; 0: none)."""
+    if MASK != 0:
+        inside = (rows[:, None] < L) & (keys[None, :] < S)
+        at = m_ptr + b * smb + h * smh + rows[:, None] * sml + keys[None, :] * sms
+        if MASK == 1:
+            seen = seen & (tl.load(at, mask=inside, other=0) != 0)
+        else:
+            s = s + tl.load(at, mask=inside, other=0.0).to(tl.float32)
+            seen = seen & (s > -float("inf"))
+    return s, seen
+
+
+def _mask_arguments(q, mask):
+    """(pointer, its four strides, MASK) for ``mask``: None, or (a boolean mask as uint8 or
+    a float one, its (B, H, L, S) strides in elements, 0 where it broadcasts)."""
+    if mask is None:
+        return q, (0, 0, 0, 0), 0
+    buffer, strides = mask
+    return buffer, strides, 1 if buffer.dtype.itemsize == 1 else 2
+
+
 @guarded
-def attention_forward(q, k, v, out, lse, shape, strides, scale, causal):
+def attention_forward(q, k, v, out, lse, shape, strides, scale, causal, mask=None):
     """Attention of 4-D ``q`` (B, H, L, E), ``k`` (B, H, S, E) and ``v`` (B, H, S, Ev), each
     with unit stride along its last dim (``strides``: the other three per operand, in
-    elements), into contiguous ``out`` (B, H, L, Ev) and float32 ``lse`` (B, H, L)."""
+    elements), into contiguous ``out`` (B, H, L, Ev) and float32 ``lse`` (B, H, L); ``mask``
+    as ``_mask_arguments`` takes it."""
     (B, H, L, S, E, Ev), (sq, sk, sv) = shape, strides
     head, head_v = (max(16, triton.next_power_of_2(n)) for n in (E, Ev))
     block_m = 64
     block_n = 64 if max(head, head_v) <= 64 else 32
     ieee = q.dtype.itemsize == 4            # float32 keeps its precision (no TF32)
+    m, sm, kind = _mask_arguments(q, mask)
     _attention_forward_kernel[(triton.cdiv(L, block_m), B * H)](
-        q, k, v, out, lse, H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3],
-        CAUSAL=causal, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head,
+        q, k, v, out, lse, m, H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3], *sm,
+        CAUSAL=causal, MASK=kind, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head,
         HEAD_V=head_v, num_warps=4)
 
 
@@ -119,11 +153,13 @@ def _query_block(q_base, do_ptr, lse_ptr, delta_ptr, bh, rows, e, ev, L, E, Ev, 
 
 
 @triton.jit
-def _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
-                                CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+def _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale, m_ptr, b, h,
+                                smb, smh, sml, sms, CAUSAL: tl.constexpr, MASK: tl.constexpr,
+                                IEEE: tl.constexpr):
     """A block's weights P, recomputed from the log-sum-exp, and the scaled scores'
     gradient P * (dP - delta) * scale."""
     s, seen = _scores(q, k, scale, rows, keys, L, S, CAUSAL, IEEE)
+    s, seen = _apply_mask(s, seen, m_ptr, b, h, rows, keys, L, S, smb, smh, sml, sms, MASK)
     p = tl.where(seen, tl.exp(s - lse[:, None]), 0.0)
     dp = product(do, tl.trans(v), IEEE)
     return p, p * (dp - delta[:, None]) * scale
@@ -131,9 +167,10 @@ def _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale
 
 @triton.jit
 def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr,
-                                    dv_ptr, heads, L, S, E, Ev, scale,
+                                    dv_ptr, m_ptr, heads, L, S, E, Ev, scale,
                                     sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
-                                    CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+                                    smb, smh, sml, sms, CAUSAL: tl.constexpr,
+                                    MASK: tl.constexpr, IEEE: tl.constexpr,
                                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                     HEAD: tl.constexpr, HEAD_V: tl.constexpr):
     block = tl.program_id(0)
@@ -155,7 +192,8 @@ def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_
         q, do, lse, delta = _query_block(q_ptr + b * sqb + h * sqh, do_ptr, lse_ptr, delta_ptr,
                                          bh, rows, e, ev, L, E, Ev, sql)
         p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
-                                            CAUSAL, IEEE)
+                                            m_ptr, b, h, smb, smh, sml, sms, CAUSAL, MASK,
+                                            IEEE)
         dv += product(tl.trans(p).to(do.dtype), do, IEEE)
         dk += product(tl.trans(ds).to(q.dtype), q, IEEE)
     out_rows = bh * S + keys
@@ -168,9 +206,10 @@ def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_
 
 @triton.jit
 def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
-                                       heads, L, S, E, Ev, scale,
+                                       m_ptr, heads, L, S, E, Ev, scale,
                                        sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
-                                       CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+                                       smb, smh, sml, sms, CAUSAL: tl.constexpr,
+                                       MASK: tl.constexpr, IEEE: tl.constexpr,
                                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                        HEAD: tl.constexpr, HEAD_V: tl.constexpr):
     block = tl.program_id(0)
@@ -191,7 +230,8 @@ def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, del
         k, v = _key_block(k_ptr + b * skb + h * skh, v_ptr + b * svb + h * svh, keys, e, ev, S,
                           E, Ev, sks, svs)
         p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
-                                            CAUSAL, IEEE)
+                                            m_ptr, b, h, smb, smh, sml, sms, CAUSAL, MASK,
+                                            IEEE)
         dq += product(ds.to(k.dtype), k, IEEE)
     tl.store(dq_ptr + (bh * L + rows)[:, None] * E + e[None, :], dq.to(dq_ptr.dtype.element_ty),
              mask=(rows[:, None] < L) & (e[None, :] < E))
@@ -199,18 +239,20 @@ def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, del
 
 @guarded
 def attention_backward(q, k, v, grad_out, lse, delta, dq, dk, dv, shape, strides, scale,
-                       causal):
+                       causal, mask=None):
     """The gradients of flash attention into contiguous ``dq``, ``dk``, ``dv``, from the
-    operands (as for ``attention_forward``), the output's contiguous gradient, each row's
-    log-sum-exp and ``delta``: each row's sum of output times output gradient (float32)."""
+    operands and mask (as for ``attention_forward``), the output's contiguous gradient, each
+    row's log-sum-exp and ``delta``: each row's sum of output times output gradient
+    (float32)."""
     (B, H, L, S, E, Ev), (sq, sk, sv) = shape, strides
     head, head_v = (max(16, triton.next_power_of_2(n)) for n in (E, Ev))
     block_m, block_n = (64, 64) if max(head, head_v) <= 64 else (32, 32)
     ieee = q.dtype.itemsize == 4
-    common = (H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3])
-    meta = dict(CAUSAL=causal, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head,
-                HEAD_V=head_v, num_warps=4)
+    m, sm, kind = _mask_arguments(q, mask)
+    common = (H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3], *sm)
+    meta = dict(CAUSAL=causal, MASK=kind, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n,
+                HEAD=head, HEAD_V=head_v, num_warps=4)
     _attention_backward_keys_kernel[(triton.cdiv(S, block_n), B * H)](
-        q, k, v, grad_out, lse, delta, dk, dv, *common, **meta)
+        q, k, v, grad_out, lse, delta, dk, dv, m, *common, **meta)
     _attention_backward_queries_kernel[(triton.cdiv(L, block_m), B * H)](
-        q, k, v, grad_out, lse, delta, dq, *common, **meta)
+        q, k, v, grad_out, lse, delta, dq, m, *common, **meta)
