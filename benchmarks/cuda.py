@@ -133,6 +133,8 @@ def op_workloads(lib, scale):
             q, k, v, is_causal=True),
         f"causal SDPA {tuple(q.shape)} bfloat16": lambda: F.scaled_dot_product_attention(
             q16, k16, v16, is_causal=True),
+        f"causal SDPA {tuple(q.shape)} bf16, dropout 0.1": lambda:
+            F.scaled_dot_product_attention(q16, k16, v16, dropout_p=0.1, is_causal=True),
         f"SDPA {tuple(q.shape)} bfloat16, padding mask": lambda:
             F.scaled_dot_product_attention(q16, k16, v16, attn_mask=padding),
     }

@@ -105,6 +105,27 @@ def _drawn_on_device(generator, shape, dtype, device, kind="uniform", low=0.0, h
     return out
 
 
+def _philox_reserved(device, n):
+    """(seed, offset) of ``n`` numbers taken from the Philox stream of GPU ``device``'s
+    default generator, for a kernel that draws them itself (flash attention's dropout)."""
+    from ember.cuda.random import default_generator as cuda_default
+    generator = cuda_default(device.index)
+    seed, offset = generator._seed, generator._offset
+    generator._offset += n
+    return seed, offset
+
+
+def _philox_uniform(seed, offset, shape, like):
+    """Uniform float32 numbers, on ``like``'s GPU, of elements ``offset`` onward of the
+    Philox stream of ``seed``, in ``shape``'s order: what a kernel drew there (None without
+    the kernels)."""
+    draw = DEVICE_KERNELS.get("random")
+    if draw is None:
+        return None
+    with device_guard(device_of(like).index):
+        return draw(xp_of(like), tuple(shape), np.float32, seed, offset)
+
+
 def _uniform_like(generator, shape, like):
     """Uniform [0, 1) float32 numbers of ``shape`` where array ``like`` lives: drawn on its
     GPU when the kernels can (``_drawn_on_device``), else on the host and moved."""

@@ -545,6 +545,39 @@ def test_flash_attention_under_a_mask(overrides, monkeypatch, name, dtype):
     assert all(launches)
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_flash_attention_dropout_is_the_philox_mask(overrides, monkeypatch, masked):
+    # the kernels keep weight (b, h, i, j) where the Philox number that ember.rand would
+    # draw for that position from the same generator state is at least p
+    launches = [_count_launches(monkeypatch, "triton_attention", launcher)
+                for launcher in ("attention_forward", "attention_backward")]
+    B, H, L, S, E, p = 2, 2, 40, 33, 16, 0.3
+    ember.manual_seed(0)
+    q, k, v = (ember.randn(B, H, n, E, device="cuda") for n in (L, S, S))
+    grad = ember.randn(B, H, L, E, device="cuda")
+    mask = _attention_masks(B, H, L, S)["padding"] if masked else None
+    ember.cuda.manual_seed(7)
+    keep = (ember.rand(B, H, L, S, device="cuda") >= p).cpu().double()
+    exact = [t.cpu().double().requires_grad_() for t in (q, k, v)]
+    scores = exact[0] @ exact[1].mT / E ** 0.5
+    if masked:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    want = (scores.softmax(-1) * keep / (1 - p)) @ exact[2]
+    want.backward(grad.cpu().double())
+    for create_graph in (False, True):          # the kernels' backward, then the generic one
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        ember.cuda.manual_seed(7)
+        out = F.scaled_dot_product_attention(*leaves, dropout_p=p,
+                                             attn_mask=None if mask is None else mask.cuda())
+        got = ember.autograd.grad(out, leaves, grad, create_graph=create_graph)
+        assert_close(out.detach().cpu().double(), want.detach(), atol=1e-4, rtol=1e-4)
+        for g, t in zip(got, exact):
+            assert_close(g.detach().cpu().double(), t.grad, atol=1e-4, rtol=1e-4)
+    assert [len(n) for n in launches] == [2, 1]
+    again = F.scaled_dot_product_attention(q, k, v, dropout_p=p)     # the stream moved on
+    assert not ember.equal(again, F.scaled_dot_product_attention(q, k, v, dropout_p=p))
+
+
 def test_a_float_mask_that_needs_its_gradient_takes_the_generic_backward(overrides,
                                                                           monkeypatch):
     backward = _count_launches(monkeypatch, "triton_attention", "attention_backward")

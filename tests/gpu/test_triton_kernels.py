@@ -93,14 +93,15 @@ def _cases():
             dict(BLOCK=pointwise.BLOCK)
     ints = dict.fromkeys(("heads", "L", "S", "E", "Ev", "sqb", "sqh", "sql", "skb", "skh",
                           "sks", "svb", "svh", "svs", "smb", "smh", "sml", "sms"), "i32")
+    ints.update(seed="i64", offset="i64", p_drop="fp32")
     # (dtype, IEEE products, head size, key block, mask: 0 none, 1 boolean, 2 float)
     for dt, ieee, head, block_n, mask in (("fp32", True, 64, 64, 2), ("bf16", False, 64, 64, 0),
                                           ("bf16", False, 128, 32, 1),
                                           ("fp16", False, 16, 64, 2)):
         block = 64 if head <= 64 else 32
         m_ptr = {0: f"*{dt}", 1: "*u8", 2: "*fp32"}[mask]
-        backward = dict(CAUSAL=not mask, MASK=mask, IEEE=ieee, BLOCK_M=block, BLOCK_N=block,
-                        HEAD=head, HEAD_V=head)
+        backward = dict(CAUSAL=not mask, MASK=mask, DROPOUT=mask == 1, IEEE=ieee,
+                        BLOCK_M=block, BLOCK_N=block, HEAD=head, HEAD_V=head)
         yield attention._attention_backward_keys_kernel, dict(
             _pointers(("q_ptr", "k_ptr", "v_ptr", "do_ptr", "dk_ptr", "dv_ptr"), dt),
             lse_ptr="*fp32", delta_ptr="*fp32", m_ptr=m_ptr, scale="fp32", **ints), backward
@@ -111,8 +112,8 @@ def _cases():
             yield attention._attention_forward_kernel, dict(
                 _pointers(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), dt), lse_ptr="*fp32",
                 m_ptr=m_ptr, scale="fp32", **ints), \
-                dict(CAUSAL=causal, MASK=0 if causal else mask, IEEE=ieee, BLOCK_M=64,
-                     BLOCK_N=block_n, HEAD=head, HEAD_V=head)
+                dict(CAUSAL=causal, MASK=0 if causal else mask, DROPOUT=causal, IEEE=ieee,
+                     BLOCK_M=64, BLOCK_N=block_n, HEAD=head, HEAD_V=head)
     for dt in ("i64", "i32", "u8", "fp32"):
         yield pointwise._randint_kernel, dict(out_ptr=f"*{dt}", n="i32", seed="i64",
                                               offset="i64", low="i64", span="i64"), \

@@ -11,7 +11,9 @@ A flash-attention forward (the CUDA kernel in backend/cuda_kernels) never forms 
 its second output is each query row's log-sum-exp of the scaled scores, shape (..., L), one
 dim fewer than the weights. The derivative tells the two apart by that rank and recomputes
 the weights as ``exp(scores - lse)``; a gradient reaching the log-sum-exp (double backward)
-adds ``grad_lse * weights`` to the scores' gradient.
+adds ``grad_lse * weights`` to the scores' gradient. With dropout, its third output is not
+the keep mask but the (seed, offset) of the Philox numbers the kernel drew it from, a host
+pair: the mask is drawn again from them.
 """
 
 import functools
@@ -20,7 +22,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
-from ember._random import _uniform_like
+from ember._random import _philox_uniform, _uniform_like
 from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import carries_gradient
@@ -187,12 +189,14 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     if grad.dtype != weights.dtype:     # half inputs: float32 weights, and so the backward
         grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
     grad_lse = None
-    if weights.ndim < q.ndim:           # a flash forward's log-sum-exp (NOTE [SDPA outputs])
+    flash = weights.ndim < q.ndim       # a flash forward's log-sum-exp (NOTE [SDPA outputs])
+    if flash:
         grad_lse, grad_weights = grad_weights, None
         weights = _weights_from_lse(q, k, weights, is_causal, mask, scale, gk)
     p = weights
     if dropout_p > 0:
-        drop = out[2].to(weights.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
+        keep = _flash_keep(out[2], weights, dropout_p) if flash else out[2]
+        drop = keep.to(weights.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
         p = p * drop
     grad_v = _group_sum(p.mT @ grad, gv)
     dp = _grouped(grad, v.mT, gv)
@@ -218,6 +222,13 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
         grad_k = grad_k + _group_sum(extra.mT @ q, gk) * scale
     grad_mask = ds if mask is not None and mask.is_floating_point() else None
     return grad_q, grad_k, grad_v, grad_mask
+
+
+def _flash_keep(philox, weights, dropout_p):
+    """A flash forward's dropout mask, drawn again from the (seed, offset) of its Philox
+    numbers (a host pair; NOTE [SDPA outputs])."""
+    seed, offset = philox._data.tolist()
+    return _make(_philox_uniform(seed, offset, weights.shape, weights._data) >= dropout_p)
 
 
 def _weights_from_lse(q, k, lse, is_causal, mask, scale, gk):

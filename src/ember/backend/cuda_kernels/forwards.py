@@ -19,6 +19,8 @@ from ember.backend.cuda_kernels import triton_group_norm as group_norm
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, buffers, covered
+from ember._random import _philox_reserved
+from ember.backend import DEVICE_KERNELS, device_of
 from ember.backends.cuda import flash_sdp_enabled
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
@@ -231,10 +233,10 @@ def flash_mask(xp, mask, shape):
 
 @override("nn.functional.scaled_dot_product_attention")
 def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
-    """Attention of (B, H, L, E) heads without dropout (causal, under an ``attn_mask``, or
-    neither) through the flash kernel; returns (output, log-sum-exp per query), NOTE [SDPA
-    outputs]."""
-    if not flash_sdp_enabled() or dropout_p > 0 or not q.ndim == k.ndim == v.ndim == 4:
+    """Attention of (B, H, L, E) heads (causal, under an ``attn_mask``, or neither; with
+    dropout) through the flash kernel; returns (output, log-sum-exp per query), and with
+    dropout the (seed, offset) of its Philox numbers on the host, NOTE [SDPA outputs]."""
+    if not flash_sdp_enabled() or dropout_p >= 1 or not q.ndim == k.ndim == v.ndim == 4:
         return None
     _check(q, k, v, mask, dropout_p, is_causal, any(g != 1 for g in _groups(q, k, v,
                                                                              enable_gqa)))
@@ -247,10 +249,17 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
     masked = flash_mask(xp, mask, (B, H, L, S))
     if masked is False:
         return None
+    dropout = None
+    if dropout_p > 0:
+        if "random" not in DEVICE_KERNELS:      # the generic backward could not redraw it
+            return None
+        dropout = (*_philox_reserved(device_of(q), B * H * L * S), dropout_p)
     out = xp.empty((B, H, L, Ev), q.dtype)
     lse = xp.empty((B, H, L), xp.float32)
     strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (q, k, v))
     attention.attention_forward(buffer(q), buffer(k), buffer(v), buffer(out), buffer(lse),
                                 (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal,
-                                masked)
-    return out, lse
+                                masked, dropout)
+    if dropout is None:
+        return out, lse
+    return out, lse, np.array(dropout[:2], np.int64)

@@ -215,7 +215,8 @@ def cross_entropy(grad, x, t, w, size_average, ignore_index, reduce, reduction,
 def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, scale,
                                  enable_gqa, *, out):
     """The flash backward: dK and dV over key blocks, dQ over query blocks, recomputing the
-    weights from the forward's log-sum-exp (NOTE [SDPA outputs])."""
+    weights from the forward's log-sum-exp, and the dropout mask from its Philox numbers
+    (NOTE [SDPA outputs])."""
     grad, lse = grads[0]._data, out[1]._data
     qa, ka, va, result = q._data, k._data, v._data, out[0]._data
     if (lse.ndim == qa.ndim or carries_gradient(grads[1]) or _groups(q, k, v, enable_gqa) != (1, 1)
@@ -226,11 +227,12 @@ def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, sca
     xp = xp_of(qa)
     (B, H, L, E), (S, Ev) = qa.shape, va.shape[2:]
     masked = flash_mask(xp, None if mask is None else mask._data, (B, H, L, S))
+    dropout = None if dropout_p <= 0 else (*out[2]._data.tolist(), dropout_p)   # on the host
     grad = xp.ascontiguousarray(grad)
     delta = xp.ascontiguousarray((grad.astype(xp.float32) * result.astype(xp.float32)).sum(-1))
     dq, dk, dv = (xp.empty(a.shape, qa.dtype) for a in (qa, ka, va))
     strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (qa, ka, va))
     attention.attention_backward(*(buffer(a) for a in (qa, ka, va, grad, lse, delta, dq, dk, dv)),
                                  (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal,
-                                 masked)
+                                 masked, dropout)
     return _make(dq), _make(dk), _make(dv), None

@@ -6,7 +6,11 @@ each block of queries (theirs), so no two programs write the same gradient.
 
 The mask is causal, or an ``attn_mask`` read in blocks through its strides (0 along the dims
 it broadcasts over): a boolean one hides keys, a float one is added to the scores. A row
-that sees no key gets zeros, as PyTorch's math path gives."""
+that sees no key gets zeros, as PyTorch's math path gives.
+
+Dropout keeps weight (b, h, i, j) where element ((b*H + h)*L + i)*S + j of the Philox stream
+from (seed, offset) is at least p, the same number ``rand`` of that shape draws from there:
+the backward kernels, or generic code, regenerate the mask rather than store it."""
 
 import triton
 import triton.language as tl
@@ -21,7 +25,8 @@ MAX_HEAD = 128                  # the largest head size a program holds in regis
 @triton.jit
 def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, m_ptr, heads, L, S, E, Ev,
                               scale, sqb, sqh, sql, skb, skh, sks, svb, svh, svs, smb, smh, sml,
-                              sms, CAUSAL: tl.constexpr, MASK: tl.constexpr, IEEE: tl.constexpr,
+                              sms, seed, offset, p_drop, CAUSAL: tl.constexpr,
+                              MASK: tl.constexpr, DROPOUT: tl.constexpr, IEEE: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD: tl.constexpr,
                               HEAD_V: tl.constexpr):
     block = tl.program_id(0)
@@ -59,11 +64,10 @@ def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, m_ptr, heads,
         shift = tl.where(new_top == -float("inf"), 0.0, new_top)   # rows with no key yet
         p = tl.exp(s - shift[:, None])
         alpha = tl.exp(top - shift)
-        total = total * alpha + tl.sum(p, axis=1)
-        if IEEE:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        total = total * alpha + tl.sum(p, axis=1)   # the weights' sum, before dropout
+        if DROPOUT:
+            p = _dropped(p, seed, offset, p_drop, bh.to(tl.int64), rows, keys, L, S)
+        acc = acc * alpha[:, None] + product(p.to(v.dtype), v, IEEE)
         top = new_top
     out = acc / tl.where(total == 0.0, 1.0, total)[:, None]     # no key at all: zeros
     o_rows = bh.to(tl.int64) * L + rows
@@ -97,12 +101,27 @@ def _mask_arguments(q, mask):
     return buffer, strides, 1 if buffer.dtype.itemsize == 1 else 2
 
 
+@triton.jit
+def _dropped(p, seed, offset, p_drop, bh, rows, keys, L, S):
+    """A block of weights after dropout: each kept (its Philox number at least ``p_drop``)
+    and scaled by 1 / (1 - p_drop), or zeroed."""
+    at = offset + (bh * L + rows[:, None]) * S + keys[None, :]
+    return tl.where(tl.rand(seed, at) >= p_drop, p / (1.0 - p_drop), 0.0)
+
+
+def _dropout_arguments(dropout):
+    """(seed, offset, p) of the kernels' dropout: ``dropout`` is None or such a triple."""
+    return (0, 0, 0.0) if dropout is None else (int(dropout[0]), int(dropout[1]),
+                                                float(dropout[2]))
+
+
 @guarded
-def attention_forward(q, k, v, out, lse, shape, strides, scale, causal, mask=None):
+def attention_forward(q, k, v, out, lse, shape, strides, scale, causal, mask=None,
+                      dropout=None):
     """Attention of 4-D ``q`` (B, H, L, E), ``k`` (B, H, S, E) and ``v`` (B, H, S, Ev), each
     with unit stride along its last dim (``strides``: the other three per operand, in
     elements), into contiguous ``out`` (B, H, L, Ev) and float32 ``lse`` (B, H, L); ``mask``
-    as ``_mask_arguments`` takes it."""
+    as ``_mask_arguments`` takes it; ``dropout`` None or (seed, offset, p)."""
     (B, H, L, S, E, Ev), (sq, sk, sv) = shape, strides
     head, head_v = (max(16, triton.next_power_of_2(n)) for n in (E, Ev))
     block_m = 64
@@ -111,8 +130,8 @@ def attention_forward(q, k, v, out, lse, shape, strides, scale, causal, mask=Non
     m, sm, kind = _mask_arguments(q, mask)
     _attention_forward_kernel[(triton.cdiv(L, block_m), B * H)](
         q, k, v, out, lse, m, H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3], *sm,
-        CAUSAL=causal, MASK=kind, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head,
-        HEAD_V=head_v, num_warps=4)
+        *_dropout_arguments(dropout), CAUSAL=causal, MASK=kind, DROPOUT=dropout is not None,
+        IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head, HEAD_V=head_v, num_warps=4)
 
 
 @triton.jit
@@ -154,14 +173,19 @@ def _query_block(q_base, do_ptr, lse_ptr, delta_ptr, bh, rows, e, ev, L, E, Ev, 
 
 @triton.jit
 def _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale, m_ptr, b, h,
-                                smb, smh, sml, sms, CAUSAL: tl.constexpr, MASK: tl.constexpr,
-                                IEEE: tl.constexpr):
-    """A block's weights P, recomputed from the log-sum-exp, and the scaled scores'
-    gradient P * (dP - delta) * scale."""
+                                smb, smh, sml, sms, seed, offset, p_drop, bh,
+                                CAUSAL: tl.constexpr, MASK: tl.constexpr,
+                                DROPOUT: tl.constexpr, IEEE: tl.constexpr):
+    """A block's weights P (recomputed from the log-sum-exp; after dropout, as they met V)
+    and the scaled scores' gradient P * (dP - delta) * scale (dP through the dropout)."""
     s, seen = _scores(q, k, scale, rows, keys, L, S, CAUSAL, IEEE)
     s, seen = _apply_mask(s, seen, m_ptr, b, h, rows, keys, L, S, smb, smh, sml, sms, MASK)
     p = tl.where(seen, tl.exp(s - lse[:, None]), 0.0)
     dp = product(do, tl.trans(v), IEEE)
+    if DROPOUT:
+        dp = _dropped(dp, seed, offset, p_drop, bh, rows, keys, L, S)
+        return _dropped(p, seed, offset, p_drop, bh, rows, keys, L, S), \
+            p * (dp - delta[:, None]) * scale
     return p, p * (dp - delta[:, None]) * scale
 
 
@@ -169,8 +193,9 @@ def _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale
 def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr,
                                     dv_ptr, m_ptr, heads, L, S, E, Ev, scale,
                                     sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
-                                    smb, smh, sml, sms, CAUSAL: tl.constexpr,
-                                    MASK: tl.constexpr, IEEE: tl.constexpr,
+                                    smb, smh, sml, sms, seed, offset, p_drop,
+                                    CAUSAL: tl.constexpr, MASK: tl.constexpr,
+                                    DROPOUT: tl.constexpr, IEEE: tl.constexpr,
                                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                     HEAD: tl.constexpr, HEAD_V: tl.constexpr):
     block = tl.program_id(0)
@@ -192,8 +217,8 @@ def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_
         q, do, lse, delta = _query_block(q_ptr + b * sqb + h * sqh, do_ptr, lse_ptr, delta_ptr,
                                          bh, rows, e, ev, L, E, Ev, sql)
         p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
-                                            m_ptr, b, h, smb, smh, sml, sms, CAUSAL, MASK,
-                                            IEEE)
+                                            m_ptr, b, h, smb, smh, sml, sms, seed, offset,
+                                            p_drop, bh, CAUSAL, MASK, DROPOUT, IEEE)
         dv += product(tl.trans(p).to(do.dtype), do, IEEE)
         dk += product(tl.trans(ds).to(q.dtype), q, IEEE)
     out_rows = bh * S + keys
@@ -208,8 +233,9 @@ def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_
 def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
                                        m_ptr, heads, L, S, E, Ev, scale,
                                        sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
-                                       smb, smh, sml, sms, CAUSAL: tl.constexpr,
-                                       MASK: tl.constexpr, IEEE: tl.constexpr,
+                                       smb, smh, sml, sms, seed, offset, p_drop,
+                                       CAUSAL: tl.constexpr, MASK: tl.constexpr,
+                                       DROPOUT: tl.constexpr, IEEE: tl.constexpr,
                                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                        HEAD: tl.constexpr, HEAD_V: tl.constexpr):
     block = tl.program_id(0)
@@ -230,8 +256,8 @@ def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, del
         k, v = _key_block(k_ptr + b * skb + h * skh, v_ptr + b * svb + h * svh, keys, e, ev, S,
                           E, Ev, sks, svs)
         p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
-                                            m_ptr, b, h, smb, smh, sml, sms, CAUSAL, MASK,
-                                            IEEE)
+                                            m_ptr, b, h, smb, smh, sml, sms, seed, offset,
+                                            p_drop, bh, CAUSAL, MASK, DROPOUT, IEEE)
         dq += product(ds.to(k.dtype), k, IEEE)
     tl.store(dq_ptr + (bh * L + rows)[:, None] * E + e[None, :], dq.to(dq_ptr.dtype.element_ty),
              mask=(rows[:, None] < L) & (e[None, :] < E))
@@ -239,19 +265,20 @@ def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, del
 
 @guarded
 def attention_backward(q, k, v, grad_out, lse, delta, dq, dk, dv, shape, strides, scale,
-                       causal, mask=None):
+                       causal, mask=None, dropout=None):
     """The gradients of flash attention into contiguous ``dq``, ``dk``, ``dv``, from the
-    operands and mask (as for ``attention_forward``), the output's contiguous gradient, each
-    row's log-sum-exp and ``delta``: each row's sum of output times output gradient
-    (float32)."""
+    operands, mask and dropout (as for ``attention_forward``), the output's contiguous
+    gradient, each row's log-sum-exp and ``delta``: each row's sum of output times output
+    gradient (float32)."""
     (B, H, L, S, E, Ev), (sq, sk, sv) = shape, strides
     head, head_v = (max(16, triton.next_power_of_2(n)) for n in (E, Ev))
     block_m, block_n = (64, 64) if max(head, head_v) <= 64 else (32, 32)
     ieee = q.dtype.itemsize == 4
     m, sm, kind = _mask_arguments(q, mask)
-    common = (H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3], *sm)
-    meta = dict(CAUSAL=causal, MASK=kind, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n,
-                HEAD=head, HEAD_V=head_v, num_warps=4)
+    common = (H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3], *sm,
+              *_dropout_arguments(dropout))
+    meta = dict(CAUSAL=causal, MASK=kind, DROPOUT=dropout is not None, IEEE=ieee,
+                BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head, HEAD_V=head_v, num_warps=4)
     _attention_backward_keys_kernel[(triton.cdiv(S, block_n), B * H)](
         q, k, v, grad_out, lse, delta, dk, dv, m, *common, **meta)
     _attention_backward_queries_kernel[(triton.cdiv(L, block_m), B * H)](
