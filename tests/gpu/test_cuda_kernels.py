@@ -578,6 +578,28 @@ def test_flash_attention_dropout_is_the_philox_mask(overrides, monkeypatch, mask
     assert not ember.equal(again, F.scaled_dot_product_attention(q, k, v, dropout_p=p))
 
 
+@pytest.mark.parametrize("causal, masked", [(False, False), (True, False), (False, True)])
+def test_flash_attention_with_grouped_query_heads(overrides, monkeypatch, causal, masked):
+    # LLaMA-style: 6 query heads share 2 key/value heads; their gradients sum over the 3
+    launches = [_count_launches(monkeypatch, "triton_attention", launcher)
+                for launcher in ("attention_forward", "attention_backward")]
+    ember.manual_seed(0)
+    q, k, v = ember.randn(2, 6, 37, 16), ember.randn(2, 2, 37, 16), ember.randn(2, 2, 37, 16)
+    mask = ember.rand(2, 1, 37, 37) > 0.3 if masked else None
+    grad = ember.randn(2, 6, 37, 16)
+    results = []
+    for device in ("cpu", "cuda"):
+        leaves = [t.to(device, copy=True).requires_grad_() for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True,
+                                             attn_mask=None if mask is None else
+                                             mask.to(device))
+        out.backward(grad.to(device))
+        results.append([out] + [t.grad for t in leaves])
+    for want, got in zip(*results):
+        _same(got, want, atol=1e-4, rtol=1e-4)
+    assert all(launches)
+
+
 def test_a_float_mask_that_needs_its_gradient_takes_the_generic_backward(overrides,
                                                                           monkeypatch):
     backward = _count_launches(monkeypatch, "triton_attention", "attention_backward")
@@ -600,7 +622,7 @@ def test_attention_cases_the_kernel_leaves_alone(overrides):
     with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
         F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(),
                                        attn_mask=ember.ones(3, 2, 4, 8, 8).cuda())
-    kg, vg = k[:, :2], v[:, :2]
+    kg, vg = k[:, :2], v[:, :1]                   # key and value heads shared unevenly
     _same(F.scaled_dot_product_attention(q.cuda(), kg.cuda(), vg.cuda(), enable_gqa=True),
           F.scaled_dot_product_attention(q, kg, vg, enable_gqa=True), atol=1e-5, rtol=1e-5)
     _same(F.scaled_dot_product_attention(q[0].cuda(), k[0].cuda(), v[0].cuda()),   # 3-D

@@ -91,7 +91,7 @@ def _cases():
             _pointers(("g_ptr", "x_ptr", "dx_ptr"), dt), n="i32"), dict(BLOCK=pointwise.BLOCK)
         yield pointwise._silu_kernel, dict(_pointers(("x_ptr", "y_ptr"), dt), n="i32"), \
             dict(BLOCK=pointwise.BLOCK)
-    ints = dict.fromkeys(("heads", "L", "S", "E", "Ev", "sqb", "sqh", "sql", "skb", "skh",
+    ints = dict.fromkeys(("heads", "group", "L", "S", "E", "Ev", "sqb", "sqh", "sql", "skb", "skh",
                           "sks", "svb", "svh", "svs", "smb", "smh", "sml", "sms"), "i32")
     ints.update(seed="i64", offset="i64", p_drop="fp32")
     # (dtype, IEEE products, head size, key block, mask: 0 none, 1 boolean, 2 float)

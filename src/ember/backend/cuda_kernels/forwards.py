@@ -234,15 +234,17 @@ def flash_mask(xp, mask, shape):
 @override("nn.functional.scaled_dot_product_attention")
 def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
     """Attention of (B, H, L, E) heads (causal, under an ``attn_mask``, or neither; with
-    dropout) through the flash kernel; returns (output, log-sum-exp per query), and with
-    dropout the (seed, offset) of its Philox numbers on the host, NOTE [SDPA outputs]."""
+    dropout; grouped-query heads) through the flash kernel; returns (output, log-sum-exp per
+    query), and with dropout the (seed, offset) of its Philox numbers on the host, NOTE
+    [SDPA outputs]."""
     if not flash_sdp_enabled() or dropout_p >= 1 or not q.ndim == k.ndim == v.ndim == 4:
         return None
-    _check(q, k, v, mask, dropout_p, is_causal, any(g != 1 for g in _groups(q, k, v,
-                                                                             enable_gqa)))
+    gk, gv = _groups(q, k, v, enable_gqa)
+    _check(q, k, v, mask, dropout_p, is_causal, gk != 1 or gv != 1)
     (B, H, L, E), (S, Ev) = q.shape, v.shape[2:]
-    if (not q.dtype == k.dtype == v.dtype or q.dtype not in FAST_DTYPES or k.shape[:2] != (B, H)
-            or v.shape[:3] != k.shape[:3] or k.shape[3] != E or not L or not S
+    if (not q.dtype == k.dtype == v.dtype or q.dtype not in FAST_DTYPES or gk != gv
+            or k.shape[:2] != (B, H // gk) or v.shape[:3] != k.shape[:3] or k.shape[3] != E
+            or not L or not S
             or max(E, Ev) > attention.MAX_HEAD
             or any(a.strides[3] != a.itemsize for a in (q, k, v))):
         return None
@@ -259,7 +261,7 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
     strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (q, k, v))
     attention.attention_forward(buffer(q), buffer(k), buffer(v), buffer(out), buffer(lse),
                                 (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal,
-                                masked, dropout)
+                                masked, dropout, gk)
     if dropout is None:
         return out, lse
     return out, lse, np.array(dropout[:2], np.int64)

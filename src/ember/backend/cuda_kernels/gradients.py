@@ -216,10 +216,11 @@ def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, sca
                                  enable_gqa, *, out):
     """The flash backward: dK and dV over key blocks, dQ over query blocks, recomputing the
     weights from the forward's log-sum-exp, and the dropout mask from its Philox numbers
-    (NOTE [SDPA outputs])."""
+    (NOTE [SDPA outputs]); a key/value head's gradients sum over the query heads it serves."""
     grad, lse = grads[0]._data, out[1]._data
     qa, ka, va, result = q._data, k._data, v._data, out[0]._data
-    if (lse.ndim == qa.ndim or carries_gradient(grads[1]) or _groups(q, k, v, enable_gqa) != (1, 1)
+    gk, gv = _groups(q, k, v, enable_gqa)
+    if (lse.ndim == qa.ndim or carries_gradient(grads[1]) or gk != gv
             or grad.dtype != qa.dtype or any(a.strides[3] != a.itemsize for a in (qa, ka, va))
             or not result.flags.c_contiguous or not lse.flags.c_contiguous
             or (mask is not None and mask.requires_grad)):
@@ -234,5 +235,5 @@ def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, sca
     strides = tuple(tuple(s // a.itemsize for s in a.strides[:3]) for a in (qa, ka, va))
     attention.attention_backward(*(buffer(a) for a in (qa, ka, va, grad, lse, delta, dq, dk, dv)),
                                  (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal,
-                                 masked, dropout)
+                                 masked, dropout, gk)
     return _make(dq), _make(dk), _make(dv), None

@@ -23,9 +23,9 @@ MAX_HEAD = 128                  # the largest head size a program holds in regis
 
 
 @triton.jit
-def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, m_ptr, heads, L, S, E, Ev,
-                              scale, sqb, sqh, sql, skb, skh, sks, svb, svh, svs, smb, smh, sml,
-                              sms, seed, offset, p_drop, CAUSAL: tl.constexpr,
+def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, m_ptr, heads, group, L, S,
+                              E, Ev, scale, sqb, sqh, sql, skb, skh, sks, svb, svh, svs, smb,
+                              smh, sml, sms, seed, offset, p_drop, CAUSAL: tl.constexpr,
                               MASK: tl.constexpr, DROPOUT: tl.constexpr, IEEE: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD: tl.constexpr,
                               HEAD_V: tl.constexpr):
@@ -39,8 +39,8 @@ def _attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, m_ptr, heads,
     ev = tl.arange(0, HEAD_V)
     q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sql + e[None, :],
                 mask=(rows[:, None] < L) & (e[None, :] < E), other=0.0)
-    k_base = k_ptr + b * skb + h * skh
-    v_base = v_ptr + b * svb + h * svh
+    k_base = k_ptr + b * skb + (h // group) * skh      # grouped-query heads share K and V
+    v_base = v_ptr + b * svb + (h // group) * svh
     top = tl.full([BLOCK_M], -float("inf"), tl.float32)
     total = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_V], tl.float32)
@@ -117,11 +117,12 @@ def _dropout_arguments(dropout):
 
 @guarded
 def attention_forward(q, k, v, out, lse, shape, strides, scale, causal, mask=None,
-                      dropout=None):
-    """Attention of 4-D ``q`` (B, H, L, E), ``k`` (B, H, S, E) and ``v`` (B, H, S, Ev), each
-    with unit stride along its last dim (``strides``: the other three per operand, in
-    elements), into contiguous ``out`` (B, H, L, Ev) and float32 ``lse`` (B, H, L); ``mask``
-    as ``_mask_arguments`` takes it; ``dropout`` None or (seed, offset, p)."""
+                      dropout=None, group=1):
+    """Attention of 4-D ``q`` (B, H, L, E), ``k`` (B, H / group, S, E) and ``v`` (B, H /
+    group, S, Ev), each with unit stride along its last dim (``strides``: the other three per
+    operand, in elements), into contiguous ``out`` (B, H, L, Ev) and float32 ``lse`` (B, H,
+    L); ``mask`` as ``_mask_arguments`` takes it; ``dropout`` None or (seed, offset, p);
+    ``group`` query heads share each key and value head."""
     (B, H, L, S, E, Ev), (sq, sk, sv) = shape, strides
     head, head_v = (max(16, triton.next_power_of_2(n)) for n in (E, Ev))
     block_m = 64
@@ -129,7 +130,8 @@ def attention_forward(q, k, v, out, lse, shape, strides, scale, causal, mask=Non
     ieee = q.dtype.itemsize == 4            # float32 keeps its precision (no TF32)
     m, sm, kind = _mask_arguments(q, mask)
     _attention_forward_kernel[(triton.cdiv(L, block_m), B * H)](
-        q, k, v, out, lse, m, H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3], *sm,
+        q, k, v, out, lse, m, H, group, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3],
+        *sm,
         *_dropout_arguments(dropout), CAUSAL=causal, MASK=kind, DROPOUT=dropout is not None,
         IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head, HEAD_V=head_v, num_warps=4)
 
@@ -191,37 +193,42 @@ def _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale
 
 @triton.jit
 def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr,
-                                    dv_ptr, m_ptr, heads, L, S, E, Ev, scale,
+                                    dv_ptr, m_ptr, heads, group, L, S, E, Ev, scale,
                                     sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
                                     smb, smh, sml, sms, seed, offset, p_drop,
                                     CAUSAL: tl.constexpr, MASK: tl.constexpr,
                                     DROPOUT: tl.constexpr, IEEE: tl.constexpr,
                                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                     HEAD: tl.constexpr, HEAD_V: tl.constexpr):
+    # a block of keys of one key/value head, summed over the ``group`` query heads it serves
     block = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // heads
-    h = bh % heads
+    bk = tl.program_id(1).to(tl.int64)
+    b = bk // (heads // group)
+    hk = bk % (heads // group)
     keys = block * BLOCK_N + tl.arange(0, BLOCK_N)
     e = tl.arange(0, HEAD)
     ev = tl.arange(0, HEAD_V)
-    k, v = _key_block(k_ptr + b * skb + h * skh, v_ptr + b * svb + h * svh, keys, e, ev, S, E,
-                      Ev, sks, svs)
+    k, v = _key_block(k_ptr + b * skb + hk * skh, v_ptr + b * svb + hk * svh, keys, e, ev, S,
+                      E, Ev, sks, svs)
     dk = tl.zeros([BLOCK_N, HEAD], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_V], tl.float32)
     first_row = 0
     if CAUSAL:                          # rows before the block's first key do not see it
         first_row = (block * BLOCK_N // BLOCK_M) * BLOCK_M
-    for first in range(first_row, L, BLOCK_M):
-        rows = first + tl.arange(0, BLOCK_M)
-        q, do, lse, delta = _query_block(q_ptr + b * sqb + h * sqh, do_ptr, lse_ptr, delta_ptr,
-                                         bh, rows, e, ev, L, E, Ev, sql)
-        p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
-                                            m_ptr, b, h, smb, smh, sml, sms, seed, offset,
-                                            p_drop, bh, CAUSAL, MASK, DROPOUT, IEEE)
-        dv += product(tl.trans(p).to(do.dtype), do, IEEE)
-        dk += product(tl.trans(ds).to(q.dtype), q, IEEE)
-    out_rows = bh * S + keys
+    for g in range(group):
+        h = hk * group + g
+        bh = b * heads + h
+        for first in range(first_row, L, BLOCK_M):
+            rows = first + tl.arange(0, BLOCK_M)
+            q, do, lse, delta = _query_block(q_ptr + b * sqb + h * sqh, do_ptr, lse_ptr,
+                                             delta_ptr, bh, rows, e, ev, L, E, Ev, sql)
+            p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S,
+                                                scale, m_ptr, b, h, smb, smh, sml, sms, seed,
+                                                offset, p_drop, bh, CAUSAL, MASK, DROPOUT,
+                                                IEEE)
+            dv += product(tl.trans(p).to(do.dtype), do, IEEE)
+            dk += product(tl.trans(ds).to(q.dtype), q, IEEE)
+    out_rows = bk * S + keys
     key_mask = keys[:, None] < S
     tl.store(dk_ptr + out_rows[:, None] * E + e[None, :], dk.to(dk_ptr.dtype.element_ty),
              mask=key_mask & (e[None, :] < E))
@@ -231,7 +238,7 @@ def _attention_backward_keys_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_
 
 @triton.jit
 def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
-                                       m_ptr, heads, L, S, E, Ev, scale,
+                                       m_ptr, heads, group, L, S, E, Ev, scale,
                                        sqb, sqh, sql, skb, skh, sks, svb, svh, svs,
                                        smb, smh, sml, sms, seed, offset, p_drop,
                                        CAUSAL: tl.constexpr, MASK: tl.constexpr,
@@ -253,8 +260,9 @@ def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, del
         end = tl.minimum(S, (block + 1) * BLOCK_M)
     for first in range(0, end, BLOCK_N):
         keys = first + tl.arange(0, BLOCK_N)
-        k, v = _key_block(k_ptr + b * skb + h * skh, v_ptr + b * svb + h * svh, keys, e, ev, S,
-                          E, Ev, sks, svs)
+        k, v = _key_block(k_ptr + b * skb + (h // group) * skh,
+                          v_ptr + b * svb + (h // group) * svh, keys, e, ev, S, E, Ev, sks,
+                          svs)
         p, ds = _weights_and_score_gradient(q, k, v, do, lse, delta, rows, keys, L, S, scale,
                                             m_ptr, b, h, smb, smh, sml, sms, seed, offset,
                                             p_drop, bh, CAUSAL, MASK, DROPOUT, IEEE)
@@ -265,9 +273,9 @@ def _attention_backward_queries_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, del
 
 @guarded
 def attention_backward(q, k, v, grad_out, lse, delta, dq, dk, dv, shape, strides, scale,
-                       causal, mask=None, dropout=None):
+                       causal, mask=None, dropout=None, group=1):
     """The gradients of flash attention into contiguous ``dq``, ``dk``, ``dv``, from the
-    operands, mask and dropout (as for ``attention_forward``), the output's contiguous
+    operands, mask, dropout and group (as for ``attention_forward``), the output's contiguous
     gradient, each row's log-sum-exp and ``delta``: each row's sum of output times output
     gradient (float32)."""
     (B, H, L, S, E, Ev), (sq, sk, sv) = shape, strides
@@ -275,11 +283,11 @@ def attention_backward(q, k, v, grad_out, lse, delta, dq, dk, dv, shape, strides
     block_m, block_n = (64, 64) if max(head, head_v) <= 64 else (32, 32)
     ieee = q.dtype.itemsize == 4
     m, sm, kind = _mask_arguments(q, mask)
-    common = (H, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3], *sm,
+    common = (H, group, L, S, E, Ev, float(scale), *sq[:3], *sk[:3], *sv[:3], *sm,
               *_dropout_arguments(dropout))
     meta = dict(CAUSAL=causal, MASK=kind, DROPOUT=dropout is not None, IEEE=ieee,
                 BLOCK_M=block_m, BLOCK_N=block_n, HEAD=head, HEAD_V=head_v, num_warps=4)
-    _attention_backward_keys_kernel[(triton.cdiv(S, block_n), B * H)](
+    _attention_backward_keys_kernel[(triton.cdiv(S, block_n), B * (H // group))](
         q, k, v, grad_out, lse, delta, dk, dv, m, *common, **meta)
     _attention_backward_queries_kernel[(triton.cdiv(L, block_m), B * H)](
         q, k, v, grad_out, lse, delta, dq, m, *common, **meta)
