@@ -216,6 +216,11 @@ def silu(xp, x):
     return y
 
 
+def one_head(mask):
+    """A mask of 3-D attention (B, L, S), or None, as one for a head dim of 1."""
+    return mask[:, None] if mask is not None and mask.ndim == 3 else mask
+
+
 def flash_mask(xp, mask, shape):
     """An ``attn_mask`` as the flash kernels read it: (its buffer, a boolean one as bytes, and
     its strides over the (B, H, L, S) ``shape`` in elements, 0 where it broadcasts); None
@@ -237,7 +242,14 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
     dropout; grouped-query heads) through the flash kernel; returns (output, log-sum-exp per
     query), and with dropout the (seed, offset) of its Philox numbers on the host, NOTE
     [SDPA outputs]."""
-    if not flash_sdp_enabled() or dropout_p >= 1 or not q.ndim == k.ndim == v.ndim == 4:
+    if not flash_sdp_enabled() or dropout_p >= 1 or not q.ndim == k.ndim == v.ndim:
+        return None
+    if q.ndim == 3 and not enable_gqa:      # (B, L, E): one head
+        lifted = scaled_dot_product_attention(
+            xp, q[:, None], k[:, None], v[:, None], one_head(mask), dropout_p, is_causal,
+            scale, enable_gqa)
+        return None if lifted is None else (lifted[0][:, 0], lifted[1][:, 0], *lifted[2:])
+    if q.ndim != 4:
         return None
     gk, gv = _groups(q, k, v, enable_gqa)
     _check(q, k, v, mask, dropout_p, is_causal, gk != 1 or gv != 1)

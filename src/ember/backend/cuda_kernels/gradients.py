@@ -23,7 +23,7 @@ from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, buffers, covered
 from ember.backend.cuda_kernels.forwards import (channel_vectors, class_rows, class_weights,
-                                                 flash_mask)
+                                                 flash_mask, one_head)
 from ember.ops._dims import wrap_dim
 from ember.ops._loss_common import reduction_of
 from ember.ops.attention import _groups, _scale
@@ -219,15 +219,20 @@ def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, sca
     (NOTE [SDPA outputs]); a key/value head's gradients sum over the query heads it serves."""
     grad, lse = grads[0]._data, out[1]._data
     qa, ka, va, result = q._data, k._data, v._data, out[0]._data
+    mask_array = None if mask is None else mask._data
+    one = qa.ndim == 3 and lse.ndim == 2    # (B, L, E) attention: as one head
+    if one:
+        grad, lse, qa, ka, va, result = (a[:, None] for a in (grad, lse, qa, ka, va, result))
+        mask_array = one_head(mask_array)
     gk, gv = _groups(q, k, v, enable_gqa)
-    if (lse.ndim == qa.ndim or carries_gradient(grads[1]) or gk != gv
+    if (qa.ndim != 4 or lse.ndim == qa.ndim or carries_gradient(grads[1]) or gk != gv
             or grad.dtype != qa.dtype or any(a.strides[3] != a.itemsize for a in (qa, ka, va))
             or not result.flags.c_contiguous or not lse.flags.c_contiguous
             or (mask is not None and mask.requires_grad)):
         return None                     # not a flash forward's output, or double backward
     xp = xp_of(qa)
     (B, H, L, E), (S, Ev) = qa.shape, va.shape[2:]
-    masked = flash_mask(xp, None if mask is None else mask._data, (B, H, L, S))
+    masked = flash_mask(xp, mask_array, (B, H, L, S))
     dropout = None if dropout_p <= 0 else (*out[2]._data.tolist(), dropout_p)   # on the host
     grad = xp.ascontiguousarray(grad)
     delta = xp.ascontiguousarray((grad.astype(xp.float32) * result.astype(xp.float32)).sum(-1))
@@ -236,4 +241,6 @@ def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, sca
     attention.attention_backward(*(buffer(a) for a in (qa, ka, va, grad, lse, delta, dq, dk, dv)),
                                  (B, H, L, S, E, Ev), strides, _scale(E, scale), is_causal,
                                  masked, dropout, gk)
+    if one:
+        dq, dk, dv = dq[:, 0], dk[:, 0], dv[:, 0]
     return _make(dq), _make(dk), _make(dv), None
