@@ -691,6 +691,9 @@ CONVOLUTIONS = [  # (input shape, weight shape, keyword arguments)
     ((3, 4, 17), (6, 4, 5), dict(stride=2, padding=2)),          # 1-D
     ((1, 2, 6, 6), (70, 2, 1, 1), {}),                           # 1x1, more channels than a tile
     ((2, 3, 8, 8), (4, 3, 4, 4), dict(padding="same")),          # uneven padding
+    ((2, 8, 9, 9), (12, 2, 3, 3), dict(padding=1, groups=4)),    # ResNeXt-style groups
+    ((2, 70, 5, 5), (70, 35, 1, 1), dict(groups=2)),             # a group wider than a tile
+    ((3, 8, 11), (4, 4, 3), dict(padding=1, groups=2)),          # 1-D, grouped
 ]
 
 
@@ -699,6 +702,7 @@ TRANSPOSED = [  # (input shape, weight shape (C_in, C_out, *K), keyword argument
     ((2, 4, 5, 5), (4, 6, 3, 2), dict(stride=(3, 2), padding=(1, 0), output_padding=(2, 1),
                                       dilation=(1, 2))),
     ((3, 4, 9), (4, 2, 3), dict(stride=2, padding=1, output_padding=1)),   # 1-D
+    ((2, 6, 5, 5), (6, 2, 4, 4), dict(stride=2, padding=1, groups=2)),     # grouped
 ]
 
 
@@ -716,7 +720,8 @@ def test_convolutions_run_as_implicit_gemms(overrides, monkeypatch, x_shape, w_s
     for device in ("cpu", "cuda"):
         ember.manual_seed(0)
         x, w = ember.randn(*x_shape), ember.randn(*w_shape)
-        b = ember.randn(w_shape[1 if transposed else 0]) if bias else None
+        out_channels = w_shape[1] * kwargs.get("groups", 1) if transposed else w_shape[0]
+        b = ember.randn(out_channels) if bias else None
         leaves = [t.to(device).requires_grad_() for t in (x, w, b) if t is not None]
         y = conv(*leaves, **kwargs)
         y.square().sum().backward()
@@ -786,14 +791,11 @@ def test_convolutions_the_kernels_leave_alone_run_generic(overrides, monkeypatch
     forward = _count_launches(monkeypatch, "triton_conv", "conv2d")
     depthwise = _count_launches(monkeypatch, "triton_depthwise", "depthwise2d")
     ember.manual_seed(0)
-    x, w = ember.randn(2, 4, 6, 6), ember.randn(6, 2, 3, 3)
-    _same(F.conv2d(x.cuda(), w.cuda(), groups=2), F.conv2d(x, w, groups=2), atol=1e-5,
-          rtol=1e-5)
+    x, w = ember.randn(2, 4, 6, 6), ember.randn(6, 4, 3, 3)
     x3, w3 = ember.randn(1, 2, 4, 4, 4), ember.randn(3, 2, 2, 2, 2)     # 3-D
     _same(F.conv3d(x3.cuda(), w3.cuda()), F.conv3d(x3, w3), atol=1e-5, rtol=1e-5)
-    _same(F.conv2d(x.double().cuda(), w[:, :2].repeat(1, 2, 1, 1).double().cuda()),
-          F.conv2d(x.double(), w[:, :2].repeat(1, 2, 1, 1).double()))
-    assert not forward and not depthwise        # two channels per group: not depthwise
+    _same(F.conv2d(x.double().cuda(), w.double().cuda()), F.conv2d(x.double(), w.double()))
+    assert not forward and not depthwise
 
 
 @pytest.mark.parametrize("max_norm", [0.5, 1e6])          # clipped, and left as they are

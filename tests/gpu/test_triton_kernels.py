@@ -194,7 +194,7 @@ def _cases():
                                             coef_ptr="*fp32", found_ptr="*fp32"), \
             dict(CHECK=check, BLOCK=optimizers.BLOCK)
     geometry = dict.fromkeys(("M", "OC", "K", "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW",
-                              "DH", "DW", "KH", "KW"), "i32")
+                              "DH", "DW", "KH", "KW", "G"), "i32")
     for dt, ieee in (("fp32", True), ("fp32", False), ("bf16", False)):
         for channels in (16, 64, 256):
             block_m, block_n = conv.tiles(channels)

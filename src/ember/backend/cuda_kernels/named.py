@@ -2,8 +2,8 @@
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
 LSTM or GRU layer's time steps and their gradients, the Adam, SGD, RMSprop, Adadelta,
 Adagrad, NAdam, RAdam and Adamax updates of all of a group's parameters, gradient
-clipping's norm and scaling, convolutions as implicit GEMMs (depthwise ones tap by tap),
-and random numbers (dropout's masks, rand, randn, randint ...).
+clipping's norm and scaling, convolutions as implicit GEMMs per group (depthwise ones tap
+by tap), and random numbers (dropout's masks, rand, randn, randint ...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
 recurrent layers' and ``scale_all`` return False, the optimizers' the positions of the
@@ -340,11 +340,11 @@ def _depthwise(groups, channels, per_group):
 
 
 def convolution(x, w, stride, pads, dilation, groups, bias=None):
-    """``conv_forward`` of a 1-D or 2-D convolution of one group, as an implicit GEMM (no
-    im2col matrix), or of a depthwise one, tap by tap; None for what they do not cover."""
+    """``conv_forward`` of a 1-D or 2-D convolution as an implicit GEMM per group (no im2col
+    matrix), or of a depthwise one tap by tap; None for what they do not cover."""
     planar = _planar(x, w.shape[2:], stride, pads, dilation)
     depthwise = _depthwise(groups, x.shape[1], w.shape[1])
-    if planar is None or not (groups == 1 or depthwise) or not _conv_dtypes(x, w, bias):
+    if planar is None or not _conv_dtypes(x, w, bias):
         return None
     xp = xp_of(x)
     x2, geometry, (oh, ow) = planar
@@ -357,16 +357,16 @@ def convolution(x, w, stride, pads, dilation, groups, bias=None):
     if y.size and depthwise:
         depthwise_conv.depthwise2d(*operands)
     elif y.size:
-        conv.conv2d(*operands, not cuda_backend().tf32_gemms_on())
+        conv.conv2d(*operands, not cuda_backend().tf32_gemms_on(), groups)
     return y if x.ndim == 4 else y[:, :, 0]
 
 
 def convolution_input(g, w, size, stride, pads, dilation, groups, bias=None):
-    """``conv_input_grad`` (a transposed convolution) of a 1-D or 2-D convolution of one
-    group, as an implicit GEMM, or of a depthwise one, tap by tap; None for what they do not
+    """``conv_input_grad`` (a transposed convolution) of a 1-D or 2-D convolution as an
+    implicit GEMM per group, or of a depthwise one tap by tap; None for what they do not
     cover."""
     depthwise = _depthwise(groups, w.shape[1] * groups, w.shape[1])
-    if g.ndim not in (3, 4) or not (groups == 1 or depthwise) or not _conv_dtypes(g, w, bias):
+    if g.ndim not in (3, 4) or not _conv_dtypes(g, w, bias):
         return None
     xp = xp_of(g)
     b, o = g.shape[:2]
@@ -382,18 +382,17 @@ def convolution_input(g, w, size, stride, pads, dilation, groups, bias=None):
     if x.size and depthwise:
         depthwise_conv.depthwise2d_input_grad(*operands)
     elif x.size:
-        conv.conv2d_input_grad(*operands, not cuda_backend().tf32_gemms_on())
+        conv.conv2d_input_grad(*operands, not cuda_backend().tf32_gemms_on(), groups)
     return x
 
 
 def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
-    """``conv_weight_grad`` of a 1-D or 2-D convolution of one group, as an implicit GEMM
-    summed in splits over the output pixels, or of a depthwise one, tap by tap in splits (no
-    atomics either way); None for what they do not cover."""
+    """``conv_weight_grad`` of a 1-D or 2-D convolution as an implicit GEMM per group summed
+    in splits over the output pixels, or of a depthwise one tap by tap in splits (no atomics
+    either way); None for what they do not cover."""
     planar = _planar(x, kernel, stride, pads, dilation)
     depthwise = _depthwise(groups, x.shape[1], 1)
-    if (planar is None or not (groups == 1 or depthwise) or not _conv_dtypes(x, g)
-            or not g.size):
+    if planar is None or not _conv_dtypes(x, g) or not g.size:
         return None
     xp = xp_of(x)
     x2, geometry, _ = planar
@@ -408,13 +407,13 @@ def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
         depthwise_conv.depthwise2d_weight_grad(x2, g2, buffer(partial), shape, geometry)
         gw = (partial[:, 0] if splits == 1 else partial.sum(1))[:, :math.prod(kernel)]
         return gw.astype(x.dtype).reshape((o, 1) + tuple(kernel))
-    k = c * math.prod(kernel)
-    splits, rows = conv.weight_grad_splits(b * oh * ow, o, k)
+    k = c // groups * math.prod(kernel)
+    splits, rows = conv.weight_grad_splits(b * oh * ow, o, k, groups=groups)
     partial = xp.empty((splits, o, k), xp.float32)
     conv.conv2d_weight_grad(x2, g2, buffer(partial), shape, geometry, splits, rows,
-                            not cuda_backend().tf32_gemms_on())
+                            not cuda_backend().tf32_gemms_on(), groups)
     gw = partial[0] if splits == 1 else partial.sum(0)
-    return gw.astype(x.dtype, copy=False).reshape((o, c) + tuple(kernel))
+    return gw.astype(x.dtype, copy=False).reshape((o, c // groups) + tuple(kernel))
 
 
 DEVICE_KERNELS.update({name: fallible(name, kernel) for name, kernel in (
