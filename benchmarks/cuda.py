@@ -87,6 +87,8 @@ def op_workloads(lib, scale):
     pointwise_conv = lib.nn.Conv2d(64, 256, 1)
     depthwise_conv = lib.nn.Conv2d(64, 64, 3, padding=1, groups=64)
     grouped_conv = lib.nn.Conv2d(64, 64, 3, padding=1, groups=8)
+    volume = randn(4, 32, 16 // scale, 32 // scale, 32 // scale)
+    volume_conv = lib.nn.Conv3d(32, 32, 3, padding=1)
     upsample = lib.nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1)
     running, affine = (lib.zeros(64), lib.ones(64)), (randn(64), randn(64))
     q, k, v = (randn(16 // scale, 16, 1024 // scale, 64) for _ in range(3))
@@ -120,6 +122,8 @@ def op_workloads(lib, scale):
         "conv2d 64->256 1x1, im2col + GEMM": _im2col(lib, lambda: pointwise_conv(image)),
         f"grouped conv2d 64->64 3x3 /8 on {tuple(image.shape)}": lambda: grouped_conv(image),
         "grouped conv2d 64->64 3x3 /8, im2col + GEMM": _im2col(lib, lambda: grouped_conv(image)),
+        f"conv3d 32->32 3x3x3 on {tuple(volume.shape)}": lambda: volume_conv(volume),
+        "conv3d 32->32 3x3x3, im2col + GEMM": _im2col(lib, lambda: volume_conv(volume)),
         f"depthwise conv2d 64 3x3 on {tuple(image.shape)}": lambda: depthwise_conv(image),
         "depthwise conv2d 64 3x3, im2col + GEMM": _im2col(lib, lambda: depthwise_conv(image)),
         f"convT 64->32 4x4/2 on {tuple(image.shape)}": lambda: upsample(image),

@@ -694,6 +694,9 @@ CONVOLUTIONS = [  # (input shape, weight shape, keyword arguments)
     ((2, 8, 9, 9), (12, 2, 3, 3), dict(padding=1, groups=4)),    # ResNeXt-style groups
     ((2, 70, 5, 5), (70, 35, 1, 1), dict(groups=2)),             # a group wider than a tile
     ((3, 8, 11), (4, 4, 3), dict(padding=1, groups=2)),          # 1-D, grouped
+    ((2, 3, 5, 6, 7), (4, 3, 3, 2, 3), dict(stride=(1, 2, 1), padding=(1, 0, 1),
+                                            dilation=(2, 1, 1))),  # 3-D
+    ((1, 4, 4, 5, 5), (6, 2, 1, 3, 3), dict(padding=(0, 1, 1), groups=2)),
 ]
 
 
@@ -703,19 +706,20 @@ TRANSPOSED = [  # (input shape, weight shape (C_in, C_out, *K), keyword argument
                                       dilation=(1, 2))),
     ((3, 4, 9), (4, 2, 3), dict(stride=2, padding=1, output_padding=1)),   # 1-D
     ((2, 6, 5, 5), (6, 2, 4, 4), dict(stride=2, padding=1, groups=2)),     # grouped
+    ((1, 3, 3, 4, 4), (3, 2, 2, 2, 2), dict(stride=2, padding=(0, 1, 0))),  # 3-D
 ]
 
 
 @pytest.mark.parametrize("x_shape, w_shape, kwargs", CONVOLUTIONS + TRANSPOSED)
 def test_convolutions_run_as_implicit_gemms(overrides, monkeypatch, x_shape, w_shape, kwargs):
-    forward = _count_launches(monkeypatch, "triton_conv", "conv2d")
-    weight = _count_launches(monkeypatch, "triton_conv", "conv2d_weight_grad")
-    backward = _count_launches(monkeypatch, "triton_conv", "conv2d_input_grad")
+    forward = _count_launches(monkeypatch, "triton_conv", "conv3d")
+    weight = _count_launches(monkeypatch, "triton_conv", "conv3d_weight_grad")
+    backward = _count_launches(monkeypatch, "triton_conv", "conv3d_input_grad")
     kwargs = dict(kwargs)
     bias = kwargs.pop("bias", True)
     transposed = (x_shape, w_shape, kwargs) in TRANSPOSED
-    conv = (F.conv_transpose2d if transposed else F.conv2d) if len(x_shape) == 4 else \
-        (F.conv_transpose1d if transposed else F.conv1d)
+    conv = {3: (F.conv1d, F.conv_transpose1d), 4: (F.conv2d, F.conv_transpose2d),
+            5: (F.conv3d, F.conv_transpose3d)}[len(x_shape)][transposed]
     results = []
     for device in ("cpu", "cuda"):
         ember.manual_seed(0)
@@ -768,7 +772,7 @@ def test_depthwise_convolutions_run_tap_by_tap(overrides, monkeypatch, x_shape, 
 def test_half_precision_convolutions_run_natively(overrides, monkeypatch, transposed, groups):
     # float16 (and bfloat16) operands go to the kernels as they are: products sum in float32
     # and round once, where the generic code multiplies float32 copies
-    module, names = ("triton_conv", ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")) \
+    module, names = ("triton_conv", ("conv3d", "conv3d_input_grad", "conv3d_weight_grad")) \
         if groups == 1 else ("triton_depthwise", ("depthwise2d", "depthwise2d_input_grad",
                                                   "depthwise2d_weight_grad"))
     launches = [_count_launches(monkeypatch, module, name) for name in names]
@@ -788,14 +792,15 @@ def test_half_precision_convolutions_run_natively(overrides, monkeypatch, transp
 
 
 def test_convolutions_the_kernels_leave_alone_run_generic(overrides, monkeypatch):
-    forward = _count_launches(monkeypatch, "triton_conv", "conv2d")
+    forward = _count_launches(monkeypatch, "triton_conv", "conv3d")
     depthwise = _count_launches(monkeypatch, "triton_depthwise", "depthwise2d")
     ember.manual_seed(0)
     x, w = ember.randn(2, 4, 6, 6), ember.randn(6, 4, 3, 3)
-    x3, w3 = ember.randn(1, 2, 4, 4, 4), ember.randn(3, 2, 2, 2, 2)     # 3-D
-    _same(F.conv3d(x3.cuda(), w3.cuda()), F.conv3d(x3, w3), atol=1e-5, rtol=1e-5)
     _same(F.conv2d(x.double().cuda(), w.double().cuda()), F.conv2d(x.double(), w.double()))
-    assert not forward and not depthwise
+    x3, w3 = ember.randn(1, 4, 3, 4, 4), ember.randn(4, 1, 2, 2, 2)     # 3-D depthwise
+    _same(F.conv3d(x3.cuda(), w3.cuda(), groups=4), F.conv3d(x3, w3, groups=4), atol=1e-5,
+          rtol=1e-5)
+    assert not depthwise and len(forward) == 1      # the 3-D one: a GEMM per group
 
 
 @pytest.mark.parametrize("max_norm", [0.5, 1e6])          # clipped, and left as they are

@@ -100,7 +100,8 @@ def _compare(got, want, sample, rtol, atol):
 
 # ops whose kernels multiply bfloat16 blocks with tl.dot (natively, summing in float32)
 _BFLOAT16_PRODUCTS = {"nn.functional.scaled_dot_product_attention", "convolution", "conv1d",
-                      "conv2d", "conv_transpose1d", "conv_transpose2d"}
+                      "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                      "conv_transpose3d"}
 
 
 @pytest.mark.parametrize("info,dtype", FORWARD)

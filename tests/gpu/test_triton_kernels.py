@@ -193,20 +193,21 @@ def _cases():
         yield optimizers._scale_kernel, dict(table_ptr="*i64", blocks_ptr="*i64",
                                             coef_ptr="*fp32", found_ptr="*fp32"), \
             dict(CHECK=check, BLOCK=optimizers.BLOCK)
-    geometry = dict.fromkeys(("M", "OC", "K", "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW",
-                              "DH", "DW", "KH", "KW", "G"), "i32")
+    geometry = dict.fromkeys(("M", "OC", "K", "C", "D", "H", "W", "OD", "OH", "OW", "SD", "SH",
+                              "SW", "PD", "PH", "PW", "DD", "DH", "DW", "KD", "KH", "KW", "G"),
+                             "i32")
     for dt, ieee in (("fp32", True), ("fp32", False), ("bf16", False)):
         for channels in (16, 64, 256):
             block_m, block_n = conv.tiles(channels)
-            yield conv._conv2d_kernel, dict(
+            yield conv._conv3d_kernel, dict(
                 _pointers(("x_ptr", "w_ptr", "b_ptr", "y_ptr"), dt), **geometry), \
                 dict(HAS_BIAS=channels == 64, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n,
                      BLOCK_K=conv.BLOCK_K)
-            yield conv._conv2d_input_grad_kernel, dict(
+            yield conv._conv3d_input_grad_kernel, dict(
                 _pointers(("g_ptr", "w_ptr", "b_ptr", "dx_ptr"), dt), **geometry), \
                 dict(HAS_BIAS=channels == 64, IEEE=ieee, BLOCK_M=block_m, BLOCK_N=block_n,
                      BLOCK_K=conv.BLOCK_K)
-            yield conv._conv2d_weight_grad_kernel, dict(
+            yield conv._conv3d_weight_grad_kernel, dict(
                 _pointers(("x_ptr", "g_ptr"), dt), dw_ptr="*fp32", **geometry,
                 rows_per_split="i32"), \
                 dict(IEEE=ieee, BLOCK_M=conv._GRAD_ROWS, BLOCK_N=block_n, BLOCK_K=conv.BLOCK_K)

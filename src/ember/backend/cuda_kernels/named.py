@@ -2,8 +2,8 @@
 ``ember.backend.device_kernel`` (they are neither an op's forward nor its derivative): an
 LSTM or GRU layer's time steps and their gradients, the Adam, SGD, RMSprop, Adadelta,
 Adagrad, NAdam, RAdam and Adamax updates of all of a group's parameters, gradient
-clipping's norm and scaling, convolutions as implicit GEMMs per group (depthwise ones tap
-by tap), and random numbers (dropout's masks, rand, randn, randint ...).
+clipping's norm and scaling, 1-D to 3-D convolutions as implicit GEMMs per group (depthwise
+ones tap by tap), and random numbers (dropout's masks, rand, randn, randint ...).
 
 For what its kernel does not cover, each says so and the caller runs its generic code: the
 recurrent layers' and ``scale_all`` return False, the optimizers' the positions of the
@@ -314,17 +314,18 @@ def random(xp, shape, dtype, seed, offset, kind="uniform", low=0.0, high=1.0):
     return out
 
 
-def _planar(x, kernel, stride, pads, dilation):
-    """A 1-D or 2-D convolution's input as a 2-D one's (a 1-D input has a height of 1), and
-    its geometry (SH, SW, PH, PW, DH, DW, KH, KW) and output size; None beyond 2-D."""
-    if x.ndim == 3:
-        x = x[:, :, None]
-        kernel, stride, dilation = (1, *kernel), (1, *stride), (1, *dilation)
-        pads = ((0, 0), *pads)
-    if x.ndim != 4:
-        return None
-    out = output_size(x.shape[2:], kernel, stride, pads, dilation)
-    return x, (*stride, pads[0][0], pads[1][0], *dilation, *kernel), out
+def _lifted(a, dims):
+    """A (B, C, *S) array with size-1 spatial dims in front, ``dims`` spatial dims in all (a
+    view: the kernels see a 1-D convolution as a 2-D or 3-D one)."""
+    return a.reshape(a.shape[:2] + (1,) * (dims - a.ndim + 2) + a.shape[2:])
+
+
+def _geometry(kernel, stride, pads, dilation, dims):
+    """The kernels' geometry over ``dims`` spatial dims: the strides, leading paddings,
+    dilations and kernel sizes, of 1, 0, 1 and 1 along the dims a convolution lacks."""
+    n = dims - len(kernel)
+    return ((1,) * n + tuple(stride) + (0,) * n + tuple(lo for lo, _ in pads)
+            + (1,) * n + tuple(dilation) + (1,) * n + tuple(kernel))
 
 
 def _conv_dtypes(x, *others):
@@ -333,84 +334,89 @@ def _conv_dtypes(x, *others):
                                                       for a in others)
 
 
-def _depthwise(groups, channels, per_group):
+def _depthwise(groups, channels, per_group, ndim):
     """Whether a convolution of ``groups`` groups over ``channels`` input channels, with
-    ``per_group`` input channels in a group, is depthwise (the tap-by-tap kernels')."""
-    return groups > 1 and groups == channels and per_group == 1
+    ``per_group`` input channels in a group, on ``ndim``-dim inputs, takes the tap-by-tap
+    depthwise kernels (1-D and 2-D ones)."""
+    return groups > 1 and groups == channels and per_group == 1 and ndim < 5
+
+
+def _contiguous(xp, *arrays):
+    """Buffers of ``arrays`` made C-contiguous (None stays None)."""
+    return tuple(None if a is None else buffer(xp.ascontiguousarray(a)) for a in arrays)
 
 
 def convolution(x, w, stride, pads, dilation, groups, bias=None):
-    """``conv_forward`` of a 1-D or 2-D convolution as an implicit GEMM per group (no im2col
-    matrix), or of a depthwise one tap by tap; None for what they do not cover."""
-    planar = _planar(x, w.shape[2:], stride, pads, dilation)
-    depthwise = _depthwise(groups, x.shape[1], w.shape[1])
-    if planar is None or not _conv_dtypes(x, w, bias):
+    """``conv_forward`` of a 1-D, 2-D or 3-D convolution as an implicit GEMM per group (no
+    im2col matrix), or of a depthwise one tap by tap; None for what they do not cover."""
+    if x.ndim not in (3, 4, 5) or not _conv_dtypes(x, w, bias):
         return None
     xp = xp_of(x)
-    x2, geometry, (oh, ow) = planar
-    b, c, h, wd = x2.shape
-    o = w.shape[0]
-    y = xp.empty((b, o, oh, ow), x.dtype)
-    operands = (buffer(xp.ascontiguousarray(x2)), buffer(xp.ascontiguousarray(w)),
-                None if bias is None else buffer(xp.ascontiguousarray(bias)), buffer(y),
-                (b, c, h, wd, o, oh, ow), geometry)
-    if y.size and depthwise:
-        depthwise_conv.depthwise2d(*operands)
-    elif y.size:
-        conv.conv2d(*operands, not cuda_backend().tf32_gemms_on(), groups)
-    return y if x.ndim == 4 else y[:, :, 0]
+    depthwise = _depthwise(groups, x.shape[1], w.shape[1], x.ndim)
+    dims = 2 if depthwise else 3
+    size = output_size(x.shape[2:], w.shape[2:], stride, pads, dilation)
+    y = xp.empty((x.shape[0], w.shape[0]) + tuple(size), x.dtype)
+    if y.size:
+        x_view, y_view = _lifted(x, dims), _lifted(y, dims)
+        args = (*_contiguous(xp, x_view, w, bias), buffer(y_view),
+                x_view.shape + y_view.shape[1:], _geometry(w.shape[2:], stride, pads,
+                                                           dilation, dims))
+        if depthwise:
+            depthwise_conv.depthwise2d(*args)
+        else:
+            conv.conv3d(*args, not cuda_backend().tf32_gemms_on(), groups)
+    return y
 
 
 def convolution_input(g, w, size, stride, pads, dilation, groups, bias=None):
-    """``conv_input_grad`` (a transposed convolution) of a 1-D or 2-D convolution as an
+    """``conv_input_grad`` (a transposed convolution) of a 1-D, 2-D or 3-D convolution as an
     implicit GEMM per group, or of a depthwise one tap by tap; None for what they do not
     cover."""
-    depthwise = _depthwise(groups, w.shape[1] * groups, w.shape[1])
-    if g.ndim not in (3, 4) or not _conv_dtypes(g, w, bias):
+    if g.ndim not in (3, 4, 5) or not _conv_dtypes(g, w, bias):
         return None
     xp = xp_of(g)
-    b, o = g.shape[:2]
     c = w.shape[1] * groups
-    x = xp.empty((b, c) + tuple(size), g.dtype)
-    x2, geometry, _ = _planar(x, w.shape[2:], stride, pads, dilation)
-    g2, w2 = (g, w) if g.ndim == 4 else (g[:, :, None], w[:, :, None])
-    oh, ow = g2.shape[2:]
-    h, wd = x2.shape[2:]
-    operands = (buffer(xp.ascontiguousarray(g2)), buffer(xp.ascontiguousarray(w2)),
-                None if bias is None else buffer(xp.ascontiguousarray(bias)), buffer(x2),
-                (b, c, h, wd, o, oh, ow), geometry)
-    if x.size and depthwise:
-        depthwise_conv.depthwise2d_input_grad(*operands)
-    elif x.size:
-        conv.conv2d_input_grad(*operands, not cuda_backend().tf32_gemms_on(), groups)
+    depthwise = _depthwise(groups, c, w.shape[1], g.ndim)
+    dims = 2 if depthwise else 3
+    x = xp.empty((g.shape[0], c) + tuple(size), g.dtype)
+    if x.size:
+        g_view, x_view = _lifted(g, dims), _lifted(x, dims)
+        args = (*_contiguous(xp, g_view, w, bias), buffer(x_view),
+                x_view.shape + g_view.shape[1:], _geometry(w.shape[2:], stride, pads,
+                                                           dilation, dims))
+        if depthwise:
+            depthwise_conv.depthwise2d_input_grad(*args)
+        else:
+            conv.conv3d_input_grad(*args, not cuda_backend().tf32_gemms_on(), groups)
     return x
 
 
 def convolution_weight(x, g, kernel, stride, pads, dilation, groups):
-    """``conv_weight_grad`` of a 1-D or 2-D convolution as an implicit GEMM per group summed
-    in splits over the output pixels, or of a depthwise one tap by tap in splits (no atomics
-    either way); None for what they do not cover."""
-    planar = _planar(x, kernel, stride, pads, dilation)
-    depthwise = _depthwise(groups, x.shape[1], 1)
-    if planar is None or not _conv_dtypes(x, g) or not g.size:
+    """``conv_weight_grad`` of a 1-D, 2-D or 3-D convolution as an implicit GEMM per group
+    summed in splits over the output pixels, or of a depthwise one tap by tap in splits (no
+    atomics either way); None for what they do not cover."""
+    if x.ndim not in (3, 4, 5) or not _conv_dtypes(x, g) or not g.size:
         return None
     xp = xp_of(x)
-    x2, geometry, _ = planar
-    b, c, h, wd = x2.shape
-    g2 = g if g.ndim == 4 else g[:, :, None]
-    o, oh, ow = g2.shape[1:]        # may be fewer windows than x allows (a transposed conv's)
-    shape = (b, c, h, wd, o, oh, ow)
-    x2, g2 = buffer(xp.ascontiguousarray(x2)), buffer(xp.ascontiguousarray(g2))
+    depthwise = _depthwise(groups, x.shape[1], 1, x.ndim)
+    dims = 2 if depthwise else 3
+    x_view, g_view = _lifted(x, dims), _lifted(g, dims)
+    o = g.shape[1]
+    # (g may have fewer windows than x allows: a transposed convolution's)
+    shape = x_view.shape + g_view.shape[1:]
+    geometry = _geometry(kernel, stride, pads, dilation, dims)
+    sources = _contiguous(xp, x_view, g_view)
     if depthwise:
         splits, taps = depthwise_conv.weight_grad_scratch(shape, geometry)
         partial = xp.empty((o, splits, taps), xp.float32)
-        depthwise_conv.depthwise2d_weight_grad(x2, g2, buffer(partial), shape, geometry)
+        depthwise_conv.depthwise2d_weight_grad(*sources, buffer(partial), shape, geometry)
         gw = (partial[:, 0] if splits == 1 else partial.sum(1))[:, :math.prod(kernel)]
         return gw.astype(x.dtype).reshape((o, 1) + tuple(kernel))
+    c = x.shape[1]
     k = c // groups * math.prod(kernel)
-    splits, rows = conv.weight_grad_splits(b * oh * ow, o, k, groups=groups)
+    splits, rows = conv.weight_grad_splits(g.size // o, o, k, groups=groups)
     partial = xp.empty((splits, o, k), xp.float32)
-    conv.conv2d_weight_grad(x2, g2, buffer(partial), shape, geometry, splits, rows,
+    conv.conv3d_weight_grad(*sources, buffer(partial), shape, geometry, splits, rows,
                             not cuda_backend().tf32_gemms_on(), groups)
     gw = partial[0] if splits == 1 else partial.sum(0)
     return gw.astype(x.dtype, copy=False).reshape((o, c // groups) + tuple(kernel))
