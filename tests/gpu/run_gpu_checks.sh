@@ -82,7 +82,7 @@ except OSError:
 EOF
 
 if wanted smoke; then
-    phase smoke "$(limit 45 390)" $PY - <<'EOF'
+    phase smoke "$(limit 75 360)" $PY - <<'EOF'
 # One line per CUDA path, each independent, so one failure does not hide the others.
 import traceback
 import ember
@@ -130,6 +130,35 @@ checks = {
                        (ember.nn.Linear(4, 3).cuda(), ember.optim.RMSprop),
                        (ember.nn.Linear(4, 3).cuda(), ember.optim.Adagrad),
                        (ember.nn.Linear(4, 3).cuda(), ember.optim.Adadelta))],
+    "batch, group and RMS norm kernels (0.0 1.0, 0.0 1.0, 16.0)": lambda: (
+        (lambda y: (round(y.mean().item(), 4), round(y.std(unbiased=False).item(), 3)))(
+            ember.nn.functional.batch_norm(ember.arange(24.0, device="cuda").view(2, 3, 4),
+                                           None, None, training=True)),
+        (lambda y: (round(y.mean().item(), 4), round(y.std(unbiased=False).item(), 3)))(
+            ember.nn.functional.group_norm(ember.arange(24.0, device="cuda").view(2, 4, 3), 2)),
+        ember.nn.functional.rms_norm(ember.ones(2, 8, device="cuda"), (8,)).sum().item()),
+    "3-D, grouped and depthwise conv kernels (27.0, 18.0, 9.0)": lambda: (
+        ember.nn.functional.conv3d(ember.ones(1, 1, 3, 3, 3, device="cuda"),
+                                   ember.ones(1, 1, 3, 3, 3, device="cuda"), padding=1)[
+            0, 0, 1, 1, 1].item(),
+        ember.nn.functional.conv2d(ember.ones(1, 4, 3, 3, device="cuda"),
+                                   ember.ones(2, 2, 3, 3, device="cuda"), padding=1,
+                                   groups=2)[0, 1, 1, 1].item(),
+        ember.nn.functional.conv2d(ember.ones(1, 2, 3, 3, device="cuda"),
+                                   ember.ones(2, 1, 3, 3, device="cuda"), padding=1,
+                                   groups=2)[0, 1, 1, 1].item()),
+    "attention with a mask, dropout and grouped heads (finite, finite)": lambda: (
+        ember.nn.functional.scaled_dot_product_attention(
+            *(ember.randn(2, 4, 8, 16, device="cuda", dtype=ember.bfloat16),) * 3,
+            attn_mask=ember.rand(8, 8, device="cuda") > 0.2, dropout_p=0.1
+        ).float().isfinite().all().item(),
+        ember.nn.functional.scaled_dot_product_attention(
+            ember.randn(2, 4, 8, 16, device="cuda"), *(ember.randn(2, 2, 8, 16,
+                                                                   device="cuda"),) * 2,
+            is_causal=True, enable_gqa=True).isfinite().all().item()),
+    "randperm and multinomial on the GPU ([0..7], [0, 1, 2, 3])": lambda: (
+        sorted(ember.randperm(8, device="cuda").tolist()),
+        sorted(ember.multinomial(ember.ones(4, device="cuda"), 4).tolist())),
     "kernels switched off": lambda: __import__(
         "ember.backend.cuda_kernels", fromlist=["DISABLED"]).DISABLED or "none",
 }
@@ -149,7 +178,7 @@ XDIST=()
 $PY -c "import xdist" 2>/dev/null && XDIST=(-n 8)
 
 if wanted tests; then
-    phase "CUDA tests" "$(limit 100 290)" "${PYTEST[@]}" "${XDIST[@]}" tests/gpu -m cuda \
+    phase "CUDA tests" "$(limit 100 260)" "${PYTEST[@]}" "${XDIST[@]}" tests/gpu -m cuda \
         --ignore=tests/gpu/test_opinfo_cuda.py > "$LOGS/cuda_tests.log" 2>&1
     grep -E '^(FAILED|ERROR) ' "$LOGS/cuda_tests.log" | head -40
     tail -1 "$LOGS/cuda_tests.log"
@@ -159,7 +188,7 @@ fi
 if wanted opinfo; then
     echo "OpInfo dtypes: ${EMBER_CUDA_OPINFO_DTYPES:=float32,float64}"
     export EMBER_CUDA_OPINFO_DTYPES
-    phase "OpInfo on CUDA" "$(limit 160 130)" "${PYTEST[@]}" "${XDIST[@]}" \
+    phase "OpInfo on CUDA" "$(limit 130 130)" "${PYTEST[@]}" "${XDIST[@]}" \
         tests/gpu/test_opinfo_cuda.py \
         > "$LOGS/opinfo_cuda.log" 2>&1
     echo "first failures (all in opinfo_cuda.log):"
