@@ -510,6 +510,19 @@ def test_flash_attention_and_its_gradient(overrides, L, S, E, causal, dtype):
     assert results[1][0].grad_fn.name() == "ScaledDotProductAttentionBackward0"
 
 
+def _attention_on_both(operands, grad, attn_mask=None, **kwargs):
+    """[output, then the operands' gradients] of F.scaled_dot_product_attention on the CPU,
+    and the same on the GPU."""
+    results = []
+    for device in ("cpu", "cuda"):
+        leaves = [t.to(device, copy=True).requires_grad_() for t in operands]
+        out = F.scaled_dot_product_attention(
+            *leaves, attn_mask=None if attn_mask is None else attn_mask.to(device), **kwargs)
+        out.backward(grad.to(device))
+        results.append([out] + [t.grad for t in leaves])
+    return results
+
+
 def _attention_masks(B, H, L, S):
     """name -> an attn_mask: boolean and float, broadcast and full, with rows that see no
     key (zeros out, as PyTorch gives) and -inf scores."""
@@ -533,14 +546,8 @@ def test_flash_attention_under_a_mask(overrides, monkeypatch, name, dtype):
     mask = _attention_masks(B, H, L, S)[name]
     operands = [ember.randn(B, H, n, E).to(dtype) for n in (L, S, S)]
     grad = ember.randn(B, H, L, E).to(dtype)
-    results = []
-    for device in ("cpu", "cuda"):
-        leaves = [t.to(device, copy=True).requires_grad_() for t in operands]
-        out = F.scaled_dot_product_attention(*leaves, attn_mask=mask.to(device))
-        out.backward(grad.to(device))
-        results.append([out] + [t.grad for t in leaves])
     tol = dict(atol=1e-4, rtol=1e-4) if dtype is ember.float32 else dict(atol=5e-3, rtol=5e-3)
-    for want, got in zip(*results):
+    for want, got in zip(*_attention_on_both(operands, grad, attn_mask=mask)):
         _same(got, want, **tol)
     assert all(launches)
 
@@ -586,15 +593,8 @@ def test_flash_attention_with_grouped_query_heads(overrides, monkeypatch, causal
     ember.manual_seed(0)
     q, k, v = ember.randn(2, 6, 37, 16), ember.randn(2, 2, 37, 16), ember.randn(2, 2, 37, 16)
     mask = ember.rand(2, 1, 37, 37) > 0.3 if masked else None
-    grad = ember.randn(2, 6, 37, 16)
-    results = []
-    for device in ("cpu", "cuda"):
-        leaves = [t.to(device, copy=True).requires_grad_() for t in (q, k, v)]
-        out = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True,
-                                             attn_mask=None if mask is None else
-                                             mask.to(device))
-        out.backward(grad.to(device))
-        results.append([out] + [t.grad for t in leaves])
+    results = _attention_on_both((q, k, v), ember.randn(2, 6, 37, 16), attn_mask=mask,
+                                 is_causal=causal, enable_gqa=True)
     for want, got in zip(*results):
         _same(got, want, atol=1e-4, rtol=1e-4)
     assert all(launches)
@@ -608,15 +608,7 @@ def test_flash_attention_of_three_dim_inputs(overrides, monkeypatch, masked):
     ember.manual_seed(0)
     q, k, v = ember.randn(3, 20, 8), ember.randn(3, 25, 8), ember.randn(3, 25, 8)
     mask = ember.rand(3, 20, 25) > 0.3 if masked else None
-    grad = ember.randn(3, 20, 8)
-    results = []
-    for device in ("cpu", "cuda"):
-        leaves = [t.to(device, copy=True).requires_grad_() for t in (q, k, v)]
-        out = F.scaled_dot_product_attention(*leaves, attn_mask=None if mask is None else
-                                             mask.to(device))
-        out.backward(grad.to(device))
-        results.append([out] + [t.grad for t in leaves])
-    for want, got in zip(*results):
+    for want, got in zip(*_attention_on_both((q, k, v), ember.randn(3, 20, 8), attn_mask=mask)):
         _same(got, want, atol=1e-4, rtol=1e-4)
     assert all(launches)
 

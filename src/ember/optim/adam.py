@@ -58,8 +58,10 @@ class Adam(Optimizer):
                 step_count(state))
 
 
-def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad):
-    """One parameter's Adam step in place, in array operations."""
+def moments(x, g, m, v, *, lr, beta1, beta2, weight_decay, decoupled):
+    """The Adam family's first step in place: weight decay (decoupled: of ``x``; else added
+    to the gradient, which is returned), then the moving averages ``m`` of the gradient and
+    ``v`` of its square."""
     if weight_decay:
         if decoupled:
             x *= 1 - lr * weight_decay
@@ -68,6 +70,13 @@ def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupl
     m += (1 - beta1) * (g - m)
     v *= beta2
     v += (1 - beta2) * g * g
+    return g
+
+
+def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad):
+    """One parameter's Adam step in place, in array operations."""
+    moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
+            decoupled=decoupled)
     if amsgrad:
         xp_of(vmax).maximum(vmax, v, out=vmax)
         v = vmax

@@ -3,9 +3,11 @@
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, new_step, real, scalar_state,
                                 state_like, step_count, value)
+from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["NAdam"]
+
 
 class NAdam(Optimizer):
     """NAdam with momentum decay psi: mu_t = beta1 (1 - 0.96^(t psi) / 2);
@@ -59,14 +61,8 @@ def _update(x, g, m, v, bias_correction2, grad_coef, avg_coef, *, lr, beta1, bet
             weight_decay, decoupled):
     """One parameter's NAdam step in place, in array operations: ``grad_coef`` and
     ``avg_coef`` weigh the gradient and the average by this step's momentum schedule."""
-    if weight_decay:
-        if decoupled:
-            x *= 1 - lr * weight_decay
-        else:
-            g = g + weight_decay * x
-    m += (1 - beta1) * (g - m)
-    v *= beta2
-    v += (1 - beta2) * g * g
+    g = moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
+                decoupled=decoupled)
     denom = (v / bias_correction2) ** 0.5
     denom += eps
     x -= grad_coef * g / denom

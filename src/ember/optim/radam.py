@@ -5,6 +5,7 @@ import math
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
                                 step_count, value)
+from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["RAdam"]
@@ -63,14 +64,8 @@ class RAdam(Optimizer):
 def _update(x, g, m, v, coef, rectified, *, lr, beta1, beta2, eps, weight_decay, decoupled):
     """One parameter's RAdam step in place, in array operations: ``coef`` scales the
     average, divided by sqrt(v) + eps only when the step is ``rectified``."""
-    if weight_decay:
-        if decoupled:
-            x *= 1 - lr * weight_decay
-        else:
-            g = g + weight_decay * x
-    m += (1 - beta1) * (g - m)
-    v *= beta2
-    v += (1 - beta2) * g * g
+    g = moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
+                decoupled=decoupled)
     if rectified:
         adaptive = v ** 0.5
         adaptive += eps

@@ -42,6 +42,27 @@ def _tensor(row, word):
 
 
 @triton.jit
+def _float_word(row, word):
+    """Word ``word`` of a table row, a float64's bits, as a float32."""
+    return tl.load(row + word).to(tl.float64, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _decay_and_average(x, g, m_ptr, offsets, mask, lr, beta1, weight_decay,
+                       DECAY: tl.constexpr):
+    """The Adam family's weight decay (1: added to the gradient; 2: decoupled, of the
+    parameter) and new first moment: (x, g, m), m also stored."""
+    if DECAY == 1:
+        g = g + weight_decay * x
+    if DECAY == 2:
+        x = x * (1.0 - lr * weight_decay)
+    m = tl.load(m_ptr + offsets, mask=mask)
+    m = m + (1.0 - beta1) * (g - m)
+    tl.store(m_ptr + offsets, m, mask=mask)
+    return x, g, m
+
+
+@triton.jit
 def _adam_kernel(table_ptr, blocks_ptr, lr, beta1, beta2, eps, weight_decay,
                  DECAY: tl.constexpr, AMSGRAD: tl.constexpr, BLOCK: tl.constexpr):
     # each program updates one block of one tensor: ``blocks`` holds (tensor, first element)
@@ -51,19 +72,11 @@ def _adam_kernel(table_ptr, blocks_ptr, lr, beta1, beta2, eps, weight_decay,
     mask = offsets < tl.load(row + 5)
     x_ptr, g_ptr, m_ptr, v_ptr = _tensor(row, 0), _tensor(row, 1), _tensor(row, 2), \
         _tensor(row, 3)
-    step_size = tl.load(row + 6).to(tl.float64, bitcast=True).to(tl.float32)
-    bias2_sqrt = tl.load(row + 7).to(tl.float64, bitcast=True).to(tl.float32)
-    x = tl.load(x_ptr + offsets, mask=mask)
-    g = tl.load(g_ptr + offsets, mask=mask)
-    m = tl.load(m_ptr + offsets, mask=mask)
-    v = tl.load(v_ptr + offsets, mask=mask)
-    if DECAY == 1:                      # L2 penalty added to the gradient (Adam)
-        g = g + weight_decay * x
-    if DECAY == 2:                      # decoupled decay of the parameter (AdamW)
-        x = x * (1.0 - lr * weight_decay)
-    m = m + (1.0 - beta1) * (g - m)
-    v = v * beta2 + (1.0 - beta2) * g * g
-    tl.store(m_ptr + offsets, m, mask=mask)
+    step_size, bias2_sqrt = _float_word(row, 6), _float_word(row, 7)
+    x, g, m = _decay_and_average(tl.load(x_ptr + offsets, mask=mask),
+                                 tl.load(g_ptr + offsets, mask=mask), m_ptr, offsets, mask, lr,
+                                 beta1, weight_decay, DECAY)      # 1: Adam's, 2: AdamW's
+    v = tl.load(v_ptr + offsets, mask=mask) * beta2 + (1.0 - beta2) * g * g
     tl.store(v_ptr + offsets, v, mask=mask)
     if AMSGRAD:
         vmax_ptr = _tensor(row, 4)
@@ -247,7 +260,7 @@ def _adagrad_kernel(table_ptr, blocks_ptr, eps, weight_decay, DECAY: tl.constexp
     row, offsets = _tensor_block(table_ptr, blocks_ptr, 5, BLOCK)
     mask = offsets < tl.load(row + 3)
     x_ptr, g_ptr, s_ptr = _tensor(row, 0), _tensor(row, 1), _tensor(row, 2)
-    clr = tl.load(row + 4).to(tl.float64, bitcast=True).to(tl.float32)
+    clr = _float_word(row, 4)
     x = tl.load(x_ptr + offsets, mask=mask)
     g = tl.load(g_ptr + offsets, mask=mask)
     if DECAY:
@@ -280,12 +293,6 @@ VARIANT_ROW = 9     # int64 words per tensor in the Adam variants' table
 
 
 @triton.jit
-def _float_word(row, word):
-    """Word ``word`` of a table row, a float64's bits, as a float32."""
-    return tl.load(row + word).to(tl.float64, bitcast=True).to(tl.float32)
-
-
-@triton.jit
 def _adam_variant_kernel(table_ptr, blocks_ptr, lr, beta1, beta2, eps, weight_decay,
                          DECAY: tl.constexpr, INF_NORM: tl.constexpr, BLOCK: tl.constexpr):
     # as _adam_kernel; the table a row per tensor: the addresses of x, g, m and v (Adamax's
@@ -295,14 +302,9 @@ def _adam_variant_kernel(table_ptr, blocks_ptr, lr, beta1, beta2, eps, weight_de
     mask = offsets < tl.load(row + 4)
     x_ptr, g_ptr, m_ptr, v_ptr = _tensor(row, 0), _tensor(row, 1), _tensor(row, 2), \
         _tensor(row, 3)
-    x = tl.load(x_ptr + offsets, mask=mask)
-    g = tl.load(g_ptr + offsets, mask=mask)
-    if DECAY == 1:                      # L2 penalty added to the gradient
-        g = g + weight_decay * x
-    if DECAY == 2:                      # decoupled decay of the parameter
-        x = x * (1.0 - lr * weight_decay)
-    m = tl.load(m_ptr + offsets, mask=mask)
-    m = m + (1.0 - beta1) * (g - m)
+    x, g, m = _decay_and_average(tl.load(x_ptr + offsets, mask=mask),
+                                 tl.load(g_ptr + offsets, mask=mask), m_ptr, offsets, mask, lr,
+                                 beta1, weight_decay, DECAY)
     v = tl.load(v_ptr + offsets, mask=mask)
     if INF_NORM:
         v = tl.maximum(v * beta2, tl.abs(g) + eps)
@@ -311,7 +313,6 @@ def _adam_variant_kernel(table_ptr, blocks_ptr, lr, beta1, beta2, eps, weight_de
         v = v * beta2 + (1.0 - beta2) * g * g
         s, e = _float_word(row, 5), _float_word(row, 6)
         d = tl.where(s == 0.0, e, tl.sqrt(v) * s + e)
-    tl.store(m_ptr + offsets, m, mask=mask)
     tl.store(v_ptr + offsets, v, mask=mask)
     step = _float_word(row, 8) * m
     if not INF_NORM:
