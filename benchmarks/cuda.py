@@ -78,6 +78,7 @@ def op_workloads(lib, scale):
     rows, cols, vocab = 8192 // scale, 1024, 32768 // scale
     x, w, b = randn(rows, cols), randn(cols), randn(cols)
     logits, target = randn(4096 // scale, vocab), lib.tensor(gen.integers(0, vocab, 4096 // scale))
+    soft_target = F.softmax(randn(4096 // scale, vocab), -1)
     big = randn(16 * 2 ** 20 // scale ** 2)
     n = 4096 // scale
     a, c = randn(n, n), randn(n, n)
@@ -107,6 +108,8 @@ def op_workloads(lib, scale):
         f"layer_norm {rows}x{cols}": lambda: F.layer_norm(x, (cols,), w, b),
         f"rms_norm {rows}x{cols}": lambda: F.rms_norm(x, (cols,), w),
         f"cross_entropy {logits.shape[0]}x{vocab}": lambda: F.cross_entropy(logits, target),
+        f"cross_entropy {logits.shape[0]}x{vocab}, class probabilities": lambda:
+            F.cross_entropy(logits, soft_target),
         f"gelu {big.numel()}": lambda: F.gelu(big),
         f"silu {big.numel()}": lambda: F.silu(big),
         f"add {big.numel()}": lambda: big + big,

@@ -294,12 +294,38 @@ def test_cross_entropy_with_weights_smoothing_or_more_dims(overrides, monkeypatc
     assert forward and backward
 
 
+@pytest.mark.parametrize("smoothing, weighted", [(0.0, False), (0.2, True)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(8, 10), (3, 5000), (7,)])
+def test_cross_entropy_with_class_probabilities(overrides, monkeypatch, shape, reduction,
+                                                smoothing, weighted):
+    # mixup's and distillation's targets: a distribution over the classes per row
+    launches = [_count_launches(monkeypatch, "triton_rows", name) for name in
+                ("soft_cross_entropy_rows", "soft_cross_entropy_backward_rows")]
+    host, gpu = _pair(shape)
+    target = ember.softmax(ember.randn(*shape), -1)
+    weight = ember.rand(shape[-1]) + 0.5 if weighted else None
+    results = []
+    for x in (host, gpu):
+        x.requires_grad_()
+        loss = F.cross_entropy(x, target.to(x.device), reduction=reduction,
+                               label_smoothing=smoothing,
+                               weight=None if weight is None else weight.to(x.device))
+        loss.backward(ember.arange(1.0, loss.numel() + 1).view(loss.shape).to(x.device))
+        results.append((loss, x.grad))
+    for want, got in zip(*results):
+        _same(got, want, atol=1e-5, rtol=1e-5)
+    assert all(launches)
+
+
 def test_cross_entropy_cases_the_kernel_leaves_alone(overrides, monkeypatch):
     forward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_rows")
+    soft = _count_launches(monkeypatch, "triton_rows", "soft_cross_entropy_rows")
+    host, gpu = _pair((6, 5, 3))
+    p = ember.softmax(ember.randn(6, 5, 3), 1)      # probabilities over dim 1 of (N, C, d)
+    _same(F.cross_entropy(gpu, p.cuda()), F.cross_entropy(host, p), atol=1e-6, rtol=1e-6)
+    assert not forward and not soft
     host, gpu = _pair((6, 5))
-    p = ember.softmax(ember.randn(6, 5), -1)
-    _same(F.cross_entropy(gpu, p.cuda()), F.cross_entropy(host, p))     # probabilities
-    assert not forward
     t = ember.tensor([0, 1, 2, 3, 4, 0])
     _same(F.cross_entropy(gpu, t.cuda(), ignore_index=0), F.cross_entropy(host, t, ignore_index=0))
     with pytest.raises(RuntimeError, match="weight tensor should be defined"):

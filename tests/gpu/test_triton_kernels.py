@@ -76,6 +76,13 @@ def _cases():
                 _pointers(("x_ptr", "dx_ptr"), dt), t_ptr="*i64", scale_ptr="*fp32",
                 n_cols="i32", ignore_index="i64", smoothing="fp32", **weights), \
                 dict(HAS_W=has_w, PER_ROW=per_row, BLOCK=4096)
+        for has_w in (False, True):
+            yield rows._soft_cross_entropy_kernel, dict(
+                _pointers(("x_ptr", "t_ptr"), dt), w_ptr="*fp32", loss_ptr="*fp32",
+                n_cols="i32", smoothing="fp32"), dict(HAS_W=has_w, BLOCK=4096)
+            yield rows._soft_cross_entropy_backward_kernel, dict(
+                _pointers(("x_ptr", "t_ptr", "dx_ptr"), dt), w_ptr="*fp32", scale_ptr="*fp32",
+                n_cols="i32", smoothing="fp32"), dict(HAS_W=has_w, PER_ROW=has_w, BLOCK=4096)
         for smooth, has_w in ((False, False), (True, False), (True, True)):
             yield rows._cross_entropy_kernel, dict(
                 x_ptr=f"*{dt}", t_ptr="*i64", loss_ptr="*fp32", n_cols="i32",

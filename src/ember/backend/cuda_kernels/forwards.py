@@ -159,11 +159,16 @@ def class_weights(xp, w, targets, kept):
 def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
                   label_smoothing):
     """Cross entropy of (N, C, *d) logits and class targets, with class weights and label
-    smoothing: one pass over each row of classes (two with smoothing). The targets are
+    smoothing: one pass over each row of classes (two with smoothing); of (N, C) or (C,)
+    logits and class probabilities (mixup's, distillation's) in one pass. The targets are
     checked on the device (NOTE [Deferred device checks])."""
     if (size_average is not None or reduce is not None
-            or reduction not in ("mean", "sum", "none") or x.ndim < 2 or t.ndim != x.ndim - 1
-            or not 0.0 <= label_smoothing <= 1.0 or not covered(x)):
+            or reduction not in ("mean", "sum", "none") or not 0.0 <= label_smoothing <= 1.0
+            or not covered(x)):
+        return None
+    if x.shape == t.shape:
+        return _soft_cross_entropy(xp, x, t, w, reduction, label_smoothing)
+    if x.ndim < 2 or t.ndim != x.ndim - 1:
         return None
     _check_class_target(x, t)
     logits, c = class_rows(xp, x)
@@ -182,6 +187,27 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
         loss = loss.sum() / divisor
     else:
         loss = loss.reshape(t.shape)
+    return loss.astype(x.dtype, copy=False)
+
+
+def _soft_cross_entropy(xp, x, t, w, reduction, label_smoothing):
+    """The cross entropy of (N, C) or (C,) logits and same-dtype class probabilities, a row
+    per program; None for what the generic code computes (other layouts and dtypes)."""
+    if x.ndim > 2 or t.dtype != x.dtype or not covered(t):
+        return None
+    c = x.shape[-1]
+    _check_weight(w, c, x.dtype)
+    n = x.size // c
+    loss = xp.empty(n, xp.float32)
+    rows.soft_cross_entropy_rows(buffer(x), buffer(t), *buffers(
+        None if w is None else xp.ascontiguousarray(w, dtype=xp.float32)), buffer(loss), n, c,
+        label_smoothing)
+    if reduction == "sum":
+        loss = loss.sum()
+    elif reduction == "mean":
+        loss = loss.sum() / n
+    else:
+        loss = loss.reshape(x.shape[:-1])
     return loss.astype(x.dtype, copy=False)
 
 

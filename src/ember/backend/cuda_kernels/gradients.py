@@ -186,11 +186,14 @@ def native_group_norm(grads, x, w, b, n, c, hxw, group, eps, *, out):
 def cross_entropy(grad, x, t, w, size_average, ignore_index, reduce, reduction,
                   label_smoothing):
     """The gradient of the cross entropy of (N, C, *d) logits and class targets, class
-    weights and label smoothing included, in one kernel over the rows of classes."""
+    weights and label smoothing included, in one kernel over the rows of classes (also of
+    (N, C) or (C,) logits and class probabilities)."""
     a, targets = x._data, t._data
+    reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
+    if a.shape == targets.shape:
+        return _soft_cross_entropy(grad, x, t, w, reduction, label_smoothing)
     if a.ndim < 2 or targets.ndim != a.ndim - 1 or not covered(a):
         return None
-    reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
     xp = xp_of(a)
     logits, c = class_rows(xp, a)
     n = logits.shape[0]
@@ -208,6 +211,27 @@ def cross_entropy(grad, x, t, w, size_average, ignore_index, reduce, reduction,
                                      *buffers(weight, weight_sum))
     if a.ndim > 2:                      # back to (N, C, *d)
         dx = xp.moveaxis(dx.reshape(a.shape[:1] + a.shape[2:] + (c,)), -1, 1)
+    return _make(dx), None, None
+
+
+def _soft_cross_entropy(grad, x, t, w, reduction, label_smoothing):
+    """The logits' gradient of the cross entropy with class probabilities, a row per program
+    (the targets' gradient, when they need one, is the generic code's)."""
+    a, target = x._data, t._data
+    if (a.ndim > 2 or t.requires_grad or target.dtype != a.dtype or not covered(a, target)
+            or grad._data.dtype != a.dtype):
+        return None
+    xp = xp_of(a)
+    c = a.shape[-1]
+    n = a.size // c
+    scale = grad._data.astype(xp.float32).reshape(-1)
+    if reduction == "mean":
+        scale = scale / n
+    dx = xp.empty(a.shape, a.dtype)
+    rows.soft_cross_entropy_backward_rows(
+        buffer(a), buffer(target), *buffers(None if w is None else xp.ascontiguousarray(
+            w._data, dtype=xp.float32)), buffer(xp.ascontiguousarray(scale)), buffer(dx), n, c,
+        reduction == "none", label_smoothing)
     return _make(dx), None, None
 
 

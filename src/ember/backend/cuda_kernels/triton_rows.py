@@ -11,7 +11,8 @@ import triton.language as tl
 from ember.backend.cuda_kernels._launch import guarded, row_tiling
 
 __all__ = ["softmax_rows", "softmax_backward_rows", "layer_norm_rows", "layer_norm_backward_rows",
-           "rms_norm_rows", "rms_norm_backward_rows",
+           "rms_norm_rows", "rms_norm_backward_rows", "soft_cross_entropy_rows",
+           "soft_cross_entropy_backward_rows",
            "cross_entropy_rows", "cross_entropy_backward_rows", "MAX_ROW", "PARTIAL_ROWS"]
 
 MAX_ROW = 32768                 # longest row a program holds in registers
@@ -335,4 +336,87 @@ def cross_entropy_backward_rows(x, target, scale, dx, n_rows, n_cols, ignore_ind
         x, target, scale if weight is None else weight,
         scale if weight_sum is None else weight_sum, scale, dx, n_cols, int(ignore_index),
         float(smoothing), HAS_W=weight is not None, PER_ROW=per_row, BLOCK=block,
+        num_warps=4 if block <= 1024 else 8)
+
+
+@triton.jit
+def _soft_target(t_ptr, w_ptr, cols, mask, n_cols, smoothing, HAS_W: tl.constexpr):
+    """A block of a row's target distribution as the loss weighs it: the probabilities
+    smoothed toward uniform, times the class weights (0 past the row)."""
+    q = tl.load(t_ptr + cols, mask=mask, other=0.0).to(tl.float32) * (1.0 - smoothing) \
+        + smoothing / n_cols
+    if HAS_W:
+        q = q * tl.load(w_ptr + cols, mask=mask, other=0.0)
+    return tl.where(mask, q, 0.0)
+
+
+@triton.jit
+def _soft_cross_entropy_kernel(x_ptr, t_ptr, w_ptr, loss_ptr, n_cols, smoothing,
+                               HAS_W: tl.constexpr, BLOCK: tl.constexpr):
+    # loss = sum_c q_c (logsumexp(x) - x_c) = logsumexp(x) sum_c q_c - sum_c q_c x_c, in one
+    # pass: an online log-sum-exp beside the two sums
+    row = tl.program_id(0).to(tl.int64)
+    top = tl.full([], -3.0e38, tl.float32)
+    total = tl.full([], 0.0, tl.float32)
+    q_sum = tl.full([], 0.0, tl.float32)
+    qx = tl.full([], 0.0, tl.float32)
+    for first in range(0, n_cols, BLOCK):
+        cols = first + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        q = _soft_target(t_ptr + row * n_cols, w_ptr, cols, mask, n_cols, smoothing, HAS_W)
+        new_top = tl.maximum(top, tl.max(x, axis=0))
+        total = total * tl.exp(top - new_top) + tl.sum(tl.exp(x - new_top), axis=0)
+        top = new_top
+        q_sum += tl.sum(q, axis=0)
+        qx += tl.sum(q * tl.where(mask, x, 0.0), axis=0)
+    tl.store(loss_ptr + row, (top + tl.log(total)) * q_sum - qx)
+
+
+@guarded
+def soft_cross_entropy_rows(x, target, weight, loss, n_rows, n_cols, smoothing=0.0):
+    """The cross entropy of each row of logits ``x`` with the same row of class probabilities
+    ``target``, smoothed by ``smoothing`` and weighted by float32 class weights ``weight``
+    (or None), into float32 ``loss``."""
+    block = min(triton.next_power_of_2(n_cols), 4096)
+    _soft_cross_entropy_kernel[(n_rows,)](
+        x, target, loss if weight is None else weight, loss, n_cols, float(smoothing),
+        HAS_W=weight is not None, BLOCK=block, num_warps=4 if block <= 1024 else 8)
+
+
+@triton.jit
+def _soft_cross_entropy_backward_kernel(x_ptr, t_ptr, w_ptr, scale_ptr, dx_ptr, n_cols,
+                                        smoothing, HAS_W: tl.constexpr,
+                                        PER_ROW: tl.constexpr, BLOCK: tl.constexpr):
+    # dx_c = (softmax(x)_c sum_q - q_c) * scale: the log-sum-exp and sum_q first, then dx
+    row = tl.program_id(0).to(tl.int64)
+    top, total = _row_max_and_sum(x_ptr + row * n_cols, n_cols, BLOCK)
+    lse = top + tl.log(total)
+    q_sum = tl.full([], 0.0, tl.float32)
+    for first in range(0, n_cols, BLOCK):
+        cols = first + tl.arange(0, BLOCK)
+        q_sum += tl.sum(_soft_target(t_ptr + row * n_cols, w_ptr, cols, cols < n_cols, n_cols,
+                                     smoothing, HAS_W), axis=0)
+    if PER_ROW:
+        scale = tl.load(scale_ptr + row).to(tl.float32)
+    else:
+        scale = tl.load(scale_ptr).to(tl.float32)
+    for first in range(0, n_cols, BLOCK):
+        cols = first + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        q = _soft_target(t_ptr + row * n_cols, w_ptr, cols, mask, n_cols, smoothing, HAS_W)
+        dx = (tl.exp(x - lse) * q_sum - q) * scale
+        tl.store(dx_ptr + row * n_cols + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@guarded
+def soft_cross_entropy_backward_rows(x, target, weight, scale, dx, n_rows, n_cols, per_row,
+                                     smoothing=0.0):
+    """``dx`` of ``soft_cross_entropy_rows`` times ``scale`` (float32: one per row, or one for
+    all when ``per_row`` is False)."""
+    block = min(triton.next_power_of_2(n_cols), 4096)
+    _soft_cross_entropy_backward_kernel[(n_rows,)](
+        x, target, scale if weight is None else weight, scale, dx, n_cols, float(smoothing),
+        HAS_W=weight is not None, PER_ROW=per_row, BLOCK=block,
         num_warps=4 if block <= 1024 else 8)
