@@ -137,6 +137,7 @@ def op_workloads(lib, scale):
             image, 32, *affine),
         f"max_pool2d 3x3/2 on {tuple(image.shape)}": lambda: F.max_pool2d(image, 3, 2, 1),
         f"avg_pool2d 2x2 on {tuple(image.shape)}": lambda: F.avg_pool2d(image, 2),
+        f"max_pool3d 3x3x3/2 on {tuple(volume.shape)}": lambda: F.max_pool3d(volume, 3, 2, 1),
         f"bilinear x2 on {tuple(image.shape)}": lambda: F.interpolate(
             image, scale_factor=2, mode="bilinear"),
         f"causal SDPA {tuple(q.shape)}": lambda: F.scaled_dot_product_attention(

@@ -447,7 +447,8 @@ def test_max_pool2d_matches_the_sweep(k, s, p, d, ceil):
     want, want_index = F.max_pool2d(ember.tensor(x), k, s, p, d, ceil, return_indices=True)
     y = np.empty(want.shape, np.float32)
     index = np.empty(want.shape, np.int64)
-    pooling.max_pool2d(Host(x), Host(y), Host(index), 6, x.shape[2:], y.shape[2:], k, s, p, d)
+    pooling.max_pool3d(Host(x), Host(y), Host(index), 6, (1, *x.shape[2:]), (1, *y.shape[2:]),
+                       (1, *k), (1, *s), (0, *p), (1, *d))
     np.testing.assert_array_equal(y, want.numpy())
     np.testing.assert_array_equal(index, want_index.numpy())
 
@@ -456,8 +457,8 @@ def test_max_pool2d_bfloat16():
     x = _data((4, 6, 6)).astype(BF16)
     y = np.empty((4, 3, 3), BF16)
     index = np.empty((4, 3, 3), np.int64)
-    pooling.max_pool2d(Host(x), Host(y), Host(index), 4, (6, 6), (3, 3), (2, 2), (2, 2),
-                       (0, 0), (1, 1))
+    pooling.max_pool3d(Host(x), Host(y), Host(index), 4, (1, 6, 6), (1, 3, 3), (1, 2, 2),
+                       (1, 2, 2), (0, 0, 0), (1, 1, 1))
     want = x.astype(np.float32).reshape(4, 3, 2, 3, 2).max(axis=(2, 4))
     np.testing.assert_array_equal(y.astype(np.float32), want)
 
@@ -479,8 +480,9 @@ def test_avg_pool2d_and_its_gradient_match_the_cpu(k, s, p, ceil, include_pad, d
     want.backward(ember.tensor(g))
     y = np.empty(want.shape, np.float32)
     dx = np.empty_like(x)
-    geometry = (6, x.shape[2:], y.shape[2:], k, s, p, include_pad, divisor)
-    pooling.avg_pool2d(Host(x), Host(y), *geometry)
-    pooling.avg_pool2d_backward(Host(g), Host(dx), *geometry)
+    geometry = (6, (1, *x.shape[2:]), (1, *y.shape[2:]), (1, *k), (1, *s), (0, *p),
+                include_pad, divisor)
+    pooling.avg_pool3d(Host(x), Host(y), *geometry)
+    pooling.avg_pool3d_backward(Host(g), Host(dx), *geometry)
     np.testing.assert_allclose(y, want.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(dx, host.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -146,19 +146,20 @@ def _cases():
             _pointers(("dout_ptr", "dh_ptr", "dc_ptr", "ws_ptr", "dg_ptr"), dt), hidden="i32",
             ws_stride="i32"), dict(BLOCK=rnn.BLOCK)
     for dt in ("fp32", "bf16", "fp16"):
-        yield pooling._max_pool2d_kernel, dict(
-            _pointers(("x_ptr", "y_ptr"), dt), index_ptr="*i64",
-            **dict.fromkeys(("n", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW", "KH",
-                             "KW"), "i32")), dict(BLOCK=pooling.BLOCK)
-        ints = dict.fromkeys(("n", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "KH", "KW"),
-                             "i32")
-        for include_pad, has_divisor in ((True, False), (False, False), (False, True)):
-            constants = dict(INCLUDE_PAD=include_pad, HAS_DIVISOR=has_divisor,
-                             BLOCK=pooling.BLOCK)
-            yield pooling._avg_pool2d_kernel, dict(
-                _pointers(("x_ptr", "y_ptr"), dt), divisor="fp32", **ints), constants
-            yield pooling._avg_pool2d_backward_kernel, dict(
-                _pointers(("g_ptr", "dx_ptr"), dt), divisor="fp32", **ints), constants
+        volumes = ("n", "D", "H", "W", "OD", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW")
+        for kernel in ((1, 3, 3), (3, 3, 3)):
+            taps = dict(KD=kernel[0], KH=kernel[1], KW=kernel[2], BLOCK=pooling.BLOCK)
+            yield pooling._max_pool3d_kernel, dict(
+                _pointers(("x_ptr", "y_ptr"), dt), index_ptr="*i64",
+                **dict.fromkeys(volumes + ("DD", "DH", "DW"), "i32")), taps
+            for include_pad, has_divisor in ((True, False), (False, False), (False, True)):
+                constants = dict(taps, INCLUDE_PAD=include_pad, HAS_DIVISOR=has_divisor)
+                yield pooling._avg_pool3d_kernel, dict(
+                    _pointers(("x_ptr", "y_ptr"), dt), divisor="fp32",
+                    **dict.fromkeys(volumes, "i32")), constants
+                yield pooling._avg_pool3d_backward_kernel, dict(
+                    _pointers(("g_ptr", "dx_ptr"), dt), divisor="fp32",
+                    **dict.fromkeys(volumes, "i32")), constants
     for dt in ("fp32", "bf16"):
         tables = dict(ih_ptr="*i64", wh_ptr="*fp32", iw_ptr="*i64", ww_ptr="*fp32",
                       **dict.fromkeys(("n", "H", "W", "OH", "OW", "TH", "TW"), "i32"))

@@ -1,11 +1,12 @@
 """Pooling and interpolation on the GPU (NOTE [CUDA kernel overrides]): the forwards and
 gradients that run the Triton kernels of triton_pooling.py and triton_resample.py.
 
-1-D and 2-D max pooling (values and indices), average pooling with its gradient, adaptive
+1-D to 3-D max pooling (values and indices), average pooling with its gradient, adaptive
 average pooling whose windows are equal (as average pooling), and 1-D and 2-D interpolation in
-every mode with its gradient. 1-D geometry runs as 2-D planes one row high. Each reads only
-its windows' or taps' inputs, so none needs the generic code's read of whether the input is
-finite. Other layouts, dtypes and 3-D inputs return None: the generic code runs.
+every mode with its gradient. Pooling runs on volumes (1-D and 2-D geometry as volumes one
+plane deep and one row high), interpolation on planes. Each reads only its windows' or taps'
+inputs, so none needs the generic code's read of whether the input is finite. Other layouts,
+dtypes and 3-D interpolation return None: the generic code runs.
 """
 
 import math
@@ -25,9 +26,10 @@ from ember.ops.adaptive_pooling import _check as _adaptive_args
 from ember.ops.pooling import Shape, _avg_args, _max_args
 
 
-def _as_2d(nd, size, out, kernel, stride, padding):
-    """1-D pooling geometry as 2-D pooling of planes one row high (2-D as it is)."""
-    one, zero = (1,) * (2 - nd), (0,) * (2 - nd)
+def _as_3d(nd, size, out, kernel, stride, padding):
+    """1-D and 2-D pooling geometry as 3-D pooling of volumes one plane deep (and one row
+    high): (size, out, kernel, stride, padding) triples."""
+    one, zero = (1,) * (3 - nd), (0,) * (3 - nd)
     return (one + tuple(size), one + tuple(out), one + tuple(kernel), one + tuple(stride),
             zero + tuple(padding))
 
@@ -42,9 +44,9 @@ def _max_pool(xp, x, nd, kernel_size, stride, padding, dilation, ceil_mode):
     y = xp.empty(lead + tuple(out), x.dtype)
     index = xp.empty(y.shape, xp.int64)
     if y.size:
-        pooling.max_pool2d(buffer(x), buffer(y), buffer(index), math.prod(lead),
-                           *_as_2d(nd, x.shape[x.ndim - nd:], out, k, s, p),
-                           (1,) * (2 - nd) + tuple(d))
+        pooling.max_pool3d(buffer(x), buffer(y), buffer(index), math.prod(lead),
+                           *_as_3d(nd, x.shape[x.ndim - nd:], out, k, s, p),
+                           (1,) * (3 - nd) + tuple(d))
     return y, index
 
 
@@ -62,6 +64,13 @@ def max_pool2d_with_indices(xp, x, kernel_size, stride, padding, dilation, ceil_
     return _max_pool(xp, x, 2, kernel_size, stride, padding, dilation, ceil_mode)
 
 
+@override("nn.functional.max_pool3d_with_indices")
+def max_pool3d_with_indices(xp, x, kernel_size, stride, padding, dilation, ceil_mode,
+                            *unused):
+    """3-D max pooling of a contiguous array in one pass (values, flat indices)."""
+    return _max_pool(xp, x, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
 # --- average pooling --------------------------------------------------------------------------
 
 def _avg_pool(xp, x, nd, k, s, p, out, count_include_pad, divisor):
@@ -71,8 +80,8 @@ def _avg_pool(xp, x, nd, k, s, p, out, count_include_pad, divisor):
     lead = x.shape[:x.ndim - nd]
     y = xp.empty(lead + tuple(out), x.dtype)
     if y.size:
-        pooling.avg_pool2d(buffer(x), buffer(y), math.prod(lead),
-                           *_as_2d(nd, x.shape[x.ndim - nd:], out, k, s, p),
+        pooling.avg_pool3d(buffer(x), buffer(y), math.prod(lead),
+                           *_as_3d(nd, x.shape[x.ndim - nd:], out, k, s, p),
                            count_include_pad, divisor)
     return y
 
@@ -101,6 +110,15 @@ def avg_pool2d(xp, x, kernel_size, stride, padding, ceil_mode, count_include_pad
     return _avg_pool(xp, x, 2, k, s, p, out, count_include_pad, divisor_override)
 
 
+@override("nn.functional.avg_pool3d")
+def avg_pool3d(xp, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+               divisor_override=None):
+    """3-D average pooling of a contiguous array in one pass (the generic code sums a shifted
+    copy per tap)."""
+    k, s, p, out = _avg_args(3, x, kernel_size, stride, padding, ceil_mode, divisor_override)
+    return _avg_pool(xp, x, 3, k, s, p, out, count_include_pad, divisor_override)
+
+
 def _adaptive_avg_pool(xp, x, nd, output_size):
     out = _adaptive_args("avg", nd, x, output_size)
     k = _uniform_windows(x.shape[x.ndim - nd:], out)
@@ -118,6 +136,12 @@ def adaptive_avg_pool2d(xp, x, output_size):
     """2-D adaptive average pooling with equal windows (sizes that are multiples of the
     output's), as average pooling, in one pass."""
     return _adaptive_avg_pool(xp, x, 2, output_size)
+
+
+@override("nn.functional.adaptive_avg_pool3d")
+def adaptive_avg_pool3d(xp, x, output_size):
+    """3-D adaptive average pooling with equal windows, as average pooling, in one pass."""
+    return _adaptive_avg_pool(xp, x, 3, output_size)
 
 
 # --- interpolation ----------------------------------------------------------------------------
@@ -193,8 +217,8 @@ def _avg_pool_backward(nd, grad, x, k, s, p, out, count_include_pad, divisor):
             or g.dtype != x.dtype.np or not covered(g)):
         return None
     dx = xp_of(g).empty(tuple(x.shape), g.dtype)
-    pooling.avg_pool2d_backward(buffer(g), buffer(dx), math.prod(lead),
-                                *_as_2d(nd, x.shape[x.ndim - nd:], out, k, s, p),
+    pooling.avg_pool3d_backward(buffer(g), buffer(dx), math.prod(lead),
+                                *_as_3d(nd, x.shape[x.ndim - nd:], out, k, s, p),
                                 count_include_pad, divisor)
     return _make(dx)
 
@@ -220,6 +244,15 @@ def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
     return _avg_pool_backward(2, grad, x, k, s, p, out, count_include_pad, divisor_override)
 
 
+@override_derivative("nn.functional.avg_pool3d")
+def avg_pool3d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override=None):
+    """3-D average pooling's input gradient in one pass."""
+    k, s, p, out = _avg_geometry(3, x, kernel_size, stride, padding, ceil_mode,
+                                 divisor_override)
+    return _avg_pool_backward(3, grad, x, k, s, p, out, count_include_pad, divisor_override)
+
+
 def _adaptive_avg_pool_backward(nd, grad, x):
     out = tuple(grad.shape[grad.ndim - nd:])
     k = _uniform_windows(tuple(x.shape[x.ndim - nd:]), out)
@@ -237,6 +270,12 @@ def adaptive_avg_pool1d_backward(grad, x, output_size):
 def adaptive_avg_pool2d_backward(grad, x, output_size):
     """2-D adaptive average pooling's input gradient (equal windows) in one pass."""
     return _adaptive_avg_pool_backward(2, grad, x)
+
+
+@override_derivative("nn.functional.adaptive_avg_pool3d")
+def adaptive_avg_pool3d_backward(grad, x, output_size):
+    """3-D adaptive average pooling's input gradient (equal windows) in one pass."""
+    return _adaptive_avg_pool_backward(3, grad, x)
 
 
 @override_derivative("nn.functional.interpolate")
