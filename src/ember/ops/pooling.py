@@ -75,9 +75,10 @@ def _max_pool_op(nd, namespace):
     return registered
 
 
-def _avg_args(nd, x, kernel_size, stride, padding, ceil_mode, divisor_override):
+def _avg_args(nd, x, kernel_size, stride, padding, ceil_mode, divisor_override, gpu=False):
     """Checked (kernel, stride, padding, output size); ``x`` has .shape, .ndim and a NumPy
-    .dtype, or a None dtype when the call was checked already (derivatives)."""
+    .dtype, or a None dtype when the call was checked already (derivatives). ``gpu``: the
+    input is on a GPU, where PyTorch's 3-D average pooling takes 16-bit floats too."""
     name = f"avg_pool{nd}d"
     if nd == 1:
         k = tuple_arg(name, "kernel_size", kernel_size, 1, style="arg")
@@ -94,10 +95,10 @@ def _avg_args(nd, x, kernel_size, stride, padding, ceil_mode, divisor_override):
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     if x.dtype is not None:
-        kinds = "f" if nd < 3 else ""               # PyTorch has no 16-bit avg_pool3d on CPU
+        wide = nd < 3 or gpu                        # PyTorch has no 16-bit avg_pool3d on CPU
         extra = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
         reject_dtype("avg_pool3d_out_frame" if nd == 3 else "avg_pool2d", x.dtype,
-                     kinds + ("V" if nd < 3 else ""), extra)
+                     "fV" if wide else "", extra)
     if nd == 3 and any(n < kk for n, kk in zip(x.shape[-3:], k)):
         raise RuntimeError("input image (T: {} H: {} W: {}) smaller than kernel size "
                            "(kT: {} kH: {} kW: {})".format(*x.shape[-3:], *k))
@@ -106,8 +107,9 @@ def _avg_args(nd, x, kernel_size, stride, padding, ceil_mode, divisor_override):
 
 
 def _avg_mats(nd, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-              divisor_override):
-    k, s, p, out = _avg_args(nd, x, kernel_size, stride, padding, ceil_mode, divisor_override)
+              divisor_override, gpu=False):
+    k, s, p, out = _avg_args(nd, x, kernel_size, stride, padding, ceil_mode, divisor_override,
+                             gpu)
     return window_mats(x.shape[-nd:], k, s, p, out, count_include_pad, divisor_override)
 
 
@@ -121,7 +123,7 @@ class Shape:
 def _avg_pool(xp, x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
               divisor_override):
     mats, counts = _avg_mats(nd, x, kernel_size, stride, padding, ceil_mode,
-                             count_include_pad, divisor_override)
+                             count_include_pad, divisor_override, gpu=xp is not np)
     if x.dtype.kind != "i":
         return apply_mats(xp, x, mats)
     sums = apply_mats(xp, x, [(m != 0).astype(np.int64) for m in mats])

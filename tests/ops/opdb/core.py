@@ -52,6 +52,8 @@ class ErrorInput:
     match: str
     # ember does not support this call yet; PyTorch does (the parity tests check that)
     unsupported: bool = False
+    # PyTorch (and ember) refuse the call on the CPU only: its CUDA kernel takes it
+    cpu_only: bool = False
 
 
 @dataclass

@@ -115,7 +115,8 @@ def avg_pool3d(xp, x, kernel_size, stride, padding, ceil_mode, count_include_pad
                divisor_override=None):
     """3-D average pooling of a contiguous array in one pass (the generic code sums a shifted
     copy per tap)."""
-    k, s, p, out = _avg_args(3, x, kernel_size, stride, padding, ceil_mode, divisor_override)
+    k, s, p, out = _avg_args(3, x, kernel_size, stride, padding, ceil_mode, divisor_override,
+                             gpu=True)
     return _avg_pool(xp, x, 3, k, s, p, out, count_include_pad, divisor_override)
 
 
