@@ -12,6 +12,7 @@ import scipy.special
 assert os.environ.get("TRITON_INTERPRET") == "1", "run through tests/gpu/test_triton_kernels.py"
 
 from ember.backend.cuda_kernels import triton_batch_norm as batch_norm  # noqa: E402
+from ember.backend.cuda_kernels import triton_losses as losses  # noqa: E402
 from ember.backend.cuda_kernels import triton_optimizers as optimizers  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
@@ -181,8 +182,8 @@ def test_cross_entropy_rows(shape, smoothing, weighted):
     t[-1] = c - 1
     loss = np.empty(n, np.float32)
     w, w_sum, w64 = _class_weights(weighted, c)
-    rows.cross_entropy_rows(Host(x), Host(t), Host(loss), n, c, -100, smoothing,
-                            None if w is None else Host(w), None if w is None else Host(w_sum))
+    losses.cross_entropy_rows(Host(x), Host(t), Host(loss), n, c, -100, smoothing,
+                              None if w is None else Host(w), None if w is None else Host(w_sum))
     logp = scipy.special.log_softmax(x.astype(np.float64), axis=1)
     safe = np.where(t == -100, 0, t)
     picked = logp[np.arange(n), safe] * w64[safe]
@@ -392,9 +393,9 @@ def test_cross_entropy_backward_rows(shape, per_row, smoothing, weighted):
     scale = _data(n, 6) if per_row else np.array([0.25], np.float32)
     dx = np.empty_like(x)
     w, w_sum, w64 = _class_weights(weighted, c)
-    rows.cross_entropy_backward_rows(Host(x), Host(t), Host(scale), Host(dx), n, c, -100,
-                                     per_row, smoothing, None if w is None else Host(w),
-                                     None if w is None else Host(w_sum))
+    losses.cross_entropy_backward_rows(Host(x), Host(t), Host(scale), Host(dx), n, c, -100,
+                                       per_row, smoothing, None if w is None else Host(w),
+                                       None if w is None else Host(w_sum))
     x64 = x.astype(np.float64)
     p = np.exp(x64 - scipy.special.logsumexp(x64, axis=1, keepdims=True))
     onehot = np.zeros_like(p)

@@ -275,8 +275,8 @@ def test_cross_entropy(overrides, n, c, dtype, reduction):
     ((3, 11), 1.0, False), ((6, 5), 0.0, True), ((4, 7, 9), 0.3, True)])
 def test_cross_entropy_with_weights_smoothing_or_more_dims(overrides, monkeypatch, shape,
                                                            smoothing, weighted, reduction):
-    forward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_rows")
-    backward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_backward_rows")
+    forward = _count_launches(monkeypatch, "triton_losses", "cross_entropy_rows")
+    backward = _count_launches(monkeypatch, "triton_losses", "cross_entropy_backward_rows")
     host, gpu = _pair(shape)
     target = ember.randint(0, shape[1], shape[:1] + shape[2:])
     target.view(-1)[0] = -100
@@ -302,7 +302,7 @@ def test_cross_entropy_with_weights_smoothing_or_more_dims(overrides, monkeypatc
 def test_cross_entropy_with_class_probabilities(overrides, monkeypatch, shape, reduction,
                                                 smoothing, weighted):
     # mixup's and distillation's targets: a distribution over the classes per row
-    launches = [_count_launches(monkeypatch, "triton_rows", name) for name in
+    launches = [_count_launches(monkeypatch, "triton_losses", name) for name in
                 ("soft_cross_entropy_rows", "soft_cross_entropy_backward_rows")]
     host, gpu = _pair(shape)
     target = ember.softmax(ember.randn(*shape), -1)
@@ -321,8 +321,8 @@ def test_cross_entropy_with_class_probabilities(overrides, monkeypatch, shape, r
 
 
 def test_cross_entropy_cases_the_kernel_leaves_alone(overrides, monkeypatch):
-    forward = _count_launches(monkeypatch, "triton_rows", "cross_entropy_rows")
-    soft = _count_launches(monkeypatch, "triton_rows", "soft_cross_entropy_rows")
+    forward = _count_launches(monkeypatch, "triton_losses", "cross_entropy_rows")
+    soft = _count_launches(monkeypatch, "triton_losses", "soft_cross_entropy_rows")
     host, gpu = _pair((6, 5, 3))
     p = ember.softmax(ember.randn(6, 5, 3), 1)      # probabilities over dim 1 of (N, C, d)
     _same(F.cross_entropy(gpu, p.cuda()), F.cross_entropy(host, p), atol=1e-6, rtol=1e-6)
@@ -680,10 +680,10 @@ def test_attention_cases_the_kernel_leaves_alone(overrides):
           F.scaled_dot_product_attention(q, kg, vg, enable_gqa=True), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("launcher", ["layer_norm_backward_rows",
-                                      "cross_entropy_backward_rows"])
-def test_fused_gradient_kernels_are_used(overrides, monkeypatch, launcher):
-    used = _count_launches(monkeypatch, "triton_rows", launcher)
+@pytest.mark.parametrize("module, launcher", [("triton_rows", "layer_norm_backward_rows"),
+                                              ("triton_losses", "cross_entropy_backward_rows")])
+def test_fused_gradient_kernels_are_used(overrides, monkeypatch, module, launcher):
+    used = _count_launches(monkeypatch, module, launcher)
     host, gpu = _pair((48, 96))
     target = ember.randint(0, 96, (48,))
     grads = []

@@ -20,6 +20,7 @@ from ember.backend.cuda_kernels import triton_batch_norm as batch_norm  # noqa: 
 from ember.backend.cuda_kernels import triton_conv as conv  # noqa: E402
 from ember.backend.cuda_kernels import triton_depthwise as depthwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_group_norm as group_norm  # noqa: E402
+from ember.backend.cuda_kernels import triton_losses as losses  # noqa: E402
 from ember.backend.cuda_kernels import triton_optimizers as optimizers  # noqa: E402
 from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E402
 from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
@@ -72,19 +73,19 @@ def _cases():
                 n_cols="i32"), dict(BLOCK=1024, HAS_W=has_w, NEED_GX=need_gx)
         weights = dict(w_ptr="*fp32", w_sum_ptr="*fp32")
         for per_row, has_w in ((False, False), (True, True)):
-            yield rows._cross_entropy_backward_kernel, dict(
+            yield losses._cross_entropy_backward_kernel, dict(
                 _pointers(("x_ptr", "dx_ptr"), dt), t_ptr="*i64", scale_ptr="*fp32",
                 n_cols="i32", ignore_index="i64", smoothing="fp32", **weights), \
                 dict(HAS_W=has_w, PER_ROW=per_row, BLOCK=4096)
         for has_w in (False, True):
-            yield rows._soft_cross_entropy_kernel, dict(
+            yield losses._soft_cross_entropy_kernel, dict(
                 _pointers(("x_ptr", "t_ptr"), dt), w_ptr="*fp32", loss_ptr="*fp32",
                 n_cols="i32", smoothing="fp32"), dict(HAS_W=has_w, BLOCK=4096)
-            yield rows._soft_cross_entropy_backward_kernel, dict(
+            yield losses._soft_cross_entropy_backward_kernel, dict(
                 _pointers(("x_ptr", "t_ptr", "dx_ptr"), dt), w_ptr="*fp32", scale_ptr="*fp32",
                 n_cols="i32", smoothing="fp32"), dict(HAS_W=has_w, PER_ROW=has_w, BLOCK=4096)
         for smooth, has_w in ((False, False), (True, False), (True, True)):
-            yield rows._cross_entropy_kernel, dict(
+            yield losses._cross_entropy_kernel, dict(
                 x_ptr=f"*{dt}", t_ptr="*i64", loss_ptr="*fp32", n_cols="i32",
                 ignore_index="i64", smoothing="fp32", **weights), \
                 dict(HAS_W=has_w, SMOOTH=smooth, BLOCK=4096)

@@ -16,6 +16,7 @@ from ember.backend.cuda_kernels import override
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_batch_norm as batch_norm
 from ember.backend.cuda_kernels import triton_group_norm as group_norm
+from ember.backend.cuda_kernels import triton_losses as losses
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, buffers, covered
@@ -179,8 +180,8 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
     check_class_range(xp.where(kept, targets, 0), c)
     weight, weight_sum, divisor = class_weights(xp, w, targets, kept)
     loss = xp.empty(n, xp.float32)
-    rows.cross_entropy_rows(buffer(logits), buffer(targets), buffer(loss), n, c, ignore_index,
-                            label_smoothing, *buffers(weight, weight_sum))
+    losses.cross_entropy_rows(buffer(logits), buffer(targets), buffer(loss), n, c, ignore_index,
+                              label_smoothing, *buffers(weight, weight_sum))
     if reduction == "sum":
         loss = loss.sum()
     elif reduction == "mean":
@@ -199,7 +200,7 @@ def _soft_cross_entropy(xp, x, t, w, reduction, label_smoothing):
     _check_weight(w, c, x.dtype)
     n = x.size // c
     loss = xp.empty(n, xp.float32)
-    rows.soft_cross_entropy_rows(buffer(x), buffer(t), *buffers(
+    losses.soft_cross_entropy_rows(buffer(x), buffer(t), *buffers(
         None if w is None else xp.ascontiguousarray(w, dtype=xp.float32)), buffer(loss), n, c,
         label_smoothing)
     if reduction == "sum":

@@ -19,6 +19,7 @@ from ember.backend.cuda_kernels import override_derivative
 from ember.backend.cuda_kernels import triton_attention as attention
 from ember.backend.cuda_kernels import triton_batch_norm as batch_norm
 from ember.backend.cuda_kernels import triton_group_norm as group_norm
+from ember.backend.cuda_kernels import triton_losses as losses
 from ember.backend.cuda_kernels import triton_pointwise as pointwise
 from ember.backend.cuda_kernels import triton_rows as rows
 from ember.backend.cuda_kernels._launch import FAST_DTYPES, buffer, buffers, covered
@@ -205,10 +206,10 @@ def cross_entropy(grad, x, t, w, size_average, ignore_index, reduce, reduction,
     if reduction == "mean":             # an ignored row's share is 0, even when all are
         scale = scale / divisor
     dx = xp.empty(logits.shape, a.dtype)
-    rows.cross_entropy_backward_rows(buffer(logits), buffer(targets),
-                                     buffer(xp.ascontiguousarray(scale)), buffer(dx), n, c,
-                                     ignore_index, reduction == "none", label_smoothing,
-                                     *buffers(weight, weight_sum))
+    losses.cross_entropy_backward_rows(buffer(logits), buffer(targets),
+                                       buffer(xp.ascontiguousarray(scale)), buffer(dx), n, c,
+                                       ignore_index, reduction == "none", label_smoothing,
+                                       *buffers(weight, weight_sum))
     if a.ndim > 2:                      # back to (N, C, *d)
         dx = xp.moveaxis(dx.reshape(a.shape[:1] + a.shape[2:] + (c,)), -1, 1)
     return _make(dx), None, None
@@ -228,7 +229,7 @@ def _soft_cross_entropy(grad, x, t, w, reduction, label_smoothing):
     if reduction == "mean":
         scale = scale / n
     dx = xp.empty(a.shape, a.dtype)
-    rows.soft_cross_entropy_backward_rows(
+    losses.soft_cross_entropy_backward_rows(
         buffer(a), buffer(target), *buffers(None if w is None else xp.ascontiguousarray(
             w._data, dtype=xp.float32)), buffer(xp.ascontiguousarray(scale)), buffer(dx), n, c,
         reduction == "none", label_smoothing)
