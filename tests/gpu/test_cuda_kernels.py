@@ -1020,9 +1020,16 @@ def test_flash_backward_kernel_is_used(overrides, monkeypatch, causal):
         _same(g, h, atol=2e-5, rtol=2e-5)
 
 
-@pytest.mark.parametrize("layer", ["LSTM", "GRU"])
-@pytest.mark.parametrize("bias, packed", [(True, False), (False, True)])
-def test_recurrent_steps_run_fused_and_match_cpu(overrides, monkeypatch, layer, bias, packed):
+RECURRENT_CASES = [  # layer, GEMM in the step's kernel, bias, packed, bidirectional
+    (layer, in_kernel, bias, packed, both_ways) for layer in ("LSTM", "GRU")
+    for in_kernel in (True, False)
+    for bias, packed, both_ways in ((True, False, False), (False, True, True))]
+
+
+@pytest.mark.parametrize("layer, in_kernel, bias, packed, both_ways", RECURRENT_CASES)
+def test_recurrent_steps_run_fused_and_match_cpu(overrides, monkeypatch, layer, in_kernel, bias,
+                                                 packed, both_ways):
+    from ember.backend.cuda_kernels import named
     name = layer.lower()
     calls = {f"{name}_steps": 0, f"{name}_steps_backward": 0}
     for name in calls:
@@ -1033,25 +1040,40 @@ def test_recurrent_steps_run_fused_and_match_cpu(overrides, monkeypatch, layer, 
             calls[_name] += bool(done)
             return done
         monkeypatch.setitem(ember.backend.DEVICE_KERNELS, name, recording)
+    monkeypatch.setattr(named, "RECURRENT_GEMM_IN_KERNEL", in_kernel)
+    launcher = f"{layer.lower()}_gemm_step" if in_kernel else f"{layer.lower()}_step"
+    module = "triton_rnn_gemm" if in_kernel else "triton_rnn"
+    launches = [_count_launches(monkeypatch, module, name)
+                for name in (launcher, launcher + "_backward")]
     ember.manual_seed(0)
-    host = getattr(ember.nn, layer)(12, 20, num_layers=2, bias=bias)
-    gpu = getattr(ember.nn, layer)(12, 20, num_layers=2, bias=bias).cuda()
+    make = getattr(ember.nn, layer)
+    hidden = 70                     # over one 64-wide block of the in-kernel GEMM
+    host = make(12, hidden, num_layers=2, bias=bias, bidirectional=both_ways)
+    gpu = make(12, hidden, num_layers=2, bias=bias, bidirectional=both_ways).cuda()
     gpu.load_state_dict(host.state_dict())
     x = ember.randn(7, 3, 12)
+    states = 4 if both_ways else 2
+    h0 = ember.randn(states, 3, hidden)
+    c0 = ember.randn(states, 3, hidden)
     results = []
     for model, device in ((host, "cpu"), (gpu, "cuda")):
         inp = x.detach().to(device).requires_grad_()
+        start = [t.to(device, copy=True).requires_grad_() for t in (h0, c0)]
         feed = inp
         if packed:
             feed = ember.nn.utils.rnn.pack_padded_sequence(inp, [7, 5, 2])
-        out, state = model(feed)
+        out, state = model(feed, tuple(start) if layer == "LSTM" else start[0])
         h, c = state if layer == "LSTM" else (state, state)
         if packed:
             out = ember.nn.utils.rnn.pad_packed_sequence(out)[0]
         (out.pow(2).sum() + h.sum() + c.pow(2).sum()).backward()
-        results.append((out, h, c, inp.grad, *(p.grad for p in model.parameters())))
+        results.append((out, h, c, inp.grad, start[0].grad,
+                        *(p.grad for p in model.parameters())))
+        if layer == "LSTM":
+            results[-1] += (start[1].grad,)
     assert all(calls.values()), calls
-    for g, want in zip(results[1], results[0]):
+    assert all(launches), launches
+    for g, want in zip(results[1], results[0], strict=True):
         _same(g.detach(), want.detach(), atol=1e-5, rtol=1e-4)
 
 

@@ -26,6 +26,7 @@ from ember.backend.cuda_kernels import triton_pointwise as pointwise  # noqa: E4
 from ember.backend.cuda_kernels import triton_pooling as pooling  # noqa: E402
 from ember.backend.cuda_kernels import triton_resample as resample  # noqa: E402
 from ember.backend.cuda_kernels import triton_rnn as rnn  # noqa: E402
+from ember.backend.cuda_kernels import triton_rnn_gemm as rnn_gemm  # noqa: E402
 from ember.backend.cuda_kernels import triton_rows as rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,6 +147,25 @@ def _cases():
         yield rnn._lstm_step_backward_kernel, dict(
             _pointers(("dout_ptr", "dh_ptr", "dc_ptr", "ws_ptr", "dg_ptr"), dt), hidden="i32",
             ws_stride="i32"), dict(BLOCK=rnn.BLOCK)
+        for batch, ieee in ((64, dt == "fp32"), (8, False)):
+            tiles = dict(zip(("BLOCK_M", "BLOCK_J", "BLOCK_K"), rnn_gemm._gemm_tiles(batch)))
+            forward_ints = dict.fromkeys(("rows", "src_rows", "hidden", "x_stride", "ws_stride"),
+                                         "i32")
+            backward_ints = dict.fromkeys(("rows", "next_rows", "carry_k", "hidden",
+                                           "ws_stride"), "i32")
+            yield rnn_gemm._lstm_gemm_step_kernel, dict(
+                _pointers(("src_ptr", "h0_ptr", "w_ptr", "x_ptr", "b_ptr", "h_ptr", "c_ptr",
+                           "ws_ptr", "out_ptr"), dt), **forward_ints), \
+                dict(HAS_B=True, IEEE=ieee, **tiles)
+            yield rnn_gemm._lstm_gemm_step_backward_kernel, dict(
+                _pointers(("dout_ptr", "dh_ptr", "dc_ptr", "ws_ptr", "dg_ptr", "next_ptr",
+                           "w_ptr"), dt), **backward_ints), dict(IEEE=ieee, **tiles)
+            yield rnn_gemm._gru_gemm_step_kernel, dict(
+                _pointers(("src_ptr", "h0_ptr", "w_ptr", "x_ptr", "b_ptr", "h_ptr", "ws_ptr",
+                           "out_ptr"), dt), **forward_ints), dict(HAS_B=True, IEEE=ieee, **tiles)
+            yield rnn_gemm._gru_gemm_step_backward_kernel, dict(
+                _pointers(("dout_ptr", "dh_ptr", "dhz_ptr", "ws_ptr", "dx_ptr", "dgh_ptr",
+                           "next_ptr", "w_ptr"), dt), **backward_ints), dict(IEEE=ieee, **tiles)
     for dt in ("fp32", "bf16", "fp16"):
         volumes = ("n", "D", "H", "W", "OD", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW")
         for kernel in ((1, 3, 3), (3, 3, 3)):

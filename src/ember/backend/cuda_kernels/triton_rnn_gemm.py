@@ -1,0 +1,226 @@
+"""Triton kernels for one step of an LSTM or GRU layer's time loop in one launch: each program
+sums its tile of the step's recurrent GEMM (h_prev W_hh^T, or in the backward the next
+step's gate gradients times W_hh) and then applies triton_rnn.py's cell to it, where a cuBLAS
+GEMM before a cell kernel takes two launches, twice the host's work per step.
+
+A step reads what the last launch wrote (h_prev, the next step's gradients) and never what
+other programs of its launch write, so the steps need no synchronization beyond launch order."""
+
+import triton
+import triton.language as tl
+
+from ember.backend.cuda_kernels._launch import guarded, product
+from ember.backend.cuda_kernels.triton_rnn import (gate_input, gru_cell, gru_cell_backward,
+                                                    lstm_cell, lstm_cell_backward)
+
+__all__ = ["lstm_gemm_step", "lstm_gemm_step_backward", "gru_gemm_step",
+           "gru_gemm_step_backward"]
+
+
+@triton.jit
+def _lstm_gemm_step_kernel(src_ptr, h0_ptr, w_ptr, x_ptr, b_ptr, h_ptr, c_ptr, ws_ptr, out_ptr,
+                           rows, src_rows, hidden, x_stride, ws_stride, HAS_B: tl.constexpr,
+                           IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr,
+                           BLOCK_K: tl.constexpr):
+    # a (BLOCK_M rows, BLOCK_J units) tile of all four gates: its columns of h_prev W_hh^T
+    # summed here, then the cell. h_prev is never read from ``h``, which other programs of
+    # this launch overwrite: a row the last step had is its output row in ``src``, a row
+    # starting here (all at the first step, more in a reversed packed batch) reads ``h0``
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    j = (tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)).to(tl.int64)
+    row_in, col_in = rm < rows, j < hidden
+    r64 = rm.to(tl.int64)
+    h_rows = tl.where((rm < src_rows)[:, None], src_ptr, h0_ptr) + r64[:, None] * hidden
+    w_i = w_ptr + j[None, :] * hidden           # W_hh^T's columns for the gates' units
+    w_f = w_ptr + (j + hidden)[None, :] * hidden
+    w_g = w_ptr + (j + 2 * hidden)[None, :] * hidden
+    w_o = w_ptr + (j + 3 * hidden)[None, :] * hidden
+    acc_i = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    acc_f = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    acc_g = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    acc_o = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    for k0 in range(0, hidden, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        k_in = k < hidden
+        a = tl.load(h_rows + k[None, :], mask=row_in[:, None] & k_in[None, :], other=0.0)
+        w_in = k_in[:, None] & col_in[None, :]
+        acc_i += product(a, tl.load(w_i + k[:, None], mask=w_in, other=0.0), IEEE)
+        acc_f += product(a, tl.load(w_f + k[:, None], mask=w_in, other=0.0), IEEE)
+        acc_g += product(a, tl.load(w_g + k[:, None], mask=w_in, other=0.0), IEEE)
+        acc_o += product(a, tl.load(w_o + k[:, None], mask=w_in, other=0.0), IEEE)
+    mask = row_in[:, None] & col_in[None, :]
+    x = x_ptr + r64[:, None] * x_stride + j[None, :]
+    b = b_ptr + j[None, :]
+    b_in = col_in[None, :]
+    pre_i = acc_i + gate_input(x, b, mask, b_in, HAS_B)
+    pre_f = acc_f + gate_input(x + hidden, b + hidden, mask, b_in, HAS_B)
+    pre_g = acc_g + gate_input(x + 2 * hidden, b + 2 * hidden, mask, b_in, HAS_B)
+    pre_o = acc_o + gate_input(x + 3 * hidden, b + 3 * hidden, mask, b_in, HAS_B)
+    state = r64[:, None] * hidden + j[None, :]
+    h_prev = tl.load(h_rows + j[None, :], mask=mask)
+    lstm_cell(pre_i, pre_f, pre_g, pre_o, h_prev, c_ptr + state,
+               ws_ptr + r64[:, None] * ws_stride + j[None, :], out_ptr + state, h_ptr + state,
+               mask, hidden)
+
+
+def _gemm_tiles(rows):
+    """(BLOCK_M, BLOCK_J, BLOCK_K) of the in-kernel GEMM steps: the batch in one row tile up
+    to 64 rows, so that W_hh is read from L2 once per 64 rows; narrow unit tiles for more
+    programs."""
+    return min(64, max(16, triton.next_power_of_2(rows))), 16, 64
+
+
+@guarded
+def lstm_gemm_step(src, src_rows, h0, w, x, b, h, c, ws, out, rows, hidden, x_stride,
+                   ws_stride, ieee):
+    """One LSTM step for ``rows`` sequences in one launch, its recurrent product included:
+    h_prev's first ``src_rows`` rows are those of ``src`` (the last step's output), the
+    others those of the initial state ``h0`` (not ``h``, which is overwritten); ``w`` is
+    W_hh (4 hidden, hidden); otherwise as ``lstm_step``."""
+    block_m, block_j, block_k = _gemm_tiles(rows)
+    _lstm_gemm_step_kernel[(triton.cdiv(rows, block_m), triton.cdiv(hidden, block_j))](
+        src, h0, w, x, x if b is None else b, h, c, ws, out, rows, src_rows, hidden, x_stride,
+        ws_stride,
+        HAS_B=b is not None, IEEE=ieee, BLOCK_M=block_m, BLOCK_J=block_j, BLOCK_K=block_k)
+
+
+@triton.jit
+def _lstm_gemm_step_backward_kernel(dout_ptr, dh_ptr, dc_ptr, ws_ptr, dg_ptr, next_ptr, w_ptr,
+                                    rows, next_rows, carry_k, hidden, ws_stride,
+                                    IEEE: tl.constexpr, BLOCK_M: tl.constexpr,
+                                    BLOCK_J: tl.constexpr, BLOCK_K: tl.constexpr):
+    # the carried dh of a tile: the next step's gate gradients (``next``, complete from the
+    # last launch) times W_hh's columns, summed here; rows whose sequence ends at this step
+    # take theirs from ``dh`` (dh_n), which no launch writes
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    j = (tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)).to(tl.int64)
+    row_in, col_in = rm < rows, j < hidden
+    r64 = rm.to(tl.int64)
+    carry = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    going_on = rm < next_rows
+    for k0 in range(0, carry_k, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        k_in = k < carry_k
+        a = tl.load(next_ptr + r64[:, None] * 4 * hidden + k[None, :],
+                    mask=going_on[:, None] & k_in[None, :], other=0.0)
+        wk = tl.load(w_ptr + k.to(tl.int64)[:, None] * hidden + j[None, :],
+                     mask=k_in[:, None] & col_in[None, :], other=0.0)
+        carry += product(a, wk, IEEE)
+    mask = row_in[:, None] & col_in[None, :]
+    state = r64[:, None] * hidden + j[None, :]
+    carry += tl.load(dh_ptr + state, mask=mask & (rm >= next_rows)[:, None],
+                     other=0.0).to(tl.float32)
+    dh = tl.load(dout_ptr + state, mask=mask).to(tl.float32) + carry
+    lstm_cell_backward(dh, dc_ptr + state, ws_ptr + r64[:, None] * ws_stride + j[None, :],
+                        dg_ptr + r64[:, None] * 4 * hidden + j[None, :], mask, hidden)
+
+
+@guarded
+def lstm_gemm_step_backward(dout, dh, dc, ws, dg, following, w, rows, next_rows, hidden,
+                            ws_stride, ieee):
+    """Back through one LSTM step in one launch: the carried dh of its first ``next_rows``
+    rows is the product of the next step's gate gradients ``following`` and W_hh ``w``,
+    summed here; the other rows' is ``dh`` (read, not written); otherwise as
+    ``lstm_step_backward``."""
+    block_m, block_j, block_k = _gemm_tiles(rows)
+    _lstm_gemm_step_backward_kernel[(triton.cdiv(rows, block_m), triton.cdiv(hidden, block_j))](
+        dout, dh, dc, ws, dg, following, w, rows, next_rows, 4 * hidden if next_rows else 0,
+        hidden, ws_stride, IEEE=ieee, BLOCK_M=block_m, BLOCK_J=block_j, BLOCK_K=block_k)
+
+
+@triton.jit
+def _gru_gemm_step_kernel(src_ptr, h0_ptr, w_ptr, x_ptr, b_ptr, h_ptr, ws_ptr, out_ptr, rows,
+                          src_rows, hidden, x_stride, ws_stride, HAS_B: tl.constexpr,
+                          IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr,
+                          BLOCK_K: tl.constexpr):
+    # as _lstm_gemm_step_kernel, with three gates
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    j = (tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)).to(tl.int64)
+    row_in, col_in = rm < rows, j < hidden
+    r64 = rm.to(tl.int64)
+    h_rows = tl.where((rm < src_rows)[:, None], src_ptr, h0_ptr) + r64[:, None] * hidden
+    w_r = w_ptr + j[None, :] * hidden
+    w_z = w_ptr + (j + hidden)[None, :] * hidden
+    w_n = w_ptr + (j + 2 * hidden)[None, :] * hidden
+    acc_r = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    acc_z = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    acc_n = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    for k0 in range(0, hidden, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        k_in = k < hidden
+        a = tl.load(h_rows + k[None, :], mask=row_in[:, None] & k_in[None, :], other=0.0)
+        w_in = k_in[:, None] & col_in[None, :]
+        acc_r += product(a, tl.load(w_r + k[:, None], mask=w_in, other=0.0), IEEE)
+        acc_z += product(a, tl.load(w_z + k[:, None], mask=w_in, other=0.0), IEEE)
+        acc_n += product(a, tl.load(w_n + k[:, None], mask=w_in, other=0.0), IEEE)
+    mask = row_in[:, None] & col_in[None, :]
+    x = x_ptr + r64[:, None] * x_stride + j[None, :]
+    b = b_ptr + j[None, :]
+    b_in = col_in[None, :]
+    pre_r = acc_r + gate_input(x, b, mask, b_in, HAS_B)
+    pre_z = acc_z + gate_input(x + hidden, b + hidden, mask, b_in, HAS_B)
+    hn = acc_n
+    if HAS_B:
+        hn += tl.load(b + 2 * hidden, mask=b_in).to(tl.float32)
+    x_n = tl.load(x + 2 * hidden, mask=mask).to(tl.float32)
+    state = r64[:, None] * hidden + j[None, :]
+    h_prev = tl.load(h_rows + j[None, :], mask=mask)
+    gru_cell(pre_r, pre_z, x_n, hn, h_prev, ws_ptr + r64[:, None] * ws_stride + j[None, :],
+              out_ptr + state, h_ptr + state, mask, hidden)
+
+
+@guarded
+def gru_gemm_step(src, src_rows, h0, w, x, b, h, ws, out, rows, hidden, x_stride, ws_stride,
+                  ieee):
+    """One GRU step in one launch, its recurrent product included; the arguments as
+    ``lstm_gemm_step``'s (``w`` is W_hh, (3 hidden, hidden))."""
+    block_m, block_j, block_k = _gemm_tiles(rows)
+    _gru_gemm_step_kernel[(triton.cdiv(rows, block_m), triton.cdiv(hidden, block_j))](
+        src, h0, w, x, x if b is None else b, h, ws, out, rows, src_rows, hidden, x_stride,
+        ws_stride, HAS_B=b is not None, IEEE=ieee, BLOCK_M=block_m, BLOCK_J=block_j,
+        BLOCK_K=block_k)
+
+
+@triton.jit
+def _gru_gemm_step_backward_kernel(dout_ptr, dh_ptr, dhz_ptr, ws_ptr, dx_ptr, dgh_ptr, next_ptr,
+                                   w_ptr, rows, next_rows, carry_k, hidden, ws_stride,
+                                   IEEE: tl.constexpr, BLOCK_M: tl.constexpr,
+                                   BLOCK_J: tl.constexpr, BLOCK_K: tl.constexpr):
+    # as _lstm_gemm_step_backward_kernel; the carried gradient's z-weighted part is added
+    # from ``dhz`` (this tile's own, from the last launch; zero for a row not yet seen)
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    j = (tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)).to(tl.int64)
+    row_in, col_in = rm < rows, j < hidden
+    r64 = rm.to(tl.int64)
+    carry = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    going_on = rm < next_rows
+    for k0 in range(0, carry_k, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        k_in = k < carry_k
+        a = tl.load(next_ptr + r64[:, None] * 3 * hidden + k[None, :],
+                    mask=going_on[:, None] & k_in[None, :], other=0.0)
+        wk = tl.load(w_ptr + k.to(tl.int64)[:, None] * hidden + j[None, :],
+                     mask=k_in[:, None] & col_in[None, :], other=0.0)
+        carry += product(a, wk, IEEE)
+    mask = row_in[:, None] & col_in[None, :]
+    state = r64[:, None] * hidden + j[None, :]
+    carry += tl.load(dh_ptr + state, mask=mask & (rm >= next_rows)[:, None],
+                     other=0.0).to(tl.float32)
+    dh = tl.load(dout_ptr + state, mask=mask).to(tl.float32) + carry + \
+        tl.load(dhz_ptr + state, mask=mask).to(tl.float32)
+    row3 = r64[:, None] * 3 * hidden + j[None, :]
+    gru_cell_backward(dh, ws_ptr + r64[:, None] * ws_stride + j[None, :], dx_ptr + row3,
+                       dgh_ptr + row3, dhz_ptr + state, mask, hidden)
+
+
+@guarded
+def gru_gemm_step_backward(dout, dh, dhz, ws, dx, dgh, following, w, rows, next_rows, hidden,
+                           ws_stride, ieee):
+    """Back through one GRU step in one launch: the carried gradient of its first
+    ``next_rows`` rows is the next step's ``following`` (its ``dgh``) times W_hh ``w`` plus
+    ``dhz`` (replaced by this step's), the other rows' ``dh`` (read, not written); otherwise
+    as ``gru_step_backward``."""
+    block_m, block_j, block_k = _gemm_tiles(rows)
+    _gru_gemm_step_backward_kernel[(triton.cdiv(rows, block_m), triton.cdiv(hidden, block_j))](
+        dout, dh, dhz, ws, dx, dgh, following, w, rows, next_rows, 3 * hidden if next_rows else 0,
+        hidden, ws_stride, IEEE=ieee, BLOCK_M=block_m, BLOCK_J=block_j, BLOCK_K=block_k)
