@@ -110,3 +110,66 @@ def test_mixed_precision_layers_and_sampling_on_the_second_gpu():
     assert all(ember.isfinite(p).all().item() for p in params)
     noise = ember.randn(1000, device=SECOND)
     assert noise.device == SECOND and abs(noise.mean().item()) < 0.2
+
+
+SPLIT_OPTIMIZERS = {
+    "SGD momentum": lambda ps: ember.optim.SGD(ps, lr=0.1, momentum=0.9),
+    "SGD maximize": lambda ps: ember.optim.SGD(ps, lr=0.1, momentum=0.5, maximize=True),
+    "AdamW amsgrad": lambda ps: ember.optim.AdamW(ps, lr=0.01, amsgrad=True),
+    "Adam, no foreach": lambda ps: ember.optim.Adam(ps, lr=0.01, foreach=False),
+    "NAdam": lambda ps: ember.optim.NAdam(ps, lr=0.01),
+    "RAdam": lambda ps: ember.optim.RAdam(ps, lr=0.01),
+    "Adamax": lambda ps: ember.optim.Adamax(ps, lr=0.01),
+    "Adagrad": lambda ps: ember.optim.Adagrad(ps, lr=0.01),
+    "Adadelta": lambda ps: ember.optim.Adadelta(ps),
+    "RMSprop centered": lambda ps: ember.optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True),
+    "Rprop": lambda ps: ember.optim.Rprop(ps, lr=0.01),
+    "ASGD": lambda ps: ember.optim.ASGD(ps, lr=0.01),
+}
+
+
+def _split_model():
+    ember.manual_seed(0)
+    return ember.nn.Linear(6, 8), ember.nn.Linear(8, 3)
+
+
+@pytest.mark.parametrize("name", SPLIT_OPTIMIZERS)
+def test_an_optimizer_steps_a_model_split_over_two_gpus_like_on_the_cpu(name):
+    # model parallel, one optimizer: each parameter's state is made and updated on its GPU
+    host, split = _split_model(), _split_model()
+    split[0].to("cuda:0")
+    split[1].to(SECOND)
+    x, y = ember.randn(16, 6), ember.randint(0, 3, (16,))
+    for (first, second), devices in ((host, ("cpu", "cpu")), (split, ("cuda:0", SECOND))):
+        params = list(first.parameters()) + list(second.parameters())
+        opt = SPLIT_OPTIMIZERS[name](params)
+        scaler = ember.amp.GradScaler(enabled=devices[0] != "cpu")
+        for _ in range(3):
+            opt.zero_grad()
+            h = F.relu(first(x.to(devices[0]))).to(devices[1])
+            scaler.scale(F.cross_entropy(second(h), y.to(devices[1]))).backward()
+            scaler.unscale_(opt)
+            ember.nn.utils.clip_grad_norm_(params, 0.5)
+            scaler.step(opt)
+            scaler.update()
+    for p, want in zip(list(split[0].parameters()) + list(split[1].parameters()),
+                       list(host[0].parameters()) + list(host[1].parameters())):
+        assert_close(p.detach().cpu(), want.detach(), atol=1e-5, rtol=1e-5)
+        kept = [v for v in opt.state[p].values() if isinstance(v, ember.Tensor) and v.dim()]
+        assert kept and all(v.device == p.device for v in kept), name
+
+
+def test_lbfgs_refuses_parameters_on_two_gpus():
+    first, second = _split_model()
+    first.to("cuda:0")
+    second.to(SECOND)
+    params = list(first.parameters()) + list(second.parameters())
+    opt = ember.optim.LBFGS(params)
+
+    def closure():
+        opt.zero_grad()
+        loss = second(first(ember.randn(4, 6, device="cuda:0")).to(SECOND)).sum()
+        loss.backward()
+        return loss
+    with pytest.raises(RuntimeError, match="found at least two devices, cuda:0 and cuda:1!"):
+        opt.step(closure)

@@ -36,7 +36,7 @@ from ember.backend import (SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard, device_
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
 
-__all__ = ["op", "Op", "REGISTRY", "call", "OpValueError"]
+__all__ = ["op", "Op", "REGISTRY", "call", "OpValueError", "device_mismatch"]
 
 REGISTRY = {}
 _NDARRAY = np.ndarray
@@ -399,17 +399,18 @@ def _join_devices(flat, arrays, a, array_type):
             if type(x) is _NDARRAY:
                 arrays[i] = device_scalar(xp, x)
         return a, type(a)
-    _device_mismatch(flat)
+    device_mismatch(flat)
 
 
 def _other_gpu(flat):
     """The GPU of a call's tensors when it is not the current one (the call then reruns
     there), else None; tensors on two GPUs raise PyTorch's error."""
     return operands_gpu_elsewhere([x._data for x in flat if isinstance(x, Tensor)],
-                                  lambda: _device_mismatch(flat))
+                                  lambda: device_mismatch(flat))
 
 
-def _device_mismatch(flat):
+def device_mismatch(flat):
+    """Raise PyTorch's error for the tensors among ``flat`` lying on two devices."""
     devices = []
     for x in flat:
         if isinstance(x, Tensor) and str(x.device) not in devices:

@@ -26,21 +26,24 @@ def real(a):
 
 
 def grads_of(group, maximize=False):
-    """``(param, param array, grad array)`` for each parameter of ``group`` with a gradient."""
-    out = []
+    """``(param, param array, grad array)`` for each parameter of ``group`` with a gradient,
+    its GPU current while the caller's loop body runs (state made there lands beside it, as
+    CuPy allocates on the current GPU)."""
     for p in group["params"]:
         g = p._grad
         if g is None:
             continue
-        ga = real(g._data)
-        out.append((p, real(p._data), -ga if maximize else ga))
-    return out
+        with device_guard(gpu_elsewhere(p._data)):
+            ga = real(g._data)
+            yield p, real(p._data), -ga if maximize else ga
 
 
 def state_like(p, fill=0.0):
-    """A state tensor shaped and typed like parameter ``p``, filled with ``fill``."""
-    a = p._data.copy()
-    a[...] = fill
+    """A state tensor shaped and typed like parameter ``p``, filled with ``fill``, on its
+    device (whichever GPU is current)."""
+    with device_guard(gpu_elsewhere(p._data)):
+        a = p._data.copy()
+        a[...] = fill
     return _make(a)
 
 

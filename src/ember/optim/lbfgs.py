@@ -4,6 +4,7 @@ from ember._tensor import _make
 from ember.backend import xp_of
 from ember.optim._checks import check_lr
 from ember.optim._state import value
+from ember.ops._registry import device_mismatch
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["LBFGS"]
@@ -35,6 +36,8 @@ class LBFGS(Optimizer):
     # ----- the parameters as one flat vector ----------------------------------------------
 
     def _flat_grad(self):
+        if len({p.device for p in self._params}) > 1:
+            device_mismatch(self._params)           # as PyTorch's concatenation refuses them
         xp = xp_of(self._params[0]._data)
         return xp.concatenate([
             (p._grad._data if p._grad is not None else xp.zeros_like(p._data)).reshape(-1)
