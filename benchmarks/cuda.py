@@ -70,16 +70,16 @@ def _im2col(lib, fn):
 def _gemm_apart(lib, fn):
     """``fn`` with an LSTM step's recurrent GEMM in cuBLAS before its cell kernel (two
     launches a step, not one), to choose between them by measurement; PyTorch's as it is."""
-    named = sys.modules.get("ember.backend.cuda_kernels.named")    # loaded with the kernels
-    if lib is not ember or named is None:
+    recurrent = sys.modules.get("ember.backend.cuda_kernels.recurrent")  # loaded with the kernels
+    if lib is not ember or recurrent is None:
         return fn
 
     def run():
-        named.RECURRENT_GEMM_IN_KERNEL = False
+        recurrent.RECURRENT_GEMM_IN_KERNEL = False
         try:
             return fn()
         finally:
-            named.RECURRENT_GEMM_IN_KERNEL = True
+            recurrent.RECURRENT_GEMM_IN_KERNEL = True
     return run
 
 

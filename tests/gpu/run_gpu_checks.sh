@@ -86,6 +86,24 @@ if wanted smoke; then
 # One line per CUDA path, each independent, so one failure does not hide the others.
 import traceback
 import ember
+
+
+def recurrent_steps_match_cpu():
+    same = []
+    for make in (ember.nn.LSTM, ember.nn.GRU, ember.nn.RNN):
+        ember.manual_seed(0)
+        host, gpu = make(8, 24, num_layers=2), make(8, 24, num_layers=2).cuda()
+        gpu.load_state_dict(host.state_dict())
+        x, results = ember.randn(5, 3, 8), []
+        for model, device in ((host, "cpu"), (gpu, "cuda")):
+            with ember.backends.cudnn.flags(enabled=True, allow_tf32=False):
+                out = model(x.to(device))[0]
+                out.square().sum().backward()
+            results.append((out.detach().cpu(), model.weight_hh_l0.grad.cpu()))
+        same.append(all(ember.allclose(a, b, atol=1e-4, rtol=1e-4) for a, b in zip(*results)))
+    return tuple(same)
+
+
 checks = {
     "is_available": lambda: ember.cuda.is_available(),
     "zeros on cuda": lambda: ember.zeros(3, device="cuda").device,
@@ -159,6 +177,7 @@ checks = {
     "randperm and multinomial on the GPU ([0..7], [0, 1, 2, 3])": lambda: (
         sorted(ember.randperm(8, device="cuda").tolist()),
         sorted(ember.multinomial(ember.ones(4, device="cuda"), 4).tolist())),
+    "LSTM, GRU and RNN steps in one launch each (True, True, True)": recurrent_steps_match_cpu,
     "kernels switched off": lambda: __import__(
         "ember.backend.cuda_kernels", fromlist=["DISABLED"]).DISABLED or "none",
 }

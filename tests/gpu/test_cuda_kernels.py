@@ -2,6 +2,7 @@
 on the layouts a kernel covers and on those it hands back to the generic forward."""
 
 import contextlib
+import functools
 import os
 
 import numpy as np
@@ -1021,17 +1022,19 @@ def test_flash_backward_kernel_is_used(overrides, monkeypatch, causal):
 
 
 RECURRENT_CASES = [  # layer, GEMM in the step's kernel, bias, packed, bidirectional
-    (layer, in_kernel, bias, packed, both_ways) for layer in ("LSTM", "GRU")
-    for in_kernel in (True, False)
+    (layer, in_kernel, bias, packed, both_ways)
+    for layer, choices in (("LSTM", (True, False)), ("GRU", (True, False)), ("RNN", (True,)),
+                           ("RNN_RELU", (True,)))
+    for in_kernel in choices
     for bias, packed, both_ways in ((True, False, False), (False, True, True))]
 
 
 @pytest.mark.parametrize("layer, in_kernel, bias, packed, both_ways", RECURRENT_CASES)
 def test_recurrent_steps_run_fused_and_match_cpu(overrides, monkeypatch, layer, in_kernel, bias,
                                                  packed, both_ways):
-    from ember.backend.cuda_kernels import named
-    name = layer.lower()
-    calls = {f"{name}_steps": 0, f"{name}_steps_backward": 0}
+    from ember.backend.cuda_kernels import recurrent
+    base = layer.lower().removesuffix("_relu")
+    calls = {f"{base}_steps": 0, f"{base}_steps_backward": 0}
     for name in calls:
         kernel = ember.backend.DEVICE_KERNELS[name]
 
@@ -1040,13 +1043,14 @@ def test_recurrent_steps_run_fused_and_match_cpu(overrides, monkeypatch, layer, 
             calls[_name] += bool(done)
             return done
         monkeypatch.setitem(ember.backend.DEVICE_KERNELS, name, recording)
-    monkeypatch.setattr(named, "RECURRENT_GEMM_IN_KERNEL", in_kernel)
-    launcher = f"{layer.lower()}_gemm_step" if in_kernel else f"{layer.lower()}_step"
+    monkeypatch.setattr(recurrent, "RECURRENT_GEMM_IN_KERNEL", in_kernel)
+    launcher = f"{base}_gemm_step" if in_kernel else f"{base}_step"
     module = "triton_rnn_gemm" if in_kernel else "triton_rnn"
     launches = [_count_launches(monkeypatch, module, name)
                 for name in (launcher, launcher + "_backward")]
     ember.manual_seed(0)
-    make = getattr(ember.nn, layer)
+    make = getattr(ember.nn, layer) if layer != "RNN_RELU" else functools.partial(
+        ember.nn.RNN, nonlinearity="relu")
     hidden = 70                     # over one 64-wide block of the in-kernel GEMM
     host = make(12, hidden, num_layers=2, bias=bias, bidirectional=both_ways)
     gpu = make(12, hidden, num_layers=2, bias=bias, bidirectional=both_ways).cuda()

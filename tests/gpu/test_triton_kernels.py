@@ -166,6 +166,15 @@ def _cases():
             yield rnn_gemm._gru_gemm_step_backward_kernel, dict(
                 _pointers(("dout_ptr", "dh_ptr", "dhz_ptr", "ws_ptr", "dx_ptr", "dgh_ptr",
                            "next_ptr", "w_ptr"), dt), **backward_ints), dict(IEEE=ieee, **tiles)
+            yield rnn_gemm._rnn_gemm_step_kernel, dict(
+                _pointers(("src_ptr", "h0_ptr", "w_ptr", "x_ptr", "b_ptr", "h_ptr", "ws_ptr",
+                           "out_ptr"), dt),
+                **dict.fromkeys(("rows", "src_rows", "hidden", "x_stride"), "i32")), \
+                dict(HAS_B=True, RELU=batch == 8, IEEE=ieee, **tiles)
+            yield rnn_gemm._rnn_gemm_step_backward_kernel, dict(
+                _pointers(("dout_ptr", "dh_ptr", "out_ptr", "dx_ptr", "next_ptr", "w_ptr"), dt),
+                **dict.fromkeys(("rows", "next_rows", "carry_k", "hidden"), "i32")), \
+                dict(RELU=batch == 8, IEEE=ieee, **tiles)
     for dt in ("fp32", "bf16", "fp16"):
         volumes = ("n", "D", "H", "W", "OD", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW")
         for kernel in ((1, 3, 3), (3, 3, 3)):

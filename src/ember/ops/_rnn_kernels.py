@@ -55,6 +55,9 @@ def rnn_forward(xp, x, hx, w_hh, b_hh, steps, relu):
     ws = xp.empty((n, hidden), dtype=x.dtype)
     h = _state(xp, hx)
     wt = w_hh.T
+    fused = device_kernel(x, "rnn_steps")           # a kernel a step
+    if fused is not None and fused(x, b_hh, h, ws, out, wt, steps, hidden, relu):
+        return out, h, None, ws
     for o, bs in steps:
         hp = h[:bs]
         ws[o:o + bs] = hp
@@ -75,6 +78,17 @@ def rnn_backward(xp, dout, dh_n, out, ws, w_hh, b_hh, steps, relu):
     """BPTT through ``rnn_forward``."""
     dx = xp.empty_like(out)
     carry = _state(xp, dh_n)
+    fused = device_kernel(dx, "rnn_steps_backward")     # a kernel a step
+    if fused is None or not fused(dout, carry, out, dx, w_hh, steps, out.shape[1], relu):
+        _rnn_steps_backward(xp, dout, carry, out, dx, w_hh, steps, relu)
+    dw = dx.T @ ws
+    db = dx.sum(0) if b_hh is not None else None
+    return dx, carry, dw, None, db, None
+
+
+def _rnn_steps_backward(xp, dout, carry, out, dx, w_hh, steps, relu):
+    """The pre-activations' gradients ``dx`` of every step, last first; ``carry`` ends as
+    the initial state's gradient."""
     for o, bs in reversed(steps):
         dh = dout[o:o + bs] + carry[:bs]
         h = out[o:o + bs]
@@ -84,9 +98,6 @@ def rnn_backward(xp, dout, dh_n, out, ws, w_hh, b_hh, steps, relu):
             dh *= 1 - h * h
         dx[o:o + bs] = dh
         carry[:bs] = dh @ w_hh
-    dw = dx.T @ ws
-    db = dx.sum(0) if b_hh is not None else None
-    return dx, carry, dw, None, db, None
 
 
 # --- LSTM -------------------------------------------------------------------------------------

@@ -125,4 +125,5 @@ def load(cupy):
         warnings.warn(f"ember's Triton kernels are off: Triton cannot launch here "
                       f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
         return
-    from ember.backend.cuda_kernels import forwards, gradients, named, spatial  # noqa: F401
+    from ember.backend.cuda_kernels import (forwards, gradients, named,  # noqa: F401
+                                            recurrent, spatial)

@@ -10,13 +10,15 @@ import triton.language as tl
 from ember.backend.cuda_kernels._launch import guarded
 
 __all__ = ["lstm_step", "lstm_step_backward", "gru_step", "gru_step_backward", "BLOCK",
-           "gate_input", "lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward"]
+           "gate_input", "tanh", "lstm_cell", "lstm_cell_backward", "gru_cell",
+           "gru_cell_backward"]
 
 BLOCK = 256
 
 
 @triton.jit
-def _tanh(z):
+def tanh(z):
+    """tanh through the sigmoid (Triton's language has no tanh of its own in every version)."""
     return 2.0 * tl.sigmoid(2.0 * z) - 1.0
 
 
@@ -35,11 +37,11 @@ def lstm_cell(pre_i, pre_f, pre_g, pre_o, h_prev, c_at, ws, out_at, h_at, mask, 
     and ``out_at``) updated, the workspace row ``ws`` filled (pointer blocks alike)."""
     i = tl.sigmoid(pre_i)
     f = tl.sigmoid(pre_f)
-    g = _tanh(pre_g)
+    g = tanh(pre_g)
     o = tl.sigmoid(pre_o)
     c_prev = tl.load(c_at, mask=mask)
     c = f * c_prev.to(tl.float32) + i * g
-    tc = _tanh(c)
+    tc = tanh(c)
     h = o * tc
     # workspace columns: i, f, g, o | c | tanh(c) | c_prev | h_prev (see _lstm_columns)
     kind = out_at.dtype.element_ty
@@ -136,7 +138,7 @@ def gru_cell(pre_r, pre_z, x_n, hn, h_prev, ws, out_at, h_at, mask, hidden):
     and ``out_at``) updated, the workspace row ``ws`` filled."""
     r = tl.sigmoid(pre_r)
     z = tl.sigmoid(pre_z)
-    n = _tanh(x_n + r * hn)
+    n = tanh(x_n + r * hn)
     h = (h_prev.to(tl.float32) - n) * z + n
     # workspace columns: r, z | n | h W_hn^T + b_hn | h_prev (see gru_forward)
     kind = out_at.dtype.element_ty

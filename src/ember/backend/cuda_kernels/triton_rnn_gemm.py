@@ -1,7 +1,8 @@
-"""Triton kernels for one step of an LSTM or GRU layer's time loop in one launch: each program
-sums its tile of the step's recurrent GEMM (h_prev W_hh^T, or in the backward the next
-step's gate gradients times W_hh) and then applies triton_rnn.py's cell to it, where a cuBLAS
-GEMM before a cell kernel takes two launches, twice the host's work per step.
+"""Triton kernels for one step of an LSTM, GRU or Elman RNN layer's time loop in one launch:
+each program sums its tile of the step's recurrent GEMM (h_prev W_hh^T, or in the backward
+the next step's gradients times W_hh) and then applies the cell (triton_rnn.py's, for LSTM
+and GRU) to it, where a cuBLAS GEMM before a cell kernel takes two launches, twice the host's
+work per step (and the generic Elman loop seven).
 
 A step reads what the last launch wrote (h_prev, the next step's gradients) and never what
 other programs of its launch write, so the steps need no synchronization beyond launch order."""
@@ -11,10 +12,10 @@ import triton.language as tl
 
 from ember.backend.cuda_kernels._launch import guarded, product
 from ember.backend.cuda_kernels.triton_rnn import (gate_input, gru_cell, gru_cell_backward,
-                                                    lstm_cell, lstm_cell_backward)
+                                                    lstm_cell, lstm_cell_backward, tanh)
 
 __all__ = ["lstm_gemm_step", "lstm_gemm_step_backward", "gru_gemm_step",
-           "gru_gemm_step_backward"]
+           "gru_gemm_step_backward", "rnn_gemm_step", "rnn_gemm_step_backward"]
 
 
 @triton.jit
@@ -224,3 +225,94 @@ def gru_gemm_step_backward(dout, dh, dhz, ws, dx, dgh, following, w, rows, next_
     _gru_gemm_step_backward_kernel[(triton.cdiv(rows, block_m), triton.cdiv(hidden, block_j))](
         dout, dh, dhz, ws, dx, dgh, following, w, rows, next_rows, 3 * hidden if next_rows else 0,
         hidden, ws_stride, IEEE=ieee, BLOCK_M=block_m, BLOCK_J=block_j, BLOCK_K=block_k)
+
+
+@triton.jit
+def _rnn_gemm_step_kernel(src_ptr, h0_ptr, w_ptr, x_ptr, b_ptr, h_ptr, ws_ptr, out_ptr, rows,
+                          src_rows, hidden, x_stride, HAS_B: tl.constexpr, RELU: tl.constexpr,
+                          IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr,
+                          BLOCK_K: tl.constexpr):
+    # as _lstm_gemm_step_kernel, with one gate: h = act(x + h_prev W_hh^T + b); the workspace
+    # row is h_prev
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    j = (tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)).to(tl.int64)
+    row_in, col_in = rm < rows, j < hidden
+    r64 = rm.to(tl.int64)
+    h_rows = tl.where((rm < src_rows)[:, None], src_ptr, h0_ptr) + r64[:, None] * hidden
+    w_t = w_ptr + j[None, :] * hidden
+    acc = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    for k0 in range(0, hidden, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        k_in = k < hidden
+        a = tl.load(h_rows + k[None, :], mask=row_in[:, None] & k_in[None, :], other=0.0)
+        acc += product(a, tl.load(w_t + k[:, None], mask=k_in[:, None] & col_in[None, :],
+                                  other=0.0), IEEE)
+    mask = row_in[:, None] & col_in[None, :]
+    pre = acc + gate_input(x_ptr + r64[:, None] * x_stride + j[None, :], b_ptr + j[None, :],
+                           mask, col_in[None, :], HAS_B)
+    if RELU:
+        h = tl.maximum(pre, 0.0)
+    else:
+        h = tanh(pre)
+    state = r64[:, None] * hidden + j[None, :]
+    kind = out_ptr.dtype.element_ty
+    tl.store(ws_ptr + state, tl.load(h_rows + j[None, :], mask=mask), mask=mask)
+    tl.store(out_ptr + state, h.to(kind), mask=mask)
+    tl.store(h_ptr + state, h.to(kind), mask=mask)
+
+
+@guarded
+def rnn_gemm_step(src, src_rows, h0, w, x, b, h, ws, out, rows, hidden, x_stride, relu, ieee):
+    """One Elman RNN step (tanh, or ReLU where ``relu``) in one launch, its recurrent product
+    included; the arguments as ``lstm_gemm_step``'s (``w`` is W_hh, (hidden, hidden); the
+    workspace rows ``ws`` get h_prev)."""
+    block_m, block_j, block_k = _gemm_tiles(rows)
+    _rnn_gemm_step_kernel[(triton.cdiv(rows, block_m), triton.cdiv(hidden, block_j))](
+        src, h0, w, x, x if b is None else b, h, ws, out, rows, src_rows, hidden, x_stride,
+        HAS_B=b is not None, RELU=relu, IEEE=ieee, BLOCK_M=block_m, BLOCK_J=block_j,
+        BLOCK_K=block_k)
+
+
+@triton.jit
+def _rnn_gemm_step_backward_kernel(dout_ptr, dh_ptr, out_ptr, dx_ptr, next_ptr, w_ptr, rows,
+                                   next_rows, carry_k, hidden, RELU: tl.constexpr,
+                                   IEEE: tl.constexpr, BLOCK_M: tl.constexpr,
+                                   BLOCK_J: tl.constexpr, BLOCK_K: tl.constexpr):
+    # as _lstm_gemm_step_backward_kernel, with one gate: dx = dh * act'(h), from the output
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    j = (tl.program_id(1) * BLOCK_J + tl.arange(0, BLOCK_J)).to(tl.int64)
+    row_in, col_in = rm < rows, j < hidden
+    r64 = rm.to(tl.int64)
+    carry = tl.zeros((BLOCK_M, BLOCK_J), tl.float32)
+    going_on = rm < next_rows
+    for k0 in range(0, carry_k, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        k_in = k < carry_k
+        a = tl.load(next_ptr + r64[:, None] * hidden + k[None, :],
+                    mask=going_on[:, None] & k_in[None, :], other=0.0)
+        wk = tl.load(w_ptr + k.to(tl.int64)[:, None] * hidden + j[None, :],
+                     mask=k_in[:, None] & col_in[None, :], other=0.0)
+        carry += product(a, wk, IEEE)
+    mask = row_in[:, None] & col_in[None, :]
+    state = r64[:, None] * hidden + j[None, :]
+    carry += tl.load(dh_ptr + state, mask=mask & (rm >= next_rows)[:, None],
+                     other=0.0).to(tl.float32)
+    dh = tl.load(dout_ptr + state, mask=mask).to(tl.float32) + carry
+    h = tl.load(out_ptr + state, mask=mask).to(tl.float32)
+    if RELU:
+        d = tl.where(h > 0.0, dh, 0.0)
+    else:
+        d = dh * (1.0 - h * h)
+    tl.store(dx_ptr + state, d.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@guarded
+def rnn_gemm_step_backward(dout, dh, out, dx, following, w, rows, next_rows, hidden, relu,
+                           ieee):
+    """Back through one Elman RNN step in one launch: ``dx`` (the pre-activation's gradient
+    rows) from the output's gradient rows ``dout``, the step's output rows ``out`` and the
+    carried gradient, as ``lstm_gemm_step_backward`` sums it."""
+    block_m, block_j, block_k = _gemm_tiles(rows)
+    _rnn_gemm_step_backward_kernel[(triton.cdiv(rows, block_m), triton.cdiv(hidden, block_j))](
+        dout, dh, out, dx, following, w, rows, next_rows, hidden if next_rows else 0, hidden,
+        RELU=relu, IEEE=ieee, BLOCK_M=block_m, BLOCK_J=block_j, BLOCK_K=block_k)
