@@ -71,6 +71,30 @@ def test_gradients_flow_back_in_the_original_dtype():
     assert ember.allclose(x.grad, ref_x.grad.float(), rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("layer", ["LSTM", "GRU", "RNN"])
+def test_recurrent_layers_run_in_the_low_dtype_whatever_their_input(layer):
+    # PyTorch's cuDNN/oneDNN layers under autocast: the recurrence, states included, runs
+    # in the low dtype; the weights' gradients come back in float32
+    ember.manual_seed(0)
+    model = getattr(ember.nn, layer)(4, 6, num_layers=2, bidirectional=True)
+    x = ember.randn(5, 3, 4)
+    with ember.autocast("cpu"):
+        want, _ = model(x.bfloat16().float())
+        for feed in (x, x.bfloat16()):
+            out, state = model(feed)
+            h = state[0] if layer == "LSTM" else state
+            assert out.dtype == h.dtype == ember.bfloat16
+            assert ember.equal(out, want)
+    out.float().sum().backward()
+    assert all(p.grad.dtype == ember.float32 and bool(p.grad.isfinite().all())
+               for p in model.parameters())
+    ref = getattr(ember.nn, layer)(4, 6, num_layers=2, bidirectional=True)
+    ref.load_state_dict(model.state_dict())
+    assert ember.allclose(ref(x)[0], out.float(), atol=0.05)
+    with pytest.raises(ValueError, match="input dtype .ember.bfloat16. does not match weight"):
+        model(x.bfloat16())                         # outside autocast, as in PyTorch
+
+
 def test_disabled_nested_and_decorator():
     a = ember.ones(2, 2)
     with ember.autocast("cpu"):

@@ -1081,6 +1081,36 @@ def test_recurrent_steps_run_fused_and_match_cpu(overrides, monkeypatch, layer, 
         _same(g.detach(), want.detach(), atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("layer", ["LSTM", "GRU", "RNN"])
+def test_recurrent_layers_under_autocast_run_in_half_precision_in_the_kernels(
+        overrides, monkeypatch, layer):
+    # as PyTorch's cuDNN layers under autocast: all operands in the low dtype, which the
+    # step kernels take (mixed dtypes would send them to the generic loop)
+    base = layer.lower()
+    calls = []
+    for name in (f"{base}_steps", f"{base}_steps_backward"):
+        kernel = ember.backend.DEVICE_KERNELS[name]
+        monkeypatch.setitem(ember.backend.DEVICE_KERNELS, name,
+                            lambda *args, _kernel=kernel, _name=name:
+                            calls.append(_name) or _kernel(*args))
+    ember.manual_seed(0)
+    host = getattr(ember.nn, layer)(8, 20)
+    gpu = getattr(ember.nn, layer)(8, 20).cuda()
+    gpu.load_state_dict(host.state_dict())
+    x = ember.randn(5, 3, 8)
+    results = []
+    for model, device in ((host, "cpu"), (gpu, "cuda")):
+        with ember.autocast("cuda", dtype=ember.float16):
+            out, state = model(x.to(device))
+        h = state[0] if layer == "LSTM" else state
+        assert out.dtype == h.dtype == (ember.float16 if device == "cuda" else ember.float32)
+        out.float().square().sum().backward()
+        results.append((out.float(), model.weight_hh_l0.grad))
+    assert sorted(set(calls)) == [f"{base}_steps", f"{base}_steps_backward"]
+    for got, want in zip(results[1], results[0]):
+        _same(got, want, atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.parametrize("module, launcher, fn", [
     ("triton_rows", "softmax_backward_rows", F.softmax),
     ("triton_rows", "softmax_backward_rows", F.log_softmax),

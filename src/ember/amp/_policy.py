@@ -4,14 +4,16 @@
 precision pays); "fp32" ops run in float32 (reductions, losses, norms and transcendental
 functions, where it does not); "promote" ops run in the widest floating dtype among their
 inputs. Names are registry op names, or ``nn.functional`` functions built from ops. Float64
-tensors are never cast by "lower" and "fp32".
+tensors are never cast by "lower" and "fp32". ``_rnn_layer``, the recurrence of nn.LSTM, GRU
+and RNN, stands for PyTorch's cuDNN and oneDNN recurrent layers, which autocast runs in low
+precision.
 """
 
 __all__ = ["POLICY"]
 
 _CPU_LOWER = """conv1d conv2d conv3d convolution conv_transpose1d conv_transpose2d conv_transpose3d
     bmm mm baddbmm addmm addbmm matmul linalg.vecdot nn.functional.linear prelu
-    nn.functional.scaled_dot_product_attention"""
+    nn.functional.scaled_dot_product_attention _rnn_layer"""
 
 _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar prod quantile
     nanquantile cdist view_as_complex inverse pinverse nn.functional.max_pool3d_with_indices
@@ -32,7 +34,7 @@ _CPU_PROMOTE = "stack cat index_copy"
 
 _CUDA_LOWER = """matmul addbmm addmm addmv addr baddbmm bmm chain_matmul linalg.multi_dot conv1d
     conv2d conv3d convolution conv_transpose1d conv_transpose2d conv_transpose3d
-    nn.functional.linear mm mv prelu nn.functional.scaled_dot_product_attention"""
+    nn.functional.linear mm mv prelu nn.functional.scaled_dot_product_attention _rnn_layer"""
 
 _CUDA_FP32 = """pow acos asin cosh erfinv exp expm1 log log10 log1p log2 reciprocal rsqrt sinh tan
     nn.functional.softplus native_layer_norm native_group_norm norm cdist cumprod cumsum prod

@@ -11,6 +11,7 @@ backward runs without recomputing a GEMM. A backward returns the gradients of
 """
 
 from ember.backend import device_kernel, device_of
+from ember.ops.linalg import matrix_product
 
 _SIGMOID_TANH = {}      # (xp, device, dtype, hidden, tanh gate, gates) -> rows; see _activate
 
@@ -61,7 +62,7 @@ def rnn_forward(xp, x, hx, w_hh, b_hh, steps, relu):
     for o, bs in steps:
         hp = h[:bs]
         ws[o:o + bs] = hp
-        a = hp @ wt
+        a = matrix_product(xp, hp, wt)
         a += x[o:o + bs]
         if b_hh is not None:
             a += b_hh
@@ -81,7 +82,7 @@ def rnn_backward(xp, dout, dh_n, out, ws, w_hh, b_hh, steps, relu):
     fused = device_kernel(dx, "rnn_steps_backward")     # a kernel a step
     if fused is None or not fused(dout, carry, out, dx, w_hh, steps, out.shape[1], relu):
         _rnn_steps_backward(xp, dout, carry, out, dx, w_hh, steps, relu)
-    dw = dx.T @ ws
+    dw = matrix_product(xp, dx.T, ws)
     db = dx.sum(0) if b_hh is not None else None
     return dx, carry, dw, None, db, None
 
@@ -97,7 +98,7 @@ def _rnn_steps_backward(xp, dout, carry, out, dx, w_hh, steps, relu):
         else:
             dh *= 1 - h * h
         dx[o:o + bs] = dh
-        carry[:bs] = dh @ w_hh
+        carry[:bs] = matrix_product(xp, dh, w_hh)
 
 
 # --- LSTM -------------------------------------------------------------------------------------
@@ -134,7 +135,7 @@ def lstm_forward(xp, x, hx, cx, w_hh, b_hh, w_hr, steps):
     h2 = 2 * hidden
     for o, bs in steps:
         hp, cp = h[:bs], c[:bs]
-        g = hp @ wt
+        g = matrix_product(xp, hp, wt)
         hpc[o:o + bs] = hp
         cpc[o:o + bs] = cp
         g += x[o:o + bs]
@@ -150,7 +151,7 @@ def lstm_forward(xp, x, hx, cx, w_hh, b_hh, w_hr, steps):
         hn = g[:, h2 + hidden:] * tc
         if w_hr is not None:
             hpre[o:o + bs] = hn
-            hn = hn @ w_hr.T
+            hn = matrix_product(xp, hn, w_hr.T)
         out[o:o + bs] = hn
         h[:bs] = hn
         c[:bs] = cn
@@ -170,9 +171,9 @@ def lstm_backward(xp, dout, dh_n, dc_n, ws, w_hh, b_hh, w_hr, steps):
     if fused is None or not fused(dout, dh_carry, dc_carry, ws, dg, w_hh, steps, hidden):
         _lstm_steps_backward(xp, dout, dh_carry, dc_carry, ws, dg, dr, w_hh, w_hr, steps,
                              cols, hidden)
-    dw_hh = dg.T @ ws[:, slice(*cols["hp"])]
+    dw_hh = matrix_product(xp, dg.T, ws[:, slice(*cols["hp"])])
     db = dg.sum(0) if b_hh is not None else None
-    dw_hr = dr.T @ ws[:, slice(*cols["hpre"])] if w_hr is not None else None
+    dw_hr = matrix_product(xp, dr.T, ws[:, slice(*cols["hpre"])]) if w_hr is not None else None
     return dg, dh_carry, dw_hh, dc_carry, db, dw_hr
 
 
@@ -186,7 +187,7 @@ def _lstm_steps_backward(xp, dout, dh_carry, dc_carry, ws, dg, dr, w_hh, w_hr, s
         dh = dout[o:o + bs] + dh_carry[:bs]
         if w_hr is not None:
             dr[o:o + bs] = dh
-            dh = dh @ w_hr
+            dh = matrix_product(xp, dh, w_hr)
         a = act[o:o + bs]
         i, f, g, og = a[:, :h1], a[:, h1:h2], a[:, h2:h3], a[:, h3:]
         tc = tcc[o:o + bs]
@@ -202,7 +203,7 @@ def _lstm_steps_backward(xp, dout, dh_carry, dc_carry, ws, dg, dr, w_hh, w_hr, s
         xp.multiply(dc * cpc[o:o + bs], sig[:, h1:h2], out=d[:, h1:h2])
         xp.multiply(dc * i, 1 - g * g, out=d[:, h2:h3])
         dc_carry[:bs] = dc * f
-        dh_carry[:bs] = d @ w_hh
+        dh_carry[:bs] = matrix_product(xp, d, w_hh)
 
 
 # --- GRU --------------------------------------------------------------------------------------
@@ -224,7 +225,7 @@ def gru_forward(xp, x, hx, w_hh, b_hh, steps):
     for o, bs in steps:
         hp = h[:bs]
         ws[o:o + bs, 4 * hidden:] = hp
-        gh = hp @ wt
+        gh = matrix_product(xp, hp, wt)
         if b_hh is not None:
             gh += b_hh
         gx = x[o:o + bs]
@@ -255,7 +256,7 @@ def gru_backward(xp, dout, dh_n, ws, w_hh, b_hh, steps):
     fused = device_kernel(ws, "gru_steps_backward")   # a kernel a step
     if fused is None or not fused(dout, carry, ws, dx, dgh, w_hh, steps, hidden):
         _gru_steps_backward(xp, dout, carry, ws, dx, dgh, w_hh, steps, hidden)
-    dw = dgh.T @ ws[:, 4 * hidden:]
+    dw = matrix_product(xp, dgh.T, ws[:, 4 * hidden:])
     db = dgh.sum(0) if b_hh is not None else None
     return dx, carry, dw, None, db, None
 
@@ -279,5 +280,5 @@ def _gru_steps_backward(xp, dout, carry, ws, dx, dgh, w_hh, steps, hidden):
         e[:, :h2] = d[:, :h2]
         xp.multiply(dn, r, out=e[:, h2:])
         dh *= z
-        dh += e @ w_hh
+        dh += matrix_product(xp, e, w_hh)
         carry[:bs] = dh

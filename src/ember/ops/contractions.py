@@ -17,7 +17,7 @@ from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import Policy
 from ember.ops._registry import broadcast_message, op
 from ember.ops.indexing import CTYPE
-from ember.ops.linalg import _check_dot, _h, _product
+from ember.ops.linalg import _check_dot, _h, matrix_product
 
 _LOW = {d.np for d in D.LOW_PRECISION}
 
@@ -184,7 +184,7 @@ def inner(xp, a, b):
     rows = a.reshape(math.prod(a.shape[:-1]), k)
     cols = b.reshape(math.prod(b.shape[:-1]), k)
     _no_bool_product(a, rows.shape[0], k, cols.shape[0])
-    return _product(xp, rows, cols.T).reshape(a.shape[:-1] + b.shape[:-1])
+    return matrix_product(xp, rows, cols.T).reshape(a.shape[:-1] + b.shape[:-1])
 
 
 @inner.derivative
@@ -202,7 +202,7 @@ def _(grad, a, b):
 def vdot(xp, a, b):
     """The inner product of two 1-D tensors, conjugating the first."""
     _check_dot(a, b)
-    return _product(xp, a.conj() if a.dtype.kind == "c" else a, b)
+    return matrix_product(xp, a.conj() if a.dtype.kind == "c" else a, b)
 
 
 @vdot.derivative
@@ -358,7 +358,7 @@ def _multiply_chain(xp, tensors):
     mats = _matrices(tensors)
     split = chain_order([m.shape for m in mats])
     # 16-bit floats: each product in float32, rounded (PyTorch runs one mm per product)
-    res = _chain_product(lambda a, b: _product(xp, a, b), mats, split, 0, len(mats) - 1)
+    res = _chain_product(lambda a, b: matrix_product(xp, a, b), mats, split, 0, len(mats) - 1)
     return res.reshape(tensors[0].shape[:-1] + tensors[-1].shape[1:])
 
 

@@ -30,7 +30,7 @@ def _no_bool(a, kernel):
         raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
 
 
-def _product(xp, a, b):
+def matrix_product(xp, a, b):
     """``a @ b`` (NumPy broadcasting), 16-bit floats accumulated in float32."""
     if a.dtype in _LOW:
         return low_precision_product(xp, a, b)
@@ -101,7 +101,7 @@ def mm(xp, a, b):
     if b.ndim != 2:
         raise RuntimeError("mat2 must be a matrix")
     _check_mm(a, b)
-    return _product(xp, a, b)
+    return matrix_product(xp, a, b)
 
 
 @mm.derivative
@@ -121,7 +121,7 @@ def bmm(xp, a, b):
                            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, "
                            f"{b.shape[1]}].")
     _check_bmm(a, b, a.shape[0])
-    return _product(xp, a, b)
+    return matrix_product(xp, a, b)
 
 
 @bmm.derivative
@@ -135,7 +135,7 @@ def mv(xp, a, b):
     if a.ndim != 2 or b.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}")
     _check_mv(a, b)
-    return _product(xp, a, b)
+    return matrix_product(xp, a, b)
 
 
 @mv.derivative
@@ -147,7 +147,7 @@ def _(grad, a, b):
 def dot(xp, a, b):
     """The inner product of two 1-D tensors (no conjugation)."""
     _check_dot(a, b)
-    return _product(xp, a, b)
+    return matrix_product(xp, a, b)
 
 
 @dot.derivative
@@ -191,17 +191,17 @@ def matmul(xp, a, b):
             _check_dot(a, b)
         else:
             _check_mv(a, b)
-        return _product(xp, a, b)
+        return matrix_product(xp, a, b)
     if da <= 2 and db == 2:
         _check_mm(a[None] if da == 1 else a, b)
-        return _product(xp, a, b)
+        return matrix_product(xp, a, b)
     if db <= 2:                 # fold the batch dims of a into its rows: one GEMM
         rows = _rows(a)
         if db == 1:
             _check_mv(rows, b)
         else:
             _check_mm(rows, b)
-        return _product(xp, rows, b).reshape(a.shape[:-1] + b.shape[1:])
+        return matrix_product(xp, rows, b).reshape(a.shape[:-1] + b.shape[1:])
     a2 = a[None] if da == 1 else a
     batch_a, batch_b = a2.shape[:-2], b.shape[:-2]
     try:
@@ -209,7 +209,7 @@ def matmul(xp, a, b):
     except ValueError:
         raise RuntimeError(broadcast_message([batch_a, batch_b])) from None
     _check_bmm(a2, b, math.prod(batch))
-    return _product(xp, a, b)
+    return matrix_product(xp, a, b)
 
 
 @matmul.derivative

@@ -244,7 +244,9 @@ class RNNBase(Module):
 
     def _check_input(self, input, packed):
         weight = self.weight_ih_l0
-        if input.dtype != weight.dtype:
+        # under autocast the layer runs in its low dtype whatever the input's (PyTorch checks
+        # only outside autocast too)
+        if input.dtype != weight.dtype and not ember.is_autocast_enabled(input.device.type):
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
                              f"({weight.dtype}). Convert input: input.to({weight.dtype}), or "
                              f"convert model: model.to({input.dtype})")
