@@ -6,7 +6,9 @@ cell kernel (triton_rnn.py), which ``RECURRENT_GEMM_IN_KERNEL`` chooses. Each re
 (nothing done) for layouts its kernels do not cover, and the op runs its generic loop.
 """
 
-from ember.backend import DEVICE_KERNELS, cuda_backend, xp_of
+import numpy as np
+
+from ember.backend import DEVICE_KERNELS, cuda_backend, low_precision_product, xp_of
 from ember.backend.cuda_kernels import fallible
 from ember.backend.cuda_kernels import triton_rnn as rnn
 from ember.backend.cuda_kernels import triton_rnn_gemm as rnn_gemm
@@ -53,10 +55,14 @@ def _backward_in_kernel(launch, grads, w_hh, dh, steps):
     for o, rows in reversed(steps):
         launch(o, rows, following, next_rows)
         if rows < next_rows:                        # rows the next step started from h0
-            xp.matmul(grads[after + rows:after + next_rows], w_hh, out=dh[rows:next_rows])
+            dh[rows:next_rows] = _product(xp, grads[after + rows:after + next_rows], w_hh)
         following, after, next_rows = at.at(o * row), o, rows
-    xp.matmul(grads[after:after + next_rows], w_hh,
-              out=dh if next_rows == dh.shape[0] else dh[:next_rows])
+    dh[:next_rows] = _product(xp, grads[after:after + next_rows], w_hh)
+
+
+def _product(xp, a, b):
+    """``a @ b``, 16-bit operands summed in float32 (natively where CuPy takes them)."""
+    return xp.matmul(a, b) if a.dtype == np.float32 else low_precision_product(xp, a, b)
 
 
 def lstm_steps(x, b, h, c, ws, out, wt, steps, hidden):
