@@ -148,7 +148,7 @@ def _cases():
             _pointers(("dout_ptr", "dh_ptr", "dc_ptr", "ws_ptr", "dg_ptr"), dt), hidden="i32",
             ws_stride="i32"), dict(BLOCK=rnn.BLOCK)
         for batch, ieee in ((64, dt == "fp32"), (8, False)):
-            tiles = dict(zip(("BLOCK_M", "BLOCK_J", "BLOCK_K"), rnn_gemm._gemm_tiles(batch)))
+            tiles = dict(BLOCK_M=min(64, max(16, batch)), BLOCK_J=16, BLOCK_K=rnn_gemm.BLOCK_K)
             forward_ints = dict.fromkeys(("rows", "src_rows", "hidden", "x_stride", "ws_stride"),
                                          "i32")
             backward_ints = dict.fromkeys(("rows", "next_rows", "carry_k", "hidden",
