@@ -465,12 +465,18 @@ class _Memory:
 
 
 class _MemoryPool:
-    used = total = 0
+    used = total = limit = 0
 
     def malloc(self, size):
-        if self.used + size > TOTAL:
+        if self.used + size > (self.limit or TOTAL):
             raise OutOfMemoryError(size, self.used)
         return _Memory(size)
+
+    def set_limit(self, size=None, fraction=None):     # one GPU's cap stands for each's
+        self.limit = size or int((fraction or 0) * TOTAL)
+
+    def get_limit(self):
+        return self.limit
 
     def used_bytes(self):
         return self.used

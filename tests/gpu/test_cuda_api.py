@@ -75,6 +75,24 @@ def test_out_of_memory_names_the_request_and_the_free_memory():
                     str(info.value)), str(info.value)
 
 
+def test_memory_fraction_caps_what_ember_may_hold():
+    total = ember.cuda.get_device_properties().total_memory
+    try:
+        ember.cuda.set_per_process_memory_fraction(0.25)
+        assert ember.cuda.get_per_process_memory_fraction() == 0.25
+        assert ember.ones(2 ** 18, device="cuda").sum().item() == 2 ** 18   # 1 MiB fits
+        with pytest.raises(ember.cuda.OutOfMemoryError, match=r"ember may hold [\d.]+ [KMG]iB "
+                                                              r"of it"):
+            ember.empty(total // 16 + 2 ** 20, device="cuda")        # float32: over the cap
+    finally:
+        ember.cuda.set_per_process_memory_fraction(1.0)
+    assert ember.cuda.get_per_process_memory_fraction() == 1.0
+    with pytest.raises(ValueError, match=r"Invalid fraction value: 1\.5\. Allowed range: 0~1"):
+        ember.cuda.set_per_process_memory_fraction(1.5)
+    with pytest.raises(TypeError, match="must be `float`"):
+        ember.cuda.set_per_process_memory_fraction(1)
+
+
 def test_pinned_memory_and_non_blocking_copies():
     x = ember.arange(1000.)
     p = x.pin_memory()

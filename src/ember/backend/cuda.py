@@ -226,10 +226,13 @@ def _out_of_memory(size):
     dev = cupy.cuda.runtime.getDevice()
     free, total = cupy.cuda.runtime.memGetInfo()
     used, reserved = _POOL.used_bytes(), _POOL.total_bytes()
+    limit = _POOL.get_limit()
+    capped = (f" ember may hold {format_size(limit)} of it "
+              f"(set_per_process_memory_fraction).") if limit else ""
     return OutOfMemoryError(
         f"CUDA out of memory. Tried to allocate {format_size(size)}. GPU {dev} has a total "
-        f"capacity of {format_size(total)} of which {format_size(free)} is free. Of the "
-        f"allocated memory {format_size(used)} is allocated by ember, and "
+        f"capacity of {format_size(total)} of which {format_size(free)} is free.{capped} Of "
+        f"the allocated memory {format_size(used)} is allocated by ember, and "
         f"{format_size(reserved - used)} is reserved by ember but unallocated. Freeing cached "
         f"blocks with ember.cuda.empty_cache() may help.")
 
@@ -259,6 +262,12 @@ def reset_peak_memory_stats(index):
     """Restart peak tracking on GPU ``index`` from the current usage."""
     with device_guard(index):
         _PEAK[cupy.cuda.runtime.getDevice()] = _POOL.used_bytes()
+
+
+def limit_memory(index, fraction):
+    """Cap CuPy's pool on GPU ``index`` at ``fraction`` of the GPU's memory (1: no cap)."""
+    with device_guard(index):
+        _POOL.set_limit(fraction=fraction if fraction < 1 else None)
 
 
 # NOTE [TF32]: PyTorch lets float32 convolutions use TF32 tensor cores by default

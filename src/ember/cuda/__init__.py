@@ -11,11 +11,12 @@ import importlib
 
 from ember import backend as _backend
 from ember.cuda._common import cupy as _cupy, index_of as _index
-from ember.cuda.memory import (OutOfMemoryError, empty_cache, max_memory_allocated,
+from ember.cuda.memory import (OutOfMemoryError, empty_cache,
+                               get_per_process_memory_fraction, max_memory_allocated,
                                max_memory_cached, max_memory_reserved, mem_get_info,
                                memory_allocated, memory_cached, memory_reserved, memory_stats,
                                memory_summary, reset_max_memory_allocated,
-                               reset_peak_memory_stats)
+                               reset_peak_memory_stats, set_per_process_memory_fraction)
 from ember.cuda.random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed,
                                manual_seed_all, seed, seed_all, set_rng_state,
                                set_rng_state_all)
@@ -31,7 +32,8 @@ __all__ = [
     "get_rng_state_all", "set_rng_state_all", "memory_allocated", "max_memory_allocated",
     "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
     "reset_max_memory_allocated", "empty_cache", "mem_get_info", "memory_stats",
-    "memory_summary", "memory_cached", "max_memory_cached", "OutOfMemoryError",
+    "memory_summary", "memory_cached", "max_memory_cached", "set_per_process_memory_fraction",
+    "get_per_process_memory_fraction", "OutOfMemoryError",
     "is_bf16_supported", "amp",
 ]
 

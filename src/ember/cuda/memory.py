@@ -13,7 +13,8 @@ from ember.cuda._common import index_of
 __all__ = ["OutOfMemoryError", "memory_allocated", "max_memory_allocated", "memory_reserved",
            "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
            "empty_cache", "mem_get_info", "memory_stats", "memory_summary", "memory_cached",
-           "max_memory_cached", "format_size"]
+           "max_memory_cached", "set_per_process_memory_fraction",
+           "get_per_process_memory_fraction", "format_size"]
 
 # NOTE [Peak reserved memory]: CuPy's pool only grows on allocation and only shrinks when its
 # cached blocks are freed, which ember does in empty_cache; recording the reserved bytes there
@@ -21,6 +22,7 @@ __all__ = ["OutOfMemoryError", "memory_allocated", "max_memory_allocated", "memo
 # CuPy also frees its cache by itself to retry an allocation that ran out of memory; a peak
 # before such a retry is missed.
 _PEAK_RESERVED = {}             # GPU index -> reserved bytes at the last empty_cache or reset
+_FRACTION = {}                  # GPU index -> set_per_process_memory_fraction's cap
 
 
 class OutOfMemoryError(RuntimeError):
@@ -83,6 +85,25 @@ def empty_cache():
         index = index_of(None, optional=False)
         _PEAK_RESERVED[index] = max_memory_reserved(index)
         backend.cuda_backend().empty_cache()
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    """Let ember's allocator hold at most ``fraction`` (0 to 1) of ``device``'s memory; an
+    allocation past it raises OutOfMemoryError."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    backend.require_cuda()
+    index = index_of(device, optional=False)
+    backend.cuda_backend().limit_memory(index, fraction)
+    _FRACTION[index] = fraction
+
+
+def get_per_process_memory_fraction(device=None):
+    """The fraction of ``device``'s memory ember's allocator may hold (1.0 unless set)."""
+    backend.require_cuda()
+    return _FRACTION.get(index_of(device, optional=False), 1.0)
 
 
 def memory_stats(device=None):
