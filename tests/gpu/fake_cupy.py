@@ -488,6 +488,15 @@ class _MemoryPool:
         self.total = self.used
 
 
+def _nvtx():
+    """cupy.cuda.nvtx, recording each call in ``calls`` as (name, arguments)."""
+    nvtx = types.SimpleNamespace(available=True, calls=[])
+    for name in ("RangePush", "RangePop", "RangeStart", "RangeEnd", "Mark"):
+        setattr(nvtx, name, lambda *args, _name=name: nvtx.calls.append((_name, args)) or (
+            len(nvtx.calls) if _name == "RangeStart" else None))
+    return nvtx
+
+
 class PinnedMemoryPointer(bytearray):
     """Host memory from ``alloc_pinned_memory`` (a buffer NumPy can view)."""
 
@@ -608,6 +617,7 @@ def install():
     cuda.PinnedMemoryPointer = PinnedMemoryPointer
     cuda.memory = types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError)
     cuda.runtime = _runtime()
+    cuda.nvtx = _nvtx()
     cupy.cuda = cuda
     cupyx = types.ModuleType("cupyx")
     cupyx.errstate = errstate

@@ -93,6 +93,22 @@ def test_memory_fraction_caps_what_ember_may_hold():
         ember.cuda.set_per_process_memory_fraction(1)
 
 
+def test_nvtx_ranges_reach_cupys_nvtx():
+    nvtx = ember.backend.cuda_backend().cupy.cuda.nvtx
+    if not hasattr(nvtx, "calls"):
+        pytest.skip("the real NVTX records for a profiler, not for a test")
+    nvtx.calls.clear()
+    assert ember.cuda.nvtx.range_push("outer") == 0
+    with ember.cuda.nvtx.range("step {}", 3):
+        ember.cuda.nvtx.mark("here")
+    assert ember.cuda.nvtx.range_pop() == 0
+    assert ember.cuda.nvtx.range_pop() == -1                 # nothing left to end
+    ember.cuda.nvtx.range_end(ember.cuda.nvtx.range_start("load"))
+    assert [name for name, _ in nvtx.calls] == ["RangePush", "RangePush", "Mark", "RangePop",
+                                                "RangePop", "RangeStart", "RangeEnd"]
+    assert nvtx.calls[1] == ("RangePush", ("step 3",))
+
+
 def test_pinned_memory_and_non_blocking_copies():
     x = ember.arange(1000.)
     p = x.pin_memory()

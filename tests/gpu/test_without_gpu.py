@@ -81,7 +81,7 @@ def test_queries_that_pytorch_answers_without_a_gpu():
     ember.cuda.get_device_capability, ember.cuda.synchronize, ember.cuda.Stream,
     ember.cuda.Event, ember.cuda.current_stream, ember.cuda.initial_seed,
     ember.cuda.reset_peak_memory_stats, ember.cuda.mem_get_info, ember.cuda.init,
-    ember.cuda.get_per_process_memory_fraction,
+    ember.cuda.get_per_process_memory_fraction, lambda: ember.cuda.nvtx.range_push("x"),
     lambda: ember.cuda.set_per_process_memory_fraction(0.5),
     lambda: ember.cuda.set_device(0), lambda: ember.cuda.device(0).__enter__(),
     lambda: ember.tensor([1.0]).pin_memory(), lambda: ember.tensor([1.0]).to("cuda:0"),

@@ -3,8 +3,8 @@
 ``is_available``, ``device_count``, ``is_bf16_supported``, seeding, memory statistics and
 ``empty_cache`` work on any machine (False, 0, no-ops); everything else needs CuPy and a GPU
 and raises ember's "not compiled with CUDA" error without them. CuPy is imported on the first
-call that needs it. ``ember.cuda.amp`` (PyTorch's deprecated autocast aliases) loads on first
-use.
+call that needs it. ``ember.cuda.amp`` (PyTorch's deprecated autocast aliases) and
+``ember.cuda.nvtx`` (profiler ranges) load on first use.
 """
 
 import importlib
@@ -34,7 +34,7 @@ __all__ = [
     "reset_max_memory_allocated", "empty_cache", "mem_get_info", "memory_stats",
     "memory_summary", "memory_cached", "max_memory_cached", "set_per_process_memory_fraction",
     "get_per_process_memory_fraction", "OutOfMemoryError",
-    "is_bf16_supported", "amp",
+    "is_bf16_supported", "amp", "nvtx",
 ]
 
 
@@ -61,8 +61,8 @@ def is_bf16_supported(including_emulation=True):
 
 
 def __getattr__(name):
-    if name == "amp":
-        return importlib.import_module("ember.cuda.amp")
+    if name in ("amp", "nvtx"):
+        return importlib.import_module(f"ember.cuda.{name}")
     raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")
 
 
