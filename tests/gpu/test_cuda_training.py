@@ -2,6 +2,7 @@
 (autocast on cuda, GradScaler) behaves as PyTorch's."""
 
 import copy
+import os
 
 import pytest
 
@@ -80,6 +81,34 @@ def test_bfloat16_autocast_trains_like_float32():
             opt.step()
         losses[amp] = loss.item()
     assert losses[False] < 0.05 and losses[True] < 2 * losses[False] + 0.01, losses
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                    reason="minutes interpreted; the float16 step kernels are checked in "
+                           "test_cuda_kernels.py")
+def test_float16_autocast_trains_an_lstm_like_float32():
+    # the recurrence runs in float16 (as cuDNN's under autocast), with a GradScaler
+    losses = {}
+    for amp in (False, True):
+        ember.manual_seed(0)
+        emb, rnn, head = nn.Embedding(12, 16).cuda(), nn.LSTM(16, 32).cuda(), \
+            nn.Linear(32, 12).cuda()
+        params = [*emb.parameters(), *rnn.parameters(), *head.parameters()]
+        opt = ember.optim.Adam(params, lr=1e-2)
+        scaler = ember.amp.GradScaler("cuda", enabled=amp)
+        tokens = ember.randint(0, 12, (8, 16), device="cuda")
+        target = (tokens * 5 + 1) % 12
+        for _ in range(40):
+            with ember.autocast("cuda", dtype=ember.float16, enabled=amp):
+                out, _ = rnn(emb(tokens))
+                assert out.dtype == (ember.float16 if amp else ember.float32)
+                loss = F.cross_entropy(head(out).reshape(-1, 12), target.reshape(-1))
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        losses[amp] = loss.item()
+    assert losses[False] < 0.5 and losses[True] < 1.5 * losses[False] + 0.05, losses
 
 
 def test_grad_scaler_skips_steps_with_inf_gradients():
