@@ -1,6 +1,6 @@
 """GPU benchmarks, ember against PyTorch on the same device in one process: the fused
 kernels' ops, GEMM and convolution, training steps at sizes that keep a GPU busy, and the
-GPT block trained in bfloat16 autocast against float32.
+GPT example (examples/char_gpt.py) trained in bfloat16 autocast against float32.
 
     python benchmarks/cuda.py [--device cuda] [--quick]
 
@@ -9,12 +9,15 @@ GPT block trained in bfloat16 autocast against float32.
 
 import argparse
 import os
+import runpy
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 import train_steps  # noqa: E402
 
@@ -232,36 +235,21 @@ def _guarded(label, make):
         return None
 
 
-def amp_convergence(device, steps, scale):
-    """Train the GPT block in float32 and in bfloat16 autocast on one batch whose next token
-    is learnable; print both loss curves."""
-    vocab, seq, batch = 65, 128 // scale, 16
+def amp_convergence(device, steps):
+    """Train the GPT example (examples/char_gpt.py) in float32 and in bfloat16 autocast, on
+    the same batches; print both loss curves and whether they agree."""
+    example = runpy.run_path(str(EXAMPLES / "char_gpt.py"))
     curves = {}
-    for label, dtype in (("float32", None), ("bfloat16 autocast", ember.bfloat16)):
-        ember.manual_seed(0)
-        model = train_steps.gpt(ember, n_layer=2, n_embd=256 // scale, n_head=4, seq=seq,
-                                batch=batch, vocab=vocab).model
-        model.train()
-        gen = np.random.default_rng(1)
-        idx = ember.tensor(gen.integers(0, vocab, (batch, seq)))
-        target = (idx * 7 + 3) % vocab
-        opt = ember.optim.AdamW(model.parameters(), lr=3e-3)
-        losses = []
-        for _ in range(steps):
-            with ember.autocast(device, dtype=dtype or ember.bfloat16, enabled=dtype is not None):
-                logits = model(idx)
-                loss = ember.nn.functional.cross_entropy(logits.float().view(-1, vocab),
-                                                         target.view(-1))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        curves[label] = losses
+    for label, amp in (("float32", "float32"), ("bfloat16 autocast", "bfloat16")):
+        curves[label], _ = example["main"](["--device", device, "--amp", amp, "--steps",
+                                            str(steps), "--log-every", str(steps),
+                                            "--sample", "60"])
     marks = sorted({0, steps // 4, steps // 2, 3 * steps // 4, steps - 1})
     print(f"{'step':>6s} " + " ".join(f"{label:>18s}" for label in curves))
     for i in marks:
         print(f"{i:6d} " + " ".join(f"{c[i]:18.4f}" for c in curves.values()))
-    f32, b16 = curves["float32"][-1], curves["bfloat16 autocast"][-1]
+    tail = max(1, steps // 10)                  # the last tenth's mean, as batches vary
+    f32, b16 = (sum(c[-tail:]) / tail for c in curves.values())
     start = curves["float32"][0]
     # like float32: the loss has fallen by half, and the curves end within 5% of the start
     verdict = "converges like float32" if b16 < 0.5 * start and abs(b16 - f32) < 0.05 * start \
@@ -295,8 +283,8 @@ def main():
             run_steps(args.device, scale, min_time)
         elif part == "amp":
             print()
-            _guarded("AMP", lambda: amp_convergence(args.device, 30 if args.quick else 60,
-                                                    scale))
+            _guarded("AMP", lambda: amp_convergence(args.device,
+                                                    (200 if args.quick else 300) // scale))
 
 
 def run_ops(device, scale, min_time):

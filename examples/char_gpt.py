@@ -1,15 +1,17 @@
 """A character-level GPT trained on Python's own source code, then sampled.
 
-    python examples/char_gpt.py [--steps 300] [--module argparse]
+    python examples/char_gpt.py [--steps 300] [--module argparse] [--device cuda] [--amp bfloat16]
 
 The text is the source of a standard-library module, so nothing is downloaded. The model is a
 small decoder-only transformer: token and position embeddings, pre-LayerNorm blocks of causal
 self-attention (``F.scaled_dot_product_attention``) and an MLP. Training uses AdamW with weight
-decay on the 2-D weights only, gradient clipping and a warmup-then-cosine learning rate.
+decay on the 2-D weights only, gradient clipping and a warmup-then-cosine learning rate, on
+the CPU or a GPU, optionally in mixed precision (autocast, with a GradScaler for float16).
 Written exactly as for PyTorch: ``import ember as torch`` would be the only change.
 """
 
 import argparse
+import functools
 import importlib
 import inspect
 import math
@@ -115,6 +117,9 @@ def parse_args(argv=None):
     p.add_argument("--sample", type=int, default=300, help="characters to sample at the end")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=50)
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (a GPU)")
+    p.add_argument("--amp", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="autocast's low-precision dtype (float32: autocast off)")
     return p.parse_args(argv)
 
 
@@ -125,44 +130,54 @@ def main(argv=None):
     text = inspect.getsource(importlib.import_module(args.module))
     chars = sorted(set(text))
     index = {ch: i for i, ch in enumerate(chars)}
-    data = ember.tensor([index[ch] for ch in text])
+    data = ember.tensor([index[ch] for ch in text], device=args.device)
     split = int(0.9 * len(data))
     train, val = data[:split], data[split:]
     print(f"{len(text)} characters of {args.module}.py, vocabulary of {len(chars)}")
 
     def batch(source):
-        starts = ember.randint(len(source) - args.context, (args.batch_size, 1))
-        chunks = source[starts + ember.arange(args.context + 1)]
+        starts = ember.randint(len(source) - args.context, (args.batch_size, 1),
+                               device=source.device)
+        chunks = source[starts + ember.arange(args.context + 1, device=source.device)]
         return chunks[:, :-1], chunks[:, 1:]          # the target is the next character
 
-    model = GPT(len(chars), args.context, args.dim, args.heads, args.layers)
-    print(f"{sum(p.numel() for p in model.parameters())} parameters")
+    model = GPT(len(chars), args.context, args.dim, args.heads, args.layers).to(args.device)
+    print(f"{sum(p.numel() for p in model.parameters())} parameters on {args.device}, "
+          f"{args.amp}")
     optimizer = make_optimizer(model, args.lr, args.weight_decay)
     schedule = ember.optim.lr_scheduler.LambdaLR(
         optimizer, warmup_cosine(args.steps, warmup=max(1, args.steps // 10)))
+    device_type = ember.device(args.device).type
+    autocast = functools.partial(ember.autocast, device_type, dtype=getattr(ember, args.amp),
+                                 enabled=args.amp != "float32")
+    scaler = ember.amp.GradScaler(device_type, enabled=args.amp == "float16")
 
     losses, start = [], time.perf_counter()
     for step in range(1, args.steps + 1):
         model.train()
         x, y = batch(train)
-        logits = model(x)
-        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+        with autocast():
+            logits = model(x)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)                    # clip the true gradients
         nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         schedule.step()
         losses.append(loss.item())
         if step % args.log_every == 0 or step == args.steps:
             model.eval()
-            with ember.no_grad():
+            with ember.no_grad(), autocast():
                 vx, vy = batch(val)
                 vloss = F.cross_entropy(model(vx).flatten(0, 1), vy.flatten()).item()
             print(f"step {step:4d}  train loss {loss.item():.3f}  val loss {vloss:.3f}  "
                   f"lr {schedule.get_last_lr()[0]:.2e}  {time.perf_counter() - start:.1f} s")
 
-    prompt = ember.tensor([[index[ch] for ch in "def "]])
-    out = model.generate(prompt, args.sample, generator=ember.Generator().manual_seed(args.seed))
+    prompt = ember.tensor([[index[ch] for ch in "def "]], device=args.device)
+    sampler = ember.Generator(args.device).manual_seed(args.seed)
+    out = model.generate(prompt, args.sample, generator=sampler)
     sample = "".join(chars[i] for i in out[0].tolist())
     print("-" * 60)
     print(sample)

@@ -32,6 +32,18 @@ def test_char_gpt_learns_and_samples(capsys):
     assert "val loss" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("amp", ["bfloat16", "float16"])
+def test_char_gpt_trains_in_mixed_precision_like_float32(amp):
+    flags = ["--steps", "15", "--batch-size", "8", "--context", "32", "--dim", "32",
+             "--layers", "1", "--sample", "5", "--log-every", "15", "--module", "string"]
+    main = load("char_gpt.py")["main"]
+    full, _ = main(flags)
+    mixed, _ = main(flags + ["--amp", amp])                 # float16 with a GradScaler
+    assert mixed != full                                    # autocast took effect
+    assert abs(sum(mixed[-5:]) - sum(full[-5:])) / 5 < 0.05
+    assert sum(mixed[-5:]) / 5 < mixed[0] - 0.3
+
+
 def test_char_gpt_decays_only_matrices():
     mod = load("char_gpt.py")
     model = mod["GPT"](vocab=10, context=8, dim=16, heads=2, layers=1)

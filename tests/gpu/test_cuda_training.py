@@ -3,6 +3,8 @@
 
 import copy
 import os
+import pathlib
+import runpy
 
 import pytest
 
@@ -109,6 +111,20 @@ def test_float16_autocast_trains_an_lstm_like_float32():
             scaler.update()
         losses[amp] = loss.item()
     assert losses[False] < 0.5 and losses[True] < 1.5 * losses[False] + 0.05, losses
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                    reason="minutes interpreted; the kernels are checked in test_cuda_kernels.py")
+@pytest.mark.parametrize("amp", ["float32", "bfloat16", "float16"])
+def test_the_gpt_example_trains_on_the_gpu(amp, capsys):
+    example = runpy.run_path(str(pathlib.Path(__file__).parents[2] / "examples/char_gpt.py"))
+    losses, sample = example["main"](
+        ["--device", "cuda", "--amp", amp, "--steps", "15", "--batch-size", "8", "--context",
+         "32", "--dim", "32", "--layers", "1", "--sample", "10", "--log-every", "15",
+         "--module", "string"])
+    assert sum(losses[-5:]) / 5 < losses[0] - 0.3
+    assert sample.startswith("def ") and len(sample) == 14
+    assert f"on cuda, {amp}" in capsys.readouterr().out
 
 
 def test_grad_scaler_skips_steps_with_inf_gradients():
