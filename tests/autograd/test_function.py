@@ -196,3 +196,26 @@ def test_once_differentiable_backward_runs_without_grad():
 def test_no_graph_without_grad_inputs():
     y = Cube.apply(ember.tensor([2.0]))
     assert y.grad_fn is None and y.tolist() == [8.0]
+
+
+def _returning(make_grad):
+    class Returns(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return make_grad(grad)
+    return Returns
+
+
+def test_gradients_are_made_to_fit_their_input_as_pytorch_does():
+    x = ember.randn(3, requires_grad=True)
+    _returning(lambda g: g.double().expand(4, 3)).apply(x).sum().backward()
+    assert x.grad.dtype == ember.float32                     # cast to the input's dtype
+    assert ember.equal(x.grad, ember.full((3,), 4.0))        # summed down to its shape
+    with pytest.raises(RuntimeError, match=r"Function ReturnsBackward returned an invalid "
+                                           r"gradient at index 0 - got \[5\] but expected "
+                                           r"shape compatible with \[3\]"):
+        _returning(lambda g: ember.ones(5)).apply(x).sum().backward()

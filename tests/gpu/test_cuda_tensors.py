@@ -331,3 +331,21 @@ def test_a_check_queued_on_another_stream_is_reported_after_that_stream_finishes
         F.embedding(ember.tensor([9], device="cuda"), w)
     with pytest.raises(IndexError, match="index out of range in self"):
         w.sum().item()                              # read on the default stream
+
+
+def test_custom_function_gradients_are_made_on_their_inputs_gpu():
+    class Split(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, ga, gb):                  # gb: zeros made for the unused output
+            assert ga.device == gb.device == x.device
+            return (ga * 2 + gb * 3).double()       # cast back to the input's dtype
+
+    x = ember.randn(4, device="cuda", requires_grad=True)
+    a, _ = Split.apply(x)
+    a.sum().backward()
+    assert x.grad.device == x.device and x.grad.dtype == ember.float32
+    assert x.grad.cpu().tolist() == [2.0] * 4

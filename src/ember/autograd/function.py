@@ -9,7 +9,7 @@ import functools
 
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.autograd.graph import Node, _modified_message, history
+from ember.autograd.graph import Node, _modified_message, conform, history
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -64,12 +64,14 @@ class BackwardFunction(FunctionCtx, Node):
         self._non_differentiable = ()
         self._materialize = True
         self._out_meta = ()
+        self._in_meta = ()
         self.n_outputs = 0
 
     def apply(self, grads):
         if self._materialize:
             from ember._creation import zeros
-            grads = [g if g is not None or meta is None else zeros(meta[0], dtype=meta[1])
+            grads = [g if g is not None or meta is None else zeros(meta[0], dtype=meta[1],
+                                                                     device=meta[2])
                      for g, meta in zip(grads, self._out_meta)]
         result = self._function.backward(self, *grads)
         if not isinstance(result, tuple):
@@ -82,7 +84,27 @@ class BackwardFunction(FunctionCtx, Node):
         if len(result) != n_inputs:
             raise RuntimeError(f"function {self.name()} returned an incorrect number of "
                                f"gradients (expected {n_inputs}, got {len(result)})")
-        return [g if needed else None for g, needed in zip(result, self.needs_input_grad)]
+        return [self._conformed(i, g) if needed and isinstance(g, Tensor) else
+                (g if needed else None) for i, (g, needed) in enumerate(zip(
+                    result, self.needs_input_grad))]
+
+    def _conformed(self, index, grad):
+        """``grad`` for input ``index`` made to fit it, as PyTorch's engine does: summed down
+        to its shape where it broadcasts to ``grad``'s, cast to its dtype; a shape it does not
+        broadcast to, or another device (but for a 0-d gradient, moved), is an error."""
+        shape, np_dtype, device = self._in_meta[index]
+        if len(shape) > grad.dim() or any(s not in (g, 1) for s, g in zip(
+                reversed(shape), reversed(grad.shape))):
+            raise RuntimeError(f"Function {self.name()} returned an invalid gradient at index "
+                               f"{index} - got {list(grad.shape)} but expected shape "
+                               f"compatible with {list(shape)}")
+        if grad.device != device:
+            if grad.dim():
+                raise RuntimeError(f"Function {self.name()} returned an invalid gradient at "
+                                   f"index {index} - expected device {device} but got "
+                                   f"{grad.device}")
+            grad = grad.to(device)
+        return conform(grad, (shape, np_dtype))
 
     def _release(self):
         self._saved = None
@@ -134,6 +156,9 @@ class Function:
         record = _GRAD.grad_enabled and any(needs)
         edges = tuple(history(a) if need else (None, 0) for a, need in zip(args, needs))
         ctx = cls._node_class()(edges, needs if record else tuple(False for _ in needs))
+        if record:
+            ctx._in_meta = tuple((a._data.shape, a._data.dtype, a.device) if need else None
+                                 for a, need in zip(args, needs))
         uses_ctx = cls.setup_context is Function.setup_context
         prev = _GRAD.grad_enabled
         _GRAD.grad_enabled = False
@@ -161,7 +186,7 @@ def _wrap_outputs(ctx, args, output, record):
             out = alias
         wrapped.append(out)
     ctx.n_outputs = len(wrapped)
-    ctx._out_meta = tuple((o.shape, o.dtype) if isinstance(o, Tensor) else None
+    ctx._out_meta = tuple((o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None
                           for o in wrapped)
     for nr, out in enumerate(wrapped):
         if not isinstance(out, Tensor):
