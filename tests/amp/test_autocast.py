@@ -95,6 +95,65 @@ def test_recurrent_layers_run_in_the_low_dtype_whatever_their_input(layer):
         model(x.bfloat16())                         # outside autocast, as in PyTorch
 
 
+class _Product(ember.autograd.Function):
+    """x @ w, noting the dtypes and autocast state its forward and backward saw."""
+
+    seen = {}
+
+    @staticmethod
+    @ember.amp.custom_fwd(device_type="cpu")
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        _Product.seen["forward"] = (x.dtype, (x @ w).dtype)
+        return x @ w
+
+    @staticmethod
+    @ember.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        _Product.seen["backward"] = ember.is_autocast_enabled("cpu")
+        return grad @ w.T, x.T @ grad
+
+
+class _Float32Product(_Product):
+    """_Product whose forward takes its inputs in float32 with autocast off."""
+
+    @staticmethod
+    @ember.amp.custom_fwd(device_type="cpu", cast_inputs=ember.float32)
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        _Product.seen["forward"] = (x.dtype, (x @ w).dtype)
+        return x @ w
+
+
+@pytest.mark.parametrize("function, inside, backward", [
+    (_Product, (ember.float32, ember.bfloat16), True),
+    (_Float32Product, (ember.float32, ember.float32), False)])
+def test_custom_functions_run_under_the_autocast_state_they_declare(function, inside, backward):
+    x = ember.randn(3, 4, requires_grad=True)
+    w = ember.randn(4, 2, requires_grad=True)
+    with ember.autocast("cpu"):
+        out = function.apply(x if function is _Product else x.bfloat16(), w)
+    assert _Product.seen["forward"] == inside
+    out.float().sum().backward()                    # outside the region: custom_bwd restores it
+    assert _Product.seen["backward"] is backward
+    assert x.grad.shape == x.shape and w.grad.dtype == ember.float32
+    out = function.apply(x, w)                      # without autocast: nothing changes
+    assert _Product.seen["forward"] == (ember.float32, ember.float32)
+    out.sum().backward()
+    assert _Product.seen["backward"] is False
+    with pytest.raises(ValueError, match="Expected `device_type` of type `str`"):
+        ember.amp.custom_fwd(device_type=None)
+
+
+def test_cuda_amp_custom_fwd_is_deprecated():
+    with pytest.warns(FutureWarning, match=r"torch\.cuda\.amp\.custom_fwd\(args\.\.\.\)` is "
+                                           r"deprecated"):
+        ember.cuda.amp.custom_fwd(cast_inputs=ember.float32)
+    with pytest.warns(FutureWarning, match="custom_bwd"):
+        ember.cuda.amp.custom_bwd(lambda ctx, g: g)
+
+
 def test_disabled_nested_and_decorator():
     a = ember.ones(2, 2)
     with ember.autocast("cpu"):
