@@ -30,6 +30,7 @@ from ember.backends import get_float32_matmul_precision, set_float32_matmul_prec
 from ember.amp.autocast_mode import (autocast, get_autocast_dtype, is_autocast_available,
                                      is_autocast_enabled, set_autocast_dtype,
                                      set_autocast_enabled)
+from ember.amp._legacy import *  # noqa: F401,F403  (get_autocast_gpu_dtype, ...)
 from ember.serialization import *  # noqa: F401,F403  (save, load)
 from ember._api import (is_complex, is_floating_point, is_nonzero, is_tensor, numel,
                         result_type, set_printoptions, get_printoptions, strided)

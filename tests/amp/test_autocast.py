@@ -154,6 +154,31 @@ def test_cuda_amp_custom_fwd_is_deprecated():
         ember.cuda.amp.custom_bwd(lambda ctx, g: g)
 
 
+def test_pytorchs_older_names_for_autocast_state():
+    with pytest.warns(DeprecationWarning, match=r"torch\.get_autocast_gpu_dtype\(\) is "
+                                                r"deprecated\. Please use "
+                                                r"torch\.get_autocast_dtype\('cuda'\)"):
+        assert ember.get_autocast_gpu_dtype() == ember.float16
+    with pytest.warns(DeprecationWarning):
+        ember.set_autocast_cpu_enabled(True)
+    try:
+        with pytest.warns(DeprecationWarning):
+            assert ember.is_autocast_cpu_enabled()
+        assert (ember.ones(2, 2) @ ember.ones(2, 2)).dtype == ember.bfloat16
+        with pytest.warns(DeprecationWarning):
+            ember.set_autocast_cpu_dtype(ember.float16)
+        with pytest.warns(DeprecationWarning):
+            assert ember.get_autocast_cpu_dtype() == ember.float16
+    finally:
+        ember.set_autocast_enabled("cpu", False)
+        ember.set_autocast_dtype("cpu", ember.bfloat16)
+    assert ember.is_autocast_cache_enabled()
+    ember.set_autocast_cache_enabled(False)
+    assert not ember.is_autocast_cache_enabled()
+    ember.set_autocast_cache_enabled(True)
+    ember.clear_autocast_cache()
+
+
 def test_disabled_nested_and_decorator():
     a = ember.ones(2, 2)
     with ember.autocast("cpu"):

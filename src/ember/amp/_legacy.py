@@ -1,0 +1,56 @@
+"""PyTorch's older names for autocast's state, kept for code that still calls them: the
+per-device getters and setters (deprecated, warning as PyTorch's do) and the cast cache's
+switches (ember caches no casts, so they only keep their flag)."""
+
+import warnings
+
+from ember.amp.autocast_mode import (get_autocast_dtype, is_autocast_enabled,
+                                     set_autocast_dtype, set_autocast_enabled)
+
+__all__ = ["is_autocast_cpu_enabled", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype",
+           "set_autocast_cpu_enabled", "set_autocast_cpu_dtype", "set_autocast_gpu_dtype",
+           "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache"]
+
+
+def _deprecated(old, new, device, fn):
+    """``fn(device, *args)`` under the old name, warning that ``new`` replaces it."""
+    def call(*args):
+        warnings.warn(f"torch.{old} is deprecated. Please use torch.{new} instead.",
+                      DeprecationWarning, stacklevel=2)
+        return fn(device, *args)
+    call.__name__ = call.__qualname__ = old.split("(")[0]
+    call.__doc__ = f"Deprecated: ``ember.{new}``."
+    return call
+
+
+is_autocast_cpu_enabled = _deprecated("is_autocast_cpu_enabled()",
+                                      "is_autocast_enabled('cpu')", "cpu", is_autocast_enabled)
+get_autocast_cpu_dtype = _deprecated("get_autocast_cpu_dtype()", "get_autocast_dtype('cpu')",
+                                     "cpu", get_autocast_dtype)
+get_autocast_gpu_dtype = _deprecated("get_autocast_gpu_dtype()", "get_autocast_dtype('cuda')",
+                                     "cuda", get_autocast_dtype)
+set_autocast_cpu_enabled = _deprecated("set_autocast_cpu_enabled(enabled)",
+                                       "set_autocast_enabled('cpu', enabled)", "cpu",
+                                       set_autocast_enabled)
+set_autocast_cpu_dtype = _deprecated("set_autocast_cpu_dtype(dtype)",
+                                     "set_autocast_dtype('cpu', dtype)", "cpu",
+                                     set_autocast_dtype)
+set_autocast_gpu_dtype = _deprecated("set_autocast_gpu_dtype(dtype)",
+                                     "set_autocast_dtype('cuda', dtype)", "cuda",
+                                     set_autocast_dtype)
+
+_CACHE = [True]
+
+
+def is_autocast_cache_enabled():
+    """Whether autocast may cache casts of the same weight (ember caches none)."""
+    return _CACHE[0]
+
+
+def set_autocast_cache_enabled(enabled):
+    """Allow or forbid autocast's cast cache (ember caches none; the flag is kept)."""
+    _CACHE[0] = bool(enabled)
+
+
+def clear_autocast_cache():
+    """Drop autocast's cached casts (ember caches none: nothing to drop)."""
