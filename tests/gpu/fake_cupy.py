@@ -572,6 +572,7 @@ def _runtime():
         "multiProcessorCount": 1, "l2CacheSize": 2 ** 20, "warpSize": 32}
     rt.memGetInfo = lambda: (TOTAL - _POOL.used, TOTAL)
     rt.deviceSynchronize = lambda: None
+    rt.deviceCanAccessPeer = lambda device, peer: 0        # the stand-in's GPUs have none
     rt.runtimeGetVersion = rt.driverGetVersion = lambda: 13000
     return rt
 

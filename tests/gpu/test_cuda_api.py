@@ -22,6 +22,11 @@ def test_device_queries():
     ember.cuda.set_device("cuda:0")
     ember.cuda.synchronize()
     assert ember.cuda.is_initialized()
+    assert "sm_{}{}".format(props.major, props.minor) in ember.cuda.get_arch_list()
+    assert ember.cuda.can_device_access_peer(0, 0) in (True, False)
+    with pytest.raises(AssertionError, match="Invalid device id"):
+        ember.cuda.can_device_access_peer(0, ember.cuda.device_count())
+    ember.cuda.ipc_collect()
 
 
 def test_events_time_gpu_work_on_a_stream():

@@ -64,6 +64,7 @@ def test_cpu_work_never_imports_cupy():
 def test_queries_that_pytorch_answers_without_a_gpu():
     assert ember.cuda.is_available() is False
     assert ember.cuda.device_count() == 0
+    assert ember.cuda.get_arch_list() == []
     assert ember.cuda.is_initialized() is False
     assert (ember.cuda.memory_allocated(), ember.cuda.max_memory_allocated(),
             ember.cuda.memory_reserved()) == (0, 0, 0)
@@ -82,6 +83,7 @@ def test_queries_that_pytorch_answers_without_a_gpu():
     ember.cuda.Event, ember.cuda.current_stream, ember.cuda.initial_seed,
     ember.cuda.reset_peak_memory_stats, ember.cuda.mem_get_info, ember.cuda.init,
     ember.cuda.get_per_process_memory_fraction, lambda: ember.cuda.nvtx.range_push("x"),
+    ember.cuda.ipc_collect, lambda: ember.cuda.can_device_access_peer(0, 1),
     lambda: ember.cuda.set_per_process_memory_fraction(0.5),
     lambda: ember.cuda.set_device(0), lambda: ember.cuda.device(0).__enter__(),
     lambda: ember.tensor([1.0]).pin_memory(), lambda: ember.tensor([1.0]).to("cuda:0"),

@@ -26,7 +26,8 @@ from ember.cuda.streams import (Event, Stream, StreamContext, current_stream, de
 __all__ = [
     "is_available", "device_count", "is_initialized", "init", "current_device", "set_device",
     "device", "device_of", "get_device_name", "get_device_properties",
-    "get_device_capability", "synchronize", "Stream", "Event", "StreamContext", "stream",
+    "get_device_capability", "can_device_access_peer", "get_arch_list", "ipc_collect",
+    "synchronize", "Stream", "Event", "StreamContext", "stream",
     "current_stream", "default_stream", "set_stream", "manual_seed", "manual_seed_all",
     "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
     "get_rng_state_all", "set_rng_state_all", "memory_allocated", "max_memory_allocated",
@@ -151,6 +152,31 @@ def get_device_capability(device=None):
     """The GPU's compute capability as (major, minor)."""
     props = get_device_properties(device)
     return props.major, props.minor
+
+
+def can_device_access_peer(device, peer_device):
+    """Whether GPU ``device`` can read and write ``peer_device``'s memory directly."""
+    _backend.require_cuda()
+    index, peer = _index(device, optional=False), _index(peer_device, optional=False)
+    count = device_count()
+    for i in (index, peer):
+        if not 0 <= i < count:
+            raise AssertionError("Invalid device id")
+    return bool(_cupy().cuda.runtime.deviceCanAccessPeer(index, peer))
+
+
+def get_arch_list():
+    """The architectures ember's GPU code is built for: CuPy and Triton compile for each
+    GPU present when first used, so those GPUs' ("sm_90" ...); empty without CUDA."""
+    if not is_available():
+        return []
+    return sorted({"sm_{}{}".format(*get_device_capability(i)) for i in range(device_count())})
+
+
+def ipc_collect():
+    """Release GPU memory shared with other processes that they have let go (ember shares
+    none through CUDA IPC, so there is nothing to release)."""
+    _backend.require_cuda()
 
 
 def synchronize(device=None):
