@@ -2,6 +2,7 @@
 memory and the out-of-memory error."""
 
 import re
+import types
 
 import pytest
 
@@ -112,6 +113,28 @@ def test_nvtx_ranges_reach_cupys_nvtx():
     assert [name for name, _ in nvtx.calls] == ["RangePush", "RangePush", "Mark", "RangePop",
                                                 "RangePop", "RangeStart", "RangeEnd"]
     assert nvtx.calls[1] == ("RangePush", ("step 3",))
+
+
+def test_record_stream_keeps_a_freed_tensors_memory_until_the_stream_is_done():
+    side = ember.cuda.Stream()
+    pending = types.SimpleNamespace(done=False)
+    stand_in = hasattr(side._stream, "__dict__")       # the real CuPy's streams are C types
+    if stand_in:
+        side._stream.record = lambda: pending           # the stream still has work queued
+    x = ember.empty(2 ** 20, device="cuda")             # 4 MiB
+    held = ember.cuda.memory_allocated()
+    x.record_stream(side)
+    del x
+    assert ember.cuda.memory_allocated() == held        # not back in the pool yet
+    if stand_in:
+        ember.empty(1, device="cuda")
+        assert ember.cuda.memory_allocated() >= held    # still queued work: still held
+        pending.done = True
+    side.synchronize()
+    ember.empty(1, device="cuda")                       # an allocation lets finished ones go
+    assert ember.cuda.memory_allocated() <= held - 2 ** 22 + 512
+    with pytest.raises(RuntimeError, match="expects a CUDA tensor"):
+        ember.ones(2).record_stream(side)
 
 
 def test_pinned_memory_and_non_blocking_copies():

@@ -7,6 +7,7 @@ registered from ``backend/cuda_kernels/`` (see NOTE [CUDA kernel overrides] in d
 """
 
 import contextlib
+import weakref
 
 import cupy
 import cupyx.scipy.special
@@ -211,6 +212,8 @@ _PEAK = {}                      # device id -> the most bytes in use since the l
 
 def _malloc(size):
     """CuPy's pool allocation, recording the peak and rewording out-of-memory errors."""
+    if _AWAITING:
+        release_finished()
     try:
         mem = _POOL.malloc(size)
     except cupy.cuda.memory.OutOfMemoryError:
@@ -238,6 +241,30 @@ def _out_of_memory(size):
 
 
 cupy.cuda.set_allocator(_malloc)
+
+
+# NOTE [Recorded streams]: CuPy's pool hands a freed block to the next allocation on the
+# stream that allocated it. A tensor also used on another stream (a prefetching loader's
+# batch, copied on a side stream and read on the main one) must outlive the work queued
+# there: ``keep_for_streams`` holds its array after the tensor dies until events recorded
+# on those streams at that moment have completed, as PyTorch's allocator does.
+_AWAITING = []                  # (events, array): freed arrays that streams may still read
+
+
+def keep_for_streams(owner, array, streams):
+    """Hold ``array`` once ``owner`` (a tensor) is gone, until the work queued on
+    ``streams`` (CuPy streams) by then has completed."""
+    weakref.finalize(owner, _await, array, tuple(streams))
+
+
+def _await(array, streams):
+    _AWAITING.append(([stream.record() for stream in streams], array))
+
+
+def release_finished():
+    """Let go of the held arrays whose streams have finished with them."""
+    _AWAITING[:] = [(events, array) for events, array in _AWAITING
+                    if not all(event.done for event in events)]
 
 
 def memory_allocated(index):

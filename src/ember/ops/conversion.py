@@ -164,12 +164,25 @@ def is_pinned(self, device=None):
         cuda_backend().is_pinned(self._data)
 
 
+def record_stream(self, stream):
+    """Mark this GPU tensor as used by ``stream`` (an ``ember.cuda.Stream``): once it is
+    freed, its memory is not reused until the work queued on ``stream`` by then has finished
+    (NOTE [Recorded streams] in backend/cuda.py)."""
+    if self.device.type != "cuda":
+        raise RuntimeError(f"record_stream() expects a CUDA tensor, but got one on "
+                           f"{self.device}")
+    backend = cuda_backend()
+    backend.release_finished()
+    backend.keep_for_streams(self, self._data, (stream._stream,))
+
+
 Tensor.to = to
 Tensor.type = type_
 Tensor.cpu = cpu
 Tensor.cuda = cuda
 Tensor.pin_memory = pin_memory
 Tensor.is_pinned = is_pinned
+Tensor.record_stream = record_stream
 
 
 @op("_alias(input)", view=True, method=False, saves_inputs=False,
