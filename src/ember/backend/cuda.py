@@ -254,7 +254,7 @@ _AWAITING = []                  # (events, array): freed arrays that streams may
 def keep_for_streams(owner, array, streams):
     """Hold ``array`` once ``owner`` (a tensor) is gone, until the work queued on
     ``streams`` (CuPy streams) by then has completed."""
-    weakref.finalize(owner, _await, array, tuple(streams))
+    weakref.finalize(owner, _await, array, tuple(streams)).atexit = False   # CUDA may be gone
 
 
 def _await(array, streams):
