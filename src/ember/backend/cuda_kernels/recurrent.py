@@ -18,10 +18,16 @@ __all__ = ["lstm_steps", "lstm_steps_backward", "gru_steps", "gru_steps_backward
            "rnn_steps_backward", "RECURRENT_GEMM_IN_KERNEL"]
 
 
-def _rows_of(*arrays):
-    """Whether arrays of one covered dtype are unit-stride rows (the row stride is free)."""
-    return len({a.dtype for a in arrays}) == 1 and arrays[0].dtype in FAST_DTYPES and all(
-        a.ndim == 2 and a.strides[1] == a.itemsize for a in arrays)
+def _covered(rows, states, vectors=()):
+    """Whether the step kernels take these arrays: ``rows`` (unit-stride rows; the row
+    stride is free) and ``states`` (C-contiguous) of one covered dtype, and ``vectors``
+    (bias, W_hh; None when absent) C-contiguous in that dtype."""
+    arrays = rows + states
+    dtype = arrays[0].dtype
+    return (dtype in FAST_DTYPES and all(a.dtype == dtype and a.ndim == 2
+                                         and a.strides[1] == a.itemsize for a in arrays)
+            and all(a.flags.c_contiguous for a in states)
+            and all(v is None or (v.dtype == dtype and v.flags.c_contiguous) for v in vectors))
 
 
 # Whether a recurrent step's GEMM runs inside its kernel (one launch a step) rather than in
@@ -70,9 +76,7 @@ def lstm_steps(x, b, h, c, ws, out, wt, steps, hidden):
     with its recurrent GEMM, or a GEMM and one kernel, with the layout checked once and rows
     reached by address, not by slicing; False (nothing done) for layouts the kernels do not
     cover."""
-    if not (_rows_of(x, h, c, ws, out) and h.flags.c_contiguous and c.flags.c_contiguous
-            and out.flags.c_contiguous
-            and (b is None or (b.dtype == x.dtype and b.flags.c_contiguous))):
+    if not _covered((x, ws), (h, c, out), (b,)):
         return False
     xp, n = xp_of(x), h.shape[0]
     x_at, h_at, c_at, ws_at, out_at = (buffer(a) for a in (x, h, c, ws, out))
@@ -99,8 +103,7 @@ def lstm_steps_backward(dout, dh, dc, ws, dg, w_hh, steps, hidden):
     carried ``dh``'s GEMM inside it or after it straight into place; False (nothing done) for
     layouts the kernels do not cover."""
     dout = xp_of(dout).ascontiguousarray(dout)     # a bidirectional layer's is a slice
-    if not (_rows_of(dout, dh, dc, ws, dg)
-            and all(a.flags.c_contiguous for a in (dh, dc, dg))):
+    if not _covered((dout, ws), (dh, dc, dg)):
         return False
     xp, n = xp_of(dg), dh.shape[0]
     dout_at, dh_at, dc_at, ws_at, dg_at = (buffer(a) for a in (dout, dh, dc, ws, dg))
@@ -122,8 +125,7 @@ def lstm_steps_backward(dout, dh, dc, ws, dg, w_hh, steps, hidden):
 def gru_steps(x, b, h, ws, out, wt, steps, hidden):
     """All the time steps of a GRU layer (ops/_rnn_kernels: gru_forward), as ``lstm_steps``;
     False (nothing done) for layouts the kernels do not cover."""
-    if not (_rows_of(x, h, ws, out) and h.flags.c_contiguous and out.flags.c_contiguous
-            and (b is None or (b.dtype == x.dtype and b.flags.c_contiguous))):
+    if not _covered((x, ws), (h, out), (b,)):
         return False
     xp, n = xp_of(x), h.shape[0]
     x_at, h_at, ws_at, out_at = (buffer(a) for a in (x, h, ws, out))
@@ -151,8 +153,7 @@ def gru_steps_backward(dout, dh, ws, dx, dgh, w_hh, steps, hidden):
     beside it and added once at the end); False (nothing done) for layouts the kernels do not
     cover."""
     dout = xp_of(dout).ascontiguousarray(dout)     # a bidirectional layer's is a slice
-    if not (_rows_of(dout, dh, ws, dx, dgh)
-            and all(a.flags.c_contiguous for a in (dh, dx, dgh))):
+    if not _covered((dout, ws), (dh, dx, dgh)):
         return False
     xp, n = xp_of(dgh), dh.shape[0]
     dhz = xp.zeros_like(dh)
@@ -180,9 +181,7 @@ def rnn_steps(x, b, h, ws, out, wt, steps, hidden, relu):
     """All the time steps of an Elman RNN layer (ops/_rnn_kernels: rnn_forward), each one
     kernel with its recurrent GEMM; False (nothing done) for layouts the kernel does not
     cover."""
-    if not (_rows_of(x, h, ws, out) and all(a.flags.c_contiguous for a in (h, ws, out))
-            and (b is None or (b.dtype == x.dtype and b.flags.c_contiguous))
-            and wt.T.dtype == x.dtype and wt.T.flags.c_contiguous):
+    if not _covered((x,), (h, ws, out), (b, wt.T)):
         return False
     x_at, h_at, ws_at, out_at, w_at = (buffer(a) for a in (x, h, ws, out, wt.T))
     bias = None if b is None else buffer(b)
@@ -198,8 +197,7 @@ def rnn_steps_backward(dout, dh, out, dx, w_hh, steps, hidden, relu):
     """Back through ``rnn_steps``: each step's gradient ``dx`` in one kernel with its carried
     GEMM; False (nothing done) for layouts the kernel does not cover."""
     dout = xp_of(dout).ascontiguousarray(dout)     # a bidirectional layer's is a slice
-    if not (_rows_of(dout, dh, out, dx) and all(a.flags.c_contiguous for a in (dh, out, dx))
-            and w_hh.dtype == dx.dtype and w_hh.flags.c_contiguous):
+    if not _covered((dout,), (dh, out, dx), (w_hh,)):
         return False
     dout_at, dh_at, out_at, dx_at, w_at = (buffer(a) for a in (dout, dh, out, dx, w_hh))
     row = dx.strides[0]
