@@ -230,6 +230,37 @@ def test_sdp_kernel_warns_sets_and_restores():
     assert _sdp_state() == [True, True, False, True]
 
 
+def test_sdpa_kernel_allows_only_the_backends_named():
+    from ember.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.MATH):
+        assert _sdp_state() == [False, False, True, False]
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION], set_priority=True):
+        assert _sdp_state() == [True, False, False, True]
+    with pytest.raises(KeyError), sdpa_kernel([]):
+        assert _sdp_state() == [False] * 4
+        raise KeyError
+    assert _sdp_state() == [True] * 4
+    with pytest.raises(AssertionError, match="must be an instance of SDPBackend or a list of "
+                                             "SDPBackend instances, got str"):
+        with sdpa_kernel("math"):
+            pass
+    assert [int(b) for b in SDPBackend] == [-1, 0, 1, 2, 3, 4]
+
+
+def test_attention_on_the_cpu_needs_the_flash_or_math_switch():
+    from ember.nn.attention import SDPBackend, sdpa_kernel
+    q = ember.randn(1, 2, 4, 8)
+    expected = ember.nn.functional.scaled_dot_product_attention(q, q, q)
+    for allowed in (SDPBackend.FLASH_ATTENTION, SDPBackend.MATH):
+        with sdpa_kernel(allowed):
+            out = ember.nn.functional.scaled_dot_product_attention(q, q, q)
+        assert ember.equal(out, expected)
+    with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]):
+        with pytest.raises(RuntimeError, match="^No viable backend for scaled_dot_product_"
+                                               "attention was found"):
+            ember.nn.functional.scaled_dot_product_attention(q, q, q)
+
+
 # --- is_built, mps, cpu -------------------------------------------------------------------------
 
 

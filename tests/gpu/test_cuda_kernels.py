@@ -1145,6 +1145,27 @@ def test_flash_attention_follows_the_backends_switch(overrides, monkeypatch):
     assert calls == [1]
 
 
+def test_sdpa_kernel_picks_the_attention_path_on_a_gpu(overrides, monkeypatch):
+    from ember.nn.attention import SDPBackend, sdpa_kernel
+    calls = []
+    from ember.backend.cuda_kernels import triton_attention
+    kernel = triton_attention.attention_forward
+    monkeypatch.setattr(triton_attention, "attention_forward",
+                        lambda *args: calls.append(1) or kernel(*args))
+    q = ember.randn(1, 2, 16, 16, device="cuda")
+    with sdpa_kernel(SDPBackend.MATH):              # the generic path
+        expected = F.scaled_dot_product_attention(q, q, q).cpu()
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        _same(F.scaled_dot_product_attention(q, q, q), expected, atol=1e-5, rtol=1e-5)
+    assert calls == [1]
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):   # the generic path stands in
+        _same(F.scaled_dot_product_attention(q, q, q), expected, atol=1e-5, rtol=1e-5)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):       # the kernel takes no float64
+        with pytest.raises(RuntimeError, match="^No available kernel. Aborting execution.$"):
+            F.scaled_dot_product_attention(q.double(), q.double(), q.double())
+    assert calls == [1]
+
+
 def _gpt_step(nn):
     class Block(nn.Module):
         def __init__(self):

@@ -1,10 +1,10 @@
 """ember.backends: the switches PyTorch programs set for the libraries under the ops
 (``torch.backends``): cuDNN, cuBLAS and attention kernels, MPS, CPU.
 
-They are accepted, type-checked and remembered, and change nothing in ember, whose
-computations are already what each switch permits (each module says which and why). One is
-meant to act: ``cuda.flash_sdp_enabled()`` is the switch for ember's CUDA flash-attention
-kernel, whose override is to consult it (it does not yet).
+They are accepted, type-checked and remembered, and most change nothing in ember, whose
+computations are already what each switch permits (each module says which and why). Those
+that act: ``cuda.matmul.allow_tf32`` and ``cudnn.allow_tf32`` (TF32 products on a GPU), the
+attention switches of ``cuda`` (which attention path may run).
 """
 
 from ember.backends import cpu, cuda, cudnn, mps

@@ -7,8 +7,9 @@ float16/bfloat16 products accumulate as cuBLAS's default does.
 
 The scaled-dot-product-attention switches say which kernels ``F.scaled_dot_product_attention``
 may use. ember has two: the flash kernel (Triton, on CUDA), whose override consults
-``flash_sdp_enabled()``, and the generic one, the "math" path. ``mem_efficient``, ``cudnn``
-and the math reduction switch are remembered only.
+``flash_sdp_enabled()``, and the generic one, which runs where ``generic_sdp_allowed`` says
+the switches let one of the kernels it stands in for run. A call no allowed path can take
+raises, as PyTorch's does. The math reduction switch is remembered only.
 """
 
 import contextlib
@@ -23,7 +24,7 @@ __all__ = ["matmul", "is_built", "enable_flash_sdp", "flash_sdp_enabled",
            "enable_mem_efficient_sdp", "mem_efficient_sdp_enabled", "enable_math_sdp",
            "math_sdp_enabled", "enable_cudnn_sdp", "cudnn_sdp_enabled",
            "allow_fp16_bf16_reduction_math_sdp", "fp16_bf16_reduction_math_sdp_allowed",
-           "sdp_kernel"]
+           "sdp_kernel", "sdp_switches", "generic_sdp_allowed", "is_flash_attention_available"]
 
 
 def is_built():
@@ -142,13 +143,28 @@ def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True,
                   "context manager will be removed. Please see "
                   "`torch.nn.attention.sdpa_kernel()` for the new context manager, with "
                   "updated signature.", FutureWarning, stacklevel=2)
-    return _sdp_switches({"flash": bool(enable_flash), "math": bool(enable_math),
+    return sdp_switches({"flash": bool(enable_flash), "math": bool(enable_math),
                           "mem_efficient": bool(enable_mem_efficient),
                           "cudnn": bool(enable_cudnn)})
 
 
+def generic_sdp_allowed(on_cpu):
+    """Whether the switches let ember's generic attention path run: on the CPU it computes
+    what PyTorch's flash and math kernels do there; on a GPU it stands in for the math,
+    memory-efficient and cuDNN kernels (ember has only the flash one of its own)."""
+    if on_cpu:
+        return _SDP["flash"] or _SDP["math"]
+    return _SDP["math"] or _SDP["mem_efficient"] or _SDP["cudnn"]
+
+
+def is_flash_attention_available():
+    """Whether ember's flash-attention kernel can be built here (CuPy and Triton present)."""
+    return is_built() and importlib.util.find_spec("triton") is not None
+
+
 @contextlib.contextmanager
-def _sdp_switches(wanted):
+def sdp_switches(wanted):
+    """Set the attention switches in ``wanted`` inside a ``with`` block, restoring all after."""
     saved = dict(_SDP)
     _SDP.update(wanted)
     try:

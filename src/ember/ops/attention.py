@@ -27,6 +27,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import carries_gradient
 from ember.backend import xp_of
+from ember.backends.cuda import generic_sdp_allowed
 from ember.ops._registry import broadcast_message, op
 
 __all__ = ["scaled_dot_product_attention"]
@@ -35,6 +36,8 @@ FUNCTIONAL = {}
 
 _HALF = {d.np for d in D.LOW_PRECISION}
 _F32 = np.dtype(np.float32)
+_NO_KERNEL = ("No viable backend for scaled_dot_product_attention was found. This is likely "
+              "due to turning off both the math kernel and the fused kernels.")
 _C_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char",
             "int16": "short int", "int32": "int", "int64": "long int", "float16": "c10::Half",
             "bfloat16": "c10::BFloat16", "float32": "float", "float64": "double",
@@ -140,6 +143,9 @@ def _scale(e, scale):
     out=False, namedtuple=_output_only, grad_fn_name="ScaledDotProductAttentionBackward0")
 def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
     """Attention softmax(Q K^T * scale + mask) V, with optional causal mask and dropout."""
+    if not generic_sdp_allowed(on_cpu=xp is np):
+        raise RuntimeError(_NO_KERNEL if xp is np else "No available kernel. Aborting "
+                           "execution.")
     gk, gv = _groups(q, k, v, enable_gqa)
     _check(q, k, v, mask, dropout_p, is_causal, gk != 1 or gv != 1)
     dtype = q.dtype
