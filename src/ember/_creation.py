@@ -10,11 +10,11 @@ from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
 from ember._tensor import Size, Tensor, _make
-from ember.backend import cuda_backend, xp_for
+from ember.backend import array_from_dlpack, cuda_backend, xp_for
 
 __all__ = [
-    "tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "full", "empty",
-    "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
+    "tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "full",
+    "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
     "eye", "empty_strided", "scalar_tensor",
 ]
 
@@ -175,6 +175,14 @@ def from_numpy(ndarray):
                          "probably work around this by making a copy of your array with "
                          "array.copy().)")
     return _make(ndarray)
+
+
+def from_dlpack(ext_tensor):
+    """A tensor sharing memory with ``ext_tensor``: any object with ``__dlpack__`` (a NumPy
+    or CuPy array, another framework's tensor) or a DLPack capsule."""
+    array = array_from_dlpack(ext_tensor)
+    _check_np_dtype(array)
+    return _make(array)
 
 
 def _size(size):

@@ -242,10 +242,26 @@ class Tensor:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if self.requires_grad:
             raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
-        return self._data.__dlpack__(stream=stream)
+        asked = {"max_version": max_version, "dl_device": dl_device, "copy": copy}
+        return self._data.__dlpack__(stream=stream,
+                                     **{k: v for k, v in asked.items() if v is not None})
 
     def __dlpack_device__(self):
         return self._data.__dlpack_device__()
+
+    @property
+    def __cuda_array_interface__(self):
+        """The GPU array's description for other CUDA libraries (Numba, CuPy): only CUDA
+        tensors have one, so ``hasattr`` tells them apart."""
+        if type(self._data) is np.ndarray:
+            raise AttributeError(f"Can't get __cuda_array_interface__ on non-CUDA tensor type: "
+                                 f"{self.type()} If CUDA data is required use tensor.cuda() "
+                                 f"to copy tensor to device memory.")
+        if self.requires_grad:
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires "
+                               "grad. If gradients aren't required, use var.detach() to get "
+                               "Variable that doesn't require grad.")
+        return self._data.__cuda_array_interface__
 
     def __len__(self):
         if self._data.ndim == 0:

@@ -89,6 +89,9 @@ class ndarray(np.ndarray):
     def __cuda_array_interface__(self):
         return self.__array_interface__
 
+    def __dlpack_device__(self):        # kDLCUDA (its capsule, NumPy's, says host memory)
+        return 2, self._device_id
+
     def set(self, arr, stream=None):
         self.view(np.ndarray)[...] = arr
 
@@ -424,6 +427,24 @@ _TRAFFIC = []               # the Counters of the host_traffic() blocks open now
 
 
 @contextlib.contextmanager
+class _HostProducer:
+    def __init__(self, producer):
+        self.producer = producer
+
+    def __dlpack__(self, **kwargs):
+        return self.producer.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return 1, 0
+
+
+def from_dlpack(producer):
+    """CuPy's: an array sharing a GPU producer's memory (here, the host memory behind it)."""
+    out = np.from_dlpack(_HostProducer(producer)).view(ndarray)
+    out._device_id = producer.__dlpack_device__()[1]
+    return out
+
+
 def host_traffic():
     """A Counter of the reads of device values and the uploads of host data made inside the
     block, keyed by kind and the calling source line: on a GPU each one waits for the

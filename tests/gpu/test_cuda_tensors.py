@@ -219,6 +219,23 @@ def test_cupy_arrays_become_tensors_without_a_copy():
     assert t.is_cuda and t.data_ptr() == a.data.ptr
 
 
+def test_dlpack_and_the_cuda_array_interface_share_gpu_memory():
+    import cupy
+    a = cupy.arange(6, dtype=cupy.float32).reshape(2, 3)
+    t = ember.from_dlpack(a)
+    assert t.device == ember.device("cuda", 0) and t.shape == (2, 3)
+    assert t.data_ptr() == a.data.ptr
+    t[0, 0] = 7.0                                   # one memory
+    assert float(a[0, 0]) == 7.0
+    back = cupy.from_dlpack(t)
+    assert back.data.ptr == a.data.ptr and t.__dlpack_device__() == (2, 0)
+    interface = t.__cuda_array_interface__
+    assert interface["data"][0] == a.data.ptr and tuple(interface["shape"]) == (2, 3)
+    with pytest.raises(RuntimeError, match="^Can't get __cuda_array_interface__ on Variable "
+                                           "that requires grad"):
+        t.requires_grad_().__cuda_array_interface__
+
+
 def test_copy_across_devices_carries_values_and_gradient():
     host = ember.zeros(2, 3)
     gpu = ember.arange(6.).reshape(2, 3).cuda().requires_grad_()

@@ -5,6 +5,7 @@ then no CuPy module is loaded, so CPU programs never pay for (or need) it.
 """
 
 import contextlib
+import ctypes
 import functools
 import sys
 
@@ -20,7 +21,7 @@ __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda
            "device_assert", "device_constant", "device_copy", "device_scalar",
            "indexing_checks_bounds", "cudnn_tf32", "matmul_precision_changed",
            "low_precision_product", "combine_at", "bincount", "reads_stall", "SEVERAL_GPUS",
-           "gpu_elsewhere", "operands_gpu_elsewhere", "device_guard"]
+           "gpu_elsewhere", "operands_gpu_elsewhere", "device_guard", "array_from_dlpack"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -126,6 +127,48 @@ def bincount(xp, flat, weights=None, minlength=0):
 def host_array(array):
     """``array`` as a NumPy array: itself, or a copy of a GPU array's values."""
     return array if type(array) is np.ndarray else cuda_backend().to_host(array)
+
+
+_DLPACK_GPU = {2, 13}           # kDLCUDA, kDLCUDAManaged (kDLCUDAHost, 3, is host memory)
+
+
+class _HostCapsule:
+    """A legacy DLPack capsule (``to_dlpack``'s) presented as a host producer to NumPy."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return 1, 0
+
+
+def array_from_dlpack(producer):
+    """The array behind a DLPack producer (an object with ``__dlpack__``, or a capsule),
+    sharing its memory: a NumPy array for host memory, a CuPy one for a GPU's."""
+    if hasattr(producer, "__dlpack_device__"):
+        if int(producer.__dlpack_device__()[0]) in _DLPACK_GPU:
+            return cuda_backend().cupy.from_dlpack(producer)
+        return np.from_dlpack(producer)
+    try:
+        return _writable(np.from_dlpack(_HostCapsule(producer)))
+    except (BufferError, RuntimeError, TypeError):
+        if not cuda_available():
+            raise
+    return cuda_backend().cupy.from_dlpack(producer)   # a capsule of GPU memory
+
+
+def _writable(array):
+    """NumPy marks an array from a legacy capsule read-only, since such a capsule cannot say;
+    PyTorch's tensors from one are writable: a writable array over the same memory."""
+    if array.flags.writeable or not array.size or min(array.strides, default=0) < 0:
+        return array
+    span = sum((n - 1) * s for n, s in zip(array.shape, array.strides)) + array.itemsize
+    memory = (ctypes.c_byte * span).from_address(array.ctypes.data)
+    memory.owner = array                # keeps the capsule's memory alive
+    return np.ndarray(array.shape, array.dtype, memory, strides=array.strides)
 
 
 def reads_stall(xp):
