@@ -236,6 +236,22 @@ def test_dlpack_and_the_cuda_array_interface_share_gpu_memory():
         t.requires_grad_().__cuda_array_interface__
 
 
+def test_legacy_cuda_tensor_types():
+    x = ember.cuda.LongTensor([1, 2])
+    assert x.is_cuda and x.dtype == ember.int64 and isinstance(x, ember.cuda.LongTensor)
+    assert not isinstance(x, ember.LongTensor) and x.type() == "ember.cuda.LongTensor"
+    assert ember.cuda.FloatTensor(2, 3).device == ember.device("cuda", 0)
+    moved = ember.ones(2).type(ember.cuda.DoubleTensor)
+    assert moved.is_cuda and moved.dtype == ember.float64
+    assert not moved.type("torch.FloatTensor").is_cuda
+    try:
+        with pytest.warns(UserWarning):
+            ember.set_default_tensor_type(ember.cuda.FloatTensor)
+        assert ember.zeros(2).is_cuda
+    finally:
+        ember.set_default_device(None)
+
+
 def test_copy_across_devices_carries_values_and_gradient():
     host = ember.zeros(2, 3)
     gpu = ember.arange(6.).reshape(2, 3).cuda().requires_grad_()

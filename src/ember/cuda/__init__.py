@@ -10,6 +10,7 @@ call that needs it. ``ember.cuda.amp`` (PyTorch's deprecated autocast aliases) a
 import importlib
 
 from ember import backend as _backend
+from ember._legacy_types import CUDA_TYPES as _LEGACY_TYPES
 from ember.cuda._common import cupy as _cupy, index_of as _index
 from ember.cuda.memory import (OutOfMemoryError, empty_cache,
                                get_per_process_memory_fraction, max_memory_allocated,
@@ -35,8 +36,10 @@ __all__ = [
     "reset_max_memory_allocated", "empty_cache", "mem_get_info", "memory_stats",
     "memory_summary", "memory_cached", "max_memory_cached", "set_per_process_memory_fraction",
     "get_per_process_memory_fraction", "OutOfMemoryError",
-    "is_bf16_supported", "amp", "nvtx",
+    "is_bf16_supported", "amp", "nvtx", *_LEGACY_TYPES,
 ]
+
+globals().update(_LEGACY_TYPES)     # ember.cuda.FloatTensor, ... (PyTorch's legacy types)
 
 
 def is_available():

@@ -6,6 +6,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._device import as_device
+from ember._legacy_types import legacy_type
 from ember._tensor import Tensor, _make
 from ember.backend import cuda_backend, cuda_initialized, device_of
 from ember.ops._registry import broadcast_message, call, op
@@ -118,19 +119,19 @@ for _name, _dt in (("float", D.float32), ("double", D.float64), ("half", D.float
     setattr(Tensor, _name, _converter(_dt, _name))
 
 
-_LEGACY_TYPES = {f"ember.{d._legacy}": d for d in D.ALL_DTYPES}
-_LEGACY_TYPES.update({f"torch.{d._legacy}": d for d in D.ALL_DTYPES})
-
-
 def type_(self, dtype=None, non_blocking=False, **kwargs):
-    """The legacy type name (no argument), or this tensor cast to ``dtype``."""
+    """The legacy type name (no argument), or this tensor cast to ``dtype``: a dtype, or a
+    legacy type (``ember.cuda.FloatTensor``, ``"torch.DoubleTensor"``), which names a device
+    type too."""
     if dtype is None:
         return f"ember.{'cuda.' if self.is_cuda else ''}{self.dtype._legacy}"
-    if isinstance(dtype, str):
-        if dtype not in _LEGACY_TYPES:
-            raise ValueError(f"invalid type: '{dtype}'")
-        dtype = _LEGACY_TYPES[dtype]
-    return self.to(dtype)
+    legacy = legacy_type(dtype)
+    if legacy is None:
+        return self.to(dtype, non_blocking=non_blocking)
+    dtype, on_cuda = legacy
+    if on_cuda == self.is_cuda:
+        return self.to(dtype, non_blocking=non_blocking)
+    return self.to("cuda" if on_cuda else "cpu", dtype, non_blocking=non_blocking)
 
 
 def cpu(self, memory_format=None):

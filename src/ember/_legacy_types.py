@@ -1,0 +1,92 @@
+"""PyTorch's legacy tensor types (``torch.FloatTensor``, ``torch.cuda.LongTensor``, ...).
+
+Older programs build tensors with them (``FloatTensor(2, 3)``, ``LongTensor([1, 2])``),
+test with them (``isinstance(x, torch.cuda.FloatTensor)``) and cast to them
+(``x.type(torch.DoubleTensor)``). Each is a class standing for one dtype on one device
+type; tensors are never its instances by construction, only by that check, as in PyTorch.
+"""
+
+import warnings
+
+from ember import _dtype as D
+from ember._creation import empty, tensor
+from ember._device import device as as_device, set_default_device
+from ember._tensor import Size, Tensor
+
+class TensorType(type):
+    """The class of the legacy types: instances are tensors of its dtype and device type."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.is_cuda == cls.is_cuda
+
+    def __repr__(cls):
+        return f"<class '{cls.__module__}.{cls.__name__}'>"
+
+    def __call__(cls, *args, device=None):
+        """``Type(*sizes)`` (uninitialized), ``Type(data)``, ``Type(tensor)`` or ``Type()``."""
+        where = cls._device(device)
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            if not isinstance(args[0], cls):
+                raise TypeError(f"expected {cls.__module__}.{cls.__name__} (got "
+                                f"{args[0].type()})")
+            return args[0]
+        if not args or all(isinstance(a, int) for a in args) or (
+                len(args) == 1 and isinstance(args[0], Size)):
+            return empty(*(args or (0,)), dtype=cls.dtype, device=where)
+        if len(args) > 1:
+            raise TypeError(f"new() received an invalid combination of arguments - got "
+                            f"{tuple(type(a).__name__ for a in args)}")
+        return tensor(args[0], dtype=cls.dtype, device=where)
+
+    def _device(cls, device):
+        if not cls.is_cuda:
+            return "cpu" if device is None else device
+        from ember import cuda
+        if not cuda.is_available():
+            raise TypeError(f"type {cls.__module__}.{cls.__name__} not available. ember not "
+                            f"compiled with CUDA enabled.")
+        return "cuda" if device is None else device
+
+
+def _types(module, is_cuda):
+    kinds = (D.float32, D.float64, D.float16, D.bfloat16, D.int64, D.int32, D.int16, D.int8,
+             D.uint8, D.bool_)
+    return {d._legacy: TensorType(d._legacy, (), {"dtype": d, "is_cuda": is_cuda,
+                                                  "is_sparse": False, "__module__": module})
+            for d in kinds}
+
+
+CPU_TYPES = _types("ember", False)
+CUDA_TYPES = _types("ember.cuda", True)
+globals().update(CPU_TYPES)
+__all__ = [*CPU_TYPES, "set_default_tensor_type"]
+
+_BY_NAME = {f"{prefix}{cuda}{d._legacy}": (d, bool(cuda)) for d in D.ALL_DTYPES
+            for prefix in ("ember.", "torch.") for cuda in ("", "cuda.")}
+
+
+def legacy_type(kind):
+    """``(dtype, on_cuda)`` for a legacy type given as a class or its name (``"torch.cuda.
+    FloatTensor"``), else None."""
+    if isinstance(kind, TensorType):
+        return kind.dtype, kind.is_cuda
+    if isinstance(kind, str):
+        if kind not in _BY_NAME:
+            raise ValueError(f"invalid type: '{kind}'")
+        return _BY_NAME[kind]
+    return None
+
+
+def set_default_tensor_type(t):
+    """Deprecated: make ``t``'s dtype the default and its device type the default device."""
+    warnings.warn("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please "
+                  "use torch.set_default_dtype() and torch.set_default_device() as "
+                  "alternatives.", UserWarning, stacklevel=2)
+    kind = legacy_type(t)
+    if kind is None:
+        raise TypeError(f"invalid type object: {t!r}")
+    dtype, on_cuda = kind
+    if not dtype.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    D.set_default_dtype(dtype)
+    set_default_device(as_device("cuda") if on_cuda else None)
