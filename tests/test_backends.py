@@ -382,6 +382,26 @@ def test_cuda_helpers_answer_without_a_gpu():
 
 
 @no_cuda
+def test_more_cuda_helpers_answer_without_a_gpu():
+    cuda = ember.cuda
+    assert cuda.is_tf32_supported() is False and cuda.get_gencode_flags() == ""
+    assert cuda.memory_stats_as_nested_dict() == {}
+    assert cuda.get_allocator_backend() == "native" and cuda.is_current_stream_capturing() is False
+    assert (cuda.has_half, cuda.has_magma) == (True, False)
+    cuda.check_error(0)
+
+
+@no_cuda
+@pytest.mark.skipif(importlib.util.find_spec("pynvml") is not None, reason="nvidia-ml-py found")
+def test_nvml_readings_need_nvidia_ml_py():
+    with pytest.raises(ModuleNotFoundError, match="^nvidia-ml-py does not seem to be installed "
+                                                  "or it can't be imported.$"):
+        ember.cuda.utilization()
+    assert ember.cuda.list_gpu_processes() == ("pynvml module not found, please install "
+                                               "nvidia-ml-py")
+
+
+@no_cuda
 def test_memory_summary_without_a_gpu():
     lines = ember.cuda.memory_summary().splitlines()
     assert "ember CUDA memory summary, device ID 0" in lines[1]

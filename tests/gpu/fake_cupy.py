@@ -561,6 +561,13 @@ class Stream:
     def __exit__(self, *exc):
         _STATE["streams"].pop()
 
+    @classmethod
+    def from_external(cls, obj):        # the CUDA stream protocol: (version, handle)
+        version, handle = obj.__cuda_stream__()
+        stream = cls()
+        stream.ptr, stream.device_id, stream.external = handle, _STATE["device"], obj
+        return stream
+
 
 Stream.null = Stream(null=True)
 _STATE["streams"].append(Stream.null)
@@ -595,7 +602,18 @@ def _runtime():
     rt.deviceSynchronize = lambda: None
     rt.deviceCanAccessPeer = lambda device, peer: 0        # the stand-in's GPUs have none
     rt.runtimeGetVersion = rt.driverGetVersion = lambda: 13000
+    rt.deviceGetPCIBusId = lambda i: f"0000:{i + 1:02x}:00.0"
+    rt.CUDARuntimeError = _CudaRuntimeError
     return rt
+
+
+class _CudaRuntimeError(RuntimeError):
+    _NAMES = {1: ("cudaErrorInvalidValue", "invalid argument"),
+              2: ("cudaErrorMemoryAllocation", "out of memory")}
+
+    def __init__(self, status):
+        name, text = self._NAMES.get(status, ("cudaErrorUnknown", "unknown error"))
+        super().__init__(f"{name}: {text}")
 
 
 def _gemm_settings():
@@ -638,6 +656,7 @@ def install():
     cuda.alloc_pinned_memory = PinnedMemoryPointer
     cuda.PinnedMemoryPointer = PinnedMemoryPointer
     cuda.memory = types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError)
+    cuda.device = types.SimpleNamespace(get_cublas_handle=lambda: 0xC0B1A5)
     cuda.runtime = _runtime()
     cuda.nvtx = _nvtx()
     cupy.cuda = cuda

@@ -2,11 +2,13 @@
 memory and the out-of-memory error."""
 
 import re
+import sys
 import types
 
 import pytest
 
 import ember
+from ember.cuda import _nvml
 
 pytestmark = pytest.mark.cuda
 
@@ -28,6 +30,63 @@ def test_device_queries():
     with pytest.raises(AssertionError, match="Invalid device id"):
         ember.cuda.can_device_access_peer(0, ember.cuda.device_count())
     ember.cuda.ipc_collect()
+
+
+def test_more_device_queries():
+    major = ember.cuda.get_device_capability()[0]
+    assert ember.cuda.is_tf32_supported() is (major >= 8)
+    flags = ember.cuda.get_gencode_flags()
+    assert all(f"code={arch}" in flags for arch in ember.cuda.get_arch_list())
+    assert isinstance(ember.cuda.current_blas_handle(), int)
+    assert ember.cuda.get_allocator_backend() == "native"
+    assert ember.cuda.has_half is True and ember.cuda.is_current_stream_capturing() is False
+    ember.cuda.check_error(0)
+    with pytest.raises(ember.cuda.CudaError, match="cudaErrorMemoryAllocation"):
+        ember.cuda.check_error(2)
+    assert issubclass(ember.cuda.CudaError, RuntimeError)
+
+
+def test_nvidia_smi_readings_through_nvml(monkeypatch):
+    calls = []
+
+    def reading(name, value):
+        return lambda *args: calls.append((name, args)) or value
+
+    rates = types.SimpleNamespace(gpu=37, memory=12)
+    process = types.SimpleNamespace(pid=4242, usedGpuMemory=3 * 2 ** 20)
+    nvml = types.SimpleNamespace(
+        nvmlInit=reading("init", None), NVML_TEMPERATURE_GPU=0, NVML_CLOCK_SM=1,
+        nvmlDeviceGetHandleByPciBusId=reading("bus", "handle"),
+        nvmlDeviceGetUtilizationRates=reading("rates", rates),
+        nvmlDeviceGetTemperature=reading("temperature", 55),
+        nvmlDeviceGetPowerUsage=reading("power", 123000),
+        nvmlDeviceGetClockInfo=reading("clock", 1980),
+        nvmlDeviceGetMemoryInfo=reading("memory", types.SimpleNamespace(used=2 ** 30)),
+        nvmlDeviceGetComputeRunningProcesses=reading("processes", [process]))
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(_nvml, "_STARTED", [])
+    cuda = ember.cuda
+    assert (cuda.utilization(), cuda.memory_usage(), cuda.temperature(0)) == (37, 12, 55)
+    assert (cuda.power_draw(), cuda.clock_rate("cuda:0"), cuda.device_memory_used()) == (
+        123000, 1980, 2 ** 30)
+    assert calls[0] == ("init", ()) and [c for c, _ in calls].count("init") == 1
+    assert ("temperature", ("handle", 0)) in calls and ("clock", ("handle", 1)) in calls
+    bus_ids = {args[0] for name, args in calls if name == "bus"}
+    assert len(bus_ids) == 1 and isinstance(bus_ids.pop(), str)
+    assert cuda.list_gpu_processes() == ("GPU:0\nprocess       4242 uses        3.000 MB GPU "
+                                         "memory")
+
+
+def test_external_streams_take_work():
+    made = ember.cuda.Stream()
+    external = ember.cuda.ExternalStream(made.cuda_stream)
+    assert external.cuda_stream == made.cuda_stream and external.device == made.device
+    assert made.__cuda_stream__() == (0, made.cuda_stream)
+    with ember.cuda.stream(external):
+        assert ember.cuda.current_stream() == external
+        y = ember.ones(4, device="cuda") * 3
+    external.synchronize()
+    assert y.sum().item() == 12.0
 
 
 def test_events_time_gpu_work_on_a_stream():
@@ -69,6 +128,12 @@ def test_memory_statistics_follow_allocations():
     ember.cuda.empty_cache()
     free, total = ember.cuda.mem_get_info()
     assert 0 < free <= total
+    nested = ember.cuda.memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["all"]["current"] == ember.cuda.memory_allocated()
+    assert nested["reserved_bytes"]["all"]["peak"] == ember.cuda.max_memory_reserved()
+    ember.cuda.reset_accumulated_memory_stats()
+    with pytest.warns(FutureWarning, match="reset_max_memory_cached now calls"):
+        ember.cuda.reset_max_memory_cached()
 
 
 def test_out_of_memory_names_the_request_and_the_free_memory():

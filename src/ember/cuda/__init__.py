@@ -12,17 +12,22 @@ import importlib
 from ember import backend as _backend
 from ember._legacy_types import CUDA_TYPES as _LEGACY_TYPES
 from ember.cuda._common import cupy as _cupy, index_of as _index
-from ember.cuda.memory import (OutOfMemoryError, empty_cache,
+from ember.cuda._nvml import (clock_rate, device_memory_used, list_gpu_processes,
+                              memory_usage, power_draw, temperature, utilization)
+from ember.cuda.memory import (OutOfMemoryError, empty_cache, get_allocator_backend,
                                get_per_process_memory_fraction, max_memory_allocated,
                                max_memory_cached, max_memory_reserved, mem_get_info,
                                memory_allocated, memory_cached, memory_reserved, memory_stats,
-                               memory_summary, reset_max_memory_allocated,
-                               reset_peak_memory_stats, set_per_process_memory_fraction)
+                               memory_stats_as_nested_dict, memory_summary,
+                               reset_accumulated_memory_stats, reset_max_memory_allocated,
+                               reset_max_memory_cached, reset_peak_memory_stats,
+                               set_per_process_memory_fraction)
 from ember.cuda.random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed,
                                manual_seed_all, seed, seed_all, set_rng_state,
                                set_rng_state_all)
-from ember.cuda.streams import (Event, Stream, StreamContext, current_stream, default_stream,
-                                set_stream, stream)
+from ember.cuda.streams import (Event, ExternalStream, Stream, StreamContext, current_stream,
+                                default_stream, is_current_stream_capturing, set_stream,
+                                stream)
 
 __all__ = [
     "is_available", "device_count", "is_initialized", "init", "current_device", "set_device",
@@ -37,7 +42,15 @@ __all__ = [
     "memory_summary", "memory_cached", "max_memory_cached", "set_per_process_memory_fraction",
     "get_per_process_memory_fraction", "OutOfMemoryError",
     "is_bf16_supported", "amp", "nvtx", *_LEGACY_TYPES,
+    "ExternalStream", "is_current_stream_capturing", "reset_max_memory_cached",
+    "reset_accumulated_memory_stats", "get_allocator_backend", "memory_stats_as_nested_dict",
+    "utilization", "memory_usage", "temperature", "power_draw", "clock_rate",
+    "device_memory_used", "list_gpu_processes", "is_tf32_supported", "get_gencode_flags",
+    "current_blas_handle", "CudaError", "check_error", "has_half", "has_magma",
 ]
+
+has_half = True
+has_magma = False
 
 globals().update(_LEGACY_TYPES)     # ember.cuda.FloatTensor, ... (PyTorch's legacy types)
 
@@ -62,6 +75,26 @@ def is_bf16_supported(including_emulation=True):
     if not is_available():
         return False
     return including_emulation or get_device_capability()[0] >= 8
+
+
+def is_tf32_supported():
+    """Whether the current GPU has TF32 tensor cores (compute capability 8.0, Ampere, and
+    later); False without CUDA."""
+    return is_available() and get_device_capability()[0] >= 8
+
+
+class CudaError(RuntimeError):
+    """A CUDA runtime call failed (``torch.cuda.CudaError``): the message is CUDA's."""
+
+    def __init__(self, code):
+        self.code = code
+        super().__init__(str(_cupy().cuda.runtime.CUDARuntimeError(code)))
+
+
+def check_error(res):
+    """Raise CudaError unless ``res`` (a ``cudaError_t``) is success (0)."""
+    if res != 0:
+        raise CudaError(res)
 
 
 def __getattr__(name):
@@ -180,6 +213,17 @@ def ipc_collect():
     """Release GPU memory shared with other processes that they have let go (ember shares
     none through CUDA IPC, so there is nothing to release)."""
     _backend.require_cuda()
+
+
+def get_gencode_flags():
+    """The nvcc ``-gencode`` flags of ``get_arch_list()``'s architectures."""
+    return " ".join(f"-gencode compute=compute_{arch[3:]},code={arch}"
+                    for arch in get_arch_list())
+
+
+def current_blas_handle():
+    """The current GPU's cuBLAS handle (``cublasHandle_t``) as an int."""
+    return _cupy().cuda.device.get_cublas_handle()
 
 
 def synchronize(device=None):

@@ -14,7 +14,9 @@ __all__ = ["OutOfMemoryError", "memory_allocated", "max_memory_allocated", "memo
            "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
            "empty_cache", "mem_get_info", "memory_stats", "memory_summary", "memory_cached",
            "max_memory_cached", "set_per_process_memory_fraction",
-           "get_per_process_memory_fraction", "format_size"]
+           "get_per_process_memory_fraction", "format_size", "reset_max_memory_cached",
+           "reset_accumulated_memory_stats", "get_allocator_backend",
+           "memory_stats_as_nested_dict"]
 
 # NOTE [Peak reserved memory]: CuPy's pool only grows on allocation and only shrinks when its
 # cached blocks are freed, which ember does in empty_cache; recording the reserved bytes there
@@ -79,6 +81,27 @@ def reset_peak_memory_stats(device=None):
 reset_max_memory_allocated = reset_peak_memory_stats
 
 
+def reset_max_memory_cached(device=None):
+    """Deprecated: ``reset_peak_memory_stats``."""
+    warnings.warn("torch.cuda.reset_max_memory_cached now calls "
+                  "torch.cuda.reset_peak_memory_stats, which resets /all/ peak memory stats.",
+                  FutureWarning, stacklevel=2)
+    reset_peak_memory_stats(device)
+
+
+def reset_accumulated_memory_stats(device=None):
+    """Restart the cumulative counters of ``memory_stats``: ember's allocator (CuPy's pool)
+    keeps none, so there is nothing to restart."""
+    backend.require_cuda()
+    index_of(device, optional=False)
+
+
+def get_allocator_backend():
+    """The GPU allocator in use: "native", a caching pool (CuPy's, here) rather than
+    ``cudaMallocAsync``."""
+    return "native"
+
+
 def empty_cache():
     """Release cached, unused GPU (and pinned host) memory back to the driver."""
     if backend.cuda_initialized():
@@ -119,6 +142,19 @@ def memory_stats(device=None):
              "reserved_bytes.all.current": memory_reserved(index),
              "reserved_bytes.all.peak": max_memory_reserved(index)}
     return OrderedDict(sorted(stats.items()))
+
+
+def memory_stats_as_nested_dict(device=None):
+    """``memory_stats`` with its dotted keys as nested dicts (``["allocated_bytes"]["all"]
+    ["peak"]``)."""
+    nested = {}
+    for key, value in memory_stats(device).items():
+        *path, last = key.split(".")
+        table = nested
+        for part in path:
+            table = table.setdefault(part, {})
+        table[last] = value
+    return nested
 
 
 def memory_summary(device=None, abbreviated=False):

@@ -8,8 +8,8 @@ from ember import backend
 from ember._device import device as _device
 from ember.cuda._common import cupy, index_of
 
-__all__ = ["Stream", "Event", "StreamContext", "stream", "current_stream", "default_stream",
-           "set_stream"]
+__all__ = ["Stream", "ExternalStream", "Event", "StreamContext", "stream", "current_stream",
+           "default_stream", "set_stream", "is_current_stream_capturing"]
 
 
 class Stream:
@@ -53,6 +53,10 @@ class Stream:
         self._stream.synchronize()
         backend.cuda_backend().raise_deferred()
 
+    def __cuda_stream__(self):
+        """The CUDA stream protocol: (version, handle), for other libraries to use it."""
+        return 0, self.cuda_stream
+
     def __eq__(self, other):
         return isinstance(other, Stream) and self.cuda_stream == other.cuda_stream
 
@@ -61,6 +65,32 @@ class Stream:
 
     def __repr__(self):
         return f"<ember.cuda.Stream device={self.device} cuda_stream={self.cuda_stream:#x}>"
+
+
+class _Handle:
+    """A raw ``cudaStream_t`` presented through the CUDA stream protocol."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return 0, self.ptr
+
+
+class ExternalStream(Stream):
+    """A stream made elsewhere (another library's), given by its ``cudaStream_t`` handle;
+    ember queues work on it but neither owns nor destroys it."""
+
+    def __init__(self, stream_ptr, device=None):
+        index = index_of(device, optional=False)
+        with cupy().cuda.Device(index):
+            super().__init__(_wrap=cupy().cuda.Stream.from_external(_Handle(int(stream_ptr))))
+        self.device = _device("cuda", index)
+
+
+def is_current_stream_capturing():
+    """Whether the current stream is capturing a CUDA graph: never, as ember captures none."""
+    return False
 
 
 class Event:
