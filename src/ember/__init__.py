@@ -28,14 +28,14 @@ from ember import func  # noqa: F401
 from ember.func import vmap  # noqa: F401
 from ember import amp  # noqa: F401
 from ember import backends, cpu  # noqa: F401
+from ember import random  # noqa: F401
 from ember.backends import get_float32_matmul_precision, set_float32_matmul_precision
 from ember.amp.autocast_mode import (autocast, get_autocast_dtype, is_autocast_available,
                                      is_autocast_enabled, set_autocast_dtype,
                                      set_autocast_enabled)
 from ember.amp._legacy import *  # noqa: F401,F403  (get_autocast_gpu_dtype, ...)
 from ember.serialization import *  # noqa: F401,F403  (save, load)
-from ember._api import (is_complex, is_floating_point, is_nonzero, is_tensor, numel,
-                        result_type, set_printoptions, get_printoptions, strided)
+from ember._api import *  # noqa: F401,F403  (is_tensor, numel, typename, ...)
 
 # PyTorch's other names for dtypes
 float = float32  # noqa: A001

@@ -4,7 +4,12 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 
 __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel",
-           "result_type", "set_printoptions", "get_printoptions", "strided"]
+           "result_type", "set_printoptions", "get_printoptions", "strided", "typename",
+           "is_signed", "get_device", "detach", "is_conj", "is_neg", "resolve_conj",
+           "resolve_neg", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+           "set_anomaly_enabled", "set_warn_always", "is_warn_always_enabled"]
+
+_WARN_ALWAYS = [False]
 
 
 class _Layout:
@@ -69,3 +74,86 @@ def get_printoptions():
     """The current print options as a dict."""
     from ember._tensor_str import get_printoptions as _get
     return _get()
+
+
+def typename(obj):
+    """A tensor's legacy type name ("ember.FloatTensor"), else the object's qualified type
+    name."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    kind = type(obj)
+    module = kind.__module__
+    return kind.__qualname__ if module in ("builtins", "__main__") else \
+        f"{module}.{kind.__qualname__}"
+
+
+def is_signed(input):
+    """Whether the tensor's dtype holds negative values."""
+    return input.is_signed()
+
+
+def get_device(input):
+    """The GPU index of a CUDA tensor; -1 for a CPU tensor."""
+    return input.get_device()
+
+
+def detach(input):
+    """``input`` cut from the autograd graph, sharing its memory."""
+    return input.detach()
+
+
+def is_conj(input):
+    """Whether the tensor is a lazily conjugated view: never in ember, whose ``conj`` makes
+    the conjugate at once."""
+    return False
+
+
+def is_neg(input):
+    """Whether the tensor is a lazily negated view: never in ember."""
+    return False
+
+
+def resolve_conj(input):
+    """``input`` with a lazy conjugation applied: itself, as ember has none."""
+    return input
+
+
+def resolve_neg(input):
+    """``input`` with a lazy negation applied: itself, as ember has none."""
+    return input
+
+
+for _name in ("is_conj", "is_neg", "resolve_conj", "resolve_neg"):
+    setattr(Tensor, _name, globals()[_name])
+
+
+def is_anomaly_enabled():
+    """Whether anomaly detection is on (``ember.autograd.detect_anomaly``)."""
+    from ember.autograd import anomaly
+    return anomaly.is_anomaly_enabled()
+
+
+def is_anomaly_check_nan_enabled():
+    """Whether anomaly detection checks gradients for NaN."""
+    from ember.autograd import anomaly
+    return anomaly.CHECK_NAN[0]
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    """Turn anomaly detection on or off for the rest of the program."""
+    from ember.autograd import anomaly
+    if type(enabled) is not bool:
+        raise TypeError(f"set_anomaly_enabled(): argument 'enabled' (position 1) must be bool, "
+                        f"not {type(enabled).__name__}")
+    anomaly.ENABLED[0], anomaly.CHECK_NAN[0] = enabled, bool(check_nan)
+
+
+def set_warn_always(b):
+    """Repeat warnings PyTorch gives once per process (remembered: ember's warnings follow
+    Python's ``warnings`` filters either way)."""
+    _WARN_ALWAYS[0] = bool(b)
+
+
+def is_warn_always_enabled():
+    """Whether ``set_warn_always(True)`` was called."""
+    return _WARN_ALWAYS[0]

@@ -533,5 +533,5 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
 
 
 for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, log_normal_,
-            cauchy_):
+            cauchy_, bernoulli, multinomial):
     setattr(Tensor, _fn.__name__, _fn)

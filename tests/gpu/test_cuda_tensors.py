@@ -189,6 +189,14 @@ def test_cuda_seeds_are_separate_from_the_cpu_seed():
     assert ember.cuda.initial_seed() == 5
 
 
+def test_fork_rng_restores_the_gpus_generators():
+    ember.manual_seed(7)
+    with ember.random.fork_rng():
+        inside = ember.rand(4, device="cuda"), ember.rand(2)
+    assert ember.equal(ember.rand(4, device="cuda"), inside[0])
+    assert ember.equal(ember.rand(2), inside[1])
+
+
 def test_dropout_on_the_gpu():
     x = ember.ones(1000, device="cuda")
     y = ember.nn.functional.dropout(x, 0.5, training=True)

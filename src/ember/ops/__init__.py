@@ -36,14 +36,29 @@ _registry.attach_methods()
 install_autocast(_registry.REGISTRY, PUBLIC, FUNCTIONAL)
 
 
+# the in-place methods PyTorch also exposes as functions (``torch.exp_(x)``)
+TOP_LEVEL_IN_PLACE = (
+    "abs_", "acos_", "acosh_", "addmv_", "arccos_", "arccosh_", "arcsin_", "arcsinh_",
+    "arctan_", "arctanh_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_",
+    "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_", "deg2rad_", "detach_", "erf_",
+    "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_", "gcd_", "i0_",
+    "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_",
+    "nan_to_num_", "neg_", "negative_", "rad2deg_", "reciprocal_", "relu_", "round_",
+    "rsqrt_", "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_",
+    "trunc_", "xlogy_", "zero_")
+
+
 def public_functions():
     """``{name: function}`` for the ember namespace: every public op, alias and helper."""
+    from ember._tensor import Tensor
     table = {name: op.function for name, op in _registry.REGISTRY.items()
              if not name.startswith("_") and not name.endswith("_") and op.namespace is None}
     table.update(PUBLIC)
     for alias, target in ALIASES.items():
         if target in table:
             table[alias] = table[target]
+    table.update({name: getattr(Tensor, name) for name in TOP_LEVEL_IN_PLACE
+                  if name not in table})
     return table
 
 

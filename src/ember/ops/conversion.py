@@ -12,6 +12,8 @@ from ember.backend import cuda_backend, cuda_initialized, device_of
 from ember.ops._registry import broadcast_message, call, op
 from ember.ops._scalars import checked_scalar
 
+ALIASES = {"conj_physical": "conj"}     # ember's conj is a physical copy already
+
 _E4M3 = np.dtype(D.float8_e4m3fn.np)
 _E4M3_MAX = float(D.finfo(D.float8_e4m3fn).max)
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)

@@ -1,0 +1,81 @@
+"""The smaller top-level functions of PyTorch's namespace: in-place function forms
+(``torch.exp_(x)``), type and state queries, and ``ember.random``."""
+
+import pytest
+
+import ember
+from ember.ops import TOP_LEVEL_IN_PLACE
+
+
+def test_in_place_functions_change_their_argument():
+    x = ember.tensor([0.25, 1.0])
+    assert ember.exp_(x) is x
+    assert ember.allclose(x, ember.tensor([0.25, 1.0]).exp())
+    ember.clamp_(x, max=2.0)
+    assert x.tolist() == [pytest.approx(1.2840254), 2.0]
+    ember.sqrt_(x)
+    ember.zero_(x)
+    assert x.tolist() == [0.0, 0.0]
+    ember.fill_(x, 3.0)
+    assert x.tolist() == [3.0, 3.0]
+    assert all(callable(getattr(ember, name)) for name in TOP_LEVEL_IN_PLACE)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        ember.sigmoid_(ember.ones(2, requires_grad=True))
+
+
+def test_type_and_device_queries():
+    x = ember.ones(2)
+    assert ember.typename(x) == "ember.FloatTensor" and ember.typename(x.long()) == \
+        "ember.LongTensor"
+    assert ember.typename(ember.nn.Linear(1, 1)) == "ember.nn.modules.linear.Linear"
+    assert ember.typename(3.0) == "float"
+    assert ember.is_signed(x) and not ember.is_signed(x.to(ember.uint8))
+    assert ember.get_device(x) == -1
+    y = ember.detach(x.requires_grad_())
+    assert not y.requires_grad and y.data_ptr() == x.data_ptr()
+
+
+def test_conjugation_is_never_lazy():
+    c = ember.tensor([1 + 2j])
+    conj = c.conj()
+    assert not conj.is_conj() and not ember.is_conj(conj) and not ember.is_neg(-c)
+    assert ember.resolve_conj(conj) is conj and conj.resolve_neg() is conj
+    assert ember.conj_physical(c).tolist() == [1 - 2j] and c.conj_physical().tolist() == [1 - 2j]
+
+
+def test_anomaly_and_warning_switches():
+    try:
+        ember.set_anomaly_enabled(True, check_nan=False)
+        assert ember.is_anomaly_enabled() and not ember.is_anomaly_check_nan_enabled()
+        assert ember.autograd.anomaly.is_anomaly_enabled()
+    finally:
+        ember.set_anomaly_enabled(False)
+    assert not ember.is_anomaly_enabled() and ember.is_anomaly_check_nan_enabled()
+    with pytest.raises(TypeError, match=r"argument 'enabled' \(position 1\) must be bool"):
+        ember.set_anomaly_enabled(1)
+    assert ember.is_warn_always_enabled() is False
+    ember.set_warn_always(True)
+    assert ember.is_warn_always_enabled() is True
+    ember.set_warn_always(False)
+
+
+def test_sampling_methods():
+    ember.manual_seed(0)
+    probs = ember.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    assert probs.multinomial(1).tolist() == [[1], [2]]
+    assert ember.full((4,), 1.0).bernoulli().tolist() == [1.0] * 4
+    assert ember.ones(3).bernoulli(0.0).tolist() == [0.0] * 3
+
+
+def test_fork_rng_restores_the_generators():
+    ember.manual_seed(5)
+    with ember.random.fork_rng():
+        inside = ember.rand(3)
+    assert ember.equal(ember.rand(3), inside)
+    with ember.random.fork_rng(enabled=False):       # draws inside advance the generator
+        inside = ember.rand(3)
+    assert not ember.equal(ember.rand(3), inside)
+    assert ember.random.initial_seed() == 5
+    with pytest.raises(RuntimeError, match="ember has no module of `mps`"):
+        with ember.random.fork_rng(device_type="mps"):
+            pass
