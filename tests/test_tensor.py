@@ -187,3 +187,39 @@ def test_legacy_constructor():
     assert ember.Tensor(2, 3).shape == (2, 3) and ember.Tensor(2, 3).dtype is ember.float32
     assert ember.Tensor([1, 2]).dtype is ember.float32
     assert ember.Tensor().shape == (0,)
+    with pytest.raises(TypeError, match=r"^expected ember.FloatTensor \(got ember.LongTensor\)$"):
+        ember.Tensor(ember.arange(2))
+
+
+def test_new_makes_tensors_like_this_one():
+    x = ember.ones(2, dtype=ember.float64)
+    assert x.new(2, 3).shape == (2, 3) and x.new(2, 3).dtype is ember.float64
+    assert x.new([1, 2]).tolist() == [1.0, 2.0] and x.new([1, 2]).dtype is ember.float64
+    assert x.new().shape == (0,) and x.new(ember.Size([3])).shape == (3,)
+    same = ember.zeros(2, dtype=ember.float64)
+    assert x.new(same) is same
+    with pytest.raises(TypeError, match=r"^expected ember.DoubleTensor \(got ember.FloatTensor\)"):
+        x.new(ember.ones(2))
+    made = x.new_empty_strided((2, 3), (3, 1))
+    assert made.shape == (2, 3) and made.dtype is ember.float64
+
+
+def test_python_functions_applied_in_place():
+    y = ember.arange(3)
+    assert y.apply_(lambda v: v * 1.7) is y
+    assert y.tolist() == [0, 1, 3] and y._version == 1          # cast as the dtype casts
+    z = ember.arange(3.0)
+    z.map2_(ember.ones(3), ember.full((3,), 2.0), lambda a, b, c: a + b * c)
+    assert z.tolist() == [2.0, 3.0, 4.0]
+    z.map_(ember.ones(1), lambda a, b: a - b)                   # the other is broadcast
+    assert z.tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(RuntimeError, match=r"^Can't call apply_\(\) on Variable that requires "
+                                           r"grad. Use var.detach\(\).apply_\(\) instead.$"):
+        ember.ones(2, requires_grad=True).apply_(abs)
+
+
+def test_kinds_of_tensor_ember_does_not_have():
+    x = ember.ones(2)
+    assert not (x.is_sparse or x.is_sparse_csr or x.is_quantized or x.is_meta or x.is_nested
+                or x.is_mkldnn or x.is_mps or x.is_xpu)
+    assert x.const_data_ptr() == x.data_ptr()

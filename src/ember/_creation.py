@@ -422,25 +422,50 @@ Tensor.new_tensor = _new_tensor
 
 # --- Tensor(...) and pickling -----------------------------------------------------------------
 
+def legacy_new(args, dtype, device, cls=Tensor, name="new"):
+    """The legacy constructors' forms (``Tensor(2, 3)``, ``FloatTensor(data)``,
+    ``x.new(...)``): nothing (an empty tensor), sizes (zeros, as ember's ``empty``), a tensor
+    of ``dtype`` on ``device``'s type (itself), or data; made as ``cls``."""
+    _, dev = _target(device)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        given = args[0]
+        if given.dtype is not dtype or given.device.type != dev.type:
+            wanted = f"ember.{'cuda.' if dev.type == 'cuda' else ''}{dtype._legacy}"
+            raise TypeError(f"expected {wanted} (got {given.type()})")
+        return given if cls is Tensor or type(given) is cls else given.as_subclass(cls)
+    if not args or all(isinstance(a, numbers.Integral) for a in args) or (
+            len(args) == 1 and isinstance(args[0], Size)):
+        arr = np.zeros(_size(args) if args else (0,), dtype.np)
+    elif len(args) == 1:
+        arr = _from_data(args[0], dtype)
+    else:
+        raise TypeError(f"{name}(): invalid arguments {args!r}")
+    return _make(_place(arr, dev), cls)
+
+
 def legacy_tensor_new(cls, args, kwargs):
     """``Tensor()``, ``Tensor(2, 3)`` and ``Tensor(data)``: the legacy float constructor."""
     device = kwargs.pop("device", None)
     if kwargs:
         raise TypeError(f"Tensor(): unexpected keyword arguments {sorted(kwargs)}")
-    dtype = D.get_default_dtype()
-    if not args:
-        arr = np.zeros((0,), dtype.np)
-    elif len(args) == 1 and isinstance(args[0], Tensor):
-        return args[0] if cls is Tensor else args[0].as_subclass(cls)
-    elif all(isinstance(a, numbers.Integral) for a in args) or (
-            len(args) == 1 and isinstance(args[0], Size)):
-        arr = np.zeros(_size(args), dtype.np)
-    elif len(args) == 1:
-        arr = _from_data(args[0], dtype)
-    else:
-        raise TypeError(f"Tensor(): invalid arguments {args!r}")
-    _, dev = _target(device)
-    return _make(_place(arr, dev), cls)
+    return legacy_new(args, D.get_default_dtype(), device, cls, "Tensor")
+
+
+def _new(self, *args, device=None):
+    """The legacy constructor with this tensor's dtype and device: ``x.new(2, 3)``,
+    ``x.new(data)``, ``x.new()``."""
+    return legacy_new(args, self.dtype, self.device if device is None else device)
+
+
+def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False):
+    """``ember.empty_strided`` with this tensor's dtype and device."""
+    return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
+                         device=self.device if device is None else device,
+                         requires_grad=requires_grad)
+
+
+Tensor.new = _new
+Tensor.new_empty_strided = _new_empty_strided
 
 
 def _rebuild_tensor(cls, array, requires_grad):

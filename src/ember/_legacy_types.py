@@ -9,9 +9,9 @@ type; tensors are never its instances by construction, only by that check, as in
 import warnings
 
 from ember import _dtype as D
-from ember._creation import empty, tensor
+from ember._creation import legacy_new
 from ember._device import device as as_device, set_default_device
-from ember._tensor import Size, Tensor
+from ember._tensor import Tensor
 
 class TensorType(type):
     """The class of the legacy types: instances are tensors of its dtype and device type."""
@@ -24,19 +24,7 @@ class TensorType(type):
 
     def __call__(cls, *args, device=None):
         """``Type(*sizes)`` (uninitialized), ``Type(data)``, ``Type(tensor)`` or ``Type()``."""
-        where = cls._device(device)
-        if len(args) == 1 and isinstance(args[0], Tensor):
-            if not isinstance(args[0], cls):
-                raise TypeError(f"expected {cls.__module__}.{cls.__name__} (got "
-                                f"{args[0].type()})")
-            return args[0]
-        if not args or all(isinstance(a, int) for a in args) or (
-                len(args) == 1 and isinstance(args[0], Size)):
-            return empty(*(args or (0,)), dtype=cls.dtype, device=where)
-        if len(args) > 1:
-            raise TypeError(f"new() received an invalid combination of arguments - got "
-                            f"{tuple(type(a).__name__ for a in args)}")
-        return tensor(args[0], dtype=cls.dtype, device=where)
+        return legacy_new(args, cls.dtype, cls._device(device), name=cls.__name__)
 
     def _device(cls, device):
         if not cls.is_cuda:

@@ -105,6 +105,11 @@ class Tensor:
     def is_leaf(self):
         return self._grad_fn is None
 
+    # kinds of tensor ember does not have (sparse, quantized, nested, meta, MPS, ...): the
+    # checks PyTorch programs make answer no
+    is_sparse = is_sparse_csr = is_quantized = is_meta = is_nested = is_mkldnn = is_mps = \
+        is_xpu = property(lambda self: False)
+
     @property
     def itemsize(self):
         return self._data.itemsize
@@ -172,6 +177,8 @@ class Tensor:
     def data_ptr(self):
         """The address of the first element."""
         return _address(self._data)
+
+    const_data_ptr = data_ptr
 
     def is_floating_point(self):
         """Whether the dtype is a floating-point type."""

@@ -293,6 +293,38 @@ Tensor.fill_ = fill_
 Tensor.zero_ = zero_
 
 
+def _apply_python(self, name, operands, fn):
+    """Write ``fn`` of each element of this tensor (and of ``operands``, broadcast to it)
+    into it: the CPU tensors' in-place methods that take a Python function."""
+    if self.device.type != "cpu" or any(o.device.type != "cpu" for o in operands):
+        raise TypeError(f"{name} is only implemented on CPU tensors")
+    if self.requires_grad:
+        raise RuntimeError(f"Can't call {name}() on Variable that requires grad. Use "
+                           f"var.detach().{name}() instead.")
+    arrays = [self._data] + [np.broadcast_to(o._data, self.shape) for o in operands]
+    values = np.frompyfunc(fn, len(arrays), 1)(*arrays)
+    return copy_(self, _make(np.asarray(values, dtype=object).astype(self._data.dtype)))
+
+
+def apply_(self, callable):
+    """Replace each element by ``callable(element)`` (CPU tensors)."""
+    return _apply_python(self, "apply_", (), callable)
+
+
+def map_(self, tensor, callable):
+    """Replace each element by ``callable(element, other)``, ``tensor`` broadcast to this
+    one (CPU tensors)."""
+    return _apply_python(self, "map_", (tensor,), callable)
+
+
+def map2_(self, x, y, callable):
+    """Replace each element by ``callable(element, x_element, y_element)`` (CPU tensors)."""
+    return _apply_python(self, "map2_", (x, y), callable)
+
+
+Tensor.apply_, Tensor.map_, Tensor.map2_ = apply_, map_, map2_
+
+
 @op("conj(input)", view="maybe", saves_inputs=False)
 def conj(xp, x):
     """The complex conjugate (``input`` itself for real tensors)."""
