@@ -148,3 +148,44 @@ def test_float8_saturates_and_full_checks_range():
 def test_new_factories_take_size_by_keyword():
     x = ember.ones(1, dtype=ember.int16)
     assert x.new_zeros(size=(2, 3)).shape == (2, 3) and x.new_ones(size=[2]).dtype is ember.int16
+
+
+def test_frombuffer_shares_a_buffers_memory():
+    buffer = bytearray(b"\x01\x00\x00\x00\x02\x00\x00\x00")
+    t = ember.frombuffer(buffer, dtype=ember.int32)
+    assert t.tolist() == [1, 2]
+    buffer[0] = 9
+    assert t.tolist() == [9, 2]
+    assert ember.frombuffer(buffer, dtype=ember.int32, count=1, offset=4).tolist() == [2]
+    assert ember.frombuffer(b"\x00\x00\x80\x3f", dtype=ember.float32).tolist() == [1.0]
+    for kwargs, message in [
+            (dict(count=3), r"requested buffer length \(3 \* 4 bytes\) after offset \(0 bytes\)"),
+            (dict(offset=9), r"offset \(9 bytes\) must be non-negative and no greater than"),
+            (dict(dtype=ember.int64, offset=2), r"must be a multiple of element size \(8\)")]:
+        with pytest.raises(ValueError, match=message):
+            ember.frombuffer(buffer, **{"dtype": ember.int32, **kwargs})
+    with pytest.raises(ValueError, match=r"both buffer length \(0\) and count \(-1\)"):
+        ember.frombuffer(bytearray(), dtype=ember.int32)
+
+
+def test_deprecated_range_includes_its_end():
+    with pytest.warns(UserWarning, match="torch.range is deprecated"):
+        r = ember.range(1, 4)
+    assert r.tolist() == [1.0, 2.0, 3.0, 4.0] and r.dtype == ember.float32
+    with pytest.warns(UserWarning):
+        assert ember.range(0, 1, 0.25).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    with pytest.warns(UserWarning):
+        assert ember.range(1, 3, dtype=ember.int64).tolist() == [1, 2, 3]
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="step must be nonzero"):
+        ember.range(0, 1, 0)
+
+
+def test_empty_permuted_lays_dims_out_in_the_order_given():
+    t = ember.empty_permuted((2, 3, 4), (0, 2, 1))
+    assert t.shape == (2, 3, 4) and t.stride() == (12, 1, 3)
+    channels_last = ember.empty_permuted((2, 3, 4, 5), (0, 2, 3, 1), dtype=ember.float16,
+                                         requires_grad=True)
+    assert channels_last.stride() == (60, 1, 15, 3) and channels_last.requires_grad
+    assert channels_last.is_leaf and channels_last.dtype == ember.float16
+    with pytest.raises(RuntimeError, match="Duplicate dim not allowed"):
+        ember.empty_permuted((2, 3), (0, 0))

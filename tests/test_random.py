@@ -104,3 +104,16 @@ def test_like_samplers():
     x = ember.zeros(2, 3, dtype=ember.float64)
     assert ember.rand_like(x).dtype is ember.float64 and ember.randn_like(x).shape == (2, 3)
     assert ember.randint_like(x, 5).dtype is ember.float64
+
+
+def test_binomial_counts_successes():
+    ember.manual_seed(0)
+    draws = ember.binomial(ember.full((2000,), 10.0), ember.tensor([0.3]))
+    assert draws.dtype == ember.float32 and draws.shape == (2000,)
+    assert 0 <= draws.min().item() and draws.max().item() <= 10
+    assert abs(draws.mean().item() - 3.0) < 0.15
+    certain = ember.binomial(ember.tensor([4.0, 0.0]), ember.tensor([1.0, 1.0]))
+    assert certain.tolist() == [4.0, 0.0]
+    with pytest.raises(ValueError, match="binomial only supports floating-point dtypes for "
+                                         "count, got: Long"):
+        ember.binomial(ember.tensor([10]), ember.tensor([0.5]))

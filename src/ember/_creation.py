@@ -15,7 +15,7 @@ from ember.backend import array_from_dlpack, cuda_backend, xp_for
 __all__ = [
     "tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "full",
     "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
-    "eye", "empty_strided", "scalar_tensor",
+    "eye", "empty_strided", "empty_permuted", "scalar_tensor", "frombuffer",
 ]
 
 _SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}
@@ -185,6 +185,32 @@ def from_dlpack(ext_tensor):
     return _make(array)
 
 
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-D tensor over the bytes of a Python buffer (``bytearray``, ``array``, ``mmap``),
+    sharing its memory; a read-only buffer (``bytes``) is copied, as ember's tensors are
+    always writable."""
+    view = memoryview(buffer).cast("B")
+    length, size = view.nbytes, dtype.itemsize
+    if length == 0 or count == 0:
+        raise ValueError(f"both buffer length ({length}) and count ({count}) must not be 0")
+    if not 0 <= offset < length:
+        raise ValueError(f"offset ({offset} bytes) must be non-negative and no greater than "
+                         f"buffer length ({length} bytes) minus 1")
+    if count < 0:
+        if (length - offset) % size:
+            raise ValueError(f"buffer length ({length - offset} bytes) after offset ({offset} "
+                             f"bytes) must be a multiple of element size ({size})")
+        count = (length - offset) // size
+    elif offset + count * size > length:
+        raise ValueError(f"requested buffer length ({count} * {size} bytes) after offset "
+                         f"({offset} bytes) must not be greater than actual buffer length "
+                         f"({length} bytes)")
+    array = np.frombuffer(view, dtype=dtype.np, count=count, offset=offset)
+    if not array.flags.writeable:
+        array = array.copy()
+    return _finish(array, requires_grad)
+
+
 def _size(size):
     """Normalise ``f(2, 3)``, ``f((2, 3))`` and ``f(Size)`` to a tuple of ints."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -240,6 +266,23 @@ def _uninitialized(xp, shape, dtype):
     kind = np.dtype(dtype).kind
     return xp.full(shape, np.nan if kind in "fcV" else True if kind == "b"
                    else np.iinfo(dtype).max, dtype)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad=False, pin_memory=False):
+    """An uninitialized tensor of shape ``size`` whose dims lie in memory in the order
+    ``physical_layout`` gives, outermost first (``(0, 2, 3, 1)``: channels last)."""
+    shape, order = _size((size,)), tuple(int(d) for d in physical_layout)
+    if len(order) != len(shape):
+        raise RuntimeError(f"Number of dimensions in size does not match the length of the "
+                           f"physical_layout; i.e. len(size) = {len(shape)} is not equal to "
+                           f"len(physical_layout) = {len(order)}")
+    if sorted(order) != list(range(len(shape))):
+        raise RuntimeError("Duplicate dim not allowed")
+    physical = empty([shape[d] for d in order], dtype=dtype, device=device,
+                     requires_grad=False)
+    out = physical.permute(*sorted(range(len(order)), key=order.__getitem__))
+    return out.requires_grad_() if requires_grad else out
 
 
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
@@ -336,6 +379,30 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         def fill(xp, _, np_dtype):
             return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
     return _alloc(fill, None, dtype, device, requires_grad, out)
+
+
+def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,
+                     device=None, requires_grad=False):
+    """Deprecated: values from ``start`` to ``end`` INCLUSIVE in steps of ``step``, of the
+    default dtype (``arange`` excludes ``end``)."""
+    warnings.warn("torch.range is deprecated and will be removed in a future release because "
+                  "its behavior is inconsistent with Python's range builtin. Instead, use "
+                  "torch.arange, which produces values in [start, end).", UserWarning,
+                  stacklevel=2)
+    if end is None:
+        start, end = 0, start
+    start, end, step = (_number(start, "start"), _number(end, "end"),
+                        _number(step, "step"))
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    n = math.floor((end - start) / step) + 1
+
+    def fill(xp, _, np_dtype):
+        return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
+    return _alloc(fill, None, D.get_default_dtype() if dtype is None else dtype, device,
+                  requires_grad, out)
 
 
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,

@@ -23,7 +23,7 @@ from ember._tensor import Tensor, _make
 __all__ = [
     "Generator", "default_generator", "manual_seed", "seed", "initial_seed",
     "get_rng_state", "set_rng_state", "rand", "randn", "randint", "randperm", "normal",
-    "bernoulli", "multinomial", "poisson", "rand_like", "randn_like", "randint_like",
+    "bernoulli", "multinomial", "poisson", "binomial", "rand_like", "randn_like", "randint_like",
 ]
 
 
@@ -317,6 +317,19 @@ def bernoulli(input, p=None, *, generator=None, out=None):
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
     arr = _rng_on(generator, input.device).random(input.shape) < probs
     return _fill_out(out, _sample(arr, input.dtype, input.device, False))
+
+
+def binomial(count, prob, generator=None):
+    """Binomial samples: successes in ``count`` trials of probability ``prob`` each
+    (broadcast together), in ``count``'s dtype."""
+    for name, t in (("count", count), ("prob", prob)):
+        if not t.is_floating_point():
+            raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: "
+                             f"{t.dtype._legacy[:-len('Tensor')]}")
+    counts, probs = np.broadcast_arrays(host_array(count._data), host_array(prob._data))
+    arr = _rng_on(generator, count.device).binomial(counts.astype(np.int64),
+                                                      probs.astype(np.float64))
+    return _sample(arr, count.dtype, count.device, False)
 
 
 def poisson(input, generator=None):

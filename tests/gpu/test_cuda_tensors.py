@@ -146,6 +146,10 @@ def test_a_cpu_scalar_tensor_joins_without_an_upload(host_traffic):
     lambda: ember.zeros_like(ember.ones(2, device="cuda")),
     lambda: ember.ones(2, device="cuda").new_zeros(3),
     lambda: ember.logspace(0, 2, 3, device="cuda"),
+    lambda: ember.empty_permuted((2, 3, 4), (0, 2, 1), device="cuda"),
+    lambda: ember.ones(2, device="cuda").new(2, 3),
+    lambda: ember.binomial(ember.full((3,), 5.0, device="cuda"),
+                           ember.full((3,), 0.5, device="cuda")),
 ])
 def test_factories_allocate_on_the_gpu(make):
     t = make()
