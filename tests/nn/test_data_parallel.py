@@ -22,3 +22,4 @@ def test_without_cuda_the_module_runs_itself():
     assert list(parallel.state_dict()) == ["module.weight", "module.bias"]
     assert ember.equal(nn.parallel.data_parallel(model, x), model(x))
     assert ember.equal(nn.parallel.data_parallel(model, (x,), module_kwargs={}), model(x))
+

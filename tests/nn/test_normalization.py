@@ -229,3 +229,23 @@ def test_rms_norm_checks_normalized_shape_as_pytorch_does():
     with pytest.raises(RuntimeError, match=r"expected input with shape \[\*4\]"):
         F.rms_norm(x, (4,))
     assert ember.allclose(F.rms_norm(x, 3), ember.ones(2, 3), atol=1e-3)
+
+
+def test_sync_batch_norm_in_one_process_is_batch_norm():
+    ember.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4),
+                          nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4, bias=False)))
+    model[1].running_mean.fill_(0.5)
+    weight = model[1].weight
+    reference = nn.BatchNorm2d(4)
+    reference.load_state_dict(model[1].state_dict())
+    synced = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    assert synced is model and isinstance(model[1], nn.SyncBatchNorm)
+    assert isinstance(model[2][1], nn.SyncBatchNorm) and model[2][1].bias is None
+    assert model[1].weight is weight and model[1].running_mean.tolist() == [0.5] * 4
+    x = ember.randn(2, 4, 5, 5)
+    assert ember.allclose(model[1](x), reference(x))
+    assert ember.allclose(model[1].running_var, reference.running_var)
+    assert nn.SyncBatchNorm(3)(ember.randn(5, 3)).shape == (5, 3)
+    with pytest.raises(ValueError, match=r"expected at least 2D input \(got 1D input\)"):
+        nn.SyncBatchNorm(3)(ember.randn(3))

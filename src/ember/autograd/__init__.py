@@ -119,4 +119,7 @@ def __getattr__(name):
     if name in ("Function", "once_differentiable", "FunctionCtx"):
         from ember.autograd import function
         return getattr(function, name)
+    if name == "Variable":
+        from ember.autograd.variable import Variable
+        return Variable
     raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")

@@ -6,7 +6,7 @@ from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"]
 
 
 class _NormBase(Module):
@@ -97,3 +97,39 @@ def _batch_norm_class(name, ranks, text):
 BatchNorm1d = _batch_norm_class("BatchNorm1d", (2, 3), "2D or 3D")
 BatchNorm2d = _batch_norm_class("BatchNorm2d", (4,), "4D")
 BatchNorm3d = _batch_norm_class("BatchNorm3d", (5,), "5D")
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalization whose statistics span every process of ``process_group``. ember
+    trains in one process (it has no ``ember.distributed`` yet), so they are this process's
+    batch's, as BatchNorm's are; any input of 2 or more dims."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, process_group=None, device=None, dtype=None, *,
+                 bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """``module`` with every batch-norm layer in it replaced by a SyncBatchNorm holding
+        the same parameters and running statistics."""
+        converted = module
+        if isinstance(module, _BatchNorm):
+            converted = cls(module.num_features, module.eps, module.momentum, module.affine,
+                            module.track_running_stats, process_group,
+                            bias=getattr(module, "use_bias", True))
+            for name in ("weight", "bias"):
+                if getattr(module, name, None) is not None:
+                    setattr(converted, name, getattr(module, name))
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                setattr(converted, name, getattr(module, name))
+            converted.training = module.training
+        for name, child in module.named_children():
+            converted.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return converted
