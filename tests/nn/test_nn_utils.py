@@ -307,3 +307,31 @@ def test_fuse_conv_bn_eval_with_real_layers():
     x = ember.randn(2, 2, 6, 6)
     np.testing.assert_allclose(fused(x).detach().numpy(), bn(conv(x)).detach().numpy(),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_hook_based_spectral_norm():
+    ember.manual_seed(0)
+    layer = nn.utils.spectral_norm(nn.Linear(5, 4), n_power_iterations=30)
+    assert list(layer.state_dict()) == ["bias", "weight_orig", "weight_u", "weight_v"]
+    assert layer.weight_u.shape == (4,) and layer.weight_v.shape == (5,)
+    x = ember.randn(3, 5)
+    layer(x).sum().backward()                       # training: u and v take their steps
+    assert ember.linalg.matrix_norm(layer.weight, 2).item() == pytest.approx(1.0, rel=1e-4)
+    assert layer.weight_orig.grad is not None and layer.weight_orig.grad.shape == (4, 5)
+    u = layer.weight_u.clone()
+    layer.eval()
+    layer(x)
+    assert ember.equal(layer.weight_u, u)           # no steps in eval mode
+    with pytest.raises(RuntimeError, match="Cannot register two spectral_norm hooks on the "
+                                           "same parameter weight"):
+        nn.utils.spectral_norm(layer)
+    expected = layer.weight.detach().clone()
+    nn.utils.remove_spectral_norm(layer)
+    assert list(layer.state_dict()) == ["bias", "weight"]
+    assert isinstance(layer.weight, nn.Parameter) and ember.allclose(layer.weight, expected)
+    with pytest.raises(ValueError, match="spectral_norm of 'weight' not found in Linear"):
+        nn.utils.remove_spectral_norm(layer)
+    transposed = nn.utils.spectral_norm(nn.ConvTranspose2d(3, 6, 2))
+    assert transposed.weight_u.shape == (6,)        # dim 1 for transposed convolutions
+    with pytest.raises(ValueError, match="Expected n_power_iterations to be positive"):
+        nn.utils.spectral_norm(nn.Linear(2, 2), n_power_iterations=0)

@@ -1,8 +1,6 @@
 """ember.nn.utils: gradient clipping, parameter vectors, parametrizations, fusion,
 functional_call, RNN packing."""
 
-import importlib.util
-
 from ember.nn.utils import parametrizations, parametrize, stateless  # noqa: F401
 from ember.nn.utils.clip_grad import (clip_grad_norm, clip_grad_norm_,  # noqa: F401
                                       clip_grad_value_, clip_grads_with_norm_, get_total_norm)
@@ -10,6 +8,7 @@ from ember.nn.utils.convert_parameters import (parameters_to_vector,  # noqa: F4
                                                vector_to_parameters)
 from ember.nn.utils.fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights,  # noqa: F401
                                    fuse_linear_bn_eval, fuse_linear_bn_weights)
+from ember.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
 from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 
 
@@ -21,8 +20,5 @@ def skip_init(module_cls, *args, **kwargs):
         raise RuntimeError("Module must support a 'device' arg to skip initialization")
     return module_cls(*args, **kwargs)
 
-
-if importlib.util.find_spec("ember.nn.utils.rnn") is not None:
-    from ember.nn.utils import rnn  # noqa: F401
 
 from ember.nn.utils import rnn  # noqa: F401,E402

@@ -19,9 +19,18 @@ def norm_except_dim(v, dim):
     return linalg.vector_norm(v, 2, dim=dims, keepdim=True)
 
 
-def _normalize(x, eps):
+def unit_vector(x, eps):
+    """``x`` divided by its 2-norm (at least ``eps``)."""
     from ember import linalg
     return x / linalg.vector_norm(x).clamp(min=eps)
+
+
+def weight_matrix(weight, dim):
+    """``weight`` as a matrix whose rows run along ``dim``: the matrix whose spectral norm
+    spectral normalization estimates."""
+    if dim != 0:
+        weight = weight.permute(dim, *(d for d in range(weight.ndim) if d != dim))
+    return weight.flatten(1)
 
 
 class _WeightNorm(Module):
@@ -67,24 +76,22 @@ class _SpectralNorm(Module):
             self.n_power_iterations = n_power_iterations
             mat = self._reshape_weight_to_matrix(weight)
             h, w = mat.shape
-            self.register_buffer("_u", _normalize(mat.new_empty(h).normal_(0, 1), eps))
-            self.register_buffer("_v", _normalize(mat.new_empty(w).normal_(0, 1), eps))
+            self.register_buffer("_u", unit_vector(mat.new_empty(h).normal_(0, 1), eps))
+            self.register_buffer("_v", unit_vector(mat.new_empty(w).normal_(0, 1), eps))
             self._power_method(mat, 15)
 
     def _reshape_weight_to_matrix(self, weight):
-        if self.dim != 0:
-            weight = weight.permute(self.dim, *(d for d in range(weight.ndim) if d != self.dim))
-        return weight.flatten(1)
+        return weight_matrix(weight, self.dim)
 
     @no_grad()
     def _power_method(self, mat, n):
         for _ in range(n):
-            self._u.copy_(_normalize(mat.mv(self._v), self.eps))
-            self._v.copy_(_normalize(mat.conj().t().mv(self._u), self.eps))
+            self._u.copy_(unit_vector(mat.mv(self._v), self.eps))
+            self._v.copy_(unit_vector(mat.conj().t().mv(self._u), self.eps))
 
     def forward(self, weight):
         if weight.ndim == 1:
-            return _normalize(weight, self.eps)
+            return unit_vector(weight, self.eps)
         mat = self._reshape_weight_to_matrix(weight)
         if self.training:
             self._power_method(mat, self.n_power_iterations)

@@ -1,0 +1,88 @@
+"""The older hook-based spectral normalization (``nn.utils.spectral_norm``): before every
+forward, ``module.<name>`` is recomputed as ``<name>_orig / sigma``, sigma estimated by power
+iteration on the buffers ``<name>_u`` and ``<name>_v`` (one step per training forward)."""
+
+import ember
+from ember.nn.parameter import Parameter
+from ember.nn.utils.parametrizations import unit_vector, weight_matrix
+
+__all__ = ["spectral_norm", "remove_spectral_norm", "SpectralNorm"]
+
+
+class SpectralNorm:
+    """The forward pre-hook that divides ``module.<name>_orig`` by its spectral norm."""
+
+    def __init__(self, name="weight", n_power_iterations=1, dim=0, eps=1e-12):
+        if n_power_iterations <= 0:
+            raise ValueError(f"Expected n_power_iterations to be positive, but got "
+                             f"n_power_iterations={n_power_iterations}")
+        self.name, self.dim, self.eps = name, dim, eps
+        self.n_power_iterations = n_power_iterations
+
+    def compute_weight(self, module, do_power_iteration):
+        """The normalized weight; with ``do_power_iteration``, u and v take their steps
+        first (in place, outside autograd)."""
+        weight = getattr(module, self.name + "_orig")
+        u, v = getattr(module, self.name + "_u"), getattr(module, self.name + "_v")
+        mat = weight_matrix(weight, self.dim)
+        if do_power_iteration:
+            with ember.no_grad():
+                for _ in range(self.n_power_iterations):
+                    v.copy_(unit_vector(mat.t().mv(u), self.eps))
+                    u.copy_(unit_vector(mat.mv(v), self.eps))
+            u, v = u.clone(), v.clone()
+        return weight / u.dot(mat.mv(v))
+
+    @staticmethod
+    def apply(module, name, n_power_iterations, dim, eps):
+        """Install the hook on ``module``: the weight moves to ``<name>_orig``."""
+        for hook in module._forward_pre_hooks.values():
+            if isinstance(hook, SpectralNorm) and hook.name == name:
+                raise RuntimeError(f"Cannot register two spectral_norm hooks on the same "
+                                   f"parameter {name}")
+        fn = SpectralNorm(name, n_power_iterations, dim, eps)
+        weight = module._parameters[name]
+        with ember.no_grad():
+            mat = weight_matrix(weight, dim)
+            h, w = mat.shape
+            u = unit_vector(weight.new_empty(h).normal_(0, 1), eps)
+            v = unit_vector(weight.new_empty(w).normal_(0, 1), eps)
+        del module._parameters[name]
+        module.register_parameter(name + "_orig", weight)
+        setattr(module, name, weight.detach())
+        module.register_buffer(name + "_u", u)
+        module.register_buffer(name + "_v", v)
+        module.register_forward_pre_hook(fn)
+        return fn
+
+    def remove(self, module):
+        """Turn ``module.<name>`` back into a plain parameter holding the normalized weight."""
+        with ember.no_grad():
+            weight = self.compute_weight(module, do_power_iteration=False)
+        delattr(module, self.name)
+        del module._buffers[self.name + "_u"]
+        del module._buffers[self.name + "_v"]
+        del module._parameters[self.name + "_orig"]
+        module.register_parameter(self.name, Parameter(weight.detach()))
+
+    def __call__(self, module, inputs):
+        setattr(module, self.name, self.compute_weight(module, module.training))
+
+
+def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
+    """Normalize ``module.<name>`` by its spectral norm before every forward (PyTorch's older
+    hook-based form; ``nn.utils.parametrizations.spectral_norm`` is the newer)."""
+    if dim is None:
+        dim = 1 if type(module).__name__.startswith("ConvTranspose") else 0
+    SpectralNorm.apply(module, name, n_power_iterations, dim, eps)
+    return module
+
+
+def remove_spectral_norm(module, name="weight"):
+    """Undo ``spectral_norm``: ``module.<name>`` becomes a plain parameter again."""
+    for key, hook in list(module._forward_pre_hooks.items()):
+        if isinstance(hook, SpectralNorm) and hook.name == name:
+            hook.remove(module)
+            del module._forward_pre_hooks[key]
+            return module
+    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
