@@ -82,3 +82,15 @@ def test_make_tensor_ranges_and_layout():
     a = make_tensor(4, dtype=ember.float32).tolist()
     ember.manual_seed(5)
     assert make_tensor(4, dtype=ember.float32).tolist() == a
+
+
+def test_deprecated_assert_allclose_uses_the_older_tolerances():
+    with pytest.warns(FutureWarning, match=r"assert_allclose\(\)` is deprecated since 1.12"):
+        ember.testing.assert_allclose(ember.ones(2), [1.0, 1.00005])      # rtol 1e-4
+    with pytest.warns(FutureWarning):
+        ember.testing.assert_allclose(ember.tensor([float("nan")]), [float("nan")])
+    with pytest.warns(FutureWarning), pytest.raises(AssertionError,
+                                                    match=r"up to 0.0001 allowed"):
+        ember.testing.assert_allclose(ember.ones(2), ember.zeros(2))
+    with pytest.warns(FutureWarning), pytest.raises(AssertionError):
+        ember.testing.assert_allclose(ember.ones(2), [1.0, 1.00005], rtol=0.0, atol=0.0)

@@ -1,13 +1,18 @@
 """ember.testing: ``assert_close`` and ``make_tensor``, as in ``torch.testing``."""
 
 import math
+import warnings
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
 
-__all__ = ["assert_close", "make_tensor"]
+__all__ = ["assert_close", "assert_allclose", "make_tensor"]
+
+# the older assert_allclose's tolerances (rtol, atol); other dtypes compare exactly
+_LEGACY_TOLERANCES = {D.float16: (1e-3, 1e-5), D.float32: (1e-4, 1e-5),
+                      D.float64: (1e-5, 1e-8)}
 
 # PyTorch's default tolerances (rtol, atol) per dtype; integers and bool compare exactly.
 _TOLERANCES = {
@@ -49,6 +54,25 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
                          f"no {'rtol' if rtol is None else 'atol'}.")
     _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, check_stride,
              msg, ())
+
+
+def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+    """Deprecated: ``assert_close`` with ``expected`` made a tensor like ``actual``, NaNs
+    equal, dtypes and devices unchecked, and the older default tolerances."""
+    warnings.warn("`torch.testing.assert_allclose()` is deprecated since 1.12 and will be "
+                  "removed in a future release. Please use `torch.testing.assert_close()` "
+                  "instead. You can find detailed upgrade instructions in "
+                  "https://github.com/pytorch/pytorch/issues/61844.", FutureWarning,
+                  stacklevel=2)
+    from ember._creation import as_tensor
+    actual = actual if isinstance(actual, Tensor) else as_tensor(actual)
+    expected = as_tensor(expected, dtype=actual.dtype) if not isinstance(expected, Tensor) \
+        else expected
+    if rtol is None and atol is None:
+        pairs = [_LEGACY_TOLERANCES.get(t.dtype, (0.0, 0.0)) for t in (actual, expected)]
+        rtol, atol = max(p[0] for p in pairs), max(p[1] for p in pairs)
+    assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan,
+                 check_device=False, check_dtype=False, msg=msg or None)
 
 
 def _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
