@@ -247,3 +247,84 @@ def _(grad, y, x, dx, dim):
 
 
 ALIASES = {"trapz": "trapezoid"}
+
+
+# --- gradient: numerical derivatives along dims ---------------------------------------------
+
+def _gradient_spacings(input, spacing, dims):
+    """One spacing per dim: a number (uniform steps) or a 1-D tensor of coordinates."""
+    if spacing is None:
+        return [1.0] * len(dims)
+    if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
+        return [spacing] * len(dims)
+    spacing = list(spacing)
+    if len(spacing) == 1 and not hasattr(spacing[0], "ndim") and len(dims) > 1:
+        return spacing * len(dims)
+    if len(spacing) != len(dims):
+        raise RuntimeError(
+            f"torch.gradient expected spacing to be unspecified, a scalar, or a list of length "
+            f"equal to 'self.dim() = {input.ndim}', since dim argument was not given, but got "
+            f"a list of length {len(spacing)}")
+    for s, d in zip(spacing, dims):
+        if hasattr(s, "ndim") and (s.ndim != 1 or s.shape[0] != input.shape[d]):
+            raise RuntimeError(f"torch.gradient expected each tensor to be on the same device "
+                               f"and 1-D with input.size({d}) = {input.shape[d]} coordinates, "
+                               f"but got shape {list(s.shape)}")
+    return [s.item() if hasattr(s, "ndim") and s.ndim == 0 else s for s in spacing]
+
+
+def _along(values, d, ndim):
+    """A 1-D tensor shaped to broadcast along dim ``d`` of an ``ndim``-dim tensor."""
+    return values.reshape([-1 if i == d else 1 for i in range(ndim)])
+
+
+def _derivative_along(f, d, h, edge_order):
+    """The derivative of ``f`` along ``d``: central differences inside, one-sided ones of
+    ``edge_order`` at the ends; ``h`` a step or the coordinates (NumPy's ``gradient``)."""
+    n = f.shape[d]
+
+    def part(start, length=1):
+        return f.narrow(d, start % n, length)
+
+    if hasattr(h, "ndim"):                      # coordinates: steps of their own
+        steps = h.to(f.dtype).diff()
+        hs, hd = _along(steps[:-1], d, f.ndim), _along(steps[1:], d, f.ndim)
+        inside = (hs ** 2 * part(2, n - 2) + (hd ** 2 - hs ** 2) * part(1, n - 2)
+                  - hd ** 2 * part(0, n - 2)) / (hs * hd * (hd + hs))
+        first, last = steps[0], steps[-1]
+        second, before_last = (steps[1], steps[-2]) if edge_order == 2 else (None, None)
+    else:
+        inside = (part(2, n - 2) - part(0, n - 2)) / (2 * h)
+        first = second = before_last = last = h
+    if edge_order == 1:
+        left, right = (part(1) - part(0)) / first, (part(-1) - part(-2)) / last
+    else:                                       # second order, from three points
+        a, b, e, z = first, second, before_last, last
+        left = (-(2 * a + b) / (a * (a + b)) * part(0) + (a + b) / (a * b) * part(1)
+                - a / (b * (a + b)) * part(2))
+        right = (z / (e * (e + z)) * part(-3) - (e + z) / (e * z) * part(-2)
+                 + (2 * z + e) / (z * (e + z)) * part(-1))
+    from ember.ops.join import cat
+    return cat([left, inside, right], d)
+
+
+def gradient(input, *, spacing=None, dim=None, edge_order=1):
+    """Numerical derivatives of ``input`` along each of ``dim`` (all dims by default), with
+    unit, uniform (a number) or coordinate (1-D tensors) ``spacing``: a tuple of tensors."""
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    if dim is None:
+        dims = list(range(input.ndim))
+    else:
+        dims = [dim] if isinstance(dim, int) else list(dim)
+        dims = [wrap_dim(d, input.ndim) for d in dims]
+    spacings = _gradient_spacings(input, spacing, dims)
+    if any(input.shape[d] < edge_order + 1 for d in dims):
+        raise RuntimeError("torch.gradient expected each dimension size to be at least "
+                           "edge_order+1")
+    if not (input.is_floating_point() or input.is_complex()):
+        input = input.to(D.get_default_dtype())
+    return tuple(_derivative_along(input, d, h, edge_order) for d, h in zip(dims, spacings))
+
+
+PUBLIC = {"gradient": gradient}

@@ -257,3 +257,4 @@ unique_consecutive.derivative(_no_derivative("unique_consecutive"))
 from ember.ops import calculus, histograms, quantiles, vectors  # noqa: E402,F401
 
 ALIASES = {**calculus.ALIASES}
+PUBLIC = {**calculus.PUBLIC}
