@@ -108,6 +108,9 @@ VIEWS = {
     "mT": lambda x: x.mT,
     "narrow": lambda x: x.narrow(1, 1, 2),
     "select": lambda x: x.select(1, 2),
+    "unfold": lambda x: x.unfold(1, 2, 2),
+    "unfold_overlapping": lambda x: x.unfold(0, 2, 1),
+    "ravel": lambda x: x.ravel(),
     "diagonal": lambda x: x.diagonal(1),
     "split": lambda x: x.split(2, 1)[1],
     "chunk": lambda x: x.chunk(2)[1],
@@ -130,7 +133,8 @@ def test_view_shares_memory_and_version(name):
 
 
 @pytest.mark.parametrize("name", ["view", "flatten", "narrow", "select", "diagonal", "t",
-                                  "movedim", "unflatten", "real", "split", "unbind"])
+                                  "movedim", "unflatten", "real", "split", "unbind", "unfold",
+                                  "ravel"])
 def test_writing_through_a_view_changes_the_base(name):
     base = _x(3, 4)                     # random normal values: none is exactly zero
     view = VIEWS[name](base)
@@ -169,6 +173,8 @@ COPIES = {
     "diag_embed": lambda x: ember.diag_embed(x),
     "tril": lambda x: x.tril(),
     "diagonal_scatter": lambda x: ember.diagonal_scatter(x, x.diagonal()),
+    "repeat_interleave": lambda x: x.repeat_interleave(1),
+    "repeat_interleave_tensor": lambda x: x.repeat_interleave(ember.tensor([1, 1, 1]), 0),
     "reshape_noncontiguous": lambda x: x.t().reshape(-1),
     "flatten_noncontiguous": lambda x: x.t().flatten(),
 }
@@ -503,3 +509,124 @@ def test_varargs_methods_take_the_keyword_form_and_require_an_argument():
         x.flip()
     with pytest.raises(TypeError, match="multiple values for argument 'shape'"):
         x.view(6, shape=(6,))
+
+
+# --- unfold, ravel, repeat_interleave, sum_to_size, is_same_size -------------------------------
+
+def test_unfold_is_a_method_only_and_keeps_nn_functional_unfold():
+    assert not hasattr(ember, "unfold")         # as in PyTorch: Tensor.unfold only
+    x = ember.arange(12.0).view(3, 4)
+    u = x.unfold(1, 2, 1)
+    assert u.shape == (3, 3, 2) and u.stride() == (4, 1, 1) and u.storage_offset() == 0
+    assert u.tolist()[1] == [[4.0, 5.0], [5.0, 6.0], [6.0, 7.0]]
+    assert x.unfold(0, 2, 1).stride() == (4, 1, 4)
+    assert ember.tensor(5.0).unfold(0, 1, 1).stride() == (1,)
+    assert x.unfold(dimension=1, size=3, step=2).shape == (3, 1, 3)
+    images = ember.arange(16.0).view(1, 1, 4, 4)     # im2col is another op of the same name
+    assert ember.nn.functional.unfold(images, 2).shape == (1, 4, 9)
+
+
+def test_unfold_gradient_adds_up_overlapping_windows():
+    a = ember.arange(5.0, requires_grad=True)
+    (a.unfold(0, 3, 1) * ember.arange(9.0).view(3, 3)).sum().backward()
+    assert a.grad.tolist() == [0.0, 4.0, 12.0, 12.0, 8.0]      # as PyTorch
+    assert a.unfold(0, 2, 2).grad_fn.name() == "UnfoldBackward0"
+
+
+def test_ravel_is_contiguous_and_a_view_when_it_can_be():
+    x = _x(3, 4)
+    assert x.ravel()._base is x and ember.ravel(x).shape == (12,)
+    r = x.t().ravel()
+    assert r.is_contiguous() and not np.shares_memory(r._data, x._data)
+    _same(r, _np(x).T.ravel())
+    strided = ember.arange(6.0)[::2]
+    assert strided.reshape(-1).stride() == (2,) and strided.ravel().stride() == (1,)
+    assert ember.ravel(ember.tensor(1.0)).shape == (1,)
+    with pytest.raises(TypeError, match=r"ravel\(\): argument 'input' \(position 1\) must be "
+                                        r"Tensor, not list"):
+        ember.ravel([1, 2])
+
+
+def test_repeat_interleave_forms():
+    x = ember.tensor([[1, 2], [3, 4]])
+    assert x.repeat_interleave(2).tolist() == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert ember.repeat_interleave(x, 3, dim=1).tolist() == [[1, 1, 1, 2, 2, 2],
+                                                            [3, 3, 3, 4, 4, 4]]
+    assert x.repeat_interleave(ember.tensor([1, 2]), dim=0, output_size=3).tolist() == \
+        [[1, 2], [3, 4], [3, 4]]
+    # repeat_interleave(repeats) gives the indices; int32 counts give int32 indices
+    idx = ember.repeat_interleave(ember.tensor([2, 0, 1], dtype=ember.int32))
+    assert idx.tolist() == [0, 0, 2] and idx.dtype is ember.int32
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'repeats'"):
+        x.repeat_interleave()           # the method has no one-argument form
+    with pytest.raises(TypeError, match="argument 'input' \\(position 1\\) must be Tensor"):
+        ember.repeat_interleave(3, ember.tensor([2]))
+
+
+def test_repeat_interleave_gradients_sum_the_copies():
+    weights = ember.arange(6.0).view(2, 3)
+    a = ember.arange(6.0).view(2, 3).requires_grad_()
+    (a.repeat_interleave(ember.tensor([2, 0, 1]), 1) * weights).sum().backward()
+    assert a.grad.tolist() == [[1.0, 0.0, 2.0], [7.0, 0.0, 5.0]]       # as PyTorch
+    a.grad = None
+    (a.repeat_interleave(2) * ember.arange(12.0)).sum().backward()
+    assert a.grad.tolist() == [[1.0, 5.0, 9.0], [13.0, 17.0, 21.0]]
+
+
+def test_sum_to_size():
+    x = ember.arange(6.0).view(2, 3)
+    assert x.sum_to_size(3).tolist() == [3.0, 5.0, 7.0]
+    assert x.sum_to_size(2, 1).tolist() == [[3.0], [12.0]]
+    assert x.sum_to_size((1, 1)).tolist() == [[15.0]]
+    assert x.sum_to_size(size=[1, 3]).shape == (1, 3)
+    assert x.sum_to_size(ember.Size([2, 3])) is x          # nothing to sum: self, as PyTorch
+    assert ember.zeros(0, 3).sum_to_size(1, 3).tolist() == [[0.0, 0.0, 0.0]]
+    assert ember.tensor([1, 2, 3], dtype=ember.int32).sum_to_size(1).dtype is ember.int64
+    assert ember.tensor([1.0, 2.0], dtype=ember.float16).sum_to_size(1).dtype is ember.float16
+    for bad in ((4,), (1, 2, 3), (2,), (-1,), (0,)):
+        with pytest.raises(RuntimeError, match=rf"size {{\{list(bad)}}} is not expandable to "
+                                               rf"size {{\[2, 3\]}}\."):
+            x.sum_to_size(*bad)
+    with pytest.raises(RuntimeError, match=r"size {\[1\]} is not expandable to size {\[\]}\."):
+        ember.tensor(5.0).sum_to_size(1)
+    with pytest.raises(TypeError, match='missing 1 required positional arguments: "size"'):
+        x.sum_to_size()
+    with pytest.raises(TypeError, match="argument 'size' \\(position 1\\) must be tuple of ints, "
+                                        "not float"):
+        x.sum_to_size(2.0)
+
+
+def test_sum_to_size_gradient_is_broadcast_back():
+    s = ember.ones(2, 3, 4, requires_grad=True)
+    y = s.sum_to_size(3, 1)
+    assert y.tolist() == [[8.0], [8.0], [8.0]]
+    (y * ember.tensor([[1.0], [2.0], [3.0]])).sum().backward()
+    assert s.grad[1].tolist() == [[1.0] * 4, [2.0] * 4, [3.0] * 4]
+
+
+def test_is_same_size():
+    x = ember.zeros(2, 3)
+    assert x.is_same_size(ember.ones(2, 3, dtype=ember.int64))
+    assert not ember.is_same_size(x, ember.zeros(3, 2))
+    with pytest.raises(TypeError, match=r"is_same_size\(\): argument 'other' \(position 2\) "
+                                        r"must be Tensor, not int"):
+        ember.is_same_size(x, 3)
+    with pytest.raises(TypeError, match=r"argument 'other' \(position 1\) must be Tensor, not "
+                                        r"list"):
+        x.is_same_size([2, 3])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.unfold(1, 2, 1), lambda x: x.unfold(-2, 1, 2),
+    lambda x: x.repeat_interleave(2, 0), lambda x: x.repeat_interleave(ember.tensor([1, 2]), 0),
+    lambda x: x.repeat_interleave(2), lambda x: x.repeat_interleave(ember.tensor([3]), -1),
+    lambda x: x.ravel(), lambda x: x.sum_to_size(1, 4),
+], ids=["unfold", "unfold_negative", "repeat_interleave", "repeat_interleave_tensor",
+        "repeat_interleave_flat", "repeat_interleave_broadcast", "ravel", "sum_to_size"])
+def test_vmap_rules_match_a_loop(fn):
+    from ember.func import vmap
+    x = _x(3, 2, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a batching rule, not the loop fallback
+        got = vmap(fn)(x)
+    _same(got, ember.stack([fn(x[i]) for i in range(3)]))

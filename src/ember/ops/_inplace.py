@@ -7,15 +7,28 @@ through unchanged except in the region ``v`` covers, where the in-place op's own
 runs. ``v`` (and every other view of ``base``) recreates its ``grad_fn`` from ``base``'s new
 history the next time it is needed: each view remembers which ``base._grad_fn`` it was built
 on, and ``refresh_view_history`` replays the view ops when that changed.
+
+NOTE [In-place view ops]
+``x.t_()``, ``x.transpose_(0, 1)``, ``x.squeeze_()``, ``x.unsqueeze_(0)`` (view ops registered
+with ``inplace=True``) change ``x``'s shape and strides, not its memory or values: ``x`` takes
+the array the view op makes of it. Its history becomes that view op applied to what ``x`` was
+(an ``old`` stand-in holding its former array, history and view recipe), and a view's recipe
+grows by the op, so later in-place ops on it or on its base see the new shape. The version
+counter is bumped, as for any in-place op. Views taken from ``x`` *before* the change name
+``x`` in their recipes but were made from its old shape: ``x`` logs an undo step for each
+change (``_meta["view_undo"]``), and ``view_recipe`` puts back the undo steps of the changes
+that came after a view was taken (found from the memory the view covers).
 """
+
+import itertools
 
 import numpy as np
 
 from ember import _dtype as D
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _address, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history
-from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp
+from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
 
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
@@ -43,10 +56,14 @@ def call_inplace(op, inputs, params):
     except _Override:
         from ember.overrides import handle_torch_function
         return handle_torch_function(op, inputs, params, None, inplace=True)
+    if op.view:
+        return _inplace_view(op, self, params)
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
     record = grad_mode and requires_grad and op.vjp is not None
     old = _history_snapshot(self, op.saves_inputs) if record else None
+    # checked before writing: the base's gradient must replay self's recipe
+    recipe = view_recipe(self) if record and self._view is not None else None
     dst = self._data
     token = quiet_fp()
     try:
@@ -55,7 +72,7 @@ def call_inplace(op, inputs, params):
         loud_fp(token)
     self._bump_version()
     if record:
-        _record_inplace(op, self, old, flat, lengths, params)
+        _record_inplace(op, self, old, flat, lengths, params, recipe)
     return self
 
 
@@ -115,39 +132,122 @@ def _history_snapshot(t, copy_values):
     old._grad_fn = fn
     old._output_nr = nr
     old._requires_grad = t._requires_grad
+    _check_single_view(t)
+    return old
+
+
+def _check_single_view(t):
     if t._view is not None and t._view[5] is not None:
         raise RuntimeError(
             f"Output {t._view[5]} of {t._view[2].node_class.__name__} is a view and is being "
             f"modified inplace. This view is the output of a function that returns multiple "
             f"views. Such functions do not allow the output views to be modified inplace. You "
             f"should replace the inplace operation by an out-of-place one.")
-    return old
 
 
-def _record_inplace(op, self, old, flat, lengths, params):
+def _record_inplace(op, self, old, flat, lengths, params, recipe):
     from ember.ops._registry import _record
     base_edge = history(self._view[0]) if self._view is not None else None
     node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self)
     if self._view is not None:
         base = self._view[0]
-        copy = CopySlices(base_edge, node, view_recipe(self))
+        copy = CopySlices(base_edge, node, recipe)
         base._grad_fn = copy
         base._output_nr = 0
 
 
+def _inplace_view(op, self, params):
+    """``self.<op>_()`` for a view op: ``self`` becomes the view ``op`` makes of it (see NOTE
+    [In-place view ops]); returns ``self``."""
+    from ember.ops._registry import call
+    record = _GRAD.grad_enabled and self.requires_grad and op.vjp is not None
+    old = _make(self._data)
+    if record:
+        _check_single_view(self)            # outputs of split, unbind, ... stay as they are
+        old._grad_fn, old._output_nr = history(self)
+        old._requires_grad = self._requires_grad
+    old._vc = self._shared_version()
+    old._view = self._view
+    try:
+        new = call(op, (old,), params)
+    except RuntimeError as e:           # "t() expects ..." is "t_() expects ..." here
+        text = str(e)
+        if not text.startswith(f"{op.name}()"):
+            raise
+        raise RuntimeError(f"{op.name}_(){text[len(op.name) + 2:]}") from None
+    self._data = new._data
+    if self._view is not None:
+        self._view = new._view          # the recipe gains ``op``
+    if record:
+        self._grad_fn, self._output_nr = new._grad_fn, new._output_nr
+    self._bump_version()
+    if self._meta is None:
+        self._meta = {}
+    self._meta.setdefault("view_undo", []).append(_undo_step(op, params, old._data.shape))
+    return self
+
+
+def _undo_step(op, params, old_shape):
+    """The view step that takes a tensor changed by ``op`` in place back to its old shape."""
+    from ember.ops._dims import wrap_dim
+    from ember.ops._registry import REGISTRY
+    if op.name in ("t", "transpose"):
+        return op, params, None
+    if op.name == "unsqueeze":
+        return REGISTRY["squeeze"], (wrap_dim(params[0], len(old_shape) + 1),), None
+    return REGISTRY["view"], (tuple(old_shape),), None
+
+
 # --- views ------------------------------------------------------------------------------------
 
-def view_recipe(t):
-    """The view ops, from the base outwards, that turn ``t``'s base into ``t``."""
-    steps = []
+def _hops(t):
+    """The view steps from ``t``'s base out to ``t``, each with the undo steps of the in-place
+    shape changes its source has had (when there were any, the step may predate some)."""
+    hops = []
     while t._view is not None:
         base, src, op, params, _, index = t._view
-        steps.append((op, params, index))
+        undo = src._meta.get("view_undo") if src._meta else None
+        hops.append(((op, params, index), tuple(reversed(undo)) if undo else ()))
         if src is base:
             break
         t = src
-    steps.reverse()
-    return tuple(steps)
+    hops.reverse()
+    return hops
+
+
+def view_recipe(t):
+    """The view ops, from the base outwards, that turn ``t``'s base into ``t``.
+
+    A tensor ``t`` was taken from may have changed shape in place since (``x.t_()``): the step
+    taken from it then needs that change undone first. How many of its changes came after the
+    step is read off the memory: the recipe must give ``t``'s own shape, strides and address.
+    """
+    hops = _hops(t)
+    if not any(undo for _, undo in hops):
+        return tuple(step for step, _ in hops)
+    for counts in itertools.product(*(range(len(undo) + 1) for _, undo in hops)):
+        recipe = tuple(s for (step, undo), k in zip(hops, counts) for s in undo[:k] + (step,))
+        if _recreates(t, recipe):
+            return recipe
+    raise RuntimeError("ember cannot recreate a view from its base after in-place shape "
+                       "changes (t_, transpose_, squeeze_, unsqueeze_) of the tensors it was "
+                       "taken from; take the view after those changes.")
+
+
+def _recreates(t, recipe):
+    """Whether ``recipe`` on ``t``'s base array gives ``t``'s array (run on arrays only)."""
+    a = t._view[0]._data
+    xp = xp_of(a)
+    try:
+        for op, params, index in recipe:
+            a = op.forward(xp, a, *params)
+            if index is not None:
+                a = a[index]
+    except (RuntimeError, IndexError, ValueError, TypeError):
+        return False
+    b = t._data
+    return a.shape == b.shape and (a.size == 0 or (a.strides == b.strides
+                                                    and _address(a) == _address(b)))
 
 
 def replay(recipe, tensor):
@@ -168,10 +268,11 @@ def refresh_view_history(t):
         return
     if base._grad_fn is None and not base._requires_grad:
         return
+    recipe = view_recipe(t)
     prev = _GRAD.grad_enabled
     _GRAD.grad_enabled = True
     try:
-        fresh = replay(view_recipe(t), base)
+        fresh = replay(recipe, base)
     finally:
         _GRAD.grad_enabled = prev
     t._grad_fn = fresh._grad_fn

@@ -1,14 +1,18 @@
-"""Copying rearrangements: flip, fliplr, flipud, roll, repeat, tile.
+"""Copying rearrangements: flip, fliplr, flipud, roll, repeat, tile, repeat_interleave.
 
 PyTorch has no negative strides, so flips and rolls always copy into a fresh contiguous
 array; NumPy's flipped views never escape.
 """
 
+import numpy as np
+
+from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.ops._dims import wrap_dim
 from ember.ops._registry import op, varargs
 from ember.ops.shape import distinct_dims, int_tuple, wrap_dim_of_tensor
 
-__all__ = ["flip", "fliplr", "flipud", "repeat", "roll", "tile"]
+__all__ = ["flip", "fliplr", "flipud", "repeat", "repeat_interleave", "roll", "tile"]
 
 
 def _contiguous(a):
@@ -127,5 +131,119 @@ def _tile_method(self, *dims):
 _tile_method.__doc__ = tile.__doc__
 _tile_method.__name__ = "tile"
 Tensor.tile = _tile_method
+
+
+# --- repeat_interleave: NumPy's repeat ----------------------------------------------------------
+
+_COUNT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _check_counts_dtype(repeats):
+    if repeats.dtype not in _COUNT_DTYPES:
+        raise NotImplementedError(f"\"repeat_interleave_cpu\" not implemented for "
+                                  f"'{D.FROM_NUMPY[repeats.dtype]._torch_name}'")
+
+
+def _positions(xp, counts, output_size):
+    """Each index ``i`` of the 1-D ``counts`` repeated ``counts[i]`` times."""
+    if counts.size == 0:                # PyTorch ignores output_size here
+        return xp.zeros(0, dtype=counts.dtype)
+    ends = xp.cumsum(counts)
+    total = int(ends[-1])
+    if output_size is not None:
+        if output_size < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {output_size}: "
+                               f"[{output_size}]")
+        if output_size != total:
+            raise RuntimeError("allocated size does not match required size")
+    if bool(counts.min() < 0):
+        raise RuntimeError("repeats can not be negative")
+    return xp.searchsorted(ends, xp.arange(total), side="right").astype(counts.dtype)
+
+
+def _repeat_int(xp, x, repeats, dim, output_size):
+    if dim is None:
+        x, d = x.reshape(-1), 0
+    else:
+        d = wrap_dim(dim, x.ndim)
+        if x.ndim == 0:                 # PyTorch inserts the copies' dim after ``dim``
+            wrap_dim(d + 1, 0)
+    if repeats < 0:
+        raise RuntimeError("Repeats must be non-negative")
+    total = x.shape[d] * repeats
+    if output_size is not None and output_size != total:
+        raise RuntimeError(f"repeat_interleave: Invalid output_size, expected {total} but got "
+                           f"{output_size}")
+    return xp.repeat(x, repeats, axis=d)
+
+
+def _not_tensor(name, pos, value, allowed="Tensor"):
+    return TypeError(f"repeat_interleave(): argument '{name}' (position {pos}) must be "
+                     f"{allowed}, not {type(value).__name__}")
+
+
+@op("repeat_interleave(input, repeats=None, dim=None, *, output_size=None)", inputs=2,
+    scalars=True, method=False)
+def repeat_interleave(xp, x, repeats, dim, output_size):
+    """Each element (or each slice along ``dim``) repeated ``repeats`` times in a row (NumPy's
+    ``repeat``); with the flattened input when ``dim`` is None. With one tensor argument, its
+    indices ``i`` each repeated ``repeats[i]`` times."""
+    if not hasattr(x, "ndim"):
+        raise _not_tensor("repeats" if repeats is None else "input", 1, x)
+    if repeats is None:                 # repeat_interleave(repeats)
+        if dim is not None:
+            raise TypeError("repeat_interleave(): the one-argument form repeat_interleave("
+                            "repeats) takes no 'dim'")
+        _check_counts_dtype(x)
+        if x.ndim != 1:
+            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+        return _positions(xp, x, output_size)
+    if type(repeats) is int:
+        return _repeat_int(xp, x, repeats, dim, output_size)
+    if not hasattr(repeats, "ndim"):
+        raise _not_tensor("repeats", 2, repeats, "Tensor or int")
+    if repeats.ndim > 1:
+        raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
+    if dim is None:
+        x, d = x.reshape(-1), 0
+    elif x.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    else:
+        d = wrap_dim(dim, x.ndim)
+    n = x.shape[d]
+    if repeats.size not in (1, n):
+        raise RuntimeError(f"repeats must have the same size as input along dim, but got "
+                           f"repeats.size(0) = {repeats.size} and input.size("
+                           f"{0 if dim is None else dim}) = {n}")
+    _check_counts_dtype(repeats)
+    counts = xp.broadcast_to(repeats.reshape(-1), (n,))
+    return xp.take(x, _positions(xp, counts, output_size), axis=d)
+
+
+@repeat_interleave.derivative
+def _(grad, x, repeats, dim, output_size):
+    from ember.ops.index_dim import index_add
+    from ember.ops.scatter import zeros_for
+    flat = dim is None
+    d = 0 if flat else wrap_dim(dim, x.ndim)
+    n = x.numel() if flat else x.shape[d]
+    if isinstance(repeats, int):        # copies side by side: sum each run of ``repeats``
+        if flat:
+            return grad.reshape(n, repeats).sum(1).reshape(x.shape), None
+        return grad.unflatten(d, (n, repeats)).sum(d + 1), None
+    rows = repeat_interleave(repeats.reshape(-1).expand(n))
+    if flat:
+        return index_add(zeros_for((n,), grad), 0, rows, grad).reshape(x.shape), None
+    return index_add(zeros_for(x.shape, grad), d, rows, grad), None
+
+
+def _repeat_interleave_method(self, repeats, dim=None, *, output_size=None):
+    return repeat_interleave(self, repeats, dim, output_size=output_size)
+
+
+_repeat_interleave_method.__doc__ = repeat_interleave.__doc__
+_repeat_interleave_method.__name__ = "repeat_interleave"
+_repeat_interleave_method.__qualname__ = "Tensor.repeat_interleave"
+Tensor.repeat_interleave = _repeat_interleave_method
 
 PUBLIC = {"fliplr": fliplr, "flipud": flipud, "tile": tile}

@@ -3,6 +3,9 @@
 The ops that join or split tensors live in join.py, the ones that take slices and
 diagonals in slicing.py, and the copying rearrangements (flip, roll, repeat) in reorder.py;
 their aliases and composite functions are collected here, where ops/__init__.py looks.
+
+squeeze, unsqueeze, t and transpose have in-place forms (``x.t_()``) that change the tensor's
+own shape and strides, not its values: see NOTE [In-place view ops] in _inplace.py.
 """
 
 import math
@@ -11,7 +14,7 @@ import warnings
 from ember import _dtype as D
 from ember._tensor import Size, Tensor
 from ember.ops._dims import wrap_dim
-from ember.ops._registry import broadcast_message, op
+from ember.ops._registry import broadcast_message, op, varargs
 
 
 def infer_shape(shape, numel):
@@ -192,7 +195,7 @@ def _(grad, x, size):
     return sum_to(grad, x.shape)
 
 
-@op("unsqueeze(input, dim)", view=True, saves_inputs=False)
+@op("unsqueeze(input, dim)", view=True, saves_inputs=False, inplace=True)
 def unsqueeze(xp, x, dim):
     """A view with a size-1 dim inserted at ``dim``."""
     return xp.expand_dims(x, wrap_dim(dim, x.ndim + 1))
@@ -203,7 +206,7 @@ def _(grad, x, dim):
     return grad.reshape(x.shape)
 
 
-@op("squeeze(input, dim=None)", view=True, saves_inputs=False)
+@op("squeeze(input, dim=None)", view=True, saves_inputs=False, inplace=True)
 def squeeze(xp, x, dim):
     """A view without size-1 dims (only those in ``dim`` when given)."""
     if dim is None:
@@ -270,7 +273,7 @@ def _(grad, x, source, destination):
     return grad.movedim(destination, source)
 
 
-@op("transpose(input, dim0, dim1)", view=True, saves_inputs=False)
+@op("transpose(input, dim0, dim1)", view=True, saves_inputs=False, inplace=True)
 def transpose(xp, x, dim0, dim1):
     """A view with ``dim0`` and ``dim1`` swapped."""
     if x.ndim == 0:
@@ -284,7 +287,7 @@ def _(grad, x, dim0, dim1):
     return grad.transpose(dim0, dim1)
 
 
-@op("t(input)", view=True, saves_inputs=False)
+@op("t(input)", view=True, saves_inputs=False, inplace=True)
 def t(xp, x):
     """The transpose of a tensor of at most 2 dims."""
     if x.ndim > 2:
@@ -375,6 +378,73 @@ Tensor.reshape_as = reshape_as
 Tensor.expand_as = expand_as
 
 
+def ravel(input):
+    """The elements as a contiguous 1-D tensor: a view when ``input`` is contiguous."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"ravel(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    return input.contiguous().view(-1)
+
+
+Tensor.ravel = ravel
+
+
+def _size_arg(args, size):
+    """``sum_to_size``'s size from ``(2, 3)``, ``((2, 3),)`` or ``size=(2, 3)``."""
+    if args and size is not None:
+        raise TypeError("sum_to_size() got multiple values for argument 'size'")
+    if not args and size is None:
+        raise TypeError('sum_to_size() missing 1 required positional arguments: "size"')
+    size = varargs(args) if args else size
+    if not isinstance(size, (tuple, list)):
+        size = (size,)
+    for s in size:
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise TypeError(f"sum_to_size(): argument 'size' (position 1) must be tuple of "
+                            f"ints, not {type(s).__name__}")
+    return tuple(s.__index__() for s in size)
+
+
+def sum_to_size(self, *args, size=None):
+    """This tensor summed down to ``size``, which must broadcast to its shape."""
+    size = _size_arg(args, size)
+    lead = self.ndim - len(size)
+    if lead < 0 or any(s != n and s != 1 for s, n in zip(size, self.shape[lead:])):
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size "
+                           f"{{{list(self.shape)}}}.")
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size)
+                                      if s == 1 and self.shape[lead + i] != 1)
+    if not dims:
+        return self
+    return self.sum(dims, keepdim=True).view(size)
+
+
+Tensor.sum_to_size = sum_to_size
+
+
+def _is_same_size(input, other, offset):
+    for pos, (name, x) in enumerate((("input", input), ("other", other))):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"is_same_size(): argument '{name}' (position {pos + offset}) must "
+                            f"be Tensor, not {type(x).__name__}")
+    return input.shape == other.shape
+
+
+def is_same_size(input, other):
+    """Whether the two tensors have the same shape."""
+    return _is_same_size(input, other, 1)
+
+
+def _is_same_size_method(self, other):
+    return _is_same_size(self, other, 0)
+
+
+_is_same_size_method.__doc__ = is_same_size.__doc__
+_is_same_size_method.__name__ = "is_same_size"
+_is_same_size_method.__qualname__ = "Tensor.is_same_size"
+Tensor.is_same_size = _is_same_size_method
+
+
 def broadcast_shapes(*shapes):
     """The shape that tensors of the given ``shapes`` broadcast to."""
     result = []
@@ -414,4 +484,4 @@ ALIASES = {"swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedi
            "broadcast_to": "expand", "concat": "cat", "concatenate": "cat"}
 
 PUBLIC = {"broadcast_shapes": broadcast_shapes, "broadcast_tensors": broadcast_tensors,
-          **join.PUBLIC, **reorder.PUBLIC}
+          "ravel": ravel, "is_same_size": is_same_size, **join.PUBLIC, **reorder.PUBLIC}

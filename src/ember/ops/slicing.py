@@ -1,5 +1,5 @@
-"""Slices and diagonals: narrow, select, diagonal (views); diagonal_scatter, diag, diag_embed,
-tril, triu (copies)."""
+"""Slices and diagonals: narrow, select, unfold, diagonal (views); diagonal_scatter, diag,
+diag_embed, tril, triu (copies)."""
 
 from ember._creation import zeros
 from ember.ops._dims import wrap_dim
@@ -15,6 +15,7 @@ __all__ = [
     "select",
     "tril",
     "triu",
+    "unfold",
 ]
 
 
@@ -71,6 +72,55 @@ def _(grad, x, dim, index):
     n = x.shape[d]
     index = _index(index) % n
     return pad_along(grad.unsqueeze(d), d, index, n - index - 1)
+
+
+def _int_arg(value, name, pos):
+    """An int argument of ``Tensor.unfold``: ints and one-element integer tensors, not bools."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"unfold(): argument '{name}' (position {pos}) must be int, not "
+                        f"{type(value).__name__}")
+    return value.__index__()
+
+
+def _windows(shape, dimension, size, step):
+    """(wrapped dim, number of windows, size, step) of ``unfold``, checked as PyTorch does."""
+    d = wrap_dim(_int_arg(dimension, "dimension", 1), len(shape))
+    size, step = _int_arg(size, "size", 2), _int_arg(step, "step", 3)
+    n = shape[d] if shape else 1
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    return d, (n - size) // step + 1, size, step
+
+
+@op("_unfold(input, dimension, size, step)", method="unfold", view=True, saves_inputs=False,
+    grad_fn_name="UnfoldBackward0")
+def unfold(xp, x, dimension, size, step):
+    """A view of all slices of ``size`` elements along ``dimension``, ``step`` apart: that dim
+    counts the slices and a new last dim holds each slice."""
+    d, windows, size, step = _windows(x.shape, dimension, size, step)
+    if x.ndim == 0:
+        return xp.lib.stride_tricks.as_strided(x, (size,), (x.itemsize,))
+    shape = x.shape[:d] + (windows,) + x.shape[d + 1:] + (size,)
+    strides = x.strides[:d] + (x.strides[d] * step,) + x.strides[d + 1:] + (x.strides[d],)
+    return xp.lib.stride_tricks.as_strided(x, shape, strides)
+
+
+@unfold.derivative
+def _(grad, x, dimension, size, step):
+    from ember._creation import arange
+    from ember.ops.index_dim import index_add
+    if x.ndim == 0:
+        return grad.sum()
+    d, windows, size, step = _windows(x.shape, dimension, size, step)
+    # element k of window w is element w * step + k along d; overlapping windows add up
+    starts = arange(windows, device=grad.device) * step
+    rows = (starts.unsqueeze(1) + arange(size, device=grad.device)).reshape(-1)
+    return index_add(zeros(x.shape, dtype=grad.dtype, device=grad.device), d, rows,
+                     grad.movedim(-1, d + 1).flatten(d, d + 1))
 
 
 def diagonal_view(xp, x, offset, dim1, dim2):

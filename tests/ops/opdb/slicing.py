@@ -1,5 +1,6 @@
-"""OpInfo entries for ember/ops/slicing.py and ember/ops/reorder.py: narrow, select, diagonal,
-diagonal_scatter, diag, diag_embed, tril, triu, flip, roll, repeat."""
+"""OpInfo entries for ember/ops/slicing.py and ember/ops/reorder.py: narrow, select, unfold,
+diagonal, diagonal_scatter, diag, diag_embed, tril, triu, flip, roll, repeat,
+repeat_interleave."""
 
 import numpy as np
 
@@ -62,6 +63,52 @@ def _select_errors():
     yield _err(x, (1, -4), IndexError, "index -4 out of range for tensor of size")
     yield _err(ember.tensor(1.), (0, 0), IndexError,
                r"select\(\) cannot be applied to a 0-dim tensor\.")
+
+
+# --- unfold (Tensor.unfold) ---------------------------------------------------------------------
+
+def _unfold_ref(a, dimension, size, step):
+    if a.ndim == 0:
+        return a.reshape(1)[:size]
+    d = dimension % a.ndim
+    windows = (a.shape[d] - size) // step + 1
+    rows = np.arange(windows)[:, None] * step + np.arange(size)
+    return np.moveaxis(np.take(a, rows, axis=d), d + 1, -1)
+
+
+def _unfold_samples(dtype, rg):
+    yield _s(make((3, 4), dtype, rg), 1, 2, 1, name="overlapping")
+    yield _s(make((3, 4), dtype, rg), 1, 3, 2, name="step")
+    yield _s(make((3, 4), dtype, rg), 0, 2, 1, name="dim0")
+    yield _s(make((3, 4), dtype, rg), -1, 4, 1, name="whole_dim")
+    yield _s(make((3, 4), dtype, rg), 1, 0, 1, name="size0")
+    yield _s(make((3, 4), dtype, rg), 1, 2, 10, name="step_past_end")
+    yield _s(make((2, 3, 4), dtype, rg), dimension=1, size=2, step=1, name="keywords")
+    yield _s(make((5,), dtype, rg), 0, ember.tensor(2), 2, name="tensor_size")
+    yield _s(make((), dtype, rg), 0, 1, 1, name="0dim")
+    yield _s(make((), dtype, rg), -1, 0, 2, name="0dim_size0")
+    yield _s(make((0, 3), dtype, rg), 0, 0, 1, name="empty_dim")
+    yield _s(make((0, 3), dtype, rg), 1, 2, 1, name="empty")
+    yield _s(make((4, 6), dtype, rg, noncontiguous=True), 1, 2, 2, name="noncontiguous")
+
+
+def _unfold_errors():
+    x = ember.zeros(3, 4)
+    yield _err(x, (1, 5, 1), RuntimeError,
+               "maximum size for tensor at dimension 1 is 4 but size is 5")
+    yield _err(x, (-1, 5, 0), RuntimeError,
+               "maximum size for tensor at dimension 1 is 4 but size is 5")
+    yield _err(x, (1, -1, 0), RuntimeError, "size is -1 but must be >= 0")
+    yield _err(x, (1, 2, 0), RuntimeError, "step is 0 but must be > 0")
+    yield _err(x, (1, 2, -1), RuntimeError, "step is -1 but must be > 0")
+    yield _err(x, (2, 2, 1), IndexError, r"range of \[-2, 1\], but got 2\)")
+    yield _err(ember.tensor(1.), (0, 2, 1), RuntimeError,
+               "maximum size for tensor at dimension 0 is 1 but size is 2")
+    yield _err(x, (1, 2.0, 1), TypeError,
+               r"unfold\(\): argument 'size' \(position 2\) must be int, not float")
+    yield _err(x, (1.0, 2, 1), TypeError,
+               r"unfold\(\): argument 'dimension' \(position 1\) must be int, not float")
+    yield _err(x, (1, True, 1), TypeError, "must be int, not bool")
 
 
 # --- diagonals --------------------------------------------------------------------------------
@@ -255,11 +302,86 @@ def _repeat_errors():
                r"Trying to create tensor with negative dimension -2: \[-2, 3, 4\]")
 
 
+# --- repeat_interleave ----------------------------------------------------------------------------
+
+def _repeat_interleave_ref(a, repeats=None, dim=None, output_size=None):
+    if repeats is None:
+        return np.repeat(np.arange(len(a)), a).astype(a.dtype)
+    if isinstance(repeats, np.ndarray):
+        repeats = repeats.reshape(-1)
+    return np.repeat(a, repeats, axis=dim)
+
+
+def _repeat_interleave_samples(dtype, rg):
+    counts = ember.tensor([1, 0, 2])
+    yield _s(make((2, 3), dtype, rg), 2, name="int_flat")
+    yield _s(make((2, 3), dtype, rg), 2, 1, name="int_dim")
+    yield _s(make((2, 3), dtype, rg), 3, dim=-2, output_size=6, name="int_keywords")
+    yield _s(make((2, 3), dtype, rg), 0, 1, name="int_zero")
+    yield _s(make((2, 3), dtype, rg), counts, 1, name="tensor")
+    yield _s(make((2, 3), dtype, rg), counts.int(), -1, output_size=3, name="int32_output_size")
+    yield _s(make((2, 3), dtype, rg), ember.tensor([2]), 0, name="broadcast_one")
+    yield _s(make((2, 3), dtype, rg), ember.tensor(2), name="0dim_repeats_flat")
+    yield _s(make((2, 3), dtype, rg), ember.tensor([1, 2, 0, 1, 1, 3]), name="tensor_flat")
+    yield _s(make((), dtype, rg), 3, name="0dim")
+    yield _s(make((), dtype, rg), ember.tensor([2]), name="0dim_tensor")
+    yield _s(make((0, 3), dtype, rg), 2, 0, name="empty")
+    yield _s(make((0, 3), dtype, rg), ember.tensor([], dtype=ember.int64), 0, name="empty_tensor")
+    yield _s(make((3, 4), dtype, rg, noncontiguous=True), ember.tensor([1, 2, 0, 1]), 1,
+             name="noncontiguous")
+    if dtype in (ember.int64, ember.int32):         # repeat_interleave(repeats): the indices
+        yield _s(ember.tensor([1, 0, 3, 2], dtype=dtype), name="indices")
+        yield _s(ember.tensor([2, 1], dtype=dtype), output_size=3, name="indices_output_size")
+        yield _s(ember.tensor([], dtype=dtype), name="indices_empty")
+
+
+def _repeat_interleave_errors():
+    x, t = ember.zeros(2, 3), ember.tensor
+    yield _err(x, (t([[1, 2]]), 0), RuntimeError, "repeats must be 0-dim or 1-dim tensor")
+    yield _err(x, (t([1, 2, 3]), 0), RuntimeError,
+               r"repeats must have the same size as input along dim, but got repeats\.size\(0\) "
+               r"= 3 and input\.size\(0\) = 2")
+    yield _err(x, (t([1, 2]), -1), RuntimeError,
+               r"repeats\.size\(0\) = 2 and input\.size\(-1\) = 3")
+    yield _err(x, (t([1, 2]),), RuntimeError, r"repeats\.size\(0\) = 2 and input\.size\(0\) = 6")
+    yield _err(x, (t([1., 2.]), 0), NotImplementedError,
+               "\"repeat_interleave_cpu\" not implemented for 'Float'")
+    yield _err(x, (t([1, 2], dtype=ember.int16), 0), NotImplementedError,
+               "not implemented for 'Short'")
+    yield _err(x, (t([-1, 2]), 0), RuntimeError, "repeats can not be negative")
+    yield _err(x, (-1, 0), RuntimeError, "Repeats must be non-negative")
+    yield _err(x, (2, 2), IndexError, r"range of \[-2, 1\], but got 2\)")
+    yield _err(x, (t([1, 2]), -3), IndexError, r"range of \[-2, 1\], but got -3\)")
+    yield _err(x, (2, 0), RuntimeError,
+               "repeat_interleave: Invalid output_size, expected 4 but got 5", output_size=5)
+    yield _err(x, (t([1, 2]), 0), RuntimeError, "allocated size does not match required size",
+               output_size=4)
+    yield _err(x, (t(2), 0), RuntimeError, "allocated size does not match required size",
+               output_size=3)
+    yield _err(x, (t([1, 2]), 0), RuntimeError,
+               r"Trying to create tensor with negative dimension -1: \[-1\]", output_size=-1)
+    yield _err(ember.tensor(3.), (2, 0), IndexError, r"range of \[-1, 0\], but got 1\)")
+    yield _err(ember.tensor(3.), (t([2]), 0), IndexError,
+               "Dimension specified as 0 but tensor has no dimensions")
+    yield _err(x, (2.0, 0), TypeError, r"repeat_interleave\(\)")
+    yield _err(x, (True,), TypeError, r"repeat_interleave\(\)")
+    # the one-argument form
+    yield _err(t(3), (), RuntimeError, "repeat_interleave only accept 1D vector as repeat")
+    yield _err(t([[1, 2]]), (), RuntimeError, "repeat_interleave only accept 1D vector as repeat")
+    yield _err(t([1., 2.]), (), NotImplementedError, "not implemented for 'Float'")
+    yield _err(t([-1, 2]), (), RuntimeError, "repeats can not be negative")
+    yield _err(t([3, 1]), (), RuntimeError, "allocated size does not match required size",
+               output_size=5)
+    yield _err(t([3, 1]), (), TypeError, r"repeat_interleave\(\)", dim=0)
+
+
 OPS = [
     OpInfo("narrow", _narrow_ref, _narrow_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_narrow_errors),
     OpInfo("select", lambda a, d, i: np.take(a, i, axis=d), _select_samples, dtypes=ALL,
            gradgrad=True, error_inputs=_select_errors),
+    OpInfo("_unfold", _unfold_ref, _unfold_samples, dtypes=ALL, gradgrad=True,
+           error_inputs=_unfold_errors, torch_name="unfold"),
     OpInfo("diagonal", lambda a, offset=0, dim1=0, dim2=1: np.diagonal(a, offset, dim1, dim2),
            _diagonal_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_diagonal_errors),
@@ -279,4 +401,6 @@ OPS = [
            error_inputs=_roll_errors),
     OpInfo("_repeat", np.tile, _repeat_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_repeat_errors, torch_name="repeat"),
+    OpInfo("repeat_interleave", _repeat_interleave_ref, _repeat_interleave_samples, dtypes=ALL,
+           gradgrad=True, error_inputs=_repeat_interleave_errors),
 ]

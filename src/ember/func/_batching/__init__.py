@@ -154,6 +154,9 @@ def _inplace(op, args, params, level):
     size = level_size(level)
     if not is_batched_at(self, level):
         raise RuntimeError(_unbatched_self(self, args, size))
+    if op.view:             # x.t_(): self takes the batched view (NOTE [In-place view ops])
+        self._value = _run(op, args, params, level)._value
+        return self
     values, flags = unwrap_args(args, level)
     if op.name in ELEMENTWISE and not op.seq_inputs:
         call_inplace(op, align(values, flags, size), params)

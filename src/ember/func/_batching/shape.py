@@ -1,5 +1,7 @@
 """Rules for shape ops, subscripts, and ops that already treat leading dims as batch dims."""
 
+import math
+
 from ember.func._batching import rule
 from ember.func._batching.elementwise import align
 from ember.func._batching.reductions import expand_unbatched
@@ -45,6 +47,27 @@ def _repeat(op, args, flags, params, size):
         return NotImplemented
     x = x.reshape((size,) + (1,) * lead + tuple(x.shape[1:]))
     return call(op, [x], ((1,) + repeats,))
+
+
+@rule("_unfold")
+def _unfold(op, args, flags, params, size):
+    from ember.func._batching.reductions import shift_dim
+    x, (dimension, *rest) = args[0], params
+    if x.ndim == 1 or not isinstance(dimension, int):
+        return NotImplemented           # logically 0-dim, or a dim the op itself must check
+    return call(op, args, (shift_dim(dimension, x.ndim - 1), *rest))
+
+
+@rule("repeat_interleave")
+def _repeat_interleave(op, args, flags, params, size):
+    from ember.func._batching.reductions import shift_dim
+    (x, repeats), (dim, output_size) = args, params
+    if not flags[0] or flags[1] or repeats is None or (dim is not None and x.ndim == 1):
+        return NotImplemented
+    if dim is None:                     # each example flattened on its own
+        flat = x.reshape(size, math.prod(x.shape[1:]))
+        return call(op, [flat, repeats], (1, output_size))
+    return call(op, args, (shift_dim(dim, x.ndim - 1), output_size))
 
 
 @rule("_getitem_select", "_getitem_slice", "_getitem_unsqueeze", "_getitem_alias")
