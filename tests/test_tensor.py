@@ -223,3 +223,21 @@ def test_kinds_of_tensor_ember_does_not_have():
     assert not (x.is_sparse or x.is_sparse_csr or x.is_quantized or x.is_meta or x.is_nested
                 or x.is_mkldnn or x.is_mps or x.is_xpu)
     assert x.const_data_ptr() == x.data_ptr()
+
+
+def test_resize_keeps_leading_elements():
+    x = ember.arange(6.0)
+    view = x.view(2, 3)
+    assert x.resize_(2, 2) is x and x.tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    x[0, 0] = 9.0                                   # shrinking keeps sharing memory
+    assert view[0, 0].item() == 9.0 and view.shape == (2, 3)
+    x.resize_(10)
+    assert x.shape == (10,) and x[:4].tolist() == [9.0, 1.0, 2.0, 3.0]
+    assert ember.ones(3).resize_as_(ember.zeros(2, 2)).shape == (2, 2)
+    with pytest.raises(RuntimeError, match="^cannot resize variables that require grad$"):
+        ember.ones(2, requires_grad=True).resize_(3)
+
+
+def test_dim_order_reads_the_strides():
+    assert ember.ones(2, 3, 4).dim_order() == (0, 1, 2)
+    assert ember.ones(2, 3, 4).permute(2, 0, 1).dim_order() == (1, 2, 0)

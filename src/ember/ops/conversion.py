@@ -1,5 +1,6 @@
 """Copies and conversions: to, clone, contiguous, copy_, fill_, zero_, conj, real, imag."""
 
+import math
 import warnings
 
 import numpy as np
@@ -8,7 +9,7 @@ from ember import _dtype as D
 from ember._device import as_device
 from ember._legacy_types import legacy_type
 from ember._tensor import Tensor, _make
-from ember.backend import cuda_backend, cuda_initialized, device_of
+from ember.backend import cuda_backend, cuda_initialized, device_of, xp_of
 from ember.ops._registry import broadcast_message, call, op
 from ember.ops._scalars import checked_scalar
 
@@ -323,6 +324,41 @@ def map2_(self, x, y, callable):
 
 
 Tensor.apply_, Tensor.map_, Tensor.map2_ = apply_, map_, map2_
+
+
+def resize_(self, *sizes, memory_format=None):
+    """Give this tensor the shape ``sizes`` in place: its leading elements (in row-major
+    order) are kept; growing it adds uninitialized ones (zeros, as ember's ``empty``).
+    Shrinking a contiguous tensor keeps sharing its memory."""
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    from ember._creation import _size
+    shape = _size(sizes)
+    count = math.prod(shape)
+    flat = self._data.reshape(-1)
+    if count <= flat.size and self._data.flags.c_contiguous:
+        self._data = flat[:count].reshape(shape)
+    else:
+        grown = xp_of(flat).zeros(count, flat.dtype)
+        kept = min(count, flat.size)
+        grown[:kept] = flat[:kept]
+        self._data = grown.reshape(shape)
+    self._bump_version()
+    return self
+
+
+def resize_as_(self, the_template, memory_format=None):
+    """``resize_`` to ``the_template``'s shape."""
+    return resize_(self, *the_template.shape)
+
+
+def dim_order(self, *, ambiguity_check=False):
+    """The dims from outermost to innermost in memory (by decreasing stride)."""
+    strides = self.stride()
+    return tuple(sorted(range(self.ndim), key=lambda d: -strides[d]))
+
+
+Tensor.resize_, Tensor.resize_as_, Tensor.dim_order = resize_, resize_as_, dim_order
 
 
 @op("conj(input)", view="maybe", saves_inputs=False)
