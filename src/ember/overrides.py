@@ -70,7 +70,8 @@ def handle_torch_function(op, inputs, params, out, inplace=False):
     overloaded = _overloaded(flat)
     types = tuple(type(v) for v in overloaded)
     if inplace:
-        func = getattr(Tensor, (op.method_name or op.short_name) + "_")
+        name = op.method_name or op.short_name
+        func = getattr(Tensor, name if name.endswith("_") else name + "_")
     else:
         func = op.function
     kwargs = dict(zip(op.param_names, params))

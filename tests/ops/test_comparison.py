@@ -116,3 +116,35 @@ def test_results_are_not_differentiable():
     f = ember.tensor([1., 2.], requires_grad=True)
     for out in (f < 1, ember.isclose(f, f), ember.logical_not(f), f == f):
         assert out.dtype is ember.bool and not out.requires_grad
+
+
+def test_isin_compares_in_the_promoted_dtype():
+    # a number rounds to a 16-bit float tensor's dtype (and wraps to a narrow integer one)
+    assert ember.isin(ember.tensor([0.1], dtype=ember.float16), 0.1).tolist() == [True]
+    assert ember.isin(ember.tensor([0.1], dtype=ember.bfloat16), 0.1).tolist() == [True]
+    assert ember.isin(ember.tensor([255], dtype=ember.uint8), -1).tolist() == [True]
+    assert ember.isin(ember.tensor([3], dtype=ember.int8), ember.tensor(259)).tolist() == [True]
+    # two tensors promote as usual: float16 and bfloat16 meet in float32
+    half, brain = ember.tensor([0.1], dtype=ember.float16), ember.tensor([0.1],
+                                                                         dtype=ember.bfloat16)
+    assert ember.isin(half, brain).tolist() == [False]
+    assert ember.isin(ember.tensor([255], dtype=ember.uint8),
+                      ember.tensor([-1], dtype=ember.int8)).tolist() == [False]
+    assert ember.isin(ember.tensor([16777217]), 16777216.0).tolist() == [True]      # float32
+    assert ember.isin(ember.tensor([16777217]),
+                      ember.tensor([16777216.0], dtype=ember.float64)).tolist() == [False]
+    assert ember.isin(16777217, ember.tensor([16777216.0])).tolist() is True
+
+
+def test_isin_nan_signed_zero_and_forms():
+    x = ember.tensor([NAN, -0.0, 1.0])
+    assert ember.isin(x, ember.tensor([NAN, 0.0])).tolist() == [False, True, False]
+    assert ember.isin(x, ember.tensor([NAN]), invert=True).tolist() == [True, True, True]
+    assert ember.isin(elements=x, test_elements=ember.tensor([1.0])).tolist() == \
+        [False, False, True]
+    assert not hasattr(x, "isin")                       # a function only, as in PyTorch
+    with pytest.raises(TypeError):
+        ember.isin(x, ember.tensor([1.0]), False)       # assume_unique is keyword-only
+    out = ember.empty(0, dtype=ember.bool)
+    assert ember.isin(x, 1.0, out=out) is out and out.tolist() == [False, False, True]
+    assert not ember.isin(ember.tensor([1., 2.], requires_grad=True), 1.0).requires_grad

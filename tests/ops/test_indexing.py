@@ -393,3 +393,95 @@ def test_warnings_point_at_the_caller():
         warnings.simplefilter("always")
         _arange(3)[ember.tensor([1, 0, 1], dtype=ember.uint8)]
     assert caught and caught[0].filename == __file__
+
+
+# --- fill_diagonal_ -----------------------------------------------------------------------------
+
+def test_fill_diagonal_writes_in_place_through_views():
+    x = ember.zeros(4, 6)
+    view = x[:, ::2]
+    assert view.fill_diagonal_(1) is view and view._version == 1
+    expected = np.zeros((4, 6))
+    expected[[0, 1, 2], [0, 2, 4]] = 1
+    _equal(x, expected)
+    tall = ember.zeros(3, 8).t()                # (8, 3), transposed: wraps every 4 rows
+    tall.fill_diagonal_(2, wrap=True)
+    expected = np.zeros((8, 3))
+    for row in (0, 1, 2, 4, 5, 6):
+        expected[row, row % 4] = 2
+    _equal(tall, expected)
+    assert not hasattr(ember, "fill_diagonal_") and not hasattr(x, "fill_diagonal")
+
+
+def test_fill_diagonal_gradient_is_zero_on_the_diagonal():
+    a = ember.arange(10.).reshape(5, 2).requires_grad_()
+    b = a.clone()
+    b.fill_diagonal_(0, wrap=True)
+    (b * b).sum().backward()
+    mask = np.ones((5, 2))
+    mask[[0, 1, 3, 4], [0, 1, 0, 1]] = 0
+    _equal(a.grad, 2 * np.arange(10.).reshape(5, 2) * mask)
+    # through a view, the base's other elements keep their gradient
+    a = ember.ones(4, 4, requires_grad=True)
+    b = a * 1
+    b[1:, 1:].fill_diagonal_(5)
+    b.sum().backward()
+    _equal(a.grad, 1 - np.diag([0, 1, 1, 1]))
+
+
+def test_fill_diagonal_refuses_leaves_as_pytorch():
+    a = ember.ones(3, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is "
+                                           "being used in an in-place operation."):
+        a.fill_diagonal_(1)
+    with ember.no_grad():
+        a.fill_diagonal_(2)
+    _equal(a.detach(), 1 + np.eye(3))
+
+
+# --- unravel_index ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(2, 3), (3, 5, 7), (4,), (1, 1, 6), (2**40, 2**3)])
+def test_unravel_index_matches_numpy(shape):
+    numel = int(np.prod(np.array(shape, dtype=object)))
+    flat = np.array([0, 1, 5, min(numel, 10**6) - 1]) % min(numel, 10**6)
+    got = ember.unravel_index(ember.tensor(flat.reshape(2, 2)), shape)
+    want = np.unravel_index(flat.reshape(2, 2), shape)
+    assert len(got) == len(shape)
+    for g, w in zip(got, want):
+        assert g.dtype is ember.int64
+        _equal(g, w)
+
+
+def test_unravel_index_forms_and_wrapping():
+    # PyTorch's positions outside [0, numel) wrap around (floor division and remainder)
+    rows, cols = ember.unravel_index(ember.tensor([6, -1, -7, 7]), (2, 3))
+    assert rows.tolist() == [0, 1, 1, 0] and cols.tolist() == [0, 2, 2, 1]
+    r, c = ember.unravel_index(4, (2, 3))                       # a Python int: 0-dim results
+    assert (r.ndim, r.item(), c.item()) == (0, 1, 1)
+    assert [t.tolist() for t in ember.unravel_index(ember.tensor(4), 6)] == [4]
+    assert ember.unravel_index(ember.tensor([1, 2], dtype=ember.uint8), ember.Size([3]))[0] \
+        .dtype is ember.int64
+    assert ember.unravel_index(ember.tensor([0]), ()) == ()
+    empty = ember.unravel_index(ember.tensor([], dtype=ember.int64), (2, 0))
+    assert [t.shape for t in empty] == [(0,), (0,)]
+
+
+@pytest.mark.parametrize("indices,shape,error,match", [
+    (ember.tensor([1.0]), (2, 3), TypeError,
+     "expected 'indices' to be integer dtype, but got ember.float32"),
+    (ember.tensor([True]), (2, 3), TypeError,
+     "expected 'indices' to be integer dtype, but got ember.bool"),
+    (ember.tensor([0]), (2, -3), ValueError, r"'shape' cannot have negative values, but got "
+                                             r"\(2, -3\)"),
+    (ember.tensor([0]), (2, 3.0), TypeError,
+     "expected 'shape' sequence to only contain ints, but got <class 'float'>"),
+    (ember.tensor([0]), None, TypeError,
+     "expected 'shape' to be int or sequence of ints, but got <class 'NoneType'>"),
+    (ember.tensor([0]), (2, 0), RuntimeError, "ZeroDivisionError"),
+    (ember.tensor([0]), (2**63,), ValueError, "Overflow when unpacking long long"),
+    (1.5, (2, 3), TypeError, "expected 'indices' to be integer tensor or int"),
+])
+def test_unravel_index_errors(indices, shape, error, match):
+    with pytest.raises(error, match=match):
+        ember.unravel_index(indices, shape)

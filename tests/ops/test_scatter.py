@@ -121,3 +121,48 @@ def test_gather_backward_of_a_large_index_is_vectorized():
     counts = np.zeros((1000, 64))
     np.add.at(counts, (index.numpy(), np.arange(64)), 1)
     assert np.array_equal(table.grad.numpy(), counts)
+
+
+# --- index_reduce -------------------------------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce,expected_src", [("amax", [[1 / 3, 0.5], [1 / 3, 0.0]]),
+                                                 ("amin", [[1 / 3, 0.0], [1 / 3, 1.0]])])
+def test_index_reduce_extremum_gradient_counts_ties_as_pytorch(reduce, expected_src,
+                                                               include_self):
+    # input's own value counts as a tie even with include_self=False (its share is then
+    # dropped): PyTorch 2.13's gradient, checked against it
+    x = ember.tensor([[1.0, 5.0]], dtype=ember.float64, requires_grad=True)
+    src = ember.tensor([[1.0, 5.0], [1.0, 2.0]], dtype=ember.float64, requires_grad=True)
+    out = ember.index_reduce(x, 0, _long([0, 0]), src, reduce, include_self=include_self)
+    gx, gs = ember.autograd.grad(out.sum(), (x, src))
+    expected_x = [[1 / 3, 0.5 if reduce == "amax" else 0.0]] if include_self else [[0.0, 0.0]]
+    assert np.allclose(gx.numpy(), expected_x) and np.allclose(gs.numpy(), expected_src)
+
+
+def test_index_reduce_in_place_through_a_view_and_16_bit_rounding():
+    base = ember.zeros(3, 4)
+    view = base.t()                             # (4, 3), not contiguous
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert view.index_reduce_(0, _long([1, 1]), ember.ones(2, 3) * 3, "mean") is view
+        assert base[:, 1].tolist() == [2.0, 2.0, 2.0] and base._version == 1
+        # 16-bit floats round after every step, as PyTorch's kernel does: 2048 + 1 + 1
+        # stays 2048 in float16
+        half = ember.full((3,), 2048.0, dtype=ember.float16)
+        out = ember.index_reduce(half, 0, _long([0, 0]), ember.ones(2, dtype=ember.float16),
+                                 "mean")
+    assert out.tolist() == [682.5, 2048.0, 2048.0]
+
+
+def test_index_reduce_warns_once_per_process():
+    from ember.ops import index_dim
+    index_dim._BETA_WARNED.clear()
+    x, index, src = ember.ones(2, 2), _long([0]), ember.ones(1, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ember.index_reduce(x, 0, index, src, "prod")
+        x.clone().index_reduce_(0, index, src, "amax")
+    assert [str(w.message) for w in caught] == \
+        ["index_reduce() is in beta and the API may change at any time."]

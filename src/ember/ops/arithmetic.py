@@ -1,8 +1,13 @@
 """Arithmetic: add, sub, mul, div, the integer divisions, pow, and sign-like unary ops."""
 
+import numpy as np
+
 from ember import _dtype as D
+from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary
 from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy
+from ember.ops._registry import broadcast_message
+from ember.ops._scalars import checked_scalar
 
 _BOOL_SUB = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
              "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
@@ -47,19 +52,6 @@ def _integral(x):
     return kind.kind in "iub" if kind is not None else isinstance(x, int)
 
 
-def _is_bool(x):
-    dtype = getattr(x, "dtype", None)
-    return dtype.kind == "b" if dtype is not None else isinstance(x, bool)
-
-
-def _check_alpha(a, b, alpha):
-    if _is_bool(a) and _is_bool(b) and not isinstance(alpha, bool):
-        raise RuntimeError("Boolean alpha only supported for Boolean results.")
-    if isinstance(alpha, float) and _integral(a) and _integral(b):
-        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
-                           "point number.")
-
-
 def _check_nonzero_divisor(xp, a, b):
     if _integral(a) and _integral(b) and bool(xp.any(xp.asarray(b) == 0)):
         raise RuntimeError("ZeroDivisionError")
@@ -67,31 +59,66 @@ def _check_nonzero_divisor(xp, a, b):
 
 # --- add, sub, mul ----------------------------------------------------------------------------
 
-def _scaled(xp, a, b, alpha):
-    """``b * alpha`` after PyTorch's checks on alpha (``b`` itself when alpha is 1)."""
-    if alpha == 1:
-        return b
-    _check_alpha(a, b, alpha)
-    return xp.multiply(b, alpha)
+def _scaled(xp, a, b, alpha, negate=False):
+    """``b * alpha`` (``b * -alpha`` if ``negate``, as PyTorch's sub adds ``-alpha``) after
+    PyTorch's checks of alpha against the result dtype, which an array operand has."""
+    dtype = (a if hasattr(a, "dtype") else b).dtype
+    kind = dtype.kind
+    if kind in "biu" and isinstance(alpha, (float, complex)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+    if kind != "c" and isinstance(alpha, complex):
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex "
+                           "number.")
+    if kind != "b" and isinstance(alpha, bool):
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    return xp.multiply(b, checked_scalar(xp, -alpha if negate else alpha, dtype))
+
+
+def _is_one(alpha):
+    return type(alpha) is int and alpha == 1
+
+
+def _sub(xp, a, b, alpha, out=None):
+    """``a - alpha * b`` (into ``out``, cast, if given)."""
+    cast = {} if out is None else {"out": out, "casting": "unsafe"}
+    if _is_one(alpha):
+        return xp.subtract(a, b, **cast)
+    return xp.add(a, _scaled(xp, a, b, alpha, negate=True), **cast)
 
 
 add = binary("add(input, other, *, alpha=1)",
-             lambda xp, a, b, alpha: xp.add(a, _scaled(xp, a, b, alpha)),
+             lambda xp, a, b, alpha: xp.add(a, b if _is_one(alpha) else
+                                            _scaled(xp, a, b, alpha)),
              lambda grad, a, b, alpha: (grad, grad if alpha == 1 else grad * conj_grad(alpha)),
              doc="Adds ``other``, scaled by ``alpha``, to ``input``.",
              promote=BINARY, saves_inputs=False)
-add.inplace_variant(lambda xp, dst, a, b, alpha: xp.add(a, _scaled(xp, a, b, alpha), out=dst,
-                                                        casting="unsafe"))
+add.inplace_variant(lambda xp, dst, a, b, alpha: xp.add(
+    a, b if _is_one(alpha) else _scaled(xp, a, b, alpha), out=dst, casting="unsafe"))
 
-sub = binary("sub(input, other, *, alpha=1)",
-             lambda xp, a, b, alpha: xp.subtract(a, _scaled(xp, a, b, alpha)),
+sub = binary("sub(input, other, *, alpha=1)", lambda xp, a, b, alpha: _sub(xp, a, b, alpha),
              lambda grad, a, b, alpha, *, needs=(True, True): (
                  grad, None if not needs[1] else -grad if alpha == 1 else
                  grad * -conj_grad(alpha)),
              doc="Subtracts ``other``, scaled by ``alpha``, from ``input``.",
              promote=SUB, saves_inputs=False)
-sub.inplace_variant(lambda xp, dst, a, b, alpha: xp.subtract(a, _scaled(xp, a, b, alpha),
-                                                             out=dst, casting="unsafe"))
+sub.inplace_variant(lambda xp, dst, a, b, alpha: _sub(xp, a, b, alpha, out=dst))
+
+
+def _rsub(xp, a, b, alpha):
+    try:
+        return _sub(xp, b, a, alpha)
+    except ValueError:                  # shapes: PyTorch names ``other`` tensor a
+        raise RuntimeError(broadcast_message([np.shape(b), np.shape(a)])) from None
+
+
+rsub = binary("rsub(input, other, alpha=1)", _rsub,
+              lambda grad, a, b, alpha, *, needs=(True, True): (
+                  None if not needs[0] else -grad if _is_one(alpha) else
+                  grad * -conj_grad(alpha), grad),
+              doc="``other - alpha * input``: ``sub`` with the operands swapped.",
+              promote=tensor_policy("rsub", _sub_rule), method=False, inplace=False, out=False,
+              saves_inputs=False)
 
 
 def _mul_grad(grad, a, b, *, needs=(True, True)):

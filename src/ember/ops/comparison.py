@@ -10,6 +10,7 @@ from ember.ops._binary_rules import reject_complex, tensor_policy
 from ember.ops._elementwise import binary, unary
 from ember.ops._promotion import INTEGRAL, Policy
 from ember.ops._registry import op
+from ember.ops._scalars import number_arrays
 
 # --- comparisons ------------------------------------------------------------------------------
 
@@ -85,6 +86,35 @@ def equal(input, other):
 
 Tensor.allclose = allclose
 Tensor.equal = equal
+
+
+# --- isin -------------------------------------------------------------------------------------
+
+def _isin_rule(d, name, operands):
+    for dtype, _ in operands:
+        if dtype is D.bool_ or dtype.category == D.COMPLEX:
+            raise RuntimeError(f"Unsupported input type encountered for isin(): "
+                               f"{dtype._torch_name}")
+    return d
+
+
+# upcast=False: a number operand must round to a 16-bit float operand's dtype, not to float32
+@op("isin(elements, test_elements, *, assume_unique=False, invert=False)", inputs=2,
+    promote=Policy("isin", _isin_rule), upcast=False, method=False, differentiable=False)
+def isin(xp, elements, test, assume_unique, invert):
+    """Whether each element of ``elements`` is in ``test_elements`` (NaN never is); either may
+    be a number. Both are compared in their promoted dtype."""
+    elements, test = number_arrays(xp, elements, test)
+    flat, pool = elements.reshape(-1), test.reshape(-1)
+    if flat.dtype.itemsize < 4 and flat.dtype.kind not in "biu":   # 16-bit floats sort as
+        flat, pool = flat.astype(xp.float32), pool.astype(xp.float32)   # float32 (exactly)
+    if pool.size == 0:
+        found = xp.zeros(flat.shape, dtype=bool)
+    else:
+        pool = xp.sort(pool)
+        at = xp.minimum(xp.searchsorted(pool, flat), pool.size - 1)
+        found = pool[at] == flat
+    return (~found if invert else found).reshape(elements.shape)
 
 
 # --- logical ops ------------------------------------------------------------------------------

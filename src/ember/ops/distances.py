@@ -1,5 +1,5 @@
-"""Pairwise distances: cdist (between the rows of two batches of matrices) and pdist (between
-the rows of one matrix).
+"""Distances: dist (the p-norm of a difference), cdist (between the rows of two batches of
+matrices) and pdist (between the rows of one matrix).
 
 The p-norm gradients follow PyTorch's subgradients: 0 where a distance is 0, and for p < 1
 no contribution from coordinates that agree; for p = inf every coordinate that attains the
@@ -13,10 +13,56 @@ import numpy as np
 from ember import _dtype as D
 from ember._creation import tensor, zeros
 from ember.ops._reduce import constant
+from ember.ops._promotion import Policy
 from ember.ops._registry import broadcast_message, op
+from ember.ops.arithmetic import SUB
 from ember.ops.grids import _tensor_arg
+from ember.ops.reduction import norm
 
-__all__ = ["cdist", "pdist"]
+__all__ = ["cdist", "dist", "pdist"]
+
+
+# --- dist -------------------------------------------------------------------------------------
+
+def _dist_rule(d, name, operands):
+    SUB.rule(d, name, operands)                 # input - other comes first
+    if d.category < D.FLOATING:
+        raise RuntimeError(f"norm(): input dtype should be either floating point or complex. "
+                           f"Got {d._torch_name} instead.")
+    return d
+
+
+def _dist_order(p):
+    """``p`` as a float, checked as PyTorch does (a number or a 0-dim tensor)."""
+    if isinstance(p, complex):
+        raise RuntimeError("linalg.vector_norm: Expected a non-complex scalar as the order of "
+                           "norm.")
+    if not isinstance(p, (int, float)) and getattr(p, "ndim", None) != 0:
+        raise TypeError(f"dist(): argument 'p' (position 3) must be Number, not "
+                        f"{type(p).__name__}")
+    return float(p)
+
+
+@op("dist(input, other, p=2)", inputs=2, promote=Policy("dist", _dist_rule), upcast=False,
+    scalars=False, out=False)
+def dist(xp, a, b, p):
+    """The p-norm of ``input - other`` (broadcast): p may be 0, fractional, inf or -inf."""
+    return norm.forward(xp, a - b, _dist_order(p), None, False, None)
+
+
+@dist.derivative
+def _(grad, a, b, p, *, out):
+    # norm's subgradients: 0 where the difference is 0, ties share inf and -inf evenly
+    diff = a - b
+    order = _dist_order(p)
+    if order == 0:          # (PyTorch's backward fails here; the count is locally constant)
+        g = zeros(diff.shape, dtype=diff.dtype, device=diff.device)
+    else:
+        g = norm.vjp(grad, diff, order, None, False, None, out=out)
+    return g, -g
+
+
+# --- cdist ------------------------------------------------------------------------------------
 
 _MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
           "donot_use_mm_for_euclid_dist")

@@ -1,23 +1,29 @@
 """Ops on whole slices along one dim at the positions a 1-D index lists (index_select,
-index_add, index_copy, index_fill), and on flat positions of the flattened input (take, put).
+index_add, index_reduce, index_copy, index_fill), and on flat positions of the flattened input
+(take, put).
 
 Each op checks its index as PyTorch's does, and the rules differ: index_fill, take and put
-count negative indices from the end, index_select, index_add and index_copy reject them;
-index_copy, index_fill, take and put want int64 indices, the others int32 too.
+count negative indices from the end, index_select, index_add, index_reduce and index_copy
+reject them; index_copy, index_fill, take and put want int64 indices, the others int32 too.
 """
+
+import warnings
 
 import numpy as np
 
 from ember import _dtype as D
-from ember._tensor import Tensor
-from ember.backend import combine_at
-from ember.ops._along import at_least_1d, check_range, flat_positions, wide
+from ember._tensor import Tensor, _make
+from ember.backend import combine_at, xp_of
+from ember.ops._along import REDUCERS, at_least_1d, check_range, flat_positions, wide
 from ember.ops._dims import wrap_dim
 from ember.ops._registry import op
 from ember.ops._scalars import checked_scalar
 from ember.ops.scatter import in_place, out_of_place, require_tensors, zeros_for
+from ember.ops.scatter_reduction import _identity as reduce_identity
+from ember.ops.scatter_reduction import scatter_reduce
 
-__all__ = ["index_select", "index_add", "index_copy", "index_fill", "take", "put"]
+__all__ = ["index_select", "index_add", "index_reduce", "index_copy", "index_fill", "take",
+           "put"]
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 
@@ -73,17 +79,28 @@ def _(grad, x, index, dim):
 
 # --- index_add --------------------------------------------------------------------------------
 
-def _check_source(out, index, source, dim):
-    """index_add's checks of ``source`` against ``out``."""
+def _check_vector(name, index):
+    """index_add's (and index_reduce's) checks of ``index``."""
+    if index.ndim > 1:
+        raise IndexError(f"{name}(): Index is supposed to be a vector, but got dim: "
+                         f"{index.ndim} with type: {_name(index.dtype)} and size: "
+                         f"{list(index.shape)}")
+    if index.dtype not in _INDEX_DTYPES:
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index but got: "
+                           f"{_name(index.dtype)}")
+
+
+def _check_source(out, index, source, dim, name="index_add_"):
+    """index_add's (and index_reduce's) checks of ``source`` against ``out``."""
     if source.dtype != out.dtype:
-        raise RuntimeError(f"index_add_(): self ({_name(out.dtype)}) and source "
+        raise RuntimeError(f"{name}(): self ({_name(out.dtype)}) and source "
                            f"({_name(source.dtype)}) must have the same scalar type")
     if source.ndim and dim >= source.ndim:
-        raise RuntimeError(f"index_add_(): Indexing dim {dim} is out of bounds of the source "
+        raise RuntimeError(f"{name}(): Indexing dim {dim} is out of bounds of the source "
                            f"tensor with dim {source.ndim}")
     rows = source.shape[dim] if source.ndim else 1
     if index.size != rows:
-        raise RuntimeError(f"index_add_(): Number of indices ({index.size}) should be equal to "
+        raise RuntimeError(f"{name}(): Number of indices ({index.size}) should be equal to "
                            f"source.size(dim): ({rows}), for dim: {dim}")
     if source.ndim != out.ndim or any(
             a != b for d, (a, b) in enumerate(zip(source.shape, out.shape)) if d != dim):
@@ -94,13 +111,7 @@ def _check_source(out, index, source, dim):
 
 def _write_index_add(xp, out, index, source, dim, alpha):
     dim = wrap_dim(dim, out.ndim)
-    if index.ndim > 1:
-        raise IndexError(f"index_add_(): Index is supposed to be a vector, but got dim: "
-                         f"{index.ndim} with type: {_name(index.dtype)} and size: "
-                         f"{list(index.shape)}")
-    if index.dtype not in _INDEX_DTYPES:
-        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: "
-                           f"{_name(index.dtype)}")
+    _check_vector("index_add_", index)
     _check_source(out, index, source, dim)
     out1, ix = at_least_1d(out), index.reshape(-1)
     size = out1.shape[dim]
@@ -139,6 +150,113 @@ def _(grad, x, index, source, dim, alpha):
     if alpha != 1:
         grad_source = grad_source * (alpha.conjugate() if isinstance(alpha, complex) else alpha)
     return grad, None, grad_source
+
+
+# --- index_reduce -----------------------------------------------------------------------------
+
+_INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+def _scatter_index(xp, index, source_shape, dim):
+    """The scatter index equivalent to a 1-D ``index`` along ``dim``: in ``source_shape``."""
+    return xp.broadcast_to(_along(index.reshape(-1), len(source_shape), dim), source_shape)
+
+
+_BETA_WARNED = []           # PyTorch warns once per process (TORCH_WARN_ONCE)
+
+
+def _warn_beta():
+    if not _BETA_WARNED:
+        _BETA_WARNED.append(True)
+        warnings.warn("index_reduce() is in beta and the API may change at any time.",
+                      UserWarning, stacklevel=6)
+
+
+def _check_reduce_kernel(out, reduce, include_self):
+    """The dtypes PyTorch's index_reduce kernels lack, in the order it finds out."""
+    kind, name = out.dtype.kind, _name(out.dtype)
+    if not include_self and kind in "bc":
+        raise NotImplementedError(f"\"index_reduce_func_exclude_input_init\" not implemented "
+                                  f"for '{name}'")
+    if out.ndim <= 1 and kind in "bc":        # its kernel for vectors
+        raise NotImplementedError(f"\"index_func_\" not implemented for '{name}'")
+    if reduce in ("amax", "amin") and kind == "c":
+        kernel = "maximum" if reduce == "amax" else "minimum"
+        raise NotImplementedError(f"\"{kernel}_cpu\" not implemented for '{name}'")
+
+
+def _write_index_reduce(xp, out, index, source, dim, reduce, include_self):
+    if reduce not in _INDEX_REDUCTIONS:
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
+                           f"amin but got {reduce}.")
+    dim = wrap_dim(dim, out.ndim)
+    _check_vector("index_reduce_", index)
+    _check_source(out, index, source, dim, "index_reduce_")
+    _warn_beta()
+    _check_reduce_kernel(out, reduce, include_self)
+    out1, ix = at_least_1d(out), index.reshape(-1)
+    size = out1.shape[dim]
+    if size == 0 and ix.size:
+        raise IndexError(f"select(): index {int(ix[0])} out of range for tensor of size "
+                         f"{list(out1.shape)} at dimension {dim}")
+    check_range(ix, 0, size, lambda bad: IndexError("index out of range in self"))
+    if ix.size == 0:
+        return
+    if reduce == "mean" and out.dtype.kind == "b":
+        raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
+    values = at_least_1d(source)
+    rows = _source_rows(xp, out1, ix, values, dim)
+    target = out1.reshape(-1)
+    if not include_self:
+        target[rows] = reduce_identity(reduce, out.dtype)
+    # unlike scatter_reduce, PyTorch rounds 16-bit floats after every step here
+    combine_at(xp, REDUCERS[reduce], target, rows, values.reshape(-1))
+    if reduce == "mean":
+        counts = xp.bincount(rows, minlength=target.size)
+        counts = counts + 1 if include_self else xp.maximum(counts, 1)
+        if out.dtype.kind in "iu":
+            target[...] = target // counts
+        else:
+            target[...] = target / counts.astype(target.dtype)
+
+
+@op("index_reduce(input, dim, index, source, reduce, *, include_self=True)",
+    inputs=("input", "index", "source"), inplace=True, out=True)
+def index_reduce(xp, x, index, source, dim, reduce, include_self):
+    """``input`` with the slices of ``source`` combined by ``reduce`` ("prod", "mean", "amax",
+    "amin") into the slices along ``dim`` listed in ``index``; ``include_self=False`` leaves
+    input's own values out of the slices that receive any."""
+    return out_of_place(_write_index_reduce)(xp, x, index, source, dim, reduce, include_self)
+
+
+index_reduce.inplace_variant(in_place(_write_index_reduce))
+
+
+@index_reduce.derivative
+def _(grad, x, index, source, dim, reduce, include_self, *, out):
+    if grad.is_complex():
+        raise NotImplementedError(f"\"index_func_\" not implemented for "
+                                  f"'{grad.dtype._torch_name}'")
+    d = wrap_dim(dim, x.ndim)
+    if reduce in ("amax", "amin"):
+        return _extremum_grads(grad, x, index, source, d, include_self, out)
+    # prod and mean: scatter_reduce's gradients, for the scatter index repeating ``index``
+    full = _make(_scatter_index(xp_of(index._data), index._data, tuple(source.shape), d))
+    return scatter_reduce.vjp(grad, x, full, source, d, reduce, include_self, out=out)
+
+
+def _extremum_grads(grad, x, index, source, dim, include_self, out):
+    """amax/amin: each result's gradient shared evenly by the values equal to it. As in
+    PyTorch, input's own value counts as a tie even with ``include_self=False`` (its share
+    is then dropped), and a NaN result, equal to nothing, gets NaN gradients."""
+    from ember.ops._reduce import constant
+    self_ties = constant(lambda xp, a, r: a == r, x, out).to(grad.dtype)
+    src_ties = constant(lambda xp, s, r: s == r, source, index_select(out, dim, index))
+    share = grad / index_add(self_ties, dim, index, src_ties.to(grad.dtype))
+    grad_x = share * self_ties
+    if not include_self:
+        grad_x = grad_x.index_fill(dim, index.long(), 0)
+    return grad_x, None, index_select(share, dim, index) * src_ties.to(grad.dtype)
 
 
 # --- index_copy -------------------------------------------------------------------------------

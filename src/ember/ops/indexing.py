@@ -1,5 +1,6 @@
-"""Indexing ops: basic-index views, advanced (integer and mask) indexing, index_put, and the
-mask ops masked_fill, masked_select, masked_scatter, nonzero and argwhere.
+"""Indexing ops: basic-index views, advanced (integer and mask) indexing, index_put, the mask
+ops masked_fill, masked_select, masked_scatter, nonzero and argwhere, fill_diagonal_, and
+unravel_index.
 
 ``Tensor.__getitem__`` and ``Tensor.__setitem__`` (ops/_subscript.py) split a subscript as
 PyTorch does: ints, slices and None first, as one view of the input (the ``_getitem_*``
@@ -9,6 +10,7 @@ ops); then integer and mask tensors, as advanced indices on that view (``_index`
 
 import math
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from ember._tensor import Tensor, _make
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
 from ember.ops._registry import call, op
+from ember.ops._scalars import checked_scalar as checked_number
 
 # --- basic indexing: one view op per PyTorch grad_fn name -------------------------------------
 
@@ -463,6 +466,120 @@ def argwhere(xp, x):
     return xp.argwhere(x).astype(np.int64, copy=False)
 
 
+# --- fill_diagonal_ ---------------------------------------------------------------------------
+
+def _diagonal_positions(xp, shape, wrap):
+    """Index arrays of the main diagonal of ``shape``; with ``wrap``, a tall matrix's diagonal
+    starts again one row below where it ended (NumPy's ``fill_diagonal`` wrap)."""
+    if len(shape) < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if len(set(shape)) > 1 and len(shape) > 2:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    rows, cols = shape[0], shape[1]
+    if len(shape) == 2 and wrap and rows > cols:
+        r = xp.arange(rows)
+        c = r % (cols + 1)
+        keep = c < cols
+        return r[keep], c[keep]
+    return (xp.arange(min(shape)),) * len(shape)
+
+
+def _diagonal_value(xp, x, value):
+    """``fill_value`` (a number or a 0-dim tensor) as a checked 0-d array of x's dtype."""
+    if getattr(value, "ndim", None) == 0:
+        value = value.item()
+    if not isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
+        raise TypeError(f"fill_diagonal_(): argument 'fill_value' (position 1) must be Number, "
+                        f"not {type(value).__name__}")
+    return checked_number(xp, value, x.dtype)
+
+
+@op("fill_diagonal_(input, fill_value, wrap=False)", method=False, saves_inputs=False)
+def fill_diagonal(xp, x, fill_value, wrap):
+    """``input`` with ``fill_value`` on its main diagonal: a matrix's, or the positions whose
+    coordinates are all equal when every dim has the same size."""
+    value = _diagonal_value(xp, x, fill_value)
+    out = x.copy()
+    out[_diagonal_positions(xp, x.shape, wrap)] = value
+    return out
+
+
+@fill_diagonal.inplace_variant
+def _(xp, dst, x, fill_value, wrap):
+    value = _diagonal_value(xp, dst, fill_value)
+    positions = _diagonal_positions(xp, dst.shape, wrap)
+    if not getattr(dst.flags, "writeable", True):     # an expanded tensor (CuPy has no flag)
+        raise RuntimeError(_OVERLAP)
+    dst[positions] = value
+
+
+@fill_diagonal.derivative
+def _(grad, x, fill_value, wrap):
+    return fill_diagonal(grad, 0, wrap)
+
+
+def fill_diagonal_(self, fill_value, wrap=False):
+    """Fill the main diagonal (all dims equal above 2-D) with ``fill_value`` in place; ``wrap``
+    restarts a tall matrix's diagonal every ``columns + 1`` rows. Returns self."""
+    from ember.autograd.grad_mode import is_grad_enabled
+    from ember.ops._inplace import call_inplace
+    if isinstance(self, Tensor) and is_grad_enabled() and self.requires_grad and \
+            self.grad_fn is None:
+        # PyTorch fills through a view of self, hence its wording
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+    return call_inplace(fill_diagonal, (self,), (fill_value, wrap))
+
+
+fill_diagonal_._ember_op = fill_diagonal        # vmap's dispatch finds the op from the method
+Tensor.fill_diagonal_ = fill_diagonal_
+
+
+# --- unravel_index ----------------------------------------------------------------------------
+
+def _unravel_shape(shape):
+    """``shape`` as a tuple of ints, checked as PyTorch does."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    elif not isinstance(shape, Sequence):
+        raise TypeError(f"expected 'shape' to be int or sequence of ints, but got {type(shape)}")
+    for s in shape:
+        if not isinstance(s, int):
+            raise TypeError(f"expected 'shape' sequence to only contain ints, but got {type(s)}")
+    if any(s >= 2 ** 63 for s in shape):
+        raise ValueError("Overflow when unpacking long long")
+    if any(s < 0 for s in shape):
+        raise ValueError(f"'shape' cannot have negative values, but got {tuple(shape)}")
+    return tuple(int(s) for s in shape)
+
+
+def unravel_index(indices, shape):
+    """The coordinates in a tensor of ``shape`` of the flat positions ``indices`` (an integer
+    tensor or an int): one int64 tensor per dim, each of ``indices``' shape. As in PyTorch,
+    positions outside ``[0, numel)`` wrap around."""
+    if not isinstance(indices, Tensor):
+        if not isinstance(indices, int):
+            raise TypeError(f"expected 'indices' to be integer tensor or int, but got "
+                            f"{type(indices)}")
+        from ember._creation import tensor
+        indices = tensor(indices)
+    elif indices.dtype.is_floating_point or indices.dtype.is_complex or \
+            indices.dtype is D.bool_:
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
+    shape = _unravel_shape(shape)
+    flat = indices.long()
+    if not flat.numel():
+        return tuple(flat.clone() for _ in shape)
+    if 0 in shape:
+        raise RuntimeError("ZeroDivisionError")
+    coords = []
+    for size in reversed(shape):
+        coords.append(flat.remainder(size))
+        flat = flat.div(size, rounding_mode="floor")
+    return tuple(reversed(coords))
+
+
 ALIASES = {}
+PUBLIC = {"unravel_index": unravel_index}
 
 from ember.ops import _subscript  # noqa: E402,F401  (installs Tensor.__getitem__/__setitem__)

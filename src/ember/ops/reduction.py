@@ -1,6 +1,6 @@
-"""Reductions over one, several or all dims: sum, mean, prod, nansum, nanmean, logsumexp, all,
-any, count_nonzero and norm. Extrema, statistics and cumulative ops live in extrema.py,
-statistics.py and scan.py; reduction-wide helpers in _reduce.py."""
+"""Reductions over one, several or all dims: sum, mean, prod, nansum, nanmean, trace,
+logsumexp, all, any, count_nonzero and norm. Extrema, statistics and cumulative ops live in
+extrema.py, statistics.py and scan.py; reduction-wide helpers in _reduce.py."""
 
 import math
 
@@ -174,6 +174,29 @@ def _prod_of_others(x, dims):
     return others.permute([order.index(d) for d in range(x.ndim)])
 
 
+# --- trace ------------------------------------------------------------------------------------
+
+def _trace_rule(d, name, operands):
+    if d is D.bool_ or d in D.FLOAT8:
+        raise NotImplementedError(f"\"trace\" not implemented for '{d._torch_name}'")
+    return SUM.rule(d, name, operands)
+
+
+@op("trace(input)", promote=Policy("trace", _trace_rule), upcast=False, out=False,
+    saves_inputs=False)
+def trace(xp, x):
+    """The sum of the main diagonal of a matrix (integers sum in int64, as ``sum``)."""
+    if x.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
+    return narrow_to(wide(xp.diagonal(x)).sum(), x.dtype)
+
+
+@trace.derivative
+def _(grad, x):
+    from ember._creation import eye
+    return grad * eye(*x.shape, dtype=grad.dtype, device=grad.device)
+
+
 # --- logsumexp --------------------------------------------------------------------------------
 
 @op("logsumexp(input, dim, keepdim=False)", promote=FLOAT)
@@ -275,8 +298,8 @@ def norm(xp, x, p, dim, keepdim, dtype):
     order = _norm_order(p)
     dims = reduction_dims(dim, x.ndim)
     x = _norm_dtype(x, dtype)
-    if abs(order) == _INF:
-        _require_inf_norm(order, x.shape, dims, is_all(dim))
+    if order < 0 or order == _INF:
+        _require_identity(order, x.shape, dims, is_all(dim))
     real = x.real.dtype if x.dtype.kind == "c" else x.dtype
     a = xp.abs(wide(x))
     if order == _INF:
@@ -294,14 +317,15 @@ def norm(xp, x, p, dim, keepdim, dtype):
     return xp.asarray(out).astype(real, copy=False)
 
 
-def _require_inf_norm(order, shape, dims, full):
-    sign = "" if order > 0 else "-"
+def _require_identity(order, shape, dims, full):
+    """PyTorch's errors for norms without an identity (inf, and every negative order) over no
+    elements."""
     if full and math.prod(shape) == 0:
-        raise RuntimeError(f"linalg.vector_norm cannot compute the {sign}inf norm on an empty "
+        raise RuntimeError(f"linalg.vector_norm cannot compute the {order:g} norm on an empty "
                            f"tensor because the operation does not have an identity")
     for d in dims:
         if shape[d] == 0:
-            raise RuntimeError(f"linalg.vector_norm cannot compute the {sign}inf norm on the "
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {order:g} norm on the "
                                f"dimension {d}because this dimension is empty and the operation "
                                f"does not have an identity")
 

@@ -33,6 +33,63 @@ def _sub_errors():
     yield ErrorInput(SampleInput(b, (b,)), RuntimeError, "with two bool tensors")
     yield ErrorInput(SampleInput(ember.tensor([1, 2]), (True,)), RuntimeError,
                      "with a bool tensor")
+    # PyTorch subtracts by adding -alpha: -(-128) does not fit int8
+    i8 = ember.tensor([1, 2], dtype=ember.int8)
+    yield ErrorInput(SampleInput(i8, (i8,), {"alpha": -128}), RuntimeError,
+                     "value cannot be converted to type int8_t without overflow")
+    yield from _alpha_errors()
+
+
+def _alpha_errors():
+    f = ember.ones(2)
+    yield ErrorInput(SampleInput(f, (f,), {"alpha": True}), RuntimeError,
+                     "Boolean alpha only supported for Boolean results.")
+    yield ErrorInput(SampleInput(f, (1,), {"alpha": 1j}), RuntimeError,
+                     "For non-complex input tensors, argument alpha must not be a complex number.")
+    yield ErrorInput(SampleInput(ember.tensor([1]), (2,), {"alpha": 1j}), RuntimeError,
+                     "For integral input tensors, argument alpha must not be a floating point")
+    yield ErrorInput(SampleInput(f, (f,), {"alpha": 1e300}), RuntimeError,
+                     "value cannot be converted to type float without overflow")
+    i8 = ember.tensor([1, 2], dtype=ember.int8)
+    yield ErrorInput(SampleInput(i8, (i8,), {"alpha": 300}), RuntimeError,
+                     "value cannot be converted to type int8_t without overflow")
+
+
+def _rsub_ref(a, b, alpha=1):
+    return _sub_ref(b, a, alpha)
+
+
+def _rsub_samples(dtype, requires_grad):
+    yield from _alpha_samples(dtype, requires_grad)
+    if dtype is ember.bool:
+        return
+    yield SampleInput(make((2, 3), dtype, requires_grad), (5,), {"alpha": 2}, name="number_alpha")
+    yield SampleInput(make((2, 3), dtype, requires_grad), (5, 3), name="positional_alpha")
+    if not (dtype.is_floating_point or dtype.is_complex):
+        # the number makes the result float32; alpha is checked against that
+        yield SampleInput(make((2, 3), dtype), (2.5,), {"alpha": 2}, name="float_number")
+    if dtype is ember.uint8:
+        yield SampleInput(make((2, 3), dtype), (7,), {"alpha": 255}, name="wrapping_alpha")
+
+
+def _rsub_dtype(dtype, sample):
+    return ember.float32 if sample is not None and sample.name == "float_number" else dtype
+
+
+def _rsub_errors():
+    b = ember.tensor([True, False])
+    yield ErrorInput(SampleInput(b, (b,)), RuntimeError, "with two bool tensors")
+    yield ErrorInput(SampleInput(ember.tensor([1, 2]), (True,)), RuntimeError,
+                     "with a bool tensor")
+    yield ErrorInput(SampleInput(2, (ember.ones(2),)), TypeError,
+                     r"rsub\(\): argument 'input' \(position 1\) must be Tensor, not int")
+    # ``other`` is tensor a in the message: the result is other - alpha * input
+    yield ErrorInput(SampleInput(ember.ones(2), (ember.ones(3),)), RuntimeError,
+                     r"size of tensor a \(3\) must match the size of tensor b \(2\)")
+    i8 = ember.tensor([1, 2], dtype=ember.int8)
+    yield ErrorInput(SampleInput(i8, (i8,), {"alpha": -128}), RuntimeError,
+                     "value cannot be converted to type int8_t without overflow")
+    yield from _alpha_errors()
 
 
 def _add_errors():
@@ -41,6 +98,7 @@ def _add_errors():
                      "alpha must not be a floating point")
     yield ErrorInput(SampleInput(ember.ones(2), (ember.ones(3),)), RuntimeError,
                      r"size of tensor a \(2\) must match the size of tensor b \(3\)")
+    yield from _alpha_errors()
 
 
 def _true_div_ref(a, b, rounding_mode=None):
@@ -145,6 +203,8 @@ OPS = [
            error_inputs=_add_errors),
     OpInfo("sub", _sub_ref, _alpha_samples, dtypes=NUMERIC, gradgrad=True,
            error_inputs=_sub_errors),
+    OpInfo("rsub", _rsub_ref, _rsub_samples, dtypes=NUMERIC, result_dtype=_rsub_dtype,
+           gradgrad=True, error_inputs=_rsub_errors),
     OpInfo("mul", np.multiply, binary_samples(), dtypes=ALL, gradgrad=True),
     OpInfo("div", _true_div_ref, _div_samples, dtypes=FLOATS + LOW + INTS + COMPLEX,
            result_dtype=_div_dtype, gradgrad=True, error_inputs=_div_errors),

@@ -3,7 +3,7 @@
 import numpy as np
 
 import ember
-from tests.ops.opdb.core import (ALL, ALL_REAL, INTS, LOW, ErrorInput, OpInfo,
+from tests.ops.opdb.core import (ALL, ALL_REAL, FLOATS, INTS, LOW, ErrorInput, OpInfo,
                                  SampleInput, binary_samples, make, unary_samples)
 
 NAN, INF = float("nan"), float("inf")
@@ -98,6 +98,59 @@ def _isclose_errors():
     yield ErrorInput(SampleInput(f, (f,), {"atol": -0.5}), RuntimeError,
                      "atol must be greater than or equal to zero, but got -0.5")
     yield ErrorInput(SampleInput(f, (ember.ones(2),)), RuntimeError, "must match the size")
+
+
+# --- isin -------------------------------------------------------------------------------------
+
+def _isin_ref(elements, test, assume_unique=False, invert=False):
+    array = elements if isinstance(elements, np.ndarray) else test
+
+    def operand(x):             # a Python int wraps to an integer tensor's dtype, as in PyTorch
+        if isinstance(x, int) and array.dtype.kind in "iu":
+            return np.array(x).astype(array.dtype)
+        return np.asarray(x)
+    a, b = operand(elements), operand(test)
+    found = (a.reshape(-1, 1) == b.reshape(1, -1)).any(1).reshape(a.shape)
+    return ~found if invert else found
+
+
+def _isin_samples(dtype, requires_grad):
+    def small(shape, **kw):
+        return make(shape, dtype, low=0, high=6, **kw)
+    yield SampleInput(small((2, 3)), (small((4,)),), name="matrix")
+    yield SampleInput(small((3, 4), noncontiguous=True), (small((2, 3), noncontiguous=True),),
+                      name="noncontiguous")
+    yield SampleInput(small(()), (small((5,)),), name="0dim_elements")
+    yield SampleInput(small((4,)), (small(()),), name="0dim_test")
+    yield SampleInput(small((0, 3)), (small((4,)),), name="empty_elements")
+    yield SampleInput(small((2, 3)), (small((0,)),), {"invert": True}, name="empty_test")
+    yield SampleInput(small((5,)), (small((3,)),), {"invert": True, "assume_unique": True},
+                      name="invert")
+    yield SampleInput(small((3, 4)), (2,), name="number_test")
+    yield SampleInput(3, (small((5,)),), name="number_elements")
+    yield SampleInput(small((20,)), (make((300,), dtype, low=0, high=40),), name="many_tests")
+    yield SampleInput(small((2, 3)), (make((5,), ember.int64, low=0, high=6),),
+                      name="int64_test")
+    if dtype.is_floating_point:
+        specials = ember.tensor([0., -0., NAN, INF, -INF, 1.5], dtype=dtype)
+        yield SampleInput(specials, (ember.tensor([0., NAN, INF], dtype=dtype),), name="nan")
+        yield SampleInput(specials, (1.5,), name="float_number")
+    if dtype in (ember.uint8, ember.int8):
+        yield SampleInput(ember.tensor([44, 1, 2], dtype=dtype), (300,), name="wrapped_number")
+
+
+def _isin_errors():
+    f = ember.ones(3)
+    yield ErrorInput(SampleInput(ember.tensor([True]), (f,)), RuntimeError,
+                     r"Unsupported input type encountered for isin\(\): Bool")
+    yield ErrorInput(SampleInput(f, (ember.ones(2, dtype=ember.complex64),)), RuntimeError,
+                     r"Unsupported input type encountered for isin\(\): ComplexFloat")
+    yield ErrorInput(SampleInput(f, (True,)), RuntimeError,
+                     r"Unsupported input type encountered for isin\(\): Bool")
+    yield ErrorInput(SampleInput(1j, (f,)), RuntimeError,
+                     r"Unsupported input type encountered for isin\(\): ComplexDouble")
+    yield ErrorInput(SampleInput(2, (3,)), TypeError, r"isin\(\)")
+    yield ErrorInput(SampleInput(f, ([1, 2],)), TypeError, r"isin\(\)")
 
 
 # --- logical and bitwise ops ------------------------------------------------------------------
@@ -234,6 +287,8 @@ OPS = [
     _comparison("le", np.less_equal, True),
     _comparison("gt", np.greater, True),
     _comparison("ge", np.greater_equal, True),
+    OpInfo("isin", _isin_ref, _isin_samples, dtypes=FLOATS + LOW + INTS, result_dtype="bool",
+           grad=False, error_inputs=_isin_errors),
     OpInfo("isclose", _isclose_ref, _isclose_samples, dtypes=ALL, result_dtype="bool",
            grad=False, error_inputs=_isclose_errors),
     _logical("logical_and"),

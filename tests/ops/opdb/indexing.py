@@ -219,6 +219,61 @@ def _masked_fill_errors():
                      "value cannot be converted to type uint8_t without overflow")
 
 
+# --- fill_diagonal_ ------------------------------------------------------------------------------
+
+def _fill_diagonal_ref(x, value, wrap=False):
+    out = np.array(x, copy=True)
+    value = np.asarray(value).astype(out.dtype)
+    if out.ndim == 2 and wrap and out.shape[0] > out.shape[1]:
+        rows = np.arange(out.shape[0])
+        cols = rows % (out.shape[1] + 1)
+        out[rows[cols < out.shape[1]], cols[cols < out.shape[1]]] = value
+    else:
+        out[(np.arange(min(out.shape)),) * out.ndim] = value
+    return out
+
+
+def _fill_diagonal_samples(dtype, requires_grad):
+    value = _fill_value(dtype)
+    for shape in ((3, 3), (2, 5), (5, 2), (2, 2, 2), (0, 3), (1, 1)):
+        yield SampleInput(make(shape, dtype, requires_grad), (value,), name=f"{list(shape)}")
+    for rows in (7, 8, 3):
+        yield SampleInput(make((rows, 3), dtype, requires_grad), (value,), {"wrap": True},
+                          name=f"wrap_{rows}_rows")
+    yield SampleInput(make((3, 7), dtype, requires_grad).t(), (value, True),
+                      name="wrap_transposed")
+    yield SampleInput(make((4, 6), dtype, requires_grad, noncontiguous=True),
+                      (make((), dtype),), name="0-dim tensor value")
+    if not (dtype.is_floating_point or dtype.is_complex or dtype is ember.bool):
+        yield SampleInput(make((2, 3), dtype), (2.7,), name="truncated float")
+
+
+def _fill_diagonal_errors():
+    x = ember.zeros(2, 3)
+    yield ErrorInput(SampleInput(ember.zeros(3), (1,)), RuntimeError,
+                     "dimensions must larger than 1")
+    yield ErrorInput(SampleInput(ember.zeros(()), (1,)), RuntimeError,
+                     "dimensions must larger than 1")
+    yield ErrorInput(SampleInput(ember.zeros(2, 2, 3), (1,)), RuntimeError,
+                     "all dimensions of input must be of equal length")
+    yield ErrorInput(SampleInput(x, (ember.ones(1),)), TypeError,
+                     r"fill_diagonal_\(\): argument 'fill_value' \(position 1\) must be Number, "
+                     r"not Tensor")
+    yield ErrorInput(SampleInput(x, (None,)), TypeError, "must be Number, not NoneType")
+    yield ErrorInput(SampleInput(x, (1e300,)), RuntimeError,
+                     "value cannot be converted to type float without overflow")
+    yield ErrorInput(SampleInput(x, (1j,)), RuntimeError,
+                     "value cannot be converted to type float without overflow")
+    yield ErrorInput(SampleInput(x.half(), (1e6,)), RuntimeError,
+                     "value cannot be converted to type c10::Half without overflow")
+    yield ErrorInput(SampleInput(x.to(ember.int8), (200,)), RuntimeError,
+                     "value cannot be converted to type int8_t without overflow")
+
+
+def _fill_diagonal_torch(x, value, wrap=False):
+    return x.clone().fill_diagonal_(value, wrap)
+
+
 # --- masked_select, masked_scatter --------------------------------------------------------------
 
 def _mask(shape, seed=0):
@@ -314,6 +369,8 @@ OPS = [
            error_inputs=_index_put_errors),
     OpInfo("masked_fill", _masked_fill_ref, _masked_fill_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_masked_fill_errors),
+    OpInfo("fill_diagonal_", _fill_diagonal_ref, _fill_diagonal_samples, dtypes=ALL,
+           gradgrad=True, error_inputs=_fill_diagonal_errors, torch_op=_fill_diagonal_torch),
     OpInfo("masked_select", _masked_select_ref, _masked_select_samples, dtypes=ALL,
            gradgrad=True, error_inputs=_masked_select_errors),
     OpInfo("masked_scatter", _masked_scatter_ref, _masked_scatter_samples, dtypes=ALL,

@@ -218,6 +218,32 @@ SUM_DTYPE = with_dtype_kwarg(int64_for_integral)
 SAME_DTYPE = with_dtype_kwarg(lambda d: d)
 
 
+# --- trace ----------------------------------------------------------------------------------------
+
+def _trace_ref(x):
+    x = np.asarray(x)
+    wide = np.int64 if x.dtype.kind in "iu" else None
+    return np.asarray(np.trace(x, dtype=wide))
+
+
+def _trace_samples(dtype, requires_grad):
+    for shape in ((3, 3), (2, 4), (5, 2), (1, 1), (0, 3), (0, 0)):
+        yield SampleInput(make(shape, dtype, requires_grad), name=f"{list(shape)}")
+    yield SampleInput(make((4, 3), dtype, requires_grad, noncontiguous=True),
+                      name="noncontiguous")
+    yield SampleInput(make((3, 5), dtype, requires_grad).t(), name="transposed")
+
+
+def _trace_errors():
+    for shape in ((3,), (), (2, 2, 2)):
+        yield ErrorInput(SampleInput(ember.ones(shape)), RuntimeError,
+                         f"trace: expected a matrix, but got tensor with dim {len(shape)}")
+    yield ErrorInput(SampleInput(ember.ones(2, 2, dtype=ember.bool)), NotImplementedError,
+                     "\"trace\" not implemented for 'Bool'")
+    yield ErrorInput(SampleInput(ember.ones(2, 2, dtype=ember.float8_e4m3fn)),
+                     NotImplementedError, "\"trace\" not implemented for 'Float8_e4m3fn'")
+
+
 # --- logsumexp ------------------------------------------------------------------------------------
 
 def _logsumexp_ref(x, dim, keepdim=False):
@@ -337,6 +363,11 @@ def _norm_errors():
                      "cannot compute the inf norm on an empty tensor")
     yield ErrorInput(SampleInput(ember.ones(0, 3), (-inf, 0)), RuntimeError,
                      "cannot compute the -inf norm on the dimension 0")
+    # every negative order lacks an identity too
+    yield ErrorInput(SampleInput(ember.ones(0, 3), (-1,)), RuntimeError,
+                     "cannot compute the -1 norm on an empty tensor")
+    yield ErrorInput(SampleInput(ember.ones(0, 3), (-0.5, 0)), RuntimeError,
+                     "cannot compute the -0.5 norm on the dimension 0")
     yield from dims_errors()()
 
 
@@ -391,6 +422,9 @@ OPS = [
            reduction_samples(low=-2, high=2, cases=_PROD_CASES, dtypes_kwarg=True,
                              extra=_zeros_in((2, 3, 2), [(0, 1, 0), (1, 0, 1), (1, 2, 1)])),
            dtypes=ALL, result_dtype=SUM_DTYPE, gradgrad=True, error_inputs=_prod_errors),
+    OpInfo("trace", _trace_ref, _trace_samples, dtypes=FLOATS + LOW + INTS + COMPLEX,
+           result_dtype=lambda d, s: int64_for_integral(d), gradgrad=True,
+           error_inputs=_trace_errors),
     OpInfo("logsumexp", _logsumexp_ref,
            reduction_samples(cases=_LSE_CASES, empty_all=False, extra=_logsumexp_extra),
            dtypes=ALL, result_dtype="float", gradgrad=True,
