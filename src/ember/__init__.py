@@ -11,6 +11,7 @@ from ember._dtype import bool_ as bool  # noqa: A001  (torch.bool)
 from ember._device import device, get_default_device, set_default_device
 from ember._tensor import Size, Tensor
 from ember._creation import *  # noqa: F401,F403
+from ember._windows import *  # noqa: F401,F403  (hann_window, ..., kaiser_window)
 from ember._creation import deprecated_range as range  # noqa: A001  (torch.range)
 from ember._legacy_types import *  # noqa: F401,F403  (FloatTensor, ..., set_default_tensor_type)
 from ember._random import *  # noqa: F401,F403

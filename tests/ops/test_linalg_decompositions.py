@@ -227,3 +227,138 @@ def test_deprecated_qr_and_cholesky_warn_and_delegate():
     with pytest.warns(UserWarning, match="torch.cholesky is deprecated"):
         u = ember.cholesky(spd, upper=True)
     assert_close(u, L.cholesky(spd).mH)
+
+
+# --- cholesky_solve, cholesky_inverse ---------------------------------------------------------
+
+FACTOR = [[2., 0.5, -1.], [0.3, 1.5, 0.7], [-0.4, 0.2, 1.2]]    # its other triangle is not read
+RHS = [[1., -1.], [0.5, 2.], [-0.3, 0.4]]
+WEIGHTS = ember.arange(9., dtype=F64).reshape(3, 3)
+# PyTorch 2.13: values, and gradients of x.sum() and (y * WEIGHTS).sum(), which cover all of
+# the factor's entries (the formula's, as PyTorch gives them)
+TORCH_CHOLESKY = {
+    ("solve", False): (
+        [[0.20425925925925925, -0.40657407407407403], [0.16913580246913576, 0.9635802469135801],
+         [-0.10185185185185185, -0.06018518518518516]],
+        [[0.10115740740740745, -0.4115724879972565, -0.13800208619112941],
+         [-0.5663580246913578, -1.2792915523548238, -1.0603968526139305],
+         [0.08101851851851848, -1.0604445301783265, -0.4843435642432555]]),
+    ("solve", True): (
+        [[0.25790895061728397, -0.9924768518518519], [0.08410493827160492, 1.3726851851851851],
+         [0.057870370370370385, -0.798611111111111]],
+        [[0.36728395061728425, -0.728395061728395, 0.37037037037037],
+         [-0.44077717764060353, -0.9595507544581618, -0.6381815843621395],
+         [0.7046896433470506, -1.0124828532235937, 0.7512860082304527]]),
+    ("inverse", False): (
+        [[0.29361111111111116, -0.08703703703703702, 0.1527777777777778],
+         [-0.08703703703703702, 0.4567901234567901, -0.0925925925925926],
+         [0.1527777777777778, -0.0925925925925926, 0.6944444444444445]],
+        [[-0.4370370370370371, -1.7676803840877917, -2.8421554641060824],
+         [-0.5432098765432098, -1.6710653863740283, -2.497259564090839],
+         [-2.5925925925925934, -6.2120713305898505, -8.447919524462735]]),
+    ("inverse", True): (
+        [[0.5418595679012347, -0.3109567901234568, 0.4282407407407408],
+         [-0.3109567901234568, 0.595679012345679, -0.32407407407407407],
+         [0.4282407407407408, -0.32407407407407407, 0.6944444444444445]],
+        [[-1.0910493827160508, 0.1049382716049383, -2.1296296296296333],
+         [-3.7117551868998637, 0.27713906035665303, -5.624292695473253],
+         [-4.264639060356654, 0.3092764060356654, -6.2764917695473255]]),
+}
+
+
+@pytest.mark.parametrize("which, upper", list(TORCH_CHOLESKY))
+def test_cholesky_solve_and_inverse_match_pytorch(which, upper):
+    factor = ember.tensor(FACTOR, dtype=F64, requires_grad=True)
+    if which == "solve":
+        out = ember.cholesky_solve(ember.tensor(RHS, dtype=F64), factor, upper)
+        loss = out.sum()
+    else:
+        out = ember.cholesky_inverse(factor, upper)
+        loss = (out * WEIGHTS).sum()
+    value, grad = TORCH_CHOLESKY[which, upper]
+    assert_close(out, value, rtol=1e-12, atol=1e-14)
+    assert_close(ember.autograd.grad(loss, factor)[0], grad, rtol=1e-10, atol=1e-12)
+
+
+def test_cholesky_solve_and_inverse_read_one_triangle_and_take_out():
+    spd = _spd(3)
+    low = L.cholesky(spd)
+    b = _randn(2, 3, 2)
+    x = ember.cholesky_solve(b, low)
+    assert_close(spd @ x, b)
+    assert_close(ember.cholesky_solve(b, low + _randn(3, 3).triu(1)), x)
+    assert_close(b.cholesky_solve(low.mH + _randn(3, 3).tril(-1), True), x)
+    inverse = ember.cholesky_inverse(low + _randn(3, 3).triu(1))
+    assert_close(inverse, L.inv(spd))
+    assert_close(low.mH.cholesky_inverse(upper=True), inverse)
+    out = ember.empty(0, dtype=F64)
+    assert ember.cholesky_solve(b, low, out=out) is out
+    assert_close(out, x)
+    out = ember.empty(0, dtype=F64)
+    assert ember.cholesky_inverse(low, out=out) is out
+    assert_close(out, inverse)
+
+
+# --- lu_unpack, lu, lu_solve ------------------------------------------------------------------
+
+def test_lu_unpack_reconstructs_and_p_needs_no_gradient():
+    a = _randn(2, 4, 3, requires_grad=True)
+    lu, pivots = L.lu_factor(a)
+    p, low, up = ember.lu_unpack(lu, pivots)
+    assert type(ember.lu_unpack(lu, pivots)).__name__ == "lu_unpack"
+    assert (p.shape, low.shape, up.shape) == ((2, 4, 4), (2, 4, 3), (2, 3, 3))
+    assert_close(p @ low @ up, a)
+    assert not p.requires_grad and low.requires_grad and up.requires_grad
+    (grad,) = ember.autograd.grad((low @ up).sum(), a)       # L U = P^T A: all ones
+    assert_close(grad, np.ones((2, 4, 3)), rtol=1e-12, atol=1e-12)
+    outs = tuple(ember.empty(0, dtype=F64) for _ in range(3))
+    result = ember.lu_unpack(lu.detach(), pivots, out=outs)
+    assert all(r is o for r, o in zip(result, outs))
+    assert_close(outs[1], low)
+
+
+@pytest.mark.parametrize("pivots", [ember.ones(2, 3, dtype=ember.int32),
+                                    ember.ones(2, dtype=ember.int32),
+                                    ember.ones(4, dtype=ember.int32),
+                                    ember.ones((), dtype=ember.int32)])
+def test_lu_unpack_refuses_pivots_that_do_not_fit(pivots):
+    # PyTorch reads out of bounds for these (and may crash): ember raises
+    with pytest.raises(RuntimeError, match=r"lu_unpack: Expected LU_pivots of shape \[3\] for "
+                                           r"LU of shape \[3, 3\]"):
+        ember.lu_unpack(ember.eye(3), pivots)
+    assert ember.lu_unpack(ember.eye(3), pivots, unpack_pivots=False).P.shape == (0,)
+
+
+def _warned(fn):
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    return result, [str(w.message) for w in caught]
+
+
+def test_deprecated_lu_and_lu_solve_warn_once_and_delegate(monkeypatch):
+    from ember.ops import lu as lu_module
+    monkeypatch.setattr(lu_module, "_WARNED", set())
+    a = _randn(2, 3, 3)
+    (lu, pivots), caught = _warned(lambda: ember.lu(a))
+    assert len(caught) == 1 and caught[0].startswith(
+        "torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex")
+    want = L.lu_factor(a)
+    assert_close(lu, want.LU)
+    assert pivots.equal(want.pivots)
+    infos, caught = _warned(lambda: ember.lu(ember.ones(2, 3, 3), get_infos=True))
+    assert caught == []                     # once per process, as PyTorch's
+    assert type(infos).__name__ == "_lu_with_info" and infos.info.tolist() == [2, 2]
+    assert type(a.lu(get_infos=True)) is tuple and len(a.lu()) == 2
+    b = _randn(2, 3, 2)
+    x, caught = _warned(lambda: ember.lu_solve(b, lu, pivots))
+    assert len(caught) == 1 and "torch.lu_solve is deprecated in favor of torch.linalg." \
+                                "lu_solveand will be removed" in caught[0]
+    assert_close(a @ x, b)
+    assert_close(b.lu_solve(lu, pivots), x)
+    out = ember.empty(0, dtype=F64)
+    assert ember.lu_solve(b, lu, pivots, out=out) is out
+    outs = (ember.empty(0, dtype=F64), ember.empty(0, dtype=ember.int32))
+    assert ember.lu(a, out=outs)[0] is outs[0]
+    assert_close(outs[0], lu)

@@ -16,7 +16,8 @@ _CPU_LOWER = """conv1d conv2d conv3d convolution conv_transpose1d conv_transpose
     nn.functional.scaled_dot_product_attention _rnn_layer"""
 
 _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar prod quantile
-    nanquantile cdist view_as_complex inverse pinverse nn.functional.max_pool3d_with_indices
+    nanquantile cdist trace view_as_complex inverse pinverse cholesky_solve cholesky_inverse
+    stft nn.functional.max_pool3d_with_indices
     nn.functional.max_unpool2d nn.functional.max_unpool3d nn.functional.adaptive_avg_pool3d
     nn.functional.adaptive_max_pool3d_with_indices nn.functional.nll_loss
     nn.functional.cross_entropy ctc_loss svd
@@ -24,7 +25,7 @@ _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar
     fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft
     linalg.cond linalg.matrix_rank linalg.solve linalg.cholesky linalg.svdvals linalg.eigvals
     linalg.eigvalsh linalg.inv linalg.qr linalg.cholesky_ex linalg.svd linalg.eig linalg.eigh
-    linalg.lstsq linalg.inv_ex linalg.lu_solve
+    linalg.lstsq linalg.inv_ex linalg.lu_solve linalg.tensorinv linalg.tensorsolve
     mse_loss cosine_embedding_loss hinge_embedding_loss poisson_nll_loss smooth_l1_loss
     l1_loss huber_loss margin_ranking_loss soft_margin_loss triplet_margin_loss
     multi_margin_loss kl_div multilabel_margin_loss binary_cross_entropy_with_logits
@@ -37,7 +38,7 @@ _CUDA_LOWER = """matmul addbmm addmm addmv addr baddbmm bmm chain_matmul linalg.
     nn.functional.linear mm mv prelu nn.functional.scaled_dot_product_attention _rnn_layer"""
 
 _CUDA_FP32 = """pow acos asin cosh erfinv exp expm1 log log10 log1p log2 reciprocal rsqrt sinh tan
-    nn.functional.softplus native_layer_norm native_group_norm norm cdist cumprod cumsum prod
+    nn.functional.softplus native_layer_norm native_group_norm norm dist cdist cumprod cumsum prod
     sum renorm softmax log_softmax nn.functional.cross_entropy nn.functional.nll_loss
     cosine_embedding_loss cosine_similarity hinge_embedding_loss kl_div l1_loss
     margin_ranking_loss mse_loss multilabel_margin_loss multi_margin_loss normalize pdist

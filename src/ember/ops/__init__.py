@@ -13,13 +13,13 @@ from ember.amp.autocast_mode import install as install_autocast
 from ember.ops import _registry, operators
 from ember.ops import (arithmetic, binary_math, comparison, complex_ops, conversion,
                        decompositions, indexing, linalg, odds, products, reduction, scatter,
-                       shape, sorting, special_math, spectral, unary_math)
+                       shape, sorting, special_math, spectral, stft, unary_math)
 from ember.ops import (activations, affine, attention, conv, dropout, embedding, loss,
                        normalization, padding, pooling, recurrent, resampling)
 
 MODULES = (arithmetic, binary_math, comparison, complex_ops, conversion, decompositions,
            indexing, linalg, odds, products, reduction, scatter, shape, sorting, special_math,
-           spectral, unary_math,
+           spectral, stft, unary_math,
            activations, affine, attention, conv, dropout, embedding, loss, normalization,
            padding, pooling, recurrent, resampling)
 

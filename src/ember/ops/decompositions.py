@@ -5,4 +5,4 @@ from ember.ops import (factorizations, householder, least_squares, lu,  # noqa: 
                        matrix_functions, norms, singular, solvers)
 
 ALIASES = {}
-PUBLIC = {**factorizations.PUBLIC, **singular.PUBLIC}
+PUBLIC = {**factorizations.PUBLIC, **singular.PUBLIC, **lu.PUBLIC}

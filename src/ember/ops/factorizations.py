@@ -1,4 +1,5 @@
-"""Matrix factorizations: linalg.cholesky, cholesky_ex, qr, eigh, eigvalsh, eig, eigvals.
+"""Matrix factorizations: linalg.cholesky, cholesky_ex, qr, eigh, eigvalsh, eig, eigvals, and
+what uses a Cholesky factor: cholesky_solve, cholesky_inverse.
 
 Their derivatives follow PyTorch's (documented in ``torch.linalg``): they assume distinct
 eigenvalues, and for complex eigenvectors a loss that depends on their arbitrary phase is an
@@ -11,11 +12,11 @@ from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, ch
                                      checked, eye_like, lapack, mh, named_result, on_host,
                                      raise_first_failure, torch_name)
 from ember.ops._reduce import constant
-from ember.ops._registry import op
-from ember.ops.solvers import solve, solve_triangular
+from ember.ops._registry import broadcast_message, op
+from ember.ops.solvers import singular_inverse, solve, solve_triangular, triangular_solve
 
 __all__ = ["cholesky", "cholesky_ex", "qr", "eigh", "eigvalsh", "eig", "eigvals",
-           "check_phase", "qr_legacy", "cholesky_legacy"]
+           "check_phase", "qr_legacy", "cholesky_legacy", "cholesky_solve", "cholesky_inverse"]
 
 cholesky_ex_result = named_result("linalg_cholesky_ex", ("L", "info"))
 qr_result = named_result("linalg_qr", ("Q", "R"))
@@ -105,6 +106,83 @@ def cholesky_ex(xp, a, upper, check_errors):
 
 cholesky_ex.derivative(lambda grad, a, upper, check_errors, *, out:
                        _cholesky_grad(grad, a, upper, out=out))
+
+
+# --- cholesky_solve, cholesky_inverse ---------------------------------------------------------
+
+def _lower(xp, factor, upper):
+    """The lower-triangular factor L (A = L L^H) that ``factor`` (L, or U = L^H) holds."""
+    return _adjoint(xp.triu(factor)) if upper else xp.tril(factor)
+
+
+def _check_cholesky_solve(b, factor):
+    if b.ndim < 2:
+        raise RuntimeError(f"b should have at least 2 dimensions, but has {b.ndim} dimensions "
+                           f"instead")
+    if factor.ndim < 2:
+        raise RuntimeError(f"u should have at least 2 dimensions, but has {factor.ndim} "
+                           f"dimensions instead")
+    if b.dtype != factor.dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
+                           f"{torch_name(b)} and A of type {torch_name(factor)} instead.")
+    if factor.shape[-1] != factor.shape[-2]:
+        raise RuntimeError(f"A must be batches of square matrices, but they are "
+                           f"{factor.shape[-2]} by {factor.shape[-1]} matrices")
+    n = factor.shape[-1]
+    if b.shape[-2] != n:
+        raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is "
+                           f"{n} by {n} but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
+    try:
+        np.broadcast_shapes(b.shape[:-2], factor.shape[:-2])
+    except ValueError:
+        raise RuntimeError(broadcast_message([b.shape[:-2], factor.shape[:-2]])) from None
+    check_kernel(factor, "cholesky_solve_cpu")
+
+
+@op("cholesky_solve(input, input2, upper=False)", inputs=2, out=True)
+def cholesky_solve(xp, b, factor, upper):
+    """The solution X of AX = B for Hermitian positive-definite A given by its Cholesky
+    factor (L with A = L L^H, or U = L^H when ``upper``; only that triangle is read)."""
+    _check_cholesky_solve(b, factor)
+    low = _lower(xp, factor, upper)
+    y = triangular_solve(xp, low, b, upper=False)
+    return triangular_solve(xp, _adjoint(low), y, upper=True)
+
+
+@cholesky_solve.derivative
+def _(grad, b, factor, upper, *, out):
+    # X = A^{-1} B with A = L L^H: gB = A^{-1} gX, gA = -gB X^H, and gL = (gA + gA^H) L
+    # (U (gA + gA^H) for U), all of the factor's entries, as PyTorch gives them
+    grad_b = cholesky_solve(grad, factor, upper)
+    grad_a = -(grad_b @ mh(out))
+    grad_a = grad_a + mh(grad_a)
+    return grad_b, (factor @ grad_a if upper else grad_a @ factor)
+
+
+@op("cholesky_inverse(input, upper=False)", out=True)
+def cholesky_inverse(xp, factor, upper):
+    """The inverse of a Hermitian positive-definite matrix A given by its Cholesky factor (L
+    with A = L L^H, or U = L^H when ``upper``; only that triangle is read)."""
+    name = "cholesky_inverse"
+    check_square(name, factor)
+    check_kernel(factor, "cholesky_inverse_out_cpu")
+    diagonal = xp.diagonal(factor, 0, -2, -1)
+    zero = diagonal == 0
+    info = xp.where(zero.any(-1), zero.argmax(-1) + 1, 0) if zero.size else \
+        xp.zeros(factor.shape[:-2], np.int64)
+    raise_first_failure(name, info, factor.shape, singular_inverse)
+    low = _lower(xp, factor, upper)
+    eye = xp.broadcast_to(xp.eye(factor.shape[-1], dtype=factor.dtype), factor.shape)
+    low_inverse = triangular_solve(xp, low, eye, upper=False)
+    return _adjoint(low_inverse) @ low_inverse
+
+
+@cholesky_inverse.derivative
+def _(grad, factor, upper, *, out):
+    # Y = A^{-1} (Hermitian): gA = -Y gY Y, then as for cholesky_solve
+    grad_a = -(out @ grad @ out)
+    grad_a = grad_a + mh(grad_a)
+    return factor @ grad_a if upper else grad_a @ factor
 
 
 # --- qr ---------------------------------------------------------------------------------------

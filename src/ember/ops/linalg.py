@@ -1,4 +1,5 @@
-"""Matrix products: matmul, mm, bmm, mv, dot, outer.
+"""Matrix products: matmul, mm, bmm, mv, dot, outer; and linalg.vander (powers, by cumulative
+products).
 
 The operands of a product must share one dtype (no promotion, as in PyTorch). NumPy has no
 fast 16-bit GEMM, so float16 and bfloat16 products run in float32 and are rounded back.
@@ -226,6 +227,37 @@ def _(grad, a, b):
     if b.ndim == 2 and a.ndim > 2:      # fold the batch into one GEMM instead of summing
         return grad_a, _h(_rows(a)).mm(_rows(grad))
     return grad_a, _h(a) @ grad
+
+
+# --- linalg.vander ----------------------------------------------------------------------------
+
+@op("vander(x, *, N=None)", namespace="linalg")
+def vander(xp, x, n):
+    """The Vandermonde matrix of ``x`` (batches of vectors): columns x^0, x^1, ..., x^(N-1),
+    N by default ``x.size(-1)``; integer input gives int64."""
+    if x.dtype.kind == "b" or x.dtype in _LOW:
+        raise RuntimeError(f"linalg.vander supports floating point, complex, and integer "
+                           f"tensors, but got {_name(x)}")
+    if n is None:
+        n = x.shape[-1] if x.ndim else 1
+    elif isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise TypeError(f"linalg_vander(): argument 'N' must be int, not {type(n).__name__}")
+    if n <= 1:
+        raise RuntimeError("N must be greater than 1.")
+    if x.ndim == 0:
+        x = x[None]
+    if x.dtype.kind in "iu":
+        x = x.astype(np.int64)
+    powers = xp.cumprod(xp.broadcast_to(x[..., None], x.shape + (n - 1,)), axis=-1)
+    return xp.concatenate([xp.ones(x.shape + (1,), x.dtype), powers], axis=-1)
+
+
+@vander.derivative
+def _(grad, x, n, *, out):
+    # d x^k / dx = k x^(k - 1), the powers read from the output
+    from ember._creation import arange
+    k = arange(1, out.shape[-1], dtype=out.real.dtype, device=out.device)
+    return (grad[..., 1:] * (out[..., :-1] * k).conj()).sum(-1).reshape(x.shape)
 
 
 ALIASES = {"ger": "outer"}

@@ -1,22 +1,29 @@
-"""The LU factorization with partial pivoting: linalg.lu_factor, lu_factor_ex, lu_solve.
+"""The LU factorization with partial pivoting: linalg.lu_factor, lu_factor_ex, lu_solve,
+lu_unpack, and the deprecated top-level lu and lu_solve.
 
 As in PyTorch (and LAPACK), LU packs L (unit lower triangular, its diagonal not stored) and
 U, and the int32 pivots are 1-based: row i was swapped with row pivots[i] - 1.
 """
 
+import warnings
+
 import numpy as np
 
-from ember._tensor import _make
+from ember import _dtype as D
+from ember._tensor import Tensor, _make
 from ember.backend import xp_of
 from ember.ops._linalg_utils import (check_float, check_kernel, check_square, mh, named_result,
                                      raise_first_failure, torch_name)
 from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch, lu_info, lu_solve_all, solve_triangular
 
-__all__ = ["lu_factor", "lu_factor_ex", "lu_solve"]
+__all__ = ["lu_factor", "lu_factor_ex", "lu_solve", "lu_unpack", "lu_legacy",
+           "lu_solve_legacy"]
 
 lu_factor_result = named_result("linalg_lu_factor", ("LU", "pivots"))
 lu_factor_ex_result = named_result("linalg_lu_factor_ex", ("LU", "pivots", "info"))
+lu_unpack_result = named_result("lu_unpack", ("P", "L", "U"))
+lu_with_info_result = named_result("_lu_with_info", ("LU", "pivots", "info"))
 
 
 def _zero_pivot(k):
@@ -59,10 +66,9 @@ def lu_factor_ex(xp, a, pivot, check_errors):
 
 # --- unpacking, for the derivatives -----------------------------------------------------------
 
-def _permutation(pivots, m):
-    """The permutation matrix P (A = P L U) of 1-based LAPACK pivots, as a constant tensor."""
-    xp = xp_of(pivots._data)
-    piv = pivots._data - 1
+def _permutation_array(xp, piv, m):
+    """The (bool) permutation matrix P (A = P L U) of 0-based pivots: the row swaps i <->
+    piv[i], in order."""
     perm = xp.broadcast_to(xp.arange(m), piv.shape[:-1] + (m,)).copy()
     for i in range(piv.shape[-1]):
         j = piv[..., i:i + 1]
@@ -71,7 +77,12 @@ def _permutation(pivots, m):
         xp.put_along_axis(perm, j, row_i, -1)
     # P^T A = A[perm]: P^T has a one at (r, perm[r])
     p_t = perm[..., :, None] == xp.arange(m)
-    return _make(xp.ascontiguousarray(p_t.swapaxes(-1, -2)))
+    return xp.ascontiguousarray(p_t.swapaxes(-1, -2))
+
+
+def _permutation(pivots, m):
+    """The permutation matrix P (A = P L U) of 1-based LAPACK pivots, as a constant tensor."""
+    return _make(_permutation_array(xp_of(pivots._data), pivots._data - 1, m))
 
 
 def _unpack(lu, pivots):
@@ -184,3 +195,127 @@ def _(grad, lu, pivots, b, left, adjoint, *, out):
     pt_grad = p.mT @ grad_a
     grad_lu = (pt_grad @ mh(up)).tril(-1) + (mh(low) @ pt_grad).triu()
     return grad_lu, None, grad_b
+
+
+# --- lu_unpack --------------------------------------------------------------------------------
+
+def _check_unpack(lu, pivots, unpack_pivots):
+    if lu.ndim < 2:
+        raise RuntimeError(f"ember.lu_unpack: Expected tensor with 2 or more dimensions. Got "
+                           f"size: {list(lu.shape)} instead")
+    if not unpack_pivots:
+        return
+    if pivots.dtype != np.int32:
+        raise RuntimeError("ember.lu_unpack: LU_pivots is expected to be a contiguous tensor of "
+                           "ember.int32 dtype.\nNote: this function is intended to be used with "
+                           "the output produced by ember.linalg.lu_factor")
+    m, n = lu.shape[-2:]
+    shape = lu.shape[:-2] + (min(m, n),)
+    if pivots.shape != shape:       # PyTorch reads out of bounds for these
+        raise RuntimeError(f"lu_unpack: Expected LU_pivots of shape {list(shape)} for LU of "
+                           f"shape {list(lu.shape)}, but got {list(pivots.shape)}")
+    if pivots.size and (pivots.min() < 1 or pivots.max() > m):
+        raise RuntimeError("pivots passed to lu_unpack must be between 1 and LU.size(-2) "
+                           "inclusive.Did you properly pass the result of lu_factor?")
+
+
+@op("lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True)", inputs=2,
+    method=False, out=True, namedtuple=lu_unpack_result)
+def lu_unpack(xp, lu, pivots, unpack_data, unpack_pivots):
+    """(P, L, U) of a packed LU factorization (A = P L U); each part is empty when not
+    asked for."""
+    _check_unpack(lu, pivots, unpack_pivots)
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    if unpack_data:
+        low = xp.tril(lu[..., :, :k], -1)
+        diagonal = xp.arange(k)
+        low[..., diagonal, diagonal] = 1
+        up = xp.triu(lu[..., :k, :])
+    else:
+        low, up = xp.zeros(0, lu.dtype), xp.zeros(0, lu.dtype)
+    if unpack_pivots:
+        p = _permutation_array(xp, pivots - 1, m).astype(lu.dtype)
+    else:
+        p = xp.zeros(0, lu.dtype)
+    return p, low, up
+
+
+@lu_unpack.derivative
+def _(grads, lu, pivots, unpack_data, unpack_pivots):
+    from ember.ops.join import pad_along
+    if not unpack_data:
+        return None, None
+    m, n = lu.shape[-2], lu.shape[-1]
+    k = min(m, n)
+    grad_l, grad_u = grads[1].tril(-1), grads[2].triu()
+    return pad_along(grad_l, -1, 0, n - k) + pad_along(grad_u, -2, 0, m - k), None
+
+
+def lu_unpack_public(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=None):
+    """(P, L, U) of a packed LU factorization (A = P L U); see the ``lu_unpack`` op. As in
+    PyTorch, the permutation P needs no gradient."""
+    result = lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots, out=out)
+    if out is not None:
+        return result
+    return lu_unpack_result(result[0].detach(), *result[1:])
+
+
+# --- the deprecated top-level names -----------------------------------------------------------
+
+_LU_DEPRECATED = (
+    "torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and "
+    "will be removed in a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\n"
+    "should be replaced with\nLU, pivots = torch.linalg.lu_factor(A, compute_pivots)\nand\n"
+    "LU, pivots, info = torch.lu(A, compute_pivots, get_infos=True)\nshould be replaced with\n"
+    "LU, pivots, info = torch.linalg.lu_factor_ex(A, compute_pivots)")
+# (PyTorch's message lacks the space after "lu_solve")
+_LU_SOLVE_DEPRECATED = (
+    "torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a "
+    "future PyTorch release.\nNote that torch.linalg.lu_solve has its arguments reversed.\n"
+    "X = torch.lu_solve(B, LU, pivots)\nshould be replaced with\n"
+    "X = torch.linalg.lu_solve(LU, pivots, B)")
+_WARNED = set()         # PyTorch warns once per process about each (TORCH_WARN_ONCE)
+
+
+def _deprecated(name, message):
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def lu_legacy(A, pivot=True, get_infos=False, *, out=None):
+    """(LU, pivots) of ``linalg.lu_factor_ex``, and its info when ``get_infos``
+    (deprecated); a singular matrix does not raise."""
+    _deprecated("lu", _LU_DEPRECATED)
+    if out is not None and not get_infos:
+        from ember._creation import empty
+        out = (*out, empty(0, dtype=D.int32, device=out[0].device))
+    lu, pivots, info = lu_factor_ex(A, pivot=pivot, out=out)
+    return lu_with_info_result(lu, pivots, info) if get_infos else (lu, pivots)
+
+
+def lu_solve_legacy(input, LU_data, LU_pivots, *, out=None):
+    """The solution X of AX = B (B is ``input``), A given by ``lu_factor``'s (LU, pivots):
+    ``linalg.lu_solve`` with its arguments reversed (deprecated)."""
+    _deprecated("lu_solve", _LU_SOLVE_DEPRECATED)
+    return lu_solve(LU_data, LU_pivots, input, out=out)
+
+
+def _lu_method(self, pivot=True, get_infos=False):
+    return tuple(lu_legacy(self, pivot, get_infos))     # a plain tuple, as PyTorch's
+
+
+def _lu_solve_method(self, LU_data, LU_pivots):
+    return lu_solve_legacy(self, LU_data, LU_pivots)
+
+
+for _fn, _name in ((lu_unpack_public, "lu_unpack"), (lu_legacy, "lu"),
+                   (lu_solve_legacy, "lu_solve"), (_lu_method, "lu"),
+                   (_lu_solve_method, "lu_solve")):
+    _fn.__module__, _fn.__name__, _fn.__qualname__ = "ember", _name, _name
+_lu_method.__doc__, _lu_solve_method.__doc__ = lu_legacy.__doc__, lu_solve_legacy.__doc__
+Tensor.lu = _lu_method
+Tensor.lu_solve = _lu_solve_method
+
+PUBLIC = {"lu_unpack": lu_unpack_public, "lu": lu_legacy, "lu_solve": lu_solve_legacy}

@@ -1,5 +1,5 @@
-"""Inverses and linear solves: linalg.inv, inv_ex, solve, solve_ex, solve_triangular, and
-the top-level inverse.
+"""Inverses and linear solves: linalg.inv, inv_ex, solve, solve_ex, solve_triangular,
+tensorinv, tensorsolve, and the top-level inverse.
 
 Singular inputs: LAPACK stops at the first exactly-zero pivot of the LU factorization and
 reports its (1-based) position; PyTorch's messages and ``info`` outputs carry it, so on
@@ -15,8 +15,9 @@ from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix,
                                      named_result, on_host, raise_first_failure, vector_rhs)
 from ember.ops._registry import broadcast_message, op
 
-__all__ = ["inv", "inv_ex", "inverse", "solve", "solve_ex", "solve_triangular", "lu_info",
-           "lu_solve_all", "broadcast_batch"]
+__all__ = ["inv", "inv_ex", "inverse", "solve", "solve_ex", "solve_triangular", "tensorinv",
+           "tensorsolve", "lu_info", "lu_solve_all", "broadcast_batch", "singular_inverse",
+           "triangular_solve"]
 
 inv_ex_result = named_result("linalg_inv_ex", ("inverse", "info"))
 solve_ex_result = named_result("linalg_solve_ex", ("result", "info"))
@@ -67,7 +68,7 @@ def _lu_solve_all(xp, lu, piv, b, trans):
 
 # --- inv --------------------------------------------------------------------------------------
 
-def _singular_inverse(k):
+def singular_inverse(k):
     return (f"The diagonal element {k} is zero, the inversion could not be completed because "
             f"the input matrix is singular.")
 
@@ -97,7 +98,7 @@ def _inverse_grad(grad, a, *, out):
 def inv(xp, a):
     """The inverse of each square matrix; raises LinAlgError for singular ones."""
     result, info = _inverse(xp, a, "linalg.inv")
-    raise_first_failure("linalg.inv", info, a.shape, _singular_inverse)
+    raise_first_failure("linalg.inv", info, a.shape, singular_inverse)
     return result
 
 
@@ -118,7 +119,7 @@ def inv_ex(xp, a, check_errors):
     """(inverse, info): info is nonzero for singular matrices, whose results are not valid."""
     result, info = _inverse(xp, a, "linalg.inv")
     if check_errors:
-        raise_first_failure("linalg.inv_ex", info, a.shape, _singular_inverse)
+        raise_first_failure("linalg.inv_ex", info, a.shape, singular_inverse)
     return result, info
 
 
@@ -274,6 +275,12 @@ def _triangular(xp, a, b, upper, left, unit):
     return x if left else x.swapaxes(-1, -2)
 
 
+def triangular_solve(xp, a, b, upper):
+    """X with AX = B for (batches of) triangular A, whose ``upper`` (or lower) triangle is
+    read, on checked operands: zeros on A's diagonal give inf and NaN."""
+    return _triangular(xp, a, b, upper, True, False)
+
+
 @op("solve_triangular(A, B, *, upper, left=True, unitriangular=False)", inputs=2,
     namespace="linalg", out=True)
 def solve_triangular(xp, a, b, upper, left, unitriangular):
@@ -290,3 +297,80 @@ def _(grad, a, b, upper, left, unitriangular, *, out):
     grad_a = grad_a.triu(int(unitriangular)) if upper else grad_a.tril(-int(unitriangular))
     return grad_a, grad_b
 
+
+
+# --- tensorinv, tensorsolve -------------------------------------------------------------------
+
+def _int_param(value, fname, name):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{fname}(): argument '{name}' must be int, not {type(value).__name__}")
+    return value.__index__()
+
+
+def _check_halves(shape, split, rows, what):
+    """That the dims of ``shape`` from ``split`` on hold ``rows`` elements."""
+    cols = math.prod(shape[split:])
+    if rows != cols:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[{what}:]) "
+                           f"== prod(self.shape[:{what}]), but got {cols} != {rows}")
+
+
+def _tensorinv_size(shape, ind):
+    ind = _int_param(ind, "linalg_tensorinv", "ind")
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    n = math.prod(shape[:ind])
+    _check_halves(shape, ind, n, "ind")
+    return n
+
+
+@op("tensorinv(input, ind=2)", namespace="linalg", out=True, saves_inputs=False)
+def tensorinv(xp, a, ind):
+    """The inverse of ``tensordot(input, ., ind)``: the inverse of the square matrix of the
+    first ``ind`` dims by the others, reshaped to ``input.shape[ind:] + input.shape[:ind]``."""
+    n = _tensorinv_size(a.shape, ind)
+    result, info = _inverse(xp, a.reshape(n, n), "linalg.inv")
+    raise_first_failure("inv", info, (n, n), singular_inverse)
+    return result.reshape(a.shape[ind:] + a.shape[:ind])
+
+
+@tensorinv.derivative
+def _(grad, a, ind, *, out):
+    n = math.prod(a.shape[:ind])
+    return _inverse_grad(grad.reshape(n, n), None, out=out.reshape(n, n)).reshape(a.shape)
+
+
+def _tensorsolve_order(ndim, dims):
+    """The permutation of A's dims that moves ``dims`` to the end."""
+    from ember.ops.shape import _movedim_order
+    if dims is None:
+        return tuple(range(ndim))
+    if not isinstance(dims, (tuple, list)):
+        raise TypeError(f"linalg_tensorsolve(): argument 'dims' must be tuple of ints, not "
+                        f"{type(dims).__name__}")
+    return _movedim_order(ndim, tuple(dims), tuple(range(ndim - len(dims), ndim)))
+
+
+@op("tensorsolve(input, other, dims=None)", inputs=2, namespace="linalg", out=True)
+def tensorsolve(xp, a, b, dims):
+    """The solution X of ``tensordot(input, X, other.ndim) = other``, after ``input``'s
+    ``dims`` are moved to the end."""
+    a = a.transpose(_tensorsolve_order(a.ndim, dims))
+    n = b.size          # PyTorch compares with B's size, whatever its message says
+    _check_halves(a.shape, b.ndim, n, "other.ndim")
+    if a.size != n * n:
+        raise RuntimeError(f"shape '[{n}, {n}]' is invalid for input of size {a.size}")
+    x, info = _solve(xp, a.reshape(n, n), b.reshape(n), True, "linalg.solve")
+    raise_first_failure("ember.linalg.solve", info, (0, 0), _singular_solve)
+    return x.reshape(a.shape[b.ndim:])
+
+
+@tensorsolve.derivative
+def _(grad, a, b, dims, *, out):
+    order = _tensorsolve_order(a.ndim, dims)
+    moved = a.permute(order)
+    n = b.numel()
+    grad_a, grad_b = _solve_grad(grad.reshape(n), moved.reshape(n, n), b.reshape(n), True,
+                                 out=out.reshape(n))
+    undo = sorted(range(len(order)), key=order.__getitem__)
+    return grad_a.reshape(moved.shape).permute(undo), grad_b.reshape(b.shape)

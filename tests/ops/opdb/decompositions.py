@@ -1,5 +1,6 @@
-"""OpInfo entries for ember.linalg's inverses and solvers (ops/solvers.py, ops/lu.py), and the
-matrix samples every decomposition entry uses (decompositions_*.py).
+"""OpInfo entries for ember.linalg's inverses and solvers (ops/solvers.py, ops/lu.py: with
+tensorinv, tensorsolve and lu_unpack), and the matrix samples every decomposition entry uses
+(decompositions_*.py).
 
 Samples are well-conditioned (a random matrix plus n times the identity, or A A^H + n I for
 Hermitian positive-definite input), so float32 results and float64 gradients are stable.
@@ -11,7 +12,8 @@ import numpy as np
 import scipy.linalg
 
 import ember
-from tests.ops.opdb.core import COMPLEX, FLOATS, ErrorInput, OpInfo, SampleInput, make
+from tests.ops.opdb.core import (COMPLEX, FLOATS, INTS, LOW, ErrorInput, OpInfo, SampleInput,
+                                 make)
 
 LINALG = FLOATS + COMPLEX
 SQUARE_SHAPES = ((3, 3), (2, 3, 3), (1, 1), (0, 0), (2, 0, 0), (0, 2, 2))
@@ -374,6 +376,181 @@ def _lu_solve_errors():
                                "but they are 2 by 3 matrices"))
 
 
+# --- lu_unpack --------------------------------------------------------------------------------
+
+def _lu_unpack_samples(dtype, requires_grad):
+    grad = requires_grad and (dtype.is_floating_point or dtype.is_complex)
+    for shape in ((3, 3), (4, 3), (3, 5), (2, 4, 2), (2, 3, 3), (0, 3), (3, 0), (2, 0, 0)):
+        base = dtype if dtype in (ember.float64, ember.complex64, ember.complex128) \
+            else ember.float32
+        lu, piv = ember.linalg.lu_factor(matrix(shape, base, kind="any"))
+        lu = lu.to(dtype).requires_grad_(grad)
+        yield SampleInput(lu, (piv,), name=f"{list(shape)}")
+        if shape == (2, 3, 3):
+            yield SampleInput(lu, (piv,), {"unpack_pivots": False}, name="no P")
+            yield SampleInput(lu, (piv, True, False), name="positional")
+            if not requires_grad:       # PyTorch's backward fails without L and U
+                for kw in ({"unpack_data": False}, {"unpack_data": False,
+                                                    "unpack_pivots": False}):
+                    yield SampleInput(lu, (piv,), kw, name=f"{kw}")
+    lu, piv = ember.linalg.lu_factor(matrix((3, 3), ember.float64))
+    yield SampleInput(lu.to(dtype).mT.contiguous().mT.requires_grad_(grad), (piv,),
+                      name="noncontiguous")
+
+
+def _lu_unpack_ref(lu, pivots, unpack_data=True, unpack_pivots=True):
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    empty = np.zeros(0, lu.dtype)
+    low, up = empty, empty
+    if unpack_data:
+        low = np.tril(lu[..., :, :k], -1)
+        low[..., range(k), range(k)] = 1
+        up = np.triu(lu[..., :k, :])
+    if not unpack_pivots:
+        return empty, low, up
+    count = int(np.prod(lu.shape[:-2]))
+    pivots = pivots.reshape(count, k)
+    perms = np.zeros((pivots.shape[0], m, m), lu.dtype)
+    for b, row in enumerate(pivots):
+        order = list(range(m))
+        for i, j in enumerate(row - 1):
+            order[i], order[j] = order[j], order[i]
+        perms[b][order, range(m)] = 1          # P^T A = A[order]
+    return perms.reshape(lu.shape[:-2] + (m, m)), low, up
+
+
+def _lu_unpack_errors():
+    i32 = ember.int32
+    yield ErrorInput(SampleInput(ember.ones(3), (ember.ones(3, dtype=i32),)), RuntimeError,
+                     re.escape("ember.lu_unpack: Expected tensor with 2 or more dimensions. Got "
+                               "size: [3] instead"))
+    for bad in (ember.ones(3, dtype=ember.int64), ember.ones(3)):
+        yield ErrorInput(SampleInput(ember.eye(3), (bad,)), RuntimeError, re.escape(
+            "ember.lu_unpack: LU_pivots is expected to be a contiguous tensor of ember.int32 "
+            "dtype.\nNote: this function is intended to be used with the output produced by "
+            "ember.linalg.lu_factor"))
+    for bad in (0, 4):
+        yield ErrorInput(SampleInput(ember.eye(3), (ember.full((3,), bad, dtype=i32),)),
+                         RuntimeError, re.escape(
+                             "pivots passed to lu_unpack must be between 1 and LU.size(-2) "
+                             "inclusive.Did you properly pass the result of lu_factor?"))
+    # (PyTorch reads out of bounds for pivots whose shape does not fit LU, where ember raises:
+    # tests/ops/test_linalg_decompositions.py, as PyTorch cannot be called with them)
+
+
+def _lu_unpack_result(dtype, sample):
+    return dtype
+
+
+# --- tensorinv, tensorsolve -------------------------------------------------------------------
+
+def _tensorinv_samples(dtype, requires_grad):
+    for shape, ind in (((4, 6, 8, 3), 2), ((6, 2, 3), 1), ((2, 3, 6), 2), ((3, 3), 1),
+                       ((2, 2, 4), None), ((1, 1), 1), ((0, 0), 1), ((2, 0, 0, 2), 2)):
+        n = int(np.prod(shape[:ind or 2]))
+        a = matrix((n, n), dtype).reshape(shape).detach().requires_grad_(requires_grad)
+        yield SampleInput(a, kwargs={} if ind is None else {"ind": ind},
+                          name=f"{list(shape)} ind={ind}")
+    a = matrix((6, 6), dtype).mT.reshape(2, 3, 6)
+    yield SampleInput(a.detach().requires_grad_(requires_grad), (2,), name="positional")
+    a = matrix((4, 4), dtype, noncontiguous=True).detach().requires_grad_(requires_grad)
+    yield SampleInput(a, kwargs={"ind": 1}, name="noncontiguous")
+
+
+def _tensorinv_ref(a, ind=2):
+    n = int(np.prod(a.shape[:ind]))
+    inverse = np.linalg.inv(a.reshape(n, n)) if n else np.zeros((0, 0), a.dtype)
+    return inverse.reshape(a.shape[ind:] + a.shape[:ind])
+
+
+def _tensorinv_errors():
+    name = ("Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+            "prod(self.shape[:ind])")
+    yield ErrorInput(SampleInput(ember.ones(4, 6, 8, 3), kwargs={"ind": 1}), RuntimeError,
+                     re.escape(f"{name}, but got 144 != 4"))
+    yield ErrorInput(SampleInput(ember.ones(6, 4, 24), kwargs={"ind": 3}), RuntimeError,
+                     re.escape(f"{name}, but got 1 != 576"))
+    for ind in (0, -1):
+        yield ErrorInput(SampleInput(ember.eye(3), kwargs={"ind": ind}), RuntimeError,
+                         f"Expected a strictly positive integer for 'ind', but got {ind}")
+    yield ErrorInput(SampleInput(ember.eye(3), kwargs={"ind": 1.0}), TypeError,
+                     "argument 'ind' must be int, not float")
+    yield ErrorInput(SampleInput(ember.eye(3, dtype=ember.int64), (1,)), RuntimeError,
+                     "linalg.inv: Expected a floating point or complex tensor as input. Got Long")
+    yield ErrorInput(SampleInput(ember.eye(3, dtype=ember.float16), (1,)), RuntimeError,
+                     "linalg.inv: Low precision dtypes not supported. Got Half")
+    yield ErrorInput(SampleInput(ember.zeros(3, 3), (1,)), RuntimeError, re.escape(
+        "inv: The diagonal element 1 is zero, the inversion could not be completed because the "
+        "input matrix is singular."))
+
+
+def _tensorsolve_samples(dtype, requires_grad):
+    def sample(a_shape, b_shape, dims=None, *args, moved=None):
+        n = int(np.prod(b_shape))
+        a = matrix((n, n), dtype).reshape(moved or a_shape)
+        if moved is not None:               # dims moved to the end give back the system
+            a = a.movedim(tuple(range(len(a_shape) - len(dims), len(a_shape))), dims)
+        b = make(b_shape, dtype, requires_grad, low=-1, high=1)
+        kw = {} if dims is None else {"dims": dims}
+        return SampleInput(a.detach().requires_grad_(requires_grad), (b, *args), kw,
+                           name=f"{list(a_shape)} {list(b_shape)} {kw}")
+    yield sample((2, 3, 6), (2, 3))
+    yield sample((6, 2, 3), (6,))
+    yield sample((2, 3, 3, 2), (3, 2))                  # only the sizes must agree
+    yield sample((2, 6, 3), (6,), (0,), moved=(6, 3, 2))
+    yield sample((3, 8, 4, 6), (4, 6), [0, 1], moved=(4, 6, 3, 8))
+    yield sample((2, 2), (2,), ())
+    yield sample((), ())
+    yield sample((0, 0), (0,))
+    yield sample((2, 0, 0), (2, 0))
+    a = matrix((4, 4), dtype, noncontiguous=True).detach().requires_grad_(requires_grad)
+    b = make((8,), dtype, requires_grad, low=-1, high=1, noncontiguous=True)
+    yield SampleInput(a, (b[::2],), name="noncontiguous")
+
+
+def _tensorsolve_ref(a, b, dims=None):
+    if dims is not None:
+        a = np.moveaxis(a, dims, range(a.ndim - len(dims), a.ndim))
+    n = b.size
+    x = np.linalg.solve(a.reshape(n, n), b.reshape(n)) if n else np.zeros(0, a.dtype)
+    return x.reshape(a.shape[b.ndim:])
+
+
+def _tensorsolve_errors():
+    one = ember.ones
+    name = ("Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
+            "prod(self.shape[:other.ndim])")
+    big = one(6, 4, 4, 3, 2)
+    yield ErrorInput(SampleInput(big, (one(6, 4),), {"dims": (0, 2)}), RuntimeError,
+                     re.escape(f"{name}, but got 48 != 24"))
+    yield ErrorInput(SampleInput(one(2, 3, 5), (one(2, 3),)), RuntimeError,
+                     re.escape(f"{name}, but got 5 != 6"))
+    yield ErrorInput(SampleInput(one(2, 3, 6), (one(6),)), RuntimeError,
+                     re.escape(f"{name}, but got 18 != 6"))
+    yield ErrorInput(SampleInput(one(3, 6), (one(6),)), RuntimeError,
+                     re.escape("shape '[6, 6]' is invalid for input of size 18"))
+    yield ErrorInput(SampleInput(big, (one(6, 4),), {"dims": 2}), TypeError,
+                     "argument 'dims' must be tuple of ints, not int")
+    yield ErrorInput(SampleInput(big, (one(6, 4),), {"dims": (0, 0)}), RuntimeError,
+                     re.escape("movedim: repeated dim in `source` ([0, 0])"))
+    yield ErrorInput(SampleInput(big, (one(6, 4),), {"dims": (0, 7)}), IndexError,
+                     re.escape("Dimension out of range (expected to be in range of [-5, 4], but "
+                               "got 7)"))
+    yield ErrorInput(SampleInput(one(2, 3, 6), (one(2, 3, dtype=ember.float64),)), RuntimeError,
+                     "linalg.solve: Expected A and B to have the same dtype, but found A of type "
+                     "Float and B of type Double instead")
+    i = ember.int64
+    yield ErrorInput(SampleInput(one(2, 3, 6, dtype=i), (one(2, 3, dtype=i),)), RuntimeError,
+                     "linalg.solve: Expected a floating point or complex tensor as input. Got "
+                     "Long")
+    h = ember.float16
+    yield ErrorInput(SampleInput(one(2, 3, 6, dtype=h), (one(2, 3, dtype=h),)),
+                     NotImplementedError, "\"lu_cpu\" not implemented for 'Half'")
+    yield ErrorInput(SampleInput(ember.zeros(2, 3, 6), (one(2, 3),)), RuntimeError, re.escape(
+        "ember.linalg.solve: The solver failed because the input matrix is singular."))
+
+
 OPS = [
     OpInfo("linalg.inv", np.linalg.inv, square_samples(), dtypes=LINALG, gradgrad=True,
            error_inputs=_chain(square_errors("linalg.inv"), _inv_errors("linalg.inv"))),
@@ -398,4 +575,12 @@ OPS = [
            error_inputs=_lu_errors("lu_factor_ex")),
     OpInfo("linalg.lu_solve", _lu_solve_ref, _lu_solve_samples, dtypes=LINALG, gradgrad=True,
            error_inputs=_lu_solve_errors),
+    # ember.lu_unpack detaches P, as PyTorch does; LU may have any dtype
+    OpInfo("lu_unpack", _lu_unpack_ref, _lu_unpack_samples,
+           dtypes=LINALG + LOW + INTS + (ember.bool,), gradgrad=True, op=ember.lu_unpack,
+           error_inputs=_lu_unpack_errors),
+    OpInfo("linalg.tensorinv", _tensorinv_ref, _tensorinv_samples, dtypes=LINALG,
+           gradgrad=True, error_inputs=_tensorinv_errors),
+    OpInfo("linalg.tensorsolve", _tensorsolve_ref, _tensorsolve_samples, dtypes=LINALG,
+           gradgrad=True, error_inputs=_tensorsolve_errors),
 ]

@@ -1,4 +1,5 @@
-"""OpInfo entries for ember.linalg's factorizations (ops/factorizations.py, ops/singular.py).
+"""OpInfo entries for ember.linalg's factorizations (ops/factorizations.py, ops/singular.py),
+and for cholesky_solve and cholesky_inverse, which take a Cholesky factor.
 
 Eigenvectors and singular vectors are unique only up to a sign (a phase for complex input),
 and QR's factors up to the signs of R's diagonal: those entries compare quantities that do
@@ -12,7 +13,7 @@ import re
 import numpy as np
 
 import ember
-from tests.ops.opdb.core import ErrorInput, OpInfo, SampleInput
+from tests.ops.opdb.core import ErrorInput, OpInfo, SampleInput, make
 from tests.ops.opdb.decompositions import (LINALG, hermitian_input, matrix, square_errors,
                                            square_samples, torch_hermitian_input)
 
@@ -262,6 +263,123 @@ def _svd_errors(name):
     return errors
 
 
+# --- cholesky_solve, cholesky_inverse ---------------------------------------------------------
+
+def _factor(shape, dtype, requires_grad, upper=False):
+    """The Cholesky factor of a well-conditioned Hermitian positive-definite matrix."""
+    factor = ember.linalg.cholesky(matrix(shape, dtype, kind="spd"), upper=upper)
+    return factor.detach().requires_grad_(requires_grad)
+
+
+def read_triangle(fn):
+    """``fn`` with its factor argument cut to the triangle it reads, as PyTorch's tests do:
+    gradcheck perturbs every entry, and the other triangle has no effect on the result (the
+    gradients themselves cover all entries, as PyTorch's)."""
+    def call(*args, **kwargs):
+        args = list(args)
+        at = 1 if len(args) > 1 and fn.__name__.endswith("solve") else 0
+        upper = (args[at + 1] if len(args) > at + 1 else kwargs.get("upper", False))
+        factor = args[at]
+        if factor.ndim >= 2 and (factor.is_floating_point() or factor.is_complex()):
+            args[at] = factor.triu() if upper else factor.tril()
+        return fn(*args, **kwargs)
+    call.__name__ = fn.__name__
+    return call
+
+
+def _cholesky_solve_samples(dtype, requires_grad):
+    def pair(sb, sl, upper=False, **kw):
+        b = make(sb, dtype, requires_grad, low=-1, high=1)
+        kw = {"upper": True} if upper else kw
+        return SampleInput(b, (_factor(sl, dtype, requires_grad, upper),), kw,
+                           name=f"{list(sb)} {list(sl)} {kw}")
+    for upper in (False, True):
+        yield pair((3, 2), (3, 3), upper)
+        yield pair((2, 3, 1), (2, 3, 3), upper)
+        yield pair((4, 1, 3, 2), (2, 3, 3), upper)          # batch dims broadcast
+        yield pair((3, 2), (2, 3, 3), upper)
+        yield pair((0, 2), (0, 0), upper)
+        yield pair((2, 3, 0), (3, 3), upper)
+    yield SampleInput(make((3, 2), dtype, requires_grad, low=-1, high=1),
+                      (_factor((3, 3), dtype, requires_grad, True), True),
+                      name="positional upper")
+    b = make((2, 3), dtype, low=-1, high=1).mT.detach()
+    yield SampleInput(b.requires_grad_(requires_grad), (_factor((3, 3), dtype, requires_grad),),
+                      name="noncontiguous")
+
+
+def _cholesky_solve_ref(b, factor, upper=False):
+    a = _mh(factor) @ factor if upper else factor @ _mh(factor)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a, b = np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:])
+    return np.linalg.solve(a, b) if b.size else np.zeros(b.shape, b.dtype)
+
+
+def _cholesky_solve_errors():
+    one, eye = ember.ones, ember.eye
+    yield ErrorInput(SampleInput(one(3), (eye(3),)), RuntimeError, re.escape(
+        "b should have at least 2 dimensions, but has 1 dimensions instead"))
+    yield ErrorInput(SampleInput(one(3, 2), (one(3),)), RuntimeError, re.escape(
+        "u should have at least 2 dimensions, but has 1 dimensions instead"))
+    yield ErrorInput(SampleInput(one(3, 2, dtype=ember.float64), (eye(3),)), RuntimeError,
+                     re.escape("Expected b and A to have the same dtype, but found b of type "
+                               "Double and A of type Float instead."))
+    yield ErrorInput(SampleInput(one(3, 2), (eye(3, dtype=ember.complex64),)), RuntimeError,
+                     "found b of type Float and A of type ComplexFloat instead")
+    yield ErrorInput(SampleInput(one(3, 2), (one(2, 3),)), RuntimeError,
+                     "^A must be batches of square matrices, but they are 2 by 3 matrices")
+    yield ErrorInput(SampleInput(one(4, 2), (eye(3),)), RuntimeError, re.escape(
+        "Incompatible matrix sizes for cholesky_solve: each A matrix is 3 by 3 but each b "
+        "matrix is 4 by 2"))
+    yield ErrorInput(SampleInput(one(2, 3, 2), (eye(3).expand(3, 3, 3),)), RuntimeError,
+                     re.escape("The size of tensor a (2) must match the size of tensor b (3) "
+                               "at non-singleton dimension 0"))
+    for dtype, name in ((ember.int64, "Long"), (ember.float16, "Half"), (ember.bool, "Bool")):
+        yield ErrorInput(SampleInput(one(3, 2, dtype=dtype), (eye(3, dtype=dtype),)),
+                         NotImplementedError,
+                         f"\"cholesky_solve_cpu\" not implemented for '{name}'")
+
+
+def _cholesky_inverse_samples(dtype, requires_grad):
+    for upper in (False, True):
+        kw = {"upper": True} if upper else {}
+        for shape in ((3, 3), (2, 3, 3), (1, 1), (0, 0), (2, 0, 0)):
+            yield SampleInput(_factor(shape, dtype, requires_grad, upper), kwargs=kw,
+                              name=f"{list(shape)} {kw}")
+    factor = _factor((3, 3), dtype, False)
+    yield SampleInput(factor.mT.contiguous().mT.requires_grad_(requires_grad),
+                      name="noncontiguous")
+    yield SampleInput(_factor((3, 3), dtype, requires_grad, True), (True,), name="positional")
+
+
+def _cholesky_inverse_ref(factor, upper=False):
+    a = _mh(factor) @ factor if upper else factor @ _mh(factor)
+    return np.linalg.inv(a) if a.size else a.copy()
+
+
+def _cholesky_inverse_errors():
+    name = "cholesky_inverse"
+    yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError, re.escape(
+        f"{name}: The input tensor A must have at least 2 dimensions."))
+    yield ErrorInput(SampleInput(ember.ones(2, 3)), RuntimeError, re.escape(
+        f"{name}: A must be batches of square matrices, but they are 2 by 3 matrices"))
+    for dtype, kind in ((ember.int64, "Long"), (ember.float16, "Half"), (ember.bool, "Bool")):
+        yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=dtype)), NotImplementedError,
+                         f"\"cholesky_inverse_out_cpu\" not implemented for '{kind}'")
+    singular = ember.stack([ember.eye(3), ember.tensor([1., 0, 1]).diag()])
+    yield ErrorInput(SampleInput(singular), RuntimeError, re.escape(
+        f"{name}: (Batch element 1): The diagonal element 2 is zero, the inversion could not "
+        f"be completed because the input matrix is singular."))
+    yield ErrorInput(SampleInput(ember.tensor([1., 1, 0]).diag(), kwargs={"upper": True}),
+                     RuntimeError, re.escape(f"{name}: The diagonal element 3 is zero"))
+
+
+def _torch_reading_triangle(name):
+    def call(*args, **kwargs):
+        return read_triangle(_torch(name))(*args, **kwargs)
+    return call
+
+
 def _real_result(dtype, sample):
     return {ember.complex64: ember.float32, ember.complex128: ember.float64}.get(dtype, dtype)
 
@@ -313,4 +431,13 @@ OPS = [
            result_dtype=_legacy_result, gradgrad=True, op=_legacy_op(ember.svd),
            torch_op=lambda a, *args, **kw: _legacy_op(_torch("svd"))(a, *args, **kw),
            parity_tol=LOOSE, error_inputs=_svd_errors("svd")),
+    # the factor's other triangle is not read: gradcheck sees the one that is (read_triangle)
+    OpInfo("cholesky_solve", _cholesky_solve_ref, _cholesky_solve_samples, dtypes=LINALG,
+           gradgrad=True, op=read_triangle(ember.cholesky_solve),
+           torch_op=_torch_reading_triangle("cholesky_solve"),
+           error_inputs=_cholesky_solve_errors),
+    OpInfo("cholesky_inverse", _cholesky_inverse_ref, _cholesky_inverse_samples, dtypes=LINALG,
+           gradgrad=True, op=read_triangle(ember.cholesky_inverse),
+           torch_op=_torch_reading_triangle("cholesky_inverse"),
+           error_inputs=_cholesky_inverse_errors),
 ]

@@ -1,4 +1,6 @@
-"""OpInfo entries for ember/ops/linalg.py."""
+"""OpInfo entries for ember/ops/linalg.py: the matrix products and linalg.vander."""
+
+import re
 
 import numpy as np
 
@@ -158,6 +160,50 @@ MATMUL_SHAPES = (((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)),
                  ((2, 1, 2, 3), (3, 3, 2)), ((2, 2, 3), (2, 3, 2)), ((0, 3), (3, 2)),
                  ((2, 0), (0, 2)), ((0,), (0,)), ((2, 0, 2, 3), (3,)), ((1, 3), (2, 0, 3, 2)))
 
+# --- linalg.vander ----------------------------------------------------------------------------
+
+def _vander_samples(dtype, requires_grad):
+    low, high = (-2, 2) if dtype.is_floating_point or dtype.is_complex else (-3, 4)
+    for shape, kw in (((3,), {}), ((4,), {"N": 6}), ((2, 3), {}), ((2, 3), {"N": 2}),
+                      ((0,), {"N": 3}), ((2, 0), {"N": 3}), ((0, 2), {}), ((), {"N": 3}),
+                      ((1,), {"N": 4})):
+        yield SampleInput(make(shape, dtype, requires_grad, low=low, high=high), kwargs=kw,
+                          name=f"{list(shape)} {kw}")
+    yield SampleInput(make((2, 4), dtype, requires_grad, low=low, high=high,
+                           noncontiguous=True), name="noncontiguous")
+    if dtype.is_floating_point and not requires_grad:
+        yield SampleInput(ember.tensor([0., 1., -1.], dtype=dtype), kwargs={"N": 4},
+                          name="zero")
+
+
+def _vander_ref(x, N=None):
+    x = np.asarray(x)
+    x = x.reshape(1) if x.ndim == 0 else x
+    x = x.astype(np.int64) if x.dtype.kind in "iu" else x
+    n = x.shape[-1] if N is None else N
+    return x[..., None] ** np.arange(n)
+
+
+def _vander_errors():
+    x = ember.tensor([1., 2.])
+    for dtype, name in ((ember.bool, "Bool"), (ember.float16, "Half"),
+                        (ember.bfloat16, "BFloat16")):
+        yield ErrorInput(SampleInput(x.to(dtype)), RuntimeError, re.escape(
+            f"linalg.vander supports floating point, complex, and integer tensors, but got "
+            f"{name}"))
+    yield ErrorInput(SampleInput(x, kwargs={"N": 1}), RuntimeError, "N must be greater than 1.")
+    yield ErrorInput(SampleInput(x, kwargs={"N": -1}), RuntimeError, "N must be greater than 1.")
+    yield ErrorInput(SampleInput(ember.tensor(2.)), RuntimeError, "N must be greater than 1.")
+    yield ErrorInput(SampleInput(ember.ones(0)), RuntimeError, "N must be greater than 1.")
+    yield ErrorInput(SampleInput(x, kwargs={"N": 2.0}), TypeError,
+                     "argument 'N' must be int, not float")
+    yield ErrorInput(SampleInput(x, (3,)), TypeError, "takes 1 positional argument")
+
+
+def _vander_result(dtype, sample):
+    return dtype if dtype.is_floating_point or dtype.is_complex else ember.int64
+
+
 OPS = [
     OpInfo("mm", _numpy_product,
            _pair_samples((((2, 3), (3, 4)), ((0, 3), (3, 2)), ((2, 0), (0, 3)), ((1, 1), (1, 1))),
@@ -184,4 +230,6 @@ OPS = [
            _pair_samples(MATMUL_SHAPES, noncontiguous=(((2, 3), (3, 2)), ((2, 2, 3), (2, 3, 2)),
                                                        ((2, 3, 2), (2,)))),
            dtypes=PRODUCT_DTYPES, gradgrad=True, error_inputs=_matmul_errors),
+    OpInfo("linalg.vander", _vander_ref, _vander_samples, dtypes=FLOATS + COMPLEX + INTS,
+           result_dtype=_vander_result, gradgrad=True, error_inputs=_vander_errors),
 ]
