@@ -79,3 +79,31 @@ def test_fork_rng_restores_the_generators():
     with pytest.raises(RuntimeError, match="ember has no module of `mps`"):
         with ember.random.fork_rng(device_type="mps"):
             pass
+
+
+def test_adjoint_and_arctan2():
+    x = ember.tensor([[1 + 1j, 2], [3, 4 - 2j], [5, 6]])
+    assert ember.equal(ember.adjoint(x), x.mH) and ember.equal(x.adjoint(), x.mH)
+    with pytest.raises(RuntimeError, match="only supported on matrices or batches of matrices. "
+                                           "Got 1-D tensor."):
+        ember.ones(3).adjoint()
+    a, b = ember.tensor([1.0, -1.0]), ember.tensor([2.0, 2.0])
+    assert ember.equal(ember.arctan2(a, b), ember.atan2(a, b)) and ember.equal(a.arctan2(b),
+                                                                               a.atan2(b))
+
+
+def test_device_modules_layouts_and_thread_counts():
+    assert ember.get_device_module("cuda") is ember.cuda
+    assert ember.get_device_module(ember.device("cpu")) is ember.cpu
+    expected = ember.cuda if ember.cuda.is_available() else ember.cpu
+    assert ember.get_device_module() is expected
+    with pytest.raises(RuntimeError, match="Device 'mps' does not have a corresponding module"):
+        ember.get_device_module("mps")
+    assert isinstance(ember.ones(1).layout, ember.layout) and ember.ones(1).layout is ember.strided
+    assert not ember.is_storage(ember.ones(1))
+    before = ember.get_num_interop_threads()
+    ember.set_num_interop_threads(3)
+    assert ember.get_num_interop_threads() == 3
+    ember.set_num_interop_threads(before)
+    with pytest.raises(RuntimeError, match="Expected positive number of threads"):
+        ember.set_num_interop_threads(0)

@@ -7,12 +7,16 @@ __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel"
            "result_type", "set_printoptions", "get_printoptions", "strided", "typename",
            "is_signed", "get_device", "detach", "is_conj", "is_neg", "resolve_conj",
            "resolve_neg", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
-           "set_anomaly_enabled", "set_warn_always", "is_warn_always_enabled"]
+           "set_anomaly_enabled", "set_warn_always", "is_warn_always_enabled", "layout",
+           "get_device_module", "is_storage", "get_num_interop_threads",
+           "set_num_interop_threads", "init_num_threads"]
 
 _WARN_ALWAYS = [False]
 
 
-class _Layout:
+class layout:  # noqa: N801  (PyTorch's name)
+    """How a tensor's elements are stored (``torch.layout``): ember has only ``strided``."""
+
     def __init__(self, name):
         self.name = name
 
@@ -20,7 +24,8 @@ class _Layout:
         return f"ember.{self.name}"
 
 
-strided = _Layout("strided")
+strided = layout("strided")
+_INTEROP_THREADS = [1]
 
 
 def is_tensor(obj):
@@ -157,3 +162,40 @@ def set_warn_always(b):
 def is_warn_always_enabled():
     """Whether ``set_warn_always(True)`` was called."""
     return _WARN_ALWAYS[0]
+
+
+def get_device_module(device=None):
+    """The module of a device type: ``ember.cuda`` for "cuda", ``ember.cpu`` for "cpu";
+    without ``device``, the GPU's when CUDA is available, else the CPU's."""
+    import ember
+    if device is None:
+        kind = "cuda" if ember.cuda.is_available() else "cpu"
+    else:
+        kind = device if isinstance(device, str) else ember.device(device).type
+        kind = kind.split(":")[0]
+    if kind not in ("cuda", "cpu"):
+        raise RuntimeError(f"Device '{kind}' does not have a corresponding module registered "
+                           f"as 'ember.{kind}'.")
+    return getattr(ember, kind)
+
+
+def is_storage(obj):
+    """Whether ``obj`` is a storage object: never, as ember tensors own NumPy or CuPy arrays."""
+    return False
+
+
+def get_num_interop_threads():
+    """Threads for running independent ops in parallel (ember runs one op at a time: the
+    value is remembered for the programs that set it)."""
+    return _INTEROP_THREADS[0]
+
+
+def set_num_interop_threads(num):
+    """Remember the inter-op thread count (see ``get_num_interop_threads``)."""
+    if not isinstance(num, int) or num <= 0:
+        raise RuntimeError("Expected positive number of threads")
+    _INTEROP_THREADS[0] = num
+
+
+def init_num_threads():
+    """Set up the intra-op threads for this thread (nothing to do in ember)."""

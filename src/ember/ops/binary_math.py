@@ -359,4 +359,4 @@ def _where_method(self, condition, other):
 _where_method.__name__ = _where_method.__qualname__ = "where"
 Tensor.where = _where_method
 
-ALIASES = {"clip": "clamp"}
+ALIASES = {"clip": "clamp", "arctan2": "atan2"}

@@ -350,6 +350,15 @@ def _mH(self):
     return self.transpose(-2, -1).conj()
 
 
+def adjoint(input):
+    """The conjugate transpose of the last two dims: a view (``mH``)."""
+    if input.ndim < 2:
+        raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of "
+                           f"matrices. Got {input.ndim}-D tensor.")
+    return input.transpose(-2, -1).conj()
+
+
+Tensor.adjoint = adjoint
 Tensor.T = property(_T, doc="All dims reversed.")
 Tensor.mT = property(_mT, doc="The last two dims swapped.")
 Tensor.H = property(_H, doc="The conjugate transpose of a matrix.")
@@ -484,4 +493,5 @@ ALIASES = {"swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedi
            "broadcast_to": "expand", "concat": "cat", "concatenate": "cat"}
 
 PUBLIC = {"broadcast_shapes": broadcast_shapes, "broadcast_tensors": broadcast_tensors,
-          "ravel": ravel, "is_same_size": is_same_size, **join.PUBLIC, **reorder.PUBLIC}
+          "ravel": ravel, "is_same_size": is_same_size, "adjoint": adjoint, **join.PUBLIC,
+          **reorder.PUBLIC}
