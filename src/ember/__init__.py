@@ -14,6 +14,7 @@ from ember._creation import *  # noqa: F401,F403
 from ember._windows import *  # noqa: F401,F403  (hann_window, ..., kaiser_window)
 from ember._creation import deprecated_range as range  # noqa: A001  (torch.range)
 from ember._legacy_types import *  # noqa: F401,F403  (FloatTensor, ..., set_default_tensor_type)
+from ember._memory_format import *  # noqa: F401,F403  (channels_last, ...)
 from ember._random import *  # noqa: F401,F403
 from ember._deterministic import *  # noqa: F401,F403
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,

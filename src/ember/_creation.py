@@ -10,7 +10,8 @@ from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
 from ember._tensor import Size, Tensor, _make
-from ember.backend import array_from_dlpack, cuda_backend, xp_for
+from ember._memory_format import format_of, lay_out, memory_order, preserve_format
+from ember.backend import array_from_dlpack, cuda_backend, xp_for, xp_of
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "full",
@@ -257,7 +258,8 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
           pin_memory=False, memory_format=None):
     """An uninitialized tensor (ember fills it with zeros, so results are reproducible; in
     deterministic mode with NaN or the largest integer, as PyTorch does)."""
-    return _alloc(_uninitialized, _size(size), dtype, device, requires_grad, out)
+    return in_format(_alloc(_uninitialized, _size(size), dtype, device, requires_grad, out),
+                     memory_format)
 
 
 def _uninitialized(xp, shape, dtype):
@@ -314,6 +316,19 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
                 requires_grad=requires_grad)
 
 
+def in_format(t, memory_format, like=None):
+    """``t``, a tensor just made, laid out in ``memory_format`` (by default, or with
+    ``preserve_format``, the format of ``like`` when given: the ``*_like`` factories')."""
+    if memory_format is None or memory_format is preserve_format:
+        if like is None:
+            return t
+        memory_format = format_of(like._data)
+    order = memory_order(memory_format, t.ndim)
+    if order is not None:
+        t._data = lay_out(xp_of(t._data), t._data, order)
+    return t
+
+
 def _like(input, dtype, device):
     return (input.dtype if dtype is None else dtype,
             input.device if device is None else device)
@@ -323,29 +338,32 @@ def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
                memory_format=None):
     """Zeros with the shape (and by default dtype and device) of ``input``."""
     dtype, device = _like(input, dtype, device)
-    return zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    made = zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return in_format(made, memory_format, input)
 
 
 def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
     """Ones with the shape (and by default dtype and device) of ``input``."""
     dtype, device = _like(input, dtype, device)
-    return ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    made = ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return in_format(made, memory_format, input)
 
 
 def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None):
     """An uninitialized tensor shaped like ``input``."""
     dtype, device = _like(input, dtype, device)
-    return empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    made = empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return in_format(made, memory_format, input)
 
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None):
     """``fill_value`` everywhere, shaped like ``input``."""
     dtype, device = _like(input, dtype, device)
-    return full(input.shape, fill_value, dtype=dtype, device=device,
-                requires_grad=requires_grad)
+    return in_format(full(input.shape, fill_value, dtype=dtype, device=device,
+                          requires_grad=requires_grad), memory_format, input)
 
 
 def _number(x, name):

@@ -14,7 +14,7 @@ import json
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import _finish, _place, _size, _target
+from ember._creation import _finish, _place, _size, _target, in_format
 from ember._device import as_device, get_default_device
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
                            device_guard, device_of, host_array, on_device_of, xp_of)
@@ -420,15 +420,17 @@ def _check_weights(xp, w, needed):
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None, generator=None):
     """Uniform samples shaped like ``input``."""
-    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+    made = rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                 requires_grad=requires_grad, generator=generator)
+    return in_format(made, memory_format, input)
 
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, generator=None):
     """Normal samples shaped like ``input``."""
-    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+    made = randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                  requires_grad=requires_grad, generator=generator)
+    return in_format(made, memory_format, input)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
@@ -436,8 +438,9 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
     """Random integers shaped like ``input``."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, dtype=dtype or input.dtype,
+    made = randint(low, high, input.shape, dtype=dtype or input.dtype,
                    device=device or input.device, generator=generator)
+    return in_format(made, memory_format, input)
 
 
 # --- in-place sampling methods ----------------------------------------------------------------

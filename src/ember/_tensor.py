@@ -154,7 +154,14 @@ class Tensor:
         return strides[_wrap_dim(dim, self._data.ndim)]
 
     def is_contiguous(self, memory_format=None):
-        """Whether the elements are laid out densely in row-major order."""
+        """Whether the elements are laid out densely in row-major order (or in the order of
+        ``memory_format``, ``ember.channels_last``...)."""
+        if memory_format is not None:
+            from ember import _memory_format as M
+            if memory_format in (M.channels_last, M.channels_last_3d):
+                rank = 4 if memory_format is M.channels_last else 5
+                return self.ndim == rank and M.laid_out(
+                    self._data, M.memory_order(memory_format, rank))
         expected = 1
         item = self._data.itemsize
         for size, stride in zip(reversed(self._data.shape), reversed(self._data.strides)):

@@ -264,6 +264,19 @@ def test_legacy_cuda_tensor_types():
         ember.set_default_device(None)
 
 
+def test_channels_last_on_the_gpu_gives_the_cpus_values():
+    ember.manual_seed(0)
+    conv = ember.nn.Conv2d(3, 4, 3)
+    x = ember.randn(2, 3, 8, 8)
+    expected = conv(x)
+    conv.cuda().to(memory_format=ember.channels_last)
+    y = x.cuda().to(memory_format=ember.channels_last)
+    assert y.is_cuda and y.stride() == (192, 1, 24, 3)
+    assert conv.weight.is_contiguous(memory_format=ember.channels_last)
+    assert_close(conv(y).cpu(), expected, rtol=1e-4, atol=1e-4)
+    assert ember.empty_like(y).stride() == y.stride()
+
+
 def test_copy_across_devices_carries_values_and_gradient():
     host = ember.zeros(2, 3)
     gpu = ember.arange(6.).reshape(2, 3).cuda().requires_grad_()

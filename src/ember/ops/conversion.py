@@ -8,6 +8,8 @@ import numpy as np
 from ember import _dtype as D
 from ember._device import as_device
 from ember._legacy_types import legacy_type
+from ember._memory_format import (contiguous_format, format_of, laid_out, lay_out,
+                                  memory_order, preserve_format)
 from ember._tensor import Tensor, _make
 from ember.backend import cuda_backend, cuda_initialized, device_of, xp_of
 from ember.ops._registry import broadcast_message, call, op
@@ -67,12 +69,12 @@ def _parse_to(args, kwargs):
 
 def _parse_to_all(args, kwargs):
     """Decode the forms of ``Tensor.to``: (dtype), (device[, dtype]), (tensor), keywords;
-    returns (dtype, device, copy, non_blocking)."""
+    returns (dtype, device, copy, non_blocking, memory format)."""
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     non_blocking = kwargs.pop("non_blocking", False)
-    kwargs.pop("memory_format", None)
+    layout = kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     args = list(args)
@@ -91,20 +93,25 @@ def _parse_to_all(args, kwargs):
             copy = args.pop(0)
     if args:
         raise TypeError(f"to() received an invalid combination of arguments: {args}")
-    return dtype, as_device(device), copy, non_blocking
+    return dtype, as_device(device), copy, non_blocking, layout
 
 
 def to(self, *args, **kwargs):
-    """This tensor with another dtype and/or device (self when nothing changes)."""
-    dtype, device, copy, non_blocking = _parse_to_all(args, kwargs)
+    """This tensor with another dtype, device and/or memory format (self when nothing
+    changes)."""
+    dtype, device, copy, non_blocking, layout = _parse_to_all(args, kwargs)
     same_dtype = dtype is None or dtype is self.dtype
     same_device = device is None or not _moves(self.device, device)
     if same_dtype and same_device and not copy:
-        return self
-    if not same_device:
-        cuda_backend()                      # "not compiled with CUDA" without a GPU
-    return call(_to_copy, (self,), (None if same_dtype else dtype,
-                                    None if same_device else device, bool(non_blocking)))
+        out = self
+    else:
+        if not same_device:
+            cuda_backend()                  # "not compiled with CUDA" without a GPU
+        out = call(_to_copy, (self,), (None if same_dtype else dtype,
+                                       None if same_device else device, bool(non_blocking)))
+    if layout is None or layout is preserve_format:
+        return out
+    return contiguous(out, layout)
 
 
 def _converter(dtype, name):
@@ -203,8 +210,12 @@ def _(grad, x):
 
 @op("clone(input, *, memory_format=None)", saves_inputs=False)
 def clone(xp, x, memory_format):
-    """A copy of ``input`` that is still connected to the graph."""
-    return x.copy()
+    """A copy of ``input`` that is still connected to the graph, row-major or in
+    ``memory_format`` (by default, a channels-last input's format is kept)."""
+    if memory_format is None or memory_format is preserve_format:
+        memory_format = format_of(x)
+    order = memory_order(memory_format, x.ndim)
+    return x.copy() if order is None else lay_out(xp, x, order)
 
 
 @clone.derivative
@@ -212,9 +223,12 @@ def _(grad, x, memory_format):
     return grad
 
 
-def contiguous(self, memory_format=None):
-    """Self if contiguous, else a contiguous copy."""
-    return self if self.is_contiguous() else clone(self)
+def contiguous(self, memory_format=contiguous_format):
+    """Self if laid out in ``memory_format`` (row-major by default), else a copy that is."""
+    order = memory_order(memory_format, self.ndim)
+    if order is None:
+        return self if self.is_contiguous() else clone(self, memory_format=contiguous_format)
+    return self if laid_out(self._data, order) else clone(self, memory_format=memory_format)
 
 
 Tensor.contiguous = contiguous

@@ -442,9 +442,10 @@ class Module(StateDict):
 
     def to(self, *args, **kwargs):
         """Move and/or cast parameters and buffers in place: ``to(device)``, ``to(dtype)``,
-        ``to(device, dtype)``, ``to(tensor)``; only floating/complex tensors change dtype."""
-        from ember.ops.conversion import _parse_to
-        dtype, device, _ = _parse_to(args, dict(kwargs))
+        ``to(device, dtype)``, ``to(tensor)``; only floating/complex tensors change dtype;
+        ``memory_format=`` lays out the 4-D and 5-D ones."""
+        from ember.ops.conversion import _parse_to_all
+        dtype, device, _, _, layout = _parse_to_all(args, dict(kwargs))
         if dtype is not None:
             if not (dtype.is_floating_point or dtype.is_complex):
                 raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, "
@@ -457,6 +458,8 @@ class Module(StateDict):
 
         def convert(t):
             keep = not (t.is_floating_point() or t.is_complex())
+            if layout is not None and t.ndim in (4, 5):     # memory_format=channels_last
+                return t.to(device=device, dtype=None if keep else dtype, memory_format=layout)
             return t.to(device=device, dtype=None if keep else dtype)
         return self._apply(convert)
 
