@@ -426,7 +426,6 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
 _TRAFFIC = []               # the Counters of the host_traffic() blocks open now
 
 
-@contextlib.contextmanager
 class _HostProducer:
     def __init__(self, producer):
         self.producer = producer
@@ -445,6 +444,7 @@ def from_dlpack(producer):
     return out
 
 
+@contextlib.contextmanager
 def host_traffic():
     """A Counter of the reads of device values and the uploads of host data made inside the
     block, keyed by kind and the calling source line: on a GPU each one waits for the

@@ -1,6 +1,7 @@
 """Run an optimizer on fixed gradient sequences, and NumPy transcriptions of PyTorch's
 documented update rules to compare it with."""
 
+import ml_dtypes
 import numpy as np
 
 import ember
@@ -199,3 +200,57 @@ def sparse_adam(x, g, s, t, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=Fals
     s["v"] = np.where(touched, b2 * v + (1 - b2) * g * g, v)
     step = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * s["m"] / (np.sqrt(s["v"]) + eps)
     return np.where(touched, x - step, x)
+
+
+def _lerp(start, end, weight):
+    """PyTorch's two-sided lerp (exact at both ends), which its Muon and Adafactor use."""
+    return start + weight * (end - start) if weight < 0.5 else end - (end - start) * (1 - weight)
+
+
+def _bf16(a):
+    return np.asarray(a, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def newton_schulz(u, coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, steps=5):
+    """PyTorch's orthogonalization, in bfloat16: every matrix rounds to bfloat16 once per
+    line, products summing in float32; tall matrices are transposed."""
+    a, b, c = coefficients
+    x = _bf16(u.T if u.shape[0] > u.shape[1] else u)
+    x = _bf16(x / _bf16(max(_bf16(np.sqrt(np.sum(x * x))), np.float32(eps))))
+    for _ in range(steps):
+        gram = _bf16(x @ x.T)
+        x = _bf16(a * x + _bf16(b * gram + c * (gram @ gram)) @ x)
+    return x.T if u.shape[0] > u.shape[1] else x
+
+
+def muon(x, g, s, t, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
+         ns_coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None):
+    # the buffer is PyTorch's moving average (1 - mu) * (the documented sum mu B + g): the
+    # same direction, which is all the orthogonalization keeps
+    s["b"] = _lerp(s.get("b", np.zeros_like(x)), g, 1 - momentum)
+    u = _lerp(g, s["b"], momentum) if nesterov else s["b"]
+    o = newton_schulz(u, ns_coefficients, eps, ns_steps).astype(x.dtype)
+    rows, cols = x.shape
+    if adjust_lr_fn == "match_rms_adamw":
+        adjusted = 0.2 * np.sqrt(max(rows, cols)) * lr
+    else:
+        adjusted = lr * np.sqrt(max(1, rows / cols))
+    return x * (1 - lr * weight_decay) - adjusted * o
+
+
+def adafactor(x, g, s, t, lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0,
+              weight_decay=0.0, maximize=False):
+    eps1 = np.finfo(x.dtype).eps if eps[0] is None else eps[0]
+    g = -g if maximize else g
+    beta2 = 1 - t ** beta2_decay
+    alpha = max(eps[1], np.sqrt(np.mean(x * x))) * min(lr, 1 / np.sqrt(t))
+    x = x * (1 - lr * weight_decay)
+    if x.ndim > 1:
+        s["r"] = _lerp(s.get("r", 0), np.mean(g * g, axis=-1, keepdims=True), 1 - beta2)
+        s["c"] = _lerp(s.get("c", 0), np.mean(g * g, axis=-2, keepdims=True), 1 - beta2)
+        v = s["r"] * s["c"] / np.maximum(np.mean(s["r"], axis=-2, keepdims=True), eps1)
+    else:
+        v = s["v"] = _lerp(s.get("v", 0), g * g, 1 - beta2)
+    u = g / np.maximum(np.sqrt(v), eps1)
+    u = u / max(1, np.sqrt(np.mean(u * u)) / d)
+    return x - alpha * u

@@ -6,7 +6,7 @@ import pytest
 
 import ember
 from tests.optim import trajectories as T
-from tests.optim.test_optimizers import CASES, _ids
+from tests.optim.test_optimizers import CASES, SHAPES, _ids
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -29,7 +29,9 @@ def _run_torch(name, options, params0, grads):
 @pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
 def test_trajectory_and_state_dict_match_pytorch(case):
     cls, _, options = case
-    grads, params0 = T.gradient_sequence(sparse=cls is ember.optim.SparseAdam), T.initial_params()
+    shapes = SHAPES.get(cls, T.SHAPES)
+    grads = T.gradient_sequence(shapes=shapes, sparse=cls is ember.optim.SparseAdam)
+    params0 = T.initial_params(shapes=shapes)
     ours, opt = T.run_ember(lambda ps: cls(ps, **options), params0, grads)
     theirs, topt = _run_torch(cls.__name__, options, params0, grads)
     for a, b in zip(ours[-1], theirs[-1]):
@@ -66,3 +68,57 @@ def test_lbfgs_matches_pytorch_on_rosenbrock(line_search_fn):
     (ours, our_evals), (theirs, their_evals) = run(ember), run(torch)
     np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
     assert our_evals == their_evals
+
+
+def _to_ember(state_dict):
+    """A PyTorch optimizer state_dict with ember tensors in place of PyTorch's."""
+    return {"state": {i: {k: ember.tensor(v.numpy()) for k, v in s.items()}
+                      for i, s in state_dict["state"].items()},
+            "param_groups": state_dict["param_groups"]}
+
+
+@pytest.mark.parametrize("name, options, shapes", [
+    ("Muon", dict(lr=0.02, adjust_lr_fn="match_rms_adamw"), ((3, 4), (6, 2))),
+    ("Adafactor", dict(lr=0.1, weight_decay=0.1), ((3, 4), (4,), (2, 3, 4))),
+])
+def test_a_pytorch_checkpoint_resumes_in_ember(name, options, shapes):
+    grads, params0 = T.gradient_sequence(shapes=shapes), T.initial_params(shapes=shapes)
+    first, topt = _run_torch(name, options, params0, grads[:3])
+    params = [ember.nn.Parameter(ember.tensor(p.copy())) for p in first[-1]]
+    opt = getattr(ember.optim, name)(params, **options)
+    opt.load_state_dict(_to_ember(topt.state_dict()))
+    tparams = [p for g in topt.param_groups for p in g["params"]]
+    for step_grads in grads[3:]:
+        for p, tp, g in zip(params, tparams, step_grads):
+            p.grad, tp.grad = ember.tensor(g.copy()), torch.tensor(g.copy())
+        opt.step()
+        topt.step()
+    for p, tp in zip(params, tparams):
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+
+
+# how far, as a fraction of how far the parameters moved, the trajectories may part: products
+# summed in another order, or 16-bit roundings, may round a bfloat16 Newton-Schulz entry the
+# other way (and Muon's polynomial amplifies it)
+DRIFT = {("Muon", "float32"): 0.02, ("Muon", "bfloat16"): 0.15,
+         ("Adafactor", "float32"): 1e-5, ("Adafactor", "bfloat16"): 0.1}
+
+
+@pytest.mark.parametrize("name, dtype", sorted(DRIFT))
+def test_muon_and_adafactor_match_pytorch_on_larger_and_16_bit_parameters(name, dtype):
+    shapes = ((32, 64), (96, 48))
+    grads = T.gradient_sequence(shapes=shapes)
+    params0 = [0.05 * p for p in T.initial_params(shapes=shapes)]   # finer bfloat16 steps
+    runs = []
+    for lib in (ember, torch):
+        params = [lib.nn.Parameter(lib.tensor(p).to(getattr(lib, dtype))) for p in params0]
+        opt = getattr(lib.optim, name)(params, lr=0.02 if name == "Muon" else 0.05)
+        for step_grads in grads:
+            for p, g in zip(params, step_grads):
+                p.grad = lib.tensor(g).to(getattr(lib, dtype))
+            opt.step()
+        runs.append([p.detach().float().numpy().astype(np.float64) for p in params])
+    for ours, theirs, start in zip(*runs, params0):
+        moved = np.abs(theirs - start).max()
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=DRIFT[name, dtype] * moved)

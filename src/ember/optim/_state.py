@@ -10,7 +10,19 @@ from ember._tensor import Tensor, _make
 from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhere
 
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
-           "apply_updates"]
+           "apply_updates", "scale_"]
+
+
+def scale_(x, factor):
+    """``x *= factor`` in place; a 16-bit ``x`` is multiplied in float32 and rounded once,
+    as PyTorch's ops on it are (NumPy would round ``factor`` itself to 16 bits first: a
+    decay of 0.997 became 0.996 in bfloat16)."""
+    if factor == 1:
+        return
+    if x.dtype.itemsize < 4 and x.dtype.kind in "fV":
+        x[...] = x.astype(np.float32) * factor
+    else:
+        x *= factor
 
 
 def value(x):

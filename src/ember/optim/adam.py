@@ -3,7 +3,7 @@
 import math
 
 from ember.backend import xp_of
-from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+from ember.optim._state import (apply_updates, grads_of, new_step, real, scale_, state_like,
                                 step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
 
@@ -64,7 +64,7 @@ def moments(x, g, m, v, *, lr, beta1, beta2, weight_decay, decoupled):
     ``v`` of its square."""
     if weight_decay:
         if decoupled:
-            x *= 1 - lr * weight_decay
+            scale_(x, 1 - lr * weight_decay)
         else:
             g = g + weight_decay * x
     m += (1 - beta1) * (g - m)

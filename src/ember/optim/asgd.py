@@ -1,8 +1,8 @@
 """ASGD: averaged stochastic gradient descent (``torch.optim.ASGD``)."""
 
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (grads_of, new_step, real, scalar_state, state_like, step_count,
-                                value)
+from ember.optim._state import (grads_of, new_step, real, scalar_state, scale_, state_like,
+                                step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["ASGD"]
@@ -36,7 +36,7 @@ class ASGD(Optimizer):
                 if wd:
                     g = g + wd * x
                 eta, mu = state["eta"]._data, state["mu"]._data
-                x *= 1 - lambd * float(eta)
+                scale_(x, 1 - lambd * float(eta))
                 x -= float(eta) * g
                 ax = real(state["ax"]._data)
                 if float(mu) != 1:
