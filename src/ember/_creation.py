@@ -374,9 +374,9 @@ def _number(x, name):
     return x
 
 
-def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
-           requires_grad=False):
-    """Values from ``start`` up to (excluding) ``end`` in steps of ``step``."""
+def _span(start, end, step):
+    """``arange``'s and ``range``'s bounds checked: (start, end, step); one bound is the
+    end."""
     if end is None:
         start, end = 0, start
     start, end, step = (_number(start, "start"), _number(end, "end"),
@@ -385,6 +385,13 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    return start, end, step
+
+
+def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False):
+    """Values from ``start`` up to (excluding) ``end`` in steps of ``step``."""
+    start, end, step = _span(start, end, step)
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = D.get_default_dtype() if is_float else D.int64
@@ -407,14 +414,7 @@ def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=
                   "its behavior is inconsistent with Python's range builtin. Instead, use "
                   "torch.arange, which produces values in [start, end).", UserWarning,
                   stacklevel=2)
-    if end is None:
-        start, end = 0, start
-    start, end, step = (_number(start, "start"), _number(end, "end"),
-                        _number(step, "step"))
-    if step == 0:
-        raise RuntimeError("step must be nonzero")
-    if (end - start) * step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    start, end, step = _span(start, end, step)
     n = math.floor((end - start) / step) + 1
 
     def fill(xp, _, np_dtype):

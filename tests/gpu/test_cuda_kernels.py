@@ -1129,12 +1129,19 @@ def test_elementwise_gradient_kernels_are_used(overrides, monkeypatch, module, l
     _same(grads[1], grads[0], atol=1e-5, rtol=1e-5)
 
 
-def test_flash_attention_follows_the_backends_switch(overrides, monkeypatch):
+@pytest.fixture
+def flash_calls(monkeypatch):
+    """A list that gains an entry each time the flash-attention kernel runs."""
     calls = []
     from ember.backend.cuda_kernels import triton_attention
     kernel = triton_attention.attention_forward
     monkeypatch.setattr(triton_attention, "attention_forward",
                         lambda *args: calls.append(1) or kernel(*args))
+    return calls
+
+
+def test_flash_attention_follows_the_backends_switch(overrides, flash_calls):
+    calls = flash_calls
     q = ember.randn(1, 2, 16, 16, device="cuda")
     F.scaled_dot_product_attention(q, q, q)
     ember.backends.cuda.enable_flash_sdp(False)
@@ -1145,13 +1152,9 @@ def test_flash_attention_follows_the_backends_switch(overrides, monkeypatch):
     assert calls == [1]
 
 
-def test_sdpa_kernel_picks_the_attention_path_on_a_gpu(overrides, monkeypatch):
+def test_sdpa_kernel_picks_the_attention_path_on_a_gpu(overrides, flash_calls):
     from ember.nn.attention import SDPBackend, sdpa_kernel
-    calls = []
-    from ember.backend.cuda_kernels import triton_attention
-    kernel = triton_attention.attention_forward
-    monkeypatch.setattr(triton_attention, "attention_forward",
-                        lambda *args: calls.append(1) or kernel(*args))
+    calls = flash_calls
     q = ember.randn(1, 2, 16, 16, device="cuda")
     with sdpa_kernel(SDPBackend.MATH):              # the generic path
         expected = F.scaled_dot_product_attention(q, q, q).cpu()

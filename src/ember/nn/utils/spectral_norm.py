@@ -5,6 +5,7 @@ iteration on the buffers ``<name>_u`` and ``<name>_v`` (one step per training fo
 import ember
 from ember.nn.parameter import Parameter
 from ember.nn.utils.parametrizations import unit_vector, weight_matrix
+from ember.nn.utils.weight_norm import remove_hook
 
 __all__ = ["spectral_norm", "remove_spectral_norm", "SpectralNorm"]
 
@@ -80,9 +81,4 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 
 def remove_spectral_norm(module, name="weight"):
     """Undo ``spectral_norm``: ``module.<name>`` becomes a plain parameter again."""
-    for key, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[key]
-            return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    return remove_hook(module, SpectralNorm, name, "spectral_norm")

@@ -59,9 +59,15 @@ def weight_norm(module, name="weight", dim=0):
 
 def remove_weight_norm(module, name="weight"):
     """Undo ``weight_norm``: ``module.<name>`` becomes a plain parameter again."""
+    return remove_hook(module, WeightNorm, name, "weight_norm")
+
+
+def remove_hook(module, kind, name, what):
+    """Take off ``module``'s forward pre-hook of class ``kind`` for ``name`` (a hook-based
+    reparametrization, ``what``), making ``module.<name>`` a plain parameter again."""
     for key, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, WeightNorm) and hook.name == name:
+        if isinstance(hook, kind) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[key]
             return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    raise ValueError(f"{what} of '{name}' not found in {module}")
