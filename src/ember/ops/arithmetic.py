@@ -96,7 +96,9 @@ add = binary("add(input, other, *, alpha=1)",
 add.inplace_variant(lambda xp, dst, a, b, alpha: xp.add(
     a, b if _is_one(alpha) else _scaled(xp, a, b, alpha), out=dst, casting="unsafe"))
 
-sub = binary("sub(input, other, *, alpha=1)", lambda xp, a, b, alpha: _sub(xp, a, b, alpha),
+sub = binary("sub(input, other, *, alpha=1)",
+             lambda xp, a, b, alpha: xp.subtract(a, b) if _is_one(alpha) else
+             _sub(xp, a, b, alpha),
              lambda grad, a, b, alpha, *, needs=(True, True): (
                  grad, None if not needs[1] else -grad if alpha == 1 else
                  grad * -conj_grad(alpha)),
