@@ -107,3 +107,48 @@ def test_device_modules_layouts_and_thread_counts():
     ember.set_num_interop_threads(before)
     with pytest.raises(RuntimeError, match="Expected positive number of threads"):
         ember.set_num_interop_threads(0)
+
+
+def test_scatters_into_copies_with_gradients():
+    src = ember.ones(3, requires_grad=True)
+    base = ember.zeros(2, 3, requires_grad=True)
+    out = ember.select_scatter(base, src * 2, 0, 1)
+    assert out.tolist() == [[0.0] * 3, [2.0] * 3] and base.tolist() == [[0.0] * 3] * 2
+    out.sum().backward()
+    assert src.grad.tolist() == [2.0] * 3 and base.grad.tolist() == [[1.0] * 3, [0.0] * 3]
+    sliced = ember.slice_scatter(ember.zeros(4, 2), ember.ones(2, 2), 0, 1, 4, 2)
+    assert sliced.tolist() == [[0.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]
+    assert ember.zeros(2, 3).slice_scatter(ember.ones(2, 1), dim=-1, start=2).tolist() == [
+        [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]
+    with pytest.raises(RuntimeError, match=r"src size = \[2\], slice size = \[3\]"):
+        ember.select_scatter(ember.zeros(2, 3), ember.ones(2), 0, 1)
+    x = ember.arange(6.0).reshape(2, 3)
+    copy = x.narrow_copy(1, 1, 2)
+    assert copy.tolist() == [[1.0, 2.0], [4.0, 5.0]] and copy.is_contiguous()
+
+
+def test_nonzero_static_cuts_or_pads():
+    assert ember.nonzero_static(ember.tensor([0, 1, 0, 2]), size=3).tolist() == [[1], [3], [-1]]
+    assert ember.tensor([[1, 0], [1, 1]]).nonzero_static(size=2, fill_value=-5).tolist() == [
+        [0, 0], [1, 0]]
+    with pytest.raises(RuntimeError, match="'size' must be an non-negative integer"):
+        ember.nonzero_static(ember.tensor([0, 1]), size=-1)
+
+
+def test_split_aliases_reversed_and_dense():
+    assert [t.tolist() for t in ember.ones(3).split_with_sizes([1, 2])] == [[1.0], [1.0, 1.0]]
+    assert [t.tolist() for t in ember.unsafe_chunk(ember.arange(5), 2)] == [[0, 1, 2], [3, 4]]
+    x = ember.arange(6.0).reshape(2, 3)
+    assert [r.tolist() for r in reversed(x)] == [[3.0, 4.0, 5.0], [0.0, 1.0, 2.0]]
+    assert x.to_dense() is x and ember.tensor([1]).is_nonzero()
+
+
+def test_deprecated_triangular_solve():
+    a = ember.tensor([[2.0, 0.0], [1.0, 1.0]])
+    b = ember.tensor([[2.0], [3.0]])
+    with pytest.warns(UserWarning, match="triangular_solve is deprecated"):
+        solution, coefficient = ember.triangular_solve(b, a, upper=False)
+    assert solution.tolist() == [[1.0], [2.0]] and ember.equal(coefficient, a)
+    with pytest.warns(UserWarning):
+        transposed = b.triangular_solve(a.mT, upper=True, transpose=True).solution
+    assert transposed.tolist() == [[1.0], [2.0]]

@@ -128,8 +128,19 @@ def resolve_neg(input):
     return input
 
 
-for _name in ("is_conj", "is_neg", "resolve_conj", "resolve_neg"):
+def _reversed(self):
+    """``reversed(t)``: ``t`` flipped along dim 0 (a 0-dim tensor is itself)."""
+    return self if self.ndim == 0 else self.flip(0)
+
+
+def _to_dense(self, dtype=None, *, masked_grad=None):
+    """This tensor as a strided (dense) one: itself, as ember has only strided tensors."""
+    return self if dtype is None else self.to(dtype)
+
+
+for _name in ("is_conj", "is_neg", "resolve_conj", "resolve_neg", "is_nonzero"):
     setattr(Tensor, _name, globals()[_name])
+Tensor.__reversed__, Tensor.to_dense = _reversed, _to_dense
 
 
 def is_anomaly_enabled():

@@ -8,6 +8,7 @@ error, as in PyTorch.
 
 import numpy as np
 
+from ember._tensor import Tensor
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_square,
                                      checked, eye_like, lapack, mh, named_result, on_host,
                                      raise_first_failure, torch_name)
@@ -398,6 +399,35 @@ def cholesky_legacy(input, upper=False, *, out=None):
     return cholesky(input, upper=upper, out=out)
 
 
-for _fn, _name in ((qr_legacy, "qr"), (cholesky_legacy, "cholesky")):
+_TRIANGULAR_DEPRECATED = (
+    "torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be "
+    "removed in a future PyTorch release.\ntorch.linalg.solve_triangular has its arguments "
+    "reversed and does not return a copy of one of the inputs.\nX = torch.triangular_solve(B, "
+    "A).solution\nshould be replaced with\nX = torch.linalg.solve_triangular(A, B).")
+triangular_solve_result = named_result("triangular_solve", ("solution", "cloned_coefficient"))
+
+
+def triangular_solve_legacy(input, A, upper=True, transpose=False, unitriangular=False, *,
+                            out=None):
+    """(X, a copy of A) with A X = ``input`` (A^T X = ``input`` when ``transpose``), A
+    triangular: ``linalg.solve_triangular`` with its arguments reversed (deprecated)."""
+    import warnings
+    from ember import linalg
+    warnings.warn(_TRIANGULAR_DEPRECATED, UserWarning, stacklevel=2)
+    system = A.mT if transpose else A
+    solution = linalg.solve_triangular(system, input, upper=upper != transpose,
+                                       unitriangular=unitriangular)
+    result = triangular_solve_result(solution, A.clone())
+    if out is not None:
+        for dst, value in zip(out, result):
+            dst.resize_(*value.shape).copy_(value)
+        return triangular_solve_result(*out)
+    return result
+
+
+for _fn, _name in ((qr_legacy, "qr"), (cholesky_legacy, "cholesky"),
+                   (triangular_solve_legacy, "triangular_solve")):
     _fn.__module__, _fn.__name__, _fn.__qualname__ = "ember", _name, _name
-PUBLIC = {"qr": qr_legacy, "cholesky": cholesky_legacy}
+    setattr(Tensor, _name, _fn)
+PUBLIC = {"qr": qr_legacy, "cholesky": cholesky_legacy,
+          "triangular_solve": triangular_solve_legacy}

@@ -579,7 +579,24 @@ def unravel_index(indices, shape):
     return tuple(reversed(coords))
 
 
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero(input)`` with exactly ``size`` rows: cut short, or padded with
+    ``fill_value``."""
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+    found = nonzero(input)
+    if found.shape[0] >= size:
+        return found[:size]
+    from ember._creation import full
+    from ember.ops.join import cat
+    padding = full((size - found.shape[0], input.ndim), fill_value, dtype=D.int64,
+                   device=input.device)
+    return cat([found, padding])
+
+
+Tensor.nonzero_static = nonzero_static
+
 ALIASES = {}
-PUBLIC = {"unravel_index": unravel_index}
+PUBLIC = {"unravel_index": unravel_index, "nonzero_static": nonzero_static}
 
 from ember.ops import _subscript  # noqa: E402,F401  (installs Tensor.__getitem__/__setitem__)

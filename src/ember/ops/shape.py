@@ -490,8 +490,10 @@ def broadcast_tensors(*tensors):
 from ember.ops import join, reorder, slicing  # noqa: E402,F401  (registers their ops)
 
 ALIASES = {"swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim",
-           "broadcast_to": "expand", "concat": "cat", "concatenate": "cat"}
+           "broadcast_to": "expand", "concat": "cat", "concatenate": "cat",
+           "split_with_sizes": "split", "unsafe_split": "split",
+           "unsafe_split_with_sizes": "split", "unsafe_chunk": "chunk"}
 
 PUBLIC = {"broadcast_shapes": broadcast_shapes, "broadcast_tensors": broadcast_tensors,
           "ravel": ravel, "is_same_size": is_same_size, "adjoint": adjoint, **join.PUBLIC,
-          **reorder.PUBLIC}
+          **reorder.PUBLIC, **slicing.PUBLIC}

@@ -2,6 +2,7 @@
 diag_embed, tril, triu (copies)."""
 
 from ember._creation import zeros
+from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
 from ember.ops._registry import op
 from ember.ops.join import pad_along
@@ -239,3 +240,41 @@ def triu(xp, x, diagonal):
 @triu.derivative
 def _(grad, x, diagonal):
     return grad.triu(diagonal)
+
+
+# --- scatters into copies, and copies of slices ----------------------------------------------
+
+def _scatter_into_view(input, src, view_of):
+    """A copy of ``input`` with ``src`` written where ``view_of(copy)`` lies (autograd sees
+    the copy and the write, so both inputs get their gradients)."""
+    out = input.clone()
+    view = view_of(out)
+    if tuple(src.shape) != tuple(view.shape):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
+                           f"{list(src.shape)}, slice size = {list(view.shape)}")
+    view.copy_(src)
+    return out
+
+
+def select_scatter(input, src, dim, index):
+    """A copy of ``input`` whose ``input.select(dim, index)`` is ``src``."""
+    return _scatter_into_view(input, src, lambda t: t.select(dim, index))
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """A copy of ``input`` whose slice ``start:end:step`` along ``dim`` is ``src``."""
+    d = wrap_dim(dim, input.ndim)
+    return _scatter_into_view(
+        input, src, lambda t: t[(slice(None),) * d + (slice(start, end, step),)])
+
+
+def narrow_copy(input, dim, start, length):
+    """A contiguous copy of ``input.narrow(dim, start, length)``."""
+    return input.narrow(dim, start, length).clone().contiguous()
+
+
+for _fn in (select_scatter, slice_scatter, narrow_copy):
+    setattr(Tensor, _fn.__name__, _fn)
+
+PUBLIC = {"select_scatter": select_scatter, "slice_scatter": slice_scatter,
+          "narrow_copy": narrow_copy}
