@@ -8,6 +8,8 @@ from ember.nn.utils.convert_parameters import (parameters_to_vector,  # noqa: F4
                                                vector_to_parameters)
 from ember.nn.utils.fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights,  # noqa: F401
                                    fuse_linear_bn_eval, fuse_linear_bn_weights)
+from ember.nn.utils.memory_format import (convert_conv2d_weight_memory_format,  # noqa: F401
+                                          convert_conv3d_weight_memory_format)
 from ember.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
 from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 
