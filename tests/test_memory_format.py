@@ -70,11 +70,11 @@ def test_modules_and_gradients_in_channels_last():
 
 def test_converting_only_the_convolutions_weights():
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Linear(2, 2), nn.ConvTranspose2d(4, 3, 2),
-                          nn.Sequential(nn.Conv3d(1, 2, 2)))
+                          nn.Sequential(nn.Conv3d(2, 2, 2)))
     weight = model[0].weight
     assert nn.utils.convert_conv2d_weight_memory_format(model, ember.channels_last) is model
     assert model[0].weight is weight and weight.stride() == (27, 1, 9, 3)
     assert model[2].weight.stride() == (12, 1, 6, 3) and model[1].weight.is_contiguous()
-    assert model[3][0].weight.is_contiguous()
+    assert not model[3][0].weight.is_contiguous(memory_format=ember.channels_last_3d)
     nn.utils.convert_conv3d_weight_memory_format(model, ember.channels_last_3d)
     assert model[3][0].weight.is_contiguous(memory_format=ember.channels_last_3d)
