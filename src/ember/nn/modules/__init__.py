@@ -2,6 +2,7 @@
 
 from ember.nn.modules.module import Module
 from ember.nn.modules.activation import *  # noqa: F401,F403
+from ember.nn.modules.adaptive import *  # noqa: F401,F403
 from ember.nn.modules.attention import *  # noqa: F401,F403
 from ember.nn.modules.batchnorm import *  # noqa: F401,F403
 from ember.nn.modules.channelshuffle import *  # noqa: F401,F403
