@@ -167,3 +167,29 @@ def test_window_matrices_are_built_once_per_geometry_and_shared_read_only():
     x = ember.arange(64.0).reshape(1, 1, 8, 8)
     for _ in range(2):                              # the shared tables stay intact
         assert F.avg_pool2d(x, 2)[0, 0, :2, :2].tolist() == [[4.5, 6.5], [20.5, 22.5]]
+
+
+def test_fractional_max_pool_modules():
+    x = ember.randn(2, 3, 10, 11)
+    with pytest.raises(ValueError, match="FractionalMaxPool2d requires specifying either an "
+                                         "output size, or a pooling ratio"):
+        nn.FractionalMaxPool2d(2)
+    with pytest.raises(ValueError, match="only one of output_size and output_ratio"):
+        nn.FractionalMaxPool2d(2, output_size=3, output_ratio=0.5)
+    with pytest.raises(ValueError, match=r"output_ratio must be between 0 and 1 \(got 1.5\)"):
+        nn.FractionalMaxPool3d(2, output_ratio=1.5)
+    halved = nn.FractionalMaxPool2d(2, output_ratio=0.5)
+    assert halved(x).shape == (2, 3, 5, 5) and repr(halved) == "FractionalMaxPool2d()"
+    ember.manual_seed(3)
+    first = halved(x)
+    ember.manual_seed(3)
+    assert ember.equal(halved(x), first)            # the samples follow the seed
+    samples = ember.rand(2, 3, 2)
+    fixed = nn.FractionalMaxPool2d((2, 3), output_size=(4, 5), return_indices=True,
+                                   _random_samples=samples)
+    values, indices = fixed(x)
+    assert values.shape == indices.shape == (2, 3, 4, 5)
+    assert ember.equal(values, x.flatten(2).gather(2, indices.flatten(2)).reshape(values.shape))
+    assert ember.equal(fixed(x)[0], values) and list(fixed.state_dict()) == ["_random_samples"]
+    cube = nn.FractionalMaxPool3d(2, output_size=2)(ember.randn(3, 5, 6, 7))   # unbatched
+    assert cube.shape == (3, 2, 2, 2)

@@ -1,16 +1,33 @@
-"""Gather and scatter-add over the flattened spatial plane of each (batch, channel) slice.
+"""Gather and scatter-add over the flattened spatial plane of each (batch, channel) slice,
+and the max of gathered windows.
 
 Max pooling and unpooling address an element by its flat index within the trailing ``nd``
-spatial dims (PyTorch's ``indices``). These two internal ops are each other's derivative,
-so every pooling gradient built on them can be differentiated again.
+spatial dims (PyTorch's ``indices``). The gather and scatter-add ops are each other's
+derivative, so every pooling gradient built on them can be differentiated again.
 """
 
 import numpy as np
 
-from ember.backend import bincount, combine_at
+from ember.backend import bincount, combine_at, reads_stall
 from ember.ops._registry import op
 
-__all__ = ["_plane_gather", "_plane_scatter_add", "plane_offsets"]
+__all__ = ["_plane_gather", "_plane_scatter_add", "plane_offsets", "window_max"]
+
+
+def window_max(xp, windows, taps):
+    """(max, flat index) of each window (the last axis of ``windows``; ``taps``, broadcast to
+    it, holds each tap's flat plane index): the first maximum, or, as PyTorch's kernels
+    choose, the last NaN."""
+    pick = windows.argmax(axis=-1)[..., None]        # the first maximum, or the first NaN
+    if windows.dtype.kind in "fV":
+        nan = xp.isnan(windows)
+        # (on a GPU without asking: reading whether there is one would wait for the device)
+        if reads_stall(xp) or nan.any():
+            last = windows.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)[..., None]
+            pick = xp.where(nan.any(axis=-1, keepdims=True), last, pick)
+    values = xp.take_along_axis(windows, pick, axis=-1)[..., 0]
+    index = xp.take_along_axis(xp.broadcast_to(taps, windows.shape), pick, axis=-1)[..., 0]
+    return values, index
 
 
 def plane_offsets(xp, lead, plane):

@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from ember.backend import device_copy, reads_stall
+from ember.backend import device_copy
 from ember.ops._max_sweep import max_sweep
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
-from ember.ops._pool_index import _plane_scatter_add
+from ember.ops._pool_index import _plane_scatter_add, window_max
 from ember.ops._registry import REGISTRY, op
 from ember.ops._separable import _along_dims, apply_mats, built_once, transposed
 
@@ -97,18 +97,7 @@ def _adaptive_max(xp, x, nd, output_size):
         return max_sweep(xp, x, nd, k, k, (0,) * nd, (1,) * nd, out)
     flat = device_copy(x, _window_taps(size, out), np.int64)
     plane = int(np.prod(size, dtype=np.int64))
-    windows = x.reshape(lead + (plane,))[..., flat]
-    pick = windows.argmax(axis=-1)[..., None]        # the first maximum, or the first NaN
-    if windows.dtype.kind in "fV":
-        nan = xp.isnan(windows)
-        # (on a GPU without asking: reading whether there is one would wait for the device)
-        if reads_stall(xp) or nan.any():    # PyTorch's kernel keeps the last NaN of a window
-            last = windows.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)[..., None]
-            pick = xp.where(nan.any(axis=-1, keepdims=True), last, pick)
-    values = xp.take_along_axis(windows, pick, axis=-1)[..., 0]
-    index = xp.take_along_axis(xp.broadcast_to(flat, windows.shape), pick,
-                               axis=-1)[..., 0]
-    return values, index
+    return window_max(xp, x.reshape(lead + (plane,))[..., flat], flat)
 
 
 def _max_op(nd, name, namespace):

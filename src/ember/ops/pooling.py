@@ -7,7 +7,7 @@ values and their flat plane indices; its gradient is a scatter-add through the i
 
 import numpy as np
 
-from ember.ops import adaptive_pooling, unpooling  # noqa: E402,F401
+from ember.ops import adaptive_pooling, fractional_pooling, unpooling  # noqa: E402,F401
 from ember.ops._pool_args import (check_rank, pool_geometry, reject_dtype, tuple_arg,
                                   window_mats)
 from ember.ops._max_sweep import max_sweep
@@ -209,3 +209,4 @@ FUNCTIONAL.update({"max_pool1d_with_indices": "max_pool1d_with_indices",
 FUNCTIONAL.update({f"lp_pool{nd}d": _lp_pool(nd) for nd in (1, 2, 3)})
 FUNCTIONAL.update(adaptive_pooling.FUNCTIONAL)
 FUNCTIONAL.update(unpooling.FUNCTIONAL)
+FUNCTIONAL.update(fractional_pooling.FUNCTIONAL)

@@ -291,6 +291,80 @@ def _unpool_errors(nd):
     return errors
 
 
+# --- fractional max pooling -------------------------------------------------------------------
+
+def _fractional_starts(u, n, m, k):
+    if m == 1:
+        return [n - k]
+    alpha = u.dtype.type(n - k) / u.dtype.type(m - 1)
+    return [int((u.dtype.type(i) + u) * alpha) - int(u * alpha) for i in range(m - 1)] + [n - k]
+
+
+def _fractional_ref(nd):
+    dims = {2: (1, 0), 3: (0, 1, 2)}[nd]        # the sample each spatial dim takes
+
+    def ref(x, kernel_size, output_size=None, _random_samples=None, **_):
+        batched = x.ndim == nd + 2
+        x = x if batched else x[None]
+        k, out = _tup(kernel_size, nd), _tup(output_size, nd)
+        size = x.shape[2:]
+        values = np.zeros(x.shape[:2] + out, x.dtype)
+        indices = np.zeros(x.shape[:2] + out, np.int64)
+        for b, c in np.ndindex(*x.shape[:2]):
+            starts = [_fractional_starts(_random_samples[b, c, dims[d]], size[d], out[d], k[d])
+                      for d in range(nd)]
+            for o in np.ndindex(*out):
+                first = [starts[d][o[d]] for d in range(nd)]
+                window = x[(b, c) + tuple(slice(a, a + k[d]) for d, a in enumerate(first))]
+                pick = np.unravel_index(window.reshape(-1).argmax(), window.shape)
+                values[(b, c) + o] = window[pick]
+                indices[(b, c) + o] = np.ravel_multi_index(
+                    tuple(a + p for a, p in zip(first, pick)), size)
+        return (values, indices) if batched else (values[0], indices[0])
+    return ref
+
+
+def _fractional_samples(nd):
+    shapes = {2: [(2, 3, 9, 7), (2, 7, 6)], 3: [(1, 2, 5, 7, 7), (2, 6, 7, 8)]}[nd]
+
+    def samples(dtype, requires_grad):
+        rng = np.random.default_rng(nd)
+        for shape in shapes:
+            planes = (shape[0], shape[1]) if len(shape) == nd + 2 else (1, shape[0])
+            u = ember.tensor(rng.random(planes + (nd,)), dtype=dtype)
+            for k, out in ((2, 3), (3, tuple(range(2, 2 + nd))), (2, 1)):
+                yield SampleInput(make(shape, dtype, requires_grad), (k,),
+                                  {"output_size": out, "_random_samples": u},
+                                  name=f"k{k}_out{out}")
+    return samples
+
+
+def _fractional_errors(nd):
+    name = f"fractional_max_pool{nd}d"
+
+    def errors():
+        x = ember.randn((2, 2) + (5,) * nd)
+        u = ember.rand(2, 2, nd)
+        yield ErrorInput(SampleInput(x, (2,)), ValueError,
+                         f"{name} requires specifying either an output_size or an output_ratio")
+        yield ErrorInput(SampleInput(x, (5,), {"output_size": 2, "_random_samples": u}),
+                         RuntimeError, "pool (time|height) 5 too large relative to input")
+        yield ErrorInput(SampleInput(x, (2,), {"output_size": 2, "_random_samples": u[:1]}),
+                         RuntimeError, r"Expect _random_samples.size\(0\) no less then input")
+        yield ErrorInput(SampleInput(x, (2,), {"output_size": 2,
+                                               "_random_samples": u.double()}),
+                         RuntimeError, "Expect _random_samples to have the same dtype")
+    return errors
+
+
+def _torch_fractional(nd):
+    def call(x, kernel_size, output_size=None, _random_samples=None):
+        import torch
+        pool = getattr(torch.nn.functional, f"fractional_max_pool{nd}d_with_indices")
+        return pool(x, kernel_size, output_size=output_size, _random_samples=_random_samples)
+    return call
+
+
 # --- internals --------------------------------------------------------------------------------
 
 def _gather_samples(dtype, requires_grad):
@@ -391,6 +465,11 @@ def _entries():
         yield OpInfo(f"nn.functional.max_unpool{nd}d", _unpool_ref(nd), _unpool_samples(nd),
                      dtypes=FLOATS + LOW, gradgrad=True, error_inputs=_unpool_errors(nd),
                      op=getattr(ember.nn.functional, f"max_unpool{nd}d"))
+    for nd in (2, 3):
+        yield OpInfo(f"_fractional_max_pool{nd}d", _fractional_ref(nd), _fractional_samples(nd),
+                     dtypes=FLOATS, gradgrad=True, error_inputs=_fractional_errors(nd),
+                     op=getattr(ember.nn.functional, f"fractional_max_pool{nd}d_with_indices"),
+                     torch_op=_torch_fractional(nd))
     yield OpInfo("_plane_gather", _gather_ref, _gather_samples, dtypes=FLOATS + LOW,
                  gradgrad=True, torch_op=_torch_plane_gather)
     yield OpInfo("_plane_scatter_add", _scatter_ref, _scatter_samples, dtypes=FLOATS,

@@ -1,0 +1,142 @@
+"""Fractional max pooling (``F.fractional_max_pool2d/3d``, Graham 2014): max over windows of
+``kernel_size`` whose starts step through the input pseudo-randomly, so that an input of any
+size pools to ``output_size``.
+
+Along a dim of size n, with window k and m outputs, output i's window starts at
+``floor((i + u) a) - floor(u a)``, ``a = (n - k) / (m - 1)``, and the last window ends at the
+edge; u in [0, 1) is one random sample per (batch, channel) plane and dim, computed in the
+input's precision as PyTorch does. Samples come as (N, C, nd); PyTorch assigns them to the
+dims W, H for 2-D and T, H, W for 3-D, and so does ember.
+"""
+
+import numpy as np
+
+from ember.ops._pool_index import _plane_scatter_add, window_max
+from ember.ops._registry import op
+
+__all__ = ["FUNCTIONAL"]
+
+_SAMPLE_OF_DIM = {2: (1, 0), 3: (0, 1, 2)}      # spatial dim -> its sample's position
+
+
+def _starts(xp, u, size, out, k):
+    """The window starts along one dim: (..., out) int64 for samples ``u`` of shape (...)."""
+    starts = xp.empty(u.shape + (out,), np.int64)
+    if out > 1:
+        kind = u.dtype.type
+        alpha = kind(size - k) / kind(out - 1)
+        steps = xp.arange(out - 1, dtype=u.dtype)
+        first = (u * alpha).astype(np.int64)[..., None]
+        starts[..., :-1] = ((steps + u[..., None]) * alpha).astype(np.int64) - first
+    starts[..., -1] = size - k
+    return starts
+
+
+def _fractional_max(xp, x, samples, kernel_size, output_size):
+    """(values, flat plane indices) of (N, C, *size) ``x``."""
+    nd = len(kernel_size)
+    (n, c), size = x.shape[:2], x.shape[2:]
+    wide = samples.astype(np.float32) if samples.dtype.itemsize < 4 else samples
+    taps = 0                    # (N, C, *output_size, *kernel_size): each tap's flat index
+    for d in range(nd):
+        starts = _starts(xp, wide[..., _SAMPLE_OF_DIM[nd][d]], size[d], output_size[d],
+                         kernel_size[d])
+        where = starts[..., None] + xp.arange(kernel_size[d])          # (N, C, out, k)
+        spread = ((n, c) + tuple(output_size[e] if e == d else 1 for e in range(nd))
+                  + tuple(kernel_size[e] if e == d else 1 for e in range(nd)))
+        taps = taps + where.reshape(spread) * int(np.prod(size[d + 1:], dtype=np.int64))
+    taps = taps.reshape((n, c) + tuple(output_size) + (-1,))
+    plane = int(np.prod(size, dtype=np.int64))
+    windows = xp.take_along_axis(x.reshape(n, c, plane), taps.reshape(n, c, -1), axis=-1)
+    return window_max(xp, windows.reshape(taps.shape), taps)
+
+
+_DIM_NAMES = {2: ("height", "width"), 3: ("time", "height", "width")}
+
+
+def _op(nd):
+    def forward(xp, x, samples, kernel_size, output_size):
+        return _fractional_max(xp, x, samples, kernel_size, output_size)
+    forward.__doc__ = f"{nd}-D fractional max pooling: (values, flat spatial indices)."
+    registered = op(f"_fractional_max_pool{nd}d(input, random_samples, kernel_size, "
+                    f"output_size)", inputs=2, method=False, saves_inputs=False,
+                    grad_fn_name=f"FractionalMaxPool{nd}DBackward0")(forward)
+
+    @registered.derivative
+    def _(grads, x, samples, kernel_size, output_size, *, out):
+        return _plane_scatter_add(grads[0], out[1], tuple(x.shape[2:]), False), None
+    return registered
+
+
+def _tuple(value, nd):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * nd
+
+
+def _checked_samples(x, samples, nd):
+    import ember
+    n, c = x.shape[:2]
+    if samples is None:
+        return ember.rand(n, c, nd, dtype=x.dtype, device=x.device)
+    if samples.dtype != x.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if samples.ndim != 3 or samples.shape[2] != nd:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {nd}; got "
+                           f"{samples.shape[-1]}.")
+    if samples.shape[0] < n:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    if samples.shape[1] != c:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    return samples[:n]
+
+
+def _functional(nd):
+    registered = _op(nd)
+    name = f"fractional_max_pool{nd}d"
+    where = f"{name}()" if nd == 2 else f"{name}_out()"
+
+    def with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                     return_indices=False, _random_samples=None):
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output_size or an "
+                             f"output_ratio")
+        batched = input.ndim == nd + 2
+        x = input if batched else input.unsqueeze(0)
+        if x.ndim != nd + 2:
+            raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got: "
+                               f"{list(input.shape)}")
+        for d in range(1, x.ndim):
+            if x.shape[d] == 0:
+                raise RuntimeError(f"{name}(): Expected input to have non-zero size for "
+                                   f"non-batch dimensions, but got{list(x.shape)} with "
+                                   f"dimension {d} being empty.")
+        size, kernel = x.shape[2:], _tuple(kernel_size, nd)
+        if output_size is None:
+            output_size = tuple(int(s * r) for s, r in zip(size, _tuple(output_ratio, nd)))
+        output_size = _tuple(output_size, nd)
+        for dim, k, s, o in zip(_DIM_NAMES[nd], kernel, size, output_size):
+            if o + k - 1 >= s:
+                raise RuntimeError(f"{where}: pool {dim} {k} too large relative to input "
+                                   f"{dim} {s}")
+        samples = _checked_samples(x, _random_samples, nd)
+        values, indices = registered.function(x, samples, kernel, output_size)
+        if not batched:
+            values, indices = values.squeeze(0), indices.squeeze(0)
+        return values, indices
+
+    def pool(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+             _random_samples=None):
+        values, indices = with_indices(input, kernel_size, output_size, output_ratio,
+                                       return_indices, _random_samples)
+        return (values, indices) if return_indices else values
+
+    for fn, fname, doc in ((pool, name, "(with indices if asked)"),
+                           (with_indices, f"{name}_with_indices", "and indices")):
+        fn.__name__ = fn.__qualname__ = fname
+        fn.__module__ = "ember.nn.functional"
+        fn.__doc__ = (f"{nd}-D fractional max pooling {doc}: windows of ``kernel_size`` at "
+                      f"pseudo-random steps, pooled to ``output_size`` (or ``output_ratio`` of "
+                      f"the input).")
+    return {name: pool, f"{name}_with_indices": with_indices}
+
+
+FUNCTIONAL = {**_functional(2), **_functional(3)}
