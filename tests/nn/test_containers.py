@@ -299,3 +299,15 @@ def test_lazy_batch_norm_when_batch_norm_exists():
     ref = nn.BatchNorm2d(3)
     np.testing.assert_allclose(y.detach().numpy(), ref(x).detach().numpy(), atol=1e-6)
     np.testing.assert_allclose(m.running_var.numpy(), ref.running_var.numpy(), atol=1e-6)
+
+
+def test_deprecated_container_and_nll_loss_2d():
+    with pytest.warns(FutureWarning, match="`nn.Container` is deprecated"):
+        box = nn.Container(a=nn.Linear(1, 1))
+    assert list(box.state_dict()) == ["a.weight", "a.bias"]
+    with pytest.warns(FutureWarning, match="`NLLLoss2d` has been deprecated"):
+        loss = nn.NLLLoss2d(ignore_index=1)
+    scores = ember.randn(2, 3, 4, 4).log_softmax(1)
+    target = ember.randint(0, 3, (2, 4, 4))
+    assert isinstance(loss, nn.NLLLoss) and ember.allclose(
+        loss(scores, target), nn.NLLLoss(ignore_index=1)(scores, target))
