@@ -160,3 +160,24 @@ def test_triplet_with_distance_module_uses_the_given_function():
     default = nn.TripletMarginWithDistanceLoss()(X, T, P)
     np.testing.assert_allclose(np.asarray(default),
                                np.asarray(F.triplet_margin_loss(X, T, P)))
+
+
+def test_linear_cross_entropy_is_cross_entropy_of_a_linear_layer():
+    ember.manual_seed(0)
+    x, w, b = ember.randn(4, 8), ember.randn(5, 3, 8), ember.randn(5, 3)
+    target = ember.randint(0, 5, (4, 3))
+    logits = ember.einsum("ni,cdi->ncd", x, w) + b
+    got = nn.functional.linear_cross_entropy(x, w, target, linear_bias=b, label_smoothing=0.1,
+                                             options=nn.LinearCrossEntropyOptions())
+    assert ember.allclose(got, nn.functional.cross_entropy(logits, target, label_smoothing=0.1),
+                          atol=1e-6)
+    loss = nn.LinearCrossEntropyLoss(8, 5, out_features=(3,), bias=True, ignore_index=1)
+    assert loss.linear.weight.shape == (15, 8) and loss.linear.bias.shape == (15,)
+    expected = nn.functional.cross_entropy(
+        ember.einsum("ni,cdi->ncd", x, loss.linear.weight.reshape(5, 3, 8))
+        + loss.linear.bias.reshape(5, 3), target, ignore_index=1)
+    assert ember.allclose(loss(x, target), expected, atol=1e-6)
+    with pytest.raises(RuntimeError, match="expected input with dimensionality 1 or 2, got 3"):
+        nn.functional.linear_cross_entropy(ember.randn(2, 3, 8), w, target)
+    with pytest.raises(RuntimeError, match="got 8 and 7, respectively"):
+        nn.functional.linear_cross_entropy(x, ember.randn(5, 7), target[:, 0])

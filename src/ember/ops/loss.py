@@ -7,7 +7,8 @@ Called without one, those parse their reduction as 0 ('none'), unlike their docu
 default: ember's do the same.
 """
 
-from ember.ops import ctc, loss_bce, loss_ce, loss_margin, loss_pointwise  # noqa: F401
+from ember.ops import ctc, loss_bce, loss_ce, loss_linear_ce, loss_margin  # noqa: F401
+from ember.ops import loss_pointwise  # noqa: F401
 from ember.ops._loss_common import reduce_loss, reduction_name
 from ember.ops.loss_margin import (cosine_embedding_loss, hinge_embedding_loss,
                                    margin_ranking_loss, multi_margin_loss, multilabel_margin_loss,
@@ -32,6 +33,7 @@ FUNCTIONAL = {
     "cross_entropy": "nn.functional.cross_entropy",
     "nll_loss": "nn.functional.nll_loss",
     "binary_cross_entropy": "nn.functional.binary_cross_entropy",
+    **loss_linear_ce.FUNCTIONAL,
 }
 
 

@@ -1,18 +1,20 @@
 """The loss modules: each holds its options (and class weights as buffers) and calls its
 function in ember.nn.functional. As in PyTorch they print no options (no extra_repr)."""
 
+import math
 import warnings
 
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.ops._loss_common import legacy_reduction
+from ember.ops.loss_linear_ce import LinearCrossEntropyOptions
 
 __all__ = ["L1Loss", "MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
            "KLDivLoss", "HuberLoss", "SmoothL1Loss", "SoftMarginLoss",
            "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss",
            "CosineEmbeddingLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "TripletMarginLoss",
            "TripletMarginWithDistanceLoss", "PoissonNLLLoss", "GaussianNLLLoss", "CTCLoss",
-           "NLLLoss2d"]
+           "NLLLoss2d", "LinearCrossEntropyLoss", "LinearCrossEntropyOptions"]
 
 
 class _Loss(Module):
@@ -61,6 +63,38 @@ class CrossEntropyLoss(_WeightedLoss):
         return F.cross_entropy(input, target, weight=self.weight,
                                ignore_index=self.ignore_index, reduction=self.reduction,
                                label_smoothing=self.label_smoothing)
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """A linear layer (``in_features`` to ``num_classes`` x ``out_features`` logits) and the
+    cross entropy of its logits, in one module; see :func:`F.linear_cross_entropy`."""
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None,
+                 dtype=None, reduction="mean", weight=None, ignore_index=None,
+                 label_smoothing=0.0, options=None):
+        super().__init__(weight, None, None, reduction)
+        from ember.nn.modules.linear import Linear
+        self.in_features, self.num_classes = in_features, num_classes
+        self.out_features = tuple(out_features)
+        self.ignore_index, self.label_smoothing, self.options = (ignore_index, label_smoothing,
+                                                                 options)
+        width = num_classes * math.prod(self.out_features)
+        self.linear = Linear(in_features, width, bias=bias, device=device, dtype=dtype)
+
+    def forward(self, input, target):
+        shape = (self.num_classes,) + self.out_features
+        bias = None if self.linear.bias is None else self.linear.bias.reshape(shape)
+        return F.linear_cross_entropy(
+            input, self.linear.weight.reshape(shape + (self.in_features,)), target,
+            linear_bias=bias, weight=self.weight, reduction=self.reduction,
+            ignore_index=self.ignore_index, label_smoothing=self.label_smoothing,
+            options=self.options)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")
 
 
 class NLLLoss(_WeightedLoss):
