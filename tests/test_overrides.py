@@ -23,15 +23,20 @@ def test_disabled_torch_function_gives_plain_tensors():
     assert type(p + 1) is ember.Tensor
 
 
-def test_override_intercepts_calls():
-    calls = []
-
+def logged_subclass(calls):
+    """A Tensor subclass whose ``__torch_function__`` appends each function's name to
+    ``calls``, then runs it."""
     class Logged(ember.Tensor):
         @classmethod
         def __torch_function__(cls, func, types, args=(), kwargs=None):
             calls.append(func.__name__)
             return super().__torch_function__(func, types, args, kwargs)
+    return Logged
 
+
+def test_override_intercepts_calls():
+    calls = []
+    Logged = logged_subclass(calls)
     x = ember.ones(2).as_subclass(Logged)
     y = x * 2
     ember.add(x, 1)

@@ -8,6 +8,7 @@ import pytest
 
 import ember
 from ember.autograd import gradcheck, gradgradcheck
+from tests.test_overrides import logged_subclass
 
 _LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
 
@@ -293,13 +294,7 @@ def test_squeeze_of_a_base_with_older_views():
 
 def test_subclasses_see_the_in_place_method():
     calls = []
-
-    class Logged(ember.Tensor):
-        @classmethod
-        def __torch_function__(cls, func, types, args=(), kwargs=None):
-            calls.append(func.__name__)
-            return super().__torch_function__(func, types, args, kwargs)
-
+    Logged = logged_subclass(calls)
     x = ember.zeros(2, 3).as_subclass(Logged)
     assert x.t_() is x and type(x) is Logged and x.shape == (3, 2)
     assert calls == ["t_"]
