@@ -97,8 +97,10 @@ def test_device_modules_layouts_and_thread_counts():
     assert ember.get_device_module(ember.device("cpu")) is ember.cpu
     expected = ember.cuda if ember.cuda.is_available() else ember.cpu
     assert ember.get_device_module() is expected
-    with pytest.raises(RuntimeError, match="Device 'mps' does not have a corresponding module"):
-        ember.get_device_module("mps")
+    assert ember.get_device_module("mps") is ember.mps and ember.mps.is_available() is False
+    assert ember.get_device_module("xpu:0") is ember.xpu and ember.xpu.device_count() == 0
+    with pytest.raises(RuntimeError, match="Device 'tpu' does not have a corresponding module"):
+        ember.get_device_module("tpu")
     assert isinstance(ember.ones(1).layout, ember.layout) and ember.ones(1).layout is ember.strided
     assert not ember.is_storage(ember.ones(1))
     before = ember.get_num_interop_threads()

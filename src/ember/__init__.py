@@ -30,7 +30,8 @@ from ember.utils.dlpack import to_dlpack
 from ember import func  # noqa: F401
 from ember.func import vmap  # noqa: F401
 from ember import amp  # noqa: F401
-from ember import backends, cpu  # noqa: F401
+from ember import accelerator, backends, cpu, mps, xpu  # noqa: F401
+from ember._streams import Event, Stream  # noqa: F401
 from ember import random, testing  # noqa: F401
 from ember.backends import get_float32_matmul_precision, set_float32_matmul_precision
 from ember.amp.autocast_mode import (autocast, get_autocast_dtype, is_autocast_available,

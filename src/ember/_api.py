@@ -176,15 +176,16 @@ def is_warn_always_enabled():
 
 
 def get_device_module(device=None):
-    """The module of a device type: ``ember.cuda`` for "cuda", ``ember.cpu`` for "cpu";
-    without ``device``, the GPU's when CUDA is available, else the CPU's."""
+    """The module of a device type: ``ember.cuda`` for "cuda", ``ember.cpu`` for "cpu" (and
+    ``ember.mps``, ``ember.xpu``); without ``device``, the GPU's when CUDA is available, else
+    the CPU's."""
     import ember
     if device is None:
         kind = "cuda" if ember.cuda.is_available() else "cpu"
     else:
         kind = device if isinstance(device, str) else ember.device(device).type
         kind = kind.split(":")[0]
-    if kind not in ("cuda", "cpu"):
+    if kind not in ("cuda", "cpu", "mps", "xpu"):
         raise RuntimeError(f"Device '{kind}' does not have a corresponding module registered "
                            f"as 'ember.{kind}'.")
     return getattr(ember, kind)

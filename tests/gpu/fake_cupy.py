@@ -576,6 +576,7 @@ _STATE["streams"].append(Stream.null)
 class Event:
     def __init__(self, block=False, disable_timing=False, interprocess=False):
         self.timing, self.time, self.done = not disable_timing, None, True
+        self.ptr = id(self)
 
     def record(self, stream=None):
         self.time = time.perf_counter()

@@ -7,6 +7,7 @@ registered from ``backend/cuda_kernels/`` (see NOTE [CUDA kernel overrides] in d
 """
 
 import contextlib
+import functools
 import weakref
 
 import cupy
@@ -346,7 +347,27 @@ def linalg_checked():
 def empty_cache():
     """Return cached, unused blocks (device and pinned host memory) to the driver."""
     _POOL.free_all_blocks()
+    empty_host_cache()
+
+
+def empty_host_cache():
+    """Return cached, unused pinned host memory to the driver."""
     cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+@functools.cache
+def allocatable_dtypes(index):
+    """The set of ember dtypes whose arrays CuPy can allocate on GPU ``index``, tried once."""
+    from ember import _dtype
+    found = set()
+    with cupy.cuda.Device(index):
+        for dtype in _dtype.ALL_DTYPES:
+            try:
+                cupy.empty(1, dtype.np)
+            except (TypeError, ValueError, NotImplementedError):
+                continue
+            found.add(dtype)
+    return frozenset(found)
 
 
 from ember.backend import cuda_kernels  # noqa: E402

@@ -4,7 +4,7 @@ ember's CUDA ops run on CuPy's current stream, so ``with ember.cuda.stream(s):``
 them on ``s``.
 """
 
-from ember import backend
+from ember import _streams, backend
 from ember._device import device as _device
 from ember.cuda._common import cupy, index_of
 
@@ -12,9 +12,11 @@ __all__ = ["Stream", "ExternalStream", "Event", "StreamContext", "stream", "curr
            "default_stream", "set_stream", "is_current_stream_capturing"]
 
 
-class Stream:
+class Stream(_streams.Stream):
     """A queue of GPU work that runs in order (``torch.cuda.Stream``). Like PyTorch's, a new
     stream does not synchronize with the default stream: use ``wait_stream``."""
+
+    device_type = "cuda"
 
     def __init__(self, device=None, priority=0, *, _wrap=None):
         if _wrap is None:
@@ -24,11 +26,15 @@ class Stream:
         self._stream = _wrap
         index = _wrap.device_id
         self.device = _device("cuda", cupy().cuda.runtime.getDevice() if index < 0 else index)
+        self.device_index = self.device.index
+        self._entered = []              # the StreamContexts of ``with stream:`` blocks, nested
 
     @property
     def cuda_stream(self):
         """The raw ``cudaStream_t`` handle as an int."""
         return self._stream.ptr
+
+    native_handle = stream_id = cuda_stream
 
     def wait_event(self, event):
         """Make later work on this stream wait until ``event`` completes."""
@@ -56,6 +62,13 @@ class Stream:
     def __cuda_stream__(self):
         """The CUDA stream protocol: (version, handle), for other libraries to use it."""
         return 0, self.cuda_stream
+
+    def __enter__(self):
+        self._entered.append(StreamContext(self))
+        return self._entered[-1].__enter__()
+
+    def __exit__(self, *exc):
+        self._entered.pop().__exit__(*exc)
 
     def __eq__(self, other):
         return isinstance(other, Stream) and self.cuda_stream == other.cuda_stream
@@ -93,13 +106,14 @@ def is_current_stream_capturing():
     return False
 
 
-class Event:
+class Event(_streams.Event):
     """A marker in a stream, to wait on or to time GPU work (``torch.cuda.Event``)."""
 
     def __init__(self, enable_timing=False, blocking=False, interprocess=False):
         self._event = cupy().cuda.Event(block=blocking, disable_timing=not enable_timing,
                                         interprocess=interprocess)
         self.enable_timing = enable_timing
+        self.device = _device("cuda", cupy().cuda.runtime.getDevice())
 
     def record(self, stream=None):
         """Record the event on ``stream`` (the current stream by default)."""
@@ -123,6 +137,16 @@ class Event:
         if not (self.enable_timing and end_event.enable_timing):
             raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
         return cupy().cuda.get_elapsed_time(self._event, end_event._event)
+
+    @property
+    def cuda_event(self):
+        """The raw ``cudaEvent_t`` handle as an int."""
+        return self._event.ptr
+
+    event_id = cuda_event
+
+    def __repr__(self):
+        return f"<ember.cuda.Event device={self.device} cuda_event={self.event_id:#x}>"
 
 
 def current_stream(device=None):
