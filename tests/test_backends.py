@@ -232,6 +232,9 @@ def test_sdp_kernel_warns_sets_and_restores():
 
 def test_sdpa_kernel_allows_only_the_backends_named():
     from ember.nn.attention import SDPBackend, sdpa_kernel
+    # reached as attributes too, as scripts that only ``import torch`` do (the layers' file
+    # nn/modules/attention.py once shadowed the package)
+    assert ember.nn.attention.sdpa_kernel is sdpa_kernel and not hasattr(ember.nn, "linear")
     with sdpa_kernel(SDPBackend.MATH):
         assert _sdp_state() == [False, False, True, False]
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION], set_priority=True):

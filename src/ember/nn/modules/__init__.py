@@ -24,3 +24,11 @@ from ember.nn.modules.rnn import *  # noqa: F401,F403
 from ember.nn.modules.sparse import *  # noqa: F401,F403
 from ember.nn.modules.transformer import *  # noqa: F401,F403
 from ember.nn.modules.upsampling import *  # noqa: F401,F403
+
+import types as _types  # noqa: E402
+
+# ``from ember.nn.modules import *`` exports the layers, not these files: ember.nn has an
+# ``attention`` package of its own (``nn.attention.sdpa_kernel``), which the file
+# modules/attention.py would otherwise shadow.
+__all__ = [name for name, value in globals().items()
+           if not name.startswith("_") and not isinstance(value, _types.ModuleType)]
