@@ -1,6 +1,8 @@
 """The smaller top-level functions of PyTorch's namespace: in-place function forms
 (``torch.exp_(x)``), type and state queries, and ``ember.random``."""
 
+import math
+
 import pytest
 
 import ember
@@ -154,3 +156,15 @@ def test_deprecated_triangular_solve():
     with pytest.warns(UserWarning):
         transposed = b.triangular_solve(a.mT, upper=True, transpose=True).solution
     assert transposed.tolist() == [[1.0], [2.0]]
+
+
+def test_namespace_constants_and_flush_denormal():
+    assert (ember.pi, ember.e) == (math.pi, math.e) and ember.newaxis is None
+    assert ember.inf == math.inf and math.isnan(ember.nan)
+    scores = ember.where(ember.tensor([True, False]), ember.tensor([1.0, 2.0]), -ember.inf)
+    assert scores.softmax(0).tolist() == [1.0, 0.0]
+    assert ember.ones(3)[ember.newaxis].shape == (1, 3)
+    tiny = ember.tensor([1e-323], dtype=ember.float64)
+    assert ember.set_flush_denormal(True) is False and tiny.item() > 0   # denormals kept
+    with pytest.raises(RuntimeError, match="flush_denormal expects a bool, but got int"):
+        ember.set_flush_denormal(1)

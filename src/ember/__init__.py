@@ -3,6 +3,8 @@
 ``import ember as torch`` and write PyTorch. This module only re-exports.
 """
 
+import math as _math
+
 from ember import _dtype
 from ember._dtype import (bfloat16, can_cast, complex64, complex128, dtype, finfo, float8_e4m3fn,
                           float8_e5m2, float16, float32, float64, get_default_dtype, iinfo,
@@ -40,6 +42,9 @@ from ember.amp.autocast_mode import (autocast, get_autocast_dtype, is_autocast_a
 from ember.amp._legacy import *  # noqa: F401,F403  (get_autocast_gpu_dtype, ...)
 from ember.serialization import *  # noqa: F401,F403  (save, load)
 from ember._api import *  # noqa: F401,F403  (is_tensor, numel, typename, ...)
+
+# the constants of the torch namespace
+pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None
 
 # PyTorch's other names for dtypes
 float = float32  # noqa: A001

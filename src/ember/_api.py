@@ -9,7 +9,7 @@ __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel"
            "resolve_neg", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
            "set_anomaly_enabled", "set_warn_always", "is_warn_always_enabled", "layout",
            "get_device_module", "is_storage", "get_num_interop_threads",
-           "set_num_interop_threads", "init_num_threads"]
+           "set_num_interop_threads", "init_num_threads", "set_flush_denormal"]
 
 _WARN_ALWAYS = [False]
 
@@ -207,6 +207,15 @@ def set_num_interop_threads(num):
     if not isinstance(num, int) or num <= 0:
         raise RuntimeError("Expected positive number of threads")
     _INTEROP_THREADS[0] = num
+
+
+def set_flush_denormal(mode):
+    """Whether flushing denormal floats to zero was switched to ``mode``: never, as NumPy
+    gives no control of the CPU's denormal mode, so False (PyTorch's answer where the CPU
+    cannot) and the values keep their denormals."""
+    if not isinstance(mode, bool):
+        raise RuntimeError(f"flush_denormal expects a bool, but got {type(mode).__name__}")
+    return False
 
 
 def init_num_threads():
