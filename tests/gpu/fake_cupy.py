@@ -321,7 +321,10 @@ class _Namespace(types.ModuleType):
                 axis = kwargs.get("axis", args[at] if len(args) > at else None)
                 if axis is not None and a.shape[axis]:
                     args = (a, _modulo(index, a.shape[axis])) + tuple(args[2:])
-            return _device(attr(*_plain(args), **_plain(kwargs)))
+            result = _device(attr(*_plain(args), **_plain(kwargs)))
+            if name == "broadcast_to" and args[0].flags.writeable:
+                result.flags.writeable = True   # CuPy's broadcast views are writable
+            return result
         call.__name__ = name
         return call
 

@@ -21,7 +21,8 @@ __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda
            "device_assert", "device_constant", "device_copy", "device_scalar",
            "indexing_checks_bounds", "cudnn_tf32", "matmul_precision_changed",
            "low_precision_product", "combine_at", "bincount", "reads_stall", "SEVERAL_GPUS",
-           "gpu_elsewhere", "operands_gpu_elsewhere", "device_guard", "array_from_dlpack"]
+           "gpu_elsewhere", "operands_gpu_elsewhere", "device_guard", "array_from_dlpack",
+           "broadcast_view"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -169,6 +170,15 @@ def _writable(array):
     memory = (ctypes.c_byte * span).from_address(array.ctypes.data)
     memory.owner = array                # keeps the capsule's memory alive
     return np.ndarray(array.shape, array.dtype, memory, strides=array.strides)
+
+
+def broadcast_view(xp, array, shape):
+    """``array`` broadcast to ``shape`` as a view that writes through, as an expanded tensor
+    does in PyTorch (NumPy makes broadcast views read-only; CuPy's are writable)."""
+    view = xp.broadcast_to(array, shape)
+    if xp is np and array.flags.writeable:
+        view.flags.writeable = True
+    return view
 
 
 def reads_stall(xp):

@@ -21,6 +21,7 @@ that came after a view was taken (found from the memory the view covers).
 """
 
 import itertools
+import warnings
 
 import numpy as np
 
@@ -65,6 +66,8 @@ def call_inplace(op, inputs, params):
     # checked before writing: the base's gradient must replay self's recipe
     recipe = view_recipe(self) if record and self._view is not None else None
     dst = self._data
+    if 0 in dst.strides:
+        _check_overlap(op, dst, params)
     token = quiet_fp()
     try:
         _write(op, self, dst, xp, arrays, params, casts, compute)
@@ -101,6 +104,29 @@ def _write(op, self, dst, xp, arrays, params, casts, compute):
         if res.shape != dst.shape:
             _shape_mismatch(self, res.shape)
         xp.copyto(dst, res, casting="unsafe")
+
+
+_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
+            "single memory location. Please clone() the tensor before performing the "
+            "operation.")
+# ops that only warn when writing into an expanded tensor, and PyTorch's example of each
+_DEPRECATED_ON_EXPANDED = {"masked_fill": "tensor[mask] = scalar",
+                           "index_put": "tensor[indices] = tensor"}
+
+
+def _check_overlap(op, dst, params):
+    """PyTorch's rule for writing into memory that several elements share (an expanded
+    tensor): filling is fine, masked and advanced-index writes are deprecated, and every
+    other in-place op raises."""
+    if op.name == "fill_" or not dst.size \
+            or not any(s == 0 and n > 1 for n, s in zip(dst.shape, dst.strides)):
+        return                          # (an empty array's strides may be 0: nothing repeats)
+    example = _DEPRECATED_ON_EXPANDED.get(op.name)
+    if example is None or op.name == "index_put" and not params[0]:  # basic-index writes raise
+        raise RuntimeError(_OVERLAP)
+    warnings.warn(f"Use of {op.name}_ on expanded tensors is deprecated. Please clone() the "
+                  f"tensor before performing this operation. This also applies to advanced "
+                  f"indexing e.g. {example}", UserWarning, stacklevel=4)
 
 
 def _check_leaf(t):

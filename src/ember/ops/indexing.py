@@ -215,11 +215,6 @@ def _(grad, x, indices):
 
 # --- index_put --------------------------------------------------------------------------------
 
-_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
-            "single memory location. Please clone() the tensor before performing the "
-            "operation.")
-
-
 def _put(xp, dst, values, indices, accumulate):
     if values.dtype != dst.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
@@ -228,8 +223,6 @@ def _put(xp, dst, values, indices, accumulate):
     idx = advanced_indices(xp, dst, indices, type(indices) is not SubscriptIndices)
     region = index_shape(dst.shape, idx)
     _check_values_shape(values, region, any(a is not None for a in idx), dst.dtype)
-    if not getattr(getattr(dst, "flags", None), "writeable", True):
-        raise RuntimeError(_OVERLAP)
     key = _numpy_key(idx)
     if accumulate:
         combine_at(xp, np.add, dst, key, values)
@@ -508,8 +501,6 @@ def fill_diagonal(xp, x, fill_value, wrap):
 def _(xp, dst, x, fill_value, wrap):
     value = _diagonal_value(xp, dst, fill_value)
     positions = _diagonal_positions(xp, dst.shape, wrap)
-    if not getattr(dst.flags, "writeable", True):     # an expanded tensor (CuPy has no flag)
-        raise RuntimeError(_OVERLAP)
     dst[positions] = value
 
 

@@ -28,9 +28,6 @@ def in_place(write):
     """The in-place forward of an op from ``write(xp, target, *args)``, which validates its
     arguments and writes into ``target``, a C-contiguous array, in place."""
     def forward(xp, dst, x, *args):
-        if not dst.flags.writeable:
-            from ember.ops.indexing import _OVERLAP
-            raise RuntimeError(_OVERLAP)
         if dst.flags.c_contiguous:
             write(xp, dst, *args)
         else:

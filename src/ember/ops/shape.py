@@ -13,6 +13,7 @@ import warnings
 
 from ember import _dtype as D
 from ember._tensor import Size, Tensor
+from ember.backend import broadcast_view
 from ember.ops._dims import wrap_dim
 from ember.ops._registry import broadcast_message, op, varargs
 
@@ -186,7 +187,7 @@ def expand(xp, x, size):
                                f"size ({have}) at non-singleton dimension {i}.  Target sizes: "
                                f"{list(size)}.  Tensor sizes: {list(x.shape)}")
         target.append(s)
-    return xp.broadcast_to(x, tuple(target))
+    return broadcast_view(xp, x, tuple(target))
 
 
 @expand.derivative
