@@ -1,6 +1,7 @@
 """Shape ops beyond the generic OpInfo checks: method forms, aliases, composites, memory sharing
 of views, gradients of multi-output ops, and the transpose properties."""
 
+import re
 import warnings
 
 import numpy as np
@@ -630,3 +631,28 @@ def test_vmap_rules_match_a_loop(fn):
         warnings.simplefilter("error")          # a batching rule, not the loop fallback
         got = vmap(fn)(x)
     _same(got, ember.stack([fn(x[i]) for i in range(3)]))
+
+
+@pytest.mark.parametrize("call, where, pos", [
+    (lambda x: x.view(1, 4.0), "view(): argument 'size'", 2),
+    (lambda x: x.reshape((2, 2.0)), "reshape(): argument 'shape'", 2),
+    (lambda x: x.expand(2, 2.5), "expand(): argument 'size'", 2),
+    (lambda x: x.permute(0, 1.0), "permute(): argument 'dims'", 2),
+    (lambda x: x.roll(1.0), "roll(): argument 'shifts'", 1),
+    (lambda x: x.repeat(2, 1.0), "repeat(): argument 'repeats'", 2),
+    (lambda x: x.tile(2.0), "tile(): argument 'dims'", 1),
+    (lambda x: x.movedim(0.0, 1), "movedim(): argument 'source'", 1),
+    (lambda x: x.squeeze(0.0), "squeeze(): argument 'dim'", 1),
+    (lambda x: x.unflatten(0, (2.0, 1)), "unflatten(): argument 'sizes'", 1)])
+def test_sizes_and_dims_must_be_ints_not_floats(call, where, pos):
+    # int() would truncate: expand(2, 2.5) once gave a (2, 2) view
+    with pytest.raises(TypeError, match=re.escape(
+            f"{where} failed to unpack the object at pos {pos} with error \"type must be tuple "
+            f"of ints,but got float\"")):
+        call(ember.zeros(2, 2))
+
+
+def test_integer_likes_are_sizes():
+    x = ember.zeros(2, 2)
+    assert x.view(np.int64(4)).shape == (4,) and x.view(ember.tensor(4)).shape == (4,)
+    assert x.expand(np.int32(3), 2, 2).shape == (3, 2, 2)

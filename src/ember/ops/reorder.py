@@ -67,8 +67,8 @@ Tensor.flipud = flipud
 @op("roll(input, shifts, dims=None)", saves_inputs=False)
 def roll(xp, x, shifts, dims):
     """A copy with elements shifted circularly along ``dims`` (the flattened tensor if None)."""
-    shifts = int_tuple(shifts)
-    dims = () if dims is None else int_tuple(dims)
+    shifts = int_tuple(shifts, "roll(): argument 'shifts'")
+    dims = () if dims is None else int_tuple(dims, "roll(): argument 'dims'")
     if not shifts:
         raise RuntimeError("`shifts` required")
     if not dims and len(shifts) == 1:
@@ -102,7 +102,7 @@ def _repeated_shape(shape, repeats):
     grad_fn_name="RepeatBackward0")
 def repeat(xp, x, repeats):
     """The tensor tiled ``repeats[i]`` times along each dim i (NumPy's ``tile``)."""
-    repeats = int_tuple(repeats)
+    repeats = int_tuple(repeats, "repeat(): argument 'repeats'")
     _repeated_shape(x.shape, repeats)
     return xp.tile(x, repeats) if repeats else x.copy()
 
@@ -120,7 +120,7 @@ def _(grad, x, repeats):
 
 def tile(input, dims):
     """The tensor tiled ``dims[i]`` times along each dim i (missing leading dims count as 1)."""
-    dims = int_tuple(dims)
+    dims = int_tuple(dims, "tile(): argument 'dims'")
     return input.repeat((1,) * (input.ndim - len(dims)) + dims)
 
 

@@ -9,6 +9,7 @@ own shape and strides, not its values: see NOTE [In-place view ops] in _inplace.
 """
 
 import math
+import operator
 import warnings
 
 from ember import _dtype as D
@@ -49,11 +50,18 @@ def _check_negative(shape, x):
         infer_shape(int_tuple(shape), x.size)
 
 
-def int_tuple(value):
-    """An int or a sequence of ints as a tuple of ints."""
-    if isinstance(value, (tuple, list)):
-        return tuple(int(v) for v in value)
-    return (int(value),)
+def int_tuple(value, where="size"):
+    """An int or a sequence of ints as a tuple of ints. An element that is not an integer
+    (a float would be truncated) raises PyTorch's TypeError, naming the argument: ``where``
+    is its op and name, as in ``"expand(): argument 'size'"``."""
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    try:
+        return tuple(operator.index(v) for v in items)
+    except TypeError:
+        pos, bad = next((i, v) for i, v in enumerate(items, 1)
+                        if not hasattr(type(v), "__index__"))
+        raise TypeError(f"{where} failed to unpack the object at pos {pos} with error "
+                        f"\"type must be tuple of ints,but got {type(bad).__name__}\"") from None
 
 
 def wrap_dim_of_tensor(dim, ndim):
@@ -63,9 +71,10 @@ def wrap_dim_of_tensor(dim, ndim):
     return wrap_dim(dim, ndim)
 
 
-def distinct_dims(dims, ndim):
-    """Wrapped ``dims`` (an int or a sequence), each at most once."""
-    wrapped = [wrap_dim(d, ndim) for d in int_tuple(dims)]
+def distinct_dims(dims, ndim, where="argument 'dim'"):
+    """Wrapped ``dims`` (an int or a sequence), each at most once; ``where`` as for
+    ``int_tuple``."""
+    wrapped = [wrap_dim(d, ndim) for d in int_tuple(dims, where)]
     seen = set()
     for d in wrapped:
         if d in seen:
@@ -85,7 +94,7 @@ def view(xp, x, shape):
     try:
         out.shape = shape               # NumPy refuses instead of copying
     except (ValueError, TypeError):
-        infer_shape(int_tuple(shape), x.size)     # raises PyTorch's message
+        infer_shape(int_tuple(shape, "view(): argument 'size'"), x.size)  # PyTorch's message
         raise
     except AttributeError:
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
@@ -106,7 +115,7 @@ def reshape(xp, x, shape):
     try:
         return x.reshape(shape)         # NumPy checks the rest of what PyTorch checks
     except (ValueError, TypeError):
-        infer_shape(int_tuple(shape), x.size)     # raises PyTorch's message
+        infer_shape(int_tuple(shape, "reshape(): argument 'shape'"), x.size)  # PyTorch's words
         raise
 
 
@@ -143,7 +152,7 @@ def unflatten(xp, x, dim, sizes):
         raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
                            f"but tensor has no dimensions")
     d = wrap_dim_of_tensor(dim, x.ndim)
-    sizes = [int(s) for s in sizes]
+    sizes = list(int_tuple(sizes, "unflatten(): argument 'sizes'"))
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")
     n = x.shape[d]
@@ -164,7 +173,7 @@ def _(grad, x, dim, sizes):
     method=True)
 def expand(xp, x, size):
     """A broadcast view with ``size`` (-1 keeps a dim); adds no memory."""
-    size = int_tuple(size)
+    size = int_tuple(size, "expand(): argument 'size'")
     if len(size) < x.ndim:
         raise RuntimeError(f"expand(ember.{D.FROM_NUMPY[x.dtype]._legacy}{{{list(x.shape)}}}, "
                            f"size={list(size)}): the number of sizes provided ({len(size)}) "
@@ -212,7 +221,8 @@ def squeeze(xp, x, dim):
     """A view without size-1 dims (only those in ``dim`` when given)."""
     if dim is None:
         return xp.squeeze(x)
-    dims = tuple(d for d in distinct_dims(dim, x.ndim) if x.ndim and x.shape[d] == 1)
+    dims = tuple(d for d in distinct_dims(dim, x.ndim, "squeeze(): argument 'dim'")
+                 if x.ndim and x.shape[d] == 1)
     return xp.squeeze(x, axis=dims) if dims else x.view()
 
 
@@ -224,7 +234,7 @@ def _(grad, x, dim):
 @op("permute(input, dims)", view=True, saves_inputs=False, method_varargs="dims")
 def permute(xp, x, dims):
     """A view with dims reordered."""
-    dims = int_tuple(dims)
+    dims = int_tuple(dims, "permute(): argument 'dims'")
     if len(dims) != x.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
                            f"not match the length of the desired ordering of dimensions i.e. "
@@ -245,7 +255,8 @@ def _(grad, x, dims):
 
 
 def _movedim_order(ndim, source, destination):
-    src, dst = int_tuple(source), int_tuple(destination)
+    src = int_tuple(source, "movedim(): argument 'source'")
+    dst = int_tuple(destination, "movedim(): argument 'destination'")
     if len(src) != len(dst):
         raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
                            f"dims) should contain the same number of dims as destination "
@@ -459,7 +470,7 @@ def broadcast_shapes(*shapes):
     """The shape that tensors of the given ``shapes`` broadcast to."""
     result = []
     for i, shape in enumerate(shapes):
-        shape = int_tuple(shape)
+        shape = int_tuple(shape, "broadcast_shapes(): argument 'shapes'")
         if any(s < 0 for s in shape):
             raise ValueError("Attempting to broadcast a dimension with negative length!")
         for k in range(1, len(shape) + 1):
