@@ -76,7 +76,7 @@ def _check(q, k, v, mask, dropout_p, is_causal, grouped):
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
                            "when is_causal=True")
     if dropout_p > 1:
-        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p:g}")
     lead = -3 if grouped else -2                   # grouped heads need not broadcast
     batch = [q.shape[:lead], k.shape[:lead], v.shape[:lead]]
     try:

@@ -85,6 +85,8 @@ def _sdpa_errors():
                      RuntimeError, r"output with shape \[2, 3, 5\] doesn't match the broadcast")
     yield ErrorInput(SampleInput(q, (k, k), {"dropout_p": 1.5}), RuntimeError,
                      "dropout probability has to be between 0 and 1, but got 1.5")
+    yield ErrorInput(SampleInput(q, (k, k), {"dropout_p": 2.0}), RuntimeError,   # C++'s %g
+                     "dropout probability has to be between 0 and 1, but got 2$")
     yield ErrorInput(SampleInput(r(2, 4, 3, 4), (r(2, 3, 5, 4), r(2, 3, 5, 4)),
                                  {"enable_gqa": True}),
                      RuntimeError, "Number of heads in key and value must divide")
