@@ -500,6 +500,7 @@ def broadcast_tensors(*tensors):
 
 
 from ember.ops import join, reorder, slicing  # noqa: E402,F401  (registers their ops)
+from ember.ops import as_strided  # noqa: E402  (registers its ops)
 
 ALIASES = {"swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim",
            "broadcast_to": "expand", "concat": "cat", "concatenate": "cat",
@@ -508,4 +509,4 @@ ALIASES = {"swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedi
 
 PUBLIC = {"broadcast_shapes": broadcast_shapes, "broadcast_tensors": broadcast_tensors,
           "ravel": ravel, "is_same_size": is_same_size, "adjoint": adjoint, **join.PUBLIC,
-          **reorder.PUBLIC, **slicing.PUBLIC}
+          **reorder.PUBLIC, **slicing.PUBLIC, **as_strided.PUBLIC}
