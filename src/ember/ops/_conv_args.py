@@ -1,5 +1,6 @@
 """Checking and normalizing convolution arguments, with PyTorch's messages."""
 
+import operator
 import warnings
 
 from ember import _dtype as D
@@ -26,9 +27,18 @@ class ConvArgs:
         return all(lo == hi for lo, hi in self.pads)
 
 
+def _int(value, name):
+    """``value`` as an int; a float (which int() would truncate) raises a TypeError."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"argument '{name}' must be tuple of ints, but found element of type "
+                        f"{type(value).__name__}") from None
+
+
 def _expand(value, n, name):
     if isinstance(value, (list, tuple)):
-        value = [int(v) for v in value]
+        value = [_int(v, name) for v in value]
         if len(value) == 1:
             value = value * n
         elif len(value) != n:
@@ -36,7 +46,7 @@ def _expand(value, n, name):
                                f"values to match the convolution dimensions, but got "
                                f"{name}={value}")
         return tuple(value)
-    return (int(value),) * n
+    return (_int(value, name),) * n
 
 
 def _size(shape):

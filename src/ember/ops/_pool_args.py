@@ -1,5 +1,7 @@
 """Argument checks and window geometry shared by the pooling ops (PyTorch's messages)."""
 
+import operator
+
 import numpy as np
 
 from ember import _dtype as D
@@ -16,14 +18,19 @@ def tuple_arg(name, what, value, nd, *, optional=False, style=None):
     """``value`` (an int or a sequence of ``nd`` ints) as a tuple of ``nd`` ints."""
     if optional and (value is None or (isinstance(value, (tuple, list)) and len(value) == 0)):
         return None
-    if isinstance(value, (tuple, list)):
-        value = tuple(int(v) for v in value)
-        if len(value) == 1:
-            return value * nd
-        if len(value) == nd:
-            return value
-    else:
-        return (int(value),) * nd
+    try:
+        if not isinstance(value, (tuple, list)):
+            return (operator.index(value),) * nd
+        value = tuple(operator.index(v) for v in value)
+    except TypeError:
+        bad = next(v for v in (value if isinstance(value, (tuple, list)) else (value,))
+                   if not hasattr(type(v), "__index__"))
+        raise TypeError(f"{name}(): argument '{what}' must be tuple of ints, not "
+                        f"{type(bad).__name__}") from None
+    if len(value) == 1:
+        return value * nd
+    if len(value) == nd:
+        return value
     if style == "arg":
         raise RuntimeError(f"{name}() argument '{what}' should contain one int "
                            f"(got {len(value)})")

@@ -4,6 +4,8 @@ The split family returns tuples of views; their gradients concatenate the output
 (the engine passes zeros for outputs that got none).
 """
 
+import operator
+
 from ember import _dtype as D
 from ember._creation import zeros
 from ember._tensor import Tensor
@@ -166,7 +168,12 @@ def _need_dims(x, name):
 def _split_sizes(n, split_size_or_sections, dim):
     """The piece sizes of ``split``: pieces of one size (the last smaller), or the list."""
     if isinstance(split_size_or_sections, (tuple, list)):
-        sizes = [int(s) for s in split_size_or_sections]
+        for pos, s in enumerate(split_size_or_sections):
+            if not hasattr(type(s), "__index__"):     # int() would truncate a float
+                raise TypeError(f"split_with_sizes(): argument 'split_sizes' must be tuple of "
+                                f"ints, but found element of type {type(s).__name__} at pos "
+                                f"{pos}")
+        sizes = [operator.index(s) for s in split_size_or_sections]
         if any(s < 0 for s in sizes):
             raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative "
                                f"entries, but got split_sizes={sizes}")
