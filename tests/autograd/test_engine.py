@@ -296,6 +296,22 @@ def test_version_counter_catches_modified_saved_tensor():
         z.sum().backward()
 
 
+@pytest.mark.parametrize("view", [False, True])
+def test_an_in_place_op_whose_operand_is_itself_cannot_be_differentiated(view):
+    # mul_'s backward needs the old operand, which the op overwrote (it once used the new one)
+    x = leaf(1.0, 2.0, 3.0)
+    y = x * 1
+    target = y[:2] if view else y
+    target.mul_(target)
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation.*is at version "
+                                           r"\d+; expected version \d+"):
+        target.sum().backward()
+    z = x * 1
+    z.add_(z)                           # add_ needs no operand's values: fine
+    z.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
 def test_saved_output_modified_in_place():
     x = leaf(2.0)
     y = x.reciprocal()                  # saves its output

@@ -175,11 +175,25 @@ def _record_inplace(op, self, old, flat, lengths, params, recipe):
     from ember.ops._registry import _record
     base_edge = history(self._view[0]) if self._view is not None else None
     node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self)
+    _date_saved_self(node, flat, self)
     if self._view is not None:
         base = self._view[0]
         copy = CopySlices(base_edge, node, recipe)
         base._grad_fn = copy
         base._output_nr = 0
+
+
+def _date_saved_self(node, flat, self):
+    """An operand sharing ``self``'s memory (``v.mul_(v)``) was saved after the write bumped
+    their version: date it to before the write, so that backward, which needs its old
+    values, reports the change as PyTorch does instead of using the new ones."""
+    versions = getattr(node, "_versions", None)
+    if versions is None:
+        return
+    counter = self._vc
+    for i, x in enumerate(flat[1:], 1):
+        if isinstance(x, Tensor) and x._vc is counter and versions[i] is not None:
+            versions[i] -= 1
 
 
 def _inplace_view(op, self, params):
