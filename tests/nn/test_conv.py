@@ -141,3 +141,11 @@ def test_forward_errors():
                        r"expected input\[1, 1, 28, 28\] to have 3 channels, but got 1 channels "
                        r"instead"):
         m(ember.randn(1, 1, 28, 28))
+
+
+def test_strides_must_be_ints():
+    x, w = ember.ones(1, 1, 5, 5), ember.ones(1, 1, 3, 3)
+    for stride in (1.5, (1, 1.0)):      # int() would truncate 1.5
+        with pytest.raises(TypeError, match="argument 'stride' must be tuple of ints, but "
+                                            "found element of type float"):
+            ember.nn.functional.conv2d(x, w, stride=stride)

@@ -193,3 +193,13 @@ def test_fractional_max_pool_modules():
     assert ember.equal(fixed(x)[0], values) and list(fixed.state_dict()) == ["_random_samples"]
     cube = nn.FractionalMaxPool3d(2, output_size=2)(ember.randn(3, 5, 6, 7))   # unbatched
     assert cube.shape == (3, 2, 2, 2)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda x: F.max_pool2d(x, 2.5), "max_pool2d"),
+    (lambda x: F.max_pool2d(x, (2, 2.0)), "max_pool2d"),
+    (lambda x: ember.nn.AvgPool2d(2.0)(x), "avg_pool2d")])
+def test_window_sizes_must_be_ints(call, name):
+    with pytest.raises(TypeError, match=f"{name}\\(\\): argument 'kernel_size' must be tuple of "
+                                        f"ints, not float"):
+        call(ember.ones(1, 1, 4, 4))

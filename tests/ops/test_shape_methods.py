@@ -656,3 +656,9 @@ def test_integer_likes_are_sizes():
     x = ember.zeros(2, 2)
     assert x.view(np.int64(4)).shape == (4,) and x.view(ember.tensor(4)).shape == (4,)
     assert x.expand(np.int32(3), 2, 2).shape == (3, 2, 2)
+
+
+def test_split_sizes_must_be_ints():
+    with pytest.raises(TypeError, match="split_with_sizes\\(\\): argument 'split_sizes' must be "
+                                        "tuple of ints, but found element of type float at pos 0"):
+        ember.zeros(3).split([1.5, 1.5])
