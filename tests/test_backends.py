@@ -413,3 +413,22 @@ def test_memory_summary_without_a_gpu():
     assert all(line.count("0 bytes") == 2 for line in lines[5:7])
     assert len({len(line) for line in lines}) == 1           # a rectangular table
     assert "device ID 2" in ember.cuda.memory_summary("cuda:2", abbreviated=True)
+
+
+def test_library_switches_without_their_libraries():
+    assert not (backends.mkldnn.is_available() or backends.mkl.is_available()
+                or backends.openmp.is_available() or backends.opt_einsum.is_available())
+    assert backends.mkldnn.enabled is True and backends.mkldnn.deterministic is False
+    with backends.mkldnn.flags():
+        assert backends.mkldnn.enabled is False
+    assert backends.mkldnn.enabled is True
+    with pytest.raises(RuntimeError, match="set_enabled_mkldnn expects a bool, but got int"):
+        backends.mkldnn.enabled = 1
+    assert backends.opt_einsum.get_opt_einsum() is None and backends.opt_einsum.strategy is None
+    with backends.opt_einsum.flags(enabled=True, strategy="greedy"):
+        assert (backends.opt_einsum.enabled, backends.opt_einsum.strategy) == (True, "greedy")
+    assert (backends.opt_einsum.enabled, backends.opt_einsum.strategy) == (False, None)
+    assert backends.mha.get_fastpath_enabled() is True
+    backends.mha.set_fastpath_enabled(False)
+    assert backends.mha.get_fastpath_enabled() is False
+    backends.mha.set_fastpath_enabled(True)

@@ -1,5 +1,6 @@
 """ember.backends: the switches PyTorch programs set for the libraries under the ops
-(``torch.backends``): cuDNN, cuBLAS and attention kernels, MPS, CPU.
+(``torch.backends``): cuDNN, cuBLAS and attention kernels, MPS, CPU, oneDNN, MKL, OpenMP,
+opt_einsum and the attention fast path.
 
 They are accepted, type-checked and remembered, and most change nothing in ember, whose
 computations are already what each switch permits (each module says which and why). Those
@@ -7,8 +8,8 @@ that act: ``cuda.matmul.allow_tf32`` and ``cudnn.allow_tf32`` (TF32 products on 
 attention switches of ``cuda`` (which attention path may run).
 """
 
-from ember.backends import cpu, cuda, cudnn, mps
+from ember.backends import cpu, cuda, cudnn, mha, mkl, mkldnn, mps, openmp, opt_einsum
 from ember.backends._precision import (get_float32_matmul_precision,
                                        set_float32_matmul_precision)
 
-__all__ = ["cpu", "cuda", "cudnn", "mps"]
+__all__ = ["cpu", "cuda", "cudnn", "mha", "mkl", "mkldnn", "mps", "openmp", "opt_einsum"]

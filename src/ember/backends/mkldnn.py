@@ -1,0 +1,40 @@
+"""``ember.backends.mkldnn``: oneDNN's switches (``torch.backends.mkldnn``). ember's CPU
+kernels are NumPy's and its BLAS library's, not oneDNN's: ``is_available()`` is False and the flags
+are accepted, type-checked and remembered, changing nothing."""
+
+import contextlib
+import sys
+
+from ember.backends._flags import Flag, FlagModule
+
+__all__ = ["is_available", "flags"]
+
+_FLAGS = {"enabled": True, "deterministic": False, "allow_tf32": True}
+
+
+def is_available():
+    """Whether ember runs on oneDNN: never."""
+    return False
+
+
+@contextlib.contextmanager
+def flags(enabled=False, deterministic=False, allow_tf32=True):
+    """Set the flags inside a ``with`` block and restore them after it (PyTorch's defaults:
+    a bare ``flags()`` turns ``enabled`` off)."""
+    module = sys.modules[__name__]
+    saved = dict(_FLAGS)
+    try:
+        module.enabled, module.deterministic = enabled, deterministic
+        module.allow_tf32 = allow_tf32
+        yield
+    finally:
+        _FLAGS.update(saved)
+
+
+class _MkldnnModule(FlagModule):
+    enabled = Flag("set_enabled_mkldnn")
+    deterministic = Flag("set_deterministic_mkldnn")
+    allow_tf32 = Flag("set_allow_tf32_mkldnn")
+
+
+sys.modules[__name__].__class__ = _MkldnnModule
