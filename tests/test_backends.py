@@ -290,6 +290,7 @@ def test_mps_and_cpu():
 
 def test_device_modules_load_amp_on_first_use():
     assert ember.cuda.amp is sys.modules["ember.cuda.amp"]
+    assert ember.cuda.comm.gather is ember.nn.parallel.comm.gather
     assert ember.cpu.amp is sys.modules["ember.cpu.amp"]
     for module in (ember.cuda, ember.cpu):
         with pytest.raises(AttributeError, match="has no attribute 'nothing'"):

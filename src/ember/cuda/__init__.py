@@ -3,8 +3,9 @@
 ``is_available``, ``device_count``, ``is_bf16_supported``, seeding, memory statistics and
 ``empty_cache`` work on any machine (False, 0, no-ops); everything else needs CuPy and a GPU
 and raises ember's "not compiled with CUDA" error without them. CuPy is imported on the first
-call that needs it. ``ember.cuda.amp`` (PyTorch's deprecated autocast aliases) and
-``ember.cuda.nvtx`` (profiler ranges) load on first use.
+call that needs it. ``ember.cuda.amp`` (PyTorch's deprecated autocast aliases),
+``ember.cuda.comm`` (copies across GPUs) and ``ember.cuda.nvtx`` (profiler ranges) load on
+first use.
 """
 
 import importlib
@@ -41,7 +42,7 @@ __all__ = [
     "reset_max_memory_allocated", "empty_cache", "mem_get_info", "memory_stats",
     "memory_summary", "memory_cached", "max_memory_cached", "set_per_process_memory_fraction",
     "get_per_process_memory_fraction", "OutOfMemoryError",
-    "is_bf16_supported", "amp", "nvtx", *_LEGACY_TYPES,
+    "is_bf16_supported", "amp", "comm", "nvtx", *_LEGACY_TYPES,
     "ExternalStream", "is_current_stream_capturing", "reset_max_memory_cached",
     "reset_accumulated_memory_stats", "get_allocator_backend", "memory_stats_as_nested_dict",
     "utilization", "memory_usage", "temperature", "power_draw", "clock_rate",
@@ -98,7 +99,7 @@ def check_error(res):
 
 
 def __getattr__(name):
-    if name in ("amp", "nvtx"):
+    if name in ("amp", "comm", "nvtx"):
         return importlib.import_module(f"ember.cuda.{name}")
     raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")
 
