@@ -32,6 +32,11 @@ def test_without_an_accelerator_it_says_none_and_refuses_the_rest():
 
 
 @no_gpu
+def test_no_gpu_generators_without_a_gpu():
+    assert ember.cuda.default_generators == ()
+
+
+@no_gpu
 def test_the_usual_device_choice_falls_back_to_the_cpu():
     device = accelerator.current_accelerator(check_available=True) or ember.device("cpu")
     model = ember.nn.Linear(3, 2).to(device)

@@ -225,3 +225,17 @@ def test_dataloader_pins_its_batches():
                                              num_workers=workers)
         x, y = next(iter(loader))
         assert x.is_pinned() and y.is_pinned() and y.tolist() == [0, 1, 2, 3]
+
+
+def test_default_generators_and_streams_from_elsewhere():
+    generators = ember.cuda.default_generators
+    assert len(generators) == ember.cuda.device_count()
+    assert [g.device for g in generators] == [ember.device("cuda", i)
+                                              for i in range(len(generators))]
+    generators[0].manual_seed(3)
+    first = ember.rand(3, device="cuda:0")
+    ember.cuda.manual_seed(3)
+    assert ember.equal(first, ember.rand(3, device="cuda:0"))
+    made = ember.cuda.Stream()
+    wrapped = ember.cuda.get_stream_from_external(made.cuda_stream)
+    assert wrapped == made and isinstance(wrapped, ember.cuda.ExternalStream)

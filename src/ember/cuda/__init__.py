@@ -48,6 +48,7 @@ __all__ = [
     "utilization", "memory_usage", "temperature", "power_draw", "clock_rate",
     "device_memory_used", "list_gpu_processes", "is_tf32_supported", "get_gencode_flags",
     "current_blas_handle", "CudaError", "check_error", "has_half", "has_magma",
+    "default_generators", "get_stream_from_external",
 ]
 
 has_half = True
@@ -101,7 +102,16 @@ def check_error(res):
 def __getattr__(name):
     if name in ("amp", "comm", "nvtx"):
         return importlib.import_module(f"ember.cuda.{name}")
+    if name == "default_generators":    # one per GPU; none without CUDA
+        from ember.cuda.random import default_generator
+        return tuple(default_generator(i) for i in range(device_count()))
     raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")
+
+
+def get_stream_from_external(data_ptr, device=None):
+    """A Stream over a ``cudaStream_t`` another library made (``ExternalStream``); ember
+    neither owns nor destroys it."""
+    return ExternalStream(data_ptr, device)
 
 
 def is_initialized():
