@@ -1,9 +1,10 @@
 """What the ember.backends modules share: PyTorch's type check on a flag's new value, and a
 module attribute that applies it (``torch.backends.cudnn.benchmark = 1`` raises)."""
 
+import contextlib
 import types
 
-__all__ = ["check_bool", "Flag", "FlagModule"]
+__all__ = ["check_bool", "Flag", "FlagModule", "flags_in_block"]
 
 
 def check_bool(setter, value):
@@ -32,3 +33,16 @@ class Flag:
 
 class FlagModule(types.ModuleType):
     """The base of a module class whose ``Flag`` attributes check what scripts assign."""
+
+
+@contextlib.contextmanager
+def flags_in_block(module, **wanted):
+    """Set ``module``'s flags to ``wanted`` (type-checked) inside a ``with`` block and
+    restore them all after it."""
+    saved = dict(module._FLAGS)
+    try:
+        for name, value in wanted.items():
+            setattr(module, name, value)
+        yield
+    finally:
+        module._FLAGS.update(saved)

@@ -12,10 +12,9 @@ change nothing. ``benchmark`` (False): there is one algorithm, nothing to choose
 ``benchmark_limit`` is None and takes any value, as in PyTorch without cuDNN.
 """
 
-import contextlib
 import sys
 
-from ember.backends._flags import Flag, FlagModule
+from ember.backends._flags import Flag, FlagModule, flags_in_block
 
 __all__ = ["is_available", "version", "is_acceptable", "flags"]
 
@@ -38,22 +37,13 @@ def is_acceptable(tensor):
     return False
 
 
-@contextlib.contextmanager
 def flags(enabled=False, benchmark=False, benchmark_limit=10, deterministic=False,
           allow_tf32=True):
     """Set the cuDNN flags inside a ``with`` block and restore them after it (note
     PyTorch's defaults: a bare ``flags()`` turns ``enabled`` off). ``benchmark_limit`` is
     ignored without cuDNN, as in PyTorch."""
-    module = sys.modules[__name__]
-    saved = dict(_FLAGS)
-    wanted = {"enabled": enabled, "benchmark": benchmark, "deterministic": deterministic,
-              "allow_tf32": allow_tf32}
-    try:
-        for name, value in wanted.items():
-            setattr(module, name, value)
-        yield
-    finally:
-        _FLAGS.update(saved)
+    return flags_in_block(sys.modules[__name__], enabled=enabled, benchmark=benchmark,
+                          deterministic=deterministic, allow_tf32=allow_tf32)
 
 
 class _CudnnModule(FlagModule):

@@ -2,10 +2,9 @@
 kernels are NumPy's and its BLAS library's, not oneDNN's: ``is_available()`` is False and the flags
 are accepted, type-checked and remembered, changing nothing."""
 
-import contextlib
 import sys
 
-from ember.backends._flags import Flag, FlagModule
+from ember.backends._flags import Flag, FlagModule, flags_in_block
 
 __all__ = ["is_available", "flags"]
 
@@ -17,18 +16,11 @@ def is_available():
     return False
 
 
-@contextlib.contextmanager
 def flags(enabled=False, deterministic=False, allow_tf32=True):
     """Set the flags inside a ``with`` block and restore them after it (PyTorch's defaults:
     a bare ``flags()`` turns ``enabled`` off)."""
-    module = sys.modules[__name__]
-    saved = dict(_FLAGS)
-    try:
-        module.enabled, module.deterministic = enabled, deterministic
-        module.allow_tf32 = allow_tf32
-        yield
-    finally:
-        _FLAGS.update(saved)
+    return flags_in_block(sys.modules[__name__], enabled=enabled, deterministic=deterministic,
+                          allow_tf32=allow_tf32)
 
 
 class _MkldnnModule(FlagModule):

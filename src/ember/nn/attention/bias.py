@@ -11,6 +11,7 @@ import warnings
 import ember
 from ember._creation import _size
 from ember._tensor import Tensor
+from ember.nn.attention._validate import check_same_device_and_rank, check_same_dtype
 from ember.ops.attention import scaled_dot_product_attention as _sdpa_op
 
 __all__ = ["causal_upper_left", "causal_lower_right", "CausalVariant", "CausalBias"]
@@ -97,25 +98,10 @@ def _attend(query, key, value, attn_mask, dropout_p=0.0, is_causal=False, *, sca
     if bias.variant is CausalVariant.UPPER_LEFT or bias.seq_len_q == bias.seq_len_kv:
         return _SDPA(query, key, value, None, dropout_p, True, scale=scale,
                      enable_gqa=enable_gqa)
-    _check_inputs(query, key, value)
+    check_same_dtype(query, key, value)         # PyTorch's checks before it materializes
+    check_same_device_and_rank(query, key, value)
     return _SDPA(query, key, value, bias._materialize(query.device), dropout_p, False,
                  scale=scale, enable_gqa=enable_gqa)
-
-
-def _check_inputs(query, key, value):
-    """PyTorch's checks (and words) before it materializes a lower-right mask."""
-    if not query.dtype == key.dtype == value.dtype:
-        raise ValueError(f"Expected query, key, and value to have the same dtype, but got "
-                         f"query.dtype: {query.dtype}, key.dtype: {key.dtype}, and "
-                         f"value.dtype: {value.dtype} instead.")
-    if not query.device == key.device == value.device:
-        raise ValueError(f"Expected query, key, and value to have the same device type, but "
-                         f"got query.device: {query.device}, key.device: {key.device}, and "
-                         f"value.device: {value.device} instead.")
-    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
-        raise ValueError(f"Expected query, key, and value to all be  at least 2 dimensional, "
-                         f"but got query.dim: {query.dim()}, key.dim: {key.dim()} and "
-                         f"value.dim: {value.dim()} instead.")
 
 
 def causal_upper_left(*size):

@@ -19,6 +19,7 @@ from typing import NamedTuple, TypedDict
 
 import ember
 from ember._tensor import Tensor
+from ember.nn.attention._validate import check_same_device_and_rank
 
 __all__ = ["BlockMask", "flex_attention", "AuxOutput", "AuxRequest", "FlexKernelOptions",
            "create_block_mask", "create_mask", "or_masks", "and_masks", "noop_mask"]
@@ -371,14 +372,7 @@ def and_masks(*mask_mods):
 
 def _check(query, key, value, block_mask, enable_gqa):
     """PyTorch's checks of flex_attention's inputs, in its order and words."""
-    if query.device != key.device or query.device != value.device:
-        raise ValueError(f"Expected query, key, and value to have the same device type, but "
-                         f"got query.device: {query.device}, key.device: {key.device}, and "
-                         f"value.device: {value.device} instead.")
-    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
-        raise ValueError(f"Expected query, key, and value to all be  at least 2 dimensional, "
-                         f"but got query.dim: {query.dim()}, key.dim: {key.dim()} and "
-                         f"value.dim: {value.dim()} instead.")
+    check_same_device_and_rank(query, key, value)
     if query.size(-1) != key.size(-1):
         raise ValueError(f"Expect query and key/value to have the same embedding dimension but "
                          f"got E={query.size(-1)} and E={key.size(-1)}.")
