@@ -80,18 +80,18 @@ class device_index:
 
     def __init__(self, device, /):
         self.idx = device
-        self._prev = None
+        self._switch = None
 
     def __enter__(self):
         if self.idx is not None:
-            self._prev = current_device_index()
-            if self._prev != self.idx:
-                set_device_index(self.idx)
+            require()
+            self._switch = _cuda().device(self.idx)
+            self._switch.__enter__()
 
     def __exit__(self, *exc):
-        if self._prev is not None and self._prev != self.idx:
-            set_device_index(self._prev)
-        self._prev = None
+        if self._switch is not None:
+            self._switch.__exit__(*exc)
+        self._switch = None
 
 
 def current_stream(device=None, /):

@@ -1,14 +1,5 @@
-"""ember.xpu: Intel's GPUs (``torch.xpu``), which ember does not run on: code that asks
-whether they are there is told no, as PyTorch builds without them tell it."""
+"""ember.xpu: Intel's GPUs (``torch.xpu``), which ember does not run on."""
+
+from ember._no_device import device_count, is_available
 
 __all__ = ["is_available", "device_count"]
-
-
-def is_available():
-    """Whether an xpu device can be used: never in ember."""
-    return False
-
-
-def device_count():
-    """The number of xpu devices: 0."""
-    return 0
