@@ -1189,6 +1189,27 @@ def _gpt_step(nn):
     return Block(), (4, 16), 50
 
 
+def _flex_step(nn):
+    from ember.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    class Attend(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.qkv, self.head = nn.Embedding(50, 32), nn.Linear(32, 96), \
+                nn.Linear(32, 50)
+            self.slopes = nn.Parameter(ember.tensor([0.5, 0.25]))
+            self.mask = create_block_mask(lambda b, h, q, kv: q >= kv, None, None, 16, 16,
+                                          device="cuda", BLOCK_SIZE=8)
+
+        def forward(self, idx):
+            q, k, v = (z.view(4, 16, 2, 16).transpose(1, 2)
+                       for z in self.qkv(self.tok(idx)).split(32, dim=2))
+            alibi = lambda s, b, h, qi, kv: s - self.slopes[h] * (qi - kv)  # noqa: E731
+            a = flex_attention(q, k, v, score_mod=alibi, block_mask=self.mask)
+            return self.head(a.transpose(1, 2).reshape(4, 16, 32)).view(-1, 50)
+    return Attend(), (4, 16), 50
+
+
 def _conv_step(nn):
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.SiLU(),
                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
@@ -1213,7 +1234,7 @@ def _lstm_step(nn):
     return LM(), (5, 3), 30
 
 
-@pytest.mark.parametrize("make", [_gpt_step, _conv_step, _lenet_step, _lstm_step])
+@pytest.mark.parametrize("make", [_gpt_step, _flex_step, _conv_step, _lenet_step, _lstm_step])
 def test_a_training_step_never_waits_for_the_gpu(overrides, host_traffic, make):
     # a read of device values or an upload mid-step drains the GPU's queue of kernels
     model, shape, classes = make(ember.nn)
