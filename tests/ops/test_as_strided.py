@@ -372,3 +372,15 @@ def test_vmap_treats_each_example_as_its_own_storage():
     assert out.tolist() == [[1.0, 2.0], [5.0, 6.0], [9.0, 10.0]]
     assert scattered.tolist() == [[1.0, 1.0, 1.0, 3.0], [1.0, 5.0, 1.0, 7.0],
                                   [1.0, 9.0, 1.0, 11.0]]
+
+
+def test_in_place_on_a_window_of_a_column_major_tensor_differentiates_in_memory_order():
+    # x.t() * 1 is laid out column-major: the window reads memory order, and so must the
+    # gradient's replay of it (values recorded from torch 2.13)
+    x = ember.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    y = x.t() * 1
+    assert y.stride() == (1, 3)
+    y.as_strided((2,), (1,), 1).mul_(10)
+    assert y.tolist() == [[1.0, 4.0], [20.0, 5.0], [30.0, 6.0]]
+    (y * ember.arange(6.0).reshape(3, 2)).sum().backward()
+    assert x.grad.tolist() == [[0.0, 20.0, 40.0], [1.0, 3.0, 5.0]]

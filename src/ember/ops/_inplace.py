@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember._creation import empty_permuted
 from ember._tensor import Tensor, _address, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history
@@ -178,7 +179,8 @@ def _record_inplace(op, self, old, flat, lengths, params, recipe):
     _date_saved_self(node, flat, self)
     if self._view is not None:
         base = self._view[0]
-        copy = CopySlices(base_edge, node, recipe)
+        copy = CopySlices(base_edge, node, recipe,
+                          None if base.is_contiguous() else base.dim_order())
         base._grad_fn = copy
         base._output_nr = 0
 
@@ -323,16 +325,21 @@ def refresh_view_history(t):
 class CopySlices(Node):
     """Backward of an in-place op on a view, recorded on the view's base."""
 
-    __slots__ = ("fn", "recipe")
+    __slots__ = ("fn", "recipe", "order")
 
-    def __init__(self, base_edge, fn, recipe):
+    def __init__(self, base_edge, fn, recipe, order=None):
         Node.__init__(self, (base_edge,) + fn.next_functions[1:])
         self.fn = fn
         self.recipe = recipe
+        self.order = order          # the base's dims in memory order, when not row-major
 
     def apply(self, grads):
         grad = grads[0]
-        result = grad.clone()
+        if self.order is None:
+            result = grad.clone()
+        else:   # laid out as the base: an as_strided view in the recipe reads memory order
+            result = empty_permuted(grad.shape, self.order, dtype=grad.dtype,
+                                    device=grad.device).copy_(grad)
         region = replay(self.recipe, result)
         inner = self.fn.apply([region.clone()])
         if inner[0] is None:
