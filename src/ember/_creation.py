@@ -426,7 +426,10 @@ def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
-    if not isinstance(steps, numbers.Integral) or steps < 0:
+    if isinstance(steps, bool) or not hasattr(type(steps), "__index__"):
+        raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
+    steps = steps.__index__()
+    if steps < 0:
         raise RuntimeError("linspace(): number of steps must be non-negative")
     start, end = _number(start, "start"), _number(end, "end")
     dtype = D.get_default_dtype() if dtype is None else dtype

@@ -236,6 +236,10 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
         raise TypeError("randint(): missing required argument 'size'")
     if high is None:
         raise TypeError("randint(): missing required argument 'high'")
+    for name, bound in (("low", low), ("high", high)):      # a float bound would be drawn
+        if isinstance(bound, bool) or not hasattr(type(bound), "__index__"):
+            raise TypeError(f"randint(): argument '{name}' must be int, not "
+                            f"{type(bound).__name__}")
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")

@@ -662,3 +662,26 @@ def test_split_sizes_must_be_ints():
     with pytest.raises(TypeError, match="split_with_sizes\\(\\): argument 'split_sizes' must be "
                                         "tuple of ints, but found element of type float at pos 0"):
         ember.zeros(3).split([1.5, 1.5])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: x.narrow(1, 0.5, 1), "narrow(): argument 'start' (position 2) must be int, not "
+                                    "float"),
+    (lambda x: x.select(0, 1.0), "select(): argument 'index' (position 2) must be int, not float"),
+    (lambda x: x.chunk(2.0), "chunk(): argument 'chunks' must be int, not float"),
+    (lambda x: x.tril(0.5), "tril(): argument 'diagonal' must be int, not float"),
+    (lambda x: x.triu(True), "triu(): argument 'diagonal' must be int, not bool"),
+    (lambda x: ember.nn.functional.one_hot(ember.tensor([1]), 3.0),
+     "one_hot(): argument 'num_classes' must be int, not float"),
+    (lambda x: ember.randint(0, 10.5, (2,)), "randint(): argument 'high' must be int, not float"),
+    (lambda x: ember.linspace(0, 1, 3.0), "linspace(): argument 'steps' must be int, not float")])
+def test_int_arguments_refuse_floats_and_bools(call, message):
+    with pytest.raises(TypeError, match=re.escape(message)):
+        call(ember.arange(6.0).reshape(2, 3))
+
+
+def test_int_arguments_take_integer_tensors():
+    x = ember.arange(6.0).reshape(2, 3)
+    assert x.narrow(1, ember.tensor(1), 2).tolist() == [[1.0, 2.0], [4.0, 5.0]]
+    assert x.select(0, ember.tensor(1)).tolist() == [3.0, 4.0, 5.0]
+    assert x.tril(np.int64(-1)).tolist() == [[0.0, 0.0, 0.0], [3.0, 0.0, 0.0]]

@@ -6,7 +6,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import device_scalar
 
-__all__ = ["checked_scalar", "number_arrays", "C_NAMES"]
+__all__ = ["checked_scalar", "number_arrays", "C_NAMES", "int_arg"]
 
 # the C++ type names PyTorch's messages use for the dtypes
 C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
@@ -15,6 +15,18 @@ C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int1
            D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>",
            D.float8_e4m3fn: "c10::Float8_e4m3fn", D.float8_e5m2: "c10::Float8_e5m2"}
 
+
+
+def int_arg(value, fname, name, position=None, *, tensors=True):
+    """``value`` as an int, or PyTorch's TypeError naming the argument (``fname``'s ``name``,
+    at ``position`` when given): bools and floats are not ints. One-element integer tensors
+    are, unless ``tensors`` is False."""
+    if isinstance(value, bool) or not hasattr(value, "__index__") \
+            or not tensors and isinstance(value, Tensor):
+        where = "" if position is None else f" (position {position})"
+        raise TypeError(f"{fname}(): argument '{name}'{where} must be int, not "
+                        f"{type(value).__name__}")
+    return value.__index__()
 
 
 def checked_scalar(xp, value, dtype):

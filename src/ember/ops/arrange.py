@@ -7,7 +7,8 @@ from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
-from ember.ops.grids import _int_arg, _tensor_arg, _tensor_list
+from ember.ops._scalars import int_arg
+from ember.ops.grids import _tensor_arg, _tensor_list
 from ember.ops.join import _atleast, _check_list, cat, tensor_split
 from ember.ops.slicing import diag
 
@@ -40,7 +41,7 @@ def rot90(input, k=1, dims=(0, 1)):
     """A copy rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
     towards the second."""
     _tensor_arg(input, "rot90")
-    k = _int_arg(k, "rot90", "k", 2)
+    k = int_arg(k, "rot90", "k", 2, tensors=False)
     if not isinstance(dims, (tuple, list)):
         raise TypeError(f"rot90(): argument 'dims' (position 3) must be tuple of ints, not "
                         f"{type(dims).__name__}")
@@ -80,9 +81,9 @@ def _directional_split(name, ndim_needed, dim_of):
         d = dim_of(input.ndim)
         arg = _sections(indices_or_sections)
         if isinstance(arg, (tuple, list)):
-            indices = [_int_arg(i, name, "indices") for i in arg]
+            indices = [int_arg(i, name, "indices", tensors=False) for i in arg]
             return tensor_split(input, indices, d)
-        sections = _int_arg(arg, name, "sections")
+        sections = int_arg(arg, name, "sections", tensors=False)
         n = input.shape[d]
         if sections == 0 or n % sections:
             raise RuntimeError(f"ember.{name} attempted to split along dimension {d}, but the "
@@ -158,7 +159,7 @@ def _block_diag(*tensors):
 def diagflat(input, offset=0):
     """The matrix with the flattened ``input`` on diagonal ``offset``."""
     _tensor_arg(input, "diagflat")
-    return diag(input.reshape(-1), _int_arg(offset, "diagflat", "offset", 2))
+    return diag(input.reshape(-1), int_arg(offset, "diagflat", "offset", 2, tensors=False))
 
 
 def type_as(self, other):

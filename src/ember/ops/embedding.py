@@ -14,6 +14,7 @@ from ember.autograd.grad_mode import no_grad
 from ember.backend import combine_at
 from ember.ops._along import check_range
 from ember.ops._registry import op
+from ember.ops._scalars import int_arg
 
 __all__ = ["embedding", "one_hot"]
 
@@ -237,6 +238,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
 @op("one_hot(tensor, num_classes=-1)", namespace="nn.functional", differentiable=False)
 def one_hot(xp, x, num_classes):
     """Encode integer class indices as rows of 0s and 1s (int64), along a new last dim."""
+    num_classes = int_arg(num_classes, "one_hot", "num_classes")
     if x.dtype != np.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if not x.size and num_classes <= 0:

@@ -10,6 +10,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._creation import ones, tensor
 from ember._tensor import Tensor
+from ember.ops._scalars import int_arg
 from ember.ops.join import cat, stack
 
 __all__ = ["cartesian_prod", "combinations", "meshgrid", "tril_indices", "triu_indices",
@@ -32,15 +33,6 @@ def _tensor_arg(value, fname, name="input"):
     if not isinstance(value, Tensor):
         raise TypeError(f"{fname}(): argument '{name}' (position 1) must be Tensor, not "
                         f"{type(value).__name__}")
-
-
-def _int_arg(value, fname, name, position=None):
-    """``value`` as an int, or PyTorch's TypeError (bools and floats are not ints)."""
-    if isinstance(value, bool) or not hasattr(value, "__index__") or isinstance(value, Tensor):
-        where = "" if position is None else f" (position {position})"
-        raise TypeError(f"{fname}(): argument '{name}'{where} must be int, not "
-                        f"{type(value).__name__}")
-    return value.__index__()
 
 
 def meshgrid(*tensors, indexing=None):
@@ -104,7 +96,7 @@ def combinations(input, r=2, with_replacement=False):
     matrix (as itertools.combinations, or combinations_with_replacement)."""
     _tensor_arg(input, "combinations")
     _need_vector(input)
-    r = _int_arg(r, "combinations", "r", 2)
+    r = int_arg(r, "combinations", "r", 2, tensors=False)
     if r < 0:
         raise RuntimeError(f"Expect a non-negative number, but got {r}")
     if r == 0:
@@ -119,9 +111,9 @@ def combinations(input, r=2, with_replacement=False):
 def _triangle_indices(name, lower):
     def indices(row, col, offset=0, *, dtype=D.int64, device=None, layout=None,
                 pin_memory=False, requires_grad=False):
-        row = _int_arg(row, name, "row", 1)
-        col = _int_arg(col, name, "col", 2)
-        offset = _int_arg(offset, name, "offset", 3)
+        row = int_arg(row, name, "row", 1, tensors=False)
+        col = int_arg(col, name, "col", 2, tensors=False)
+        offset = int_arg(offset, name, "offset", 3, tensors=False)
         for what, n in (("row", row), ("col", col)):
             if n < 0:
                 raise RuntimeError(f"{what} must be non-negative, got{n}")
@@ -147,7 +139,7 @@ def vander(x, N=None, increasing=False):
     _tensor_arg(x, "vander", "x")
     if x.ndim != 1:
         raise RuntimeError("x must be a one-dimensional tensor.")
-    n = x.shape[0] if N is None else _int_arg(N, "vander", "N")
+    n = x.shape[0] if N is None else int_arg(N, "vander", "N", tensors=False)
     if n < 0:
         raise RuntimeError("N must be non-negative.")
     if x.dtype.category <= D.INTEGRAL:

@@ -12,6 +12,7 @@ from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
+from ember.ops._scalars import int_arg
 from ember.ops.shape import wrap_dim_of_tensor
 
 __all__ = ["cat", "chunk", "pad_along", "split", "stack", "tensor_split", "unbind"]
@@ -214,7 +215,7 @@ def _as_tuple(grad):
 @op("chunk(input, chunks, dim=0)", view=True, saves_inputs=False)
 def chunk(xp, x, chunks, dim):
     """At most ``chunks`` views of equal size (the last may be smaller) along ``dim``."""
-    chunks = int(chunks)
+    chunks = int_arg(chunks, "chunk", "chunks")
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     _need_dims(x, "chunk")

@@ -9,6 +9,7 @@ from ember._tensor import Tensor
 from ember.ops import return_types
 from ember.ops._reduce import int_dim, rejecting
 from ember.ops._registry import op
+from ember.ops._scalars import int_arg
 from ember.ops.extrema import _ties_grad
 from ember.ops.grids import _tensor_arg
 
@@ -16,12 +17,6 @@ __all__ = ["aminmax", "corrcoef", "cov"]
 
 
 # --- cov, corrcoef ----------------------------------------------------------------------------
-
-def _check_int(value, name, what):
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name}(): argument '{what}' must be int, not {type(value).__name__}")
-    return value.__index__()
-
 
 def _check_weights(w, name, observations, integral):
     """PyTorch's checks of ``fweights`` (``integral``) or ``aweights``, in its order."""
@@ -51,7 +46,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
                            f"input with {input.ndim} dimensions")
     if input.dtype is D.bool_:
         raise RuntimeError("cov(): bool dtype is not supported for input")
-    correction = _check_int(correction, "cov", "correction")
+    correction = int_arg(correction, "cov", "correction")
     x = input.reshape(1, -1) if input.ndim < 2 else input
     n = x.shape[1]
     w = None

@@ -5,6 +5,7 @@ from ember._creation import zeros
 from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
 from ember.ops._registry import op
+from ember.ops._scalars import int_arg
 from ember.ops.join import pad_along
 
 __all__ = [
@@ -20,9 +21,9 @@ __all__ = [
 ]
 
 
-def _index(value):
+def _index(value, fname="narrow", name="start", position=2):
     """An int from an int or a one-element integer tensor (``narrow(x, 0, tensor(1), 2)``)."""
-    return value if isinstance(value, int) else value.__index__()
+    return value if type(value) is int else int_arg(value, fname, name, position)
 
 
 @op("narrow(input, dim, start, length)", view=True, saves_inputs=False,
@@ -31,7 +32,7 @@ def narrow(xp, x, dim, start, length):
     """A view of ``length`` elements of ``dim`` from ``start``."""
     if x.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
-    start, length = _index(start), _index(length)
+    start, length = _index(start), _index(length, name="length", position=3)
     if length < 0:
         raise RuntimeError("narrow(): length must be non-negative.")
     d = wrap_dim(dim, x.ndim)
@@ -60,7 +61,7 @@ def select(xp, x, dim, index):
     if x.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
     d = wrap_dim(dim, x.ndim)
-    index = _index(index)
+    index = _index(index, "select", "index")
     if not -x.shape[d] <= index < x.shape[d]:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(x.shape)} at dimension {d}")
@@ -75,18 +76,10 @@ def _(grad, x, dim, index):
     return pad_along(grad.unsqueeze(d), d, index, n - index - 1)
 
 
-def _int_arg(value, name, pos):
-    """An int argument of ``Tensor.unfold``: ints and one-element integer tensors, not bools."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"unfold(): argument '{name}' (position {pos}) must be int, not "
-                        f"{type(value).__name__}")
-    return value.__index__()
-
-
 def _windows(shape, dimension, size, step):
     """(wrapped dim, number of windows, size, step) of ``unfold``, checked as PyTorch does."""
-    d = wrap_dim(_int_arg(dimension, "dimension", 1), len(shape))
-    size, step = _int_arg(size, "size", 2), _int_arg(step, "step", 3)
+    d = wrap_dim(int_arg(dimension, "unfold", "dimension", 1), len(shape))
+    size, step = int_arg(size, "unfold", "size", 2), int_arg(step, "unfold", "step", 3)
     n = shape[d] if shape else 1
     if size > n:
         raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
@@ -222,7 +215,7 @@ def _need_matrix(x, name):
 def tril(xp, x, diagonal):
     """The lower triangle (on and below ``diagonal``) of the last two dims, the rest zeroed."""
     _need_matrix(x, "tril")
-    return xp.tril(x, diagonal)
+    return xp.tril(x, int_arg(diagonal, "tril", "diagonal"))
 
 
 @tril.derivative
@@ -234,7 +227,7 @@ def _(grad, x, diagonal):
 def triu(xp, x, diagonal):
     """The upper triangle (on and above ``diagonal``) of the last two dims, the rest zeroed."""
     _need_matrix(x, "triu")
-    return xp.triu(x, diagonal)
+    return xp.triu(x, int_arg(diagonal, "triu", "diagonal"))
 
 
 @triu.derivative

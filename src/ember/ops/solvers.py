@@ -14,6 +14,7 @@ from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix,
                                      check_same_dtype, check_square, checked, lapack, mh,
                                      named_result, on_host, raise_first_failure, vector_rhs)
 from ember.ops._registry import broadcast_message, op
+from ember.ops._scalars import int_arg
 
 __all__ = ["inv", "inv_ex", "inverse", "solve", "solve_ex", "solve_triangular", "tensorinv",
            "tensorsolve", "lu_info", "lu_solve_all", "broadcast_batch", "singular_inverse",
@@ -301,12 +302,6 @@ def _(grad, a, b, upper, left, unitriangular, *, out):
 
 # --- tensorinv, tensorsolve -------------------------------------------------------------------
 
-def _int_param(value, fname, name):
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{fname}(): argument '{name}' must be int, not {type(value).__name__}")
-    return value.__index__()
-
-
 def _check_halves(shape, split, rows, what):
     """That the dims of ``shape`` from ``split`` on hold ``rows`` elements."""
     cols = math.prod(shape[split:])
@@ -316,7 +311,7 @@ def _check_halves(shape, split, rows, what):
 
 
 def _tensorinv_size(shape, ind):
-    ind = _int_param(ind, "linalg_tensorinv", "ind")
+    ind = int_arg(ind, "linalg_tensorinv", "ind")
     if ind <= 0:
         raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
     n = math.prod(shape[:ind])

@@ -26,6 +26,7 @@ from ember.backend import fft_of
 from ember.ops._dims import wrap_dim
 from ember.ops.join import pad_along
 from ember.ops._registry import op
+from ember.ops._scalars import int_arg
 
 _NORMS = {None: "backward", "backward": "backward", "forward": "forward", "ortho": "ortho"}
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
@@ -33,12 +34,6 @@ _LOW = {d.np for d in D.LOW_PRECISION}
 
 
 # --- arguments --------------------------------------------------------------------------------
-
-def _int(value, what, name):
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name}(): argument '{what}' must be int, not {type(value).__name__}")
-    return value.__index__()
-
 
 def _ints(value, what, name):
     """``s`` or ``dim`` of an N-D transform: None, an int, or a sequence of ints."""
@@ -48,7 +43,7 @@ def _ints(value, what, name):
             getattr(value, "ndim", 0) == 0:
         return (value.__index__(),)
     try:
-        return tuple(_int(v, what, name) for v in value)
+        return tuple(int_arg(v, name, what) for v in value)
     except TypeError:
         raise TypeError(f"{name}(): argument '{what}' must be tuple of ints, not "
                         f"{type(value).__name__}") from None
@@ -77,9 +72,9 @@ def _norm(norm, name):
 
 def _plan_1d(name, shape, n, dim, c2r):
     """(axes, sizes) of a one-dim transform; a c2r transform's size is its output length."""
-    dim = _int(dim, "dim", name)
+    dim = int_arg(dim, name, "dim")
     if n is not None:
-        n = _int(n, "n", name)
+        n = int_arg(n, name, "n")
     axis = _axis(dim, len(shape))
     if n is None:
         n = 2 * (shape[axis] - 1) if c2r else shape[axis]

@@ -11,6 +11,7 @@ import warnings
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.ops._scalars import int_arg
 
 __all__ = ["stft", "istft"]
 
@@ -43,11 +44,7 @@ def _warn_once(message):
 
 
 def _int(value, name, fname, optional=True):
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{fname}(): argument '{name}' must be int, not {type(value).__name__}")
-    return value.__index__()
+    return None if value is None and optional else int_arg(value, fname, name)
 
 
 def _shape(t):
