@@ -1,4 +1,4 @@
-"""The LU factorization with partial pivoting: linalg.lu_factor, lu_factor_ex, lu_solve,
+"""The LU factorization with partial pivoting: linalg.lu, lu_factor, lu_factor_ex, lu_solve,
 lu_unpack, and the deprecated top-level lu and lu_solve.
 
 As in PyTorch (and LAPACK), LU packs L (unit lower triangular, its diagonal not stored) and
@@ -18,11 +18,12 @@ from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch, lu_info, lu_solve_all, solve_triangular
 
 __all__ = ["lu_factor", "lu_factor_ex", "lu_solve", "lu_unpack", "lu_legacy",
-           "lu_solve_legacy"]
+           "lu_solve_legacy", "linalg_lu", "linalg_lu_public"]
 
 lu_factor_result = named_result("linalg_lu_factor", ("LU", "pivots"))
 lu_factor_ex_result = named_result("linalg_lu_factor_ex", ("LU", "pivots", "info"))
 lu_unpack_result = named_result("lu_unpack", ("P", "L", "U"))
+linalg_lu_result = named_result("linalg_lu", ("P", "L", "U"))
 lu_with_info_result = named_result("_lu_with_info", ("LU", "pivots", "info"))
 
 
@@ -105,10 +106,13 @@ def _square_factor_grad(grad_l, grad_u, low, up):
 
 
 def _factor_grad(grads, a, pivot, *, out):
+    return _unpacked_factor_grad(grads[0], *_unpack(out[0], out[1]))
+
+
+def _unpacked_factor_grad(grad_lu, p, low, up):
+    """The gradient for A = P L U of the gradient for the packed LU."""
     from ember.ops.join import cat
-    grad_lu, lu, pivots = grads[0], out[0], out[1]
-    m, n = a.shape[-2], a.shape[-1]
-    p, low, up = _unpack(lu, pivots)
+    m, n = low.shape[-2], up.shape[-1]
     if m == n:
         grad = _square_factor_grad(grad_lu.tril(-1), grad_lu.triu(), low, up)
     elif m > n:
@@ -259,6 +263,40 @@ def lu_unpack_public(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *
     if out is not None:
         return result
     return lu_unpack_result(result[0].detach(), *result[1:])
+
+
+# --- linalg.lu --------------------------------------------------------------------------------
+
+@op("lu(A, *, pivot=True)", namespace="linalg", out=True, namedtuple=linalg_lu_result)
+def linalg_lu(xp, a, pivot):
+    """(P, L, U) with A = P L U: ``lu_factor_ex`` then ``lu_unpack``; a singular matrix does
+    not raise."""
+    if a.ndim < 2:
+        raise RuntimeError(f"linalg.lu: Expected tensor with 2 or more dimensions. Got size: "
+                           f"{list(a.shape)} instead")
+    lu, piv, _ = _factor(xp, a, pivot)
+    return lu_unpack.forward(xp, lu, piv, True, True)
+
+
+@linalg_lu.derivative
+def _(grads, a, pivot, *, out):
+    # P is constant; L and U take their gradients back into the packed LU, as lu_unpack's
+    p, low, up = out
+    grad_lu, _ = lu_unpack.vjp(grads, a, None, True, True)
+    return _unpacked_factor_grad(grad_lu, p, low, up)
+
+
+def linalg_lu_public(A, *, pivot=True, out=None):
+    """(P, L, U) with A = P L U; see the ``linalg.lu`` op. As in PyTorch, the permutation P
+    needs no gradient."""
+    result = linalg_lu(A, pivot=pivot, out=out)
+    if out is not None:
+        return result
+    return linalg_lu_result(result[0].detach(), *result[1:])
+
+
+linalg_lu_public.__module__ = "ember.linalg"
+linalg_lu_public.__name__ = linalg_lu_public.__qualname__ = "lu"
 
 
 # --- the deprecated top-level names -----------------------------------------------------------
