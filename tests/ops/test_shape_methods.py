@@ -669,6 +669,7 @@ def test_split_sizes_must_be_ints():
                                     "float"),
     (lambda x: x.select(0, 1.0), "select(): argument 'index' (position 2) must be int, not float"),
     (lambda x: x.chunk(2.0), "chunk(): argument 'chunks' must be int, not float"),
+    (lambda x: x.topk(True), "topk(): argument 'k' must be int, not bool"),
     (lambda x: x.tril(0.5), "tril(): argument 'diagonal' must be int, not float"),
     (lambda x: x.triu(True), "triu(): argument 'diagonal' must be int, not bool"),
     (lambda x: ember.nn.functional.one_hot(ember.tensor([1]), 3.0),

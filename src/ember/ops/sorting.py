@@ -12,6 +12,7 @@ from ember.ops import return_types
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import SAME
 from ember.ops._reduce import _index_grad, constant, rejecting, require_nonempty, route_to_indices
+from ember.ops._scalars import int_arg
 from ember.ops._registry import op
 
 
@@ -98,6 +99,7 @@ def _(grad, x):
     namedtuple=return_types.topk)
 def topk(xp, x, k, dim, largest, sorted):
     """The ``k`` largest (or smallest) elements along ``dim`` and their indices, in order."""
+    k = int_arg(k, "topk", "k")
     d = wrap_dim(dim, x.ndim)
     size = x.shape[d] if x.ndim else 1
     if not 0 <= k <= size:
