@@ -588,3 +588,22 @@ def test_device_errors_list_tensors_on_other_devices():
                                     "device cpu")
     pickled = pickle.loads(pickle.dumps(info.value))
     assert str(pickled) == str(info.value)
+
+
+def test_every_hook_registration_returns_the_one_public_handle():
+    from ember.utils.hooks import RemovableHandle, unserializable_hook
+    model = nn.Linear(2, 2)
+    x = ember.ones(1, requires_grad=True)
+    handles = [model.register_forward_hook(lambda *args: None),
+               x.register_hook(lambda grad: grad),
+               (x * 2).grad_fn.register_hook(lambda *args: None),
+               ember.optim.SGD(model.parameters()).register_step_post_hook(lambda *a: None)]
+    assert all(type(h) is RemovableHandle for h in handles)
+    assert len({h.id for h in handles}) == 4        # one id counter for all of them
+    with handles[0]:
+        pass
+    assert not model._forward_hooks                 # leaving the block removed it
+
+    def hook(grad):
+        return grad
+    assert unserializable_hook(hook) is hook and hook.__torch_unserializable__ is True

@@ -9,6 +9,7 @@ differentiable input, ``(None, 0)`` where the input needs no gradient.
 import itertools
 import weakref
 
+from ember._hook_handles import RemovableHandle
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
 
@@ -22,28 +23,6 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
           "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
           "you need to backward through the graph a second time or if you need to access saved "
           "tensors after calling backward.")
-
-
-class RemovableHandle:
-    """Returned by hook registrations; ``remove()`` unregisters the hook."""
-
-    _ids = itertools.count()
-
-    def __init__(self, hooks_dict):
-        self._hooks = weakref.ref(hooks_dict)
-        self.id = next(RemovableHandle._ids)
-
-    def remove(self):
-        """Unregister the hook."""
-        hooks = self._hooks()
-        if hooks is not None:
-            hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 class _HookDict(dict):

@@ -5,3 +5,4 @@ from ember.utils import checkpoint  # noqa: F401
 from ember.utils import safetensors  # noqa: F401
 from ember.utils import deterministic  # noqa: F401
 from ember.utils import dlpack  # noqa: F401
+from ember.utils import hooks  # noqa: F401

@@ -1,11 +1,10 @@
 """Module hooks: removable handles, the global (all-module) hook tables, the slow call path
 that runs forward hooks, and full backward hooks built on an identity autograd Function."""
 
-import itertools
 import warnings
-import weakref
 from collections import OrderedDict
 
+from ember._hook_handles import RemovableHandle
 from ember._tensor import Tensor
 from ember.autograd.function import Function
 
@@ -14,40 +13,6 @@ __all__ = ["RemovableHandle", "register_module_forward_pre_hook", "register_modu
            "register_module_backward_hook", "register_module_buffer_registration_hook",
            "register_module_module_registration_hook",
            "register_module_parameter_registration_hook"]
-
-
-class RemovableHandle:
-    """Returned by hook registrations; ``remove()`` (or leaving a ``with`` block) unregisters."""
-
-    _ids = itertools.count()
-
-    def __init__(self, hooks_dict, *, extra_dict=None):
-        self.hooks_dict_ref = weakref.ref(hooks_dict)
-        self.id = next(RemovableHandle._ids)
-        extra = () if extra_dict is None else (
-            extra_dict if isinstance(extra_dict, (list, tuple)) else (extra_dict,))
-        self.extra_dict_ref = tuple(weakref.ref(d) for d in extra)
-
-    def remove(self):
-        """Unregister the hook (from every table it was added to)."""
-        for ref in (self.hooks_dict_ref, *self.extra_dict_ref):
-            table = ref()
-            if table is not None:
-                table.pop(self.id, None)
-
-    def __getstate__(self):              # copies follow the copied tables (deepcopy, pickle)
-        return (self.hooks_dict_ref(), self.id, tuple(r() for r in self.extra_dict_ref))
-
-    def __setstate__(self, state):
-        table, self.id, extra = state
-        self.hooks_dict_ref = weakref.ref(OrderedDict() if table is None else table)
-        self.extra_dict_ref = tuple(weakref.ref(d) for d in extra if d is not None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 def add_hook(table, hook, prepend=False, flags=()):
