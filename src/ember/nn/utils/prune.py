@@ -187,8 +187,9 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prunes ``amount`` entries (a count, or a fraction of the tensor) chosen at random."""
+class _Unstructured(BasePruningMethod):
+    """Prunes ``amount`` entries (a count, or a fraction of the tensor): those ``_scores``
+    ranks lowest."""
 
     PRUNING_TYPE = "unstructured"
 
@@ -197,15 +198,22 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        """``default_mask`` with ``amount`` random entries zeroed."""
+        """``default_mask`` with the ``amount`` lowest-scored entries zeroed."""
         size = t.nelement()
         nprune = _nparams_to_prune(self.amount, size)
         _check_amount_fits(nprune, size)
         mask = default_mask.clone(memory_format=ember.contiguous_format)
         if nprune != 0:
-            prob = ember.rand_like(t).reshape(-1)
-            mask.view(-1)[_topk_indices(prob, nprune, largest=True)] = 0
+            mask.view(-1)[_topk_indices(self._scores(t).reshape(-1), nprune, largest=False)] = 0
         return mask
+
+
+class RandomUnstructured(_Unstructured):
+    """Prunes ``amount`` entries (a count, or a fraction of the tensor) chosen at random."""
+
+    @staticmethod
+    def _scores(t):
+        return ember.rand_like(t)
 
     @classmethod
     def apply(cls, module, name, amount):
@@ -213,24 +221,12 @@ class RandomUnstructured(BasePruningMethod):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_Unstructured):
     """Prunes the ``amount`` entries (a count, or a fraction) of smallest absolute value."""
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount):
-        _check_amount(amount)
-        self.amount = amount
-
-    def compute_mask(self, t, default_mask):
-        """``default_mask`` with the ``amount`` smallest-magnitude entries zeroed."""
-        size = t.nelement()
-        nprune = _nparams_to_prune(self.amount, size)
-        _check_amount_fits(nprune, size)
-        mask = default_mask.clone(memory_format=ember.contiguous_format)
-        if nprune != 0:
-            mask.view(-1)[_topk_indices(ember.abs(t).reshape(-1), nprune, largest=False)] = 0
-        return mask
+    @staticmethod
+    def _scores(t):
+        return ember.abs(t)
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
