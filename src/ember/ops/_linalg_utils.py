@@ -15,9 +15,9 @@ from ember.backend import cuda_backend, host_array, on_device_of
 from ember.ops.return_types import named_result  # noqa: F401  (re-exported)
 
 __all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_square",
-           "check_float", "check_kernel", "check_same_dtype", "batch_prefix", "raise_first_failure",
-           "scipy_linalg", "lapack", "on_host", "checked", "real_dtype", "mh", "eye_like",
-           "vector_rhs"]
+           "check_rhs_dtype", "check_solve_rows", "check_float", "check_kernel",
+           "check_same_dtype", "batch_prefix", "raise_first_failure", "scipy_linalg", "lapack",
+           "on_host", "checked", "real_dtype", "mh", "eye_like", "vector_rhs"]
 
 _LOW = {D.float16.np, D.bfloat16.np}
 
@@ -74,6 +74,21 @@ def check_same_dtype(name, a, b):
     if a.dtype != b.dtype:
         raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of "
                            f"type {torch_name(a)} and B of type {torch_name(b)} instead")
+
+
+def check_rhs_dtype(a, b):
+    """PyTorch's error when a solve's right side ``b`` has another dtype than ``a``."""
+    if b.dtype != a.dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
+                           f"{torch_name(b)} and A of type {torch_name(a)} instead.")
+
+
+def check_solve_rows(name, a, b):
+    """PyTorch's error when ``b`` has not as many rows as the n x n matrices ``a``."""
+    n = a.shape[-1]
+    if b.shape[-2] != n:
+        raise RuntimeError(f"Incompatible matrix sizes for {name}: each A matrix is {n} by {n} "
+                           f"but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
 
 
 def vector_rhs(a, b):

@@ -9,9 +9,9 @@ error, as in PyTorch.
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_square,
-                                     checked, eye_like, lapack, mh, named_result, on_host,
-                                     raise_first_failure, torch_name)
+from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_rhs_dtype,
+                                     check_solve_rows, check_square, checked, eye_like, lapack,
+                                     mh, named_result, on_host, raise_first_failure, torch_name)
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
 from ember.ops.solvers import singular_inverse, solve, solve_triangular, triangular_solve
@@ -123,16 +123,11 @@ def _check_cholesky_solve(b, factor):
     if factor.ndim < 2:
         raise RuntimeError(f"u should have at least 2 dimensions, but has {factor.ndim} "
                            f"dimensions instead")
-    if b.dtype != factor.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
-                           f"{torch_name(b)} and A of type {torch_name(factor)} instead.")
+    check_rhs_dtype(factor, b)
     if factor.shape[-1] != factor.shape[-2]:
         raise RuntimeError(f"A must be batches of square matrices, but they are "
                            f"{factor.shape[-2]} by {factor.shape[-1]} matrices")
-    n = factor.shape[-1]
-    if b.shape[-2] != n:
-        raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is "
-                           f"{n} by {n} but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
+    check_solve_rows("cholesky_solve", factor, b)
     try:
         np.broadcast_shapes(b.shape[:-2], factor.shape[:-2])
     except ValueError:

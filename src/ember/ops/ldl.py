@@ -12,8 +12,9 @@ import math
 import numpy as np
 
 from ember.backend import host_array
-from ember.ops._linalg_utils import (batch_prefix, check_float, check_kernel, check_square,
-                                     lapack, named_result, on_host, torch_name)
+from ember.ops._linalg_utils import (batch_prefix, check_float, check_kernel, check_rhs_dtype,
+                                     check_solve_rows, check_square, lapack, named_result,
+                                     on_host, torch_name)
 from ember.ops._registry import REGISTRY, op
 
 __all__ = ["ldl_factor", "ldl_factor_ex", "ldl_solve", "linalg_diagonal"]
@@ -101,17 +102,13 @@ def _check_solve(ld, pivots, b):
     check_square(name, ld)
     if ld.dtype.kind not in "fcV":
         check_float(name, ld)
-    if b.dtype != ld.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
-                           f"{torch_name(b)} and A of type {torch_name(ld)} instead.")
+    check_rhs_dtype(ld, b)
     if b.ndim < 2:
         dims = max(b.ndim, 1)
         raise IndexError(f"Dimension out of range (expected to be in range of [{-dims}, "
                          f"{dims - 1}], but got -2)")
+    check_solve_rows(name, ld, b)
     n = ld.shape[-1]
-    if b.shape[-2] != n:
-        raise RuntimeError(f"Incompatible matrix sizes for {name}: each A matrix is {n} by {n} "
-                           f"but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
     if pivots.shape != ld.shape[:-1]:
         raise RuntimeError(f"{name}: Expected LD.shape[:-1] and pivots.shape to be the same, but "
                            f"got pivots with shape {list(pivots.shape)} instead")
