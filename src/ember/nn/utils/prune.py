@@ -199,9 +199,7 @@ class _Unstructured(BasePruningMethod):
 
     def compute_mask(self, t, default_mask):
         """``default_mask`` with the ``amount`` lowest-scored entries zeroed."""
-        size = t.nelement()
-        nprune = _nparams_to_prune(self.amount, size)
-        _check_amount_fits(nprune, size)
+        nprune = _count_to_prune(self.amount, t.nelement())
         mask = default_mask.clone(memory_format=ember.contiguous_format)
         if nprune != 0:
             mask.view(-1)[_topk_indices(self._scores(t).reshape(-1), nprune, largest=False)] = 0
@@ -234,28 +232,38 @@ class L1Unstructured(_Unstructured):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
-class RandomStructured(BasePruningMethod):
-    """Prunes ``amount`` whole channels along ``dim`` (a count, or a fraction), at random."""
+class _Structured(BasePruningMethod):
+    """Prunes ``amount`` whole channels along ``dim`` (a count, or a fraction): all but those
+    ``_kept`` chooses."""
 
     PRUNING_TYPE = "structured"
+
+    def compute_mask(self, t, default_mask):
+        """``default_mask`` with the pruned channels along ``dim`` zeroed."""
+        size = _channels(t, self.dim)
+        nprune = _count_to_prune(self.amount, size)
+        keep = self._kept(t, size, nprune)
+        if nprune == 0:
+            return default_mask
+        mask = _channel_mask(t, self.dim, keep)
+        mask *= default_mask.to(dtype=mask.dtype)
+        return mask
+
+
+class RandomStructured(_Structured):
+    """Prunes ``amount`` whole channels along ``dim`` (a count, or a fraction), at random."""
 
     def __init__(self, amount, dim=-1):
         _check_amount(amount)
         self.amount = amount
         self.dim = dim
 
-    def compute_mask(self, t, default_mask):
-        """``default_mask`` with ``amount`` random channels along ``dim`` zeroed."""
-        size = _channels(t, self.dim)
-        nprune = _nparams_to_prune(self.amount, size)
-        _check_amount_fits(nprune, size)
+    @staticmethod
+    def _kept(t, size, nprune):
         if nprune == 0:
-            return default_mask
+            return None
         prob = ember.rand(size, device=t.device)
-        keep = prob > ember.kthvalue(prob, k=nprune).values
-        mask = _channel_mask(t, self.dim, keep)
-        mask *= default_mask.to(dtype=mask.dtype)
-        return mask
+        return prob > ember.kthvalue(prob, k=nprune).values
 
     @classmethod
     def apply(cls, module, name, amount, dim=-1):
@@ -263,11 +271,9 @@ class RandomStructured(BasePruningMethod):
         return super().apply(module, name, amount=amount, dim=dim)
 
 
-class LnStructured(BasePruningMethod):
+class LnStructured(_Structured):
     """Prunes the ``amount`` channels along ``dim`` (a count, or a fraction) of smallest
     ``n``-norm (``n`` as the ``p`` of ``ember.norm``)."""
-
-    PRUNING_TYPE = "structured"
 
     def __init__(self, amount, n, dim=-1):
         _check_amount(amount)
@@ -275,19 +281,11 @@ class LnStructured(BasePruningMethod):
         self.n = n
         self.dim = dim
 
-    def compute_mask(self, t, default_mask):
-        """``default_mask`` with the ``amount`` channels of smallest norm zeroed."""
-        size = _channels(t, self.dim)
-        nprune = _nparams_to_prune(self.amount, size)
-        _check_amount_fits(nprune, size)
+    def _kept(self, t, size, nprune):
+        # the norm comes first even when nothing is pruned: a bad ``n`` raises, as in PyTorch
         dim = self.dim % t.dim()
         norm = ember.norm(t, p=self.n, dim=[d for d in range(t.dim()) if d != dim])
-        keep = _topk_indices(norm, size - nprune, largest=True)
-        if nprune == 0:
-            return default_mask
-        mask = _channel_mask(t, self.dim, keep)
-        mask *= default_mask.to(dtype=mask.dtype)
-        return mask
+        return _topk_indices(norm, size - nprune, largest=True)
 
     @classmethod
     def apply(cls, module, name, amount, n, dim, importance_scores=None):
@@ -417,14 +415,14 @@ def _check_amount(amount):
                          f"non-negative integer")
 
 
-def _nparams_to_prune(amount, size):
-    return amount if isinstance(amount, numbers.Integral) else round(amount * size)
-
-
-def _check_amount_fits(nprune, size):
-    if isinstance(nprune, numbers.Integral) and nprune > size:
+def _count_to_prune(amount, size):
+    """How many of ``size`` entries (or channels) ``amount`` prunes: itself when an int, else
+    that fraction of ``size``, rounded; more than ``size`` raises PyTorch's ValueError."""
+    nprune = amount if isinstance(amount, numbers.Integral) else round(amount * size)
+    if nprune > size:
         raise ValueError(f"amount={nprune} should be smaller than the number of parameters to "
                          f"prune={size}")
+    return nprune
 
 
 def _channels(t, dim):
