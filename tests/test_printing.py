@@ -1597,3 +1597,10 @@ def test_printing_leaves_the_tensor_alone():
     y = t * 2
     repr(y)
     assert y._grad_fn is not None and t.is_leaf and t.grad is None
+
+
+def test_format_of_a_0_dim_tensor_is_its_values():
+    assert f"{ember.tensor(2.)}" == "2.0"
+    assert f"{ember.tensor(3)}" == "3" and f"{ember.tensor(True)}" == "True"
+    assert f"{ember.tensor(0.25):.3f}" == "0.250" and f"{ember.tensor(2.5):>6}" == "   2.5"
+    assert f"{ember.tensor([1.])}" == "tensor([1.])"

@@ -323,7 +323,7 @@ class Tensor:
         return tensor_repr(self, tensor_contents)
 
     def __format__(self, spec):
-        if self._data.ndim == 0 and spec:
+        if self._data.ndim == 0:                 # f"{loss}" prints 0.25, as in PyTorch
             return format(self.item(), spec)
         return object.__format__(self, spec) if spec else repr(self)
 
