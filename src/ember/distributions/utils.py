@@ -1,0 +1,98 @@
+"""Helpers the distributions share: broadcasting parameters, probabilities and logits."""
+
+import numbers
+from functools import update_wrapper
+
+import ember
+
+__all__ = ["broadcast_all", "logits_to_probs", "probs_to_logits", "clamp_probs",
+           "lazy_property", "tril_matrix_to_vec", "vec_to_tril_matrix", "euler_constant"]
+
+euler_constant = 0.57721566490153286060
+
+
+def broadcast_all(*values):
+    """Broadcast tensors and numbers to one shape; numbers take the first tensor's dtype and
+    device (the default dtype when every value is a number)."""
+    like = None
+    for value in values:
+        if isinstance(value, ember.Tensor):
+            like = like if like is not None else value
+        elif not isinstance(value, numbers.Number) and not hasattr(value, "__torch_function__"):
+            raise ValueError("Input arguments must all be instances of numbers.Number, "
+                             "torch.Tensor or objects implementing __torch_function__.")
+    if like is None:
+        dtype, device = ember.get_default_dtype(), None
+    else:
+        dtype, device = like.dtype, like.device
+    tensors = [v if isinstance(v, ember.Tensor) else ember.tensor(v, dtype=dtype, device=device)
+               for v in values]
+    return ember.broadcast_tensors(*tensors)
+
+
+def logits_to_probs(logits, is_binary=False):
+    """Probabilities from logits: sigmoid for a binary variable, softmax over the last
+    dimension for a categorical one."""
+    if is_binary:
+        return ember.sigmoid(logits)
+    return ember.nn.functional.softmax(logits, dim=-1)
+
+
+def clamp_probs(probs):
+    """``probs`` clamped into [eps, 1 - eps] of their dtype, so logs stay finite."""
+    eps = ember.finfo(probs.dtype).eps
+    return probs.clamp(min=eps, max=1 - eps)
+
+
+def probs_to_logits(probs, is_binary=False):
+    """Logits from probabilities: log-odds for a binary variable, logs for a categorical one
+    (clamped so that 0 and 1 give finite values)."""
+    clamped = clamp_probs(probs)
+    if is_binary:
+        return ember.log(clamped) - ember.log1p(-clamped)
+    return ember.log(clamped)
+
+
+class lazy_property:
+    """A property computed on first access and then stored on the instance; under
+    ``validate_args`` the constructor checks it only once it has been computed."""
+
+    def __init__(self, wrapped):
+        self.wrapped = wrapped
+        update_wrapper(self, wrapped)
+
+    def __get__(self, instance, obj_type=None):
+        if instance is None:
+            return self
+        with ember.enable_grad():
+            value = self.wrapped(instance)
+        setattr(instance, self.wrapped.__name__, value)
+        return value
+
+
+def tril_matrix_to_vec(mat, diag=0):
+    """The lower triangle (from diagonal ``diag``) of each matrix of ``mat``, row by row."""
+    n = mat.shape[-1]
+    rows, cols = ember.tril_indices(n, n, offset=diag, device=mat.device)
+    return mat[..., rows, cols]
+
+
+def _tril_count(n, diag):
+    """How many entries of an n x n matrix lie on or below diagonal ``diag``."""
+    return sum(max(0, min(n, i + diag + 1)) for i in range(n))
+
+
+def vec_to_tril_matrix(vec, diag=0):
+    """The inverse of ``tril_matrix_to_vec``: square matrices with ``vec`` in their lower
+    triangle from diagonal ``diag`` and zeros elsewhere."""
+    length = vec.shape[-1]
+    n = 0
+    while _tril_count(n, diag) < length:
+        n += 1
+    rows, cols = ember.tril_indices(n, n, offset=diag, device=vec.device)
+    if rows.numel() != length:
+        raise ValueError("Incorrect number of elements for a triangular matrix: "
+                         f"{length} does not fit")
+    mat = vec.new_zeros(vec.shape[:-1] + (n, n))
+    mat[..., rows, cols] = vec
+    return mat
