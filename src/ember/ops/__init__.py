@@ -10,7 +10,7 @@ exposes there (``{"relu": "relu"}``).
 """
 
 from ember.amp.autocast_mode import install as install_autocast
-from ember.ops import _registry, operators
+from ember.ops import _out_dtypes, _registry, operators
 from ember.ops import (arithmetic, binary_math, comparison, complex_ops, conversion,
                        decompositions, indexing, linalg, odds, products, reduction, scatter,
                        shape, sorting, special_math, spectral, stft, unary_math)
@@ -32,6 +32,7 @@ for _module in MODULES:
     FUNCTIONAL.update(getattr(_module, "FUNCTIONAL", {}))
 
 operators.install()
+_out_dtypes.install(_registry.REGISTRY)
 _registry.attach_methods()
 install_autocast(_registry.REGISTRY, PUBLIC, FUNCTIONAL)
 

@@ -77,6 +77,7 @@ class Op:
         self.upcast = upcast
         self.view = view
         self.supports_out = out
+        self.out_dtype_error = None     # set for ops whose out= must have the result's dtype
         self.saves_inputs = saves_inputs
         self.scalars = scalars
         self.checked_scalars = checked_scalars
@@ -544,6 +545,9 @@ def _write_out(op, out, outputs, requires_grad):
         if not isinstance(dst, Tensor):
             raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not "
                             f"{type(dst).__name__}")
+        if op.out_dtype_error is not None and dst.dtype is not res.dtype:
+            from ember.ops._out_dtypes import message
+            raise RuntimeError(message(op, res.dtype, dst.dtype))
         if not D.can_cast(res.dtype, dst.dtype):
             raise RuntimeError(f"result type {res.dtype._torch_name} can't be cast to the "
                                f"desired output type {dst.dtype._torch_name}")

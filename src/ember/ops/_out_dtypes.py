@@ -1,0 +1,88 @@
+"""Which ops refuse an ``out=`` tensor of another dtype than their result's.
+
+Most PyTorch ops cast their result into ``out`` when the cast is safe (``add`` into a
+float64 ``out`` from float32 operands). About seventy do not: their kernels check that
+``out`` has exactly the result's dtype, each with its own wording. A few (``clamp``,
+``lerp``, ``diff``, ``inner``, ``matrix_power``, ``addbmm``) check on some paths only, by
+operand kind or size; those are left accepting, as on their other paths. Which ops check is
+a fact of PyTorch's kernels, not of the ops' math, so it is kept here, in one table, rather
+than on each op's registration; ``install`` marks the ops and ``_registry._write_out``
+raises.
+"""
+
+from ember import _dtype as D
+
+# the C++ type names PyTorch's "Expected out tensor to have dtype ..." message prints
+_C_NAMES = {
+    D.float16: "c10::Half", D.bfloat16: "c10::BFloat16", D.float32: "float",
+    D.float64: "double", D.complex64: "c10::complex<float>",
+    D.complex128: "c10::complex<double>", D.int64: "long int", D.int32: "int",
+    D.int16: "short int", D.int8: "signed char", D.uint8: "unsigned char", D.bool_: "bool",
+}
+
+_EXPECTED = "Expected out tensor to have dtype {want_c}, but got {got_c} instead"
+_FOUND = "Found dtype {got} but expected {want}"
+_RESULT_DTYPE = "result dtype {got} does not match input dtype {want}"
+_SAME_SCALAR_TYPE = "{name}(): self and result must have the same scalar type"
+_TENSORDOT = ("tensordot: Expected the output tensor to have dtype {want}, but got an output "
+              "tensor with dtype {got}")
+_REDUCED = ("Expected the dtype for input and out to match, but got {want} for input's dtype "
+            "and {got} for out's dtype.")
+_HISTOGRAM = ("torch.histogram: input tensor and hist tensor should have the same dtype, but "
+              "got input {want_c} and hist {got_c}")
+_NORM = "{name} expected out tensor dtype {want} but got: {got}"
+
+MESSAGES = {
+    **dict.fromkeys(
+        ("cross", "renorm", "linalg.inv", "inverse", "linalg.solve", "linalg.lu_solve",
+         "linalg.det", "linalg.slogdet", "slogdet", "linalg.cross", "linalg.vector_norm",
+         "linalg.svdvals", "index_add", "index_reduce", "index_copy", "mm", "bmm", "mv",
+         "linalg.ldl_solve", "softmax", "log_softmax", "aminmax", "addmm", "baddbmm", "addmv",
+         "norm", "gather", "scatter", "scatter_add", "scatter_reduce", "take_along_dim",
+         "diag", "tril", "triu", "msort", "matmul", "linalg.cholesky", "linalg.cholesky_ex",
+         "linalg.qr", "linalg.eigh", "linalg.eigvalsh", "linalg.svd", "linalg.lu",
+         "linalg.inv_ex", "linalg.solve_ex", "linalg.lu_factor", "linalg.lu_factor_ex",
+         "linalg.ldl_factor", "linalg.ldl_factor_ex", "_max_dim",
+         "_min_dim", "sort", "topk", "argmax", "argmin"), _EXPECTED),
+    **dict.fromkeys(
+        ("hardshrink", "neg", "abs", "sign", "sgn", "frac", "floor", "ceil", "trunc"), _FOUND),
+    **dict.fromkeys(("vdot", "dot"), _RESULT_DTYPE),
+    **dict.fromkeys(("index_select", "masked_select"), _SAME_SCALAR_TYPE),
+    "tensordot": _TENSORDOT,
+    **dict.fromkeys(("amax", "amin"), _REDUCED),
+    **dict.fromkeys(("histc", "histogram"), _HISTOGRAM),
+    **dict.fromkeys(("linalg.norm", "linalg.matrix_norm"), _NORM),
+    "where": "Expected out type to be {want} but got {got}",
+    "linalg.vecdot": "linalg.vecdot: Expected out of dtype{want} but found {got}",
+    "linalg.multi_dot": "multi_dot(): expected out tensor to have dtype {want_c} but got {got_c}",
+    "linalg.solve_triangular": "expected scalar type {want} but found {got}",
+    **dict.fromkeys(("logcumsumexp", "cummax", "cummin"),
+                    "expected scalar_type {want} but found {got}"),
+    **dict.fromkeys(("_median_dim", "_nanmedian_dim"),
+                    "Expected tensor for 'values' to have the same type as tensor for argument "
+                    "#2 'self'; but type torch.{got}Tensor does not equal torch.{want}Tensor "
+                    "(while checking arguments for median)"),
+    "heaviside": "heaviside is not yet implemented for tensors with different dtypes.",
+    "kthvalue": "output values must be of same type as input",
+    "mode": "expected scalar type '{want}' but got '{got}' for values output",
+    "frexp": "torch.frexp() expects mantissa to have dtype {want_c} but got {got_c}",
+    "chain_matmul": "multi_dot(): expected out tensor to have dtype {want_c} but got {got_c}",
+    "take": ("take(): self and out expected to have the same dtype, but got self.dtype = {want} "
+             "and out.dtype = {got}"),
+    **dict.fromkeys(("quantile", "nanquantile"),
+                    "quantile() out tensor must be same dtype as the input tensor"),
+}
+
+
+def message(op, want, got):
+    """The error ``op`` raises for an ``out=`` tensor of dtype ``got`` where its result has
+    dtype ``want``."""
+    return op.out_dtype_error.format(
+        name=op.name, want=want._torch_name, got=got._torch_name,
+        want_c=_C_NAMES.get(want, want.name), got_c=_C_NAMES.get(got, got.name))
+
+
+def install(registry):
+    """Mark the ops of ``MESSAGES`` in ``registry`` (name -> Op) as demanding exact dtypes."""
+    for name, text in MESSAGES.items():
+        registry[name].out_dtype_error = text

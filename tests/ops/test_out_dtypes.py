@@ -1,0 +1,36 @@
+"""out= tensors of another dtype: cast into where PyTorch casts, refused with PyTorch's
+words where its kernel demands the result's dtype (ops/_out_dtypes.py)."""
+
+import pytest
+
+import ember
+
+
+def test_pointwise_ops_cast_into_a_wider_out():
+    out = ember.empty(2, dtype=ember.float64)
+    ember.add(ember.ones(2), ember.ones(2), out=out)
+    assert out.dtype is ember.float64 and out.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda o: ember.mm(ember.ones(2, 2), ember.ones(2, 2), out=o),
+     "Expected out tensor to have dtype float, but got double instead"),
+    (lambda o: ember.neg(ember.ones(2, 2), out=o), "Found dtype Double but expected Float"),
+    (lambda o: ember.linalg.norm(ember.ones(2, 2), out=o),
+     "linalg.norm expected out tensor dtype Float but got: Double"),
+    (lambda o: ember.amax(ember.ones(2, 2), out=o),
+     "Expected the dtype for input and out to match, but got Float for input's dtype and "
+     "Double for out's dtype."),
+])
+def test_exact_dtype_ops_refuse_a_wider_out(call, message):
+    with pytest.raises(RuntimeError) as info:
+        call(ember.empty(0, dtype=ember.float64))
+    assert str(info.value) == message
+
+
+def test_indices_out_must_be_long():
+    values, indices = ember.empty(0), ember.empty(0, dtype=ember.int32)
+    with pytest.raises(RuntimeError, match="dtype long int, but got int instead"):
+        ember.sort(ember.ones(3), out=(values, indices))
+    ember.sort(ember.tensor([2., 1.]), out=(values, indices.long()))
+    assert values.tolist() == [1.0, 2.0]
