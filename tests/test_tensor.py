@@ -241,3 +241,9 @@ def test_resize_keeps_leading_elements():
 def test_dim_order_reads_the_strides():
     assert ember.ones(2, 3, 4).dim_order() == (0, 1, 2)
     assert ember.ones(2, 3, 4).permute(2, 0, 1).dim_order() == (1, 2, 0)
+
+
+def test_a_tuple_plus_a_size_is_a_size():
+    assert repr(() + ember.Size([2])) == "ember.Size([2])"
+    assert repr((1,) + ember.Size([2])) == "ember.Size([1, 2])"
+    assert repr(ember.Size([2]) + (1,)) == "ember.Size([2, 1])"

@@ -32,6 +32,11 @@ class Size(tuple):
     def __add__(self, other):
         return Size(tuple.__add__(self, other))
 
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(other, self))
+
     def __reduce__(self):
         return (Size, (tuple(self),))
 
