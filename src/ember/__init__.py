@@ -31,6 +31,8 @@ from ember import signal  # noqa: F401
 from ember import nn, optim, utils  # noqa: F401
 from ember.utils.dlpack import to_dlpack
 from ember import func  # noqa: F401
+from ember import compiler  # noqa: F401
+from ember.compiler import compile  # noqa: F401,A004  (runs eagerly)
 from ember.func import vmap  # noqa: F401
 from ember import amp  # noqa: F401
 from ember import accelerator, backends, cpu, mps, xpu  # noqa: F401
@@ -61,3 +63,11 @@ char = int8
 globals().update(_ops.public_functions())
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # torch._dynamo and torch._inductor load on first use, as in PyTorch
+    if name in ("_dynamo", "_inductor"):
+        import importlib
+        return importlib.import_module(f"ember.{name}")
+    raise AttributeError(f"module 'ember' has no attribute '{name}'")

@@ -387,6 +387,12 @@ class Module(StateDict):
         """Set evaluation mode (``train(False)``); returns self."""
         return self.train(False)
 
+    def compile(self, *args, **kwargs):
+        """Compile this module's calls in place, as ``ember.compile`` would: ember has no
+        compiler yet, so this checks the arguments and the module keeps running eagerly."""
+        from ember.compiler import compile
+        compile(lambda: None, *args, **kwargs)
+
     def requires_grad_(self, requires_grad=True):
         """Set ``requires_grad`` on every parameter; returns self."""
         for p in self.parameters():
