@@ -133,9 +133,9 @@ class MixtureSameFamilyConstraint(Constraint):
         return self.base_constraint.event_dim
 
     def check(self, value):
-        """Check ``value`` (with a component dimension at -1 - event_dim) for every component."""
-        ok = self.base_constraint.check(value)
-        return ok.all(-1) if ok.dim() > 0 else ok
+        """Check ``value`` against every component's support (the component dimension sits
+        just left of the event dimensions)."""
+        return self.base_constraint.check(value.unsqueeze(-1 - self.event_dim)).all(-1)
 
     def __repr__(self):
         return f"MixtureSameFamilyConstraint({self.base_constraint!r})"
