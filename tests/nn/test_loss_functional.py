@@ -287,3 +287,14 @@ def test_top_level_variants_take_the_reduction_enum():
     np.testing.assert_allclose(np.asarray(ember.poisson_nll_loss(a, p, True, False, 1e-8, 0)),
                                np.exp(A) - P * A)
     assert ember.nn.functional.ctc_loss.__name__ == "ctc_loss"
+
+
+def test_logit_losses_have_the_sigmoid_gradient_at_exactly_zero():
+    # d/dx softplus(x) = sigmoid(x) = 0.5 at 0; a max(x, 0) split of softplus gave 0 or 1
+    x = ember.zeros(2, requires_grad=True)
+    ember.nn.functional.binary_cross_entropy_with_logits(
+        x, ember.tensor([1., 0.]), reduction="sum").backward()
+    assert x.grad.tolist() == [-0.5, 0.5]
+    x = ember.zeros(2, requires_grad=True)
+    ember.nn.functional.soft_margin_loss(x, ember.tensor([1., -1.]), reduction="sum").backward()
+    assert x.grad.tolist() == [-0.5, 0.5]

@@ -81,8 +81,9 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 
 def softplus_of(x):
-    """``log(1 + exp(x))`` without overflow."""
-    return (-x.abs()).exp().log1p() + x.clamp_min(0)
+    """``log(1 + exp(x))`` without overflow, with the gradient sigmoid(x) everywhere (a
+    split into ``max(x, 0) + log1p(exp(-|x|))`` gives a wrong one at exactly 0)."""
+    return x.logaddexp(x.new_zeros(()))
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
