@@ -117,3 +117,10 @@ def test_binomial_counts_successes():
     with pytest.raises(ValueError, match="binomial only supports floating-point dtypes for "
                                          "count, got: Long"):
         ember.binomial(ember.tensor([10]), ember.tensor([0.5]))
+
+
+def test_samples_of_0_dim_parameters_are_0_dim_tensors():
+    ember.manual_seed(0)
+    for sample in (ember.poisson(ember.tensor(3.)), ember.bernoulli(ember.tensor(0.5)),
+                   ember.binomial(ember.tensor(5.), ember.tensor(0.5))):
+        assert sample.shape == () and (sample + 1).shape == ()

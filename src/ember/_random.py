@@ -189,7 +189,7 @@ def _float_dtype(dtype, name):
 
 def _sample(array, dtype, device, requires_grad):
     _, dev = _target(device)
-    t = _make(_place(array.astype(dtype.np), dev))
+    t = _make(_place(np.asarray(array).astype(dtype.np), dev))  # 0-d draws are scalars
     if requires_grad:
         t.requires_grad = True
     return t
