@@ -6,6 +6,7 @@ from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabl
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ember.autograd.graph import history
+from ember.autograd import profiler, profiler_util  # noqa: F401
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "is_inference_mode_enabled", "detect_anomaly",
