@@ -31,7 +31,7 @@ from ember import signal  # noqa: F401
 from ember import nn, optim, utils  # noqa: F401
 from ember.utils.dlpack import to_dlpack
 from ember import func  # noqa: F401
-from ember import compiler, profiler  # noqa: F401
+from ember import compiler, distributions, profiler  # noqa: F401
 from ember.compiler import compile  # noqa: F401,A004  (runs eagerly)
 from ember.func import vmap  # noqa: F401
 from ember import amp  # noqa: F401

@@ -24,6 +24,7 @@ __all__ = [
     "Generator", "default_generator", "manual_seed", "seed", "initial_seed",
     "get_rng_state", "set_rng_state", "rand", "randn", "randint", "randperm", "normal",
     "bernoulli", "multinomial", "poisson", "binomial", "rand_like", "randn_like", "randint_like",
+    "_standard_gamma", "_sample_dirichlet",
 ]
 
 
@@ -555,3 +556,42 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
 for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, log_normal_,
             cauchy_, bernoulli, multinomial):
     setattr(Tensor, _fn.__name__, _fn)
+
+
+# --- gamma and Dirichlet samples --------------------------------------------------------------
+
+def _gamma_draws(concentration, generator, kernel):
+    """Gamma(concentration, 1) samples drawn on the host in float64, at least the tiny value
+    of ``concentration``'s dtype (where concentration <= 0 or NaN too), as PyTorch's."""
+    dtype = concentration.dtype
+    on_cpu = concentration.device.type == "cpu"
+    allowed = (D.float32, D.float64) if on_cpu else (D.float16, D.bfloat16, D.float32,
+                                                     D.float64)
+    if kernel == "gamma":
+        kernel += "_cpu" if on_cpu else "_cuda"
+    if dtype not in allowed:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtype._torch_name}'")
+    alpha = np.asarray(host_array(concentration._data), dtype=np.float64)
+    valid = alpha > 0
+    draws = _rng_on(generator, concentration.device).standard_gamma(np.where(valid, alpha, 1.0))
+    return np.asarray(np.fmax(np.where(valid, draws, 0.0), float(D.finfo(dtype).tiny))), dtype
+
+
+def _standard_gamma(concentration, generator=None):
+    """Gamma(concentration, 1) samples, differentiable with respect to ``concentration`` by
+    implicit reparameterization (``_standard_gamma_grad``)."""
+    from ember.ops.gamma_sampling import _standard_gamma_sample
+    draws, dtype = _gamma_draws(concentration, generator, "gamma")
+    sample = _sample(draws, dtype, concentration.device, False)
+    return _standard_gamma_sample(concentration, sample)
+
+
+def _sample_dirichlet(input, generator=None):
+    """Dirichlet samples with concentrations ``input`` over its last dimension: standard
+    gamma samples divided by their sum (not differentiable)."""
+    draws, dtype = _gamma_draws(input, generator, "dirichlet")
+    total = draws.sum(axis=-1, keepdims=True) if draws.ndim else draws
+    with np.errstate(invalid="ignore"):
+        ratios = draws / total
+    tiny = float(D.finfo(dtype).tiny)
+    return _sample(np.asarray(np.fmax(ratios, tiny)), dtype, input.device, False)

@@ -14,14 +14,15 @@ from ember.ops import _out_dtypes, _registry, operators
 from ember.ops import (arithmetic, binary_math, comparison, complex_ops, conversion,
                        decompositions, indexing, linalg, odds, products, reduction, scatter,
                        shape, sorting, special_math, spectral, stft, unary_math)
-from ember.ops import (activations, affine, attention, conv, dropout, embedding, loss,
-                       normalization, padding, pooling, recurrent, resampling)
+from ember.ops import (activations, affine, attention, conv, dropout, embedding,
+                       gamma_sampling, loss, normalization, padding, pooling, recurrent,
+                       resampling)
 
 MODULES = (arithmetic, binary_math, comparison, complex_ops, conversion, decompositions,
            indexing, linalg, odds, products, reduction, scatter, shape, sorting, special_math,
            spectral, stft, unary_math,
-           activations, affine, attention, conv, dropout, embedding, loss, normalization,
-           padding, pooling, recurrent, resampling)
+           activations, affine, attention, conv, dropout, embedding, gamma_sampling, loss,
+           normalization, padding, pooling, recurrent, resampling)
 
 ALIASES = {}
 PUBLIC = {}
