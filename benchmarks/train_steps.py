@@ -168,6 +168,28 @@ def lstm_lm(lib, vocab=1000, hidden=256, seq=35, batch=20):
                  lambda: F.cross_entropy(model(idx).view(-1, vocab), target.view(-1)))
 
 
+def vae(lib, batch=128, hidden=256, latent=32):
+    """A variational autoencoder on 784-pixel inputs: a Gaussian posterior sampled with
+    rsample, a Bernoulli likelihood and the closed-form KL to the prior (distributions'
+    share shows)."""
+    nn, D = lib.nn, lib.distributions
+    encoder = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 2 * latent))
+    decoder = nn.Sequential(nn.Linear(latent, hidden), nn.ReLU(), nn.Linear(hidden, 784))
+    model = nn.ModuleList([encoder, decoder])
+    gen = np.random.default_rng(0)
+    x = lib.tensor((gen.random((batch, 784)) < 0.3).astype(np.float32))
+    prior = D.Normal(lib.zeros(latent), lib.ones(latent))
+
+    def loss():
+        loc, raw_scale = encoder(x).chunk(2, dim=-1)
+        posterior = D.Normal(loc, nn.functional.softplus(raw_scale) + 1e-4)
+        z = posterior.rsample()
+        likelihood = D.Bernoulli(logits=decoder(z)).log_prob(x).sum(-1)
+        kl = D.kl_divergence(posterior, prior).sum(-1)
+        return (kl - likelihood).mean()
+    return _step(lib, model, loss)
+
+
 WORKLOADS = {
     "MLP 64x256 Adam step": mlp_adam,
     "MLP 784-512-512-10 Adam step": mlp_784,
@@ -175,4 +197,5 @@ WORKLOADS = {
     "ResNet block 32x3x32x32 step": resnet_block,
     "GPT 2x128, 16x64 step": gpt,
     "LSTM LM 2x256, 35x20 step": lstm_lm,
+    "VAE 784-256-32, batch 128 step": vae,
 }
