@@ -45,6 +45,9 @@ from ember.amp.autocast_mode import (autocast, get_autocast_dtype, is_autocast_a
 from ember.amp._legacy import *  # noqa: F401,F403  (get_autocast_gpu_dtype, ...)
 from ember.serialization import *  # noqa: F401,F403  (save, load)
 from ember._api import *  # noqa: F401,F403  (is_tensor, numel, typename, ...)
+from ember._control_flow import cond, while_loop  # noqa: F401
+from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
+from ember import multiprocessing, version  # noqa: F401
 
 # the constants of the torch namespace
 pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None

@@ -1,0 +1,44 @@
+"""``ember.multiprocessing`` (``torch.multiprocessing``): the standard library's
+multiprocessing, plus PyTorch's sharing-strategy switches and ``spawn``/``start_processes``,
+which run ``fn(i, *args)`` in ``nprocs`` processes and re-raise a child's failure.
+
+ember tensors travel between processes by pickling (their values are copied), so the
+sharing strategy is recorded and reported as PyTorch's is but changes nothing.
+"""
+
+import multiprocessing
+import sys
+from multiprocessing import *  # noqa: F401,F403
+
+from ember.multiprocessing.spawn import (ProcessContext, ProcessExitedException,  # noqa: F401
+                                         ProcessRaisedException, SpawnContext, spawn,
+                                         start_processes)
+
+__all__ = ["set_sharing_strategy", "get_sharing_strategy", "get_all_sharing_strategies"]
+__all__ += multiprocessing.__all__
+
+if sys.platform == "darwin":
+    _sharing_strategy = "file_system"
+    _all_sharing_strategies = {"file_system"}
+else:
+    _sharing_strategy = "file_descriptor"
+    _all_sharing_strategies = {"file_descriptor", "file_system"}
+
+
+def set_sharing_strategy(new_strategy):
+    """Set the strategy for sharing CPU tensors between processes (recorded only)."""
+    global _sharing_strategy
+    assert new_strategy in _all_sharing_strategies, (
+        f"invalid sharing strategy '{new_strategy}', expected one of "
+        f"{_all_sharing_strategies}")
+    _sharing_strategy = new_strategy
+
+
+def get_sharing_strategy():
+    """The current strategy for sharing CPU tensors between processes."""
+    return _sharing_strategy
+
+
+def get_all_sharing_strategies():
+    """The set of sharing strategies this platform supports."""
+    return _all_sharing_strategies
