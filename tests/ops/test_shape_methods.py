@@ -504,12 +504,12 @@ def test_tril_in_place_on_a_view_writes_the_base():
 
 def test_varargs_methods_take_the_keyword_form_and_require_an_argument():
     x = ember.ones(2, 3)
-    assert x.view(shape=(3, 2)).shape == (3, 2) and x.flip(dims=[0]).shape == (2, 3)
+    assert x.view(size=(3, 2)).shape == (3, 2) and x.flip(dims=[0]).shape == (2, 3)
     assert x.permute(dims=(1, 0)).shape == (3, 2)
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'dims'"):
         x.flip()
-    with pytest.raises(TypeError, match="multiple values for argument 'shape'"):
-        x.view(6, shape=(6,))
+    with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+        x.view(6, size=(6,))
 
 
 # --- unfold, ravel, repeat_interleave, sum_to_size, is_same_size -------------------------------
@@ -686,3 +686,32 @@ def test_int_arguments_take_integer_tensors():
     assert x.narrow(1, ember.tensor(1), 2).tolist() == [[1.0, 2.0], [4.0, 5.0]]
     assert x.select(0, ember.tensor(1)).tolist() == [3.0, 4.0, 5.0]
     assert x.tril(np.int64(-1)).tolist() == [[0.0, 0.0, 0.0], [3.0, 0.0, 0.0]]
+
+
+def test_view_as_a_dtype_reads_the_same_bytes():
+    x = ember.tensor([1.0, -2.0], requires_grad=True)
+    bits = x.view(ember.int32)
+    assert bits.tolist() == [0x3F800000, -0x40000000] and not bits.requires_grad
+    assert x.view(ember.float16).shape == (4,) and x.view(dtype=ember.uint8).shape == (8,)
+    assert ember.zeros(2, 4).view(ember.float64).shape == (2, 2)
+    base = ember.zeros(2)
+    base.view(ember.int32)[0] = 0x3F800000        # writes through the shared memory
+    assert base.tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: ember.zeros(3, 2).t().view(ember.float16),
+     "self.stride(-1) must be 1 to view Float as Half (different element sizes), but got 2"),
+    (lambda: ember.zeros(3).view(ember.float64),
+     "self.size(-1) must be divisible by 2 to view Float as Double (different element sizes), "
+     "but got 3"),
+    (lambda: ember.zeros(5)[1:].view(ember.float64),
+     "self.storage_offset() must be divisible by 2 to view Float as Double (different element "
+     "sizes), but got 1"),
+    (lambda: ember.zeros(()).view(ember.float16),
+     "self.dim() cannot be 0 to view Float as Half (different element sizes)"),
+])
+def test_view_as_a_dtype_of_another_size_checks_the_layout(make, message):
+    with pytest.raises(RuntimeError) as info:
+        make()
+    assert str(info.value) == message

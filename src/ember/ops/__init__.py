@@ -14,7 +14,7 @@ from ember.ops import _out_dtypes, _registry, operators
 from ember.ops import (arithmetic, binary_math, comparison, complex_ops, conversion,
                        decompositions, indexing, linalg, odds, products, reduction, scatter,
                        shape, sorting, special_math, spectral, stft, unary_math)
-from ember.ops import legacy_norms, view_copies
+from ember.ops import dtype_view, legacy_norms, view_copies
 from ember.ops import (activations, affine, attention, conv, dropout, embedding,
                        gamma_sampling, loss, normalization, padding, pooling, recurrent,
                        resampling)
@@ -36,6 +36,7 @@ for _module in MODULES:
 operators.install()
 _out_dtypes.install(_registry.REGISTRY)
 _registry.attach_methods()
+dtype_view.install()
 install_autocast(_registry.REGISTRY, PUBLIC, FUNCTIONAL)
 
 

@@ -83,12 +83,9 @@ def distinct_dims(dims, ndim, where="argument 'dim'"):
     return tuple(wrapped)
 
 
-@op("view(input, shape)", view=True, saves_inputs=False, method_varargs="shape")
+@op("view(input, size)", view=True, saves_inputs=False, method_varargs="size")
 def view(xp, x, shape):
     """The same data with another shape; never copies (fails where strides don't allow)."""
-    if isinstance(shape, tuple) and len(shape) == 1 and not isinstance(shape[0], int) \
-            and hasattr(shape[0], "np"):
-        raise TypeError("view(dtype) is not supported")
     _check_negative(shape, x)
     out = x.view()
     try:

@@ -14,10 +14,11 @@ import warnings
 
 from ember import _dtype as D
 from ember._memory_format import contiguous_format
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
 from ember.ops._dims import wrap_dim
+from ember.ops.dtype_view import view_dtype
 from ember.ops._out_dtypes import _C_NAMES
 from ember.ops._scalars import int_arg
 
@@ -247,28 +248,7 @@ _VIEW_COPY_USAGE = ("view_copy() received an invalid combination of arguments - 
 def _reinterpreted(x, dtype):
     """``x``'s bytes read as ``dtype`` (no autograd), after PyTorch's checks of
     ``x.view(dtype)``."""
-    ratio = dtype.itemsize / x.dtype.itemsize
-    if ratio != 1:
-        what = f"to view {x.dtype._torch_name} as {dtype._torch_name} (different element sizes)"
-        if x.ndim == 0:
-            raise RuntimeError(f"self.dim() cannot be 0 {what}")
-        if x.stride(-1) != 1:
-            raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {x.stride(-1)}")
-        if ratio > 1:
-            ratio = int(ratio)
-            if x.shape[-1] % ratio:
-                raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {what}, but "
-                                   f"got {x.shape[-1]}")
-            if x.storage_offset() % ratio:
-                raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} {what}"
-                                   f", but got {x.storage_offset()}")
-            for i in range(x.ndim - 1):
-                if x.stride(i) % ratio:
-                    raise RuntimeError(f"self.stride({i}) must be divisible by {ratio} {what}"
-                                       f", but got {x.stride(i)}")
-    data = x.detach().contiguous()._data
-    shape = x.shape[:-1] + (int(x.shape[-1] / ratio),) if x.ndim else ()
-    return _make(data.view(dtype.np).reshape(shape))
+    return view_dtype(x, dtype)
 
 
 def view_copy(input, size=_MISSING, *, dtype=_MISSING, out=None):

@@ -376,7 +376,32 @@ def _imag_errors():
                "imag is not implemented for tensors with non-complex dtypes.")
 
 
+_SAME_SIZE_INT = {1: ember.int8, 2: ember.int16, 4: ember.int32, 8: ember.int64, 16: ember.int64}
+
+
+def _view_dtype_samples(dtype, requires_grad):
+    # the same element size, a smaller one, and (where one exists) a larger one
+    x = make((3, 4), dtype, requires_grad)
+    yield SampleInput(x, (_SAME_SIZE_INT[dtype.itemsize],), name="same_size")
+    yield SampleInput(make((3, 4), dtype, requires_grad), (ember.uint8,), name="to_bytes")
+    if dtype.itemsize <= 4:
+        wider = {1: ember.int16, 2: ember.int32, 4: ember.int64}[dtype.itemsize]
+        yield SampleInput(make((2, 6), dtype, requires_grad), (wider,), name="wider")
+    yield SampleInput(make((), dtype, requires_grad), (_SAME_SIZE_INT[dtype.itemsize],),
+                      name="0d")
+
+
+def _view_dtype_reference(x, dtype):
+    return np.array(x, order="C").view(dtype.np)
+
+
 OPS = [
+    # Tensor.view(dtype): bit views of the dtypes the NumPy reference holds exactly
+    OpInfo("_view_dtype", _view_dtype_reference, _view_dtype_samples,
+           dtypes=(ember.float32, ember.float64, ember.int32, ember.int64, ember.uint8,
+                   ember.bool, ember.complex64),
+           result_dtype=lambda dtype, sample: sample.args[0], grad=False,
+           torch_op=lambda x, dtype: x.view(dtype)),
     OpInfo("view", np.reshape, _view_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_view_only_errors),
     OpInfo("reshape", np.reshape, _reshape_samples, dtypes=ALL, gradgrad=True,

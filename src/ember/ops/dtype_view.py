@@ -1,0 +1,68 @@
+"""``Tensor.view(dtype)``: the same bytes read as another dtype.
+
+A shape view and a dtype view share a name in PyTorch, so ``install`` puts one
+``Tensor.view`` in front of the op-generated shape view: the common ``x.view(2, 3)`` goes
+straight through, a dtype goes to ``_view_dtype``. The result shares memory with the input
+and, as in PyTorch, carries no gradient.
+"""
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+from ember.ops._registry import op
+
+__all__ = []
+
+
+@op("_view_dtype(input, dtype)", view=True, method=False, saves_inputs=False)
+def _view_dtype(xp, x, dtype):
+    """``input``'s bytes read as ``dtype`` (the last dimension scales by the size ratio)."""
+    return x.view(dtype.np)
+
+
+def _check(x, dtype):
+    """PyTorch's conditions for viewing ``x`` as a dtype of another element size."""
+    ratio = dtype.itemsize / x.dtype.itemsize
+    if ratio == 1:
+        return
+    what = f"to view {x.dtype._torch_name} as {dtype._torch_name} (different element sizes)"
+    if x.ndim == 0:
+        raise RuntimeError(f"self.dim() cannot be 0 {what}")
+    if x.stride(-1) != 1:
+        raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {x.stride(-1)}")
+    if ratio > 1:
+        ratio = int(ratio)
+        if x.shape[-1] % ratio:
+            raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {what}, but got "
+                               f"{x.shape[-1]}")
+        if x.storage_offset() % ratio:
+            raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} {what}, "
+                               f"but got {x.storage_offset()}")
+        for i in range(x.ndim - 1):
+            if x.stride(i) % ratio:
+                raise RuntimeError(f"self.stride({i}) must be divisible by {ratio} {what}, "
+                                   f"but got {x.stride(i)}")
+
+
+def view_dtype(x, dtype):
+    """``x``'s memory read as ``dtype``, after PyTorch's checks."""
+    _check(x, dtype)
+    return _view_dtype(x, dtype)
+
+
+def install():
+    """Put the dtype-aware ``Tensor.view`` in front of the generated shape view."""
+    view_shape = Tensor.view
+
+    def view(self, *args, **kwargs):
+        if args and type(args[0]) is int:                   # x.view(2, 3): the common form
+            return view_shape(self, *args, **kwargs)
+        dtype = args[0] if len(args) == 1 and not kwargs else kwargs.get("dtype")
+        if isinstance(dtype, D.dtype) and len(args) + len(kwargs) == 1:
+            return view_dtype(self, dtype)
+        return view_shape(self, *args, **kwargs)
+
+    view.__doc__ = ("A tensor sharing this one's memory, with another shape "
+                    "(``view(2, 3)``) or its bytes read as another dtype (``view(dtype)``).")
+    view.__qualname__ = "Tensor.view"
+    view._ember_op = view_shape._ember_op
+    Tensor.view = view
