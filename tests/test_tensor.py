@@ -247,3 +247,8 @@ def test_a_tuple_plus_a_size_is_a_size():
     assert repr(() + ember.Size([2])) == "ember.Size([2])"
     assert repr((1,) + ember.Size([2])) == "ember.Size([1, 2])"
     assert repr(ember.Size([2]) + (1,)) == "ember.Size([2, 1])"
+
+
+def test_empty_tensors_are_contiguous():
+    assert ember.zeros(0, 3).is_contiguous() and ember.empty(2, 0).is_contiguous()
+    assert ember.zeros(3, 4)[:, :0].is_contiguous()

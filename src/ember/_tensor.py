@@ -167,13 +167,13 @@ class Tensor:
                 rank = 4 if memory_format is M.channels_last else 5
                 return self.ndim == rank and M.laid_out(
                     self._data, M.memory_order(memory_format, rank))
+        if self._data.size == 0:
+            return True                 # as in PyTorch (NumPy gives empty arrays 0 strides)
         expected = 1
         item = self._data.itemsize
         for size, stride in zip(reversed(self._data.shape), reversed(self._data.strides)):
             if size == 1:
                 continue
-            if size == 0:
-                return True
             if stride != expected * item:
                 return False
             expected *= size
