@@ -197,5 +197,5 @@ WORKLOADS = {
     "ResNet block 32x3x32x32 step": resnet_block,
     "GPT 2x128, 16x64 step": gpt,
     "LSTM LM 2x256, 35x20 step": lstm_lm,
-    "VAE 784-256-32, batch 128 step": vae,
+    "VAE 784-256-32, 128 step": vae,
 }
