@@ -6,7 +6,7 @@ from ember.distributions.bernoulli import Bernoulli
 from ember.distributions.binomial import Binomial
 from ember.distributions.categorical import Categorical
 from ember.distributions.geometric import Geometric
-from ember.distributions.kl import register_kl
+from ember.distributions.kl import _infinite_like, register_kl
 from ember.distributions.one_hot_categorical import OneHotCategorical
 from ember.distributions.poisson import Poisson
 
@@ -78,11 +78,6 @@ def _kl_poisson_poisson(p, q):
 def _kl_bernoulli_poisson(p, q):
     """-H(p) - E_p[log q(X)], E_p[log q(X)] = p log r - r (log 0! = log 1! = 0)."""
     return -p.entropy() - (p.probs * ember.log(q.rate) - q.rate)
-
-
-def _infinite_like(tensor):
-    """inf of ``tensor``'s shape, dtype and device."""
-    return ember.full_like(tensor, _INF)
 
 
 @register_kl(Poisson, Bernoulli)

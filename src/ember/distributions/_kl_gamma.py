@@ -15,17 +15,12 @@ from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.exponential import Exponential
 from ember.distributions.gamma import Gamma
 from ember.distributions.gumbel import Gumbel
-from ember.distributions.kl import register_kl
+from ember.distributions.kl import _infinite_like, register_kl
 from ember.distributions.normal import Normal
 from ember.distributions.pareto import Pareto
 from ember.distributions.uniform import Uniform
 
 __all__ = []
-
-
-def _infinite_like(tensor):
-    """inf, in the shape, dtype and device of ``tensor``."""
-    return ember.full_like(tensor, math.inf)
 
 
 def _normal_cross_entropy(mean, variance, q):

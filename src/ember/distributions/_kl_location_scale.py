@@ -16,7 +16,7 @@ from ember.distributions.exponential import Exponential
 from ember.distributions.gamma import Gamma
 from ember.distributions.gumbel import Gumbel
 from ember.distributions.half_normal import HalfNormal
-from ember.distributions.kl import register_kl
+from ember.distributions.kl import _infinite_like, register_kl
 from ember.distributions.laplace import Laplace
 from ember.distributions.normal import Normal
 from ember.distributions.pareto import Pareto
@@ -26,11 +26,6 @@ from ember.distributions.utils import euler_constant
 __all__ = []
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-
-
-def _infinite_like(tensor):
-    """inf, in the shape, dtype and device of ``tensor``."""
-    return ember.full_like(tensor, math.inf)
 
 
 def _inf_where(bad, value):

@@ -66,10 +66,6 @@ def _kl_lowrank_lowrank(p, q):
 
 
 @register_kl(LowRankMultivariateNormal, MultivariateNormal)
-def _kl_lowrank_mvn(p, q):
-    return _kl_gaussians(p, q, "(Low Rank) Multivariate Normals")
-
-
 @register_kl(MultivariateNormal, LowRankMultivariateNormal)
-def _kl_mvn_lowrank(p, q):
+def _kl_mixed_gaussians(p, q):
     return _kl_gaussians(p, q, "(Low Rank) Multivariate Normals")

@@ -5,8 +5,7 @@ from numbers import Number
 import ember
 from ember.distributions import constraints
 from ember.distributions.exp_family import ExponentialFamily
-from ember.distributions.utils import (broadcast_all, lazy_property, logits_to_probs,
-                                       probs_to_logits)
+from ember.distributions.utils import broadcast_all, lazy_logits_and_probs
 
 __all__ = ["Bernoulli"]
 
@@ -35,26 +34,11 @@ class Bernoulli(ExponentialFamily):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Bernoulli, _instance)
-        batch_shape = ember.Size(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
+        new = self._expanded(Bernoulli, batch_shape, _instance, ("probs", "logits"))
         new._param = new.probs if "probs" in self.__dict__ else new.logits
-        super(Bernoulli, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
-    @lazy_property
-    def logits(self):
-        """The log-odds log(probs / (1 - probs))."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        """The probability of a 1."""
-        return logits_to_probs(self.logits, is_binary=True)
+    logits, probs = lazy_logits_and_probs(is_binary=True)
 
     @property
     def param_shape(self):

@@ -3,8 +3,7 @@
 import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import (broadcast_all, lazy_property, logits_to_probs,
-                                       probs_to_logits)
+from ember.distributions.utils import broadcast_all, lazy_logits_and_probs
 
 __all__ = ["Binomial"]
 
@@ -39,31 +38,15 @@ class Binomial(Distribution):
         super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Binomial, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new.total_count = self.total_count.expand(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
+        new = self._expanded(Binomial, batch_shape, _instance, ("total_count", "probs", "logits"))
         new._param = new.probs if "probs" in self.__dict__ else new.logits
-        super(Binomial, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         return constraints.integer_interval(0, self.total_count)
 
-    @lazy_property
-    def logits(self):
-        """The log-odds of a success."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        """The probability of a success."""
-        return logits_to_probs(self.logits, is_binary=True)
+    logits, probs = lazy_logits_and_probs(is_binary=True)
 
     @property
     def param_shape(self):

@@ -3,7 +3,7 @@
 import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import lazy_property, logits_to_probs, probs_to_logits
+from ember.distributions.utils import lazy_logits_and_probs
 
 __all__ = ["Categorical"]
 
@@ -34,32 +34,17 @@ class Categorical(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Categorical, _instance)
-        batch_shape = ember.Size(batch_shape)
-        param_shape = batch_shape + (self._num_events,)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(param_shape)
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(param_shape)
+        new = self._expanded(Categorical, batch_shape, _instance, ("probs", "logits"),
+                             trailing=(self._num_events,))
         new._param = new.probs if "probs" in self.__dict__ else new.logits
         new._num_events = self._num_events
-        super(Categorical, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         return constraints.integer_interval(0, self._num_events - 1)
 
-    @lazy_property
-    def logits(self):
-        """The normalized log-probabilities."""
-        return probs_to_logits(self.probs)
-
-    @lazy_property
-    def probs(self):
-        """The normalized probabilities."""
-        return logits_to_probs(self.logits)
+    logits, probs = lazy_logits_and_probs()
 
     @property
     def param_shape(self):

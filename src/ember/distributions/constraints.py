@@ -156,45 +156,58 @@ class _OneHot(Constraint):
         return ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
 
 
-class _IntegerInterval(Constraint):
-    is_discrete = True
+class _LowerBounded(Constraint):
+    """A constraint bounded below by ``lower_bound``; the subclass's ``check`` says how."""
+
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def __repr__(self):
+        return f"{type(self).__name__[1:]}(lower_bound={self.lower_bound})"
+
+
+class _UpperBounded(Constraint):
+    """A constraint bounded above by ``upper_bound``; the subclass's ``check`` says how."""
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def __repr__(self):
+        return f"{type(self).__name__[1:]}(upper_bound={self.upper_bound})"
+
+
+class _Bounded(Constraint):
+    """A constraint bounded by ``lower_bound`` and ``upper_bound``; the subclass's ``check``
+    says how."""
 
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound = lower_bound
         self.upper_bound = upper_bound
 
-    def check(self, value):
-        return (value % 1 == 0) & (value >= self.lower_bound) & (value <= self.upper_bound)
-
     def __repr__(self):
-        return (f"IntegerInterval(lower_bound={self.lower_bound}, "
+        return (f"{type(self).__name__[1:]}(lower_bound={self.lower_bound}, "
                 f"upper_bound={self.upper_bound})")
 
 
-class _IntegerLessThan(Constraint):
+class _IntegerInterval(_Bounded):
     is_discrete = True
 
-    def __init__(self, upper_bound):
-        self.upper_bound = upper_bound
+    def check(self, value):
+        return (value % 1 == 0) & (value >= self.lower_bound) & (value <= self.upper_bound)
+
+
+class _IntegerLessThan(_UpperBounded):
+    is_discrete = True
 
     def check(self, value):
         return (value % 1 == 0) & (value <= self.upper_bound)
 
-    def __repr__(self):
-        return f"IntegerLessThan(upper_bound={self.upper_bound})"
 
-
-class _IntegerGreaterThan(Constraint):
+class _IntegerGreaterThan(_LowerBounded):
     is_discrete = True
-
-    def __init__(self, lower_bound):
-        self.lower_bound = lower_bound
 
     def check(self, value):
         return (value % 1 == 0) & (value >= self.lower_bound)
-
-    def __repr__(self):
-        return f"IntegerGreaterThan(lower_bound={self.lower_bound})"
 
 
 class _Real(Constraint):
@@ -202,62 +215,29 @@ class _Real(Constraint):
         return value == value                        # False only for NaN
 
 
-class _GreaterThan(Constraint):
-    def __init__(self, lower_bound):
-        self.lower_bound = lower_bound
-
+class _GreaterThan(_LowerBounded):
     def check(self, value):
         return self.lower_bound < value
 
-    def __repr__(self):
-        return f"GreaterThan(lower_bound={self.lower_bound})"
 
-
-class _GreaterThanEq(Constraint):
-    def __init__(self, lower_bound):
-        self.lower_bound = lower_bound
-
+class _GreaterThanEq(_LowerBounded):
     def check(self, value):
         return self.lower_bound <= value
 
-    def __repr__(self):
-        return f"GreaterThanEq(lower_bound={self.lower_bound})"
 
-
-class _LessThan(Constraint):
-    def __init__(self, upper_bound):
-        self.upper_bound = upper_bound
-
+class _LessThan(_UpperBounded):
     def check(self, value):
         return value < self.upper_bound
 
-    def __repr__(self):
-        return f"LessThan(upper_bound={self.upper_bound})"
 
-
-class _Interval(Constraint):
-    def __init__(self, lower_bound, upper_bound):
-        self.lower_bound = lower_bound
-        self.upper_bound = upper_bound
-
+class _Interval(_Bounded):
     def check(self, value):
         return (self.lower_bound <= value) & (value <= self.upper_bound)
 
-    def __repr__(self):
-        return f"Interval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
 
-
-class _HalfOpenInterval(Constraint):
-    def __init__(self, lower_bound, upper_bound):
-        self.lower_bound = lower_bound
-        self.upper_bound = upper_bound
-
+class _HalfOpenInterval(_Bounded):
     def check(self, value):
         return (self.lower_bound <= value) & (value < self.upper_bound)
-
-    def __repr__(self):
-        return (f"HalfOpenInterval(lower_bound={self.lower_bound}, "
-                f"upper_bound={self.upper_bound})")
 
 
 class _Simplex(Constraint):

@@ -23,11 +23,8 @@ class Dirichlet(ExponentialFamily):
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Dirichlet, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new.concentration = self.concentration.expand(batch_shape + self.event_shape)
-        super(Dirichlet, new).__init__(batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expanded(Dirichlet, batch_shape, _instance, ("concentration",),
+                             trailing=self.event_shape)
         return new
 
     def rsample(self, sample_shape=()):

@@ -184,6 +184,22 @@ class Distribution:
                 "__init__ method must also define a custom .expand() method.")
         return self.__new__(type(self)) if _instance is None else _instance
 
+    def _expanded(self, cls, batch_shape, _instance, params, trailing=()):
+        """The common body of ``cls.expand``: a new instance whose attributes named in
+        ``params`` (tensors or distributions; those absent from this one's ``__dict__``, such
+        as a lazy property not yet computed, are skipped) are expanded to ``batch_shape +
+        trailing``, with this event shape and validation setting. The caller copies what
+        else the instance needs."""
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = ember.Size(batch_shape)
+        shape = batch_shape + tuple(trailing)
+        for name in params:
+            if name in self.__dict__:
+                setattr(new, name, self.__dict__[name].expand(shape))
+        super(cls, new).__init__(batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def __repr__(self):
         shown = []
         for name in self.arg_constraints:

@@ -29,13 +29,8 @@ class GeneralizedPareto(Distribution):
         super().__init__(self.loc.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(GeneralizedPareto, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new.loc = self.loc.expand(batch_shape)
-        new.scale = self.scale.expand(batch_shape)
-        new.concentration = self.concentration.expand(batch_shape)
-        super(GeneralizedPareto, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expanded(GeneralizedPareto, batch_shape, _instance,
+                             ("loc", "scale", "concentration"))
         return new
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)

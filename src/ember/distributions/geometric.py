@@ -5,8 +5,7 @@ from numbers import Number
 import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import (broadcast_all, lazy_property, logits_to_probs,
-                                       probs_to_logits)
+from ember.distributions.utils import broadcast_all, lazy_logits_and_probs
 
 __all__ = ["Geometric"]
 
@@ -38,25 +37,10 @@ class Geometric(Distribution):
                     f"invalid values:\n{value[~positive]}")
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Geometric, _instance)
-        batch_shape = ember.Size(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-        super(Geometric, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expanded(Geometric, batch_shape, _instance, ("probs", "logits"))
         return new
 
-    @lazy_property
-    def logits(self):
-        """The log-odds of a success."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        """The probability of a success."""
-        return logits_to_probs(self.logits, is_binary=True)
+    logits, probs = lazy_logits_and_probs(is_binary=True)
 
     @property
     def mean(self):

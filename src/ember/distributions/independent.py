@@ -1,6 +1,5 @@
 """Independent: reinterpret some batch dimensions of a distribution as event dimensions."""
 
-import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
 from ember.distributions.transforms import _sum_rightmost
@@ -29,13 +28,10 @@ class Independent(Distribution):
         super().__init__(shape[:cut], shape[cut:], validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Independent, _instance)
-        batch_shape = ember.Size(batch_shape)
         reinterpreted = self.event_shape[:self.reinterpreted_batch_ndims]
-        new.base_dist = self.base_dist.expand(batch_shape + reinterpreted)
+        new = self._expanded(Independent, batch_shape, _instance, ("base_dist",),
+                             trailing=reinterpreted)
         new.reinterpreted_batch_ndims = self.reinterpreted_batch_ndims
-        super(Independent, new).__init__(batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @property

@@ -1,13 +1,21 @@
 """kl_divergence and register_kl: KL(p || q) by the most specific registered pair of types."""
 
+import math
 import warnings
 
+import ember
 from ember.distributions.distribution import Distribution
 
 __all__ = ["register_kl", "kl_divergence"]
 
 _KL_REGISTRY = {}          # (type_p, type_q) -> function, as registered
 _KL_MEMOIZE = {}           # (type_p, type_q) -> function, as dispatched
+
+
+def _infinite_like(tensor):
+    """inf, in the shape, dtype and device of ``tensor``: the KL divergence where p puts mass
+    outside q's support."""
+    return ember.full_like(tensor, math.inf)
 
 
 def register_kl(type_p, type_q):

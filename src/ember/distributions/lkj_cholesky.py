@@ -36,12 +36,8 @@ class LKJCholesky(Distribution):
                          validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(LKJCholesky, _instance)
-        batch_shape = ember.Size(batch_shape)
+        new = self._expanded(LKJCholesky, batch_shape, _instance, ("concentration",))
         new.dim = self.dim
-        new.concentration = self.concentration.expand(batch_shape)
-        super(LKJCholesky, new).__init__(batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     def _row_params(self):

@@ -76,18 +76,12 @@ class LowRankMultivariateNormal(Distribution):
         self._capacitance_tril = _capacitance_tril(cov_factor, cov_diag)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(LowRankMultivariateNormal, _instance)
-        batch_shape = ember.Size(batch_shape)
-        loc_shape = batch_shape + self.event_shape
-        new.loc = self.loc.expand(loc_shape)
-        new.cov_diag = self.cov_diag.expand(loc_shape)
-        new.cov_factor = self.cov_factor.expand(loc_shape + self.cov_factor.shape[-1:])
+        new = self._expanded(LowRankMultivariateNormal, batch_shape, _instance,
+                             ("loc", "cov_diag"), trailing=self.event_shape)
+        new.cov_factor = self.cov_factor.expand(new.loc.shape + self.cov_factor.shape[-1:])
         new._unbroadcasted_cov_factor = self._unbroadcasted_cov_factor
         new._unbroadcasted_cov_diag = self._unbroadcasted_cov_diag
         new._capacitance_tril = self._capacitance_tril
-        super(LowRankMultivariateNormal, new).__init__(batch_shape, self.event_shape,
-                                                       validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     def _matrix_shape(self):

@@ -24,13 +24,7 @@ class OneHotCategorical(Distribution):
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(OneHotCategorical, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new._categorical = self._categorical.expand(batch_shape)
-        super(OneHotCategorical, new).__init__(batch_shape, self.event_shape,
-                                               validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(OneHotCategorical, batch_shape, _instance, ("_categorical",))
 
     @property
     def _param(self):

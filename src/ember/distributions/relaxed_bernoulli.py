@@ -9,8 +9,7 @@ from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.transforms import SigmoidTransform
-from ember.distributions.utils import (broadcast_all, clamp_probs, lazy_property,
-                                       logits_to_probs, probs_to_logits)
+from ember.distributions.utils import broadcast_all, clamp_probs, lazy_logits_and_probs
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli"]
 
@@ -40,27 +39,12 @@ class LogitRelaxedBernoulli(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
-        batch_shape = ember.Size(batch_shape)
+        new = self._expanded(LogitRelaxedBernoulli, batch_shape, _instance, ("probs", "logits"))
         new.temperature = self.temperature
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
         new._param = new.probs if "probs" in self.__dict__ else new.logits
-        super(LogitRelaxedBernoulli, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
-    @lazy_property
-    def logits(self):
-        """The log-odds of the Bernoulli being relaxed."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        """The probability of the Bernoulli being relaxed."""
-        return logits_to_probs(self.logits, is_binary=True)
+    logits, probs = lazy_logits_and_probs(is_binary=True)
 
     @property
     def param_shape(self):

@@ -35,13 +35,8 @@ class ExpRelaxedCategorical(Distribution):
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(ExpRelaxedCategorical, _instance)
-        batch_shape = ember.Size(batch_shape)
+        new = self._expanded(ExpRelaxedCategorical, batch_shape, _instance, ("_categorical",))
         new.temperature = self.temperature
-        new._categorical = self._categorical.expand(batch_shape)
-        super(ExpRelaxedCategorical, new).__init__(batch_shape, self.event_shape,
-                                                   validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @property

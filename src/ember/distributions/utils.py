@@ -6,7 +6,8 @@ from functools import update_wrapper
 import ember
 
 __all__ = ["broadcast_all", "logits_to_probs", "probs_to_logits", "clamp_probs",
-           "lazy_property", "tril_matrix_to_vec", "vec_to_tril_matrix", "euler_constant"]
+           "lazy_property", "lazy_logits_and_probs", "tril_matrix_to_vec", "vec_to_tril_matrix",
+           "euler_constant"]
 
 euler_constant = 0.57721566490153286060
 
@@ -68,6 +69,26 @@ class lazy_property:
             value = self.wrapped(instance)
         setattr(instance, self.wrapped.__name__, value)
         return value
+
+
+def lazy_logits_and_probs(is_binary=False):
+    """The ``logits`` and ``probs`` lazy properties of a distribution given by either one:
+    each is computed from the other on first use, as log-odds and sigmoid for a binary
+    variable, as logs and softmax over the last dimension for a categorical one."""
+
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=is_binary)
+
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=is_binary)
+
+    if is_binary:
+        logits.__doc__ = "The log-odds log(probs / (1 - probs)) of a success."
+        probs.__doc__ = "The probability of a success."
+    else:
+        logits.__doc__ = "The normalized log-probabilities."
+        probs.__doc__ = "The normalized probabilities."
+    return lazy_property(logits), lazy_property(probs)
 
 
 def tril_matrix_to_vec(mat, diag=0):
