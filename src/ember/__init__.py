@@ -48,6 +48,8 @@ from ember._api import *  # noqa: F401,F403  (is_tensor, numel, typename, ...)
 from ember._control_flow import cond, while_loop  # noqa: F401
 from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
 from ember import multiprocessing, quasirandom, version  # noqa: F401
+from ember._storage import TypedStorage, UntypedStorage  # noqa: F401
+from ember import storage  # noqa: F401
 
 # the constants of the torch namespace
 pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None

@@ -192,6 +192,35 @@ class Tensor:
 
     const_data_ptr = data_ptr
 
+    def share_memory_(self):
+        """Move this CPU tensor's memory into shared memory and return self.
+
+        The memory moved is that of the tensor's view root (the view, if any, and its base
+        both point at the new memory). Other views taken before the call, and other tensors
+        over the old array (``detach()``, ``.data``), keep the old memory: ember cannot move
+        an array in place. A no-op for CUDA tensors and for tensors already shared. Shared
+        tensors sent to other processes (process arguments, queues) use the same memory
+        there. See NOTE [Shared-memory segments] in _shared_memory.py.
+        """
+        from ember._shared_memory import share
+        share(self)
+        return self
+
+    def is_shared(self):
+        """Whether this tensor's memory is shared memory (always True for CUDA tensors)."""
+        from ember._shared_memory import is_shared
+        return is_shared(self)
+
+    def untyped_storage(self):
+        """The bytes of the memory this tensor's view root owns, as an UntypedStorage."""
+        from ember._storage import untyped_storage
+        return untyped_storage(self)
+
+    def storage(self):
+        """This tensor's memory as a TypedStorage of its dtype (deprecated, as in PyTorch)."""
+        from ember._storage import typed_storage
+        return typed_storage(self)
+
     def is_floating_point(self):
         """Whether the dtype is a floating-point type."""
         return self.dtype.category == _dtype.FLOATING

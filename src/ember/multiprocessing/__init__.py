@@ -2,8 +2,10 @@
 multiprocessing, plus PyTorch's sharing-strategy switches and ``spawn``/``start_processes``,
 which run ``fn(i, *args)`` in ``nprocs`` processes and re-raise a child's failure.
 
-ember tensors travel between processes by pickling (their values are copied), so the
-sharing strategy is recorded and reported as PyTorch's is but changes nothing.
+Tensors moved into shared memory (``share_memory_``, ``Module.share_memory``) travel
+between processes by the name of their segment, so every process sees the same memory;
+other tensors are copied. The sharing strategy is recorded and reported as PyTorch's is but
+changes nothing (ember's segments work the same way under both).
 """
 
 import multiprocessing

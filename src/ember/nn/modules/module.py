@@ -414,7 +414,13 @@ class Module(StateDict):
                 p.grad.zero_()
 
     def share_memory(self):
-        """No-op on ember (no shared-memory tensors); returns self."""
+        """Move every parameter, gradient and buffer into shared memory; returns self."""
+        for p in self.parameters():
+            p.share_memory_()
+            if p.grad is not None:
+                p.grad.share_memory_()
+        for b in self.buffers():
+            b.share_memory_()
         return self
 
     def apply(self, fn):

@@ -1,0 +1,202 @@
+"""Storages (``torch.UntypedStorage``, ``torch.TypedStorage``): the memory of a tensor's view
+root, as bytes or as elements of the tensor's dtype.
+
+ember keeps no storage objects of its own: a storage is a handle on the tensor that owns the
+memory (a view's ``_view[0]``, else the tensor itself), and reads its address, size and
+values from that tensor's array. A view and its base therefore give storages with the same
+``data_ptr()`` and ``nbytes()``.
+"""
+
+import operator
+import warnings
+
+from ember import _dtype
+from ember._tensor import _address, _make, _to_host
+from ember.backend import xp_of
+
+__all__ = ["UntypedStorage", "TypedStorage", "untyped_storage", "typed_storage"]
+
+_TYPED_STORAGE_WARNING = (
+    "TypedStorage is deprecated. It will be removed in the future and UntypedStorage will be "
+    "the only storage class. This should only matter to you if you are using storages "
+    "directly.  To access UntypedStorage directly, use tensor.untyped_storage() instead of "
+    "tensor.storage()")
+_warned = [False]
+
+
+def _warn_typed_storage_removal(stacklevel=2):
+    """Warn that TypedStorage is deprecated, once per process (as PyTorch)."""
+    if not _warned[0]:
+        warnings.warn(_TYPED_STORAGE_WARNING, UserWarning, stacklevel=stacklevel + 1)
+        _warned[0] = True
+
+
+def _reset_warn_typed_storage_removal():
+    """Let the next TypedStorage use warn again."""
+    _warned[0] = False
+
+
+def extent(array):
+    """The byte range ``[lo, hi)`` an array's elements span (``lo == hi`` when empty)."""
+    lo = hi = _address(array)
+    if array.size == 0:
+        return lo, lo
+    for n, st in zip(array.shape, array.strides):
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + array.itemsize
+
+
+def _root(t):
+    return t if t._view is None else t._view[0]
+
+
+class _Storage:
+    __slots__ = ("_root",)
+
+    @classmethod
+    def _of(cls, root):
+        s = object.__new__(cls)
+        s._root = root
+        return s
+
+    def data_ptr(self):
+        """The address of the first byte."""
+        return extent(self._root._data)[0]
+
+    def nbytes(self):
+        """The size in bytes."""
+        lo, hi = extent(self._root._data)
+        return hi - lo
+
+    @property
+    def device(self):
+        return self._root.device
+
+    @property
+    def is_cuda(self):
+        return self._root.is_cuda
+
+    def is_shared(self):
+        """Whether the memory is shared memory (always True on CUDA)."""
+        return self._root.is_shared()
+
+    def share_memory_(self):
+        """Move the memory into shared memory (see ``Tensor.share_memory_``); returns self."""
+        self._root.share_memory_()
+        return self
+
+    def _flat(self, np_dtype):
+        """The whole memory as a flat backend array of ``np_dtype``."""
+        arr = self._root._data
+        xp = xp_of(arr)
+        # flip the axes walked backwards so the first element is the lowest address
+        arr = arr[tuple(slice(None, None, -1) if st < 0 else slice(None)
+                        for st in arr.strides)]
+        n = self.nbytes() // arr.itemsize
+        flat = xp.lib.stride_tricks.as_strided(arr, shape=(n,), strides=(arr.itemsize,))
+        return flat.view(np_dtype)
+
+    def __len__(self):
+        return self.size()
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def __getitem__(self, index):
+        if not hasattr(index, "__index__"):
+            raise TypeError(f"can't index a ember.{type(self).__name__} with "
+                            f"{type(index).__name__}")
+        n = self.size()
+        i = operator.index(index)
+        i = i + n if i < 0 else i
+        if not 0 <= i < n:
+            raise IndexError(f"index {i} out of range for storage of size {n}")
+        return self.tolist()[i]
+
+    def __repr__(self):
+        body = " " + "\n ".join(map(str, self.tolist()))
+        return (f"{body}\n[ember.storage.{type(self).__name__}({self._describe()}) "
+                f"of size {self.size()}]")
+
+    __str__ = __repr__
+
+
+class UntypedStorage(_Storage):
+    """The bytes of a tensor's memory (``torch.UntypedStorage``); ``UntypedStorage(n)`` makes
+    ``n`` new zero bytes."""
+
+    __slots__ = ()
+
+    def __new__(cls, size=0, *, device=None):
+        from ember._creation import zeros
+        return cls._of(zeros(size, dtype=_dtype.uint8, device=device))
+
+    def size(self):
+        """The size in bytes."""
+        return self.nbytes()
+
+    def element_size(self):
+        """Bytes per element: 1."""
+        return 1
+
+    def untyped(self):
+        """This storage."""
+        return self
+
+    def tolist(self):
+        """The bytes as a list of ints."""
+        return _to_host(self._flat(_dtype.uint8.np)).tolist()
+
+    def _describe(self):
+        return f"device={self.device}"
+
+
+class TypedStorage(_Storage):
+    """A tensor's memory as elements of its dtype (``torch.TypedStorage``, deprecated);
+    ``TypedStorage(n or sequence, dtype=...)`` makes a new one."""
+
+    __slots__ = ()
+
+    def __new__(cls, data=0, *, dtype=None, device=None):
+        from ember._creation import tensor, zeros
+        _warn_typed_storage_removal()
+        if isinstance(data, int):
+            return cls._of(zeros(data, dtype=dtype, device=device))
+        return cls._of(tensor(list(data), dtype=dtype, device=device))
+
+    @property
+    def dtype(self):
+        return self._root.dtype
+
+    def element_size(self):
+        """Bytes per element."""
+        return self._root.element_size()
+
+    def size(self):
+        """The number of elements."""
+        return self.nbytes() // self.element_size()
+
+    def untyped(self):
+        """The same memory as an UntypedStorage."""
+        return UntypedStorage._of(self._root)
+
+    def tolist(self):
+        """The elements as a list of Python numbers."""
+        return _make(self._flat(self._root._data.dtype)).tolist()
+
+    def _describe(self):
+        return f"dtype={self.dtype}, device={self.device}"
+
+
+def untyped_storage(t):
+    """The UntypedStorage of tensor ``t``'s memory."""
+    return UntypedStorage._of(_root(t))
+
+
+def typed_storage(t):
+    """The TypedStorage of tensor ``t``'s memory (warns as deprecated, once)."""
+    _warn_typed_storage_removal(stacklevel=3)
+    return TypedStorage._of(_root(t))
