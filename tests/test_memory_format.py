@@ -78,3 +78,25 @@ def test_converting_only_the_convolutions_weights():
     assert not model[3][0].weight.is_contiguous(memory_format=ember.channels_last_3d)
     nn.utils.convert_conv3d_weight_memory_format(model, ember.channels_last_3d)
     assert model[3][0].weight.is_contiguous(memory_format=ember.channels_last_3d)
+
+
+@pytest.mark.parametrize("make, strides", [
+    (lambda: ember.zeros(3, 2).t(), (1, 2)),
+    (lambda: ember.zeros(2, 3, 4, 5).permute(0, 2, 3, 1), (60, 5, 1, 20)),
+    (lambda: ember.zeros(4, 6)[:, ::2], (3, 1)),                  # not dense: packed
+    (lambda: ember.zeros(1, 4).expand(3, 4), (4, 1)),             # overlapping: row-major
+])
+def test_preserve_format_keeps_the_inputs_layout(make, strides):
+    x = make()
+    assert x.clone().stride() == strides and ember.empty_like(x).stride() == strides
+    assert ember.zeros_like(x).stride() == strides and ember.equal(x.clone(), x)
+
+
+def test_empty_strided_has_the_strides_asked_for():
+    x = ember.empty_strided((3, 2), (1, 3))
+    assert x.stride() == (1, 3) and not x.is_contiguous()
+    x.copy_(ember.arange(6.0).view(3, 2))
+    assert x.tolist() == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    with pytest.raises(RuntimeError, match=r"dimensionality of sizes \(2\) must match "
+                                           r"dimensionality of strides \(1\)"):
+        ember.empty_strided((3, 2), (1,))

@@ -10,7 +10,7 @@ from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
 from ember._tensor import Size, Tensor, _make
-from ember._memory_format import format_of, lay_out, memory_order, preserve_format
+from ember._memory_format import lay_out, memory_order, preserve_format, preserving_order
 from ember.backend import array_from_dlpack, cuda_backend, xp_for, xp_of
 
 __all__ = [
@@ -289,8 +289,20 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
 
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
                   requires_grad=False, pin_memory=False):
-    """An uninitialized tensor; ember allocates it contiguously whatever ``stride`` says."""
-    return empty(size, dtype=dtype, device=device, requires_grad=requires_grad)
+    """An uninitialized tensor of shape ``size`` laid out with strides ``stride`` (in
+    elements) over memory just large enough to hold it."""
+    from ember.ops.shape import int_tuple
+    shape = _size((size,))
+    strides = int_tuple(stride, "empty_strided(): argument 'stride' (position 2)")
+    if len(strides) != len(shape):
+        raise RuntimeError(f"dimensionality of sizes ({len(shape)}) must match dimensionality "
+                           f"of strides ({len(strides)})")
+    if any(s < 0 for s in strides):
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)} and "
+                           f"strides={list(strides)}")
+    n = 0 if 0 in shape else 1 + sum((d - 1) * s for d, s in zip(shape, strides))
+    out = empty(n, dtype=dtype, device=device).as_strided(shape, strides)
+    return out.requires_grad_() if requires_grad else out
 
 
 def _fill_dtype(value):
@@ -320,9 +332,12 @@ def in_format(t, memory_format, like=None):
     """``t``, a tensor just made, laid out in ``memory_format`` (by default, or with
     ``preserve_format``, the format of ``like`` when given: the ``*_like`` factories')."""
     if memory_format is None or memory_format is preserve_format:
-        if like is None:
+        if like is None or preserving_order(like._data) == "C":
             return t
-        memory_format = format_of(like._data)
+        laid = xp_of(t._data).empty_like(like._data, dtype=t._data.dtype, order="K")
+        laid[...] = t._data
+        t._data = laid
+        return t
     order = memory_order(memory_format, t.ndim)
     if order is not None:
         t._data = lay_out(xp_of(t._data), t._data, order)

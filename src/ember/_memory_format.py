@@ -63,12 +63,7 @@ def lay_out(xp, array, order):
     return xp.ascontiguousarray(array.transpose(order)).transpose(inverse)
 
 
-def format_of(array):
-    """The format ``preserve_format`` keeps for ``array``: a channels-last one when it is laid
-    out so (and not also row-major), else ``contiguous_format``."""
-    if array.flags.c_contiguous:
-        return contiguous_format
-    for fmt, (rank, order) in _ORDERS.items():
-        if array.ndim == rank and laid_out(array, order):
-            return fmt
-    return contiguous_format
+def preserving_order(array):
+    """The NumPy order of a copy laid out as PyTorch's ``preserve_format`` lays it out: the
+    array's own dim order, densely ("K"); row-major for an expanded (overlapping) array."""
+    return "C" if array.flags.c_contiguous or 0 in array.strides else "K"

@@ -8,8 +8,8 @@ import numpy as np
 from ember import _dtype as D
 from ember._device import as_device
 from ember._legacy_types import legacy_type
-from ember._memory_format import (contiguous_format, format_of, laid_out, lay_out,
-                                  memory_order, preserve_format)
+from ember._memory_format import (contiguous_format, laid_out, lay_out, memory_order,
+                                  preserve_format, preserving_order)
 from ember._tensor import Tensor, _make
 from ember.backend import cuda_backend, cuda_initialized, device_of, xp_of
 from ember.ops._registry import broadcast_message, call, op
@@ -210,10 +210,10 @@ def _(grad, x):
 
 @op("clone(input, *, memory_format=None)", saves_inputs=False)
 def clone(xp, x, memory_format):
-    """A copy of ``input`` that is still connected to the graph, row-major or in
-    ``memory_format`` (by default, a channels-last input's format is kept)."""
+    """A copy of ``input`` that is still connected to the graph, in ``memory_format`` (by
+    default the input's own layout: a transposed or channels-last input keeps its strides)."""
     if memory_format is None or memory_format is preserve_format:
-        memory_format = format_of(x)
+        return x.copy(order=preserving_order(x))
     order = memory_order(memory_format, x.ndim)
     return x.copy() if order is None else lay_out(xp, x, order)
 
