@@ -8,7 +8,7 @@ and, as in PyTorch, carries no gradient.
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.ops._registry import op
+from ember.ops._registry import REGISTRY, call, op
 
 __all__ = []
 
@@ -51,11 +51,11 @@ def view_dtype(x, dtype):
 
 def install():
     """Put the dtype-aware ``Tensor.view`` in front of the generated shape view."""
-    view_shape = Tensor.view
+    view_shape, view_op = Tensor.view, REGISTRY["view"]
 
     def view(self, *args, **kwargs):
-        if args and type(args[0]) is int:                   # x.view(2, 3): the common form
-            return view_shape(self, *args, **kwargs)
+        if args and type(args[0]) is int and not kwargs:    # x.view(2, 3): the common form,
+            return call(view_op, (self,), (args,))          # as directly as the generated one
         dtype = args[0] if len(args) == 1 and not kwargs else kwargs.get("dtype")
         if isinstance(dtype, D.dtype) and len(args) + len(kwargs) == 1:
             return view_dtype(self, dtype)
