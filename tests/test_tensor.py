@@ -252,3 +252,11 @@ def test_a_tuple_plus_a_size_is_a_size():
 def test_empty_tensors_are_contiguous():
     assert ember.zeros(0, 3).is_contiguous() and ember.empty(2, 0).is_contiguous()
     assert ember.zeros(3, 4)[:, :0].is_contiguous()
+
+
+def test_size_takes_ints_only():
+    assert ember.Size([True, ember.tensor([2])]) == (1, 2)
+    with pytest.raises(TypeError, match=r"takes an iterable of 'int' \(item 1 is 'float'\)"):
+        ember.Size([2, 2.5])
+    with pytest.raises(TypeError, match=r"\(item 0 is 'Tensor'\)"):
+        ember.Size([ember.tensor(2.0)])

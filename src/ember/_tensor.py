@@ -1,5 +1,7 @@
 """Tensor: one backend array plus autograd state. Op methods are attached by the registry."""
 
+import numbers
+import operator
 import warnings
 
 import numpy as np
@@ -15,6 +17,12 @@ class Size(tuple):
 
     __slots__ = ()
 
+    def __new__(cls, sizes=()):
+        sizes = tuple(sizes)
+        if any(type(s) is not int for s in sizes):
+            sizes = tuple(_size_entry(s, i) for i, s in enumerate(sizes))
+        return tuple.__new__(cls, sizes)
+
     def __repr__(self):
         return f"ember.Size([{', '.join(map(str, self))}])"
 
@@ -27,7 +35,7 @@ class Size(tuple):
 
     def __getitem__(self, key):
         out = tuple.__getitem__(self, key)
-        return Size(out) if isinstance(key, slice) else out
+        return _shape(out) if isinstance(key, slice) else out
 
     def __add__(self, other):
         return Size(tuple.__add__(self, other))
@@ -39,6 +47,25 @@ class Size(tuple):
 
     def __reduce__(self):
         return (Size, (tuple(self),))
+
+
+def _size_entry(value, i):
+    """A Size entry from ``value``: ints (NumPy's too) as they are, bools and one-element
+    integer tensors as ints; anything else raises PyTorch's TypeError."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return value
+    if isinstance(value, bool):
+        return int(value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"ember.Size() takes an iterable of 'int' (item {i} is "
+                        f"'{type(value).__name__}')") from None
+
+
+def _shape(dims):
+    """A Size of dims known to be ints (an array's shape), without checking them."""
+    return tuple.__new__(Size, dims)
 
 
 class _Version:
@@ -88,7 +115,7 @@ class Tensor:
 
     @property
     def shape(self):
-        return Size(self._data.shape)
+        return _shape(self._data.shape)
 
     @property
     def device(self):
@@ -131,7 +158,7 @@ class Tensor:
     def size(self, dim=None):
         """The shape, or the length of one dimension."""
         if dim is None:
-            return Size(self._data.shape)
+            return _shape(self._data.shape)
         return self._data.shape[_wrap_dim(dim, self._data.ndim)]
 
     def dim(self):
