@@ -260,3 +260,22 @@ def test_size_takes_ints_only():
         ember.Size([2, 2.5])
     with pytest.raises(TypeError, match=r"\(item 0 is 'Tensor'\)"):
         ember.Size([ember.tensor(2.0)])
+
+
+def test_detach_keeps_the_storage_it_came_from():
+    x = ember.arange(10.0)
+    d = x[2:].detach()
+    assert d.storage_offset() == 2 and d[3:].storage_offset() == 5
+    assert d.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert d.as_strided((2,), (1,), 0).tolist() == [0.0, 1.0]
+
+
+def test_a_detached_result_does_not_keep_its_graph_alive():
+    import gc
+    import weakref
+    w = ember.randn(3, requires_grad=True)
+    loss = (w * 2).sum()
+    ref, logged = weakref.ref(loss), loss.detach()
+    del loss
+    gc.collect()
+    assert ref() is None and logged.storage_offset() == 0

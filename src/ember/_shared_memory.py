@@ -30,6 +30,7 @@ from multiprocessing.shared_memory import SharedMemory
 import numpy as np
 
 from ember._storage import extent
+from ember._tensor import _storage_root
 from ember.serialization._pickler import StorageArray
 
 __all__ = ["share", "is_shared", "segment_of"]
@@ -158,7 +159,7 @@ def share(t):
     _register(type(t))
     if type(t._data) is not np.ndarray or is_shared(t):
         return
-    root = t if t._view is None else t._view[0]
+    root = _storage_root(t)
     old = root._data
     lo, hi = extent(old)
     seg = _allocate(hi - lo)

@@ -11,7 +11,7 @@ import operator
 import warnings
 
 from ember import _dtype
-from ember._tensor import _address, _make, _to_host
+from ember._tensor import _address, _make, _storage_root, _to_host
 from ember.backend import xp_of
 
 __all__ = ["UntypedStorage", "TypedStorage", "untyped_storage", "typed_storage"]
@@ -50,7 +50,7 @@ def extent(array):
 
 
 def _root(t):
-    return t if t._view is None else t._view[0]
+    return _storage_root(t)
 
 
 class _Storage:

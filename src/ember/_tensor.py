@@ -3,6 +3,7 @@
 import numbers
 import operator
 import warnings
+import weakref
 
 import numpy as np
 
@@ -208,10 +209,10 @@ class Tensor:
 
     def storage_offset(self):
         """Offset in elements from the start of the memory this tensor's base owns."""
-        if self._view is None:
+        root = _storage_root(self)
+        if root is self:
             return 0
-        base = self._view[0]._data
-        return (_address(self._data) - _address(base)) // self._data.itemsize
+        return (_address(self._data) - _address(root._data)) // self._data.itemsize
 
     def data_ptr(self):
         """The address of the first element."""
@@ -513,6 +514,9 @@ class Tensor:
         """A tensor sharing memory and version with this one, cut from the graph."""
         out = _make(self._data)
         out._vc = self._shared_version()
+        # the same memory, but no view for autograd: a weak reference, so that a detached
+        # result (a logged loss) does not keep the graph of the tensor it came from alive
+        out._meta = {"storage_root": weakref.ref(_storage_root(self))}
         return out
 
     def detach_(self):
@@ -543,6 +547,19 @@ class Tensor:
 
 
 _new = object.__new__
+
+
+def _storage_root(t):
+    """The tensor whose memory ``t`` lies in: the base ``t`` views, the tensor it was detached
+    from (its root), or ``t`` itself."""
+    if t._view is not None:
+        t = t._view[0]
+    meta = t._meta
+    if meta is not None and "storage_root" in meta:
+        root = meta["storage_root"]()
+        if root is not None:
+            return root
+    return t
 
 
 def _make(array, cls=Tensor):

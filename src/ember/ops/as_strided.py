@@ -19,7 +19,7 @@ the input elements viewing the same one (an expanded input), as in PyTorch.
 import warnings
 
 from ember._creation import zeros
-from ember._tensor import Tensor, _address
+from ember._tensor import Tensor, _address, _storage_root
 from ember.ops._inplace import call_inplace
 from ember.ops._reduce import constant
 from ember.ops._registry import call, op
@@ -92,7 +92,7 @@ def _extent(a):
 def _locate(t):
     """(the array holding tensor ``t``'s storage, ``t``'s offset in it in elements)."""
     a = t._data
-    root = t if t._view is None else t._view[0]
+    root = _storage_root(t)
     store = root._data
     if root._meta and _KEPT in root._meta:
         store = root._meta[_KEPT]
