@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember._tensor import _make
+from ember._tensor import _make, _storage_root
 from ember.backend import xp_of
 from ember.testing import assert_close
 
@@ -49,7 +49,7 @@ def _to_cuda(t):
     copy of the memory it views), as ops that check layouts (view_as_complex) need."""
     requires_grad, t = t.requires_grad, t.detach()
     if t.numel() and (not t.is_contiguous() or t.storage_offset()):
-        owner = t._base._data if t._base is not None else t._data
+        owner = _storage_root(t)._data                 # the base, or what t was detached from
         offset, item = t.storage_offset(), owner.itemsize
         span = offset + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
         memory = np.lib.stride_tricks.as_strided(owner, (span,), (item,))   # in memory order
