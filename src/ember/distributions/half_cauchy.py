@@ -3,7 +3,7 @@
 import math
 
 import ember
-from ember.distributions import constraints
+from ember.distributions import _folded, constraints
 from ember.distributions.cauchy import Cauchy
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.transforms import AbsTransform
@@ -46,20 +46,13 @@ class HalfCauchy(TransformedDistribution):
         return self.base_dist.variance
 
     def log_prob(self, value):
-        # the density doubles on [0, inf) and vanishes below 0
-        if self._validate_args:
-            self._validate_sample(value)
-        value = ember.as_tensor(value, dtype=self.scale.dtype, device=self.scale.device)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return ember.where(value >= 0, log_prob, -math.inf)
+        return _folded.log_prob(self, value)
 
     def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
+        return _folded.cdf(self, value)
 
     def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
+        return _folded.icdf(self, prob)
 
     def entropy(self):
-        return self.base_dist.entropy() - math.log(2)
+        return _folded.entropy(self)
