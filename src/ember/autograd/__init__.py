@@ -5,7 +5,7 @@ from ember.autograd.engine import run_backward
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
-from ember.autograd.graph import history
+from ember.autograd.graph import GradientEdge, history
 from ember.autograd import profiler, profiler_util  # noqa: F401
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
@@ -17,7 +17,14 @@ def _as_tuple(x):
     if x is None:
         return ()
     from ember._tensor import Tensor
-    return (x,) if isinstance(x, Tensor) else tuple(x)
+    return (x,) if isinstance(x, (Tensor, GradientEdge)) else tuple(x)
+
+
+def _target(t):
+    """The (node, output_nr) edge of a tensor or GradientEdge to differentiate against."""
+    if isinstance(t, GradientEdge):
+        return t.node, t.output_nr
+    return history(t)
 
 
 def _make_grads(outputs, grads):
@@ -63,7 +70,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         inputs = _as_tuple(inputs)
         if not inputs:
             raise RuntimeError("'inputs' argument to backward() cannot be empty.")
-        targets = [history(t) for t in inputs]
+        targets = [_target(t) for t in inputs]
         run_backward(roots, grads, retain_graph, create_graph, targets=targets,
                      accumulate_into_grad=list(inputs))
     else:
@@ -89,7 +96,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
     for t in inputs:
-        if not t.requires_grad:
+        if not isinstance(t, GradientEdge) and not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     grads = list(_as_tuple(grad_outputs))
     grads = grads + [None] * (len(outputs) - len(grads))
@@ -97,12 +104,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         retain_graph = create_graph
     roots = _roots(outputs)
     grads = _make_grads(outputs, grads)
-    targets = [history(t) for t in inputs]
+    targets = [_target(t) for t in inputs]
     found = run_backward(roots, grads, retain_graph, create_graph, targets=targets)
     result = []
     for t, g in zip(inputs, found):
         if g is None:
-            if materialize_grads:
+            if materialize_grads and not isinstance(t, GradientEdge):
                 from ember._creation import zeros_like
                 g = zeros_like(t)
             elif not allow_unused:

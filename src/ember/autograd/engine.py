@@ -5,6 +5,7 @@ recently created first among those ready, as PyTorch's engine orders them.
 """
 
 import heapq
+import threading
 import warnings
 
 from ember.amp._state import suspended as amp_suspended
@@ -13,7 +14,7 @@ from ember.autograd.graph import AccumulateGrad, accumulate, leaf_hooks, post_ac
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import SEVERAL_GPUS, device_guard, operands_gpu_elsewhere
 
-__all__ = ["run_backward"]
+__all__ = ["run_backward", "queue_callback"]
 
 
 def _discover(roots):
@@ -95,6 +96,8 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
 
     prev_mode = _GRAD.grad_enabled
     _GRAD.grad_enabled = create_graph
+    callbacks = []
+    _FINAL.stacks.append(callbacks)
     try:
         with amp_suspended():       # derivatives compute in their forwards' dtypes
             while ready:
@@ -112,9 +115,27 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
                     deps[nxt] = left
                     if left == 0 and (run_set is None or nxt in run_set):
                         heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+        while callbacks:
+            callbacks.pop(0)()
     finally:
+        _FINAL.stacks.pop()
         _GRAD.grad_enabled = prev_mode
     return captured
+
+
+class _FinalCallbacks(threading.local):
+    def __init__(self):
+        self.stacks = []                # one list per backward running in this thread
+
+
+_FINAL = _FinalCallbacks()
+
+
+def queue_callback(callback):
+    """Run ``callback()`` once the backward pass now running has finished its graph."""
+    if not _FINAL.stacks:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    _FINAL.stacks[-1].append(callback)
 
 
 def _add_to_buffer(buffers, node, nr, grad):

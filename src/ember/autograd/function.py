@@ -9,13 +9,18 @@ import functools
 
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.autograd.graph import Node, _modified_message, conform, history
+from ember.autograd.graph import _PACKED, Node, _modified_message, conform, history
+from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
+from ember.autograd.saved_hooks import Packed
+from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
 
 class FunctionCtx:
     """What ``forward`` may record for ``backward`` (mixed into the backward node)."""
+
+    _packed = None                      # the saved tensors, when saved-tensor hooks took them
 
     def save_for_backward(self, *tensors):
         """Keep tensors (or None) for backward; read them back as ``ctx.saved_tensors``."""
@@ -30,6 +35,9 @@ class FunctionCtx:
         if self._saved is None:
             from ember.autograd.graph import _FREED
             raise RuntimeError(_FREED)
+        if self._packed is not None:            # PyTorch checks no versions then
+            unpacked = iter(self._packed.inputs())
+            return tuple(None if t is None else next(unpacked) for t, _ in self._saved)
         out = []
         for t, version in self._saved:
             if t is not None and t._version != version:
@@ -108,6 +116,7 @@ class BackwardFunction(FunctionCtx, Node):
 
     def _release(self):
         self._saved = None
+        self._packed = None
 
 
 class Function:
@@ -200,6 +209,11 @@ def _wrap_outputs(ctx, args, output, record):
             out._output_nr = nr
     ctx._saved = tuple((t, t._version if t is not None else 0) for t in ctx._to_save)
     ctx._to_save = ()
+    if record and SAVED_HOOKS_ACTIVE[0] and any(t is not None for t, _ in ctx._saved):
+        hooks = current_saved_hooks()
+        if hooks is not None:
+            ctx._packed = Packed(hooks, [t for t, _ in ctx._saved if t is not None], ())
+            ctx._saved = tuple((None if t is None else _PACKED, 0) for t, _ in ctx._saved)
     return wrapped[0] if single else tuple(wrapped)
 
 

@@ -8,13 +8,16 @@ differentiable input, ``(None, 0)`` where the input needs no gradient.
 
 import itertools
 import weakref
+from typing import NamedTuple
 
 from ember._hook_handles import RemovableHandle
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
 
 __all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle",
-           "carries_gradient"]
+           "carries_gradient", "GradientEdge", "get_gradient_edge", "increment_version",
+           "register_multi_grad_hook", "saved_tensors_hooks", "save_on_cpu",
+           "disable_saved_tensors_hooks"]
 
 _sequence = itertools.count()
 
@@ -171,9 +174,33 @@ class OpNode(Node):
             self._inputs = None
             self._out = None
 
+    def _pack_saved(self, hooks, outputs):
+        """Hand the tensors this node saved to saved-tensor hooks, keeping what they return
+        (a ``Packed`` in ``_released``) in place of the tensors."""
+        from ember._tensor import Tensor
+        from ember.autograd.saved_hooks import Packed
+        saved, lengths = self._inputs
+        inputs = [x for x in saved if isinstance(x, Tensor)] if self._versions is not None \
+            else []
+        outs = () if self._out is None else outputs if type(outputs) is tuple else (outputs,)
+        if not inputs and not outs:
+            return
+        self._released = Packed(hooks, inputs, outs)
+        if inputs:
+            self._inputs = ([_PACKED if isinstance(x, Tensor) else x for x in saved], lengths)
+        if outs:
+            self._out = (None,) + self._out[1:]
+
     def _unpack_inputs(self):
-        if self._released:
-            raise RuntimeError(_FREED)
+        released = self._released
+        if released:
+            if released is True:
+                raise RuntimeError(_FREED)
+            saved, lengths = self._inputs       # packed: PyTorch checks no versions then
+            if _PACKED not in saved:
+                return self._inputs
+            unpacked = iter(released.inputs())
+            return [next(unpacked) if x is _PACKED else x for x in saved], lengths
         inputs = self._inputs
         if self._versions is not None:
             for t, v in zip(inputs[0], self._versions):
@@ -184,7 +211,9 @@ class OpNode(Node):
     def _unpack_output(self):
         from ember._tensor import _make
         arrays, vc, version = self._out
-        if vc.value != version:
+        if self._released:                      # packed (a freed node fails to unpack inputs)
+            arrays = self._released.output_arrays()
+        elif vc.value != version:
             raise RuntimeError(_modified_message(None, version, vc.value, self))
         outs = []
         for nr, arr in enumerate(arrays):
@@ -220,6 +249,9 @@ class OpNode(Node):
         result = op.flatten_grads(result)
         return [None if meta is None or g is None else conform(g, meta)
                 for g, meta in zip(result, self._in_meta)]
+
+
+_PACKED = object()                      # where a saved input was handed to a pack hook
 
 
 def _zeros_like_output(node, index):
@@ -401,3 +433,84 @@ def post_accumulate_hooks(t):
     """Post-accumulate hooks of a leaf, or None."""
     meta = t._meta
     return None if meta is None else meta.get("post_acc_hooks")
+
+
+
+# --- edges and hooks over several tensors (torch.autograd.graph's public helpers) -------------
+
+class GradientEdge(NamedTuple):
+    """Where a tensor's gradient enters the graph: a node and which of its inputs (accepted
+    by ``autograd.grad`` in place of the tensor)."""
+
+    node: Node
+    output_nr: int
+    ownership_token: object = None
+
+
+def get_gradient_edge(tensor):
+    """The ``GradientEdge`` through which ``tensor``'s gradient flows."""
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does "
+                           "not require gradients")
+    return GradientEdge(*history(tensor))
+
+
+def increment_version(tensor):
+    """Bump the version counter of ``tensor`` (or of each tensor in an iterable), as an
+    in-place write would, so that backward notices the change."""
+    from ember._tensor import Tensor
+    for t in (tensor,) if isinstance(tensor, Tensor) else tensor:
+        t._bump_version()
+
+
+class _MultiHandle:
+    """The handle of a multi-grad hook: removes the hook from every tensor."""
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        """Unregister the hook from all its tensors."""
+        for handle in self.handles:
+            handle.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """Call ``fn`` once per backward over ``tensors``: with all their gradients (None for those
+    the backward did not reach) in mode "all", with the first one computed in mode "any"."""
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    from ember.autograd.engine import queue_callback
+    tensors = tuple(tensors)
+    grads = [None] * len(tensors)
+    started = [False]                   # within the current backward
+
+    def finish():
+        got = tuple(grads)
+        started[0] = False
+        grads[:] = [None] * len(tensors)
+        if mode == "all":
+            fn(got)
+
+    def hook_for(i):
+        def hook(grad):
+            if not started[0]:
+                started[0] = True
+                queue_callback(finish)
+                if mode == "any":
+                    fn(grad)
+            grads[i] = grad if mode == "all" else None
+        return hook
+
+    return _MultiHandle([t.register_hook(hook_for(i)) for i, t in enumerate(tensors)
+                         if t.requires_grad])
+
+
+from ember.autograd.saved_hooks import (disable_saved_tensors_hooks, save_on_cpu,  # noqa: E402
+                                        saved_tensors_hooks)

@@ -26,3 +26,16 @@ class Variable(metaclass=_VariableMeta):
             warnings.warn("volatile was removed and now has no effect. Use `with "
                           "torch.no_grad():` instead.", UserWarning, stacklevel=2)
         return data.detach().requires_grad_(requires_grad)
+
+
+class _ExecutionEngine:
+    """The backward engine as ``Variable._execution_engine`` shows it to hooks."""
+
+    @staticmethod
+    def queue_callback(callback):
+        """Run ``callback()`` when the backward pass now running finishes."""
+        from ember.autograd.engine import queue_callback
+        queue_callback(callback)
+
+
+Variable._execution_engine = _ExecutionEngine()

@@ -31,6 +31,8 @@ from ember.amp._state import STATE as _AMP
 from ember.amp.autocast_mode import cast_operands
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, OpNode, history
+from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
+from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 from ember.backend import (SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard, device_of,
                            device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp, xp_of)
 from ember.ops._promotion import compute_dtype
@@ -457,14 +459,20 @@ def _record(op, flat, lengths, params, outputs):
                 edges.append(_NO_EDGE)
                 in_meta.append(None)
     if type(outputs) is tuple:
-        return _record_outputs(op, edges, saved, lengths, versions, params, in_meta, outputs)
-    saved_out = None
-    if op.needs_output:
-        vc = outputs._shared_version()
-        saved_out = ((outputs._data,), vc, vc.value)
-    node = op.node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
-    if outputs._data.dtype.kind in _DIFFERENTIABLE_KINDS:
-        outputs._grad_fn = node
+        node = _record_outputs(op, edges, saved, lengths, versions, params, in_meta, outputs)
+    else:
+        saved_out = None
+        if op.needs_output:
+            vc = outputs._shared_version()
+            saved_out = ((outputs._data,), vc, vc.value)
+        node = op.node_class(tuple(edges), (saved, lengths), versions, params, in_meta,
+                             saved_out)
+        if outputs._data.dtype.kind in _DIFFERENTIABLE_KINDS:
+            outputs._grad_fn = node
+    if SAVED_HOOKS_ACTIVE[0]:
+        hooks = current_saved_hooks()
+        if hooks is not None:
+            node._pack_saved(hooks, outputs)
     return node
 
 

@@ -1,0 +1,143 @@
+"""Saved-tensor hooks: what autograd keeps for backward passes through user functions.
+
+Inside ``saved_tensors_hooks(pack, unpack)`` every tensor an op (or a custom Function's
+``save_for_backward``) keeps for backward is handed to ``pack`` at once, and only what
+``pack`` returns is kept; backward gets the tensor back from ``unpack``. ``save_on_cpu``
+parks saved activations in host memory this way.
+
+Recording stays free of this when no hooks are on: a node checks one global count
+(``ACTIVE``) and only then the calling thread's stack of hooks.
+"""
+
+import threading
+
+from ember.autograd.grad_mode import STATE as _GRAD
+
+__all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks"]
+
+ACTIVE = [0]                            # hook contexts open in any thread
+_LOCK = threading.Lock()
+
+
+class _State(threading.local):
+    stack = ()                          # (pack, unpack) pairs, innermost last
+    disabled = None                     # the message of disable_saved_tensors_hooks
+
+
+_STATE = _State()
+
+
+def current_hooks():
+    """This thread's innermost ``(pack, unpack)`` pair, or None."""
+    stack = _STATE.stack
+    return stack[-1] if stack else None
+
+
+class saved_tensors_hooks:
+    """Pack each tensor saved for backward with ``pack_hook``; unpack it with ``unpack_hook``.
+
+    ``pack_hook(tensor)`` may return any object; ``unpack_hook(that object)`` must return a
+    tensor with the original's values. Hooks nest: the innermost pair applies."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        if _STATE.disabled is not None:
+            raise RuntimeError(_STATE.disabled)
+        _STATE.stack = _STATE.stack + ((self.pack_hook, self.unpack_hook),)
+        with _LOCK:
+            ACTIVE[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        _STATE.stack = _STATE.stack[:-1]
+        with _LOCK:
+            ACTIVE[0] -= 1
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Keep tensors saved for backward in CPU memory (pinned if ``pin_memory``), moving them
+    back to their device when backward needs them."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        def pack(tensor):
+            if not pin_memory or tensor.device.type == "cpu":
+                return tensor.device, tensor.cpu()
+            host = tensor.new_empty(tensor.shape, device="cpu", pin_memory=True)
+            host.copy_(tensor)
+            return tensor.device, host
+
+        def unpack(packed):
+            device, tensor = packed
+            return tensor.to(device, non_blocking=pin_memory)
+
+        super().__init__(pack, unpack)
+
+
+class disable_saved_tensors_hooks:
+    """Within this block, entering saved-tensor hooks raises ``RuntimeError(error_message)``;
+    so does entering this block while hooks are on."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        if _STATE.stack:
+            raise RuntimeError(self.error_message)
+        self._prev = _STATE.disabled
+        _STATE.disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _STATE.disabled = self._prev
+
+
+class Packed:
+    """What one node saved, as ``pack`` returned it: its saved inputs, then its outputs."""
+
+    __slots__ = ("_unpack", "_values", "_edges")
+
+    def __init__(self, hooks, inputs, outputs):
+        pack, self._unpack = hooks
+        prev = _GRAD.grad_enabled
+        _GRAD.grad_enabled = False      # pack hooks run without recording, as in PyTorch
+        try:
+            self._values = [pack(t) for t in (*inputs, *outputs)]
+        finally:
+            _GRAD.grad_enabled = prev
+        # the history each input had, for a backward of backward through an unpacked copy
+        # (an output's is its node, which gives it back)
+        self._edges = [_edge_of(t) for t in inputs]
+
+    def _unpacked(self, value):
+        from ember._tensor import Tensor
+        t = self._unpack(value)
+        if not isinstance(t, Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor "
+                            f"but got result of type {type(t).__name__}")
+        return t
+
+    def inputs(self):
+        """The saved inputs, each with the autograd history its original had."""
+        from ember._tensor import _make
+        out = []
+        for value, edge in zip(self._values, self._edges):
+            t = self._unpacked(value)
+            if edge is not None and t._grad_fn is None and not t._requires_grad:
+                t = _make(t._data)
+                t._grad_fn, t._output_nr = edge
+            out.append(t)
+        return out
+
+    def output_arrays(self):
+        """The saved outputs' backend arrays."""
+        return tuple(self._unpacked(v)._data for v in self._values[len(self._edges):])
+
+
+def _edge_of(t):
+    if t._grad_fn is None and not t._requires_grad:
+        return None
+    from ember.autograd.graph import history
+    return history(t)
