@@ -11,7 +11,7 @@ from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
 from ember._tensor import Size, Tensor, _make
 from ember._memory_format import lay_out, memory_order, preserve_format, preserving_order
-from ember.backend import array_from_dlpack, cuda_backend, xp_for, xp_of
+from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "full",
@@ -131,7 +131,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     arr = _from_data(data, dtype)
     _, dev = _target(device if device is not None or not isinstance(data, Tensor)
                      else data.device)
-    return _finish(_place(arr, dev), requires_grad)
+    return pinned(_finish(_place(arr, dev), requires_grad), pin_memory)
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -242,24 +242,37 @@ def _alloc(fill, shape, dtype, device, requires_grad, out=None):
     return _finish(arr, requires_grad)
 
 
-def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False):
     """A tensor of zeros."""
-    return _alloc(lambda xp, s, d: xp.zeros(s, d), _size(size), dtype, device,
-                  requires_grad, out)
+    return pinned(_alloc(lambda xp, s, d: xp.zeros(s, d), _size(size), dtype, device,
+                         requires_grad, out), pin_memory)
 
 
-def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+         pin_memory=False):
     """A tensor of ones."""
-    return _alloc(lambda xp, s, d: xp.ones(s, d), _size(size), dtype, device,
-                  requires_grad, out)
+    return pinned(_alloc(lambda xp, s, d: xp.ones(s, d), _size(size), dtype, device,
+                         requires_grad, out), pin_memory)
+
+
+def pinned(t, pin_memory):
+    """``t``, moved to page-locked memory when a factory was given ``pin_memory=True``."""
+    if not pin_memory:
+        return t
+    if not cuda_available():
+        raise RuntimeError("pin_memory=True requires a CUDA or other accelerator backend; no "
+                           "pinned memory allocator is available on this system.")
+    leaf = t.detach().pin_memory()
+    return leaf.requires_grad_() if t.requires_grad else leaf
 
 
 def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False, memory_format=None):
     """An uninitialized tensor (ember fills it with zeros, so results are reproducible; in
     deterministic mode with NaN or the largest integer, as PyTorch does)."""
-    return in_format(_alloc(_uninitialized, _size(size), dtype, device, requires_grad, out),
-                     memory_format)
+    return pinned(in_format(_alloc(_uninitialized, _size(size), dtype, device, requires_grad,
+                                   out), memory_format), pin_memory)
 
 
 def _uninitialized(xp, shape, dtype):
@@ -282,7 +295,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     if sorted(order) != list(range(len(shape))):
         raise RuntimeError("Duplicate dim not allowed")
     physical = empty([shape[d] for d in order], dtype=dtype, device=device,
-                     requires_grad=False)
+                     requires_grad=False, pin_memory=pin_memory)
     out = physical.permute(*sorted(range(len(order)), key=order.__getitem__))
     return out.requires_grad_() if requires_grad else out
 
@@ -301,7 +314,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
         raise RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)} and "
                            f"strides={list(strides)}")
     n = 0 if 0 in shape else 1 + sum((d - 1) * s for d, s in zip(shape, strides))
-    out = empty(n, dtype=dtype, device=device).as_strided(shape, strides)
+    out = empty(n, dtype=dtype, device=device, pin_memory=pin_memory).as_strided(shape, strides)
     return out.requires_grad_() if requires_grad else out
 
 
@@ -312,14 +325,15 @@ def _fill_dtype(value):
 
 
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
-         requires_grad=False):
+         requires_grad=False, pin_memory=False):
     """A tensor filled with ``fill_value``; the dtype follows the value's kind."""
     if dtype is None:
         dtype = _fill_dtype(fill_value)
     value = fill_value.item() if isinstance(fill_value, Tensor) else fill_value
     from ember.ops._scalars import checked_scalar   # out-of-range values raise, as in PyTorch
-    return _alloc(lambda xp, s, d: xp.full(s, checked_scalar(xp, value, np.dtype(d)), d),
-                  _size((size,)), dtype, device, requires_grad, out)
+    return pinned(_alloc(lambda xp, s, d: xp.full(s, checked_scalar(xp, value, np.dtype(d)),
+                                                  d),
+                         _size((size,)), dtype, device, requires_grad, out), pin_memory)
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):

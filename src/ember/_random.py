@@ -14,7 +14,7 @@ import json
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import _finish, _place, _size, _target, in_format
+from ember._creation import _finish, _place, _size, _target, in_format, pinned
 from ember._device import as_device, get_default_device
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
                            device_guard, device_of, host_array, on_device_of, xp_of)
@@ -204,6 +204,9 @@ def _complex(rng, shape, draw):
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """Uniform samples on [0, 1)."""
+    if pin_memory:
+        return pinned(rand(*size, generator=generator, dtype=dtype, device=device,
+                           requires_grad=requires_grad), True)
     dtype = _float_dtype(dtype, "check_uniform_bounds")
     shape = _size(size)
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1])
@@ -217,6 +220,9 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
 def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
     """Standard normal samples."""
+    if pin_memory:
+        return pinned(randn(*size, generator=generator, dtype=dtype, device=device,
+                            requires_grad=requires_grad), True)
     dtype = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _size(size)
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal")
@@ -256,6 +262,9 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
 def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False, pin_memory=False):
     """A random permutation of 0..n-1."""
+    if pin_memory:
+        return pinned(randperm(n, generator=generator, dtype=dtype, device=device,
+                               requires_grad=requires_grad), True)
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
     dtype = D.int64 if dtype is None else dtype

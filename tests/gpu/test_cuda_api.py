@@ -218,6 +218,23 @@ def test_pinned_memory_and_non_blocking_copies():
     assert pw.is_pinned() and pw.grad_fn is not None
 
 
+@pytest.mark.parametrize("factory", [
+    lambda: ember.empty(3, pin_memory=True), lambda: ember.zeros(3, pin_memory=True),
+    lambda: ember.ones(3, pin_memory=True), lambda: ember.full((3,), 2.0, pin_memory=True),
+    lambda: ember.tensor([1.0, 2.0], pin_memory=True), lambda: ember.rand(3, pin_memory=True),
+    lambda: ember.randn(3, pin_memory=True), lambda: ember.randperm(3, pin_memory=True),
+    lambda: ember.empty_strided((2, 2), (1, 2), pin_memory=True),
+    lambda: ember.ones(2, device="cuda").new_empty(3, device="cpu", pin_memory=True)])
+def test_factories_pin_when_asked(factory):
+    t = factory()
+    assert t.device.type == "cpu" and t.is_pinned()
+
+
+def test_pinned_factory_results_stay_leaves():
+    t = ember.zeros(3, pin_memory=True, requires_grad=True)
+    assert t.is_pinned() and t.is_leaf and t.requires_grad
+
+
 def test_dataloader_pins_its_batches():
     data = ember.utils.data.TensorDataset(ember.arange(8.), ember.arange(8))
     for workers in (0, 2):

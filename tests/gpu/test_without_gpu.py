@@ -77,6 +77,16 @@ def test_queries_that_pytorch_answers_without_a_gpu():
 
 
 @no_cuda
+@pytest.mark.parametrize("factory", [ember.empty, ember.zeros, ember.rand,
+                                     lambda n, **kw: ember.tensor([1.0] * n, **kw)])
+def test_pinned_factories_need_an_accelerator(factory):
+    with pytest.raises(RuntimeError, match="pin_memory=True requires a CUDA or other "
+                                           "accelerator backend"):
+        factory(2, pin_memory=True)
+    assert factory(2, pin_memory=False).shape == (2,)
+
+
+@no_cuda
 @pytest.mark.parametrize("call", [
     ember.cuda.current_device, ember.cuda.get_device_name, ember.cuda.get_device_properties,
     ember.cuda.get_device_capability, ember.cuda.synchronize, ember.cuda.Stream,
