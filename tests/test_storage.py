@@ -96,3 +96,22 @@ def test_sharing_through_the_storage():
     assert s.data_ptr() == t.data_ptr() and t.storage().is_shared()
     e = ember.zeros(0).share_memory_()
     assert e.untyped_storage().nbytes() == 0 and e.untyped_storage().is_shared()
+
+
+def test_set_shares_a_tensors_or_a_storages_memory():
+    a, b = ember.ones(2), ember.arange(6.).view(2, 3)
+    assert a.set_(b) is a and a.is_set_to(b) and a._version == 1
+    a.add_(1)
+    assert b.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    c = ember.ones(2).set_(b.untyped_storage(), 1, (2, 2), (1, 2))
+    assert c.tolist() == [[2.0, 4.0], [3.0, 5.0]] and c.storage_offset() == 1
+    assert ember.ones(2).set_().shape == (0,)
+    with pytest.raises(RuntimeError, match="out of bounds for storage of size 24"):
+        ember.ones(2).set_(b.untyped_storage(), 0, (10,))
+    with pytest.raises(RuntimeError, match="Could not set tensor of type float to a tensor "
+                                           "of type long int"):
+        ember.ones(2, dtype=ember.int64).set_(b)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        ember.ones(2, requires_grad=True).set_(b)
+    f = ember.ones(3)
+    assert f.is_set_to(f[:]) and not f.is_set_to(f[1:]) and not f.is_set_to(f.clone())

@@ -200,3 +200,83 @@ def typed_storage(t):
     """The TypedStorage of tensor ``t``'s memory (warns as deprecated, once)."""
     _warn_typed_storage_removal(stacklevel=3)
     return TypedStorage._of(_root(t))
+
+
+# --- Tensor.set_: point a tensor at other memory ----------------------------------------------
+
+def set_(self, source=None, storage_offset=0, size=None, stride=None):
+    """Make this tensor use other memory, in place: ``source``'s (a tensor's, with its shape
+    and strides), a storage's (from ``storage_offset``, with ``size`` and ``stride``, in
+    elements), or none (an empty tensor)."""
+    from ember._tensor import Tensor
+    from ember.autograd.grad_mode import STATE
+    if self._requires_grad and STATE.grad_enabled:
+        if self._grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                               "in-place operation.")
+        raise RuntimeError("set_(): cannot give new memory to a tensor that is part of an "
+                           "autograd graph; call it on a detached tensor or under no_grad()")
+    dtype = self._data.dtype
+    if isinstance(source, Tensor):
+        _check_dtype(source.dtype, self.dtype)
+        array, root = source._data, _storage_root(source)
+    elif isinstance(source, _Storage):
+        if isinstance(source, TypedStorage):
+            _check_dtype(source.dtype, self.dtype)
+        flat = source._flat(dtype)
+        offset = operator.index(storage_offset)
+        shape = (len(flat) - offset,) if size is None else tuple(size)
+        strides = _contiguous_strides(shape) if stride is None else tuple(stride)
+        needed = (0 if 0 in shape else offset + 1 + sum((n - 1) * s
+                                                        for n, s in zip(shape, strides)))
+        if needed > len(flat) or offset < 0:
+            raise RuntimeError(f"setStorage: sizes {list(shape)}, strides {list(strides)}, "
+                               f"storage offset {offset}, and itemsize {dtype.itemsize} "
+                               f"requiring a storage size of {needed * dtype.itemsize} are "
+                               f"out of bounds for storage of size {source.nbytes()}")
+        xp = xp_of(flat)
+        array = xp.lib.stride_tricks.as_strided(
+            flat[offset:], shape=shape, strides=tuple(s * dtype.itemsize for s in strides))
+        root = source._root
+    elif source is None:
+        array, root = xp_of(self._data).zeros(0, dtype), None
+    else:
+        raise TypeError(f"set_() received an invalid source of type {type(source).__name__}")
+    self._data = array
+    self._view = None
+    if root is not None and root is not self:
+        import weakref
+        self._meta = {**(self._meta or {}), "storage_root": weakref.ref(root)}
+    elif self._meta is not None:
+        self._meta.pop("storage_root", None)
+    self._bump_version()
+    return self
+
+
+def _check_dtype(source, target):
+    if source != target:
+        raise RuntimeError(f"Could not set tensor of type {_c_type(source)} to a tensor of "
+                           f"type {_c_type(target)}")
+
+
+def _c_type(dtype):
+    names = {"Float": "float", "Double": "double", "Long": "long int", "Int": "int",
+             "Short": "short int", "Char": "signed char", "Byte": "unsigned char",
+             "Half": "c10::Half", "BFloat16": "c10::BFloat16", "Bool": "bool",
+             "ComplexFloat": "c10::complex<float>", "ComplexDouble": "c10::complex<double>"}
+    return names.get(dtype._torch_name, dtype._torch_name)
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def is_set_to(self, tensor):
+    """Whether both tensors use the same memory the same way: address, shape and strides."""
+    return (self.device == tensor.device and self.dtype == tensor.dtype
+            and self.shape == tensor.shape and self.stride() == tensor.stride()
+            and _address(self._data) == _address(tensor._data))

@@ -249,6 +249,16 @@ class Tensor:
         from ember._storage import typed_storage
         return typed_storage(self)
 
+    def set_(self, source=None, storage_offset=0, size=None, stride=None):
+        """Use ``source``'s memory (a tensor's or a storage's) in place; see ``_storage``."""
+        from ember._storage import set_
+        return set_(self, source, storage_offset, size, stride)
+
+    def is_set_to(self, tensor):
+        """Whether both tensors use the same memory with the same shape and strides."""
+        from ember._storage import is_set_to
+        return is_set_to(self, tensor)
+
     def is_floating_point(self):
         """Whether the dtype is a floating-point type."""
         return self.dtype.category == _dtype.FLOATING

@@ -407,3 +407,11 @@ def test_custom_function_gradients_are_made_on_their_inputs_gpu():
     a.sum().backward()
     assert x.grad.device == x.device and x.grad.dtype == ember.float32
     assert x.grad.cpu().tolist() == [2.0] * 4
+
+
+def test_set_shares_gpu_memory():
+    b = ember.arange(6., device="cuda").view(2, 3)
+    a = ember.ones(2, device="cuda").set_(b.untyped_storage(), 1, (2, 2), (1, 2))
+    assert a.device == b.device and a.tolist() == [[1.0, 3.0], [2.0, 4.0]]
+    a.zero_()
+    assert b.tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 5.0]]
