@@ -6,3 +6,4 @@ from ember.utils import safetensors  # noqa: F401
 from ember.utils import deterministic  # noqa: F401
 from ember.utils import dlpack  # noqa: F401
 from ember.utils import hooks  # noqa: F401
+from ember.utils._swap import swap_tensors  # noqa: F401

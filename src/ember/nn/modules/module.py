@@ -9,6 +9,7 @@ in _errors.py).
 import warnings
 from collections import OrderedDict
 
+from ember import __future__ as _future
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.nn.modules import _hooks
@@ -441,12 +442,20 @@ class Module(StateDict):
                 continue
             with no_grad():
                 new = fn(param)
+                new_grad = None if param._grad is None else fn(param._grad)
+            if _future.get_overwrite_module_params_on_conversion() \
+                    or _future.get_swap_module_params_on_conversion():
+                replacement = Parameter(new, param.requires_grad)
+                replacement._grad = new_grad
+                if _future.get_swap_module_params_on_conversion():
+                    from ember.utils._swap import swap_tensors
+                    swap_tensors(param, replacement)
+                else:
+                    self._parameters[name] = replacement
+                continue
             param._data = new._data
-            grad = param._grad
-            if grad is not None:
-                with no_grad():
-                    new_grad = fn(grad)
-                grad._data = new_grad._data
+            if new_grad is not None:
+                param._grad._data = new_grad._data
         for name, buf in self._buffers.items():
             if buf is not None:
                 self._buffers[name] = fn(buf)
