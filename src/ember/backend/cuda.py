@@ -16,6 +16,7 @@ from cupy._core import _routines_linalg as _GEMM
 import numpy as np
 
 from ember import backend
+from ember.cuda import _sync_debug
 from ember.cuda.memory import OutOfMemoryError, format_size
 
 __all__ = ["cupy", "special", "to_device", "to_host", "device_guard", "elsewhere",
@@ -85,6 +86,8 @@ def to_host(array, non_blocking=False):
     memory on the current stream and returns before the copy completes (PyTorch's
     ``.to("cpu", non_blocking=True)``): synchronize before reading it."""
     if not non_blocking:
+        if _sync_debug.MODE[0]:         # NOTE [Sync debug mode]
+            _sync_debug.synchronizing()
         raise_deferred()
         return array.get()
     return array.get(out=_pinned_empty(array.shape, array.dtype), blocking=False)

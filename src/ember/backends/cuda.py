@@ -9,7 +9,9 @@ The scaled-dot-product-attention switches say which kernels ``F.scaled_dot_produ
 may use. ember has two: the flash kernel (Triton, on CUDA), whose override consults
 ``flash_sdp_enabled()``, and the generic one, which runs where ``generic_sdp_allowed`` says
 the switches let one of the kernels it stands in for run. A call no allowed path can take
-raises, as PyTorch's does. The math reduction switch is remembered only.
+raises, as PyTorch's does. The math reduction switch is remembered only. Which kernel would
+take given inputs (``SDPAParams``, ``can_use_*_attention``) is in cuda_sdpa.py, the library
+preferences in cuda_libraries.py and the cuFFT plan caches in cuda_fft.py.
 """
 
 import contextlib
@@ -19,12 +21,31 @@ import warnings
 
 from ember.backends import _precision
 from ember.backends._flags import check_bool
+from ember.backends.cuda_fft import (cuFFTPlanCache, cuFFTPlanCacheAttrContextProp,
+                                     cuFFTPlanCacheManager, cufft_plan_cache)
+from ember.backends.cuda_libraries import (preferred_blas_library, preferred_linalg_library,
+                                           preferred_rocm_fa_library)
+from ember.backends.cuda_sdpa import (SDPAParams, can_use_cudnn_attention,
+                                      can_use_efficient_attention, can_use_flash_attention,
+                                      is_ck_sdpa_available)
 
 __all__ = ["matmul", "is_built", "enable_flash_sdp", "flash_sdp_enabled",
            "enable_mem_efficient_sdp", "mem_efficient_sdp_enabled", "enable_math_sdp",
            "math_sdp_enabled", "enable_cudnn_sdp", "cudnn_sdp_enabled",
            "allow_fp16_bf16_reduction_math_sdp", "fp16_bf16_reduction_math_sdp_allowed",
-           "sdp_kernel", "sdp_switches", "generic_sdp_allowed", "is_flash_attention_available"]
+           "sdp_kernel", "sdp_switches", "generic_sdp_allowed", "is_flash_attention_available",
+           "cuBLASModule", "cufft_plan_cache", "cuFFTPlanCache", "cuFFTPlanCacheManager",
+           "cuFFTPlanCacheAttrContextProp", "preferred_blas_library",
+           "preferred_linalg_library", "preferred_rocm_fa_library", "SDPAParams",
+           "can_use_flash_attention", "can_use_efficient_attention",
+           "can_use_cudnn_attention", "is_ck_sdpa_available"]
+
+
+def __getattr__(name):
+    if name == "SDPBackend":            # ember.nn.attention imports this module
+        from ember.nn.attention import SDPBackend
+        return SDPBackend
+    raise AttributeError(f"module 'ember.backends.cuda' has no attribute '{name}'")
 
 
 def is_built():

@@ -1,18 +1,24 @@
 """ember.cuda: GPUs through CuPy (``torch.cuda``).
 
 ``is_available``, ``device_count``, ``is_bf16_supported``, seeding, memory statistics and
-``empty_cache`` work on any machine (False, 0, no-ops); everything else needs CuPy and a GPU
-and raises ember's "not compiled with CUDA" error without them. CuPy is imported on the first
-call that needs it. ``ember.cuda.amp`` (PyTorch's deprecated autocast aliases),
-``ember.cuda.comm`` (copies across GPUs) and ``ember.cuda.nvtx`` (profiler ranges) load on
-first use.
+snapshots, the caching switch and ``empty_cache`` work on any machine (False, 0, empty,
+no-ops); everything else needs CuPy and a GPU and raises ember's "not compiled with CUDA"
+error without them. CuPy is imported on the first call that needs it. ``ember.cuda.amp``
+(PyTorch's deprecated autocast aliases), ``ember.cuda.comm`` (copies across GPUs),
+``ember.cuda.nvtx`` (profiler ranges) and ``ember.cuda.profiler`` (starting and stopping a
+profiler's collection) load on first use.
 """
 
 import importlib
 
 from ember import backend as _backend
 from ember._legacy_types import CUDA_TYPES as _LEGACY_TYPES
-from ember.cuda._common import cupy as _cupy, index_of as _index
+from ember.cuda._allocator import (caching_allocator_alloc, caching_allocator_delete,
+                                   caching_allocator_disabled, caching_allocator_enable,
+                                   host_memory_stats, host_memory_stats_as_nested_dict,
+                                   memory_snapshot, reset_accumulated_host_memory_stats,
+                                   reset_peak_host_memory_stats)
+from ember.cuda._common import cupy as _cupy, index_of as _index, is_initialized
 from ember.cuda._nvml import (clock_rate, device_memory_used, list_gpu_processes,
                               memory_usage, power_draw, temperature, utilization)
 from ember.cuda.memory import (OutOfMemoryError, empty_cache, get_allocator_backend,
@@ -29,6 +35,7 @@ from ember.cuda.random import (get_rng_state, get_rng_state_all, initial_seed, m
 from ember.cuda.streams import (Event, ExternalStream, Stream, StreamContext, current_stream,
                                 default_stream, is_current_stream_capturing, set_stream,
                                 stream)
+from ember.cuda._sync_debug import get_sync_debug_mode, set_sync_debug_mode
 
 __all__ = [
     "is_available", "device_count", "is_initialized", "init", "current_device", "set_device",
@@ -48,7 +55,12 @@ __all__ = [
     "utilization", "memory_usage", "temperature", "power_draw", "clock_rate",
     "device_memory_used", "list_gpu_processes", "is_tf32_supported", "get_gencode_flags",
     "current_blas_handle", "CudaError", "check_error", "has_half", "has_magma",
-    "default_generators", "get_stream_from_external",
+    "default_generators", "get_stream_from_external", "memory_snapshot",
+    "caching_allocator_alloc", "caching_allocator_delete", "caching_allocator_enable",
+    "caching_allocator_disabled", "host_memory_stats", "host_memory_stats_as_nested_dict",
+    "reset_peak_host_memory_stats", "reset_accumulated_host_memory_stats",
+    "set_sync_debug_mode", "get_sync_debug_mode", "current_solver_handle",
+    "DeferredCudaCallError", "cudaStatus", "profiler",
 ]
 
 has_half = True
@@ -93,6 +105,18 @@ class CudaError(RuntimeError):
         super().__init__(str(_cupy().cuda.runtime.CUDARuntimeError(code)))
 
 
+class DeferredCudaCallError(Exception):
+    """A call queued until CUDA started failed then (``torch.cuda.DeferredCudaCallError``;
+    ember queues none, so it never raises one: the class is there for ``except`` clauses)."""
+
+
+class cudaStatus:  # noqa: N801  (PyTorch's name)
+    """The ``cudaError_t`` values PyTorch names: success and "not ready"."""
+
+    SUCCESS = 0
+    ERROR_NOT_READY = 34
+
+
 def check_error(res):
     """Raise CudaError unless ``res`` (a ``cudaError_t``) is success (0)."""
     if res != 0:
@@ -100,7 +124,7 @@ def check_error(res):
 
 
 def __getattr__(name):
-    if name in ("amp", "comm", "nvtx"):
+    if name in ("amp", "comm", "nvtx", "profiler"):
         return importlib.import_module(f"ember.cuda.{name}")
     if name == "default_generators":    # one per GPU; none without CUDA
         from ember.cuda.random import default_generator
@@ -112,11 +136,6 @@ def get_stream_from_external(data_ptr, device=None):
     """A Stream over a ``cudaStream_t`` another library made (``ExternalStream``); ember
     neither owns nor destroys it."""
     return ExternalStream(data_ptr, device)
-
-
-def is_initialized():
-    """Whether ember has started using CUDA in this process."""
-    return _backend.cuda_initialized()
 
 
 def init():
@@ -235,6 +254,11 @@ def get_gencode_flags():
 def current_blas_handle():
     """The current GPU's cuBLAS handle (``cublasHandle_t``) as an int."""
     return _cupy().cuda.device.get_cublas_handle()
+
+
+def current_solver_handle():
+    """The current GPU's cuSOLVER dense handle (``cusolverDnHandle_t``) as an int."""
+    return _cupy().cuda.device.get_cusolver_handle()
 
 
 def synchronize(device=None):

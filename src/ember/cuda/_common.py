@@ -3,7 +3,12 @@
 from ember import backend
 from ember._device import device as _device
 
-__all__ = ["cupy", "index_of"]
+__all__ = ["cupy", "index_of", "is_initialized"]
+
+
+def is_initialized():
+    """Whether ember has started using CUDA in this process."""
+    return backend.cuda_initialized()
 
 
 def cupy():

@@ -66,11 +66,16 @@ def device_memory_used(device=None):
 
 
 def list_gpu_processes(device=None):
-    """A printable list of the processes using ``device`` and the memory each holds."""
+    """A printable list of the processes using ``device`` and the memory each holds (or why
+    there is none: no nvidia-ml-py, no driver)."""
     try:
-        nvml = _nvml()
+        import pynvml
     except ModuleNotFoundError:
         return "pynvml module not found, please install nvidia-ml-py"
+    try:
+        nvml = _nvml()
+    except pynvml.NVMLError_DriverNotLoaded:
+        return "cuda driver can't be loaded, is cuda enabled?"
     index = index_of(device, optional=False)
     processes = nvml.nvmlDeviceGetComputeRunningProcesses(_handle(nvml, index))
     lines = [f"GPU:{index}"]

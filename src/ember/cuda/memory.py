@@ -1,14 +1,21 @@
 """GPU memory statistics over CuPy's memory pool (``torch.cuda.memory``).
 
 Before the CUDA backend is first used (and on machines without CUDA) the statistics are 0
-and ``empty_cache`` does nothing, as in PyTorch; nothing here imports CuPy by itself.
+and ``empty_cache`` does nothing, as in PyTorch; nothing here imports CuPy by itself. The
+snapshot, the raw allocations and the caching switch are in _allocator.py.
 """
 
 import warnings
 from collections import OrderedDict
 
 from ember import backend
-from ember.cuda._common import index_of
+from ember.cuda._allocator import (caching_allocator_alloc, caching_allocator_delete,
+                                   caching_allocator_disabled, caching_allocator_enable,
+                                   host_memory_stats, host_memory_stats_as_nested_dict,
+                                   memory_snapshot, reset_accumulated_host_memory_stats,
+                                   reset_peak_host_memory_stats)
+from ember.cuda._common import index_of, is_initialized
+from ember.cuda._nvml import list_gpu_processes
 
 __all__ = ["OutOfMemoryError", "memory_allocated", "max_memory_allocated", "memory_reserved",
            "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
@@ -16,7 +23,11 @@ __all__ = ["OutOfMemoryError", "memory_allocated", "max_memory_allocated", "memo
            "max_memory_cached", "set_per_process_memory_fraction",
            "get_per_process_memory_fraction", "format_size", "reset_max_memory_cached",
            "reset_accumulated_memory_stats", "get_allocator_backend",
-           "memory_stats_as_nested_dict"]
+           "memory_stats_as_nested_dict", "memory_snapshot", "caching_allocator_alloc",
+           "caching_allocator_delete", "caching_allocator_enable", "caching_allocator_disabled",
+           "host_memory_stats", "host_memory_stats_as_nested_dict",
+           "reset_peak_host_memory_stats", "reset_accumulated_host_memory_stats",
+           "is_initialized", "list_gpu_processes"]
 
 # NOTE [Peak reserved memory]: CuPy's pool only grows on allocation and only shrinks when its
 # cached blocks are freed, which ember does in empty_cache; recording the reserved bytes there

@@ -6,6 +6,7 @@ them on ``s``.
 
 from ember import _streams, backend
 from ember._device import device as _device
+from ember.cuda import _sync_debug
 from ember.cuda._common import cupy, index_of
 
 __all__ = ["Stream", "ExternalStream", "Event", "StreamContext", "stream", "current_stream",
@@ -55,7 +56,10 @@ class Stream(_streams.Stream):
         return self._stream.done
 
     def synchronize(self):
-        """Wait until all work queued on this stream has completed."""
+        """Wait until all work queued on this stream has completed (a wait that
+        ``set_sync_debug_mode`` reports, as PyTorch's does)."""
+        if _sync_debug.MODE[0]:
+            _sync_debug.synchronizing()
         self._stream.synchronize()
         backend.cuda_backend().raise_deferred()
 
