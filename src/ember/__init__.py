@@ -28,6 +28,7 @@ from ember.backend.cpu_kernels import get_num_threads, set_num_threads
 from ember.ops import return_types  # noqa: F401
 from ember import fft, linalg, special  # noqa: F401  (after the ops are registered)
 from ember import signal  # noqa: F401
+from ember._lobpcg import lobpcg  # noqa: F401
 from ember import nn, optim, utils  # noqa: F401
 from ember.utils.dlpack import to_dlpack
 from ember import func  # noqa: F401

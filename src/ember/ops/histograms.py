@@ -1,6 +1,6 @@
-"""Binning: searchsorted, bucketize, histc, histogram and bincount. None of them has a
-gradient: bin indices are integers, histc's counts are not differentiable, and histogram's
-and bincount's derivatives are not implemented (in PyTorch either)."""
+"""Binning: searchsorted, bucketize, histc, histogram, histogramdd and bincount. None of them
+has a gradient: bin indices are integers, histc's counts are not differentiable, and the
+derivatives of histogram, histogramdd and bincount are not implemented (in PyTorch either)."""
 
 import math
 import warnings
@@ -8,7 +8,8 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
-from ember.backend import combine_at
+from ember._tensor import Tensor
+from ember.backend import combine_at, device_of
 from ember.ops import return_types
 from ember.ops._promotion import Policy
 from ember.ops._registry import op
@@ -162,17 +163,6 @@ def _linspace(xp, start, end, steps, dtype):
                            end - step * (steps - 1 - i[half:]).astype(dtype)])
 
 
-def _count(xp, flat, weights, edges, dtype):
-    """Sums of ``weights`` (ones if None) per bin of ``edges``; the last bin includes its right
-    edge, values outside the edges (and NaN) are skipped."""
-    bins = edges.shape[0] - 1
-    inside = (flat >= edges[0]) & (flat <= edges[-1])
-    where = xp.minimum(bisect(xp, edges, flat[inside], True) - 1, bins - 1)
-    hist = xp.zeros(bins, dtype=dtype)
-    combine_at(xp, np.add, hist, where, 1 if weights is None else weights[inside])
-    return hist
-
-
 @op("histc(input, bins=100, min=0, max=0)", out=True)
 def histc(xp, x, bins, min, max):
     """A histogram of ``bins`` equal bins over [min, max] (the data's range when min == max);
@@ -208,60 +198,120 @@ _C_TYPES = {D.float32: "float", D.float64: "double", D.int64: "long int", D.int3
             D.int16: "short int", D.int8: "signed char", D.uint8: "unsigned char",
             D.bool_: "bool", D.float16: "c10::Half", D.bfloat16: "c10::BFloat16",
             D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>"}
+_BINNABLE = (D.float16, D.bfloat16, D.float32, D.float64)      # PyTorch's histogram kernel's
 
 
 def _ctype(dtype):
     return _C_TYPES.get(D.FROM_NUMPY[dtype], str(dtype))
 
 
-def _tensor_bins(bins, x):
-    if bins.dtype != x.dtype:
+def _ranges(points, range):
+    """Per dim of the (N, D) ``points``, its outermost edges: ``range`` (min and max of dim 0,
+    then of dim 1, ...), else the data's (0 and 1 without data); a single point widens to a
+    bin of width 1 around it."""
+    dims = points.shape[1]
+    if range is not None and len(range) != 2 * dims:
+        raise RuntimeError(f"ember.histogramdd: for a {dims}-dimensional histogram range "
+                           f"should have {2 * dims} elements, but got {len(range)}")
+    if range is None:
+        if points.size and points.dtype not in (np.float32, np.float64):
+            raise _kernel_error("histogramdd", points.dtype)
+        range = [v for pair in zip(points.min(0).tolist(), points.max(0).tolist())
+                 for v in pair] if points.size else [0.0, 1.0] * dims
+    out = []
+    for dim, (left, right) in enumerate(zip(range[::2], range[1::2])):
+        left, right = float(left), float(right)
+        if not (math.isfinite(left) and math.isfinite(right)):
+            raise RuntimeError(f"ember.histogramdd: dimension {dim}'s range [{_number(left)}, "
+                               f"{_number(right)}] is not finite")
+        if left > right:
+            raise RuntimeError(f"ember.histogramdd: min should not exceed max, but got min "
+                               f"{_number(left)} max {_number(right)} for dimension {dim}")
+        out.append((left - 0.5, right + 0.5) if left == right else (left, right))
+    return out
+
+
+def _equal_edges(xp, points, counts, range):
+    """Edges of ``counts[d]`` equal bins over each dim's range (one count for all dims if an
+    int), in the points' dtype."""
+    ranges = _ranges(points, range)
+    if not isinstance(counts, list):
+        counts = [counts] * len(ranges)
+    elif len(counts) != len(ranges):
+        raise RuntimeError("histogramdd: The size of bins must be equal to the innermost "
+                           "dimension of the input.")
+    edges = []
+    for (left, right), count in zip(ranges, counts):
+        if count < -1:
+            raise RuntimeError("number of steps must be non-negative")
+        if points.dtype.kind == "b":
+            raise _kernel_error("linspace_cpu", points.dtype)
+        if points.dtype.kind in "iuc":      # no kernel bins these; the edges' size still counts
+            edges.append(xp.zeros(count + 1, dtype=points.dtype))
+        else:
+            edges.append(_linspace(xp, left, right, count + 1, points.dtype))
+    return edges
+
+
+def _check_edges(edges, dtype, dim):
+    if edges.dtype != dtype:
         raise RuntimeError(f"ember.histogramdd: input tensor and bins tensors should have the "
-                           f"same dtype, but got input with dtype {_ctype(x.dtype)} and bins for "
-                           f"dimension 0 with dtype {_ctype(bins.dtype)}")
-    if bins.ndim != 1:
+                           f"same dtype, but got input with dtype {_ctype(dtype)} and bins for "
+                           f"dimension {dim} with dtype {_ctype(edges.dtype)}")
+    if edges.ndim != 1:
         raise RuntimeError(f"ember.histogramdd: bins tensor should have one dimension, but got "
-                           f"{bins.ndim} dimensions in the bins tensor for dimension 0")
-    if bins.size == 0:
-        raise RuntimeError("ember.histogramdd: bins tensor should have at least 1 element, but "
-                           "got 0 elements in the bins tensor for dimension 0")
-    if bins.size == 1:
-        raise RuntimeError("ember.histogram(): bins must be > 0, but got 0 for dimension 0")
+                           f"{edges.ndim} dimensions in the bins tensor for dimension {dim}")
+    if edges.size == 0:
+        raise RuntimeError(f"ember.histogramdd: bins tensor should have at least 1 element, "
+                           f"but got 0 elements in the bins tensor for dimension {dim}")
 
 
-def _check_weight(weight, x):
-    if weight.dtype != x.dtype:
+def _check_weight(weight, dtype, shape):
+    """``weight`` must have the input's dtype and its ``shape`` less the innermost dim."""
+    if weight.dtype != dtype:
         raise RuntimeError(f"ember.histogramdd: if weight tensor is provided, input tensor and "
                            f"weight tensor should have the same dtype, but got "
-                           f"input({_ctype(x.dtype)}), and weight({_ctype(weight.dtype)})")
-    if weight.size != x.size:
+                           f"input({_ctype(dtype)}), and weight({_ctype(weight.dtype)})")
+    if weight.shape != tuple(shape[:-1]):
         raise RuntimeError(f"ember.histogramdd: if weight tensor is provided it should have the "
                            f"same shape as the input tensor excluding its innermost dimension, "
-                           f"but got input with shape [{x.size}, 1] and weight with shape "
-                           f"[{weight.size}]")
+                           f"but got input with shape {list(shape)} and weight with shape "
+                           f"{list(weight.shape)}")
 
 
-def _outer_edges(x, range):
-    """The histogram's range: ``range``, else the data's (0 to 1 for no data); a single
-    point widens to a bin of width 1 around it."""
-    if range is not None:
-        if len(range) != 2:
-            raise RuntimeError(f"ember.histogramdd: for a 1-dimensional histogram range should "
-                               f"have 2 elements, but got {len(range)}")
-        left, right = float(range[0]), float(range[1])
-    elif x.size:
-        left, right = float(x.min()), float(x.max())
-    else:
-        left, right = 0.0, 1.0
-    if not (math.isfinite(left) and math.isfinite(right)):
-        raise RuntimeError(f"ember.histogramdd: dimension 0's range [{_number(left)}, "
-                           f"{_number(right)}] is not finite")
-    if left > right:
-        raise RuntimeError(f"ember.histogramdd: min should not exceed max, but got min "
-                           f"{_number(left)} max {_number(right)} for dimension 0")
-    if left == right:
-        left, right = left - 0.5, right + 0.5
-    return left, right
+def _binned(xp, points, weight, edges, density, shape):
+    """The histogram of the (N, D) ``points`` (of an input of ``shape``) over the bins between
+    ``edges`` (one 1-D array per dim): each bin includes its left edge, the last also its
+    right edge; points outside every bin (or with a NaN) are skipped."""
+    for dim, e in enumerate(edges):
+        _check_edges(e, points.dtype, dim)
+    if weight is not None:
+        _check_weight(weight, points.dtype, shape)
+    for dim, e in enumerate(edges):
+        if e.size < 2:
+            raise RuntimeError(f"ember.histogram(): bins must be > 0, but got {e.size - 1} for "
+                               f"dimension {dim}")
+    if D.FROM_NUMPY[points.dtype] not in _BINNABLE:
+        raise _kernel_error("histogram_cpu", points.dtype)
+    sizes = tuple(e.size - 1 for e in edges)
+    hist = xp.zeros(sizes, dtype=points.dtype)
+    if edges:                           # PyTorch counts nothing in a 0-dimensional histogram
+        inside = xp.ones(points.shape[0], dtype=bool)
+        for dim, e in enumerate(edges):
+            inside &= (points[:, dim] >= e[0]) & (points[:, dim] <= e[-1])
+        kept = points[inside]
+        where = xp.zeros(kept.shape[0], dtype=np.int64)
+        for dim, e in enumerate(edges):
+            found = xp.minimum(bisect(xp, e, kept[:, dim], True) - 1, sizes[dim] - 1)
+            where = where * sizes[dim] + found
+        combine_at(xp, np.add, hist.reshape(-1), where,
+                   1 if weight is None else weight.reshape(-1)[inside])
+    if density:
+        volume = xp.ones(sizes, dtype=points.dtype)
+        for dim, e in enumerate(edges):
+            volume = volume * xp.diff(e).reshape((-1,) + (1,) * (len(edges) - dim - 1))
+        hist = hist / hist.sum() / volume
+    return hist
 
 
 # ``weight`` is keyword-only in PyTorch; it is positional here because the registry treats
@@ -278,22 +328,92 @@ def histogram(xp, x, bins, weight, range, density):
         raise TypeError("histogram(): argument 'range' must be None when 'bins' is a Tensor")
     if not given:
         _check_bins(bins, "histogram")
-    if x.dtype not in (np.float32, np.float64):
-        raise _kernel_error("histogramdd", x.dtype)
-    if given:
-        _tensor_bins(bins, x)
-    if weight is not None:
-        _check_weight(weight, x)
-    edges = bins.copy() if given else _linspace(xp, *_outer_edges(x, range), bins + 1, x.dtype)
-    hist = _count(xp, x.reshape(-1), None if weight is None else weight.reshape(-1), edges,
-                  x.dtype)
-    if density:
-        hist = hist / hist.sum() / xp.diff(edges)
-    return hist, edges
+    points = x.reshape(-1, 1)
+    edges = [bins.copy()] if given else _equal_edges(xp, points, bins, range)
+    hist = _binned(xp, points, None if weight is None else weight.reshape(-1), edges, density,
+                   points.shape)
+    return hist, edges[0]
 
 
 histogram.derivative(_no_derivative("aten::histogram", RuntimeError,
                                     "derivative for {} is not implemented"))
+
+
+def _int_like(b, element):
+    """Whether PyTorch reads ``b`` as an int: an int (not a bool), or an integer tensor of one
+    element (at the top level, a 0-d one)."""
+    if isinstance(b, Tensor):
+        return not (b.dtype.is_floating_point or b.dtype.is_complex or b.dtype is D.bool_) \
+            and (b.numel() == 1 if element else b.ndim == 0)
+    return hasattr(b, "__index__") and not isinstance(b, (bool, np.bool_))
+
+
+def _bins_form(bins):
+    """``bins`` as PyTorch's argument parser reads it: an int, a list of ints, or a list of
+    tensors (of edges)."""
+    if _int_like(bins, False):
+        return int(bins)
+    if not isinstance(bins, (list, tuple)):
+        raise TypeError(f"histogramdd(): argument 'bins' (position 2) must be int, tuple of "
+                        f"ints or tuple of Tensors, not {type(bins).__name__}")
+    if all(_int_like(b, True) for b in bins):
+        return [int(b) for b in bins]
+    for i, b in enumerate(bins):
+        if not isinstance(b, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 1, but got "
+                            f"{type(b).__name__}")
+    return tuple(bins)
+
+
+def _edge_arrays(bins, x):
+    """The arrays of tensors of edges; on another device than the input, an error."""
+    for b in bins:
+        if type(b._data) is not type(x):
+            devices = sorted({str(device_of(x)), str(b.device)}, key=lambda d: d == "cpu")
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                               f"least two devices, {devices[0]} and {devices[1]}!")
+    return [b._data for b in bins]
+
+
+_HISTOGRAMDD = return_types.named_result("histogramdd", ("hist", "bin_edges"))
+
+
+def _histogramdd_result(hist, *edges):
+    return _HISTOGRAMDD(hist, edges)
+
+
+@op("histogramdd(input, bins, range=None, weight=None, density=False)",
+    inputs=("input", "weight"), method=False, namedtuple=_histogramdd_result)
+def histogramdd(xp, x, weight, bins, range, density):
+    """The named tuple (hist, bin_edges) of the points in the innermost dim of ``input``
+    (dimension D): ``bins`` (an int, or one per dim) equal bins over ``range`` (the data's
+    range by default), or the bins between the edges of D 1-D tensors; optionally weighted
+    (one weight per point), or normalized to a density."""
+    bins = _bins_form(bins)
+    if x.ndim == 0:
+        raise IndexError("Dimension specified as -1 but tensor has no dimensions")
+    if x.ndim < 2:
+        raise RuntimeError("ember.histogramdd: input tensor should have at least 2 dimensions")
+    points = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+    if isinstance(bins, tuple):
+        if len(bins) != points.shape[1]:
+            raise RuntimeError(f"ember.histogramdd: expected {points.shape[1]} sequences of bin "
+                               f"edges for a {points.shape[1]}-dimensional histogram but got "
+                               f"{len(bins)}")
+        edges = [e.copy() for e in _edge_arrays(bins, x)]
+    else:
+        edges = _equal_edges(xp, points, bins, range)
+    return (_binned(xp, points, weight, edges, density, x.shape), *edges)
+
+
+def _histogramdd_kernel(x, weight, bins, *params):
+    """The name of PyTorch's kernel for the call, which its error on backward names."""
+    from_tensors = isinstance(bins, (list, tuple)) and bins and isinstance(bins[0], Tensor)
+    return f"aten::_histogramdd_from_bin_{'tensors' if from_tensors else 'cts'}"
+
+
+histogramdd.derivative(_no_derivative(_histogramdd_kernel, RuntimeError,
+                                      "derivative for {} is not implemented"))
 
 
 # --- bincount ---------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 import collections
 
 __all__ = ["max", "min", "median", "nanmedian", "cummax", "cummin", "aminmax", "sort", "topk",
-           "kthvalue", "mode", "histogram", "frexp"]
+           "kthvalue", "mode", "histogram", "histogramdd", "frexp"]
 
 
 def named_result(name, fields=("values", "indices")):

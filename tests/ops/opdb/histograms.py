@@ -1,12 +1,14 @@
 """OpInfo entries for ember/ops/histograms.py: searchsorted, bucketize, histc, histogram,
-bincount. (NaN boundaries, which send PyTorch's bisection right, are checked against PyTorch's
-results in tests/ops/test_sorting.py.)"""
+histogramdd, bincount. (NaN boundaries, which send PyTorch's bisection right, are checked
+against PyTorch's results in tests/ops/test_sorting.py.)"""
+
+import math
 
 import numpy as np
 
 import ember
 from tests.ops.opdb.core import FLOATS, INTS, LOW, ErrorInput, OpInfo, SampleInput, make
-from tests.ops.opdb.sorting import NAN, ORDERED, distinct
+from tests.ops.opdb.sorting import INF, NAN, ORDERED, distinct
 
 # --- searchsorted, bucketize ----------------------------------------------------------------------
 
@@ -231,6 +233,13 @@ def _histogram_ref(x, bins=100, weight=None, *, range=None, density=False):
 
 
 def _histogram_samples(dtype, requires_grad):
+    if dtype in LOW:            # 16-bit inputs need a range (or edges): no kernel finds theirs
+        grid = distinct((4, 5), dtype)          # multiples of 0.5, as the edges: exact
+        yield SampleInput(grid, (8,), {"range": (-4., 4.)}, name="range")
+        yield SampleInput(grid, (ember.tensor([-8., -1., 0.5, 2., 9.], dtype=dtype),),
+                          {"weight": distinct((4, 5), dtype, seed=1).abs(), "density": True},
+                          name="edges")
+        return
     x = make((4, 5), dtype)
     weight = make((4, 5), dtype, low=0, high=2)
     for args, kwargs in [((4,), {}), ((), {}), ((7,), {"range": (-5., 5.)}),
@@ -295,6 +304,167 @@ def _histogram_errors():
                      "\"histogramdd\" not implemented for 'Long'")
 
 
+# --- histogramdd --------------------------------------------------------------------------------
+
+def _histogramdd_flat(*args, **kwargs):
+    """histogramdd's (hist, (edges, ...)) as a flat tuple, for the generic tests."""
+    hist, edges = ember.histogramdd(*args, **kwargs)
+    return (hist, *edges)
+
+
+def _torch_histogramdd(*args, **kwargs):
+    import torch
+    hist, edges = torch.histogramdd(*args, **kwargs)
+    return (hist, *edges)
+
+
+def _is_edges(bins):
+    return isinstance(bins, (list, tuple)) and len(bins) > 0 and \
+        np.asarray(bins[0]).dtype.kind == "f"
+
+
+def _histogramdd_ref(x, bins, range=None, weight=None, density=False):
+    x = np.asarray(x)
+    dims = x.shape[-1]
+    points = x.reshape(math.prod(x.shape[:-1]), dims)
+    if _is_edges(bins):
+        edges = [np.asarray(e) for e in bins]
+    else:
+        counts = [np.asarray(b).item() for b in bins] if isinstance(bins, (list, tuple)) \
+            else [int(bins)] * dims
+        edges = []
+        for d, count in enumerate(counts):
+            if range is not None:
+                lo, hi = float(range[2 * d]), float(range[2 * d + 1])
+            elif len(points):
+                lo, hi = float(points[:, d].min()), float(points[:, d].max())
+            else:
+                lo, hi = 0., 1.
+            if lo == hi:
+                lo, hi = lo - 0.5, hi + 0.5
+            edges.append(np.linspace(lo, hi, count + 1).astype(x.dtype))
+    w = None if weight is None else np.asarray(weight).reshape(-1)
+    hist = np.histogramdd(points, edges, weights=w)[0] if dims else np.zeros(())
+    hist = hist.astype(x.dtype)
+    if density:
+        volume = np.ones(())
+        for e in edges:
+            volume = np.multiply.outer(volume, np.diff(e))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            hist = (hist / hist.sum() / volume).astype(x.dtype)
+    return (hist, *edges)
+
+
+def _histogramdd_samples(dtype, requires_grad):
+    grid = distinct((12, 2), dtype)             # multiples of 0.5 in [-6, 5.5]
+    points3 = distinct((2, 5, 3), dtype, seed=1)
+    edges = [ember.tensor([-8., -2., 0., 1., 8.], dtype=dtype),
+             ember.tensor([-4., 0., 4.], dtype=dtype)]
+    weight = distinct((12,), dtype, seed=2).abs()
+    yield SampleInput(grid, ([4, 2],), {"range": [-8., 8., -4., 4.]}, name="range")
+    yield SampleInput(grid, (2, [-8, 8, -6, 6], weight), name="positional_range_weight")
+    yield SampleInput(grid, (edges,), name="edges")
+    yield SampleInput(grid, (tuple(edges),), {"weight": weight, "density": True},
+                      name="edges_weight_density")
+    yield SampleInput(points3, (4,), {"range": (-8, 8, -8, 8, -8, 8)}, name="3d")
+    yield SampleInput(distinct((6, 2), dtype, transpose=True), (edges,), name="noncontig")
+    yield SampleInput(ember.ones(0, 2, dtype=dtype), (edges,), name="empty_edges")
+    yield SampleInput(ember.ones(0, 2, dtype=dtype), ([2, 4],), name="empty_counts")
+    yield SampleInput(ember.ones(3, 0, dtype=dtype), ([],), name="zero_dims")
+    yield SampleInput(ember.tensor([[1., NAN], [0., 2.], [NAN, NAN]], dtype=dtype), (2,),
+                      {"range": [0., 2., 0., 2.]}, name="nan_outside")
+    if dtype not in FLOATS:
+        return                  # 16-bit inputs need a range (or edges): no kernel finds theirs
+    x = make((20, 2), dtype)
+    for args, kwargs in [((3,), {}), (([3, 5],), {}), (((2, 7),), {"density": True}),
+                         ((4,), {"weight": make((20,), dtype, low=0, high=2)}),
+                         ((3,), {"weight": make((20,), dtype, low=0, high=2), "density": True,
+                                 "range": [-5., 5., -3., 7.]})]:
+        yield SampleInput(x, args, kwargs, name=f"{args}{sorted(kwargs)}")
+    yield SampleInput(make((3, 4, 2), dtype), ([2, 3],), {"weight": make((3, 4), dtype)},
+                      name="batched_weight")
+    yield SampleInput(make((10, 3), dtype, noncontiguous=True), ([2, 3, 4],), name="noncontig")
+    yield SampleInput(make((7, 1), dtype), (5,), {"density": True}, name="one_dim")
+    yield SampleInput(ember.ones(4, 2, dtype=dtype), (3,), name="constant")
+    yield SampleInput(ember.ones(0, 2, dtype=dtype), (3,), {"density": True}, name="empty_nan")
+    yield SampleInput(ember.tensor([[0., 0.], [1., 2.], [2., 4.]], dtype=dtype), ([2, 4],),
+                      name="on_edges")
+    yield SampleInput(x, (ember.tensor(3),), name="int_tensor_bins")
+    yield SampleInput(x, ([ember.tensor([2]), ember.tensor(3)],), name="int_tensor_counts")
+
+
+def _histogramdd_errors():
+    x = ember.tensor([[1., 2.], [3., 4.], [5., 6.]])
+    edge = ember.tensor([0., 1.])
+    shape = r"input with shape \[3, 2\] and weight with shape"
+    for bins in (2.5, "a", True, None, edge):
+        yield ErrorInput(SampleInput(x, (bins,)), TypeError, "histogramdd\\(\\): argument 'bins'")
+    yield ErrorInput(SampleInput(x, ([2.5, 2],)), TypeError,
+                     "expected Tensor as element 0 in argument 1, but got float")
+    yield ErrorInput(SampleInput(x, ([edge, 3],)), TypeError,
+                     "expected Tensor as element 1 in argument 1, but got int")
+    yield ErrorInput(SampleInput(ember.tensor(1.), (2,)), IndexError,
+                     "Dimension specified as -1 but tensor has no dimensions")
+    yield ErrorInput(SampleInput(ember.ones(3), (2,)), RuntimeError,
+                     "ember.histogramdd: input tensor should have at least 2 dimensions")
+    for bins in ([3], [3, 3, 3], []):
+        yield ErrorInput(SampleInput(x, (bins,)), RuntimeError,
+                         "histogramdd: The size of bins must be equal to the innermost dimension "
+                         "of the input.")
+    yield ErrorInput(SampleInput(x, ([edge],)), RuntimeError,
+                     "ember.histogramdd: expected 2 sequences of bin edges for a 2-dimensional "
+                     "histogram but got 1")
+    yield ErrorInput(SampleInput(x, ([2, 0],)), RuntimeError,
+                     r"ember.histogram\(\): bins must be > 0, but got 0 for dimension 1")
+    yield ErrorInput(SampleInput(x, ([-1, 2],)), RuntimeError,
+                     "ember.histogramdd: bins tensor should have at least 1 element, but got 0 "
+                     "elements in the bins tensor for dimension 0")
+    yield ErrorInput(SampleInput(x, (-2,)), RuntimeError, "number of steps must be non-negative")
+    yield ErrorInput(SampleInput(x, (2,), {"range": [0., 1.]}), RuntimeError,
+                     "ember.histogramdd: for a 2-dimensional histogram range should have 4 "
+                     "elements, but got 2")
+    yield ErrorInput(SampleInput(x, ([2],), {"range": [0., 1., 1., 0.]}), RuntimeError,
+                     "ember.histogramdd: min should not exceed max, but got min 1 max 0 for "
+                     "dimension 1")
+    yield ErrorInput(SampleInput(x, (2,), {"range": [0., INF, 0., 1.]}), RuntimeError,
+                     r"ember.histogramdd: dimension 0's range \[0, inf\] is not finite")
+    yield ErrorInput(SampleInput(ember.tensor([[0., NAN]]), (2,)), RuntimeError,
+                     r"ember.histogramdd: dimension 1's range \[nan, nan\] is not finite")
+    yield ErrorInput(SampleInput(x, (2,), {"weight": ember.ones(2)}), RuntimeError,
+                     rf"ember.histogramdd: if weight tensor is provided it should have the same "
+                     rf"shape as the input tensor excluding its innermost dimension, but got "
+                     rf"{shape} \[2\]")
+    yield ErrorInput(SampleInput(x, (2,), {"weight": ember.ones(3, 1)}), RuntimeError,
+                     rf"{shape} \[3, 1\]")
+    yield ErrorInput(SampleInput(x, ([ember.tensor([0.]), edge],), {"weight": ember.ones(2)}),
+                     RuntimeError, rf"{shape} \[2\]")
+    yield ErrorInput(SampleInput(x, (2,), {"weight": ember.ones(3, dtype=ember.float64)}),
+                     RuntimeError, r"ember.histogramdd: if weight tensor is provided, input "
+                                   r"tensor and weight tensor should have the same dtype, but got "
+                                   r"input\(float\), and weight\(double\)")
+    yield ErrorInput(SampleInput(x, ([edge, edge.double()],)), RuntimeError,
+                     "ember.histogramdd: input tensor and bins tensors should have the same "
+                     "dtype, but got input with dtype float and bins for dimension 1 with dtype "
+                     "double")
+    yield ErrorInput(SampleInput(x, ([edge, edge[None]],)), RuntimeError,
+                     "ember.histogramdd: bins tensor should have one dimension, but got 2 "
+                     "dimensions in the bins tensor for dimension 1")
+    yield ErrorInput(SampleInput(x, ([edge, ember.ones(0)],)), RuntimeError,
+                     "ember.histogramdd: bins tensor should have at least 1 element, but got 0 "
+                     "elements in the bins tensor for dimension 1")
+    yield ErrorInput(SampleInput(x, ([edge, ember.ones(1)],)), RuntimeError,
+                     r"ember.histogram\(\): bins must be > 0, but got 0 for dimension 1")
+    for dtype, name in ((ember.float16, "Half"), (ember.bfloat16, "BFloat16"),
+                        (ember.int64, "Long")):
+        yield ErrorInput(SampleInput(x.to(dtype), (2,)), NotImplementedError,
+                         f"\"histogramdd\" not implemented for '{name}'")
+    for dtype, kernel, name in ((ember.int64, "histogram_cpu", "Long"),
+                                (ember.complex64, "histogram_cpu", "ComplexFloat"),
+                                (ember.bool, "linspace_cpu", "Bool")):
+        yield ErrorInput(SampleInput(x.to(dtype), (2,), {"range": [0., 1., 0., 1.]}),
+                         NotImplementedError, f"\"{kernel}\" not implemented for '{name}'")
+
+
 # --- bincount -----------------------------------------------------------------------------------
 
 def _bincount_ref(x, weights=None, minlength=0):
@@ -357,8 +527,10 @@ OPS = [
            result_dtype=_index_dtype, error_inputs=_bucketize_errors),
     OpInfo("histc", _histc_ref, _histc_samples, dtypes=FLOATS + LOW, grad=False,
            error_inputs=_histc_errors),
-    OpInfo("histogram", _histogram_ref, _histogram_samples, dtypes=FLOATS, grad=False,
+    OpInfo("histogram", _histogram_ref, _histogram_samples, dtypes=FLOATS + LOW, grad=False,
            error_inputs=_histogram_errors),
+    OpInfo("histogramdd", _histogramdd_ref, _histogramdd_samples, dtypes=FLOATS + LOW, grad=False,
+           op=_histogramdd_flat, torch_op=_torch_histogramdd, error_inputs=_histogramdd_errors),
     OpInfo("bincount", _bincount_ref, _bincount_samples, dtypes=INTS, grad=False,
            result_dtype=_bincount_dtype, error_inputs=_bincount_errors),
 ]
