@@ -56,8 +56,8 @@ def call_inplace(op, inputs, params):
     try:
         xp, arrays, requires_grad, casts, compute = _prepare(op, flat)
     except _Override:
-        from ember.overrides import handle_torch_function
-        return handle_torch_function(op, inputs, params, None, inplace=True)
+        from ember.overrides import handle_op
+        return handle_op(op, inputs, params, None, inplace=True)
     if op.view:
         return _inplace_view(op, self, params)
     if lengths is not None:

@@ -21,6 +21,7 @@ of all True: other derivatives call derivatives directly.
 """
 
 import ast
+import textwrap
 
 import numpy as np
 
@@ -232,8 +233,8 @@ def call(op, inputs, params, out=None):
     try:
         xp, arrays, requires_grad, casts, _ = _prepare(op, flat)
     except _Override:
-        from ember.overrides import handle_torch_function
-        return handle_torch_function(op, inputs, params, out)
+        from ember.overrides import handle_op
+        return handle_op(op, inputs, params, out)
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
     token = None if op.view else quiet_fp()     # views compute nothing to warn of
@@ -623,17 +624,32 @@ def _generate(op, kind):
     else:
         out = "out" if kind == "function" and op.supports_out else "None"
         body = f"    return _call(_op, {call_args}, {out})\n"
-    src = f"def {fname}({', '.join(parts)}):\n{prologue}{body}"
-    from ember.ops._inplace import call_inplace
-    namespace = {"_call": call, "_call_inplace": call_inplace, "_op": op,
-                 "_method_varargs": method_varargs, "_UNSET": _UNSET, "_MISSING": _MISSING}
+    # _op is a closure cell; _call is a global of the kind's shared namespace (GENERATED)
+    src = (f"def _bind(_op):\n    def {fname}({', '.join(parts)}):\n"
+           f"{textwrap.indent(prologue + body, '    ')}    return {fname}\n")
+    namespace = _generated_globals(kind)
     exec(compile(src, f"<ember op {op.name}>", "exec"), namespace)
-    fn = namespace[fname]
+    fn = namespace.pop("_bind")(op)
     fn.__doc__ = op.forward.__doc__
     fn.__module__ = f"ember.{op.namespace}" if op.namespace and kind == "function" else "ember"
     fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
     fn._ember_op = op
     return fn
+
+
+GENERATED = {}      # kind -> the globals all generated functions of that kind share
+
+
+def _generated_globals(kind):
+    """The namespace the generated functions of ``kind`` run in: ember.overrides swaps its
+    ``_call`` / ``_call_inplace`` while a torch function mode is active (none: no cost)."""
+    namespace = GENERATED.get(kind)
+    if namespace is None:
+        from ember.ops._inplace import call_inplace
+        namespace = GENERATED[kind] = {
+            "_call": call, "_call_inplace": call_inplace, "_method_varargs": method_varargs,
+            "_UNSET": _UNSET, "_MISSING": _MISSING}
+    return namespace
 
 
 _UNSET = object()          # the keyword form was not used

@@ -86,14 +86,21 @@ def install():
         op = REGISTRY.get(op_name)
         if op is None:
             continue
-        setattr(Tensor, f"__{name}__", _operator(op, False))
-        setattr(Tensor, f"__r{name}__", _operator(op, True))
+        _attach(f"__{name}__", _operator(op, False))
+        _attach(f"__r{name}__", _operator(op, True))
         if name != "matmul":            # PyTorch has no in-place @=: it rebinds the name
-            setattr(Tensor, f"__i{name}__", _inplace_operator(op))
+            _attach(f"__i{name}__", _inplace_operator(op))
     for name, op_name in _COMPARISONS.items():
         if op_name in REGISTRY:
-            setattr(Tensor, f"__{name}__", _operator(REGISTRY[op_name], False))
+            _attach(f"__{name}__", _operator(REGISTRY[op_name], False))
     for name, op_name in _UNARY.items():
         if op_name in REGISTRY:
             make = _invert if name == "invert" else _unary_operator
-            setattr(Tensor, f"__{name}__", make(REGISTRY[op_name]))
+            _attach(f"__{name}__", make(REGISTRY[op_name]))
+
+
+def _attach(name, method):
+    """``Tensor.<name> = method``, named so (a torch function mode sees ``__rsub__``)."""
+    method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
+    setattr(Tensor, name, method)

@@ -1,11 +1,16 @@
 """The ``__torch_function__`` protocol: Tensor subclasses and tensor-likes may override ops."""
 
+import contextlib
+import functools
 import threading
 
 from ember._tensor import Tensor
+from ember.overrides._modes import STACK, _pop_mode_temporarily, qualified_name
 
-__all__ = ["handle_torch_function", "has_torch_function", "DisableTorchFunctionSubclass",
-           "_disabled_torch_function_impl"]
+__all__ = ["handle_torch_function", "has_torch_function", "has_torch_function_unary",
+           "has_torch_function_variadic", "DisableTorchFunctionSubclass",
+           "_disabled_torch_function_impl", "is_tensor_like", "wrap_torch_function",
+           "enable_reentrant_dispatch"]
 
 
 class _State(threading.local):
@@ -38,9 +43,25 @@ def is_plain(cls):
 
 
 def has_torch_function(args):
-    """Whether any argument overrides ``__torch_function__``."""
-    return any(type(a) is not Tensor and hasattr(type(a), "__torch_function__")
-               and not (isinstance(a, Tensor) and is_plain(type(a))) for a in args)
+    """Whether a torch function mode is active or an argument overrides the protocol."""
+    return bool(STACK.modes) or any(
+        type(a) is not Tensor and hasattr(type(a), "__torch_function__")
+        and not (isinstance(a, Tensor) and is_plain(type(a))) for a in args)
+
+
+def has_torch_function_unary(arg):
+    """``has_torch_function((arg,))``."""
+    return has_torch_function((arg,))
+
+
+def has_torch_function_variadic(*args):
+    """``has_torch_function(args)``."""
+    return has_torch_function(args)
+
+
+def is_tensor_like(inp):
+    """Whether ``inp`` is a Tensor or has a ``__torch_function__`` (a type that does counts)."""
+    return type(inp) is Tensor or hasattr(inp, "__torch_function__")
 
 
 def _overloaded(values):
@@ -62,8 +83,48 @@ def _overloaded(values):
     return found
 
 
-def handle_torch_function(op, inputs, params, out, inplace=False):
-    """Offer the call to each overriding type in turn, as PyTorch does."""
+def handle_torch_function(public_api, relevant_args, *args, **kwargs):
+    """Offer ``public_api(*args, **kwargs)`` to the innermost mode, then to each overriding
+    argument among ``relevant_args``, as a function that ``has_torch_function`` should."""
+    overloaded = _overloaded(relevant_args)
+    types = tuple(type(a) for a in overloaded)
+    if STACK.modes:
+        with _pop_mode_temporarily() as mode:
+            result = mode.__torch_function__(public_api, types, args, kwargs)
+        if result is not NotImplemented:
+            return result
+    elif not overloaded:
+        return public_api(*args, **kwargs)
+    for arg in overloaded:
+        result = arg.__torch_function__(public_api, types, args, kwargs)
+        if result is not NotImplemented:
+            return result
+    raise TypeError(f"no implementation found for '{qualified_name(public_api)}' on types "
+                    f"that implement __torch_function__: {list(types)}")
+
+
+def wrap_torch_function(dispatcher):
+    """Decorate a function to honour ``__torch_function__`` on the arguments ``dispatcher``
+    (same signature) returns."""
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapped(*args, **kwargs):
+            relevant = dispatcher(*args, **kwargs)
+            if has_torch_function(relevant):
+                return handle_torch_function(wrapped, relevant, *args, **kwargs)
+            return func(*args, **kwargs)
+        return wrapped
+    return decorate
+
+
+@contextlib.contextmanager
+def enable_reentrant_dispatch():
+    """A no-op context: ember has no dispatcher below ``__torch_function__`` to re-enter."""
+    yield
+
+
+def handle_op(op, inputs, params, out, inplace=False):
+    """Offer a registry op's call to each overriding type in turn, as PyTorch does."""
     flat = []
     for x in inputs:
         flat.extend(x if isinstance(x, (list, tuple)) else (x,))
