@@ -73,7 +73,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     # torch._dynamo and torch._inductor load on first use, as in PyTorch
-    if name in ("_dynamo", "_inductor"):
+    if name in ("_dynamo", "_inductor", "library"):
         import importlib
         return importlib.import_module(f"ember.{name}")
     raise AttributeError(f"module 'ember' has no attribute '{name}'")

@@ -82,3 +82,9 @@ def _install_alias_methods():
 
 
 _install_alias_methods()
+
+
+def __getattr__(name):
+    # ember.ops.aten and the namespaces of user-defined ops (ember.library), as torch.ops
+    from ember.ops._namespaces import namespace
+    return namespace(name)
