@@ -249,3 +249,17 @@ def test_sync_batch_norm_in_one_process_is_batch_norm():
     assert nn.SyncBatchNorm(3)(ember.randn(5, 3)).shape == (5, 3)
     with pytest.raises(ValueError, match=r"expected at least 2D input \(got 1D input\)"):
         nn.SyncBatchNorm(3)(ember.randn(3))
+
+
+def test_old_batch_norm_state_dicts_without_num_batches_tracked_load():
+    import collections
+    bn = nn.BatchNorm2d(3)
+    bn.num_batches_tracked.fill_(5)
+    old = {k: v for k, v in bn.state_dict().items() if k != "num_batches_tracked"}
+    assert not bn.load_state_dict(old).missing_keys and bn.num_batches_tracked.item() == 5
+    assert bn.state_dict()._metadata[""]["version"] == 2
+    current = collections.OrderedDict(old)
+    current._metadata = {"": {"version": 2}}
+    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: '
+                                           '"num_batches_tracked"'):
+        bn.load_state_dict(current)

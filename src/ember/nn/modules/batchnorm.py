@@ -12,6 +12,8 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"]
 class _NormBase(Module):
     """Parameters and running-statistics buffers shared by batch and instance norm."""
 
+    _version = 2                        # version 2 added num_batches_tracked
+
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, device=None, dtype=None, *, bias=True):
         super().__init__()
@@ -41,6 +43,18 @@ class _NormBase(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
         self.reset_parameters()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        # state dicts older than version 2 (or without metadata) lack num_batches_tracked:
+        # the module keeps its own count instead of reporting the key missing
+        key = prefix + "num_batches_tracked"
+        if (local_metadata.get("version") or 0) < 2 and self.track_running_stats \
+                and key not in state_dict:
+            state_dict[key] = (self.num_batches_tracked if self.num_batches_tracked is not None
+                               else ember.tensor(0, dtype=ember.long))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
 
     def reset_running_stats(self):
         """Zero the running mean and count; running variance back to ones."""
