@@ -35,7 +35,10 @@ def _place(array, dev):
 def _finish(array, requires_grad):
     t = _make(array)
     if requires_grad:
-        t.requires_grad = True
+        if t.dtype.category < D.FLOATING:
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        t._requires_grad = True
     return t
 
 

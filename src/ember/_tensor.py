@@ -441,6 +441,8 @@ class Tensor:
 
     def requires_grad_(self, requires_grad=True):
         """Set requires_grad in place and return self."""
+        if requires_grad and self.dtype.category < _dtype.FLOATING:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = requires_grad
         return self
 

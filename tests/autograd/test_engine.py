@@ -447,3 +447,19 @@ def test_grad_with_batched_grad_outputs_is_one_vjp_per_row():
     y = x * x * 2
     (jac,) = ember.autograd.grad(y, x, ember.eye(3), is_grads_batched=True)
     assert jac.tolist() == [[4.0, 0.0, 0.0], [0.0, -8.0, 0.0], [0.0, 0.0, 12.0]]
+
+
+def test_pytorch_words_for_unused_inputs_integer_grads_and_anomaly_mode():
+    a, b = ember.ones(2, requires_grad=True), ember.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="The differentiated Tensor at index 1 appears to "
+                                           "not have been used in the graph"):
+        ember.autograd.grad((a * 2).sum(), [a, b])
+    with pytest.raises(RuntimeError, match="^only Tensors of floating point dtype can require "
+                                           "gradients$"):
+        ember.tensor([1]).requires_grad_()
+    with pytest.raises(RuntimeError, match="^Only Tensors of floating point and complex dtype "
+                                           "can require gradients$"):
+        ember.tensor([1], requires_grad=True)
+    with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"):
+        with ember.autograd.detect_anomaly():
+            pass

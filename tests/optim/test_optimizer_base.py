@@ -192,3 +192,9 @@ def test_named_parameters_record_their_names():
     assert opt.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
     with pytest.raises(ValueError, match="should be with/without names"):
         opt.add_param_group({"params": [nn.Parameter(ember.ones(1))]})
+
+
+def test_repr_separates_parameter_groups_with_a_blank_line():
+    a, b = ember.ones(2, requires_grad=True), ember.ones(2, requires_grad=True)
+    text = repr(ember.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1))
+    assert "    weight_decay: 0\n\nParameter Group 1\n" in text and text.endswith("0\n)")

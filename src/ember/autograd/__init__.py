@@ -107,15 +107,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     targets = [_target(t) for t in inputs]
     found = run_backward(roots, grads, retain_graph, create_graph, targets=targets)
     result = []
-    for t, g in zip(inputs, found):
+    for index, (t, g) in enumerate(zip(inputs, found)):
         if g is None:
             if materialize_grads and not isinstance(t, GradientEdge):
                 from ember._creation import zeros_like
                 g = zeros_like(t)
             elif not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been "
-                                   "used in the graph. Set allow_unused=True if this is the "
-                                   "desired behavior.")
+                raise RuntimeError(f"The differentiated Tensor at index {index} appears to not "
+                                   f"have been used in the graph. Set allow_unused=True if this "
+                                   f"is the desired behavior.")
         result.append(g)
     return tuple(result)
 

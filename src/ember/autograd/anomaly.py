@@ -25,6 +25,9 @@ class detect_anomaly:
         self.check_nan = check_nan
 
     def __enter__(self):
+        import warnings
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", stacklevel=2)
         self._prev = (ENABLED[0], CHECK_NAN[0])
         ENABLED[0], CHECK_NAN[0] = True, self.check_nan
         return self

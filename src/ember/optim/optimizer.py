@@ -182,6 +182,8 @@ class Optimizer:
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
         for i, group in enumerate(self.param_groups):
+            if i:
+                lines.append("")
             lines.append(f"Parameter Group {i}")
             lines.extend(f"    {k}: {group[k]}" for k in sorted(group) if k != "params")
         lines.append(")")
