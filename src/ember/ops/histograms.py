@@ -375,7 +375,7 @@ def _edge_arrays(bins, x):
     return [b._data for b in bins]
 
 
-_HISTOGRAMDD = return_types.named_result("histogramdd", ("hist", "bin_edges"))
+_HISTOGRAMDD = return_types.histogramdd
 
 
 def _histogramdd_result(hist, *edges):
