@@ -226,3 +226,13 @@ def test_queue_callback_runs_after_the_graph():
     a.register_hook(lambda g: engine.queue_callback(lambda: seen.append(a.grad.tolist())))
     (a * 2).sum().backward()
     assert seen == [[2.0, 2.0]]
+
+
+def test_hooks_see_only_the_outputs_a_derivative_reads():
+    x = ember.randn(1, 1, 4, 4, requires_grad=True)
+    dtypes = []
+    with saved_tensors_hooks(lambda t: dtypes.append(t.dtype) or t, lambda t: t):
+        values = ember.nn.functional.max_pool2d(x, 2)
+    assert dtypes == [ember.int64]      # the indices, not the values
+    values.relu_().sum().backward()
+    assert x.grad.sum().item() == (values > 0).sum().item()

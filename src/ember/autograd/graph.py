@@ -182,7 +182,10 @@ class OpNode(Node):
         saved, lengths = self._inputs
         inputs = [x for x in saved if isinstance(x, Tensor)] if self._versions is not None \
             else []
-        outs = () if self._out is None else outputs if type(outputs) is tuple else (outputs,)
+        outs = ()
+        if self._out is not None:       # the outputs kept for backward (see _unpack_output)
+            outs = [o for o, a in zip(outputs if type(outputs) is tuple else (outputs,),
+                                      self._out[0]) if a is not None]
         if not inputs and not outs:
             return
         self._released = Packed(hooks, inputs, outs)
@@ -209,18 +212,31 @@ class OpNode(Node):
         return inputs
 
     def _unpack_output(self):
+        """The outputs the derivative reads, as tensors of this node (None for the others:
+        see ``Op.derivative``'s ``outputs``), after checking none changed in place."""
         from ember._tensor import _make
         arrays, vc, version = self._out
+        several = type(vc) is tuple         # one counter per output, None where not kept
         if self._released:                      # packed (a freed node fails to unpack inputs)
-            arrays = self._released.output_arrays()
+            unpacked = iter(self._released.output_arrays())
+            arrays = [None if several and vc[nr] is None else next(unpacked)
+                      for nr in range(self.n_outputs)]
+        elif several:
+            for nr, (counter, saved) in enumerate(zip(vc, version)):
+                if counter is not None and counter.value != saved:
+                    raise RuntimeError(_modified_message(None, saved, counter.value, self,
+                                                         (arrays[nr], nr)))
         elif vc.value != version:
-            raise RuntimeError(_modified_message(None, version, vc.value, self))
+            raise RuntimeError(_modified_message(None, version, vc.value, self, (arrays[0], 0)))
         outs = []
         for nr, arr in enumerate(arrays):
+            if arr is None:
+                outs.append(None)
+                continue
             t = _make(arr)
             t._grad_fn = self
             t._output_nr = nr
-            t._vc = vc
+            t._vc = vc[nr] if several else vc
             outs.append(t)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -298,7 +314,9 @@ def sum_to(grad, shape):
     return grad
 
 
-def _modified_message(t, expected, actual=None, node=None):
+def _modified_message(t, expected, actual=None, node=None, output=None):
+    """PyTorch's error for a saved tensor ``t`` (or a node's ``output``: ``(array, index)``)
+    changed in place between forward and backward."""
     if t is not None:
         actual = t._version
         kind = f"{t.dtype._legacy}"
@@ -307,7 +325,10 @@ def _modified_message(t, expected, actual=None, node=None):
         where = (f"which is output {t._output_nr} of {fn.name()}" if fn is not None
                  else "which is a leaf")
     else:
-        kind, shape, where = "Tensor", [], f"which is output 0 of {node.name()}"
+        from ember._dtype import FROM_NUMPY
+        array, nr = output
+        kind, shape = FROM_NUMPY[array.dtype]._legacy, list(array.shape)
+        where = f"which is output {nr} of {node.name()}"
     return (f"one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [ember.{kind} {shape}], {where}, is at version {actual}; "
             f"expected version {expected} instead. Hint: enable anomaly detection to find the "

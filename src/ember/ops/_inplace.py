@@ -176,6 +176,7 @@ def _record_inplace(op, self, old, flat, lengths, params, recipe):
     from ember.ops._registry import _record
     base_edge = history(self._view[0]) if self._view is not None else None
     node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self)
+    self._output_nr = 0                 # it was output 1 of var_mean, say; now of this node
     _date_saved_self(node, flat, self)
     if self._view is not None:
         base = self._view[0]

@@ -92,6 +92,7 @@ class Op:
         self.dtype_cache = {}           # operand signature -> compute_dtype(...) result
         self.inplace_forward = None
         self.needs_output = False
+        self.saved_outputs = None       # indices of the outputs the derivative reads; None: all
         self.needs_mask = False
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
@@ -110,11 +111,20 @@ class Op:
     def __call__(self, *args, **kwargs):
         return self.function(*args, **kwargs)
 
-    def derivative(self, fn):
-        """Register the op's derivative (see the module docstring); returns it."""
+    def derivative(self, fn=None, *, outputs=None):
+        """Register the op's derivative (see the module docstring); returns it.
+
+        ``outputs``: for an op with several outputs whose derivative reads only some of them
+        from ``out=``, their indices. Only those are kept for backward (the others reach the
+        derivative as None), so changing the others in place before backward is allowed, as
+        in PyTorch (``relu_`` after ``batch_norm``: the mean and invstd are kept, not ``y``).
+        Use as ``@op.derivative(outputs=(1,))``."""
+        if fn is None:
+            return lambda f: self.derivative(f, outputs=outputs)
         import inspect
         params = inspect.signature(fn).parameters
         self.needs_output = "out" in params and params["out"].kind is params["out"].KEYWORD_ONLY
+        self.saved_outputs = None if outputs is None else frozenset(outputs)
         self.needs_mask = "needs" in params and params["needs"].kind is params["needs"].KEYWORD_ONLY
         if self.needs_mask and self.seq_inputs:
             raise TypeError(f"{self.name}: 'needs' is one flag per input, and sequence inputs "
@@ -479,11 +489,13 @@ def _record(op, flat, lengths, params, outputs):
 
 def _record_outputs(op, edges, saved, lengths, versions, params, in_meta, outputs):
     saved_out = None
-    if op.needs_output:
-        vc = outputs[0]._shared_version()
-        for o in outputs[1:]:
-            o._vc = vc
-        saved_out = (tuple(o._data for o in outputs), vc, vc.value)
+    if op.needs_output:             # (arrays, counters, versions): None for outputs not kept
+        kept = op.saved_outputs
+        counters = tuple(o._shared_version() if kept is None or i in kept else None
+                         for i, o in enumerate(outputs))
+        saved_out = (tuple(None if vc is None else o._data
+                           for o, vc in zip(outputs, counters)),
+                     counters, tuple(None if vc is None else vc.value for vc in counters))
     node = op.node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
     node.n_outputs = len(outputs)
     node._out_meta = tuple((o.shape, o.dtype, o.device) for o in outputs)

@@ -107,7 +107,7 @@ def _max_op(nd, name, namespace):
     registered = op(f"{name}(input, output_size)", method=False, saves_inputs=False,
                     namespace=namespace, grad_fn_name=f"AdaptiveMaxPool{nd}DBackward0")(forward)
 
-    @registered.derivative
+    @registered.derivative(outputs=(1,))
     def _(grads, x, output_size, *, out):
         size = tuple(x.shape[x.ndim - nd:])
         disjoint = all(n % o == 0 for n, o in zip(size, out[1].shape[out[1].ndim - nd:]))

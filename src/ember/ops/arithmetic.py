@@ -230,7 +230,9 @@ def _pow(xp, a, b):
     return xp.power(a, b)
 
 
-def _pow_grad(grad, a, b, *, out):
+def _pow_grad(grad, a, b):
+    # The result is recomputed rather than saved, as PyTorch keeps it only for a tensor
+    # exponent: ``y = x ** 2; y.add_(1)`` must not spoil backward.
     from ember import where
     grad_a = grad_b = None
     if hasattr(a, "shape"):
@@ -238,12 +240,14 @@ def _pow_grad(grad, a, b, *, out):
             grad_a = grad * 0
         else:
             grad_a = grad * conj_grad(b * a.pow(b - 1))
+            if hasattr(b, "shape"):             # 0 ** 0 has slope 0, not 0 * inf
+                grad_a = where(b == 0, 0, grad_a)
     if hasattr(b, "shape"):
         log_a = a.log() if hasattr(a, "shape") else _scalar_log(a, b)
-        grad_b = grad * conj_grad(out * log_a)
-        if hasattr(a, "shape"):
+        grad_b = grad * conj_grad(pow(a, b) * log_a)
+        if hasattr(a, "shape"):                 # x ** b at x = 0 is flat in b (b >= 0)
             grad_b = where((a == 0) & (b.real >= 0 if b.is_complex() else b >= 0),
-                           grad_b * 0, grad_b)
+                           0, grad_b)
     return grad_a, grad_b
 
 

@@ -74,8 +74,8 @@ _max_dim = op("_max_dim(input, dim, keepdim=False)", promote=MAX_DIM, method=Fal
 _min_dim = op("_min_dim(input, dim, keepdim=False)", promote=MIN_DIM, method=False,
               namedtuple=return_types.min, grad_fn_name="MinBackward0")(
     _extreme_dim("min", "argmin"))
-_max_dim.derivative(route_to_indices)
-_min_dim.derivative(route_to_indices)
+_max_dim.derivative(route_to_indices, outputs=(1,))
+_min_dim.derivative(route_to_indices, outputs=(1,))
 
 
 max = with_optional_dim("max", _max_all, _max_dim, "maximum")

@@ -62,7 +62,7 @@ def _op(nd):
                     f"output_size)", inputs=2, method=False, saves_inputs=False,
                     grad_fn_name=f"FractionalMaxPool{nd}DBackward0")(forward)
 
-    @registered.derivative
+    @registered.derivative(outputs=(1,))
     def _(grads, x, samples, kernel_size, output_size, *, out):
         return _plane_scatter_add(grads[0], out[1], tuple(x.shape[2:]), False), None
     return registered

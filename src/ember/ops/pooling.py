@@ -65,7 +65,7 @@ def _max_pool_op(nd, namespace):
                     f"ceil_mode=False{extra})", method=False, saves_inputs=False,
                     namespace=namespace, grad_fn_name=f"MaxPool{nd}DWithIndicesBackward0")(forward)
 
-    @registered.derivative
+    @registered.derivative(outputs=(1,))        # the indices: the values may change in place
     def _(grads, x, kernel_size, stride, padding, dilation, *rest, out):
         k = tuple_arg("", "", kernel_size, nd)
         s = tuple_arg("", "", stride, nd, optional=True) or k

@@ -134,7 +134,7 @@ cummax = op("cummax(input, dim)", promote=_cum_policy("cummax"),
             namedtuple=return_types.cummax)(_running_extreme("cummax", "maximum"))
 cummin = op("cummin(input, dim)", promote=_cum_policy("cummin"),
             namedtuple=return_types.cummin)(_running_extreme("cummin", "minimum"))
-cummax.derivative(_scatter_back)
-cummin.derivative(_scatter_back)
+cummax.derivative(_scatter_back, outputs=(1,))
+cummin.derivative(_scatter_back, outputs=(1,))
 
 ALIASES = {}

@@ -70,7 +70,7 @@ def sort(xp, x, dim, descending, stable):
     return _sorted(xp, x, dim, descending)
 
 
-@sort.derivative
+@sort.derivative(outputs=(1,))
 def _(grads, x, dim, descending, stable, *, out):
     return _sort_grad(grads[0], x, dim, out[1])
 
@@ -110,7 +110,7 @@ def topk(xp, x, k, dim, largest, sorted):
     return xp.take_along_axis(x, order, axis=d), order.astype(np.int64, copy=False)
 
 
-@topk.derivative
+@topk.derivative(outputs=(1,))
 def _(grads, x, k, dim, largest, sorted, *, out):
     return _sort_grad(grads[0], x, dim, out[1])
 
@@ -137,7 +137,7 @@ def kthvalue(xp, x, k, dim, keepdim):
     return _squeezed(xp, xp.take_along_axis(x, index, axis=d), index, d, keepdim)
 
 
-@kthvalue.derivative
+@kthvalue.derivative(outputs=(1,))
 def _(grads, x, k, dim, keepdim, *, out):
     return route_to_indices(grads, x, dim, keepdim, out=out)
 
@@ -164,7 +164,7 @@ def mode(xp, x, dim, keepdim):
     return _squeezed(xp, xp.take_along_axis(x, index, axis=d), index, d, keepdim)
 
 
-@mode.derivative
+@mode.derivative(outputs=(1,))
 def _(grads, x, dim, keepdim, *, out):
     return route_to_indices(grads, x, dim, keepdim, out=out)
 

@@ -127,7 +127,7 @@ def std_mean(xp, x, dim, unbiased, keepdim, correction):
     return xp.sqrt(var_), mean
 
 
-@std_mean.derivative
+@std_mean.derivative(outputs=(0,))
 def _(grads, x, dim, unbiased, keepdim, correction, *, out):
     return (_std_grad(grads[0], x, dim, unbiased, keepdim, correction, out[0])
             + _mean_grad(grads[1], x, dim, unbiased, keepdim))
@@ -197,7 +197,7 @@ _nanmedian_by_dim = op("_nanmedian_dim(input, dim, keepdim=False)", promote=MEDI
 for _op in (_median, _nanmedian):
     _op.derivative(lambda grad, x, *, out: spread(grad, x, out))
 for _op in (_median_by_dim, _nanmedian_by_dim):
-    _op.derivative(route_to_indices)
+    _op.derivative(route_to_indices, outputs=(1,))
 
 
 median = with_optional_dim("median", _median, _median_by_dim)

@@ -202,10 +202,10 @@ erfc = unary("erfc(input)", lambda xp, x: special_of(xp).erfc(x),
              lambda grad, x: grad * -_TWO_OVER_SQRT_PI * (-x * x).exp(),
              doc="The complementary error function ``1 - erf(input)``.", promote=REAL_VML,
              scalars=False)
-erfinv = unary("erfinv(input)", _erfinv,
-               lambda grad, x, *, out: grad * _SQRT_PI_OVER_TWO * (out * out).exp(),
+erfinv = unary("erfinv(input)", _erfinv,      # recomputed: the result may change in place
+               lambda grad, x: grad * _SQRT_PI_OVER_TWO * x.erfinv().square().exp(),
                doc="The inverse error function of each element.", promote=REAL_VML,
-               saves_inputs=False, scalars=False)
+               scalars=False)
 lgamma = unary("lgamma(input)", _lgamma, lambda grad, x: grad * x.digamma(),
                doc="The log of the absolute value of the gamma function.", promote=REAL_VML,
                scalars=False)

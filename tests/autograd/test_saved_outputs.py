@@ -1,0 +1,71 @@
+"""What an op keeps of its outputs for backward, and so which outputs may change in place
+before backward: only those its derivative reads (PyTorch's rule). ``relu_`` after max
+pooling, or ``add_`` on the values of ``sort``, must not spoil backward; changing the indices
+those derivatives read must still be caught."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+
+
+def _x(*shape):
+    rng = np.random.default_rng(0)
+    return ember.tensor(rng.standard_normal(shape), requires_grad=True)
+
+
+CASES = {   # name -> (values output of an op on x, the gradient of sum(values) w.r.t. x)
+    "max_pool2d": lambda x: F.max_pool2d(x, 2),
+    "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x, 2),
+    "max(dim)": lambda x: x.max(1)[0],
+    "median(dim)": lambda x: x.median(1)[0],
+    "sort": lambda x: x.sort(1)[0],
+    "topk": lambda x: x.flatten(1).topk(3)[0],
+    "kthvalue": lambda x: x.flatten(1).kthvalue(2)[0],
+    "cummax": lambda x: x.cummax(1)[0],
+    "frexp": lambda x: ember.frexp(x)[0],
+    "pow scalar": lambda x: x ** 2,
+    "erfinv": lambda x: ember.erfinv(x.tanh() * 0.5),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_values_may_change_in_place_before_backward(name):
+    x = _x(2, 3, 4, 4)
+    CASES[name](x).sum().backward()
+    expected = x.grad.clone()
+    x.grad = None
+    values = CASES[name](x)
+    values.mul_(3)                      # scaling after the op leaves d(values)/dx alone
+    values.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * expected.numpy(), rtol=1e-12)
+
+
+def test_changing_what_backward_reads_is_still_caught():
+    values, indices = _x(5).sort()
+    indices.add_(0)
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation: "
+                                           r"\[ember.LongTensor \[5\]\], which is output 1 of "
+                                           r"SortBackward0, is at version 1; expected version 0"):
+        values.sum().backward()
+    y = _x(3).exp()
+    y.add_(1)
+    with pytest.raises(RuntimeError, match=r"\[ember.DoubleTensor \[3\]\], which is output 0 "
+                                           r"of ExpBackward0"):
+        y.sum().backward()
+
+
+def test_in_place_on_a_later_output_differentiates_through_it():
+    x = ember.arange(6.).view(2, 3).requires_grad_()
+    var, mean = ember.var_mean(x, 1)
+    mean.add_(1)                        # output 1; its node is now AddBackward0's
+    mean.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 1 / 3))
+
+
+def test_pow_has_pytorchs_slopes_at_zero():
+    a = ember.tensor([0.0, 0.0], requires_grad=True)
+    b = ember.tensor([0.0, 1.0], requires_grad=True)
+    ember.pow(a, b).sum().backward()
+    assert a.grad.tolist() == [0.0, 1.0] and b.grad.tolist() == [0.0, 0.0]
