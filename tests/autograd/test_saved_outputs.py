@@ -69,3 +69,18 @@ def test_pow_has_pytorchs_slopes_at_zero():
     b = ember.tensor([0.0, 1.0], requires_grad=True)
     ember.pow(a, b).sum().backward()
     assert a.grad.tolist() == [0.0, 1.0] and b.grad.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("layer", [ember.nn.RNN, ember.nn.GRU, ember.nn.LSTM])
+def test_recurrent_outputs_may_change_in_place(layer):
+    ember.manual_seed(0)
+    rnn = layer(3, 4).double()
+    x = ember.randn(5, 2, 3, dtype=ember.float64)
+    rnn(x)[0].sum().backward()
+    expected = [p.grad.clone() for p in rnn.parameters()]
+    rnn.zero_grad()
+    out = rnn(x)[0]
+    out.mul_(2)
+    out.sum().backward()
+    for p, g in zip(rnn.parameters(), expected):
+        np.testing.assert_allclose(p.grad.numpy(), 2 * g.numpy(), rtol=1e-10)

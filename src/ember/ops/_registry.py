@@ -115,7 +115,8 @@ class Op:
         """Register the op's derivative (see the module docstring); returns it.
 
         ``outputs``: for an op with several outputs whose derivative reads only some of them
-        from ``out=``, their indices. Only those are kept for backward (the others reach the
+        from ``out=``, their indices (negative ones count from the end). Only those are kept
+        for backward (the others reach the
         derivative as None), so changing the others in place before backward is allowed, as
         in PyTorch (``relu_`` after ``batch_norm``: the mean and invstd are kept, not ``y``).
         Use as ``@op.derivative(outputs=(1,))``."""
@@ -490,9 +491,9 @@ def _record(op, flat, lengths, params, outputs):
 def _record_outputs(op, edges, saved, lengths, versions, params, in_meta, outputs):
     saved_out = None
     if op.needs_output:             # (arrays, counters, versions): None for outputs not kept
-        kept = op.saved_outputs
-        counters = tuple(o._shared_version() if kept is None or i in kept else None
-                         for i, o in enumerate(outputs))
+        kept, n = op.saved_outputs, len(outputs)
+        counters = tuple(o._shared_version() if kept is None or i in kept or i - n in kept
+                         else None for i, o in enumerate(outputs))
         saved_out = (tuple(None if vc is None else o._data
                            for o, vc in zip(outputs, counters)),
                      counters, tuple(None if vc is None else vc.value for vc in counters))

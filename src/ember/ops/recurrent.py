@@ -63,10 +63,12 @@ def _rnn_layer(xp, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse):
             out, h, _, ws = K.gru_forward(xp, x, hx, w_hh, b_hh, steps)
         else:
             out, h, _, ws = K.rnn_forward(xp, x, hx, w_hh, b_hh, steps, mode == "RNN_RELU")
+            ws = xp.concatenate([ws, out])  # backward reads the outputs from here, not out[0]
     return out, h, ws.view(np.uint8)
 
 
-@_rnn_layer.derivative
+# Only the workspace is kept: the outputs may change in place before backward, as in PyTorch
+@_rnn_layer.derivative(outputs=(-1,))
 def _(grads, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse, *, out):
     inputs = (x, hx, w_hh, cx, b_hh, w_hr)
     if ember.is_grad_enabled():
@@ -83,7 +85,8 @@ def _(grads, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse, *, out):
         elif mode == "GRU":
             res = K.gru_backward(xp, d[0], d[1], ws, w[0], w[1], steps)
         else:
-            res = K.rnn_backward(xp, d[0], d[1], out[0]._data, ws, w[0], w[1], steps,
+            n = x.shape[0]                      # the workspace: previous states, outputs
+            res = K.rnn_backward(xp, d[0], d[1], ws[n:], ws[:n], w[0], w[1], steps,
                                  mode == "RNN_RELU")
     return tuple(None if r is None else _make(r) for r in res)
 
