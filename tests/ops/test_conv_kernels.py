@@ -6,18 +6,42 @@ import pytest
 from ember.ops import _conv_kernels as K
 
 # (batch, in channels, out channels, size, kernel, stride, pads, dilation, groups): chosen so
-# that every input-gradient path runs (flipped convolution, col2im, channel-last scatter),
-# and the forward and weight gradient run both as one product (few output pixels) and as
-# per-sample products (_FEW_PIXELS or more)
+# that every input-gradient path runs (flipped convolution, batch-innermost columns, col2im,
+# channel-last scatter; test_cases_cover_every_input_gradient_path), and the forward and
+# weight gradient run with batch-innermost columns (few output pixels with few channels), as
+# one product (few output pixels) and as per-sample products (_FEW_PIXELS or more)
 CASES = [
     (3, 4, 4, (7, 6), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),      # flipped
-    (3, 2, 5, (9, 8), (3, 2), (2, 1), ((1, 0), (0, 1)), (1, 2), 1),      # col2im
-    (2, 8, 6, (7, 7), (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), 2),      # scatter, groups
-    (2, 6, 12, (6, 6), (5, 5), (1, 1), ((0, 0), (0, 0)), (1, 1), 1),     # scatter, unit stride
+    (3, 2, 5, (9, 8), (3, 2), (2, 1), ((1, 0), (0, 1)), (1, 2), 1),      # batch innermost
+    (2, 8, 6, (7, 7), (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), 2),      # same, groups
+    (2, 6, 12, (6, 6), (5, 5), (1, 1), ((0, 0), (0, 0)), (1, 1), 1),     # same, unit stride
     (2, 4, 4, (8,), (3,), (2,), ((2, 2),), (2,), 4),                     # depthwise 1-d
     (1, 3, 2, (4, 5, 3), (2, 2, 2), (1, 2, 1), ((0, 1), (1, 0), (0, 0)), (1, 1, 2), 1),
     (2, 8, 4, (18, 18), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),    # per-sample products
+    (2, 24, 32, (6, 6), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),    # scatter, one product
+    (2, 16, 20, (34, 34), (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), 1),  # scatter, per sample
+    (2, 2, 5, (40, 40), (3, 3), (2, 2), ((1, 1), (0, 1)), (1, 1), 1),    # col2im
+    (3, 8, 8, (5, 5), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 8),      # depthwise 2-d
+    (2, 4, 4, (18, 18), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 4),    # same, per sample
 ]
+
+
+def test_cases_cover_every_input_gradient_path(monkeypatch):
+    used = set()
+    for name in ("_unit_stride_input_grad", "_batch_input_grad", "_col2im_input_grad",
+                 "_scatter_input_grad"):
+        def spy(*args, _name=name, _f=getattr(K, name)):
+            used.add(_name)
+            return _f(*args)
+        monkeypatch.setattr(K, name, spy)
+    rng = np.random.default_rng(0)
+    for b, c, o, size, kernel, stride, pads, dilation, groups in CASES:
+        out = K.output_size(size, kernel, stride, pads, dilation)
+        K.conv_input_grad(np, rng.standard_normal((b, o) + out),
+                          rng.standard_normal((o, c // groups) + kernel), size, stride, pads,
+                          dilation, groups)
+    assert used == {"_unit_stride_input_grad", "_batch_input_grad", "_col2im_input_grad",
+                    "_scatter_input_grad"}
 
 
 def test_cases_cover_both_product_layouts():

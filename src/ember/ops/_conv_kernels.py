@@ -4,8 +4,11 @@ Layouts: input (B, C, *S), weight (O, C/G, *K), output (B, O, *P). ``pads`` is a
 (low, high) zero-padding pairs, one per spatial dim. The convolution kernels copy the input
 to channel-last order first, so each im2col row (one output position: kernel offsets x
 channels) is gathered from runs of whole pixels, and the product is one GEMM per group,
-(B*P, K*C) @ (K*C, O). Work is split into batch chunks of a few MiB of columns that run on
-the CPU worker threads (backend/cpu_kernels.py): chunks stay in cache, and cores share them.
+(B*P, K*C) @ (K*C, O). Pixels with few channels use channel-first columns instead, and small
+images with few channels put the batch innermost (_batch_inner), where the copies and the
+col2im additions move runs of an output row times the batch. Work is split into batch
+chunks of a few MiB of columns that run on the CPU worker threads (backend/cpu_kernels.py):
+chunks stay in cache, and cores share them.
 """
 
 import functools
@@ -140,6 +143,48 @@ def _row_cols(xp, x, kernel, out, stride, pads, dilation, groups):
     return cols.reshape(groups, (c // groups) * math.prod(kernel), b * math.prod(out))
 
 
+def _batch_last(xp, x, pads):
+    """``x`` (B, C, *S) as a zero-padded copy (C, *S', B), the batch innermost."""
+    perm = tuple(range(1, x.ndim)) + (0,)
+    if not any(lo or hi for lo, hi in pads):
+        return xp.ascontiguousarray(x.transpose(perm))
+    size = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
+    out = xp.zeros((x.shape[1],) + size + (x.shape[0],), x.dtype)
+    out[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads))] = \
+        x.transpose(perm)
+    return out
+
+
+def _batch_cols(xp, x, kernel, out, stride, pads, dilation, groups):
+    """im2col with the batch innermost: (G, C/G*prod(K), prod(P)*B). For small images: the
+    copy moves runs of a whole output row times the batch, where the other layouts move a
+    few pixels' channels or one short output row."""
+    c, b = x.shape[1], x.shape[0]
+    xb = _batch_last(xp, x, pads)
+    st = xb.strides
+    nd = len(kernel)
+    shape = (c,) + tuple(kernel) + tuple(out) + (b,)
+    strides = ((st[0],) + tuple(s * d for s, d in zip(st[1:1 + nd], dilation))
+               + tuple(s * t for s, t in zip(st[1:1 + nd], stride)) + (st[-1],))
+    cols = xp.ascontiguousarray(_read_only_view(xp, xb, shape, strides))
+    return cols.reshape(groups, (c // groups) * math.prod(kernel), math.prod(out) * b)
+
+
+def _from_batch_last(xp, res, dst, bias=None):
+    """Write an array (C, *S, B) into ``dst`` (B, C, *S), adding ``bias`` (C,)."""
+    moved = xp.moveaxis(res, -1, 0)
+    if bias is None:
+        dst[...] = moved
+    else:
+        xp.add(moved, bias.reshape((-1,) + (1,) * (dst.ndim - 2)), out=dst)
+
+
+def _batch_inner(c, kernel, out):
+    """Whether batch-innermost columns beat the others: few output pixels, each with few
+    channels per group (the other layouts then copy and add short runs)."""
+    return math.prod(out) < _FEW_PIXELS and c * (kernel[-1] if kernel else 1) < _SHORT_RUN
+
+
 def _pixel_major(c, kernel, out):
     """Whether channel-last columns beat channel-first ones: a pixel's channels times the
     kernel width make longer contiguous runs than an output row."""
@@ -169,18 +214,25 @@ def _to_channels_first(xp, res, out, dst, bias=None):
         xp.add(moved, bias.reshape((g, og) + (1,) * nd), out=grouped)
 
 
-def _batch_chunk(b, per_sample_bytes):
-    """Samples per chunk: a few MiB of columns, and at least one chunk per thread, unless
-    the whole is too small to be worth handing to threads."""
+def _map_samples(xp, b, per_sample_bytes, fn):
+    """``[fn(lo, hi) ...]`` over the batch in chunks of a few MiB of columns, each of which
+    stays in cache, unless the whole is too small to be worth handing to threads. Each worker
+    thread takes one run of chunks (map_chunks called on a worker runs them in turn): one
+    hand-over per thread rather than one per chunk."""
     if b * per_sample_bytes < _PARALLEL_BYTES:
-        return b
-    threads = get_num_threads()
-    return max(1, min(-(-b // threads), _CHUNK_BYTES // max(per_sample_bytes, 1)))
+        return [fn(0, b)]
+    step = max(1, _CHUNK_BYTES // max(per_sample_bytes, 1))
+
+    def run(lo, hi):
+        return map_chunks(xp, hi - lo, step, lambda a, z: fn(lo + a, lo + z))
+    return [part for parts in map_chunks(xp, b, -(-b // get_num_threads()), run)
+            for part in parts]
 
 
-_CHUNK_BYTES = 4 << 20
-_PARALLEL_BYTES = 4 << 20
+_CHUNK_BYTES = 2 << 20
+_PARALLEL_BYTES = 3 << 20      # less: about a millisecond of work, which threads barely shorten
 _FEW_PIXELS = 256           # below this many output pixels, per-sample products are too small
+_SHORT_RUN = 64             # a pixel's channels times the kernel width below this: a short run
 
 
 @_device_first("convolution")
@@ -194,11 +246,17 @@ def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
     dst = xp.empty((b, o) + tuple(out), dtype)
 
     pixel_major = _pixel_major(x.shape[1] // groups, kernel, out)
+    batch_inner = _batch_inner(x.shape[1] // groups, kernel, out)
     og, kc = rows.shape[1:]
     npix = math.prod(out)
 
     def chunk(lo, hi):
         n = hi - lo
+        if batch_inner:
+            cols = _batch_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
+            res = xp.matmul(w.reshape(groups, og, kc), cols)       # (G, O/G, P*n)
+            _from_batch_last(xp, res.reshape((o,) + tuple(out) + (n,)), dst[lo:hi], bias)
+            return
         if not pixel_major:
             cols = _row_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
             res = xp.matmul(w.reshape(groups, og, kc), cols).transpose(0, 2, 1)
@@ -220,7 +278,7 @@ def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
             target += bias.reshape(groups, og, 1)
 
     per_sample = npix * kc * groups * x.itemsize
-    map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
+    _map_samples(xp, b, per_sample, chunk)
     return dst
 
 
@@ -251,9 +309,42 @@ def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
         fast = _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias)
         if fast is not None:
             return fast
+    if _batch_inner(w.shape[1], w.shape[2:], g.shape[2:]):
+        return _batch_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias)
     if not _pixel_major(w.shape[1], w.shape[2:], g.shape[2:]):
         return _col2im_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias)
     return _scatter_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias)
+
+
+def _batch_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
+    """conv_input_grad for small images: columns with the batch innermost, summed into the
+    image by kernel offset, each addition over runs of an output row times the batch."""
+    b, o = g.shape[:2]
+    kernel, out = w.shape[2:], g.shape[2:]
+    c = w.shape[1] * groups
+    kc = w.shape[1] * math.prod(kernel)
+    wt = w.reshape(groups, o // groups, kc).transpose(0, 2, 1)
+    dtype = xp.result_type(g, w) if bias is None else xp.result_type(g, w, bias)
+    dst = xp.empty((b, c) + tuple(size), dtype)
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, pads))
+    crop = (slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))
+
+    def chunk(lo, hi):
+        n = hi - lo
+        gt = _batch_last(xp, g[lo:hi], ()).reshape(groups, o // groups, -1)
+        # one output channel per group (depthwise): an outer product, which matmul loops
+        cols = wt * gt if o == groups else xp.matmul(wt, gt)      # (G, K*C/G, P*n)
+        cols = cols.reshape((c,) + tuple(kernel) + tuple(out) + (n,))
+        img = xp.zeros((c,) + padded + (n,), dtype)
+        for offset in _offsets(kernel):
+            window = tuple(slice(j * d, j * d + (p - 1) * s + 1, s)
+                           for j, d, p, s in zip(offset, dilation, out, stride))
+            img[(slice(None),) + window] += cols[(slice(None),) + offset]
+        _from_batch_last(xp, img[crop], dst[lo:hi], bias)
+
+    per_sample = math.prod(out) * kc * groups * g.itemsize
+    _map_samples(xp, b, per_sample, chunk)
+    return dst
 
 
 def _col2im_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
@@ -277,7 +368,7 @@ def _col2im_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
                            bias)
 
     per_sample = math.prod(g.shape[2:]) * ck * groups * g.itemsize
-    map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
+    _map_samples(xp, b, per_sample, chunk)
     return dst
 
 
@@ -316,7 +407,7 @@ def _scatter_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
             xp.add(inner, bias.reshape((c,) + (1,) * nd), out=dst[lo:hi])
 
     per_sample = (math.prod(padded) * c + math.prod(out) * o) * g.itemsize
-    map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
+    _map_samples(xp, b, per_sample, chunk)
     return dst
 
 
@@ -329,9 +420,15 @@ def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
 
     pixel_major = _pixel_major(c // groups, kernel, out)
     npix = math.prod(out)
+    # (one group: the single product below does as well)
+    batch_inner = groups > 1 and _batch_inner(c // groups, kernel, out)
 
     def chunk(lo, hi):
         n = hi - lo
+        if batch_inner:
+            cols = _batch_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
+            gt = _batch_last(xp, g[lo:hi], ()).reshape(groups, o // groups, -1)
+            return xp.matmul(gt, cols.transpose(0, 2, 1)).reshape(o, cols.shape[1])
         if not pixel_major:
             cols = _row_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
             gt = xp.ascontiguousarray(xp.moveaxis(g[lo:hi], 1, 0)).reshape(groups, o // groups,
@@ -351,9 +448,9 @@ def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
         return xp.matmul(gs, cols).sum(0)
 
     per_sample = math.prod(out) * math.prod(kernel) * c * x.itemsize
-    parts = map_chunks(xp, b, _batch_chunk(b, per_sample), chunk)
+    parts = _map_samples(xp, b, per_sample, chunk)
     gw = parts[0] if len(parts) == 1 else sum(parts[1:], parts[0])
-    if not pixel_major:
+    if batch_inner or not pixel_major:
         return gw.reshape((o, c // groups) + tuple(kernel))
     nd = len(kernel)
     gw = gw.reshape((o,) + tuple(kernel) + (c // groups,))

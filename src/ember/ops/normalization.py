@@ -60,14 +60,6 @@ def _norm_input_grad(xp, g, a, xc, b, c):
     return out.reshape(shape) if planes is not None else out
 
 
-def _centered(xp, x, mean):
-    """``x - mean`` for a per-channel ``mean`` (1, C, 1, ...), through _channel_planes."""
-    planes = _channel_planes(xp, x.shape, mean) if x.flags.c_contiguous else None
-    if planes is None:                  # (a strided x would need a copy to take the planes)
-        return x - mean
-    return (x.reshape((x.shape[0],) + planes[0].shape) - planes[0]).reshape(x.shape)
-
-
 def _channel_planes(xp, shape, *vectors):
     """Per-channel vectors of shape (1, C, 1, ...) spread over (C, L) planes for an array of
     ``shape`` (N, C, *S), L = prod(S); None when they are not all such vectors.
@@ -126,6 +118,24 @@ def _check_vectors(c, **vectors):
             raise RuntimeError(f"{name} should contain {c} elements not {v.size}")
 
 
+def _plane(xp, v, lanes):
+    """A per-channel vector (C,) as an operand of an (N, C, L) array: a contiguous (C, L)
+    plane for short rows (NumPy broadcasts a (C, 1) operand with a stride-0 inner loop, two
+    to three times slower than a contiguous operand of the rows' shape), else (C, 1)."""
+    v = v.reshape(-1, 1)
+    if lanes == 1 or lanes >= 4096:
+        return v
+    return xp.ascontiguousarray(xp.broadcast_to(v, (v.shape[0], lanes)))
+
+
+def _dots(xp, a, b):
+    """Per-channel sums of ``a * b`` over (N, C, L) arrays, without a product array: one dot
+    per row (BLAS) for long rows, one contraction for short ones."""
+    if a.shape[2] >= 256:
+        return xp.matmul(a[:, :, None, :], b[:, :, :, None]).sum(0).reshape(-1)
+    return xp.einsum("ncl,ncl->c", a, b)
+
+
 @op("native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, "
     "training=False, momentum=0.1, eps=1e-5)", inputs=5, method=False)
 def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
@@ -137,42 +147,31 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     x = _float_input(x, "batch_norm")
     c = x.shape[1]
     _check_vectors(c, weight=w, bias=b, running_mean=rm, running_var=rv)
-    shape = (1, c) + (1,) * (x.ndim - 2)
-    if training:
-        n = x.size // c if c else 0
-        if n:
-            # per-channel sums as contractions of an (N, C, L) view: one pass each
-            x3 = x.reshape(x.shape[0], c, -1)
-            mean = xp.einsum("ncl->c", x3) / n
-            xc = _centered(xp, x, mean.reshape(shape))
-            xc3 = xc.reshape(x3.shape)
-            var = xp.einsum("ncl,ncl->c", xc3, xc3) / n
-        else:
-            mean = var = xp.zeros(c, x.dtype)
-            xc = x.copy()
-        invstd = 1 / xp.sqrt(var + eps)
-        if rm is not None and n:
+    x3 = x.reshape(_channel_rows(x.shape))      # (N, C, L): passes over contiguous rows
+    lanes = x3.shape[2]
+    n = x3.shape[0] * lanes
+    if training and n:
+        mean = xp.einsum("ncl->c", x3) / n
+        out = xp.subtract(x3, _plane(xp, mean, lanes))
+        var = _dots(xp, out, out) / n
+        if rm is not None:
             rm *= 1 - momentum
             rm += (momentum * mean).astype(rm.dtype)
-        if rv is not None and n:
+        if rv is not None:
             rv *= 1 - momentum
             rv += (momentum * n / max(n - 1, 1) * var).astype(rv.dtype)
+    elif training:
+        mean = var = xp.zeros(c, x.dtype)
+        out = x3.copy()
     else:
         if rm is None or rv is None:
             raise RuntimeError("running_mean must be defined in evaluation mode")
         mean = rm.astype(x.dtype)
-        xc = _centered(xp, x, mean.reshape(shape))
-        invstd = 1 / xp.sqrt(rv.astype(x.dtype) + eps)
-    scale = (invstd if w is None else invstd * w).astype(x.dtype).reshape(shape)
-    shift = None if b is None else b.astype(x.dtype).reshape(shape)
-    out = xc                            # a fresh array: scaled and shifted in place
-    planes = _channel_planes(xp, x.shape, scale, *(() if shift is None else (shift,)))
-    if planes is not None:
-        scale, shift = planes[0], (planes[1] if shift is not None else None)
-        out = out.reshape((x.shape[0],) + scale.shape)    # (N, C, L), a view of the fresh array
-    out *= scale
-    if shift is not None:
-        out += shift
+        out = xp.subtract(x3, _plane(xp, mean, lanes))
+    invstd = 1 / xp.sqrt((var if training else rv.astype(x.dtype)) + eps)
+    out *= _plane(xp, (invstd if w is None else invstd * w).astype(x.dtype), lanes)
+    if b is not None:
+        out += _plane(xp, b.astype(x.dtype), lanes)
     out = out.reshape(x.shape)
     out = out.astype(dtype) if out.dtype != dtype else out
     if not training:
@@ -189,11 +188,12 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     else:
         mean = rm.detach().to(x.dtype).reshape(shape)
         invstd = (rv.detach().to(x.dtype) + eps).rsqrt().reshape(shape)
-    if not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES \
-            and mean._data.dtype == x._data.dtype:
-        xc = _make(_centered(xp_of(x._data), x._data, mean._data))     # no graph to record
-    else:
-        xc = x - mean
+    if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
+            == x._data.dtype == mean._data.dtype and not carries_gradient(gmean)
+            and not carries_gradient(ginvstd)):
+        return _batch_norm_backward(gy._data, x, w, b, mean._data.reshape(-1),
+                                    invstd._data.reshape(-1), training)
+    xc = x - mean
     wv = None if w is None else w.reshape(shape)
     gx = gw = gb = None
     need_w = w is not None and w.requires_grad
@@ -218,6 +218,40 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     if b is not None and b.requires_grad:
         gb = _channel_sum(gy)
     return gx, gw, gb, None, None
+
+
+def _batch_norm_backward(g, x, w, b, mean, invstd, training):
+    """The batch norm derivative on arrays, for a backward that records no graph (the
+    composition above dispatches some 25 ops and makes more passes over the data); the
+    statistics get no gradient here. With A = invstd * weight and the per-channel sums
+    s0 = sum(g), s1 = sum(g * (x - mean)): gx = g*A + (x - mean)*B + C in training (see
+    NOTE [Fused normalization backward]), g*A in evaluation."""
+    xp = xp_of(g)
+    shape = _channel_rows(x.shape)
+    lanes = shape[2]
+    n = shape[0] * lanes
+    g3 = g.reshape(shape)
+    need_x, need_w = x.requires_grad, w is not None and w.requires_grad
+    need_b = b is not None and b.requires_grad
+    a = invstd if w is None else invstd * w._data.astype(invstd.dtype, copy=False)
+    s0 = xp.einsum("ncl->c", g3) if need_b or (training and need_x) else None
+    xc = s1 = None
+    if need_w or (training and need_x):
+        xc = xp.subtract(x._data.reshape(shape), _plane(xp, mean, lanes))
+        s1 = _dots(xp, g3, xc)
+    gx = None
+    if need_x:
+        scale = _plane(xp, a, lanes)
+        if training and n:
+            gx = xc                     # a fresh array: finished in place
+            gx *= _plane(xp, a * invstd * invstd * s1 * (-1 / n), lanes)
+            gx += _plane(xp, a * s0 * (-1 / n), lanes)
+            gx += g3 * scale
+        else:
+            gx = g3 * scale
+        gx = _make(gx.reshape(x.shape))
+    return (gx, _make(s1 * invstd) if need_w else None, _make(s0) if need_b else None,
+            None, None)
 
 
 def _channel_sum(a):
