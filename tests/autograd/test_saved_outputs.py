@@ -84,3 +84,32 @@ def test_recurrent_outputs_may_change_in_place(layer):
     out.sum().backward()
     for p, g in zip(rnn.parameters(), expected):
         np.testing.assert_allclose(p.grad.numpy(), 2 * g.numpy(), rtol=1e-10)
+
+
+NORMS = {
+    "batch_norm": lambda x: F.batch_norm(x, None, None, training=True),
+    "layer_norm": lambda x: F.layer_norm(x, x.shape[-2:]),
+    "group_norm": lambda x: F.group_norm(x, 1),
+    "instance_norm": lambda x: F.instance_norm(x),
+    "rms_norm": lambda x: F.rms_norm(x, x.shape[-1:]),
+}
+
+
+@pytest.mark.parametrize("name", list(NORMS))
+def test_normalized_outputs_may_change_in_place(name):
+    x = _x(2, 3, 4, 4)
+    NORMS[name](x).relu().sum().backward()
+    expected = x.grad.clone()
+    x.grad = None
+    NORMS[name](x).relu_().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), expected.numpy(), rtol=1e-12)
+
+
+def test_layer_norm_backward_under_autocast_with_a_float32_weight():
+    lin, norm = ember.nn.Linear(4, 4), ember.nn.LayerNorm(4)
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        y = norm(lin(ember.randn(2, 4)))
+    assert y.dtype == ember.bfloat16
+    y.float().sum().backward()
+    assert lin.weight.grad.dtype == norm.weight.grad.dtype == ember.float32
+    assert ember.isfinite(lin.weight.grad).all()

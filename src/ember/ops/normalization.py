@@ -179,7 +179,7 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     return out, mean.astype(dtype, copy=False), invstd.astype(dtype, copy=False)
 
 
-@native_batch_norm.derivative
+@native_batch_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
 def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     gy, gmean, ginvstd = grads
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
@@ -355,7 +355,7 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
             invstd.reshape(stats).astype(dtype, copy=False))
 
 
-@native_layer_norm.derivative
+@native_layer_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
 def _(grads, x, w, b, normalized_shape, eps, *, out):
     gy, gmean, ginvstd = grads
     k = math.prod(normalized_shape)
@@ -369,8 +369,8 @@ def _(grads, x, w, b, normalized_shape, eps, *, out):
     xc = x.reshape(-1, k) - out[1].reshape(-1, 1)
     gx = gw = gb = None
     if x.requires_grad:
-        ones = gy2.new_ones(k)
-        g = gy2 if w is None else gy2 * w.reshape(k)
+        g = gy2 if w is None else gy2 * w.reshape(k)   # (a float32 w widens bfloat16 gy)
+        ones = g.new_ones(k)
         gx = _norm_grad(g, xc, invstd, lambda t: (t @ ones).unsqueeze(-1), k,
                         gmean, ginvstd).reshape(x.shape)
     if w is not None and w.requires_grad:
@@ -450,7 +450,7 @@ def _fused_rms_norm(xp, x, w, normalized_shape, eps):
             rstd.reshape(lead + (1,) * len(ns)))
 
 
-@_fused_rms_norm.derivative
+@_fused_rms_norm.derivative(outputs=(1,))    # the statistics: y may change in place
 def _(grads, x, w, normalized_shape, eps, *, out):
     # y = x * rstd * w; with xhat = x * rstd and g the gradient reaching xhat:
     # dx = rstd * (g - xhat * mean(g * xhat)), and the gradient reaching rstd adds
@@ -508,7 +508,7 @@ def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
             invstd.reshape(n, group).astype(dtype, copy=False))
 
 
-@native_group_norm.derivative
+@native_group_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
 def _(grads, x, w, b, n, c, hxw, group, eps, *, out):
     gy, gmean, ginvstd = grads
     mean, invstd = out[1].reshape(n, group, 1), out[2].reshape(n, group, 1)
