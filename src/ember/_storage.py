@@ -226,6 +226,7 @@ def set_(self, source=None, storage_offset=0, size=None, stride=None):
         flat = source._flat(dtype)
         offset = operator.index(storage_offset)
         shape = (len(flat) - offset,) if size is None else tuple(size)
+        from ember.ops.as_strided import _contiguous_strides
         strides = _contiguous_strides(shape) if stride is None else tuple(stride)
         needed = (0 if 0 in shape else offset + 1 + sum((n - 1) * s
                                                         for n, s in zip(shape, strides)))
@@ -265,14 +266,6 @@ def _c_type(dtype):
              "Half": "c10::Half", "BFloat16": "c10::BFloat16", "Bool": "bool",
              "ComplexFloat": "c10::complex<float>", "ComplexDouble": "c10::complex<double>"}
     return names.get(dtype._torch_name, dtype._torch_name)
-
-
-def _contiguous_strides(shape):
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def is_set_to(self, tensor):
