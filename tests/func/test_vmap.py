@@ -208,3 +208,17 @@ def test_logically_0dim_values_promote_weakly():
     assert vmap(lambda a: a * ember.ones(3))(x).dtype is ember.float32
     assert vmap(lambda a: a + 1)(x).dtype is ember.float64
     assert vmap(lambda a: a * ember.ones(3, dtype=ember.int64))(x).dtype is ember.float64
+
+
+def test_roll_and_trace_have_batching_rules():
+    import warnings
+    x = ember.randn(3, 4, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # the per-sample fallback warns
+        flat = ember.func.vmap(lambda t: t.roll(2))(x)
+        along = ember.func.vmap(lambda t: t.roll((1, 2), (0, 1)))(x)
+        traces = ember.func.vmap(ember.trace)(x[:, :4, :4])
+    for i in range(3):
+        assert ember.equal(flat[i], x[i].roll(2))
+        assert ember.equal(along[i], x[i].roll((1, 2), (0, 1)))
+        assert ember.allclose(traces[i], x[i, :4, :4].trace())

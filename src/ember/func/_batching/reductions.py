@@ -1,6 +1,7 @@
 """Rules for ops that take dims (reductions, scans, sorts, softmax, joins, splits): shift every
 dim by one past the batch dim; ``dim=None`` means all logical dims."""
 
+from ember._dtype import bool_
 from ember.func._batching import decompose, rule
 from ember.ops._registry import call
 
@@ -68,7 +69,7 @@ rule("sum", "mean", "nansum", "nanmean", "amax", "amin", "logsumexp", "all", "an
 rule("prod", "argmax", "argmin", "aminmax")(_dim_rule(none="flatten"))
 rule("softmax", "log_softmax", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort",
      "argsort", "topk", "kthvalue", "mode", "_max_dim", "_min_dim", "_median_dim",
-     "_nanmedian_dim", "nn.functional.glu", "roll", "narrow", "select", "index_select", "split",
+     "_nanmedian_dim", "nn.functional.glu", "narrow", "select", "index_select", "split",
      "chunk", "unbind", "tensor_split", "renorm", "flip", "fft.fft", "fft.ifft", "fft.rfft",
      "fft.irfft", "fft.hfft", "fft.ihfft")(_dim_rule(dims=("dim", "dims")))
 rule("transpose")(_dim_rule(dims=("dim0", "dim1")))
@@ -81,6 +82,26 @@ rule("unsqueeze")(_dim_rule(extra=1))
 rule("stack")(_dim_rule(extra=1, expand=True))
 rule("cat", "diff", "gather", "_take_along_dim", "scatter", "scatter_add", "scatter_reduce",
      "take_along_dim", "cross", "linalg.cross")(_dim_rule(expand=True))
+
+
+_roll_along_dims = _dim_rule(dims=("dims",))
+
+
+@rule("roll")
+def _roll(op, args, flags, params, size):
+    x, (shifts, dims) = args[0], params
+    if dims is None or (isinstance(dims, (tuple, list)) and not dims):
+        # rolls the flattened tensor: per sample, along the value's flattened dim 1
+        return call(op, [x.reshape(size, -1)], (shifts, 1)).reshape(x.shape)
+    return _roll_along_dims(op, args, flags, params, size)
+
+
+@rule("trace")
+def _trace(op, args, flags, params, size):
+    x = args[0]
+    if x.ndim != 3 or x.dtype is bool_:
+        return NotImplemented           # trace's own errors (not a matrix, or bool)
+    return x.diagonal(dim1=1, dim2=2).sum(-1)     # integers sum to int64, as trace does
 
 
 @rule("max", "min", "median", "nanmedian")
