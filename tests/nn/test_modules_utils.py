@@ -1,0 +1,30 @@
+"""nn.modules.utils: the int-or-tuple parsers custom layers import, and stripping a prefix
+(``module.``) from a state dict and its metadata."""
+
+import collections
+
+import pytest
+
+from ember.nn.modules.utils import (_list_with_default, _ntuple, _pair, _quadruple,
+                                    _reverse_repeat_tuple, _single, _triple,
+                                    consume_prefix_in_state_dict_if_present)
+
+
+def test_tuple_parsers():
+    assert (_pair(3), _pair((1, 2)), _triple([1, 2, 3]), _single(4)) == \
+        ((3, 3), (1, 2), (1, 2, 3), (4,))
+    assert _quadruple(0) == (0, 0, 0, 0) and _ntuple(2)("ab") == ("a", "b")
+    assert _pair.__name__ == "_pair" and _ntuple(2, "x").__name__ == "x"
+    assert _reverse_repeat_tuple((1, 2), 2) == (2, 2, 1, 1)
+    assert _list_with_default([None, 3], (5, 6, 7, 8)) == [7, 3]
+    with pytest.raises(ValueError, match="Input dimension should be at least 3"):
+        _list_with_default([None, 3], (5,))
+
+
+def test_consume_prefix_renames_keys_and_metadata():
+    sd = collections.OrderedDict([("module.a", 1), ("module.b.c", 2), ("x", 3)])
+    sd._metadata = collections.OrderedDict([("module", {"version": 1}),
+                                            ("module.b", {"version": 1}), ("", {})])
+    consume_prefix_in_state_dict_if_present(sd, "module.")
+    assert list(sd.items()) == [("x", 3), ("a", 1), ("b.c", 2)]
+    assert dict(sd._metadata) == {"": {"version": 1}, "b": {"version": 1}}
