@@ -359,7 +359,7 @@ class Tensor:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous"
                                if self._data.size > 1 else
                                "Boolean value of Tensor with no values is ambiguous")
-        return bool(self._data.reshape(()))
+        return bool(_to_host(self._data.reshape(())))  # (a GPU read: sync-debug mode sees it)
 
     def __float__(self):
         return float(self.item().real if self.is_complex() else self.item())

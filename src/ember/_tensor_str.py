@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ember import _dtype
-from ember.backend import xp_of
+from ember.backend import host_array, xp_of
 
 __all__ = ["set_printoptions", "get_printoptions", "printoptions", "tensor_repr"]
 
@@ -179,7 +179,7 @@ def _host_values(array, dt):
     """``array`` on the host, floating types widened to float64 (or complex128) for
     formatting; every ember floating type converts exactly."""
     if type(array) is not np.ndarray:
-        array = array.get()
+        array = host_array(array)       # (raises deferred GPU errors; sync-debug mode sees it)
     if dt.category == _dtype.FLOATING:
         return array.astype(np.float64)
     if dt.category == _dtype.COMPLEX:

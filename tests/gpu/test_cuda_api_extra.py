@@ -174,6 +174,7 @@ def test_sync_debug_mode_warns_at_the_callers_line(sync_mode):
     sync_mode("warn")
     assert ember.cuda.get_sync_debug_mode() == 1
     for read in (lambda: x.sum().item(), x.tolist, x.cpu, lambda: float(x[0]),
+                 lambda: bool(x[0]), lambda: repr(x),
                  ember.cuda.current_stream().synchronize):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
