@@ -279,3 +279,9 @@ def test_a_detached_result_does_not_keep_its_graph_alive():
     del loss
     gc.collect()
     assert ref() is None and logged.storage_offset() == 0
+
+
+def test_empty_tensors_report_row_major_strides():
+    assert ember.zeros(0, 3).stride() == (3, 1) and ember.empty(2, 0, 3).stride() == (3, 3, 1)
+    assert ember.ones(4, 3).t()[:, 4:].stride() == (1, 3)   # a view keeps its base's
+    assert ember.zeros(0).stride() == (1,) and ember.zeros(()).stride() == ()

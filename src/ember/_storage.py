@@ -11,7 +11,7 @@ import operator
 import warnings
 
 from ember import _dtype
-from ember._tensor import _address, _make, _storage_root, _to_host
+from ember._tensor import _address, _make, _row_major_strides, _storage_root, _to_host
 from ember.backend import xp_of
 
 __all__ = ["UntypedStorage", "TypedStorage", "untyped_storage", "typed_storage"]
@@ -226,8 +226,7 @@ def set_(self, source=None, storage_offset=0, size=None, stride=None):
         flat = source._flat(dtype)
         offset = operator.index(storage_offset)
         shape = (len(flat) - offset,) if size is None else tuple(size)
-        from ember.ops.as_strided import _contiguous_strides
-        strides = _contiguous_strides(shape) if stride is None else tuple(stride)
+        strides = _row_major_strides(shape) if stride is None else tuple(stride)
         needed = (0 if 0 in shape else offset + 1 + sum((n - 1) * s
                                                         for n, s in zip(shape, strides)))
         if needed > len(flat) or offset < 0:

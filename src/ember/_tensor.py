@@ -182,6 +182,8 @@ class Tensor:
         """Strides in elements (not bytes), or the stride of one dimension."""
         item = self._data.itemsize
         strides = tuple(s // item for s in self._data.strides)
+        if not self._data.size and not any(strides):
+            strides = _row_major_strides(self._data.shape)  # NumPy 2 gives fresh empties 0s
         if dim is None:
             return strides
         return strides[_wrap_dim(dim, self._data.ndim)]
@@ -601,6 +603,15 @@ def _address(array):
     if type(array) is np.ndarray:
         return array.__array_interface__["data"][0]
     return array.data.ptr
+
+
+def _row_major_strides(shape):
+    """PyTorch's strides (in elements) for a contiguous tensor of ``shape``."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
 
 
 def _to_host(array):

@@ -19,7 +19,7 @@ the input elements viewing the same one (an expanded input), as in PyTorch.
 import warnings
 
 from ember._creation import zeros
-from ember._tensor import Tensor, _address, _storage_root
+from ember._tensor import Tensor, _address, _row_major_strides, _storage_root
 from ember.ops._inplace import call_inplace
 from ember.ops._reduce import constant
 from ember.ops._registry import call, op
@@ -121,22 +121,16 @@ def _placed(xp, x, place):
         return x, place
     if not x.flags.c_contiguous:
         x = x.copy()
-    return x, _Place(place or 0, 0, _contiguous_strides(x.shape), x.nbytes)
+    return x, _Place(place or 0, 0, _row_major_strides(x.shape), x.nbytes)
 
 
-def _contiguous_strides(shape):
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def _geometry(x, place):
     """(window offset, input offset, input strides) for a derivative."""
     if isinstance(place, _Place):
         return int(place), place.source, place.strides
-    return place or 0, 0, _contiguous_strides(x.shape)
+    return place or 0, 0, _row_major_strides(x.shape)
 
 
 def _check(size, stride, offset, itemsize, nbytes):
