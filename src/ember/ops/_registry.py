@@ -116,9 +116,9 @@ class Op:
 
         ``outputs``: for an op with several outputs whose derivative reads only some of them
         from ``out=``, their indices (negative ones count from the end). Only those are kept
-        for backward (the others reach the
-        derivative as None), so changing the others in place before backward is allowed, as
-        in PyTorch (``relu_`` after ``batch_norm``: the mean and invstd are kept, not ``y``).
+        for backward (the others reach the derivative as None), so changing the others in
+        place before backward is allowed, as in PyTorch (``relu_`` after ``batch_norm``: the
+        mean and invstd are kept, not ``y``).
         Use as ``@op.derivative(outputs=(1,))``."""
         if fn is None:
             return lambda f: self.derivative(f, outputs=outputs)

@@ -95,9 +95,8 @@ def detach_variable(inputs):
 
 def get_device_states(*args):
     """The GPUs holding the tensor arguments and their generators' states."""
-    devices = sorted({a.device.index or 0 for a in args
-                      if isinstance(a, Tensor) and a.device.type == "cuda"})
-    return devices, [ember.cuda.get_rng_state(d) for d in devices]
+    return _device_states_of(sorted({a.device.index or 0 for a in args
+                                     if isinstance(a, Tensor) and a.device.type == "cuda"}))
 
 
 def set_device_states(devices, states, *, device_type=None):
