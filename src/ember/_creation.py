@@ -12,6 +12,7 @@ from ember._device import as_device, get_default_device
 from ember._tensor import Size, Tensor, _make
 from ember._memory_format import lay_out, memory_order, preserve_format, preserving_order
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
+from ember.backend.meta import MetaArray, meta_like
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "full",
@@ -28,8 +29,12 @@ def _target(device):
 
 
 def _place(array, dev):
-    """A host array moved to ``dev`` (itself for cpu)."""
-    return array if dev.type == "cpu" else cuda_backend().to_device(array, dev.index)
+    """A host array moved to ``dev`` (itself for cpu; its shape and dtype for meta)."""
+    if dev.type == "cpu":
+        return array
+    if dev.type == "meta":
+        return meta_like(array)
+    return cuda_backend().to_device(array, dev.index)
 
 
 def _finish(array, requires_grad):
@@ -233,7 +238,9 @@ def _size(size):
 def _alloc(fill, shape, dtype, device, requires_grad, out=None):
     dtype = D.get_default_dtype() if dtype is None else dtype
     xp, dev = _target(device)
-    if xp is np:
+    if dev.type == "meta":
+        arr = MetaArray(shape, dtype.np)
+    elif xp is np:
         arr = fill(xp, shape, dtype.np)
     else:
         with cuda_backend().device_guard(dev.index):
@@ -435,7 +442,7 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     else:
         def fill(xp, _, np_dtype):
             return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
-    return _alloc(fill, None, dtype, device, requires_grad, out)
+    return _alloc(fill, (n,), dtype, device, requires_grad, out)
 
 
 def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,
@@ -451,7 +458,7 @@ def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=
 
     def fill(xp, _, np_dtype):
         return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
-    return _alloc(fill, None, D.get_default_dtype() if dtype is None else dtype, device,
+    return _alloc(fill, (n,), D.get_default_dtype() if dtype is None else dtype, device,
                   requires_grad, out)
 
 

@@ -2,11 +2,12 @@
 
 __all__ = ["device", "get_default_device", "set_default_device"]
 
-_TYPES = ("cpu", "cuda")
+_TYPES = ("cpu", "cuda", "meta")
 
 
 class device:
-    """Where a tensor lives: ``device("cpu")``, ``device("cuda")``, ``device("cuda", 1)``."""
+    """Where a tensor lives: ``device("cpu")``, ``device("cuda")``, ``device("cuda", 1)``, or
+    ``device("meta")`` (shapes and dtypes only, no memory)."""
 
     __slots__ = ("type", "index", "_previous")
 

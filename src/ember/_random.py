@@ -9,6 +9,7 @@ generator then also counts the numbers it has handed out (``_offset``). The othe
 are drawn on the host and uploaded.
 """
 
+import functools
 import json
 
 import numpy as np
@@ -19,6 +20,7 @@ from ember._device import as_device, get_default_device
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
                            device_guard, device_of, host_array, on_device_of, xp_of)
 from ember._tensor import Tensor, _make
+from ember.backend.meta import MetaArray
 
 __all__ = [
     "Generator", "default_generator", "manual_seed", "seed", "initial_seed",
@@ -89,7 +91,7 @@ def _drawn_on_device(generator, shape, dtype, device, kind="uniform", low=0.0, h
     of ``kind`` "uniform" (on [low, high)), "normal" (mean ``low``, std ``high``) or
     "integers" (in [low, high)). None where they cannot be: a CPU device or generator, no
     kernels, what they do not store (float64, ...)."""
-    if device.type == "cpu" or (generator is not None and generator.device.type == "cpu"):
+    if device.type != "cuda" or (generator is not None and generator.device.type == "cpu"):
         return None
     backend = cuda_backend()                        # loads the kernels with the backend
     draw = DEVICE_KERNELS.get("random")
@@ -143,7 +145,7 @@ def _rng_on(generator, device):
     if generator is not None:
         return generator._rng
     dev = get_default_device() if device is None else as_device(device)
-    if dev.type == "cpu":
+    if dev.type != "cuda":              # a meta sample keeps only the draws' shape
         return default_generator._rng
     from ember.cuda.random import default_generator as cuda_default
     return cuda_default(dev.index)._rng
@@ -361,6 +363,9 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     if not replacement and num_samples > input.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
+    if input.is_meta:
+        return _fill_out(out, _finish(MetaArray(input.shape[:-1] + (num_samples,), np.int64),
+                                      False))
     if input.is_cuda and input.numel():
         drawn = _multinomial_on_device(input, num_samples, replacement, generator)
         if drawn is not None:
@@ -562,8 +567,26 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     return _fill_(self, median + sigma * rng.standard_cauchy(self.shape))
 
 
+def _nothing_on_meta(sample_):
+    """``sample_`` (an in-place sampler), which on a meta tensor draws nothing: initializing a
+    module built on the meta device costs nothing, whatever its size."""
+    @functools.wraps(sample_)
+    def sampler(self, *args, **kwargs):
+        if type(self._data) is not MetaArray:
+            return sample_(self, *args, **kwargs)
+        from ember.autograd.grad_mode import STATE
+        from ember.ops._inplace import _check_leaf
+        if STATE.grad_enabled:
+            _check_leaf(self)
+        self._bump_version()
+        return self
+    return sampler
+
+
 for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, log_normal_,
-            cauchy_, bernoulli, multinomial):
+            cauchy_):
+    setattr(Tensor, _fn.__name__, _nothing_on_meta(_fn))
+for _fn in (bernoulli, multinomial):
     setattr(Tensor, _fn.__name__, _fn)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from ember import _dtype
 from ember.backend import device_of, host_array
+from ember.backend.meta import MetaArray
 
 __all__ = ["Tensor", "Size"]
 
@@ -138,9 +139,13 @@ class Tensor:
     def is_leaf(self):
         return self._grad_fn is None
 
-    # kinds of tensor ember does not have (sparse, quantized, nested, meta, MPS, ...): the
-    # checks PyTorch programs make answer no
-    is_sparse = is_sparse_csr = is_quantized = is_meta = is_nested = is_mkldnn = is_mps = \
+    @property
+    def is_meta(self):
+        return type(self._data) is MetaArray
+
+    # kinds of tensor ember does not have (sparse, quantized, nested, MPS, ...): the checks
+    # PyTorch programs make answer no
+    is_sparse = is_sparse_csr = is_quantized = is_nested = is_mkldnn = is_mps = \
         is_xpu = property(lambda self: False)
 
     @property
@@ -274,9 +279,9 @@ class Tensor:
         return self.dtype.is_signed
 
     def get_device(self):
-        """The CUDA device index, or -1 for CPU tensors."""
+        """The CUDA device index, or -1 for CPU (and meta) tensors."""
         dev = self.device
-        return -1 if dev.type == "cpu" else dev.index
+        return -1 if dev.type != "cuda" else dev.index
 
     def _is_view(self):
         return self._view is not None
@@ -361,7 +366,7 @@ class Tensor:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous"
                                if self._data.size > 1 else
                                "Boolean value of Tensor with no values is ambiguous")
-        return bool(_to_host(self._data.reshape(())))  # (a GPU read: sync-debug mode sees it)
+        return bool(_to_python(self._data.reshape(())))    # (a GPU read: sync-debug sees it)
 
     def __float__(self):
         return float(self.item().real if self.is_complex() else self.item())
@@ -602,6 +607,8 @@ def _wrap_dim(dim, ndim):
 def _address(array):
     if type(array) is np.ndarray:
         return array.__array_interface__["data"][0]
+    if type(array) is MetaArray:
+        return 0
     return array.data.ptr
 
 
@@ -623,6 +630,8 @@ _PYTHON_VIA = {d.np: np.dtype(np.float32) for d in _dtype.LOW_PRECISION}
 
 
 def _to_python(array0d):
+    if type(array0d) is MetaArray:
+        raise RuntimeError("Tensor.item() cannot be called on meta tensors")
     arr = _to_host(array0d)
     if arr.dtype in _PYTHON_VIA:
         arr = arr.astype(np.float32)

@@ -212,7 +212,11 @@ def _suffixes(t):
     if t.device.type != "cpu":
         out.append(f"device='{t.device}'")
     default = _dtype.get_default_dtype()
-    if t._data.size == 0:
+    if t.is_meta:                   # no values: the size, and any dtype but the default
+        out.append(f"size={tuple(t.shape)}")
+        if t.dtype is not default:
+            out.append(f"dtype={t.dtype}")
+    elif t._data.size == 0:
         # No values to tell an integer tensor from a float one: any non-default dtype shows.
         if t.ndim != 1:
             out.append(f"size={tuple(t.shape)}")
@@ -254,6 +258,8 @@ def tensor_repr(t, tensor_contents=None):
     indent = len(prefix)
     if tensor_contents is not None:
         body = tensor_contents
+    elif t.is_meta:
+        body = "..."
     elif t._data.size == 0:
         body = "[]"
     else:

@@ -14,6 +14,7 @@ import numpy as np
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import CPU, device
 from ember.backend.cpu_memory import keep_freed_memory
+from ember.backend.meta import NO_DATA, MetaArray
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
@@ -26,8 +27,10 @@ __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
-XP_BY_ARRAY_TYPE = {np.ndarray: np}        # backend/cuda.py adds cupy.ndarray
-_DEVICE_BY_ARRAY_TYPE = {np.ndarray: CPU}
+# backend/cuda.py adds cupy.ndarray; meta arrays hold no values: ops on them run on NumPy
+# stand-ins (ops/_meta.py)
+XP_BY_ARRAY_TYPE = {np.ndarray: np, MetaArray: np}
+_DEVICE_BY_ARRAY_TYPE = {np.ndarray: CPU, MetaArray: device("meta")}
 _CUDA_DEVICES = {}                         # GPU index -> device("cuda", index)
 DEVICE_KERNELS = {}     # name -> a fused kernel for GPU arrays (filled by backend/cuda_kernels)
 SEVERAL_GPUS = [False]  # set by backend/cuda.py: only then can a GPU array be elsewhere
@@ -127,7 +130,11 @@ def bincount(xp, flat, weights=None, minlength=0):
 
 def host_array(array):
     """``array`` as a NumPy array: itself, or a copy of a GPU array's values."""
-    return array if type(array) is np.ndarray else cuda_backend().to_host(array)
+    if type(array) is np.ndarray:
+        return array
+    if type(array) is MetaArray:
+        raise NotImplementedError(NO_DATA)
+    return cuda_backend().to_host(array)
 
 
 _DLPACK_GPU = {2, 13}           # kDLCUDA, kDLCUDAManaged (kDLCUDAHost, 3, is host memory)
@@ -267,8 +274,8 @@ def _placed(host, dev):
 
 def xp_for(dev):
     """The array namespace for an ember device."""
-    if dev.type == "cpu":
-        return np
+    if dev.type != "cuda":
+        return np                   # meta tensors are made from NumPy stand-ins
     return cuda_backend().cupy
 
 

@@ -31,6 +31,7 @@ from ember._tensor import Tensor, _address, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
+from ember.ops._meta import MetaCall
 
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
@@ -58,6 +59,9 @@ def call_inplace(op, inputs, params):
     except _Override:
         from ember.overrides import handle_op
         return handle_op(op, inputs, params, None, inplace=True)
+    except MetaCall:
+        from ember.ops._meta import meta_inplace
+        return meta_inplace(op, self, inputs, params)
     if op.view:
         return _inplace_view(op, self, params)
     if lengths is not None:

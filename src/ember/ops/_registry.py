@@ -36,6 +36,8 @@ from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
 from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 from ember.backend import (SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard, device_of,
                            device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp, xp_of)
+from ember.backend.meta import MetaArray
+from ember.ops._meta import MetaCall
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
 
@@ -246,6 +248,9 @@ def call(op, inputs, params, out=None):
     except _Override:
         from ember.overrides import handle_op
         return handle_op(op, inputs, params, out)
+    except MetaCall:
+        from ember.ops._meta import meta_call
+        return meta_call(op, inputs, params, out)
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
     token = None if op.view else quiet_fp()     # views compute nothing to warn of
@@ -267,10 +272,15 @@ def call(op, inputs, params, out=None):
     if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
         _record(op, flat, lengths, params, outputs)
     if out is not None:
+        if out is RAW_OUTPUTS:
+            return outputs
         return _write_out(op, out, outputs, requires_grad)
     if op.namedtuple is not None:
         return op.namedtuple(*outputs)
     return outputs
+
+
+RAW_OUTPUTS = object()      # call(..., out=RAW_OUTPUTS): every output, before ``namedtuple``
 
 
 class OpValueError(ValueError):
@@ -357,6 +367,8 @@ def _prepare(op, flat):
         signature.append(a.dtype if a.ndim else (a.dtype,))
     if array_type is None:
         raise TypeError(f"{op.name}(): expected at least one Tensor argument")
+    if array_type is MetaArray:
+        raise MetaCall
     if op.promote is None:
         return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, None, None
     signature = tuple(signature)
@@ -430,6 +442,9 @@ def device_mismatch(flat):
     for x in flat:
         if isinstance(x, Tensor) and str(x.device) not in devices:
             devices.append(str(x.device))
+    if "meta" in devices:
+        from ember.ops._meta import check_devices
+        check_devices(flat)             # PyTorch words a meta mismatch its own way
     devices.sort(key=lambda d: d == "cpu")      # PyTorch names the GPU first: "cuda:0 and cpu"
     raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
                        f"two devices, {devices[0]} and {devices[1]}!")

@@ -12,6 +12,7 @@ from ember._memory_format import (contiguous_format, laid_out, lay_out, memory_o
                                   preserve_format, preserving_order)
 from ember._tensor import Tensor, _make
 from ember.backend import cuda_backend, cuda_initialized, device_of, xp_of
+from ember.backend.meta import meta_like
 from ember.ops._registry import broadcast_message, call, op
 from ember.ops._scalars import checked_scalar
 
@@ -44,6 +45,8 @@ def _to_copy(xp, x, dtype, device, non_blocking):
     target = x.dtype if dtype is None else np.dtype(dtype.np)
     if device is None or not _moves(device_of(x), device):
         return cast(xp, x, target)
+    if device.type == "meta":               # (from meta, ops/_meta.py refuses)
+        return meta_like(x, target)
     cuda = cuda_backend()
     if device.type == "cpu":                # cast on the GPU, then download
         return cuda.to_host(x if x.dtype == target else cast(xp, x, target), non_blocking)
@@ -105,7 +108,7 @@ def to(self, *args, **kwargs):
     if same_dtype and same_device and not copy:
         out = self
     else:
-        if not same_device:
+        if not same_device and "cuda" in (device.type, self.device.type):
             cuda_backend()                  # "not compiled with CUDA" without a GPU
         out = call(_to_copy, (self,), (None if same_dtype else dtype,
                                        None if same_device else device, bool(non_blocking)))

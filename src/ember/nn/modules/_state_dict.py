@@ -2,6 +2,7 @@
 overridable per-module steps and their hooks (the state-dict half of ``Module``)."""
 
 import itertools
+import warnings
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -114,6 +115,14 @@ class StateDict:
                                 value.requires_grad_(param.requires_grad)
                         setattr(self, name, value)
                     else:
+                        if param.is_meta and not value.is_meta:
+                            warnings.warn(
+                                f"for {key}: copying from a non-meta parameter in the "
+                                f"checkpoint to a meta parameter in the current model, which "
+                                f"is a no-op. (Did you mean to pass `assign=True` to assign "
+                                f"items in the state dictionary to their corresponding key in "
+                                f"the module instead of copying them in place?)", UserWarning,
+                                stacklevel=2)
                         param.copy_(value)
             except Exception as ex:
                 error_msgs.append(f'While copying the parameter named "{key}", whose dimensions '

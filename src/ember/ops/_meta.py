@@ -1,0 +1,280 @@
+"""Ops on meta tensors: results with shapes and dtypes, and no values.
+
+The dispatcher sends a call here when its operands live on the meta device (``_prepare``
+raises ``MetaCall``). The op's forward then runs on stand-ins (backend/meta.py): read-only
+NumPy arrays of the operands' shapes and dtypes over one element each, and the results keep
+only their shapes and dtypes. Elementwise ops, whose result shape is the broadcast of their
+operands', run on one-element stand-ins instead, so they cost the same at any size; so do
+in-place ops among them, which is what initializing a module built on the meta device does.
+
+The graph is recorded as usual, so ``backward`` on meta tensors gives meta gradients of the
+right shapes. Ops whose result shape depends on the values (``nonzero``, ``unique``, boolean
+masks) raise, as in PyTorch.
+"""
+
+import numpy as np
+
+from ember._dtype import bool_
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.grad_mode import no_grad
+from ember.backend.meta import NO_DATA, MetaArray, stand_in
+
+__all__ = ["MetaCall", "meta_call", "meta_inplace", "check_devices"]
+
+# ops whose result's shape depends on the operands' values
+_VALUE_SHAPED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive",
+                 "bincount", "repeat_interleave"}
+_SHAPE_ONLY_INPLACE = {"copy_", "fill_"}    # write every element; no other shape rule
+_NOT_BROADCAST = {"isin"}                   # in an elementwise module, but not elementwise
+_LAYOUT_FREE = {"view": "reshape"}          # ops computed as others of the same shapes
+# modules of the ops given identity matrices and counting pivots (ones are singular, and
+# some results' shapes depend on the rank)
+_FACTORIZATIONS = {"linalg", "lu", "ldl", "factorizations", "solvers", "least_squares",
+                   "householder", "singular", "decompositions"}
+_ELEMENTWISE = []                           # filled on first use (func imports the ops)
+
+
+class MetaCall(Exception):
+    """Raised inside preparation when an op's operands live on the meta device."""
+
+
+def _elementwise():
+    if not _ELEMENTWISE:
+        from ember.func._batching.elementwise import ELEMENTWISE
+        _ELEMENTWISE.append(ELEMENTWISE)
+    return _ELEMENTWISE[0]
+
+
+def meta_call(op, inputs, params, out=None):
+    """``call(op, inputs, params, out)`` for operands on the meta device."""
+    from ember.ops._registry import _mark_view, _record
+    flat, lengths = _flatten(op, inputs)
+    check_devices(flat)
+    _refuse_value_shaped(op, flat, params)
+    if op.name == "_to_copy" and params[1] is not None and params[1].type != "meta":
+        raise NotImplementedError(NO_DATA)
+    shrink = op.name in _elementwise() and op.name not in _NOT_BROADCAST
+    shape = _broadcast(op, flat) if shrink else None
+    product = _product(op, inputs, params, flat) if op.name in _PRODUCT_SHAPES else None
+    if product is not None:
+        res, shape = product
+    elif op.name == "index_put" and _has_meta_mask(params[0]):
+        res = _make(stand_in(flat[0]._data))    # the shape of self; nothing to check against
+    else:
+        factorization = op.forward.__module__.rsplit(".", 1)[-1] in _FACTORIZATIONS
+        try:
+            res = _on_stand_ins(op, inputs, params, shrink, identity=factorization)
+        except RuntimeError:            # refusing the all-ones stand-ins (a singular matrix)
+            if shrink or factorization:
+                raise
+            res = _on_stand_ins(op, inputs, params, False, identity=True)
+    if type(res) is tuple:
+        outputs = tuple(_meta_result(r, shape) for r in res)
+    else:
+        outputs = _meta_result(res, shape)
+    if op.view:
+        _mark_view(op, flat[0], params, outputs)
+    requires_grad = any(isinstance(x, Tensor) and (x._requires_grad or x._grad_fn is not None)
+                        for x in flat)
+    if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
+        node = _record(op, flat, lengths, params, outputs)
+        node.__class__ = _meta_node_class(op)
+    if out is not None:
+        return _write_out(op, out, outputs, requires_grad)
+    if op.namedtuple is not None:
+        return op.namedtuple(*outputs)
+    return outputs
+
+
+def meta_inplace(op, self, inputs, params):
+    """``call_inplace`` for operands on the meta device: checks the result's shape and dtype
+    against ``self``'s and writes nothing (there is nothing to write)."""
+    from ember.ops._inplace import _check_cast, _inplace_view, _shape_mismatch
+    if op.view:
+        return _inplace_view(op, self, params)
+    flat, _ = _flatten(op, inputs)
+    check_devices(flat, expected=self)
+    _refuse_value_shaped(op, flat, params)
+    if op.name == "index_put" and _has_meta_mask(params[0]):
+        shape, dtype = self.shape, self.dtype
+    elif (op.name in _elementwise() and op.name not in _NOT_BROADCAST
+            or op.name in _SHAPE_ONLY_INPLACE):
+        shape = _broadcast(op, flat)
+        if op.name in _SHAPE_ONLY_INPLACE:
+            dtype = self.dtype
+        else:
+            dtype = _on_stand_ins(op, inputs, params, True).dtype
+    else:
+        res = _on_stand_ins(op, inputs, params, False)
+        shape, dtype = res.shape, res.dtype
+    _check_cast(dtype, self.dtype)
+    if tuple(shape) != self.shape:
+        _shape_mismatch(self, shape)
+    self._bump_version()
+    return self
+
+
+class MetaBackward:
+    """The backward of an op on meta tensors: gradients are meta tensors of the inputs' shapes
+    and dtypes, so no derivative runs (many read their saved values)."""
+
+    __slots__ = ()
+
+    def apply(self, grads):
+        return [None if meta is None else _make(MetaArray(meta[0], meta[1]))
+                for meta in self._in_meta]
+
+
+def _meta_node_class(op):
+    """``op``'s backward node class (its PyTorch name) with ``MetaBackward``'s apply."""
+    cls = _META_NODES.get(op.name)
+    if cls is None:
+        base = op.node_class
+        cls = _META_NODES[op.name] = type(base.__name__, (MetaBackward, base), {"__slots__": ()})
+    return cls
+
+
+_META_NODES = {}
+
+
+def _matmul(a, b):
+    """Probe shapes (contracted dims kept, others 1) and the result's shape of ``a @ b``."""
+    if not a or not b:
+        return None
+    batch = np.broadcast_shapes(a[:-2], b[:-2])     # (raises ValueError on a mismatch)
+    probe_a = (a[-1],) if len(a) == 1 else (1,) * (len(a) - 1) + (a[-1],)
+    probe_b = (b[0],) if len(b) == 1 else (1,) * (len(b) - 2) + (b[-2], 1)
+    result = batch + a[-2:-1] * (len(a) > 1) + b[-1:] * (len(b) > 1)
+    return [probe_a, probe_b], result
+
+
+def _mm(a, b):
+    return [(1, a[-1]), (b[0], 1)], (a[0], b[1])
+
+
+def _bmm(a, b):
+    return [(a[0], 1, a[-1]), (b[0], b[1], 1)], (a[0], a[1], b[2])
+
+
+def _linear(x, w, bias=None):
+    if len(w) != 2 or bias not in (None, (), (1,), (w[0],)):
+        return None
+    probes = [(1,) * (len(x) - 1) + (x[-1],), (1, w[1])] + ([()] if bias is not None else [])
+    return probes, x[:-1] + (w[0],)
+
+
+def _added(product):
+    def rule(c, a, b):
+        probes, result = product(a, b)
+        if np.broadcast_shapes(c, result) != result:
+            return None
+        return [()] + probes, result
+    return rule
+
+
+# matrix products, whose shapes are known without computing one on stand-ins (as costly as
+# on real arrays): each rule gives the probe stand-ins' shapes (with the contracted dims,
+# which are checked by running the op on them) and the result's shape
+_PRODUCT_SHAPES = {"matmul": _matmul, "mm": _mm, "bmm": _bmm, "nn.functional.linear": _linear,
+                   "addmm": _added(_mm), "baddbmm": _added(_bmm)}
+
+
+def _product(op, inputs, params, flat):
+    """(result on probes, the result's real shape) of a matrix product, or None when the
+    rule does not apply or the probe fails (the full stand-ins then give the op's error)."""
+    shapes = [tuple(x.shape) if isinstance(x, Tensor) else None for x in flat]
+    if any(type(x._data) is not MetaArray for x in flat if isinstance(x, Tensor)):
+        return None
+    try:
+        rule = _PRODUCT_SHAPES[op.name](*shapes)
+        if rule is None:
+            return None
+        probes, result = rule
+        return _on_stand_ins(op, inputs, params, probes), result
+    except (ValueError, TypeError, IndexError, RuntimeError):
+        return None
+
+
+def _flatten(op, inputs):
+    return op.flatten_inputs(inputs) if op.seq_inputs else (inputs, None)
+
+
+def _write_out(op, out, outputs, requires_grad):
+    """``out=`` for a meta result: the out tensors take its shape (they must be meta too)."""
+    from ember.ops._registry import _write_out as write_values
+    targets = out if isinstance(out, (tuple, list)) else (out,)
+    if any(isinstance(t, Tensor) and not t.is_meta for t in targets):
+        return write_values(op, out, outputs, requires_grad)   # raises: no values to write
+    results = outputs if type(outputs) is tuple else (outputs,)
+    for dst, res in zip(targets, results):
+        dst._data = MetaArray(res.shape, dst._data.dtype)
+        dst._bump_version()
+    return out
+
+
+def _on_stand_ins(op, inputs, params, shrink, identity=False):
+    """The op's result on NumPy stand-ins of its meta operands, without a graph; one-element
+    stand-ins when ``shrink`` is True (an elementwise op: each keeps its rank, for type
+    promotion), of the shapes it lists when a list (one per meta tensor, in order); identity
+    matrices when ``identity``."""
+    from ember.ops._registry import RAW_OUTPUTS, REGISTRY, call
+
+    shapes = iter(shrink) if type(shrink) is list else None
+
+    def swap(x):
+        if isinstance(x, Tensor) and type(x._data) is MetaArray:
+            a = x._data
+            shape = next(shapes) if shapes is not None else (1,) * a.ndim if shrink else None
+            return _make(stand_in(a, shape, identity))
+        if isinstance(x, (list, tuple)):        # index tensors ride in params, in tuples
+            swapped = (swap(y) for y in x)
+            return type(x)(*swapped) if hasattr(x, "_fields") else type(x)(swapped)
+        return x
+    if op.name in _LAYOUT_FREE:         # stand-ins are not laid out as meta tensors claim
+        op = REGISTRY[_LAYOUT_FREE[op.name]]
+    with no_grad():
+        return call(op, swap(tuple(inputs)), swap(tuple(params)), RAW_OUTPUTS)
+
+
+def _meta_result(t, shape):
+    return _make(MetaArray(t.shape if shape is None else shape, t._data.dtype))
+
+
+def _broadcast(op, flat):
+    shapes = [x.shape for x in flat if isinstance(x, Tensor)]
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        from ember.ops._registry import broadcast_message
+        raise RuntimeError(broadcast_message(shapes)) from None
+
+
+def check_devices(flat, expected=None):
+    """PyTorch's error for a meta tensor meeting a tensor of another device (CPU 0-dim ones
+    join, as scalars, as they join GPU ops)."""
+    tensors = [x for x in flat if isinstance(x, Tensor)]
+    if expected is None:
+        expected = next((x for x in tensors if x.ndim or x.is_meta), tensors[0])
+    want = expected.device
+    for x in tensors:
+        if x.device != want and not (x.device.type == "cpu" and x.ndim == 0):
+            raise RuntimeError(f"Tensor on device {x.device} is not on the expected device "
+                               f"{want}!")
+
+
+def _has_meta_mask(indices):
+    return any(isinstance(i, Tensor) and i.is_meta and i.dtype is bool_ for i in indices)
+
+
+def _refuse_value_shaped(op, inputs, params):
+    if op.name == "_index" and _has_meta_mask(params[0]):   # a boolean mask: nonzero's shape
+        raise NotImplementedError("aten::nonzero: attempted to run this operator with Meta "
+                                  "tensors, but the shape of its result depends on the "
+                                  "values, which meta tensors do not have")
+    if (op.name in _VALUE_SHAPED or op.name == "where" and inputs[1] is None
+            or op.name == "nn.functional.one_hot" and params[0] == -1):
+        raise NotImplementedError(
+            f"aten::{op.name}: attempted to run this operator with Meta tensors, but the shape "
+            f"of its result depends on the values, which meta tensors do not have")
+
