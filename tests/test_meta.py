@@ -120,7 +120,7 @@ def test_device_mismatch_words_as_pytorch():
 def test_value_dependent_shapes_raise():
     x = meta(2, 3)
     for f in (ember.nonzero, ember.unique, lambda t: t[t > 0]):
-        with pytest.raises(NotImplementedError, match="Meta tensors"):
+        with pytest.raises(NotImplementedError, match="Meta tensors|torch.nonzero"):
             f(x)
 
 
@@ -201,3 +201,21 @@ def test_functional_call_over_a_meta_base_model():
     x = ember.randn(5, 4)
     out = ember.func.functional_call(base, dict(model.named_parameters()), (x,))
     np.testing.assert_allclose(out.detach().numpy(), model(x).detach().numpy())
+
+
+def test_skip_init_builds_on_meta_then_allocates():
+    layer = nn.utils.skip_init(nn.Linear, 3, 4)
+    assert layer.weight.device.type == "cpu" and layer.weight.shape == (4, 3)
+    with pytest.raises(RuntimeError, match="Module must support a 'device' arg"):
+        nn.utils.skip_init(nn.ReLU)
+
+
+def test_save_and_load_meta_tensors(tmp_path):
+    path = tmp_path / "meta.pt"
+    ember.save({"a": meta(2, 3, requires_grad=True), "p": nn.Parameter(meta(4)),
+                "c": ember.ones(2)}, path)
+    loaded = ember.load(path)
+    assert loaded["a"].is_meta and loaded["a"].shape == (2, 3) and loaded["a"].requires_grad
+    assert isinstance(loaded["p"], nn.Parameter) and loaded["p"].is_meta
+    assert loaded["c"].tolist() == [1.0, 1.0]
+    assert ember.load(path, map_location="meta")["c"].is_meta

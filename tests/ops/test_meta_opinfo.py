@@ -61,7 +61,7 @@ def test_meta_results_have_the_real_shapes_and_dtypes(info):
         if value_shaped is None:
             continue
         if value_shaped:
-            with pytest.raises(NotImplementedError, match="Meta tensors"):
+            with pytest.raises(NotImplementedError, match="Meta tensors|torch.nonzero"):
                 info.function()(on_meta.input, *on_meta.args, **on_meta.kwargs)
             continue
         got = _outputs(info.function()(on_meta.input, *on_meta.args, **on_meta.kwargs))

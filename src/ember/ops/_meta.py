@@ -268,13 +268,14 @@ def _has_meta_mask(indices):
 
 
 def _refuse_value_shaped(op, inputs, params):
-    if op.name == "_index" and _has_meta_mask(params[0]):   # a boolean mask: nonzero's shape
-        raise NotImplementedError("aten::nonzero: attempted to run this operator with Meta "
-                                  "tensors, but the shape of its result depends on the "
-                                  "values, which meta tensors do not have")
-    if (op.name in _VALUE_SHAPED or op.name == "where" and inputs[1] is None
-            or op.name == "nn.functional.one_hot" and params[0] == -1):
+    """Raise PyTorch's NotImplementedError for an op whose result's shape depends on values."""
+    nonzero = op.name in ("nonzero", "argwhere") or op.name == "where" and inputs[1] is None \
+        or op.name == "_index" and _has_meta_mask(params[0])
+    if nonzero:
+        raise NotImplementedError(
+            "The register_meta function for torch.nonzero() raises unimplemented by default, "
+            "as a correct data-independent implementation does not exist.")
+    if op.name in _VALUE_SHAPED or op.name == "nn.functional.one_hot" and params[0] == -1:
         raise NotImplementedError(
             f"aten::{op.name}: attempted to run this operator with Meta tensors, but the shape "
             f"of its result depends on the values, which meta tensors do not have")
-

@@ -172,12 +172,16 @@ def _reduce_tensor(table, t):
             return (N.REBUILD_PARAMETER_WITH_STATE,
                     (data, t.requires_grad, OrderedDict(), dict(state)))
         return (N.REBUILD_PARAMETER, (data, t.requires_grad, OrderedDict()))
-    storage, offset, size, stride = table.locate(t)
-    args = (_StorageRef(storage), offset, tuple(size), stride, t.requires_grad, OrderedDict())
-    if t.dtype in N.STORAGE_GLOBALS:
-        func = N.REBUILD_V2
+    if t.is_meta:                       # no storage: its dtype, size and strides only
+        func, args = N.REBUILD_META, (t.dtype, tuple(t.shape), t.stride(), t.requires_grad)
     else:
-        func, args = N.REBUILD_V3, args + (t.dtype,)
+        storage, offset, size, stride = table.locate(t)
+        args = (_StorageRef(storage), offset, tuple(size), stride, t.requires_grad,
+                OrderedDict())
+        if t.dtype in N.STORAGE_GLOBALS:
+            func = N.REBUILD_V2
+        else:
+            func, args = N.REBUILD_V3, args + (t.dtype,)
     if type(t) is Tensor and not state:
         return (func, args)
     cls = N.TENSOR if type(t) is Tensor else type(t)

@@ -95,6 +95,16 @@ def rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, back
     return _tensor_from(storage, storage_offset, size, stride, dtype, requires_grad)
 
 
+def rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad=False):
+    """A meta tensor (``torch._utils._rebuild_meta_tensor_no_storage``): no bytes were saved."""
+    if not isinstance(dtype, D.dtype):
+        raise RuntimeError(f"invalid tensor dtype in checkpoint: {dtype!r}")
+    size = _check_ints("size", size)
+    _check_ints("stride", stride, len(size))
+    from ember._creation import empty
+    return empty(size, dtype=dtype, device="meta", requires_grad=bool(requires_grad))
+
+
 def _set_state(obj, state):
     if isinstance(state, tuple) and len(state) == 2:
         state, slots = state
@@ -126,7 +136,8 @@ def rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
 
 def rebuild_from_type_v2(func, new_type, args, state):
     """A tensor subclass or a tensor with attributes (``torch._tensor._rebuild_from_type_v2``)."""
-    if func not in (rebuild_tensor_v2, rebuild_tensor_v3) or not isinstance(args, tuple):
+    if func not in (rebuild_tensor_v2, rebuild_tensor_v3, rebuild_meta_tensor_no_storage) \
+            or not isinstance(args, tuple):
         raise RuntimeError(f"invalid tensor rebuild function in checkpoint: {func!r}")
     t = func(*args)
     if not (isinstance(new_type, type) and issubclass(new_type, Tensor)):
@@ -155,6 +166,7 @@ def _torch_globals():
     out = {
         "torch._utils._rebuild_tensor_v2": rebuild_tensor_v2,
         "torch._utils._rebuild_tensor_v3": rebuild_tensor_v3,
+        "torch._utils._rebuild_meta_tensor_no_storage": rebuild_meta_tensor_no_storage,
         "torch._utils._rebuild_parameter": rebuild_parameter,
         "torch._utils._rebuild_parameter_with_state": rebuild_parameter_with_state,
         "torch._tensor._rebuild_from_type_v2": rebuild_from_type_v2,

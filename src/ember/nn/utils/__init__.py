@@ -16,11 +16,12 @@ from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: 
 
 
 def skip_init(module_cls, *args, **kwargs):
-    """Construct ``module_cls(*args, **kwargs)`` (ember has no meta device, so its parameters
-    are initialized as usual; provided for PyTorch code that calls it)."""
+    """``module_cls(*args, **kwargs)`` with its parameters and buffers left uninitialized:
+    built on the meta device, then given memory on ``device`` (cpu by default)."""
     if "device" not in module_cls.__init__.__code__.co_varnames:
         raise RuntimeError("Module must support a 'device' arg to skip initialization")
-    return module_cls(*args, **kwargs)
+    final = kwargs.pop("device", "cpu")
+    return module_cls(*args, device="meta", **kwargs).to_empty(device=final)
 
 
 from ember.nn.utils import rnn  # noqa: F401,E402
