@@ -121,9 +121,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 def __getattr__(name):
-    if name == "functional":
+    if name in ("functional", "forward_ad"):
         import importlib
-        return importlib.import_module("ember.autograd.functional")
+        return importlib.import_module(f"ember.autograd.{name}")
     if name in ("Function", "once_differentiable", "FunctionCtx"):
         from ember.autograd import function
         return getattr(function, name)

@@ -9,6 +9,7 @@ import functools
 
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.forward_ad import STATE as _FORWARD_AD
 from ember.autograd.graph import _PACKED, Node, _modified_message, conform, history
 from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
 from ember.autograd.saved_hooks import Packed
@@ -21,6 +22,8 @@ class FunctionCtx:
     """What ``forward`` may record for ``backward`` (mixed into the backward node)."""
 
     _packed = None                      # the saved tensors, when saved-tensor hooks took them
+    _saved_for_forward = ()
+    _in_jvp = False                     # saved_tensors reads _saved_for_forward in jvp
 
     def save_for_backward(self, *tensors):
         """Keep tensors (or None) for backward; read them back as ``ctx.saved_tensors``."""
@@ -32,6 +35,8 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
+        if self._in_jvp:
+            return self._saved_for_forward
         if self._saved is None:
             from ember.autograd.graph import _FREED
             raise RuntimeError(_FREED)
@@ -44,6 +49,13 @@ class FunctionCtx:
                 raise RuntimeError(_modified_message(t, version))
             out.append(t)
         return tuple(out)
+
+    def save_for_forward(self, *tensors):
+        """Keep tensors (or None) for ``jvp``, which reads them as ``ctx.saved_tensors``."""
+        if not all(t is None or isinstance(t, Tensor) for t in tensors):
+            raise AssertionError("save_for_forward expects all arguments to be tensors; you "
+                                 "should save non-tensors as attributes on ctx.")
+        self._saved_for_forward = tensors
 
     def mark_dirty(self, *tensors):
         """Declare inputs that ``forward`` modified in place."""
@@ -149,6 +161,12 @@ class Function:
 
     vjp = backward
 
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        """Forward mode: the tangents of the outputs from those of the inputs."""
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
     @classmethod
     def _node_class(cls):
         node = Function._node_classes.get(cls)
@@ -161,6 +179,14 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward and record one graph node for the call."""
+        if _FORWARD_AD.level is not None:
+            from ember.autograd.forward_ad import apply_function
+            return apply_function(cls, args, kwargs)
+        return cls._apply_ctx(args, kwargs)[1]
+
+    @classmethod
+    def _apply_ctx(cls, args, kwargs):
+        """``(ctx, outputs)`` of one call."""
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         record = _GRAD.grad_enabled and any(needs)
         edges = tuple(history(a) if need else (None, 0) for a, need in zip(args, needs))
@@ -178,7 +204,7 @@ class Function:
             _GRAD.grad_enabled = prev
         if not uses_ctx:
             cls.setup_context(ctx, args, output)
-        return _wrap_outputs(ctx, args, output, record)
+        return ctx, _wrap_outputs(ctx, args, output, record)
 
 
 def _wrap_outputs(ctx, args, output, record):
