@@ -14,7 +14,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._device import device
-from ember._tensor import Size, Tensor, _to_host
+from ember._tensor import Size, Tensor, _make, _to_host
 from ember.serialization import _names as N
 
 
@@ -165,6 +165,10 @@ class Pickler(pickle._Pickler):
 
 def _reduce_tensor(table, t):
     from ember.nn.parameter import Parameter
+    if "_fw_tangent" in t.__dict__:     # a forward-AD dual tensor saves as its primal
+        primal = _make(t._data)
+        primal._requires_grad = t._requires_grad
+        t = primal
     state = t.__dict__
     if type(t) is Parameter:
         data = t.detach()

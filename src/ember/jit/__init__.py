@@ -1,0 +1,180 @@
+"""``torch.jit``, run eagerly.
+
+ember has no TorchScript. Programs and libraries still call ``torch.jit.script`` on small
+functions, decorate methods with ``@torch.jit.ignore`` and branch on
+``torch.jit.is_scripting()``: here ``script`` and ``trace`` return what they are given (a
+traced module still runs its example inputs once, as tracing does, so shape errors surface
+at the same place), the decorators leave functions as they are, and ``is_scripting`` and
+``is_tracing`` are False, as in eager PyTorch. Saving and loading TorchScript archives is
+not possible and says so.
+"""
+
+import builtins
+import types
+import typing
+from concurrent.futures import Future as _Future
+
+__all__ = ["script", "trace", "trace_module", "ignore", "unused", "export", "interface",
+           "is_scripting", "is_tracing", "annotate", "Attribute", "Final", "fork", "wait",
+           "Future", "isinstance", "freeze", "optimize_for_inference", "save", "load",
+           "ScriptModule", "ScriptFunction", "TracerWarning", "Error"]
+
+Final = typing.Final
+
+
+class TracerWarning(Warning):
+    """What tracing warns about (ember traces nothing, so it never warns)."""
+
+
+class Error(RuntimeError):
+    """TorchScript's error type (``torch.jit.Error``)."""
+
+
+class ScriptModule:
+    """TorchScript's module type: nothing in ember is one (``script`` returns modules as they
+    are), so ``isinstance(m, jit.ScriptModule)`` is False, as for eager PyTorch modules."""
+
+
+class ScriptFunction:
+    """TorchScript's function type; see ``ScriptModule``."""
+
+
+class Attribute(typing.NamedTuple):
+    """A module attribute's value with its TorchScript type (the value is what is used)."""
+
+    value: typing.Any
+    type: typing.Any
+
+
+def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
+    """``obj`` itself: ember runs functions and modules eagerly."""
+    return obj
+
+
+def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None,
+          check_tolerance=1e-5, strict=True, _force_outplace=False, _module_class=None,
+          _compilation_unit=None, example_kwarg_inputs=None, _store_inputs=True):
+    """``func`` itself, after one call on the example inputs (which is what tracing runs)."""
+    if example_inputs is None and example_kwarg_inputs is None:
+        raise RuntimeError("example_kwarg_inputs and example_inputs cannot both be None")
+    args = example_inputs if builtins.isinstance(example_inputs, tuple) else \
+        () if example_inputs is None else (example_inputs,)
+    func(*args, **(example_kwarg_inputs or {}))
+    return func
+
+
+def trace_module(mod, inputs, *args, **kwargs):
+    """``mod`` itself, after calling each named method on its example inputs."""
+    for name, example in inputs.items():
+        getattr(mod, name)(*(example if builtins.isinstance(example, tuple) else (example,)))
+    return mod
+
+
+def ignore(drop=False, **kwargs):
+    """Leave a function out of scripting: here, the function as it is (also as
+    ``@ignore(drop=True)``)."""
+    if callable(drop):
+        return drop
+    return lambda fn: fn
+
+
+def unused(fn):
+    """Mark a method as never called from scripted code: the method as it is."""
+    return fn
+
+
+def export(fn):
+    """Mark a method as compiled with its module: the method as it is."""
+    return fn
+
+
+def interface(obj):
+    """Declare a TorchScript interface: the class as it is."""
+    return obj
+
+
+def is_scripting():
+    """Whether the code runs as TorchScript: never in ember."""
+    return False
+
+
+def is_tracing():
+    """Whether the code runs under ``torch.jit.trace``: never in ember."""
+    return False
+
+
+def annotate(the_type, the_value):
+    """``the_value`` (the type is for TorchScript's compiler)."""
+    return the_value
+
+
+class Future(_Future):
+    """The result of ``fork``: ``wait()`` returns it."""
+
+    def wait(self):
+        """The forked call's result (raises what it raised)."""
+        return self.result()
+
+
+def fork(func, *args, **kwargs):
+    """Call ``func`` now and wrap its result in a ``Future`` (TorchScript would run it
+    asynchronously; eagerly, PyTorch also runs it at once)."""
+    future = Future()
+    try:
+        future.set_result(func(*args, **kwargs))
+    except Exception as e:             # noqa: BLE001  (handed to whoever waits)
+        future.set_exception(e)
+    return future
+
+
+def wait(future):
+    """The result of a ``fork``."""
+    return future.wait()
+
+
+def isinstance(obj, target_type):       # noqa: A001  (PyTorch's name)
+    """Whether ``obj`` is of ``target_type``, which may be a parametrized container type
+    (``List[int]``, ``Dict[str, Tensor]``, ``Optional[int]``, ``Tuple[int, str]``)."""
+    origin = typing.get_origin(target_type)
+    if origin is None:
+        return target_type is typing.Any or builtins.isinstance(obj, target_type)
+    params = typing.get_args(target_type)
+    if origin in (typing.Union, types.UnionType):
+        return any(isinstance(obj, p) for p in params)
+    if not builtins.isinstance(obj, origin):
+        return False
+    if origin in (list, set, frozenset):
+        return all(isinstance(x, params[0]) for x in obj) if params else True
+    if origin is dict:
+        return all(isinstance(k, params[0]) and isinstance(v, params[1])
+                   for k, v in obj.items()) if params else True
+    if origin is tuple:
+        if len(params) == 2 and params[1] is Ellipsis:
+            return all(isinstance(x, params[0]) for x in obj)
+        return len(obj) == len(params) and all(isinstance(x, p) for x, p in zip(obj, params))
+    return True
+
+
+def freeze(mod, preserved_attrs=None, optimize_numerics=True):
+    """``mod`` itself (freezing inlines a ScriptModule's attributes; ember has none)."""
+    return mod
+
+
+def optimize_for_inference(mod, other_methods=None):
+    """``mod`` itself, in eval mode."""
+    return mod.eval() if hasattr(mod, "eval") else mod
+
+
+def _no_torchscript(what):
+    return RuntimeError(f"{what}: ember has no TorchScript, so it cannot write or read "
+                        f"TorchScript archives; save the state_dict with ember.save instead")
+
+
+def save(m, f, _extra_files=None):
+    """Not possible: ember has no TorchScript."""
+    raise _no_torchscript("jit.save")
+
+
+def load(f, map_location=None, _extra_files=None, _restore_shapes=False):
+    """Not possible: ember has no TorchScript."""
+    raise _no_torchscript("jit.load")
