@@ -33,6 +33,13 @@ def test_a_view_writes_through_both_ways():
     assert x._version == w._version == 2
 
 
+def test_a_zero_dim_window_is_a_view():
+    x = ember.arange(4.0)
+    w = x.as_strided((), (), 1)
+    w.fill_(9.0)
+    assert x.tolist() == [0.0, 9.0, 2.0, 3.0] and w.storage_offset() == 1
+
+
 def test_the_storage_is_the_view_roots():
     base = ember.arange(10.0)
     cols = base.view(2, 5)[:, 1:]

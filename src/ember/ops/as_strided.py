@@ -206,7 +206,8 @@ def as_strided(xp, x, size, stride, storage_offset):
     shift = (place - place.source) * item       # bytes from x's first element to the window's
     if not shift or (x.size == 0 and 0 in size):    # CuPy: a fresh empty array has no address
         return xp.lib.stride_tricks.as_strided(x, size, strides)
-    return xp.lib.stride_tricks.as_strided(x, (2,) + size, (shift,) + strides)[1]
+    # [1, ...], not [1]: for a 0-dim window, [1] would give a scalar, a copy
+    return xp.lib.stride_tricks.as_strided(x, (2,) + size, (shift,) + strides)[1, ...]
 
 
 @as_strided.derivative
