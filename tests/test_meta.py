@@ -219,3 +219,42 @@ def test_save_and_load_meta_tensors(tmp_path):
     assert isinstance(loaded["p"], nn.Parameter) and loaded["p"].is_meta
     assert loaded["c"].tolist() == [1.0, 1.0]
     assert ember.load(path, map_location="meta")["c"].is_meta
+
+
+LAYERS = {
+    "conv": (lambda: nn.Conv2d(3, 4, 3, padding=1), (2, 3, 8, 8)),
+    "conv transpose": (lambda: nn.ConvTranspose2d(3, 4, 3, stride=2), (2, 3, 8, 8)),
+    "batch norm": (lambda: nn.BatchNorm2d(3), (2, 3, 8, 8)),
+    "group norm": (lambda: nn.GroupNorm(1, 3), (2, 3, 8, 8)),
+    "max pool": (lambda: nn.MaxPool2d(2), (2, 3, 8, 8)),
+    "adaptive max pool": (lambda: nn.AdaptiveMaxPool2d(3), (2, 3, 8, 8)),
+    "upsample": (lambda: nn.Upsample(scale_factor=2, mode="bilinear"), (2, 3, 8, 8)),
+    "dropout": (lambda: nn.Dropout(0.5), (2, 5, 6)),
+    "feature dropout": (lambda: nn.Dropout2d(0.5), (2, 3, 8, 8)),
+    "alpha dropout": (lambda: nn.AlphaDropout(0.5), (2, 5, 6)),
+    "gru": (lambda: nn.GRU(6, 4, batch_first=True), (2, 5, 6)),
+    "bidirectional lstm": (lambda: nn.LSTM(6, 4, num_layers=2, bidirectional=True), (2, 5, 6)),
+    "transformer": (lambda: nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(6, 2, 12, batch_first=True), 2), (2, 5, 6)),
+    "unfold": (lambda: nn.Unfold(2), (2, 3, 8, 8)),
+    "bilinear": (lambda: nn.Bilinear(6, 6, 3), (2, 5, 6), (2, 5, 6)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_layers_on_meta_give_the_real_shapes(name):
+    make, *shapes = LAYERS[name]
+    layer = make()
+    real = layer(*(ember.randn(*s) for s in shapes))
+    out = layer.to("meta")(*(meta(*s) for s in shapes))
+    real, out = (real[0], out[0]) if isinstance(real, tuple) else (real, out)
+    assert out.is_meta and out.shape == real.shape and out.dtype is real.dtype
+    if out.requires_grad:               # (parameter-free layers record nothing)
+        out.sum().backward()
+        assert all(p.grad.shape == p.shape for p in layer.parameters())
+
+
+def test_embedding_bag_on_meta():
+    bag = nn.EmbeddingBag(10, 4).to("meta")
+    out = bag(ember.zeros(2, 5, dtype=ember.int64, device="meta"))
+    assert out.is_meta and out.shape == (2, 4)

@@ -79,6 +79,8 @@ def device_guard(index):
 
 def on_device_of(host, array):
     """A NumPy array (random draws, masks made on the host) placed where ``array`` lives."""
+    if type(array) is MetaArray:
+        return MetaArray(host.shape, host.dtype)
     if XP_BY_ARRAY_TYPE.get(type(array), np) is np:
         return host
     return cuda_backend().to_device(host, array.device.id)

@@ -72,11 +72,23 @@ class MetaArray:
             shape = tuple(self.size // known if n == -1 else n for n in shape)
         return MetaArray(shape, self.dtype)
 
+    def _elementwise(self, other, name):
+        """The result of ``self <name> other`` (array code on a meta tensor's array, such as
+        dropout's mask): the broadcast shape, and the dtype NumPy's rules give."""
+        like = np.zeros((), other.dtype) if type(other) is MetaArray else other
+        dtype = np.asarray(getattr(np.zeros((), self.dtype), name)(like)).dtype
+        return MetaArray(np.broadcast_shapes(self.shape, np.shape(other)), dtype)
+
     def __array__(self, dtype=None, copy=None):
         raise NotImplementedError(NO_DATA)
 
     def __repr__(self):
         return f"MetaArray(shape={self.shape}, dtype={self.dtype})"
+
+
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__add__", "__radd__", "__sub__",
+              "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__"):
+    setattr(MetaArray, _name, lambda self, other, _n=_name: self._elementwise(other, _n))
 
 
 def meta_like(array, dtype=None):

@@ -228,7 +228,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         rows = rows * psw.unsqueeze(1).to(rows.dtype)
     out = out.index_add(0, bag, rows)
     if mode == "mean":
-        counts = bag.bincount(minlength=b).clamp_min(1).to(out.dtype)
+        # (index_add, not bincount: a result shape known without reading ``bag``, so that
+        # the meta device can run it)
+        counts = out.new_zeros(b).index_add(0, bag, out.new_ones(bag.shape)).clamp_min(1)
         out = out / counts.unsqueeze(1)
     return out
 
