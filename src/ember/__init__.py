@@ -51,6 +51,8 @@ from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
 from ember import multiprocessing, quasirandom, version  # noqa: F401
 from ember._storage import TypedStorage, UntypedStorage  # noqa: F401
 from ember import storage  # noqa: F401
+from ember import sparse  # noqa: F401
+from ember.sparse import sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: F401
 
 # the constants of the torch namespace
 pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None
@@ -72,8 +74,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    # torch._dynamo and torch._inductor load on first use, as in PyTorch
-    if name in ("_dynamo", "_inductor", "library"):
+    # torch._dynamo, torch._inductor and torch.jit load on first use, as in PyTorch
+    if name in ("_dynamo", "_inductor", "library", "jit"):
         import importlib
         return importlib.import_module(f"ember.{name}")
     raise AttributeError(f"module 'ember' has no attribute '{name}'")

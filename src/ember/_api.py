@@ -8,6 +8,7 @@ __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel"
            "is_signed", "get_device", "detach", "is_conj", "is_neg", "resolve_conj",
            "resolve_neg", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
            "set_anomaly_enabled", "set_warn_always", "is_warn_always_enabled", "layout",
+           "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
            "get_device_module", "is_storage", "get_num_interop_threads",
            "set_num_interop_threads", "init_num_threads", "set_flush_denormal"]
 
@@ -15,7 +16,9 @@ _WARN_ALWAYS = [False]
 
 
 class layout:  # noqa: N801  (PyTorch's name)
-    """How a tensor's elements are stored (``torch.layout``): ember has only ``strided``."""
+    """How a tensor's elements are stored (``torch.layout``): ``strided`` (dense), or the
+    sparse ``sparse_coo`` and ``sparse_csr`` (see ember.sparse); ember has the other sparse
+    layouts' names only, for programs that compare layouts."""
 
     def __init__(self, name):
         self.name = name
@@ -25,6 +28,11 @@ class layout:  # noqa: N801  (PyTorch's name)
 
 
 strided = layout("strided")
+sparse_coo = layout("sparse_coo")
+sparse_csr = layout("sparse_csr")
+sparse_csc = layout("sparse_csc")
+sparse_bsr = layout("sparse_bsr")
+sparse_bsc = layout("sparse_bsc")
 _INTEROP_THREADS = [1]
 
 

@@ -1,0 +1,97 @@
+"""``torch.sparse``: sparse COO and CSR tensors and the functions made for them.
+
+``ember.sparse_coo_tensor(indices, values, size)`` and ``ember.sparse_csr_tensor(crow, col,
+values, size)`` make sparse tensors (``x.to_sparse()`` and ``x.to_sparse_csr()`` convert dense
+ones); ``ember.sparse.mm(adj, x)`` (also ``ember.mm``, ``ember.spmm``, ``adj @ x``) multiplies
+a sparse matrix by a dense one, differentiably in both. See NOTE [Sparse tensors] in
+_tensor.py for how they are built.
+"""
+
+from ember.sparse._tensor import SparseTensor, sparse_coo_tensor, sparse_csr_tensor
+from ember.sparse import _convert  # noqa: F401  (gives Tensor its to_sparse* methods)
+from ember.sparse._ops import log_softmax, softmax, sum  # noqa: A004
+from ember.sparse._products import addmm as _addmm
+from ember.sparse._products import mm as _mm
+
+__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "spmm", "sparse_coo_tensor",
+           "sparse_csr_tensor", "check_sparse_tensor_invariants", "SparseTensor", "FloatTensor",
+           "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ByteTensor", "BoolTensor"]
+
+
+def mm(mat1, mat2, reduce="sum"):
+    """``mat1 @ mat2`` where ``mat1`` (or ``mat2``) is a sparse COO or CSR matrix; the
+    gradient of a sparse leaf ``mat1`` is sparse, with ``mat1``'s indices."""
+    if reduce not in (None, "sum"):
+        raise NotImplementedError(f"sparse.mm: ember supports only reduce='sum', not "
+                                  f"{reduce!r}")
+    return _mm(mat1, mat2, dense_grad=False)
+
+
+def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
+    """``beta * mat + alpha * (mat1 @ mat2)`` for a sparse ``mat1``; the gradient of a sparse
+    leaf ``mat1`` is sparse, with its indices (as ``sparse.mm``)."""
+    return _addmm(mat, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def spmm(input, mat2):
+    """``torch.spmm``: a sparse matrix times a dense one (as ``mm``: a sparse leaf gets a
+    dense gradient)."""
+    return _mm(input, mat2)
+
+
+def _legacy_constructor(name, dtype_name):
+    def make(*args, device=None):
+        import ember
+        dtype = getattr(ember, dtype_name)
+        if args and isinstance(args[0], ember.Tensor):         # (indices, values[, size])
+            return sparse_coo_tensor(*args, device=device)
+        size = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) \
+            else tuple(args)
+        indices = ember.zeros((len(size), 0), dtype=ember.int64, device=device)
+        return sparse_coo_tensor(indices, ember.zeros(0, dtype=dtype, device=device), size)
+    make.__name__ = make.__qualname__ = name
+    make.__doc__ = (f"``torch.sparse.{name}(indices, values, size)`` or ``(*sizes)``: a COO "
+                    f"tensor (the legacy constructor).")
+    return make
+
+
+FloatTensor = _legacy_constructor("FloatTensor", "float32")
+DoubleTensor = _legacy_constructor("DoubleTensor", "float64")
+HalfTensor = _legacy_constructor("HalfTensor", "float16")
+LongTensor = _legacy_constructor("LongTensor", "int64")
+IntTensor = _legacy_constructor("IntTensor", "int32")
+ByteTensor = _legacy_constructor("ByteTensor", "uint8")
+BoolTensor = _legacy_constructor("BoolTensor", "bool")
+
+
+class check_sparse_tensor_invariants:  # noqa: N801  (PyTorch's name)
+    """``torch.sparse.check_sparse_tensor_invariants``: ember's sparse constructors always
+    check their indices (unless given ``check_invariants=False``), so this only records the
+    setting programs ask for."""
+
+    _enabled = [False]
+
+    def __init__(self, enable=True):
+        self._wanted = enable
+
+    @staticmethod
+    def is_enabled():
+        """Whether checks were switched on."""
+        return check_sparse_tensor_invariants._enabled[0]
+
+    @staticmethod
+    def enable():
+        """Switch the checks on."""
+        check_sparse_tensor_invariants._enabled[0] = True
+
+    @staticmethod
+    def disable():
+        """Switch the checks off (ember checks anyway)."""
+        check_sparse_tensor_invariants._enabled[0] = False
+
+    def __enter__(self):
+        self._saved = self.is_enabled()
+        check_sparse_tensor_invariants._enabled[0] = self._wanted
+
+    def __exit__(self, *exc):
+        check_sparse_tensor_invariants._enabled[0] = self._saved

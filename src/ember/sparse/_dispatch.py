@@ -1,0 +1,67 @@
+"""The ``__torch_function__`` table of sparse tensors: which function runs each ember op that
+meets a sparse operand (see NOTE [Sparse tensors] in _tensor.py)."""
+
+import numbers
+
+from ember._tensor import Tensor
+from ember.sparse import _layouts as L
+from ember.sparse._tensor import SparseTensor
+
+__all__ = ["HANDLERS", "handles", "dispatch", "op_name", "backend_name", "is_sparse",
+           "is_scalar"]
+
+HANDLERS = {}
+
+
+def handles(*names):
+    """Decorate the function that runs the ops ``names`` (registry names) on sparse tensors."""
+    def register(fn):
+        for name in names:
+            HANDLERS[name] = fn
+        return fn
+    return register
+
+
+def op_name(func):
+    """The registry name of an ember function (``name_`` for an in-place method)."""
+    op = getattr(func, "_ember_op", None)
+    if op is None:
+        return getattr(func, "__name__", str(func))
+    if func.__name__.endswith("_") and not op.name.endswith("_"):
+        return op.name + "_"                    # the in-place method
+    return op.name
+
+
+def backend_name(args):
+    """PyTorch's name of the backend of the first sparse tensor among ``args``."""
+    for a in args:
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(x, SparseTensor):
+                kind = "Sparse" if x.layout is L.sparse_coo else "SparseCsr"
+                return kind + ("CUDA" if x.device.type == "cuda" else "CPU")
+    return "SparseCPU"
+
+
+def dispatch(func, args, kwargs):
+    """Run ember function ``func`` on arguments among which is a sparse tensor."""
+    name = op_name(func)
+    handler = HANDLERS.get(name)
+    if handler is None:
+        if name in ("__get__", "__set__"):      # a mode's property access
+            return func(*args, **kwargs)
+        raise NotImplementedError(
+            f"Could not run 'aten::{name.rpartition('.')[2]}' with arguments from the "
+            f"'{backend_name(args)}' backend: ember does not support this operator on sparse "
+            f"tensors (convert with .to_dense() first).")
+    return handler(*args, **kwargs)
+
+
+def is_sparse(x):
+    """Whether ``x`` is a sparse tensor."""
+    return isinstance(x, SparseTensor)
+
+
+def is_scalar(x):
+    """Whether ``x`` acts as a scalar: a Python number or a 0-dim strided tensor."""
+    return isinstance(x, numbers.Number) or (isinstance(x, Tensor) and not is_sparse(x)
+                                             and x.ndim == 0)

@@ -1,0 +1,385 @@
+"""Sparse tensors' shape ops, sums, softmax, elementwise arithmetic and in-place ops, run on
+the parts with ember ops (so they work on every device and are differentiable in the values)."""
+
+import numbers
+
+import ember
+from ember._tensor import Tensor
+from ember.sparse import _convert as C
+from ember.sparse import _layouts as L
+from ember.sparse._dispatch import HANDLERS, backend_name, handles, is_scalar, is_sparse
+from ember.sparse._tensor import coo, csr
+
+__all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo"]
+
+
+@handles("reshape", "view")
+def _reshape(input, *args, **kwargs):
+    raise RuntimeError("reshape is not implemented for sparse tensors")
+
+
+@handles("select")
+def select(input, dim, index):
+    """``input.select(dim, index)`` of a COO tensor: a sparse tensor one dim smaller (dense
+    when no sparse dim is left)."""
+    from ember._tensor import _wrap_dim
+    c = as_coo(input)
+    dim = _wrap_dim(dim, c.ndim)
+    size = c.shape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(c.shape)} at dimension {dim}")
+    index %= size
+    sparse_dim = c.sparse_dim()
+    rest = list(c.shape[:dim]) + list(c.shape[dim + 1:])
+    if dim >= sparse_dim:
+        return coo(c._i, c._v.select(dim - sparse_dim + 1, index), rest, c._coalesced)
+    keep = (c._i[dim] == index).nonzero().reshape(-1)
+    others = [d for d in range(sparse_dim) if d != dim]
+    values = c._v.index_select(0, keep)
+    if not others:
+        return values.sum(0)
+    indices = c._i[others].index_select(1, keep)
+    return coo(indices, values, rest, c._coalesced)
+
+
+# ----- shape ---------------------------------------------------------------------------------
+
+@handles("transpose")
+def transpose(input, dim0, dim1):
+    if input.layout is L.sparse_csr:
+        raise NotImplementedError("transpose: a transposed CSR matrix is a CSC one, and ember "
+                                  "has no sparse_csc layout; use .to_sparse_coo() first")
+    from ember._tensor import _wrap_dim
+    ndim = input.ndim
+    d0, d1 = _wrap_dim(dim0, ndim), _wrap_dim(dim1, ndim)
+    sparse_dim = input.sparse_dim()
+    if (d0 < sparse_dim) != (d1 < sparse_dim):
+        raise RuntimeError(f"transpose(): can't transpose a sparse dimension with a dense "
+                           f"one (dims {dim0} and {dim1})")
+    size = list(input.shape)
+    size[d0], size[d1] = size[d1], size[d0]
+    if d0 >= sparse_dim:
+        return coo(input._i, input._v.transpose(d0 - sparse_dim + 1, d1 - sparse_dim + 1),
+                   size, input._coalesced)
+    order = list(range(sparse_dim))
+    order[d0], order[d1] = order[d1], order[d0]
+    indices = input._i.index_select(0, ember.tensor(order, device=input.device))
+    return coo(indices, input._v, size, input._coalesced and d0 == d1)
+
+
+@handles("t")
+def _t(input):
+    if input.layout is L.sparse_coo and (input.sparse_dim() > 2 or input.dense_dim()):
+        raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, "
+                           f"but got {input.sparse_dim()} sparse and {input.dense_dim()} "
+                           f"dense dimensions")
+    return input if input.ndim < 2 else transpose(input, 0, 1)
+
+
+# ----- reductions ----------------------------------------------------------------------------
+
+def _sum_dtype(values, dtype):
+    if dtype is not None:
+        return values.to(dtype)
+    if values.dtype.category < ember._dtype.FLOATING:
+        return values.to(ember.int64)
+    return values
+
+
+@handles("sum")
+def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
+    if keepdim:
+        raise NotImplementedError("sum: ember's sparse sum does not keep dims")
+    if dim is None:
+        return _sum_dtype(input._v, dtype).sum()
+    if input.layout is L.sparse_csr:
+        input = C.to_sparse_coo(input)
+    return sum(input, dim, dtype)
+
+
+def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
+    """The sum of a sparse COO tensor's elements, over all or some dims (dense when every
+    sparse dim is summed, else a coalesced sparse tensor)."""
+    if input.layout is L.sparse_csr:
+        raise RuntimeError("coalesce expected sparse coordinate tensor layout but got "
+                           "SparseCsr")
+    if not is_sparse(input):
+        raise RuntimeError("coalesce expected sparse coordinate tensor layout but got Strided")
+    values = _sum_dtype(input._v, dtype)
+    if dim is None:
+        return values.sum()
+    from ember._tensor import _wrap_dim
+    dims = sorted({_wrap_dim(d, input.ndim) for d in (dim if isinstance(dim, (tuple, list))
+                                                      else (dim,))})
+    sparse_dim = input.sparse_dim()
+    dense = [d - sparse_dim + 1 for d in dims if d >= sparse_dim]
+    if dense:
+        values = values.sum(dense)
+    kept = [d for d in range(sparse_dim) if d not in dims]
+    if len(kept) == sparse_dim:
+        return coo(input._i, values, [n for d, n in enumerate(input.shape) if d not in dims],
+                   input._coalesced)
+    if not kept:
+        return values.sum(0)
+    indices = input._i.index_select(0, ember.tensor(kept, device=input.device))
+    size = [n for d, n in enumerate(input.shape) if d not in dims]
+    return C.coalesce(coo(indices, values, size))
+
+
+def _softmax(input, dim, dtype, log):
+    name = "log_softmax" if log else "softmax"
+    if not is_sparse(input):
+        raise RuntimeError(f"sparse.{name}(): expected a sparse COO tensor, but got a strided "
+                           f"one")
+    if input.layout is not L.sparse_coo:
+        raise NotImplementedError(f"Could not run 'aten::_sparse_{name}' with arguments from "
+                                  f"the '{backend_name((input,))}' backend.")
+    if dtype is not None:
+        input = input.to(dtype)
+    if not (input.is_floating_point() or input.is_complex()):
+        raise NotImplementedError(f'"{name}" not implemented for '
+                                  f"'{input.dtype._torch_name}'")
+    from ember._tensor import _wrap_dim
+    dim = _wrap_dim(dim, input.ndim)
+    s = input.coalesce()
+    sparse_dim = s.sparse_dim()
+    values = s._v
+    if dim >= sparse_dim:                       # along a dense dim: an ordinary softmax
+        fn = ember.log_softmax if log else ember.softmax
+        return coo(s._i, fn(values, dim - sparse_dim + 1), s.shape, True)
+    if s.dense_dim():
+        raise NotImplementedError(f"sparse.{name}: ember supports hybrid tensors only along "
+                                  f"a dense dim")
+    # each slice along ``dim`` is a group; the stored values of a group share the other indices
+    others = [d for d in range(sparse_dim) if d != dim]
+    key = C.linear(s._i[others], [s.shape[d] for d in others])
+    _, group = ember.unique(key, return_inverse=True)
+    n_groups = int(group.max()) + 1 if group.numel() else 0
+    top = values.new_zeros(n_groups).scatter_reduce(0, group, values.detach(), "amax",
+                                                    include_self=False)
+    shifted = values - top.index_select(0, group)
+    exp = shifted.exp()
+    total = values.new_zeros(n_groups).index_add(0, group, exp).index_select(0, group)
+    out = shifted - total.log() if log else exp / total
+    return coo(s._i, out, s.shape, True)
+
+
+def softmax(input, dim, *, dtype=None):
+    """Softmax of a sparse COO tensor along ``dim`` over its stored values (the unstored
+    elements count as -inf): a sparse tensor with the same indices."""
+    return _softmax(input, dim, dtype, False)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    """Log-softmax of a sparse COO tensor along ``dim`` (see ``softmax``)."""
+    return _softmax(input, dim, dtype, True)
+
+
+# ----- elementwise ---------------------------------------------------------------------------
+
+def as_coo(s):
+    """A CSR tensor as a COO one; a COO tensor as it is."""
+    return C.to_sparse_coo(s) if s.layout is L.sparse_csr else s
+
+
+def _like_layout(result, layout):
+    return C.to_sparse_csr(result) if layout is L.sparse_csr else result
+
+
+def _check_same_size(a, b, name):
+    if a.shape != b.shape:
+        raise RuntimeError(f"{name}: expected sizes of 'self' and 'other' to match, but "
+                           f"{list(a.shape)} != {list(b.shape)}")
+
+
+def _on_values(s, fn):
+    return s._with_values(fn(s._v))
+
+
+@handles("add")
+def _add(input, other, *, alpha=1):
+    if is_sparse(input) and is_sparse(other):
+        _check_same_size(input, other, "add")
+        layout = input.layout
+        a, b = as_coo(input), as_coo(other)
+        if a.sparse_dim() != b.sparse_dim():
+            raise RuntimeError("add: expected the same sparse_dim for both sparse tensors")
+        scale = alpha
+        values = ember.cat([a._v, b._v * scale if scale != 1 else b._v])
+        out = coo(ember.cat([a._i, b._i], 1), values, a.shape)
+        if a._coalesced and b._coalesced:
+            out = C.coalesce(out)
+        return _like_layout(out, layout)
+    if is_sparse(input) or isinstance(input, numbers.Number):    # (1 + s is s + 1)
+        raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
+                           "instead.")
+    return _dense_plus_sparse(input, other, alpha)
+
+
+def _dense_plus_sparse(dense, s, alpha):
+    shape = tuple(dense.shape) if isinstance(dense, Tensor) else ()
+    if shape != tuple(s.shape):
+        raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but self has "
+                           f"size {list(shape)} while other has size {list(s.shape)} (FYI: "
+                           f"dense-sparse addition does not currently support broadcasting)")
+    c = as_coo(s)
+    dtype = ember.promote_types(dense.dtype, c.dtype)
+    values = (c._v if alpha == 1 else c._v * alpha).to(dtype)
+    return dense.to(dtype).index_put(tuple(c._i), values, accumulate=True)
+
+
+@handles("sub")
+def _sub(input, other, *, alpha=1):
+    if not is_sparse(input) and not isinstance(input, Tensor):     # 1 - s
+        return _dense_plus_sparse(input, other, -alpha)
+    return _add(input, other, alpha=-alpha)
+
+
+@handles("mul")
+def _mul(input, other):
+    if is_scalar(other):
+        return _on_values(input, lambda v: v * other)
+    if is_scalar(input):
+        return _on_values(other, lambda v: input * v)
+    if is_sparse(input) and is_sparse(other):
+        _check_same_size(input, other, "mul")
+        return _like_layout(_intersect(as_coo(input).coalesce(),
+                                       as_coo(other).coalesce()), input.layout)
+    s, dense = (input, other) if is_sparse(input) else (other, input)
+    c = as_coo(s)
+    sparse_dim = c.sparse_dim()
+    picked = dense.expand(s.shape)[tuple(c._i)] if sparse_dim else dense.expand(s.shape)[None]
+    return _like_layout(c._with_values(c._v * picked), s.layout)
+
+
+def _intersect(a, b):
+    """``a * b`` for coalesced COO tensors: the product at the indices both store."""
+    sizes = tuple(a.shape[:a.sparse_dim()])
+    ka, kb = C.linear(a._i, sizes), C.linear(b._i, sizes)
+    if not kb.numel() or not ka.numel():
+        return coo(a._i[:, :0], (a._v[:0] * b._v[:0]), a.shape, True)
+    at = ember.searchsorted(kb, ka).clamp(max=kb.numel() - 1)
+    keep = (kb.index_select(0, at) == ka).nonzero().reshape(-1)
+    values = a._v.index_select(0, keep) * b._v.index_select(0, at.index_select(0, keep))
+    return coo(a._i.index_select(1, keep), values, a.shape, True)
+
+
+@handles("div")
+def _div(input, other, *, rounding_mode=None):
+    if not is_sparse(input) or not is_scalar(other):
+        shape = list(other.shape) if isinstance(other, Tensor) else []
+        raise RuntimeError(f"Sparse division requires a scalar or zero-dim dense tensor "
+                           f"divisor (got shape {shape} for divisor)")
+    return _on_values(input, lambda v: ember.div(v, other, rounding_mode=rounding_mode))
+
+
+@handles("pow")
+def _pow(input, exponent):
+    if not is_sparse(input) or not is_scalar(exponent):
+        raise RuntimeError("pow: ember raises only a sparse tensor to a scalar power")
+    if exponent == 0:
+        raise RuntimeError("pow: cannot raise to zeroth power on sparse tensor; it would make "
+                           "the result tensor dense")
+    input = input.coalesce() if input.layout is L.sparse_coo else input
+    return _on_values(input, lambda v: v ** exponent)
+
+
+# ops that map zero to zero apply to the stored values alone
+_ZERO_PRESERVING = ("abs", "neg", "negative", "positive", "sin", "sinh", "tan", "tanh",
+                    "asin", "asinh", "atan", "atanh", "sqrt", "expm1", "log1p", "erf",
+                    "erfinv", "relu", "sign", "sgn", "trunc", "floor", "ceil", "round",
+                    "frac", "square", "deg2rad", "rad2deg", "conj_physical", "isnan",
+                    "isinf", "signbit", "nan_to_num", "clone")
+
+
+_LINEAR = frozenset(("neg", "negative", "positive", "deg2rad", "rad2deg", "conj_physical",
+                     "clone"))
+
+
+def _values_op(name):
+    def run(input, *args, **kwargs):
+        if name == "clone":
+            kwargs.pop("memory_format", None)
+        if name not in _LINEAR and input.layout is L.sparse_coo:
+            input = input.coalesce()            # f(a + b) is not f(a) + f(b)
+        return _on_values(input, lambda v: getattr(ember, name)(v, *args, **kwargs))
+    return run
+
+
+for _name in _ZERO_PRESERVING:
+    HANDLERS[_name] = _values_op(_name)
+
+
+# ----- in place (what optimizers and ``zero_()`` use) ----------------------------------------
+
+def _replace(self, new):
+    """Give ``self`` the parts of ``new`` (in-place ops on sparse tensors); returns self."""
+    values = new._v
+    if self._leaf:
+        if ember.is_grad_enabled():
+            raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                               "in-place operation.")
+        values = values.detach().requires_grad_()
+    self._v = values
+    self._i, self._crow, self._col = new._i, new._crow, new._col
+    self._coalesced = new._coalesced
+    self._pattern = new._pattern
+    return self
+
+
+@handles("mul_")
+def _mul_(self, other):
+    if is_sparse(self) and is_scalar(other):
+        self._v.mul_(other)                     # the values in place: autograd as for them
+        return self
+    if not is_sparse(self):
+        raise RuntimeError("mul_: ember cannot multiply a strided tensor by a sparse one in "
+                           "place")
+    return _replace(self, _mul(self, other))
+
+
+@handles("div_")
+def _div_(self, other, *, rounding_mode=None):
+    if not is_sparse(self) or not is_scalar(other):
+        _div(self, other)                       # raises PyTorch's error
+    self._v.div_(other, rounding_mode=rounding_mode)
+    return self
+
+
+@handles("add_")
+def _add_(self, other, *, alpha=1):
+    if not is_sparse(self):                       # dense += sparse: scatter the values in
+        c = as_coo(other)
+        if tuple(self.shape) != tuple(c.shape):
+            raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but "
+                               f"self has size {list(self.shape)} while other has size "
+                               f"{list(c.shape)} (FYI: dense-sparse addition does not "
+                               f"currently support broadcasting)")
+        values = c._v if alpha == 1 else c._v * alpha
+        return self.index_put_(tuple(c._i), values.to(self.dtype), accumulate=True)
+    if not is_sparse(other):
+        raise RuntimeError("add_: ember adds only a sparse tensor into a sparse one in place")
+    return _replace(self, _add(self, other, alpha=alpha))
+
+
+@handles("fill_")
+def _fill_(self, value):
+    if value != 0:
+        raise RuntimeError("fill_: a sparse tensor can be filled only with zero (zero_())")
+    values = self._v.new_zeros((0,) + tuple(self._v.shape[1:]))
+    if self._layout is L.sparse_coo:
+        empty = coo(self._i[:, :0], values, self._size, True)
+    else:
+        empty = csr(ember.zeros_like(self._crow), self._col[:0], values, self._size)
+    return _replace(self, empty)
+
+
+@handles("_to_copy")
+def _to_copy(input, dtype=None, device=None, non_blocking=False):
+    return input.to(dtype=dtype, device=device)
+
+
+@handles("to_dense")
+def _to_dense(input, *args, **kwargs):
+    return input.to_dense(*args, **kwargs)

@@ -1,0 +1,65 @@
+"""``repr`` of sparse tensors in PyTorch's format::
+
+    tensor(indices=tensor([[0, 1],
+                           [2, 0]]),
+           values=tensor([3., 4.]),
+           size=(2, 3), nnz=2, layout=ember.sparse_coo)
+"""
+
+from ember import _dtype
+from ember._tensor_str import PRINT_OPTS, _contents
+from ember.sparse import _layouts as L
+
+__all__ = ["sparse_repr"]
+
+_INDENT = len("tensor(")
+
+
+def _part(name, t):
+    """``name=tensor(...)`` for one part, its lines indented under the opening bracket."""
+    prefix = f"{name}=tensor("
+    t = t.detach()
+    if t.numel() == 0:
+        return f"{prefix}[], size={tuple(t.shape)})"
+    return prefix + _contents(t, _INDENT + len(prefix)) + ")"
+
+
+def _suffixes(s):
+    out = []
+    if s.device.type != "cpu":
+        out.append(f"device='{s.device}'")
+    out += [f"size={tuple(s.shape)}", f"nnz={s._nnz()}"]
+    default = _dtype.get_default_dtype()
+    default_complex = _dtype.complex128 if default is _dtype.float64 else _dtype.complex64
+    if s.dtype not in (default, default_complex, _dtype.int64, _dtype.bool_):
+        out.append(f"dtype={s.dtype}")
+    out.append(f"layout={s.layout}")
+    if s.grad_fn is not None:
+        out.append(f"grad_fn=<{s.grad_fn.name()}>")
+    elif s.requires_grad:
+        out.append("requires_grad=True")
+    return out
+
+
+def sparse_repr(s):
+    """``repr(s)`` of a sparse tensor."""
+    gap = ",\n" + " " * _INDENT
+    if s.layout is L.sparse_coo:
+        parts = [_part("indices", s._i), _part("values", s._v)]
+    else:
+        parts = [_part("crow_indices", s._crow), _part("col_indices", s._col),
+                 _part("values", s._v)]
+    text = "tensor(" + gap.join(parts)
+    # COO tensors start their suffixes on a new line; then both wrap at the line width,
+    # measuring the line from two columns over its length, as PyTorch does
+    force = s.layout is L.sparse_coo
+    line = len(text) - text.rfind("\n") + 1
+    for suffix in _suffixes(s):
+        if force or line + len(suffix) + 2 > PRINT_OPTS.linewidth:
+            text += gap + suffix
+            line = _INDENT + len(suffix)
+            force = False
+        else:
+            text += ", " + suffix
+            line += len(suffix) + 2
+    return text + ")"

@@ -1,0 +1,150 @@
+"""Products of sparse matrices with dense ones (and with each other): ``sparse.mm``, ``mm``,
+``matmul``, ``mv``, ``addmm``. The product itself runs on the device's sparse library
+(backend/sparse_products.py); the gradients are ember ops, so they are differentiable too."""
+
+import ember
+from ember._tensor import _make
+from ember.autograd.function import Function
+from ember.backend import xp_of
+from ember.backend.sparse_products import csr_times_dense
+from ember.sparse import _convert as C
+from ember.sparse._dispatch import HANDLERS, handles, is_sparse
+from ember.sparse._ops import as_coo, transpose
+
+__all__ = ["SparseAddmm", "mm", "matmul", "addmm"]
+
+
+class SparseAddmm(Function):
+    """``A @ dense`` for a CSR-ordered pattern A with ``values``; differentiable in both
+    (named after PyTorch's node, SparseAddmmBackward0)."""
+
+    @staticmethod
+    def forward(ctx, values, dense, pattern, anchor=None):
+        ctx.pattern = pattern
+        ctx.save_for_backward(values, dense)
+        xp = xp_of(values._data)
+        return _make(csr_times_dense(xp, pattern.crow._data, pattern.col._data, values._data,
+                                     dense._data, pattern.shape[0]))
+
+    @staticmethod
+    def backward(ctx, grad):
+        values, dense = ctx.saved_tensors
+        p = ctx.pattern
+        grad_values = grad_dense = None
+        if ctx.needs_input_grad[0]:
+            picked = dense.index_select(0, p.col)
+            picked = picked.conj() if picked.is_complex() else picked
+            grad_values = grad.index_select(0, p.rows) * picked
+            if grad_values.ndim == 2:
+                grad_values = grad_values.sum(1)
+        if ctx.needs_input_grad[1]:
+            t = p.transposed()
+            flipped = t.ordered(values.conj() if values.is_complex() else values)
+            grad_dense = SparseAddmm.apply(flipped, grad, t, None)
+        grad_anchor = None
+        if ctx.needs_input_grad[3]:                 # the dense gradient of a sparse leaf
+            other = dense.conj() if dense.is_complex() else dense
+            grad_anchor = grad.outer(other) if dense.ndim == 1 else grad @ other.t()
+        return grad_values, grad_dense, None, grad_anchor
+
+
+def _check_product(s, dense, name="addmm"):
+    if s.ndim != 2 or s.dense_dim():
+        raise RuntimeError(f"{name}: expected a 2-D sparse matrix (sparse_dim 2, dense_dim "
+                           f"0), but got size {tuple(s.shape)} with dense_dim "
+                           f"{s.dense_dim()}")
+    if dense.ndim == 0:
+        raise IndexError("Dimension specified as -1 but tensor has no dimensions")
+    if dense.ndim > 2:
+        raise RuntimeError(f"{name}: matrices expected, got {dense.ndim}D tensor")
+    if dense.shape[0] != s.shape[1]:
+        raise RuntimeError(f"{name}: Argument #3 (dense): Expected dim 0 size {s.shape[1]}, "
+                           f"got {dense.shape[0]}")
+    if dense.dtype is not s.dtype:
+        raise RuntimeError(f"expected scalar type {s.dtype._torch_name} but found "
+                           f"{dense.dtype._torch_name}")
+    if dense.device != s.device:
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                           f"least two devices, {s.device} and {dense.device}!")
+
+
+def _anchor(s, dense_grad):
+    """The dense stand-in of a sparse leaf ``s`` when its gradient is to be dense, else None
+    (see ``SparseTensor._dense_grad_anchor``)."""
+    if dense_grad and s._leaf and ember.is_grad_enabled():
+        return s._dense_grad_anchor()
+    return None
+
+
+def _sparse_times_dense(s, dense, name="addmm", anchor=None):
+    _check_product(s, dense, name)
+    p = C.pattern(s)
+    values = s._v if anchor is None else s._v.detach()     # the gradient goes to one of them
+    return SparseAddmm.apply(p.ordered(values), dense, p, anchor)
+
+
+def _product(a, b, name="addmm", dense_grad=False):
+    """``a @ b`` for operands of which at least one is sparse (a vector ``b`` allowed);
+    ``dense_grad``: a sparse leaf gets a dense gradient (``mm``), not a sparse one with its
+    indices (``sparse.mm``)."""
+    if is_sparse(a) and is_sparse(b):
+        # no sparse-times-sparse kernel: the product through the second operand made dense
+        return _sparse_times_dense(a, b.to_dense(), name).to_sparse()
+    if is_sparse(a):
+        return _sparse_times_dense(a, b, name, _anchor(a, dense_grad))
+    # dense @ sparse = (sparse^T @ dense^T)^T
+    if a.ndim not in (1, 2):
+        raise RuntimeError(f"{name}: matrices expected, got {a.ndim}D tensor")
+    anchor = _anchor(b, dense_grad)
+    flipped = _sparse_times_dense(transpose(as_coo(b), 0, 1), a.t() if a.ndim == 2 else a,
+                                  name, None if anchor is None else anchor.t())
+    return flipped.t() if a.ndim == 2 else flipped
+
+
+def mm(input, mat2, dense_grad=True):
+    """``input @ mat2`` where either is sparse (``torch.mm``, ``torch.spmm``; with
+    ``dense_grad=False``, ``torch.sparse.mm``)."""
+    if not (is_sparse(input) or is_sparse(mat2)):
+        return ember.mm(input, mat2)
+    if is_sparse(input) and not is_sparse(mat2) and mat2.ndim == 1:
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got "
+                         "1)")
+    return _product(input, mat2, dense_grad=dense_grad)
+
+
+HANDLERS["mm"] = HANDLERS["spmm"] = mm
+
+@handles("mv")
+def _mv(input, vec):
+    if is_sparse(vec):
+        raise RuntimeError("mv: the vector must be dense")
+    if vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, 2, {vec.ndim}")
+    return _product(input, vec, "mv", dense_grad=True)
+
+
+@handles("matmul")
+def matmul(input, other):
+    """``input @ other`` with a sparse operand: 2-D by 2-D or by a vector."""
+    vector = other if other.ndim == 1 else input if input.ndim == 1 else None
+    if (input.ndim, other.ndim) in ((2, 2), (2, 1), (1, 2)) and not is_sparse(vector):
+        return _product(input, other, "matmul", dense_grad=True)
+    raise NotImplementedError(f"matmul: ember multiplies sparse tensors only as 2-D matrices "
+                              f"(by a matrix or a vector), not {input.ndim}-D by "
+                              f"{other.ndim}-D")
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, dense_grad=False):
+    """``beta * input + alpha * (mat1 @ mat2)`` with a sparse ``mat1``
+    (``torch.sparse.addmm``; ``torch.addmm`` with ``dense_grad=True``)."""
+    if is_sparse(input):
+        raise NotImplementedError("addmm: ember needs a dense input (the matrix added)")
+    product = _product(mat1, mat2, "addmm", dense_grad=dense_grad)
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return product
+    return (input if beta == 1 else input * beta) + product
+
+
+HANDLERS["addmm"] = lambda *args, **kwargs: addmm(*args, **kwargs, dense_grad=True)

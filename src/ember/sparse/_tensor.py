@@ -1,0 +1,540 @@
+"""The sparse tensor type: COO (indices + values) and CSR (crow + col + values) tensors.
+
+NOTE [Sparse tensors]
+A sparse tensor is a private Tensor subclass (so ``isinstance(s, ember.Tensor)`` holds) whose
+parts are ordinary ember tensors: int64 indices and a values tensor. It has no memory of its
+own: every op reaches it through ``__torch_function__`` (the registry hands over any call with
+a non-plain subclass operand), whose table (_dispatch.py) sends the ops PyTorch supports on
+sparse tensors to _ops.py and _products.py, which run them with ember ops on the parts; the
+others raise PyTorch's "Could not run 'aten::<op>' ... 'SparseCPU' backend" error. ``_data``
+answers an empty array on the values' device, so that code which only asks an operand's
+device (the registry's check for operands on another GPU) works, and code that would take it
+for the tensor's elements fails loudly; the Tensor methods that would read it as the tensor's
+memory are overridden here (shape, strides, ...) or raise PyTorch's "doesn't have storage"
+error (data_ptr, storage, ...).
+Autograd needs nothing special: gradients flow through the ops on the values. A sparse leaf
+that requires grad owns a leaf values tensor; its ``.grad`` is the sparse tensor with the
+same indices and that leaf's gradient (PyTorch's gradient of ``sparse.mm``, ``to_dense``,
+...). Where PyTorch gives such a leaf a dense gradient (it is the sparse operand of ``mm``,
+``matmul``, ``addmm``, ``mv``), the product takes a dense stand-in leaf instead of the values
+(``_dense_grad_anchor``) and ``.grad`` adds that one's gradient.
+"""
+
+import operator
+
+from ember._tensor import Size, Tensor, _make, _new
+from ember.sparse import _layouts as L
+
+__all__ = ["SparseTensor", "coo", "csr", "sparse_coo_tensor", "sparse_csr_tensor"]
+
+_NO_STORAGE = "Cannot access data pointer of Tensor that doesn't have storage"
+
+
+def _storage_error(self):
+    raise RuntimeError(_NO_STORAGE)
+
+
+class SparseTensor(Tensor):
+    """A sparse COO or CSR tensor; see NOTE [Sparse tensors]."""
+
+    __slots__ = ("_layout", "_i", "_crow", "_col", "_v", "_size", "_coalesced", "_leaf",
+                 "_pattern", "_anchor")
+
+    _data = property(lambda self: self._v._data[:0])    # empty: for device checks only
+    data_ptr = const_data_ptr = storage_offset = untyped_storage = storage = _storage_error
+    set_ = is_set_to = __dlpack__ = _storage_error
+    nbytes = property(_storage_error)
+
+    # ----- metadata ---------------------------------------------------------------------
+
+    @property
+    def layout(self):
+        return self._layout
+
+    is_sparse = property(lambda self: self._layout is L.sparse_coo)
+    is_sparse_csr = property(lambda self: self._layout is L.sparse_csr)
+    dtype = property(lambda self: self._v.dtype)
+    device = property(lambda self: self._v.device)
+    shape = property(lambda self: self._size)
+    ndim = property(lambda self: len(self._size))
+    itemsize = property(lambda self: self._v.itemsize)
+
+    def size(self, dim=None):
+        """The shape, or the length of one dimension."""
+        if dim is None:
+            return self._size
+        from ember._tensor import _wrap_dim
+        return self._size[_wrap_dim(dim, len(self._size))]
+
+    def dim(self):
+        """The number of dimensions."""
+        return len(self._size)
+
+    ndimension = dim
+
+    def numel(self):
+        """The number of elements, zeros included."""
+        return self._size.numel()
+
+    nelement = numel
+
+    def element_size(self):
+        """Bytes per element of the values."""
+        return self._v.element_size()
+
+    def stride(self, dim=None):
+        """Strides: a COO tensor answers zeros, as PyTorch does; CSR tensors have none."""
+        if self._layout is L.sparse_csr:
+            raise RuntimeError("Sparse CSR tensors do not have strides")
+        strides = (0,) * len(self._size)
+        return strides if dim is None else strides[dim]
+
+    def share_memory_(self):
+        """Move the parts (indices, values) into shared memory; returns self."""
+        for part in (self._i, self._crow, self._col, self._v):
+            if part is not None:
+                part.share_memory_()
+        return self
+
+    def is_shared(self):
+        """Whether the values lie in shared memory."""
+        return self._v.is_shared()
+
+    def is_contiguous(self, memory_format=None):
+        """Always False: sparse tensors are not laid out densely."""
+        return False
+
+    def sparse_dim(self):
+        """How many leading dimensions are sparse (indexed)."""
+        return self._i.shape[0] if self._layout is L.sparse_coo else 2
+
+    def dense_dim(self):
+        """How many trailing dimensions each stored value has."""
+        return self._v.ndim - 1
+
+    def _nnz(self):
+        """The number of stored elements (duplicates counted)."""
+        return self._v.shape[0]
+
+    # ----- parts ------------------------------------------------------------------------
+
+    def _need(self, layout, name):
+        if self._layout is not layout:
+            raise RuntimeError(f"{name} expected {L.long_name(layout)} layout but got "
+                               f"{L.short_name(self._layout)}")
+
+    def is_coalesced(self):
+        """Whether the indices are sorted and free of duplicates."""
+        self._need(L.sparse_coo, "is_coalesced")
+        return self._coalesced
+
+    def _coalesced_(self, coalesced):
+        """Mark the tensor as coalesced (or not) without checking; returns self."""
+        self._need(L.sparse_coo, "_coalesced_")
+        self._coalesced = bool(coalesced)
+        return self
+
+    def indices(self):
+        """The (sparse_dim, nnz) indices of a coalesced COO tensor."""
+        self._need(L.sparse_coo, "indices")
+        if not self._coalesced:
+            raise RuntimeError("Cannot get indices on an uncoalesced tensor, please call "
+                               ".coalesce() first")
+        return self._i
+
+    def values(self):
+        """The stored values (of a coalesced COO tensor, or of a CSR tensor)."""
+        if self._layout is L.sparse_coo and not self._coalesced:
+            raise RuntimeError("Cannot get values on an uncoalesced tensor, please call "
+                               ".coalesce() first")
+        return self._values()
+
+    def _indices(self):
+        """The indices, coalesced or not."""
+        self._need(L.sparse_coo, "_indices")
+        return self._i
+
+    def _values(self):
+        """The values, coalesced or not (differentiable, as in PyTorch)."""
+        if self._leaf:
+            from ember.ops.conversion import _alias
+            return _alias(self._v)
+        return self._v
+
+    def crow_indices(self):
+        """The compressed row indices of a CSR tensor."""
+        self._need(L.sparse_csr, "crow_indices")
+        return self._crow
+
+    def col_indices(self):
+        """The column indices of a CSR tensor."""
+        self._need(L.sparse_csr, "col_indices")
+        return self._col
+
+    # ----- autograd ---------------------------------------------------------------------
+
+    @property
+    def requires_grad(self):
+        return self._v.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad=True):
+        """Make this sparse tensor a leaf that requires grad (or not); returns self."""
+        if self._v._grad_fn is not None and not self._leaf:
+            if requires_grad:
+                return self
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if requires_grad and not (self.is_floating_point() or self.is_complex()):
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        if requires_grad and not self._leaf:
+            self._v = self._v.detach().requires_grad_()     # an alias the tensor owns
+            self._leaf = True
+        elif not requires_grad:
+            self._v = self._v.detach()
+            self._leaf = False
+        return self
+
+    @property
+    def is_leaf(self):
+        return self._leaf or not self._v.requires_grad
+
+    @property
+    def grad_fn(self):
+        return None if self.is_leaf else self._v.grad_fn
+
+    @property
+    def grad(self):
+        grad = self._v.grad if self._leaf else None
+        if grad is not None:
+            if self._layout is L.sparse_coo and not self._coalesced:
+                # the duplicates of one element share its gradient: kept once, as in PyTorch
+                from ember.sparse._convert import first_of_duplicates
+                keep, indices = first_of_duplicates(self)
+                grad = coo(indices, grad.index_select(0, keep), self._size, True)
+            else:
+                grad = self._with_values(grad)
+        dense = None if self._anchor is None else self._anchor.grad
+        if dense is None:
+            return grad
+        return dense if grad is None else dense + grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            raise RuntimeError("ember sets the gradient of a sparse tensor only through "
+                               "backward; assign None to clear it")
+        if self._leaf:
+            self._v.grad = None
+        if self._anchor is not None:
+            self._anchor.grad = None
+
+    def _dense_grad_anchor(self):
+        """A dense leaf standing for this sparse leaf in ``mm``, ``matmul``, ``addmm``, ``mv``
+        (PyTorch gives the sparse leaf a dense gradient there): its values are zeros that take
+        no memory (stride 0), and only its gradient is ever read."""
+        if self._anchor is None:
+            from ember.backend import xp_of
+            array = self._v._data
+            xp = xp_of(array)
+            self._anchor = _make(xp.broadcast_to(xp.zeros((), array.dtype), tuple(self._size)))
+            self._anchor.requires_grad_()
+        return self._anchor
+
+    def detach(self):
+        """This sparse tensor cut from the graph (sharing its parts' memory)."""
+        return self._with_values(self._v.detach())
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Backward from a sparse tensor: not supported (sum it or make it dense first)."""
+        raise RuntimeError("ember cannot run backward from a sparse tensor; call .to_dense() "
+                           "or ember.sparse.sum() on it first")
+
+    # ----- conversions ------------------------------------------------------------------
+
+    def _with_values(self, values):
+        """A sparse tensor with these indices and ``values`` (same layout and size)."""
+        if self._layout is L.sparse_coo:
+            out = coo(self._i, values, self._size, self._coalesced)
+        else:
+            out = csr(self._crow, self._col, values, self._size)
+        out._pattern = self._pattern
+        return out
+
+    def to(self, *args, **kwargs):
+        """This tensor with another dtype and/or device (self when nothing changes)."""
+        from ember.ops.conversion import _parse_to_all
+        dtype, device, copy, non_blocking, layout = _parse_to_all(args, kwargs)
+        values = self._v.to(dtype=dtype, device=device, copy=copy)
+        if values is self._v:
+            return self
+        if self._layout is L.sparse_coo:
+            return coo(self._i.to(values.device), values, self._size, self._coalesced)
+        return csr(self._crow.to(values.device), self._col.to(values.device), values,
+                   self._size)
+
+    def to_dense(self, dtype=None, *, masked_grad=None):
+        """The strided tensor this sparse tensor stands for (differentiable in the values)."""
+        from ember.sparse import _convert
+        out = _convert.to_dense(self)
+        return out if dtype is None else out.to(dtype)
+
+    def coalesce(self):
+        """This COO tensor with sorted indices and duplicates summed (self if it is so)."""
+        self._need(L.sparse_coo, "coalesce")
+        if self._coalesced:
+            return self
+        from ember.sparse import _convert
+        return _convert.coalesce(self)
+
+    # ----- Python protocols -------------------------------------------------------------
+
+    def __repr__(self, *, tensor_contents=None):
+        from ember.sparse._printing import sparse_repr
+        return sparse_repr(self)
+
+    def __format__(self, spec):
+        return object.__format__(self, spec) if spec else repr(self)
+
+    def __len__(self):
+        if not self._size:
+            raise TypeError("len() of a 0-d tensor")
+        return self._size[0]
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous"
+                               if self.numel() else
+                               "Boolean value of Tensor with no values is ambiguous")
+        return bool(self.to_dense())
+
+    def __getitem__(self, index):
+        if type(index) is int or (isinstance(index, Tensor) and index.ndim == 0
+                                  and not index.is_floating_point()):
+            from ember.sparse._ops import select
+            return select(self, 0, int(index))
+        raise NotImplementedError("ember indexes sparse tensors only by one integer (the "
+                                  "first dim); convert with .to_dense() first")
+
+    def item(self):
+        """The value of a one-element sparse tensor."""
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
+                               f"Scalar")
+        return self.to_dense().item()
+
+    def tolist(self):
+        """Not available for sparse tensors (PyTorch's error)."""
+        raise RuntimeError(_NO_STORAGE)
+
+    def numpy(self, *, force=False):
+        """Not available for sparse tensors: use ``to_dense()`` first."""
+        raise TypeError(f"can't convert {L.short_name(self._layout)} layout tensor to numpy. "
+                        f"Use Tensor.to_dense() first.")
+
+    __array__ = numpy
+
+    def __reduce_ex__(self, protocol):
+        parts = (self._i,) if self._layout is L.sparse_coo else (self._crow, self._col)
+        return (_rebuild, (self._layout.name, parts, self._v.detach(), tuple(self._size),
+                           self.requires_grad and self._leaf))
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.")
+        if id(self) in memo:
+            return memo[id(self)]
+        rebuild, args = self.__reduce_ex__(2)
+        layout, parts, values, size, grad = args
+        new = rebuild(layout, tuple(p.clone() for p in parts), values.clone(), size, grad)
+        memo[id(self)] = new
+        return new
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from ember.sparse._dispatch import dispatch
+        return dispatch(func, args, kwargs or {})
+
+
+def _rebuild(layout, parts, values, size, requires_grad):
+    """Unpickle a sparse tensor."""
+    if layout == "sparse_coo":
+        out = coo(parts[0], values, size)
+    else:
+        out = csr(parts[0], parts[1], values, size)
+    return out.requires_grad_() if requires_grad else out
+
+
+def _blank(layout, values, size):
+    t = _new(SparseTensor)
+    t._requires_grad = False
+    t._grad_fn = None
+    t._output_nr = 0
+    t._grad = None
+    t._vc = None
+    t._view = None
+    t._meta = None
+    t._layout = layout
+    t._v = values
+    t._size = size if type(size) is Size else Size(size)
+    t._leaf = False
+    t._pattern = None
+    t._anchor = None
+    t._i = t._crow = t._col = None
+    t._coalesced = False
+    return t
+
+
+def coo(indices, values, size, coalesced=False):
+    """A COO tensor from checked parts (no copies, no checks)."""
+    t = _blank(L.sparse_coo, values, size)
+    t._i = indices
+    t._coalesced = coalesced or values.shape[0] <= 1
+    return t
+
+
+def csr(crow, col, values, size):
+    """A CSR tensor from checked parts (no copies, no checks)."""
+    t = _blank(L.sparse_csr, values, size)
+    t._crow, t._col = crow, col
+    return t
+
+
+# ----- the public constructors -------------------------------------------------------------
+
+def _as_tensor(data, dtype=None, device=None):
+    import ember
+    if isinstance(data, SparseTensor):
+        raise TypeError("expected a strided tensor, but got a sparse one")
+    if isinstance(data, Tensor):
+        return data.to(dtype=dtype, device=device)
+    return ember.tensor(data, dtype=dtype, device=device)
+
+
+def _index_tensor(data, device):
+    import ember
+    t = _as_tensor(data, device=device)
+    return t if t.dtype is ember.int64 else t.to(ember.int64)
+
+
+def _make_leaf(t, requires_grad):
+    return t.requires_grad_() if requires_grad else t
+
+
+def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
+                      pin_memory=False, requires_grad=False, check_invariants=None,
+                      is_coalesced=None):
+    """A sparse COO tensor with the given indices (sparse_dim x nnz) and values (nnz x
+    dense dims) (``torch.sparse_coo_tensor``); the size is inferred when not given."""
+    values = _as_tensor(values, dtype, device)
+    indices = _index_tensor(indices, values.device)
+    if indices.ndim != 2:
+        raise RuntimeError(f"indices must be sparse_dim x nnz, but got: "
+                           f"{list(indices.shape)}")
+    sparse_dim, nnz = indices.shape
+    if values.ndim == 0:
+        values = values.reshape(1)              # one value, as PyTorch takes it
+    if nnz != values.shape[0]:
+        raise RuntimeError(f"indices and values must have same nnz, but got nnz from "
+                           f"indices: {nnz}, nnz from values: {values.shape[0]}")
+    dense_shape = tuple(values.shape[1:])
+    if size is None:
+        if nnz:
+            top = indices.amax(1).tolist()
+        else:
+            top = [-1] * sparse_dim
+        size = tuple(int(m) + 1 for m in top) + dense_shape
+    else:
+        size = tuple(operator.index(s) for s in size)
+        if len(size) != sparse_dim + len(dense_shape):
+            raise RuntimeError(f"'len(size) == sparse_dim + dense_dim' is not satisfied: "
+                               f"len(size) = {len(size)}, sparse_dim = {sparse_dim}, "
+                               f"dense_dim = {len(dense_shape)}")
+        if tuple(size[sparse_dim:]) != dense_shape:
+            raise RuntimeError(f"values has incorrect size, expected "
+                               f"{[nnz, *size[sparse_dim:]]}, got {list(values.shape)}")
+        if nnz and check_invariants is not False:
+            _check_coo_indices(indices, size)
+    if values.requires_grad and not requires_grad:
+        from ember.ops.conversion import _alias
+        values = _alias(values)             # a non-leaf sparse tensor, as in PyTorch
+    out = coo(indices, values, size, bool(is_coalesced))
+    return _make_leaf(out, requires_grad)
+
+
+def _check_coo_indices(indices, size):
+    low = indices.amin(1).tolist()
+    high = indices.amax(1).tolist()
+    for d, (lo, hi) in enumerate(zip(low, high)):
+        if lo < 0:
+            raise RuntimeError(f"found negative index {lo} for dim {d}")
+        if hi >= size[d]:
+            raise RuntimeError(f"size is inconsistent with indices: for dim {d}, size is "
+                               f"{size[d]} but found index {hi}")
+
+
+def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None,
+                      device=None, pin_memory=False, requires_grad=False,
+                      check_invariants=None):
+    """A sparse CSR matrix from compressed row indices, column indices and values
+    (``torch.sparse_csr_tensor``); the size is inferred when not given."""
+    values = _as_tensor(values, dtype, device)
+    crow = _index_tensor(crow_indices, values.device)
+    col = _index_tensor(col_indices, values.device)
+    if crow.ndim != 1 or col.ndim != 1:
+        raise RuntimeError("ember has no batched CSR tensors: crow_indices and col_indices "
+                           "must be 1-D")
+    if values.ndim != 1:
+        raise RuntimeError("ember's CSR tensors hold 1-D values (no dense dimensions)")
+    if col.shape[0] != values.shape[0]:
+        raise RuntimeError(f"col_indices and values must have the same number of elements, "
+                           f"but got col_indices.numel() = {col.shape[0]}, values.numel() = "
+                           f"{values.shape[0]}")
+    if size is None:
+        n_cols = int(col.max()) + 1 if col.shape[0] else 0
+        size = (crow.shape[0] - 1, n_cols)
+    size = tuple(operator.index(s) for s in size)
+    if len(size) != 2:
+        raise RuntimeError(f"ember's CSR tensors are 2-D (no batches), but got size "
+                           f"{size}")
+    if check_invariants is not False:
+        _check_csr(crow, col, size)
+    if values.requires_grad and not requires_grad:
+        from ember.ops.conversion import _alias
+        values = _alias(values)
+    return _make_leaf(csr(crow, col, values, size), requires_grad)
+
+
+def _check_csr(crow, col, size):
+    n_rows, n_cols = size
+    if crow.shape[0] != n_rows + 1:
+        raise RuntimeError(f"crow_indices.shape[-1] must be equal to the number of rows + 1 "
+                           f"(={n_rows + 1}), but got {crow.shape[0]}")
+    ends = crow[[0, -1]].tolist()
+    if ends[0] != 0:
+        raise RuntimeError("`crow_indices[..., 0] == 0` is not satisfied.")
+    if ends[1] != col.shape[0]:
+        raise RuntimeError("`crow_indices[..., -1] == nnz` is not satisfied.")
+    if not col.shape[0]:
+        return
+    if bool((col < 0).any()) or bool((col >= n_cols).any()):
+        raise RuntimeError("`0 <= col_indices < ncols` is not satisfied.")
+    steps = crow.diff()
+    if bool((steps < 0).any()) or not _rows_sorted(crow, col, n_rows):
+        raise RuntimeError("`col_indices[..., crow_indices[..., i - 1]:crow_indices[..., i]] "
+                           "for all i = 1, ..., nrows are sorted and distinct along the last "
+                           "dimension values` is not satisfied.")
+
+
+def _rows_sorted(crow, col, n_rows):
+    import ember
+    rows = ember.repeat_interleave(ember.arange(n_rows, device=col.device), crow.diff())
+    key = rows * (int(col.max()) + 1) + col
+    return bool((key[1:] > key[:-1]).all())
