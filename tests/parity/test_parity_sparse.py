@@ -295,3 +295,14 @@ def test_errors_match_torch(name):
         assert e_text.startswith(t_text.split(" This could be")[0].rstrip("."))
     else:
         assert e_text == t_text
+
+
+def test_checkpoints_cross_libraries(tmp_path):
+    indices, values = [[0, 1, 1], [2, 0, 2]], [1.0, 2.0, 3.0]
+    for lib, path in ((ember, tmp_path / "ember.pt"), (torch, tmp_path / "torch.pt")):
+        coo = lib.sparse_coo_tensor(lib.tensor(indices), lib.tensor(values), (2, 3))
+        lib.save({"coo": coo, "csr": coo.to_sparse_csr()}, path)
+    for loaded in (torch.load(tmp_path / "ember.pt"), ember.load(tmp_path / "torch.pt")):
+        assert loaded["coo"].is_sparse and loaded["csr"].is_sparse_csr
+        assert loaded["coo"].to_dense().tolist() == [[0.0, 0.0, 1.0], [2.0, 0.0, 3.0]]
+        assert loaded["csr"].to_dense().tolist() == [[0.0, 0.0, 1.0], [2.0, 0.0, 3.0]]

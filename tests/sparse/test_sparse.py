@@ -580,3 +580,14 @@ def test_gcn_layer_trains():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0]
+
+
+def test_save_and_load_round_trip(tmp_path):
+    coo = ember.sparse_coo_tensor(ember.tensor([[0, 1, 1], [2, 0, 2]]),
+                                  ember.tensor([1.0, 2.0, 3.0]), (2, 3))
+    csr = coo.to_sparse_csr()
+    ember.save({"coo": coo, "csr": csr}, tmp_path / "s.pt")
+    loaded = ember.load(tmp_path / "s.pt")
+    assert loaded["coo"].layout is ember.sparse_coo and loaded["csr"].layout is ember.sparse_csr
+    assert loaded["coo"].to_dense().tolist() == coo.to_dense().tolist()
+    assert loaded["csr"].to_dense().tolist() == csr.to_dense().tolist()

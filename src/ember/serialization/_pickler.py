@@ -13,6 +13,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ember import _dtype as D
+from ember._api import layout
 from ember._device import device
 from ember._tensor import Size, Tensor, _make, _to_host
 from ember.serialization import _names as N
@@ -145,7 +146,11 @@ class Pickler(pickle._Pickler):
 
     def reducer_override(self, obj):
         if isinstance(obj, Tensor):
+            if obj.is_sparse or obj.is_sparse_csr:
+                return _reduce_sparse(obj)
             return _reduce_tensor(self.table, obj)
+        if type(obj) is layout:
+            return (N.GET_LAYOUT, (f"torch.{obj.name}",))
         if isinstance(obj, device):
             return (N.DEVICE, (str(obj),))
         if type(obj) is Size:
@@ -161,6 +166,15 @@ class Pickler(pickle._Pickler):
 
     dispatch[N.TorchGlobal] = _save_torch_global
     dispatch[D.dtype] = _save_dtype
+
+
+def _reduce_sparse(t):
+    """A sparse tensor as PyTorch pickles it: its layout and its component tensors."""
+    if t.is_sparse:
+        parts = (t._indices(), t._values(), Size(t.shape), t.is_coalesced())
+    else:
+        parts = (t.crow_indices(), t.col_indices(), t.values(), Size(t.shape))
+    return (N.REBUILD_SPARSE, (t.layout, parts))
 
 
 def _reduce_tensor(table, t):

@@ -105,6 +105,30 @@ def rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad=False):
     return empty(size, dtype=dtype, device="meta", requires_grad=bool(requires_grad))
 
 
+def get_layout(name):
+    """A layout from its name (``torch.serialization._get_layout``)."""
+    import ember
+    if type(name) is not str or not name.startswith("torch."):
+        raise RuntimeError(f"invalid layout in checkpoint: {name!r}")
+    found = getattr(ember, name[len("torch."):], None)
+    if not isinstance(found, ember.layout):
+        raise RuntimeError(f"invalid layout in checkpoint: {name!r}")
+    return found
+
+
+def rebuild_sparse_tensor(layout, data):
+    """A sparse tensor from its component tensors (``torch._utils._rebuild_sparse_tensor``)."""
+    import ember
+    if layout is ember.sparse_coo and isinstance(data, tuple) and len(data) in (3, 4):
+        indices, values, size = data[:3]
+        coalesced = data[3] if len(data) == 4 else None
+        return ember.sparse_coo_tensor(indices, values, size, is_coalesced=coalesced)
+    if layout is ember.sparse_csr and isinstance(data, tuple) and len(data) == 4:
+        return ember.sparse_csr_tensor(*data)
+    raise RuntimeError(f"ember.load: the checkpoint holds a sparse tensor of layout {layout}, "
+                       f"which ember cannot rebuild")
+
+
 def _set_state(obj, state):
     if isinstance(state, tuple) and len(state) == 2:
         state, slots = state
@@ -167,6 +191,8 @@ def _torch_globals():
         "torch._utils._rebuild_tensor_v2": rebuild_tensor_v2,
         "torch._utils._rebuild_tensor_v3": rebuild_tensor_v3,
         "torch._utils._rebuild_meta_tensor_no_storage": rebuild_meta_tensor_no_storage,
+        "torch._utils._rebuild_sparse_tensor": rebuild_sparse_tensor,
+        "torch.serialization._get_layout": get_layout,
         "torch._utils._rebuild_parameter": rebuild_parameter,
         "torch._utils._rebuild_parameter_with_state": rebuild_parameter_with_state,
         "torch._tensor._rebuild_from_type_v2": rebuild_from_type_v2,
@@ -206,5 +232,5 @@ def unsupported(module, name):
                             f"(torch.{name}), which ember does not support")
     if module == "torch._utils" and name.startswith("_rebuild_"):
         return RuntimeError(f"ember.load: the checkpoint holds a kind of tensor ember cannot "
-                            f"rebuild (torch._utils.{name}: sparse, quantized, nested or meta)")
+                            f"rebuild (torch._utils.{name}: quantized or nested)")
     return None
