@@ -591,3 +591,21 @@ def test_save_and_load_round_trip(tmp_path):
     assert loaded["coo"].layout is ember.sparse_coo and loaded["csr"].layout is ember.sparse_csr
     assert loaded["coo"].to_dense().tolist() == coo.to_dense().tolist()
     assert loaded["csr"].to_dense().tolist() == csr.to_dense().tolist()
+
+
+def test_assert_close_compares_sparse_tensors_as_pytorch():
+    coo = ember.sparse_coo_tensor(ember.tensor([[0, 1], [1, 0]]), ember.tensor([1.0, 2.0]), (2, 2))
+    other = ember.sparse_coo_tensor(ember.tensor([[0, 1], [1, 0]]), ember.tensor([1.0, 2.5]),
+                                    (2, 2))
+    ember.testing.assert_close(coo, coo.clone())
+    ember.testing.assert_close(coo, coo.to_dense(), check_layout=False)
+    with pytest.raises(AssertionError, match="attribute 'layout' do not match"):
+        ember.testing.assert_close(coo, coo.to_dense())
+    with pytest.raises(AssertionError, match="^Sparse COO values are not close!"):
+        ember.testing.assert_close(coo, other)
+    with pytest.raises(AssertionError, match="^Sparse CSR values are not close!"):
+        ember.testing.assert_close(coo.to_sparse_csr(), other.to_sparse_csr())
+    fewer = ember.sparse_coo_tensor(ember.tensor([[0], [1]]), ember.tensor([1.0]), (2, 2))
+    with pytest.raises(AssertionError, match="number of specified values in sparse COO tensors "
+                                             "does not match: 2 != 1"):
+        ember.testing.assert_close(coo, fewer)

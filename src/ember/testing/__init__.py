@@ -52,6 +52,7 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
     if (rtol is None) != (atol is None):
         raise ValueError(f"Both 'rtol' and 'atol' must be either specified or omitted, but got "
                          f"no {'rtol' if rtol is None else 'atol'}.")
+    actual, expected = _layouts_compared(actual, expected, check_layout, msg)
     _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, check_stride,
              msg, ())
 
@@ -98,6 +99,9 @@ def _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
         if isinstance(expected, Tensor) or isinstance(actual, Tensor):
             raise AssertionError(f"Expected both inputs to be tensors{where}, got "
                                  f"{type(actual).__name__} and {type(expected).__name__}")
+    if _sparse(actual) or _sparse(expected):
+        return _compare_sparse(actual, expected, rtol, atol, equal_nan, check_device,
+                               check_dtype, msg)
     a_dtype, e_dtype = _exact_dtype(actual), _exact_dtype(expected)
     a, e = _as_array(actual), _as_array(expected)
     if a.shape != e.shape:
@@ -120,6 +124,56 @@ def _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
         rtol, atol = default_tolerances(*dtypes) if dtypes else (0.0, 0.0)
     _compare_values(a, e, rtol, atol, equal_nan, msg, "Tensor-likes" if isinstance(
         expected, Tensor) else "Scalars" if a.ndim == 0 else "Tensor-likes")
+
+
+def _sparse(x):
+    return isinstance(x, Tensor) and (x.is_sparse or x.is_sparse_csr)
+
+
+def _layouts_compared(actual, expected, check_layout, msg):
+    """The pair with PyTorch's layout rule applied (top-level tensors): differing layouts fail
+    when checked, and are compared densely when not."""
+    if not (isinstance(actual, Tensor) and isinstance(expected, Tensor)) or \
+            actual.layout is expected.layout:
+        return actual, expected
+    if check_layout:
+        raise AssertionError(_fail(msg, f"The values for attribute 'layout' do not match: "
+                                        f"{actual.layout} != {expected.layout}."))
+    return actual.to_dense(), expected.to_dense()
+
+
+def _compare_sparse(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, msg):
+    """Two sparse tensors of one layout: their sizes, then their (coalesced) index tensors
+    exactly and their values within tolerance, as PyTorch compares them."""
+    if actual.shape != expected.shape:
+        raise AssertionError(_fail(msg, f"The values for attribute 'shape' do not match: "
+                                        f"{actual.shape} != {expected.shape}."))
+    if actual.is_sparse:
+        name = "COO"
+        actual, expected = actual.coalesce(), expected.coalesce()
+        indices = [("indices", actual._indices(), expected._indices())]
+        a_values, e_values = actual._values(), expected._values()
+    else:
+        name = "CSR"
+        indices = [("crow_indices", actual.crow_indices(), expected.crow_indices()),
+                   ("col_indices", actual.col_indices(), expected.col_indices())]
+        a_values, e_values = actual.values(), expected.values()
+    if a_values.shape[0] != e_values.shape[0]:
+        raise AssertionError(_fail(msg, f"The number of specified values in sparse {name} "
+                                        f"tensors does not match: {a_values.shape[0]} != "
+                                        f"{e_values.shape[0]}"))
+    for what, a, e in indices:
+        if a.shape != e.shape or not bool((a == e).all()):
+            raise AssertionError(_fail(msg, f"Sparse {name} {what} are not equal!"))
+    for attribute, check in (("device", check_device), ("dtype", check_dtype)):
+        if check and getattr(a_values, attribute) != getattr(e_values, attribute):
+            raise AssertionError(_fail(msg, f"The values for attribute '{attribute}' do not "
+                                            f"match: {getattr(a_values, attribute)} != "
+                                            f"{getattr(e_values, attribute)}."))
+    if rtol is None:
+        rtol, atol = default_tolerances(a_values.dtype, e_values.dtype)
+    _compare_values(_as_array(a_values), _as_array(e_values), rtol, atol, equal_nan, msg,
+                    f"Sparse {name} values")
 
 
 def _shape(arr):
