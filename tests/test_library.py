@@ -515,3 +515,24 @@ def test_ops_module_attributes_are_not_shadowed():
                        "'no_such_namespace'$"):
         ops.no_such_namespace
     assert not hasattr(ops, "no_such_namespace")
+
+
+def test_meta_tensors_run_the_fake_impl():
+    @ember.library.custom_op("metatest::scale", mutates_args=())
+    def scale(x: ember.Tensor, f: float) -> ember.Tensor:
+        return x * f
+
+    @scale.register_fake
+    def _(x, f):
+        return ember.empty_like(x)
+
+    assert scale(ember.empty(3, 4, device="meta"), 2.0).shape == (3, 4)
+    assert scale(ember.ones(2), 2.0).tolist() == [2.0, 2.0]
+
+    @ember.library.custom_op("metatest::nofake", mutates_args=())
+    def nofake(x: ember.Tensor) -> ember.Tensor:
+        return x * 2
+
+    with pytest.raises(RuntimeError, match=r"^There was no fake impl registered for "
+                                           r"<CustomOpDef\(metatest::nofake\)>"):
+        nofake(ember.empty(3, device="meta"))

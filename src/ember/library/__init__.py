@@ -29,8 +29,9 @@ The older API defines schemas and kernels separately::
     lib.define("twice(Tensor x) -> Tensor")
     lib.impl("twice", lambda x: x * 2, "CPU")
 
-Where ember differs from PyTorch: there are no FakeTensors, so a fake impl runs only under
-``opcheck`` (on real tensors, checking the shapes, dtypes and devices it promises);
+Where ember differs from PyTorch: there are no FakeTensors, so a fake impl runs on meta
+tensors (as PyTorch's does too) and under ``opcheck`` (on real tensors, checking the shapes,
+dtypes and devices it promises);
 ``with_keyset`` kernels, ``register_vmap``, ``register_torch_dispatch``, ``register_autocast``
 and ``get_ctx`` are not provided; ``triton_op`` is ``custom_op`` and ``wrap_triton`` returns
 the kernel, which runs as is.

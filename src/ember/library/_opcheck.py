@@ -126,10 +126,8 @@ def _test_faketensor(opdef, args, kwargs, **tolerances):
         if not opdef.schema.returns or "CompositeImplicitAutograd" in opdef.kernels:
             return                  # trivial, or the composite decomposes into ember ops
         if opdef.custom is not None:
-            raise RuntimeError(f"There was no fake impl registered for {opdef.custom}. This is "
-                               f"necessary for torch.compile/export/fx tracing to work. Please "
-                               f"use `{opdef.custom._init_fn.__name__}.register_fake` to add "
-                               f"an fake impl.")
+            from ember.library._ops import _no_fake_message
+            raise RuntimeError(_no_fake_message(opdef.custom))
         raise RuntimeError(f"There was no fake impl registered for {opdef}. Please use "
                            f"`ember.library.register_fake` to add one.")
     with ember.no_grad():

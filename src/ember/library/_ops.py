@@ -23,7 +23,7 @@ from ember.overrides import handle_torch_function, has_torch_function
 __all__ = ["OpDef", "entry", "find"]
 
 _DEFS = {}                  # (namespace, name, overload) -> OpDef
-_DEVICE_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
+_DEVICE_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta"}
 _AS_IS = ("Autograd", "CompositeImplicitAutograd")
 _ALIAS_MESSAGE = (
     "The output of this custom operator (1) must not also be an input to this custom "
@@ -145,7 +145,8 @@ class OpDef:
 
     def _device_type(self, values, tensors):
         if tensors:
-            return "cuda" if any(t.device.type == "cuda" for t in tensors) else "cpu"
+            types = {t.device.type for t in tensors}
+            return "cuda" if "cuda" in types else "meta" if "meta" in types else "cpu"
         for arg, value in zip(self.schema.arguments, values):
             if arg.base == "Device" and value is not None:
                 from ember._device import device
@@ -155,6 +156,14 @@ class OpDef:
     def _pick(self, device_type, tensors):
         """(dispatch key, kernel) for a call on ``device_type`` (None: no device known)."""
         backend = _DEVICE_KEYS.get(device_type, "CPU")
+        if backend == "Meta":               # meta tensors run the fake impl
+            for key in ("AutogradMeta", "Autograd", "CompositeImplicitAutograd"):
+                if key in self.kernels:
+                    return key, self.kernels[key]
+            if self.fake is not None:
+                return "Meta", self.fake
+            if self.custom is not None:
+                raise RuntimeError(_no_fake_message(self.custom))
         for key in (f"Autograd{backend}", "Autograd", "CompositeImplicitAutograd", backend,
                     "CompositeExplicitAutograd"):
             if key in self.kernels:
@@ -227,6 +236,12 @@ class OpDef:
             self._function = type(name, (Function,), {"forward": staticmethod(_forward),
                                                       "backward": staticmethod(_backward)})
         return self._function
+
+
+def _no_fake_message(custom):
+    return (f"There was no fake impl registered for {custom}. This is necessary for "
+            f"torch.compile/export/fx tracing to work. Please use "
+            f"`{custom._init_fn.__name__}.register_fake` to add an fake impl.")
 
 
 def _spread(arg):
