@@ -77,7 +77,8 @@ def test_trajectory_matches_the_documented_rule(case):
     shapes = SHAPES.get(cls, T.SHAPES)
     grads = T.gradient_sequence(shapes=shapes, sparse=cls is optim.SparseAdam)
     params0 = T.initial_params(shapes=shapes)
-    ours, _ = T.run_ember(lambda ps: cls(ps, **options), params0, grads)
+    ours, _ = T.run_ember(lambda ps: cls(ps, **options), params0, grads,
+                          sparse=cls is optim.SparseAdam)
     tol = 1e-6 if cls in FLOAT32_STATE else 1e-12
     ref_options = dict(options)
     if cls is optim.AdamW:
@@ -92,10 +93,11 @@ def test_trajectory_matches_the_documented_rule(case):
 def test_float32_trajectory_is_the_float64_one_rounded(cls):
     shapes = SHAPES.get(cls, T.SHAPES)
     grads, params0 = T.gradient_sequence(shapes=shapes), T.initial_params(shapes=shapes)
-    wide, _ = T.run_ember(lambda ps: cls(ps, lr=0.05), params0, grads)
+    sparse = cls is optim.SparseAdam
+    wide, _ = T.run_ember(lambda ps: cls(ps, lr=0.05), params0, grads, sparse)
     narrow, _ = T.run_ember(lambda ps: cls(ps, lr=0.05),
                             [p.astype(np.float32) for p in params0],
-                            [[g.astype(np.float32) for g in gs] for gs in grads])
+                            [[g.astype(np.float32) for g in gs] for gs in grads], sparse)
     for w, n in zip(wide[-1], narrow[-1]):
         assert n.dtype == np.float32
         np.testing.assert_allclose(n, w, rtol=2e-5, atol=2e-6)

@@ -25,14 +25,15 @@ def initial_params(seed=1, shapes=SHAPES, dtype=np.float64):
     return [gen.standard_normal(s).astype(dtype) for s in shapes]
 
 
-def run_ember(make_optimizer, params0, grads):
-    """Parameter values after each step of ``make_optimizer(params)`` fed ``grads``."""
+def run_ember(make_optimizer, params0, grads, sparse=False):
+    """Parameter values after each step of ``make_optimizer(params)`` fed ``grads`` (as
+    sparse tensors holding their nonzero entries if ``sparse``)."""
     params = [ember.nn.Parameter(ember.tensor(p.copy())) for p in params0]
     opt = make_optimizer(params)
     history = []
     for step_grads in grads:
         for p, g in zip(params, step_grads):
-            p.grad = ember.tensor(g.copy())
+            p.grad = ember.tensor(g.copy()).to_sparse() if sparse else ember.tensor(g.copy())
         opt.step()
         history.append([p.detach().numpy().copy() for p in params])
     return history, opt

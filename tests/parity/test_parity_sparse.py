@@ -306,3 +306,21 @@ def test_checkpoints_cross_libraries(tmp_path):
         assert loaded["coo"].is_sparse and loaded["csr"].is_sparse_csr
         assert loaded["coo"].to_dense().tolist() == [[0.0, 0.0, 1.0], [2.0, 0.0, 3.0]]
         assert loaded["csr"].to_dense().tolist() == [[0.0, 0.0, 1.0], [2.0, 0.0, 3.0]]
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adagrad", "SparseAdam"])
+def test_sparse_embedding_training_matches(name):
+    def train(lib):
+        emb = lib.nn.Embedding(6, 3, sparse=True, padding_idx=4)
+        with lib.no_grad():
+            emb.weight.copy_(lib.tensor(np.arange(18.0, dtype=np.float32).reshape(6, 3) / 10))
+        opt = getattr(lib.optim, name)(emb.parameters(), lr=0.1)
+        idx = lib.tensor([[0, 2, 4], [5, 0, 1]])
+        for _ in range(3):
+            opt.zero_grad()
+            emb(idx).pow(2).sum().backward()
+            opt.step()
+        return emb.weight.detach().numpy(), emb.weight.grad.is_sparse
+    (ours, ours_sparse), (theirs, theirs_sparse) = train(ember), train(torch)
+    assert ours_sparse and theirs_sparse
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)

@@ -293,6 +293,8 @@ def conform(grad, meta):
     """Sum a gradient back to its input's shape and cast it to the input's dtype."""
     shape, np_dtype = meta[0], meta[1]
     if grad._data.shape != shape:
+        if grad.is_sparse:              # (an Embedding(sparse=True)'s): shaped as its input
+            return grad
         grad = sum_to(grad, shape)
     if grad._data.dtype != np_dtype:
         from ember._dtype import FROM_NUMPY
@@ -365,11 +367,12 @@ def accumulate(var, grad):
     """Add ``grad`` into ``var.grad`` (out of place while building a graph for it)."""
     from ember._tensor import _make
     if var._grad is None:
-        if _GRAD.grad_enabled:
+        if _GRAD.grad_enabled or grad.is_sparse:
             var._grad = grad if grad._grad_fn is not None else grad.detach().clone()
         else:
             var._grad = _make(grad._data.copy())
-    elif _GRAD.grad_enabled or var._grad.requires_grad:
+    elif _GRAD.grad_enabled or var._grad.requires_grad or grad.is_sparse \
+            or var._grad.is_sparse:
         var._grad = var._grad + grad
     else:
         var._grad._data += grad._data

@@ -42,7 +42,21 @@ def embedding(xp, w, indices, padding_idx, scale_grad_by_freq, sparse):
 
 @embedding.derivative
 def _(grad, w, indices, padding_idx, scale_grad_by_freq, sparse):
+    if sparse:
+        return _sparse_grad(grad, indices, w.shape, padding_idx, scale_grad_by_freq), None
     return _embedding_backward(grad, indices, w.shape[0], padding_idx, scale_grad_by_freq), None
+
+
+def _sparse_grad(grad, indices, shape, padding_idx, scale_grad_by_freq):
+    """The weight's gradient as PyTorch gives it for ``sparse=True``: a COO tensor holding one
+    row of ``grad`` per index (uncoalesced), the padding index's left out."""
+    flat, rows = indices.reshape(-1), grad.reshape(-1, shape[1])
+    if scale_grad_by_freq:
+        rows = rows / flat.bincount(minlength=shape[0]).clamp_min(1)[flat].unsqueeze(1)
+    if padding_idx >= 0:
+        keep = flat != padding_idx
+        flat, rows = flat[keep], rows[keep]
+    return ember.sparse_coo_tensor(flat.unsqueeze(0), rows, shape)
 
 
 def _row_scale(xp, flat, n, padding_idx, scale_grad_by_freq, dtype):

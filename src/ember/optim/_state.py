@@ -37,17 +37,28 @@ def real(a):
     return a.reshape(*a.shape, 1).view(a.real.dtype)
 
 
-def grads_of(group, maximize=False):
+def grads_of(group, maximize=False, name=None, takes_sparse=False):
     """``(param, param array, grad array)`` for each parameter of ``group`` with a gradient,
     its GPU current while the caller's loop body runs (state made there lands beside it, as
-    CuPy allocates on the current GPU)."""
+    CuPy allocates on the current GPU). A sparse gradient (``Embedding(sparse=True)``'s)
+    comes dense to an optimizer that ``takes_sparse`` (its update of the entries the
+    gradient leaves out is nil), and raises PyTorch's error naming optimizer ``name`` in the
+    others."""
     for p in group["params"]:
         g = p._grad
         if g is None:
             continue
+        if g.is_sparse or g.is_sparse_csr:
+            if not takes_sparse:
+                raise RuntimeError(f"{name} does not support sparse gradients"
+                                   f"{_SPARSE_HINTS.get(name, '')}")
+            g = g.to_dense()
         with device_guard(gpu_elsewhere(p._data)):
             ga = real(g._data)
             yield p, real(p._data), -ga if maximize else ga
+
+
+_SPARSE_HINTS = {"Adam": ", please consider SparseAdam instead"}
 
 
 def state_like(p, fill=0.0):

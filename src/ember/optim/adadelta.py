@@ -27,7 +27,7 @@ class Adadelta(Optimizer):
         loss = closure_loss(closure)
         for group in self.param_groups:
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], "Adadelta"):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), square_avg=state_like(p),

@@ -45,7 +45,7 @@ class Adafactor(Optimizer):
         for group in self.param_groups:
             eps1, eps2 = group["eps"]
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], "Adafactor"):
                 if p.is_complex():
                     raise RuntimeError("Adafactor does not support complex parameters")
                 state = self.state[p]

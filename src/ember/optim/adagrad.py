@@ -37,7 +37,10 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             lr, decay = value(group["lr"]), group["lr_decay"]
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], takes_sparse=True):
+                if group["weight_decay"] and p._grad.is_sparse:
+                    raise RuntimeError("weight_decay option is not compatible with sparse "
+                                       "gradients")
                 state = self.state[p]
                 t = step_count(state)
                 params.append(p)

@@ -37,7 +37,7 @@ class Adam(Optimizer):
                          weight_decay=group["weight_decay"],
                          decoupled=group["decoupled_weight_decay"], amsgrad=group["amsgrad"])
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], "Adam"):
                 params.append(p)
                 updates.append(self._moments(p, x, g, hyper["amsgrad"]))
             apply_updates("adam", params, updates, _update, **hyper)

@@ -31,7 +31,7 @@ class Adamax(Optimizer):
             lr = value(group["lr"])
             beta1, beta2 = group["betas"]
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], "Adamax"):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), exp_avg=state_like(p),

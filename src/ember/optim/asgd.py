@@ -27,7 +27,7 @@ class ASGD(Optimizer):
         loss = closure_loss(closure)
         for group in self.param_groups:
             lr, wd, lambd = value(group["lr"]), group["weight_decay"], group["lambd"]
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], "ASGD"):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), eta=scalar_state(lr), mu=scalar_state(1.0),

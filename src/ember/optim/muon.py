@@ -50,7 +50,7 @@ class Muon(Optimizer):
         for group in self.param_groups:
             lr = value(group["lr"])
             params, updates = [], []
-            for p, x, g in grads_of(group):
+            for p, x, g in grads_of(group, name="Muon"):
                 if p.is_complex():
                     raise RuntimeError("Muon does not support complex parameters")
                 state = self.state[p]

@@ -35,7 +35,7 @@ class NAdam(Optimizer):
             beta1, beta2 = group["betas"]
             psi = group["momentum_decay"]
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], "NAdam"):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), mu_product=scalar_state(1.0),

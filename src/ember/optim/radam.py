@@ -36,7 +36,7 @@ class RAdam(Optimizer):
             beta1, beta2 = group["betas"]
             rho_inf = 2 / (1 - beta2) - 1
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], "RAdam"):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), exp_avg=state_like(p),

@@ -31,7 +31,7 @@ class RMSprop(Optimizer):
                          weight_decay=group["weight_decay"], momentum=group["momentum"],
                          centered=group["centered"])
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], "RMSprop"):
                 params.append(p)
                 updates.append((x, g) + self._averages(p, group))
             apply_updates("rmsprop", params, updates, _update, **hyper)

@@ -27,7 +27,7 @@ class Rprop(Optimizer):
         for group in self.param_groups:
             eta_minus, eta_plus = group["etas"]
             lo, hi = group["step_sizes"]
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], "Rprop"):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), prev=state_like(p),

@@ -38,7 +38,10 @@ class SGD(Optimizer):
                          dampening=group["dampening"], weight_decay=group["weight_decay"],
                          nesterov=group["nesterov"])
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p, x, g in grads_of(group, group["maximize"], takes_sparse=True):
+                if hyper["weight_decay"] and p._grad.is_sparse:     # grad + decay * param
+                    raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, "
+                                       "sparse) instead.")
                 params.append(p)
                 updates.append((x, g) + self._buffer(p, hyper["momentum"]))
             apply_updates("sgd", params, updates, _update, **hyper)
@@ -52,7 +55,7 @@ class SGD(Optimizer):
         state = self.state[p]
         buf = state.get("momentum_buffer")
         if buf is None:
-            buf = state["momentum_buffer"] = _make(p._grad._data.copy())
+            buf = state["momentum_buffer"] = _make(p._data.copy())   # values set next
             return real(buf._data), True
         return real(buf._data), False
 

@@ -1,5 +1,6 @@
 """SparseAdam: lazy Adam for sparse gradients (``torch.optim.SparseAdam``)."""
 
+import ember
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import grads_of, real, state_like, value
 from ember.optim.optimizer import Optimizer, closure_loss
@@ -8,10 +9,9 @@ __all__ = ["SparseAdam"]
 
 
 class SparseAdam(Optimizer):
-    """Lazy Adam: only the entries a gradient touches update their moments and values.
+    """Lazy Adam: only the entries a sparse gradient holds (``Embedding(sparse=True)``'s)
+    update their moments and values.
 
-    ember has no sparse tensors yet, so gradients are dense and the entries a gradient
-    touches are its nonzero ones (what an ``Embedding(sparse=True)`` gradient would hold).
     The update: m += (1 - beta1)(g - m), v += (1 - beta2)(g^2 - v) at those entries, and
     p -= lr sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps) there.
     """
@@ -28,13 +28,17 @@ class SparseAdam(Optimizer):
         for group in self.param_groups:
             lr, eps = value(group["lr"]), group["eps"]
             beta1, beta2 = group["betas"]
-            for p, x, g in grads_of(group, group["maximize"]):
+            for p in group["params"]:
+                if p._grad is not None and not p._grad.is_sparse:
+                    raise RuntimeError("SparseAdam does not support dense gradients, please "
+                                       "consider Adam instead")
+            for p, x, g in grads_of(group, group["maximize"], takes_sparse=True):
                 state = self.state[p]
                 if not state:               # PyTorch counts SparseAdam's steps in an int
                     state.update(step=0, exp_avg=state_like(p), exp_avg_sq=state_like(p))
                 state["step"] += 1
                 t = state["step"]
-                touched = g != 0
+                touched = _held(p._grad, x)
                 m, v = real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data)
                 m += touched * ((1 - beta1) * (g - m))
                 v += touched * ((1 - beta2) * (g * g - v))
@@ -42,3 +46,12 @@ class SparseAdam(Optimizer):
                 x -= touched * (step_size * m / (v ** 0.5 + eps))
                 p._bump_version()
         return loss
+
+
+def _held(grad, x):
+    """Where sparse ``grad`` holds entries, as a boolean array shaped like ``x`` (the
+    parameter's array, a real view if complex)."""
+    held = grad.coalesce()
+    ones = ember.ones(held._values().shape, dtype=ember.bool, device=held.device)
+    mask = ember.sparse_coo_tensor(held._indices(), ones, held.shape).to_dense()._data
+    return mask if mask.shape == x.shape else mask[..., None]
