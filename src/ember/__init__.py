@@ -74,8 +74,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    # torch._dynamo, torch._inductor and torch.jit load on first use, as in PyTorch
-    if name in ("_dynamo", "_inductor", "library", "jit"):
+    # torch._dynamo, torch._inductor, torch.jit and torch.hub load on first use
+    if name in ("_dynamo", "_inductor", "library", "jit", "hub"):
         import importlib
         return importlib.import_module(f"ember.{name}")
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
