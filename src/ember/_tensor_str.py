@@ -225,14 +225,25 @@ def _suffixes(t):
     else:
         if not PRINT_OPTS.edgeitems:
             out.append(f"size={tuple(t.shape)}")
-        default_complex = _dtype.complex128 if default is _dtype.float64 else _dtype.complex64
-        if t.dtype not in (default, default_complex, _dtype.int64, _dtype.bool_):
-            out.append(f"dtype={t.dtype}")
-    if t._grad_fn is not None:
-        out.append(f"grad_fn=<{t._grad_fn.name()}>")
-    elif t.requires_grad:
-        out.append("requires_grad=True")
-    return out
+        out += dtype_suffix(t.dtype)
+    return out + autograd_suffix(t._grad_fn, t.requires_grad)
+
+
+def dtype_suffix(dtype):
+    """``["dtype=..."]`` unless the printed values imply ``dtype`` (the default float dtype,
+    its complex kin, int64, bool), else ``[]``."""
+    default = _dtype.get_default_dtype()
+    default_complex = _dtype.complex128 if default is _dtype.float64 else _dtype.complex64
+    if dtype in (default, default_complex, _dtype.int64, _dtype.bool_):
+        return []
+    return [f"dtype={dtype}"]
+
+
+def autograd_suffix(grad_fn, requires_grad):
+    """``["grad_fn=<...>"]``, ``["requires_grad=True"]`` or ``[]``."""
+    if grad_fn is not None:
+        return [f"grad_fn=<{grad_fn.name()}>"]
+    return ["requires_grad=True"] if requires_grad else []
 
 
 def _close(text, suffixes, indent):

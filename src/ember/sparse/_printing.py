@@ -6,8 +6,7 @@
            size=(2, 3), nnz=2, layout=ember.sparse_coo)
 """
 
-from ember import _dtype
-from ember._tensor_str import PRINT_OPTS, _contents
+from ember._tensor_str import PRINT_OPTS, _contents, autograd_suffix, dtype_suffix
 from ember.sparse import _layouts as L
 
 __all__ = ["sparse_repr"]
@@ -29,16 +28,8 @@ def _suffixes(s):
     if s.device.type != "cpu":
         out.append(f"device='{s.device}'")
     out += [f"size={tuple(s.shape)}", f"nnz={s._nnz()}"]
-    default = _dtype.get_default_dtype()
-    default_complex = _dtype.complex128 if default is _dtype.float64 else _dtype.complex64
-    if s.dtype not in (default, default_complex, _dtype.int64, _dtype.bool_):
-        out.append(f"dtype={s.dtype}")
-    out.append(f"layout={s.layout}")
-    if s.grad_fn is not None:
-        out.append(f"grad_fn=<{s.grad_fn.name()}>")
-    elif s.requires_grad:
-        out.append("requires_grad=True")
-    return out
+    return out + dtype_suffix(s.dtype) + [f"layout={s.layout}"] + \
+        autograd_suffix(s.grad_fn, s.requires_grad)
 
 
 def sparse_repr(s):
