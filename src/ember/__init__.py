@@ -53,6 +53,9 @@ from ember._storage import TypedStorage, UntypedStorage  # noqa: F401
 from ember import storage  # noqa: F401
 from ember import sparse  # noqa: F401
 from ember.sparse import sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: F401
+from ember._symbolic import *  # noqa: F401,F403  (sym_int, sym_max, ...)
+from ember._removed import *  # noqa: F401,F403  (solve, eig, ...: raise, naming linalg's)
+from ember.nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401
 
 # the constants of the torch namespace
 pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None

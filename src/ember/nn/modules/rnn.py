@@ -348,14 +348,8 @@ class RNNCellBase(Module):
             if s.shape[1] != self.hidden_size:
                 raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, "
                                    f"expected {self.hidden_size}")
-        fold_bias = mode != "GRU"
-        proj = _projection(input, self.weight_ih, self.bias_ih,
-                           self.bias_hh if fold_bias else None)
-        _, h, c = rnn_layer(proj, states[0], self.weight_hh,
-                            states[1] if len(states) > 1 else None,
-                            None if fold_bias else self.bias_hh, mode=mode,
-                            batch_sizes=(input.shape[0],))
-        return h, c
+        return cell_step(mode, input, states, self.weight_ih, self.weight_hh, self.bias_ih,
+                         self.bias_hh)
 
     def _batch(self, input, hx):
         name = type(self).__name__
@@ -374,6 +368,37 @@ class RNNCellBase(Module):
     def _zeros(self, input):
         return ember.zeros((input.shape[0], self.hidden_size), dtype=input.dtype,
                            device=input.device)
+
+
+def cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh):
+    """``(h', c')`` (``c'`` None but for LSTM) after one step of ``mode`` from ``states``
+    (``(h,)`` or ``(h, c)``) on ``input`` (B, I)."""
+    fold_bias = mode != "GRU"
+    proj = _projection(input, w_ih, b_ih, b_hh if fold_bias else None)
+    _, h, c = rnn_layer(proj, states[0], w_hh, states[1] if len(states) > 1 else None,
+                        None if fold_bias else b_hh, mode=mode, batch_sizes=(input.shape[0],))
+    return h, c
+
+
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One LSTM step with the given weights: ``(h', c')`` from ``hx = (h, c)``
+    (``torch.lstm_cell``)."""
+    return cell_step("LSTM", input, tuple(hx), w_ih, w_hh, b_ih, b_hh)
+
+
+def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One GRU step with the given weights (``torch.gru_cell``)."""
+    return cell_step("GRU", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
+
+
+def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One tanh RNN step with the given weights (``torch.rnn_tanh_cell``)."""
+    return cell_step("RNN_TANH", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
+
+
+def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One relu RNN step with the given weights (``torch.rnn_relu_cell``)."""
+    return cell_step("RNN_RELU", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
 
 
 def _unsqueeze(h, batched):

@@ -1,0 +1,63 @@
+"""PyTorch's ``sym_*`` functions: the operations symbolic shapes overload (``torch.export``
+and ``torch.compile`` trace sizes as symbols). ember has no symbolic sizes, so each one is the
+plain Python operation on the numbers it is given, as in eager PyTorch."""
+
+import builtins
+import math
+
+__all__ = ["sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_ite", "sym_sqrt",
+           "sym_sum"]
+
+_NUMBERS = (int, float)
+
+
+def _check_numbers(*values):
+    import numpy as np
+    for v in values:
+        if not isinstance(v, (np.integer, np.floating) + _NUMBERS):
+            raise AssertionError(f"expected (<class 'numpy.integer'>, <class 'numpy.floating'>, "
+                                 f"<class 'int'>, <class 'float'>), got {type(v)}")
+
+
+def sym_int(a):
+    """``int(a)``, rounding toward zero."""
+    return math.trunc(a) if isinstance(a, float) else int(a)
+
+
+def sym_float(a):
+    """``float(a)``."""
+    return float(a)
+
+
+def sym_max(a, b):
+    """The larger of two numbers (a float if either is)."""
+    _check_numbers(a, b)
+    out = builtins.max(a, b)
+    return float(out) if isinstance(a, float) or isinstance(b, float) else out
+
+
+def sym_min(a, b):
+    """The smaller of two numbers (a float if either is)."""
+    _check_numbers(a, b)
+    out = builtins.min(a, b)
+    return float(out) if isinstance(a, float) or isinstance(b, float) else out
+
+
+def sym_not(a):
+    """``not a``."""
+    return not a
+
+
+def sym_ite(b, t, f):
+    """``t if b else f``."""
+    return t if b else f
+
+
+def sym_sqrt(a):
+    """``math.sqrt(a)``."""
+    return math.sqrt(a)
+
+
+def sym_sum(args):
+    """The sum of the numbers in ``args``."""
+    return builtins.sum(args)
