@@ -1,6 +1,7 @@
 """Making tensors: ember.tensor's dtype inference, factories, *_like, ranges."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -143,6 +144,15 @@ def test_float8_saturates_and_full_checks_range():
     with pytest.raises(RuntimeError, match="uint8_t without overflow"):
         ember.full((2,), 300, dtype=ember.uint8)
     assert ember.full((1,), -1, dtype=ember.uint8).tolist() == [255]
+
+
+def test_out_of_range_floats_become_inf_without_numpys_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # NumPy's "overflow encountered in cast"
+        assert ember.tensor([1e40, -1e40]).tolist() == [math.inf, -math.inf]
+        assert ember.tensor([1e10], dtype=ember.float16).tolist() == [math.inf]
+    with pytest.warns(RuntimeWarning, match="overflow"):    # NumPy's own warnings stay on
+        np.float64(1e300) * np.float64(1e300)
 
 
 def test_new_factories_take_size_by_keyword():

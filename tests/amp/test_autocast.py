@@ -72,6 +72,23 @@ def test_gradients_flow_back_in_the_original_dtype():
     assert ember.allclose(x.grad, ref_x.grad.float(), rtol=1e-2, atol=1e-2)
 
 
+def test_composite_ops_take_the_dtype_pytorchs_decomposition_gives():
+    x, v = ember.ones(4, 4), ember.ones(4)
+    with ember.autocast("cpu"):
+        # einsum contracts pairs with bmm (autocast) when they share a summed label, else mul
+        for equation, operands in [("ij,jk->ik", (x, x)), ("i,i->", (v, v)),
+                                   ("bij,bjk->bik", (x[None], x[None]))]:
+            assert ember.einsum(equation, *operands).dtype is ember.bfloat16, equation
+        for equation, operands in [("i,j->ij", (v, v)), ("ij,ij->ij", (x, x)), ("ii", (x,))]:
+            assert ember.einsum(equation, *operands).dtype is ember.float32, equation
+        assert ember.einsum("ij,jk->ik", x.double(), x.double()).dtype is ember.float64
+        # the CPU LSTM and GRU cells and bilinear are no autocast ops; the Elman cell is
+        assert ember.nn.LSTMCell(4, 4)(x)[1].dtype is ember.float32
+        assert ember.nn.GRUCell(4, 4)(x).dtype is ember.float32
+        assert ember.nn.RNNCell(4, 4)(x).dtype is ember.bfloat16
+        assert F.bilinear(x, x, ember.ones(2, 4, 4)).dtype is ember.float32
+
+
 @pytest.mark.parametrize("layer", ["LSTM", "GRU", "RNN"])
 def test_recurrent_layers_run_in_the_low_dtype_whatever_their_input(layer):
     # PyTorch's cuDNN/oneDNN layers under autocast: the recurrence, states included, runs

@@ -62,6 +62,11 @@ def test_disabled_and_errors():
         scaler.step(opt, closure=lambda: 0)
     with pytest.raises(RuntimeError, match="source state dict is empty"):
         scaler.load_state_dict({})
+    for call in (lambda: scaler.unscale_(opt), lambda: scaler.update(new_scale=2.0)):
+        with pytest.raises(AssertionError, match=r"_scale is None.  This may indicate your "
+                                                 r"script did not use scaler.scale\(loss"):
+            call()                                       # PyTorch asserts a scale() came first
+    scaler.scale(ember.ones(1))
     with pytest.raises(AssertionError, match="new_scale should be a float"):
         scaler.update(new_scale=ember.ones(2))
     with pytest.raises(ValueError, match="outputs must be a Tensor"):
@@ -84,6 +89,7 @@ def test_cuda_scaler_without_cuda_disables():
 
 def test_state_dict_round_trip_and_new_scale():
     _, _, scaler = _setup(init_scale=8.0)
+    scaler.scale(ember.ones(1))
     scaler.update(new_scale=32.0)
     other = ember.amp.GradScaler("cpu")
     other.load_state_dict(scaler.state_dict())

@@ -372,6 +372,22 @@ def test_detect_anomaly_flags_nan_gradient():
             y.backward()
 
 
+def test_detect_anomaly_names_the_forward_call_of_a_nan_gradient():
+    x = leaf(0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with ember.autograd.detect_anomaly():
+            y = x.sqrt() * 0
+    with ember.autograd.detect_anomaly(), \
+            pytest.warns(UserWarning, match="Error detected in SqrtBackward0. Traceback of "
+                                            "forward call that caused the error:\n") as caught, \
+            pytest.raises(RuntimeError, match="Function 'SqrtBackward0' returned nan values in "
+                                              "its 0th output."):
+        y.backward()
+    trace = str(caught[-1].message)
+    assert trace.rstrip().endswith("y = x.sqrt() * 0")      # ends at the op's call
+
+
 def test_detect_anomaly_records_forward_trace():
     x = leaf(1.0)
     with ember.autograd.detect_anomaly():

@@ -46,14 +46,29 @@ def test_changing_what_backward_reads_is_still_caught():
     values, indices = _x(5).sort()
     indices.add_(0)
     with pytest.raises(RuntimeError, match=r"modified by an inplace operation: "
-                                           r"\[ember.LongTensor \[5\]\], which is output 1 of "
-                                           r"SortBackward0, is at version 1; expected version 0"):
+                                           r"\[ember.LongTensor \[5\]\] is at version 1; "
+                                           r"expected version 0"):     # no op made indices
         values.sum().backward()
     y = _x(3).exp()
     y.add_(1)
     with pytest.raises(RuntimeError, match=r"\[ember.DoubleTensor \[3\]\], which is output 0 "
-                                           r"of ExpBackward0"):
+                                           r"of Exp, is at version 1; expected version 0 "
+                                           r"instead. Hint: enable anomaly detection to find the "
+                                           r"operation that failed to compute its gradient, with "
+                                           r"ember.autograd.set_detect_anomaly\(True, "
+                                           r"check_nan=False\).$"):
         y.sum().backward()
+    z = _x(3) * 2
+    w = z * z
+    z.add_(1)                                   # z's node is now the in-place add's
+    with ember.autograd.set_detect_anomaly(True), \
+            pytest.raises(RuntimeError, match=r"which is output 0 of Add, is at version 1; "
+                                              r"expected version 0 instead. Hint: the backtrace "
+                                              r"further above shows the operation that failed "
+                                              r"to compute its gradient. The variable in "
+                                              r"question was changed in there or anywhere later. "
+                                              r"Good luck!$"):
+        w.sum().backward()
 
 
 def test_in_place_on_a_later_output_differentiates_through_it():

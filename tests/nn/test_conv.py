@@ -105,6 +105,17 @@ def test_conv_transpose_forward_and_output_size():
         m(x, output_size=[13, 13])
 
 
+def test_conv_transpose_output_size_error_names_the_size_as_given():
+    m = nn.ConvTranspose2d(1, 1, 2, stride=2)
+    x = ember.ones(1, 1, 6, 6)
+    for size, shown in [((15, 15), r"\(15, 15\)"), (ember.Size([1, 1, 15, 15]),
+                                                   r"ember.Size\(\[15, 15\]\)")]:
+        with pytest.raises(ValueError, match=f"requested an output size of {shown}, but valid "
+                           r"sizes range from \[12, 12\] to \[13, 13\] \(for an input of "
+                           r"ember.Size\(\[6, 6\]\)\)"):
+            m(x, output_size=size)
+
+
 def test_backward_through_layers():
     ember.manual_seed(0)
     model = nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect", dtype=ember.float64)

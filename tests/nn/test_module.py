@@ -443,6 +443,20 @@ def test_backward_hooks_can_replace_gradients():
     np.testing.assert_allclose(x.grad.numpy(), np.broadcast_to(expected, (4, 3)), rtol=1e-6)
 
 
+def test_backward_hooks_returning_too_many_grads_are_refused_in_pytorchs_words():
+    x = ember.randn(4, 3, requires_grad=True)
+    m = Affine(3, 2)
+    m.register_full_backward_hook(lambda mod, gi, go: (gi[0], gi[0]))
+    with pytest.raises(RuntimeError, match=r"^Backward hook returned an invalid number of "
+                                           r"grad_input, got 2, but expected 1$"):
+        m(x).sum().backward()
+    m = Affine(3, 2)
+    m.register_full_backward_pre_hook(lambda mod, go: (go[0], go[0]))
+    with pytest.raises(RuntimeError, match=r"^Backward pre hook returned an invalid number of "
+                                           r"grad_output, got 2, but expected 1$"):
+        m(x).sum().backward()
+
+
 def test_global_hooks():
     from ember.nn.modules import module as mm
     seen = []

@@ -57,6 +57,10 @@ def test_batch_norm_functional_errors():
         F.batch_norm(ember.randn(1, 3), ember.zeros(3), ember.ones(3), training=True)
     with pytest.raises(RuntimeError, match="running_mean should contain 3 elements not 4"):
         F.batch_norm(ember.randn(2, 3), ember.zeros(4), ember.ones(3), training=True)
+    with pytest.raises(RuntimeError, match="running_mean should contain 4 elements not 3"):
+        nn.BatchNorm2d(3)(ember.randn(2, 4, 2, 2))          # the running stats come first
+    with pytest.raises(RuntimeError, match="running_var should contain 3 elements not 4"):
+        F.batch_norm(ember.randn(2, 3), ember.zeros(3), ember.ones(4), ember.ones(2))
     with pytest.raises(RuntimeError, match="running_mean must be defined in evaluation mode"):
         F.batch_norm(ember.randn(2, 3), None, None)
 

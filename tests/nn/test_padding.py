@@ -53,6 +53,14 @@ def test_pad_errors():
         nn.ReflectionPad1d(5)(ember.randn(1, 2, 5))
     with pytest.raises(NotImplementedError, match="Padding size 2 is not supported for 1D"):
         nn.ReflectionPad1d(1)(ember.randn(5))
+    with pytest.raises(NotImplementedError) as info:
+        nn.functional.pad(ember.ones(1, 2, 3, 4), (1, 1), mode="replicate")
+    assert str(info.value) == (                     # PyTorch lists what is supported
+        "Padding size 2 is not supported for 4D input tensor.\n"
+        "Supported combinations for non-constant padding:\n"
+        "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+        "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+        "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
 
 
 def test_fold_unfold_repr_and_roundtrip():

@@ -2,6 +2,8 @@
 points and through gauge-dependent outputs, out= of the entries that compare through
 wrappers, the top-level names and methods."""
 
+import pickle
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -35,6 +37,9 @@ def _spd(n, dtype=F64):
 def test_linalg_error_is_a_runtime_error_of_the_linalg_namespace():
     assert issubclass(L.LinAlgError, RuntimeError)
     assert L.LinAlgError.__module__ == "ember.linalg"
+    assert L.LinAlgError.__name__ == "_LinAlgError"          # what type(e).__name__ shows
+    error = pickle.loads(pickle.dumps(L.LinAlgError("singular")))
+    assert type(error) is L.LinAlgError and str(error) == "singular"
 
 
 @pytest.mark.parametrize("call", [

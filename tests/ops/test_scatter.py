@@ -35,6 +35,13 @@ def test_scatter_src_reduce_warns_once_per_process():
         x.clone().scatter_(1, index, src, reduce="multiply")
         ember.scatter(x, 1, index, 2.0, reduce="add")       # a number: never warns
     assert [str(w.message)[:38] for w in caught] == ["The reduce argument of torch.scatter w"]
+    assert caught[0].filename == __file__               # it names the caller's line
+    for call in (lambda: x.scatter(1, index, src, reduce="add"),
+                 lambda: x.clone().scatter_(1, index, src, reduce="add")):
+        scatter_module._SRC_REDUCE_WARNED.clear()
+        with pytest.warns(UserWarning, match="The reduce argument") as again:
+            call()
+        assert again[0].filename == __file__
 
 
 def test_scatter_reduce_form_has_no_derivative():
@@ -92,6 +99,19 @@ def test_amax_gradient_excludes_self_when_include_self_is_false():
     gx, gs = ember.autograd.grad(out.sum(), (x, src))
     assert gx.tolist() == [[0.0, 1.0]]
     assert gs.tolist() == [[0.5, 0.5]]
+
+
+def test_scatter_reduce_takes_max_and_min_as_amax_and_amin():
+    x, index = ember.zeros(3), _long([0, 0, 2])
+    src = ember.tensor([1.0, 5.0, -2.0], requires_grad=True)
+    out = ember.scatter_reduce(x, 0, index, src, "max")
+    assert out.tolist() == [5.0, 0.0, 0.0]
+    assert x.scatter_reduce(0, index, src, "min", include_self=False).tolist() == [1.0, 0.0, -2.0]
+    (g,) = ember.autograd.grad(out.sum(), src)
+    assert g.tolist() == [0.0, 1.0, 0.0]
+    with pytest.raises(RuntimeError, match="must be either sum, prod, mean, amax or amin, got "
+                                           "maximum"):
+        ember.scatter_reduce(x, 0, index, src, "maximum")
 
 
 def test_scatter_reduce_complex_gradient_raises():

@@ -345,6 +345,20 @@ def test_cat_and_stack_reject_empty_lists():
         ember.stack([])
 
 
+def test_joins_name_what_is_not_a_tensor_as_pytorch_does():
+    x = _x(2)
+    for join in (ember.cat, ember.stack, ember.hstack):
+        with pytest.raises(TypeError, match=r"^expected Tensor as element 1 in argument 0, but "
+                                            r"got list$"):
+            join([x, [1.0]])
+    with pytest.raises(TypeError, match=r"^cat\(\): argument 'tensors' \(position 1\) must be "
+                                        r"tuple of Tensors, not Tensor$"):
+        ember.cat(x)
+    with pytest.raises(TypeError, match=r"^stack\(\): argument 'tensors' \(position 1\) must "
+                                        r"be tuple of Tensors, not int$"):
+        ember.stack(5)
+
+
 def test_cat_accepts_generators_and_out():
     x = _x(2, 2)
     _same(ember.cat(t for t in (x, x)), np.concatenate([_np(x)] * 2))

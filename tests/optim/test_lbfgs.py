@@ -63,6 +63,23 @@ def test_history_is_bounded_and_state_is_in_pytorch_keys():
             "prev_flat_grad", "prev_loss"} <= set(state)
 
 
+def test_state_keeps_the_two_loop_coefficients_as_pytorch_does():
+    x = nn.Parameter(ember.tensor([-1.5, 2.0, 0.5], dtype=ember.float64))
+    opt = optim.LBFGS([x], max_iter=4, history_size=6, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = (100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2).sum()
+        loss.backward()
+        return loss
+    opt.step(closure)
+    al = opt.state[x]["al"]                 # one slot per pair it can keep, None where none
+    assert len(al) == 6 and al[3:] == [None, None, None]
+    np.testing.assert_allclose([a.item() for a in al[:3]],     # PyTorch's values
+                               [-0.0056100373822707, 0.0011504672898312, 0.4070128481733085],
+                               rtol=1e-9)
+
+
 def test_bad_options():
     a, b = nn.Parameter(ember.ones(1)), nn.Parameter(ember.ones(1))
     with pytest.raises(ValueError, match="doesn't support per-parameter options"):

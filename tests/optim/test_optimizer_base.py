@@ -178,6 +178,41 @@ def test_step_hooks_run_around_step_and_can_be_removed():
     assert [c[0] for c in calls] == ["pre", "post", "post"]
 
 
+def test_state_dict_hooks_wrap_save_and_load_in_registration_order():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1, momentum=0.9)
+    calls = []
+    opt.register_state_dict_pre_hook(lambda o: calls.append("pre"))
+    opt.register_state_dict_post_hook(lambda o, sd: dict(sd, extra=7))
+    opt.register_state_dict_post_hook(lambda o, sd: calls.append(sd["extra"]))
+    opt.register_load_state_dict_pre_hook(lambda o, sd: calls.append(sorted(sd)))
+    opt.register_load_state_dict_pre_hook(lambda o, sd: calls.append("first"), prepend=True)
+    opt.register_load_state_dict_post_hook(lambda o: calls.append(o.param_groups[0]["lr"]))
+    sd = opt.state_dict()
+    assert sd["extra"] == 7 and calls == ["pre", 7]
+    sd["param_groups"][0]["lr"] = 0.5
+    opt.load_state_dict(sd)
+    assert calls[2:] == ["first", ["extra", "param_groups", "state"], 0.5]
+
+
+def test_global_step_hooks_run_before_the_optimizers_own():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1)
+    calls = []
+    opt.register_step_pre_hook(lambda o, a, k: calls.append("own pre"))
+    pre = optim.optimizer.register_optimizer_step_pre_hook(lambda o, a, k: calls.append("pre"))
+    post = optim.optimizer.register_optimizer_step_post_hook(
+        lambda o, a, k: calls.append("post"))
+    p.grad = ember.ones(2)
+    try:
+        opt.step()
+    finally:
+        pre.remove()
+        post.remove()
+    opt.step()
+    assert calls == ["pre", "own pre", "post", "own pre"]
+
+
 def test_repr_lists_each_group_sorted():
     (p,) = _params((2,))
     text = repr(optim.SGD([p], lr=0.1))

@@ -32,7 +32,8 @@ def test_trajectory_and_state_dict_match_pytorch(case):
     shapes = SHAPES.get(cls, T.SHAPES)
     grads = T.gradient_sequence(shapes=shapes, sparse=cls is ember.optim.SparseAdam)
     params0 = T.initial_params(shapes=shapes)
-    ours, opt = T.run_ember(lambda ps: cls(ps, **options), params0, grads)
+    ours, opt = T.run_ember(lambda ps: cls(ps, **options), params0, grads,
+                            sparse=cls is ember.optim.SparseAdam)
     theirs, topt = _run_torch(cls.__name__, options, params0, grads)
     for a, b in zip(ours[-1], theirs[-1]):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

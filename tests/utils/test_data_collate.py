@@ -32,13 +32,25 @@ def test_numbers_strings_and_numpy():
         default_collate([np.array(["a"]), np.array(["b"])])
 
 
+def test_bools_collate_into_a_bool_tensor():
+    out = default_collate([True, False])
+    assert out.dtype == ember.bool and out.tolist() == [True, False]
+    assert default_collate([(1, True), (2, True)])[1].dtype == ember.bool
+
+
+def test_strings_inside_samples_come_back_as_tuples():
+    assert default_collate([(1, "a"), (2, "b")])[1] == ("a", "b")
+    assert default_collate([["x", "a"], ["y", "b"]]) == [("x", "y"), ("a", "b")]
+    assert default_collate([{"k": "a"}, {"k": "b"}]) == {"k": ["a", "b"]}
+
+
 def test_nested_containers():
     batch = [{"img": ember.ones(2), "meta": (1, "a"), "p": Point(1.0, 2)},
              {"img": ember.zeros(2), "meta": (2, "b"), "p": Point(3.0, 4)}]
     out = default_collate(batch)
     assert out["img"].shape == (2, 2)
     assert isinstance(out["meta"], list) and out["meta"][0].tolist() == [1, 2]
-    assert out["meta"][1] == ["a", "b"]
+    assert out["meta"][1] == ("a", "b")         # PyTorch transposes into tuples
     assert isinstance(out["p"], Point) and out["p"].x.tolist() == [1.0, 3.0]
     od = default_collate([OrderedDict(a=1), OrderedDict(a=2)])
     assert isinstance(od, OrderedDict) and od["a"].tolist() == [1, 2]

@@ -203,6 +203,9 @@ def test_bad_options_are_refused_as_pytorch_words_them():
         (dict(sampler=[0, 1], shuffle=True), "sampler option is mutually exclusive with shuffle"),
         (dict(batch_sampler=[[0]], batch_size=2), "batch_sampler option is mutually exclusive"),
         (dict(batch_size=None, drop_last=True), "batch_size=None option disables auto-batching"),
+        (dict(num_workers=1, multiprocessing_context="bogus"),
+         r"multiprocessing_context option should specify a valid start method in \['fork', "
+         r"'spawn', 'forkserver'\], but got multiprocessing_context='bogus'"),
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -213,6 +216,40 @@ def test_bad_options_are_refused_as_pytorch_words_them():
     with pytest.raises(ValueError, match="batch_size attribute should not be set after "
                                          "DataLoader is initialized"):
         loader.batch_size = 3
+
+
+def test_iterators_have_pytorchs_class_names():
+    from ember.utils.data import dataloader
+    single, multi = iter(DataLoader(_data(4))), iter(DataLoader(_data(4), num_workers=1))
+    assert type(single).__name__ == "_SingleProcessDataLoaderIter"
+    assert type(multi).__name__ == "_MultiProcessingDataLoaderIter"
+    assert isinstance(multi, dataloader._BaseDataLoaderIter) and len(list(multi)) == 4
+
+
+class OverLong(IterableDataset):
+    def __len__(self):
+        return 3
+
+    def __iter__(self):
+        return iter(range(5))
+
+    def __repr__(self):
+        return "OverLong()"
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_iterable_longer_than_its_len_warns_per_extra_sample(workers):
+    loader = DataLoader(OverLong(), batch_size=None, num_workers=workers)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert list(loader) == [0, 1, 2, 3, 4]          # len() not read yet: no warning
+        assert len(loader) == 3 and list(loader) == [0, 1, 2, 3, 4]
+    messages = [str(w.message) for w in caught if "IterableDataset" in str(w.message)]
+    assert [m.split("fetched.")[0] for m in messages] == [
+        f"Length of IterableDataset OverLong() was reported to be 3(when accessing "
+        f"len(dataloader)), but {n} samples have been " for n in (4, 5)]
+    assert ("For multiprocessing data-loading" in messages[0]) == (workers > 0)
+    assert {w.filename for w in caught if "IterableDataset" in str(w.message)} == {__file__}
 
 
 class BigList(Dataset):

@@ -109,10 +109,7 @@ class GradScaler:
                                "the last update().")
         if state["stage"] is _STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        if self._scale is None:
-            raise RuntimeError("Attempted unscale_ but _scale is None.  This may indicate "
-                               "your script did not use scaler.scale(loss or outputs) earlier "
-                               "in the iteration.")
+        self._check_scale("unscale_")
         inv_scale = np.float32(1.0 / self._scale)     # rounded to float32, as PyTorch's is
         by_device = {}
         for group in optimizer.param_groups:
@@ -158,6 +155,7 @@ class GradScaler:
         after an overflow / grown after ``growth_interval`` clean steps."""
         if not self._enabled:
             return
+        self._check_scale("update")
         if new_scale is not None:
             if isinstance(new_scale, Tensor):
                 if new_scale.numel() != 1 or new_scale.dtype != D.float32 or \
@@ -171,8 +169,6 @@ class GradScaler:
             checked = [s for s in self._per_optimizer.values() if s["stage"] is not _READY]
             if not checked:
                 raise AssertionError("No inf checks were recorded prior to update.")
-            if self._scale is None:
-                self._scale = self._init_scale
             if any(self._found_inf(s) for s in checked):
                 self._scale = float(np.float32(self._scale * self._backoff_factor))
                 self._growth_tracker = 0
@@ -184,6 +180,12 @@ class GradScaler:
                         self._scale = grown
                     self._growth_tracker = 0
         self._per_optimizer = {}
+
+    def _check_scale(self, what):
+        if self._scale is None:         # PyTorch asserts this
+            raise AssertionError(f"Attempted {what} but _scale is None.  This may indicate "
+                                 "your script did not use scaler.scale(loss or outputs) "
+                                 "earlier in the iteration.")
 
     # --- settings and state -------------------------------------------------------------------
 

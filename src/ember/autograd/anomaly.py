@@ -1,5 +1,6 @@
 """Anomaly detection: forward tracebacks for failing backward nodes, and NaN checks."""
 
+import os
 import traceback
 
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
@@ -8,9 +9,16 @@ ENABLED = [False]
 CHECK_NAN = [True]
 
 
+_OPS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ops") + os.sep
+
+
 def capture_trace():
-    """The current stack as text, recorded on nodes created while anomaly mode is on."""
-    return "".join(traceback.format_stack()[:-3])
+    """The current stack as text, recorded on nodes created while anomaly mode is on; it ends
+    at the op's call, as PyTorch's does (the dispatch frames below it are left out)."""
+    frames = traceback.extract_stack()[:-3]
+    while frames and (frames[-1].filename.startswith(("<ember op", _OPS_DIR))):
+        frames.pop()
+    return "".join(traceback.format_list(frames))
 
 
 def is_anomaly_enabled():

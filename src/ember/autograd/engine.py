@@ -189,13 +189,13 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
         return None
     try:
         grads_in = node.apply(buf)
-    except Exception:
+        if anomaly.ENABLED[0] and anomaly.CHECK_NAN[0]:
+            _check_nan(node, grads_in)
+    except Exception:                   # a NaN found counts as this node's error too
         if node._trace is not None:
             warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
-                          f"caused the error:\n{node._trace}", RuntimeWarning, stacklevel=2)
+                          f"caused the error:\n{node._trace}", UserWarning, stacklevel=2)
         raise
-    if anomaly.ENABLED[0] and anomaly.CHECK_NAN[0]:
-        _check_nan(node, grads_in)
     if node._post_hooks:
         for fn in list(node._post_hooks.values()):
             out = fn(tuple(grads_in), tuple(buf))

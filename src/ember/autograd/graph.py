@@ -7,6 +7,7 @@ differentiable input, ``(None, 0)`` where the input needs no gradient.
 """
 
 import itertools
+import re
 import weakref
 from typing import NamedTuple
 
@@ -318,24 +319,34 @@ def sum_to(grad, shape):
 
 def _modified_message(t, expected, actual=None, node=None, output=None):
     """PyTorch's error for a saved tensor ``t`` (or a node's ``output``: ``(array, index)``)
-    changed in place between forward and backward."""
+    changed in place between forward and backward; it names the op that made the tensor
+    ("Sigmoid" for SigmoidBackward0), and nothing for a tensor no op made."""
     if t is not None:
         actual = t._version
         kind = f"{t.dtype._legacy}"
         shape = list(t.shape)
         fn = t._grad_fn
-        where = (f"which is output {t._output_nr} of {fn.name()}" if fn is not None
-                 else "which is a leaf")
+        where = f", which is output {t._output_nr} of {_op_of(fn)}," if fn is not None else ""
     else:
         from ember._dtype import FROM_NUMPY
         array, nr = output
-        kind, shape = FROM_NUMPY[array.dtype]._legacy, list(array.shape)
-        where = f"which is output {nr} of {node.name()}"
+        dtype = FROM_NUMPY[array.dtype]
+        kind, shape = dtype._legacy, list(array.shape)
+        differentiable = dtype.is_floating_point or dtype.is_complex
+        where = f", which is output {nr} of {_op_of(node)}," if differentiable else ""
+    hint = ("the backtrace further above shows the operation that failed to compute its "
+            "gradient. The variable in question was changed in there or anywhere later. Good "
+            "luck!" if anomaly.ENABLED[0] else
+            "enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with ember.autograd.set_detect_anomaly(True, check_nan=False).")
     return (f"one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [ember.{kind} {shape}], {where}, is at version {actual}; "
-            f"expected version {expected} instead. Hint: enable anomaly detection to find the "
-            f"operation that failed to compute its gradient, with "
-            f"ember.autograd.set_detect_anomaly(True).")
+            f"inplace operation: [ember.{kind} {shape}]{where} is at version {actual}; "
+            f"expected version {expected} instead. Hint: {hint}")
+
+
+def _op_of(node):
+    """The op a backward node differentiates: its name less "Backward<n>"."""
+    return re.sub(r"Backward\d*$", "", node.name())
 
 
 class AccumulateGrad(Node):

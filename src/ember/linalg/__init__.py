@@ -11,3 +11,4 @@ globals().update(_ops.namespace_functions("linalg"))
 matmul = _REGISTRY["matmul"].function      # torch.linalg.matmul is torch.matmul
 lstsq = _lstsq                              # its singular values need no gradient
 lu = _lu                                    # its permutation P needs no gradient
+_LinAlgError = LinAlgError                  # its class name (PyTorch's), for pickle

@@ -28,6 +28,7 @@ class LinAlgError(RuntimeError):
 
 
 LinAlgError.__module__ = "ember.linalg"
+LinAlgError.__name__ = LinAlgError.__qualname__ = "_LinAlgError"    # PyTorch's class name
 
 
 def torch_name(a):

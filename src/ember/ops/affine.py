@@ -9,6 +9,7 @@ copies on the CPU: ``backend.low_precision_product``).
 import numpy as np
 
 from ember import _dtype as D
+from ember.amp._state import suspended
 from ember.backend import low_precision_product
 from ember.ops._registry import broadcast_message, op
 
@@ -138,9 +139,10 @@ def bilinear(input1, input2, weight, bias=None):
     lead = input1.shape[:-1]
     x1 = input1.reshape(-1, n1)
     x2 = input2.reshape(-1, n2)
-    # (rows, n1) @ (n1, out * n2): one GEMM, then a product with x2 summed over n2
-    t = (x1 @ weight.permute(1, 0, 2).reshape(n1, n_out * n2)).reshape(-1, n_out, n2)
-    out = (t @ x2.unsqueeze(-1)).squeeze(-1)
+    with suspended(("cpu",)):           # PyTorch's CPU bilinear is no autocast op
+        # (rows, n1) @ (n1, out * n2): one GEMM, then a product with x2 summed over n2
+        t = (x1 @ weight.permute(1, 0, 2).reshape(n1, n_out * n2)).reshape(-1, n_out, n2)
+        out = (t @ x2.unsqueeze(-1)).squeeze(-1)
     if bias is not None:
         out = out + bias
     return out.reshape(lead + (n_out,))

@@ -11,7 +11,8 @@ from ember._legacy_types import legacy_type
 from ember._memory_format import (contiguous_format, laid_out, lay_out, memory_order,
                                   preserve_format, preserving_order)
 from ember._tensor import Tensor, _make
-from ember.backend import cuda_backend, cuda_initialized, device_of, xp_of
+from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, quiet_fp,
+                           xp_of)
 from ember.backend.meta import meta_like
 from ember.ops._registry import broadcast_message, call, op
 from ember.ops._scalars import checked_scalar
@@ -26,12 +27,18 @@ _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float
 def cast(xp, x, np_dtype):
     """A copy of ``x`` as ``np_dtype``, rounded as PyTorch rounds: float8_e4m3fn has no
     infinity, so values beyond its range (infinities included) saturate to +-448 where NumPy
-    gives NaN; float64 reaches float16 through float32 (a rare double rounding)."""
-    if np_dtype == _E4M3 and x.dtype != _E4M3:
-        x = xp.clip(x.astype(_F32 if x.dtype.kind in "fV" else _F64), -_E4M3_MAX, _E4M3_MAX)
-    elif np_dtype == _F16 and x.dtype == _F64:
-        x = x.astype(_F32)
-    return x.astype(np_dtype, copy=True)
+    gives NaN; float64 reaches float16 through float32 (a rare double rounding). Values out
+    of range become inf without NumPy's overflow warning, as in PyTorch."""
+    token = quiet_fp()
+    try:
+        if np_dtype == _E4M3 and x.dtype != _E4M3:
+            x = xp.clip(x.astype(_F32 if x.dtype.kind in "fV" else _F64), -_E4M3_MAX,
+                        _E4M3_MAX)
+        elif np_dtype == _F16 and x.dtype == _F64:
+            x = x.astype(_F32)
+        return x.astype(np_dtype, copy=True)
+    finally:
+        loud_fp(token)
 
 
 @op("_to_copy(input, dtype, device, non_blocking=False)", grad_fn_name="ToCopyBackward0",

@@ -23,6 +23,8 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.amp._state import STATE as _AMP
+from ember.amp.autocast_mode import cast_operands
 from ember.ops._elementwise import conj_grad
 from ember.ops._registry import op
 
@@ -456,7 +458,27 @@ def einsum(*args):
         if not isinstance(t, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 1, but got "
                             f"{type(t).__name__}")
-    return _einsum(equation, list(operands))
+    operands = list(operands)
+    if any(_AMP.enabled.values()) and len(operands) > 1 and _contracts(
+            parse(equation, tuple(t.ndim for t in operands))):
+        operands = cast_operands(_LOWER, operands)
+    return _einsum(equation, operands)
+
+
+_LOWER = {"cpu": "lower", "cuda": "lower"}
+
+
+def _contracts(spec):
+    """Whether two operands share a label the output sums away: PyTorch contracts such a
+    pair with bmm, which autocast runs in lower precision (other equations it computes with
+    mul and sum, in the operands' dtype)."""
+    out, seen = set(spec.output), set()
+    for labels in spec.inputs:
+        summed = set(labels) - out
+        if summed & seen:
+            return True
+        seen |= summed
+    return False
 
 
 def _from_sublists(args):

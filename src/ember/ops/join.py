@@ -92,11 +92,22 @@ def _(grad, tensors, dim):
     return ([grad.select(d, i) for i in range(len(tensors))],)
 
 
-def _check_list(tensors, name):
-    if isinstance(tensors, Tensor):
+def _tensors_of(tensors, name):
+    """``tensors`` as a list, refused in PyTorch's words when it is a tensor or no sequence,
+    or holds something other than tensors."""
+    if isinstance(tensors, Tensor) or not hasattr(tensors, "__iter__"):
         raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, "
-                        f"not Tensor")
+                        f"not {type(tensors).__name__}")
     tensors = list(tensors)
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{type(t).__name__}")
+    return tensors
+
+
+def _check_list(tensors, name):
+    tensors = _tensors_of(tensors, name)
     if not tensors:
         raise RuntimeError(f"{name} expects a non-empty TensorList")
     return tensors
@@ -104,10 +115,9 @@ def _check_list(tensors, name):
 
 def _public_cat(tensors, dim=0, *, out=None):
     """The tensors joined along ``dim`` (dtypes promoted; 1-D empty tensors are skipped)."""
-    if not isinstance(tensors, Tensor):
-        tensors = list(tensors)
-        if not tensors:
-            raise ValueError("ember.cat(): expected a non-empty list of Tensors")
+    tensors = _tensors_of(tensors, "cat")
+    if not tensors:
+        raise ValueError("ember.cat(): expected a non-empty list of Tensors")
     return cat(tensors, dim, out=out)
 
 

@@ -146,7 +146,7 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     dtype = x.dtype
     x = _float_input(x, "batch_norm")
     c = x.shape[1]
-    _check_vectors(c, weight=w, bias=b, running_mean=rm, running_var=rv)
+    _check_vectors(c, running_mean=rm, running_var=rv, weight=w, bias=b)   # PyTorch's order
     x3 = x.reshape(_channel_rows(x.shape))      # (N, C, L): passes over contiguous rows
     lanes = x3.shape[2]
     n = x3.shape[0] * lanes

@@ -89,8 +89,12 @@ def _check_mode(x, pairs, mode, value):
     if value is not None and value != 0:
         raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
     if not 1 <= nd <= 3 or x.ndim not in (nd + 1, nd + 2):
-        raise NotImplementedError(f"Padding size {2 * nd} is not supported for {x.ndim}D input "
-                                  f"tensor.")
+        raise NotImplementedError(
+            f"Padding size {2 * nd} is not supported for {x.ndim}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     if mode == "circular":
         for dim, lo, hi in pairs:
             n = x.shape[dim]

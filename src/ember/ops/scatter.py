@@ -128,7 +128,7 @@ def _warn_src_reduce():
         _SRC_REDUCE_WARNED.append(True)
         warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated and "
                       "will be removed in a future PyTorch release. Use torch.scatter_reduce "
-                      "instead for more reduction options.", UserWarning, stacklevel=6)
+                      "instead for more reduction options.", UserWarning, stacklevel=7)
 
 
 def _write_scatter(xp, out, index, src, dim, value, reduce):

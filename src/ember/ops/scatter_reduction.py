@@ -19,6 +19,7 @@ from ember.ops.scatter import (check_same_dtype, check_scatter_shapes, gather, i
 __all__ = ["scatter_reduce"]
 
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+_ALIASES = {"max": "amax", "min": "amin"}      # accepted by PyTorch, though not in its message
 
 
 def _identity(reduce, dtype):
@@ -37,6 +38,7 @@ def _identity(reduce, dtype):
 
 def _write(xp, out, index, src, dim, reduce, include_self):
     dim = wrap_dim(dim, out.ndim)
+    reduce = _ALIASES.get(reduce, reduce)
     if reduce not in _REDUCTIONS:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")

@@ -132,7 +132,7 @@ class LBFGS(Optimizer):
                 break
 
         memory.d, memory.prev_flat_grad = d, prev_flat_grad
-        memory.save(state)
+        memory.save(state, history_size)
         state["t"] = t
         state["prev_loss"] = prev_loss
         return orig_loss
@@ -145,6 +145,7 @@ class _Memory:
     def __init__(self, dirs, steps, ro, h_diag, d, prev_flat_grad):
         self.dirs, self.steps, self.ro, self.h_diag = dirs, steps, ro, h_diag
         self.d, self.prev_flat_grad = d, prev_flat_grad
+        self.alphas = None              # the two-loop recursion's last coefficients
 
     @classmethod
     def load(cls, state):
@@ -156,7 +157,10 @@ class _Memory:
                    float(state.get("H_diag", 1)),
                    arr(state.get("d")), arr(state.get("prev_flat_grad")))
 
-    def save(self, state):
+    def save(self, state, history_size):
+        if self.alphas is not None:     # PyTorch's "al": one slot per pair it can keep
+            state["al"] = ([_make(_scalar(self.d, a)) for a in self.alphas]
+                           + [None] * (history_size - len(self.alphas)))
         state["d"] = _make(self.d)
         state["old_dirs"] = [_make(a) for a in self.dirs]
         state["old_stps"] = [_make(a) for a in self.steps]
@@ -189,6 +193,7 @@ class _Memory:
         for i in range(len(self.dirs)):
             beta = float(self.dirs[i] @ r) * self.ro[i]
             r = r + (alphas[i] - beta) * self.steps[i]
+        self.alphas = alphas
         return r
 
 

@@ -16,7 +16,14 @@ from ember.autograd.graph import RemovableHandle
 from ember.autograd.grad_mode import enable_grad
 from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere
 
-__all__ = ["Optimizer", "required"]
+__all__ = ["Optimizer", "register_optimizer_step_post_hook",
+           "register_optimizer_step_pre_hook", "required"]
+
+_HOOK_TABLES = ("_step_pre_hooks", "_step_post_hooks", "_state_dict_pre_hooks",
+                "_state_dict_post_hooks", "_load_state_dict_pre_hooks",
+                "_load_state_dict_post_hooks")
+_GLOBAL_STEP_PRE_HOOKS = OrderedDict()
+_GLOBAL_STEP_POST_HOOKS = OrderedDict()
 
 
 class _Required:
@@ -36,8 +43,8 @@ class Optimizer:
         self.defaults = defaults
         self.state = defaultdict(dict)
         self.param_groups = []
-        self._step_pre_hooks = OrderedDict()
-        self._step_post_hooks = OrderedDict()
+        for table in _HOOK_TABLES:
+            setattr(self, table, OrderedDict())
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             f"Tensors or dicts, but got {params.type()}")
@@ -127,6 +134,24 @@ class Optimizer:
         """Call ``hook(optimizer, args, kwargs)`` after each step."""
         return _add(self._step_post_hooks, hook)
 
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """Call ``hook(optimizer)`` before ``state_dict`` builds its result."""
+        return _add(self._state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """Call ``hook(optimizer, state_dict)`` on ``state_dict``'s result; it may return a
+        new one."""
+        return _add(self._state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """Call ``hook(optimizer, state_dict)`` on a shallow copy of what ``load_state_dict``
+        gets; it may return a new one to load."""
+        return _add(self._load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """Call ``hook(optimizer)`` after ``load_state_dict``."""
+        return _add(self._load_state_dict_post_hooks, hook, prepend)
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:
@@ -137,6 +162,8 @@ class Optimizer:
     def state_dict(self):
         """``{'state': {id: {...}}, 'param_groups': [{..., 'params': [ids]}]}`` (PyTorch's
         layout: ids number the parameters in group order)."""
+        for hook in list(self._state_dict_pre_hooks.values()):
+            hook(self)
         ids = {}
         groups = []
         for group in self.param_groups:
@@ -146,11 +173,17 @@ class Optimizer:
             packed["params"] = [ids[id(p)] for p in group["params"]]
             groups.append(packed)
         state = {ids[id(p)]: s for p, s in self.state.items() if id(p) in ids}
-        return {"state": state, "param_groups": groups}
+        state_dict = {"state": state, "param_groups": groups}
+        for hook in list(self._state_dict_post_hooks.values()):
+            state_dict = _or(hook(self, state_dict), state_dict)
+        return state_dict
 
     def load_state_dict(self, state_dict):
         """Restore state and options from ``state_dict`` (tensors are copied and cast to
         their parameter's dtype, except the step counts)."""
+        state_dict = dict(state_dict)
+        for hook in list(self._load_state_dict_pre_hooks.values()):
+            state_dict = _or(hook(self, state_dict), state_dict)
         state_dict = copy.deepcopy(state_dict)
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
@@ -169,6 +202,8 @@ class Optimizer:
                 self.state[p] = {k: _cast_state(p, k, v) for k, v in value.items()}
         self.param_groups = [dict(theirs, params=ours["params"])
                              for ours, theirs in zip(self.param_groups, saved_groups)]
+        for hook in list(self._load_state_dict_post_hooks.values()):
+            hook(self)
 
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state,
@@ -176,8 +211,8 @@ class Optimizer:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self.__dict__.setdefault("_step_pre_hooks", OrderedDict())
-        self.__dict__.setdefault("_step_post_hooks", OrderedDict())
+        for table in _HOOK_TABLES:
+            self.__dict__.setdefault(table, OrderedDict())
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
@@ -203,7 +238,7 @@ def _cast_state(param, key, value):
 
 def _with_hooks(step):
     def wrapped(self, *args, **kwargs):
-        for hook in list(self._step_pre_hooks.values()):
+        for hook in [*_GLOBAL_STEP_PRE_HOOKS.values(), *self._step_pre_hooks.values()]:
             result = hook(self, args, kwargs)
             if result is not None:
                 if not (isinstance(result, tuple) and len(result) == 2):
@@ -212,7 +247,7 @@ def _with_hooks(step):
                 args, kwargs = result
         with device_guard(_gpu_of_parameters(self)):
             out = step(self, *args, **kwargs)
-        for hook in list(self._step_post_hooks.values()):
+        for hook in [*_GLOBAL_STEP_POST_HOOKS.values(), *self._step_post_hooks.values()]:
             hook(self, args, kwargs)
         return out
     wrapped.__name__ = step.__name__
@@ -232,10 +267,27 @@ def _gpu_of_parameters(optimizer):
     return None
 
 
-def _add(table, hook):
+def register_optimizer_step_pre_hook(hook):
+    """Call ``hook(optimizer, args, kwargs)`` before every optimizer's step (before the
+    optimizer's own pre-hooks)."""
+    return _add(_GLOBAL_STEP_PRE_HOOKS, hook)
+
+
+def register_optimizer_step_post_hook(hook):
+    """Call ``hook(optimizer, args, kwargs)`` after every optimizer's step."""
+    return _add(_GLOBAL_STEP_POST_HOOKS, hook)
+
+
+def _add(table, hook, prepend=False):
     handle = RemovableHandle(table)
     table[handle.id] = hook
+    if prepend:
+        table.move_to_end(handle.id, last=False)
     return handle
+
+
+def _or(result, default):
+    return default if result is None else result
 
 
 def closure_loss(closure):

@@ -211,7 +211,7 @@ class _BackwardHook:
         for hook in self.pre_hooks:
             out = hook(self.module, grads)
             if out is not None:
-                grads = _check_grads(out, len(grads), "backward pre hook")
+                grads = _check_grads(out, len(grads), "Backward pre hook", "grad_output")
         self.grad_outputs = grads
         if not self.input_hooked:
             for hook in self.hooks:
@@ -228,7 +228,7 @@ class _BackwardHook:
         for hook in self.hooks:
             out = hook(self.module, full, self.grad_outputs)
             if out is not None:
-                full = _check_grads(out, len(full), "backward hook")
+                full = _check_grads(out, len(full), "Backward hook", "grad_input")
         return tuple(full[pos] for pos in self.input_positions)
 
 
@@ -242,9 +242,9 @@ def _rewrap(values, where, callback):
     return tuple(out)
 
 
-def _check_grads(out, n, what):
+def _check_grads(out, n, what, grads):
     out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if len(out) != n:
-        raise RuntimeError(f"{what} returned an invalid number of grads, expected {n}, "
-                           f"but got {len(out)}")
+        raise RuntimeError(f"{what} returned an invalid number of {grads}, got {len(out)}, "
+                           f"but expected {n}")
     return out

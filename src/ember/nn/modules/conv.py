@@ -142,9 +142,8 @@ class _ConvTranspose(_ConvNd):
         if output_size is None:
             return self.output_padding
         nd = self._nd
-        output_size = [int(s) for s in output_size]
         if len(output_size) == nd + 2 or (len(output_size) == nd + 1 and input.dim() == nd + 1):
-            output_size = output_size[-nd:]
+            output_size = output_size[-nd:]       # a slice, of the same kind as given
         if len(output_size) != nd:
             raise ValueError(f"ConvTranspose{nd}D: for {input.dim()}D input, output_size must "
                              f"have {nd} or {input.dim()} elements (got {len(output_size)})")
@@ -153,12 +152,13 @@ class _ConvTranspose(_ConvNd):
               for s, st, p, d, k in zip(spatial, self.stride, self.padding, self.dilation,
                                         self.kernel_size)]
         hi = [m + st - 1 for m, st in zip(lo, self.stride)]
-        for want, a, b in zip(output_size, lo, hi):
+        sizes = [int(s) for s in output_size]
+        for want, a, b in zip(sizes, lo, hi):
             if not a <= want <= b:
                 raise ValueError(f"requested an output size of {output_size}, but valid sizes "
                                  f"range from {lo} to {hi} (for an input of "
                                  f"{ember.Size(spatial)})")
-        return tuple(w - a for w, a in zip(output_size, lo))
+        return tuple(w - a for w, a in zip(sizes, lo))
 
     def forward(self, input, output_size=None):
         opad = self._output_padding(input, output_size)

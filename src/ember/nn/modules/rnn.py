@@ -10,6 +10,8 @@ import numbers
 import warnings
 
 import ember
+from ember.amp._state import STATE as _AMP
+from ember.amp._state import suspended
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.nn.utils.rnn import PackedSequence
@@ -373,6 +375,9 @@ class RNNCellBase(Module):
 def cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh):
     """``(h', c')`` (``c'`` None but for LSTM) after one step of ``mode`` from ``states``
     (``(h,)`` or ``(h, c)``) on ``input`` (B, I)."""
+    if mode in ("LSTM", "GRU") and _AMP.enabled.get("cpu"):
+        with suspended(("cpu",)):       # PyTorch's CPU LSTM and GRU cells skip autocast
+            return cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh)
     fold_bias = mode != "GRU"
     proj = _projection(input, w_ih, b_ih, b_hh if fold_bias else None)
     _, h, c = rnn_layer(proj, states[0], w_hh, states[1] if len(states) > 1 else None,

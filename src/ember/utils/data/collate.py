@@ -69,8 +69,7 @@ def collate(batch, *, collate_fn_map=None):
         if elem_type in collate_fn_map:
             return collate_fn_map[elem_type](batch, collate_fn_map=collate_fn_map)
         for cls, fn in collate_fn_map.items():
-            if isinstance(elem, cls) and not (cls is int and isinstance(elem, bool)
-                                              and bool not in collate_fn_map):
+            if isinstance(elem, cls):               # bools go by int: a bool tensor
                 return fn(batch, collate_fn_map=collate_fn_map)
     if isinstance(elem, collections.abc.Mapping):
         collated = {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
@@ -84,12 +83,11 @@ def collate(batch, *, collate_fn_map=None):
         except TypeError:
             return collated
     if _is_namedtuple(elem):
-        return elem_type(*(collate(list(s), collate_fn_map=collate_fn_map)
-                           for s in zip(*batch)))
+        return elem_type(*(collate(s, collate_fn_map=collate_fn_map) for s in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
         if any(len(e) != len(elem) for e in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        transposed = [list(s) for s in zip(*batch)]
+        transposed = list(zip(*batch))          # tuples: strings come back as tuples
         if isinstance(elem, tuple):
             return [collate(s, collate_fn_map=collate_fn_map) for s in transposed]
         try:

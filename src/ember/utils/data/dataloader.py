@@ -113,6 +113,11 @@ class DataLoader:
                 raise ValueError("multiprocessing_context can only be used with multi-process "
                                  f"loading (num_workers > 0), but got num_workers={num_workers}")
             if isinstance(multiprocessing_context, str):
+                methods = multiprocessing.get_all_start_methods()
+                if multiprocessing_context not in methods:
+                    raise ValueError("multiprocessing_context option should specify a valid "
+                                     f"start method in {methods!r}, but got "
+                                     f"multiprocessing_context={multiprocessing_context!r}")
                 multiprocessing_context = multiprocessing.get_context(multiprocessing_context)
         if pin_memory and not ember.cuda.is_available():
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
@@ -135,6 +140,7 @@ class DataLoader:
         self.in_order = in_order
         self._dataset_kind = "iterable" if iterable else "map"
         self._iterator = None
+        self._IterableDataset_len_called = None     # what len(self) last read, as PyTorch's
         self.__initialized = True
 
     def __setattr__(self, name, value):
@@ -153,18 +159,18 @@ class DataLoader:
 
     def __iter__(self):
         if self.num_workers == 0:
-            return _SingleProcessIter(self)
+            return _SingleProcessDataLoaderIter(self)
         if self.persistent_workers:
             if self._iterator is None:
-                self._iterator = _MultiProcessIter(self)
+                self._iterator = _MultiProcessingDataLoaderIter(self)
             else:
                 self._iterator._reset(self)
             return self._iterator
-        return _MultiProcessIter(self)
+        return _MultiProcessingDataLoaderIter(self)
 
     def __len__(self):
         if self._dataset_kind == "iterable":
-            length = len(self.dataset)
+            length = self._IterableDataset_len_called = len(self.dataset)
             if self.batch_size is not None:
                 div = length / self.batch_size
                 length = math.floor(div) if self.drop_last else math.ceil(div)
@@ -175,7 +181,7 @@ class DataLoader:
         return int(ember.empty((), dtype=ember.int64).random_(generator=self.generator).item())
 
 
-class _BaseIter:
+class _BaseDataLoaderIter:
     def __init__(self, loader):
         self._loader = loader
         self._dataset = loader.dataset
@@ -185,10 +191,27 @@ class _BaseIter:
         self._collate_fn = loader.collate_fn
         self._sampler_iter = iter(loader._index_sampler)
         self._yielded = 0
+        self._len_called = loader._IterableDataset_len_called
         self._pin = loader.pin_memory and ember.cuda.is_available()
 
     def __iter__(self):
         return self
+
+    def _count(self, stacklevel):
+        """Count a batch handed out; warn (as PyTorch does) for each beyond the length an
+        IterableDataset reported to ``len(loader)``."""
+        self._yielded += 1
+        if self._kind == "iterable" and self._len_called is not None \
+                and self._yielded > self._len_called:
+            message = (f"Length of IterableDataset {self._dataset} was reported to be "
+                       f"{self._len_called}(when accessing len(dataloader)), but "
+                       f"{self._yielded} samples have been fetched. ")
+            if self._loader.num_workers > 0:
+                message += ("For multiprocessing data-loading, this could be caused by not "
+                            "properly configuring the IterableDataset replica at each worker. "
+                            "Please see https://pytorch.org/docs/stable/data.html"
+                            "#torch.utils.data.IterableDataset for examples.")
+            warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
 
     def __len__(self):
         return len(self._loader)
@@ -197,7 +220,7 @@ class _BaseIter:
         return next(self._sampler_iter)
 
 
-class _SingleProcessIter(_BaseIter):
+class _SingleProcessDataLoaderIter(_BaseDataLoaderIter):
     """Fetch each batch in the calling process."""
 
     def __init__(self, loader):
@@ -208,14 +231,14 @@ class _SingleProcessIter(_BaseIter):
 
     def __next__(self):
         data = self._fetcher.fetch(self._next_index())
-        self._yielded += 1
+        self._count(stacklevel=2)
         return pin_memory(data) if self._pin else data
 
 
 _live_iterators = weakref.WeakSet()
 
 
-class _MultiProcessIter(_BaseIter):
+class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
     """Batches from ``num_workers`` worker processes (see NOTE [ Worker failures and
     shutdown ])."""
 
@@ -267,6 +290,7 @@ class _MultiProcessIter(_BaseIter):
         """Start a new epoch on the same (persistent) workers."""
         self._sampler_iter = iter(loader._index_sampler)
         self._yielded = 0
+        self._len_called = loader._IterableDataset_len_called
         self._pin = loader.pin_memory and ember.cuda.is_available()
         seed = loader._new_seed()
         for q in self._index_queues:
@@ -332,7 +356,7 @@ class _MultiProcessIter(_BaseIter):
         self._try_put_index()
         if isinstance(data, ExceptionWrapper):
             data.reraise()
-        self._yielded += 1
+        self._count(stacklevel=3)
         return pin_memory(data) if self._pin else data
 
     def _get_result(self):
