@@ -199,3 +199,35 @@ def test_empty_permuted_lays_dims_out_in_the_order_given():
     assert channels_last.is_leaf and channels_last.dtype == ember.float16
     with pytest.raises(RuntimeError, match="Duplicate dim not allowed"):
         ember.empty_permuted((2, 3), (0, 0))
+
+
+def test_factories_take_size_as_a_keyword():
+    for factory in (ember.zeros, ember.ones, ember.empty, ember.rand, ember.randn):
+        assert factory(size=(2, 3)).shape == (2, 3)
+        with pytest.raises(TypeError, match=r"got multiple values for argument 'size'"):
+            factory((2,), size=(2,))
+    assert ember.randint(5, size=(4,)).shape == (4,)
+    assert int(ember.randint(5, size=(100,)).max()) < 5
+
+
+def test_ragged_data_and_huge_ints_raise_as_pytorch():
+    with pytest.raises(ValueError, match=r"^expected sequence of length 2 at dim 1 \(got 3\)$"):
+        ember.tensor([[1, 2], [3, 4, 5]])
+    with pytest.raises(ValueError, match=r"^expected sequence of length 1 at dim 2 \(got 2\)$"):
+        ember.tensor([[[1], [2]], [[3], [4, 5]]])
+    for data in (2 ** 63, [2 ** 64], [-2 ** 63 - 1]):
+        with pytest.raises(ValueError, match="^Overflow when unpacking long long$"):
+            ember.tensor(data)
+    assert ember.tensor([2 ** 63], dtype=ember.float64).item() == 2.0 ** 63
+
+
+def test_from_numpy_warns_once_for_a_read_only_array(monkeypatch):
+    from ember import _creation
+    monkeypatch.setattr(_creation, "_WARNED_READ_ONLY", [])
+    frozen = np.ones(3)
+    frozen.flags.writeable = False
+    with pytest.warns(UserWarning, match="The given NumPy array is not writable"):
+        ember.from_numpy(frozen)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ember.from_numpy(frozen)                    # suppressed from now on

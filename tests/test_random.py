@@ -124,3 +124,15 @@ def test_samples_of_0_dim_parameters_are_0_dim_tensors():
     for sample in (ember.poisson(ember.tensor(3.)), ember.bernoulli(ember.tensor(0.5)),
                    ember.binomial(ember.tensor(5.), ember.tensor(0.5))):
         assert sample.shape == () and (sample + 1).shape == ()
+
+
+def test_seed_and_state_errors_as_pytorch():
+    with pytest.raises(ValueError, match="^Overflow when unpacking long long$"):
+        ember.manual_seed(2 ** 64)
+    assert ember.manual_seed(-1).initial_seed() == 2 ** 64 - 1
+    with pytest.raises(TypeError, match="^RNG state must be a torch.ByteTensor$"):
+        ember.set_rng_state(ember.zeros(5))
+    with pytest.raises(RuntimeError, match="Expected an RNG state"):
+        ember.set_rng_state(ember.zeros(5, dtype=ember.uint8))
+    with pytest.raises(TypeError, match="expected a torch.ByteTensor, but got list"):
+        ember.Generator().set_state([1, 2])

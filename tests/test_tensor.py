@@ -285,3 +285,21 @@ def test_empty_tensors_report_row_major_strides():
     assert ember.zeros(0, 3).stride() == (3, 1) and ember.empty(2, 0, 3).stride() == (3, 3, 1)
     assert ember.ones(4, 3).t()[:, 4:].stride() == (1, 3)   # a view keeps its base's
     assert ember.zeros(0).stride() == (1,) and ember.zeros(()).stride() == ()
+
+
+def test_python_number_conversions_of_several_elements():
+    for convert in (float, int):
+        with pytest.raises(ValueError, match="^only one element tensors can be converted to "
+                                             "Python scalars$"):
+            convert(ember.ones(2))
+    assert float(ember.tensor([2.5])) == 2.5
+
+
+def test_detach_and_make_subclass_keep_subclasses():
+    class Tagged(ember.Tensor):
+        pass
+    x = ember.ones(2).as_subclass(Tagged)
+    assert type(x.detach()) is Tagged and type(x + 1) is Tagged
+    assert type(ember.nn.Parameter(ember.ones(2)).detach()) is ember.Tensor
+    made = ember.Tensor._make_subclass(Tagged, ember.ones(2), True)
+    assert type(made) is Tagged and made.requires_grad and made.is_leaf

@@ -84,7 +84,11 @@ def _from_data(data, dtype):
     try:
         arr = np.array(data)
     except ValueError as e:
-        raise ValueError(f"expected sequence of equal lengths: {e}") from None
+        raise ValueError(_ragged(data) or f"expected sequence of equal lengths: {e}") from None
+    if (arr.dtype == np.uint64 or arr.dtype == object) and _huge_int(data):
+        if dtype is None or dtype.category < D.FLOATING:   # PyTorch reads ints as int64
+            raise ValueError("Overflow when unpacking long long")
+        arr = np.array(data, dtype=np.float64)
     if arr.dtype == object:
         raise TypeError(f"Could not infer dtype of {_first_odd(data)}")
     if arr.dtype.kind in "US":
@@ -117,6 +121,34 @@ def _unwrap_scalars(data):
             x = _unwrap_scalars(x)
         out.append(x)
     return out
+
+
+def _ragged(data):
+    """PyTorch's message for nested sequences of unequal lengths, or None: the first length
+    seen at each depth is the one expected."""
+    lengths = []
+
+    def walk(x, dim):
+        if not isinstance(x, (list, tuple)):
+            return None
+        if dim == len(lengths):
+            lengths.append(len(x))
+        elif lengths[dim] != len(x):
+            return (f"expected sequence of length {lengths[dim]} at dim {dim} "
+                    f"(got {len(x)})")
+        for y in x:
+            found = walk(y, dim + 1)
+            if found:
+                return found
+        return None
+    return walk(data, 0)
+
+
+def _huge_int(data):
+    """Whether (nested) ``data`` holds a Python int outside int64's range."""
+    if isinstance(data, (list, tuple)):
+        return any(_huge_int(x) for x in data)
+    return type(data) is int and not -2 ** 63 <= data < 2 ** 63
 
 
 def _first_odd(data):
@@ -183,7 +215,18 @@ def from_numpy(ndarray):
                          "tensors with negative strides are not currently supported. (You can "
                          "probably work around this by making a copy of your array with "
                          "array.copy().)")
+    if not ndarray.flags.writeable and not _WARNED_READ_ONLY:
+        _WARNED_READ_ONLY.append(True)
+        warnings.warn("The given NumPy array is not writable, and PyTorch does not support "
+                      "non-writable tensors. This means writing to this tensor will result in "
+                      "undefined behavior. You may want to copy the array to protect its data "
+                      "or make it writable before converting it to a tensor. This type of "
+                      "warning will be suppressed for the rest of this program.", UserWarning,
+                      stacklevel=2)
     return _make(ndarray)
+
+
+_WARNED_READ_ONLY = []          # PyTorch warns of a read-only array once per program
 
 
 def from_dlpack(ext_tensor):
@@ -220,6 +263,15 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
     return _finish(array, requires_grad)
 
 
+def _size_args(sizes, size, name):
+    """A factory's size, given as ``*sizes`` or as ``size=`` (not both)."""
+    if size is None:
+        return sizes
+    if sizes:
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    return (size,)
+
+
 def _size(size):
     """Normalise ``f(2, 3)``, ``f((2, 3))`` and ``f(Size)`` to a tuple of ints."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -252,17 +304,19 @@ def _alloc(fill, shape, dtype, device, requires_grad, out=None):
     return _finish(arr, requires_grad)
 
 
-def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+def zeros(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False):
     """A tensor of zeros."""
-    return pinned(_alloc(lambda xp, s, d: xp.zeros(s, d), _size(size), dtype, device,
+    size = _size(_size_args(sizes, size, "zeros"))
+    return pinned(_alloc(lambda xp, s, d: xp.zeros(s, d), size, dtype, device,
                          requires_grad, out), pin_memory)
 
 
-def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+def ones(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
          pin_memory=False):
     """A tensor of ones."""
-    return pinned(_alloc(lambda xp, s, d: xp.ones(s, d), _size(size), dtype, device,
+    size = _size(_size_args(sizes, size, "ones"))
+    return pinned(_alloc(lambda xp, s, d: xp.ones(s, d), size, dtype, device,
                          requires_grad, out), pin_memory)
 
 
@@ -277,11 +331,12 @@ def pinned(t, pin_memory):
     return leaf.requires_grad_() if t.requires_grad else leaf
 
 
-def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False, memory_format=None):
     """An uninitialized tensor (ember fills it with zeros, so results are reproducible; in
     deterministic mode with NaN or the largest integer, as PyTorch does)."""
-    return pinned(in_format(_alloc(_uninitialized, _size(size), dtype, device, requires_grad,
+    size = _size(_size_args(sizes, size, "empty"))
+    return pinned(in_format(_alloc(_uninitialized, size, dtype, device, requires_grad,
                                    out), memory_format), pin_memory)
 
 

@@ -15,7 +15,7 @@ import json
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import _finish, _place, _size, _target, in_format, pinned
+from ember._creation import _finish, _place, _size, _size_args, _target, in_format, pinned
 from ember._device import as_device, get_default_device
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
                            device_guard, device_of, host_array, on_device_of, xp_of)
@@ -43,7 +43,7 @@ class Generator:
         """Reset the state from ``seed`` and return self."""
         seed = int(seed)
         if not -0x8000_0000_0000_0000 <= seed <= 0xFFFF_FFFF_FFFF_FFFF:
-            raise RuntimeError(f"Overflow when unpacking long: seed {seed} out of range")
+            raise ValueError("Overflow when unpacking long long")
         self._seed = seed & 0xFFFF_FFFF_FFFF_FFFF
         self._rng = np.random.Generator(np.random.PCG64(self._seed))
         self._offset = 0
@@ -68,12 +68,20 @@ class Generator:
 
     def set_state(self, new_state):
         """Restore a state returned by ``get_state``; returns self."""
-        if not isinstance(new_state, Tensor) or new_state.dtype is not D.uint8:
-            raise TypeError("expected a torch.ByteTensor as the new state")
-        state = json.loads(np.asarray(new_state).tobytes().decode())
+        if not isinstance(new_state, Tensor):
+            raise TypeError(f"expected a torch.ByteTensor, but got "
+                            f"{type(new_state).__name__}")
+        if new_state.dtype is not D.uint8:
+            raise TypeError("RNG state must be a torch.ByteTensor")
+        try:
+            state = json.loads(np.asarray(new_state).tobytes().decode())
+            bit_generator = state["bit_generator"]
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+            raise RuntimeError(f"Expected an RNG state from Generator.get_state, but found "
+                               f"{new_state.numel()} bytes that are not one") from None
         self._seed = state["seed"]
         self._rng = np.random.Generator(np.random.PCG64())
-        self._rng.bit_generator.state = state["bit_generator"]
+        self._rng.bit_generator.state = bit_generator
         self._offset = state.get("offset", 0)
         return self
 
@@ -203,14 +211,14 @@ def _complex(rng, shape, draw):
     return np.asarray((draw(rng, shape) + 1j * draw(rng, shape)) / np.sqrt(2))
 
 
-def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """Uniform samples on [0, 1)."""
     if pin_memory:
-        return pinned(rand(*size, generator=generator, dtype=dtype, device=device,
+        return pinned(rand(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                            requires_grad=requires_grad), True)
     dtype = _float_dtype(dtype, "check_uniform_bounds")
-    shape = _size(size)
+    shape = _size(_size_args(sizes, size, "rand"))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1])
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
@@ -219,14 +227,14 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
 
-def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
     """Standard normal samples."""
     if pin_memory:
-        return pinned(randn(*size, generator=generator, dtype=dtype, device=device,
+        return pinned(randn(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                             requires_grad=requires_grad), True)
     dtype = _float_dtype(dtype, "normal_kernel_cpu")
-    shape = _size(size)
+    shape = _size(_size_args(sizes, size, "randn"))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal")
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
@@ -241,6 +249,8 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
     """Integers drawn uniformly from [low, high)."""
     if size is None:                        # randint(high, size)
         low, high, size = 0, low, high
+    elif high is None:                      # randint(high, size=size)
+        low, high = 0, low
     if size is None:
         raise TypeError("randint(): missing required argument 'size'")
     if high is None:

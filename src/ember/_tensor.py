@@ -369,10 +369,17 @@ class Tensor:
         return bool(_to_python(self._data.reshape(())))    # (a GPU read: sync-debug sees it)
 
     def __float__(self):
-        return float(self.item().real if self.is_complex() else self.item())
+        return float(self._scalar().real if self.is_complex() else self._scalar())
 
     def __int__(self):
-        return int(self.item())
+        return int(self._scalar())
+
+    def _scalar(self):
+        """``item()`` for Python's number conversions, which raise ValueError for several
+        elements (``item`` raises RuntimeError)."""
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.item()
 
     def __complex__(self):
         return complex(self.item())
@@ -530,8 +537,14 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self):
-        """A tensor sharing memory and version with this one, cut from the graph."""
-        out = _make(self._data)
+        """A tensor sharing memory and version with this one, cut from the graph; of this
+        tensor's subclass if that keeps Tensor's ``__torch_function__`` (as PyTorch's default
+        handling re-classes results; Parameter opts out)."""
+        cls = type(self)
+        if cls is not Tensor and getattr(cls.__torch_function__, "__func__",
+                                         None) is not _DEFAULT_TORCH_FUNCTION:
+            cls = Tensor
+        out = _make(self._data, cls)
         out._vc = self._shared_version()
         # the same memory, but no view for autograd: a weak reference, so that a detached
         # result (a logged loss) does not keep the graph of the tensor it came from alive
@@ -557,6 +570,17 @@ class Tensor:
         from ember.overrides import default_torch_function
         return default_torch_function(cls, func, types, args, kwargs)
 
+    @staticmethod
+    def _make_subclass(cls, data, require_grad=False):
+        """``data``'s memory as a leaf tensor of subclass ``cls`` (how Parameter-like classes
+        build themselves in ``__new__``)."""
+        out = _make(data._data, cls)
+        out._vc = data._shared_version()
+        out._meta = {"storage_root": weakref.ref(_storage_root(data))}
+        if require_grad:
+            out.requires_grad_(True)
+        return out
+
     def as_subclass(self, cls):
         """An alias of this tensor (same memory, attached to the graph) of type ``cls``."""
         from ember.ops.conversion import _alias
@@ -566,6 +590,7 @@ class Tensor:
 
 
 _new = object.__new__
+_DEFAULT_TORCH_FUNCTION = Tensor.__torch_function__.__func__
 
 
 def _storage_root(t):

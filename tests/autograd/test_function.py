@@ -219,3 +219,25 @@ def test_gradients_are_made_to_fit_their_input_as_pytorch_does():
                                            r"gradient at index 0 - got \[5\] but expected "
                                            r"shape compatible with \[3\]"):
         _returning(lambda g: ember.ones(5)).apply(x).sum().backward()
+
+
+def test_once_differentiable_results_refuse_a_second_differentiation():
+    class Cube(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 3 * x ** 2
+
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    w = ember.tensor([1.0, 1.0], requires_grad=True)
+    (g,) = ember.autograd.grad(Cube.apply(x), x, grad_outputs=w * 2, create_graph=True)
+    assert g.tolist() == [6.0, 24.0] and g.requires_grad
+    with pytest.raises(RuntimeError, match="^trying to differentiate twice a function that was "
+                                           "marked with @once_differentiable$"):
+        g.sum().backward()

@@ -69,7 +69,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     if inputs is not None:
         inputs = _as_tuple(inputs)
         if not inputs:
-            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         targets = [_target(t) for t in inputs]
         run_backward(roots, grads, retain_graph, create_graph, targets=targets,
                      accumulate_into_grad=list(inputs))

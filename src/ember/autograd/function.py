@@ -244,13 +244,37 @@ def _wrap_outputs(ctx, args, output, record):
 
 
 def once_differentiable(fn):
-    """Mark a backward as not itself differentiable: it runs with grad mode off."""
+    """Mark a backward as not itself differentiable: it runs with grad mode off, and when a
+    graph of it is being built (``create_graph`` with gradients that require grad) its
+    results differentiate into PyTorch's "trying to differentiate twice" error rather than
+    into a silently missing term."""
     @functools.wraps(fn)
     def wrapper(ctx, *args):
         prev = _GRAD.grad_enabled
         _GRAD.grad_enabled = False
         try:
-            return fn(ctx, *args)
+            outputs = fn(ctx, *args)
         finally:
             _GRAD.grad_enabled = prev
+        if not prev or not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            return outputs
+        single = not isinstance(outputs, tuple)
+        marked = [o.detach().requires_grad_() if isinstance(o, Tensor) and
+                  (o.is_floating_point() or o.is_complex()) else o
+                  for o in ((outputs,) if single else outputs)]
+        marked = _DelayedError.apply(*marked)
+        return marked[0] if single else marked
     return wrapper
+
+
+class _DelayedError(Function):
+    """Passes tensors through; differentiating them raises (see ``once_differentiable``)."""
+
+    @staticmethod
+    def forward(ctx, *values):
+        return tuple(v.clone() if isinstance(v, Tensor) else v for v in values)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")

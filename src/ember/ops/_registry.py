@@ -288,6 +288,11 @@ class OpValueError(ValueError):
     ValueErrors, NumPy's, into RuntimeErrors)."""
 
 
+# tracebacks show it as PyTorch's plain "ValueError: ..." (pickling yields a ValueError)
+OpValueError.__name__ = OpValueError.__qualname__ = "ValueError"
+OpValueError.__module__ = "builtins"
+
+
 def translate_error(op, error, arrays):
     """PyTorch's exception for a backend error raised inside a forward."""
     if isinstance(error, (IndexError, TypeError, OpValueError)):
