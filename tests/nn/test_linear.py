@@ -107,3 +107,25 @@ def test_flatten_unflatten():
     with pytest.raises(RuntimeError, match=r"unflatten: Provided sizes \[2, 4\] don't multiply "
                                            r"up to the size of dim 1 \(6\)"):
         nn.Unflatten(1, (2, 4))(ember.randn(2, 6))
+
+
+@pytest.mark.parametrize("shape, with_bias, name", [
+    ((2, 3), True, "AddmmBackward0"), ((2, 3), False, "MmBackward0"),
+    ((5, 2, 3), True, "ViewBackward0"), ((5, 2, 3), False, "UnsafeViewBackward0"),
+    ((3,), True, "ViewBackward0"), ((3,), False, "SqueezeBackward4")])
+def test_linear_names_its_backward_as_pytorch(shape, with_bias, name):
+    w = ember.randn(4, 3, requires_grad=True)
+    b = ember.randn(4, requires_grad=True) if with_bias else None
+    out = ember.nn.functional.linear(ember.randn(*shape), w, b)
+    assert out.grad_fn.name() == name
+    out.sum().backward()
+    assert w.grad.shape == (4, 3)
+
+
+@pytest.mark.parametrize("a, b, name", [
+    ((3,), (3,), "DotBackward0"), ((2, 3), (3,), "MvBackward0"), ((3,), (3, 2), "SqueezeBackward4"),
+    ((2, 3), (3, 2), "MmBackward0"), ((5, 2, 3), (3, 2), "UnsafeViewBackward0"),
+    ((2, 3), (5, 3, 2), "CloneBackward0")])
+def test_matmul_names_its_backward_as_pytorch(a, b, name):
+    x, y = ember.randn(*a, requires_grad=True), ember.randn(*b)
+    assert (x @ y).grad_fn.name() == name

@@ -79,7 +79,7 @@ def meta_call(op, inputs, params, out=None):
                         for x in flat)
     if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
         node = _record(op, flat, lengths, params, outputs)
-        node.__class__ = _meta_node_class(op)
+        node.__class__ = _meta_node_class(type(node))
     if out is not None:
         return _write_out(op, out, outputs, requires_grad)
     if op.namedtuple is not None:
@@ -126,16 +126,15 @@ class MetaBackward:
                 for meta in self._in_meta]
 
 
-def _meta_node_class(op):
-    """``op``'s backward node class (its PyTorch name) with ``MetaBackward``'s apply."""
-    cls = _META_NODES.get(op.name)
+def _meta_node_class(base):
+    """Backward node class ``base`` (its PyTorch name) with ``MetaBackward``'s apply."""
+    cls = _META_NODES.get(base)
     if cls is None:
-        base = op.node_class
-        cls = _META_NODES[op.name] = type(base.__name__, (MetaBackward, base), {"__slots__": ()})
+        cls = _META_NODES[base] = type(base.__name__, (MetaBackward, base), {"__slots__": ()})
     return cls
 
 
-_META_NODES = {}
+_META_NODES = {}                # node class -> its meta counterpart
 
 
 def _matmul(a, b):

@@ -102,6 +102,7 @@ class Op:
         self.node_class = type(grad_fn_name or _grad_fn_name(node_name.replace(".", "_")),
                                (OpNode,),
                                {"__slots__": (), "op": self})
+        self.node_names = None          # inputs -> node name, for ops PyTorch names by case
         self.function = _generate(self, "function")
         self.method_name = (self.short_name if method is True else method) or None
         self.inplace = inplace
@@ -134,6 +135,22 @@ class Op:
                             f"have none")
         self.vjp = fn
         return fn
+
+    def named_by(self, fn):
+        """Name a one-output op's backward nodes per call: ``fn(flat inputs)`` returns the
+        name PyTorch's node would have (``linear`` is AddmmBackward0 on a matrix with a bias,
+        MmBackward0 without); returns ``fn``."""
+        self.node_names = fn
+        self._node_classes = {}
+        return fn
+
+    def node_class_for(self, flat):
+        """The backward node class of a call on ``flat`` (see ``named_by``)."""
+        name = self.node_names(flat)
+        cls = self._node_classes.get(name)
+        if cls is None:
+            cls = self._node_classes[name] = type(name, (OpNode,), {"__slots__": (), "op": self})
+        return cls
 
     def inplace_variant(self, fn):
         """Register a forward ``fn(xp, dst, *arrays, *params)`` that writes into ``dst``."""
@@ -497,8 +514,8 @@ def _record(op, flat, lengths, params, outputs):
         if op.needs_output:
             vc = outputs._shared_version()
             saved_out = ((outputs._data,), vc, vc.value)
-        node = op.node_class(tuple(edges), (saved, lengths), versions, params, in_meta,
-                             saved_out)
+        node_class = op.node_class if op.node_names is None else op.node_class_for(flat)
+        node = node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
         if outputs._data.dtype.kind in _DIFFERENTIABLE_KINDS:
             outputs._grad_fn = node
     if SAVED_HOOKS_ACTIVE[0]:

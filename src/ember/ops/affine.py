@@ -73,6 +73,16 @@ def linear(xp, x, w, b):
     return out.astype(dtype) if out.dtype != dtype else out
 
 
+@linear.named_by
+def _(flat):
+    x, bias = flat[0], flat[2]      # PyTorch computes it by addmm or mm, then a view
+    if x.ndim == 2:
+        return "AddmmBackward0" if bias is not None else "MmBackward0"
+    if bias is not None:
+        return "ViewBackward0"
+    return "SqueezeBackward4" if x.ndim == 1 else "UnsafeViewBackward0"
+
+
 def _expand_message(have, target):
     if len(have) > len(target):
         return (f"The expanded size of the tensor ({len(target)}) must be greater or equal to "

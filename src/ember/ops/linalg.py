@@ -213,6 +213,15 @@ def matmul(xp, a, b):
     return matrix_product(xp, a, b)
 
 
+@matmul.named_by
+def _(flat):
+    da, db = flat[0].ndim, flat[1].ndim     # the op PyTorch's matmul computes it by
+    if da <= 2 and db <= 2:
+        return {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4",
+                (2, 2): "MmBackward0"}[da, db]
+    return "CloneBackward0" if da == 2 else "UnsafeViewBackward0"
+
+
 @matmul.derivative
 def _(grad, a, b):
     if a.ndim == 1 and b.ndim == 1:
