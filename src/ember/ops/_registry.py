@@ -137,16 +137,17 @@ class Op:
         return fn
 
     def named_by(self, fn):
-        """Name a one-output op's backward nodes per call: ``fn(flat inputs)`` returns the
-        name PyTorch's node would have (``linear`` is AddmmBackward0 on a matrix with a bias,
-        MmBackward0 without); returns ``fn``."""
+        """Name an op's backward nodes per call: ``fn(flat inputs, params)``
+        returns the name PyTorch's node would have (``linear`` is AddmmBackward0 on a matrix
+        with a bias, MmBackward0 without; ``sum`` over dims is SumBackward1); returns
+        ``fn``."""
         self.node_names = fn
         self._node_classes = {}
         return fn
 
-    def node_class_for(self, flat):
-        """The backward node class of a call on ``flat`` (see ``named_by``)."""
-        name = self.node_names(flat)
+    def node_class_for(self, flat, params):
+        """The backward node class of a call (see ``named_by``)."""
+        name = self.node_names(flat, params)
         cls = self._node_classes.get(name)
         if cls is None:
             cls = self._node_classes[name] = type(name, (OpNode,), {"__slots__": (), "op": self})
@@ -507,14 +508,15 @@ def _record(op, flat, lengths, params, outputs):
                 saved.append(x)
                 edges.append(_NO_EDGE)
                 in_meta.append(None)
+    node_class = op.node_class if op.node_names is None else op.node_class_for(flat, params)
     if type(outputs) is tuple:
-        node = _record_outputs(op, edges, saved, lengths, versions, params, in_meta, outputs)
+        node = _record_outputs(node_class, op, edges, saved, lengths, versions, params,
+                               in_meta, outputs)
     else:
         saved_out = None
         if op.needs_output:
             vc = outputs._shared_version()
             saved_out = ((outputs._data,), vc, vc.value)
-        node_class = op.node_class if op.node_names is None else op.node_class_for(flat)
         node = node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
         if outputs._data.dtype.kind in _DIFFERENTIABLE_KINDS:
             outputs._grad_fn = node
@@ -525,7 +527,8 @@ def _record(op, flat, lengths, params, outputs):
     return node
 
 
-def _record_outputs(op, edges, saved, lengths, versions, params, in_meta, outputs):
+def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_meta,
+                    outputs):
     saved_out = None
     if op.needs_output:             # (arrays, counters, versions): None for outputs not kept
         kept, n = op.saved_outputs, len(outputs)
@@ -534,7 +537,7 @@ def _record_outputs(op, edges, saved, lengths, versions, params, in_meta, output
         saved_out = (tuple(None if vc is None else o._data
                            for o, vc in zip(outputs, counters)),
                      counters, tuple(None if vc is None else vc.value for vc in counters))
-    node = op.node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
+    node = node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
     node.n_outputs = len(outputs)
     node._out_meta = tuple((o.shape, o.dtype, o.device) for o in outputs)
     for nr, o in enumerate(outputs):

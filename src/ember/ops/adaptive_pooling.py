@@ -116,8 +116,16 @@ def _max_op(nd, name, namespace):
 
 
 adaptive_avg_pool1d = _avg_op(1, None)
-_avg_op(2, "nn.functional")
-_avg_op(3, "nn.functional")
+for _avg in (adaptive_avg_pool1d, _avg_op(2, "nn.functional"), _avg_op(3, "nn.functional")):
+    _avg.named_by(lambda flat, params, _base=_avg.node_class.__name__:
+                  _base if _pooled_to(params[0]) != 1 else
+                  "SqueezeBackward1" if _base.endswith("1DBackward0") else "MeanBackward1")
+
+
+def _pooled_to(output_size):
+    """1 when every output size is 1 (PyTorch then takes a mean), else None."""
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,)
+    return 1 if all(s == 1 for s in sizes) else None
 adaptive_max_pool1d = _max_op(1, "adaptive_max_pool1d", None)
 _max_op(2, "adaptive_max_pool2d_with_indices", "nn.functional")
 _max_op(3, "adaptive_max_pool3d_with_indices", "nn.functional")

@@ -3,6 +3,7 @@
 import numpy as np
 
 from ember import _dtype as D
+from ember._tensor import Tensor
 from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary
 from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy
@@ -260,6 +261,23 @@ def _scalar_log(a, like):
 
 pow = binary("pow(input, exponent)", _pow, _pow_grad,
              doc="``input`` raised to the power ``exponent``, elementwise.", promote=BINARY)
+
+
+@sub.named_by
+def _(flat, params):
+    return "SubBackward0" if isinstance(flat[0], Tensor) else "RsubBackward1"
+
+
+@rsub.named_by
+def _(flat, params):
+    return "RsubBackward0" if isinstance(flat[1], Tensor) else "RsubBackward1"
+
+
+@pow.named_by
+def _(flat, params):                    # PyTorch's overloads: Tensor_Scalar, Tensor_Tensor, Scalar
+    if not isinstance(flat[0], Tensor):
+        return "PowBackward2"
+    return "PowBackward1" if isinstance(flat[1], Tensor) else "PowBackward0"
 
 
 # --- unary sign-like ops ----------------------------------------------------------------------

@@ -237,6 +237,9 @@ def chunk(xp, x, chunks, dim):
     return _pieces(x, d, _bounds(_split_sizes(n, size, d)))
 
 
+chunk.named_by(lambda flat, params: "SplitBackward0")   # PyTorch splits to chunk
+
+
 @chunk.derivative
 def _(grad, x, chunks, dim):
     return cat(list(_as_tuple(grad)), dim)

@@ -145,6 +145,16 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     return loss.astype(dtype) if dtype in _LOW else loss
 
 
+@cross_entropy.named_by
+def _(flat, params):                    # PyTorch's log_softmax + nll_loss, or its composite
+    x, target, smoothing = flat[0], flat[1], params[-1]
+    if target.is_floating_point():
+        return "DivBackward1" if params[-2] == "mean" else "NegBackward0"
+    if smoothing > 0:
+        return "AddBackward0"
+    return "NllLoss2DBackward0" if x.ndim >= 3 else "NllLossBackward0"
+
+
 def _exp_rows(xp, x):
     """(``exp(x - shift)``, its sums over dim 1, the shift) for (N, C, *d) ``x``.
 

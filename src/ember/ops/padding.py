@@ -138,6 +138,15 @@ def pad(xp, x, pad, mode, value):
     return x
 
 
+@pad.named_by
+def _(flat, params):                    # PyTorch's kernel per mode and padded rank
+    mode, nd = params[1], len(params[0]) // 2
+    if mode == "constant":
+        return "ConstantPadNdBackward0"
+    name = {"reflect": "ReflectionPad", "replicate": "ReplicationPad"}.get(mode)
+    return f"{name}{nd}DBackward0" if name else "PadBackward0"
+
+
 @pad.derivative
 def _(grad, x, pad, mode, value):
     if mode == "constant":

@@ -82,6 +82,15 @@ def mean(xp, x, dim, keepdim, dtype):
     return narrow_to(total / reduced_numel(x.shape, dims), x.dtype)
 
 
+def _over_dims(base):
+    """PyTorch's name for a reduction's node: its overload over dims is ``...Backward1``."""
+    return lambda flat, params: base + ("0" if params[0] is None else "1")
+
+
+sum.named_by(_over_dims("SumBackward"))
+mean.named_by(_over_dims("MeanBackward"))
+
+
 @mean.derivative
 def _(grad, x, dim, keepdim, dtype):
     dims = reduction_dims(dim, x.ndim)

@@ -217,6 +217,21 @@ def interpolate(xp, x, size, scale_factor, mode, align_corners, recompute_scale_
     return apply_mats(xp, x, mats)
 
 
+_UPSAMPLE = {"nearest": "Nearest", "nearest-exact": "NearestExact", "linear": "Linear",
+             "bilinear": "Bilinear", "bicubic": "Bicubic", "trilinear": "Trilinear"}
+
+
+@interpolate.named_by
+def _(flat, params):                    # PyTorch's kernel per mode and rank
+    mode, antialias, nd = params[2], params[5], flat[0].ndim - 2
+    if mode == "area":
+        return "SqueezeBackward1" if nd == 1 else f"AdaptiveAvgPool{nd}DBackward0"
+    name = _UPSAMPLE.get(mode)
+    if name is None:
+        return "UpsampleBackward0"
+    return f"Upsample{name}{nd}D{'Aa' if antialias else ''}Backward0"
+
+
 @interpolate.derivative
 def _(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
     out = tuple(grad.shape[2:])

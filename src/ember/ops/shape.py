@@ -223,6 +223,21 @@ def squeeze(xp, x, dim):
     return xp.squeeze(x, axis=dims) if dims else x.view()
 
 
+@reshape.named_by
+def _(flat, params):                    # a view when it can be, else a copy
+    return "ViewBackward0" if flat[0].is_contiguous() else "UnsafeViewBackward0"
+
+
+flatten.named_by(reshape.node_names)
+
+
+@squeeze.named_by
+def _(flat, params):                    # PyTorch's overloads: all dims, one dim, dims
+    dim = params[0]
+    return "SqueezeBackward0" if dim is None else \
+        "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"
+
+
 @squeeze.derivative
 def _(grad, x, dim):
     return grad.reshape(x.shape)

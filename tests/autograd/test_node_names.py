@@ -1,0 +1,45 @@
+"""Backward nodes carry PyTorch's names where PyTorch names them by the call's overload or
+by the kernel it picks (printed as ``grad_fn=<...>`` in every model output)."""
+
+import pytest
+
+import ember
+import ember.nn.functional as F
+
+x = ember.rand(4, 5, requires_grad=True)
+img = ember.rand(1, 2, 5, 5, requires_grad=True)
+seq = ember.rand(1, 2, 5, requires_grad=True)
+labels = ember.tensor([0, 1, 2, 3])
+
+CASES = {
+    "x.sum()": ("SumBackward0", lambda: x.sum()),
+    "x.sum(1)": ("SumBackward1", lambda: x.sum(1)),
+    "x.mean(0)": ("MeanBackward1", lambda: x.mean(0)),
+    "1 - x": ("RsubBackward1", lambda: 1 - x),
+    "x ** x": ("PowBackward1", lambda: x ** x),
+    "2 ** x": ("PowBackward2", lambda: 2 ** x),
+    "x.reshape(20)": ("ViewBackward0", lambda: x.reshape(20)),
+    "x.t().reshape(20)": ("UnsafeViewBackward0", lambda: x.t().reshape(20)),
+    "squeeze(0)": ("SqueezeBackward1", lambda: x.unsqueeze(0).squeeze(0)),
+    "chunk": ("SplitBackward0", lambda: x.chunk(2, 1)[0]),
+    "round(decimals=1)": ("RoundBackward1", lambda: x.round(decimals=1)),
+    "outer": ("MulBackward0", lambda: ember.outer(x[0], x[1])),
+    "adaptive avg to 1": ("MeanBackward1", lambda: F.adaptive_avg_pool2d(img, 1)),
+    "adaptive avg to 2": ("AdaptiveAvgPool2DBackward0", lambda: F.adaptive_avg_pool2d(img, 2)),
+    "nearest": ("UpsampleNearest2DBackward0", lambda: F.interpolate(img, scale_factor=2)),
+    "bilinear aa": ("UpsampleBilinear2DAaBackward0",
+                    lambda: F.interpolate(img, scale_factor=2, mode="bilinear", antialias=True)),
+    "linear 1-D": ("UpsampleLinear1DBackward0",
+                   lambda: F.interpolate(seq, scale_factor=2, mode="linear")),
+    "constant pad": ("ConstantPadNdBackward0", lambda: F.pad(img, (1, 1))),
+    "reflect pad": ("ReflectionPad2DBackward0", lambda: F.pad(img, (1, 1, 1, 1), mode="reflect")),
+    "cross entropy": ("NllLossBackward0", lambda: F.cross_entropy(x, labels)),
+    "smoothed": ("AddBackward0", lambda: F.cross_entropy(x, labels, label_smoothing=0.1)),
+    "soft targets": ("DivBackward1", lambda: F.cross_entropy(x, x.detach().softmax(1))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_node_names_follow_pytorch(case):
+    name, make = CASES[case]
+    assert make().grad_fn.name() == name

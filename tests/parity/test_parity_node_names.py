@@ -1,0 +1,42 @@
+"""Backward node names against PyTorch's, for the ops ember names per overload or kernel."""
+
+import pytest
+
+from tests.autograd.test_node_names import CASES
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.parity
+
+
+def _torch_case(expression):
+    x = torch.rand(4, 5, requires_grad=True)
+    img = torch.rand(1, 2, 5, 5, requires_grad=True)
+    seq = torch.rand(1, 2, 5, requires_grad=True)
+    labels = torch.tensor([0, 1, 2, 3])
+    F = torch.nn.functional
+    return {
+        "x.sum()": lambda: x.sum(), "x.sum(1)": lambda: x.sum(1),
+        "x.mean(0)": lambda: x.mean(0), "1 - x": lambda: 1 - x, "x ** x": lambda: x ** x,
+        "2 ** x": lambda: 2 ** x, "x.reshape(20)": lambda: x.reshape(20),
+        "x.t().reshape(20)": lambda: x.t().reshape(20),
+        "squeeze(0)": lambda: x.unsqueeze(0).squeeze(0), "chunk": lambda: x.chunk(2, 1)[0],
+        "round(decimals=1)": lambda: x.round(decimals=1),
+        "outer": lambda: torch.outer(x[0], x[1]),
+        "adaptive avg to 1": lambda: F.adaptive_avg_pool2d(img, 1),
+        "adaptive avg to 2": lambda: F.adaptive_avg_pool2d(img, 2),
+        "nearest": lambda: F.interpolate(img, scale_factor=2),
+        "bilinear aa": lambda: F.interpolate(img, scale_factor=2, mode="bilinear",
+                                             antialias=True),
+        "linear 1-D": lambda: F.interpolate(seq, scale_factor=2, mode="linear"),
+        "constant pad": lambda: F.pad(img, (1, 1)),
+        "reflect pad": lambda: F.pad(img, (1, 1, 1, 1), mode="reflect"),
+        "cross entropy": lambda: F.cross_entropy(x, labels),
+        "smoothed": lambda: F.cross_entropy(x, labels, label_smoothing=0.1),
+        "soft targets": lambda: F.cross_entropy(x, x.detach().softmax(1)),
+    }[expression]()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_node_names_match_pytorch(case):
+    assert CASES[case][1]().grad_fn.name() == _torch_case(case).grad_fn.name()
+
