@@ -36,6 +36,10 @@ CASES = {
     "cross entropy": ("NllLossBackward0", lambda: F.cross_entropy(x, labels)),
     "smoothed": ("AddBackward0", lambda: F.cross_entropy(x, labels, label_smoothing=0.1)),
     "soft targets": ("DivBackward1", lambda: F.cross_entropy(x, x.detach().softmax(1))),
+    "attention 4-D": ("ScaledDotProductFlashAttentionForCpuBackward0",
+                      lambda: F.scaled_dot_product_attention(img, img, img)),
+    "attention 3-D": ("UnsafeViewBackward0",
+                      lambda: F.scaled_dot_product_attention(seq, seq, seq)),
 }
 
 

@@ -33,6 +33,8 @@ def _torch_case(expression):
         "cross entropy": lambda: F.cross_entropy(x, labels),
         "smoothed": lambda: F.cross_entropy(x, labels, label_smoothing=0.1),
         "soft targets": lambda: F.cross_entropy(x, x.detach().softmax(1)),
+        "attention 4-D": lambda: F.scaled_dot_product_attention(img, img, img),
+        "attention 3-D": lambda: F.scaled_dot_product_attention(seq, seq, seq),
     }[expression]()
 
 

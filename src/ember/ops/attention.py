@@ -186,6 +186,15 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
     return (result, weights) if dropout_p <= 0 else (result, weights, keep)
 
 
+@scaled_dot_product_attention.named_by
+def _(flat, params):                    # PyTorch's CPU kernels: flash for 4-D without dropout
+    q = flat[0]
+    if q.device.type != "cpu":
+        return "ScaledDotProductAttentionBackward0"
+    flash = q.ndim == 4 and not params[0]
+    return "ScaledDotProductFlashAttentionForCpuBackward0" if flash else "UnsafeViewBackward0"
+
+
 @scaled_dot_product_attention.derivative
 def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     grad, grad_weights = grads[0], grads[1]
