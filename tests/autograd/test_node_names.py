@@ -40,6 +40,13 @@ CASES = {
                       lambda: F.scaled_dot_product_attention(img, img, img)),
     "attention 3-D": ("UnsafeViewBackward0",
                       lambda: F.scaled_dot_product_attention(seq, seq, seq)),
+    "mse": ("MseLossBackward0", lambda: F.mse_loss(x, x.detach() * 2)),
+    "mse none": ("MseLossBackward0", lambda: F.mse_loss(x, x.detach(), reduction="none")),
+    "smooth l1": ("SmoothL1LossBackward0", lambda: F.smooth_l1_loss(x, x.detach() * 2)),
+    "huber": ("HuberLossBackward0", lambda: F.huber_loss(x, x.detach() * 2)),
+    "logits": ("BinaryCrossEntropyWithLogitsBackward0",
+               lambda: F.binary_cross_entropy_with_logits(x, x.detach())),
+    "l1": ("MeanBackward0", lambda: F.l1_loss(x, x.detach() * 2)),
 }
 
 

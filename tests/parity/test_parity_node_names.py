@@ -35,6 +35,12 @@ def _torch_case(expression):
         "soft targets": lambda: F.cross_entropy(x, x.detach().softmax(1)),
         "attention 4-D": lambda: F.scaled_dot_product_attention(img, img, img),
         "attention 3-D": lambda: F.scaled_dot_product_attention(seq, seq, seq),
+        "mse": lambda: F.mse_loss(x, x.detach() * 2),
+        "mse none": lambda: F.mse_loss(x, x.detach(), reduction="none"),
+        "smooth l1": lambda: F.smooth_l1_loss(x, x.detach() * 2),
+        "huber": lambda: F.huber_loss(x, x.detach() * 2),
+        "logits": lambda: F.binary_cross_entropy_with_logits(x, x.detach()),
+        "l1": lambda: F.l1_loss(x, x.detach() * 2),
     }[expression]()
 
 

@@ -7,6 +7,7 @@ import warnings
 
 from ember.autograd.grad_mode import no_grad
 from ember.ops._loss_common import reduce_loss, reduction_of, warn_size_mismatch
+from ember.ops._registry import rename_node
 from ember.ops.binary_math import where
 
 __all__ = ["l1_loss", "mse_loss", "huber_loss", "smooth_l1_loss", "soft_margin_loss",
@@ -43,7 +44,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     warn_size_mismatch(input, target)
     reduction = reduction_of(size_average, reduce, reduction)
     _float_only(input, "mse_cpu")
-    return _weighted((input - target).square(), input, weight, reduction)
+    return rename_node(_weighted((input - target).square(), input, weight, reduction),
+                       "MseLossBackward0")
 
 
 def _huber(diff, delta):
@@ -61,11 +63,11 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     loss = _huber(input - target, delta)
-    if weight is None:
-        return reduce_loss(loss, reduction)
-    if weight.shape != input.shape:
-        raise ValueError("Weights and input must have the same size.")
-    return reduce_loss(loss * weight, reduction)
+    if weight is not None:
+        if weight.shape != input.shape:
+            raise ValueError("Weights and input must have the same size.")
+        loss = loss * weight
+    return rename_node(reduce_loss(loss, reduction), "HuberLossBackward0")
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
@@ -75,9 +77,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     _float_only(input, "smooth_l1_cpu")
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    if beta == 0:
-        return reduce_loss((input - target).abs(), reduction)
-    return reduce_loss(_huber(input - target, beta) / beta, reduction)
+    loss = (input - target).abs() if beta == 0 else _huber(input - target, beta) / beta
+    return rename_node(reduce_loss(loss, reduction), "SmoothL1LossBackward0")
 
 
 def softplus_of(x):
@@ -89,7 +90,8 @@ def softplus_of(x):
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """The two-class logistic loss ``log(1 + exp(-target * input))``."""
     reduction = reduction_of(size_average, reduce, reduction)
-    return reduce_loss(softplus_of(-target * input), reduction)
+    return rename_node(reduce_loss(softplus_of(-target * input), reduction),
+                       "SoftMarginLossBackward0")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
@@ -106,7 +108,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * softplus_of(-input)
     if weight is not None:
         loss = loss * weight
-    return reduce_loss(loss, reduction)
+    return rename_node(reduce_loss(loss, reduction), "BinaryCrossEntropyWithLogitsBackward0")
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
