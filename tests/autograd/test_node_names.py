@@ -47,6 +47,21 @@ CASES = {
     "logits": ("BinaryCrossEntropyWithLogitsBackward0",
                lambda: F.binary_cross_entropy_with_logits(x, x.detach())),
     "l1": ("MeanBackward0", lambda: F.l1_loss(x, x.detach() * 2)),
+    "selu": ("EluBackward0", lambda: F.selu(x)),
+    "prelu": ("PreluKernelBackward0", lambda: F.prelu(x, ember.ones(1) * 0.25)),
+    "clamp tensor": ("ClampBackward0", lambda: x.clamp(min=ember.zeros(5))),
+    "clamp number": ("ClampBackward1", lambda: x.clamp(0.2, 0.8)),
+    "scatter value": ("ScatterBackward1", lambda: x.scatter(1, labels[:, None] % 5, 1.0)),
+    "reciprocal": ("MulBackward0", lambda: 1 / x),
+    "im2col": ("Im2ColBackward0", lambda: F.unfold(img, 2)),
+    "tensordot": ("ViewBackward0", lambda: ember.tensordot(x, x, ([1], [1]))),
+    "avg_pool1d": ("SqueezeBackward1", lambda: F.avg_pool1d(seq, 2)),
+    "grid_sample": ("GridSampler2DBackward0",
+                    lambda: F.grid_sample(img, ember.zeros(1, 3, 3, 2), align_corners=False)),
+    "pdist": ("PdistBackward0", lambda: F.pdist(x)),
+    "pairwise": ("NormBackward1", lambda: F.pairwise_distance(x, x.detach())),
+    "multi margin": ("MultiMarginLossBackward0", lambda: F.multi_margin_loss(x, labels)),
+    "frobenius": ("LinalgVectorNormBackward0", lambda: ember.linalg.matrix_norm(x)),
 }
 
 

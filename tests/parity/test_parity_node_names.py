@@ -41,6 +41,20 @@ def _torch_case(expression):
         "huber": lambda: F.huber_loss(x, x.detach() * 2),
         "logits": lambda: F.binary_cross_entropy_with_logits(x, x.detach()),
         "l1": lambda: F.l1_loss(x, x.detach() * 2),
+        "selu": lambda: F.selu(x),
+        "prelu": lambda: F.prelu(x, torch.ones(1) * 0.25),
+        "clamp tensor": lambda: x.clamp(min=torch.zeros(5)),
+        "clamp number": lambda: x.clamp(0.2, 0.8),
+        "scatter value": lambda: x.scatter(1, labels[:, None] % 5, 1.0),
+        "reciprocal": lambda: 1 / x,
+        "im2col": lambda: F.unfold(img, 2),
+        "tensordot": lambda: torch.tensordot(x, x, ([1], [1])),
+        "avg_pool1d": lambda: F.avg_pool1d(seq, 2),
+        "grid_sample": lambda: F.grid_sample(img, torch.zeros(1, 3, 3, 2), align_corners=False),
+        "pdist": lambda: F.pdist(x),
+        "pairwise": lambda: F.pairwise_distance(x, x.detach()),
+        "multi margin": lambda: F.multi_margin_loss(x, labels),
+        "frobenius": lambda: torch.linalg.matrix_norm(x),
     }[expression]()
 
 

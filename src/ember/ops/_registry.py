@@ -136,6 +136,11 @@ class Op:
         self.vjp = fn
         return fn
 
+    def name_nodes(self, name):
+        """Give the op's backward nodes the name PyTorch's have (that of the kernel PyTorch
+        computes the op with: ``selu``'s is EluBackward0)."""
+        self.node_class = type(name, (OpNode,), {"__slots__": (), "op": self})
+
     def named_by(self, fn):
         """Name an op's backward nodes per call: ``fn(flat inputs, params)``
         returns the name PyTorch's node would have (``linear`` is AddmmBackward0 on a matrix

@@ -169,6 +169,9 @@ def prelu(xp, x, w):
     return xp.where(x > 0, x, w * x)
 
 
+prelu.name_nodes("PreluKernelBackward0")
+
+
 @prelu.derivative
 def _(grad, x, weight):
     shape = _prelu_weight_shape(x._data, weight._data)

@@ -50,6 +50,7 @@ def selu(xp, x):
 
 
 selu.derivative(lambda grad, x: _elu_grad(grad, x, _SELU_ALPHA, _SELU_SCALE, 1))
+selu.name_nodes("EluBackward0")          # PyTorch computes selu by elu
 
 
 @act_op("celu(input, alpha=1.0)", method=False, promote=_ELU)

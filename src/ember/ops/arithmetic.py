@@ -280,6 +280,11 @@ def _(flat, params):                    # PyTorch's overloads: Tensor_Scalar, Te
     return "PowBackward1" if isinstance(flat[1], Tensor) else "PowBackward0"
 
 
+@div.named_by
+def _(flat, params):                    # PyTorch multiplies a number by the reciprocal
+    return "DivBackward0" if isinstance(flat[0], Tensor) else "MulBackward0"
+
+
 # --- unary sign-like ops ----------------------------------------------------------------------
 
 neg = unary("neg(input)", lambda xp, x: xp.negative(x), lambda grad, x: -grad,

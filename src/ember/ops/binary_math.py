@@ -274,6 +274,12 @@ def clamp(xp, x, lo, hi):
     return x
 
 
+@clamp.named_by
+def _(flat, params):                    # PyTorch's overloads: Tensor bounds, Scalar bounds
+    return "ClampBackward0" if any(isinstance(b, Tensor) for b in flat[1:]) else \
+        "ClampBackward1"
+
+
 @clamp.derivative
 def _(grad, x, lo, hi):
     # as PyTorch: input gets the gradient where it was kept; a tensor bound where it won

@@ -143,6 +143,9 @@ def _(grad, a, b, dims):
     return grad_a, grad_b
 
 
+_tensordot.name_nodes("ViewBackward0")     # PyTorch reshapes a matrix product
+
+
 def tensordot(a, b, dims=2, out=None):
     """Sums of products over ``dims``: the last ``dims`` dims of ``a`` with the first of
     ``b``, or the two lists of dims given."""
@@ -286,6 +289,9 @@ def _(grad, a, b):
     wide_b = conj_grad(b).reshape(tuple(s for n in sb for s in (1, n)))
     return ((g * wide_b).sum(odd).reshape(a.shape) if a.requires_grad else None,
             (g * wide_a).sum(even).reshape(b.shape) if b.requires_grad else None)
+
+
+kron.name_nodes("UnsafeViewBackward0")     # PyTorch forms kron as a view of a product
 
 
 # --- multi_dot, chain_matmul ------------------------------------------------------------------

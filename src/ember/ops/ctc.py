@@ -158,6 +158,12 @@ def _(grad, lp, targets, input_lengths, target_lengths, blank, reduction, zero_i
                               reduction_name(reduction), zero_infinity), None
 
 
+@ctc_loss.named_by
+def _(flat, params):                    # PyTorch reduces the per-sample losses afterwards
+    reduction = reduction_name(params[3])   # (input_lengths, target_lengths, blank, reduction)
+    return {"mean": "MeanBackward0", "sum": "SumBackward0"}.get(reduction, "CtcLossBackward0")
+
+
 def _beta(xp, lpe, skip, ext_len, in_len):
     """log beta (T, N, L), each sample starting from its own last frame."""
     t_max, n, length = lpe.shape

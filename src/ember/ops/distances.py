@@ -14,7 +14,7 @@ from ember import _dtype as D
 from ember._creation import tensor, zeros
 from ember.ops._reduce import constant
 from ember.ops._promotion import Policy
-from ember.ops._registry import broadcast_message, op
+from ember.ops._registry import broadcast_message, op, rename_node
 from ember.ops.arithmetic import SUB
 from ember.ops.grids import _tensor_arg
 from ember.ops.reduction import norm
@@ -229,7 +229,8 @@ def pdist(input, p=2):
                                       f"'{input.dtype._torch_name}'")
         x = input.float()               # nothing to compute: empty, or all zeros
     rows, cols = _upper_pairs(n, input.device)
-    return cdist(x, x, p, "donot_use_mm_for_euclid_dist")[rows, cols].to(input.dtype)
+    distances = cdist(x, x, p, "donot_use_mm_for_euclid_dist")[rows, cols].to(input.dtype)
+    return rename_node(distances, "PdistBackward0")
 
 
 def _upper_pairs(n, device):

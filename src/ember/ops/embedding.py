@@ -13,7 +13,7 @@ from ember import _dtype as D
 from ember.autograd.grad_mode import no_grad
 from ember.backend import combine_at
 from ember.ops._along import check_range
-from ember.ops._registry import op
+from ember.ops._registry import op, rename_node
 from ember.ops._scalars import int_arg
 
 __all__ = ["embedding", "one_hot"]
@@ -236,7 +236,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
             psw = psw[keep]
     if mode == "max":
         picked = _bag_argmax(rows.detach(), bag, b)
-        return ember.cat([rows, rows.new_zeros((1, d))]).gather(0, picked)
+        out = ember.cat([rows, rows.new_zeros((1, d))]).gather(0, picked)
+        return rename_node(out, "EmbeddingBagBackward0")
     out = weight.new_zeros((b, d))
     if psw is not None:
         rows = rows * psw.unsqueeze(1).to(rows.dtype)
@@ -246,7 +247,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         # the meta device can run it)
         counts = out.new_zeros(b).index_add(0, bag, out.new_ones(bag.shape)).clamp_min(1)
         out = out / counts.unsqueeze(1)
-    return out
+    return rename_node(out, "EmbeddingBagBackward0")
 
 
 # --- one_hot ----------------------------------------------------------------------------------

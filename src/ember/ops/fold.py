@@ -76,6 +76,9 @@ def _(grad, x, kernel_size, dilation, padding, stride):
     return fold(grad, list(x.shape[-2:]), kernel_size, dilation, padding, stride)
 
 
+unfold.name_nodes("Im2ColBackward0")         # PyTorch's kernel names
+
+
 @op("fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1)",
     namespace="nn.functional", saves_inputs=False)
 def fold(xp, x, output_size, kernel_size, dilation, padding, stride):
@@ -114,3 +117,6 @@ def fold(xp, x, output_size, kernel_size, dilation, padding, stride):
 @fold.derivative
 def _(grad, x, output_size, kernel_size, dilation, padding, stride):
     return unfold(grad, kernel_size, dilation, padding, stride)
+
+
+fold.name_nodes("Col2ImBackward0")

@@ -9,6 +9,8 @@ import warnings
 
 import numpy as np
 
+from ember.ops._registry import rename_node
+
 __all__ = ["grid_sample", "affine_grid"]
 
 _DEFAULT_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
@@ -118,6 +120,11 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if align_corners is None:
         warnings.warn(_DEFAULT_WARNING, stacklevel=2)
         align_corners = False
+    return rename_node(_sampled(input, grid, mode, padding_mode, align_corners),
+                       f"GridSampler{input.ndim - 2}DBackward0")
+
+
+def _sampled(input, grid, mode, padding_mode, align_corners):
     sizes = tuple(input.shape[2:])
     nd = len(sizes)
     raw = [_unnormalize(grid[..., nd - 1 - d], sizes[d], align_corners) for d in range(nd)]
@@ -196,7 +203,8 @@ def affine_grid(theta, size, align_corners=None):
     axes = np.meshgrid(*[_base_coords(n, align_corners) for n in spatial], indexing="ij")
     base = np.stack(list(axes[::-1]) + [np.ones(spatial)], axis=-1).reshape(1, -1, nd + 1)
     base = ember.tensor(base, dtype=theta.dtype)
-    return (base @ theta.transpose(1, 2)).reshape((size[0],) + spatial + (nd,))
+    return rename_node((base @ theta.transpose(1, 2)).reshape((size[0],) + spatial + (nd,)),
+                       "AffineGridGeneratorBackward0")
 
 
 FUNCTIONAL = {"grid_sample": grid_sample, "affine_grid": affine_grid}

@@ -4,6 +4,7 @@ losses."""
 
 from ember._tensor import _make
 from ember.backend import xp_of
+from ember.ops._registry import rename_node
 from ember.ops._loss_common import reduce_loss, reduction_of
 from ember.ops.binary_math import where
 from ember.ops.loss_pointwise import softplus_of
@@ -95,7 +96,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         margins = margins * weight[y]
     others = _make(xp_of(y._data).arange(c) != y._data)        # the target's own term is 0
     loss = where(others, margins, 0.0).sum(1) / c
-    return reduce_loss(loss if input.ndim == 2 else loss.reshape(()), reduction)
+    return rename_node(reduce_loss(loss if input.ndim == 2 else loss.reshape(()), reduction),
+                       "MultiMarginLossBackward0")
 
 
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):

@@ -5,6 +5,7 @@ pairwise_distance."""
 import math
 
 import ember
+from ember.ops._registry import rename_node
 from ember.autograd.grad_mode import no_grad
 from ember.ops.normalization import _fused_rms_norm, native_batch_norm
 
@@ -103,7 +104,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     diff = x1 - x2 + eps
     if dim < 0:
         return diff.abs() if p != 0 else (diff != 0).to(diff.dtype)
-    return ember.linalg.vector_norm(diff, p, dim, keepdim)
+    return rename_node(ember.linalg.vector_norm(diff, p, dim, keepdim), "NormBackward1")
 
 
 def pdist(input, p=2):

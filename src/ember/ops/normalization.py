@@ -476,6 +476,9 @@ def _(grads, x, w, normalized_shape, eps, *, out):
     return gx, gw
 
 
+_fused_rms_norm.name_nodes("MulBackward0")  # PyTorch's CPU rms_norm is a composite
+
+
 def _check_group_norm(x, w, b, c, group):
     if group <= 0 or c % group:
         raise RuntimeError(f"Expected number of channels in input to be divisible by "

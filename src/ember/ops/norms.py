@@ -155,6 +155,11 @@ def matrix_norm(xp, a, ord, dim, keepdim, dtype):
     return matrix_norm_forward(xp, a, ord, dim, keepdim, dtype)
 
 
+@matrix_norm.named_by
+def _(flat, params):                    # PyTorch takes the Frobenius norm as a vector norm
+    return "LinalgVectorNormBackward0" if params[0] == "fro" else "LinalgMatrixNormBackward0"
+
+
 @matrix_norm.derivative
 def _(grad, a, ord, dim, keepdim, dtype, *, out):
     return matrix_norm_grad(grad, a, ord, dim, keepdim, dtype, out)

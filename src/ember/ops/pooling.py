@@ -160,9 +160,11 @@ def _avg_pool_op(nd, namespace):
 
 
 max_pool1d_with_indices = _max_pool_op(1, None)
+max_pool1d_with_indices.name_nodes("SqueezeBackward1")     # PyTorch pools 1-D inputs as 2-D
 _max_pool_op(2, "nn.functional")
 _max_pool_op(3, "nn.functional")
 avg_pool1d = _avg_pool_op(1, None)
+avg_pool1d.name_nodes("SqueezeBackward1")
 _avg_pool_op(2, "nn.functional")
 _avg_pool_op(3, "nn.functional")
 

@@ -177,6 +177,11 @@ def scatter(xp, x, index, src, dim, value, reduce):
     return out_of_place(_write_scatter)(xp, x, index, src, dim, value, reduce)
 
 
+@scatter.named_by
+def _(flat, params):                    # PyTorch's overloads: src, value
+    return "ScatterBackward0" if isinstance(flat[2], Tensor) else "ScatterBackward1"
+
+
 scatter.inplace_variant(in_place(_write_scatter))
 
 

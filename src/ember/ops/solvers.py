@@ -205,6 +205,9 @@ def solve(xp, a, b, left):
     return x
 
 
+solve.name_nodes("LinalgSolveExBackward0")   # PyTorch solves by solve_ex
+
+
 solve.derivative(_solve_grad)
 
 
