@@ -376,14 +376,15 @@ class AccumulateGrad(Node):
 
 def accumulate(var, grad):
     """Add ``grad`` into ``var.grad`` (out of place while building a graph for it)."""
-    from ember._tensor import _make
+    from ember._tensor import Tensor, _make
+    plain = type(grad) is Tensor        # not a sparse gradient (Embedding(sparse=True)'s)
     if var._grad is None:
-        if _GRAD.grad_enabled or grad.is_sparse:
+        if _GRAD.grad_enabled or not plain:
             var._grad = grad if grad._grad_fn is not None else grad.detach().clone()
         else:
             var._grad = _make(grad._data.copy())
-    elif _GRAD.grad_enabled or var._grad.requires_grad or grad.is_sparse \
-            or var._grad.is_sparse:
+    elif _GRAD.grad_enabled or var._grad.requires_grad or not plain \
+            or type(var._grad) is not Tensor:
         var._grad = var._grad + grad
     else:
         var._grad._data += grad._data
