@@ -142,7 +142,7 @@ class Op:
         self.node_class = type(name, (OpNode,), {"__slots__": (), "op": self})
 
     def named_by(self, fn):
-        """Name an op's backward nodes per call: ``fn(flat inputs, params)``
+        """Name an op's backward nodes per call: ``fn(flat inputs, params, outputs)``
         returns the name PyTorch's node would have (``linear`` is AddmmBackward0 on a matrix
         with a bias, MmBackward0 without; ``sum`` over dims is SumBackward1); returns
         ``fn``."""
@@ -150,9 +150,9 @@ class Op:
         self._node_classes = {}
         return fn
 
-    def node_class_for(self, flat, params):
+    def node_class_for(self, flat, params, outputs):
         """The backward node class of a call (see ``named_by``)."""
-        name = self.node_names(flat, params)
+        name = self.node_names(flat, params, outputs)
         cls = self._node_classes.get(name)
         if cls is None:
             cls = self._node_classes[name] = type(name, (OpNode,), {"__slots__": (), "op": self})
@@ -529,7 +529,9 @@ def _record(op, flat, lengths, params, outputs):
                 saved.append(x)
                 edges.append(_NO_EDGE)
                 in_meta.append(None)
-    node_class = op.node_class if op.node_names is None else op.node_class_for(flat, params)
+    node_class = op.node_class
+    if op.node_names is not None:
+        node_class = op.node_class_for(flat, params, outputs)
     if type(outputs) is tuple:
         node = _record_outputs(node_class, op, edges, saved, lengths, versions, params,
                                in_meta, outputs)

@@ -117,7 +117,7 @@ def _max_op(nd, name, namespace):
 
 adaptive_avg_pool1d = _avg_op(1, None)
 for _avg in (adaptive_avg_pool1d, _avg_op(2, "nn.functional"), _avg_op(3, "nn.functional")):
-    _avg.named_by(lambda flat, params, _base=_avg.node_class.__name__:
+    _avg.named_by(lambda flat, params, out, _base=_avg.node_class.__name__:
                   _base if _pooled_to(params[0]) != 1 else
                   "SqueezeBackward1" if _base.endswith("1DBackward0") else "MeanBackward1")
 

@@ -74,7 +74,7 @@ def linear(xp, x, w, b):
 
 
 @linear.named_by
-def _(flat, params):
+def _(flat, params, out):
     x, bias = flat[0], flat[2]      # PyTorch computes it by addmm or mm, then a view
     if x.ndim == 2:
         return "AddmmBackward0" if bias is not None else "MmBackward0"

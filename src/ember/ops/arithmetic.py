@@ -264,24 +264,24 @@ pow = binary("pow(input, exponent)", _pow, _pow_grad,
 
 
 @sub.named_by
-def _(flat, params):
+def _(flat, params, out):
     return "SubBackward0" if isinstance(flat[0], Tensor) else "RsubBackward1"
 
 
 @rsub.named_by
-def _(flat, params):
+def _(flat, params, out):
     return "RsubBackward0" if isinstance(flat[1], Tensor) else "RsubBackward1"
 
 
 @pow.named_by
-def _(flat, params):                    # PyTorch's overloads: Tensor_Scalar, Tensor_Tensor, Scalar
+def _(flat, params, out):           # PyTorch's overloads: Tensor_Scalar, Tensor_Tensor, Scalar
     if not isinstance(flat[0], Tensor):
         return "PowBackward2"
     return "PowBackward1" if isinstance(flat[1], Tensor) else "PowBackward0"
 
 
 @div.named_by
-def _(flat, params):                    # PyTorch multiplies a number by the reciprocal
+def _(flat, params, out):                    # PyTorch multiplies a number by the reciprocal
     return "DivBackward0" if isinstance(flat[0], Tensor) else "MulBackward0"
 
 

@@ -187,7 +187,7 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
 
 
 @scaled_dot_product_attention.named_by
-def _(flat, params):                    # PyTorch's CPU kernels: flash for 4-D without dropout
+def _(flat, params, out):                    # PyTorch's CPU kernels: flash for 4-D without dropout
     q = flat[0]
     if q.device.type != "cpu":
         return "ScaledDotProductAttentionBackward0"

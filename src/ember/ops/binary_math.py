@@ -275,7 +275,7 @@ def clamp(xp, x, lo, hi):
 
 
 @clamp.named_by
-def _(flat, params):                    # PyTorch's overloads: Tensor bounds, Scalar bounds
+def _(flat, params, out):                    # PyTorch's overloads: Tensor bounds, Scalar bounds
     return "ClampBackward0" if any(isinstance(b, Tensor) for b in flat[1:]) else \
         "ClampBackward1"
 

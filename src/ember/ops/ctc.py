@@ -159,7 +159,7 @@ def _(grad, lp, targets, input_lengths, target_lengths, blank, reduction, zero_i
 
 
 @ctc_loss.named_by
-def _(flat, params):                    # PyTorch reduces the per-sample losses afterwards
+def _(flat, params, out):                    # PyTorch reduces the per-sample losses afterwards
     reduction = reduction_name(params[3])   # (input_lengths, target_lengths, blank, reduction)
     return {"mean": "MeanBackward0", "sum": "SumBackward0"}.get(reduction, "CtcLossBackward0")
 

@@ -237,7 +237,7 @@ def chunk(xp, x, chunks, dim):
     return _pieces(x, d, _bounds(_split_sizes(n, size, d)))
 
 
-chunk.named_by(lambda flat, params: "SplitBackward0")   # PyTorch splits to chunk
+chunk.name_nodes("SplitBackward0")     # PyTorch splits to chunk
 
 
 @chunk.derivative

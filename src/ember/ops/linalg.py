@@ -166,7 +166,7 @@ def _outer(xp, a, b):
 
 
 outer = op("outer(input, vec2)", inputs=2, promote=BINARY, scalars=False)(_outer)
-outer.named_by(lambda flat, params: "MulBackward0")     # PyTorch multiplies to outer
+outer.name_nodes("MulBackward0")       # PyTorch multiplies to outer
 
 
 @outer.derivative
@@ -215,7 +215,7 @@ def matmul(xp, a, b):
 
 
 @matmul.named_by
-def _(flat, params):
+def _(flat, params, out):
     da, db = flat[0].ndim, flat[1].ndim     # the op PyTorch's matmul computes it by
     if da <= 2 and db <= 2:
         return {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4",

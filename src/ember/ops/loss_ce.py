@@ -146,7 +146,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
 
 
 @cross_entropy.named_by
-def _(flat, params):                    # PyTorch's log_softmax + nll_loss, or its composite
+def _(flat, params, out):                    # PyTorch's log_softmax + nll_loss, or its composite
     x, target, smoothing = flat[0], flat[1], params[-1]
     if target.is_floating_point():
         return "DivBackward1" if params[-2] == "mean" else "NegBackward0"

@@ -156,7 +156,7 @@ def matrix_norm(xp, a, ord, dim, keepdim, dtype):
 
 
 @matrix_norm.named_by
-def _(flat, params):                    # PyTorch takes the Frobenius norm as a vector norm
+def _(flat, params, out):                    # PyTorch takes the Frobenius norm as a vector norm
     return "LinalgVectorNormBackward0" if params[0] == "fro" else "LinalgMatrixNormBackward0"
 
 

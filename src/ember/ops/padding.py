@@ -139,7 +139,7 @@ def pad(xp, x, pad, mode, value):
 
 
 @pad.named_by
-def _(flat, params):                    # PyTorch's kernel per mode and padded rank
+def _(flat, params, out):                    # PyTorch's kernel per mode and padded rank
     mode, nd = params[1], len(params[0]) // 2
     if mode == "constant":
         return "ConstantPadNdBackward0"

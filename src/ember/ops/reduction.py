@@ -84,7 +84,7 @@ def mean(xp, x, dim, keepdim, dtype):
 
 def _over_dims(base):
     """PyTorch's name for a reduction's node: its overload over dims is ``...Backward1``."""
-    return lambda flat, params: base + ("0" if params[0] is None else "1")
+    return lambda flat, params, out: base + ("0" if params[0] is None else "1")
 
 
 sum.named_by(_over_dims("SumBackward"))

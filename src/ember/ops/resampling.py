@@ -222,7 +222,7 @@ _UPSAMPLE = {"nearest": "Nearest", "nearest-exact": "NearestExact", "linear": "L
 
 
 @interpolate.named_by
-def _(flat, params):                    # PyTorch's kernel per mode and rank
+def _(flat, params, out):                    # PyTorch's kernel per mode and rank
     mode, antialias, nd = params[2], params[5], flat[0].ndim - 2
     if mode == "area":
         return "SqueezeBackward1" if nd == 1 else f"AdaptiveAvgPool{nd}DBackward0"

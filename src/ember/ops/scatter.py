@@ -178,7 +178,7 @@ def scatter(xp, x, index, src, dim, value, reduce):
 
 
 @scatter.named_by
-def _(flat, params):                    # PyTorch's overloads: src, value
+def _(flat, params, out):                    # PyTorch's overloads: src, value
     return "ScatterBackward0" if isinstance(flat[2], Tensor) else "ScatterBackward1"
 
 

@@ -224,15 +224,15 @@ def squeeze(xp, x, dim):
 
 
 @reshape.named_by
-def _(flat, params):                    # a view when it can be, else a copy
-    return "ViewBackward0" if flat[0].is_contiguous() else "UnsafeViewBackward0"
+def _(flat, params, out):               # a view when it can be, else a copy
+    return "ViewBackward0" if out._view is not None else "UnsafeViewBackward0"
 
 
 flatten.named_by(reshape.node_names)
 
 
 @squeeze.named_by
-def _(flat, params):                    # PyTorch's overloads: all dims, one dim, dims
+def _(flat, params, out):                    # PyTorch's overloads: all dims, one dim, dims
     dim = params[0]
     return "SqueezeBackward0" if dim is None else \
         "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"

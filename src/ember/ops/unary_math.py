@@ -277,7 +277,7 @@ round = unary("round(input, *, decimals=0)", _round, lambda grad, x, decimals: g
               promote=ROUNDING, saves_inputs=False, scalars=False)
 
 
-round.named_by(lambda flat, params: "RoundBackward1" if params[0] else "RoundBackward0")
+round.named_by(lambda flat, params, out: "RoundBackward1" if params[0] else "RoundBackward0")
 
 
 # --- float classification and nan_to_num ------------------------------------------------------
