@@ -152,7 +152,8 @@ def test_module_on_meta_then_real_memory():
         nn.init.orthogonal_(ember.empty(64, 64))
     assert all(p.is_meta for p in big.parameters())
     small = nn.Linear(4, 3, device="meta")
-    copy.deepcopy(small).to_empty(device="cpu")
+    copied = copy.deepcopy(small).to_empty(device="cpu")
+    assert copied.weight.device.type == "cpu" and small.weight.is_meta
     moved = small.to_empty(device="cpu")
     assert moved is small and small.weight.device.type == "cpu"
     assert isinstance(small.weight, nn.Parameter) and small.weight.shape == (3, 4)

@@ -23,7 +23,6 @@ class MetaArray:
     __slots__ = ("shape", "dtype")
 
     base = None                 # owns no memory, views none
-    device = "meta"
     flags = types.SimpleNamespace(c_contiguous=True, f_contiguous=False, writeable=True,
                                   owndata=True)     # laid out as a fresh row-major array
 
