@@ -5,8 +5,8 @@ from ember._tensor import Tensor
 
 __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel",
            "result_type", "set_printoptions", "get_printoptions", "strided", "typename",
-           "is_signed", "get_device", "detach", "is_conj", "is_neg", "resolve_conj",
-           "resolve_neg", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+           "is_signed", "get_device", "detach", "is_inference", "is_conj", "is_neg",
+           "resolve_conj", "resolve_neg", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
            "set_anomaly_enabled", "set_warn_always", "is_warn_always_enabled", "layout",
            "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
            "get_device_module", "is_storage", "get_num_interop_threads",
@@ -58,6 +58,11 @@ def is_nonzero(input):
                            if input.numel() else
                            "Boolean value of Tensor with no values is ambiguous")
     return bool(input.item())
+
+
+def is_inference(input):
+    """Whether the tensor was made in inference mode (or is a view of one that was)."""
+    return input.is_inference()
 
 
 def numel(input):

@@ -8,6 +8,9 @@ import weakref
 import numpy as np
 
 from ember import _dtype
+from ember import _inference
+from ember._inference import ACTIVE as _INFERENCE_ACTIVE
+from ember._inference import mark as _mark_inference
 from ember.backend import device_of, host_array
 from ember.backend.meta import MetaArray
 
@@ -142,6 +145,10 @@ class Tensor:
     @property
     def is_meta(self):
         return type(self._data) is MetaArray
+
+    def is_inference(self):
+        """Whether this tensor was made in inference mode (or is a view of one that was)."""
+        return _inference.is_inference(self)
 
     # kinds of tensor ember does not have (sparse, quantized, nested, MPS, ...): the checks
     # PyTorch programs make answer no
@@ -451,6 +458,8 @@ class Tensor:
         if flag and self.dtype.category < _dtype.FLOATING:
             raise RuntimeError("only Tensors of floating point and complex dtype can require "
                                "gradients")
+        if flag and _inference.MADE[0]:
+            _inference.check_requires_grad(self)
         self._requires_grad = bool(flag)
 
     def requires_grad_(self, requires_grad=True):
@@ -549,6 +558,7 @@ class Tensor:
         # the same memory, but no view for autograd: a weak reference, so that a detached
         # result (a logged loss) does not keep the graph of the tensor it came from alive
         out._meta = {"storage_root": weakref.ref(_storage_root(self))}
+        _inference.inherit(out, self)
         return out
 
     def detach_(self):
@@ -577,6 +587,7 @@ class Tensor:
         out = _make(data._data, cls)
         out._vc = data._shared_version()
         out._meta = {"storage_root": weakref.ref(_storage_root(data))}
+        _inference.inherit(out, data)
         if require_grad:
             out.requires_grad_(True)
         return out
@@ -606,8 +617,9 @@ def _storage_root(t):
     return t
 
 
-def _make(array, cls=Tensor):
-    """Wrap a backend array in a fresh tensor with no autograd history."""
+def _make(array, cls=Tensor, _inference=_INFERENCE_ACTIVE):
+    """Wrap a backend array in a fresh tensor with no autograd history (an inference tensor
+    in inference mode: see _inference.py)."""
     t = _new(cls)
     t._data = array
     t._requires_grad = False
@@ -617,6 +629,8 @@ def _make(array, cls=Tensor):
     t._vc = None
     t._view = None
     t._meta = None
+    if _inference[0]:
+        _mark_inference(t)
     return t
 
 

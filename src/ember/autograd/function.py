@@ -7,6 +7,7 @@ after saving is caught at backward time.
 
 import functools
 
+from ember import _inference
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.forward_ad import STATE as _FORWARD_AD
@@ -233,6 +234,8 @@ def _wrap_outputs(ctx, args, output, record):
                                                    or out.is_complex()):
             out._grad_fn = ctx
             out._output_nr = nr
+    if record and _inference.MADE[0]:
+        _inference.check_saved(ctx._to_save, all_saved=True)
     ctx._saved = tuple((t, t._version if t is not None else 0) for t in ctx._to_save)
     ctx._to_save = ()
     if record and SAVED_HOOKS_ACTIVE[0] and any(t is not None for t, _ in ctx._saved):

@@ -3,6 +3,8 @@
 import functools
 import threading
 
+from ember import _inference
+
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "is_inference_mode_enabled"]
 
@@ -115,8 +117,12 @@ class inference_mode(_Mode):
     def __enter__(self):
         self._prev_inference = STATE.inference
         STATE.inference = self._mode
+        if self._mode:
+            _inference.enter()          # tensors made from now on are inference tensors
         return super().__enter__()
 
     def __exit__(self, *exc):
+        if self._mode:
+            _inference.leave()
         STATE.inference = self._prev_inference
         super().__exit__(*exc)

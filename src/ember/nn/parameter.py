@@ -20,10 +20,10 @@ class Parameter(Tensor):
         if data is None:
             from ember._creation import empty
             data = empty(0)
-        out = _make(data._data, cls)
-        out._vc = data._shared_version()
-        out.requires_grad = requires_grad
-        return out
+        if requires_grad and not (data.is_floating_point() or data.is_complex()):
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        return Tensor._make_subclass(cls, data, requires_grad)
 
     def __init__(self, data=None, requires_grad=True):
         pass

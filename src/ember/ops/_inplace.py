@@ -27,6 +27,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._creation import empty_permuted
+from ember._inference import MADE as INFERENCE_MADE, check_inplace
 from ember._tensor import Tensor, _address, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history
@@ -45,6 +46,8 @@ def call_inplace(op, inputs, params):
     grad_mode = _GRAD.grad_enabled
     if grad_mode:
         _check_leaf(self)
+    if INFERENCE_MADE[0]:
+        check_inplace(self)
     if op.seq_inputs:
         flat, lengths = op.flatten_inputs(inputs)
     else:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._device import CPU
+from ember._inference import MADE as INFERENCE_MADE, check_inplace, check_saved
 from ember._tensor import Tensor, _make
 from ember.amp._state import STATE as _AMP
 from ember.amp.autocast_mode import cast_operands
@@ -501,6 +502,8 @@ def _record(op, flat, lengths, params, outputs):
     edges = []
     in_meta = []            # per input: None, or (shape, NumPy dtype, ...) if it needs a gradient
     if op.saves_inputs:
+        if INFERENCE_MADE[0]:
+            check_saved(flat)
         saved = list(flat)
         versions = []
         for x in flat:
@@ -630,6 +633,8 @@ def _write_out(op, out, outputs, requires_grad):
         if not isinstance(dst, Tensor):
             raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not "
                             f"{type(dst).__name__}")
+        if INFERENCE_MADE[0]:
+            check_inplace(dst)
         if op.out_dtype_error is not None and dst.dtype is not res.dtype:
             from ember.ops._out_dtypes import message
             raise RuntimeError(message(op, res.dtype, dst.dtype))
