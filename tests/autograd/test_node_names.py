@@ -69,3 +69,41 @@ CASES = {
 def test_node_names_follow_pytorch(case):
     name, make = CASES[case]
     assert make().grad_fn.name() == name
+
+
+def layer_outputs(t):
+    """{case: (expected name, a result)} of recurrent layers, cells and einsum, built with
+    library ``t`` (ember, or torch for the parity twin)."""
+    t.manual_seed(0)
+    nn = t.nn
+    seq = t.rand(5, 3, 4)
+    a, b = t.rand(3, 4, requires_grad=True), t.rand(4, 5, requires_grad=True)
+    packed = nn.utils.rnn.pack_padded_sequence(seq, [5, 4, 2])
+    return {
+        "LSTM": ("MkldnnRnnLayerBackward0", lambda: nn.LSTM(4, 6)(seq)[0]),
+        "LSTM float64": ("StackBackward0", lambda: nn.LSTM(4, 6).double()(seq.double())[0]),
+        "LSTM projected": ("StackBackward0", lambda: nn.LSTM(4, 6, proj_size=2)(seq)[0]),
+        "LSTM batch_first": ("TransposeBackward0", lambda: nn.LSTM(4, 6, batch_first=True)(seq)[0]),
+        "GRU": ("StackBackward0", lambda: nn.GRU(4, 6, num_layers=2)(seq)[0]),
+        "GRU batch_first": ("TransposeBackward1", lambda: nn.GRU(4, 6, batch_first=True)(seq)[0]),
+        "RNN bidirectional": ("CatBackward0", lambda: nn.RNN(4, 6, bidirectional=True)(seq)[0]),
+        "h_n": ("StackBackward0", lambda: nn.GRU(4, 6)(seq)[1]),
+        "packed": ("CatBackward0", lambda: nn.LSTM(4, 6)(packed)[0].data),
+        "unbatched": ("SqueezeBackward1", lambda: nn.GRU(4, 6)(seq[:, 0])[0]),
+        "LSTMCell h": ("MulBackward0", lambda: nn.LSTMCell(4, 6)(seq[0])[0]),
+        "GRUCell": ("AddBackward0", lambda: nn.GRUCell(4, 6)(seq[0])),
+        "RNNCell relu": ("ReluBackward0", lambda: nn.RNNCell(4, 6, nonlinearity="relu")(seq[0])),
+        "einsum matmul": ("ViewBackward0", lambda: t.einsum("ij,jk->ik", a, b)),
+        "einsum transpose": ("PermuteBackward0", lambda: t.einsum("ij->ji", a)),
+        "einsum sum": ("SumBackward1", lambda: t.einsum("ij->i", a)),
+        "einsum diagonal": ("PermuteBackward0", lambda: t.einsum("ii->i", a[:, :3])),
+        "einsum product": ("MulBackward0", lambda: t.einsum("ij,ij->ji", a, a)),
+        "einsum outer": ("MulBackward0", lambda: t.einsum("i,j->ij", a[0], b[0])),
+        "einsum chain": ("ViewBackward0", lambda: t.einsum("ij,jk,kl->il", a, b, b.t())),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(layer_outputs(ember)))
+def test_layer_and_einsum_node_names_follow_pytorch(case):
+    name, make = layer_outputs(ember)[case]
+    assert make().grad_fn.name() == name

@@ -2,7 +2,8 @@
 
 import pytest
 
-from tests.autograd.test_node_names import CASES
+import ember
+from tests.autograd.test_node_names import CASES, layer_outputs
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -62,3 +63,9 @@ def _torch_case(expression):
 def test_node_names_match_pytorch(case):
     assert CASES[case][1]().grad_fn.name() == _torch_case(case).grad_fn.name()
 
+
+
+@pytest.mark.parametrize("case", sorted(layer_outputs(ember)))
+def test_layer_and_einsum_node_names_match_pytorch(case):
+    assert layer_outputs(ember)[case][1]().grad_fn.name() == \
+        layer_outputs(torch)[case][1]().grad_fn.name()

@@ -388,6 +388,26 @@ def _einsum(xp, operands, equation):
                 tuple(a.dtype for a in operands)).run(xp, operands)
 
 
+@_einsum.named_by
+def _(operands, params, outputs):
+    equation = params[0]
+    spec = equation if isinstance(equation, Spec) else parse(
+        equation, tuple(t.ndim for t in operands))
+    return _node_name(spec)
+
+
+@functools.lru_cache(maxsize=1024)
+def _node_name(spec):
+    """The name of PyTorch's backward node for an einsum: that of the op its left-to-right
+    evaluation ends with (a sum or permute of one operand; a bmm, whose result is viewed,
+    when the last operand shares a summed label with the earlier ones; else a product)."""
+    output = set(spec.output)
+    if len(spec.inputs) == 1:
+        return "SumBackward1" if set(spec.inputs[0]) - output else "PermuteBackward0"
+    earlier = set().union(*spec.inputs[:-1])
+    return "ViewBackward0" if (earlier & set(spec.inputs[-1])) - output else "MulBackward0"
+
+
 @_einsum.derivative
 def _(grad, operands, equation):
     spec = equation if isinstance(equation, Spec) else parse(

@@ -15,6 +15,7 @@ from ember.amp._state import suspended
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.nn.utils.rnn import PackedSequence
+from ember.ops._registry import rename_node
 from ember.ops.recurrent import rnn_layer
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -190,15 +191,30 @@ class RNNBase(Module):
             if unsorted_indices is not None:
                 h_n = h_n.index_select(1, unsorted_indices)
                 c_n = c_n.index_select(1, unsorted_indices) if c_n is not None else None
-            output = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
+            output = PackedSequence(rename_node(output, "CatBackward0"), batch_sizes,
+                                    sorted_indices, unsorted_indices)
         else:
             output = output.reshape(len(sizes), batch, output.shape[-1])
             if not batched:
                 output, h_n = output.squeeze(1), h_n.squeeze(1)
                 c_n = c_n.squeeze(1) if c_n is not None else None
-            elif self.batch_first:
-                output = output.transpose(0, 1)
+            else:
+                if self.batch_first:
+                    output = output.transpose(0, 1)
+                rename_node(output, self._output_node_name(output.dtype))
         return (output, (h_n, c_n)) if is_lstm else (output, h_n)
+
+    def _output_node_name(self, dtype):
+        """The name of PyTorch's (CPU) backward node for the output of a batched sequence:
+        its oneDNN LSTM kernel's for a float32 LSTM without projections, else that of the
+        op its per-step loop ends with."""
+        if self.batch_first:
+            return "TransposeBackward0" if self.mode == "LSTM" else "TransposeBackward1"
+        if self.bidirectional:
+            return "CatBackward0"
+        if self.mode == "LSTM" and self.proj_size == 0 and dtype is ember.float32:
+            return "MkldnnRnnLayerBackward0"
+        return "StackBackward0"
 
     def _layers(self, x, h0, c0, sizes):
         directions = 2 if self.bidirectional else 1
@@ -382,7 +398,13 @@ def cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh):
     proj = _projection(input, w_ih, b_ih, b_hh if fold_bias else None)
     _, h, c = rnn_layer(proj, states[0], w_hh, states[1] if len(states) > 1 else None,
                         None if fold_bias else b_hh, mode=mode, batch_sizes=(input.shape[0],))
-    return h, c
+    # named as the op PyTorch's cell ends h with (h and c share a node here: an LSTM's c
+    # shows MulBackward0 where PyTorch's shows AddBackward0)
+    return rename_node(h, _CELL_NODE_NAMES[mode]), c
+
+
+_CELL_NODE_NAMES = {"LSTM": "MulBackward0", "GRU": "AddBackward0", "RNN_TANH": "TanhBackward0",
+                    "RNN_RELU": "ReluBackward0"}
 
 
 def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
