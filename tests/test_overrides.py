@@ -1,5 +1,7 @@
 """The __torch_function__ protocol for Tensor subclasses and tensor-like objects."""
 
+import pytest
+
 import ember
 from ember.overrides import _disabled_torch_function_impl
 
@@ -59,3 +61,21 @@ def test_subclass_keeps_autograd():
     (t * 3).sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
 
+
+
+def test_subclass_calls_of_ops_with_parameters_between_their_tensors():
+    """gather(input, dim, index), layer_norm's weight after its shape and index_put_'s values
+    after its indices reach ``__torch_function__`` in a form ``func(*args, **kwargs)`` runs."""
+    class Passing(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    x = ember.arange(6.0).reshape(2, 3).as_subclass(Passing)
+    picked = x.gather(1, ember.tensor([[0], [2]]))
+    assert type(picked) is Passing and picked.tolist() == [[0.0], [5.0]]
+    normed = ember.nn.functional.layer_norm(x, (3,), ember.ones(3) * 2)
+    assert normed[0].tolist() == pytest.approx([-2.44947, 0.0, 2.44947], abs=1e-4)
+    x[0] = 7.0
+    x.index_put_((ember.tensor([1]),), ember.tensor(9.0))
+    assert x.tolist() == [[7.0, 7.0, 7.0], [9.0, 9.0, 9.0]]

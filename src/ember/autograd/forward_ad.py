@@ -275,6 +275,7 @@ def _inplace_op(func):
 def _dispatch(func, types, args, kwargs):
     """An op with a dual operand: the op on the primals, then the outputs' tangents."""
     from ember.overrides import DisableTorchFunctionSubclass
+    from ember.overrides._protocol import op_arguments
     if any(t is not _DualTensor for t in types):
         return NotImplemented           # another subclass unwraps first, then calls us again
     op = getattr(func, "_ember_op", None)
@@ -289,9 +290,9 @@ def _dispatch(func, types, args, kwargs):
                                   f"{getattr(func, '__name__', func)} that does not support it")
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
-    params = tuple(kwargs[n] for n in op.param_names)
+    args, params = op_arguments(op, args, kwargs)
     if inplace:
-        return _inplace(op, list(args), params)
+        return _inplace(op, args, params)
     from ember.ops._registry import call
     with DisableTorchFunctionSubclass():
         result = call(op, args, params, out)

@@ -135,15 +135,34 @@ def handle_op(op, inputs, params, out, inplace=False):
         func = getattr(Tensor, name if name.endswith("_") else name + "_")
     else:
         func = op.function
-    kwargs = dict(zip(op.param_names, params))
+    args, kwargs = tuple(inputs), dict(zip(op.param_names, params))
+    if _params_between_inputs(op):      # index_put_(indices, values): name all but the first
+        kwargs.update(zip(op.input_names[1:], args[1:]))
+        args = args[:1]
     if out is not None:
         kwargs["out"] = out
     for arg in overloaded:
-        result = arg.__torch_function__(func, types, tuple(inputs), kwargs)
+        result = arg.__torch_function__(func, types, args, kwargs)
         if result is not NotImplemented:
             return result
     raise TypeError(f"no implementation found for 'ember.{op.name}' on types that implement "
                     f"__torch_function__: {list(types)}")
+
+
+def op_arguments(op, args, kwargs):
+    """``(inputs, params)`` of a registry op's call as ``handle_op`` offers it (``args``,
+    ``kwargs``): for ember's own overriding types, which run the op's parts themselves."""
+    if len(args) < len(op.input_names):         # inputs after a parameter come by name
+        args = (*args, *(kwargs[n] for n in op.input_names[len(args):] if n in kwargs))
+    return list(args), tuple(kwargs[n] for n in op.param_names)
+
+
+@functools.cache
+def _params_between_inputs(op):
+    """Whether a parameter of ``op`` comes before one of its tensor inputs in its signature,
+    so that the inputs cannot be passed by position alone."""
+    names = tuple(a.arg for a in op._args.args)
+    return names[:len(op.input_names)] != op.input_names
 
 
 def default_torch_function(cls, func, types, args, kwargs):

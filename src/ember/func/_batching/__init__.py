@@ -14,6 +14,7 @@ import warnings
 from ember._tensor import Tensor
 from ember.func._batched import BatchedTensor, is_batched_at, level_size, wrap
 from ember.ops._registry import call
+from ember.overrides._protocol import op_arguments
 
 __all__ = ["RULES", "DECOMPOSE", "rule", "decompose", "dispatch", "inplace_copy"]
 
@@ -51,8 +52,7 @@ def dispatch(func, args, kwargs):
     op = getattr(func, "_ember_op", None)
     if op is None:
         raise TypeError(f"vmap: {getattr(func, '__name__', func)} is not an ember op")
-    params = tuple(kwargs[n] for n in op.param_names)
-    args = list(args)
+    args, params = op_arguments(op, args, kwargs)
     level = max(x._level for x in _flat(op, args) if type(x) is BatchedTensor)
     if func is not op.function:
         return _inplace(op, args, params, level)
