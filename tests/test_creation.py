@@ -39,8 +39,8 @@ def test_tensor_bad_data():
         ember.tensor([[1, 2], [3]])
     with pytest.raises(TypeError):
         ember.tensor(["a"])
-    with pytest.raises(TypeError):
-        ember.tensor([object()])
+    with pytest.raises(RuntimeError, match="^Could not infer dtype of object$"):
+        ember.tensor([object()])            # (a RuntimeError in PyTorch)
 
 
 def test_as_tensor_and_asarray_share_memory():
@@ -66,8 +66,11 @@ def test_factories_accept_size_forms(factory, value):
 
 
 def test_negative_size():
-    with pytest.raises(RuntimeError, match="Trying to create tensor with negative dimension -1"):
-        ember.zeros(2, -1)
+    with pytest.raises(RuntimeError, match=r"^Trying to create tensor with negative dimension "
+                                           r"-1: \[2, -1\]$"):
+        ember.ones(2, -1)
+    with pytest.raises(RuntimeError, match="^zeros: Dimension size must be non-negative.$"):
+        ember.zeros(2, -1)                  # PyTorch words zeros' check its own way
 
 
 def test_full_dtype_follows_fill_value():
@@ -231,3 +234,98 @@ def test_from_numpy_warns_once_for_a_read_only_array(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ember.from_numpy(frozen)                    # suppressed from now on
+
+
+def test_tensor_from_sequences_keeps_numpy_and_tensor_dtypes():
+    # NumPy values and tensors inside a list count with their dtype, Python numbers with
+    # the defaults, all promoted together (as PyTorch infers it)
+    assert ember.tensor([np.float64(1), np.float64(2)]).dtype is ember.float64
+    assert ember.tensor([np.int32(1), np.int32(2)]).dtype is ember.int32
+    assert ember.tensor([np.int32(1), 2]).dtype is ember.int64
+    assert ember.tensor([np.uint8(1), np.int8(2)]).dtype is ember.int16
+    assert ember.tensor([np.float16(1), 1.5]).dtype is ember.float32
+    assert ember.tensor([[1.5], [np.int32(1)]]).tolist() == [[1.5], [1.0]]
+    assert ember.tensor([ember.tensor(1.0, dtype=ember.float64), 2.0]).dtype is ember.float64
+    assert ember.tensor([ember.tensor(1, dtype=ember.int32)] * 2).dtype is ember.int32
+    with pytest.warns(UserWarning, match="list of numpy.ndarrays is extremely slow"):
+        t = ember.tensor([np.ones(2, np.float32), np.zeros(2)])
+    assert t.dtype is ember.float64 and t.tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    assert ember.tensor([1.0, 2.0]).dtype is ember.float32          # plain numbers unchanged
+
+
+def test_numpy_conversion_errors_use_pytorchs_wording():
+    with pytest.raises(TypeError, match=r"^can't convert np.ndarray of type numpy.object_\. "):
+        ember.from_numpy(np.zeros(2, dtype=object))
+    with pytest.raises(ValueError, match=r"a copy of your array  with array\.copy\(\)\.\) $"):
+        ember.from_numpy(np.ones(3)[::-1])
+
+
+def test_complex_data_with_a_bfloat16_default_has_no_complex_dtype():
+    ember.set_default_dtype(ember.bfloat16)
+    try:
+        with pytest.raises(RuntimeError, match="^invalid default scalar type for complex$"):
+            ember.tensor([1j])
+        assert (ember.zeros(1) + 1j).dtype is ember.complex64
+    finally:
+        ember.set_default_dtype(ember.float32)
+
+
+def test_python_numbers_read_into_other_kinds_as_pytorch():
+    # floats into an integral dtype must be numbers within its range (checked before the
+    # truncation); into bool they count as nonzero; complex numbers fit complex dtypes only
+    for value, dtype in [(float("nan"), ember.int64), (float("inf"), ember.int32),
+                         (127.9, ember.int8), (-0.5, ember.uint8), (1e30, ember.int64)]:
+        with pytest.raises(RuntimeError, match=f"^value cannot be converted to type "
+                                               f"{dtype.name} without overflow$"):
+            ember.tensor([value], dtype=dtype)
+    scalar = ember.tensor(2.7, dtype=ember.int64)
+    assert scalar.tolist() == 2 and type(scalar._data) is np.ndarray
+    assert ember.tensor([1.5, -2.5, 0.0], dtype=ember.int16).tolist() == [1, -2, 0]
+    assert ember.tensor([0.5, 0.0, float("nan")], dtype=ember.bool).tolist() == [True, False,
+                                                                              True]
+    assert ember.tensor([], dtype=ember.int64).shape == (0,)
+    with pytest.raises(TypeError, match="^must be real number, not complex$"):
+        ember.tensor([1 + 0j], dtype=ember.float32)
+    with pytest.raises(TypeError, match="^'complex' object cannot be interpreted as an "
+                                        "integer$"):
+        ember.tensor([1 + 0j], dtype=ember.int64)
+    assert ember.tensor([1j, 0j], dtype=ember.bool).tolist() == [True, False]
+    for data, name in [(None, "NoneType"), ([1, None], "NoneType"), ({"a": 1}, "dict")]:
+        with pytest.raises(RuntimeError, match=f"^Could not infer dtype of {name}$"):
+            ember.tensor(data)
+
+
+def test_asarray_without_copies_and_as_tensor_of_arrays():
+    a = np.ones(2, np.float32)
+    with pytest.raises(ValueError, match="^can't alias tensor with dtype 'Float' into dtype "
+                                         "'Double'.$"):
+        ember.asarray(a, dtype=ember.float64, copy=False)
+    with pytest.raises(ValueError, match="^can't alias tensor with dtype 'Float' into dtype "
+                                         "'Int'.$"):
+        ember.asarray(ember.ones(2), dtype=ember.int32, copy=False)
+    with pytest.raises(ValueError, match="^can't alias arbitrary sequence into a tensor.$"):
+        ember.asarray([1.0], copy=False)
+    assert np.shares_memory(ember.asarray(a, copy=False).numpy(), a)
+    with pytest.raises(ValueError, match="At least one stride in the given numpy array is "
+                                         "negative"):
+        ember.as_tensor(np.arange(3)[::-1])
+    assert ember.as_tensor(np.arange(3)[::-1], dtype=ember.float32).tolist() == [2.0, 1.0, 0.0]
+    with pytest.raises(TypeError, match=r"^copy_\(\): argument 'other' \(position 1\) must be "
+                                        r"Tensor, not numpy.ndarray$"):
+        ember.zeros(2).copy_(np.ones(2))
+
+
+def test_dtype_arguments_take_python_types_and_refuse_the_rest():
+    for kind, dtype in [(float, ember.float64), (int, ember.int64), (bool, ember.bool),
+                        (complex, ember.complex128)]:
+        assert ember.ones(2, dtype=kind).dtype is dtype
+        assert ember.tensor([1], dtype=kind).dtype is dtype
+        assert ember.full((1,), 1, dtype=kind).dtype is dtype
+        assert ember.ones(2).to(kind).dtype is dtype
+    assert ember.ones(2).to("cpu", float).dtype is ember.float64
+    with pytest.raises(TypeError, match=r"^tensor\(\): argument 'dtype' must be torch.dtype, "
+                                        r"not type$"):
+        ember.tensor([1], dtype=np.float32)
+    with pytest.raises(TypeError, match=r"^zeros\(\): argument 'dtype' must be torch.dtype, "
+                                        r"not str$"):
+        ember.zeros(2, dtype="float32")

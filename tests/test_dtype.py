@@ -83,9 +83,11 @@ def test_finfo_iinfo():
     i = ember.iinfo(ember.int16)
     assert (i.min, i.max, i.bits) == (-32768, 32767, 16)
     assert ember.iinfo(ember.uint8).max == 255
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^torch.finfo\(\) requires a floating point input "
+                                        r"type. Use torch.iinfo to handle 'torch.finfo'$"):
         ember.finfo(ember.int32)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^torch.iinfo\(\) requires an integer input type. "
+                                        r"Use torch.finfo to handle 'torch.iinfo'$"):
         ember.iinfo(ember.float32)
 
 

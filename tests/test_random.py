@@ -100,6 +100,36 @@ def test_in_place_samplers():
         w.uniform_()
 
 
+def test_multinomial_bad_weights_errors_depend_on_the_kernel_as_pytorch():
+    def message(weights, n, replacement):
+        with pytest.raises(RuntimeError) as info:
+            ember.multinomial(ember.tensor(weights), n, replacement=replacement)
+        return str(info.value)
+    generic = "probability tensor contains either `inf`, `nan` or element < 0"
+    assert message([-1.0, 1.0], 1, True) == generic
+    assert message([-1.0, 1.0], 2, False) == generic
+    assert message([1.0, -1.0], 3, True) == ("invalid multinomial distribution (encountering "
+                                             "probability entry < 0)")
+    assert message([float("nan"), 1.0], 3, True).endswith("entry < 0)")
+    assert message([float("inf"), 1.0], 3, True).endswith("entry = infinity or NaN)")
+
+
+def test_in_place_samplers_refuse_dtypes_pytorch_has_no_kernel_for():
+    cases = [("normal_", (), ember.int64, '"normal_kernel_cpu" not implemented for \'Long\''),
+             ("log_normal_", (), ember.bool, '"log_normal_cpu" not implemented for \'Bool\''),
+             ("log_normal_", (), ember.complex64,
+              '"log_normal_cpu" not implemented for \'ComplexFloat\''),
+             ("geometric_", (0.5,), ember.bool, '"geometric_cpu" not implemented for \'Bool\'')]
+    for name, args, dtype, message in cases:
+        with pytest.raises(NotImplementedError) as info:
+            getattr(ember.empty(3, dtype=dtype), name)(*args)
+        assert str(info.value) == message
+    with pytest.raises(RuntimeError, match="normal expects std >= 0.0"):
+        ember.empty(3, dtype=ember.int64).normal_(0, -1)       # arguments are checked first
+    assert ember.empty(3, dtype=ember.complex64).normal_().dtype == ember.complex64
+    assert ember.empty(50, dtype=ember.int8).geometric_(0.5).numpy().min() >= 1
+
+
 def test_like_samplers():
     x = ember.zeros(2, 3, dtype=ember.float64)
     assert ember.rand_like(x).dtype is ember.float64 and ember.randn_like(x).shape == (2, 3)
@@ -136,3 +166,57 @@ def test_seed_and_state_errors_as_pytorch():
         ember.set_rng_state(ember.zeros(5, dtype=ember.uint8))
     with pytest.raises(TypeError, match="expected a torch.ByteTensor, but got list"):
         ember.Generator().set_state([1, 2])
+
+
+def test_sampler_argument_and_dtype_errors_as_pytorch():
+    cases = [
+        (lambda: ember.rand(2, dtype=ember.int64), NotImplementedError,
+         '"check_uniform_bounds" not implemented for \'Long\''),
+        (lambda: ember.empty(2, dtype=ember.int64).uniform_(), NotImplementedError,
+         '"check_uniform_bounds" not implemented for \'Long\''),
+        (lambda: ember.empty(2).uniform_(2, 1), RuntimeError,
+         "uniform_ expects to return a [from, to) range, but found from=2 > to=1"),
+        (lambda: ember.empty(2).random_(5, 2), RuntimeError,
+         "random_ expects 'from' to be less than 'to', but got from=5 >= to=2"),
+        (lambda: ember.normal(0.0, -1.0, (2,)), RuntimeError,
+         "normal expects std >= 0.0, but found std -1"),
+        (lambda: ember.empty(2).normal_(0, -0.5), RuntimeError,
+         "normal expects std >= 0.0, but found std -0.5"),
+        (lambda: ember.bernoulli(ember.full((2,), 1.5)), RuntimeError,
+         "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error "
+         "message be improved?  If so, please report an enhancement request to PyTorch.)"),
+        (lambda: ember.bernoulli(ember.ones(2, dtype=ember.int64)), NotImplementedError,
+         '"bernoulli_tensor_cpu_p_" not implemented for \'Long\''),
+        (lambda: ember.multinomial(ember.tensor([1, 2]), 1), RuntimeError,
+         "multinomial only supports floating-point dtypes for input, got: Long"),
+        (lambda: ember.empty(2).geometric_(1.0), RuntimeError,
+         "geometric_ expects p to be in (0, 1), but got p=1"),
+        (lambda: ember.empty(2).exponential_(-1), RuntimeError,
+         "exponential_ expects lambda > 0.0, but found lambda=-1"),
+        (lambda: ember.empty(2, dtype=ember.int64).exponential_(), RuntimeError,
+         "Exponential distribution is a continuous probability distribution. dtype must be a "
+         "floating point but you specified Long"),
+        (lambda: ember.empty(2, dtype=ember.int64).cauchy_(), RuntimeError,
+         "Cauchy distribution is a continuous probability distribution. dtype must be a "
+         "floating point but you specified long int"),
+        (lambda: ember.empty(2).log_normal_(1, 0), RuntimeError,
+         "log_normal_ expects std > 0.0, but found std=0"),
+        (lambda: ember.poisson(ember.ones(2, dtype=ember.int64)), NotImplementedError,
+         '"poisson_cpu" not implemented for \'Long\''),
+        (lambda: ember.poisson(-ember.ones(2)), RuntimeError,
+         "invalid Poisson rate, expected rate to be non-negative"),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error) as info:
+            call()
+        assert str(info.value) == message
+    assert ember.bernoulli(ember.ones(2, dtype=ember.int64), p=1.0).tolist() == [1, 1]
+    assert ember.empty(2).uniform_(1, 1).tolist() == [1.0, 1.0]
+
+
+def test_multinomial_without_replacement_runs_into_zero_weights():
+    # PyTorch draws the positive categories first, then those of weight 0 (no error)
+    ember.manual_seed(0)
+    for _ in range(20):
+        got = ember.multinomial(ember.tensor([0.0, 10.0, 0.0, 5.0]), 4).tolist()
+        assert sorted(got[:2]) == [1, 3] and sorted(got) == [0, 1, 2, 3]

@@ -32,7 +32,7 @@ def test_message_names_the_worst_element():
     text = str(info.value)
     assert "Mismatched elements: 1 / 4 (25.0%)" in text
     assert "Greatest absolute difference: 0.5 at index (0, 1)" in text
-    assert "Greatest relative difference: 0.2 at index (0, 1)" in text
+    assert "Greatest relative difference: 0.20000000298023224 at index (0, 1)" in text
 
 
 def test_dtype_shape_and_nan_checks():
@@ -94,3 +94,37 @@ def test_deprecated_assert_allclose_uses_the_older_tolerances():
         ember.testing.assert_allclose(ember.ones(2), ember.zeros(2))
     with pytest.warns(FutureWarning), pytest.raises(AssertionError):
         ember.testing.assert_allclose(ember.ones(2), [1.0, 1.00005], rtol=0.0, atol=0.0)
+
+
+def test_messages_follow_pytorchs_format():
+    def message(*args, **kwargs):
+        with pytest.raises(AssertionError) as info:
+            assert_close(*args, **kwargs)
+        return str(info.value)
+
+    # differences in the inputs' dtype; integers exactly, as "equal" with no tolerances
+    assert message(ember.tensor([1, 2]), ember.tensor([1, 3])) == (
+        "Tensor-likes are not equal!\n\nMismatched elements: 1 / 2 (50.0%)\n"
+        "Greatest absolute difference: 1 at index (1,)\n"
+        "Greatest relative difference: 0.3333333432674408 at index (1,)")
+    assert "relative difference: 0.333251953125 at index (0,) (up to 0.001 allowed)" in \
+        message(ember.tensor([1.0, 2.0], dtype=ember.float16),
+                ember.tensor([1.5, 2.0], dtype=ember.float16))
+    assert message(ember.tensor(5), ember.tensor(6)) == (
+        "Scalars are not equal!\n\nExpected 6 but got 5.\nAbsolute difference: 1\n"
+        "Relative difference: 0.16666666666666666")
+    # infinities are close only to themselves
+    text = message(ember.tensor([1.0, float("inf")]), ember.tensor([1.0, -float("inf")]))
+    assert "Greatest absolute difference: inf at index (1,)" in text
+    assert "Greatest relative difference: nan at index (1,)" in text
+    # nested inputs name the failing item; mappings list their keys
+    assert message([ember.ones(1), {"a": ember.ones(2)}], [ember.ones(1), {"a": ember.ones(1)}]) \
+        == ("The values for attribute 'shape' do not match: ember.Size([2]) != "
+            "ember.Size([1]).\n\nThe failure occurred for item [1]['a']")
+    assert message({"a": 1, "c": 2}, {"b": 1, "c": 2}) == (
+        "The keys of the mappings do not match:\nMissing keys in the actual mapping: ['b']\n"
+        "Additional keys in the actual mapping: ['a']")
+    assert message([ember.ones(1)], [ember.zeros(1)], msg="boom") == "boom"
+    with pytest.raises(TypeError, match="^No comparison pair was able to handle inputs of "
+                                        "type .*Tensor'> and <class 'float'>.$"):
+        assert_close(ember.ones(1), 1.0)

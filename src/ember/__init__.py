@@ -8,7 +8,8 @@ import math as _math
 from ember import _dtype
 from ember._dtype import (bfloat16, can_cast, complex64, complex128, dtype, finfo, float8_e4m3fn,
                           float8_e5m2, float16, float32, float64, get_default_dtype, iinfo,
-                          int8, int16, int32, int64, promote_types, set_default_dtype, uint8)
+                          int8, int16, int32, int64, promote_types, set_default_dtype, uint8,
+                          uint16, uint32, uint64)
 from ember._dtype import bool_ as bool  # noqa: A001  (torch.bool)
 from ember._device import device, get_default_device, set_default_device
 from ember._tensor import Size, Tensor
@@ -46,6 +47,7 @@ from ember.amp.autocast_mode import (autocast, get_autocast_dtype, is_autocast_a
 from ember.amp._legacy import *  # noqa: F401,F403  (get_autocast_gpu_dtype, ...)
 from ember.serialization import *  # noqa: F401,F403  (save, load)
 from ember._api import *  # noqa: F401,F403  (is_tensor, numel, typename, ...)
+from ember._tensor_lists import *  # noqa: F401,F403  (_foreach_add_, _foreach_lerp_, ...)
 from ember._control_flow import cond, while_loop  # noqa: F401
 from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
 from ember import multiprocessing, quasirandom, version  # noqa: F401
@@ -56,6 +58,11 @@ from ember.sparse import sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: F40
 from ember._symbolic import *  # noqa: F401,F403  (sym_int, sym_max, ...)
 from ember._removed import *  # noqa: F401,F403  (solve, eig, ...: raise, naming linalg's)
 from ember.nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401
+
+# classes show as PyTorch's do (<class 'torch.Tensor'>, typename gives torch.Size), and pickle
+# by these names
+for _cls in (Tensor, Size, dtype, device, finfo, iinfo):
+    _cls.__module__ = "ember"
 
 # the constants of the torch namespace
 pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None

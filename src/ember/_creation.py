@@ -9,7 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
-from ember._tensor import Size, Tensor, _make
+from ember._tensor import Size, Tensor, _make, _to_host
 from ember._memory_format import lay_out, memory_order, preserve_format, preserving_order
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 from ember.backend.meta import MetaArray, meta_like
@@ -50,9 +50,9 @@ def _finish(array, requires_grad):
 def _check_np_dtype(arr):
     if arr.dtype not in _SUPPORTED_NP:
         raise TypeError(
-            f"can't convert np.ndarray of type numpy.{arr.dtype}. The only supported types "
-            f"are: float64, float32, float16, bfloat16, complex64, complex128, int64, int32, "
-            f"int16, int8, uint8, and bool.")
+            f"can't convert np.ndarray of type numpy.{arr.dtype.type.__name__}. The only "
+            f"supported types are: float64, float32, float16, complex64, complex128, int64, "
+            f"int32, int16, int8, uint64, uint32, uint16, uint8, and bool.")
 
 
 def _infer_dtype(arr):
@@ -65,32 +65,47 @@ def _infer_dtype(arr):
     if kind == "f":
         return D.get_default_dtype()
     if kind == "c":
+        if D.get_default_dtype() is D.bfloat16:
+            raise RuntimeError("invalid default scalar type for complex")
         return D.default_complex_dtype()
     raise TypeError(f"Could not infer dtype of {arr.dtype}")
 
 
 def _from_data(data, dtype):
     """A host NumPy array of PyTorch's dtype for (nested) Python data or array-likes."""
-    if isinstance(data, Tensor):
-        arr = np.asarray(data)
-        return arr if dtype is None else arr.astype(dtype.np)
+    if isinstance(data, Tensor):                # a copy, whether or not it requires grad
+        arr = _to_host(data._data)
+        return arr.copy() if dtype is None else arr.astype(dtype.np)
     if isinstance(data, np.ndarray):
         _check_np_dtype(data)
         return data.astype(data.dtype if dtype is None else dtype.np, copy=True)
     if isinstance(data, (list, tuple)):
-        data = _unwrap_scalars(data)
-    if isinstance(data, (str, bytes)) or data is None:
+        if data and isinstance(data[0], np.ndarray):
+            warnings.warn("Creating a tensor from a list of numpy.ndarrays is extremely slow. "
+                          "Please consider converting the list to a single numpy.ndarray with "
+                          "numpy.array() before converting to a tensor.", UserWarning,
+                          stacklevel=3)
+        typed = []
+        unwrapped = _unwrap_scalars(data, typed)
+        if typed and dtype is None:
+            dtype = _sequence_dtype(data)
+        data = unwrapped
+    if data is None:
+        raise RuntimeError("Could not infer dtype of NoneType")
+    if isinstance(data, (str, bytes)):
         raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
     try:
         arr = np.array(data)
     except ValueError as e:
         raise ValueError(_ragged(data) or f"expected sequence of equal lengths: {e}") from None
+    if dtype is D.uint64 and (arr.dtype.kind in "iuO" or _huge_int(data)):
+        return _unsigned_64(data)       # (NumPy holds [2**64 - 1, 5] as float64)
     if (arr.dtype == np.uint64 or arr.dtype == object) and _huge_int(data):
         if dtype is None or dtype.category < D.FLOATING:   # PyTorch reads ints as int64
             raise ValueError("Overflow when unpacking long long")
         arr = np.array(data, dtype=np.float64)
     if arr.dtype == object:
-        raise TypeError(f"Could not infer dtype of {_first_odd(data)}")
+        raise RuntimeError(f"Could not infer dtype of {_first_odd(data)}")
     if arr.dtype.kind in "US":
         raise TypeError("new(): invalid data type 'str'")
     if dtype is None:
@@ -98,16 +113,23 @@ def _from_data(data, dtype):
             dtype = D.FROM_NUMPY[data.dtype]
         else:
             dtype = _infer_dtype(arr)
-    if dtype.category < D.FLOATING and arr.dtype.kind in "fc":
-        arr = np.trunc(arr.real) if arr.dtype.kind == "c" else np.trunc(arr)
+    if arr.dtype.kind == "c" and dtype.category < D.COMPLEX:
+        arr = _real_from_complex(arr, dtype)
+    if dtype.category < D.FLOATING and arr.dtype.kind == "f":
+        arr = _integral_from_float(arr, dtype)
+    if dtype.category == D.INTEGRAL and arr.dtype.kind in "iu" and arr.size:
+        _check_fits(arr, dtype)
     from ember.ops.conversion import cast       # PyTorch's rounding (float8 saturates)
     return cast(np, arr, np.dtype(dtype.np))
 
 
-def _unwrap_scalars(data):
-    """Replace one-element tensors inside nested sequences by their values."""
+def _unwrap_scalars(data, typed):
+    """Replace one-element tensors inside nested sequences by their values; note in ``typed``
+    whether tensors or NumPy values (whose dtypes count) were met."""
     out = []
     for x in data:
+        if isinstance(x, (Tensor, np.ndarray, np.generic)):
+            typed.append(True)
         if isinstance(x, Tensor):
             if x.numel() != 1 or x.ndim != 0:
                 if x.ndim == 0 or x.numel() == 1:
@@ -118,8 +140,26 @@ def _unwrap_scalars(data):
             else:
                 x = x.item()
         elif isinstance(x, (list, tuple)):
-            x = _unwrap_scalars(x)
+            x = _unwrap_scalars(x, typed)
         out.append(x)
+    return out
+
+
+def _sequence_dtype(data):
+    """PyTorch's dtype for a nested sequence holding tensors or NumPy values: each element
+    counts with its own dtype (Python numbers with the default ones), all promoted together."""
+    out = None
+    for x in data:
+        if isinstance(x, (list, tuple)):
+            d = _sequence_dtype(x)
+        elif isinstance(x, Tensor):
+            d = x.dtype
+        elif isinstance(x, (np.ndarray, np.generic)):
+            d = D.FROM_NUMPY.get(x.dtype)
+        else:
+            d = _infer_dtype(np.asarray(x)) if isinstance(x, numbers.Number) else None
+        if d is not None:
+            out = d if out is None else D.promote_types(out, d)
     return out
 
 
@@ -142,6 +182,49 @@ def _ragged(data):
                 return found
         return None
     return walk(data, 0)
+
+
+def _real_from_complex(arr, dtype):
+    """Complex Python numbers read into a real ``dtype``: PyTorch refuses them (a bool
+    takes whether they are nonzero)."""
+    if dtype is D.bool_:
+        return np.asarray(arr != 0)
+    raise TypeError("must be real number, not complex" if dtype.category == D.FLOATING
+                    else "'complex' object cannot be interpreted as an integer")
+
+
+def _integral_from_float(arr, dtype):
+    """Python floats read into an integral ``dtype`` (truncated) or bool (nonzero), after
+    PyTorch's check that each is a number within the dtype's range."""
+    if dtype is D.bool_:
+        return np.asarray(arr != 0)
+    info = np.iinfo(dtype.np)
+    with np.errstate(invalid="ignore"):
+        fits = not arr.size or (np.isfinite(arr).all() and arr.min() >= info.min
+                                and arr.max() <= info.max)
+    if not fits:
+        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
+    return np.asarray(np.trunc(arr))
+
+
+def _check_fits(arr, dtype):
+    """PyTorch's range check of integers read into an integral ``dtype``: a signed type takes
+    its own range, an unsigned one also the negatives of its values (they wrap)."""
+    info = np.iinfo(dtype.np)
+    lo = info.min if info.min < 0 else -int(info.max)
+    if arr.min() < lo or arr.max() > info.max:
+        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
+
+
+def _unsigned_64(data):
+    """Python ints (nested) as a uint64 array: all of uint64's range, as PyTorch reads them
+    for that dtype (other dtypes read ints as int64)."""
+    try:
+        return np.array(data, dtype=np.uint64)
+    except OverflowError as e:
+        negative = "-" in str(e)
+        raise OverflowError("can't convert negative int to unsigned" if negative
+                            else "int too big to convert") from None
 
 
 def _huge_int(data):
@@ -168,6 +251,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
                       "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
                       ".requires_grad_(True), rather than ember.tensor(sourceTensor).",
                       UserWarning, stacklevel=2)
+    dtype = _dtype_arg("tensor", dtype)
     arr = _from_data(data, dtype)
     _, dev = _target(device if device is not None or not isinstance(data, Tensor)
                      else data.device)
@@ -181,9 +265,9 @@ def as_tensor(data, dtype=None, device=None):
             return data
         return data.to(device=device, dtype=dtype)
     if isinstance(data, np.ndarray) and (device is None or as_device(device).type == "cpu"):
-        _check_np_dtype(data)
         if dtype is None or dtype.np == data.dtype:
-            return _make(data)
+            return from_numpy(data)     # (its checks: dtype, negative strides, read-only)
+        _check_np_dtype(data)
         return _make(data.astype(dtype.np))
     if hasattr(data, "__cuda_array_interface__"):       # a CuPy (or other GPU) array
         _check_np_dtype(data)
@@ -197,12 +281,29 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
         out = tensor(obj.detach() if isinstance(obj, Tensor) else obj, dtype=dtype,
                      device=device)
     else:
+        if copy is False:
+            _check_aliasable(obj, dtype, device)
         out = as_tensor(obj, dtype=dtype, device=device)
-        if copy is False and isinstance(obj, np.ndarray) and out._data is not obj:
-            raise ValueError("can't alias the array without a copy (dtype or device differ)")
     if requires_grad:
         out.requires_grad_(True)
     return out
+
+
+def _check_aliasable(obj, dtype, device):
+    """PyTorch's ValueError where ``asarray(obj, copy=False)`` would have to copy."""
+    if isinstance(obj, np.ndarray):
+        have, where = D.FROM_NUMPY.get(obj.dtype), as_device("cpu")
+    elif isinstance(obj, Tensor):
+        have, where = obj.dtype, obj.device
+    elif isinstance(obj, (list, tuple, numbers.Number)):
+        raise ValueError("can't alias arbitrary sequence into a tensor.")
+    else:
+        return                  # (buffers and DLPack exporters: as_tensor tells)
+    if dtype is not None and have is not None and dtype is not have:
+        raise ValueError(f"can't alias tensor with dtype '{have._torch_name}' into dtype "
+                         f"'{dtype._torch_name}'.")
+    if device is not None and as_device(device).type != where.type:
+        raise ValueError(f"can't alias tensor from device '{where}' to '{as_device(device)}'.")
 
 
 def from_numpy(ndarray):
@@ -213,8 +314,8 @@ def from_numpy(ndarray):
     if any(s < 0 for s in ndarray.strides):
         raise ValueError("At least one stride in the given numpy array is negative, and "
                          "tensors with negative strides are not currently supported. (You can "
-                         "probably work around this by making a copy of your array with "
-                         "array.copy().)")
+                         "probably work around this by making a copy of your array  with "
+                         "array.copy().) ")     # (PyTorch's spacing)
     if not ndarray.flags.writeable and not _WARNED_READ_ONLY:
         _WARNED_READ_ONLY.append(True)
         warnings.warn("The given NumPy array is not writable, and PyTorch does not support "
@@ -272,8 +373,9 @@ def _size_args(sizes, size, name):
     return (size,)
 
 
-def _size(size):
-    """Normalise ``f(2, 3)``, ``f((2, 3))`` and ``f(Size)`` to a tuple of ints."""
+def _size(size, factory=None):
+    """Normalise ``f(2, 3)``, ``f((2, 3))`` and ``f(Size)`` to a tuple of ints (``factory``:
+    the name PyTorch's message for a negative size gives, where it words it its own way)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     try:
@@ -282,9 +384,25 @@ def _size(size):
         raise TypeError(f"size must be a tuple of ints, but got {size!r}") from None
     for s in shape:
         if s < 0:
+            if factory is not None:
+                raise RuntimeError(f"{factory}: Dimension size must be non-negative.")
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
                                f"{list(shape)}")
     return shape
+
+
+_PYTHON_TYPES = {float: D.float64, int: D.int64, bool: D.bool_, complex: D.complex128}
+
+
+def _dtype_arg(fname, dtype):
+    """A factory's ``dtype=``: a dtype, None, or a Python number type (``float`` is float64,
+    as in PyTorch); anything else (a string, a NumPy type) raises PyTorch's TypeError."""
+    if dtype is None or isinstance(dtype, D.dtype):
+        return dtype
+    if dtype in _PYTHON_TYPES:
+        return _PYTHON_TYPES[dtype]
+    raise TypeError(f"{fname}(): argument 'dtype' must be torch.dtype, not "
+                    f"{type(dtype).__name__}")
 
 
 def _alloc(fill, shape, dtype, device, requires_grad, out=None):
@@ -307,7 +425,8 @@ def _alloc(fill, shape, dtype, device, requires_grad, out=None):
 def zeros(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False):
     """A tensor of zeros."""
-    size = _size(_size_args(sizes, size, "zeros"))
+    size = _size(_size_args(sizes, size, "zeros"), "zeros" if out is None else None)
+    dtype = _dtype_arg("zeros", dtype)
     return pinned(_alloc(lambda xp, s, d: xp.zeros(s, d), size, dtype, device,
                          requires_grad, out), pin_memory)
 
@@ -316,6 +435,7 @@ def ones(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requ
          pin_memory=False):
     """A tensor of ones."""
     size = _size(_size_args(sizes, size, "ones"))
+    dtype = _dtype_arg("ones", dtype)
     return pinned(_alloc(lambda xp, s, d: xp.ones(s, d), size, dtype, device,
                          requires_grad, out), pin_memory)
 
@@ -336,6 +456,7 @@ def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None, req
     """An uninitialized tensor (ember fills it with zeros, so results are reproducible; in
     deterministic mode with NaN or the largest integer, as PyTorch does)."""
     size = _size(_size_args(sizes, size, "empty"))
+    dtype = _dtype_arg("empty", dtype)
     return pinned(in_format(_alloc(_uninitialized, size, dtype, device, requires_grad,
                                    out), memory_format), pin_memory)
 
@@ -392,6 +513,7 @@ def _fill_dtype(value):
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """A tensor filled with ``fill_value``; the dtype follows the value's kind."""
+    dtype = _dtype_arg("full", dtype)
     if dtype is None:
         dtype = _fill_dtype(fill_value)
     value = fill_value.item() if isinstance(fill_value, Tensor) else fill_value
@@ -654,3 +776,24 @@ def _rebuild_tensor(cls, array, requires_grad):
     t = _make(array, cls)
     t._requires_grad = requires_grad
     return t
+
+
+def _rebuild_view(cls, root, offset, strides, shape, dtype, requires_grad):
+    """A tensor over ``root``'s memory (from byte ``offset``, with byte ``strides``): how
+    pickle and deepcopy keep tensors that share memory sharing it."""
+    t = _make(np.ndarray(shape, dtype.np, buffer=root._data, offset=offset, strides=strides), cls)
+    t._requires_grad = requires_grad
+    t._meta = {"storage_root": _Owner(root)}   # (a strong reference: root may be unnamed)
+    return t
+
+
+class _Owner:
+    """A strong reference called like a weak one: ``ref()`` is the object."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __call__(self):
+        return self.obj

@@ -22,7 +22,7 @@ class dtype:
         self.np = np.dtype(np_dtype)
         self.category = category
         self.itemsize = self.np.itemsize
-        self.is_signed = category != BOOL and name != "uint8"
+        self.is_signed = category != BOOL and not name.startswith("uint")
         self._torch_name = torch_name          # PyTorch's ScalarType name, used in messages
         self._legacy = legacy                  # legacy tensor-type name, e.g. "FloatTensor"
 
@@ -59,6 +59,11 @@ int8 = dtype("int8", np.int8, INTEGRAL, "Char", "CharTensor")
 int16 = dtype("int16", np.int16, INTEGRAL, "Short", "ShortTensor")
 int32 = dtype("int32", np.int32, INTEGRAL, "Int", "IntTensor")
 int64 = dtype("int64", np.int64, INTEGRAL, "Long", "LongTensor")
+# the wide unsigned types: storage, conversion and arithmetic among themselves; PyTorch
+# refuses to promote them with other integral types
+uint16 = dtype("uint16", np.uint16, INTEGRAL, "UInt16", "UInt16Tensor")
+uint32 = dtype("uint32", np.uint32, INTEGRAL, "UInt32", "UInt32Tensor")
+uint64 = dtype("uint64", np.uint64, INTEGRAL, "UInt64", "UInt64Tensor")
 float8_e4m3fn = dtype("float8_e4m3fn", ml_dtypes.float8_e4m3fn, FLOATING,
                       "Float8_e4m3fn", "Float8_e4m3fnTensor")
 float8_e5m2 = dtype("float8_e5m2", ml_dtypes.float8_e5m2, FLOATING,
@@ -70,11 +75,12 @@ float64 = dtype("float64", np.float64, FLOATING, "Double", "DoubleTensor")
 complex64 = dtype("complex64", np.complex64, COMPLEX, "ComplexFloat", "ComplexFloatTensor")
 complex128 = dtype("complex128", np.complex128, COMPLEX, "ComplexDouble", "ComplexDoubleTensor")
 
-ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float8_e4m3fn, float8_e5m2,
-              float16, bfloat16, float32, float64, complex64, complex128)
+ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float8_e4m3fn,
+              float8_e5m2, float16, bfloat16, float32, float64, complex64, complex128)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 FLOAT8 = (float8_e4m3fn, float8_e5m2)
 LOW_PRECISION = (float16, bfloat16, float8_e4m3fn, float8_e5m2)
+WIDE_UNSIGNED = (uint16, uint32, uint64)
 
 # numpy dtype -> ember dtype. Keyed by np.dtype objects, which hash by type.
 FROM_NUMPY = {d.np: d for d in ALL_DTYPES}
@@ -85,7 +91,7 @@ _COMPLEX_OF = {float16: complex64, bfloat16: complex64, float32: complex64,
                float64: complex128}
 
 # Integral dtypes by (signedness, size): promotion of two integers is the smallest type
-# holding both ranges; PyTorch has no uint16+, so uint8 with a signed type goes signed.
+# holding both ranges; uint8 with a signed type goes signed (uint16+ do not promote).
 _INT_RANK = {bool_: 0, uint8: 1, int8: 1, int16: 2, int32: 3, int64: 4}
 _SIGNED_BY_RANK = {1: int8, 2: int16, 3: int32, 4: int64}
 _FLOAT_RANK = {float16: 1, bfloat16: 1, float32: 2, float64: 3}
@@ -113,6 +119,10 @@ def _promote(a, b):
                 return float32
             return a if ra > rb else b
         return a
+    if a in WIDE_UNSIGNED or b in WIDE_UNSIGNED:
+        raise RuntimeError(
+            f"Promotion for uint16, uint32, uint64 types is not supported, attempted to "
+            f"promote {a._torch_name} and {b._torch_name}")
     if b is bool_:
         return a
     # two distinct integral types
@@ -222,7 +232,8 @@ class finfo:
     def __init__(self, type=None):
         type = get_default_dtype() if type is None else type
         if type.category not in (FLOATING, COMPLEX):
-            raise TypeError(f"finfo(): expected a floating point or complex dtype, got {type}")
+            raise TypeError("torch.finfo() requires a floating point input type. Use "
+                            "torch.iinfo to handle 'torch.finfo'")
         real = type.to_real()
         info = ml_dtypes.finfo(real.np) if real in LOW_PRECISION else np.finfo(real.np)
         self.dtype = real.name
@@ -244,14 +255,14 @@ class iinfo:
     """Machine limits of an integral dtype (``torch.iinfo``)."""
 
     def __init__(self, type):
-        if type.category not in (BOOL, INTEGRAL):
-            raise TypeError(f"iinfo(): expected an integral dtype, got {type}")
         if type is bool_:
-            self.bits, self.min, self.max = 8, 0, 1
-        else:
-            info = np.iinfo(type.np)
-            self.bits, self.min, self.max = info.bits, int(info.min), int(info.max)
+            raise TypeError("torch.bool is not supported by torch.iinfo")
+        if type.category != INTEGRAL:
+            raise TypeError("torch.iinfo() requires an integer input type. Use torch.finfo "
+                            "to handle 'torch.iinfo'")
+        info = np.iinfo(type.np)
+        self.bits, self.min, self.max = info.bits, int(info.min), int(info.max)
         self.dtype = type.name
 
     def __repr__(self):
-        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

@@ -194,8 +194,23 @@ def set_rng_state(new_state):
 def _float_dtype(dtype, name):
     dtype = D.get_default_dtype() if dtype is None else dtype
     if dtype.category not in (D.FLOATING, D.COMPLEX):
-        raise RuntimeError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
     return dtype
+
+
+def _not_implemented_for(dtype, name, categories):
+    """PyTorch's error for a sampling kernel that has no version for ``dtype``."""
+    if dtype.category in categories:
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+
+
+def _continuous(t, name, c_name=False):
+    """PyTorch's error for filling an integer or bool tensor from a continuous distribution."""
+    if t.dtype.category < D.FLOATING:
+        from ember._storage import _c_type
+        raise RuntimeError(f"{name} distribution is a continuous probability distribution. "
+                           f"dtype must be a floating point but you specified "
+                           f"{_c_type(t.dtype) if c_name else t.dtype._torch_name}")
 
 
 def _sample(array, dtype, device, requires_grad):
@@ -322,7 +337,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
     if size is None:
         raise TypeError("normal(): with float mean and std a size is required")
     if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
     dtype = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _size((size,))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal", mean, std)
@@ -339,8 +354,13 @@ def bernoulli(input, p=None, *, generator=None, out=None):
         return _fill_out(out, _make(_below(drawn, input._data if p is None else p)
                                     .astype(input._data.dtype)))
     probs = host_array(input._data) if p is None else np.full(input.shape, p)
+    if p is None and input.dtype.category < D.FLOATING:
+        raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
+                                  f"'{input.dtype._torch_name}'")
     if probs.size and (np.min(probs) < 0 or np.max(probs) > 1):
-        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could "
+                           "this error message be improved?  If so, please report an "
+                           "enhancement request to PyTorch.)")
     arr = _rng_on(generator, input.device).random(input.shape) < probs
     return _fill_out(out, _sample(arr, input.dtype, input.device, False))
 
@@ -360,6 +380,11 @@ def binomial(count, prob, generator=None):
 
 def poisson(input, generator=None):
     """Poisson samples with rates ``input``."""
+    if input.dtype.category != D.FLOATING:
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for "
+                                  f"'{input.dtype._torch_name}'")
+    if input.numel() and bool((input < 0).any()):
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     arr = _rng_on(generator, input.device).poisson(host_array(input._data).astype(np.float64))
     return _sample(arr, input.dtype, input.device, False)
 
@@ -368,6 +393,9 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     """Indices sampled from each row of non-negative weights."""
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if input.dtype.category != D.FLOATING:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{input.dtype._torch_name}")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if not replacement and num_samples > input.shape[-1]:
@@ -382,8 +410,14 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
             return _fill_out(out, _finish(drawn[0] if input.ndim == 1 else drawn, False))
     w = np.asarray(host_array(input._data), dtype=np.float64)
     rows = w.reshape(-1, w.shape[-1])
-    if (rows < 0).any() or not np.isfinite(rows).all():
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    bad = ~(rows >= 0) | np.isinf(rows)
+    if bad.any():
+        if not replacement or num_samples == 1:
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        first = rows[bad][0]        # PyTorch's kernel for several draws with replacement
+        what = "= infinity or NaN" if first == np.inf else "< 0"
+        raise RuntimeError(f"invalid multinomial distribution (encountering probability entry "
+                           f"{what})")
     rng = _rng_on(generator, input.device)
     result = np.empty((rows.shape[0], num_samples), dtype=np.int64)
     for i, row in enumerate(rows):
@@ -391,9 +425,16 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
         if total <= 0:
             raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
         if not replacement and np.count_nonzero(row) < num_samples:
-            raise RuntimeError("invalid multinomial distribution (with replacement=False, not "
-                               "enough non-negative category to sample)")
-        result[i] = rng.choice(row.size, size=num_samples, replace=replacement, p=row / total)
+            # as PyTorch: every category of positive weight (in weighted order), then
+            # categories of weight 0 (in random order)
+            positive = np.flatnonzero(row)
+            first = rng.choice(positive, size=positive.size, replace=False,
+                               p=row[positive] / total)
+            rest = rng.permutation(np.flatnonzero(row == 0))
+            result[i] = np.concatenate([first, rest])[:num_samples]
+        else:
+            result[i] = rng.choice(row.size, size=num_samples, replace=replacement,
+                                   p=row / total)
     if input.ndim == 1:
         result = result[0]
     return _fill_out(out, _sample(result, D.int64, input.device, False))
@@ -492,6 +533,10 @@ def _fill_(t, arr):
 def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     """Fill with uniform samples on [from, to)."""
     from_ = kw.pop("from", from_)
+    _float_dtype(self.dtype, "check_uniform_bounds")
+    if from_ > to:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
+                           f"from={from_:g} > to={to:g}")
     drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "uniform", from_,
                              to)
     if drawn is not None:
@@ -502,7 +547,8 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fill with normal samples."""
     if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    _float_dtype(self.dtype, "normal_kernel_cpu")
     drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "normal", mean,
                              std)
     if drawn is not None:
@@ -515,6 +561,9 @@ def random_(self, from_=0, to=None, *, generator=None, **kw):
     from_ = kw.pop("from", from_)
     if to is None:
         to, from_ = (from_, 0) if from_ else (_random_limit(self.dtype), 0)
+    if from_ >= to:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} "
+                           f">= to={to}")
     drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "integers", from_,
                              to)
     if drawn is not None:
@@ -558,21 +607,31 @@ def bernoulli_(self, p=0.5, *, generator=None):
 
 def exponential_(self, lambd=1.0, *, generator=None):
     """Fill with exponential samples of rate ``lambd``."""
+    _continuous(self, "Exponential")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
     return _fill_(self, _rng_on(generator, self.device).exponential(1.0 / lambd, self.shape))
 
 
 def geometric_(self, p, *, generator=None):
     """Fill with geometric samples (number of trials to the first success)."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
+    _not_implemented_for(self.dtype, "geometric_cpu", (D.BOOL, D.COMPLEX))
     return _fill_(self, _rng_on(generator, self.device).geometric(p, self.shape))
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     """Fill with log-normal samples."""
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
+    _not_implemented_for(self.dtype, "log_normal_cpu", (D.BOOL, D.INTEGRAL, D.COMPLEX))
     return _fill_(self, _rng_on(generator, self.device).lognormal(mean, std, self.shape))
 
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with Cauchy samples."""
+    _continuous(self, "Cauchy", c_name=True)
     rng = _rng_on(generator, self.device)
     return _fill_(self, median + sigma * rng.standard_cauchy(self.shape))
 

@@ -43,7 +43,18 @@ class Size(tuple):
         return _shape(out) if isinstance(key, slice) else out
 
     def __add__(self, other):
+        if not isinstance(other, tuple):
+            raise TypeError(f"can only concatenate tuple (not {type(other).__name__}) to "
+                            f"ember.Size")
         return Size(tuple.__add__(self, other))
+
+    def __mul__(self, times):
+        if isinstance(times, Size):
+            raise TypeError("can't multiply sequence by non-int of type 'ember.Size'")
+        out = tuple.__mul__(self, times)
+        return out if out is NotImplemented else _shape(out)
+
+    __rmul__ = __mul__
 
     def __radd__(self, other):
         if not isinstance(other, tuple):
@@ -109,7 +120,7 @@ class Tensor:
     @data.setter
     def data(self, value):
         if not isinstance(value, Tensor):
-            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
         self._data = value._data
 
     # ----- metadata derived from the array ------------------------------------------------
@@ -335,9 +346,19 @@ class Tensor:
             return _to_host(self._data)
         return self._data
 
+    __array_priority__ = 1000       # ``np.float64(2) * t`` defers to Tensor: a tensor
+
     def __array__(self, dtype=None, copy=None):
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
         arr = _to_host(self._data)
         return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """A NumPy ufunc's result on tensors as a tensor (bool results as uint8, as in
+        PyTorch)."""
+        return _make(array.astype(np.uint8) if array.dtype == np.bool_ else array)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if self.requires_grad:
@@ -421,16 +442,31 @@ class Tensor:
         return object.__format__(self, spec) if spec else repr(self)
 
     def __reduce_ex__(self, protocol):
-        from ember._creation import _rebuild_tensor
+        from ember._creation import _rebuild_tensor, _rebuild_view
+        place = _placement(self)
+        if place is not None:       # pickled with its storage's owner, so views stay views
+            return (_rebuild_view, (type(self), *place, self._data.shape, self.dtype,
+                                    self.requires_grad))
         return (_rebuild_tensor, (type(self), _to_host(self._data), self.requires_grad))
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
-                               "support the deepcopy protocol at the moment.")
+                               "support the deepcopy protocol at the moment.  If you were "
+                               "attempting to deepcopy a module, this may be because of a "
+                               "torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
         if id(self) in memo:
             return memo[id(self)]
-        new = _make(self._data.copy(), type(self))
+        place = _placement(self)
+        if place is not None and place[0].is_leaf:     # a copy sharing its root's copy
+            from ember._creation import _rebuild_view
+            root, offset, strides = place
+            import copy
+            new = _rebuild_view(type(self), copy.deepcopy(root, memo), offset, strides,
+                                self._data.shape, self.dtype, self._requires_grad)
+        else:
+            new = _make(self._data.copy(), type(self))
         new._requires_grad = self._requires_grad
         if self._grad is not None:
             new._grad = self._grad.__deepcopy__(memo)
@@ -497,11 +533,20 @@ class Tensor:
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got "
                                 f"grad of type {type(value).__name__}")
             if value.dtype is not self.dtype:
-                raise RuntimeError(f"assigned grad has data of a different type: expected "
-                                   f"{self.dtype} but got {value.dtype}")
+                from ember._storage import _c_type
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{_c_type(value.dtype)}' to a "
+                    f"tensor with grad_dtype '{self.dtype._torch_name}'. The gradient must "
+                    f"match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
+                    f"set the tensor's grad_dtype attribute with a specific dtype, or None to "
+                    f"allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a "
+                    f"tensor and its gradient may break downstream systems that assume they "
+                    f"match.")
             if value.shape != self.shape:
-                raise RuntimeError(f"assigned grad has data of a different size: expected "
-                                   f"{list(self.shape)} but got {list(value.shape)}")
+                raise RuntimeError(f"attempting to assign a gradient of size "
+                                   f"'{list(value.shape)}' to a tensor of size "
+                                   f"'{list(self.shape)}'. Please ensure that the gradient and "
+                                   f"the tensor are the same size")
         self._grad = value
 
     @property
@@ -615,6 +660,20 @@ def _storage_root(t):
         if root is not None:
             return root
     return t
+
+
+def _placement(t):
+    """(root, byte offset, byte strides) of CPU tensor ``t``'s elements in the contiguous
+    memory of the tensor it shares it with; None when ``t`` is its own root or its memory
+    cannot be described so."""
+    root = _storage_root(t)
+    a, r = t._data, root._data
+    if root is t or type(a) is not np.ndarray or type(r) is not np.ndarray or not a.size \
+            or not r.flags.c_contiguous or any(s < 0 for s in a.strides):
+        return None
+    offset = _address(a) - _address(r)
+    end = offset + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) + a.itemsize
+    return (root, offset, a.strides) if 0 <= offset and end <= r.nbytes else None
 
 
 def _make(array, cls=Tensor, _inference=_INFERENCE_ACTIVE):

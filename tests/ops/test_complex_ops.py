@@ -88,3 +88,12 @@ def test_parts_are_assembled_without_nan():
 def test_isreal():
     assert ember.tensor([1 + 0j, 1j, -0j]).isreal().tolist() == [True, False, True]
     assert ember.isreal(ember.tensor([1, 2])).tolist() == [True, True]
+
+
+def test_sign_of_complex_points_to_sgn():
+    for call in (lambda z: ember.sign(z), lambda z: z.sign_()):
+        with pytest.raises(NotImplementedError, match="^Unlike NumPy, torch.sign is not intended "
+                                                      "to support complex numbers. Please use "
+                                                      "torch.sgn instead.$"):
+            call(ember.tensor([3 + 4j]))
+    assert ember.sgn(ember.tensor([3j])).tolist() == [1j]

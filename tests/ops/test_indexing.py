@@ -485,3 +485,21 @@ def test_unravel_index_forms_and_wrapping():
 def test_unravel_index_errors(indices, shape, error, match):
     with pytest.raises(error, match=match):
         ember.unravel_index(indices, shape)
+
+
+def test_none_in_a_subscript_gets_unsqueezes_stride():
+    # NumPy gives a new axis stride 0; PyTorch that of unsqueeze in front of the input dim
+    # that follows (its size times its stride), computed before later slices and selects
+    a = ember.arange(24.0).view(2, 3, 4)
+    assert a[None].stride() == (24, 12, 4, 1)
+    assert a[:, None].stride() == (12, 12, 4, 1)
+    assert a[..., None].stride() == (12, 4, 1, 1)
+    assert a[None, 1:].stride() == (24, 12, 4, 1)
+    assert a[None, ..., None, 0].stride() == (24, 12, 4, 4)
+    assert a[None, None].stride() == (24, 24, 12, 4, 1)
+    b = a.clone()
+    b[None][0, 1, 2, 3] = -1.0                      # still a view that writes through
+    assert b[1, 2, 3].item() == -1.0
+    x = ember.ones(2, 3, requires_grad=True)
+    x[None, :, None].sum().backward()
+    assert x.grad.tolist() == [[1.0] * 3] * 2

@@ -34,3 +34,22 @@ def test_indices_out_must_be_long():
         ember.sort(ember.ones(3), out=(values, indices))
     ember.sort(ember.tensor([2., 1.]), out=(values, indices.long()))
     assert values.tolist() == [1.0, 2.0]
+
+
+def test_out_tensors_requiring_grad_are_refused_and_tuples_come_back_named():
+    with pytest.raises(RuntimeError, match=r"^mul\(\): functions with out=... arguments don't "
+                                           r"support automatic differentiation, but one of the "
+                                           r"arguments requires grad.$"):
+        ember.mul(ember.ones(1), 2, out=ember.empty(1, requires_grad=True))
+    w = ember.ones(1, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"^max\(\): functions with out="):
+        ember.max(w, 1, out=(ember.empty(1), ember.empty(1, dtype=ember.long)))
+    with ember.no_grad():
+        o = ember.empty(1, requires_grad=True)
+        assert ember.add(ember.ones(1), 1, out=o) is o
+    got = ember.max(ember.tensor([[1.0, 3.0]]), 1, out=(ember.empty(1),
+                                                        ember.empty(1, dtype=ember.long)))
+    assert got.values.tolist() == [3.0] and got.indices.tolist() == [1]
+    got = ember.sort(ember.tensor([2.0, 1.0]), out=(ember.empty(2),
+                                                    ember.empty(2, dtype=ember.long)))
+    assert got.indices.tolist() == [1, 0]

@@ -186,3 +186,14 @@ def test_index_reduce_warns_once_per_process():
         x.clone().index_reduce_(0, index, src, "amax")
     assert [str(w.message) for w in caught] == \
         ["index_reduce() is in beta and the API may change at any time."]
+
+
+def test_index_add_out_of_range_errors_depend_on_the_rank():
+    # PyTorch's 1-D kernel reports IndexError, the N-d one names the dim
+    with pytest.raises(IndexError, match="^index out of range in self$"):
+        ember.zeros(3).index_add_(0, ember.tensor([3]), ember.ones(1))
+    with pytest.raises(IndexError, match="^index out of range in self$"):
+        ember.zeros(3).index_add(0, ember.tensor([-4]), ember.ones(1))
+    with pytest.raises(RuntimeError, match="^index 2 is out of bounds for dimension 1 with "
+                                           "size 2$"):
+        ember.zeros(3, 2).index_add(1, ember.tensor([2]), ember.ones(3, 1))

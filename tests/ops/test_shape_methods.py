@@ -432,6 +432,7 @@ def test_transpose_properties():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _same(_x(2, 3).T, _np(_x(2, 3)).T)      # no warning for matrices
+        assert ember.ones(3).T.shape == (3,)    # nor (in PyTorch 2.x) for vectors
     with pytest.warns(UserWarning, match="The use of `x.T` on tensors of dimension other than 2"):
         _same(x.T, _np(x).T)
     with pytest.warns(UserWarning, match="Tensor.T is deprecated on 0-D tensors"):

@@ -58,6 +58,21 @@ def test_large_batches_arrive_through_shared_memory_intact():
         x.add_(1)                                  # a private copy-on-write mapping
 
 
+def test_small_samples_viewing_a_dataset_travel_alone(tmp_path):
+    # plain pickling keeps a view with the memory it views (as ember.save does); a worker
+    # sends only the sample's own elements
+    data = ember.arange(40000.0).view(10000, 4)
+    sample = TensorDataset(data)[7][0]
+    dumps = _shared.Transport(str(tmp_path), "t").pickler_for(0)
+    sent = dumps(sample)
+    assert len(sent) < 1000
+    got = _shared.loads(sent)
+    assert got.tolist() == [28.0, 29.0, 30.0, 31.0] and got.storage_offset() == 0
+    loader = DataLoader(TensorDataset(data), batch_size=None, num_workers=1, sampler=[3, 9999])
+    assert [x[0].tolist() for x in loader] == [[12.0, 13.0, 14.0, 15.0],
+                                               [39996.0, 39997.0, 39998.0, 39999.0]]
+
+
 def test_batch_size_none_and_custom_collate():
     loader = DataLoader(list(range(5)), batch_size=None)
     assert [int(x) for x in loader] == [0, 1, 2, 3, 4]

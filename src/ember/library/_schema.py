@@ -18,7 +18,8 @@ BASE_TYPES = ("Tensor", "int", "SymInt", "float", "SymFloat", "bool", "SymBool",
 # PyTorch prints a ScalarType default as its enum number
 SCALAR_TYPE_NUMBERS = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5,
                        "float32": 6, "float64": 7, "complex64": 9, "complex128": 10,
-                       "bool": 11, "bfloat16": 15, "float8_e5m2": 23, "float8_e4m3fn": 24}
+                       "bool": 11, "bfloat16": 15, "float8_e5m2": 23, "float8_e4m3fn": 24,
+                       "uint16": 27, "uint32": 28, "uint64": 29}
 _TOKEN = re.compile(r"\s*(?:(?P<arrow>->)|(?P<number>\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)"
                     r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)|(?P<string>'[^']*'|\"[^\"]*\")"
                     r"|(?P<char>\S))")

@@ -4,7 +4,7 @@ from ember._tensor import Tensor
 from ember.ops._promotion import FLOAT
 from ember.ops._registry import op
 
-__all__ = ["unary", "binary", "conj_grad"]
+__all__ = ["unary", "binary", "conj_grad", "zeros_for"]
 
 
 def unary(signature, forward, derivative=None, *, doc, promote=FLOAT, saves_inputs=True,
@@ -36,6 +36,12 @@ def binary(signature, forward, derivative=None, *, doc, promote, saves_inputs=Tr
         new.inplace_variant(
             lambda xp, dst, a, b: getattr(xp, ufunc)(a, b, out=dst, casting="unsafe"))
     return new
+
+
+def zeros_for(grad):
+    """The gradient of a piecewise-constant function: zeros shaped as ``grad`` (``grad * 0``
+    would turn its infinities into NaN, which PyTorch's zeros never carry)."""
+    return grad.new_zeros(grad.shape)
 
 
 def conj_grad(t):

@@ -18,11 +18,12 @@ _UPCAST = {d.np: np.dtype(np.float32) for d in D.LOW_PRECISION}
 class Policy:
     """How an op picks its compute dtype from the promoted dtype of its operands."""
 
-    __slots__ = ("name", "rule")
+    __slots__ = ("name", "rule", "promoted")
 
-    def __init__(self, name, rule):
+    def __init__(self, name, rule, promoted=None):
         self.name = name
         self.rule = rule            # (promoted, op name, operands) -> compute ember dtype
+        self.promoted = promoted    # None, or (operands) -> those whose dtypes are promoted
 
     def __repr__(self):
         return f"Policy({self.name})"
@@ -89,7 +90,8 @@ def compute_dtype(policy, signature, op_name, upcast):
             operands.append((_SCALAR_KIND[entry], D.SCALAR))
         else:
             operands.append((D.FROM_NUMPY[entry], D.DIM))
-    promoted = D.result_type_of(operands)
+    promoted = D.result_type_of(operands if policy.promoted is None
+                                else policy.promoted(operands))
     compute = policy.rule(promoted, op_name, operands)
     if compute in D.FLOAT8:
         raise NotImplementedError(f"\"{op_name.rpartition('.')[2]}_cpu\" not implemented for "
@@ -104,6 +106,7 @@ def compute_dtype(policy, signature, op_name, upcast):
     return compute, (None if up is None else (compute, up)), target
 
 
-_NARROW_INTS = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32)}
+_NARROW_INTS = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,
+                                      np.uint32, np.uint64)}
 
 

@@ -48,7 +48,8 @@ REGISTRY = {}
 _NDARRAY = np.ndarray
 D.ON_DEFAULT_CHANGE.append(lambda: [o.dtype_cache.clear() for o in REGISTRY.values()])
 _SCALARS = {int: int, float: float, bool: bool, complex: complex}
-_WRAP_INT = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32)}
+_WRAP_INT = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,
+                                   np.uint32, np.uint64)}
 
 
 class Op:
@@ -620,13 +621,18 @@ def _shares_memory(out, src):
 
 # --- out= -------------------------------------------------------------------------------------
 
+_BY_DIM = ("_max_dim", "_min_dim", "_median_dim", "_nanmedian_dim")   # max(), ... with dim
+
+
 def _write_out(op, out, outputs, requires_grad):
     """Copy results into the ``out=`` tensor(s), resizing as PyTorch does."""
-    if requires_grad and _GRAD.grad_enabled:
-        raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
-                           f"automatic differentiation, but one of the arguments requires grad.")
     results = outputs if type(outputs) is tuple else (outputs,)
     targets = out if isinstance(out, (tuple, list)) else (out,)
+    if _GRAD.grad_enabled and (requires_grad or any(
+            isinstance(d, Tensor) and d.requires_grad for d in targets)):
+        name = op.name[1:-4] if op.name in _BY_DIM else op.name
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires grad.")
     if len(targets) != len(results):
         raise TypeError(f"{op.name}(): expected {len(results)} out tensors, got {len(targets)}")
     for dst, res in zip(targets, results):
@@ -655,6 +661,8 @@ def _write_out(op, out, outputs, requires_grad):
         else:
             xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
         dst._bump_version()
+    if op.namedtuple is not None and type(out) is tuple:
+        return op.namedtuple(*out)
     return out
 
 

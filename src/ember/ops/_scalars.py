@@ -13,7 +13,8 @@ C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int1
            D.int32: "int", D.int64: "int64_t", D.float16: "c10::Half",
            D.bfloat16: "c10::BFloat16", D.float32: "float", D.float64: "double",
            D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>",
-           D.float8_e4m3fn: "c10::Float8_e4m3fn", D.float8_e5m2: "c10::Float8_e5m2"}
+           D.float8_e4m3fn: "c10::Float8_e4m3fn", D.float8_e5m2: "c10::Float8_e5m2",
+           D.uint16: "uint16_t", D.uint32: "uint32_t", D.uint64: "uint64_t"}
 
 
 

@@ -5,7 +5,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._binary_rules import tensor_policy
-from ember.ops._elementwise import binary, conj_grad, unary
+from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
 from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy
 from ember.ops._registry import broadcast_message
 from ember.ops._scalars import checked_scalar
@@ -171,7 +171,7 @@ def _div(xp, a, b, rounding_mode):
 
 def _div_grad(grad, a, b, rounding_mode, *, needs=(True, True)):
     if rounding_mode is not None:
-        return grad * 0, grad * 0
+        return zeros_for(grad), zeros_for(grad)
     b_conj = conj_grad(b)
     return (grad / b_conj if needs[0] else None,
             -grad * conj_grad(a) / (b_conj * b_conj) if needs[1] else None)
@@ -182,7 +182,7 @@ div = binary("div(input, other, *, rounding_mode=None)", _div, _div_grad,
                  "``rounding_mode``.", promote=BINARY)
 
 floor_divide = binary("floor_divide(input, other)", _floor_divide,
-                      lambda grad, a, b: (grad * 0, grad * 0),
+                      lambda grad, a, b: (zeros_for(grad), zeros_for(grad)),
                       doc="Divides and rounds toward negative infinity.", promote=BINARY,
                       saves_inputs=False)
 
@@ -238,7 +238,7 @@ def _pow_grad(grad, a, b):
     grad_a = grad_b = None
     if hasattr(a, "shape"):
         if isinstance(b, (int, float, complex)) and b == 0:
-            grad_a = grad * 0
+            grad_a = zeros_for(grad)
         else:
             grad_a = grad * conj_grad(b * a.pow(b - 1))
             if hasattr(b, "shape"):             # 0 ** 0 has slope 0, not 0 * inf
@@ -301,8 +301,8 @@ def _sgn(xp, x):
 
 def _sign(xp, x):
     if x.dtype.kind == "c":
-        raise RuntimeError("Unlike NumPy, torch.sign is not intended to support complex "
-                           "numbers. Please use torch.sgn instead.")
+        raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support "
+                                  "complex numbers. Please use torch.sgn instead.")
     if x.dtype.kind == "b":
         return x.copy()
     out = xp.sign(x)
@@ -313,7 +313,7 @@ def _sign(xp, x):
 
 def _sgn_grad(grad, x, *, out):
     if not x.is_complex():
-        return grad * 0
+        return zeros_for(grad)
     mag = x.abs()
     safe = mag.masked_fill(mag == 0, 1)
     g = (grad - (grad * out.conj()).real * out) / safe
@@ -331,7 +331,7 @@ def _(xp, dst, a):
     xp.absolute(a, out=dst, casting="unsafe")
 
 
-sign = unary("sign(input)", _sign, lambda grad, x: grad * 0,
+sign = unary("sign(input)", _sign, lambda grad, x: zeros_for(grad),
              doc="-1, 0 or 1 by the sign of each element (0 for NaN).", promote=SAME,
              saves_inputs=False)
 sgn = unary("sgn(input)", _sgn, _sgn_grad,

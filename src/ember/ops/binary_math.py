@@ -7,7 +7,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
-from ember.ops._elementwise import binary, conj_grad
+from ember.ops._elementwise import binary, conj_grad, zeros_for
 from ember.ops._scalars import number_arrays
 from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
 from ember.ops._registry import op
@@ -68,7 +68,7 @@ xlogy = binary("xlogy(input, other)", _xlogy, _xlogy_grad,
 def _copysign_grad(grad, a, b, *, out):
     # d out / d a is the sign agreement of out and a: +-1, and 0 at a == 0
     ratio = where(a == 0, 0.0, out.detach() / a.detach())
-    return grad * ratio, (grad * 0 if _is_tensor(b) else None)
+    return grad * ratio, (zeros_for(grad) if _is_tensor(b) else None)
 
 
 copysign = binary("copysign(input, other)", lambda xp, a, b: xp.copysign(a, b),
@@ -334,11 +334,16 @@ def _where_rule(d, name, operands):
     elif cond is not D.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a "
                            f"tensor with dtype {cond._torch_name}")
-    return D.result_type_of(operands[1:])
+    return d
+
+
+def _where_values(operands):
+    """The operands whose dtypes where's result promotes: its values, not its condition."""
+    return operands[1:] if len(operands) == 3 else operands
 
 
 @op("where(condition, input=None, other=None)", inputs=3, checked_scalars=True,
-    promote=Policy("where", _where_rule), method=False)
+    promote=Policy("where", _where_rule, _where_values), method=False)
 def where(xp, cond, x, y):
     """``input`` where ``condition`` is True, else ``other`` (numbers allowed); with only a
     condition, the indices of its nonzero elements, one tensor per dim."""

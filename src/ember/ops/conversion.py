@@ -14,6 +14,7 @@ from ember._tensor import Tensor, _make
 from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, quiet_fp,
                            xp_of)
 from ember.backend.meta import meta_like
+from ember.ops._elementwise import zeros_for
 from ember.ops._registry import broadcast_message, call, op
 from ember.ops._scalars import checked_scalar
 
@@ -72,6 +73,16 @@ def _moves(src, dst):
     return src.type != dst.type or (dst.index is not None and src.index != dst.index)
 
 
+def _python_type(dtype):
+    """A dtype for ``float``, ``int``, ``bool`` and ``complex`` (as PyTorch reads them)."""
+    if isinstance(dtype, type):
+        from ember._creation import _PYTHON_TYPES
+        if dtype not in _PYTHON_TYPES:
+            raise TypeError(f"to() received an invalid combination of arguments: [{dtype}]")
+        return _PYTHON_TYPES[dtype]
+    return dtype
+
+
 def _parse_to(args, kwargs):
     """Decode the forms of ``Tensor.to`` into (dtype, device, copy)."""
     return _parse_to_all(args, kwargs)[:3]
@@ -80,7 +91,7 @@ def _parse_to(args, kwargs):
 def _parse_to_all(args, kwargs):
     """Decode the forms of ``Tensor.to``: (dtype), (device[, dtype]), (tensor), keywords;
     returns (dtype, device, copy, non_blocking, memory format)."""
-    dtype = kwargs.pop("dtype", None)
+    dtype = _python_type(kwargs.pop("dtype", None))
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     non_blocking = kwargs.pop("non_blocking", False)
@@ -91,12 +102,12 @@ def _parse_to_all(args, kwargs):
     if args and isinstance(args[0], Tensor):
         other = args.pop(0)
         dtype, device = other.dtype, other.device
-    elif args and isinstance(args[0], D.dtype):
-        dtype = args.pop(0)
+    elif args and isinstance(args[0], (D.dtype, type)):
+        dtype = _python_type(args.pop(0))
     elif args and (isinstance(args[0], (str, int)) or hasattr(args[0], "type")):
         device = args.pop(0)
-        if args and isinstance(args[0], D.dtype):
-            dtype = args.pop(0)
+        if args and isinstance(args[0], (D.dtype, type)):
+            dtype = _python_type(args.pop(0))
     if args and isinstance(args[0], bool):          # to(dtype, non_blocking, copy)
         non_blocking = args.pop(0)
         if args and isinstance(args[0], bool):
@@ -266,7 +277,7 @@ def _copy(xp, dst, src, non_blocking):
 
 @_copy.derivative
 def _(grad, dst, src, non_blocking):
-    return grad * 0, grad
+    return zeros_for(grad), grad
 
 
 def copy_(self, src, non_blocking=False):
@@ -274,7 +285,10 @@ def copy_(self, src, non_blocking=False):
     if isinstance(src, (bool, int, float, complex)):
         return fill_(self, src)
     if not isinstance(src, Tensor):
-        raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+        kind = type(src)
+        name = kind.__name__ if kind.__module__ == "builtins" else \
+            f"{kind.__module__}.{kind.__qualname__}"
+        raise TypeError(f"copy_(): argument 'other' (position 1) must be Tensor, not {name}")
     if src.device != self.device:           # copies cross devices (load_state_dict onto a GPU)
         src = src.to(self.device, non_blocking=non_blocking)
     from ember.ops._inplace import call_inplace
@@ -300,7 +314,7 @@ def _fill(xp, x, value):
 
 @_fill.derivative
 def _(grad, x, value):
-    return grad * 0, (grad.sum() if hasattr(value, "shape") else None)
+    return zeros_for(grad), (grad.sum() if hasattr(value, "shape") else None)
 
 
 def fill_(self, value):

@@ -116,7 +116,7 @@ def _write_index_add(xp, out, index, source, dim, alpha):
     out1, ix = at_least_1d(out), index.reshape(-1)
     size = out1.shape[dim]
     check_range(ix, 0, size, lambda bad: IndexError("index out of range in self")
-                if out.ndim == 0 else RuntimeError(
+                if out.ndim <= 1 else RuntimeError(
                     f"index {bad} is out of bounds for dimension {dim} with size {size}"))
     if source.size == 0:
         return

@@ -36,7 +36,27 @@ def _explicit(key):
 
 def _basic_forward(xp, x, key):
     """``input[key]`` for a key of ints, slices (step > 0) and None: a view."""
-    return x[_explicit(key)]
+    out = x[_explicit(key)]
+    return _new_dim_strides(xp, out, key, x) if None in key else out
+
+
+def _new_dim_strides(xp, out, key, x):
+    """``out`` with PyTorch's strides for the dims None inserted (NumPy gives them 0): as
+    ``unsqueeze`` in front of the input dim that follows, its size times its stride (one
+    element after the last dim)."""
+    consumed = sum(k is not None and k is not Ellipsis for k in key)
+    strides, pos, dim = list(out.strides), 0, 0
+    for k in key:
+        if k is None:
+            strides[pos] = (x.shape[dim] * x.strides[dim] if dim < x.ndim else x.itemsize)
+            pos += 1
+        elif k is Ellipsis:
+            pos += x.ndim - consumed
+            dim += x.ndim - consumed
+        else:
+            pos += type(k) is not int
+            dim += 1
+    return xp.lib.stride_tricks.as_strided(out, out.shape, strides)
 
 
 def _basic_derivative(grad, x, key):
@@ -289,7 +309,8 @@ _SCALAR_CTYPE = {D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t", D.int
 
 
 _INT_RANGE = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
-              for d in (D.uint8, D.int8, D.int16, D.int32, D.int64)}
+              for d in (D.uint8, D.int8, D.int16, D.int32, D.int64, D.uint16, D.uint32,
+                        D.uint64)}
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 

@@ -4,6 +4,7 @@ import ast
 
 import numpy as np
 
+from ember._creation import as_tensor
 from ember._tensor import Tensor
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import REGISTRY, call
@@ -45,7 +46,9 @@ def _operator(op, reflected):
             return call(op, (other, self), params)
     else:
         def method(self, other):
-            if type(other) not in _OPERAND_TYPES and not _is_operand(other):
+            if type(other) is np.ndarray:       # tensor + array: the array as a tensor
+                other = as_tensor(other)
+            elif type(other) not in _OPERAND_TYPES and not _is_operand(other):
                 return NotImplemented
             return call(op, (self, other), params)
     return method
@@ -55,7 +58,9 @@ def _inplace_operator(op):
     params = _param_defaults(op)
 
     def method(self, other):
-        if type(other) not in _OPERAND_TYPES and not _is_operand(other):
+        if type(other) is np.ndarray:
+            other = as_tensor(other)
+        elif type(other) not in _OPERAND_TYPES and not _is_operand(other):
             return NotImplemented
         return call_inplace(op, (self, other), params)
     return method

@@ -334,7 +334,7 @@ def _identity_on_0d(name, hint):
 def _T(self):
     if self.ndim == 0:
         _identity_on_0d("T", "This function is the identity in these cases.")
-    elif self.ndim != 2:
+    elif self.ndim > 2:                 # (1-D tensors pass silently, as in PyTorch)
         warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse their "
                       "shape is deprecated and it will throw an error in a future release. "
                       "Consider `x.mT` to transpose batches of matrices or `x.permute(*ember."

@@ -18,10 +18,9 @@ STORAGE_OF = {
 }
 
 # PyTorch dtype names ember lacks: a checkpoint holding them fails with a clear message.
-UNSUPPORTED_DTYPES = ("uint16", "uint32", "uint64", "complex32", "quint8", "qint8", "qint32",
-                      "quint4x2", "quint2x4", "float8_e4m3fnuz", "float8_e5m2fnuz",
-                      "float8_e8m0fnu", "float4_e2m1fn_x2", "bits8", "bits16", "bits1x8",
-                      "bits2x4", "bits4x2")
+UNSUPPORTED_DTYPES = ("complex32", "quint8", "qint8", "qint32", "quint4x2", "quint2x4",
+                      "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2",
+                      "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2")
 UNSUPPORTED_STORAGES = ("QInt8Storage", "QUInt8Storage", "QInt32Storage", "QUInt4x2Storage",
                         "QUInt2x4Storage")
 

@@ -53,8 +53,22 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
         raise ValueError(f"Both 'rtol' and 'atol' must be either specified or omitted, but got "
                          f"no {'rtol' if rtol is None else 'atol'}.")
     actual, expected = _layouts_compared(actual, expected, check_layout, msg)
-    _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, check_stride,
-             msg, ())
+    try:
+        _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
+                 check_stride, msg, ())
+    except _Mismatch as e:
+        text = e.args[0]
+        if e.path and not (msg is not None and not callable(msg)):
+            text += f"\n\nThe failure occurred for item {''.join(f'[{p!r}]' for p in e.path)}"
+        raise AssertionError(text) from None
+
+
+class _Mismatch(Exception):
+    """A failed comparison, with the path to the failing item of nested inputs."""
+
+    def __init__(self, text, path):
+        super().__init__(text)
+        self.path = path
 
 
 def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
@@ -78,17 +92,30 @@ def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=
 
 def _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
              check_stride, msg, path):
-    where = "".join(f"[{p!r}]" for p in path)
+    try:
+        _compare_one(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
+                     check_stride, msg, path)
+    except AssertionError as e:
+        raise _Mismatch(str(e), path) from None
+
+
+def _compare_one(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
+                 check_stride, msg, path):
     if isinstance(expected, dict):
-        if not isinstance(actual, dict) or set(actual) != set(expected):
-            raise AssertionError(f"The keys of the mappings do not match{where}")
+        if not isinstance(actual, dict):
+            raise AssertionError("The keys of the mappings do not match")
+        if set(actual) != set(expected):
+            raise AssertionError(
+                f"The keys of the mappings do not match:\n"
+                f"Missing keys in the actual mapping: {sorted(set(expected) - set(actual))}\n"
+                f"Additional keys in the actual mapping: {sorted(set(actual) - set(expected))}")
         for k in expected:
             _compare(actual[k], expected[k], rtol, atol, equal_nan, check_device, check_dtype,
                      check_stride, msg, path + (k,))
         return
     if isinstance(expected, (list, tuple)) and not isinstance(actual, Tensor):
         if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
-            raise AssertionError(f"The length of the sequences mismatch{where}: "
+            raise AssertionError(f"The length of the sequences mismatch: "
                                  f"{len(actual) if hasattr(actual, '__len__') else actual} != "
                                  f"{len(expected)}")
         for i, (a, e) in enumerate(zip(actual, expected)):
@@ -96,9 +123,9 @@ def _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
                      path + (i,))
         return
     if isinstance(expected, Tensor) != isinstance(actual, Tensor) and check_dtype:
-        if isinstance(expected, Tensor) or isinstance(actual, Tensor):
-            raise AssertionError(f"Expected both inputs to be tensors{where}, got "
-                                 f"{type(actual).__name__} and {type(expected).__name__}")
+        # (with check_dtype=False a tensor may meet an array, which ember's own tests use)
+        raise TypeError(f"No comparison pair was able to handle inputs of type "
+                        f"{type(actual)} and {type(expected)}.")
     if _sparse(actual) or _sparse(expected):
         return _compare_sparse(actual, expected, rtol, atol, equal_nan, check_device,
                                check_dtype, msg)
@@ -122,8 +149,8 @@ def _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype,
     if rtol is None:
         dtypes = [d for d in (a_dtype, e_dtype) if d is not None]
         rtol, atol = default_tolerances(*dtypes) if dtypes else (0.0, 0.0)
-    _compare_values(a, e, rtol, atol, equal_nan, msg, "Tensor-likes" if isinstance(
-        expected, Tensor) else "Scalars" if a.ndim == 0 else "Tensor-likes")
+    _compare_values(a, e, rtol, atol, equal_nan, msg,
+                    "Scalars" if a.ndim == 0 else "Tensor-likes")
 
 
 def _sparse(x):
@@ -188,45 +215,69 @@ def _wide(arr):
     return arr.astype(np.float64)
 
 
-def _compare_values(a, e, rtol, atol, equal_nan, msg, what):
+def _close(a, e, rtol, atol, equal_nan):
+    """Where ``|a - e| <= atol + rtol * |e|``; infinities are close only to themselves."""
     a, e = _wide(a), _wide(e)
-    if a.size == 0:
-        return
     with np.errstate(all="ignore"):
-        diff = np.abs(a - e)
-        ok = diff <= atol + rtol * np.abs(e)
-        ok |= (a == e)                                  # equal infinities
+        ok = (a == e) | (np.isfinite(a) & np.isfinite(e)
+                         & (np.abs(a - e) <= atol + rtol * np.abs(e)))
         if equal_nan:
             ok |= np.isnan(a) & np.isnan(e)
-        if a.dtype.kind == "c":
-            ok |= (a == e)
+    return ok
+
+
+def _differences(a, e):
+    """|a - e| and |a - e| / |e| as PyTorch reports them: in the inputs' (promoted) dtype,
+    integers and bools as int64 with a float32 (default dtype) ratio."""
+    if a.dtype != e.dtype:
+        common = D.promote_types(D.FROM_NUMPY[a.dtype], D.FROM_NUMPY[e.dtype]).np
+        a, e = a.astype(common), e.astype(common)
+    with np.errstate(all="ignore"):
+        if a.dtype.kind in "iub":
+            diff = np.abs(a.astype(np.int64) - e.astype(np.int64))
+            return diff, (diff / np.abs(e.astype(np.int64))).astype(np.float32)
+        real = np.abs(a[:0]).dtype
+        work = np.float32 if real.itemsize < 4 else real      # 16-bit: in float32, rounded
+        diff = np.abs(a.astype(np.result_type(a, work)) - e.astype(np.result_type(e, work)))
+        rel = (diff / np.abs(e.astype(np.result_type(e, work)))).astype(real)
+        return diff.astype(real), rel
+
+
+def _greatest(x):
+    """The largest value (NaN first, as ``max`` propagates it) and its index."""
+    nan = np.isnan(x)
+    i = int(np.argmax(nan)) if nan.any() else int(np.argmax(x))
+    return x.reshape(-1)[i].item(), tuple(int(j) for j in np.unravel_index(i, x.shape))
+
+
+def _compare_values(a, e, rtol, atol, equal_nan, msg, what):
+    if a.size == 0:
+        return
+    ok = _close(a, e, rtol, atol, equal_nan)
     if ok.all():
         return
-    bad = ~ok
-    n_bad = int(bad.sum())
-    total = a.size
+    equal = rtol == 0 and atol == 0
+    head = f"{what} are not {'equal' if equal else 'close'}!\n\n"
+
+    def tolerance(tol):
+        return "" if equal else f" (up to {tol} allowed)"
+
     if a.ndim == 0:
-        text = (f"{what} are not close!\n\nExpected {e.item()} but got {a.item()}.\n"
-                f"Absolute difference: {diff.item()} (up to {atol} allowed)\n"
-                f"Relative difference: {_rel(diff, e).item()} (up to {rtol} allowed)")
+        x, y = a.item(), e.item()
+        diff = abs(x - y)
+        rel = math.inf if y == 0 else diff / abs(y)
+        text = (f"{head}Expected {y} but got {x}.\n"
+                f"Absolute difference: {diff}{tolerance(atol)}\n"
+                f"Relative difference: {rel}{tolerance(rtol)}")
         raise AssertionError(_fail(msg, text))
-    abs_masked = np.where(bad, np.nan_to_num(diff, nan=np.inf), -1)
-    i_abs = np.unravel_index(int(np.argmax(abs_masked)), a.shape)
-    rel = _rel(diff, e)
-    rel_masked = np.where(bad, np.nan_to_num(rel, nan=np.inf), -1)
-    i_rel = np.unravel_index(int(np.argmax(rel_masked)), a.shape)
-    text = (f"{what} are not close!\n\n"
-            f"Mismatched elements: {n_bad} / {total} ({100.0 * n_bad / total:.1f}%)\n"
-            f"Greatest absolute difference: {diff[i_abs]} at index {tuple(map(int, i_abs))} "
-            f"(up to {atol} allowed)\n"
-            f"Greatest relative difference: {rel[i_rel]} at index {tuple(map(int, i_rel))} "
-            f"(up to {rtol} allowed)")
+    diff, rel = _differences(a, e)
+    diff[ok], rel[ok] = 0, 0
+    n_bad = int((~ok).sum())
+    (d, i_abs), (r, i_rel) = _greatest(diff), _greatest(rel)
+    text = (f"{head}Mismatched elements: {n_bad} / {a.size} ({n_bad / a.size:.1%})\n"
+            f"Greatest absolute difference: {d} at index {i_abs}{tolerance(atol)}\n"
+            f"Greatest relative difference: {r} at index {i_rel}{tolerance(rtol)}")
     raise AssertionError(_fail(msg, text))
-
-
-def _rel(diff, e):
-    with np.errstate(all="ignore"):
-        return diff / np.abs(e)
 
 
 def _fail(msg, text):

@@ -16,9 +16,9 @@ __all__ = ["save", "save_file", "load", "load_file"]
 
 _DTYPES = {
     "BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "I32": np.int32,
-    "I64": np.int64, "F16": np.float16, "BF16": ml_dtypes.bfloat16, "F32": np.float32,
-    "F64": np.float64, "C64": np.complex64, "F8_E4M3": ml_dtypes.float8_e4m3fn,
-    "F8_E5M2": ml_dtypes.float8_e5m2,
+    "I64": np.int64, "U16": np.uint16, "U32": np.uint32, "U64": np.uint64, "F16": np.float16,
+    "BF16": ml_dtypes.bfloat16, "F32": np.float32, "F64": np.float64, "C64": np.complex64,
+    "F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2,
 }
 
 _SUPPORTED = {np.dtype(d) for d in _DTYPES.values()}

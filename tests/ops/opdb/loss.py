@@ -264,7 +264,8 @@ def _ctc_samples(dtype, requires_grad):
         yield SampleInput(lp, (_index([[1, 2], [1, 1]]), _index([4, 3]), _index([2, 1]), 0,
                                reduction))
     yield SampleInput(lp, (_index([2, 1, 1]), [4, 4], [1, 2], 0, 1), name="concatenated")
-    yield SampleInput(lp, (_index([[0, 2], [1, 1]]), [4, 3], [1, 2], 1, 0), name="blank1")
+    # (targets must not hold the blank: the reference gives those paths no probability)
+    yield SampleInput(lp, (_index([[0, 2], [2, 0]]), [4, 3], [1, 2], 1, 0), name="blank1")
     yield SampleInput(lp, (_index([[1, 1], [2, 0]]), [2, 4], [2, 0], 0, 0, True),
                       name="zero_infinity")
     if not requires_grad:       # an infinite loss: gradcheck cannot difference it

@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _placement
 
 __all__ = ["Transport", "loads"]
 
@@ -106,7 +106,19 @@ class _SharingPickler(pickle.Pickler):
             path = self.dumps.next_path()
             if _write(path, x._data):
                 return _rebuild, (path, x._data.shape, x._data.dtype, x.requires_grad, type(x))
+        if isinstance(x, Tensor) and type(x).__reduce_ex__ is Tensor.__reduce_ex__ \
+                and _placement(x) is not None:
+            # a small sample may view a large dataset tensor: send its elements, not the
+            # whole memory plain pickling sends (to keep views views)
+            return _make_own, (type(x), np.ascontiguousarray(x._data), x.requires_grad)
         return NotImplemented
+
+
+def _make_own(cls, array, requires_grad):
+    """A tensor of subclass ``cls`` over ``array``."""
+    t = _make(array, cls)
+    t._requires_grad = requires_grad
+    return t
 
 
 def _write(path, array):

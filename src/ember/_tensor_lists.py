@@ -1,0 +1,174 @@
+"""``torch._foreach_*``: ops on lists of tensors (what optimizers and weight-EMA code call).
+
+ember has no fused multi-tensor kernels: each function applies the matching tensor op to the
+tensors one by one, so dtypes, broadcasting, autograd and errors are those of the op. The
+out-of-place forms return a tuple of new tensors; the in-place ones (``_`` suffix) return the
+list they were given. The second operand may be one number, a list of numbers, one 0-dim
+tensor or a list of tensors (the list forms pair up element by element).
+"""
+
+import numbers
+
+import ember
+
+_UNARY = ("abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma log log10 "
+          "log1p log2 neg reciprocal round rsqrt sigmoid sign sin sinh sqrt tan tanh "
+          "trunc").split()
+# foreach name -> tensor method (a number or a tensor as the other operand)
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow",
+           "clamp_min": "clamp_min", "clamp_max": "clamp_max", "maximum": "clamp_min",
+           "minimum": "clamp_max"}
+
+
+def _check_list(name, tensors):
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"_foreach_{name}(): argument 'self' (position 1) must be tuple of "
+                        f"Tensors, not {type(tensors).__name__}")
+    if not tensors:
+        raise RuntimeError("Tensor list must have at least one tensor.")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, ember.Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{type(t).__name__}")
+    return tensors
+
+
+def _pair(tensors, other):
+    """``other`` spread to one operand per tensor."""
+    if isinstance(other, (list, tuple)):
+        if other and all(isinstance(o, ember.Tensor) for o in other):
+            if len(other) != len(tensors):
+                raise RuntimeError(f"Tensor lists must have the same number of tensors, got "
+                                   f"{len(tensors)} and {len(other)}")
+        elif len(other) != len(tensors):
+            raise RuntimeError("Tensor list must have same number of elements as scalar list.")
+        return list(other)
+    if isinstance(other, ember.Tensor) and other.ndim != 0:
+        raise RuntimeError(f"scalar tensor expected to be 0 dim but it has {other.ndim} "
+                           f"dimensions and {other.numel()} elements.")
+    return [other] * len(tensors)
+
+
+def _unary(name):
+    def out_of_place(self):
+        return tuple(getattr(t, name)() for t in _check_list(name, self))
+
+    def in_place(self):
+        for t in _check_list(name, self):
+            getattr(t, name + "_")()
+        return self
+    return out_of_place, in_place
+
+
+def _binary(name, method):
+    def call(fn, o, alpha):
+        return fn(o) if alpha == 1 else fn(o, alpha=alpha)
+
+    def out_of_place(self, other, *, alpha=1):
+        if name == "pow" and isinstance(self, numbers.Number):
+            return tuple(ember.pow(self, t) for t in _check_list(name, other))
+        ops = _pair(_check_list(name, self), other)
+        return tuple(call(getattr(t, method), o, alpha) for t, o in zip(self, ops))
+
+    def in_place(self, other, *, alpha=1):
+        for t, o in zip(self, _pair(_check_list(name, self), other)):
+            call(getattr(t, method + "_"), o, alpha)
+        return self
+    return out_of_place, in_place
+
+
+def _values(tensors, value):
+    """The ``value`` of addcmul/addcdiv, one number per tensor."""
+    if isinstance(value, ember.Tensor):
+        if value.ndim != 1:
+            raise RuntimeError(f"Expected packed scalar Tensor to be of dimension 1. Got "
+                               f"{value.ndim} instead.")
+        value = value.tolist()
+    return _pair(tensors, value)
+
+
+def _pointwise(name):
+    def out_of_place(self, tensor1, tensor2, value=1):
+        values = _values(_check_list(name, self), value)
+        return tuple(getattr(t, name)(a, b, value=v)
+                     for t, a, b, v in zip(self, _pair(self, tensor1), _pair(self, tensor2),
+                                           values))
+
+    def in_place(self, tensor1, tensor2, value=1):
+        values = _values(_check_list(name, self), value)
+        for t, a, b, v in zip(self, _pair(self, tensor1), _pair(self, tensor2), values):
+            getattr(t, name + "_")(a, b, value=v)
+        return self
+    return out_of_place, in_place
+
+
+def _foreach_lerp(self, tensors1, weight):
+    """``lerp`` of each tensor towards its partner by ``weight``."""
+    ends = _pair(_check_list("lerp", self), tensors1)
+    return tuple(t.lerp(e, w) for t, e, w in zip(self, ends, _pair(self, weight)))
+
+
+def _foreach_lerp_(self, tensors1, weight):
+    """In-place ``lerp`` of each tensor towards its partner by ``weight``."""
+    ends = _pair(_check_list("lerp_", self), tensors1)
+    for t, e, w in zip(self, ends, _pair(self, weight)):
+        t.lerp_(e, w)
+    return self
+
+
+def _foreach_norm(self, ord=2, dtype=None):
+    """The vector norm of each tensor (a tuple of 0-dim tensors)."""
+    return tuple(ember.linalg.vector_norm(t, ord, dtype=dtype)
+                 for t in _check_list("norm", self))
+
+
+def _foreach_max(self):
+    """The largest element of each tensor."""
+    return tuple(t.amax() for t in _check_list("max", self))
+
+
+def _foreach_powsum(self, ord=2, dtype=None):
+    """The sum of ``|x| ** ord`` over each tensor."""
+    return tuple(t.abs().pow(ord).sum(dtype=dtype) for t in _check_list("powsum", self))
+
+
+def _foreach_mm(self, mat2):
+    """Matrix products of the paired tensors."""
+    return tuple(a.mm(b) for a, b in zip(self, _pair(_check_list("mm", self), mat2)))
+
+
+def _foreach_clone(self):
+    """A copy of each tensor."""
+    return tuple(t.clone() for t in _check_list("clone", self))
+
+
+def _foreach_copy_(self, src, non_blocking=False):
+    """Copy each source tensor into its partner, in place."""
+    for t, s in zip(self, _pair(_check_list("copy_", self), src)):
+        t.copy_(s, non_blocking)
+    return self
+
+
+def _foreach_zero_(self):
+    """Fill each tensor with zeros, in place."""
+    for t in _check_list("zero_", self):
+        t.zero_()
+    return self
+
+
+def _export(name, pair):
+    for fn, suffix in zip(pair, ("", "_")):
+        fn.__name__ = fn.__qualname__ = f"_foreach_{name}{suffix}"
+        what = "in place, " if suffix else ""
+        fn.__doc__ = f"``{name}`` of each tensor of a list, {what}as ``torch._foreach_{name}``."
+        globals()[fn.__name__] = fn
+
+
+for _name in _UNARY:
+    _export(_name, _unary(_name))
+for _name, _method in _BINARY.items():
+    _export(_name, _binary(_name, _method))
+for _name in ("addcmul", "addcdiv"):
+    _export(_name, _pointwise(_name))
+
+__all__ = sorted(n for n in globals() if n.startswith("_foreach_"))
