@@ -21,7 +21,7 @@ def test_jacobian_shapes_and_values():
 
 def test_jacobian_strict_and_create_graph():
     x = _randn(2)
-    with pytest.raises(RuntimeError, match="independent of input 0"):
+    with pytest.raises(RuntimeError, match="Output 0 of the user-provided function does not"):
         AF.jacobian(lambda a: ember.ones(2, dtype=ember.float64) * 1, x, strict=True)
     assert ember.equal(AF.jacobian(lambda a: ember.ones(2, dtype=ember.float64), x),
                        ember.zeros(2, 2, dtype=ember.float64))
@@ -54,3 +54,54 @@ def test_vjp_jvp():
         AF.vjp(lambda a: a * a, x)
     with pytest.raises(TypeError, match="must be either a Tensor or a tuple of Tensors"):
         AF.vjp(lambda a: a, [x], v)
+
+
+def test_strict_and_argument_errors_use_pytorch_wording():
+    x, v = _randn(3), _randn(3)
+
+    def raises(exc, text, fn):
+        with pytest.raises(exc) as info:
+            fn()
+        assert str(info.value) == text
+
+    ones = lambda a: ember.ones(2, dtype=ember.float64)  # noqa: E731
+    raises(RuntimeError, "Output 0 of the user-provided function does not require gradients. "
+           "The outputs must be computed in a differentiable manner from the input when "
+           "running in strict mode.", lambda: AF.jacobian(ones, x, strict=True))
+    raises(RuntimeError, "Output 0 of the user-provided function is independent of input 1. "
+           "This is not allowed in strict mode.",
+           lambda: AF.jacobian(lambda a, b: a * 2, (x, x), strict=True))
+    raises(RuntimeError, "The output of the user-provided function is independent of input 1. "
+           "This is not allowed in strict mode.",
+           lambda: AF.vjp(lambda a, b: a * 2, (x, x), x, strict=True))
+    hess = ("While computing the hessian, found that the jacobian of the user-provided function "
+            "with respect to input 0 is independent of the input.")
+    with pytest.raises(RuntimeError, match=hess):
+        AF.hessian(lambda a: a.sum(), x, strict=True)
+    with pytest.raises(RuntimeError, match=hess):
+        AF.hvp(lambda a: a.sum(), x, v, strict=True)
+    with pytest.raises(RuntimeError, match="`strict=True` and `vectorized=True` are not"):
+        AF.jacobian(lambda a: a * 2, x, strict=True, vectorize=True)
+    with pytest.raises(NotImplementedError, match="only implemented for `vectorize=True`"):
+        AF.jacobian(lambda a: a * 2, x, strategy="forward-mode")
+    with pytest.raises(AssertionError, match="Expected strategy to be either"):
+        AF.jacobian(lambda a: a * 2, x, strategy="foo")
+    raises(RuntimeError, "v has invalid size: should be ember.Size([3]) but got "
+           "ember.Size([2]).", lambda: AF.vjp(lambda a: a * 2, x, v[:2]))
+    raises(RuntimeError, "v is a tuple of invalid length: should be 2 but got 1.",
+           lambda: AF.jvp(lambda a, b: a, (x, x), (v,)))
+    raises(RuntimeError, "The Tensor returned by the function given to hessian should contain "
+           "a single element", lambda: AF.hessian(lambda a: a * 2, x))
+    raises(RuntimeError, "The function given to hvp should return a single Tensor",
+           lambda: AF.hvp(lambda a: (a.sum(),), x, v))
+    with pytest.raises(RuntimeError, match="can only be None if the input"):
+        AF.vhp(lambda a: (a ** 3).sum(), x)
+    with pytest.raises(RuntimeError, match="^The gradient with respect to input 0 is "
+                                           "independent of the inputs of the user-provided "
+                                           "function. This is not allowed in strict mode.$"):
+        AF.jvp(lambda a: a.round(), x, v, strict=True)
+    assert ember.equal(AF.jvp(lambda a: a * 2, x, v, strict=True)[1], 2 * v)
+    _, hv = AF.hvp(lambda a: (a ** 3).sum(), x[:1])
+    assert ember.allclose(hv, 6 * x[:1])
+    assert ember.allclose(AF.hessian(lambda a: (a ** 3).sum(), x, vectorize=True,
+                                     outer_jacobian_strategy="forward-mode"), ember.diag(6 * x))

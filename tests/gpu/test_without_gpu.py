@@ -108,9 +108,9 @@ def test_calls_that_need_a_gpu_raise_not_compiled(call):
 @no_cuda
 def test_pin_memory_in_a_dataloader_warns_and_is_ignored():
     data = ember.utils.data.TensorDataset(ember.arange(4.))
-    with pytest.warns(UserWarning, match="no accelerator is found"):
-        loader = ember.utils.data.DataLoader(data, batch_size=2, pin_memory=True)
-    (batch,) = next(iter(loader))
+    loader = ember.utils.data.DataLoader(data, batch_size=2, pin_memory=True)
+    with pytest.warns(UserWarning, match="no accelerator is found"):   # when iterated
+        (batch,) = next(iter(loader))
     assert batch.tolist() == [0.0, 1.0] and not batch.is_pinned()
 
 

@@ -130,3 +130,14 @@ def test_runs_without_recording_gradients():
 def test_deprecated_aliases_warn():
     with pytest.warns(FutureWarning, match="nn.init.normal` is now deprecated"):
         init.normal(big(2))
+
+
+def test_trunc_normal_keeps_its_spread_in_16_bit_floats_and_checks_bounds():
+    ember.manual_seed(0)
+    for dtype in (ember.float16, ember.bfloat16):
+        w = init.trunc_normal_(ember.empty(100000, dtype=dtype), std=0.02)
+        assert w.dtype is dtype
+        assert abs(float(w.float().std()) - 0.02) < 0.001       # was 0.05 / 0.08
+    with pytest.raises(RuntimeError, match=r"^uniform_ expects to return a \[from, to\) range, "
+                                           r"but found from=2 > to=-2$"):
+        init.trunc_normal_(ember.empty(3), a=2.0, b=-2.0)

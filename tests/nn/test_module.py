@@ -288,6 +288,20 @@ def test_state_dict_hooks():
     assert seen == [m]
 
 
+def test_state_dict_post_hook_must_return_none_but_private_hook_may_replace():
+    m = Affine(2, 2)
+    h = m.register_state_dict_post_hook(lambda mod, sd, prefix, meta: {})
+    with pytest.raises(RuntimeError, match="^state_dict post-hook must return None$"):
+        m.state_dict()
+    h.remove()
+    m._register_state_dict_hook(lambda mod, sd, prefix, meta: {"only": ember.ones(1)})
+    assert list(m.state_dict()) == ["only"]
+    dest = {}
+    with pytest.warns(FutureWarning, match="Positional args are being deprecated"):
+        Affine(2, 2).state_dict(dest, "p.")
+    assert sorted(dest) == ["p.bias", "p.calls", "p.weight"]
+
+
 # ----- modes, grads, conversion ----------------------------------------------------------
 
 def test_train_eval_recurse_through_overrides():
@@ -425,8 +439,27 @@ def test_full_backward_hooks():
     m(x).sum().backward()
     assert log == [("pre", [(4, 2)]), ("full", [(4, 3)], [(4, 2)])]
     log.clear()
-    m(ember.randn(4, 3)).sum().backward()
+    with pytest.warns(UserWarning, match="Full backward hook is firing when gradients are "
+                                         "computed with respect to module outputs since no "
+                                         "inputs require gradients"):
+        m(ember.randn(4, 3)).sum().backward()
     assert log == [("pre", [(4, 2)]), ("full", [None], [(4, 2)])]
+
+
+def test_full_backward_hook_entries_for_tensors_that_need_no_grad():
+    # as PyTorch: zeros for a tensor input that needs no grad (when another one does), None
+    # in grad_output for an output that needs none
+    class Two(nn.Module):
+        def forward(self, a, b, k):
+            return a * b, (a * k).detach(), k
+    m, log = Two(), []
+    m.register_full_backward_hook(lambda mod, gi, go: log.append((gi, go)))
+    a = ember.tensor([1.0, 2.0], requires_grad=True)
+    p, _, _ = m(a, ember.tensor([3.0, -1.0]), 2)
+    p.sum().backward()
+    (gi, go) = log[0]
+    assert len(gi) == 3 and gi[0].tolist() == [3.0, -1.0] and gi[1].tolist() == [0.0, 0.0]
+    assert gi[2] is None and go[0].tolist() == [1.0, 1.0] and go[1:] == (None, None)
 
 
 def test_backward_hooks_can_replace_gradients():

@@ -9,7 +9,8 @@ import ember
 import ember.nn as nn
 from ember.nn import utils
 from ember.nn.utils import parametrize
-from ember.nn.utils.stateless import functional_call
+from ember.func import functional_call
+from ember.nn.utils import stateless
 
 
 class Affine(nn.Module):
@@ -113,8 +114,14 @@ def test_functional_call_swaps_temporarily():
     assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]
     out = functional_call(m, ({"weight": ember.zeros(1, 2)}, {"bias": ember.ones(1)}), x)
     assert float(out) == 1.0
-    with pytest.raises(ValueError, match="bias appeared in multiple dictionaries"):
+    with pytest.raises(ValueError, match=r"^\['bias'\] appeared in multiple dictionaries"):
         functional_call(m, ({"bias": ember.ones(1)}, {"bias": ember.ones(1)}), x)
+    both = {"weight": ember.zeros(1, 2), "bias": ember.ones(1)}
+    with pytest.raises(ValueError, match=r"^\['weight', 'bias'\] appeared in multiple"):
+        functional_call(m, (both, both), x)
+    with pytest.warns(FutureWarning, match="stateless.functional_call` is deprecated"):
+        out = stateless.functional_call(m, both, x)
+    assert float(out) == 1.0
 
 
 def test_functional_call_strict_and_tied_weights():

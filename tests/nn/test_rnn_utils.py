@@ -50,6 +50,22 @@ def test_pad_sequence_sides_and_batch_first():
         R.pad_sequence([])
 
 
+def test_pad_sequence_copies_into_the_first_sequences_layout_as_pytorch():
+    a = ember.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    out = R.pad_sequence([a, ember.tensor([4])], padding_side="left", padding_value=-1)
+    assert out.tolist() == [[1.0, -1.0], [2.0, -1.0], [3.0, 4.0]] and out.is_contiguous()
+    assert out.dtype is ember.float32 and type(out.grad_fn).__name__ == "CopySlices"
+    (out * ember.arange(6.0).reshape(3, 2)).sum().backward()
+    assert a.grad.tolist() == [0.0, 2.0, 4.0]
+    ints = R.pad_sequence([ember.ones(2, dtype=ember.int64), ember.ones(1)])
+    assert ints.dtype is ember.int64                    # the first sequence's dtype
+    wide = R.pad_sequence([ember.ones(2, 3), ember.ones(1, 1)], batch_first=True)
+    assert wide.shape == (2, 2, 3) and float(wide.sum()) == 9.0     # broadcast as copy_
+    with pytest.raises(RuntimeError, match=r"^The size of tensor a \(3\) must match the size "
+                                           r"of tensor b \(4\) at non-singleton dimension 1$"):
+        R.pad_sequence([ember.ones(2, 3), ember.ones(2, 4)])
+
+
 def test_pack_and_unpack_sequence_roundtrip():
     seqs = [ember.randn(3, 2), ember.randn(1, 2), ember.randn(4, 2)]
     p = R.pack_sequence(seqs, enforce_sorted=False)
@@ -96,7 +112,9 @@ def test_packed_sequence_methods():
     p = R.pack_sequence([ember.randn(2, 3), ember.randn(1, 3)])
     assert p.double().data.dtype is ember.float64
     assert p.to(ember.float32) is p
-    assert not p.is_cuda
+    assert not p.is_cuda and not p.is_pinned()
+    assert p.short().data.dtype is ember.int16 and p.char().data.dtype is ember.int8
+    assert p.byte().data.dtype is ember.uint8
     q = R.PackedSequence(p.data, p.batch_sizes, ember.tensor([1, 0]))
     assert q.unsorted_indices.tolist() == [1, 0]
 

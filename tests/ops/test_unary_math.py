@@ -168,3 +168,23 @@ def test_aliases():
     for alias, name in pairs.items():
         assert getattr(ember, alias) is getattr(ember, name)
         assert getattr(ember.Tensor, alias + "_") is getattr(ember.Tensor, name + "_")
+
+
+def test_piecewise_constant_gradients_are_zeros_even_for_infinite_upstream_gradients():
+    # PyTorch's derivatives of these are zeros: an inf or NaN arriving from above stays out
+    upstream = ember.tensor([INF, NAN])
+    cases = {"round": ember.round, "floor": ember.floor, "ceil": ember.ceil,
+             "trunc": ember.trunc, "sign": ember.sign,
+             "pow 0": lambda a: a ** 0, "fill_": lambda a: a.clone().fill_(2.0),
+             "trunc div": lambda a: ember.div(a, a.detach() + 1, rounding_mode="trunc")}
+    for name, fn in cases.items():
+        x = ember.tensor([1.5, -0.5], requires_grad=True)
+        (fn(x) * upstream).sum().backward()
+        assert x.grad.tolist() == [0.0, 0.0], name
+    x, y = ember.tensor([1.5, -0.5], requires_grad=True), ember.tensor([2.0, 1.0],
+                                                                        requires_grad=True)
+    (x.clone().copy_(y) * upstream).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]
+    m = ember.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    (ember.linalg.matrix_power(m, 0) * upstream).sum().backward()
+    assert m.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]

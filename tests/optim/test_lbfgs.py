@@ -80,6 +80,24 @@ def test_state_keeps_the_two_loop_coefficients_as_pytorch_does():
                                rtol=1e-9)
 
 
+def test_line_search_stays_within_max_eval():
+    # a far too long first step: the zoom needs more evaluations than max_eval leaves, so the
+    # search stops at the budget and keeps its best point (the start), as PyTorch does
+    x = ember.tensor([-1.5, 2.0], dtype=ember.float64, requires_grad=True)
+    opt = optim.LBFGS([x], lr=1e3, max_iter=3, line_search_fn="strong_wolfe")
+    calls = []
+
+    def closure():
+        calls.append(1)
+        opt.zero_grad()
+        loss = (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
+        loss.backward()
+        return loss
+    opt.step(closure)
+    assert len(calls) == 4 and opt.state[x]["func_evals"] == 4
+    assert x.tolist() == [-1.5, 2.0]
+
+
 def test_bad_options():
     a, b = nn.Parameter(ember.ones(1)), nn.Parameter(ember.ones(1))
     with pytest.raises(ValueError, match="doesn't support per-parameter options"):

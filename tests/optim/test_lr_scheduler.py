@@ -117,6 +117,25 @@ def test_sequential_and_chained():
     np.testing.assert_allclose(_curve(chain, 3), [0.05, 0.045, 0.081, 0.0729])
     with pytest.raises(ValueError, match="one more than the number of milestone points"):
         L.SequentialLR(opt, [L.ExponentialLR(opt, 0.9)], milestones=[2])
+    with pytest.raises(ValueError, match="^ChainedScheduler does not support "
+                                         "`ReduceLROnPlateau` scheduler as it requires "
+                                         "additional kwargs to be specified when calling "
+                                         "`step`, but got one at index 1 in the given "
+                                         "schedulers sequence.$"):
+        L.ChainedScheduler([L.ExponentialLR(opt, 0.9), L.ReduceLROnPlateau(opt)])
+
+
+def test_per_group_list_lengths_are_checked_with_pytorchs_words():
+    a, b = nn.Parameter(ember.ones(1)), nn.Parameter(ember.ones(1))
+    opt = optim.SGD([{"params": [a]}, {"params": [b]}], lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="^base_lr must have the same length as optimizer."
+                                         "param_groups. base_lr has 1 values, param_groups "
+                                         "has 2.$"):
+        L.CyclicLR(opt, [0.01], [0.1, 0.2])
+    with pytest.raises(ValueError, match="^max_lr must have the same length as optimizer."
+                                         "param_groups. max_lr has 3 values, param_groups "
+                                         "has 2.$"):
+        L.OneCycleLR(opt, max_lr=[1.0, 0.5, 0.1], total_steps=8)
 
 
 def test_state_dict_resumes_the_schedule():
@@ -149,8 +168,13 @@ def test_get_lr_outside_step_warns_and_resuming_needs_initial_lr():
     sched = L.ExponentialLR(_optimizer(), 0.5)
     with pytest.warns(UserWarning, match="please use `get_last_lr\\(\\)`"):
         sched.get_lr()
-    with pytest.raises(KeyError, match=r"param 'initial_lr' is not specified in param_groups\[0\]"):
+    with pytest.raises(KeyError) as info:
         L.StepLR(_optimizer(), 2, last_epoch=4)
+    assert info.value.args[0] == (
+        "param 'initial_lr' is not specified in param_groups[0] when resuming scheduler with "
+        "last_epoch >= 0.\nThis typically happens when:\n1. You're trying to resume training "
+        "from a checkpoint but haven't properly loaded the optimizer state\n2. You're using "
+        "last_epoch >= 0 for a fresh training run (not recommended)")
 
 
 def test_tensor_lr_is_updated_in_place():

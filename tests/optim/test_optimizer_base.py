@@ -34,6 +34,44 @@ def test_bad_params_are_refused_as_pytorch_words_it():
         optim.SGD([p], lr=0.1).add_param_group({"params": {nn.Parameter(ember.ones(1))}})
 
 
+
+def test_add_param_group_type_and_name_errors_as_pytorch():
+    p = nn.Parameter(ember.ones(2))
+    opt = optim.SGD([p], lr=0.1)
+    with pytest.raises(TypeError, match="^param_group must be a dict, but got <class 'list'>$"):
+        opt.add_param_group([p])
+    with pytest.raises(TypeError, match="one of the params is float$"):
+        opt.add_param_group({"params": [1.0]})
+    with pytest.raises(TypeError, match="one of the params is numpy.ndarray$"):
+        opt.add_param_group({"params": [np.ones(2)]})
+    with pytest.raises(ValueError, match="^all optimizer params should be with/without names. "
+                                         "Some param names are missing$"):
+        optim.SGD([nn.Parameter(ember.ones(1)), ("a", nn.Parameter(ember.ones(1)))], lr=0.1)
+    named = optim.SGD([("a", nn.Parameter(ember.ones(1)))], lr=0.1)
+    assert named.param_groups[0]["param_names"] == ["a"]
+
+
+def test_tensor_lr_and_fused_checks_as_pytorch():
+    p = nn.Parameter(ember.ones(2))
+    for name in ["SGD", "Adam", "AdamW", "RMSprop", "Adafactor", "LBFGS", "SparseAdam"]:
+        with pytest.raises(ValueError, match="^Tensor lr must be 1-element$"):
+            getattr(optim, name)([p], lr=ember.tensor([0.1, 0.2]))
+    for name in ["Adam", "AdamW"]:
+        with pytest.raises(ValueError, match="^lr as a Tensor is not supported for "
+                                             "capturable=False and foreach=True$"):
+            getattr(optim, name)([p], lr=ember.tensor(0.1), foreach=True)
+    for name in ["Adam", "AdamW", "SGD", "Adagrad"]:
+        with pytest.raises(RuntimeError, match="^`fused` and `foreach` cannot be `True` "
+                                               "together.$"):
+            getattr(optim, name)([p], fused=True, foreach=True)
+        with pytest.raises(RuntimeError, match="^`fused` does not support `differentiable`$"):
+            getattr(optim, name)([p], fused=True, foreach=True, differentiable=True)
+    opt = optim.Adam([p], lr=ember.tensor(0.1), foreach=False)
+    p.grad = ember.ones(2)
+    opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), 0.9, rtol=1e-6)
+
+
 def test_groups_take_their_own_options_and_defaults_fill_the_rest():
     a, b = _params((2,), (3,))
     opt = optim.SGD([{"params": [a]}, {"params": b, "lr": 0.5}], lr=0.1, momentum=0.9)
@@ -233,3 +271,21 @@ def test_repr_separates_parameter_groups_with_a_blank_line():
     a, b = ember.ones(2, requires_grad=True), ember.ones(2, requires_grad=True)
     text = repr(ember.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1))
     assert "    weight_decay: 0\n\nParameter Group 1\n" in text and text.endswith("0\n)")
+
+
+def test_capturable_refuses_host_parameters_at_step_as_pytorch():
+    every = "'hpu', 'privateuseone', 'xla']"
+    cases = [("Adam", "params and state_steps", every),
+             ("NAdam", "params, mu_products and state_steps", every),
+             ("ASGD", "params, mus, etas, and state_steps", every),
+             ("Adadelta", "params and state_steps", "'hpu', 'privateuseone']")]
+    for name, what, tail in cases:
+        p = nn.Parameter(ember.ones(2))
+        opt = getattr(optim, name)([p], capturable=True)
+        opt.step()                               # nothing to update yet: no check
+        p.grad = ember.ones(2)
+        with pytest.raises(AssertionError) as info:
+            opt.step()
+        assert str(info.value) == (f"If capturable=True, {what} must be on supported devices: "
+                                   f"['cuda', 'xpu', {tail}.")
+        assert p.tolist() == [1.0, 1.0]

@@ -237,3 +237,15 @@ def test_decoupled_weight_decay_of_16_bit_parameters_rounds_once():
         expected = (expected * np.float32(1 - 0.03 * 0.1)).astype(ml_dtypes.bfloat16)
         expected = expected.astype(np.float32)
     np.testing.assert_array_equal(np.asarray(p.detach().float()), expected)
+
+
+def test_rprop_steps_both_parts_of_a_complex_parameter_by_lr():
+    # PyTorch treats a complex parameter as pairs of reals: each part starts at step size lr
+    z = nn.Parameter(ember.tensor([1.0 + 1.0j, -2.0 + 0.5j]))
+    opt = optim.Rprop([z], lr=0.1)
+    for g in ([1 + 1j, 1 - 1j], [1 + 1j, -1 - 1j], [-1 + 1j, 1 + 1j]):
+        z.grad = ember.tensor(g)
+        opt.step()
+    np.testing.assert_allclose(z.detach().numpy(), [0.78 + 0.636j, -2.15 + 0.72j], rtol=1e-6)
+    np.testing.assert_allclose(opt.state[z]["step_size"].numpy(), [0.06 + 0.144j, 0.05 + 0.06j],
+                               rtol=1e-6)

@@ -70,8 +70,35 @@ def test_swalr_anneals_to_swa_lr_and_holds():
     sched.step()
     np.testing.assert_allclose(opt.param_groups[0]["lr"],
                                0.1 + 0.9 * (1 + math.cos(math.pi / 2)) / 2, rtol=1e-12)
-    with pytest.raises(ValueError, match="anneal_strategy must by one of 'cos' or 'linear'"):
+    with pytest.raises(ValueError, match="^anneal_strategy must be one of 'cos' or 'linear', "
+                                         "instead got step$"):
         S.SWALR(opt, 0.1, anneal_strategy="step")
+    with pytest.raises(ValueError, match=r"^swa_lr must have the same length as "
+                                         r"optimizer.param_groups. swa_lr has 2 values, "
+                                         r"param_groups has 1.$"):
+        S.SWALR(opt, [0.1, 0.2])
+
+
+@pytest.mark.parametrize("make", [S.get_ema_avg_fn, S.get_ema_multi_avg_fn])
+def test_ema_decay_must_lie_in_0_1(make):
+    assert callable(make(0.0)) and callable(make(1.0))
+    for decay in (-0.1, 1.5):
+        with pytest.raises(ValueError, match=rf"^Invalid decay value {decay} provided. Please "
+                                             r"provide a value in \[0,1\] range.$"):
+            make(decay)
+
+
+def test_swalr_state_dict_names_its_strategy_and_loads_with_weights_only(tmp_path):
+    opt = optim.SGD([nn.Parameter(ember.ones(2))], lr=1.0)
+    sched = S.SWALR(opt, swa_lr=0.1, anneal_epochs=4, anneal_strategy="linear")
+    opt.step()
+    sched.step()
+    state = sched.state_dict()
+    assert state["_anneal_strategy"] == "linear" and "anneal_func" not in state
+    ember.save(state, tmp_path / "s.pt")
+    other = S.SWALR(opt, swa_lr=0.1, anneal_epochs=4)             # cos until loaded
+    other.load_state_dict(ember.load(tmp_path / "s.pt", weights_only=True))
+    assert other.anneal_func(0.25) == 0.25 and other._step_count == 2
 
 
 class FakeNorm(nn.Module):

@@ -68,3 +68,19 @@ def test_default_convert():
     assert isinstance(out["b"], list) and out["b"][1] == "s"
     assert isinstance(out["c"][0], ember.Tensor)
     assert default_convert(Point(np.ones(1), 2)).y == 2
+
+
+def test_pytorchs_documented_collate_module_path_takes_custom_maps():
+    from ember.utils.data._utils.collate import collate, collate_tensor_fn, default_collate_fn_map
+
+    class Point:
+        def __init__(self, x):
+            self.x = x
+
+    def collate_point(batch, *, collate_fn_map=None):
+        return [p.x for p in batch]
+    table = {**default_collate_fn_map, Point: collate_point}
+    out = collate([{"p": Point(3), "t": ember.ones(2)}, {"p": Point(4), "t": ember.zeros(2)}],
+                  collate_fn_map=table)
+    assert out["p"] == [3, 4] and out["t"].tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    assert collate_tensor_fn([ember.ones(1), ember.zeros(1)]).tolist() == [[1.0], [0.0]]

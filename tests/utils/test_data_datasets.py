@@ -37,6 +37,10 @@ def test_concat_and_subset_and_stack():
     assert StackDataset(x=a, y=a)[1] == {"x": 1, "y": 1}
     with pytest.raises(ValueError, match="Size mismatch between datasets"):
         StackDataset(a, b)
+    with pytest.raises(ValueError, match="^At least one dataset should be passed$"):
+        StackDataset()
+    assert StackDataset(x=a, y=b[:3]).__getitems__([2, 0]) == [{"x": 2, "y": 12},
+                                                               {"x": 0, "y": 10}]
 
 
 def test_chain_and_add():
@@ -54,3 +58,5 @@ def test_random_split_by_lengths_and_fractions():
     assert [len(p) for p in random_split(data, [0.33, 0.33, 0.34])] == [4, 3, 3]
     with pytest.raises(ValueError, match="Sum of input lengths does not equal"):
         random_split(data, [3, 3])
+    with pytest.raises(ValueError, match="^Fraction at index 0 is not between 0 and 1$"):
+        random_split(data, [-0.5, 1.5])

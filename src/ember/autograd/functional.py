@@ -13,6 +13,13 @@ from ember.autograd.grad_mode import enable_grad
 
 __all__ = ["jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"]
 
+_STRATEGY = 'Expected strategy to be either "forward-mode" or "reverse-mode".'
+_HESSIAN_STRICT = ("While computing the hessian, found that the jacobian of the user-provided "
+                   "function with respect to input {} is independent of the input. This is not "
+                   "allowed in strict mode. You should ensure that your function is twice "
+                   "differentiable and that the jacobian depends on the inputs (this would be "
+                   "violated by a linear function for example).")
+
 
 def _as_tuple(x, arg, fn):
     is_tuple = isinstance(x, tuple)
@@ -27,6 +34,28 @@ def _as_tuple(x, arg, fn):
     return is_tuple, xs
 
 
+def _validate_v(vs, others, others_tuple):
+    """PyTorch's checks that ``v`` matches ``others`` (the outputs or the inputs) in number
+    and shapes."""
+    if len(vs) != len(others):
+        if others_tuple:
+            raise RuntimeError(f"v is a tuple of invalid length: should be {len(others)} but "
+                               f"got {len(vs)}.")
+        raise RuntimeError("The given v should contain a single Tensor.")
+    for v, o in zip(vs, others):
+        if v.shape != o.shape:
+            raise RuntimeError(f"v has invalid size: should be {o.shape} but got {v.shape}.")
+
+
+def _check_outputs(outs, strict):
+    """In strict mode every output must depend on the inputs through autograd."""
+    for i, o in enumerate(outs):
+        if strict and not o.requires_grad:
+            raise RuntimeError(f"Output {i} of the user-provided function does not require "
+                               "gradients. The outputs must be computed in a differentiable "
+                               "manner from the input when running in strict mode.")
+
+
 def _grad_inputs(inputs, create_graph):
     """Copies of ``inputs`` to differentiate: attached to the caller's graph only when
     ``create_graph`` asks for that."""
@@ -34,12 +63,12 @@ def _grad_inputs(inputs, create_graph):
                  x.detach().requires_grad_() for x in inputs)
 
 
-def _grad(outputs, inputs, grad_outputs, create_graph, strict, what):
+def _grad(outputs, inputs, grad_outputs, create_graph, strict, who="The output"):
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
     if not pairs:
         if strict:
-            raise RuntimeError(f"The output of the user-provided function is independent of "
-                               f"input 0. This is not allowed in strict mode{what}.")
+            raise RuntimeError(f"{who} of the user-provided function is independent of "
+                               f"input 0. This is not allowed in strict mode.")
         return tuple(ember.zeros_like(x) for x in inputs)
     grads = autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
                           retain_graph=True, create_graph=create_graph, allow_unused=True)
@@ -47,8 +76,8 @@ def _grad(outputs, inputs, grad_outputs, create_graph, strict, what):
     for i, (g, x) in enumerate(zip(grads, inputs)):
         if g is None:
             if strict:
-                raise RuntimeError(f"The output of the user-provided function is independent "
-                                   f"of input {i}. This is not allowed in strict mode{what}.")
+                raise RuntimeError(f"{who} of the user-provided function is independent "
+                                   f"of input {i}. This is not allowed in strict mode.")
             g = ember.zeros_like(x)
         out.append(g)
     return tuple(out)
@@ -70,6 +99,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     in_tuple, xs = _as_tuple(inputs, "inputs", "vjp")
     xs = _grad_inputs(xs, create_graph)
     out_tuple, outs = _call(func, xs, "vjp")
+    _check_outputs(outs, strict)
     if v is None:
         if len(outs) != 1 or outs[0].numel() != 1:
             raise RuntimeError("The vector v can only be None if the user-provided function "
@@ -77,28 +107,41 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
         vs = (ember.ones_like(outs[0]),)
     else:
         vs = _as_tuple(v, "v", "vjp")[1]
-    grads = _finish(_grad(outs, xs, vs, create_graph, strict, ""), create_graph)
+        _validate_v(vs, outs, out_tuple)
+    grads = _finish(_grad(outs, xs, vs, create_graph, strict), create_graph)
     outs = _finish(outs, create_graph)
     return (outs if out_tuple else outs[0]), (grads if in_tuple else grads[0])
+
+
+def _v_for_inputs(v, xs, in_tuple, fn):
+    """``v`` as a tuple matching the inputs (ones for a single one-element input)."""
+    if v is None:
+        if len(xs) != 1 or xs[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the input to the "
+                               "user-provided function is a single Tensor with a single "
+                               "element.")
+        return (ember.ones_like(xs[0]),)
+    vs = _as_tuple(v, "v", fn)[1]
+    _validate_v(vs, xs, in_tuple)
+    return vs
 
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), J v)``."""
     in_tuple, xs = _as_tuple(inputs, "inputs", "jvp")
     xs = _grad_inputs(xs, create_graph)
-    if v is None:
-        if len(xs) != 1 or xs[0].numel() != 1:
-            raise RuntimeError("The vector v can only be None if the input to the "
-                               "user-provided function is a single Tensor with a single "
-                               "element.")
-        vs = (ember.ones_like(xs[0]),)
-    else:
-        vs = _as_tuple(v, "v", "jvp")[1]
+    vs = _v_for_inputs(v, xs, in_tuple, "jvp")
     out_tuple, outs = _call(func, xs, "jvp")
+    _check_outputs(outs, strict)
     with enable_grad():
         us = tuple(ember.zeros_like(o).requires_grad_() for o in outs)
-        pulled = _grad(outs, xs, us, True, strict, "")
-        pushed = _grad(pulled, us, vs, create_graph, False, "")
+        pulled = _grad(outs, xs, us, True, strict)
+        for i, g in enumerate(pulled):
+            if strict and not g.requires_grad:      # the double-backward trick needs J^T u
+                raise RuntimeError(f"The gradient with respect to input {i} is independent "
+                                   "of the inputs of the user-provided function. This is not "
+                                   "allowed in strict mode.")
+        pushed = _grad(pulled, us, vs, create_graph, False)
     outs, pushed = _finish(outs, create_graph), _finish(pushed, create_graph)
     return (outs if out_tuple else outs[0]), (pushed if out_tuple else pushed[0])
 
@@ -108,26 +151,44 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     """The Jacobian of ``func`` at ``inputs``: for each output, for each input, a tensor of
     shape ``output.shape + input.shape``."""
     if strategy not in ("reverse-mode", "forward-mode"):
-        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". '
-                         'Hint: If your function has more outputs than inputs, '
-                         '"forward-mode" tends to be more performant. Otherwise, prefer to '
-                         'use "reverse-mode".')
+        raise AssertionError(_STRATEGY + ' Hint: If your function has more outputs than '
+                             'inputs, "forward-mode" tends to be more performant. Otherwise, '
+                             'prefer to use "reverse-mode".')
+    if strategy == "forward-mode":
+        if create_graph:
+            raise NotImplementedError(
+                "torch.autograd.functional.jacobian: `create_graph=True` and "
+                '`strategy="forward-mode"` are not supported together (yet). Please either '
+                'set `create_graph=False` or `strategy="reverse-mode"`.')
+        if strict:
+            raise RuntimeError(
+                'torch.autograd.functional.jacobian: `strict=True` and `strategy="forward-mode"'
+                '` are not supported together (yet). Please either set `strict=False` or '
+                '`strategy="reverse-mode"`.')
     in_tuple, xs = _as_tuple(inputs, "inputs", "jacobian")
+    if strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
+                                  "Hessian isonly implemented for `vectorize=True`.")
+    if vectorize and strict:
+        raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
+                           "`vectorized=True` are not supported together. Please either set "
+                           "`strict=False` or `vectorize=False`.")
     xs = _grad_inputs(xs, create_graph)
     out_tuple, outs = _call(func, xs, "jacobian")
+    _check_outputs(outs, strict)
     jac = []
-    for o in outs:
+    for j, o in enumerate(outs):
         n = o.numel()
         if vectorize and n and o.requires_grad:
             rows = ember.eye(n, dtype=o.dtype).reshape((n,) + tuple(o.shape))
 
             def row(u, o=o):
-                return _grad((o,), xs, (u,), create_graph, strict, "")
+                return _grad((o,), xs, (u,), create_graph, False)
             per = ember.func.vmap(row)(rows)
         else:
             eye = ember.eye(n, dtype=o.dtype)
-            flat = [_grad((o,), xs, (eye[k].reshape(o.shape),), create_graph, strict, "")
-                    for k in range(n)]
+            flat = [_grad((o,), xs, (eye[k].reshape(o.shape),), create_graph, strict,
+                          f"Output {j}") for k in range(n)]
             per = [ember.stack([r[i] for r in flat]) if n else
                    ember.zeros((0,) + tuple(x.shape), dtype=x.dtype)
                    for i, x in enumerate(xs)]
@@ -137,43 +198,62 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     return tuple(jac) if out_tuple else jac[0]
 
 
+def _single_output(out_tuple, outs, fn):
+    """The one scalar output ``hessian``, ``vhp`` and ``hvp`` require."""
+    if out_tuple or len(outs) != 1:
+        raise RuntimeError(f"The function given to {fn} should return a single Tensor")
+    if outs[0].numel() != 1:
+        raise RuntimeError(f"The Tensor returned by the function given to {fn} should "
+                           "contain a single element")
+    return outs[0]
+
+
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
     """The Hessian of the scalar ``func`` at ``inputs`` (blocks per pair of inputs)."""
     in_tuple, xs = _as_tuple(inputs, "inputs", "hessian")
+    if outer_jacobian_strategy not in ("reverse-mode", "forward-mode"):
+        raise AssertionError(_STRATEGY)
 
     def scalar(*args):
-        out = func(*args)
-        if not isinstance(out, Tensor) or out.numel() != 1:
-            raise RuntimeError("The function given to hessian should return a single Tensor "
-                               "with a single element.")
+        out = _single_output(*_call(func, args, "hessian"), "hessian")
         return out.reshape(())
 
     def gradient(*args):
-        return jacobian(scalar, args, create_graph=True, strict=strict)
-    res = jacobian(gradient, xs, create_graph=create_graph, strict=strict, vectorize=vectorize)
+        grads = jacobian(scalar, args, create_graph=True, strict=strict)
+        for i, g in enumerate(grads):
+            if strict and not g.requires_grad:
+                raise RuntimeError(_HESSIAN_STRICT.format(i))
+        return grads
+    res = jacobian(gradient, xs, create_graph=create_graph, strict=strict, vectorize=vectorize,
+                   strategy=outer_jacobian_strategy)
     if not in_tuple:
         return res[0][0]
     return res
 
 
+def _vhp(func, inputs, v, create_graph, strict, fn):
+    in_tuple, xs = _as_tuple(inputs, "inputs", fn)
+    xs = _grad_inputs(xs, create_graph)
+    vs = _v_for_inputs(v, xs, in_tuple, fn)
+    out = _single_output(*_call(func, xs, fn), fn)
+    _check_outputs((out,), strict)
+    with enable_grad():
+        g = _grad((out,), xs, (ember.ones_like(out),), True, strict)
+        for i, gi in enumerate(g):
+            if strict and not gi.requires_grad:
+                raise RuntimeError(_HESSIAN_STRICT.format(i))
+        res = _grad(g, xs, vs, create_graph, strict)
+    res = _finish(res, create_graph)
+    out = _finish((out,), create_graph)[0]
+    return out, (res if in_tuple else res[0])
+
+
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), v^T H)``."""
-    in_tuple, xs = _as_tuple(inputs, "inputs", "vhp")
-    xs = _grad_inputs(xs, create_graph)
-    vs = (ember.ones_like(xs[0]),) if v is None else _as_tuple(v, "v", "vhp")[1]
-    _, outs = _call(func, xs, "vhp")
-    if len(outs) != 1 or outs[0].numel() != 1:
-        raise RuntimeError("The function given to vhp should return a single Tensor with a "
-                           "single element.")
-    with enable_grad():
-        g = _grad(outs, xs, (ember.ones_like(outs[0]),), True, strict, "")
-        res = _grad(g, xs, vs, create_graph, strict, "")
-    res = _finish(res, create_graph)
-    out = _finish(outs, create_graph)[0]
-    return out, (res if in_tuple else res[0])
+    return _vhp(func, inputs, v, create_graph, strict, "vhp")
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), H v)`` (equal to vhp: Hessians of smooth functions are symmetric)."""
-    return vhp(func, inputs, v, create_graph, strict)
+    return _vhp(func, inputs, v, create_graph, strict, "hvp")

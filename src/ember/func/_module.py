@@ -9,8 +9,8 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                     tie_weights=True, strict=False):
     """Call ``module`` with its parameters and buffers replaced by the given dict(s)
     (``torch.func.functional_call``); other entries keep the module's own tensors."""
-    return stateless.functional_call(module, parameter_and_buffer_dicts, args, kwargs,
-                                     tie_weights=tie_weights, strict=strict)
+    return stateless._functional_call(module, parameter_and_buffer_dicts, args, kwargs,
+                                      tie_weights=tie_weights, strict=strict)
 
 
 def stack_module_state(models):

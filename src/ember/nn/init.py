@@ -3,6 +3,7 @@
 import math
 import warnings
 
+from ember._dtype import float32
 from ember.autograd.grad_mode import no_grad
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
@@ -56,13 +57,21 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
                       "distribution of values may be incorrect.", stacklevel=2)
+    if a > b:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
+                           f"from={a:g} > to={b:g}")
     with no_grad():
         lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-        tensor.uniform_(2 * lo - 1, 2 * hi - 1, generator=generator)
-        tensor.erfinv_()
-        tensor.mul_(std * math.sqrt(2.0))
-        tensor.add_(mean)
-        tensor.clamp_(min=a, max=b)
+        # 16-bit floats are too coarse near +-1 for erfinv: sample in float32, then round
+        work = tensor if tensor.element_size() >= 4 else \
+            tensor.new_empty(tensor.shape, dtype=float32)
+        work.uniform_(2 * lo - 1, 2 * hi - 1, generator=generator)
+        work.erfinv_()
+        work.mul_(std * math.sqrt(2.0))
+        work.add_(mean)
+        work.clamp_(min=a, max=b)
+        if work is not tensor:
+            tensor.copy_(work)
         return tensor
 
 

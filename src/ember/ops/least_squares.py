@@ -131,9 +131,16 @@ def _check_lstsq(a, b, driver):
     if not (a.ndim >= b.ndim and a.ndim - b.ndim <= 1):
         raise RuntimeError(f"{name}: input.dim() must be greater or equal to other.dim() and "
                            f"(input.dim() - other.dim()) <= 1")
-    vector = b.ndim == a.ndim - 1
+    # other is a (batch of) vector(s) only when shaped as input without its last dim
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
     if (b.shape[-1] if vector else b.shape[-2]) != a.shape[-2]:
-        raise RuntimeError(f"{name}: input.size(-2) should match other.size(-2)")
+        raise RuntimeError(f"{name}: input.size(-2) should match other.size"
+                           f"({-1 if vector else -2})")
+    if not vector and b.ndim == a.ndim - 1:     # PyTorch matches input's batch to other's
+        for i, (x, y) in enumerate(zip(a.shape[:-2], b.shape[:-1])):      # leading dims
+            if x != y and 1 not in (x, y):
+                raise RuntimeError(f"The size of tensor a ({x}) must match the size of "
+                                   f"tensor b ({y}) at non-singleton dimension {i}")
     if driver is not None and driver not in _DRIVERS:
         raise RuntimeError(f"{name}: parameter `driver` should be one of (gels, gelsy, gelsd, "
                            f"gelss)")

@@ -5,7 +5,7 @@ import math
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.ops._elementwise import binary, conj_grad, unary
+from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
 from ember.ops._promotion import Policy
 from ember.ops import return_types
 from ember.ops._registry import op
@@ -172,7 +172,7 @@ def _floats_rule(d, name, operands):
 
 # upcast=False: the next value after a 16-bit float is a 16-bit question
 nextafter = binary("nextafter(input, other)", lambda xp, a, b: xp.nextafter(a, b),
-                   lambda grad, a, b: (grad, grad * 0),
+                   lambda grad, a, b: (grad, zeros_for(grad)),
                    doc="The next representable value after ``input`` towards ``other``.",
                    promote=Policy("nextafter", _floats_rule), upcast=False, scalars=False,
                    saves_inputs=False, ufunc="nextafter")

@@ -5,6 +5,7 @@ import numpy as np
 
 from ember.ops._linalg_utils import (check_float, check_square, eye_like, mh, named_result,
                                      on_host, scipy_linalg, torch_name)
+from ember.ops._elementwise import zeros_for
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
 from ember.ops.linalg import matmul
@@ -145,7 +146,7 @@ def _matrix_power_grad(grad, a, n):
     # d(A^n) = sum_k A^k dA A^(n-1-k): gA = sum_k (A^H)^k G (A^H)^(n-1-k); a negative power
     # is a power of the inverse
     if n == 0:
-        return grad * 0
+        return zeros_for(grad)
     base = inv(a) if n < 0 else a
     m = abs(n)
     h = mh(base)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember.ops._dims import reduction_dims
-from ember.ops._elementwise import conj_grad
+from ember.ops._elementwise import conj_grad, zeros_for
 from ember.ops._promotion import FLOAT, SAME, Policy
 from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced, flip,
                                is_all, narrow_to, reduced_numel, shift_in_one, wide)
@@ -350,7 +350,7 @@ def _(grad, x, p, dim, keepdim, dtype, *, out):
     grad = expand_reduced(grad, x.shape, dims, keepdim)
     norm_ = expand_reduced(out, x.shape, dims, keepdim)
     if order == 0:
-        return grad * 0
+        return zeros_for(grad)
     if order == 1:
         return grad * x.sgn()
     if abs(order) == _INF:

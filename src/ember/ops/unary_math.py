@@ -6,7 +6,7 @@ import math
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.backend import device_scalar, special_of, xp_of
-from ember.ops._elementwise import conj_grad, unary
+from ember.ops._elementwise import conj_grad, unary, zeros_for
 from ember.ops._inplace import call_inplace
 from ember.ops._promotion import REAL_FLOAT, SAME, Policy
 from ember.ops._registry import op
@@ -240,7 +240,7 @@ def _rounding(name, doc):
     """floor, ceil or trunc: the ufunc of that name on floats, a copy of integers."""
     def forward(xp, x):
         return x.copy() if x.dtype.kind in "iu" else getattr(xp, name)(x)
-    new = unary(f"{name}(input)", forward, lambda grad, x: grad * 0, doc=doc,
+    new = unary(f"{name}(input)", forward, lambda grad, x: zeros_for(grad), doc=doc,
                 promote=ROUNDING, saves_inputs=False, scalars=False)
 
     @new.inplace_variant
@@ -272,7 +272,7 @@ def _round(xp, x, decimals):
     return xp.rint(x / scale) * scale
 
 
-round = unary("round(input, *, decimals=0)", _round, lambda grad, x, decimals: grad * 0,
+round = unary("round(input, *, decimals=0)", _round, lambda grad, x, decimals: zeros_for(grad),
               doc="Each element rounded half to even to ``decimals`` decimal places.",
               promote=ROUNDING, saves_inputs=False, scalars=False)
 

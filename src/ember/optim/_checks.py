@@ -1,14 +1,30 @@
 """Hyperparameter validation with PyTorch's messages."""
 
+from ember._tensor import Tensor
 from ember.optim._state import value
 
-__all__ = ["check_lr", "check_nonnegative", "check_betas"]
+__all__ = ["check_lr", "check_tensor_lr", "check_nonnegative", "check_betas", "check_fused"]
+
+
+def check_tensor_lr(lr):
+    """A tensor ``lr`` must hold exactly one element."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
 
 
 def check_lr(lr):
     """``lr`` must be >= 0 (a number or a one-element tensor)."""
+    check_tensor_lr(lr)
     if not 0.0 <= value(lr):
         raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def check_fused(fused, foreach, differentiable):
+    """``fused`` excludes ``differentiable`` and ``foreach``."""
+    if fused and differentiable:
+        raise RuntimeError("`fused` does not support `differentiable`")
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
 
 def check_nonnegative(**options):

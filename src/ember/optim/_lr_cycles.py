@@ -15,7 +15,8 @@ def _per_group(optimizer, name, value):
     n = len(optimizer.param_groups)
     if isinstance(value, (list, tuple)):
         if len(value) != n:
-            raise ValueError(f"expected {n} values for {name}, got {len(value)}")
+            raise ValueError(f"{name} must have the same length as optimizer.param_groups. "
+                             f"{name} has {len(value)} values, param_groups has {n}.")
         return list(value)
     return [value] * n
 

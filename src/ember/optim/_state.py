@@ -48,6 +48,10 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False):
         g = p._grad
         if g is None:
             continue
+        if group.get("capturable") and p.device.type != "cuda":
+            what, devices = _CAPTURABLE.get(name, ("params and state_steps", _DEVICES))
+            raise AssertionError(f"If capturable=True, {what} must be on supported devices: "
+                                 f"{devices}.")
         if g.is_sparse or g.is_sparse_csr:
             if not takes_sparse:
                 raise RuntimeError(f"{name} does not support sparse gradients"
@@ -59,6 +63,10 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False):
 
 
 _SPARSE_HINTS = {"Adam": ", please consider SparseAdam instead"}
+_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
+_CAPTURABLE = {"NAdam": ("params, mu_products and state_steps", _DEVICES),
+               "ASGD": ("params, mus, etas, and state_steps", _DEVICES),
+               "Adadelta": ("params and state_steps", _DEVICES[:-1])}
 
 
 def state_like(p, fill=0.0):

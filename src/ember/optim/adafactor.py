@@ -6,6 +6,7 @@ import ml_dtypes
 
 from ember._tensor import _make
 from ember.backend import device_guard, gpu_elsewhere, xp_of
+from ember.optim._checks import check_tensor_lr
 from ember.optim._state import apply_updates, grads_of, new_step, step_count, value
 from ember.optim.muon import decay_and_subtract, lerp_, wide_dtype
 from ember.optim.optimizer import Optimizer, closure_loss
@@ -23,6 +24,7 @@ class Adafactor(Optimizer):
 
     def __init__(self, params, lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0,
                  weight_decay=0.0, *, foreach=None, maximize=False):
+        check_tensor_lr(lr)
         if not 0.0 <= value(lr):
             raise ValueError(f"Learning rate should be >= 0 but is: {lr}")
         if not 0.0 >= beta2_decay:

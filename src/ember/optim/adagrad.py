@@ -1,6 +1,6 @@
 """Adagrad (``torch.optim.Adagrad``)."""
 
-from ember.optim._checks import check_lr, check_nonnegative
+from ember.optim._checks import check_fused, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
                                 step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
@@ -26,6 +26,7 @@ class Adagrad(Optimizer):
                                       initial_accumulator_value=initial_accumulator_value,
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, fused=fused))
+        check_fused(fused, foreach, differentiable)
         for group in self.param_groups:
             for p in group["params"]:
                 self.state[p].update(step=new_step(), sum=state_like(

@@ -2,7 +2,9 @@
 
 import math
 
+from ember._tensor import Tensor
 from ember.backend import xp_of
+from ember.optim._checks import check_fused, check_tensor_lr
 from ember.optim._state import (apply_updates, grads_of, new_step, real, scale_, state_like,
                                 step_count, value)
 from ember.optim.optimizer import Optimizer, closure_loss
@@ -21,12 +23,17 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
+        if isinstance(lr, Tensor) and foreach and not capturable:
+            raise ValueError("lr as a Tensor is not supported for capturable=False and "
+                             "foreach=True")
+        check_tensor_lr(lr)
         _check(lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, foreach=foreach,
                                       capturable=capturable, differentiable=differentiable,
                                       fused=fused, decoupled_weight_decay=decoupled_weight_decay))
+        check_fused(fused, foreach, differentiable)
 
     def step(self, closure=None):
         """Perform one optimization step."""

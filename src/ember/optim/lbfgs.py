@@ -112,9 +112,9 @@ class LBFGS(Optimizer):
             ls_evals = 0
             if group["line_search_fn"] == "strong_wolfe":
                 x0 = self._values()
-                loss, flat_grad, t, ls_evals = _strong_wolfe(
+                loss, flat_grad, t, ls_evals = _strong_wolfe(     # within max_eval
                     lambda step: self._evaluate_along(closure, x0, step, d), t, d, loss,
-                    flat_grad, gtd)
+                    flat_grad, gtd, max_ls=max_eval - evals)
                 self._add_to_params(t, d)
                 converged = abs(flat_grad).max() <= tol_grad
             else:

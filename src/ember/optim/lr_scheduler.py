@@ -63,8 +63,12 @@ class LRScheduler:
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
-                                   "when resuming an optimizer")
+                    raise KeyError(
+                        f"param 'initial_lr' is not specified in param_groups[{i}] when "
+                        "resuming scheduler with last_epoch >= 0.\nThis typically happens "
+                        "when:\n1. You're trying to resume training from a checkpoint but "
+                        "haven't properly loaded the optimizer state\n2. You're using "
+                        "last_epoch >= 0 for a fresh training run (not recommended)")
         self.base_lrs = [_value(group["initial_lr"]) for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         _track_optimizer_steps(optimizer)
@@ -566,6 +570,12 @@ class ChainedScheduler(LRScheduler):
         if len(schedulers) < 1:
             raise ValueError(f"{type(self).__name__} expects at least one scheduler to be "
                              "chained, but got no scheduler.")
+        for i, scheduler in enumerate(schedulers):
+            if isinstance(scheduler, ReduceLROnPlateau):
+                raise ValueError(f"{type(self).__name__} does not support `ReduceLROnPlateau` "
+                                 "scheduler as it requires additional kwargs to be specified "
+                                 "when calling `step`, but got one at index "
+                                 f"{i} in the given schedulers sequence.")
         optimizer = optimizer or schedulers[0].optimizer
         for i, scheduler in enumerate(schedulers):
             if scheduler.optimizer is not optimizer:

@@ -26,14 +26,14 @@ _GLOBAL_STEP_PRE_HOOKS = OrderedDict()
 _GLOBAL_STEP_POST_HOOKS = OrderedDict()
 
 
-class _Required:
+class _RequiredParameter:
     """The default of an option a group must give (PyTorch's ``required``)."""
 
     def __repr__(self):
         return "<required parameter>"
 
 
-required = _Required()
+required = _RequiredParameter()
 
 
 class Optimizer:
@@ -59,7 +59,7 @@ class Optimizer:
     def add_param_group(self, param_group):
         """Add a group of parameters with its own options (defaults fill the rest)."""
         if not isinstance(param_group, dict):
-            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
         params = param_group["params"]
         if isinstance(params, Tensor):
             params = [params]
@@ -69,7 +69,10 @@ class Optimizer:
                             "Please use a list instead.")
         params = list(params)
         names = None
-        if params and isinstance(params[0], tuple):        # named_parameters()
+        if any(isinstance(p, tuple) for p in params):      # named_parameters()
+            if not all(isinstance(p, tuple) for p in params):
+                raise ValueError("all optimizer params should be with/without names. Some "
+                                 "param names are missing")
             names = [name for name, _ in params]
             params = [p for _, p in params]
         if self.param_groups and ("param_names" in self.param_groups[0]) != (names is not None):
@@ -78,8 +81,11 @@ class Optimizer:
                              f"add param group {which} names to the optimizer")
         for p in params:
             if not isinstance(p, Tensor):
+                kind = type(p).__qualname__
+                if type(p).__module__ != "builtins":
+                    kind = f"{type(p).__module__}.{kind}"
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "
-                                f"{type(p).__module__}.{type(p).__name__}")
+                                f"{kind}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
         group = {"params": params}

@@ -30,8 +30,10 @@ class Rprop(Optimizer):
             for p, x, g in grads_of(group, group["maximize"], "Rprop"):
                 state = self.state[p]
                 if not state:
+                    lr = value(group["lr"])          # each real component steps by lr
                     state.update(step=new_step(), prev=state_like(p),
-                                 step_size=state_like(p, value(group["lr"])))
+                                 step_size=state_like(p, complex(lr, lr) if p.is_complex()
+                                                      else lr))
                 step_count(state)
                 xp = xp_of(x)
                 prev, size = real(state["prev"]._data), real(state["step_size"]._data)

@@ -1,6 +1,7 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (``torch.optim.SGD``)."""
 
 from ember._tensor import _make
+from ember.optim._checks import check_fused, check_tensor_lr
 from ember.optim._state import apply_updates, grads_of, real, value
 from ember.optim.optimizer import Optimizer, closure_loss
 
@@ -17,6 +18,7 @@ class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None):
+        check_tensor_lr(lr)
         if value(lr) < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
@@ -29,6 +31,7 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize, foreach=foreach,
                                       differentiable=differentiable, fused=fused))
+        check_fused(fused, foreach, differentiable)
 
     def step(self, closure=None):
         """Perform one optimization step."""

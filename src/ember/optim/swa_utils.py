@@ -13,8 +13,15 @@ __all__ = ["AveragedModel", "SWALR", "update_bn", "get_ema_multi_avg_fn",
            "get_swa_multi_avg_fn", "get_ema_avg_fn", "get_swa_avg_fn"]
 
 
+def _check_decay(decay):
+    if not 0.0 <= decay <= 1.0:
+        raise ValueError(f"Invalid decay value {decay} provided. Please provide a value in "
+                         f"[0,1] range.")
+
+
 def get_ema_multi_avg_fn(decay=0.999):
     """An in-place exponential moving average over lists of tensors."""
+    _check_decay(decay)
     def ema_update(ema_params, current_params, num_averaged):
         with ember.no_grad():
             for ema, current in zip(ema_params, current_params):
@@ -40,6 +47,7 @@ def get_swa_multi_avg_fn():
 
 def get_ema_avg_fn(decay=0.999):
     """``decay * ema + (1 - decay) * current`` for one tensor."""
+    _check_decay(decay)
     def ema_update(ema_param, current_param, num_averaged):
         return decay * ema_param + (1 - decay) * current_param
     return ema_update
@@ -109,20 +117,33 @@ class SWALR(LRScheduler):
         groups = optimizer.param_groups
         swa_lrs = list(swa_lr) if isinstance(swa_lr, (list, tuple)) else [swa_lr] * len(groups)
         if len(swa_lrs) != len(groups):
-            raise ValueError(f"swa_lr must have the same length as optimizer.param_groups: "
-                             f"swa_lr has {len(swa_lrs)}, optimizer.param_groups has "
-                             f"{len(groups)}")
+            raise ValueError(f"swa_lr must have the same length as optimizer.param_groups. "
+                             f"swa_lr has {len(swa_lrs)} values, param_groups has "
+                             f"{len(groups)}.")
         for lr, group in zip(swa_lrs, groups):
             group["swa_lr"] = lr
         if anneal_strategy not in ("cos", "linear"):
-            raise ValueError("anneal_strategy must by one of 'cos' or 'linear', instead got "
+            raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
         if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
             raise ValueError(f"anneal_epochs must be equal or greater than 0, got "
                              f"{anneal_epochs}")
-        self.anneal_func = _cos_anneal if anneal_strategy == "cos" else _linear_anneal
+        self._set_anneal_func(anneal_strategy)
         self.anneal_epochs = anneal_epochs
         super().__init__(optimizer, last_epoch)
+
+    def _set_anneal_func(self, anneal_strategy):
+        self._anneal_strategy = anneal_strategy
+        self.anneal_func = _cos_anneal if anneal_strategy == "cos" else _linear_anneal
+
+    def state_dict(self):
+        """Everything but the optimizer and the annealing function (its name stays)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "anneal_func")}
+
+    def load_state_dict(self, state_dict):
+        """Restore the position and the annealing function named in ``state_dict``."""
+        self.__dict__.update(state_dict)
+        self._set_anneal_func(self._anneal_strategy)
 
     def get_lr(self):
         self._check_get_lr_call()

@@ -402,6 +402,14 @@ def _lstsq_errors():
         f"other.dim()) <= 1"))
     yield ErrorInput(SampleInput(one(3, 2), (one(4, 1),)), RuntimeError, re.escape(
         f"{name}: input.size(-2) should match other.size(-2)"))
+    yield ErrorInput(SampleInput(one(3, 2), (one(4),)), RuntimeError, re.escape(
+        f"{name}: input.size(-2) should match other.size(-1)"))
+    # a batch of vectors must be shaped as input without its last dim: else other is a matrix
+    yield ErrorInput(SampleInput(one(2, 5, 3), (one(1, 5),)), RuntimeError, re.escape(
+        f"{name}: input.size(-2) should match other.size(-2)"))
+    yield ErrorInput(SampleInput(one(4, 5, 3), (one(5, 2),)), RuntimeError, re.escape(
+        "The size of tensor a (4) must match the size of tensor b (5) at non-singleton "
+        "dimension 0"))
     yield ErrorInput(SampleInput(one(3, 2), (one(3, 1),), {"driver": "foo"}), RuntimeError,
                      re.escape(f"{name}: parameter `driver` should be one of (gels, gelsy, "
                                f"gelsd, gelss)"))

@@ -4,6 +4,7 @@ that runs forward hooks, and full backward hooks built on an identity autograd F
 import warnings
 from collections import OrderedDict
 
+from ember._creation import zeros_like
 from ember._hook_handles import RemovableHandle
 from ember._tensor import Tensor
 from ember.autograd.function import Function
@@ -191,6 +192,9 @@ class _BackwardHook:
             return args
         self.input_hooked = True
         self.input_positions = where
+        # PyTorch hands zeros for the tensor inputs that do not require grad
+        self.constant_inputs = [(i, a) for i, a in enumerate(args)
+                                if isinstance(a, Tensor) and not a.requires_grad]
         return _rewrap(args, where, self._on_input_grads)
 
     def setup_output_hook(self, result):
@@ -201,29 +205,41 @@ class _BackwardHook:
         where = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
         if not where:
             return result
-        self.n_outputs = len(outs)
+        # grad_output has one entry per output: None for those that need no grad
+        self.output_slots, self.n_outputs = where, len(outs)
         new = _rewrap(tuple(outs), where, self._on_output_grads)
         if single:
             return new[0]
         return list(new) if isinstance(result, list) else new
 
     def _on_output_grads(self, grads):
+        full = [None] * self.n_outputs
+        for slot, g in zip(self.output_slots, grads):
+            full[slot] = g
+        grads = tuple(full)
         for hook in self.pre_hooks:
             out = hook(self.module, grads)
             if out is not None:
                 grads = _check_grads(out, len(grads), "Backward pre hook", "grad_output")
         self.grad_outputs = grads
-        if not self.input_hooked:
+        if not self.input_hooked and self.hooks:
+            warnings.warn("Full backward hook is firing when gradients are computed with "
+                          "respect to module outputs since no inputs require gradients. See "
+                          "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
+                          "#torch.nn.Module.register_full_backward_hook for more details.",
+                          stacklevel=2)
             for hook in self.hooks:
                 if hook(self.module, (None,) * max(self.n_inputs, 1), grads) is not None:
                     raise RuntimeError("can't change the grad_input of a module whose inputs "
                                        "do not require grad")
-        return grads
+        return tuple(grads[slot] for slot in self.output_slots)
 
     def _on_input_grads(self, grads):
         full = [None] * self.n_inputs
         for pos, g in zip(self.input_positions, grads):
             full[pos] = g
+        for pos, a in self.constant_inputs:
+            full[pos] = zeros_like(a)
         full = tuple(full)
         for hook in self.hooks:
             out = hook(self.module, full, self.grad_outputs)

@@ -53,6 +53,10 @@ class StateDict:
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         """An OrderedDict of every parameter and persistent buffer, keyed by dotted name."""
         if args:                     # the deprecated positional form
+            warnings.warn("Positional args are being deprecated, use kwargs instead. Refer to "
+                          "https://pytorch.org/docs/main/generated/torch.nn.Module.html"
+                          "#torch.nn.Module.state_dict for details.", FutureWarning,
+                          stacklevel=2)
             destination = args[0]
             prefix = args[1] if len(args) > 1 else prefix
             keep_vars = args[2] if len(args) > 2 else keep_vars
@@ -191,10 +195,17 @@ class StateDict:
         return add_hook(self._state_dict_pre_hooks, hook)
 
     def register_state_dict_post_hook(self, hook):
-        """Call ``hook(module, state_dict, prefix, local_metadata)`` after ``state_dict``."""
-        return add_hook(self._state_dict_hooks, hook)
+        """Call ``hook(module, state_dict, prefix, local_metadata)`` after ``state_dict``; it
+        edits the dict in place and must return None."""
+        def checked(*args, _hook=hook):
+            if _hook(*args) is not None:
+                raise RuntimeError("state_dict post-hook must return None")
+        return add_hook(self._state_dict_hooks, checked)
 
-    _register_state_dict_hook = register_state_dict_post_hook
+    def _register_state_dict_hook(self, hook):
+        """The private form of ``register_state_dict_post_hook``: ``hook`` may return a new
+        dict to use instead."""
+        return add_hook(self._state_dict_hooks, hook)
 
     def register_load_state_dict_pre_hook(self, hook):
         """Call ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,

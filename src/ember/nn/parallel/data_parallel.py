@@ -11,7 +11,7 @@ after another from Python; each GPU's kernels are queued without waiting for the
 import ember
 from ember.nn.modules.module import Module
 from ember.nn.parallel.scatter_gather import gather, scatter_kwargs
-from ember.nn.utils.stateless import functional_call
+from ember.nn.utils.stateless import _functional_call as functional_call
 
 __all__ = ["DataParallel", "data_parallel"]
 

@@ -76,6 +76,28 @@ class PackedSequence(PackedSequence_):
         """``data`` as int32."""
         return self.to(dtype=ember.int32)
 
+    def short(self):
+        """``data`` as int16."""
+        return self.to(dtype=ember.int16)
+
+    def char(self):
+        """``data`` as int8."""
+        return self.to(dtype=ember.int8)
+
+    def byte(self):
+        """``data`` as uint8."""
+        return self.to(dtype=ember.uint8)
+
+    def pin_memory(self):
+        """The sequence with ``data`` and the indices in pinned host memory."""
+        return type(self)(self.data.pin_memory(), self.batch_sizes,
+                          *(None if i is None else i.pin_memory()
+                            for i in (self.sorted_indices, self.unsorted_indices)))
+
+    def is_pinned(self):
+        """Whether ``data`` is in pinned host memory."""
+        return self.data.is_pinned()
+
     @property
     def is_cuda(self):
         """Whether ``data`` is on a CUDA device."""
@@ -182,15 +204,15 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     if not sequences:
         raise RuntimeError("received an empty list of sequences")
     longest = max(s.shape[0] for s in sequences)
-    padded = []
-    for s in sequences:
-        missing = longest - s.shape[0]
-        if missing:
-            fill = ember.full((missing,) + tuple(s.shape[1:]), padding_value, dtype=s.dtype,
-                              device=s.device)
-            s = ember.cat([s, fill] if padding_side == "right" else [fill, s])
-        padded.append(s)
-    return ember.stack(padded, 0 if batch_first else 1)
+    first = sequences[0]                # sets the trailing dims and dtype, as in PyTorch
+    size = (len(sequences), longest) if batch_first else (longest, len(sequences))
+    out = ember.full(size + tuple(first.shape[1:]), padding_value, dtype=first.dtype,
+                     device=first.device)
+    for i, s in enumerate(sequences):
+        steps = slice(0, s.shape[0]) if padding_side == "right" else \
+            slice(longest - s.shape[0], longest)
+        (out[i, steps] if batch_first else out[steps, i]).copy_(s)   # broadcasts as copy_
+    return out
 
 
 def unpad_sequence(padded_sequences, lengths, batch_first=False):

@@ -5,6 +5,7 @@ module's tables (any tensor, including non-leaf ones) and restores the originals
 """
 
 import contextlib
+import warnings
 
 from ember._tensor import Tensor
 
@@ -81,15 +82,29 @@ def _reparametrize_module(module, parameters_and_buffers, tie_weights=False, str
 
 def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
                     tie_weights=True, strict=False):
-    """``module(*args, **kwargs)`` with the named parameters/buffers replaced for the call."""
+    """``module(*args, **kwargs)`` with the named parameters/buffers replaced for the call
+    (deprecated in favour of ``torch.func.functional_call``)."""
+    warnings.warn("`torch.nn.utils.stateless.functional_call` is deprecated as of PyTorch 2.0 "
+                  "and will be removed in a future version of PyTorch. Please use "
+                  "`torch.func.functional_call` instead which is a drop-in replacement.",
+                  FutureWarning, stacklevel=2)
+    return _functional_call(module, parameters_and_buffers, args, kwargs,
+                            tie_weights=tie_weights, strict=strict)
+
+
+def _functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
+                     tie_weights=True, strict=False):
+    """``functional_call`` without the deprecation warning (what ``ember.func`` calls)."""
     if isinstance(parameters_and_buffers, (list, tuple)):
-        merged = {}
+        merged, repeated = {}, []
         for d in parameters_and_buffers:
             for key, value in d.items():
-                if key in merged:
-                    raise ValueError(f"{key} appeared in multiple dictionaries; behavior of "
-                                     f"functional call is ambiguous")
+                if key in merged and key not in repeated:
+                    repeated.append(key)
                 merged[key] = value
+        if repeated:
+            raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of "
+                             f"functional call is ambiguous")
         parameters_and_buffers = merged
     if args is None:
         args = ()

@@ -119,9 +119,6 @@ class DataLoader:
                                      f"start method in {methods!r}, but got "
                                      f"multiprocessing_context={multiprocessing_context!r}")
                 multiprocessing_context = multiprocessing.get_context(multiprocessing_context)
-        if pin_memory and not ember.cuda.is_available():
-            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
-                          "then device pinned memory won't be used.", UserWarning, stacklevel=2)
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -193,6 +190,9 @@ class _BaseDataLoaderIter:
         self._yielded = 0
         self._len_called = loader._IterableDataset_len_called
         self._pin = loader.pin_memory and ember.cuda.is_available()
+        if loader.pin_memory and not self._pin:       # at each new iterator, as PyTorch
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                          "then device pinned memory won't be used.", UserWarning, stacklevel=2)
 
     def __iter__(self):
         return self

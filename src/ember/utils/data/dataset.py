@@ -60,6 +60,8 @@ class StackDataset(Dataset):
                              "``kwargs``) like input/output, but both types are given.")
         self.datasets = args or kwargs
         parts = list(args or kwargs.values())
+        if not parts:
+            raise ValueError("At least one dataset should be passed")
         self._length = len(parts[0])
         if any(len(d) != self._length for d in parts):
             raise ValueError("Size mismatch between datasets")
@@ -68,6 +70,10 @@ class StackDataset(Dataset):
         if isinstance(self.datasets, dict):
             return {k: d[index] for k, d in self.datasets.items()}
         return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices):
+        """The samples at ``indices``, as a list (one batch's fetch)."""
+        return [self[i] for i in indices]
 
     def __len__(self):
         return self._length
@@ -142,6 +148,9 @@ def random_split(dataset, lengths, generator=None):
     from ember._random import randperm
     n = len(dataset)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        for i, frac in enumerate(lengths):
+            if not 0 <= frac <= 1:
+                raise ValueError(f"Fraction at index {i} is not between 0 and 1")
         counts = [int(math.floor(n * frac)) for frac in lengths]
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1
