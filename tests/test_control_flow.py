@@ -98,7 +98,7 @@ def test_while_loop_needs_callables_and_carriable_leaves():
     with pytest.raises(AssertionError) as info:
         while_loop(lambda *a: False, lambda *a: a, (0, [x, 0.5]))
     assert str(info.value).startswith("[0, tensor([0., 0.]), 0.5] can only be of (")
-    assert str(info.value).endswith("but got (<class 'int'>, <class 'ember._tensor.Tensor'>, "
+    assert str(info.value).endswith("but got (<class 'int'>, <class 'ember.Tensor'>, "
                                     "<class 'float'>)")
     with pytest.raises(UncapturedHigherOrderOpError, match="Expected carried_inputs to be a "
                                                            "tuple or a list but got Tensor"):

@@ -37,6 +37,17 @@ def test_type_and_device_queries():
     assert not y.requires_grad and y.data_ptr() == x.data_ptr()
 
 
+def test_core_classes_show_the_namespace_name():
+    # as PyTorch's <class 'torch.Tensor'>: no private module in reprs, and pickles by that name
+    assert repr(type(ember.ones(1))) == "<class 'ember.Tensor'>"
+    assert [c.__module__ for c in (ember.Size, ember.dtype, ember.device, ember.finfo,
+                                   ember.iinfo)] == ["ember"] * 5
+    assert ember.typename(ember.Size([2])) == "ember.Size"
+    import pickle
+    size = pickle.loads(pickle.dumps(ember.Size([2, 3])))
+    assert type(size) is ember.Size and size == (2, 3)
+
+
 def test_conjugation_is_never_lazy():
     c = ember.tensor([1 + 2j])
     conj = c.conj()

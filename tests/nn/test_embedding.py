@@ -143,6 +143,31 @@ def test_embedding_bag_errors():
         F.embedding_bag(idx.reshape(1, 3), w, ember.tensor([0]))
 
 
+def test_embedding_bag_sparse_gradient():
+    # one gradient row per position (weighted, divided by the bag size for mean), padding out
+    for mode, psw, values in [("sum", [2., 3., 1., 1., 5.], [[2, 4], [3, 6], [3, 4], [15, 20]]),
+                              ("mean", None, [[.5, 1], [.5, 1], [1.5, 2], [1.5, 2]])]:
+        bag = nn.EmbeddingBag(5, 2, mode=mode, sparse=True, padding_idx=0)
+        psw = None if psw is None else ember.tensor(psw)
+        out = bag(ember.tensor([1, 3, 0, 1, 4]), ember.tensor([0, 3]), per_sample_weights=psw)
+        (out * ember.tensor([[1., 2.], [3., 4.]])).sum().backward()
+        grad = bag.weight.grad
+        assert grad.is_sparse and not grad.is_coalesced()
+        assert grad._indices().tolist() == [[1, 3, 1, 4]]
+        assert grad._values().tolist() == values
+
+
+def test_embedding_bag_max_mode_limits():
+    w, idx, off = ember.randn(4, 3), ember.tensor([1, 2]), ember.tensor([0])
+    with pytest.raises(ValueError, match="^max mode does not support sparse weights$"):
+        F.embedding_bag(idx, w, off, mode="max", sparse=True)
+    with pytest.raises(ValueError, match="^max mode does not support scaling the gradient by "
+                                         "the frequency$"):
+        F.embedding_bag(idx, w, off, mode="max", scale_grad_by_freq=True)
+    with pytest.raises(ValueError, match="^offsets has to be a 1D Tensor$"):
+        F.embedding_bag(idx, w, off.reshape(1, 1), mode="max", sparse=True)
+
+
 def test_embedding_bag_module():
     assert repr(nn.EmbeddingBag(5, 3)) == "EmbeddingBag(5, 3, mode='mean')"
     m = nn.EmbeddingBag(5, 3, mode="sum", padding_idx=0, max_norm=1.0)

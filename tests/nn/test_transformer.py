@@ -184,6 +184,35 @@ def test_encoder_clones_layers_and_applies_norm():
 
 
 @needs_layers
+def test_encoder_nested_tensor_rules():
+    # PyTorch's warning when the layer rules nested tensors out; where it would pack a padded
+    # batch (eval, no grad, right padding, no mask) the padded positions come back as 0
+    with pytest.warns(UserWarning, match="^enable_nested_tensor is True, but "
+                                         "self.use_nested_tensor is False because "
+                                         "encoder_layer.self_attn.num_heads is odd$"):
+        layer = nn.TransformerEncoderLayer(6, 3, 8, batch_first=True)
+        assert not nn.TransformerEncoder(layer, 1).use_nested_tensor
+    ember.manual_seed(0)
+    norm = nn.LayerNorm(8, **F64)
+    with ember.no_grad():
+        norm.bias.copy_(ember.arange(8.))
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0,
+                                                          batch_first=True, **F64), 1, norm=norm)
+    assert enc.use_nested_tensor
+    x = ember.tensor(_randn(2, 4, 8))
+    pad = ember.tensor([[False, False, True, True], [True, True, True, True]])
+    trained = enc(x, src_key_padding_mask=pad)          # training: every position computed
+    enc.eval()
+    with ember.no_grad():
+        out = enc(x, src_key_padding_mask=pad)
+        inner = enc(x, src_key_padding_mask=ember.tensor([[False, True, False, False]] * 2))
+    np.testing.assert_allclose(_np(out[0, :2]), _np(trained[0, :2]), rtol=1e-12)
+    assert _np(out[0, 2:]).tolist() == [list(range(8))] * 2     # the norm of 0 is its bias
+    assert _np(out[1]).tolist() == [list(range(8))] * 4          # a row all padding
+    assert _np(inner[0, 1]).tolist() != list(range(8))          # not left-aligned: computed
+
+
+@needs_layers
 def test_causal_encoder_does_not_look_ahead():
     ember.manual_seed(0)
     enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, **F64), 2)

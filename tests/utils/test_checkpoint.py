@@ -168,6 +168,18 @@ def test_argument_rules():
     assert out.tolist() == [2.0, 2.0]
 
 
+def test_reentrant_without_grad_inputs_warns_and_records_nothing():
+    # PyTorch's documented pitfall: the segment's parameters get no gradient
+    w = ember.ones(2, requires_grad=True)
+    with pytest.warns(UserWarning, match="^None of the inputs have requires_grad=True. "
+                                         "Gradients will be None$"):
+        out = checkpoint(lambda a: a * w, ember.full((2,), 3.0), use_reentrant=True)
+    assert not out.requires_grad and out.grad_fn is None and out.tolist() == [3.0, 3.0]
+    x = ember.full((2,), 3.0, requires_grad=True)
+    checkpoint(lambda a: a * w, x, use_reentrant=True).sum().backward()
+    assert w.grad.tolist() == [3.0, 3.0] and x.grad.tolist() == [1.0, 1.0]
+
+
 def test_helpers():
     t = ember.ones(2, requires_grad=True)
     (d,) = detach_variable((t,))

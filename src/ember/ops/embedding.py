@@ -206,28 +206,37 @@ def _bag_argmax(rows, bag, b):
         return ember.where(lead_nan, start.unsqueeze(1), first)
 
 
+def _check_mode(mode, scale_grad_by_freq, sparse):
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError("max mode does not support sparse weights")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+
+
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
                   include_last_offset=False, padding_idx=None):
     """Sums, means or maxima of bags of embedding rows."""
     _check_indices(input._data, "embedding_bag")
-    if mode not in ("sum", "mean", "max"):
-        raise ValueError("mode has to be one of sum, mean or max")
-    if per_sample_weights is not None:
-        if mode != "sum":
-            raise NotImplementedError(
-                f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
-                f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
-                f"on GitHub.")
-        if per_sample_weights.shape != input.shape:
-            raise ValueError(f"embedding_bag: If per_sample_weights "
-                             f"(ember.Size({list(per_sample_weights.shape)})) is not None, then "
-                             f"it must have the same shape as the input "
-                             f"(ember.Size({list(input.shape)}))")
+    if per_sample_weights is not None and per_sample_weights.shape != input.shape:
+        raise ValueError(f"embedding_bag: If per_sample_weights "
+                         f"(ember.Size({list(per_sample_weights.shape)})) is not None, then "
+                         f"it must have the same shape as the input "
+                         f"(ember.Size({list(input.shape)}))")
     flat, psw, bag, b = _bags(input, offsets, per_sample_weights, include_last_offset)
+    _check_mode(mode, scale_grad_by_freq, sparse)
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(
+            f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+            f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
+            f"on GitHub.")
     _check_weight(weight)
     pad = _padding_index(padding_idx, weight.shape[0])
-    rows = functional_embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq)
+    # (the padding index goes to the lookup too, so that a sparse gradient leaves it out)
+    rows = functional_embedding(flat, weight, padding_idx, max_norm, norm_type,
+                                scale_grad_by_freq, sparse)
     d = weight.shape[1]
     if pad >= 0:
         keep = flat != pad

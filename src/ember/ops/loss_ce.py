@@ -141,7 +141,8 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
                 - log_sums * wc.sum()
         smooth = xp.where(mask, smooth, 0)
         loss = (1 - label_smoothing) * loss + (label_smoothing / c) * smooth
-    loss = _reduce(-loss, total, reduction, x.ndim == 1)
+    # ignored positions give +0 (as PyTorch), not the -0 of negating a zero
+    loss = _reduce(xp.where(mask, -loss, 0), total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
 
 
@@ -327,8 +328,8 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     c = xb.shape[1]
     _check_weight(w, c, dtype)
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
-    loss = xp.where(mask, _pick(xp, xb, safe) * wt, 0)
-    loss = _reduce(-loss, total, reduction, x.ndim == 1)
+    loss = xp.where(mask, -(_pick(xp, xb, safe) * wt), 0)      # +0 where ignored
+    loss = _reduce(loss, total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
 
 

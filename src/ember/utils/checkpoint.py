@@ -10,7 +10,8 @@ closed-over parameters, ``autograd.grad``, hooks, and backward of backward.
 ``use_reentrant=True`` records one node whose backward reruns ``fn`` and backpropagates
 through the rerun with a nested ``backward``; gradients reach the tensor arguments and the
 tensors ``fn`` closes over, and ``autograd.grad`` with respect to the latter is unsupported
-(as in PyTorch).
+(as in PyTorch). As in PyTorch too, when no tensor argument requires grad it warns and records
+nothing, so the closed-over parameters get no gradient.
 """
 
 import contextlib
@@ -229,7 +230,7 @@ def _checkpoint_with_hooks(function, args, kwargs, context_fn, preserve_rng_stat
 
 class _Checkpoint(Function):
     @staticmethod
-    def forward(ctx, run, preserve_rng_state, kwargs, anchor, *args):
+    def forward(ctx, run, preserve_rng_state, kwargs, *args):
         ctx.run, ctx.kwargs = run, kwargs
         ctx.state = _RandomAndAutocastState(args, preserve_rng_state)
         ctx.args = [None if isinstance(a, Tensor) else a for a in args]
@@ -250,18 +251,7 @@ class _Checkpoint(Function):
                                     inputs=None)
         result = [t.grad if isinstance(t, Tensor) and t.requires_grad else None
                   for t in inputs]
-        return (None, None, None, None, *result)
-
-
-_ANCHOR = {}
-
-
-def _anchor():
-    """A tensor that requires grad, so the checkpoint node is recorded even when no argument
-    requires grad (the segment's parameters may)."""
-    if "t" not in _ANCHOR:
-        _ANCHOR["t"] = ember.zeros(0, requires_grad=True)
-    return _ANCHOR["t"]
+        return (None, None, None, *result)
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
@@ -285,9 +275,13 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
                              "use_reentrant=False.")
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            # as in PyTorch, the segment then records no node: its parameters get no gradient
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
+                          stacklevel=2)
         if not is_grad_enabled():
             return function(*args)
-        return _Checkpoint.apply(function, preserve_rng_state, kwargs, _anchor(), *args)
+        return _Checkpoint.apply(function, preserve_rng_state, kwargs, *args)
     if not is_grad_enabled():
         return function(*args, **kwargs)
     return _checkpoint_with_hooks(function, args, kwargs, context_fn or noop_context_fn,

@@ -1,12 +1,15 @@
 """The Transformer of "Attention Is All You Need" and its encoder and decoder stacks.
 
 Layers are built from ember.nn's Linear, LayerNorm, Dropout and ModuleList, looked up when a
-layer is constructed. ember has no nested tensors, so ``enable_nested_tensor`` is accepted
-and recorded but changes nothing, and there is no inference fast path: every call computes
-the documented math.
+layer is constructed. There is no inference fast path: every call computes the documented
+math. ember has no nested tensors either, but it shows what PyTorch's packing of padded
+batches into them (``enable_nested_tensor``) shows: the warning when a layer rules it out, and
+an encoder output of 0 at padded positions when it would pack (eval, no gradient, a
+right-padded ``src_key_padding_mask`` and no ``mask``).
 """
 
 import copy
+import warnings
 
 import ember
 from ember.nn import init
@@ -38,6 +41,29 @@ def _detect_is_causal_mask(mask, is_causal=None, size=None):
     sz = size if size is not None else mask.shape[-2]
     causal = _generate_square_subsequent_mask(sz, device=mask.device, dtype=mask.dtype)
     return mask.shape == causal.shape and bool((mask == causal).all())
+
+
+def _why_not_nested(layer):
+    """Why PyTorch would never pack this encoder's padded batches into nested tensors (the
+    end of its warning), or None."""
+    if not isinstance(layer, TransformerEncoderLayer):
+        return "encoder_layer was not TransformerEncoderLayer"
+    attn = layer.self_attn
+    for failed, why in [
+            (layer.norm_first, "encoder_layer.norm_first was True"),
+            (not attn.batch_first, "encoder_layer.self_attn.batch_first was not True(use "
+                                   "batch_first for better inference performance)"),
+            (not attn._qkv_same_embed_dim,
+             "encoder_layer.self_attn._qkv_same_embed_dim was not True"),
+            (attn.in_proj_bias is None, "encoder_layer.self_attn was passed bias=False"),
+            (not layer.activation_relu_or_gelu,
+             "encoder_layer.activation_relu_or_gelu was not True"),
+            (layer.norm1.eps != layer.norm2.eps,
+             "encoder_layer.norm1.eps was not equal to encoder_layer.norm2.eps"),
+            (attn.num_heads % 2 == 1, "encoder_layer.self_attn.num_heads is odd")]:
+        if failed:
+            return why
+    return None
 
 
 def _get_clones(module, n):
@@ -186,7 +212,11 @@ class TransformerEncoder(Module):
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
-        self.use_nested_tensor = False          # ember has no nested tensors
+        why = _why_not_nested(encoder_layer) if enable_nested_tensor else None
+        if why is not None:
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False "
+                          f"because {why}", stacklevel=2)
+        self.use_nested_tensor = enable_nested_tensor and why is None
         self.mask_check = mask_check
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
@@ -200,9 +230,23 @@ class TransformerEncoder(Module):
         for layer in self.layers:
             output = layer(output, src_mask=mask, is_causal=is_causal,
                            src_key_padding_mask=src_key_padding_mask)
+        if mask is None and self._would_pack(src, src_key_padding_mask):
+            output = output.masked_fill((src_key_padding_mask != 0).unsqueeze(-1), 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output
+
+    def _would_pack(self, src, padding_mask):
+        """Whether PyTorch would run this call on nested tensors, which come back with 0 at
+        the padded positions."""
+        if not self.use_nested_tensor or self.training or padding_mask is None \
+                or src.dim() != 3 or src.is_meta:
+            return False
+        if ember.is_grad_enabled() and (src.requires_grad or
+                                        any(p.requires_grad for p in self.parameters())):
+            return False
+        keep = padding_mask == 0                # left-aligned: the padding ends each row
+        return bool((keep[:, 1:] <= keep[:, :-1]).all())
 
 
 class TransformerDecoder(Module):
