@@ -2,6 +2,7 @@
 
 import copy
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -381,3 +382,21 @@ def test_size_arithmetic_stays_a_size():
     with pytest.raises(TypeError, match="^can't multiply sequence by non-int of type "
                                         "'ember.Size'$"):
         s * s
+
+
+def test_float_of_a_tensor_requiring_grad_warns_once(monkeypatch):
+    import ember._tensor as tensor_module
+    monkeypatch.setattr(tensor_module, "_SCALAR_WARNED", [False])
+    x = ember.ones(1, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ember.no_grad():
+            float(x)                    # no warning without grad mode
+        assert x.item() == 1.0          # nor from item()
+        assert not caught
+        float(x)
+        complex(x)                      # once per process, as PyTorch's TORCH_WARN_ONCE
+    assert [str(w.message) for w in caught] == [
+        "Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+        "behavior.\nConsider using tensor.detach() first."]
+    assert caught[0].filename == __file__

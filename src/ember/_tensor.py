@@ -397,6 +397,8 @@ class Tensor:
         return bool(_to_python(self._data.reshape(())))    # (a GPU read: sync-debug sees it)
 
     def __float__(self):
+        if self.requires_grad:
+            _warn_scalar_of_grad_tensor()
         return float(self._scalar().real if self.is_complex() else self._scalar())
 
     def __int__(self):
@@ -410,6 +412,8 @@ class Tensor:
         return self.item()
 
     def __complex__(self):
+        if self.requires_grad:
+            _warn_scalar_of_grad_tensor()
         return complex(self.item())
 
     def __index__(self):
@@ -647,6 +651,20 @@ class Tensor:
 
 _new = object.__new__
 _DEFAULT_TORCH_FUNCTION = Tensor.__torch_function__.__func__
+
+
+def _warn_scalar_of_grad_tensor():
+    """PyTorch's warning, once per process, for ``float(t)`` / ``complex(t)`` of a tensor
+    that requires grad while grad mode is on (``item()`` does not warn)."""
+    from ember.autograd.grad_mode import STATE
+    if STATE.grad_enabled and not _SCALAR_WARNED[0]:
+        _SCALAR_WARNED[0] = True
+        warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
+                      "unexpected behavior.\nConsider using tensor.detach() first.",
+                      UserWarning, stacklevel=3)
+
+
+_SCALAR_WARNED = [False]
 
 
 def _storage_root(t):
