@@ -148,6 +148,8 @@ def test_reprs():
     assert repr(nn.Hardtanh()) == "Hardtanh(min_val=-1.0, max_val=1.0)"
     assert repr(nn.Softmax()) == "Softmax(dim=None)"
     assert repr(nn.Softplus()) == "Softplus(beta=1.0, threshold=20.0)"
+    assert repr(nn.Mish(inplace=True)) == "Mish(inplace=True)" and repr(nn.Mish()) == "Mish()"
+    assert repr(nn.Hardswish(inplace=True)) == "Hardswish()"
 
 
 def test_functional_aliases_point_at_the_ops():

@@ -311,3 +311,36 @@ def test_deprecated_container_and_nll_loss_2d():
     target = ember.randint(0, 3, (2, 4, 4))
     assert isinstance(loss, nn.NLLLoss) and ember.allclose(
         loss(scores, target), nn.NLLLoss(ignore_index=1)(scores, target))
+
+
+def test_lazy_norms_take_bias_keyword():
+    m = nn.LazyBatchNorm2d(bias=False)
+    assert "bias=False" in repr(m) and list(m.state_dict()) == [
+        "weight", "running_mean", "running_var", "num_batches_tracked"]
+    m(ember.ones(2, 3, 4, 4))
+    assert type(m) is nn.BatchNorm2d and m.bias is None and m.weight.shape == (3,)
+    m = nn.LazyInstanceNorm1d(affine=True, bias=False)
+    m(ember.ones(2, 5, 4))
+    assert list(m.state_dict()) == ["weight"] and m.weight.shape == (5,)
+
+
+def test_uninitialized_parameter_refuses_ops():
+    p = nn.UninitializedParameter()
+    msg = "Attempted to use an uninitialized parameter in <method '{}' of 'Tensor' objects>"
+    for name, f in (("numel", p.numel), ("dim", p.dim), ("add", lambda: p + 1),
+                    ("sum", p.sum), ("mul", lambda: nn.UninitializedBuffer() * 2)):
+        with pytest.raises(ValueError, match=msg.format(name)):
+            f()
+    assert p.size() == (0,) and p.is_floating_point()
+
+
+def test_lazy_module_cast_before_first_call_stays_lazy():
+    m = nn.LazyBatchNorm1d().double()
+    assert [type(b).__name__ for b in m.buffers()] == [
+        "UninitializedBuffer", "UninitializedBuffer", "Tensor"]
+    y = m(ember.tensor([[1.0, 2.0], [3.0, 6.0]], dtype=ember.float64))
+    assert y.dtype == ember.float64 and m.running_mean.dtype == ember.float64
+    assert m.running_mean.tolist() == pytest.approx([0.2, 0.4])
+    lin = nn.LazyLinear(3).double()
+    assert lin(ember.ones(2, 4, dtype=ember.float64)).dtype == ember.float64
+    assert lin.weight.shape == (3, 4) and lin.weight.dtype == ember.float64

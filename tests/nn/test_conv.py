@@ -160,3 +160,23 @@ def test_strides_must_be_ints():
         with pytest.raises(TypeError, match="argument 'stride' must be tuple of ints, but "
                                             "found element of type float"):
             ember.nn.functional.conv2d(x, w, stride=stride)
+
+
+def test_conv_int_input_reports_the_bias_first():
+    x = ember.ones(2, 3, 8, dtype=ember.int64)
+    with pytest.raises(RuntimeError, match=r"^Input type \(long int\) and bias type \(float\) "
+                                           r"should be the same(\n|$)"):
+        nn.Conv1d(3, 4, 3)(x)
+    with pytest.raises(RuntimeError, match=r"^Input type \(double\) and bias type \(float\)"):
+        nn.Conv2d(3, 4, 3)(ember.ones(3, 8, 8, dtype=ember.float64))
+    with pytest.raises(RuntimeError, match="^expected scalar type Long but found Float(\n|$)"):
+        nn.Conv1d(3, 4, 3, bias=False)(x)
+    with pytest.raises(RuntimeError, match="^expected scalar type Long but found Float(\n|$)"):
+        nn.ConvTranspose1d(3, 4, 3)(x)            # the transposed path checks the weight first
+
+
+def test_reversed_padding_is_a_tuple_for_numeric_padding():
+    m = nn.Conv2d(2, 4, (3, 5), padding=(1, 2), padding_mode="circular")
+    assert m._reversed_padding_repeated_twice == (2, 2, 1, 1)
+    assert nn.Conv1d(2, 2, 3, padding="same")._reversed_padding_repeated_twice == [1, 1]
+    assert m(ember.ones(1, 2, 5, 5)).shape == (1, 4, 5, 5)

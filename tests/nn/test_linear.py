@@ -129,3 +129,40 @@ def test_linear_names_its_backward_as_pytorch(shape, with_bias, name):
 def test_matmul_names_its_backward_as_pytorch(a, b, name):
     x, y = ember.randn(*a, requires_grad=True), ember.randn(*b)
     assert (x @ y).grad_fn.name() == name
+
+
+def test_linear_dtype_errors_follow_the_bias_path():
+    x64, i64 = ember.ones(2, 3, dtype=ember.float64), ember.ones(2, 2, 3, dtype=ember.int64)
+    with pytest.raises(RuntimeError, match="^mat1 and mat2 must have the same dtype, but got "
+                                           "Long and Float(\n|$)"):
+        nn.Linear(3, 4)(i64)
+    with pytest.raises(RuntimeError, match="^mat1 and mat2 must have the same dtype, but got "
+                                           "Double and Float(\n|$)"):
+        nn.Linear(3, 4)(x64)
+    with pytest.raises(RuntimeError, match="^expected m1 and m2 to have the same dtype, but "
+                                           "got: long int != float(\n|$)"):
+        nn.Linear(3, 4, bias=False)(i64)
+    with pytest.raises(RuntimeError, match="^self and mat2 must have the same dtype, but got "
+                                           "Double and Float$"):
+        F.linear(x64, ember.ones(4, 3), ember.ones(4, dtype=ember.float64))
+
+
+def test_unflatten_checks_size_elements():
+    with pytest.raises(TypeError, match="^unflattened_size must be tuple of ints, but found "
+                                        "element of type float at pos 0$"):
+        nn.Unflatten(1, (2.0, 2))
+    with pytest.raises(TypeError, match="^unflattened_size must be tuple of ints, but found "
+                                        "element of type tuple at pos 0$"):
+        nn.Unflatten(1, (("a", 2), ("b", 2)))
+    with pytest.raises(TypeError, match="^unflattened_size must be a tuple of ints, but found "
+                                        "type int$"):
+        nn.Unflatten(1, 4)
+    assert nn.Unflatten(1, [2, -1])(ember.ones(2, 6)).shape == (2, 2, 3)
+
+
+def test_zero_element_layers_warn_on_init():
+    with pytest.warns(UserWarning, match="Initializing zero-element tensors is a no-op"):
+        m = nn.Linear(0, 3)
+    assert m.bias.tolist() == [0.0, 0.0, 0.0] and m.weight.shape == (3, 0)
+    with pytest.warns(UserWarning, match="Initializing zero-element tensors is a no-op"):
+        nn.Conv2d(1, 1, 0)

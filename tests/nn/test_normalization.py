@@ -213,6 +213,21 @@ def test_local_response_norm():
         F.local_response_norm(ember.randn(2, 6), 2)
 
 
+def test_local_response_norm_dtypes_follow_average_pooling():
+    # int64 is pooled as in PyTorch (float result); other integer dtypes have no pooling kernel
+    out = F.local_response_norm(ember.ones(1, 2, 1, dtype=ember.int64), 1, alpha=3., beta=1.)
+    assert out.dtype == ember.float32 and out.flatten().tolist() == [0.25, 0.25]
+    with pytest.raises(NotImplementedError, match="\"avg_pool2d\" not implemented for 'Int'"):
+        F.local_response_norm(ember.ones(1, 4, 3, dtype=ember.int32), 2)
+    with pytest.raises(NotImplementedError,
+                       match="\"avg_pool3d_out_frame\" not implemented for 'Bool'"):
+        F.local_response_norm(ember.ones(1, 4, 3, 3, dtype=ember.bool), 2)
+    with pytest.raises(NotImplementedError,   # 3-D pooling on CPU takes no 16-bit floats
+                       match="\"avg_pool3d_out_frame\" not implemented for 'Half'"):
+        F.local_response_norm(ember.ones(1, 4, 3, 3, dtype=ember.float16), 2)
+    assert F.local_response_norm(ember.ones(1, 4, 3, dtype=ember.float16), 2).dtype == ember.float16
+
+
 def test_normalize():
     x = _rand(3, 4, rg=True)
     for p, dim in ((2.0, 1), (1, 0), (3, -1)):
@@ -267,3 +282,24 @@ def test_old_batch_norm_state_dicts_without_num_batches_tracked_load():
     with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: '
                                            '"num_batches_tracked"'):
         bn.load_state_dict(current)
+
+
+def test_norm_modules_refuse_mixed_dtypes():
+    msg = r"^mixed dtype \(CPU\): all inputs must share same datatype\.(\n|$)"
+    x64, i64 = ember.ones(2, 3, 4, dtype=ember.float64), ember.ones(2, 3, 4, dtype=ember.int64)
+    for m, x in ((nn.BatchNorm1d(3), x64), (nn.BatchNorm1d(3, affine=False), x64),
+                 (nn.LayerNorm(4), x64), (nn.LayerNorm(4), i64), (nn.GroupNorm(1, 3), x64),
+                 (nn.GroupNorm(1, 3), i64), (nn.InstanceNorm1d(3, affine=True), x64)):
+        with pytest.raises(RuntimeError, match=msg):
+            m(x)
+    half = ember.ones(2, 3, 4, dtype=ember.float16)     # float32 parameters are fine for half
+    assert nn.LayerNorm(4)(half).dtype == ember.float16
+    assert nn.BatchNorm1d(3)(half).dtype == ember.float16
+
+
+def test_instance_norm_running_stats_of_another_dtype():
+    m = nn.InstanceNorm1d(3, track_running_stats=True)
+    y = m(ember.arange(24.0, dtype=ember.float64).reshape(2, 3, 4))
+    assert y.dtype == ember.float64 and m.running_mean.dtype == ember.float32
+    assert m.running_mean.tolist() == pytest.approx([0.75, 1.15, 1.55])
+    assert m.running_var.tolist() == pytest.approx([1.0667] * 3, abs=1e-4)

@@ -76,3 +76,28 @@ def test_fold_unfold_repr_and_roundtrip():
     np.testing.assert_allclose(_np(fold(cols)), 4 * _np(x), rtol=1e-6)
     np.testing.assert_allclose(_np(cols)[0, :, 0], [0, 0, 0, _np(x)[0, 0, 0, 0]] +
                                [0, 0, 0, _np(x)[0, 1, 0, 0]] + [0, 0, 0, _np(x)[0, 2, 0, 0]])
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_circular_pad_checks_input_dims(nd):
+    layer = getattr(nn, f"CircularPad{nd}d")(1)
+    with pytest.raises(ValueError, match=rf"expected {nd + 1}D or {nd + 2}D input "
+                                         rf"\(got {nd + 3}D input\)"):
+        layer(ember.ones((3,) * (nd + 3)))
+
+
+def test_reflection_pad_error_numbers_the_padded_dim():
+    x = ember.ones(1, 2, 3, 8, 8)
+    for pad, arg, dim in (((0, 0, 0, 0, 9, 9), 8, 2), ((0, 0, 9, 9, 0, 0), 6, 3),
+                          ((9, 9, 0, 0, 0, 0), 4, 4)):
+        with pytest.raises(RuntimeError, match=rf"Argument #{arg}: Padding size should be less "
+                                               rf"than the corresponding input dimension, but "
+                                               rf"got: padding \(9, 9\) at dimension {dim} "):
+            nn.ReflectionPad3d(pad)(x)
+
+
+def test_fold_rank_error_wording():
+    with pytest.raises(RuntimeError, match=r"^Expected 2D or 3D \(batch mode\) tensor for input "
+                                           r"with possibly 0 batch size and non-zero dimensions "
+                                           r"for input, but got: \[4\](\n|$)"):
+        nn.Fold((4, 4), 2)(ember.ones(4))

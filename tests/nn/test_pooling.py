@@ -203,3 +203,14 @@ def test_window_sizes_must_be_ints(call, name):
     with pytest.raises(TypeError, match=f"{name}\\(\\): argument 'kernel_size' must be tuple of "
                                         f"ints, not float"):
         call(ember.ones(1, 1, 4, 4))
+
+
+def test_max_pool1d_rank_error_depends_on_indices():
+    x = ember.ones(2, 3, 4, 5)
+    with pytest.raises(RuntimeError, match=r"^max_pool1d: Expected 2D or 3D \(batch mode\) "
+                                           r"tensor with optional 0 dim batch size for input, "
+                                           r"but got:\[2, 3, 4, 5\](\n|$)"):
+        nn.MaxPool1d(2)(x)
+    with pytest.raises(RuntimeError, match=r"^Expected 2 to 3 dimensions, but got "
+                                           r"4-dimensional tensor"):
+        nn.MaxPool1d(2, return_indices=True)(x)

@@ -2,7 +2,7 @@
 parameters and buffers of lazy modules."""
 
 from ember._tensor import Tensor, _make
-from ember.overrides import _disabled_torch_function_impl
+from ember.overrides import DisableTorchFunctionSubclass, _disabled_torch_function_impl
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
            "is_lazy"]
@@ -52,11 +52,36 @@ class Buffer(metaclass=_BufferMeta):
         return t
 
 
+_UNINITIALIZED_USE = (
+    "Attempted to use an uninitialized parameter in {}. This error happens when you are using "
+    "a `LazyModule` or explicitly manipulating `torch.nn.parameter.UninitializedParameter` "
+    "objects. When using LazyModules Call `forward` with a dummy batch to initialize the "
+    "parameters before calling torch functions")
+
+# what an uninitialized tensor still allows: conversions and moves (whose results stay
+# uninitialized) and a few queries; any other op raises
+_CONVERSIONS = frozenset({"to", "_to_copy", "cpu", "cuda", "half", "float", "double", "char",
+                          "short", "int", "long"})
+_ALLOWED = _CONVERSIONS | {"copy_", "size", "is_complex", "is_floating_point", "get_device"}
+
+
 class UninitializedTensorMixin:
     """A parameter or buffer whose shape is not known yet (lazy modules); ``materialize``
     gives it one and turns it into the class in ``cls_to_become``."""
 
     cls_to_become = None
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """Refuse every op but conversions and moves, as PyTorch does."""
+        name = getattr(func, "__name__", func)
+        if name in _ALLOWED:
+            with DisableTorchFunctionSubclass():
+                out = func(*args, **(kwargs or {}))
+            if type(out) is Tensor and name in _CONVERSIONS:
+                out.__class__ = cls
+            return out
+        raise ValueError(_UNINITIALIZED_USE.format(f"<method '{name}' of 'Tensor' objects>"))
 
     def materialize(self, shape, device=None, dtype=None):
         """Allocate this tensor with ``shape`` (and its dtype/device unless given)."""
@@ -82,11 +107,12 @@ class UninitializedTensorMixin:
             "before accessing their attributes.")
 
     def numel(self):
-        raise RuntimeError(
-            "Can't access the shape of an uninitialized parameter or buffer. This error "
-            "usually happens in `load_state_dict` when trying to load an uninitialized "
-            "parameter into an initialized one. Call `forward` to initialize the parameters "
-            "before accessing their attributes.")
+        """Raises: an uninitialized tensor has no number of elements yet."""
+        raise ValueError(_UNINITIALIZED_USE.format("<method 'numel' of 'Tensor' objects>"))
+
+    def dim(self):
+        """Raises: an uninitialized tensor has no number of dims yet."""
+        raise ValueError(_UNINITIALIZED_USE.format("<method 'dim' of 'Tensor' objects>"))
 
     def __repr__(self):
         return f"<{type(self).__name__}>"
@@ -127,8 +153,6 @@ class UninitializedBuffer(UninitializedTensorMixin, Tensor):
 
     def __init__(self, requires_grad=False, device=None, dtype=None):
         pass
-
-    __torch_function__ = _disabled_torch_function_impl
 
     def __deepcopy__(self, memo):
         if id(self) not in memo:

@@ -5,6 +5,7 @@ import warnings
 
 from ember import _dtype as D
 from ember.ops._conv_kernels import output_size
+from ember.ops._out_dtypes import _C_NAMES
 
 __all__ = ["ConvArgs", "conv_args"]
 
@@ -61,12 +62,14 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
         raise RuntimeError(f"Expected {w.ndim}-dimensional input for {w.ndim}-dimensional weight "
                            f"{_size(w.shape)}, but got {x.ndim}-dimensional input of size "
                            f"{_size(x.shape)} instead")
+    bias_first = not transposed     # PyTorch's convolution checks the bias before the weight
+    if bias_first and b is not None and b.dtype != x.dtype:
+        raise RuntimeError(_bias_message(x, b))
     if x.dtype != w.dtype:
         raise RuntimeError(f"expected scalar type {_dtype_name(x.dtype)} but found "
                            f"{_dtype_name(w.dtype)}")
     if b is not None and b.dtype != x.dtype:
-        raise RuntimeError(f"Input type ({_dtype_name(x.dtype).lower()}) and bias type "
-                           f"({_dtype_name(b.dtype).lower()}) should be the same")
+        raise RuntimeError(_bias_message(x, b))
     if x.dtype.kind == "b":
         raise NotImplementedError(f"\"slow_conv{max(nd, 2)}d_cpu\" not implemented for 'Bool'")
     narrow_int = x.dtype.kind in "iu" and x.dtype.itemsize < 8
@@ -104,6 +107,11 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
 
 def _dtype_name(dtype):
     return D.FROM_NUMPY[dtype]._torch_name
+
+
+def _bias_message(x, b):
+    x_name, b_name = (_C_NAMES[D.FROM_NUMPY[t.dtype]] for t in (x, b))
+    return f"Input type ({x_name}) and bias type ({b_name}) should be the same"
 
 
 _WARNED = []

@@ -27,12 +27,18 @@ def _shape_text(shape):
     return "x".join(str(s) for s in shape)
 
 
-def _check_linear(x, w):
+def _check_linear(x, w, b=None):
     if x.ndim == 0 or w.ndim == 0:
         raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
                            f"{x.ndim}D and {w.ndim}D")
     if w.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {w.ndim}D")
+    if b is not None:       # with a bias PyTorch takes the addmm path and its messages
+        for arg, t in (("self", b), ("mat1", x)):
+            if t.dtype != w.dtype:
+                raise RuntimeError(f"{arg} and mat2 must have the same dtype, but got "
+                                   f"{D.FROM_NUMPY[t.dtype]._torch_name} and "
+                                   f"{D.FROM_NUMPY[w.dtype]._torch_name}")
     if x.dtype != w.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
                            f"{_mm_name(x)} != {_mm_name(w)}")
@@ -49,7 +55,7 @@ def _check_linear(x, w):
 @op("linear(input, weight, bias=None)", inputs=3, namespace="nn.functional")
 def linear(xp, x, w, b):
     """Apply ``y = x A^T + b`` to the last dim of ``input``."""
-    _check_linear(x, w)
+    _check_linear(x, w, b)
     dtype = x.dtype
     rows = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
     if dtype in _LOW:       # the CPU's float32 sums take the bias before rounding

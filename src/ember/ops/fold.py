@@ -86,8 +86,8 @@ def fold(xp, x, output_size, kernel_size, dilation, padding, stride):
     size = _pair(output_size, "output_size")
     kernel, dilation, pads, stride = _params(kernel_size, dilation, padding, stride)
     if x.ndim not in (2, 3) or any(s == 0 for s in x.shape[-2:]):
-        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor with possibly 0 batch size "
-                           f"and non-zero dimensions for input, but got: "
+        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 "
+                           f"batch size and non-zero dimensions for input, but got: "
                            f"[{', '.join(map(str, x.shape))}]")
     _no_int(x, "col2im")
     k = math.prod(kernel)

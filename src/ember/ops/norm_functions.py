@@ -24,7 +24,11 @@ def _instance_norm(input, weight, bias, running_mean, running_var, use_input_sta
 
     def tiled(v):
         return None if v is None else v.repeat(n)
-    rm, rv = tiled(running_mean), tiled(running_var)
+
+    def stats(v):       # unlike batch_norm, these may differ from the input's dtype
+        low = input.dtype in (ember.float16, ember.bfloat16)
+        return v if v is None or low or v.dtype == input.dtype else v.to(input.dtype)
+    rm, rv = stats(tiled(running_mean)), stats(tiled(running_var))
     out = native_batch_norm(x, tiled(weight), tiled(bias), rm, rv, use_input_stats, momentum,
                             eps)[0]
     if use_input_stats:
@@ -58,11 +62,23 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return _fused_rms_norm(input, normalized_shape, weight, eps)[0]
 
 
+def _lrn_check_dtype(input):
+    """PyTorch's error for dtypes its average pooling lacks (LRN pools over channels: 2-D
+    pooling for 3-D input, 3-D pooling above, which takes no 16-bit floats on CPU)."""
+    d = input.dtype
+    wide = input.ndim == 3 or input.device.type != "cpu"
+    if d.is_floating_point and (wide or d.itemsize > 2) or d is ember.int64:
+        return
+    kernel = "avg_pool2d" if input.ndim == 3 else "avg_pool3d_out_frame"
+    raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
+
+
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """Normalize each element by the squares of its neighbours across channels (dim 1)."""
     if input.ndim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality                          "
                          f"input (got {input.ndim} dimensions)")
+    _lrn_check_dtype(input)
     if input.numel() == 0:
         return input
     sq = input * input

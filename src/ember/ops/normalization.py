@@ -40,6 +40,14 @@ def _float_input(x, kernel):
     return x.astype(_F32) if x.dtype in _LOW else x
 
 
+def _check_mixed(xp, dtype, *params):
+    """PyTorch's CPU norms take parameters of the input's dtype (float32 ones for a half input)."""
+    for p in params:
+        if xp is np and p is not None and p.dtype != dtype \
+                and not (dtype in _LOW and p.dtype == _F32):
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+
+
 def _vector(v, dtype):
     return None if v is None else (v.astype(dtype) if v.dtype != dtype else v)
 
@@ -145,6 +153,7 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
                            f"{x.ndim}")
     dtype = x.dtype
     x = _float_input(x, "batch_norm")
+    _check_mixed(xp, dtype, w, b, rm, rv)
     c = x.shape[1]
     _check_vectors(c, running_mean=rm, running_var=rv, weight=w, bias=b)   # PyTorch's order
     x3 = x.reshape(_channel_rows(x.shape))      # (N, C, L): passes over contiguous rows
@@ -339,6 +348,7 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     invstd), the statistics with size-1 trailing dims."""
     ns = check_normalized_shape(x, normalized_shape, w, b)
     dtype = x.dtype
+    _check_mixed(xp, dtype, w, b)
     x = _float_input(x, "LayerNormKernelImpl")
     lead = x.shape[:x.ndim - len(ns)]
     k = math.prod(ns)
@@ -498,6 +508,7 @@ def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
     statistics of shape (N, group)."""
     _check_group_norm(x, w, b, c, group)
     dtype = x.dtype
+    _check_mixed(xp, dtype, w, b)
     x = _float_input(x, "GroupNormKernelImpl")
     xc, mean, invstd = _last_axis_stats(xp, x.reshape(n, group, -1), eps)
     xc *= invstd

@@ -112,7 +112,8 @@ def _check_mode(x, pairs, mode, value):
     if mode == "reflect":
         for dim, lo, hi in pairs:
             if lo >= x.shape[dim] or hi >= x.shape[dim]:
-                raise RuntimeError(f"Argument #{2 + 2 * nd}: Padding size should be less than "
+                arg = 4 + 2 * (x.ndim - 1 - dim)        # PyTorch numbers the pad per dim
+                raise RuntimeError(f"Argument #{arg}: Padding size should be less than "
                                    f"the corresponding input dimension, but got: padding "
                                    f"({lo}, {hi}) at dimension {dim} of input "
                                    f"[{', '.join(map(str, x.shape))}]")

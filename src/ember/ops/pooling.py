@@ -173,11 +173,18 @@ def _public_max_pool(nd):
     with_indices = REGISTRY[f"max_pool{nd}d_with_indices" if nd == 1 else
                             f"nn.functional.max_pool{nd}d_with_indices"].function
 
+    def check(input):       # PyTorch's 1-D kernel without indices words its rank error so
+        if nd == 1:
+            check_rank(tuple(input.shape), 1, "max_pool1d: " + _MAX_RANK[1])
+
     def max_pool(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+        check(input)
         return with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)[0]
 
     def functional(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                    return_indices=False):
+        if not return_indices:
+            check(input)
         out = with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
         return out if return_indices else out[0]
     for f, module in ((max_pool, "ember"), (functional, "ember.nn.functional")):

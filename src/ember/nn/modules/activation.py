@@ -63,9 +63,6 @@ class Mish(_Inplace):
 
     _fn = staticmethod(F.mish)
 
-    def extra_repr(self):
-        return ""
-
 
 class Hardsigmoid(_Inplace):
     """``relu6(x + 3) / 6``."""

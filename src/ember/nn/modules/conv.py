@@ -1,6 +1,7 @@
 """Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d."""
 
 import math
+import warnings
 
 import ember
 from ember.nn import functional as F
@@ -77,13 +78,15 @@ class _ConvNd(Module):
                 total = d * (k - 1)
                 out += [total // 2, total - total // 2]
             return out
-        return [p for p in reversed(self.padding) for _ in range(2)]
+        return tuple(p for p in reversed(self.padding) for _ in range(2))   # a tuple, as PyTorch
 
     def reset_parameters(self):
         """PyTorch's init: kaiming_uniform(a=sqrt(5)) weight and U(-1/sqrt(fan_in), ...) bias,
         both of which come to U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
         fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
         bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        if self.weight.numel() == 0:        # as PyTorch's kaiming_uniform_ does
+            warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         with ember.no_grad():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:

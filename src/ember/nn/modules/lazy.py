@@ -139,14 +139,15 @@ class _LazyNormMixin(LazyModuleMixin):
     """BatchNorm/InstanceNorm whose ``num_features`` is inferred from the first input."""
 
     def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                 device=None, dtype=None):
+                 device=None, dtype=None, *, bias=True):
         from ember import tensor
-        super().__init__(0, eps, momentum, False, False, device, dtype)
+        super().__init__(0, eps, momentum, False, False, device, dtype, bias=bias)
         self.affine = affine
         self.track_running_stats = track_running_stats
         if affine:
             self.weight = UninitializedParameter(device=device, dtype=dtype)
-            self.bias = UninitializedParameter(device=device, dtype=dtype)
+            if bias:
+                self.bias = UninitializedParameter(device=device, dtype=dtype)
         if track_running_stats:
             self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
             self.running_var = UninitializedBuffer(device=device, dtype=dtype)
@@ -170,8 +171,8 @@ class _LazyNormMixin(LazyModuleMixin):
 
 class _LazyInstanceNormMixin(_LazyNormMixin):
     def __init__(self, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
-                 device=None, dtype=None):
-        super().__init__(eps, momentum, affine, track_running_stats, device, dtype)
+                 device=None, dtype=None, *, bias=True):
+        super().__init__(eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
 
 def _int64():

@@ -1,6 +1,7 @@
 """Affine layers: Identity, Linear (``x A^T + b``) and Bilinear (``x1^T A x2 + b``)."""
 
 import math
+import warnings
 
 import ember
 from ember.nn import functional as F
@@ -39,6 +40,8 @@ class Linear(Module):
         """U(-1/sqrt(in_features), 1/sqrt(in_features)) for weight and bias, as PyTorch's
         kaiming_uniform_(a=sqrt(5))."""
         bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
+        if self.weight.numel() == 0:        # as PyTorch's kaiming_uniform_ does
+            warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         with ember.no_grad():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:

@@ -50,6 +50,14 @@ class _ZeroPadNd(_ConstantPadNd):
         return f"{self.padding}"
 
 
+class _CircularPadNd(_PadNd):
+    def forward(self, input):
+        nd = self._nd
+        if input.dim() not in (nd + 1, nd + 2):
+            raise ValueError(f"expected {nd + 1}D or {nd + 2}D input (got {input.dim()}D input)")
+        return super().forward(input)
+
+
 def _layer(kind, base, nd, mode):
     doc = f"Pads the last {nd} dim{'s' if nd > 1 else ''} of the input ({kind.lower()})."
     return type(f"{kind}Pad{nd}d", (base,), {"_nd": nd, "_mode": mode, "__doc__": doc,
@@ -61,5 +69,5 @@ for _nd in (1, 2, 3):
                                 ("Constant", _ConstantPadNd, "constant"),
                                 ("Reflection", _PadNd, "reflect"),
                                 ("Replication", _PadNd, "replicate"),
-                                ("Circular", _PadNd, "circular")):
+                                ("Circular", _CircularPadNd, "circular")):
         globals()[f"{_kind}Pad{_nd}d"] = _layer(_kind, _base, _nd, _mode)
