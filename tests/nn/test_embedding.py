@@ -143,6 +143,16 @@ def test_embedding_bag_errors():
         F.embedding_bag(idx.reshape(1, 3), w, ember.tensor([0]))
 
 
+def test_embedding_bag_out_of_range_index_names_its_position():
+    w = ember.randn(10, 3)
+    with pytest.raises(RuntimeError, match="^Index 1 of input takes value 12 which is not in "
+                                           "the valid range \\[0, 10\\)$"):
+        F.embedding_bag(ember.tensor([[1, 12, 12]]), w, mode="sum")
+    with pytest.raises(RuntimeError, match="^embedding_bag: Expected idx >= 0 && idx < "
+                                           "num_embeddings but found idx to be -1$"):
+        F.embedding_bag(ember.tensor([3, -1]), w, ember.tensor([0]), mode="max")
+
+
 def test_embedding_bag_sparse_gradient():
     # one gradient row per position (weighted, divided by the bag size for mean), padding out
     for mode, psw, values in [("sum", [2., 3., 1., 1., 5.], [[2, 4], [3, 6], [3, 4], [15, 20]]),

@@ -298,3 +298,12 @@ def test_logit_losses_have_the_sigmoid_gradient_at_exactly_zero():
     x = ember.zeros(2, requires_grad=True)
     ember.nn.functional.soft_margin_loss(x, ember.tensor([1., -1.]), reduction="sum").backward()
     assert x.grad.tolist() == [-0.5, 0.5]
+
+
+def test_ctc_loss_truncates_float_targets_to_integers():
+    # PyTorch casts non-integer targets to int64 (1.7 -> 1) instead of rejecting them
+    lp = ember.tensor(RNG.standard_normal((6, 1, 5))).log_softmax(2)
+    lengths = (ember.tensor([6]), ember.tensor([2]))
+    floats = F.ctc_loss(lp, ember.tensor([[1.7, 2.2]]), *lengths)
+    ints = F.ctc_loss(lp, ember.tensor([[1, 2]]), *lengths)
+    assert floats.item() == ints.item() and math.isfinite(floats.item()) and floats.item() > 0

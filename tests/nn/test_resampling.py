@@ -224,3 +224,55 @@ def test_grid_functions_warn_and_reject_like_pytorch():
     with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
         F.grid_sample(ember.randn(1, 1, 2, 2), ember.zeros(1, 1, 1, 2, dtype=ember.float64),
                       align_corners=False)
+
+
+@pytest.mark.parametrize("shape, mode, antialias, kernel", [
+    ((1, 2, 4), "nearest", False, "compute_indices_weights_nearest"),
+    ((1, 2, 4), "linear", False, "compute_indices_weights_linear"),
+    ((1, 2, 4, 4), "nearest-exact", False, "upsample_nearest2d_channels_last"),
+    ((1, 2, 4, 4), "bilinear", False, "upsample_bilinear2d_channels_last"),
+    ((1, 2, 4, 4), "bicubic", False, "compute_indices_weights_cubic"),
+    ((1, 2, 4, 4), "bilinear", True, "compute_index_ranges_weights"),
+    ((1, 2, 4, 4), "area", False, "adaptive_avg_pool2d"),
+    ((1, 2, 4, 4, 4), "area", False, "adaptive_avg_pool3d_cpu"),
+    ((1, 2, 4, 4, 4), "trilinear", False, "compute_indices_weights_linear"),
+])
+def test_interpolate_names_pytorchs_kernel_for_integer_input(shape, mode, antialias, kernel):
+    x = ember.ones(shape, dtype=ember.int32)
+    with pytest.raises(NotImplementedError, match=f"^\"{kernel}\" not implemented for 'Int'$"):
+        F.interpolate(x, size=2, mode=mode, antialias=antialias)
+
+
+def test_grid_sample_non_finite_grid_points():
+    # PyTorch: zeros padding samples nothing (bilinear weights stay NaN, nearest gives +0.0);
+    # border/reflection clamp NaN to 0 and +-inf to the ends; out-of-range corners give +0.0
+    img = -ember.arange(1., 13.).view(1, 1, 3, 4)
+    grid = ember.tensor([[[[float("nan"), 0.], [float("inf"), 0.], [-float("inf"), 0.], [5., 5.]]]])
+    out = {(m, p): F.grid_sample(img, grid, mode=m, padding_mode=p, align_corners=False)
+           for m in ("bilinear", "nearest", "bicubic") for p in ("zeros", "border", "reflection")}
+    assert str(out["bilinear", "zeros"]) == "tensor([[[[nan, nan, nan, 0.]]]])"
+    assert str(out["nearest", "zeros"]) == "tensor([[[[0., 0., 0., 0.]]]])"
+    assert out["bilinear", "border"].flatten().tolist() == [-5., -8., -5., -12.]
+    assert out["nearest", "reflection"].flatten().tolist() == [-5., -5., -5., -12.]
+    assert str(out["bicubic", "border"]) == "tensor([[[[ nan,  nan,  nan, -12.]]]])"
+    assert out["bicubic", "reflection"][0, 0, 0, 3].item() == -12.9375
+
+
+def test_interpolate_size_takes_integer_tensors_and_rejects_others_like_pytorch():
+    x = ember.ones(1, 1, 3, 3)
+    assert F.interpolate(x, size=ember.tensor(5)).shape == (1, 1, 5, 5)
+    assert F.interpolate(x, size=[ember.tensor(2), 4], mode="bilinear").shape == (1, 1, 2, 4)
+    with pytest.raises(TypeError, match=r"^upsample_bilinear2d\(\) received an invalid "
+                       r"combination of arguments - got \(Tensor, list, bool, NoneType\), but "
+                       r"expected one of:$"):
+        F.interpolate(x, size=2.5, mode="bilinear")
+    with pytest.raises(TypeError, match=r"^_upsample_nearest_exact2d\(\) received .* got "
+                       r"\(Tensor, list, NoneType\)"):
+        F.interpolate(x, size=ember.tensor([2, 2]), mode="nearest-exact")
+    with pytest.raises(TypeError, match=r"^adaptive_avg_pool2d\(\): argument 'output_size' "
+                       r"\(position 2\) must be tuple of ints, but found element of type bool"):
+        F.interpolate(x, size=True, mode="area")
+    with pytest.raises(TypeError, match=r"^expected size to be one of int or Tuple\[int\] or "
+                       r"Tuple\[int, int\] or Tuple\[int, int, int\], but got size with types "
+                       r"\[<class 'float'>, <class 'int'>\]$"):
+        F.interpolate(x, size=(2.5, 3))

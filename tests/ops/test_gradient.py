@@ -50,3 +50,24 @@ def test_bad_arguments():
         ember.gradient(x, spacing=[ember.tensor([0.0, 1.0, 2.0])], dim=1)
     with pytest.raises(RuntimeError, match="each dimension size to be at least edge_order\\+1"):
         ember.gradient(ember.ones(2), edge_order=2)
+
+
+def test_uint8_and_bool_inputs_are_rejected():
+    # uint8 is refused before any other check; bools fail on differencing (after the checks)
+    with pytest.raises(RuntimeError, match="^torch.gradient does not support uint8 input.$"):
+        ember.gradient(ember.ones(1, dtype=ember.uint8), edge_order=3)
+    with pytest.raises(RuntimeError, match="only supports edge_order=1 and edge_order=2"):
+        ember.gradient(ember.ones(1, dtype=ember.bool), edge_order=3)
+    with pytest.raises(RuntimeError, match="with two bool tensors is not supported. Use the `\\^`"):
+        ember.gradient(ember.tensor([True, False, True]))
+    assert ember.gradient(ember.tensor([1, 4, 9], dtype=ember.int8))[0].tolist() == [3., 4., 5.]
+
+
+def test_repeated_dims_and_spacing_length_errors():
+    x = ember.ones(2, 4)
+    with pytest.raises(RuntimeError, match="^dim 0 appears multiple times in the list of dims$"):
+        ember.gradient(x, dim=(0, -2), edge_order=2)
+    with pytest.raises(RuntimeError, match="a scalar or it's spacing and dim arguments to have "
+                       "the same length, but got a spacing argument of length 2 and a dim "
+                       "argument of length 1.$"):
+        ember.gradient(x, dim=1, spacing=[1.0, 2.0])

@@ -65,6 +65,15 @@ def test_cummax_names():
     assert result.indices.tolist() == [0, 1, 1]
 
 
+@pytest.mark.parametrize("name", ["cummax", "cummin"])
+def test_cummax_cummin_of_a_scalar_take_only_dims_0_and_minus_1(name):
+    s = ember.tensor(2.5)
+    assert [t.item() for t in getattr(s, name)(-1)] == [2.5, 0]
+    with pytest.raises(IndexError, match=f"^{name}\\(\\): Expected reduction dim -1 or 0 for "
+                       "scalar but got 1$"):
+        getattr(s, name)(1)
+
+
 @pytest.mark.parametrize("call,kind", [
     (lambda x: x.std(0, correction=2), "std"), (lambda x: x.var(0), "var"),
     (lambda x: ember.std_mean(ember.ones(0)), "std_mean"),

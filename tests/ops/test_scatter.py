@@ -186,6 +186,20 @@ def test_index_reduce_warns_once_per_process():
         x.clone().index_reduce_(0, index, src, "amax")
     assert [str(w.message) for w in caught] == \
         ["index_reduce() is in beta and the API may change at any time."]
+    assert caught[0].filename == __file__       # the caller's line, as PyTorch reports it
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, i, s: x.index_reduce(0, i, s, "amax"),
+    lambda x, i, s: x.index_reduce_(0, i, s, "mean"),
+])
+def test_index_reduce_warning_points_at_the_caller(call):
+    from ember.ops import index_dim
+    index_dim._BETA_WARNED.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call(ember.ones(2, 2), _long([0]), ember.ones(1, 2))
+    assert [w.filename for w in caught] == [__file__]
 
 
 def test_index_add_out_of_range_errors_depend_on_the_rank():

@@ -74,6 +74,17 @@ def test_nan_to_num_replacement_is_cast_to_the_input_dtype():
     assert ember.nan_to_num(ember.tensor([1, 2]), nan=2.5).tolist() == [1, 2]
 
 
+def test_nan_to_num_parses_its_replacements_like_pytorch():
+    x = ember.tensor([NAN, 1.0])
+    assert x.nan_to_num(nan=None).tolist() == [0.0, 1.0]         # None is the default, 0
+    assert x.clone().nan_to_num_(nan=ember.tensor(3.0)).tolist() == [3.0, 1.0]
+    with pytest.raises(TypeError, match="^nan_to_num\\(\\): argument 'neginf' must be float, "
+                       "not list$"):
+        x.nan_to_num(neginf=[1.0])
+    with pytest.raises(TypeError, match="argument 'posinf' must be float, not Tensor"):
+        ember.nan_to_num(x, posinf=ember.tensor([3.0]))
+
+
 def test_nan_to_num_gradient_is_zero_at_replaced_entries():
     assert _grad(ember.nan_to_num, ember.tensor([1.0, NAN, INF, -INF])).tolist() == [1, 0, 0, 0]
 

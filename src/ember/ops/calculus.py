@@ -251,21 +251,34 @@ ALIASES = {"trapz": "trapezoid"}
 
 # --- gradient: numerical derivatives along dims ---------------------------------------------
 
-def _gradient_spacings(input, spacing, dims):
+def _unique_dims(dims):
+    """``dims`` (wrapped), checked to name no dim twice."""
+    for d in dims:
+        if dims.count(d) > 1:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return dims
+
+
+def _gradient_spacings(input, spacing, dims, dim_given):
     """One spacing per dim: a number (uniform steps) or a 1-D tensor of coordinates."""
     if spacing is None:
-        return [1.0] * len(dims)
+        return [1.0] * len(_unique_dims(dims))
     if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
-        return [spacing] * len(dims)
+        return [spacing] * len(_unique_dims(dims))
     spacing = list(spacing)
     if len(spacing) == 1 and not hasattr(spacing[0], "ndim") and len(dims) > 1:
-        return spacing * len(dims)
+        return spacing * len(_unique_dims(dims))
+    if len(spacing) != len(dims) and dim_given:
+        raise RuntimeError(
+            f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and "
+            f"dim arguments to have the same length, but got a spacing argument of length "
+            f"{len(spacing)} and a dim argument of length {len(dims)}.")
     if len(spacing) != len(dims):
         raise RuntimeError(
             f"torch.gradient expected spacing to be unspecified, a scalar, or a list of length "
             f"equal to 'self.dim() = {input.ndim}', since dim argument was not given, but got "
             f"a list of length {len(spacing)}")
-    for s, d in zip(spacing, dims):
+    for s, d in zip(spacing, _unique_dims(dims)):
         if hasattr(s, "ndim") and (s.ndim != 1 or s.shape[0] != input.shape[d]):
             raise RuntimeError(f"torch.gradient expected each tensor to be on the same device "
                                f"and 1-D with input.size({d}) = {input.shape[d]} coordinates, "
@@ -311,6 +324,8 @@ def _derivative_along(f, d, h, edge_order):
 def gradient(input, *, spacing=None, dim=None, edge_order=1):
     """Numerical derivatives of ``input`` along each of ``dim`` (all dims by default), with
     unit, uniform (a number) or coordinate (1-D tensors) ``spacing``: a tuple of tensors."""
+    if input.dtype is D.uint8:
+        raise RuntimeError("torch.gradient does not support uint8 input.")
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
     if dim is None:
@@ -318,10 +333,13 @@ def gradient(input, *, spacing=None, dim=None, edge_order=1):
     else:
         dims = [dim] if isinstance(dim, int) else list(dim)
         dims = [wrap_dim(d, input.ndim) for d in dims]
-    spacings = _gradient_spacings(input, spacing, dims)
+    spacings = _gradient_spacings(input, spacing, dims, dim is not None)
     if any(input.shape[d] < edge_order + 1 for d in dims):
         raise RuntimeError("torch.gradient expected each dimension size to be at least "
                            "edge_order+1")
+    if input.dtype is D.bool_:              # PyTorch differences the bools themselves
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
     if not (input.is_floating_point() or input.is_complex()):
         input = input.to(D.get_default_dtype())
     return tuple(_derivative_along(input, d, h, edge_order) for d, h in zip(dims, spacings))

@@ -37,9 +37,8 @@ def _setup(xp, lp, targets, input_lengths, target_lengths, blank):
     if lp.dtype not in (np.float32, np.float64):
         raise NotImplementedError(f"\"ctc_loss_cpu\" not implemented for "
                                   f"'{D.FROM_NUMPY[lp.dtype]._torch_name}'")
-    if targets.dtype.kind not in "iu":
-        raise RuntimeError(f"ctc_loss(): targets must be integers, got "
-                           f"{D.FROM_NUMPY[targets.dtype]._torch_name}")
+    if targets.dtype.kind not in "iu":      # PyTorch truncates float targets to int64
+        targets = targets.astype(np.int64)
     unbatched = lp.ndim == 2
     if unbatched:
         lp, targets = lp[:, None], targets.reshape(1, -1)

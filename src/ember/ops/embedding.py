@@ -215,6 +215,22 @@ def _check_mode(mode, scale_grad_by_freq, sparse):
         raise ValueError("mode has to be one of sum, mean or max")
 
 
+def _check_bag_range(flat, n, mode):
+    """PyTorch's error for a bag index outside ``[0, n)`` (its max mode words it otherwise)."""
+    if flat.device.type == "meta":
+        return
+    flat = flat._data
+
+    def error(bad):
+        if mode == "max":
+            return RuntimeError(f"embedding_bag: Expected idx >= 0 && idx < num_embeddings but "
+                                f"found idx to be {bad}")
+        at = int((flat == bad).argmax())      # the first entry out of range holds ``bad``
+        return RuntimeError(f"Index {at} of input takes value {bad} which is not in the valid "
+                            f"range [0, {n})")
+    check_range(flat, 0, n, error)
+
+
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
                   include_last_offset=False, padding_idx=None):
@@ -233,6 +249,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
             f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
             f"on GitHub.")
     _check_weight(weight)
+    _check_bag_range(flat, weight.shape[0], mode)
     pad = _padding_index(padding_idx, weight.shape[0])
     # (the padding index goes to the lookup too, so that a sparse gradient leaves it out)
     rows = functional_embedding(flat, weight, padding_idx, max_norm, norm_type,

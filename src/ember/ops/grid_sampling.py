@@ -37,9 +37,11 @@ def _reflect(c, twice_low, twice_high):
 
 
 def _clip(c, size):
-    """``c`` clamped to [0, size - 1]; like PyTorch, no gradient at or beyond the ends."""
+    """``c`` clamped to [0, size - 1]; like PyTorch, no gradient at or beyond the ends, and NaN
+    taken as 0."""
     import ember
-    return ember.where((c > 0) & (c < size - 1), c, c.detach().clamp(0, size - 1))
+    return ember.where((c > 0) & (c < size - 1), c,
+                       c.detach().nan_to_num(0.0).clamp(0, size - 1))
 
 
 def _pad_coords(c, size, padding_mode, align_corners):
@@ -56,19 +58,20 @@ def _pad_coords(c, size, padding_mode, align_corners):
 
 
 def _gather(input, coords, sizes):
-    """The input at integer ``coords`` (one (N, *out) tensor per spatial dim), zero outside,
-    as (N, C, *out)."""
+    """The input at integer ``coords`` (one (N, *out) tensor per spatial dim), zero (not -0.0)
+    outside, as (N, C, *out)."""
+    import ember
     from ember.ops._pool_index import _plane_gather
     valid, flat, stride = None, 0, 1
     for c, size in zip(reversed(coords), reversed(sizes)):
         ok = (c >= 0) & (c <= size - 1)
         valid = ok if valid is None else valid & ok
-        flat = flat + c.clamp(0, size - 1).long() * stride
+        flat = flat + c.clamp(0, size - 1).nan_to_num(0.0).long() * stride   # NaN: invalid
         stride *= size
     n, ch = input.shape[:2]
     index = flat.unsqueeze(1).expand((n, ch) + tuple(flat.shape[1:]))
     values = _plane_gather(input, index, len(sizes))
-    return values, valid.unsqueeze(1)
+    return ember.where(valid.unsqueeze(1), values, 0.0)
 
 
 def _cubic_weights(t):
@@ -133,8 +136,7 @@ def _sampled(input, grid, mode, padding_mode, align_corners):
     coords = [_pad_coords(c, s, padding_mode, align_corners) for c, s in zip(raw, sizes)]
     if mode == "nearest":
         import ember
-        values, valid = _gather(input, [c.round() for c in coords], sizes)
-        out = values * valid.to(input.dtype)
+        out = _gather(input, [c.round() for c in coords], sizes)
         if grid.requires_grad:      # PyTorch gives the grid a zero gradient, not none
             out = ember.where(ember.ones((), dtype=ember.bool), out, grid[..., 0].unsqueeze(1))
         return out
@@ -147,8 +149,7 @@ def _sampled(input, grid, mode, padding_mode, align_corners):
         for t, b in zip(frac, corner):
             w = t if b else 1 - t
             weight = w if weight is None else weight * w
-        values, valid = _gather(input, where, sizes)
-        term = values * (weight.unsqueeze(1) * valid.to(input.dtype))
+        term = _gather(input, where, sizes) * weight.unsqueeze(1)
         out = term if out is None else out + term
     return out
 
@@ -161,9 +162,8 @@ def _bicubic(input, raw, sizes, padding_mode, align_corners):
         for j in range(4):
             taps = [low[0] + (i - 1), low[1] + (j - 1)]
             taps = [_pad_coords(t, s, padding_mode, align_corners) for t, s in zip(taps, sizes)]
-            values, valid = _gather(input, taps, sizes)
-            w = (weights[0][i] * weights[1][j]).unsqueeze(1) * valid.to(input.dtype)
-            out = values * w if out is None else out + values * w
+            term = _gather(input, taps, sizes) * (weights[0][i] * weights[1][j]).unsqueeze(1)
+            out = term if out is None else out + term
     return out
 
 

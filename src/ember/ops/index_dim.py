@@ -7,6 +7,7 @@ count negative indices from the end, index_select, index_add, index_reduce and i
 reject them; index_copy, index_fill, take and put want int64 indices, the others int32 too.
 """
 
+import sys
 import warnings
 
 import numpy as np
@@ -166,10 +167,15 @@ _BETA_WARNED = []           # PyTorch warns once per process (TORCH_WARN_ONCE)
 
 
 def _warn_beta():
+    """PyTorch's once-per-process warning, pointed at the first caller outside ember."""
     if not _BETA_WARNED:
         _BETA_WARNED.append(True)
+        frame, level = sys._getframe(1), 2
+        while frame is not None and (frame.f_globals.get("__name__", "").startswith("ember.")
+                                     or frame.f_code.co_filename.startswith("<ember op")):
+            frame, level = frame.f_back, level + 1
         warnings.warn("index_reduce() is in beta and the API may change at any time.",
-                      UserWarning, stacklevel=6)
+                      UserWarning, stacklevel=level)
 
 
 def _check_reduce_kernel(out, reduce, include_self):

@@ -8,6 +8,7 @@ bilinear and bicubic input is resampled in fixed point, as PyTorch does (_resamp
 """
 
 import math
+import operator
 import warnings
 
 import numpy as np
@@ -51,12 +52,15 @@ def _spatial_args(x, size, scale_factor, mode, align_corners, recompute_scale_fa
                                  f"{spatial} and output size of {size}. Please provide input "
                                  f"tensor in (N, C, d1, d2, ...,dK) format and output size in "
                                  f"(o1, o2, ...,oK) format.")
-            out = list(size)
+            if not all(_is_index(v) for v in size):
+                raise TypeError(f"expected size to be one of int or Tuple[int] or Tuple[int, int] "
+                                f"or Tuple[int, int, int], but got size with types "
+                                f"{[type(v) for v in size]}")
+            out = [operator.index(v) for v in size]
+        elif _is_index(size):
+            out = [operator.index(size)] * nd
         else:
-            out = [size] * nd
-        if any(not isinstance(v, (int, np.integer)) or isinstance(v, bool) for v in out):
-            raise TypeError(f"upsample_{mode}{nd}d() received an invalid combination of "
-                            f"arguments: output_size must be a tuple of ints, got {size}")
+            raise TypeError(_bad_size(size, nd, mode))
         scales = [None] * nd
     elif scale_factor is not None:
         if isinstance(scale_factor, (list, tuple)):
@@ -85,6 +89,40 @@ def _spatial_args(x, size, scale_factor, mode, align_corners, recompute_scale_fa
     return tuple(out), scales
 
 
+def _is_index(v):
+    """An int or an integer tensor of one element (a valid entry of ``size``)."""
+    if isinstance(v, bool):
+        return False
+    try:
+        operator.index(v)
+    except TypeError:
+        return False
+    return True
+
+
+def _bad_size(size, nd, mode):
+    """PyTorch's message for a ``size`` that is neither a sequence nor an integer."""
+    if mode == "area":
+        return (f"adaptive_avg_pool{nd}d(): argument 'output_size' (position 2) must be tuple "
+                f"of ints, but found element of type {type(size).__name__} at pos 0")
+    name = f"_upsample_nearest_exact{nd}d" if mode == "nearest-exact" else f"upsample_{mode}{nd}d"
+    got = "Tensor, list, NoneType" if "nearest" in mode else "Tensor, list, bool, NoneType"
+    return (f"{name}() received an invalid combination of arguments - got ({got}), but "
+            f"expected one of:")
+
+
+def _int_kernel(mode, ndim, antialias):
+    """The name of PyTorch's CPU kernel that rejects an integer input of ``mode``."""
+    if antialias:
+        return "compute_index_ranges_weights"
+    if mode == "area":
+        return "adaptive_avg_pool3d_cpu" if ndim == 5 else "adaptive_avg_pool2d"
+    if ndim == 4 and mode != "bicubic":     # 2-D nearest/bilinear: the channels-last kernel
+        return f"upsample_{mode.replace('-exact', '')}2d_channels_last"
+    kind = {"bicubic": "cubic", "linear": "linear", "trilinear": "linear"}.get(mode, "nearest")
+    return f"compute_indices_weights_{kind}"
+
+
 def _check(x, mode, antialias):
     if mode not in _MODES or x.ndim not in (3, 4, 5) or (mode == "bicubic" and x.ndim != 4):
         raise NotImplementedError(
@@ -103,10 +141,7 @@ def _check(x, mode, antialias):
                                   f"'{D.FROM_NUMPY[kind]._torch_name}'")
     if kind.kind in "fV" or (kind == np.uint8 and mode not in ("area", "linear", "trilinear")):
         return
-    name = {"area": "adaptive_avg_pool2d"}.get(mode, f"upsample_{mode}{x.ndim - 2}d")
-    if kind == np.uint8 and mode != "area":
-        name = "compute_indices_weights_linear"
-    raise NotImplementedError(f"\"{name}\" not implemented for "
+    raise NotImplementedError(f"\"{_int_kernel(mode, x.ndim, antialias)}\" not implemented for "
                               f"'{D.FROM_NUMPY[kind]._torch_name}'")
 
 

@@ -103,9 +103,12 @@ def _cumprod_grad_exact(grad, x, d):
 
 def _running_extreme(name, ufunc):
     def forward(xp, x, dim):
-        d = wrap_dim(dim, x.ndim)
         if x.ndim == 0:
+            if dim not in (-1, 0):
+                raise IndexError(f"{name}(): Expected reduction dim -1 or 0 for scalar but got "
+                                 f"{dim}")
             return x.copy(), xp.zeros((), dtype=np.int64)
+        d = wrap_dim(dim, x.ndim)
         values = accumulate(xp, ufunc, x, d)
         # the index is the last position at or before k that holds the running extreme
         hit = x == values

@@ -2,6 +2,7 @@
 functions, sigmoid and logit, special functions, rounding, and float classification."""
 
 import math
+import numbers
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
@@ -313,7 +314,19 @@ isneginf = _classifier("isneginf", lambda xp, x: xp.isneginf(x),
                        kernel="isneginf_cpu", complex_ok=False, out=True)
 
 
+def _fill_value(name, v):
+    """A replacement value of nan_to_num as PyTorch parses it: a number, 0-d tensor or None."""
+    if v is None or isinstance(v, numbers.Real):
+        return v
+    if getattr(v, "ndim", None) == 0:
+        return v.item()
+    raise TypeError(f"nan_to_num(): argument '{name}' must be float, not {type(v).__name__}")
+
+
 def _nan_to_num(xp, x, nan, posinf, neginf):
+    nan, posinf, neginf = (_fill_value(k, v) for k, v in
+                           (("nan", nan), ("posinf", posinf), ("neginf", neginf)))
+    nan = 0.0 if nan is None else nan
     dtype = D.FROM_NUMPY[x.dtype]
     if dtype.is_complex:
         out = xp.empty_like(x)
