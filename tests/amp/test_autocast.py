@@ -239,3 +239,25 @@ def test_cuda_autocast_without_cuda_warns_and_disables():
         ctx = ember.autocast("cuda")
     with ctx:
         assert not ember.is_autocast_enabled("cuda")
+
+
+def test_warnings_inside_autocast_wrapped_functions_point_at_the_caller():
+    """The wrapper autocast puts around nn.functional compositions is not counted by their
+    warnings' stacklevel: they blame the line that called the function, as PyTorch's do."""
+    import warnings
+
+    import ember.nn.functional as F
+    x = ember.rand(3, 4)
+    calls = [lambda: F.mse_loss(x, x[0]), lambda: F.kl_div(x, x),
+             lambda: F.softmin(x), lambda: F.l1_loss(x, x, size_average=True)]
+    for call in calls:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        assert caught and all(w.filename == __file__ for w in caught), \
+            [(w.filename, str(w.message)) for w in caught]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ember.autocast("cpu", dtype=ember.bfloat16):
+            F.mse_loss(x, x[0])
+    assert [w.filename for w in caught] == [__file__]

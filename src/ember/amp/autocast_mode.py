@@ -13,6 +13,7 @@ import warnings
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember._warn import HIDDEN
 from ember.amp._policy import POLICY
 from ember.amp._state import STATE, suspended
 
@@ -137,6 +138,7 @@ def _autocast_function(fn, policy):
             with suspended(policy):
                 return fn(*args, **kwargs)
         return fn(*args, **kwargs)
+    HIDDEN.add(wrapper.__code__)        # warnings inside fn point past this frame
     return wrapper
 
 

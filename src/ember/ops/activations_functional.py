@@ -9,6 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._random import _rng
 from ember._tensor import _make
+from ember._warn import user_level
 from ember.backend import on_device_of, xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import REGISTRY
@@ -183,7 +184,7 @@ def tanhshrink(input):
 
 def _softmax_dim(name, ndim, stacklevel):
     warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
-                  f"to include dim=X as an argument.", stacklevel=stacklevel)
+                  f"to include dim=X as an argument.", stacklevel=user_level(stacklevel))
     return 0 if ndim in (0, 1, 3) else 1
 
 

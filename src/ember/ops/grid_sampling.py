@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from ember._warn import user_level
 from ember.ops._registry import rename_node
 
 __all__ = ["grid_sample", "affine_grid"]
@@ -121,7 +122,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     """Sample ``input`` at the normalized ``grid`` locations (x, y[, z] in [-1, 1])."""
     _check_sample(input, grid, mode, padding_mode)
     if align_corners is None:
-        warnings.warn(_DEFAULT_WARNING, stacklevel=2)
+        warnings.warn(_DEFAULT_WARNING, stacklevel=user_level(2))
         align_corners = False
     return rename_node(_sampled(input, grid, mode, padding_mode, align_corners),
                        f"GridSampler{input.ndim - 2}DBackward0")
@@ -178,7 +179,7 @@ def affine_grid(theta, size, align_corners=None):
     """The sampling grid of the affine maps ``theta`` (N, 2, 3) or (N, 3, 4) for ``size``."""
     import ember
     if align_corners is None:
-        warnings.warn(_DEFAULT_WARNING, stacklevel=2)
+        warnings.warn(_DEFAULT_WARNING, stacklevel=user_level(2))
         align_corners = False
     if not theta.dtype.is_floating_point:
         raise ValueError(f"Expected theta to have floating point type, but got "

@@ -5,6 +5,7 @@ gaussian_nll. (binary_cross_entropy, whose log is clamped, is an op: loss_bce.py
 import math
 import warnings
 
+from ember._warn import user_level
 from ember.autograd.grad_mode import no_grad
 from ember.ops._loss_common import reduce_loss, reduction_of, warn_size_mismatch
 from ember.ops._registry import rename_node
@@ -119,7 +120,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
                       "support size.'batchmean' divides only by the batch size, and aligns with "
                       "the KL div math definition.'mean' will be changed to behave the same as "
-                      "'batchmean' in the next major release.", UserWarning, stacklevel=2)
+                      "'batchmean' in the next major release.", UserWarning,
+                      stacklevel=user_level(2))
     elif reduction != "batchmean":
         reduction = reduction_of(None, None, reduction)
     if log_target:

@@ -11,6 +11,7 @@ import warnings
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember._warn import user_level
 from ember.ops._scalars import int_arg
 
 __all__ = ["stft", "istft"]
@@ -40,7 +41,7 @@ _PADDED_TAIL = ("The length of signal is shorter than the length parameter. Resu
 def _warn_once(message):
     if message not in _WARNED:
         _WARNED.add(message)
-        warnings.warn(message, UserWarning, stacklevel=3)
+        warnings.warn(message, UserWarning, stacklevel=user_level(3))
 
 
 def _int(value, name, fname, optional=True):
