@@ -42,6 +42,7 @@ def test_whole_and_along_dim_forms(name):
     assert values.shape == (2, 1) and indices.dtype is ember.int64
     result = getattr(ember, name)(x, dim=0)
     assert type(result).__name__ == name
+    assert str(type(result)) == f"<class 'ember.return_types.{name}'>"    # PyTorch's path
     assert result.values is result[0] and result.indices is result[1]
     assert repr(result).startswith(f"ember.return_types.{name}(\nvalues=tensor(")
     assert pickle.loads(pickle.dumps(result)).indices.tolist() == result.indices.tolist()

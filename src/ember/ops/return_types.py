@@ -1,6 +1,7 @@
 """Named results of ops that return several tensors (``torch.return_types``)."""
 
 import collections
+import sys
 
 __all__ = ["max", "min", "median", "nanmedian", "cummax", "cummin", "aminmax", "sort", "topk",
            "kthvalue", "mode", "histogram", "histogramdd", "frexp"]
@@ -13,11 +14,15 @@ def named_result(name, fields=("values", "indices")):
     def __repr__(self):
         shown = ",\n".join(f"{f}={v!r}" for f, v in zip(fields, self))
         return f"ember.return_types.{name}(\n{shown})"
-    made = type(name, (base,), {"__slots__": (), "__repr__": __repr__, "__module__": __name__,
+    made = type(name, (base,), {"__slots__": (), "__repr__": __repr__,
+                                "__module__": "ember.return_types",
                                 "__doc__": f"The ({', '.join(fields)}) result of ``{name}``."})
     globals()[name] = made              # reachable (and picklable) by name, as in torch
     return made
 
+
+# the types show (and pickle) as ember.return_types.<name>, PyTorch's torch.return_types
+sys.modules.setdefault("ember.return_types", sys.modules[__name__])
 
 max = named_result("max")  # noqa: A001  (PyTorch's names)
 min = named_result("min")  # noqa: A001
