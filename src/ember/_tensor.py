@@ -1,5 +1,6 @@
 """Tensor: one backend array plus autograd state. Op methods are attached by the registry."""
 
+import copy
 import numbers
 import operator
 import warnings
@@ -466,7 +467,6 @@ class Tensor:
         if place is not None and place[0].is_leaf:     # a copy sharing its root's copy
             from ember._creation import _rebuild_view
             root, offset, strides = place
-            import copy
             new = _rebuild_view(type(self), copy.deepcopy(root, memo), offset, strides,
                                 self._data.shape, self.dtype, self._requires_grad)
         else:
@@ -475,7 +475,6 @@ class Tensor:
         if self._grad is not None:
             new._grad = self._grad.__deepcopy__(memo)
         if self.__dict__:
-            import copy
             new.__dict__.update(copy.deepcopy(self.__dict__, memo))
         memo[id(self)] = new
         return new
