@@ -79,3 +79,95 @@ def test_subclass_calls_of_ops_with_parameters_between_their_tensors():
     x[0] = 7.0
     x.index_put_((ember.tensor([1]),), ember.tensor(9.0))
     assert x.tolist() == [[7.0, 7.0, 7.0], [9.0, 9.0, 9.0]]
+
+
+def offered_to(expression):
+    """The functions a subclass's ``__torch_function__`` is offered while ``expression`` runs
+    on ``s`` (a subclass tensor) and ``p`` (a plain one), and the result."""
+    seen = []
+
+    class Seen(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return super().__torch_function__(func, types, args, kwargs)
+
+    s = ember.arange(6.0).reshape(2, 3).as_subclass(Seen)
+    p = ember.ones(2, 3)
+    result = eval(expression, {"ember": ember, "s": s, "p": p})
+    return seen, result, Seen
+
+
+@pytest.mark.parametrize("expression, public", [
+    ("s.add(p)", ember.Tensor.add), ("p.add(s)", ember.Tensor.add),
+    ("ember.add(s, p)", ember.add), ("s + p", ember.Tensor.add), ("p + s", ember.Tensor.add),
+    ("2 - s", ember.Tensor.__rsub__), ("s // 2", ember.Tensor.__floordiv__),
+    ("s[0]", ember.Tensor.__getitem__), ("s.size()", ember.Tensor.size),
+    ("s.view(3, 2)", ember.Tensor.view), ("s.to(ember.float64)", ember.Tensor.to),
+    ("s.add_(1)", ember.Tensor.add_), ("s.tolist()", ember.Tensor.tolist),
+    ("len(s)", ember.Tensor.__len__), ("repr(s)", ember.Tensor.__repr__),
+])
+def test_subclass_is_offered_the_public_entry_point(expression, public):
+    seen, _, _ = offered_to(expression)
+    assert seen == [public]
+
+
+def test_subclass_is_offered_property_access_as_the_property_getter():
+    seen, shape, _ = offered_to("s.shape")
+    assert seen == [ember.Tensor.shape.__get__] and seen[0].__name__ == "__get__"
+    assert type(shape) is ember.Size and shape == (2, 3)
+
+
+def test_subclass_dispatch_keeps_result_types_as_pytorch_does():
+    _, size, _ = offered_to("s.size()")
+    assert type(size) is ember.Size
+    _, result, cls = offered_to("s.max(0)")
+    assert type(result).__name__ == "max" and type(result.values) is cls
+    assert result.values.tolist() == [3.0, 4.0, 5.0]
+    _, data, cls = offered_to("s.data")
+    assert type(data) is cls and data.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    _, detached, cls = offered_to("s.detach()")
+    assert type(detached) is cls
+
+
+def test_subclass_grad_is_handed_back_as_stored():
+    class Sub(ember.Tensor):
+        pass
+    s = ember.ones(2).as_subclass(Sub).requires_grad_()
+    (s * 3).sum().backward()
+    assert type(s.grad) is ember.Tensor and s.grad.tolist() == [3.0, 3.0]
+
+
+def test_in_place_op_with_a_subclass_operand_leaves_the_plain_tensor_plain():
+    class Sub(ember.Tensor):
+        pass
+    p = ember.ones(2)
+    out = p.add_(ember.ones(2).as_subclass(Sub))
+    assert type(p) is ember.Tensor and type(out) is Sub
+    assert p.tolist() == [2.0, 2.0] and out.tolist() == [2.0, 2.0]
+
+
+def test_metadata_subclass_can_tell_indexing_apart():
+    """A MONAI-style tensor carrying metadata, which treats indexing specially."""
+    class MetaTensor(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            out = super().__torch_function__(func, types, args, kwargs)
+            if isinstance(out, MetaTensor):
+                out.meta = dict(args[0].meta, indexed=func is ember.Tensor.__getitem__)
+            return out
+
+    m = ember.zeros(2, 2).as_subclass(MetaTensor)
+    m.meta = {"spacing": 1.5}
+    assert (m + 1).meta == {"spacing": 1.5, "indexed": False}
+    assert m[0].meta == {"spacing": 1.5, "indexed": True}
+    assert m.T.meta == {"spacing": 1.5, "indexed": False}
+
+
+def test_a_subclass_own_methods_are_left_alone():
+    class Sized(ember.Tensor):
+        def size(self, dim=None):
+            return "mine"
+
+    assert ember.ones(2).as_subclass(Sized).size() == "mine"
+    assert "size" in vars(Sized) and vars(Sized)["size"].__qualname__.endswith("Sized.size")

@@ -12,7 +12,7 @@ from ember._dtype import (bfloat16, can_cast, complex64, complex128, dtype, finf
                           uint16, uint32, uint64)
 from ember._dtype import bool_ as bool  # noqa: A001  (torch.bool)
 from ember._device import device, get_default_device, set_default_device
-from ember._tensor import Size, Tensor
+from ember._tensor import Size, Tensor, name_methods as _name_methods
 from ember._creation import *  # noqa: F401,F403
 from ember._windows import *  # noqa: F401,F403  (hann_window, ..., kaiser_window)
 from ember._creation import deprecated_range as range  # noqa: A001  (torch.range)
@@ -63,6 +63,7 @@ from ember.nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_ce
 # by these names
 for _cls in (Tensor, Size, dtype, device, finfo, iinfo):
     _cls.__module__ = "ember"
+_name_methods()
 
 # the constants of the torch namespace
 pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None

@@ -3,6 +3,7 @@
 import copy
 import numbers
 import operator
+import types
 import warnings
 import weakref
 
@@ -623,6 +624,12 @@ class Tensor:
             vc = self._vc = _Version()
         return vc
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.__module__.startswith("ember."):     # ember's own dispatch by registry op
+            from ember.overrides._subclass_entries import install_entries
+            install_entries(cls)
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         from ember.overrides import default_torch_function
@@ -650,6 +657,18 @@ class Tensor:
 
 _new = object.__new__
 _DEFAULT_TORCH_FUNCTION = Tensor.__torch_function__.__func__
+_PUBLIC_MODULES = frozenset({"ember", "ember.nn.functional", "ember.linalg", "ember.fft",
+                             "ember.special"})
+
+
+def name_methods():
+    """Name each Tensor method written in another module ``Tensor.<name>``, as PyTorch's
+    are (a ``__torch_function__`` handler sees them), unless it is also a public function."""
+    for name, value in vars(Tensor).items():
+        if (type(value) is types.FunctionType and value.__module__ not in _PUBLIC_MODULES
+                and not value.__qualname__.startswith("Tensor.")):
+            value.__name__ = name
+            value.__qualname__ = f"Tensor.{name}"
 
 
 def _warn_scalar_of_grad_tensor():

@@ -199,6 +199,7 @@ class _DualTensor(Tensor):
     """A tensor with a tangent at the open forward-AD level (see NOTE [Dual tensors])."""
 
     __slots__ = ()
+    _takes_registry_calls = True       # offered op functions, parameters by name (handle_op)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):

@@ -124,6 +124,8 @@ class BatchedTensor(Tensor):
     def __repr__(self):
         return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n{self._value!r}\n)"
 
+    _takes_registry_calls = True       # offered op functions, parameters by name (handle_op)
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         from ember.func._batching import dispatch

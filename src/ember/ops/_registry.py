@@ -723,10 +723,15 @@ def _generate(op, kind):
     fn.__module__ = f"ember.{op.namespace}" if op.namespace and kind == "function" else "ember"
     fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
     fn._ember_op = op
+    ENTRY_KINDS[fn.__code__] = kind
     return fn
 
 
 GENERATED = {}      # kind -> the globals all generated functions of that kind share
+# the code of each public entry point into ``call`` -> its kind ("function", "method",
+# "inplace", "operator", "operator_inplace"): how an override learns which entry a call came
+# through (see NOTE [Entry points from frames] in ember/overrides/_entries.py)
+ENTRY_KINDS = {}
 
 
 def _generated_globals(kind):

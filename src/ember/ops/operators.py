@@ -7,7 +7,7 @@ import numpy as np
 from ember._creation import as_tensor
 from ember._tensor import Tensor
 from ember.ops._inplace import call_inplace
-from ember.ops._registry import REGISTRY, call
+from ember.ops._registry import ENTRY_KINDS, REGISTRY, call
 
 # operator -> op name; each binary op gets __op__, __rop__ (swapped) and __iop__ (in place)
 _BINARY = {
@@ -94,7 +94,7 @@ def install():
         _attach(f"__{name}__", _operator(op, False))
         _attach(f"__r{name}__", _operator(op, True))
         if name != "matmul":            # PyTorch has no in-place @=: it rebinds the name
-            _attach(f"__i{name}__", _inplace_operator(op))
+            _attach(f"__i{name}__", _inplace_operator(op), inplace=True)
     for name, op_name in _COMPARISONS.items():
         if op_name in REGISTRY:
             _attach(f"__{name}__", _operator(REGISTRY[op_name], False))
@@ -104,8 +104,9 @@ def install():
             _attach(f"__{name}__", make(REGISTRY[op_name]))
 
 
-def _attach(name, method):
+def _attach(name, method, inplace=False):
     """``Tensor.<name> = method``, named so (a torch function mode sees ``__rsub__``)."""
+    ENTRY_KINDS[method.__code__] = "operator_inplace" if inplace else "operator"
     method.__name__ = name
     method.__qualname__ = f"Tensor.{name}"
     setattr(Tensor, name, method)

@@ -124,12 +124,31 @@ def enable_reentrant_dispatch():
 
 
 def handle_op(op, inputs, params, out, inplace=False):
-    """Offer a registry op's call to each overriding type in turn, as PyTorch does."""
+    """Offer a registry op's call to each overriding type in turn, as PyTorch does: under
+    the public entry point it came through (``Tensor.add`` for ``x.add(y)``)."""
     flat = []
     for x in inputs:
         flat.extend(x if isinstance(x, (list, tuple)) else (x,))
     overloaded = _overloaded(flat)
     types = tuple(type(v) for v in overloaded)
+    if any(getattr(t, "_takes_registry_calls", False) for t in types):
+        func, args, kwargs = _registry_call(op, inputs, params, out, inplace)
+    else:
+        from ember.overrides._entries import entry, entry_kind
+        kind = entry_kind() or ("inplace" if inplace else "function")
+        func, args, kwargs = entry(kind, op, inputs, params, out)
+    for arg in overloaded:
+        result = arg.__torch_function__(func, types, args, kwargs)
+        if result is not NotImplemented:
+            return result
+    raise TypeError(f"no implementation found for '{qualified_name(func)}' on types that "
+                    f"implement __torch_function__: {list(types)}")
+
+
+def _registry_call(op, inputs, params, out, inplace):
+    """``(func, args, kwargs)`` for ember's own overriding types (sparse, batched and dual
+    tensors), which run the op's parts themselves: the op's function (or in-place method)
+    and its parameters by name."""
     if inplace:
         name = op.method_name or op.short_name
         func = getattr(Tensor, name if name.endswith("_") else name + "_")
@@ -141,12 +160,7 @@ def handle_op(op, inputs, params, out, inplace=False):
         args = args[:1]
     if out is not None:
         kwargs["out"] = out
-    for arg in overloaded:
-        result = arg.__torch_function__(func, types, args, kwargs)
-        if result is not NotImplemented:
-            return result
-    raise TypeError(f"no implementation found for 'ember.{op.name}' on types that implement "
-                    f"__torch_function__: {list(types)}")
+    return func, args, kwargs
 
 
 def op_arguments(op, args, kwargs):
@@ -171,17 +185,32 @@ def default_torch_function(cls, func, types, args, kwargs):
         return NotImplemented
     with DisableTorchFunctionSubclass():
         result = func(*args, **(kwargs or {}))
-    return _convert(result, cls)
+    if _is_grad_getter(func):
+        return result                   # PyTorch hands .grad back as it is stored
+    return _convert(result, cls, args)
 
 
-def _convert(value, cls):
+_GRAD = vars(Tensor)["grad"]
+
+
+def _is_grad_getter(func):
+    owner = getattr(func, "__self__", None)         # (a mode's stand-in keeps the original)
+    return owner is _GRAD or getattr(owner, "original", None) is _GRAD
+
+
+def _convert(value, cls, args):
     if cls is Tensor:
         return value
     if type(value) is Tensor:
+        if any(value is a for a in args):   # x.add_(subclass): an alias, x stays a Tensor
+            return value.as_subclass(cls)
         value.__class__ = cls           # a fresh result: re-class it, no alias needed
         return value
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_convert(v, cls) for v in value)
-    if isinstance(value, list):
-        return [_convert(v, cls) for v in value]
+    if type(value) is tuple:
+        return tuple(_convert(v, cls, args) for v in value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):     # named results (max)
+        return type(value)(*(_convert(v, cls, args) for v in value))
+    if type(value) is list:
+        return [_convert(v, cls, args) for v in value]
     return value
+

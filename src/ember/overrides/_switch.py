@@ -18,7 +18,6 @@ Functions PyTorch's modes do not see (``manual_seed``, ``is_grad_enabled``) are 
 and so are the registry's private ops (``_alias``): ember's internals, like PyTorch's C++.
 """
 
-import ast
 import functools
 import types
 
@@ -26,8 +25,9 @@ from ember._tensor import Tensor
 from ember.ops import _registry, operators
 from ember.ops._inplace import call_inplace as _call_inplace
 from ember.overrides._catalog import NAMESPACES, namespace_object, unseen_by_modes
+from ember.overrides._entries import entry, pass_through
 from ember.overrides._modes import STACK, mode_dispatch
-from ember.overrides._protocol import _overloaded
+from ember.overrides._protocol import _overloaded, handle_torch_function
 
 __all__ = ["install", "uninstall", "original_of"]
 
@@ -78,26 +78,22 @@ def original_of(func):
 def _function_call(op, inputs, params, out=None):
     if not STACK.modes or op.short_name[0] == "_":      # private ops: ember's internals
         return _call(op, inputs, params, out)
-    return _offer(op.function, inputs, *arguments(op, inputs, params, out))
+    return _offer(inputs, *entry("function", op, inputs, params, out))
 
 
 def _method_call(op, inputs, params, out=None):
     if not STACK.modes:
         return _call(op, inputs, params, out)
-    name = op.method_name or op.short_name
-    return _offer(getattr(Tensor, name, op.function), inputs,
-                  *arguments(op, inputs, params, None, method=True))
+    return _offer(inputs, *entry("method", op, inputs, params))
 
 
 def _inplace_call(op, inputs, params):
     if not STACK.modes:
         return _call_inplace(op, inputs, params)
-    name = (op.method_name or op.short_name) + "_"
-    return _offer(getattr(Tensor, name), inputs,
-                  *arguments(op, inputs, params, None, method=True))
+    return _offer(inputs, *entry("inplace", op, inputs, params))
 
 
-def _offer(func, inputs, args, kwargs):
+def _offer(inputs, func, args, kwargs):
     flat = []
     for x in inputs:
         flat.extend(x if isinstance(x, (list, tuple)) else (x,))
@@ -107,107 +103,16 @@ def _offer(func, inputs, args, kwargs):
 
 # --- operators --------------------------------------------------------------------------------
 
-_DUNDER = {op_name: name for name, op_name in operators._BINARY.items()}
-_DUNDER.update(eq="eq", bitwise_not="invert")
-# PyTorch reports these operators by their dunder (``x // y``: ``Tensor.__floordiv__``) ...
-_BY_DUNDER = {"floor_divide", "eq", "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-              "bitwise_left_shift", "bitwise_right_shift"}
-# ... and these reflected ones (``2 + x``) by the op, operands swapped back: ``Tensor.add(x, 2)``
-_SYMMETRIC = {"add", "mul", "bitwise_and", "bitwise_or", "bitwise_xor"}
-_IN_PLACE_BY_DUNDER = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
-                       "bitwise_right_shift"}
-
-
 def _operator_call(op, inputs, params, out=None):
     if not STACK.modes:
         return _call(op, inputs, params, out)
-    name = op.name
-    if len(inputs) == 2 and not isinstance(inputs[0], Tensor):     # 2 - x: x.__rsub__(2)
-        args = (inputs[1], inputs[0])
-        attr = name if name in _SYMMETRIC else f"__r{_DUNDER[name]}__"
-    else:
-        args = tuple(inputs)
-        attr = f"__{_DUNDER[name]}__" if name in _BY_DUNDER else name
-    return _offer(getattr(Tensor, attr), inputs, args, {})
+    return _offer(inputs, *entry("operator", op, inputs, params))
 
 
 def _operator_inplace_call(op, inputs, params):
     if not STACK.modes:
         return _call_inplace(op, inputs, params)
-    name = op.name
-    attr = f"__i{_DUNDER[name]}__" if name in _IN_PLACE_BY_DUNDER else name + "_"
-    return _offer(getattr(Tensor, attr), inputs, tuple(inputs), {})
-
-
-# --- the arguments a mode receives for a registry call ----------------------------------------
-
-_NO_DEFAULT = object()
-_LAYOUTS = {}       # op -> ([(positional name, default)], vararg name, [(keyword-only, default)])
-
-
-def arguments(op, inputs, params, out, method=False):
-    """``(args, kwargs)`` for a registry call: the positional parameters up to the last one
-    not at its default, the keyword-only ones not at their default, and ``out``. A method's
-    varargs parameter (``x.view(3, 2)``) is spread when it ends the positional ones."""
-    positional, vararg, kwonly = _layout(op)
-    values = dict(zip(op.input_names, inputs))
-    values.update(zip(op.param_names, params))
-    names = [name for name, _ in positional]
-    last = len(names) if vararg else max(
-        (i + 1 for i, (n, d) in enumerate(positional) if not _is_default(values[n], d)),
-        default=0)
-    args = [values[n] for n in names[:last]]
-    kwargs = {}
-    spread = op.method_varargs if method else None
-    if spread in names[:last]:
-        k = names.index(spread)
-        if k == last - 1:
-            value = values[spread]
-            if isinstance(value, (tuple, list)) and value:
-                args[k:] = value            # (x.reshape(()) keeps its one argument)
-        else:
-            del args[k:]
-            kwargs.update((n, values[n]) for n in names[k:last])
-    if vararg:
-        args.extend(values[vararg])
-    kwargs.update((n, values[n]) for n, d in kwonly if not _is_default(values[n], d))
-    if out is not None:
-        kwargs["out"] = out
-    return tuple(args), kwargs
-
-
-def _layout(op):
-    layout = _LAYOUTS.get(op)
-    if layout is None:
-        a = op._args
-        defaults = [_NO_DEFAULT] * (len(a.args) - len(a.defaults)) + list(map(_literal,
-                                                                           a.defaults))
-        layout = _LAYOUTS[op] = (
-            [(p.arg, d) for p, d in zip(a.args, defaults)],
-            a.vararg.arg if a.vararg else None,
-            [(p.arg, _NO_DEFAULT if d is None else _literal(d))
-             for p, d in zip(a.kwonlyargs, a.kw_defaults)])
-    return layout
-
-
-def _literal(node):
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return _NO_DEFAULT
-
-
-_PLAIN = (int, float, bool, complex, str, type(None))
-
-
-def _is_default(value, default):
-    if value is default:
-        return True
-    if default is _NO_DEFAULT or type(value) is not type(default):
-        return False
-    if type(value) is tuple:
-        return all(type(v) in _PLAIN for v in value) and value == default
-    return type(value) in _PLAIN and value == default
+    return _offer(inputs, *entry("operator_inplace", op, inputs, params))
 
 
 # --- every other entry point ------------------------------------------------------------------
@@ -216,14 +121,16 @@ def _make_stand_in(owner, name, original):
     """A function that offers ``owner.name``'s calls to the innermost mode, if any."""
     @functools.wraps(original)
     def stand_in(*args, **kwargs):
-        if not STACK.modes:
-            return original(*args, **kwargs)
         flat = []
         for x in (*args, *kwargs.values()):
             flat.extend(x if isinstance(x, (list, tuple)) else (x,))
         overloaded = _overloaded(flat)
-        return mode_dispatch(stand_in, tuple(type(a) for a in overloaded), args, kwargs,
-                             overloaded)
+        if STACK.modes:
+            return mode_dispatch(stand_in, tuple(type(a) for a in overloaded), args, kwargs,
+                                 overloaded)
+        if overloaded:      # called by a mode's handler: the subclasses' turn, as in PyTorch
+            return handle_torch_function(stand_in, overloaded, *args, **kwargs)
+        return original(*args, **kwargs)
     stand_in._ember_mode_original = original
     if owner is Tensor:             # Tensor.__getitem__, not the function's own name
         stand_in.__name__ = name
@@ -238,14 +145,18 @@ class _ModeProperty(property):
 
 def _property_stand_in(prop):
     def fget(self):
-        if not STACK.modes:
-            return prop.fget(self)
-        return _offer(stand_in.__get__, (self,), (self,), {})
+        if STACK.modes:
+            return _offer((self,), stand_in.__get__, (self,), {})
+        if _overloaded((self,)):
+            return handle_torch_function(stand_in.__get__, (self,), self)
+        return prop.fget(self)
 
     def fset(self, value):
-        if not STACK.modes:
-            return prop.fset(self, value)
-        _offer(stand_in.__set__, (self,), (self, value), {})
+        if STACK.modes:
+            return _offer((self,), stand_in.__set__, (self, value), {})
+        if _overloaded((self,)):
+            return handle_torch_function(stand_in.__set__, (self,), self, value)
+        prop.fset(self, value)
 
     stand_in = _ModeProperty(fget, fset if prop.fset else None, prop.fdel, prop.__doc__)
     stand_in.original = prop
@@ -288,3 +199,6 @@ def _hand_written(value):
     return (type(value) is types.FunctionType
             and (value.__module__ or "").startswith("ember")
             and not value.__code__.co_filename.startswith("<ember op "))
+
+
+pass_through(_function_call, _method_call, _inplace_call, _operator_call, _operator_inplace_call)

@@ -357,6 +357,8 @@ class SparseTensor(Tensor):
         memo[id(self)] = new
         return new
 
+    _takes_registry_calls = True       # offered op functions, parameters by name (handle_op)
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         from ember.sparse._dispatch import dispatch

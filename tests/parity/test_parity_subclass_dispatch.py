@@ -1,0 +1,102 @@
+"""A Tensor subclass's ``__torch_function__`` against PyTorch's: for the same expressions it is
+offered the same functions, by name and in the same order (``x.add(y)`` as ``Tensor.add``,
+``x[0]`` as ``Tensor.__getitem__``, ``x.shape`` as the property's ``__get__``), and the
+results have the same types and values. Skipped when PyTorch is not installed."""
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.parity
+
+EXPRESSIONS = [
+    "s.add(p)", "lib.add(s, p)", "p.add(s)", "s + p", "p + s", "2 - s", "s - 2", "s * 2",
+    "s // 2", "s == p", "s < 1", "-s", "s[0]", "s[:, 1]", "s.size()", "s.size(1)", "s.shape",
+    "s.dim()", "s.T", "s.data", "s.grad", "s.tolist()", "s[0, 0].item()", "len(s)", "repr(s)",
+    "s.numel()", "s.view(3, 2)", "s.view(-1)", "s.reshape(-1)", "s.to(lib.float64)",
+    "s.float()", "s.sum()", "s.sum(0, keepdim=True)", "s.max(0)", "s.clone()", "s.detach()",
+    "s.contiguous()", "s.expand_as(p)", "s.type_as(p)", "s.new_zeros(2)", "s.unbind()",
+    "s.chunk(2)", "s.split(1)", "lib.cat([s, p])", "lib.stack([s, s])", "s.dtype",
+    "s.device", "s.requires_grad", "s.is_leaf", "s.stride()", "s.numpy()", "bool(s[0, 0])",
+    "s.is_floating_point()", "s.eq(p)", "s.t()", "s.transpose(0, 1)", "s.unsqueeze(0)",
+]
+
+
+def _offered(lib, expression):
+    """The names of the functions a logging subclass of ``lib`` is offered while
+    ``expression`` runs, and its result's type name and values."""
+    seen = []
+
+    class Logged(lib.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func.__name__)
+            return super().__torch_function__(func, types, args, kwargs)
+
+    s = lib.arange(6.0).reshape(2, 3).as_subclass(Logged)
+    p = lib.ones(2, 3)
+    seen.clear()
+    result = eval(expression, {"lib": lib, "s": s, "p": p})
+    return seen, _summary(result, Logged)
+
+
+def _summary(value, cls):
+    if isinstance(value, (tuple, list)):
+        return [type(value).__name__] + [_summary(v, cls) for v in value]
+    kind = "subclass" if type(value) is cls else type(value).__name__
+    if hasattr(value, "detach"):
+        return kind, np.asarray(value.detach().tolist()).tolist()
+    if isinstance(value, np.ndarray):
+        return kind, value.tolist()
+    if isinstance(value, str):
+        return kind, value.replace("Logged(", "tensor(")
+    return kind, value if isinstance(value, (int, float, bool, type(None))) else str(value)
+
+
+@pytest.mark.parametrize("expression", EXPRESSIONS)
+def test_subclass_is_offered_what_pytorch_offers(expression):
+    got_seen, got = _offered(ember, expression)
+    want_seen, want = _offered(torch, expression)
+    assert got_seen == want_seen
+    assert str(got).replace("ember", "torch") == str(want)
+
+
+def test_in_place_op_of_a_plain_tensor_with_a_subclass_operand_keeps_its_type():
+    for lib in (ember, torch):
+        class Sub(lib.Tensor):
+            pass
+        p = lib.ones(2)
+        out = p.add_(lib.ones(2).as_subclass(Sub))
+        assert type(p) is lib.Tensor and type(out) is Sub
+        assert out.tolist() == [2.0, 2.0]
+
+
+def _mode_then_subclass(lib, expression):
+    seen = []
+
+    class Logged(lib.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append("subclass " + func.__name__)
+            return super().__torch_function__(func, types, args, kwargs)
+
+    class Mode(lib.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append("mode " + func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    s = lib.arange(6.0).reshape(2, 3).as_subclass(Logged)
+    with Mode():
+        result = eval(expression, {"lib": lib, "s": s})
+    return seen, _summary(result, Logged)
+
+
+@pytest.mark.parametrize("expression", ["s.size()", "s.add(1)", "s[0]", "s.shape",
+                                        "lib.add(s, 1)", "s.to(lib.float64)", "s.T"])
+def test_a_mode_handler_calling_on_hands_the_call_to_the_subclass(expression):
+    import torch.overrides  # noqa: F401
+    got = _mode_then_subclass(ember, expression)
+    want = _mode_then_subclass(torch, expression)
+    assert str(got).replace("ember", "torch") == str(want)
