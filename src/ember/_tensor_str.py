@@ -242,7 +242,7 @@ def dtype_suffix(dtype):
 def autograd_suffix(grad_fn, requires_grad):
     """``["grad_fn=<...>"]``, ``["requires_grad=True"]`` or ``[]``."""
     if grad_fn is not None:
-        return [f"grad_fn=<{grad_fn.name()}>"]
+        return [f"grad_fn=<{type(grad_fn).__name__}>"]
     return ["requires_grad=True"] if requires_grad else []
 
 

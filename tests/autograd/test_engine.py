@@ -350,7 +350,7 @@ def test_in_place_on_view_updates_base_history():
     base = x * 1
     v = base.view(2, 2).transpose(0, 1)
     v.mul_(10)                          # base is now x * 10
-    assert base.grad_fn.name() == "CopySlices"
+    assert base.grad_fn.name() == "torch::autograd::CopySlices"   # as PyTorch names it
     (base * ember.tensor([1.0, 2.0, 3.0, 4.0], dtype=ember.float64)).sum().backward()
     assert x.grad.tolist() == [10.0, 20.0, 30.0, 40.0]
 
@@ -479,3 +479,14 @@ def test_pytorch_words_for_unused_inputs_integer_grads_and_anomaly_mode():
     with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"):
         with ember.autograd.detect_anomaly():
             pass
+
+
+def test_accumulate_grad_and_copy_slices_have_pytorchs_names():
+    x = ember.ones(2, requires_grad=True)
+    acc = (x * 2).grad_fn.next_functions[0][0]
+    assert acc.name() == "torch::autograd::AccumulateGrad"
+    assert repr(acc).startswith("<AccumulateGrad object at 0x")
+    z = ember.zeros(3)
+    z[0:2] = x * 2
+    assert z.grad_fn.name() == "torch::autograd::CopySlices"
+    assert "grad_fn=<CopySlices>" in repr(z)

@@ -179,7 +179,7 @@ def test_in_place_op_on_a_view_after_its_shape_changed():
     v.t_()
     assert v.shape == (3, 1) and v._base is b and v.grad_fn.name() == "TBackward0"
     v.mul_(2)
-    assert b.grad_fn.name() == "CopySlices"
+    assert b.grad_fn.name() == "torch::autograd::CopySlices"
     b.sum().backward()
     assert a.grad.tolist() == [[2.0, 2.0, 2.0], [1.0, 1.0, 1.0]]
 
@@ -297,4 +297,4 @@ def test_subclasses_see_the_in_place_method():
     Logged = logged_subclass(calls)
     x = ember.zeros(2, 3).as_subclass(Logged)
     assert x.t_() is x and type(x) is Logged and x.shape == (3, 2)
-    assert calls == ["t_"]
+    assert calls == ["t_", "__get__"]       # (x.shape is offered too, as in PyTorch)

@@ -74,7 +74,7 @@ class Node:
         return type(self).__name__
 
     def __repr__(self):
-        return f"<{self.name()} object at {hex(id(self))}>"
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
 
     def __call__(self, *grads):
         return self.apply(list(grads))
@@ -361,6 +361,10 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         Node.__init__(self, ())
         self._variable = weakref.ref(variable)
+
+    def name(self):
+        """``torch::autograd::AccumulateGrad``, as PyTorch names this node."""
+        return "torch::autograd::AccumulateGrad"
 
     @property
     def variable(self):

@@ -341,6 +341,10 @@ class CopySlices(Node):
         self.recipe = recipe
         self.order = order          # the base's dims in memory order, when not row-major
 
+    def name(self):
+        """``torch::autograd::CopySlices``, as PyTorch names this node."""
+        return "torch::autograd::CopySlices"
+
     def apply(self, grads):
         grad = grads[0]
         if self.order is None:

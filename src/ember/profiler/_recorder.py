@@ -271,8 +271,7 @@ def _timed_call(name_of, fn, shapes_of=None):
 
 
 def _node_name(node):
-    from ember.autograd.graph import AccumulateGrad
-    return "torch::autograd::AccumulateGrad" if type(node) is AccumulateGrad else node.name()
+    return node.name()
 
 
 def _grad_arrays(args):
@@ -281,7 +280,7 @@ def _grad_arrays(args):
 
 
 def _evaluation_name(node):
-    return "autograd::engine::evaluate_function: " + _node_name(node)
+    return "autograd::engine::evaluate_function: " + node.name()
 
 
 def _node_classes():
