@@ -220,3 +220,11 @@ def test_multinomial_without_replacement_runs_into_zero_weights():
     for _ in range(20):
         got = ember.multinomial(ember.tensor([0.0, 10.0, 0.0, 5.0]), 4).tolist()
         assert sorted(got[:2]) == [1, 3] and sorted(got) == [0, 1, 2, 3]
+
+
+def test_generator_argument_must_be_a_generator():
+    for draw in (lambda: ember.randperm(4, generator=3), lambda: ember.rand(2, generator="x"),
+                 lambda: ember.empty(3).normal_(generator=3)):
+        with pytest.raises(TypeError, match="argument 'generator' must be torch.Generator, "
+                                            "not (int|str)"):
+            draw()

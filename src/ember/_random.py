@@ -89,8 +89,16 @@ class Generator:
 default_generator = Generator()
 
 
+def _checked(generator):
+    """``generator`` itself, after checking that it is a Generator (PyTorch's TypeError)."""
+    if not isinstance(generator, Generator):
+        raise TypeError(f"argument 'generator' must be torch.Generator, not "
+                        f"{type(generator).__name__}")
+    return generator
+
+
 def _rng(generator):
-    return (default_generator if generator is None else generator)._rng
+    return (default_generator if generator is None else _checked(generator))._rng
 
 
 def _drawn_on_device(generator, shape, dtype, device, kind="uniform", low=0.0, high=1.0):
@@ -151,7 +159,7 @@ def _rng_on(generator, device):
     """The stream a sample for ``device`` (None: the default device) draws from: the
     generator given, else that device's default generator."""
     if generator is not None:
-        return generator._rng
+        return _checked(generator)._rng
     dev = get_default_device() if device is None else as_device(device)
     if dev.type != "cuda":              # a meta sample keeps only the draws' shape
         return default_generator._rng
@@ -313,6 +321,20 @@ def _permutation_on_device(generator, n, device):
         return xp_of(keys).argsort(keys[0] * 2 ** 31 + keys[1])
 
 
+def _vmap_aware(sample, inplace=False):
+    """``sample`` (a random function reading its tensor arguments' values), which hands a
+    call with a vmap BatchedTensor argument to vmap's randomness rules."""
+    @functools.wraps(sample)
+    def sampler(*args, **kwargs):
+        from ember.func._batched import BatchedTensor
+        if any(type(a) is BatchedTensor for a in args) or any(
+                type(a) is BatchedTensor for a in kwargs.values()):
+            from ember.func._vmap import batched_random
+            return batched_random(sample, args, kwargs, inplace)
+        return sample(*args, **kwargs)
+    return sampler
+
+
 def _fill_out(out, result):
     if out is None:
         return result
@@ -321,6 +343,7 @@ def _fill_out(out, result):
     return out
 
 
+@_vmap_aware
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
            layout=None, device=None, requires_grad=False):
     """Normal samples with the given mean(s) and standard deviation(s)."""
@@ -347,6 +370,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
 
+@_vmap_aware
 def bernoulli(input, p=None, *, generator=None, out=None):
     """0/1 samples with probabilities ``input`` (or the scalar ``p``)."""
     drawn = _drawn_on_device(generator, input.shape, D.float32, input.device)
@@ -365,6 +389,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     return _fill_out(out, _sample(arr, input.dtype, input.device, False))
 
 
+@_vmap_aware
 def binomial(count, prob, generator=None):
     """Binomial samples: successes in ``count`` trials of probability ``prob`` each
     (broadcast together), in ``count``'s dtype."""
@@ -378,6 +403,7 @@ def binomial(count, prob, generator=None):
     return _sample(arr, count.dtype, count.device, False)
 
 
+@_vmap_aware
 def poisson(input, generator=None):
     """Poisson samples with rates ``input``."""
     if input.dtype.category != D.FLOATING:
@@ -389,6 +415,7 @@ def poisson(input, generator=None):
     return _sample(arr, input.dtype, input.device, False)
 
 
+@_vmap_aware
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     """Indices sampled from each row of non-negative weights."""
     if input.ndim not in (1, 2):
@@ -654,7 +681,7 @@ def _nothing_on_meta(sample_):
 
 for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, log_normal_,
             cauchy_):
-    setattr(Tensor, _fn.__name__, _nothing_on_meta(_fn))
+    setattr(Tensor, _fn.__name__, _nothing_on_meta(_vmap_aware(_fn, inplace=True)))
 for _fn in (bernoulli, multinomial):
     setattr(Tensor, _fn.__name__, _fn)
 
@@ -678,6 +705,7 @@ def _gamma_draws(concentration, generator, kernel):
     return np.asarray(np.fmax(np.where(valid, draws, 0.0), float(D.finfo(dtype).tiny))), dtype
 
 
+@_vmap_aware
 def _standard_gamma(concentration, generator=None):
     """Gamma(concentration, 1) samples, differentiable with respect to ``concentration`` by
     implicit reparameterization (``_standard_gamma_grad``)."""
@@ -687,6 +715,7 @@ def _standard_gamma(concentration, generator=None):
     return _standard_gamma_sample(concentration, sample)
 
 
+@_vmap_aware
 def _sample_dirichlet(input, generator=None):
     """Dirichlet samples with concentrations ``input`` over its last dimension: standard
     gamma samples divided by their sum (not differentiable)."""

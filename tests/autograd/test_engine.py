@@ -481,6 +481,34 @@ def test_pytorch_words_for_unused_inputs_integer_grads_and_anomaly_mode():
             pass
 
 
+def test_batched_grad_outputs_of_the_wrong_shape_raise_torch_message():
+    x = ember.ones(3, requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match=r"If `is_grads_batched=True`, we interpret the first "
+                                           r"dimension .* grad_output\[0\] has a shape of "
+                                           r"ember.Size\(\[2\]\) and output\[0\] has a shape of "
+                                           r"ember.Size\(\[3\]\)"):
+        ember.autograd.grad(y, x, ember.eye(2), is_grads_batched=True)
+
+
+@pytest.mark.parametrize("leaf", [False, True])
+def test_tensor_hook_may_not_change_the_gradient_size_or_type(leaf):
+    def widen(g):
+        return g.double()
+
+    cases = [(widen, RuntimeError, r"hook 'widen' has changed the type of value \(was "
+                                   r"ember.FloatTensor got ember.DoubleTensor\)"),
+             (lambda g: ember.ones(2), RuntimeError, "hook '<lambda>' has changed the size"),
+             (lambda g: 3.0, TypeError, "expected Variable, but hook returned 'float'")]
+    for hook, error, message in cases:
+        x = ember.ones(3, requires_grad=True)
+        y = x * 2
+        (x if leaf else y).register_hook(hook)
+        with pytest.raises(error, match=message):
+            y.sum().backward()
+        assert x.grad is None
+
+
 def test_accumulate_grad_and_copy_slices_have_pytorchs_names():
     x = ember.ones(2, requires_grad=True)
     acc = (x * 2).grad_fn.next_functions[0][0]

@@ -55,3 +55,23 @@ def test_checkpoint_under_no_grad_just_runs():
     with ember.no_grad():
         out = checkpoint(lambda a: a * 2, ember.ones(2), use_reentrant=False)
     assert out.tolist() == [2.0, 2.0]
+
+
+def test_reentrant_checkpoint_node_is_named_as_torch_names_it():
+    x = ember.ones(2, requires_grad=True)
+    y = checkpoint(lambda a: a * 2, x, use_reentrant=True)
+    assert type(y.grad_fn).__name__ == "CheckpointFunctionBackward"
+    assert y.grad_fn.name() == "CheckpointFunctionBackward"
+
+
+def test_reentrant_checkpoint_under_vmap_and_grad():
+    x = ember.linspace(-1, 1, 6).reshape(2, 3)
+
+    def seg(b):
+        return b.sin() * b
+    g = ember.func.vmap(ember.func.grad(
+        lambda a: checkpoint(seg, a, use_reentrant=True).sum()))(x)
+    assert ember.allclose(g, x.sin() + x * x.cos())
+    xr = x.clone().requires_grad_()
+    ember.func.vmap(lambda a: checkpoint(seg, a, use_reentrant=True))(xr).sum().backward()
+    assert ember.allclose(xr.grad, x.sin() + x * x.cos())

@@ -98,3 +98,69 @@ def test_jacobians_compose_with_vmap():
     loop = ember.stack([jacrev(lambda a: a.sin() * a.sum())(r) for r in x])
     assert ember.allclose(batched, loop)
     assert ember.allclose(jacrev(vmap(lambda a: a.exp()))(x[0]), ember.diag(x[0].exp()))
+
+
+def test_argnums_validation_matches_torch():
+    x = ember.ones(2)
+    f = lambda a, b: (a * b).sum()  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"argnums elements must be unique, got \(0, 0\)"):
+        grad(f, argnums=(0, -2))(x, 2 * x)
+    with pytest.raises(RuntimeError, match="argnum must be int, got: <class 'str'>"):
+        grad(f, argnums=(0, "a"))(x, x)
+    with pytest.raises(RuntimeError, match="argnums elements must be unique"):
+        jacrev(lambda a, b: a * b, argnums=(1, 1))(x, x)
+    assert grad(f, argnums=True)(x, 2 * x).tolist() == [1.0, 1.0]   # a bool is an int
+
+
+def test_vjp_and_jvp_input_and_output_checks():
+    x = ember.ones(3)
+    with pytest.raises(RuntimeError, match=r"vjp\(f, \.\.\.\): All outputs of f must be "
+                                           r"floating-point or complex Tensors"):
+        vjp(lambda a: a > 0, x)
+    with pytest.raises(RuntimeError, match="All outputs of f must be floating-point"):
+        jacrev(lambda a: (a * 2, (a > 0).long()))(x)
+    with pytest.raises(RuntimeError, match=r"vjp\(f, \*primals\): expected f\(\*primals\) to "
+                                           r"return only tensors, got unsupported type"):
+        jacrev(lambda a: 3)(x)
+    with pytest.raises(RuntimeError, match=r"jvp\(f, primals, tangents\): expected f"):
+        jacfwd(lambda a: 3)(x)
+    with pytest.raises(RuntimeError, match="Expected primals to only contain Tensors, got "
+                                           "<class 'float'>"):
+        jvp(lambda a: a, (3.0,), (x,))
+    with pytest.raises(RuntimeError, match="Expected tangents to only contain Tensors"):
+        jvp(lambda a: a, (x,), (1.0,))
+    with pytest.raises(ValueError, match="Expected primal to be floating point or complex, "
+                                         "but got: ember.int64"):
+        jvp(lambda a: a, (ember.ones(3, dtype=ember.int64),), (x,))
+
+
+def test_vjp_cotangent_structure_message_shows_the_trees():
+    _, fn = vjp(lambda a: {"s": a.sin(), "c": a.cos()}, ember.ones(2))
+    with pytest.raises(RuntimeError, match=r"cotangents: \{'s': \*\}, primal output: "
+                                           r"\{'s': \*, 'c': \*\}"):
+        fn({"s": ember.ones(2)})
+
+
+def test_linearize_checks_its_tangents():
+    x = ember.ones(3)
+    _, jvp_fn = linearize(lambda a: a * 2, x)
+    assert jvp_fn(ember.tensor([1.0, 2.0, 3.0])).tolist() == [2.0, 4.0, 6.0]
+    with pytest.raises(RuntimeError, match=r"tangent:0 with shape .*\[2\]\) in flattened pytree "
+                                           r"doesn't match the shape .*\[3\]\)"):
+        jvp_fn(ember.ones(2))
+    with pytest.raises(RuntimeError, match="tangent:0 with dtype ember.float64 in flattened "
+                                           "pytree doesn't match the dtype ember.float32"):
+        jvp_fn(ember.ones(3, dtype=ember.float64))
+    with pytest.raises(RuntimeError, match="to have the same argspec as the primals"):
+        jvp_fn(x, x)
+
+
+def test_jacobian_errors_name_the_transform_torch_names():
+    x = ember.ones(3)
+    with pytest.raises(RuntimeError, match=r"^vjp\(f, \*primals\): output of function f should "
+                                           r"be a tuple"):
+        jacrev(lambda a: a, has_aux=True)(x)
+    with pytest.raises(RuntimeError, match=r"^jvp\(f, primals, tangents\): output of function"):
+        jacfwd(lambda a: a, has_aux=True)(x)
+    with pytest.raises(ValueError, match="Expected primal to be floating point or complex"):
+        hessian(lambda a: a.sum())(ember.tensor([1, 2]))

@@ -222,3 +222,105 @@ def test_roll_and_trace_have_batching_rules():
         assert ember.equal(flat[i], x[i].roll(2))
         assert ember.equal(along[i], x[i].roll((1, 2), (0, 1)))
         assert ember.allclose(traces[i], x[i, :4, :4].trace())
+
+
+def test_no_inputs_raises_torch_message():
+    with pytest.raises(ValueError, match=r"vmap\(<lambda>\)\(<inputs>\): got no inputs"):
+        vmap(lambda a=None: a)()
+    with pytest.raises(ValueError, match="got no inputs"):
+        vmap(lambda a: a)(a=ember.ones(2))
+
+
+def _rows_equal(out):
+    return bool((out[0] == out[1]).all())
+
+
+@pytest.mark.parametrize("sample", [
+    lambda a: a.clone().normal_(), lambda a: a.clone().uniform_(),
+    lambda a: a.clone().bernoulli_(0.5), lambda a: a.clone().exponential_(),
+    lambda a: a.clone().random_(0, 5)])
+def test_inplace_sampling_on_batched_tensor(sample):
+    z = ember.zeros(3, 40)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap(sample)(z)
+    same = vmap(sample, randomness="same")(z)
+    assert same.shape == (3, 40) and _rows_equal(same) and _rows_equal(same[1:])
+    different = vmap(sample, randomness="different")(z)
+    assert different.shape == (3, 40) and not _rows_equal(different)
+
+
+@pytest.mark.parametrize("sample", [
+    lambda a: ember.normal(a, 1.0), lambda a: ember.normal(0.0, a + 1),
+    lambda a: ember.bernoulli(a), lambda a: ember.poisson(a + 1),
+    lambda a: ember.binomial(a * 0 + 10, a)])
+def test_sampling_with_batched_parameters(sample):
+    p = ember.full((3, 40), 0.5)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap(sample)(p)
+    with pytest.raises(RuntimeError, match="same randomness with a batched tensor input"):
+        vmap(sample, randomness="same")(p)
+    different = vmap(sample, randomness="different")(p)
+    assert different.shape == (3, 40) and not _rows_equal(different)
+
+
+def test_multinomial_with_batched_weights():
+    w = ember.ones(3, 5)
+    out = vmap(lambda a: ember.multinomial(a, 5), randomness="different")(w)
+    assert out.shape == (3, 5) and out.dtype == ember.int64
+    assert sorted(out[0].tolist()) == [0, 1, 2, 3, 4]
+    with pytest.raises(RuntimeError, match="same randomness with a batched tensor input"):
+        vmap(lambda a: ember.zeros(5).bernoulli_(a), randomness="same")(w * 0.5)
+
+
+def test_batch_norm_training_with_shared_running_stats_raises():
+    x = ember.arange(24.0).reshape(3, 2, 4).sin()
+    rm, rv = ember.zeros(4), ember.ones(4)
+    with pytest.raises(RuntimeError, match="Batch norm got a batched tensor as input while the "
+                                           "running_mean or running_var"):
+        vmap(lambda a: F.batch_norm(a, rm, rv, training=True))(x)
+    assert rm.tolist() == [0.0] * 4 and rv.tolist() == [1.0] * 4
+
+
+def test_batch_norm_eval_and_batched_affine_rules():
+    x = ember.tensor([[[1.0, 2.0], [3.0, 6.0]], [[0.0, 0.0], [2.0, 4.0]]])
+    rm, rv = ember.tensor([1.0, 2.0]), ember.tensor([4.0, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = vmap(lambda a: F.batch_norm(a, rm, rv, training=False, eps=0.0))(x)
+    assert out.tolist() == [[[0.0, 0.0], [1.0, 4.0]], [[-0.5, -2.0], [0.5, 2.0]]]
+    w, b = ember.tensor([[1.0, 2.0], [3.0, 4.0]]), ember.tensor([[0.0, 1.0], [1.0, 0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = vmap(lambda ww, bb: F.batch_norm(x[0], rm, rv, ww, bb, training=True, eps=0.0))(
+            w, b)
+    # x[0] has per-channel batch values (1, 3) and (2, 6): normalized to (-1, 1)
+    assert out.tolist() == [[[-1.0, -1.0], [1.0, 3.0]], [[-2.0, -4.0], [4.0, 4.0]]]
+    assert ember.allclose(rm, ember.tensor([1.1, 2.2]))     # updated once, not per element
+    assert ember.allclose(rv, ember.tensor([3.8, 1.7]))
+
+
+def test_batched_zero_dim_index_is_an_advanced_index():
+    x = ember.arange(12.0).reshape(3, 4)
+    out = vmap(lambda a, i: a[i])(x, ember.tensor([0, 1, 3]))
+    assert out.tolist() == [0.0, 5.0, 11.0]
+
+
+def test_copy_of_batched_source_into_unbatched_tensor_raises():
+    with pytest.raises(RuntimeError, match="vmap: inplace arithmetic\\(self, \\*extra_args\\) "
+                                           "is not possible"):
+        vmap(lambda a: ember.zeros(4).copy_(a))(ember.ones(3, 4))
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: a.nonzero(), lambda a: ember.unique(a), lambda a: a.masked_select(a > 0),
+    lambda a: ember.argwhere(a)])
+def test_dynamic_shape_ops_raise_even_when_shapes_agree(f):
+    x = ember.arange(1.0, 13.0).reshape(3, 4)          # every row has 4 distinct nonzeros
+    with pytest.raises(RuntimeError, match="can output dynamic shape"):
+        vmap(f)(x)
+
+
+def test_boolean_mask_index_raises():
+    x = ember.arange(1.0, 13.0).reshape(3, 4)
+    with pytest.raises(RuntimeError, match="indexing with a boolean mask"):
+        vmap(lambda a: a[a > 0])(x)

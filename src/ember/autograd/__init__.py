@@ -77,6 +77,19 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         run_backward(roots, grads, retain_graph, create_graph)
 
 
+def _check_batched_grads(outputs, vectors):
+    from ember._tensor import Tensor
+    for i, (out, v) in enumerate(zip(outputs, vectors)):
+        if isinstance(v, Tensor) and tuple(v.shape[1:]) != tuple(out.shape):
+            raise RuntimeError(f"If `is_grads_batched=True`, we interpret the first dimension of "
+                               f"each grad_output as the batch dimension. The sizes of the "
+                               f"remaining dimensions are expected to match the shape of "
+                               f"corresponding output, but a mismatch was detected: "
+                               f"grad_output[{i}] has a shape of {v.shape[1:]} and output[{i}] "
+                               f"has a shape of {out.shape}. If you only want some tensors in "
+                               f"`grad_output` to be considered batched, consider using vmap.")
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False,
          materialize_grads=False):
@@ -85,6 +98,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         # each grad_outputs tensor holds a batch of vectors along dim 0: one vjp per vector
         from ember.func import vmap
         vectors = _as_tuple(grad_outputs)
+        _check_batched_grads(_as_tuple(outputs), vectors)
         return vmap(lambda *v: grad(outputs, inputs, v, retain_graph=True,
                                     create_graph=create_graph, allow_unused=allow_unused,
                                     materialize_grads=materialize_grads))(*vectors)

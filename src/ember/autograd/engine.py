@@ -159,9 +159,7 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
         for nr, fns in hooks.items():
             if buf[nr] is not None:
                 for fn in list(fns.values()):
-                    out = fn(buf[nr])
-                    if out is not None:
-                        buf[nr] = out
+                    buf[nr] = _hooked(fn, buf[nr])
     if node._retains:
         for nr, ref in node._retains.items():
             t = ref()
@@ -206,6 +204,26 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
     return grads_in
 
 
+def _hooked(fn, grad):
+    """``grad`` after the tensor hook ``fn``, which may replace it by a tensor like it."""
+    from ember._tensor import Tensor
+    out = fn(grad)
+    if out is None:
+        return grad
+    if not isinstance(out, Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(out).__name__}'")
+    name = getattr(fn, "__name__", repr(fn))
+    if out.dtype != grad.dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.type()} "
+                           f"got {out.type()})")
+    if out.device != grad.device:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.type()} "
+                           f"got {out.type()})")
+    if out.shape != grad.shape:
+        raise RuntimeError(f"hook '{name}' has changed the size of value")
+    return out
+
+
 def _mixed():
     raise RuntimeError("a backward node received gradients on two GPUs")
 
@@ -217,9 +235,7 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
     hooks = leaf_hooks(var) if var is not None else None
     if hooks:
         for fn in list(hooks.values()):
-            out = fn(grad)
-            if out is not None:
-                grad = out
+            grad = _hooked(fn, grad)
     if target_index is not None:
         for i in target_index.get((node, 0), ()):
             _capture(i, grad, captured, accumulate_into_grad)

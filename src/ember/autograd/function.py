@@ -133,9 +133,15 @@ class BackwardFunction(FunctionCtx, Node):
 
 
 class Function:
-    """Base class of custom autograd functions: define ``forward`` and ``backward``."""
+    """Base class of custom autograd functions: define ``forward`` and ``backward``.
+
+    Under ``ember.func.vmap`` a function's ``vmap`` staticmethod, when overridden, gives its
+    batching rule; otherwise ember generates one, as with ``generate_vmap_rule = True``
+    (PyTorch instead refuses a function with neither; NOTE [Custom functions under vmap]).
+    """
 
     _node_classes = {}
+    generate_vmap_rule = False
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError("Legacy autograd function with non-static forward method is "
@@ -168,6 +174,15 @@ class Function:
         raise NotImplementedError("You must implement the jvp function for custom "
                                   "autograd.Function to use it with forward mode AD.")
 
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        """Optional: this function's rule under ``ember.func.vmap``: ``(output, out_dims)``
+        from the unbatched-view arguments, ``in_dims`` (each arg's batch dim or None) and
+        ``info`` (``batch_size``, ``randomness``)."""
+        raise NotImplementedError("To use autograd.Function with vmap, you must either "
+                                  "override the vmap staticmethod or set "
+                                  "generate_vmap_rule=True.")
+
     @classmethod
     def _node_class(cls):
         node = Function._node_classes.get(cls)
@@ -180,6 +195,12 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward and record one graph node for the call."""
+        from ember.func._batched import STATE as _VMAP
+        if _VMAP.levels:                # see NOTE [Custom functions under vmap]
+            from ember.func._custom_function import function_vmap
+            result = function_vmap(cls, args, kwargs)
+            if result is not NotImplemented:
+                return result
         if _FORWARD_AD.level is not None:
             from ember.autograd.forward_ad import apply_function
             return apply_function(cls, args, kwargs)

@@ -18,7 +18,7 @@ from ember import autograd
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import enable_grad
 from ember.func._batched import active_levels, materialize, rewrap
-from ember.utils._pytree import tree_flatten, tree_unflatten
+from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize"]
 
@@ -60,7 +60,8 @@ class _Traced:
         self.aux = None
         if has_aux:
             if not (isinstance(out, tuple) and len(out) == 2):
-                raise RuntimeError(f"{api}: output of function f should be a tuple: (output, "
+                where = _OUTPUT_CHECK.get(api.split("(")[0], api)
+                raise RuntimeError(f"{where}: output of function f should be a tuple: (output, "
                                    f"aux) if has_aux is True")
             out, self.aux = out
             self.aux = self.release(self.aux)
@@ -70,10 +71,7 @@ class _Traced:
         flat_out, self.out_spec = tree_flatten(out)
         for y in flat_out:
             if not isinstance(y, Tensor):
-                if api.startswith("jvp"):
-                    raise RuntimeError(f"{api}: expected f(*primals) to return only tensors, "
-                                       f"got unsupported type {type(y)}")
-                raise RuntimeError(f"Expected tensors, got unsupported type {type(y)}")
+                raise RuntimeError(_not_a_tensor(api, y))
         self.flat_out = flat_out
         self.outputs = [materialize(y, self.levels) for y in flat_out]
 
@@ -112,6 +110,34 @@ class _Traced:
                               self.in_spec)
 
 
+# the transform whose check names a non-tensor output (jacrev runs vjp, jacfwd runs jvp)
+_OUTPUT_CHECK = {"vjp": "vjp(f, *primals)", "jacrev": "vjp(f, *primals)",
+                 "jvp": "jvp(f, primals, tangents)", "jacfwd": "jvp(f, primals, tangents)"}
+
+
+def _not_a_tensor(api, y):
+    where = _OUTPUT_CHECK.get(api.split("(")[0])
+    if where is None:
+        return f"Expected tensors, got unsupported type {type(y)}"
+    return f"{where}: expected f(*primals) to return only tensors, got unsupported type {type(y)}"
+
+
+def check_jvp_primals(flat_primals):
+    """Forward mode needs primals with tangents: floating-point or complex."""
+    for p in flat_primals:
+        if not (p.is_floating_point() or p.is_complex()):
+            raise ValueError(f"Expected primal to be floating point or complex, but got: "
+                             f"{p.dtype}")
+
+
+def check_vjp_outputs(flat_out):
+    """Reverse mode needs outputs that can carry gradients: floating-point or complex."""
+    for y in flat_out:
+        if not (y.is_floating_point() or y.is_complex()):
+            raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or complex "
+                               f"Tensors, got Tensor with dtype {y.dtype}")
+
+
 def _check_scalar(out, api):
     if not isinstance(out, Tensor):
         raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
@@ -125,13 +151,15 @@ def vjp(func, *primals, has_aux=False):
     """``(func(*primals), vjp_fn[, aux])``; ``vjp_fn(cotangents)`` gives the vector-Jacobian
     products with respect to each primal (``torch.func.vjp``)."""
     traced = _Traced(func, primals, has_aux, "vjp(f, *primals)")
+    check_vjp_outputs(traced.flat_out)
 
     def vjp_fn(cotangents, retain_graph=True, create_graph=None):
         flat, spec = tree_flatten(cotangents)
         if spec != traced.out_spec:
             raise RuntimeError(f"Expected pytree structure of cotangents to be the same as "
                                f"pytree structure of outputs to the function. cotangents: "
-                               f"{spec}, primal output: {traced.out_spec}")
+                               f"{treespec_pprint(spec)}, primal output: "
+                               f"{treespec_pprint(traced.out_spec)}")
         cg = traced.connected if create_graph is None else create_graph
         return traced.wrap_inputs(traced.pull(flat, cg))
 
@@ -140,18 +168,24 @@ def vjp(func, *primals, has_aux=False):
 
 
 def _argnums(argnums, nargs):
-    if isinstance(argnums, int) and not isinstance(argnums, bool):
+    if isinstance(argnums, int):
         nums = (argnums,)
-    elif isinstance(argnums, tuple) and all(isinstance(a, int) for a in argnums):
+    elif isinstance(argnums, tuple):
         if not argnums:
             raise RuntimeError("argnums must be non-empty")
+        for a in argnums:
+            if not isinstance(a, int):
+                raise RuntimeError(f"argnum must be int, got: {type(a)}")
         nums = argnums
     else:
         raise RuntimeError(f"argnums must be int or Tuple[int, ...], got: {type(argnums)}")
     for a in nums:
         if not -nargs <= a < nargs:
             raise RuntimeError(f"Got argnum={a}, but only {nargs} positional inputs")
-    return tuple(a % nargs for a in nums)
+    nums = tuple(a % nargs for a in nums)
+    if len(set(nums)) != len(nums):
+        raise RuntimeError(f"argnums elements must be unique, got {nums}")
+    return nums
 
 
 def split_args(func, argnums, args, kwargs):
@@ -207,8 +241,14 @@ def _check_jvp_args(primals, tangents):
                            f"structure. For example, if primals is a tuple of 3 tensors, "
                            f"tangents also must be. Got primals with structure {spec_p} and "
                            f"tangents with structure {spec_t}")
+    for what, flat in (("primals", flat_p), ("tangents", flat_t)):
+        for x in flat:
+            if not isinstance(x, Tensor):
+                raise RuntimeError(f"{api}: Expected {what} to only contain Tensors, got "
+                                   f"{type(x)}")
+    check_jvp_primals(flat_p)
     for p, t in zip(flat_p, flat_t):
-        if isinstance(p, Tensor) and isinstance(t, Tensor) and p.shape != t.shape:
+        if p.shape != t.shape:
             raise RuntimeError(f"Trying to set a forward gradient that has a different size "
                                f"than that of the original Tensor, this is not supported. "
                                f"Tensor is of size {list(p.shape)} while the given forward "
@@ -259,6 +299,22 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     return (primal_out, out, traced.aux) if has_aux else (primal_out, out)
 
 
+def _check_linearize_tangents(primals, tangents):
+    flat_p, spec_p = tree_flatten(primals)
+    flat_t, spec_t = tree_flatten(tangents)
+    if spec_p != spec_t:
+        raise RuntimeError(f"Expected the tangents {spec_t} to have the same argspec as the "
+                           f"primals {spec_p}")
+    for i, (p, t) in enumerate(zip(flat_p, flat_t)):
+        if t.shape != p.shape:
+            raise RuntimeError(f"tangent:{i} with shape {t.shape} in flattened pytree doesn't "
+                               f"match the shape {p.shape} of the corresponding primal.")
+        if t.dtype != p.dtype:
+            raise RuntimeError(f"tangent:{i} with dtype {t.dtype} in flattened pytree doesn't "
+                               f"match the dtype {p.dtype} of the corresponding primal.")
+    return flat_t
+
+
 def linearize(func, *primals):
     """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is the jvp at ``primals``, reusing
     one traced run of ``func`` (``torch.func.linearize``)."""
@@ -266,5 +322,5 @@ def linearize(func, *primals):
     lin = _Linearized(traced)
 
     def jvp_fn(*tangents):
-        return lin.push(_check_jvp_args(primals, tangents), traced.connected)
+        return lin.push(_check_linearize_tangents(primals, tangents), traced.connected)
     return traced.release(traced.out), jvp_fn

@@ -2,7 +2,9 @@
 
 import functools
 
-from ember.func._autodiff import _Linearized, _Traced, split_args
+from ember.func._autodiff import (_Linearized, _Traced, check_jvp_primals, check_vjp_outputs,
+                                  split_args)
+from ember._tensor import Tensor
 from ember.func._vmap import vmap
 from ember.utils._pytree import tree_flatten, tree_unflatten
 
@@ -46,6 +48,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
         diff, partial = split_args(func, argnums, args, kwargs)
         traced = _Traced(partial, diff, has_aux, "jacrev(f, *args)")
         flat_out = traced.flat_out
+        check_vjp_outputs(flat_out)
         flat_in = tree_flatten(diff)[0]
         rows = _basis(flat_out, flat_out[0].dtype, flat_out[0].device) if flat_out else []
 
@@ -86,6 +89,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         diff, partial = split_args(func, argnums, args, kwargs)
+        check_jvp_primals([x for x in tree_flatten(diff)[0] if isinstance(x, Tensor)])
         traced = _Traced(partial, diff, has_aux, "jacfwd(f, *args)")
         lin = _Linearized(traced)
         flat_in = tree_flatten(diff)[0]

@@ -41,6 +41,10 @@ def _name(func):
 
 def _flat_in_dims(func, in_dims, args):
     where = f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>)"
+    if not args:
+        raise ValueError(f"vmap({_name(func)})(<inputs>): got no inputs. Maybe you forgot to add "
+                         f"inputs, or you are trying to vmap over a function with no inputs. "
+                         f"The latter is unsupported.")
     if not isinstance(in_dims, (int, tuple)) or isinstance(in_dims, bool):
         raise ValueError(f"{where}: expected `in_dims` to be int or a (potentially nested) "
                          f"tuple matching the structure of inputs, got: {type(in_dims)}.")
@@ -104,6 +108,35 @@ def _concat(outs, out_dims):
 
 class _Different(Exception):
     """A random op ran under randomness="different": the vmap reruns as a loop."""
+
+
+_SAME_BATCHED = ("Vmap does not currently support same randomness with a batched tensor input. "
+                 "Please file an issue with functorch")
+
+
+def batched_random(sample, args, kwargs, inplace):
+    """``sample(*args, **kwargs)``, a random function called with a BatchedTensor argument,
+    under the active vmaps' randomness: "error" raises, "different" reruns the vmap as a
+    loop, "same" fills a batched ``self`` (in-place samplers) with one draw for the whole
+    batch and refuses batched parameters (torch's rules)."""
+    from ember import empty
+    from ember.func._batched import BatchedTensor
+    _check_randomness()
+    self, rest = args[0], list(args[1:]) + list(kwargs.values())
+    if not inplace or any(type(a) is BatchedTensor for a in rest):
+        raise RuntimeError(_SAME_BATCHED)
+    draw = empty(tuple(self.shape), dtype=self.dtype, device=self.device)
+    sample(draw, *args[1:], **kwargs)
+    return self.copy_(draw)
+
+
+def _check_randomness():
+    """Raise as the active vmaps' randomness asks when a random number is drawn."""
+    for lv in STATE.levels:
+        if lv.randomness == "error":
+            raise RuntimeError(_RANDOM_ERROR)
+    if any(lv.randomness == "different" for lv in STATE.levels):
+        raise _Different
 
 
 def _flat_vmap(func, flat_args, spec, dims, size, out_dims, randomness, kwargs):
@@ -185,9 +218,5 @@ class _GuardedRng:
         attr = getattr(self._rng, name)
         if name == "bit_generator" or not callable(attr):
             return attr
-        for lv in STATE.levels:
-            if lv.randomness == "error":
-                raise RuntimeError(_RANDOM_ERROR)
-        if any(lv.randomness == "different" for lv in STATE.levels):
-            raise _Different
+        _check_randomness()
         return attr

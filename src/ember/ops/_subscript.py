@@ -81,9 +81,18 @@ def _classify_tensor(k):
         if k.ndim == 0:
             return "bool", bool(k._data)
         return "tensor", k
-    if k.ndim == 0 and dtype in _INT_INDEX:
+    if k.ndim == 0 and dtype in _INT_INDEX and not _batched(k):
         return "int", int(k._data)
     return "tensor", k            # other dtypes are rejected with the advanced indices
+
+
+def _batched(k):
+    """Whether ``k`` is a vmap BatchedTensor: one integer per batch element, so an advanced
+    index rather than a number."""
+    if type(k) is Tensor:
+        return False
+    from ember.func._batched import BatchedTensor
+    return type(k) is BatchedTensor
 
 
 def _slice(s):

@@ -9,7 +9,8 @@ rebuilds the structure from; ``tree_map`` applies a function to every leaf. As i
 from collections import OrderedDict, namedtuple
 
 __all__ = ["TreeSpec", "LeafSpec", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves",
-           "tree_structure", "tree_map_only", "tree_all", "tree_any", "register_pytree_node"]
+           "tree_structure", "tree_map_only", "tree_all", "tree_any", "register_pytree_node",
+           "treespec_pprint"]
 
 # type -> (flatten(node) -> (children, context), unflatten(children, context) -> node)
 SUPPORTED_NODES = {}
@@ -133,6 +134,16 @@ def _unflatten(it, spec):
 def tree_leaves(tree, is_leaf=None):
     """The leaves of ``tree``, left to right."""
     return tree_flatten(tree, is_leaf)[0]
+
+
+class _Star:
+    def __repr__(self):
+        return "*"
+
+
+def treespec_pprint(treespec):
+    """``treespec`` written as its pytree with ``*`` for each leaf: ``{'a': *, 'b': (*, *)}``."""
+    return repr(tree_unflatten([_Star()] * treespec.num_leaves, treespec))
 
 
 def tree_structure(tree, is_leaf=None):

@@ -228,7 +228,16 @@ def _checkpoint_with_hooks(function, args, kwargs, context_fn, preserve_rng_stat
 
 # --- use_reentrant=True: one node that reruns the segment -------------------------------------
 
-class _Checkpoint(Function):
+def _under_vmap():
+    """Inside ember.func.vmap the reentrant segment just runs, recording its graph as usual:
+    its rerun in backward would happen outside the vmap that batched its inputs."""
+    from ember.func._batched import STATE
+    return bool(STATE.levels)
+
+
+class CheckpointFunction(Function):
+    """The reentrant checkpoint's node: forward without a graph, rerun in backward."""
+
     @staticmethod
     def forward(ctx, run, preserve_rng_state, kwargs, *args):
         ctx.run, ctx.kwargs = run, kwargs
@@ -279,9 +288,9 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
             # as in PyTorch, the segment then records no node: its parameters get no gradient
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
                           stacklevel=2)
-        if not is_grad_enabled():
+        if not is_grad_enabled() or _under_vmap():
             return function(*args)
-        return _Checkpoint.apply(function, preserve_rng_state, kwargs, *args)
+        return CheckpointFunction.apply(function, preserve_rng_state, kwargs, *args)
     if not is_grad_enabled():
         return function(*args, **kwargs)
     return _checkpoint_with_hooks(function, args, kwargs, context_fn or noop_context_fn,

@@ -50,6 +50,8 @@ def _flat(op, args):
 def dispatch(func, args, kwargs):
     """Run one op call that has BatchedTensor operands (``BatchedTensor.__torch_function__``)."""
     op = getattr(func, "_ember_op", None)
+    if op is None and func is Tensor.copy_:
+        return _copy_into(*args, **kwargs)
     if op is None:
         raise TypeError(f"vmap: {getattr(func, '__name__', func)} is not an ember op")
     args, params = op_arguments(op, args, kwargs)
@@ -184,6 +186,21 @@ def _unbatched_self(self, args, size):
 
 def _flat_list(args):
     return [y for x in args for y in (x if isinstance(x, (list, tuple)) else (x,))]
+
+
+_UNBATCHED_COPY = (
+    "vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a Tensor "
+    "`other` in extra_args that has more elements than `self`. This happened due to `other` "
+    "being vmapped over but `self` not being vmapped over in a vmap. Please try to use "
+    "out-of-place operators instead of inplace arithmetic. If said operator is being called "
+    "inside the PyTorch framework, please file a bug report instead.")
+
+
+def _copy_into(self, src, non_blocking=False):
+    """``self.copy_(src)`` reaching vmap: a batched ``src`` cannot fit an unbatched ``self``."""
+    if type(self) is BatchedTensor:
+        return inplace_copy(self, src)
+    raise RuntimeError(_UNBATCHED_COPY)
 
 
 def inplace_copy(self, src):

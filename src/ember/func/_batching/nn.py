@@ -122,15 +122,27 @@ def _convolution_weight(op, args, flags, params, size):
     return w.reshape((size, -1) + tuple(w.shape[1:]))
 
 
+_SHARED_STATS = (
+    "Batch norm got a batched tensor as input while the running_mean or running_var, which "
+    "will be updated in place, were not batched.\nIf you are using a module and do not need "
+    "eval mode, please set `track_running_stats` to be False.If you are using a prebuilt "
+    "module and do not need eval mode, please see the functorch website for resources on how "
+    "to patch your module to work with vmap")
+
+
 @rule("native_batch_norm")
 def _batch_norm(op, args, flags, params, size):
     x, w, b, rm, rv = args
     training = params[0]
-    if not flags[0] or training and any(v is not None and not f
-                                        for v, f in ((rm, flags[3]), (rv, flags[4]))):
-        return NotImplemented           # running stats shared by the batch: no rule
+    shared = [v is not None and not f for v, f in ((rm, flags[3]), (rv, flags[4]))]
+    if training and flags[0] and any(shared):
+        raise RuntimeError(_SHARED_STATS)
+    if not flags[0]:
+        return _affine_batched(op, args, flags, params, size)
     if not training and not any(flags[1:]):
-        return _spatial(op, args, flags, params, size, x.ndim - 3)
+        out, mean, invstd = call(op, [x.reshape((-1,) + tuple(x.shape[2:]))] + list(args[1:]),
+                                 params)
+        return out.reshape(x.shape), _expand(mean, size), _expand(invstd, size)
     # fold the batch into the channels: one set of statistics per (element, channel)
     n, c = x.shape[1], x.shape[2]
     xs = x.movedim(0, 1).reshape((n, size * c) + tuple(x.shape[3:]))
@@ -139,6 +151,28 @@ def _batch_norm(op, args, flags, params, size):
     out, mean, invstd = call(op, [xs] + folded, params)
     out = out.reshape(tuple(x.shape[1:2]) + (size,) + tuple(x.shape[2:])).movedim(1, 0)
     return out, mean.reshape(size, -1), invstd.reshape(size, -1)
+
+
+def _expand(t, size):
+    return expand_unbatched(t, size).contiguous()
+
+
+def _affine_batched(op, args, flags, params, size):
+    """An unbatched input with only the weight and bias batched: normalize once (updating the
+    running statistics once), then apply each element's affine map."""
+    x, w, b, rm, rv = args
+    if flags[3] or flags[4]:
+        return NotImplemented
+    out, mean, invstd = call(op, [x, None, None, rm, rv], params)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+
+    def channels(v, f):
+        return v.reshape((size,) + shape) if f else v.reshape(shape)
+    if w is not None:
+        out = out * channels(w, flags[1])
+    if b is not None:
+        out = out + channels(b, flags[2])
+    return out, _expand(mean, size), _expand(invstd, size)
 
 
 @rule("native_layer_norm")

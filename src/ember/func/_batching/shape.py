@@ -105,12 +105,28 @@ def _pad_backward(op, args, flags, params, size):
     return call(op, [g], ((size,) + tuple(shape), pad, mode))
 
 
+_BOOL_MASK = ("vmap: We do not support batching operators that can support dynamic shape. "
+              "Attempting to batch over indexing with a boolean mask.")
+
+
 @rule("_index")
 def _advanced_index(op, args, flags, params, size):
+    from ember._dtype import bool_, uint8
+    from ember.func._batched import BatchedTensor
+    if any(type(k) is BatchedTensor and k.dtype in (bool_, uint8) for k in params[0]):
+        raise RuntimeError(_BOOL_MASK)
     indices = batched_indices(params[0])
     if indices is None:
         return NotImplemented
     return call(op, args, (indices,))
+
+
+@rule("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive")
+def _dynamic_shape(op, args, flags, params, size):
+    """Ops whose output shape depends on the values: each element's may differ."""
+    raise RuntimeError(f"vmap: We do not support batching operators that can output dynamic "
+                       f"shape. Attempted to vmap over {op.name}. Please file an issue at "
+                       f"https://github.com/pytorch/pytorch/issues if you need this feature.")
 
 
 @rule("masked_fill")
