@@ -284,6 +284,8 @@ def test_fuse_linear_bn_eval():
     np.testing.assert_allclose(fused(x).detach().numpy(), bn(lin(x)).detach().numpy(),
                                rtol=1e-4, atol=1e-5)
     assert fused is not lin and isinstance(fused.weight, nn.Parameter)
+    with pytest.raises(AssertionError, match="got linear.out_features=4 and bn.num_features=2"):
+        utils.fuse_linear_bn_eval(nn.Linear(3, 4).eval(), nn.BatchNorm1d(2).eval())
 
 
 def test_fuse_conv_bn_weights_matches_reference():
@@ -342,3 +344,29 @@ def test_hook_based_spectral_norm():
     assert transposed.weight_u.shape == (6,)        # dim 1 for transposed convolutions
     with pytest.raises(ValueError, match="Expected n_power_iterations to be positive"):
         nn.utils.spectral_norm(nn.Linear(2, 2), n_power_iterations=0)
+
+
+class _Double(nn.Module):
+    def forward(self, x):
+        return 2 * x
+
+
+def test_transfer_parametrizations_and_params_shares_originals():
+    src = nn.Linear(2, 2)
+    parametrize.register_parametrization(src, "weight", _Double())
+    dst = nn.Linear(3, 3)
+    assert parametrize.transfer_parametrizations_and_params(src, dst) is dst
+    assert dst.parametrizations.weight[0] is src.parametrizations.weight[0]
+    assert dst.parametrizations.weight.original is src.parametrizations.weight.original
+    np.testing.assert_array_equal(dst.weight.detach().numpy(), src.weight.detach().numpy())
+    bare = nn.Module()
+    parametrize.transfer_parametrizations_and_params(src, bare, "weight")
+    assert bare.weight.shape == (2, 2) and not hasattr(bare, "bias")
+    plain = nn.Linear(2, 2)
+    assert parametrize.transfer_parametrizations_and_params(plain, dst) is dst
+
+
+def test_skip_init_needs_a_module_class():
+    with pytest.raises(RuntimeError, match="Expected a Module; got <class 'int'>"):
+        utils.skip_init(int, 3)
+    assert utils.skip_init(nn.Linear, 3, 2).weight.shape == (2, 3)

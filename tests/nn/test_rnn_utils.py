@@ -164,3 +164,13 @@ def test_packed_lstm_gradcheck():
         out, (h, c) = m(p)
         return out.data, h, c
     assert ember.autograd.gradcheck(f, [x])
+
+
+def test_pack_padded_sequence_lengths_must_be_1d():
+    padded = ember.zeros(5, 3)
+    for lengths, ndim in [(ember.tensor([[3, 2, 1]]), 2), (ember.tensor(3), 0), ([[3, 2, 1]], 2)]:
+        with pytest.raises(RuntimeError, match=f"'lengths' argument should be a 1D CPU int64 "
+                                               f"tensor, but got {ndim}D cpu Long tensor"):
+            R.pack_padded_sequence(padded, lengths)
+    assert R.pack_padded_sequence(padded, ember.tensor([3.0, 2.0, 1.0])).batch_sizes.tolist() \
+        == [3, 2, 1]

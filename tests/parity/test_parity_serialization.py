@@ -114,3 +114,19 @@ def test_tensor_and_parameter_attributes_cross_both_ways(tmp_path):
     back = torch.load(tmp_path / "back.pt", weights_only=True)
     assert back["t"].foo == "bar" and back["p"].tag == 3
     assert type(back["p"]) is torch.nn.Parameter
+
+
+def test_views_keep_pytorch_storage_offsets_both_ways():
+    def views(lib):
+        base = lib.arange(24.0).reshape(4, 6)
+        return {"base": base, "row": base[2], "cols": base[1:, 1::2]}
+
+    for writer, reader in ((torch, ember), (ember, torch)):
+        buf = io.BytesIO()
+        writer.save(views(writer), buf)
+        buf.seek(0)
+        got = reader.load(buf)
+        assert [got[k].storage_offset() for k in ("base", "row", "cols")] == [0, 12, 7]
+        assert got["cols"].untyped_storage().data_ptr() == \
+            got["base"].untyped_storage().data_ptr()
+        assert got["cols"].untyped_storage().nbytes() == 96

@@ -64,6 +64,29 @@ def test_safe_globals_allow_a_class():
     assert ember.load(io.BytesIO(data), weights_only=False)["p"].x == 3
 
 
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_get_unsafe_globals_in_checkpoint_lists_what_load_would_reject(protocol):
+    buf = io.BytesIO()
+    ember.save({"p": Point(1), "t": ember.ones(2), "f": [len, Point(2)], "od": OrderedDict()},
+               buf, pickle_protocol=protocol)
+    buf.seek(0)
+    unsafe = ember.serialization.get_unsafe_globals_in_checkpoint
+    assert sorted(unsafe(buf)) == sorted([f"{__name__}.Point", "builtins.len"])
+    with ember.serialization.safe_globals([Point]):
+        buf.seek(0)
+        assert unsafe(buf) == ["builtins.len"]
+    with pytest.raises(ValueError, match="Expected input to be a checkpoint returned by"):
+        unsafe(io.BytesIO(b"not a zip"))
+
+
+def test_pickle_load_args_with_weights_only_warn():
+    buf = io.BytesIO()
+    ember.save([1], buf)
+    buf.seek(0)
+    with pytest.warns(UserWarning, match="pickle_load_args only works if `weights_only=False`"):
+        assert ember.load(buf, encoding="latin1") == [1]
+
+
 @pytest.mark.parametrize("payload", [
     b"\x80\x02ctorch\nTensor\nJ\x00\xca\x9a;\x85R.",            # Tensor(10**9)
     b"\x80\x02ctorch\nTensor\n)\x81.",                            # Tensor.__new__(Tensor)

@@ -50,6 +50,10 @@ def test_views_share_one_storage_and_stay_views():
     assert out["row"][1].item() == -1.0 and out["t"][1, 1].item() == -1.0
     assert out["cols"][1, 0].item() == -1.0
     assert out["expanded"].stride() == (0, 1)
+    assert out["row"].storage_offset() == 6 and out["cols"].storage_offset() == 1
+    ptr = out["base"].untyped_storage().data_ptr()
+    assert out["cols"].untyped_storage().data_ptr() == ptr
+    assert out["cols"].untyped_storage().nbytes() == 96
 
 
 def test_a_view_saved_alone_writes_its_whole_storage_as_pytorch_does():

@@ -84,3 +84,16 @@ def test_pytorchs_documented_collate_module_path_takes_custom_maps():
                   collate_fn_map=table)
     assert out["p"] == [3, 4] and out["t"].tolist() == [[1.0, 1.0], [0.0, 0.0]]
     assert collate_tensor_fn([ember.ones(1), ember.zeros(1)]).tolist() == [[1.0], [0.0]]
+
+
+class _TaggedDict(dict):
+    """A dict subclass carrying extra state, as user batches sometimes are."""
+
+
+def test_dict_subclass_type_and_attributes_survive():
+    first = _TaggedDict(a=1)
+    first.tag = "keep"
+    out = default_collate([first, _TaggedDict(a=2)])
+    assert type(out) is _TaggedDict and out.tag == "keep" and out["a"].tolist() == [1, 2]
+    conv = default_convert(_TaggedDict(a=np.zeros(2)))
+    assert type(conv) is _TaggedDict and conv["a"].tolist() == [0.0, 0.0]

@@ -60,3 +60,10 @@ def test_random_split_by_lengths_and_fractions():
         random_split(data, [3, 3])
     with pytest.raises(ValueError, match="^Fraction at index 0 is not between 0 and 1$"):
         random_split(data, [-0.5, 1.5])
+
+
+def test_iterable_dataset_is_abstract_and_chain_len_checks_types():
+    with pytest.raises(TypeError, match="abstract"):
+        IterableDataset()
+    with pytest.raises(AssertionError, match="ChainDataset only supports IterableDataset"):
+        len(ChainDataset([TensorDataset(ember.arange(3))]))

@@ -331,3 +331,48 @@ def _alive(pid):
         return False
     with open(f"/proc/{pid}/stat") as f:          # a zombie has exited
         return f.read().split()[2] != "Z"
+
+
+def test_custom_collate_fn_gets_a_list_of_samples():
+    seen = []
+    ds = TensorDataset(ember.arange(4.0), ember.arange(4))
+    batch = next(iter(DataLoader(ds, batch_size=2, collate_fn=lambda b: seen.append(b) or b)))
+    assert type(seen[0]) is list and batch is seen[0]
+    assert [(x.item(), y.item()) for x, y in batch] == [(0.0, 0), (1.0, 1)]
+    sub = ember.utils.data.Subset(ds, [3, 1])
+    assert type(next(iter(DataLoader(sub, batch_size=2, collate_fn=lambda b: b)))) is list
+
+
+def test_custom_collate_fn_map_sees_each_tensor():
+    from functools import partial
+
+    from ember.utils.data._utils.collate import collate, default_collate_fn_map
+    table = dict(default_collate_fn_map)
+    table[ember.Tensor] = lambda batch, *, collate_fn_map=None: ember.stack(batch) * 100
+    ds = TensorDataset(ember.arange(3))
+    out = next(iter(DataLoader(ds, batch_size=3, collate_fn=partial(collate,
+                                                                    collate_fn_map=table))))
+    assert out[0].tolist() == [0, 100, 200]
+    assert ember.utils.data._utils.collate.collate is collate
+
+
+def test_more_workers_than_cpus_warns(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    with pytest.warns(UserWarning, match="will create 2 worker processes in total. Our "
+                                         "suggested max number of worker in current system is 1"):
+        DataLoader(list(range(4)), num_workers=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DataLoader(list(range(4)), num_workers=1)
+
+
+def test_each_iterator_draws_a_base_seed_from_the_generator():
+    ember.manual_seed(0)
+    untouched = ember.rand(1).item()
+    ember.manual_seed(0)
+    list(DataLoader(list(range(3))))                # single-process, no shuffle: still one draw
+    assert ember.rand(1).item() != untouched
+    g = ember.Generator().manual_seed(5)
+    state = g.get_state()
+    list(DataLoader(list(range(3)), generator=g))
+    assert not ember.equal(g.get_state(), state)

@@ -12,6 +12,7 @@ import os
 import pickle
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -25,7 +26,8 @@ from ember.serialization._safe import (
 from ember.serialization._unpickler import WeightsUnpickler
 from ember.serialization._zip import Archive, write_archive
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "add_safe_globals", "clear_safe_globals", "get_safe_globals",
+           "safe_globals", "get_unsafe_globals_in_checkpoint"]
 
 
 def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_serialization=True,
@@ -128,6 +130,8 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     if weights_only and pickle_module is not None:
         raise RuntimeError("Can not safely load weights when explicit pickle_module is "
                            "specified")
+    if weights_only and pickle_load_args:
+        warnings.warn("pickle_load_args only works if `weights_only=False`.", stacklevel=2)
     if not (map_location is None or callable(map_location)
             or isinstance(map_location, (str, device, dict))):
         raise TypeError(f"map_location should be a device, string, dict or callable, got "
@@ -155,6 +159,50 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         def make_unpickler(persistent_load):
             return _unpickler(persistent_load, weights_only, pickle_load_args)
         return _legacy.load(f, make_unpickler, map_location, _restore, weights_only)
+
+
+def get_unsafe_globals_in_checkpoint(f):
+    """The ``"module.name"`` of each global in zip checkpoint ``f`` (a path or binary file)
+    that ``load(weights_only=True)`` would reject: neither allowed by default nor added with
+    ``add_safe_globals``. Reads only the pickle's opcodes; runs nothing from the file."""
+    with contextlib.ExitStack() as stack:
+        if isinstance(f, (str, os.PathLike)):
+            f = stack.enter_context(open(f, "rb"))
+        elif not (hasattr(f, "seekable") and f.seekable()):
+            f = io.BytesIO(f.read())
+        start = f.tell()
+        magic = f.read(2)
+        f.seek(start)
+        if magic != b"PK":
+            raise ValueError("Expected input to be a checkpoint returned by torch.save")
+        data = Archive(f).read("data.pkl").tobytes()
+    allowed = allowed_globals()
+    allowed.update(user_globals())
+    found = dict.fromkeys(_globals_in_pickle(data))
+    return [name for name in found if name not in allowed]
+
+
+def _globals_in_pickle(data):
+    """The "module.name" of each GLOBAL / STACK_GLOBAL in pickle ``data``, in order."""
+    import pickletools
+    from ember.serialization._unpickler import _compat
+    pushed, memo = [], {}       # the last values pushed (strings, else None); the memo
+    for opcode, arg, _ in pickletools.genops(data):
+        name = opcode.name
+        if name in ("GLOBAL", "INST"):
+            yield ".".join(_compat(*arg.split(" ", 1)))
+        elif name == "STACK_GLOBAL" and len(pushed) >= 2 and None not in pushed[-2:]:
+            yield ".".join(_compat(*pushed[-2:]))
+        elif name in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
+            memo[len(memo) if name == "MEMOIZE" else arg] = pushed[-1] if pushed else None
+            continue
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            pushed.append(memo.get(arg))
+            continue
+        elif name in ("FRAME", "PROTO"):
+            continue
+        pushed.append(arg if isinstance(arg, str) and "UNICODE" in name else None)
+        del pushed[:-2]
 
 
 def _path_of(f):

@@ -9,6 +9,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._device import device
+from ember._creation import _Owner
 from ember._tensor import Size, Tensor, _make
 from ember.serialization import _names as N
 
@@ -20,12 +21,13 @@ class LoadedStorage:
     ``storage.cpu()``) to keep it on the CPU.
     """
 
-    __slots__ = ("bytes", "dtype", "device")
+    __slots__ = ("bytes", "dtype", "device", "roots")
 
     def __init__(self, data, dtype, dev):
         self.bytes = data                # flat uint8 StorageArray
         self.dtype = dtype               # None for untyped storages
         self.device = dev
+        self.roots = {}                  # dtype -> the CPU tensor over all the bytes
 
     def nbytes(self):
         return self.bytes.nbytes
@@ -73,11 +75,26 @@ def _tensor_from(storage, offset, size, stride, dtype, requires_grad):
     arr = np.ndarray(size, dtype.np, buffer=storage.bytes, offset=start,
                      strides=tuple(s * item for s in stride))
     t = _make(arr)
+    root = _root_of(storage, dtype)
+    if root is not None:
+        t._meta = {"storage_root": _Owner(root)}
     if requires_grad:
         t.requires_grad = bool(requires_grad)
     if storage.device.type != "cpu":
         t = t.to(storage.device)
     return t
+
+
+def _root_of(storage, dtype):
+    """The tensor over all of CPU ``storage`` as ``dtype`` that the tensors rebuilt over it
+    share as their memory root, so that saved views keep their storage offsets and one
+    storage, as in PyTorch. None where the bytes do not hold whole elements."""
+    root = storage.roots.get(dtype)
+    if root is None and storage.device.type == "cpu" \
+            and storage.bytes.nbytes % dtype.itemsize == 0:
+        count = storage.bytes.nbytes // dtype.itemsize
+        root = storage.roots[dtype] = _make(np.ndarray((count,), dtype.np, buffer=storage.bytes))
+    return root
 
 
 def rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,

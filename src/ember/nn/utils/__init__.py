@@ -18,6 +18,9 @@ from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: 
 def skip_init(module_cls, *args, **kwargs):
     """``module_cls(*args, **kwargs)`` with its parameters and buffers left uninitialized:
     built on the meta device, then given memory on ``device`` (cpu by default)."""
+    from ember.nn.modules.module import Module
+    if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
+        raise RuntimeError(f"Expected a Module; got {module_cls}")
     if "device" not in module_cls.__init__.__code__.co_varnames:
         raise RuntimeError("Module must support a 'device' arg to skip initialization")
     final = kwargs.pop("device", "cpu")

@@ -38,8 +38,10 @@ def fuse_linear_bn_eval(linear, bn):
     """A copy of ``linear`` whose output equals ``bn(linear(x))`` in eval mode."""
     assert not (linear.training or bn.training), "Fusion only for eval!"
     fused = copy.deepcopy(linear)
-    assert linear.out_features == bn.num_features or bn.num_features == 1, \
-        "To fuse, linear.out_features == bn.num_features or bn.num_features == 1"
+    if not (linear.out_features == bn.num_features or bn.num_features == 1):
+        raise AssertionError(
+            "To fuse, linear.out_features == bn.num_features or bn.num_features == 1, got "
+            f"linear.out_features={linear.out_features} and bn.num_features={bn.num_features}")
     assert bn.running_mean is not None and bn.running_var is not None
     fused.weight, fused.bias = fuse_linear_bn_weights(
         fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)

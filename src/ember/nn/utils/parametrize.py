@@ -11,7 +11,8 @@ from ember.nn.modules.container import ModuleDict, ModuleList
 from ember.nn.parameter import Parameter
 
 __all__ = ["cached", "ParametrizationList", "register_parametrization", "is_parametrized",
-           "remove_parametrizations", "type_before_parametrizations"]
+           "remove_parametrizations", "type_before_parametrizations",
+           "transfer_parametrizations_and_params"]
 
 _cache_enabled = 0
 _cache = {}
@@ -240,3 +241,24 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
 def type_before_parametrizations(module):
     """The module's class before parametrizations replaced it."""
     return type(module).__bases__[0] if is_parametrized(module) else type(module)
+
+
+def transfer_parametrizations_and_params(from_module, to_module, tensor_name=None):
+    """Register ``from_module``'s parametrizations of ``tensor_name`` (default: all) on
+    ``to_module`` as well, sharing the parametrization modules and the original tensors
+    (created on ``to_module`` first where it lacks them); returns ``to_module``."""
+    if not is_parametrized(from_module):
+        return to_module
+    names = list(from_module.parametrizations) if tensor_name is None else [tensor_name]
+    for name in names:
+        source = from_module.parametrizations[name]
+        if not hasattr(to_module, name):
+            setattr(to_module, name, Parameter(getattr(from_module, name)))
+        for parametrization in source:
+            register_parametrization(to_module, name, parametrization, unsafe=source.unsafe)
+        target = to_module.parametrizations[name]
+        for table in (source._parameters, source._buffers):
+            for key, original in table.items():
+                if key.startswith("original"):
+                    setattr(target, key, original)
+    return to_module

@@ -114,9 +114,12 @@ def invert_permutation(permutation):
 
 
 def _lengths_list(lengths):
-    if isinstance(lengths, Tensor):
-        return [int(v) for v in lengths.tolist()]
-    return [int(v) for v in lengths]
+    values = lengths.tolist() if isinstance(lengths, Tensor) else lengths
+    ndim = np.ndim(values)
+    if ndim != 1:
+        raise RuntimeError(f"'lengths' argument should be a 1D CPU int64 tensor, but got "
+                           f"{ndim}D cpu Long tensor")
+    return [int(v) for v in values]
 
 
 def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True):

@@ -1,6 +1,9 @@
 """Fetching what one step of a DataLoader yields: a collated batch from a map-style or an
 iterable dataset."""
 
+from ember.utils.data._stacked import StackedSamples
+from ember.utils.data.collate import default_collate
+
 __all__ = ["MapFetcher", "IterableFetcher"]
 
 
@@ -19,6 +22,8 @@ class MapFetcher:
         if self.auto_collation:
             if self.getitems is not None:
                 data = self.getitems(index)
+                if isinstance(data, StackedSamples) and self.collate_fn is not default_collate:
+                    data = list(data)           # a custom collate_fn gets a real list
             else:
                 data = [self.dataset[i] for i in index]
         else:

@@ -21,6 +21,9 @@ class StackedSamples(Sequence):
             return [self[j] for j in range(*i.indices(len(self)))]
         return tuple(t[self.indices[i]] for t in self.tensors)
 
+    def __repr__(self):
+        return repr(list(self))
+
     def stacked(self):
         """Each tensor's rows at the batch's indices, as one tensor per tensor."""
         from ember._creation import tensor

@@ -2,6 +2,7 @@
 (``default_convert``), with PyTorch's rules for every container type."""
 
 import collections.abc
+import copy
 import re
 
 import numpy as np
@@ -62,7 +63,9 @@ def collate(batch, *, collate_fn_map=None):
     """Collate ``batch`` (a sequence of samples), looking up a function per element type in
     ``collate_fn_map`` first, then recursing into mappings, named tuples and sequences."""
     if isinstance(batch, StackedSamples):
-        return batch.stacked()
+        if collate_fn_map is not None and collate_fn_map.get(Tensor) is _collate_tensor:
+            return batch.stacked()
+        batch = list(batch)                     # a custom map may handle tensors its own way
     elem = batch[0]
     elem_type = type(elem)
     if collate_fn_map is not None:
@@ -76,7 +79,7 @@ def collate(batch, *, collate_fn_map=None):
                     for key in elem}
         try:
             if isinstance(elem, collections.abc.MutableMapping):
-                out = elem.copy()
+                out = copy.copy(elem)           # keeps a dict subclass's type and state
                 out.update(collated)
                 return out
             return elem_type(collated)
@@ -118,7 +121,7 @@ def default_convert(data):
         converted = {key: default_convert(data[key]) for key in data}
         try:
             if isinstance(data, collections.abc.MutableMapping):
-                out = data.copy()
+                out = copy.copy(data)
                 out.update(converted)
                 return out
             return type(data)(converted)

@@ -139,6 +139,23 @@ class DataLoader:
         self._iterator = None
         self._IterableDataset_len_called = None     # what len(self) last read, as PyTorch's
         self.__initialized = True
+        self._check_worker_count()
+
+    def _check_worker_count(self):
+        """Warn (as PyTorch does) when there are more workers than CPUs this process may use."""
+        if self.num_workers <= 1:
+            return
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = os.cpu_count()
+        if cpus is not None and self.num_workers > cpus:
+            warnings.warn(
+                f"This DataLoader will create {self.num_workers} worker processes in total. Our "
+                f"suggested max number of worker in current system is {cpus}, which is smaller "
+                f"than what this DataLoader is going to create. Please be aware that excessive "
+                f"worker creation might get DataLoader running slow or even freeze, lower the "
+                f"worker number to avoid potential slowness/freeze if necessary.", stacklevel=3)
 
     def __setattr__(self, name, value):
         if self.__dict__.get("_DataLoader__initialized") and name in self._FROZEN:
@@ -159,10 +176,12 @@ class DataLoader:
             return _SingleProcessDataLoaderIter(self)
         if self.persistent_workers:
             if self._iterator is None:
+                self._check_worker_count()
                 self._iterator = _MultiProcessingDataLoaderIter(self)
             else:
                 self._iterator._reset(self)
             return self._iterator
+        self._check_worker_count()
         return _MultiProcessingDataLoaderIter(self)
 
     def __len__(self):
@@ -187,6 +206,8 @@ class _BaseDataLoaderIter:
         self._drop_last = loader.drop_last
         self._collate_fn = loader.collate_fn
         self._sampler_iter = iter(loader._index_sampler)
+        # drawn by every iterator, as in PyTorch: iterating a loader advances the generator
+        self._base_seed = loader._new_seed()
         self._yielded = 0
         self._len_called = loader._IterableDataset_len_called
         self._pin = loader.pin_memory and ember.cuda.is_available()
@@ -259,7 +280,7 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
         self._result_queue = context.Queue()
         self._index_queues = []
         self._workers = []
-        base_seed = loader._new_seed()
+        base_seed = self._base_seed
         for wid in range(self._num_workers):
             index_queue = context.Queue()
             index_queue.cancel_join_thread()

@@ -1,6 +1,7 @@
 """Datasets: map-style (``__getitem__``) and iterable (``__iter__``) sources of samples."""
 
 import bisect
+import collections.abc
 import itertools
 import math
 import warnings
@@ -20,12 +21,10 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset):
-    """A stream of samples; subclasses define ``__iter__``. With several DataLoader workers
-    each worker iterates its own copy: shard with ``get_worker_info()``."""
-
-    def __iter__(self):
-        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+class IterableDataset(Dataset, collections.abc.Iterable):
+    """A stream of samples; subclasses define ``__iter__`` (abstract, as in PyTorch). With
+    several DataLoader workers each worker iterates its own copy: shard with
+    ``get_worker_info()``."""
 
     def __add__(self, other):
         return ChainDataset([self, other])
@@ -117,7 +116,12 @@ class ChainDataset(IterableDataset):
             yield from d
 
     def __len__(self):
-        return sum(len(d) for d in self.datasets)
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)
+        return total
 
 
 class Subset(Dataset):
