@@ -54,6 +54,20 @@ def test_as_tensor_and_asarray_share_memory():
     assert not np.shares_memory(ember.asarray(a, copy=True).numpy(), a)
 
 
+def test_asarray_of_a_tensor_with_history():
+    a = ember.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = a + 2
+    assert ember.asarray(b) is b
+    c = ember.asarray(b, requires_grad=False)        # detached, same memory
+    assert c.grad_fn is None and not c.requires_grad and c.data_ptr() == b.data_ptr()
+    assert repr(c) == "tensor([3., 4., 5.])"
+    assert a.requires_grad and ember.asarray(a, requires_grad=False).requires_grad is False
+    d = ember.asarray(b, copy=True)                   # copies stay differentiable
+    assert d.grad_fn.name() == "CloneBackward0" and d.data_ptr() != b.data_ptr()
+    e = ember.asarray(b, dtype=ember.float64)
+    assert e.grad_fn.name() == "ToCopyBackward0" and e.tolist() == [3.0, 4.0, 5.0]
+
+
 @pytest.mark.parametrize("factory,value", [(ember.zeros, 0), (ember.ones, 1), (ember.empty, 0)])
 def test_factories_accept_size_forms(factory, value):
     for args in ((2, 3), ((2, 3),), ([2, 3],), (ember.Size([2, 3]),)):
@@ -329,3 +343,22 @@ def test_dtype_arguments_take_python_types_and_refuse_the_rest():
     with pytest.raises(TypeError, match=r"^zeros\(\): argument 'dtype' must be torch.dtype, "
                                         r"not str$"):
         ember.zeros(2, dtype="float32")
+
+
+def test_linspace_values_are_pytorchs_to_the_last_bit():
+    # counted up from start for the first half and back from end for the rest, each value
+    # rounded once: a range symmetric about 0 comes out symmetric
+    x = ember.linspace(-1, 1, 12)
+    assert ember.equal(x, -x.flip(0))
+    assert x[1].item() == -0.8181818127632141 and x[5].item() == -0.09090906381607056
+    y = ember.linspace(-3.3, 7.1, 101)
+    assert [y[i].item() for i in (1, 37, 50, 63, 99)] == [
+        -3.19599986076355, 0.5479998588562012, 1.9000002145767212, 3.252000093460083,
+        6.995999813079834]
+    z = ember.linspace(1e-3, 5.5, 1000, dtype=ember.float64)
+    assert [z[i].item() for i in (1, 333, 500, 777, 998)] == [
+        0.0065045045045045045, 1.834, 2.7532522522522522, 4.278, 5.494495495495496]
+    assert ember.linspace(2, 5, 1).tolist() == [2.0] and ember.linspace(2, 5, 0).numel() == 0
+    c = ember.linspace(1j, -2 + 3j, 8)
+    assert c.dtype == ember.complex64 and c[0].item() == 1j and c[-1].item() == -2 + 3j
+    assert ember.linspace(0, 10, 4, dtype=ember.int64).tolist() == [0, 3, 6, 10]

@@ -115,3 +115,23 @@ def test_set_shares_a_tensors_or_a_storages_memory():
         ember.ones(2, requires_grad=True).set_(b)
     f = ember.ones(3)
     assert f.is_set_to(f[:]) and not f.is_set_to(f[1:]) and not f.is_set_to(f.clone())
+
+
+def test_from_file_maps_a_file(tmp_path):
+    import numpy as np
+    path = str(tmp_path / "values.bin")
+    np.arange(4, dtype=np.float64).tofile(path)
+    private = ember.from_file(path, shared=False, size=4, dtype=ember.float64)
+    assert private.tolist() == [0.0, 1.0, 2.0, 3.0] and private.dtype is ember.float64
+    private[0] = 100
+    assert np.fromfile(path)[0] == 0.0                  # copy on write
+    shared = ember.from_file(path, shared=True, size=4, dtype=ember.float64)
+    shared[0] = 100
+    assert np.fromfile(path)[0] == 100.0                # written through
+    assert ember.from_file(path, size=2, dtype=ember.int32).tolist() == [0, 1079574528]
+    with pytest.raises(RuntimeError, match=r"size <32> is smaller than the required mapping "
+                                           r"size <64>"):
+        ember.from_file(path, size=8, dtype=ember.float64)
+    created = ember.from_file(str(tmp_path / "new.bin"), shared=True, size=3)
+    assert created.tolist() == [0.0, 0.0, 0.0] and created.dtype is ember.float32
+    assert (tmp_path / "new.bin").stat().st_size == 12

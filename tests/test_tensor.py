@@ -244,6 +244,23 @@ def test_dim_order_reads_the_strides():
     assert ember.ones(2, 3, 4).permute(2, 0, 1).dim_order() == (1, 2, 0)
 
 
+def test_dim_order_ambiguity_check():
+    assert ember.empty(2, 3, 5, 7).transpose(1, 2).dim_order(ambiguity_check=True) == \
+        (0, 2, 1, 3)
+    ambiguous = ember.empty(1, 2, 3, 4)                 # the size-1 dim could go anywhere
+    assert ambiguous.dim_order() == (0, 1, 2, 3)
+    with pytest.raises(RuntimeError, match="does not have unique dim order"):
+        ambiguous.dim_order(ambiguity_check=True)
+    formats = [ember.contiguous_format, ember.channels_last]
+    assert ambiguous.dim_order(ambiguity_check=formats) == (0, 1, 2, 3)
+    with pytest.raises(RuntimeError, match="cannot map to exact one"):
+        ambiguous.dim_order(ambiguity_check=[ember.channels_last])
+    with pytest.raises(RuntimeError):                   # both formats describe (2, 3, 1, 1)
+        ember.empty(2, 3, 1, 1).dim_order(ambiguity_check=[ember.contiguous_format])
+    with pytest.raises(TypeError, match="must be a bool or a list of memory formats"):
+        ambiguous.dim_order(ambiguity_check="ILLEGAL")
+
+
 def test_a_tuple_plus_a_size_is_a_size():
     assert repr(() + ember.Size([2])) == "ember.Size([2])"
     assert repr((1,) + ember.Size([2])) == "ember.Size([1, 2])"

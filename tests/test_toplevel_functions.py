@@ -2,6 +2,7 @@
 (``torch.exp_(x)``), type and state queries, and ``ember.random``."""
 
 import math
+import warnings
 
 import pytest
 
@@ -35,6 +36,26 @@ def test_type_and_device_queries():
     assert ember.get_device(x) == -1
     y = ember.detach(x.requires_grad_())
     assert not y.requires_grad and y.data_ptr() == x.data_ptr()
+
+
+def test_typename_of_classes_and_functions_names_them():
+    class Local:
+        pass
+
+    assert ember.typename(ember.nn.Parameter) == "ember.nn.parameter.Parameter"
+    assert ember.typename(Local) == f"{__name__}.{Local.__qualname__}" == ember.typename(Local())
+    assert ember.typename(int) == "int" and ember.typename(None) == "NoneType"
+    assert ember.typename(ember.add) == "ember.add"
+
+
+def test_is_storage_recognises_storages():
+    x = ember.ones(2)
+    assert ember.is_storage(x.untyped_storage())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")             # (TypedStorage is deprecated)
+        typed = ember.TypedStorage(5, dtype=ember.float32)
+    assert ember.is_storage(typed)
+    assert not ember.is_storage(x) and not ember.is_storage([1, 2])
 
 
 def test_core_classes_show_the_namespace_name():
@@ -158,15 +179,20 @@ def test_split_aliases_reversed_and_dense():
     assert x.to_dense() is x and ember.tensor([1]).is_nonzero()
 
 
-def test_deprecated_triangular_solve():
+def test_deprecated_triangular_solve(monkeypatch):
+    import warnings
+    from ember import _warn
+    monkeypatch.setattr(_warn, "_WARNED_ONCE", set())
     a = ember.tensor([[2.0, 0.0], [1.0, 1.0]])
     b = ember.tensor([[2.0], [3.0]])
-    with pytest.warns(UserWarning, match="triangular_solve is deprecated"):
+    with pytest.warns(UserWarning, match="triangular_solve is deprecated") as caught:
         solution, coefficient = ember.triangular_solve(b, a, upper=False)
+    assert caught[0].filename == __file__
     assert solution.tolist() == [[1.0], [2.0]] and ember.equal(coefficient, a)
-    with pytest.warns(UserWarning):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")     # PyTorch warns once per process
         transposed = b.triangular_solve(a.mT, upper=True, transpose=True).solution
-    assert transposed.tolist() == [[1.0], [2.0]]
+    assert transposed.tolist() == [[1.0], [2.0]] and caught == []
 
 
 def test_namespace_constants_and_flush_denormal():

@@ -51,10 +51,11 @@ from ember._tensor_lists import *  # noqa: F401,F403  (_foreach_add_, _foreach_l
 from ember._control_flow import cond, while_loop  # noqa: F401
 from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
 from ember import multiprocessing, quasirandom, version  # noqa: F401
-from ember._storage import TypedStorage, UntypedStorage  # noqa: F401
+from ember._storage import TypedStorage, UntypedStorage, from_file  # noqa: F401
 from ember import storage  # noqa: F401
 from ember import sparse  # noqa: F401
-from ember.sparse import sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: F401
+from ember.sparse import (sparse_compressed_tensor, sparse_coo_tensor,  # noqa: F401
+                          sparse_csr_tensor, spmm)
 from ember._symbolic import *  # noqa: F401,F403  (sym_int, sym_max, ...)
 from ember._removed import *  # noqa: F401,F403  (solve, eig, ...: raise, naming linalg's)
 from ember.nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401

@@ -95,14 +95,13 @@ def get_printoptions():
 
 
 def typename(obj):
-    """A tensor's legacy type name ("ember.FloatTensor"), else the object's qualified type
-    name."""
+    """A tensor's legacy type name ("ember.FloatTensor"); else the qualified name of ``obj``
+    itself when it has one (a class, a function), or of its type."""
     if isinstance(obj, Tensor):
         return obj.type()
-    kind = type(obj)
-    module = kind.__module__
-    return kind.__qualname__ if module in ("builtins", "__main__") else \
-        f"{module}.{kind.__qualname__}"
+    named = obj if isinstance(getattr(obj, "__qualname__", None), str) else type(obj)
+    name, module = named.__qualname__, getattr(named, "__module__", None)
+    return f"{module}.{name}" if module and module != "builtins" else name
 
 
 def is_signed(input):
@@ -205,8 +204,9 @@ def get_device_module(device=None):
 
 
 def is_storage(obj):
-    """Whether ``obj`` is a storage object: never, as ember tensors own NumPy or CuPy arrays."""
-    return False
+    """Whether ``obj`` is a storage (``UntypedStorage`` or ``TypedStorage``)."""
+    from ember._storage import _Storage
+    return isinstance(obj, _Storage)
 
 
 def get_num_interop_threads():

@@ -275,16 +275,24 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype=dtype, device=device)
 
 
-def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
-    """``obj`` as a tensor; shares memory unless ``copy=True`` or a conversion is needed."""
-    if copy:
-        out = tensor(obj.detach() if isinstance(obj, Tensor) else obj, dtype=dtype,
-                     device=device)
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
+    """``obj`` as a tensor; shares memory unless ``copy=True`` or a conversion is needed.
+
+    A tensor keeps its autograd history (copies and conversions are differentiable) unless
+    ``requires_grad=False`` is given, which detaches it."""
+    if copy and isinstance(obj, Tensor):
+        out = obj.to(device=device, dtype=dtype, copy=True) if (
+            dtype is not None and dtype is not obj.dtype
+            or device is not None and as_device(device) != obj.device) else obj.clone()
+    elif copy:
+        out = tensor(obj, dtype=dtype, device=device)
     else:
         if copy is False:
             _check_aliasable(obj, dtype, device)
         out = as_tensor(obj, dtype=dtype, device=device)
-    if requires_grad:
+    if requires_grad is False and out.requires_grad:
+        out = out.detach()
+    elif requires_grad:
         out.requires_grad_(True)
     return out
 
@@ -639,6 +647,19 @@ def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=
                   requires_grad, out)
 
 
+def _space_dtype(name, start, end, dtype):
+    """linspace's and logspace's dtype: a complex endpoint makes the default one complex."""
+    complex_ends = isinstance(start, complex) or isinstance(end, complex)
+    inferred = D.default_complex_dtype() if complex_ends else D.get_default_dtype()
+    if dtype is None:
+        return inferred
+    if complex_ends and not dtype.is_complex:
+        part = "double" if inferred is D.complex128 else "float"
+        raise RuntimeError(f"torch.{name}(): inferred dtype c10::complex<{part}> can't be "
+                           f"safely cast to passed dtype {dtype._torch_name}")
+    return dtype
+
+
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
@@ -648,12 +669,19 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     if steps < 0:
         raise RuntimeError("linspace(): number of steps must be non-negative")
     start, end = _number(start, "start"), _number(end, "end")
-    dtype = D.get_default_dtype() if dtype is None else dtype
+    dtype = _space_dtype("linspace", start, end, dtype)
     _, dev = _target(device)
-    arr = np.linspace(start, end, steps, dtype=np.complex128 if dtype.is_complex
-                      else np.float64)
-    if dtype.category <= D.INTEGRAL:
-        arr = np.trunc(arr)
+    if dtype.np in (np.float32, np.float64):
+        arr = _evenly_spaced(start.real, end.real, steps, dtype.np.type)
+    elif dtype.is_complex:
+        part = np.float32 if dtype.np == np.complex64 else np.float64
+        arr = _evenly_spaced(start.real, end.real, steps, part).astype(part) \
+            + 1j * _evenly_spaced(start.imag, end.imag, steps, part).astype(part)
+    elif dtype.category <= D.INTEGRAL:       # float32 values between the integer ends, cut
+        arr = np.trunc(_evenly_spaced(int(start.real), int(end.real), steps,
+                                      np.float32).astype(np.float32))
+    else:
+        arr = np.linspace(start, end, steps)
     arr = _place(arr.astype(dtype.np), dev)
     if out is not None:
         out._data = arr
@@ -662,12 +690,31 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     return _finish(arr, requires_grad)
 
 
+def _evenly_spaced(start, end, steps, step_type):
+    """linspace's values as PyTorch computes them, to the last bit once cast to
+    ``step_type``: the first half counted up from ``start`` and the rest back from ``end``
+    (so that a range symmetric about 0 is symmetric), each with one rounding as a fused
+    multiply-add gives (emulated in a wider type, which is returned), from a step computed
+    in ``step_type``."""
+    wide = np.float64 if step_type == np.float32 else np.longdouble
+    if steps <= 1:
+        return np.full(steps, start, wide)
+    first, last = step_type(start), step_type(end)
+    step = wide((last - first) / step_type(steps - 1))
+    half = steps // 2
+    values = np.empty(steps, wide)
+    values[:half] = wide(first) + step * np.arange(half, dtype=wide)
+    values[half:] = wide(last) - step * np.arange(steps - half - 1, -1, -1, dtype=wide)
+    return values
+
+
 def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
              device=None, requires_grad=False):
     """``steps`` values spaced evenly on a log scale from ``base**start`` to ``base**end``."""
     _, dev = _target(device)
-    exponents = linspace(start, end, steps, dtype=D.float64, device="cpu")
-    dtype = D.get_default_dtype() if dtype is None else dtype
+    dtype = _space_dtype("logspace", _number(start, "start"), _number(end, "end"), dtype)
+    exponents = linspace(start, end, steps, dtype=D.complex128 if dtype.is_complex else D.float64,
+                         device="cpu")
     arr = np.power(float(base), exponents._data)
     if dtype.category <= D.INTEGRAL:
         arr = np.trunc(arr)

@@ -14,7 +14,7 @@ from ember import _dtype
 from ember._tensor import _address, _make, _row_major_strides, _storage_root, _to_host
 from ember.backend import xp_of
 
-__all__ = ["UntypedStorage", "TypedStorage", "untyped_storage", "typed_storage"]
+__all__ = ["UntypedStorage", "TypedStorage", "untyped_storage", "typed_storage", "from_file"]
 
 _TYPED_STORAGE_WARNING = (
     "TypedStorage is deprecated. It will be removed in the future and UntypedStorage will be "
@@ -200,6 +200,35 @@ def typed_storage(t):
     """The TypedStorage of tensor ``t``'s memory (warns as deprecated, once)."""
     _warn_typed_storage_removal(stacklevel=3)
     return TypedStorage._of(_root(t))
+
+
+def from_file(filename, shared=None, size=0, *, dtype=None, layout=None, device=None,
+              pin_memory=False):
+    """A 1-D CPU tensor of ``size`` elements over the memory-mapped file ``filename``.
+
+    ``shared=True`` writes changes through to the file (created or grown as needed); otherwise
+    the mapping is private (copy on write) and the file must hold ``size`` elements."""
+    import os
+
+    import numpy as np
+    dtype = _dtype.get_default_dtype() if dtype is None else dtype
+    if device is not None and str(device) != "cpu":
+        raise RuntimeError("from_file: only CPU tensors can be mapped to files")
+    nbytes = size * dtype.itemsize
+    if shared:
+        with open(filename, "ab") as f:         # create it, or open it without truncating
+            if f.tell() < nbytes:
+                f.truncate(nbytes)
+    elif not os.path.exists(filename):
+        raise RuntimeError(f"unable to open file <{filename}> in read-only mode: No such file "
+                           f"or directory (2)")
+    elif os.path.getsize(filename) < nbytes:
+        raise RuntimeError(f"file <{filename}> size <{os.path.getsize(filename)}> is smaller "
+                           f"than the required mapping size <{nbytes}>")
+    if size == 0:
+        return _make(np.empty(0, dtype.np))
+    mapped = np.memmap(filename, dtype=dtype.np, mode="r+" if shared else "c", shape=(size,))
+    return _make(mapped.view(np.ndarray))       # keeps the mapping alive through .base
 
 
 # --- Tensor.set_: point a tensor at other memory ----------------------------------------------

@@ -401,10 +401,10 @@ class Tensor:
     def __float__(self):
         if self.requires_grad:
             _warn_scalar_of_grad_tensor()
-        return float(self._scalar().real if self.is_complex() else self._scalar())
+        return float(_real_part(self._scalar(), "double"))
 
     def __int__(self):
-        return int(self._scalar())
+        return int(_real_part(self._scalar(), "int64_t"))
 
     def _scalar(self):
         """``item()`` for Python's number conversions, which raise ValueError for several
@@ -669,6 +669,16 @@ def name_methods():
                 and not value.__qualname__.startswith("Tensor.")):
             value.__name__ = name
             value.__qualname__ = f"Tensor.{name}"
+
+
+def _real_part(value, c_type):
+    """A complex scalar's real part for ``float()``/``int()``; PyTorch refuses a nonzero
+    imaginary part."""
+    if isinstance(value, complex):
+        if value.imag != 0:
+            raise RuntimeError(f"value cannot be converted to type {c_type} without overflow")
+        return value.real
+    return value
 
 
 def _warn_scalar_of_grad_tensor():

@@ -7,8 +7,9 @@ plus one for each registered frame on the way up.
 """
 
 import sys
+import warnings
 
-__all__ = ["HIDDEN", "user_level"]
+__all__ = ["HIDDEN", "user_level", "outside_level", "warn_once"]
 
 HIDDEN = set()          # code objects of wrapper frames a stacklevel does not count
 
@@ -26,3 +27,29 @@ def user_level(level):
         if frame is None:
             break
     return level + extra
+
+
+def _inside(frame):
+    name = frame.f_globals.get("__name__", "")
+    return (name == "ember" or name.startswith("ember.")
+            or frame.f_code.co_filename.startswith("<ember op"))
+
+
+def outside_level():
+    """The ``stacklevel`` that blames the first frame outside ember (ember's modules and its
+    generated op functions) for a warning its caller makes, as PyTorch's C++ warnings do."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and _inside(frame):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_WARNED_ONCE = set()
+
+
+def warn_once(message, category=UserWarning):
+    """Warn once per process (PyTorch's TORCH_WARN_ONCE), blaming the first caller outside
+    ember."""
+    if message not in _WARNED_ONCE:
+        _WARNED_ONCE.add(message)
+        warnings.warn(message, category, stacklevel=outside_level())

@@ -97,3 +97,58 @@ def test_sign_of_complex_points_to_sgn():
                                                       "torch.sgn instead.$"):
             call(ember.tensor([3 + 4j]))
     assert ember.sgn(ember.tensor([3j])).tolist() == [1j]
+
+
+def test_real_and_imag_can_be_assigned():
+    z = ember.tensor([1 + 2j, 3 + 4j])
+    z.real = ember.tensor([9.0, 8.0])
+    z.imag = 0
+    assert z.tolist() == [9 + 0j, 8 + 0j]
+    x = ember.tensor([1.0, 2.0])
+    x.real = ember.tensor([5.0, 6.0])
+    assert x.tolist() == [5.0, 6.0]
+    with pytest.raises(RuntimeError, match="imag is not implemented for tensors with "
+                                           "non-complex dtypes"):
+        x.imag = ember.tensor([1.0, 1.0])
+
+
+def test_python_numbers_from_complex_tensors():
+    assert float(ember.tensor(1.5 + 0j)) == 1.5 and int(ember.tensor(2.5 + 0j)) == 2
+    with pytest.raises(RuntimeError, match="value cannot be converted to type double without "
+                                           "overflow"):
+        float(ember.tensor(1 + 2j))
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int64_t without "
+                                           "overflow"):
+        int(ember.tensor([1 + 2j]))
+
+
+def test_discarding_the_imaginary_part_warns_once_at_the_caller(monkeypatch):
+    import warnings
+    from ember import _warn
+    monkeypatch.setattr(_warn, "_WARNED_ONCE", set())
+    z = ember.tensor([1 + 2j])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        z.float()
+        z.to(ember.float64)
+        ember.empty(1).copy_(z)
+    assert [(w.filename, str(w.message)) for w in caught] == [
+        (__file__, "Casting complex values to real discards the imaginary part")]
+
+
+@pytest.mark.parametrize("space", [ember.linspace, ember.logspace])
+def test_complex_endpoints_space_in_the_default_complex_dtype(space):
+    assert space(0, 1j, 3).dtype is ember.complex64
+    assert space(ember.tensor(0j), 1, 3).dtype is ember.complex64
+    assert ember.linspace(0, 1 + 1j, 3).tolist() == [0j, 0.5 + 0.5j, 1 + 1j]
+    with pytest.raises(RuntimeError, match=r"^torch\.\w+\(\): inferred dtype "
+                                           r"c10::complex<float> can't be safely cast to "
+                                           r"passed dtype Float$"):
+        space(0, 1j, 3, dtype=ember.float32)
+
+
+def test_reciprocal_of_complex_zero_is_infinite():
+    # a division, as PyTorch's: inf+nanj (NumPy's complex reciprocal gives nan+nanj)
+    for got in (ember.reciprocal(ember.tensor([0j, 2j])), ember.tensor([0j, 2j]).reciprocal_()):
+        assert math.isinf(got[0].real.item()) and math.isnan(got[0].imag.item())
+        assert got[1].item() == -0.5j

@@ -58,6 +58,12 @@ def test_fftfreq_options():
         assert np.isnan(F.fftfreq(4, d=0)[0].item()) and F.fftfreq(4, d=0)[1].item() == np.inf
 
 
+def test_rfftfreq_of_no_samples_divides_by_zero():
+    # k / (n d) with n = 0: the single bin is 0 * inf = NaN, as in PyTorch
+    assert np.isnan(F.rfftfreq(0).tolist()).all() and F.rfftfreq(0).shape == (1,)
+    assert F.fftfreq(0).shape == (0,)
+
+
 @pytest.mark.parametrize("call,error,match", [
     (lambda: F.fftfreq(4, dtype=ember.int64), RuntimeError,
      "fftfreq requires a floating point or complex dtype"),
@@ -169,6 +175,58 @@ def test_gradient_of_real_to_complex_counts_hermitian_pairs():
     w = np.array([1, 1, 1, 1, 0, 0], dtype=np.float64)
     expected = 2 * np.real(np.fft.ifft(np.asarray(full) * w) * 6)
     assert_close(x.grad, expected)
+
+
+@pytest.mark.parametrize("call, expected", [
+    # a real signal's spectrum: its one-sided half, then the mirrored conjugates; so the
+    # zero imaginary parts at DC and Nyquist are +0.0 (a complex transform would give -0.0)
+    (lambda: F.fft(ember.arange(4.)), "tensor([ 6.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])"),
+    (lambda: F.fft(ember.tensor([1., -1., 1., -1.]), norm="ortho"),
+     "tensor([0.+0.j, 0.+0.j, 2.+0.j, 0.-0.j])"),
+    (lambda: F.ifft(ember.arange(4.)),
+     "tensor([ 1.5000-0.0000j, -0.5000-0.5000j, -0.5000-0.0000j, -0.5000+0.5000j])"),
+    # the 2-D and N-D transforms of real input are complex transforms
+    (lambda: F.fft2(ember.arange(6.).reshape(2, 3)),
+     "tensor([[15.+0.0000j, -3.+1.7321j, -3.-1.7321j],\n"
+     "        [-9.+0.0000j,  0.+0.0000j,  0.+0.0000j]])"),
+    (lambda: F.ifftn(ember.arange(6.).reshape(2, 3)),
+     "tensor([[ 2.5000+0.0000j, -0.5000-0.2887j, -0.5000+0.2887j],\n"
+     "        [-1.5000+0.0000j,  0.0000+0.0000j,  0.0000+0.0000j]])"),
+    # ihfft2: the conjugated one-sided transform of the last dim, then an inverse c2c one
+    (lambda: F.ihfft2(ember.arange(6.).reshape(2, 3)),
+     "tensor([[ 2.5000-0.0000j, -0.5000-0.2887j],\n"
+     "        [-1.5000+0.0000j,  0.0000+0.0000j]])"),
+])
+def test_real_input_spectra_have_pytorchs_signs_of_zero(call, expected):
+    assert str(call()) == expected
+
+
+@pytest.mark.parametrize("name, out_dtype, message", [
+    ("fft", ember.float32, "fft expects a complex output tensor, but got Float"),
+    ("rfft", ember.int64, "rfft expects a complex output tensor, but got Long"),
+    ("fft2", ember.float64, "fftn expects a complex output tensor, but got Double"),
+    ("ifft2", ember.float32, "fftn expects a complex output tensor, but got Float"),
+    ("ihfft2", ember.float32, "ihfftn expects a complex output tensor, but got Float"),
+    ("irfft", ember.complex64, "irfft expects a floating point output tensor, but got "
+     "ComplexFloat"),
+    ("hfft2", ember.int32, "hfftn expects a floating point output tensor, but got Int"),
+])
+def test_out_must_be_of_the_results_kind(name, out_dtype, message):
+    x = ember.arange(12.).reshape(3, 4)
+    if name in ("irfft", "hfft2"):
+        x = x.to(ember.complex64)
+    with pytest.raises(RuntimeError) as info:
+        getattr(F, name)(x, out=ember.empty(0, dtype=out_dtype))
+    assert str(info.value) == message
+
+
+def test_out_of_another_precision_is_cast_into():
+    out = ember.empty(0, dtype=ember.complex128)
+    F.fft(ember.arange(4.), out=out)
+    assert out.dtype is ember.complex128 and out.tolist() == [6, -2 + 2j, -2, -2 - 2j]
+    half = ember.empty(0, dtype=ember.float16)
+    F.irfft(F.rfft(ember.arange(4.)), out=half)
+    assert half.dtype is ember.float16 and half.tolist() == [0, 1, 2, 3]
 
 
 def test_namespace():

@@ -2,6 +2,7 @@
 points and through gauge-dependent outputs, out= of the entries that compare through
 wrappers, the top-level names and methods."""
 
+import math
 import pickle
 
 import numpy as np
@@ -168,6 +169,16 @@ def test_lstsq_singular_values_need_no_gradient():
     assert_close(result.singular_values, np.linalg.svd(a.detach().numpy(), compute_uv=False))
 
 
+def test_lstsq_rank_and_singular_values_have_the_batch_shape_of_a():
+    a = ember.tensor([[[1., 0], [0, 2], [0, 0]]])             # batch (1,), broadcast to (2,)
+    b = ember.arange(12.).reshape(2, 3, 2)
+    result = L.lstsq(a, b, driver="gelsd")
+    assert result.solution.shape == (2, 2, 2)
+    assert result.rank.tolist() == [2]
+    assert result.singular_values.tolist() == [[2.0, 1.0]]
+    assert L.lstsq(a, b).rank.shape == (1,)                  # gelsy
+
+
 def test_top_level_names_and_methods():
     a = _spd(3)
     n = a.numpy()
@@ -208,7 +219,9 @@ def test_matrix_exp_in_half_precision(dtype, tol):
     assert_close(got.double(), want, rtol=tol, atol=tol)
 
 
-def test_solve_triangular_computes_in_the_dtype_of_a():
+def test_solve_triangular_computes_in_the_dtype_of_a(monkeypatch):
+    from ember import _warn
+    monkeypatch.setattr(_warn, "_WARNED_ONCE", set())
     a = ember.eye(3) * 2
     assert L.solve_triangular(a, ember.ones(3, 2, dtype=F64), upper=True).dtype is ember.float32
     with pytest.warns(UserWarning, match="discards the imaginary part"):
@@ -222,7 +235,9 @@ def test_eig_of_a_real_matrix_is_complex():
     assert sorted(w.imag.tolist()) == pytest.approx([-1, 1]) and not w.real.any()
 
 
-def test_deprecated_qr_and_cholesky_warn_and_delegate():
+def test_deprecated_qr_and_cholesky_warn_once_and_delegate(monkeypatch):
+    from ember import _warn
+    monkeypatch.setattr(_warn, "_WARNED_ONCE", set())
     a = _randn(4, 3)
     with pytest.warns(UserWarning, match="torch.qr is deprecated in favor of torch.linalg.qr"):
         q, r = ember.qr(a, some=False)
@@ -232,6 +247,8 @@ def test_deprecated_qr_and_cholesky_warn_and_delegate():
     with pytest.warns(UserWarning, match="torch.cholesky is deprecated"):
         u = ember.cholesky(spd, upper=True)
     assert_close(u, L.cholesky(spd).mH)
+    _, caught = _warned(lambda: (ember.qr(a), a.qr(), ember.cholesky(spd)))
+    assert caught == []                     # once per process, as PyTorch's (TORCH_WARN_ONCE)
 
 
 # --- cholesky_solve, cholesky_inverse ---------------------------------------------------------
@@ -367,3 +384,60 @@ def test_deprecated_lu_and_lu_solve_warn_once_and_delegate(monkeypatch):
     outs = (ember.empty(0, dtype=F64), ember.empty(0, dtype=ember.int32))
     assert ember.lu(a, out=outs)[0] is outs[0]
     assert_close(outs[0], lu)
+
+
+# --- non-finite input -------------------------------------------------------------------------
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("matrix, order", [
+    ([[NAN, 1.0], [1.0, 1.0]], 1),
+    ([[2.0, NAN], [NAN, 2.0]], 2),
+    ([[4.0, 1.0, 0.0], [1.0, 4.0, 1.0], [0.0, 1.0, NAN]], 3),
+])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_stops_at_a_nan_pivot(matrix, order, upper):
+    # LAPACK's reference potrf (PyTorch's) fails where a pivot is NaN; OpenBLAS's carries on
+    a = ember.tensor(matrix)
+    with pytest.raises(L.LinAlgError, match=rf"the leading minor of order {order} is not "):
+        L.cholesky(a, upper=upper)
+    assert L.cholesky_ex(a, upper=upper).info.item() == order
+    batch = ember.stack([ember.eye(2), ember.tensor([[1.0, 0.0], [0.0, NAN]]), -ember.eye(2)])
+    assert L.cholesky_ex(batch).info.tolist() == [0, 2, 1]
+
+
+@pytest.mark.parametrize("call", [
+    L.svd, L.svdvals, L.pinv, L.matrix_rank, lambda a: L.matrix_norm(a, 2), L.cond,
+    lambda a: ember.svd(a), lambda a: L.lstsq(a, ember.ones(2, 1), driver="gelsd"),
+])
+def test_svd_of_nan_input_raises_pytorchs_error(call):
+    with pytest.raises(L.LinAlgError) as info:
+        call(ember.tensor([[NAN, 1.0], [1.0, 1.0]]))
+    assert str(info.value) == ("linalg.svd: The algorithm failed to converge because the input "
+                               "matrix contained non-finite values.")
+
+
+@pytest.mark.parametrize("call", [L.eig, L.eigvals])
+def test_eig_of_non_finite_input_raises_pytorchs_error(call):
+    for bad in (NAN, float("inf")):
+        with pytest.raises(RuntimeError, match=r"^torch\.linalg\.eig: input tensor should not "
+                                               r"contain infs or NaNs\.$"):
+            call(ember.tensor([[bad, 1.0], [1.0, 1.0]]))
+
+
+@pytest.mark.parametrize("nan_at", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_a_nan_anywhere_makes_lu_based_results_nan(nan_at):
+    # LAPACK's getrf can pivot past a NaN in the first column and call the matrix singular
+    a = ember.tensor([[2.0, 1.0], [1.0, 1.0]], dtype=ember.float64)
+    a[nan_at] = float("nan")
+    assert math.isnan(ember.linalg.det(a).item())
+    sign, logabsdet = ember.linalg.slogdet(a)
+    assert sign.item() == 0.0 and math.isnan(logabsdet.item())
+    assert ember.linalg.inv(a).isnan().all()
+    assert ember.linalg.solve(a, ember.ones(2, 1, dtype=ember.float64)).isnan().all()
+    inverse, info = ember.linalg.inv_ex(a)
+    assert inverse.isnan().all() and info.item() == 0
+    assert ember.linalg.lu_factor_ex(a).info.item() == 0
+    batch = ember.stack([a, ember.eye(2, dtype=ember.float64)])
+    assert ember.linalg.det(batch)[1].item() == 1.0 and math.isnan(ember.linalg.det(batch)[0])

@@ -53,3 +53,20 @@ def test_out_tensors_requiring_grad_are_refused_and_tuples_come_back_named():
     got = ember.sort(ember.tensor([2.0, 1.0]), out=(ember.empty(2),
                                                     ember.empty(2, dtype=ember.long)))
     assert got.indices.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda o: ember.add(ember.ones(3), 1, out=o),
+    lambda o: ember.exp(ember.ones(3), out=o),
+    lambda o: ember.linalg.inv(ember.eye(3), out=o),
+    lambda o: ember.fft.fft(ember.ones(3), out=o.to(ember.complex64)),
+])
+def test_resizing_a_nonempty_out_warns_at_the_callers_line(call):
+    # the warning blames the caller, not ember's generated op function (whose shared line
+    # numbers would also let one op's warning hide another's)
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call(ember.empty(2))
+    assert [w.filename for w in caught] == [__file__]
+    assert "was resized since it had shape [2]" in str(caught[0].message)

@@ -147,3 +147,18 @@ def test_in_place_cumulative_ops_keep_dtype():
 def test_dim_that_must_be_an_int(call):
     with pytest.raises(TypeError, match="must be int"):
         call(ember.ones(2, 3))
+
+
+def test_hash_tensor_xors_the_widened_bits():
+    a = ember.tensor([[1.1918, -1.1813, 0.3373], [0.5, 2.0, -0.0]])
+    h = ember.hash_tensor(a)
+    assert h.dtype is ember.uint64 and h.item() == 4626429733842714624
+    assert a.hash_tensor(1).tolist() == [13822780172933267456, 18437736874454810624]
+    assert ember.hash_tensor(a, 0, keepdim=True).shape == (1, 3)
+    assert ember.hash_tensor(ember.tensor([-1], dtype=ember.int8)).item() == 2 ** 64 - 1
+    assert ember.hash_tensor(ember.tensor([True, False])).item() == 1
+    assert ember.hash_tensor(ember.tensor([1.5], dtype=ember.float16)).item() == \
+        4609434218613702656                     # the bits of 1.5 as a float64
+    assert ember.hash_tensor(ember.ones(0, 3), 1).tolist() == []
+    with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
+        ember.hash_tensor(ember.ones(0, 3), 0)

@@ -609,3 +609,17 @@ def test_assert_close_compares_sparse_tensors_as_pytorch():
     with pytest.raises(AssertionError, match="number of specified values in sparse COO tensors "
                                              "does not match: 2 != 1"):
         ember.testing.assert_close(coo, fewer)
+
+
+def test_sparse_compressed_tensor_makes_csr_tensors():
+    t = ember.sparse_compressed_tensor(ember.tensor([0, 2, 4]), ember.tensor([0, 1, 0, 1]),
+                                       ember.tensor([1, 2, 3, 4]), dtype=ember.double,
+                                       layout=ember.sparse_csr)
+    assert t.layout is ember.sparse_csr and t.dtype is ember.float64
+    assert t.to_dense().tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    args = (ember.tensor([0, 2, 4]), ember.tensor([0, 1, 0, 1]), ember.tensor([1., 2, 3, 4]))
+    with pytest.raises(RuntimeError, match="expected sparse compressed tensor layout but got "
+                                           "none"):
+        ember.sparse_compressed_tensor(*args)
+    with pytest.raises(RuntimeError, match="ember has no sparse_csc layout"):
+        ember.sparse_compressed_tensor(*args, layout=ember.sparse_csc)

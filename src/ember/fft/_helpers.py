@@ -38,7 +38,7 @@ def _frequencies(name, k, n, d, out, dtype, device, requires_grad):
         raise NotImplementedError(f"\"arange_cpu\" not implemented for '{dtype._torch_name}'")
     xp, _ = _target(device)
     with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.float64(1.0) / np.float64(n * d) if n else np.float64(0.0)
+        scale = np.float64(1.0) / np.float64(n * d)     # rfftfreq(0): 0 * inf = NaN
         arr = xp.asarray(k).astype(dtype.np) * np.asarray(scale).astype(dtype.np)
     if out is not None:
         out._data = arr

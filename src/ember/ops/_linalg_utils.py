@@ -17,7 +17,7 @@ from ember.ops.return_types import named_result  # noqa: F401  (re-exported)
 __all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_square",
            "check_rhs_dtype", "check_solve_rows", "check_float", "check_kernel",
            "check_same_dtype", "batch_prefix", "raise_first_failure", "scipy_linalg", "lapack",
-           "on_host", "checked", "real_dtype", "mh", "eye_like", "vector_rhs"]
+           "on_host", "checked", "checked_svd", "real_dtype", "mh", "eye_like", "vector_rhs"]
 
 _LOW = {D.float16.np, D.bfloat16.np}
 
@@ -122,6 +122,12 @@ def scipy_linalg(xp):
     return scipy.linalg
 
 
+def nan_matrices(xp, a):
+    """Which matrices of a batch hold a NaN. LAPACK's getrf may pivot past a NaN in a column
+    and report a finite determinant, or a singular matrix, where PyTorch's results are NaN."""
+    return xp.isnan(a).any(axis=(-2, -1))
+
+
 def on_host(xp, fn, *arrays, **params):
     """``fn(np, *arrays, **params)`` computed on the CPU, its result (an array or a tuple of
     them) put back where ``arrays[0]`` lives; NumPy arrays go straight through. For what
@@ -145,6 +151,18 @@ def checked(xp):
     if xp is np:
         return _UNCHECKED
     return cuda_backend().linalg_checked()
+
+
+def checked_svd(xp, a, **options):
+    """``xp.linalg.svd(a, **options)``, raising PyTorch's LinAlgError when it does not
+    converge (NumPy's LAPACK does not for NaN input)."""
+    try:
+        return xp.linalg.svd(a, **options)
+    except np.linalg.LinAlgError:
+        why = ("the input matrix contained non-finite values" if not xp.isfinite(a).all() else
+               "the input matrix is ill-conditioned or has too many repeated singular values")
+        raise LinAlgError(f"linalg.svd: The algorithm failed to converge because {why}.") \
+            from None
 
 
 @functools.cache

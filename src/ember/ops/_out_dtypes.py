@@ -74,6 +74,26 @@ MESSAGES = {
 }
 
 
+# ops whose out= must be of a kind (complex, or real floating) rather than of the result's
+# dtype: the FFTs; the 2-D ones name their N-D kernels, ifft2 and ifftn that of fftn
+_FFT_KINDS = {
+    **{n: ("complex", n.replace("2", "n").replace("ifftn", "fftn"))
+       for n in ("fft", "ifft", "rfft", "ihfft", "fft2", "ifft2", "rfft2", "ihfft2", "fftn",
+                 "ifftn", "rfftn", "ihfftn")},
+    **{n: ("floating point", n.replace("2", "n"))
+       for n in ("irfft", "hfft", "irfft2", "hfft2", "irfftn", "hfftn")},
+}
+
+
+def _kind_check(kind, kernel):
+    def check(got):
+        ok = got.is_complex if kind == "complex" else got.category == D.FLOATING
+        if not ok:
+            raise RuntimeError(f"{kernel} expects a {kind} output tensor, but got "
+                               f"{got._torch_name}")
+    return check
+
+
 def message(op, want, got):
     """The error ``op`` raises for an ``out=`` tensor of dtype ``got`` where its result has
     dtype ``want``."""
@@ -86,3 +106,5 @@ def install(registry):
     """Mark the ops of ``MESSAGES`` in ``registry`` (name -> Op) as demanding exact dtypes."""
     for name, text in MESSAGES.items():
         registry[name].out_dtype_error = text
+    for name, (kind, kernel) in _FFT_KINDS.items():
+        registry[f"fft.{name}"].out_dtype_check = _kind_check(kind, kernel)

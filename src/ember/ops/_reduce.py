@@ -2,12 +2,12 @@
 internal ops that route gradients through indices (``_take_along_dim``, ``_index_grad``)."""
 
 import math
-import warnings
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import _make
+from ember._warn import warn_once
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import combine_at, xp_of
 from ember.ops._dims import wrap_dim
@@ -76,8 +76,7 @@ def cast_input(x, dtype, name):
     if dtype in D.FLOAT8:
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtype._torch_name}'")
     if x.dtype.kind == "c" and not dtype.is_complex:
-        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
-                      stacklevel=5)
+        warn_once("Casting complex values to real discards the imaginary part")
         x = x.real
     return x.astype(dtype.np, copy=False)
 
@@ -220,9 +219,16 @@ def with_optional_dim(name, whole, along, pairwise=None):
     """The public ``max``/``median``-style function: ``whole`` without ``dim``, the named
     tuple op ``along`` with it, and (``max``/``min``) the ``pairwise`` op for a tensor."""
     from ember._tensor import Tensor
+    from ember.ops._arg_aliases import UNSET, alias_arg, numpy_names
     from ember.ops._registry import REGISTRY
 
-    def function(input, dim=None, keepdim=False, *, other=None, out=None):
+    @numpy_names
+    def function(input, dim=None, keepdim=False, *, other=None, out=None, axis=UNSET,
+                 keepdims=UNSET):
+        if axis is not UNSET:
+            dim = alias_arg(dim, axis, None, name, "axis")
+        if keepdims is not UNSET:
+            keepdim = alias_arg(keepdim, keepdims, False, name, "keepdims")
         if other is not None and pairwise is None:
             raise TypeError(f"{name}() got an unexpected keyword argument 'other'")
         if pairwise is not None and (isinstance(dim, Tensor) or other is not None):

@@ -38,6 +38,8 @@ from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 from ember.backend import (SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard, device_of,
                            device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp, xp_of)
 from ember.backend.meta import MetaArray
+from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
+                                    missing_arg, public_signature, stand_in_defaults)
 from ember.ops._meta import MetaCall
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
@@ -85,6 +87,7 @@ class Op:
         self.view = view
         self.supports_out = out
         self.out_dtype_error = None     # set for ops whose out= must have the result's dtype
+        self.out_dtype_check = None     # or a check of out's dtype (see ops/_out_dtypes.py)
         self.saves_inputs = saves_inputs
         self.scalars = scalars
         self.checked_scalars = checked_scalars
@@ -262,7 +265,7 @@ def call(op, inputs, params, out=None):
     else:
         flat, lengths = inputs, None
     if op.autocast is not None and _AMP.enabled:
-        flat = cast_operands(op.autocast, flat)
+        flat = cast_operands(op.autocast, flat, params)
     if SEVERAL_GPUS[0]:
         elsewhere = _other_gpu(flat)
         if elsewhere is not None:       # run where the operands are, as PyTorch does
@@ -641,6 +644,8 @@ def _write_out(op, out, outputs, requires_grad):
                             f"{type(dst).__name__}")
         if INFERENCE_MADE[0]:
             check_inplace(dst)
+        if op.out_dtype_check is not None:
+            op.out_dtype_check(dst.dtype)
         if op.out_dtype_error is not None and dst.dtype is not res.dtype:
             from ember.ops._out_dtypes import message
             raise RuntimeError(message(op, res.dtype, dst.dtype))
@@ -650,13 +655,14 @@ def _write_out(op, out, outputs, requires_grad):
         if dst.shape != res.shape:
             if dst.numel() != 0:
                 import warnings
+                from ember._warn import outside_level
                 warnings.warn(
                     f"An output with one or more elements was resized since it had shape "
                     f"{list(dst.shape)}, which does not match the required output shape "
                     f"{list(res.shape)}. This behavior is deprecated, and in a future PyTorch "
                     f"release outputs will not be resized unless they have zero elements. You "
                     f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-                    f"elements with t.resize_(0).", UserWarning, stacklevel=3)
+                    f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
             dst._data = res._data.astype(dst._data.dtype)
         else:
             xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
@@ -674,6 +680,9 @@ def _generate(op, kind):
     args = op._args
     pos = [a.arg for a in args.args]
     defaults = [None] * (len(pos) - len(args.defaults)) + list(args.defaults)
+    fname = op.short_name if kind == "function" else (op.method_name or op.short_name)
+    aliases = aliases_of(op, pos + [a.arg for a in args.kwonlyargs])
+    stand_ins = stand_in_defaults(aliases, pos, defaults)
     parts = []
     for name, default in zip(pos, defaults):
         parts.append(name if default is None else f"{name}={ast.unparse(default)}")
@@ -702,11 +711,12 @@ def _generate(op, kind):
                         f"    else:\n"
                         f"        {name} = _method_varargs(_args, {name}, {default}, "
                         f"'{op.method_name or op.short_name}', '{name}')\n")
+    if aliases:
+        prologue = alias_prologue(aliases, parts, pos, defaults, stand_ins, fname) + prologue
     if parts and parts[-1] == "*":
         parts.pop()
     inputs = ["self" if kind != "function" and n == pos[0] else n for n in op.input_names]
     call_args = f"({', '.join(inputs)},), ({''.join(p + ', ' for p in op.param_names)})"
-    fname = op.short_name if kind == "function" else (op.method_name or op.short_name)
     if kind == "inplace":
         fname += "_"
         body = f"    return _call_inplace(_op, {call_args})\n"
@@ -723,8 +733,11 @@ def _generate(op, kind):
     fn.__module__ = f"ember.{op.namespace}" if op.namespace and kind == "function" else "ember"
     fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
     fn._ember_op = op
+    if aliases:
+        fn.__signature__ = public_signature(fn, aliases)
     ENTRY_KINDS[fn.__code__] = kind
     return fn
+
 
 
 GENERATED = {}      # kind -> the globals all generated functions of that kind share
@@ -742,12 +755,13 @@ def _generated_globals(kind):
         from ember.ops._inplace import call_inplace
         namespace = GENERATED[kind] = {
             "_call": call, "_call_inplace": call_inplace, "_method_varargs": method_varargs,
-            "_UNSET": _UNSET, "_MISSING": _MISSING}
+            "_UNSET": _UNSET, "_MISSING": _MISSING, "_alias_arg": alias_arg,
+            "_missing_arg": missing_arg}
     return namespace
 
 
-_UNSET = object()          # the keyword form was not used
-_MISSING = object()        # the parameter has no default
+_UNSET = UNSET             # the keyword form was not used
+_MISSING = MISSING         # the parameter has no default
 
 
 def method_varargs(args, keyword, default, fname, name):

@@ -337,10 +337,18 @@ sign = unary("sign(input)", _sign, lambda grad, x: zeros_for(grad),
 sgn = unary("sgn(input)", _sgn, _sgn_grad,
             doc="``input / |input|`` for complex tensors (0 at 0); ``sign`` for real ones.",
             promote=SAME)
-reciprocal = unary("reciprocal(input)", lambda xp, x: xp.reciprocal(x),
+
+
+def _reciprocal(xp, x, out=None):
+    if x.dtype.kind == "c":     # a division, as rsqrt: PyTorch's inf+nanj at 0, not nan+nanj
+        return xp.divide(1, x, out=out, casting="unsafe")
+    return xp.reciprocal(x, out=out, casting="unsafe")
+
+
+reciprocal = unary("reciprocal(input)", _reciprocal,
                    lambda grad, x, *, out: -grad * conj_grad(out * out),
-                   doc="``1 / input``, elementwise.", promote=FLOAT, saves_inputs=False,
-                   ufunc="reciprocal")
+                   doc="``1 / input``, elementwise.", promote=FLOAT, saves_inputs=False)
+reciprocal.inplace_variant(lambda xp, dst, a: _reciprocal(xp, a, out=dst))
 square = unary("square(input)", lambda xp, x: xp.square(x),
                lambda grad, x: grad * conj_grad(2 * x),
                doc="The square of each element.", promote=SQUARE, ufunc="square")

@@ -16,10 +16,9 @@ input element then takes the gradient of the storage element it views, shared ev
 the input elements viewing the same one (an expanded input), as in PyTorch.
 """
 
-import warnings
-
 from ember._creation import zeros
 from ember._tensor import Tensor, _address, _row_major_strides, _storage_root
+from ember._warn import warn_once
 from ember.ops._inplace import call_inplace
 from ember.ops._reduce import constant
 from ember.ops._registry import call, op
@@ -280,8 +279,7 @@ def as_strided_scatter(xp, x, src, size, stride, storage_offset):
                            "tensor refers to a single memory location. Please clone() the "
                            "tensor before performing the operation.")
     if src.dtype.kind == "c" and x.dtype.kind != "c":
-        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
-                      stacklevel=4)
+        warn_once("Casting complex values to real discards the imaginary part")
         src = src.real
     if x.size == 0 or src.size == 0:
         return x.copy()

@@ -215,12 +215,12 @@ def _(grad, a, b):
 
 def _vecdot_dtypes(d, name, operands):
     (x, _), (y, _) = operands
+    if x.category < D.FLOATING:         # PyTorch checks x's dtype before the pair's
+        raise RuntimeError(f"linalg.vecdot: Expected a floating point or complex tensor as "
+                           f"input. Got {x._torch_name}")
     if x is not y:
         raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found "
                            f"x of type {x._torch_name} and y of type {y._torch_name} instead")
-    if x.category < D.FLOATING:
-        raise RuntimeError(f"linalg.vecdot: Expected a floating point or complex tensor as "
-                           f"input. Got {x._torch_name}")
     return d
 
 

@@ -1,7 +1,6 @@
 """Copies and conversions: to, clone, contiguous, copy_, fill_, zero_, conj, real, imag."""
 
 import math
-import warnings
 
 import numpy as np
 
@@ -11,6 +10,7 @@ from ember._legacy_types import legacy_type
 from ember._memory_format import (contiguous_format, laid_out, lay_out, memory_order,
                                   preserve_format, preserving_order)
 from ember._tensor import Tensor, _make
+from ember._warn import warn_once
 from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, quiet_fp,
                            xp_of)
 from ember.backend.meta import meta_like
@@ -47,8 +47,7 @@ def cast(xp, x, np_dtype):
 def _to_copy(xp, x, dtype, device, non_blocking):
     """A copy of ``input`` with the given dtype (and device)."""
     if dtype is not None and x.dtype.kind == "c" and dtype.category != D.COMPLEX:
-        warnings.warn("Casting complex values to real discards the imaginary part",
-                      UserWarning, stacklevel=4)
+        warn_once("Casting complex values to real discards the imaginary part")
         x = x.real
     target = x.dtype if dtype is None else np.dtype(dtype.np)
     if device is None or not _moves(device_of(x), device):
@@ -260,8 +259,7 @@ Tensor.contiguous = contiguous
 def _copy(xp, dst, src, non_blocking):
     """``src`` broadcast to ``input``'s shape (the out-of-place form of ``copy_``)."""
     if np.dtype(src.dtype).kind == "c" and np.dtype(dst.dtype).kind != "c":
-        warnings.warn("Casting complex values to real discards the imaginary part",
-                      UserWarning, stacklevel=4)
+        warn_once("Casting complex values to real discards the imaginary part")
         src = src.real
     try:
         return cast(xp, xp.broadcast_to(src, dst.shape), dst.dtype)
@@ -391,9 +389,34 @@ def resize_as_(self, the_template, memory_format=None):
 
 
 def dim_order(self, *, ambiguity_check=False):
-    """The dims from outermost to innermost in memory (by decreasing stride)."""
+    """The dims from outermost to innermost in memory (by decreasing stride).
+
+    ``ambiguity_check=True`` raises when the order is not unique (a size-1 or broadcast dim
+    could sit anywhere); a list of memory formats lets such a tensor through when exactly one
+    of them, and no other, describes it."""
+    from ember._memory_format import channels_last, channels_last_3d, memory_format
+    check = ambiguity_check
+    if not (type(check) is bool or type(check) is list
+            and all(isinstance(f, memory_format) for f in check)):
+        raise TypeError("The ambiguity_check argument must be a bool or a list of memory "
+                        "formats.")
     strides = self.stride()
-    return tuple(sorted(range(self.ndim), key=lambda d: -strides[d]))
+    order = tuple(sorted(range(self.ndim), key=lambda d: -strides[d]))
+    if check is False or not _order_ambiguous(self.shape, strides):
+        return order
+    if check is not True:
+        fitting = [f for f in (contiguous_format, channels_last, channels_last_3d)
+                   if self.is_contiguous(memory_format=f)]
+        if len(fitting) == 1 and fitting[0] in check:
+            return order
+    raise RuntimeError("The tensor does not have unique dim order, or cannot map to exact one "
+                       "of the given memory formats.")
+
+
+def _order_ambiguous(shape, strides):
+    """Whether more than one dim order describes the layout: some dim of size 1, or a
+    broadcast (stride-0) dim."""
+    return any(n == 1 or (s == 0 and n > 1) for n, s in zip(shape, strides))
 
 
 Tensor.resize_, Tensor.resize_as_, Tensor.dim_order = resize_, resize_as_, dim_order
@@ -410,7 +433,8 @@ def _(grad, x):
     return grad.conj()
 
 
-@op("real(input)", view=True, method=False, saves_inputs=False)
+@op("real(input)", view=True, method=False, saves_inputs=False,
+    grad_fn_name="SelectBackward0")         # PyTorch selects from view_as_real
 def real(xp, x):
     """The real part (a view)."""
     return x.real
@@ -421,7 +445,8 @@ def _(grad, x):
     return grad
 
 
-@op("imag(input)", view=True, method=False, saves_inputs=False)
+@op("imag(input)", view=True, method=False, saves_inputs=False,
+    grad_fn_name="SelectBackward0")         # PyTorch selects from view_as_real
 def imag(xp, x):
     """The imaginary part of a complex tensor (a view)."""
     if x.dtype.kind != "c":
@@ -434,5 +459,11 @@ def _(grad, x):
     return grad * 1j
 
 
-Tensor.real = property(lambda self: real(self))
-Tensor.imag = property(lambda self: imag(self))
+def _set_part(part):
+    def setter(self, value):
+        part(self)[...] = value                 # ``z.real = t`` writes through the view
+    return setter
+
+
+Tensor.real = property(lambda self: real(self), _set_part(real))
+Tensor.imag = property(lambda self: imag(self), _set_part(imag))

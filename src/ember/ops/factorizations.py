@@ -9,6 +9,7 @@ error, as in PyTorch.
 import numpy as np
 
 from ember._tensor import Tensor
+from ember._warn import warn_once
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_rhs_dtype,
                                      check_solve_rows, check_square, checked, eye_like, lapack,
                                      mh, named_result, on_host, raise_first_failure, torch_name)
@@ -56,12 +57,23 @@ def _cholesky(xp, a, upper):
     try:
         with checked(xp):
             if not upper:
-                return xp.linalg.cholesky(a), xp.zeros(a.shape[:-2], np.int32)
-            # U = chol(A^H)^H reads A's upper triangle (CuPy's cholesky has no `upper`)
-            factor = _adjoint(xp.linalg.cholesky(_adjoint(a)))
-            return factor, xp.zeros(a.shape[:-2], np.int32)
+                factor = xp.linalg.cholesky(a)
+            else:   # U = chol(A^H)^H reads A's upper triangle (CuPy's cholesky has no `upper`)
+                factor = _adjoint(xp.linalg.cholesky(_adjoint(a)))
+            info = xp.zeros(a.shape[:-2], np.int32)
     except np.linalg.LinAlgError:
-        return on_host(xp, _potrf_each, a, upper=upper)
+        factor, info = on_host(xp, _potrf_each, a, upper=upper)
+    return factor, xp.where(info == 0, _nan_info(xp, factor), info)
+
+
+def _nan_info(xp, factor):
+    """The 1-based position of each factor's first NaN diagonal entry (0 for none): LAPACK's
+    reference potrf, which PyTorch's message reports, stops there (a NaN pivot is not
+    positive), where OpenBLAS's carries on."""
+    bad = xp.isnan(xp.diagonal(factor, axis1=-2, axis2=-1))
+    if bad.shape[-1] == 0:
+        return xp.zeros(bad.shape[:-1], np.int32)
+    return xp.where(bad.any(-1), bad.argmax(-1) + 1, 0).astype(np.int32)
 
 
 def _not_positive_definite(k):
@@ -326,12 +338,19 @@ def _complex(a):
 # permuted relative to the CPU's; as PyTorch does (MAGMA's geev runs on the host), ember
 # computes eig and eigvals with LAPACK and copies the results back.
 
+def _finite_for_eig(xp, a):
+    if not xp.isfinite(a).all():    # PyTorch's check (NumPy's message differs)
+        raise RuntimeError("torch.linalg.eig: input tensor should not contain infs or NaNs.")
+
+
 def _eig(xp, a):
+    _finite_for_eig(xp, a)
     w, v = xp.linalg.eig(a)
     return w.astype(_complex(a), copy=False), v.astype(_complex(a), copy=False)
 
 
 def _eigvals(xp, a):
+    _finite_for_eig(xp, a)
     return xp.linalg.eigvals(a).astype(_complex(a), copy=False)
 
 
@@ -381,16 +400,14 @@ qr_top_result = named_result("qr", ("Q", "R"))
 
 def qr_legacy(input, some=True, *, out=None):
     """(Q, R): ``linalg.qr(input, 'reduced' if some else 'complete')`` (deprecated)."""
-    import warnings
-    warnings.warn(_QR_DEPRECATED, UserWarning, stacklevel=2)
+    warn_once(_QR_DEPRECATED)
     q, r = qr(input, "reduced" if some else "complete", out=out)
     return qr_top_result(q, r)
 
 
 def cholesky_legacy(input, upper=False, *, out=None):
     """The Cholesky factor L (or U = L^H when ``upper``): ``linalg.cholesky`` (deprecated)."""
-    import warnings
-    warnings.warn(_CHOLESKY_DEPRECATED, UserWarning, stacklevel=2)
+    warn_once(_CHOLESKY_DEPRECATED)
     return cholesky(input, upper=upper, out=out)
 
 
@@ -406,9 +423,8 @@ def triangular_solve_legacy(input, A, upper=True, transpose=False, unitriangular
                             out=None):
     """(X, a copy of A) with A X = ``input`` (A^T X = ``input`` when ``transpose``), A
     triangular: ``linalg.solve_triangular`` with its arguments reversed (deprecated)."""
-    import warnings
     from ember import linalg
-    warnings.warn(_TRIANGULAR_DEPRECATED, UserWarning, stacklevel=2)
+    warn_once(_TRIANGULAR_DEPRECATED)
     system = A.mT if transpose else A
     solution = linalg.solve_triangular(system, input, upper=upper != transpose,
                                        unitriangular=unitriangular)

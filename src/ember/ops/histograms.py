@@ -9,6 +9,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember._warn import warn_once
 from ember.backend import combine_at, device_of
 from ember.ops import return_types
 from ember.ops._promotion import Policy
@@ -431,8 +432,7 @@ def bincount(xp, x, weights, minlength):
         raise RuntimeError("minlength should be >= 0")
     if weights is not None and weights.dtype != np.float32:
         if weights.dtype.kind == "c":
-            warnings.warn("Casting complex values to real discards the imaginary part",
-                          UserWarning, stacklevel=5)
+            warn_once("Casting complex values to real discards the imaginary part")
             weights = weights.real
         weights = weights.astype(np.float64)
     if x.ndim == 1 and x.size == 0:

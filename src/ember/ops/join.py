@@ -11,6 +11,7 @@ from ember._creation import zeros
 from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import BINARY
+from ember.ops._arg_aliases import UNSET, alias_arg, numpy_names
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
 from ember.ops.shape import wrap_dim_of_tensor
@@ -113,16 +114,22 @@ def _check_list(tensors, name):
     return tensors
 
 
-def _public_cat(tensors, dim=0, *, out=None):
+@numpy_names
+def _public_cat(tensors, dim=0, *, out=None, axis=UNSET):
     """The tensors joined along ``dim`` (dtypes promoted; 1-D empty tensors are skipped)."""
+    if axis is not UNSET:
+        dim = alias_arg(dim, axis, 0, "cat", "axis")
     tensors = _tensors_of(tensors, "cat")
     if not tensors:
         raise ValueError("ember.cat(): expected a non-empty list of Tensors")
     return cat(tensors, dim, out=out)
 
 
-def _public_stack(tensors, dim=0, *, out=None):
+@numpy_names
+def _public_stack(tensors, dim=0, *, out=None, axis=UNSET):
     """The tensors (all of one shape) joined along a new dim ``dim``."""
+    if axis is not UNSET:
+        dim = alias_arg(dim, axis, 0, "stack", "axis")
     return stack(_check_list(tensors, "stack"), dim, out=out)
 
 

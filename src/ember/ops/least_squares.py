@@ -5,7 +5,7 @@ for Hermitian input) at max(atol, rtol * largest)."""
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.ops._linalg_utils import mh, named_result, real_dtype, torch_name
+from ember.ops._linalg_utils import checked_svd, mh, named_result, real_dtype, torch_name
 from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch
 
@@ -39,7 +39,7 @@ def _spectrum(xp, a, hermitian):
     if hermitian:
         w, v = xp.linalg.eigh(a)
         return v, w, xp.conj(v.swapaxes(-1, -2))
-    return xp.linalg.svd(a, full_matrices=False)
+    return checked_svd(xp, a, full_matrices=False)
 
 
 def _pinv(xp, a, atol, rtol, hermitian):
@@ -111,7 +111,7 @@ def matrix_rank(xp, a, tol, hermitian, atol, rtol):
     m, n = a.shape[-2:]
     if a.size == 0:
         return xp.zeros(a.shape[:-2], np.int64)
-    s = xp.abs(xp.linalg.eigvalsh(a)) if hermitian else xp.linalg.svd(a, compute_uv=False)
+    s = xp.abs(xp.linalg.eigvalsh(a)) if hermitian else checked_svd(xp, a, compute_uv=False)
     limit = _tolerance(xp, s.max(axis=-1, keepdims=True), m, n, a.dtype, atol, rtol)
     return (s > limit).sum(axis=-1).astype(np.int64)
 
@@ -161,9 +161,10 @@ def lstsq(xp, a, b, rcond, driver):
     driver = driver or "gelsy"
     m, n = a.shape[-2:]
     b2 = b[..., None] if vector else b
+    a_batch = a.shape[:-2]
     a, b2 = broadcast_batch(xp, a, b2)
     real = real_dtype(a.dtype)
-    u, s, vh = xp.linalg.svd(a, full_matrices=False)
+    u, s, vh = checked_svd(xp, a, full_matrices=False)
     s_max = s.max(axis=-1, keepdims=True) if s.size else xp.zeros(s.shape[:-1] + (1,), real)
     eps = np.finfo(real).eps
     ratio = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
@@ -177,10 +178,16 @@ def lstsq(xp, a, b, rcond, driver):
         residuals = (xp.abs(a @ x - b2) ** 2).sum(axis=-2).astype(real, copy=False)
     else:
         residuals = xp.zeros(0, real)
-    values = s if driver in ("gelsd", "gelss") else xp.zeros(0, real)
-    if driver == "gels":
-        rank = xp.zeros(0, np.int64)
+    values = _of_a(s, a_batch, 1) if driver in ("gelsd", "gelss") else xp.zeros(0, real)
+    rank = xp.zeros(0, np.int64) if driver == "gels" else _of_a(rank, a_batch, 0)
     return (x[..., 0] if vector else x), residuals, rank, values
+
+
+def _of_a(t, a_batch, tail):
+    """``t`` (one entry per broadcast matrix, ``tail`` dims each) back to A's own batch
+    shape: rank and singular values describe A alone, whatever B broadcast it to."""
+    t = t[(0,) * (t.ndim - tail - len(a_batch))]
+    return t[tuple(slice(None) if n != 1 else slice(0, 1) for n in a_batch)]
 
 
 @lstsq.derivative

@@ -11,6 +11,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
+from ember._warn import outside_level
 from ember.backend import xp_of
 from ember.ops._linalg_utils import (check_float, check_kernel, check_square, mh, named_result,
                                      raise_first_failure, torch_name)
@@ -319,7 +320,7 @@ _WARNED = set()         # PyTorch warns once per process about each (TORCH_WARN_
 def _deprecated(name, message):
     if name not in _WARNED:
         _WARNED.add(name)
-        warnings.warn(message, UserWarning, stacklevel=3)
+        warnings.warn(message, UserWarning, stacklevel=outside_level())
 
 
 def lu_legacy(A, pivot=True, get_infos=False, *, out=None):

@@ -4,7 +4,7 @@ top-level names (det, logdet, slogdet, matrix_power, matrix_exp), and linalg.cro
 import numpy as np
 
 from ember.ops._linalg_utils import (check_float, check_square, eye_like, mh, named_result,
-                                     on_host, scipy_linalg, torch_name)
+                                     nan_matrices, on_host, scipy_linalg, torch_name)
 from ember.ops._elementwise import zeros_for
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
@@ -25,7 +25,7 @@ _LOW = {np.dtype(np.float16)}
 def _det(xp, a):
     check_square("linalg.det", a)
     check_float("linalg.det", a, "lu_cpu")
-    return xp.linalg.det(a)
+    return xp.where(nan_matrices(xp, a), np.nan, xp.linalg.det(a)).astype(a.dtype, copy=False)
 
 
 def _det_grad(grad, a, *, out):
@@ -69,7 +69,9 @@ def _slogdet(xp, a, name="linalg.slogdet"):
     check_square(name, a)
     check_float(name, a)
     sign, logabsdet = xp.linalg.slogdet(a)
-    return sign, logabsdet
+    nan = nan_matrices(xp, a)               # PyTorch: sign 0 and a NaN log for those
+    return (xp.where(nan, 0, sign).astype(sign.dtype, copy=False),
+            xp.where(nan, np.nan, logabsdet).astype(logabsdet.dtype, copy=False))
 
 
 def _slogdet_grad(grads, a, *, out):

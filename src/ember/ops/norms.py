@@ -9,7 +9,8 @@ smallest absolute column sum), inf and -inf (the same over rows).
 import numpy as np
 
 from ember.ops._dims import wrap_dim
-from ember.ops._linalg_utils import check_float, check_matrix, check_square, real_dtype
+from ember.ops._linalg_utils import (check_float, check_matrix, check_square, checked_svd,
+                                     real_dtype)
 from ember.ops._reduce import constant
 from ember.ops._registry import op
 from ember.ops.reduction import NORM, norm as _vector_norm
@@ -95,7 +96,7 @@ def matrix_norm_forward(xp, x, ord, dim, keepdim, dtype):
         return _vector_norm.forward(xp, x, 2, (d0, d1), keepdim, None)
     wide = x.astype(np.float32) if x.dtype.itemsize < 4 and x.dtype.kind != "c" else x
     if ord in _SPECTRAL:
-        s = xp.linalg.svd(xp.moveaxis(wide, (d0, d1), (-2, -1)), compute_uv=False)
+        s = checked_svd(xp, xp.moveaxis(wide, (d0, d1), (-2, -1)), compute_uv=False)
         if ord == -2:
             _empty_min(s.shape, -1)
         out = s.sum(axis=-1) if ord == "nuc" else _extreme(xp, s, -1, ord > 0)

@@ -1,6 +1,6 @@
 """Reductions over one, several or all dims: sum, mean, prod, nansum, nanmean, trace,
-logsumexp, all, any, count_nonzero and norm. Extrema, statistics and cumulative ops live in
-extrema.py, statistics.py and scan.py; reduction-wide helpers in _reduce.py."""
+logsumexp, all, any, count_nonzero, hash_tensor and norm. Extrema, statistics and cumulative
+ops live in extrema.py, statistics.py and scan.py; reduction-wide helpers in _reduce.py."""
 
 import math
 
@@ -255,6 +255,27 @@ def count_nonzero(xp, x, dim):
     """The number of nonzero elements over ``dim`` (all dims by default)."""
     dims = reduction_dims(dim, x.ndim)
     return xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64, copy=False)
+
+
+@op("hash_tensor(input, dim=None, *, keepdim=False, mode=0)")
+def hash_tensor(xp, x, dim, keepdim, mode):
+    """The xor of the elements' bits over ``dim`` (all dims by default), as uint64: floats
+    are widened to float64 and integers to int64 first."""
+    if mode != 0:
+        raise RuntimeError(f"Unknown hash_tensor mode: {mode}")
+    if x.dtype.kind == "c":
+        raise NotImplementedError(f'"xor_sum_cpu" not implemented for '
+                                  f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
+    if dim is None and x.size == 0:
+        raise RuntimeError("hash_tensor: Expected reduction dim to be specified for "
+                           "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                           "argument.")
+    dims = reduction_dims(dim, x.ndim)
+    for d in dims:
+        if x.shape[d] == 0:
+            raise IndexError(f"hash_tensor: Expected reduction dim {d} to have non-zero size.")
+    wide = x.astype(np.float64 if x.dtype.kind in "fV" else np.int64)
+    return xp.bitwise_xor.reduce(wide.view(np.uint64), axis=dims, keepdims=keepdim)
 
 
 # --- norm -------------------------------------------------------------------------------------

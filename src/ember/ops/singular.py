@@ -6,7 +6,8 @@ PyTorch.
 """
 
 from ember.backend import device_of
-from ember.ops._linalg_utils import check_float, check_matrix, eye_like, mh, named_result
+from ember.ops._linalg_utils import (check_float, check_matrix, checked_svd, eye_like, mh,
+                                     named_result)
 from ember.ops._registry import op
 from ember.ops.factorizations import check_phase
 
@@ -68,7 +69,7 @@ def svd(xp, a, full_matrices, driver):
     """(U, S, Vh) with A = U diag(S) Vh: singular values in descending order; U and Vh are
     square when ``full_matrices``, else with min(m, n) columns (rows)."""
     _check(a, driver)
-    u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
+    u, s, vh = checked_svd(xp, a, full_matrices=full_matrices)
     return u, s, vh
 
 
@@ -87,7 +88,7 @@ def _(grads, a, full_matrices, driver, *, out):
 def svdvals(xp, a, driver):
     """The singular values of each matrix, in descending order."""
     _check(a, driver)
-    return xp.linalg.svd(a, compute_uv=False)
+    return checked_svd(xp, a, compute_uv=False)
 
 
 @svdvals.derivative
@@ -114,10 +115,10 @@ def svd_legacy(xp, a, some, compute_uv):
     _check(a, None)
     m, n = a.shape[-2:]
     if not compute_uv:
-        s = xp.linalg.svd(a, compute_uv=False)
+        s = checked_svd(xp, a, compute_uv=False)
         return (xp.zeros(a.shape[:-2] + (m, m), a.dtype), s,
                 xp.zeros(a.shape[:-2] + (n, n), a.dtype))
-    u, s, vh = xp.linalg.svd(a, full_matrices=not some)
+    u, s, vh = checked_svd(xp, a, full_matrices=not some)
     return u, s, xp.conj(vh.swapaxes(-1, -2))
 
 

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ember._warn import warn_once
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix,
                                      check_same_dtype, check_square, checked, lapack, mh,
                                      named_result, on_host, raise_first_failure, vector_rhs)
@@ -40,6 +41,9 @@ def _lu_info(xp, a):
     if a.size:
         getrf = lapack("getrf", a.dtype)
         for i, matrix in enumerate(flat):
+            if np.isnan(matrix).any():      # (getrf may pivot past the NaN: see nan_matrices)
+                lu[i], piv[i] = np.nan, np.arange(min(m, n))
+                continue
             lu[i], piv[i], code = getrf(matrix)
             info[i] = max(code, 0)
     batch = a.shape[:-2]
@@ -251,9 +255,7 @@ def _triangular(xp, a, b, upper, left, unit):
     check_kernel(a, "triangular_solve_cpu")
     if b.dtype != a.dtype:                  # PyTorch computes in A's dtype
         if b.dtype.kind == "c" and a.dtype.kind != "c":
-            import warnings
-            warnings.warn("Casting complex values to real discards the imaginary part",
-                          UserWarning, stacklevel=4)
+            warn_once("Casting complex values to real discards the imaginary part")
             b = b.real
         b = b.astype(a.dtype)
     a, b = broadcast_batch(xp, a, b)

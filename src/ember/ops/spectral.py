@@ -127,19 +127,38 @@ def _as_float(x):
 
 # --- the three kernels ------------------------------------------------------------------------
 
-def _c2c(xp, x, axes, sizes, norm, inverse):
+def _c2c(xp, x, axes, sizes, norm, inverse, one_d=False):
+    """A real ``x`` is transformed as PyTorch does, which fixes the signs of zero parts: by
+    fft and ifft (``one_d``) through the one-sided transform, by the others as complex."""
+    if x.dtype.kind != "c":
+        if one_d:
+            return _real_full(xp, x, axes[0], sizes[0], norm, inverse)
+        x = x.astype(np.result_type(x.dtype, np.complex64))
     if not axes:
-        return x.astype(np.result_type(x.dtype, np.complex64))
+        return x
     lib = fft_of(xp)
     if len(axes) == 1:
         return (lib.ifft if inverse else lib.fft)(x, sizes[0], axes[0], norm)
     return (lib.ifftn if inverse else lib.fftn)(x, sizes, axes, norm)
 
 
+def _real_full(xp, x, axis, n, norm, inverse):
+    """The full transform of a real signal: its one-sided half, the rest filled in with the
+    conjugates of its mirror image (an inverse transform is the conjugate of a forward one)."""
+    half = fft_of(xp).rfft(x, n, axis, _DUAL[norm] if inverse else norm)
+    mirror = xp.flip(xp.take(half, xp.arange(1, n - half.shape[axis] + 1), axis=axis), axis)
+    full = xp.concatenate([half, xp.conjugate(mirror)], axis=axis)
+    return xp.conjugate(full, out=full) if inverse else full
+
+
 def _r2c(xp, x, axes, sizes, norm, conj):
     if conj:                            # ihfft: the conjugate of rfft, dually normalized
         norm = _DUAL[norm]
     lib = fft_of(xp)
+    if conj and len(axes) > 1:          # as PyTorch: the conjugated one-sided transform of
+        half = lib.rfft(x, sizes[-1], axes[-1], norm)   # the last dim, then inverse c2c
+        half = xp.conjugate(half, out=half)             # transforms of the others
+        return lib.ifftn(half, sizes[:-1], axes[:-1], _DUAL[norm])
     if len(axes) == 1:
         out = lib.rfft(x, sizes[0], axes[0], norm)
     else:
@@ -236,7 +255,7 @@ def _register(name, form, kind, doc, *, flag=False):
             _complex_input(x, real_message)
         x = _as_float(x)
         if kind == "c2c":
-            return _c2c(xp, x, axes, sizes, mode, flag)
+            return _c2c(xp, x, axes, sizes, mode, flag, one_d=form == 1)
         if kind == "r2c":
             return _r2c(xp, x, axes, sizes, mode, flag)
         return _c2r(xp, x, axes, sizes, mode, flag)

@@ -7,15 +7,17 @@ a sparse matrix by a dense one, differentiably in both. See NOTE [Sparse tensors
 _tensor.py for how they are built.
 """
 
-from ember.sparse._tensor import SparseTensor, sparse_coo_tensor, sparse_csr_tensor
+from ember.sparse._tensor import (SparseTensor, sparse_compressed_tensor, sparse_coo_tensor,
+                                  sparse_csr_tensor)
 from ember.sparse import _convert  # noqa: F401  (gives Tensor its to_sparse* methods)
 from ember.sparse._ops import log_softmax, softmax, sum  # noqa: A004
 from ember.sparse._products import addmm as _addmm
 from ember.sparse._products import mm as _mm
 
 __all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "spmm", "sparse_coo_tensor",
-           "sparse_csr_tensor", "check_sparse_tensor_invariants", "SparseTensor", "FloatTensor",
-           "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ByteTensor", "BoolTensor"]
+           "sparse_csr_tensor", "sparse_compressed_tensor", "check_sparse_tensor_invariants",
+           "SparseTensor", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor",
+           "IntTensor", "ByteTensor", "BoolTensor"]
 
 
 def mm(mat1, mat2, reduce="sum"):

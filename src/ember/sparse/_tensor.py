@@ -25,7 +25,8 @@ import operator
 from ember._tensor import Size, Tensor, _make, _new
 from ember.sparse import _layouts as L
 
-__all__ = ["SparseTensor", "coo", "csr", "sparse_coo_tensor", "sparse_csr_tensor"]
+__all__ = ["SparseTensor", "coo", "csr", "sparse_coo_tensor", "sparse_csr_tensor",
+           "sparse_compressed_tensor"]
 
 _NO_STORAGE = "Cannot access data pointer of Tensor that doesn't have storage"
 
@@ -512,6 +513,23 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
         from ember.ops.conversion import _alias
         values = _alias(values)
     return _make_leaf(csr(crow, col, values, size), requires_grad)
+
+
+def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=None, *,
+                             dtype=None, layout=None, device=None, pin_memory=False,
+                             requires_grad=False, check_invariants=None):
+    """A sparse tensor in a compressed layout (``torch.sparse_compressed_tensor``): ember
+    has ``layout=ember.sparse_csr`` only, the same as ``sparse_csr_tensor``."""
+    if layout is None or layout is L.strided or layout is L.sparse_coo:
+        got = "none" if layout is None else L.short_name(layout)
+        raise RuntimeError(f"sparse_compressed_tensor expected sparse compressed tensor layout "
+                           f"but got {got}")
+    if layout is not L.sparse_csr:
+        raise RuntimeError(f"ember has no {str(layout).split('.')[-1]} layout (of the "
+                           f"compressed sparse layouts it has sparse_csr only)")
+    return sparse_csr_tensor(compressed_indices, plain_indices, values, size, dtype=dtype,
+                             device=device, pin_memory=pin_memory,
+                             requires_grad=requires_grad, check_invariants=check_invariants)
 
 
 def _check_csr(crow, col, size):

@@ -156,6 +156,11 @@ def _vecdot_errors():
                "instead")
     yield _err(one(3, dtype=ember.int64), one(3, dtype=ember.int64), RuntimeError,
                "linalg.vecdot: Expected a floating point or complex tensor as input. Got Long")
+    # x's own dtype is checked before the pair's
+    yield _err(one(3, dtype=ember.int64), one(3), RuntimeError,
+               "linalg.vecdot: Expected a floating point or complex tensor as input. Got Long")
+    yield _err(one(3), one(3, dtype=ember.int64), RuntimeError, "linalg.vecdot: Expected x "
+               "and y to have the same dtype, but found x of type Float and y of type Long")
     yield _err(one(3), one(4), RuntimeError, r"inconsistent tensor size, expected tensor \[3\] "
                r"and src \[4\]")
     yield _err(one(2, 3), one(2, 4), RuntimeError, r"The size of tensor a \(3\) must match the "

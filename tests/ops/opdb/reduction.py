@@ -268,6 +268,35 @@ _LSE_CASES = [(SHAPE, {"dim": 1}), (SHAPE, {"dim": -1, "keepdim": True}), ((), {
               ((4,), {"dim": 0})]
 
 
+# --- hash_tensor ----------------------------------------------------------------------------------
+
+def _hash_ref(x, dim=None, keepdim=False, mode=0):
+    x = np.asarray(x)
+    wide = x.astype(np.float64 if x.dtype.kind in "fV" else np.int64)
+    return np.bitwise_xor.reduce(wide.view(np.uint64), axis=axis(dim, x.ndim), keepdims=keepdim)
+
+
+def _hash_samples(dtype, requires_grad):
+    for shape, kwargs in ((SHAPE, {}), (SHAPE, {"dim": 1}), (SHAPE, {"dim": (0, -1)}),
+                          (SHAPE, {"dim": -1, "keepdim": True}), ((), {}), ((0, 3), {"dim": 1})):
+        yield SampleInput(make(shape, dtype), kwargs=kwargs, name=f"{shape}{kwargs}")
+    yield SampleInput(make((3, 4), dtype, noncontiguous=True), kwargs={"dim": 0},
+                      name="noncontiguous")
+
+
+def _hash_errors():
+    x = ember.ones(2, 3)
+    yield ErrorInput(SampleInput(x, kwargs={"mode": 1}), RuntimeError,
+                     "Unknown hash_tensor mode: 1")
+    yield ErrorInput(SampleInput(ember.ones(0, 3)), RuntimeError,
+                     "Expected reduction dim to be specified for input.numel\\(\\) == 0")
+    yield ErrorInput(SampleInput(ember.ones(2, 0), kwargs={"dim": (0, 1)}), IndexError,
+                     "Expected reduction dim 1 to have non-zero size")
+    yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64)), NotImplementedError,
+                     "\"xor_sum_cpu\" not implemented for 'ComplexFloat'")
+    yield from dims_errors()()
+
+
 # --- all, any, count_nonzero ----------------------------------------------------------------------
 
 def _logical_ref(fn):
@@ -440,6 +469,8 @@ OPS = [
            error_inputs=dims_errors()),
     OpInfo("count_nonzero", _count_ref, _count_samples, dtypes=ALL, grad=False,
            result_dtype="int64", error_inputs=dims_errors()),
+    OpInfo("hash_tensor", _hash_ref, _hash_samples, dtypes=ALL_REAL, grad=False,
+           result_dtype=lambda d, s: ember.uint64, error_inputs=_hash_errors),
     OpInfo("norm", _norm_ref, _norm_samples, dtypes=FLOATS + LOW + COMPLEX,
            result_dtype=_norm_dtype, gradgrad=True, error_inputs=_norm_errors,
            tol={ember.float16: (2e-3, 2e-3)}),
