@@ -89,10 +89,11 @@ def test_composite_ops_take_the_dtype_pytorchs_decomposition_gives():
         assert F.bilinear(x, x, ember.ones(2, 4, 4)).dtype is ember.float32
 
 
-@pytest.mark.parametrize("layer", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("layer", ["LSTM", "RNN"])
 def test_recurrent_layers_run_in_the_low_dtype_whatever_their_input(layer):
-    # PyTorch's cuDNN/oneDNN layers under autocast: the recurrence, states included, runs
-    # in the low dtype; the weights' gradients come back in float32
+    # PyTorch's oneDNN LSTM layer (and its Elman cells, all in the low dtype) under
+    # autocast: the recurrence, states included, runs in the low dtype; the weights'
+    # gradients come back in float32
     ember.manual_seed(0)
     model = getattr(ember.nn, layer)(4, 6, num_layers=2, bidirectional=True)
     x = ember.randn(5, 3, 4)
@@ -261,3 +262,108 @@ def test_warnings_inside_autocast_wrapped_functions_point_at_the_caller():
         with ember.autocast("cpu", dtype=ember.bfloat16):
             F.mse_loss(x, x[0])
     assert [w.filename for w in caught] == [__file__]
+
+
+def test_cpu_gru_layers_and_cells_update_the_state_in_its_own_dtype():
+    # PyTorch's CPU GRU layer has no oneDNN kernel: its cells' matrix products run in the
+    # low dtype, and h' = n + z * (h - n) takes the dtype of h (float32 for float32 input)
+    ember.manual_seed(0)
+    gru = ember.nn.GRU(3, 4, num_layers=2, bidirectional=True)
+    x = ember.randn(5, 2, 3)
+    with ember.autocast("cpu"):
+        out, h = gru(x)
+        out16, h16 = gru(x, ember.zeros(4, 2, 4, dtype=ember.bfloat16))
+        cell_out = ember.nn.GRUCell(3, 4).to(ember.bfloat16)(x[0].bfloat16())
+    assert (out.dtype, h.dtype) == (ember.float32, ember.float32)
+    assert (out16.dtype, h16.dtype) == (ember.bfloat16, ember.bfloat16)
+    assert cell_out.dtype == ember.bfloat16
+    assert ember.allclose(out, gru(x)[0], atol=0.03)
+    out.sum().backward()
+    assert all(p.grad.dtype == ember.float32 for p in gru.parameters())
+    with ember.autocast("cpu", dtype=ember.float16):   # float16 gates, bfloat16 states
+        lstm_cell = ember.nn.LSTMCell(3, 4).to(ember.bfloat16)
+        h, c = lstm_cell(x[0].bfloat16())
+    assert (h.dtype, c.dtype) == (ember.float32, ember.float32)
+
+
+def test_compositions_of_matrix_products_lower_like_their_mm():
+    # PyTorch builds these from mm after checking their operands share one dtype; a
+    # contraction down to one number is a dot product, which CPU autocast does not list
+    m, v = ember.ones(3, 4), ember.ones(4)
+    with ember.autocast("cpu"):
+        lower = [ember.tensordot(m, m.T, dims=1), ember.tensordot(v, v, dims=0),
+                 ember.tensordot(v, m.T, dims=1), ember.inner(m, v), m.inner(m),
+                 ember.linalg.multi_dot([v, v]), ember.chain_matmul(m, m.T),
+                 ember.linalg.multi_dot([m, m.T, m]), ember.linalg.matrix_power(m[:, :3], 2),
+                 m[:, :3].matrix_power(3)]
+        assert [t.dtype for t in lower] == [ember.bfloat16] * len(lower)
+        single = [ember.tensordot(v, v, dims=1), ember.tensordot(m, m, dims=2),
+                  ember.tensordot(v, ember.ones(4, 1), dims=1), ember.inner(v, v),
+                  ember.inner(m[:1], m[:1]), ember.inner(v, ember.tensor(2.0)),
+                  ember.linalg.matrix_power(m[:, :3], 1), ember.linalg.matrix_power(m[:, :3], 0)]
+        assert [t.dtype for t in single] == [ember.float32] * len(single)
+        a = ember.eye(3) * 2
+        assert ember.linalg.matrix_power(a.bfloat16(), -1).dtype == ember.float32
+        assert ember.tensordot(m.double(), m.T.double(), dims=1).dtype == ember.float64
+        assert ember.tensordot(m.long(), m.T.long(), dims=1).dtype == ember.int64
+        with pytest.raises(RuntimeError, match="both inputs should have same dtype"):
+            ember.tensordot(m, m.T.bfloat16(), dims=1)
+        with pytest.raises(RuntimeError, match="all tensors must have be the same dtype"):
+            ember.linalg.multi_dot([m, m.T.bfloat16()])
+        gen = np.random.default_rng(0)
+        x = ember.tensor(gen.standard_normal((3, 4)).astype(np.float32))
+        y = ember.tensor(gen.standard_normal((4, 2)).astype(np.float32))
+        assert ember.equal(ember.tensordot(x, y, dims=1), x.bfloat16() @ y.bfloat16())
+
+
+def test_cpu_float32_kernels_pytorch_lists():
+    x3, x4 = ember.ones(1, 2, 6).bfloat16(), ember.ones(1, 2, 4, 4).bfloat16()
+    x5 = ember.ones(1, 2, 4, 4, 4).bfloat16()
+    with ember.autocast("cpu"):
+        # F.pad runs a listed kernel for reflection (1-D, 2-D) and replication (1-D to 3-D)
+        assert F.pad(x3, (1, 1), mode="reflect").dtype == ember.float32
+        assert F.pad(x4, (1, 1, 1, 1), mode="reflect").dtype == ember.float32
+        assert F.pad(x5, (1, 1, 1, 1, 1, 1), mode="reflect").dtype == ember.bfloat16
+        for pad, x in (((1, 1), x3), ((1, 1, 1, 1), x4), ((1,) * 6, x5)):
+            assert F.pad(x, pad, mode="replicate").dtype == ember.float32
+        assert F.pad(x4, (1, 1, 1, 1), mode="circular").dtype == ember.bfloat16
+        assert F.pad(x4, (1, 1)).dtype == ember.bfloat16
+        assert ember.nn.ReflectionPad2d(1)(x4).dtype == ember.float32
+        samples = ember.full((1, 2, 2), 0.5, dtype=ember.bfloat16)
+        assert F.fractional_max_pool2d(x4, 2, output_size=2,
+                                       _random_samples=samples).dtype == ember.float32
+        out, idx = F.max_pool1d(x3, 2, return_indices=True)
+        assert F.max_unpool1d(out, idx, 2).dtype == ember.float32
+        a, b = (ember.eye(3) * 2).bfloat16(), ember.ones(3, 2).bfloat16()
+        assert [t.dtype for t in ember.triangular_solve(b, a)] == [ember.float32] * 2
+        assert [t.dtype for t in ember.geqrf(a)] == [ember.float32] * 2
+        tau = ember.ones(2)
+        assert ember.orgqr(a, tau).dtype == ember.float32
+        assert ember.linalg.householder_product(a, tau).dtype == ember.float32
+        lu, piv = ember.linalg.lu_factor(ember.eye(3) * 2)
+        assert ember.lu_solve(b, lu, piv).dtype == ember.float32   # the legacy op is listed
+        with pytest.raises(RuntimeError, match="Expected LU and B to have the same dtype"):
+            ember.linalg.lu_solve(lu, piv, b)                       # linalg.lu_solve is not
+
+
+def test_promote_ops_leave_float64_aside():
+    a = ember.ones(3, 2, dtype=ember.float64)
+    src = ember.ones(2, 2, dtype=ember.bfloat16)
+    with ember.autocast("cpu"):
+        assert ember.cat([a, src]).dtype == ember.float64        # cat promotes by itself
+        assert ember.cat([a.float(), src]).dtype == ember.float32
+        with pytest.raises(RuntimeError, match=r"self and source expected to have the same "
+                                               r"dtype, but got \(self\) Double and \(source\) "
+                                               r"BFloat16"):
+            a.index_copy(0, ember.tensor([0, 2]), src)
+
+
+def test_unsupported_dtype_warning_names_the_dtypes_and_nesting_is_counted():
+    with pytest.warns(UserWarning, match=r"CPU Autocast only supports dtypes of "
+                                         r"ember\.bfloat16, ember\.float16 currently\."):
+        ember.autocast("cpu", dtype=ember.float64)
+    start = ember.autocast_increment_nesting()
+    with ember.autocast("cpu", enabled=False):
+        assert ember.autocast_increment_nesting() == start + 2
+        assert ember.autocast_decrement_nesting() == start + 1
+    assert ember.autocast_decrement_nesting() == start - 1

@@ -116,3 +116,35 @@ def test_mixed_precision_training_converges_like_float32():
         return loss.item()
     full, mixed = train(False), train(True)
     assert full < 0.05 and mixed < 0.08, (full, mixed)
+
+
+def test_errors_name_the_call_and_the_factors_are_asserted():
+    p, opt, scaler = _setup()
+    p.grad = ember.ones(3)
+    with pytest.raises(AssertionError, match=r"Attempted step but _scale is None"):
+        scaler.step(opt)
+    with pytest.raises(AssertionError, match=r"The growth factor must be > 1\.0\."):
+        ember.amp.GradScaler("cpu", growth_factor=1.0)
+    with pytest.raises(AssertionError, match=r"The backoff factor must be < 1\.0\."):
+        ember.amp.GradScaler("cpu", backoff_factor=1.0)
+
+
+def test_the_scale_is_held_in_float32():
+    # PyTorch keeps the scale in a float32 tensor: get_scale() reads its rounded value
+    scaler = ember.amp.GradScaler("cpu", init_scale=0.1)
+    assert scaler.get_scale() == 0.1                    # not made yet: the number given
+    scaler.scale(ember.ones(1))
+    assert scaler.get_scale() == 0.10000000149011612
+    assert scaler.state_dict()["scale"] == 0.10000000149011612
+    scaler.update(new_scale=0.3)
+    assert scaler.get_scale() == 0.30000001192092896
+    scaler.update(new_scale=ember.tensor(5))           # any 1-element tensor is copied in
+    assert scaler.get_scale() == 5.0
+    scaler.update(new_scale=ember.tensor(2.0, dtype=ember.float64))
+    assert scaler.get_scale() == 2.0
+    fresh = ember.amp.GradScaler("cpu")
+    fresh.load_state_dict({"scale": 0.1, "growth_factor": 2.0, "backoff_factor": 0.5,
+                           "growth_interval": 5, "_growth_tracker": 1})
+    assert fresh.get_scale() == 0.1
+    with pytest.raises(AssertionError, match="Attempted update but _scale is None"):
+        fresh.update()

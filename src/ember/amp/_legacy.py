@@ -4,12 +4,14 @@ switches (ember caches no casts, so they only keep their flag)."""
 
 import warnings
 
+from ember.amp._state import STATE
 from ember.amp.autocast_mode import (get_autocast_dtype, is_autocast_enabled,
                                      set_autocast_dtype, set_autocast_enabled)
 
 __all__ = ["is_autocast_cpu_enabled", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype",
            "set_autocast_cpu_enabled", "set_autocast_cpu_dtype", "set_autocast_gpu_dtype",
-           "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache"]
+           "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache",
+           "autocast_increment_nesting", "autocast_decrement_nesting"]
 
 
 def _deprecated(old, new, device, fn):
@@ -54,3 +56,16 @@ def set_autocast_cache_enabled(enabled):
 
 def clear_autocast_cache():
     """Drop autocast's cached casts (ember caches none: nothing to drop)."""
+
+
+def autocast_increment_nesting():
+    """Count one more autocast region entered in this thread; returns the new depth."""
+    STATE.nesting += 1
+    return STATE.nesting
+
+
+def autocast_decrement_nesting():
+    """Count one autocast region left in this thread; returns the new depth (PyTorch clears
+    its cast cache at 0; ember keeps none)."""
+    STATE.nesting -= 1
+    return STATE.nesting

@@ -3,11 +3,18 @@
 "lower" ops run in the autocast dtype (matrix products and convolutions, where low
 precision pays); "fp32" ops run in float32 (reductions, losses, norms and transcendental
 functions, where it does not); "promote" ops run in the widest floating dtype among their
-inputs. Names are registry op names, or ``nn.functional`` functions built from ops. Float64
-tensors are never cast by "lower" and "fp32". ``_rnn_layer``, the recurrence of nn.LSTM, GRU
-and RNN, stands for PyTorch's cuDNN and oneDNN recurrent layers, which autocast runs in low
-precision.
+inputs (float64 ones left aside). Names are registry op names, or ``nn.functional`` functions
+built from ops. Float64 tensors are never cast. A registry op whose PyTorch counterpart is a
+composition (``tensordot`` is a matrix product after reshapes) or dispatches on its arguments
+(``F.pad`` runs a listed kernel for some modes only) has a rule instead of a kind: a function
+of its operands and parameters that returns the kind of a call, or None.
+
+``_rnn_layer``, the recurrence of nn.LSTM, GRU and RNN, stands for PyTorch's cuDNN and
+oneDNN recurrent layers, which autocast runs in low precision (on the CPU, GRU layers and
+LSTM/GRU cells step with ember ops instead: see nn/modules/rnn.py).
 """
+
+import math
 
 __all__ = ["POLICY"]
 
@@ -17,7 +24,8 @@ _CPU_LOWER = """conv1d conv2d conv3d convolution conv_transpose1d conv_transpose
 
 _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar prod quantile
     nanquantile cdist trace view_as_complex inverse pinverse cholesky_solve cholesky_inverse
-    stft nn.functional.max_pool3d_with_indices
+    lu_solve triangular_solve geqrf orgqr linalg.householder_product nn.functional.max_unpool1d
+    _fractional_max_pool2d _fractional_max_pool3d stft nn.functional.max_pool3d_with_indices
     nn.functional.max_unpool2d nn.functional.max_unpool3d nn.functional.adaptive_avg_pool3d
     nn.functional.adaptive_max_pool3d_with_indices nn.functional.nll_loss
     nn.functional.cross_entropy ctc_loss svd
@@ -25,7 +33,7 @@ _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar
     fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft
     linalg.cond linalg.matrix_rank linalg.solve linalg.cholesky linalg.svdvals linalg.eigvals
     linalg.eigvalsh linalg.inv linalg.qr linalg.cholesky_ex linalg.svd linalg.eig linalg.eigh
-    linalg.lstsq linalg.inv_ex linalg.lu_solve linalg.tensorinv linalg.tensorsolve
+    linalg.lstsq linalg.inv_ex linalg.tensorinv linalg.tensorsolve
     mse_loss cosine_embedding_loss hinge_embedding_loss poisson_nll_loss smooth_l1_loss
     l1_loss huber_loss margin_ranking_loss soft_margin_loss triplet_margin_loss
     multi_margin_loss kl_div multilabel_margin_loss binary_cross_entropy_with_logits
@@ -49,6 +57,71 @@ _CUDA_PROMOTE = """addcdiv addcmul atan2 bilinear cross linalg.cross dot grid_sa
     scatter_add tensordot cat stack index_copy"""
 
 
+
+
+# --- rules: the kind of one call -------------------------------------------------------------
+
+def _one_dtype(operands):
+    """Whether the tensor operands share one dtype (PyTorch's compositions check this before
+    their matrix products, so mixed operands raise their error rather than being cast)."""
+    return len({x.dtype for x in operands if hasattr(x, "dtype")}) == 1
+
+
+def _product(free_a, free_b, operands):
+    """The kind of a composition that multiplies a (free_a, k) by a (k, free_b) matrix:
+    with mm, in lower precision, unless the result is one number (a dot product)."""
+    if free_a * free_b == 1 or not _one_dtype(operands):
+        return None
+    return "lower"
+
+
+def _tensordot(operands, params):
+    from ember.ops.contractions import tensordot_dims
+    a, b = operands
+    try:
+        dims_a, dims_b = tensordot_dims(params[0], a.ndim, b.ndim)
+    except (RuntimeError, AssertionError, TypeError):
+        return None                         # the op raises its own error
+    contracted_a = {d % max(a.ndim, 1) for d in dims_a}
+    contracted_b = {d % max(b.ndim, 1) for d in dims_b}
+    free_a = math.prod(s for d, s in enumerate(a.shape) if d not in contracted_a)
+    free_b = math.prod(s for d, s in enumerate(b.shape) if d not in contracted_b)
+    return _product(free_a, free_b, operands)
+
+
+def _inner(operands, params):
+    a, b = operands
+    if not (hasattr(a, "ndim") and hasattr(b, "ndim")) or a.ndim == 0 or b.ndim == 0:
+        return None                         # a product by a scalar
+    return _product(math.prod(a.shape[:-1]), math.prod(b.shape[:-1]), operands)
+
+
+def _chain(operands, params):
+    return "lower" if _one_dtype(operands) else None
+
+
+def _matrix_power(operands, params):
+    """n >= 2: products (mm); n < 0: an inverse first (float32), whose own products follow
+    in float32 here (PyTorch runs them in lower precision)."""
+    n = params[0]
+    return "lower" if n >= 2 else "fp32" if n < 0 else None
+
+
+def _pad(operands, params):
+    """PyTorch lists the reflection kernels of 1-D and 2-D padding and the replication ones
+    of 1-D to 3-D (the kernel is chosen by the length of ``pad``)."""
+    pad, mode = params[0], params[1]
+    dims = len(pad) // 2
+    if (mode == "reflect" and dims in (1, 2)) or (mode == "replicate" and dims in (1, 2, 3)):
+        return "fp32"
+    return None
+
+
+_CPU_RULES = {"tensordot": _tensordot, "inner": _inner, "linalg.multi_dot": _chain,
+              "chain_matmul": _chain, "matrix_power": _matrix_power,
+              "linalg.matrix_power": _matrix_power, "nn.functional.pad": _pad}
+
+
 def _table():
     policy = {}
     for device_type, lists in (("cpu", (_CPU_LOWER, _CPU_FP32, _CPU_PROMOTE)),
@@ -56,6 +129,8 @@ def _table():
         for kind, names in zip(("lower", "fp32", "promote"), lists):
             for name in names.split():
                 policy.setdefault(name, {})[device_type] = kind
+    for name, rule in _CPU_RULES.items():
+        policy.setdefault(name, {})["cpu"] = rule
     return policy
 
 

@@ -9,6 +9,7 @@ class _State(threading.local):
     def __init__(self):
         self.enabled = {}           # device type -> True while autocast is on for it
         self.dtype = {}             # device type -> the lower-precision dtype in use
+        self.nesting = 0            # autocast regions entered and not yet left
 
 
 STATE = _State()

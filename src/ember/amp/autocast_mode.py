@@ -78,7 +78,7 @@ class autocast:
                               "autocast.", UserWarning, stacklevel=2)
                 self._enabled = False
         if self._enabled and self.fast_dtype not in _SUPPORTED[device_type]:
-            names = ", ".join(f"ember.{d._torch_name}" for d in _SUPPORTED[device_type])
+            names = ", ".join(str(d) for d in _SUPPORTED[device_type])
             warnings.warn(f"In {device_type.upper()} autocast, but the target dtype is not "
                           f"supported. Disabling autocast.\n{device_type.upper()} Autocast "
                           f"only supports dtypes of {names} currently.", UserWarning,
@@ -89,10 +89,12 @@ class autocast:
         self._prev = (STATE.enabled, STATE.dtype)
         STATE.enabled = {**STATE.enabled, self.device: self._enabled}
         STATE.dtype = {**STATE.dtype, self.device: self.fast_dtype}
+        STATE.nesting += 1
         return self
 
     def __exit__(self, *exc):
         STATE.enabled, STATE.dtype = self._prev
+        STATE.nesting -= 1
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -102,28 +104,33 @@ class autocast:
         return wrapper
 
 
-def _floating(x, device_type, keep_double):
+def _floating(x, device_type):
+    """Whether autocast may cast ``x``: a floating tensor on ``device_type``, not float64."""
     return (isinstance(x, Tensor) and x.device.type == device_type
-            and x.dtype.is_floating_point and not (keep_double and x.dtype == D.float64))
+            and x.dtype.is_floating_point and x.dtype != D.float64)
 
 
-def cast_operands(policy, operands):
+def cast_operands(policy, operands, params=()):
     """``operands`` (a list) with its floating tensors cast as ``policy`` asks on each
-    device type where autocast is on."""
+    device type where autocast is on (a rule in ``policy`` sees ``params`` too). Float64
+    tensors are left as they are, and so promote ops do not count them."""
     out = list(operands)
     for device_type, kind in policy.items():
         if not STATE.enabled.get(device_type):
             continue
-        promote = kind == "promote"
-        floats = [x for x in out if _floating(x, device_type, not promote)]
+        if callable(kind):
+            kind = kind(out, params)
+            if kind is None:
+                continue
+        floats = [x for x in out if _floating(x, device_type)]
         if not floats:
             continue
-        if promote:
+        if kind == "promote":
             target = functools.reduce(D.promote_types, [x.dtype for x in floats])
         else:
             target = get_autocast_dtype(device_type) if kind == "lower" else D.float32
         for i, x in enumerate(out):
-            if _floating(x, device_type, not promote) and x.dtype != target:
+            if _floating(x, device_type) and x.dtype != target:
                 out[i] = x.to(target)
     return out
 
@@ -144,7 +151,8 @@ def _autocast_function(fn, policy):
 
 def install(registry, *tables):
     """Attach the policies to the registry's ops, and wrap the listed compositions found in
-    ``tables`` (dicts of public functions; one wrapper per function, shared by all)."""
+    ``tables`` (dicts of public functions; one wrapper per function, shared by all, and by
+    the Tensor method that is the same function)."""
     wrapped = {}
     for name, policy in POLICY.items():
         if name in registry:
@@ -156,3 +164,5 @@ def install(registry, *tables):
                 if id(fn) not in wrapped:
                     wrapped[id(fn)] = _autocast_function(fn, policy)
                 table[name] = wrapped[id(fn)]
+                if Tensor.__dict__.get(name) is fn:
+                    setattr(Tensor, name, wrapped[id(fn)])

@@ -48,6 +48,11 @@ def _unscale_here(grads, inv_scale):
     return bad
 
 
+def _float32(value):
+    """``value`` rounded to float32, as PyTorch's scale tensor holds it."""
+    return float(np.float32(value))
+
+
 class GradScaler:
     """Scale losses and unscale gradients for mixed-precision training."""
 
@@ -62,10 +67,10 @@ class GradScaler:
                               "available.  Disabling.", UserWarning, stacklevel=2)
                 self._enabled = False
         if self._enabled:
-            if growth_factor <= 1.0:
-                raise ValueError("The growth factor must be > 1.0.")
+            if growth_factor <= 1.0:          # PyTorch asserts these
+                raise AssertionError("The growth factor must be > 1.0.")
             if backoff_factor >= 1.0:
-                raise ValueError("The backoff factor must be < 1.0.")
+                raise AssertionError("The backoff factor must be < 1.0.")
         self._init_scale = float(init_scale)
         self._scale = None                  # a float; the first scale() sets it
         self._growth_factor = float(growth_factor)
@@ -84,8 +89,8 @@ class GradScaler:
         """``outputs`` (a tensor, or nested lists/tuples of them) times the current scale."""
         if not self._enabled:
             return outputs
-        if self._scale is None:
-            self._scale = self._init_scale
+        if self._scale is None:             # kept as PyTorch keeps it: a float32
+            self._scale = _float32(self._init_scale)
         if isinstance(outputs, Tensor):
             return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
@@ -141,6 +146,7 @@ class GradScaler:
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is "
                                "enabled.")
+        self._check_scale("step")
         state = self._state_of(optimizer)
         if state["stage"] is _STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
@@ -158,24 +164,24 @@ class GradScaler:
         self._check_scale("update")
         if new_scale is not None:
             if isinstance(new_scale, Tensor):
-                if new_scale.numel() != 1 or new_scale.dtype != D.float32 or \
-                        new_scale.requires_grad:
+                if new_scale.device.type != self._device.split(":")[0] or \
+                        new_scale.numel() != 1 or new_scale.requires_grad:
                     raise AssertionError("new_scale should be a float or a 1-element "
                                          "torch.cuda.FloatTensor or torch.FloatTensor with "
                                          "requires_grad=False.")
                 new_scale = new_scale.item()
-            self._scale = float(new_scale)
+            self._scale = _float32(new_scale)
         else:
             checked = [s for s in self._per_optimizer.values() if s["stage"] is not _READY]
             if not checked:
                 raise AssertionError("No inf checks were recorded prior to update.")
             if any(self._found_inf(s) for s in checked):
-                self._scale = float(np.float32(self._scale * self._backoff_factor))
+                self._scale = _float32(self._scale * self._backoff_factor)
                 self._growth_tracker = 0
             else:
                 self._growth_tracker += 1
                 if self._growth_tracker == self._growth_interval:
-                    grown = float(np.float32(self._scale * self._growth_factor))
+                    grown = _float32(self._scale * self._growth_factor)
                     if math.isfinite(grown):
                         self._scale = grown
                     self._growth_tracker = 0
@@ -236,7 +242,8 @@ class GradScaler:
             raise RuntimeError("The source state dict is empty, possibly because it was saved "
                                "from a disabled instance of GradScaler.")
         self._init_scale = float(state_dict["scale"])
-        self._scale = self._init_scale
+        if self._scale is not None:         # else the next scale() starts from it
+            self._scale = _float32(self._init_scale)
         self._growth_factor = state_dict["growth_factor"]
         self._backoff_factor = state_dict["backoff_factor"]
         self._growth_interval = state_dict["growth_interval"]

@@ -110,9 +110,8 @@ def recurrence(x, hx, w_hh, cx=None, b_hh=None, w_hr=None, *, mode, batch_sizes,
     w_t = w_hh.t()
     for o, bs in steps:
         hp, gx = h[:bs], x[o:o + bs]
-        gh = hp.matmul(w_t)
-        if b_hh is not None:
-            gh = gh + b_hh
+        # one linear map, as PyTorch's cells compute it (under autocast, in one dtype)
+        gh = hp.matmul(w_t) if b_hh is None else ember.addmm(b_hh, hp, w_t)
         if mode == "LSTM":
             i, f, g, og = (gx + gh).chunk(4, 1)
             cn = f.sigmoid() * c[:bs] + i.sigmoid() * g.tanh()

@@ -11,12 +11,11 @@ import warnings
 
 import ember
 from ember.amp._state import STATE as _AMP
-from ember.amp._state import suspended
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.nn.utils.rnn import PackedSequence
 from ember.ops._registry import rename_node
-from ember.ops.recurrent import rnn_layer
+from ember.ops.recurrent import recurrence, rnn_layer
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -228,7 +227,8 @@ class RNNBase(Module):
                 w_hr = self.all_weights[k][-1] if self.proj_size > 0 else None
                 b_ih, b_hh = (w["b_ih"], w["b_hh"]) if self.bias else (None, None)
                 proj = _projection(x, w["w_ih"], b_ih, b_hh if fold_bias else None)
-                out, h, c = rnn_layer(proj, h0[k], w["w_hh"],
+                run = _stepwise if self.mode == "GRU" and _cpu_autocast(x) else rnn_layer
+                out, h, c = run(proj, h0[k], w["w_hh"],
                                       c0[k] if c0 is not None else None,
                                       None if fold_bias else b_hh, w_hr, mode=self.mode,
                                       batch_sizes=sizes, reverse=direction == 1)
@@ -388,16 +388,30 @@ class RNNCellBase(Module):
                            device=input.device)
 
 
+def _cpu_autocast(x):
+    """Whether CPU autocast is on for ``x``. PyTorch's CPU LSTM and GRU cells, and its CPU
+    GRU layers (which have no oneDNN kernel, unlike LSTM layers), are then compositions of
+    autocast's ops: matrix products in the low dtype, the state updates in the states'
+    dtype (float32 for a float32 input)."""
+    return x.device.type == "cpu" and bool(_AMP.enabled.get("cpu"))
+
+
+def _stepwise(x, hx, w_hh, cx=None, b_hh=None, w_hr=None, *, mode, batch_sizes,
+              reverse=False):
+    """``rnn_layer`` computed step by step with ember ops (as ``rnn_layer`` returns it)."""
+    res = recurrence(x, hx, w_hh, cx, b_hh, w_hr, mode=mode, batch_sizes=tuple(batch_sizes),
+                     reverse=reverse)
+    return res if mode == "LSTM" else (*res, None)
+
+
 def cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh):
     """``(h', c')`` (``c'`` None but for LSTM) after one step of ``mode`` from ``states``
     (``(h,)`` or ``(h, c)``) on ``input`` (B, I)."""
-    if mode in ("LSTM", "GRU") and _AMP.enabled.get("cpu"):
-        with suspended(("cpu",)):       # PyTorch's CPU LSTM and GRU cells skip autocast
-            return cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh)
     fold_bias = mode != "GRU"
     proj = _projection(input, w_ih, b_ih, b_hh if fold_bias else None)
-    _, h, c = rnn_layer(proj, states[0], w_hh, states[1] if len(states) > 1 else None,
-                        None if fold_bias else b_hh, mode=mode, batch_sizes=(input.shape[0],))
+    run = _stepwise if mode in ("LSTM", "GRU") and _cpu_autocast(input) else rnn_layer
+    _, h, c = run(proj, states[0], w_hh, states[1] if len(states) > 1 else None,
+                  None if fold_bias else b_hh, mode=mode, batch_sizes=(input.shape[0],))
     # named as the op PyTorch's cell ends h with (h and c share a node here: an LSTM's c
     # shows MulBackward0 where PyTorch's shows AddBackward0)
     return rename_node(h, _CELL_NODE_NAMES[mode]), c

@@ -1,0 +1,76 @@
+"""CPU autocast against PyTorch's: the dtype each op returns under
+``autocast("cpu", dtype=...)`` for float32, float64 and bfloat16 inputs, the same program
+written once for both libraries."""
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.parity
+
+
+def _t(lib, *shape, dtype="float32"):
+    a = np.linspace(0.1, 0.9, int(np.prod(shape))).reshape(shape).astype(np.float32)
+    return lib.from_numpy(a).to(getattr(lib, dtype))
+
+
+def _pad(mode, nd):
+    return lambda L, d: L.nn.functional.pad(_t(L, 1, 2, *(4,) * nd, dtype=d), (1,) * (2 * nd),
+                                            mode=mode)
+
+
+_CASES = {
+    "tensordot": lambda L, d: L.tensordot(_t(L, 3, 4, dtype=d), _t(L, 4, 2, dtype=d), dims=1),
+    "tensordot_dot": lambda L, d: L.tensordot(_t(L, 4, dtype=d), _t(L, 4, 1, dtype=d), dims=1),
+    "inner": lambda L, d: L.inner(_t(L, 3, 4, dtype=d), _t(L, 2, 4, dtype=d)),
+    "inner_1d": lambda L, d: L.inner(_t(L, 4, dtype=d), _t(L, 4, dtype=d)),
+    "multi_dot": lambda L, d: L.linalg.multi_dot([_t(L, 4, dtype=d), _t(L, 4, 2, dtype=d)]),
+    "matrix_power": lambda L, d: L.linalg.matrix_power(_t(L, 3, 3, dtype=d), 3),
+    "matrix_power_1": lambda L, d: L.linalg.matrix_power(_t(L, 3, 3, dtype=d), 1),
+    "reflect_1d": _pad("reflect", 1), "reflect_2d": _pad("reflect", 2),
+    "reflect_3d": _pad("reflect", 3), "replicate_3d": _pad("replicate", 3),
+    "circular_2d": _pad("circular", 2),
+    "max_unpool1d": lambda L, d: L.nn.functional.max_unpool1d(
+        *L.nn.functional.max_pool1d(_t(L, 1, 2, 6, dtype=d), 2, return_indices=True), 2),
+    "householder": lambda L, d: L.linalg.householder_product(_t(L, 3, 3, dtype=d),
+                                                             _t(L, 2, dtype=d)),
+    "index_copy": lambda L, d: _t(L, 3, 2, dtype=d).index_copy(
+        0, L.tensor([0, 2]), _t(L, 2, 2, dtype="bfloat16")),
+    "gru": lambda L, d: _gru(L)(_t(L, 5, 2, 3, dtype=d))[0],
+    "lstm_cell": lambda L, d: _cell(L, "LSTMCell")(_t(L, 2, 3, dtype=d))[1],
+    "gru_cell": lambda L, d: _cell(L, "GRUCell")(_t(L, 2, 3, dtype=d)),
+}
+
+
+def _gru(L):
+    L.manual_seed(0)
+    return L.nn.GRU(3, 4)
+
+
+def _cell(L, name):
+    L.manual_seed(0)
+    return getattr(L.nn, name)(3, 4)
+
+
+def _outcome(L, case, autocast_dtype, dtype):
+    try:
+        with L.autocast("cpu", dtype=getattr(L, autocast_dtype)):
+            return str(case(L, dtype).dtype).split(".")[1]
+    except (RuntimeError, NotImplementedError) as e:
+        return type(e).__name__
+
+
+@pytest.mark.parametrize("autocast_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", sorted(_CASES))
+def test_output_dtypes_under_cpu_autocast_match(name, autocast_dtype):
+    case = _CASES[name]
+    for dtype in ("float32", "float64", "bfloat16"):
+        if name in ("gru", "lstm_cell", "gru_cell") and dtype != "float32":
+            continue                                # weights are float32
+        if name == "index_copy" and autocast_dtype == "float16":
+            continue    # PyTorch raises for a bfloat16 operand of a float16 promote op
+        ours = _outcome(ember, case, autocast_dtype, dtype)
+        theirs = _outcome(torch, case, autocast_dtype, dtype)
+        assert ours == theirs, (name, autocast_dtype, dtype)
