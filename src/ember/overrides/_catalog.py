@@ -14,24 +14,24 @@ NAMESPACES = ("", "nn.functional", "linalg", "fft", "special", "Tensor")
 # far as ember has them, plus ember's functions PyTorch lists nowhere (set_default_dtype)
 _IGNORED = {
     "": """arange are_deterministic_algorithms_enabled as_strided as_tensor asarray
-        bartlett_window blackman_window broadcast_shapes can_cast clear_autocast_cache compile
-        cond empty empty_permuted empty_strided eye from_dlpack from_numpy frombuffer full
-        get_autocast_cpu_dtype get_autocast_dtype get_autocast_gpu_dtype get_default_device
-        get_default_dtype get_deterministic_debug_mode get_device_module
-        get_float32_matmul_precision get_num_interop_threads get_num_threads get_printoptions
-        get_rng_state hamming_window hann_window init_num_threads initial_seed
-        is_anomaly_check_nan_enabled is_anomaly_enabled is_autocast_available
-        is_autocast_cache_enabled is_autocast_cpu_enabled is_autocast_enabled
+        autocast_decrement_nesting autocast_increment_nesting bartlett_window blackman_window
+        broadcast_shapes can_cast clear_autocast_cache compile cond empty empty_permuted
+        empty_strided eye from_dlpack from_file from_numpy frombuffer full get_autocast_cpu_dtype
+        get_autocast_dtype get_autocast_gpu_dtype get_default_device get_default_dtype
+        get_deterministic_debug_mode get_device_module get_float32_matmul_precision
+        get_num_interop_threads get_num_threads get_printoptions get_rng_state hamming_window
+        hann_window init_num_threads initial_seed is_anomaly_check_nan_enabled is_anomaly_enabled
+        is_autocast_available is_autocast_cache_enabled is_autocast_cpu_enabled is_autocast_enabled
         is_deterministic_algorithms_warn_only_enabled is_grad_enabled is_inference_mode_enabled
-        is_storage is_tensor is_warn_always_enabled kaiser_window linspace load logspace
-        manual_seed normal ones promote_types rand rand_like randint randint_like randn
-        randn_like randperm range result_type save scalar_tensor seed set_anomaly_enabled
-        set_autocast_cache_enabled set_autocast_cpu_dtype set_autocast_cpu_enabled
-        set_autocast_dtype set_autocast_enabled set_autocast_gpu_dtype set_default_device
-        set_default_dtype set_default_tensor_type set_deterministic_debug_mode
-        set_float32_matmul_precision set_flush_denormal set_num_interop_threads set_num_threads
-        set_printoptions set_rng_state set_warn_always tensor to_dlpack tril_indices
-        triu_indices typename use_deterministic_algorithms vander vmap while_loop zeros""",
+        is_storage is_tensor is_warn_always_enabled kaiser_window linspace load logspace manual_seed
+        normal ones promote_types rand rand_like randint randint_like randn randn_like randperm
+        range result_type save scalar_tensor seed set_anomaly_enabled set_autocast_cache_enabled
+        set_autocast_cpu_dtype set_autocast_cpu_enabled set_autocast_dtype set_autocast_enabled
+        set_autocast_gpu_dtype set_default_device set_default_dtype set_default_tensor_type
+        set_deterministic_debug_mode set_float32_matmul_precision set_flush_denormal
+        set_num_interop_threads set_num_threads set_printoptions set_rng_state set_warn_always
+        sparse_compressed_tensor tensor to_dlpack tril_indices triu_indices typename
+        use_deterministic_algorithms vander vmap while_loop zeros""",
     "nn.functional": "hardsigmoid hardswish sigmoid tanh upsample upsample_bilinear "
                      "upsample_nearest",
     "fft": "fftfreq rfftfreq",
@@ -42,10 +42,10 @@ _IGNORED = {
 # the ignored functions that torch function modes see all the same (factories and the like)
 _MODES_SEE = {
     "": """arange as_strided as_tensor asarray bartlett_window blackman_window can_cast empty
-        empty_permuted empty_strided eye full hamming_window hann_window kaiser_window linspace
-        logspace normal ones promote_types rand rand_like randint randint_like randn randn_like
-        randperm result_type scalar_tensor tensor tril_indices triu_indices typename vander
-        zeros""",
+        empty_permuted empty_strided eye from_file full hamming_window hann_window kaiser_window
+        linspace logspace normal ones promote_types rand rand_like randint randint_like randn
+        randn_like randperm result_type scalar_tensor sparse_compressed_tensor tensor tril_indices
+        triu_indices typename vander zeros""",
     "nn.functional": "hardsigmoid hardswish sigmoid tanh",
     "fft": "fftfreq rfftfreq",
     "Tensor": "new new_empty new_empty_strided new_full new_ones new_tensor new_zeros stride "
