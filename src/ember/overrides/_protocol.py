@@ -95,12 +95,18 @@ def handle_torch_function(public_api, relevant_args, *args, **kwargs):
             return result
     elif not overloaded:
         return public_api(*args, **kwargs)
+    return _offer_in_turn(public_api, overloaded, types, args, kwargs)
+
+
+def _offer_in_turn(func, overloaded, types, args, kwargs):
+    """The first result other than NotImplemented of the ``overloaded`` arguments'
+    ``__torch_function__``; PyTorch's TypeError when none takes the call."""
     for arg in overloaded:
-        result = arg.__torch_function__(public_api, types, args, kwargs)
+        result = arg.__torch_function__(func, types, args, kwargs)
         if result is not NotImplemented:
             return result
-    raise TypeError(f"no implementation found for '{qualified_name(public_api)}' on types "
-                    f"that implement __torch_function__: {list(types)}")
+    raise TypeError(f"no implementation found for '{qualified_name(func)}' on types that "
+                    f"implement __torch_function__: {list(types)}")
 
 
 def wrap_torch_function(dispatcher):
@@ -137,12 +143,7 @@ def handle_op(op, inputs, params, out, inplace=False):
         from ember.overrides._entries import entry, entry_kind
         kind = entry_kind() or ("inplace" if inplace else "function")
         func, args, kwargs = entry(kind, op, inputs, params, out)
-    for arg in overloaded:
-        result = arg.__torch_function__(func, types, args, kwargs)
-        if result is not NotImplemented:
-            return result
-    raise TypeError(f"no implementation found for '{qualified_name(func)}' on types that "
-                    f"implement __torch_function__: {list(types)}")
+    return _offer_in_turn(func, overloaded, types, args, kwargs)
 
 
 def _registry_call(op, inputs, params, out, inplace):

@@ -140,10 +140,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     if mmap and path is None:
         raise ValueError("f must be a file path in order to use the mmap argument")
     with contextlib.ExitStack() as stack:
-        if isinstance(f, (str, os.PathLike)):
-            f = stack.enter_context(open(f, "rb"))
-        elif not (hasattr(f, "seekable") and f.seekable()):
-            f = io.BytesIO(f.read())
+        f = _seekable(stack, f)
         start = f.tell()
         magic = f.read(4)
         f.seek(start)
@@ -161,15 +158,21 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         return _legacy.load(f, make_unpickler, map_location, _restore, weights_only)
 
 
+def _seekable(stack, f):
+    """``f`` (a path or a binary file) as a seekable binary file, closed with ``stack``."""
+    if isinstance(f, (str, os.PathLike)):
+        return stack.enter_context(open(f, "rb"))
+    if not (hasattr(f, "seekable") and f.seekable()):
+        return io.BytesIO(f.read())
+    return f
+
+
 def get_unsafe_globals_in_checkpoint(f):
     """The ``"module.name"`` of each global in zip checkpoint ``f`` (a path or binary file)
     that ``load(weights_only=True)`` would reject: neither allowed by default nor added with
     ``add_safe_globals``. Reads only the pickle's opcodes; runs nothing from the file."""
     with contextlib.ExitStack() as stack:
-        if isinstance(f, (str, os.PathLike)):
-            f = stack.enter_context(open(f, "rb"))
-        elif not (hasattr(f, "seekable") and f.seekable()):
-            f = io.BytesIO(f.read())
+        f = _seekable(stack, f)
         start = f.tell()
         magic = f.read(2)
         f.seek(start)
