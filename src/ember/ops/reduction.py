@@ -8,6 +8,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember.ops._dims import reduction_dims
+from ember.ops._linalg_utils import on_host
 from ember.ops._elementwise import conj_grad, zeros_for
 from ember.ops._promotion import FLOAT, SAME, Policy
 from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced, flip,
@@ -275,7 +276,12 @@ def hash_tensor(xp, x, dim, keepdim, mode):
         if x.shape[d] == 0:
             raise IndexError(f"hash_tensor: Expected reduction dim {d} to have non-zero size.")
     wide = x.astype(np.float64 if x.dtype.kind in "fV" else np.int64)
-    return xp.bitwise_xor.reduce(wide.view(np.uint64), axis=dims, keepdims=keepdim)
+    # on the host: CuPy has no ufunc reduce for bitwise_xor
+    return on_host(xp, _xor_reduce, wide.view(np.uint64), axis=dims, keepdims=keepdim)
+
+
+def _xor_reduce(xp, bits, axis, keepdims):
+    return xp.asarray(xp.bitwise_xor.reduce(bits, axis=axis, keepdims=keepdims))
 
 
 # --- norm -------------------------------------------------------------------------------------
