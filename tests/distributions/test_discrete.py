@@ -158,6 +158,16 @@ def test_binomial_closed_forms():
     _close(Binomial(_t([4.0, 0.0]), _t([1.0, 0.5])).mode, [4.0, 0.0])
 
 
+def test_binomial_log_prob_gradient_at_even_odds():
+    # d/dp [k log p + (n - k) log(1 - p)] = k/p - (n - k)/(1 - p): 2/0.5 - 3/0.5 = -2 at p = 0.5
+    probs = _t([0.2, 0.5, 0.9], grad=True)
+    Binomial(5, probs).log_prob(_t([0.0, 2.0, 5.0])).sum().backward()
+    _close(probs.grad, [-6.25, -2.0, 50.0 / 9.0])
+    logits = _t([0.0], grad=True)
+    Binomial(4, logits=logits).log_prob(_t([1.0])).sum().backward()
+    _close(logits.grad, [-1.0])                     # k - n sigmoid(0)
+
+
 def test_categorical_normalizes_its_parameters():
     d = Categorical(_t([[2.0, 1.0, 1.0], [0.0, 0.0, 3.0]]))
     _close(d.probs, [[0.5, 0.25, 0.25], [0.0, 0.0, 1.0]])

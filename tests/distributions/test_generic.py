@@ -172,3 +172,12 @@ def test_every_public_distribution_has_examples():
     abstract = {D.Distribution, D.ExponentialFamily}
     missing = sorted(c.__name__ for c in public - covered - abstract)
     assert not missing, f"no examples for {missing}"
+
+
+def test_broadcast_all_rejects_other_objects():
+    a, b = D.utils.broadcast_all(ember.tensor([1.0, 2.0]), 3.0)
+    assert a.tolist() == [1.0, 2.0] and b.tolist() == [3.0, 3.0]
+    with pytest.raises(ValueError, match="^Input arguments must all be instances of Number, "
+                                         "torch.Tensor or objects implementing "
+                                         "__torch_function__.$"):
+        D.utils.broadcast_all(ember.tensor([1.0]), "a")

@@ -381,6 +381,24 @@ def test_wishart_redraws_singular_samples(monkeypatch):
     assert len(draws) == 2
 
 
+def test_wishart_kl_is_the_bregman_divergence_per_batch_element():
+    # closed form: n1/2 (tr(V2^-1 V1) - p) + n2/2 log|V2|/|V1| + log G_p(n2/2) - log G_p(n1/2)
+    #              + (n1 - n2)/2 psi_p(n1/2), with V1 = [[2, .5], [.5, 1]] and V2 = I
+    v1 = _t([[2.0, 0.5], [0.5, 1.0]])
+    p = Wishart(_t(4.0), v1)
+    q = Wishart(_t([3.0, 5.0]), _t(np.eye(2)))
+    _close(kl_divergence(p, q), [1.3902134726353876, 0.7767884837310859])
+    _close(kl_divergence(p, p), 0.0)
+    df = _t(3.0, True)
+    kl = kl_divergence(Wishart(df, v1), p)
+    _close(kl, 0.27036284546147815)
+    kl.backward()                                   # differentiable in p's parameters too
+    _close(df.grad, -0.6449340668707171, tol=1e-8)
+    with pytest.raises(NotImplementedError, match="^The cross KL-divergence between different "
+                                                  "exponential families cannot be computed"):
+        kl_divergence(p, ember.distributions.Normal(0.0, 1.0))
+
+
 # ---------------------------------------------------------------- LKJCholesky
 
 def test_lkj_errors():

@@ -67,6 +67,8 @@ CASES = [
     ("Binomial", {"total_count": T([3.0, 7.0]), "logits": T([[0.3], [-1.2]])},
      T([[1.0, 2.0], [3.0, 0.0]])),
     ("Binomial", {"total_count": 10, "probs": 0.3}, T([0.0, 3.0, 10.0], "float32")),
+    ("Binomial", {"total_count": 5, "probs": T([0.5, 0.2])}, T([2.0, 0.0])),   # logit 0: a kink
+    ("Binomial", {"total_count": 4, "logits": T([0.0, -1.0])}, T([1.0, 3.0])),
     ("Categorical", {"probs": T(CATEGORICAL_PROBS)}, T([[0, 2], [1, 1], [2, 0]], "int64")),
     ("Categorical", {"probs": T([2.0, 1.0, 0.0])}, T([0.0, 1.0, 2.0])),
     ("Categorical", {"logits": T([1.0, -0.5, 0.2, 0.0])}, T([3, 0], "int64")),

@@ -76,10 +76,9 @@ class Binomial(Distribution):
             self._validate_sample(value)
         n, logits = self.total_count, self.logits
         log_choose = ember.lgamma(n + 1) - ember.lgamma(value + 1) - ember.lgamma(n - value + 1)
-        # k log p + (n - k) log(1 - p) = k l - n softplus(l), with the softplus written
-        # max(l, 0) + log1p(exp(-|l|)) so that neither sign of l overflows
-        log_softplus = logits.clamp(min=0) + ember.log1p(ember.exp(-logits.abs()))
-        return log_choose + value * logits - n * log_softplus
+        # k log p + (n - k) log(1 - p) = k l - n softplus(l); softplus overflows for neither
+        # sign of l and its derivative is sigmoid(l), also at l = 0 where max(l, 0) has a kink
+        return log_choose + value * logits - n * ember.nn.functional.softplus(logits)
 
     def entropy(self):
         """-sum_k P(k) log P(k) over k = 0..total_count (one count for the whole batch)."""

@@ -20,7 +20,7 @@ def broadcast_all(*values):
         if isinstance(value, ember.Tensor):
             like = like if like is not None else value
         elif not isinstance(value, numbers.Number) and not hasattr(value, "__torch_function__"):
-            raise ValueError("Input arguments must all be instances of numbers.Number, "
+            raise ValueError("Input arguments must all be instances of Number, "
                              "torch.Tensor or objects implementing __torch_function__.")
     if like is None:
         dtype, device = ember.get_default_dtype(), None
