@@ -362,3 +362,53 @@ def test_linspace_values_are_pytorchs_to_the_last_bit():
     c = ember.linspace(1j, -2 + 3j, 8)
     assert c.dtype == ember.complex64 and c[0].item() == 1j and c[-1].item() == -2 + 3j
     assert ember.linspace(0, 10, 4, dtype=ember.int64).tolist() == [0, 3, 6, 10]
+
+
+def test_arange_bound_errors_name_pytorch_messages():
+    with pytest.raises(RuntimeError, match="upper bound and lower bound inconsistent with step "
+                                           "sign"):
+        ember.arange(0, 5, -1)
+    with pytest.raises(RuntimeError, match="unsupported range: 0 -> inf"):
+        ember.arange(0, math.inf)
+    with pytest.raises(RuntimeError, match="unsupported range: nan -> 1"):
+        ember.arange(math.nan, 1.0)
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        ember.arange(0, 5, math.nan)
+    assert ember.arange(0, 5, math.inf).shape == (0,)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ember.arange(3, dtype=ember.bool), "\"arange_cpu\" not implemented for 'Bool'"),
+    (lambda: ember.arange(3, dtype=ember.complex64),
+     "\"arange_cpu\" not implemented for 'ComplexFloat'"),
+    (lambda: ember.arange(3, dtype=ember.uint32), "\"arange_cpu\" not implemented for 'UInt32'"),
+    (lambda: ember.linspace(0, 1, 3, dtype=ember.bool),
+     "\"linspace_cpu\" not implemented for 'Bool'"),
+    (lambda: ember.logspace(0, 1, 3, dtype=ember.float8_e5m2),
+     "\"logspace_cpu\" not implemented for 'Float8_e5m2'"),
+])
+def test_range_factories_refuse_dtypes_pytorch_has_no_kernel_for(call, message):
+    with pytest.raises(NotImplementedError, match=message):
+        call()
+
+
+def test_range_factories_keep_the_dtypes_they_support():
+    assert ember.linspace(0, 1, 3, dtype=ember.complex64).dtype is ember.complex64
+    assert ember.linspace(0, 1, 0, dtype=ember.bool).shape == (0,)
+    assert ember.arange(3, dtype=ember.uint8).tolist() == [0, 1, 2]
+
+
+def test_factory_size_and_like_errors_name_pytorch_messages():
+    with pytest.raises(RuntimeError, match="^number of steps must be non-negative$"):
+        ember.linspace(0, 1, -1)
+    with pytest.raises(RuntimeError, match="m must be greater or equal to 0, got -1"):
+        ember.eye(2, -1)
+    with pytest.raises(RuntimeError, match="n must be greater or equal to 0, got -1"):
+        ember.eye(-1, -2)
+    with pytest.raises(TypeError, match=r"zeros_like\(\): argument 'input' \(position 1\) "
+                                        r"must be Tensor, not list"):
+        ember.zeros_like([1, 2])
+    with pytest.raises(TypeError, match=r"full_like\(\): argument 'input' .* not int"):
+        ember.full_like(3, 1)
+    with pytest.raises(TypeError, match=r"rand_like\(\): argument 'input' .* not list"):
+        ember.rand_like([1.0])

@@ -91,6 +91,20 @@ def test_finfo_iinfo():
         ember.iinfo(ember.float32)
 
 
+def test_finfo_resolution_and_repr():
+    resolutions = {ember.float16: 0.001, ember.bfloat16: 0.01, ember.float32: 1e-06,
+                   ember.float64: 1e-15, ember.float8_e4m3fn: 1.0, ember.float8_e5m2: 1.0,
+                   ember.complex64: 1e-06}
+    for dtype, resolution in resolutions.items():
+        assert ember.finfo(dtype).resolution == resolution
+    assert repr(ember.finfo(ember.float16)) == (
+        "finfo(resolution=0.001, min=-65504, max=65504, eps=0.000976562, "
+        "smallest_normal=6.10352e-05, tiny=6.10352e-05, dtype=float16)")
+    assert repr(ember.finfo(ember.float8_e4m3fn)) == (
+        "finfo(resolution=1, min=-448, max=448, eps=0.125, smallest_normal=0.015625, "
+        "tiny=0.015625, dtype=float8_e4m3fn)")
+
+
 def test_default_dtype_governs_new_floats_and_scalar_promotion():
     assert ember.get_default_dtype() is ember.float32
     assert ember.tensor([1.0]).dtype is ember.float32

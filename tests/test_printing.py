@@ -7,6 +7,9 @@ inf and signed zeros) and print options.
 
 import itertools
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -1597,6 +1600,24 @@ def test_printing_leaves_the_tensor_alone():
     y = t * 2
     repr(y)
     assert y._grad_fn is not None and t.is_leaf and t.grad is None
+
+
+def test_0_dim_float8_tensors_print():
+    assert repr(ember.tensor(7, dtype=ember.float8_e4m3fn)) == \
+        "tensor(7., dtype=ember.float8_e4m3fn)"
+    assert repr(ember.tensor(1e6, dtype=ember.float8_e4m3fn)) == \
+        "tensor(448., dtype=ember.float8_e4m3fn)"
+    assert ember.tensor(7., dtype=ember.float8_e4m3fn).item() == 7.0
+
+
+def test_tensor_str_module_is_reachable_from_the_namespace():
+    # in a fresh interpreter, before anything printed (torch._tensor_str.printoptions)
+    code = ("import ember\n"
+            "with ember._tensor_str.printoptions(precision=2):\n"
+            "    print(repr(ember.tensor([1.2345])))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.stdout == "tensor([1.23])\n", done.stderr
 
 
 def test_format_of_a_0_dim_tensor_is_its_values():

@@ -228,3 +228,29 @@ def test_generator_argument_must_be_a_generator():
         with pytest.raises(TypeError, match="argument 'generator' must be torch.Generator, "
                                             "not (int|str)"):
             draw()
+
+
+@pytest.mark.parametrize("low, high, dtype, message", [
+    (0, 300, ember.uint8, "to - 1 is out of bounds for unsigned char"),
+    (-1, 3, ember.uint8, "from is out of bounds for unsigned char"),
+    (0, 5, ember.bool, "to - 1 is out of bounds for bool"),
+    (-300, 5, ember.int8, "from is out of bounds for signed char"),
+    (0, 2 ** 40, ember.int32, "to - 1 is out of bounds for int"),
+    (0, 2 ** 20, ember.float16, r"to - 1 is out of bounds for c10::Half"),
+])
+def test_randint_refuses_bounds_the_dtype_cannot_hold(low, high, dtype, message):
+    with pytest.raises(RuntimeError, match=message):
+        ember.randint(low, high, (3,), dtype=dtype)
+
+
+def test_random_bounds_checks_keep_full_ranges_and_cover_random_():
+    assert ember.randint(0, 256, (50,), dtype=ember.uint8).dtype is ember.uint8
+    assert ember.randint(-128, 128, (50,), dtype=ember.int8).dtype is ember.int8
+    assert ember.empty(4, dtype=ember.uint8).random_().dtype is ember.uint8
+    with pytest.raises(RuntimeError, match="to - 1 is out of bounds for unsigned char"):
+        ember.empty(2, dtype=ember.uint8).random_(0, 300)
+    with pytest.raises(RuntimeError, match="check_random_bounds handles only integral"):
+        ember.randint(0, 3, (2,), dtype=ember.complex64)
+    with pytest.raises(RuntimeError, match=r"Trying to create tensor with negative dimension "
+                                           r"-1: \[-1\]"):
+        ember.randperm(-1)

@@ -553,7 +553,16 @@ def in_format(t, memory_format, like=None):
     return t
 
 
-def _like(input, dtype, device):
+def check_like_input(input, name):
+    """PyTorch's TypeError when a ``*_like`` factory is given something not a Tensor."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+
+
+def _like(input, dtype, device, name):
+    """A ``*_like`` factory's dtype and device (``input``'s unless given)."""
+    check_like_input(input, name)
     return (input.dtype if dtype is None else dtype,
             input.device if device is None else device)
 
@@ -561,7 +570,7 @@ def _like(input, dtype, device):
 def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None):
     """Zeros with the shape (and by default dtype and device) of ``input``."""
-    dtype, device = _like(input, dtype, device)
+    dtype, device = _like(input, dtype, device, "zeros_like")
     made = zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
     return in_format(made, memory_format, input)
 
@@ -569,7 +578,7 @@ def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
 def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
     """Ones with the shape (and by default dtype and device) of ``input``."""
-    dtype, device = _like(input, dtype, device)
+    dtype, device = _like(input, dtype, device, "ones_like")
     made = ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
     return in_format(made, memory_format, input)
 
@@ -577,7 +586,7 @@ def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
 def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None):
     """An uninitialized tensor shaped like ``input``."""
-    dtype, device = _like(input, dtype, device)
+    dtype, device = _like(input, dtype, device, "empty_like")
     made = empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
     return in_format(made, memory_format, input)
 
@@ -585,7 +594,7 @@ def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None):
     """``fill_value`` everywhere, shaped like ``input``."""
-    dtype, device = _like(input, dtype, device)
+    dtype, device = _like(input, dtype, device, "full_like")
     return in_format(full(input.shape, fill_value, dtype=dtype, device=device,
                           requires_grad=requires_grad), memory_format, input)
 
@@ -598,6 +607,16 @@ def _number(x, name):
     return x
 
 
+def _reject_range_dtype(kernel, dtype, device, complex_ok=False):
+    """PyTorch's NotImplementedError for the dtypes its range kernels have no version for."""
+    dev = get_default_device() if device is None else as_device(device)
+    unsupported = (D.bool_, D.float8_e4m3fn, D.float8_e5m2) + D.WIDE_UNSIGNED
+    if dev.type in ("cpu", "cuda") and (dtype in unsupported or
+                                        dtype.is_complex and not complex_ok):
+        raise NotImplementedError(f"\"{kernel}_{dev.type}\" not implemented for "
+                                  f"'{dtype._torch_name}'")
+
+
 def _span(start, end, step):
     """``arange``'s and ``range``'s bounds checked: (start, end, step); one bound is the
     end."""
@@ -605,10 +624,12 @@ def _span(start, end, step):
         start, end = 0, start
     start, end, step = (_number(start, "start"), _number(end, "end"),
                         _number(step, "step"))
-    if step == 0:
+    if step == 0 or step != step:           # a NaN step is refused as zero is
         raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {start:g} -> {end:g}")
     if (end - start) * step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     return start, end, step
 
 
@@ -619,6 +640,7 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = D.get_default_dtype() if is_float else D.int64
+    _reject_range_dtype("arange", dtype, device)
     n = max(0, math.ceil((end - start) / step))
     # made where it lives: on a GPU, no upload to wait for
     if all(isinstance(v, numbers.Integral) for v in (start, end, step)):
@@ -640,6 +662,8 @@ def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=
                   stacklevel=2)
     start, end, step = _span(start, end, step)
     n = math.floor((end - start) / step) + 1
+    if dtype is not None:
+        _reject_range_dtype("range", dtype, device)
 
     def fill(xp, _, np_dtype):
         return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
@@ -667,9 +691,11 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
         raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
     steps = steps.__index__()
     if steps < 0:
-        raise RuntimeError("linspace(): number of steps must be non-negative")
+        raise RuntimeError("number of steps must be non-negative")
     start, end = _number(start, "start"), _number(end, "end")
     dtype = _space_dtype("linspace", start, end, dtype)
+    if steps:
+        _reject_range_dtype("linspace", dtype, device, complex_ok=True)
     _, dev = _target(device)
     if dtype.np in (np.float32, np.float64):
         arr = _evenly_spaced(start.real, end.real, steps, dtype.np.type)
@@ -713,6 +739,8 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     """``steps`` values spaced evenly on a log scale from ``base**start`` to ``base**end``."""
     _, dev = _target(device)
     dtype = _space_dtype("logspace", _number(start, "start"), _number(end, "end"), dtype)
+    if steps:
+        _reject_range_dtype("logspace", dtype, device, complex_ok=True)
     exponents = linspace(start, end, steps, dtype=D.complex128 if dtype.is_complex else D.float64,
                          device="cpu")
     arr = np.power(float(base), exponents._data)
@@ -729,8 +757,9 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """A 2-D tensor with ones on the diagonal."""
     m = n if m is None else m
-    if n < 0 or m < 0:
-        raise RuntimeError(f"n must be greater or equal to 0, got {min(n, m)}")
+    for name, v in (("n", n), ("m", m)):
+        if v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _alloc(lambda xp, s, d: xp.eye(s[0], s[1], dtype=d), (n, m), dtype, device,
                   requires_grad, out)
 

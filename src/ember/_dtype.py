@@ -243,7 +243,9 @@ class finfo:
         self.min = float(info.min)
         self.tiny = float(info.tiny)
         self.smallest_normal = self.tiny
-        self.resolution = float(info.resolution)
+        # 10 ** -precision, precision being the decimal digits eps allows (a Python float,
+        # not the nearest value of the dtype as NumPy's resolution is)
+        self.resolution = 10.0 ** -int(-np.log10(self.eps))
 
     def __repr__(self):
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "

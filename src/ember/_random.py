@@ -15,7 +15,8 @@ import json
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import _finish, _place, _size, _size_args, _target, in_format, pinned
+from ember._creation import (_finish, _place, _size, _size_args, _target, check_like_input,
+                             in_format, pinned)
 from ember._device import as_device, get_default_device
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
                            device_guard, device_of, host_array, on_device_of, xp_of)
@@ -286,6 +287,7 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
     dtype = D.int64 if dtype is None else dtype
+    _check_random_bounds(dtype, low, high)
     shape = _size((size,))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "integers", low, high)
     if drawn is not None:
@@ -301,7 +303,7 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
         return pinned(randperm(n, generator=generator, dtype=dtype, device=device,
                                requires_grad=requires_grad), True)
     if n < 0:
-        raise RuntimeError(f"n must be non-negative, got{n}")
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     dtype = D.int64 if dtype is None else dtype
     drawn = _permutation_on_device(generator, n, _target(device)[1])
     if drawn is not None:
@@ -517,6 +519,7 @@ def _check_weights(xp, w, needed):
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None, generator=None):
     """Uniform samples shaped like ``input``."""
+    check_like_input(input, "rand_like")
     made = rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                 requires_grad=requires_grad, generator=generator)
     return in_format(made, memory_format, input)
@@ -525,6 +528,7 @@ def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, generator=None):
     """Normal samples shaped like ``input``."""
+    check_like_input(input, "randn_like")
     made = randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                  requires_grad=requires_grad, generator=generator)
     return in_format(made, memory_format, input)
@@ -533,6 +537,7 @@ def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
 def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
                  requires_grad=False, memory_format=None, generator=None):
     """Random integers shaped like ``input``."""
+    check_like_input(input, "randint_like")
     if high is None:
         low, high = 0, low
     made = randint(low, high, input.shape, dtype=dtype or input.dtype,
@@ -542,18 +547,28 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
 
 # --- in-place sampling methods ----------------------------------------------------------------
 
-def _fill_(t, arr):
+def _fill_(t, arr, node):
+    """Write the samples ``arr`` into ``t``; a tensor with history gets a backward node
+    named ``node`` (as PyTorch's, e.g. NormalBackward0) passing no gradient back."""
     from ember.autograd.grad_mode import STATE
     from ember.ops._inplace import _check_leaf
+    history = STATE.grad_enabled and t.requires_grad
     if STATE.grad_enabled:
         _check_leaf(t)
+    if history:         # fill_ records the cut (a zero gradient) and bumps the version
+        from ember.ops.conversion import fill_
+        fill_(t, 0)
     data = t._data
     if type(data) is not np.ndarray and type(arr) is not type(data):   # drawn on the host
         arr = cuda_backend().to_device(np.asarray(arr).astype(data.dtype), data.device.id)
     elif data.dtype.kind in "iub":
         arr = np.asarray(arr).astype(data.dtype)
     data[...] = arr
-    t._bump_version()
+    if not history:
+        t._bump_version()
+    elif type(t._grad_fn).__name__ == "FillBackward2":     # (a view's node stays as it is)
+        from ember.ops._registry import rename_node
+        rename_node(t, node)
     return t
 
 
@@ -567,8 +582,9 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "uniform", from_,
                              to)
     if drawn is not None:
-        return _fill_(self, drawn)
-    return _fill_(self, from_ + (to - from_) * _rng_on(generator, self.device).random(self.shape))
+        return _fill_(self, drawn, "UniformBackward0")
+    drawn = from_ + (to - from_) * _rng_on(generator, self.device).random(self.shape)
+    return _fill_(self, drawn, "UniformBackward0")
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
@@ -579,23 +595,55 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "normal", mean,
                              std)
     if drawn is not None:
-        return _fill_(self, drawn)
-    return _fill_(self, mean + std * _rng_on(generator, self.device).standard_normal(self.shape))
+        return _fill_(self, drawn, "NormalBackward0")
+    drawn = mean + std * _rng_on(generator, self.device).standard_normal(self.shape)
+    return _fill_(self, drawn, "NormalBackward0")
 
 
 def random_(self, from_=0, to=None, *, generator=None, **kw):
     """Fill with integers from [from, to) (default: the dtype's range of exact integers)."""
     from_ = kw.pop("from", from_)
+    node = "RandomBackward0" if to is not None else "RandomBackward1" if from_ else \
+        "RandomBackward2"
     if to is None:
         to, from_ = (from_, 0) if from_ else (_random_limit(self.dtype), 0)
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} "
                            f">= to={to}")
+    _check_random_bounds(self.dtype, from_, to)
     drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "integers", from_,
                              to)
     if drawn is not None:
-        return _fill_(self, drawn)
-    return _fill_(self, _rng_on(generator, self.device).integers(from_, to, size=self.shape))
+        return _fill_(self, drawn, node)
+    drawn = _rng_on(generator, self.device).integers(from_, to, size=self.shape)
+    return _fill_(self, drawn, node)
+
+
+# the C++ type names PyTorch's bounds messages give
+_C_NAMES = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",
+            D.int16: "short int", D.int32: "int", D.uint16: "short unsigned int",
+            D.uint32: "unsigned int", D.float16: "c10::Half"}
+
+
+def _check_random_bounds(dtype, low, high):
+    """PyTorch's check that [low, high) fits ``dtype`` (no silent wrap-around)."""
+    if dtype.is_complex:
+        raise RuntimeError("check_random_bounds handles only integral, floating-point and "
+                           "boolean types")
+    name = _C_NAMES.get(dtype)
+    if name is None:
+        return
+    if dtype is D.bool_:
+        lo, hi = 0, 1
+    elif dtype is D.float16:
+        lo, hi = -65504, 65504
+    else:
+        info = np.iinfo(dtype.np)
+        lo, hi = int(info.min), int(info.max)
+    if not lo <= low <= hi:
+        raise RuntimeError(f"from is out of bounds for {name}")
+    if not lo <= high - 1 <= hi:
+        raise RuntimeError(f"to - 1 is out of bounds for {name}")
 
 
 _EXACT_INTEGERS = {D.float16: 2 ** 11, D.bfloat16: 2 ** 8, D.float32: 2 ** 24,
@@ -625,11 +673,12 @@ def _below(uniform, probs):
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 0/1 samples with probability ``p`` (a number or tensor)."""
     on_host = isinstance(p, Tensor) and p.device != self.device
+    node = "BernoulliBackward1" if isinstance(p, Tensor) else "BernoulliBackward2"
     drawn = None if on_host else _drawn_on_device(generator, self.shape, D.float32, self.device)
     if drawn is not None:
-        return _fill_(self, _below(drawn, p._data if isinstance(p, Tensor) else p))
+        return _fill_(self, _below(drawn, p._data if isinstance(p, Tensor) else p), node)
     probs = host_array(p._data) if isinstance(p, Tensor) else p
-    return _fill_(self, _rng_on(generator, self.device).random(self.shape) < probs)
+    return _fill_(self, _rng_on(generator, self.device).random(self.shape) < probs, node)
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
@@ -637,7 +686,8 @@ def exponential_(self, lambd=1.0, *, generator=None):
     _continuous(self, "Exponential")
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
-    return _fill_(self, _rng_on(generator, self.device).exponential(1.0 / lambd, self.shape))
+    drawn = _rng_on(generator, self.device).exponential(1.0 / lambd, self.shape)
+    return _fill_(self, drawn, "ExponentialBackward0")
 
 
 def geometric_(self, p, *, generator=None):
@@ -645,7 +695,8 @@ def geometric_(self, p, *, generator=None):
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
     _not_implemented_for(self.dtype, "geometric_cpu", (D.BOOL, D.COMPLEX))
-    return _fill_(self, _rng_on(generator, self.device).geometric(p, self.shape))
+    drawn = _rng_on(generator, self.device).geometric(p, self.shape)
+    return _fill_(self, drawn, "GeometricBackward0")
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
@@ -653,14 +704,15 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
     _not_implemented_for(self.dtype, "log_normal_cpu", (D.BOOL, D.INTEGRAL, D.COMPLEX))
-    return _fill_(self, _rng_on(generator, self.device).lognormal(mean, std, self.shape))
+    drawn = _rng_on(generator, self.device).lognormal(mean, std, self.shape)
+    return _fill_(self, drawn, "LogNormalBackward0")
 
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with Cauchy samples."""
     _continuous(self, "Cauchy", c_name=True)
     rng = _rng_on(generator, self.device)
-    return _fill_(self, median + sigma * rng.standard_cauchy(self.shape))
+    return _fill_(self, median + sigma * rng.standard_cauchy(self.shape), "CauchyBackward0")
 
 
 def _nothing_on_meta(sample_):

@@ -62,7 +62,44 @@ CASES = {
     "pairwise": ("NormBackward1", lambda: F.pairwise_distance(x, x.detach())),
     "multi margin": ("MultiMarginLossBackward0", lambda: F.multi_margin_loss(x, labels)),
     "frobenius": ("LinalgVectorNormBackward0", lambda: ember.linalg.matrix_norm(x)),
+    "square": ("PowBackward0", lambda: x.square()),
+    "diag of a vector": ("DiagEmbedBackward0", lambda: x[0].diag()),
+    "diag of a matrix": ("DiagonalBackward0_copy", lambda: x.diag()),
+    "log1p": ("Log1PBackward0", lambda: x.log1p()),
+    "split sizes": ("SplitWithSizesBackward0", lambda: x.split([2, 3], 1)[0]),
+    "split size": ("SplitBackward0", lambda: x.split(2, 1)[0]),
+    "tensor_split": ("SliceBackward0", lambda: x.tensor_split(2, 1)[1]),
+    "diff": ("SubBackward0", lambda: x.diff()),
+    "trapezoid": ("MulBackward1", lambda: ember.trapezoid(x)),
+    "trapezoid x": ("DivBackward1", lambda: ember.trapezoid(x, ember.arange(5.))),
+    "cumulative_trapezoid": ("CumsumBackward0", lambda: ember.cumulative_trapezoid(x)),
+    "lerp number": ("LerpBackward0", lambda: ember.lerp(x, x * 2, 0.5)),
+    "lerp tensor": ("LerpBackward1", lambda: ember.lerp(x, x * 2, x)),
+    "fill_ number": ("FillBackward2", lambda: x.clone().fill_(1)),
+    "fill_ tensor": ("FillBackward3", lambda: x.clone().fill_(ember.tensor(1.))),
+    "zero_": ("ZeroBackward0", lambda: x.clone().zero_()),
+    "rrelu": ("RreluWithNoiseBackward0", lambda: F.rrelu(x)),
+    "rrelu_": ("RreluWithNoiseBackward1", lambda: F.rrelu_(x.clone())),
+    "leaky_relu_": ("LeakyReluBackward1", lambda: F.leaky_relu_(x.clone())),
+    "elu inplace": ("EluBackward1", lambda: F.elu(x.clone(), inplace=True)),
+    "selu_": ("EluBackward1", lambda: F.selu_(x.clone())),
+    "celu_": ("CeluBackward1", lambda: F.celu_(x.clone())),
+    "threshold_": ("ThresholdBackward1", lambda: F.threshold_(x.clone(), 0.5, 0.)),
+    "normal_": ("NormalBackward0", lambda: x.clone().normal_()),
+    "uniform_": ("UniformBackward0", lambda: x.clone().uniform_()),
+    "bernoulli_": ("BernoulliBackward2", lambda: x.clone().bernoulli_(0.5)),
+    "random_": ("RandomBackward2", lambda: x.clone().random_()),
+    "random_ to": ("RandomBackward1", lambda: x.clone().random_(5)),
+    "view after in-place": ("AsStridedBackward0", lambda: _view_after_inplace()),
 }
+
+
+def _view_after_inplace():
+    """A view of a tensor changed in place: PyTorch rebuilds its node by as_strided."""
+    y = x * 1
+    v = y[0]
+    y.mul_(2)
+    return v
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -107,3 +144,23 @@ def layer_outputs(t):
 def test_layer_and_einsum_node_names_follow_pytorch(case):
     name, make = layer_outputs(ember)[case]
     assert make().grad_fn.name() == name
+
+
+@pytest.mark.parametrize("method, args", [("normal_", ()), ("uniform_", ()),
+                                          ("bernoulli_", (0.5,)), ("exponential_", ()),
+                                          ("random_", (5,)), ("cauchy_", ())])
+def test_random_fills_pass_no_gradient_back(method, args):
+    leaf = ember.ones(3, requires_grad=True)
+    y = leaf * 2
+    getattr(y, method)(*args)
+    y.sum().backward()
+    assert leaf.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_random_fill_of_a_view_cuts_only_its_region():
+    leaf = ember.ones(3, requires_grad=True)
+    y = leaf * 2
+    y[:2].normal_()
+    y.sum().backward()
+    assert y.grad_fn.name() == "torch::autograd::CopySlices"
+    assert leaf.grad.tolist() == [0.0, 0.0, 2.0]

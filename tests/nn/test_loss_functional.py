@@ -307,3 +307,9 @@ def test_ctc_loss_truncates_float_targets_to_integers():
     floats = F.ctc_loss(lp, ember.tensor([[1.7, 2.2]]), *lengths)
     ints = F.ctc_loss(lp, ember.tensor([[1, 2]]), *lengths)
     assert floats.item() == ints.item() and math.isfinite(floats.item()) and floats.item() > 0
+
+
+def test_soft_margin_loss_names_input_as_tensor_a():
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(2\) must match the size of "
+                                           r"tensor b \(3\)"):
+        F.soft_margin_loss(ember.ones(2), ember.ones(3))

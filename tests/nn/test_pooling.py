@@ -214,3 +214,43 @@ def test_max_pool1d_rank_error_depends_on_indices():
     with pytest.raises(RuntimeError, match=r"^Expected 2 to 3 dimensions, but got "
                                            r"4-dimensional tensor"):
         nn.MaxPool1d(2, return_indices=True)(x)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kernel_size": 6}, r"max_pool1d\(\) Invalid computed output size: 0"),
+    ({"kernel_size": 0}, r"max_pool1d\(\) kernel_size must be greater than zero, but got 0"),
+    ({"kernel_size": 2, "stride": 0}, r"max_pool1d\(\) stride must be greater than zero"),
+    ({"kernel_size": 2, "padding": -1}, r"max_pool1d\(\) padding must be non-negative, but "
+                                        r"got -1"),
+    ({"kernel_size": 3, "padding": 2, "dilation": 2},
+     r"max_pool1d\(\) padding should be at most half of kernel size, but got padding=2 and "
+     r"kernel_size=3"),
+    ({"kernel_size": 2, "dilation": 0}, r"max_pool1d\(\) dilation must be greater than zero"),
+    ({"kernel_size": (2, 2)}, r"max_pool1d\(\) kernel_size must be an int, list of ints or "
+                              r"tuple of ints of size 1 but got size 2"),
+    ({"kernel_size": 2, "stride": (1, 1)}, r"max_pool1d\(\) stride must be None, an int"),
+])
+def test_max_pool1d_without_indices_words_errors_as_pytorch(kwargs, message):
+    x = ember.ones(1, 1, 5)
+    with pytest.raises(RuntimeError, match=message):
+        F.max_pool1d(x, **kwargs)
+    with pytest.raises(RuntimeError, match=message):
+        nn.MaxPool1d(**kwargs)(x)
+
+
+def test_max_pool1d_with_indices_keeps_the_2d_wording():
+    with pytest.raises(RuntimeError, match=r"Given input size: \(1x1x5\). Calculated output "
+                                           r"size: \(1x1x0\). Output size is too small"):
+        F.max_pool1d(ember.ones(1, 1, 5), 6, return_indices=True)
+
+
+@pytest.mark.parametrize("fn", [F.max_pool2d, F.avg_pool2d])
+def test_pool_padding_is_checked_first_and_must_be_non_negative(fn):
+    x = ember.ones(1, 1, 5, 5)
+    with pytest.raises(RuntimeError, match="pad must be non-negative, but got pad: -1"):
+        fn(x, 2, padding=(-1, 5))
+    with pytest.raises(RuntimeError, match="pad must be non-negative, but got pad: -1"):
+        fn(x, 0, stride=1, padding=-1)          # before the kernel size check
+    with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel "
+                                           "size, but got pad=5, kernel_size=3"):
+        fn(x, (3, 2), padding=(5, -1))

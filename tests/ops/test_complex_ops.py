@@ -152,3 +152,10 @@ def test_reciprocal_of_complex_zero_is_infinite():
     for got in (ember.reciprocal(ember.tensor([0j, 2j])), ember.tensor([0j, 2j]).reciprocal_()):
         assert math.isinf(got[0].real.item()) and math.isnan(got[0].imag.item())
         assert got[1].item() == -0.5j
+
+
+def test_real_of_a_real_tensor_is_the_tensor_itself():
+    x = ember.ones(2, requires_grad=True)
+    assert x.real is x
+    z = ember.tensor([1 + 2j, 3 - 1j])
+    assert z.real is not z and z.real.tolist() == [1.0, 3.0]

@@ -298,3 +298,23 @@ def test_subclasses_see_the_in_place_method():
     x = ember.zeros(2, 3).as_subclass(Logged)
     assert x.t_() is x and type(x) is Logged and x.shape == (3, 2)
     assert calls == ["t_", "__get__"]       # (x.shape is offered too, as in PyTorch)
+
+
+def test_tensor_split_pieces_may_be_modified_in_place():
+    w = ember.arange(12.0).reshape(4, 3).requires_grad_()
+    x = w * 1
+    a, b, c = x.tensor_split(3)
+    a.mul_(2)
+    (x.sum() + (a * c).sum()).backward()
+    assert x.grad_fn.name() == "torch::autograd::CopySlices"
+    assert w.grad.tolist() == [[20.0, 22.0, 24.0], [20.0, 22.0, 24.0], [1.0, 1.0, 1.0],
+                               [7.0, 11.0, 15.0]]
+
+
+def test_split_views_name_the_forward_function_when_modified_in_place():
+    x = ember.ones(4, 4, requires_grad=True) * 1
+    for pieces, name in ((x.split(2), "Split"), (x.split([1, 3]), "SplitWithSizes"),
+                         (x.unbind(), "Unbind")):
+        with pytest.raises(RuntimeError, match=f"^Output 0 of {name} is a view and is being "
+                                               f"modified inplace"):
+            pieces[0].mul_(2)

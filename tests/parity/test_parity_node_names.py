@@ -56,7 +56,34 @@ def _torch_case(expression):
         "pairwise": lambda: F.pairwise_distance(x, x.detach()),
         "multi margin": lambda: F.multi_margin_loss(x, labels),
         "frobenius": lambda: torch.linalg.matrix_norm(x),
+        "square": lambda: x.square(), "diag of a vector": lambda: x[0].diag(),
+        "diag of a matrix": lambda: x.diag(), "log1p": lambda: x.log1p(),
+        "split sizes": lambda: x.split([2, 3], 1)[0], "split size": lambda: x.split(2, 1)[0],
+        "tensor_split": lambda: x.tensor_split(2, 1)[1], "diff": lambda: x.diff(),
+        "trapezoid": lambda: torch.trapezoid(x),
+        "trapezoid x": lambda: torch.trapezoid(x, torch.arange(5.)),
+        "cumulative_trapezoid": lambda: torch.cumulative_trapezoid(x),
+        "lerp number": lambda: torch.lerp(x, x * 2, 0.5),
+        "lerp tensor": lambda: torch.lerp(x, x * 2, x),
+        "fill_ number": lambda: x.clone().fill_(1),
+        "fill_ tensor": lambda: x.clone().fill_(torch.tensor(1.)),
+        "zero_": lambda: x.clone().zero_(), "rrelu": lambda: F.rrelu(x),
+        "rrelu_": lambda: F.rrelu_(x.clone()), "leaky_relu_": lambda: F.leaky_relu_(x.clone()),
+        "elu inplace": lambda: F.elu(x.clone(), inplace=True),
+        "selu_": lambda: F.selu_(x.clone()), "celu_": lambda: F.celu_(x.clone()),
+        "threshold_": lambda: F.threshold_(x.clone(), 0.5, 0.),
+        "normal_": lambda: x.clone().normal_(), "uniform_": lambda: x.clone().uniform_(),
+        "bernoulli_": lambda: x.clone().bernoulli_(0.5), "random_": lambda: x.clone().random_(),
+        "random_ to": lambda: x.clone().random_(5),
+        "view after in-place": lambda: _view_after_inplace(x),
     }[expression]()
+
+
+def _view_after_inplace(x):
+    y = x * 1
+    v = y[0]
+    y.mul_(2)
+    return v
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -32,6 +32,9 @@ def _make_grads(outputs, grads):
     result = []
     for i, (out, g) in enumerate(zip(outputs, grads)):
         if g is None:
+            if not out.requires_grad:       # _roots reports it, as PyTorch does
+                result.append(None)
+                continue
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not out.is_floating_point():
@@ -64,8 +67,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     grads = list(grads) + [None] * (len(outputs) - len(grads))
     if retain_graph is None:
         retain_graph = create_graph
-    roots = _roots(outputs)
     grads = _make_grads(outputs, grads)
+    roots = _roots(outputs)
     if inputs is not None:
         inputs = _as_tuple(inputs)
         if not inputs:
@@ -104,20 +107,22 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                     materialize_grads=materialize_grads))(*vectors)
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     if allow_unused is None:
         allow_unused = materialize_grads
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
-    for t in inputs:
-        if not isinstance(t, GradientEdge) and not t.requires_grad:
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
     grads = list(_as_tuple(grad_outputs))
     grads = grads + [None] * (len(outputs) - len(grads))
     if retain_graph is None:
         retain_graph = create_graph
+    grads = _make_grads(outputs, grads)     # PyTorch's order of checks: grads, outputs, inputs
     roots = _roots(outputs)
-    grads = _make_grads(outputs, grads)
+    for t in inputs:
+        if not isinstance(t, GradientEdge) and not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
     targets = [_target(t) for t in inputs]
     found = run_backward(roots, grads, retain_graph, create_graph, targets=targets)
     result = []

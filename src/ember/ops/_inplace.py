@@ -171,9 +171,12 @@ def _history_snapshot(t, copy_values):
 
 
 def _check_single_view(t):
-    if t._view is not None and t._view[5] is not None:
+    if t._view is not None and t._view[5] is not None and not t._view[2].independent_views:
+        # PyTorch names the forward function: Split, SplitWithSizes, Unbind
+        node = t._grad_fn.name() if t._grad_fn is not None else t._view[2].node_class.__name__
+        name = node.rstrip("0123456789").removesuffix("Backward")
         raise RuntimeError(
-            f"Output {t._view[5]} of {t._view[2].node_class.__name__} is a view and is being "
+            f"Output {t._view[5]} of {name} is a view and is being "
             f"modified inplace. This view is the output of a function that returns multiple "
             f"views. Such functions do not allow the output views to be modified inplace. You "
             f"should replace the inplace operation by an out-of-place one.")
@@ -325,6 +328,11 @@ def refresh_view_history(t):
         fresh = replay(recipe, base)
     finally:
         _GRAD.grad_enabled = prev
+    if fresh.dtype is base.dtype and fresh._grad_fn is not None:
+        # PyTorch rebuilds such a view by one as_strided (and replays only dtype-changing
+        # views, as view_as_real): its node shows that name
+        from ember.ops._registry import rename_node
+        rename_node(fresh, "AsStridedBackward0")
     t._grad_fn = fresh._grad_fn
     t._output_nr = fresh._output_nr
     t._view = view[:4] + (base._grad_fn,) + view[5:]

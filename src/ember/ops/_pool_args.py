@@ -7,8 +7,8 @@ import numpy as np
 from ember import _dtype as D
 from ember.ops._separable import built_once
 
-__all__ = ["tuple_arg", "pool_geometry", "check_rank", "reject_dtype", "window_mats",
-           "adaptive_bounds", "adaptive_mats", "output_size_arg"]
+__all__ = ["tuple_arg", "pool_geometry", "output_sizes", "check_rank", "reject_dtype",
+           "window_mats", "adaptive_bounds", "adaptive_mats", "output_size_arg"]
 
 _COUNT = {1: "one int", 2: "two ints", 3: "three ints"}
 _NAMES = {1: ("",), 2: ("H", "W"), 3: ("T", "H", "W")}
@@ -56,33 +56,43 @@ def reject_dtype(kernel, dtype, kinds, extra=()):
                               f"'{D.FROM_NUMPY[dtype]._torch_name}'")
 
 
-def pool_geometry(shape, nd, kernel, stride, padding, dilation, ceil_mode):
-    """Output spatial sizes of a pooling window sweep, checked as PyTorch checks them (1-D
-    pooling runs as 2-D pooling over a height of one, and its messages say so)."""
-    if any(s == 0 for s in stride):
-        raise RuntimeError("stride should not be zero")
-    names = _NAMES[nd] if nd > 1 else ("H", "W")
-    if nd == 1:
-        kernel, dilation = (1,) + tuple(kernel), (1,) + tuple(dilation)
-    if any(k <= 0 for k in kernel):
-        raise RuntimeError("kernel size should be greater than zero, but got " + " ".join(
-            f"k{n}: {k}" for n, k in zip(names, kernel)))
-    if any(d <= 0 for d in dilation):
-        raise RuntimeError("dilation should be greater than zero, but got " + " ".join(
-            f"dilation{n}: {d}" for n, d in zip(names, dilation)))
-    if nd == 1:
-        kernel, dilation = kernel[1:], dilation[1:]
+def _check_padding(kernel, padding, dilation):
+    """PyTorch's per-dim padding checks: non-negative, and at most half the effective window."""
     for k, p, d in zip(kernel, padding, dilation):
-        if p > (d * (k - 1) + 1) // 2 or p < 0:
+        if p < 0:
+            raise RuntimeError(f"pad must be non-negative, but got pad: {p}")
+        if p > int((d * (k - 1) + 1) / 2):
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
                                f"pad={p}, kernel_size={k} and dilation={d}")
+
+
+def output_sizes(sizes, kernel, stride, padding, dilation, ceil_mode):
+    """Output sizes of a window sweep over ``sizes`` (unchecked; may be <= 0)."""
     out = []
-    for size, k, s, p, d in zip(shape[-nd:], kernel, stride, padding, dilation):
+    for size, k, s, p, d in zip(sizes, kernel, stride, padding, dilation):
         span = size + 2 * p - d * (k - 1) - 1
         o = (span + (s - 1 if ceil_mode else 0)) // s + 1
         if ceil_mode and (o - 1) * s >= size + p:
             o -= 1
         out.append(o)
+    return tuple(out)
+
+
+def pool_geometry(shape, nd, kernel, stride, padding, dilation, ceil_mode):
+    """Output spatial sizes of a pooling window sweep, checked as PyTorch checks them (1-D
+    pooling runs as 2-D pooling over a height of one, and its messages say so)."""
+    if any(s == 0 for s in stride):
+        raise RuntimeError("stride should not be zero")
+    _check_padding(kernel, padding, dilation)       # PyTorch checks padding before the rest
+    names = _NAMES[nd] if nd > 1 else ("H", "W")
+    lead = (1,) if nd == 1 else ()
+    if any(k <= 0 for k in kernel):
+        raise RuntimeError("kernel size should be greater than zero, but got " + " ".join(
+            f"k{n}: {k}" for n, k in zip(names, lead + tuple(kernel))))
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("dilation should be greater than zero, but got " + " ".join(
+            f"dilation{n}: {d}" for n, d in zip(names, lead + tuple(dilation))))
+    out = output_sizes(shape[-nd:], kernel, stride, padding, dilation, ceil_mode)
     if any(o <= 0 for o in out):
         plane = tuple(shape[-nd - 1:-nd]) + ((1,) if nd == 1 else ())
         given = "x".join(str(v) for v in plane + tuple(shape[-nd:]))

@@ -99,6 +99,9 @@ class Op:
         self.dtype_cache = {}           # operand signature -> compute_dtype(...) result
         self.inplace_forward = None
         self.needs_output = False
+        # a multi-view op whose outputs PyTorch makes one by one (tensor_split slices), so
+        # that each may be modified in place; split's and unbind's may not
+        self.independent_views = False
         self.saved_outputs = None       # indices of the outputs the derivative reads; None: all
         self.needs_mask = False
         self.n_diff_inputs = len(self.input_names)

@@ -12,7 +12,7 @@ from ember._tensor import _make
 from ember._warn import user_level
 from ember.backend import on_device_of, xp_of
 from ember.ops._inplace import call_inplace
-from ember.ops._registry import REGISTRY
+from ember.ops._registry import REGISTRY, rename_node
 
 __all__ = ["relu", "relu6", "leaky_relu", "rrelu", "elu", "selu", "celu", "silu", "mish",
            "hardtanh", "hardsigmoid", "hardswish", "threshold", "softsign", "tanhshrink",
@@ -27,8 +27,15 @@ def _apply(name, input, params, inplace):
     """The op ``name`` on ``input``, written into ``input`` when ``inplace``."""
     op = _op(name)
     if inplace:
-        return call_inplace(op, (input,), params)
+        out = call_inplace(op, (input,), params)
+        renamed = _INPLACE_NODES.get(type(out._grad_fn).__name__)
+        return out if renamed is None else rename_node(out, renamed)
     return op.function(input, *params)
+
+
+# PyTorch's nodes of these in-place kernels end in 1 (a view's node keeps its own name)
+_INPLACE_NODES = {"LeakyReluBackward0": "LeakyReluBackward1", "EluBackward0": "EluBackward1",
+                  "CeluBackward0": "CeluBackward1", "ThresholdBackward0": "ThresholdBackward1"}
 
 
 # --- rectifiers -------------------------------------------------------------------------------
@@ -82,6 +89,12 @@ def threshold_(input, threshold, value):
 
 def _rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None,
            inplace=False):
+    out = _rrelu_values(input, lower, upper, training, generator, inplace)
+    # PyTorch computes both modes with its rrelu_with_noise kernel
+    return rename_node(out, "RreluWithNoiseBackward1" if inplace else "RreluWithNoiseBackward0")
+
+
+def _rrelu_values(input, lower, upper, training, generator, inplace):
     if lower > upper:
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:

@@ -352,6 +352,7 @@ reciprocal.inplace_variant(lambda xp, dst, a: _reciprocal(xp, a, out=dst))
 square = unary("square(input)", lambda xp, x: xp.square(x),
                lambda grad, x: grad * conj_grad(2 * x),
                doc="The square of each element.", promote=SQUARE, ufunc="square")
+square.name_nodes("PowBackward0")      # PyTorch squares by pow(input, 2)
 frac = unary("frac(input)", lambda xp, x: x - xp.trunc(x), lambda grad, x: grad,
              doc="The fractional part of each element.", promote=FLOAT_ONLY,
              saves_inputs=False)

@@ -185,6 +185,11 @@ def lerp(xp, x, end, weight):
     return xp.where(xp.abs(weight) < 0.5, x + weight * diff, end - diff * (1 - weight))
 
 
+@lerp.named_by
+def _(flat, params, out):
+    return "LerpBackward1" if _is_tensor(flat[2]) else "LerpBackward0"
+
+
 @lerp.derivative
 def _(grad, x, end, weight):
     w = conj_grad(weight)

@@ -66,6 +66,9 @@ def diff(xp, x, prepend, append, n, dim):
     return y
 
 
+diff.name_nodes("SubBackward0")      # PyTorch differences by subtracting slices
+
+
 @diff.derivative
 def _(grad, x, prepend, append, n, dim):
     if n == 0:
@@ -176,6 +179,12 @@ def trapezoid(xp, y, x, dx, dim):
     return _halved(_sum, _spacing(y, x, d, "trapezoid"), left + right, d)
 
 
+@trapezoid.named_by
+def _(flat, params, out):
+    # the last step of PyTorch's composite: halving a sum, or dividing by 2 with samples
+    return "MulBackward1" if flat[1] is None else "DivBackward1"
+
+
 @trapezoid.derivative
 def _(grad, y, x, dx, dim):
     d = wrap_dim(dim, y.ndim)
@@ -226,6 +235,11 @@ def cumulative_trapezoid(xp, y, x, dx, dim):
     if x is None:
         return _cumsum(_scaled(left + right, step / 2), d)
     return _halved(_cumsum, _spacing(y, x, d, "cumulative_trapezoid"), left + right, d)
+
+
+@cumulative_trapezoid.named_by
+def _(flat, params, out):
+    return "CumsumBackward0" if flat[1] is None else "DivBackward1"
 
 
 @cumulative_trapezoid.derivative

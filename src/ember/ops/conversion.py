@@ -15,7 +15,7 @@ from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, q
                            xp_of)
 from ember.backend.meta import meta_like
 from ember.ops._elementwise import zeros_for
-from ember.ops._registry import broadcast_message, call, op
+from ember.ops._registry import broadcast_message, call, op, rename_node
 from ember.ops._scalars import checked_scalar
 
 ALIASES = {"conj_physical": "conj"}     # ember's conj is a physical copy already
@@ -35,6 +35,7 @@ def cast(xp, x, np_dtype):
         if np_dtype == _E4M3 and x.dtype != _E4M3:
             x = xp.clip(x.astype(_F32 if x.dtype.kind in "fV" else _F64), -_E4M3_MAX,
                         _E4M3_MAX)
+            x = xp.asarray(x)           # (NumPy's clip of a 0-dim array gives a scalar)
         elif np_dtype == _F16 and x.dtype == _F64:
             x = x.astype(_F32)
         return x.astype(np_dtype, copy=True)
@@ -296,8 +297,7 @@ def copy_(self, src, non_blocking=False):
 Tensor.copy_ = copy_
 
 
-@op("fill_(input, value)", inputs=2, method=False, saves_inputs=False, scalars=True,
-    grad_fn_name="FillBackward0")
+@op("fill_(input, value)", inputs=2, method=False, saves_inputs=False, scalars=True)
 def _fill(xp, x, value):
     """``value`` broadcast to ``input``'s shape and dtype."""
     if getattr(value, "ndim", 0) != 0:
@@ -308,6 +308,12 @@ def _fill(xp, x, value):
     elif value.dtype.kind == "c" and x.dtype.kind != "c":
         value = checked_scalar(xp, complex(value), x.dtype)
     return xp.full(x.shape, value, dtype=x.dtype)
+
+
+@_fill.named_by
+def _(flat, params, out):
+    # PyTorch's nodes for fill_ by a number, by a tensor (FillBackward0/1 are out-of-place)
+    return "FillBackward3" if isinstance(flat[1], Tensor) else "FillBackward2"
 
 
 @_fill.derivative
@@ -323,7 +329,7 @@ def fill_(self, value):
 
 def zero_(self):
     """Fill with zeros; returns self."""
-    return fill_(self, 0)
+    return rename_node(fill_(self, 0), "ZeroBackward0")
 
 
 Tensor.fill_ = fill_
@@ -465,5 +471,7 @@ def _set_part(part):
     return setter
 
 
-Tensor.real = property(lambda self: real(self), _set_part(real))
+# a real tensor's .real is the tensor itself, as in PyTorch
+Tensor.real = property(lambda self: real(self) if self.is_complex() else self,
+                       _set_part(real))
 Tensor.imag = property(lambda self: imag(self), _set_part(imag))

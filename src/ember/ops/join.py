@@ -220,6 +220,12 @@ def split(xp, x, split_size_or_sections, dim):
     return _pieces(x, d, _bounds(_split_sizes(x.shape[d], split_size_or_sections, d)))
 
 
+@split.named_by
+def _(flat, params, out):
+    # a list of sizes is PyTorch's split_with_sizes
+    return "SplitWithSizesBackward0" if isinstance(params[0], (tuple, list)) else "SplitBackward0"
+
+
 @split.derivative
 def _(grad, x, split_size_or_sections, dim):
     return cat(list(_as_tuple(grad)), dim)
@@ -294,6 +300,10 @@ def tensor_split(xp, x, indices_or_sections, dim):
                            "tensor with 0 dims")
     d = wrap_dim(dim, x.ndim)
     return _pieces(x, d, _tensor_split_bounds(x.shape[d], indices_or_sections))
+
+
+tensor_split.name_nodes("SliceBackward0")     # PyTorch slices to tensor_split
+tensor_split.independent_views = True         # so each piece may be modified in place
 
 
 @tensor_split.derivative

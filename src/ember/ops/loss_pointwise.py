@@ -91,7 +91,7 @@ def softplus_of(x):
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """The two-class logistic loss ``log(1 + exp(-target * input))``."""
     reduction = reduction_of(size_average, reduce, reduction)
-    return rename_node(reduce_loss(softplus_of(-target * input), reduction),
+    return rename_node(reduce_loss(softplus_of(input * -target), reduction),
                        "SoftMarginLossBackward0")
 
 

@@ -8,8 +8,8 @@ values and their flat plane indices; its gradient is a scatter-add through the i
 import numpy as np
 
 from ember.ops import adaptive_pooling, fractional_pooling, unpooling  # noqa: E402,F401
-from ember.ops._pool_args import (check_rank, pool_geometry, reject_dtype, tuple_arg,
-                                  window_mats)
+from ember.ops._pool_args import (check_rank, output_sizes, pool_geometry, reject_dtype,
+                                  tuple_arg, window_mats)
 from ember.ops._max_sweep import max_sweep
 from ember.ops._pool_index import _plane_scatter_add
 from ember.ops._registry import REGISTRY, op
@@ -169,22 +169,54 @@ _avg_pool_op(2, "nn.functional")
 _avg_pool_op(3, "nn.functional")
 
 
+def _one_int(what, value, allowed):
+    """A 1-D pooling argument as an int, or PyTorch's max_pool1d() size error."""
+    if isinstance(value, (tuple, list)) and len(value) != 1:
+        raise RuntimeError(f"max_pool1d() {what} must be {allowed} of size 1 but got size "
+                           f"{len(value)}")
+    return tuple_arg("max_pool1d", what, value, 1)[0]
+
+
+def _check_max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """The argument checks of PyTorch's max_pool1d without indices, in its order and words."""
+    check_rank(tuple(x.shape), 1, "max_pool1d: " + _MAX_RANK[1])
+    k = _one_int("kernel_size", kernel_size, "an int, list of ints or tuple of ints")
+    none = stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
+    s = k if none else _one_int("stride", stride,
+                                "None, an int, list of ints, or tuple of ints")
+    p = _one_int("padding", padding, "an int, list of ints, or tuple of ints")
+    d = _one_int("dilation", dilation, "an int, list of ints or tuple of ints")
+    for what, v in (("kernel_size", k), ("stride", s)):
+        if v <= 0:
+            raise RuntimeError(f"max_pool1d() {what} must be greater than zero, but got {v}")
+    if p < 0:
+        raise RuntimeError(f"max_pool1d() padding must be non-negative, but got {p}")
+    if p > k // 2:
+        raise RuntimeError(f"max_pool1d() padding should be at most half of kernel size, but "
+                           f"got padding={p} and kernel_size={k}")
+    if d <= 0:
+        raise RuntimeError(f"max_pool1d() dilation must be greater than zero, but got {d}")
+    out = output_sizes((x.shape[-1],), (k,), (s,), (p,), (d,), ceil_mode)[0]
+    if out < 1:
+        raise RuntimeError(f"max_pool1d() Invalid computed output size: {out}")
+
+
 def _public_max_pool(nd):
     with_indices = REGISTRY[f"max_pool{nd}d_with_indices" if nd == 1 else
                             f"nn.functional.max_pool{nd}d_with_indices"].function
 
-    def check(input):       # PyTorch's 1-D kernel without indices words its rank error so
+    def check(input, *args):    # PyTorch's 1-D kernel without indices words its errors so
         if nd == 1:
-            check_rank(tuple(input.shape), 1, "max_pool1d: " + _MAX_RANK[1])
+            _check_max_pool1d(input, *args)
 
     def max_pool(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-        check(input)
+        check(input, kernel_size, stride, padding, dilation, ceil_mode)
         return with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)[0]
 
     def functional(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                    return_indices=False):
         if not return_indices:
-            check(input)
+            check(input, kernel_size, stride, padding, dilation, ceil_mode)
         out = with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
         return out if return_indices else out[0]
     for f, module in ((max_pool, "ember"), (functional, "ember.nn.functional")):

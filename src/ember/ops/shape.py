@@ -178,7 +178,9 @@ def expand(xp, x, size):
                            f"({x.ndim})")
     lead = len(size) - x.ndim
     target = []
-    for i, s in enumerate(size):
+    # PyTorch checks from the last dim back, so the first error reported is the innermost one.
+    for i in reversed(range(len(size))):
+        s = size[i]
         if i < lead:
             if s < 0:
                 raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a "
@@ -193,7 +195,7 @@ def expand(xp, x, size):
                                f"size ({have}) at non-singleton dimension {i}.  Target sizes: "
                                f"{list(size)}.  Tensor sizes: {list(x.shape)}")
         target.append(s)
-    return broadcast_view(xp, x, tuple(target))
+    return broadcast_view(xp, x, tuple(reversed(target)))
 
 
 @expand.derivative

@@ -178,6 +178,12 @@ def diag(xp, x, diagonal):
     return diagonal_view(xp, x, diagonal, 0, 1).copy()
 
 
+@diag.named_by
+def _(flat, params, out):
+    # PyTorch builds a matrix by diag_embed, and copies a matrix's diagonal by diagonal_copy
+    return "DiagEmbedBackward0" if flat[0].ndim == 1 else "DiagonalBackward0_copy"
+
+
 @diag.derivative
 def _(grad, x, diagonal):
     if x.ndim == 1:

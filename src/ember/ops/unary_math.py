@@ -83,6 +83,7 @@ log10 = _math("log10(input)", "log10", lambda grad, x: grad / conj_grad(x * _LN1
               "The base-10 logarithm of each element.")
 log1p = unary("log1p(input)", _log1p, lambda grad, x: grad / conj_grad(x + 1),
               doc="``log(1 + input)``, accurate near zero.", scalars=False)
+log1p.name_nodes("Log1PBackward0")         # (PyTorch's spelling)
 sqrt = _math("sqrt(input)", "sqrt", lambda grad, x, *, out: grad / conj_grad(2 * out),
              "The square root of each element.", saves_inputs=False)
 # a division, not NumPy's complex reciprocal, which gives NaN at 0 and flips signed zeros
