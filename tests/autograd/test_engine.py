@@ -127,6 +127,12 @@ def test_autograd_grad_input_must_require_grad():
         ember.autograd.grad(x * 2, x)
 
 
+def test_autograd_grad_with_no_inputs_raises():
+    x = ember.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="`inputs` argument to `grad\\(\\)` cannot be empty."):
+        ember.autograd.grad((x * 2).sum(), [])
+
+
 def test_grad_outputs_weights_the_vjp():
     x = leaf(1.0, 2.0)
     (g,) = ember.autograd.grad(x * x, x, grad_outputs=ember.tensor([1.0, 10.0],
@@ -518,3 +524,32 @@ def test_accumulate_grad_and_copy_slices_have_pytorchs_names():
     z[0:2] = x * 2
     assert z.grad_fn.name() == "torch::autograd::CopySlices"
     assert "grad_fn=<CopySlices>" in repr(z)
+
+
+def test_grad_checks_grads_then_outputs_then_inputs_as_pytorch_does():
+    x = ember.ones(3, requires_grad=True)
+    n = ember.ones(3)
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        ember.autograd.grad(n.sum(), n)
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        ember.autograd.grad(n * 2, x)           # not "implicitly created only for scalar"
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar"):
+        ember.autograd.grad(x * 2, n)
+    with pytest.raises(RuntimeError, match=r"Mismatch in shape: grad_output\[0\]"):
+        ember.autograd.grad(n, x, ember.ones(4))
+    with pytest.raises(RuntimeError, match="One of the differentiated Tensors does not "
+                                           "require grad"):
+        ember.autograd.grad((x * 2).sum(), n)
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        (n * 2).backward()
+
+
+def test_a_leaf_frozen_after_the_forward_gets_no_grad():
+    """As PyTorch: accumulation skips a leaf that no longer requires grad."""
+    a = ember.nn.Parameter(ember.ones(2))
+    b = ember.nn.Parameter(ember.ones(2))
+    loss = (a * b * 3).sum()
+    b.requires_grad_(False)
+    loss.backward()
+    assert a.grad.tolist() == [3.0, 3.0]
+    assert b.grad is None

@@ -1,5 +1,7 @@
 """L-BFGS on the Rosenbrock function, with and without the strong-Wolfe line search."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,57 @@ def test_bad_options():
     a.grad = ember.ones(1)
     with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
         opt.step(lambda: (a * a).sum())
+
+
+def test_step_runs_without_grad_mode():
+    """PyTorch's step runs under no_grad (only the closure under enable_grad): reading the
+    loss as a number warns about nothing."""
+    x = nn.Parameter(ember.tensor([1.5, -0.5]))
+    opt = optim.LBFGS([x], lr=1)
+    modes = []
+
+    def closure():
+        opt.zero_grad()
+        modes.append(ember.is_grad_enabled())
+        loss = ((x - 1) ** 2).sum()
+        loss.backward()
+        return loss
+    opt.register_step_post_hook(lambda *_: modes.append("post"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.step(closure)
+    assert modes[0] is True and modes[-1] == "post"
+    assert x.tolist() == pytest.approx([1.0, 1.0])
+
+
+def test_complex_parameters_step_as_pairs_of_reals():
+    """As PyTorch: a complex parameter is optimized as its (real, imag) pairs, so its path
+    is that of the same problem over a real parameter holding the pairs."""
+    target = ember.tensor([1.0 + 2.0j, -0.5 + 0.25j], dtype=ember.complex128)
+
+    def run(param, as_complex):
+        opt = optim.LBFGS([param], lr=0.5, max_iter=4)
+
+        def closure():
+            opt.zero_grad()
+            z = param if as_complex else ember.view_as_complex(param)
+            diff = ember.view_as_real(z - target)
+            loss = (diff ** 2).sum() + (diff ** 4).sum()
+            loss.backward()
+            return loss
+        for _ in range(2):
+            opt.step(closure)
+        return ember.view_as_real(param.detach()) if as_complex else param.detach()
+
+    z = run(nn.Parameter(ember.zeros(2, dtype=ember.complex128)), True)
+    r = run(nn.Parameter(ember.zeros(2, 2, dtype=ember.float64)), False)
+    assert z.tolist() == r.tolist()
+    assert r.tolist() != [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_unknown_line_search_is_only_refused_when_a_search_would_run():
+    """As PyTorch: a zero gradient returns before the line search is looked at."""
+    a = nn.Parameter(ember.ones(1))
+    opt = optim.LBFGS([a], line_search_fn="backtracking")
+    assert opt.step(lambda: (a * a).sum()).item() == 1.0     # no backward: no gradient
+    assert a.tolist() == [1.0]

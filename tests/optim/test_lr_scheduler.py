@@ -184,3 +184,107 @@ def test_tensor_lr_is_updated_in_place():
     opt.step()
     sched.step()
     assert opt.param_groups[0]["lr"] is lr and math.isclose(lr.item(), 0.05, rel_tol=1e-6)
+
+
+RESUMED = [
+    (lambda o, e: L.ExponentialLR(o, 0.5, last_epoch=e), [0.0125, 0.00625, 0.003125]),
+    (lambda o, e: L.LinearLR(o, 0.2, total_iters=4, last_epoch=e), [0.08, 0.08, 0.08]),
+    (lambda o, e: L.PolynomialLR(o, 6, 2.0, last_epoch=e), [0.025, 0.00625, 0.0]),
+    (lambda o, e: L.CosineAnnealingLR(o, 6, 0.01, last_epoch=e),
+     [0.055, 0.022057713659400, 0.01]),
+    (lambda o, e: L.MultiplicativeLR(o, lambda _: 0.9, last_epoch=e), [0.0729, 0.06561, 0.059049]),
+]
+
+
+@pytest.mark.parametrize("make, expected", RESUMED)
+def test_resuming_with_last_epoch_keeps_the_loaded_lr_at_construction(make, expected):
+    """As PyTorch: the construction step of a resumed scheduler leaves the lr as loaded."""
+    opt = _optimizer()
+    sched = make(opt, -1)
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    resumed = _optimizer()
+    resumed.load_state_dict(opt.state_dict())
+    sched = make(resumed, 3)
+    lrs = [sched.get_last_lr()[0]]
+    for _ in range(2):
+        resumed.step()
+        sched.step()
+        lrs.append(sched.get_last_lr()[0])
+    assert sched.last_epoch == 6
+    np.testing.assert_allclose(lrs, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_cosine_get_lr_outside_step_applies_the_chainable_form():
+    sched = L.CosineAnnealingLR(_optimizer(), T_max=5)
+    with pytest.warns(UserWarning, match="please use `get_last_lr"):
+        lrs = sched.get_lr()
+    assert lrs == pytest.approx([0.11055728090000843])
+
+
+def test_get_last_lr_gives_copies_of_tensor_lrs():
+    opt = optim.Adam([nn.Parameter(ember.ones(2))], lr=ember.tensor(0.05))
+    sched = L.StepLR(opt, 2, gamma=0.5)
+    for _ in range(2):
+        opt.step()
+        sched.step()
+    (last,) = sched.get_last_lr()
+    assert isinstance(last, ember.Tensor) and last.dim() == 0
+    assert last.item() == pytest.approx(0.025)
+    assert last is not opt.param_groups[0]["lr"]
+    opt.param_groups[0]["lr"].fill_(1.0)
+    assert last.item() == pytest.approx(0.025)
+    plateau = L.ReduceLROnPlateau(optim.SGD([nn.Parameter(ember.ones(2))],
+                                            lr=ember.tensor(0.1)))
+    assert isinstance(plateau.get_last_lr()[0], ember.Tensor)
+
+
+def test_step_with_epoch_uses_a_subclass_closed_form():
+    """``step(epoch)`` jumps through ``_get_closed_form_lr`` when a subclass defines it; the
+    old base name ``_LRScheduler`` still subclasses."""
+    class Decay(L._LRScheduler):
+        def get_lr(self):
+            return [group["lr"] * 0.9 for group in self.optimizer.param_groups]
+
+        def _get_closed_form_lr(self):
+            return [base * 0.9 ** self.last_epoch for base in self.base_lrs]
+
+    opt = _optimizer()
+    sched = Decay(opt)
+    assert isinstance(sched, L.LRScheduler)
+    for _ in range(4):
+        opt.step()
+        sched.step()
+    assert sched.get_last_lr()[0] == pytest.approx(0.059049)     # built with one get_lr
+    with pytest.warns(UserWarning, match="The epoch parameter"):
+        sched.step(2)
+    assert sched.get_last_lr()[0] == pytest.approx(0.081)
+
+
+def test_replacing_optimizer_step_after_construction_warns_it_was_overridden():
+    opt = _optimizer()
+    sched = L.StepLR(opt, 2)
+    opt.step = lambda: None
+    opt.step()
+    with pytest.warns(UserWarning, match=r"Seems like `optimizer.step\(\)` has been overridden "
+                                         "after learning rate scheduler initialization"):
+        sched.step()
+
+
+def test_plateau_covers_a_group_added_after_construction():
+    opt = _optimizer()
+    sched = L.ReduceLROnPlateau(opt, patience=0, min_lr=0.01)
+    opt.add_param_group({"params": [nn.Parameter(ember.ones(1))], "lr": 0.5})
+    for metric in (1.0, 2.0, 3.0):
+        opt.step()
+        sched.step(metric)
+    assert sched.get_last_lr() == pytest.approx([0.01, 0.01])
+    assert sched.min_lrs == [0.01, 0.01]
+    listed = L.ReduceLROnPlateau(_optimizer(), patience=0, min_lr=[0.01])
+    listed.optimizer.add_param_group({"params": [nn.Parameter(ember.ones(1))]})
+    listed.step(1.0)
+    with pytest.raises(RuntimeError, match=r"The number of param groups in the `optimizer` "
+                                           r"\(2\) differs from when `ReduceLROnPlateau` was "
+                                           r"initialized \(1\)"):
+        listed.step(2.0)

@@ -289,3 +289,40 @@ def test_capturable_refuses_host_parameters_at_step_as_pytorch():
         assert str(info.value) == (f"If capturable=True, {what} must be on supported devices: "
                                    f"['cuda', 'xpu', {tail}.")
         assert p.tolist() == [1.0, 1.0]
+
+
+def test_step_hooks_see_the_optimizer_first_in_args_and_may_replace_them():
+    """As PyTorch: ``args`` holds the optimizer then step's positional arguments; a pre-hook's
+    ``(args, kwargs)`` is what step is then called with."""
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1)
+    seen = []
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+
+    def pre(o, args, kwargs):
+        seen.append((len(args), args[0] is o, sorted(kwargs)))
+        return (o,), {"closure": closure}
+    opt.register_step_pre_hook(pre)
+    opt.register_step_post_hook(lambda o, args, kwargs: seen.append((len(args), sorted(kwargs))))
+    loss = opt.step(lambda: None)
+    assert seen == [(2, True, []), (1, ["closure"])]
+    assert loss.item() == 2.0
+    assert p.tolist() == pytest.approx([0.8, 0.8])
+
+
+def test_zero_grad_keeps_a_graph_built_gradient_and_detaches_it():
+    """A gradient built with create_graph=True (here through a transpose, a view) is zeroed
+    in place and detached, as in PyTorch."""
+    w = nn.Parameter(ember.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    x = ember.tensor([[0.5, -1.0]])
+    ember.sin(x @ w.t()).sum().backward(create_graph=True)
+    grad = w.grad
+    assert grad.grad_fn is not None and not grad._is_view()
+    optim.SGD([w], lr=0.1).zero_grad(set_to_none=False)
+    assert w.grad is grad and grad.grad_fn is None and not grad.requires_grad
+    assert grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]

@@ -249,3 +249,72 @@ def test_rprop_steps_both_parts_of_a_complex_parameter_by_lr():
     np.testing.assert_allclose(z.detach().numpy(), [0.78 + 0.636j, -2.15 + 0.72j], rtol=1e-6)
     np.testing.assert_allclose(opt.state[z]["step_size"].numpy(), [0.06 + 0.144j, 0.05 + 0.06j],
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("betas, options, message", [
+    ((0.9, ember.tensor(0.99)), {}, "betas must be either both floats or both Tensors"),
+    ((ember.tensor(0.9), 0.99), {}, "betas must be either both floats or both Tensors"),
+    ((ember.tensor(0.9), ember.tensor(0.99)), {"foreach": True},
+     r"betas\[0\] as a Tensor is not supported for capturable=False and foreach=True"),
+])
+def test_adam_checks_tensor_betas_as_pytorch_words_them(betas, options, message):
+    with pytest.raises(ValueError, match=message):
+        optim.Adam([nn.Parameter(ember.ones(2))], betas=betas, **options)
+
+
+def test_adam_takes_one_element_tensor_betas_as_0_dim():
+    p = nn.Parameter(ember.tensor([1.0, -2.0]))
+    opt = optim.AdamW([p], lr=0.1, betas=(ember.tensor([0.8]), ember.tensor(0.9)))
+    beta1, beta2 = opt.defaults["betas"]
+    assert beta1.shape == () and beta2.shape == ()
+    p.grad = ember.tensor([0.5, -1.0])
+    opt.step()
+    assert p.tolist() == pytest.approx([0.899, -1.898], rel=1e-6)
+
+
+def test_adagrad_share_memory_moves_its_sums_to_shared_memory():
+    p = nn.Parameter(ember.ones(2))
+    opt = optim.Adagrad([p], lr=0.1, initial_accumulator_value=0.3)
+    opt.share_memory()
+    total = opt.state[p]["sum"]
+    assert total.is_shared() and total.tolist() == pytest.approx([0.3, 0.3])
+    p.grad = ember.tensor([1.0, 2.0])
+    opt.step()
+    assert opt.state[p]["sum"] is total and total.tolist() == pytest.approx([1.3, 4.3])
+
+
+def test_adagrad_fills_both_parts_of_a_complex_sum():
+    """A complex parameter steps as (real, imag) pairs, so both parts of ``sum`` start at
+    initial_accumulator_value (PyTorch's values)."""
+    p = nn.Parameter(ember.tensor([1 + 2j, -1 + 0.5j], dtype=ember.complex128))
+    opt = optim.Adagrad([p], lr=0.1, initial_accumulator_value=0.5)
+    assert opt.state[p]["sum"].tolist() == [0.5 + 0.5j, 0.5 + 0.5j]
+    p.grad = ember.tensor([0.5 - 1j, 2 + 0.25j], dtype=ember.complex128)
+    opt.step()
+    assert opt.state[p]["sum"].tolist() == [0.75 + 1.5j, 4.5 + 0.5625j]
+    got = ember.view_as_real(p.detach()).tolist()
+    np.testing.assert_allclose(got, [[0.9422649730877041, 2.081649658086106],
+                                     [-1.094280904153762, 0.4666666666711111]], rtol=1e-12)
+
+
+def test_adagrad_makes_state_for_a_group_added_later():
+    p, q = nn.Parameter(ember.ones(2)), nn.Parameter(ember.ones(2))
+    opt = optim.Adagrad([p], lr=0.1, initial_accumulator_value=0.5)
+    opt.add_param_group({"params": [q]})
+    p.grad, q.grad = ember.ones(2), ember.ones(2)
+    opt.step()
+    assert opt.state[q]["step"].item() == 1.0
+    assert opt.state[q]["sum"].tolist() == [1.5, 1.5]
+    assert q.tolist() == pytest.approx([0.918350338935852] * 2)
+
+
+@pytest.mark.parametrize("cls, options", [
+    (optim.NAdam, {"betas": [0.8, 0.9]}), (optim.RAdam, {"betas": [0.8, 0.9]}),
+    (optim.Adamax, {"betas": [0.8, 0.9]}), (optim.SparseAdam, {"betas": [0.8, 0.9]}),
+    (optim.Rprop, {"etas": [0.4, 1.3], "step_sizes": [1e-5, 10]}),
+])
+def test_sequence_options_are_kept_as_given(cls, options):
+    """As PyTorch: a list stays a list in the groups (and so in repr and state_dict)."""
+    opt = cls([nn.Parameter(ember.ones(2))], **options)
+    assert {k: opt.param_groups[0][k] for k in options} == options
+    assert all(type(opt.defaults[k]) is list for k in options)

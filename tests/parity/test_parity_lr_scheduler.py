@@ -95,3 +95,48 @@ def test_swalr_matches_pytorch(strategy, epochs):
             sched.step()
         return out
     np.testing.assert_allclose(run(ember), run(torch), rtol=1e-12)
+
+
+RESUMABLE = {
+    "StepLR": lambda L, o, e: L.StepLR(o, 3, last_epoch=e),
+    "MultiStepLR": lambda L, o, e: L.MultiStepLR(o, [2, 5], last_epoch=e),
+    "ConstantLR": lambda L, o, e: L.ConstantLR(o, 0.5, total_iters=4, last_epoch=e),
+    "LinearLR": lambda L, o, e: L.LinearLR(o, 0.2, total_iters=4, last_epoch=e),
+    "ExponentialLR": lambda L, o, e: L.ExponentialLR(o, 0.5, last_epoch=e),
+    "PolynomialLR": lambda L, o, e: L.PolynomialLR(o, 6, 2.0, last_epoch=e),
+    "CosineAnnealingLR": lambda L, o, e: L.CosineAnnealingLR(o, 6, 0.01, last_epoch=e),
+    "CosineAnnealingWarmRestarts": lambda L, o, e: L.CosineAnnealingWarmRestarts(
+        o, 3, 2, last_epoch=e),
+    "LambdaLR": lambda L, o, e: L.LambdaLR(o, lambda k: 0.9 ** k, last_epoch=e),
+    "MultiplicativeLR": lambda L, o, e: L.MultiplicativeLR(o, lambda k: 0.9, last_epoch=e),
+    "CyclicLR": lambda L, o, e: L.CyclicLR(o, 0.01, 0.1, step_size_up=2, last_epoch=e),
+    "OneCycleLR": lambda L, o, e: L.OneCycleLR(o, 1.0, total_steps=20, last_epoch=e),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESUMABLE))
+def test_resuming_with_last_epoch_matches_pytorch(name):
+    """A schedule rebuilt with ``last_epoch`` on a loaded optimizer, then stepped, and
+    ``get_lr()`` called outside a step (which warns)."""
+    make = RESUMABLE[name]
+
+    def run(lib):
+        def optimizer():
+            return lib.optim.SGD([lib.nn.Parameter(lib.ones(2))], lr=0.1, momentum=0.9)
+        opt = optimizer()
+        sched = make(lib.optim.lr_scheduler, opt, -1)
+        for _ in range(3):
+            opt.step()
+            sched.step()
+        resumed = optimizer()
+        resumed.load_state_dict(opt.state_dict())
+        sched = make(lib.optim.lr_scheduler, resumed, 3)
+        out = [sched.get_last_lr()[0]]
+        for _ in range(5):
+            resumed.step()
+            sched.step()
+            out.append(sched.get_last_lr()[0])
+        return out + list(sched.get_lr())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(run(ember), run(torch), rtol=1e-12, atol=1e-15)

@@ -242,6 +242,8 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
         return []
     if var is None:                     # the leaf is gone: nobody can read its gradient
         return []
+    if not var._requires_grad:          # frozen after the graph was built: no .grad
+        return []
     accumulate(var, grad)
     post = post_accumulate_hooks(var)
     if post:

@@ -373,7 +373,7 @@ class AccumulateGrad(Node):
 
     def apply(self, grads):
         var = self._variable()
-        if var is not None:
+        if var is not None and var._requires_grad:     # not if it stopped requiring grad
             accumulate(var, grads[0])
         return []
 
@@ -384,7 +384,11 @@ def accumulate(var, grad):
     plain = type(grad) is Tensor        # not a sparse gradient (Embedding(sparse=True)'s)
     if var._grad is None:
         if _GRAD.grad_enabled or not plain:
-            var._grad = grad if grad._grad_fn is not None else grad.detach().clone()
+            if grad._grad_fn is None:
+                grad = grad.detach().clone()
+            elif plain and grad._view is not None:     # as PyTorch: a copy, which
+                grad = grad.clone()                    # zero_grad can detach in place
+            var._grad = grad
         else:
             var._grad = _make(grad._data.copy())
     elif _GRAD.grad_enabled or var._grad.requires_grad or not plain \

@@ -29,8 +29,13 @@ class Adagrad(Optimizer):
         check_fused(fused, foreach, differentiable)
         for group in self.param_groups:
             for p in group["params"]:
-                self.state[p].update(step=new_step(), sum=state_like(
-                    p, group["initial_accumulator_value"]))
+                _init_state(self.state[p], p, group)
+
+    def share_memory(self):
+        """Move each parameter's ``sum`` to shared memory (for Hogwild-style workers)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["sum"].share_memory_()
 
     def step(self, closure=None):
         """Perform one optimization step."""
@@ -43,12 +48,21 @@ class Adagrad(Optimizer):
                     raise RuntimeError("weight_decay option is not compatible with sparse "
                                        "gradients")
                 state = self.state[p]
+                if not state:       # a parameter of a group added after construction
+                    _init_state(state, p, group)
                 t = step_count(state)
                 params.append(p)
                 updates.append((x, g, real(state["sum"]._data), lr / (1 + (t - 1) * decay)))
             apply_updates("adagrad", params, updates, _update, eps=group["eps"],
                           weight_decay=group["weight_decay"])
         return loss
+
+
+def _init_state(state, p, group):
+    """A step count of 0 and ``sum`` filled with the group's initial_accumulator_value (in
+    both parts of a complex parameter, which steps as pairs of reals)."""
+    v = group["initial_accumulator_value"]
+    state.update(step=new_step(), sum=state_like(p, complex(v, v) if p.is_complex() else v))
 
 
 def _update(x, g, s, rate, *, eps, weight_decay):

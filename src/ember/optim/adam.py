@@ -28,7 +28,8 @@ class Adam(Optimizer):
                              "foreach=True")
         check_tensor_lr(lr)
         _check(lr, betas, eps, weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+        betas = _tensor_betas(betas, foreach, capturable)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, foreach=foreach,
                                       capturable=capturable, differentiable=differentiable,
@@ -103,6 +104,22 @@ class AdamW(Adam):
                          maximize=maximize, capturable=capturable,
                          differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True)
+
+
+def _tensor_betas(betas, foreach, capturable):
+    """``betas`` as a tuple, both floats or both one-element tensors (made 0-d)."""
+    kinds = [isinstance(b, Tensor) for b in betas]
+    if kinds[0] != kinds[1]:
+        raise ValueError("betas must be either both floats or both Tensors")
+    if not kinds[0]:
+        return tuple(betas)
+    for i, b in enumerate(betas):
+        if not capturable and foreach:
+            raise ValueError(f"betas[{i}] as a Tensor is not supported for capturable=False "
+                             "and foreach=True")
+        if b.numel() != 1:
+            raise ValueError(f"Tensor betas[{i}] must be 1-element")
+    return tuple(b.reshape(()) for b in betas)
 
 
 def _check(lr, betas, eps, weight_decay):

@@ -19,7 +19,7 @@ class Adamax(Optimizer):
         check_nonnegative(eps=eps)
         check_betas(betas)
         check_nonnegative(weight_decay=weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps,
                                       weight_decay=weight_decay, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable,
                                       capturable=capturable))

@@ -1,9 +1,10 @@
 """L-BFGS with an optional strong-Wolfe line search (``torch.optim.LBFGS``)."""
 
 from ember._tensor import _make
+from ember.autograd.grad_mode import no_grad
 from ember.backend import xp_of
 from ember.optim._checks import check_lr
-from ember.optim._state import value
+from ember.optim._state import real, value
 from ember.ops._registry import device_mismatch
 from ember.optim.optimizer import Optimizer, closure_loss
 
@@ -39,15 +40,16 @@ class LBFGS(Optimizer):
         if len({p.device for p in self._params}) > 1:
             device_mismatch(self._params)           # as PyTorch's concatenation refuses them
         xp = xp_of(self._params[0]._data)
-        return xp.concatenate([
-            (p._grad._data if p._grad is not None else xp.zeros_like(p._data)).reshape(-1)
+        return xp.concatenate([     # complex parameters count as pairs of reals
+            real(p._grad._data if p._grad is not None else xp.zeros_like(p._data)).reshape(-1)
             for p in self._params])
 
     def _add_to_params(self, t, d):
         offset = 0
         for p in self._params:
-            n = p._data.size
-            p._data += (t * d[offset:offset + n]).reshape(p._data.shape)
+            x = real(p._data)
+            n = x.size
+            x += (t * d[offset:offset + n]).reshape(x.shape)
             p._bump_version()
             offset += n
 
@@ -68,6 +70,7 @@ class LBFGS(Optimizer):
 
     # ----- the step ------------------------------------------------------------------------
 
+    @no_grad()
     def step(self, closure):
         """Run up to ``max_iter`` L-BFGS iterations; returns the closure's first loss."""
         group = self.param_groups[0]
@@ -75,8 +78,6 @@ class LBFGS(Optimizer):
         max_iter, max_eval = group["max_iter"], group["max_eval"]
         tol_grad, tol_change = group["tolerance_grad"], group["tolerance_change"]
         history_size = group["history_size"]
-        if group["line_search_fn"] not in (None, "strong_wolfe"):
-            raise RuntimeError("only 'strong_wolfe' is supported")
 
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
@@ -109,6 +110,8 @@ class LBFGS(Optimizer):
             gtd = float(flat_grad @ d)
             if gtd > -tol_change:
                 break
+            if group["line_search_fn"] not in (None, "strong_wolfe"):     # checked here, as
+                raise RuntimeError("only 'strong_wolfe' is supported")   # PyTorch does
             ls_evals = 0
             if group["line_search_fn"] == "strong_wolfe":
                 x0 = self._values()

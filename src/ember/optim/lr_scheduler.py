@@ -2,8 +2,8 @@
 
 A scheduler sets ``group["lr"]`` of its optimizer's groups at each ``step()``. Most are
 written twice, as PyTorch documents them: ``get_lr`` in chainable form (from the current
-lr, so schedulers compose) and ``_closed_form`` (from the base lr and the epoch), which a
-``step(epoch)`` call and the tests use.
+lr, so schedulers compose) and ``_get_closed_form_lr`` (from the base lr and the epoch),
+which a ``step(epoch)`` call (also of a user's subclass defining it) and the tests use.
 """
 
 import math
@@ -27,6 +27,11 @@ _ORDER_WARNING = (
     "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
     "value of the learning rate schedule. See more details at "
     "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
+_OVERRIDDEN_WARNING = (
+    "Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+    "initialization. Please, make sure to call `optimizer.step()` before "
+    "`lr_scheduler.step()`. See more details at "
+    "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
 _EPOCH_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
     "where possible. Please use `scheduler.step()` to step the scheduler. During the "
@@ -45,6 +50,12 @@ def _set_lr(group, lr):
 def _lr(group):
     lr = group["lr"]
     return lr.item() if isinstance(lr, Tensor) else lr
+
+
+def _last_lrs(optimizer):
+    """The groups' lrs as ``get_last_lr()`` gives them: a tensor lr as a copy of it."""
+    return [g["lr"].clone() if isinstance(g["lr"], Tensor) else g["lr"]
+            for g in optimizer.param_groups]
 
 
 class LRScheduler:
@@ -103,8 +114,11 @@ class LRScheduler:
 
     def step(self, epoch=None):
         """Advance one epoch (or jump to ``epoch``, deprecated) and set the groups' lrs."""
-        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
-            warnings.warn(_ORDER_WARNING, UserWarning, stacklevel=2)
+        if self._step_count == 1:
+            if not getattr(self.optimizer.step, "_wrapped_by_lr_sched", False):
+                warnings.warn(_OVERRIDDEN_WARNING, UserWarning, stacklevel=2)
+            elif not getattr(self.optimizer, "_opt_called", False):
+                warnings.warn(_ORDER_WARNING, UserWarning, stacklevel=2)
         self._step_count += 1
         self._get_lr_called_within_step = True
         try:
@@ -114,16 +128,20 @@ class LRScheduler:
             else:
                 warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
                 self.last_epoch = epoch
-                values = (self._closed_form() if hasattr(self, "_closed_form")
+                values = (self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr")
                           else self.get_lr())
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
             _set_lr(group, lr)
-        self._last_lr = [_lr(group) for group in self.optimizer.param_groups]
+        self._last_lr = _last_lrs(self.optimizer)
 
     def _current(self):
         return [_lr(group) for group in self.optimizer.param_groups]
+
+
+class _LRScheduler(LRScheduler):
+    """The old name of ``LRScheduler``, still subclassed by older code."""
 
 
 def _value(x):
@@ -189,7 +207,7 @@ class MultiplicativeLR(LambdaLR):
 
     def get_lr(self):
         self._check_get_lr_call()
-        if self.last_epoch > 0:
+        if not self._is_initial:
             return [lr * fn(self.last_epoch) for lr, fn in zip(self._current(), self.lr_lambdas)]
         return self._current()
 
@@ -208,7 +226,7 @@ class StepLR(LRScheduler):
             return self._current()
         return [lr * self.gamma for lr in self._current()]
 
-    def _closed_form(self):
+    def _get_closed_form_lr(self):
         return [base * self.gamma ** (self.last_epoch // self.step_size)
                 for base in self.base_lrs]
 
@@ -228,7 +246,7 @@ class MultiStepLR(LRScheduler):
         factor = self.gamma ** self.milestones[self.last_epoch]
         return [lr * factor for lr in self._current()]
 
-    def _closed_form(self):
+    def _get_closed_form_lr(self):
         reached = bisect_right(sorted(self.milestones.elements()), self.last_epoch)
         return [base * self.gamma ** reached for base in self.base_lrs]
 
@@ -251,7 +269,7 @@ class ConstantLR(LRScheduler):
             return self._current()
         return [lr * (1.0 / self.factor) for lr in self._current()]
 
-    def _closed_form(self):
+    def _get_closed_form_lr(self):
         done = self.last_epoch >= self.total_iters
         return [base * (self.factor + done * (1 - self.factor)) for base in self.base_lrs]
 
@@ -276,14 +294,14 @@ class LinearLR(LRScheduler):
         self._check_get_lr_call()
         if self.last_epoch == 0:
             return [lr * self.start_factor for lr in self._current()]
-        if self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return self._current()
         span = self.end_factor - self.start_factor
         factor = 1.0 + span / (self.total_iters * self.start_factor
                                + (self.last_epoch - 1) * span)
         return [lr * factor for lr in self._current()]
 
-    def _closed_form(self):
+    def _get_closed_form_lr(self):
         frac = min(self.total_iters, self.last_epoch) / self.total_iters
         return [base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
                 for base in self.base_lrs]
@@ -298,11 +316,11 @@ class ExponentialLR(LRScheduler):
 
     def get_lr(self):
         self._check_get_lr_call()
-        if self.last_epoch == 0:
+        if self._is_initial:
             return self._current()
         return [lr * self.gamma for lr in self._current()]
 
-    def _closed_form(self):
+    def _get_closed_form_lr(self):
         return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
 
 
@@ -316,13 +334,13 @@ class PolynomialLR(LRScheduler):
 
     def get_lr(self):
         self._check_get_lr_call()
-        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return self._current()
         factor = ((1.0 - self.last_epoch / self.total_iters)
                   / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
         return [lr * factor for lr in self._current()]
 
-    def _closed_form(self):
+    def _get_closed_form_lr(self):
         frac = min(self.total_iters, self.last_epoch) / self.total_iters
         return [base * (1.0 - frac) ** self.power for base in self.base_lrs]
 
@@ -338,7 +356,7 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self):
         self._check_get_lr_call()
         t, T, lo = self.last_epoch, self.T_max, self.eta_min  # noqa: N806
-        if t == 0:
+        if self._is_initial:
             return self._current()
         if self._step_count == 1 and t > 0:
             return [lo + (base - lo) * (1 + math.cos(t * math.pi / T)) / 2
@@ -349,7 +367,7 @@ class CosineAnnealingLR(LRScheduler):
         ratio = (1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T))
         return [ratio * (lr - lo) + lo for lr in self._current()]
 
-    def _closed_form(self):
+    def _get_closed_form_lr(self):
         return [self.eta_min + (base - self.eta_min)
                 * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
                 for base in self.base_lrs]
@@ -411,7 +429,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
             _set_lr(group, lr)
-        self._last_lr = self._current()
+        self._last_lr = _last_lrs(self.optimizer)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -439,7 +457,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown = cooldown
         self.eps = eps
         self.last_epoch = 0
-        self._last_lr = self._current()
+        self._last_lr = _last_lrs(self.optimizer)
         if mode not in ("min", "max"):
             raise ValueError("mode " + mode + " is unknown!")
         if threshold_mode not in ("rel", "abs"):
@@ -483,14 +501,29 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
-                old = _lr(group)
-                new = max(old * self.factor, min_lr)
-                if old - new > self.eps:
-                    _set_lr(group, new)
+            self._reduce_lr()
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
-        self._last_lr = self._current()
+        self._last_lr = _last_lrs(self.optimizer)
+
+    def _reduce_lr(self):
+        """Multiply each group's lr by ``factor``, not below its min_lr; a group added since
+        construction gets the scalar min_lr (a per-group list cannot say)."""
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):
+            if self.default_min_lr is None:
+                raise RuntimeError(
+                    f"The number of param groups in the `optimizer` ({len(groups)}) differs "
+                    f"from when `ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), "
+                    "usually due to a new param group being added to the optimizer. Please "
+                    "modify the `min_lrs` field to match the length of the `optimizer` param "
+                    "groups.")
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for group, min_lr in zip(groups, self.min_lrs):
+            old = _lr(group)
+            new = max(old * self.factor, min_lr)
+            if old - new > self.eps:
+                _set_lr(group, new)
 
     def load_state_dict(self, state_dict):
         """Restore the plateau detector's state."""
@@ -586,13 +619,13 @@ class ChainedScheduler(LRScheduler):
                                  f"{type(optimizer).__name__}.")
         self._schedulers = list(schedulers)
         self.optimizer = optimizer
-        self._last_lr = self._current()
+        self._last_lr = _last_lrs(self.optimizer)
 
     def step(self):
         """Step each scheduler in order."""
         for scheduler in self._schedulers:
             scheduler.step()
-        self._last_lr = self._current()
+        self._last_lr = _last_lrs(self.optimizer)
 
     state_dict = SequentialLR.state_dict
     load_state_dict = SequentialLR.load_state_dict

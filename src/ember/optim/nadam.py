@@ -21,7 +21,7 @@ class NAdam(Optimizer):
         check_nonnegative(eps=eps)
         check_betas(betas)
         check_nonnegative(weight_decay=weight_decay, momentum_decay=momentum_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps,
                                       weight_decay=weight_decay, momentum_decay=momentum_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
                                       maximize=maximize, foreach=foreach,

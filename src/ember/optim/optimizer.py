@@ -243,7 +243,8 @@ def _cast_state(param, key, value):
 
 
 def _with_hooks(step):
-    def wrapped(self, *args, **kwargs):
+    def wrapped(*args, **kwargs):
+        self = args[0]          # hooks see the step's arguments with the optimizer first
         for hook in [*_GLOBAL_STEP_PRE_HOOKS.values(), *self._step_pre_hooks.values()]:
             result = hook(self, args, kwargs)
             if result is not None:
@@ -252,7 +253,7 @@ def _with_hooks(step):
                                        f"new_kwargs), but got {result}.")
                 args, kwargs = result
         with device_guard(_gpu_of_parameters(self)):
-            out = step(self, *args, **kwargs)
+            out = step(*args, **kwargs)
         for hook in [*_GLOBAL_STEP_POST_HOOKS.values(), *self._step_post_hooks.values()]:
             hook(self, args, kwargs)
         return out

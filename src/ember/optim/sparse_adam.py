@@ -20,7 +20,7 @@ class SparseAdam(Optimizer):
         check_lr(lr)
         check_nonnegative(eps=eps)
         check_betas(betas)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize))
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize))
 
     def step(self, closure=None):
         """Perform one optimization step."""
