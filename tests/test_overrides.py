@@ -171,3 +171,23 @@ def test_a_subclass_own_methods_are_left_alone():
 
     assert ember.ones(2).as_subclass(Sized).size() == "mine"
     assert "size" in vars(Sized) and vars(Sized)["size"].__qualname__.endswith("Sized.size")
+
+
+@pytest.mark.parametrize("factory, args", [
+    (ember.zeros_like, ()), (ember.ones_like, ()), (ember.empty_like, ()),
+    (ember.full_like, (3.0,)), (ember.rand_like, ()), (ember.randn_like, ()),
+    (ember.randint_like, (5,)),
+])
+def test_like_factories_are_offered_to_overrides(factory, args):
+    seen, _, cls = offered_to("s")
+    s = ember.ones(2, 3).as_subclass(cls)
+    seen.clear()
+    out = factory(s, *args)
+    assert seen == [factory] and type(out) is cls and out.shape == (2, 3)
+
+    class Like:
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return f"handled {func.__name__}"
+    assert factory(Like(), *args) == f"handled {factory.__name__}"
+    assert type(factory(ember.ones(2), *args)) is ember.Tensor

@@ -1,5 +1,6 @@
 """Making tensors: ``tensor``, ``as_tensor``, ``from_numpy`` and the factory functions."""
 
+import functools
 import math
 import numbers
 import warnings
@@ -560,6 +561,20 @@ def check_like_input(input, name):
                         f"{type(input).__name__}")
 
 
+def offered_to_overrides(factory):
+    """``factory(input, ...)`` (a ``*_like`` factory), first offered to ``input``'s
+    ``__torch_function__`` when it is a Tensor subclass or a tensor-like, as PyTorch offers
+    its factories: a subclass gets a result of its own type."""
+    @functools.wraps(factory)
+    def like(input, *args, **kwargs):
+        if type(input) is not Tensor and hasattr(type(input), "__torch_function__"):
+            from ember.overrides import handle_torch_function, has_torch_function
+            if has_torch_function((input,)):
+                return handle_torch_function(like, (input,), input, *args, **kwargs)
+        return factory(input, *args, **kwargs)
+    return like
+
+
 def _like(input, dtype, device, name):
     """A ``*_like`` factory's dtype and device (``input``'s unless given)."""
     check_like_input(input, name)
@@ -567,6 +582,7 @@ def _like(input, dtype, device, name):
             input.device if device is None else device)
 
 
+@offered_to_overrides
 def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None):
     """Zeros with the shape (and by default dtype and device) of ``input``."""
@@ -575,6 +591,7 @@ def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
     return in_format(made, memory_format, input)
 
 
+@offered_to_overrides
 def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
     """Ones with the shape (and by default dtype and device) of ``input``."""
@@ -583,6 +600,7 @@ def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
     return in_format(made, memory_format, input)
 
 
+@offered_to_overrides
 def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None):
     """An uninitialized tensor shaped like ``input``."""
@@ -591,6 +609,7 @@ def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
     return in_format(made, memory_format, input)
 
 
+@offered_to_overrides
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None):
     """``fill_value`` everywhere, shaped like ``input``."""

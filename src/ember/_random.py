@@ -16,7 +16,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._creation import (_finish, _place, _size, _size_args, _target, check_like_input,
-                             in_format, pinned)
+                             in_format, offered_to_overrides, pinned)
 from ember._device import as_device, get_default_device
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
                            device_guard, device_of, host_array, on_device_of, xp_of)
@@ -516,6 +516,7 @@ def _check_weights(xp, w, needed):
             "non-negative category to sample)"))
 
 
+@offered_to_overrides
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None, generator=None):
     """Uniform samples shaped like ``input``."""
@@ -525,6 +526,7 @@ def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
     return in_format(made, memory_format, input)
 
 
+@offered_to_overrides
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, generator=None):
     """Normal samples shaped like ``input``."""
@@ -534,6 +536,7 @@ def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
     return in_format(made, memory_format, input)
 
 
+@offered_to_overrides
 def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
                  requires_grad=False, memory_format=None, generator=None):
     """Random integers shaped like ``input``."""
