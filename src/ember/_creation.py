@@ -567,7 +567,10 @@ def offered_to_overrides(factory):
     its factories: a subclass gets a result of its own type."""
     @functools.wraps(factory)
     def like(input, *args, **kwargs):
-        if type(input) is not Tensor and hasattr(type(input), "__torch_function__"):
+        cls = type(input)
+        # (ember's own overriding types, batched and dual tensors, dispatch registry ops)
+        if cls is not Tensor and hasattr(cls, "__torch_function__") \
+                and not getattr(cls, "_takes_registry_calls", False):
             from ember.overrides import handle_torch_function, has_torch_function
             if has_torch_function((input,)):
                 return handle_torch_function(like, (input,), input, *args, **kwargs)
