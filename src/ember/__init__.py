@@ -15,7 +15,8 @@ from ember._device import device, get_default_device, set_default_device
 from ember._tensor import Size, Tensor, name_methods as _name_methods
 from ember._creation import *  # noqa: F401,F403
 from ember._windows import *  # noqa: F401,F403  (hann_window, ..., kaiser_window)
-from ember._creation import deprecated_range as range  # noqa: A001  (torch.range)
+from ember._ranges import *  # noqa: F401,F403
+from ember._ranges import deprecated_range as range  # noqa: A001  (torch.range)
 from ember._legacy_types import *  # noqa: F401,F403  (FloatTensor, ..., set_default_tensor_type)
 from ember._memory_format import *  # noqa: F401,F403  (channels_last, ...)
 from ember._random import *  # noqa: F401,F403

@@ -1,7 +1,6 @@
 """Making tensors: ``tensor``, ``as_tensor``, ``from_numpy`` and the factory functions."""
 
 import functools
-import math
 import numbers
 import warnings
 
@@ -17,8 +16,8 @@ from ember.backend.meta import MetaArray, meta_like
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "full",
-    "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
-    "eye", "empty_strided", "empty_permuted", "scalar_tensor", "frombuffer",
+    "empty", "zeros_like", "ones_like", "full_like", "empty_like", "eye", "empty_strided",
+    "empty_permuted", "scalar_tensor", "frombuffer",
 ]
 
 _SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}
@@ -619,161 +618,6 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
     dtype, device = _like(input, dtype, device, "full_like")
     return in_format(full(input.shape, fill_value, dtype=dtype, device=device,
                           requires_grad=requires_grad), memory_format, input)
-
-
-def _number(x, name):
-    if isinstance(x, Tensor):
-        return x.item()
-    if not isinstance(x, numbers.Number):
-        raise TypeError(f"arange(): argument '{name}' must be Number, not {type(x).__name__}")
-    return x
-
-
-def _reject_range_dtype(kernel, dtype, device, complex_ok=False):
-    """PyTorch's NotImplementedError for the dtypes its range kernels have no version for."""
-    dev = get_default_device() if device is None else as_device(device)
-    unsupported = (D.bool_, D.float8_e4m3fn, D.float8_e5m2) + D.WIDE_UNSIGNED
-    if dev.type in ("cpu", "cuda") and (dtype in unsupported or
-                                        dtype.is_complex and not complex_ok):
-        raise NotImplementedError(f"\"{kernel}_{dev.type}\" not implemented for "
-                                  f"'{dtype._torch_name}'")
-
-
-def _span(start, end, step):
-    """``arange``'s and ``range``'s bounds checked: (start, end, step); one bound is the
-    end."""
-    if end is None:
-        start, end = 0, start
-    start, end, step = (_number(start, "start"), _number(end, "end"),
-                        _number(step, "step"))
-    if step == 0 or step != step:           # a NaN step is refused as zero is
-        raise RuntimeError("step must be nonzero")
-    if not (math.isfinite(start) and math.isfinite(end)):
-        raise RuntimeError(f"unsupported range: {start:g} -> {end:g}")
-    if (end - start) * step < 0:
-        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
-    return start, end, step
-
-
-def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
-           requires_grad=False):
-    """Values from ``start`` up to (excluding) ``end`` in steps of ``step``."""
-    start, end, step = _span(start, end, step)
-    if dtype is None:
-        is_float = any(isinstance(v, float) for v in (start, end, step))
-        dtype = D.get_default_dtype() if is_float else D.int64
-    _reject_range_dtype("arange", dtype, device)
-    n = max(0, math.ceil((end - start) / step))
-    # made where it lives: on a GPU, no upload to wait for
-    if all(isinstance(v, numbers.Integral) for v in (start, end, step)):
-        def fill(xp, _, np_dtype):
-            return xp.arange(start, end, step, dtype=np.int64).astype(np_dtype, copy=False)
-    else:
-        def fill(xp, _, np_dtype):
-            return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
-    return _alloc(fill, (n,), dtype, device, requires_grad, out)
-
-
-def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,
-                     device=None, requires_grad=False):
-    """Deprecated: values from ``start`` to ``end`` INCLUSIVE in steps of ``step``, of the
-    default dtype (``arange`` excludes ``end``)."""
-    warnings.warn("torch.range is deprecated and will be removed in a future release because "
-                  "its behavior is inconsistent with Python's range builtin. Instead, use "
-                  "torch.arange, which produces values in [start, end).", UserWarning,
-                  stacklevel=2)
-    start, end, step = _span(start, end, step)
-    n = math.floor((end - start) / step) + 1
-    if dtype is not None:
-        _reject_range_dtype("range", dtype, device)
-
-    def fill(xp, _, np_dtype):
-        return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
-    return _alloc(fill, (n,), D.get_default_dtype() if dtype is None else dtype, device,
-                  requires_grad, out)
-
-
-def _space_dtype(name, start, end, dtype):
-    """linspace's and logspace's dtype: a complex endpoint makes the default one complex."""
-    complex_ends = isinstance(start, complex) or isinstance(end, complex)
-    inferred = D.default_complex_dtype() if complex_ends else D.get_default_dtype()
-    if dtype is None:
-        return inferred
-    if complex_ends and not dtype.is_complex:
-        part = "double" if inferred is D.complex128 else "float"
-        raise RuntimeError(f"torch.{name}(): inferred dtype c10::complex<{part}> can't be "
-                           f"safely cast to passed dtype {dtype._torch_name}")
-    return dtype
-
-
-def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
-             requires_grad=False):
-    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
-    if isinstance(steps, bool) or not hasattr(type(steps), "__index__"):
-        raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
-    steps = steps.__index__()
-    if steps < 0:
-        raise RuntimeError("number of steps must be non-negative")
-    start, end = _number(start, "start"), _number(end, "end")
-    dtype = _space_dtype("linspace", start, end, dtype)
-    if steps:
-        _reject_range_dtype("linspace", dtype, device, complex_ok=True)
-    _, dev = _target(device)
-    if dtype.np in (np.float32, np.float64):
-        arr = _evenly_spaced(start.real, end.real, steps, dtype.np.type)
-    elif dtype.is_complex:
-        part = np.float32 if dtype.np == np.complex64 else np.float64
-        arr = _evenly_spaced(start.real, end.real, steps, part).astype(part) \
-            + 1j * _evenly_spaced(start.imag, end.imag, steps, part).astype(part)
-    elif dtype.category <= D.INTEGRAL:       # float32 values between the integer ends, cut
-        arr = np.trunc(_evenly_spaced(int(start.real), int(end.real), steps,
-                                      np.float32).astype(np.float32))
-    else:
-        arr = np.linspace(start, end, steps)
-    arr = _place(arr.astype(dtype.np), dev)
-    if out is not None:
-        out._data = arr
-        out._bump_version()
-        return out
-    return _finish(arr, requires_grad)
-
-
-def _evenly_spaced(start, end, steps, step_type):
-    """linspace's values as PyTorch computes them, to the last bit once cast to
-    ``step_type``: the first half counted up from ``start`` and the rest back from ``end``
-    (so that a range symmetric about 0 is symmetric), each with one rounding as a fused
-    multiply-add gives (emulated in a wider type, which is returned), from a step computed
-    in ``step_type``."""
-    wide = np.float64 if step_type == np.float32 else np.longdouble
-    if steps <= 1:
-        return np.full(steps, start, wide)
-    first, last = step_type(start), step_type(end)
-    step = wide((last - first) / step_type(steps - 1))
-    half = steps // 2
-    values = np.empty(steps, wide)
-    values[:half] = wide(first) + step * np.arange(half, dtype=wide)
-    values[half:] = wide(last) - step * np.arange(steps - half - 1, -1, -1, dtype=wide)
-    return values
-
-
-def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
-             device=None, requires_grad=False):
-    """``steps`` values spaced evenly on a log scale from ``base**start`` to ``base**end``."""
-    _, dev = _target(device)
-    dtype = _space_dtype("logspace", _number(start, "start"), _number(end, "end"), dtype)
-    if steps:
-        _reject_range_dtype("logspace", dtype, device, complex_ok=True)
-    exponents = linspace(start, end, steps, dtype=D.complex128 if dtype.is_complex else D.float64,
-                         device="cpu")
-    arr = np.power(float(base), exponents._data)
-    if dtype.category <= D.INTEGRAL:
-        arr = np.trunc(arr)
-    result = _finish(_place(arr.astype(dtype.np), dev), requires_grad)
-    if out is not None:
-        out._data = result._data
-        out._bump_version()
-        return out
-    return result
 
 
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):

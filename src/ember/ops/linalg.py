@@ -265,7 +265,7 @@ def vander(xp, x, n):
 @vander.derivative
 def _(grad, x, n, *, out):
     # d x^k / dx = k x^(k - 1), the powers read from the output
-    from ember._creation import arange
+    from ember._ranges import arange
     k = arange(1, out.shape[-1], dtype=out.real.dtype, device=out.device)
     return (grad[..., 1:] * (out[..., :-1] * k).conj()).sum(-1).reshape(x.shape)
 

@@ -105,7 +105,7 @@ def unfold(xp, x, dimension, size, step):
 
 @unfold.derivative
 def _(grad, x, dimension, size, step):
-    from ember._creation import arange
+    from ember._ranges import arange
     from ember.ops.index_dim import index_add
     if x.ndim == 0:
         return grad.sum()

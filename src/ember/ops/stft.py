@@ -72,7 +72,7 @@ def _padded_window(window, win_length, n_fft, like):
 
 def _frame_index(frames, hop_length, n_fft, device):
     """Positions ``t * hop_length + j`` of sample j of frame t: a (frames, n_fft) int64 tensor."""
-    from ember._creation import arange
+    from ember._ranges import arange
     starts = arange(frames, device=device) * hop_length
     return starts.unsqueeze(-1) + arange(n_fft, device=device)
 
