@@ -213,10 +213,7 @@ def _hooked(fn, grad):
     if not isinstance(out, Tensor):
         raise TypeError(f"expected Variable, but hook returned '{type(out).__name__}'")
     name = getattr(fn, "__name__", repr(fn))
-    if out.dtype != grad.dtype:
-        raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.type()} "
-                           f"got {out.type()})")
-    if out.device != grad.device:
+    if out.dtype != grad.dtype or out.device != grad.device:     # (one message for both)
         raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.type()} "
                            f"got {out.type()})")
     if out.shape != grad.shape:
