@@ -178,8 +178,51 @@ def test_state_dict_layout_and_round_trip():
         o.step()
     np.testing.assert_array_equal(a.detach().numpy(), a2.detach().numpy())
     np.testing.assert_array_equal(b.detach().numpy(), b2.detach().numpy())
-    # loading copies: stepping one optimizer leaves the other's state alone
+    # a pickled state dict is a copy: stepping one optimizer leaves the other's state alone
     assert fresh.state[a2]["exp_avg"]._data is not opt.state[a]["exp_avg"]._data
+
+
+def test_load_state_dict_shares_state_tensors_and_copies_the_groups():
+    (p,) = _params((3,))
+    opt = optim.Adam([p], lr=0.1)
+    p.grad = ember.ones(3)
+    opt.step()
+    sd = opt.state_dict()
+    (q,) = _params((3,))
+    loaded = optim.Adam([q], lr=0.5)
+    loaded.load_state_dict(sd)
+    # PyTorch's semantics: no second copy of the state (checkpoints load at one copy's peak)
+    assert loaded.state[q]["exp_avg"] is sd["state"][0]["exp_avg"]
+    assert loaded.state[q]["step"] is sd["state"][0]["step"]
+    assert loaded.state[q] is not sd["state"][0]
+    assert loaded.param_groups[0] is not sd["param_groups"][0]
+    assert loaded.param_groups[0]["lr"] == 0.1
+    # a state of another dtype than its parameter is cast, so not shared; steps stay float32
+    d = nn.Parameter(ember.ones(3, dtype=ember.float64))
+    cast = optim.Adam([d])
+    cast.load_state_dict(sd)
+    assert cast.state[d]["exp_avg"].dtype == ember.float64
+    assert cast.state[d]["step"].dtype == ember.float32
+
+
+def test_load_state_dict_rebuilds_nested_state_containers():
+    w = nn.Parameter(ember.tensor([1.0, 2.0]))
+    lbfgs = optim.LBFGS([w], history_size=3)
+
+    def closure():
+        lbfgs.zero_grad()
+        loss = ((w - 3) ** 2).sum()
+        loss.backward()
+        return loss
+
+    lbfgs.step(closure)
+    sd = lbfgs.state_dict()
+    w2 = nn.Parameter(ember.tensor([1.0, 2.0]))
+    loaded = optim.LBFGS([w2], history_size=3)
+    loaded.load_state_dict(sd)
+    dirs, saved = loaded.state[w2]["old_dirs"], sd["state"][0]["old_dirs"]
+    assert dirs is not saved and len(dirs) == len(saved) > 0
+    assert all(a is b for a, b in zip(dirs, saved))
 
 
 def test_load_state_dict_casts_state_to_the_parameter_dtype():

@@ -185,13 +185,15 @@ class Optimizer:
         return state_dict
 
     def load_state_dict(self, state_dict):
-        """Restore state and options from ``state_dict`` (tensors are copied and cast to
-        their parameter's dtype, except the step counts)."""
+        """Restore state and options from ``state_dict``.
+
+        As in PyTorch, state tensors are shared with ``state_dict`` where they already have
+        their parameter's dtype and device (others are cast to them; step counts are kept),
+        so loading a checkpoint holds one copy of the state; the groups are copied."""
         state_dict = dict(state_dict)
         for hook in list(self._load_state_dict_pre_hooks.values()):
             state_dict = _or(hook(self, state_dict), state_dict)
-        state_dict = copy.deepcopy(state_dict)
-        saved_groups = state_dict["param_groups"]
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
         if len(saved_groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
         for ours, theirs in zip(self.param_groups, saved_groups):
@@ -205,7 +207,7 @@ class Optimizer:
         for key, value in state_dict["state"].items():
             if key in id_map:
                 p = id_map[key]
-                self.state[p] = {k: _cast_state(p, k, v) for k, v in value.items()}
+                self.state[p] = _cast_state(p, None, value)
         self.param_groups = [dict(theirs, params=ours["params"])
                              for ours, theirs in zip(self.param_groups, saved_groups)]
         for hook in list(self._load_state_dict_post_hooks.values()):
@@ -232,10 +234,13 @@ class Optimizer:
 
 
 def _cast_state(param, key, value):
-    """State tensors follow their parameter's dtype and device; step counts stay float32."""
-    if not isinstance(value, Tensor):
-        return value
-    if key == "step":
+    """``value`` with its tensors on their parameter's dtype and device (step counts stay
+    float32), its containers rebuilt and everything else as given."""
+    if isinstance(value, dict):
+        return {k: _cast_state(param, k, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_cast_state(param, key, v) for v in value)
+    if not isinstance(value, Tensor) or key == "step":
         return value
     if value.is_floating_point() and param.is_floating_point():
         return value.to(dtype=param.dtype, device=param.device)
