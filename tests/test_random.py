@@ -254,3 +254,19 @@ def test_random_bounds_checks_keep_full_ranges_and_cover_random_():
     with pytest.raises(RuntimeError, match=r"Trying to create tensor with negative dimension "
                                            r"-1: \[-1\]"):
         ember.randperm(-1)
+
+
+@pytest.mark.parametrize("seed", [True, 2.0, "3", None])
+def test_generator_manual_seed_takes_only_integers(seed):
+    with pytest.raises(RuntimeError,
+                       match=f"^manual_seed expected a long, but got {type(seed).__name__}$"):
+        ember.Generator().manual_seed(seed)
+    with pytest.raises(RuntimeError, match="^manual_seed expected a long, but got Tensor$"):
+        ember.Generator().manual_seed(ember.tensor(4))
+
+
+def test_module_manual_seed_converts_with_int():
+    ember.manual_seed(1.5)
+    assert ember.initial_seed() == 1
+    ember.manual_seed("7")
+    assert ember.initial_seed() == 7

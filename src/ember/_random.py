@@ -41,8 +41,10 @@ class Generator:
         self._offset = 0                        # numbers drawn from the device stream
 
     def manual_seed(self, seed):
-        """Reset the state from ``seed`` and return self."""
-        seed = int(seed)
+        """Reset the state from ``seed`` (an integer) and return self."""
+        if isinstance(seed, (bool, Tensor)) or not hasattr(type(seed), "__index__"):
+            raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
+        seed = seed.__index__()
         if not -0x8000_0000_0000_0000 <= seed <= 0xFFFF_FFFF_FFFF_FFFF:
             raise ValueError("Overflow when unpacking long long")
         self._seed = seed & 0xFFFF_FFFF_FFFF_FFFF
@@ -170,7 +172,7 @@ def _rng_on(generator, device):
 
 def manual_seed(seed):
     """Seed the default generator and the CUDA generators; returns the default generator."""
-    gen = default_generator.manual_seed(seed)
+    gen = default_generator.manual_seed(int(seed))
     from ember.cuda.random import manual_seed_all
     manual_seed_all(gen.initial_seed())
     return gen

@@ -40,12 +40,12 @@ def _current():
 
 def manual_seed(seed):
     """Seed the current GPU's default generator."""
-    default_generator().manual_seed(seed)
+    default_generator().manual_seed(int(seed))
 
 
 def manual_seed_all(seed):
     """Seed the default generators of all GPUs."""
-    _SEED_ALL[0] = int(seed)
+    _SEED_ALL[0] = seed = int(seed)
     for gen in _GENERATORS.values():
         gen.manual_seed(seed)
 
