@@ -142,10 +142,35 @@ def _check_leaf(t):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     if t._view is not None:
+        if not t._requires_grad:
+            check_no_grad_view(t)
         base = t._view[0]
         if base._grad_fn is None and base._requires_grad:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
                                "an in-place operation.")
+
+
+_NO_GRAD_VIEW = ("created in no_grad mode and is being modified inplace with grad mode "
+                 "enabled. Given that this use case is ambiguous and error-prone, it is "
+                 "forbidden. You can clarify your code by moving both the view and the inplace "
+                 "either both inside the no_grad block (if you don't want the inplace to be "
+                 "tracked) or both outside (if you want the inplace to be tracked).")
+
+
+def check_no_grad_view(t):
+    """Raise PyTorch's error for writing, with grad mode on, into a view made in no_grad mode
+    of a tensor that requires grad (or into a view of such a view): the write could not be
+    recorded on the base's history consistently."""
+    if t._meta and t._meta.get("no_grad_view"):
+        raise RuntimeError("A view was " + _NO_GRAD_VIEW)
+    src = t._view[1]
+    while src._view is not None:
+        if src._meta and src._meta.get("no_grad_view"):
+            index = t._view[5] or 0
+            name = t._view[2].node_class.__name__.rstrip("0123456789").removesuffix("Backward")
+            raise RuntimeError(f"Output {index} of {name} is a view of a view which was "
+                               + _NO_GRAD_VIEW)
+        src = src._view[1]
 
 
 def _check_cast(result_dtype, self_dtype):

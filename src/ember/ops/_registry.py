@@ -30,6 +30,7 @@ from ember._device import CPU
 from ember._inference import MADE as INFERENCE_MADE, check_inplace, check_saved
 from ember._tensor import Tensor, _make
 from ember.amp._state import STATE as _AMP
+from ember.amp._policy import Composite
 from ember.amp.autocast_mode import cast_operands
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, OpNode, history
@@ -269,6 +270,8 @@ def call(op, inputs, params, out=None):
         flat, lengths = inputs, None
     if op.autocast is not None and _AMP.enabled:
         flat = cast_operands(op.autocast, flat, params)
+        if type(flat) is Composite:     # PyTorch composes this call of other ops
+            return flat.run(inputs, params, out)
     if SEVERAL_GPUS[0]:
         elsewhere = _other_gpu(flat)
         if elsewhere is not None:       # run where the operands are, as PyTorch does
@@ -299,7 +302,7 @@ def call(op, inputs, params, out=None):
         if token is not None:
             loud_fp(token)
     if op.view:
-        _mark_view(op, flat[0], params, outputs)
+        _mark_view(op, flat[0], params, outputs, requires_grad and not _GRAD.grad_enabled)
     if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
         _record(op, flat, lengths, params, outputs)
     if out is not None:
@@ -595,8 +598,14 @@ def _edge(x):
     return _NO_EDGE
 
 
-def _mark_view(op, src, params, outputs):
-    """Make outputs views of ``src``'s base: shared version, and a recipe to recreate them."""
+def _mark_view(op, src, params, outputs, no_grad=False):
+    """Make outputs views of ``src``'s base: shared version, and a recipe to recreate them.
+
+    ``no_grad``: ``src`` requires grad but grad mode is off; such views may not be written to
+    in place with grad mode on (see ``_inplace.check_no_grad_view``)."""
+    if no_grad:
+        for o in outputs if type(outputs) is tuple else (outputs,):
+            o._meta = dict(o._meta or (), no_grad_view=True)
     vc = src._vc
     if vc is None:
         vc = src._shared_version()
