@@ -67,3 +67,12 @@ def test_views_of_tensors_without_grad_are_unaffected():
         detached = _nonleaf()[1].detach()[:1]
     detached.mul_(3)
     assert detached.tolist() == [6.0]
+
+
+def test_a_view_made_in_inference_mode_names_inference_mode():
+    _, nonleaf = _nonleaf()
+    with ember.inference_mode():
+        view = nonleaf[:1]
+    with pytest.raises(RuntimeError, match="^A view was created in inference mode and is being "
+                                           "modified inplace in normal mode.*inference_mode block"):
+        view.mul_(2)

@@ -150,26 +150,31 @@ def _check_leaf(t):
                                "an in-place operation.")
 
 
-_NO_GRAD_VIEW = ("created in no_grad mode and is being modified inplace with grad mode "
-                 "enabled. Given that this use case is ambiguous and error-prone, it is "
-                 "forbidden. You can clarify your code by moving both the view and the inplace "
-                 "either both inside the no_grad block (if you don't want the inplace to be "
-                 "tracked) or both outside (if you want the inplace to be tracked).")
+def _no_grad_view_error(mode):
+    block, now = (("inference_mode", "in normal mode") if mode == "inference mode"
+                  else ("no_grad", "with grad mode enabled"))
+    return (f"created in {mode} and is being modified inplace {now}. Given that this use case "
+            f"is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+            f"both the view and the inplace either both inside the {block} block (if you don't "
+            f"want the inplace to be tracked) or both outside (if you want the inplace to be "
+            f"tracked).")
 
 
 def check_no_grad_view(t):
-    """Raise PyTorch's error for writing, with grad mode on, into a view made in no_grad mode
-    of a tensor that requires grad (or into a view of such a view): the write could not be
-    recorded on the base's history consistently."""
-    if t._meta and t._meta.get("no_grad_view"):
-        raise RuntimeError("A view was " + _NO_GRAD_VIEW)
+    """Raise PyTorch's error for writing, with grad mode on, into a view made in no_grad or
+    inference mode of a tensor that requires grad (or into a view of such a view): the write
+    could not be recorded on the base's history consistently."""
+    mode = t._meta.get("no_grad_view") if t._meta else None
+    if mode:
+        raise RuntimeError("A view was " + _no_grad_view_error(mode))
     src = t._view[1]
     while src._view is not None:
-        if src._meta and src._meta.get("no_grad_view"):
+        mode = src._meta.get("no_grad_view") if src._meta else None
+        if mode:
             index = t._view[5] or 0
             name = t._view[2].node_class.__name__.rstrip("0123456789").removesuffix("Backward")
             raise RuntimeError(f"Output {index} of {name} is a view of a view which was "
-                               + _NO_GRAD_VIEW)
+                               + _no_grad_view_error(mode))
         src = src._view[1]
 
 
