@@ -65,6 +65,9 @@ def call_inplace(op, inputs, params):
     except MetaCall:
         from ember.ops._meta import meta_inplace
         return meta_inplace(op, self, inputs, params)
+    except NotImplementedError:
+        _check_promoted_cast(op, flat, self)    # PyTorch checks the cast before the kernel
+        raise
     if op.view:
         return _inplace_view(op, self, params)
     if lengths is not None:
@@ -150,6 +153,9 @@ def _check_leaf(t):
                                "an in-place operation.")
 
 
+_COMPARISONS = ("compare", "equality", "order")
+
+
 def _no_grad_view_error(mode):
     block, now = (("inference_mode", "in normal mode") if mode == "inference mode"
                   else ("no_grad", "with grad mode enabled"))
@@ -176,6 +182,22 @@ def check_no_grad_view(t):
             raise RuntimeError(f"Output {index} of {name} is a view of a view which was "
                                + _no_grad_view_error(mode))
         src = src._view[1]
+
+
+def _check_promoted_cast(op, flat, self):
+    """Raise PyTorch's cast error if the operands' promoted dtype can't be written to self."""
+    if op.promote is None or op.promote.name in _COMPARISONS:
+        return                          # (a comparison's bool result fits any tensor)
+    operands = []
+    for x in flat:
+        if isinstance(x, Tensor):
+            operands.append((x.dtype, D.DIM if x.ndim else D.ZERO_DIM))
+        elif isinstance(x, (bool, int, float, complex)):
+            operands.append((D.scalar_dtype(x), D.SCALAR))
+    if op.promote.promoted is not None:
+        operands = op.promote.promoted(operands)
+    if operands:
+        _check_cast(D.result_type_of(operands), self.dtype)
 
 
 def _check_cast(result_dtype, self_dtype):

@@ -10,7 +10,7 @@ import numpy as np
 from ember import _dtype as D
 
 __all__ = ["Policy", "BINARY", "FLOAT", "COMPARE", "INTEGRAL", "SAME", "SAME_NO_BOOL",
-           "REAL_FLOAT", "FLOAT_ONLY", "compute_dtype"]
+           "REAL_FLOAT", "FLOAT_ONLY", "real_no_bool", "compute_dtype"]
 
 _UPCAST = {d.np: np.dtype(np.float32) for d in D.LOW_PRECISION}
 
@@ -69,6 +69,16 @@ SAME = Policy("same", _binary)              # unary ops that keep the input dtyp
 SAME_NO_BOOL = Policy("same_no_bool", _no_bool)
 REAL_FLOAT = Policy("real_float", _real_float)   # real-only math, integers to float
 FLOAT_ONLY = Policy("float_only", _float_only)   # floating inputs only (hypot, frac)
+
+
+def real_no_bool(kernel):
+    """BINARY for integers and floats; bool and complex raise, naming PyTorch's ``kernel``
+    (floor division, remainder, fmod)."""
+    def rule(d, name, operands):
+        if d is D.bool_ or d.category == D.COMPLEX:
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
+        return d
+    return Policy(f"real_no_bool[{kernel}]", rule)
 
 # NOTE [Operand signatures]
 # The dispatcher describes its operands cheaply: a tensor of one or more dims contributes its

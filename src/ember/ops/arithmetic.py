@@ -6,7 +6,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
-from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy
+from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy, real_no_bool
 from ember.ops._registry import broadcast_message
 from ember.ops._scalars import checked_scalar
 
@@ -166,7 +166,18 @@ def _div(xp, a, b, rounding_mode):
     if fn is None:
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
                            f"'floor' but found '{rounding_mode}'")
+    if rounding_mode is not None:
+        _check_rounding_dtype(a if hasattr(a, "dtype") else b, rounding_mode)
     return fn(xp, a, b)
+
+
+
+def _check_rounding_dtype(a, rounding_mode):
+    """Rounding division has no bool or complex kernel (operands are cast to the compute
+    dtype already, so one array tells it)."""
+    if a.dtype.kind in "bc":
+        name = D.FROM_NUMPY[a.dtype]._torch_name
+        raise NotImplementedError(f"\"div_{rounding_mode}_cpu\" not implemented for '{name}'")
 
 
 def _div_grad(grad, a, b, rounding_mode, *, needs=(True, True)):
@@ -183,7 +194,8 @@ div = binary("div(input, other, *, rounding_mode=None)", _div, _div_grad,
 
 floor_divide = binary("floor_divide(input, other)", _floor_divide,
                       lambda grad, a, b: (zeros_for(grad), zeros_for(grad)),
-                      doc="Divides and rounds toward negative infinity.", promote=BINARY,
+                      doc="Divides and rounds toward negative infinity.",
+                      promote=real_no_bool("div_floor_cpu"),
                       saves_inputs=False)
 
 
@@ -205,18 +217,32 @@ remainder = binary("remainder(input, other)", _remainder,
                    lambda grad, a, b: (grad, -grad * a.div(b, rounding_mode="floor")
                                        if hasattr(b, "shape") else None),
                    doc="Python-style modulus: the result has the sign of the divisor.",
-                   promote=BINARY)
+                   promote=real_no_bool("remainder_cpu"))
 
 fmod = binary("fmod(input, other)", _fmod,
               lambda grad, a, b: (grad, -grad * a.div(b, rounding_mode="trunc")
                                   if hasattr(b, "shape") else None),
               doc="C-style modulus: the result has the sign of the dividend.",
-              promote=BINARY)
+              promote=real_no_bool("fmod_cpu"))
 
 
 # --- pow --------------------------------------------------------------------------------------
 
+def _is_bool(x):
+    return x.dtype.kind == "b" if hasattr(x, "dtype") else type(x) is bool
+
+
+def _bool_pow(xp, a, b):
+    """PyTorch has no bool pow kernel; only a bool tensor to a Python bool power works (its
+    exponents 1 and 0 are copies and ones)."""
+    if not hasattr(a, "dtype") or hasattr(b, "dtype"):
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    return a.copy() if b else xp.ones_like(a)
+
+
 def _pow(xp, a, b):
+    if _is_bool(a) and _is_bool(b):
+        return _bool_pow(xp, a, b)
     if _integral(a) and _integral(b):
         if isinstance(b, int):
             if b < 0:

@@ -5,6 +5,7 @@ gaussian_nll. (binary_cross_entropy, whose log is clamped, is an op: loss_bce.py
 import math
 import warnings
 
+from ember import _dtype as D
 from ember._warn import user_level
 from ember.autograd.grad_mode import no_grad
 from ember.ops._loss_common import reduce_loss, reduction_of, warn_size_mismatch
@@ -16,9 +17,29 @@ __all__ = ["l1_loss", "mse_loss", "huber_loss", "smooth_l1_loss", "soft_margin_l
            "gaussian_nll_loss", "softplus_of"]
 
 
-def _float_only(x, kernel):
-    if not (x.dtype.is_floating_point or x.dtype.is_complex):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{x.dtype._torch_name}'")
+def _float_only(dtype, kernel):
+    if dtype.category != D.FLOATING:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtype._torch_name}'")
+
+
+def _promoted(input, target):
+    """The dtype PyTorch's loss kernels compute ``input`` and ``target`` in (bool and integer
+    operands take part, so ``mse_loss(x, labels)`` works with integer or bool labels)."""
+    return D.result_type_of([(t.dtype, D.DIM if t.ndim else D.ZERO_DIM)
+                             for t in (input, target)])
+
+
+def _into_input_dtype(dtype, input):
+    """Check that a loss computed in ``dtype`` fits a tensor of ``input``'s dtype, which is
+    where PyTorch writes huber and soft-margin losses."""
+    if dtype is not input.dtype and not D.can_cast(dtype, input.dtype):
+        raise RuntimeError(f"result type {dtype._torch_name} can't be cast to the desired "
+                           f"output type {input.dtype._torch_name}")
+
+
+def _difference(input, target, dtype):
+    """``input - target`` in ``dtype`` (a bool operand may not be subtracted as it is)."""
+    return input.to(dtype) - target.to(dtype)
 
 
 def _weighted(loss, input, weight, reduction):
@@ -44,9 +65,10 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     """The mean (or sum) squared error between ``input`` and ``target``."""
     warn_size_mismatch(input, target)
     reduction = reduction_of(size_average, reduce, reduction)
-    _float_only(input, "mse_cpu")
-    return rename_node(_weighted((input - target).square(), input, weight, reduction),
-                       "MseLossBackward0")
+    dtype = _promoted(input, target)
+    _float_only(dtype, "mse_cpu")
+    return rename_node(_weighted(_difference(input, target, dtype).square(), input, weight,
+                                 reduction), "MseLossBackward0")
 
 
 def _huber(diff, delta):
@@ -60,10 +82,12 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """The Huber loss: squared error below ``delta``, ``delta``-scaled absolute error above."""
     warn_size_mismatch(input, target)
     reduction = reduction_of(None, None, reduction)
-    _float_only(input, "huber_cpu")
+    dtype = _promoted(input, target)
+    _into_input_dtype(dtype, input)
+    _float_only(dtype, "huber_cpu")
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    loss = _huber(input - target, delta)
+    loss = _huber(_difference(input, target, dtype), delta).to(input.dtype)
     if weight is not None:
         if weight.shape != input.shape:
             raise ValueError("Weights and input must have the same size.")
@@ -75,10 +99,12 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     """The smooth L1 loss: squared error / ``beta`` below ``beta``, absolute error above."""
     warn_size_mismatch(input, target)
     reduction = reduction_of(size_average, reduce, reduction)
-    _float_only(input, "smooth_l1_cpu")
+    dtype = _promoted(input, target)
+    _float_only(dtype, "smooth_l1_cpu")
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    loss = (input - target).abs() if beta == 0 else _huber(input - target, beta) / beta
+    diff = _difference(input, target, dtype)
+    loss = diff.abs() if beta == 0 else _huber(diff, beta) / beta
     return rename_node(reduce_loss(loss, reduction), "SmoothL1LossBackward0")
 
 
@@ -91,8 +117,14 @@ def softplus_of(x):
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """The two-class logistic loss ``log(1 + exp(-target * input))``."""
     reduction = reduction_of(size_average, reduce, reduction)
-    return rename_node(reduce_loss(softplus_of(input * -target), reduction),
-                       "SoftMarginLossBackward0")
+    neg = -input                        # (a bool input raises here, as in PyTorch)
+    dtype = _promoted(input, target)
+    if dtype.category < D.FLOATING:
+        dtype = D.get_default_dtype()
+    _into_input_dtype(dtype, input)
+    # -input * target, not input * -target: an unsigned target must not wrap around
+    loss = softplus_of(neg.to(dtype) * target.to(dtype)).to(input.dtype)
+    return rename_node(reduce_loss(loss, reduction), "SoftMarginLossBackward0")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
