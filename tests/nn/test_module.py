@@ -302,6 +302,15 @@ def test_state_dict_post_hook_must_return_none_but_private_hook_may_replace():
     assert sorted(dest) == ["p.bias", "p.calls", "p.weight"]
 
 
+def test_load_state_dict_post_hook_returning_a_value_is_an_assertion_error():
+    m = Affine(2, 2)
+    m.register_load_state_dict_post_hook(lambda mod, keys: keys)
+    with pytest.raises(AssertionError, match="^Hooks registered with "
+                                             "``register_load_state_dict_post_hook`` are not "
+                                             "expected to return new values"):
+        m.load_state_dict(m.state_dict())
+
+
 # ----- modes, grads, conversion ----------------------------------------------------------
 
 def test_train_eval_recurse_through_overrides():
@@ -427,6 +436,36 @@ def test_always_call_hook_runs_when_forward_raises():
     assert seen == [None]
 
 
+def test_always_call_hooks_after_a_failing_hook_get_the_output_and_name_their_kind():
+    m = Affine(1, 1, bias=False)
+    seen = []
+    m.register_forward_hook(lambda mod, args, out: seen.append("first"), always_call=True)
+    m.register_forward_hook(lambda mod, args, out: {}["no such key"])
+    m.register_forward_hook(lambda mod, args, out: seen.append(out), always_call=True)
+    with pytest.raises(KeyError):
+        m(ember.ones(1))
+    assert seen[0] == "first" and isinstance(seen[1], ember.Tensor)   # as PyTorch: not None
+
+    class Bad(nn.Module):
+        def forward(self, x):
+            raise KeyError("boom")
+
+    def failing(mod, args, out):
+        raise ValueError("hook failed")
+    b = Bad()
+    b.register_forward_hook(failing, always_call=True)
+    with pytest.warns(UserWarning, match="^module forward hook with ``always_call=True`` raised "
+                                         "an exception that was silenced as another error was "
+                                         "raised in forward: hook failed$"):
+        with pytest.raises(KeyError):
+            b(ember.ones(1))
+    from ember.nn.modules import module as mm
+    with mm.register_module_forward_hook(failing, always_call=True):
+        with pytest.warns(UserWarning, match="^global module forward hook with"):
+            with pytest.raises(KeyError):
+                Bad()(ember.ones(1))
+
+
 def test_full_backward_hooks():
     m = Affine(3, 2)
     log = []
@@ -460,6 +499,36 @@ def test_full_backward_hook_entries_for_tensors_that_need_no_grad():
     (gi, go) = log[0]
     assert len(gi) == 3 and gi[0].tolist() == [3.0, -1.0] and gi[1].tolist() == [0.0, 0.0]
     assert gi[2] is None and go[0].tolist() == [1.0, 1.0] and go[1:] == (None, None)
+
+
+def test_full_backward_hooks_skip_outputs_that_are_not_a_tensor_or_tuple():
+    # PyTorch warns and runs no backward hook for a dict (or list) output, even though the
+    # gradient reaches the module's inputs
+    class D(nn.Module):
+        def forward(self, x):
+            return {"y": x * 2}
+    m, log = D(), []
+    m.register_full_backward_hook(lambda mod, gi, go: log.append(gi))
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.warns(UserWarning, match="^For backward hooks to be called, module output "
+                                         "should be a Tensor or a tuple of Tensors but "
+                                         "received <class 'dict'>$"):
+        out = m(x)
+    out["y"].sum().backward()
+    assert log == [] and x.grad.tolist() == [2.0, 2.0]
+
+
+def test_regular_and_full_backward_hooks_do_not_mix_on_one_module():
+    message = ("^Cannot use both regular backward hooks and full backward hooks on a single "
+               "Module. Please use only one of them.$")
+    m = Affine(1, 1)
+    m.register_backward_hook(lambda mod, gi, go: None)
+    with pytest.raises(RuntimeError, match=message):
+        m.register_full_backward_hook(lambda mod, gi, go: None)
+    m = Affine(1, 1)
+    m.register_full_backward_hook(lambda mod, gi, go: None)
+    with pytest.raises(RuntimeError, match=message):
+        m.register_backward_hook(lambda mod, gi, go: None)
 
 
 def test_backward_hooks_can_replace_gradients():

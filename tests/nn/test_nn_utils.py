@@ -150,6 +150,30 @@ def test_functional_call_strict_and_tied_weights():
                         (ember.ones(1, 2),))
 
 
+def test_functional_call_value_under_a_parametrized_name_replaces_the_parametrization():
+    # documented: the value is used as the tensor itself (PyTorch itself runs it through
+    # right_inverse without grad); "....parametrizations.weight.original" feeds the function
+    class Double(nn.Module):
+        def forward(self, X):
+            return X * 2
+
+    m = Affine(2, 1)
+    with ember.no_grad():
+        m.weight.fill_(1.0)
+        m.bias.zero_()
+    parametrize.register_parametrization(m, "weight", Double())
+    twin = copy.deepcopy(m)                       # shares the generated class
+    x = ember.tensor([[1.0, 2.0]])
+    w = ember.tensor([[5.0, 5.0]], requires_grad=True)
+    out = functional_call(m, {"weight": w}, (x,))
+    assert out.tolist() == [[15.0]] and float(twin(x)) == 6.0
+    out.sum().backward()
+    assert w.grad.tolist() == [[1.0, 2.0]]
+    assert float(m(x)) == 6.0 and m.weight.tolist() == [[2.0, 2.0]]
+    out = functional_call(m, {"parametrizations.weight.original": w}, (x,))
+    assert out.tolist() == [[30.0]]
+
+
 # ----- parametrizations --------------------------------------------------------------------
 
 class Symmetric(nn.Module):
@@ -207,6 +231,35 @@ def test_parametrization_errors_and_state_dict_round_trip():
     np.testing.assert_array_equal(a.weight.detach().numpy(), b.weight.detach().numpy())
     clone = copy.deepcopy(a)
     np.testing.assert_array_equal(clone.weight.detach().numpy(), a.weight.detach().numpy())
+
+
+def test_right_inverse_dtype_and_type_errors_in_pytorchs_words():
+    class Flip(nn.Module):
+        mode = "same"
+
+        def forward(self, X):
+            return X
+
+        def right_inverse(self, X):
+            return {"dtype": X.double(), "int": 3}.get(self.mode, X)
+
+    flip = Flip()
+    flip.mode = "dtype"
+    with pytest.raises(ValueError, match=r"^When `right_inverse` outputs one tensor, it may not "
+                                         r"change the dtype.\noriginal.dtype: ember.float32\n"
+                                         r"right_inverse\(original\).dtype: ember.float64$"):
+        parametrize.register_parametrization(Affine(2, 2), "weight", flip)
+    flip.mode = "same"
+    m = Affine(2, 2)
+    parametrize.register_parametrization(m, "weight", flip)
+    flip.mode = "dtype"
+    with pytest.raises(ValueError, match="^The tensor returned by `right_inverse` has dtype "
+                                         "ember.float64 while `original` has dtype "
+                                         "ember.float32$"):
+        m.weight = ember.ones(2, 2)
+    flip.mode = "int"
+    with pytest.raises(ValueError, match="^`right_inverse` should return a tensor. Got int$"):
+        m.weight = ember.ones(2, 2)
 
 
 def test_weight_norm_parametrization():

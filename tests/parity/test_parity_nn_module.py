@@ -97,3 +97,39 @@ def test_hook_call_order_matches():
             layer(lib.ones(2, 3))
         logs.append(log)
     assert logs[0] == logs[1]
+
+
+def _always_call_log(lib):
+    """What ``always_call`` hooks see after a later forward hook raised."""
+    log = []
+    m = lib.nn.Linear(1, 1, bias=False)
+    with lib.no_grad():
+        m.weight.fill_(3.0)
+    m.register_forward_hook(lambda mod, args, out: log.append("first"), always_call=True)
+    m.register_forward_hook(lambda mod, args, out: {}["missing"])
+    m.register_forward_hook(lambda mod, args, out: log.append(out.tolist()), always_call=True)
+    with pytest.raises(KeyError):
+        m(lib.ones(1))
+    return log
+
+
+def test_always_call_hooks_after_a_failing_hook_match():
+    assert _always_call_log(ember) == _always_call_log(torch) == ["first", [3.0]]
+
+
+def _dict_output_hook_log(lib):
+    class D(lib.nn.Module):
+        def forward(self, x):
+            return {"y": x * 2}
+    log = []
+    m = D()
+    m.register_full_backward_hook(lambda mod, gi, go: log.append("hook"))
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.warns(UserWarning, match="For backward hooks to be called, module output"):
+        out = m(x)
+    out["y"].sum().backward()
+    return log, x.grad.tolist()
+
+
+def test_backward_hooks_skip_dict_outputs_alike():
+    assert _dict_output_hook_log(ember) == _dict_output_hook_log(torch) == ([], [2.0, 2.0])

@@ -107,19 +107,20 @@ def hooked_call(module, args, kwargs):
     """``module(*args, **kwargs)`` with its (and the global) hooks run around forward."""
     d = module.__dict__
     called_always = set()
+    result = None
     try:
         for hook_id, hook in (*forward_pre_hooks.items(), *d["_forward_pre_hooks"].items()):
             if hook_id in d["_forward_pre_hooks_with_kwargs"]:
-                result = hook(module, args, kwargs)
-                if result is not None:
-                    if not (isinstance(result, tuple) and len(result) == 2):
+                new = hook(module, args, kwargs)
+                if new is not None:
+                    if not (isinstance(new, tuple) and len(new) == 2):
                         raise RuntimeError("forward pre-hook must return None or a tuple of "
-                                           f"(new_args, new_kwargs), but got {result}.")
-                    args, kwargs = result
+                                           f"(new_args, new_kwargs), but got {new}.")
+                    args, kwargs = new
             else:
-                result = hook(module, args)
-                if result is not None:
-                    args = result if isinstance(result, tuple) else (result,)
+                new = hook(module, args)
+                if new is not None:
+                    args = new if isinstance(new, tuple) else (new,)
         full = [*backward_hooks.values(), *d["_backward_hooks"].values()]
         pre = [*backward_pre_hooks.values(), *d["_backward_pre_hooks"].values()]
         bw = _BackwardHook(module, full, pre) if full or pre else None
@@ -140,22 +141,29 @@ def hooked_call(module, args, kwargs):
             result = bw.setup_output_hook(result)
         return result
     except BaseException:
-        for hook_id, hook in (*forward_hooks.items(), *d["_forward_hooks"].items()):
-            if hook_id in called_always or not (
-                    hook_id in forward_hooks_always_called
-                    or hook_id in d["_forward_hooks_always_called"]):
-                continue
-            try:
-                if hook_id in d["_forward_hooks_with_kwargs"] \
-                        or hook_id in forward_hooks_with_kwargs:
-                    hook(module, args, kwargs, None)
-                else:
-                    hook(module, args, None)
-            except Exception as e:
-                warnings.warn("global module forward hook with ``always_call=True`` raised an "
-                              f"exception that was silenced as another error was raised in "
-                              f"forward: {e}", stacklevel=2)
+        _run_always_called(module, forward_hooks, "global module", called_always, args, kwargs,
+                           result)
+        _run_always_called(module, d["_forward_hooks"], "module", called_always, args, kwargs,
+                           result)
         raise
+
+
+def _run_always_called(module, table, kind, called, args, kwargs, result):
+    """After an error in the call, run the ``always_call`` hooks of ``table`` not yet run."""
+    d = module.__dict__
+    for hook_id, hook in table.items():
+        if hook_id in called or not (hook_id in forward_hooks_always_called
+                                     or hook_id in d["_forward_hooks_always_called"]):
+            continue
+        try:
+            if hook_id in d["_forward_hooks_with_kwargs"] or hook_id in forward_hooks_with_kwargs:
+                hook(module, args, kwargs, result)
+            else:
+                hook(module, args, result)
+        except Exception as e:
+            warnings.warn(f"{kind} forward hook with ``always_call=True`` raised an exception "
+                          f"that was silenced as another error was raised in forward: {e}",
+                          stacklevel=4)
 
 
 # ----- full backward hooks --------------------------------------------------------------------
@@ -199,18 +207,18 @@ class _BackwardHook:
 
     def setup_output_hook(self, result):
         single = isinstance(result, Tensor)
-        outs = (result,) if single else result
-        if not isinstance(outs, (tuple, list)):
+        if not single and not isinstance(result, tuple):
+            warnings.warn("For backward hooks to be called, module output should be a Tensor "
+                          f"or a tuple of Tensors but received {type(result)}", stacklevel=3)
             return result
+        outs = (result,) if single else result
         where = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
         if not where:
             return result
         # grad_output has one entry per output: None for those that need no grad
         self.output_slots, self.n_outputs = where, len(outs)
-        new = _rewrap(tuple(outs), where, self._on_output_grads)
-        if single:
-            return new[0]
-        return list(new) if isinstance(result, list) else new
+        new = _rewrap(outs, where, self._on_output_grads)
+        return new[0] if single else new
 
     def _on_output_grads(self, grads):
         full = [None] * self.n_outputs
@@ -235,6 +243,8 @@ class _BackwardHook:
         return tuple(grads[slot] for slot in self.output_slots)
 
     def _on_input_grads(self, grads):
+        if self.grad_outputs is None:   # the gradient did not flow through the outputs
+            return grads
         full = [None] * self.n_inputs
         for pos, g in zip(self.input_positions, grads):
             full[pos] = g

@@ -172,7 +172,7 @@ class StateDict:
             keys = _IncompatibleKeys(missing, unexpected)
             for hook in module._load_state_dict_post_hooks.values():
                 if hook(module, keys) is not None:
-                    raise RuntimeError("Hooks registered with "
+                    raise AssertionError("Hooks registered with "
                                        "``register_load_state_dict_post_hook`` are not expected "
                                        "to return new values, if incompatible_keys need to be "
                                        "modified, it should be done inplace.")

@@ -369,9 +369,21 @@ class Module(StateDict):
     def register_full_backward_hook(self, hook, prepend=False):
         """Call ``hook(module, grad_input, grad_output)`` once the input gradients exist; it
         may return new grad_input."""
+        self._backward_hook_kind(True)
         return add_hook(self._backward_hooks, hook, prepend)
 
-    register_backward_hook = register_full_backward_hook
+    def register_backward_hook(self, hook):
+        """Deprecated form of ``register_full_backward_hook`` (ember gives it the full
+        hook's arguments); a module takes one kind or the other."""
+        self._backward_hook_kind(False)
+        return add_hook(self._backward_hooks, hook)
+
+    def _backward_hook_kind(self, full):
+        kind = self.__dict__.get("_is_full_backward_hook")
+        if kind is not None and kind != full:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        self.__dict__["_is_full_backward_hook"] = full
 
     # ----- modes and gradients ---------------------------------------------------------
 

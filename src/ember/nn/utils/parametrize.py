@@ -44,12 +44,21 @@ def _maybe_set(dest, src):
     dest._bump_version()
 
 
-def _check(value, original, what):
-    if not isinstance(value, Tensor):
-        raise ValueError(f"{what} must return a Tensor. Got {type(value).__name__}.")
+def _check_registered(value, original):
+    """The one tensor ``right_inverse`` gave at registration keeps ``original``'s dtype."""
     if value.dtype != original.dtype:
         raise ValueError(f"When `right_inverse` outputs one tensor, it may not change the dtype."
-                         f"\noriginal.dtype: {original.dtype}\n{what} dtype: {value.dtype}")
+                         f"\noriginal.dtype: {original.dtype}\n"
+                         f"right_inverse(original).dtype: {value.dtype}")
+
+
+def _check_assigned(value, original):
+    """What ``right_inverse`` gave for an assigned value is a tensor of ``original``'s dtype."""
+    if not isinstance(value, Tensor):
+        raise ValueError(f"`right_inverse` should return a tensor. Got {type(value).__name__}")
+    if value.dtype != original.dtype:
+        raise ValueError(f"The tensor returned by `right_inverse` has dtype {value.dtype} while "
+                         f"`original` has dtype {original.dtype}")
 
 
 class ParametrizationList(ModuleList):
@@ -76,7 +85,7 @@ class ParametrizationList(ModuleList):
         self.is_tensor = isinstance(new, Tensor)
         self.ntensors = 1 if self.is_tensor else len(new)
         if self.is_tensor:
-            _check(new, original, "right_inverse")
+            _check_registered(new, original)
             with no_grad():
                 _maybe_set(original, new)
             _register_parameter_or_buffer(self, "original", original)
@@ -113,7 +122,7 @@ class ParametrizationList(ModuleList):
                                        f"implement right_inverse.")
                 value = module.right_inverse(value)
             if self.is_tensor:
-                _check(value, self.original, "right_inverse")
+                _check_assigned(value, self.original)
                 _maybe_set(self.original, value)
             else:
                 if not isinstance(value, Sequence) or len(value) != self.ntensors:

@@ -8,6 +8,7 @@ import contextlib
 import warnings
 
 from ember._tensor import Tensor
+from ember.nn.utils.parametrize import is_parametrized
 
 __all__ = ["functional_call"]
 
@@ -27,6 +28,8 @@ def _swap(module, dotted, value):
     """Put ``value`` (or _MISSING to remove) at ``dotted``; return what was there."""
     path, _, name = dotted.rpartition(".")
     owner = module.get_submodule(path)
+    if is_parametrized(owner, name):
+        return _swap_parametrized(owner, name, value)
     for table in (owner._parameters, owner._buffers):
         if name in table:
             old = table[name]
@@ -42,6 +45,21 @@ def _swap(module, dotted, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"{value} is not an instance of torch.Tensor")
         owner.__dict__[name] = value
+    return old
+
+
+def _swap_parametrized(owner, name, value):
+    """As documented for ``functional_call``: a value given under a parametrized tensor's own
+    name replaces the parametrization for the call (``value`` is the saved property when
+    restoring); returns the property that was there."""
+    cls = type(owner)                    # the class register_parametrization made for owner
+    old = cls.__dict__[name]
+    if isinstance(value, property):
+        setattr(cls, name, value)
+    else:
+        def get(self, _owner=owner, _value=value, _old=old.fget):
+            return _value if self is _owner else _old(self)
+        setattr(cls, name, property(get, old.fset))
     return old
 
 
