@@ -318,3 +318,20 @@ def test_split_views_name_the_forward_function_when_modified_in_place():
         with pytest.raises(RuntimeError, match=f"^Output 0 of {name} is a view and is being "
                                                f"modified inplace"):
             pieces[0].mul_(2)
+
+
+@pytest.mark.parametrize("call, node", [
+    (lambda t: ember.unsafe_split(t, 2), "UnsafeSplitBackward0"),
+    (lambda t: t.unsafe_chunk(3), "UnsafeSplitBackward0"),
+    (lambda t: ember.unsafe_split_with_sizes(t, [1, 5]), "UnsafeSplitWithSizesBackward0"),
+])
+def test_unsafe_split_pieces_share_memory_but_are_not_views(call, node):
+    x = ember.arange(6.0, requires_grad=True)
+    y = x * 1
+    pieces = call(y)
+    assert [p.grad_fn.name() for p in pieces] == [node] * len(pieces)
+    assert pieces[0]._base is None and not pieces[0]._is_view()
+    pieces[0].add_(10)                  # allowed, writes into y, and y's version stays
+    assert y.tolist()[0] == 10.0 and pieces[0]._version == 1 and y._version == 0
+    pieces[-1].sum().backward()
+    assert x.grad.tolist() == [0.0] * (6 - pieces[-1].numel()) + [1.0] * pieces[-1].numel()

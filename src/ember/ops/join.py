@@ -16,7 +16,8 @@ from ember.ops._registry import op
 from ember.ops._scalars import int_arg
 from ember.ops.shape import wrap_dim_of_tensor
 
-__all__ = ["cat", "chunk", "pad_along", "split", "stack", "tensor_split", "unbind"]
+__all__ = ["cat", "chunk", "pad_along", "split", "stack", "tensor_split", "unbind",
+           "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes"]
 
 
 def _is_legacy_empty(shape):
@@ -256,6 +257,41 @@ chunk.name_nodes("SplitBackward0")     # PyTorch splits to chunk
 @chunk.derivative
 def _(grad, x, chunks, dim):
     return cat(list(_as_tuple(grad)), dim)
+
+
+# --- unsafe_split, unsafe_split_with_sizes, unsafe_chunk ----------------------------------------
+# The pieces of split and chunk, sharing memory with the input but not tracked as its views:
+# writing into one in place neither bumps the input's version nor is refused (PyTorch's
+# "unsafe": the caller guarantees the input and the pieces are not modified in place).
+
+@op("unsafe_split(input, split_size, dim=0)", saves_inputs=False)
+def unsafe_split(xp, x, split_size, dim):
+    """``split``'s pieces of ``split_size`` along ``dim``, not tracked as views."""
+    split_size = int_arg(split_size, "unsafe_split", "split_size", 2)
+    return split.forward(xp, x, split_size, dim)
+
+
+@op("unsafe_split_with_sizes(input, split_sizes, dim=0)", saves_inputs=False)
+def unsafe_split_with_sizes(xp, x, split_sizes, dim):
+    """``split``'s pieces of the given sizes along ``dim``, not tracked as views."""
+    return split.forward(xp, x, list(split_sizes), dim)
+
+
+@op("unsafe_chunk(input, chunks, dim=0)", saves_inputs=False)
+def unsafe_chunk(xp, x, chunks, dim):
+    """``chunk``'s pieces, not tracked as views."""
+    return chunk.forward(xp, x, chunks, dim)
+
+
+unsafe_chunk.name_nodes("UnsafeSplitBackward0")     # PyTorch splits to chunk
+
+
+def _cat_grads(grad, x, sizes, dim):
+    return cat(list(_as_tuple(grad)), dim)
+
+
+for _unsafe in (unsafe_split, unsafe_split_with_sizes, unsafe_chunk):
+    _unsafe.derivative(_cat_grads)
 
 
 @op("unbind(input, dim=0)", view=True, saves_inputs=False)

@@ -518,8 +518,7 @@ from ember.ops import as_strided  # noqa: E402  (registers its ops)
 
 ALIASES = {"swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim",
            "broadcast_to": "expand", "concat": "cat", "concatenate": "cat",
-           "split_with_sizes": "split", "unsafe_split": "split",
-           "unsafe_split_with_sizes": "split", "unsafe_chunk": "chunk"}
+           "split_with_sizes": "split"}
 
 PUBLIC = {"broadcast_shapes": broadcast_shapes, "broadcast_tensors": broadcast_tensors,
           "ravel": ravel, "is_same_size": is_same_size, "adjoint": adjoint, **join.PUBLIC,

@@ -152,6 +152,20 @@ def _chunk_ref(a, chunks, dim=0):
     return _split_ref(a, size, dim)
 
 
+def _unsafe_split_samples(dtype, rg):
+    return (s for s in _split_samples(dtype, rg) if not isinstance(s.args[0], (list, tuple)))
+
+
+def _unsafe_split_with_sizes_samples(dtype, rg):
+    return (s for s in _split_samples(dtype, rg) if isinstance(s.args[0], (list, tuple)))
+
+
+def _unsafe_split_errors():
+    yield _err(ember.zeros(5, 3), ([2, 3],), TypeError,
+               r"unsafe_split\(\): argument 'split_size' \(position 2\) must be int, not list")
+    yield from (e for e in _split_errors() if not isinstance(e.sample.args[0], (list, tuple)))
+
+
 def _chunk_samples(dtype, rg):
     yield _s(make((5, 3), dtype, rg), 2, name="uneven")
     yield _s(make((6, 3), dtype, rg), 3, name="even")
@@ -233,6 +247,12 @@ OPS = [
     OpInfo("split", _split_ref, _split_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_split_errors),
     OpInfo("chunk", _chunk_ref, _chunk_samples, dtypes=ALL, gradgrad=True,
+           error_inputs=_chunk_errors),
+    OpInfo("unsafe_split", _split_ref, _unsafe_split_samples, dtypes=ALL, gradgrad=True,
+           error_inputs=_unsafe_split_errors),
+    OpInfo("unsafe_split_with_sizes", _split_ref, _unsafe_split_with_sizes_samples, dtypes=ALL,
+           gradgrad=True),
+    OpInfo("unsafe_chunk", _chunk_ref, _chunk_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_chunk_errors),
     OpInfo("unbind", _unbind_ref, _unbind_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_unbind_errors),
