@@ -297,9 +297,7 @@ def copy_(self, src, non_blocking=False):
 Tensor.copy_ = copy_
 
 
-@op("fill_(input, value)", inputs=2, method=False, saves_inputs=False, scalars=True)
-def _fill(xp, x, value):
-    """``value`` broadcast to ``input``'s shape and dtype."""
+def _filled(xp, x, value):
     if getattr(value, "ndim", 0) != 0:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.ndim} dimensions.")
@@ -310,15 +308,36 @@ def _fill(xp, x, value):
     return xp.full(x.shape, value, dtype=x.dtype)
 
 
+@op("fill(input, value)", inputs=2, method=False, saves_inputs=False, scalars=True)
+def fill(xp, x, value):
+    """A tensor of ``input``'s shape and dtype filled with ``value`` (a number or 0-dim
+    tensor)."""
+    return _filled(xp, x, value)
+
+
+@op("fill_(input, value)", inputs=2, method=False, saves_inputs=False, scalars=True)
+def _fill(xp, x, value):
+    """``value`` broadcast to ``input``'s shape and dtype (what ``fill_`` writes)."""
+    return _filled(xp, x, value)
+
+
+@fill.named_by
+def _(flat, params, out):
+    return "FillBackward1" if isinstance(flat[1], Tensor) else "FillBackward0"
+
+
 @_fill.named_by
 def _(flat, params, out):
-    # PyTorch's nodes for fill_ by a number, by a tensor (FillBackward0/1 are out-of-place)
+    # PyTorch's in-place nodes, by a number and by a tensor
     return "FillBackward3" if isinstance(flat[1], Tensor) else "FillBackward2"
 
 
-@_fill.derivative
-def _(grad, x, value):
+def _fill_grad(grad, x, value):
     return zeros_for(grad), (grad.sum() if hasattr(value, "shape") else None)
+
+
+fill.derivative(_fill_grad)
+_fill.derivative(_fill_grad)
 
 
 def fill_(self, value):

@@ -431,6 +431,8 @@ OPS = [
            gradgrad=True),
     OpInfo("copy_", _copy_ref, _copy_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_copy_errors),
+    OpInfo("fill", _fill_ref, _fill_samples, dtypes=ALL, gradgrad=True,
+           error_inputs=_fill_errors),
     OpInfo("fill_", _fill_ref, _fill_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_fill_errors, torch_name="fill"),     # the out-of-place form
     OpInfo("conj", np.conj, _unary, dtypes=ALL, grad_samples=_complex_grad_samples,
