@@ -142,7 +142,8 @@ def test_where_promotes_its_values_weakly():
 
 
 def test_where_accepts_a_uint8_condition_with_a_warning():
-    with pytest.warns(UserWarning, match="uint8 condition"):
+    with pytest.warns(UserWarning, match="uint8 condition tensor. This behavior is deprecated "
+                                         "and will be removed in a future version of PyTorch"):
         out = ember.where(ember.tensor([1, 0], dtype=ember.uint8), ember.tensor([1., 2.]), 0.)
     assert out.tolist() == [1., 0.]
 

@@ -148,6 +148,20 @@ def test_sequence_keys_follow_pytorch():
         assert x[[0, None]].shape == (1, 4, 5)
 
 
+def test_range_and_nested_tuple_keys_are_index_sequences():
+    # "What is torch.nn really?" picks log-probabilities with input[range(n), target]
+    t = ember.arange(20.0).view(4, 5)
+    assert t[range(4), [0, 1, 2, 3]].tolist() == [0.0, 6.0, 12.0, 18.0]
+    assert t[range(1, 4, 2), 1:3].tolist() == [[6.0, 7.0], [16.0, 17.0]]
+    assert t[range(0)].shape == (0, 5)
+    assert t[(0, 2), ].tolist() == [[0.0, 1.0, 2.0, 3.0, 4.0], [10.0, 11.0, 12.0, 13.0, 14.0]]
+    assert t[((0, 2), (1, 1))].tolist() == [1.0, 11.0]
+    with pytest.warns(UserWarning, match="non-tuple sequence"):
+        assert t[[range(2), range(2)]].tolist() == [0.0, 6.0]
+    t[range(2), 0] = -1.0
+    assert t[:, 0].tolist() == [-1.0, -1.0, 10.0, 15.0]
+
+
 def test_uint8_masks_warn():
     x = _arange(3)
     with pytest.warns(UserWarning, match="indexing with dtype torch.uint8 is now deprecated"):
@@ -249,6 +263,9 @@ def test_setitem_casts_and_checks_values():
                                         "overflow"),
     (ember.uint8, 0, -256, RuntimeError, "uint8_t without overflow"),
     (ember.int8, 0, 127.5, RuntimeError, "int8_t without overflow"),
+    (ember.uint8, 0, -1.0, RuntimeError, "uint8_t without overflow"),    # an int -1 wraps
+    (ember.uint8, 0, -0.5, RuntimeError, "uint8_t without overflow"),
+    (ember.complex64, 0, 3.5e38, RuntimeError, "c10::complex<float> without overflow"),
     (ember.int32, 0, float("nan"), RuntimeError, "type int without overflow"),
     (ember.float32, 0, 1e300, RuntimeError, "type float without overflow"),
     (ember.float64, 0, 1 + 1j, RuntimeError, "type double without overflow"),
@@ -503,3 +520,76 @@ def test_none_in_a_subscript_gets_unsqueezes_stride():
     x = ember.ones(2, 3, requires_grad=True)
     x[None, :, None].sum().backward()
     assert x.grad.tolist() == [[1.0] * 3] * 2
+
+
+# --- masked_fill's value: fill_'s checks, stricter than __setitem__'s -------------------------
+
+@pytest.mark.parametrize("dtype,value,ctype", [
+    (ember.uint8, -1.0, "uint8_t"), (ember.uint8, -0.5, "uint8_t"),
+    (ember.float16, 65520.0, "c10::Half"), (ember.float16, 70000, "c10::Half"),
+    (ember.bfloat16, 3.4e38, "c10::BFloat16"), (ember.complex64, 1e300, "c10::complex<float>"),
+])
+def test_masked_fill_value_overflow(dtype, value, ctype):
+    x, mask = ember.ones(2, dtype=dtype), ember.tensor([True, False])
+    with pytest.raises(RuntimeError, match=f"value cannot be converted to type {ctype} without "
+                                           f"overflow"):
+        x.masked_fill(mask, value)
+    if value < 3e38:                # a 0-dim tensor's value is checked the same way
+        with pytest.raises(RuntimeError, match=ctype):
+            x.masked_fill_(mask, ember.tensor(value))
+
+
+def test_masked_fill_value_that_fits():
+    mask = ember.tensor([True, False])
+    assert ember.tensor([1, 2], dtype=ember.uint8).masked_fill(mask, -1).tolist() == [255, 2]
+    assert ember.ones(2, dtype=ember.float16).masked_fill(mask, 65504.0).tolist() == [65504, 1]
+    assert ember.zeros(2, dtype=ember.bool).masked_fill(mask, 1j).tolist() == [True, False]
+    assert ember.zeros(2).masked_fill(mask, 2 ** 64 - 1).tolist() == [2.0 ** 64, 0.0]
+    with pytest.raises(OverflowError, match="int too big to convert"):
+        ember.zeros(2).masked_fill(mask, 2 ** 64)
+
+
+def test_setitem_half_overflow_gives_inf_as_pytorch():
+    x = ember.zeros(2, dtype=ember.float16)
+    x[0] = 70000.0
+    assert x.tolist() == [float("inf"), 0.0]
+
+
+def test_nonzero_as_tuple_gives_contiguous_tensors():
+    x = ember.tensor([[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]])
+    rows, cols = ember.nonzero(x, as_tuple=True)
+    assert rows.tolist() == [0, 1, 1] and cols.tolist() == [1, 0, 2]
+    assert rows.stride() == (1,) and cols.is_contiguous()
+    assert all(t.is_contiguous() for t in ember.where(x > 0))
+
+
+@pytest.mark.parametrize("key", [
+    (_, ember.tensor([True, False, True])), (_, ember.tensor([True, False, True]), slice(1, 3)),
+    (..., [0, 1]), (_, [0, 2], 1), (ember.tensor(1), _, ember.tensor([0, 3])),
+])
+def test_advanced_index_of_a_row_major_input_is_contiguous(key):
+    x = _arange(2, 3, 4, 5)
+    out = x[key]
+    assert out.is_contiguous()
+    assert out.view(-1).tolist() == np.asarray(out).reshape(-1).tolist()
+
+
+@pytest.mark.parametrize("key", [[0], [-1], (_, [0])])
+def test_index_into_an_empty_dim_names_no_index(key):
+    x = ember.zeros(0, 0)
+    with pytest.raises(IndexError, match=r"^index is out of bounds for dimension with size 0$"):
+        x[key]
+    with pytest.raises(IndexError, match="dimension with size 0"):
+        x[key] = 1.0
+    assert ember.zeros(0, 3)[ember.zeros(0, dtype=ember.int64)].shape == (0, 3)
+
+
+@pytest.mark.parametrize("key", [2 ** 63, (0, 2 ** 70), (-2 ** 63 - 1, 0)])
+def test_int_subscript_outside_int64_overflows_as_pytorch(key):
+    x = ember.zeros(3, 3)
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+        x[key]
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+        x[key] = 1.0
+    with pytest.raises(IndexError, match="index 9223372036854775807 is out of bounds"):
+        x[0, 2 ** 63 - 1]

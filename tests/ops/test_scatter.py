@@ -211,3 +211,12 @@ def test_index_add_out_of_range_errors_depend_on_the_rank():
     with pytest.raises(RuntimeError, match="^index 2 is out of bounds for dimension 1 with "
                                            "size 2$"):
         ember.zeros(3, 2).index_add(1, ember.tensor([2]), ember.ones(3, 1))
+
+
+def test_take_along_dim_grad_fn_is_gather_backward_as_pytorch():
+    x = ember.arange(6.0).reshape(2, 3).requires_grad_()
+    out = ember.take_along_dim(x, _long([[2], [0]]), 1)
+    assert out.grad_fn.name() == "GatherBackward0"
+    assert "grad_fn=<GatherBackward0>" in repr(ember.take_along_dim(x, _long([5, 0])))
+    out.sum().backward()
+    assert x.grad.tolist() == [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]

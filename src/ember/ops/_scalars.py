@@ -1,5 +1,7 @@
 """PyTorch's checked conversion of a Python number to a tensor's dtype (fill values, bounds)."""
 
+import math
+
 import numpy as np
 
 from ember import _dtype as D
@@ -15,6 +17,7 @@ C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int1
            D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>",
            D.float8_e4m3fn: "c10::Float8_e4m3fn", D.float8_e5m2: "c10::Float8_e5m2",
            D.uint16: "uint16_t", D.uint32: "uint32_t", D.uint64: "uint64_t"}
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 
@@ -35,15 +38,22 @@ def checked_scalar(xp, value, dtype):
     it does not fit; integers wrap modulo 2**bits like a C cast within the allowed range."""
     if isinstance(value, Tensor):
         value = value.item()
+    if type(value) is int and not -2 ** 63 <= value < 2 ** 64:
+        # PyTorch's Scalar holds an int64 or a uint64
+        raise OverflowError("int too big to convert" if value > 0 else
+                            "can't convert negative int to unsigned")
     kind = dtype.kind
+    if kind == "b":
+        return device_scalar(xp, np.asarray(bool(value)))
     if kind == "c":
+        if dtype == np.complex64 and any(math.isfinite(v) and abs(v) > _FLOAT32_MAX
+                                         for v in (value.real, value.imag)):
+            _overflow(dtype)
         return device_scalar(xp, np.asarray(value, dtype=dtype))
     if isinstance(value, complex):
         if value.imag != 0:
             _overflow(dtype)
         value = value.real
-    if kind == "b":
-        return device_scalar(xp, np.asarray(bool(value)))
     if kind in "iu":
         if value != value or value in (float("inf"), float("-inf")):
             _overflow(dtype)

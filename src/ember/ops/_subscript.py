@@ -34,13 +34,20 @@ def _invalid(k):
                      f"Variables are valid indices (got {name})")
 
 
+def _out_of_bounds(index, dim, size):
+    """PyTorch's error for an int subscript outside the dim (or outside int64)."""
+    if not -2 ** 63 <= index < 2 ** 63:
+        return ValueError("Overflow when unpacking long long")
+    return IndexError(f"index {index} is out of bounds for dimension {dim} with size {size}")
+
+
 def _as_tuple(key):
     """PyTorch's rule for which subscripts are several indices rather than one."""
     if type(key) is tuple:
         return key
     if type(key) is list and len(key) < 32:
         for k in key:
-            if k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, tuple)):
+            if k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, tuple, range)):
                 warnings.warn(_SEQUENCE_WARNING, UserWarning, stacklevel=4)
                 return tuple(key)
     return (key,)
@@ -63,7 +70,7 @@ def _classify(k):
         return _classify_tensor(k)
     if isinstance(k, np.integer):
         return "int", int(k)
-    if isinstance(k, (list, np.ndarray)):
+    if isinstance(k, (list, tuple, range, np.ndarray)):     # PyTorch takes any sequence
         from ember._creation import tensor
         arr = np.asarray(k)
         if arr.dtype.kind not in "biu":
@@ -144,8 +151,7 @@ def parse(t, key):
         if kind == "int":
             size = shape[dim]
             if not -size <= v < size:
-                raise IndexError(f"index {v} is out of bounds for dimension {dim} with size "
-                                 f"{size}")
+                raise _out_of_bounds(v, dim, size)
             basic.append(v)
             dim += 1
         elif kind == "slice":
@@ -191,8 +197,7 @@ def getitem(self, key):
         if kind is int:
             size = self._data.shape[0]
             if not -size <= key < size:
-                raise IndexError(f"index {key} is out of bounds for dimension 0 with size "
-                                 f"{size}")
+                raise _out_of_bounds(key, 0, size)
             return basic_view(self, (key,))
         if kind is slice:
             return basic_view(self, (_slice(key),))
@@ -202,6 +207,10 @@ def getitem(self, key):
     if indices is None:
         return basic_view(self, basic)
     view = self if _is_trivial(basic) else basic_view(self, basic)
+    for k in indices:
+        if hasattr(k, "_level"):        # a vmap-batched index into an unbatched tensor
+            from ember.func._batched import with_levels_of
+            view = with_levels_of(view, k, copy=False)
     return call(_index, (view,), (indices,))
 
 

@@ -271,7 +271,7 @@ _CLAMP = tensor_policy("clamp", _clamp_rule)
 def clamp(xp, x, lo, hi):
     """``input`` limited to [``min``, ``max``] (``max`` wins where ``min > max``)."""
     if lo is None and hi is None:
-        raise RuntimeError("ember.clamp: At least one of 'min' or 'max' must not be None")
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if lo is not None:
         x = xp.maximum(x, _fit(xp, lo, x.dtype))
     if hi is not None:
@@ -334,7 +334,7 @@ def _where_rule(d, name, operands):
     cond = operands[0][0]
     if cond is D.uint8:
         warnings.warn("where received a uint8 condition tensor. This behavior is deprecated "
-                      "and will be removed in a future version. Use a boolean "
+                      "and will be removed in a future version of PyTorch. Use a boolean "
                       "condition instead.", UserWarning, stacklevel=6)
     elif cond is not D.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a "

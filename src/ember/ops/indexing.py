@@ -190,6 +190,8 @@ def _checked_bounds(xp, x, out):
         size = x.shape[d]
         if empty and size:              # PyTorch only checks the elements it reads
             out[d] = xp.clip(a, -size, size - 1)
+        elif not size and a.size:
+            raise IndexError("index is out of bounds for dimension with size 0")
         else:                           # (negative entries count from the end, as in NumPy)
             check_range(a, -size, size, lambda bad, nr=nr, size=size: IndexError(
                 f"index {bad} is out of bounds for dimension {nr} with size {size}"))
@@ -221,9 +223,19 @@ def _index(xp, x, indices):
     if all(a is None for a in idx):
         return x.copy()
     try:
-        return x[_numpy_key(idx)]
+        out = x[_numpy_key(idx)]
     except IndexError:
-        return x[_numpy_key(_checked_bounds(xp, x, idx))]
+        out = x[_numpy_key(_checked_bounds(xp, x, idx))]
+    # NumPy lays the result out advanced dims first when they are not leading; PyTorch's
+    # keeps the input's dim order, contiguous for a row-major input or slice of one (so that
+    # ``x[:, mask].view(-1)`` works)
+    return xp.ascontiguousarray(out) if out.ndim > 1 and _row_major(x) else out
+
+
+def _row_major(a):
+    """Whether ``a``'s dims (those longer than 1) have decreasing strides."""
+    strides = [s for s, n in zip(a.strides, a.shape) if n > 1]
+    return all(s1 >= s2 for s1, s2 in zip(strides, strides[1:]))
 
 
 @_index.derivative
@@ -320,6 +332,10 @@ def checked_scalar(value, dtype):
         value = value.item()
     if type(value) is int and not -2 ** 63 <= value < 2 ** 63:
         raise ValueError("Overflow when unpacking long long")
+    if dtype is D.complex64 and any(math.isfinite(v) and abs(v) > _FLOAT32_MAX
+                                    for v in (value.real, value.imag)):
+        raise RuntimeError("value cannot be converted to type c10::complex<float> without "
+                           "overflow")
     if dtype.category in (D.COMPLEX, D.BOOL):
         return value
     bad = False
@@ -330,8 +346,8 @@ def checked_scalar(value, dtype):
         lo, hi = _INT_RANGE[dtype]
         if not math.isfinite(value):
             bad = True
-        elif lo < 0:
-            bad = bad or not lo <= value <= hi
+        elif lo < 0 or isinstance(value, float):
+            bad = bad or not lo <= value <= hi      # a float must fit the dtype itself
         else:
             bad = bad or value > hi or -value > hi     # C++ accepts -hi..hi for unsigned types
     elif dtype is D.float32 and math.isfinite(value):
@@ -363,7 +379,7 @@ def _fill_value(xp, x, mask, value):
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but "
                                f"got tensor with {value.ndim} dimension(s).")
         value = value.item() if value.dtype.kind != "V" else float(value.astype(np.float32))
-    return scalar_array(xp, value, D.FROM_NUMPY[x.dtype])
+    return checked_number(xp, value, x.dtype)       # fill_'s checks, unlike __setitem__'s
 
 
 def _size_mismatch(a, b):
@@ -470,8 +486,9 @@ def nonzero(xp, x, as_tuple):
                         f"{type(as_tuple).__name__}")
     if not as_tuple:
         return xp.argwhere(x).astype(np.int64, copy=False)
-    return tuple(i.astype(np.int64, copy=False) for i in xp.nonzero(x.reshape(1) if x.ndim == 0
-                                                                      else x))
+    # NumPy hands back strided views of one (ndim, n) array; PyTorch's are contiguous
+    return tuple(xp.ascontiguousarray(i, dtype=np.int64)
+                 for i in xp.nonzero(x.reshape(1) if x.ndim == 0 else x))
 
 
 @op("argwhere(input)", out=False, differentiable=False)

@@ -234,13 +234,14 @@ def wrapped(xp, index, size, dim):
     return xp.where(index < 0, index + size, index) if index.size else index
 
 
-@op("take_along_dim(input, indices, dim=None)", inputs=2, out=True)
+@op("take_along_dim(input, indices, dim=None)", inputs=2, out=True,
+    grad_fn_name="GatherBackward0")           # PyTorch composes it from gather
 def take_along_dim(xp, x, indices, dim):
     """The elements of ``input`` at ``indices`` along ``dim`` (input and indices broadcast
     apart from ``dim``; negative indices count from the end); without ``dim``, of the
     flattened input at the flattened indices."""
     if indices.dtype != np.int64:
-        raise RuntimeError(f"ember.take_along_dim(): dtype of indices should be Long but got "
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
                            f"{D.FROM_NUMPY[indices.dtype]._torch_name}")
     if dim is None:
         flat, ix = x.reshape(-1), indices.reshape(-1)
@@ -250,7 +251,7 @@ def take_along_dim(xp, x, indices, dim):
         raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     dim = wrap_dim(dim, x.ndim)
     if indices.ndim != x.ndim:
-        raise RuntimeError(f"ember.take_along_dim(): input and indices should have the same "
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
                            f"number of dimensions, but got {x.ndim} dimensions for input, and "
                            f"{indices.ndim} dimensions for indices")
     sx, si = along_shapes(x.shape, indices.shape, dim)
