@@ -412,3 +412,42 @@ def test_factory_size_and_like_errors_name_pytorch_messages():
         ember.full_like(3, 1)
     with pytest.raises(TypeError, match=r"rand_like\(\): argument 'input' .* not list"):
         ember.rand_like([1.0])
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: ember.zeros(2.5), "zeros(): argument 'size' (position 1) must be tuple of ints, "
+                               "not float"),
+    (lambda: ember.zeros((2, "a")), "zeros(): argument 'size' failed to unpack the object at "
+                                    "pos 2 with error \"type must be tuple of ints,but got str\""),
+    (lambda: ember.rand(2, 2.5), "rand(): argument 'size' failed to unpack the object at pos 2 "
+                                 "with error \"type must be tuple of ints,but got float\""),
+    (lambda: ember.ones([2], [3]), "ones() takes 1 positional argument but 2 were given"),
+    (lambda: ember.empty(2.0, 3), "empty() takes 1 positional argument but 2 were given"),
+    (lambda: ember.ones((True, 2)), "ones(): argument 'size' (position 1) must be tuple of "
+                                    "ints, but found element of type bool at pos 0"),
+    (lambda: ember.zeros(True), "zeros(): argument 'size' (position 1) must be tuple of ints, "
+                                "not bool"),
+    (lambda: ember.randn(ember.tensor(2.0)), "randn(): argument 'size' (position 1) must be "
+                                             "tuple of ints, not Tensor"),
+    (lambda: ember.ones(size=2.5), "ones(): argument 'size' must be tuple of ints, not float"),
+    (lambda: ember.zeros(size=[2.5]), "zeros(): argument 'size' must be tuple of ints, not list"),
+    (lambda: ember.full((2, "a"), 1.0), "full(): argument 'size' failed to unpack the object at "
+                                        "pos 2 with error \"type must be tuple of ints,but got "
+                                        "str\""),
+    (lambda: ember.zeros(2).new_ones(2.5), "new_ones(): argument 'size' (position 1) must be "
+                                           "tuple of ints, not float"),
+    (lambda: ember.zeros(2).new_full(2.5, 1.0), "new_full(): argument 'size' (position 1) must "
+                                                "be tuple of ints, not float"),
+    (lambda: ember.eye(2.5), "eye(): argument 'n' (position 1) must be int, not float"),
+])
+def test_factories_refuse_sizes_that_are_not_ints(call, message):
+    with pytest.raises(TypeError) as info:
+        call()
+    assert str(info.value) == message
+
+
+def test_factories_take_int_like_sizes():
+    assert ember.ones(np.int64(2), ember.tensor(3)).shape == (2, 3)
+    assert ember.zeros((ember.tensor(2), 1)).shape == (2, 1)
+    assert ember.zeros([]).shape == () and ember.zeros(ember.Size([2, 3])).shape == (2, 3)
+    assert ember.zeros(2).new_zeros(size=(1, 2)).shape == (1, 2)

@@ -100,3 +100,113 @@ def test_empty_strided_has_the_strides_asked_for():
     with pytest.raises(RuntimeError, match=r"dimensionality of sizes \(2\) must match "
                                            r"dimensionality of strides \(1\)"):
         ember.empty_strided((3, 2), (1,))
+
+
+def _cl(*shape):
+    """A channels-last tensor of ``shape`` holding fixed values."""
+    n = 1
+    for s in shape:
+        n *= s
+    x = ember.linspace(-1.0, 1.0, n).reshape(shape)
+    return x.contiguous(memory_format=ember.channels_last_3d if len(shape) == 5
+                        else ember.channels_last)
+
+
+F = nn.functional
+
+
+@pytest.mark.parametrize("name, f, strides", [
+    ("conv2d", lambda x: F.conv2d(x, ember.ones(5, 4, 3, 3)), (80, 1, 20, 5)),
+    ("conv_transpose2d", lambda x: F.conv_transpose2d(x, ember.ones(4, 3, 3, 3)),
+     (192, 1, 24, 3)),
+    ("max_pool2d", lambda x: F.max_pool2d(x, 2), (36, 1, 12, 4)),
+    ("max_pool2d indices", lambda x: F.max_pool2d(x, 2, return_indices=True)[1],
+     (36, 1, 12, 4)),
+    ("avg_pool2d", lambda x: F.avg_pool2d(x, 2), (36, 1, 12, 4)),
+    ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, 3), (36, 1, 12, 4)),
+    ("global avg pool", lambda x: F.adaptive_avg_pool2d(x, 1), (4, 1, 4, 4)),
+    ("adaptive_max_pool2d", lambda x: F.adaptive_max_pool2d(x, 4), (64, 1, 16, 4)),
+    ("batch_norm", lambda x: nn.BatchNorm2d(4)(x), (144, 1, 24, 4)),
+    ("batch_norm eval", lambda x: nn.BatchNorm2d(4).eval()(x), (144, 1, 24, 4)),
+    ("group_norm", lambda x: nn.GroupNorm(2, 4)(x), (144, 1, 24, 4)),
+    ("instance_norm", lambda x: nn.InstanceNorm2d(4)(x), (144, 36, 6, 1)),   # as PyTorch
+    ("bilinear", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+     (576, 1, 48, 4)),
+    ("nearest", lambda x: F.interpolate(x, scale_factor=2), (576, 1, 48, 4)),
+    ("pixel_unshuffle", lambda x: F.pixel_unshuffle(x, 2), (144, 1, 48, 16)),
+    ("pad", lambda x: F.pad(x, (1, 1, 1, 1)), (256, 1, 32, 4)),
+    ("reflection pad", lambda x: F.pad(x, (1, 1, 1, 1), mode="reflect"), (256, 1, 32, 4)),
+])
+def test_cnn_ops_give_channels_last_for_channels_last_input(name, f, strides):
+    x = _cl(2, 4, 6, 6)
+    out = f(x)
+    assert out.stride() == strides
+    # the same values (batch norm's and global pooling's sums may run in another order)
+    assert ember.allclose(out, f(x.contiguous()), rtol=1e-6, atol=1e-6)
+
+
+def test_convolution_is_channels_last_when_its_weight_is():
+    x = ember.linspace(-1.0, 1.0, 2 * 4 * 6 * 6).reshape(2, 4, 6, 6)
+    w = ember.linspace(-1.0, 1.0, 5 * 4 * 9).reshape(5, 4, 3, 3)
+    out = F.conv2d(x, w.contiguous(memory_format=ember.channels_last))
+    assert out.stride() == (80, 1, 20, 5) and ember.equal(out, F.conv2d(x, w))
+    assert F.conv2d(x, w).stride() == (80, 16, 4, 1)
+    x3 = _cl(2, 3, 4, 4, 4)
+    out3 = F.conv3d(x3, ember.ones(5, 3, 3, 3, 3), padding=1)
+    assert out3.stride() == (320, 1, 80, 20, 5)
+    assert F.max_pool3d(x3, 2).stride() == (24, 1, 12, 6, 3)
+    assert F.avg_pool3d(x3, 2).stride() == (24, 8, 4, 2, 1)     # PyTorch's: row-major
+
+
+def test_gradients_follow_the_layout_of_their_leaves():
+    x = _cl(2, 4, 6, 6).requires_grad_()
+    w = ember.linspace(-1.0, 1.0, 6 * 4 * 9).reshape(6, 4, 3, 3)
+    w = w.contiguous(memory_format=ember.channels_last).requires_grad_()
+    out = F.conv2d(x, w, padding=1)
+    out.backward(ember.linspace(-1.0, 1.0, out.numel()).reshape(out.shape))   # row-major
+    assert x.grad.stride() == (144, 1, 24, 4) and w.grad.stride() == (36, 1, 12, 4)
+    y = _cl(2, 4, 6, 6).requires_grad_()
+    (y * ember.ones(2, 4, 6, 6)).sum().backward()
+    assert y.grad.stride() == (144, 1, 24, 4) and y.grad.sum().item() == 288.0
+    t = ember.zeros(3, 2).t().requires_grad_()
+    (t * ember.ones(2, 3)).sum().backward()
+    assert t.grad.stride() == (1, 2)
+    s = ember.zeros(4, 6)[:, ::2].requires_grad_()          # not dense: row-major
+    (s * 2).sum().backward()
+    assert s.grad.stride() == (3, 1) and s.grad.tolist() == [[2.0] * 3] * 4
+
+
+def test_convolution_input_gradient_is_channels_last():
+    x = _cl(2, 4, 6, 6)
+    xc = x.contiguous()
+    w = ember.linspace(-1.0, 1.0, 6 * 4 * 9).reshape(6, 4, 3, 3)
+    g = ember.linspace(-1.0, 1.0, 2 * 6 * 6 * 6).reshape(2, 6, 6, 6)
+    gx, = ember.autograd.grad(F.conv2d(x.requires_grad_(), w, padding=1), x, g)
+    gxc, = ember.autograd.grad(F.conv2d(xc.requires_grad_(), w, padding=1), xc, g)
+    assert gx.stride() == (144, 1, 24, 4) and gxc.stride() == (144, 36, 6, 1)
+    assert ember.equal(gx, gxc)
+
+
+def test_channels_last_with_one_channel_has_the_strides_pytorch_gives():
+    x = ember.arange(32.0).reshape(2, 1, 4, 4)
+    assert x.to(memory_format=ember.channels_last).stride() == (16, 1, 4, 1)
+    assert x.clone(memory_format=ember.channels_last).stride() == (16, 1, 4, 1)
+    assert x.contiguous(memory_format=ember.channels_last) is x     # is_contiguous already
+    assert ember.empty(2, 4, 1, 1, memory_format=ember.channels_last).stride() == (4, 1, 4, 4)
+    out = F.conv2d(x.to(memory_format=ember.channels_last), ember.ones(3, 1, 1, 1))
+    assert out.stride() == (48, 1, 12, 3)
+
+
+def test_empty_rejects_preserve_format_and_resize_takes_a_format():
+    with pytest.raises(RuntimeError, match="^unsupported memory format Preserve$"):
+        ember.empty(2, 3, memory_format=ember.preserve_format)
+    r = ember.empty(0)
+    r.resize_(2, 3, 4, 5, memory_format=ember.channels_last)
+    assert r.stride() == CHANNELS_LAST
+
+
+def test_resampling_and_padding_never_return_the_inputs_memory():
+    x = ember.arange(8.0).reshape(1, 2, 2, 2)
+    for out in (F.interpolate(x, size=(2, 2)), F.pad(x, (0, 0, 0, 0), mode="reflect")):
+        out += 100
+        assert x.sum().item() == 28.0

@@ -57,7 +57,7 @@ def is_nonzero(input):
         raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous"
                            if input.numel() else
                            "Boolean value of Tensor with no values is ambiguous")
-    return bool(input.item())
+    return bool(input)              # under vmap: data-dependent control flow's error
 
 
 def is_inference(input):

@@ -9,7 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
-from ember._tensor import Size, Tensor, _make, _to_host
+from ember._tensor import _NO_HOST_DLPACK, Size, Tensor, _make, _to_host
 from ember._memory_format import lay_out, memory_order, preserve_format, preserving_order
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 from ember.backend.meta import MetaArray, meta_like
@@ -341,6 +341,9 @@ _WARNED_READ_ONLY = []          # PyTorch warns of a read-only array once per pr
 def from_dlpack(ext_tensor):
     """A tensor sharing memory with ``ext_tensor``: any object with ``__dlpack__`` (a NumPy
     or CuPy array, another framework's tensor) or a DLPack capsule."""
+    if type(ext_tensor) is Tensor and ext_tensor.dtype in _NO_HOST_DLPACK \
+            and type(ext_tensor._data) is np.ndarray and not ext_tensor.requires_grad:
+        return _make(ext_tensor._data)  # (NumPy's DLPack cannot carry these dtypes)
     array = array_from_dlpack(ext_tensor)
     _check_np_dtype(array)
     return _make(array)
@@ -373,12 +376,55 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
 
 
 def _size_args(sizes, size, name):
-    """A factory's size, given as ``*sizes`` or as ``size=`` (not both)."""
+    """A factory's size, given as ``*sizes`` or as ``size=`` (not both), checked to be ints
+    with PyTorch's messages."""
     if size is None:
+        if len(sizes) == 1 and not _is_int(sizes[0]):
+            _check_size_sequence(sizes[0], name, " (position 1)")
+        elif sizes and not _is_int(sizes[0]):
+            raise TypeError(f"{name}() takes 1 positional argument but {len(sizes)} were given")
+        else:
+            _check_size_rest(sizes, name)
         return sizes
     if sizes:
         raise TypeError(f"{name}() got multiple values for argument 'size'")
+    if not _is_int(size):
+        _check_size_sequence(size, name, "")
     return (size,)
+
+
+def _is_int(x):
+    """Whether ``x`` may stand for one dim's size (an int, not a bool)."""
+    if isinstance(x, bool):
+        return False
+    try:
+        x.__index__()
+    except (AttributeError, TypeError, RuntimeError, ValueError):
+        return False
+    return True
+
+
+def _check_size_sequence(size, name, position):
+    """PyTorch's error for a size that is neither an int nor a sequence of ints: the first
+    element is checked when the argument is parsed, the others when it is unpacked."""
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"{name}(): argument 'size'{position} must be tuple of ints, not "
+                        f"{type(size).__name__}")
+    if size and not _is_int(size[0]):
+        if not position:
+            raise TypeError(f"{name}(): argument 'size' must be tuple of ints, not "
+                            f"{type(size).__name__}")
+        raise TypeError(f"{name}(): argument 'size'{position} must be tuple of ints, but found "
+                        f"element of type {type(size[0]).__name__} at pos 0")
+    _check_size_rest(size, name)
+
+
+def _check_size_rest(size, name):
+    for pos, s in enumerate(size[1:], 2):
+        if not _is_int(s):
+            raise TypeError(f"{name}(): argument 'size' failed to unpack the object at pos {pos} "
+                            f"with error \"type must be tuple of ints,but got "
+                            f"{type(s).__name__}\"")
 
 
 def _size(size, factory=None):
@@ -465,6 +511,8 @@ def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None, req
     deterministic mode with NaN or the largest integer, as PyTorch does)."""
     size = _size(_size_args(sizes, size, "empty"))
     dtype = _dtype_arg("empty", dtype)
+    if memory_format is preserve_format:        # there is no tensor to preserve the format of
+        raise RuntimeError("unsupported memory format Preserve")
     return pinned(in_format(_alloc(_uninitialized, size, dtype, device, requires_grad,
                                    out), memory_format), pin_memory)
 
@@ -528,7 +576,8 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     from ember.ops._scalars import checked_scalar   # out-of-range values raise, as in PyTorch
     return pinned(_alloc(lambda xp, s, d: xp.full(s, checked_scalar(xp, value, np.dtype(d)),
                                                   d),
-                         _size((size,)), dtype, device, requires_grad, out), pin_memory)
+                         _size(_size_args((size,), None, "full")), dtype, device,
+                         requires_grad, out), pin_memory)
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
@@ -623,6 +672,10 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """A 2-D tensor with ones on the diagonal."""
     m = n if m is None else m
+    for pos, name, v in ((1, "n", n), (2, "m", m)):
+        if not _is_int(v):
+            raise TypeError(f"eye(): argument '{name}' (position {pos}) must be int, not "
+                            f"{type(v).__name__}")
     for name, v in (("n", n), ("m", m)):
         if v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
@@ -635,9 +688,9 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
 def _new_factory(factory, name):
     def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
         if "size" in kwargs:                # x.new_zeros(size=(2, 3))
-            if size:
-                raise TypeError(f"{name}() got multiple values for argument 'size'")
-            size = (kwargs.pop("size"),)
+            size = _size_args(size, kwargs.pop("size"), name)
+        else:
+            _size_args(size, None, name)
         return factory(*size, dtype=self.dtype if dtype is None else dtype,
                        device=self.device if device is None else device,
                        requires_grad=requires_grad, **kwargs)
@@ -648,6 +701,7 @@ def _new_factory(factory, name):
 
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """``ember.full`` with this tensor's dtype and device."""
+    _size_args((size,), None, "new_full")
     return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
                 device=self.device if device is None else device, requires_grad=requires_grad)
 

@@ -58,12 +58,78 @@ def laid_out(array, order):
 
 
 def lay_out(xp, array, order):
-    """A copy of ``array`` whose memory runs through its dims in ``order``."""
+    """A copy of ``array`` whose memory runs through its dims in ``order``, with the strides
+    PyTorch gives that format (size-1 dims included: (N, 1, H, W) channels-last has C stride
+    1)."""
     inverse = sorted(range(len(order)), key=order.__getitem__)
-    return xp.ascontiguousarray(array.transpose(order)).transpose(inverse)
+    laid = xp.empty(tuple(array.shape[d] for d in order), array.dtype).transpose(inverse)
+    laid[...] = array
+    return laid
+
+
+def _order_strides(shape, order, itemsize):
+    """The byte strides of a dense array of ``shape`` laid out in ``order``."""
+    strides = [0] * len(shape)
+    step = itemsize
+    for d in reversed(order):
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
 
 
 def preserving_order(array):
     """The NumPy order of a copy laid out as PyTorch's ``preserve_format`` lays it out: the
     array's own dim order, densely ("K"); row-major for an expanded (overlapping) array."""
     return "C" if array.flags.c_contiguous or 0 in array.strides else "K"
+
+
+def suggested_order(array):
+    """The memory order PyTorch's ``suggest_memory_format`` reads from ``array``'s strides:
+    channels-last's for a 4-D (channels_last_3d's for a 5-D) array whose strides grow from the
+    channels through the spatial dims to the batch, even if not dense (a slice of such an
+    array); None (row-major) otherwise. Ambiguous strides count as row-major: a size-1 or
+    empty dim cannot make an array channels-last, nor can N111 strides."""
+    ndim = array.ndim
+    if ndim != 4 and ndim != 5:
+        return None
+    strides, shape = array.strides, array.shape
+    if strides[1] == 0:
+        return None
+    order = _ORDERS[channels_last if ndim == 4 else channels_last_3d][1]
+    low = 0
+    for d in reversed(order):               # channels, then W, H, (D), then the batch
+        if shape[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
+            return None
+        low = strides[d] * shape[d] if shape[d] > 1 else strides[d]
+    return order
+
+
+def in_order(xp, array, order):
+    """``array`` laid out in ``order`` (itself when it is, or when ``order`` is None)."""
+    if order is None or array.strides == _order_strides(array.shape, order, array.itemsize):
+        return array
+    return lay_out(xp, array, order)
+
+
+def like_input(xp, x, out):
+    """``out``, results a CNN op computed from ``x`` (an array or a tuple of arrays of
+    ``x``'s rank), in the memory format ``x``'s strides suggest: channels-last in gives
+    channels-last out, as PyTorch's convolution, pooling, normalization and resampling
+    give."""
+    order = suggested_order(x)
+    if order is None:
+        return out
+    if isinstance(out, tuple):
+        return tuple(in_order(xp, o, order) if o.ndim == x.ndim else o for o in out)
+    return in_order(xp, out, order) if out.ndim == x.ndim else out
+
+
+def dense(array):
+    """Whether ``array``'s elements fill its memory without gaps or overlaps, in some order of
+    its dims (PyTorch's "non-overlapping and dense")."""
+    expected = array.itemsize
+    for stride, size in sorted((s, n) for s, n in zip(array.strides, array.shape) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True

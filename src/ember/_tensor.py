@@ -16,6 +16,8 @@ from ember._inference import mark as _mark_inference
 from ember.backend import device_of, host_array
 from ember.backend.meta import MetaArray
 
+_NO_HOST_DLPACK = (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2)
+
 __all__ = ["Tensor", "Size"]
 
 
@@ -312,6 +314,8 @@ class Tensor:
 
     @property
     def _version(self):
+        if _inference.MADE[0] and _inference.is_inference(self):
+            raise RuntimeError("Inference tensors do not track version counter.")
         return 0 if self._vc is None else self._vc.value
 
     def _bump_version(self):
@@ -366,8 +370,16 @@ class Tensor:
         if self.requires_grad:
             raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
         asked = {"max_version": max_version, "dl_device": dl_device, "copy": copy}
-        return self._data.__dlpack__(stream=stream,
-                                     **{k: v for k, v in asked.items() if v is not None})
+        try:
+            return self._data.__dlpack__(stream=stream,
+                                         **{k: v for k, v in asked.items() if v is not None})
+        except BufferError:
+            if type(self._data) is not np.ndarray or self.dtype not in _NO_HOST_DLPACK:
+                raise
+        # NOTE: PyTorch exports these; NumPy's DLPack, which ember's CPU tensors use, cannot
+        raise BufferError(f"ember cannot export a CPU tensor of dtype {self.dtype} through "
+                          f"DLPack (NumPy's DLPack has no such type); convert it first, e.g. "
+                          f"with tensor.float()") from None
 
     def __dlpack_device__(self):
         return self._data.__dlpack_device__()

@@ -222,8 +222,17 @@ def test_state_is_per_thread():
 
 
 def test_bad_arguments():
-    with pytest.raises(RuntimeError, match="unsupported autocast device_type 'xyz'"):
-        ember.autocast("xyz")
+    with pytest.raises(RuntimeError, match="^Expected one of cpu, cuda, ipu, .*, privateuseone "
+                                           "device type at start of device string: xyz$"):
+        ember.autocast("xyz")           # not a device type: torch.device's error
+    with pytest.raises(RuntimeError, match="^User specified an unsupported autocast "
+                                           "device_type 'xla'$"):
+        ember.autocast("xla")           # a device type ember has no autocast for
+    with pytest.raises(RuntimeError, match="device string: tpu$"):
+        ember.get_autocast_dtype("tpu")
+    assert ember.get_autocast_dtype("cpu:0") is ember.bfloat16
+    with ember.autocast("cpu:0"):
+        assert ember.is_autocast_enabled("cpu")
     with pytest.raises(ValueError, match="Expected `device_type` of type `str`"):
         ember.autocast(ember.device("cpu"))
     with warnings.catch_warnings(record=True) as caught:
@@ -367,3 +376,35 @@ def test_unsupported_dtype_warning_names_the_dtypes_and_nesting_is_counted():
         assert ember.autocast_increment_nesting() == start + 2
         assert ember.autocast_decrement_nesting() == start + 1
     assert ember.autocast_decrement_nesting() == start - 1
+
+
+def test_compositions_pytorch_casts_op_by_op():
+    # linalg.pinv decomposes in float32 and multiplies back in bfloat16; a negative power
+    # inverts in float32, then multiplies in bfloat16; torch.max_pool3d is listed, the kernel
+    # F.max_pool3d runs for indices is not; Tensor.lu_solve is the listed torch.lu_solve
+    a = ember.tensor([[2.0, 1.0, 0.5], [0.3, 3.0, 1.0], [0.2, 0.1, 4.0]], requires_grad=True)
+    x5 = ember.arange(64.).reshape(1, 1, 4, 4, 4).bfloat16()
+    with ember.autocast("cpu"):
+        p = ember.linalg.pinv(a)
+        assert p.dtype == ember.bfloat16 and type(p.grad_fn).__name__ == "LinalgPinvBackward0"
+        assert ember.linalg.pinv(a.double()).dtype == ember.float64
+        assert ember.pinverse(a).dtype == ember.float32
+        with pytest.raises(RuntimeError, match=r"linalg.pinv\(BFloat16\{\[3, 3\]\}\)"):
+            ember.linalg.pinv(a.bfloat16())
+        powers = [ember.linalg.matrix_power(a, n) for n in (-3, -2, -1)]
+        assert [t.dtype for t in powers] == [ember.bfloat16, ember.bfloat16, ember.float32]
+        assert ember.linalg.matrix_power(a.detach().bfloat16(), -2).dtype == ember.bfloat16
+        assert a.matrix_power(-2).dtype == ember.bfloat16
+        assert F.max_pool3d(x5, 2).dtype == ember.float32
+        out, idx = F.max_pool3d(x5, 2, return_indices=True)
+        assert out.dtype == ember.bfloat16 and idx.dtype == ember.int64
+        assert ember.nn.MaxPool3d(2, return_indices=True)(x5)[0].dtype == ember.bfloat16
+        lu, piv = ember.linalg.lu_factor(a.detach())
+        assert ember.ones(3, 2).bfloat16().lu_solve(lu, piv).dtype == ember.float32
+    inverse = ember.linalg.inv(a.detach())
+    expected = inverse.bfloat16() @ inverse.bfloat16()
+    assert ember.equal(powers[1].detach(), expected)
+    p.float().sum().backward()
+    assert a.grad.dtype == ember.float32
+    np.testing.assert_allclose(p.float().detach().numpy(),
+                               ember.linalg.pinv(a.detach()).numpy(), rtol=1e-2, atol=1e-2)

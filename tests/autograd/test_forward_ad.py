@@ -533,3 +533,36 @@ def test_a_dual_tensor_saves_as_its_primal(tmp_path):
         ember.save({"d": dual}, tmp_path / "d.pt")
     loaded = ember.load(tmp_path / "d.pt")["d"]
     assert type(loaded) is ember.Tensor and loaded.tolist() == [2.0, 2.0, 2.0]
+
+
+class _SquareJvpOnly(ember.autograd.Function):
+    """x ** 2 with a jvp rule and no backward, as in the forward-mode AD tutorial."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        return x ** 2
+
+    @staticmethod
+    def jvp(ctx, gx):
+        return gx * 2 * ctx.x
+
+
+class _SquareWrongJvp(_SquareJvpOnly):
+    @staticmethod
+    def jvp(ctx, gx):
+        return gx * 3 * ctx.x
+
+
+def test_gradcheck_checks_forward_ad_only_when_asked():
+    x = ember.tensor([1.0, 2.0, -3.0], dtype=ember.float64, requires_grad=True)
+    assert ember.autograd.gradcheck(_SquareJvpOnly.apply, (x,), check_forward_ad=True,
+                                    check_backward_ad=False, check_undefined_grad=False)
+    assert not ember.autograd.gradcheck(_SquareWrongJvp.apply, (x,), check_forward_ad=True,
+                                        check_backward_ad=False, raise_exception=False)
+    with pytest.raises(RuntimeError,
+                       match="Jacobian computed with forward mode mismatch for output 0"):
+        ember.autograd.gradcheck(_SquareWrongJvp.apply, (x,), check_forward_ad=True,
+                                 check_backward_ad=False)
+    # both modes of a built-in op
+    assert ember.autograd.gradcheck(lambda a: (a.sin() * a, a.exp()), (x,), check_forward_ad=True)

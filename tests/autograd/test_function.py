@@ -104,8 +104,30 @@ def test_mark_dirty_in_place_forward():
     y = x * 1
     z = AddOneInPlace.apply(y)
     assert z is y and y.tolist() == [2.0]
+    assert y._version == 2          # add_ and the marking each count, as in PyTorch
     z.backward()
     assert x.grad.item() == 1.0
+
+
+def test_mark_dirty_bumps_the_version_without_a_write():
+    class MarkOnly(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_dirty(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    plain = ember.ones(2)
+    MarkOnly.apply(plain)
+    assert plain._version == 1
+
+
+def test_node_repr_names_its_module():
+    node = Cube.apply(leaf(1.0)).grad_fn
+    assert repr(node).startswith("<ember.autograd.function.CubeBackward object at 0x")
 
 
 def test_returning_an_input_gives_a_new_tensor():

@@ -132,3 +132,21 @@ def test_parameter_of_an_integer_tensor_names_the_dtypes_allowed():
         nn.Parameter(ember.ones(2, dtype=ember.int64))
     assert nn.Parameter(ember.ones(2, dtype=ember.int64), requires_grad=False).dtype is \
         ember.int64
+
+
+def test_inference_tensors_have_no_version_counter():
+    with ember.inference_mode():
+        t = ember.ones(3)
+        view = t[1:]
+        with pytest.raises(RuntimeError, match="Inference tensors do not track version counter."):
+            t._version
+        with pytest.raises(RuntimeError, match="Inference tensors do not track version counter."):
+            view._version
+    with pytest.raises(RuntimeError, match="Inference tensors do not track version counter."):
+        t._version
+    normal = ember.ones(3)
+    with ember.inference_mode():
+        normal.add_(1)              # a normal tensor keeps counting, even in inference mode
+        assert normal._version == 1
+    with ember.inference_mode(False):
+        assert ember.ones(2)._version == 0

@@ -426,3 +426,13 @@ def test_enumerate_support_values():
     assert support.dtype == ember.int64 and support.tolist() == [[0, 0, 0], [1, 1, 1]]
     one_hot = OneHotCategorical(_t([0.2, 0.3, 0.5])).enumerate_support()
     _close(one_hot, ember.eye(3, dtype=ember.float64))
+
+
+def test_geometric_entropy_of_probs_below_eps_rounds_as_pytorch():
+    # the log-odds are clamped at eps; PyTorch's (1 - p) l - log(sigmoid(l)) then rounds to
+    # 0 below eps (or to a few ulps just above it) instead of growing as 1/p
+    g = Geometric(ember.tensor([1e-30, 1e-8, 1e-7, 1.3e-7, 0.5], dtype=ember.float32))
+    got = [round(v, 3) for v in g.entropy().tolist()]
+    assert got == [0.0, 0.0, 19.073, 14.672, 1.386]
+    g = Geometric(_t([1e-40, 1e-12, 0.5]))
+    assert [round(v, 4) for v in g.entropy().tolist()] == [0.0, 28.6278, 1.3863]

@@ -179,11 +179,15 @@ def test_randomness_modes():
     assert 0.4 < (different == 0).double().mean().item() < 0.6
 
 
-def test_reading_batched_values_outside_ops_raises_instead_of_guessing():
+def test_batched_index_into_unbatched_tensor():
     table = _randn(5, 2)
-    with pytest.raises(RuntimeError):
-        vmap(lambda i: table[i])(ember.tensor([[0, 1], [2, 3], [4, 4]]))
-    got = vmap(lambda i: table.index_select(0, i))(ember.tensor([[0, 1], [2, 3], [4, 4]]))
+    idx = ember.tensor([[0, 1], [2, 3], [4, 4]])
+    got = vmap(lambda i: table[i])(idx)
+    assert got.shape == (3, 2, 2)
+    assert ember.equal(got[1], table[ember.tensor([2, 3])])
+    got = vmap(lambda i: table.t()[1:, i[0]])(idx)
+    assert got.tolist() == table.t()[1:, ember.tensor([0, 2, 4])].t().tolist()
+    got = vmap(lambda i: table.index_select(0, i))(idx)
     assert ember.allclose(got[1], table[ember.tensor([2, 3])])
 
 
@@ -312,15 +316,142 @@ def test_copy_of_batched_source_into_unbatched_tensor_raises():
 
 
 @pytest.mark.parametrize("f", [
-    lambda a: a.nonzero(), lambda a: ember.unique(a), lambda a: a.masked_select(a > 0),
-    lambda a: ember.argwhere(a)])
+    lambda a: a.nonzero(), lambda a: ember.unique(a), lambda a: ember.where(a)])
 def test_dynamic_shape_ops_raise_even_when_shapes_agree(f):
     x = ember.arange(1.0, 13.0).reshape(3, 4)          # every row has 4 distinct nonzeros
     with pytest.raises(RuntimeError, match="can output dynamic shape"):
         vmap(f)(x)
 
 
+def test_argwhere_stacks_equal_shapes_and_raises_otherwise():
+    x = ember.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 4.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # the loop fallback's performance warning
+        assert vmap(ember.argwhere)(x).tolist() == [[[0], [2]], [[1], [2]]]
+    with pytest.raises(RuntimeError, match="can output dynamic shape"):
+        vmap(ember.argwhere)(ember.tensor([[1.0, 0.0], [1.0, 1.0]]))
+
+
+def test_masked_select_with_one_mask_for_the_batch():
+    x = ember.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 4.0]])
+    mask = ember.tensor([True, False, True])
+    assert vmap(ember.masked_select, in_dims=(0, None))(x, mask).tolist() == [[1.0, 2.0],
+                                                                              [0.0, 4.0]]
+    assert vmap(lambda a: a.masked_select(mask))(x).tolist() == [[1.0, 2.0], [0.0, 4.0]]
+    got = vmap(ember.masked_select, in_dims=(0, None))(ember.tensor([5.0, 6.0]), mask)
+    assert got.tolist() == [[5.0, 5.0], [6.0, 6.0]]       # a 0-dim self broadcasts to the mask
+    with pytest.raises(RuntimeError, match="Attempted to vmap over `mask` in "
+                                           "torch.masked_select"):
+        vmap(lambda a: a.masked_select(a > 0))(x)
+
+
 def test_boolean_mask_index_raises():
     x = ember.arange(1.0, 13.0).reshape(3, 4)
     with pytest.raises(RuntimeError, match="indexing with a boolean mask"):
         vmap(lambda a: a[a > 0])(x)
+
+
+def test_full_reductions_with_empty_dim_default_reduce_each_element():
+    x = ember.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
+    assert vmap(ember.amax)(x).tolist() == [5.0, 7.0]
+    assert vmap(ember.amin)(x).tolist() == [1.0, 0.0]
+    assert vmap(lambda a: a.amax(()))(x.t()).tolist() == [7.0, 5.0, 3.0]
+
+
+@pytest.mark.parametrize("name,want", [
+    ("silu", [0.7311, 1.7616]), ("mish", [0.8651, 1.944]), ("hardswish", [0.6667, 1.6667]),
+    ("hardsigmoid", [0.6667, 0.8333]), ("relu6", [1.0, 2.0]), ("selu", [1.0507, 2.1014])])
+def test_inplace_activations_under_vmap(name, want):
+    f = getattr(F, name)
+    got = vmap(lambda a: f(a.clone(), inplace=True))(ember.tensor([[1.0, 2.0], [1.0, 2.0]]))
+    assert [round(v, 4) for v in got[1].tolist()] == want
+
+
+def test_linear_with_a_batched_one_dim_weight():
+    x = ember.tensor([[1.0, 2.0], [3.0, 4.0]])
+    w = ember.tensor([[1.0, 0.0], [0.5, 0.5]])
+    assert vmap(F.linear)(x, w).tolist() == [1.0, 3.5]
+    assert vmap(F.linear, in_dims=(None, 0))(x[0], w).tolist() == [1.0, 1.5]
+    bias = ember.tensor([10.0, 20.0])
+    assert vmap(F.linear)(x, w, bias).tolist() == [11.0, 23.5]
+    xs = ember.tensor([[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]])
+    got = vmap(F.linear, in_dims=(0, None, 0))(xs, ember.tensor([1.0, 1.0]), bias)
+    assert got.tolist() == [[13.0, 17.0], [31.0, 35.0]]
+
+
+def test_scatter_into_a_view_of_an_unbatched_input():
+    src = ember.tensor([[1.0, 2.0], [3.0, 4.0]])
+    got = vmap(lambda s: ember.slice_scatter(ember.zeros(4), s, 0, 1, 3))(src)
+    assert got.tolist() == [[0.0, 1.0, 2.0, 0.0], [0.0, 3.0, 4.0, 0.0]]
+    got = vmap(lambda s: ember.select_scatter(ember.zeros(3, 2), s, 0, 2))(src)
+    assert got.tolist() == [[[0.0, 0.0], [0.0, 0.0], [1.0, 2.0]],
+                            [[0.0, 0.0], [0.0, 0.0], [3.0, 4.0]]]
+
+
+def test_one_hot_needs_num_classes_under_vmap():
+    idx = ember.tensor([[0, 1], [2, 1]])
+    with pytest.raises(RuntimeError, match="please provide an explicit positive num_classes"):
+        vmap(F.one_hot)(idx)
+    assert vmap(lambda i: F.one_hot(i, 3))(idx)[1].tolist() == [[0, 0, 1], [0, 1, 0]]
+
+
+def test_dropout_of_everything_draws_nothing():
+    x = ember.ones(2, 3)
+    assert vmap(lambda a: F.dropout(a, 1.0))(x).tolist() == [[0.0] * 3] * 2
+    state = ember.get_rng_state()
+    F.dropout(x, 1.0)
+    assert ember.equal(state, ember.get_rng_state())
+
+
+_MSG = ("vmap: {}(self, *extra_args) is not possible because there exists a Tensor `other` in "
+        "extra_args that has more elements than `self`. This happened due to `other` being "
+        "vmapped over but `self` not being vmapped over {}.")
+
+
+@pytest.mark.parametrize("f,op,where", [
+    (lambda b: ember.ones(3).sub_(b), "inplace arithmetic", "in a vmap"),
+    (lambda b: ember.ones(3).mul_(b), "inplace arithmetic", "in a vmap"),
+    (lambda b: ember.ones(3).__setitem__(slice(0, 2), b[:2]), "inplace arithmetic", "in a vmap"),
+    (lambda b: ember.ones(3).pow_(b), "aten::pow_", "at level 1"),
+    (lambda b: ember.ones(3).lerp_(b, 0.5), "aten::lerp_", "at level 1"),
+    (lambda b: ember.ones(3).index_add_(0, ember.tensor([0, 1]), b[:2]), "index_add_",
+     "in a vmap"),
+    (lambda b: ember.ones(3).__setitem__(ember.tensor([0, 1]), b[:2]), "index_put_",
+     "in a vmap"),
+    (lambda b: ember.ones(3).fill_(b.sum()), "fill_", "in a vmap"),
+    (lambda b: vmap(lambda a: a.clone().fill_(b.sum()))(ember.ones(2, 3)), "fill_",
+     "in a vmap"),
+    (lambda b: vmap(lambda c: ember.ones(3).pow_(c))(b.expand(2, 3)), "aten::pow_",
+     "at level 2"),
+])
+def test_inplace_into_unbatched_self_raises_pytorchs_message(f, op, where):
+    with pytest.raises(RuntimeError) as info:
+        vmap(f)(ember.ones(2, 3))
+    assert str(info.value).startswith(_MSG.format(op, where))
+
+
+def test_inplace_add_into_unbatched_self_reports_the_shapes():
+    with pytest.raises(RuntimeError, match=r"output with shape \[3\] doesn't match the "
+                                           r"broadcast shape \[2, 3\]"):
+        vmap(lambda b: ember.ones(3).add_(b))(ember.ones(2, 3))
+
+
+def test_is_nonzero_is_data_dependent_control_flow():
+    with pytest.raises(RuntimeError, match="data-dependent control flow"):
+        vmap(lambda a: a.sum().is_nonzero())(ember.ones(2, 3))
+
+
+def test_pinv_with_a_tensor_tolerance_matches_the_loop():
+    a = ember.tensor([[[2.0, 0.0], [0.0, 1e-3]], [[1.0, 1.0], [0.0, 1.0]]])
+    rtol = ember.tensor([1e-2, 1e-6])
+    got = vmap(lambda m, r: ember.linalg.pinv(m, rtol=r))(a, rtol)
+    want = ember.stack([ember.linalg.pinv(a[i], rtol=rtol[i]) for i in range(2)])
+    assert ember.allclose(got, want)
+    assert got[0].tolist() == [[0.5, 0.0], [0.0, 0.0]]
+
+
+def test_norm_of_all_dims_of_a_3d_element():
+    x = ember.arange(24.0).reshape(2, 3, 4) - 10
+    got = vmap(ember.norm)(x.reshape(2, 3, 4, 1).expand(2, 3, 4, 2) * ember.tensor([1.0, -1.0]))
+    want = [round(ember.norm(x[i]).item() * 2 ** 0.5, 3) for i in range(2)]
+    assert [round(v, 3) for v in got.tolist()] == want

@@ -224,3 +224,19 @@ def test_embedding_bag_weight_dtype():
     y = F.embedding_bag(ember.tensor([0, 1]), ember.tensor([[1., 4.], [3., 2.]]).bfloat16(),
                         ember.tensor([0]), mode="max")
     assert y.dtype is ember.bfloat16 and y.float().tolist() == [[3., 4.]]
+
+
+def test_embedding_bag_per_sample_weights_must_have_the_weight_dtype():
+    idx, off = ember.tensor([0, 2, 1, 3]), ember.tensor([0, 2])
+    w = ember.arange(12.).reshape(4, 3)
+    with pytest.raises(RuntimeError, match=r"Expected tensor for argument #1 'weight' to have the "
+                                           r"same type as tensor for argument #1 "
+                                           r"'per_sample_weights'; but type ember.FloatTensor "
+                                           r"does not equal ember.DoubleTensor \(while checking "
+                                           r"arguments for embedding_bag\)"):
+        F.embedding_bag(idx, w, off, mode="sum", per_sample_weights=ember.ones(4).double())
+    with pytest.raises(RuntimeError, match="ember.DoubleTensor does not equal ember.LongTensor"):
+        F.embedding_bag(idx, w.double(), off, mode="sum", per_sample_weights=ember.ones(4).long())
+    y = F.embedding_bag(idx, w.double(), off, mode="sum",
+                        per_sample_weights=ember.tensor([1., .5, 2., 1.]).double())
+    assert y.dtype is ember.float64 and y.tolist() == [[3., 4.5, 6.], [15., 18., 21.]]

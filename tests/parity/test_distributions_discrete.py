@@ -80,6 +80,9 @@ CASES = [
     ("Geometric", {"probs": T([0.3, 0.8, 1.0])}, T([[0.0, 4.0, 0.0], [2.0, 1.0, 3.0]])),
     ("Geometric", {"logits": T([[-0.5], [1.0]])}, T([0.0, 5.0])),
     ("Geometric", {"probs": 0.25}, T([0.0, 3.0], "float32")),
+    # below float32's eps, where the log-odds are clamped (entropy: PyTorch's rounding)
+    ("Geometric", {"probs": T([1e-30, 1e-8, 1e-7, 1.3e-7, 2e-7], "float32")},
+     T([0.0, 3.0, 1.0, 2.0, 0.0], "float32")),
     ("Multinomial", {"total_count": 5, "probs": T([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]])},
      T([[1.0, 2.0, 2.0], [5.0, 0.0, 0.0]])),
     ("Multinomial", {"total_count": 3, "logits": T([0.1, -0.4, 1.0, 0.0])},

@@ -29,6 +29,17 @@ _CASES = {
     "multi_dot": lambda L, d: L.linalg.multi_dot([_t(L, 4, dtype=d), _t(L, 4, 2, dtype=d)]),
     "matrix_power": lambda L, d: L.linalg.matrix_power(_t(L, 3, 3, dtype=d), 3),
     "matrix_power_1": lambda L, d: L.linalg.matrix_power(_t(L, 3, 3, dtype=d), 1),
+    "matrix_power_-1": lambda L, d: L.linalg.matrix_power(_spd(L, d), -1),
+    "matrix_power_-2": lambda L, d: L.linalg.matrix_power(_spd(L, d), -2),
+    "matrix_power_-3": lambda L, d: L.matrix_power(_spd(L, d), -3),
+    "pinv": lambda L, d: L.linalg.pinv(_t(L, 3, 2, dtype=d)),
+    "pinv_hermitian": lambda L, d: L.linalg.pinv(_spd(L, d), hermitian=True),
+    "pinverse": lambda L, d: L.pinverse(_t(L, 3, 2, dtype=d)),
+    "max_pool3d": lambda L, d: L.nn.functional.max_pool3d(_t(L, 1, 1, 4, 4, 4, dtype=d), 2),
+    "max_pool3d_indices": lambda L, d: L.nn.functional.max_pool3d(
+        _t(L, 1, 1, 4, 4, 4, dtype=d), 2, return_indices=True)[0],
+    "lu_solve_method": lambda L, d: _t(L, 3, 2, dtype=d).lu_solve(
+        *L.linalg.lu_factor(_spd(L, "float32"))),
     "reflect_1d": _pad("reflect", 1), "reflect_2d": _pad("reflect", 2),
     "reflect_3d": _pad("reflect", 3), "replicate_3d": _pad("replicate", 3),
     "circular_2d": _pad("circular", 2),
@@ -42,6 +53,11 @@ _CASES = {
     "lstm_cell": lambda L, d: _cell(L, "LSTMCell")(_t(L, 2, 3, dtype=d))[1],
     "gru_cell": lambda L, d: _cell(L, "GRUCell")(_t(L, 2, 3, dtype=d)),
 }
+
+
+def _spd(L, dtype):
+    """A well-conditioned 3x3 matrix."""
+    return (_t(L, 3, 3) + 3 * L.eye(3)).to(getattr(L, dtype))
 
 
 def _gru(L):

@@ -16,7 +16,10 @@ LSTM/GRU cells step with ember ops instead: see nn/modules/rnn.py).
 
 import math
 
-__all__ = ["POLICY"]
+from ember import _dtype as D
+from ember.amp._state import suspended
+
+__all__ = ["POLICY", "TOP_LEVEL_ONLY", "Composite"]
 
 _CPU_LOWER = """conv1d conv2d conv3d convolution conv_transpose1d conv_transpose2d conv_transpose3d
     bmm mm baddbmm addmm addbmm matmul linalg.vecdot nn.functional.linear prelu
@@ -25,7 +28,7 @@ _CPU_LOWER = """conv1d conv2d conv3d convolution conv_transpose1d conv_transpose
 _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar prod quantile
     nanquantile cdist trace view_as_complex inverse pinverse cholesky_solve cholesky_inverse
     lu_solve triangular_solve geqrf orgqr linalg.householder_product nn.functional.max_unpool1d
-    _fractional_max_pool2d _fractional_max_pool3d stft nn.functional.max_pool3d_with_indices
+    _fractional_max_pool2d _fractional_max_pool3d stft max_pool3d
     nn.functional.max_unpool2d nn.functional.max_unpool3d nn.functional.adaptive_avg_pool3d
     nn.functional.adaptive_max_pool3d_with_indices nn.functional.nll_loss
     nn.functional.cross_entropy ctc_loss svd
@@ -100,11 +103,51 @@ def _chain(operands, params):
     return "lower" if _one_dtype(operands) else None
 
 
+class Composite:
+    """A rule's answer for a call PyTorch computes as a composition of ops, each cast on its
+    own: ``run(inputs, params, out)`` computes the call in the op's stead."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, run):
+        self.run = run
+
+
 def _matrix_power(operands, params):
-    """n >= 2: products (mm); n < 0: an inverse first (float32), whose own products follow
-    in float32 here (PyTorch runs them in lower precision)."""
+    """n >= 2: products (mm); n = -1: an inverse (float32); n <= -2: the inverse's power,
+    as PyTorch composes it (an inverse in float32, then products in lower precision)."""
     n = params[0]
-    return "lower" if n >= 2 else "fp32" if n < 0 else None
+    return "lower" if n >= 2 else "fp32" if n == -1 else _INVERSE_POWER if n < 0 else None
+
+
+def _inverse_power(inputs, params, out):
+    from ember.ops._registry import REGISTRY
+    inverse = REGISTRY["linalg.inv"].function(inputs[0])
+    return REGISTRY["linalg.matrix_power"].function(inverse, -params[0], out=out)
+
+
+_INVERSE_POWER = Composite(_inverse_power)
+
+
+def _pinv(operands, params):
+    """PyTorch's pinv decomposes in float32 and multiplies the factors back in lower
+    precision: a float32 matrix's pseudoinverse comes out in the autocast dtype (other
+    dtypes are left alone: float64 and complex, or refused: float16 and bfloat16)."""
+    a = operands[0]
+    return _PINV if getattr(a, "dtype", None) is D.float32 else None
+
+
+def _pinv_lower(inputs, params, out):
+    from ember.amp.autocast_mode import get_autocast_dtype
+    from ember.ops._registry import REGISTRY, call, rename_node
+    with suspended(("cpu",)):
+        p = call(REGISTRY["linalg.pinv"], inputs, params, out)
+        if out is not None:
+            return p
+        return rename_node(p.to(get_autocast_dtype("cpu")), "LinalgPinvBackward0")
+
+
+_PINV = Composite(_pinv_lower)
 
 
 def _pad(operands, params):
@@ -119,7 +162,8 @@ def _pad(operands, params):
 
 _CPU_RULES = {"tensordot": _tensordot, "inner": _inner, "linalg.multi_dot": _chain,
               "chain_matmul": _chain, "matrix_power": _matrix_power,
-              "linalg.matrix_power": _matrix_power, "nn.functional.pad": _pad}
+              "linalg.matrix_power": _matrix_power, "nn.functional.pad": _pad,
+              "linalg.pinv": _pinv}
 
 
 def _table():
@@ -135,3 +179,7 @@ def _table():
 
 
 POLICY = _table()       # name -> {device type: "lower" | "fp32" | "promote"}
+
+# names cast as the top-level function only: PyTorch casts torch.max_pool3d, which
+# F.max_pool3d runs without indices, but not max_pool3d_with_indices, which it runs with them
+TOP_LEVEL_ONLY = frozenset({"max_pool3d"})

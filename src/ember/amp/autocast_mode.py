@@ -14,7 +14,7 @@ import warnings
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember._warn import HIDDEN
-from ember.amp._policy import POLICY
+from ember.amp._policy import POLICY, TOP_LEVEL_ONLY, Composite
 from ember.amp._state import STATE, suspended
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
@@ -36,26 +36,36 @@ def is_autocast_enabled(device_type="cuda"):
 
 def get_autocast_dtype(device_type):
     """The lower-precision dtype autocast uses on ``device_type``."""
-    _check_device_type(device_type)
+    device_type = _check_device_type(device_type)
     return STATE.dtype.get(device_type, _DEFAULT_DTYPE[device_type])
 
 
 def set_autocast_enabled(device_type, enabled):
     """Turn autocast on or off for ``device_type`` (prefer the ``autocast`` context)."""
-    _check_device_type(device_type)
+    device_type = _check_device_type(device_type)
     STATE.enabled = {**STATE.enabled, device_type: bool(enabled)}
 
 
 def set_autocast_dtype(device_type, dtype):
     """Set the lower-precision dtype autocast uses on ``device_type``."""
-    _check_device_type(device_type)
+    device_type = _check_device_type(device_type)
     STATE.dtype = {**STATE.dtype, device_type: dtype}
 
 
 def _check_device_type(device_type):
-    if device_type not in _DEFAULT_DTYPE:
+    """The device type of ``device_type`` ("cuda:0" is "cuda"), with PyTorch's errors for a
+    string that names no device and for a device autocast does not support."""
+    if device_type in _DEFAULT_DTYPE:
+        return device_type
+    base = device_type.partition(":")[0] if isinstance(device_type, str) else device_type
+    from ember.library import DEVICE_TYPES
+    if base not in DEVICE_TYPES:
+        raise RuntimeError(f"Expected one of {', '.join(DEVICE_TYPES)} device type at start of "
+                           f"device string: {device_type}")
+    if base not in _DEFAULT_DTYPE:
         raise RuntimeError(f"User specified an unsupported autocast device_type "
                            f"'{device_type}'")
+    return base
 
 
 class autocast:
@@ -67,7 +77,7 @@ class autocast:
         if not isinstance(device_type, str):
             raise ValueError(f"Expected `device_type` of type `str`, got: "
                              f"`{type(device_type)}`")
-        _check_device_type(device_type)
+        device_type = _check_device_type(device_type)
         self.device = device_type
         self.fast_dtype = _DEFAULT_DTYPE[device_type] if dtype is None else dtype
         self._enabled = bool(enabled)
@@ -113,7 +123,8 @@ def _floating(x, device_type):
 def cast_operands(policy, operands, params=()):
     """``operands`` (a list) with its floating tensors cast as ``policy`` asks on each
     device type where autocast is on (a rule in ``policy`` sees ``params`` too). Float64
-    tensors are left as they are, and so promote ops do not count them."""
+    tensors are left as they are, and so promote ops do not count them. A rule may answer
+    with a ``Composite`` instead, which is returned, for the dispatcher to run."""
     out = list(operands)
     for device_type, kind in policy.items():
         if not STATE.enabled.get(device_type):
@@ -122,6 +133,8 @@ def cast_operands(policy, operands, params=()):
             kind = kind(out, params)
             if kind is None:
                 continue
+            if type(kind) is Composite:
+                return kind             # the caller runs it instead of the op
         floats = [x for x in out if _floating(x, device_type)]
         if not floats:
             continue
@@ -152,13 +165,14 @@ def _autocast_function(fn, policy):
 def install(registry, *tables):
     """Attach the policies to the registry's ops, and wrap the listed compositions found in
     ``tables`` (dicts of public functions; one wrapper per function, shared by all, and by
-    the Tensor method that is the same function)."""
+    the Tensor method that is the same function); the first table holds the top-level
+    functions."""
     wrapped = {}
     for name, policy in POLICY.items():
         if name in registry:
             registry[name].autocast = policy
             continue
-        for table in tables:
+        for table in tables[:1] if name in TOP_LEVEL_ONLY else tables:
             fn = table.get(name)
             if callable(fn):
                 if id(fn) not in wrapped:

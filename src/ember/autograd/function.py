@@ -46,7 +46,7 @@ class FunctionCtx:
             return tuple(None if t is None else next(unpacked) for t, _ in self._saved)
         out = []
         for t, version in self._saved:
-            if t is not None and t._version != version:
+            if t is not None and _version_of(t) != version:
                 raise RuntimeError(_modified_message(t, version))
             out.append(t)
         return tuple(out)
@@ -87,6 +87,10 @@ class BackwardFunction(FunctionCtx, Node):
         self._out_meta = ()
         self._in_meta = ()
         self.n_outputs = 0
+
+    def __repr__(self):
+        # a Python class, named by its module as PyTorch's are (C++ nodes print bare names)
+        return f"<{type(self).__module__}.{type(self).__name__} object at {hex(id(self))}>"
 
     def apply(self, grads):
         if self._materialize:
@@ -187,8 +191,8 @@ class Function:
     def _node_class(cls):
         node = Function._node_classes.get(cls)
         if node is None:
-            node = type(f"{cls.__name__}Backward", (BackwardFunction,),
-                        {"_function": cls})
+            name = cls.__dict__.get("_node_name") or f"{cls.__name__}Backward"
+            node = type(name, (BackwardFunction,), {"_function": cls})
             Function._node_classes[cls] = node
         return node
 
@@ -229,10 +233,18 @@ class Function:
         return ctx, _wrap_outputs(ctx, args, output, record)
 
 
+def _version_of(t):
+    """``t``'s version counter, 0 for None (read directly: an inference tensor, saved in
+    inference mode, has no ``_version`` to read)."""
+    return 0 if t is None or t._vc is None else t._vc.value
+
+
 def _wrap_outputs(ctx, args, output, record):
     single = not isinstance(output, tuple)
     outputs = (output,) if single else output
     dirty = {id(t) for t in ctx._dirty}
+    for t in ctx._dirty:                # PyTorch counts the marking as one more in-place write
+        t._bump_version()
     non_diff = {id(t) for t in ctx._non_differentiable}
     inputs = {id(a) for a in args if isinstance(a, Tensor)}
     wrapped = []
@@ -257,7 +269,7 @@ def _wrap_outputs(ctx, args, output, record):
             out._output_nr = nr
     if record and _inference.MADE[0]:
         _inference.check_saved(ctx._to_save, all_saved=True)
-    ctx._saved = tuple((t, t._version if t is not None else 0) for t in ctx._to_save)
+    ctx._saved = tuple((t, _version_of(t)) for t in ctx._to_save)
     ctx._to_save = ()
     if record and SAVED_HOOKS_ACTIVE[0] and any(t is not None for t, _ in ctx._saved):
         hooks = current_saved_hooks()

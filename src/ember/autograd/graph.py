@@ -169,6 +169,35 @@ class OpNode(Node):
         self._out = out                 # (arrays, version counter, version) or None
         self._released = False
 
+    def __getattr__(self, name):
+        # only for names not found otherwise: PyTorch's ``grad_fn._saved_<name>``
+        if name.startswith("_saved_"):
+            return self._saved_value(name[7:], name)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def _saved_value(self, key, name):
+        """What the node saved as its op's ``key`` argument (``self``: the first input;
+        ``result``/``resultN``: an output); freed after backward, as in PyTorch."""
+        op = self.op
+        names = op.input_names
+        key = names[0] if key == "self" and names else key
+        is_result = key.startswith("result") and key[6:] in ("",) + tuple(map(str, range(9)))
+        if self._released is True and (is_result or key in names):
+            raise RuntimeError(_FREED)
+        if is_result:
+            if self._out is None:
+                raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                     f"'{name}'")
+            outs = self._unpack_output()
+            return outs[int(key[6:] or 0)] if type(outs) is tuple else outs
+        if key in names and self._versions is not None:
+            value = op.structure_inputs(self._unpack_inputs())[names.index(key)]
+            if not isinstance(value, InputMeta):
+                return value
+        elif key in op.param_names:
+            return self._params[op.param_names.index(key)]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def _release(self):
         if self.op.saves_inputs or self._out is not None:
             self._released = True
@@ -287,6 +316,11 @@ def carries_gradient(grad):
     without reading them (on a GPU, reading them would wait for the device)."""
     if grad is None or grad.__dict__.get("_filled_zeros"):
         return False
+    if grad.requires_grad:      # zero now, but its derivative need not be (double-vjp, jvp)
+        return True
+    from ember.func._batched import BatchedTensor
+    if type(grad) is BatchedTensor:     # under vmap: no values to read; it may be nonzero
+        return True
     return bool(grad._data.any())
 
 
@@ -383,20 +417,46 @@ def accumulate(var, grad):
     from ember._tensor import Tensor, _make
     plain = type(grad) is Tensor        # not a sparse gradient (Embedding(sparse=True)'s)
     if var._grad is None:
-        if _GRAD.grad_enabled or not plain:
+        if plain and grad._grad_fn is None:
+            var._grad = _make(_layout_copy(grad._data, var._data))
+        elif _GRAD.grad_enabled or not plain:
             if grad._grad_fn is None:
                 grad = grad.detach().clone()
+            elif plain and grad._data.strides != var._data.strides and _dense(var._data):
+                grad = _empty_like(var, dtype=grad.dtype).copy_(grad)
             elif plain and grad._view is not None:     # as PyTorch: a copy, which
                 grad = grad.clone()                    # zero_grad can detach in place
             var._grad = grad
         else:
-            var._grad = _make(grad._data.copy())
+            var._grad = _make(_layout_copy(grad._data, var._data))
     elif _GRAD.grad_enabled or var._grad.requires_grad or not plain \
             or type(var._grad) is not Tensor:
         var._grad = var._grad + grad
     else:
         var._grad._data += grad._data
         var._grad._bump_version()
+
+
+def _layout_copy(g, v):
+    """A copy of the gradient array ``g`` laid out as PyTorch's gradient layout contract asks:
+    with the strides of the leaf's array ``v`` when ``v`` is dense (a channels-last or
+    transposed leaf gets a gradient like it), else row-major."""
+    if g.strides == v.strides and g.flags.c_contiguous or not _dense(v):
+        return g.copy()
+    from ember.backend import xp_of
+    laid = xp_of(g).empty_like(v, dtype=g.dtype, order="K")
+    laid[...] = g
+    return laid
+
+
+def _dense(array):
+    from ember._memory_format import dense
+    return dense(array)
+
+
+def _empty_like(t, dtype):
+    from ember._creation import empty_like
+    return empty_like(t, dtype=dtype)
 
 
 def grad_accumulator(t):

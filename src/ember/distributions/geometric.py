@@ -72,6 +72,8 @@ class Geometric(Distribution):
 
     def entropy(self):
         """(-(1 - p) log(1 - p) - p log p) / p, the Bernoulli entropy over p, whose numerator
-        is softplus(l) - p l for the log-odds l."""
-        logits = self.logits
-        return (ember.nn.functional.softplus(logits) - self.probs * logits) / self.probs
+        is (1 - p) l - log(sigmoid(l)) for the log-odds l."""
+        # PyTorch's form (binary_cross_entropy_with_logits(l, p) / p): below eps, where the
+        # log-odds are clamped, its numerator rounds to 0 rather than blowing up over p
+        logits, probs = self.logits, self.probs
+        return ((1 - probs) * logits - ember.nn.functional.logsigmoid(logits)) / probs

@@ -22,7 +22,7 @@ from ember._tensor import Tensor, _make
 from ember.backend import XP_BY_ARRAY_TYPE, xp_of
 
 __all__ = ["BatchedTensor", "wrap", "is_batched_at", "remove_level", "add_level",
-           "materialize", "rewrap", "active_levels", "Level"]
+           "materialize", "rewrap", "active_levels", "Level", "with_levels_of"]
 
 
 class Level:
@@ -200,7 +200,8 @@ class BatchedTensor(Tensor):
         return inplace_copy(self, src)
 
     def fill_(self, value):
-        return self.copy_(value)
+        from ember.func._batching import inplace_copy
+        return inplace_copy(self, value, "fill_")
 
     def zero_(self):
         return self.copy_(0)
@@ -223,6 +224,31 @@ def add_level(t, level):
     if type(t) is not BatchedTensor or t._level < level:
         return wrap(t, level)
     return wrap(add_level(t._value.movedim(1, 0), level), t._level)
+
+
+def _levels(t):
+    out = set()
+    while type(t) is BatchedTensor:
+        out.add(t._level)
+        t = t._value
+    return out
+
+
+def with_levels_of(t, other, copy=True):
+    """``t`` batched at every vmap level ``other`` is batched at and ``t`` is not: copied
+    along each (``t`` is about to be written in place with ``other``: an out-of-place op
+    written as clone-then-copy_ works with an unbatched ``self``), or, with ``copy=False``,
+    a broadcast view (``t`` is read with ``other``'s values, as indices say)."""
+    if type(other) is not BatchedTensor:
+        return t
+    missing = _levels(other) - _levels(t)
+    for lv in sorted(missing):
+        size = level_size(lv)
+        t = t.unsqueeze(0)
+        t = t.repeat((size,) + (1,) * (t.ndim - 1)) if copy else t.expand(
+            (size,) + tuple(t.shape[1:]))
+        t = add_level(t, lv)
+    return t
 
 
 def materialize(t, levels):

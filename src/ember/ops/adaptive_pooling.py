@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ember._memory_format import like_input
+
 from ember.backend import device_copy
 from ember.ops._max_sweep import max_sweep
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
@@ -44,15 +46,20 @@ def _check(kind, nd, x, output_size):
     return out
 
 
+def _adaptive_avg(xp, x, nd, output_size):
+    out = _check("avg", nd, x, output_size)
+    if all(o == 1 for o in out):        # global pooling: a GEMV beats a short-row mean
+        lead, plane = x.shape[:x.ndim - nd], int(np.prod(x.shape[x.ndim - nd:]))
+        work = x if x.dtype.itemsize > 2 else x.astype(np.float32)
+        mean = work.reshape(lead + (plane,)) @ xp.full(plane, 1.0 / plane, work.dtype)
+        return mean.astype(x.dtype, copy=False).reshape(lead + (1,) * nd)
+    return apply_mats(xp, x, adaptive_mats(x.shape[-nd:], out))
+
+
 def _avg_op(nd, namespace):
     def forward(xp, x, output_size):
-        out = _check("avg", nd, x, output_size)
-        if all(o == 1 for o in out):        # global pooling: a GEMV beats a short-row mean
-            lead, plane = x.shape[:x.ndim - nd], int(np.prod(x.shape[x.ndim - nd:]))
-            work = x if x.dtype.itemsize > 2 else x.astype(np.float32)
-            mean = work.reshape(lead + (plane,)) @ xp.full(plane, 1.0 / plane, work.dtype)
-            return mean.astype(x.dtype, copy=False).reshape(lead + (1,) * nd)
-        return apply_mats(xp, x, adaptive_mats(x.shape[-nd:], out))
+        out = _adaptive_avg(xp, x, nd, output_size)
+        return like_input(xp, x, out) if nd == 2 else out   # (PyTorch's 3-D one: row-major)
     forward.__doc__ = f"{nd}-D adaptive average pooling to ``output_size``."
     registered = op(f"adaptive_avg_pool{nd}d(input, output_size)", method=False,
                     saves_inputs=False, namespace=namespace,
@@ -102,7 +109,7 @@ def _adaptive_max(xp, x, nd, output_size):
 
 def _max_op(nd, name, namespace):
     def forward(xp, x, output_size):
-        return _adaptive_max(xp, x, nd, output_size)
+        return like_input(xp, x, _adaptive_max(xp, x, nd, output_size))
     forward.__doc__ = f"{nd}-D adaptive max pooling: (values, flat spatial indices)."
     registered = op(f"{name}(input, output_size)", method=False, saves_inputs=False,
                     namespace=namespace, grad_fn_name=f"AdaptiveMaxPool{nd}DBackward0")(forward)

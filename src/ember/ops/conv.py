@@ -7,6 +7,7 @@ convolutions again, so gradients of any order exist.
 """
 
 
+from ember._memory_format import channels_last, channels_last_3d, in_order, suggested_order
 from ember.backend import cudnn_tf32
 from ember.backend.cpu_kernels import one_blas_thread
 from ember.ops import fold  # noqa: E402,F401
@@ -23,13 +24,29 @@ FUNCTIONAL.update(fold.FUNCTIONAL)
 
 
 def _run(xp, x, w, b, args):
-    """The (transposed) convolution of a batched input, plus bias."""
+    """The (transposed) convolution of a batched input, plus bias; channels-last when the
+    input or the weight is (as PyTorch's)."""
     with one_blas_thread(xp), cudnn_tf32(xp):
         if args.transposed:
             size = transposed_size(x.shape[2:], w.shape[2:], args)
-            return conv_input_grad(xp, x, w, size, args.stride, args.pads, args.dilation,
-                                   args.groups, b)
-        return conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups, b)
+            out = conv_input_grad(xp, x, w, size, args.stride, args.pads, args.dilation,
+                                  args.groups, b)
+        else:
+            out = conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups,
+                               b)
+    return in_order(xp, out, suggested_order(x) or suggested_order(w))
+
+
+def _laid_out_like(grads, x, w):
+    """The input and weight gradients in the convolution's memory format: channels-last when
+    its input or weight is, else row-major."""
+    order = suggested_order(x._data) or suggested_order(w._data)
+    if order is None:
+        return [g if g is None or g._data.flags.c_contiguous else g.contiguous()
+                for g in grads]
+    fmt = channels_last if len(order) == 4 else channels_last_3d
+    return [g if g is None or g.ndim != x.ndim else g.contiguous(memory_format=fmt)
+            for g in grads]
 
 
 def _grads(grad, x, w, b, args, need_x=None):
@@ -55,6 +72,7 @@ def _grads(grad, x, w, b, args, need_x=None):
                                      dilation, groups)
     if b is not None and b.requires_grad:
         gb = grad.sum([0] + list(range(2, grad.ndim)))
+    gi, gw = _laid_out_like((gi, gw), x, w)
     return gi, gw, gb
 
 

@@ -8,7 +8,7 @@ from ember import _dtype as D
 from ember._device import as_device
 from ember._legacy_types import legacy_type
 from ember._memory_format import (contiguous_format, laid_out, lay_out, memory_order,
-                                  preserve_format, preserving_order)
+                                  preserve_format, preserving_order, suggested_order)
 from ember._tensor import Tensor, _make
 from ember._warn import warn_once
 from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, quiet_fp,
@@ -18,7 +18,6 @@ from ember.ops._elementwise import zeros_for
 from ember.ops._registry import broadcast_message, call, op, rename_node
 from ember.ops._scalars import checked_scalar
 
-ALIASES = {"conj_physical": "conj"}     # ember's conj is a physical copy already
 
 _E4M3 = np.dtype(D.float8_e4m3fn.np)
 _E4M3_MAX = float(D.finfo(D.float8_e4m3fn).max)
@@ -132,7 +131,11 @@ def to(self, *args, **kwargs):
                                        None if same_device else device, bool(non_blocking)))
     if layout is None or layout is preserve_format:
         return out
-    return contiguous(out, layout)
+    order = memory_order(layout, out.ndim)
+    if order is None:
+        return contiguous(out, layout)
+    # as PyTorch: kept when its strides already suggest the format, else a fresh copy in it
+    return out if suggested_order(out._data) == order else clone(out, memory_format=layout)
 
 
 def _converter(dtype, name):
@@ -404,6 +407,9 @@ def resize_(self, *sizes, memory_format=None):
         kept = min(count, flat.size)
         grown[:kept] = flat[:kept]
         self._data = grown.reshape(shape)
+    order = None if memory_format is None else memory_order(memory_format, len(shape))
+    if order is not None:           # the same elements, restrided in that format
+        self._data = lay_out(xp_of(self._data), self._data, order)
     self._bump_version()
     return self
 
@@ -454,6 +460,17 @@ def conj(xp, x):
 
 
 @conj.derivative
+def _(grad, x):
+    return grad.conj()
+
+
+@op("conj_physical(input)", inplace=True, saves_inputs=False)
+def conj_physical(xp, x):
+    """The complex conjugate, computed into new memory (``conj_physical_``: into input's)."""
+    return xp.conj(x) if x.dtype.kind == "c" else x.copy()
+
+
+@conj_physical.derivative
 def _(grad, x):
     return grad.conj()
 

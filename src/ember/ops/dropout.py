@@ -7,7 +7,7 @@ import warnings
 
 from ember._random import _uniform_like
 from ember._tensor import _make
-from ember.backend import device_guard, gpu_elsewhere
+from ember.backend import device_guard, gpu_elsewhere, xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import op
 
@@ -64,9 +64,10 @@ def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generat
 def _masked(input, p, inplace, feature, alpha, generator):
     """Dropout's draw and scaling (``_dropout`` has checked the arguments)."""
     shape = input.shape if not feature else input.shape[:2] + (1,) * (input.dim() - 2)
-    keep = _uniform_like(generator, shape, input._data) >= p
-    if p == 1:
+    if p == 1:                          # nothing kept: no draw (nor a vmap randomness error)
+        keep = xp_of(input._data).zeros(shape, dtype=bool)
         return masked_scale(input, _make(keep), 1.0, inplace)
+    keep = _uniform_like(generator, shape, input._data) >= p
     if not alpha:
         return masked_scale(input, _make(keep), 1 / (1 - p), inplace)
     a = 1 / math.sqrt((_SELU_NEGATIVE ** 2 * p + 1) * (1 - p))

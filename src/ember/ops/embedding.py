@@ -186,6 +186,15 @@ def _check_weight(weight):
                            f"{name} instead (while checking arguments for embedding_bag)")
 
 
+def _check_same_type(weight, per_sample_weights):
+    if per_sample_weights.dtype is not weight.dtype:
+        raise RuntimeError(f"Expected tensor for argument #1 'weight' to have the same type as "
+                           f"tensor for argument #1 'per_sample_weights'; but type "
+                           f"ember.{weight.dtype._legacy} does not equal "
+                           f"ember.{per_sample_weights.dtype._legacy} (while checking arguments "
+                           f"for embedding_bag)")
+
+
 def _bag_argmax(rows, bag, b):
     """For each bag and feature, the position of the row PyTorch's max mode takes (and sends
     the gradient to): it scans the bag in order and keeps a later value only when it is
@@ -249,6 +258,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
             f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
             f"on GitHub.")
     _check_weight(weight)
+    if per_sample_weights is not None:
+        _check_same_type(weight, per_sample_weights)
     _check_bag_range(flat, weight.shape[0], mode)
     pad = _padding_index(padding_idx, weight.shape[0])
     # (the padding index goes to the lookup too, so that a sparse gradient leaves it out)
@@ -266,7 +277,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         return rename_node(out, "EmbeddingBagBackward0")
     out = weight.new_zeros((b, d))
     if psw is not None:
-        rows = rows * psw.unsqueeze(1).to(rows.dtype)
+        rows = rows * psw.unsqueeze(1)
     out = out.index_add(0, bag, rows)
     if mode == "mean":
         # (index_add, not bincount: a result shape known without reading ``bag``, so that

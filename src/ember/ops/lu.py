@@ -36,7 +36,7 @@ def _zero_pivot(k):
 
 def _factor(xp, a, pivot):
     if a.ndim < 2:
-        raise RuntimeError(f"ember.lu_factor: Expected tensor with 2 or more dimensions. Got "
+        raise RuntimeError(f"torch.lu_factor: Expected tensor with 2 or more dimensions. Got "
                            f"size: {list(a.shape)} instead")
     check_kernel(a, "lu_cpu")
     if not pivot:
@@ -51,7 +51,7 @@ def _factor(xp, a, pivot):
 def lu_factor(xp, a, pivot):
     """(LU, pivots) of each matrix: A = P L U; raises for a zero pivot (singular A)."""
     lu, piv, info = _factor(xp, a, pivot)
-    raise_first_failure("ember.linalg.lu_factor", info, a.shape, _zero_pivot, RuntimeError)
+    raise_first_failure("torch.linalg.lu_factor", info, a.shape, _zero_pivot, RuntimeError)
     return lu, piv
 
 
@@ -61,7 +61,7 @@ def lu_factor_ex(xp, a, pivot, check_errors):
     """(LU, pivots, info): info is the 1-based position of the first zero pivot, else 0."""
     lu, piv, info = _factor(xp, a, pivot)
     if check_errors:
-        raise_first_failure("ember.linalg.lu_factor_ex", info, a.shape, _zero_pivot,
+        raise_first_failure("torch.linalg.lu_factor_ex", info, a.shape, _zero_pivot,
                             RuntimeError)
     return lu, piv, info
 
@@ -145,9 +145,9 @@ def _check_solve(lu, pivots, b, left):
     if lu.dtype != b.dtype:
         raise RuntimeError(f"{name}: Expected LU and B to have the same dtype, but found LU of "
                            f"type {torch_name(lu)} and B of type {torch_name(b)} instead")
-    check_square("ember.linalg.lu_solve", lu)
+    check_square("torch.linalg.lu_solve", lu)
     if lu.dtype.kind not in "fcV":
-        check_float("ember.linalg.lu_solve", lu)
+        check_float("torch.linalg.lu_solve", lu)
     check_kernel(lu, "linalg.lu_solve_cpu")
     if b.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
@@ -206,14 +206,14 @@ def _(grad, lu, pivots, b, left, adjoint, *, out):
 
 def _check_unpack(lu, pivots, unpack_pivots):
     if lu.ndim < 2:
-        raise RuntimeError(f"ember.lu_unpack: Expected tensor with 2 or more dimensions. Got "
+        raise RuntimeError(f"torch.lu_unpack: Expected tensor with 2 or more dimensions. Got "
                            f"size: {list(lu.shape)} instead")
     if not unpack_pivots:
         return
     if pivots.dtype != np.int32:
-        raise RuntimeError("ember.lu_unpack: LU_pivots is expected to be a contiguous tensor of "
+        raise RuntimeError("torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of "
                            "ember.int32 dtype.\nNote: this function is intended to be used with "
-                           "the output produced by ember.linalg.lu_factor")
+                           "the output produced by torch.linalg.lu_factor")
     m, n = lu.shape[-2:]
     shape = lu.shape[:-2] + (min(m, n),)
     if pivots.shape != shape:       # PyTorch reads out of bounds for these
@@ -345,16 +345,11 @@ def _lu_method(self, pivot=True, get_infos=False):
     return tuple(lu_legacy(self, pivot, get_infos))     # a plain tuple, as PyTorch's
 
 
-def _lu_solve_method(self, LU_data, LU_pivots):
-    return lu_solve_legacy(self, LU_data, LU_pivots)
-
-
 for _fn, _name in ((lu_unpack_public, "lu_unpack"), (lu_legacy, "lu"),
-                   (lu_solve_legacy, "lu_solve"), (_lu_method, "lu"),
-                   (_lu_solve_method, "lu_solve")):
+                   (lu_solve_legacy, "lu_solve"), (_lu_method, "lu")):
     _fn.__module__, _fn.__name__, _fn.__qualname__ = "ember", _name, _name
-_lu_method.__doc__, _lu_solve_method.__doc__ = lu_legacy.__doc__, lu_solve_legacy.__doc__
+_lu_method.__doc__ = lu_legacy.__doc__
 Tensor.lu = _lu_method
-Tensor.lu_solve = _lu_solve_method
+Tensor.lu_solve = lu_solve_legacy      # the same function, so that autocast wraps both
 
 PUBLIC = {"lu_unpack": lu_unpack_public, "lu": lu_legacy, "lu_solve": lu_solve_legacy}

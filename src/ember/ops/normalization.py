@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import like_input
 from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import carries_gradient
@@ -185,7 +186,15 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     out = out.astype(dtype) if out.dtype != dtype else out
     if not training:
         mean = invstd = xp.zeros(0, x.dtype)
-    return out, mean.astype(dtype, copy=False), invstd.astype(dtype, copy=False)
+    return like_input(xp, x, out), mean.astype(dtype, copy=False), invstd.astype(dtype,
+                                                                                copy=False)
+
+
+def _outside_vmap():
+    """Whether no vmap is active: the array fast paths of the backward need real values
+    (under vmap, operands are BatchedTensors whose ``_data`` is a placeholder)."""
+    from ember.func._batched import STATE
+    return not STATE.levels
 
 
 @native_batch_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
@@ -199,7 +208,7 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
         invstd = (rv.detach().to(x.dtype) + eps).rsqrt().reshape(shape)
     if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
             == x._data.dtype == mean._data.dtype and not carries_gradient(gmean)
-            and not carries_gradient(ginvstd)):
+            and not carries_gradient(ginvstd) and _outside_vmap()):
         return _batch_norm_backward(gy._data, x, w, b, mean._data.reshape(-1),
                                     invstd._data.reshape(-1), training)
     xc = x - mean
@@ -370,7 +379,8 @@ def _(grads, x, w, b, normalized_shape, eps, *, out):
     gy, gmean, ginvstd = grads
     k = math.prod(normalized_shape)
     if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
-            == x._data.dtype and not carries_gradient(gmean) and not carries_gradient(ginvstd)):
+            == x._data.dtype and not carries_gradient(gmean) and not carries_gradient(ginvstd)
+            and _outside_vmap()):
         return _layer_norm_backward(gy._data, x, w, b, out[1]._data, out[2]._data, k)
     # on (rows, k) views; sums over rows and columns as matrix-vector products (BLAS is
     # several times faster than NumPy's sum along a short axis)
@@ -517,7 +527,7 @@ def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
         out *= _vector(w, x.dtype).reshape(c, 1)
     if b is not None:
         out += _vector(b, x.dtype).reshape(c, 1)
-    return (out.reshape(x.shape).astype(dtype, copy=False),
+    return (like_input(xp, x, out.reshape(x.shape).astype(dtype, copy=False)),
             mean.reshape(n, group).astype(dtype, copy=False),
             invstd.reshape(n, group).astype(dtype, copy=False))
 

@@ -5,6 +5,7 @@ dim (``take``), the backward sums each output position back onto its source with
 matrix product. ``_pad_backward`` is that adjoint; its own derivative is the pad again.
 """
 
+from ember._memory_format import like_input
 from ember.ops._registry import op
 
 FUNCTIONAL = {}
@@ -62,7 +63,7 @@ def _fill(value, dtype):
 @op("constant_pad_nd(input, pad, value=0)", method=False, saves_inputs=False)
 def constant_pad_nd(xp, x, pad, value):
     """Pads the last dims of ``input`` with ``value`` (negative pads crop)."""
-    return _constant(xp, x, _pairs(pad, x.ndim, True), value)
+    return like_input(xp, x, _constant(xp, x, _pairs(pad, x.ndim, True), value))
 
 
 @constant_pad_nd.derivative
@@ -131,12 +132,13 @@ def pad(xp, x, pad, mode, value):
     """Pads ``input``: constant (negative pads crop), reflect, replicate or circular."""
     pairs = _pairs(pad, x.ndim)
     if mode == "constant":
-        return _constant(xp, x, pairs, 0 if value is None else value)
+        return like_input(xp, x, _constant(xp, x, pairs, 0 if value is None else value))
     _check_mode(x, pairs, mode, value)
+    out = x
     for dim, lo, hi in pairs:
         if lo or hi:
-            x = xp.take(x, _index_map(xp, x.shape[dim], lo, hi, mode), axis=dim)
-    return x
+            out = xp.take(out, _index_map(xp, out.shape[dim], lo, hi, mode), axis=dim)
+    return like_input(xp, x, out if out is not x else x.copy(order="K"))
 
 
 @pad.named_by

@@ -7,6 +7,8 @@ values and their flat plane indices; its gradient is a scatter-add through the i
 
 import numpy as np
 
+from ember._memory_format import like_input
+
 from ember.ops import adaptive_pooling, fractional_pooling, unpooling  # noqa: E402,F401
 from ember.ops._pool_args import (check_rank, output_sizes, pool_geometry, reject_dtype,
                                   tuple_arg, window_mats)
@@ -59,7 +61,8 @@ def _max_pool_op(nd, namespace):
     extra = ", return_indices=False" if namespace else ""
 
     def forward(xp, x, kernel_size, stride, padding, dilation, ceil_mode, *unused):
-        return _max_pool(xp, x, nd, kernel_size, stride, padding, dilation, ceil_mode)
+        return like_input(xp, x, _max_pool(xp, x, nd, kernel_size, stride, padding, dilation,
+                                           ceil_mode))
     forward.__doc__ = f"{nd}-D max pooling: (values, flat spatial indices of the maxima)."
     registered = op(f"{name}(input, kernel_size, stride=None, padding=0, dilation=1, "
                     f"ceil_mode=False{extra})", method=False, saves_inputs=False,
@@ -142,8 +145,9 @@ def _avg_pool_op(nd, namespace):
 
     def forward(xp, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                 divisor_override=None):
-        return _avg_pool(xp, x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                         divisor_override)
+        out = _avg_pool(xp, x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override)
+        return like_input(xp, x, out) if nd == 2 else out   # (PyTorch's 3-D one: row-major)
     forward.__doc__ = f"{nd}-D average pooling."
     registered = op(f"avg_pool{nd}d(input, kernel_size, stride=None, padding=0, "
                     f"ceil_mode=False, count_include_pad=True{extra})", method=False,
@@ -216,9 +220,12 @@ def _public_max_pool(nd):
     def functional(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                    return_indices=False):
         if not return_indices:
-            check(input, kernel_size, stride, padding, dilation, ceil_mode)
-        out = with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
-        return out if return_indices else out[0]
+            # ember.max_pool{nd}d, as autocast left it (it casts max_pool3d, not the kernel
+            # with indices)
+            from ember.ops import PUBLIC
+            return PUBLIC[f"max_pool{nd}d"](input, kernel_size, () if stride is None else stride,
+                                            padding, dilation, ceil_mode)
+        return with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
     for f, module in ((max_pool, "ember"), (functional, "ember.nn.functional")):
         f.__name__ = f.__qualname__ = f"max_pool{nd}d"
         f.__module__ = module

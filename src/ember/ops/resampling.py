@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import like_input
 from ember.backend import device_copy
 from ember.ops import grid_sampling, shuffle  # noqa: E402,F401
 from ember.ops._pool_args import adaptive_mats
@@ -240,12 +241,18 @@ def interpolate(xp, x, size, scale_factor, mode, align_corners, recompute_scale_
     _check(x, mode, antialias)
     out, scales = _spatial_args(x, size, scale_factor, mode, align_corners,
                                 recompute_scale_factor, antialias)
+    return like_input(xp, x, _resample(xp, x, out, scales, mode, align_corners, antialias))
+
+
+def _resample(xp, x, out, scales, mode, align_corners, antialias):
+    """``interpolate`` on checked arguments (``out``: the output's spatial size)."""
     if mode in ("nearest", "nearest-exact"):
+        picked = x
         for i, (n, o, s) in enumerate(zip(x.shape[2:], out, scales)):
             if n != o:
                 index = _nearest_index(n, o, s, mode == "nearest-exact")
-                x = x.take(device_copy(x, index, index.dtype), axis=2 + i)
-        return x
+                picked = picked.take(device_copy(x, index, index.dtype), axis=2 + i)
+        return picked if picked is not x else x.copy(order="K")   # never the input's memory
     mats = _mats(x.shape[2:], out, scales, mode, align_corners, antialias)
     if x.dtype == np.uint8:
         return resample_uint8(xp, x, x.shape[2:], out, mats)

@@ -4,6 +4,7 @@ Each is a reshape-transpose-reshape; the derivative is the inverse permutation, 
 the sibling op (pixel_unshuffle for pixel_shuffle, channel_shuffle with the other factor).
 """
 
+from ember._memory_format import like_input
 from ember.ops._registry import op
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle"]
@@ -30,7 +31,8 @@ def pixel_shuffle(xp, x, r):
     n = len(lead)
     y = x.reshape(lead + (c // (r * r), r, r, h, w))
     y = y.transpose(tuple(range(n)) + (n, n + 3, n + 1, n + 4, n + 2))
-    return xp.ascontiguousarray(y).reshape(lead + (c // (r * r), h * r, w * r))
+    return like_input(xp, x, xp.ascontiguousarray(y).reshape(lead + (c // (r * r), h * r,
+                                                                     w * r)))
 
 
 @pixel_shuffle.derivative
@@ -54,7 +56,8 @@ def pixel_unshuffle(xp, x, r):
     n = len(lead)
     y = x.reshape(lead + (c, h // r, r, w // r, r))
     y = y.transpose(tuple(range(n)) + (n, n + 2, n + 4, n + 1, n + 3))
-    return xp.ascontiguousarray(y).reshape(lead + (c * r * r, h // r, w // r))
+    return like_input(xp, x, xp.ascontiguousarray(y).reshape(lead + (c * r * r, h // r,
+                                                                     w // r)))
 
 
 @pixel_unshuffle.derivative

@@ -246,7 +246,8 @@ def _(grad, x, diagonal):
 def _scatter_into_view(input, src, view_of):
     """A copy of ``input`` with ``src`` written where ``view_of(copy)`` lies (autograd sees
     the copy and the write, so both inputs get their gradients)."""
-    out = input.clone()
+    from ember.func._batched import with_levels_of
+    out = with_levels_of(input.clone(), src)        # vmap: a batched src, an unbatched input
     view = view_of(out)
     if tuple(src.shape) != tuple(view.shape):
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
@@ -275,5 +276,13 @@ def narrow_copy(input, dim, start, length):
 for _fn in (select_scatter, slice_scatter, narrow_copy):
     setattr(Tensor, _fn.__name__, _fn)
 
+
+def _narrow_copy_function(input, dim, start, length):
+    """A contiguous copy of ``input.narrow(dim, start, length)`` (``torch.narrow_copy``)."""
+    return input.narrow_copy(dim, start, length)     # the method: sparse tensors have their own
+
+
+_narrow_copy_function.__name__ = "narrow_copy"
+
 PUBLIC = {"select_scatter": select_scatter, "slice_scatter": slice_scatter,
-          "narrow_copy": narrow_copy}
+          "narrow_copy": _narrow_copy_function}

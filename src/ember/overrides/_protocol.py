@@ -152,7 +152,8 @@ def _registry_call(op, inputs, params, out, inplace):
     and its parameters by name."""
     if inplace:
         name = op.method_name or op.short_name
-        func = getattr(Tensor, name if name.endswith("_") else name + "_")
+        name = name if name.endswith("_") else name + "_"
+        func = getattr(Tensor, name, None) or _inplace_stand_in(op, name)
     else:
         func = op.function
     args, kwargs = tuple(inputs), dict(zip(op.param_names, params))
@@ -162,6 +163,19 @@ def _registry_call(op, inputs, params, out, inplace):
     if out is not None:
         kwargs["out"] = out
     return func, args, kwargs
+
+
+@functools.cache
+def _inplace_stand_in(op, name):
+    """The in-place function offered for an op with no in-place ``Tensor`` method of its own
+    (``F.silu(x, inplace=True)``)."""
+    def inplace(*args, **kwargs):
+        from ember.ops._inplace import call_inplace
+        inputs, params = op_arguments(op, args, kwargs)
+        return call_inplace(op, inputs, params)
+    inplace._ember_op = op
+    inplace.__name__ = inplace.__qualname__ = name
+    return inplace
 
 
 def op_arguments(op, args, kwargs):

@@ -171,9 +171,9 @@ class Pickler(pickle._Pickler):
 def _reduce_sparse(t):
     """A sparse tensor as PyTorch pickles it: its layout and its component tensors."""
     if t.is_sparse:
-        parts = (t._indices(), t._values(), Size(t.shape), t.is_coalesced())
-    else:
-        parts = (t.crow_indices(), t.col_indices(), t.values(), Size(t.shape))
+        parts = (t._indices(), t._values().detach(), Size(t.shape), t.is_coalesced())
+    else:                           # (PyTorch saves no requires_grad for sparse tensors)
+        parts = (t.crow_indices(), t.col_indices(), t.values().detach(), Size(t.shape))
     return (N.REBUILD_SPARSE, (t.layout, parts))
 
 

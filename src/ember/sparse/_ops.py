@@ -10,10 +10,11 @@ from ember.sparse import _layouts as L
 from ember.sparse._dispatch import HANDLERS, backend_name, handles, is_scalar, is_sparse
 from ember.sparse._tensor import coo, csr
 
-__all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo"]
+__all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select",
+           "narrow_copy"]
 
 
-@handles("reshape", "view")
+@handles("reshape")
 def _reshape(input, *args, **kwargs):
     raise RuntimeError("reshape is not implemented for sparse tensors")
 
@@ -75,6 +76,98 @@ def _t(input):
                            f"but got {input.sparse_dim()} sparse and {input.dense_dim()} "
                            f"dense dimensions")
     return input if input.ndim < 2 else transpose(input, 0, 1)
+
+
+def _coo_only(input, name):
+    if input.layout is not L.sparse_coo:
+        raise NotImplementedError(f"Could not run 'aten::{name}' with arguments from the "
+                                  f"'{backend_name((input,))}' backend.")
+
+
+@handles("unsqueeze")
+def _unsqueeze(input, dim):
+    from ember._tensor import _wrap_dim
+    _coo_only(input, "unsqueeze")
+    dim = _wrap_dim(dim, input.ndim + 1)
+    size = list(input.shape)
+    size.insert(dim, 1)
+    sparse_dim = input.sparse_dim()
+    if dim > sparse_dim:
+        return coo(input._i, input._v.unsqueeze(dim - sparse_dim + 1), size)
+    zeros = input._i.new_zeros((1, input._i.shape[1]))
+    indices = ember.cat([input._i[:dim], zeros, input._i[dim:]])
+    return coo(indices, input._v, size)
+
+
+@handles("index_select")
+def index_select(input, dim, index):
+    """``input.index_select(dim, index)`` of a COO tensor: for each entry of ``index`` in
+    turn, the stored elements in that slice (in their stored order)."""
+    from ember._tensor import _wrap_dim
+    _coo_only(input, "index_select")
+    if not isinstance(index, Tensor) or is_sparse(index) or index.ndim > 1 or \
+            index.dtype not in (ember.int64, ember.int32):
+        raise IndexError("index_select() argument index must be 1-D strided (non-sparse) "
+                         "long-tensor.")
+    dim = _wrap_dim(dim, input.ndim)
+    size = input.shape[dim]
+    index = index.reshape(-1).to(ember.int64)
+    if index.numel():
+        bad = index[(index < -size) | (index >= size)]
+        if bad.numel():
+            raise IndexError(f"index_select(): index contains {int(bad[0])} that is out of "
+                             f"range for tensor of size {list(input.shape)} at dimension "
+                             f"{dim}")
+    index = ember.where(index < 0, index + size, index)
+    new_size = list(input.shape)
+    new_size[dim] = index.numel()
+    sparse_dim = input.sparse_dim()
+    if dim >= sparse_dim:
+        return coo(input._i, input._v.index_select(dim - sparse_dim + 1, index), new_size)
+    order, taken = _matches(input._i[dim], index)
+    indices = input._i.index_select(1, order)
+    indices[dim] = taken
+    return coo(indices, input._v.index_select(0, order), new_size)
+
+
+def _matches(column, index):
+    """For each entry j of ``index`` in turn, the positions k (ascending) where ``column[k]
+    == index[j]``: (those positions, the matching j of each)."""
+    order = ember.argsort(column, stable=True)
+    ordered = column.index_select(0, order)
+    lo = ember.searchsorted(ordered, index)
+    counts = ember.searchsorted(ordered, index, right=True) - lo
+    taken = ember.repeat_interleave(ember.arange(index.numel(), device=index.device), counts)
+    starts = counts.cumsum(0) - counts
+    within = ember.arange(taken.numel(), device=index.device) - starts.index_select(0, taken)
+    return order.index_select(0, lo.index_select(0, taken) + within), taken
+
+
+def narrow_copy(input, dim, start, length):
+    """``input.narrow_copy(dim, start, length)`` of a COO tensor: the stored elements in the
+    range, shifted to start at 0 (in their stored order)."""
+    from ember._tensor import _wrap_dim
+    if input.layout is L.sparse_csr:
+        raise RuntimeError("Sparse CSR tensors do not have strides")
+    dim = _wrap_dim(dim, input.ndim)
+    size = input.shape[dim]
+    start = start + size if start < 0 else start
+    if not (0 <= start and 0 <= length and start + length <= size):
+        raise RuntimeError(f"Invalid range to narrow. range(start, start+length) must be a "
+                           f"subset of range(0, {size}).")
+    new_size = list(input.shape)
+    new_size[dim] = length
+    sparse_dim = input.sparse_dim()
+    if dim >= sparse_dim:
+        values = input._v.narrow(dim - sparse_dim + 1, start, length).clone()
+        return coo(input._i, values, new_size, input._coalesced)
+    column = input._i[dim]
+    keep = ((column >= start) & (column < start + length)).nonzero().reshape(-1)
+    indices = input._i.index_select(1, keep)
+    indices[dim] -= start
+    out = coo(indices, input._v.index_select(0, keep), new_size)
+    out._coalesced = input._coalesced          # kept as it was, even with one element left
+    return out
 
 
 # ----- reductions ----------------------------------------------------------------------------

@@ -16,7 +16,9 @@ __all__ = ["SparseAddmm", "mm", "matmul", "addmm"]
 
 class SparseAddmm(Function):
     """``A @ dense`` for a CSR-ordered pattern A with ``values``; differentiable in both
-    (named after PyTorch's node, SparseAddmmBackward0)."""
+    (its node is named after PyTorch's, SparseAddmmBackward0)."""
+
+    _node_name = "SparseAddmmBackward0"    # ember's own functions may name their node
 
     @staticmethod
     def forward(ctx, values, dense, pattern, anchor=None):

@@ -280,11 +280,26 @@ class SparseTensor(Tensor):
         return csr(self._crow.to(values.device), self._col.to(values.device), values,
                    self._size)
 
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """The legacy type name (``ember.sparse.FloatTensor``), or this tensor cast."""
+        if dtype is not None:
+            return Tensor.type(self, dtype, non_blocking, **kwargs)
+        if self._layout is not L.sparse_coo:
+            from ember.sparse._dispatch import backend_name
+            raise RuntimeError(f"Unimplemented backend {backend_name((self,))}")
+        cuda = "cuda." if self.device.type == "cuda" else ""
+        return f"ember.{cuda}sparse.{self.dtype._legacy}"
+
     def to_dense(self, dtype=None, *, masked_grad=None):
         """The strided tensor this sparse tensor stands for (differentiable in the values)."""
         from ember.sparse import _convert
         out = _convert.to_dense(self)
         return out if dtype is None else out.to(dtype)
+
+    def narrow_copy(self, dim, start, length):
+        """A sparse copy of the elements in ``start:start+length`` along ``dim``."""
+        from ember.sparse._ops import narrow_copy
+        return narrow_copy(self, dim, start, length)
 
     def coalesce(self):
         """This COO tensor with sorted indices and duplicates summed (self if it is so)."""
@@ -431,11 +446,14 @@ def _make_leaf(t, requires_grad):
     return t.requires_grad_() if requires_grad else t
 
 
-def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
+def sparse_coo_tensor(indices=None, values=None, size=None, *, dtype=None, device=None,
                       pin_memory=False, requires_grad=False, check_invariants=None,
                       is_coalesced=None):
     """A sparse COO tensor with the given indices (sparse_dim x nnz) and values (nnz x
-    dense dims) (``torch.sparse_coo_tensor``); the size is inferred when not given."""
+    dense dims) (``torch.sparse_coo_tensor``); the size is inferred when not given.
+    ``sparse_coo_tensor(size)`` makes an empty one (no stored elements)."""
+    if values is None:
+        return _empty_coo(indices, size, dtype, device, requires_grad)
     values = _as_tensor(values, dtype, device)
     indices = _index_tensor(indices, values.device)
     if indices.ndim != 2:
@@ -470,6 +488,19 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
         values = _alias(values)             # a non-leaf sparse tensor, as in PyTorch
     out = coo(indices, values, size, bool(is_coalesced))
     return _make_leaf(out, requires_grad)
+
+
+def _empty_coo(size_arg, size, dtype, device, requires_grad):
+    import ember
+    if size_arg is not None and size is not None or isinstance(size_arg, Tensor):
+        raise TypeError("sparse_coo_tensor() missing required argument 'values'")
+    size = size_arg if size is None else size
+    if size is None:
+        raise TypeError("sparse_coo_tensor() missing required argument 'size'")
+    size = tuple(operator.index(s) for s in size)
+    indices = ember.zeros((len(size), 0), dtype=ember.int64, device=device)
+    values = ember.zeros(0, dtype=dtype, device=device)
+    return _make_leaf(coo(indices, values, size, True), requires_grad)
 
 
 def _check_coo_indices(indices, size):

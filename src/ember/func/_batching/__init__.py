@@ -12,7 +12,7 @@ once per batch element (with a one-time warning naming the op) and the results a
 import warnings
 
 from ember._tensor import Tensor
-from ember.func._batched import BatchedTensor, is_batched_at, level_size, wrap
+from ember.func._batched import STATE, BatchedTensor, is_batched_at, level_size, wrap
 from ember.ops._registry import call
 from ember.overrides._protocol import op_arguments
 
@@ -52,6 +52,8 @@ def dispatch(func, args, kwargs):
     op = getattr(func, "_ember_op", None)
     if op is None and func is Tensor.copy_:
         return _copy_into(*args, **kwargs)
+    if op is None and func is Tensor.fill_:
+        return _fill_into(*args, **kwargs)
     if op is None:
         raise TypeError(f"vmap: {getattr(func, '__name__', func)} is not an ember op")
     args, params = op_arguments(op, args, kwargs)
@@ -155,7 +157,7 @@ def _inplace(op, args, params, level):
     self = args[0]
     size = level_size(level)
     if not is_batched_at(self, level):
-        raise RuntimeError(_unbatched_self(self, args, size))
+        raise RuntimeError(_unbatched_inplace(op, self, args, params, size, level))
     if op.view:             # x.t_(): self takes the batched view (NOTE [In-place view ops])
         self._value = _run(op, args, params, level)._value
         return self
@@ -174,6 +176,41 @@ def _inplace(op, args, params, level):
         call_inplace(op, [_select(v, f, b) for v, f in zip(values, flags)],
                      _select_params(params, level, b))
     return self
+
+
+# PyTorch's message for an in-place op whose ``self`` is not batched at a level an operand
+# is batched at depends on how the op is batched there: a broadcast check (these ops), one
+# message for arithmetic (these), one naming the op (these), or its fallback's (the rest)
+_SHAPE_MESSAGE = frozenset({"add", "atan2", "copysign", "bitwise_and", "bitwise_or",
+                            "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "gcd",
+                            "lcm"})
+_ARITHMETIC = frozenset({"sub", "mul", "div", "clamp_min", "clamp_max", "logical_and",
+                         "logical_or", "logical_xor", "copy_"})
+_NAMED = frozenset({"index_add", "index_fill", "index_put", "scatter_add", "fill_"})
+_UNBATCHED_SELF = (
+    "vmap: {op}(self, *extra_args) is not possible because there exists a Tensor `other` in "
+    "extra_args that has more elements than `self`. This happened due to `other` being "
+    "vmapped over but `self` not being vmapped over {where}. Please try to use out-of-place "
+    "operators instead of {op}. If said operator is being called inside the PyTorch "
+    "framework, please file a bug report instead.")
+
+
+def _unbatched_inplace(op, self, args, params, size, level):
+    """The error for an in-place op on a ``self`` not batched at ``level``, which another
+    operand is batched at."""
+    name = op.name
+    if name == "index_put" and all(isinstance(k, (slice, int, type(None), type(...)))
+                                   for k in params[0]):
+        name = "copy_"                  # x[1:] = y: a copy_ into a basic view
+    if name in _SHAPE_MESSAGE:
+        return _unbatched_self(self, args, size)
+    if name in _ARITHMETIC:
+        return _UNBATCHED_SELF.format(op="inplace arithmetic", where="in a vmap")
+    short = op.short_name if op.short_name.endswith("_") else op.short_name + "_"
+    if name in _NAMED:
+        return _UNBATCHED_SELF.format(op=short, where="in a vmap")
+    depth = next(i for i, lv in enumerate(STATE.levels, 1) if lv.level == level)
+    return _UNBATCHED_SELF.format(op=f"aten::{short}", where=f"at level {depth}")
 
 
 def _unbatched_self(self, args, size):
@@ -203,18 +240,26 @@ def _copy_into(self, src, non_blocking=False):
     raise RuntimeError(_UNBATCHED_COPY)
 
 
-def inplace_copy(self, src):
-    """``self.copy_(src)`` for a BatchedTensor ``self``."""
+def _fill_into(self, value):
+    """``self.fill_(value)`` reaching vmap: a batched ``value`` cannot fill an unbatched
+    ``self``."""
+    if type(self) is BatchedTensor:
+        return inplace_copy(self, value, "fill_")
+    raise RuntimeError(_UNBATCHED_SELF.format(op="fill_", where="in a vmap"))
+
+
+def inplace_copy(self, src, name="inplace arithmetic"):
+    """``self.copy_(src)`` (or ``fill_``, ``name``) for a BatchedTensor ``self``."""
     level = self._level
     if type(src) is BatchedTensor and src._level > level:
-        raise RuntimeError(_unbatched_self(self, [self, src], level_size(src._level)))
+        raise RuntimeError(_UNBATCHED_SELF.format(op=name, where="in a vmap"))
     value = self._value
     if is_batched_at(src, level):
         src = src._value
         src = src.reshape((src.shape[0],) + (1,) * (value.ndim - src.ndim) + tuple(src.shape[1:]))
-    if isinstance(src, Tensor):
+    if isinstance(src, Tensor) and not (name == "fill_" and type(src) is BatchedTensor):
         value.copy_(src)
-    else:
+    else:                               # a number, or a value batched at an outer level
         value.fill_(src)
     return self
 

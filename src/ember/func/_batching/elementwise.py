@@ -9,7 +9,8 @@ __all__ = ["ELEMENTWISE", "align"]
 _MODULES = {"arithmetic", "unary_math", "binary_math", "comparison", "activations",
             "activations_smooth", "special_math", "special_poly", "math_odds"}
 _MORE = {"logaddexp", "logaddexp2", "angle", "complex", "polar", "_to_copy", "_alias", "clone",
-         "conj", "real", "imag", "_masked_scale", "nn.functional.logsigmoid"}
+         "conj", "real", "imag", "_masked_scale", "nn.functional.logsigmoid",
+         "_norm_input_grad"}
 _NOT = {"prelu", "nn.functional.glu"}
 
 ELEMENTWISE = frozenset(

@@ -175,19 +175,54 @@ def _affine_batched(op, args, flags, params, size):
     return out, _expand(mean, size), _expand(invstd, size)
 
 
+def _norm_then_affine(norm, args, flags, size, shape):
+    """A norm whose weight or bias is batched (per-sample gradients batch the parameters):
+    normalize without them, then apply each element's weight and bias; ``shape(v)`` is the
+    shape that lines a (batch, *param) value up with the (batch, *input) output."""
+    x, w, b = args
+    out, mean, invstd = norm(x if flags[0] else expand_unbatched(x, size))
+    if w is not None:
+        w = w if flags[1] else expand_unbatched(w, size)
+        out = out * w.reshape(shape(w))
+    if b is not None:
+        b = b if flags[2] else expand_unbatched(b, size)
+        out = out + b.reshape(shape(b))
+    return out, mean, invstd
+
+
 @rule("native_layer_norm")
 def _layer_norm(op, args, flags, params, size):
-    if not flags[0] or flags[1] or flags[2]:
-        return NotImplemented
-    return call(op, args, params)
+    if not (flags[1] or flags[2]):
+        if not flags[0]:
+            return NotImplemented
+        return call(op, args, params)
+    x = args[0]
+    ndim = x.ndim - flags[0] + 1                 # with the batch dim
+
+    def shape(v):
+        return (size,) + (1,) * (ndim - v.ndim) + tuple(v.shape[1:])
+    return _norm_then_affine(lambda x: call(op, [x, None, None], params), args, flags, size,
+                             shape)
 
 
 @rule("native_group_norm")
 def _group_norm(op, args, flags, params, size):
-    x = args[0]
-    if not flags[0] or flags[1] or flags[2]:
-        return NotImplemented
     n, c, hxw, group, eps = params
+
+    def norm(x):
+        xs = x.reshape((size * n,) + tuple(x.shape[2:]))
+        out, mean, invstd = call(op, [xs, None, None], (size * n, c, hxw, group, eps))
+        return (out.reshape(x.shape), mean.reshape(size, n, group),
+                invstd.reshape(size, n, group))
+    if not flags[0] and not (flags[1] or flags[2]):
+        return NotImplemented
+    if flags[1] or flags[2]:
+        ndim = args[0].ndim - flags[0] + 1
+
+        def shape(v):
+            return (size, 1, c) + (1,) * (ndim - 3)
+        return _norm_then_affine(norm, args, flags, size, shape)
+    x = args[0]
     xs = x.reshape((size * n,) + tuple(x.shape[2:]))
     out, mean, invstd = call(op, [xs] + list(args[1:]), (size * n, c, hxw, group, eps))
     return (out.reshape(x.shape), mean.reshape(size, n, group),

@@ -3,6 +3,7 @@
 import string
 
 from ember.func._batching import decompose, rule
+from ember.func._batching.reductions import expand_unbatched
 from ember.ops._registry import call
 
 
@@ -76,9 +77,15 @@ def _linear(op, args, flags, params, size):
     if not fw:
         y = call(op, [x, w, None if fb else bias], ())
         if fb:
-            lead = y.ndim - (1 if fx else 0) - 1
+            lead = y.ndim - (1 if fx else 0) - (w.ndim - 1)
             y = y + bias.reshape((size,) + (1,) * lead + tuple(bias.shape[1:]))
         return y
+    if w.ndim == 2:                         # a batched 1-D weight: y = x . w per element
+        x = x if fx else expand_unbatched(x, size)
+        y = (x * w.reshape((size,) + (1,) * (x.ndim - 2) + (w.shape[1],))).sum(-1)
+        if bias is None:
+            return y
+        return y + (bias.reshape((size,) + (1,) * (y.ndim - 1)) if fb else bias)
     out_features, in_features = w.shape[1], w.shape[2]
     lead = tuple(x.shape[1:-1] if fx else x.shape[:-1])
     x3 = x.reshape(size if fx else 1, -1, in_features)
@@ -91,6 +98,8 @@ def _linear(op, args, flags, params, size):
 @rule("einsum")
 def _einsum(op, args, flags, params, size):
     (operands,), (oflags,), (equation,) = args, flags, params
+    if not isinstance(equation, str):   # a parsed Spec (einsum's own derivative passes one)
+        return call(op, [operands], (_batched_spec(equation, oflags),))
     equation = equation.replace(" ", "")
     free = [c for c in string.ascii_letters if c not in equation]
     if "->" not in equation:
@@ -102,3 +111,12 @@ def _einsum(op, args, flags, params, size):
     z = free[0]
     terms = [z + t if f else t for t, f in zip(lhs.split(","), oflags)]
     return call(op, [operands], (",".join(terms) + "->" + z + rhs,))
+
+
+def _batched_spec(spec, oflags):
+    """``spec`` (integer labels) with a new label for the batch dim leading the batched
+    operands and the output."""
+    used = {label for labels in (*spec.inputs, spec.output) for label in labels}
+    z = min(set(range(len(used) + 1)) - used)
+    inputs = tuple((z,) + tuple(t) if f else tuple(t) for t, f in zip(spec.inputs, oflags))
+    return type(spec)(inputs, (z,) + tuple(spec.output))

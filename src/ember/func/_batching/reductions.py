@@ -46,7 +46,7 @@ def _dim_rule(dims=("dim",), none="loop", extra=0, expand=False):
             if name not in dims:
                 continue
             d = params[i]
-            if d is None:
+            if d is None or (d == () and none == "all"):    # amax's dim=() means all dims
                 if none == "all":
                     d = tuple(range(ndim))
                 elif none == "flatten" and not _keepdim(op, params):
@@ -64,9 +64,10 @@ def _keepdim(op, params):
 
 
 rule("sum", "mean", "nansum", "nanmean", "amax", "amin", "logsumexp", "all", "any",
-     "count_nonzero", "var", "std", "var_mean", "std_mean", "norm",
+     "count_nonzero", "var", "std", "var_mean", "std_mean",
      "linalg.vector_norm")(_dim_rule(none="all"))
-rule("prod", "argmax", "argmin", "aminmax")(_dim_rule(none="flatten"))
+# norm's p="fro" takes at most two dims: all dims are the flattened one
+rule("prod", "argmax", "argmin", "aminmax", "norm")(_dim_rule(none="flatten"))
 rule("softmax", "log_softmax", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort",
      "argsort", "topk", "kthvalue", "mode", "_max_dim", "_min_dim", "_median_dim",
      "_nanmedian_dim", "nn.functional.glu", "narrow", "select", "index_select", "split",

@@ -2,8 +2,9 @@
 
 import math
 
+import ember
 from ember.func._batching import rule
-from ember.func._batching.elementwise import align
+from ember.func._batching.elementwise import _elementwise, align
 from ember.func._batching.reductions import expand_unbatched
 from ember.ops._registry import call
 
@@ -121,12 +122,49 @@ def _advanced_index(op, args, flags, params, size):
     return call(op, args, (indices,))
 
 
-@rule("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive")
+_ATEN = {"unique": "_unique2"}         # PyTorch's kernel names, where they differ
+
+
+@rule("nonzero", "unique", "unique_consecutive")
 def _dynamic_shape(op, args, flags, params, size):
-    """Ops whose output shape depends on the values: each element's may differ."""
+    """Ops whose output shape depends on the values: each element's may differ (argwhere
+    takes the loop, which stacks equal shapes, as PyTorch's fallback does)."""
     raise RuntimeError(f"vmap: We do not support batching operators that can output dynamic "
-                       f"shape. Attempted to vmap over {op.name}. Please file an issue at "
+                       f"shape. Attempted to vmap over aten::{_ATEN.get(op.name, op.name)}. "
+                       f"Please file an issue at "
                        f"https://github.com/pytorch/pytorch/issues if you need this feature.")
+
+
+@rule("where")
+def _where(op, args, flags, params, size):
+    if args[1] is None and args[2] is None:        # where(condition) is nonzero(as_tuple=True)
+        return _dynamic_shape(op, args, flags, params, size)
+    return _elementwise(op, args, flags, params, size)
+
+
+_MASK = ("vmap: Attempted to vmap over `mask` in torch.masked_select(self, mask) We cannot "
+         "support this because for each batch this would return a differently shaped Tensor. "
+         "Please file an issue at https://github.com/pytorch/pytorch/issues if you need this "
+         "feature.")
+
+
+@rule("masked_select")
+def _masked_select(op, args, flags, params, size):
+    """One mask for the whole batch: every element selects the same number of values."""
+    x, mask = args
+    if flags[1]:
+        raise RuntimeError(_MASK)
+    shape = ember.broadcast_shapes(tuple(x.shape[1:]), tuple(mask.shape))
+    x = x.reshape((size,) + (1,) * (len(shape) - x.ndim + 1) + tuple(x.shape[1:]))
+    return x.expand((size,) + shape)[:, mask.expand(shape)]
+
+
+@rule("nn.functional.one_hot")
+def _one_hot(op, args, flags, params, size):
+    if params[0] <= 0:                  # the number of classes would depend on the values
+        raise RuntimeError("When vmap-ing torch.nn.functional.one_hot, please provide an "
+                           "explicit positive num_classes argument.")
+    return call(op, args, params)
 
 
 @rule("masked_fill")
@@ -142,9 +180,39 @@ def _masked_fill(op, args, flags, params, size):
 
 @rule("embedding")
 def _embedding(op, args, flags, params, size):
-    if flags[0]:
+    w, indices = args
+    if not flags[0]:                        # batched indices only: more leading dims
+        return call(op, [w, indices], params)
+    padding_idx, rest = params[0], tuple(params[1:])
+    rows = w.shape[1]
+    if not flags[1]:
+        indices = expand_unbatched(indices, size)
+    offsets = (ember.arange(size, device=indices.device) * rows).reshape(
+        (size,) + (1,) * (indices.ndim - 1))
+    out = call(op, [w.reshape((size * rows,) + tuple(w.shape[2:])), indices + offsets],
+               (-1,) + rest)
+    if padding_idx >= 0:        # each element's padding row: its value, but no gradient
+        out = ember.where((indices == padding_idx).unsqueeze(-1), out.detach(), out)
+    return out
+
+
+@rule("_embedding_backward")
+def _embedding_backward(op, args, flags, params, size):
+    grad, indices = args
+    num_weights, padding_idx, scale_grad_by_freq = params
+    if not flags[0]:
         return NotImplemented
-    return call(op, args, params)
+    if not flags[1]:
+        indices = expand_unbatched(indices, size)
+    offsets = (ember.arange(size, device=indices.device) * num_weights).reshape(
+        (size,) + (1,) * (indices.ndim - 1))
+    out = call(op, [grad, indices + offsets], (size * num_weights, -1, scale_grad_by_freq))
+    out = out.reshape(size, num_weights, -1)
+    if padding_idx >= 0:
+        keep = ember.ones(num_weights, 1, dtype=out.dtype, device=out.device)
+        keep[padding_idx] = 0
+        out = out * keep
+    return out
 
 
 # ops whose leading dims are batch dims already: the value goes in as it is
@@ -153,7 +221,7 @@ _LEADING = ("tril", "triu", "linalg.inv", "inverse", "linalg.det", "det", "linal
             "matrix_power", "linalg.cholesky", "linalg.cholesky_ex", "linalg.qr", "linalg.eigh",
             "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd", "linalg.pinv", "pinverse",
             "linalg.inv_ex", "linalg.eig", "linalg.eigvals", "linalg.lu_factor",
-            "linalg.lu_factor_ex", "constant_pad_nd", "nn.functional.one_hot", "view_as_real",
+            "linalg.lu_factor_ex", "constant_pad_nd", "view_as_real",
             "view_as_complex", "pixel_shuffle", "pixel_unshuffle", "linalg.solve",
             "linalg.solve_ex", "linalg.solve_triangular", "cdist", "linalg.matrix_rank",
             "_along_dims", "_plane_gather", "_plane_scatter_add")
@@ -161,6 +229,9 @@ _LEADING = ("tril", "triu", "linalg.inv", "inverse", "linalg.det", "det", "linal
 
 @rule(*_LEADING)
 def _leading(op, args, flags, params, size):
+    if any(isinstance(p, ember.Tensor) and (type(p) is not ember.Tensor or p.ndim)
+           for p in params):
+        return NotImplemented           # a tensor tolerance (pinv's rtol) broadcasts per element
     args = [expand_unbatched(a, size) if not f and hasattr(a, "ndim") else a
             for a, f in zip(args, flags)]
     return call(op, args, params)
