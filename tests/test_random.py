@@ -1,5 +1,7 @@
 """Random sampling: reproducible under manual_seed, right shapes, dtypes and ranges."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -147,6 +149,31 @@ def test_binomial_counts_successes():
     with pytest.raises(ValueError, match="binomial only supports floating-point dtypes for "
                                          "count, got: Long"):
         ember.binomial(ember.tensor([10]), ember.tensor([0.5]))
+
+
+def test_binomial_outside_its_domain_gives_pytorchs_values():
+    # no error: 0 for a count or probability <= 0, the count for a probability >= 1, NaN for
+    # a NaN probability (PyTorch's own sampler never returns for a NaN count; ember gives it)
+    nan = float("nan")
+    count = ember.tensor([5.0, 5.0, -1.0, 2.5, 2.0, -2.0, nan, nan, float("inf")])
+    prob = ember.tensor([-0.5, 1.5, 0.5, 1.0, nan, nan, 1.0, 0.0, 0.0])
+    got = ember.binomial(count, prob).tolist()
+    assert got[:4] == [0.0, 5.0, 0.0, 2.5] and math.isnan(got[4]) and got[5] == 0.0
+    assert math.isnan(got[6]) and got[7:] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("count, prob, error, message", [
+    (ember.ones(2, dtype=ember.float64), ember.ones(2), RuntimeError,
+     "Found dtype Float but expected Double"),
+    (ember.ones(3), ember.ones(2), RuntimeError,
+     "The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 0"),
+    (ember.ones(2, dtype=ember.float16), ember.ones(2, dtype=ember.float16), NotImplementedError,
+     "\"binomial_cpu\" not implemented for 'Half'"),
+])
+def test_binomial_errors(count, prob, error, message):
+    with pytest.raises(error) as info:
+        ember.binomial(count, prob)
+    assert str(info.value) == message
 
 
 def test_samples_of_0_dim_parameters_are_0_dim_tensors():

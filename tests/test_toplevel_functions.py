@@ -77,6 +77,17 @@ def test_conjugation_is_never_lazy():
     assert ember.conj_physical(c).tolist() == [1 - 2j] and c.conj_physical().tolist() == [1 - 2j]
 
 
+def test_conj_physical_in_place():
+    c = ember.tensor([1 + 2j, 3 - 1j])
+    assert ember.conj_physical_(c) is c and c.tolist() == [1 - 2j, 3 + 1j]
+    assert c.conj_physical_() is c and c.tolist() == [1 + 2j, 3 - 1j]
+    real = ember.tensor([1.0, -2.0])
+    assert real.conj_physical_() is real and real.tolist() == [1.0, -2.0]
+    w = ember.tensor([1 + 1j], requires_grad=True)
+    (w * (2 + 1j)).conj_physical_().real.sum().backward()
+    assert w.grad.tolist() == [2 - 1j]
+
+
 def test_anomaly_and_warning_switches():
     try:
         ember.set_anomaly_enabled(True, check_nan=False)
@@ -193,6 +204,30 @@ def test_deprecated_triangular_solve(monkeypatch):
         warnings.simplefilter("always")     # PyTorch warns once per process
         transposed = b.triangular_solve(a.mT, upper=True, transpose=True).solution
     assert transposed.tolist() == [[1.0], [2.0]] and caught == []
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+@pytest.mark.parametrize("call, message", [
+    (lambda a, b: ember.triangular_solve(b.double(), a),
+     "Expected b and A to have the same dtype, but found b of type Double and A of type Float "
+     "instead."),
+    (lambda a, b: ember.triangular_solve(b[0], a),
+     "torch.triangular_solve: Expected b to have at least 2 dimensions, but it has 1 "
+     "dimensions instead"),
+    (lambda a, b: ember.triangular_solve(b, a[0]),
+     "torch.triangular_solve: Expected A to have at least 2 dimensions, but it has 1 "
+     "dimensions instead"),
+    (lambda a, b: ember.triangular_solve(ember.ones(3, 1), a),
+     "Incompatible matrix sizes for triangular_solve: each A matrix is 2 by 2 but each b "
+     "matrix is 3 by 1"),
+    (lambda a, b: ember.triangular_solve(b, a, out=(ember.empty(0).double(), ember.empty(0))),
+     "Expected out tensor to have dtype float, but got double instead"),
+])
+def test_triangular_solve_errors(call, message):
+    a = ember.tensor([[2.0, 0.0], [1.0, 1.0]])
+    with pytest.raises(RuntimeError) as info:
+        call(a, ember.tensor([[2.0], [3.0]]))
+    assert str(info.value) == message
 
 
 def test_namespace_constants_and_flush_denormal():

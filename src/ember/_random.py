@@ -401,10 +401,36 @@ def binomial(count, prob, generator=None):
         if not t.is_floating_point():
             raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: "
                              f"{t.dtype._legacy[:-len('Tensor')]}")
-    counts, probs = np.broadcast_arrays(host_array(count._data), host_array(prob._data))
-    arr = _rng_on(generator, count.device).binomial(counts.astype(np.int64),
-                                                      probs.astype(np.float64))
+    try:
+        shape = np.broadcast_shapes(count.shape, prob.shape)
+    except ValueError:
+        from ember.ops._registry import broadcast_message
+        raise RuntimeError(broadcast_message([count.shape, prob.shape])) from None
+    if prob.dtype is not count.dtype:
+        raise RuntimeError(f"Found dtype {prob.dtype._torch_name} but expected "
+                           f"{count.dtype._torch_name}")
+    if count.dtype.itemsize < 4:
+        raise NotImplementedError(f"\"binomial_cpu\" not implemented for "
+                                  f"'{count.dtype._torch_name}'")
+    counts = np.broadcast_to(host_array(count._data), shape).astype(np.float64)
+    probs = np.broadcast_to(host_array(prob._data), shape).astype(np.float64)
+    arr = _binomial_draws(_rng_on(generator, count.device), counts, probs)
     return _sample(arr, count.dtype, count.device, False)
+
+
+def _binomial_draws(rng, counts, probs):
+    """Binomial draws where they are defined; elsewhere what PyTorch's sampler gives: 0 for
+    a count or probability <= 0, the count for a probability >= 1, NaN for a NaN
+    probability (and, where PyTorch's sampler never returns, the count if not finite)."""
+    with np.errstate(invalid="ignore"):
+        counted = ~(counts <= 0)                # (a NaN count is)
+        drawn = counted & (probs > 0) & (probs < 1)
+        finite = drawn & np.isfinite(counts)
+        arr = np.asarray(rng.binomial(np.where(finite, counts, 0).astype(np.int64),
+                                      np.where(finite, probs, 0.5)), dtype=np.float64)
+        whole = drawn | counted & (probs >= 1)
+        rest = np.where(np.isnan(probs) & counted, np.nan, 0.0)
+        return np.where(finite, arr, np.where(whole, counts, rest))
 
 
 @_vmap_aware

@@ -46,3 +46,26 @@ def test_pdist_functional():
     xn = x.numpy()
     i, j = np.triu_indices(4, 1)
     np.testing.assert_allclose(F.pdist(x).numpy(), np.linalg.norm(xn[i] - xn[j], axis=1))
+
+
+def test_cosine_similarity_promotes_integer_and_bool_operands():
+    a = ember.tensor([[1, 0, 2], [3, 1, 1]])
+    b = ember.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]], dtype=ember.float16)
+    got = F.cosine_similarity(a, b)
+    assert got.dtype is ember.float16
+    np.testing.assert_allclose(got.float().tolist(), [0.3162, 0.8528], atol=1e-3)
+    got = F.cosine_similarity(b.bool(), b.bfloat16())
+    assert got.dtype is ember.bfloat16 and got.float().tolist() == [1.0, 1.0]
+    assert F.cosine_similarity(b, b.bfloat16()).dtype is ember.float32
+
+
+@pytest.mark.parametrize("x1, x2, common", [
+    (ember.ones(2, 2, dtype=ember.int64), ember.ones(2, 2, dtype=ember.bool), "Long"),
+    (ember.ones(2, 2, dtype=ember.uint8), ember.ones(2, 2, dtype=ember.uint8), "Byte"),
+    (ember.ones(2, 2), ember.ones(2, 2, dtype=ember.complex64), "ComplexFloat"),
+])
+def test_cosine_similarity_refuses_a_non_floating_common_dtype(x1, x2, common):
+    with pytest.raises(RuntimeError) as info:
+        F.cosine_similarity(x1, x2)
+    assert str(info.value) == ("expected common dtype to be floating point, yet common dtype "
+                               f"is {common}")

@@ -313,3 +313,57 @@ def test_soft_margin_loss_names_input_as_tensor_a():
     with pytest.raises(RuntimeError, match=r"size of tensor a \(2\) must match the size of "
                                            r"tensor b \(3\)"):
         F.soft_margin_loss(ember.ones(2), ember.ones(3))
+
+
+def test_bce_with_logits_takes_the_targets_dtype():
+    # PyTorch's kernel writes the loss into a tensor of the target's dtype; weights and
+    # pos_weight do not change it
+    x = ember.tensor([0.0, 0.0], dtype=ember.float16, requires_grad=True)
+    t = ember.tensor([1.0, 0.0])
+    w = ember.tensor([1.0, 2.0], dtype=ember.float64)
+    loss = F.binary_cross_entropy_with_logits(x, t.bfloat16(), weight=w, pos_weight=w)
+    assert loss.dtype is ember.bfloat16 and abs(loss.item() - 1.5 * math.log(2)) < 1e-2
+    loss = F.binary_cross_entropy_with_logits(x.double(), t.half(), reduction="none")
+    assert loss.dtype is ember.float16
+    F.binary_cross_entropy_with_logits(x, t, reduction="sum").backward()
+    assert x.grad.dtype is ember.float16 and x.grad.tolist() == [-0.5, 0.5]
+
+
+@pytest.mark.parametrize("input, target, error, message", [
+    (ember.zeros(2), ember.zeros(2, dtype=ember.int64), RuntimeError,
+     "result type Float can't be cast to the desired output type Long"),
+    (ember.zeros(2, dtype=ember.float16), ember.zeros(2, dtype=ember.uint8), RuntimeError,
+     "result type Half can't be cast to the desired output type Byte"),
+    (ember.zeros(2), ember.zeros(2, dtype=ember.bool), RuntimeError,
+     "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+     "`logical_xor()` operator instead."),
+    (ember.zeros(2, dtype=ember.int64), ember.zeros(2, dtype=ember.bool), NotImplementedError,
+     "\"log_sigmoid_cpu\" not implemented for 'Long'"),
+    (ember.zeros(2, dtype=ember.bool), ember.zeros(2), NotImplementedError,
+     "\"log_sigmoid_cpu\" not implemented for 'Bool'"),
+])
+def test_bce_with_logits_refuses_integer_and_bool_targets(input, target, error, message):
+    with pytest.raises(error) as info:
+        F.binary_cross_entropy_with_logits(input, target)
+    assert str(info.value) == message
+
+
+def test_hinge_embedding_loss_keeps_the_inputs_dtype():
+    y = ember.tensor([-1, -1, 1])
+    loss = F.hinge_embedding_loss(ember.tensor([0.0, 1.0, 2.0], dtype=ember.float16), y)
+    assert loss.dtype is ember.float16 and loss.item() == 1.0
+    # an integer input takes the margin truncated to its dtype, and wraps as integers do
+    x = ember.tensor([0, 2, 3], dtype=ember.uint8)
+    loss = F.hinge_embedding_loss(x, y, margin=1.9, reduction="none")
+    assert loss.dtype is ember.uint8 and loss.tolist() == [1, 255, 3]
+    loss = F.hinge_embedding_loss(x.long(), y, margin=2.5, reduction="sum")
+    assert loss.dtype is ember.int64 and loss.item() == 5
+    with pytest.raises(RuntimeError, match="^mean\\(\\): could not infer output dtype"):
+        F.hinge_embedding_loss(x, y)
+    with pytest.raises(RuntimeError) as info:
+        F.hinge_embedding_loss(x, y, margin=-0.5)
+    assert str(info.value) == "value cannot be converted to type uint8_t without overflow"
+    with pytest.raises(RuntimeError) as info:
+        F.hinge_embedding_loss(x.bool(), y)
+    assert str(info.value) == ("Subtraction, the `-` operator, with two bool tensors is not "
+                               "supported. Use the `^` or `logical_xor()` operator instead.")

@@ -297,13 +297,13 @@ def test_directional_splits_match_numpy(name, shape, arg):
 
 @pytest.mark.parametrize("call,error,match", [
     (lambda: ember.hsplit(ember.ones(3, 4), 3), RuntimeError,
-     "ember.hsplit attempted to split along dimension 1, but the size of the dimension 4 is "
+     "torch.hsplit attempted to split along dimension 1, but the size of the dimension 4 is "
      "not divisible by the split_size 3!"),
     (lambda: ember.vsplit(ember.ones(3, 4), 0), RuntimeError, "not divisible by the split_size 0"),
     (lambda: ember.dsplit(ember.ones(2, 2, 4), -1), RuntimeError,
      "number of sections must be larger than 0, got -1"),
     (lambda: ember.hsplit(ember.tensor(1.), 1), RuntimeError,
-     "ember.hsplit requires a tensor with at least 1 dimension, but got a tensor with 0 "
+     "torch.hsplit requires a tensor with at least 1 dimension, but got a tensor with 0 "
      "dimensions!"),
     (lambda: ember.vsplit(ember.ones(4), 2), RuntimeError, "at least 2 dimension"),
     (lambda: ember.dsplit(ember.ones(2, 4), 2), RuntimeError, "at least 3 dimension"),

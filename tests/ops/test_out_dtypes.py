@@ -70,3 +70,44 @@ def test_resizing_a_nonempty_out_warns_at_the_callers_line(call):
         call(ember.empty(2))
     assert [w.filename for w in caught] == [__file__]
     assert "was resized since it had shape [2]" in str(caught[0].message)
+
+
+_X = ember.tensor([[1., 0.], [2., 3.]])
+
+
+@pytest.mark.parametrize("call, out, message", [
+    (lambda o: ember.all(_X, 1, out=o), ember.int8,
+     "all only supports bool tensor for result, got: Char"),
+    (lambda o: ember.any(_X, out=o), ember.float32,
+     "any only supports bool tensor for result, got: Float"),
+    (lambda o: ember.nonzero(_X, out=o), ember.int32,
+     "nonzero: Expected out tensor to have scalar type Long but got scalar typeInt"),
+    (lambda o: ember.isposinf(_X, out=o), ember.uint8,
+     "isposinf does not support non-boolean outputs."),
+    (lambda o: ember.isneginf(_X, out=o), ember.int64,
+     "isneginf does not support non-boolean outputs."),
+    (lambda o: ember.signbit(_X, out=o), ember.float64,
+     "signbit does not support non-boolean outputs."),
+    (lambda o: ember.round(_X.long(), out=o), ember.uint8, "Found dtype Byte but expected Long"),
+    (lambda o: ember.round(_X, decimals=1, out=o), ember.float64,
+     "Found dtype Double but expected Float"),
+    (lambda o: ember.logsumexp(_X, 1, out=o), ember.int64,
+     "logsumexp(): Expected floating point type for result tensor, but got: Long"),
+    (lambda o: ember.abs(_X.to(ember.complex64), out=o), ember.int64,
+     "result type Float can't be cast to the desired output type Long"),
+    (lambda o: ember.abs(_X, out=o), ember.float64, "Found dtype Double but expected Float"),
+])
+def test_out_of_a_refused_dtype_raises_pytorchs_error(call, out, message):
+    with pytest.raises(RuntimeError) as info:
+        call(ember.empty(0, dtype=out))
+    assert str(info.value) == message
+
+
+def test_out_of_an_accepted_dtype_takes_the_result():
+    assert ember.all(_X.to(ember.uint8), 1, out=ember.empty(2, dtype=ember.bool)).tolist() == [
+        False, True]
+    assert ember.any(_X, 1, out=ember.empty(2, dtype=ember.uint8)).tolist() == [1, 1]
+    got = ember.logsumexp(_X.new_zeros(2, 2), 1, out=ember.empty(2, dtype=ember.complex64))
+    assert got.dtype is ember.complex64 and abs(got[0].item() - 0.6931472) < 1e-6
+    got = ember.abs(_X.to(ember.complex64) * -1j, out=ember.empty(2, 2, dtype=ember.float64))
+    assert got.dtype is ember.float64 and got.tolist() == [[1.0, 0.0], [2.0, 3.0]]

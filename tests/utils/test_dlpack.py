@@ -50,3 +50,16 @@ def test_cpu_tensors_have_no_cuda_array_interface():
     with pytest.raises(AttributeError, match="^Can't get __cuda_array_interface__ on non-CUDA "
                                              "tensor type: ember.FloatTensor If CUDA data"):
         t.__cuda_array_interface__
+
+
+@pytest.mark.parametrize("dtype", [ember.bfloat16, ember.float8_e4m3fn, ember.float8_e5m2])
+def test_dtypes_numpy_cannot_carry(dtype):
+    x = ember.tensor([1.0, 2.0]).to(dtype)
+    y = ember.from_dlpack(x)            # an ember tensor is shared directly
+    y[0] = 7
+    assert y.dtype is dtype and x.float().tolist() == [7.0, 2.0]
+    with pytest.raises(BufferError) as info:
+        ember.utils.dlpack.to_dlpack(x)
+    assert str(info.value) == (f"ember cannot export a CPU tensor of dtype {dtype} through "
+                               f"DLPack (NumPy's DLPack has no such type); convert it first, "
+                               f"e.g. with tensor.float()")

@@ -81,7 +81,7 @@ def meta_call(op, inputs, params, out=None):
         node = _record(op, flat, lengths, params, outputs)
         node.__class__ = _meta_node_class(type(node))
     if out is not None:
-        return _write_out(op, out, outputs, requires_grad)
+        return _write_out(op, out, outputs, requires_grad, flat)
     if op.namedtuple is not None:
         return op.namedtuple(*outputs)
     return outputs
@@ -199,12 +199,12 @@ def _flatten(op, inputs):
     return op.flatten_inputs(inputs) if op.seq_inputs else (inputs, None)
 
 
-def _write_out(op, out, outputs, requires_grad):
+def _write_out(op, out, outputs, requires_grad, inputs):
     """``out=`` for a meta result: the out tensors take its shape (they must be meta too)."""
     from ember.ops._registry import _write_out as write_values
     targets = out if isinstance(out, (tuple, list)) else (out,)
     if any(isinstance(t, Tensor) and not t.is_meta for t in targets):
-        return write_values(op, out, outputs, requires_grad)   # raises: no values to write
+        return write_values(op, out, outputs, requires_grad, inputs)  # raises: no values
     results = outputs if type(outputs) is tuple else (outputs,)
     for dst, res in zip(targets, results):
         dst._data = MetaArray(res.shape, dst._data.dtype)

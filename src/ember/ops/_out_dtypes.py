@@ -7,7 +7,9 @@ float64 ``out`` from float32 operands). About seventy do not: their kernels chec
 operand kind or size; those are left accepting, as on their other paths. Which ops check is
 a fact of PyTorch's kernels, not of the ops' math, so it is kept here, in one table, rather
 than on each op's registration; ``install`` marks the ops and ``_registry._write_out``
-raises.
+raises. ``_CHECKS`` holds the ops whose check is of a kind of dtype, or depends on the
+operands: each is called with out's dtype, the result's and the operands, and returns True
+to accept ``out`` whatever the cast.
 """
 
 from ember import _dtype as D
@@ -45,7 +47,8 @@ MESSAGES = {
          "linalg.ldl_factor", "linalg.ldl_factor_ex", "_max_dim",
          "_min_dim", "sort", "topk", "argmax", "argmin"), _EXPECTED),
     **dict.fromkeys(
-        ("hardshrink", "neg", "abs", "sign", "sgn", "frac", "floor", "ceil", "trunc"), _FOUND),
+        ("hardshrink", "neg", "sign", "sgn", "frac", "floor", "ceil", "trunc", "round"),
+        _FOUND),
     **dict.fromkeys(("vdot", "dot"), _RESULT_DTYPE),
     **dict.fromkeys(("index_select", "masked_select"), _SAME_SCALAR_TYPE),
     "tensordot": _TENSORDOT,
@@ -71,6 +74,10 @@ MESSAGES = {
              "and out.dtype = {got}"),
     **dict.fromkeys(("quantile", "nanquantile"),
                     "quantile() out tensor must be same dtype as the input tensor"),
+    "nonzero": ("nonzero: Expected out tensor to have scalar type {want} but got scalar "
+                "type{got}"),
+    **dict.fromkeys(("isposinf", "isneginf", "signbit"),
+                    "{name} does not support non-boolean outputs."),
 }
 
 
@@ -86,12 +93,38 @@ _FFT_KINDS = {
 
 
 def _kind_check(kind, kernel):
-    def check(got):
+    def check(got, want, inputs):
         ok = got.is_complex if kind == "complex" else got.category == D.FLOATING
         if not ok:
             raise RuntimeError(f"{kernel} expects a {kind} output tensor, but got "
                                f"{got._torch_name}")
     return check
+
+
+def _logical_check(name):
+    # all/any write bool, or uint8 (whatever their result's dtype), into nothing else
+    def check(got, want, inputs):
+        if got is not D.bool_ and got is not D.uint8:
+            raise RuntimeError(f"{name} only supports bool tensor for result, got: "
+                               f"{got._torch_name}")
+        return True
+    return check
+
+
+def _logsumexp_check(got, want, inputs):
+    if got.category != D.FLOATING and not got.is_complex:
+        raise RuntimeError(f"logsumexp(): Expected floating point type for result tensor, but "
+                           f"got: {got._torch_name}")
+
+
+def _abs_check(got, want, inputs):
+    # abs of a complex tensor casts its real result into out; of a real one, demands its dtype
+    if got is not want and not inputs[0].dtype.is_complex:
+        raise RuntimeError(_FOUND.format(got=got._torch_name, want=want._torch_name))
+
+
+_CHECKS = {"all": _logical_check("all"), "any": _logical_check("any"),
+           "logsumexp": _logsumexp_check, "abs": _abs_check}
 
 
 def message(op, want, got):
@@ -108,3 +141,5 @@ def install(registry):
         registry[name].out_dtype_error = text
     for name, (kind, kernel) in _FFT_KINDS.items():
         registry[f"fft.{name}"].out_dtype_check = _kind_check(kind, kernel)
+    for name, check in _CHECKS.items():
+        registry[name].out_dtype_check = check

@@ -308,7 +308,7 @@ def call(op, inputs, params, out=None):
     if out is not None:
         if out is RAW_OUTPUTS:
             return outputs
-        return _write_out(op, out, outputs, requires_grad)
+        return _write_out(op, out, outputs, requires_grad, flat)
     if op.namedtuple is not None:
         return op.namedtuple(*outputs)
     return outputs
@@ -640,8 +640,9 @@ def _shares_memory(out, src):
 _BY_DIM = ("_max_dim", "_min_dim", "_median_dim", "_nanmedian_dim")   # max(), ... with dim
 
 
-def _write_out(op, out, outputs, requires_grad):
-    """Copy results into the ``out=`` tensor(s), resizing as PyTorch does."""
+def _write_out(op, out, outputs, requires_grad, inputs=()):
+    """Copy results into the ``out=`` tensor(s), resizing as PyTorch does; ``inputs`` are the
+    op's operands, for the ops whose check of out's dtype depends on them."""
     results = outputs if type(outputs) is tuple else (outputs,)
     targets = out if isinstance(out, (tuple, list)) else (out,)
     if _GRAD.grad_enabled and (requires_grad or any(
@@ -657,12 +658,13 @@ def _write_out(op, out, outputs, requires_grad):
                             f"{type(dst).__name__}")
         if INFERENCE_MADE[0]:
             check_inplace(dst)
-        if op.out_dtype_check is not None:
-            op.out_dtype_check(dst.dtype)
+        checked = False
+        if op.out_dtype_check is not None:      # True: accepted, whatever the cast
+            checked = op.out_dtype_check(dst.dtype, res.dtype, inputs)
         if op.out_dtype_error is not None and dst.dtype is not res.dtype:
             from ember.ops._out_dtypes import message
             raise RuntimeError(message(op, res.dtype, dst.dtype))
-        if not D.can_cast(res.dtype, dst.dtype):
+        if not checked and not D.can_cast(res.dtype, dst.dtype):
             raise RuntimeError(f"result type {res.dtype._torch_name} can't be cast to the "
                                f"desired output type {dst.dtype._torch_name}")
         if dst.shape != res.shape:

@@ -76,7 +76,7 @@ def _directional_split(name, ndim_needed, dim_of):
     def split(input, indices_or_sections):
         _tensor_arg(input, name)
         if input.ndim < ndim_needed:
-            raise RuntimeError(f"ember.{name} requires a tensor with at least {ndim_needed} "
+            raise RuntimeError(f"torch.{name} requires a tensor with at least {ndim_needed} "
                                f"dimension, but got a tensor with {input.ndim} dimensions!")
         d = dim_of(input.ndim)
         arg = _sections(indices_or_sections)
@@ -86,7 +86,7 @@ def _directional_split(name, ndim_needed, dim_of):
         sections = int_arg(arg, name, "sections", tensors=False)
         n = input.shape[d]
         if sections == 0 or n % sections:
-            raise RuntimeError(f"ember.{name} attempted to split along dimension {d}, but the "
+            raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the "
                                f"size of the dimension {n} is not divisible by the split_size "
                                f"{sections}!")
         return tensor_split(input, sections, d)
@@ -126,7 +126,7 @@ def block_diag(xp, tensors):
     """The block-diagonal matrix of the tensors (0-d and 1-D ones as one-row blocks)."""
     for i, a in enumerate(tensors):
         if a.ndim > 2:
-            raise RuntimeError(f"ember.block_diag: Input tensors must have 2 or fewer "
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer "
                                f"dimensions. Input {i} has {a.ndim} dimensions")
     shapes = [_matrix_shape(a.shape) for a in tensors]
     out = xp.zeros((sum(s[0] for s in shapes), sum(s[1] for s in shapes)),

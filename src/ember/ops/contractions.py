@@ -406,9 +406,9 @@ def _chain(mats):
     return multi_dot(mats)
 
 
-_CHAIN_WARNING = ("ember.chain_matmul is deprecated and will be removed in a future release. "
-                  "Use ember.linalg.multi_dot instead, which accepts a list of two or more "
-                  "tensors rather than multiple parameters.")
+_CHAIN_WARNING = ("torch.chain_matmul is deprecated and will be removed in a future PyTorch "
+                  "release. Use torch.linalg.multi_dot instead, which accepts a list of two or "
+                  "more tensors rather than multiple parameters.")
 
 
 @op("chain_matmul(*matrices)", inputs=("matrices*",), out=True, method=False)

@@ -21,7 +21,7 @@ def _lengths(value, name, batch):
     """Input or target lengths (a tensor, a sequence or an int) as a list of ints."""
     if isinstance(value, Tensor):
         if value.dtype.is_floating_point or value.dtype.is_complex:
-            raise RuntimeError(f"ctc_loss(): {name} must be integers, got {value.dtype}")
+            raise RuntimeError(f"{name} must be integral")
         value = value.tolist()
     if isinstance(value, int):
         value = [value]
@@ -45,6 +45,8 @@ def _setup(xp, lp, targets, input_lengths, target_lengths, blank):
     if lp.ndim != 3:
         raise RuntimeError(f"Expected 3-dimensional tensor, but got {lp.ndim}-dimensional tensor "
                            f"for argument #1 'log_probs' {_CHECKING}")
+    if not lp.size:
+        raise RuntimeError("log_probs tensor must not be empty")
     t_max, n, c = lp.shape
     if not 0 <= blank < c:
         raise RuntimeError("blank must be in label range")

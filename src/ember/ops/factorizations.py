@@ -13,6 +13,7 @@ from ember._warn import warn_once
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_rhs_dtype,
                                      check_solve_rows, check_square, checked, eye_like, lapack,
                                      mh, named_result, on_host, raise_first_failure, torch_name)
+from ember.ops._out_dtypes import _C_NAMES
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
 from ember.ops.solvers import singular_inverse, solve, solve_triangular, triangular_solve
@@ -419,17 +420,34 @@ _TRIANGULAR_DEPRECATED = (
 triangular_solve_result = named_result("triangular_solve", ("solution", "cloned_coefficient"))
 
 
+def _check_triangular_solve(b, a):
+    for x, arg in ((b, "b"), (a, "A")):
+        if x.ndim < 2:
+            raise RuntimeError(f"torch.triangular_solve: Expected {arg} to have at least 2 "
+                               f"dimensions, but it has {x.ndim} dimensions instead")
+    check_rhs_dtype(a, b)
+    if a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"A must be batches of square matrices, but they are "
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+    check_solve_rows("triangular_solve", a, b)
+
+
 def triangular_solve_legacy(input, A, upper=True, transpose=False, unitriangular=False, *,
                             out=None):
     """(X, a copy of A) with A X = ``input`` (A^T X = ``input`` when ``transpose``), A
     triangular: ``linalg.solve_triangular`` with its arguments reversed (deprecated)."""
     from ember import linalg
     warn_once(_TRIANGULAR_DEPRECATED)
+    _check_triangular_solve(input._data, A._data)
     system = A.mT if transpose else A
     solution = linalg.solve_triangular(system, input, upper=upper != transpose,
                                        unitriangular=unitriangular)
     result = triangular_solve_result(solution, A.clone())
     if out is not None:
+        for dst, value in zip(out, result):
+            if dst.dtype is not value.dtype:
+                raise RuntimeError(f"Expected out tensor to have dtype {_C_NAMES[value.dtype]}, "
+                                   f"but got {_C_NAMES[dst.dtype]} instead")
         for dst, value in zip(out, result):
             dst.resize_(*value.shape).copy_(value)
         return triangular_solve_result(*out)

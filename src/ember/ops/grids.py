@@ -40,7 +40,7 @@ def meshgrid(*tensors, indexing=None):
     dim i ("ij"), or with the first two dims swapped ("xy"); the outputs are views."""
     tensors = _tensor_list(tensors)
     if indexing is None:
-        warnings.warn("ember.meshgrid: in an upcoming release, it will be required to pass the "
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
                       "indexing argument.", UserWarning, stacklevel=2)
         indexing = "ij"
     elif not isinstance(indexing, str):
@@ -54,11 +54,11 @@ def meshgrid(*tensors, indexing=None):
         if t.device != tensors[0].device:
             raise RuntimeError("meshgrid expects all tensors to have the same device")
     if indexing not in ("ij", "xy"):
-        raise RuntimeError(f"ember.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
                            f"received: {indexing}")
     for t in tensors:
         if t.ndim > 1:
-            raise RuntimeError(f"ember.meshgrid: Expected 0D or 1D tensor in the tensor list "
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list "
                                f"but got: {t}")
     position = list(range(len(tensors)))
     if indexing == "xy" and len(tensors) > 1:

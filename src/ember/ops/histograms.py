@@ -71,15 +71,15 @@ def _warn_noncontiguous(values, seq, sorter=None):
 
 def _check_sorter(sorter, seq):
     if list(sorter.shape) != list(seq.shape):
-        raise RuntimeError(f"ember.searchsorted(): boundary and sorter must have the same size, "
+        raise RuntimeError(f"torch.searchsorted(): boundary and sorter must have the same size, "
                            f"but got boundary tensor {list(seq.shape)}and got sorter tensor "
                            f"{list(sorter.shape)}")
     if sorter.dtype is not D.int64:
-        raise RuntimeError(f"ember.searchsorted(): sorter must be a tensor of long dtype but "
+        raise RuntimeError(f"torch.searchsorted(): sorter must be a tensor of long dtype but "
                            f"got dtype {sorter.dtype._torch_name}")
     data = sorter._data
     if data.size and (data.min() < 0 or data.max() >= seq.shape[-1]):
-        raise RuntimeError("ember.searchsorted(): sorter index out of range")
+        raise RuntimeError("torch.searchsorted(): sorter index out of range")
     return data
 
 
@@ -87,10 +87,10 @@ def _side(side, right):
     if side is None:
         return right
     if side not in ("left", "right"):
-        raise RuntimeError(f"ember.searchsorted(): side can only be 'left' or 'right' but got "
+        raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got "
                            f"{side}")
     if right and side != "right":
-        raise RuntimeError(f"ember.searchsorted(): side and right can't be set to opposites, "
+        raise RuntimeError(f"torch.searchsorted(): side and right can't be set to opposites, "
                            f"got side of {side} while right was True")
     return side == "right"
 
@@ -104,14 +104,14 @@ def searchsorted(xp, seq, values, out_int32, right, side, sorter):
     if sorter is not None:
         sorter = _check_sorter(sorter, seq)
     if values.ndim == 0 and seq.ndim != 1:
-        raise RuntimeError(f"ember.searchsorted(): input value can be a scalar only when "
+        raise RuntimeError(f"torch.searchsorted(): input value can be a scalar only when "
                            f"boundaries tensor dimension is 1, but we got boundaries tensor "
                            f"dim({seq.ndim}) and input value's dim(0) numel(1)")
     if seq.ndim == 0:
-        raise RuntimeError("ember.searchsorted(): boundaries tensor should have positive "
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should have positive "
                            "dimension, but got 0 dimension")
     if seq.ndim != 1 and (seq.ndim != values.ndim or seq.shape[:-1] != values.shape[:-1]):
-        raise RuntimeError(f"ember.searchsorted(): boundaries tensor should be 1 dimension or "
+        raise RuntimeError(f"torch.searchsorted(): boundaries tensor should be 1 dimension or "
                            f"the first N-1 dimensions of boundaries tensor and input value "
                            f"tensor must match, but we got boundaries tensor {list(seq.shape)} "
                            f"and input value tensor {list(values.shape)}")
@@ -150,7 +150,7 @@ def _check_bins(bins, name):
         raise TypeError(f"{name}(): argument 'bins' (position 2) must be int, not "
                         f"{type(bins).__name__}")
     if bins <= 0:
-        raise RuntimeError(f"ember.histogram(): bins must be > 0, but got {bins} for dimension 0")
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
 
 
 def _linspace(xp, start, end, steps, dtype):
@@ -177,10 +177,10 @@ def histc(xp, x, bins, min, max):
     if left == right:
         left, right = left - 1, right + 1
     if not (math.isfinite(left) and math.isfinite(right)):
-        raise RuntimeError(f"ember.histc: range of [{_number(left)}, {_number(right)}] is not "
+        raise RuntimeError(f"torch.histc: range of [{_number(left)}, {_number(right)}] is not "
                            f"finite")
     if not left < right:
-        raise RuntimeError("ember.histc: max must be larger than min")
+        raise RuntimeError("torch.histc: max must be larger than min")
     if x.dtype.kind == "b":
         raise _kernel_error("linspace_cpu", x.dtype)
     if x.dtype.kind != "f" and x.dtype.kind != "V":
@@ -212,7 +212,7 @@ def _ranges(points, range):
     bin of width 1 around it."""
     dims = points.shape[1]
     if range is not None and len(range) != 2 * dims:
-        raise RuntimeError(f"ember.histogramdd: for a {dims}-dimensional histogram range "
+        raise RuntimeError(f"torch.histogramdd: for a {dims}-dimensional histogram range "
                            f"should have {2 * dims} elements, but got {len(range)}")
     if range is None:
         if points.size and points.dtype not in (np.float32, np.float64):
@@ -223,10 +223,10 @@ def _ranges(points, range):
     for dim, (left, right) in enumerate(zip(range[::2], range[1::2])):
         left, right = float(left), float(right)
         if not (math.isfinite(left) and math.isfinite(right)):
-            raise RuntimeError(f"ember.histogramdd: dimension {dim}'s range [{_number(left)}, "
+            raise RuntimeError(f"torch.histogramdd: dimension {dim}'s range [{_number(left)}, "
                                f"{_number(right)}] is not finite")
         if left > right:
-            raise RuntimeError(f"ember.histogramdd: min should not exceed max, but got min "
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min "
                                f"{_number(left)} max {_number(right)} for dimension {dim}")
         out.append((left - 0.5, right + 0.5) if left == right else (left, right))
     return out
@@ -256,25 +256,25 @@ def _equal_edges(xp, points, counts, range):
 
 def _check_edges(edges, dtype, dim):
     if edges.dtype != dtype:
-        raise RuntimeError(f"ember.histogramdd: input tensor and bins tensors should have the "
+        raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the "
                            f"same dtype, but got input with dtype {_ctype(dtype)} and bins for "
                            f"dimension {dim} with dtype {_ctype(edges.dtype)}")
     if edges.ndim != 1:
-        raise RuntimeError(f"ember.histogramdd: bins tensor should have one dimension, but got "
+        raise RuntimeError(f"torch.histogramdd: bins tensor should have one dimension, but got "
                            f"{edges.ndim} dimensions in the bins tensor for dimension {dim}")
     if edges.size == 0:
-        raise RuntimeError(f"ember.histogramdd: bins tensor should have at least 1 element, "
+        raise RuntimeError(f"torch.histogramdd: bins tensor should have at least 1 element, "
                            f"but got 0 elements in the bins tensor for dimension {dim}")
 
 
 def _check_weight(weight, dtype, shape):
     """``weight`` must have the input's dtype and its ``shape`` less the innermost dim."""
     if weight.dtype != dtype:
-        raise RuntimeError(f"ember.histogramdd: if weight tensor is provided, input tensor and "
+        raise RuntimeError(f"torch.histogramdd: if weight tensor is provided, input tensor and "
                            f"weight tensor should have the same dtype, but got "
                            f"input({_ctype(dtype)}), and weight({_ctype(weight.dtype)})")
     if weight.shape != tuple(shape[:-1]):
-        raise RuntimeError(f"ember.histogramdd: if weight tensor is provided it should have the "
+        raise RuntimeError(f"torch.histogramdd: if weight tensor is provided it should have the "
                            f"same shape as the input tensor excluding its innermost dimension, "
                            f"but got input with shape {list(shape)} and weight with shape "
                            f"{list(weight.shape)}")
@@ -290,7 +290,7 @@ def _binned(xp, points, weight, edges, density, shape):
         _check_weight(weight, points.dtype, shape)
     for dim, e in enumerate(edges):
         if e.size < 2:
-            raise RuntimeError(f"ember.histogram(): bins must be > 0, but got {e.size - 1} for "
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {e.size - 1} for "
                                f"dimension {dim}")
     if D.FROM_NUMPY[points.dtype] not in _BINNABLE:
         raise _kernel_error("histogram_cpu", points.dtype)
@@ -394,11 +394,11 @@ def histogramdd(xp, x, weight, bins, range, density):
     if x.ndim == 0:
         raise IndexError("Dimension specified as -1 but tensor has no dimensions")
     if x.ndim < 2:
-        raise RuntimeError("ember.histogramdd: input tensor should have at least 2 dimensions")
+        raise RuntimeError("torch.histogramdd: input tensor should have at least 2 dimensions")
     points = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
     if isinstance(bins, tuple):
         if len(bins) != points.shape[1]:
-            raise RuntimeError(f"ember.histogramdd: expected {points.shape[1]} sequences of bin "
+            raise RuntimeError(f"torch.histogramdd: expected {points.shape[1]} sequences of bin "
                                f"edges for a {points.shape[1]}-dimensional histogram but got "
                                f"{len(bins)}")
         edges = [e.copy() for e in _edge_arrays(bins, x)]

@@ -14,7 +14,7 @@ __all__ = ["geqrf", "householder_product", "orgqr"]
 
 geqrf_result = named_result("geqrf", ("a", "tau"))
 
-_NAME = "ember.linalg.householder_product"
+_NAME = "torch.linalg.householder_product"
 
 
 def _check(a, tau):
@@ -111,7 +111,7 @@ def geqrf(xp, a):
     """(a, tau): R on and above the diagonal of ``a``, the Householder vectors of Q below it
     and their scalars in ``tau`` (LAPACK's geqrf); ``householder_product(a, tau)`` gives Q."""
     if a.ndim < 2:
-        raise RuntimeError("ember.geqrf: input must have at least 2 dimensions.")
+        raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
     check_kernel(a, "geqrf_cpu")
     packed, tau = xp.linalg.qr(a, mode="raw")      # LAPACK's column-major result, transposed
     return packed.swapaxes(-1, -2), tau

@@ -122,7 +122,7 @@ def _public_cat(tensors, dim=0, *, out=None, axis=UNSET):
         dim = alias_arg(dim, axis, 0, "cat", "axis")
     tensors = _tensors_of(tensors, "cat")
     if not tensors:
-        raise ValueError("ember.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     return cat(tensors, dim, out=out)
 
 

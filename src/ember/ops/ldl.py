@@ -47,7 +47,7 @@ def _factor_all(xp, a, hermitian):
 
 
 def _factor(xp, a, hermitian):
-    name = "ember.linalg.ldl_factor_ex"
+    name = "torch.linalg.ldl_factor_ex"
     check_square(name, a)
     check_float(name, a, "ldl_factor_kernel_cpu")
     return on_host(xp, _factor_all, a, hermitian=hermitian)
@@ -76,7 +76,7 @@ def ldl_factor(xp, a, hermitian):
     """(LD, pivots): the compact LDL^T (LDL^H when ``hermitian``) factorization of symmetric
     indefinite matrices; raises when D is singular."""
     ld, piv, info = _factor(xp, a, hermitian)
-    _raise_singular("ember.linalg.ldl_factor", info, a.shape)
+    _raise_singular("torch.linalg.ldl_factor", info, a.shape)
     return ld, piv
 
 
@@ -87,7 +87,7 @@ def ldl_factor_ex(xp, a, hermitian, check_errors):
     of D, else 0) instead of an error, unless ``check_errors``."""
     ld, piv, info = _factor(xp, a, hermitian)
     if check_errors:
-        _raise_singular("ember.linalg.ldl_factor_ex", info, a.shape)
+        _raise_singular("torch.linalg.ldl_factor_ex", info, a.shape)
     return ld, piv, info
 
 
@@ -98,7 +98,7 @@ ldl_factor_ex.derivative(_no_derivative("linalg_ldl_factor_ex"))
 # --- ldl_solve --------------------------------------------------------------------------------
 
 def _check_solve(ld, pivots, b):
-    name = "ember.linalg.ldl_solve"
+    name = "torch.linalg.ldl_solve"
     check_square(name, ld)
     if ld.dtype.kind not in "fcV":
         check_float(name, ld)

@@ -103,7 +103,7 @@ def matrix_rank(xp, a, tol, hermitian, atol, rtol):
     """The number of singular values above max(atol, rtol * largest) (``tol`` is an older
     name for atol, with rtol 0), as int64."""
     if a.ndim < 2:
-        raise RuntimeError("ember.linalg.matrix_rank: The input tensor input must have at least "
+        raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least "
                            "2 dimensions.")
     _double_or_float(a)
     if tol is not None:
@@ -119,7 +119,7 @@ def matrix_rank(xp, a, tol, hermitian, atol, rtol):
 # --- lstsq ------------------------------------------------------------------------------------
 
 def _check_lstsq(a, b, driver):
-    name = "ember.linalg.lstsq"
+    name = "torch.linalg.lstsq"
     if a.ndim < 2:
         raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
     if b.ndim < 1:

@@ -4,9 +4,11 @@ not in its gradients (whose denominator is kept from zero by 1e-12 instead)."""
 import numpy as np
 
 from ember import _dtype as D
+from ember._tensor import Size
 from ember.backend import device_assert
 from ember.ops._loss_common import reduction_of
 from ember.ops._registry import OpValueError, op
+from ember.ops.shape import broadcast_shapes
 
 _LOW = {D.float16.np, D.bfloat16.np}
 
@@ -37,20 +39,26 @@ def binary_cross_entropy(xp, x, t, w, size_average, reduce, reduction):
     dtype = x.dtype
     if dtype in _LOW:
         x, t = x.astype(np.float32), t.astype(np.float32)
+    if w is not None:
+        _check_weight(x, t, w)
     log_x = xp.maximum(xp.log(x), -100)
     log_1mx = xp.maximum(xp.log1p(-x), -100)
     loss = (t - 1) * log_1mx - t * log_x
     if w is not None:
-        loss = loss * w
-        if loss.shape != x.shape:
-            raise RuntimeError(f"The size of tensor a ({x.shape}) must match the size of "
-                               f"tensor b ({w.shape})")
+        loss = loss * w.astype(loss.dtype, copy=False)
     if reduction == "mean":
         loss = loss.sum() / loss.size if loss.size else xp.asarray(np.nan, loss.dtype)
     elif reduction == "sum":
         loss = loss.sum()
-    return loss.astype(D.promote_types(D.FROM_NUMPY[dtype], D.FROM_NUMPY[w.dtype]).np
-                       if w is not None else dtype, copy=False)
+    return loss.astype(dtype, copy=False)         # the input's dtype, whatever the weight's
+
+
+def _check_weight(x, t, w):
+    """PyTorch's errors for a weight that does not broadcast to the input's shape."""
+    shape = broadcast_shapes(Size(t.shape), Size(w.shape))
+    if shape != x.shape:
+        raise RuntimeError(f"output with shape {list(x.shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
 
 
 @binary_cross_entropy.derivative

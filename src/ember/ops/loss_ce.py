@@ -28,13 +28,14 @@ def _float_input(x, kernel):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{name}'")
 
 
-def _check_weight(w, c, dtype):
+def _check_weight(w, c, dtype, prefix=""):
+    """PyTorch's errors for class weights of the wrong size (or, given ``dtype``, dtype)."""
     if w is None:
         return
     if w.size != c or w.ndim != 1 and w.size != 0:
-        raise RuntimeError(f"weight tensor should be defined either for all {c} classes or no "
-                           f"classes but got weight tensor of shape: {list(w.shape)}")
-    if w.dtype != dtype:
+        raise RuntimeError(f"{prefix}weight tensor should be defined either for all {c} classes "
+                           f"or no classes but got weight tensor of shape: {list(w.shape)}")
+    if dtype is not None and w.dtype != dtype:
         raise RuntimeError(f"expected scalar type {D.FROM_NUMPY[dtype]._torch_name} but found "
                            f"{D.FROM_NUMPY[w.dtype]._torch_name}")
 
@@ -48,11 +49,12 @@ def _check_class_target(x, t):
                                 f"batch_size ({t.shape[0] if t.ndim else 1}).")
     if x.ndim <= 2 and t.ndim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if x.ndim == 1 and t.ndim == 1 and t.shape[0] != 1:
+        raise OpValueError(f"For 1D input, 1D target must have size 1, but got target size: "
+                           f"{t.shape[0]}")
     if t.dtype not in _CLASS_TARGETS:
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
                            f"{D.FROM_NUMPY[t.dtype]._torch_name}")
-    if x.ndim == 1 and t.ndim == 1 and t.shape[0] != 1:
-        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if x.ndim > 2 and t.shape != x.shape[:1] + x.shape[2:]:
         if x.ndim == 3:
             raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
@@ -101,7 +103,8 @@ def _reduce(loss, denominator, reduction, squeeze):
     total = loss.sum()
     if reduction == "sum":
         return total
-    return total / denominator
+    # a zero total weight makes the mean NaN (0/0), also where smoothing terms are not 0
+    return xp_of(loss).where(denominator == 0, np.nan, total / denominator).astype(total.dtype)
 
 
 def _is_probability_target(x, t):
@@ -120,6 +123,8 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                            f"{label_smoothing}")
     if _is_probability_target(x, t):
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
         return _ce_probabilities(xp, x, t, w, reduction, label_smoothing)
     _float_input(x, "log_softmax_lastdim_kernel_impl" if x.ndim <= 2 else "log_softmax")
     _check_class_target(x, t)
@@ -201,11 +206,14 @@ def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
         raise RuntimeError(f"Expected floating point type for target with class probabilities, "
                            f"got {D.FROM_NUMPY[t.dtype]._torch_name}")
     _float_input(x, "log_softmax_lastdim_kernel_impl")
-    result = D.promote_types(D.FROM_NUMPY[x.dtype], D.FROM_NUMPY[t.dtype]).np
+    result = D.promote_types(D.FROM_NUMPY[x.dtype], D.FROM_NUMPY[t.dtype])
+    if w is not None:                   # the weight takes part in the promotion here
+        result = D.promote_types(result, D.FROM_NUMPY[w.dtype])
+    result = result.np
     compute = _F32 if result in _LOW else result
     xb, tb = (x.reshape(1, -1), t.reshape(1, -1)) if x.ndim == 1 else (x, t)
     c = xb.shape[1]
-    _check_weight(w, c, x.dtype)
+    _check_weight(w, c, None, "cross_entropy: ")
     q = tb.astype(compute, copy=False)
     if label_smoothing > 0:
         q = q * (1 - label_smoothing) + label_smoothing / c
@@ -231,8 +239,12 @@ class _Parts:
         wa = None if w is None else w._data.astype(dtype, copy=False)
         self.safe, mask, wt, total = _targets(xp, tb, wa, ignore_index, c, dtype)
         self.shape = tb.shape
-        # every position ignored: the mean is 0/0, but PyTorch's gradient is zero, not NaN
-        scale = (total != 0) / (total + (total == 0)) if reduction == "mean" else 1.0
+        # the mean's 1/total; with a zero total weight (0/0) PyTorch's gradient is NaN at the
+        # kept positions, but zero at the ignored ones (all of them ignored: all zero)
+        scale = 1.0
+        if reduction == "mean":
+            inverse = xp.where(total == 0, np.nan, 1 / (total + (total == 0)))
+            scale = xp.where(mask, inverse, 0)
         self.hot = self.q_sum = wt * ((1 - label_smoothing) * scale)
         self.share = None
         if label_smoothing > 0:
@@ -336,6 +348,8 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
 @nll_loss.derivative
 def _(grad, x, t, w, size_average, ignore_index, reduce, reduction):
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
-    q, _ = _Parts(x, t, w, ignore_index, 0.0, reduction).dense()
-    q = _make(_as_input(-q.astype(x.dtype.np, copy=False), x, True))
-    return q * _per_position(grad, x, reduction), None, None
+    parts = _Parts(x, t, w, ignore_index, 0.0, reduction)
+    # -q written into zeros: the other classes keep +0 (negating q would give -0)
+    neg_q = parts.subtract_from(parts.xp.zeros(parts.xb.shape, parts.dtype), 1.0)
+    neg_q = _make(_as_input(neg_q.astype(x.dtype.np, copy=False), x, True))
+    return neg_q * _per_position(grad, x, reduction), None, None

@@ -2,10 +2,12 @@
 cosine_embedding, multi_margin, multilabel_margin, multilabel_soft_margin and the triplet
 losses."""
 
+from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import xp_of
 from ember.ops._registry import rename_node
 from ember.ops._loss_common import reduce_loss, reduction_of
+from ember.ops._scalars import checked_scalar
 from ember.ops.binary_math import where
 from ember.ops.loss_pointwise import softplus_of
 
@@ -26,15 +28,22 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
                            f"but got sizes: input1: ember.Size({list(input1.shape)}), input2: "
                            f"ember.Size({list(input2.shape)}), target: "
                            f"ember.Size({list(target.shape)}) ")
-    return reduce_loss((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+    # the margin is a float (a double in PyTorch's signature): integer inputs give floats
+    return reduce_loss((-target * (input1 - input2) + float(margin)).clamp_min(0), reduction)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):
-    """``input`` where ``target`` is 1, ``max(0, margin - input)`` where it is -1."""
+    """``input`` where ``target`` is 1, ``max(0, margin - input)`` where it is -1; the loss
+    has input's dtype (an integer input takes the margin truncated to its dtype)."""
     reduction = reduction_of(size_average, reduce, reduction)
-    below = where(target != 1, (margin - input).clamp_min(0), 0.0)
-    return reduce_loss(below + where(target != -1, input, 0.0), reduction)
+    if input.dtype is D.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if input.dtype.category != D.FLOATING:
+        margin = _make(checked_scalar(xp_of(input._data), margin, input._data.dtype))
+    below = where(target != 1, (margin - input).clamp_min(0), 0)
+    return reduce_loss(below + where(target != -1, input, 0), reduction)
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
@@ -57,13 +66,17 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     return reduce_loss(loss, reduction)
 
 
+def _long_target(target):
+    if target.dtype is not D.int64:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype._torch_name}")
+
+
 def _class_target(input, target, name):
     """Checks of multi_margin_loss's input (C,) or (N, C) and class-index target."""
     if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0):
         raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
                            f"size, but got: {list(input.shape)}")
-    if target.dtype.is_floating_point or target.dtype.is_complex:
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype._torch_name}")
+    _long_target(target)
     n = input.shape[0] if input.ndim == 2 else 1
     if target.numel() != n or target.ndim > 1:
         raise RuntimeError(f"{name}: target tensor should be 1-D with size equal to the number "
@@ -96,8 +109,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         margins = margins * weight[y]
     others = _make(xp_of(y._data).arange(c) != y._data)        # the target's own term is 0
     loss = where(others, margins, 0.0).sum(1) / c
-    return rename_node(reduce_loss(loss if input.ndim == 2 else loss.reshape(()), reduction),
-                       "MultiMarginLossBackward0")
+    # an unbatched loss takes the target's shape: () or (1,)
+    loss = loss if input.ndim == 2 else loss.reshape(target.shape)
+    return rename_node(reduce_loss(loss, reduction), "MultiMarginLossBackward0")
 
 
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -107,8 +121,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0 and input.shape[0]):
         raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
                            f"size, but got: {list(input.shape)}")
-    if target.dtype.is_floating_point or target.dtype.is_complex:
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype._torch_name}")
+    _long_target(target)
     if target.shape != input.shape:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")

@@ -31,7 +31,8 @@ def _promoted(input, target):
 
 def _into_input_dtype(dtype, input):
     """Check that a loss computed in ``dtype`` fits a tensor of ``input``'s dtype, which is
-    where PyTorch writes huber and soft-margin losses."""
+    where PyTorch writes huber and soft-margin losses (and the target, where it writes
+    binary_cross_entropy_with_logits)."""
     if dtype is not input.dtype and not D.can_cast(dtype, input.dtype):
         raise RuntimeError(f"result type {dtype._torch_name} can't be cast to the desired "
                            f"output type {input.dtype._torch_name}")
@@ -129,11 +130,17 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
-    """Binary cross entropy of ``sigmoid(input)``, computed stably from the logits."""
+    """Binary cross entropy of ``sigmoid(input)``, computed stably from the logits; the loss
+    has the target's dtype, which must be floating (PyTorch's kernel writes into it)."""
     reduction = reduction_of(size_average, reduce, reduction)
     if target.shape != input.shape:
         raise ValueError(f"Target size (ember.Size({list(target.shape)})) must be the same as "
                          f"input size (ember.Size({list(input.shape)}))")
+    _float_only(input.dtype, "log_sigmoid_cpu")
+    if target.dtype is D.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    _into_input_dtype(_promoted(input, target), target)
     # log(1 + exp(-x)) without overflow; with pos_weight it weighs the positive term
     if pos_weight is None:
         loss = (1 - target) * input + softplus_of(-input)
@@ -141,6 +148,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * softplus_of(-input)
     if weight is not None:
         loss = loss * weight
+    loss = loss.to(target.dtype)
     return rename_node(reduce_loss(loss, reduction), "BinaryCrossEntropyWithLogitsBackward0")
 
 
@@ -156,6 +164,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
                       stacklevel=user_level(2))
     elif reduction != "batchmean":
         reduction = reduction_of(None, None, reduction)
+    if any(not (t.dtype.is_floating_point or t.dtype.is_complex) for t in (input, target)):
+        raise RuntimeError("kl_div: Integral inputs not supported.")
     if log_target:
         loss = target.exp() * (target - input)
     else:

@@ -114,7 +114,7 @@ def frexp(xp, x):
     """The mantissa in [0.5, 1) and the int32 exponent with ``input = mantissa * 2**exponent``."""
     _reject_float8("frexp_cpu", x)
     if x.dtype.kind not in "fV":
-        raise RuntimeError("ember.frexp() only supports floating-point dtypes")
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
     if x.dtype in _SIXTEEN_BIT:
         mantissa, exponent = xp.frexp(x.astype(xp.float32))
         return mantissa.astype(x.dtype), exponent

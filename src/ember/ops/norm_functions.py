@@ -103,12 +103,13 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcasting)."""
-    if not (x1.is_floating_point() or x2.is_floating_point()):
-        common = ember.promote_types(x1.dtype, x2.dtype)
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcasting), in their
+    promoted dtype, which must be a real floating one."""
+    common = ember.promote_types(x1.dtype, x2.dtype)
+    if not common.is_floating_point:
         raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is "
                            f"{common._torch_name}")
-    x1, x2 = ember.broadcast_tensors(x1, x2)
+    x1, x2 = ember.broadcast_tensors(x1.to(common), x2.to(common))
     n1 = ember.linalg.vector_norm(x1, 2, dim, True).clamp_min(eps)
     n2 = ember.linalg.vector_norm(x2, 2, dim, True).clamp_min(eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)

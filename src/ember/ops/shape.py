@@ -494,8 +494,9 @@ def broadcast_shapes(*shapes):
             elif result[-k] == 1:
                 result[-k] = n
             elif n != 1 and n != result[-k]:
+                had = shapes[i] if isinstance(shapes[i], Size) else shape
                 raise RuntimeError(f"Attempting to broadcast a dimension of length {n} at {-k}! "
-                                   f"Mismatching argument at index {i} had {shape}; but "
+                                   f"Mismatching argument at index {i} had {had}; but "
                                    f"expected shape should be broadcastable to {result}")
     return Size(result)
 

@@ -26,10 +26,10 @@ def _check(a, driver):
     if driver is None:
         return
     if device_of(a).type != "cuda":
-        raise RuntimeError("ember.linalg.svd: keyword argument `driver=` is only supported on "
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on "
                            "CUDA inputs with cuSOLVER backend.")
     if driver not in _DRIVERS:                  # a valid one is a hint CuPy does not take
-        raise RuntimeError(f"ember.linalg.svd: unknown svd driver {driver} in svd_cusolver "
+        raise RuntimeError(f"torch.linalg.svd: unknown svd driver {driver} in svd_cusolver "
                            f"computation. Check doc at "
                            f"https://pytorch.org/docs/stable/generated/torch.linalg.svd.html")
 

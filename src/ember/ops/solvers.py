@@ -205,7 +205,7 @@ def _solve_grad(grad, a, b, left, *, out):
 def solve(xp, a, b, left):
     """The solution X of AX = B (or XA = B when ``left`` is False)."""
     x, info = _solve(xp, a, b, left, "linalg.solve")
-    raise_first_failure("ember.linalg.solve", info, info.shape + (0, 0), _singular_solve)
+    raise_first_failure("torch.linalg.solve", info, info.shape + (0, 0), _singular_solve)
     return x
 
 
@@ -221,7 +221,7 @@ def solve_ex(xp, a, b, left, check_errors):
     """(X, info) with AX = B: info is nonzero where A is singular."""
     x, info = _solve(xp, a, b, left, "linalg.solve")
     if check_errors:
-        raise_first_failure("ember.linalg.solve_ex", info, info.shape + (0, 0),
+        raise_first_failure("torch.linalg.solve_ex", info, info.shape + (0, 0),
                             _singular_solve)
     return x, info
 
@@ -361,7 +361,7 @@ def tensorsolve(xp, a, b, dims):
     if a.size != n * n:
         raise RuntimeError(f"shape '[{n}, {n}]' is invalid for input of size {a.size}")
     x, info = _solve(xp, a.reshape(n, n), b.reshape(n), True, "linalg.solve")
-    raise_first_failure("ember.linalg.solve", info, (0, 0), _singular_solve)
+    raise_first_failure("torch.linalg.solve", info, (0, 0), _singular_solve)
     return x.reshape(a.shape[b.ndim:])
 
 

@@ -292,7 +292,7 @@ def _one_bound_samples(name):
 def _clamp_errors():
     f = ember.ones(3)
     yield ErrorInput(SampleInput(f), RuntimeError,
-                     "ember.clamp: At least one of 'min' or 'max' must not be None")
+                     "torch.clamp: At least one of 'min' or 'max' must not be None")
     yield ErrorInput(SampleInput(f, (None, None)), RuntimeError, "At least one of")
     yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64), (1, 2)),
                      NotImplementedError, "clamp is not supported for complex types")

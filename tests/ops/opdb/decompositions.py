@@ -186,7 +186,7 @@ def _solve_errors(name, check=None):
     def errors():
         kw = {} if check is None else {"check_errors": True}
         yield ErrorInput(SampleInput(SINGULAR, (one(2, 3),), kw), RuntimeError, re.escape(
-            f"ember.{check or name}: (Batch element 1): The solver failed because the input "
+            f"torch.{check or name}: (Batch element 1): The solver failed because the input "
             f"matrix is singular."))
         yield ErrorInput(SampleInput(one(3), (one(3),)), RuntimeError, re.escape(
             "linalg.solve: The input tensor A must have at least 2 dimensions."))
@@ -286,12 +286,12 @@ def _lu_errors(name):
         sample = SampleInput(ember.ones(2, 3, 3), kwargs={} if "ex" not in name
                              else {"check_errors": True})
         yield ErrorInput(sample, RuntimeError, re.escape(
-            f"ember.linalg.{name}: (Batch element 0): U[2,2] is zero and using it on lu_solve "
+            f"torch.linalg.{name}: (Batch element 0): U[2,2] is zero and using it on lu_solve "
             f"would result in a division by zero. If you still want to perform the "
             f"factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, "
             f"pivot)"))
         yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError, re.escape(
-            "ember.lu_factor: Expected tensor with 2 or more dimensions. Got size: [3] instead"))
+            "torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: [3] instead"))
         yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.int64)), NotImplementedError,
                          "\"lu_cpu\" not implemented for 'Long'")
         yield ErrorInput(SampleInput(ember.eye(3), kwargs={"pivot": False}), RuntimeError,
@@ -369,10 +369,10 @@ def _lu_solve_errors():
                      re.escape("Pivots given to lu_solve must all be smaller or equal to "
                                "LU.size(-2)."))
     i = one(3, 3, dtype=ember.int64)
-    yield ErrorInput(SampleInput(i, (piv, i)), RuntimeError, "ember.linalg.lu_solve: Expected "
+    yield ErrorInput(SampleInput(i, (piv, i)), RuntimeError, "torch.linalg.lu_solve: Expected "
                      "a floating point or complex tensor as input. Got Long")
     yield ErrorInput(SampleInput(one(2, 3), (one(2, dtype=i32), one(2, 1))), RuntimeError,
-                     re.escape("ember.linalg.lu_solve: A must be batches of square matrices, "
+                     re.escape("torch.linalg.lu_solve: A must be batches of square matrices, "
                                "but they are 2 by 3 matrices"))
 
 
@@ -423,13 +423,13 @@ def _lu_unpack_ref(lu, pivots, unpack_data=True, unpack_pivots=True):
 def _lu_unpack_errors():
     i32 = ember.int32
     yield ErrorInput(SampleInput(ember.ones(3), (ember.ones(3, dtype=i32),)), RuntimeError,
-                     re.escape("ember.lu_unpack: Expected tensor with 2 or more dimensions. Got "
+                     re.escape("torch.lu_unpack: Expected tensor with 2 or more dimensions. Got "
                                "size: [3] instead"))
     for bad in (ember.ones(3, dtype=ember.int64), ember.ones(3)):
         yield ErrorInput(SampleInput(ember.eye(3), (bad,)), RuntimeError, re.escape(
-            "ember.lu_unpack: LU_pivots is expected to be a contiguous tensor of ember.int32 "
+            "torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of ember.int32 "
             "dtype.\nNote: this function is intended to be used with the output produced by "
-            "ember.linalg.lu_factor"))
+            "torch.linalg.lu_factor"))
     for bad in (0, 4):
         yield ErrorInput(SampleInput(ember.eye(3), (ember.full((3,), bad, dtype=i32),)),
                          RuntimeError, re.escape(
@@ -548,7 +548,7 @@ def _tensorsolve_errors():
     yield ErrorInput(SampleInput(one(2, 3, 6, dtype=h), (one(2, 3, dtype=h),)),
                      NotImplementedError, "\"lu_cpu\" not implemented for 'Half'")
     yield ErrorInput(SampleInput(ember.zeros(2, 3, 6), (one(2, 3),)), RuntimeError, re.escape(
-        "ember.linalg.solve: The solver failed because the input matrix is singular."))
+        "torch.linalg.solve: The solver failed because the input matrix is singular."))
 
 
 OPS = [

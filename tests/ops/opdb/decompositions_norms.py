@@ -325,7 +325,7 @@ def _rank_ref(a, tol=None, hermitian=False, *, atol=None, rtol=None):
 
 def _rank_errors():
     yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError, re.escape(
-        "ember.linalg.matrix_rank: The input tensor input must have at least 2 dimensions."))
+        "torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions."))
     yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.int64)), RuntimeError,
                      "This function doesn't handle types other than float and double")
 
@@ -389,7 +389,7 @@ def _lstsq_ref(a, b, rcond=None, *, driver=None):
 
 def _lstsq_errors():
     one = ember.ones
-    name = "ember.linalg.lstsq"
+    name = "torch.linalg.lstsq"
     yield ErrorInput(SampleInput(one(3), (one(3),)), RuntimeError,
                      f"{name}: input must have at least 2 dimensions.")
     yield ErrorInput(SampleInput(one(3, 2), (one(()),)), RuntimeError,

@@ -256,9 +256,9 @@ def _svd_errors(name):
         # a driver is refused on the CPU, and an unknown one on CUDA too (the CUDA run moves
         # this sample there: tests/gpu/test_linalg_cuda.py checks the two cases apart)
         yield ErrorInput(SampleInput(ember.ones(3, 3), kwargs={"driver": "gesvx"}), RuntimeError,
-                         re.escape("ember.linalg.svd: keyword argument `driver=` is only "
+                         re.escape("torch.linalg.svd: keyword argument `driver=` is only "
                                    "supported on CUDA inputs with cuSOLVER backend.") + "|" +
-                         re.escape("ember.linalg.svd: unknown svd driver gesvx in svd_cusolver "
+                         re.escape("torch.linalg.svd: unknown svd driver gesvx in svd_cusolver "
                                    "computation."))
     return errors
 

@@ -84,29 +84,29 @@ def _searchsorted_samples(dtype, requires_grad):
 def _searchsorted_errors():
     seq, values = ember.tensor([1., 2., 3.]), ember.tensor([2.])
     yield ErrorInput(SampleInput(seq, (values,), {"side": "middle"}), RuntimeError,
-                     r"ember.searchsorted\(\): side can only be 'left' or 'right' but got middle")
+                     r"torch.searchsorted\(\): side can only be 'left' or 'right' but got middle")
     yield ErrorInput(SampleInput(seq, (values,), {"side": "left", "right": True}), RuntimeError,
-                     r"ember.searchsorted\(\): side and right can't be set to opposites, got "
+                     r"torch.searchsorted\(\): side and right can't be set to opposites, got "
                      r"side of left while right was True")
     yield ErrorInput(SampleInput(seq, (values,), {"sorter": ember.tensor([1, 0])}),
-                     RuntimeError, r"ember.searchsorted\(\): boundary and sorter must have the "
+                     RuntimeError, r"torch.searchsorted\(\): boundary and sorter must have the "
                                    r"same size, but got boundary tensor \[3\]and got sorter "
                                    r"tensor \[2\]")
     yield ErrorInput(SampleInput(seq, (values,), {"sorter": ember.tensor([1, 0, 2],
                                                                           dtype=ember.int32)}),
-                     RuntimeError, r"ember.searchsorted\(\): sorter must be a tensor of long "
+                     RuntimeError, r"torch.searchsorted\(\): sorter must be a tensor of long "
                                    r"dtype but got dtype Int")
     yield ErrorInput(SampleInput(seq, (values,), {"sorter": ember.tensor([1, 0, 3])}),
-                     RuntimeError, r"ember.searchsorted\(\): sorter index out of range")
+                     RuntimeError, r"torch.searchsorted\(\): sorter index out of range")
     yield ErrorInput(SampleInput(ember.ones(2, 3), (ember.tensor(1.),)), RuntimeError,
-                     r"ember.searchsorted\(\): input value can be a scalar only when boundaries "
+                     r"torch.searchsorted\(\): input value can be a scalar only when boundaries "
                      r"tensor dimension is 1, but we got boundaries tensor dim\(2\) and input "
                      r"value's dim\(0\) numel\(1\)")
     yield ErrorInput(SampleInput(ember.tensor(1.), (values,)), RuntimeError,
-                     r"ember.searchsorted\(\): boundaries tensor should have positive dimension, "
+                     r"torch.searchsorted\(\): boundaries tensor should have positive dimension, "
                      r"but got 0 dimension")
     yield ErrorInput(SampleInput(ember.ones(2, 3), (ember.ones(3, 1),)), RuntimeError,
-                     r"ember.searchsorted\(\): boundaries tensor should be 1 dimension or the "
+                     r"torch.searchsorted\(\): boundaries tensor should be 1 dimension or the "
                      r"first N-1 dimensions of boundaries tensor and input value tensor must "
                      r"match, but we got boundaries tensor \[2, 3\] and input value tensor "
                      r"\[3, 1\]")
@@ -190,17 +190,17 @@ def _histc_samples(dtype, requires_grad):
 def _histc_errors():
     x = ember.tensor([1., 2., 3.])
     yield ErrorInput(SampleInput(x, (0,)), RuntimeError,
-                     r"ember.histogram\(\): bins must be > 0, but got 0 for dimension 0")
+                     r"torch.histogram\(\): bins must be > 0, but got 0 for dimension 0")
     yield ErrorInput(SampleInput(x, (-1,)), RuntimeError,
-                     r"ember.histogram\(\): bins must be > 0, but got -1 for dimension 0")
+                     r"torch.histogram\(\): bins must be > 0, but got -1 for dimension 0")
     yield ErrorInput(SampleInput(x, (2.5,)), TypeError,
                      r"histc\(\): argument 'bins' \(position 2\) must be int, not float")
     yield ErrorInput(SampleInput(x, (4, 2, 1)), RuntimeError,
-                     "ember.histc: max must be larger than min")
+                     "torch.histc: max must be larger than min")
     yield ErrorInput(SampleInput(ember.tensor([1., NAN]), (4,)), RuntimeError,
-                     r"ember.histc: range of \[-?nan, -?nan\] is not finite")
+                     r"torch.histc: range of \[-?nan, -?nan\] is not finite")
     yield ErrorInput(SampleInput(x, (4, 0, float("inf"))), RuntimeError,
-                     r"ember.histc: range of \[0, inf\] is not finite")
+                     r"torch.histc: range of \[0, inf\] is not finite")
     yield ErrorInput(SampleInput(ember.tensor([1., 2.], dtype=ember.float16), (4, 0, 70000.)),
                      RuntimeError, "value cannot be converted to type c10::Half without overflow")
     yield ErrorInput(SampleInput(ember.tensor([1, 2]), (4,)), NotImplementedError,
@@ -264,38 +264,38 @@ def _histogram_samples(dtype, requires_grad):
 def _histogram_errors():
     x = ember.tensor([1., 2., 3.])
     yield ErrorInput(SampleInput(x, (0,)), RuntimeError,
-                     r"ember.histogram\(\): bins must be > 0, but got 0 for dimension 0")
+                     r"torch.histogram\(\): bins must be > 0, but got 0 for dimension 0")
     yield ErrorInput(SampleInput(x, (ember.tensor([1.]),)), RuntimeError,
-                     r"ember.histogram\(\): bins must be > 0, but got 0 for dimension 0")
+                     r"torch.histogram\(\): bins must be > 0, but got 0 for dimension 0")
     yield ErrorInput(SampleInput(x, (ember.tensor([0., 1.], dtype=ember.float64),)),
-                     RuntimeError, "ember.histogramdd: input tensor and bins tensors should have "
+                     RuntimeError, "torch.histogramdd: input tensor and bins tensors should have "
                                    "the same dtype, but got input with dtype float and bins for "
                                    "dimension 0 with dtype double")
     yield ErrorInput(SampleInput(x, (ember.tensor([0, 1]),)), RuntimeError,
                      "bins for dimension 0 with dtype long int")
     yield ErrorInput(SampleInput(x, (ember.ones(1, 2),)), RuntimeError,
-                     "ember.histogramdd: bins tensor should have one dimension, but got 2 "
+                     "torch.histogramdd: bins tensor should have one dimension, but got 2 "
                      "dimensions in the bins tensor for dimension 0")
     yield ErrorInput(SampleInput(x, (ember.ones(0),)), RuntimeError,
-                     "ember.histogramdd: bins tensor should have at least 1 element, but got 0 "
+                     "torch.histogramdd: bins tensor should have at least 1 element, but got 0 "
                      "elements in the bins tensor for dimension 0")
     yield ErrorInput(SampleInput(x, (3,), {"weight": ember.ones(3, dtype=ember.float64)}),
-                     RuntimeError, r"ember.histogramdd: if weight tensor is provided, input "
+                     RuntimeError, r"torch.histogramdd: if weight tensor is provided, input "
                                    r"tensor and weight tensor should have the same dtype, but got "
                                    r"input\(float\), and weight\(double\)")
     yield ErrorInput(SampleInput(x, (3,), {"weight": ember.ones(2)}), RuntimeError,
-                     r"ember.histogramdd: if weight tensor is provided it should have the same "
+                     r"torch.histogramdd: if weight tensor is provided it should have the same "
                      r"shape as the input tensor excluding its innermost dimension, but got input "
                      r"with shape \[3, 1\] and weight with shape \[2\]")
     yield ErrorInput(SampleInput(x, (3,), {"range": (0.,)}), RuntimeError,
-                     "ember.histogramdd: for a 1-dimensional histogram range should have 2 "
+                     "torch.histogramdd: for a 1-dimensional histogram range should have 2 "
                      "elements, but got 1")
     yield ErrorInput(SampleInput(x, (3,), {"range": (0., float("inf"))}), RuntimeError,
-                     r"ember.histogramdd: dimension 0's range \[0, inf\] is not finite")
+                     r"torch.histogramdd: dimension 0's range \[0, inf\] is not finite")
     yield ErrorInput(SampleInput(ember.tensor([1., NAN]), (3,)), RuntimeError,
-                     r"ember.histogramdd: dimension 0's range \[nan, nan\] is not finite")
+                     r"torch.histogramdd: dimension 0's range \[nan, nan\] is not finite")
     yield ErrorInput(SampleInput(x, (3,), {"range": (2., 1.)}), RuntimeError,
-                     "ember.histogramdd: min should not exceed max, but got min 2 max 1 for "
+                     "torch.histogramdd: min should not exceed max, but got min 2 max 1 for "
                      "dimension 0")
     yield ErrorInput(SampleInput(x, (2.5,)), TypeError, "argument .bins.")
     yield ErrorInput(SampleInput(x.half(), (3,)), NotImplementedError,
@@ -406,32 +406,32 @@ def _histogramdd_errors():
     yield ErrorInput(SampleInput(ember.tensor(1.), (2,)), IndexError,
                      "Dimension specified as -1 but tensor has no dimensions")
     yield ErrorInput(SampleInput(ember.ones(3), (2,)), RuntimeError,
-                     "ember.histogramdd: input tensor should have at least 2 dimensions")
+                     "torch.histogramdd: input tensor should have at least 2 dimensions")
     for bins in ([3], [3, 3, 3], []):
         yield ErrorInput(SampleInput(x, (bins,)), RuntimeError,
                          "histogramdd: The size of bins must be equal to the innermost dimension "
                          "of the input.")
     yield ErrorInput(SampleInput(x, ([edge],)), RuntimeError,
-                     "ember.histogramdd: expected 2 sequences of bin edges for a 2-dimensional "
+                     "torch.histogramdd: expected 2 sequences of bin edges for a 2-dimensional "
                      "histogram but got 1")
     yield ErrorInput(SampleInput(x, ([2, 0],)), RuntimeError,
-                     r"ember.histogram\(\): bins must be > 0, but got 0 for dimension 1")
+                     r"torch.histogram\(\): bins must be > 0, but got 0 for dimension 1")
     yield ErrorInput(SampleInput(x, ([-1, 2],)), RuntimeError,
-                     "ember.histogramdd: bins tensor should have at least 1 element, but got 0 "
+                     "torch.histogramdd: bins tensor should have at least 1 element, but got 0 "
                      "elements in the bins tensor for dimension 0")
     yield ErrorInput(SampleInput(x, (-2,)), RuntimeError, "number of steps must be non-negative")
     yield ErrorInput(SampleInput(x, (2,), {"range": [0., 1.]}), RuntimeError,
-                     "ember.histogramdd: for a 2-dimensional histogram range should have 4 "
+                     "torch.histogramdd: for a 2-dimensional histogram range should have 4 "
                      "elements, but got 2")
     yield ErrorInput(SampleInput(x, ([2],), {"range": [0., 1., 1., 0.]}), RuntimeError,
-                     "ember.histogramdd: min should not exceed max, but got min 1 max 0 for "
+                     "torch.histogramdd: min should not exceed max, but got min 1 max 0 for "
                      "dimension 1")
     yield ErrorInput(SampleInput(x, (2,), {"range": [0., INF, 0., 1.]}), RuntimeError,
-                     r"ember.histogramdd: dimension 0's range \[0, inf\] is not finite")
+                     r"torch.histogramdd: dimension 0's range \[0, inf\] is not finite")
     yield ErrorInput(SampleInput(ember.tensor([[0., NAN]]), (2,)), RuntimeError,
-                     r"ember.histogramdd: dimension 1's range \[nan, nan\] is not finite")
+                     r"torch.histogramdd: dimension 1's range \[nan, nan\] is not finite")
     yield ErrorInput(SampleInput(x, (2,), {"weight": ember.ones(2)}), RuntimeError,
-                     rf"ember.histogramdd: if weight tensor is provided it should have the same "
+                     rf"torch.histogramdd: if weight tensor is provided it should have the same "
                      rf"shape as the input tensor excluding its innermost dimension, but got "
                      rf"{shape} \[2\]")
     yield ErrorInput(SampleInput(x, (2,), {"weight": ember.ones(3, 1)}), RuntimeError,
@@ -439,21 +439,21 @@ def _histogramdd_errors():
     yield ErrorInput(SampleInput(x, ([ember.tensor([0.]), edge],), {"weight": ember.ones(2)}),
                      RuntimeError, rf"{shape} \[2\]")
     yield ErrorInput(SampleInput(x, (2,), {"weight": ember.ones(3, dtype=ember.float64)}),
-                     RuntimeError, r"ember.histogramdd: if weight tensor is provided, input "
+                     RuntimeError, r"torch.histogramdd: if weight tensor is provided, input "
                                    r"tensor and weight tensor should have the same dtype, but got "
                                    r"input\(float\), and weight\(double\)")
     yield ErrorInput(SampleInput(x, ([edge, edge.double()],)), RuntimeError,
-                     "ember.histogramdd: input tensor and bins tensors should have the same "
+                     "torch.histogramdd: input tensor and bins tensors should have the same "
                      "dtype, but got input with dtype float and bins for dimension 1 with dtype "
                      "double")
     yield ErrorInput(SampleInput(x, ([edge, edge[None]],)), RuntimeError,
-                     "ember.histogramdd: bins tensor should have one dimension, but got 2 "
+                     "torch.histogramdd: bins tensor should have one dimension, but got 2 "
                      "dimensions in the bins tensor for dimension 1")
     yield ErrorInput(SampleInput(x, ([edge, ember.ones(0)],)), RuntimeError,
-                     "ember.histogramdd: bins tensor should have at least 1 element, but got 0 "
+                     "torch.histogramdd: bins tensor should have at least 1 element, but got 0 "
                      "elements in the bins tensor for dimension 1")
     yield ErrorInput(SampleInput(x, ([edge, ember.ones(1)],)), RuntimeError,
-                     r"ember.histogram\(\): bins must be > 0, but got 0 for dimension 1")
+                     r"torch.histogram\(\): bins must be > 0, but got 0 for dimension 1")
     for dtype, name in ((ember.float16, "Half"), (ember.bfloat16, "BFloat16"),
                         (ember.int64, "Long")):
         yield ErrorInput(SampleInput(x.to(dtype), (2,)), NotImplementedError,

@@ -8,7 +8,7 @@ import numpy as np
 import ember
 from tests.ops.opdb.core import COMPLEX, FLOATS, ErrorInput, OpInfo, SampleInput, make
 
-_NAME = "ember.linalg.householder_product"
+_NAME = "torch.linalg.householder_product"
 
 # (shape of A, number of reflectors k): tall and square, all or some of the columns, batches,
 # and the empty cases (no reflectors: the first columns of the identity); the small ones are
@@ -80,7 +80,7 @@ def _geqrf_ref(a):
 
 def _geqrf_errors():
     yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError,
-                     re.escape("ember.geqrf: input must have at least 2 dimensions."))
+                     re.escape("torch.geqrf: input must have at least 2 dimensions."))
     yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.int64)), NotImplementedError,
                      "\"geqrf_cpu\" not implemented for 'Long'")
     yield ErrorInput(SampleInput(ember.ones(3, 3, dtype=ember.bfloat16)), NotImplementedError,

@@ -103,7 +103,7 @@ def _ldl_ref(a, hermitian=False, check_errors=None):
 
 def _ldl_errors(name, kw=None):
     def errors():
-        full = "ember.linalg.ldl_factor_ex"
+        full = "torch.linalg.ldl_factor_ex"
         yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError, re.escape(
             f"{full}: The input tensor A must have at least 2 dimensions."))
         yield ErrorInput(SampleInput(ember.ones(2, 3)), RuntimeError, re.escape(
@@ -166,7 +166,7 @@ def _ldl_solve_ref(ld, piv, b, hermitian=False):
 
 
 def _ldl_solve_errors():
-    name = "ember.linalg.ldl_solve"
+    name = "torch.linalg.ldl_solve"
     ld, piv = ember.linalg.ldl_factor(ember.eye(3, dtype=ember.float64))
     b = ember.ones(3, 2, dtype=ember.float64)
     yield ErrorInput(SampleInput(ember.ones(3), (piv, b)), RuntimeError, re.escape(
@@ -182,7 +182,7 @@ def _ldl_solve_errors():
                      re.escape("Dimension out of range (expected to be in range of [-1, 0], "
                                "but got -2)"))
     yield ErrorInput(SampleInput(ld, (piv[:2], ember.ones(4, 2, dtype=ember.float64))),
-                     RuntimeError, "Incompatible matrix sizes for ember.linalg.ldl_solve: each "
+                     RuntimeError, "Incompatible matrix sizes for torch.linalg.ldl_solve: each "
                      "A matrix is 3 by 3 but each b matrix is 4 by 2")
     yield ErrorInput(SampleInput(ld, (piv.float()[:2], b)), RuntimeError, re.escape(
         f"{name}: Expected LD.shape[:-1] and pivots.shape to be the same, but got pivots "

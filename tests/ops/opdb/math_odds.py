@@ -126,7 +126,7 @@ def _frexp_errors():
     yield float8_error("frexp_cpu")
     for dtype in (ember.int64, ember.bool, ember.complex64):
         yield ErrorInput(SampleInput(ember.ones(2, dtype=dtype)), RuntimeError,
-                         r"ember.frexp\(\) only supports floating-point dtypes")
+                         r"torch.frexp\(\) only supports floating-point dtypes")
 
 
 # --- gcd, lcm ---------------------------------------------------------------------------------

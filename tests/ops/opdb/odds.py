@@ -251,7 +251,7 @@ def _block_diag_dtype(dtype, sample):
 
 def _block_diag_errors():
     yield _err(ember.ones(2, 2), (ember.ones(2, 2, 2),), RuntimeError,
-               "ember.block_diag: Input tensors must have 2 or fewer dimensions. Input 1 has 3 "
+               "torch.block_diag: Input tensors must have 2 or fewer dimensions. Input 1 has 3 "
                "dimensions")
     yield _err(ember.ones(2, 2), (3,), TypeError, "Tensor")
 

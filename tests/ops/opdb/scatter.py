@@ -356,7 +356,7 @@ def _take_along_ref(x, indices, dim=None):
 def _take_along_errors():
     x = ember.zeros(2, 3)
     yield ErrorInput(SampleInput(x, (ember.tensor([[0]], dtype=ember.int32), 1)), RuntimeError,
-                     r"ember.take_along_dim\(\): dtype of indices should be Long but got Int")
+                     r"torch.take_along_dim\(\): dtype of indices should be Long but got Int")
     yield ErrorInput(SampleInput(x, (_long([0, 2]), 1)), RuntimeError,
                      r"input and indices should have the same number of dimensions, but got 2 "
                      r"dimensions for input, and 1 dimensions for indices")

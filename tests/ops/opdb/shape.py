@@ -437,6 +437,8 @@ OPS = [
            error_inputs=_fill_errors, torch_name="fill"),     # the out-of-place form
     OpInfo("conj", np.conj, _unary, dtypes=ALL, grad_samples=_complex_grad_samples,
            gradgrad=True),
+    OpInfo("conj_physical", np.conj, _unary, dtypes=ALL,
+           grad_samples=_complex_grad_samples, gradgrad=True),
     OpInfo("real", np.real, _unary, dtypes=ALL, result_dtype=_real_dtype,
            grad_samples=_complex_grad_samples, gradgrad=True),
     # gradients of complex-only ops are checked in test_shape_methods.py

@@ -167,8 +167,9 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
             or reduction not in ("mean", "sum", "none") or not 0.0 <= label_smoothing <= 1.0
             or not covered(x)):
         return None
-    if x.shape == t.shape:
-        return _soft_cross_entropy(xp, x, t, w, reduction, label_smoothing)
+    if x.shape == t.shape:      # the generic code raises for an ignore_index it can't apply
+        return None if ignore_index >= 0 else _soft_cross_entropy(xp, x, t, w, reduction,
+                                                                  label_smoothing)
     if x.ndim < 2 or t.ndim != x.ndim - 1:
         return None
     _check_class_target(x, t)
@@ -184,8 +185,8 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
                               label_smoothing, *buffers(weight, weight_sum))
     if reduction == "sum":
         loss = loss.sum()
-    elif reduction == "mean":
-        loss = loss.sum() / divisor
+    elif reduction == "mean":       # a zero divisor (no weight kept) gives NaN, smoothed or not
+        loss = xp.where(divisor == 0, xp.nan, loss.sum() / divisor)
     else:
         loss = loss.reshape(t.shape)
     return loss.astype(x.dtype, copy=False)
@@ -197,7 +198,9 @@ def _soft_cross_entropy(xp, x, t, w, reduction, label_smoothing):
     if x.ndim > 2 or t.dtype != x.dtype or not covered(t):
         return None
     c = x.shape[-1]
-    _check_weight(w, c, x.dtype)
+    if w is not None and w.dtype != x.dtype:        # the weight promotes: the generic code
+        return None
+    _check_weight(w, c, None, "cross_entropy: ")
     n = x.size // c
     loss = xp.empty(n, xp.float32)
     losses.soft_cross_entropy_rows(buffer(x), buffer(t), *buffers(
