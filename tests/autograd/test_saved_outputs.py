@@ -128,3 +128,18 @@ def test_layer_norm_backward_under_autocast_with_a_float32_weight():
     y.float().sum().backward()
     assert lin.weight.grad.dtype == norm.weight.grad.dtype == ember.float32
     assert ember.isfinite(lin.weight.grad).all()
+
+
+def test_saved_attributes_of_a_node_as_in_the_autograd_mechanics_note():
+    x = ember.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x.pow(2)
+    assert y.grad_fn._saved_self is x and y.grad_fn._saved_exponent == 2
+    y = x.exp()
+    saved = y.grad_fn._saved_result
+    assert saved is not y and saved.equal(y)
+    with pytest.raises(AttributeError, match="'ExpBackward0' object has no attribute "
+                                             "'_saved_other'"):
+        y.grad_fn._saved_other
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second"):
+        y.grad_fn._saved_result

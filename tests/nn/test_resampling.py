@@ -207,6 +207,29 @@ def test_affine_grid_matches_reference_and_gradcheck():
     assert ember.autograd.gradcheck(lambda t: F.affine_grid(t, (2, 1, 3, 2), True), [theta])
 
 
+def test_affine_grid_graph_saves_nothing_and_names_its_node():
+    theta = ember.tensor([[[0.8, -0.2, 0.1], [0.3, 0.9, -0.1]]], requires_grad=True)
+    grid = F.affine_grid(theta, (1, 1, 2, 2), align_corners=False)
+    assert type(grid.grad_fn).__name__ == "AffineGridGeneratorBackward0"
+    assert grid.grad_fn.next_functions[0][0].variable is theta
+    first, = ember.autograd.grad(grid.sum(), theta)
+    second, = ember.autograd.grad(grid.sum(), theta)     # nothing saved, nothing freed
+    assert first.tolist() == second.tolist() == [[[0.0, 0.0, 4.0], [0.0, 0.0, 4.0]]]
+
+
+def test_identity_affine_grid_rounds_like_pytorch():
+    # float32 coordinates as PyTorch computes them (linspace, then * (n - 1) / n): the
+    # bilinear subgradient at pixel centres depends on which side of them they land
+    theta = ember.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+    grid = F.affine_grid(theta, (1, 1, 1, 7), align_corners=False)
+    assert grid[0, 0, :, 0].tolist() == [-0.8571428656578064, -0.5714285373687744,
+                                         -0.2857142686843872, -2.554484801464696e-08,
+                                         0.2857142686843872, 0.5714285373687744,
+                                         0.8571428656578064]
+    grid = F.affine_grid(theta, (1, 1, 4, 2), align_corners=True)
+    assert grid[0, :, 0, 1].tolist() == [-1.0, -0.3333333134651184, 0.3333333134651184, 1.0]
+
+
 def test_grid_functions_warn_and_reject_like_pytorch():
     with pytest.warns(UserWarning, match="Default grid_sample and affine_grid behavior"):
         F.affine_grid(ember.randn(1, 2, 3), (1, 1, 2, 2))

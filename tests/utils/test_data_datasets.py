@@ -62,6 +62,13 @@ def test_random_split_by_lengths_and_fractions():
         random_split(data, [-0.5, 1.5])
 
 
+def test_random_split_empty_part_warning_blames_the_caller():
+    with pytest.warns(UserWarning, match="Length of split at index 1 is 0") as record:
+        parts = random_split(list(range(6)), [0.85, 0.15])
+    assert [len(p) for p in parts] == [6, 0]
+    assert record[0].filename == __file__
+
+
 def test_iterable_dataset_is_abstract_and_chain_len_checks_types():
     with pytest.raises(TypeError, match="abstract"):
         IterableDataset()

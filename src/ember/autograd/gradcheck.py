@@ -99,8 +99,11 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     diff_idx = [i for i, x in enumerate(inputs)
                 if isinstance(x, _tensor.Tensor) and x.requires_grad]
     numerical = {i: _numerical_jacobian(func, inputs, i, eps) for i in diff_idx}
+    if check_forward_ad and not _forward_ad_agrees(func, inputs, numerical, rtol, atol,
+                                                   raise_exception):
+        return False
     rng = np.random.default_rng(0)
-    for vs in _directions(outputs, rng):
+    for vs in _directions(outputs, rng) if check_backward_ad else ():
         cotangents = [_tensor._make((v if o.is_complex() else v.real).astype(o._data.dtype)
                             .reshape(o.shape)) for v, o in zip(vs, outputs)]
         analytical = _vjp(outputs, inputs, cotangents)
@@ -121,6 +124,38 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                     f"Jacobian mismatch for output 0 with respect to input {i},\n"
                     f"numerical:{_fmt(num)}\nanalytical:{_fmt(ana)}\n")
     return True
+
+
+def _forward_ad_agrees(func, inputs, numerical, rtol, atol, raise_exception):
+    """Whether forward-mode jvps along each input element match the finite differences."""
+    for i, cols in numerical.items():
+        for j, per_dir in enumerate(cols):
+            for d, jac_cols in zip((1.0, 1j), per_dir):
+                tangents = _jvp_outputs(func, inputs, i, j, d)
+                for k, (got, num) in enumerate(zip(tangents, jac_cols)):
+                    ana = np.zeros(num.shape) if got is None else got
+                    if not np.allclose(ana, num, rtol=rtol, atol=atol, equal_nan=True):
+                        if not raise_exception:
+                            return False
+                        raise GradcheckError(
+                            f"Jacobian computed with forward mode mismatch for output {k} with "
+                            f"respect to input {i},\nnumerical:{_fmt(num)}\n"
+                            f"analytical:{_fmt(np.asarray(ana, dtype=np.complex128))}\n")
+    return True
+
+
+def _jvp_outputs(func, inputs, i, j, direction):
+    """The output tangents (flat arrays, None where absent) along element ``j`` of input ``i``."""
+    from ember.autograd import forward_ad
+    x = inputs[i]
+    t = np.zeros(x.numel(), dtype=x._data.dtype)
+    t[j] = direction
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(x, _tensor._make(t.reshape(x._data.shape)))
+        outs = _outputs(func, inputs[:i] + (dual,) + inputs[i + 1:])
+        tangents = [forward_ad.unpack_dual(o).tangent for o in outs]
+        return [None if t is None else np.array(t._data, dtype=np.complex128).reshape(-1)
+                for t in tangents]
 
 
 def _fmt(values):

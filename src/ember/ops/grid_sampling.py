@@ -10,7 +10,8 @@ import warnings
 import numpy as np
 
 from ember._warn import user_level
-from ember.ops._registry import rename_node
+from ember import _dtype as D
+from ember.ops._registry import op, rename_node
 
 __all__ = ["grid_sample", "affine_grid"]
 
@@ -168,11 +169,14 @@ def _bicubic(input, raw, sizes, padding_mode, align_corners):
     return out
 
 
-def _base_coords(n, align_corners):
+def _base_coords(n, align_corners, dtype):
+    """The n normalized pixel coordinates along one axis, rounded in ``dtype`` step by step as
+    PyTorch's are: grid points on pixel centres must land on the same side of them."""
+    import ember
     if n <= 1:
-        return np.zeros(max(n, 0))
-    c = np.linspace(-1, 1, n)
-    return c if align_corners else c * (n - 1) / n
+        return np.zeros(max(n, 0), dtype=dtype.np)
+    c = ember.linspace(-1, 1, n, dtype=dtype)
+    return (c if align_corners else c * (n - 1) / n).numpy()
 
 
 def affine_grid(theta, size, align_corners=None):
@@ -201,11 +205,33 @@ def affine_grid(theta, size, align_corners=None):
                       "grids when align_corners=True. This is not an intended use case of "
                       "affine_grid. See the documentation of affine_grid for details.",
                       stacklevel=2)
-    axes = np.meshgrid(*[_base_coords(n, align_corners) for n in spatial], indexing="ij")
-    base = np.stack(list(axes[::-1]) + [np.ones(spatial)], axis=-1).reshape(1, -1, nd + 1)
-    base = ember.tensor(base, dtype=theta.dtype)
-    return rename_node((base @ theta.transpose(1, 2)).reshape((size[0],) + spatial + (nd,)),
-                       "AffineGridGeneratorBackward0")
+    return ember.affine_grid_generator(theta, size, align_corners)
+
+
+def _base_grid(size, align_corners, dtype):
+    """The (1, prod(spatial), nd + 1) homogeneous coordinates (x first) of ``size``'s pixels."""
+    spatial = tuple(size[2:])
+    axes = np.meshgrid(*[_base_coords(n, align_corners, dtype) for n in spatial], indexing="ij")
+    base = np.stack(list(axes[::-1]) + [np.ones(spatial, axes[0].dtype)], axis=-1)
+    return base.reshape(1, -1, len(spatial) + 1)
+
+
+@op("affine_grid_generator(theta, size, align_corners)", method=False, saves_inputs=False)
+def affine_grid_generator(xp, theta, size, align_corners):
+    """The sampling grid of the affine maps ``theta`` for ``size`` (no argument checks)."""
+    size = tuple(size)
+    base = xp.asarray(_base_grid(size, align_corners, D.FROM_NUMPY[theta.dtype]))
+    grid = xp.matmul(base, theta.transpose(0, 2, 1)).astype(theta.dtype, copy=False)
+    return grid.reshape((size[0],) + size[2:] + (len(size) - 2,))
+
+
+@affine_grid_generator.derivative
+def _(grad, theta, size, align_corners):
+    # the base grid is rebuilt, not saved: a second backward works, as in PyTorch
+    import ember
+    base = ember.tensor(_base_grid(tuple(size), align_corners, theta.dtype), dtype=theta.dtype,
+                        device=theta.device)
+    return grad.reshape(grad.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ base
 
 
 FUNCTIONAL = {"grid_sample": grid_sample, "affine_grid": affine_grid}

@@ -1,4 +1,5 @@
-"""OpInfo entries for ember/ops/resampling.py (interpolate) and ember/ops/shuffle.py."""
+"""OpInfo entries for ember/ops/resampling.py (interpolate), ember/ops/shuffle.py and
+affine_grid_generator (ember/ops/grid_sampling.py)."""
 
 import math
 
@@ -301,7 +302,31 @@ def _channel_shuffle_errors():
                      r"\[5, 3\]")
 
 
+# --- affine_grid_generator: base pixel coordinates times each theta -------------------------
+
+def _affine_grid_ref(theta, size, align_corners):
+    spatial = size[2:]
+    coords = []
+    for n in spatial:
+        c = np.linspace(-1, 1, n) if n > 1 else np.zeros(n)
+        coords.append(c if align_corners else c * (n - 1) / n)
+    axes = np.meshgrid(*coords, indexing="ij")
+    base = np.stack(list(axes[::-1]) + [np.ones(spatial)], -1)
+    return np.einsum("...k,njk->n...j", base, theta.astype(np.float64))
+
+
+def _affine_grid_samples(dtype, requires_grad):
+    for size, ac in (((2, 1, 3, 4), False), ((2, 3, 3, 4), True), ((1, 1, 2, 3, 2), False),
+                     ((1, 2, 1, 3, 2), True), ((3, 1, 1, 1), False)):
+        if dtype in LOW and min(size[2:]) == 1:
+            continue        # torch's CPU kernel has no 16-bit path for unit-size grids
+        nd = len(size) - 2
+        yield SampleInput(make((size[0], nd, nd + 1), dtype, requires_grad), (size, ac))
+
+
 OPS = [
+    OpInfo("affine_grid_generator", _affine_grid_ref, _affine_grid_samples, gradgrad=True,
+           dtypes=FLOATS + LOW, tol={ember.float16: (2e-3, 2e-3), ember.bfloat16: (2e-2, 2e-2)}),
     OpInfo("nn.functional.interpolate", _interpolate_ref, _interpolate_samples,
            dtypes=FLOATS + LOW + (ember.uint8,), gradgrad=True,
            error_inputs=_interpolate_errors, op=ember.nn.functional.interpolate,

@@ -161,7 +161,7 @@ def random_split(dataset, lengths, generator=None):
         for i, count in enumerate(counts):
             if count == 0:
                 warnings.warn(f"Length of split at index {i} is 0. This might result in an "
-                              "empty dataset.")
+                              "empty dataset.", stacklevel=2)
         lengths = counts
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
