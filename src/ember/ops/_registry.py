@@ -42,6 +42,7 @@ from ember.backend.meta import MetaArray
 from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
                                     missing_arg, public_signature, stand_in_defaults)
 from ember.ops._meta import MetaCall
+from ember.ops._out_compute import OUT_PREPARE
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
 
@@ -112,6 +113,8 @@ class Op:
                                (OpNode,),
                                {"__slots__": (), "op": self})
         self.node_names = None          # inputs -> node name, for ops PyTorch names by case
+        # reductions that compute in out's dtype (see ops/_out_compute.py); None for most
+        self.out_prepare = OUT_PREPARE.get(self.name) if out else None
         self.function = _generate(self, "function")
         self.method_name = (self.short_name if method is True else method) or None
         self.inplace = inplace
@@ -728,6 +731,8 @@ def _generate(op, kind):
                         f"'{op.method_name or op.short_name}', '{name}')\n")
     if aliases:
         prologue = alias_prologue(aliases, parts, pos, defaults, stand_ins, fname) + prologue
+    if kind == "function" and op.out_prepare is not None:
+        prologue += _out_prologue(op)
     if parts and parts[-1] == "*":
         parts.pop()
     inputs = ["self" if kind != "function" and n == pos[0] else n for n in op.input_names]
@@ -753,6 +758,15 @@ def _generate(op, kind):
     ENTRY_KINDS[fn.__code__] = kind
     return fn
 
+
+
+def _out_prologue(op):
+    """Code that lets ``out=`` set the op's input and ``dtype=`` before the call; it runs only
+    when ``out`` is given, so calls without it cost nothing more."""
+    x = op.input_names[0]
+    dtype = "dtype" if "dtype" in op.param_names else None
+    return (f"    if out is not None:\n"
+            f"        {x}, {dtype or '_'} = _op.out_prepare({x}, {dtype}, out)\n")
 
 
 GENERATED = {}      # kind -> the globals all generated functions of that kind share

@@ -102,9 +102,16 @@ def _not_nan(xp, a):
     return ~xp.isnan(a) if a.dtype.kind in "fcV" else xp.ones(a.shape, dtype=bool)
 
 
+def _check_nansum_dtype(x, dtype):
+    # a floating input's NaN-skipping kernel has no complex version (an integral one sums)
+    if dtype is not None and dtype.is_complex and x.dtype.kind not in "biu":
+        raise NotImplementedError(f"\"nansum_cpu\" not implemented for '{dtype._torch_name}'")
+
+
 @op("nansum(input, dim=None, keepdim=False, *, dtype=None)", promote=NANSUM, upcast=False)
 def nansum(xp, x, dim, keepdim, dtype):
     """The sum over ``dim`` treating NaN as zero."""
+    _check_nansum_dtype(x, dtype)
     dims = reduction_dims(dim, x.ndim)
     w = wide(x)
     if w.dtype.kind == "f":
@@ -124,11 +131,13 @@ def _(grad, x, dim, keepdim, dtype):
 def nanmean(xp, x, dim, keepdim, dtype):
     """The mean over ``dim`` of the elements that are not NaN."""
     _check_mean_dtype("nanmean", x, dtype)
+    _check_nansum_dtype(x, dtype)
     dims = reduction_dims(dim, x.ndim)
     x = cast_input(x, dtype, "nanmean")
     w = wide(x)
     valid = ~xp.isnan(w)
-    total = xp.sum(xp.where(valid, w, 0), axis=dims, keepdims=keepdim)
+    # the sum is rounded to x's dtype before dividing (a float16 one may overflow)
+    total = xp.sum(xp.where(valid, w, 0), axis=dims, keepdims=keepdim).astype(x.dtype)
     count = xp.sum(valid, axis=dims, keepdims=keepdim)
     return xp.true_divide(total, count).astype(x.dtype, copy=False)
 
