@@ -449,6 +449,13 @@ def test_gradcheck_complex():
     assert ember.autograd.gradcheck(lambda t: (t * t.conj()).real, (z,))
 
 
+def test_gradcheck_inputs_may_hold_numbers():
+    # as in PyTorch: gradcheck(f, (x, 2)) passes the number through and checks x only
+    x = ember.tensor([1.0, -2.0], dtype=ember.float64, requires_grad=True)
+    assert ember.autograd.gradcheck(lambda t, p: t ** p, (x, 3))
+    assert ember.autograd.gradgradcheck(lambda t, p: t ** p, (x, 3))
+
+
 def test_numpy_view_of_grad_is_detached():
     x = leaf(1.0)
     (x * 3).backward()

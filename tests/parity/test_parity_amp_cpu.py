@@ -47,6 +47,9 @@ _CASES = {
         *L.nn.functional.max_pool1d(_t(L, 1, 2, 6, dtype=d), 2, return_indices=True), 2),
     "householder": lambda L, d: L.linalg.householder_product(_t(L, 3, 3, dtype=d),
                                                              _t(L, 2, dtype=d)),
+    "ormqr": lambda L, d: L.ormqr(_t(L, 3, 3, dtype=d), _t(L, 3, dtype=d), _t(L, 3, 2, dtype=d)),
+    "conv_tbc": lambda L, d: L.conv_tbc(_t(L, 5, 2, 3, dtype=d), _t(L, 2, 3, 4, dtype=d),
+                                        _t(L, 4, dtype=d), 1),
     "index_copy": lambda L, d: _t(L, 3, 2, dtype=d).index_copy(
         0, L.tensor([0, 2]), _t(L, 2, 2, dtype="bfloat16")),
     "gru": lambda L, d: _gru(L)(_t(L, 5, 2, 3, dtype=d))[0],

@@ -22,12 +22,13 @@ from ember.amp._state import suspended
 __all__ = ["POLICY", "TOP_LEVEL_ONLY", "Composite"]
 
 _CPU_LOWER = """conv1d conv2d conv3d convolution conv_transpose1d conv_transpose2d conv_transpose3d
-    bmm mm baddbmm addmm addbmm matmul linalg.vecdot nn.functional.linear prelu
+    conv_tbc bmm mm baddbmm addmm addbmm matmul linalg.vecdot nn.functional.linear prelu
     nn.functional.scaled_dot_product_attention _rnn_layer"""
 
 _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar prod quantile
     nanquantile cdist trace view_as_complex inverse pinverse cholesky_solve cholesky_inverse
-    lu_solve triangular_solve geqrf orgqr linalg.householder_product nn.functional.max_unpool1d
+    lu_solve triangular_solve geqrf orgqr ormqr linalg.householder_product
+    nn.functional.max_unpool1d
     _fractional_max_pool2d _fractional_max_pool3d stft max_pool3d
     nn.functional.max_unpool2d nn.functional.max_unpool3d nn.functional.adaptive_avg_pool3d
     nn.functional.adaptive_max_pool3d_with_indices nn.functional.nll_loss
@@ -45,7 +46,7 @@ _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar
 _CPU_PROMOTE = "stack cat index_copy"
 
 _CUDA_LOWER = """matmul addbmm addmm addmv addr baddbmm bmm chain_matmul linalg.multi_dot conv1d
-    conv2d conv3d convolution conv_transpose1d conv_transpose2d conv_transpose3d
+    conv2d conv3d convolution conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d
     nn.functional.linear mm mv prelu nn.functional.scaled_dot_product_attention _rnn_layer"""
 
 _CUDA_FP32 = """pow acos asin cosh erfinv exp expm1 log log10 log1p log2 reciprocal rsqrt sinh tan

@@ -53,11 +53,13 @@ def _vjp(outputs, inputs, vs):
     diff_out = [(o, v) for o, v in zip(outputs, vs) if o.requires_grad]
     if not diff_out:
         return [None] * len(inputs)
-    wanted = [x for x in inputs if x.requires_grad]
+    # inputs may hold numbers too (``gradcheck(f, (x, 2))``): they get no gradient
+    needed = [isinstance(x, _tensor.Tensor) and x.requires_grad for x in inputs]
+    wanted = [x for x, need in zip(inputs, needed) if need]
     gs = grad([o for o, _ in diff_out], wanted, [v for _, v in diff_out], retain_graph=True,
               allow_unused=True)
     it = iter(gs)
-    return [next(it) if x.requires_grad else None for x in inputs]
+    return [next(it) if need else None for need in needed]
 
 
 def _directions(outputs, rng):

@@ -66,6 +66,8 @@ MESSAGES = {
                     "#2 'self'; but type torch.{got}Tensor does not equal torch.{want}Tensor "
                     "(while checking arguments for median)"),
     "heaviside": "heaviside is not yet implemented for tensors with different dtypes.",
+    "ormqr": ("torch.ormqr: Expected input and result to have the same dtype, but input has "
+              "dtype{want} and result has dtype {got}"),
     "kthvalue": "output values must be of same type as input",
     "mode": "expected scalar type '{want}' but got '{got}' for values output",
     "frexp": "torch.frexp() expects mantissa to have dtype {want_c} but got {got_c}",

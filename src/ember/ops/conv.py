@@ -14,11 +14,13 @@ from ember.ops import fold  # noqa: E402,F401
 from ember.ops._conv_args import conv_args, transposed_size
 from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_grad
 from ember.ops._elementwise import conj_grad
+from ember.ops._linalg_utils import torch_name
+from ember.ops._scalars import int_arg
 from ember.ops._registry import op
 from ember.ops.padding import constant_pad_nd
 
 FUNCTIONAL = {name: name for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d",
-                                      "conv_transpose2d", "conv_transpose3d")}
+                                      "conv_transpose2d", "conv_transpose3d", "conv_tbc")}
 FUNCTIONAL.update(fold.FUNCTIONAL)
 
 
@@ -183,6 +185,62 @@ def _conv_op(nd, transposed):
     registered = op(sig, inputs=3, method=False, grad_fn_name="ConvolutionBackward0")(forward)
     registered.derivative(derivative)
     return registered
+
+
+def _tbc_check(x, w, b, pad):
+    """PyTorch's checks of conv_tbc's arguments; returns the output length."""
+    if x.ndim != 3:
+        raise RuntimeError("Input must have 3 dims: time, batch, in_channel")
+    if w.ndim != 3:
+        raise RuntimeError("Weight tensor must have 3 dims: kernel_width, in_channels, "
+                           "out_channels.")
+    if b.ndim != 1:
+        raise RuntimeError("Bias must be 1-D")
+    if x.shape[2] != w.shape[1]:
+        raise RuntimeError("Input dim 2 (input channels) is not == dim 1 in the weight tensor")
+    if w.shape[2] != b.shape[0]:
+        raise RuntimeError("Bias size must equal dim 2 in the weight tensor (output channels).")
+    length = x.shape[0] + 2 * pad - w.shape[0] + 1
+    shape = (length, x.shape[1], w.shape[2])
+    if length < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {length}: "
+                           f"{list(shape)}")
+    if w.dtype != x.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{torch_name(x)} and {torch_name(w)}")
+    return shape
+
+
+@op("conv_tbc(input, weight, bias, pad=0)", inputs=3, method=False)
+def conv_tbc(xp, x, w, b, pad):
+    """A 1-d convolution of a (time, batch, in_channels) input with a (kernel_width,
+    in_channels, out_channels) weight, ``pad`` zeros at both ends of the time dimension."""
+    pad = int_arg(pad, "conv_tbc", "pad", 4)
+    shape = _tbc_check(x, w, b, pad)
+    bias = b.astype(x.dtype, copy=False)
+    if 0 in shape or 0 in w.shape:                  # no products: the bias alone
+        return xp.broadcast_to(bias, shape).copy()
+    if pad < 0:                                     # a negative pad crops the input
+        x, pad = x[-pad:x.shape[0] + pad], 0
+    with one_blas_thread(xp), cudnn_tf32(xp):
+        out = conv_forward(xp, x.transpose(1, 2, 0), w.transpose(2, 1, 0), (1,), ((pad, pad),),
+                           (1,), 1, bias)
+    return xp.ascontiguousarray(out.transpose(2, 0, 1))
+
+
+@conv_tbc.derivative
+def _(grad, x, w, b, pad, *, needs=(True, True, True)):
+    # both gradients are conv_tbc's again: the input's correlates the gradient with the
+    # flipped weight, the weight's correlates the input (channels as the batch) with it
+    gx = gw = gb = None
+    if needs[0]:
+        flipped = conj_grad(w).flip(0).transpose(1, 2)
+        gx = conv_tbc(grad, flipped, grad.new_zeros(x.shape[2]), w.shape[0] - 1 - pad)
+    if needs[1]:
+        gw = conv_tbc(conj_grad(x).transpose(1, 2), grad, grad.new_zeros(grad.shape[2]), pad)
+    if needs[2]:
+        gb = grad.sum((0, 1)).to(b.dtype)
+    return gx, gw, gb
 
 
 conv1d = _conv_op(1, False)

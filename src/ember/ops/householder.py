@@ -5,12 +5,15 @@ Column i of A below the diagonal, with a 1 on the diagonal, is the vector v_i of
 reflector H_i = I - tau_i v_i v_i^H; the result is the first n columns of H_0 H_1 ... H_{k-1}
 (k = tau.shape[-1] <= n <= m), what ``geqrf`` packs into A and tau. The upper triangle and the
 diagonal of A are not read, so they get no gradient.
+
+``ormqr`` multiplies a matrix by the full m x m Q of a geqrf factorisation (or by Q^H), from
+the left or the right.
 """
 
 from ember.ops._linalg_utils import check_kernel, mh, named_result, torch_name
 from ember.ops._registry import op
 
-__all__ = ["geqrf", "householder_product", "orgqr"]
+__all__ = ["geqrf", "householder_product", "orgqr", "ormqr"]
 
 geqrf_result = named_result("geqrf", ("a", "tau"))
 
@@ -104,6 +107,83 @@ def orgqr(xp, a, tau):
 
 householder_product.derivative(_product_grad)
 orgqr.derivative(_product_grad)
+
+
+_ORMQR = "torch.ormqr"
+
+
+def _check_dtypes(a, tau, c):
+    for name, t in (("tau", tau), ("other", c)):
+        if t.dtype != a.dtype:
+            # PyTorch's wording, its missing space included
+            raise RuntimeError(f"{_ORMQR}: Expected input and {name} to have the same dtype, "
+                               f"but input has dtype{torch_name(a)} and {name} has dtype "
+                               f"{torch_name(t)}")
+    check_kernel(a, "ormqr_cpu")
+
+
+def _ormqr_check(a, tau, c, left):
+    """PyTorch's checks of ormqr's arguments, in its order."""
+    for name, t in (("input", a), ("other", c)):
+        if t.ndim < 2:
+            raise RuntimeError(f"{_ORMQR}: {name} must have at least 2 dimensions.")
+    if (c.shape[-2] if left else c.shape[-1]) != a.shape[-2]:
+        raise RuntimeError(f"{_ORMQR}: other.shape[{-2 if left else -1}] must be equal to "
+                           f"input.shape[-2]")
+    if tau.ndim == 0:
+        raise IndexError("Dimension specified as -1 but tensor has no dimensions")
+    if tau.shape[-1] != min(a.shape[-2:]):
+        raise RuntimeError(f"{_ORMQR}: tau.shape[-1] must be equal to min(other.shape[-2], "
+                           f"input.shape[-1])")
+    if tau.ndim != a.ndim - 1:
+        raise RuntimeError(f"{_ORMQR}: Expected tau to have one dimension less than input, but "
+                           f"got tau.ndim equal to {tau.ndim} and input.ndim is equal to "
+                           f"{a.ndim}")
+    if c.ndim != a.ndim:
+        raise RuntimeError(f"{_ORMQR}: Expected other to have the same number of dimensions as "
+                           f"input, but got other.ndim equal to {c.ndim} and input.ndim is "
+                           f"equal to {a.ndim}")
+    for name, t in (("tau", tau), ("other", c)):
+        if t.shape[:a.ndim - 2] != a.shape[:-2]:
+            raise RuntimeError(f"{_ORMQR}: Expected batch dimensions of {name} to be equal to "
+                               f"input.shape[:-2], but got {list(t.shape[:a.ndim - 2])}")
+    _check_dtypes(a, tau, c)
+
+
+@op("ormqr(input, input2, input3, left=True, transpose=False)", inputs=3, out=True)
+def ormqr(xp, a, tau, c, left, transpose):
+    """``input3`` multiplied by the Q of a geqrf factorisation (``input``, ``input2``) from
+    the left (or the right), or by Q^H when ``transpose``."""
+    _ormqr_check(a, tau, c, left)
+    m, k = a.shape[-2], tau.shape[-1]
+    square = xp.zeros(a.shape[:-2] + (m, m), a.dtype)
+    square[..., :k] = a[..., :k]
+    q = _product(xp, square, tau)                   # the full m x m Q
+    if transpose:
+        q = q.conj().swapaxes(-1, -2)
+    return q @ c if left else c @ q
+
+
+@ormqr.derivative
+def _(grad, a, tau, c, left, transpose, *, needs=(True, True, True)):
+    from ember.ops.join import cat
+    m, n = a.shape[-2:]
+    k = tau.shape[-1]
+    square = a[..., :k]
+    if k < m:
+        square = cat([square, square.new_zeros(a.shape[:-2] + (m, m - k))], -1)
+    q = householder_product(square, tau)
+    op_q = mh(q) if transpose else q                # out = op_q @ c (left) or c @ op_q
+    grad_c = (mh(op_q) @ grad if left else grad @ mh(op_q)) if needs[2] else None
+    if not (needs[0] or needs[1]) or k == 0:
+        return None, None, grad_c
+    grad_op_q = grad @ mh(c) if left else mh(c) @ grad
+    grad_square, grad_tau = _product_grad(mh(grad_op_q) if transpose else grad_op_q, square,
+                                          tau)
+    grad_a = grad_square[..., :k]
+    if k < n:
+        grad_a = cat([grad_a, grad_a.new_zeros(a.shape[:-1] + (n - k,))], -1)
+    return grad_a, grad_tau, grad_c
 
 
 @op("geqrf(input)", out=True, namedtuple=geqrf_result)

@@ -5,6 +5,7 @@ different algorithm from the im2col + GEMM under test.
 """
 
 import itertools
+import re
 
 import numpy as np
 
@@ -360,6 +361,61 @@ def _fold_errors():
                      NotImplementedError, "\"col2im_out_cpu\" not implemented for 'Long'")
 
 
+def _tbc_samples(dtype, rg):
+    # (time, batch, in channels, kernel width, out channels, pad): with and without padding,
+    # a negative pad (crops the input), an input shorter than the kernel, empty extents
+    for t, b, c, k, o, pad in ((6, 2, 3, 3, 4, 0), (6, 2, 3, 3, 4, 2), (5, 1, 2, 2, 3, -1),
+                               (2, 2, 3, 4, 2, 1), (4, 3, 2, 1, 2, 0), (0, 2, 3, 1, 4, 1),
+                               (5, 0, 3, 2, 4, 0), (5, 2, 3, 0, 4, 0), (3, 2, 0, 2, 4, 1)):
+        yield SampleInput(_t((t, b, c), dtype, rg), (_t((k, c, o), dtype, rg), _t((o,), dtype, rg),
+                                                     pad), name=f"T{t} B{b} C{c} K{k} O{o}")
+    # strided batch and channels (PyTorch's kernel raises for inputs whose time and batch
+    # dims cannot be viewed as one, such as a transposed input; ember's does not)
+    x = _t((3, 10, 4), dtype, rg).detach()[:, ::2, ::2].requires_grad_(rg)
+    w = _t((2, 3, 2), dtype, rg).detach().transpose(1, 2).requires_grad_(rg)
+    yield SampleInput(x, (w, _t((3,), dtype, rg)), name="noncontiguous")
+
+
+def _tbc_grad_samples(dtype, rg):
+    for t, pad in ((3, 0), (3, 2), (4, -1)):
+        yield SampleInput(_t((t, 1, 2), dtype, rg), (_t((2, 2, 2), dtype, rg),
+                                                     _t((2,), dtype, rg), pad), name=f"pad={pad}")
+
+
+def _ref_tbc(x, w, b, pad=0):
+    if pad < 0:
+        x, pad = x[-pad:x.shape[0] + pad], 0
+    xp = np.pad(x, [(pad, pad), (0, 0), (0, 0)])
+    length = xp.shape[0] - w.shape[0] + 1
+    out = np.broadcast_to(b, (length,) + x.shape[1:2] + b.shape).astype(np.result_type(x, w))
+    for k in range(w.shape[0]):
+        out = out + np.einsum("tbc,co->tbo", xp[k:k + length], w[k])
+    return out
+
+
+def _tbc_errors():
+    def bad(x, w, b, message, *pad, error=RuntimeError):
+        return ErrorInput(SampleInput(ember.ones(*x), (ember.ones(*w), ember.ones(*b)) + pad),
+                          error, re.escape(message))
+    yield bad((3, 2), (3, 2, 4), (4,), "Input must have 3 dims: time, batch, in_channel")
+    yield bad((5, 2, 3), (3, 4), (4,),
+              "Weight tensor must have 3 dims: kernel_width, in_channels, out_channels.")
+    yield bad((5, 2, 3), (3, 3, 4), (4, 1), "Bias must be 1-D")
+    yield bad((5, 2, 3), (3, 2, 4), (4,),
+              "Input dim 2 (input channels) is not == dim 1 in the weight tensor")
+    yield bad((5, 2, 3), (3, 3, 4), (5,),
+              "Bias size must equal dim 2 in the weight tensor (output channels).")
+    yield bad((5, 2, 3), (3, 3, 4), (4,),
+              "Trying to create tensor with negative dimension -1: [-1, 2, 4]", -2)
+    yield bad((5, 2, 3), (3, 3, 4), (4,),
+              "conv_tbc(): argument 'pad' (position 4) must be int, not float", 1.0,
+              error=TypeError)
+    yield ErrorInput(SampleInput(ember.ones(5, 2, 3), (ember.ones(3, 3, 4, dtype=ember.float64),
+                                                        ember.ones(4))),
+                     RuntimeError, "self and mat2 must have the same dtype, but got Float and "
+                     "Double")
+
+
 _LOW_TOL = {ember.float16: (2e-3, 2e-3), ember.bfloat16: (1.6e-2, 2e-2)}
 # PyTorch accumulates some 16-bit convolutions in 16 bits; ember in float32
 _LOW_PARITY = {ember.float16: (1e-2, 1e-2), ember.bfloat16: (5e-2, 5e-2)}
@@ -384,4 +440,9 @@ OPS += [
            gradgrad=True, error_inputs=_unfold_errors),
     OpInfo("nn.functional.fold", _ref_fold, _fold_samples, dtypes=FOLD_DTYPES, gradgrad=True,
            error_inputs=_fold_errors, tol=_LOW_TOL, parity_tol=_LOW_PARITY),
+    # PyTorch's conv_tbc has no complex autograd ("does not support automatic
+    # differentiation for outputs with complex dtype"); ember's derivative covers it
+    OpInfo("conv_tbc", _ref_tbc, _tbc_samples, dtypes=CONV_DTYPES,
+           grad_samples=_tbc_grad_samples, gradgrad=True, error_inputs=_tbc_errors,
+           tol=_LOW_TOL, parity_tol=_LOW_PARITY),
 ]
