@@ -274,6 +274,16 @@ def test_numpy_conversion_errors_use_pytorchs_wording():
         ember.from_numpy(np.ones(3)[::-1])
 
 
+@pytest.mark.parametrize("value, name", [
+    ([1], "list"), (1.0, "float"), (np.float32(1), "numpy.float32"),
+    (np.int64(2), "numpy.int64"), (ember.ones(1), "Tensor"),
+])
+def test_from_numpy_names_the_type_it_got_as_pytorch_does(value, name):
+    with pytest.raises(TypeError) as info:
+        ember.from_numpy(value)
+    assert str(info.value) == f"expected np.ndarray (got {name})"
+
+
 def test_complex_data_with_a_bfloat16_default_has_no_complex_dtype():
     ember.set_default_dtype(ember.bfloat16)
     try:

@@ -314,10 +314,18 @@ def _check_aliasable(obj, dtype, device):
         raise ValueError(f"can't alias tensor from device '{where}' to '{as_device(device)}'.")
 
 
+def _tp_name(obj):
+    """The type name CPython's C API reports: qualified for static extension types."""
+    t = type(obj)
+    if t.__module__ == "builtins" or t.__flags__ & (1 << 9):     # Py_TPFLAGS_HEAPTYPE
+        return t.__name__
+    return f"{t.__module__}.{t.__name__}"
+
+
 def from_numpy(ndarray):
     """A tensor sharing memory with a NumPy array."""
     if not isinstance(ndarray, np.ndarray):
-        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+        raise TypeError(f"expected np.ndarray (got {_tp_name(ndarray)})")
     _check_np_dtype(ndarray)
     if any(s < 0 for s in ndarray.strides):
         raise ValueError("At least one stride in the given numpy array is negative, and "
