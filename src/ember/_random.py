@@ -15,9 +15,10 @@ import json
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import (_finish, _place, _size, _size_args, _target, check_like_input,
-                             in_format, offered_to_overrides, pinned)
+from ember._creation import (_finish, _place, _target, check_like_input, in_format,
+                             offered_to_overrides, pinned)
 from ember._device import as_device, get_default_device
+from ember._sizes import _size, _size_args
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
                            device_guard, device_of, host_array, on_device_of, xp_of)
 from ember._tensor import Tensor, _make
@@ -576,81 +577,6 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
     return in_format(made, memory_format, input)
 
 
-# --- in-place sampling methods ----------------------------------------------------------------
-
-def _fill_(t, arr, node):
-    """Write the samples ``arr`` into ``t``; a tensor with history gets a backward node
-    named ``node`` (as PyTorch's, e.g. NormalBackward0) passing no gradient back."""
-    from ember.autograd.grad_mode import STATE
-    from ember.ops._inplace import _check_leaf
-    history = STATE.grad_enabled and t.requires_grad
-    if STATE.grad_enabled:
-        _check_leaf(t)
-    if history:         # fill_ records the cut (a zero gradient) and bumps the version
-        from ember.ops.conversion import fill_
-        fill_(t, 0)
-    data = t._data
-    if type(data) is not np.ndarray and type(arr) is not type(data):   # drawn on the host
-        arr = cuda_backend().to_device(np.asarray(arr).astype(data.dtype), data.device.id)
-    elif data.dtype.kind in "iub":
-        arr = np.asarray(arr).astype(data.dtype)
-    data[...] = arr
-    if not history:
-        t._bump_version()
-    elif type(t._grad_fn).__name__ == "FillBackward2":     # (a view's node stays as it is)
-        from ember.ops._registry import rename_node
-        rename_node(t, node)
-    return t
-
-
-def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
-    """Fill with uniform samples on [from, to)."""
-    from_ = kw.pop("from", from_)
-    _float_dtype(self.dtype, "check_uniform_bounds")
-    if from_ > to:
-        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
-                           f"from={from_:g} > to={to:g}")
-    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "uniform", from_,
-                             to)
-    if drawn is not None:
-        return _fill_(self, drawn, "UniformBackward0")
-    drawn = from_ + (to - from_) * _rng_on(generator, self.device).random(self.shape)
-    return _fill_(self, drawn, "UniformBackward0")
-
-
-def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    """Fill with normal samples."""
-    if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    _float_dtype(self.dtype, "normal_kernel_cpu")
-    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "normal", mean,
-                             std)
-    if drawn is not None:
-        return _fill_(self, drawn, "NormalBackward0")
-    drawn = mean + std * _rng_on(generator, self.device).standard_normal(self.shape)
-    return _fill_(self, drawn, "NormalBackward0")
-
-
-def random_(self, from_=0, to=None, *, generator=None, **kw):
-    """Fill with integers from [from, to) (default: the dtype's range of exact integers)."""
-    from_ = kw.pop("from", from_)
-    node = "RandomBackward0" if to is not None else "RandomBackward1" if from_ else \
-        "RandomBackward2"
-    if to is None:
-        to, from_ = (from_, 0) if from_ else (_random_limit(self.dtype), 0)
-    if from_ >= to:
-        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} "
-                           f">= to={to}")
-    _check_random_bounds(self.dtype, from_, to)
-    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "integers", from_,
-                             to)
-    if drawn is not None:
-        return _fill_(self, drawn, node)
-    drawn = _rng_on(generator, self.device).integers(from_, to, size=self.shape)
-    return _fill_(self, drawn, node)
-
-
-# the C++ type names PyTorch's bounds messages give
 _C_NAMES = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",
             D.int16: "short int", D.int32: "int", D.uint16: "short unsigned int",
             D.uint32: "unsigned int", D.float16: "c10::Half"}
@@ -680,7 +606,6 @@ def _check_random_bounds(dtype, low, high):
 _EXACT_INTEGERS = {D.float16: 2 ** 11, D.bfloat16: 2 ** 8, D.float32: 2 ** 24,
                    D.float64: 2 ** 53}
 
-
 def _random_limit(dtype):
     """PyTorch's default upper bound: the dtype's max, or its largest run of exact ints."""
     if dtype is D.bool_:
@@ -688,7 +613,6 @@ def _random_limit(dtype):
     if dtype.category == D.INTEGRAL:
         return int(np.iinfo(dtype.np).max) + 1
     return _EXACT_INTEGERS.get(dtype, 2 ** 24)
-
 
 def _below(uniform, probs):
     """``uniform < probs``, Bernoulli samples, on a GPU; ``probs`` outside [0, 1] raise."""
@@ -701,70 +625,6 @@ def _below(uniform, probs):
     return uniform < probs
 
 
-def bernoulli_(self, p=0.5, *, generator=None):
-    """Fill with 0/1 samples with probability ``p`` (a number or tensor)."""
-    on_host = isinstance(p, Tensor) and p.device != self.device
-    node = "BernoulliBackward1" if isinstance(p, Tensor) else "BernoulliBackward2"
-    drawn = None if on_host else _drawn_on_device(generator, self.shape, D.float32, self.device)
-    if drawn is not None:
-        return _fill_(self, _below(drawn, p._data if isinstance(p, Tensor) else p), node)
-    probs = host_array(p._data) if isinstance(p, Tensor) else p
-    return _fill_(self, _rng_on(generator, self.device).random(self.shape) < probs, node)
-
-
-def exponential_(self, lambd=1.0, *, generator=None):
-    """Fill with exponential samples of rate ``lambd``."""
-    _continuous(self, "Exponential")
-    if not lambd > 0:
-        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
-    drawn = _rng_on(generator, self.device).exponential(1.0 / lambd, self.shape)
-    return _fill_(self, drawn, "ExponentialBackward0")
-
-
-def geometric_(self, p, *, generator=None):
-    """Fill with geometric samples (number of trials to the first success)."""
-    if not 0 < p < 1:
-        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
-    _not_implemented_for(self.dtype, "geometric_cpu", (D.BOOL, D.COMPLEX))
-    drawn = _rng_on(generator, self.device).geometric(p, self.shape)
-    return _fill_(self, drawn, "GeometricBackward0")
-
-
-def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
-    """Fill with log-normal samples."""
-    if not std > 0:
-        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
-    _not_implemented_for(self.dtype, "log_normal_cpu", (D.BOOL, D.INTEGRAL, D.COMPLEX))
-    drawn = _rng_on(generator, self.device).lognormal(mean, std, self.shape)
-    return _fill_(self, drawn, "LogNormalBackward0")
-
-
-def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
-    """Fill with Cauchy samples."""
-    _continuous(self, "Cauchy", c_name=True)
-    rng = _rng_on(generator, self.device)
-    return _fill_(self, median + sigma * rng.standard_cauchy(self.shape), "CauchyBackward0")
-
-
-def _nothing_on_meta(sample_):
-    """``sample_`` (an in-place sampler), which on a meta tensor draws nothing: initializing a
-    module built on the meta device costs nothing, whatever its size."""
-    @functools.wraps(sample_)
-    def sampler(self, *args, **kwargs):
-        if type(self._data) is not MetaArray:
-            return sample_(self, *args, **kwargs)
-        from ember.autograd.grad_mode import STATE
-        from ember.ops._inplace import _check_leaf
-        if STATE.grad_enabled:
-            _check_leaf(self)
-        self._bump_version()
-        return self
-    return sampler
-
-
-for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, log_normal_,
-            cauchy_):
-    setattr(Tensor, _fn.__name__, _nothing_on_meta(_vmap_aware(_fn, inplace=True)))
 for _fn in (bernoulli, multinomial):
     setattr(Tensor, _fn.__name__, _fn)
 
@@ -808,3 +668,6 @@ def _sample_dirichlet(input, generator=None):
         ratios = draws / total
     tiny = float(D.finfo(dtype).tiny)
     return _sample(np.asarray(np.fmax(ratios, tiny)), dtype, input.device, False)
+
+
+from ember import _random_inplace  # noqa: E402,F401  (installs Tensor.uniform_, ...)

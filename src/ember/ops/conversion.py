@@ -396,7 +396,7 @@ def resize_(self, *sizes, memory_format=None):
     Shrinking a contiguous tensor keeps sharing its memory."""
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
-    from ember._creation import _size
+    from ember._sizes import _size
     shape = _size(sizes)
     count = math.prod(shape)
     flat = self._data.reshape(-1)

@@ -9,7 +9,7 @@ import enum
 import warnings
 
 import ember
-from ember._creation import _size
+from ember._sizes import _size
 from ember._tensor import Tensor
 from ember.nn.attention._validate import check_same_device_and_rank, check_same_dtype
 from ember.ops.attention import scaled_dot_product_attention as _sdpa_op
