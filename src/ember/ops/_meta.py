@@ -201,7 +201,7 @@ def _flatten(op, inputs):
 
 def _write_out(op, out, outputs, requires_grad, inputs):
     """``out=`` for a meta result: the out tensors take its shape (they must be meta too)."""
-    from ember.ops._registry import _write_out as write_values
+    from ember.ops._out import write_out as write_values
     targets = out if isinstance(out, (tuple, list)) else (out,)
     if any(isinstance(t, Tensor) and not t.is_meta for t in targets):
         return write_values(op, out, outputs, requires_grad, inputs)  # raises: no values

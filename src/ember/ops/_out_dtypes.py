@@ -6,7 +6,7 @@ float64 ``out`` from float32 operands). About seventy do not: their kernels chec
 ``lerp``, ``diff``, ``inner``, ``matrix_power``, ``addbmm``) check on some paths only, by
 operand kind or size; those are left accepting, as on their other paths. Which ops check is
 a fact of PyTorch's kernels, not of the ops' math, so it is kept here, in one table, rather
-than on each op's registration; ``install`` marks the ops and ``_registry._write_out``
+than on each op's registration; ``install`` marks the ops and ``_out.write_out``
 raises. ``_CHECKS`` holds the ops whose check is of a kind of dtype, or depends on the
 operands: each is called with out's dtype, the result's and the operands, and returns True
 to accept ``out`` whatever the cast.

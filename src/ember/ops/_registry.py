@@ -27,7 +27,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._device import CPU
-from ember._inference import MADE as INFERENCE_MADE, check_inplace, check_saved
+from ember._inference import MADE as INFERENCE_MADE, check_saved
 from ember._tensor import Tensor, _make
 from ember.amp._state import STATE as _AMP
 from ember.amp._policy import Composite
@@ -37,11 +37,12 @@ from ember.autograd.graph import InputMeta, OpNode, history
 from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
 from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 from ember.backend import (SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard, device_of,
-                           device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp, xp_of)
+                           device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp)
 from ember.backend.meta import MetaArray
 from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
                                     missing_arg, public_signature, stand_in_defaults)
 from ember.ops._meta import MetaCall
+from ember.ops._out import write_out
 from ember.ops._out_compute import OUT_PREPARE
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
@@ -311,7 +312,7 @@ def call(op, inputs, params, out=None):
     if out is not None:
         if out is RAW_OUTPUTS:
             return outputs
-        return _write_out(op, out, outputs, requires_grad, flat)
+        return write_out(op, out, outputs, requires_grad, flat)
     if op.namedtuple is not None:
         return op.namedtuple(*outputs)
     return outputs
@@ -636,58 +637,6 @@ def _shares_memory(out, src):
     if owner is src or owner is src.base:
         return True
     return bool(np.may_share_memory(out, src))
-
-
-# --- out= -------------------------------------------------------------------------------------
-
-_BY_DIM = ("_max_dim", "_min_dim", "_median_dim", "_nanmedian_dim")   # max(), ... with dim
-
-
-def _write_out(op, out, outputs, requires_grad, inputs=()):
-    """Copy results into the ``out=`` tensor(s), resizing as PyTorch does; ``inputs`` are the
-    op's operands, for the ops whose check of out's dtype depends on them."""
-    results = outputs if type(outputs) is tuple else (outputs,)
-    targets = out if isinstance(out, (tuple, list)) else (out,)
-    if _GRAD.grad_enabled and (requires_grad or any(
-            isinstance(d, Tensor) and d.requires_grad for d in targets)):
-        name = op.name[1:-4] if op.name in _BY_DIM else op.name
-        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
-                           f"automatic differentiation, but one of the arguments requires grad.")
-    if len(targets) != len(results):
-        raise TypeError(f"{op.name}(): expected {len(results)} out tensors, got {len(targets)}")
-    for dst, res in zip(targets, results):
-        if not isinstance(dst, Tensor):
-            raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not "
-                            f"{type(dst).__name__}")
-        if INFERENCE_MADE[0]:
-            check_inplace(dst)
-        checked = False
-        if op.out_dtype_check is not None:      # True: accepted, whatever the cast
-            checked = op.out_dtype_check(dst.dtype, res.dtype, inputs)
-        if op.out_dtype_error is not None and dst.dtype is not res.dtype:
-            from ember.ops._out_dtypes import message
-            raise RuntimeError(message(op, res.dtype, dst.dtype))
-        if not checked and not D.can_cast(res.dtype, dst.dtype):
-            raise RuntimeError(f"result type {res.dtype._torch_name} can't be cast to the "
-                               f"desired output type {dst.dtype._torch_name}")
-        if dst.shape != res.shape:
-            if dst.numel() != 0:
-                import warnings
-                from ember._warn import outside_level
-                warnings.warn(
-                    f"An output with one or more elements was resized since it had shape "
-                    f"{list(dst.shape)}, which does not match the required output shape "
-                    f"{list(res.shape)}. This behavior is deprecated, and in a future PyTorch "
-                    f"release outputs will not be resized unless they have zero elements. You "
-                    f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-                    f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
-            dst._data = res._data.astype(dst._data.dtype)
-        else:
-            xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
-        dst._bump_version()
-    if op.namedtuple is not None and type(out) is tuple:
-        return op.namedtuple(*out)
-    return out
 
 
 # --- code generation of the public functions --------------------------------------------------

@@ -1,0 +1,62 @@
+"""Writing an op's results into its ``out=`` tensors: PyTorch's checks (no autograd, the count,
+the dtype rules of ops/_out_dtypes.py, inference tensors), then the copy, resizing as PyTorch
+does with its deprecation warning."""
+
+import warnings
+
+from ember import _dtype as D
+from ember._inference import MADE as INFERENCE_MADE, check_inplace
+from ember._tensor import Tensor
+from ember._warn import outside_level
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.backend import xp_of
+
+__all__ = ["write_out"]
+
+
+_BY_DIM = ("_max_dim", "_min_dim", "_median_dim", "_nanmedian_dim")   # max(), ... with dim
+
+
+def write_out(op, out, outputs, requires_grad, inputs=()):
+    """Copy results into the ``out=`` tensor(s), resizing as PyTorch does; ``inputs`` are the
+    op's operands, for the ops whose check of out's dtype depends on them."""
+    results = outputs if type(outputs) is tuple else (outputs,)
+    targets = out if isinstance(out, (tuple, list)) else (out,)
+    if _GRAD.grad_enabled and (requires_grad or any(
+            isinstance(d, Tensor) and d.requires_grad for d in targets)):
+        name = op.name[1:-4] if op.name in _BY_DIM else op.name
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires grad.")
+    if len(targets) != len(results):
+        raise TypeError(f"{op.name}(): expected {len(results)} out tensors, got {len(targets)}")
+    for dst, res in zip(targets, results):
+        if not isinstance(dst, Tensor):
+            raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not "
+                            f"{type(dst).__name__}")
+        if INFERENCE_MADE[0]:
+            check_inplace(dst)
+        checked = False
+        if op.out_dtype_check is not None:      # True: accepted, whatever the cast
+            checked = op.out_dtype_check(dst.dtype, res.dtype, inputs)
+        if op.out_dtype_error is not None and dst.dtype is not res.dtype:
+            from ember.ops._out_dtypes import message
+            raise RuntimeError(message(op, res.dtype, dst.dtype))
+        if not checked and not D.can_cast(res.dtype, dst.dtype):
+            raise RuntimeError(f"result type {res.dtype._torch_name} can't be cast to the "
+                               f"desired output type {dst.dtype._torch_name}")
+        if dst.shape != res.shape:
+            if dst.numel() != 0:
+                warnings.warn(
+                    f"An output with one or more elements was resized since it had shape "
+                    f"{list(dst.shape)}, which does not match the required output shape "
+                    f"{list(res.shape)}. This behavior is deprecated, and in a future PyTorch "
+                    f"release outputs will not be resized unless they have zero elements. You "
+                    f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                    f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
+            dst._data = res._data.astype(dst._data.dtype)
+        else:
+            xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
+        dst._bump_version()
+    if op.namedtuple is not None and type(out) is tuple:
+        return op.namedtuple(*out)
+    return out
