@@ -76,6 +76,9 @@ def _torch_case(expression):
         "bernoulli_": lambda: x.clone().bernoulli_(0.5), "random_": lambda: x.clone().random_(),
         "random_ to": lambda: x.clone().random_(5),
         "view after in-place": lambda: _view_after_inplace(x),
+        "conv_tbc": lambda: torch.conv_tbc(seq.transpose(0, 2).contiguous(), x[:3, None],
+                                           torch.zeros(5), 1),
+        "ormqr": lambda: torch.ormqr(x[:, :3], x[0, :3], x[:, 3:]),
     }[expression]()
 
 
