@@ -1,13 +1,20 @@
 """The size arguments of factories (``zeros(2, 3)``, ``zeros((2, 3))``, ``zeros(size=...)``),
 read and checked as PyTorch's argument parser does, with its messages."""
 
+from ember._tensor import Size
+
 __all__ = ["_size", "_size_args", "_is_int"]
+
+_SEQUENCES = (tuple, list, Size)
 
 
 def _size_args(sizes, size, name):
     """A factory's size, given as ``*sizes`` or as ``size=`` (not both), checked to be ints
     with PyTorch's messages."""
     if size is None:
+        if _plain_ints(sizes) or len(sizes) == 1 and type(sizes[0]) in _SEQUENCES \
+                and _plain_ints(sizes[0]):
+            return sizes                # the common forms, f(2, 3) and f((2, 3)): nothing to say
         if len(sizes) == 1 and not _is_int(sizes[0]):
             _check_size_sequence(sizes[0], name, " (position 1)")
         elif sizes and not _is_int(sizes[0]):
@@ -20,6 +27,13 @@ def _size_args(sizes, size, name):
     if not _is_int(size):
         _check_size_sequence(size, name, "")
     return (size,)
+
+
+def _plain_ints(values):
+    for v in values:
+        if type(v) is not int:
+            return False
+    return True
 
 
 def _is_int(x):
