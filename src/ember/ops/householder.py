@@ -20,6 +20,13 @@ geqrf_result = named_result("geqrf", ("a", "tau"))
 _NAME = "torch.linalg.householder_product"
 
 
+def _check_tau_ndim(name, a, tau):
+    if tau.ndim != a.ndim - 1:
+        raise RuntimeError(f"{name}: Expected tau to have one dimension less than input, but "
+                           f"got tau.ndim equal to {tau.ndim} and input.ndim is equal to "
+                           f"{a.ndim}")
+
+
 def _check(a, tau):
     if a.ndim < 2:
         raise RuntimeError(f"{_NAME}: input must have at least 2 dimensions.")
@@ -31,10 +38,7 @@ def _check(a, tau):
     if a.shape[-1] < tau.shape[-1]:
         raise RuntimeError(f"{_NAME}: input.shape[-1] must be greater than or equal to "
                            f"tau.shape[-1]")
-    if tau.ndim != a.ndim - 1:
-        raise RuntimeError(f"{_NAME}: Expected tau to have one dimension less than input, but "
-                           f"got tau.ndim equal to {tau.ndim} and input.ndim is equal to "
-                           f"{a.ndim}")
+    _check_tau_ndim(_NAME, a, tau)
     if tau.shape[:-1] != a.shape[:-2]:
         raise RuntimeError(f"{_NAME}: Expected batch dimensions of tau to be equal to "
                            f"input.shape[:-2], but got {list(tau.shape[:-1])}")
@@ -135,10 +139,7 @@ def _ormqr_check(a, tau, c, left):
     if tau.shape[-1] != min(a.shape[-2:]):
         raise RuntimeError(f"{_ORMQR}: tau.shape[-1] must be equal to min(other.shape[-2], "
                            f"input.shape[-1])")
-    if tau.ndim != a.ndim - 1:
-        raise RuntimeError(f"{_ORMQR}: Expected tau to have one dimension less than input, but "
-                           f"got tau.ndim equal to {tau.ndim} and input.ndim is equal to "
-                           f"{a.ndim}")
+    _check_tau_ndim(_ORMQR, a, tau)
     if c.ndim != a.ndim:
         raise RuntimeError(f"{_ORMQR}: Expected other to have the same number of dimensions as "
                            f"input, but got other.ndim equal to {c.ndim} and input.ndim is "
