@@ -324,15 +324,14 @@ def _fill(xp, x, value):
     return _filled(xp, x, value)
 
 
-@fill.named_by
-def _(flat, params, out):
-    return "FillBackward1" if isinstance(flat[1], Tensor) else "FillBackward0"
+def _name_by_value(fill_op, by_number, by_tensor):
+    """PyTorch names fill's nodes by whether the value is a number or a tensor."""
+    fill_op.named_by(lambda flat, params, out:
+                     by_tensor if isinstance(flat[1], Tensor) else by_number)
 
 
-@_fill.named_by
-def _(flat, params, out):
-    # PyTorch's in-place nodes, by a number and by a tensor
-    return "FillBackward3" if isinstance(flat[1], Tensor) else "FillBackward2"
+_name_by_value(fill, "FillBackward0", "FillBackward1")
+_name_by_value(_fill, "FillBackward2", "FillBackward3")       # the in-place nodes
 
 
 def _fill_grad(grad, x, value):

@@ -129,6 +129,12 @@ def _lower(xp, factor, upper):
     return _adjoint(xp.triu(factor)) if upper else xp.tril(factor)
 
 
+def _check_square(a):
+    if a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"A must be batches of square matrices, but they are "
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+
+
 def _check_cholesky_solve(b, factor):
     if b.ndim < 2:
         raise RuntimeError(f"b should have at least 2 dimensions, but has {b.ndim} dimensions "
@@ -137,9 +143,7 @@ def _check_cholesky_solve(b, factor):
         raise RuntimeError(f"u should have at least 2 dimensions, but has {factor.ndim} "
                            f"dimensions instead")
     check_rhs_dtype(factor, b)
-    if factor.shape[-1] != factor.shape[-2]:
-        raise RuntimeError(f"A must be batches of square matrices, but they are "
-                           f"{factor.shape[-2]} by {factor.shape[-1]} matrices")
+    _check_square(factor)
     check_solve_rows("cholesky_solve", factor, b)
     try:
         np.broadcast_shapes(b.shape[:-2], factor.shape[:-2])
@@ -426,9 +430,7 @@ def _check_triangular_solve(b, a):
             raise RuntimeError(f"torch.triangular_solve: Expected {arg} to have at least 2 "
                                f"dimensions, but it has {x.ndim} dimensions instead")
     check_rhs_dtype(a, b)
-    if a.shape[-1] != a.shape[-2]:
-        raise RuntimeError(f"A must be batches of square matrices, but they are "
-                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+    _check_square(a)
     check_solve_rows("triangular_solve", a, b)
 
 
