@@ -13,7 +13,8 @@ from ember._tensor import _make
 from ember.backend import device_scalar
 from ember.ops._promotion import Policy
 from ember.ops._scalars import checked_scalar
-from ember.ops._registry import op
+from ember.ops._elementwise import zeros_for
+from ember.ops._registry import op, rename_node
 
 __all__ = ["act_op", "const", "float_kernel", "masked", "relu", "hardtanh", "threshold",
            "leaky_relu", "prelu", "hardshrink", "softshrink", "hardsigmoid", "hardswish"]
@@ -57,11 +58,28 @@ def const(array):
     return _make(np.asarray(array) if isinstance(array, np.generic) else array)
 
 
-def masked(grad, mask):
-    """``grad`` where the boolean array ``mask`` holds, else 0 (one fused multiply: the
-    mask is not cast to a float array first)."""
-    from ember.ops.dropout import _masked_scale
-    return _masked_scale(grad, const(mask), 1)
+@op("_masked_grad(grad, input, mask)", inputs=3, method=False)
+def _masked_grad(xp, grad, x, mask):
+    """``grad * mask``: the gradient of a piecewise-linear op, which takes the op's ``input``
+    (or output) as an operand of derivative 0. Under ``create_graph`` it then requires grad
+    wherever ``input`` does, as PyTorch's ThresholdBackward-style kernels do, so a second
+    ``grad`` gives zeros rather than "does not require grad"."""
+    return grad * mask
+
+
+@_masked_grad.derivative
+def _(grad, g, x, mask):
+    return _masked_grad(grad, x, mask), zeros_for(grad), None
+
+
+def masked(grad, mask, source, name=None):
+    """``grad`` times the boolean (or factor) array ``mask``, through ``source``, the op's
+    input or output of ``grad``'s shape; ``name`` is PyTorch's node name under create_graph
+    (ThresholdBackwardBackward0)."""
+    out = _masked_grad(grad, source, const(mask))
+    if name is not None and out._grad_fn is not None:
+        rename_node(out, name)
+    return out
 
 
 def _fit(x, value):
@@ -84,7 +102,7 @@ relu.inplace_variant(lambda xp, dst, x: xp.maximum(x, 0, out=dst))
 
 @relu.derivative
 def _(grad, x, *, out):
-    return masked(grad, out._data > 0)
+    return masked(grad, out._data > 0, out, "ThresholdBackwardBackward0")
 
 
 @act_op("hardtanh(input, min_val=-1.0, max_val=1.0)", namespace="nn.functional",
@@ -99,7 +117,7 @@ def hardtanh(xp, x, min_val, max_val):
 @hardtanh.derivative
 def _(grad, x, min_val, max_val):
     a = x._data
-    return masked(grad, (a > min_val) & (a < max_val))
+    return masked(grad, (a > min_val) & (a < max_val), x, "HardtanhBackwardBackward0")
 
 
 def _threshold_rule(d, name, operands):
@@ -118,7 +136,7 @@ def threshold(xp, x, threshold, value):
 
 @threshold.derivative
 def _(grad, x, threshold, value):
-    return masked(grad, x._data > threshold)
+    return masked(grad, x._data > threshold, x, "ThresholdBackwardBackward0")
 
 
 # --- leaky_relu, prelu ------------------------------------------------------------------------
@@ -133,7 +151,8 @@ def leaky_relu(xp, x, negative_slope):
 @leaky_relu.derivative
 def _(grad, x, negative_slope):
     a = x._data
-    return grad * const((a > 0).astype(a.dtype) * (1 - negative_slope) + negative_slope)
+    factor = (a > 0).astype(a.dtype) * (1 - negative_slope) + negative_slope
+    return masked(grad, factor, x, "LeakyReluBackwardBackward0")
 
 
 def _prelu_rule(d, name, operands):
@@ -196,7 +215,7 @@ def hardshrink(xp, x, lambd):
 @hardshrink.derivative
 def _(grad, x, lambd):
     a = x._data
-    return masked(grad, ~((a >= -lambd) & (a <= lambd)))
+    return masked(grad, ~((a >= -lambd) & (a <= lambd)), x, "HardshrinkBackwardBackward0")
 
 
 _FINFO_TEXT = {"float32": "3.40282e+38", "float64": "1.79769e+308", "float16": "65504",
@@ -226,7 +245,7 @@ def softshrink(xp, x, lambd):
 @softshrink.derivative
 def _(grad, x, lambd):
     a = x._data
-    return masked(grad, (a > lambd) | (a < -lambd))
+    return masked(grad, (a > lambd) | (a < -lambd), x, "SoftshrinkBackwardBackward0")
 
 
 # --- hardsigmoid, hardswish -------------------------------------------------------------------
@@ -241,7 +260,7 @@ def hardsigmoid(xp, x):
 @hardsigmoid.derivative
 def _(grad, x):
     a = x._data
-    return masked(grad, (a > -3) & (a < 3)) / 6
+    return masked(grad, (a > -3) & (a < 3), x) / 6
 
 
 @act_op("hardswish(input)", namespace="nn.functional",

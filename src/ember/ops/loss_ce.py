@@ -16,6 +16,7 @@ from ember.ops._loss_common import reduction_of
 from ember.ops._reduce import grad_enabled
 from ember.ops._registry import OpValueError, op
 from ember.ops.log_space import log_softmax, softmax
+from ember.ops.activations import masked
 
 _LOW = {D.float16.np, D.bfloat16.np}
 _F32 = np.dtype(np.float32)
@@ -351,5 +352,5 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction):
     parts = _Parts(x, t, w, ignore_index, 0.0, reduction)
     # -q written into zeros: the other classes keep +0 (negating q would give -0)
     neg_q = parts.subtract_from(parts.xp.zeros(parts.xb.shape, parts.dtype), 1.0)
-    neg_q = _make(_as_input(neg_q.astype(x.dtype.np, copy=False), x, True))
-    return neg_q * _per_position(grad, x, reduction), None, None
+    neg_q = _as_input(neg_q.astype(x.dtype.np, copy=False), x, True)
+    return masked(_per_position(grad, x, reduction), neg_q, x), None, None

@@ -231,7 +231,23 @@ def _gelu_backward_samples(dtype, requires_grad):
                               name=f"{approximate}{list(shape)}")
 
 
+def _masked_grad_samples(dtype, requires_grad):
+    def mask(*shape):
+        return make(shape, ember.bool)
+    yield SampleInput(make((5,), dtype, requires_grad), (make((5,), dtype, requires_grad),
+                                                          mask(5)), name="1d")
+    yield SampleInput(make((), dtype, requires_grad), (make((), dtype, requires_grad),
+                                                        mask()), name="0d")
+    yield SampleInput(make((3, 4), dtype, requires_grad, noncontiguous=True),
+                      (make((3, 4), dtype, requires_grad), make((3, 4), dtype)),
+                      name="factor")
+    yield SampleInput(make((3, 1), dtype, requires_grad),
+                      (make((3, 4), dtype, requires_grad), mask(3, 4)), name="broadcast_grad")
+
+
 OPS = [
+    OpInfo("_masked_grad", lambda g, x, m: (g * m).astype(np.asarray(g).dtype),
+           _masked_grad_samples, dtypes=FLOATS + LOW, gradgrad=True),
     OpInfo("_gelu_backward", _gelu_backward_ref, _gelu_backward_samples, dtypes=FLOATING,
            gradgrad=True),
     OpInfo("relu", lambda x: np.maximum(x, 0), _with_params(), dtypes=FLOATING + INTS,
