@@ -6,7 +6,7 @@ import warnings
 from ember._warn import user_level
 
 __all__ = ["legacy_reduction", "reduction_of", "reduce_loss", "REDUCTIONS", "REDUCTION_ENUM",
-           "reduction_name", "warn_size_mismatch"]
+           "reduction_name", "warn_size_mismatch", "refuse_grad"]
 
 REDUCTIONS = ("none", "mean", "sum")
 REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
@@ -69,3 +69,12 @@ def warn_size_mismatch(input, target):
 
 def _size(t):
     return f"ember.Size({list(t.shape)})"
+
+
+def refuse_grad(tensor, kernel, argument):
+    """PyTorch's error when ``tensor``, an input ``kernel`` has no derivative for (a class
+    weight), requires grad in a call that records the graph."""
+    from ember.autograd.grad_mode import is_grad_enabled
+    from ember.ops._registry import not_differentiable
+    if tensor is not None and tensor.requires_grad and is_grad_enabled():
+        raise not_differentiable(kernel, argument)

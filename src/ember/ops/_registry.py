@@ -107,6 +107,7 @@ class Op:
         self.independent_views = False
         self.saved_outputs = None       # indices of the outputs the derivative reads; None: all
         self.needs_mask = False
+        self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
         node_name = self.short_name if namespace == "nn.functional" else self.name
@@ -148,6 +149,15 @@ class Op:
                             f"have none")
         self.vjp = fn
         return fn
+
+    def refuse_grad(self, argument, kernel):
+        """Refuse a call whose tensor input ``argument`` requires grad, when the call is
+        recorded, with PyTorch's error naming ``kernel``: a kernel name, or ``fn(flat inputs)``
+        returning one, or None where the call is differentiable in ``argument``
+        (cross_entropy's weight is, with probability targets)."""
+        assert not self.seq_inputs
+        entry = (self.input_names.index(argument), argument, kernel)
+        self.refused_grads = (self.refused_grads or ()) + (entry,)
 
     def name_nodes(self, name):
         """Give the op's backward nodes the name PyTorch's have (that of the kernel PyTorch
@@ -513,6 +523,8 @@ def device_mismatch(flat):
 
 def _record(op, flat, lengths, params, outputs):
     """Attach a backward node for this call to the differentiable outputs."""
+    if op.refused_grads is not None:
+        _check_refused_grads(op, flat)
     edges = []
     in_meta = []            # per input: None, or (shape, NumPy dtype, ...) if it needs a gradient
     if op.saves_inputs:
@@ -565,6 +577,22 @@ def _record(op, flat, lengths, params, outputs):
         if hooks is not None:
             node._pack_saved(hooks, outputs)
     return node
+
+
+def _check_refused_grads(op, flat):
+    for index, argument, kernel in op.refused_grads:
+        x = flat[index]
+        if isinstance(x, Tensor) and x.requires_grad:
+            if callable(kernel):
+                kernel = kernel(flat)
+            if kernel is not None:
+                raise not_differentiable(kernel, argument)
+
+
+def not_differentiable(kernel, argument):
+    """PyTorch's error for an input that requires grad where ``kernel`` has no derivative."""
+    return RuntimeError(f"The function '{kernel}' is not differentiable with respect to "
+                        f"argument '{argument}'. This input cannot have requires_grad True.")
 
 
 def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_meta,

@@ -288,6 +288,15 @@ def _per_position(grad, x, reduction):
     return grad
 
 
+def _nll_kernel(flat):
+    """The kernel PyTorch's class-index losses run: 2-d and 4-d forms (others reshaped)."""
+    return "nll_loss_forward" if flat[0].ndim <= 2 else "nll_loss2d_forward"
+
+
+cross_entropy.refuse_grad(
+    "weight", lambda flat: None if _is_probability_target(flat[0], flat[1]) else _nll_kernel(flat))
+
+
 @cross_entropy.derivative
 def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing):
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
@@ -314,16 +323,19 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
     if reduction == "mean":
         g = g / max(t.numel() // t.shape[dim], 1) if t.numel() else g * float("nan")
     c = x.shape[dim]
-    q = t * (1 - label_smoothing) + label_smoothing / c if label_smoothing > 0 else t
+    q = q_plain = t * (1 - label_smoothing) + label_smoothing / c if label_smoothing > 0 else t
     wc = None if w is None else w.reshape([c] + [1] * (x.ndim - 1 - dim))
     if wc is not None:
         q = q * wc
     grad_x = (softmax(x, dim) * q.sum(dim, keepdim=True) - q) * g
-    grad_t = None
+    grad_t = grad_w = None
     if t.requires_grad:
         scale = -(1 - label_smoothing) if wc is None else wc * -(1 - label_smoothing)
         grad_t = log_softmax(x, dim) * scale * g
-    return grad_x, grad_t, None
+    if w is not None and w.requires_grad:      # the loss is -sum_c w_c q_c log_softmax_c
+        per_class = -(q_plain * log_softmax(x, dim)) * g
+        grad_w = per_class.sum([d for d in range(x.ndim) if d != dim]) if dim else per_class
+    return grad_x, grad_t, grad_w
 
 
 # --- nll_loss ---------------------------------------------------------------------------------
@@ -344,6 +356,9 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     loss = xp.where(mask, -(_pick(xp, xb, safe) * wt), 0)      # +0 where ignored
     loss = _reduce(loss, total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
+
+
+nll_loss.refuse_grad("weight", _nll_kernel)
 
 
 @nll_loss.derivative

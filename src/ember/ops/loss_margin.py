@@ -6,7 +6,7 @@ from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import xp_of
 from ember.ops._registry import rename_node
-from ember.ops._loss_common import reduce_loss, reduction_of
+from ember.ops._loss_common import reduce_loss, reduction_of, refuse_grad
 from ember.ops._scalars import checked_scalar
 from ember.ops.binary_math import where
 from ember.ops.loss_pointwise import softplus_of
@@ -101,6 +101,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None and weight.numel() != c:
         raise RuntimeError(f"inconsistent weight size, expected {c} but got "
                            f"{list(weight.shape)}")
+    refuse_grad(weight, "multi_margin_loss", "weight")
     y = target.reshape(-1, 1)
     margins = (margin - x.gather(1, y) + x).clamp_min(0)
     if p == 2:

@@ -8,7 +8,7 @@ import warnings
 from ember import _dtype as D
 from ember._warn import user_level
 from ember.autograd.grad_mode import no_grad
-from ember.ops._loss_common import reduce_loss, reduction_of, warn_size_mismatch
+from ember.ops._loss_common import reduce_loss, reduction_of, refuse_grad, warn_size_mismatch
 from ember.ops._registry import rename_node
 from ember.ops.binary_math import where
 
@@ -141,6 +141,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
     _into_input_dtype(_promoted(input, target), target)
+    refuse_grad(weight, "binary_cross_entropy_with_logits", "weight")
+    refuse_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
     # log(1 + exp(-x)) without overflow; with pos_weight it weighs the positive term
     if pos_weight is None:
         loss = (1 - target) * input + softplus_of(-input)
