@@ -147,18 +147,25 @@ def test_gather_backward_of_a_large_index_is_vectorized():
 
 @pytest.mark.filterwarnings("ignore:index_reduce")
 @pytest.mark.parametrize("include_self", [True, False])
-@pytest.mark.parametrize("reduce,expected_src", [("amax", [[1 / 3, 0.5], [1 / 3, 0.0]]),
-                                                 ("amin", [[1 / 3, 0.0], [1 / 3, 1.0]])])
-def test_index_reduce_extremum_gradient_counts_ties_as_pytorch(reduce, expected_src,
-                                                               include_self):
-    # input's own value counts as a tie even with include_self=False (its share is then
-    # dropped): PyTorch 2.13's gradient, checked against it
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+def test_index_reduce_extremum_gradient_shares_ties_as_scatter_reduce(reduce, include_self):
+    # with include_self=False input's own value is no tie where indexed (PyTorch 2.13 counts
+    # it and drops its share: its src gradients would be 1/3 where these are 1/2)
     x = ember.tensor([[1.0, 5.0]], dtype=ember.float64, requires_grad=True)
     src = ember.tensor([[1.0, 5.0], [1.0, 2.0]], dtype=ember.float64, requires_grad=True)
     out = ember.index_reduce(x, 0, _long([0, 0]), src, reduce, include_self=include_self)
     gx, gs = ember.autograd.grad(out.sum(), (x, src))
-    expected_x = [[1 / 3, 0.5 if reduce == "amax" else 0.0]] if include_self else [[0.0, 0.0]]
+    if include_self:
+        expected_x = [[1 / 3, 0.5 if reduce == "amax" else 0.0]]
+        expected_src = ([[1 / 3, 0.5], [1 / 3, 0.0]] if reduce == "amax" else
+                        [[1 / 3, 0.0], [1 / 3, 1.0]])
+    else:
+        expected_x = [[0.0, 0.0]]
+        expected_src = [[0.5, 1.0], [0.5, 0.0]] if reduce == "amax" else [[0.5, 0.0], [0.5, 1.0]]
     assert np.allclose(gx.numpy(), expected_x) and np.allclose(gs.numpy(), expected_src)
+    scattered = ember.scatter_reduce(x, 0, _long([[0, 0], [0, 0]]), src, reduce,
+                                     include_self=include_self)
+    assert ember.autograd.grad(scattered.sum(), src)[0].tolist() == gs.tolist()
 
 
 def test_index_reduce_in_place_through_a_view_and_16_bit_rounding():
