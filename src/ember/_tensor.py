@@ -548,11 +548,12 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got "
                                 f"grad of type {type(value).__name__}")
-            if value.dtype is not self.dtype:
+            expected = self.dtype if not self._meta else self._meta.get("grad_dtype", self.dtype)
+            if value.dtype is not expected and expected is not None:
                 from ember._storage import _c_type
                 raise RuntimeError(
                     f"attempting to assign a gradient with dtype '{_c_type(value.dtype)}' to a "
-                    f"tensor with grad_dtype '{self.dtype._torch_name}'. The gradient must "
+                    f"tensor with grad_dtype '{expected._torch_name}'. The gradient must "
                     f"match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
                     f"set the tensor's grad_dtype attribute with a specific dtype, or None to "
                     f"allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a "
@@ -564,6 +565,26 @@ class Tensor:
                                    f"'{list(self.shape)}'. Please ensure that the gradient and "
                                    f"the tensor are the same size")
         self._grad = value
+
+    @property
+    def grad_dtype(self):
+        """The dtype a leaf's gradients are cast to (its own dtype unless set; None: any)."""
+        self._check_grad_dtype_leaf("accessed")
+        return self.dtype if not self._meta else self._meta.get("grad_dtype", self.dtype)
+
+    @grad_dtype.setter
+    def grad_dtype(self, value):
+        self._check_grad_dtype_leaf("set")
+        if value is not None and not isinstance(value, _dtype.dtype):
+            raise RuntimeError(f"grad_dtype must be a torch.dtype or None, but got "
+                               f"{type(value).__name__}")
+        if self._meta is None:
+            self._meta = {}
+        self._meta["grad_dtype"] = value
+
+    def _check_grad_dtype_leaf(self, verb):
+        if self.grad_fn is not None:
+            raise RuntimeError(f"grad_dtype can only be {verb} on leaf tensors.")
 
     @property
     def retains_grad(self):

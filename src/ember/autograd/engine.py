@@ -229,6 +229,8 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
     if grad is None:
         return []
     var = node.variable
+    if var is not None and var._meta and var._meta.get("grad_dtype") not in (None, grad.dtype):
+        grad = grad.to(var._meta["grad_dtype"])     # the dtype set on the leaf (grad_dtype)
     hooks = leaf_hooks(var) if var is not None else None
     if hooks:
         for fn in list(hooks.values()):
