@@ -321,7 +321,17 @@ def test_lazy_norms_take_bias_keyword():
     assert type(m) is nn.BatchNorm2d and m.bias is None and m.weight.shape == (3,)
     m = nn.LazyInstanceNorm1d(affine=True, bias=False)
     m(ember.ones(2, 5, 4))
-    assert list(m.state_dict()) == ["weight"] and m.weight.shape == (5,)
+    assert list(m.state_dict())[0] == "weight" and m.bias is None and m.weight.shape == (5,)
+
+
+def test_lazy_instance_norms_default_to_affine_with_running_stats():
+    # PyTorch's signature (not its docstring, nor InstanceNorm's defaults)
+    m = nn.LazyInstanceNorm2d()
+    assert repr(m) == ("LazyInstanceNorm2d(0, eps=1e-05, momentum=0.1, affine=True, bias=True, "
+                       "track_running_stats=True)")
+    m(ember.ones(2, 3, 4, 4))
+    assert type(m) is nn.InstanceNorm2d and list(m.state_dict()) == [
+        "weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
 
 
 def test_uninitialized_parameter_refuses_ops():

@@ -169,12 +169,6 @@ class _LazyNormMixin(LazyModuleMixin):
             self.reset_parameters()
 
 
-class _LazyInstanceNormMixin(_LazyNormMixin):
-    def __init__(self, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
-                 device=None, dtype=None, *, bias=True):
-        super().__init__(eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
-
-
 def _int64():
     from ember import int64
     return int64
@@ -191,8 +185,10 @@ def _lazy(base, mixin, name):
 _LAZY = ((_conv, _LazyConvMixin, ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
                                     "ConvTranspose2d", "ConvTranspose3d")),
          (_batchnorm, _LazyNormMixin, ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d")),
-         (_instancenorm, _LazyInstanceNormMixin, ("InstanceNorm1d", "InstanceNorm2d",
-                                                  "InstanceNorm3d")))
+         # PyTorch's lazy instance norms take the batch norms' defaults (affine=True,
+         # track_running_stats=True), not InstanceNorm's, whatever their docstrings say
+         (_instancenorm, _LazyNormMixin, ("InstanceNorm1d", "InstanceNorm2d",
+                                          "InstanceNorm3d")))
 for _module, _mixin, _names in _LAZY:
     for _name in _names:
         if hasattr(_module, _name):
