@@ -288,3 +288,16 @@ def test_plateau_covers_a_group_added_after_construction():
                                            r"\(2\) differs from when `ReduceLROnPlateau` was "
                                            r"initialized \(1\)"):
         listed.step(2.0)
+
+
+def test_warm_restarts_wraps_t_cur_by_modulo_and_leaves_step_count_alone():
+    """As PyTorch: its own step neither counts calls (``_step_count`` stays 0) nor warns,
+    and an epoch past the period wraps by modulo."""
+    opt = _optimizer(lr=1.0)
+    sched = L.CosineAnnealingWarmRestarts(opt, T_0=3, T_mult=2)
+    sched.T_cur = 7
+    opt.step()
+    sched.step()
+    assert (sched.T_cur, sched.T_i, sched._step_count) == (2, 6, 0)
+    assert sched.get_last_lr() == [pytest.approx(0.75)]
+    assert sched.state_dict()["_step_count"] == 0

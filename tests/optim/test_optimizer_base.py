@@ -1,6 +1,8 @@
 """The Optimizer base: groups, bad input, zero_grad, state_dict, hooks, closures."""
 
 import pickle
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -236,10 +238,10 @@ def test_load_state_dict_casts_state_to_the_parameter_dtype():
     assert other.state[q]["momentum_buffer"].dtype == ember.float64
 
 
-def test_load_state_dict_with_mismatched_groups_names_the_sizes():
+def test_load_state_dict_with_mismatched_groups_raises_pytorchs_message():
     a, b = _params((2,), (2,))
     sd = optim.SGD([a, b], lr=0.1).state_dict()
-    with pytest.raises(ValueError, match=r"doesn't match the size of optimizer's group \(2 vs 1\)"):
+    with pytest.raises(ValueError, match=r"doesn't match the size of optimizer's group$"):
         optim.SGD([a], lr=0.1).load_state_dict(sd)
     with pytest.raises(ValueError, match="different number of parameter groups"):
         optim.SGD([{"params": [a]}, {"params": [b]}], lr=0.1).load_state_dict(sd)
@@ -369,3 +371,205 @@ def test_zero_grad_keeps_a_graph_built_gradient_and_detaches_it():
     optim.SGD([w], lr=0.1).zero_grad(set_to_none=False)
     assert w.grad is grad and grad.grad_fn is None and not grad.requires_grad
     assert grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+
+
+@pytest.fixture
+def float64_default():
+    ember.set_default_dtype(ember.float64)
+    yield
+    ember.set_default_dtype(ember.float32)
+
+
+@pytest.mark.parametrize("cls, options, keys", [
+    (optim.Adam, {}, ("step",)), (optim.NAdam, {}, ("step", "mu_product")),
+    (optim.ASGD, {}, ("step", "eta", "mu")), (optim.Adafactor, {}, ("step",)),
+])
+def test_scalar_state_follows_a_float64_default_dtype(float64_default, cls, options, keys):
+    """As PyTorch: step counts (and NAdam's, ASGD's scalar state) are float64 while the
+    default dtype is, so float64 training keeps mu_product and eta unrounded."""
+    (p,) = _params((2,))
+    opt = cls([p], **options)
+    p.grad = ember.ones(2)
+    opt.step()
+    assert {k: opt.state[p][k].dtype for k in keys} == {k: ember.float64 for k in keys}
+
+
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW, optim.Adagrad])
+def test_fused_step_counts_stay_float32(float64_default, cls):
+    (p,) = _params((2,))
+    opt = cls([p], fused=True)
+    p.grad = ember.ones(2)
+    opt.step()
+    assert opt.state[p]["step"].dtype == ember.float32
+
+
+def test_nadam_mu_product_is_exact_in_float64(float64_default):
+    (p,) = _params((1,))
+    opt = optim.NAdam([p], lr=0.1)
+    for _ in range(3):
+        p.grad = ember.ones(1)
+        opt.step()
+    mus = [0.9 * (1 - 0.5 * 0.96 ** (t * 0.004)) for t in (1, 2, 3)]
+    assert opt.state[p]["mu_product"].item() == mus[0] * mus[1] * mus[2]
+
+
+def test_a_non_leaf_that_retains_its_grad_may_be_optimized():
+    (p,) = _params((2,))
+    q = p * 2
+    q.retain_grad()
+    opt = optim.SGD([q], lr=0.5)
+    q.sum().backward()
+    opt.step()
+    assert q.tolist() == [1.5, 1.5]
+    with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
+        optim.SGD([p * 2], lr=0.5)
+
+
+def _old_checkpoint(opt, drop, step_as_number=("step",)):
+    """``opt``'s state_dict as an older PyTorch saved it: without the group options in
+    ``drop`` and with the ``step_as_number`` entries as Python floats."""
+    sd = opt.state_dict()
+    for group in sd["param_groups"]:
+        for name in drop:
+            group.pop(name, None)
+    for state in sd["state"].values():
+        for key in step_as_number:
+            state[key] = float(state[key])
+    return sd
+
+
+def test_an_older_pytorch_checkpoint_loads_with_new_options_defaulted():
+    """As PyTorch's __setstate__: missing options take their defaults, Python-number
+    step counts become float32 tensors, and stepping goes on from them."""
+    (p,) = _params((2,))
+    opt = optim.Adam([p], lr=0.1)
+    p.grad = ember.ones(2)
+    opt.step()
+    new = ("maximize", "foreach", "capturable", "differentiable", "fused",
+           "decoupled_weight_decay")
+    sd = _old_checkpoint(opt, new)
+    (q,) = _params((2,))
+    other = optim.Adam([q], lr=0.5)
+    other.load_state_dict(sd)
+    assert {k: other.param_groups[0][k] for k in new} == {
+        "maximize": False, "foreach": None, "capturable": False, "differentiable": False,
+        "fused": None, "decoupled_weight_decay": False}
+    step = other.state[q]["step"]
+    assert isinstance(step, ember.Tensor) and step.dtype == ember.float32
+    q.grad = ember.ones(2)
+    other.step()
+    assert step.item() == 2.0 and q.tolist() == pytest.approx([0.9] * 2)
+
+
+@pytest.mark.parametrize("cls, options, defaults", [
+    (optim.SGD, {"momentum": 0.9}, {"nesterov": False, "maximize": False, "fused": False}),
+    (optim.AdamW, {}, {"decoupled_weight_decay": True, "amsgrad": False}),
+    (optim.RMSprop, {}, {"momentum": 0, "centered": False, "capturable": False}),
+    (optim.Rprop, {}, {"maximize": False, "foreach": None}),
+    (optim.Adafactor, {}, {"foreach": None}),
+])
+def test_older_checkpoints_get_each_optimizers_defaults(cls, options, defaults):
+    (p,) = _params((2,))
+    opt = cls([p], **options)
+    p.grad = ember.ones(2)
+    opt.step()
+    sd = _old_checkpoint(opt, defaults, step_as_number=())
+    (q,) = _params((2,))
+    other = cls([q], **options)
+    other.load_state_dict(sd)
+    assert {k: other.param_groups[0][k] for k in defaults} == defaults
+    q.grad = ember.ones(2)
+    other.step()
+
+
+def test_older_checkpoints_scalar_state_becomes_tensors():
+    """NAdam's mu_product and ASGD's eta and mu were Python numbers once."""
+    for cls, keys in ((optim.NAdam, ("step", "mu_product")), (optim.ASGD, ("step", "eta", "mu"))):
+        (p,) = _params((2,))
+        opt = cls([p], lr=0.1)
+        p.grad = ember.ones(2)
+        opt.step()
+        sd = _old_checkpoint(opt, (), step_as_number=keys)
+        (q,) = _params((2,))
+        other = cls([q], lr=0.1)
+        other.load_state_dict(sd)
+        assert all(other.state[q][k].dtype == ember.float32 for k in keys)
+
+
+def test_sparse_adam_steps_a_checkpoint_without_maximize():
+    emb = nn.Embedding(3, 2, sparse=True)
+    opt = optim.SparseAdam(list(emb.parameters()), lr=0.1)
+    sd = _old_checkpoint(opt, ("maximize",), step_as_number=())
+    opt.load_state_dict(sd)
+    emb(ember.tensor([1])).sum().backward()
+    before = emb.weight.detach().clone()
+    opt.step()
+    assert "maximize" not in opt.param_groups[0]
+    assert (emb.weight.detach() - before)[1].tolist() == pytest.approx([-0.1, -0.1])
+
+
+def test_unpickling_fills_missing_options_too():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1)
+    del opt.param_groups[0]["maximize"], opt.defaults["differentiable"]
+    clone = pickle.loads(pickle.dumps(opt))
+    assert clone.param_groups[0]["maximize"] is False
+    assert clone.defaults["differentiable"] is False
+
+
+@pytest.mark.parametrize("cls", [optim.SGD, optim.Adam, optim.AdamW, optim.Adagrad])
+def test_fused_refuses_complex_parameters_at_step_as_pytorch(cls):
+    p = nn.Parameter(ember.tensor([1 + 1j, 2 - 1j]))
+    opt = cls([p], lr=0.1, fused=True)
+    p.grad = ember.ones_like(p)
+    with pytest.raises(RuntimeError, match=r"^`fused=True` requires all the params to be "
+                       r"floating point Tensors of supported devices: \['mps', 'cuda', 'xpu', "
+                       r"'hpu', 'cpu', 'mtia', 'privateuseone'\] but .*complex64 and cpu$"):
+        opt.step()
+    assert p.tolist() == [1 + 1j, 2 - 1j]
+
+
+@pytest.mark.parametrize("cls, message", [
+    (optim.SGD, "`_fused_sgd` does not support sparse gradients"),
+    (optim.Adagrad, "`fused` does not support sparse grad or complex param"),
+    (optim.Adam, "Adam does not support sparse gradients, please consider SparseAdam instead"),
+])
+def test_fused_refuses_sparse_gradients_as_pytorch(cls, message):
+    (p,) = _params((3,))
+    opt = cls([p], lr=0.1, fused=True)
+    p.grad = ember.tensor([1.0, 0.0, 2.0]).to_sparse()
+    with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+        opt.step()
+    assert p.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_loading_a_checkpoint_without_names_keeps_ours():
+    a, b = _params((2,), (3,))
+    named = optim.SGD([("weight", a), ("bias", b)], lr=0.1)
+    named.load_state_dict(optim.SGD([a, b], lr=0.5).state_dict())
+    assert named.param_groups[0]["param_names"] == ["weight", "bias"]
+    assert named.param_groups[0]["lr"] == 0.5
+    plain = optim.SGD([a, b], lr=0.1)
+    plain.load_state_dict(optim.SGD([("w", a), ("b", b)], lr=0.1).state_dict())
+    assert plain.param_groups[0]["param_names"] == ["w", "b"]
+
+
+def test_an_added_named_group_lists_its_names_after_its_options():
+    """As PyTorch, which sets param_names on the group after the keys it was given."""
+    (a,) = _params((2,))
+    opt = optim.SGD([("a", a)], lr=0.1)
+    opt.add_param_group({"params": [("b", nn.Parameter(ember.ones(1)))], "lr": 0.3})
+    assert list(opt.param_groups[1])[:3] == ["params", "lr", "param_names"]
+
+
+@pytest.mark.parametrize("cls", [optim.Adam, optim.Adagrad, optim.RMSprop, optim.ASGD])
+def test_a_step_that_divides_zero_by_zero_gives_nan_silently(cls):
+    """As PyTorch: eps=0 and a zero gradient make nan, with no NumPy warning."""
+    (p,) = _params((2,))
+    opt = cls([p], lr=0.1, **({"lambd": float("inf")} if cls is optim.ASGD else {"eps": 0.0}))
+    p.grad = ember.zeros(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.step()
+        opt.step()
+    assert np.isnan(p.detach().numpy()).all()

@@ -123,3 +123,52 @@ def test_muon_and_adafactor_match_pytorch_on_larger_and_16_bit_parameters(name, 
     for ours, theirs, start in zip(*runs, params0):
         moved = np.abs(theirs - start).max()
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=DRIFT[name, dtype] * moved)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("Adam", {"amsgrad": True}), ("AdamW", {}), ("NAdam", {}), ("ASGD", {"t0": 1}),
+    ("Adagrad", {"fused": True}), ("Adam", {"fused": True}),
+])
+def test_float64_default_dtype_scalar_state_matches_pytorch(name, options):
+    """Step counts and scalar state follow a float64 default dtype (not when fused)."""
+    ember.set_default_dtype(ember.float64)
+    torch.set_default_dtype(torch.float64)
+    try:
+        grads, params0 = T.gradient_sequence(), T.initial_params()
+        theirs, topt = _run_torch(name, options, params0, grads)
+        ours, opt = T.run_ember(lambda ps: getattr(ember.optim, name)(ps, **options),
+                                params0, grads)
+    finally:
+        ember.set_default_dtype(ember.float32)
+        torch.set_default_dtype(torch.float32)
+    for mine, yours in zip(opt.state_dict()["state"].values(),
+                           topt.state_dict()["state"].values()):
+        scalars = {k: str(v.dtype).split(".")[-1] for k, v in yours.items() if v.dim() == 0}
+        assert {k: str(mine[k].dtype).split(".")[-1] for k in scalars} == scalars
+    np.testing.assert_allclose(ours[-1][0], theirs[-1][0], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "RMSprop", "NAdam", "Adagrad"])
+def test_an_older_checkpoint_loads_like_pytorchs(name):
+    """Groups without the options newer PyTorch added, steps as Python numbers: both fill
+    them in alike."""
+    grads, params0 = T.gradient_sequence(), T.initial_params()
+    _, topt = _run_torch(name, {"lr": 0.1}, params0, grads[:2])
+    sd = topt.state_dict()
+    for group in sd["param_groups"]:
+        for key in ("maximize", "foreach", "differentiable", "fused", "capturable",
+                    "decoupled_weight_decay"):
+            group.pop(key, None)
+    for state in sd["state"].values():
+        if "step" in state:
+            state["step"] = state["step"].item()
+    params = [ember.nn.Parameter(ember.tensor(p.copy())) for p in params0]
+    opt = getattr(ember.optim, name)(params, lr=0.1)
+    opt.load_state_dict({"state": {i: {k: v if k == "step" else ember.tensor(v.numpy())
+                                       for k, v in s.items()} for i, s in sd["state"].items()},
+                         "param_groups": sd["param_groups"]})
+    fresh = getattr(torch.optim, name)(topt.param_groups[0]["params"], lr=0.1)
+    fresh.load_state_dict(sd)
+    assert opt.param_groups[0].keys() == fresh.param_groups[0].keys()
+    assert all(opt.param_groups[0][k] == v for k, v in fresh.param_groups[0].items()
+               if k != "params")

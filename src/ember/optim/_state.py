@@ -6,11 +6,12 @@ and their state are updated as pairs of reals, as PyTorch does (``view_as_real``
 
 import numpy as np
 
+from ember._dtype import float64, get_default_dtype
 from ember._tensor import Tensor, _make
 from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhere
 
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
-           "apply_updates", "scale_"]
+           "scalar_dtype", "apply_updates", "scale_"]
 
 
 def scale_(x, factor):
@@ -52,16 +53,32 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False):
             what, devices = _CAPTURABLE.get(name, ("params and state_steps", _DEVICES))
             raise AssertionError(f"If capturable=True, {what} must be on supported devices: "
                                  f"{devices}.")
-        if g.is_sparse or g.is_sparse_csr:
-            if not takes_sparse:
-                raise RuntimeError(f"{name} does not support sparse gradients"
-                                   f"{_SPARSE_HINTS.get(name, '')}")
+        sparse = g.is_sparse or g.is_sparse_csr
+        if sparse and not takes_sparse:
+            raise RuntimeError(f"{name} does not support sparse gradients"
+                               f"{_SPARSE_HINTS.get(name, '')}")
+        if group.get("fused"):
+            _check_fused(p, sparse, name)
+        if sparse:
             g = g.to_dense()
         with device_guard(gpu_elsewhere(p._data)):
             ga = real(g._data)
             yield p, real(p._data), -ga if maximize else ga
 
 
+def _check_fused(p, sparse, name):
+    """``fused=True`` takes floating-point parameters only, and dense gradients."""
+    if not p.is_floating_point():
+        raise RuntimeError("`fused=True` requires all the params to be floating point Tensors "
+                           f"of supported devices: {_FUSED_DEVICES} but {p.dtype} and "
+                           f"{p.device.type}")
+    if sparse:
+        raise RuntimeError(_FUSED_SPARSE.get(name, "`fused` does not support sparse grad"))
+
+
+_FUSED_DEVICES = ["mps", "cuda", "xpu", "hpu", "cpu", "mtia", "privateuseone"]
+_FUSED_SPARSE = {"SGD": "`_fused_sgd` does not support sparse gradients",
+                 "Adagrad": "`fused` does not support sparse grad or complex param"}
 _SPARSE_HINTS = {"Adam": ", please consider SparseAdam instead"}
 _DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
 _CAPTURABLE = {"NAdam": ("params, mu_products and state_steps", _DEVICES),
@@ -78,9 +95,17 @@ def state_like(p, fill=0.0):
     return _make(a)
 
 
-def new_step():
-    """A step counter: a float32 0-d tensor on the host, as PyTorch keeps it."""
-    return _make(np.zeros((), np.float32))
+def scalar_dtype(fused=False):
+    """The NumPy dtype of step counts and scalar state: float64 while the default dtype is
+    float64 (and the optimizer is not fused), else float32, as PyTorch chooses."""
+    wide = not fused and get_default_dtype() is float64
+    return np.float64 if wide else np.float32
+
+
+def new_step(fused=False):
+    """A step counter: a 0-d tensor on the host, float32 (float64 under a float64 default
+    dtype unless ``fused``), as PyTorch keeps it."""
+    return _make(np.zeros((), scalar_dtype(fused)))
 
 
 def step_count(state):
@@ -90,10 +115,10 @@ def step_count(state):
     return float(step._data)
 
 
-def scalar_state(fill):
-    """A float32 0-d state tensor (PyTorch keeps scalar state such as NAdam's mu_product
-    in float32 whatever the parameter dtype)."""
-    return _make(np.full((), fill, np.float32))
+def scalar_state(fill, fused=False):
+    """A 0-d state tensor in the step count's dtype (PyTorch keeps scalar state such as
+    NAdam's mu_product in it whatever the parameter dtype)."""
+    return _make(np.full((), float(fill), scalar_dtype(fused)))
 
 
 def apply_updates(kernel, params, updates, update, **hyper):

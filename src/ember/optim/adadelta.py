@@ -12,6 +12,10 @@ class Adadelta(Optimizer):
     """Adadelta: v = rho v + (1 - rho) g^2; d = sqrt(u + eps) / sqrt(v + eps) * g;
     u = rho u + (1 - rho) d^2; p -= lr * d."""
 
+    _LEGACY_DEFAULTS = {"foreach": None, "maximize": False, "differentiable": False,
+                        "capturable": False}
+    _LEGACY_SCALARS = ("step",)
+
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
         check_lr(lr)

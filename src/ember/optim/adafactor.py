@@ -22,6 +22,9 @@ class Adafactor(Optimizer):
     U = g / max(sqrt(V), eps1), U /= max(1, RMS(U) / d) and p -= alpha U. eps1 defaults to
     the machine epsilon of the parameter's dtype."""
 
+    _LEGACY_DEFAULTS = {"foreach": None}
+    _LEGACY_SCALARS = ("step",)
+
     def __init__(self, params, lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0,
                  weight_decay=0.0, *, foreach=None, maximize=False):
         check_tensor_lr(lr)

@@ -15,6 +15,10 @@ class Adagrad(Optimizer):
     in PyTorch.
     """
 
+    _LEGACY_DEFAULTS = {"foreach": None, "maximize": False, "differentiable": False,
+                        "fused": None}
+    _LEGACY_SCALARS = ("step",)
+
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
                  initial_accumulator_value=0, eps=1e-10, foreach=None, *, maximize=False,
                  differentiable=False, fused=None):
@@ -43,7 +47,7 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             lr, decay = value(group["lr"]), group["lr_decay"]
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], takes_sparse=True):
+            for p, x, g in grads_of(group, group["maximize"], "Adagrad", takes_sparse=True):
                 if group["weight_decay"] and p._grad.is_sparse:
                     raise RuntimeError("weight_decay option is not compatible with sparse "
                                        "gradients")
@@ -62,7 +66,8 @@ def _init_state(state, p, group):
     """A step count of 0 and ``sum`` filled with the group's initial_accumulator_value (in
     both parts of a complex parameter, which steps as pairs of reals)."""
     v = group["initial_accumulator_value"]
-    state.update(step=new_step(), sum=state_like(p, complex(v, v) if p.is_complex() else v))
+    state.update(step=new_step(group["fused"]),
+                 sum=state_like(p, complex(v, v) if p.is_complex() else v))
 
 
 def _update(x, g, s, rate, *, eps, weight_decay):

@@ -20,6 +20,10 @@ class Adam(Optimizer):
     amsgrad); p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
     """
 
+    _LEGACY_DEFAULTS = {"amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+                        "differentiable": False, "decoupled_weight_decay": False, "fused": None}
+    _LEGACY_SCALARS = ("step",)
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
@@ -47,16 +51,16 @@ class Adam(Optimizer):
             params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"], "Adam"):
                 params.append(p)
-                updates.append(self._moments(p, x, g, hyper["amsgrad"]))
+                updates.append(self._moments(p, x, g, hyper["amsgrad"], group["fused"]))
             apply_updates("adam", params, updates, _update, **hyper)
         return loss
 
-    def _moments(self, p, x, g, amsgrad):
+    def _moments(self, p, x, g, amsgrad, fused):
         """(x, g, m, v, vmax or None, step count) of parameter ``p``, its state made on its
         first step and its step counted."""
         state = self.state[p]
         if not state:
-            state["step"] = new_step()
+            state["step"] = new_step(fused)
             state["exp_avg"] = state_like(p)
             state["exp_avg_sq"] = state_like(p)
             if amsgrad:
@@ -104,6 +108,12 @@ class AdamW(Adam):
                          maximize=maximize, capturable=capturable,
                          differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True)
+
+    def _upgrade(self):
+        """As Adam's, and every group's weight decay decoupled (PyTorch sets it so)."""
+        super()._upgrade()
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True
 
 
 def _tensor_betas(betas, foreach, capturable):

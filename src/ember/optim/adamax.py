@@ -13,6 +13,10 @@ class Adamax(Optimizer):
     """Adamax: m = lerp(m, g, 1 - beta1); u = max(beta2 * u, |g| + eps);
     p -= lr / (1 - beta1^t) * m / u (g includes weight_decay * p)."""
 
+    _LEGACY_DEFAULTS = {"foreach": None, "maximize": False, "differentiable": False,
+                        "capturable": False}
+    _LEGACY_SCALARS = ("step",)
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
         check_lr(lr)

@@ -13,6 +13,10 @@ class ASGD(Optimizer):
     max(1, t - t0)); eta = lr / (1 + lambd lr t)^alpha. eta and mu are float32 state, as
     in PyTorch."""
 
+    _LEGACY_DEFAULTS = {"foreach": None, "maximize": False, "differentiable": False,
+                        "capturable": False}
+    _LEGACY_SCALARS = ("step", "eta", "mu")
+
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
                  foreach=None, maximize=False, differentiable=False, capturable=False):
         check_lr(lr)

@@ -14,6 +14,10 @@ class NAdam(Optimizer):
     p -= lr (1 - mu_t) / (1 - prod mu) g / d + lr mu_(t+1) / (1 - prod mu * mu_(t+1)) m / d,
     with d = sqrt(v / (1 - beta2^t)) + eps."""
 
+    _LEGACY_DEFAULTS = {"maximize": False, "foreach": None, "capturable": False,
+                        "differentiable": False, "decoupled_weight_decay": False}
+    _LEGACY_SCALARS = ("step", "mu_product")
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False):

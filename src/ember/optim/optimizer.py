@@ -14,7 +14,8 @@ from itertools import chain
 from ember._tensor import Tensor
 from ember.autograd.graph import RemovableHandle
 from ember.autograd.grad_mode import enable_grad
-from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere
+from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere, loud_fp, quiet_fp
+from ember.optim._state import scalar_state
 
 __all__ = ["Optimizer", "register_optimizer_step_post_hook",
            "register_optimizer_step_pre_hook", "required"]
@@ -86,12 +87,12 @@ class Optimizer:
                     kind = f"{type(p).__module__}.{kind}"
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "
                                 f"{kind}")
-            if not p.is_leaf:
+            if not (p.is_leaf or p.retains_grad):
                 raise ValueError("can't optimize a non-leaf Tensor")
         group = {"params": params}
+        group.update((k, v) for k, v in param_group.items() if k != "params")
         if names is not None:
             group["param_names"] = names
-        group.update((k, v) for k, v in param_group.items() if k != "params")
         for name, default in self.defaults.items():
             if default is required and name not in group:
                 raise ValueError(f"parameter group didn't specify a value of required "
@@ -199,8 +200,7 @@ class Optimizer:
         for ours, theirs in zip(self.param_groups, saved_groups):
             if len(ours["params"]) != len(theirs["params"]):
                 raise ValueError("loaded state dict contains a parameter group that doesn't "
-                                 "match the size of optimizer's group "
-                                 f"({len(theirs['params'])} vs {len(ours['params'])})")
+                                 "match the size of optimizer's group")
         id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
                           chain.from_iterable(g["params"] for g in self.param_groups)))
         self.state = defaultdict(dict)
@@ -208,10 +208,28 @@ class Optimizer:
             if key in id_map:
                 p = id_map[key]
                 self.state[p] = _cast_state(p, None, value)
-        self.param_groups = [dict(theirs, params=ours["params"])
+        self.param_groups = [_loaded_group(ours, theirs)
                              for ours, theirs in zip(self.param_groups, saved_groups)]
+        self._upgrade()
         for hook in list(self._load_state_dict_post_hooks.values()):
             hook(self)
+
+    # Group options an older PyTorch's checkpoint may lack, and the state entries it kept
+    # as Python numbers: loading (or unpickling) fills the first in, makes the second tensors.
+    _LEGACY_DEFAULTS = {}
+    _LEGACY_SCALARS = ()
+
+    def _upgrade(self):
+        """Bring state and groups from an older PyTorch's checkpoint up to date, as PyTorch's
+        ``__setstate__`` does."""
+        for group in self.param_groups:
+            for name, default in self._LEGACY_DEFAULTS.items():
+                group.setdefault(name, default)
+            for p in group["params"]:
+                state = self.state.get(p)
+                for key in self._LEGACY_SCALARS if state else ():
+                    if key in state and not isinstance(state[key], Tensor):
+                        state[key] = scalar_state(state[key], group.get("fused"))
 
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state,
@@ -221,6 +239,8 @@ class Optimizer:
         self.__dict__.update(state)
         for table in _HOOK_TABLES:
             self.__dict__.setdefault(table, OrderedDict())
+        self.defaults.setdefault("differentiable", False)
+        self._upgrade()
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
@@ -231,6 +251,14 @@ class Optimizer:
             lines.extend(f"    {k}: {group[k]}" for k in sorted(group) if k != "params")
         lines.append(")")
         return "\n".join(lines)
+
+
+def _loaded_group(ours, theirs):
+    """Saved group ``theirs`` over our parameters (and our names, where it has none)."""
+    group = dict(theirs, params=ours["params"])
+    if "param_names" in ours and "param_names" not in group:
+        group["param_names"] = ours["param_names"]
+    return group
 
 
 def _cast_state(param, key, value):
@@ -257,8 +285,12 @@ def _with_hooks(step):
                     raise RuntimeError(f"{hook} must return None or a tuple of (new_args, "
                                        f"new_kwargs), but got {result}.")
                 args, kwargs = result
-        with device_guard(_gpu_of_parameters(self)):
-            out = step(*args, **kwargs)
+        token = quiet_fp()      # PyTorch's updates give inf/nan silently (0/0 with eps=0)
+        try:
+            with device_guard(_gpu_of_parameters(self)):
+                out = step(*args, **kwargs)
+        finally:
+            loud_fp(token)
         for hook in [*_GLOBAL_STEP_POST_HOOKS.values(), *self._step_post_hooks.values()]:
             hook(self, args, kwargs)
         return out

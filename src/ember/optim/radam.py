@@ -15,6 +15,10 @@ class RAdam(Optimizer):
     """RAdam: while the variance estimate is tractable (rho_t > 5) the Adam step is scaled
     by the rectification term r_t; before that, p -= lr * m / (1 - beta1^t)."""
 
+    _LEGACY_DEFAULTS = {"foreach": None, "maximize": False, "differentiable": False,
+                        "decoupled_weight_decay": False, "capturable": False}
+    _LEGACY_SCALARS = ("step",)
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):

@@ -13,6 +13,10 @@ class RMSprop(Optimizer):
     (gbar = lerp(gbar, g, 1 - alpha)) else sqrt(v) + eps; b = momentum b + g / d and
     p -= lr b with momentum, else p -= lr g / d."""
 
+    _LEGACY_DEFAULTS = {"momentum": 0, "centered": False, "foreach": None, "maximize": False,
+                        "differentiable": False, "capturable": False}
+    _LEGACY_SCALARS = ("step",)
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):

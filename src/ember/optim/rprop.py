@@ -12,6 +12,10 @@ class Rprop(Optimizer):
     """Rprop: each element's step size grows by eta+ while its gradient keeps its sign and
     shrinks by eta- when it flips (that step is skipped); p -= sign(g) * step size."""
 
+    _LEGACY_DEFAULTS = {"foreach": None, "maximize": False, "differentiable": False,
+                        "capturable": False}
+    _LEGACY_SCALARS = ("step",)
+
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         check_lr(lr)

@@ -15,6 +15,9 @@ class SGD(Optimizer):
     step); g = g + momentum * b (nesterov) or b; p = p - lr * g (+ when maximize).
     """
 
+    _LEGACY_DEFAULTS = {"nesterov": False, "maximize": False, "foreach": None,
+                        "differentiable": False, "fused": False}
+
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None):
@@ -41,7 +44,7 @@ class SGD(Optimizer):
                          dampening=group["dampening"], weight_decay=group["weight_decay"],
                          nesterov=group["nesterov"])
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], takes_sparse=True):
+            for p, x, g in grads_of(group, group["maximize"], "SGD", takes_sparse=True):
                 if hyper["weight_decay"] and p._grad.is_sparse:     # grad + decay * param
                     raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, "
                                        "sparse) instead.")

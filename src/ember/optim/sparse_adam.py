@@ -8,6 +8,19 @@ from ember.optim.optimizer import Optimizer, closure_loss
 __all__ = ["SparseAdam"]
 
 
+def _check_params(groups):
+    """PyTorch's refusal of sparse, then complex, parameters, by [group, index]."""
+    at = [([g, i], p) for g, group in enumerate(groups) for i, p in enumerate(group["params"])]
+    sparse = [gi for gi, p in at if p.is_sparse]
+    if sparse:
+        raise ValueError(f"Sparse params at indices {sparse}: SparseAdam requires dense "
+                         f"parameter tensors")
+    complex_ = [gi for gi, p in at if p.is_complex()]
+    if complex_:
+        raise ValueError(f"Complex params at indices {complex_}: SparseAdam does not support "
+                         f"complex parameters")
+
+
 class SparseAdam(Optimizer):
     """Lazy Adam: only the entries a sparse gradient holds (``Embedding(sparse=True)``'s)
     update their moments and values.
@@ -21,6 +34,7 @@ class SparseAdam(Optimizer):
         check_nonnegative(eps=eps)
         check_betas(betas)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize))
+        _check_params(self.param_groups)
 
     def step(self, closure=None):
         """Perform one optimization step."""
@@ -32,7 +46,8 @@ class SparseAdam(Optimizer):
                 if p._grad is not None and not p._grad.is_sparse:
                     raise RuntimeError("SparseAdam does not support dense gradients, please "
                                        "consider Adam instead")
-            for p, x, g in grads_of(group, group["maximize"], takes_sparse=True):
+            maximize = group.get("maximize", False)     # older checkpoints lack it
+            for p, x, g in grads_of(group, maximize, takes_sparse=True):
                 state = self.state[p]
                 if not state:               # PyTorch counts SparseAdam's steps in an int
                     state.update(step=0, exp_avg=state_like(p), exp_avg_sq=state_like(p))
