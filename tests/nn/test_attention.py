@@ -420,3 +420,66 @@ def test_sdpa_backward_from_log_sum_exp_matches_the_weights_path(monkeypatch, ca
     assert_close(got[0], reference[0])
     for g, r in zip(got[1] + got[2], reference[1] + reference[2]):
         assert_close(g, r)
+
+
+def _sdpa_node(q, k, v, **kw):
+    return F.scaled_dot_product_attention(q, k, v, **kw).grad_fn.name()
+
+
+def _req(*shape):
+    return ember.ones(*shape, requires_grad=True)
+
+
+@pytest.mark.parametrize("shapes,kw,name", [
+    (((2, 4, 3, 8), (2, 4, 5, 8), (2, 4, 5, 8)), {},
+     "ScaledDotProductFlashAttentionForCpuBackward0"),
+    (((2, 4, 3, 8), (2, 2, 5, 8), (2, 2, 5, 8)), {"enable_gqa": True},
+     "ScaledDotProductFlashAttentionForCpuBackward0"),
+    (((2, 4, 3, 8), (2, 4, 5, 8), (2, 4, 5, 6)), {}, "UnsafeViewBackward0"),     # value dim
+    (((2, 4, 3, 8), (1, 4, 5, 8), (1, 4, 5, 8)), {}, "UnsafeViewBackward0"),     # batch bcast
+    (((2, 4, 3, 8), (2, 1, 5, 8), (2, 1, 5, 8)), {}, "UnsafeViewBackward0"),     # head bcast
+    (((2, 4, 3, 8), (2, 4, 5, 8), (2, 4, 5, 8)), {"dropout_p": 0.5}, "UnsafeViewBackward0"),
+    (((4, 3, 8), (4, 5, 8), (4, 5, 8)), {}, "UnsafeViewBackward0"),
+    (((2, 4, 0, 8), (2, 4, 5, 8), (2, 4, 5, 8)), {}, "AddBackward0"),             # L = 0
+    (((2, 4, 3, 8), (2, 4, 0, 8), (2, 4, 0, 8)), {}, "AddBackward0"),             # S = 0
+    (((0, 3, 8), (0, 5, 8), (0, 5, 8)), {}, "AddBackward0"),
+    (((2, 4, 3, 0), (2, 4, 5, 0), (2, 4, 5, 8)), {}, "UnsafeViewBackward0"),     # E = 0
+])
+def test_sdpa_node_name_follows_pytorch_cpu_kernel_choice(shapes, kw, name):
+    # PyTorch names the node after the CPU kernel it picks; flash needs equal batch, heads
+    # (unless grouped) and head sizes, no dropout and non-empty sequences
+    assert _sdpa_node(*(_req(*s) for s in shapes), **kw) == name
+
+
+def test_sdpa_node_name_non_unit_last_stride_is_math():
+    q = _req(2, 4, 8, 3).transpose(2, 3)
+    assert _sdpa_node(q, _req(2, 4, 5, 8), _req(2, 4, 5, 8)) == "UnsafeViewBackward0"
+
+
+@pytest.mark.parametrize("given,message", [
+    ("k", "bias_k is set but bias_v is None"), ("v", "bias_v is set but bias_k is None")])
+def test_mha_forward_one_of_bias_k_bias_v_names_the_missing_one(given, message):
+    q, w, b = ember.ones(3, 2, 4), ember.ones(12, 4), ember.ones(12)
+    bias = ember.ones(1, 1, 4)
+    bk, bv = (bias, None) if given == "k" else (None, bias)
+    with pytest.raises(AssertionError, match=message):
+        F.multi_head_attention_forward(q, q, q, 4, 2, w, b, bk, bv, False, 0.0,
+                                       ember.ones(4, 4), None)
+
+
+@pytest.mark.parametrize("average,name", [(True, "MeanBackward1"), (False, "ViewBackward0")])
+def test_mha_weights_node_names(average, name):
+    # PyTorch takes the softmax over (batch * heads, L, S) and views it as (batch, heads, L, S)
+    m = nn.MultiheadAttention(4, 2)
+    x = ember.ones(3, 2, 4)
+    _, w = m(x, x, x, average_attn_weights=average)
+    assert w.grad_fn.name() == name
+    assert tuple(w.shape) == ((2, 3, 3) if average else (2, 2, 3, 3))
+
+
+def test_mha_key_of_another_batch_size_fails_in_the_head_split():
+    m = nn.MultiheadAttention(4, 2)
+    q, kv = ember.ones(3, 2, 4), ember.ones(5, 3, 4)
+    with pytest.raises(RuntimeError, match=r"shape '\[5, 4, 2\]' is invalid for input of "
+                                           r"size 60"):
+        m(q, kv, kv)

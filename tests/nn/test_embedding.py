@@ -240,3 +240,18 @@ def test_embedding_bag_per_sample_weights_must_have_the_weight_dtype():
     y = F.embedding_bag(idx, w.double(), off, mode="sum",
                         per_sample_weights=ember.tensor([1., .5, 2., 1.]).double())
     assert y.dtype is ember.float64 and y.tolist() == [[3., 4.5, 6.], [15., 18., 21.]]
+
+
+def test_embedding_bag_padding_idx_out_of_range_errors():
+    # the module asserts in lower case; the functional form raises PyTorch's RuntimeError
+    with pytest.raises(AssertionError, match="^padding_idx must be within num_embeddings$"):
+        nn.EmbeddingBag(10, 3, padding_idx=10)
+    with pytest.raises(AssertionError, match="^padding_idx must be within num_embeddings$"):
+        nn.EmbeddingBag(10, 3, padding_idx=-11)
+    assert nn.EmbeddingBag(10, 3, padding_idx=-1).padding_idx == 9
+    w = ember.ones(10, 3)
+    with pytest.raises(RuntimeError, match=r"^padding_idx must be within the number of "
+                                           r"embeddings, -10 through 9, but got 10$"):
+        F.embedding_bag(ember.tensor([[1]]), w, padding_idx=10)
+    with pytest.raises(RuntimeError, match="-10 through 9, but got -11"):
+        F.embedding_bag(ember.tensor([[1]]), w, padding_idx=-11)

@@ -122,6 +122,16 @@ def test_linear_names_its_backward_as_pytorch(shape, with_bias, name):
     assert w.grad.shape == (4, 3)
 
 
+def test_linear_on_a_strided_batch_adds_the_bias_last():
+    # PyTorch folds only a contiguous batch into one addmm; a strided one takes matmul + add
+    w, b = ember.ones(4, 3), ember.ones(4, requires_grad=True)
+    for x in (ember.ones(2, 5, 3).transpose(0, 1), ember.ones(1, 5, 3).expand(2, 5, 3),
+              ember.ones(2, 5, 2, 3).transpose(1, 2)):
+        assert ember.nn.functional.linear(x, w, b).grad_fn.name() == "AddBackward0"
+    assert ember.nn.functional.linear(ember.ones(2, 5, 3), w, b).grad_fn.name() == \
+        "ViewBackward0"
+
+
 @pytest.mark.parametrize("a, b, name", [
     ((3,), (3,), "DotBackward0"), ((2, 3), (3,), "MvBackward0"), ((3,), (3, 2), "SqueezeBackward4"),
     ((2, 3), (3, 2), "MmBackward0"), ((5, 2, 3), (3, 2), "UnsafeViewBackward0"),

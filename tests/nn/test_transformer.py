@@ -213,6 +213,20 @@ def test_encoder_nested_tensor_rules():
 
 
 @needs_layers
+def test_encoder_mask_check_rejects_wrong_padding_mask_size_in_eval():
+    # PyTorch's left-alignment check comes before its gradient check: in eval it raises for a
+    # padding mask of the wrong size, with gradients on too; in training MHA's assertion does
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 6, dropout=0.0,
+                                                          batch_first=True), 1)
+    x, bad = ember.ones(2, 5, 4), ember.zeros(2, 4, dtype=ember.bool)
+    with pytest.raises(AssertionError, match="key_padded_mask.shape"):
+        enc(x, src_key_padding_mask=bad)
+    enc.eval()
+    with pytest.raises(RuntimeError, match="^Mask size should match input size"):
+        enc(x, src_key_padding_mask=bad)
+
+
+@needs_layers
 def test_causal_encoder_does_not_look_ahead():
     ember.manual_seed(0)
     enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, **F64), 2)

@@ -187,12 +187,27 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
 
 
 @scaled_dot_product_attention.named_by
-def _(flat, params, out):                    # PyTorch's CPU kernels: flash for 4-D without dropout
-    q = flat[0]
+def _(flat, params, out):                    # the CPU kernel PyTorch picks (see _cpu_flash)
+    q, k, v = flat[0], flat[1], flat[2]
     if q.device.type != "cpu":
         return "ScaledDotProductAttentionBackward0"
-    flash = q.ndim == 4 and not params[0]
-    return "ScaledDotProductFlashAttentionForCpuBackward0" if flash else "UnsafeViewBackward0"
+    if 0 in q.shape[:-1] or 0 in v.shape:     # nothing to attend: PyTorch returns zeros + ...
+        return "AddBackward0"
+    if _cpu_flash(q, k, v, params[0], params[3]):
+        return "ScaledDotProductFlashAttentionForCpuBackward0"
+    return "UnsafeViewBackward0"
+
+
+def _cpu_flash(q, k, v, dropout_p, enable_gqa):
+    """Whether PyTorch's CPU flash kernel takes the call: 4-D inputs without dropout, equal
+    batch sizes and head sizes, heads equal (or grouped), unit last strides."""
+    if dropout_p or not q.ndim == k.ndim == v.ndim == 4:
+        return False
+    if not q.shape[0] == k.shape[0] == v.shape[0] or not q.shape[-1] == k.shape[-1] == v.shape[-1]:
+        return False
+    if k.shape[1] != v.shape[1] or (q.shape[1] != k.shape[1] and not enable_gqa):
+        return False
+    return all(t.shape[-1] == 1 or t.stride(-1) == 1 for t in (q, k, v))
 
 
 @scaled_dot_product_attention.derivative

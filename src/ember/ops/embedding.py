@@ -123,6 +123,14 @@ def _padding_index(padding_idx, n):
     return padding_idx + n if padding_idx < 0 else padding_idx
 
 
+def _bag_padding_index(padding_idx, n):
+    """embedding_bag's padding index in [0, n), or -1; PyTorch's error when out of range."""
+    if padding_idx is not None and not -n <= padding_idx < n:
+        raise RuntimeError(f"padding_idx must be within the number of embeddings, -{n} "
+                           f"through {n - 1}, but got {padding_idx}")
+    return _padding_index(padding_idx, n)
+
+
 def functional_embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                          scale_grad_by_freq=False, sparse=False):
     """Look up the rows of ``weight`` named by the indices in ``input``."""
@@ -260,8 +268,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     _check_weight(weight)
     if per_sample_weights is not None:
         _check_same_type(weight, per_sample_weights)
+    pad = _bag_padding_index(padding_idx, weight.shape[0])
     _check_bag_range(flat, weight.shape[0], mode)
-    pad = _padding_index(padding_idx, weight.shape[0])
     # (the padding index goes to the lookup too, so that a sparse gradient leaves it out)
     rows = functional_embedding(flat, weight, padding_idx, max_norm, norm_type,
                                 scale_grad_by_freq, sparse)

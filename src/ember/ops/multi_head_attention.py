@@ -112,8 +112,9 @@ def _pad_column(mask):
 
 
 def _heads(x, n, h, hd):
-    """(T, N, E) -> (N, H, T, head_dim)."""
-    return x.reshape(x.shape[0], n, h, hd).permute(1, 2, 0, 3)
+    """(T, N, E) -> (N, H, T, head_dim), through PyTorch's (T, N * H, head_dim) (whose
+    error a key or value of another batch size meets)."""
+    return x.reshape(x.shape[0], n * h, hd).view(x.shape[0], n, h, hd).permute(1, 2, 0, 3)
 
 
 def multi_head_attention_forward(
@@ -181,7 +182,8 @@ def multi_head_attention_forward(
         v = ember.cat([v, bias_v.expand(1, bsz, embed_dim)])
         attn_mask, key_padding_mask = _pad_column(attn_mask), _pad_column(key_padding_mask)
     elif bias_k is not None or bias_v is not None:
-        raise AssertionError("bias_k and bias_v must both be given or both be None")
+        raise AssertionError("bias_k is set but bias_v is None" if bias_k is not None
+                             else "bias_v is set but bias_k is None")
 
     q = _heads(q, bsz, num_heads, head_dim)
     k = _heads(k, bsz, num_heads, head_dim) if static_k is None else \
@@ -213,7 +215,8 @@ def multi_head_attention_forward(
         scores = (q * math.sqrt(1.0 / head_dim)) @ k.mT
         if attn_mask is not None:
             scores = scores + attn_mask
-        weights = ember.softmax(scores, -1)
+        # softmax over (batch * heads, L, S), viewed back, as PyTorch (its grad_fn shows)
+        weights = ember.softmax(scores.flatten(0, 1), -1).view(scores.shape)
         attended = weights
         if dropout_p > 0.0:
             attended = ember.nn.functional.dropout(weights, p=dropout_p)

@@ -8,11 +8,11 @@ from ember.nn.parameter import Parameter
 __all__ = ["Embedding", "EmbeddingBag"]
 
 
-def _padding_index(padding_idx, num_embeddings):
+def _padding_index(padding_idx, num_embeddings, name="Padding_idx"):
     if padding_idx is None:
         return None
     if padding_idx >= num_embeddings or padding_idx < -num_embeddings:
-        raise AssertionError("Padding_idx must be within num_embeddings")
+        raise AssertionError(f"{name} must be within num_embeddings")   # as PyTorch spells it
     return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
 
 
@@ -105,7 +105,7 @@ class EmbeddingBag(Module):
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
-        self.padding_idx = _padding_index(padding_idx, num_embeddings)
+        self.padding_idx = _padding_index(padding_idx, num_embeddings, "padding_idx")
         weight = _weight_param(num_embeddings, embedding_dim, _weight, factory)
         if weight is None:
             self.weight = Parameter(ember.empty((num_embeddings, embedding_dim), **factory))

@@ -226,27 +226,41 @@ class TransformerEncoder(Module):
         mask = _canonical_mask(mask, "mask", None, "", src.dtype, check_other=False)
         batch_first = self.layers[0].self_attn.batch_first
         is_causal = _detect_is_causal_mask(mask, is_causal, _get_seq_len(src, batch_first))
+        pack = self._would_pack(src, src_key_padding_mask, mask)
         output = src
         for layer in self.layers:
             output = layer(output, src_mask=mask, is_causal=is_causal,
                            src_key_padding_mask=src_key_padding_mask)
-        if mask is None and self._would_pack(src, src_key_padding_mask):
+        if pack:
             output = output.masked_fill((src_key_padding_mask != 0).unsqueeze(-1), 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output
 
-    def _would_pack(self, src, padding_mask):
+    def _would_pack(self, src, padding_mask, mask):
         """Whether PyTorch would run this call on nested tensors, which come back with 0 at
-        the padded positions."""
-        if not self.use_nested_tensor or self.training or padding_mask is None \
-                or src.dim() != 3 or src.is_meta:
+        the padded positions; its checks come in its order (the mask check raises for a
+        padding mask of the wrong size even where the call is not packed after all)."""
+        if not self.use_nested_tensor or self.layers[0].training or padding_mask is None \
+                or src.dim() != 3:
             return False
-        if ember.is_grad_enabled() and (src.requires_grad or
-                                        any(p.requires_grad for p in self.parameters())):
+        if getattr(self, "mask_check", True) and not _left_aligned(src, padding_mask):
             return False
-        keep = padding_mask == 0                # left-aligned: the padding ends each row
-        return bool((keep[:, 1:] <= keep[:, :-1]).all())
+        if mask is not None or src.is_meta:
+            return False
+        first = self.layers[0]
+        return not (ember.is_grad_enabled() and (src.requires_grad or any(
+            p.requires_grad for p in (*first.self_attn.parameters(), *first.norm1.parameters(),
+                                      *first.norm2.parameters(), *first.linear1.parameters(),
+                                      *first.linear2.parameters()))))
+
+
+def _left_aligned(src, padding_mask):
+    """Whether every row's padding comes after all its tokens (PyTorch's mask check)."""
+    if tuple(padding_mask.shape) != tuple(src.shape[:2]):
+        raise RuntimeError("Mask size should match input size")
+    keep = padding_mask == 0
+    return bool((keep[:, 1:] <= keep[:, :-1]).all())
 
 
 class TransformerDecoder(Module):
