@@ -480,9 +480,10 @@ def test_full_backward_hooks():
     log.clear()
     with pytest.warns(UserWarning, match="Full backward hook is firing when gradients are "
                                          "computed with respect to module outputs since no "
-                                         "inputs require gradients"):
+                                         "inputs require gradients") as record:
         m(ember.randn(4, 3)).sum().backward()
     assert log == [("pre", [(4, 2)]), ("full", [None], [(4, 2)])]
+    assert record[0].filename == __file__          # blames the backward() call, as PyTorch
 
 
 def test_full_backward_hook_entries_for_tensors_that_need_no_grad():
@@ -620,6 +621,20 @@ def test_parameter_repr_copy_pickle():
         assert type(clone) is nn.Parameter and clone.requires_grad
         assert clone.tolist() == [1.0, 2.0]
     assert not pickle.loads(pickle.dumps(q)).requires_grad
+
+
+def test_parameter_deepcopy_drops_grad_and_attributes():
+    # as in PyTorch: copying a model (EMA copy, early-stopping snapshot) leaves .grad behind
+    lin = nn.Linear(2, 2)
+    lin.weight.grad = ember.ones(2, 2)
+    lin.weight.tag = "x"
+    lin.bias.requires_grad_(False)
+    clone = copy.deepcopy(lin)
+    assert clone.weight.grad is None and not hasattr(clone.weight, "tag")
+    assert type(clone.weight) is nn.Parameter and clone.weight.requires_grad
+    assert not clone.bias.requires_grad
+    assert clone.weight.data_ptr() != lin.weight.data_ptr()
+    assert clone.weight.tolist() == lin.weight.tolist()
 
 
 def test_module_deepcopy_and_pickle():

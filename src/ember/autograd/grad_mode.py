@@ -1,6 +1,7 @@
 """Grad modes: no_grad, enable_grad, set_grad_enabled, inference_mode (thread-local)."""
 
 import functools
+import inspect
 import threading
 
 from ember import _inference
@@ -31,10 +32,39 @@ class _Mode:
     """A grad mode usable as a context manager and as a decorator."""
 
     def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            return self._wrap_generator(fn)
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with self._clone():
                 return fn(*args, **kwargs)
+        return wrapper
+
+    def _wrap_generator(self, fn):
+        """Wrap a generator function so that its body, and only its body, runs in this mode:
+        the mode is entered on each resume and left again at each ``yield``."""
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            gen = fn(*args, **kwargs)
+            try:
+                with self._clone():
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with self._clone():
+                            gen.close()
+                        raise
+                    except BaseException as exc:        # forwarded into the generator
+                        with self._clone():
+                            response = gen.throw(exc)
+                    else:
+                        with self._clone():
+                            response = gen.send(request)
+            except StopIteration as stop:
+                return stop.value
         return wrapper
 
     def _clone(self):
@@ -112,7 +142,8 @@ class inference_mode(_Mode):
         return inference_mode(self._mode)
 
     def _enabled(self):
-        return not self._mode and STATE.grad_enabled
+        # inference_mode(False) is normal mode: grad recording on, even inside no_grad
+        return not self._mode
 
     def __enter__(self):
         self._prev_inference = STATE.inference

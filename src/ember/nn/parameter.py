@@ -31,6 +31,13 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    def __deepcopy__(self, memo):
+        """A new parameter of the same class holding a copy of the data; as in PyTorch, the
+        copy keeps ``requires_grad`` but not ``.grad`` or other attributes."""
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.data.clone(), self.requires_grad)
+        return memo[id(self)]
+
 
 class _BufferMeta(type):
     """``isinstance(t, Buffer)`` holds for tensors made by ``Buffer(...)``."""

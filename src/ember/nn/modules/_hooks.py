@@ -7,6 +7,7 @@ from collections import OrderedDict
 from ember._creation import zeros_like
 from ember._hook_handles import RemovableHandle
 from ember._tensor import Tensor
+from ember._warn import outside_level
 from ember.autograd.function import Function
 
 __all__ = ["RemovableHandle", "register_module_forward_pre_hook", "register_module_forward_hook",
@@ -235,7 +236,7 @@ class _BackwardHook:
                           "respect to module outputs since no inputs require gradients. See "
                           "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
                           "#torch.nn.Module.register_full_backward_hook for more details.",
-                          stacklevel=2)
+                          stacklevel=outside_level())
             for hook in self.hooks:
                 if hook(self.module, (None,) * max(self.n_inputs, 1), grads) is not None:
                     raise RuntimeError("can't change the grad_input of a module whose inputs "
