@@ -191,3 +191,37 @@ def test_helpers():
     forward, recompute = noop_context_fn()
     with forward, recompute:
         pass
+
+
+def test_checkpoint_sequential_warns_under_its_own_name_and_checks_kwargs():
+    seq = ember.nn.Sequential(ember.nn.Linear(2, 2), ember.nn.Tanh(), ember.nn.Linear(2, 1))
+    x = ember.ones(3, 2, requires_grad=True)
+    with pytest.warns(UserWarning, match="^torch.utils.checkpoint.checkpoint_sequential: the "
+                                         "use_reentrant parameter should be passed explicitly. "
+                                         "In version 2.9 we will raise"):
+        out = ember.utils.checkpoint.checkpoint_sequential(seq, 2, x)
+    assert out.shape == (3, 1) and out.grad_fn.name() == "AddmmBackward0"
+    with pytest.raises(ValueError, match="^Unexpected keyword arguments: bogus$"):
+        ember.utils.checkpoint.checkpoint_sequential(seq, 2, x, use_reentrant=False, bogus=1)
+    out = ember.utils.checkpoint.checkpoint_sequential(seq, 2, x, use_reentrant=False,
+                                                       preserve_rng_state=False)
+    out.sum().backward()
+    assert x.grad.shape == (3, 2)
+
+
+def test_reentrant_checkpoint_refuses_grad_and_backward_inputs():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    message = ("^When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad"
+               r"\(\) or passing an `inputs` parameter to .backward\(\).")
+    out = checkpoint(lambda a: a * a, x, use_reentrant=True)
+    with pytest.raises(RuntimeError, match=message):
+        ember.autograd.grad(out.sum(), x, retain_graph=True)
+    with pytest.raises(RuntimeError, match=message):
+        out.sum().backward(inputs=[x], retain_graph=True)
+    assert x.grad is None
+    out.sum().backward()                # a plain backward, nested checkpoints included
+    assert x.grad.tolist() == [2.0, 4.0]
+    inner = lambda a: checkpoint(lambda b: b.exp(), a * 2, use_reentrant=True)  # noqa: E731
+    x.grad = None
+    checkpoint(inner, x, use_reentrant=True).sum().backward()
+    assert [round(v, 3) for v in x.grad.tolist()] == [14.778, 109.196]

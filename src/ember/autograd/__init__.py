@@ -1,7 +1,9 @@
 """ember.autograd: backward, grad, grad modes, custom Functions, anomaly mode, gradcheck."""
 
+import threading
+
 from ember.autograd.anomaly import detect_anomaly, set_detect_anomaly
-from ember.autograd.engine import run_backward
+from ember.autograd.engine import run_backward as _engine_run_backward
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
@@ -11,6 +13,33 @@ from ember.autograd import profiler, profiler_util  # noqa: F401
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "is_inference_mode_enabled", "detect_anomaly",
            "set_detect_anomaly", "Function", "gradcheck", "gradgradcheck"]
+
+
+class _Tasks(threading.local):
+    def __init__(self):
+        self.partial = []               # per backward running in this thread: has targets
+
+
+_TASKS = _Tasks()
+
+
+def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
+                 accumulate_into_grad=True):
+    """The engine's ``run_backward``, noting meanwhile whether only ``targets`` get
+    gradients (see ``_is_checkpoint_valid``)."""
+    _TASKS.partial.append(targets is not None)
+    try:
+        return _engine_run_backward(roots, root_grads, retain_graph, create_graph, targets,
+                                    accumulate_into_grad)
+    finally:
+        _TASKS.partial.pop()
+
+
+def _is_checkpoint_valid():
+    """False inside ``autograd.grad`` or ``backward(inputs=...)``, whose partial graph walk
+    a reentrant checkpoint's nested ``backward`` cannot join."""
+    partial = _TASKS.partial
+    return not partial or not partial[-1]
 
 
 def _as_tuple(x):
@@ -44,6 +73,11 @@ def _make_grads(outputs, grads):
         elif g.shape != out.shape:
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} "
                                f"and output[{i}] has a shape of {out.shape}.")
+        elif g.is_complex() != out.is_complex():
+            raise RuntimeError(f"For complex Tensors, both grad_output and output are required "
+                               f"to have the same dtype. Mismatch in dtype: grad_output[{i}] "
+                               f"has a dtype of {g.dtype} and output[{i}] has a dtype of "
+                               f"{out.dtype}.")
         result.append(g)
     return result
 
@@ -73,6 +107,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         inputs = _as_tuple(inputs)
         if not inputs:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        for t in inputs:
+            if not isinstance(t, GradientEdge):
+                t.retain_grad()     # PyTorch's errors; a non-leaf keeps its .grad from now on
         targets = [_target(t) for t in inputs]
         run_backward(roots, grads, retain_graph, create_graph, targets=targets,
                      accumulate_into_grad=list(inputs))
@@ -97,6 +134,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          only_inputs=True, allow_unused=None, is_grads_batched=False,
          materialize_grads=False):
     """The gradients of ``outputs`` with respect to ``inputs`` (nothing is accumulated)."""
+    if not only_inputs:
+        import warnings
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). "
+                      "To accumulate gradient for other parts of the graph, please use "
+                      "torch.autograd.backward.", FutureWarning, stacklevel=2)
     if is_grads_batched:
         # each grad_outputs tensor holds a batch of vectors along dim 0: one vjp per vector
         from ember.func import vmap
@@ -149,4 +191,7 @@ def __getattr__(name):
     if name == "Variable":
         from ember.autograd.variable import Variable
         return Variable
+    if name in ("handle_torch_function", "has_torch_function", "is_tensor_like"):
+        from ember import overrides     # (PyTorch's autograd re-exports these)
+        return getattr(overrides, name)
     raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")

@@ -30,12 +30,13 @@ class detect_anomaly:
     """Context manager/decorator: record forward traces and raise on NaN gradients."""
 
     def __init__(self, check_nan=True):
-        self.check_nan = check_nan
-
-    def __enter__(self):
         import warnings
+        self.check_nan = check_nan
+        # PyTorch warns on construction, so ``detect_anomaly()`` alone warns too
         warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
                       "and should only be enabled for debugging.", stacklevel=2)
+
+    def __enter__(self):
         self._prev = (ENABLED[0], CHECK_NAN[0])
         ENABLED[0], CHECK_NAN[0] = True, self.check_nan
         return self

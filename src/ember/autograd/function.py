@@ -11,7 +11,8 @@ from ember import _inference
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.forward_ad import STATE as _FORWARD_AD
-from ember.autograd.graph import _PACKED, Node, _modified_message, conform, history
+from ember.autograd.graph import (_PACKED, Node, _modified_message, conform, history,
+                                  move_retained_grad)
 from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
 from ember.autograd.saved_hooks import Packed
 from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
@@ -109,9 +110,15 @@ class BackwardFunction(FunctionCtx, Node):
         if len(result) != n_inputs:
             raise RuntimeError(f"function {self.name()} returned an incorrect number of "
                                f"gradients (expected {n_inputs}, got {len(result)})")
+        for i, (g, meta) in enumerate(zip(result, self._in_meta)):
+            if g is not None and meta is False:
+                raise RuntimeError(f"function {self.name()} returned a gradient different than "
+                                   f"None at position {i + 1}, but the corresponding forward "
+                                   f"input was not a Variable")
+        # one gradient per edge: per tensor argument (non-tensor ones have no edge)
         return [self._conformed(i, g) if needed and isinstance(g, Tensor) else
-                (g if needed else None) for i, (g, needed) in enumerate(zip(
-                    result, self.needs_input_grad))]
+                (g if needed else None) for i, (g, needed, meta) in enumerate(zip(
+                    result, self.needs_input_grad, self._in_meta)) if meta is not False]
 
     def _conformed(self, index, grad):
         """``grad`` for input ``index`` made to fit it, as PyTorch's engine does: summed down
@@ -148,9 +155,17 @@ class Function:
     generate_vmap_rule = False
 
     def __init__(self, *args, **kwargs):
+        import warnings
+        warnings.warn(f"{type(self)} should not be instantiated. Methods on autograd functions "
+                      f"are all static, so you should invoke them on the class itself. "
+                      f"Instantiating an autograd function will raise an error in a future "
+                      f"version of PyTorch.", DeprecationWarning, stacklevel=2)
+
+    def __call__(self, *args, **kwargs):
         raise RuntimeError("Legacy autograd function with non-static forward method is "
                            "deprecated. Please use new-style autograd function with static "
-                           "forward method.")
+                           "forward method. (Example: https://pytorch.org/docs/stable/"
+                           "autograd.html#torch.autograd.Function)")
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -192,13 +207,15 @@ class Function:
         node = Function._node_classes.get(cls)
         if node is None:
             name = cls.__dict__.get("_node_name") or f"{cls.__name__}Backward"
-            node = type(name, (BackwardFunction,), {"_function": cls})
+            node = type(name, (BackwardFunction,), {"_function": cls, "_forward_cls": cls})
             Function._node_classes[cls] = node
         return node
 
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward and record one graph node for the call."""
+        if cls.setup_context is not Function.setup_context:
+            args, kwargs = _bind_forward_args(cls, args, kwargs)
         from ember.func._batched import STATE as _VMAP
         if _VMAP.levels:                # see NOTE [Custom functions under vmap]
             from ember.func._custom_function import function_vmap
@@ -215,10 +232,13 @@ class Function:
         """``(ctx, outputs)`` of one call."""
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         record = _GRAD.grad_enabled and any(needs)
-        edges = tuple(history(a) if need else (None, 0) for a, need in zip(args, needs))
-        ctx = cls._node_class()(edges, needs if record else tuple(False for _ in needs))
+        edges = tuple(history(a) if need else (None, 0) for a, need in zip(args, needs)
+                      if isinstance(a, Tensor))
+        ctx = cls._node_class()(edges, needs)    # (as in PyTorch, also when not recording)
         if record:
-            ctx._in_meta = tuple((a._data.shape, a._data.dtype, a.device) if need else None
+            # (False marks a non-tensor argument: a gradient for it is an error)
+            ctx._in_meta = tuple((a._data.shape, a._data.dtype, a.device) if need else
+                                 (None if isinstance(a, Tensor) else False)
                                  for a, need in zip(args, needs))
         uses_ctx = cls.setup_context is Function.setup_context
         prev = _GRAD.grad_enabled
@@ -231,6 +251,23 @@ class Function:
         if not uses_ctx:
             cls.setup_context(ctx, args, output)
         return ctx, _wrap_outputs(ctx, args, output, record)
+
+
+_SIGNATURES = {}
+
+
+def _bind_forward_args(cls, args, kwargs):
+    """``forward``'s arguments with keywords and defaults made positional, as PyTorch hands
+    them to ``setup_context`` (keyword-only ones stay keywords)."""
+    sig = _SIGNATURES.get(cls)
+    if sig is None:
+        import inspect
+        sig = _SIGNATURES[cls] = inspect.signature(cls.forward)
+    if not kwargs and len(args) == len(sig.parameters):
+        return args, kwargs
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.args, bound.kwargs
 
 
 def _version_of(t):
@@ -265,8 +302,14 @@ def _wrap_outputs(ctx, args, output, record):
                                "in-place operation.")
         if record and id(out) not in non_diff and (out.is_floating_point()
                                                    or out.is_complex()):
+            old_edge = out._grad_fn, out._output_nr
             out._grad_fn = ctx
             out._output_nr = nr
+            if id(out) in dirty:
+                move_retained_grad(out, *old_edge)
+            elif out._view is not None:     # writing into it in place is an error
+                out._meta = dict(out._meta or (),
+                                 function_view=(type(ctx)._function.__name__, nr))
     if record and _inference.MADE[0]:
         _inference.check_saved(ctx._to_save, all_saved=True)
     ctx._saved = tuple((t, _version_of(t)) for t in ctx._to_save)
@@ -305,6 +348,8 @@ def once_differentiable(fn):
 
 class _DelayedError(Function):
     """Passes tensors through; differentiating them raises (see ``once_differentiable``)."""
+
+    _node_name = "torch::autograd::Error"           # PyTorch's name for this node
 
     @staticmethod
     def forward(ctx, *values):

@@ -63,7 +63,10 @@ def _grad_inputs(inputs, create_graph):
                  x.detach().requires_grad_() for x in inputs)
 
 
-def _grad(outputs, inputs, grad_outputs, create_graph, strict, who="The output"):
+def _grad(outputs, inputs, grad_outputs, create_graph, strict, who="The output", of=None):
+    """The vjp of ``outputs`` with ``grad_outputs`` (zeros where an input is unused). In
+    strict mode an unused input raises, and with ``create_graph`` and ``of`` ("jacobian" or
+    "hessian") so does a gradient that does not depend on the inputs."""
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
     if not pairs:
         if strict:
@@ -79,8 +82,15 @@ def _grad(outputs, inputs, grad_outputs, create_graph, strict, who="The output")
                 raise RuntimeError(f"{who} of the user-provided function is independent "
                                    f"of input {i}. This is not allowed in strict mode.")
             g = ember.zeros_like(x)
+        elif strict and create_graph and of is not None and not g.requires_grad:
+            _independent(of, i)
         out.append(g)
     return tuple(out)
+
+
+def _independent(of, i):
+    raise RuntimeError(f"The {of} of the user-provided function is independent of input {i}. "
+                       f"This is not allowed in strict mode when create_graph=True.")
 
 
 def _finish(values, create_graph):
@@ -108,7 +118,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     else:
         vs = _as_tuple(v, "v", "vjp")[1]
         _validate_v(vs, outs, out_tuple)
-    grads = _finish(_grad(outs, xs, vs, create_graph, strict), create_graph)
+    grads = _finish(_grad(outs, xs, vs, create_graph, strict, of="jacobian"), create_graph)
     outs = _finish(outs, create_graph)
     return (outs if out_tuple else outs[0]), (grads if in_tuple else grads[0])
 
@@ -142,6 +152,9 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
                                    "of the inputs of the user-provided function. This is not "
                                    "allowed in strict mode.")
         pushed = _grad(pulled, us, vs, create_graph, False)
+    for i, p in enumerate(pushed):
+        if strict and create_graph and not p.requires_grad:
+            _independent("jacobian", i)
     outs, pushed = _finish(outs, create_graph), _finish(pushed, create_graph)
     return (outs if out_tuple else outs[0]), (pushed if out_tuple else pushed[0])
 
@@ -188,7 +201,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         else:
             eye = ember.eye(n, dtype=o.dtype)
             flat = [_grad((o,), xs, (eye[k].reshape(o.shape),), create_graph, strict,
-                          f"Output {j}") for k in range(n)]
+                          f"Output {j}", "jacobian") for k in range(n)]
             per = [ember.stack([r[i] for r in flat]) if n else
                    ember.zeros((0,) + tuple(x.shape), dtype=x.dtype)
                    for i, x in enumerate(xs)]
@@ -217,10 +230,11 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
 
     def scalar(*args):
         out = _single_output(*_call(func, args, "hessian"), "hessian")
+        _check_outputs((out,), strict)
         return out.reshape(())
 
     def gradient(*args):
-        grads = jacobian(scalar, args, create_graph=True, strict=strict)
+        grads = jacobian(scalar, args, create_graph=True)     # strict: checked below
         for i, g in enumerate(grads):
             if strict and not g.requires_grad:
                 raise RuntimeError(_HESSIAN_STRICT.format(i))
@@ -243,7 +257,7 @@ def _vhp(func, inputs, v, create_graph, strict, fn):
         for i, gi in enumerate(g):
             if strict and not gi.requires_grad:
                 raise RuntimeError(_HESSIAN_STRICT.format(i))
-        res = _grad(g, xs, vs, create_graph, strict)
+        res = _grad(g, xs, vs, create_graph, strict, of="hessian")
     res = _finish(res, create_graph)
     out = _finish((out,), create_graph)[0]
     return out, (res if in_tuple else res[0])

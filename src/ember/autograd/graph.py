@@ -18,7 +18,7 @@ from ember.autograd.grad_mode import STATE as _GRAD
 __all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle",
            "carries_gradient", "GradientEdge", "get_gradient_edge", "increment_version",
            "register_multi_grad_hook", "saved_tensors_hooks", "save_on_cpu",
-           "disable_saved_tensors_hooks"]
+           "disable_saved_tensors_hooks", "allow_mutation_on_saved_tensors"]
 
 _sequence = itertools.count()
 
@@ -357,7 +357,7 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
     ("Sigmoid" for SigmoidBackward0), and nothing for a tensor no op made."""
     if t is not None:
         actual = t._version
-        kind = f"{t.dtype._legacy}"
+        kind = _type_string(t.dtype)
         shape = list(t.shape)
         fn = t._grad_fn
         where = f", which is output {t._output_nr} of {_op_of(fn)}," if fn is not None else ""
@@ -365,7 +365,7 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
         from ember._dtype import FROM_NUMPY
         array, nr = output
         dtype = FROM_NUMPY[array.dtype]
-        kind, shape = dtype._legacy, list(array.shape)
+        kind, shape = _type_string(dtype), list(array.shape)
         differentiable = dtype.is_floating_point or dtype.is_complex
         where = f", which is output {nr} of {_op_of(node)}," if differentiable else ""
     hint = ("the backtrace further above shows the operation that failed to compute its "
@@ -374,8 +374,20 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
             "enable anomaly detection to find the operation that failed to compute its "
             "gradient, with ember.autograd.set_detect_anomaly(True, check_nan=False).")
     return (f"one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [ember.{kind} {shape}]{where} is at version {actual}; "
+            f"inplace operation: [{kind} {shape}]{where} is at version {actual}; "
             f"expected version {expected} instead. Hint: {hint}")
+
+
+# the dtypes with a classic tensor type name ("ember.FloatTensor"); PyTorch names the
+# others by backend and scalar type ("CPUComplexFloatType", "CPUBFloat16Type")
+_CLASSIC = {"Float", "Double", "Half", "Long", "Int", "Short", "Char", "Byte", "Bool"}
+
+
+def _type_string(dtype):
+    """A tensor's type as PyTorch's saved-tensor version error names it."""
+    if dtype._torch_name in _CLASSIC:
+        return f"ember.{dtype._legacy}"
+    return f"CPU{dtype._torch_name}Type"
 
 
 def _op_of(node):
@@ -395,6 +407,7 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         Node.__init__(self, ())
         self._variable = weakref.ref(variable)
+        self._seq += _FIRST     # runs as soon as it is ready, before other nodes, as in PyTorch
 
     def name(self):
         """``torch::autograd::AccumulateGrad``, as PyTorch names this node."""
@@ -410,6 +423,9 @@ class AccumulateGrad(Node):
         if var is not None and var._requires_grad:     # not if it stopped requiring grad
             accumulate(var, grads[0])
         return []
+
+
+_FIRST = 1 << 62                # the engine runs nodes by descending _seq
 
 
 def accumulate(var, grad):
@@ -527,6 +543,18 @@ def add_retain_grad_hook(t):
     t._meta["retains_grad"] = True
 
 
+def move_retained_grad(t, old_fn, old_nr):
+    """After an in-place op gave ``t`` a new grad_fn, make ``t.grad`` its gradient as of now
+    (PyTorch moves the retain_grad hook to the new node; other hooks stay with the old)."""
+    meta = t._meta
+    if not meta or not meta.get("retains_grad") or old_fn is None:
+        return
+    retains = old_fn._retains
+    if retains is not None and old_nr in retains and retains[old_nr]() is t:
+        del retains[old_nr]
+    add_retain_grad_hook(t)
+
+
 def leaf_hooks(t):
     """Hooks registered on a leaf tensor (run before accumulation), or None."""
     meta = t._meta
@@ -616,5 +644,6 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
                          if t.requires_grad])
 
 
-from ember.autograd.saved_hooks import (disable_saved_tensors_hooks, save_on_cpu,  # noqa: E402
+from ember.autograd.saved_hooks import (allow_mutation_on_saved_tensors,  # noqa: E402
+                                        disable_saved_tensors_hooks, save_on_cpu,
                                         saved_tensors_hooks)

@@ -9,11 +9,14 @@ Recording stays free of this when no hooks are on: a node checks one global coun
 (``ACTIVE``) and only then the calling thread's stack of hooks.
 """
 
+import contextlib
+import itertools
 import threading
 
 from ember.autograd.grad_mode import STATE as _GRAD
 
-__all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks"]
+__all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+           "allow_mutation_on_saved_tensors"]
 
 ACTIVE = [0]                            # hook contexts open in any thread
 _LOCK = threading.Lock()
@@ -22,6 +25,7 @@ _LOCK = threading.Lock()
 class _State(threading.local):
     stack = ()                          # (pack, unpack) pairs, innermost last
     disabled = None                     # the message of disable_saved_tensors_hooks
+    mutation_allowed = False            # inside allow_mutation_on_saved_tensors
 
 
 _STATE = _State()
@@ -76,9 +80,9 @@ class save_on_cpu(saved_tensors_hooks):
         super().__init__(pack, unpack)
 
 
-class disable_saved_tensors_hooks:
+class disable_saved_tensors_hooks(contextlib.ContextDecorator):
     """Within this block, entering saved-tensor hooks raises ``RuntimeError(error_message)``;
-    so does entering this block while hooks are on."""
+    so does entering this block while hooks are on. Also a decorator."""
 
     def __init__(self, error_message):
         self.error_message = error_message
@@ -92,6 +96,47 @@ class disable_saved_tensors_hooks:
 
     def __exit__(self, *exc):
         _STATE.disabled = self._prev
+
+
+class _AllowMutationOnSavedContext:
+    """The state of one ``allow_mutation_on_saved_tensors`` block: the saved copies."""
+
+    def __init__(self):
+        self.cloned = {}
+
+
+_OUTSIDE = ("Trying to backward outside of the 'allow_mutation_on_saved_tensors' context"
+            "in which the graph was originally recorded.")     # (PyTorch's words, verbatim)
+
+
+@contextlib.contextmanager
+def allow_mutation_on_saved_tensors():
+    """Within the block, tensors saved for backward may be modified in place: backward (run
+    in the same block) uses their values as they were saved."""
+    # NOTE: PyTorch clones a saved tensor only when an in-place op is about to write it;
+    # ember copies each saved tensor when it is saved (same values, more memory).
+    if _STATE.mutation_allowed:
+        raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+    ctx = _AllowMutationOnSavedContext()
+    keys = itertools.count()
+
+    def pack(tensor):
+        key = next(keys)
+        ctx.cloned[key] = tensor.detach().clone()
+        return key
+
+    def unpack(key):
+        if key not in ctx.cloned:
+            raise AssertionError(_OUTSIDE)
+        return ctx.cloned[key]
+
+    with saved_tensors_hooks(pack, unpack):
+        _STATE.mutation_allowed = True
+        try:
+            yield ctx
+        finally:
+            _STATE.mutation_allowed = False
+            ctx.cloned.clear()
 
 
 class Packed:

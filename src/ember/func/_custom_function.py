@@ -68,7 +68,7 @@ def _user_rule(cls, info, in_dims, values, kwargs):
     if not (isinstance(result, tuple) and len(result) == 2):
         raise RuntimeError(f"Expected the vmap staticmethod to have two returns, an output and "
                            f"out_dims with pytree structure compatible with the output. "
-                           f"{_EXTENDING}")
+                           f"Got a {type(result)} instead")
     return result
 
 

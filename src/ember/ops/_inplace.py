@@ -30,7 +30,7 @@ from ember._creation import empty_permuted
 from ember._inference import MADE as INFERENCE_MADE, check_inplace
 from ember._tensor import Tensor, _address, _make
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.autograd.graph import Node, history
+from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
 from ember.ops._meta import MetaCall
 
@@ -170,6 +170,15 @@ def check_no_grad_view(t):
     """Raise PyTorch's error for writing, with grad mode on, into a view made in no_grad or
     inference mode of a tensor that requires grad (or into a view of such a view): the write
     could not be recorded on the base's history consistently."""
+    made_by = t._meta.get("function_view") if t._meta else None
+    if made_by:
+        raise RuntimeError(f"Output {made_by[1]} of {made_by[0]} is a view and is being "
+                           f"modified inplace. This view was created inside a custom Function "
+                           f"(or because an input was returned as-is) and the autograd logic to "
+                           f"handle view+inplace would override the custom backward associated "
+                           f"with the custom Function, leading to incorrect gradients. This "
+                           f"behavior is forbidden. You can fix this by cloning the output of "
+                           f"the custom Function.")
     mode = t._meta.get("no_grad_view") if t._meta else None
     if mode:
         raise RuntimeError("A view was " + _no_grad_view_error(mode))
@@ -239,6 +248,7 @@ def _record_inplace(op, self, old, flat, lengths, params, recipe):
     base_edge = history(self._view[0]) if self._view is not None else None
     node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self)
     self._output_nr = 0                 # it was output 1 of var_mean, say; now of this node
+    move_retained_grad(self, old._grad_fn, old._output_nr)
     _date_saved_self(node, flat, self)
     if self._view is not None:
         base = self._view[0]
@@ -246,6 +256,7 @@ def _record_inplace(op, self, old, flat, lengths, params, recipe):
                           None if base.is_contiguous() else base.dim_order())
         base._grad_fn = copy
         base._output_nr = 0
+        move_retained_grad(base, *base_edge)
 
 
 def _date_saved_self(node, flat, self):
@@ -385,9 +396,11 @@ def refresh_view_history(t):
         # views, as view_as_real): its node shows that name
         from ember.ops._registry import rename_node
         rename_node(fresh, "AsStridedBackward0")
+    old_edge = t._grad_fn, t._output_nr
     t._grad_fn = fresh._grad_fn
     t._output_nr = fresh._output_nr
     t._view = view[:4] + (base._grad_fn,) + view[5:]
+    move_retained_grad(t, *old_edge)
 
 
 class CopySlices(Node):

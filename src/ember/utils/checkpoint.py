@@ -248,6 +248,11 @@ class CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        if not ember.autograd._is_checkpoint_valid():
+            raise RuntimeError("When use_reentrant=True, torch.utils.checkpoint is incompatible "
+                               "with .grad() or passing an `inputs` parameter to .backward(). To "
+                               "resolve this error, you can either set use_reentrant=False, or "
+                               "call .backward() without passing the `inputs` argument.")
         inputs = [a if t is None else t.detach().requires_grad_(t.requires_grad)
                   for a, t in zip(ctx.args, ctx.saved_tensors)]
         with ctx.state.restored(), enable_grad():
@@ -300,6 +305,17 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
     """Run ``functions`` (a Sequential or list of modules) in ``segments`` checkpointed
     chunks; the last chunk runs normally."""
+    if use_reentrant is None:
+        warnings.warn("torch.utils.checkpoint.checkpoint_sequential: the use_reentrant parameter "
+                      "should be passed explicitly. In version 2.9 we will raise an exception if "
+                      "use_reentrant is not passed. use_reentrant=False is recommended, but if "
+                      "you need to preserve the current default behavior, you can pass "
+                      "use_reentrant=True. Refer to docs for more details on the differences "
+                      "between the two variants.", stacklevel=2)
+        use_reentrant = True
+    preserve = kwargs.pop("preserve_rng_state", True)
+    if kwargs:
+        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
     if isinstance(functions, ember.nn.Sequential):
         functions = list(functions.children())
     functions = list(functions)
@@ -315,5 +331,6 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
     end = -1
     for start in range(0, size * (segments - 1), size):
         end = start + size - 1
-        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant, **kwargs)
+        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant,
+                           preserve_rng_state=preserve)
     return run(end + 1, len(functions) - 1)(input)
