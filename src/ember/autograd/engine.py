@@ -171,7 +171,7 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
         for fn in list(node._pre_hooks.values()):
             out = fn(tuple(buf))
             if out is not None:
-                buf = list(out)
+                buf = _hook_values(fn, out, len(buf))
 
     if type(node) is AccumulateGrad:
         return _run_leaf(node, buf[0], target_index, captured, accumulate_into_grad)
@@ -195,13 +195,29 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
                           f"caused the error:\n{node._trace}", UserWarning, stacklevel=2)
         raise
     if node._post_hooks:
-        for fn in list(node._post_hooks.values()):
-            out = fn(tuple(grads_in), tuple(buf))
-            if out is not None:
-                grads_in = list(out)
+        grads_in = _run_post_hooks(node, grads_in, buf)
     if not retain_graph:
         node._release()
     return grads_in
+
+
+def _run_post_hooks(node, grads_in, buf):
+    """``grads_in`` after the node's hooks ``fn(grad_inputs, grad_outputs)``."""
+    for fn in list(node._post_hooks.values()):
+        out = fn(tuple(grads_in), tuple(buf))
+        if out is not None:
+            grads_in = _hook_values(fn, out, len(grads_in))
+    return grads_in
+
+
+def _hook_values(fn, out, expected):
+    """A node hook's returned gradients, as a list, after PyTorch's count check."""
+    out = list(out)
+    if len(out) != expected:
+        name = getattr(fn, "__name__", repr(fn))
+        raise RuntimeError(f"hook '{name}' has returned an incorrect number of values (got "
+                           f"{len(out)}, but expected {expected})")
+    return out
 
 
 def _hooked(fn, grad):
@@ -243,12 +259,24 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
         return []
     if not var._requires_grad:          # frozen after the graph was built: no .grad
         return []
+    if _GRAD.grad_enabled and grad.requires_grad:
+        _warn_grad_cycle()
     accumulate(var, grad)
     post = post_accumulate_hooks(var)
     if post:
         for fn in list(post.values()):
             fn(var)
+    if node._post_hooks:
+        _run_post_hooks(node, [], [grad])
     return []
+
+
+def _warn_grad_cycle():
+    warnings.warn("Using backward() with create_graph=True will create a reference cycle between "
+                  "the parameter and its gradient which can cause a memory leak. We recommend "
+                  "using autograd.grad when creating the graph to avoid this. If you have to use "
+                  "this function, make sure to reset the .grad fields of your parameters to None "
+                  "after use to break the cycle and avoid the leak.", UserWarning, stacklevel=5)
 
 
 def _capture(i, grad, captured, accumulate_into_grad):
@@ -256,6 +284,9 @@ def _capture(i, grad, captured, accumulate_into_grad):
         return
     if isinstance(accumulate_into_grad, list):     # backward(inputs=...)
         var = accumulate_into_grad[i]
+        if getattr(var, "_grad_fn", None) is not None:     # retain_grad filled its .grad
+            captured[i] = True
+            return
         accumulate(var, grad)
         post = post_accumulate_hooks(var)
         if post and var._grad_fn is None:
