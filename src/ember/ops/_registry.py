@@ -108,6 +108,7 @@ class Op:
         self.saved_outputs = None       # indices of the outputs the derivative reads; None: all
         self.needs_mask = False
         self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
+        self.input_readers = None       # per input, the inputs whose gradients read it
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
         node_name = self.short_name if namespace == "nn.functional" else self.name
@@ -158,6 +159,15 @@ class Op:
         assert not self.seq_inputs
         entry = (self.input_names.index(argument), argument, kernel)
         self.refused_grads = (self.refused_grads or ()) + (entry,)
+
+    def reads_inputs(self, *readers):
+        """Declare, per input, the inputs whose gradients read its values (``mul``: a's
+        gradient reads b and b's reads a, so ``(1,), (0,)``). An input no gradient of this
+        call reads is not checked for in-place changes at backward, as PyTorch does not save
+        it: ``y = h * 2; h.relu_()`` may still backpropagate through ``y``. ``"others"``:
+        every input is read by all the other inputs' gradients (einsum's operands)."""
+        assert readers == ("others",) or not self.seq_inputs
+        self.input_readers = readers
 
     def name_nodes(self, name):
         """Give the op's backward nodes the name PyTorch's have (that of the kernel PyTorch
@@ -310,7 +320,7 @@ def call(op, inputs, params, out=None):
             outputs = tuple(_wrap(r, xp, casts) for r in res)
         else:
             outputs = _wrap(res, xp, casts)
-    except (ValueError, TypeError, IndexError) as e:
+    except (ValueError, TypeError, IndexError, OverflowError) as e:
         raise translate_error(op, e, arrays) from None
     finally:
         if token is not None:
@@ -361,6 +371,10 @@ def translate_error(op, error, arrays):
     """PyTorch's exception for a backend error raised inside a forward."""
     if isinstance(error, (IndexError, TypeError, OpValueError)):
         return error
+    if isinstance(error, OverflowError):        # NumPy's words for a too large Python int
+        huge = [a for a in arrays if type(a) is int and not -2 ** 63 <= a < 2 ** 64]
+        return error if not huge else OverflowError(
+            "int too big to convert" if huge[0] > 0 else "can't convert negative int to unsigned")
     text = str(error)
     if "broadcast" in text:
         shapes = [a.shape for a in arrays if hasattr(a, "shape")]
@@ -479,8 +493,9 @@ def _as_scalar(op, flat, x):
 def _reject_operand(op, flat, x):
     pos = next(i for i, y in enumerate(flat) if y is x)
     name = op.input_names[min(pos, len(op.input_names) - 1)]
+    from ember._creation import _tp_name
     raise TypeError(f"{op.name}(): argument '{name}' (position {pos + 1}) must be Tensor, "
-                    f"not {type(x).__name__}")
+                    f"not {_tp_name(x)}")
 
 
 def _join_devices(flat, arrays, a, array_type):
@@ -543,6 +558,8 @@ def _record(op, flat, lengths, params, outputs):
                 edges.append(_NO_EDGE)
                 in_meta.append(None)
                 versions.append(None)
+        if op.input_readers is not None:
+            _skip_unread(op.input_readers, edges, versions)
     else:
         saved = []
         versions = None
@@ -577,6 +594,15 @@ def _record(op, flat, lengths, params, outputs):
         if hooks is not None:
             node._pack_saved(hooks, outputs)
     return node
+
+
+def _skip_unread(readers, edges, versions):
+    """Clear the versions of inputs that no needed gradient reads (see ``Op.reads_inputs``)."""
+    if readers == ("others",):
+        readers = [[j for j in range(len(edges)) if j != i] for i in range(len(edges))]
+    for i, users in enumerate(readers):
+        if versions[i] is not None and all(edges[j] is _NO_EDGE for j in users):
+            versions[i] = None
 
 
 def _check_refused_grads(op, flat):

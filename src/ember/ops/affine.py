@@ -11,6 +11,7 @@ import numpy as np
 from ember import _dtype as D
 from ember.amp._state import suspended
 from ember.backend import low_precision_product
+from ember.ops._elementwise import conj_grad
 from ember.ops._registry import broadcast_message, op
 
 _LOW = {d.np for d in D.LOW_PRECISION}
@@ -84,8 +85,9 @@ def _(flat, params, out):
     x, bias = flat[0], flat[2]      # PyTorch computes it by addmm or mm, then a view
     if x.ndim == 2:
         return "AddmmBackward0" if bias is not None else "MmBackward0"
-    if bias is not None:
-        return "ViewBackward0"
+    if bias is not None:    # a strided batch goes through matmul, then adds the bias
+        dense = x.ndim == 1 or x._data.flags.c_contiguous or x.is_contiguous()
+        return "ViewBackward0" if dense else "AddBackward0"
     return "SqueezeBackward4" if x.ndim == 1 else "UnsafeViewBackward0"
 
 
@@ -104,30 +106,35 @@ def _expand_message(have, target):
 @linear.derivative
 def _(grad, x, w, b):
     gx = gw = None
+    need_x, need_w = x.requires_grad, w.requires_grad
+    x, w = conj_grad(x), conj_grad(w)   # PyTorch's convention for complex: grad * conj(...)
     if w.ndim == 1:                     # a vector weight: out = x @ w
-        if x.requires_grad:
+        if need_x:
             gx = grad.unsqueeze(-1) * w
-        if w.requires_grad:
+        if need_w:
             gw = (grad.unsqueeze(-1) * x).reshape(-1, w.shape[0]).sum(0)
         return gx, gw, grad
     if x.ndim == 1:
-        if x.requires_grad:
+        if need_x:
             gx = grad @ w
-        if w.requires_grad:
+        if need_w:
             gw = grad.unsqueeze(-1) * x
         return gx, gw, grad
     if x.ndim > 2:
         g2 = grad.reshape(-1, w.shape[0])
-        if x.requires_grad:
+        if need_x:
             gx = (g2 @ w).reshape(x.shape)
-        if w.requires_grad:
+        if need_w:
             gw = g2.mT @ x.reshape(-1, x.shape[-1])
     else:
-        if x.requires_grad:
+        if need_x:
             gx = grad @ w
-        if w.requires_grad:
+        if need_w:
             gw = grad.mT @ x
     return gx, gw, grad
+
+
+linear.reads_inputs((1,), (0,), ())     # x for the weight's gradient, weight for x's
 
 
 # --- bilinear ---------------------------------------------------------------------------------

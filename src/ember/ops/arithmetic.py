@@ -132,6 +132,7 @@ def _mul_grad(grad, a, b, *, needs=(True, True)):
 mul = binary("mul(input, other)", lambda xp, a, b: xp.multiply(a, b), _mul_grad,
              doc="Multiplies ``input`` by ``other`` elementwise.",
              promote=BINARY, ufunc="multiply")
+mul.reads_inputs((1,), (0,))
 
 
 # --- division ---------------------------------------------------------------------------------
@@ -191,6 +192,7 @@ def _div_grad(grad, a, b, rounding_mode, *, needs=(True, True)):
 div = binary("div(input, other, *, rounding_mode=None)", _div, _div_grad,
              doc="Divides ``input`` by ``other``, truncating or flooring per "
                  "``rounding_mode``.", promote=BINARY)
+div.reads_inputs((1,), (0, 1))
 
 floor_divide = binary("floor_divide(input, other)", _floor_divide,
                       lambda grad, a, b: (zeros_for(grad), zeros_for(grad)),
@@ -254,6 +256,9 @@ def _pow(xp, a, b):
             neg = (xp.asarray(a) == -1) & (b < 0)
             small = xp.where(a == 1, 1, xp.where(neg, xp.where(odd, -1, 1), 0))
             return xp.where(b < 0, small, safe).astype(safe.dtype)
+    if isinstance(b, (float, complex)) and b == 0.5 and hasattr(a, "dtype") \
+            and a.dtype.kind == "c":
+        return xp.sqrt(a)       # as PyTorch: exact on the axes, where NumPy's cpow is not
     return xp.power(a, b)
 
 
@@ -320,8 +325,13 @@ neg = unary("neg(input)", lambda xp, x: xp.negative(x), lambda grad, x: -grad,
 
 def _sgn(xp, x):
     if x.dtype.kind == "c":
+        # each part over the (real) magnitude, as PyTorch divides: a complex division would
+        # turn inf / inf parts and signed zeros into NaN and +0
         mag = xp.abs(x)
-        return xp.where(mag == 0, 0, x / xp.where(mag == 0, 1, mag)).astype(x.dtype)
+        safe = xp.where(mag == 0, 1, mag)
+        out = xp.empty_like(x)
+        out.real, out.imag = x.real / safe, x.imag / safe
+        return xp.where(mag == 0, 0, out).astype(x.dtype)
     return _sign(xp, x)
 
 

@@ -408,6 +408,9 @@ def _node_name(spec):
     return "ViewBackward0" if (earlier & set(spec.inputs[-1])) - output else "MulBackward0"
 
 
+_einsum.reads_inputs("others")         # an operand is read only by the others' gradients
+
+
 @_einsum.derivative
 def _(grad, operands, equation):
     spec = equation if isinstance(equation, Spec) else parse(

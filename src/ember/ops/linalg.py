@@ -106,8 +106,8 @@ def mm(xp, a, b):
 
 
 @mm.derivative
-def _(grad, a, b):
-    return grad.mm(_h(b)), _h(a).mm(grad)
+def _(grad, a, b, *, needs=(True, True)):
+    return grad.mm(_h(b)) if needs[0] else None, _h(a).mm(grad) if needs[1] else None
 
 
 @op("bmm(input, mat2)", inputs=2, out=True)
@@ -126,8 +126,8 @@ def bmm(xp, a, b):
 
 
 @bmm.derivative
-def _(grad, a, b):
-    return grad.bmm(_h(b)), _h(a).bmm(grad)
+def _(grad, a, b, *, needs=(True, True)):
+    return grad.bmm(_h(b)) if needs[0] else None, _h(a).bmm(grad) if needs[1] else None
 
 
 @op("mv(input, vec)", inputs=2, out=True)
@@ -140,8 +140,9 @@ def mv(xp, a, b):
 
 
 @mv.derivative
-def _(grad, a, b):
-    return grad.unsqueeze(1) * conj_grad(b), _h(a).mv(grad)
+def _(grad, a, b, *, needs=(True, True)):
+    return (grad.unsqueeze(1) * conj_grad(b) if needs[0] else None,
+            _h(a).mv(grad) if needs[1] else None)
 
 
 @op("dot(input, tensor)", inputs=2, out=True)
@@ -152,8 +153,8 @@ def dot(xp, a, b):
 
 
 @dot.derivative
-def _(grad, a, b):
-    return grad * conj_grad(b), grad * conj_grad(a)
+def _(grad, a, b, *, needs=(True, True)):
+    return grad * conj_grad(b) if needs[0] else None, grad * conj_grad(a) if needs[1] else None
 
 
 def _outer(xp, a, b):
@@ -168,10 +169,15 @@ def _outer(xp, a, b):
 outer = op("outer(input, vec2)", inputs=2, promote=BINARY, scalars=False)(_outer)
 outer.name_nodes("MulBackward0")       # PyTorch multiplies to outer
 
+# each factor of a product is read only by the other's gradient
+for _product in (mm, bmm, mv, dot, outer):
+    _product.reads_inputs((1,), (0,))
+
 
 @outer.derivative
-def _(grad, a, b):
-    return (grad * conj_grad(b)).sum(1), (grad * conj_grad(a).unsqueeze(1)).sum(0)
+def _(grad, a, b, *, needs=(True, True)):
+    return ((grad * conj_grad(b)).sum(1) if needs[0] else None,
+            (grad * conj_grad(a).unsqueeze(1)).sum(0) if needs[1] else None)
 
 
 # --- matmul -----------------------------------------------------------------------------------
@@ -214,6 +220,9 @@ def matmul(xp, a, b):
     return matrix_product(xp, a, b)
 
 
+matmul.reads_inputs((1,), (0,))
+
+
 @matmul.named_by
 def _(flat, params, out):
     da, db = flat[0].ndim, flat[1].ndim     # the op PyTorch's matmul computes it by
@@ -224,16 +233,20 @@ def _(flat, params, out):
 
 
 @matmul.derivative
-def _(grad, a, b):
+def _(grad, a, b, *, needs=(True, True)):
+    need_a, need_b = needs
     if a.ndim == 1 and b.ndim == 1:
-        return grad * conj_grad(b), grad * conj_grad(a)
+        return (grad * conj_grad(b) if need_a else None,
+                grad * conj_grad(a) if need_b else None)
     if b.ndim == 1:
-        rows = _rows(a)
-        return grad.unsqueeze(-1) * conj_grad(b), _h(rows).mv(grad.reshape(-1))
+        return (grad.unsqueeze(-1) * conj_grad(b) if need_a else None,
+                _h(_rows(a)).mv(grad.reshape(-1)) if need_b else None)
     if a.ndim == 1:
-        return (conj_grad(b) @ grad.unsqueeze(-1)).squeeze(-1), \
-            conj_grad(a).unsqueeze(-1) * grad.unsqueeze(-2)
-    grad_a = grad @ _h(b)
+        return ((conj_grad(b) @ grad.unsqueeze(-1)).squeeze(-1) if need_a else None,
+                conj_grad(a).unsqueeze(-1) * grad.unsqueeze(-2) if need_b else None)
+    grad_a = grad @ _h(b) if need_a else None
+    if not need_b:
+        return grad_a, None
     if b.ndim == 2 and a.ndim > 2:      # fold the batch into one GEMM instead of summing
         return grad_a, _h(_rows(a)).mm(_rows(grad))
     return grad_a, _h(a) @ grad

@@ -254,5 +254,10 @@ def _(grad, m, u, v, beta, alpha):
             (g * conj_grad(u).unsqueeze(1)).sum(0) if _needs(v) else None)
 
 
+# no gradient reads input; each factor is read only by the other's
+for _product in (addmm, addbmm, baddbmm, addmv, addr):
+    _product.reads_inputs((), (2,), (1,))
+
+
 ALIASES = {**contractions.ALIASES, **einsum.ALIASES}
 PUBLIC = {**contractions.PUBLIC, **einsum.PUBLIC}

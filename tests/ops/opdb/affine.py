@@ -3,7 +3,7 @@
 import numpy as np
 
 import ember
-from tests.ops.opdb.core import FLOATS, LOW, ErrorInput, OpInfo, SampleInput, make
+from tests.ops.opdb.core import COMPLEX, FLOATS, LOW, ErrorInput, OpInfo, SampleInput, make
 
 
 def _s(x, *args, name="", **kwargs):
@@ -11,7 +11,8 @@ def _s(x, *args, name="", **kwargs):
 
 
 def _linear_ref(x, w, b=None):
-    out = x.astype(np.float64) @ w.astype(np.float64).T
+    wide = np.result_type(x.dtype, np.float64)          # complex128 for complex inputs
+    out = x.astype(wide) @ w.astype(wide).T
     if b is not None:
         out = out + b
     return out.astype(x.dtype)
@@ -49,7 +50,7 @@ def _linear_errors():
 
 OPS = [
     OpInfo("nn.functional.linear", _linear_ref, _linear_samples,
-           dtypes=FLOATS + LOW + (ember.int64, ember.int32), gradgrad=True,
+           dtypes=FLOATS + LOW + COMPLEX + (ember.int64, ember.int32), gradgrad=True,
            error_inputs=_linear_errors,
            tol={ember.float32: (1e-5, 1e-5), ember.bfloat16: (2e-2, 2e-2),
                 ember.float16: (2e-3, 2e-3)}),
