@@ -89,6 +89,25 @@ class Generator:
         self._offset = state.get("offset", 0)
         return self
 
+    def clone_state(self):
+        """A new generator on the same device in this one's state."""
+        return Generator(self.device).set_state(self.get_state())
+
+    def get_offset(self):
+        """How far a GPU generator's counter-based stream has advanced."""
+        self._check_offset()
+        return self._offset
+
+    def set_offset(self, offset):
+        """Move a GPU generator's stream to ``offset``; returns self."""
+        self._check_offset()
+        self._offset = int(offset)
+        return self
+
+    def _check_offset(self):
+        if self.device.type == "cpu":
+            raise RuntimeError("CPU Generator does not use offset")
+
 
 default_generator = Generator()
 
@@ -217,8 +236,8 @@ def _not_implemented_for(dtype, name, categories):
 
 
 def _continuous(t, name, c_name=False):
-    """PyTorch's error for filling an integer or bool tensor from a continuous distribution."""
-    if t.dtype.category < D.FLOATING:
+    """PyTorch's error for filling a non-floating tensor from a continuous distribution."""
+    if t.dtype.category != D.FLOATING:
         from ember._storage import _c_type
         raise RuntimeError(f"{name} distribution is a continuous probability distribution. "
                            f"dtype must be a floating point but you specified "
@@ -308,6 +327,7 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     dtype = D.int64 if dtype is None else dtype
+    _not_implemented_for(dtype, "randperm", (D.COMPLEX,))
     drawn = _permutation_on_device(generator, n, _target(device)[1])
     if drawn is not None:
         return _fill_out(out, _finish(drawn.astype(dtype.np, copy=False), requires_grad))
@@ -378,6 +398,12 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
 @_vmap_aware
 def bernoulli(input, p=None, *, generator=None, out=None):
     """0/1 samples with probabilities ``input`` (or the scalar ``p``)."""
+    if p is not None:
+        _not_implemented_for(input.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
+    else:   # PyTorch fills ``out`` (or a tensor like input) with probabilities ``input``
+        _not_implemented_for((input if out is None else out).dtype,
+                             "bernoulli_tensor_cpu_self_", (D.COMPLEX,))
+        _not_implemented_for(input.dtype, "bernoulli_tensor_cpu_p_", (D.COMPLEX,))
     drawn = _drawn_on_device(generator, input.shape, D.float32, input.device)
     if drawn is not None:
         return _fill_out(out, _make(_below(drawn, input._data if p is None else p)

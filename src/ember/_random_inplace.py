@@ -95,6 +95,11 @@ def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 0/1 samples with probability ``p`` (a number or tensor)."""
     on_host = isinstance(p, Tensor) and p.device != self.device
     node = "BernoulliBackward1" if isinstance(p, Tensor) else "BernoulliBackward2"
+    if isinstance(p, Tensor):
+        _not_implemented_for(self.dtype, "bernoulli_tensor_cpu_self_", (D.COMPLEX,))
+        _not_implemented_for(p.dtype, "bernoulli_tensor_cpu_p_", (D.COMPLEX,))
+    else:
+        _not_implemented_for(self.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
     drawn = None if on_host else _drawn_on_device(generator, self.shape, D.float32, self.device)
     if drawn is not None:
         return _fill_(self, _below(drawn, p._data if isinstance(p, Tensor) else p), node)

@@ -110,3 +110,16 @@ def test_module_reprs_and_modes():
     x = ember.ones(20, 20)
     assert (np.asarray(m(x)) == 0).any()
     assert list(m.named_parameters()) == []
+
+
+def test_p_one_multiplies_by_zero_without_dtype_or_rank_checks():
+    # PyTorch's p == 1 path draws nothing: complex and integer inputs give zeros
+    z = ember.tensor([1 + 2j, -1j])
+    assert F.dropout(z, 1.0).tolist() == [0j, 0j]
+    assert F.alpha_dropout(ember.tensor([3, 4]), 1.0, True).tolist() == [0, 0]
+    assert ember.feature_dropout(ember.ones(3), 1.0, True).tolist() == [0.0] * 3
+    assert ember.feature_dropout(ember.ones(3), 0.0, True).tolist() == [1.0] * 3
+    with pytest.raises(NotImplementedError, match="bernoulli_scalar_cpu_"):
+        F.dropout(z, 0.5)
+    with pytest.raises(RuntimeError, match="Feature dropout requires at least 2 dimensions"):
+        ember.feature_dropout(ember.ones(3), 0.5, True)

@@ -254,3 +254,15 @@ def test_pool_padding_is_checked_first_and_must_be_non_negative(fn):
     with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel "
                                            "size, but got pad=5, kernel_size=3"):
         fn(x, (3, 2), padding=(5, -1))
+
+
+def test_max_pool1d_names_the_kernel_pytorch_picks_for_a_bad_dtype():
+    z = ember.ones(1, 1, 4, dtype=ember.complex128)
+    with pytest.raises(NotImplementedError, match="\"max_pool1d_impl\" not implemented for "
+                                                  "'ComplexDouble'"):
+        ember.nn.functional.max_pool1d(z, 2)
+    with pytest.raises(NotImplementedError, match="\"max_pool2d\" not implemented for "
+                                                  "'ComplexDouble'"):
+        ember.nn.functional.max_pool1d(z, 2, return_indices=True)
+    with pytest.raises(NotImplementedError, match="\"max_pool2d\" not implemented"):
+        ember.nn.functional.max_pool1d(z.requires_grad_(), 2)

@@ -159,3 +159,65 @@ def test_real_of_a_real_tensor_is_the_tensor_itself():
     assert x.real is x
     z = ember.tensor([1 + 2j, 3 - 1j])
     assert z.real is not z and z.real.tolist() == [1.0, 3.0]
+
+
+def test_complex_to_bool_is_nonzero_of_either_part():
+    z = ember.tensor([0j, 1j, 2 + 0j, complex(0, math.nan)])
+    assert z.bool().tolist() == [False, True, True, True]
+    dst = ember.zeros(4, dtype=ember.bool)
+    assert dst.copy_(z).tolist() == [False, True, True, True]
+
+
+def test_complex_pow_of_a_half_is_sqrt():
+    z = ember.tensor([-1 + 0j, -4 + 0j, 3 - 4j])
+    assert ember.pow(z, 0.5).tolist() == [1j, 2j, 2 - 1j]
+    assert (ember.tensor([1.0, -1.0]) ** (0.5 + 0j)).tolist() == [1 + 0j, 1j]
+
+
+def test_grad_output_must_match_the_output_in_complexness():
+    z = ember.tensor([1j, 2 + 0j], dtype=ember.complex128, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"Mismatch in dtype: grad_output\[0\] has a dtype "
+                                           r"of .*float64 and output\[0\] has a dtype of "
+                                           r".*complex128"):
+        z.exp().backward(ember.ones(2, dtype=ember.float64))
+    with pytest.raises(RuntimeError, match="both grad_output and output are required to have "
+                                           "the same dtype"):
+        ember.autograd.grad(z.abs(), z, ember.ones(2, dtype=ember.complex128))
+    x = ember.tensor([1.0], requires_grad=True)
+    x.exp().backward(ember.ones(1, dtype=ember.float64))   # real to real of any precision
+    assert x.grad.dtype == ember.float32
+
+
+def test_linear_gradients_conjugate_the_other_factor():
+    x = ember.tensor([[1 + 0j, 2 - 1j], [1j, 1]], requires_grad=True)
+    w = ember.tensor([[1 + 1j, 0.5], [2, 1j]], requires_grad=True)
+    b = ember.tensor([0.5j, -1], requires_grad=True)
+    ember.nn.functional.linear(x, w, b).real.sum().backward()
+    # d/dw of real(sum(x w^T)) in PyTorch's convention: sum over rows of conj(x)
+    assert w.grad.tolist() == [[1 - 1j, 3 + 1j], [1 - 1j, 3 + 1j]]
+    assert x.grad.tolist() == [[3 - 1j, 0.5 - 1j], [3 - 1j, 0.5 - 1j]]
+    assert b.grad.tolist() == [2 + 0j, 2 + 0j]
+    z = _complex(3, 2)
+    for args in ([z, _complex(4, 2), _complex(4)], [z, _complex(2)], [_complex(2), _complex(3, 2)]):
+        assert gradcheck(ember.nn.functional.linear, args)
+        assert gradgradcheck(ember.nn.functional.linear, args)
+
+
+def test_sgn_divides_each_part_by_the_magnitude():
+    inf = math.inf
+    z = ember.tensor([complex(-2, -0.0), complex(2, inf), complex(inf, 0), 0j, 3 + 4j],
+                     dtype=ember.complex128)
+    got = ember.sgn(z).tolist()
+    assert got[0] == -1
+    assert got[1].real == 0 and math.isnan(got[1].imag)
+    assert math.isnan(got[2].real) and got[2].imag == 0
+    assert got[3:] == [0j, 0.6 + 0.8j]
+
+
+def test_version_error_names_complex_types_as_pytorch():
+    z = ember.tensor([1 + 2j, 3 - 1j], dtype=ember.complex128, requires_grad=True)
+    y = z.exp()
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match=r"inplace operation: \[CPUComplexDoubleType \[2\]\], "
+                                           r"which is output 0 of Exp, is at version 1"):
+        y.abs().sum().backward()

@@ -96,6 +96,12 @@ _X = ember.tensor([[1., 0.], [2., 3.]])
     (lambda o: ember.abs(_X.to(ember.complex64), out=o), ember.int64,
      "result type Float can't be cast to the desired output type Long"),
     (lambda o: ember.abs(_X, out=o), ember.float64, "Found dtype Double but expected Float"),
+    (lambda o: ember.complex(_X, _X, out=o), ember.complex128,
+     "Expected object of scalar type ComplexFloat but got scalar type ComplexDouble for "
+     "argument 'out'"),
+    (lambda o: ember.polar(_X, _X, out=o), ember.float32,
+     "Expected object of scalar type ComplexFloat but got scalar type Float for argument "
+     "'out'"),
 ])
 def test_out_of_a_refused_dtype_raises_pytorchs_error(call, out, message):
     with pytest.raises(RuntimeError) as info:

@@ -318,3 +318,14 @@ def test_sequence_options_are_kept_as_given(cls, options):
     opt = cls([nn.Parameter(ember.ones(2))], **options)
     assert {k: opt.param_groups[0][k] for k in options} == options
     assert all(type(opt.defaults[k]) is list for k in options)
+
+
+def test_sparse_adam_refuses_complex_and_sparse_parameters():
+    c = ember.zeros(2, dtype=ember.complex64, requires_grad=True)
+    with pytest.raises(ValueError, match=re.escape(
+            "Complex params at indices [[0, 0], [0, 2]]: SparseAdam does not support complex "
+            "parameters")):
+        optim.SparseAdam([c, ember.zeros(2), ember.zeros(1, dtype=ember.complex128)])
+    with pytest.raises(ValueError, match=re.escape(
+            "Sparse params at indices [[1, 0]]: SparseAdam requires dense parameter tensors")):
+        optim.SparseAdam([{"params": [ember.zeros(2)]}, {"params": [c.detach().to_sparse()]}])

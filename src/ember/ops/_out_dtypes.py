@@ -47,7 +47,8 @@ MESSAGES = {
          "linalg.ldl_factor", "linalg.ldl_factor_ex", "_max_dim",
          "_min_dim", "sort", "topk", "argmax", "argmin"), _EXPECTED),
     **dict.fromkeys(
-        ("hardshrink", "neg", "sign", "sgn", "frac", "floor", "ceil", "trunc", "round"),
+        ("hardshrink", "neg", "sign", "sgn", "frac", "floor", "ceil", "trunc", "round",
+         "conj_physical"),
         _FOUND),
     **dict.fromkeys(("vdot", "dot"), _RESULT_DTYPE),
     **dict.fromkeys(("index_select", "masked_select"), _SAME_SCALAR_TYPE),
@@ -66,6 +67,9 @@ MESSAGES = {
                     "#2 'self'; but type torch.{got}Tensor does not equal torch.{want}Tensor "
                     "(while checking arguments for median)"),
     "heaviside": "heaviside is not yet implemented for tensors with different dtypes.",
+    **dict.fromkeys(("complex", "polar"),
+                    "Expected object of scalar type {want} but got scalar type {got} for "
+                    "argument 'out'"),
     "ormqr": ("torch.ormqr: Expected input and result to have the same dtype, but input has "
               "dtype{want} and result has dtype {got}"),
     "kthvalue": "output values must be of same type as input",

@@ -278,7 +278,7 @@ def as_strided_scatter(xp, x, src, size, stride, storage_offset):
         raise RuntimeError("unsupported operation: more than one element of the written-to "
                            "tensor refers to a single memory location. Please clone() the "
                            "tensor before performing the operation.")
-    if src.dtype.kind == "c" and x.dtype.kind != "c":
+    if src.dtype.kind == "c" and x.dtype.kind not in "cb":
         warn_once("Casting complex values to real discards the imaginary part")
         src = src.real
     if x.size == 0 or src.size == 0:

@@ -46,7 +46,7 @@ def cast(xp, x, np_dtype):
     method=False, saves_inputs=False)
 def _to_copy(xp, x, dtype, device, non_blocking):
     """A copy of ``input`` with the given dtype (and device)."""
-    if dtype is not None and x.dtype.kind == "c" and dtype.category != D.COMPLEX:
+    if dtype is not None and x.dtype.kind == "c" and dtype.category not in (D.COMPLEX, D.BOOL):
         warn_once("Casting complex values to real discards the imaginary part")
         x = x.real
     target = x.dtype if dtype is None else np.dtype(dtype.np)
@@ -262,7 +262,7 @@ Tensor.contiguous = contiguous
     saves_inputs=False, grad_fn_name="CopyBackwards")
 def _copy(xp, dst, src, non_blocking):
     """``src`` broadcast to ``input``'s shape (the out-of-place form of ``copy_``)."""
-    if np.dtype(src.dtype).kind == "c" and np.dtype(dst.dtype).kind != "c":
+    if np.dtype(src.dtype).kind == "c" and np.dtype(dst.dtype).kind not in "cb":
         warn_once("Casting complex values to real discards the imaginary part")
         src = src.real
     try:
@@ -463,7 +463,7 @@ def _(grad, x):
     return grad.conj()
 
 
-@op("conj_physical(input)", inplace=True, saves_inputs=False)
+@op("conj_physical(input)", inplace=True, out=True, saves_inputs=False)
 def conj_physical(xp, x):
     """The complex conjugate, computed into new memory (``conj_physical_``: into input's)."""
     return xp.conj(x) if x.dtype.kind == "c" else x.copy()

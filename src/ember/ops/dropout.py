@@ -52,21 +52,21 @@ def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generat
     """The kernel behind every dropout variant (``torch.dropout``'s ``p`` rules)."""
     if not 0 <= p <= 1:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if feature and input.dim() < 2:
-        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     if p == 0 or not train or input.numel() == 0:
         return input
-    _check_dtype(input)
     with device_guard(gpu_elsewhere(input._data)):     # array code on the input's GPU
+        if p == 1:      # PyTorch multiplies by zero: no draw, so no dtype or rank checks
+            keep = xp_of(input._data).zeros(input.shape, dtype=bool)
+            return masked_scale(input, _make(keep), 1.0, inplace)
+        if feature and input.dim() < 2:
+            raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+        _check_dtype(input)
         return _masked(input, p, inplace, feature, alpha, generator)
 
 
 def _masked(input, p, inplace, feature, alpha, generator):
     """Dropout's draw and scaling (``_dropout`` has checked the arguments)."""
     shape = input.shape if not feature else input.shape[:2] + (1,) * (input.dim() - 2)
-    if p == 1:                          # nothing kept: no draw (nor a vmap randomness error)
-        keep = xp_of(input._data).zeros(shape, dtype=bool)
-        return masked_scale(input, _make(keep), 1.0, inplace)
     keep = _uniform_like(generator, shape, input._data) >= p
     if not alpha:
         return masked_scale(input, _make(keep), 1 / (1 - p), inplace)

@@ -46,7 +46,7 @@ def _max_args(nd, x, kernel_size, stride, padding, dilation, ceil_mode):
     p = tuple_arg(name, "padding", padding, nd, style=style)
     d = tuple_arg(name, "dilation", dilation, nd, style=style)
     _check_rank(name, nd, x)
-    reject_dtype(f"max_pool{nd}d", x.dtype, "fiuV")
+    reject_dtype(f"max_pool{max(nd, 2)}d", x.dtype, "fiuV")     # (1-D pools as 2-D)
     return k, s, p, d, pool_geometry(x.shape, nd, k, s, p, d, ceil_mode)
 
 
@@ -203,6 +203,9 @@ def _check_max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode):
     out = output_sizes((x.shape[-1],), (k,), (s,), (p,), (d,), ceil_mode)[0]
     if out < 1:
         raise RuntimeError(f"max_pool1d() Invalid computed output size: {out}")
+    from ember.autograd.grad_mode import is_grad_enabled
+    if not (x.requires_grad and is_grad_enabled()):     # else PyTorch takes the 2-D kernel
+        reject_dtype("max_pool1d_impl", x._data.dtype, "fiuV")
 
 
 def _public_max_pool(nd):

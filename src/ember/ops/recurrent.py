@@ -78,6 +78,11 @@ def _(grads, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse, *, out):
     ws = out[-1]._data.view(x._data.dtype)      # (rows, bytes) -> (rows, columns)
     xp = xp_of(ws)
     d = [g._data for g in grads[:-1]]
+    # The kernels backpropagate J^T g; for complex (holomorphic) cells PyTorch's convention
+    # wants conj(J)^T g = conj(J^T conj(g)).
+    flip = ws.dtype.kind == "c"
+    if flip:
+        d = [g.conj() for g in d]
     w = [None if t is None else t._data for t in (w_hh, b_hh, w_hr)]
     with cudnn_tf32(xp):
         if mode == "LSTM":
@@ -88,7 +93,7 @@ def _(grads, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse, *, out):
             n = x.shape[0]                      # the workspace: previous states, outputs
             res = K.rnn_backward(xp, d[0], d[1], ws[n:], ws[:n], w[0], w[1], steps,
                                  mode == "RNN_RELU")
-    return tuple(None if r is None else _make(r) for r in res)
+    return tuple(None if r is None else _make(r.conj() if flip else r) for r in res)
 
 
 def _differentiable_grads(grads, inputs, mode, batch_sizes, reverse):
