@@ -37,8 +37,8 @@ def test_tensor_from_tensor_warns():
 def test_tensor_bad_data():
     with pytest.raises(ValueError, match="sequence"):
         ember.tensor([[1, 2], [3]])
-    with pytest.raises(TypeError):
-        ember.tensor(["a"])
+    with pytest.raises(ValueError, match="^too many dimensions 'str'$"):
+        ember.tensor(["a"])                 # (strings are sequences of strings)
     with pytest.raises(RuntimeError, match="^Could not infer dtype of object$"):
         ember.tensor([object()])            # (a RuntimeError in PyTorch)
 
@@ -461,3 +461,13 @@ def test_factories_take_int_like_sizes():
     assert ember.zeros((ember.tensor(2), 1)).shape == (2, 1)
     assert ember.zeros([]).shape == () and ember.zeros(ember.Size([2, 3])).shape == (2, 3)
     assert ember.zeros(2).new_zeros(size=(1, 2)).shape == (1, 2)
+
+
+def test_copy_construct_warnings_name_the_call_at_the_callers_line():
+    t = ember.tensor([1j, 0j])
+    with pytest.warns(UserWarning, match=r"rather than tensor\.new_tensor\(sourceTensor\)") as rec:
+        out = t.new_tensor(t, dtype=ember.bool)
+    assert out.tolist() == [True, False] and rec[0].filename == __file__
+    with pytest.warns(UserWarning, match=r"rather than ember\.tensor\(sourceTensor\)") as rec:
+        ember.tensor(t)
+    assert rec[0].filename == __file__

@@ -25,7 +25,7 @@ from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabl
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ember import ops as _ops
 from ember import autograd, backend, cuda  # noqa: F401
-from ember.cuda import OutOfMemoryError  # noqa: F401  (torch.OutOfMemoryError)
+from ember.cuda import AcceleratorError, OutOfMemoryError  # noqa: F401  (torch.*Error)
 from ember.backend.cpu_kernels import get_num_threads, set_num_threads
 from ember.ops import return_types  # noqa: F401
 from ember import fft, linalg, special  # noqa: F401  (after the ops are registered)
@@ -57,7 +57,8 @@ from ember import storage  # noqa: F401
 from ember import sparse  # noqa: F401
 from ember.sparse import (sparse_compressed_tensor, sparse_coo_tensor,  # noqa: F401
                           sparse_csr_tensor, spmm)
-from ember._symbolic import *  # noqa: F401,F403  (sym_int, sym_max, ...)
+from ember._symbolic import *  # noqa: F401,F403  (sym_int, sym_max, ..., SymInt)
+from ember.overrides import DisableTorchFunctionSubclass  # noqa: F401
 from ember._removed import *  # noqa: F401,F403  (solve, eig, ...: raise, naming linalg's)
 from ember.nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401
 

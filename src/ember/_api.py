@@ -76,9 +76,9 @@ def _operand(x):
     return D.scalar_dtype(x), D.SCALAR
 
 
-def result_type(tensor1, tensor2):
+def result_type(tensor, other):
     """The dtype an arithmetic op on the two operands produces (PyTorch's weak promotion)."""
-    return D.result_type_of([_operand(tensor1), _operand(tensor2)])
+    return D.result_type_of([_operand(tensor), _operand(other)])
 
 
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,

@@ -9,11 +9,12 @@ import numpy as np
 from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
-from ember._tensor import _NO_HOST_DLPACK, Size, Tensor, _make, _to_host
+from ember._tensor import _NO_HOST_DLPACK, Size, Tensor, _make
 from ember._memory_format import lay_out, memory_order, preserve_format, preserving_order
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 from ember.backend.meta import MetaArray, meta_like
 from ember._sizes import _is_int, _size, _size_args
+from ember._from_data import _check_np_dtype, _check_strides, _from_data, _infer_dtype
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "full",
@@ -21,7 +22,6 @@ __all__ = [
     "empty_permuted", "scalar_tensor", "frombuffer",
 ]
 
-_SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}
 
 
 def _target(device):
@@ -48,210 +48,22 @@ def _finish(array, requires_grad):
     return t
 
 
-def _check_np_dtype(arr):
-    if arr.dtype not in _SUPPORTED_NP:
-        raise TypeError(
-            f"can't convert np.ndarray of type numpy.{arr.dtype.type.__name__}. The only "
-            f"supported types are: float64, float32, float16, complex64, complex128, int64, "
-            f"int32, int16, int8, uint64, uint32, uint16, uint8, and bool.")
-
-
-def _infer_dtype(arr):
-    """PyTorch's dtype for data given as Python numbers: bool, int64, or the defaults."""
-    kind = arr.dtype.kind
-    if kind == "b":
-        return D.bool_
-    if kind in "iu":
-        return D.int64
-    if kind == "f":
-        return D.get_default_dtype()
-    if kind == "c":
-        if D.get_default_dtype() is D.bfloat16:
-            raise RuntimeError("invalid default scalar type for complex")
-        return D.default_complex_dtype()
-    raise TypeError(f"Could not infer dtype of {arr.dtype}")
-
-
-def _from_data(data, dtype):
-    """A host NumPy array of PyTorch's dtype for (nested) Python data or array-likes."""
-    if isinstance(data, Tensor):                # a copy, whether or not it requires grad
-        arr = _to_host(data._data)
-        return arr.copy() if dtype is None else arr.astype(dtype.np)
-    if isinstance(data, np.ndarray):
-        _check_np_dtype(data)
-        return data.astype(data.dtype if dtype is None else dtype.np, copy=True)
-    if isinstance(data, (list, tuple)):
-        if data and isinstance(data[0], np.ndarray):
-            warnings.warn("Creating a tensor from a list of numpy.ndarrays is extremely slow. "
-                          "Please consider converting the list to a single numpy.ndarray with "
-                          "numpy.array() before converting to a tensor.", UserWarning,
-                          stacklevel=3)
-        typed = []
-        unwrapped = _unwrap_scalars(data, typed)
-        if typed and dtype is None:
-            dtype = _sequence_dtype(data)
-        data = unwrapped
-    if data is None:
-        raise RuntimeError("Could not infer dtype of NoneType")
-    if isinstance(data, (str, bytes)):
-        raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
-    try:
-        arr = np.array(data)
-    except ValueError as e:
-        raise ValueError(_ragged(data) or f"expected sequence of equal lengths: {e}") from None
-    if dtype is D.uint64 and (arr.dtype.kind in "iuO" or _huge_int(data)):
-        return _unsigned_64(data)       # (NumPy holds [2**64 - 1, 5] as float64)
-    if (arr.dtype == np.uint64 or arr.dtype == object) and _huge_int(data):
-        if dtype is None or dtype.category < D.FLOATING:   # PyTorch reads ints as int64
-            raise ValueError("Overflow when unpacking long long")
-        arr = np.array(data, dtype=np.float64)
-    if arr.dtype == object:
-        raise RuntimeError(f"Could not infer dtype of {_first_odd(data)}")
-    if arr.dtype.kind in "US":
-        raise TypeError("new(): invalid data type 'str'")
-    if dtype is None:
-        if isinstance(data, np.generic) and data.dtype in _SUPPORTED_NP:
-            dtype = D.FROM_NUMPY[data.dtype]
-        else:
-            dtype = _infer_dtype(arr)
-    if arr.dtype.kind == "c" and dtype.category < D.COMPLEX:
-        arr = _real_from_complex(arr, dtype)
-    if dtype.category < D.FLOATING and arr.dtype.kind == "f":
-        arr = _integral_from_float(arr, dtype)
-    if dtype.category == D.INTEGRAL and arr.dtype.kind in "iu" and arr.size:
-        _check_fits(arr, dtype)
-    from ember.ops.conversion import cast       # PyTorch's rounding (float8 saturates)
-    return cast(np, arr, np.dtype(dtype.np))
-
-
-def _unwrap_scalars(data, typed):
-    """Replace one-element tensors inside nested sequences by their values; note in ``typed``
-    whether tensors or NumPy values (whose dtypes count) were met."""
-    out = []
-    for x in data:
-        if isinstance(x, (Tensor, np.ndarray, np.generic)):
-            typed.append(True)
-        if isinstance(x, Tensor):
-            if x.numel() != 1 or x.ndim != 0:
-                if x.ndim == 0 or x.numel() == 1:
-                    x = x.reshape(()).item()
-                else:
-                    raise ValueError("only one element tensors can be converted to Python "
-                                     "scalars")
-            else:
-                x = x.item()
-        elif isinstance(x, (list, tuple)):
-            x = _unwrap_scalars(x, typed)
-        out.append(x)
-    return out
-
-
-def _sequence_dtype(data):
-    """PyTorch's dtype for a nested sequence holding tensors or NumPy values: each element
-    counts with its own dtype (Python numbers with the default ones), all promoted together."""
-    out = None
-    for x in data:
-        if isinstance(x, (list, tuple)):
-            d = _sequence_dtype(x)
-        elif isinstance(x, Tensor):
-            d = x.dtype
-        elif isinstance(x, (np.ndarray, np.generic)):
-            d = D.FROM_NUMPY.get(x.dtype)
-        else:
-            d = _infer_dtype(np.asarray(x)) if isinstance(x, numbers.Number) else None
-        if d is not None:
-            out = d if out is None else D.promote_types(out, d)
-    return out
-
-
-def _ragged(data):
-    """PyTorch's message for nested sequences of unequal lengths, or None: the first length
-    seen at each depth is the one expected."""
-    lengths = []
-
-    def walk(x, dim):
-        if not isinstance(x, (list, tuple)):
-            return None
-        if dim == len(lengths):
-            lengths.append(len(x))
-        elif lengths[dim] != len(x):
-            return (f"expected sequence of length {lengths[dim]} at dim {dim} "
-                    f"(got {len(x)})")
-        for y in x:
-            found = walk(y, dim + 1)
-            if found:
-                return found
-        return None
-    return walk(data, 0)
-
-
-def _real_from_complex(arr, dtype):
-    """Complex Python numbers read into a real ``dtype``: PyTorch refuses them (a bool
-    takes whether they are nonzero)."""
-    if dtype is D.bool_:
-        return np.asarray(arr != 0)
-    raise TypeError("must be real number, not complex" if dtype.category == D.FLOATING
-                    else "'complex' object cannot be interpreted as an integer")
-
-
-def _integral_from_float(arr, dtype):
-    """Python floats read into an integral ``dtype`` (truncated) or bool (nonzero), after
-    PyTorch's check that each is a number within the dtype's range."""
-    if dtype is D.bool_:
-        return np.asarray(arr != 0)
-    info = np.iinfo(dtype.np)
-    with np.errstate(invalid="ignore"):
-        fits = not arr.size or (np.isfinite(arr).all() and arr.min() >= info.min
-                                and arr.max() <= info.max)
-    if not fits:
-        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
-    return np.asarray(np.trunc(arr))
-
-
-def _check_fits(arr, dtype):
-    """PyTorch's range check of integers read into an integral ``dtype``: a signed type takes
-    its own range, an unsigned one also the negatives of its values (they wrap)."""
-    info = np.iinfo(dtype.np)
-    lo = info.min if info.min < 0 else -int(info.max)
-    if arr.min() < lo or arr.max() > info.max:
-        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
-
-
-def _unsigned_64(data):
-    """Python ints (nested) as a uint64 array: all of uint64's range, as PyTorch reads them
-    for that dtype (other dtypes read ints as int64)."""
-    try:
-        return np.array(data, dtype=np.uint64)
-    except OverflowError as e:
-        negative = "-" in str(e)
-        raise OverflowError("can't convert negative int to unsigned" if negative
-                            else "int too big to convert") from None
-
-
-def _huge_int(data):
-    """Whether (nested) ``data`` holds a Python int outside int64's range."""
-    if isinstance(data, (list, tuple)):
-        return any(_huge_int(x) for x in data)
-    return type(data) is int and not -2 ** 63 <= data < 2 ** 63
-
-
-def _first_odd(data):
-    if isinstance(data, (list, tuple)):
-        for x in data:
-            found = _first_odd(x)
-            if found is not None:
-                return found
-        return None
-    return None if isinstance(data, numbers.Number) else type(data).__name__
+def _warn_copy_construct(data, call):
+    """PyTorch's advice against copy-constructing a tensor from a tensor, at the caller's."""
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
+                      f".requires_grad_(True), rather than {call}(sourceTensor).",
+                      UserWarning, stacklevel=3)
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of ``data`` (nested sequences, numbers, arrays)."""
-    if isinstance(data, Tensor):
-        warnings.warn("To copy construct from a tensor, it is recommended to use "
-                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
-                      ".requires_grad_(True), rather than ember.tensor(sourceTensor).",
-                      UserWarning, stacklevel=2)
+    _warn_copy_construct(data, "ember.tensor")
+    return _tensor(data, dtype, device, requires_grad, pin_memory)
+
+
+def _tensor(data, dtype, device, requires_grad, pin_memory):
     dtype = _dtype_arg("tensor", dtype)
     arr = _from_data(data, dtype)
     _, dev = _target(device if device is not None or not isinstance(data, Tensor)
@@ -269,7 +81,7 @@ def as_tensor(data, dtype=None, device=None):
         if dtype is None or dtype.np == data.dtype:
             return from_numpy(data)     # (its checks: dtype, negative strides, read-only)
         _check_np_dtype(data)
-        return _make(data.astype(dtype.np))
+        return _make(data.view(np.ndarray).astype(dtype.np))
     if hasattr(data, "__cuda_array_interface__"):       # a CuPy (or other GPU) array
         _check_np_dtype(data)
         return as_tensor(_make(cuda_backend().cupy.asarray(data)), dtype, device)
@@ -280,8 +92,14 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     """``obj`` as a tensor; shares memory unless ``copy=True`` or a conversion is needed.
 
     A tensor keeps its autograd history (copies and conversions are differentiable) unless
-    ``requires_grad=False`` is given, which detaches it."""
-    if copy and isinstance(obj, Tensor):
+    ``requires_grad=False`` is given, which detaches it. An object with the buffer protocol
+    (``bytearray``, ``array.array``) has its bytes read as elements of ``dtype`` (by default
+    the default float dtype), as in PyTorch."""
+    if _is_buffer(obj):
+        out = frombuffer(obj, dtype=dtype or D.get_default_dtype())
+        out = out.clone() if copy else out
+        out = out if device is None else out.to(device)
+    elif copy and isinstance(obj, Tensor):
         out = obj.to(device=device, dtype=dtype, copy=True) if (
             dtype is not None and dtype is not obj.dtype
             or device is not None and as_device(device) != obj.device) else obj.clone()
@@ -296,6 +114,19 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     elif requires_grad:
         out.requires_grad_(True)
     return out
+
+
+def _is_buffer(obj):
+    """Whether ``asarray`` reads ``obj`` through the buffer protocol: PyTorch's order tries
+    tensors, DLPack exporters and NumPy arrays first."""
+    if isinstance(obj, (Tensor, np.ndarray, np.generic, list, tuple, numbers.Number)) or \
+            hasattr(obj, "__dlpack__"):
+        return False
+    try:
+        memoryview(obj)
+    except TypeError:
+        return False
+    return True
 
 
 def _check_aliasable(obj, dtype, device):
@@ -328,11 +159,9 @@ def from_numpy(ndarray):
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {_tp_name(ndarray)})")
     _check_np_dtype(ndarray)
-    if any(s < 0 for s in ndarray.strides):
-        raise ValueError("At least one stride in the given numpy array is negative, and "
-                         "tensors with negative strides are not currently supported. (You can "
-                         "probably work around this by making a copy of your array  with "
-                         "array.copy().) ")     # (PyTorch's spacing)
+    _check_strides(ndarray)
+    if type(ndarray) is not np.ndarray:
+        ndarray = ndarray.view(np.ndarray)      # (a subclass's values, sharing memory)
     if not ndarray.flags.writeable and not _WARNED_READ_ONLY:
         _WARNED_READ_ONLY.append(True)
         warnings.warn("The given NumPy array is not writable, and PyTorch does not support "
@@ -347,15 +176,24 @@ def from_numpy(ndarray):
 _WARNED_READ_ONLY = []          # PyTorch warns of a read-only array once per program
 
 
-def from_dlpack(ext_tensor):
+def from_dlpack(ext_tensor, *, device=None, copy=None):
     """A tensor sharing memory with ``ext_tensor``: any object with ``__dlpack__`` (a NumPy
-    or CuPy array, another framework's tensor) or a DLPack capsule."""
+    or CuPy array, another framework's tensor) or a DLPack capsule; ``copy=True`` copies it,
+    ``device`` moves it."""
     if type(ext_tensor) is Tensor and ext_tensor.dtype in _NO_HOST_DLPACK \
             and type(ext_tensor._data) is np.ndarray and not ext_tensor.requires_grad:
-        return _make(ext_tensor._data)  # (NumPy's DLPack cannot carry these dtypes)
-    array = array_from_dlpack(ext_tensor)
-    _check_np_dtype(array)
-    return _make(array)
+        result = _make(ext_tensor._data)  # (NumPy's DLPack cannot carry these dtypes)
+    else:
+        array = array_from_dlpack(ext_tensor)
+        _check_np_dtype(array)
+        result = _make(array)
+    target = as_device(device)
+    if target is not None and target != result.device:
+        if copy is False:
+            raise BufferError(f"from_dlpack(): moving to {target} needs a copy, but "
+                              f"copy=False")
+        return result.to(target)
+    return result.clone() if copy else result
 
 
 def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
@@ -502,6 +340,9 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
 def _fill_dtype(value):
     if isinstance(value, Tensor):
         value = value.item()
+    if type(value) is int and not -2 ** 63 <= value < 2 ** 64:    # PyTorch's Scalar range
+        raise OverflowError("int too big to convert" if value > 0 else
+                            "can't convert negative int to unsigned")
     return _infer_dtype(np.asarray(value))
 
 
@@ -545,7 +386,7 @@ def check_like_input(input, name):
     """PyTorch's TypeError when a ``*_like`` factory is given something not a Tensor."""
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
-                        f"{type(input).__name__}")
+                        f"{_tp_name(input)}")
 
 
 def offered_to_overrides(factory):
@@ -638,18 +479,20 @@ def _new_factory(factory, name):
     return method
 
 
-def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+              layout=None, pin_memory=False):
     """``ember.full`` with this tensor's dtype and device."""
     _size_args((size,), None, "new_full")
     return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
-                device=self.device if device is None else device, requires_grad=requires_grad)
+                device=self.device if device is None else device, requires_grad=requires_grad,
+                layout=layout, pin_memory=pin_memory)
 
 
 def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
     """``ember.tensor(data)`` with this tensor's dtype and device by default."""
-    return tensor(data, dtype=self.dtype if dtype is None else dtype,
-                  device=self.device if device is None else device,
-                  requires_grad=requires_grad)
+    _warn_copy_construct(data, "tensor.new_tensor")
+    return _tensor(data, self.dtype if dtype is None else dtype,
+                   self.device if device is None else device, requires_grad, False)
 
 
 Tensor.new_zeros = _new_factory(zeros, "new_zeros")
@@ -696,11 +539,12 @@ def _new(self, *args, device=None):
     return legacy_new(args, self.dtype, self.device if device is None else device)
 
 
-def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False):
+def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False,
+                       layout=None, pin_memory=False):
     """``ember.empty_strided`` with this tensor's dtype and device."""
     return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
                          device=self.device if device is None else device,
-                         requires_grad=requires_grad)
+                         requires_grad=requires_grad, layout=layout, pin_memory=pin_memory)
 
 
 Tensor.new = _new

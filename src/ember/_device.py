@@ -80,12 +80,12 @@ def get_default_device():
     return _default[0]
 
 
-def set_default_device(dev):
-    """Make factory functions allocate on ``dev`` (None restores cpu)."""
-    if dev is None:
+def set_default_device(device):
+    """Make factory functions allocate on ``device`` (None restores cpu)."""
+    if device is None:
         _default[0] = CPU
         return
-    dev = device(dev)
+    dev = as_device(device)
     if dev.type == "cuda":
         from ember import backend
         backend.require_cuda()

@@ -6,7 +6,7 @@ import builtins
 import math
 
 __all__ = ["sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_ite", "sym_sqrt",
-           "sym_sum"]
+           "sym_sum", "SymInt", "SymFloat", "SymBool"]
 
 _NUMBERS = (int, float)
 
@@ -61,3 +61,26 @@ def sym_sqrt(a):
 def sym_sum(args):
     """The sum of the numbers in ``args``."""
     return builtins.sum(args)
+
+
+# The types of symbolic numbers, for the ``isinstance(n, (int, torch.SymInt))`` checks
+# programs make: ember's sizes are always plain numbers, so nothing is an instance of these.
+class SymInt:
+    """A symbolic integer (ember makes none: sizes are plain ints)."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("ember has no symbolic sizes: SymInt cannot be made")
+
+
+class SymFloat:
+    """A symbolic float (ember makes none)."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("ember has no symbolic sizes: SymFloat cannot be made")
+
+
+class SymBool:
+    """A symbolic bool (ember makes none)."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("ember has no symbolic sizes: SymBool cannot be made")

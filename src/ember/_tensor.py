@@ -1,8 +1,6 @@
 """Tensor: one backend array plus autograd state. Op methods are attached by the registry."""
 
 import copy
-import numbers
-import operator
 import types
 import warnings
 import weakref
@@ -13,79 +11,13 @@ from ember import _dtype
 from ember import _inference
 from ember._inference import ACTIVE as _INFERENCE_ACTIVE
 from ember._inference import mark as _mark_inference
+from ember._shape import Size, _shape
 from ember.backend import device_of, host_array
 from ember.backend.meta import MetaArray
 
 _NO_HOST_DLPACK = (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2)
 
 __all__ = ["Tensor", "Size"]
-
-
-class Size(tuple):
-    """A tensor shape: a tuple of ints that prints as ``ember.Size([2, 3])``."""
-
-    __slots__ = ()
-
-    def __new__(cls, sizes=()):
-        sizes = tuple(sizes)
-        if any(type(s) is not int for s in sizes):
-            sizes = tuple(_size_entry(s, i) for i, s in enumerate(sizes))
-        return tuple.__new__(cls, sizes)
-
-    def __repr__(self):
-        return f"ember.Size([{', '.join(map(str, self))}])"
-
-    def numel(self):
-        """The number of elements a tensor of this shape holds."""
-        n = 1
-        for s in self:
-            n *= s
-        return n
-
-    def __getitem__(self, key):
-        out = tuple.__getitem__(self, key)
-        return _shape(out) if isinstance(key, slice) else out
-
-    def __add__(self, other):
-        if not isinstance(other, tuple):
-            raise TypeError(f"can only concatenate tuple (not {type(other).__name__}) to "
-                            f"ember.Size")
-        return Size(tuple.__add__(self, other))
-
-    def __mul__(self, times):
-        if isinstance(times, Size):
-            raise TypeError("can't multiply sequence by non-int of type 'ember.Size'")
-        out = tuple.__mul__(self, times)
-        return out if out is NotImplemented else _shape(out)
-
-    __rmul__ = __mul__
-
-    def __radd__(self, other):
-        if not isinstance(other, tuple):
-            return NotImplemented
-        return Size(tuple.__add__(other, self))
-
-    def __reduce__(self):
-        return (Size, (tuple(self),))
-
-
-def _size_entry(value, i):
-    """A Size entry from ``value``: ints (NumPy's too) as they are, bools and one-element
-    integer tensors as ints; anything else raises PyTorch's TypeError."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return value
-    if isinstance(value, bool):
-        return int(value)
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"ember.Size() takes an iterable of 'int' (item {i} is "
-                        f"'{type(value).__name__}')") from None
-
-
-def _shape(dims):
-    """A Size of dims known to be ints (an array's shape), without checking them."""
-    return tuple.__new__(Size, dims)
 
 
 class _Version:
@@ -168,7 +100,18 @@ class Tensor:
     # kinds of tensor ember does not have (sparse, quantized, nested, MPS, ...): the checks
     # PyTorch programs make answer no
     is_sparse = is_sparse_csr = is_quantized = is_nested = is_mkldnn = is_mps = \
-        is_xpu = property(lambda self: False)
+        is_xpu = is_xla = is_ipu = is_mtia = is_maia = is_vulkan = property(lambda self: False)
+
+    def is_distributed(self):
+        """Whether this is a distributed tensor (ember has none)."""
+        return False
+
+    def module_load(self, other, assign=False):
+        """What ``nn.Module.load_state_dict`` stores for this parameter or buffer: ``other``
+        copied into this tensor, or (``assign=True``) ``other`` itself; detached either way."""
+        if assign:
+            return other.detach()
+        return self.copy_(other).detach()
 
     @property
     def itemsize(self):
@@ -358,8 +301,16 @@ class Tensor:
         if self.requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
+        if type(self._data) is MetaArray:
+            raise TypeError("can't convert meta device type tensor to numpy. Use Tensor.cpu() "
+                            "to copy the tensor to host memory first.")
         arr = _to_host(self._data)
-        return arr if dtype is None else arr.astype(dtype, copy=False)
+        if dtype is not None and arr.dtype != dtype:
+            if copy is False:
+                raise ValueError("Unable to avoid copy while creating an array as requested.")
+            return arr.astype(dtype)
+        # NumPy trusts the copy= it passes: ``np.array(t)`` must not share the tensor's memory
+        return arr.copy() if copy and arr is self._data else arr
 
     def __array_wrap__(self, array, context=None, return_scalar=False):
         """A NumPy ufunc's result on tensors as a tensor (bool results as uint8, as in
@@ -368,7 +319,7 @@ class Tensor:
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if self.requires_grad:
-            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
         asked = {"max_version": max_version, "dl_device": dl_device, "copy": copy}
         try:
             return self._data.__dlpack__(stream=stream,
@@ -382,7 +333,9 @@ class Tensor:
                           f"with tensor.float()") from None
 
     def __dlpack_device__(self):
-        return self._data.__dlpack_device__()
+        from ember.utils.dlpack import DLDeviceType
+        kind, index = self._data.__dlpack_device__()
+        return DLDeviceType(kind), index
 
     @property
     def __cuda_array_interface__(self):
@@ -428,7 +381,7 @@ class Tensor:
     def __complex__(self):
         if self.requires_grad:
             _warn_scalar_of_grad_tensor()
-        return complex(self.item())
+        return complex(self._scalar())
 
     def __index__(self):
         if self.dtype.category > _dtype.INTEGRAL or self._data.size != 1:
@@ -463,9 +416,12 @@ class Tensor:
         from ember._creation import _rebuild_tensor, _rebuild_view
         place = _placement(self)
         if place is not None:       # pickled with its storage's owner, so views stay views
-            return (_rebuild_view, (type(self), *place, self._data.shape, self.dtype,
+            made = (_rebuild_view, (type(self), *place, self._data.shape, self.dtype,
                                     self.requires_grad))
-        return (_rebuild_tensor, (type(self), _to_host(self._data), self.requires_grad))
+        else:
+            made = (_rebuild_tensor, (type(self), _to_host(self._data), self.requires_grad))
+        # attributes set on the tensor (``t.name = ...``) travel too, as in PyTorch
+        return made + (self.__dict__,) if self.__dict__ else made
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:

@@ -359,3 +359,61 @@ def test_cell_errors():
         nn.RNNCell(10, 20, nonlinearity="x")(ember.randn(3, 10))
     with pytest.raises(ValueError, match="GRUCell: Expected hidden to be 1D or 2D, got 3D"):
         nn.GRUCell(10, 20)(ember.randn(3, 10), ember.randn(1, 3, 20))
+
+
+@pytest.mark.parametrize("name,kw", [("LSTM", {"proj_size": 1}), ("GRU", {}), ("RNN", {})])
+def test_gradcheck_complex_module(name, kw):
+    # PyTorch's convention for complex: the fused backward must conjugate the local slopes
+    ember.manual_seed(5)
+    m = getattr(nn, name)(2, 2, dtype=ember.complex128, **kw)
+    params = list(m.parameters())
+    x = ember.randn(3, 1, 2, dtype=ember.complex128, requires_grad=True)
+    assert ember.autograd.gradcheck(lambda x, *ps: _functional(m, x, ps),
+                                    [x] + [p.detach().clone().requires_grad_() for p in params])
+
+
+# --- PyTorch's public checks, for subclasses with their own forward ---------------------------
+
+def test_public_checks_of_lstm():
+    lstm = nn.LSTM(3, 4, proj_size=2)
+    x = ember.zeros(5, 2, 3)
+    assert lstm.get_expected_hidden_size(x, None) == (1, 2, 2)
+    assert lstm.get_expected_cell_size(x, None) == (1, 2, 4)
+    lstm.check_forward_args(x, (ember.zeros(1, 2, 2), ember.zeros(1, 2, 4)), None)
+    with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \(1, 2, 4\), got "
+                                            r"\[1, 2, 5\]"):
+        lstm.check_forward_args(x, (ember.zeros(1, 2, 2), ember.zeros(1, 2, 5)), None)
+    with pytest.raises(RuntimeError, match="input must have 3 dimensions, got 2"):
+        lstm.check_input(ember.zeros(5, 3), None)
+    with pytest.raises(RuntimeError, match="input.size.-1. must be equal to input_size"):
+        lstm.check_input(ember.zeros(5, 2, 4), None)
+    h = ember.arange(3.0).reshape(1, 3, 1)
+    h2, c2 = lstm.permute_hidden((h, h * 2), ember.tensor([1, 2, 0]))
+    assert h2.flatten().tolist() == [1.0, 2.0, 0.0] and c2.flatten().tolist() == [2.0, 4.0, 0.0]
+
+
+def test_public_checks_of_gru():
+    gru = nn.GRU(3, 4, batch_first=True, bidirectional=True, num_layers=2)
+    assert gru.get_expected_hidden_size(ember.zeros(2, 5, 3), None) == (4, 2, 4)
+    assert gru.get_expected_hidden_size(ember.zeros(5, 3), ember.tensor([3, 2])) == (4, 3, 4)
+    gru.check_forward_args(ember.zeros(2, 5, 3), ember.zeros(4, 2, 4), None)
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(4, 2, 4\), got \[2, 2, 4\]"):
+        gru.check_forward_args(ember.zeros(2, 5, 3), ember.zeros(2, 2, 4), None)
+    with pytest.raises(RuntimeError, match=r"bad \(2, 2, 4\) vs \[2, 2, 5\]"):
+        gru.check_hidden_size(ember.zeros(2, 2, 5), (2, 2, 4), "bad {} vs {}")
+    h = ember.arange(6.0).reshape(1, 3, 2)
+    assert gru.permute_hidden(h, None) is h
+    assert gru.permute_hidden(h, ember.tensor([2, 0, 1]))[0, :, 0].tolist() == [4.0, 0.0, 2.0]
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"bias": 0}, TypeError, "^bias should be of type bool, got: int$"),
+    ({"batch_first": 1}, TypeError, "^batch_first should be of type bool, got: int$"),
+    ({"input_size": 4.0}, TypeError, "^input_size should be of type int, got: float$"),
+    ({"input_size": 0}, ValueError, "^input_size must be greater than zero$"),
+])
+@pytest.mark.parametrize("cls", ["RNN", "LSTM", "GRU"])
+def test_rnn_constructor_checks_argument_types(cls, kwargs, error, message):
+    args = {"input_size": 4, "hidden_size": 5, **kwargs}
+    with pytest.raises(error, match=message):
+        getattr(nn, cls)(**args)

@@ -21,9 +21,10 @@ from ember.cuda._allocator import (caching_allocator_alloc, caching_allocator_de
 from ember.cuda._common import cupy as _cupy, index_of as _index, is_initialized
 from ember.cuda._nvml import (clock_rate, device_memory_used, list_gpu_processes,
                               memory_usage, power_draw, temperature, utilization)
-from ember.cuda.memory import (OutOfMemoryError, empty_cache, get_allocator_backend,
-                               get_per_process_memory_fraction, max_memory_allocated,
-                               max_memory_cached, max_memory_reserved, mem_get_info,
+from ember.cuda.memory import (AcceleratorError, OutOfMemoryError, empty_cache,
+                               get_allocator_backend, get_per_process_memory_fraction,
+                               max_memory_allocated, max_memory_cached, max_memory_reserved,
+                               mem_get_info,
                                memory_allocated, memory_cached, memory_reserved, memory_stats,
                                memory_stats_as_nested_dict, memory_summary,
                                reset_accumulated_memory_stats, reset_max_memory_allocated,
@@ -48,7 +49,7 @@ __all__ = [
     "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
     "reset_max_memory_allocated", "empty_cache", "mem_get_info", "memory_stats",
     "memory_summary", "memory_cached", "max_memory_cached", "set_per_process_memory_fraction",
-    "get_per_process_memory_fraction", "OutOfMemoryError",
+    "get_per_process_memory_fraction", "OutOfMemoryError", "AcceleratorError",
     "is_bf16_supported", "amp", "comm", "nvtx", *_LEGACY_TYPES,
     "ExternalStream", "is_current_stream_capturing", "reset_max_memory_cached",
     "reset_accumulated_memory_stats", "get_allocator_backend", "memory_stats_as_nested_dict",

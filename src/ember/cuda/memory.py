@@ -42,6 +42,10 @@ class OutOfMemoryError(RuntimeError):
     """A GPU allocation failed (``torch.cuda.OutOfMemoryError``)."""
 
 
+class AcceleratorError(RuntimeError):
+    """Exception raised while executing on device (``torch.AcceleratorError``)."""
+
+
 def format_size(nbytes):
     """A byte count as PyTorch's memory messages write it: "512 bytes", "20.00 MiB"."""
     for limit, unit in ((2 ** 10, None), (2 ** 20, "KiB"), (2 ** 30, "MiB")):

@@ -10,6 +10,7 @@ not possible and says so.
 """
 
 import builtins
+import contextlib
 import types
 import typing
 from concurrent.futures import Future as _Future
@@ -17,7 +18,9 @@ from concurrent.futures import Future as _Future
 __all__ = ["script", "trace", "trace_module", "ignore", "unused", "export", "interface",
            "is_scripting", "is_tracing", "annotate", "Attribute", "Final", "fork", "wait",
            "Future", "isinstance", "freeze", "optimize_for_inference", "save", "load",
-           "ScriptModule", "ScriptFunction", "TracerWarning", "Error"]
+           "ScriptModule", "ScriptFunction", "TracerWarning", "Error", "script_if_tracing",
+           "optimized_execution", "fuser", "set_fusion_strategy", "onednn_fusion_enabled",
+           "enable_onednn_fusion"]
 
 Final = typing.Final
 
@@ -91,6 +94,49 @@ def export(fn):
 def interface(obj):
     """Declare a TorchScript interface: the class as it is."""
     return obj
+
+
+def script_if_tracing(fn):
+    """Compile ``fn`` when tracing: ``fn`` as it is (ember never traces)."""
+    return fn
+
+
+@contextlib.contextmanager
+def optimized_execution(should_optimize):
+    """Switch TorchScript's graph optimizations in this block: nothing to switch here."""
+    yield
+
+
+_FUSERS = ("fuser0", "fuser1", "fuser2", "fuser3", "none")
+
+
+@contextlib.contextmanager
+def fuser(name):
+    """Choose TorchScript's fusion backend in this block (checked, then ignored)."""
+    if name not in _FUSERS:
+        raise Exception(f"unrecognized fuser option (name: {name})")   # PyTorch's type
+    yield
+
+
+_FUSION_STRATEGY = [[("STATIC", 2), ("DYNAMIC", 10)]]
+
+
+def set_fusion_strategy(strategy):
+    """Set TorchScript's fusion specializations; returns the previous strategy."""
+    for kind, _ in strategy:
+        if kind not in ("STATIC", "DYNAMIC"):
+            raise ValueError(f"FusionBehavior only supported 'STATIC' or 'DYNAMIC', got: {kind}")
+    previous, _FUSION_STRATEGY[0] = _FUSION_STRATEGY[0], [tuple(s) for s in strategy]
+    return previous
+
+
+def enable_onednn_fusion(enabled):
+    """Switch TorchScript's oneDNN fusion (ember has none to switch)."""
+
+
+def onednn_fusion_enabled():
+    """Whether TorchScript's oneDNN fusion is on: never in ember."""
+    return False
 
 
 def is_scripting():

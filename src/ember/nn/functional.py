@@ -7,6 +7,8 @@ from ops, and the names of top-level ops PyTorch also exposes here (``relu``, ``
 
 from ember import ops as _ops
 from ember.ops._registry import REGISTRY as _REGISTRY
+from ember.overrides import (handle_torch_function, has_torch_function,  # noqa: F401
+                             has_torch_function_unary, has_torch_function_variadic)
 
 globals().update(_ops.namespace_functions("nn.functional"))
 globals().update({name: _REGISTRY[f].function if isinstance(f, str) else f

@@ -17,13 +17,17 @@ MISSING = object()          # the default of a required parameter an alias may s
 # functions take them as hidden keyword-only parameters (absent from ``inspect.signature``).
 # nn.functional's functions are plain Python in PyTorch and take no aliases.
 _ALIASES = (("dim", "axis"), ("keepdim", "keepdims"))
+# PyTorch's parser also takes ``x`` for ``input`` everywhere; ember does so only where the
+# documentation names the parameter ``x`` (each alias costs every call of the op a check)
+_OP_ALIASES = {"linalg.vector_norm": (("input", "x"),)}
 
 
 def aliases_of(op, names):
     """The (parameter, NumPy name) pairs the generated functions of ``op`` accept."""
     if op.namespace == "nn.functional":
         return ()
-    return tuple((p, a) for p, a in _ALIASES if p in names and a not in names)
+    pairs = _ALIASES + _OP_ALIASES.get(op.name, ())
+    return tuple((p, a) for p, a in pairs if p in names and a not in names)
 
 
 def stand_in_defaults(aliases, pos, defaults):

@@ -42,12 +42,14 @@ from ember.backend.meta import MetaArray
 from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
                                     missing_arg, public_signature, stand_in_defaults)
 from ember.ops._meta import MetaCall
+from ember.ops._op_errors import OpValueError, broadcast_message, translate_error
 from ember.ops._out import write_out
 from ember.ops._out_compute import OUT_PREPARE
 from ember.ops._promotion import compute_dtype
 from ember.overrides import is_plain as _plain_subclass
 
-__all__ = ["op", "Op", "REGISTRY", "call", "OpValueError", "device_mismatch"]
+__all__ = ["op", "Op", "REGISTRY", "call", "OpValueError", "device_mismatch", "broadcast_message",
+           "translate_error"]
 
 REGISTRY = {}
 _NDARRAY = np.ndarray
@@ -355,45 +357,6 @@ _RENAMED = {}                   # (node class, name) -> the renamed subclass
 
 
 RAW_OUTPUTS = object()      # call(..., out=RAW_OUTPUTS): every output, before ``namedtuple``
-
-
-class OpValueError(ValueError):
-    """A ValueError a forward raises on purpose, as PyTorch does (the dispatcher turns other
-    ValueErrors, NumPy's, into RuntimeErrors)."""
-
-
-# tracebacks show it as PyTorch's plain "ValueError: ..." (pickling yields a ValueError)
-OpValueError.__name__ = OpValueError.__qualname__ = "ValueError"
-OpValueError.__module__ = "builtins"
-
-
-def translate_error(op, error, arrays):
-    """PyTorch's exception for a backend error raised inside a forward."""
-    if isinstance(error, (IndexError, TypeError, OpValueError)):
-        return error
-    if isinstance(error, OverflowError):        # NumPy's words for a too large Python int
-        huge = [a for a in arrays if type(a) is int and not -2 ** 63 <= a < 2 ** 64]
-        return error if not huge else OverflowError(
-            "int too big to convert" if huge[0] > 0 else "can't convert negative int to unsigned")
-    text = str(error)
-    if "broadcast" in text:
-        shapes = [a.shape for a in arrays if hasattr(a, "shape")]
-        return RuntimeError(broadcast_message(shapes))
-    return RuntimeError(f"{op.name}(): {text}")
-
-
-def broadcast_message(shapes):
-    """PyTorch's message for the first pair of shapes that do not broadcast."""
-    a = shapes[0]
-    for b in shapes[1:]:
-        ndim = max(len(a), len(b))
-        pa, pb = (1,) * (ndim - len(a)) + tuple(a), (1,) * (ndim - len(b)) + tuple(b)
-        for dim in range(ndim - 1, -1, -1):
-            if pa[dim] != pb[dim] and pa[dim] != 1 and pb[dim] != 1:
-                return (f"The size of tensor a ({pa[dim]}) must match the size of tensor b "
-                        f"({pb[dim]}) at non-singleton dimension {dim}")
-        a = tuple(max(x, y) if min(x, y) != 0 else 0 for x, y in zip(pa, pb))
-    return f"shapes {shapes} cannot be broadcast together"
 
 
 def _wrap(res, xp, casts):

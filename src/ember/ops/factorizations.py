@@ -94,7 +94,7 @@ def _cholesky_grad(grad, a, upper, *, out):
     return solve_triangular(factor, grad_a, upper=False, left=False)
 
 
-@op("cholesky(A, *, upper=False)", namespace="linalg", out=True,
+@op("cholesky(input, *, upper=False)", namespace="linalg", out=True,
     grad_fn_name="LinalgCholeskyExBackward0")
 def cholesky(xp, a, upper):
     """The Cholesky factor L (A = L L^H) of each Hermitian positive-definite matrix; the
@@ -107,8 +107,8 @@ def cholesky(xp, a, upper):
 cholesky.derivative(_cholesky_grad)
 
 
-@op("cholesky_ex(A, *, upper=False, check_errors=False)", namespace="linalg", out=True,
-    namedtuple=cholesky_ex_result)
+@op("cholesky_ex(input, *, upper=False, check_errors=False)", namespace="linalg",
+    out=True, namedtuple=cholesky_ex_result)
 def cholesky_ex(xp, a, upper, check_errors):
     """(L, info): info is the order of the first leading minor that is not positive-definite
     (0 when the factorization succeeded)."""
@@ -267,7 +267,7 @@ def _check_eigh(xp, a, uplo):
     _check_uplo(uplo)
 
 
-@op("eigh(A, UPLO='L')", namespace="linalg", out=True, namedtuple=eigh_result)
+@op("eigh(input, UPLO='L')", namespace="linalg", out=True, namedtuple=eigh_result)
 def eigh(xp, a, uplo):
     """(eigenvalues, eigenvectors) of each Hermitian matrix (its ``UPLO`` triangle is read):
     real eigenvalues in ascending order, orthonormal eigenvectors."""
@@ -276,7 +276,7 @@ def eigh(xp, a, uplo):
     return w, v
 
 
-@op("eigvalsh(A, UPLO='L')", namespace="linalg", out=True,
+@op("eigvalsh(input, UPLO='L')", namespace="linalg", out=True,
     grad_fn_name="LinalgEighBackward0")
 def eigvalsh(xp, a, uplo):
     """The real eigenvalues of each Hermitian matrix, in ascending order."""
@@ -359,7 +359,7 @@ def _eigvals(xp, a):
     return xp.linalg.eigvals(a).astype(_complex(a), copy=False)
 
 
-@op("eig(A)", namespace="linalg", out=True, namedtuple=eig_result)
+@op("eig(input)", namespace="linalg", out=True, namedtuple=eig_result)
 def eig(xp, a):
     """(eigenvalues, eigenvectors) of each square matrix, complex; eigenvectors have unit
     norm."""
@@ -367,7 +367,7 @@ def eig(xp, a):
     return on_host(xp, _eig, a)
 
 
-@op("eigvals(A)", namespace="linalg", out=True, grad_fn_name="LinalgEigBackward0")
+@op("eigvals(input)", namespace="linalg", out=True, grad_fn_name="LinalgEigBackward0")
 def eigvals(xp, a):
     """The complex eigenvalues of each square matrix."""
     _check_eig("linalg.eigvals", a)

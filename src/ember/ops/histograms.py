@@ -95,7 +95,7 @@ def _side(side, right):
     return side == "right"
 
 
-@op("searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, "
+@op("searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, "
     "sorter=None)", inputs=2, promote=SEARCH, upcast=False, method=False)
 def searchsorted(xp, seq, values, out_int32, right, side, sorter):
     """The indices at which ``values`` would be inserted into the innermost dim of

@@ -7,7 +7,7 @@ The split family returns tuples of views; their gradients concatenate the output
 import operator
 
 from ember import _dtype as D
-from ember._creation import zeros
+from ember._creation import _tp_name, zeros
 from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import BINARY
@@ -104,7 +104,7 @@ def _tensors_of(tensors, name):
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
-                            f"{type(t).__name__}")
+                            f"{_tp_name(t)}")
     return tensors
 
 

@@ -70,7 +70,7 @@ def _no_derivative(name):
     return derivative
 
 
-@op("ldl_factor(A, *, hermitian=False)", namespace="linalg", out=True,
+@op("ldl_factor(input, *, hermitian=False)", namespace="linalg", out=True,
     namedtuple=ldl_factor_result, grad_fn_name="LinalgLdlFactorExBackward0")
 def ldl_factor(xp, a, hermitian):
     """(LD, pivots): the compact LDL^T (LDL^H when ``hermitian``) factorization of symmetric
@@ -80,8 +80,8 @@ def ldl_factor(xp, a, hermitian):
     return ld, piv
 
 
-@op("ldl_factor_ex(A, *, hermitian=False, check_errors=False)", namespace="linalg", out=True,
-    namedtuple=ldl_factor_ex_result)
+@op("ldl_factor_ex(input, *, hermitian=False, check_errors=False)", namespace="linalg",
+    out=True, namedtuple=ldl_factor_ex_result)
 def ldl_factor_ex(xp, a, hermitian, check_errors):
     """(LD, pivots, info): ``ldl_factor`` with LAPACK's info (the 1-based position of a zero
     of D, else 0) instead of an error, unless ``check_errors``."""

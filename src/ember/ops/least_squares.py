@@ -69,7 +69,7 @@ def pinv_grad(grad, p, a):
             + (ph @ p) @ (gh - (gh @ p) @ a))
 
 
-@op("pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None)", namespace="linalg",
+@op("pinv(input, rcond=None, hermitian=False, *, atol=None, rtol=None)", namespace="linalg",
     out=True)
 def pinv(xp, a, rcond, hermitian, atol, rtol):
     """The Moore-Penrose pseudoinverse of each matrix; singular values at most
@@ -97,7 +97,7 @@ def _(grad, a, rcond, *, out):
 
 # --- matrix_rank ------------------------------------------------------------------------------
 
-@op("matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None)", namespace="linalg",
+@op("matrix_rank(input, tol=None, hermitian=False, *, atol=None, rtol=None)", namespace="linalg",
     out=True)
 def matrix_rank(xp, a, tol, hermitian, atol, rtol):
     """The number of singular values above max(atol, rtol * largest) (``tol`` is an older
@@ -147,7 +147,7 @@ def _check_lstsq(a, b, driver):
     return vector
 
 
-@op("lstsq(A, B, rcond=None, *, driver=None)", inputs=2, namespace="linalg", out=True,
+@op("lstsq(input, b, rcond=None, *, driver=None)", inputs=2, namespace="linalg", out=True,
     namedtuple=lstsq_result)
 def lstsq(xp, a, b, rcond, driver):
     """(solution, residuals, rank, singular_values): the least-squares (minimum-norm)
@@ -210,11 +210,11 @@ def _(grads, a, b, rcond, driver, *, out):
 
 
 
-def lstsq_public(A, B, rcond=None, *, driver=None, out=None):
+def lstsq_public(input, b, rcond=None, *, driver=None, out=None):
     """(solution, residuals, rank, singular_values): the least-squares (minimum-norm)
     solution X of AX = B; see the ``linalg.lstsq`` op. As in PyTorch, the singular values
     it returns need no gradient."""
-    result = lstsq(A, B, rcond, driver=driver, out=out)
+    result = lstsq(input, b, rcond, driver=driver, out=out)
     if out is not None:
         return result
     return lstsq_result(*result[:3], result[3].detach())

@@ -161,7 +161,7 @@ def _matrix_power_grad(grad, a, n):
     return total
 
 
-@op("matrix_power(A, n)", namespace="linalg", out=True)
+@op("matrix_power(input, n)", namespace="linalg", out=True)
 def matrix_power(xp, a, n):
     """The n-th power of each square matrix (for negative n, of its inverse)."""
     return _matrix_power(xp, a, n)
@@ -192,7 +192,8 @@ def _matrix_exp(xp, a):
 
 
 def _expm(xp, a):
-    wide = a.astype(np.float32) if a.dtype in _LOW or a.dtype.kind == "V" else a
+    # in double precision: SciPy's single-precision expm is off by tens of ulps
+    wide = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
     return scipy_linalg(xp).expm(wide).astype(a.dtype, copy=False)
 
 
@@ -207,7 +208,7 @@ def _matrix_exp_grad(grad, a):
     return matrix_exp(cat([top, bottom], -2))[..., :n, n:]
 
 
-@op("matrix_exp(A)", namespace="linalg", out=False)
+@op("matrix_exp(input)", namespace="linalg", out=False)
 def matrix_exp(xp, a):
     """The matrix exponential of each square matrix."""
     return _matrix_exp(xp, a)

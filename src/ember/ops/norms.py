@@ -27,7 +27,7 @@ _SPECTRAL = ("nuc", 2, -2)
 
 # --- vector_norm ------------------------------------------------------------------------------
 
-@op("vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None)", namespace="linalg",
+@op("vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None)", namespace="linalg",
     promote=NORM, upcast=False, grad_fn_name="LinalgVectorNormBackward0")
 def vector_norm(xp, x, ord, dim, keepdim, dtype):
     """The vector ``ord``-norm over ``dim`` (all elements by default); ord may be inf, -inf
@@ -149,7 +149,7 @@ def _ties(xp, v, axis, largest):
     return hits / hits.sum(axis=axis, keepdims=True)
 
 
-@op("matrix_norm(A, ord='fro', dim=(-2, -1), keepdim=False, *, dtype=None)",
+@op("matrix_norm(input, ord='fro', dim=(-2, -1), keepdim=False, *, dtype=None)",
     namespace="linalg", out=True)
 def matrix_norm(xp, a, ord, dim, keepdim, dtype):
     """The matrix norm ``ord`` of each matrix over the two dims ``dim``."""
@@ -184,7 +184,7 @@ def _norm_kind(x, ord, dim):
     return "vector", (2 if ord is None else ord), dim
 
 
-@op("norm(A, ord=None, dim=None, keepdim=False, *, dtype=None)", namespace="linalg",
+@op("norm(input, ord=None, dim=None, keepdim=False, *, dtype=None)", namespace="linalg",
     out=True)
 def norm(xp, a, ord, dim, keepdim, dtype):
     """A vector norm (over one dim, or all elements) or a matrix norm (over two dims, or of
@@ -216,7 +216,7 @@ def _check_cond(a, p):
         check_square(f"linalg.cond(ord={p})", a)
 
 
-@op("cond(A, p=None)", namespace="linalg", out=True)
+@op("cond(input, p=None)", namespace="linalg", out=True)
 def cond(xp, a, p):
     """The condition number of each matrix in the norm ``p``: the ratio of its extreme
     singular values for p None, 2 or -2 (any shape), else ``norm(A) * norm(inv(A))`` (inf

@@ -37,6 +37,14 @@ def _param_defaults(op):
     return tuple(defaults.get(name) for name in op.param_names)
 
 
+# NOTE [Tensor and NumPy array operands]: as in PyTorch, ``t + array`` (and ``t += array``,
+# ``t < array``, ``t @ array``) is left to NumPy: the operator returns NotImplemented, NumPy
+# computes on ``np.asarray(t)`` (which refuses a tensor that requires grad) with NumPy's
+# promotion, and ``Tensor.__array_wrap__`` makes the result a tensor; ``t += array`` rebinds
+# ``t`` to that new tensor. Only ``==`` and ``!=`` read the array as a tensor (PyTorch's
+# ``t != array`` falls back to Python's identity test, True: ember compares elementwise).
+
+
 def _operator(op, reflected):
     params = _param_defaults(op)
     if reflected:
@@ -46,11 +54,22 @@ def _operator(op, reflected):
             return call(op, (other, self), params)
     else:
         def method(self, other):
-            if type(other) is np.ndarray:       # tensor + array: the array as a tensor
-                other = as_tensor(other)
-            elif type(other) not in _OPERAND_TYPES and not _is_operand(other):
+            if type(other) not in _OPERAND_TYPES and not _is_operand(other):
                 return NotImplemented
             return call(op, (self, other), params)
+    return method
+
+
+def _equality(op):
+    """``==`` / ``!=``: the operator methods, also reading a NumPy array as a tensor."""
+    params = _param_defaults(op)
+
+    def method(self, other):
+        if type(other) is np.ndarray:
+            other = as_tensor(other)
+        elif type(other) not in _OPERAND_TYPES and not _is_operand(other):
+            return NotImplemented
+        return call(op, (self, other), params)
     return method
 
 
@@ -58,9 +77,7 @@ def _inplace_operator(op):
     params = _param_defaults(op)
 
     def method(self, other):
-        if type(other) is np.ndarray:
-            other = as_tensor(other)
-        elif type(other) not in _OPERAND_TYPES and not _is_operand(other):
+        if type(other) not in _OPERAND_TYPES and not _is_operand(other):
             return NotImplemented
         return call_inplace(op, (self, other), params)
     return method
@@ -97,7 +114,9 @@ def install():
             _attach(f"__i{name}__", _inplace_operator(op), inplace=True)
     for name, op_name in _COMPARISONS.items():
         if op_name in REGISTRY:
-            _attach(f"__{name}__", _operator(REGISTRY[op_name], False))
+            op = REGISTRY[op_name]
+            method = _equality(op) if name in ("eq", "ne") else _operator(op, False)
+            _attach(f"__{name}__", method)
     for name, op_name in _UNARY.items():
         if op_name in REGISTRY:
             make = _invert if name == "invert" else _unary_operator

@@ -277,9 +277,29 @@ for _fn in (select_scatter, slice_scatter, narrow_copy):
     setattr(Tensor, _fn.__name__, _fn)
 
 
-def _narrow_copy_function(input, dim, start, length):
+def _narrow_copy_function(input, dim, start, length, *, out=None):
     """A contiguous copy of ``input.narrow(dim, start, length)`` (``torch.narrow_copy``)."""
-    return input.narrow_copy(dim, start, length)     # the method: sparse tensors have their own
+    result = input.narrow_copy(dim, start, length)   # the method: sparse tensors have their own
+    return result if out is None else _narrow_copy_into(out, input, result)
+
+
+def _narrow_copy_into(out, input, result):
+    """``result`` written into ``out`` (resized without a warning, as PyTorch's kernel does)."""
+    from ember.autograd.grad_mode import STATE, no_grad
+    if not isinstance(out, Tensor):
+        raise TypeError(f"narrow_copy(): argument 'out' must be Tensor, not "
+                        f"{type(out).__name__}")
+    if STATE.grad_enabled and (input.requires_grad or out.requires_grad):
+        raise RuntimeError("narrow_copy(): functions with out=... arguments don't support "
+                           "automatic differentiation, but one of the arguments requires grad.")
+    if out.dtype is not result.dtype:
+        raise RuntimeError("Expected self.dtype() == output.dtype() to be true, but got false.  "
+                           "(Could this error message be improved?  If so, please report an "
+                           "enhancement request to PyTorch.)")
+    with no_grad():
+        out.resize_(result.shape)
+        out.copy_(result)
+    return out
 
 
 _narrow_copy_function.__name__ = "narrow_copy"

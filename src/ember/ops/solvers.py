@@ -287,8 +287,8 @@ def triangular_solve(xp, a, b, upper):
     return _triangular(xp, a, b, upper, True, False)
 
 
-@op("solve_triangular(A, B, *, upper, left=True, unitriangular=False)", inputs=2,
-    namespace="linalg", out=True)
+@op("solve_triangular(input, B, *, upper, left=True, unitriangular=False)",
+    inputs=2, namespace="linalg", out=True)
 def solve_triangular(xp, a, b, upper, left, unitriangular):
     """The solution X of AX = B (or XA = B) for triangular A; only its ``upper`` (or lower)
     triangle is read, and its diagonal is taken as ones when ``unitriangular``."""

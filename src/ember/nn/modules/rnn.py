@@ -43,6 +43,14 @@ def _projection(x, w_ih, b_ih, b_hh):
     return ember.addmm(bias, x, w_ih.t())
 
 
+def _check_types(**args):
+    """PyTorch's TypeError for each ``name=(value, type)`` whose value is of another type."""
+    for name, (value, kind) in args.items():
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} should be of type {kind.__name__}, got: "
+                            f"{type(value).__name__}")
+
+
 class RNNBase(Module):
     """Base class of RNN, LSTM and GRU (``torch.nn.RNNBase``)."""
 
@@ -61,9 +69,11 @@ class RNNBase(Module):
             warnings.warn(f"dropout option adds dropout after all but last recurrent layer, so "
                           f"non-zero dropout expects num_layers greater than 1, but got "
                           f"dropout={dropout} and num_layers={num_layers}", stacklevel=2)
-        if not isinstance(hidden_size, int):
-            raise TypeError(f"hidden_size should be of type int, got: "
-                            f"{type(hidden_size).__name__}")
+        _check_types(bias=(bias, bool), batch_first=(batch_first, bool),
+                     input_size=(input_size, int))
+        if input_size <= 0:
+            raise ValueError("input_size must be greater than zero")
+        _check_types(hidden_size=(hidden_size, int))
         if hidden_size <= 0:
             raise ValueError("hidden_size must be greater than zero")
         if num_layers <= 0:
@@ -280,6 +290,37 @@ class RNNBase(Module):
         if tuple(h.shape) != expected:
             raise RuntimeError(f"Expected {what} size {expected}, got {list(h.shape)}")
 
+    # ----- PyTorch's public checks, for subclasses that write their own forward ----------
+
+    def check_input(self, input, batch_sizes):
+        """Check the input's dtype, dimensions (2 when packed) and feature size."""
+        self._check_input(input, batch_sizes is not None)
+
+    def get_expected_hidden_size(self, input, batch_sizes):
+        """The shape the hidden state must have for ``input``."""
+        return self._expected_size(input, batch_sizes, self.proj_size or self.hidden_size)
+
+    def _expected_size(self, input, batch_sizes, features):
+        if batch_sizes is not None:
+            batch = int(batch_sizes[0])
+        else:
+            batch = input.size(0) if self.batch_first else input.size(1)
+        return (self.num_layers * (2 if self.bidirectional else 1), batch, features)
+
+    def check_hidden_size(self, hx, expected_hidden_size, msg="Expected hidden size {}, got {}"):
+        """Raise ``msg`` unless ``hx`` has the expected size."""
+        if hx.size() != expected_hidden_size:
+            raise RuntimeError(msg.format(expected_hidden_size, list(hx.size())))
+
+    def check_forward_args(self, input, hidden, batch_sizes):
+        """Check the input and the hidden state."""
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
+
+    def permute_hidden(self, hx, permutation):
+        """The hidden state reordered along the batch (a packed sequence's sorting)."""
+        return hx if permutation is None else hx.index_select(1, permutation)
+
 
 class RNN(RNNBase):
     """Elman RNN: h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu)."""
@@ -308,6 +349,24 @@ class LSTM(RNNBase):
 
     def __init__(self, *args, **kwargs):
         super().__init__("LSTM", *args, **kwargs)
+
+    def get_expected_cell_size(self, input, batch_sizes):
+        """The shape the cell state must have for ``input``."""
+        return self._expected_size(input, batch_sizes, self.hidden_size)
+
+    def check_forward_args(self, input, hidden, batch_sizes):
+        """Check the input and the (h, c) state."""
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(hidden[0], self.get_expected_hidden_size(input, batch_sizes),
+                               "Expected hidden[0] size {}, got {}")
+        self.check_hidden_size(hidden[1], self.get_expected_cell_size(input, batch_sizes),
+                               "Expected hidden[1] size {}, got {}")
+
+    def permute_hidden(self, hx, permutation):
+        """The (h, c) state reordered along the batch (a packed sequence's sorting)."""
+        if permutation is None:
+            return hx
+        return hx[0].index_select(1, permutation), hx[1].index_select(1, permutation)
 
 
 class GRU(RNNBase):

@@ -1,0 +1,278 @@
+"""Reading Python data into a host array, as ``tensor(data)`` does: nested sequences,
+numbers, NumPy arrays and tensors, PyTorch's dtype inference, and its errors for ragged,
+odd or unsupported data."""
+
+import numbers
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor, _to_host, _warn_scalar_of_grad_tensor
+
+_SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}
+_WARNED_ARRAY_LIST = []         # PyTorch warns of a list of arrays once per program
+
+
+def _check_np_dtype(arr):
+    if arr.dtype not in _SUPPORTED_NP:
+        if not arr.dtype.isnative and arr.dtype.newbyteorder() in _SUPPORTED_NP:
+            raise ValueError("given numpy array has byte order different from the native byte "
+                             "order. Conversion between byte orders is currently not "
+                             "supported.")
+        raise TypeError(
+            f"can't convert np.ndarray of type numpy.{arr.dtype.type.__name__}. The only "
+            f"supported types are: float64, float32, float16, complex64, complex128, int64, "
+            f"int32, int16, int8, uint64, uint32, uint16, uint8, and bool.")
+
+
+def _infer_dtype(arr):
+    """PyTorch's dtype for data given as Python numbers: bool, int64, or the defaults."""
+    kind = arr.dtype.kind
+    if kind == "b":
+        return D.bool_
+    if kind in "iu":
+        return D.int64
+    if kind == "f":
+        return D.get_default_dtype()
+    if kind == "c":
+        if D.get_default_dtype() is D.bfloat16:
+            raise RuntimeError("invalid default scalar type for complex")
+        return D.default_complex_dtype()
+    raise TypeError(f"Could not infer dtype of {arr.dtype}")
+
+
+def _from_data(data, dtype):
+    """A host NumPy array of PyTorch's dtype for (nested) Python data or array-likes."""
+    if isinstance(data, Tensor):                # a copy, whether or not it requires grad
+        arr = _to_host(data._data)
+        return arr.copy() if dtype is None else arr.astype(dtype.np)
+    if isinstance(data, np.ndarray):
+        _check_np_dtype(data)
+        _check_strides(data)
+        data = data.view(np.ndarray)        # (a subclass's values: np.matrix, masked arrays)
+        return data.astype(data.dtype if dtype is None else dtype.np, copy=True)
+    if isinstance(data, (list, tuple)):
+        if data and isinstance(data[0], np.ndarray) and not _WARNED_ARRAY_LIST:
+            _WARNED_ARRAY_LIST.append(True)         # once per program, as in PyTorch
+            warnings.warn("Creating a tensor from a list of numpy.ndarrays is extremely slow. "
+                          "Please consider converting the list to a single numpy.ndarray with "
+                          "numpy.array() before converting to a tensor.", UserWarning,
+                          stacklevel=3)
+        typed = []
+        unwrapped = _unwrap_scalars(data, typed)
+        if typed and dtype is None:
+            dtype = _sequence_dtype(data)
+        data = unwrapped
+    if data is None:
+        raise RuntimeError("Could not infer dtype of NoneType")
+    if isinstance(data, (str, bytes)):
+        raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+    try:
+        arr = np.array(data)
+    except ValueError as e:
+        raise _nested_error(data, dtype) or ValueError(
+            f"expected sequence of equal lengths: {e}") from None
+    if dtype is D.uint64 and (arr.dtype.kind in "iuO" or _huge_int(data)):
+        return _unsigned_64(data)       # (NumPy holds [2**64 - 1, 5] as float64)
+    if (arr.dtype == np.uint64 or arr.dtype == object) and _huge_int(data):
+        if dtype is None or dtype.category < D.FLOATING:   # PyTorch reads ints as int64
+            raise ValueError("Overflow when unpacking long long")
+        arr = np.array(data, dtype=np.float64)
+    if arr.dtype == object or arr.dtype.kind in "US":
+        raise _nested_error(data, dtype) or RuntimeError(
+            f"Could not infer dtype of {_first_odd(data)}")
+    if dtype is None:
+        if isinstance(data, np.generic) and data.dtype in _SUPPORTED_NP:
+            dtype = D.FROM_NUMPY[data.dtype]
+        else:
+            dtype = _infer_dtype(arr)
+    if arr.dtype.kind == "c" and dtype.category < D.COMPLEX:
+        arr = _real_from_complex(arr, dtype)
+    if dtype.category < D.FLOATING and arr.dtype.kind == "f":
+        arr = _integral_from_float(arr, dtype)
+    if dtype.category == D.INTEGRAL and arr.dtype.kind in "iu" and arr.size:
+        _check_fits(arr, dtype)
+    from ember.ops.conversion import cast       # PyTorch's rounding (float8 saturates)
+    return cast(np, arr, np.dtype(dtype.np))
+
+
+def _unwrap_scalars(data, typed):
+    """Replace one-element tensors inside nested sequences by their values; note in ``typed``
+    whether tensors or NumPy values (whose dtypes count) were met."""
+    out = []
+    for x in data:
+        if isinstance(x, (Tensor, np.ndarray, np.generic)):
+            typed.append(True)
+        if isinstance(x, Tensor):
+            if x.requires_grad:
+                _warn_scalar_of_grad_tensor()
+            if x.numel() != 1 or x.ndim != 0:
+                if x.ndim == 0 or x.numel() == 1:
+                    x = x.reshape(()).item()
+                else:
+                    raise ValueError("only one element tensors can be converted to Python "
+                                     "scalars")
+            else:
+                x = x.item()
+        elif isinstance(x, (list, tuple)):
+            inner = _unwrap_scalars(x, typed)
+            x = inner if isinstance(x, list) else tuple(inner)   # (errors name the type)
+        out.append(x)
+    return out
+
+
+def _sequence_dtype(data):
+    """PyTorch's dtype for a nested sequence holding tensors or NumPy values: each element
+    counts with its own dtype (Python numbers with the default ones), all promoted together."""
+    out = None
+    for x in data:
+        if isinstance(x, (list, tuple)):
+            d = _sequence_dtype(x)
+        elif isinstance(x, Tensor):
+            d = x.dtype
+        elif isinstance(x, (np.ndarray, np.generic)):
+            d = D.FROM_NUMPY.get(x.dtype)
+        else:
+            d = _infer_dtype(np.asarray(x)) if isinstance(x, numbers.Number) else None
+        if d is not None:
+            out = d if out is None else D.promote_types(out, d)
+    return out
+
+
+# what PyTorch reads as sequences in nested data (strings too: their items are strings)
+_SEQUENCES = (list, tuple, range, str, bytes, np.ndarray)
+_MAX_DIMS = 64
+
+
+def _nested_error(data, dtype):
+    """PyTorch's error for nested data NumPy cannot read as one array of numbers, or None.
+
+    As in PyTorch: the shape is read along the first item at each depth, then (without a
+    ``dtype``) every value must have a dtype, then every sequence must have the length of
+    its depth and every value at the last depth must be a number."""
+    sizes, x = [], data
+    while isinstance(x, _SEQUENCES) and not (isinstance(x, np.ndarray) and x.ndim == 0):
+        if len(sizes) == _MAX_DIMS:
+            return ValueError(f"too many dimensions '{type(x).__name__}'")
+        sizes.append(len(x))
+        if not len(x):
+            break
+        x = x[0]
+    if dtype is None:
+        error, kind = _uninferable(data)
+        if error is not None:
+            return error
+    else:
+        kind = "bifc"[dtype.category]
+    return _misshapen(data, sizes, 0, kind)
+
+
+def _uninferable(x):
+    """(PyTorch's error for the first value in ``x`` with no dtype or None, the kind of
+    number the values infer: "i" (bool, integer), "f" (floating-point) or "c" (complex))."""
+    if isinstance(x, (str, bytes)):
+        return TypeError(f"new(): invalid data type '{type(x).__name__}'"), "i"
+    if isinstance(x, (list, tuple, range)):
+        kind = "i"
+        for y in x:
+            error, y_kind = _uninferable(y)
+            if error is not None:
+                return error, kind
+            kind = max(kind, y_kind, key="ifc".index)
+        return None, kind
+    if not isinstance(x, (int, float, complex, np.number, np.bool_, np.ndarray)):
+        return RuntimeError(f"Could not infer dtype of {type(x).__name__}"), "i"
+    code = np.asarray(x).dtype.kind
+    return None, code if code in "fc" else "i"
+
+
+def _misshapen(x, sizes, dim, kind):
+    """PyTorch's error for the first item of ``x`` (at depth ``dim``) not fitting ``sizes``,
+    or None; values are read as bools, integers, floating-point or complex numbers (``kind``
+    "b", "i", "f" or "c")."""
+    if dim == len(sizes):
+        if isinstance(x, np.ndarray) and x.ndim == 0 or isinstance(x, numbers.Number) and (
+                kind in "bc" or not isinstance(x, (complex, np.complexfloating))):
+            return None
+        name = type(x).__name__
+        return TypeError(f"'{name}' object cannot be interpreted as an integer" if kind in "bi"
+                         else f"must be real number, not {name}")
+    if not isinstance(x, _SEQUENCES) or isinstance(x, np.ndarray) and x.ndim == 0:
+        return TypeError("not a sequence")
+    if len(x) != sizes[dim]:
+        return ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} "
+                          f"(got {len(x)})")
+    for y in x:
+        error = _misshapen(y, sizes, dim + 1, kind)
+        if error is not None:
+            return error
+    return None
+
+
+def _real_from_complex(arr, dtype):
+    """Complex Python numbers read into a real ``dtype``: PyTorch refuses them (a bool
+    takes whether they are nonzero)."""
+    if dtype is D.bool_:
+        return np.asarray(arr != 0)
+    raise TypeError("must be real number, not complex" if dtype.category == D.FLOATING
+                    else "'complex' object cannot be interpreted as an integer")
+
+
+def _integral_from_float(arr, dtype):
+    """Python floats read into an integral ``dtype`` (truncated) or bool (nonzero), after
+    PyTorch's check that each is a number within the dtype's range."""
+    if dtype is D.bool_:
+        return np.asarray(arr != 0)
+    info = np.iinfo(dtype.np)
+    with np.errstate(invalid="ignore"):
+        fits = not arr.size or (np.isfinite(arr).all() and arr.min() >= info.min
+                                and arr.max() <= info.max)
+    if not fits:
+        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
+    return np.asarray(np.trunc(arr))
+
+
+def _check_fits(arr, dtype):
+    """PyTorch's range check of integers read into an integral ``dtype``: a signed type takes
+    its own range, an unsigned one also the negatives of its values (they wrap)."""
+    info = np.iinfo(dtype.np)
+    lo = info.min if info.min < 0 else -int(info.max)
+    if arr.min() < lo or arr.max() > info.max:
+        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
+
+
+def _unsigned_64(data):
+    """Python ints (nested) as a uint64 array: all of uint64's range, as PyTorch reads them
+    for that dtype (other dtypes read ints as int64)."""
+    try:
+        return np.array(data, dtype=np.uint64)
+    except OverflowError as e:
+        negative = "-" in str(e)
+        raise OverflowError("can't convert negative int to unsigned" if negative
+                            else "int too big to convert") from None
+
+
+def _huge_int(data):
+    """Whether (nested) ``data`` holds a Python int outside int64's range."""
+    if isinstance(data, (list, tuple)):
+        return any(_huge_int(x) for x in data)
+    return type(data) is int and not -2 ** 63 <= data < 2 ** 63
+
+
+def _first_odd(data):
+    if isinstance(data, (list, tuple)):
+        for x in data:
+            found = _first_odd(x)
+            if found is not None:
+                return found
+        return None
+    return None if isinstance(data, numbers.Number) else type(data).__name__
+
+
+def _check_strides(ndarray):
+    if any(s < 0 for s in ndarray.strides):
+        raise ValueError("At least one stride in the given numpy array is negative, and "
+                         "tensors with negative strides are not currently supported. (You can "
+                         "probably work around this by making a copy of your array  with "
+                         "array.copy().) ")     # (PyTorch's spacing)

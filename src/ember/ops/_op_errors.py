@@ -1,0 +1,43 @@
+"""The dispatcher's errors: ValueErrors forwards raise on purpose, and PyTorch's exceptions for
+backend errors raised inside a forward (broadcasting, too large Python ints)."""
+
+__all__ = ["OpValueError", "translate_error", "broadcast_message"]
+
+
+class OpValueError(ValueError):
+    """A ValueError a forward raises on purpose, as PyTorch does (the dispatcher turns other
+    ValueErrors, NumPy's, into RuntimeErrors)."""
+
+
+# tracebacks show it as PyTorch's plain "ValueError: ..." (pickling yields a ValueError)
+OpValueError.__name__ = OpValueError.__qualname__ = "ValueError"
+OpValueError.__module__ = "builtins"
+
+
+def translate_error(op, error, arrays):
+    """PyTorch's exception for a backend error raised inside a forward."""
+    if isinstance(error, (IndexError, TypeError, OpValueError)):
+        return error
+    if isinstance(error, OverflowError):        # NumPy's words for a too large Python int
+        huge = [a for a in arrays if type(a) is int and not -2 ** 63 <= a < 2 ** 64]
+        return error if not huge else OverflowError(
+            "int too big to convert" if huge[0] > 0 else "can't convert negative int to unsigned")
+    text = str(error)
+    if "broadcast" in text:
+        shapes = [a.shape for a in arrays if hasattr(a, "shape")]
+        return RuntimeError(broadcast_message(shapes))
+    return RuntimeError(f"{op.name}(): {text}")
+
+
+def broadcast_message(shapes):
+    """PyTorch's message for the first pair of shapes that do not broadcast."""
+    a = shapes[0]
+    for b in shapes[1:]:
+        ndim = max(len(a), len(b))
+        pa, pb = (1,) * (ndim - len(a)) + tuple(a), (1,) * (ndim - len(b)) + tuple(b)
+        for dim in range(ndim - 1, -1, -1):
+            if pa[dim] != pb[dim] and pa[dim] != 1 and pb[dim] != 1:
+                return (f"The size of tensor a ({pa[dim]}) must match the size of tensor b "
+                        f"({pb[dim]}) at non-singleton dimension {dim}")
+        a = tuple(max(x, y) if min(x, y) != 0 else 0 for x, y in zip(pa, pb))
+    return f"shapes {shapes} cannot be broadcast together"
