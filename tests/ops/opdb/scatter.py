@@ -382,7 +382,7 @@ OPS = [
            error_inputs=_scatter_add_errors),
     OpInfo("scatter_reduce", _reduce_ref, _reduce_samples, dtypes=ALL, gradgrad=True,
            grad_samples=lambda d, r: _reduce_samples(d, r, grad_only=True),
-           error_inputs=_reduce_errors),
+           error_inputs=_reduce_errors, skips=("grad_complex",)),  # refused, as in PyTorch
     OpInfo("take_along_dim", _take_along_ref, _take_along_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_take_along_errors),
 ]
