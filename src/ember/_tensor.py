@@ -310,7 +310,8 @@ class Tensor:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
             return arr.astype(dtype)
         # NumPy trusts the copy= it passes: ``np.array(t)`` must not share the tensor's memory
-        return arr.copy() if copy and arr is self._data else arr
+        # (order K: the copy keeps the layout, as NumPy's own copy of a strided array does)
+        return arr.copy(order="K") if copy and arr is self._data else arr
 
     def __array_wrap__(self, array, context=None, return_scalar=False):
         """A NumPy ufunc's result on tensors as a tensor (bool results as uint8, as in

@@ -64,7 +64,7 @@ _BIT_VIEWS = {ember.bfloat16: (np.int16, torch.bfloat16),
 
 def to_torch(x):
     if isinstance(x, ember.Tensor):
-        arr = np.array(x.detach())
+        arr = np.asarray(x.detach())     # its strides too (np.array would copy densely)
         if x.dtype in _BIT_VIEWS:
             bits, dtype = _BIT_VIEWS[x.dtype]
             out = torch.from_numpy(arr.view(bits)).view(dtype)
