@@ -245,8 +245,10 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
     if grad is None:
         return []
     var = node.variable
-    if var is not None and var._meta and var._meta.get("grad_dtype") not in (None, grad.dtype):
-        grad = grad.to(var._meta["grad_dtype"])     # the dtype set on the leaf (grad_dtype)
+    if var is not None and var._meta and "grad_dtype" in var._meta:
+        wanted = var._meta["grad_dtype"]            # set on the leaf (Tensor.grad_dtype)
+        if wanted is not None and wanted is not grad.dtype:
+            grad = grad.to(wanted)
     hooks = leaf_hooks(var) if var is not None else None
     if hooks:
         for fn in list(hooks.values()):

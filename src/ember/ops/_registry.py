@@ -564,8 +564,12 @@ def _skip_unread(readers, edges, versions):
     if readers == ("others",):
         readers = [[j for j in range(len(edges)) if j != i] for i in range(len(edges))]
     for i, users in enumerate(readers):
-        if versions[i] is not None and all(edges[j] is _NO_EDGE for j in users):
-            versions[i] = None
+        if versions[i] is not None:
+            for j in users:
+                if edges[j] is not _NO_EDGE:
+                    break
+            else:
+                versions[i] = None
 
 
 def _check_refused_grads(op, flat):
