@@ -191,7 +191,7 @@ def _(flat, params, out):                    # the CPU kernel PyTorch picks (see
     q, k, v = flat[0], flat[1], flat[2]
     if q.device.type != "cpu":
         return "ScaledDotProductAttentionBackward0"
-    if 0 in q.shape[:-1] or 0 in v.shape:     # nothing to attend: PyTorch returns zeros + ...
+    if 0 in q._data.shape[:-1] or 0 in v._data.shape:     # nothing to attend: zeros + ...
         return "AddBackward0"
     if _cpu_flash(q, k, v, params[0], params[3]):
         return "ScaledDotProductFlashAttentionForCpuBackward0"
@@ -201,13 +201,14 @@ def _(flat, params, out):                    # the CPU kernel PyTorch picks (see
 def _cpu_flash(q, k, v, dropout_p, enable_gqa):
     """Whether PyTorch's CPU flash kernel takes the call: 4-D inputs without dropout, equal
     batch sizes and head sizes, heads equal (or grouped), unit last strides."""
-    if dropout_p or not q.ndim == k.ndim == v.ndim == 4:
+    qs, ks, vs = q._data.shape, k._data.shape, v._data.shape    # (array shapes: no Size)
+    if dropout_p or not len(qs) == len(ks) == len(vs) == 4:
         return False
-    if not q.shape[0] == k.shape[0] == v.shape[0] or not q.shape[-1] == k.shape[-1] == v.shape[-1]:
+    if not qs[0] == ks[0] == vs[0] or not qs[-1] == ks[-1] == vs[-1]:
         return False
-    if k.shape[1] != v.shape[1] or (q.shape[1] != k.shape[1] and not enable_gqa):
+    if ks[1] != vs[1] or (qs[1] != ks[1] and not enable_gqa):
         return False
-    return all(t.shape[-1] == 1 or t.stride(-1) == 1 for t in (q, k, v))
+    return all(t.shape[-1] == 1 or t.strides[-1] == t.itemsize for t in (q._data, k._data, v._data))
 
 
 @scaled_dot_product_attention.derivative
