@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from ember import _dtype as D
 from ember._memory_format import like_input
 
 from ember.backend import device_copy
@@ -42,7 +43,13 @@ def _check(kind, nd, x, output_size):
             raise RuntimeError(f"{name2}(): Expected input to have non-zero size for non-batch "
                                f"dimensions, but input has sizes {list(shown)} with dimension "
                                f"{d} being empty")
-    reject_dtype(kernel, x.dtype, "fV")
+    if kind == "avg" and all(o == 1 for o in out):     # PyTorch takes the mean: complex works
+        if x.dtype.kind not in "fcV":
+            raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be "
+                               f"either a floating point or complex dtype. Got: "
+                               f"{D.FROM_NUMPY[x.dtype]._torch_name}")
+    else:
+        reject_dtype(kernel, x.dtype, "fV")
     return out
 
 

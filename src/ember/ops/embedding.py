@@ -90,6 +90,8 @@ def _embedding_backward(xp, grad, indices, num_weights, padding_idx, scale_grad_
     scale = _row_scale(xp, flat, num_weights, padding_idx, scale_grad_by_freq, grad.dtype)
     if scale is not None:
         out *= scale[:, None]
+    if padding_idx >= 0:
+        out[padding_idx] = 0        # +0.0, as PyTorch: a negative gradient times 0 gives -0.0
     return out
 
 

@@ -2,7 +2,8 @@
 
 import math
 
-from ember.ops._conv_kernels import col2im, im2col, output_size
+from ember.ops._conv_kernels import col2im, im2col
+from ember.ops._conv_kernels import output_size as _block_counts   # fold has an output_size
 from ember.ops._registry import op
 
 FUNCTIONAL = {}
@@ -34,7 +35,7 @@ def _params(kernel_size, dilation, padding, stride):
 
 
 def _blocks(size, kernel, dilation, pads, stride, what):
-    blocks = output_size(size, kernel, stride, pads, dilation)
+    blocks = _block_counts(size, kernel, stride, pads, dilation)
     if any(b < 1 for b in blocks):
         raise RuntimeError(f"Given {what} spatial size {tuple(size)}, kernel_size={kernel}, "
                            f"dilation={dilation}, padding={tuple(p for p, _ in pads)}, "
@@ -95,13 +96,16 @@ def fold(xp, x, output_size, kernel_size, dilation, padding, stride):
         raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product "
                            f"of kernel_size, but got input.size(1)={x.shape[-2]} and "
                            f"kernel_size={kernel}.")
-    blocks = _blocks(size, kernel, dilation, pads, stride, "output_size=" + str(size) + ", with")
+    blocks = _block_counts(size, kernel, stride, pads, dilation)
+    given = (f"Given output_size={size}, kernel_size={kernel}, dilation={dilation}, "
+             f"padding={tuple(p for p, _ in pads)}, stride={stride}")
     if x.shape[-1] != math.prod(blocks):
-        raise RuntimeError(f"Given output_size={size}, kernel_size={kernel}, dilation={dilation}, "
-                           f"padding={tuple(p for p, _ in pads)}, stride={stride}, expected size "
-                           f"of input's dimension 2 to match the calculated number of sliding "
-                           f"blocks {blocks[0]} * {blocks[1]} = {math.prod(blocks)}, but got "
-                           f"input.size(2)={x.shape[-1]}.")
+        raise RuntimeError(f"{given}, expected size of input's dimension 2 to match the "
+                           f"calculated number of sliding blocks {blocks[0]} * {blocks[1]} = "
+                           f"{math.prod(blocks)}, but got input.size(2)={x.shape[-1]}.")
+    if any(b < 1 for b in blocks):
+        raise RuntimeError(f"{given}, calculated shape of the array of sliding blocks as "
+                           f"{tuple(blocks)}, which is too small (non-positive)")
     batched = x if x.ndim == 3 else x[None]
     dtype = batched.dtype
     if dtype.kind == "b" or dtype.itemsize < 4:    # bool as counts, 16-bit floats in float32

@@ -92,22 +92,22 @@ def _check_sample(input, grid, mode, padding_mode):
         raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")
     nd = input.ndim - 2
-    if grid.shape[-1] != nd or grid.ndim != input.ndim:
-        raise RuntimeError(f"grid_sampler(): expected grid to have size {nd} in last "
-                           f"dimension, but got grid with sizes {list(grid.shape)}")
     if input.shape[0] != grid.shape[0]:
         raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, "
                            f"but got input with sizes {list(input.shape)} and grid with sizes "
                            f"{list(grid.shape)}")
-    if input.ndim not in (4, 5):
-        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number "
-                           f"of dimensions, but got input with sizes {list(input.shape)} and "
-                           f"grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != nd:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {nd} in last "
+                           f"dimension, but got grid with sizes {list(grid.shape)}")
     for d in range(2, input.ndim):
         if input.shape[d] == 0:
             raise RuntimeError(f"grid_sampler(): expected input to have non-empty spatial "
                                f"dimensions, but input has sizes {list(input.shape)} with "
                                f"dimension {d} being empty")
+    if input.ndim not in (4, 5) or grid.ndim != input.ndim:
+        raise RuntimeError(f"grid_sampler(): expected {4 if input.ndim == 4 else 5}D input and "
+                           f"grid with same number of dimensions, but got input with sizes "
+                           f"{list(input.shape)} and grid with sizes {list(grid.shape)}")
     if mode == "bicubic" and nd != 2:
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     if not input.dtype.is_floating_point:
@@ -188,14 +188,14 @@ def affine_grid(theta, size, align_corners=None):
     if not theta.dtype.is_floating_point:
         raise ValueError(f"Expected theta to have floating point type, but got "
                          f"{str(theta.dtype).replace('ember', 'torch')}")
-    size = tuple(size)
+    given, size = size, tuple(size)     # messages show ``size`` as passed (list, Size, tuple)
     if len(size) not in (4, 5):
         raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D "
-                                  f"affine transforms, respectively. Got size {size}.")
+                                  f"affine transforms, respectively. Got size {given}.")
     nd = len(size) - 2
     if theta.ndim != 3 or tuple(theta.shape[1:]) != (nd, nd + 1):
         raise ValueError(f"Expected a batch of {nd}D affine matrices of shape Nx{nd}x{nd + 1} "
-                         f"for size {size}. Got {theta.shape}.")
+                         f"for size {given}. Got {theta.shape}.")
     if theta.shape[0] != size[0]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{size[0]}, {nd + 1}] but got: [{theta.shape[0]}, {nd + 1}].")
@@ -205,6 +205,8 @@ def affine_grid(theta, size, align_corners=None):
                       "grids when align_corners=True. This is not an intended use case of "
                       "affine_grid. See the documentation of affine_grid for details.",
                       stacklevel=2)
+    elif min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {given}")
     return ember.affine_grid_generator(theta, size, align_corners)
 
 

@@ -90,6 +90,8 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     cs = ember.cat(parts, 1).cumsum(1)
     c = shape[1]
     window = cs[:, size:size + c] - cs[:, :c]
+    if not input.dtype.is_floating_point:   # PyTorch's average pooling of integer squares
+        return input / ((window.div(size, rounding_mode="trunc") * alpha + k) ** beta)
     div = (window * (alpha / size) + k) ** beta
     return input / div
 

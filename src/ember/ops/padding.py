@@ -5,6 +5,8 @@ dim (``take``), the backward sums each output position back onto its source with
 matrix product. ``_pad_backward`` is that adjoint; its own derivative is the pad again.
 """
 
+import operator
+
 from ember._memory_format import like_input
 from ember.ops._registry import op
 
@@ -15,7 +17,7 @@ _KERNEL = {"reflect": "reflection_pad", "replicate": "replication_pad"}
 
 def _pairs(pad, ndim, constant_nd=False):
     """((dim, low, high), ...) from PyTorch's last-dim-first flat pad list."""
-    pad = [int(p) for p in pad]
+    pad = [_pad_int(p, i, "constant_pad_nd" if constant_nd else "pad") for i, p in enumerate(pad)]
     if len(pad) % 2 and constant_nd:
         raise RuntimeError(f"Length of pad must be even but instead it equals {len(pad)}")
     if len(pad) % 2:
@@ -29,6 +31,19 @@ def _pairs(pad, ndim, constant_nd=False):
                            f"dimension but got padding length {len(pad)} and input of dimension "
                            f"{ndim}")
     return tuple((ndim - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2))
+
+
+def _pad_int(value, pos, name):
+    """One entry of ``pad`` as an int; PyTorch's TypeError for a float or other non-integer."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        kind = type(value).__name__
+        if pos:         # PyTorch's argument parser words a later bad element differently
+            raise TypeError(f"{name}(): argument 'pad' failed to unpack the object at pos 2 with "
+                            f"error \"type must be tuple of ints,but got {kind}\"") from None
+        raise TypeError(f"{name}(): argument 'pad' (position 2) must be tuple of ints, but found "
+                        f"element of type {kind} at pos 0") from None
 
 
 def _constant(xp, x, pairs, value):
@@ -138,6 +153,8 @@ def pad(xp, x, pad, mode, value):
     for dim, lo, hi in pairs:
         if lo or hi:
             out = xp.take(out, _index_map(xp, out.shape[dim], lo, hi, mode), axis=dim)
+    if mode == "circular":      # PyTorch composes it from slice copies into a contiguous tensor
+        return xp.ascontiguousarray(out) if out is not x else x.copy()
     return like_input(xp, x, out if out is not x else x.copy(order="K"))
 
 

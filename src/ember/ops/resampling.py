@@ -142,13 +142,33 @@ def _check(x, mode, antialias):
                                   f"'{D.FROM_NUMPY[kind]._torch_name}'")
     if kind.kind in "fV" or (kind == np.uint8 and mode not in ("area", "linear", "trilinear")):
         return
+    if mode == "area":      # checked with the output size (_check_area)
+        return
     raise NotImplementedError(f"\"{_int_kernel(mode, x.ndim, antialias)}\" not implemented for "
                               f"'{D.FROM_NUMPY[kind]._torch_name}'")
 
 
+def _check_area(x, out):
+    """Area mode's dtype check: PyTorch pools to one pixel with ``mean`` (complex works,
+    integers fail as in ``mean``), otherwise with its float-only adaptive pooling kernel."""
+    kind = np.dtype(x.dtype)
+    if all(o == 1 for o in out) and kind.kind not in "fcV":
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: "
+                           f"{D.FROM_NUMPY[kind]._torch_name}")
+    if not all(o == 1 for o in out) and kind.kind not in "fV":
+        raise NotImplementedError(f"\"{_int_kernel('area', x.ndim, False)}\" not implemented "
+                                  f"for '{D.FROM_NUMPY[kind]._torch_name}'")
+
+
 @built_once
-def _nearest_index(n, o, scale, exact):
-    """PyTorch's nearest source index per output position (computed in float32 as it does)."""
+def _nearest_index(n, o, scale, mode, nd):
+    """PyTorch's nearest source index per output position (computed in float32 as it does).
+    Its 2-D 'nearest' kernel copies a dim of unchanged size and halves a doubled one whatever
+    the scale factor; the 1-D and 3-D kernels and 'nearest-exact' always apply the scale."""
+    if mode == "nearest" and nd == 2 and o in (n, 2 * n):
+        return np.arange(o) // (o // n)
+    exact = mode == "nearest-exact"
     s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(n) / o
     dst = np.arange(o, dtype=np.float32)
     src = np.floor(((dst + np.float32(0.5)) if exact else dst) * s).astype(np.int64)
@@ -166,6 +186,9 @@ def _source(n, o, scale, align_corners, cubic):
 
 
 def _linear_mat(n, o, scale, align_corners):
+    if n == o:      # PyTorch reads each pixel with weight 1 (and again with weight 0: inf
+        i = np.arange(n)                        # gives NaN), whatever the scale factor
+        return Taps(np.stack([i, i], 1), np.stack([np.ones(n), np.zeros(n)], 1), n)
     src = _source(n, o, scale, align_corners, False)
     i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
     lam = src - i0
@@ -217,9 +240,11 @@ def _aa_mat(n, o, scale, align_corners, cubic):
 def _mats(shape, out, scales, mode, align_corners, antialias):
     mats = []
     for n, o, s in zip(shape, out, scales):
-        if mode in ("nearest", "nearest-exact"):
+        if n == o and antialias:        # PyTorch's kernels copy a dim of unchanged size,
+            m = None                    # whatever the scale factor (see _linear_mat)
+        elif mode in ("nearest", "nearest-exact"):
             m = np.zeros((o, n))
-            m[np.arange(o), _nearest_index(n, o, s, mode == "nearest-exact")] = 1
+            m[np.arange(o), _nearest_index(n, o, s, mode, len(shape))] = 1
         elif antialias:
             m = _aa_mat(n, o, s, align_corners, mode == "bicubic")
         elif mode == "bicubic":
@@ -241,6 +266,8 @@ def interpolate(xp, x, size, scale_factor, mode, align_corners, recompute_scale_
     _check(x, mode, antialias)
     out, scales = _spatial_args(x, size, scale_factor, mode, align_corners,
                                 recompute_scale_factor, antialias)
+    if mode == "area":
+        _check_area(x, out)
     return like_input(xp, x, _resample(xp, x, out, scales, mode, align_corners, antialias))
 
 
@@ -249,8 +276,8 @@ def _resample(xp, x, out, scales, mode, align_corners, antialias):
     if mode in ("nearest", "nearest-exact"):
         picked = x
         for i, (n, o, s) in enumerate(zip(x.shape[2:], out, scales)):
-            if n != o:
-                index = _nearest_index(n, o, s, mode == "nearest-exact")
+            index = _nearest_index(n, o, s, mode, x.ndim - 2)
+            if n != o or (index != np.arange(n)).any():    # a scale may move an equal size
                 picked = picked.take(device_copy(x, index, index.dtype), axis=2 + i)
         return picked if picked is not x else x.copy(order="K")   # never the input's memory
     mats = _mats(x.shape[2:], out, scales, mode, align_corners, antialias)
@@ -266,8 +293,11 @@ _UPSAMPLE = {"nearest": "Nearest", "nearest-exact": "NearestExact", "linear": "L
 @interpolate.named_by
 def _(flat, params, out):                    # PyTorch's kernel per mode and rank
     mode, antialias, nd = params[2], params[5], flat[0].ndim - 2
-    if mode == "area":
-        return "SqueezeBackward1" if nd == 1 else f"AdaptiveAvgPool{nd}DBackward0"
+    if mode == "area":      # PyTorch pools to one pixel with mean
+        if nd == 1:
+            return "SqueezeBackward1"
+        return "MeanBackward1" if out.shape[2:] == (1,) * nd else \
+            f"AdaptiveAvgPool{nd}DBackward0"
     name = _UPSAMPLE.get(mode)
     if name is None:
         return "UpsampleBackward0"

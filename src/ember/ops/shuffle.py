@@ -31,8 +31,8 @@ def pixel_shuffle(xp, x, r):
     n = len(lead)
     y = x.reshape(lead + (c // (r * r), r, r, h, w))
     y = y.transpose(tuple(range(n)) + (n, n + 3, n + 1, n + 4, n + 2))
-    return like_input(xp, x, xp.ascontiguousarray(y).reshape(lead + (c // (r * r), h * r,
-                                                                     w * r)))
+    # a copy even when r == 1 leaves the permutation a no-op: never the input's memory
+    return like_input(xp, x, y.copy().reshape(lead + (c // (r * r), h * r, w * r)))
 
 
 @pixel_shuffle.derivative
@@ -56,8 +56,7 @@ def pixel_unshuffle(xp, x, r):
     n = len(lead)
     y = x.reshape(lead + (c, h // r, r, w // r, r))
     y = y.transpose(tuple(range(n)) + (n, n + 2, n + 4, n + 1, n + 3))
-    return like_input(xp, x, xp.ascontiguousarray(y).reshape(lead + (c * r * r, h // r,
-                                                                     w // r)))
+    return like_input(xp, x, y.copy().reshape(lead + (c * r * r, h // r, w // r)))
 
 
 @pixel_unshuffle.derivative
@@ -79,7 +78,7 @@ def channel_shuffle(xp, x, groups):
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
                            f"and {groups} groups.")
     y = x.reshape((x.shape[0], groups, c // groups) + x.shape[2:]).swapaxes(1, 2)
-    return xp.ascontiguousarray(y).reshape(x.shape)
+    return like_input(xp, x, y.copy().reshape(x.shape))    # a copy also when groups is 1 or C
 
 
 @channel_shuffle.derivative

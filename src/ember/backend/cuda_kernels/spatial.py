@@ -162,12 +162,17 @@ def _taps_of(m):
     return index.astype(np.int64), weight.astype(np.float32)
 
 
+def _copy_taps(n):
+    """The tap tables of a dim that is copied (``_mats`` gives None for it)."""
+    return np.arange(n, dtype=np.int64)[:, None], np.ones((n, 1), np.float32)
+
+
 @built_once
 def _tap_tables(shape, out, scales, mode, align_corners, antialias):
     """interpolate's geometry as (index, weight) tap tables per dim, two dims (a 1-D
     geometry gets a one-row identity dim first)."""
-    tables = [_taps_of(m) for m in resampling._mats(shape, out, scales, mode, align_corners,
-                                                    antialias)]
+    mats = resampling._mats(shape, out, scales, mode, align_corners, antialias)
+    tables = [_copy_taps(n) if m is None else _taps_of(m) for n, m in zip(shape, mats)]
     if len(tables) == 1:
         tables.insert(0, (np.zeros((1, 1), np.int64), np.ones((1, 1), np.float32)))
     return tuple(tables)
