@@ -19,7 +19,9 @@ MISSING = object()          # the default of a required parameter an alias may s
 _ALIASES = (("dim", "axis"), ("keepdim", "keepdims"))
 # PyTorch's parser also takes ``x`` for ``input`` everywhere; ember does so only where the
 # documentation names the parameter ``x`` (each alias costs every call of the op a check)
-_OP_ALIASES = {"linalg.vector_norm": (("input", "x"),)}
+_OP_ALIASES = {"linalg.vector_norm": (("input", "x"),),
+               # isin's overloads taking a number name it in the singular
+               "isin": (("elements", "element"), ("test_elements", "test_element"))}
 
 
 def aliases_of(op, names):

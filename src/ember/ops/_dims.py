@@ -5,7 +5,7 @@ __all__ = ["wrap_dim", "reduction_dims"]
 
 def wrap_dim(dim, ndim):
     """``dim`` in ``[0, ndim)``; 0-dim tensors accept -1 and 0."""
-    if not isinstance(dim, int):
+    if type(dim) is not int:            # PyTorch refuses bool dims (sort(x, True))
         dim = _index(dim)
     size = ndim if ndim > 0 else 1
     if not -size <= dim < size:
@@ -15,6 +15,8 @@ def wrap_dim(dim, ndim):
 
 
 def _index(dim):
+    if isinstance(dim, bool):
+        raise TypeError("argument 'dim' must be int, not bool")
     try:
         return dim.__index__()
     except AttributeError:

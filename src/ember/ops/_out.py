@@ -57,6 +57,6 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
         else:
             xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
         dst._bump_version()
-    if op.namedtuple is not None and type(out) is tuple:
-        return op.namedtuple(*out)
+    if op.namedtuple is not None and type(out) is tuple:     # sort(out=...): return_types.sort_out
+        return getattr(op.namedtuple, "out_type", op.namedtuple)(*out)
     return out

@@ -45,7 +45,7 @@ MESSAGES = {
          "linalg.qr", "linalg.eigh", "linalg.eigvalsh", "linalg.svd", "linalg.lu",
          "linalg.inv_ex", "linalg.solve_ex", "linalg.lu_factor", "linalg.lu_factor_ex",
          "linalg.ldl_factor", "linalg.ldl_factor_ex", "_max_dim",
-         "_min_dim", "sort", "topk", "argmax", "argmin"), _EXPECTED),
+         "_min_dim", "sort", "topk", "argmax", "argmin", "isin"), _EXPECTED),
     **dict.fromkeys(
         ("hardshrink", "neg", "sign", "sgn", "frac", "floor", "ceil", "trunc", "round",
          "conj_physical"),
@@ -129,8 +129,18 @@ def _abs_check(got, want, inputs):
         raise RuntimeError(_FOUND.format(got=got._torch_name, want=want._torch_name))
 
 
+def _search_check(got, want, inputs):
+    # searchsorted/bucketize write exactly int32 (out_int32=True) or int64
+    if got is not want:
+        raise RuntimeError(f"torch.searchsorted(): output tensor's dtype is wrong, it can only "
+                           f"be Int(int32) or Long(int64) depending on whether out_int32 flag "
+                           f"is True, but we got output tensor's dtype {got._torch_name} and "
+                           f"out_int32 flag is {want is D.int32}")
+
+
 _CHECKS = {"all": _logical_check("all"), "any": _logical_check("any"),
-           "logsumexp": _logsumexp_check, "abs": _abs_check}
+           "logsumexp": _logsumexp_check, "abs": _abs_check,
+           "searchsorted": _search_check, "bucketize": _search_check}
 
 
 def message(op, want, got):

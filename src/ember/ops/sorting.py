@@ -63,11 +63,16 @@ def _sort_grad(grad, x, dim, indices):
     return _index_grad(grad, indices, wrap_dim(dim, x.ndim), tuple(x.shape))
 
 
-@op("sort(input, dim=-1, descending=False, *, stable=False)", promote=SORT,
+@op("sort(input, dim=-1, descending=False, *, stable=None)", promote=SORT,
     namedtuple=return_types.sort)
 def sort(xp, x, dim, descending, stable):
     """The named tuple (values, indices) of ``input`` sorted along ``dim`` (always stably)."""
     return _sorted(xp, x, dim, descending)
+
+
+@sort.named_by
+def _(flat, params, out):            # PyTorch's overload taking ``stable`` is SortBackward1
+    return "SortBackward0" if params[2] is None else "SortBackward1"
 
 
 @sort.derivative(outputs=(1,))
@@ -87,6 +92,9 @@ def msort(xp, x):
     return _sorted(xp, x, 0, False)[0]
 
 
+msort.name_nodes("SortBackward0")
+
+
 @msort.derivative
 def _(grad, x):
     indices = constant(lambda xp, a: _sorted(xp, a, 0, False)[1], x)
@@ -99,7 +107,7 @@ def _(grad, x):
     namedtuple=return_types.topk)
 def topk(xp, x, k, dim, largest, sorted):
     """The ``k`` largest (or smallest) elements along ``dim`` and their indices, in order."""
-    k = int_arg(k, "topk", "k")
+    k = int_arg(k, "topk", "k")     # (position 2 as a function, 1 as a method)
     d = wrap_dim(dim, x.ndim)
     size = x.shape[d] if x.ndim else 1
     if not 0 <= k <= size:
@@ -125,6 +133,7 @@ def _squeezed(xp, values, index, d, keepdim):
     namedtuple=return_types.kthvalue)
 def kthvalue(xp, x, k, dim, keepdim):
     """The ``k``-th smallest element (``k`` counts from 1) along ``dim`` and its index."""
+    k = int_arg(k, "kthvalue", "k")   # (position 2 as a function, 1 as a method)
     d = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         if k != 1:
@@ -242,6 +251,11 @@ def unique(xp, x, sorted, return_inverse, return_counts, dim):
 
 unique.derivative(_no_derivative(lambda x, s, i, c, dim: "_unique2" if dim is None
                                  else "unique_dim"))
+
+
+@unique.named_by
+def _(flat, params, out):
+    return "Unique2Backward0" if params[3] is None else "UniqueDimBackward0"
 
 
 @op("unique_consecutive(input, return_inverse=False, return_counts=False, dim=None)",
