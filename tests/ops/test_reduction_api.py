@@ -87,6 +87,8 @@ def test_no_degrees_of_freedom_warns(call, kind):
 def test_correction_and_unbiased_are_exclusive():
     with pytest.raises((TypeError, RuntimeError), match="unbiased"):
         ember.std(ember.ones(3), unbiased=True, correction=0)
+    with pytest.raises(TypeError, match=r"^var_mean\(\)"):
+        ember.var_mean(ember.ones(3), unbiased=True, correction=0)
 
 
 def test_complex_to_real_dtype_warns_and_takes_real_part():
@@ -103,6 +105,31 @@ def test_low_precision_accumulates_in_float32():
     assert ember.cumsum(x, 0, dtype=ember.float32).max().item() == 2049.
     assert ember.mean(ember.full((4096,), 0.1, dtype=ember.bfloat16), dtype=ember.float32) \
         .item() == pytest.approx(0.1, rel=1e-2)
+
+
+def test_float32_scans_accumulate_in_float64_on_cpu():
+    # PyTorch's CPU scans keep their running value in double: no 1% drift over 10**6 steps
+    x = ember.full((10**6,), 0.1)
+    assert ember.cumsum(x, 0)[-1].item() == 100000.0
+    assert ember.cumulative_trapezoid(x)[-1].item() == pytest.approx(99999.9, abs=0.01)
+    y = ember.full((100000,), -10.)
+    assert ember.logcumsumexp(y, 0)[-1].item() == pytest.approx(1.5129255, abs=2e-7)
+    z = ember.full((2,), 0.1, dtype=ember.complex64)
+    assert ember.cumsum(z, 0).dtype is ember.complex64
+    assert ember.cumprod(ember.full((3,), 2.), 0).tolist() == [2., 4., 8.]
+
+
+def test_float32_moments_accumulate_in_float64_on_cpu():
+    # the variance overflows float32, its square root does not
+    x = ember.tensor([3e19, -3e19])
+    assert x.std().item() == pytest.approx(4.2426407e19, rel=1e-6)
+    assert x.var().item() == float("inf") and x.var().dtype is ember.float32
+    std, mean = ember.std_mean(x)
+    assert std.dtype is ember.float32 and mean.dtype is ember.float32
+    assert std.item() == pytest.approx(4.2426407e19, rel=1e-6) and mean.item() == 0
+    v, m = ember.var_mean(ember.tensor([1 + 1j, 3 - 1j]))
+    assert v.dtype is ember.float32 and m.dtype is ember.complex64
+    assert v.item() == 4.0 and m.item() == 2
 
 
 def test_empty_reductions():
@@ -125,6 +152,29 @@ def test_empty_reductions():
 ])
 def test_grad_fn_names(call, name):
     x = ember.ones(3, requires_grad=True)
+    assert call(x).grad_fn.name() == name
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda x: x.prod(), "ProdBackward0"), (lambda x: x.prod(1), "ProdBackward1"),
+    (lambda x: x.nanmean(1), "DivBackward0"),
+    (lambda x: ember.quantile(x, 0.5, dim=1, keepdim=True), "SqueezeBackward4"),
+    (lambda x: ember.nanquantile(x, ember.tensor([0.5])), "SqueezeBackward4"),
+    (lambda x: ember.linalg.matrix_norm(x), "LinalgVectorNormBackward0"),
+    (lambda x: ember.linalg.matrix_norm(x, "nuc"), "SumBackward1"),
+    (lambda x: ember.linalg.matrix_norm(x, 2, keepdim=True), "PermuteBackward0"),
+    (lambda x: ember.linalg.matrix_norm(x, -2), "AminBackward0"),
+    (lambda x: ember.linalg.matrix_norm(x, float("inf"), keepdim=True), "AmaxBackward0"),
+    (lambda x: ember.linalg.norm(x, -1), "AminBackward0"),
+    (lambda x: ember.linalg.norm(x, dim=1), "LinalgVectorNormBackward0"),
+    (lambda x: ember.norm(x, "nuc"), "SumBackward1"),
+    (lambda x: ember.bincount(ember.tensor([0, 1]), x[0, :2]), "NotImplemented"),
+    (lambda x: ember.histogram(x, 2).hist, "NotImplemented"),
+    (lambda x: ember.diff(x, n=0), "CopyBackwards"), (lambda x: ember.diff(x), "SubBackward0"),
+])
+def test_grad_fn_names_of_composite_reductions(call, name):
+    # the node PyTorch's composite implementation ends in
+    x = ember.tensor([[1., 5., 2.], [4., 0.5, 3.]], requires_grad=True)
     assert call(x).grad_fn.name() == name
 
 

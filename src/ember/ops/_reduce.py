@@ -14,11 +14,16 @@ from ember.ops._dims import wrap_dim
 from ember.ops._promotion import Policy
 from ember.ops._registry import op
 
-__all__ = ["SUM", "expand_reduced", "reduced_numel", "is_all", "int_dim", "wide", "cast_input",
-           "rejecting", "require_nonempty", "constant", "any_zero", "grad_enabled", "spread",
-           "route_to_indices", "flip", "shift_in_one"]
+__all__ = ["SUM", "expand_reduced", "reduced_numel", "is_all", "int_dim", "wide", "cpu_wide",
+           "cast_input", "rejecting", "require_nonempty", "constant", "any_zero", "grad_enabled",
+           "spread", "route_to_indices", "flip", "shift_in_one"]
 
 _WIDEN = {D.float16.np: np.dtype(np.float32), D.bfloat16.np: np.dtype(np.float32)}
+# PyTorch's CPU scans (cumsum, cumprod, logcumsumexp) and moments (var, std) keep their running
+# values in double for float32: a million float32 steps of a scan would drift by 1%, and the
+# std of float32 values whose variance overflows float32 is still finite
+_CPU_WIDEN = {**_WIDEN, np.dtype(np.float32): np.dtype(np.float64),
+              np.dtype(np.complex64): np.dtype(np.complex128)}
 
 
 def _sum_rule(d, name, operands):
@@ -60,6 +65,13 @@ def int_dim(name, dim, ndim):
 def wide(x):
     """``x`` in the dtype to accumulate in: 16-bit floats in float32, as PyTorch's kernels do."""
     to = _WIDEN.get(x.dtype)
+    return x if to is None else x.astype(to)
+
+
+def cpu_wide(xp, x):
+    """``x`` in the dtype PyTorch's scans and moments accumulate in: on the CPU float32 (and
+    complex64) in double too; on a GPU, as PyTorch's CUDA kernels, only as ``wide``."""
+    to = (_CPU_WIDEN if xp is np else _WIDEN).get(x.dtype)
     return x if to is None else x.astype(to)
 
 

@@ -8,7 +8,8 @@ import numpy as np
 from ember import _dtype as D
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import BINARY
-from ember.ops._reduce import constant, wide
+from ember.backend import xp_of
+from ember.ops._reduce import constant, cpu_wide, wide
 from ember.ops._registry import op
 from ember.ops.join import pad_along
 from ember.ops.scan import reverse_cumsum
@@ -66,7 +67,10 @@ def diff(xp, x, prepend, append, n, dim):
     return y
 
 
-diff.name_nodes("SubBackward0")      # PyTorch differences by subtracting slices
+@diff.named_by
+def _(flat, params, out):
+    # PyTorch differences by subtracting slices; with n=0 it copies the input
+    return "CopyBackwards" if params[0] == 0 else "SubBackward0"
 
 
 @diff.derivative
@@ -106,7 +110,7 @@ def _sum(a, d):
 def _cumsum(a, d):
     if a.dtype.kind in "iub":
         return a.cumsum(axis=d, dtype=np.int64)
-    return wide(a).cumsum(axis=d).astype(a.dtype, copy=False)
+    return cpu_wide(xp_of(a), a).cumsum(axis=d).astype(a.dtype, copy=False)
 
 
 def _x_shape(x_shape, y_shape, d, name):

@@ -26,6 +26,8 @@ def _searchable(d, name, operands):
 
 
 SEARCH = Policy("searchsorted", _searchable)    # both operands in their promoted dtype
+# the node PyTorch records for ops whose derivative it does not implement
+_NOT_IMPLEMENTED = "NotImplemented"
 
 
 def bisect(xp, seq, values, right, sorter=None):
@@ -319,7 +321,7 @@ def _binned(xp, points, weight, edges, density, shape):
 # only positional tensor parameters defaulting to None as optional inputs
 @op("histogram(input, bins=100, weight=None, *, range=None, density=False)",
     inputs=("input", "bins", "weight"), scalars=True, out=True,
-    namedtuple=return_types.histogram)
+    namedtuple=return_types.histogram, grad_fn_name=_NOT_IMPLEMENTED)
 def histogram(xp, x, bins, weight, range, density):
     """The named tuple (hist, bin_edges): ``bins`` equal bins over ``range`` (the data's range
     by default), or the bins between the edges of a 1-D tensor ``bins``; optionally weighted,
@@ -384,7 +386,8 @@ def _histogramdd_result(hist, *edges):
 
 
 @op("histogramdd(input, bins, range=None, weight=None, density=False)",
-    inputs=("input", "weight"), method=False, namedtuple=_histogramdd_result)
+    inputs=("input", "weight"), method=False, namedtuple=_histogramdd_result,
+    grad_fn_name=_NOT_IMPLEMENTED)
 def histogramdd(xp, x, weight, bins, range, density):
     """The named tuple (hist, bin_edges) of the points in the innermost dim of ``input``
     (dimension D): ``bins`` (an int, or one per dim) equal bins over ``range`` (the data's
@@ -419,7 +422,7 @@ histogramdd.derivative(_no_derivative(_histogramdd_kernel, RuntimeError,
 
 # --- bincount ---------------------------------------------------------------------------------
 
-@op("bincount(input, weights=None, minlength=0)", inputs=2)
+@op("bincount(input, weights=None, minlength=0)", inputs=2, grad_fn_name=_NOT_IMPLEMENTED)
 def bincount(xp, x, weights, minlength):
     """How often each value 0, 1, ... occurs in a 1-D non-negative integer tensor (at least
     ``minlength`` counts); with ``weights``, the sum of the weights of its occurrences."""

@@ -8,7 +8,7 @@ from ember.backend import accumulate
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import binary, conj_grad
 from ember.ops._promotion import Policy
-from ember.ops._reduce import cast_input, flip
+from ember.ops._reduce import cast_input, cpu_wide, flip
 from ember.ops._registry import op
 from ember.ops.binary_math import where
 from ember.ops.unary_math import exp2, log1p
@@ -76,7 +76,7 @@ def logcumsumexp(xp, x, dim):
     if x.ndim == 0:
         return x.copy()
     if x.dtype.kind != "c":
-        return accumulate(xp, "logaddexp", x, d)
+        return accumulate(xp, "logaddexp", cpu_wide(xp, x), d).astype(x.dtype, copy=False)
     out = xp.empty_like(x)
     src, dst = xp.moveaxis(x, d, 0), xp.moveaxis(out, d, 0)
     # from log(0) = -inf + 0j, as PyTorch: a first element of real part -inf gives -inf + 0j

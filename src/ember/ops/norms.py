@@ -156,9 +156,22 @@ def matrix_norm(xp, a, ord, dim, keepdim, dtype):
     return matrix_norm_forward(xp, a, ord, dim, keepdim, dtype)
 
 
+def matrix_norm_node(ord, keepdim):
+    """The node PyTorch's matrix norm ends in: a vector norm ('fro'); the singular values'
+    sum ('nuc') or amax/amin (2, -2), permuted back under keepdim; or amax/amin of the column
+    or row sums (1, -1, inf, -inf)."""
+    if ord == "fro":
+        return "LinalgVectorNormBackward0"
+    if ord in _SPECTRAL and keepdim:
+        return "PermuteBackward0"
+    if ord == "nuc":
+        return "SumBackward1"
+    return "AmaxBackward0" if ord > 0 else "AminBackward0"
+
+
 @matrix_norm.named_by
-def _(flat, params, out):                    # PyTorch takes the Frobenius norm as a vector norm
-    return "LinalgVectorNormBackward0" if params[0] == "fro" else "LinalgMatrixNormBackward0"
+def _(flat, params, out):
+    return matrix_norm_node(params[0], params[2])
 
 
 @matrix_norm.derivative
@@ -195,6 +208,12 @@ def norm(xp, a, ord, dim, keepdim, dtype):
     if a.dtype.kind not in "fcV":
         check_float("linalg.vector_norm", a)
     return _vector_norm.forward(xp, a, ord, dim, keepdim, dtype)
+
+
+@norm.named_by
+def _(flat, params, out):
+    kind, ord, _ = _norm_kind(flat[0], params[0], params[1])
+    return "LinalgVectorNormBackward0" if kind == "vector" else matrix_norm_node(ord, params[2])
 
 
 @norm.derivative

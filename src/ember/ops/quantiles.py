@@ -162,6 +162,14 @@ def quantile(xp, x, q, dim, keepdim, interpolation):
     return _quantile(xp, x, q, dim, keepdim, interpolation, False)
 
 
+def _squeezed(flat, params, out):
+    """PyTorch's quantile ends by squeezing the sorted dim: its node is SqueezeBackward4."""
+    return "SqueezeBackward4"
+
+
+quantile.named_by(_squeezed)
+
+
 @quantile.derivative
 def _(grad, x, q, dim, keepdim, interpolation):
     return _quantile_grad(grad, x, q, dim, keepdim, interpolation, False)
@@ -171,6 +179,9 @@ def _(grad, x, q, dim, keepdim, interpolation):
 def nanquantile(xp, x, q, dim, keepdim, interpolation):
     """``quantile`` ignoring NaN: the quantiles of the other elements (NaN if all are NaN)."""
     return _quantile(xp, x, q, dim, keepdim, interpolation, True)
+
+
+nanquantile.named_by(_squeezed)
 
 
 @nanquantile.derivative

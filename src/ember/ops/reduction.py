@@ -142,6 +142,10 @@ def nanmean(xp, x, dim, keepdim, dtype):
     return xp.true_divide(total, count).astype(x.dtype, copy=False)
 
 
+# PyTorch computes nanmean as nansum(x) / count: its node is the division's
+nanmean.named_by(lambda flat, params, out: "DivBackward0")
+
+
 @nanmean.derivative
 def _(grad, x, dim, keepdim, dtype):
     dims = reduction_dims(dim, x.ndim)
@@ -166,6 +170,9 @@ def prod(xp, x, dim, keepdim, dtype):
     dims = _prod_dims(dim, x.ndim, keepdim)
     x = cast_input(x, dtype, "prod")
     return xp.prod(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
+
+
+prod.named_by(_over_dims("ProdBackward"))
 
 
 @prod.derivative
@@ -323,6 +330,9 @@ def _norm_dtype(x, dtype):
     if x.dtype.kind == "c" and not dtype.is_complex:
         raise RuntimeError(f"linalg.vector_norm: dtype should be complex for complex inputs, but "
                            f"got {dtype._torch_name}")
+    if x.dtype.kind != "c" and dtype.is_complex:
+        raise RuntimeError(f"linalg.vector_norm: dtype should be real for real inputs, but got "
+                           f"{dtype._torch_name}")
     have = D.FROM_NUMPY[x.dtype]
     if D.promote_types(have, dtype) is not dtype:
         raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({have._torch_name}) "
@@ -373,6 +383,13 @@ def _require_identity(order, shape, dims, full):
             raise RuntimeError(f"linalg.vector_norm cannot compute the {order:g} norm on the "
                                f"dimension {d}because this dimension is empty and the operation "
                                f"does not have an identity")
+
+
+@norm.named_by
+def _(flat, params, out):                   # 'nuc' is linalg.matrix_norm's (see ops/norms.py)
+    if params[0] == "nuc":
+        return "PermuteBackward0" if params[2] else "SumBackward1"
+    return "LinalgVectorNormBackward0"
 
 
 @norm.derivative

@@ -7,8 +7,8 @@ from ember.backend import accumulate
 from ember.ops import return_types
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
-from ember.ops._reduce import (SUM, _index_grad, any_zero, cast_input, constant, flip,
-                               grad_enabled, rejecting, wide)
+from ember.ops._reduce import (SUM, _index_grad, any_zero, cast_input, constant, cpu_wide,
+                               flip, grad_enabled, rejecting)
 from ember.ops._registry import op
 from ember.ops.indexing import CTYPE
 
@@ -20,7 +20,7 @@ def _accumulate(xp, name, x, dim, dtype):
     x = cast_input(x, dtype, name)
     if x.ndim == 0:
         return x.copy()
-    return getattr(xp, name)(wide(x), axis=d).astype(x.dtype, copy=False)
+    return getattr(xp, name)(cpu_wide(xp, x), axis=d).astype(x.dtype, copy=False)
 
 
 def _accumulate_into(name):

@@ -8,7 +8,8 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops import return_types
 from ember.ops._dims import reduction_dims
-from ember.ops._reduce import (constant, expand_reduced, int_dim, reduced_numel, rejecting,
+from ember.ops._reduce import (constant, cpu_wide, expand_reduced, int_dim, reduced_numel,
+                               rejecting,
                                require_nonempty, route_to_indices, spread,
                                with_optional_dim)
 from ember.ops._registry import op
@@ -34,32 +35,52 @@ MEDIAN_DIM = rejecting("median_dim", (D.BOOL, D.COMPLEX), NotImplementedError,
 
 # --- std, var ---------------------------------------------------------------------------------
 
-def _dims_and_correction(dim, unbiased, correction, ndim):
+def _dims_and_correction(dim, unbiased, correction, ndim, name="std"):
     """Resolve PyTorch's overloads: ``std(x, True)`` means unbiased, not dim 1."""
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     if unbiased is not None and correction is not None:
-        raise TypeError("std(): pass either 'unbiased' or 'correction', not both")
+        raise TypeError(f"{name}(): pass either 'unbiased' or 'correction', not both")
     if correction is None:
         correction = 0 if unbiased is False else 1
     return reduction_dims(dim, ndim), correction
 
 
 def _moments(xp, x, dim, unbiased, keepdim, correction, name):
-    """(variance, mean) over the reduced dims; the variance is real for complex input."""
-    dims, correction = _dims_and_correction(dim, unbiased, correction, x.ndim)
+    """(variance, mean) over the reduced dims, possibly in a wider dtype (round them with
+    ``_narrowed``); the variance is real for complex input."""
+    dims, correction = _dims_and_correction(dim, unbiased, correction, x.ndim, name)
     n = reduced_numel(x.shape, dims)
     # PyTorch counts the reduction factor as 0 when the output is empty, and warns then too
     if (n if x.size else 0) - correction <= 0:
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
                       f"than the reduction factor (input numel divided by output numel).",
                       UserWarning, stacklevel=5)
+    var, mean = _two_pass(xp, x, dims, n, n - correction, keepdim)
+    # PyTorch's CPU kernels accumulate float32 in double, where a variance beyond float32's
+    # range (whose std may be within it) stays finite: only such results are redone, for speed
+    if not bool(xp.isfinite(var).all()):
+        w = cpu_wide(xp, x)
+        if w is not x:
+            var, mean = _two_pass(xp, w, dims, n, n - correction, keepdim)
+    return var, mean
+
+
+def _two_pass(xp, x, dims, n, dof, keepdim):
+    """(the sum of squared deviations over ``dims`` / ``dof``, the mean) in ``x``'s dtype."""
     mean = xp.true_divide(xp.sum(x, axis=dims, keepdims=True), n).astype(x.dtype, copy=False)
     dev = x - mean
     squares = dev.real * dev.real + dev.imag * dev.imag if x.dtype.kind == "c" else dev * dev
     var = xp.true_divide(xp.sum(squares, axis=dims, keepdims=keepdim),
-                         max(n - correction, 0)).astype(squares.dtype, copy=False)
+                         max(dof, 0)).astype(squares.dtype, copy=False)
     return var, mean if keepdim else xp.squeeze(mean, axis=dims)
+
+
+def _narrowed(a, x):
+    """A moment of ``x`` computed by ``_moments``, rounded to ``x``'s dtype (its real one for a
+    variance)."""
+    to = x.real.dtype if x.dtype.kind == "c" and a.dtype.kind != "c" else x.dtype
+    return a.astype(to, copy=False)
 
 
 def _var_grad(grad, x, dim, unbiased, keepdim, correction):
@@ -89,7 +110,7 @@ _SIGNATURE = "(input, dim=None, unbiased=None, keepdim=False, *, correction=None
 def var(xp, x, dim, unbiased, keepdim, correction):
     """The variance over ``dim`` with Bessel's ``correction`` (default 1; ``unbiased=False``
     means 0)."""
-    return _moments(xp, x, dim, unbiased, keepdim, correction, "var")[0]
+    return _narrowed(_moments(xp, x, dim, unbiased, keepdim, correction, "var")[0], x)
 
 
 @var.derivative
@@ -100,7 +121,7 @@ def _(grad, x, dim, unbiased, keepdim, correction):
 @op("std" + _SIGNATURE, promote=MOMENTS)
 def std(xp, x, dim, unbiased, keepdim, correction):
     """The standard deviation over ``dim`` (see ``var`` for ``correction``)."""
-    return xp.sqrt(_moments(xp, x, dim, unbiased, keepdim, correction, "std")[0])
+    return _narrowed(xp.sqrt(_moments(xp, x, dim, unbiased, keepdim, correction, "std")[0]), x)
 
 
 @std.derivative
@@ -111,7 +132,8 @@ def _(grad, x, dim, unbiased, keepdim, correction, *, out):
 @op("var_mean" + _SIGNATURE, promote=_moments_policy("var_mean"), method=False)
 def var_mean(xp, x, dim, unbiased, keepdim, correction):
     """The tuple (variance, mean) over ``dim``."""
-    return _moments(xp, x, dim, unbiased, keepdim, correction, "var_mean")
+    var_, mean = _moments(xp, x, dim, unbiased, keepdim, correction, "var_mean")
+    return _narrowed(var_, x), _narrowed(mean, x)
 
 
 @var_mean.derivative
@@ -124,7 +146,7 @@ def _(grads, x, dim, unbiased, keepdim, correction):
 def std_mean(xp, x, dim, unbiased, keepdim, correction):
     """The tuple (standard deviation, mean) over ``dim``."""
     var_, mean = _moments(xp, x, dim, unbiased, keepdim, correction, "std_mean")
-    return xp.sqrt(var_), mean
+    return _narrowed(xp.sqrt(var_), x), _narrowed(mean, x)
 
 
 @std_mean.derivative(outputs=(0,))

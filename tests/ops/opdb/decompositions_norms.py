@@ -121,6 +121,9 @@ def _matrix_errors():
                                              f"specified dtype (Float)"))
     yield ErrorInput(SampleInput(one(2, 2), kwargs={"dtype": ember.int64}), RuntimeError,
                      f"{name}: dtype should be floating point or complex, but got Long")
+    yield ErrorInput(SampleInput(one(2, 2), (1,), kwargs={"dtype": ember.complex128}),
+                     RuntimeError, f"{name}: dtype should be real for real inputs, but got "
+                                   f"ComplexDouble")
     yield ErrorInput(SampleInput(one(0, 3), (-2,)), IndexError,
                      "amin\\(\\): Expected reduction dim -1 to have non-zero size.")
     yield ErrorInput(SampleInput(one(2, 0, 0), (-INF,)), IndexError,

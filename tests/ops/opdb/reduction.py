@@ -385,6 +385,8 @@ def _norm_errors():
     yield ErrorInput(SampleInput(ember.ones(2, dtype=ember.complex64),
                                  kwargs={"dtype": ember.float64}), RuntimeError,
                      "dtype should be complex for complex inputs, but got Double")
+    yield ErrorInput(SampleInput(ember.ones(2), kwargs={"dtype": ember.complex64}), RuntimeError,
+                     "dtype should be real for real inputs, but got ComplexFloat")
     yield ErrorInput(SampleInput(ember.ones(2, 3), ("abc",)), RuntimeError,
                      "linalg.matrix_norm: Order abc not supported.")
     inf = float("inf")
