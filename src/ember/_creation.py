@@ -77,7 +77,8 @@ def as_tensor(data, dtype=None, device=None):
         if dtype is None and device is None:
             return data
         return data.to(device=device, dtype=dtype)
-    if isinstance(data, np.ndarray) and (device is None or as_device(device).type == "cpu"):
+    if isinstance(data, np.ndarray) and (device is None or as_device(device).type == "cpu") \
+            and (type(data) is np.ndarray or not hasattr(data, "__cuda_array_interface__")):
         if dtype is None or dtype.np == data.dtype:
             return from_numpy(data)     # (its checks: dtype, negative strides, read-only)
         _check_np_dtype(data)
