@@ -112,10 +112,14 @@ def test_gru_unbatched_with_hidden():
 @pytest.mark.parametrize("name,kw", [("LSTM", {"proj_size": 1, "bidirectional": True}),
                                      ("GRU", {"num_layers": 2}), ("RNN", {})])
 def test_gradcheck_module(name, kw):
-    ember.manual_seed(3)
-    m = getattr(nn, name)(2, 2, dtype=ember.float64, **kw)
+    _gradcheck_layer(name, kw, ember.float64, batch=2, seed=3)
+
+
+def _gradcheck_layer(name, kw, dtype, batch, seed):
+    ember.manual_seed(seed)
+    m = getattr(nn, name)(2, 2, dtype=dtype, **kw)
     params = list(m.parameters())
-    x = ember.randn(3, 2, 2, dtype=ember.float64, requires_grad=True)
+    x = ember.randn(3, batch, 2, dtype=dtype, requires_grad=True)
     # parameters enter through a functional call so gradcheck can perturb them
     assert ember.autograd.gradcheck(lambda x, *ps: _functional(m, x, ps),
                                     [x] + [p.detach().clone().requires_grad_() for p in params])
@@ -364,12 +368,7 @@ def test_cell_errors():
 @pytest.mark.parametrize("name,kw", [("LSTM", {"proj_size": 1}), ("GRU", {}), ("RNN", {})])
 def test_gradcheck_complex_module(name, kw):
     # PyTorch's convention for complex: the fused backward must conjugate the local slopes
-    ember.manual_seed(5)
-    m = getattr(nn, name)(2, 2, dtype=ember.complex128, **kw)
-    params = list(m.parameters())
-    x = ember.randn(3, 1, 2, dtype=ember.complex128, requires_grad=True)
-    assert ember.autograd.gradcheck(lambda x, *ps: _functional(m, x, ps),
-                                    [x] + [p.detach().clone().requires_grad_() for p in params])
+    _gradcheck_layer(name, kw, ember.complex128, batch=1, seed=5)
 
 
 # --- PyTorch's public checks, for subclasses with their own forward ---------------------------
