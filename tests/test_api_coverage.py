@@ -191,3 +191,13 @@ def test_generator_clone_state_and_offsets():
         g.get_offset()
     with pytest.raises(RuntimeError, match="CPU Generator does not use offset"):
         g.set_offset(2)
+
+
+def test_split_and_tensor_split_take_pytorchs_keyword_names():
+    t = ember.arange(6.0).view(2, 3)
+    assert [p.shape for p in t.split(split_size=1)] == [(1, 3), (1, 3)]
+    assert [p.shape for p in ember.tensor_split(t, sections=3, dim=1)] == [(2, 1)] * 3
+    assert [p.shape for p in ember.tensor_split(t, indices=[1], dim=1)] == [(2, 1), (2, 2)]
+    assert len(t.tensor_split(tensor_indices_or_sections=ember.tensor(2))) == 2
+    with pytest.raises(TypeError, match="unexpected keyword argument 'indices'"):
+        ember.tensor_split(t, sections=2, indices=[1])

@@ -21,7 +21,12 @@ _ALIASES = (("dim", "axis"), ("keepdim", "keepdims"))
 # documentation names the parameter ``x`` (each alias costs every call of the op a check)
 _OP_ALIASES = {"linalg.vector_norm": (("input", "x"),),
                # isin's overloads taking a number name it in the singular
-               "isin": (("elements", "element"), ("test_elements", "test_element"))}
+               "isin": (("elements", "element"), ("test_elements", "test_element")),
+               # Tensor.split names it split_size; tensor_split's overloads name theirs
+               "split": (("split_size_or_sections", "split_size"),),
+               "tensor_split": (("indices_or_sections", "sections"),
+                                ("indices_or_sections", "indices"),
+                                ("indices_or_sections", "tensor_indices_or_sections"))}
 
 
 def aliases_of(op, names):
