@@ -74,7 +74,8 @@ def _size(t):
 def refuse_grad(tensor, kernel, argument):
     """PyTorch's error when ``tensor``, an input ``kernel`` has no derivative for (a class
     weight), requires grad in a call that records the graph."""
-    from ember.autograd.grad_mode import is_grad_enabled
-    from ember.ops._registry import not_differentiable
-    if tensor is not None and tensor.requires_grad and is_grad_enabled():
-        raise not_differentiable(kernel, argument)
+    if tensor is not None and tensor.requires_grad:     # (imports only on this rare path)
+        from ember.autograd.grad_mode import is_grad_enabled
+        from ember.ops._registry import not_differentiable
+        if is_grad_enabled():
+            raise not_differentiable(kernel, argument)

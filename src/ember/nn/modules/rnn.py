@@ -189,9 +189,11 @@ class RNNBase(Module):
             if sorted_indices is not None:
                 h0 = h0.index_select(1, sorted_indices)
                 c0 = c0.index_select(1, sorted_indices) if c0 is not None else None
-            self._check_hidden_size(h0, expected, "hidden[0]" if is_lstm else "hidden")
+            self.check_hidden_size(h0, expected, "Expected hidden[0] size {}, got {}"
+                                   if is_lstm else "Expected hidden size {}, got {}")
             if is_lstm:
-                self._check_hidden_size(c0, expected[:2] + (self.hidden_size,), "hidden[1]")
+                self.check_hidden_size(c0, expected[:2] + (self.hidden_size,),
+                                       "Expected hidden[1] size {}, got {}")
         if not packed and sizes == ():
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         x = input if packed else input.reshape(len(sizes) * batch, input.shape[2])
@@ -284,11 +286,6 @@ class RNNBase(Module):
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {input.shape[-1]}")
-
-    @staticmethod
-    def _check_hidden_size(h, expected, what):
-        if tuple(h.shape) != expected:
-            raise RuntimeError(f"Expected {what} size {expected}, got {list(h.shape)}")
 
     # ----- PyTorch's public checks, for subclasses that write their own forward ----------
 
