@@ -236,3 +236,19 @@ def test_hooks_see_only_the_outputs_a_derivative_reads():
     assert dtypes == [ember.int64]      # the indices, not the values
     values.relu_().sum().backward()
     assert x.grad.sum().item() == (values > 0).sum().item()
+
+
+@pytest.mark.parametrize("make", [lambda x, c: x * c, lambda x, c: c * x, lambda x, c: x / c,
+                                  lambda x, c: ember.nn.functional.linear(c, x)],
+                         ids=["x*c", "c*x", "x/c", "linear"])
+def test_hooks_see_only_the_inputs_a_needed_gradient_reads(make):
+    x = ember.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    c = ember.tensor([[2.0, 4.0], [8.0, 16.0]])
+    packed = []
+    with saved_tensors_hooks(lambda t: packed.append(t) or t.detach().clone(), lambda t: t):
+        y = make(x, c)
+    assert len(packed) == 1 and packed[0] is c      # x's own value is not needed: not packed
+    with ember.no_grad():
+        x.mul_(10)                      # so changing x in place stays legal
+    y.sum().backward()
+    assert x.grad is not None and x.grad.abs().sum().item() > 0

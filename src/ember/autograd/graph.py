@@ -210,8 +210,10 @@ class OpNode(Node):
         from ember._tensor import Tensor
         from ember.autograd.saved_hooks import Packed
         saved, lengths = self._inputs
-        inputs = [x for x in saved if isinstance(x, Tensor)] if self._versions is not None \
-            else []
+        versions = self._versions       # None for inputs no needed gradient reads (not saved)
+        packed = [v is not None and isinstance(x, Tensor)
+                  for x, v in zip(saved, versions)] if versions is not None else ()
+        inputs = [x for x, p in zip(saved, packed) if p]
         outs = ()
         if self._out is not None:       # the outputs kept for backward (see _unpack_output)
             outs = [o for o, a in zip(outputs if type(outputs) is tuple else (outputs,),
@@ -220,7 +222,7 @@ class OpNode(Node):
             return
         self._released = Packed(hooks, inputs, outs)
         if inputs:
-            self._inputs = ([_PACKED if isinstance(x, Tensor) else x for x in saved], lengths)
+            self._inputs = ([_PACKED if p else x for x, p in zip(saved, packed)], lengths)
         if outs:
             self._out = (None,) + self._out[1:]
 
