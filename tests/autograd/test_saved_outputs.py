@@ -143,3 +143,15 @@ def test_saved_attributes_of_a_node_as_in_the_autograd_mechanics_note():
     y.sum().backward()
     with pytest.raises(RuntimeError, match="Trying to backward through the graph a second"):
         y.grad_fn._saved_result
+
+
+def test_saved_attributes_are_none_for_inputs_no_needed_gradient_reads():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    c = ember.tensor([3.0, 4.0])
+    y = x * c                           # x's gradient reads c; c's gradient is not needed
+    assert y.grad_fn._saved_other is c and y.grad_fn._saved_self is None
+    y = x * x
+    assert y.grad_fn._saved_self is x and y.grad_fn._saved_other is x
+    y = ember.mm(c.view(1, 2), x.view(2, 1))
+    assert y.grad_fn._saved_mat2 is None and y.grad_fn._saved_self.equal(c.view(1, 2))
+    assert (x * 2).grad_fn._saved_other == 2

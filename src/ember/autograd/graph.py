@@ -95,6 +95,12 @@ class Node:
             self._pre_hooks = _HookDict()
         return _add_hook(self._pre_hooks, fn)
 
+    def _unread(self, index):
+        """Whether input ``index`` was left unsaved: no needed gradient reads it."""
+        readers = self.op.input_readers
+        return (readers is not None and readers != ("others",)
+                and self._versions[index] is None and _is_tensor(self._inputs[0][index]))
+
     def _release(self):
         """Free what was saved for backward (after a backward without retain_graph)."""
 
@@ -191,6 +197,8 @@ class OpNode(Node):
             outs = self._unpack_output()
             return outs[int(key[6:] or 0)] if type(outs) is tuple else outs
         if key in names and self._versions is not None:
+            if self._unread(names.index(key)):
+                return None             # not saved, as in PyTorch (see Op.reads_inputs)
             value = op.structure_inputs(self._unpack_inputs())[names.index(key)]
             if not isinstance(value, InputMeta):
                 return value
@@ -644,6 +652,11 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
 
     return _MultiHandle([t.register_hook(hook_for(i)) for i, t in enumerate(tensors)
                          if t.requires_grad])
+
+
+def _is_tensor(x):
+    from ember._tensor import Tensor
+    return isinstance(x, Tensor)
 
 
 from ember.autograd.saved_hooks import (allow_mutation_on_saved_tensors,  # noqa: E402
