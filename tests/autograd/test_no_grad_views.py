@@ -76,3 +76,16 @@ def test_a_view_made_in_inference_mode_names_inference_mode():
     with pytest.raises(RuntimeError, match="^A view was created in inference mode and is being "
                                            "modified inplace in normal mode.*inference_mode block"):
         view.mul_(2)
+
+
+def test_a_no_grad_view_requires_grad_as_a_leaf_whose_gradient_is_dropped():
+    leaf = ember.ones(3, requires_grad=True)
+    with ember.no_grad():
+        view, piece = leaf.view(3), leaf[1:]
+        ints = leaf.detach().view(ember.int32)
+    assert view.requires_grad and view.is_leaf and view.grad_fn is None and view._base is leaf
+    assert piece.requires_grad and not ints.requires_grad
+    y = (view * 2).sum() + (piece * leaf[1:]).sum()
+    assert y.requires_grad and y.grad_fn.name() == "AddBackward0"
+    y.backward()                        # the views' shares are dropped, as in PyTorch
+    assert leaf.grad.tolist() == [0.0, 1.0, 1.0] and view.grad is None

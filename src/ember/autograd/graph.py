@@ -179,6 +179,9 @@ class OpNode(Node):
         # only for names not found otherwise: PyTorch's ``grad_fn._saved_<name>``
         if name.startswith("_saved_"):
             return self._saved_value(name[7:], name)
+        if name.startswith("_raw_saved_"):
+            from ember.autograd._raw_saved import raw_saved
+            return raw_saved(self, name[11:], name)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def _saved_value(self, key, name):
@@ -499,6 +502,8 @@ def grad_accumulator(t):
 def history(t):
     """The ``(node, output_nr)`` edge through which gradient reaches ``t``."""
     if t._view is not None:
+        if t._grad_fn is None and t._meta is not None and "no_grad_view" in t._meta:
+            return None, 0      # a view made without grad mode: PyTorch drops its gradient
         from ember.ops._inplace import refresh_view_history
         refresh_view_history(t)
     fn = t._grad_fn

@@ -33,6 +33,7 @@ from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
 from ember.ops._meta import MetaCall
+from ember.ops._overlap import INTERNAL_OVERLAP, check_no_partial_overlap
 
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
@@ -79,6 +80,7 @@ def call_inplace(op, inputs, params):
     dst = self._data
     if 0 in dst.strides:
         _check_overlap(op, dst, params)
+    check_no_partial_overlap(self, flat[1:])
     token = quiet_fp()
     try:
         _write(op, self, dst, xp, arrays, params, casts, compute)
@@ -117,11 +119,9 @@ def _write(op, self, dst, xp, arrays, params, casts, compute):
         xp.copyto(dst, res, casting="unsafe")
 
 
-_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
-            "single memory location. Please clone() the tensor before performing the "
-            "operation.")
 # ops that only warn when writing into an expanded tensor, and PyTorch's example of each
 _DEPRECATED_ON_EXPANDED = {"masked_fill": "tensor[mask] = scalar",
+                           "index_fill": "tensor[mask] = scalar",
                            "index_put": "tensor[indices] = tensor"}
 
 
@@ -134,19 +134,19 @@ def _check_overlap(op, dst, params):
         return                          # (an empty array's strides may be 0: nothing repeats)
     example = _DEPRECATED_ON_EXPANDED.get(op.name)
     if example is None or op.name == "index_put" and not params[0]:  # basic-index writes raise
-        raise RuntimeError(_OVERLAP)
+        raise RuntimeError(INTERNAL_OVERLAP)
     warnings.warn(f"Use of {op.name}_ on expanded tensors is deprecated. Please clone() the "
                   f"tensor before performing this operation. This also applies to advanced "
                   f"indexing e.g. {example}", UserWarning, stacklevel=4)
 
 
 def _check_leaf(t):
+    if t._view is not None:
+        check_no_grad_view(t)
     if t._grad_fn is None and t._requires_grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     if t._view is not None:
-        if not t._requires_grad:
-            check_no_grad_view(t)
         base = t._view[0]
         if base._grad_fn is None and base._requires_grad:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in "

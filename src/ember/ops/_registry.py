@@ -628,10 +628,11 @@ def _mark_view(op, src, params, outputs, no_grad=False):
 
     ``no_grad``: ``src`` requires grad but grad mode is off; such views may not be written to
     in place with grad mode on (see ``_inplace.check_no_grad_view``)."""
-    if no_grad:
+    if no_grad:     # such a view requires grad as a leaf whose gradients are dropped
         mode = "inference mode" if _GRAD.inference else "no_grad mode"
         for o in outputs if type(outputs) is tuple else (outputs,):
             o._meta = dict(o._meta or (), no_grad_view=mode)
+            o._requires_grad = o._data.dtype.kind in _DIFFERENTIABLE_KINDS
     vc = src._vc
     if vc is None:
         vc = src._shared_version()
