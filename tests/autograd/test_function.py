@@ -263,3 +263,31 @@ def test_once_differentiable_results_refuse_a_second_differentiation():
     with pytest.raises(RuntimeError, match="^trying to differentiate twice a function that was "
                                            "marked with @once_differentiable$"):
         g.sum().backward()
+
+
+class _Identity(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_an_input_returned_as_is_comes_back_as_a_view_of_it():
+    x = ember.ones(3, requires_grad=True)
+    y = _Identity.apply(x)
+    assert y is not x and y._base is x and y._is_view() and y.grad_fn.name() == "_IdentityBackward"
+    h = x * 1
+    z = _Identity.apply(h)
+    assert z._base is h
+    with pytest.raises(RuntimeError, match="^Output 0 of _Identity is a view and is being "
+                                           "modified inplace"):
+        z.mul_(2)
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+    plain = ember.zeros(2)
+    alias = _Identity.apply(plain)
+    plain.add_(1)                       # a view shares memory and version with its input
+    assert alias.tolist() == [1.0, 1.0] and alias._version == plain._version == 1

@@ -8,7 +8,7 @@ after saving is caught at backward time.
 import functools
 
 from ember import _inference
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.forward_ad import STATE as _FORWARD_AD
 from ember.autograd.graph import (_PACKED, Node, _modified_message, conform, history,
@@ -287,9 +287,8 @@ def _wrap_outputs(ctx, args, output, record):
     wrapped = []
     for out in outputs:
         if isinstance(out, Tensor) and id(out) in inputs and id(out) not in dirty:
-            alias = _make(out._data)           # an input returned as-is becomes a new tensor
-            alias._vc = out._shared_version()
-            out = alias
+            from ember.ops.indexing import alias_of
+            out = alias_of(out)                # an input returned as-is becomes a view of it
         wrapped.append(out)
     ctx.n_outputs = len(wrapped)
     ctx._out_meta = tuple((o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None

@@ -18,7 +18,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
-from ember.ops._registry import call, op
+from ember.ops._registry import _mark_view, call, op
 from ember.ops._scalars import checked_scalar as checked_number
 
 # --- basic indexing: one view op per PyTorch grad_fn name -------------------------------------
@@ -74,6 +74,14 @@ _getitem_select = _view_op("select")
 _getitem_slice = _view_op("slice")
 _getitem_unsqueeze = _view_op("unsqueeze")
 _getitem_alias = _view_op("alias")
+
+
+def alias_of(t):
+    """A view of all of ``t``, made without recording a node (what an input returned as-is
+    by a custom Function becomes)."""
+    alias = _make(_basic_forward(None, t._data, ()))
+    _mark_view(_getitem_alias, t, ((),), alias)
+    return alias
 
 
 def basic_view(t, key):
