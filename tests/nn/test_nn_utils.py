@@ -77,6 +77,18 @@ def test_get_total_norm_and_clip_grads_with_norm():
     assert float(ps[0].grad) == pytest.approx(0.6, rel=1e-5)
 
 
+def test_clip_grad_norm_scales_bfloat16_grads_by_the_full_precision_coefficient():
+    low = nn.Parameter(ember.zeros(2, dtype=ember.bfloat16))
+    low.grad = ember.tensor([3.0, -4.0], dtype=ember.bfloat16)
+    wide = nn.Parameter(ember.zeros(2, dtype=ember.float64))
+    wide.grad = ember.tensor([3.0, -4.0], dtype=ember.float64)
+    total = utils.clip_grad_norm_([low, wide], 1.0)         # coefficient 1 / sqrt(50), float64
+    assert total.dtype is ember.float64
+    # 3 / sqrt(50) = 0.42426 rounds to bfloat16 0.423828125 (not 3 * bf16(coef) = 0.42578125)
+    assert low.grad.dtype is ember.bfloat16
+    assert low.grad.tolist() == [0.423828125, -0.56640625]
+
+
 def test_clip_grad_value():
     ps = params_with_grads([-3.0, 0.5, 2.0])
     utils.clip_grad_value_(ps, 1.0)
@@ -148,6 +160,18 @@ def test_functional_call_strict_and_tied_weights():
                                          r"\['a.weight', 'b.weight'\], which are tied"):
         functional_call(t, {"a.weight": ember.zeros(2, 2), "b.weight": ember.ones(2, 2)},
                         (ember.ones(1, 2),))
+
+
+def test_functional_call_rejects_non_tensor_values_before_running_forward():
+    m = Affine(2, 1)
+    w = m.weight
+    for bad in (3.0, [1.0]):
+        with pytest.raises(TypeError, match=r"is not an instance of torch.Tensor"):
+            functional_call(m, {"bias": bad}, (ember.ones(1, 2),))
+    assert m.weight is w and isinstance(m.bias, nn.Parameter)
+    lin = nn.Linear(2, 2)
+    out = functional_call(lin, {"bias": None, "weight": ember.eye(2)}, (ember.ones(1, 2),))
+    assert out.tolist() == [[1.0, 1.0]]                 # None removes the bias for the call
 
 
 def test_functional_call_value_under_a_parametrized_name_replaces_the_parametrization():
@@ -369,6 +393,17 @@ def test_fuse_conv_bn_eval_with_real_layers():
     x = ember.randn(2, 2, 6, 6)
     np.testing.assert_allclose(fused(x).detach().numpy(), bn(conv(x)).detach().numpy(),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_fuse_without_running_stats_says_why():
+    stateless_bn = nn.BatchNorm2d(3, track_running_stats=False).eval()
+    with pytest.raises(AssertionError,
+                       match="bn.running_mean and bn.running_var must not be None"):
+        utils.fuse_conv_bn_eval(nn.Conv2d(2, 3, 1).eval(), stateless_bn)
+    stateless_bn1 = nn.BatchNorm1d(3, track_running_stats=False).eval()
+    with pytest.raises(AssertionError,
+                       match="bn.running_mean and bn.running_var must not be None"):
+        utils.fuse_linear_bn_eval(nn.Linear(2, 3).eval(), stateless_bn1)
 
 
 def test_hook_based_spectral_norm():

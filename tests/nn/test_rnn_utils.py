@@ -174,3 +174,25 @@ def test_pack_padded_sequence_lengths_must_be_1d():
             R.pack_padded_sequence(padded, lengths)
     assert R.pack_padded_sequence(padded, ember.tensor([3.0, 2.0, 1.0])).batch_sizes.tolist() \
         == [3, 2, 1]
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_pack_padded_sequence_1d_input_raises_dimension_error(batch_first):
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range "
+                                         r"of \[-1, 0\], but got 1\)"):
+        R.pack_padded_sequence(ember.arange(3.), [3], batch_first=batch_first)
+
+
+def test_pack_padded_sequence_batch_first_unsorted_layout():
+    x = ember.arange(12.).reshape(3, 4, 1)          # (B, T, 1): value = 4 b + t
+    p = R.pack_padded_sequence(x, [2, 4, 1], batch_first=True, enforce_sorted=False)
+    assert _a(p.data).ravel().tolist() == [4, 0, 8, 5, 1, 6, 7]
+    assert p.batch_sizes.tolist() == [3, 2, 1, 1]
+    assert p.sorted_indices.tolist() == [1, 0, 2]
+
+
+def test_packed_sequence_to_rejects_copy_true():
+    p = R.pack_sequence([ember.ones(2), ember.ones(1)])
+    with pytest.raises(RuntimeError, match=r"^\.to\(\) does not accept copy argument$"):
+        p.to("cpu", copy=True)
+    assert p.to(dtype=ember.float32, copy=False).data.tolist() == [1.0, 1.0, 1.0]

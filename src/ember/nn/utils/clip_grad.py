@@ -66,8 +66,8 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
             for g in grads:                 # all scaled in one launch on a GPU
                 g._bump_version()
             return
-    for g in grads:
-        g.mul_(coef.to(g.device, g.dtype if g.is_floating_point() else coef.dtype))
+    for g in grads:                         # the 0-dim coefficient keeps its precision
+        g.mul_(coef.to(g.device))
 
 
 @no_grad()

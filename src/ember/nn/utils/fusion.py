@@ -12,7 +12,8 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
     """A copy of ``conv`` whose output equals ``bn(conv(x))`` in eval mode."""
     assert not (conv.training or bn.training), "Fusion only for eval!"
     fused = copy.deepcopy(conv)
-    assert bn.running_mean is not None and bn.running_var is not None
+    assert bn.running_mean is not None and bn.running_var is not None, \
+        "bn.running_mean and bn.running_var must not be None"
     fused.weight, fused.bias = fuse_conv_bn_weights(
         fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias,
         transpose)
@@ -42,7 +43,8 @@ def fuse_linear_bn_eval(linear, bn):
         raise AssertionError(
             "To fuse, linear.out_features == bn.num_features or bn.num_features == 1, got "
             f"linear.out_features={linear.out_features} and bn.num_features={bn.num_features}")
-    assert bn.running_mean is not None and bn.running_var is not None
+    assert bn.running_mean is not None and bn.running_var is not None, \
+        "bn.running_mean and bn.running_var must not be None"
     fused.weight, fused.bias = fuse_linear_bn_weights(
         fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)
     return fused

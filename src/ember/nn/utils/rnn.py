@@ -36,6 +36,8 @@ class PackedSequence(PackedSequence_):
 
     def to(self, *args, **kwargs):
         """The sequence with ``data`` converted by ``Tensor.to`` (indices follow its device)."""
+        if kwargs.pop("copy", False):
+            raise RuntimeError(".to() does not accept copy argument")
         data = self.data.to(*args, **kwargs)
         if data is self.data:
             return self
@@ -126,8 +128,9 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     """Pack a padded batch ``(T, B, *)`` (``(B, T, *)`` if batch_first) of sequences whose
     lengths are ``lengths``; unless ``enforce_sorted``, they need not be sorted."""
     lengths = _lengths_list(lengths)
-    batch_dim = 0 if batch_first else 1
-    batch = input.shape[batch_dim]
+    if batch_first:
+        input = input.transpose(0, 1)
+    batch = input.size(1)           # PyTorch's IndexError for inputs of fewer than 2 dims
     if len(lengths) != batch:
         raise RuntimeError(f"Expected `len(lengths)` to be equal to batch_size, but got "
                            f"{len(lengths)} (batch_size={batch})")
@@ -136,7 +139,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
         order = sorted(range(batch), key=lambda j: -lengths[j])
         lengths = [lengths[j] for j in order]
         sorted_indices = ember.tensor(order, dtype=ember.int64, device=input.device)
-        input = input.index_select(batch_dim, sorted_indices)
+        input = input.index_select(1, sorted_indices)
     elif any(a < b for a, b in zip(lengths, lengths[1:])):
         raise RuntimeError("`lengths` array must be sorted in decreasing order when "
                            "`enforce_sorted` is True. You can pass `enforce_sorted=False` to "
@@ -145,12 +148,10 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     if lengths and lengths[-1] <= 0:
         raise RuntimeError("Length of all samples has to be greater than 0, but found an "
                            "element in 'lengths' that is <= 0")
-    steps = input.shape[1 - batch_dim]
+    steps = input.shape[0]
     if lengths and lengths[0] > steps:
         raise RuntimeError(f"Expected all lengths to be at most the padded length {steps}, "
                            f"but got {lengths[0]}")
-    if batch_first:
-        input = input.transpose(0, 1)
     counts = np.asarray(lengths, dtype=np.int64)
     batch_sizes = [int((counts > t).sum()) for t in range(lengths[0] if lengths else 0)]
     index = np.concatenate([t * batch + np.arange(bs) for t, bs in enumerate(batch_sizes)]) \

@@ -42,8 +42,6 @@ def _swap(module, dotted, value):
     if value is _MISSING:
         owner.__dict__.pop(name, None)
     else:
-        if not isinstance(value, Tensor):
-            raise TypeError(f"{value} is not an instance of torch.Tensor")
         owner.__dict__[name] = value
     return old
 
@@ -66,6 +64,9 @@ def _swap_parametrized(owner, name, value):
 @contextlib.contextmanager
 def _reparametrize_module(module, parameters_and_buffers, tie_weights=False, strict=False):
     values = dict(parameters_and_buffers)
+    for value in values.values():
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"{value} is not an instance of torch.Tensor")
     if tie_weights:
         tied = _tied_names(module)
         for name in list(values):
