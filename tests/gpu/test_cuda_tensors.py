@@ -1,6 +1,8 @@
 """CUDA tensors: moving between host and GPU, creation and sampling on the GPU, and the
 errors PyTorch raises for tensors on different devices."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -222,6 +224,27 @@ def test_save_and_load_move_through_map_location(tmp_path):
     ember.save({"t": t}, tmp_path / "t.pt")
     assert ember.load(tmp_path / "t.pt")["t"].is_cuda
     assert ember.load(tmp_path / "t.pt", map_location="cpu")["t"].tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("where", ["cuda", {"cpu": "cuda:0"}, lambda s, loc: s.cuda()])
+def test_views_loaded_onto_the_gpu_stay_views_of_one_storage(where):
+    base = ember.arange(24.).reshape(4, 6)
+    rg = ember.arange(3.).requires_grad_()
+    buf = io.BytesIO()
+    ember.save({"base": base, "row": base[2], "cols": base[1:, 1::2], "t": base.t(),
+                "rg": rg, "rg_tail": rg[1:]}, buf)
+    buf.seek(0)
+    got = ember.load(buf, map_location=where)
+    assert all(t.is_cuda for t in got.values())
+    assert [got[k].storage_offset() for k in ("base", "row", "cols", "t")] == [0, 12, 7, 0]
+    assert got["cols"].stride() == (6, 2) and got["t"].stride() == (1, 6)
+    ptr = got["base"].untyped_storage().data_ptr()
+    assert all(got[k].untyped_storage().data_ptr() == ptr for k in ("row", "cols", "t"))
+    got["base"][2, 1] = -1.0                        # one storage, as in PyTorch
+    assert got["row"][1].item() == -1.0 and got["t"][1, 2].item() == -1.0
+    assert got["rg"].is_leaf and got["rg_tail"].requires_grad
+    (got["rg"] ** 2).sum().backward()
+    assert got["rg"].grad.cpu().tolist() == [0.0, 2.0, 4.0]
 
 
 def test_cupy_arrays_become_tensors_without_a_copy():

@@ -303,3 +303,14 @@ def test_instance_norm_running_stats_of_another_dtype():
     assert y.dtype == ember.float64 and m.running_mean.dtype == ember.float32
     assert m.running_mean.tolist() == pytest.approx([0.75, 1.15, 1.55])
     assert m.running_var.tolist() == pytest.approx([1.0667] * 3, abs=1e-4)
+
+
+def test_batch_norm_repr_needs_only_pytorchs_attributes():
+    # a whole BatchNorm pickled by PyTorch (torch.save(model)) has no ember-only attributes
+    for bias in (True, False):
+        m = nn.BatchNorm1d(3, bias=bias)
+        del m.__dict__["use_bias"]
+        assert repr(m) == (f"BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, bias={bias}, "
+                           f"track_running_stats=True)")
+        synced = nn.SyncBatchNorm.convert_sync_batchnorm(m)
+        assert (synced.bias is None) is (not bias)

@@ -130,3 +130,54 @@ def test_views_keep_pytorch_storage_offsets_both_ways():
         assert got["cols"].untyped_storage().data_ptr() == \
             got["base"].untyped_storage().data_ptr()
         assert got["cols"].untyped_storage().nbytes() == 96
+
+
+_LEGACY_DTYPES = [d for d in ALL_DTYPES      # PyTorch cannot read its own legacy untyped storages
+                  if d.name not in ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2")]
+
+
+def test_legacy_format_files_cross_both_ways():
+    def obj(lib):
+        base = lib.arange(12.0)
+        return {"base": base, "mid": base[3:7], "t": base.reshape(3, 4).t(),
+                "p": lib.nn.Parameter(lib.ones(2)),
+                "dtypes": {d.name: (lib.arange(-3, 9) % 5).to(getattr(lib, d.name))
+                           for d in _LEGACY_DTYPES}}
+
+    for writer, reader in ((ember, torch), (torch, ember)):
+        buf = io.BytesIO()
+        writer.save(obj(writer), buf, _use_new_zipfile_serialization=False)
+        buf.seek(0)
+        got = reader.load(buf, weights_only=True)
+        want = obj(reader)
+        for name in want["dtypes"]:
+            assert got["dtypes"][name].tolist() == want["dtypes"][name].tolist()
+        assert got["t"].stride() == (1, 4) and got["mid"].storage_offset() == 3
+        assert got["mid"].untyped_storage().data_ptr() == \
+            got["base"].untyped_storage().data_ptr()
+        assert type(got["p"]).__name__ == "Parameter" and got["p"].requires_grad
+
+
+def test_empty_tensors_saved_by_ember_keep_their_strides_in_pytorch():
+    buf = io.BytesIO()
+    ember.save([ember.zeros(0, 3), ember.zeros(3, 0, 2)], buf)
+    buf.seek(0)
+    got = torch.load(buf)
+    assert [t.stride() for t in got] == [(3, 1), (2, 2, 1)]
+
+
+def test_a_whole_pytorch_model_loads_as_ember_modules():
+    model = torch.nn.Sequential(torch.nn.Conv1d(2, 3, 2), torch.nn.BatchNorm1d(3),
+                                torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(9, 2))
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.copy_(torch.linspace(-0.5, 0.5, p.numel()).reshape(p.shape) + 0.1 * i)
+    model.eval()
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    ours = ember.load(buf, weights_only=False)
+    assert repr(ours) == repr(model)
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 2, 4)
+    np.testing.assert_allclose(ours(ember.tensor(x)).detach().numpy(),
+                               model(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -14,7 +14,7 @@ from ember.serialization import _names as N
 from ember.serialization._pickler import Pickler, StorageTable, _StorageRef
 from tests.serialization._helpers import checkpoint, fixture, pickled
 
-DOCUMENTED = (RuntimeError, pickle.UnpicklingError)
+DOCUMENTED = (RuntimeError, pickle.UnpicklingError, EOFError)
 
 
 class Point:
@@ -98,7 +98,7 @@ def test_tensor_classes_are_never_called(payload):
 
 def test_weights_only_with_a_pickle_module_is_refused():
     with pytest.raises(RuntimeError, match="explicit pickle_module"):
-        ember.load(io.BytesIO(b""), pickle_module=pickle)
+        ember.load(io.BytesIO(b""), pickle_module=pickle, weights_only=True)
 
 
 class _BadTensor:
@@ -186,6 +186,11 @@ def test_a_storage_record_of_the_wrong_size():
     data = checkpoint(_saved_pickle_only(), [("data/0", b"\x00" * 4)])
     with pytest.raises(RuntimeError, match="holds 4 bytes but its storage needs 8"):
         ember.load(io.BytesIO(data))
+
+
+def test_an_empty_file_raises_eof_error_as_in_pytorch():
+    with pytest.raises(EOFError, match="the file is empty"):
+        ember.load(io.BytesIO(b""))
 
 
 @pytest.mark.parametrize("content,error", [

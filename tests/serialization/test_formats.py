@@ -42,8 +42,10 @@ def test_legacy_files_load_with_views_and_map_location():
 
 
 def test_legacy_files_refuse_mmap():
-    with pytest.raises(RuntimeError, match="mmap can only be used with files saved with"):
+    with pytest.raises(RuntimeError, match="mmap can only be used with files saved with") as e:
         ember.load(fixture("legacy"), mmap=True)
+    assert f"`torch.save({fixture('legacy')}, _use_new_zipfile_serialization=True)" \
+        in str(e.value)                                 # names the file, as PyTorch does
 
 
 @pytest.mark.parametrize("where", ["mps", {"cpu": "xla:0"}])
@@ -68,3 +70,38 @@ def test_pytorch_whole_module_pickles_map_to_ember_classes():
     assert type(loaded) is ember.nn.Linear
     np.testing.assert_array_equal(loaded.weight.detach().numpy(),
                                   model.weight.detach().numpy())
+
+
+def test_serialization_constants_and_restore_helpers(tmp_path):
+    S = ember.serialization
+    assert S.DEFAULT_PROTOCOL == 2 and issubclass(S.SourceChangeWarning, Warning)
+    assert S.location_tag(ember.arange(3.0).untyped_storage()) == "cpu"
+    base = ember.arange(6.0)
+    ember.save({"w": base, "v": base[2:4]}, tmp_path / "c.pt")
+    seen = []
+
+    def to_cpu(storage, location):              # fairseq's map_location
+        seen.append(S.location_tag(storage))
+        return S.default_restore_location(storage, "cpu")
+
+    got = ember.load(tmp_path / "c.pt", map_location=to_cpu)
+    assert got["w"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and seen == ["cpu"]
+    assert got["v"].storage_offset() == 2
+
+
+def test_mmap_options_private_by_default_shared_writes_reach_the_file(tmp_path):
+    import mmap
+    S = ember.serialization
+    path = tmp_path / "m.pt"
+    ember.save({"w": ember.arange(4.0)}, path)
+    assert S.get_default_mmap_options() == mmap.MAP_PRIVATE
+    ember.load(path, mmap=True)["w"][0] = 7.0
+    assert ember.load(path)["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    with S.set_default_mmap_options(mmap.MAP_SHARED):
+        assert S.get_default_mmap_options() == mmap.MAP_SHARED
+        ember.load(path, mmap=True)["w"][0] = 7.0
+    assert S.get_default_mmap_options() == mmap.MAP_PRIVATE
+    assert ember.load(path, mmap=True)["w"].tolist() == [7.0, 1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="expected mmap.MAP_PRIVATE or mmap.MAP_SHARED, but "
+                                         "got 5"):
+        S.set_default_mmap_options(5)

@@ -2,6 +2,7 @@
 
 import copy
 import io
+import os
 import pickle
 import struct
 import zipfile
@@ -181,6 +182,89 @@ def test_saving_two_dtypes_over_one_buffer_raises():
         ember.save([a, as_int], io.BytesIO())
 
 
-def test_save_rejects_the_legacy_format():
-    with pytest.raises(NotImplementedError, match="zip format"):
-        ember.save(1, io.BytesIO(), _use_new_zipfile_serialization=False)
+def _legacy_roundtrip(obj, **load_kwargs):
+    buf = io.BytesIO()
+    ember.save(obj, buf, _use_new_zipfile_serialization=False)
+    assert buf.getvalue()[:2] == b"\x80\x02"           # a pickle, not a zip archive
+    buf.seek(0)
+    return ember.load(buf, **load_kwargs)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_the_legacy_format_round_trips_every_dtype(dtype):
+    # dtypes without a legacy storage class (uint16, float8) go as untyped storages
+    t = (ember.arange(-3, 9) % 5).reshape(3, 4).to(dtype)
+    out = _legacy_roundtrip({"t": t, "nc": t.t(), "zero_d": t[1, 1]})
+    for key, want in [("t", t), ("nc", t.t()), ("zero_d", t[1, 1])]:
+        assert out[key].dtype is dtype and out[key].shape == want.shape
+        assert out[key].stride() == want.stride()
+        assert out[key].tolist() == want.tolist()
+
+
+def test_the_legacy_format_keeps_views_parameters_and_plain_objects():
+    base = ember.arange(12.0)
+    p = ember.nn.Parameter(ember.ones(2))
+    out = _legacy_roundtrip({"base": base, "mid": base[3:7], "p": p, "n": [1, "x", 2.5],
+                             "od": OrderedDict(a=1)}, weights_only=True)
+    assert out["mid"].storage_offset() == 3 and out["mid"].tolist() == [3.0, 4.0, 5.0, 6.0]
+    out["base"][4] = -1.0
+    assert out["mid"][1].item() == -1.0                 # still a view of the saved storage
+    assert type(out["p"]) is ember.nn.Parameter and out["p"].requires_grad
+    assert out["n"] == [1, "x", 2.5] and out["od"] == OrderedDict(a=1)
+
+
+def test_the_legacy_format_is_written_atomically_to_a_path(tmp_path):
+    path = tmp_path / "old.pt"
+    path.write_bytes(b"previous")
+    with pytest.raises(ValueError, match="cannot pickle"):
+        ember.save({"t": ember.ones(2), "bad": _Unpicklable()}, path,
+                   _use_new_zipfile_serialization=False)
+    assert path.read_bytes() == b"previous" and os.listdir(tmp_path) == ["old.pt"]
+    ember.save(ember.ones(2), path, _use_new_zipfile_serialization=False)
+    assert ember.load(path).tolist() == [1.0, 1.0]
+
+
+def _saved_rebuild_args(obj):
+    """The (offset, size, stride) ember.save writes for each tensor, read from data.pkl."""
+    buf = io.BytesIO()
+    ember.save(obj, buf)
+    raw = zipfile.ZipFile(buf).read("archive/data.pkl")
+    found = []
+
+    class Reader(pickle.Unpickler):
+        def find_class(self, module, name):
+            if name == "_rebuild_tensor_v2":
+                return lambda storage, offset, size, stride, *rest: found.append(
+                    (offset, size, stride))
+            return OrderedDict if name == "OrderedDict" else object
+
+        def persistent_load(self, pid):
+            return pid
+
+    Reader(io.BytesIO(raw)).load()
+    return found
+
+
+def test_empty_tensors_are_saved_with_their_pytorch_strides():
+    # NumPy gives empty arrays zero strides; PyTorch (which reads these files) does not
+    got = _saved_rebuild_args([ember.zeros(0, 3), ember.zeros(3, 0, 2), ember.empty(0)])
+    assert got == [(0, (0, 3), (3, 1)), (0, (3, 0, 2), (2, 2, 1)), (0, (0,), (1,))]
+
+
+class _Unpicklable:
+    def __reduce__(self):
+        raise ValueError("cannot pickle this")
+
+
+class Thing:
+    """A class weights_only loading refuses."""
+
+
+def test_an_explicit_pickle_module_makes_weights_only_default_to_false():
+    buf = io.BytesIO()
+    ember.save({"thing": Thing, "t": ember.ones(2)}, buf)
+    buf.seek(0)
+    with pytest.raises(pickle.UnpicklingError, match="Unsupported global"):
+        ember.load(buf)
+    buf.seek(0)
+    assert ember.load(buf, pickle_module=pickle)["thing"] is Thing

@@ -43,8 +43,10 @@ def test_module_state_dict_through_safetensors(tmp_path):
 
 
 def test_bad_input():
-    with pytest.raises(TypeError, match="expected ember.Tensor"):
+    with pytest.raises(ValueError, match="expected ember.Tensor"):     # as safetensors.torch
         save({"x": np.zeros(2)})
+    with pytest.raises(ValueError, match="Expected a dict of"):
+        save([ember.ones(1)])
     with pytest.raises(TypeError, match="cannot store tensor `c` of dtype ember.complex128"):
         save({"c": ember.zeros(2, dtype=ember.complex128)})
     with pytest.raises(RuntimeError, match="invalid safetensors data"):

@@ -18,6 +18,9 @@ import numpy as np
 
 from ember._device import device
 from ember.serialization import _legacy
+from ember.serialization._options import (
+    DEFAULT_PROTOCOL, MAP_PRIVATE, MAP_SHARED, SourceChangeWarning, get_default_mmap_options,
+    mmap_shared, set_default_mmap_options)
 from ember.serialization._pickler import Pickler, StorageArray, StorageTable
 from ember.serialization._rebuild import (
     LoadedStorage, _torch_globals, allowed_globals, unsupported)
@@ -38,16 +41,17 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
     a temporary file in the same folder, which replaces ``f`` only once complete, so a crash
     mid-save leaves the previous file intact (a killed process may leave a hidden
     ``.<name>.*.tmp`` file beside it). Tensors sharing memory are stored once (views load as
-    views, in ember and in PyTorch).
+    views, in ember and in PyTorch). ``_use_new_zipfile_serialization=False`` writes
+    PyTorch's legacy (pre-1.6) format instead of the zip format.
 
     Saving a whole ``nn.Module`` pickles its classes by name: loading that file needs
     ``weights_only=False``, which runs code from the file, so share ``state_dict()`` instead.
     """
-    if not _use_new_zipfile_serialization:
-        raise NotImplementedError("ember.save writes only PyTorch's zip format (the default "
-                                  "since PyTorch 1.6); ember.load reads the legacy format")
     if pickle_module is not pickle:
         raise NotImplementedError("ember.save supports only the standard pickle module")
+    if not _use_new_zipfile_serialization:      # the pre-1.6 format, for old readers
+        _write(f, lambda fp: _legacy.save(obj, fp, pickle_protocol))
+        return
     table = StorageTable()
     buf = io.BytesIO()
     Pickler(buf, table, protocol=pickle_protocol).dump(obj)
@@ -57,10 +61,15 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
         records.append(("byteorder", sys.byteorder.encode()))
     records += [(f"data/{s.key}", s.data()) for s in table.storages]
     records.append(("version", b"3\n"))
+    _write(f, lambda fp: write_archive(fp, records))
+
+
+def _write(f, write):
+    """Run ``write(file)`` on binary file ``f``, or atomically on the file at path ``f``."""
     if isinstance(f, (str, os.PathLike)):
-        _atomic_write(os.fspath(f), lambda fp: write_archive(fp, records))
+        _atomic_write(os.fspath(f), write)
     else:
-        write_archive(f, records)
+        write(f)
 
 
 def _file_mode(path):
@@ -103,7 +112,7 @@ def _atomic_write(path, write):
             os.close(dir_fd)
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None,
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
          **pickle_load_args):
     """Load an object saved with ``ember.save`` or ``torch.save`` from a path or binary file.
 
@@ -111,8 +120,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         map_location: where tensors go: a device or string (``"cpu"``), a dict remapping the
             saved locations (``{"cuda:0": "cpu"}``), or a callable ``(storage, location)``
             returning a storage (or None for the default).
-        weights_only: True (the default) builds only tensors, numbers, strings, plain
-            containers and globals added with ``ember.serialization.add_safe_globals``.
+        weights_only: True (the default, unless a ``pickle_module`` is given) builds only
+            tensors, numbers, strings, plain containers and globals added with
+            ``ember.serialization.add_safe_globals``.
             **``weights_only=False`` runs the pickle as it is, which can execute arbitrary
             code: use it only for files from a source you trust.**
         mmap: memory-map the tensor data (copy-on-write) instead of reading it; ``f`` must be
@@ -124,9 +134,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         RuntimeError: a damaged file (truncated, bad zip, CRC mismatch, missing record), a
             tensor that does not fit its storage, a dtype ember lacks, or a device that is not
             available.
+        EOFError: the file is empty.
     """
-    if weights_only is None:
-        weights_only = True
+    if weights_only is None:            # as in PyTorch: an explicit pickle_module opts out
+        weights_only = pickle_module is None
     if weights_only and pickle_module is not None:
         raise RuntimeError("Can not safely load weights when explicit pickle_module is "
                            "specified")
@@ -148,10 +159,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
             return _load_zip(Archive(f), map_location, weights_only, path if mmap else None,
                              pickle_load_args)
         if mmap:
-            raise RuntimeError("mmap can only be used with files saved with "
-                               "`torch.save(_use_new_zipfile_serialization=True), please "
-                               "torch.save your checkpoint with this option in order to use "
-                               "mmap.")
+            raise RuntimeError(f"mmap can only be used with files saved with "
+                               f"`torch.save({path}, _use_new_zipfile_serialization=True), "
+                               f"please torch.save your checkpoint with this option in order "
+                               f"to use mmap.")
 
         def make_unpickler(persistent_load):
             return _unpickler(persistent_load, weights_only, pickle_load_args)
@@ -254,7 +265,7 @@ def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
         if archive.has_record("byteorder") else "little"
     if byteorder not in ("little", "big"):
         raise RuntimeError(f"Unknown endianness type: {byteorder}")
-    whole = archive.memmap(mmap_path) if mmap_path is not None else None
+    whole = archive.memmap(mmap_path, mmap_shared()) if mmap_path is not None else None
     loaded = {}
 
     def persistent_load(pid):
@@ -311,6 +322,18 @@ def _target_device(location):
                 f"torch.cuda.device_count() is {cuda.device_count()}. Please use torch.load "
                 f"with map_location to map your storages to an existing device.")
     return dev
+
+
+def default_restore_location(storage, location):
+    """``storage`` moved to the device named by ``location`` (``"cpu"``, ``"cuda:0"``), for
+    ``map_location`` callables."""
+    return _restore(storage, location, None)
+
+
+def location_tag(storage):
+    """The location string a checkpoint records for ``storage`` (``"cpu"``, ``"cuda:0"``)."""
+    dev = device(storage.device)
+    return "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
 
 
 def _restore(storage, location, map_location):

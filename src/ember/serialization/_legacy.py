@@ -9,17 +9,41 @@ object is unpickled and filled afterwards, so the tensors built meanwhile see th
 import os
 import pickle
 import struct
+import sys
 
 import numpy as np
 
 from ember._device import device
 from ember.serialization._names import StorageType
-from ember.serialization._pickler import StorageArray
+from ember.serialization._pickler import Pickler, StorageArray, StorageTable
 from ember.serialization._rebuild import LoadedStorage
 from ember.serialization._unpickler import WeightsUnpickler
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 PROTOCOL_VERSION = 1001
+
+
+class _LegacyPickler(Pickler):
+    """ember's pickler with the legacy persistent ids: the zip format's plus a view slot."""
+
+    def persistent_id(self, obj):
+        pid = super().persistent_id(obj)
+        return None if pid is None else pid + (None,)
+
+
+def save(obj, f, protocol):
+    """Write ``obj`` to binary file ``f`` in the legacy format (``torch.save(...,
+    _use_new_zipfile_serialization=False)``)."""
+    info = {"protocol_version": PROTOCOL_VERSION, "little_endian": sys.byteorder == "little",
+            "type_sizes": {"short": 2, "int": 4, "long": 4}}
+    for header in (MAGIC_NUMBER, PROTOCOL_VERSION, info):
+        pickle.dump(header, f, protocol=protocol)
+    table = StorageTable()
+    _LegacyPickler(f, table, protocol=protocol).dump(obj)
+    pickle.dump([s.key for s in table.storages], f, protocol=protocol)
+    for s in table.storages:
+        f.write(struct.pack("=q", s.pid()[4]))     # the count its persistent id names
+        f.write(s.data())
 
 
 def _plain(f):
@@ -33,6 +57,10 @@ def _no_persistent_ids(pid):
 
 def _bad(pid):
     return pickle.UnpicklingError(f"invalid storage reference in checkpoint: {pid!r}")
+
+
+def _itemsize(dtype):
+    return 1 if dtype is None else dtype.itemsize
 
 
 def load(f, make_unpickler, map_location, restore, weights_only):
@@ -50,7 +78,7 @@ def load(f, make_unpickler, map_location, restore, weights_only):
     first = f.read(1)
     f.seek(start)
     if not first:
-        raise pickle.UnpicklingError("ember.load: the file is empty")
+        raise EOFError("ember.load: the file is empty")      # PyTorch's type: EOFError
     if first != b"\x80":
         raise pickle.UnpicklingError(
             f"ember.load: not a PyTorch checkpoint (invalid load key, {first!r}); expected a "
@@ -72,11 +100,10 @@ def load(f, make_unpickler, map_location, restore, weights_only):
         if pid[0] != "storage" or len(pid) != 6:
             raise _bad(pid)
         _, stype, key, location, numel, view = pid
-        if not (isinstance(stype, StorageType) and stype.dtype is not None
-                and isinstance(key, str) and isinstance(location, str)
-                and type(numel) is int and numel >= 0):
+        if not (isinstance(stype, StorageType) and isinstance(key, str)
+                and isinstance(location, str) and type(numel) is int and numel >= 0):
             raise _bad(pid)
-        item = stype.dtype.itemsize
+        item = _itemsize(stype.dtype)      # untyped storages (uint16, float8) count bytes
         if key not in roots:
             if numel * item > end - f.tell():
                 raise RuntimeError(f"ember.load: storage {key} needs {numel * item} bytes but "
@@ -106,12 +133,12 @@ def load(f, make_unpickler, map_location, restore, weights_only):
             raise RuntimeError(f"ember.load: the file is truncated (storage {key})")
         count = struct.unpack("<q" if little else ">q", header)[0]
         dest = storage.bytes
-        item = storage.dtype.itemsize
+        item = _itemsize(storage.dtype)
         if count * item != dest.nbytes:
             raise RuntimeError(f"ember.load: storage {key} holds {count} elements, expected "
                                f"{dest.nbytes // item}; the file is corrupted")
         if f.readinto(memoryview(dest)) != dest.nbytes:
             raise RuntimeError(f"ember.load: the file is truncated (storage {key})")
-        if not little and item > 1:
+        if not little and item > 1:     # (an untyped storage's element type is unknown here)
             dest.view(storage.dtype.np).byteswap(inplace=True)
     return result

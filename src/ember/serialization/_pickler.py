@@ -128,6 +128,8 @@ class StorageTable:
         # memory we cannot describe as one storage (negative strides, foreign buffers)
         flat = np.ascontiguousarray(arr)
         s = self._new(dtype, _address(flat), flat.nbytes, flat, location)
+        if flat.size == 0:      # NumPy gives empty arrays zero strides; PyTorch keeps its own
+            return s, 0, arr.shape, tuple(t.stride())
         strides = tuple(st // item for st in flat.strides)
         return s, 0, arr.shape, strides
 

@@ -78,11 +78,25 @@ def _tensor_from(storage, offset, size, stride, dtype, requires_grad):
     root = _root_of(storage, dtype)
     if root is not None:
         t._meta = {"storage_root": _Owner(root)}
+    if storage.device.type != "cpu":
+        t = _on_device(storage, dtype, t, size, stride, offset)
     if requires_grad:
         t.requires_grad = bool(requires_grad)
-    if storage.device.type != "cpu":
-        t = t.to(storage.device)
     return t
+
+
+def _on_device(storage, dtype, t, size, stride, offset):
+    """CPU tensor ``t`` as the same view of one device copy of its storage: the storage is
+    moved once, so views loaded onto a GPU keep sharing memory, strides and offsets."""
+    item = dtype.itemsize
+    if t.numel() == 0 or storage.bytes.nbytes % item:
+        return t.to(storage.device)
+    key = (dtype, str(storage.device))
+    root = storage.roots.get(key)
+    if root is None:
+        flat = np.ndarray((storage.bytes.nbytes // item,), dtype.np, buffer=storage.bytes)
+        root = storage.roots[key] = _make(flat).to(storage.device)
+    return root.as_strided(size, stride, offset)
 
 
 def _root_of(storage, dtype):

@@ -128,6 +128,7 @@ class Archive:
         start = self._data_offset(name, info)
         return whole[start:start + info.file_size]
 
-    def memmap(self, path):
-        """A copy-on-write memory map of the whole file (writes never reach the file)."""
-        return np.memmap(path, dtype=np.uint8, mode="c")
+    def memmap(self, path, shared=False):
+        """A memory map of the whole file: copy-on-write (writes never reach the file), or
+        ``shared`` (writes do, as with ``mmap.MAP_SHARED``)."""
+        return np.memmap(path, dtype=np.uint8, mode="r+" if shared else "c")

@@ -25,14 +25,15 @@ _SUPPORTED = {np.dtype(d) for d in _DTYPES.values()}
 
 
 def _arrays(tensors):
-    if not isinstance(tensors, dict):
-        raise TypeError(f"expected a dict of name -> Tensor, got {type(tensors).__name__}")
+    if not isinstance(tensors, dict):       # ValueError, as safetensors.torch raises
+        raise ValueError(f"Expected a dict of [str, ember.Tensor] but received "
+                         f"{type(tensors)}")
     out = {}
     for name, t in tensors.items():
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {name!r}")
         if not isinstance(t, Tensor):
-            raise TypeError(f"Key `{name}` is invalid, expected ember.Tensor but received "
+            raise ValueError(f"Key `{name}` is invalid, expected ember.Tensor but received "
                             f"{type(t)}")
         if t.dtype.np not in _SUPPORTED:
             raise TypeError(f"safetensors cannot store tensor `{name}` of dtype {t.dtype}")

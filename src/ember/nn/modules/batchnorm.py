@@ -78,7 +78,7 @@ class _NormBase(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, bias={self.affine and self.use_bias}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
                 f"track_running_stats={self.track_running_stats}")
 
 
@@ -137,7 +137,7 @@ class SyncBatchNorm(_BatchNorm):
         if isinstance(module, _BatchNorm):
             converted = cls(module.num_features, module.eps, module.momentum, module.affine,
                             module.track_running_stats, process_group,
-                            bias=getattr(module, "use_bias", True))
+                            bias=module.bias is not None or not module.affine)
             for name in ("weight", "bias"):
                 if getattr(module, name, None) is not None:
                     setattr(converted, name, getattr(module, name))
