@@ -155,3 +155,21 @@ def test_saved_attributes_are_none_for_inputs_no_needed_gradient_reads():
     y = ember.mm(c.view(1, 2), x.view(2, 1))
     assert y.grad_fn._saved_mat2 is None and y.grad_fn._saved_self.equal(c.view(1, 2))
     assert (x * 2).grad_fn._saved_other == 2
+
+
+@pytest.mark.parametrize("make", [lambda h, c: c * h, lambda h, c: c / h.detach() * 1 + h,
+                                  lambda h, c: ember.nn.functional.linear(c, h),
+                                  lambda h, c: ember.addmm(ember.zeros(2, 2), c, h)],
+                         ids=["mul", "div", "linear", "addmm"])
+def test_an_input_no_needed_gradient_reads_is_not_kept_alive(make):
+    import gc
+    import weakref
+    leaf = ember.ones(2, 2, requires_grad=True)
+    h, c = leaf * 3, ember.full((2, 2), 2.0)
+    y = make(h, c)
+    ref = weakref.ref(h)
+    del h
+    gc.collect()
+    assert ref() is None                # only its shape and dtype were kept
+    y.sum().backward()
+    assert leaf.grad is not None and leaf.grad.abs().sum().item() > 0

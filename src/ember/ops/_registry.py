@@ -522,7 +522,7 @@ def _record(op, flat, lengths, params, outputs):
                 in_meta.append(None)
                 versions.append(None)
         if op.input_readers is not None:
-            _skip_unread(op.input_readers, edges, versions)
+            _skip_unread(op.input_readers, edges, versions, saved)
     else:
         saved = []
         versions = None
@@ -559,9 +559,12 @@ def _record(op, flat, lengths, params, outputs):
     return node
 
 
-def _skip_unread(readers, edges, versions):
-    """Clear the versions of inputs that no needed gradient reads (see ``Op.reads_inputs``)."""
-    if readers == ("others",):
+def _skip_unread(readers, edges, versions, saved):
+    """Keep only the metadata of inputs that no needed gradient reads, unversioned (see
+    ``Op.reads_inputs``): PyTorch does not save them. einsum's operands, a sequence its
+    derivative reads whole, stay saved, but unversioned."""
+    others = readers == ("others",)
+    if others:
         readers = [[j for j in range(len(edges)) if j != i] for i in range(len(edges))]
     for i, users in enumerate(readers):
         if versions[i] is not None:
@@ -570,6 +573,10 @@ def _skip_unread(readers, edges, versions):
                     break
             else:
                 versions[i] = None
+                if not others:
+                    a = saved[i]._data
+                    saved[i] = _tuple_new(InputMeta, (a.shape, a.dtype, CPU if type(a) is
+                                                      _NDARRAY else device_of(a)))
 
 
 def _check_refused_grads(op, flat):

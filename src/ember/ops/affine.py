@@ -104,10 +104,13 @@ def _expand_message(have, target):
 
 
 @linear.derivative
-def _(grad, x, w, b):
+def _(grad, x, w, b, *, needs=(True, True, True)):
     gx = gw = None
-    need_x, need_w = x.requires_grad, w.requires_grad
-    x, w = conj_grad(x), conj_grad(w)   # PyTorch's convention for complex: grad * conj(...)
+    need_x, need_w = needs[:2]          # an input no needed gradient reads is an InputMeta
+    if need_w:
+        x = conj_grad(x)                # PyTorch's convention for complex: grad * conj(...)
+    if need_x:
+        w = conj_grad(w)
     if w.ndim == 1:                     # a vector weight: out = x @ w
         if need_x:
             gx = grad.unsqueeze(-1) * w

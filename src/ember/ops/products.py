@@ -88,10 +88,6 @@ def _scaled(grad, s):
     return grad if s == 1 else grad * conj_grad(s)
 
 
-def _needs(t):
-    return t.requires_grad
-
-
 # --- addmm, addbmm ----------------------------------------------------------------------------
 
 def _check_mm_dtypes(m, a, b):
@@ -120,10 +116,10 @@ def addmm(xp, m, a, b, beta, alpha):
 
 
 @addmm.derivative
-def _(grad, m, a, b, beta, alpha):
+def _(grad, m, a, b, beta, alpha, *, needs=(True, True, True)):
     g = _scaled(grad, alpha)
-    return (_scaled(grad, beta), g.mm(_h(b)) if _needs(a) else None,
-            _h(a).mm(g) if _needs(b) else None)
+    return (_scaled(grad, beta) if needs[0] else None, g.mm(_h(b)) if needs[1] else None,
+            _h(a).mm(g) if needs[2] else None)
 
 
 @op("addbmm(input, batch1, batch2, *, beta=1, alpha=1)", inputs=3, out=True, inplace=True)
@@ -152,10 +148,10 @@ def addbmm(xp, m, a, b, beta, alpha):
 
 
 @addbmm.derivative
-def _(grad, m, a, b, beta, alpha):
+def _(grad, m, a, b, beta, alpha, *, needs=(True, True, True)):
     g = _scaled(grad, alpha)
-    return (_scaled(grad, beta), g @ _h(b) if _needs(a) else None,
-            _h(a) @ g if _needs(b) else None)
+    return (_scaled(grad, beta) if needs[0] else None, g @ _h(b) if needs[1] else None,
+            _h(a) @ g if needs[2] else None)
 
 
 # --- baddbmm ----------------------------------------------------------------------------------
@@ -187,10 +183,10 @@ def _ctype(a):
 
 
 @baddbmm.derivative
-def _(grad, m, a, b, beta, alpha):
+def _(grad, m, a, b, beta, alpha, *, needs=(True, True, True)):
     g = _scaled(grad, alpha)
-    return (_scaled(grad, beta), g.bmm(_h(b)) if _needs(a) else None,
-            _h(a).bmm(g) if _needs(b) else None)
+    return (_scaled(grad, beta) if needs[0] else None, g.bmm(_h(b)) if needs[1] else None,
+            _h(a).bmm(g) if needs[2] else None)
 
 
 # --- addmv ------------------------------------------------------------------------------------
@@ -214,10 +210,11 @@ def addmv(xp, m, a, v, beta, alpha):
 
 
 @addmv.derivative
-def _(grad, m, a, v, beta, alpha):
+def _(grad, m, a, v, beta, alpha, *, needs=(True, True, True)):
     g = _scaled(grad, alpha)
-    return (_scaled(grad, beta), g.unsqueeze(1) * conj_grad(v) if _needs(a) else None,
-            _h(a).mv(g) if _needs(v) else None)
+    return (_scaled(grad, beta) if needs[0] else None,
+            g.unsqueeze(1) * conj_grad(v) if needs[1] else None,
+            _h(a).mv(g) if needs[2] else None)
 
 
 # --- addr -------------------------------------------------------------------------------------
@@ -248,10 +245,11 @@ def addr(xp, m, u, v, beta, alpha):
 
 
 @addr.derivative
-def _(grad, m, u, v, beta, alpha):
+def _(grad, m, u, v, beta, alpha, *, needs=(True, True, True)):
     g = _scaled(grad, alpha)
-    return (_scaled(grad, beta), (g * conj_grad(v)).sum(1) if _needs(u) else None,
-            (g * conj_grad(u).unsqueeze(1)).sum(0) if _needs(v) else None)
+    return (_scaled(grad, beta) if needs[0] else None,
+            (g * conj_grad(v)).sum(1) if needs[1] else None,
+            (g * conj_grad(u).unsqueeze(1)).sum(0) if needs[2] else None)
 
 
 # no gradient reads input; each factor is read only by the other's
