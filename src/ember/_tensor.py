@@ -50,13 +50,20 @@ class Tensor:
 
     @property
     def data(self):
-        """This tensor's values, detached from the graph (shares memory and version)."""
-        return self.detach()
+        """This tensor's values, detached from the graph: the same memory but, unlike
+        ``detach()``'s, a version counter of its own, so autograd does not see in-place
+        changes made through it (as PyTorch's ``.data``)."""
+        out = self.detach()
+        out._vc = None                  # a fresh counter, made when first needed
+        return out
 
     @data.setter
     def data(self, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if self.requires_grad and value.dtype.category < _dtype.FLOATING:
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               "point or complex dtype")
         self._data = value._data
 
     # ----- metadata derived from the array ------------------------------------------------
@@ -603,7 +610,12 @@ class Tensor:
     def detach_(self):
         """Cut this tensor from the graph in place."""
         if self._view is not None and self.requires_grad:
-            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using "
+                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+                "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
+                "called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in ember/optim/optimizer.py as the solution.")
         self._grad_fn = None
         self._requires_grad = False
         return self

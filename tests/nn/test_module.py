@@ -502,6 +502,25 @@ def test_full_backward_hook_entries_for_tensors_that_need_no_grad():
     assert gi[2] is None and go[0].tolist() == [1.0, 1.0] and go[1:] == (None, None)
 
 
+def test_full_backward_hooks_give_zero_gradients_behind_outputs_no_gradient_reached():
+    # the hooks see None for the unused output, but what made it gets zeros, as in PyTorch
+    class Two(nn.Module):
+        def forward(self, a, b):
+            return a * 2, b * 3
+    for register in ("register_full_backward_hook", "register_full_backward_pre_hook"):
+        m, log = Two(), []
+        getattr(m, register)(lambda mod, *grads: log.append(grads))
+        a = ember.tensor([1.0, 1.0], requires_grad=True)
+        b = ember.tensor([1.0, 1.0], requires_grad=True)
+        first, _ = m(a, b)
+        first.sum().backward()
+        assert a.grad.tolist() == [2.0, 2.0] and b.grad.tolist() == [0.0, 0.0]
+        grad_output = log[0][-1]
+        assert grad_output[0].tolist() == [1.0, 1.0] and grad_output[1] is None
+        if register == "register_full_backward_hook":
+            assert [g.tolist() for g in log[0][0]] == [[2.0, 2.0], [0.0, 0.0]]
+
+
 def test_full_backward_hooks_skip_outputs_that_are_not_a_tensor_or_tuple():
     # PyTorch warns and runs no backward hook for a dict (or list) output, even though the
     # gradient reaches the module's inputs

@@ -73,7 +73,6 @@ class _Mode:
     def __enter__(self):
         self._prev = STATE.grad_enabled
         STATE.grad_enabled = self._enabled()
-        return self
 
     def __exit__(self, *exc):
         STATE.grad_enabled = self._prev
@@ -105,7 +104,10 @@ class set_grad_enabled(_Mode):
     """Turn graph recording on or off; takes effect at once, and undoes itself on exit."""
 
     def __init__(self, mode):
-        self._mode = bool(mode)
+        if type(mode) is not bool:
+            raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, "
+                            f"not {type(mode).__name__}")
+        self._mode = mode
         self._prev = STATE.grad_enabled
         STATE.grad_enabled = self._mode
 
@@ -121,7 +123,6 @@ class set_grad_enabled(_Mode):
 
     def __enter__(self):
         STATE.grad_enabled = self._mode
-        return self
 
 
 class inference_mode(_Mode):
@@ -150,7 +151,7 @@ class inference_mode(_Mode):
         STATE.inference = self._mode
         if self._mode:
             _inference.enter()          # tensors made from now on are inference tensors
-        return super().__enter__()
+        super().__enter__()
 
     def __exit__(self, *exc):
         if self._mode:

@@ -95,12 +95,6 @@ class Node:
             self._pre_hooks = _HookDict()
         return _add_hook(self._pre_hooks, fn)
 
-    def _unread(self, index):
-        """Whether input ``index`` was left unsaved: no needed gradient reads it."""
-        readers = self.op.input_readers
-        return (readers is not None and readers != ("others",)
-                and self._versions[index] is None and _is_tensor(self._inputs[0][index]))
-
     def _release(self):
         """Free what was saved for backward (after a backward without retain_graph)."""
 
@@ -189,7 +183,7 @@ class OpNode(Node):
         ``result``/``resultN``: an output); freed after backward, as in PyTorch."""
         op = self.op
         names = op.input_names
-        key = names[0] if key == "self" and names else key
+        key = saved_key(op, key)
         is_result = key.startswith("result") and key[6:] in ("",) + tuple(map(str, range(9)))
         if self._released is True and (is_result or key in names):
             raise RuntimeError(_FREED)
@@ -200,11 +194,9 @@ class OpNode(Node):
             outs = self._unpack_output()
             return outs[int(key[6:] or 0)] if type(outs) is tuple else outs
         if key in names and self._versions is not None:
-            if self._unread(names.index(key)):
-                return None             # not saved, as in PyTorch (see Op.reads_inputs)
             value = op.structure_inputs(self._unpack_inputs())[names.index(key)]
-            if not isinstance(value, InputMeta):
-                return value
+            # an InputMeta: no needed gradient reads it, and PyTorch does not save it
+            return None if isinstance(value, InputMeta) else value
         elif key in op.param_names:
             return self._params[op.param_names.index(key)]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -277,7 +269,8 @@ class OpNode(Node):
                 outs.append(None)
                 continue
             t = _make(arr)
-            t._grad_fn = self
+            if arr.dtype.kind in "fcV":     # (not max's indices)
+                t._grad_fn = self
             t._output_nr = nr
             t._vc = vc[nr] if several else vc
             outs.append(t)
@@ -311,6 +304,18 @@ class OpNode(Node):
 
 
 _PACKED = object()                      # where a saved input was handed to a pack hook
+
+
+def saved_key(op, key):
+    """The argument ``grad_fn._saved_<key>`` names: ``self`` is the first input, and a
+    named output (max's ``indices``, svd's ``U``) is ``result<its index>``."""
+    names = op.input_names
+    if key == "self" and names:
+        return names[0]
+    fields = getattr(op.namedtuple, "_fields", ())
+    if key in fields and key not in names and key not in op.param_names:
+        return f"result{fields.index(key)}"
+    return key
 
 
 def _zeros_like_output(node, index):
@@ -657,11 +662,6 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
 
     return _MultiHandle([t.register_hook(hook_for(i)) for i, t in enumerate(tensors)
                          if t.requires_grad])
-
-
-def _is_tensor(x):
-    from ember._tensor import Tensor
-    return isinstance(x, Tensor)
 
 
 from ember.autograd.saved_hooks import (allow_mutation_on_saved_tensors,  # noqa: E402

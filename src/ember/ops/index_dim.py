@@ -63,7 +63,7 @@ def index_select(xp, x, index, dim):
             raise IndexError("index out of range in self")
         return x.copy()
     size = x.shape[dim]
-    if size == 0 and ix.size:
+    if size == 0 and ix.size and x.ndim > 1:     # (1-D inputs fail the range check below)
         raise RuntimeError("index_select(): self indexing axis dim should be positive")
     if dim == 1:            # PyTorch's CPU kernel for dim 1 words it differently
         check_range(ix, 0, size, lambda bad: RuntimeError(
@@ -76,6 +76,9 @@ def index_select(xp, x, index, dim):
 @index_select.derivative
 def _(grad, x, index, dim):
     return index_add(zeros_for(x.shape, grad), dim, index, grad), None
+
+
+index_select.reads_inputs((), (0,))    # the gradient reads the index and input's shape only
 
 
 # --- index_add --------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ that runs forward hooks, and full backward hooks built on an identity autograd F
 import warnings
 from collections import OrderedDict
 
-from ember._creation import zeros_like
+from ember._creation import zeros, zeros_like
 from ember._hook_handles import RemovableHandle
 from ember._tensor import Tensor
 from ember._warn import outside_level
@@ -218,6 +218,7 @@ class _BackwardHook:
             return result
         # grad_output has one entry per output: None for those that need no grad
         self.output_slots, self.n_outputs = where, len(outs)
+        self.output_meta = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in where]
         new = _rewrap(outs, where, self._on_output_grads)
         return new[0] if single else new
 
@@ -241,7 +242,12 @@ class _BackwardHook:
                 if hook(self.module, (None,) * max(self.n_inputs, 1), grads) is not None:
                     raise RuntimeError("can't change the grad_input of a module whose inputs "
                                        "do not require grad")
-        return tuple(grads[slot] for slot in self.output_slots)
+        # the hooks see None for an output no gradient reached; the graph gets zeros (as in
+        # PyTorch, whose hook node materializes them: what feeds that output gets zero grads)
+        return tuple(grads[slot] if grads[slot] is not None else
+                     zeros(shape, dtype=dtype, device=device)
+                     for slot, (shape, dtype, device) in zip(self.output_slots,
+                                                             self.output_meta))
 
     def _on_input_grads(self, grads):
         if self.grad_outputs is None:   # the gradient did not flow through the outputs

@@ -1,0 +1,182 @@
+"""``grad_fn._raw_saved_<name>``: one tensor a node saved, as a ``SavedTensor`` whose
+``register_hooks(pack_hook, unpack_hook)`` packs that tensor alone (PyTorch's per-tensor form
+of ``saved_tensors_hooks``).
+
+A node some of whose saved tensors have hooks of their own keeps all its saved tensors in a
+``SlotPacked`` (in ``_released``, where ``saved_tensors_hooks`` keep a ``Packed``): per saved
+input and kept output, the tensor as saved (checked for in-place changes when read) or what
+its pack hook returned. The node reads it as it reads a ``Packed``.
+"""
+
+import weakref
+
+from ember.autograd.grad_mode import STATE as _GRAD
+
+__all__ = ["SavedTensor", "raw_saved"]
+
+_FREED = ("Calling register_hooks on a saved tensor after it has been freed. Saved "
+          "intermediate values of the graph are freed when you call .backward() or "
+          "autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
+          "a second time or if you need to access saved variables after calling backward.")
+_HOOKS_SET = ("Calling register_hooks on a saved tensor whose hooks have already been set. "
+              "Hint: only one pair of hooks is allowed at a time.")
+
+
+class SavedTensor:
+    """A tensor saved for backward by a node, or None where the node did not save it."""
+
+    __slots__ = ("_node", "_slot")
+
+    def __init__(self, node, slot):
+        self._node = node
+        self._slot = slot           # ("in", flat index) or ("out", output index); None: no value
+
+    def register_hooks(self, *hooks):
+        """Pack the saved tensor with ``pack_hook`` now; ``unpack_hook`` gives it back
+        whenever backward (or ``grad_fn._saved_<name>``) reads it."""
+        if len(hooks) != 2 or not all(callable(h) for h in hooks):
+            raise TypeError("register_hooks(): incompatible function arguments. The following "
+                            "argument types are supported:\n    1. (self: SavedTensor, arg0: "
+                            "Callable, arg1: Callable) -> None")
+        if self._slot is None:
+            raise RuntimeError("Calling register_hooks on a saved tensor with value None is "
+                               "forbidden")
+        released = self._node._released
+        if released is True:
+            raise RuntimeError(_FREED)
+        if not released:
+            released = SlotPacked.take_over(self._node)
+        elif type(released) is not SlotPacked:      # packed by saved_tensors_hooks
+            raise RuntimeError(_HOOKS_SET)
+        released.pack(self._node, self._slot, *hooks)
+
+
+def raw_saved(node, key, name):
+    """``node._raw_saved_<key>`` (``name``): a SavedTensor for each tensor the node saves as
+    its op's argument ``key`` (``self``: the first input; ``result``: the output)."""
+    from ember.autograd.graph import InputMeta, saved_key
+    op = node.op
+    names = op.input_names
+    key = saved_key(op, key)
+    if key.startswith("result") and key[6:] in ("",) + tuple(map(str, range(9))):
+        if node._out is not None or node._released is True and op.needs_output:
+            return SavedTensor(node, ("out", int(key[6:] or 0)))
+    elif key in names and node._versions is not None and not op.seq_inputs:
+        index = names.index(key)
+        if node._inputs is None:                        # freed
+            return SavedTensor(node, ("in", index))
+        saved = node._inputs[0][index]
+        if isinstance(saved, InputMeta):        # a tensor no needed gradient reads: not saved
+            return SavedTensor(node, None)
+        if _is_saved_tensor(saved):
+            return SavedTensor(node, ("in", index))
+    raise AttributeError(f"'{type(node).__name__}' object has no attribute '{name}'")
+
+
+def _is_saved_tensor(x):
+    from ember._tensor import Tensor
+    from ember.autograd.graph import _PACKED
+    return x is _PACKED or isinstance(x, Tensor)
+
+
+class SlotPacked:
+    """A node's saved tensors, each as saved (``("raw", tensor or array, counter,
+    version)``) or packed by its own hooks (``("hooked", packed, unpack_hook, edge)``)."""
+
+    __slots__ = ("ins", "outs", "in_slots", "out_slots", "node")
+
+    @classmethod
+    def take_over(cls, node):
+        """Move the tensors ``node`` saved into a new SlotPacked, in ``node._released``."""
+        from ember.autograd.graph import _PACKED
+        self = cls()
+        self.node = weakref.ref(node)   # (for error messages; the node holds this object)
+        saved, lengths = node._inputs
+        versions = node._versions
+        self.ins, self.in_slots = [], []
+        if versions is not None:
+            for i, (x, v) in enumerate(zip(saved, versions)):
+                if v is not None and _is_saved_tensor(x):
+                    self.ins.append(("raw", x, x._shared_version(), v))
+                    self.in_slots.append(i)
+            kept = set(self.in_slots)
+            node._inputs = ([_PACKED if i in kept else x for i, x in enumerate(saved)], lengths)
+        self.outs, self.out_slots = [], []
+        if node._out is not None:
+            arrays, vc, version = node._out
+            several = type(vc) is tuple
+            for nr in range(len(arrays)):
+                counter = vc[nr] if several else vc
+                if counter is not None:
+                    ours = version[nr] if several else version
+                    self.outs.append(("raw", arrays[nr], counter, ours))
+                    self.out_slots.append(nr)
+            node._out = (None,) + node._out[1:]
+        node._released = self
+        return self
+
+    def pack(self, node, slot, pack_hook, unpack_hook):
+        """Hand the saved tensor at ``slot`` to ``pack_hook``, keeping what it returns."""
+        kind, where = slot
+        entries, slots = (self.ins, self.in_slots) if kind == "in" else (self.outs,
+                                                                          self.out_slots)
+        i = slots.index(where)
+        if entries[i][0] == "hooked":
+            raise RuntimeError(_HOOKS_SET)
+        if kind == "in":
+            tensor = self._raw_input(entries[i])
+            from ember.autograd.saved_hooks import _edge_of
+            edge = _edge_of(tensor)
+        else:
+            tensor = self._raw_output(node, entries[i], where)
+            edge = None                 # an unpacked output gets its node back
+        prev = _GRAD.grad_enabled
+        _GRAD.grad_enabled = False      # pack hooks run without recording, as in PyTorch
+        try:
+            packed = pack_hook(tensor.detach())     # PyTorch hands the data, without history
+        finally:
+            _GRAD.grad_enabled = prev
+        entries[i] = ("hooked", packed, unpack_hook, edge)
+
+    @staticmethod
+    def _raw_input(entry):
+        _, t, counter, version = entry
+        if counter.value != version:
+            from ember.autograd.graph import _modified_message
+            raise RuntimeError(_modified_message(t, version))
+        return t
+
+    @staticmethod
+    def _raw_output(node, entry, nr):
+        from ember._tensor import _make
+        from ember.autograd.graph import _modified_message
+        _, array, counter, version = entry
+        if counter.value != version:
+            raise RuntimeError(_modified_message(None, version, counter.value, node,
+                                                 (array, nr)))
+        t = _make(array)
+        t._grad_fn, t._output_nr, t._vc = node, nr, counter
+        return t
+
+    @staticmethod
+    def _unpacked(entry):
+        from ember._tensor import Tensor, _make
+        _, packed, unpack_hook, edge = entry
+        t = unpack_hook(packed)
+        if not isinstance(t, Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor "
+                            f"but got result of type {type(t).__name__}")
+        if edge is not None and t._grad_fn is None and not t._requires_grad:
+            t = _make(t._data)          # the history the saved input had
+            t._grad_fn, t._output_nr = edge
+        return t
+
+    def inputs(self):
+        """The saved inputs, in order (as ``Packed.inputs``)."""
+        return [self._raw_input(e) if e[0] == "raw" else self._unpacked(e) for e in self.ins]
+
+    def output_arrays(self):
+        """The kept outputs' arrays, in order (as ``Packed.output_arrays``)."""
+        return tuple(self._raw_output(self.node(), entry, nr)._data if entry[0] == "raw"
+                     else self._unpacked(entry)._data
+                     for entry, nr in zip(self.outs, self.out_slots))
