@@ -102,7 +102,8 @@ relu.inplace_variant(lambda xp, dst, x: xp.maximum(x, 0, out=dst))
 
 @relu.derivative
 def _(grad, x, *, out):
-    return masked(grad, out._data > 0, out, "ThresholdBackwardBackward0")
+    # != 0, not > 0: a NaN output passes the gradient, as PyTorch's ``result <= 0`` test does
+    return masked(grad, out._data != 0, out, "ThresholdBackwardBackward0")
 
 
 @act_op("hardtanh(input, min_val=-1.0, max_val=1.0)", namespace="nn.functional",
@@ -117,7 +118,8 @@ def hardtanh(xp, x, min_val, max_val):
 @hardtanh.derivative
 def _(grad, x, min_val, max_val):
     a = x._data
-    return masked(grad, (a > min_val) & (a < max_val), x, "HardtanhBackwardBackward0")
+    # PyTorch zeroes the gradient where x <= min or x >= max, so it passes at a NaN input
+    return masked(grad, ~((a <= min_val) | (a >= max_val)), x, "HardtanhBackwardBackward0")
 
 
 def _threshold_rule(d, name, operands):
@@ -136,7 +138,7 @@ def threshold(xp, x, threshold, value):
 
 @threshold.derivative
 def _(grad, x, threshold, value):
-    return masked(grad, x._data > threshold, x, "ThresholdBackwardBackward0")
+    return masked(grad, ~(x._data <= threshold), x, "ThresholdBackwardBackward0")   # NaN passes
 
 
 # --- leaky_relu, prelu ------------------------------------------------------------------------
@@ -238,6 +240,8 @@ def softshrink(xp, x, lambd):
     dtype = x.dtype
     if dtype.itemsize == 2:
         x = x.astype(xp.float32)
+    # x * 0 keeps NaN; its -0.0 for negative x is what PyTorch's scalar kernel gives (its
+    # vectorized one, used on the bulk of longer tensors, gives +0.0)
     out = xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, x * 0))
     return out.astype(dtype, copy=False)
 
@@ -245,7 +249,8 @@ def softshrink(xp, x, lambd):
 @softshrink.derivative
 def _(grad, x, lambd):
     a = x._data
-    return masked(grad, (a > lambd) | (a < -lambd), x, "SoftshrinkBackwardBackward0")
+    return masked(grad, ~((a >= -lambd) & (a <= lambd)), x,       # NaN passes, as in PyTorch
+                  "SoftshrinkBackwardBackward0")
 
 
 # --- hardsigmoid, hardswish -------------------------------------------------------------------
@@ -275,7 +280,7 @@ def _(grad, x):
     from ember.ops.binary_math import where
     a = x._data
     middle = const((a > -3) & (a < 3))
-    upper = const((a >= 3).astype(a.dtype))
+    upper = const((~(a < 3)).astype(a.dtype))          # 1 at x >= 3 and at NaN, as PyTorch
     return grad * where(middle, x / 3 + 0.5, upper)
 
 

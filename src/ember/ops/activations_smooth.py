@@ -23,7 +23,8 @@ _ELU = float_kernel("elu_cpu")
 # --- the elu family ---------------------------------------------------------------------------
 
 def _elu(xp, x, alpha, scale, input_scale):
-    neg = xp.expm1(xp.minimum(x, 0) * input_scale) * alpha
+    # where, not minimum(x, 0): expm1(-0.0) keeps the sign of zero, as PyTorch's does
+    neg = xp.expm1(xp.where(x > 0, 0, x) * input_scale) * alpha
     out = xp.where(x > 0, x, neg)
     return out * scale if scale != 1 else out
 
@@ -31,7 +32,8 @@ def _elu(xp, x, alpha, scale, input_scale):
 def _elu_grad(grad, x, alpha, scale, input_scale):
     from ember.ops.binary_math import where
     neg = (x.clamp(max=0) * input_scale).exp() * (alpha * scale * input_scale)
-    return grad * where(const(x._data > 0), scale, neg)
+    # a NaN input takes the positive slope, as in PyTorch (the test is x <= 0)
+    return grad * where(const(x._data <= 0), neg, scale)
 
 
 @act_op("elu(input, alpha=1.0)", namespace="nn.functional", promote=_ELU)

@@ -54,7 +54,9 @@ def _integral(x):
 
 
 def _check_nonzero_divisor(xp, a, b):
-    if _integral(a) and _integral(b) and bool(xp.any(xp.asarray(b) == 0)):
+    """PyTorch's error for an integer division by zero; an empty operand divides nothing."""
+    if (_integral(a) and _integral(b) and getattr(a, "size", 1) and getattr(b, "size", 1)
+            and bool(xp.any(xp.asarray(b) == 0))):
         raise RuntimeError("ZeroDivisionError")
 
 
@@ -259,7 +261,39 @@ def _pow(xp, a, b):
     if isinstance(b, (float, complex)) and b == 0.5 and hasattr(a, "dtype") \
             and a.dtype.kind == "c":
         return xp.sqrt(a)       # as PyTorch: exact on the axes, where NumPy's cpow is not
-    return xp.power(a, b)
+    half = next((x.dtype for x in (a, b) if _is_half(x)), None)
+    if half is not None:
+        return _half_pow(xp, a, b, half)
+    return real_power(xp, a, b)
+
+
+def _is_half(x):
+    return hasattr(x, "dtype") and x.dtype.itemsize == 2 and x.dtype.kind in "fV"
+
+
+def _half_pow(xp, a, b, dtype):
+    """pow of float16/bfloat16 (not upcast by the dispatcher), computed in float32. As in
+    PyTorch, a number exponent is rounded to the dtype (and must fit it), and float16 takes
+    C's pow even for the exponents +-0.5 (bfloat16, like float32, takes sqrt and rsqrt)."""
+    if type(b) in (int, float):
+        b = float(checked_scalar(np, b, dtype))     # "value cannot be converted to type ..."
+        if dtype == np.float16:
+            b = xp.asarray(b, dtype=np.float32)     # an array exponent: C's pow
+    a, b = (x.astype(np.float32) if hasattr(x, "dtype") and x.dtype == dtype else x
+            for x in (a, b))
+    return real_power(xp, a, b).astype(dtype)
+
+
+def real_power(xp, a, b):
+    """``xp.power(a, b)`` with PyTorch's edges for real floats: a Python-number exponent of
+    -0.5 is ``rsqrt`` (as 0.5 is ``sqrt``, in NumPy too), a tensor exponent is C's ``pow``."""
+    if type(b) is float and b == -0.5 and hasattr(a, "dtype") and a.dtype.kind == "f":
+        return 1 / xp.sqrt(a)                   # -inf at -0.0 and NaN at -inf, not inf and 0
+    out = xp.power(a, b)
+    if type(b) is np.ndarray and b.ndim == 0 and b == 0.5 and out.dtype.kind == "f":
+        # NumPy takes any 0-d exponent of 0.5 for sqrt; C's pow gives +0 at -0.0, inf at -inf
+        out = xp.where(xp.isneginf(a), xp.inf, out + 0)
+    return out
 
 
 def _pow_grad(grad, a, b):
@@ -277,21 +311,28 @@ def _pow_grad(grad, a, b):
     if hasattr(b, "shape"):
         log_a = a.log() if hasattr(a, "shape") else _scalar_log(a, b)
         grad_b = grad * conj_grad(pow(a, b) * log_a)
-        if hasattr(a, "shape"):                 # x ** b at x = 0 is flat in b (b >= 0)
-            grad_b = where((a == 0) & (b.real >= 0 if b.is_complex() else b >= 0),
-                           0, grad_b)
+        flat = (b.real >= 0 if b.is_complex() else b >= 0)  # x ** b at x = 0, flat in b >= 0
+        if hasattr(a, "shape"):
+            grad_b = where((a == 0) & flat, 0, grad_b)
+        elif a == 0:
+            grad_b = where(flat, 0, grad_b)
     return grad_a, grad_b
 
 
 def _scalar_log(a, like):
+    """``log(a)`` of a number base: complex only for a complex base or exponent (the log of
+    a negative real base is NaN, as PyTorch's real kernel gives)."""
     import cmath
     import math
-    return cmath.log(a) if isinstance(a, complex) or a < 0 else \
-        (math.log(a) if a != 0 else float("-inf"))
+    if isinstance(a, complex) or (a < 0 and like.is_complex()):
+        return cmath.log(a)
+    return math.log(a) if a > 0 else (float("-inf") if a == 0 else float("nan"))
 
 
+# upcast=False: 16-bit floats have edges of their own (_half_pow)
 pow = binary("pow(input, exponent)", _pow, _pow_grad,
-             doc="``input`` raised to the power ``exponent``, elementwise.", promote=BINARY)
+             doc="``input`` raised to the power ``exponent``, elementwise.", promote=BINARY,
+             upcast=False)
 
 
 @sub.named_by

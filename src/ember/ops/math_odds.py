@@ -10,6 +10,7 @@ from ember.ops._promotion import Policy
 from ember.ops import return_types
 from ember.ops._registry import op
 from ember.ops.arithmetic import pow as _pow
+from ember.ops.arithmetic import real_power
 from ember.ops.unary_math import exp2
 
 _LN2 = math.log(2.0)
@@ -29,7 +30,7 @@ def _float_power_grad(grad, a, b):
     return _pow.vjp(grad, a, b)
 
 
-float_power = binary("float_power(input, exponent)", lambda xp, a, b: xp.power(a, b),
+float_power = binary("float_power(input, exponent)", real_power,
                      _float_power_grad,
                      doc="``input ** exponent`` in double precision (float64 or complex128).",
                      promote=Policy("float_power", _float_power_rule))
@@ -170,8 +171,15 @@ def _floats_rule(d, name, operands):
     return d
 
 
+def _nextafter(xp, a, b):
+    out = xp.nextafter(a, b)
+    if out.dtype == xp.float16:         # NumPy's half gives input, not other, where equal
+        out = xp.where(a == b, b, out)  # (nextafter(-0.0, 0.0) is 0.0)
+    return out
+
+
 # upcast=False: the next value after a 16-bit float is a 16-bit question
-nextafter = binary("nextafter(input, other)", lambda xp, a, b: xp.nextafter(a, b),
+nextafter = binary("nextafter(input, other)", _nextafter,
                    lambda grad, a, b: (grad, zeros_for(grad)),
                    doc="The next representable value after ``input`` towards ``other``.",
                    promote=Policy("nextafter", _floats_rule), upcast=False, scalars=False,

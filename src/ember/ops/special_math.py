@@ -20,6 +20,7 @@ from ember.ops._linalg_utils import on_host
 from ember.ops._promotion import Policy
 from ember.ops._scalars import number_arrays
 from ember.ops.binary_math import where
+from ember.ops.unary_math import _lgamma
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
@@ -119,8 +120,21 @@ def _spherical_j0(xp, x):
                                                                               copy=False), x)
 
 
+def _airy_ai_host(np_, a):
+    out = scipy.special.airy(a)[0]
+    far = np_.isnan(out) & np_.isfinite(a)      # SciPy gives NaN beyond |x| ~ 1e6
+    if far.any():
+        # Ai decays to 0 for x -> +inf; for x -> -inf its leading asymptotic term is
+        # sin(2/3 |x|^1.5 + pi/4) / (sqrt(pi) |x|^0.25)
+        b = np_.abs(a[far]).astype(np_.float64)
+        with np_.errstate(invalid="ignore", over="ignore"):
+            wave = np_.sin(2 / 3 * b ** 1.5 + math.pi / 4) / (math.sqrt(math.pi) * b ** 0.25)
+        out[far] = np_.where(a[far] > 0, 0.0, wave)
+    return out.astype(a.dtype, copy=False)
+
+
 def _airy_ai(xp, x):
-    return on_host(xp, lambda np_, a: scipy.special.airy(a)[0].astype(a.dtype, copy=False), x)
+    return on_host(xp, _airy_ai_host, x)
 
 
 spherical_bessel_j0 = _special("spherical_bessel_j0", _spherical_j0, half=False, arg="x",
@@ -262,10 +276,9 @@ def _check_p(p):
 
 def _mvlgamma(xp, x, p):
     _check_p(p)
-    gammaln = special_of(xp).gammaln
     out = xp.zeros_like(x) + p * (p - 1) / 4 * _LOG_PI
     for i in range(p):
-        out += gammaln(x - i / 2)
+        out += _lgamma(xp, x - i / 2)       # lgamma's kernel: its edges (-inf, subnormals)
     return out
 
 

@@ -112,8 +112,8 @@ def _chebyshev(kind, shifted):
         scale = 1 if kind == "t" else 2
 
         def first(x):
-            y = x + x - 1 if shifted else x
-            return scale * y + offset
+            y = scale * (x + x - 1 if shifted else x)
+            return y + offset if offset else y      # T_1(-0.0) is -0.0
 
         def step(k, x, p, q):
             return _chebyshev_step(k, x + x - 1 if shifted else x, p, q)

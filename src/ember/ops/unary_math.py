@@ -184,8 +184,17 @@ def _erfinv(xp, x):
     return xp.where(x == 0, x, special_of(xp).erfinv(x))     # keeps the sign of -0.0
 
 
+_TINY64 = 2.2250738585072014e-308     # the smallest normal float64
+
+
 def _lgamma(xp, x):
-    return xp.where(xp.isneginf(x), xp.inf, special_of(xp).gammaln(x))   # |Gamma(-inf)| = inf
+    out = xp.where(xp.isneginf(x), xp.inf, special_of(xp).gammaln(x))   # |Gamma(-inf)| = inf
+    if x.dtype == xp.float64:
+        # SciPy's gammaln overflows at subnormal x, where lgamma(x) is -log|x| to the last bit
+        tiny = (xp.abs(x) < _TINY64) & (x != 0)
+        if tiny.any():
+            out = xp.where(tiny, -xp.log(xp.abs(xp.where(tiny, x, 1))), out)
+    return out
 
 
 def _polygamma(xp, x, n):
