@@ -21,9 +21,11 @@ def _fill_(t, arr, node):
     named ``node`` (as PyTorch's, e.g. NormalBackward0) passing no gradient back."""
     from ember.autograd.grad_mode import STATE
     from ember.ops._inplace import _check_leaf
+    from ember.ops._overlap import check_internal_overlap
     history = STATE.grad_enabled and t.requires_grad
     if STATE.grad_enabled:
         _check_leaf(t)
+    check_internal_overlap(t._data)
     if history:         # fill_ records the cut (a zero gradient) and bumps the version
         from ember.ops.conversion import fill_
         fill_(t, 0)

@@ -403,7 +403,8 @@ def masked_fill(xp, x, mask, value):
         np.broadcast_shapes(mask.shape, x.shape)
     except ValueError:
         _size_mismatch(mask.shape, x.shape)
-    return xp.where(mask, value, x)
+    out = xp.where(mask, value, x)
+    return out if out.flags.c_contiguous else xp.ascontiguousarray(out)   # as PyTorch's
 
 
 @masked_fill.inplace_variant

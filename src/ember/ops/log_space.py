@@ -128,7 +128,7 @@ def _softmax_input(xp, name, x, dim, dtype):
         x = x.astype(xp.float32)
     if x.ndim == 0:
         x = x.reshape(1)
-    return x, d, result
+    return xp.ascontiguousarray(x), d, result      # PyTorch computes on (and returns) row-major
 
 
 def _finish(out, result, zero_dim):

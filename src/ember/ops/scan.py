@@ -20,6 +20,7 @@ def _accumulate(xp, name, x, dim, dtype):
     x = cast_input(x, dtype, name)
     if x.ndim == 0:
         return x.copy()
+    x = xp.ascontiguousarray(x)          # PyTorch's scans return row-major results
     return getattr(xp, name)(cpu_wide(xp, x), axis=d).astype(x.dtype, copy=False)
 
 

@@ -73,7 +73,8 @@ def _refuse_grad_out(fname, targets):
 def _finish(fname, view, out):
     """A contiguous copy of ``view``, or ``view`` written into ``out`` (see NOTE [out= of
     the view copies])."""
-    if fname in _NO_COMPLEX_GRAD and view.requires_grad and view.is_complex():
+    if fname in _NO_COMPLEX_GRAD and _GRAD.grad_enabled and view.requires_grad \
+            and view.is_complex():
         raise RuntimeError(f"{fname} does not support automatic differentiation for outputs "
                            f"with complex dtype.")
     if out is None:
