@@ -38,12 +38,17 @@ def _place(array, dev):
     return cuda_backend().to_device(array, dev.index)
 
 
+def _check_grad_dtype(dtype):
+    """PyTorch's factory error for ``requires_grad=True`` with a bool or integer dtype."""
+    if dtype.category < D.FLOATING:
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                           "gradients")
+
+
 def _finish(array, requires_grad):
     t = _make(array)
     if requires_grad:
-        if t.dtype.category < D.FLOATING:
-            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
-                               "gradients")
+        _check_grad_dtype(t.dtype)
         t._requires_grad = True
     return t
 
@@ -113,6 +118,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     if requires_grad is False and out.requires_grad:
         out = out.detach()
     elif requires_grad:
+        _check_grad_dtype(out.dtype)
         out.requires_grad_(True)
     return out
 
@@ -197,11 +203,19 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
     return result.clone() if copy else result
 
 
-def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+_REQUIRED = object()
+
+
+def frombuffer(buffer, *, dtype=_REQUIRED, count=-1, offset=0, requires_grad=False):
     """A 1-D tensor over the bytes of a Python buffer (``bytearray``, ``array``, ``mmap``),
     sharing its memory; a read-only buffer (``bytes``) is copied, as ember's tensors are
     always writable."""
-    view = memoryview(buffer).cast("B")
+    if dtype is _REQUIRED:
+        raise TypeError('frombuffer() missing 1 required positional arguments: "dtype"')
+    try:
+        view = memoryview(buffer).cast("B")
+    except TypeError:
+        raise ValueError("object does not implement Python buffer protocol.") from None
     length, size = view.nbytes, dtype.itemsize
     if length == 0 or count == 0:
         raise ValueError(f"both buffer length ({length}) and count ({count}) must not be 0")
@@ -237,9 +251,38 @@ def _dtype_arg(fname, dtype):
                     f"{type(dtype).__name__}")
 
 
+def _out_dtype(dtype, out):
+    """A factory's dtype given ``out=``: out's by default; another one raises, as in
+    PyTorch."""
+    if out is None:
+        return dtype
+    if dtype is None:
+        return out.dtype
+    if dtype is not out.dtype:
+        raise RuntimeError(f"dtype {dtype._torch_name} does not match dtype of out parameter "
+                           f"({out.dtype._torch_name})")
+    return dtype
+
+
+def _out_device(device, out):
+    """A factory's device given ``out=``: out's by default."""
+    return out.device if device is None and out is not None else device
+
+
+def _write_out(out, array):
+    """``array`` (on out's device) written into ``out`` in place, cast to its dtype; an
+    ``out`` of another shape is resized to ``array``'s, as factories' ``out=`` does."""
+    if out.shape == array.shape and out.device.type != "meta":
+        xp_of(out._data).copyto(out._data, array, casting="unsafe")
+    else:
+        out._data = array.astype(out._data.dtype, copy=False)
+    out._bump_version()
+    return out
+
+
 def _alloc(fill, shape, dtype, device, requires_grad, out=None):
     dtype = D.get_default_dtype() if dtype is None else dtype
-    xp, dev = _target(device)
+    xp, dev = _target(_out_device(device, out))
     if dev.type == "meta":
         arr = MetaArray(shape, dtype.np)
     elif xp is np:
@@ -248,9 +291,7 @@ def _alloc(fill, shape, dtype, device, requires_grad, out=None):
         with cuda_backend().device_guard(dev.index):
             arr = fill(xp, shape, dtype.np)
     if out is not None:
-        out._data = arr
-        out._bump_version()
-        return out
+        return _write_out(out, arr)
     return _finish(arr, requires_grad)
 
 
@@ -258,7 +299,7 @@ def zeros(*sizes, size=None, out=None, dtype=None, layout=None, device=None, req
           pin_memory=False):
     """A tensor of zeros."""
     size = _size(_size_args(sizes, size, "zeros"), "zeros" if out is None else None)
-    dtype = _dtype_arg("zeros", dtype)
+    dtype = _out_dtype(_dtype_arg("zeros", dtype), out)
     return pinned(_alloc(lambda xp, s, d: xp.zeros(s, d), size, dtype, device,
                          requires_grad, out), pin_memory)
 
@@ -267,7 +308,7 @@ def ones(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requ
          pin_memory=False):
     """A tensor of ones."""
     size = _size(_size_args(sizes, size, "ones"))
-    dtype = _dtype_arg("ones", dtype)
+    dtype = _out_dtype(_dtype_arg("ones", dtype), out)
     return pinned(_alloc(lambda xp, s, d: xp.ones(s, d), size, dtype, device,
                          requires_grad, out), pin_memory)
 
@@ -288,7 +329,7 @@ def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None, req
     """An uninitialized tensor (ember fills it with zeros, so results are reproducible; in
     deterministic mode with NaN or the largest integer, as PyTorch does)."""
     size = _size(_size_args(sizes, size, "empty"))
-    dtype = _dtype_arg("empty", dtype)
+    dtype = _out_dtype(_dtype_arg("empty", dtype), out)
     if memory_format is preserve_format:        # there is no tensor to preserve the format of
         raise RuntimeError("unsupported memory format Preserve")
     return pinned(in_format(_alloc(_uninitialized, size, dtype, device, requires_grad,
@@ -347,10 +388,31 @@ def _fill_dtype(value):
     return _infer_dtype(np.asarray(value))
 
 
+def _number_arg(value, fn, name, position):
+    """``value`` checked as PyTorch's parser checks a Number: a tensor must be 0-dim and not
+    require grad."""
+    if isinstance(value, Tensor):
+        if value.dim() == 0 and not value.requires_grad:
+            return value
+    elif isinstance(value, (numbers.Number, np.generic)):
+        return value
+    raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be Number, not "
+                    f"{type(value).__name__}")
+
+
+def _size_sequence(size, fn):
+    """PyTorch's error where a factory's one ``size`` argument is not a sequence."""
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not "
+                        f"{type(size).__name__}")
+
+
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """A tensor filled with ``fill_value``; the dtype follows the value's kind."""
-    dtype = _dtype_arg("full", dtype)
+    _size_sequence(size, "full")
+    _number_arg(fill_value, "full", "fill_value", 2)
+    dtype = _out_dtype(_dtype_arg("full", dtype), out)
     if dtype is None:
         dtype = _fill_dtype(fill_value)
     value = fill_value.item() if isinstance(fill_value, Tensor) else fill_value
@@ -363,6 +425,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
     """A 0-dim tensor holding ``s`` (float dtype by default)."""
+    _number_arg(s, "scalar_tensor", "s", 1)
     return full((), s, dtype=dtype or D.get_default_dtype(), device=device,
                 requires_grad=requires_grad)
 
@@ -416,38 +479,39 @@ def _like(input, dtype, device, name):
 
 @offered_to_overrides
 def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
-               memory_format=None):
+               memory_format=None, pin_memory=False):
     """Zeros with the shape (and by default dtype and device) of ``input``."""
     dtype, device = _like(input, dtype, device, "zeros_like")
     made = zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
-    return in_format(made, memory_format, input)
+    return pinned(in_format(made, memory_format, input), pin_memory)
 
 
 @offered_to_overrides
 def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
-              memory_format=None):
+              memory_format=None, pin_memory=False):
     """Ones with the shape (and by default dtype and device) of ``input``."""
     dtype, device = _like(input, dtype, device, "ones_like")
     made = ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
-    return in_format(made, memory_format, input)
+    return pinned(in_format(made, memory_format, input), pin_memory)
 
 
 @offered_to_overrides
 def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
-               memory_format=None):
+               memory_format=None, pin_memory=False):
     """An uninitialized tensor shaped like ``input``."""
     dtype, device = _like(input, dtype, device, "empty_like")
     made = empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
-    return in_format(made, memory_format, input)
+    return pinned(in_format(made, memory_format, input), pin_memory)
 
 
 @offered_to_overrides
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
-              requires_grad=False, memory_format=None):
+              requires_grad=False, memory_format=None, pin_memory=False):
     """``fill_value`` everywhere, shaped like ``input``."""
     dtype, device = _like(input, dtype, device, "full_like")
-    return in_format(full(input.shape, fill_value, dtype=dtype, device=device,
-                          requires_grad=requires_grad), memory_format, input)
+    return pinned(in_format(full(input.shape, fill_value, dtype=dtype, device=device,
+                                 requires_grad=requires_grad), memory_format, input),
+                  pin_memory)
 
 
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
@@ -460,8 +524,8 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
     for name, v in (("n", n), ("m", m)):
         if v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
-    return _alloc(lambda xp, s, d: xp.eye(s[0], s[1], dtype=d), (n, m), dtype, device,
-                  requires_grad, out)
+    return _alloc(lambda xp, s, d: xp.eye(s[0], s[1], dtype=d), (n, m),
+                  _out_dtype(dtype, out), device, requires_grad, out)
 
 
 # --- Tensor.new_* : factories that default to the tensor's dtype and device -------------------
@@ -483,7 +547,9 @@ def _new_factory(factory, name):
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
               layout=None, pin_memory=False):
     """``ember.full`` with this tensor's dtype and device."""
+    _size_sequence(size, "new_full")
     _size_args((size,), None, "new_full")
+    _number_arg(fill_value, "new_full", "fill_value", 2)
     return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
                 device=self.device if device is None else device, requires_grad=requires_grad,
                 layout=layout, pin_memory=pin_memory)

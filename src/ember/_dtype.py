@@ -161,7 +161,10 @@ def get_default_dtype():
 
 def set_default_dtype(d):
     """Set the dtype of new floating-point tensors; only floating dtypes are allowed."""
-    if not isinstance(d, dtype) or d.category != FLOATING or d in FLOAT8:
+    if not isinstance(d, dtype):
+        raise TypeError("invalid dtype object: only floating-point types are supported as the "
+                        "default type")
+    if d.category != FLOATING or d in FLOAT8:
         raise TypeError("only floating-point types are supported as the default type")
     _default[0] = d
     for callback in ON_DEFAULT_CHANGE:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _to_host, _warn_scalar_of_grad_tensor
+from ember._warn import outside_level
 
 _SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}
 _WARNED_ARRAY_LIST = []         # PyTorch warns of a list of arrays once per program
@@ -58,7 +59,7 @@ def _from_data(data, dtype):
             warnings.warn("Creating a tensor from a list of numpy.ndarrays is extremely slow. "
                           "Please consider converting the list to a single numpy.ndarray with "
                           "numpy.array() before converting to a tensor.", UserWarning,
-                          stacklevel=3)
+                          stacklevel=outside_level())
         typed = []
         unwrapped = _unwrap_scalars(data, typed)
         if typed and dtype is None:

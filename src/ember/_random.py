@@ -15,8 +15,9 @@ import json
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import (_finish, _place, _target, check_like_input, in_format,
-                             offered_to_overrides, pinned)
+from ember._creation import (_finish, _out_device, _out_dtype, _place, _target,
+                             _write_out, check_like_input, in_format, offered_to_overrides,
+                             pinned)
 from ember._device import as_device, get_default_device
 from ember._sizes import _size, _size_args
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
@@ -30,6 +31,9 @@ __all__ = [
     "bernoulli", "multinomial", "poisson", "binomial", "rand_like", "randn_like", "randint_like",
     "_standard_gamma", "_sample_dirichlet",
 ]
+
+
+_CPU_STATE_SIZE = 5056      # bytes in PyTorch's CPU generator state (ember's is JSON, padded)
 
 
 class Generator:
@@ -64,11 +68,14 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        """The generator state as a uint8 tensor."""
+        """The generator state as a uint8 tensor (of PyTorch's fixed size on CPU, so that
+        states can be stacked or broadcast between processes)."""
         state = {"seed": self._seed, "bit_generator": self._rng.bit_generator.state,
                  "offset": self._offset}
-        raw = np.frombuffer(json.dumps(state).encode(), dtype=np.uint8).copy()
-        return _make(raw)
+        text = json.dumps(state).encode()
+        if self.device.type == "cpu":            # JSON allows the trailing blanks
+            text = text.ljust(_CPU_STATE_SIZE)
+        return _make(np.frombuffer(text, dtype=np.uint8).copy())
 
     def set_state(self, new_state):
         """Restore a state returned by ``get_state``; returns self."""
@@ -81,6 +88,10 @@ class Generator:
             state = json.loads(np.asarray(new_state).tobytes().decode())
             bit_generator = state["bit_generator"]
         except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+            if self.device.type == "cpu" and new_state.numel() != _CPU_STATE_SIZE:
+                raise RuntimeError(f"Expected a CPUGeneratorImplState of size "
+                                   f"{_CPU_STATE_SIZE} but found the input RNG state size to "
+                                   f"be {new_state.numel()}") from None
             raise RuntimeError(f"Expected an RNG state from Generator.get_state, but found "
                                f"{new_state.numel()} bytes that are not one") from None
         self._seed = state["seed"]
@@ -107,6 +118,14 @@ class Generator:
     def _check_offset(self):
         if self.device.type == "cpu":
             raise RuntimeError("CPU Generator does not use offset")
+
+    def graphsafe_get_state(self):
+        """Not available: ember has no CUDA graphs to capture generators in."""
+        raise NotImplementedError("graphsafe_get_state is not supported in this Generator")
+
+    def graphsafe_set_state(self, state):
+        """Not available: ember has no CUDA graphs to capture generators in."""
+        raise NotImplementedError("graphsafe_set_state is not supported in this Generator")
 
 
 default_generator = Generator()
@@ -263,7 +282,8 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
     if pin_memory:
         return pinned(rand(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                            requires_grad=requires_grad), True)
-    dtype = _float_dtype(dtype, "check_uniform_bounds")
+    dtype = _float_dtype(_out_dtype(dtype, out), "check_uniform_bounds")
+    device = _out_device(device, out)
     shape = _size(_size_args(sizes, size, "rand"))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1])
     if drawn is not None:
@@ -279,7 +299,8 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     if pin_memory:
         return pinned(randn(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                             requires_grad=requires_grad), True)
-    dtype = _float_dtype(dtype, "normal_kernel_cpu")
+    dtype = _float_dtype(_out_dtype(dtype, out), "normal_kernel_cpu")
+    device = _out_device(device, out)
     shape = _size(_size_args(sizes, size, "randn"))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal")
     if drawn is not None:
@@ -293,12 +314,16 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
 def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None,
             layout=None, device=None, requires_grad=False):
     """Integers drawn uniformly from [low, high)."""
+    position = ""
     if size is None:                        # randint(high, size)
-        low, high, size = 0, low, high
+        low, high, size, position = 0, low, high, " (position 2)"
     elif high is None:                      # randint(high, size=size)
         low, high = 0, low
     if size is None:
         raise TypeError("randint(): missing required argument 'size'")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"randint(): argument 'size'{position} must be tuple of ints, not "
+                        f"{type(size).__name__}")
     if high is None:
         raise TypeError("randint(): missing required argument 'high'")
     for name, bound in (("low", low), ("high", high)):      # a float bound would be drawn
@@ -308,7 +333,9 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
+    dtype = _out_dtype(dtype, out)
     dtype = D.int64 if dtype is None else dtype
+    device = _out_device(device, out)
     _check_random_bounds(dtype, low, high)
     shape = _size((size,))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "integers", low, high)
@@ -326,8 +353,10 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
                                requires_grad=requires_grad), True)
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    dtype = _out_dtype(dtype, out)
     dtype = D.int64 if dtype is None else dtype
-    _not_implemented_for(dtype, "randperm", (D.COMPLEX,))
+    device = _out_device(device, out)
+    _check_permutation_dtype(dtype, n)
     drawn = _permutation_on_device(generator, n, _target(device)[1])
     if drawn is not None:
         return _fill_out(out, _finish(drawn.astype(dtype.np, copy=False), requires_grad))
@@ -361,11 +390,27 @@ def _vmap_aware(sample, inplace=False):
 
 
 def _fill_out(out, result):
-    if out is None:
-        return result
-    out._data = result._data
-    out._bump_version()
-    return out
+    return result if out is None else _write_out(out, result._data)
+
+
+def _check_permutation_dtype(dtype, n):
+    """PyTorch's errors for a randperm dtype that cannot hold 0..n-1 (or has no kernel)."""
+    _not_implemented_for(dtype, "randperm", (D.BOOL, D.COMPLEX))
+    if dtype.category == D.INTEGRAL and n - 1 > D.iinfo(dtype).max:
+        from ember.ops._scalars import C_NAMES
+        raise RuntimeError(f"value cannot be converted to type {C_NAMES[dtype]} without "
+                           f"overflow")
+    if dtype is D.float16 and n > 2049:
+        raise RuntimeError("n cannot be greater than 2049 for Half type.")
+
+
+def _check_std(std, values):
+    """PyTorch's errors for a negative (or NaN) standard deviation of ``normal``."""
+    if isinstance(std, Tensor):
+        if not bool((values >= 0).all()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif not std >= 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
 
 
 @_vmap_aware
@@ -375,18 +420,25 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         m = host_array(mean._data) if isinstance(mean, Tensor) else mean
         s = host_array(std._data) if isinstance(std, Tensor) else std
-        if isinstance(std, Tensor) and bool((s < 0).any()):
-            raise RuntimeError("normal expects all elements of std >= 0.0")
-        shape = np.broadcast_shapes(np.shape(m), np.shape(s))
+        _check_std(std, s)
         ref = mean if isinstance(mean, Tensor) else std
+        _float_dtype(ref.dtype, "normal_kernel_cpu")
+        try:
+            shape = np.broadcast_shapes(np.shape(m), np.shape(s))
+        except ValueError:
+            from ember.ops._registry import broadcast_message
+            raise RuntimeError(broadcast_message([np.shape(m), np.shape(s)])) from None
         rng = _rng_on(generator, ref.device)
         arr = m + s * rng.standard_normal(shape)
         return _fill_out(out, _sample(np.asarray(arr), ref.dtype, ref.device, False))
     if size is None:
         raise TypeError("normal(): with float mean and std a size is required")
-    if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    dtype = _float_dtype(dtype, "normal_kernel_cpu")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"normal(): argument 'size' must be tuple of ints, not "
+                        f"{type(size).__name__}")
+    _check_std(std, std)
+    dtype = _float_dtype(_out_dtype(dtype, out), "normal_kernel_cpu")
+    device = _out_device(device, out)
     shape = _size((size,))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal", mean, std)
     if drawn is not None:
@@ -482,6 +534,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
                            f"{input.dtype._torch_name}")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if out is not None and out.dtype is not D.int64:
+        raise RuntimeError(f"multinomial expects Long tensor out, got: {out.dtype._torch_name}")
     if not replacement and num_samples > input.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
@@ -573,34 +627,34 @@ def _check_weights(xp, w, needed):
 
 @offered_to_overrides
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
-              memory_format=None, generator=None):
+              memory_format=None, generator=None, pin_memory=False):
     """Uniform samples shaped like ``input``."""
     check_like_input(input, "rand_like")
     made = rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                 requires_grad=requires_grad, generator=generator)
-    return in_format(made, memory_format, input)
+    return pinned(in_format(made, memory_format, input), pin_memory)
 
 
 @offered_to_overrides
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
-               memory_format=None, generator=None):
+               memory_format=None, generator=None, pin_memory=False):
     """Normal samples shaped like ``input``."""
     check_like_input(input, "randn_like")
     made = randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                  requires_grad=requires_grad, generator=generator)
-    return in_format(made, memory_format, input)
+    return pinned(in_format(made, memory_format, input), pin_memory)
 
 
 @offered_to_overrides
 def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
-                 requires_grad=False, memory_format=None, generator=None):
+                 requires_grad=False, memory_format=None, generator=None, pin_memory=False):
     """Random integers shaped like ``input``."""
     check_like_input(input, "randint_like")
     if high is None:
         low, high = 0, low
     made = randint(low, high, input.shape, dtype=dtype or input.dtype,
                    device=device or input.device, generator=generator)
-    return in_format(made, memory_format, input)
+    return pinned(in_format(made, memory_format, input), pin_memory)
 
 
 _C_NAMES = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",

@@ -7,19 +7,35 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import _alloc, _finish, _place, _target
+from ember._creation import (_alloc, _finish, _out_device, _out_dtype, _place, _target,
+                             _write_out)
 from ember._device import as_device, get_default_device
 from ember._tensor import Tensor
 
 __all__ = ["arange", "linspace", "logspace"]
 
 
-def _number(x, name):
-    if isinstance(x, Tensor):
+def _number(x, name, fn="arange", grad_ok=False):
+    """A range bound as a Python number; a tensor bound must be 0-dim (and, but for
+    linspace's and logspace's, not require grad), as in PyTorch."""
+    if isinstance(x, Tensor) and x.dim() == 0 and (grad_ok or not x.requires_grad):
         return x.item()
     if not isinstance(x, numbers.Number):
-        raise TypeError(f"arange(): argument '{name}' must be Number, not {type(x).__name__}")
+        raise TypeError(f"{fn}(): argument '{name}' must be Number, not {type(x).__name__}")
     return x
+
+
+def _space_ends(name, start, end):
+    """linspace's and logspace's ends as numbers: PyTorch refuses tensors of 1 dim or more."""
+    dims = [t.dim() for t in (start, end) if isinstance(t, Tensor)]
+    if any(dims):
+        if len(dims) == 2:
+            got = f"start with {dims[0]} dimension(s) and end with {dims[1]} dimension(s)"
+        else:
+            got = f"{'start' if isinstance(start, Tensor) else 'end'} with {dims[0]} dimension(s)"
+        raise RuntimeError(f"{name} only supports 0-dimensional start and end tensors, "
+                           f"but got {got}.")
+    return _number(start, "start", name, True), _number(end, "end", name, True)
 
 
 def _reject_range_dtype(kernel, dtype, device, complex_ok=False):
@@ -32,13 +48,13 @@ def _reject_range_dtype(kernel, dtype, device, complex_ok=False):
                                   f"'{dtype._torch_name}'")
 
 
-def _span(start, end, step):
+def _span(start, end, step, fn="arange"):
     """``arange``'s and ``range``'s bounds checked: (start, end, step); one bound is the
     end."""
     if end is None:
         start, end = 0, start
-    start, end, step = (_number(start, "start"), _number(end, "end"),
-                        _number(step, "step"))
+    start, end, step = (_number(start, "start", fn), _number(end, "end", fn),
+                        _number(step, "step", fn))
     if step == 0 or step != step:           # a NaN step is refused as zero is
         raise RuntimeError("step must be nonzero")
     if not (math.isfinite(start) and math.isfinite(end)):
@@ -52,8 +68,9 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
            requires_grad=False):
     """Values from ``start`` up to (excluding) ``end`` in steps of ``step``."""
     start, end, step = _span(start, end, step)
+    dtype = _out_dtype(dtype, out)
     if dtype is None:
-        is_float = any(isinstance(v, float) for v in (start, end, step))
+        is_float = any(not isinstance(v, numbers.Integral) for v in (start, end, step))
         dtype = D.get_default_dtype() if is_float else D.int64
     _reject_range_dtype("arange", dtype, device)
     n = max(0, math.ceil((end - start) / step))
@@ -75,8 +92,9 @@ def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=
                   "its behavior is inconsistent with Python's range builtin. Instead, use "
                   "torch.arange, which produces values in [start, end).", UserWarning,
                   stacklevel=2)
-    start, end, step = _span(start, end, step)
+    start, end, step = _span(start, end, step, "range")
     n = math.floor((end - start) / step) + 1
+    dtype = _out_dtype(dtype, out)
     if dtype is not None:
         _reject_range_dtype("range", dtype, device)
 
@@ -107,11 +125,11 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     steps = steps.__index__()
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    start, end = _number(start, "start"), _number(end, "end")
-    dtype = _space_dtype("linspace", start, end, dtype)
+    start, end = _space_ends("linspace", start, end)
+    dtype = _space_dtype("linspace", start, end, _out_dtype(dtype, out))
     if steps:
         _reject_range_dtype("linspace", dtype, device, complex_ok=True)
-    _, dev = _target(device)
+    _, dev = _target(_out_device(device, out))
     if dtype.np in (np.float32, np.float64):
         arr = _evenly_spaced(start.real, end.real, steps, dtype.np.type)
     elif dtype.is_complex:
@@ -125,9 +143,7 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
         arr = np.linspace(start, end, steps)
     arr = _place(arr.astype(dtype.np), dev)
     if out is not None:
-        out._data = arr
-        out._bump_version()
-        return out
+        return _write_out(out, arr)
     return _finish(arr, requires_grad)
 
 
@@ -152,8 +168,9 @@ def _evenly_spaced(start, end, steps, step_type):
 def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
              device=None, requires_grad=False):
     """``steps`` values spaced evenly on a log scale from ``base**start`` to ``base**end``."""
-    _, dev = _target(device)
-    dtype = _space_dtype("logspace", _number(start, "start"), _number(end, "end"), dtype)
+    _, dev = _target(_out_device(device, out))
+    dtype = _space_dtype("logspace", *_space_ends("logspace", start, end),
+                         _out_dtype(dtype, out))
     if steps:
         _reject_range_dtype("logspace", dtype, device, complex_ok=True)
     exponents = linspace(start, end, steps, dtype=D.complex128 if dtype.is_complex else D.float64,
@@ -161,9 +178,7 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     arr = np.power(float(base), exponents._data)
     if dtype.category <= D.INTEGRAL:
         arr = np.trunc(arr)
-    result = _finish(_place(arr.astype(dtype.np), dev), requires_grad)
+    arr = _place(arr.astype(dtype.np), dev)
     if out is not None:
-        out._data = result._data
-        out._bump_version()
-        return out
-    return result
+        return _write_out(out, arr)
+    return _finish(arr, requires_grad)

@@ -7,7 +7,7 @@ import ember.nn as nn
 from ember.utils.checkpoint import checkpoint, checkpoint_sequential
 
 
-def _mlp(depth=6, width=128):
+def _mlp(depth=6, width=256):
     ember.manual_seed(0)
     return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.Tanh(), nn.Dropout(0.1))
                            for _ in range(depth)])
@@ -35,7 +35,7 @@ def _run(model, x, mode):
 
 def test_checkpoint_gradients_equal_plain_gradients_with_dropout():
     model = _mlp()
-    x = ember.randn(64, 128, requires_grad=True)
+    x = ember.randn(64, 256, requires_grad=True)
     plain, held_plain = _run(model, x, "plain")
     each, held_each = _run(model, x, "each")
     seq, _ = _run(model, x, "sequential")
