@@ -72,9 +72,40 @@ def _sections(value):
     return value
 
 
+_UNSET = object()
+
+
+def _split_choice(name, got, indices_or_sections, sections, indices, method):
+    """The split argument passed positionally or as ``sections=`` / ``indices=`` (PyTorch's
+    two overloads); a missing one or a type the keyword does not take raises as PyTorch."""
+    given = [v for v in (indices_or_sections, sections, indices) if v is not _UNSET]
+    ok = len(given) == 1 and (
+        (sections is _UNSET or isinstance(_sections(sections), int))
+        and (indices is _UNSET or isinstance(indices, (tuple, list))))
+    if ok:
+        return given[0]
+    lead = "" if method else "Tensor input, "
+    raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), but "
+                    f"expected one of:\n * ({lead}int sections)\n * ({lead}tuple of ints "
+                    f"indices)\n")
+
+
+def _got(input, args, kwargs):
+    """PyTorch's ``got (...)`` summary of the arguments of a failed call."""
+    parts = ([] if input is _UNSET else [type(input).__name__])
+    parts += [type(a).__name__ for a in args]
+    parts += [f"{k}={type(v).__name__}" for k, v in kwargs.items() if v is not _UNSET]
+    return ", ".join(parts)
+
+
 def _directional_split(name, ndim_needed, dim_of):
-    def split(input, indices_or_sections):
+    def split(input, indices_or_sections=_UNSET, *, sections=_UNSET, indices=_UNSET):
         _tensor_arg(input, name)
+        if sections is not _UNSET or indices is not _UNSET or indices_or_sections is _UNSET:
+            got = _got(input, () if indices_or_sections is _UNSET else (indices_or_sections,),
+                       {"sections": sections, "indices": indices})
+            indices_or_sections = _split_choice(name, got, indices_or_sections, sections,
+                                                indices, method=False)
         if input.ndim < ndim_needed:
             raise RuntimeError(f"torch.{name} requires a tensor with at least {ndim_needed} "
                                f"dimension, but got a tensor with {input.ndim} dimensions!")
@@ -91,8 +122,14 @@ def _directional_split(name, ndim_needed, dim_of):
                                f"{sections}!")
         return tensor_split(input, sections, d)
 
-    def method(self, *indices_or_sections):
-        arg = indices_or_sections[0] if len(indices_or_sections) == 1 else indices_or_sections
+    def method(self, *indices_or_sections, sections=_UNSET, indices=_UNSET):
+        if sections is not _UNSET or indices is not _UNSET or not indices_or_sections:
+            got = _got(_UNSET, indices_or_sections, {"sections": sections, "indices": indices})
+            arg = _split_choice(name, got, indices_or_sections or _UNSET, sections, indices,
+                                method=True)
+        else:
+            arg = (indices_or_sections[0] if len(indices_or_sections) == 1
+                   else indices_or_sections)
         return split(self, arg)
     split.__name__ = split.__qualname__ = method.__name__ = name
     split.__doc__ = method.__doc__ = (

@@ -13,9 +13,11 @@ from ember._tensor import Tensor, _make
 from ember._warn import warn_once
 from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, quiet_fp,
                            xp_of)
-from ember.backend.meta import meta_like
+from ember.backend.meta import MetaArray, meta_like
 from ember.ops._elementwise import zeros_for
-from ember.ops._registry import broadcast_message, call, op, rename_node
+from ember.ops._arg_aliases import MISSING, UNSET
+from ember.ops._registry import (broadcast_message, call, method_varargs, op,
+                                 rename_node)
 from ember.ops._scalars import checked_scalar
 
 
@@ -389,28 +391,49 @@ def map2_(self, x, y, callable):
 Tensor.apply_, Tensor.map_, Tensor.map2_ = apply_, map_, map2_
 
 
-def resize_(self, *sizes, memory_format=None):
-    """Give this tensor the shape ``sizes`` in place: its leading elements (in row-major
-    order) are kept; growing it adds uninitialized ones (zeros, as ember's ``empty``).
-    Shrinking a contiguous tensor keeps sharing its memory."""
+def resize_(self, *sizes, size=UNSET, memory_format=None):
+    """Give this tensor the shape ``sizes`` (or ``size=``) in place, as PyTorch does: a
+    tensor of that shape already is left alone; otherwise it becomes contiguous over its
+    memory from its storage offset on, which keeps sharing that memory while it is large
+    enough, and else grows into new memory (its new elements zeros, as ember's ``empty``)."""
+    if size is not UNSET or not sizes:
+        sizes = (method_varargs(sizes, size, MISSING, "resize_", "size"),)
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
     from ember._sizes import _size
     shape = _size(sizes)
-    count = math.prod(shape)
-    flat = self._data.reshape(-1)
-    if count <= flat.size and self._data.flags.c_contiguous:
-        self._data = flat[:count].reshape(shape)
+    if shape == self._data.shape and memory_format is None:
+        return self
+    if type(self._data) is MetaArray:
+        self._data = MetaArray(shape, self._data.dtype)
     else:
-        grown = xp_of(flat).zeros(count, flat.dtype)
-        kept = min(count, flat.size)
-        grown[:kept] = flat[:kept]
-        self._data = grown.reshape(shape)
+        _resize_storage(self, shape)
     order = None if memory_format is None else memory_order(memory_format, len(shape))
     if order is not None:           # the same elements, restrided in that format
         self._data = lay_out(xp_of(self._data), self._data, order)
     self._bump_version()
     return self
+
+
+def _resize_storage(t, shape):
+    """Lay ``t`` out contiguously as ``shape`` over its memory from its storage offset: a view
+    of the memory it lies in when that holds enough elements, else new memory holding its
+    elements from there on (ember cannot move the memory of the tensors sharing it)."""
+    from ember._storage import UntypedStorage
+    from ember._tensor import _storage_root
+    count = math.prod(shape)
+    flat = UntypedStorage._of(_storage_root(t))._flat(t._data.dtype)
+    offset = t.storage_offset()
+    if offset + count <= flat.size:
+        t._data = flat[offset:offset + count].reshape(shape)
+        return
+    grown = xp_of(flat).zeros(count, flat.dtype)
+    kept = min(count, flat.size - offset)
+    grown[:kept] = flat[offset:offset + kept]
+    t._data = grown.reshape(shape)
+    t._view = None
+    if t._meta is not None:
+        t._meta.pop("storage_root", None)
 
 
 def resize_as_(self, the_template, memory_format=None):

@@ -36,6 +36,8 @@ def embedding(xp, w, indices, padding_idx, scale_grad_by_freq, sparse):
     _check_indices(indices, "embedding")
     if w.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
+    if not w.shape[0] and indices.size:     # PyTorch selects the rows with index_select
+        raise RuntimeError("index_select(): self indexing axis dim should be positive")
     check_range(indices, 0, w.shape[0], lambda bad: IndexError("index out of range in self"))
     return w.take(indices, axis=0)
 
@@ -136,7 +138,8 @@ def _bag_padding_index(padding_idx, n):
 def functional_embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                          scale_grad_by_freq=False, sparse=False):
     """Look up the rows of ``weight`` named by the indices in ``input``."""
-    padding_idx = _padding_index(padding_idx, weight.shape[0])
+    # (the op checks the weight's rank: a 0-dim weight has no shape[0] to read here)
+    padding_idx = -1 if padding_idx is None else _padding_index(padding_idx, weight.shape[0])
     if max_norm is not None:
         _check_indices(input._data, "embedding")
         _renorm_(weight, input, max_norm, norm_type)
@@ -299,7 +302,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
 
 # --- one_hot ----------------------------------------------------------------------------------
 
-@op("one_hot(tensor, num_classes=-1)", namespace="nn.functional", differentiable=False)
+@op("one_hot(input, num_classes=-1)", namespace="nn.functional", differentiable=False)
 def one_hot(xp, x, num_classes):
     """Encode integer class indices as rows of 0s and 1s (int64), along a new last dim."""
     num_classes = int_arg(num_classes, "one_hot", "num_classes")

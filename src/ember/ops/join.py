@@ -8,13 +8,13 @@ import operator
 
 from ember import _dtype as D
 from ember._creation import _tp_name, zeros
+from ember._memory_format import suggested_order
 from ember._tensor import Tensor
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import wrap_dim, wrap_dim_of_sized
 from ember.ops._promotion import BINARY
 from ember.ops._arg_aliases import UNSET, alias_arg, numpy_names
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
-from ember.ops.shape import wrap_dim_of_tensor
 
 __all__ = ["cat", "chunk", "pad_along", "split", "stack", "tensor_split", "unbind",
            "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes"]
@@ -55,7 +55,19 @@ def cat(xp, tensors, dim):
     d = _cat_dim([a.shape for a in tensors], dim)
     if d is None:
         return xp.concatenate(tensors)
-    return xp.concatenate([a for a in tensors if not _is_legacy_empty(a.shape)], axis=d)
+    kept = [a for a in tensors if not _is_legacy_empty(a.shape)]
+    return _joined_layout(xp, xp.concatenate(kept, axis=d), kept)
+
+
+def _joined_layout(xp, out, arrays):
+    """``out`` (arrays joined by NumPy, which follows their layout) row-major, as PyTorch's
+    cat and stack give, unless every input suggests one channels-last format."""
+    if out.flags.c_contiguous:
+        return out
+    order = suggested_order(arrays[0])
+    if order is not None and all(suggested_order(a) == order for a in arrays[1:]):
+        return out
+    return xp.ascontiguousarray(out)
 
 
 @cat.derivative
@@ -85,7 +97,7 @@ def stack(xp, tensors, dim):
         if a.shape != first:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(first)} at entry 0 and {list(a.shape)} at entry {i}")
-    return xp.stack(tensors, axis=wrap_dim(dim, len(first) + 1))
+    return _joined_layout(xp, xp.stack(tensors, axis=wrap_dim(dim, len(first) + 1)), tensors)
 
 
 @stack.derivative
@@ -236,6 +248,31 @@ def _as_tuple(grad):
     return grad if isinstance(grad, tuple) else (grad,)
 
 
+def _sizes_arg(split_sizes, position):
+    """PyTorch's TypeError for a ``split_sizes`` that is not a sequence of ints."""
+    if not isinstance(split_sizes, (tuple, list)):
+        raise TypeError(f"split_with_sizes(): argument 'split_sizes' (position {position}) "
+                        f"must be tuple of ints, not {type(split_sizes).__name__}")
+    return split_sizes
+
+
+def split_with_sizes(input, split_sizes, dim=0):
+    """Views of pieces of the given sizes along ``dim`` (``split`` with a list)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"split_with_sizes(): argument 'input' (position 1) must be Tensor, "
+                        f"not {type(input).__name__}")
+    return input.split(_sizes_arg(split_sizes, 2), dim)
+
+
+def _split_with_sizes_method(self, split_sizes, dim=0):
+    """Views of pieces of the given sizes along ``dim`` (``split`` with a list)."""
+    return self.split(_sizes_arg(split_sizes, 1), dim)
+
+
+_split_with_sizes_method.__name__ = _split_with_sizes_method.__qualname__ = "split_with_sizes"
+Tensor.split_with_sizes = _split_with_sizes_method
+
+
 @op("chunk(input, chunks, dim=0)", view=True, saves_inputs=False)
 def chunk(xp, x, chunks, dim):
     """At most ``chunks`` views of equal size (the last may be smaller) along ``dim``."""
@@ -297,7 +334,7 @@ for _unsafe in (unsafe_split, unsafe_split_with_sizes, unsafe_chunk):
 @op("unbind(input, dim=0)", view=True, saves_inputs=False)
 def unbind(xp, x, dim):
     """The slices along ``dim``, as a tuple of views with that dim removed."""
-    d = wrap_dim_of_tensor(dim, x.ndim)
+    d = wrap_dim_of_sized(dim, x.ndim)
     lead = (slice(None),) * d
     return tuple(x[lead + (i, Ellipsis)] for i in range(x.shape[d]))
 
@@ -374,4 +411,4 @@ _public_cat.__name__ = _public_cat.__qualname__ = "cat"
 _public_stack.__name__ = _public_stack.__qualname__ = "stack"
 
 PUBLIC = {"cat": _public_cat, "stack": _public_stack, "hstack": hstack, "vstack": vstack,
-          "dstack": dstack}
+          "dstack": dstack, "split_with_sizes": split_with_sizes}

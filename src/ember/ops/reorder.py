@@ -9,7 +9,8 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
-from ember.ops._registry import op, varargs
+from ember.ops._arg_aliases import MISSING, UNSET
+from ember.ops._registry import method_varargs, op
 from ember.ops.shape import distinct_dims, int_tuple, wrap_dim_of_tensor
 
 __all__ = ["flip", "fliplr", "flipud", "repeat", "repeat_interleave", "roll", "tile"]
@@ -104,7 +105,7 @@ def repeat(xp, x, repeats):
     """The tensor tiled ``repeats[i]`` times along each dim i (NumPy's ``tile``)."""
     repeats = int_tuple(repeats, "repeat(): argument 'repeats'")
     _repeated_shape(x.shape, repeats)
-    return xp.tile(x, repeats) if repeats else x.copy()
+    return xp.ascontiguousarray(xp.tile(x, repeats)) if repeats else x.copy()
 
 
 @repeat.derivative
@@ -124,8 +125,8 @@ def tile(input, dims):
     return input.repeat((1,) * (input.ndim - len(dims)) + dims)
 
 
-def _tile_method(self, *dims):
-    return tile(self, varargs(dims))
+def _tile_method(self, *_args, dims=UNSET):
+    return tile(self, method_varargs(_args, dims, MISSING, "tile", "dims"))
 
 
 _tile_method.__doc__ = tile.__doc__

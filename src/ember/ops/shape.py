@@ -65,7 +65,8 @@ def int_tuple(value, where="size"):
 
 
 def wrap_dim_of_tensor(dim, ndim):
-    """``wrap_dim`` for ops that need at least one dimension (unbind, unflatten, roll)."""
+    """``wrap_dim`` for ops that need at least one dimension and name the dim as given in
+    the 0-dim error (roll)."""
     if ndim == 0:
         raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     return wrap_dim(dim, ndim)
@@ -144,11 +145,11 @@ def _(grad, x, start_dim, end_dim):
 @op("unflatten(input, dim, sizes)", view="maybe", saves_inputs=False)
 def unflatten(xp, x, dim, sizes):
     """Dim ``dim`` split into several dims of the given ``sizes`` (one may be -1)."""
+    d = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         # PyTorch wraps this IndexError into a RuntimeError, for unflatten alone
-        raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
+        raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {d} "
                            f"but tensor has no dimensions")
-    d = wrap_dim_of_tensor(dim, x.ndim)
     sizes = list(int_tuple(sizes, "unflatten(): argument 'sizes'"))
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")
@@ -158,7 +159,11 @@ def unflatten(xp, x, dim, sizes):
     if (inferred and (known == 0 or n % known)) or (-1 not in sizes and known != n):
         raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size "
                            f"of dim {d} ({n}) in the input tensor")
-    return xp.reshape(x, x.shape[:d] + infer_shape(sizes, n) + x.shape[d + 1:])
+    try:
+        inner = infer_shape(sizes, n)
+    except RuntimeError as e:       # -1 beside a 0 size: as ambiguous as in reshape
+        raise RuntimeError(f"unflatten got an unexpected error:\n{e}") from None
+    return xp.reshape(x, x.shape[:d] + inner + x.shape[d + 1:])
 
 
 @unflatten.derivative
@@ -384,6 +389,27 @@ def adjoint(input):
     return input.transpose(-2, -1).conj()
 
 
+def swapaxes(input, axis0, axis1):
+    """``transpose`` under NumPy's name, which takes NumPy's argument names."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"swapaxes(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    return input.transpose(axis0, axis1)
+
+
+def _swapaxes_method(self, axis0, axis1):
+    """A view with ``axis0`` and ``axis1`` swapped (``transpose``)."""
+    return self.transpose(axis0, axis1)
+
+
+def _swapaxes_inplace(self, axis0, axis1):
+    """Swap ``axis0`` and ``axis1`` of this tensor in place (``transpose_``)."""
+    return self.transpose_(axis0, axis1)
+
+
+_swapaxes_method.__name__ = _swapaxes_method.__qualname__ = "swapaxes"
+_swapaxes_inplace.__name__ = _swapaxes_inplace.__qualname__ = "swapaxes_"
+Tensor.swapaxes, Tensor.swapaxes_ = _swapaxes_method, _swapaxes_inplace
 Tensor.adjoint = adjoint
 Tensor.T = property(_T, doc="All dims reversed.")
 Tensor.mT = property(_mT, doc="The last two dims swapped.")
@@ -517,10 +543,10 @@ def broadcast_tensors(*tensors):
 from ember.ops import join, reorder, slicing  # noqa: E402,F401  (registers their ops)
 from ember.ops import as_strided  # noqa: E402  (registers its ops)
 
-ALIASES = {"swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim",
-           "broadcast_to": "expand", "concat": "cat", "concatenate": "cat",
-           "split_with_sizes": "split"}
+ALIASES = {"swapdims": "transpose", "moveaxis": "movedim",
+           "broadcast_to": "expand", "concat": "cat", "concatenate": "cat"}
 
 PUBLIC = {"broadcast_shapes": broadcast_shapes, "broadcast_tensors": broadcast_tensors,
-          "ravel": ravel, "is_same_size": is_same_size, "adjoint": adjoint, **join.PUBLIC,
+          "ravel": ravel, "is_same_size": is_same_size, "adjoint": adjoint,
+          "swapaxes": swapaxes, **join.PUBLIC,
           **reorder.PUBLIC, **slicing.PUBLIC, **as_strided.PUBLIC}
