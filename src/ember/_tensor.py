@@ -137,7 +137,7 @@ class Tensor:
         """The shape, or the length of one dimension."""
         if dim is None:
             return _shape(self._data.shape)
-        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+        return self._data.shape[_wrap_dim_of_sized(dim, self._data.ndim)]
 
     def dim(self):
         """The number of dimensions."""
@@ -163,7 +163,7 @@ class Tensor:
             strides = _row_major_strides(self._data.shape)  # NumPy 2 gives fresh empties 0s
         if dim is None:
             return strides
-        return strides[_wrap_dim(dim, self._data.ndim)]
+        return strides[_wrap_dim_of_sized(dim, self._data.ndim)]
 
     def is_contiguous(self, memory_format=None):
         """Whether the elements are laid out densely in row-major order (or in the order of
@@ -739,6 +739,13 @@ def _make(array, cls=Tensor, _inference=_INFERENCE_ACTIVE):
     if _inference[0]:
         _mark_inference(t)
     return t
+
+
+def _wrap_dim_of_sized(dim, ndim):
+    """``_wrap_dim`` for size(dim) and stride(dim), which any dim of a 0-dim tensor fails."""
+    if not ndim:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    return _wrap_dim(dim, ndim)
 
 
 def _wrap_dim(dim, ndim):

@@ -417,6 +417,8 @@ def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     b, c = x.shape[:2]
     o = g.shape[1]
     out = g.shape[2:]   # may be fewer windows than x allows (a transposed conv's padding)
+    if g.size == 0:     # an empty batch (or no windows): nothing reaches the weight
+        return xp.zeros((o, c // groups) + tuple(kernel), xp.result_type(x, g))
 
     pixel_major = _pixel_major(c // groups, kernel, out)
     npix = math.prod(out)

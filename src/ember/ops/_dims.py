@@ -1,6 +1,6 @@
 """Dimension arguments: wrapping negative dims and validating dim lists, as PyTorch does."""
 
-__all__ = ["wrap_dim", "reduction_dims"]
+__all__ = ["wrap_dim", "wrap_dim_of_sized", "reduction_dims"]
 
 
 def wrap_dim(dim, ndim):
@@ -12,6 +12,15 @@ def wrap_dim(dim, ndim):
         raise IndexError(f"Dimension out of range (expected to be in range of [{-size}, "
                          f"{size - 1}], but got {dim})")
     return dim + size if dim < 0 else dim
+
+
+def wrap_dim_of_sized(dim, ndim):
+    """``wrap_dim``, then PyTorch's error naming the wrapped dim when the tensor is 0-dim
+    (for ops that need a dim to index into: unbind, unflatten, take_along_dim)."""
+    d = wrap_dim(dim, ndim)
+    if ndim == 0:
+        raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+    return d
 
 
 def _index(dim):

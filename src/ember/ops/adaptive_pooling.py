@@ -27,8 +27,10 @@ def _check(kind, nd, x, output_size):
                                f"tensor for argument #1 'self' (while checking arguments for "
                                f"{name})")
         out = output_size_arg(name, output_size, x.shape, 1)
-        shown = (x.shape[0], 1, x.shape[1]) if x.ndim == 2 else x.shape
-        name2 = f"adaptive_{kind}_pool2d"
+        if kind == "avg":       # PyTorch's avg pools a (.., 1, L) view with its 2-d kernel
+            shown, name2 = x.shape[:-1] + (1,) + x.shape[-1:], "adaptive_avg_pool2d"
+        else:
+            shown, name2 = x.shape, name
     else:
         colon = ":" if kind == "max" else ""
         if x.ndim not in (nd + 1, nd + 2):

@@ -232,6 +232,8 @@ def cross(xp, a, b, dim):
     from ember.ops._dims import wrap_dim
     if a.ndim != b.ndim:
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if a.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     d = wrap_dim(dim, a.ndim)
     try:
         np.broadcast_shapes(a.shape, b.shape)

@@ -103,12 +103,13 @@ def _(grad, g, a, xc, b, c):
 def _coefficients(sg, sgx, invstd, n, gmean, ginvstd):
     """B and C of NOTE [Fused normalization backward] from the group sums of g and g*xc."""
     inv2 = invstd * invstd
-    b = inv2 * invstd * sgx * (-1.0 / n)
-    c = invstd * sg * (-1.0 / n)
+    inv_n = 1.0 / max(n, 1)           # (empty groups have an empty gradient: any scale does)
+    b = inv2 * invstd * sgx * -inv_n
+    c = invstd * sg * -inv_n
     if carries_gradient(ginvstd):     # reshaped only here: a reshape would lose the flag
-        b = b - ginvstd.reshape(b.shape) * inv2 * invstd * (1.0 / n)
+        b = b - ginvstd.reshape(b.shape) * inv2 * invstd * inv_n
     if carries_gradient(gmean):
-        c = c + gmean.reshape(c.shape) * (1.0 / n)
+        c = c + gmean.reshape(c.shape) * inv_n
     return b, c
 
 
@@ -358,8 +359,8 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     ns = check_normalized_shape(x, normalized_shape, w, b)
     dtype = x.dtype
     _check_mixed(xp, dtype, w, b)
-    x = _float_input(x, "LayerNormKernelImpl")
-    lead = x.shape[:x.ndim - len(ns)]
+    x = xp.ascontiguousarray(_float_input(x, "LayerNormKernelImpl"))    # as PyTorch's, and
+    lead = x.shape[:x.ndim - len(ns)]                                   # row-major out
     k = math.prod(ns)
     xc, mean, invstd = _last_axis_stats(xp, x.reshape(lead + (k,)), eps)
     out = xc                            # a fresh array: normalized in place
@@ -378,6 +379,9 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
 def _(grads, x, w, b, normalized_shape, eps, *, out):
     gy, gmean, ginvstd = grads
     k = math.prod(normalized_shape)
+    if k == 0:      # nothing normalized: every gradient is empty (and rows can't be inferred)
+        return tuple(None if t is None or not t.requires_grad else t.new_zeros(t.shape)
+                     for t in (x, w, b))
     if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
             == x._data.dtype and not carries_gradient(gmean) and not carries_gradient(ginvstd)
             and _outside_vmap()):
@@ -520,9 +524,11 @@ def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
     dtype = x.dtype
     _check_mixed(xp, dtype, w, b)
     x = _float_input(x, "GroupNormKernelImpl")
-    xc, mean, invstd = _last_axis_stats(xp, x.reshape(n, group, -1), eps)
+    # explicit sizes: -1 cannot be inferred for an empty batch
+    k = c // group * hxw
+    xc, mean, invstd = _last_axis_stats(xp, x.reshape(n, group, k), eps)
     xc *= invstd
-    out = xc.reshape(n, c, -1)
+    out = xc.reshape(n, c, hxw)
     if w is not None:
         out *= _vector(w, x.dtype).reshape(c, 1)
     if b is not None:
@@ -536,15 +542,15 @@ def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
 def _(grads, x, w, b, n, c, hxw, group, eps, *, out):
     gy, gmean, ginvstd = grads
     mean, invstd = out[1].reshape(n, group, 1), out[2].reshape(n, group, 1)
-    xc = x.reshape(n, group, -1) - mean
-    gy3 = gy.reshape(n, c, -1)
+    xc = x.reshape(n, group, c // group * hxw) - mean
+    gy3 = gy.reshape(n, c, hxw)
     gx = gw = gb = None
     if x.requires_grad:
         g = gy3 if w is None else gy3 * w.reshape(c, 1)
-        gx = _norm_grad(g.reshape(n, group, -1), xc, invstd, lambda t: t.sum(2, keepdim=True),
+        gx = _norm_grad(g.reshape(xc.shape), xc, invstd, lambda t: t.sum(2, keepdim=True),
                         (c // group) * hxw, gmean, ginvstd).reshape(x.shape)
     if w is not None and w.requires_grad:
-        gw = (gy3 * (xc * invstd).reshape(n, c, -1)).sum((0, 2))
+        gw = (gy3 * (xc * invstd).reshape(gy3.shape)).sum((0, 2))
     if b is not None and b.requires_grad:
         gb = gy3.sum((0, 2))
     return gx, gw, gb

@@ -15,7 +15,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._along import (at_least_1d, check_bounds, check_index_dtype, check_range, region,
                               scatter_into, take_along, wide)
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import wrap_dim, wrap_dim_of_sized
 from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import checked_scalar
 
@@ -98,19 +98,19 @@ def gather(xp, x, index, dim, sparse_grad):
     for dim 0 (``sparse_grad`` is accepted; the gradient is dense)."""
     dim = wrap_dim(dim, x.ndim)
     check_index_dtype(index, "gather")
+    if index.size == 0:     # as in PyTorch, before (and instead of) the shape checks
+        return xp.empty(index.shape, dtype=x.dtype)
     x1, ix = at_least_1d(x), at_least_1d(index)
     if ix.ndim != x1.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input "
                            "tensor")
-    if ix.size == 0:
-        return xp.empty(index.shape, dtype=x.dtype)
     for d, n in enumerate(ix.shape):
         if d != dim and n > x1.shape[d]:
             raise RuntimeError(f"Size does not match at dimension {d} expected index "
                                f"{list(ix.shape)} to be no larger than self {list(x1.shape)} "
                                f"apart from dimension {dim}")
     check_bounds(ix, x1.shape[dim], dim)
-    return take_along(xp, x1, ix, dim).reshape(index.shape)
+    return xp.ascontiguousarray(take_along(xp, x1, ix, dim)).reshape(index.shape)
 
 
 @gather.derivative
@@ -247,9 +247,7 @@ def take_along_dim(xp, x, indices, dim):
         flat, ix = x.reshape(-1), indices.reshape(-1)
         check_bounds(ix, flat.size, 0)
         return flat[ix]
-    if x.ndim == 0:
-        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
-    dim = wrap_dim(dim, x.ndim)
+    dim = wrap_dim_of_sized(dim, x.ndim)
     if indices.ndim != x.ndim:
         raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
                            f"number of dimensions, but got {x.ndim} dimensions for input, and "
