@@ -76,6 +76,6 @@ def refuse_grad(tensor, kernel, argument):
     weight), requires grad in a call that records the graph."""
     if tensor is not None and tensor.requires_grad:     # (imports only on this rare path)
         from ember.autograd.grad_mode import is_grad_enabled
-        from ember.ops._registry import not_differentiable
+        from ember.ops._op_errors import not_differentiable
         if is_grad_enabled():
             raise not_differentiable(kernel, argument)

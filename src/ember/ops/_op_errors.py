@@ -1,7 +1,7 @@
 """The dispatcher's errors: ValueErrors forwards raise on purpose, and PyTorch's exceptions for
 backend errors raised inside a forward (broadcasting, too large Python ints)."""
 
-__all__ = ["OpValueError", "translate_error", "broadcast_message"]
+__all__ = ["OpValueError", "translate_error", "broadcast_message", "not_differentiable"]
 
 
 class OpValueError(ValueError):
@@ -41,3 +41,9 @@ def broadcast_message(shapes):
                         f"({pb[dim]}) at non-singleton dimension {dim}")
         a = tuple(max(x, y) if min(x, y) != 0 else 0 for x, y in zip(pa, pb))
     return f"shapes {shapes} cannot be broadcast together"
+
+
+def not_differentiable(kernel, argument):
+    """PyTorch's error for an input that requires grad where ``kernel`` has no derivative."""
+    return RuntimeError(f"The function '{kernel}' is not differentiable with respect to "
+                        f"argument '{argument}'. This input cannot have requires_grad True.")

@@ -42,7 +42,8 @@ from ember.backend.meta import MetaArray
 from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
                                     missing_arg, public_signature, stand_in_defaults)
 from ember.ops._meta import MetaCall
-from ember.ops._op_errors import OpValueError, broadcast_message, translate_error
+from ember.ops._op_errors import (OpValueError, broadcast_message, not_differentiable,
+                                  translate_error)
 from ember.ops._out import write_out
 from ember.ops._out_compute import OUT_PREPARE
 from ember.ops._promotion import compute_dtype
@@ -587,12 +588,6 @@ def _check_refused_grads(op, flat):
                 kernel = kernel(flat)
             if kernel is not None:
                 raise not_differentiable(kernel, argument)
-
-
-def not_differentiable(kernel, argument):
-    """PyTorch's error for an input that requires grad where ``kernel`` has no derivative."""
-    return RuntimeError(f"The function '{kernel}' is not differentiable with respect to "
-                        f"argument '{argument}'. This input cannot have requires_grad True.")
 
 
 def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_meta,
