@@ -338,6 +338,18 @@ def test_mismatched_mask_types_warn():
                str(w.message) for w in seen)
 
 
+def test_mismatched_mask_warning_points_at_the_module_forward():
+    """Like PyTorch, the warning names the line of MultiheadAttention.forward, not __call__."""
+    m = nn.MultiheadAttention(4, 2)
+    x = ember.ones(3, 2, 4)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        m(x, x, x, attn_mask=ember.zeros(3, 3),
+          key_padding_mask=ember.zeros(2, 3, dtype=ember.bool))
+    files = [w.filename.replace("\\", "/") for w in seen if "mismatched" in str(w.message)]
+    assert files and files[0].endswith("nn/modules/attention.py")
+
+
 # ----- scaled_dot_product_attention's dropout ----------------------------------------------
 
 def test_sdpa_dropout_statistics_and_scaling():
