@@ -430,7 +430,10 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
             raise RuntimeError(broadcast_message([np.shape(m), np.shape(s)])) from None
         rng = _rng_on(generator, ref.device)
         arr = m + s * rng.standard_normal(shape)
-        return _fill_out(out, _sample(np.asarray(arr), ref.dtype, ref.device, False))
+        node = "NormalBackward" + ("3" if isinstance(mean, Tensor) and isinstance(std, Tensor)
+                                   else "1" if isinstance(mean, Tensor) else "2")
+        return sampled((mean, std), _sample(np.asarray(arr), ref.dtype, ref.device, False),
+                       node, "normal", out)
     if size is None:
         raise TypeError("normal(): with float mean and std a size is required")
     if not isinstance(size, (tuple, list)):
@@ -456,10 +459,11 @@ def bernoulli(input, p=None, *, generator=None, out=None):
         _not_implemented_for((input if out is None else out).dtype,
                              "bernoulli_tensor_cpu_self_", (D.COMPLEX,))
         _not_implemented_for(input.dtype, "bernoulli_tensor_cpu_p_", (D.COMPLEX,))
+    node = "BernoulliBackward0" if p is None else NOT_IMPLEMENTED
     drawn = _drawn_on_device(generator, input.shape, D.float32, input.device)
     if drawn is not None:
-        return _fill_out(out, _make(_below(drawn, input._data if p is None else p)
-                                    .astype(input._data.dtype)))
+        return sampled((input,), _make(_below(drawn, input._data if p is None else p)
+                                       .astype(input._data.dtype)), node, "bernoulli", out)
     probs = host_array(input._data) if p is None else np.full(input.shape, p)
     if p is None and input.dtype.category < D.FLOATING:
         raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
@@ -469,7 +473,8 @@ def bernoulli(input, p=None, *, generator=None, out=None):
                            "this error message be improved?  If so, please report an "
                            "enhancement request to PyTorch.)")
     arr = _rng_on(generator, input.device).random(input.shape) < probs
-    return _fill_out(out, _sample(arr, input.dtype, input.device, False))
+    return sampled((input,), _sample(arr, input.dtype, input.device, False), node, "bernoulli",
+                   out)
 
 
 @_vmap_aware
@@ -494,7 +499,8 @@ def binomial(count, prob, generator=None):
     counts = np.broadcast_to(host_array(count._data), shape).astype(np.float64)
     probs = np.broadcast_to(host_array(prob._data), shape).astype(np.float64)
     arr = _binomial_draws(_rng_on(generator, count.device), counts, probs)
-    return _sample(arr, count.dtype, count.device, False)
+    return sampled((count, prob), _sample(arr, count.dtype, count.device, False),
+                   NOT_IMPLEMENTED, "binomial")
 
 
 def _binomial_draws(rng, counts, probs):
@@ -521,7 +527,8 @@ def poisson(input, generator=None):
     if input.numel() and bool((input < 0).any()):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     arr = _rng_on(generator, input.device).poisson(host_array(input._data).astype(np.float64))
-    return _sample(arr, input.dtype, input.device, False)
+    return sampled((input,), _sample(arr, input.dtype, input.device, False), "PoissonBackward0",
+                   "poisson")
 
 
 @_vmap_aware
@@ -747,7 +754,9 @@ def _sample_dirichlet(input, generator=None):
     with np.errstate(invalid="ignore"):
         ratios = draws / total
     tiny = float(D.finfo(dtype).tiny)
-    return _sample(np.asarray(np.fmax(ratios, tiny)), dtype, input.device, False)
+    return sampled((input,), _sample(np.asarray(np.fmax(ratios, tiny)), dtype, input.device,
+                                     False), NOT_IMPLEMENTED, "_sample_dirichlet")
 
 
 from ember import _random_inplace  # noqa: E402,F401  (installs Tensor.uniform_, ...)
+from ember.ops.random_nodes import NOT_IMPLEMENTED, sampled  # noqa: E402  (samplers' nodes)

@@ -16,14 +16,14 @@ from ember.ops import (arithmetic, binary_math, comparison, complex_ops, convers
                        shape, sorting, special_math, spectral, stft, unary_math)
 from ember.ops import dtype_view, legacy_norms, view_copies
 from ember.ops import (activations, affine, attention, conv, dropout, embedding,
-                       gamma_sampling, loss, normalization, padding, pooling, recurrent,
-                       resampling)
+                       gamma_sampling, loss, normalization, padding, pooling, random_nodes,
+                       recurrent, resampling)
 
 MODULES = (arithmetic, binary_math, comparison, complex_ops, conversion, decompositions,
            indexing, linalg, odds, products, reduction, scatter, shape, sorting, special_math,
            spectral, stft, unary_math, legacy_norms, view_copies,
            activations, affine, attention, conv, dropout, embedding, gamma_sampling, loss,
-           normalization, padding, pooling, recurrent, resampling)
+           normalization, padding, pooling, random_nodes, recurrent, resampling)
 
 ALIASES = {}
 PUBLIC = {}

@@ -1,6 +1,8 @@
-"""Elementwise regression and likelihood losses, composed from ember ops: l1, mse, huber,
-smooth_l1, soft_margin, binary_cross_entropy_with_logits, kl_div, poisson_nll and
-gaussian_nll. (binary_cross_entropy, whose log is clamped, is an op: loss_bce.py.)"""
+"""Elementwise regression and likelihood losses: l1, mse, huber, smooth_l1, soft_margin,
+binary_cross_entropy_with_logits, kl_div, poisson_nll and gaussian_nll. mse, huber and
+smooth_l1 run a kernel op of their own (``_mse_loss``, ...), so that the loss is one node
+named as PyTorch's (MseLossBackward0) whose edges are the operands; the others are composed
+from ember ops. (binary_cross_entropy, whose log is clamped, is an op: loss_bce.py.)"""
 
 import math
 import warnings
@@ -9,8 +11,10 @@ from ember import _dtype as D
 from ember._warn import user_level
 from ember.autograd.grad_mode import no_grad
 from ember.ops._loss_common import reduce_loss, reduction_of, refuse_grad, warn_size_mismatch
-from ember.ops._registry import rename_node
+from ember.ops._promotion import BINARY
+from ember.ops._registry import op, rename_node
 from ember.ops.binary_math import where
+from ember.ops.shape import broadcast_tensors
 
 __all__ = ["l1_loss", "mse_loss", "huber_loss", "smooth_l1_loss", "soft_margin_loss",
            "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss",
@@ -68,8 +72,40 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     reduction = reduction_of(size_average, reduce, reduction)
     dtype = _promoted(input, target)
     _float_only(dtype, "mse_cpu")
-    return rename_node(_weighted(_difference(input, target, dtype).square(), input, weight,
-                                 reduction), "MseLossBackward0")
+    if weight is not None:             # PyTorch composes this case of other ops too
+        return _weighted(_difference(input, target, dtype).square(), input, weight, reduction)
+    return _mse_loss(*_kernel_operands(input, target), reduction)
+
+
+def _reduced(xp, loss, reduction):
+    """An elementwise loss array reduced as ``reduction`` says (the mean of none is NaN)."""
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if not loss.size:
+        return xp.asarray(xp.nan, loss.dtype)
+    return (loss.sum() / loss.size).astype(loss.dtype)
+
+
+def _reduced_grad(grad, x, reduction):
+    """The incoming gradient of a reduced elementwise loss, per element of ``x``."""
+    return grad / max(x.numel(), 1) if reduction == "mean" else grad
+
+
+@op("_mse_loss(input, target, reduction='mean')", inputs=2, promote=BINARY, method=False,
+    out=False, scalars=False, grad_fn_name="MseLossBackward0")
+def _mse_loss(xp, x, t, reduction):
+    """PyTorch's mse_loss kernel: the squared error of same-shaped (broadcast) ``input`` and
+    ``target``, reduced; one node, MseLossBackward0, whose edges are the two operands."""
+    d = x - t
+    return _reduced(xp, d * d, reduction)
+
+
+@_mse_loss.derivative
+def _(grad, x, t, reduction, *, needs=(True, True)):
+    g = 2 * _reduced_grad(grad, x, reduction) * (x - t)
+    return (g if needs[0] else None), (-g if needs[1] else None)
 
 
 def _huber(diff, delta):
@@ -88,12 +124,62 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _float_only(dtype, "huber_cpu")
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    loss = _huber(_difference(input, target, dtype), delta).to(input.dtype)
-    if weight is not None:
+    if weight is not None:             # PyTorch composes this case of other ops
+        loss = _huber(_difference(input, target, dtype), delta).to(input.dtype)
         if weight.shape != input.shape:
             raise ValueError("Weights and input must have the same size.")
-        loss = loss * weight
-    return rename_node(reduce_loss(loss, reduction), "HuberLossBackward0")
+        return reduce_loss(loss * weight, reduction)
+    input, target = _kernel_operands(input, target)
+    if dtype is not input.dtype:       # PyTorch's kernel writes the loss in input's dtype
+        target = target.to(input.dtype)
+    return _huber_loss(input, target, reduction, delta)
+
+
+def _kernel_operands(input, target):
+    """``input`` and ``target`` broadcast to one shape, as PyTorch passes them to its
+    pointwise loss kernels."""
+    if input.shape != target.shape:
+        return broadcast_tensors(input, target)
+    return input, target
+
+
+def _huber_array(xp, d, delta):
+    z = xp.abs(d)
+    return xp.where(z < delta, 0.5 * d * d, delta * (z - 0.5 * delta))
+
+
+@op("_huber_loss(input, target, reduction='mean', delta=1.0)", inputs=2, promote=BINARY,
+    method=False, out=False, scalars=False, grad_fn_name="HuberLossBackward0")
+def _huber_loss(xp, x, t, reduction, delta):
+    """PyTorch's huber_loss kernel on same-shaped operands: squared error below ``delta``,
+    ``delta``-scaled absolute error above, reduced."""
+    return _reduced(xp, _huber_array(xp, x - t, delta), reduction)
+
+
+def _huber_slope(d, delta):
+    """The Huber loss's derivative in ``d``: ``d`` below ``delta``, ``delta * sign(d)`` from
+    it on (at the boundary the linear branch's, whose own derivative is 0, as PyTorch's)."""
+    return where(d.abs() < delta, d, delta * d.sign())
+
+
+@_huber_loss.derivative
+def _(grad, x, t, reduction, delta, *, needs=(True, True)):
+    g = _reduced_grad(grad, x, reduction) * _huber_slope(x - t, delta)
+    return (g if needs[0] else None), (-g if needs[1] else None)
+
+
+@op("_smooth_l1_loss(input, target, reduction='mean', beta=1.0)", inputs=2, promote=BINARY,
+    method=False, out=False, scalars=False, grad_fn_name="SmoothL1LossBackward0")
+def _smooth_l1_loss(xp, x, t, reduction, beta):
+    """PyTorch's smooth_l1_loss kernel on same-shaped operands (``beta`` > 0): the Huber
+    loss with delta ``beta``, divided by ``beta``, reduced."""
+    return _reduced(xp, _huber_array(xp, x - t, beta) / beta, reduction)
+
+
+@_smooth_l1_loss.derivative
+def _(grad, x, t, reduction, beta, *, needs=(True, True)):
+    g = _reduced_grad(grad, x, reduction) * (_huber_slope(x - t, beta) / beta)
+    return (g if needs[0] else None), (-g if needs[1] else None)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
@@ -104,9 +190,9 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     _float_only(dtype, "smooth_l1_cpu")
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    diff = _difference(input, target, dtype)
-    loss = diff.abs() if beta == 0 else _huber(diff, beta) / beta
-    return rename_node(reduce_loss(loss, reduction), "SmoothL1LossBackward0")
+    if beta == 0:                      # PyTorch computes l1_loss then
+        return reduce_loss(_difference(input, target, dtype).abs(), reduction)
+    return _smooth_l1_loss(*_kernel_operands(input, target), reduction, beta)
 
 
 def softplus_of(x):

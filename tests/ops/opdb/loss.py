@@ -1,6 +1,7 @@
 """OpInfo entries for the loss ops with kernels of their own: cross_entropy, nll_loss,
-binary_cross_entropy and ctc_loss (and its gradient op). The losses composed from other ops
-are tested in tests/nn/test_loss_functional.py."""
+binary_cross_entropy, the kernels of mse_loss, huber_loss and smooth_l1_loss, and ctc_loss
+(and its gradient op). The losses composed from other ops are tested in
+tests/nn/test_loss_functional.py."""
 
 import itertools
 
@@ -253,6 +254,51 @@ def _bce_errors():
                      "\"binary_cross_entropy\" not implemented for 'Int'")
 
 
+def _mse_ref(x, t, reduction="mean"):
+    d = x.astype(np.float64) - t.astype(np.float64)
+    return _reduce(d * d, reduction)
+
+
+def _huber(x, t, delta):
+    z = np.abs(x.astype(np.float64) - t.astype(np.float64))
+    return np.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta))
+
+
+def _huber_ref(x, t, reduction="mean", delta=1.0):
+    return _reduce(_huber(x, t, delta), reduction)
+
+
+def _smooth_l1_ref(x, t, reduction="mean", beta=1.0):
+    return _reduce(_huber(x, t, beta) / beta, reduction)
+
+
+def _pointwise_loss_samples(extra=None):
+    """Samples for a pointwise loss kernel (same-shaped operands); ``extra``: its keyword
+    (delta or beta) and a value, tried besides the default."""
+    def samples(dtype, requires_grad):
+        def x(*shape, **kw):
+            return make(shape, dtype, requires_grad, low=-3, high=3, **kw)
+        for reduction in _REDUCTIONS:
+            yield SampleInput(x(3, 4), (x(3, 4),), {"reduction": reduction})
+            yield SampleInput(x(3, 4, noncontiguous=True), (x(3, 4, noncontiguous=True),),
+                              {"reduction": reduction}, name="noncontiguous")
+            yield SampleInput(x(), (x(),), {"reduction": reduction}, name="0-dim")
+            yield SampleInput(x(0, 2), (x(0, 2),), {"reduction": reduction}, name="empty")
+            if extra is not None:
+                yield SampleInput(x(3, 4), (x(3, 4),), {"reduction": reduction, extra[0]:
+                                                        extra[1]}, name=extra[0])
+        yield SampleInput(x(2, 3), (make((2, 3), dtype, low=-3, high=3),),
+                          name="target_no_grad")
+    return samples
+
+
+def _torch_loss(name):
+    def call(*args, **kwargs):
+        import torch
+        return getattr(torch.nn.functional, name)(*args, **kwargs)
+    return call
+
+
 def _log_probs(shape, dtype, requires_grad):
     x = make(shape, dtype, low=-2, high=2).log_softmax(-1).detach()
     return x.requires_grad_(requires_grad and dtype.is_floating_point)
@@ -352,6 +398,15 @@ OPS = [
     OpInfo("nn.functional.binary_cross_entropy", _bce_ref, _bce_samples, dtypes=FLOATS + LOW,
            op=lambda *a, **k: ember.nn.functional.binary_cross_entropy(*a, **k),
            gradgrad=True, error_inputs=_bce_errors,
+           tol={ember.float16: (2e-3, 2e-3), ember.bfloat16: (1.6e-2, 2e-2)}),
+    OpInfo("_mse_loss", _mse_ref, _pointwise_loss_samples(), dtypes=FLOATS + LOW,
+           gradgrad=True, torch_op=_torch_loss("mse_loss"),
+           tol={ember.float16: (2e-3, 2e-3), ember.bfloat16: (1.6e-2, 2e-2)}),
+    OpInfo("_huber_loss", _huber_ref, _pointwise_loss_samples(("delta", 0.7)),
+           dtypes=FLOATS + LOW, gradgrad=True, torch_op=_torch_loss("huber_loss"),
+           tol={ember.float16: (2e-3, 2e-3), ember.bfloat16: (1.6e-2, 2e-2)}),
+    OpInfo("_smooth_l1_loss", _smooth_l1_ref, _pointwise_loss_samples(("beta", 0.5)),
+           dtypes=FLOATS + LOW, gradgrad=True, torch_op=_torch_loss("smooth_l1_loss"),
            tol={ember.float16: (2e-3, 2e-3), ember.bfloat16: (1.6e-2, 2e-2)}),
     OpInfo("ctc_loss", _ctc_ref_normalized, _ctc_samples, op=_ctc_op, torch_op=_ctc_torch,
            error_inputs=_ctc_errors),
