@@ -147,3 +147,41 @@ def test_dtypes_pickle_to_themselves():
     import pickle
     for d in (ember.float32, ember.bfloat16, ember.bool):
         assert pickle.loads(pickle.dumps(d)) is d
+
+
+def test_promote_types_and_can_cast_check_their_arguments():
+    assert ember.promote_types(ember.float32, int) is ember.float32
+    assert ember.promote_types(float, ember.int8) is ember.float64
+    assert ember.promote_types(complex, bool) is ember.complex128
+    assert ember.can_cast(float, int) is False
+    with pytest.raises(TypeError, match=r"^can_cast\(\): argument 'to' \(position 2\) must be "
+                                        r"torch.dtype, not str$"):
+        ember.can_cast(ember.float32, "int")
+    with pytest.raises(TypeError, match=r"promote_types\(\): argument 'type2' \(position 2\) "
+                                        r"must be torch.dtype, not NoneType"):
+        ember.promote_types(ember.float32, None)
+
+
+def test_to_complex_of_a_non_float_dtype_raises():
+    assert ember.float64.to_complex() is ember.complex128
+    assert ember.complex64.to_complex() is ember.complex64
+    for d, name in ((ember.int64, "Long"), (ember.bool, "Bool"),
+                    (ember.float8_e4m3fn, "Float8_e4m3fn")):
+        with pytest.raises(RuntimeError, match=f"^Unknown Complex ScalarType for {name}$"):
+            d.to_complex()
+    assert ember.int64.to_real() is ember.int64
+
+
+def test_finfo_iinfo_arguments_and_equality():
+    assert ember.finfo() == ember.finfo(ember.float32)
+    assert ember.finfo(ember.complex64) == ember.finfo(ember.float32)
+    assert ember.finfo(ember.float32) != ember.finfo(ember.float64)
+    assert ember.iinfo(ember.int8) == ember.iinfo(ember.int8)
+    assert ember.iinfo(ember.int8) != ember.iinfo(ember.int16)
+    assert ember.finfo(float).dtype == "float64" and ember.iinfo(int).dtype == "int64"
+    for fn in (ember.finfo, ember.iinfo):
+        for bad, kind in (("float32", "str"), (3, "int"), (None, "NoneType")):
+            message = rf"^{fn.__name__}\(\): argument 'type' \(position 1\) must be " \
+                rf"torch.dtype, not {kind}$"
+            with pytest.raises(TypeError, match=message):
+                fn(bad)

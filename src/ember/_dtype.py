@@ -40,7 +40,11 @@ class dtype:
 
     def to_complex(self):
         """The complex counterpart of a floating dtype (itself if already complex)."""
-        return _COMPLEX_OF.get(self, self)
+        if self.category == COMPLEX:
+            return self
+        if self not in _COMPLEX_OF:
+            raise RuntimeError(f"Unknown Complex ScalarType for {self._torch_name}")
+        return _COMPLEX_OF[self]
 
     def __repr__(self):
         return f"ember.{self.name}"
@@ -85,6 +89,7 @@ WIDE_UNSIGNED = (uint16, uint32, uint64)
 # numpy dtype -> ember dtype. Keyed by np.dtype objects, which hash by type.
 FROM_NUMPY = {d.np: d for d in ALL_DTYPES}
 
+_PYTHON_DTYPES = {bool: bool_, int: int64, float: float64, complex: complex128}
 _REAL_OF = {complex64: float32, complex128: float64}
 # float16 pairs with complex32 in PyTorch; ember has no complex32 (nor has NumPy)
 _COMPLEX_OF = {float16: complex64, bfloat16: complex64, float32: complex64,
@@ -132,13 +137,31 @@ def _promote(a, b):
     return a if _INT_RANK[a] > _INT_RANK[b] else b
 
 
+def _dtype_arg(fn, name, position, value):
+    """``value`` as a dtype argument of ``fn``: Python's bool, int, float and complex stand
+    for bool, int64, float64 and complex128, as in PyTorch; anything else is a TypeError."""
+    found = _PYTHON_DTYPES.get(value) if isinstance(value, type) else None
+    if found is None:
+        raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be torch.dtype, "
+                        f"not {type(value).__name__}")
+    return found
+
+
 def promote_types(type1, type2):
     """The smallest dtype to which both may be cast (``torch.promote_types``)."""
+    if type(type1) is not dtype:
+        type1 = _dtype_arg("promote_types", "type1", 1, type1)
+    if type(type2) is not dtype:
+        type2 = _dtype_arg("promote_types", "type2", 2, type2)
     return _promote(type1, type2)
 
 
 def can_cast(from_, to):
     """Whether a cast is allowed under PyTorch's casting rules (``torch.can_cast``)."""
+    if type(from_) is not dtype:
+        from_ = _dtype_arg("can_cast", "from_", 1, from_)
+    if type(to) is not dtype:
+        to = _dtype_arg("can_cast", "to", 2, to)
     if from_.category == COMPLEX and to.category != COMPLEX:
         return False
     if from_.category == FLOATING and to.category < FLOATING:
@@ -229,11 +252,17 @@ def scalar_dtype(value):
 
 # --- finfo / iinfo ----------------------------------------------------------------------------
 
+_DEFAULT_TYPE = object()         # finfo() without an argument (an explicit None is an error)
+
+
 class finfo:
     """Machine limits of a floating dtype (``torch.finfo``)."""
 
-    def __init__(self, type=None):
-        type = get_default_dtype() if type is None else type
+    def __init__(self, type=_DEFAULT_TYPE):
+        if type is _DEFAULT_TYPE:
+            type = get_default_dtype()
+        elif type.__class__ is not dtype:
+            type = _dtype_arg("finfo", "type", 1, type)
         if type.category not in (FLOATING, COMPLEX):
             raise TypeError("torch.finfo() requires a floating point input type. Use "
                             "torch.iinfo to handle 'torch.finfo'")
@@ -250,6 +279,11 @@ class finfo:
         # not the nearest value of the dtype as NumPy's resolution is)
         self.resolution = 10.0 ** -int(-np.log10(self.eps))
 
+    def __eq__(self, other):
+        return isinstance(other, finfo) and self.dtype == other.dtype
+
+    __hash__ = None             # (PyTorch's finfo and iinfo compare equal but do not hash)
+
     def __repr__(self):
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
                 f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
@@ -260,6 +294,8 @@ class iinfo:
     """Machine limits of an integral dtype (``torch.iinfo``)."""
 
     def __init__(self, type):
+        if type.__class__ is not dtype:
+            type = _dtype_arg("iinfo", "type", 1, type)
         if type is bool_:
             raise TypeError("torch.bool is not supported by torch.iinfo")
         if type.category != INTEGRAL:
@@ -268,6 +304,11 @@ class iinfo:
         info = np.iinfo(type.np)
         self.bits, self.min, self.max = info.bits, int(info.min), int(info.max)
         self.dtype = type.name
+
+    def __eq__(self, other):
+        return isinstance(other, iinfo) and self.dtype == other.dtype
+
+    __hash__ = None
 
     def __repr__(self):
         return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

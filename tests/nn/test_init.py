@@ -141,3 +141,13 @@ def test_trunc_normal_keeps_its_spread_in_16_bit_floats_and_checks_bounds():
     with pytest.raises(RuntimeError, match=r"^uniform_ expects to return a \[from, to\) range, "
                                            r"but found from=2 > to=-2$"):
         init.trunc_normal_(ember.empty(3), a=2.0, b=-2.0)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "bool", "int64"])
+def test_trunc_normal_refuses_integer_and_bool_tensors(dtype):
+    t = ember.zeros(3, 4, dtype=getattr(ember, dtype))
+    name = {"int8": "Char", "int16": "Short", "bool": "Bool", "int64": "Long"}[dtype]
+    with pytest.raises(NotImplementedError,
+                       match=f"\"normal_kernel_cpu\" not implemented for '{name}'"):
+        init.trunc_normal_(t)
+    assert not t.any()

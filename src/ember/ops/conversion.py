@@ -24,22 +24,31 @@ from ember.ops._scalars import checked_scalar
 _E4M3 = np.dtype(D.float8_e4m3fn.np)
 _E4M3_MAX = float(D.finfo(D.float8_e4m3fn).max)
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+_U8, _I64 = np.dtype(np.uint8), np.dtype(np.int64)
 
 
 def cast(xp, x, np_dtype):
     """A copy of ``x`` as ``np_dtype``, rounded as PyTorch rounds: float8_e4m3fn has no
     infinity, so values beyond its range (infinities included) saturate to +-448 where NumPy
     gives NaN; float64 reaches float16 through float32 (a rare double rounding). Values out
-    of range become inf without NumPy's overflow warning, as in PyTorch."""
+    of range become inf without NumPy's overflow warning, as in PyTorch. Out-of-range floats
+    cast to integers as PyTorch's CPU kernels do: 8/16-bit floats through float32 (ml_dtypes
+    would give 0), and to uint8 through int64 (-1.5 -> 255, 5e9 + 7 -> 7)."""
     token = quiet_fp()
     try:
+        if np_dtype.kind in "iub" and x.dtype.kind in "fV":
+            if x.dtype.itemsize <= 2:
+                x = x.astype(_F32)
+            if np_dtype == _U8:
+                x = x.astype(_I64)
         if np_dtype == _E4M3 and x.dtype != _E4M3:
             x = xp.clip(x.astype(_F32 if x.dtype.kind in "fV" else _F64), -_E4M3_MAX,
                         _E4M3_MAX)
             x = xp.asarray(x)           # (NumPy's clip of a 0-dim array gives a scalar)
         elif np_dtype == _F16 and x.dtype == _F64:
             x = x.astype(_F32)
-        return x.astype(np_dtype, copy=True)
+        # laid out as clone's preserve_format: an expanded array comes out row-major
+        return x.astype(np_dtype, order=preserving_order(x), copy=True)
     finally:
         loud_fp(token)
 
@@ -71,7 +80,8 @@ def _(grad, x, dtype, device, non_blocking):
 def _moves(src, dst):
     """Whether a tensor on ``src`` must be copied to reach ``dst`` ("cuda" means the current
     GPU, which a CUDA tensor is on already)."""
-    return src.type != dst.type or (dst.index is not None and src.index != dst.index)
+    return src.type != dst.type or (dst.type != "cpu" and dst.index is not None and
+                                    src.index != dst.index)
 
 
 def _python_type(dtype):
@@ -81,6 +91,9 @@ def _python_type(dtype):
         if dtype not in _PYTHON_TYPES:
             raise TypeError(f"to() received an invalid combination of arguments: [{dtype}]")
         return _PYTHON_TYPES[dtype]
+    if dtype is not None and not isinstance(dtype, D.dtype):
+        raise TypeError(f"to() received an invalid combination of arguments - got "
+                        f"(dtype={type(dtype).__name__}, )")
     return dtype
 
 
@@ -97,17 +110,20 @@ def _parse_to_all(args, kwargs):
     copy = kwargs.pop("copy", False)
     non_blocking = kwargs.pop("non_blocking", False)
     layout = kwargs.pop("memory_format", None)
+    args = list(args)
+    if "tensor" in kwargs:                          # to(tensor=other)
+        args.insert(0, kwargs.pop("tensor"))
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-    args = list(args)
     if args and isinstance(args[0], Tensor):
         other = args.pop(0)
         dtype, device = other.dtype, other.device
     elif args and isinstance(args[0], (D.dtype, type)):
         dtype = _python_type(args.pop(0))
-    elif args and (isinstance(args[0], (str, int)) or hasattr(args[0], "type")):
+    elif args and (args[0] is None or isinstance(args[0], (str, int)) or
+                   hasattr(args[0], "type")):
         device = args.pop(0)
-        if args and isinstance(args[0], (D.dtype, type)):
+        if args and (args[0] is None or isinstance(args[0], (D.dtype, type))):
             dtype = _python_type(args.pop(0))
     if args and isinstance(args[0], bool):          # to(dtype, non_blocking, copy)
         non_blocking = args.pop(0)
@@ -141,8 +157,11 @@ def to(self, *args, **kwargs):
 
 
 def _converter(dtype, name):
-    def convert(self, memory_format=None):
-        return self.to(dtype)
+    def convert(self, *args, memory_format=preserve_format):
+        if args:
+            raise TypeError(f"{name}() takes 0 positional arguments but {len(args)} "
+                            f"{'was' if len(args) == 1 else 'were'} given")
+        return self.to(dtype, memory_format=memory_format)
     convert.__name__ = name
     convert.__doc__ = f"This tensor as {dtype}."
     return convert
@@ -352,7 +371,13 @@ def fill_(self, value):
 
 def zero_(self):
     """Fill with zeros; returns self."""
-    return rename_node(fill_(self, 0), "ZeroBackward0")
+    from ember.autograd.grad_mode import STATE
+    recorded = STATE.grad_enabled and self.requires_grad
+    fill_(self, 0)
+    # (under no_grad, or on a view, the node is not fill_'s: it keeps its name)
+    if recorded and type(self._grad_fn).__name__ == "FillBackward2":
+        rename_node(self, "ZeroBackward0")
+    return self
 
 
 Tensor.fill_ = fill_
