@@ -191,3 +191,95 @@ def test_like_factories_are_offered_to_overrides(factory, args):
             return f"handled {func.__name__}"
     assert factory(Like(), *args) == f"handled {factory.__name__}"
     assert type(factory(ember.ones(2), *args)) is ember.Tensor
+
+
+def seen_subclass(seen):
+    """A Tensor subclass recording each function its ``__torch_function__`` is offered."""
+    class Seen(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return super().__torch_function__(func, types, args, kwargs)
+    return Seen
+
+
+def test_no_handler_taking_the_call_is_worded_as_pytorch():
+    class A(ember.Tensor):
+        pass
+
+    class C(ember.Tensor):
+        pass
+
+    a, c = ember.ones(1).as_subclass(A), ember.ones(1).as_subclass(C)
+    native = (r"Multiple dispatch failed for '{}'; all __torch_function__ handlers returned "
+              r"NotImplemented:\n\n  - tensor subclass <class '.*A'>\n  - tensor subclass "
+              r"<class '.*C'>\n\nFor more information, try re-running with "
+              r"TORCH_LOGS=not_implemented")
+    for name, call in [("ember.Tensor.add", lambda: a.add(c)),
+                       ("ember.Tensor.__getitem__", lambda: a[c.long()])]:
+        with pytest.raises(TypeError, match=native.format(name)):
+            call()
+
+    class Refuses(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return NotImplemented
+    with pytest.raises(TypeError, match=r"'ember.Tensor.shape.__get__'"):
+        ember.ones(1).as_subclass(Refuses).shape
+
+
+def test_has_torch_function_of_no_arguments_under_a_mode():
+    from ember.overrides import BaseTorchFunctionMode, has_torch_function
+    with BaseTorchFunctionMode():
+        assert has_torch_function((ember.ones(1),)) and not has_torch_function(())
+
+
+def test_parameter_of_a_subclass_keeps_the_subclass():
+    class Meta(ember.Tensor):
+        pass
+
+    class MyParam(ember.nn.Parameter):
+        pass
+
+    p = ember.nn.Parameter(ember.ones(2, 2).as_subclass(Meta))
+    assert type(p) is Meta and isinstance(p, ember.nn.Parameter) and p.requires_grad
+    assert not isinstance(p, MyParam) and type(p * 2) is Meta and p.is_leaf
+    assert repr(p) == "Parameter(Meta([[1., 1.],\n      [1., 1.]], requires_grad=True))"
+    assert repr(MyParam(ember.ones(2))) == ("Parameter containing:\n"
+                                            "Parameter(MyParam([1., 1.], requires_grad=True))")
+    m = ember.nn.Module()
+    m.w = p
+    assert [name for name, _ in m.named_parameters()] == ["w"]
+    assert not isinstance(ember.ones(1), ember.nn.Parameter)
+
+
+def test_disable_torch_function_turns_off_subclasses_and_modes():
+    from ember.overrides import BaseTorchFunctionMode, has_torch_function
+
+    class Logged(BaseTorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    s = ember.ones(1).as_subclass(Tagged)
+    with Logged() as mode:
+        with ember.DisableTorchFunction():
+            r = s + 1
+            assert type(r) is ember.Tensor and not has_torch_function((s,))
+        assert type(s + 1) is Tagged
+    assert mode.names == ["add"]
+
+
+def test_torch_c_names_of_the_protocol():
+    class Plain(ember.Tensor):
+        __torch_function__ = ember._C._disabled_torch_function_impl
+
+    p = ember.ones(2).as_subclass(Plain)
+    assert type(p + 1) is ember.Tensor
+    with ember._C.DisableTorchFunctionSubclass():
+        assert type(ember.ones(1).as_subclass(Tagged) * 2) is ember.Tensor
+    assert not ember._C._is_torch_function_mode_enabled()

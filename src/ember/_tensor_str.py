@@ -275,4 +275,13 @@ def tensor_repr(t, tensor_contents=None):
         body = "[]"
     else:
         body = _contents(t, indent)
-    return _close(prefix + body, _suffixes(t), indent)
+    text = _close(prefix + body, _suffixes(t), indent)
+    return f"Parameter({text})" if prefix != "tensor(" and _is_param(t) else text
+
+
+def _is_param(t):
+    """Whether ``t``, of a subclass that prints by its name, is a parameter: of a Parameter
+    subclass, or a tensor subclass made a parameter by ``nn.Parameter(t)``."""
+    return getattr(t, "_is_param", False) or any(
+        c.__name__ == "Parameter" and c.__module__.startswith("ember.nn")
+        for c in type(t).__mro__)

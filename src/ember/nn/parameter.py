@@ -8,7 +8,18 @@ __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer
            "is_lazy"]
 
 
-class Parameter(Tensor):
+class _ParameterMeta(type):
+    """``isinstance(t, Parameter)`` also holds for a tensor subclass instance made a parameter
+    by ``Parameter(t)``, which keeps its own class (as in PyTorch)."""
+
+    def __instancecheck__(cls, instance):
+        if cls is Parameter and getattr(instance, "_is_param", False) \
+                and isinstance(instance, Tensor):
+            return True
+        return super().__instancecheck__(instance)
+
+
+class Parameter(Tensor, metaclass=_ParameterMeta):
     """A leaf tensor that ``Module.__setattr__`` registers as a parameter (``torch.nn.Parameter``).
 
     It shares memory and version counter with ``data``; ops on it return plain Tensors.
@@ -23,7 +34,12 @@ class Parameter(Tensor):
         if requires_grad and not (data.is_floating_point() or data.is_complex()):
             raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                                "gradients")
-        return Tensor._make_subclass(cls, data, requires_grad)
+        if type(data) is Tensor or type(data) is Parameter or not hasattr(data, "__dict__"):
+            return Tensor._make_subclass(cls, data, requires_grad)
+        # a tensor subclass keeps its class: a detached alias marked as a parameter
+        t = data.detach().requires_grad_(requires_grad)
+        t._is_param = True
+        return t
 
     def __init__(self, data=None, requires_grad=True):
         pass

@@ -13,7 +13,8 @@ from ember.overrides._modes import (BaseTorchFunctionMode, TorchFunctionMode,  #
                                     _get_current_function_mode_stack, _get_function_stack_at,
                                     _is_torch_function_mode_enabled, _len_torch_function_stack,
                                     _pop_mode, _pop_mode_temporarily, _push_mode)
-from ember.overrides._protocol import (DisableTorchFunctionSubclass,  # noqa: F401
+from ember.overrides._protocol import (DisableTorchFunction,  # noqa: F401
+                                       DisableTorchFunctionSubclass,
                                        _disabled_torch_function_impl, default_torch_function,
                                        enable_reentrant_dispatch, handle_op,
                                        handle_torch_function, has_torch_function,

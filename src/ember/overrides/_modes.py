@@ -144,5 +144,15 @@ def mode_dispatch(func, types, args, kwargs, overloaded=()):
 
 
 def qualified_name(func):
-    """``module.qualname`` of a function, as PyTorch's messages name it."""
-    return f"{getattr(func, '__module__', None)}.{getattr(func, '__qualname__', func)}"
+    """``module.qualname`` of a function, as PyTorch's messages name it (``ember.Tensor.x``
+    for a Tensor method, wherever it is written)."""
+    qualname = getattr(func, "__qualname__", func)
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, property):             # a Tensor property's __get__ / __set__
+        from ember._tensor import Tensor
+        owner = getattr(owner, "original", owner)
+        names = [n for n, v in vars(Tensor).items() if getattr(v, "original", v) is owner]
+        qualname = f"Tensor.{names[0] if names else '?'}.{func.__name__}"
+    if isinstance(qualname, str) and qualname.startswith("Tensor."):
+        return f"ember.{qualname}"
+    return f"{getattr(func, '__module__', None)}.{qualname}"

@@ -8,7 +8,7 @@ from ember._tensor import Tensor
 from ember.overrides._modes import STACK, _pop_mode_temporarily, qualified_name
 
 __all__ = ["handle_torch_function", "has_torch_function", "has_torch_function_unary",
-           "has_torch_function_variadic", "DisableTorchFunctionSubclass",
+           "has_torch_function_variadic", "DisableTorchFunctionSubclass", "DisableTorchFunction",
            "_disabled_torch_function_impl", "is_tensor_like", "wrap_torch_function",
            "enable_reentrant_dispatch"]
 
@@ -36,6 +36,20 @@ class DisableTorchFunctionSubclass:
         _STATE.subclass_disabled = self._prev
 
 
+class DisableTorchFunction:
+    """Within this block neither Tensor subclasses nor torch function modes take calls."""
+
+    def __enter__(self):
+        self._prev = _STATE.subclass_disabled
+        _STATE.subclass_disabled = True
+        self._modes = STACK.modes[:]        # the modes wait, outside the block
+        STACK.modes.clear()
+
+    def __exit__(self, *exc):
+        _STATE.subclass_disabled = self._prev
+        STACK.modes[:0] = self._modes
+
+
 def is_plain(cls):
     """Whether instances of a Tensor subclass skip ``__torch_function__`` right now."""
     return (_STATE.subclass_disabled
@@ -43,8 +57,9 @@ def is_plain(cls):
 
 
 def has_torch_function(args):
-    """Whether a torch function mode is active or an argument overrides the protocol."""
-    return bool(STACK.modes) or any(
+    """Whether an argument overrides the protocol, or, given any argument, a torch function
+    mode is active (as in PyTorch, no arguments never do)."""
+    return bool(args) and bool(STACK.modes) or any(
         type(a) is not Tensor and hasattr(type(a), "__torch_function__")
         and not (isinstance(a, Tensor) and is_plain(type(a))) for a in args)
 
@@ -86,6 +101,17 @@ def _overloaded(values):
 def handle_torch_function(public_api, relevant_args, *args, **kwargs):
     """Offer ``public_api(*args, **kwargs)`` to the innermost mode, then to each overriding
     argument among ``relevant_args``, as a function that ``has_torch_function`` should."""
+    return _handle(public_api, relevant_args, args, kwargs, False)
+
+
+def handle_native(public_api, relevant_args, *args, **kwargs):
+    """``handle_torch_function`` for an entry point that is native code in PyTorch (a Tensor
+    method or property), whose TypeError, when no handler takes the call, PyTorch words
+    differently."""
+    return _handle(public_api, relevant_args, args, kwargs, True)
+
+
+def _handle(public_api, relevant_args, args, kwargs, native):
     overloaded = _overloaded(relevant_args)
     types = tuple(type(a) for a in overloaded)
     if STACK.modes:
@@ -95,18 +121,24 @@ def handle_torch_function(public_api, relevant_args, *args, **kwargs):
             return result
     elif not overloaded:
         return public_api(*args, **kwargs)
-    return _offer_in_turn(public_api, overloaded, types, args, kwargs)
+    return _offer_in_turn(public_api, overloaded, types, args, kwargs, native)
 
 
-def _offer_in_turn(func, overloaded, types, args, kwargs):
+def _offer_in_turn(func, overloaded, types, args, kwargs, native=True):
     """The first result other than NotImplemented of the ``overloaded`` arguments'
-    ``__torch_function__``; PyTorch's TypeError when none takes the call."""
+    ``__torch_function__``; PyTorch's TypeError when none takes the call (worded as its
+    native functions word it, or as its Python ``handle_torch_function`` does)."""
     for arg in overloaded:
         result = arg.__torch_function__(func, types, args, kwargs)
         if result is not NotImplemented:
             return result
-    raise TypeError(f"no implementation found for '{qualified_name(func)}' on types that "
-                    f"implement __torch_function__: {list(types)}")
+    if not native:
+        raise TypeError(f"no implementation found for '{qualified_name(func)}' on types that "
+                        f"implement __torch_function__: {list(types)}")
+    handlers = "".join(f"  - tensor subclass {t}\n" for t in types)
+    raise TypeError(f"Multiple dispatch failed for '{qualified_name(func)}'; all "
+                    f"__torch_function__ handlers returned NotImplemented:\n\n{handlers}\n"
+                    f"For more information, try re-running with TORCH_LOGS=not_implemented")
 
 
 def wrap_torch_function(dispatcher):

@@ -14,7 +14,7 @@ import functools
 from ember._tensor import Tensor
 from ember.overrides._catalog import unseen_by_modes
 from ember.overrides._modes import STACK
-from ember.overrides._protocol import handle_torch_function, is_plain
+from ember.overrides._protocol import handle_native, is_plain
 
 __all__ = ["install_entries"]
 
@@ -53,7 +53,7 @@ def _method_entry(name, original):
         public = vars(Tensor)[name]         # (a mode's stand-in while one is active)
         if not STACK.modes and is_plain(type(args[0])):
             return public(*args, **kwargs)
-        return handle_torch_function(public, _flat(args, kwargs), *args, **kwargs)
+        return handle_native(public, _flat(args, kwargs), *args, **kwargs)
     return method
 
 
@@ -62,13 +62,13 @@ def _property_entry(name, original):
         public = vars(Tensor)[name]
         if not STACK.modes and is_plain(type(self)):
             return public.__get__(self)
-        return handle_torch_function(public.__get__, (self,), self)
+        return handle_native(public.__get__, (self,), self)
 
     def fset(self, value):
         public = vars(Tensor)[name]
         if not STACK.modes and is_plain(type(self)):
             return public.__set__(self, value)
-        handle_torch_function(public.__set__, (self, value), self, value)
+        handle_native(public.__set__, (self, value), self, value)
 
     def fdel(self):
         vars(Tensor)[name].__delete__(self)
