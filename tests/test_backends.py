@@ -11,7 +11,7 @@ import pytest
 
 import ember
 from ember import backends
-from ember.backends import _precision
+from ember.backends import _fp32_precision, _precision
 
 no_cuda = pytest.mark.skipif(ember.cuda.is_available(), reason="checks the no-CUDA answers")
 
@@ -19,11 +19,11 @@ no_cuda = pytest.mark.skipif(ember.cuda.is_available(), reason="checks the no-CU
 @pytest.fixture(autouse=True)
 def restore_switches():
     """Every test leaves the process-wide switches as it found them."""
-    saved = (dict(backends.cudnn._FLAGS), dict(backends.cuda._SDP),
-             dict(backends.cuda.matmul._flags), dict(_precision._STATE))
+    switches = (backends.cudnn._FLAGS, backends.cuda._SDP, backends.cuda.matmul._flags,
+                _precision._STATE, _fp32_precision._STATE)
+    saved = [dict(state) for state in switches]
     yield
-    for live, old in zip((backends.cudnn._FLAGS, backends.cuda._SDP,
-                          backends.cuda.matmul._flags, _precision._STATE), saved):
+    for live, old in zip(switches, saved):
         live.clear()
         live.update(old)
 

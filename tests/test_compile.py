@@ -56,3 +56,13 @@ def test_dynamo_and_inductor_settings_are_accepted():
     assert ember._dynamo.config.cache_size_limit == 64
     assert ember.compiler.disable(len) is len
     assert ember.compiler.list_backends() == ["cudagraphs", "inductor", "openxla", "tvm"]
+
+
+def test_dynamic_shape_marks_are_accepted_and_change_nothing():
+    x = ember.ones(2, 3)
+    assert ember._dynamo.mark_dynamic(x, 0) is None
+    assert ember._dynamo.mark_dynamic(x, [0, 1], min=2, max=10) is None
+    assert ember._dynamo.maybe_mark_dynamic(x, 1) is None
+    assert ember._dynamo.mark_static(x, 1) is None
+    assert ember._dynamo.mark_static_address(x) is None
+    assert ember.compile(lambda t: t * 2)(x).tolist() == [[2.0] * 3] * 2

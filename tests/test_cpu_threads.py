@@ -21,8 +21,11 @@ def threads():
 def test_set_and_get_num_threads(threads):
     ember.set_num_threads(3)
     assert ember.get_num_threads() == 3
-    for bad in (0, -1, 1.5, True):
-        with pytest.raises(RuntimeError, match="positive integer"):
+    for bad in (0, -1):
+        with pytest.raises(RuntimeError, match="set_num_threads expects a positive integer"):
+            ember.set_num_threads(bad)
+    for bad, kind in ((1.5, "float"), (True, "bool"), ("2", "str")):
+        with pytest.raises(RuntimeError, match=f"set_num_threads expects an int, but got {kind}"):
             ember.set_num_threads(bad)
 
 

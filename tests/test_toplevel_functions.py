@@ -152,8 +152,10 @@ def test_device_modules_layouts_and_thread_counts():
     ember.set_num_interop_threads(3)
     assert ember.get_num_interop_threads() == 3
     ember.set_num_interop_threads(before)
-    with pytest.raises(RuntimeError, match="Expected positive number of threads"):
+    with pytest.raises(RuntimeError, match="set_num_interop_threads expects a positive integer"):
         ember.set_num_interop_threads(0)
+    with pytest.raises(RuntimeError, match="set_num_interop_threads expects an int, but got float"):
+        ember.set_num_interop_threads(2.0)
 
 
 def test_scatters_into_copies_with_gradients():

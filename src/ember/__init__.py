@@ -58,7 +58,8 @@ from ember import sparse  # noqa: F401
 from ember.sparse import (sparse_compressed_tensor, sparse_coo_tensor,  # noqa: F401
                           sparse_csr_tensor, spmm)
 from ember._symbolic import *  # noqa: F401,F403  (sym_int, sym_max, ..., SymInt)
-from ember.overrides import DisableTorchFunctionSubclass  # noqa: F401
+from ember.overrides import (DisableTorchFunction,  # noqa: F401
+                             DisableTorchFunctionSubclass)
 from ember._removed import *  # noqa: F401,F403  (solve, eig, ...: raise, naming linalg's)
 from ember.nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401
 
@@ -84,13 +85,18 @@ char = int8
 
 globals().update(_ops.public_functions())
 
-__version__ = "0.1.0"
+# hand-written public functions offer their calls to __torch_function__ first
+
+from ember.torch_version import TorchVersion as _TorchVersion  # noqa: E402
+
+__version__ = _TorchVersion("0.1.0")
 
 
 def __getattr__(name):
     # torch._dynamo, torch._inductor, torch.jit, torch.hub (and torch._tensor_str, whose
     # printoptions some programs use), torch.distributed load on first use
-    if name in ("_dynamo", "_inductor", "library", "jit", "hub", "_tensor_str", "distributed"):
+    if name in ("_dynamo", "_inductor", "library", "jit", "hub", "_tensor_str", "distributed",
+                "_C"):
         import importlib
         return importlib.import_module(f"ember.{name}")
     raise AttributeError(f"module 'ember' has no attribute '{name}'")

@@ -2,6 +2,7 @@
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.backend.cpu_kernels import check_thread_count
 
 __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel",
            "result_type", "set_printoptions", "get_printoptions", "strided", "typename",
@@ -217,8 +218,7 @@ def get_num_interop_threads():
 
 def set_num_interop_threads(num):
     """Remember the inter-op thread count (see ``get_num_interop_threads``)."""
-    if not isinstance(num, int) or num <= 0:
-        raise RuntimeError("Expected positive number of threads")
+    check_thread_count("set_num_interop_threads", num)
     _INTEROP_THREADS[0] = num
 
 

@@ -6,7 +6,7 @@ import warnings
 import pytest
 
 import ember
-from ember.backends import _precision
+from ember.backends import _fp32_precision, _precision
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.parity,
@@ -32,6 +32,7 @@ def _state(lib):
 def restore_both():
     saved = {lib: _state(lib) for lib in (torch, ember)}
     saved_precision = dict(_precision._STATE)
+    saved_fp32 = dict(_fp32_precision._STATE)
     yield
     for lib, state in saved.items():
         b = lib.backends
@@ -44,6 +45,7 @@ def restore_both():
             getattr(b.cuda, f"enable_{kind}_sdp")(value)
         b.cuda.allow_fp16_bf16_reduction_math_sdp(state["math_reduction"])
     _precision._STATE.update(saved_precision)
+    _fp32_precision._STATE.update(saved_fp32)
 
 
 def _outcome(call):

@@ -52,3 +52,10 @@ def test_cuda_section_with_a_gpu(monkeypatch):
     assert "CuPy version: 14.2.0" in text
     assert "CUDA runtime version: 12.8" in text and "CUDA driver version: 13.0" in text
     assert "GPU models and configuration:\nGPU 0: NVIDIA H200\nGPU 1: NVIDIA H200" in text
+
+
+def test_collect_env_is_reachable_without_an_import():
+    code = "import ember; print(ember.utils.collect_env.get_pretty_env_info().split(':')[0])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out == "ember version\n"

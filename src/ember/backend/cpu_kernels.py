@@ -101,10 +101,17 @@ def get_num_threads():
     return _Pool.threads
 
 
+def check_thread_count(setter, n):
+    """PyTorch's RuntimeError unless ``n`` is a positive int (a bool is not one)."""
+    if type(n) is not int:
+        raise RuntimeError(f"{setter} expects an int, but got {type(n).__name__}")
+    if n < 1:
+        raise RuntimeError(f"{setter} expects a positive integer")
+
+
 def set_num_threads(n):
     """Set the number of threads ember's CPU kernels use (``torch.set_num_threads``)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise RuntimeError("set_num_threads expects a positive integer")
+    check_thread_count("set_num_threads", n)
     with _Pool.lock:
         _Pool.threads = n
         if _Pool.executor is not None:

@@ -12,4 +12,19 @@ from ember.backends import cpu, cuda, cudnn, mha, mkl, mkldnn, mps, openmp, opt_
 from ember.backends._precision import (get_float32_matmul_precision,
                                        set_float32_matmul_precision)
 
+import sys as _sys
+import types as _types
+
+from ember.backends import _fp32_precision
+
+
+class _BackendsModule(_types.ModuleType):
+    fp32_precision = property(lambda self: _fp32_precision.get("generic"),
+                              lambda self, value: _fp32_precision.set_precision("generic", value),
+                              doc="The default fp32_precision of every backend (see "
+                                  "backends/_fp32_precision.py).")
+
+
+_sys.modules[__name__].__class__ = _BackendsModule
+
 __all__ = ["cpu", "cuda", "cudnn", "mha", "mkl", "mkldnn", "mps", "openmp", "opt_einsum"]

@@ -11,10 +11,13 @@ permits.
 import warnings
 
 from ember import backend
+from ember.backends import _fp32_precision
 
 __all__ = ["set_float32_matmul_precision", "get_float32_matmul_precision"]
 
 _PRECISIONS = ("highest", "high", "medium")
+# the fp32_precision of oneDNN's matmuls each precision stands for
+_MKLDNN_MATMUL = {"highest": "ieee", "high": "tf32", "medium": "bf16"}
 _STATE = {"precision": "highest"}
 
 
@@ -30,6 +33,8 @@ def set_float32_matmul_precision(precision):
                       stacklevel=2)
         return
     _STATE["precision"] = precision
+    _fp32_precision.note_legacy("cuda.matmul", "ieee" if precision == "highest" else "tf32")
+    _fp32_precision.note_legacy("mkldnn.matmul", _MKLDNN_MATMUL[precision])
     backend.matmul_precision_changed(allow_tf32())
 
 
@@ -48,3 +53,4 @@ def set_allow_tf32(allowed):
     if allowed != allow_tf32():
         _STATE["precision"] = "high" if allowed else "highest"
         backend.matmul_precision_changed(allowed)
+    _fp32_precision.note_legacy("cuda.matmul", "tf32" if allowed else "ieee")

@@ -19,7 +19,7 @@ import importlib.util
 import sys
 import warnings
 
-from ember.backends import _precision
+from ember.backends import _fp32_precision, _precision
 from ember.backends._flags import check_bool
 from ember.backends.cuda_fft import (cuFFTPlanCache, cuFFTPlanCacheAttrContextProp,
                                      cuFFTPlanCacheManager, cufft_plan_cache)
@@ -68,6 +68,8 @@ class cuBLASModule:  # noqa: N801  (PyTorch's name)
     def __getattr__(self, name):
         if name == "allow_tf32":
             return _precision.allow_tf32()
+        if name == "fp32_precision":
+            return _fp32_precision.get("cuda.matmul")
         if name in self._flags:
             return self._flags[name]
         raise AttributeError(f"Unknown attribute {name}")
@@ -75,6 +77,8 @@ class cuBLASModule:  # noqa: N801  (PyTorch's name)
     def __setattr__(self, name, value):
         if name == "allow_tf32":
             _precision.set_allow_tf32(check_bool("set_allow_tf32_cublas", value))
+        elif name == "fp32_precision":
+            _fp32_precision.set_precision("cuda.matmul", value)
         elif name in self._REDUCED:
             self._flags[name] = _reduced_precision(name, value)
         elif name == "allow_fp16_accumulation":

@@ -14,12 +14,15 @@ change nothing. ``benchmark`` (False): there is one algorithm, nothing to choose
 
 import sys
 
+from ember.backends import _fp32_precision
 from ember.backends._flags import Flag, FlagModule, flags_in_block
 
 __all__ = ["is_available", "version", "is_acceptable", "flags"]
 
 _FLAGS = {"enabled": True, "benchmark": False, "deterministic": False, "allow_tf32": True}
 benchmark_limit = None
+conv = _fp32_precision.Level("cuda.conv")     # conv.fp32_precision, rnn.fp32_precision
+rnn = _fp32_precision.Level("cuda.rnn")
 
 
 def is_available():
@@ -51,6 +54,9 @@ class _CudnnModule(FlagModule):
     benchmark = Flag("set_benchmark_cudnn")
     deterministic = Flag("set_deterministic_cudnn")
     allow_tf32 = Flag("set_allow_tf32_cudnn")
+    fp32_precision = property(lambda self: _fp32_precision.get("cuda"),
+                              lambda self, value: _fp32_precision.set_precision("cuda", value),
+                              doc="cuDNN's fp32_precision (see backends/_fp32_precision.py).")
 
 
 sys.modules[__name__].__class__ = _CudnnModule

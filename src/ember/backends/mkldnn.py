@@ -4,11 +4,15 @@ are accepted, type-checked and remembered, changing nothing."""
 
 import sys
 
+from ember.backends import _fp32_precision
 from ember.backends._flags import Flag, FlagModule, flags_in_block
 
 __all__ = ["is_available", "flags"]
 
 _FLAGS = {"enabled": True, "deterministic": False, "allow_tf32": True}
+matmul = _fp32_precision.Level("mkldnn.matmul")   # and conv, rnn: their fp32_precision
+conv = _fp32_precision.Level("mkldnn.conv")
+rnn = _fp32_precision.Level("mkldnn.rnn")
 
 
 def is_available():
@@ -27,6 +31,9 @@ class _MkldnnModule(FlagModule):
     enabled = Flag("set_enabled_mkldnn")
     deterministic = Flag("set_deterministic_mkldnn")
     allow_tf32 = Flag("set_allow_tf32_mkldnn")
+    fp32_precision = property(lambda self: _fp32_precision.get("mkldnn"),
+                              lambda self, value: _fp32_precision.set_precision("mkldnn", value),
+                              doc="oneDNN's fp32_precision (see backends/_fp32_precision.py).")
 
 
 sys.modules[__name__].__class__ = _MkldnnModule
