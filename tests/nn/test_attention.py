@@ -327,18 +327,7 @@ def test_forward_errors(args, kwargs, error, match):
         m(*args, **kwargs)
 
 
-def test_mismatched_mask_types_warn():
-    m = nn.MultiheadAttention(4, 2)
-    x = ember.ones(3, 2, 4)
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        m(x, x, x, attn_mask=ember.zeros(3, 3),
-          key_padding_mask=ember.zeros(2, 3, dtype=ember.bool))
-    assert any("Support for mismatched key_padding_mask and attn_mask is deprecated" in
-               str(w.message) for w in seen)
-
-
-def test_mismatched_mask_warning_points_at_the_module_forward():
+def test_mismatched_mask_types_warn_at_the_module_forward():
     """Like PyTorch, the warning names the line of MultiheadAttention.forward, not __call__."""
     m = nn.MultiheadAttention(4, 2)
     x = ember.ones(3, 2, 4)
