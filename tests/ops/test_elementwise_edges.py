@@ -151,3 +151,12 @@ def test_pow_gradient_at_minus_zero_half_power():
     x = ember.tensor([-0.0, 0.0, 4.0, -INF], dtype=ember.float64, requires_grad=True)
     (x ** 0.5).sum().backward()
     _same(_values(x.grad), [-INF, INF, 0.25, NAN])
+
+
+def test_pow_of_narrow_ints_wraps_a_number_base_and_keeps_a_tensor_exponents_c_semantics():
+    exponent = ember.tensor([1, 2], dtype=ember.int8)
+    assert ember.pow(300, exponent).tolist() == [44, -112]      # 300 wraps to 44 first
+    assert ember.pow(-1, ember.tensor([-1, 2], dtype=ember.int8)).tolist() == [-1, 1]
+    base = ember.tensor([2, 3], dtype=ember.int8)
+    assert (base ** ember.tensor(-1)).tolist() == [0, 0]        # a tensor exponent: C's pow
+    assert (base ** 7).tolist() == [-128, -117]

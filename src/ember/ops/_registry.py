@@ -259,7 +259,8 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
     method_varargs: parameter the method takes as ``*args`` (``x.view(2, 3)``).
     namedtuple: a named-tuple type for multiple outputs (``max(dim=...)``).
     checked_scalars: Python ints that do not fit a narrow integer dtype raise (clamp bounds)
-        instead of wrapping (add).
+        instead of wrapping (add); or ``fn(position, value, dtype)`` making the 0-d array
+        per input (pow checks its exponent, and wraps its base).
     namespace: the op lives in ``ember.<namespace>`` ("linalg", "fft", "special") rather
         than at the top level; its registry name is "<namespace>.<name>". Such ops get no
         method unless ``method`` names one.
@@ -431,18 +432,21 @@ def _prepare(op, flat):
                 if a.dtype is not target:
                     arrays[i] = a.astype(target)
             elif ta is int and target in _WRAP_INT:
-                arrays[i] = _narrow_int(op, a, target)
+                arrays[i] = _narrow_int(op, i, a, target)
                 if array_type is not _NDARRAY:
                     arrays[i] = device_scalar(XP_BY_ARRAY_TYPE[array_type], arrays[i])
     return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, casts, compute
 
 
-def _narrow_int(op, value, dtype):
+def _narrow_int(op, position, value, dtype):
     """A Python int as a 0-d array of a narrow integer dtype: wrapped like a C cast, or
     range-checked as PyTorch does for bounds and fill values (``checked_scalars``)."""
-    if op.checked_scalars:
+    check = op.checked_scalars
+    if check is True:
         from ember.ops._scalars import checked_scalar
         return checked_scalar(np, value, dtype)
+    if check:
+        return check(position, value, dtype)
     return np.array(value).astype(dtype)
 
 

@@ -329,10 +329,21 @@ def _scalar_log(a, like):
     return math.log(a) if a > 0 else (float("-inf") if a == 0 else float("nan"))
 
 
+def _narrow_pow_scalar(position, value, dtype):
+    """A Python int operand of pow on a narrow integer tensor, as a 0-d array: the base
+    wraps like a C cast, the exponent must fit the dtype and not be negative (PyTorch checks
+    the number, before any cast)."""
+    if position == 0:
+        return np.array(value).astype(dtype)
+    if value < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return checked_scalar(np, value, dtype)
+
+
 # upcast=False: 16-bit floats have edges of their own (_half_pow)
 pow = binary("pow(input, exponent)", _pow, _pow_grad,
              doc="``input`` raised to the power ``exponent``, elementwise.", promote=BINARY,
-             upcast=False)
+             upcast=False, checked_scalars=_narrow_pow_scalar)
 
 
 @sub.named_by

@@ -164,6 +164,12 @@ def _pow_ref(a, b):
 def _pow_errors():
     yield ErrorInput(SampleInput(ember.tensor([2, 3]), (-1,)), RuntimeError,
                      "Integers to negative integer powers are not allowed")
+    # narrow integer tensors: the Python exponent is checked before it is cast to the dtype
+    for dtype in (ember.int8, ember.uint8, ember.int32):
+        yield ErrorInput(SampleInput(ember.tensor([2, 3], dtype=dtype), (-1,)), RuntimeError,
+                         "Integers to negative integer powers are not allowed")
+    yield ErrorInput(SampleInput(ember.tensor([2, 3], dtype=ember.int8), (300,)), RuntimeError,
+                     "value cannot be converted to type int8_t without overflow")
 
 
 def _rsub(name):
