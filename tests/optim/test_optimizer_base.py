@@ -573,3 +573,33 @@ def test_a_step_that_divides_zero_by_zero_gives_nan_silently(cls):
         opt.step()
         opt.step()
     assert np.isnan(p.detach().numpy()).all()
+
+
+@pytest.mark.parametrize("cls", [optim.SGD, optim.Adagrad])
+def test_a_differentiable_step_carries_the_graph_to_lr_and_initial_params(cls):
+    """w1 = w0 - lr * g (SGD; Adagrad's first step divides g by |g|): d sum(w1) / d lr is
+    -sum(g / |g|^k), and d w1 / d w0 is one where g does not depend on w0."""
+    lr = ember.tensor(0.1, dtype=ember.float64, requires_grad=True)
+    w0 = ember.tensor([1.0, -2.0], dtype=ember.float64, requires_grad=True)
+    w = w0.clone()
+    opt = cls([w], lr=lr, differentiable=True) if cls is optim.SGD else cls(
+        [w], lr=0.1, differentiable=True)
+    w.grad = ember.tensor([0.5, -4.0], dtype=ember.float64)
+    opt.step()
+    assert w.grad_fn is not None
+    w.sum().backward()
+    np.testing.assert_allclose(w0.grad.numpy(), [1.0, 1.0])
+    if cls is optim.SGD:
+        np.testing.assert_allclose(lr.grad.item(), 3.5)
+        np.testing.assert_allclose(w.detach().numpy(), [0.95, -1.6])
+    else:
+        np.testing.assert_allclose(w.detach().numpy(), [0.9, -1.9], rtol=1e-9)
+
+
+def test_a_differentiable_step_records_even_under_no_grad():
+    w = ember.ones(2, dtype=ember.float64, requires_grad=True).clone()
+    opt = optim.Adam([w], lr=0.1, differentiable=True)
+    w.grad = ember.ones(2, dtype=ember.float64, requires_grad=True) * 2
+    with ember.no_grad():
+        opt.step()
+    assert w.requires_grad and w.grad_fn is not None

@@ -11,7 +11,7 @@ from ember._tensor import Tensor, _make
 from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhere
 
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
-           "scalar_dtype", "apply_updates", "scale_"]
+           "scalar_dtype", "apply_updates", "scale_", "lr_of", "slot", "root_plus"]
 
 
 def scale_(x, factor):
@@ -20,7 +20,9 @@ def scale_(x, factor):
     decay of 0.997 became 0.996 in bfloat16)."""
     if factor == 1:
         return
-    if x.dtype.itemsize < 4 and x.dtype.kind in "fV":
+    if isinstance(x, Tensor):       # differentiable=True: recorded by autograd
+        x.mul_(factor)
+    elif x.dtype.itemsize < 4 and x.dtype.kind in "fV":
         x[...] = x.astype(np.float32) * factor
     else:
         x *= factor
@@ -31,6 +33,30 @@ def value(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
+def root_plus(v, eps):
+    """``sqrt(v) + eps``, fresh: for a tensor ``v`` out of place, so that autograd saves
+    nothing a later step modifies."""
+    if isinstance(v, Tensor):
+        return v.sqrt() + eps
+    root = v ** 0.5
+    root += eps
+    return root
+
+
+def lr_of(group):
+    """The group's ``lr``: as given under ``differentiable=True`` (a tensor's graph is kept),
+    else a Python number."""
+    return group["lr"] if group.get("differentiable") else value(group["lr"])
+
+
+def slot(state_tensor, group):
+    """What an update works on for a state tensor: the tensor itself under
+    ``differentiable=True`` (its in-place ops are recorded), else its (real) array."""
+    if group.get("differentiable"):
+        return state_tensor
+    return real(state_tensor._data)
+
+
 def real(a):
     """``a`` itself, or for a complex array a real view of its (re, im) pairs."""
     if a.dtype.kind != "c":
@@ -38,19 +64,22 @@ def real(a):
     return a.reshape(*a.shape, 1).view(a.real.dtype)
 
 
-def grads_of(group, maximize=False, name=None, takes_sparse=False):
+def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False):
     """``(param, param array, grad array)`` for each parameter of ``group`` with a gradient,
     its GPU current while the caller's loop body runs (state made there lands beside it, as
     CuPy allocates on the current GPU). A sparse gradient (``Embedding(sparse=True)``'s)
     comes dense to an optimizer that ``takes_sparse`` (its update of the entries the
     gradient leaves out is nil), and raises PyTorch's error naming optimizer ``name`` in the
-    others."""
+    others. With ``graph`` (an optimizer's ``differentiable=True`` step) the parameter and
+    gradient come as tensors, so that the update's in-place ops build a graph."""
     for p in group["params"]:
         g = p._grad
         if g is None:
             continue
         if group.get("capturable") and p.device.type != "cuda":
-            what, devices = _CAPTURABLE.get(name, ("params and state_steps", _DEVICES))
+            table = _CAPTURABLE_FOREACH if group.get("foreach") else {}
+            what, devices = table.get(name) or _CAPTURABLE.get(name, ("params and state_steps",
+                                                                      _DEVICES))
             raise AssertionError(f"If capturable=True, {what} must be on supported devices: "
                                  f"{devices}.")
         sparse = g.is_sparse or g.is_sparse_csr
@@ -61,6 +90,9 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False):
             _check_fused(p, sparse, name)
         if sparse:
             g = g.to_dense()
+        if graph:
+            yield p, p, -g if maximize else g
+            continue
         with device_guard(gpu_elsewhere(p._data)):
             ga = real(g._data)
             yield p, real(p._data), -ga if maximize else ga
@@ -84,6 +116,12 @@ _DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
 _CAPTURABLE = {"NAdam": ("params, mu_products and state_steps", _DEVICES),
                "ASGD": ("params, mus, etas, and state_steps", _DEVICES),
                "Adadelta": ("params and state_steps", _DEVICES[:-1])}
+# foreach=True's multi-tensor updates word it a little differently (and leave out xla)
+_CAPTURABLE_FOREACH = {"Adam": ("params and state_steps", _DEVICES[:-1]),
+                       "Adamax": ("params and state_steps", _DEVICES[:-1]),
+                       "RAdam": ("params and state_steps", _DEVICES[:-1]),
+                       "NAdam": ("params, mu_products, and state_steps", _DEVICES[:-1]),
+                       "ASGD": ("params, mus, etas, and state_steps", _DEVICES[:-1])}
 
 
 def state_like(p, fill=0.0):
@@ -121,11 +159,17 @@ def scalar_state(fill, fused=False):
     return _make(np.full((), float(fill), scalar_dtype(fused)))
 
 
-def apply_updates(kernel, params, updates, update, **hyper):
+def apply_updates(kernel, params, updates, update, *, differentiable=False, **hyper):
     """Apply each parameter's update (its arrays in ``updates``): on a GPU all at once
     through the fused ``kernel`` (``backend.device_kernel``), which may leave some; the rest,
     and everything on the CPU, through ``update(*arrays, **hyper)``. Parameters on several
-    GPUs update GPU by GPU, each made current. Then bump each parameter's version."""
+    GPUs update GPU by GPU, each made current. Then bump each parameter's version.
+    ``differentiable`` updates hold tensors: their in-place ops record a graph and bump
+    versions themselves."""
+    if differentiable:
+        for arrays in updates:
+            update(*arrays, **hyper)
+        return
     for elsewhere, chosen in _by_gpu(updates):
         with device_guard(elsewhere):
             fused = device_kernel(chosen[0][0], kernel)

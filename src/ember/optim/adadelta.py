@@ -1,9 +1,9 @@
 """Adadelta (``torch.optim.Adadelta``)."""
 
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+from ember.optim._state import (apply_updates, grads_of, new_step, slot, state_like,
                                 step_count, value)
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adadelta"]
 
@@ -26,22 +26,26 @@ class Adadelta(Optimizer):
                                       maximize=maximize, capturable=capturable,
                                       foreach=foreach, differentiable=differentiable))
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], "Adadelta"):
+            for p, x, g in grads_of(group, group["maximize"], "Adadelta",
+                                    graph=group["differentiable"]):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), square_avg=state_like(p),
                                  acc_delta=state_like(p))
                 step_count(state)
                 params.append(p)
-                updates.append((x, g, real(state["square_avg"]._data),
-                                real(state["acc_delta"]._data)))
-            apply_updates("adadelta", params, updates, _update, lr=value(group["lr"]),
-                          rho=group["rho"], eps=group["eps"], weight_decay=group["weight_decay"])
+                updates.append((x, g, slot(state["square_avg"], group),
+                                slot(state["acc_delta"], group)))
+            apply_updates("adadelta", params, updates, _update,
+                          differentiable=group["differentiable"], lr=value(group["lr"]),
+                          rho=group["rho"], eps=group["eps"],
+                          weight_decay=group["weight_decay"])
         return loss
 
 

@@ -1,9 +1,9 @@
 """Adagrad (``torch.optim.Adagrad``)."""
 
 from ember.optim._checks import check_fused, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
-                                step_count, value)
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, slot, state_like,
+                                step_count)
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adagrad"]
 
@@ -41,13 +41,15 @@ class Adagrad(Optimizer):
             for p in group["params"]:
                 self.state[p]["sum"].share_memory_()
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, decay = value(group["lr"]), group["lr_decay"]
+            lr, decay = lr_of(group), group["lr_decay"]
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], "Adagrad", takes_sparse=True):
+            for p, x, g in grads_of(group, group["maximize"], "Adagrad", takes_sparse=True,
+                                  graph=group["differentiable"]):
                 if group["weight_decay"] and p._grad.is_sparse:
                     raise RuntimeError("weight_decay option is not compatible with sparse "
                                        "gradients")
@@ -56,8 +58,10 @@ class Adagrad(Optimizer):
                     _init_state(state, p, group)
                 t = step_count(state)
                 params.append(p)
-                updates.append((x, g, real(state["sum"]._data), lr / (1 + (t - 1) * decay)))
-            apply_updates("adagrad", params, updates, _update, eps=group["eps"],
+                updates.append((x, g, slot(state["sum"], group), lr / (1 + (t - 1) * decay)))
+            diff = group["differentiable"]
+            apply_updates("adagrad", params, updates, _update_graph if diff else _update,
+                          differentiable=diff, eps=group["eps"],
                           weight_decay=group["weight_decay"])
         return loss
 
@@ -78,3 +82,12 @@ def _update(x, g, s, rate, *, eps, weight_decay):
     std = s ** 0.5
     std += eps
     x -= rate * g / std
+
+
+def _update_graph(x, g, s, rate, *, eps, weight_decay):
+    """One parameter's Adagrad step on tensors, recorded by autograd
+    (``differentiable=True``)."""
+    if weight_decay:
+        g = g.add(x, alpha=weight_decay)
+    s.addcmul_(g, g, value=1)
+    x.addcdiv_(g, s.sqrt() + eps, value=-rate)

@@ -5,9 +5,9 @@ import math
 from ember._tensor import Tensor
 from ember.backend import xp_of
 from ember.optim._checks import check_fused, check_tensor_lr
-from ember.optim._state import (apply_updates, grads_of, new_step, real, scale_, state_like,
-                                step_count, value)
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, scale_, slot,
+                                state_like, step_count, value)
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adam", "AdamW"]
 
@@ -40,34 +40,40 @@ class Adam(Optimizer):
                                       fused=fused, decoupled_weight_decay=decoupled_weight_decay))
         check_fused(fused, foreach, differentiable)
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            hyper = dict(lr=value(group["lr"]), beta1=value(group["betas"][0]),
+            hyper = dict(lr=lr_of(group), beta1=value(group["betas"][0]),
                          beta2=value(group["betas"][1]), eps=group["eps"],
                          weight_decay=group["weight_decay"],
                          decoupled=group["decoupled_weight_decay"], amsgrad=group["amsgrad"])
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], "Adam"):
+            for p, x, g in grads_of(group, group["maximize"], "Adam",
+                                  graph=group["differentiable"]):
                 params.append(p)
-                updates.append(self._moments(p, x, g, hyper["amsgrad"], group["fused"]))
-            apply_updates("adam", params, updates, _update, **hyper)
+                updates.append(self._moments(p, x, g, group))
+            diff = group["differentiable"]
+            apply_updates("adam", params, updates, _update_graph if diff else _update,
+                          differentiable=diff, **hyper)
         return loss
 
-    def _moments(self, p, x, g, amsgrad, fused):
+    def _moments(self, p, x, g, group):
         """(x, g, m, v, vmax or None, step count) of parameter ``p``, its state made on its
         first step and its step counted."""
-        state = self.state[p]
+        state, amsgrad = self.state[p], group["amsgrad"]
         if not state:
-            state["step"] = new_step(fused)
+            state["step"] = new_step(group["fused"])
             state["exp_avg"] = state_like(p)
             state["exp_avg_sq"] = state_like(p)
             if amsgrad:
                 state["max_exp_avg_sq"] = state_like(p)
-        vmax = real(state["max_exp_avg_sq"]._data) if amsgrad else None
-        return (x, g, real(state["exp_avg"]._data), real(state["exp_avg_sq"]._data), vmax,
-                step_count(state))
+        vmax = slot(state["max_exp_avg_sq"], group) if amsgrad else None
+        t = step_count(state)
+        if group["differentiable"]:     # the count as a tensor: see _update_graph
+            t = state["step"]
+        return x, g, slot(state["exp_avg"], group), slot(state["exp_avg_sq"], group), vmax, t
 
 
 def moments(x, g, m, v, *, lr, beta1, beta2, weight_decay, decoupled):
@@ -96,6 +102,23 @@ def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupl
     denom /= math.sqrt(1 - beta2 ** t)
     denom += eps
     x -= (lr / (1 - beta1 ** t)) * m / denom
+
+
+def _update_graph(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled,
+                  amsgrad):
+    """One parameter's Adam step on tensors, recorded by autograd (``differentiable=True``).
+
+    What the graph saves is never modified by a later step, as in PyTorch (which clones
+    ``m`` and ``vmax`` for it). ``t`` is the step count tensor: PyTorch computes the bias
+    corrections in its dtype (float32 under the default dtype), and so does this."""
+    g = moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
+                decoupled=decoupled)
+    if amsgrad:
+        vmax.copy_(vmax.clone().maximum(v))
+        v = vmax
+    step_size = lr / (1 - beta1 ** t)
+    denom = v.sqrt() / ((1 - beta2 ** t).sqrt() * step_size) + eps / step_size
+    x -= m.clone() / denom
 
 
 class AdamW(Adam):

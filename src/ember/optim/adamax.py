@@ -1,10 +1,11 @@
 """Adamax: Adam with the infinity norm (``torch.optim.Adamax``)."""
 
+from ember._tensor import Tensor
 from ember.backend import xp_of
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+from ember.optim._state import (apply_updates, grads_of, new_step, slot, state_like,
                                 step_count, value)
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adamax"]
 
@@ -28,6 +29,7 @@ class Adamax(Optimizer):
                                       maximize=maximize, differentiable=differentiable,
                                       capturable=capturable))
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
@@ -35,16 +37,19 @@ class Adamax(Optimizer):
             lr = value(group["lr"])
             beta1, beta2 = group["betas"]
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], "Adamax"):
+            for p, x, g in grads_of(group, group["maximize"], "Adamax",
+                                    graph=group["differentiable"]):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), exp_avg=state_like(p),
                                  exp_inf=state_like(p))
                 t = step_count(state)
                 params.append(p)
-                updates.append((x, g, real(state["exp_avg"]._data),
-                                real(state["exp_inf"]._data), lr / (1 - beta1 ** t)))
-            apply_updates("adamax", params, updates, _update, lr=lr, beta1=beta1, beta2=beta2,
+                updates.append((x, g, slot(state["exp_avg"], group),
+                                slot(state["exp_inf"], group), lr / (1 - beta1 ** t)))
+            apply_updates("adamax", params, updates, _update,
+                          differentiable=group["differentiable"], lr=lr, beta1=beta1,
+                          beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"])
         return loss
 
@@ -56,5 +61,8 @@ def _update(x, g, m, u, coef, *, lr, beta1, beta2, eps, weight_decay):
         g = g + weight_decay * x
     m += (1 - beta1) * (g - m)
     u *= beta2
-    xp_of(u).maximum(u, abs(g) + eps, out=u)
+    if isinstance(u, Tensor):       # differentiable=True: out of place, then copied in
+        u.copy_(u.clone().maximum(g.abs() + eps))
+    else:
+        xp_of(u).maximum(u, abs(g) + eps, out=u)
     x -= coef * m / u

@@ -1,9 +1,9 @@
 """ASGD: averaged stochastic gradient descent (``torch.optim.ASGD``)."""
 
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (grads_of, new_step, real, scalar_state, scale_, state_like,
+from ember.optim._state import (grads_of, new_step, scalar_state, scale_, slot, state_like,
                                 step_count, value)
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["ASGD"]
 
@@ -26,12 +26,14 @@ class ASGD(Optimizer):
                                       maximize=maximize, differentiable=differentiable,
                                       capturable=capturable))
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
             lr, wd, lambd = value(group["lr"]), group["weight_decay"], group["lambd"]
-            for p, x, g in grads_of(group, group["maximize"], "ASGD"):
+            for p, x, g in grads_of(group, group["maximize"], "ASGD",
+                                    graph=group["differentiable"]):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), eta=scalar_state(lr), mu=scalar_state(1.0),
@@ -42,12 +44,13 @@ class ASGD(Optimizer):
                 eta, mu = state["eta"]._data, state["mu"]._data
                 scale_(x, 1 - lambd * float(eta))
                 x -= float(eta) * g
-                ax = real(state["ax"]._data)
+                ax = slot(state["ax"], group)
                 if float(mu) != 1:
                     ax += (x - ax) * float(mu)
                 else:
                     ax[...] = x
                 eta[...] = lr / ((1 + lambd * lr * t) ** group["alpha"])
                 mu[...] = 1 / max(1, t - group["t0"])
-                p._bump_version()
+                if not group["differentiable"]:     # a graph step's ops bump it
+                    p._bump_version()
         return loss

@@ -1,10 +1,10 @@
 """NAdam: Adam with Nesterov momentum (``torch.optim.NAdam``)."""
 
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, real, scalar_state,
+from ember.optim._state import (apply_updates, grads_of, new_step, scalar_state, slot,
                                 state_like, step_count, value)
 from ember.optim.adam import moments
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["NAdam"]
 
@@ -31,6 +31,7 @@ class NAdam(Optimizer):
                                       maximize=maximize, foreach=foreach,
                                       capturable=capturable, differentiable=differentiable))
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
@@ -39,7 +40,8 @@ class NAdam(Optimizer):
             beta1, beta2 = group["betas"]
             psi = group["momentum_decay"]
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], "NAdam"):
+            for p, x, g in grads_of(group, group["maximize"], "NAdam",
+                                    graph=group["differentiable"]):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), mu_product=scalar_state(1.0),
@@ -51,11 +53,13 @@ class NAdam(Optimizer):
                 product *= mu               # a float32 running product, as PyTorch keeps it
                 mu_product = float(product)
                 params.append(p)
-                updates.append((x, g, real(state["exp_avg"]._data),
-                                real(state["exp_avg_sq"]._data), 1 - beta2 ** t,
+                updates.append((x, g, slot(state["exp_avg"], group),
+                                slot(state["exp_avg_sq"], group), 1 - beta2 ** t,
                                 lr * (1 - mu) / (1 - mu_product),
                                 lr * mu_next / (1 - mu_product * mu_next)))
-            apply_updates("nadam", params, updates, _update, lr=lr, beta1=beta1, beta2=beta2,
+            apply_updates("nadam", params, updates, _update,
+                          differentiable=group["differentiable"], lr=lr, beta1=beta1,
+                          beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"],
                           decoupled=group["decoupled_weight_decay"])
         return loss

@@ -7,18 +7,25 @@ place (see ``_arrays``): an update builds no autograd graph and allocates few te
 """
 
 import copy
+import functools
 import warnings
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterable
 from itertools import chain
+from typing import Any
 
 from ember._tensor import Tensor
 from ember.autograd.graph import RemovableHandle
-from ember.autograd.grad_mode import enable_grad
+from ember.autograd.grad_mode import enable_grad, set_grad_enabled
 from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere, loud_fp, quiet_fp
 from ember.optim._state import scalar_state
 
 __all__ = ["Optimizer", "register_optimizer_step_post_hook",
            "register_optimizer_step_pre_hook", "required"]
+
+# What PyTorch's annotations call an optimizer's ``params`` and its state_dict.
+ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]] | Iterable[tuple[str, Tensor]]
+StateDict = dict[str, Any]
 
 _HOOK_TABLES = ("_step_pre_hooks", "_step_post_hooks", "_state_dict_pre_hooks",
                 "_state_dict_post_hooks", "_load_state_dict_pre_hooks",
@@ -87,7 +94,7 @@ class Optimizer:
                     kind = f"{type(p).__module__}.{kind}"
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "
                                 f"{kind}")
-            if not (p.is_leaf or p.retains_grad):
+            if not (self.defaults.get("differentiable") or p.is_leaf or p.retains_grad):
                 raise ValueError("can't optimize a non-leaf Tensor")
         group = {"params": params}
         group.update((k, v) for k, v in param_group.items() if k != "params")
@@ -298,6 +305,61 @@ def _with_hooks(step):
     wrapped.__qualname__ = step.__qualname__
     wrapped.__doc__ = step.__doc__
     return wrapped
+
+
+def _use_grad_for_differentiable(step):
+    """Run ``step`` with autograd on exactly when the optimizer is ``differentiable`` (its
+    update then builds a graph back to the gradients, lr and initial parameters)."""
+    @functools.wraps(step)
+    def wrapped(self, *args, **kwargs):
+        with set_grad_enabled(bool(self.defaults.get("differentiable"))):
+            return step(self, *args, **kwargs)
+    return wrapped
+
+
+# Helpers that optimizers written outside PyTorch import from torch.optim.optimizer.
+
+def _get_value(x):
+    """A step count or hyperparameter as a Python number (``item()`` of a tensor)."""
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def _to_scalar(x):
+    """A one-element tensor made 0-d; anything else as given."""
+    if isinstance(x, Tensor) and x.dim() != 0:
+        return x.squeeze()
+    return x
+
+
+def _stack_if_compiling(x):
+    """``x`` itself (it is stacked only while compiling)."""
+    return x
+
+
+def _get_scalar_dtype(is_fused=None):
+    """The dtype of step counts: float64 under a float64 default dtype, else float32."""
+    from ember._dtype import float32, float64, get_default_dtype
+    return float64 if get_default_dtype() is float64 and not is_fused else float32
+
+
+def _view_as_real(params, *state_and_grads):
+    """Replace each complex tensor in these lists (in place) by its real view."""
+    from ember import view_as_real
+    for i, p in enumerate(params):
+        if p.is_complex():
+            params[i] = view_as_real(p)
+            for tensors in state_and_grads:
+                tensors[i] = view_as_real(tensors[i])
+
+
+def _default_to_fused_or_foreach(params, differentiable, use_fused=False):
+    """``(fused, foreach)`` an optimizer picks when given neither: fused where asked and
+    every parameter is floating point, foreach where every parameter is on a GPU."""
+    if differentiable:
+        return False, False
+    fused = use_fused and all(p is None or p.is_floating_point() for p in params)
+    foreach = not fused and all(p is None or p.device.type == "cuda" for p in params)
+    return fused, foreach
 
 
 def _gpu_of_parameters(optimizer):

@@ -3,10 +3,10 @@
 import math
 
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
+from ember.optim._state import (apply_updates, grads_of, new_step, root_plus, slot, state_like,
                                 step_count, value)
 from ember.optim.adam import moments
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["RAdam"]
 
@@ -32,6 +32,7 @@ class RAdam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay,
                                       differentiable=differentiable))
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
@@ -40,7 +41,8 @@ class RAdam(Optimizer):
             beta1, beta2 = group["betas"]
             rho_inf = 2 / (1 - beta2) - 1
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], "RAdam"):
+            for p, x, g in grads_of(group, group["maximize"], "RAdam",
+                                    graph=group["differentiable"]):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), exp_avg=state_like(p),
@@ -57,9 +59,11 @@ class RAdam(Optimizer):
                 else:
                     coef = lr / bias_correction1
                 params.append(p)
-                updates.append((x, g, real(state["exp_avg"]._data),
-                                real(state["exp_avg_sq"]._data), coef, rectified))
-            apply_updates("radam", params, updates, _update, lr=lr, beta1=beta1, beta2=beta2,
+                updates.append((x, g, slot(state["exp_avg"], group),
+                                slot(state["exp_avg_sq"], group), coef, rectified))
+            apply_updates("radam", params, updates, _update,
+                          differentiable=group["differentiable"], lr=lr, beta1=beta1,
+                          beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"],
                           decoupled=group["decoupled_weight_decay"])
         return loss
@@ -71,8 +75,6 @@ def _update(x, g, m, v, coef, rectified, *, lr, beta1, beta2, eps, weight_decay,
     g = moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
                 decoupled=decoupled)
     if rectified:
-        adaptive = v ** 0.5
-        adaptive += eps
-        x -= coef * m / adaptive
+        x -= coef * m / root_plus(v, eps)
     else:
         x -= coef * m

@@ -1,9 +1,9 @@
 """RMSprop (``torch.optim.RMSprop``)."""
 
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, real, state_like,
-                                step_count, value)
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, slot, state_like,
+                                step_count)
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["RMSprop"]
 
@@ -27,18 +27,22 @@ class RMSprop(Optimizer):
                                       capturable=capturable, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable))
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            hyper = dict(lr=value(group["lr"]), alpha=group["alpha"], eps=group["eps"],
+            hyper = dict(lr=lr_of(group), alpha=group["alpha"], eps=group["eps"],
                          weight_decay=group["weight_decay"], momentum=group["momentum"],
                          centered=group["centered"])
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], "RMSprop"):
+            for p, x, g in grads_of(group, group["maximize"], "RMSprop",
+                                  graph=group["differentiable"]):
                 params.append(p)
                 updates.append((x, g) + self._averages(p, group))
-            apply_updates("rmsprop", params, updates, _update, **hyper)
+            diff = group["differentiable"]
+            apply_updates("rmsprop", params, updates, _update_graph if diff else _update,
+                          differentiable=diff, **hyper)
         return loss
 
     def _averages(self, p, group):
@@ -52,7 +56,7 @@ class RMSprop(Optimizer):
             if group["centered"]:
                 state["grad_avg"] = state_like(p)
         step_count(state)
-        return tuple(None if name not in state else real(state[name]._data)
+        return tuple(None if name not in state else slot(state[name], group)
                      for name in ("square_avg", "grad_avg", "momentum_buffer"))
 
 
@@ -74,3 +78,21 @@ def _update(x, g, v, gbar, b, *, lr, alpha, eps, weight_decay, momentum, centere
         x -= lr * b
     else:
         x -= lr * g / avg
+
+
+def _update_graph(x, g, v, gbar, b, *, lr, alpha, eps, weight_decay, momentum, centered):
+    """One parameter's RMSprop step on tensors, recorded by autograd
+    (``differentiable=True``)."""
+    if weight_decay:
+        g = g.add(x, alpha=weight_decay)
+    v.mul_(alpha).addcmul_(g, g, value=1 - alpha)
+    if centered:
+        gbar.lerp_(g, 1 - alpha)
+        avg = v.addcmul(gbar, gbar, value=-1).sqrt() + eps
+    else:
+        avg = v.sqrt() + eps
+    if momentum > 0:
+        b.mul_(momentum).addcdiv_(g, avg)
+        x.add_(b, alpha=-lr)
+    else:
+        x.addcdiv_(g, avg, value=-lr)

@@ -1,9 +1,9 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (``torch.optim.SGD``)."""
 
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
 from ember.optim._checks import check_fused, check_tensor_lr
-from ember.optim._state import apply_updates, grads_of, real, value
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim._state import apply_updates, grads_of, lr_of, slot, value
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["SGD"]
 
@@ -36,34 +36,37 @@ class SGD(Optimizer):
                                       differentiable=differentiable, fused=fused))
         check_fused(fused, foreach, differentiable)
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            hyper = dict(lr=value(group["lr"]), momentum=group["momentum"],
+            hyper = dict(lr=lr_of(group), momentum=group["momentum"],
                          dampening=group["dampening"], weight_decay=group["weight_decay"],
                          nesterov=group["nesterov"])
             params, updates = [], []
-            for p, x, g in grads_of(group, group["maximize"], "SGD", takes_sparse=True):
+            for p, x, g in grads_of(group, group["maximize"], "SGD", takes_sparse=True,
+                                  graph=group["differentiable"]):
                 if hyper["weight_decay"] and p._grad.is_sparse:     # grad + decay * param
                     raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, "
                                        "sparse) instead.")
                 params.append(p)
-                updates.append((x, g) + self._buffer(p, hyper["momentum"]))
-            apply_updates("sgd", params, updates, _update, **hyper)
+                updates.append((x, g) + self._buffer(p, group))
+            apply_updates("sgd", params, updates, _update,
+                          differentiable=group["differentiable"], **hyper)
         return loss
 
-    def _buffer(self, p, momentum):
-        """(momentum buffer array or None, whether this is its first step) of ``p``; the
-        buffer is made on its first step, its values still to be set."""
-        if not momentum:
+    def _buffer(self, p, group):
+        """(momentum buffer or None, whether this is its first step) of ``p``; the buffer
+        is made on its first step, its values still to be set."""
+        if not group["momentum"]:
             return None, False
         state = self.state[p]
         buf = state.get("momentum_buffer")
         if buf is None:
             buf = state["momentum_buffer"] = _make(p._data.copy())   # values set next
-            return real(buf._data), True
-        return real(buf._data), False
+            return slot(buf, group), True
+        return slot(buf, group), False
 
 
 def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
@@ -71,8 +74,8 @@ def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
     if weight_decay:
         g = g + weight_decay * x
     if momentum:
-        if first:
-            b[...] = g
+        if first:       # PyTorch starts a differentiable buffer detached from the graph
+            b[...] = g.detach() if isinstance(g, Tensor) else g
         else:
             b *= momentum
             b += (1 - dampening) * g

@@ -27,8 +27,8 @@ def get_ema_multi_avg_fn(decay=0.999):
             for ema, current in zip(ema_params, current_params):
                 if ema.is_floating_point() or ema.is_complex():
                     ema.lerp_(current, 1 - decay)
-                else:
-                    ema.copy_(current)
+                else:       # e.g. num_batches_tracked: the average, truncated back
+                    ema.copy_(ema * decay + current * (1 - decay))
     return ema_update
 
 
@@ -38,11 +38,19 @@ def get_swa_multi_avg_fn():
         n = int(num_averaged)
         with ember.no_grad():
             for avg, current in zip(averaged_params, current_params):
-                if avg.is_floating_point() or avg.is_complex():
-                    avg.add_((current - avg) / (n + 1))
-                else:
-                    avg.copy_(current)
+                if not (avg.is_floating_point() or avg.is_complex()):
+                    raise RuntimeError(_INTEGER_ADDCDIV)    # PyTorch's foreach addcdiv's
+                avg.add_((current - avg) / (n + 1))
     return swa_update
+
+
+_INTEGER_ADDCDIV = (
+    "Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
+    "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can "
+    "be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+    "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+    "addcdiv behavior is just the latter implementation: (input + value * tensor1 / "
+    "tensor2), for all dtypes.")
 
 
 def get_ema_avg_fn(decay=0.999):
@@ -97,11 +105,10 @@ class AveragedModel(Module):
                     avg.copy_(current)
             elif self.multi_avg_fn is not None:
                 self.multi_avg_fn(mine, theirs, n)
-            elif self.avg_fn is not None:
+            else:       # an integer buffer gets the running mean truncated, as on CPU
+                avg_fn = self.avg_fn or get_swa_avg_fn()
                 for avg, current in zip(mine, theirs):
-                    avg.copy_(self.avg_fn(avg, current, n))
-            else:
-                get_swa_multi_avg_fn()(mine, theirs, n)
+                    avg.copy_(avg_fn(avg, current, n))
             if not self.use_buffers:
                 for avg, current in zip(self.module.buffers(), model.buffers()):
                     avg.detach().copy_(current.detach().to(avg.device))
