@@ -208,7 +208,8 @@ def test_gradients_use_conjugates():
     out = (1j * (a.detach() @ b))
     g = out / out.abs()                         # d|z|/dz* direction
     want = (g @ b.mH) * (-1j)
-    np.testing.assert_allclose(np.asarray(a.grad), np.asarray(want))
+    # complex64: the two sides round differently (BLAS kernels vary by machine)
+    np.testing.assert_allclose(np.asarray(a.grad), np.asarray(want), rtol=1e-6)
 
 
 def test_einsum_of_one_operand_does_not_alias_it():
