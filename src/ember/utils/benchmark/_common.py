@@ -21,9 +21,10 @@ _ENGLISH = {"ns": "nanosecond", "us": "microsecond", "ms": "millisecond", "s": "
 
 
 def _log10_f32(x):
-    """log10 of ``x`` in single precision, as PyTorch's helpers compute it on a float tensor."""
+    """log10 of ``x`` in single precision, as PyTorch's helpers compute it on a float tensor
+    (correctly rounded: NumPy's float32 log10 is off by an ulp on some CPUs, 1e-6 -> -6.0000005)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return float(np.log10(np.float32(x)))
+        return float(np.float32(np.log10(np.float64(np.float32(x)))))
 
 
 def _indent(text):
