@@ -75,3 +75,20 @@ def test_backward_kernels_are_adjoints(b, c, o, size, kernel, stride, pads, dila
                 "bc...,oc->bo...", patch[:, gi * cg:(gi + 1) * cg],
                 w[(slice(gi * og, (gi + 1) * og), slice(None)) + offset])
     np.testing.assert_allclose(y, direct, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(19, 16, 8, 8), (64, 1, 32, 32), (9, 1024)])
+def test_batch_last_copies_aliasing_batches_in_bands(shape):
+    # samples spanning a multiple of 4 KiB take the banded copy; it must equal the transpose,
+    # including a last band shorter than the others (19 and 9 samples)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    assert K._aliasing_rows(np, x)
+    moved = K._batch_last(np, x, ())
+    assert moved.flags.c_contiguous
+    np.testing.assert_array_equal(moved, x.transpose(tuple(range(1, x.ndim)) + (0,)))
+
+
+def test_batch_last_leaves_other_batches_to_one_copy():
+    assert not K._aliasing_rows(np, np.zeros((64, 6, 12, 12), np.float32))
+    assert not K._aliasing_rows(np, np.zeros((8, 1024), np.float32))   # one band only
+    assert not K._aliasing_rows(np, np.zeros((64, 1024), np.float32)[:, ::2])
