@@ -48,6 +48,18 @@ KNOWN_DIFFERENCES = {
 }
 
 
+# Samples whose torch results depend on the machine (op name -> sample names): on AVX-512
+# CPUs torch's vectorized float32 erf makes gelu(inf) NaN and flushes gelu(-10) to -0, and
+# the condition number of a singular matrix is LAPACK's rounding noise, or inf
+MACHINE_DEPENDENT = {"nn.functional.gelu": {"edges"}, "linalg.cond": {"singular p=None"}}
+
+
+def _compared_samples(info, dtype):
+    """The op's samples at ``dtype``, less those whose torch results vary by machine."""
+    unstable = MACHINE_DEPENDENT.get(info.name, ())
+    return [s for s in info.sample_inputs(dtype, False) if s.name not in unstable]
+
+
 def _param(test, *values, id):
     """pytest.param for ``test``, marked if it is a known difference."""
     reason = KNOWN_DIFFERENCES.get(f"{test}[{id}]")
@@ -188,7 +200,7 @@ def test_forward_parity(info, dtype):
     if fn is None:
         pytest.skip(f"torch has no {info.name}")
     ember.manual_seed(0)
-    for sample in info.sample_inputs(dtype, False):
+    for sample in _compared_samples(info, dtype):
         ours, theirs = call_both(info, fn, sample)
         for o, t in zip(ours, theirs):
             if not isinstance(t, torch.Tensor):
@@ -344,7 +356,7 @@ def test_inplace_parity(info, dtype, name):
     """``x.<op>_(...)`` changes ``x`` as torch's does, or raises the same exception type."""
     t_name = (info.torch_name or name.rstrip("_")) + "_"
     ember.manual_seed(0)
-    for sample in info.sample_inputs(dtype, False):
+    for sample in _compared_samples(info, dtype):
         if not isinstance(sample.input, ember.Tensor):
             continue
         t_input, t_args, t_kwargs = (to_torch(sample.input).clone(), to_torch(sample.args),
@@ -383,7 +395,7 @@ def test_out_parity(info, dtype):
     if fn is None:
         pytest.skip(f"torch has no {info.name}")
     ember.manual_seed(0)
-    for sample in info.sample_inputs(dtype, False):
+    for sample in _compared_samples(info, dtype):
         expected, _ = _outcome(info.function(), sample.input, *sample.args, **sample.kwargs)
         if expected is None:
             continue                    # test_error_parity covers the calls that raise

@@ -33,6 +33,7 @@ from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
 from ember.ops._meta import MetaCall
+from ember.ops._op_errors import OpValueError, broadcast_message
 from ember.ops._overlap import INTERNAL_OVERLAP, check_no_partial_overlap
 
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
@@ -103,10 +104,14 @@ def _write(op, self, dst, xp, arrays, params, casts, compute):
         except ValueError as e:
             if "broadcast" not in str(e):
                 raise
-            shape = np.broadcast_shapes(*(a.shape for a in arrays if hasattr(a, "shape")))
-            _shape_mismatch(self, shape)
+            _broadcast_failure(self, [a.shape for a in arrays if hasattr(a, "shape")])
     else:
-        res = op.forward(xp, *arrays, *params)
+        try:
+            res = op.forward(xp, *arrays, *params)
+        except ValueError as e:
+            if isinstance(e, OpValueError) or "broadcast" not in str(e):
+                raise
+            _broadcast_failure(self, [a.shape for a in arrays if hasattr(a, "shape")])
         if type(res) is not type(dst):
             res = xp.asarray(res)
         if casts is not None and res.dtype == casts[1]:
@@ -213,6 +218,15 @@ def _check_cast(result_dtype, self_dtype):
     if result_dtype is not self_dtype and not D.can_cast(result_dtype, self_dtype):
         raise RuntimeError(f"result type {result_dtype._torch_name} can't be cast to the "
                            f"desired output type {self_dtype._torch_name}")
+
+
+def _broadcast_failure(t, shapes):
+    """PyTorch's error when an in-place op's operands don't broadcast into ``t``."""
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise RuntimeError(broadcast_message(shapes)) from None
+    _shape_mismatch(t, shape)
 
 
 def _shape_mismatch(t, shape):

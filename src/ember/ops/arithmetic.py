@@ -171,7 +171,27 @@ def _div(xp, a, b, rounding_mode):
                            f"'floor' but found '{rounding_mode}'")
     if rounding_mode is not None:
         _check_rounding_dtype(a if hasattr(a, "dtype") else b, rounding_mode)
+        a, b = _wrap_int_scalar(a, b)
     return fn(xp, a, b)
+
+
+def _unwrapped_int(position, value, dtype):
+    """A Python int beside a narrow integer tensor, kept whole (int64): true division
+    computes in floating point, where PyTorch does not wrap it (``uint8 / -3`` is -1/3)."""
+    if -2 ** 63 <= value < 2 ** 63:
+        return np.array(value)
+    return np.array(value).astype(dtype)
+
+
+def _wrap_int_scalar(a, b):
+    """Rounding division stays in the integer dtype: a kept int wraps to it like a C cast."""
+    if hasattr(a, "dtype") and hasattr(b, "dtype") and a.dtype != b.dtype \
+            and _integral(a) and _integral(b):
+        if a.ndim == 0 and a.dtype == np.int64:
+            a = a.astype(b.dtype)
+        elif b.ndim == 0 and b.dtype == np.int64:
+            b = b.astype(a.dtype)
+    return a, b
 
 
 
@@ -193,7 +213,7 @@ def _div_grad(grad, a, b, rounding_mode, *, needs=(True, True)):
 
 div = binary("div(input, other, *, rounding_mode=None)", _div, _div_grad,
              doc="Divides ``input`` by ``other``, truncating or flooring per "
-                 "``rounding_mode``.", promote=BINARY)
+                 "``rounding_mode``.", promote=BINARY, checked_scalars=_unwrapped_int)
 div.reads_inputs((1,), (0, 1))
 
 floor_divide = binary("floor_divide(input, other)", _floor_divide,
@@ -227,7 +247,8 @@ fmod = binary("fmod(input, other)", _fmod,
               lambda grad, a, b: (grad, -grad * a.div(b, rounding_mode="trunc")
                                   if hasattr(b, "shape") else None),
               doc="C-style modulus: the result has the sign of the dividend.",
-              promote=real_no_bool("fmod_cpu"))
+              # unlike remainder, PyTorch's fmod has no overload taking a number first
+              promote=tensor_policy("fmod", real_no_bool("fmod_cpu").rule))
 
 
 # --- pow --------------------------------------------------------------------------------------

@@ -250,8 +250,8 @@ def _(flat, params, out):
 def _(grad, y, x, dx, dim):
     d = wrap_dim(dim, y.ndim)
     n = y.shape[d]
-    if n == 0:
-        return None, None
+    if n == 0:                      # an empty result still gives (empty) zero gradients
+        return y.new_zeros(y.shape), None if x is None else x.new_zeros(x.shape)
     c = reverse_cumsum(grad, d) / 2
     if x is None:
         return _ends_sum(c * _step(dx, None, "cumulative_trapezoid"), d), None

@@ -256,11 +256,13 @@ def _(grad, x, indices):
 # --- index_put --------------------------------------------------------------------------------
 
 def _put(xp, dst, values, indices, accumulate):
+    # PyTorch checks the indices' types and number, then the dtypes, then the bounds
+    idx = advanced_indices(xp, dst, indices, type(indices) is not SubscriptIndices, bounds=False)
     if values.dtype != dst.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{D.FROM_NUMPY[dst.dtype]._torch_name} for the destination and "
                            f"{D.FROM_NUMPY[values.dtype]._torch_name} for the source.")
-    idx = advanced_indices(xp, dst, indices, type(indices) is not SubscriptIndices)
+    idx = _checked_bounds(xp, dst, idx)
     region = index_shape(dst.shape, idx)
     _check_values_shape(values, region, any(a is not None for a in idx), dst.dtype)
     key = _numpy_key(idx)

@@ -133,6 +133,8 @@ def _(grad, a, b, *, needs=(True, True)):
 @op("mv(input, vec)", inputs=2, out=True)
 def mv(xp, a, b):
     """The product of a matrix and a vector."""
+    if a.ndim == 0:                 # PyTorch sizes the result from input.size(0) first
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     if a.ndim != 2 or b.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}")
     _check_mv(a, b)

@@ -75,6 +75,7 @@ def logcumsumexp(xp, x, dim):
     d = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         return x.copy()
+    x = xp.ascontiguousarray(x)          # PyTorch's scans return row-major results
     if x.dtype.kind != "c":
         return accumulate(xp, "logaddexp", cpu_wide(xp, x), d).astype(x.dtype, copy=False)
     out = xp.empty_like(x)

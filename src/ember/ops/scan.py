@@ -112,6 +112,7 @@ def _running_extreme(name, ufunc):
                                  f"{dim}")
             return x.copy(), xp.zeros((), dtype=np.int64)
         d = wrap_dim(dim, x.ndim)
+        x = xp.ascontiguousarray(x)      # PyTorch's scans return row-major results
         values = accumulate(xp, ufunc, x, d)
         # the index is the last position at or before k that holds the running extreme
         hit = x == values

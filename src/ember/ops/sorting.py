@@ -114,7 +114,8 @@ def topk(xp, x, k, dim, largest, sorted):
         raise RuntimeError("selected index k out of range")
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype=np.int64)
-    order = _leading(stable_order(xp, x, d, descending=largest), d, k)
+    # a contiguous copy of the leading k: PyTorch's results are contiguous
+    order = xp.ascontiguousarray(_leading(stable_order(xp, x, d, descending=largest), d, k))
     return xp.take_along_axis(x, order, axis=d), order.astype(np.int64, copy=False)
 
 
@@ -142,7 +143,7 @@ def kthvalue(xp, x, k, dim, keepdim):
     require_nonempty("kthvalue", x.shape, (d,), full=False)
     if not 1 <= k <= x.shape[d]:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
-    index = stable_order(xp, x, d)[(slice(None),) * d + (slice(k - 1, k),)]
+    index = xp.ascontiguousarray(stable_order(xp, x, d)[(slice(None),) * d + (slice(k - 1, k),)])
     return _squeezed(xp, xp.take_along_axis(x, index, axis=d), index, d, keepdim)
 
 

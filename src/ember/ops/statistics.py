@@ -86,16 +86,16 @@ def _narrowed(a, x):
 def _var_grad(grad, x, dim, unbiased, keepdim, correction):
     dims, correction = _dims_and_correction(dim, unbiased, correction, x.ndim)
     dof = reduced_numel(x.shape, dims) - correction
-    scale = 2 / dof if dof > 0 else float("inf")
+    scale = 2 / dof if dof != 0 else float("inf")     # (unclamped, as PyTorch's)
     grad = expand_reduced(grad, x.shape, dims, keepdim)
     return grad * scale * (x - x.mean(dims, keepdim=True))
 
 
 def _std_grad(grad, x, dim, unbiased, keepdim, correction, std):
-    # d std = d var / (2 std); PyTorch takes 0 where std is 0
+    # d std = d var / (2 std); PyTorch takes 0 where std is 0, even for an infinite grad
     zero = constant(lambda xp, s: (s == 0).astype(s.dtype), std)
-    return _var_grad(grad / (2 * (std + zero)) * (1 - zero), x, dim, unbiased, keepdim,
-                     correction)
+    return _var_grad((grad / (2 * (std + zero))).masked_fill(zero.bool(), 0), x, dim,
+                     unbiased, keepdim, correction)
 
 
 def _mean_grad(grad, x, dim, unbiased, keepdim):

@@ -115,9 +115,17 @@ tanh = _math("tanh(input)", "tanh", lambda grad, x, *, out: grad * conj_grad(1 -
              "The hyperbolic tangent of each element.", saves_inputs=False)
 asinh = _math("asinh(input)", "arcsinh", lambda grad, x: grad / conj_grad((x * x + 1).sqrt()),
               "The inverse hyperbolic sine of each element.")
-# sqrt(z - 1) sqrt(z + 1), not sqrt(z^2 - 1): the two differ in sign for complex Re z < 0
-acosh = _math("acosh(input)", "arccosh",
-              lambda grad, x: grad / conj_grad((x - 1).sqrt() * (x + 1).sqrt()),
+
+
+def _acosh_derivative(grad, x):
+    # complex: sqrt(z - 1) sqrt(z + 1), not sqrt(z^2 - 1): they differ in sign for Re z < 0;
+    # real: sqrt(x^2 - 1), finite for x < -1 where acosh itself is nan (as PyTorch)
+    if x.is_complex():
+        return grad / conj_grad((x - 1).sqrt() * (x + 1).sqrt())
+    return grad / (x * x - 1).sqrt()
+
+
+acosh = _math("acosh(input)", "arccosh", _acosh_derivative,
               "The inverse hyperbolic cosine of each element.")
 atanh = _math("atanh(input)", "arctanh", lambda grad, x: grad / conj_grad(1 - x * x),
               "The inverse hyperbolic tangent of each element.")
