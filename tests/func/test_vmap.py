@@ -74,6 +74,14 @@ CASES = [
     ("group_norm", lambda a: F.group_norm(a, 2), (3, 2, 4, 5)),
     ("cross_entropy", lambda a: F.cross_entropy(a, ember.tensor([1, 0, 2, 2])), (3, 4, 5)),
     ("mse", lambda a: F.mse_loss(a, ember.zeros(4, 5, dtype=ember.float64)), (3, 4, 5)),
+    ("mse_sum", lambda a: F.mse_loss(a, a.flip(1).detach(), reduction="sum"), (3, 4, 5)),
+    ("huber_none", lambda a: F.huber_loss(a, a.flip(0), reduction="none", delta=0.5), (3, 4)),
+    ("smooth_l1", lambda a: F.smooth_l1_loss(a, ember.zeros(4, dtype=ember.float64)), (3, 4)),
+    ("soft_margin", lambda a: F.soft_margin_loss(a, ember.tensor([1.0, -1.0, 1.0, 1.0],
+                                                                 dtype=ember.float64)), (3, 4)),
+    ("bce_logits", lambda a: F.binary_cross_entropy_with_logits(
+        a, ember.full((2, 4), 0.25, dtype=ember.float64),
+        pos_weight=ember.tensor([2.0, 1.0, 1.0, 3.0], dtype=ember.float64)), (3, 2, 4)),
 ]
 
 

@@ -79,3 +79,33 @@ def refuse_grad(tensor, kernel, argument):
         from ember.ops._op_errors import not_differentiable
         if is_grad_enabled():
             raise not_differentiable(kernel, argument)
+
+
+# --- for loss kernels (ops computing a whole loss on backend arrays) --------------------------
+
+def reduce_array(xp, loss, reduction):
+    """An elementwise loss array reduced as ``reduction`` says (the mean of none is NaN)."""
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if not loss.size:
+        return xp.asarray(xp.nan, loss.dtype)
+    return (loss.sum() / loss.size).astype(loss.dtype)
+
+
+def reduced_grad(grad, x, reduction):
+    """The incoming gradient of a reduced elementwise loss, per element of ``x``."""
+    return grad / max(x.numel(), 1) if reduction == "mean" else grad
+
+
+def promoted_dtype(*arrays):
+    """The NumPy dtype PyTorch's promotion gives ``arrays`` (0-dim ones weak; None skipped),
+    and the dtype to compute in: float32 for 16-bit floats."""
+    from ember import _dtype as D
+    dtype = D.result_type_of([(D.FROM_NUMPY[a.dtype], D.ZERO_DIM if a.ndim == 0 else D.DIM)
+                              for a in arrays if a is not None])
+    if dtype.category < D.FLOATING:
+        dtype = D.get_default_dtype()
+    result = dtype.np
+    return result, (result if result.itemsize > 2 else D.float32.np)

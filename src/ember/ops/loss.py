@@ -7,7 +7,7 @@ Called without one, those parse their reduction as 0 ('none'), unlike their docu
 default: ember's do the same.
 """
 
-from ember.ops import ctc, loss_bce, loss_ce, loss_linear_ce, loss_margin  # noqa: F401
+from ember.ops import ctc, loss_bce, loss_ce, loss_kernels, loss_linear_ce, loss_margin  # noqa: F401
 from ember.ops import loss_pointwise  # noqa: F401
 from ember.ops._loss_common import reduce_loss, reduction_name
 from ember.ops.loss_margin import (cosine_embedding_loss, hinge_embedding_loss,

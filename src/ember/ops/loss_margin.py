@@ -1,14 +1,14 @@
-"""Margin and embedding losses, composed from ember ops: margin_ranking, hinge_embedding,
-cosine_embedding, multi_margin, multilabel_margin, multilabel_soft_margin and the triplet
-losses."""
+"""Margin and embedding losses: margin_ranking, hinge_embedding, cosine_embedding,
+multi_margin, multilabel_margin, multilabel_soft_margin and the triplet losses, composed
+from ember ops (multi_margin and multilabel_margin run kernels: loss_kernels.py)."""
 
 from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import xp_of
-from ember.ops._registry import rename_node
-from ember.ops._loss_common import reduce_loss, reduction_of, refuse_grad
+from ember.ops._loss_common import reduce_loss, reduction_of
 from ember.ops._scalars import checked_scalar
 from ember.ops.binary_math import where
+from ember.ops.loss_kernels import _multi_margin_loss, _multilabel_margin_loss
 from ember.ops.loss_pointwise import softplus_of
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
@@ -101,18 +101,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None and weight.numel() != c:
         raise RuntimeError(f"inconsistent weight size, expected {c} but got "
                            f"{list(weight.shape)}")
-    refuse_grad(weight, "multi_margin_loss", "weight")
-    y = target.reshape(-1, 1)
-    margins = (margin - x.gather(1, y) + x).clamp_min(0)
-    if p == 2:
-        margins = margins.square()
-    if weight is not None:
-        margins = margins * weight[y]
-    others = _make(xp_of(y._data).arange(c) != y._data)        # the target's own term is 0
-    loss = where(others, margins, 0.0).sum(1) / c
-    # an unbatched loss takes the target's shape: () or (1,)
-    loss = loss if input.ndim == 2 else loss.reshape(target.shape)
-    return rename_node(reduce_loss(loss, reduction), "MultiMarginLossBackward0")
+    return _multi_margin_loss(input, target, weight, p, margin, reduction)
 
 
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -126,22 +115,11 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if target.shape != input.shape:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
-    x = input.reshape(-1, input.shape[-1] if input.ndim else 1)
-    c = x.shape[1]
-    t = target._data.reshape(x.shape)
-    xp = xp_of(t)
+    c = input.shape[-1] if input.ndim else 1
+    t = target._data
     if t.size and ((t < -1) | (t >= c)).any():
         raise RuntimeError("argument #2 'target' is out of range")
-    listed = xp.cumprod(t != -1, axis=1).astype(bool)       # targets before the first -1
-    safe = xp.where(listed, t, 0)
-    is_target = xp.zeros(x.shape, bool)
-    rows = xp.broadcast_to(xp.arange(x.shape[0])[:, None], x.shape)
-    is_target[rows[listed], safe[listed]] = True
-    pairs = _make(listed[:, :, None] & ~is_target[:, None, :])      # (n, j, i)
-    picked = x.gather(1, _make(safe))
-    hinge = (1 - picked.unsqueeze(2) + x.unsqueeze(1)).clamp_min(0)
-    loss = where(pairs, hinge, 0.0).sum((1, 2)) / c
-    return reduce_loss(loss if input.ndim == 2 else loss.reshape(()), reduction)
+    return _multilabel_margin_loss(input, target, reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,

@@ -1,6 +1,7 @@
 """Elementwise regression and likelihood losses: l1, mse, huber, smooth_l1, soft_margin,
-binary_cross_entropy_with_logits, kl_div, poisson_nll and gaussian_nll. mse, huber and
-smooth_l1 run a kernel op of their own (``_mse_loss``, ...), so that the loss is one node
+binary_cross_entropy_with_logits, kl_div, poisson_nll and gaussian_nll. mse, huber,
+smooth_l1, soft_margin and binary_cross_entropy_with_logits run a kernel op of their own
+(``_mse_loss``, ... here, the last two in loss_kernels.py), so that the loss is one node
 named as PyTorch's (MseLossBackward0) whose edges are the operands; the others are composed
 from ember ops. (binary_cross_entropy, whose log is clamped, is an op: loss_bce.py.)"""
 
@@ -10,9 +11,11 @@ import warnings
 from ember import _dtype as D
 from ember._warn import user_level
 from ember.autograd.grad_mode import no_grad
-from ember.ops._loss_common import reduce_loss, reduction_of, refuse_grad, warn_size_mismatch
+from ember.ops._loss_common import (reduce_array, reduce_loss, reduced_grad, reduction_of,
+                                    refuse_grad, warn_size_mismatch)
 from ember.ops._promotion import BINARY
-from ember.ops._registry import op, rename_node
+from ember.ops._registry import op
+from ember.ops.loss_kernels import _binary_cross_entropy_with_logits, _soft_margin_loss
 from ember.ops.binary_math import where
 from ember.ops.shape import broadcast_tensors
 
@@ -77,34 +80,18 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _mse_loss(*_kernel_operands(input, target), reduction)
 
 
-def _reduced(xp, loss, reduction):
-    """An elementwise loss array reduced as ``reduction`` says (the mean of none is NaN)."""
-    if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    if not loss.size:
-        return xp.asarray(xp.nan, loss.dtype)
-    return (loss.sum() / loss.size).astype(loss.dtype)
-
-
-def _reduced_grad(grad, x, reduction):
-    """The incoming gradient of a reduced elementwise loss, per element of ``x``."""
-    return grad / max(x.numel(), 1) if reduction == "mean" else grad
-
-
 @op("_mse_loss(input, target, reduction='mean')", inputs=2, promote=BINARY, method=False,
     out=False, scalars=False, grad_fn_name="MseLossBackward0")
 def _mse_loss(xp, x, t, reduction):
     """PyTorch's mse_loss kernel: the squared error of same-shaped (broadcast) ``input`` and
     ``target``, reduced; one node, MseLossBackward0, whose edges are the two operands."""
     d = x - t
-    return _reduced(xp, d * d, reduction)
+    return reduce_array(xp, d * d, reduction)
 
 
 @_mse_loss.derivative
 def _(grad, x, t, reduction, *, needs=(True, True)):
-    g = 2 * _reduced_grad(grad, x, reduction) * (x - t)
+    g = 2 * reduced_grad(grad, x, reduction) * (x - t)
     return (g if needs[0] else None), (-g if needs[1] else None)
 
 
@@ -153,7 +140,7 @@ def _huber_array(xp, d, delta):
 def _huber_loss(xp, x, t, reduction, delta):
     """PyTorch's huber_loss kernel on same-shaped operands: squared error below ``delta``,
     ``delta``-scaled absolute error above, reduced."""
-    return _reduced(xp, _huber_array(xp, x - t, delta), reduction)
+    return reduce_array(xp, _huber_array(xp, x - t, delta), reduction)
 
 
 def _huber_slope(d, delta):
@@ -164,7 +151,7 @@ def _huber_slope(d, delta):
 
 @_huber_loss.derivative
 def _(grad, x, t, reduction, delta, *, needs=(True, True)):
-    g = _reduced_grad(grad, x, reduction) * _huber_slope(x - t, delta)
+    g = reduced_grad(grad, x, reduction) * _huber_slope(x - t, delta)
     return (g if needs[0] else None), (-g if needs[1] else None)
 
 
@@ -173,12 +160,12 @@ def _(grad, x, t, reduction, delta, *, needs=(True, True)):
 def _smooth_l1_loss(xp, x, t, reduction, beta):
     """PyTorch's smooth_l1_loss kernel on same-shaped operands (``beta`` > 0): the Huber
     loss with delta ``beta``, divided by ``beta``, reduced."""
-    return _reduced(xp, _huber_array(xp, x - t, beta) / beta, reduction)
+    return reduce_array(xp, _huber_array(xp, x - t, beta) / beta, reduction)
 
 
 @_smooth_l1_loss.derivative
 def _(grad, x, t, reduction, beta, *, needs=(True, True)):
-    g = _reduced_grad(grad, x, reduction) * (_huber_slope(x - t, beta) / beta)
+    g = reduced_grad(grad, x, reduction) * (_huber_slope(x - t, beta) / beta)
     return (g if needs[0] else None), (-g if needs[1] else None)
 
 
@@ -204,14 +191,15 @@ def softplus_of(x):
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """The two-class logistic loss ``log(1 + exp(-target * input))``."""
     reduction = reduction_of(size_average, reduce, reduction)
-    neg = -input                        # (a bool input raises here, as in PyTorch)
+    if input.dtype is D.bool_:          # PyTorch's kernel negates the input
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
+                           "you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
     dtype = _promoted(input, target)
     if dtype.category < D.FLOATING:
         dtype = D.get_default_dtype()
     _into_input_dtype(dtype, input)
-    # -input * target, not input * -target: an unsigned target must not wrap around
-    loss = softplus_of(neg.to(dtype) * target.to(dtype)).to(input.dtype)
-    return rename_node(reduce_loss(loss, reduction), "SoftMarginLossBackward0")
+    return _soft_margin_loss(input, target, reduction)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
@@ -229,15 +217,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _into_input_dtype(_promoted(input, target), target)
     refuse_grad(weight, "binary_cross_entropy_with_logits", "weight")
     refuse_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
-    # log(1 + exp(-x)) without overflow; with pos_weight it weighs the positive term
-    if pos_weight is None:
-        loss = (1 - target) * input + softplus_of(-input)
-    else:
-        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * softplus_of(-input)
-    if weight is not None:
-        loss = loss * weight
-    loss = loss.to(target.dtype)
-    return rename_node(reduce_loss(loss, reduction), "BinaryCrossEntropyWithLogitsBackward0")
+    return _binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):

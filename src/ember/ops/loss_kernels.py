@@ -1,0 +1,179 @@
+"""The kernels of soft_margin_loss, binary_cross_entropy_with_logits, multi_margin_loss and
+multilabel_margin_loss: one op each, so that the loss is one node named as PyTorch's
+(SoftMarginLossBackward0, ...) whose edges are the operands. The public functions (with
+their argument checks) are in loss_pointwise.py and loss_margin.py."""
+
+from ember._tensor import _make
+from ember.backend import xp_of
+from ember.ops._loss_common import promoted_dtype, reduce_array, reduced_grad
+from ember.ops._registry import op
+from ember.ops.activations import masked
+from ember.ops.binary_math import where
+
+__all__ = ["_soft_margin_loss", "_binary_cross_entropy_with_logits", "_multi_margin_loss",
+           "_multilabel_margin_loss"]
+
+
+# --- soft_margin_loss -------------------------------------------------------------------------
+
+@op("_soft_margin_loss(input, target, reduction='mean')", inputs=2, method=False, out=False,
+    scalars=False, grad_fn_name="SoftMarginLossBackward0")
+def _soft_margin_loss(xp, x, t, reduction):
+    """``log(1 + exp(-target * input))``, computed in the operands' promoted dtype and
+    written in the input's, reduced."""
+    _, compute = promoted_dtype(x, t)
+    # -input * target, not input * -target: an unsigned target must not wrap around
+    loss = xp.logaddexp(-x.astype(compute) * t.astype(compute), 0)
+    return reduce_array(xp, loss.astype(x.dtype), reduction)
+
+
+_soft_margin_loss.refuse_grad("target", "soft_margin_loss")
+
+
+@_soft_margin_loss.derivative
+def _(grad, x, t, reduction):
+    g = reduced_grad(grad, x, reduction)
+    return -(g * t * ((-x) * t).sigmoid()), None
+
+
+# --- binary_cross_entropy_with_logits ---------------------------------------------------------
+
+@op("_binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, "
+    "reduction='mean')", inputs=4, method=False, out=False, scalars=False,
+    grad_fn_name="BinaryCrossEntropyWithLogitsBackward0")
+def _binary_cross_entropy_with_logits(xp, x, t, w, pw, reduction):
+    """``(1 - t) * x + (1 + (pw - 1) * t) * log(1 + exp(-x))``, times ``weight``, written in
+    the target's dtype, reduced."""
+    _, compute = promoted_dtype(x, t, w, pw)
+    x, target_dtype, t = x.astype(compute), t.dtype, t.astype(compute)
+    softplus = xp.logaddexp(-x, 0)      # log(1 + exp(-x)) without overflow
+    if pw is not None:
+        softplus = (1 + (pw.astype(compute) - 1) * t) * softplus
+    loss = (1 - t) * x + softplus
+    if w is not None:
+        loss = loss * w.astype(compute)
+    return reduce_array(xp, loss.astype(target_dtype), reduction)
+
+
+_binary_cross_entropy_with_logits.refuse_grad("weight", "binary_cross_entropy_with_logits")
+_binary_cross_entropy_with_logits.refuse_grad("pos_weight", "binary_cross_entropy_with_logits")
+
+
+@_binary_cross_entropy_with_logits.derivative
+def _(grad, x, t, w, pw, reduction, *, needs=(True, True, True, True)):
+    g = reduced_grad(grad, x, reduction)
+    if w is not None:
+        g = g * w
+    grad_x = grad_t = None
+    if needs[0]:        # d/dx: (1 - t) - (1 + (pw - 1) t) sigmoid(-x), or sigmoid(x) - t
+        if pw is None:
+            grad_x = g * (x.sigmoid() - t)
+        else:
+            grad_x = g * ((1 - t) - (1 + (pw - 1) * t) * (-x).sigmoid())
+    if needs[1]:        # d/dt: -x + (pw - 1) log(1 + exp(-x))
+        slope = -x if pw is None else (pw - 1) * (-x).logaddexp(x.new_zeros(())) - x
+        grad_t = g * slope
+    return grad_x, grad_t, None, None
+
+
+# --- multi_margin_loss ------------------------------------------------------------------------
+
+def _rows(x):
+    """Input (C,) or (N, C) as (N, C), and C."""
+    c = x.shape[-1] if x.ndim else 1
+    return x.reshape(-1, c), c
+
+
+@op("_multi_margin_loss(input, target, weight=None, p=1, margin=1.0, reduction='mean')",
+    inputs=3, method=False, out=False, scalars=False, grad_fn_name="MultiMarginLossBackward0")
+def _multi_margin_loss(xp, x, y, w, p, margin, reduction):
+    """``sum_i max(0, margin - x[y] + x[i])**p * weight[y] / C`` over i != y, per sample
+    (checked class-index target), reduced; an unbatched loss has the target's shape."""
+    rows, c = _rows(x)
+    dtype, compute = promoted_dtype(x, w)
+    rows, yy = rows.astype(compute), y.reshape(-1, 1)
+    margins = xp.maximum(margin - xp.take_along_axis(rows, yy, 1) + rows, 0)
+    if p == 2:
+        margins = margins * margins
+    if w is not None:
+        margins = margins * w.astype(compute)[yy]
+    margins = xp.where(xp.arange(c) != yy, margins, 0)      # the target's own term is 0
+    loss = (margins.sum(1) / c).astype(dtype)
+    return reduce_array(xp, loss if x.ndim == 2 else loss.reshape(y.shape), reduction)
+
+
+_multi_margin_loss.refuse_grad("weight", "multi_margin_loss")
+
+
+@_multi_margin_loss.derivative
+def _(grad, x, y, w, p, margin, reduction):
+    rows, c = _rows(x)
+    yy = y.reshape(-1, 1)
+    own = _make(xp_of(yy._data).arange(c) == yy._data)
+    margins = margin - rows.gather(1, yy) + rows
+    if p == 1:          # piecewise linear: a constant slope (an array), through x
+        slope = where((margins > 0) & ~own, 1.0, 0.0)
+    else:
+        slope = where((margins > 0) & ~own, 2 * margins, 0.0)
+    if w is not None:
+        slope = slope * w[yy]
+    # each other class's term pulls the target's logit down by as much
+    slope = (slope - where(own, slope.sum(1, keepdim=True), 0.0)) / c
+    return _per_row(grad, rows, reduction, slope, x), None, None
+
+
+def _per_row(grad, rows, reduction, slope, x):
+    """The input's gradient: each sample's incoming gradient times its row of ``slope``; a
+    constant slope goes through ``masked``, so that under create_graph the gradient requires
+    grad (its own derivative 0) as PyTorch's does."""
+    n = rows.shape[0]
+    g = (grad / max(n, 1) if reduction == "mean" else grad).reshape(-1, 1).expand(rows.shape)
+    if slope.requires_grad:
+        return (g * slope).reshape(x.shape)
+    return masked(g.reshape(x.shape), slope._data.reshape(x.shape), x)
+
+
+# --- multilabel_margin_loss -------------------------------------------------------------------
+
+def _label_pairs(xp, rows, t):
+    """(pairs, safe) for (N, C) ``rows`` and target: ``pairs[n, j, i]`` where target j is
+    listed (before the first -1) and class i is no target; ``safe``: targets, 0 unlisted."""
+    listed = xp.cumprod(t != -1, axis=1).astype(bool)
+    safe = xp.where(listed, t, 0)
+    is_target = xp.zeros(rows.shape, bool)
+    index = xp.broadcast_to(xp.arange(rows.shape[0])[:, None], rows.shape)
+    is_target[index[listed], safe[listed]] = True
+    return listed[:, :, None] & ~is_target[:, None, :], safe
+
+
+def _hinges(xp, rows, safe):
+    """``1 - (x[y_j] - x[i])`` for each (n, j, i)."""
+    return 1 - xp.take_along_axis(rows, safe, 1)[:, :, None] + rows[:, None, :]
+
+
+@op("_multilabel_margin_loss(input, target, reduction='mean')", inputs=2, method=False,
+    out=False, scalars=False, grad_fn_name="MultilabelMarginLossBackward0")
+def _multilabel_margin_loss(xp, x, t, reduction):
+    """``sum max(0, 1 - (x[y_j] - x[i])) / C`` over listed targets j and non-target classes
+    i, per sample (checked target), reduced."""
+    rows, c = _rows(x)
+    pairs, safe = _label_pairs(xp, rows, t.reshape(rows.shape))
+    hinge = xp.maximum(_hinges(xp, rows, safe), 0)
+    loss = xp.where(pairs, hinge, 0).sum((1, 2)) / c
+    return reduce_array(xp, loss if x.ndim == 2 else loss.reshape(()), reduction)
+
+
+_multilabel_margin_loss.refuse_grad("target", "multilabel_margin_loss")
+
+
+@_multilabel_margin_loss.derivative
+def _(grad, x, t, reduction):
+    rows, c = _rows(x)
+    xa = rows._data
+    xp = xp_of(xa)
+    pairs, safe = _label_pairs(xp, xa, t._data.reshape(xa.shape))
+    active = (pairs & (_hinges(xp, xa, safe) > 0)).astype(xa.dtype)       # (n, j, i)
+    # +1 for each non-target class i of an active pair, -1 for its target class y_j
+    per_target = active.sum(2)[:, :, None] * (safe[:, :, None] == xp.arange(c))
+    slope = (active.sum(1) - per_target.sum(1)) / c
+    return _per_row(grad, rows, reduction, _make(slope), x), None
