@@ -1,8 +1,11 @@
 """The __torch_function__ protocol for Tensor subclasses and tensor-like objects."""
 
+import warnings
+
 import pytest
 
 import ember
+import ember.nn.functional as F
 from ember.overrides import _disabled_torch_function_impl
 
 
@@ -283,3 +286,60 @@ def test_torch_c_names_of_the_protocol():
     with ember._C.DisableTorchFunctionSubclass():
         assert type(ember.ones(1).as_subclass(Tagged) * 2) is ember.Tensor
     assert not ember._C._is_torch_function_mode_enabled()
+
+
+def _logging_subclass(seen):
+    class Logged(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append((func, args, kwargs))
+            return super().__torch_function__(func, types, args, kwargs)
+    return Logged
+
+
+def test_hand_written_functions_are_offered_as_themselves_with_the_call_arguments():
+    seen = []
+    s = ember.ones(2, 3).as_subclass(_logging_subclass(seen))
+    p = ember.zeros(2, 3)
+    out = ember.cat([p, s], dim=1)
+    assert len(seen) == 1 and seen[0][0] is ember.cat and seen[0][0].__name__ == "cat"
+    assert seen[0][1][0][1] is s and seen[0][2] == {"dim": 1}
+    assert out.shape == (2, 6) and out.sum().item() == 6.0
+    seen.clear()
+    F.dropout(s, 0.5, training=False)
+    assert [(f, len(a), k) for f, a, k in seen] == [(F.dropout, 2, {"training": False})]
+
+
+def test_hand_written_functions_refused_by_every_handler_raise_pytorchs_errors():
+    class Refusing(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return NotImplemented
+    r = ember.ones(2).as_subclass(Refusing)
+    with pytest.raises(TypeError, match="Multiple dispatch failed for 'ember.cat'"):
+        ember.cat([r, r])
+    with pytest.raises(TypeError, match="no implementation found for "
+                                        "'ember.nn.functional.dropout'"):
+        F.dropout(r)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ember.meshgrid(ember.ones(2), ember.ones(2)),
+    lambda: F.dropout2d(ember.ones(2, 3, 4)),
+    lambda: F.softmax(ember.ones(2, 3)),
+    lambda: ember.chain_matmul(ember.ones(2, 2), ember.ones(2, 2)),
+    lambda: F.gumbel_softmax(ember.ones(2, 3), eps=1e-3),
+    lambda: F.affine_grid(ember.ones(1, 2, 3), (1, 1, 1, 1), align_corners=True),
+])
+def test_warnings_of_offered_hand_written_functions_point_at_the_callers_line(call):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, call.__code__.co_firstlineno)]
+
+
+def test_plain_operators_refuse_what_they_cannot_take_as_python_expects():
+    a = ember.ones(2, 2)
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for @: 'Tensor' and 'int'"):
+        a @ 2
+    assert a.__add__(None) is NotImplemented and ember.Tensor.__rdiv__ is ember.Tensor.__rtruediv__

@@ -434,13 +434,9 @@ def in_format(t, memory_format, like=None):
     """``t``, a tensor just made, laid out in ``memory_format`` (by default, or with
     ``preserve_format``, the format of ``like`` when given: the ``*_like`` factories')."""
     if memory_format is None or memory_format is preserve_format:
-        if like is None or preserving_order(like._data) == "C":
-            return t
-        laid = xp_of(t._data).empty_like(like._data, dtype=t._data.dtype, order="K")
-        laid[...] = t._data
-        t._data = laid
-        return t
-    order = memory_order(memory_format, t.ndim)
+        order = None if like is None else preserving_order(like._data)
+    else:
+        order = memory_order(memory_format, t.ndim)
     if order is not None:
         t._data = lay_out(xp_of(t._data), t._data, order)
     return t

@@ -57,12 +57,13 @@ def laid_out(array, order):
     return True
 
 
-def lay_out(xp, array, order):
-    """A copy of ``array`` whose memory runs through its dims in ``order``, with the strides
-    PyTorch gives that format (size-1 dims included: (N, 1, H, W) channels-last has C stride
-    1)."""
+def lay_out(xp, array, order, dtype=None):
+    """A copy of ``array`` (cast to ``dtype`` if given) whose memory runs through its dims in
+    ``order``, with the strides PyTorch gives that format (size-1 dims included: (N, 1, H, W)
+    channels-last has C stride 1)."""
     inverse = sorted(range(len(order)), key=order.__getitem__)
-    laid = xp.empty(tuple(array.shape[d] for d in order), array.dtype).transpose(inverse)
+    laid = xp.empty(tuple(array.shape[d] for d in order),
+                    array.dtype if dtype is None else dtype).transpose(inverse)
     laid[...] = array
     return laid
 
@@ -78,9 +79,43 @@ def _order_strides(shape, order, itemsize):
 
 
 def preserving_order(array):
-    """The NumPy order of a copy laid out as PyTorch's ``preserve_format`` lays it out: the
-    array's own dim order, densely ("K"); row-major for an expanded (overlapping) array."""
-    return "C" if array.flags.c_contiguous or 0 in array.strides else "K"
+    """The dim order (outermost first) in which a ``preserve_format`` copy of ``array`` lies
+    in memory, as PyTorch lays it out; None for row-major. Dims sort by stride, innermost
+    smallest; a dim of stride 0 (expanded) keeps its place, and of equal strides the smaller
+    dim goes inside."""
+    if array.flags.c_contiguous and min(array.shape, default=2) > 1:
+        return None
+    order = _stride_order(array.shape, array.strides)
+    return None if order == tuple(range(array.ndim)) else order
+
+
+def _stride_order(shape, strides):
+    """``preserving_order``'s sort: an insertion sort from the innermost dim outwards in which
+    an ambiguous comparison (a zero stride, or equal strides) neither moves a dim nor stops
+    its move."""
+    inner_first = list(range(len(shape) - 1, -1, -1))
+    for start in range(1, len(shape)):
+        moving = start
+        for left in range(start - 1, -1, -1):
+            outside = _further_out(shape, strides, inner_first[left], inner_first[moving])
+            if outside is None:
+                continue
+            if not outside:
+                break
+            inner_first[left], inner_first[moving] = inner_first[moving], inner_first[left]
+            moving = left
+    return tuple(reversed(inner_first))
+
+
+def _further_out(shape, strides, a, b):
+    """Whether dim ``a`` lies outside dim ``b`` in a copy; None when their strides cannot
+    tell (either is 0, or they are equal and ``a`` is no larger)."""
+    sa, sb = strides[a], strides[b]
+    if sa == 0 or sb == 0:
+        return None
+    if sa != sb:
+        return sa > sb
+    return True if shape[a] > shape[b] else None
 
 
 def suggested_order(array):

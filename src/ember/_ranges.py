@@ -10,6 +10,7 @@ from ember import _dtype as D
 from ember._creation import (_alloc, _finish, _out_device, _out_dtype, _place, _target,
                              _write_out)
 from ember._device import as_device, get_default_device
+from ember._warn import outside_level
 from ember._tensor import Tensor
 
 __all__ = ["arange", "linspace", "logspace"]
@@ -81,7 +82,26 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     else:
         def fill(xp, _, np_dtype):
             return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
-    return _alloc(fill, (n,), dtype, device, requires_grad, out)
+    if out is None:
+        return _alloc(fill, (n,), dtype, device, requires_grad)
+    arr = _alloc(fill, (n,), dtype, _out_device(device, out), False)._data
+    return _write_range(out, arr, warn=True)
+
+
+def _write_range(out, arr, warn=False):
+    """``arr`` written into a range factory's ``out=``: in out's own shape when it holds as
+    many elements (PyTorch keeps that shape), else resized to ``arr``'s, with arange's warning
+    (``warn``) when out had elements."""
+    if out.numel() == arr.size:
+        if out.shape != arr.shape and out.device.type != "meta":
+            arr = arr.reshape(out.shape)
+    elif warn and out.numel():
+        warnings.warn(f"The number of elements in the out tensor of shape {list(out.shape)} "
+                      f"is {out.numel()} which does not match the computed number of elements "
+                      f"{arr.size}. Note that this may occur as a result of rounding error. The "
+                      f"out tensor will be resized to a tensor of shape ({arr.size},).",
+                      UserWarning, stacklevel=outside_level())
+    return _write_out(out, arr)
 
 
 def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,
@@ -100,8 +120,10 @@ def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=
 
     def fill(xp, _, np_dtype):
         return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
-    return _alloc(fill, (n,), D.get_default_dtype() if dtype is None else dtype, device,
-                  requires_grad, out)
+    dtype = D.get_default_dtype() if dtype is None else dtype
+    if out is None:
+        return _alloc(fill, (n,), dtype, device, requires_grad)
+    return _write_range(out, _alloc(fill, (n,), dtype, _out_device(device, out), False)._data)
 
 
 def _space_dtype(name, start, end, dtype):
@@ -143,7 +165,7 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
         arr = np.linspace(start, end, steps)
     arr = _place(arr.astype(dtype.np), dev)
     if out is not None:
-        return _write_out(out, arr)
+        return _write_range(out, arr)
     return _finish(arr, requires_grad)
 
 
@@ -180,5 +202,5 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
         arr = np.trunc(arr)
     arr = _place(arr.astype(dtype.np), dev)
     if out is not None:
-        return _write_out(out, arr)
+        return _write_range(out, arr)
     return _finish(arr, requires_grad)

@@ -295,12 +295,11 @@ class Tensor:
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
-        if type(self._data) is not np.ndarray:
-            if not force:
-                raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
-                                f"Use Tensor.cpu() to copy the tensor to host memory first.")
-            return _to_host(self._data)
-        return self._data
+        if type(self._data) is not np.ndarray and not force:
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
+                            f"Use Tensor.cpu() to copy the tensor to host memory first.")
+        _check_numpy_dtype(self.dtype)
+        return _to_host(self._data)
 
     __array_priority__ = 1000       # ``np.float64(2) * t`` defers to Tensor: a tensor
 
@@ -311,6 +310,7 @@ class Tensor:
         if type(self._data) is MetaArray:
             raise TypeError("can't convert meta device type tensor to numpy. Use Tensor.cpu() "
                             "to copy the tensor to host memory first.")
+        # (bfloat16 and float8 pass, unlike numpy(): ember's code and tests read them so)
         arr = _to_host(self._data)
         if dtype is not None and arr.dtype != dtype:
             if copy is False:
@@ -776,6 +776,12 @@ def _row_major_strides(shape):
 
 def _to_host(array):
     return array if type(array) is np.ndarray else host_array(array)
+
+
+def _check_numpy_dtype(dtype):
+    """PyTorch's refusal of the dtypes NumPy has no type for (ember's code: ``host_values``)."""
+    if dtype in _NO_HOST_DLPACK:
+        raise TypeError(f"Got unsupported ScalarType {dtype._torch_name}")
 
 
 # bfloat16 and float8 have no Python conversion of their own

@@ -21,6 +21,11 @@ EXPRESSIONS = [
     "s.chunk(2)", "s.split(1)", "lib.cat([s, p])", "lib.stack([s, s])", "s.dtype",
     "s.device", "s.requires_grad", "s.is_leaf", "s.stride()", "s.numpy()", "bool(s[0, 0])",
     "s.is_floating_point()", "s.eq(p)", "s.t()", "s.transpose(0, 1)", "s.unsqueeze(0)",
+    # hand-written functions are offered as themselves, not as the ops they are written with
+    "lib.cat((p, s), dim=1)", "lib.max(s)", "lib.max(s, 1)", "lib.einsum('ij->j', s)",
+    "lib.meshgrid(p[0], s[0], indexing='ij')", "lib.nn.functional.dropout(s, 0.5, False)",
+    "lib.nn.functional.relu(s)", "lib.nn.functional.normalize(s)",
+    "lib.nn.functional.layer_norm(s, (3,))", "lib.zeros_like(s)", "lib.vstack([p, s])",
 ]
 
 
@@ -100,3 +105,52 @@ def test_a_mode_handler_calling_on_hands_the_call_to_the_subclass(expression):
     got = _mode_then_subclass(ember, expression)
     want = _mode_then_subclass(torch, expression)
     assert str(got).replace("ember", "torch") == str(want)
+
+
+def _unrelated(lib, expression):
+    """What two unrelated subclasses, each refusing the other, are offered while
+    ``expression`` runs (handler, function name, types), and its result or error."""
+    seen = []
+
+    def make(name):
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append((cls.__name__, func.__name__, [t.__name__ for t in types]))
+            if any(t.__name__ in "AB" and t is not cls for t in types):
+                return NotImplemented
+            return lib.Tensor.__torch_function__.__func__(cls, func, types, args, kwargs)
+        return type(name, (lib.Tensor,), {"__torch_function__": classmethod(__torch_function__)})
+
+    A, B = make("A"), make("B")
+    names = {"lib": lib, "a": lib.tensor([1, 2]).as_subclass(A),
+             "b": lib.tensor([1, 3]).as_subclass(B), "p": lib.tensor([1, 2])}
+    try:
+        result = eval(expression, names)
+    except TypeError as e:
+        result = "TypeError: " + str(e).split(";")[0]
+    return seen, (_summary(result, A) if not isinstance(result, str) else result)
+
+
+@pytest.mark.parametrize("expression", [
+    "a + b", "b + a", "a - b", "a * b", "a / b", "a // b", "a % b", "a @ b", "a ** b",
+    "a & b", "a | b", "a << b", "a < b", "a >= b", "a == b", "b == a", "a != b", "-a",
+    "a.__add__(b)", "a.__radd__(b)", "a.__eq__(b)", "a + p", "p + a", "2 - a", "p == a",
+    "lib.add(a, b)", "a.add(b)", "lib.cat([a, b])"])
+def test_unrelated_subclasses_meet_in_an_operator_as_in_pytorch(expression):
+    got = _unrelated(ember, expression)
+    want = _unrelated(torch, expression)
+    assert str(got).replace("ember", "torch") == str(want)
+
+
+def test_in_place_operator_of_unrelated_subclasses_falls_back_as_in_pytorch():
+    code = "x = a\nx += b"
+    results = []
+    for lib in (ember, torch):
+        seen = []
+        A = type("A", (lib.Tensor,), {"__torch_function__": classmethod(
+            lambda cls, f, t, a=(), k=None: seen.append(f.__name__) or NotImplemented)})
+        B = type("B", (lib.Tensor,), {"__torch_function__": classmethod(
+            lambda cls, f, t, a=(), k=None: seen.append(f.__name__) or NotImplemented)})
+        with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \+=: 'A' and 'B'"):
+            exec(code, {"a": lib.ones(2).as_subclass(A), "b": lib.ones(2).as_subclass(B)})
+        results.append(seen)
+    assert results[0] == results[1] == ["add_", "add_", "add", "add", "add", "add"]

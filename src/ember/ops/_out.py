@@ -16,6 +16,7 @@ __all__ = ["write_out"]
 
 
 _BY_DIM = ("_max_dim", "_min_dim", "_median_dim", "_nanmedian_dim")   # max(), ... with dim
+_KERNEL_NAMES = {"nn.functional.logsigmoid": "log_sigmoid_forward"}    # as PyTorch's errors say
 
 
 def write_out(op, out, outputs, requires_grad, inputs=()):
@@ -25,7 +26,8 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
     targets = out if isinstance(out, (tuple, list)) else (out,)
     if _GRAD.grad_enabled and (requires_grad or any(
             isinstance(d, Tensor) and d.requires_grad for d in targets)):
-        name = op.name[1:-4] if op.name in _BY_DIM else op.name
+        name = op.name[1:-4] if op.name in _BY_DIM else _KERNEL_NAMES.get(
+            op.name, op.name.removeprefix("nn.functional."))
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
                            f"automatic differentiation, but one of the arguments requires grad.")
     if len(targets) != len(results):

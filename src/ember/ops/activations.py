@@ -233,7 +233,7 @@ def _check_lambd(x, lambd):
 
 # not upcast by the dispatcher: the range check names the input's own dtype
 @act_op("softshrink(input, lambd=0.5)", namespace="nn.functional",
-        promote=float_kernel("softshrink_check"), upcast=False)
+        promote=float_kernel("softshrink_check"), upcast=False, out=True)
 def softshrink(xp, x, lambd):
     """``input`` moved ``lambd`` towards 0, and 0 where ``|input| <= lambd``."""
     _check_lambd(x, lambd)

@@ -226,7 +226,8 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     """A sample of the Gumbel-softmax distribution (one-hot, with a straight-through
     gradient, when ``hard``)."""
     if eps != 1e-10:
-        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+        warnings.warn("`eps` parameter is deprecated and has no effect.",
+                      stacklevel=user_level(2))
     a = logits._data
     noise = -np.log(_rng(None).standard_exponential(a.shape))
     gumbels = (logits + _make(on_device_of(noise.astype(a.dtype), a))) / tau

@@ -103,7 +103,7 @@ def _tail_terms(xp, x, coefficients):
 
 
 @act_op("gelu(input, *, approximate='none')", namespace="nn.functional",
-        promote=float_kernel("GeluKernelImpl"))
+        promote=float_kernel("GeluKernelImpl"), out=True)
 def gelu(xp, x, approximate):
     """``input * Phi(input)`` (Phi: the standard normal CDF), or its tanh approximation."""
     if approximate == "none":
@@ -208,7 +208,7 @@ def _(grad, x):
 # --- softplus, logsigmoid ---------------------------------------------------------------------
 
 @act_op("softplus(input, beta=1.0, threshold=20.0)", namespace="nn.functional",
-        promote=float_kernel("softplus_cpu"))
+        promote=float_kernel("softplus_cpu"), out=True)
 def softplus(xp, x, beta, threshold):
     """``log(1 + exp(beta * input)) / beta``, linear where ``beta * input > threshold``."""
     bx = x * beta
@@ -223,7 +223,7 @@ def _(grad, x, beta, threshold):
 
 
 @act_op("logsigmoid(input)", namespace="nn.functional", promote=float_kernel("log_sigmoid_cpu"),
-        grad_fn_name="LogSigmoidBackward0")
+        grad_fn_name="LogSigmoidBackward0", out=True)
 def logsigmoid(xp, x):
     """``log(sigmoid(input))``, computed without overflow."""
     return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))

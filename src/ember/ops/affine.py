@@ -53,7 +53,7 @@ def _check_linear(x, w, b=None):
         raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
 
 
-@op("linear(input, weight, bias=None)", inputs=3, namespace="nn.functional")
+@op("linear(input, weight, bias=None)", inputs=3, namespace="nn.functional", out=True)
 def linear(xp, x, w, b):
     """Apply ``y = x A^T + b`` to the last dim of ``input``."""
     _check_linear(x, w, b)

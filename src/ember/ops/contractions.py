@@ -18,6 +18,7 @@ from ember.ops._promotion import Policy
 from ember.ops._registry import broadcast_message, op
 from ember.ops.indexing import CTYPE
 from ember.ops.linalg import _check_dot, _h, matrix_product
+from ember._warn import user_level
 
 _LOW = {d.np for d in D.LOW_PRECISION}
 
@@ -438,7 +439,7 @@ def chain_matmul(*matrices, out=None):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
                             f"{type(m).__name__}")
     if len(matrices) > 1:
-        warnings.warn(_CHAIN_WARNING, UserWarning, stacklevel=2)
+        warnings.warn(_CHAIN_WARNING, UserWarning, stacklevel=user_level(2))
     return _chain_matmul(*matrices, out=out)
 
 

@@ -47,8 +47,11 @@ def cast(xp, x, np_dtype):
             x = xp.asarray(x)           # (NumPy's clip of a 0-dim array gives a scalar)
         elif np_dtype == _F16 and x.dtype == _F64:
             x = x.astype(_F32)
-        # laid out as clone's preserve_format: an expanded array comes out row-major
-        return x.astype(np_dtype, order=preserving_order(x), copy=True)
+        # laid out as clone's preserve_format
+        order = preserving_order(x)
+        if order is None:
+            return x.astype(np_dtype, order="C", copy=True)
+        return lay_out(xp, x, order, np_dtype)
     finally:
         loud_fp(token)
 
@@ -258,8 +261,9 @@ def clone(xp, x, memory_format):
     """A copy of ``input`` that is still connected to the graph, in ``memory_format`` (by
     default the input's own layout: a transposed or channels-last input keeps its strides)."""
     if memory_format is None or memory_format is preserve_format:
-        return x.copy(order=preserving_order(x))
-    order = memory_order(memory_format, x.ndim)
+        order = preserving_order(x)
+    else:
+        order = memory_order(memory_format, x.ndim)
     return x.copy() if order is None else lay_out(xp, x, order)
 
 
@@ -272,7 +276,12 @@ def contiguous(self, memory_format=contiguous_format):
     """Self if laid out in ``memory_format`` (row-major by default), else a copy that is."""
     order = memory_order(memory_format, self.ndim)
     if order is None:
-        return self if self.is_contiguous() else clone(self, memory_format=contiguous_format)
+        if self.is_contiguous():
+            return self
+        if memory_format is preserve_format:
+            raise RuntimeError("preserve memory format is unsupported by the contiguous "
+                               "operator")
+        return clone(self, memory_format=contiguous_format)
     return self if laid_out(self._data, order) else clone(self, memory_format=memory_format)
 
 
@@ -466,6 +475,35 @@ def resize_as_(self, the_template, memory_format=None):
     return resize_(self, *the_template.shape)
 
 
+def resize(self, *sizes):
+    """Deprecated: this tensor viewed as ``sizes`` (same number of elements), with a
+    UserWarning."""
+    import warnings
+    warnings.warn("non-inplace resize is deprecated", UserWarning, stacklevel=2)
+    return _autograd_resize(self, sizes)
+
+
+def resize_as(self, tensor):
+    """Deprecated: this tensor viewed as ``tensor``'s shape, with a UserWarning."""
+    import warnings
+    warnings.warn("non-inplace resize_as is deprecated", UserWarning, stacklevel=2)
+    return _autograd_resize(self, tuple(tensor.shape))
+
+
+def _autograd_resize(t, sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    count = math.prod(sizes)
+    if count != t.numel():
+        shown = "x".join(str(n) for n in sizes)
+        raise RuntimeError(
+            f"requested resize to {shown} ({count} elements in total), but the given tensor "
+            f"has a size of {'x'.join(str(n) for n in t.shape)} ({t.numel()} elements). "
+            f"autograd's resize can only change the shape of a given tensor, while preserving "
+            f"the number of elements. ")
+    return t.contiguous().view(sizes)
+
+
 def dim_order(self, *, ambiguity_check=False):
     """The dims from outermost to innermost in memory (by decreasing stride).
 
@@ -498,6 +536,7 @@ def _order_ambiguous(shape, strides):
 
 
 Tensor.resize_, Tensor.resize_as_, Tensor.dim_order = resize_, resize_as_, dim_order
+Tensor.resize, Tensor.resize_as = resize, resize_as
 
 
 @op("conj(input)", view="maybe", saves_inputs=False)

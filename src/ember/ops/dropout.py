@@ -9,7 +9,8 @@ from ember._random import _uniform_like
 from ember._tensor import _make
 from ember.backend import device_guard, gpu_elsewhere, xp_of
 from ember.ops._inplace import call_inplace
-from ember.ops._registry import op
+from ember.ops._registry import op, rename_node
+from ember._warn import user_level
 
 __all__ = ["masked_scale", "dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d",
            "dropout2d", "dropout3d"]
@@ -119,6 +120,18 @@ def feature_alpha_dropout_(input, p, train):
     return _dropout(input, p, train, inplace=True, feature=True, alpha=True)
 
 
+def native_dropout(input, p, train):
+    """``(output, mask)``: dropout's result and its boolean keep-mask (``train=None`` counts
+    as training, as in PyTorch)."""
+    if train is not None and not train:
+        return input.clone(), _make(xp_of(input._data).ones(input.shape, dtype=bool))
+    with device_guard(gpu_elsewhere(input._data)):
+        _check_dtype(input)
+        keep = _make(_uniform_like(None, input.shape, input._data) >= p)
+        out = _masked_scale(input, keep, 0.0 if p == 1 else 1 / (1 - p))
+    return rename_node(out, "NativeDropoutBackward0"), keep
+
+
 # --- nn.functional ----------------------------------------------------------------------------
 
 def _check_p(p):
@@ -171,7 +184,8 @@ def _deprecated_rank(name, ndim, spatial):
         f"an error in a future release. To retain the behavior and silence this warning, "
         f"please use dropout instead. Note that {name} exists to provide channel-wise dropout "
         f"on inputs with {spatial} spatial dimensions, a channel dimension, and an optional "
-        f"batch dimension (i.e. {spatial + 1}D or {spatial + 2}D inputs).", stacklevel=3)
+        f"batch dimension (i.e. {spatial + 1}D or {spatial + 2}D inputs).",
+        stacklevel=user_level(3))
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
@@ -187,7 +201,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
             "the channel dim. This behavior will change in a future release to interpret the "
             "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
             "channel-wise dropout behavior, please switch to using dropout1d instead.",
-            stacklevel=2)
+            stacklevel=user_level(2))
     return _dropout(input, p, training, inplace, feature=True)
 
 
@@ -210,4 +224,4 @@ FUNCTIONAL = {"dropout": f_dropout, "alpha_dropout": f_alpha_dropout,
 PUBLIC = {"dropout": dropout, "dropout_": dropout_, "alpha_dropout": alpha_dropout,
           "alpha_dropout_": alpha_dropout_, "feature_dropout": feature_dropout,
           "feature_dropout_": feature_dropout_, "feature_alpha_dropout": feature_alpha_dropout,
-          "feature_alpha_dropout_": feature_alpha_dropout_}
+          "feature_alpha_dropout_": feature_alpha_dropout_, "native_dropout": native_dropout}

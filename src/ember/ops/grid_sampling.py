@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from ember._host_values import host_values
 from ember._warn import user_level
 from ember import _dtype as D
 from ember.ops._registry import op, rename_node
@@ -176,7 +177,7 @@ def _base_coords(n, align_corners, dtype):
     if n <= 1:
         return np.zeros(max(n, 0), dtype=dtype.np)
     c = ember.linspace(-1, 1, n, dtype=dtype)
-    return (c if align_corners else c * (n - 1) / n).numpy()
+    return host_values(c if align_corners else c * (n - 1) / n)    # (numpy() refuses bf16)
 
 
 def affine_grid(theta, size, align_corners=None):
@@ -204,7 +205,7 @@ def affine_grid(theta, size, align_corners=None):
         warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size "
                       "grids when align_corners=True. This is not an intended use case of "
                       "affine_grid. See the documentation of affine_grid for details.",
-                      stacklevel=2)
+                      stacklevel=user_level(2))
     elif min(size) <= 0:
         raise ValueError(f"Expected non-zero, positive output size. Got {given}")
     return ember.affine_grid_generator(theta, size, align_corners)
@@ -236,4 +237,32 @@ def _(grad, theta, size, align_corners):
     return grad.reshape(grad.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ base
 
 
+_INTERPOLATION = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+    """``grid_sample`` with the modes given by their integer codes (``torch.grid_sampler``;
+    see ``F.GRID_SAMPLE_INTERPOLATION_MODES`` and ``F.GRID_SAMPLE_PADDING_MODES``)."""
+    if interpolation_mode not in _INTERPOLATION or padding_mode not in _PADDING:
+        raise RuntimeError(f"grid_sampler(): unknown interpolation mode {interpolation_mode} "
+                           f"or padding mode {padding_mode}")
+    return grid_sample(input, grid, _INTERPOLATION[interpolation_mode], _PADDING[padding_mode],
+                       bool(align_corners))
+
+
+def _grid_sampler_nd(nd):
+    def run(input, grid, interpolation_mode, padding_mode, align_corners):
+        if input.ndim != nd + 2 or grid.ndim != nd + 2:
+            raise RuntimeError(f"grid_sampler(): expected {nd + 2}D input and grid with same "
+                               f"number of dimensions, but got input with sizes "
+                               f"{list(input.shape)} and grid with sizes {list(grid.shape)}")
+        return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+    run.__name__ = run.__qualname__ = f"grid_sampler_{nd}d"
+    run.__doc__ = f"``grid_sampler`` of {nd + 2}-D inputs only."
+    return run
+
+
 FUNCTIONAL = {"grid_sample": grid_sample, "affine_grid": affine_grid}
+PUBLIC = {"grid_sampler": grid_sampler, "grid_sampler_2d": _grid_sampler_nd(2),
+          "grid_sampler_3d": _grid_sampler_nd(3)}

@@ -12,6 +12,7 @@ from ember._creation import ones, tensor
 from ember._tensor import Tensor
 from ember.ops._scalars import int_arg
 from ember.ops.join import cat, stack
+from ember._warn import user_level
 
 __all__ = ["cartesian_prod", "combinations", "meshgrid", "tril_indices", "triu_indices",
            "vander"]
@@ -41,7 +42,7 @@ def meshgrid(*tensors, indexing=None):
     tensors = _tensor_list(tensors)
     if indexing is None:
         warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
-                      "indexing argument.", UserWarning, stacklevel=2)
+                      "indexing argument.", UserWarning, stacklevel=user_level(2))
         indexing = "ij"
     elif not isinstance(indexing, str):
         raise TypeError(f"meshgrid(): argument 'indexing' must be str, not "

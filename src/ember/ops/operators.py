@@ -45,31 +45,53 @@ def _param_defaults(op):
 # ``t != array`` falls back to Python's identity test, True: ember compares elementwise).
 
 
+# NOTE [Operators no handler takes]: as PyTorch's binary operators do, a TypeError inside
+# one (every ``__torch_function__`` of two unrelated subclasses returned NotImplemented, or
+# ``t @ 2``) makes it return NotImplemented, so that Python tries the reflected operator (or
+# ``+`` for ``+=``) and raises its own "unsupported operand type(s)" (``!=`` falls back to
+# identity). A ``try`` costs nothing until something raises.
+
 def _operator(op, reflected):
     params = _param_defaults(op)
     if reflected:
         def method(self, other):
             if type(other) not in _OPERAND_TYPES and not _is_operand(other):
                 return NotImplemented
-            return call(op, (other, self), params)
+            try:
+                return call(op, (other, self), params)
+            except TypeError:
+                return NotImplemented
     else:
         def method(self, other):
             if type(other) not in _OPERAND_TYPES and not _is_operand(other):
                 return NotImplemented
-            return call(op, (self, other), params)
+            try:
+                return call(op, (self, other), params)
+            except TypeError:
+                return NotImplemented
     return method
 
 
 def _equality(op):
-    """``==`` / ``!=``: the operator methods, also reading a NumPy array as a tensor."""
+    """``==`` / ``!=``: the operator methods, also reading a NumPy array as a tensor; as in
+    PyTorch, ``==`` is offered to ``__torch_function__`` for its left operand alone."""
     params = _param_defaults(op)
+    alone = op.name == "eq"
 
     def method(self, other):
         if type(other) is np.ndarray:
             other = as_tensor(other)
         elif type(other) not in _OPERAND_TYPES and not _is_operand(other):
             return NotImplemented
-        return call(op, (self, other), params)
+        try:
+            if alone and type(self) is not Tensor:
+                from ember.overrides._protocol import offer_left_operand
+                result = offer_left_operand(method, self, other)
+                if result is not NotImplemented:
+                    return result
+            return call(op, (self, other), params)
+        except TypeError:
+            return NotImplemented
     return method
 
 
@@ -79,7 +101,10 @@ def _inplace_operator(op):
     def method(self, other):
         if type(other) not in _OPERAND_TYPES and not _is_operand(other):
             return NotImplemented
-        return call_inplace(op, (self, other), params)
+        try:
+            return call_inplace(op, (self, other), params)
+        except TypeError:
+            return NotImplemented
     return method
 
 
@@ -109,7 +134,7 @@ def install():
         if op is None:
             continue
         _attach(f"__{name}__", _operator(op, False))
-        _attach(f"__r{name}__", _operator(op, True))
+        _attach(f"__r{name}__", _operator(op, True), kind="operator_reflected")
         if name != "matmul":            # PyTorch has no in-place @=: it rebinds the name
             _attach(f"__i{name}__", _inplace_operator(op), inplace=True)
     for name, op_name in _COMPARISONS.items():
@@ -123,9 +148,12 @@ def install():
             _attach(f"__{name}__", make(REGISTRY[op_name]))
 
 
-def _attach(name, method, inplace=False):
-    """``Tensor.<name> = method``, named so (a torch function mode sees ``__rsub__``)."""
-    ENTRY_KINDS[method.__code__] = "operator_inplace" if inplace else "operator"
-    method.__name__ = name
-    method.__qualname__ = f"Tensor.{name}"
+def _attach(name, method, inplace=False, kind="operator"):
+    """``Tensor.<name> = method``, named so (a torch function mode sees ``__rsub__``;
+    ``__rtruediv__`` is also ``__rdiv__``, its name in PyTorch)."""
+    ENTRY_KINDS[method.__code__] = "operator_inplace" if inplace else kind
+    method.__name__ = "__rdiv__" if name == "__rtruediv__" else name
+    method.__qualname__ = f"Tensor.{method.__name__}"
     setattr(Tensor, name, method)
+    if name == "__rtruediv__":
+        Tensor.__rdiv__ = method

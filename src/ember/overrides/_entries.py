@@ -14,6 +14,7 @@ from ember._tensor import Tensor
 from ember.ops import operators
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import ENTRY_KINDS, call
+from ember.overrides._modes import STACK
 
 __all__ = ["entry", "entry_kind", "pass_through", "arguments"]
 
@@ -31,6 +32,8 @@ def entry(kind, op, inputs, params, out=None):
         return (func, *arguments(op, inputs, params, None, method=True))
     if kind == "operator":
         return _operator(op, inputs)
+    if kind == "operator_reflected":        # b.__radd__(a), both tensors
+        return _operator(op, inputs, reflected=True)
     return _operator_inplace(op, inputs)
 
 
@@ -73,14 +76,16 @@ _IN_PLACE_BY_DUNDER = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left
                        "bitwise_right_shift"}
 
 
-def _operator(op, inputs):
+def _operator(op, inputs, reflected=False):
     name = op.name
-    if len(inputs) == 2 and not isinstance(inputs[0], Tensor):     # 2 - x: x.__rsub__(2)
-        args = (inputs[1], inputs[0])
+    if reflected or len(inputs) == 2 and not isinstance(inputs[0], Tensor):   # 2 - x
+        args = (inputs[1], inputs[0])                                       # x.__rsub__(2)
         attr = name if name in _SYMMETRIC else f"__r{_DUNDER[name]}__"
     else:
         args = tuple(inputs)
         attr = f"__{_DUNDER[name]}__" if name in _BY_DUNDER else name
+        if name == "eq" and not STACK.modes:
+            attr = "eq"     # x == subclass: Tensor.__eq__ calls x.eq(y), which is offered
     return getattr(Tensor, attr), args, {}
 
 

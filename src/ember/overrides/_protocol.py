@@ -141,6 +141,15 @@ def _offer_in_turn(func, overloaded, types, args, kwargs, native=True):
                     f"For more information, try re-running with TORCH_LOGS=not_implemented")
 
 
+def offer_left_operand(func, self, other):
+    """``self == other`` (``func``: ``Tensor.__eq__``) offered to ``__torch_function__`` for
+    ``self`` alone, as PyTorch offers it; NotImplemented when ``self`` does not override."""
+    overloaded = _overloaded((self,))
+    if not overloaded or STACK.modes or getattr(type(self), "_takes_registry_calls", False):
+        return NotImplemented       # (the modes, and ember's own types, take the registry's)
+    return _offer_in_turn(func, overloaded, (type(self),), (self, other), {})
+
+
 def wrap_torch_function(dispatcher):
     """Decorate a function to honour ``__torch_function__`` on the arguments ``dispatcher``
     (same signature) returns."""
@@ -164,16 +173,18 @@ def enable_reentrant_dispatch():
 def handle_op(op, inputs, params, out, inplace=False):
     """Offer a registry op's call to each overriding type in turn, as PyTorch does: under
     the public entry point it came through (``Tensor.add`` for ``x.add(y)``)."""
+    from ember.overrides._entries import entry, entry_kind
+    kind = entry_kind() or ("inplace" if inplace else "function")
     flat = []
     for x in inputs:
         flat.extend(x if isinstance(x, (list, tuple)) else (x,))
+    if kind == "operator_reflected":        # b.__radd__(a): b's type first
+        flat.reverse()
     overloaded = _overloaded(flat)
     types = tuple(type(v) for v in overloaded)
     if any(getattr(t, "_takes_registry_calls", False) for t in types):
         func, args, kwargs = _registry_call(op, inputs, params, out, inplace)
     else:
-        from ember.overrides._entries import entry, entry_kind
-        kind = entry_kind() or ("inplace" if inplace else "function")
         func, args, kwargs = entry(kind, op, inputs, params, out)
     return _offer_in_turn(func, overloaded, types, args, kwargs)
 

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember._host_values import host_values
 from ember._tensor import Tensor
 
 __all__ = ["assert_close", "assert_allclose", "make_tensor"]
@@ -30,7 +31,7 @@ def default_tolerances(*dtypes):
 
 def _as_array(x):
     if isinstance(x, Tensor):
-        return np.asarray(x.detach())
+        return host_values(x)
     return np.asarray(x)
 
 
