@@ -54,7 +54,8 @@ from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
 from ember import multiprocessing, quasirandom, version  # noqa: F401
 from ember._storage import TypedStorage, UntypedStorage, from_file  # noqa: F401
 from ember import storage  # noqa: F401
-from ember import sparse  # noqa: F401
+from ember._legacy_storages import *  # noqa: F401,F403  (FloatStorage, LongStorage, ...)
+from ember import masked, nested, sparse  # noqa: F401
 from ember.sparse import (sparse_compressed_tensor, sparse_coo_tensor,  # noqa: F401
                           sparse_csr_tensor, spmm)
 from ember._symbolic import *  # noqa: F401,F403  (sym_int, sym_max, ..., SymInt)
@@ -62,6 +63,7 @@ from ember.overrides import (DisableTorchFunction,  # noqa: F401
                              DisableTorchFunctionSubclass)
 from ember._removed import *  # noqa: F401,F403  (solve, eig, ...: raise, naming linalg's)
 from ember.nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401
+from ember.nn.modules.rnn_functions import gru, lstm, rnn_relu, rnn_tanh  # noqa: F401
 
 # classes show as PyTorch's do (<class 'torch.Tensor'>, typename gives torch.Size), and pickle
 # by these names
@@ -84,8 +86,11 @@ short = int16
 char = int8
 
 globals().update(_ops.public_functions())
+from ember import functional  # noqa: E402,F401  (torch.functional; needs the functions above)
 
 # hand-written public functions offer their calls to __torch_function__ first
+from ember.overrides._guards import install_guards as _install_guards  # noqa: E402
+_install_guards()
 
 from ember.torch_version import TorchVersion as _TorchVersion  # noqa: E402
 

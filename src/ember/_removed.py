@@ -36,3 +36,44 @@ solve, lstsq, eig, symeig, matrix_rank = (_removed(n) for n in __all__)
 
 for _name in ("solve", "lstsq", "eig", "symeig"):
     setattr(Tensor, _name, globals()[_name])
+
+
+_REINFORCE = """reinforce() was removed.
+Use ember.distributions instead.
+See https://pytorch.org/docs/main/distributions.html
+
+Instead of:
+
+probs = policy_network(state)
+action = probs.multinomial()
+next_state, reward = env.step(action)
+action.reinforce(reward)
+action.backward()
+
+Use:
+
+probs = policy_network(state)
+# NOTE: categorical is equivalent to what used to be called multinomial
+m = ember.distributions.Categorical(probs)
+action = m.sample()
+next_state, reward = env.step(action)
+loss = -m.log_prob(action) * reward
+loss.backward()
+"""
+
+
+def _reinforce(self, reward):
+    """Removed from PyTorch: raises its error, which shows the distributions-based rewrite."""
+    raise RuntimeError(_REINFORCE)
+
+
+def _volatile(self):
+    """Removed from PyTorch: always False, with a UserWarning."""
+    import warnings
+    warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning,
+                  stacklevel=2)
+    return False
+
+
+Tensor.reinforce = _reinforce
+Tensor.volatile = property(_volatile)

@@ -6,6 +6,8 @@ from ember.autograd.anomaly import detect_anomaly, set_detect_anomaly
 from ember.autograd.engine import run_backward as _engine_run_backward
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
+from ember.autograd.grad_mode import (is_multithreading_enabled,  # noqa: F401
+                                      is_view_replay_enabled, set_multithreading_enabled)
 from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ember.autograd.graph import GradientEdge, history
 from ember.autograd import profiler, profiler_util  # noqa: F401
@@ -182,9 +184,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 def __getattr__(name):
-    if name in ("functional", "forward_ad"):
-        import importlib
-        return importlib.import_module(f"ember.autograd.{name}")
+    if name in ("functional", "forward_ad", "anomaly_mode"):
+        import importlib        # (anomaly_mode is PyTorch's name of ember.autograd.anomaly)
+        return importlib.import_module(
+            "ember.autograd.anomaly" if name == "anomaly_mode" else f"ember.autograd.{name}")
     if name in ("Function", "once_differentiable", "FunctionCtx"):
         from ember.autograd import function
         return getattr(function, name)

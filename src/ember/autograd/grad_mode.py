@@ -158,3 +158,52 @@ class inference_mode(_Mode):
             _inference.leave()
         STATE.inference = self._prev_inference
         super().__exit__(*exc)
+
+
+class _EngineFlags(threading.local):
+    multithreading = True
+
+
+_ENGINE_FLAGS = _EngineFlags()
+
+
+def is_multithreading_enabled():
+    """Whether backward may run on worker threads (ember's backward always runs on the
+    calling thread; the flag is kept for PyTorch's API)."""
+    return _ENGINE_FLAGS.multithreading
+
+
+def is_view_replay_enabled():
+    """Whether autograd replays view chains on views' bases: never in ember."""
+    return False
+
+
+class set_multithreading_enabled:
+    """Turn the backward engine's multithreading flag on or off: at once, undone on exit."""
+
+    def __init__(self, mode):
+        if type(mode) is not bool:
+            raise TypeError(f"set_multithreading_enabled(): argument 'enabled' (position 1) "
+                            f"must be bool, not {type(mode).__name__}")
+        self.mode = mode
+        self._prev = _ENGINE_FLAGS.multithreading
+        _ENGINE_FLAGS.multithreading = mode
+
+    def __enter__(self):
+        _ENGINE_FLAGS.multithreading = self.mode
+
+    def __exit__(self, *exc):
+        _ENGINE_FLAGS.multithreading = self._prev
+
+    def __call__(self, fn):
+        _ENGINE_FLAGS.multithreading = self._prev     # decorating must not change the flag
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_multithreading_enabled(self.mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+    def clone(self):
+        """A fresh context manager for the same mode."""
+        return set_multithreading_enabled(self.mode)

@@ -14,3 +14,9 @@ globals().update(_ops.namespace_functions("nn.functional"))
 globals().update({name: _REGISTRY[f].function if isinstance(f, str) else f
                   for name, f in _ops.FUNCTIONAL.items()})
 
+
+# the integer codes of grid_sample's modes (``torch.grid_sampler`` takes these)
+GRID_SAMPLE_INTERPOLATION_MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+GRID_SAMPLE_PADDING_MODES = {"zeros": 0, "border": 1, "reflection": 2}
+
+from ember.nn import grad  # noqa: E402,F401  (F.grad is torch.nn.grad; it needs F's ops first)

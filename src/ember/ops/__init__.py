@@ -14,14 +14,14 @@ from ember.ops import _out_dtypes, _registry, operators
 from ember.ops import (arithmetic, binary_math, comparison, complex_ops, conversion,
                        decompositions, indexing, linalg, odds, products, reduction, scatter,
                        shape, sorting, special_math, spectral, stft, unary_math)
-from ember.ops import dtype_view, legacy_norms, view_copies
+from ember.ops import dtype_view, grouped_mm, legacy_norms, segment_reduce, view_copies
 from ember.ops import (activations, affine, attention, conv, dropout, embedding,
                        gamma_sampling, loss, normalization, padding, pooling, random_nodes,
                        recurrent, resampling)
 
 MODULES = (arithmetic, binary_math, comparison, complex_ops, conversion, decompositions,
            indexing, linalg, odds, products, reduction, scatter, shape, sorting, special_math,
-           spectral, stft, unary_math, legacy_norms, view_copies,
+           spectral, stft, unary_math, legacy_norms, segment_reduce, grouped_mm, view_copies,
            activations, affine, attention, conv, dropout, embedding, gamma_sampling, loss,
            normalization, padding, pooling, random_nodes, recurrent, resampling)
 
@@ -48,7 +48,8 @@ TOP_LEVEL_IN_PLACE = (
     "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_",
     "gcd_", "i0_",
     "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_",
-    "nan_to_num_", "neg_", "negative_", "rad2deg_", "reciprocal_", "relu_", "round_",
+    "nan_to_num_", "neg_", "negative_", "rad2deg_", "reciprocal_", "relu_", "resize_as_",
+    "round_",
     "rsqrt_", "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_",
     "trunc_", "xlogy_", "zero_")
 

@@ -322,5 +322,13 @@ def one_hot(xp, x, num_classes):
 
 functional_embedding.__name__ = functional_embedding.__qualname__ = "embedding"
 
+def embedding_renorm_(input, indices, max_norm, norm_type):
+    """Scale the rows ``indices`` of ``input`` down to norm ``max_norm``, in place; returns
+    ``input`` (``torch.embedding_renorm_``)."""
+    _renorm_(input, indices, max_norm, norm_type)
+    return input
+
+
 ALIASES = {}
 FUNCTIONAL = {"embedding": functional_embedding, "embedding_bag": embedding_bag}
+PUBLIC = {"embedding_renorm_": embedding_renorm_}

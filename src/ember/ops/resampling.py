@@ -358,5 +358,6 @@ _functional_interpolate.__doc__ = interpolate.function.__doc__
 FUNCTIONAL = {"interpolate": _functional_interpolate, "upsample": upsample,
               "upsample_nearest": upsample_nearest, "upsample_bilinear": upsample_bilinear}
 FUNCTIONAL.update(grid_sampling.FUNCTIONAL)
+PUBLIC = dict(grid_sampling.PUBLIC)
 FUNCTIONAL.update(shuffle.FUNCTIONAL)
 ALIASES = dict(shuffle.ALIASES)

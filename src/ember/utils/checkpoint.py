@@ -23,10 +23,15 @@ from ember.amp._state import STATE as _AMP
 from ember.autograd.function import Function
 from ember.autograd.grad_mode import enable_grad, is_grad_enabled
 from ember.autograd.saved_hooks import saved_tensors_hooks
+from ember.utils._selective_checkpoint import (SAC_IGNORED_OPS,  # noqa: F401
+                                               CheckpointPolicy, SelectiveCheckpointContext,
+                                               create_selective_checkpoint_contexts)
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn",
            "detach_variable", "get_device_states", "set_device_states",
-           "set_checkpoint_early_stop", "set_checkpoint_debug_enabled", "DefaultDeviceType"]
+           "set_checkpoint_early_stop", "set_checkpoint_debug_enabled", "DefaultDeviceType",
+           "CheckpointPolicy", "SelectiveCheckpointContext",
+           "create_selective_checkpoint_contexts", "SAC_IGNORED_OPS"]
 
 
 class CheckpointError(RuntimeError):

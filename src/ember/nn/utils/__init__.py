@@ -28,3 +28,4 @@ def skip_init(module_cls, *args, **kwargs):
 
 
 from ember.nn.utils import rnn  # noqa: F401,E402
+from ember.nn.utils import init  # noqa: F401,E402  (torch.nn.utils.init.skip_init)

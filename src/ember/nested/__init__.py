@@ -1,0 +1,136 @@
+"""ember.nested: nested tensors of the dense (strided) case, a batch of tensors whose sizes
+differ along some dims: build one, pad it to a dense tensor, take its components back.
+
+An ember NestedTensor holds its components as ember tensors (``as_nested_tensor`` keeps their
+autograd history, ``to_padded_tensor`` is ``F.pad`` and ``stack``, so gradients reach them).
+It is not an ``ember.Tensor``: ops other than those below are not defined on it."""
+
+import ember
+
+__all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor"]
+
+
+class NestedTensor:
+    """A batch of tensors with the same number of dims, whose sizes may differ."""
+
+    is_nested = True
+
+    def __init__(self, components):
+        self._components = list(components)
+
+    @property
+    def dtype(self):
+        """The components' dtype."""
+        return self._components[0].dtype if self._components else ember.get_default_dtype()
+
+    @property
+    def device(self):
+        """The components' device."""
+        return self._components[0].device if self._components else ember.device("cpu")
+
+    @property
+    def layout(self):
+        """``ember.strided``: the components are dense."""
+        return ember.strided
+
+    @property
+    def requires_grad(self):
+        """Whether any component requires grad."""
+        return any(t.requires_grad for t in self._components)
+
+    @property
+    def is_leaf(self):
+        """Whether no component has autograd history."""
+        return all(t.grad_fn is None for t in self._components)
+
+    @property
+    def shape(self):
+        """Refused, as PyTorch does: a nested tensor has no single shape."""
+        raise RuntimeError("Internal error: NestedTensorImpl doesn't support sizes. "
+                           "Please file an issue.")
+
+    def dim(self):
+        """The components' number of dims, plus one for the batch."""
+        return 1 + (self._components[0].dim() if self._components else 0)
+
+    ndim = property(dim)
+
+    def size(self, dim=None):
+        """``size(dim)`` of a regular dim (one where every component agrees)."""
+        if dim is None:
+            return self.shape
+        dim = dim % self.dim()
+        if dim == 0:
+            return len(self._components)
+        sizes = {t.shape[dim - 1] for t in self._components}
+        if len(sizes) != 1:
+            raise RuntimeError(f"Given dimension {dim} is irregular and does not have a size.")
+        return sizes.pop()
+
+    def numel(self):
+        """The total number of elements of all components."""
+        return sum(t.numel() for t in self._components)
+
+    def unbind(self, dim=0):
+        """The components, as a tuple."""
+        if dim != 0:
+            raise RuntimeError("unbind(): nested tensor can only be unbound along dimension 0 "
+                               f"but got dimension {dim}")
+        return tuple(self._components)
+
+    def to_padded_tensor(self, padding, output_size=None):
+        """A dense tensor: the components padded with ``padding`` to a common size."""
+        return to_padded_tensor(self, padding, output_size)
+
+    def __repr__(self):
+        body = ",\n".join("  " + repr(t).replace("\n", "\n  ") for t in self._components)
+        return f"nested_tensor([\n{body}\n])"
+
+
+def _check_same_dim(tensors):
+    for i, t in enumerate(tensors):
+        if t.dim() != tensors[0].dim():
+            raise RuntimeError(
+                f"All Tensors given to nested_tensor must have the same dimension. Found "
+                f"dimension {t.dim()} for Tensor at index {i} and dimension {tensors[0].dim()} "
+                f"for Tensor at index 0.")
+
+
+def as_nested_tensor(ts, dtype=None, device=None, layout=None):
+    """A nested tensor of ``ts`` (a list of tensors, or a tensor split along dim 0) that
+    keeps their autograd history."""
+    if layout not in (None, ember.strided):
+        raise NotImplementedError("ember.nested supports only layout=ember.strided")
+    tensors = list(ts.unbind(0)) if isinstance(ts, ember.Tensor) else list(ts)
+    _check_same_dim(tensors)
+    return NestedTensor(t.to(dtype=dtype, device=device) for t in tensors)
+
+
+def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """A nested tensor of copies of ``tensor_list`` (tensors or nested lists of numbers),
+    a leaf of its own."""
+    if layout not in (None, ember.strided):
+        raise NotImplementedError("ember.nested supports only layout=ember.strided")
+    tensors = [t.detach() if isinstance(t, ember.Tensor) else ember.tensor(t)
+               for t in tensor_list]
+    _check_same_dim(tensors)
+    return NestedTensor(t.to(dtype=dtype, device=device, copy=True).requires_grad_(requires_grad)
+                        for t in tensors)
+
+
+def to_padded_tensor(input, padding, output_size=None):
+    """A dense tensor of shape ``output_size`` (default: the largest size along each dim)
+    holding ``input``'s components, padded with ``padding``."""
+    comps = input._components
+    if output_size is None:
+        target = [max(t.shape[d] for t in comps) for d in range(input.dim() - 1)]
+    else:
+        target = list(output_size)[1:]
+    padded = []
+    for t in comps:
+        pad = []
+        for d in reversed(range(t.dim())):
+            pad += [0, target[d] - t.shape[d]]
+        padded.append(ember.nn.functional.pad(t, pad, value=padding))
+    return ember.stack(padded)

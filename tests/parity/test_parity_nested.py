@@ -1,0 +1,57 @@
+"""``torch.nested`` for dense components: building, padding and unbinding nested tensors give
+PyTorch's values, sizes, errors and gradients."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.parity
+
+
+def _nested(lib, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # PyTorch's prototype warning
+        return lib.nested.nested_tensor([lib.arange(6.0).reshape(2, 3),
+                                         lib.arange(3.0).reshape(1, 3)], **kwargs)
+
+
+def _facts(lib):
+    nt = _nested(lib)
+    return [nt.is_nested, nt.dim(), nt.size(0), nt.size(2), nt.size(-1), nt.is_leaf,
+            nt.requires_grad, repr(nt).replace("torch", "ember"),
+            lib.nested.to_padded_tensor(nt, -1.0).tolist(),
+            nt.to_padded_tensor(0.0, output_size=(2, 3, 4)).tolist(),
+            [t.tolist() for t in nt.unbind()],
+            str(_nested(lib, dtype=lib.float64).dtype).split(".")[-1],
+            lib.nested.as_nested_tensor(lib.ones(2, 3, 4)).to_padded_tensor(0).shape[1:]]
+
+
+def test_nested_tensor_matches_torch():
+    assert _facts(ember) == _facts(torch)
+
+
+def test_irregular_sizes_and_mixed_dims_raise_alike():
+    for lib in (ember, torch):
+        nt = _nested(lib)
+        with pytest.raises(RuntimeError, match="dimension 1 is irregular"):
+            nt.size(1)
+        with pytest.raises(RuntimeError, match="doesn't support sizes"):
+            nt.size()
+        with pytest.raises(RuntimeError, match="must have the same dimension. Found dimension 2"):
+            lib.nested.nested_tensor([lib.ones(2), lib.ones(2, 2)])
+
+
+def test_as_nested_tensor_keeps_gradients():
+    grads = []
+    for lib in (ember, torch):
+        x = lib.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        y = lib.tensor([[5.0, 6.0]], requires_grad=True)
+        padded = lib.nested.as_nested_tensor([x * 2, y]).to_padded_tensor(0.0)
+        (padded * lib.arange(1.0, 9.0).reshape(2, 2, 2)).sum().backward()
+        grads.append((x.grad.numpy(), y.grad.numpy()))
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b)
