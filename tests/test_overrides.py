@@ -330,6 +330,12 @@ def test_hand_written_functions_refused_by_every_handler_raise_pytorchs_errors()
     lambda: ember.chain_matmul(ember.ones(2, 2), ember.ones(2, 2)),
     lambda: F.gumbel_softmax(ember.ones(2, 3), eps=1e-3),
     lambda: F.affine_grid(ember.ones(1, 2, 3), (1, 1, 1, 1), align_corners=True),
+    lambda: ember.frobenius_norm(ember.ones(2, 3), (0, 1)),
+    lambda: ember.nuclear_norm(ember.ones(2, 2)),
+    lambda: ember.cov(ember.ones(2, 1)),
+    lambda: ember.corrcoef(ember.ones(2, 1)),
+    lambda: ember.t_copy(ember.ones(2, 3), out=ember.ones(1)),
+    lambda: ember.view_copy(ember.ones(2, 3), (3, 2), out=ember.ones(1)),
 ])
 def test_warnings_of_offered_hand_written_functions_point_at_the_callers_line(call):
     with warnings.catch_warnings(record=True) as caught:
@@ -343,3 +349,71 @@ def test_plain_operators_refuse_what_they_cannot_take_as_python_expects():
     with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for @: 'Tensor' and 'int'"):
         a @ 2
     assert a.__add__(None) is NotImplemented and ember.Tensor.__rdiv__ is ember.Tensor.__rtruediv__
+
+
+def test_every_guarded_function_is_offered_as_itself():
+    from ember.overrides._catalog import namespace_object
+    from ember.overrides._guards import GUARDED
+    seen = []
+
+    class Intercepting(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return "intercepted"
+
+    s = ember.ones(2, 3).as_subclass(Intercepting)
+    missed = []
+    for namespace, names in GUARDED.items():
+        for name in names.split():
+            func = getattr(namespace_object(namespace), name)
+            seen.clear()
+            if func(s) != "intercepted" or seen != [func]:
+                missed.append(f"{namespace}.{name}")
+    assert not missed
+    assert ember.cov is not ember.Tensor.cov and ember.rrelu is not F.rrelu
+    assert ember.bilinear is F.bilinear
+
+
+def test_a_mode_sees_a_reflected_operator_between_tensors_by_its_dunder():
+    from ember.overrides import TorchFunctionMode
+    seen = []
+
+    class Logged(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append((func, args))
+            return func(*args, **(kwargs or {}))
+
+    t, u = ember.tensor([1.0, 2.0]), ember.tensor([4.0, 6.0])
+    with Logged():
+        out = t.__rsub__(u)
+        quotient = t.__rtruediv__(u)
+        total = t.__radd__(u)
+    assert out.tolist() == [3.0, 4.0] and quotient.tolist() == [4.0, 3.0]
+    assert total.tolist() == [5.0, 8.0]
+    assert [f for f, _ in seen] == [ember.Tensor.__rsub__, ember.Tensor.__rtruediv__,
+                                    ember.Tensor.add]
+    assert all(a[0] is t and a[1] is u for _, a in seen)
+
+
+def test_parameters_take_the_guards_plain_path(monkeypatch):
+    from ember.overrides import _guards
+    seen = []
+
+    class Traced(ember.nn.Parameter):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return "traced"
+
+    def refuse(*args):
+        raise AssertionError("a plain call was offered to __torch_function__")
+
+    x, w = ember.ones(2, 3), ember.nn.Parameter(ember.full((3,), 2.0))
+    with monkeypatch.context() as m:
+        m.setattr(_guards, "_offer", refuse)
+        out = F.layer_norm(x, (3,), weight=w)
+        assert out.tolist() == [[0.0, 0.0, 0.0]] * 2 and ember.cat([w, w]).shape == (6,)
+    traced = Traced(ember.ones(3))
+    seen.clear()
+    assert F.layer_norm(x, (3,), weight=traced) == "traced" and seen == [F.layer_norm]

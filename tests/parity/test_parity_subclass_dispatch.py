@@ -26,6 +26,17 @@ EXPRESSIONS = [
     "lib.meshgrid(p[0], s[0], indexing='ij')", "lib.nn.functional.dropout(s, 0.5, False)",
     "lib.nn.functional.relu(s)", "lib.nn.functional.normalize(s)",
     "lib.nn.functional.layer_norm(s, (3,))", "lib.zeros_like(s)", "lib.vstack([p, s])",
+    "lib.cov(s)", "lib.corrcoef(s)", "lib.numel(s)", "lib.is_floating_point(s)", "lib.detach(s)",
+    "lib.diagflat(s[0])", "lib.narrow_copy(s, 1, 0, 2)", "lib.select_scatter(s, p[0], 0, 0)",
+    "lib.split_with_sizes(s, [1, 2], 1)", "lib.float_power(s, 2)", "lib.pdist(s)",
+    "lib.nn.functional.pdist(s)", "lib.nn.functional.bilinear(s, p, lib.ones(1, 3, 3))",
+    "lib.transpose_copy(s, 0, 1)", "lib.view_copy(s, (3, 2))", "lib.adjoint(s)",
+    "lib.is_same_size(s, p)", "lib.combinations(s[0])", "lib.frobenius_norm(s, (0, 1))",
+    "lib.nuclear_norm(s)", "lib.qr(s)", "lib.unbind_copy(s)", "lib.kl_div(s, p)",
+    "lib.max_pool1d(s, 2)", "lib.gradient(s[0])", "lib.nn.functional.lp_pool1d(s, 2, 1)",
+    "lib.nn.functional.hinge_embedding_loss(s, p)", "lib.nn.functional.poisson_nll_loss(s, p)",
+    "lib.nn.functional.triplet_margin_loss(s, p, p)",
+    "lib.nn.functional.max_unpool1d(s, lib.tensor([[0, 1, 2], [0, 1, 2]]), 1)",
 ]
 
 
@@ -105,6 +116,34 @@ def test_a_mode_handler_calling_on_hands_the_call_to_the_subclass(expression):
     got = _mode_then_subclass(ember, expression)
     want = _mode_then_subclass(torch, expression)
     assert str(got).replace("ember", "torch") == str(want)
+
+
+def _mode_sees(lib, expression):
+    """What a logging torch function mode is offered (names and argument values) while
+    ``expression`` runs on two plain tensors, and the result."""
+    seen = []
+
+    class Mode(lib.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append((func.__name__, [a.tolist() if isinstance(a, lib.Tensor) else a
+                                         for a in args]))
+            return func(*args, **(kwargs or {}))
+
+    t, u = lib.tensor([1, 2]), lib.tensor([6, 3])
+    with Mode():
+        result = eval(expression, {"t": t, "u": u})
+    return seen, result.tolist()
+
+
+@pytest.mark.parametrize("expression", [
+    "2 - t", "t - 2", "u / t", "u ** t", "t.__rsub__(u)", "t.__rtruediv__(u)", "t.__radd__(u)",
+    "t.__rmul__(u)", "t.__rpow__(u)", "t.__rfloordiv__(u)", "t.__rmod__(u)", "t.__rand__(u)",
+    "t.__rlshift__(u)", "t.__rmatmul__(u)", "t.__rsub__(2)"])
+def test_a_mode_is_offered_reflected_operators_as_in_pytorch(expression):
+    import torch.overrides  # noqa: F401
+    got = _mode_sees(ember, expression)
+    want = _mode_sees(torch, expression)
+    assert str(got) == str(want)
 
 
 def _unrelated(lib, expression):

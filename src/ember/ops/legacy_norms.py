@@ -5,6 +5,7 @@ warn as PyTorch does and compute ``linalg.vector_norm(A, 2, dim)`` and
 import warnings
 
 from ember._tensor import Tensor
+from ember._warn import user_level
 from ember.ops.view_copies import _finish
 
 __all__ = ["frobenius_norm", "nuclear_norm"]
@@ -26,7 +27,7 @@ def frobenius_norm(input, dim, keepdim=False, *, out=None):
     from ember import linalg
     warnings.warn(_DEPRECATED.format(name="frobenius_norm",
                                      instead="linalg.vector_norm(A, 2., dim, keepdim)"),
-                  UserWarning, stacklevel=2)
+                  UserWarning, stacklevel=user_level(2))
     dim = _dims(dim)
     if len(dim) > 2:
         raise RuntimeError(f"Expected at most 2 dimensions, but got {len(dim)} dimensions "
@@ -44,7 +45,7 @@ def nuclear_norm(input, dim=None, keepdim=False, *, out=None):
     from ember import linalg
     warnings.warn(_DEPRECATED.format(name="nuclear_norm",
                                      instead="linalg.matrix_norm(A, 'nuc', dim, keepdim)"),
-                  UserWarning, stacklevel=2)
+                  UserWarning, stacklevel=user_level(2))
     if isinstance(dim, bool):               # nuclear_norm(input, keepdim)
         dim, keepdim = None, dim
     dim = (-2, -1) if dim is None else _dims(dim, 2)

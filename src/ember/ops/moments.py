@@ -6,6 +6,7 @@ import warnings
 from ember import _dtype as D
 from ember._creation import zeros_like
 from ember._tensor import Tensor
+from ember._warn import outside_level
 from ember.ops import return_types
 from ember.ops._reduce import int_dim, rejecting
 from ember.ops._registry import op
@@ -70,7 +71,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         dof = total - correction * (w * aweights).sum() / total
     if bool(dof <= 0):
         warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less "
-                      "than the number of observations.", UserWarning, stacklevel=2)
+                      "than the number of observations.", UserWarning,
+                      stacklevel=outside_level())  # (corrcoef too)
         dof = zeros_like(dof) if isinstance(dof, Tensor) else 0
     centered = x - mean.unsqueeze(1)
     weighted = centered if w is None else centered * w

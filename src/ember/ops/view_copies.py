@@ -15,6 +15,7 @@ import warnings
 from ember import _dtype as D
 from ember._memory_format import contiguous_format
 from ember._tensor import Tensor
+from ember._warn import user_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
 from ember.ops._dims import wrap_dim
@@ -91,7 +92,8 @@ def _finish(fname, view, out):
                     f"{list(view.shape)}. This behavior is deprecated, and in a future PyTorch "
                     f"release outputs will not be resized unless they have zero elements. You "
                     f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-                    f"elements with t.resize_(0).", UserWarning, stacklevel=3)
+                    f"elements with t.resize_(0).", UserWarning,
+                    stacklevel=user_level(3))
             out.resize_(view.shape)
         if out.dtype is not view.dtype:
             raise RuntimeError(f"Expected out tensor to have dtype {_C_NAMES[view.dtype]}, but "

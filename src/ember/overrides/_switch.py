@@ -25,7 +25,7 @@ from ember._tensor import Tensor
 from ember.ops import _registry, operators
 from ember.ops._inplace import call_inplace as _call_inplace
 from ember.overrides._catalog import NAMESPACES, namespace_object, unseen_by_modes
-from ember.overrides._entries import entry, pass_through
+from ember.overrides._entries import entry, entry_kind, pass_through
 from ember.overrides._modes import STACK, mode_dispatch
 from ember.overrides._protocol import _overloaded, handle_torch_function
 
@@ -106,7 +106,7 @@ def _offer(inputs, func, args, kwargs):
 def _operator_call(op, inputs, params, out=None):
     if not STACK.modes:
         return _call(op, inputs, params, out)
-    return _offer(inputs, *entry("operator", op, inputs, params))
+    return _offer(inputs, *entry(entry_kind() or "operator", op, inputs, params))
 
 
 def _operator_inplace_call(op, inputs, params):
