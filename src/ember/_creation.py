@@ -10,7 +10,7 @@ from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
 from ember._tensor import _NO_HOST_DLPACK, Size, Tensor, _make
-from ember._memory_format import lay_out, memory_order, preserve_format, preserving_order
+from ember._memory_format import laid_like, lay_out, memory_order, preserve_format
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 from ember.backend.meta import MetaArray, meta_like
 from ember._sizes import _is_int, _size, _size_args
@@ -397,7 +397,7 @@ def _number_arg(value, fn, name, position):
     elif isinstance(value, (numbers.Number, np.generic)):
         return value
     raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be Number, not "
-                    f"{type(value).__name__}")
+                    f"{_tp_name(value)}")
 
 
 def _size_sequence(size, fn):
@@ -434,9 +434,10 @@ def in_format(t, memory_format, like=None):
     """``t``, a tensor just made, laid out in ``memory_format`` (by default, or with
     ``preserve_format``, the format of ``like`` when given: the ``*_like`` factories')."""
     if memory_format is None or memory_format is preserve_format:
-        order = None if like is None else preserving_order(like._data)
-    else:
-        order = memory_order(memory_format, t.ndim)
+        if like is not None:
+            t._data = laid_like(xp_of(t._data), t._data, like._data)
+        return t
+    order = memory_order(memory_format, t.ndim)
     if order is not None:
         t._data = lay_out(xp_of(t._data), t._data, order)
     return t
@@ -505,6 +506,7 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None, pin_memory=False):
     """``fill_value`` everywhere, shaped like ``input``."""
     dtype, device = _like(input, dtype, device, "full_like")
+    _number_arg(fill_value, "full_like", "fill_value", 2)
     return pinned(in_format(full(input.shape, fill_value, dtype=dtype, device=device,
                                  requires_grad=requires_grad), memory_format, input),
                   pin_memory)

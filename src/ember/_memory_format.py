@@ -6,6 +6,8 @@ innermost, as if stored (N, H, W, C); ``channels_last_3d`` does the same for (N,
 strides, so a tensor in one of these formats is an ordinary view of such memory.
 """
 
+import numpy as np
+
 __all__ = ["memory_format", "contiguous_format", "channels_last", "channels_last_3d",
            "preserve_format"]
 
@@ -76,6 +78,69 @@ def _order_strides(shape, order, itemsize):
         strides[d] = step
         step *= shape[d]
     return tuple(strides)
+
+
+def preserved(xp, array, dtype=None):
+    """A copy of ``array`` (cast to ``dtype`` if given) laid out as PyTorch's
+    ``preserve_format`` copy: with ``array``'s own strides when it is empty or dense, odd
+    strides of size-1 dims included; else in ``preserving_order``."""
+    if array.flags.c_contiguous and array.size and 1 not in array.shape:   # (the common case)
+        return array.copy() if dtype is None else array.astype(dtype)
+    return laid_like(xp, array, array, dtype, copy=True)
+
+
+def laid_like(xp, array, like, dtype=None, copy=False):
+    """``array`` (of ``like``'s shape; cast to ``dtype`` if given) laid out as a
+    ``preserve_format`` copy of ``like`` is (itself, when row-major will do and ``copy`` is
+    false)."""
+    dtype = array.dtype if dtype is None else np.dtype(dtype)
+    order = preserving_order(like)
+    if order is not None:
+        out = lay_out(xp, array, order, dtype)
+    elif copy or dtype != array.dtype:
+        out = array.astype(dtype, order="C", copy=True)
+    else:
+        out = array
+    # the order's layout of a dense ``like`` differs from it only in the strides of size-1
+    # dims, or of an empty array
+    if like.size and 1 not in like.shape or not _keeps_strides(like):
+        return out
+    strides = tuple(s // like.itemsize * dtype.itemsize for s in like.strides)
+    return out if out.strides == strides else _strided_copy(xp, out, strides)
+
+
+def _keeps_strides(array):
+    """Whether a ``preserve_format`` copy of ``array`` takes its strides as they are."""
+    return min(array.strides, default=0) >= 0 and (array.size == 0 or dense(array))
+
+
+def _strided_copy(xp, array, strides):
+    """A copy of ``array`` over fresh memory, with byte ``strides``."""
+    out = restrided(xp, xp.empty(array.size, array.dtype), array.shape, strides)
+    out[...] = array
+    return out
+
+
+def strided_if_empty(xp, array):
+    """``array``, or when it is empty with the zero strides NumPy 2 gives fresh empty arrays,
+    a view of it with row-major strides: so that a transposed or expanded view of it gets
+    PyTorch's strides ((0, 3) transposed has strides (1, 3)), which copies keep."""
+    if array.size or not array.ndim or any(array.strides):
+        return array
+    strides = [array.itemsize] * array.ndim
+    for d in range(array.ndim - 2, -1, -1):
+        strides[d] = strides[d + 1] * max(array.shape[d + 1], 1)
+    return restrided(xp, array, array.shape, tuple(strides))
+
+
+def restrided(xp, array, shape, strides):
+    """A view of ``array``'s memory with ``shape`` and byte ``strides`` (``as_strided``),
+    keeping ml_dtypes' dtypes, which NumPy's ``as_strided`` loses (it reads the dtype back
+    from a type string: float8_e5m2's, '<f1', names no type)."""
+    if xp is np and array.dtype.type.__module__ != "numpy":
+        bits = array.view(f"u{array.itemsize}")
+        return np.lib.stride_tricks.as_strided(bits, shape, strides).view(array.dtype)
+    return xp.lib.stride_tricks.as_strided(array, shape, strides)
 
 
 def preserving_order(array):

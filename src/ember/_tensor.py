@@ -310,7 +310,7 @@ class Tensor:
         if type(self._data) is MetaArray:
             raise TypeError("can't convert meta device type tensor to numpy. Use Tensor.cpu() "
                             "to copy the tensor to host memory first.")
-        # (bfloat16 and float8 pass, unlike numpy(): ember's code and tests read them so)
+        _check_numpy_dtype(self.dtype)      # even with dtype=, as PyTorch (ember: host_values)
         arr = _to_host(self._data)
         if dtype is not None and arr.dtype != dtype:
             if copy is False:
@@ -652,7 +652,9 @@ class Tensor:
     def as_subclass(self, cls):
         """An alias of this tensor (same memory, attached to the graph) of type ``cls``."""
         from ember.ops.conversion import _alias
-        out = _alias(self)
+        from ember.overrides._protocol import DisableTorchFunctionSubclass
+        with DisableTorchFunctionSubclass():        # (PyTorch offers a handler nothing)
+            out = _alias(self)
         out.__class__ = cls
         return out
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.parity
 
 
 # views whose copies PyTorch lays out by stride order (not dense: permuted and expanded,
-# transposed after expanding, stepped) or keeps exactly (dense, odd size-1 strides)
+# transposed after expanding, stepped) or keeps exactly (dense, odd size-1 strides; empty)
 _VIEWS = {
     "permute": lambda m: m.arange(24.).reshape(2, 3, 4).permute(1, 2, 0),
     "expand_permute": lambda m: m.arange(6.).reshape(2, 3).unsqueeze(1).expand(2, 5, 3)
@@ -28,6 +28,15 @@ _VIEWS = {
     "step": lambda m: m.arange(24.).reshape(2, 3, 4)[:, :, ::2].permute(2, 0, 1),
     "size1": lambda m: m.arange(3.).reshape(3, 1).t(),
     "size1_permute": lambda m: m.arange(6.).reshape(1, 2, 1, 3).permute(3, 1, 2, 0),
+    "size1_odd_column": lambda m: m.arange(8.).as_strided((3, 1), (1, 5)),
+    "size1_odd_row": lambda m: m.arange(8.).as_strided((1, 3), (9, 1)),
+    "size1_odd_all": lambda m: m.arange(8.).as_strided((1, 1), (5, 7)),
+    "size1_unsqueeze_transpose": lambda m: m.arange(6.).reshape(2, 3).unsqueeze(0)
+    .transpose(0, 2),
+    "empty_transpose": lambda m: m.zeros(0, 3).t(),
+    "empty_expand": lambda m: m.zeros(1, 0).expand(2, 0),
+    "empty_permute": lambda m: m.zeros(2, 3, 0).permute(2, 0, 1),
+    "empty_as_strided": lambda m: m.zeros(4).as_strided((2, 0, 3), (1, 2, 0)),
 }
 _COPIES = {
     "clone": lambda t, m: t.clone(),
@@ -36,6 +45,7 @@ _COPIES = {
     "half": lambda t, m: t.half(),
     "empty_like": lambda t, m: m.empty_like(t),
     "full_like": lambda t, m: m.full_like(t, 2.0),
+    "zeros_like": lambda t, m: m.zeros_like(t),
 }
 
 
@@ -47,6 +57,28 @@ def test_copy_strides_match(view, copy):
     assert ours.stride() == theirs.stride()
     if copy != "empty_like":
         assert ours.tolist() == theirs.tolist()
+
+
+_VIEWS_OF_EMPTY_AND_SIZE1 = {
+    "t": lambda m: m.zeros(0, 3).t(),
+    "mT": lambda m: m.zeros(2, 0, 3).mT,
+    "permute": lambda m: m.zeros(2, 0, 3).permute(2, 0, 1),
+    "movedim": lambda m: m.zeros(2, 0, 3).movedim(0, 2),
+    "expand": lambda m: m.zeros(0).expand(2, 0),
+    "unsqueeze_inner": lambda m: m.arange(6.).reshape(2, 3).t().unsqueeze(2),
+    "unsqueeze_outer": lambda m: m.arange(6.).reshape(2, 3).t().unsqueeze(0),
+    "unsqueeze_sliced": lambda m: m.arange(6.).reshape(2, 3)[:, :1].unsqueeze(2),
+    "unsqueeze_empty": lambda m: m.zeros(0, 3).t().unsqueeze(0),
+    "unsqueeze_0d": lambda m: m.tensor(1.).unsqueeze(0),
+}
+
+
+@pytest.mark.parametrize("view", sorted(_VIEWS_OF_EMPTY_AND_SIZE1))
+def test_view_strides_match(view):
+    """Strides PyTorch's copies keep: those of empty tensors' views, and of size-1 dims."""
+    ours, theirs = (_VIEWS_OF_EMPTY_AND_SIZE1[view](m) for m in (ember, torch))
+    assert ours.stride() == theirs.stride()
+    assert ours.clone().stride() == theirs.clone().stride()
 
 
 def test_contiguous_preserve_format_refuses_a_strided_tensor():
@@ -61,7 +93,9 @@ def test_contiguous_preserve_format_refuses_a_strided_tensor():
 def test_numpy_refuses_dtypes_numpy_lacks(name):
     for m in (torch, ember):
         t = m.ones(2, dtype=getattr(m, name))
-        for convert in (lambda: t.numpy(), lambda: t.numpy(force=True)):
+        for convert in (lambda: t.numpy(), lambda: t.numpy(force=True),
+                        lambda: np.asarray(t), lambda: np.array(t),
+                        lambda: np.array(t, dtype=np.float32), lambda: t + np.ones(2)):
             with pytest.raises(TypeError, match="Got unsupported ScalarType"):
                 convert()
         assert t.tolist() == [1.0, 1.0]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ember
+from ember._host_values import host_values
 from tests.ops.opdb import OPDB
 from tests.ops.opdb.core import tensor_args
 
@@ -76,7 +77,7 @@ _BIT_VIEWS = {ember.bfloat16: (np.int16, torch.bfloat16),
 
 def to_torch(x):
     if isinstance(x, ember.Tensor):
-        arr = np.asarray(x.detach())     # its strides too (np.array would copy densely)
+        arr = host_values(x.detach())    # its strides too (np.array would copy densely)
         if x.dtype in _BIT_VIEWS:
             bits, dtype = _BIT_VIEWS[x.dtype]
             out = torch.from_numpy(arr.view(bits)).view(dtype)
@@ -168,7 +169,7 @@ def assert_matches(ours, theirs, rtol, atol, sample):
     """``ours`` (a Tensor) close to ``theirs`` (an array). Complex values compare as complex
     numbers (as torch.testing does) except where one part is the same infinity (or NaN) in
     both: there the other part compares alone, since inf - inf would be NaN."""
-    ours, theirs = np.asarray(ours.detach()), np.asarray(theirs)
+    ours, theirs = host_values(ours.detach()), np.asarray(theirs)
     if ours.dtype.kind == "c":
         re = _same_special(ours.real, theirs.real)
         im = _same_special(ours.imag, theirs.imag)

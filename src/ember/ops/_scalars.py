@@ -8,7 +8,8 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import device_scalar
 
-__all__ = ["checked_scalar", "number_arrays", "C_NAMES", "int_arg"]
+__all__ = ["checked_scalar", "number_arrays", "C_NAMES", "int_arg", "number_arg", "float_arg",
+           "real_number"]
 
 # the C++ type names PyTorch's messages use for the dtypes
 C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
@@ -31,6 +32,45 @@ def int_arg(value, fname, name, position=None, *, tensors=True):
         raise TypeError(f"{fname}(): argument '{name}'{where} must be int, not "
                         f"{type(value).__name__}")
     return value.__index__()
+
+
+_PLAIN_NUMBERS = frozenset((int, float, bool, complex))
+
+
+def number_arg(value, fname, name, position=None, kind="Number"):
+    """``value`` as PyTorch parses a ``Scalar`` argument (``fname``'s ``name``, at
+    ``position`` when it has one): a Python or NumPy number, or a 0-dim tensor that does
+    not require grad, as a Python number; anything else (a tensor that requires grad or
+    has a dim, a NumPy array) raises PyTorch's TypeError, so no gradient is dropped.
+    ``kind="float"`` parses a ``double`` argument, which refuses complex numbers."""
+    if type(value) in _PLAIN_NUMBERS:
+        if kind == "Number" or type(value) is not complex:
+            return value
+    elif isinstance(value, Tensor):
+        if value.ndim == 0 and not value.requires_grad:
+            return value.item()
+    elif isinstance(value, (int, float, complex, np.bool_, np.number)) and \
+            (kind == "Number" or not isinstance(value, (complex, np.complexfloating))):
+        return value.item() if isinstance(value, np.generic) else value
+    from ember._creation import _tp_name
+    where = "" if position is None else f" (position {position})"
+    raise TypeError(f"{fname}(): argument '{name}'{where} must be {kind}, not "
+                    f"{_tp_name(value)}")
+
+
+def float_arg(value, fname, name, position=None):
+    """``value`` as PyTorch parses a ``double`` argument: ``number_arg`` without complex."""
+    return number_arg(value, fname, name, position, "float")
+
+
+def real_number(value, np_dtype):
+    """A Number for a real kernel computing in ``np_dtype``: a complex one without an
+    imaginary part as its real part, any other complex one PyTorch's overflow error."""
+    if type(value) is not complex:
+        return value
+    if value.imag:
+        _overflow(np.dtype(np_dtype))
+    return value.real
 
 
 def checked_scalar(xp, value, dtype):

@@ -12,7 +12,7 @@ from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import device_scalar
 from ember.ops._promotion import Policy
-from ember.ops._scalars import checked_scalar
+from ember.ops._scalars import checked_scalar, number_arg, real_number
 from ember.ops._elementwise import zeros_for
 from ember.ops._registry import op, rename_node
 
@@ -82,6 +82,13 @@ def masked(grad, mask, source, name=None):
     return out
 
 
+def _number(value):
+    """A Number parameter the forward accepted (a 0-dim tensor, a NumPy scalar) as the Python
+    number it computed with."""
+    value = number_arg(value, "", "")
+    return value.real if type(value) is complex else value
+
+
 def _fit(x, value):
     """A Python number as the kernel uses it for integer ``x``: truncated, range-checked (a
     Python int, which NumPy's and CuPy's ufuncs alike take in ``x``'s dtype)."""
@@ -110,6 +117,8 @@ def _(grad, x, *, out):
         promote=_clamp_like("Bool inputs not supported for hardtanh"))
 def hardtanh(xp, x, min_val, max_val):
     """``input`` clamped to ``[min_val, max_val]``."""
+    min_val = number_arg(min_val, "hardtanh", "min_val", 2)
+    max_val = number_arg(max_val, "hardtanh", "max_val", 3)
     if x.dtype.kind == "u" and (min_val < 0 or max_val < 0):
         raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
     return xp.minimum(xp.maximum(x, _fit(x, min_val)), _fit(x, max_val))
@@ -118,6 +127,7 @@ def hardtanh(xp, x, min_val, max_val):
 @hardtanh.derivative
 def _(grad, x, min_val, max_val):
     a = x._data
+    min_val, max_val = _number(min_val), _number(max_val)
     # PyTorch zeroes the gradient where x <= min or x >= max, so it passes at a NaN input
     return masked(grad, ~((a <= min_val) | (a >= max_val)), x, "HardtanhBackwardBackward0")
 
@@ -132,13 +142,16 @@ def _threshold_rule(d, name, operands):
         promote=Policy("threshold", _threshold_rule))
 def threshold(xp, x, threshold, value):
     """``value`` where ``input <= threshold``, else ``input``."""
+    threshold = real_number(number_arg(threshold, "threshold", "threshold", 2), x.dtype)
+    value = real_number(number_arg(value, "threshold", "value", 3), x.dtype)
     return xp.where(x <= _fit(x, threshold),
                     device_scalar(xp, np.asarray(_fit(x, value)).astype(x.dtype)), x)
 
 
 @threshold.derivative
 def _(grad, x, threshold, value):
-    return masked(grad, ~(x._data <= threshold), x, "ThresholdBackwardBackward0")   # NaN passes
+    # NaN passes
+    return masked(grad, ~(x._data <= _number(threshold)), x, "ThresholdBackwardBackward0")
 
 
 # --- leaky_relu, prelu ------------------------------------------------------------------------
@@ -147,12 +160,15 @@ def _(grad, x, threshold, value):
         promote=float_kernel("leaky_relu_cpu"))
 def leaky_relu(xp, x, negative_slope):
     """``input`` where positive, else ``negative_slope * input``."""
+    negative_slope = real_number(number_arg(negative_slope, "leaky_relu", "negative_slope", 2),
+                                 x.dtype)
     return xp.where(x > 0, x, x * negative_slope)
 
 
 @leaky_relu.derivative
 def _(grad, x, negative_slope):
     a = x._data
+    negative_slope = _number(negative_slope)
     factor = (a > 0).astype(a.dtype) * (1 - negative_slope) + negative_slope
     return masked(grad, factor, x, "LeakyReluBackwardBackward0")
 
@@ -211,12 +227,13 @@ def _(grad, x, weight):
 @act_op("hardshrink(input, lambd=0.5)", promote=float_kernel("hardshrink_cpu"), out=True)
 def hardshrink(xp, x, lambd):
     """0 where ``|input| <= lambd``, else ``input``."""
+    lambd = number_arg(lambd, "hardshrink", "lambd", 2)
     return xp.where((x >= -lambd) & (x <= lambd), 0, x)
 
 
 @hardshrink.derivative
 def _(grad, x, lambd):
-    a = x._data
+    a, lambd = x._data, _number(lambd)
     return masked(grad, ~((a >= -lambd) & (a <= lambd)), x, "HardshrinkBackwardBackward0")
 
 
@@ -236,6 +253,7 @@ def _check_lambd(x, lambd):
         promote=float_kernel("softshrink_check"), upcast=False, out=True)
 def softshrink(xp, x, lambd):
     """``input`` moved ``lambd`` towards 0, and 0 where ``|input| <= lambd``."""
+    lambd = real_number(number_arg(lambd, "softshrink", "lambd", 2), np.float64)
     _check_lambd(x, lambd)
     dtype = x.dtype
     if dtype.itemsize == 2:
@@ -248,7 +266,7 @@ def softshrink(xp, x, lambd):
 
 @softshrink.derivative
 def _(grad, x, lambd):
-    a = x._data
+    a, lambd = x._data, _number(lambd)
     return masked(grad, ~((a >= -lambd) & (a <= lambd)), x,       # NaN passes, as in PyTorch
                   "SoftshrinkBackwardBackward0")
 

@@ -13,6 +13,7 @@ from ember._warn import user_level
 from ember.backend import on_device_of, xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import REGISTRY, rename_node
+from ember.ops._scalars import number_arg, real_number
 
 __all__ = ["relu", "relu6", "leaky_relu", "rrelu", "elu", "selu", "celu", "silu", "mish",
            "hardtanh", "hardsigmoid", "hardswish", "threshold", "softsign", "tanhshrink",
@@ -95,6 +96,8 @@ def _rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None,
 
 
 def _rrelu_values(input, lower, upper, training, generator, inplace):
+    lower = real_number(number_arg(lower, "rrelu", "lower", 2), np.float64)
+    upper = real_number(number_arg(upper, "rrelu", "upper", 3), np.float64)
     if lower > upper:
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:

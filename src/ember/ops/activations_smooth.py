@@ -6,6 +6,7 @@ import math
 from ember.backend import special_of
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
+from ember.ops._scalars import number_arg, real_number
 from ember.ops.activations import act_op, const, float_kernel
 
 __all__ = ["elu", "selu", "celu", "gelu", "_gelu_backward", "silu", "mish", "softplus",
@@ -39,10 +40,10 @@ def _elu_grad(grad, x, alpha, scale, input_scale):
 @act_op("elu(input, alpha=1.0)", namespace="nn.functional", promote=_ELU)
 def elu(xp, x, alpha):
     """``input`` where positive, else ``alpha * (exp(input) - 1)``."""
-    return _elu(xp, x, alpha, 1, 1)
+    return _elu(xp, x, real_number(number_arg(alpha, "elu", "alpha", 2), x.dtype), 1, 1)
 
 
-elu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, alpha, 1, 1))
+elu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, _real(alpha), 1, 1))
 
 
 @act_op("selu(input)", method=False, promote=_ELU)
@@ -58,12 +59,24 @@ selu.name_nodes("EluBackward0")          # PyTorch computes selu by elu
 @act_op("celu(input, alpha=1.0)", method=False, promote=_ELU)
 def celu(xp, x, alpha):
     """``max(0, input) + min(0, alpha * (exp(input / alpha) - 1))``."""
+    alpha = real_number(number_arg(alpha, "celu", "alpha", 2), x.dtype)
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return _elu(xp, x, alpha, 1, 1 / alpha)
 
 
-celu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, alpha, 1, 1 / alpha))
+def _real(value):
+    """A Number parameter the forward accepted, as the real Python number it computed with."""
+    value = number_arg(value, "", "")
+    return value.real if type(value) is complex else value
+
+
+def _celu_grad(grad, x, alpha):
+    alpha = _real(alpha)
+    return _elu_grad(grad, x, alpha, 1, 1 / alpha)
+
+
+celu.derivative(_celu_grad)
 
 
 # --- gelu, silu, mish -------------------------------------------------------------------------
@@ -211,12 +224,15 @@ def _(grad, x):
         promote=float_kernel("softplus_cpu"), out=True)
 def softplus(xp, x, beta, threshold):
     """``log(1 + exp(beta * input)) / beta``, linear where ``beta * input > threshold``."""
+    beta = real_number(number_arg(beta, "softplus", "beta"), x.dtype)
+    threshold = real_number(number_arg(threshold, "softplus", "threshold"), x.dtype)
     bx = x * beta
     return xp.where(bx > threshold, x, xp.log1p(xp.exp(bx)) / beta)
 
 
 @softplus.derivative
 def _(grad, x, beta, threshold):
+    beta, threshold = _real(beta), _real(threshold)
     from ember.ops.binary_math import where
     bx = x * beta
     return where(const(bx._data > threshold), grad, grad * bx.sigmoid())

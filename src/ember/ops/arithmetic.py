@@ -8,7 +8,7 @@ from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
 from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy, real_no_bool
 from ember.ops._registry import broadcast_message
-from ember.ops._scalars import checked_scalar
+from ember.ops._scalars import checked_scalar, number_arg
 
 _BOOL_SUB = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
              "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
@@ -62,9 +62,11 @@ def _check_nonzero_divisor(xp, a, b):
 
 # --- add, sub, mul ----------------------------------------------------------------------------
 
-def _scaled(xp, a, b, alpha, negate=False):
+def _scaled(xp, a, b, alpha, fname, negate=False):
     """``b * alpha`` (``b * -alpha`` if ``negate``, as PyTorch's sub adds ``-alpha``) after
-    PyTorch's checks of alpha against the result dtype, which an array operand has."""
+    PyTorch's checks of alpha (``fname``'s Number argument) against the result dtype, which
+    an array operand has."""
+    alpha = number_arg(alpha, fname, "alpha")
     dtype = (a if hasattr(a, "dtype") else b).dtype
     kind = dtype.kind
     if kind in "biu" and isinstance(alpha, (float, complex)):
@@ -82,22 +84,22 @@ def _is_one(alpha):
     return type(alpha) is int and alpha == 1
 
 
-def _sub(xp, a, b, alpha, out=None):
+def _sub(xp, a, b, alpha, out=None, fname="sub"):
     """``a - alpha * b`` (into ``out``, cast, if given)."""
     cast = {} if out is None else {"out": out, "casting": "unsafe"}
     if _is_one(alpha):
         return xp.subtract(a, b, **cast)
-    return xp.add(a, _scaled(xp, a, b, alpha, negate=True), **cast)
+    return xp.add(a, _scaled(xp, a, b, alpha, fname, negate=True), **cast)
 
 
 add = binary("add(input, other, *, alpha=1)",
              lambda xp, a, b, alpha: xp.add(a, b if _is_one(alpha) else
-                                            _scaled(xp, a, b, alpha)),
+                                            _scaled(xp, a, b, alpha, "add")),
              lambda grad, a, b, alpha: (grad, grad if alpha == 1 else grad * conj_grad(alpha)),
              doc="Adds ``other``, scaled by ``alpha``, to ``input``.",
              promote=BINARY, saves_inputs=False)
 add.inplace_variant(lambda xp, dst, a, b, alpha: xp.add(
-    a, b if _is_one(alpha) else _scaled(xp, a, b, alpha), out=dst, casting="unsafe"))
+    a, b if _is_one(alpha) else _scaled(xp, a, b, alpha, "add_"), out=dst, casting="unsafe"))
 
 sub = binary("sub(input, other, *, alpha=1)",
              lambda xp, a, b, alpha: xp.subtract(a, b) if _is_one(alpha) else
@@ -107,12 +109,12 @@ sub = binary("sub(input, other, *, alpha=1)",
                  grad * -conj_grad(alpha)),
              doc="Subtracts ``other``, scaled by ``alpha``, from ``input``.",
              promote=SUB, saves_inputs=False)
-sub.inplace_variant(lambda xp, dst, a, b, alpha: _sub(xp, a, b, alpha, out=dst))
+sub.inplace_variant(lambda xp, dst, a, b, alpha: _sub(xp, a, b, alpha, out=dst, fname="sub_"))
 
 
 def _rsub(xp, a, b, alpha):
     try:
-        return _sub(xp, b, a, alpha)
+        return _sub(xp, b, a, alpha, fname="rsub")
     except ValueError:                  # shapes: PyTorch names ``other`` tensor a
         raise RuntimeError(broadcast_message([np.shape(b), np.shape(a)])) from None
 

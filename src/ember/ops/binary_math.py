@@ -8,7 +8,7 @@ from ember._tensor import Tensor
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
 from ember.ops._elementwise import binary, conj_grad, zeros_for
-from ember.ops._scalars import number_arrays
+from ember.ops._scalars import number_arg, number_arrays
 from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
 from ember.ops._registry import op
 
@@ -224,6 +224,7 @@ def _addcdiv_rule(d, name, operands):
     promote=Policy("addcmul", _addcmul_rule), scalars=False, inplace=True)
 def addcmul(xp, x, t1, t2, value):
     """``input + value * tensor1 * tensor2``, elementwise."""
+    value = number_arg(value, "addcmul", "value")
     return x + checked_scalar(xp, value, x.dtype) * t1 * t2
 
 
@@ -236,6 +237,7 @@ def _(grad, x, t1, t2, value):
     promote=Policy("addcdiv", _addcdiv_rule), scalars=False, inplace=True)
 def addcdiv(xp, x, t1, t2, value):
     """``input + value * tensor1 / tensor2``, elementwise."""
+    value = number_arg(value, "addcdiv", "value")
     return x + checked_scalar(xp, value, x.dtype) * t1 / t2
 
 

@@ -87,7 +87,8 @@ def tensordot_dims(dims, ndim_a, ndim_b):
 
 
 def _contracted(a_shape, b_shape, dims_a, dims_b):
-    """(dims of a, dims of b) contracted, wrapped and checked as PyTorch does."""
+    """(dims of a, dims of b) contracted, wrapped and checked as PyTorch does (a size-1 dim
+    broadcasts against its partner)."""
     if len(dims_a) != len(dims_b):
         raise RuntimeError("both dimension lists should have same length")
     seen_a, seen_b = set(), set()
@@ -97,7 +98,7 @@ def _contracted(a_shape, b_shape, dims_a, dims_b):
             if w in seen:
                 raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
             seen.add(w)
-        if a_shape[wa] != b_shape[wb]:
+        if a_shape[wa] != b_shape[wb] and 1 not in (a_shape[wa], b_shape[wb]):
             raise RuntimeError(f"contracted dimensions need to match, but first has size "
                                f"{a_shape[wa]} in dim {da} and second has size {b_shape[wb]} "
                                f"in dim {db}")
@@ -105,23 +106,38 @@ def _contracted(a_shape, b_shape, dims_a, dims_b):
                                                            for d in dims_b]
 
 
+def _broadcast(a_shape, b_shape, dims_a, dims_b):
+    """The shapes of a and b with each contracted size-1 dim broadcast to its partner's
+    size, as PyTorch's tensordot expands it."""
+    full_a, full_b = list(a_shape), list(b_shape)
+    for da, db in zip(dims_a, dims_b):
+        if full_a[da] == 1:
+            full_a[da] = full_b[db]
+        elif full_b[db] == 1:
+            full_b[db] = full_a[da]
+    return tuple(full_a), tuple(full_b)
+
+
 def _layout(a_shape, b_shape, dims):
-    """Permutations that bring the contracted dims of a last and of b first, and the sizes
-    (free dims of a, free dims of b, contracted size)."""
+    """Permutations that bring the contracted dims of a last and of b first, the sizes
+    (free dims of a, free dims of b, contracted size), and a's and b's broadcast shapes."""
     dims_a, dims_b = _contracted(a_shape, b_shape, *tensordot_dims(dims, len(a_shape),
                                                                    len(b_shape)))
+    full_a, full_b = _broadcast(a_shape, b_shape, dims_a, dims_b)
     free_a = [d for d in range(len(a_shape)) if d not in dims_a]
     free_b = [d for d in range(len(b_shape)) if d not in dims_b]
-    k = math.prod(a_shape[d] for d in dims_a)
+    k = math.prod(full_a[d] for d in dims_a)
     return (free_a + dims_a, dims_b + free_b, [a_shape[d] for d in free_a],
-            [b_shape[d] for d in free_b], k)
+            [b_shape[d] for d in free_b], k, full_a, full_b)
 
 
 @op("tensordot(a, b, dims=2)", inputs=2, promote=SAME_DTYPE, scalars=False, method=False)
 def _tensordot(xp, a, b, dims):
     """Sums of products over ``dims``: the last ``dims`` dims of ``a`` with the first of
-    ``b``, or the two lists of dims given."""
-    perm_a, perm_b, free_a, free_b, k = _layout(a.shape, b.shape, dims)
+    ``b``, or the two lists of dims given (a contracted size-1 dim broadcasts)."""
+    perm_a, perm_b, free_a, free_b, k, full_a, full_b = _layout(a.shape, b.shape, dims)
+    if (full_a, full_b) != (a.shape, b.shape):
+        a, b = xp.broadcast_to(a, full_a), xp.broadcast_to(b, full_b)
     m, n = math.prod(free_a), math.prod(free_b)
     _no_bool_product(a, m, k, n)
     res = xp.matmul(a.transpose(perm_a).reshape(m, k), b.transpose(perm_b).reshape(k, n))
@@ -130,18 +146,25 @@ def _tensordot(xp, a, b, dims):
 
 @_tensordot.derivative
 def _(grad, a, b, dims):
-    perm_a, perm_b, free_a, free_b, k = _layout(a.shape, b.shape, dims)
+    perm_a, perm_b, free_a, free_b, k, full_a, full_b = _layout(a.shape, b.shape, dims)
     g = grad.reshape(math.prod(free_a), math.prod(free_b))
     grad_a = grad_b = None
     if a.requires_grad:
-        rows = b.permute(perm_b).reshape(k, math.prod(free_b))
-        grad_a = _unpermute(g.mm(_h(rows)).reshape(
-            free_a + [a.shape[d] for d in perm_a[len(free_a):]]), perm_a)
+        rows = b.expand(full_b).permute(perm_b).reshape(k, math.prod(free_b))
+        grad_a = _summed_to(_unpermute(g.mm(_h(rows)).reshape(
+            free_a + [full_a[d] for d in perm_a[len(free_a):]]), perm_a), a.shape)
     if b.requires_grad:
-        cols = a.permute(perm_a).reshape(math.prod(free_a), k)
-        grad_b = _unpermute(_h(cols).mm(g).reshape(
-            [b.shape[d] for d in perm_b[:len(perm_b) - len(free_b)]] + free_b), perm_b)
+        cols = a.expand(full_a).permute(perm_a).reshape(math.prod(free_a), k)
+        grad_b = _summed_to(_unpermute(_h(cols).mm(g).reshape(
+            [full_b[d] for d in perm_b[:len(perm_b) - len(free_b)]] + free_b), perm_b),
+            b.shape)
     return grad_a, grad_b
+
+
+def _summed_to(t, shape):
+    """``t`` summed over the dims it has broadcast from size 1 in ``shape``."""
+    dims = [d for d, (have, want) in enumerate(zip(t.shape, shape)) if have != want]
+    return t.sum(dims, keepdim=True) if dims else t
 
 
 _tensordot.name_nodes("ViewBackward0")     # PyTorch reshapes a matrix product

@@ -8,7 +8,7 @@ from ember import _dtype as D
 from ember._device import as_device
 from ember._legacy_types import legacy_type
 from ember._memory_format import (contiguous_format, laid_out, lay_out, memory_order,
-                                  preserve_format, preserving_order, suggested_order)
+                                  preserve_format, preserved, suggested_order)
 from ember._tensor import Tensor, _make
 from ember._warn import warn_once
 from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, quiet_fp,
@@ -47,11 +47,7 @@ def cast(xp, x, np_dtype):
             x = xp.asarray(x)           # (NumPy's clip of a 0-dim array gives a scalar)
         elif np_dtype == _F16 and x.dtype == _F64:
             x = x.astype(_F32)
-        # laid out as clone's preserve_format
-        order = preserving_order(x)
-        if order is None:
-            return x.astype(np_dtype, order="C", copy=True)
-        return lay_out(xp, x, order, np_dtype)
+        return preserved(xp, x, np_dtype)         # laid out as clone's preserve_format
     finally:
         loud_fp(token)
 
@@ -261,9 +257,8 @@ def clone(xp, x, memory_format):
     """A copy of ``input`` that is still connected to the graph, in ``memory_format`` (by
     default the input's own layout: a transposed or channels-last input keeps its strides)."""
     if memory_format is None or memory_format is preserve_format:
-        order = preserving_order(x)
-    else:
-        order = memory_order(memory_format, x.ndim)
+        return preserved(xp, x)
+    order = memory_order(memory_format, x.ndim)
     return x.copy() if order is None else lay_out(xp, x, order)
 
 
@@ -312,6 +307,15 @@ def _(grad, dst, src, non_blocking):
     return zeros_for(grad), grad
 
 
+def _device_unoffered(t):
+    """``t.device``, read off a NumPy array without offering the read to a subclass's
+    ``__torch_function__`` (PyTorch offers ``copy_`` alone)."""
+    return _CPU if type(t._data) is np.ndarray else t.device
+
+
+_CPU = as_device("cpu")
+
+
 def copy_(self, src, non_blocking=False):
     """Copy ``src`` (broadcast, cast) into this tensor; returns self."""
     if isinstance(src, (bool, int, float, complex)):
@@ -321,7 +325,7 @@ def copy_(self, src, non_blocking=False):
         name = kind.__name__ if kind.__module__ == "builtins" else \
             f"{kind.__module__}.{kind.__qualname__}"
         raise TypeError(f"copy_(): argument 'other' (position 1) must be Tensor, not {name}")
-    if src.device != self.device:           # copies cross devices (load_state_dict onto a GPU)
+    if _device_unoffered(src) != _device_unoffered(self):     # (load_state_dict onto a GPU)
         src = src.to(self.device, non_blocking=non_blocking)
     from ember.ops._inplace import call_inplace
     return call_inplace(_copy, (self, src), (non_blocking,))

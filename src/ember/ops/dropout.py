@@ -10,6 +10,7 @@ from ember._tensor import _make
 from ember.backend import device_guard, gpu_elsewhere, xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import op, rename_node
+from ember.ops._scalars import float_arg
 from ember._warn import user_level
 
 __all__ = ["masked_scale", "dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d",
@@ -82,7 +83,7 @@ def _masked(input, p, inplace, feature, alpha, generator):
 
 def dropout(input, p, train):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``."""
-    return _dropout(input, p, train)
+    return _dropout(input, float_arg(p, "dropout", "p", 2), train)
 
 
 def dropout_(input, p, train):
@@ -143,7 +144,8 @@ def f_dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` during training, scaling the rest by
     ``1 / (1 - p)``."""
     _check_p(p)
-    return _dropout(input, p, training, inplace)
+    return _dropout(input, float_arg(p, "dropout_" if inplace else "dropout", "p", 2), training,
+                    inplace)
 
 
 def f_alpha_dropout(input, p=0.5, training=False, inplace=False):

@@ -14,7 +14,7 @@ from ember.backend import combine_at, device_of
 from ember.ops import return_types
 from ember.ops._promotion import Policy
 from ember.ops._registry import op
-from ember.ops._scalars import checked_scalar
+from ember.ops._scalars import checked_scalar, number_arg, real_number
 from ember.ops.sorting import _no_derivative
 
 
@@ -171,7 +171,9 @@ def histc(xp, x, bins, min, max):
     """A histogram of ``bins`` equal bins over [min, max] (the data's range when min == max);
     elements outside are ignored."""
     _check_bins(bins, "histc")
-    left, right = float(min), float(max)
+    left, right = (real_number(number_arg(v, "histc", name), np.float64)
+                   for v, name in ((min, "min"), (max, "max")))
+    left, right = float(left), float(right)
     if x.dtype.kind == "c" and left == right and x.size:
         raise _kernel_error("aminmax_cpu", x.dtype)
     if left == right and x.size:

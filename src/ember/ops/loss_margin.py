@@ -6,7 +6,7 @@ from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import xp_of
 from ember.ops._loss_common import reduce_loss, reduction_of
-from ember.ops._scalars import checked_scalar
+from ember.ops._scalars import checked_scalar, float_arg
 from ember.ops.binary_math import where
 from ember.ops.loss_kernels import _multi_margin_loss, _multilabel_margin_loss
 from ember.ops.loss_pointwise import softplus_of
@@ -23,6 +23,7 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
     """``max(0, -target * (input1 - input2) + margin)``: ranks input1 above input2 where
     ``target`` is 1, below where it is -1."""
     reduction = reduction_of(size_average, reduce, reduction)
+    margin = float_arg(margin, "margin_ranking_loss", "margin", 4)
     if not input1.ndim == input2.ndim == target.ndim:
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
                            f"but got sizes: input1: ember.Size({list(input1.shape)}), input2: "
@@ -37,6 +38,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     """``input`` where ``target`` is 1, ``max(0, margin - input)`` where it is -1; the loss
     has input's dtype (an integer input takes the margin truncated to its dtype)."""
     reduction = reduction_of(size_average, reduce, reduction)
+    margin = float(float_arg(margin, "hinge_embedding_loss", "margin", 3))
     if input.dtype is D.bool_:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
@@ -50,6 +52,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
                           reduction="mean"):
     """``1 - cos(input1, input2)`` where ``target`` is 1, ``max(0, cos - margin)`` where -1."""
     reduction = reduction_of(size_average, reduce, reduction)
+    margin = float(float_arg(margin, "cosine_embedding_loss", "margin", 4))
     if target.ndim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if target.ndim == 1 and (input1.ndim != 2 or input2.ndim != 2):
@@ -71,6 +74,15 @@ def _long_target(target):
         raise RuntimeError(f"expected scalar type Long but found {target.dtype._torch_name}")
 
 
+def _target_values(target):
+    """The array of a class-index target; under vmap, the whole batch's (its range check holds
+    for every sample, and a batched tensor's own values cannot be read)."""
+    from ember.func._batched import BatchedTensor
+    while type(target) is BatchedTensor:
+        target = target._value
+    return target._data
+
+
 def _class_target(input, target, name):
     """Checks of multi_margin_loss's input (C,) or (N, C) and class-index target."""
     if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0):
@@ -83,7 +95,8 @@ def _class_target(input, target, name):
                            f"of input samples (batch size). Expected target size [{n}], but "
                            f"got {list(target.shape)}. Input has shape {list(input.shape)}.")
     c = input.shape[-1] if input.ndim else 1
-    if target.numel() and bool(((target < 0) | (target >= c)).any()):
+    t = _target_values(target)
+    if t.size and ((t < 0) | (t >= c)).any():
         raise RuntimeError("target out of range")
 
 
@@ -116,7 +129,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
     c = input.shape[-1] if input.ndim else 1
-    t = target._data
+    t = _target_values(target)
     if t.size and ((t < -1) | (t >= c)).any():
         raise RuntimeError("argument #2 'target' is out of range")
     return _multilabel_margin_loss(input, target, reduction)
@@ -165,6 +178,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     reduction = reduction_of(size_average, reduce, reduction)
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
+    margin = float(float_arg(margin, "triplet_margin_loss", "margin", 4))
     _same_ndim(anchor, positive, negative)
     return _triplet(lambda a, b: pairwise_distance_of(a, b, p, eps), anchor, positive, negative,
                     margin, swap, reduction)

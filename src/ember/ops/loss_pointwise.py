@@ -15,6 +15,7 @@ from ember.ops._loss_common import (reduce_array, reduce_loss, reduced_grad, red
                                     refuse_grad, warn_size_mismatch)
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
+from ember.ops._scalars import float_arg
 from ember.ops.loss_kernels import _binary_cross_entropy_with_logits, _soft_margin_loss
 from ember.ops.binary_math import where
 from ember.ops.shape import broadcast_tensors
@@ -104,6 +105,7 @@ def _huber(diff, delta):
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """The Huber loss: squared error below ``delta``, ``delta``-scaled absolute error above."""
+    delta = float(float_arg(delta, "huber_loss", "delta", 4))
     warn_size_mismatch(input, target)
     reduction = reduction_of(None, None, reduction)
     dtype = _promoted(input, target)
@@ -171,6 +173,7 @@ def _(grad, x, t, reduction, beta, *, needs=(True, True)):
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """The smooth L1 loss: squared error / ``beta`` below ``beta``, absolute error above."""
+    beta = float(float_arg(beta, "smooth_l1_loss", "beta", 4))
     warn_size_mismatch(input, target)
     reduction = reduction_of(size_average, reduce, reduction)
     dtype = _promoted(input, target)

@@ -9,6 +9,7 @@ import operator
 
 from ember._memory_format import like_input
 from ember.ops._registry import op
+from ember.ops._scalars import float_arg
 
 FUNCTIONAL = {}
 _MODES = ("constant", "reflect", "replicate", "circular")
@@ -147,7 +148,8 @@ def pad(xp, x, pad, mode, value):
     """Pads ``input``: constant (negative pads crop), reflect, replicate or circular."""
     pairs = _pairs(pad, x.ndim)
     if mode == "constant":
-        return like_input(xp, x, _constant(xp, x, pairs, 0 if value is None else value))
+        value = 0 if value is None else float_arg(value, "pad", "value", 4)
+        return like_input(xp, x, _constant(xp, x, pairs, value))
     _check_mode(x, pairs, mode, value)
     out = x
     for dim, lo, hi in pairs:

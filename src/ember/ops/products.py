@@ -19,7 +19,7 @@ from ember.ops.contractions import AS_TENSORS
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
 from ember.ops._registry import op
-from ember.ops._scalars import checked_scalar
+from ember.ops._scalars import checked_scalar, number_arg
 from ember.ops.indexing import CTYPE
 from ember.ops.linalg import _h, _name
 from ember.ops.shape import expand
@@ -64,6 +64,11 @@ def _combine(xp, m, product, beta, alpha, shape, blas):
     return out.astype(low) if low is not None else out
 
 
+def _numbers(fname, beta, alpha):
+    """beta and alpha as Python numbers, checked as PyTorch parses its Scalar arguments."""
+    return number_arg(beta, fname, "beta"), number_arg(alpha, fname, "alpha")
+
+
 def _scale(xp, value, dtype):
     """alpha or beta in ``dtype``, checked as PyTorch does (0 and 1 need no check)."""
     if type(value) is int and value in (0, 1):
@@ -102,6 +107,7 @@ def _check_mm_dtypes(m, a, b):
 @op("addmm(input, mat1, mat2, *, beta=1, alpha=1)", inputs=3, out=True, inplace=True)
 def addmm(xp, m, a, b, beta, alpha):
     """``beta * input + alpha * (mat1 @ mat2)`` for matrices; ``input`` broadcasts."""
+    beta, alpha = _numbers("addmm", beta, alpha)
     for name, x in (("mat1", a), ("mat2", b)):
         if x.ndim != 2:
             raise RuntimeError(f"{name} must be a matrix, got {x.ndim}-D tensor")
@@ -125,6 +131,7 @@ def _(grad, m, a, b, beta, alpha, *, needs=(True, True, True)):
 @op("addbmm(input, batch1, batch2, *, beta=1, alpha=1)", inputs=3, out=True, inplace=True)
 def addbmm(xp, m, a, b, beta, alpha):
     """``beta * input + alpha * sum_i(batch1[i] @ batch2[i])``; ``input`` broadcasts."""
+    beta, alpha = _numbers("addbmm", beta, alpha)
     shape = (_size(a, 1), _size(b, 2))
     m = _expand(xp, m, shape)
     for name, x in (("batch1", a), ("batch2", b)):
@@ -159,6 +166,7 @@ def _(grad, m, a, b, beta, alpha, *, needs=(True, True, True)):
 @op("baddbmm(input, batch1, batch2, *, beta=1, alpha=1)", inputs=3, out=True, inplace=True)
 def baddbmm(xp, m, a, b, beta, alpha):
     """``beta * input + alpha * (batch1 @ batch2)`` for batches; ``input`` broadcasts."""
+    beta, alpha = _numbers("baddbmm", beta, alpha)
     shape = (_size(a, 0), _size(a, 1), _size(b, 2))
     m = _expand(xp, m, shape)
     for name, x in (("batch1", a), ("batch2", b)):
@@ -194,6 +202,7 @@ def _(grad, m, a, b, beta, alpha, *, needs=(True, True, True)):
 @op("addmv(input, mat, vec, *, beta=1, alpha=1)", inputs=3, out=True, inplace=True)
 def addmv(xp, m, a, v, beta, alpha):
     """``beta * input + alpha * (mat @ vec)``; ``input`` broadcasts."""
+    beta, alpha = _numbers("addmv", beta, alpha)
     if a.ndim != 2 or v.ndim != 1 or m.ndim > 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got {m.ndim}, {a.ndim}, "
                            f"{v.ndim}")
@@ -232,6 +241,7 @@ def _check_scale(value, name, dtype):
     upcast=False, scalars=False, inplace=True)
 def addr(xp, m, u, v, beta, alpha):
     """``beta * input + alpha * outer(vec1, vec2)``; ``input`` broadcasts (bools: and/or)."""
+    beta, alpha = _numbers("addr", beta, alpha)
     for name, x in (("vec1", u), ("vec2", v)):
         if x.ndim != 1:
             raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {x.ndim}-D")

@@ -14,6 +14,7 @@ from ember.ops._promotion import FLOAT, SAME, Policy
 from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced, flip,
                                is_all, narrow_to, reduced_numel, shift_in_one, wide)
 from ember.ops._registry import op
+from ember.ops._scalars import number_arg
 
 __all__ = ["expand_reduced"]
 
@@ -306,8 +307,15 @@ _INF = float("inf")
 
 
 def _norm_order(p):
-    """The vector-norm order for ``p`` ('fro' and None are the 2-norm)."""
-    return 2.0 if p is None or p == "fro" else float(p)
+    """The vector-norm order for ``p`` ('fro' and None are the 2-norm), parsed as PyTorch
+    parses linalg_vector_norm's Number argument ``ord``."""
+    if p is None or isinstance(p, str) and p == "fro":
+        return 2.0
+    p = number_arg(p, "linalg_vector_norm", "ord", 2)
+    if type(p) is complex:
+        raise RuntimeError("linalg.vector_norm: Expected a non-complex scalar as the order of "
+                           "norm.")
+    return float(p)
 
 
 def _matrix_dims(p, dim, ndim):

@@ -13,6 +13,7 @@ import operator
 import warnings
 
 from ember import _dtype as D
+from ember._memory_format import restrided, strided_if_empty
 from ember._tensor import Size, Tensor
 from ember.backend import broadcast_view
 from ember.ops._dims import wrap_dim
@@ -200,7 +201,7 @@ def expand(xp, x, size):
                                f"size ({have}) at non-singleton dimension {i}.  Target sizes: "
                                f"{list(size)}.  Tensor sizes: {list(x.shape)}")
         target.append(s)
-    return broadcast_view(xp, x, tuple(reversed(target)))
+    return broadcast_view(xp, strided_if_empty(xp, x), tuple(reversed(target)))
 
 
 @expand.derivative
@@ -211,8 +212,14 @@ def _(grad, x, size):
 
 @op("unsqueeze(input, dim)", view=True, saves_inputs=False, inplace=True)
 def unsqueeze(xp, x, dim):
-    """A view with a size-1 dim inserted at ``dim``."""
-    return xp.expand_dims(x, wrap_dim(dim, x.ndim + 1))
+    """A view with a size-1 dim inserted at ``dim``, of PyTorch's stride there (that of the
+    dims inside it: copies keep the strides of size-1 dims)."""
+    d = wrap_dim(dim, x.ndim + 1)
+    x = strided_if_empty(xp, x)
+    stride = x.itemsize if d == x.ndim else x.shape[d] * x.strides[d]
+    strides = x.strides[:d] + (stride,) + x.strides[d:]
+    out = xp.expand_dims(x, d)
+    return out if out.strides == strides else restrided(xp, x, out.shape, strides)
 
 
 @unsqueeze.derivative
@@ -261,7 +268,7 @@ def permute(xp, x, dims):
     wrapped = [wrap_dim(d, x.ndim) for d in dims]
     if len(set(wrapped)) != len(wrapped):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return xp.transpose(x, wrapped)
+    return xp.transpose(strided_if_empty(xp, x), wrapped)
 
 
 @permute.derivative
@@ -296,7 +303,8 @@ def _movedim_order(ndim, source, destination):
     grad_fn_name="PermuteBackward0")
 def movedim(xp, x, source, destination):
     """A view with dims ``source`` moved to positions ``destination``."""
-    return xp.transpose(x, _movedim_order(x.ndim, source, destination))
+    order = _movedim_order(x.ndim, source, destination)
+    return xp.transpose(strided_if_empty(xp, x), order)
 
 
 @movedim.derivative
@@ -310,7 +318,7 @@ def transpose(xp, x, dim0, dim1):
     if x.ndim == 0:
         wrap_dim(dim0, 0), wrap_dim(dim1, 0)
         return x.view()
-    return xp.swapaxes(x, wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim))
+    return xp.swapaxes(strided_if_empty(xp, x), wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim))
 
 
 @transpose.derivative
@@ -323,7 +331,7 @@ def t(xp, x):
     """The transpose of a tensor of at most 2 dims."""
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return x.T
+    return strided_if_empty(xp, x).T
 
 
 @t.derivative

@@ -2,7 +2,6 @@
 functions, sigmoid and logit, special functions, rounding, and float classification."""
 
 import math
-import numbers
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
@@ -11,6 +10,7 @@ from ember.ops._elementwise import conj_grad, unary, zeros_for
 from ember.ops._inplace import call_inplace
 from ember.ops._promotion import REAL_FLOAT, SAME, Policy
 from ember.ops._registry import op
+from ember.ops._scalars import float_arg
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -146,6 +146,7 @@ sigmoid = unary("sigmoid(input)", _sigmoid,
 
 
 def _logit(xp, x, eps):
+    eps = None if eps is None else float_arg(eps, "logit", "eps")
     dtype = x.dtype
     low = dtype.itemsize == 2                   # float16 or bfloat16 (float8 is rejected)
     f = x.astype(xp.float32) if low else x
@@ -165,6 +166,7 @@ def _logit(xp, x, eps):
 
 
 def _logit_grad(grad, x, eps):
+    eps = None if eps is None else float_arg(eps, "logit", "eps")
     clamped = eps is not None and eps >= 0
     lo, hi = (eps, 1 - eps) if clamped else (0.0, 1.0)
     data = x._data
@@ -334,11 +336,7 @@ isneginf = _classifier("isneginf", lambda xp, x: xp.isneginf(x),
 
 def _fill_value(name, v):
     """A replacement value of nan_to_num as PyTorch parses it: a number, 0-d tensor or None."""
-    if v is None or isinstance(v, numbers.Real):
-        return v
-    if getattr(v, "ndim", None) == 0:
-        return v.item()
-    raise TypeError(f"nan_to_num(): argument '{name}' must be float, not {type(v).__name__}")
+    return None if v is None else float_arg(v, "nan_to_num", name)
 
 
 def _nan_to_num(xp, x, nan, posinf, neginf):

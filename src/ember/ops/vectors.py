@@ -9,6 +9,7 @@ from ember import _dtype as D
 from ember.ops._dims import wrap_dim
 from ember.ops._reduce import constant, int_dim, wide
 from ember.ops._registry import broadcast_message, op
+from ember.ops._scalars import number_arg
 from ember.ops.binary_math import where
 from ember.ops.reduction import NORM, norm
 
@@ -72,10 +73,16 @@ _EPS = 1e-7
 
 def _renorm_args(p, maxnorm, ndim, dim):
     """PyTorch's checks, in its order; returns (p, maxnorm, wrapped dim)."""
-    p = float(p.item() if hasattr(p, "item") else p)
+    p = number_arg(p, "renorm", "p", 1)
+    if type(p) is complex:
+        raise RuntimeError("renorm: p must be real-valued")
+    p = float(p)
     if not p > 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
-    maxnorm = float(maxnorm.item() if hasattr(maxnorm, "item") else maxnorm)
+    maxnorm = number_arg(maxnorm, "renorm", "maxnorm", 3)
+    if type(maxnorm) is complex:
+        raise RuntimeError("renorm: maxnorm must be real-valued")
+    maxnorm = float(maxnorm)
     if not maxnorm >= 0:
         raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm:g}")
     if ndim < 2:

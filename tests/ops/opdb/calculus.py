@@ -6,6 +6,7 @@ import numpy as np
 import scipy.integrate
 
 import ember
+from ember._host_values import host_values
 from tests.ops.opdb.core import (ALL, COMPLEX, FLOATS, INTS, LOW, ErrorInput, OpInfo, SampleInput,
                                  make)
 
@@ -201,7 +202,7 @@ def _renorm_ref(x, p, dim, maxnorm):
 
 def _rows(dtype, requires_grad, shape=(4, 3), scales=(1, 0.05, 1, 0.3), dim=0):
     """Slices along ``dim`` of clearly different norms, none near the bounds used below."""
-    x = np.asarray(make(shape, dtype, low=1, high=3).detach()).astype(np.float64)
+    x = host_values(make(shape, dtype, low=1, high=3).detach()).astype(np.float64)
     x = x * np.sign(np.random.default_rng(1).standard_normal(shape))
     x = x * np.asarray(scales).reshape([-1 if i == dim % len(shape) else 1
                                        for i in range(len(shape))])

@@ -42,7 +42,11 @@ def _tensordot_samples(dtype, rg):
                        ((2, 3, 4), (3, 2, 2), {"dims": ([1, 0], [0, 1])}),
                        ((2, 3, 4), (4, 2), {"dims": [[-1], [0]]}),
                        ((2, 3), (2, 3), {"dims": 2}), ((2, 0), (0, 3), {"dims": 1}),
-                       ((0, 3), (3, 2), {"dims": 1})), dtype, rg)
+                       ((0, 3), (3, 2), {"dims": 1}),
+                       # a contracted size-1 dim broadcasts against its partner
+                       ((2, 1, 4), (3, 5), {"dims": ([1], [0])}), ((2, 3), (1, 5), {"dims": 1}),
+                       ((2, 1, 3), (4, 3, 2), {"dims": ([1, 2], [0, 1])}),
+                       ((2, 1), (0, 3), {"dims": 1})), dtype, rg)
     yield SampleInput(_t((2, 3), dtype, rg), (_t((3, 2), dtype, rg),),
                       {"dims": ember.tensor([[1], [0]])}, name="dims_tensor")
     yield SampleInput(_t((2, 3), dtype, rg), (_t((3, 2), dtype, rg),),
@@ -52,7 +56,12 @@ def _tensordot_samples(dtype, rg):
 
 
 def _tensordot_ref(a, b, dims=2):
-    return np.tensordot(a, b, axes=dims)
+    if np.ndim(dims) == 0:
+        dims = (list(range(a.ndim - int(dims), a.ndim)), list(range(int(dims))))
+    full_a, full_b = list(a.shape), list(b.shape)
+    for da, db in zip(*dims):                   # size 1 against n: broadcast to n
+        full_a[da] = full_b[db] = a.shape[da] if b.shape[db] == 1 else b.shape[db]
+    return np.tensordot(np.broadcast_to(a, full_a), np.broadcast_to(b, full_b), axes=dims)
 
 
 def _tensordot_errors():

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 import ember
+from ember._host_values import host_values
 from tests.ops.opdb.core import FLOATS, INTS, LOW, ErrorInput, OpInfo, SampleInput, make
 from tests.ops.opdb.sorting import INF, NAN, ORDERED, distinct
 
@@ -45,7 +46,7 @@ def _ascending(shape, dtype, **kw):
 def _probes(shape, dtype, seq):
     """Values that hit every boundary exactly and fall between and outside them."""
     picks = np.random.default_rng(3).integers(0, seq.numel(), size=shape)
-    hits = np.asarray(seq.reshape(-1).detach())[picks]
+    hits = host_values(seq.reshape(-1).detach())[picks]
     return ember.from_numpy(hits).to(dtype)
 
 

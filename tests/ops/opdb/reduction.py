@@ -7,6 +7,7 @@ import numpy as np
 import scipy.special
 
 import ember
+from ember._host_values import host_values
 from tests.ops.opdb.core import (ALL, ALL_REAL, COMPLEX, FLOATS, INTS, LOW, ErrorInput, OpInfo,
                                  SampleInput, make)
 
@@ -97,7 +98,7 @@ def dims_errors(*, tuple_dims=True):
 
 def edited(t, edit, requires_grad=False):
     """A copy of ``t`` with ``edit(array)`` applied to its values (NaNs, zeros, ties)."""
-    arr = np.array(t.detach())
+    arr = host_values(t.detach()).copy()
     edit(arr)
     out = ember.from_numpy(arr)
     return out.requires_grad_() if requires_grad else out
