@@ -463,3 +463,18 @@ def test_norm_of_all_dims_of_a_3d_element():
     got = vmap(ember.norm)(x.reshape(2, 3, 4, 1).expand(2, 3, 4, 2) * ember.tensor([1.0, -1.0]))
     want = [round(ember.norm(x[i]).item() * 2 ** 0.5, 3) for i in range(2)]
     assert [round(v, 3) for v in got.tolist()] == want
+
+
+def test_class_index_losses_take_a_batched_target():
+    # their target range check read the batched target's values (vmap refused it)
+    z = ember.tensor([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]])
+    classes = ember.tensor([2, 1])
+    labels = ember.tensor([[2, 0, -1], [1, -1, 0]])
+    got = vmap(lambda a, y: F.multi_margin_loss(a, y, p=2))(z, classes)
+    looped = ember.stack([F.multi_margin_loss(z[i], classes[i], p=2) for i in range(2)])
+    assert ember.allclose(got, looped) and got.tolist()[1] > 0
+    got = vmap(F.multilabel_margin_loss)(z, labels)
+    looped = ember.stack([F.multilabel_margin_loss(z[i], labels[i]) for i in range(2)])
+    assert ember.allclose(got, looped) and got.tolist()[1] > 0
+    with pytest.raises(RuntimeError, match="target out of range"):
+        vmap(F.multi_margin_loss)(z, ember.tensor([2, 3]))

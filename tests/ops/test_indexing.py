@@ -169,6 +169,13 @@ def test_uint8_masks_warn():
     assert out.tolist() == [0.0, 2.0]
 
 
+def test_uint8_mask_warning_points_at_the_users_line():
+    x = _arange(3)
+    with pytest.warns(UserWarning, match="uint8 is now deprecated") as record:
+        x[ember.tensor([1, 0, 1], dtype=ember.uint8)] = 5.0
+    assert record[0].filename == __file__ and x.tolist() == [5.0, 1.0, 5.0]
+
+
 @pytest.mark.parametrize("key,name", [
     (1, "SelectBackward0"), ((1, 2), "SelectBackward0"), (slice(1, None), "SliceBackward0"),
     ((_,), "AliasBackward0"), (..., "AliasBackward0"), ((_, 1), "SelectBackward0"),

@@ -16,6 +16,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
+from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
 from ember.ops._registry import _mark_view, call, op
@@ -166,7 +167,7 @@ def advanced_indices(xp, x, indices, tensors_only=False, bounds=True):
 def _mask_coordinates(xp, x, mask, dim):
     if mask.dtype == np.uint8:
         warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
-                      "torch.bool instead.", UserWarning, stacklevel=6)
+                      "torch.bool instead.", UserWarning, stacklevel=outside_level())
         mask = mask.astype(np.bool_)
     if mask.ndim == 0:
         raise IndexError("a 0-dim mask can only be used directly in a subscript (x[True])")

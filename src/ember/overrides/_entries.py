@@ -28,7 +28,8 @@ def entry(kind, op, inputs, params, out=None):
         func = getattr(Tensor, op.method_name or op.short_name, op.function)
         return (func, *arguments(op, inputs, params, None, method=True))
     if kind == "inplace":
-        func = getattr(Tensor, (op.method_name or op.short_name) + "_")
+        name = op.method_name or op.short_name      # (copy_'s op is named with its "_")
+        func = getattr(Tensor, name if name.endswith("_") else name + "_")
         return (func, *arguments(op, inputs, params, None, method=True))
     if kind == "operator":
         return _operator(op, inputs)

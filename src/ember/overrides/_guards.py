@@ -89,6 +89,7 @@ def install_guards():
                 made[original, native] = _guard(
                     original, "ember." + namespace if namespace else "ember", native)
             owner[name] = made[original, native]
+    _install_method_guards()
     extra = sys.modules.get("ember.functional")      # torch.functional.einsum is torch.einsum
     if extra is not None:
         owner = vars(extra)
@@ -136,3 +137,33 @@ def _offer(public, original, native, args, kwargs):
         return original(*args, **kwargs)
     return _offer_in_turn(public, overloaded, tuple(type(v) for v in overloaded), args, kwargs,
                           native)
+
+
+# hand-written Tensor methods that take other tensors: a subclass as ``self`` is offered them by
+# _subclass_entries.py; one among the other arguments (``x.view_as(sub)``), by these guards
+GUARDED_METHODS = """expand_as type_as view_as reshape_as to equal allclose is_same_size
+    is_set_to __setitem__"""
+
+
+def _install_method_guards():
+    for name in GUARDED_METHODS.split():
+        original = vars(Tensor)[name]
+        if not getattr(original, "_ember_guarded", False):
+            setattr(Tensor, name, _method_guard(original))
+
+
+def _method_guard(original):
+    """``original`` (a Tensor method) behind a check of its arguments after ``self``."""
+    @functools.wraps(original)
+    def method(self, *args, **kwargs):
+        for a in args:
+            if type(a) not in _PLAIN and _may_override(a):
+                return _offer(method, original, True, (self, *args), kwargs)
+        if kwargs:
+            for a in kwargs.values():
+                if type(a) not in _PLAIN and _may_override(a):
+                    return _offer(method, original, True, (self, *args), kwargs)
+        return original(self, *args, **kwargs)
+    method._ember_guarded = True
+    HIDDEN.add(method.__code__)
+    return method

@@ -2,6 +2,7 @@
 
 import ember
 from ember.nn import functional as F
+from ember.nn.modules._functional_form import functional_form
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 
@@ -43,31 +44,31 @@ class _Plain(Module):
 class ReLU(_Inplace):
     """``max(0, x)`` elementwise."""
 
-    _fn = staticmethod(F.relu)
+    _fn = functional_form("relu")
 
 
 class SELU(_Inplace):
     """The self-normalizing ELU."""
 
-    _fn = staticmethod(F.selu)
+    _fn = functional_form("selu")
 
 
 class SiLU(_Inplace):
     """``x * sigmoid(x)``."""
 
-    _fn = staticmethod(F.silu)
+    _fn = functional_form("silu")
 
 
 class Mish(_Inplace):
     """``x * tanh(softplus(x))``."""
 
-    _fn = staticmethod(F.mish)
+    _fn = functional_form("mish")
 
 
 class Hardsigmoid(_Inplace):
     """``relu6(x + 3) / 6``."""
 
-    _fn = staticmethod(F.hardsigmoid)
+    _fn = functional_form("hardsigmoid")
 
     def extra_repr(self):
         return ""
@@ -76,7 +77,7 @@ class Hardsigmoid(_Inplace):
 class Hardswish(_Inplace):
     """``x * relu6(x + 3) / 6``."""
 
-    _fn = staticmethod(F.hardswish)
+    _fn = functional_form("hardswish")
 
     def extra_repr(self):
         return ""
@@ -85,31 +86,31 @@ class Hardswish(_Inplace):
 class Sigmoid(_Plain):
     """The logistic sigmoid."""
 
-    _fn = staticmethod(F.sigmoid)
+    _fn = functional_form("sigmoid")
 
 
 class Tanh(_Plain):
     """The hyperbolic tangent."""
 
-    _fn = staticmethod(F.tanh)
+    _fn = functional_form("tanh")
 
 
 class Softsign(_Plain):
     """``x / (1 + |x|)``."""
 
-    _fn = staticmethod(F.softsign)
+    _fn = functional_form("softsign")
 
 
 class Tanhshrink(_Plain):
     """``x - tanh(x)``."""
 
-    _fn = staticmethod(F.tanhshrink)
+    _fn = functional_form("tanhshrink")
 
 
 class LogSigmoid(_Plain):
     """``log(sigmoid(x))``."""
 
-    _fn = staticmethod(F.logsigmoid)
+    _fn = functional_form("logsigmoid")
 
 
 class Hardtanh(Module):
@@ -196,7 +197,7 @@ class RReLU(Module):
 class ELU(Module):
     """``x`` where positive, else ``alpha * (exp(x) - 1)``."""
 
-    _fn = staticmethod(F.elu)
+    _fn = functional_form("elu")
 
     def __init__(self, alpha=1.0, inplace=False):
         super().__init__()
@@ -213,7 +214,7 @@ class ELU(Module):
 class CELU(ELU):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
 
-    _fn = staticmethod(F.celu)
+    _fn = functional_form("celu")
 
 
 class GELU(Module):
@@ -248,7 +249,7 @@ class Softplus(Module):
 class Softshrink(Module):
     """``x`` moved ``lambd`` towards 0, 0 inside ``[-lambd, lambd]``."""
 
-    _fn = staticmethod(F.softshrink)
+    _fn = functional_form("softshrink")
 
     def __init__(self, lambd=0.5):
         super().__init__()
@@ -264,7 +265,7 @@ class Softshrink(Module):
 class Hardshrink(Softshrink):
     """0 inside ``[-lambd, lambd]``, else ``x``."""
 
-    _fn = staticmethod(F.hardshrink)
+    _fn = functional_form("hardshrink")
 
 
 class Threshold(Module):
@@ -301,7 +302,7 @@ class GLU(Module):
 class Softmax(Module):
     """``exp(x)`` normalized along ``dim``."""
 
-    _fn = staticmethod(F.softmax)
+    _fn = functional_form("softmax")
 
     def __init__(self, dim=None):
         super().__init__()
@@ -317,13 +318,13 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     """The logarithm of softmax along ``dim``."""
 
-    _fn = staticmethod(F.log_softmax)
+    _fn = functional_form("log_softmax")
 
 
 class Softmin(Softmax):
     """softmax of ``-x`` along ``dim``."""
 
-    _fn = staticmethod(F.softmin)
+    _fn = functional_form("softmin")
 
 
 class Softmax2d(Module):

@@ -1,6 +1,6 @@
 """Dropout layers: active in training mode, the identity in eval mode."""
 
-from ember.nn import functional as F
+from ember.nn.modules._functional_form import functional_form
 from ember.nn.modules.module import Module
 
 __all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
@@ -29,34 +29,34 @@ class _DropoutNd(Module):
 class Dropout(_DropoutNd):
     """Zeroes each element with probability ``p`` and scales the rest by ``1 / (1 - p)``."""
 
-    _fn = staticmethod(F.dropout)
+    _fn = functional_form("dropout")
 
 
 class Dropout1d(_DropoutNd):
     """Zeroes whole channels of (N, C, L) or (C, L) inputs."""
 
-    _fn = staticmethod(F.dropout1d)
+    _fn = functional_form("dropout1d")
 
 
 class Dropout2d(_DropoutNd):
     """Zeroes whole channels of (N, C, H, W) inputs."""
 
-    _fn = staticmethod(F.dropout2d)
+    _fn = functional_form("dropout2d")
 
 
 class Dropout3d(_DropoutNd):
     """Zeroes whole channels of (N, C, D, H, W) or (C, D, H, W) inputs."""
 
-    _fn = staticmethod(F.dropout3d)
+    _fn = functional_form("dropout3d")
 
 
 class AlphaDropout(_DropoutNd):
     """Dropout that keeps selu's zero mean and unit variance."""
 
-    _fn = staticmethod(F.alpha_dropout)
+    _fn = functional_form("alpha_dropout")
 
 
 class FeatureAlphaDropout(_DropoutNd):
     """Alpha dropout of whole channels."""
 
-    _fn = staticmethod(F.feature_alpha_dropout)
+    _fn = functional_form("feature_alpha_dropout")

@@ -1,6 +1,7 @@
 """Pooling layers: max, average, adaptive, power-average pooling and max unpooling."""
 
 from ember.nn import functional as F
+from ember.nn.modules._functional_form import functional_form
 from ember.nn.modules.module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
@@ -37,19 +38,19 @@ class _MaxPoolNd(Module):
 class MaxPool1d(_MaxPoolNd):
     """1-D max pooling over an input of shape (N, C, L) or (C, L)."""
 
-    _function = staticmethod(F.max_pool1d)
+    _function = functional_form("max_pool1d")
 
 
 class MaxPool2d(_MaxPoolNd):
     """2-D max pooling over an input of shape (N, C, H, W) or (C, H, W)."""
 
-    _function = staticmethod(F.max_pool2d)
+    _function = functional_form("max_pool2d")
 
 
 class MaxPool3d(_MaxPoolNd):
     """3-D max pooling over an input of shape (N, C, D, H, W) or (C, D, H, W)."""
 
-    _function = staticmethod(F.max_pool3d)
+    _function = functional_form("max_pool3d")
 
 
 class AvgPool1d(Module):
@@ -94,13 +95,13 @@ class _AvgPoolNd(Module):
 class AvgPool2d(_AvgPoolNd):
     """2-D average pooling over an input of shape (N, C, H, W) or (C, H, W)."""
 
-    _function = staticmethod(F.avg_pool2d)
+    _function = functional_form("avg_pool2d")
 
 
 class AvgPool3d(_AvgPoolNd):
     """3-D average pooling over an input of shape (N, C, D, H, W) or (C, D, H, W)."""
 
-    _function = staticmethod(F.avg_pool3d)
+    _function = functional_form("avg_pool3d")
 
 
 class _AdaptiveAvgPoolNd(Module):
@@ -118,19 +119,19 @@ class _AdaptiveAvgPoolNd(Module):
 class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
     """1-D average pooling to a fixed output length."""
 
-    _function = staticmethod(F.adaptive_avg_pool1d)
+    _function = functional_form("adaptive_avg_pool1d")
 
 
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """2-D average pooling to a fixed output size (None keeps that dim's input size)."""
 
-    _function = staticmethod(F.adaptive_avg_pool2d)
+    _function = functional_form("adaptive_avg_pool2d")
 
 
 class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     """3-D average pooling to a fixed output size (None keeps that dim's input size)."""
 
-    _function = staticmethod(F.adaptive_avg_pool3d)
+    _function = functional_form("adaptive_avg_pool3d")
 
 
 class _AdaptiveMaxPoolNd(Module):
@@ -149,19 +150,19 @@ class _AdaptiveMaxPoolNd(Module):
 class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     """1-D max pooling to a fixed output length."""
 
-    _function = staticmethod(F.adaptive_max_pool1d)
+    _function = functional_form("adaptive_max_pool1d")
 
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """2-D max pooling to a fixed output size (None keeps that dim's input size)."""
 
-    _function = staticmethod(F.adaptive_max_pool2d)
+    _function = functional_form("adaptive_max_pool2d")
 
 
 class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     """3-D max pooling to a fixed output size (None keeps that dim's input size)."""
 
-    _function = staticmethod(F.adaptive_max_pool3d)
+    _function = functional_form("adaptive_max_pool3d")
 
 
 class _LPPoolNd(Module):
@@ -184,19 +185,19 @@ class _LPPoolNd(Module):
 class LPPool1d(_LPPoolNd):
     """1-D power-average pooling: the p-norm of each window."""
 
-    _function = staticmethod(F.lp_pool1d)
+    _function = functional_form("lp_pool1d")
 
 
 class LPPool2d(_LPPoolNd):
     """2-D power-average pooling: the p-norm of each window."""
 
-    _function = staticmethod(F.lp_pool2d)
+    _function = functional_form("lp_pool2d")
 
 
 class LPPool3d(_LPPoolNd):
     """3-D power-average pooling: the p-norm of each window."""
 
-    _function = staticmethod(F.lp_pool3d)
+    _function = functional_form("lp_pool3d")
 
 
 class _MaxUnpoolNd(Module):
@@ -219,21 +220,21 @@ class MaxUnpool1d(_MaxUnpoolNd):
     """The partial inverse of MaxPool1d: maxima back at their indices, zeros elsewhere."""
 
     _nd = 1
-    _function = staticmethod(F.max_unpool1d)
+    _function = functional_form("max_unpool1d")
 
 
 class MaxUnpool2d(_MaxUnpoolNd):
     """The partial inverse of MaxPool2d: maxima back at their indices, zeros elsewhere."""
 
     _nd = 2
-    _function = staticmethod(F.max_unpool2d)
+    _function = functional_form("max_unpool2d")
 
 
 class MaxUnpool3d(_MaxUnpoolNd):
     """The partial inverse of MaxPool3d: maxima back at their indices, zeros elsewhere."""
 
     _nd = 3
-    _function = staticmethod(F.max_unpool3d)
+    _function = functional_form("max_unpool3d")
 
 
 class _FractionalMaxPoolNd(Module):
