@@ -212,3 +212,12 @@ def test_hash_tensor_xors_the_widened_bits():
     assert ember.hash_tensor(ember.ones(0, 3), 1).tolist() == []
     with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
         ember.hash_tensor(ember.ones(0, 3), 0)
+
+
+def test_correction_may_be_a_0_dim_tensor_as_in_pytorch():
+    x = ember.arange(5.0, requires_grad=True)
+    assert x.var(correction=ember.tensor(1.5)).item() == pytest.approx(10 / 3.5)
+    x.std(dim=0, correction=ember.tensor(1)).backward()
+    assert x.grad is not None
+    with pytest.raises(TypeError, match="'correction' must be Number, not Tensor"):
+        x.var(correction=ember.tensor([1]))

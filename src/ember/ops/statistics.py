@@ -13,6 +13,7 @@ from ember.ops._reduce import (constant, cpu_wide, expand_reduced, int_dim, redu
                                require_nonempty, route_to_indices, spread,
                                with_optional_dim)
 from ember.ops._registry import op
+from ember.ops._scalars import number_arg
 
 
 def _moments_policy(name):
@@ -43,6 +44,8 @@ def _dims_and_correction(dim, unbiased, correction, ndim, name="std"):
         raise TypeError(f"{name}(): pass either 'unbiased' or 'correction', not both")
     if correction is None:
         correction = 0 if unbiased is False else 1
+    elif type(correction) not in (int, float):
+        correction = number_arg(correction, name, "correction")   # a 0-dim tensor, say
     return reduction_dims(dim, ndim), correction
 
 
