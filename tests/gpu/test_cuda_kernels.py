@@ -545,7 +545,9 @@ def test_flash_attention_and_its_gradient(overrides, L, S, E, causal, dtype):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         out.float().pow(2).sum().backward()
         results.append((out, q.grad, k.grad, v.grad))
-    tol = dict(atol=2e-5, rtol=2e-5) if dtype is ember.float32 else LOW
+    # float32: blockwise sums in another order than the CPU's (one gradient entry of 0.1 in
+    # 65,536 differed by 2.4e-5 under NumPy 2.4's interpreter run)
+    tol = dict(atol=5e-5, rtol=2e-5) if dtype is ember.float32 else LOW
     for g, h in zip(results[1], results[0]):
         _same(g, h, **tol)
     assert results[1][0].grad_fn.name() == "ScaledDotProductAttentionBackward0"
