@@ -10,7 +10,7 @@ from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
 from ember._tensor import _NO_HOST_DLPACK, Size, Tensor, _make
-from ember._memory_format import laid_like, lay_out, memory_order, preserve_format
+from ember._memory_format import laid_like, lay_out, memory_order, preserve_format, row_major
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 from ember.backend.meta import MetaArray, meta_like
 from ember._sizes import _is_int, _size, _size_args
@@ -435,7 +435,8 @@ def in_format(t, memory_format, like=None):
     ``preserve_format``, the format of ``like`` when given: the ``*_like`` factories')."""
     if memory_format is None or memory_format is preserve_format:
         if like is not None:
-            t._data = laid_like(xp_of(t._data), t._data, like._data)
+            if not row_major(like._data):           # (the common case: as t was made)
+                t._data = laid_like(xp_of(t._data), t._data, like._data)
         return t
     order = memory_order(memory_format, t.ndim)
     if order is not None:

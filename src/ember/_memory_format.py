@@ -86,7 +86,34 @@ def preserved(xp, array, dtype=None):
     strides of size-1 dims included; else in ``preserving_order``."""
     if array.flags.c_contiguous and array.size and 1 not in array.shape:   # (the common case)
         return array.copy() if dtype is None else array.astype(dtype)
+    if array.size and 0 not in array.strides:
+        # NumPy's order-K copy of a dense array keeps its strides (scaled to the new itemsize)
+        # exactly, as PyTorch's copy does; anything else comes out dense and is laid again
+        if dtype is None:
+            out = array.copy(order="K")
+            if out.strides == array.strides:
+                return out
+        else:
+            out = array.astype(dtype, order="K")
+            scale = out.itemsize / array.itemsize
+            if out.strides == tuple(int(s * scale) for s in array.strides):
+                return out
     return laid_like(xp, array, array, dtype, copy=True)
+
+
+def row_major(array):
+    """Whether ``array`` is non-empty and row-major with the strides a fresh array of its
+    shape has, size-1 dims included: a ``preserve_format`` copy of it is a plain copy."""
+    if not array.flags.c_contiguous or not array.size:
+        return False
+    if 1 not in array.shape:
+        return True
+    expected = array.itemsize
+    for stride, size in zip(reversed(array.strides), reversed(array.shape)):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def laid_like(xp, array, like, dtype=None, copy=False):
