@@ -74,9 +74,14 @@ _PLAIN = frozenset((Tensor, int, float, bool, complex, str, type(None), _dtype_t
 def install_guards():
     """Replace each function of GUARDED, in every namespace that holds it, by its guard."""
     global _PLAIN
+    import ember
+    from ember._memory_format import memory_format
     from ember.nn.parameter import Parameter
     from ember.overrides._catalog import namespace_object
-    _PLAIN = _PLAIN | {Parameter}       # (its __torch_function__ is the disabled one)
+    # Parameter's __torch_function__ is the disabled one; the others have none, and a failed
+    # hasattr on every call would cost as much as the rest of the scan
+    _PLAIN = _PLAIN | {Parameter, ember.device, ember.Size, type(ember.strided), memory_format,
+                       slice, type(Ellipsis)}
     made = {}
     for namespace in ("nn.functional", ""):
         owner = vars(namespace_object(namespace))
