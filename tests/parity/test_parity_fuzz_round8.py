@@ -2,6 +2,9 @@
 edges, the layout of selection and scan results, and the errors of in-place broadcasting and
 of numbers in tensor-only positions."""
 
+import warnings
+
+import numpy as np
 import pytest
 
 import ember
@@ -151,3 +154,16 @@ def test_index_put_checks_index_count_before_dtypes():
     got, expected = _both(run)
     assert got == expected
     assert got[0] is IndexError
+
+
+@pytest.mark.parametrize("fn,correction,kw", [("var", 8, {}), ("var", 6, {}), ("std", 8, {}),
+                                              ("var", 8, {"dim": 1}), ("var", 3, {"dim": 1})])
+def test_moment_gradients_without_degrees_of_freedom(fn, correction, kw):
+    grads = []
+    for m in (ember, torch):
+        x = m.tensor([[1.0, -2, 3], [0.5, 4, -1]], dtype=m.float64, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            getattr(m, fn)(x, correction=correction, **kw).sum().backward()
+        grads.append(x.grad.tolist())
+    np.testing.assert_array_equal(np.array(grads[0]), np.array(grads[1]))

@@ -89,7 +89,10 @@ def _narrowed(a, x):
 def _var_grad(grad, x, dim, unbiased, keepdim, correction):
     dims, correction = _dims_and_correction(dim, unbiased, correction, x.ndim)
     dof = reduced_numel(x.shape, dims) - correction
-    scale = 2 / dof if dof != 0 else float("inf")     # (unclamped, as PyTorch's)
+    if dof <= 0 and (dim is None or x.ndim == 0):
+        # PyTorch's full reduction gives grad * inf everywhere; over dims, 2 / dof unclamped
+        return (grad * float("inf")).expand(x.shape)
+    scale = 2 / dof if dof != 0 else float("inf")
     grad = expand_reduced(grad, x.shape, dims, keepdim)
     return grad * scale * (x - x.mean(dims, keepdim=True))
 
