@@ -60,3 +60,18 @@ def test_resize_as_at_top_level():
     for lib in (ember, torch):
         a = lib.zeros(2)
         assert lib.resize_as_(a, lib.ones(2, 3)) is a and tuple(a.shape) == (2, 3)
+
+
+def test_unsafe_lengths_short_of_the_axis_reduce_the_leading_rows():
+    results = [m.segment_reduce(m.arange(4.0), "sum", lengths=m.tensor([1, 1]), unsafe=True)
+               for m in (ember, torch)]
+    assert results[0].tolist() == results[1].tolist() == [0.0, 1.0]
+
+
+def test_multi_margin_margin_is_a_number():
+    for m in (ember, torch):
+        x, y = m.zeros(3, 4), m.tensor([0, 1, 2])
+        with pytest.raises(TypeError, match="'margin' \\(position 4\\) must be Number"):
+            m.nn.functional.multi_margin_loss(x, y, margin=m.tensor(0.5, requires_grad=True))
+        with pytest.raises(RuntimeError, match="cannot be converted to type float"):
+            m.nn.functional.multi_margin_loss(x, y, margin=1j)

@@ -2,11 +2,13 @@
 multi_margin, multilabel_margin, multilabel_soft_margin and the triplet losses, composed
 from ember ops (multi_margin and multilabel_margin run kernels: loss_kernels.py)."""
 
+import numpy as np
+
 from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import xp_of
 from ember.ops._loss_common import reduce_loss, reduction_of
-from ember.ops._scalars import checked_scalar, float_arg
+from ember.ops._scalars import checked_scalar, float_arg, number_arg, real_number
 from ember.ops.binary_math import where
 from ember.ops.loss_kernels import _multi_margin_loss, _multilabel_margin_loss
 from ember.ops.loss_pointwise import softplus_of
@@ -108,9 +110,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError("only p == 1 and p == 2 supported")
     if weight is not None and weight.ndim != 1:
         raise ValueError("weight must be one-dimensional")
+    margin = real_number(number_arg(margin, "multi_margin_loss", "margin", 4), np.float32)
     _class_target(input, target, "multi_margin_loss")
-    x = input.reshape(-1, input.shape[-1] if input.ndim else 1)
-    c = x.shape[1]
+    c = input.shape[-1] if input.ndim else 1
     if weight is not None and weight.numel() != c:
         raise RuntimeError(f"inconsistent weight size, expected {c} but got "
                            f"{list(weight.shape)}")

@@ -37,6 +37,8 @@ def _reduce_rows(data, reduce, lengths, axis, unsafe, initial):
     if not unsafe and sum(sizes) != data.shape[axis]:
         raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum "
                            "to data.size(lengths.dim()-1) when !unsafe.")
+    if sum(sizes) != data.shape[axis]:            # unsafe: the rows past the lengths go
+        data = data.narrow(axis, 0, sum(sizes))
     pieces = ember.split(data, sizes, dim=axis) if sizes else []
     return ember.cat([_segment(p, reduce, axis, initial) for p in pieces], axis)
 

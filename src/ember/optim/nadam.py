@@ -1,8 +1,8 @@
 """NAdam: Adam with Nesterov momentum (``torch.optim.NAdam``)."""
 
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, scalar_state, slot,
-                                state_like, step_count, value)
+from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, scalar_state, slot,
+                                state_like, step_count)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -36,7 +36,7 @@ class NAdam(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr = value(group["lr"])
+            lr = lr_of(group)
             beta1, beta2 = group["betas"]
             psi = group["momentum_decay"]
             params, updates = [], []
