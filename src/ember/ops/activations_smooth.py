@@ -7,7 +7,7 @@ from ember.backend import special_of
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
 from ember.ops._scalars import number_arg, real_number
-from ember.ops.activations import act_op, const, float_kernel
+from ember.ops.activations import _number, act_op, const, float_kernel
 
 __all__ = ["elu", "selu", "celu", "gelu", "_gelu_backward", "silu", "mish", "softplus",
            "logsigmoid", "glu"]
@@ -43,7 +43,7 @@ def elu(xp, x, alpha):
     return _elu(xp, x, real_number(number_arg(alpha, "elu", "alpha", 2), x.dtype), 1, 1)
 
 
-elu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, _real(alpha), 1, 1))
+elu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, _number(alpha), 1, 1))
 
 
 @act_op("selu(input)", method=False, promote=_ELU)
@@ -65,14 +65,8 @@ def celu(xp, x, alpha):
     return _elu(xp, x, alpha, 1, 1 / alpha)
 
 
-def _real(value):
-    """A Number parameter the forward accepted, as the real Python number it computed with."""
-    value = number_arg(value, "", "")
-    return value.real if type(value) is complex else value
-
-
 def _celu_grad(grad, x, alpha):
-    alpha = _real(alpha)
+    alpha = _number(alpha)
     return _elu_grad(grad, x, alpha, 1, 1 / alpha)
 
 
@@ -232,7 +226,7 @@ def softplus(xp, x, beta, threshold):
 
 @softplus.derivative
 def _(grad, x, beta, threshold):
-    beta, threshold = _real(beta), _real(threshold)
+    beta, threshold = _number(beta), _number(threshold)
     from ember.ops.binary_math import where
     bx = x * beta
     return where(const(bx._data > threshold), grad, grad * bx.sigmoid())

@@ -19,6 +19,7 @@ from ember.autograd.graph import RemovableHandle
 from ember.autograd.grad_mode import enable_grad, set_grad_enabled
 from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere, loud_fp, quiet_fp
 from ember.optim._state import scalar_state
+from ember.optim._state import value as _get_value  # noqa: F401  (user optimizers import it)
 
 __all__ = ["Optimizer", "register_optimizer_step_post_hook",
            "register_optimizer_step_pre_hook", "required"]
@@ -318,11 +319,6 @@ def _use_grad_for_differentiable(step):
 
 
 # Helpers that optimizers written outside PyTorch import from torch.optim.optimizer.
-
-def _get_value(x):
-    """A step count or hyperparameter as a Python number (``item()`` of a tensor)."""
-    return x.item() if isinstance(x, Tensor) else x
-
 
 def _to_scalar(x):
     """A one-element tensor made 0-d; anything else as given."""
