@@ -95,6 +95,7 @@ DIVISIONS = {
     "uint8_0dim_true_div": lambda lib: lib.tensor(3, dtype=lib.uint8) / -3,
     "int8_true_div_wide": lambda lib: lib.true_divide(lib.tensor([3, -7], dtype=lib.int8), -300),
     "number_over_uint8": lambda lib: -3 / lib.tensor([3, 7], dtype=lib.uint8),
+    "int8_over_uint64_range": lambda lib: lib.tensor([100, -7], dtype=lib.int8) / (2 ** 64 - 1),
     "int8_floor_div_wraps": lambda lib: lib.div(lib.tensor([7, -7, 100], dtype=lib.int8), -300,
                                                 rounding_mode="floor"),
     "uint8_trunc_div_wraps": lambda lib: lib.div(lib.tensor([3, 200], dtype=lib.uint8), -3,

@@ -182,6 +182,8 @@ def _unwrapped_int(position, value, dtype):
     computes in floating point, where PyTorch does not wrap it (``uint8 / -3`` is -1/3)."""
     if -2 ** 63 <= value < 2 ** 63:
         return np.array(value)
+    if 2 ** 63 <= value < 2 ** 64:                  # (PyTorch's Scalar holds a uint64 too)
+        return np.array(value, np.uint64)
     return np.array(value).astype(dtype)
 
 
