@@ -79,6 +79,9 @@ CASES = [
     ("smooth_l1", lambda a: F.smooth_l1_loss(a, ember.zeros(4, dtype=ember.float64)), (3, 4)),
     ("soft_margin", lambda a: F.soft_margin_loss(a, ember.tensor([1.0, -1.0, 1.0, 1.0],
                                                                  dtype=ember.float64)), (3, 4)),
+    ("bce", lambda a: F.binary_cross_entropy(a.sigmoid(), ember.full((4,), 0.25,
+                                                                     dtype=ember.float64)),
+     (3, 4)),
     ("bce_logits", lambda a: F.binary_cross_entropy_with_logits(
         a, ember.full((2, 4), 0.25, dtype=ember.float64),
         pos_weight=ember.tensor([2.0, 1.0, 1.0, 3.0], dtype=ember.float64)), (3, 2, 4)),

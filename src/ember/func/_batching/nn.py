@@ -277,26 +277,16 @@ def _class_loss(op, args, flags, params, size):
     return _reduced(loss, size, reduction, den)
 
 
-@rule("nn.functional.binary_cross_entropy")
-def _bce(op, args, flags, params, size):
-    p = dict(zip(op.param_names, params))
-    if p["size_average"] is not None or p["reduce"] is not None:
-        return NotImplemented
-    tensors = [a if f else expand_unbatched(a, size) for a, f in zip(args[:2], flags[:2])]
-    aligned = align(tensors + [args[2]], [True, True, flags[2]], size)
-    reduction = p["reduction"]
-    loss = call(op, aligned, tuple("none" if n == "reduction" else v for n, v in p.items()))
-    return loss if reduction == "none" else _reduced(loss, size, reduction)
-
-
-@rule("_mse_loss", "_huber_loss", "_smooth_l1_loss", "_soft_margin_loss",
-      "_binary_cross_entropy_with_logits")
+@rule("nn.functional.binary_cross_entropy", "_mse_loss", "_huber_loss", "_smooth_l1_loss",
+      "_soft_margin_loss", "_binary_cross_entropy_with_logits")
 def _pointwise_loss(op, args, flags, params, size):
     """Losses summing elementwise terms: computed unreduced for the whole batch, then reduced
-    per batch element."""
+    per batch element (not with the legacy size_average/reduce arguments)."""
+    p = dict(zip(op.param_names, params))
+    if p.get("size_average") is not None or p.get("reduce") is not None:
+        return NotImplemented
     tensors = [a if f else expand_unbatched(a, size) for a, f in zip(args[:2], flags[:2])]
     aligned = align(tensors + list(args[2:]), [True, True] + list(flags[2:]), size)
-    p = dict(zip(op.param_names, params))
     loss = call(op, aligned, tuple("none" if n == "reduction" else v for n, v in p.items()))
     reduction = p["reduction"]
     return loss if reduction == "none" else _reduced(loss, size, reduction)
