@@ -41,7 +41,7 @@ __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
 def call_inplace(op, inputs, params):
     """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``)."""
-    from ember.ops._registry import _Override, _other_gpu, _prepare
+    from ember.ops._dispatch import _Override, _other_gpu, _prepare
     self = inputs[0]
     if not isinstance(self, Tensor):
         raise TypeError(f"{op.name}_(): expected a Tensor, got {type(self).__name__}")
@@ -258,7 +258,7 @@ def _check_single_view(t):
 
 
 def _record_inplace(op, self, old, flat, lengths, params, recipe):
-    from ember.ops._registry import _record
+    from ember.ops._recording import _record
     base_edge = history(self._view[0]) if self._view is not None else None
     node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self)
     self._output_nr = 0                 # it was output 1 of var_mean, say; now of this node

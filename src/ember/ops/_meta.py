@@ -48,7 +48,7 @@ def _elementwise():
 
 def meta_call(op, inputs, params, out=None):
     """``call(op, inputs, params, out)`` for operands on the meta device."""
-    from ember.ops._registry import _mark_view, _record
+    from ember.ops._recording import _mark_view, _record
     flat, lengths = _flatten(op, inputs)
     check_devices(flat)
     _refuse_value_shaped(op, flat, params)

@@ -19,7 +19,8 @@ from ember._tensor import Tensor, _make
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
-from ember.ops._registry import _mark_view, call, op
+from ember.ops._recording import _mark_view
+from ember.ops._registry import call, op
 from ember.ops._scalars import checked_scalar as checked_number
 
 # --- basic indexing: one view op per PyTorch grad_fn name -------------------------------------

@@ -1,0 +1,226 @@
+"""The dispatcher every registered op's call goes through: operands checked and cast to the
+compute dtype, the forward run on backend arrays, the graph recorded, ``out=`` written."""
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.amp._state import STATE as _AMP
+from ember.amp._policy import Composite
+from ember.amp.autocast_mode import cast_operands
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.backend import (SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard, device_scalar,
+                           loud_fp, operands_gpu_elsewhere, quiet_fp)
+from ember.backend.meta import MetaArray
+from ember.ops._meta import MetaCall
+from ember.ops._op_errors import translate_error
+from ember.ops._out import write_out
+from ember.ops._promotion import compute_dtype
+from ember.ops._recording import _mark_view, _record
+from ember.overrides import is_plain as _plain_subclass
+
+__all__ = ["call", "RAW_OUTPUTS", "device_mismatch"]
+
+_NDARRAY = np.ndarray
+_SCALARS = {int: int, float: float, bool: bool, complex: complex}
+_WRAP_INT = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,
+                                   np.uint32, np.uint64)}
+
+
+class _Override(Exception):
+    """Raised inside preparation when an operand overrides ``__torch_function__``."""
+
+
+def call(op, inputs, params, out=None):
+    """Run ``op`` on ``inputs`` (tensors or numbers) with ``params``; record the graph."""
+    if op.seq_inputs:
+        flat, lengths = op.flatten_inputs(inputs)
+    else:
+        flat, lengths = inputs, None
+    if op.autocast is not None and _AMP.enabled:
+        flat = cast_operands(op.autocast, flat, params)
+        if type(flat) is Composite:     # PyTorch composes this call of other ops
+            return flat.run(inputs, params, out)
+    if SEVERAL_GPUS[0]:
+        elsewhere = _other_gpu(flat)
+        if elsewhere is not None:       # run where the operands are, as PyTorch does
+            with device_guard(elsewhere):
+                return call(op, inputs, params, out)
+    try:
+        xp, arrays, requires_grad, casts, _ = _prepare(op, flat)
+    except _Override:
+        from ember.overrides import handle_op
+        return handle_op(op, inputs, params, out)
+    except MetaCall:
+        from ember.ops._meta import meta_call
+        return meta_call(op, inputs, params, out)
+    if lengths is not None:
+        arrays = op.structure(arrays, lengths)
+    token = None if op.view else quiet_fp()     # views compute nothing to warn of
+    try:
+        res = op.forward(xp, *arrays, *params)
+        if type(res) is _NDARRAY and casts is None:
+            outputs = _make(res)
+        elif type(res) is tuple:
+            outputs = tuple(_wrap(r, xp, casts) for r in res)
+        else:
+            outputs = _wrap(res, xp, casts)
+    except (ValueError, TypeError, IndexError, OverflowError) as e:
+        raise translate_error(op, e, arrays) from None
+    finally:
+        if token is not None:
+            loud_fp(token)
+    if op.view:
+        _mark_view(op, flat[0], params, outputs, requires_grad and not _GRAD.grad_enabled)
+    if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
+        _record(op, flat, lengths, params, outputs)
+    if out is not None:
+        if out is RAW_OUTPUTS:
+            return outputs
+        return write_out(op, out, outputs, requires_grad, flat)
+    if op.namedtuple is not None:
+        return op.namedtuple(*outputs)
+    return outputs
+
+
+RAW_OUTPUTS = object()      # call(..., out=RAW_OUTPUTS): every output, before ``namedtuple``
+
+
+def _wrap(res, xp, casts):
+    if type(res) not in XP_BY_ARRAY_TYPE:       # a scalar (a forward may return another
+        res = xp.asarray(res)                   # backend's array: _to_copy moves devices)
+    if casts is not None and res.dtype == casts[1]:
+        res = res.astype(casts[0])
+    return _make(res)
+
+
+def _prepare(op, flat):
+    """Check operands and cast them to the op's compute dtype.
+
+    Returns (xp, arrays, requires_grad, casts, compute): casts is None, or (compute dtype,
+    upcast dtype) when 16-bit floats are computed in float32 and must be rounded back;
+    compute is the compute dtype (None for ops without a dtype policy).
+    """
+    arrays = []
+    signature = []                      # see NOTE [Operand signatures] in _promotion.py
+    requires_grad = False
+    array_type = None
+    for x in flat:
+        t = type(x)
+        if t is Tensor:
+            a = x._data
+        elif t in _SCALARS:
+            if not op.scalars:
+                _reject_operand(op, flat, x)
+            arrays.append(x)
+            signature.append(t)
+            continue
+        elif x is None:
+            if len(arrays) not in op.optional_inputs or op.seq_inputs:
+                _reject_operand(op, flat, x)
+            arrays.append(None)
+            continue
+        elif isinstance(x, Tensor):
+            if not _plain_subclass(t):
+                raise _Override
+            a = x._data
+        else:
+            x = _as_scalar(op, flat, x)
+            arrays.append(x)
+            signature.append(type(x))
+            continue
+        if x._requires_grad or x._grad_fn is not None:
+            requires_grad = True
+        if type(a) is not array_type:
+            if array_type is None:
+                array_type = type(a)
+            else:
+                a, array_type = _join_devices(flat, arrays, a, array_type)
+        arrays.append(a)
+        signature.append(a.dtype if a.ndim else (a.dtype,))
+    if array_type is None:
+        raise TypeError(f"{op.name}(): expected at least one Tensor argument")
+    if array_type is MetaArray:
+        raise MetaCall
+    if op.promote is None:
+        return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, None, None
+    signature = tuple(signature)
+    hit = op.dtype_cache.get(signature)
+    if hit is None:
+        hit = op.dtype_cache[signature] = compute_dtype(op.promote, signature, op.name,
+                                                        op.upcast)
+    compute, casts, target = hit
+    if target is not None:
+        for i, a in enumerate(arrays):
+            ta = type(a)
+            if ta is array_type:
+                if a.dtype is not target:
+                    arrays[i] = a.astype(target)
+            elif ta is int and target in _WRAP_INT:
+                arrays[i] = _narrow_int(op, i, a, target)
+                if array_type is not _NDARRAY:
+                    arrays[i] = device_scalar(XP_BY_ARRAY_TYPE[array_type], arrays[i])
+    return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, casts, compute
+
+
+def _narrow_int(op, position, value, dtype):
+    """A Python int as a 0-d array of a narrow integer dtype: wrapped like a C cast, or
+    range-checked as PyTorch does for bounds and fill values (``checked_scalars``)."""
+    check = op.checked_scalars
+    if check is True:
+        from ember.ops._scalars import checked_scalar
+        return checked_scalar(np, value, dtype)
+    if check:
+        return check(position, value, dtype)
+    return np.array(value).astype(dtype)
+
+
+def _as_scalar(op, flat, x):
+    if isinstance(x, (np.bool_, np.integer, np.floating, np.complexfloating)) and op.scalars:
+        return x.item()
+    if hasattr(type(x), "__torch_function__"):
+        raise _Override
+    _reject_operand(op, flat, x)
+
+
+def _reject_operand(op, flat, x):
+    pos = next(i for i, y in enumerate(flat) if y is x)
+    name = op.input_names[min(pos, len(op.input_names) - 1)]
+    from ember._creation import _tp_name
+    raise TypeError(f"{op.name}(): argument '{name}' (position {pos + 1}) must be Tensor, "
+                    f"not {_tp_name(x)}")
+
+
+def _join_devices(flat, arrays, a, array_type):
+    """PyTorch lets CPU 0-dim tensors join an op on a GPU, as scalars: returns the operand
+    and the op's array type, moving such operands over (as kernel-filled scalars: an upload
+    would wait for the GPU); any other mix of devices raises."""
+    if type(a) is _NDARRAY and a.ndim == 0:
+        return device_scalar(XP_BY_ARRAY_TYPE[array_type], a), array_type
+    if array_type is _NDARRAY and all(x.ndim == 0 for x in arrays if type(x) is _NDARRAY):
+        xp = XP_BY_ARRAY_TYPE[type(a)]
+        for i, x in enumerate(arrays):
+            if type(x) is _NDARRAY:
+                arrays[i] = device_scalar(xp, x)
+        return a, type(a)
+    device_mismatch(flat)
+
+
+def _other_gpu(flat):
+    """The GPU of a call's tensors when it is not the current one (the call then reruns
+    there), else None; tensors on two GPUs raise PyTorch's error."""
+    return operands_gpu_elsewhere([x._data for x in flat if isinstance(x, Tensor)],
+                                  lambda: device_mismatch(flat))
+
+
+def device_mismatch(flat):
+    """Raise PyTorch's error for the tensors among ``flat`` lying on two devices."""
+    devices = []
+    for x in flat:
+        if isinstance(x, Tensor) and str(x.device) not in devices:
+            devices.append(str(x.device))
+    if "meta" in devices:
+        from ember.ops._meta import check_devices
+        check_devices(flat)             # PyTorch words a meta mismatch its own way
+    devices.sort(key=lambda d: d == "cpu")      # PyTorch names the GPU first: "cuda:0 and cpu"
+    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
+                       f"two devices, {devices[0]} and {devices[1]}!")

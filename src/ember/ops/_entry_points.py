@@ -1,0 +1,133 @@
+"""The public entry points of registered ops: ``ember.<name>``, ``Tensor.<name>`` and
+``Tensor.<name>_`` generated from the op's PyTorch signature, so that binding arguments is
+Python's own work."""
+
+import ast
+import textwrap
+
+from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
+                                    missing_arg, public_signature, stand_in_defaults)
+from ember.ops._dispatch import call
+
+__all__ = ["generate", "GENERATED", "ENTRY_KINDS", "method_varargs", "varargs"]
+
+
+def generate(op, kind):
+    """Build ``ember.<name>`` (kind "function"), ``Tensor.<name>`` ("method") or
+    ``Tensor.<name>_`` ("inplace") with the op's real signature."""
+    args = op._args
+    pos = [a.arg for a in args.args]
+    defaults = [None] * (len(pos) - len(args.defaults)) + list(args.defaults)
+    fname = op.short_name if kind == "function" else (op.method_name or op.short_name)
+    aliases = aliases_of(op, pos + [a.arg for a in args.kwonlyargs])
+    stand_ins = stand_in_defaults(aliases, pos, defaults)
+    parts = []
+    for name, default in zip(pos, defaults):
+        parts.append(name if default is None else f"{name}={ast.unparse(default)}")
+    if args.vararg:
+        parts.append(f"*{args.vararg.arg}")
+    elif args.kwonlyargs or (kind == "function" and op.supports_out):
+        parts.append("*")
+    for a, default in zip(args.kwonlyargs, args.kw_defaults):
+        parts.append(a.arg if default is None else f"{a.arg}={ast.unparse(default)}")
+    if kind == "function" and op.supports_out:
+        parts.append("out=None")
+    prologue = ""
+    if kind != "function":
+        parts[0] = "self"
+        if op.method_varargs:
+            # x.view(2, 3), x.view((2, 3)) and x.view(size=(2, 3)) all work
+            name = op.method_varargs
+            idx = next(i for i, p in enumerate(parts) if p.split("=")[0] == name)
+            default = parts[idx].partition("=")[2] or "_MISSING"
+            parts[idx:idx + 1] = ["*_args", f"{name}=_UNSET"]
+            if idx + 2 < len(parts) and parts[idx + 2] == "*":
+                del parts[idx + 2]
+            # x.view(2, 3), the common form, binds without a call
+            prologue = (f"    if {name} is _UNSET and _args and type(_args[0]) is int:\n"
+                        f"        {name} = _args\n"
+                        f"    else:\n"
+                        f"        {name} = _method_varargs(_args, {name}, {default}, "
+                        f"'{op.method_name or op.short_name}', '{name}')\n")
+    if aliases:
+        prologue = alias_prologue(aliases, parts, pos, defaults, stand_ins, fname) + prologue
+    if kind == "function" and op.out_prepare is not None:
+        prologue += _out_prologue(op)
+    if parts and parts[-1] == "*":
+        parts.pop()
+    inputs = ["self" if kind != "function" and n == pos[0] else n for n in op.input_names]
+    call_args = f"({', '.join(inputs)},), ({''.join(p + ', ' for p in op.param_names)})"
+    if kind == "inplace":
+        fname += "_"
+        body = f"    return _call_inplace(_op, {call_args})\n"
+    else:
+        out = "out" if kind == "function" and op.supports_out else "None"
+        body = f"    return _call(_op, {call_args}, {out})\n"
+    # _op is a closure cell; _call is a global of the kind's shared namespace (GENERATED)
+    src = (f"def _bind(_op):\n    def {fname}({', '.join(parts)}):\n"
+           f"{textwrap.indent(prologue + body, '    ')}    return {fname}\n")
+    namespace = _generated_globals(kind)
+    exec(compile(src, f"<ember op {op.name}>", "exec"), namespace)
+    fn = namespace.pop("_bind")(op)
+    fn.__doc__ = op.forward.__doc__
+    fn.__module__ = f"ember.{op.namespace}" if op.namespace and kind == "function" else "ember"
+    fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
+    fn._ember_op = op
+    if aliases:
+        fn.__signature__ = public_signature(fn, aliases)
+    ENTRY_KINDS[fn.__code__] = kind
+    return fn
+
+
+
+def _out_prologue(op):
+    """Code that lets ``out=`` set the op's input and ``dtype=`` before the call; it runs only
+    when ``out`` is given, so calls without it cost nothing more."""
+    x = op.input_names[0]
+    dtype = "dtype" if "dtype" in op.param_names else None
+    return (f"    if out is not None:\n"
+            f"        {x}, {dtype or '_'} = _op.out_prepare({x}, {dtype}, out)\n")
+
+
+GENERATED = {}      # kind -> the globals all generated functions of that kind share
+# the code of each public entry point into ``call`` -> its kind ("function", "method",
+# "inplace", "operator", "operator_inplace"): how an override learns which entry a call came
+# through (see NOTE [Entry points from frames] in ember/overrides/_entries.py)
+ENTRY_KINDS = {}
+
+
+def _generated_globals(kind):
+    """The namespace the generated functions of ``kind`` run in: ember.overrides swaps its
+    ``_call`` / ``_call_inplace`` while a torch function mode is active (none: no cost)."""
+    namespace = GENERATED.get(kind)
+    if namespace is None:
+        from ember.ops._inplace import call_inplace
+        namespace = GENERATED[kind] = {
+            "_call": call, "_call_inplace": call_inplace, "_method_varargs": method_varargs,
+            "_UNSET": _UNSET, "_MISSING": _MISSING, "_alias_arg": alias_arg,
+            "_missing_arg": missing_arg}
+    return namespace
+
+
+_UNSET = UNSET             # the keyword form was not used
+_MISSING = MISSING         # the parameter has no default
+
+
+def method_varargs(args, keyword, default, fname, name):
+    """The value of a method parameter given as varargs, as a sequence, or by keyword."""
+    if args:
+        if keyword is not _UNSET:
+            raise TypeError(f"{fname}() got multiple values for argument '{name}'")
+        return varargs(args)
+    if keyword is not _UNSET:
+        return keyword
+    if default is _MISSING:
+        raise TypeError(f"{fname}() missing 1 required positional argument: '{name}'")
+    return default
+
+
+def varargs(args):
+    """``x.view(2, 3)`` and ``x.view((2, 3))`` both mean shape (2, 3)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    return args

@@ -1,0 +1,196 @@
+"""Graph recording: the backward node of a registered op's call, and views' bookkeeping."""
+
+import numpy as np
+
+from ember._device import CPU
+from ember._inference import MADE as INFERENCE_MADE, check_saved
+from ember._tensor import Tensor
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.graph import InputMeta, history
+from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
+from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
+from ember.backend import device_of
+from ember.ops._op_errors import not_differentiable
+
+__all__ = ["rename_node"]
+
+_NDARRAY = np.ndarray
+
+
+def _record(op, flat, lengths, params, outputs):
+    """Attach a backward node for this call to the differentiable outputs."""
+    if op.refused_grads is not None:
+        _check_refused_grads(op, flat)
+    edges = []
+    in_meta = []            # per input: None, or (shape, NumPy dtype, ...) if it needs a gradient
+    if op.saves_inputs:
+        if INFERENCE_MADE[0]:
+            check_saved(flat)
+        saved = list(flat)
+        versions = []
+        for x in flat:
+            if isinstance(x, Tensor):
+                a = x._data
+                edges.append(_edge(x))
+                in_meta.append(None if edges[-1] is _NO_EDGE else (a.shape, a.dtype))
+                vc = x._vc
+                versions.append(vc.value if vc is not None else x._shared_version().value)
+            else:
+                edges.append(_NO_EDGE)
+                in_meta.append(None)
+                versions.append(None)
+        if op.input_readers is not None:
+            _skip_unread(op.input_readers, edges, versions, saved)
+    else:
+        saved = []
+        versions = None
+        for x in flat:
+            if isinstance(x, Tensor):
+                a = x._data
+                meta = _tuple_new(InputMeta, (a.shape, a.dtype, CPU if type(a) is _NDARRAY
+                                              else device_of(a)))
+                saved.append(meta)
+                edges.append(_edge(x))
+                in_meta.append(None if edges[-1] is _NO_EDGE else meta)
+            else:
+                saved.append(x)
+                edges.append(_NO_EDGE)
+                in_meta.append(None)
+    node_class = op.node_class
+    if op.node_names is not None:
+        node_class = op.node_class_for(flat, params, outputs)
+    if type(outputs) is tuple:
+        node = _record_outputs(node_class, op, edges, saved, lengths, versions, params,
+                               in_meta, outputs)
+    else:
+        saved_out = None
+        if op.needs_output:
+            vc = outputs._shared_version()
+            saved_out = ((outputs._data,), vc, vc.value)
+        node = node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
+        if outputs._data.dtype.kind in _DIFFERENTIABLE_KINDS:
+            outputs._grad_fn = node
+    if SAVED_HOOKS_ACTIVE[0]:
+        hooks = current_saved_hooks()
+        if hooks is not None:
+            node._pack_saved(hooks, outputs)
+    return node
+
+
+def _skip_unread(readers, edges, versions, saved):
+    """Keep only the metadata of inputs that no needed gradient reads, unversioned (see
+    ``Op.reads_inputs``): PyTorch does not save them. einsum's operands, a sequence its
+    derivative reads whole, stay saved, but unversioned."""
+    others = readers == ("others",)
+    if others:
+        readers = [[j for j in range(len(edges)) if j != i] for i in range(len(edges))]
+    for i, users in enumerate(readers):
+        if versions[i] is not None:
+            for j in users:
+                if edges[j] is not _NO_EDGE:
+                    break
+            else:
+                versions[i] = None
+                if not others:
+                    a = saved[i]._data
+                    saved[i] = _tuple_new(InputMeta, (a.shape, a.dtype, CPU if type(a) is
+                                                      _NDARRAY else device_of(a)))
+
+
+def _check_refused_grads(op, flat):
+    for index, argument, kernel in op.refused_grads:
+        x = flat[index]
+        if isinstance(x, Tensor) and x.requires_grad:
+            if callable(kernel):
+                kernel = kernel(flat)
+            if kernel is not None:
+                raise not_differentiable(kernel, argument)
+
+
+def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_meta,
+                    outputs):
+    saved_out = None
+    if op.needs_output:             # (arrays, counters, versions): None for outputs not kept
+        kept, n = op.saved_outputs, len(outputs)
+        counters = tuple(o._shared_version() if kept is None or i in kept or i - n in kept
+                         else None for i, o in enumerate(outputs))
+        saved_out = (tuple(None if vc is None else o._data
+                           for o, vc in zip(outputs, counters)),
+                     counters, tuple(None if vc is None else vc.value for vc in counters))
+    node = node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
+    node.n_outputs = len(outputs)
+    node._out_meta = tuple((o.shape, o.dtype, o.device) for o in outputs)
+    for nr, o in enumerate(outputs):
+        if o._data.dtype.kind in _DIFFERENTIABLE_KINDS:
+            o._grad_fn = node
+            o._output_nr = nr
+    return node
+
+
+_DIFFERENTIABLE_KINDS = "fcV"           # V: ml_dtypes' bfloat16 and float8
+_NO_EDGE = (None, 0)
+_tuple_new = tuple.__new__
+
+
+def _edge(x):
+    """The edge through which gradient reaches tensor ``x``, or _NO_EDGE."""
+    fn = x._grad_fn
+    if fn is not None and x._view is None:
+        return fn, x._output_nr
+    if x._requires_grad or fn is not None:
+        return history(x)
+    return _NO_EDGE
+
+
+def _mark_view(op, src, params, outputs, no_grad=False):
+    """Make outputs views of ``src``'s base: shared version, and a recipe to recreate them.
+
+    ``no_grad``: ``src`` requires grad but grad mode is off; such views may not be written to
+    in place with grad mode on (see ``_inplace.check_no_grad_view``)."""
+    if no_grad:     # such a view requires grad as a leaf whose gradients are dropped
+        mode = "inference mode" if _GRAD.inference else "no_grad mode"
+        for o in outputs if type(outputs) is tuple else (outputs,):
+            o._meta = dict(o._meta or (), no_grad_view=mode)
+            o._requires_grad = o._data.dtype.kind in _DIFFERENTIABLE_KINDS
+    vc = src._vc
+    if vc is None:
+        vc = src._shared_version()
+    view = src._view
+    base = src if view is None else view[0]
+    if type(outputs) is not tuple:
+        if op.view == "maybe" and not _shares_memory(outputs._data, src._data):
+            return
+        outputs._vc = vc
+        outputs._view = (base, src, op, params, base._grad_fn, None)
+        return
+    for i, o in enumerate(outputs):
+        if op.view == "maybe" and not _shares_memory(o._data, src._data):
+            continue
+        o._vc = vc
+        o._view = (base, src, op, params, base._grad_fn, i)
+
+
+def _shares_memory(out, src):
+    """Whether ``out`` views ``src``'s memory (NumPy records the owner as ``base``)."""
+    owner = out.base
+    if owner is None:
+        return False
+    if owner is src or owner is src.base:
+        return True
+    return bool(np.may_share_memory(out, src))
+
+
+def rename_node(t, name):
+    """``t``, its backward node renamed ``name``: a composite of ops standing for one of
+    PyTorch's kernels (``mse_loss``'s node is MseLossBackward0) shows that kernel's name."""
+    node = t._grad_fn
+    if node is not None:
+        key = (type(node), name)
+        cls = _RENAMED.get(key)
+        if cls is None:
+            cls = _RENAMED[key] = type(name, (type(node),), {"__slots__": ()})
+        node.__class__ = cls
+    return t
+
+
+_RENAMED = {}                   # (node class, name) -> the renamed subclass
