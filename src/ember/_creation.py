@@ -9,7 +9,8 @@ import numpy as np
 from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
-from ember._tensor import _NO_HOST_DLPACK, Size, Tensor, _make
+from ember._host_values import _NO_HOST_DLPACK
+from ember._tensor import Size, Tensor, _make
 from ember._memory_format import laid_like, lay_out, memory_order, preserve_format, row_major
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 from ember.backend.meta import MetaArray, meta_like

@@ -8,7 +8,8 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
-from ember._tensor import Tensor, _to_host, _warn_scalar_of_grad_tensor
+from ember._host_values import _to_host, _warn_scalar_of_grad_tensor
+from ember._tensor import Tensor
 from ember._warn import outside_level
 
 _SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}

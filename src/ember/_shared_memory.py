@@ -30,7 +30,7 @@ from multiprocessing.shared_memory import SharedMemory
 import numpy as np
 
 from ember._storage import extent
-from ember._tensor import _storage_root
+from ember._storage_place import _storage_root
 from ember.serialization._pickler import StorageArray
 
 __all__ = ["share", "is_shared", "segment_of"]

@@ -11,7 +11,9 @@ import operator
 import warnings
 
 from ember import _dtype
-from ember._tensor import _address, _make, _row_major_strides, _storage_root, _to_host
+from ember._host_values import _to_host
+from ember._storage_place import _address, _row_major_strides, _storage_root
+from ember._tensor import _make
 from ember.backend import xp_of
 
 __all__ = ["UntypedStorage", "TypedStorage", "untyped_storage", "typed_storage", "from_file"]

@@ -9,13 +9,14 @@ import numpy as np
 
 from ember import _dtype
 from ember import _inference
+from ember._host_values import (_NO_HOST_DLPACK, _PYTHON_VIA, _check_numpy_dtype, _real_part,
+                                _to_host, _to_python, _warn_scalar_of_grad_tensor)
 from ember._inference import ACTIVE as _INFERENCE_ACTIVE
 from ember._inference import mark as _mark_inference
 from ember._shape import Size, _shape
-from ember.backend import device_of, host_array
+from ember._storage_place import _address, _placement, _row_major_strides, _storage_root
+from ember.backend import device_of
 from ember.backend.meta import MetaArray
-
-_NO_HOST_DLPACK = (_dtype.bfloat16, _dtype.float8_e4m3fn, _dtype.float8_e5m2)
 
 __all__ = ["Tensor", "Size"]
 
@@ -675,57 +676,6 @@ def name_methods():
             value.__qualname__ = f"Tensor.{name}"
 
 
-def _real_part(value, c_type):
-    """A complex scalar's real part for ``float()``/``int()``; PyTorch refuses a nonzero
-    imaginary part."""
-    if isinstance(value, complex):
-        if value.imag != 0:
-            raise RuntimeError(f"value cannot be converted to type {c_type} without overflow")
-        return value.real
-    return value
-
-
-def _warn_scalar_of_grad_tensor():
-    """PyTorch's warning, once per process, for ``float(t)`` / ``complex(t)`` of a tensor
-    that requires grad while grad mode is on (``item()`` does not warn)."""
-    from ember.autograd.grad_mode import STATE
-    if STATE.grad_enabled and not _SCALAR_WARNED[0]:
-        _SCALAR_WARNED[0] = True
-        warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
-                      "unexpected behavior.\nConsider using tensor.detach() first.",
-                      UserWarning, stacklevel=3)
-
-
-_SCALAR_WARNED = [False]
-
-
-def _storage_root(t):
-    """The tensor whose memory ``t`` lies in: the base ``t`` views, the tensor it was detached
-    from (its root), or ``t`` itself."""
-    if t._view is not None:
-        t = t._view[0]
-    meta = t._meta
-    if meta is not None and "storage_root" in meta:
-        root = meta["storage_root"]()
-        if root is not None:
-            return root
-    return t
-
-
-def _placement(t):
-    """(root, byte offset, byte strides) of CPU tensor ``t``'s elements in the contiguous
-    memory of the tensor it shares it with; None when ``t`` is its own root or its memory
-    cannot be described so."""
-    root = _storage_root(t)
-    a, r = t._data, root._data
-    if root is t or type(a) is not np.ndarray or type(r) is not np.ndarray or not a.size \
-            or not r.flags.c_contiguous or any(s < 0 for s in a.strides):
-        return None
-    offset = _address(a) - _address(r)
-    end = offset + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) + a.itemsize
-    return (root, offset, a.strides) if 0 <= offset and end <= r.nbytes else None
-
-
 def _make(array, cls=Tensor, _inference=_INFERENCE_ACTIVE):
     """Wrap a backend array in a fresh tensor with no autograd history (an inference tensor
     in inference mode: see _inference.py)."""
@@ -757,44 +707,3 @@ def _wrap_dim(dim, ndim):
         raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], "
                          f"but got {dim})")
     return dim % max(ndim, 1)
-
-
-def _address(array):
-    if type(array) is np.ndarray:
-        return array.__array_interface__["data"][0]
-    if type(array) is MetaArray:
-        return 0
-    return array.data.ptr
-
-
-def _row_major_strides(shape):
-    """PyTorch's strides (in elements) for a contiguous tensor of ``shape``."""
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
-def _to_host(array):
-    return array if type(array) is np.ndarray else host_array(array)
-
-
-def _check_numpy_dtype(dtype):
-    """PyTorch's refusal of the dtypes NumPy has no type for (ember's code: ``host_values``)."""
-    if dtype in _NO_HOST_DLPACK:
-        raise TypeError(f"Got unsupported ScalarType {dtype._torch_name}")
-
-
-# bfloat16 and float8 have no Python conversion of their own
-_PYTHON_VIA = {d.np: np.dtype(np.float32) for d in _dtype.LOW_PRECISION}
-
-
-def _to_python(array0d):
-    if type(array0d) is MetaArray:
-        raise RuntimeError("Tensor.item() cannot be called on meta tensors")
-    arr = _to_host(array0d)
-    if arr.dtype in _PYTHON_VIA:
-        arr = arr.astype(np.float32)
-    return arr.item()
-

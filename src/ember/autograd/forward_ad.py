@@ -217,7 +217,7 @@ class _DualTensor(Tensor):
 
     def __reduce_ex__(self, protocol):      # saved and copied without the tangent, as PyTorch
         from ember._creation import _rebuild_tensor
-        from ember._tensor import _to_host
+        from ember._host_values import _to_host
         return (_rebuild_tensor, (Tensor, _to_host(self._data), self.requires_grad))
 
     def __deepcopy__(self, memo):

@@ -28,7 +28,8 @@ import numpy as np
 from ember import _dtype as D
 from ember._creation import empty_permuted
 from ember._inference import MADE as INFERENCE_MADE, check_inplace
-from ember._tensor import Tensor, _address, _make
+from ember._storage_place import _address
+from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of

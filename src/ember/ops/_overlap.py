@@ -7,7 +7,8 @@ elements in the same order. Layouts whose overlap is hard to decide (a stepped s
 pass, as in PyTorch.
 """
 
-from ember._tensor import Tensor, _address
+from ember._storage_place import _address
+from ember._tensor import Tensor
 
 __all__ = ["INTERNAL_OVERLAP", "PARTIAL_OVERLAP", "has_internal_overlap",
            "check_internal_overlap", "check_no_partial_overlap"]

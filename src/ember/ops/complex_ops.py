@@ -7,7 +7,7 @@ builds a ComplexHalf tensor (``complex`` and ``view_as_complex`` of float16) emb
 import numpy as np
 
 from ember import _dtype as D
-from ember._tensor import _address
+from ember._storage_place import _address
 from ember.ops._elementwise import unary
 from ember.ops._registry import op
 from ember.ops.binary_math import where

@@ -458,7 +458,7 @@ def _resize_storage(t, shape):
     of the memory it lies in when that holds enough elements, else new memory holding its
     elements from there on (ember cannot move the memory of the tensors sharing it)."""
     from ember._storage import UntypedStorage
-    from ember._tensor import _storage_root
+    from ember._storage_place import _storage_root
     count = math.prod(shape)
     flat = UntypedStorage._of(_storage_root(t))._flat(t._data.dtype)
     offset = t.storage_offset()
