@@ -1,6 +1,7 @@
 """Factories' argument checks and ``out=`` handling, with PyTorch's results and messages."""
 
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -42,6 +43,8 @@ def test_list_of_arrays_warning_blames_the_caller():
      "full(): argument 'fill_value' (position 2) must be Number, not Tensor"),
     (lambda: ember.full((2,), "a"), "full(): argument 'fill_value' (position 2) must be Number, "
                                     "not str"),
+    (lambda: ember.full((2,), Fraction(1, 2)),
+     "full(): argument 'fill_value' (position 2) must be Number, not Fraction"),
     (lambda: ember.tensor([1.0]).new_full(2, 1.0),
      "new_full(): argument 'size' (position 1) must be tuple of ints, not int"),
     (lambda: ember.scalar_tensor(ember.tensor([1.0])),

@@ -390,15 +390,10 @@ def _fill_dtype(value):
 
 
 def _number_arg(value, fn, name, position):
-    """``value`` checked as PyTorch's parser checks a Number: a tensor must be 0-dim and not
-    require grad."""
-    if isinstance(value, Tensor):
-        if value.dim() == 0 and not value.requires_grad:
-            return value
-    elif isinstance(value, (numbers.Number, np.generic)):
-        return value
-    raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be Number, not "
-                    f"{_tp_name(value)}")
+    """Check ``value`` as PyTorch's parser checks a Number (a tensor must be 0-dim and not
+    require grad)."""
+    from ember.ops._scalars import number_arg       # (ember.ops imports this module)
+    number_arg(value, fn, name, position)
 
 
 def _size_sequence(size, fn):

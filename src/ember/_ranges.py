@@ -19,11 +19,10 @@ __all__ = ["arange", "linspace", "logspace"]
 def _number(x, name, fn="arange", grad_ok=False):
     """A range bound as a Python number; a tensor bound must be 0-dim (and, but for
     linspace's and logspace's, not require grad), as in PyTorch."""
-    if isinstance(x, Tensor) and x.dim() == 0 and (grad_ok or not x.requires_grad):
-        return x.item()
-    if not isinstance(x, numbers.Number):
-        raise TypeError(f"{fn}(): argument '{name}' must be Number, not {type(x).__name__}")
-    return x
+    from ember.ops._scalars import number_arg       # (ember.ops imports this module)
+    if grad_ok and isinstance(x, Tensor):
+        x = x.detach()
+    return number_arg(x, fn, name)
 
 
 def _space_ends(name, start, end):

@@ -137,7 +137,7 @@ def bucketize(xp, x, boundaries, out_int32, right):
 
 # --- histc, histogram -------------------------------------------------------------------------
 
-def _number(v):
+def _printed(v):
     """A float as PyTorch's messages print it (C++ stream formatting)."""
     return f"{v:g}"
 
@@ -181,7 +181,7 @@ def histc(xp, x, bins, min, max):
     if left == right:
         left, right = left - 1, right + 1
     if not (math.isfinite(left) and math.isfinite(right)):
-        raise RuntimeError(f"torch.histc: range of [{_number(left)}, {_number(right)}] is not "
+        raise RuntimeError(f"torch.histc: range of [{_printed(left)}, {_printed(right)}] is not "
                            f"finite")
     if not left < right:
         raise RuntimeError("torch.histc: max must be larger than min")
@@ -227,11 +227,11 @@ def _ranges(points, range):
     for dim, (left, right) in enumerate(zip(range[::2], range[1::2])):
         left, right = float(left), float(right)
         if not (math.isfinite(left) and math.isfinite(right)):
-            raise RuntimeError(f"torch.histogramdd: dimension {dim}'s range [{_number(left)}, "
-                               f"{_number(right)}] is not finite")
+            raise RuntimeError(f"torch.histogramdd: dimension {dim}'s range [{_printed(left)}, "
+                               f"{_printed(right)}] is not finite")
         if left > right:
             raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min "
-                               f"{_number(left)} max {_number(right)} for dimension {dim}")
+                               f"{_printed(left)} max {_printed(right)} for dimension {dim}")
         out.append((left - 0.5, right + 0.5) if left == right else (left, right))
     return out
 
