@@ -3,7 +3,7 @@ form), and applying a reduction to elementwise losses."""
 
 import warnings
 
-from ember._warn import user_level
+from ember._warn import outside_level
 
 __all__ = ["legacy_reduction", "reduction_of", "reduce_loss", "REDUCTIONS", "REDUCTION_ENUM",
            "reduction_name", "warn_size_mismatch", "refuse_grad"]
@@ -25,7 +25,7 @@ def legacy_reduction(size_average, reduce, emit_warning=True):
     if emit_warning:
         warnings.warn(f"size_average and reduce args will be deprecated, please use "
                       f"reduction='{reduction}' instead.", UserWarning,
-                      stacklevel=user_level(4))
+                      stacklevel=outside_level())
     return reduction
 
 
@@ -64,7 +64,7 @@ def warn_size_mismatch(input, target):
         warnings.warn(f"Using a target size ({_size(target)}) that is different to the input "
                       f"size ({_size(input)}). This will likely lead to incorrect results due "
                       f"to broadcasting. Please ensure they have the same size.", UserWarning,
-                      stacklevel=user_level(3))
+                      stacklevel=outside_level())
 
 
 def _size(t):
