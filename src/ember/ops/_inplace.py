@@ -36,6 +36,7 @@ from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
 from ember.ops._meta import MetaCall
 from ember.ops._op_errors import OpValueError, broadcast_message
 from ember.ops._overlap import INTERNAL_OVERLAP, check_no_partial_overlap
+from ember.ops._recording import in_multi_output_view
 
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
@@ -247,12 +248,13 @@ def _history_snapshot(t, copy_values):
 
 
 def _check_single_view(t):
-    if t._view is not None and t._view[5] is not None and not t._view[2].independent_views:
-        # PyTorch names the forward function: Split, SplitWithSizes, Unbind
+    if t._view is not None and in_multi_output_view(t):
+        # PyTorch names the forward function: Split, SplitWithSizes, Unbind (or Select, View...
+        # for a view of their outputs, which it calls output 0)
         node = t._grad_fn.name() if t._grad_fn is not None else t._view[2].node_class.__name__
         name = node.rstrip("0123456789").removesuffix("Backward")
         raise RuntimeError(
-            f"Output {t._view[5]} of {name} is a view and is being "
+            f"Output {t._view[5] or 0} of {name} is a view and is being "
             f"modified inplace. This view is the output of a function that returns multiple "
             f"views. Such functions do not allow the output views to be modified inplace. You "
             f"should replace the inplace operation by an out-of-place one.")

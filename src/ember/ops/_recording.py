@@ -70,6 +70,8 @@ def _record(op, flat, lengths, params, outputs):
         node = node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
         if outputs._data.dtype.kind in _DIFFERENTIABLE_KINDS:
             outputs._grad_fn = node
+        elif op.integral_results_refused:
+            raise RuntimeError(f"Autograd not support dtype: {outputs.dtype._torch_name}")
     if SAVED_HOOKS_ACTIVE[0]:
         hooks = current_saved_hooks()
         if hooks is not None:
@@ -162,12 +164,24 @@ def _mark_view(op, src, params, outputs, no_grad=False):
             return
         outputs._vc = vc
         outputs._view = (base, src, op, params, base._grad_fn, None)
+        if view is not None and in_multi_output_view(src):
+            outputs._meta = dict(outputs._meta or (), multi_output_view=True)
         return
     for i, o in enumerate(outputs):
         if op.view == "maybe" and not _shares_memory(o._data, src._data):
             continue
         o._vc = vc
         o._view = (base, src, op, params, base._grad_fn, i)
+
+
+def in_multi_output_view(t):
+    """Whether view ``t`` is an output of an op returning several views (split, unbind), or a
+    view of one: PyTorch refuses to modify those in place under autograd."""
+    view = t._view
+    if view[5] is not None and not view[2].independent_views:
+        return True
+    meta = t._meta
+    return meta is not None and "multi_output_view" in meta
 
 
 def _shares_memory(out, src):

@@ -92,6 +92,7 @@ class Op:
         self.saved_outputs = None       # indices of the outputs the derivative reads; None: all
         self.needs_mask = False
         self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
+        self.integral_results_refused = False   # see refuse_integral_results
         self.input_readers = None       # per input, the inputs whose gradients read it
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
@@ -143,6 +144,12 @@ class Op:
         assert not self.seq_inputs
         entry = (self.input_names.index(argument), argument, kernel)
         self.refused_grads = (self.refused_grads or ()) + (entry,)
+
+    def refuse_integral_results(self):
+        """Refuse a recorded call whose result is not differentiable (``dtype=`` made it
+        integral: ``x.sum(dtype=ember.int64)`` of a tensor that requires grad), with PyTorch's
+        error, rather than return a result the gradient silently stops at."""
+        self.integral_results_refused = True
 
     def reads_inputs(self, *readers):
         """Declare, per input, the inputs whose gradients read its values (``mul``: a's

@@ -57,6 +57,9 @@ def sum(xp, x, dim, keepdim, dtype):
     return narrow_to(wide(x).sum(axis=dims, keepdims=keepdim), x.dtype)
 
 
+sum.refuse_integral_results()
+
+
 @sum.derivative
 def _(grad, x, dim, keepdim, dtype):
     return expand_reduced(grad, x.shape, reduction_dims(dim, x.ndim), keepdim)
@@ -122,6 +125,9 @@ def nansum(xp, x, dim, keepdim, dtype):
     return out.astype(x.dtype if dtype is None else dtype.np, copy=False)
 
 
+nansum.refuse_integral_results()
+
+
 @nansum.derivative
 def _(grad, x, dim, keepdim, dtype):
     grad = expand_reduced(grad, x.shape, reduction_dims(dim, x.ndim), keepdim)
@@ -174,6 +180,9 @@ def prod(xp, x, dim, keepdim, dtype):
 
 
 prod.named_by(_over_dims("ProdBackward"))
+
+
+prod.refuse_integral_results()
 
 
 @prod.derivative

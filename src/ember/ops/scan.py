@@ -50,6 +50,9 @@ def cumsum(xp, x, dim, dtype):
 cumsum.inplace_variant(_accumulate_into("cumsum"))
 
 
+cumsum.refuse_integral_results()
+
+
 @cumsum.derivative
 def _(grad, x, dim, dtype):
     if x.ndim == 0:
@@ -64,6 +67,9 @@ def cumprod(xp, x, dim, dtype):
 
 
 cumprod.inplace_variant(_accumulate_into("cumprod"))
+
+
+cumprod.refuse_integral_results()
 
 
 @cumprod.derivative
