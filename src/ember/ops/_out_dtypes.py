@@ -13,6 +13,7 @@ to accept ``out`` whatever the cast.
 """
 
 from ember import _dtype as D
+from ember._tensor import Tensor
 
 # the C++ type names PyTorch's "Expected out tensor to have dtype ..." message prints
 _C_NAMES = {
@@ -50,8 +51,9 @@ MESSAGES = {
     **dict.fromkeys(
         ("hardshrink", "nn.functional.softshrink", "nn.functional.gelu",
          "nn.functional.softplus", "neg", "sign", "sgn", "frac", "floor", "ceil", "trunc",
-         "round", "conj_physical"),
+         "round", "conj_physical", "bitwise_not"),
         _FOUND),
+    "nan_to_num": "nan_to_num: dtype of out: {got} should be same as input: {want}",
     **dict.fromkeys(("vdot", "dot"), _RESULT_DTYPE),
     **dict.fromkeys(("index_select", "masked_select"), _SAME_SCALAR_TYPE),
     "tensordot": _TENSORDOT,
@@ -141,9 +143,23 @@ def _search_check(got, want, inputs):
                            f"out_int32 flag is {want is D.int32}")
 
 
+def _clamp_check(got, want, inputs):
+    # clamp with number bounds demands its result's dtype; with tensor bounds it casts
+    if got is not want and not any(isinstance(b, Tensor) for b in inputs[1:]):
+        raise RuntimeError(_FOUND.format(got=got._torch_name, want=want._torch_name))
+
+
+def _ldexp_check(got, want, inputs):
+    # (a floating result into an integral out; complex into real has the common wording)
+    if not (got.is_floating_point or got.is_complex):
+        raise RuntimeError(f"ldexp can't be cast to the desired output type {got._torch_name}")
+
+
 _CHECKS = {"all": _logical_check("all"), "any": _logical_check("any"),
            "logsumexp": _logsumexp_check, "abs": _abs_check,
-           "searchsorted": _search_check, "bucketize": _search_check}
+           "searchsorted": _search_check, "bucketize": _search_check,
+           **dict.fromkeys(("clamp", "clamp_min", "clamp_max"), _clamp_check),
+           "ldexp": _ldexp_check}
 
 
 def message(op, want, got):

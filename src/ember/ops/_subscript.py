@@ -224,12 +224,8 @@ def setitem(self, key, value):
 
 def _value_for(target, value, advanced):
     if isinstance(value, Tensor):
-        if value.dtype is not target.dtype:
-            if advanced:
-                raise RuntimeError(f"Index put requires the source and destination dtypes "
-                                   f"match, got {target.dtype._torch_name} for the destination "
-                                   f"and {value.dtype._torch_name} for the source.")
-            value = value.to(target.dtype)
+        if value.dtype is not target.dtype and not advanced:
+            value = value.to(target.dtype)      # (index_put checks or converts the others)
         if value.ndim == 0 and value.device != target.device:
             value = value.to(target.device)
         lead = 0

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import strided_if_empty
 from ember._tensor import Tensor, _make
 from ember._warn import outside_level
-from ember.backend import combine_at, device_scalar, indexing_checks_bounds
+from ember.backend import combine_at, device_scalar, indexing_checks_bounds, xp_of
 from ember.ops._along import check_range
 from ember.ops._recording import _mark_view
 from ember.ops._registry import call, op
@@ -38,6 +39,8 @@ def _explicit(key):
 
 def _basic_forward(xp, x, key):
     """``input[key]`` for a key of ints, slices (step > 0) and None: a view."""
+    if not x.size:
+        x = strided_if_empty(xp_of(x), x)   # PyTorch's strides for views of empty tensors
     out = x[_explicit(key)]
     return _new_dim_strides(xp, out, key, x) if None in key else out
 
@@ -183,7 +186,10 @@ def _mask_coordinates(xp, x, mask, dim):
     return xp.nonzero(mask)
 
 
-def _checked_bounds(xp, x, out):
+def _checked_bounds(xp, x, out, ranges=True):
+    """``out`` checked to broadcast and to index no dim of size 0, and (``ranges``) to be in
+    range, in PyTorch's words; the entries of an empty result are not checked."""
+    out = list(out)
     arrays = [(d, a) for d, a in enumerate(out) if a is not None]
     if not arrays:
         return tuple(out)
@@ -194,15 +200,17 @@ def _checked_bounds(xp, x, out):
         raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
                          "with shapes " + ", ".join(str(list(a.shape)) for _, a in arrays)
                          ) from None
-    empty = math.prod(shape) * math.prod(
+    count = math.prod(shape)
+    empty = count * math.prod(
         s for d, s in enumerate(x.shape) if d >= len(out) or out[d] is None) == 0
     for nr, (d, a) in enumerate(arrays):
         size = x.shape[d]
-        if empty and size:              # PyTorch only checks the elements it reads
-            out[d] = xp.clip(a, -size, size - 1)
-        elif not size and a.size:
+        if not size and count:          # (even when another dim empties the result)
             raise IndexError("index is out of bounds for dimension with size 0")
-        else:                           # (negative entries count from the end, as in NumPy)
+        if empty:                       # PyTorch only checks the elements it reads
+            if size:
+                out[d] = xp.clip(a, -size, size - 1)
+        elif ranges:                    # (negative entries count from the end, as in NumPy)
             check_range(a, -size, size, lambda bad, nr=nr, size=size: IndexError(
                 f"index {bad} is out of bounds for dimension {nr} with size {size}"))
     return tuple(out)
@@ -258,20 +266,52 @@ def _(grad, x, indices):
 # --- index_put --------------------------------------------------------------------------------
 
 def _put(xp, dst, values, indices, accumulate):
-    # PyTorch checks the indices' types and number, then the dtypes, then the bounds
-    idx = advanced_indices(xp, dst, indices, type(indices) is not SubscriptIndices, bounds=False)
+    # PyTorch checks the indices' types, number and shapes, the values' shape, then the
+    # dtypes, then the bounds
+    user_call = type(indices) is not SubscriptIndices
+    mask = None if accumulate or values.size != 1 else _sole_mask(dst, indices, user_call)
+    if mask is not None:                # PyTorch writes one value through masked_fill_, which
+        values = _fill_value(xp, dst, mask, values.reshape(()))     # converts its dtype
+    idx = advanced_indices(xp, dst, indices, user_call, bounds=False)
+    idx = _checked_bounds(xp, dst, idx, ranges=False)
+    region = index_shape(dst.shape, idx)
+    _check_values_shape(values, region, any(a is not None for a in idx), dst.dtype)
     if values.dtype != dst.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{D.FROM_NUMPY[dst.dtype]._torch_name} for the destination and "
                            f"{D.FROM_NUMPY[values.dtype]._torch_name} for the source.")
     idx = _checked_bounds(xp, dst, idx)
-    region = index_shape(dst.shape, idx)
-    _check_values_shape(values, region, any(a is not None for a in idx), dst.dtype)
     key = _numpy_key(idx)
     if accumulate:
         combine_at(xp, np.add, dst, key, values)
     else:
         dst[key] = values
+
+
+def _sole_mask(dst, indices, user_call):
+    """The mask of ``indices``, shaped to broadcast against ``dst``, when it is their only
+    index (the others None) and matches ``dst``'s dims; else None."""
+    if not isinstance(indices, (tuple, list)):
+        return None
+    mask, lead, dim = None, 0, 0
+    for entry in indices:
+        if entry is None:
+            dim += 1
+            continue
+        if user_call and not isinstance(entry, Tensor):
+            return None
+        arr = entry._data if isinstance(entry, Tensor) else entry
+        if mask is not None or type(arr) is not type(dst) or arr.ndim == 0 \
+                or arr.dtype not in _MASK_DTYPES or arr.shape != dst.shape[dim:dim + arr.ndim]:
+            return None
+        mask, lead = arr, dim
+        dim += arr.ndim
+    if mask is None:
+        return None
+    return mask.reshape((1,) * lead + mask.shape + (1,) * (dst.ndim - lead - mask.ndim))
+
+
+_MASK_DTYPES = (np.dtype(np.bool_), np.dtype(np.uint8))
 
 
 def _check_values_shape(values, region, advanced, dtype):

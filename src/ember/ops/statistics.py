@@ -73,10 +73,17 @@ def _two_pass(xp, x, dims, n, dof, keepdim):
     """(the sum of squared deviations over ``dims`` / ``dof``, the mean) in ``x``'s dtype."""
     mean = xp.true_divide(xp.sum(x, axis=dims, keepdims=True), n).astype(x.dtype, copy=False)
     dev = x - mean
-    squares = dev.real * dev.real + dev.imag * dev.imag if x.dtype.kind == "c" else dev * dev
-    var = xp.true_divide(xp.sum(squares, axis=dims, keepdims=keepdim),
-                         max(dof, 0)).astype(squares.dtype, copy=False)
+    if x.dtype.kind == "c":             # the real part's variance plus the imaginary part's, as
+        var = _sum_of_squares(xp, dev.real, dims, keepdim, dof)    # PyTorch's (without degrees
+        var += _sum_of_squares(xp, dev.imag, dims, keepdim, dof)   # of freedom, 0/0 is nan)
+    else:
+        var = _sum_of_squares(xp, dev, dims, keepdim, dof)
     return var, mean if keepdim else xp.squeeze(mean, axis=dims)
+
+
+def _sum_of_squares(xp, dev, dims, keepdim, dof):
+    return xp.true_divide(xp.sum(dev * dev, axis=dims, keepdims=keepdim),
+                          max(dof, 0)).astype(dev.dtype, copy=False)
 
 
 def _narrowed(a, x):
@@ -90,8 +97,10 @@ def _var_grad(grad, x, dim, unbiased, keepdim, correction):
     dims, correction = _dims_and_correction(dim, unbiased, correction, x.ndim)
     dof = reduced_numel(x.shape, dims) - correction
     if dof <= 0 and (dim is None or x.ndim == 0):
-        # PyTorch's full reduction gives grad * inf everywhere; over dims, 2 / dof unclamped
-        return (grad * float("inf")).expand(x.shape)
+        # PyTorch's full reduction gives grad * inf, or nan where x is the mean (inf * 0);
+        # over dims, 2 / dof unclamped
+        return grad * constant(lambda xp, a: xp.where(a == a.mean(), np.nan, np.inf).astype(
+            a.real.dtype, copy=False), x)
     scale = 2 / dof if dof != 0 else float("inf")
     grad = expand_reduced(grad, x.shape, dims, keepdim)
     return grad * scale * (x - x.mean(dims, keepdim=True))
