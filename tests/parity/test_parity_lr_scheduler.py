@@ -140,3 +140,42 @@ def test_resuming_with_last_epoch_matches_pytorch(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         np.testing.assert_allclose(run(ember), run(torch), rtol=1e-12, atol=1e-15)
+
+
+def test_sequential_lr_restarts_its_next_scheduler_uncounted_like_pytorch():
+    def counts(lib):
+        L = lib.optim.lr_scheduler
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.ones(1))], lr=0.1)
+        seq = L.SequentialLR(opt, [L.LinearLR(opt, 0.1, total_iters=3),
+                                   L.ExponentialLR(opt, gamma=0.9)], milestones=[3])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(6):
+                opt.step()
+                seq.step()
+        state = seq.state_dict()["_schedulers"]
+        return ([(s["_step_count"], s["last_epoch"]) for s in state], seq.get_last_lr(),
+                [str(w.message) for w in caught])
+    ours, theirs = counts(ember), counts(torch)
+    assert ours == theirs
+    assert ours[0][1] == (4, 3)     # the milestone's restart is not counted as a step
+
+
+@pytest.mark.parametrize("name", [
+    "StepLR", "CosineAnnealingLR", "SequentialLR", "ChainedScheduler"])
+def test_a_tensor_lr_stays_a_tensor_in_base_lrs_like_pytorch(name):
+    def run(lib):
+        opt = lib.optim.Adam([lib.nn.Parameter(lib.ones(1))], lr=lib.tensor(0.1))
+        sched = CONFIGS.get(name, (None, lambda L, o: L.StepLR(o, 2, gamma=0.5)))[1](
+            lib.optim.lr_scheduler, opt)
+        for _ in range(3):
+            opt.step()
+            sched.step()
+        held = getattr(sched, "_schedulers", [sched])[-1].base_lrs + sched.get_last_lr()
+        return [(type(v).__name__, float(v)) for v in held]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours, theirs = run(ember), run(torch)
+    assert [kind for kind, _ in ours] == ["Tensor", "Tensor"]
+    assert [kind for kind, _ in ours] == [kind for kind, _ in theirs]
+    np.testing.assert_allclose([v for _, v in ours], [v for _, v in theirs], rtol=1e-6)

@@ -1,6 +1,8 @@
 """Optimizers against PyTorch's: the same gradients give the same trajectories and the same
 state_dict layout. Skipped when PyTorch is not installed."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -172,3 +174,45 @@ def test_an_older_checkpoint_loads_like_pytorchs(name):
     assert opt.param_groups[0].keys() == fresh.param_groups[0].keys()
     assert all(opt.param_groups[0][k] == v for k, v in fresh.param_groups[0].items()
                if k != "params")
+
+
+def _failure(fn):
+    """(exception type name, message with the library's name and addresses masked)."""
+    with pytest.raises(Exception) as info:
+        fn()
+    message = re.sub(r" at 0x[0-9a-f]+", "", str(info.value)).replace("torch", "ember")
+    return type(info.value).__name__, message
+
+
+@pytest.mark.parametrize("name, options", [
+    ("SparseAdam", {"lr": 0.0}), ("SparseAdam", {"eps": 0.0}),
+    ("Adam", {"betas": (0.9,)}), ("NAdam", {"betas": (0.9,)}), ("RAdam", {"betas": (0.9,)}),
+    ("Adamax", {"betas": (0.9,)}),
+])
+def test_constructor_errors_match_pytorch(name, options):
+    def build(lib):
+        return lambda: getattr(lib.optim, name)([lib.nn.Parameter(lib.ones(2))], **options)
+    assert _failure(build(ember)) == _failure(build(torch))
+
+
+def test_step_pre_hook_with_a_bad_result_names_the_step_like_pytorch():
+    def run(lib):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.ones(2))], lr=0.1)
+        opt.register_step_pre_hook(lambda optimizer, args, kwargs: 5)
+        return opt.step
+    ours, theirs = _failure(run(ember)), _failure(run(torch))
+    assert ours == theirs
+    assert ours[1].startswith("<function SGD.step>")
+
+
+def test_hook_tables_carry_pytorchs_attribute_names():
+    tables = ["_optimizer_step_pre_hooks", "_optimizer_step_post_hooks",
+              "_optimizer_state_dict_pre_hooks", "_optimizer_state_dict_post_hooks",
+              "_optimizer_load_state_dict_pre_hooks", "_optimizer_load_state_dict_post_hooks"]
+
+    def sizes(lib):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.ones(1))], lr=0.1)
+        opt.register_step_pre_hook(lambda *args: None)
+        opt.register_load_state_dict_post_hook(lambda optimizer: None)
+        return [len(getattr(opt, name)) for name in tables]
+    assert sizes(ember) == sizes(torch) == [1, 0, 0, 0, 0, 1]

@@ -57,9 +57,11 @@ META_LR = {
     "SGD-maximize": ("SGD", {"weight_decay": 0.1, "maximize": True}),
     "Adam": ("Adam", {}),
     "AdamW": ("AdamW", {"weight_decay": 0.1}),
-    # one step: over several, NAdam's graph modifies a saved tensor in PyTorch too, and
-    # RAdam's in ember (not in PyTorch: left open)
-    "RAdam": ("RAdam", {"steps": 1}),
+    # seven steps: past the sixth RAdam's step is rectified
+    "RAdam": ("RAdam", {"steps": 7}),
+    "RAdam-decoupled": ("RAdam", {"steps": 7, "weight_decay": 0.1,
+                                  "decoupled_weight_decay": True}),
+    # one step: over several, NAdam's graph modifies a saved tensor in PyTorch too
     "NAdam": ("NAdam", {"steps": 1}),
 }
 
@@ -94,6 +96,45 @@ def test_unrolled_steps_gradient_matches_pytorch(case):
     # 1 / t * 0.1 there): agreement to about 1e-8 for the Adam family
     loose = name in ("Adam", "NAdam")
     np.testing.assert_allclose(ours, theirs, rtol=1e-7 if loose else 1e-10, atol=1e-12)
+
+
+def _unrolled_complex(lib, name, options, steps):
+    """Unrolled steps of a complex parameter (stepped as (re, im) pairs, as PyTorch's
+    view_as_real does), then the gradient of a loss weighing the two parts differently with
+    respect to the initial values."""
+    w0 = lib.tensor([1 + 2j, -0.5 + 0.3j, 0.7 - 1.1j], dtype=lib.complex128,
+                    requires_grad=True)
+    w = w0.clone()
+    opt = getattr(lib.optim, name)([w], differentiable=True, **options)
+    for _ in range(steps):
+        loss = (w * w.conj()).real.sum() + 0.3 * (w.real * w.imag).sum()
+        w.grad, = lib.autograd.grad(loss, w, create_graph=True)
+        opt.step()
+    outer = (w.real ** 2 + 3 * w.imag).sum()
+    outer.backward()
+    return [outer.item(), *lib.view_as_real(w0.grad).flatten().tolist(),
+            *lib.view_as_real(w.detach()).flatten().tolist()]
+
+
+COMPLEX = {
+    "Adam": ("Adam", {"lr": 0.01}),
+    "AdamW": ("AdamW", {"lr": 0.01}),
+    "Adagrad": ("Adagrad", {"lr": 0.1}),
+    "RMSprop": ("RMSprop", {"lr": 0.01}),
+    "NAdam": ("NAdam", {"lr": 0.01}),
+    "Adadelta": ("Adadelta", {"lr": 0.5}),
+    "RAdam": ("RAdam", {"lr": 0.01}),
+    "Adamax": ("Adamax", {"lr": 0.01}),     # one step: PyTorch's own fails on a second
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMPLEX))
+def test_complex_parameter_steps_as_real_pairs_like_pytorch(case):
+    name, options = COMPLEX[case]
+    steps = 1 if name == "Adamax" else 3
+    ours = _unrolled_complex(ember, name, options, steps)
+    theirs = _unrolled_complex(torch, name, options, steps)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-7, atol=1e-12)
 
 
 def test_adam_graph_step_keeps_pytorchs_float32_bias_correction():
@@ -193,3 +234,23 @@ def test_swa_multi_avg_fn_refuses_integer_tensors_as_pytorch():
         fn = lib.optim.swa_utils.get_swa_multi_avg_fn()
         return lambda: fn([lib.tensor([3])], [lib.tensor([5])], lib.tensor(1))
     assert _error(run(ember)) == _error(run(torch))
+
+
+def _meta_betas(lib, name):
+    """Three unrolled steps with learnable betas, then the outer loss's gradient with
+    respect to them (the bias corrections' powers of the step count among its paths)."""
+    betas = [lib.tensor(b, dtype=lib.float64, requires_grad=True) for b in (0.9, 0.99)]
+    w = lib.tensor([1.0, -2.0, 0.5], dtype=lib.float64, requires_grad=True).clone()
+    opt = getattr(lib.optim, name)([w], lr=0.1, betas=tuple(betas), differentiable=True)
+    for i in range(3):
+        loss = (lib.tanh(_inputs(lib, i) @ w) ** 2).sum() + w.sum()
+        w.grad, = lib.autograd.grad(loss, w, create_graph=True)
+        opt.step()
+    outer = lib.sin(w).sum()
+    return [outer.item(), *[g.item() for g in lib.autograd.grad(outer, betas)]]
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_learnable_betas_gradient_matches_pytorch(name):
+    np.testing.assert_allclose(_meta_betas(ember, name), _meta_betas(torch, name),
+                               rtol=1e-9, atol=1e-12)

@@ -3,7 +3,8 @@
 from ember._tensor import Tensor
 from ember.optim._state import value
 
-__all__ = ["check_lr", "check_tensor_lr", "check_nonnegative", "check_betas", "check_fused"]
+__all__ = ["check_lr", "check_tensor_lr", "check_nonnegative", "check_betas", "check_fused",
+           "check_positive"]
 
 
 def check_tensor_lr(lr):
@@ -17,6 +18,16 @@ def check_lr(lr):
     check_tensor_lr(lr)
     if not 0.0 <= value(lr):
         raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def check_positive(**options):
+    """Each option must be > 0 (SparseAdam's lr and eps: "Invalid epsilon value: 0.0"); a
+    tensor must hold one element."""
+    for name, v in options.items():
+        check_tensor_lr(v)
+        if not 0.0 < value(v):
+            label = {"eps": "epsilon value", "lr": "learning rate"}.get(name, f"{name} value")
+            raise ValueError(f"Invalid {label}: {v}")
 
 
 def check_fused(fused, foreach, differentiable):
@@ -37,6 +48,7 @@ def check_nonnegative(**options):
 
 def check_betas(betas):
     """Both betas must lie in [0, 1)."""
-    for i, b in enumerate(betas):
+    for i in (0, 1):
+        b = betas[i]
         if not 0.0 <= value(b) < 1.0:
             raise ValueError(f"Invalid beta parameter at index {i}: {b}")

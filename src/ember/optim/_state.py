@@ -9,9 +9,11 @@ import numpy as np
 from ember._dtype import float64, get_default_dtype
 from ember._tensor import Tensor, _make
 from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhere
+from ember.ops.complex_ops import view_as_real
 
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
-           "scalar_dtype", "apply_updates", "scale_", "lr_of", "slot", "root_plus"]
+           "scalar_dtype", "apply_updates", "scale_", "lr_of", "slot", "root_plus",
+           "real_view"]
 
 
 def scale_(x, factor):
@@ -53,7 +55,7 @@ def slot(state_tensor, group):
     """What an update works on for a state tensor: the tensor itself under
     ``differentiable=True`` (its in-place ops are recorded), else its (real) array."""
     if group.get("differentiable"):
-        return state_tensor
+        return real_view(state_tensor)
     return real(state_tensor._data)
 
 
@@ -62,6 +64,13 @@ def real(a):
     if a.dtype.kind != "c":
         return a
     return a.reshape(*a.shape, 1).view(a.real.dtype)
+
+
+def real_view(t):
+    """Tensor ``t`` itself, or for a complex tensor its ``view_as_real`` view: a
+    differentiable update works on (re, im) pairs as the array path does, its in-place ops
+    reaching ``t`` through the view."""
+    return view_as_real(t) if t.is_complex() else t
 
 
 def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False):
@@ -91,7 +100,7 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False):
         if sparse:
             g = g.to_dense()
         if graph:
-            yield p, p, -g if maximize else g
+            yield p, real_view(p), real_view(-g if maximize else g)
             continue
         with device_guard(gpu_elsewhere(p._data)):
             ga = real(g._data)

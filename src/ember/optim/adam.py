@@ -45,8 +45,10 @@ class Adam(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            hyper = dict(lr=lr_of(group), beta1=value(group["betas"][0]),
-                         beta2=value(group["betas"][1]), eps=group["eps"],
+            beta1, beta2 = group["betas"]
+            if not group["differentiable"]:     # tensor betas keep their graph only then
+                beta1, beta2 = value(beta1), value(beta2)
+            hyper = dict(lr=lr_of(group), beta1=beta1, beta2=beta2, eps=group["eps"],
                          weight_decay=group["weight_decay"],
                          decoupled=group["decoupled_weight_decay"], amsgrad=group["amsgrad"])
             params, updates = [], []
@@ -71,8 +73,8 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = state_like(p)
         vmax = slot(state["max_exp_avg_sq"], group) if amsgrad else None
         t = step_count(state)
-        if group["differentiable"]:     # the count as a tensor: see _update_graph
-            t = state["step"]
+        if group["differentiable"]:     # the count as a tensor (see _update_graph), copied:
+            t = state["step"].clone()   # beta ** t saves it, and later steps increment it
         return x, g, slot(state["exp_avg"], group), slot(state["exp_avg_sq"], group), vmax, t
 
 
@@ -160,7 +162,8 @@ def _check(lr, betas, eps, weight_decay):
         raise ValueError(f"Invalid learning rate: {lr}")
     if not 0.0 <= eps:
         raise ValueError(f"Invalid epsilon value: {eps}")
-    for i, b in enumerate(betas):
+    for i in (0, 1):
+        b = betas[i]
         if not 0.0 <= value(b) < 1.0:
             raise ValueError(f"Invalid beta parameter at index {i}: {b}")
     if not 0.0 <= weight_decay:

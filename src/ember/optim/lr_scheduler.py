@@ -80,7 +80,7 @@ class LRScheduler:
                         "when:\n1. You're trying to resume training from a checkpoint but "
                         "haven't properly loaded the optimizer state\n2. You're using "
                         "last_epoch >= 0 for a fresh training run (not recommended)")
-        self.base_lrs = [_value(group["initial_lr"]) for group in optimizer.param_groups]
+        self.base_lrs = [_copy(group["initial_lr"]) for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         _track_optimizer_steps(optimizer)
         self._initial_step()
@@ -120,13 +120,19 @@ class LRScheduler:
             elif not getattr(self.optimizer, "_opt_called", False):
                 warnings.warn(_ORDER_WARNING, UserWarning, stacklevel=2)
         self._step_count += 1
+        if epoch is not None:
+            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        """Advance one epoch (or jump to ``epoch``) and set the groups' lrs, uncounted:
+        SequentialLR restarts a scheduler at its milestone with ``_update_lr(0)``."""
         self._get_lr_called_within_step = True
         try:
             if epoch is None:
                 self.last_epoch += 1
                 values = self.get_lr()
             else:
-                warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
                 self.last_epoch = epoch
                 values = (self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr")
                           else self.get_lr())
@@ -142,6 +148,11 @@ class LRScheduler:
 
 class _LRScheduler(LRScheduler):
     """The old name of ``LRScheduler``, still subclassed by older code."""
+
+
+def _copy(lr):
+    """An lr as PyTorch keeps it in ``base_lrs``: a tensor cloned, a number as is."""
+    return lr.clone() if isinstance(lr, Tensor) else lr
 
 
 def _value(x):
@@ -573,9 +584,7 @@ class SequentialLR(LRScheduler):
         i = bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[i]
         if i > 0 and self._milestones[i - 1] == self.last_epoch:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                scheduler.step(0)
+            scheduler._update_lr(0)
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()

@@ -28,9 +28,10 @@ __all__ = ["Optimizer", "register_optimizer_step_post_hook",
 ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]] | Iterable[tuple[str, Tensor]]
 StateDict = dict[str, Any]
 
-_HOOK_TABLES = ("_step_pre_hooks", "_step_post_hooks", "_state_dict_pre_hooks",
-                "_state_dict_post_hooks", "_load_state_dict_pre_hooks",
-                "_load_state_dict_post_hooks")
+# PyTorch's attribute names (code outside torch.optim reads them)
+_HOOK_TABLES = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks",
+                "_optimizer_state_dict_pre_hooks", "_optimizer_state_dict_post_hooks",
+                "_optimizer_load_state_dict_pre_hooks", "_optimizer_load_state_dict_post_hooks")
 _GLOBAL_STEP_PRE_HOOKS = OrderedDict()
 _GLOBAL_STEP_POST_HOOKS = OrderedDict()
 
@@ -143,29 +144,29 @@ class Optimizer:
     def register_step_pre_hook(self, hook):
         """Call ``hook(optimizer, args, kwargs)`` before each step; it may return new
         ``(args, kwargs)``."""
-        return _add(self._step_pre_hooks, hook)
+        return _add(self._optimizer_step_pre_hooks, hook)
 
     def register_step_post_hook(self, hook):
         """Call ``hook(optimizer, args, kwargs)`` after each step."""
-        return _add(self._step_post_hooks, hook)
+        return _add(self._optimizer_step_post_hooks, hook)
 
     def register_state_dict_pre_hook(self, hook, prepend=False):
         """Call ``hook(optimizer)`` before ``state_dict`` builds its result."""
-        return _add(self._state_dict_pre_hooks, hook, prepend)
+        return _add(self._optimizer_state_dict_pre_hooks, hook, prepend)
 
     def register_state_dict_post_hook(self, hook, prepend=False):
         """Call ``hook(optimizer, state_dict)`` on ``state_dict``'s result; it may return a
         new one."""
-        return _add(self._state_dict_post_hooks, hook, prepend)
+        return _add(self._optimizer_state_dict_post_hooks, hook, prepend)
 
     def register_load_state_dict_pre_hook(self, hook, prepend=False):
         """Call ``hook(optimizer, state_dict)`` on a shallow copy of what ``load_state_dict``
         gets; it may return a new one to load."""
-        return _add(self._load_state_dict_pre_hooks, hook, prepend)
+        return _add(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
 
     def register_load_state_dict_post_hook(self, hook, prepend=False):
         """Call ``hook(optimizer)`` after ``load_state_dict``."""
-        return _add(self._load_state_dict_post_hooks, hook, prepend)
+        return _add(self._optimizer_load_state_dict_post_hooks, hook, prepend)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -177,7 +178,7 @@ class Optimizer:
     def state_dict(self):
         """``{'state': {id: {...}}, 'param_groups': [{..., 'params': [ids]}]}`` (PyTorch's
         layout: ids number the parameters in group order)."""
-        for hook in list(self._state_dict_pre_hooks.values()):
+        for hook in list(self._optimizer_state_dict_pre_hooks.values()):
             hook(self)
         ids = {}
         groups = []
@@ -189,7 +190,7 @@ class Optimizer:
             groups.append(packed)
         state = {ids[id(p)]: s for p, s in self.state.items() if id(p) in ids}
         state_dict = {"state": state, "param_groups": groups}
-        for hook in list(self._state_dict_post_hooks.values()):
+        for hook in list(self._optimizer_state_dict_post_hooks.values()):
             state_dict = _or(hook(self, state_dict), state_dict)
         return state_dict
 
@@ -200,7 +201,7 @@ class Optimizer:
         their parameter's dtype and device (others are cast to them; step counts are kept),
         so loading a checkpoint holds one copy of the state; the groups are copied."""
         state_dict = dict(state_dict)
-        for hook in list(self._load_state_dict_pre_hooks.values()):
+        for hook in list(self._optimizer_load_state_dict_pre_hooks.values()):
             state_dict = _or(hook(self, state_dict), state_dict)
         saved_groups = copy.deepcopy(state_dict["param_groups"])
         if len(saved_groups) != len(self.param_groups):
@@ -219,7 +220,7 @@ class Optimizer:
         self.param_groups = [_loaded_group(ours, theirs)
                              for ours, theirs in zip(self.param_groups, saved_groups)]
         self._upgrade()
-        for hook in list(self._load_state_dict_post_hooks.values()):
+        for hook in list(self._optimizer_load_state_dict_post_hooks.values()):
             hook(self)
 
     # Group options an older PyTorch's checkpoint may lack, and the state entries it kept
@@ -286,11 +287,12 @@ def _cast_state(param, key, value):
 def _with_hooks(step):
     def wrapped(*args, **kwargs):
         self = args[0]          # hooks see the step's arguments with the optimizer first
-        for hook in [*_GLOBAL_STEP_PRE_HOOKS.values(), *self._step_pre_hooks.values()]:
+        for hook in [*_GLOBAL_STEP_PRE_HOOKS.values(),
+                     *self._optimizer_step_pre_hooks.values()]:
             result = hook(self, args, kwargs)
             if result is not None:
                 if not (isinstance(result, tuple) and len(result) == 2):
-                    raise RuntimeError(f"{hook} must return None or a tuple of (new_args, "
+                    raise RuntimeError(f"{step} must return None or a tuple of (new_args, "
                                        f"new_kwargs), but got {result}.")
                 args, kwargs = result
         token = quiet_fp()      # PyTorch's updates give inf/nan silently (0/0 with eps=0)
@@ -299,7 +301,8 @@ def _with_hooks(step):
                 out = step(*args, **kwargs)
         finally:
             loud_fp(token)
-        for hook in [*_GLOBAL_STEP_POST_HOOKS.values(), *self._step_post_hooks.values()]:
+        for hook in [*_GLOBAL_STEP_POST_HOOKS.values(),
+                     *self._optimizer_step_post_hooks.values()]:
             hook(self, args, kwargs)
         return out
     wrapped.__name__ = step.__name__

@@ -2,6 +2,7 @@
 
 import math
 
+from ember._tensor import Tensor
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, root_plus, slot,
                                 state_like, step_count)
@@ -74,6 +75,8 @@ def _update(x, g, m, v, coef, rectified, *, lr, beta1, beta2, eps, weight_decay,
     average, divided by sqrt(v) + eps only when the step is ``rectified``."""
     g = moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
                 decoupled=decoupled)
+    if isinstance(m, Tensor):   # a tensor lr's product saves m, which the next step modifies
+        m = m.clone()
     if rectified:
         x -= coef * m / root_plus(v, eps)
     else:

@@ -1,7 +1,7 @@
 """SparseAdam: lazy Adam for sparse gradients (``torch.optim.SparseAdam``)."""
 
 import ember
-from ember.optim._checks import check_betas, check_lr, check_nonnegative
+from ember.optim._checks import check_betas, check_positive
 from ember.optim._state import grads_of, real, state_like, value
 from ember.optim.optimizer import Optimizer, closure_loss
 
@@ -30,8 +30,7 @@ class SparseAdam(Optimizer):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
-        check_lr(lr)
-        check_nonnegative(eps=eps)
+        check_positive(lr=lr, eps=eps)
         check_betas(betas)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize))
         _check_params(self.param_groups)
