@@ -49,6 +49,28 @@ def test_an_unknown_global_names_itself_and_add_safe_globals():
     assert "ember.serialization.add_safe_globals" in msg and "weights_only" in msg
 
 
+def test_an_allowable_global_gets_pytorchs_two_options_message():
+    buf = io.BytesIO()
+    ember.save({"s": slice(1, 2)}, buf)
+    buf.seek(0)
+    with pytest.raises(pickle.UnpicklingError) as info:
+        ember.load(buf)
+    msg = str(info.value)
+    assert msg.startswith("Weights only load failed. This file can still be loaded, to do so "
+                          "you have two options, ")
+    assert ("\tWeightsUnpickler error: Unsupported global: GLOBAL slice was not an allowed "
+            "global by default. Please use `ember.serialization.add_safe_globals([slice])`") in msg
+
+
+def test_a_blocked_global_gets_pytorchs_short_message(tmp_path):
+    data = checkpoint(pickled({"w": RunsCommand(tmp_path / "pwned")}))
+    with pytest.raises(pickle.UnpicklingError) as info:
+        ember.load(io.BytesIO(data))
+    msg = str(info.value)
+    assert msg.startswith("Weights only load failed. In PyTorch 2.6, ")
+    assert "trusted source.\n\n\nTrying to load unsupported GLOBAL" in msg
+
+
 def test_safe_globals_allow_a_class():
     data = checkpoint(pickled({"p": Point(3)}))
     with ember.serialization.safe_globals([Point]):

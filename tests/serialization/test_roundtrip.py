@@ -268,3 +268,39 @@ def test_an_explicit_pickle_module_makes_weights_only_default_to_false():
         ember.load(buf)
     buf.seek(0)
     assert ember.load(buf, pickle_module=pickle)["thing"] is Thing
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_a_storage_saved_by_itself_loads_as_a_typed_storage_sharing_memory(legacy):
+    x = ember.arange(4.0)
+    buf = io.BytesIO()
+    ember.save({"s": x.storage(), "t": x[1:]}, buf, _use_new_zipfile_serialization=not legacy)
+    buf.seek(0)
+    got = ember.load(buf)           # weights_only, as PyTorch loads storages
+    assert type(got["s"]) is ember.TypedStorage and got["s"].dtype == ember.float32
+    got["t"][0] = 50.0
+    assert list(got["s"]) == [0.0, 50.0, 2.0, 3.0]
+
+
+def test_an_untyped_storage_loads_as_uint8_elements():
+    buf = io.BytesIO()
+    ember.save([ember.tensor([1, 2], dtype=ember.int16).untyped_storage()], buf)
+    buf.seek(0)
+    (got,) = ember.load(buf)
+    assert got.dtype == ember.uint8 and list(got) == [1, 0, 2, 0]
+
+
+def test_a_storage_and_a_tensor_of_another_type_over_one_memory_are_refused():
+    x = ember.arange(3.0)
+    with pytest.raises(RuntimeError, match="view the same data as different types"):
+        ember.save({"s": x.untyped_storage(), "t": x}, io.BytesIO())
+
+
+def test_a_self_referencing_container_loads_with_weights_only_false():
+    loop = [ember.ones(1)]
+    loop.append(loop)
+    buf = io.BytesIO()
+    ember.save(loop, buf)
+    buf.seek(0)
+    got = ember.load(buf, weights_only=False)
+    assert got[1] is got and got[0].tolist() == [1.0]

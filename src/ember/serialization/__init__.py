@@ -23,7 +23,7 @@ from ember.serialization._options import (
     mmap_shared, set_default_mmap_options)
 from ember.serialization._pickler import Pickler, StorageArray, StorageTable
 from ember.serialization._rebuild import (
-    LoadedStorage, _torch_globals, allowed_globals, unsupported)
+    LoadedStorage, _torch_globals, allowed_globals, loose_storages_to_ember, unsupported)
 from ember.serialization._safe import (
     add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals, user_globals)
 from ember.serialization._unpickler import WeightsUnpickler
@@ -287,7 +287,8 @@ def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
         return loaded[key]
 
     pkl = io.BytesIO(archive.read("data.pkl").tobytes())
-    return _unpickler(persistent_load, weights_only, pickle_load_args)(pkl).load()
+    result = _unpickler(persistent_load, weights_only, pickle_load_args)(pkl).load()
+    return loose_storages_to_ember(result)
 
 
 def _check_pid(pid):

@@ -16,7 +16,8 @@ import numpy as np
 from ember._device import device
 from ember.serialization._names import StorageType
 from ember.serialization._pickler import Pickler, StorageArray, StorageTable
-from ember.serialization._rebuild import LoadedStorage
+from ember.serialization._rebuild import (LoadedStorage, bytes_read_later,
+                                          loose_storages_to_ember, run_pending)
 from ember.serialization._unpickler import WeightsUnpickler
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
@@ -120,7 +121,15 @@ def load(f, make_unpickler, map_location, restore, weights_only):
         part = root.bytes[view[1] * item:(view[1] + view[2]) * item]
         return LoadedStorage(part, root.dtype, root.device)
 
-    result = make_unpickler(persistent_load)(f).load()
+    with bytes_read_later() as pending:
+        result = loose_storages_to_ember(make_unpickler(persistent_load)(f).load())
+        _read_storages(f, roots, little)
+        run_pending(pending)
+    return result
+
+
+def _read_storages(f, roots, little):
+    """Fill the storages allocated while unpickling from the data that follows the pickle."""
     keys = _plain(f)
     if not isinstance(keys, list):
         raise pickle.UnpicklingError("invalid storage key list in checkpoint")
@@ -141,4 +150,3 @@ def load(f, make_unpickler, map_location, restore, weights_only):
             raise RuntimeError(f"ember.load: the file is truncated (storage {key})")
         if not little and item > 1:     # (an untyped storage's element type is unknown here)
             dest.view(storage.dtype.np).byteswap(inplace=True)
-    return result

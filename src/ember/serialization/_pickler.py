@@ -15,6 +15,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._api import layout
 from ember._device import device
+from ember._storage import _Storage as _EmberStorage
 from ember._tensor import Size, Tensor, _make, _to_host
 from ember.serialization import _names as N
 
@@ -89,6 +90,9 @@ class _StorageRef:
         self.storage = storage
 
 
+_TENSORS = object()         # StorageTable.locate's default: the storage has the tensor's dtype
+
+
 class StorageTable:
     """The storages of the tensors pickled so far, keyed by the buffer that owns them."""
 
@@ -101,10 +105,17 @@ class StorageTable:
         self.storages.append(s)
         return s
 
-    def locate(self, t):
-        """(storage, offset, size, stride) for tensor ``t``, all in elements."""
+    def storage_of(self, st):
+        """The saved storage of ember storage ``st``; an untyped one has no dtype."""
+        from ember._storage import TypedStorage
+        dtype = st._root.dtype if isinstance(st, TypedStorage) else None
+        return self.locate(st._root, dtype)[0]
+
+    def locate(self, t, dtype=_TENSORS):
+        """(storage, offset, size, stride) for tensor ``t``, all in elements; ``dtype`` is the
+        storage's (None: untyped), by default t's."""
         arr = _to_host(t._data)
-        dtype = t.dtype
+        dtype = t.dtype if dtype is _TENSORS else dtype
         item = arr.itemsize
         dev = t.device
         location = "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
@@ -144,7 +155,11 @@ class Pickler(pickle._Pickler):
         self.table = table
 
     def persistent_id(self, obj):
-        return obj.storage.pid() if type(obj) is _StorageRef else None
+        if type(obj) is _StorageRef:
+            return obj.storage.pid()
+        if isinstance(obj, _EmberStorage):       # a storage saved by itself, as PyTorch does
+            return self.table.storage_of(obj).pid()
+        return None
 
     def reducer_override(self, obj):
         if isinstance(obj, Tensor):

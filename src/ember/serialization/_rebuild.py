@@ -3,6 +3,8 @@ tensor rebuild functions (which check every size and stride against the storage)
 allow-list of globals ``weights_only`` loading accepts."""
 
 import codecs
+import contextlib
+import contextvars
 from collections import Counter, OrderedDict
 
 import numpy as np
@@ -85,17 +87,53 @@ def _tensor_from(storage, offset, size, stride, dtype, requires_grad):
     return t
 
 
+# The legacy format stores the bytes after the pickle: while it is unpickled, work that reads
+# them (a copy to a device, resolving a conjugate bit) is queued here and run once they are read.
+_PENDING = contextvars.ContextVar("ember_load_pending", default=None)
+
+
+@contextlib.contextmanager
+def bytes_read_later():
+    """Queue the rebuilds' reads of storage bytes; the caller runs the queue once read."""
+    token = _PENDING.set([])
+    try:
+        yield _PENDING.get()
+    finally:
+        _PENDING.reset(token)
+
+
+def run_pending(pending):
+    """Fill the tensors queued while the storage bytes were not read yet."""
+    from ember.autograd.grad_mode import no_grad
+    with no_grad():
+        for fill in pending:
+            fill()
+
+
+def _derived(source, make, dev):
+    """``make(source)`` (same shape and dtype, on ``dev``): now, or filled in once the bytes
+    ``source`` views are read."""
+    pending = _PENDING.get()
+    if pending is None:
+        return make(source)
+    from ember._creation import empty
+    out = empty(source.shape, dtype=source.dtype, device=dev)
+    pending.append(lambda: out.copy_(make(source)))
+    return out
+
+
 def _on_device(storage, dtype, t, size, stride, offset):
     """CPU tensor ``t`` as the same view of one device copy of its storage: the storage is
     moved once, so views loaded onto a GPU keep sharing memory, strides and offsets."""
     item = dtype.itemsize
     if t.numel() == 0 or storage.bytes.nbytes % item:
-        return t.to(storage.device)
+        return _derived(t, lambda src: src.to(storage.device), storage.device)
     key = (dtype, str(storage.device))
     root = storage.roots.get(key)
     if root is None:
         flat = np.ndarray((storage.bytes.nbytes // item,), dtype.np, buffer=storage.bytes)
-        root = storage.roots[key] = _make(flat).to(storage.device)
+        root = storage.roots[key] = _derived(_make(flat), lambda src: src.to(storage.device),
+                                             storage.device)
     return root.as_strided(size, stride, offset)
 
 
@@ -111,19 +149,82 @@ def _root_of(storage, dtype):
     return root
 
 
+def loose_storages_to_ember(obj, _seen=None):
+    """``obj`` with each storage saved by itself (``torch.save(t.untyped_storage())``) as the
+    ember ``TypedStorage`` PyTorch returns for it; containers are updated in place."""
+    if type(obj) is LoadedStorage:
+        return _typed_storage(obj)
+    if not isinstance(obj, (dict, list, tuple)):
+        return obj
+    seen = set() if _seen is None else _seen
+    if id(obj) in seen:                 # (weights_only=False files may hold cycles)
+        return obj
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if isinstance(value, _MAY_HOLD_STORAGES):
+                new = loose_storages_to_ember(value, seen)
+                if new is not value:
+                    obj[key] = new
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            if isinstance(value, _MAY_HOLD_STORAGES):
+                new = loose_storages_to_ember(value, seen)
+                if new is not value:
+                    obj[i] = new
+    elif type(obj) is tuple:
+        new = tuple(loose_storages_to_ember(v, seen) for v in obj)
+        if any(a is not b for a, b in zip(new, obj)):
+            return new
+    return obj
+
+
+_MAY_HOLD_STORAGES = (LoadedStorage, dict, list, tuple)
+
+
+def _typed_storage(loaded):
+    from ember._storage import TypedStorage
+    dtype = loaded.dtype or D.uint8        # an untyped storage loads as uint8 elements
+    if loaded.device.type == "cpu":
+        return TypedStorage._of(_root_of(loaded, dtype))
+    key = (dtype, str(loaded.device))      # the device root the tensors' views share
+    root = loaded.roots.get(key)
+    if root is None:
+        flat = np.ndarray((loaded.bytes.nbytes // dtype.itemsize,), dtype.np,
+                          buffer=loaded.bytes)
+        root = loaded.roots[key] = _derived(_make(flat), lambda src: src.to(loaded.device),
+                                            loaded.device)
+    return TypedStorage._of(root)
+
+
 def rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
                       backward_hooks=None, metadata=None):
     """A tensor over a typed storage (``torch._utils._rebuild_tensor_v2``)."""
     dtype = getattr(storage, "dtype", None)
     if dtype is None:
         raise RuntimeError("invalid checkpoint: an untyped storage without a tensor dtype")
-    return _tensor_from(storage, storage_offset, size, stride, dtype, requires_grad)
+    t = _tensor_from(storage, storage_offset, size, stride, dtype, False)
+    return _with_metadata(t, metadata, requires_grad)
 
 
 def rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks,
                       dtype, metadata=None):
     """A tensor over an untyped storage with its dtype (``torch._utils._rebuild_tensor_v3``)."""
-    return _tensor_from(storage, storage_offset, size, stride, dtype, requires_grad)
+    t = _tensor_from(storage, storage_offset, size, stride, dtype, False)
+    return _with_metadata(t, metadata, requires_grad)
+
+
+def _with_metadata(t, metadata, requires_grad):
+    """``t`` with PyTorch's saved conjugate and negative bits applied (ember has neither bit,
+    so those tensors become resolved copies), then marked as requiring grad if saved so."""
+    if isinstance(metadata, dict):
+        if metadata.get("conj"):
+            t = _derived(t, Tensor.conj_physical, t.device)
+        if metadata.get("neg"):
+            t = _derived(t, Tensor.neg, t.device)
+    if requires_grad:
+        t.requires_grad = bool(requires_grad)
+    return t
 
 
 def rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad=False):

@@ -17,10 +17,18 @@ from ember._tensor import Tensor
 
 UnpicklingError = pickle.UnpicklingError
 
-_PREFIX = (
-    "Weights only load failed. Re-running `ember.load` with `weights_only` set to `False` will "
-    "likely succeed, but it can result in arbitrary code execution. Do it only if you got the "
-    "file from a trusted source.\n")
+# PyTorch 2.13's wording: a global that add_safe_globals could allow gets the two-options form
+_RERUN = (
+    "In PyTorch 2.6, we changed the default value of the `weights_only` argument in "
+    "`torch.load` from `False` to `True`; `ember.load` has the same default. Re-running "
+    "`ember.load` with `weights_only` set to `False` will likely succeed, but it can result in "
+    "arbitrary code execution. Do it only if you got the file from a trusted source.")
+_PREFIX = f"Weights only load failed. {_RERUN}\n\n\n"
+_PREFIX_ALLOWABLE = (
+    "Weights only load failed. This file can still be loaded, to do so you have two options, "
+    "\x1b[1mdo those steps only if you trust the source of the checkpoint\x1b[0m. \n\t(1) "
+    f"{_RERUN}\n\t(2) Alternatively, to load with `weights_only=True` please check the "
+    "recommended steps in the following error message.\n\tWeightsUnpickler error: ")
 _SUFFIX = ("\n\nCheck the documentation of ember.load to learn more about types accepted by "
            "default with weights_only.")
 BLOCKED_MODULES = ("sys", "os", "posix", "nt", "subprocess", "builtins.eval", "shutil",
@@ -35,8 +43,8 @@ def _is_tensor_class(obj):
     return isinstance(obj, type) and issubclass(obj, Tensor)
 
 
-def _fail(message):
-    return UnpicklingError(_PREFIX + message + _SUFFIX)
+def _fail(message, allowable=False):
+    return UnpicklingError((_PREFIX_ALLOWABLE if allowable else _PREFIX) + message + _SUFFIX)
 
 
 def _rejected(module, name):
@@ -46,11 +54,13 @@ def _rejected(module, name):
     if blocked is not None:
         return _fail(f"Trying to load unsupported GLOBAL {full} whose module {module} is "
                      f"blocked.")
+    if module == "builtins":
+        full = name         # as Python spells it in add_safe_globals([slice])
     return _fail(
         f"Unsupported global: GLOBAL {full} was not an allowed global by default. Please use "
         f"`ember.serialization.add_safe_globals([{full}])` or the "
         f"`ember.serialization.safe_globals([{full}])` context manager to allowlist this "
-        f"global if you trust this class/function.")
+        f"global if you trust this class/function.", allowable=True)
 
 
 def _compat(module, name):

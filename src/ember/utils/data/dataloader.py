@@ -84,8 +84,8 @@ class DataLoader:
                 if value not in (default, False) or (name != "shuffle" and value is not None):
                     raise ValueError(f"DataLoader with IterableDataset: expected unspecified "
                                      f"{name} option, but got {name}={value}")
-        elif shuffle not in (None, False, True):
-            raise TypeError(f"DataLoader shuffle must be a bool, but got {shuffle}")
+        else:
+            shuffle = bool(shuffle)
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
@@ -119,6 +119,10 @@ class DataLoader:
                                      f"start method in {methods!r}, but got "
                                      f"multiprocessing_context={multiprocessing_context!r}")
                 multiprocessing_context = multiprocessing.get_context(multiprocessing_context)
+            elif not isinstance(multiprocessing_context, multiprocessing.context.BaseContext):
+                raise TypeError("multiprocessing_context option should be a valid context object "
+                                "or a string specifying the start method, but got "
+                                f"multiprocessing_context={multiprocessing_context}")
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -293,6 +297,7 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
             w.start()
             self._index_queues.append(index_queue)
             self._workers.append(w)
+        self._owner_pid = os.getpid()
         self._shutdown = False
         _live_iterators.add(self)
         self._start_epoch()
@@ -412,6 +417,8 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
             return
         self._shutdown = True
         _live_iterators.discard(self)
+        if os.getpid() != self._owner_pid:
+            return      # a forked copy: the workers, queues and files belong to the parent
         for q in self._index_queues:
             try:
                 q.put(None)
