@@ -262,6 +262,16 @@ def test_relaxed_one_hot_density_for_two_categories():
 
 # --- sampling ----------------------------------------------------------------------------------
 
+def test_relaxed_one_hot_passes_validate_args_to_its_base():
+    """As PyTorch: with validate_args=False the ExpRelaxedCategorical base does not check the
+    log of a value off the simplex either, so log_prob gives nan instead of raising."""
+    d = RelaxedOneHotCategorical(_t(0.5), _t([0.3, 0.7]), validate_args=False)
+    assert d.base_dist._validate_args is False
+    assert d.log_prob(_t([-1.0, 0.0])).isnan().item()
+    with pytest.raises(ValueError, match="ExpRelaxedCategorical"):
+        RelaxedOneHotCategorical(_t(0.5), _t([0.3, 0.7])).base_dist.log_prob(_t([-1.0, 0.0]).log())
+
+
 def test_sample_dtypes():
     assert Bernoulli(_t([0.3])).sample().dtype == ember.float64
     assert Binomial(3, _t([0.3])).sample().dtype == ember.float64

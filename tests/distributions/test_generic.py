@@ -181,3 +181,47 @@ def test_broadcast_all_rejects_other_objects():
                                          "torch.Tensor or objects implementing "
                                          "__torch_function__.$"):
         D.utils.broadcast_all(ember.tensor([1.0]), "a")
+
+
+def _leaf(values):
+    return ember.tensor(values, dtype=ember.float64, requires_grad=True)
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: D.RelaxedBernoulli(ember.tensor(0.5), probs=p),
+    lambda p: D.relaxed_bernoulli.LogitRelaxedBernoulli(ember.tensor(0.5), probs=p),
+])
+def test_each_rsample_has_its_own_graph(make):
+    """A training loop samples one distribution and backpropagates again and again; as in
+    PyTorch, a backward must not free what the next sample needs."""
+    probs = _leaf([0.3, 0.8])
+    d = make(probs)
+    grads = [ember.autograd.grad(d.rsample((4,)).sum(), probs)[0] for _ in range(2)]
+    assert all(_finite(g) and bool((g > 0).all()) for g in grads)
+
+
+def test_weibull_mode_after_a_backward_through_the_mean():
+    scale, concentration = _leaf([1.0, 2.0]), _leaf([3.0, 1.5])
+    d = D.Weibull(scale, concentration)
+    ember.autograd.grad(d.mean.sum(), concentration)
+    g_scale, g_concentration = ember.autograd.grad(d.mode.sum(), (scale, concentration))
+    k = concentration.detach()
+    assert ember.allclose(g_scale, ((k - 1) / k) ** (1 / k))
+    assert _finite(g_concentration)
+
+
+def test_uniform_mode_is_nan_and_part_of_the_graph():
+    high = _leaf([1.0, 2.0])
+    mode = D.Uniform(ember.zeros(2, dtype=ember.float64), high).mode
+    assert mode.requires_grad and bool(mode.isnan().all())
+
+
+def test_half_normal_promotes_the_value_and_half_cauchy_casts_it():
+    """As PyTorch: HalfNormal.log_prob promotes float32 parameters with a float64 value,
+    HalfCauchy.log_prob converts the value to the dtype of its scale."""
+    value = ember.tensor([0.5, 2.0], dtype=ember.float64)
+    half_normal = D.HalfNormal(ember.tensor([1.0, 2.0])).log_prob(value)
+    assert half_normal.dtype == ember.float64
+    expected = [math.log(2 / math.pi) / 2 - 0.125, math.log(2 / math.pi) / 2 - math.log(2) - 0.5]
+    assert ember.allclose(half_normal, ember.tensor(expected, dtype=ember.float64))
+    assert D.HalfCauchy(ember.tensor([1.0, 2.0])).log_prob(value).dtype == ember.float32

@@ -232,6 +232,51 @@ def test_attributes_and_errors():
         T.StackTransform([T.ExpTransform()], 3)(ember.ones(1))
 
 
+def test_cat_and_stack_errors_name_the_side_that_is_wrong():
+    cat = T.CatTransform([T.ExpTransform(), T.ExpTransform()], lengths=[1, 1])
+    with pytest.raises(AssertionError, match=r"^y.size\(0\) = 3 must equal length 2$"):
+        cat.inv(ember.ones(3))
+    with pytest.raises(AssertionError, match=r"^y.size\(0\) = 3 must equal length 2$"):
+        cat.log_abs_det_jacobian(ember.ones(2), ember.ones(3))
+    stack = T.StackTransform([T.ExpTransform(), T.ExpTransform()])
+    with pytest.raises(AssertionError, match=r"^y.size\(0\) = 3 must equal len\(transforms\) 2$"):
+        stack.inv(ember.ones(3))
+
+
+def test_cat_constraint_checks_only_the_given_lengths():
+    """As PyTorch, which narrows: entries past sum(lengths) are left out, and a value too
+    short for the lengths raises."""
+    cat = C.cat([C.positive, C.real], 0, [2, 2])
+    assert cat.check(_t([1.0, -1.0, -1.0, 2.0, -5.0])).tolist() == [True, False, True, True]
+    assert C.cat([C.positive, C.real], 0).check(_t([1.0, -1.0, 3.0])).tolist() == [True, True]
+    with pytest.raises(RuntimeError, match=r"start \(2\) \+ length \(2\) exceeds dimension"):
+        cat.check(_t([1.0, -1.0, -1.0]))
+
+
+def test_cat_and_stack_constraint_errors():
+    with pytest.raises(AssertionError, match=r"^lengths \(3\) must match cseq \(2\)$"):
+        C.cat([C.positive, C.real], 0, [1, 2, 3])
+    for make in (C.cat, C.stack):
+        with pytest.raises(AssertionError, match="^All elements of cseq must be Constraint"):
+            make([C.positive, 1], 0)
+        with pytest.raises(AssertionError, match="^dim -3 out of range for value with 1 dim"):
+            make([C.positive, C.real], -3).check(_t([1.0, 2.0]))
+
+
+def test_integer_interval_compares_the_bound_first():
+    """As PyTorch, a bound that does not broadcast is named as tensor a in the error."""
+    bounded = C.integer_interval(ember.tensor([0, 1]), ember.tensor([2, 3]))
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(2\) must match the size of "
+                                           r"tensor b \(3\)"):
+        bounded.check(_t([1.0, 2.0, 3.0]))
+
+
+def test_corr_cholesky_rejects_a_size_that_is_no_triangle():
+    with pytest.raises(ValueError, match="^The size of last dimension is 2 which cannot be "
+                                         "expressed as the lower triangular part of a square"):
+        T.CorrCholeskyTransform()(_t([0.3, 0.2]))
+
+
 def test_shapes():
     assert T.ReshapeTransform((6,), (2, 3)).forward_shape((4, 6)) == (4, 2, 3)
     with pytest.raises(ValueError, match=r"Shape mismatch: expected \(4, 3\)"):

@@ -9,11 +9,14 @@ import ember
 __all__ = []
 
 
-def log_prob(d, value):
-    """log density at ``value`` of ``d``, |X| for X = ``d.base_dist``."""
+def log_prob(d, value, cast_value=True):
+    """log density at ``value`` of ``d``, |X| for X = ``d.base_dist``; ``cast_value`` first
+    converts ``value`` to the dtype of the scale (as PyTorch's HalfCauchy, not its HalfNormal,
+    which promotes)."""
     if d._validate_args:
         d._validate_sample(value)
-    value = ember.as_tensor(value, dtype=d.scale.dtype, device=d.scale.device)
+    if cast_value or not isinstance(value, ember.Tensor):
+        value = ember.as_tensor(value, dtype=d.scale.dtype, device=d.scale.device)
     density = d.base_dist.log_prob(value) + math.log(2)
     return ember.where(value >= 0, density, -math.inf)
 

@@ -219,11 +219,11 @@ class CatTransform(Transform):
             return self
         return CatTransform(self.transforms, self.dim, self.lengths, cache_size)
 
-    def _pieces(self, x):
+    def _pieces(self, x, name="x"):
         """``x`` split along ``dim`` into the pieces of ``lengths``."""
         _check_dim(self.dim, x)
         if x.size(self.dim) != self.length:
-            raise AssertionError(f"x.size({self.dim}) = {x.size(self.dim)} must equal "
+            raise AssertionError(f"{name}.size({self.dim}) = {x.size(self.dim)} must equal "
                                  f"length {self.length}")
         return x.split(self.lengths, self.dim)
 
@@ -232,12 +232,12 @@ class CatTransform(Transform):
         return ember.cat([t(p) for t, p in zip(self.transforms, pieces)], dim=self.dim)
 
     def _inverse(self, y):
-        pieces = self._pieces(y)
+        pieces = self._pieces(y, "y")
         return ember.cat([t.inv(p) for t, p in zip(self.transforms, pieces)], dim=self.dim)
 
     def log_abs_det_jacobian(self, x, y):
         logdets = []
-        for t, xp, yp in zip(self.transforms, self._pieces(x), self._pieces(y)):
+        for t, xp, yp in zip(self.transforms, self._pieces(x), self._pieces(y, "y")):
             logdet = t.log_abs_det_jacobian(xp, yp)
             logdets.append(_sum_rightmost(logdet, self.event_dim - t.event_dim))
         dim = self.dim - x.dim() if self.dim >= 0 else self.dim
@@ -276,11 +276,11 @@ class StackTransform(Transform):
             return self
         return StackTransform(self.transforms, self.dim, cache_size)
 
-    def _slices(self, x):
+    def _slices(self, x, name="x"):
         """The slices of ``x`` along ``dim``, one per transform."""
         _check_dim(self.dim, x)
         if x.size(self.dim) != len(self.transforms):
-            raise AssertionError(f"x.size({self.dim}) = {x.size(self.dim)} must equal "
+            raise AssertionError(f"{name}.size({self.dim}) = {x.size(self.dim)} must equal "
                                  f"len(transforms) {len(self.transforms)}")
         return x.unbind(self.dim)
 
@@ -289,12 +289,12 @@ class StackTransform(Transform):
                            dim=self.dim)
 
     def _inverse(self, y):
-        return ember.stack([t.inv(s) for t, s in zip(self.transforms, self._slices(y))],
+        return ember.stack([t.inv(s) for t, s in zip(self.transforms, self._slices(y, "y"))],
                            dim=self.dim)
 
     def log_abs_det_jacobian(self, x, y):
         logdets = [t.log_abs_det_jacobian(xs, ys)
-                   for t, xs, ys in zip(self.transforms, self._slices(x), self._slices(y))]
+                   for t, xs, ys in zip(self.transforms, self._slices(x), self._slices(y, "y"))]
         return ember.stack(logdets, dim=self.dim)
 
     @property

@@ -193,7 +193,7 @@ class _IntegerInterval(_Bounded):
     is_discrete = True
 
     def check(self, value):
-        return (value % 1 == 0) & (value >= self.lower_bound) & (value <= self.upper_bound)
+        return (value % 1 == 0) & (self.lower_bound <= value) & (value <= self.upper_bound)
 
 
 class _IntegerLessThan(_UpperBounded):
@@ -320,17 +320,29 @@ class _PositiveDefinite(_Symmetric):
         return ember.linalg.cholesky_ex(value).info.eq(0)
 
 
+def _checked_cseq(cseq):
+    """``cseq`` as a list, after checking that every element is a Constraint."""
+    cseq = list(cseq)
+    if not all(isinstance(c, Constraint) for c in cseq):
+        raise AssertionError("All elements of cseq must be Constraint instances")
+    return cseq
+
+
+def _check_value_dim(dim, value):
+    """Raise unless ``dim`` indexes a dimension of ``value``."""
+    if not -value.dim() <= dim < value.dim():
+        raise AssertionError(f"dim {dim} out of range for value with {value.dim()} dimensions")
+
+
 class _Cat(Constraint):
     """Constraints applied to consecutive pieces of ``dim`` of sizes ``lengths``."""
 
     def __init__(self, cseq, dim=0, lengths=None):
-        self.cseq = list(cseq)
-        if not all(isinstance(c, Constraint) for c in self.cseq):
-            raise TypeError("cat expects a sequence of Constraint")
+        self.cseq = _checked_cseq(cseq)
         self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
         if len(self.lengths) != len(self.cseq):
-            raise ValueError(f"cat got {len(self.cseq)} constraints and "
-                             f"{len(self.lengths)} lengths")
+            raise AssertionError(f"lengths ({len(self.lengths)}) must match "
+                                 f"cseq ({len(self.cseq)})")
         self.dim = dim
 
     @property
@@ -342,19 +354,20 @@ class _Cat(Constraint):
         return max(c.event_dim for c in self.cseq)
 
     def check(self, value):
-        if not -value.dim() <= self.dim < value.dim():
-            raise IndexError(f"dim {self.dim} out of range for a {value.dim()}-d value")
-        pieces = value.split(self.lengths, self.dim)
-        return ember.cat([c.check(v) for c, v in zip(self.cseq, pieces)], self.dim)
+        _check_value_dim(self.dim, value)
+        checks, start = [], 0
+        for constraint, length in zip(self.cseq, self.lengths):
+            # narrow, as PyTorch: entries past sum(lengths) are not checked
+            checks.append(constraint.check(value.narrow(self.dim, start, length)))
+            start += length
+        return ember.cat(checks, self.dim)
 
 
 class _Stack(Constraint):
     """Constraints applied to the slices of ``dim``, one each."""
 
     def __init__(self, cseq, dim=0):
-        self.cseq = list(cseq)
-        if not all(isinstance(c, Constraint) for c in self.cseq):
-            raise TypeError("stack expects a sequence of Constraint")
+        self.cseq = _checked_cseq(cseq)
         self.dim = dim
 
     @property
@@ -367,8 +380,7 @@ class _Stack(Constraint):
         return event_dim + 1 if self.dim + event_dim < 0 else event_dim
 
     def check(self, value):
-        if not -value.dim() <= self.dim < value.dim():
-            raise IndexError(f"dim {self.dim} out of range for a {value.dim()}-d value")
+        _check_value_dim(self.dim, value)
         slices = value.unbind(self.dim)
         return ember.stack([c.check(v) for c, v in zip(self.cseq, slices)], self.dim)
 

@@ -44,7 +44,7 @@ class HalfNormal(TransformedDistribution):
         return self.scale.pow(2) * (1 - 2 / math.pi)
 
     def log_prob(self, value):
-        return _folded.log_prob(self, value)
+        return _folded.log_prob(self, value, cast_value=False)
 
     def cdf(self, value):
         return _folded.cdf(self, value)

@@ -55,7 +55,10 @@ class LogitRelaxedBernoulli(Distribution):
         shape = self._extended_shape(sample_shape)
         u = clamp_probs(ember.rand(shape, dtype=self._param.dtype, device=self._param.device))
         logistic = u.log() - (-u).log1p()
-        return (self.logits.expand(shape) + logistic) / self.temperature
+        # the logit of probs is taken afresh, as PyTorch does: reusing the cached logits would
+        # make a second backward through the samples of one distribution fail
+        probs = clamp_probs(self.probs.expand(shape))
+        return (probs.log() - (-probs).log1p() + logistic) / self.temperature
 
     def log_prob(self, value):
         if self._validate_args:

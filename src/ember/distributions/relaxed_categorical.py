@@ -85,7 +85,7 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     has_rsample = True
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        base = ExpRelaxedCategorical(temperature, probs, logits)
+        base = ExpRelaxedCategorical(temperature, probs, logits, validate_args=validate_args)
         super().__init__(base, ExpTransform(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

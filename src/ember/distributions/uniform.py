@@ -39,7 +39,7 @@ class Uniform(Distribution):
 
     @property
     def mode(self):
-        return ember.full_like(self.high, float("nan"))
+        return float("nan") * self.high        # a nan that, as PyTorch's, is part of the graph
 
     @property
     def stddev(self):

@@ -103,17 +103,23 @@ def _tril_count(n, diag):
     return sum(max(0, min(n, i + diag + 1)) for i in range(n))
 
 
+def _tril_side(length, diag):
+    """The smallest n whose n x n lower triangle from diagonal ``diag`` holds ``length``."""
+    n = 0
+    while _tril_count(n, diag) < length:
+        n += 1
+    return n
+
+
 def vec_to_tril_matrix(vec, diag=0):
     """The inverse of ``tril_matrix_to_vec``: square matrices with ``vec`` in their lower
     triangle from diagonal ``diag`` and zeros elsewhere."""
     length = vec.shape[-1]
-    n = 0
-    while _tril_count(n, diag) < length:
-        n += 1
+    n = _tril_side(length, diag)
     rows, cols = ember.tril_indices(n, n, offset=diag, device=vec.device)
     if rows.numel() != length:
-        raise ValueError("Incorrect number of elements for a triangular matrix: "
-                         f"{length} does not fit")
+        raise ValueError(f"The size of last dimension is {length} which cannot be expressed "
+                         "as the lower triangular part of a square D x D matrix.")
     mat = vec.new_zeros(vec.shape[:-1] + (n, n))
     mat[..., rows, cols] = vec
     return mat

@@ -47,8 +47,8 @@ class Weibull(TransformedDistribution):
     def mode(self):
         # lambda ((k - 1) / k) ** (1 / k), PyTorch's formula: meant for k >= 1 (for k < 1 the
         # mode is 0; the formula gives nan there, or a value where 1 / k is even)
-        k = self.concentration
-        return self.scale * ((k - 1) / k) ** self.concentration_reciprocal
+        k = self.concentration      # 1 / k afresh: a backward through it frees nothing shared
+        return self.scale * ((k - 1) / k) ** k.reciprocal()
 
     @property
     def variance(self):
