@@ -80,6 +80,13 @@ def test_bilinear_module_and_function():
     assert ember.bilinear is F.bilinear
 
 
+def test_bilinear_rejects_zero_in1_features():
+    with pytest.raises(ValueError, match=r"in1_features must be > 0, but got \(in1_features=0\)"):
+        nn.Bilinear(0, 2, 3)
+    m = nn.Bilinear(2, 0, 0)
+    assert tuple(m.weight.shape) == (0, 2, 0)
+
+
 def test_bilinear_gradients():
     args = [ember.randn(*s, dtype=ember.float64, requires_grad=True)
             for s in ((3, 2), (3, 2), (2, 2, 2), (2,))]

@@ -213,6 +213,30 @@ def test_local_response_norm():
         F.local_response_norm(ember.randn(2, 6), 2)
 
 
+def _cross_map_lrn_ref(x, size, alpha, beta, k):
+    half = (size - 1) // 2
+    sq = x * x
+    div = np.zeros_like(x)
+    for c in range(x.shape[1]):
+        div[:, c] = sq[:, max(0, c - half):c + half + 1].sum(1)
+        if c > half:    # PyTorch's running window never drops channel 0
+            div[:, c] += sq[:, 0]
+    return x / (k + alpha / size * div) ** beta
+
+
+def test_cross_map_lrn2d():
+    x = _rand(2, 6, 3, 2, rg=True)
+    for size in (1, 2, 3, 4, 5):
+        out = nn.CrossMapLRN2d(size, alpha=0.5, beta=0.75, k=2.0)(x)
+        np.testing.assert_allclose(out.detach().numpy(),
+                                   _cross_map_lrn_ref(x.detach().numpy(), size, 0.5, 0.75, 2.0),
+                                   rtol=1e-6)
+    assert gradcheck(nn.CrossMapLRN2d(3, 0.5, 0.75, 2.0), (x,))
+    assert repr(nn.CrossMapLRN2d(3)) == "CrossMapLRN2d(3, alpha=0.0001, beta=0.75, k=1)"
+    with pytest.raises(ValueError, match=r"^CrossMapLRN2d: Expected input to be 4D, got 3D "):
+        nn.CrossMapLRN2d(3)(ember.ones(2, 3, 4))
+
+
 def test_local_response_norm_dtypes_follow_average_pooling():
     # int64 is pooled as in PyTorch (float result); other integer dtypes have no pooling kernel
     out = F.local_response_norm(ember.ones(1, 2, 1, dtype=ember.int64), 1, alpha=3., beta=1.)

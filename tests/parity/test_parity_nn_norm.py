@@ -131,3 +131,12 @@ def test_functional_parity():
     idx = np.array([[0, 3], [2, 2]])
     assert F.one_hot(ember.tensor(idx), 5).tolist() == \
         torch.nn.functional.one_hot(torch.tensor(idx), 5).tolist()
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("channels", [1, 3, 7])
+def test_cross_map_lrn2d_values(size, channels):
+    x = np.random.default_rng(size).random((2, channels, 3, 2)).astype(np.float32)
+    ours = ember.nn.CrossMapLRN2d(size, alpha=0.5, beta=0.75, k=2)(ember.tensor(x))
+    theirs = torch.nn.CrossMapLRN2d(size, alpha=0.5, beta=0.75, k=2)(_t(x))
+    _close(ours, theirs)

@@ -4,6 +4,7 @@ import operator
 import warnings
 
 from ember import _dtype as D
+from ember._warn import outside_level
 from ember.ops._conv_kernels import output_size
 from ember.ops._out_dtypes import _C_NAMES
 
@@ -134,7 +135,7 @@ def _string_padding(padding, stride, dilation, kernel, transposed, warn):
         _WARNED.append(True)            # PyTorch warns once per process
         warnings.warn("Using padding='same' with even kernel lengths and odd dilation may "
                       "require a zero-padded copy of the input be created", UserWarning,
-                      stacklevel=4)
+                      stacklevel=outside_level())
     return tuple(pads)
 
 

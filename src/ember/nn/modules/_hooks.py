@@ -169,7 +169,7 @@ def _run_always_called(module, table, kind, called, args, kwargs, result):
 
 # ----- full backward hooks --------------------------------------------------------------------
 
-class _HookIdentity(Function):
+class BackwardHookFunction(Function):
     """Identity on a group of tensors whose backward hands their gradients to a callback."""
 
     @staticmethod
@@ -230,7 +230,7 @@ class _BackwardHook:
         for hook in self.pre_hooks:
             out = hook(self.module, grads)
             if out is not None:
-                grads = _check_grads(out, len(grads), "Backward pre hook", "grad_output")
+                grads = _check_grads(out, grads, "Backward pre hook", "grad_output")
         self.grad_outputs = grads
         if not self.input_hooked and self.hooks:
             warnings.warn("Full backward hook is firing when gradients are computed with "
@@ -261,12 +261,12 @@ class _BackwardHook:
         for hook in self.hooks:
             out = hook(self.module, full, self.grad_outputs)
             if out is not None:
-                full = _check_grads(out, len(full), "Backward hook", "grad_input")
+                full = _check_grads(out, full, "Backward hook", "grad_input")
         return tuple(full[pos] for pos in self.input_positions)
 
 
 def _rewrap(values, where, callback):
-    wrapped = _HookIdentity.apply(callback, *(values[i] for i in where))
+    wrapped = BackwardHookFunction.apply(callback, *(values[i] for i in where))
     if len(where) == 1:
         wrapped = (wrapped,)
     out = list(values)
@@ -275,9 +275,20 @@ def _rewrap(values, where, callback):
     return tuple(out)
 
 
-def _check_grads(out, n, what, grads):
-    out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-    if len(out) != n:
+def _check_grads(out, old, what, grads):
+    """Validate what a backward (pre-)hook returned against the gradients it was given."""
+    try:
+        out = tuple(out)
+    except TypeError:
+        raise TypeError(f"object of type '{type(out).__name__}' has no len()") from None
+    if len(out) != len(old):
         raise RuntimeError(f"{what} returned an invalid number of {grads}, got {len(out)}, "
-                           f"but expected {n}")
+                           f"but expected {len(old)}")
+    for new_grad, old_grad in zip(out, old):
+        if isinstance(new_grad, Tensor) and isinstance(old_grad, Tensor):
+            if new_grad.shape != old_grad.shape:
+                raise RuntimeError("hook 'hook' has changed the size of value")
+            if new_grad.dtype != old_grad.dtype:
+                raise RuntimeError(f"hook 'hook' has changed the type of value (was "
+                                   f"{old_grad.type()} got {new_grad.type()})")
     return out

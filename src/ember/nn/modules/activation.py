@@ -1,5 +1,7 @@
 """Activation layers: thin modules over ember.nn.functional."""
 
+import warnings
+
 import ember
 from ember.nn import functional as F
 from ember.nn.modules._functional_form import functional_form
@@ -116,8 +118,17 @@ class LogSigmoid(_Plain):
 class Hardtanh(Module):
     """``x`` clamped to ``[min_val, max_val]``."""
 
-    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None,
+                 max_value=None):
         super().__init__()
+        if min_value is not None:
+            warnings.warn("keyword argument `min_value` is deprecated and renamed to `min_val`",
+                          FutureWarning, stacklevel=2)
+            min_val = min_value
+        if max_value is not None:
+            warnings.warn("keyword argument `max_value` is deprecated and renamed to `max_val`",
+                          FutureWarning, stacklevel=2)
+            max_val = max_value
         self.min_val = min_val
         self.max_val = max_val
         self.inplace = inplace

@@ -75,7 +75,10 @@ class Bilinear(Module):
 
     def reset_parameters(self):
         """U(-1/sqrt(in1_features), 1/sqrt(in1_features)) for weight and bias."""
-        bound = 1 / math.sqrt(self.weight.shape[1]) if self.weight.shape[1] else 0
+        if self.in1_features <= 0:
+            raise ValueError("in1_features must be > 0, but got "
+                             f"(in1_features={self.in1_features})")
+        bound = 1 / math.sqrt(self.in1_features)
         with ember.no_grad():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:

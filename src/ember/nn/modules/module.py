@@ -296,9 +296,9 @@ class Module(StateDict):
                 yield from child.named_modules(memo, prefix + "." + name if prefix else name,
                                                remove_duplicate)
 
-    def modules(self):
-        """Yield this module and every module below it."""
-        for _, m in self.named_modules():
+    def modules(self, remove_duplicate=True):
+        """Yield this module and every module below it (shared ones once unless asked)."""
+        for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
 
     def named_children(self):
@@ -524,7 +524,7 @@ class Module(StateDict):
         """Cast floating-point parameters and buffers to bfloat16 (in place)."""
         return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
 
-    def to_empty(self, *, device=None, recurse=True):
+    def to_empty(self, *, device, recurse=True):
         """Give every parameter and buffer fresh (uninitialized) memory on ``device``."""
         from ember._creation import empty_like
         return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)

@@ -1,11 +1,12 @@
-"""Normalization over features: LayerNorm, GroupNorm, RMSNorm and LocalResponseNorm."""
+"""Normalization over features: LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm and
+CrossMapLRN2d."""
 
 import ember
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 
-__all__ = ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm"]
+__all__ = ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm", "CrossMapLRN2d"]
 
 
 def _shape(normalized_shape):
@@ -111,6 +112,43 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """Legacy local response normalization of a 4-D input across channels."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        if input.dim() != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D "
+                             "instead.")
+        return input * (self.k + self.alpha / self.size
+                        * _cross_map_square_sum(input, self.size)).pow(-self.beta)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _cross_map_square_sum(input, size):
+    """Per channel c, the sum of squares over channels [c - half, c + half], plus channel 0
+    wherever that window has left it: PyTorch's running-window update never subtracts channel
+    0, and its values are the specification."""
+    half = (size - 1) // 2
+    square = input * input
+    channels = input.shape[1]
+    padded = F.pad(square, (0, 0, 0, 0, half, half))
+    summed = sum(padded[:, shift:shift + channels] for shift in range(2 * half + 1))
+    if channels > half + 1:
+        stale = ember.zeros(channels, dtype=input.dtype, device=input.device)
+        stale[half + 1:] = 1
+        summed = summed + stale.view(1, -1, 1, 1) * square[:, :1]
+    return summed
 
 
 def _affine_parameters(module, shape, affine, bias, factory):
