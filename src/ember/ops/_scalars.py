@@ -8,8 +8,8 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import device_scalar
 
-__all__ = ["checked_scalar", "number_arrays", "C_NAMES", "int_arg", "number_arg", "float_arg",
-           "real_number"]
+__all__ = ["checked_scalar", "number_arrays", "C_NAMES", "int_arg", "int64_arg", "number_arg",
+           "float_arg", "real_number"]
 
 # the C++ type names PyTorch's messages use for the dtypes
 C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
@@ -31,6 +31,22 @@ def int_arg(value, fname, name, position=None, *, tensors=True):
         where = "" if position is None else f" (position {position})"
         raise TypeError(f"{fname}(): argument '{name}'{where} must be int, not "
                         f"{type(value).__name__}")
+    return value.__index__()
+
+
+def int64_arg(value, fname, name, position=None):
+    """``value`` as PyTorch parses an ``int`` (not ``SymInt``) argument: a Python or NumPy
+    integer, or a 0-dim integer tensor; bools, floats and tensors of other shapes or dtypes
+    raise PyTorch's TypeError naming the argument."""
+    if isinstance(value, Tensor):
+        ok = value.ndim == 0 and value.dtype.category == D.INTEGRAL
+    else:
+        ok = hasattr(value, "__index__") and not isinstance(value, (bool, np.bool_))
+    if not ok:
+        from ember._creation import _tp_name
+        where = "" if position is None else f" (position {position})"
+        raise TypeError(f"{fname}(): argument '{name}'{where} must be int, not "
+                        f"{_tp_name(value)}")
     return value.__index__()
 
 

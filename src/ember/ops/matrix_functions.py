@@ -8,6 +8,7 @@ from ember.ops._linalg_utils import (check_float, check_square, eye_like, mh, na
 from ember.ops._elementwise import zeros_for
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
+from ember.ops._scalars import int64_arg
 from ember.ops.linalg import matmul
 from ember.ops.singular import svd
 from ember.ops.solvers import inv
@@ -122,12 +123,9 @@ def _(grad, a, *, out):
 
 # --- matrix_power -----------------------------------------------------------------------------
 
-def _matrix_power(xp, a, n):
-    name = "linalg.matrix_power"
-    check_square(name, a)
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
-        raise TypeError(f"linalg_matrix_power(): argument 'n' (position 2) must be int, not "
-                        f"{type(n).__name__}")
+def _matrix_power(xp, a, n, fname="linalg_matrix_power"):
+    check_square("linalg.matrix_power", a)
+    n = int64_arg(n, fname, "n", 2)
     if n == 0:
         return xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape).copy()
     if n < 0:
@@ -147,6 +145,7 @@ def _matrix_power(xp, a, n):
 def _matrix_power_grad(grad, a, n):
     # d(A^n) = sum_k A^k dA A^(n-1-k): gA = sum_k (A^H)^k G (A^H)^(n-1-k); a negative power
     # is a power of the inverse
+    n = int64_arg(n, "matrix_power", "n")
     if n == 0:
         return zeros_for(grad)
     base = inv(a) if n < 0 else a
@@ -170,7 +169,7 @@ def matrix_power(xp, a, n):
 @op("matrix_power(input, n)", out=True)
 def matrix_power_top(xp, a, n):
     """The n-th power of each square matrix (``linalg.matrix_power``)."""
-    return _matrix_power(xp, a, n)
+    return _matrix_power(xp, a, n, "matrix_power")
 
 
 matrix_power.derivative(_matrix_power_grad)

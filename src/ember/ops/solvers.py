@@ -15,7 +15,7 @@ from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix,
                                      check_same_dtype, check_square, checked, lapack, mh,
                                      named_result, on_host, raise_first_failure, vector_rhs)
 from ember.ops._registry import broadcast_message, op
-from ember.ops._scalars import int_arg
+from ember.ops._scalars import int64_arg
 
 __all__ = ["inv", "inv_ex", "inverse", "solve", "solve_ex", "solve_triangular", "tensorinv",
            "tensorsolve", "lu_info", "lu_solve_all", "broadcast_batch", "singular_inverse",
@@ -316,7 +316,7 @@ def _check_halves(shape, split, rows, what):
 
 
 def _tensorinv_size(shape, ind):
-    ind = int_arg(ind, "linalg_tensorinv", "ind")
+    ind = int64_arg(ind, "linalg_tensorinv", "ind")
     if ind <= 0:
         raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
     n = math.prod(shape[:ind])

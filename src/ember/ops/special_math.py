@@ -18,7 +18,7 @@ from ember.backend import special_of
 from ember.ops._elementwise import binary, conj_grad, unary
 from ember.ops._linalg_utils import on_host
 from ember.ops._promotion import Policy
-from ember.ops._scalars import number_arrays
+from ember.ops._scalars import int64_arg, number_arrays
 from ember.ops.binary_math import where
 from ember.ops.unary_math import _lgamma
 
@@ -267,15 +267,14 @@ def _mvlgamma_rule(d, name, operands):
 
 
 def _check_p(p):
-    if not isinstance(p, int) or isinstance(p, bool):
-        raise TypeError(f"mvlgamma(): argument 'p' (position 2) must be int, not "
-                        f"{type(p).__name__}")
+    p = int64_arg(p, "mvlgamma", "p", 2)
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
+    return p
 
 
 def _mvlgamma(xp, x, p):
-    _check_p(p)
+    p = _check_p(p)
     out = xp.zeros_like(x) + p * (p - 1) / 4 * _LOG_PI
     for i in range(p):
         out += _lgamma(xp, x - i / 2)       # lgamma's kernel: its edges (-inf, subnormals)
@@ -284,7 +283,7 @@ def _mvlgamma(xp, x, p):
 
 def _mvlgamma_grad(grad, x, p):
     total = x.digamma()
-    for i in range(1, p):
+    for i in range(1, _check_p(p)):
         total = total + (x - i / 2).digamma()
     return grad * total
 

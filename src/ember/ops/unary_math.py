@@ -10,7 +10,7 @@ from ember.ops._elementwise import conj_grad, unary, zeros_for
 from ember.ops._inplace import call_inplace
 from ember.ops._promotion import REAL_FLOAT, SAME, Policy
 from ember.ops._registry import op
-from ember.ops._scalars import float_arg
+from ember.ops._scalars import float_arg, int64_arg
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -208,9 +208,7 @@ def _lgamma(xp, x):
 
 
 def _polygamma(xp, x, n):
-    if not isinstance(n, int) or isinstance(n, bool):
-        raise TypeError(f"polygamma(): argument 'n' (position 1) must be int, not "
-                        f"{type(n).__name__}")
+    n = int64_arg(n, "polygamma", "n", 1)
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
     return special_of(xp).polygamma(n, x).astype(x.dtype, copy=False)
@@ -277,9 +275,7 @@ trunc = _rounding("trunc", "Each element rounded toward zero.")
 
 
 def _round(xp, x, decimals):
-    if not isinstance(decimals, int) or isinstance(decimals, bool):
-        raise TypeError(f"round(): argument 'decimals' must be int, not "
-                        f"{type(decimals).__name__}")
+    decimals = int64_arg(decimals, "round", "decimals")
     if x.dtype.kind in "iu":
         if decimals != 0:
             raise NotImplementedError(f"\"round_cpu\" not implemented for "
