@@ -153,5 +153,15 @@ def test_reprs():
 
 
 def test_functional_aliases_point_at_the_ops():
-    assert F.sigmoid is ember.sigmoid and F.tanh is ember.tanh
+    # as PyTorch's: F.sigmoid and F.tanh are functions of their own (no ``out=``)
+    assert F.sigmoid is not ember.sigmoid and F.tanh is not ember.tanh
     assert F.prelu is ember.prelu and F.hardshrink is ember.hardshrink
+
+
+def test_hardtanh_takes_the_deprecated_value_keywords_with_a_warning():
+    with pytest.warns(FutureWarning, match="`min_value` is deprecated and renamed to `min_val`"
+                      ) as record:
+        m = nn.Hardtanh(min_value=-2.0, max_value=3.0)
+    assert [w.filename for w in record] == [__file__, __file__]
+    assert (m.min_val, m.max_val) == (-2.0, 3.0)
+    assert m(ember.tensor([-5.0, 5.0])).tolist() == [-2.0, 3.0]

@@ -55,3 +55,48 @@ def test_as_nested_tensor_keeps_gradients():
         grads.append((x.grad.numpy(), y.grad.numpy()))
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b)
+
+
+def _graph_facts(lib):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = lib.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        b = lib.tensor([[5.0, 6.0]])
+        packed = lib.nested.as_nested_tensor([a, b])
+        plain = lib.nested.as_nested_tensor([a.detach(), b])
+        leaf = lib.nested.nested_tensor([a, b], requires_grad=True)
+        facts = [(nt.is_leaf, nt.requires_grad) for nt in (packed, plain, leaf)]
+        facts.append(leaf.grad is None)
+        sum(t.sum() * 2 for t in leaf.unbind()).backward()
+        return facts + [[g.tolist() for g in leaf.grad.unbind()]]
+
+
+def test_as_nested_tensor_of_grad_requiring_leaves_is_not_a_leaf():
+    assert _graph_facts(ember) == _graph_facts(torch)
+
+
+def _refusal(call):
+    try:
+        call()
+    except (RuntimeError, IndexError, TypeError) as error:
+        return type(error).__name__, str(error)
+    return None
+
+
+def _method_facts(lib):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nt = _nested(lib)
+        pad = lib.nested.to_padded_tensor
+        refusals = [_refusal(c) for c in (
+            lambda: nt.unbind(1), lambda: nt.size(3), lambda: nt[2], lambda: len(nt),
+            lambda: nt.stride(), lambda: pad(nt, 0.0, (2, 1, 3)), lambda: pad(nt, 0.0, (2, 3)),
+            lambda: lib.nested.as_nested_tensor(5), lambda: lib.nested.as_nested_tensor([1]))]
+        converted = nt.to(lib.float64)
+        return refusals + [nt[-1].tolist(), nt.is_contiguous(), str(converted.dtype)[-7:],
+                           [t.tolist() for t in nt.clone().unbind()], nt.detach().is_leaf,
+                           nt.size(-3)]
+
+
+def test_nested_methods_and_refusals_match_torch():
+    assert _method_facts(ember) == _method_facts(torch)

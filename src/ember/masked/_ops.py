@@ -112,11 +112,23 @@ def var(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype
     _require_float("var", x.dtype)
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    count = _count(x, dim, True, mask).to(x.dtype)
+    count = _count(x, dim, True, mask).to(x.real.dtype)
     centred = _filled(x - sum(x, dim, keepdim=True, mask=mask) / count, mask, 0)
     squares = ember.sum(centred * centred.conj(), _dims(dim, x.ndim), keepdim=True).real
-    out = squares / ember.clamp(count - correction, min=0)
+    # as PyTorch's, a complex input's (real) variance comes in its dtype
+    out = squares.to(x.dtype) / ember.clamp(count - correction, min=0)
+    if x.requires_grad:
+        out = out + _nan_grad_where_empty(x, dim, count == 0)
     return out if keepdim else out.reshape(_reduced_shape(x.shape, dim))
+
+
+def _nan_grad_where_empty(x, dim, empty):
+    """A term that is 0 where a slice has unmasked elements and nan where it has none (the
+    variance there is nan already), so that every element of a fully masked slice gets a nan
+    gradient, as PyTorch's (its mean over no elements is 0 / 0)."""
+    nans = ember.where(empty, ember.full((), math.nan, dtype=x.real.dtype, device=x.device), 0)
+    total = ember.sum(ember.where(empty, x, 0), _dims(dim, x.ndim), keepdim=True)
+    return total * nans
 
 
 def std(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype=None,

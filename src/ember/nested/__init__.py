@@ -15,8 +15,9 @@ class NestedTensor:
 
     is_nested = True
 
-    def __init__(self, components):
+    def __init__(self, components, is_leaf=True):
         self._components = list(components)
+        self._is_leaf = is_leaf
 
     @property
     def dtype(self):
@@ -40,8 +41,18 @@ class NestedTensor:
 
     @property
     def is_leaf(self):
-        """Whether no component has autograd history."""
-        return all(t.grad_fn is None for t in self._components)
+        """Whether this nested tensor is a leaf of the graph: one made by ``nested_tensor``,
+        or by ``as_nested_tensor`` from tensors that do not require grad."""
+        return self._is_leaf
+
+    @property
+    def grad(self):
+        """The gradients of a leaf's components, as a nested tensor (None before any)."""
+        grads = [t.grad for t in self._components]
+        if not self._is_leaf or all(g is None for g in grads):
+            return None
+        return NestedTensor(g if g is not None else ember.zeros_like(t)
+                            for g, t in zip(grads, self._components))
 
     @property
     def shape(self):
@@ -59,7 +70,11 @@ class NestedTensor:
         """``size(dim)`` of a regular dim (one where every component agrees)."""
         if dim is None:
             return self.shape
-        dim = dim % self.dim()
+        ndim = self.dim()
+        if not -ndim <= dim < ndim:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                             f"{ndim - 1}], but got {dim})")
+        dim = dim % ndim
         if dim == 0:
             return len(self._components)
         sizes = {t.shape[dim - 1] for t in self._components}
@@ -74,9 +89,51 @@ class NestedTensor:
     def unbind(self, dim=0):
         """The components, as a tuple."""
         if dim != 0:
-            raise RuntimeError("unbind(): nested tensor can only be unbound along dimension 0 "
-                               f"but got dimension {dim}")
+            raise RuntimeError(f"NestedTensor can only be unbound along dimension 0 got "
+                               f"dimension {dim} instead.")
         return tuple(self._components)
+
+    def __getitem__(self, index):
+        """Component ``index`` (an int: PyTorch's nested tensors take no other keys here)."""
+        n = len(self._components)
+        if type(index) is int and not -n <= index < n:
+            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {n}")
+        if type(index) is not int:
+            raise NotImplementedError("ember.nested: only an int index is supported")
+        return self._components[index]
+
+    def __len__(self):
+        raise RuntimeError("Internal error: NestedTensorImpl doesn't support sizes. "
+                           "Please file an issue.")
+
+    def stride(self, dim=None):
+        """Refused, as PyTorch does: a nested tensor has no single set of strides."""
+        raise RuntimeError("Internal error: NestedTensorImpl doesn't support strides. "
+                           "Please file an issue.")
+
+    def is_contiguous(self, memory_format=None):
+        """Whether every component is contiguous."""
+        return all(t.is_contiguous() for t in self._components)
+
+    def detach(self):
+        """A nested tensor of the components detached from the graph (a leaf)."""
+        return NestedTensor(t.detach() for t in self._components)
+
+    def clone(self):
+        """A nested tensor of copies of the components, on the same graph."""
+        return NestedTensor((t.clone() for t in self._components), self._is_leaf and
+                            not self.requires_grad)
+
+    def to(self, *args, **kwargs):
+        """The components converted by ``Tensor.to`` (dtype, device)."""
+        return NestedTensor((t.to(*args, **kwargs) for t in self._components),
+                            self._is_leaf and not self.requires_grad)
+
+    def requires_grad_(self, requires_grad=True):
+        """Set whether the components (of a leaf) record operations on them."""
+        for t in self._components:
+            t.requires_grad_(requires_grad)
+        return self
 
     def to_padded_tensor(self, padding, output_size=None):
         """A dense tensor: the components padded with ``padding`` to a common size."""
@@ -101,9 +158,17 @@ def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     keeps their autograd history."""
     if layout not in (None, ember.strided):
         raise NotImplementedError("ember.nested supports only layout=ember.strided")
+    if not isinstance(ts, (ember.Tensor, list, tuple)) or (
+            not isinstance(ts, ember.Tensor) and
+            not all(isinstance(t, ember.Tensor) for t in ts)):
+        raise TypeError("as_nested_tensor(): Expected first argument to be a tensor or a list "
+                        "/ tuple of tensors ")
     tensors = list(ts.unbind(0)) if isinstance(ts, ember.Tensor) else list(ts)
     _check_same_dim(tensors)
-    return NestedTensor(t.to(dtype=dtype, device=device) for t in tensors)
+    # PyTorch records the packing as a node: a nested tensor of tensors that require grad
+    # is not a leaf
+    return NestedTensor((t.to(dtype=dtype, device=device) for t in tensors),
+                        is_leaf=not any(t.requires_grad for t in tensors))
 
 
 def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires_grad=False,
@@ -123,9 +188,14 @@ def to_padded_tensor(input, padding, output_size=None):
     """A dense tensor of shape ``output_size`` (default: the largest size along each dim)
     holding ``input``'s components, padded with ``padding``."""
     comps = input._components
-    if output_size is None:
-        target = [max(t.shape[d] for t in comps) for d in range(input.dim() - 1)]
-    else:
+    target = [max(t.shape[d] for t in comps) for d in range(input.dim() - 1)]
+    if output_size is not None:
+        if len(output_size) != input.dim():
+            raise RuntimeError("Length of output_size does not match NestedTensor dims. "
+                               "Broadcasting is not supported.")
+        if any(want < have for want, have in zip(output_size[1:], target)):
+            raise RuntimeError("Value in output_size is less than NestedTensor padded size. "
+                               "Truncation is not supported.")
         target = list(output_size)[1:]
     padded = []
     for t in comps:

@@ -196,6 +196,18 @@ def tanhshrink(input):
     return input - input.tanh()
 
 
+# PyTorch's F.sigmoid and F.tanh take only the input (no ``out=``, unlike torch.sigmoid)
+
+def sigmoid(input):
+    """``1 / (1 + exp(-input))``, elementwise."""
+    return input.sigmoid()
+
+
+def tanh(input):
+    """The hyperbolic tangent, elementwise."""
+    return input.tanh()
+
+
 # --- softmax and friends ----------------------------------------------------------------------
 
 def _softmax_dim(name, ndim, stacklevel):
@@ -250,7 +262,7 @@ FUNCTIONAL = {
     "silu": silu, "mish": mish, "hardsigmoid": hardsigmoid, "hardswish": hardswish,
     "softsign": softsign, "tanhshrink": tanhshrink, "prelu": "prelu", "hardshrink": "hardshrink",
     "softmax": softmax, "log_softmax": log_softmax, "softmin": softmin,
-    "gumbel_softmax": gumbel_softmax, "sigmoid": "sigmoid", "tanh": "tanh",
+    "gumbel_softmax": gumbel_softmax, "sigmoid": sigmoid, "tanh": tanh,
 }
 _f_rrelu.__name__, _f_rrelu_.__name__ = "rrelu", "rrelu_"
 

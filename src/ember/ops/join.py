@@ -8,8 +8,9 @@ import operator
 
 from ember import _dtype as D
 from ember._creation import _tp_name, zeros
-from ember._memory_format import suggested_order
+from ember._memory_format import strided_if_empty, suggested_order
 from ember._tensor import Tensor
+from ember.backend import xp_of
 from ember.ops._dims import wrap_dim, wrap_dim_of_sized
 from ember.ops._promotion import BINARY
 from ember.ops._arg_aliases import UNSET, alias_arg, numpy_names
@@ -180,6 +181,8 @@ def dstack(tensors, *, out=None):
 def _pieces(x, d, bounds):
     """The views ``x[..., start:stop, ...]`` along dim ``d`` for each (start, stop)."""
     lead = (slice(None),) * d
+    if not x.size:
+        x = strided_if_empty(xp_of(x), x)
     return tuple(x[lead + (slice(start, stop),)] for start, stop in bounds)
 
 
@@ -336,6 +339,7 @@ def unbind(xp, x, dim):
     """The slices along ``dim``, as a tuple of views with that dim removed."""
     d = wrap_dim_of_sized(dim, x.ndim)
     lead = (slice(None),) * d
+    x = strided_if_empty(xp, x)
     return tuple(x[lead + (i, Ellipsis)] for i in range(x.shape[d]))
 
 

@@ -8,11 +8,14 @@ from ember ops. (binary_cross_entropy, whose log is clamped, is an op: loss_bce.
 import math
 import warnings
 
+import numpy as np
+
 from ember import _dtype as D
 from ember._warn import user_level
 from ember.autograd.grad_mode import no_grad
 from ember.ops._loss_common import (reduce_array, reduce_loss, reduced_grad, reduction_of,
                                     refuse_grad, warn_size_mismatch)
+from ember.ops._op_errors import broadcast_message
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
 from ember.ops._scalars import float_arg
@@ -202,7 +205,22 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     if dtype.category < D.FLOATING:
         dtype = D.get_default_dtype()
     _into_input_dtype(dtype, input)
+    _target_broadcasts_to_input(input, target)
     return _soft_margin_loss(input, target, reduction)
+
+
+def _target_broadcasts_to_input(input, target):
+    """PyTorch's error when ``target`` does not broadcast to ``input``'s shape (its kernel
+    writes the loss into a tensor of the input's shape)."""
+    if input.shape == target.shape:
+        return
+    try:
+        shape = np.broadcast_shapes(input.shape, target.shape)
+    except ValueError:
+        raise RuntimeError(broadcast_message([input.shape, target.shape])) from None
+    if shape != input.shape:
+        raise RuntimeError(f"output with shape {list(input.shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,

@@ -2,6 +2,7 @@
 diag_embed, tril, triu (copies)."""
 
 from ember._creation import zeros
+from ember._memory_format import strided_if_empty
 from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
 from ember.ops._registry import op
@@ -43,7 +44,7 @@ def narrow(xp, x, dim, start, length):
     start = start + n if start < 0 else start
     if start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return x[(slice(None),) * d + (slice(start, start + length),)]
+    return strided_if_empty(xp, x)[(slice(None),) * d + (slice(start, start + length),)]
 
 
 @narrow.derivative
@@ -65,7 +66,7 @@ def select(xp, x, dim, index):
     if not -x.shape[d] <= index < x.shape[d]:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(x.shape)} at dimension {d}")
-    return x[(slice(None),) * d + (index, Ellipsis)]
+    return strided_if_empty(xp, x)[(slice(None),) * d + (index, Ellipsis)]
 
 
 @select.derivative
@@ -98,6 +99,7 @@ def unfold(xp, x, dimension, size, step):
     d, windows, size, step = _windows(x.shape, dimension, size, step)
     if x.ndim == 0:
         return xp.lib.stride_tricks.as_strided(x, (size,), (x.itemsize,))
+    x = strided_if_empty(xp, x)
     shape = x.shape[:d] + (windows,) + x.shape[d + 1:] + (size,)
     strides = x.strides[:d] + (x.strides[d] * step,) + x.strides[d + 1:] + (x.strides[d],)
     return xp.lib.stride_tricks.as_strided(x, shape, strides)
@@ -122,6 +124,7 @@ def diagonal_view(xp, x, offset, dim1, dim2):
     d1, d2 = wrap_dim(dim1, x.ndim), wrap_dim(dim2, x.ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    x = strided_if_empty(xp, x)
     n1, n2 = x.shape[d1], x.shape[d2]
     length = max(min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2), 0)
     index = [slice(None)] * x.ndim
@@ -199,6 +202,7 @@ def diag_embed(xp, x, offset, dim1, dim2):
     d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    x = strided_if_empty(xp, x)
     n = x.shape[-1] + abs(offset)
     batch = iter(x.shape[:-1])
     out = xp.zeros(tuple(n if i in (d1, d2) else next(batch) for i in range(ndim)),
