@@ -408,3 +408,56 @@ def test_compositions_pytorch_casts_op_by_op():
     assert a.grad.dtype == ember.float32
     np.testing.assert_allclose(p.float().detach().numpy(),
                                ember.linalg.pinv(a.detach()).numpy(), rtol=1e-2, atol=1e-2)
+
+
+def test_autocast_without_dtype_uses_the_dtype_in_effect():
+    with ember.autocast("cpu", dtype=ember.float16):
+        with ember.autocast("cpu"):                     # the outer region's dtype, not bf16
+            assert ember.get_autocast_dtype("cpu") == ember.float16
+            assert ember.mm(ember.ones(2, 2), ember.ones(2, 2)).dtype == ember.float16
+    ember.set_autocast_dtype("cpu", ember.float16)
+    try:
+        assert ember.autocast("cpu").fast_dtype == ember.float16
+    finally:
+        ember.set_autocast_dtype("cpu", ember.bfloat16)
+    assert ember.autocast("cpu").fast_dtype == ember.bfloat16
+
+
+def test_cache_enabled_is_the_regions_and_restored_after():
+    assert ember.is_autocast_cache_enabled()
+    with ember.autocast("cpu", cache_enabled=False) as region:
+        assert region._cache_enabled is False
+        assert not ember.is_autocast_cache_enabled()
+        with ember.autocast("cpu"):                     # None: the switch in effect
+            assert not ember.is_autocast_cache_enabled()
+    assert ember.is_autocast_cache_enabled()
+
+    @ember.autocast("cpu", cache_enabled=False)
+    def decorated():
+        return ember.is_autocast_cache_enabled()
+    assert decorated() is False
+
+
+def test_state_queries_parse_device_strings():
+    ember.set_autocast_enabled(True)                    # PyTorch's older form: cuda
+    try:
+        assert ember.is_autocast_enabled("cuda:0") and ember.is_autocast_enabled()
+    finally:
+        ember.set_autocast_enabled("cuda", False)
+    assert not ember.is_autocast_enabled("cuda")
+    with pytest.raises(RuntimeError, match="device type at start of device string: foo"):
+        ember.is_autocast_enabled("foo")
+    with pytest.raises(RuntimeError, match="device type at start of device string: foo"):
+        ember.amp.is_autocast_available("foo")
+    assert ember.amp.is_autocast_available("cpu:0")
+
+
+def test_calls_with_out_run_uncast_as_in_pytorch():
+    a, b = ember.randn(3, 3), ember.randn(3, 3)
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        assert ember.mm(a, b).dtype is ember.bfloat16
+        out = ember.empty(3, 3)
+        assert ember.mm(a, b, out=out) is out and out.dtype is ember.float32
+        np.testing.assert_allclose(out.numpy(), a.numpy() @ b.numpy(), rtol=1e-6)
+        with pytest.raises(RuntimeError, match="Expected out tensor to have dtype float"):
+            ember.mm(a, b, out=ember.empty(3, 3, dtype=ember.bfloat16))

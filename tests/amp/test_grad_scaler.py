@@ -148,3 +148,12 @@ def test_the_scale_is_held_in_float32():
     assert fresh.get_scale() == 0.1
     with pytest.raises(AssertionError, match="Attempted update but _scale is None"):
         fresh.update()
+
+
+def test_scale_promotes_a_0dim_float16_loss_to_float32():
+    scaler = ember.amp.GradScaler("cpu")
+    loss = ember.tensor(1.0, dtype=ember.float16)       # 65536 overflows float16
+    scaled = scaler.scale(loss)
+    assert scaled.dtype == ember.float32 and scaled.item() == 65536.0
+    batch = scaler.scale(ember.tensor([1.0, 2.0], dtype=ember.bfloat16))
+    assert batch.dtype == ember.bfloat16 and batch.tolist() == [65536.0, 131072.0]

@@ -93,3 +93,32 @@ def test_output_dtypes_under_cpu_autocast_match(name, autocast_dtype):
         ours = _outcome(ember, case, autocast_dtype, dtype)
         theirs = _outcome(torch, case, autocast_dtype, dtype)
         assert ours == theirs, (name, autocast_dtype, dtype)
+
+
+def _region_state(L):
+    """What autocast regions report, nested and after ``set_autocast_dtype``."""
+    seen = []
+    with L.autocast("cpu", dtype=L.float16, cache_enabled=False):
+        with L.autocast("cpu"):
+            seen += [str(L.get_autocast_dtype("cpu")), L.is_autocast_cache_enabled(),
+                     str(L.mm(L.ones(2, 2), L.ones(2, 2)).dtype)]
+    L.set_autocast_dtype("cpu", L.float16)
+    try:
+        seen.append(str(L.autocast("cpu").fast_dtype))
+    finally:
+        L.set_autocast_dtype("cpu", L.bfloat16)
+    seen.append(L.is_autocast_cache_enabled())
+    return [str(s).split(".")[-1] for s in seen]
+
+
+def test_autocast_region_state_matches():
+    assert _region_state(ember) == _region_state(torch)
+
+
+def test_grad_scaler_scaled_dtypes_match():
+    def scaled(L):
+        scaler = L.amp.GradScaler("cpu")
+        inputs = [L.tensor(1.0, dtype=L.float16), L.tensor([1.0], dtype=L.bfloat16),
+                  L.tensor([1.0], dtype=L.float64), L.tensor([1, 2])]
+        return [(str(s.dtype).split(".")[1], s.tolist()) for s in map(scaler.scale, inputs)]
+    assert scaled(ember) == scaled(torch)

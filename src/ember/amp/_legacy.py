@@ -41,17 +41,14 @@ set_autocast_gpu_dtype = _deprecated("set_autocast_gpu_dtype(dtype)",
                                      "set_autocast_dtype('cuda', dtype)", "cuda",
                                      set_autocast_dtype)
 
-_CACHE = [True]
-
-
 def is_autocast_cache_enabled():
     """Whether autocast may cache casts of the same weight (ember caches none)."""
-    return _CACHE[0]
+    return STATE.cache_enabled
 
 
 def set_autocast_cache_enabled(enabled):
     """Allow or forbid autocast's cast cache (ember caches none; the flag is kept)."""
-    _CACHE[0] = bool(enabled)
+    STATE.cache_enabled = bool(enabled)
 
 
 def clear_autocast_cache():

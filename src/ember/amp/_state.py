@@ -10,6 +10,7 @@ class _State(threading.local):
         self.enabled = {}           # device type -> True while autocast is on for it
         self.dtype = {}             # device type -> the lower-precision dtype in use
         self.nesting = 0            # autocast regions entered and not yet left
+        self.cache_enabled = True   # the cast cache's switch (ember caches no casts)
 
 
 STATE = _State()

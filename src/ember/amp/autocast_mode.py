@@ -26,12 +26,12 @@ _SUPPORTED = {"cpu": (D.bfloat16, D.float16), "cuda": (D.bfloat16, D.float16)}
 
 def is_autocast_available(device_type):
     """Whether autocast supports ``device_type`` ("cpu" and "cuda")."""
-    return device_type in _DEFAULT_DTYPE
+    return _parse_device_type(device_type) in _DEFAULT_DTYPE
 
 
 def is_autocast_enabled(device_type="cuda"):
     """Whether autocast is on for ``device_type`` in this thread."""
-    return STATE.enabled.get(device_type, False)
+    return STATE.enabled.get(_parse_device_type(device_type), False)
 
 
 def get_autocast_dtype(device_type):
@@ -40,8 +40,11 @@ def get_autocast_dtype(device_type):
     return STATE.dtype.get(device_type, _DEFAULT_DTYPE[device_type])
 
 
-def set_autocast_enabled(device_type, enabled):
-    """Turn autocast on or off for ``device_type`` (prefer the ``autocast`` context)."""
+def set_autocast_enabled(device_type, enabled=None):
+    """Turn autocast on or off for ``device_type`` (prefer the ``autocast`` context);
+    ``set_autocast_enabled(enabled)``, PyTorch's older form, sets it for "cuda"."""
+    if enabled is None and not isinstance(device_type, str):
+        device_type, enabled = "cuda", device_type
     device_type = _check_device_type(device_type)
     STATE.enabled = {**STATE.enabled, device_type: bool(enabled)}
 
@@ -55,6 +58,16 @@ def set_autocast_dtype(device_type, dtype):
 def _check_device_type(device_type):
     """The device type of ``device_type`` ("cuda:0" is "cuda"), with PyTorch's errors for a
     string that names no device and for a device autocast does not support."""
+    base = _parse_device_type(device_type)
+    if base not in _DEFAULT_DTYPE:
+        raise RuntimeError(f"User specified an unsupported autocast device_type "
+                           f"'{device_type}'")
+    return base
+
+
+def _parse_device_type(device_type):
+    """The device type ``device_type`` starts with ("cuda:0" is "cuda"), with PyTorch's
+    error for a string that names no device type."""
     if device_type in _DEFAULT_DTYPE:
         return device_type
     base = device_type.partition(":")[0] if isinstance(device_type, str) else device_type
@@ -62,9 +75,6 @@ def _check_device_type(device_type):
     if base not in DEVICE_TYPES:
         raise RuntimeError(f"Expected one of {', '.join(DEVICE_TYPES)} device type at start of "
                            f"device string: {device_type}")
-    if base not in _DEFAULT_DTYPE:
-        raise RuntimeError(f"User specified an unsupported autocast device_type "
-                           f"'{device_type}'")
     return base
 
 
@@ -79,7 +89,9 @@ class autocast:
                              f"`{type(device_type)}`")
         device_type = _check_device_type(device_type)
         self.device = device_type
-        self.fast_dtype = _DEFAULT_DTYPE[device_type] if dtype is None else dtype
+        # as PyTorch's: the dtype and cache switch in effect unless given
+        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtype
+        self._cache_enabled = STATE.cache_enabled if cache_enabled is None else cache_enabled
         self._enabled = bool(enabled)
         if self._enabled and device_type == "cuda":
             from ember import cuda
@@ -96,20 +108,21 @@ class autocast:
             self._enabled = False
 
     def __enter__(self):
-        self._prev = (STATE.enabled, STATE.dtype)
+        self._prev = (STATE.enabled, STATE.dtype, STATE.cache_enabled)
         STATE.enabled = {**STATE.enabled, self.device: self._enabled}
         STATE.dtype = {**STATE.dtype, self.device: self.fast_dtype}
+        STATE.cache_enabled = bool(self._cache_enabled)
         STATE.nesting += 1
         return self
 
     def __exit__(self, *exc):
-        STATE.enabled, STATE.dtype = self._prev
+        STATE.enabled, STATE.dtype, STATE.cache_enabled = self._prev
         STATE.nesting -= 1
 
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with autocast(self.device, self.fast_dtype, self._enabled):
+            with autocast(self.device, self.fast_dtype, self._enabled, self._cache_enabled):
                 return fn(*args, **kwargs)
         return wrapper
 

@@ -92,13 +92,19 @@ class GradScaler:
         if self._scale is None:             # kept as PyTorch keeps it: a float32
             self._scale = _float32(self._init_scale)
         if isinstance(outputs, Tensor):
-            return outputs * self._scale
+            return outputs * self._scale_tensor(outputs.device)
         if isinstance(outputs, (list, tuple)):
             scaled = [self.scale(o) for o in outputs]
             return type(outputs)(scaled) if isinstance(outputs, tuple) else scaled
         if hasattr(outputs, "__iter__") and not isinstance(outputs, (str, bytes)):
             return map(self.scale, outputs)
         raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+    def _scale_tensor(self, device):
+        """The scale as PyTorch holds it, a 0-dim float32 tensor: it promotes a 0-dim float16
+        loss to float32 (where a Python float would keep float16, and overflow)."""
+        import ember
+        return ember.full((), self._scale, dtype=D.float32, device=device)
 
     def _state_of(self, optimizer):
         return self._per_optimizer.setdefault(id(optimizer),

@@ -36,7 +36,8 @@ def call(op, inputs, params, out=None):
         flat, lengths = op.flatten_inputs(inputs)
     else:
         flat, lengths = inputs, None
-    if op.autocast is not None and _AMP.enabled:
+    # autocast covers the plain form of an op: a call with out= runs in its operands' dtypes
+    if op.autocast is not None and _AMP.enabled and (out is None or out is RAW_OUTPUTS):
         flat = cast_operands(op.autocast, flat, params)
         if type(flat) is Composite:     # PyTorch composes this call of other ops
             return flat.run(inputs, params, out)
