@@ -65,9 +65,12 @@ from ember._removed import *  # noqa: F401,F403  (solve, eig, ...: raise, naming
 from ember.nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401
 from ember.nn.modules.rnn_functions import gru, lstm, rnn_relu, rnn_tanh  # noqa: F401
 
+from ember._api import layout
+from ember._memory_format import memory_format
+
 # classes show as PyTorch's do (<class 'torch.Tensor'>, typename gives torch.Size), and pickle
 # by these names
-for _cls in (Tensor, Size, dtype, device, finfo, iinfo):
+for _cls in (Tensor, Size, dtype, device, finfo, iinfo, layout, memory_format):
     _cls.__module__ = "ember"
 _name_methods()
 

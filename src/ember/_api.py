@@ -27,6 +27,9 @@ class layout:  # noqa: N801  (PyTorch's name)
     def __repr__(self):
         return f"ember.{self.name}"
 
+    def __reduce__(self):           # pickled and copied by name: each layout stays unique
+        return self.name
+
 
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")

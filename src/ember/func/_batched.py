@@ -14,6 +14,7 @@ calling ember ops that dispatch again for lower levels -- and the results are wr
 level L. Autograd happens on the values, so grad composes with vmap without special cases.
 """
 
+import textwrap
 import threading
 
 import numpy as np
@@ -53,6 +54,15 @@ def level_size(level):
         if lv.level == level:
             return lv.size
     raise RuntimeError(f"vmap: level {level} is not active (a BatchedTensor escaped its vmap)")
+
+
+def _depth(level):
+    """The 1-based nesting depth of an active vmap level, the number PyTorch prints as
+    ``lvl``; the level number itself for a tensor that escaped its vmap."""
+    for depth, lv in enumerate(STATE.levels, 1):
+        if lv.level == level:
+            return depth
+    return level
 
 
 _NO_VALUES = ("vmap: this operation reads a batched tensor's values directly instead of "
@@ -122,7 +132,8 @@ class BatchedTensor(Tensor):
     __slots__ = ("_value", "_level")
 
     def __repr__(self):
-        return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n{self._value!r}\n)"
+        value = textwrap.indent(repr(self._value), "    ")
+        return f"BatchedTensor(lvl={_depth(self._level)}, bdim=0, value=\n{value}\n)"
 
     _takes_registry_calls = True       # offered op functions, parameters by name (handle_op)
 

@@ -18,6 +18,8 @@ def _part(name, t):
     """``name=tensor(...)`` for one part, its lines indented under the opening bracket."""
     prefix = f"{name}=tensor("
     t = t.detach()
+    if t.is_meta:
+        return f"{prefix}..., size={tuple(t.shape)})"
     if t.numel() == 0:
         return f"{prefix}[], size={tuple(t.shape)})"
     return prefix + _contents(t, _INDENT + len(prefix)) + ")"
@@ -27,7 +29,9 @@ def _suffixes(s):
     out = []
     if s.device.type != "cpu":
         out.append(f"device='{s.device}'")
-    out += [f"size={tuple(s.shape)}", f"nnz={s._nnz()}"]
+    out.append(f"size={tuple(s.shape)}")
+    if s.device.type != "meta":     # a meta tensor's count of elements is not known
+        out.append(f"nnz={s._nnz()}")
     return out + dtype_suffix(s.dtype) + [f"layout={s.layout}"] + \
         autograd_suffix(s.grad_fn, s.requires_grad)
 
@@ -53,4 +57,6 @@ def sparse_repr(s):
         else:
             text += ", " + suffix
             line += len(suffix) + 2
-    return text + ")"
+    # a sparse tensor made a parameter keeps its class, marked by _is_param
+    header = "Parameter containing:\n" if getattr(s, "_is_param", False) else ""
+    return header + text + ")"
