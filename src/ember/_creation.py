@@ -454,9 +454,11 @@ def offered_to_overrides(factory):
     @functools.wraps(factory)
     def like(input, *args, **kwargs):
         cls = type(input)
-        # (ember's own overriding types, batched and dual tensors, dispatch registry ops)
+        # (ember's own overriding types, batched and dual tensors, dispatch registry ops;
+        # sparse tensors also take the factories, which make sparse results)
         if cls is not Tensor and hasattr(cls, "__torch_function__") \
-                and not getattr(cls, "_takes_registry_calls", False):
+                and (not getattr(cls, "_takes_registry_calls", False)
+                     or getattr(cls, "_takes_like_factories", False)):
             from ember.overrides import handle_torch_function, has_torch_function
             if has_torch_function((input,)):
                 return handle_torch_function(like, (input,), input, *args, **kwargs)

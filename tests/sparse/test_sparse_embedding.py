@@ -16,7 +16,7 @@ def _embedding(**kwargs):
     return emb
 
 
-@pytest.mark.parametrize("options", [{}, dict(padding_idx=2), dict(scale_grad_by_freq=True)])
+@pytest.mark.parametrize("options", [{}, dict(padding_idx=2)])
 def test_the_gradient_is_sparse_with_the_dense_values(options):
     sparse, dense = _embedding(sparse=True, **options), _embedding(**options)
     for emb in (sparse, dense):
@@ -26,6 +26,14 @@ def test_the_gradient_is_sparse_with_the_dense_values(options):
     np.testing.assert_allclose(grad.to_dense().numpy(), dense.weight.grad.numpy(), rtol=1e-6)
     held = sorted(set(grad.coalesce()._indices()[0].tolist()))
     assert held == ([0, 1, 5] if "padding_idx" in options else [0, 1, 2, 5])
+
+
+def test_scale_grad_by_freq_with_sparse_gradients_raises_as_in_torch():
+    emb = _embedding(sparse=True, scale_grad_by_freq=True)
+    out = emb(ember.tensor(INDICES)).sum()
+    with pytest.raises(RuntimeError, match="^embedding_backward: scale_grad_by_freq not "
+                                           "supported with sparse gradients$"):
+        out.backward()
 
 
 def test_gradients_accumulate_sparsely():

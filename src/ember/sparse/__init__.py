@@ -11,11 +11,14 @@ from ember.sparse._tensor import (SparseTensor, sparse_compressed_tensor, sparse
                                   sparse_csr_tensor)
 from ember.sparse import _convert  # noqa: F401  (gives Tensor its to_sparse* methods)
 from ember.sparse._ops import log_softmax, softmax, sum  # noqa: A004
+from ember.sparse import _join  # noqa: F401  (the cat/stack handlers)
 from ember.sparse._products import addmm as _addmm
 from ember.sparse._products import mm as _mm
+from ember.sparse._products import sampled_addmm
 
-__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "spmm", "sparse_coo_tensor",
-           "sparse_csr_tensor", "sparse_compressed_tensor", "check_sparse_tensor_invariants",
+__all__ = ["mm", "addmm", "sampled_addmm", "sum", "softmax", "log_softmax", "spmm",
+           "sparse_coo_tensor", "sparse_csr_tensor", "sparse_compressed_tensor",
+           "check_sparse_tensor_invariants",
            "SparseTensor", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor",
            "IntTensor", "ByteTensor", "BoolTensor"]
 

@@ -182,13 +182,28 @@ def _sum_dtype(values, dtype):
 
 @handles("sum")
 def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
-    if keepdim:
-        raise NotImplementedError("sum: ember's sparse sum does not keep dims")
     if dim is None:
         return _sum_dtype(input._v, dtype).sum()
-    if input.layout is L.sparse_csr:
-        input = C.to_sparse_coo(input)
-    return sum(input, dim, dtype)
+    if input.layout is L.sparse_csr and not keepdim:
+        raise RuntimeError("reduction operations on CSR tensors with keepdim=False is "
+                           "unsupported")
+    out = sum(as_coo(input), dim, dtype)
+    if not keepdim:
+        return out
+    for d in _summed_dims(dim, input.ndim):     # put back each summed dim, with size 1
+        out = _unsqueeze(out, d) if is_sparse(out) else out.unsqueeze(d)
+    return C.to_sparse_csr(out) if input.layout is L.sparse_csr else out
+
+
+def _summed_dims(dim, ndim):
+    """The dims a sum over ``dim`` (an int or a sequence) reduces, wrapped and sorted; PyTorch's
+    error for a dim given twice."""
+    from ember._tensor import _wrap_dim
+    dims = [_wrap_dim(d, ndim) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    for d in dims:
+        if dims.count(d) > 1:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return sorted(dims)
 
 
 def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
@@ -202,9 +217,7 @@ def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
     values = _sum_dtype(input._v, dtype)
     if dim is None:
         return values.sum()
-    from ember._tensor import _wrap_dim
-    dims = sorted({_wrap_dim(d, input.ndim) for d in (dim if isinstance(dim, (tuple, list))
-                                                      else (dim,))})
+    dims = _summed_dims(dim, input.ndim)
     sparse_dim = input.sparse_dim()
     dense = [d - sparse_dim + 1 for d in dims if d >= sparse_dim]
     if dense:
@@ -304,18 +317,30 @@ def _add(input, other, *, alpha=1):
         if a._coalesced and b._coalesced:
             out = C.coalesce(out)
         return _like_layout(out, layout)
+    if is_sparse(input) and input.layout is L.sparse_csr:     # PyTorch adds these densely
+        return _csr_plus_dense(input, other, alpha)
     if is_sparse(input) or isinstance(input, numbers.Number):    # (1 + s is s + 1)
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
                            "instead.")
     return _dense_plus_sparse(input, other, alpha)
 
 
-def _dense_plus_sparse(dense, s, alpha):
+def _csr_plus_dense(s, dense, alpha):
+    """``s + alpha * dense`` for a CSR ``s``: a strided tensor."""
+    _check_dense_size(dense, s, "op2-sparse")
+    return _dense_plus_sparse(dense if alpha == 1 else dense * alpha, s, 1)
+
+
+def _check_dense_size(dense, s, kind):
     shape = tuple(dense.shape) if isinstance(dense, Tensor) else ()
     if shape != tuple(s.shape):
         raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but self has "
                            f"size {list(shape)} while other has size {list(s.shape)} (FYI: "
-                           f"dense-sparse addition does not currently support broadcasting)")
+                           f"{kind} addition does not currently support broadcasting)")
+
+
+def _dense_plus_sparse(dense, s, alpha):
+    _check_dense_size(dense, s, "dense-sparse")
     c = as_coo(s)
     dtype = ember.promote_types(dense.dtype, c.dtype)
     values = (c._v if alpha == 1 else c._v * alpha).to(dtype)
@@ -365,6 +390,21 @@ def _div(input, other, *, rounding_mode=None):
         raise RuntimeError(f"Sparse division requires a scalar or zero-dim dense tensor "
                            f"divisor (got shape {shape} for divisor)")
     return _on_values(input, lambda v: ember.div(v, other, rounding_mode=rounding_mode))
+
+
+@handles("floor_divide")
+def _floor_divide(input, other):
+    if not is_sparse(input) or not is_scalar(other):
+        shape = list(other.shape) if isinstance(other, Tensor) else []
+        raise RuntimeError(f"Sparse floor division requires a scalar or zero-dim dense tensor "
+                           f"divisor (got shape {shape} for divisor)")
+    input = input.coalesce() if input.layout is L.sparse_coo else input   # floor is not linear
+    return _on_values(input, lambda v: ember.floor_divide(v, other))
+
+
+@handles("floor_divide_")
+def _floor_divide_(self, other):
+    return _replace(self, _floor_divide(self, other))
 
 
 @handles("pow")
@@ -476,3 +516,32 @@ def _to_copy(input, dtype=None, device=None, non_blocking=False):
 @handles("to_dense")
 def _to_dense(input, *args, **kwargs):
     return input.to_dense(*args, **kwargs)
+
+
+# ----- factories ---------------------------------------------------------------------------
+
+@handles("zeros_like", "empty_like")
+def _zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+                memory_format=None, pin_memory=False):
+    """A sparse tensor shaped like ``input`` that stores nothing (a strided zeros tensor for
+    a COO ``input`` and ``layout=ember.strided``)."""
+    dtype = input.dtype if dtype is None else dtype
+    device = input.device if device is None else device
+    if layout is ember.strided and input.layout is L.sparse_csr:
+        raise RuntimeError("empty_like with different sparse layout is not supported (self is "
+                           "SparseCsr but you requested Strided)")
+    if layout is ember.strided:
+        return ember.zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    layout = input.layout if layout is None else layout
+    if layout not in (L.sparse_coo, L.sparse_csr):
+        raise RuntimeError(f"zeros_like: ember has no {layout} layout (only sparse_coo, "
+                           f"sparse_csr and strided)")
+    sparse_dim = input.sparse_dim() if layout is input.layout else 2
+    values = ember.zeros((0,) + tuple(input.shape[sparse_dim:]), dtype=dtype, device=device)
+    if layout is L.sparse_coo:
+        indices = ember.zeros((sparse_dim, 0), dtype=ember.int64, device=device)
+        out = coo(indices, values, input.shape, True)
+    else:
+        crow = ember.zeros(input.shape[0] + 1, dtype=ember.int64, device=device)
+        out = csr(crow, crow[:0], values, input.shape)
+    return out.requires_grad_() if requires_grad else out

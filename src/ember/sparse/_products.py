@@ -8,10 +8,12 @@ from ember.autograd.function import Function
 from ember.backend import xp_of
 from ember.backend.sparse_products import csr_times_dense
 from ember.sparse import _convert as C
+from ember.sparse import _layouts as L
 from ember.sparse._dispatch import HANDLERS, handles, is_sparse
 from ember.sparse._ops import as_coo, transpose
+from ember.sparse._tensor import csr
 
-__all__ = ["SparseAddmm", "mm", "matmul", "addmm"]
+__all__ = ["SparseAddmm", "mm", "matmul", "addmm", "sampled_addmm"]
 
 
 class SparseAddmm(Function):
@@ -150,3 +152,46 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, dense_grad=False):
 
 
 HANDLERS["addmm"] = lambda *args, **kwargs: addmm(*args, **kwargs, dense_grad=True)
+
+
+def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
+    """``torch.sparse.sampled_addmm``: ``beta * input + alpha * (mat1 @ mat2)`` computed only
+    where the CSR matrix ``input`` stores elements (a CSR result with ``input``'s pattern)."""
+    _check_sampled(input, mat1, mat2)
+    rows = C.row_indices(input._crow)
+    products = (mat1.index_select(0, rows) * mat2.t().index_select(0, input._col)).sum(-1)
+    values = input._v * beta + products * alpha
+    result = csr(input._crow, input._col, values, input.shape)
+    if out is not None:
+        from ember.sparse._ops import _replace
+        return _replace(out, result)
+    return result
+
+
+def _check_sampled(input, mat1, mat2):
+    if not is_sparse(input) or input.layout is not L.sparse_csr:
+        backend = "SparseCPU" if is_sparse(input) else "CPU"
+        raise NotImplementedError(f"Could not run 'aten::sparse_sampled_addmm' with arguments "
+                                  f"from the '{backend}' backend: ember computes it only for a "
+                                  f"sparse_csr input")
+    for name, m in (("mat1", mat1), ("mat2", mat2)):
+        if is_sparse(m):
+            raise RuntimeError(f"sampled_addmm: Expected {name} to have strided layout, but "
+                               f"got {'Sparse' if m.is_sparse else 'SparseCsr'}")
+        if m.ndim != 2:
+            raise RuntimeError(f"sampled_addmm: Expected {name} to be a matrix, got "
+                               f"{m.ndim}-D tensor")
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise RuntimeError(f"sparse_sampled_addmm: Expected self to be a floating-point or "
+                           f"complex tensor, but got {input.dtype._torch_name}")
+    if mat1.dtype is not mat2.dtype:
+        raise RuntimeError(f"sampled_addmm: Expected mat1 and mat2 to have the same dtype, but "
+                           f"got {mat1.dtype._torch_name} and {mat2.dtype._torch_name}")
+    if input.shape[0] != mat1.shape[0]:
+        raise RuntimeError("sampled_addmm: self.shape[-2] must match mat1.shape[-2]")
+    if input.shape[1] != mat2.shape[1]:
+        raise RuntimeError("sampled_addmm: self.shape[-1] must match mat2.shape[-1]")
+    if mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"sampled_addmm: mat1 and mat2 shapes cannot be multiplied "
+                           f"({mat1.shape[0]}x{mat1.shape[1]} and {mat2.shape[0]}x"
+                           f"{mat2.shape[1]})")

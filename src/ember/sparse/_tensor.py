@@ -331,12 +331,8 @@ class SparseTensor(Tensor):
         return bool(self.to_dense())
 
     def __getitem__(self, index):
-        if type(index) is int or (isinstance(index, Tensor) and index.ndim == 0
-                                  and not index.is_floating_point()):
-            from ember.sparse._ops import select
-            return select(self, 0, int(index))
-        raise NotImplementedError("ember indexes sparse tensors only by one integer (the "
-                                  "first dim); convert with .to_dense() first")
+        from ember.sparse._indexing import getitem
+        return getitem(self, index)
 
     def item(self):
         """The value of a one-element sparse tensor."""
@@ -374,6 +370,7 @@ class SparseTensor(Tensor):
         return new
 
     _takes_registry_calls = True       # offered op functions, parameters by name (handle_op)
+    _takes_like_factories = True       # zeros_like/empty_like of a sparse tensor are sparse
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
