@@ -23,6 +23,10 @@ from ember._sizes import _size, _size_args
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
                            device_guard, device_of, host_array, on_device_of, xp_of)
 from ember._tensor import Tensor, _make
+from ember._random_checks import (_as_float, _check_like_bounds, _check_long,  # noqa: F401
+                                  _check_permutation_dtype, _check_random_bounds,
+                                  _check_size_given, _check_std, _continuous, _float_dtype,
+                                  _not_implemented_for, _random_limit)
 from ember.backend.meta import MetaArray
 
 __all__ = [
@@ -40,7 +44,11 @@ class Generator:
     """A random number generator with its own state (``torch.Generator``)."""
 
     def __init__(self, device="cpu"):
-        self.device = as_device(device)
+        self.device = as_device("cpu" if device is None else device)
+        if self.device.type == "cpu":           # (PyTorch's CPU generators have no index)
+            self.device = as_device("cpu")
+        elif self.device.type == "meta":
+            raise RuntimeError("META device type not an accelerator.")
         self._seed = 67280421310721            # PyTorch's default CPU seed
         self._rng = np.random.Generator(np.random.PCG64(self._seed))
         self._offset = 0                        # numbers drawn from the device stream
@@ -241,34 +249,9 @@ def set_rng_state(new_state):
     default_generator.set_state(new_state)
 
 
-def _float_dtype(dtype, name):
-    dtype = D.get_default_dtype() if dtype is None else dtype
-    if dtype.category not in (D.FLOATING, D.COMPLEX):
-        raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
-    return dtype
-
-
-def _not_implemented_for(dtype, name, categories):
-    """PyTorch's error for a sampling kernel that has no version for ``dtype``."""
-    if dtype.category in categories:
-        raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
-
-
-def _continuous(t, name, c_name=False):
-    """PyTorch's error for filling a non-floating tensor from a continuous distribution."""
-    if t.dtype.category != D.FLOATING:
-        from ember._storage import _c_type
-        raise RuntimeError(f"{name} distribution is a continuous probability distribution. "
-                           f"dtype must be a floating point but you specified "
-                           f"{_c_type(t.dtype) if c_name else t.dtype._torch_name}")
-
-
 def _sample(array, dtype, device, requires_grad):
     _, dev = _target(device)
-    t = _make(_place(np.asarray(array).astype(dtype.np), dev))  # 0-d draws are scalars
-    if requires_grad:
-        t.requires_grad = True
-    return t
+    return _finish(_place(np.asarray(array).astype(dtype.np), dev), requires_grad)
 
 
 def _complex(rng, shape, draw):
@@ -284,6 +267,7 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
                            requires_grad=requires_grad), True)
     dtype = _float_dtype(_out_dtype(dtype, out), "check_uniform_bounds")
     device = _out_device(device, out)
+    _check_size_given(sizes, size, "rand")
     shape = _size(_size_args(sizes, size, "rand"))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1])
     if drawn is not None:
@@ -301,6 +285,7 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
                             requires_grad=requires_grad), True)
     dtype = _float_dtype(_out_dtype(dtype, out), "normal_kernel_cpu")
     device = _out_device(device, out)
+    _check_size_given(sizes, size, "randn")
     shape = _size(_size_args(sizes, size, "randn"))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal")
     if drawn is not None:
@@ -327,9 +312,8 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
     if high is None:
         raise TypeError("randint(): missing required argument 'high'")
     for name, bound in (("low", low), ("high", high)):      # a float bound would be drawn
-        if isinstance(bound, bool) or not hasattr(type(bound), "__index__"):
-            raise TypeError(f"randint(): argument '{name}' must be int, not "
-                            f"{type(bound).__name__}")
+        where = " (position 1)" if position and name == "high" else ""
+        _check_long(bound, f"randint(): argument '{name}'{where}")
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
@@ -351,6 +335,8 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     if pin_memory:
         return pinned(randperm(n, generator=generator, dtype=dtype, device=device,
                                requires_grad=requires_grad), True)
+    _check_long(n, "randperm(): argument 'n' (position 1)")
+    n = n.__index__()
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     dtype = _out_dtype(dtype, out)
@@ -390,39 +376,26 @@ def _vmap_aware(sample, inplace=False):
 
 
 def _fill_out(out, result):
-    return result if out is None else _write_out(out, result._data)
-
-
-def _check_permutation_dtype(dtype, n):
-    """PyTorch's errors for a randperm dtype that cannot hold 0..n-1 (or has no kernel)."""
-    _not_implemented_for(dtype, "randperm", (D.BOOL, D.COMPLEX))
-    if dtype.category == D.INTEGRAL and n - 1 > D.iinfo(dtype).max:
-        from ember.ops._scalars import C_NAMES
-        raise RuntimeError(f"value cannot be converted to type {C_NAMES[dtype]} without "
-                           f"overflow")
-    if dtype is D.float16 and n > 2049:
-        raise RuntimeError("n cannot be greater than 2049 for Half type.")
-
-
-def _check_std(std, values):
-    """PyTorch's errors for a negative (or NaN) standard deviation of ``normal``."""
-    if isinstance(std, Tensor):
-        if not bool((values >= 0).all()):
-            raise RuntimeError("normal expects all elements of std >= 0.0")
-    elif not std >= 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    if out is None:
+        return result
+    _write_out(out, result._data)
+    if result.requires_grad:            # requires_grad=True with out= marks out
+        out.requires_grad_(True)
+    return out
 
 
 @_vmap_aware
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
            layout=None, device=None, requires_grad=False):
     """Normal samples with the given mean(s) and standard deviation(s)."""
+    if size is not None:                # the (float mean, float std, size) form
+        mean, std = _as_float(mean, std, size), _as_float(std, mean, size)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         m = host_array(mean._data) if isinstance(mean, Tensor) else mean
         s = host_array(std._data) if isinstance(std, Tensor) else std
         _check_std(std, s)
         ref = mean if isinstance(mean, Tensor) else std
-        _float_dtype(ref.dtype, "normal_kernel_cpu")
+        _float_dtype(ref.dtype if out is None else out.dtype, "normal_kernel_cpu")
         try:
             shape = np.broadcast_shapes(np.shape(m), np.shape(s))
         except ValueError:
@@ -455,6 +428,8 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     """0/1 samples with probabilities ``input`` (or the scalar ``p``)."""
     if p is not None:
         _not_implemented_for(input.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
+        if not 0 <= p <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
     else:   # PyTorch fills ``out`` (or a tensor like input) with probabilities ``input``
         _not_implemented_for((input if out is None else out).dtype,
                              "bernoulli_tensor_cpu_self_", (D.COMPLEX,))
@@ -468,7 +443,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     if p is None and input.dtype.category < D.FLOATING:
         raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
                                   f"'{input.dtype._torch_name}'")
-    if probs.size and (np.min(probs) < 0 or np.max(probs) > 1):
+    if probs.size and not ((probs >= 0) & (probs <= 1)).all():     # NaN fails too
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could "
                            "this error message be improved?  If so, please report an "
                            "enhancement request to PyTorch.)")
@@ -524,7 +499,7 @@ def poisson(input, generator=None):
     if input.dtype.category != D.FLOATING:
         raise NotImplementedError(f"\"poisson_cpu\" not implemented for "
                                   f"'{input.dtype._torch_name}'")
-    if input.numel() and bool((input < 0).any()):
+    if input.numel() and not bool((input >= 0).all()):      # NaN too
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     arr = _rng_on(generator, input.device).poisson(host_array(input._data).astype(np.float64))
     return sampled((input,), _sample(arr, input.dtype, input.device, False), "PoissonBackward0",
@@ -539,6 +514,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     if input.dtype.category != D.FLOATING:
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{input.dtype._torch_name}")
+    _check_long(num_samples, "multinomial(): argument 'num_samples' (position 2)")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if out is not None and out.dtype is not D.int64:
@@ -549,6 +525,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     if input.is_meta:
         return _fill_out(out, _finish(MetaArray(input.shape[:-1] + (num_samples,), np.int64),
                                       False))
+    if input.shape[-1] > 2 ** 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
     if input.is_cuda and input.numel():
         drawn = _multinomial_on_device(input, num_samples, replacement, generator)
         if drawn is not None:
@@ -653,53 +631,17 @@ def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
 
 
 @offered_to_overrides
-def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
+def randint_like(input, low=None, high=None, *, dtype=None, layout=None, device=None,
                  requires_grad=False, memory_format=None, generator=None, pin_memory=False):
     """Random integers shaped like ``input``."""
     check_like_input(input, "randint_like")
-    if high is None:
-        low, high = 0, low
+    _check_like_bounds(low, high)
+    low, high = (0, low) if high is None else (0 if low is None else low, high)
     made = randint(low, high, input.shape, dtype=dtype or input.dtype,
-                   device=device or input.device, generator=generator)
+                   device=device or input.device, generator=generator,
+                   requires_grad=requires_grad)
     return pinned(in_format(made, memory_format, input), pin_memory)
 
-
-_C_NAMES = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",
-            D.int16: "short int", D.int32: "int", D.uint16: "short unsigned int",
-            D.uint32: "unsigned int", D.float16: "c10::Half"}
-
-
-def _check_random_bounds(dtype, low, high):
-    """PyTorch's check that [low, high) fits ``dtype`` (no silent wrap-around)."""
-    if dtype.is_complex:
-        raise RuntimeError("check_random_bounds handles only integral, floating-point and "
-                           "boolean types")
-    name = _C_NAMES.get(dtype)
-    if name is None:
-        return
-    if dtype is D.bool_:
-        lo, hi = 0, 1
-    elif dtype is D.float16:
-        lo, hi = -65504, 65504
-    else:
-        info = np.iinfo(dtype.np)
-        lo, hi = int(info.min), int(info.max)
-    if not lo <= low <= hi:
-        raise RuntimeError(f"from is out of bounds for {name}")
-    if not lo <= high - 1 <= hi:
-        raise RuntimeError(f"to - 1 is out of bounds for {name}")
-
-
-_EXACT_INTEGERS = {D.float16: 2 ** 11, D.bfloat16: 2 ** 8, D.float32: 2 ** 24,
-                   D.float64: 2 ** 53}
-
-def _random_limit(dtype):
-    """PyTorch's default upper bound: the dtype's max, or its largest run of exact ints."""
-    if dtype is D.bool_:
-        return 2
-    if dtype.category == D.INTEGRAL:
-        return int(np.iinfo(dtype.np).max) + 1
-    return _EXACT_INTEGERS.get(dtype, 2 ** 24)
 
 def _below(uniform, probs):
     """``uniform < probs``, Bernoulli samples, on a GPU; ``probs`` outside [0, 1] raise."""
@@ -707,7 +649,7 @@ def _below(uniform, probs):
         if not 0 <= probs <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={probs}")
     elif probs.size:
-        device_assert(((probs < 0) | (probs > 1)).any(), lambda: RuntimeError(
+        device_assert((~((probs >= 0) & (probs <= 1))).any(), lambda: RuntimeError(
             "Expected p_in >= 0 && p_in <= 1 to be true, but got false."))
     return uniform < probs
 

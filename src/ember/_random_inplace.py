@@ -8,9 +8,10 @@ import functools
 import numpy as np
 
 from ember import _dtype as D
-from ember._random import (_below, _check_random_bounds, _continuous, _drawn_on_device,
-                           _float_dtype, _not_implemented_for, _random_limit, _rng_on,
-                           _vmap_aware)
+from ember._random import _below, _drawn_on_device, _rng_on, _vmap_aware
+from ember._random_checks import (_check_random_bounds, _continuous, _float_dtype,
+                                  _not_implemented_for, _random_limit)
+from ember._storage import _c_type
 from ember._tensor import Tensor
 from ember.backend import cuda_backend, host_array
 from ember.backend.meta import MetaArray
@@ -43,10 +44,21 @@ def _fill_(t, arr, node):
     return t
 
 
+def _check_floats(fn, *values):
+    """PyTorch's error for a float argument of ``fn`` given as a tensor that is not a 0-dim
+    one without grad; ``values``: (name, value) in position order."""
+    for position, (name, value) in enumerate(values, 1):
+        if isinstance(value, Tensor) and (value.ndim or value.requires_grad):
+            raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be float, "
+                            f"not Tensor")
+
+
 def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     """Fill with uniform samples on [from, to)."""
     from_ = kw.pop("from", from_)
+    _check_floats("uniform_", ("from", from_), ("to", to))
     _float_dtype(self.dtype, "check_uniform_bounds")
+    _check_uniform_bounds(self.dtype, from_, to)
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
                            f"from={from_:g} > to={to:g}")
@@ -58,8 +70,26 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     return _fill_(self, drawn, "UniformBackward0")
 
 
+def _check_uniform_bounds(dtype, from_, to):
+    """PyTorch's errors for uniform_ bounds outside ``dtype``'s finite range, or whose span
+    overflows it."""
+    if dtype.is_complex:
+        return
+    top = float(D.finfo(dtype).max)
+    name = _c_type(dtype)
+    for what, bound in (("from", from_), ("to", to)):
+        if not -top <= bound <= top:
+            raise RuntimeError(f"{what} is out of bounds for {name}")
+    if to - from_ > top:
+        limit = "Double" if dtype is D.float64 else "Float"
+        raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{limit}>::max(), "
+                           f"but found to={to:g} and from={from_:g} which result in to-from to "
+                           f"exceed the limit")
+
+
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fill with normal samples."""
+    _check_floats("normal_", ("mean", mean), ("std", std))
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
     _float_dtype(self.dtype, "normal_kernel_cpu")
@@ -71,13 +101,24 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     return _fill_(self, drawn, "NormalBackward0")
 
 
-def random_(self, from_=0, to=None, *, generator=None, **kw):
+_UNSET = object()
+
+
+def random_(self, from_=_UNSET, to=_UNSET, *, generator=None, **kw):
     """Fill with integers from [from, to) (default: the dtype's range of exact integers)."""
     from_ = kw.pop("from", from_)
-    node = "RandomBackward0" if to is not None else "RandomBackward1" if from_ else \
-        "RandomBackward2"
+    if to is _UNSET and from_ is _UNSET:                 # random_()
+        node, from_, to = "RandomBackward2", 0, None
+    elif to is _UNSET or from_ is _UNSET:               # random_(to)
+        node, from_, to = "RandomBackward1", 0, from_ if to is _UNSET else to
+        _check_random_ints(to)
+    else:                                               # random_(from, to), to may be None
+        node = "RandomBackward0"
+        _check_random_ints(*(b for b in (from_, to) if b is not None))
+    if node == "RandomBackward2":
+        _not_implemented_for(self.dtype, "random_kernel_cpu", (D.COMPLEX,))
     if to is None:
-        to, from_ = (from_, 0) if from_ else (_random_limit(self.dtype), 0)
+        to = _random_limit(self.dtype)
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} "
                            f">= to={to}")
@@ -90,7 +131,17 @@ def random_(self, from_=0, to=None, *, generator=None, **kw):
     return _fill_(self, drawn, node)
 
 
-# the C++ type names PyTorch's bounds messages give
+def _check_random_ints(*bounds):
+    """PyTorch's errors for random_ bounds that are not 64-bit integers."""
+    for bound in bounds:
+        if isinstance(bound, bool) or not hasattr(type(bound), "__index__"):
+            raise TypeError(f"random_() received an invalid combination of arguments - got "
+                            f"({', '.join(type(b).__name__ for b in bounds)}), but expected "
+                            f"one of:\n * (*, torch.Generator generator = None)\n * (int from, "
+                            f"int to, *, torch.Generator generator = None)\n * (int to, *, "
+                            f"torch.Generator generator = None)")
+        if not -2 ** 63 <= bound < 2 ** 63:
+            raise ValueError("Overflow when unpacking long long")
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
@@ -102,15 +153,40 @@ def bernoulli_(self, p=0.5, *, generator=None):
         _not_implemented_for(p.dtype, "bernoulli_tensor_cpu_p_", (D.COMPLEX,))
     else:
         _not_implemented_for(self.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
+    if isinstance(p, Tensor):
+        _check_expandable(p, self.shape)
+    elif not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
     drawn = None if on_host else _drawn_on_device(generator, self.shape, D.float32, self.device)
     if drawn is not None:
         return _fill_(self, _below(drawn, p._data if isinstance(p, Tensor) else p), node)
     probs = host_array(p._data) if isinstance(p, Tensor) else p
+    if isinstance(p, Tensor) and probs.size and not ((probs >= 0) & (probs <= 1)).all():
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could "
+                           "this error message be improved?  If so, please report an "
+                           "enhancement request to PyTorch.)")
     return _fill_(self, _rng_on(generator, self.device).random(self.shape) < probs, node)
+
+
+def _check_expandable(probs, target):
+    """PyTorch's expand errors for the tensor ``probs`` filling a tensor of shape ``target``."""
+    shape = probs.shape
+    if len(shape) > len(target):
+        raise RuntimeError(f"expand(torch.{probs.dtype._legacy}{{{list(shape)}}}, "
+                           f"size={list(target)}): "
+                           f"the number of sizes provided ({len(target)}) must be greater or "
+                           f"equal to the number of dimensions in the tensor ({len(shape)})")
+    for i, (have, want) in enumerate(zip(shape[::-1], target[::-1])):
+        if have not in (1, want):
+            dim = len(target) - 1 - i
+            raise RuntimeError(f"The expanded size of the tensor ({want}) must match the "
+                               f"existing size ({have}) at non-singleton dimension {dim}.  "
+                               f"Target sizes: {list(target)}.  Tensor sizes: {list(shape)}")
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
     """Fill with exponential samples of rate ``lambd``."""
+    _check_floats("exponential_", ("lambd", lambd))
     _continuous(self, "Exponential")
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
@@ -120,6 +196,7 @@ def exponential_(self, lambd=1.0, *, generator=None):
 
 def geometric_(self, p, *, generator=None):
     """Fill with geometric samples (number of trials to the first success)."""
+    _check_floats("geometric_", ("p", p))
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
     _not_implemented_for(self.dtype, "geometric_cpu", (D.BOOL, D.COMPLEX))
@@ -129,6 +206,7 @@ def geometric_(self, p, *, generator=None):
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     """Fill with log-normal samples."""
+    _check_floats("log_normal_", ("mean", mean), ("std", std))
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
     _not_implemented_for(self.dtype, "log_normal_cpu", (D.BOOL, D.INTEGRAL, D.COMPLEX))
@@ -138,7 +216,10 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with Cauchy samples."""
+    _check_floats("cauchy_", ("median", median), ("sigma", sigma))
     _continuous(self, "Cauchy", c_name=True)
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")
     rng = _rng_on(generator, self.device)
     return _fill_(self, median + sigma * rng.standard_cauchy(self.shape), "CauchyBackward0")
 

@@ -7,7 +7,7 @@ from ember.autograd import functional as AF
 
 
 def _randn(*shape):
-    return ember.randn(*shape, dtype=ember.float64)
+    return ember.randn(shape, dtype=ember.float64)
 
 
 def test_jacobian_shapes_and_values():

@@ -10,7 +10,7 @@ from ember.func import vmap
 
 
 def _randn(*shape):
-    return ember.randn(*shape, dtype=ember.float64)
+    return ember.randn(shape, dtype=ember.float64)
 
 
 def _loop(f, *args, in_dims=0):

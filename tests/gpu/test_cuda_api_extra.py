@@ -342,7 +342,7 @@ def _flash_loaded():
 
 
 def _params(*shape, device="cuda", **kw):
-    q = ember.randn(*shape, device=device)
+    q = ember.randn(shape, device=device)
     return backends_cuda.SDPAParams(q, q, q, kw.get("mask"), kw.get("dropout", 0.0),
                                     kw.get("causal", False), kw.get("gqa", False))
 
@@ -389,7 +389,7 @@ def test_ember_has_no_efficient_or_cudnn_attention():
 def _flash_cases():
     """(name, query, key, value, attn_mask, dropout, is_causal, enable_gqa) on the GPU."""
     def r(*shape, dtype=ember.float32):
-        return ember.randn(*shape, device="cuda").to(dtype)
+        return ember.randn(shape, device="cuda").to(dtype)
     q = r(1, 2, 3, 4)
     bool_mask = ember.ones(3, 5, dtype=ember.bool, device="cuda")
     yield "plain", q, r(1, 2, 5, 4), r(1, 2, 5, 6), None, 0.0, False, False

@@ -49,7 +49,7 @@ def _count_launches(monkeypatch, module_name, launcher):
 
 def _pair(shape, dtype=ember.float32, seed=0, scale=3.0):
     ember.manual_seed(seed)
-    host = (ember.randn(*shape) * scale).to(dtype)
+    host = (ember.randn(shape) * scale).to(dtype)
     return host, host.cuda()
 
 
@@ -105,7 +105,7 @@ def test_softmax_with_dtype_argument_and_gradient(overrides):
                                                ((3, 40000), (40000,))])
 def test_layer_norm(overrides, shape, normalized, affine, dtype):
     host, gpu = _pair(shape, dtype)
-    w, b = (ember.randn(*normalized).to(dtype) if affine else None for _ in range(2))
+    w, b = (ember.randn(normalized).to(dtype) if affine else None for _ in range(2))
     out_h = ember.native_layer_norm(host, normalized, w, b, 1e-5)
     out_g = ember.native_layer_norm(gpu, normalized, *(v if v is None else v.cuda()
                                                        for v in (w, b)), 1e-5)
@@ -124,8 +124,8 @@ def test_rms_norm(overrides, monkeypatch, shape, normalized, dtype, weight):
     launches = [_count_launches(monkeypatch, "triton_rows", name)
                 for name in ("rms_norm_rows", "rms_norm_backward_rows")]
     host, gpu = _pair(shape, dtype)
-    w = None if weight is None else ember.randn(*normalized).to(weight)
-    grad = ember.randn(*shape, generator=ember.Generator().manual_seed(2)).to(dtype)
+    w = None if weight is None else ember.randn(normalized).to(weight)
+    grad = ember.randn(shape, generator=ember.Generator().manual_seed(2)).to(dtype)
     results = []
     for x in (host, gpu):
         x.requires_grad_()
@@ -170,7 +170,7 @@ def test_batch_norm(overrides, monkeypatch, shape, affine, training):
                         for v in (w, b))
         running = [v.to(x.device, copy=True) for v in stats]      # updated in place
         out = ember.native_batch_norm(x, weight, bias, *running, training, 0.3, 1e-5)
-        grad = ember.randn(*shape, generator=ember.Generator().manual_seed(1))
+        grad = ember.randn(shape, generator=ember.Generator().manual_seed(1))
         out[0].backward(grad.to(x.device))
         results.append([*out, *running, x.grad] + ([weight.grad, bias.grad] if affine else []))
     for h, g in zip(*results):
@@ -188,7 +188,7 @@ def test_group_norm(overrides, monkeypatch, shape, groups, affine):
     host, gpu = _pair(shape)
     c = shape[1]
     w, b = (ember.randn(c) if affine else None for _ in range(2))
-    grad = ember.randn(*shape, generator=ember.Generator().manual_seed(2))
+    grad = ember.randn(shape, generator=ember.Generator().manual_seed(2))
     results = []
     for x in (host, gpu):
         x.requires_grad_()
@@ -209,7 +209,7 @@ def test_group_norm_in_bfloat16(overrides):
     exact = host.double()
     norms = [ember.nn.GroupNorm(4, 8) for _ in range(3)]
     norms[1].cuda(), norms[2].double()
-    grad = ember.randn(*host.shape)
+    grad = ember.randn(host.shape)
     outputs = []
     for x, norm in zip((host, gpu, exact), norms):
         norm.to(x.dtype)
@@ -225,7 +225,7 @@ def test_batch_norm_of_bfloat16_inputs_with_float32_parameters(overrides):
     exact = host.double()
     modules = [ember.nn.BatchNorm2d(4) for _ in range(3)]
     modules[1].cuda(), modules[2].double()
-    grad = ember.randn(*host.shape)
+    grad = ember.randn(host.shape)
     outputs = []
     for x, module in zip((host, gpu, exact), modules):
         x.requires_grad_()
@@ -289,7 +289,7 @@ def test_cross_entropy_with_weights_smoothing_or_more_dims(overrides, monkeypatc
                                label_smoothing=smoothing,
                                weight=None if weight is None else weight.to(x.device))
         loss.backward(ember.ones_like(loss) if reduction != "none" else
-                      ember.rand(*loss.shape, generator=ember.Generator().manual_seed(1))
+                      ember.rand(loss.shape, generator=ember.Generator().manual_seed(1))
                       .to(x.device))
         losses.append(loss)
     _same(losses[1], losses[0], atol=1e-5, rtol=1e-5)
@@ -306,7 +306,7 @@ def test_cross_entropy_with_class_probabilities(overrides, monkeypatch, shape, r
     launches = [_count_launches(monkeypatch, "triton_losses", name) for name in
                 ("soft_cross_entropy_rows", "soft_cross_entropy_backward_rows")]
     host, gpu = _pair(shape)
-    target = ember.softmax(ember.randn(*shape), -1)
+    target = ember.softmax(ember.randn(shape), -1)
     weight = ember.rand(shape[-1]) + 0.5 if weighted else None
     results = []
     for x in (host, gpu):
@@ -397,7 +397,7 @@ def test_average_pooling_with_infinities_and_its_gradient(overrides, monkeypatch
     if fn is F.avg_pool3d and dtype is ember.bfloat16:
         # PyTorch's CPU avg_pool3d takes no 16-bit floats (nor does ember's), its CUDA one
         # does: compare with the CPU's float32 result
-        x = ember.randn(*shape).to(dtype)
+        x = ember.randn(shape).to(dtype)
         want = fn(x.float(), *args)
         _same(fn(x.cuda(), *args).float(), want, **LOW)
         return
@@ -409,7 +409,7 @@ def test_average_pooling_with_infinities_and_its_gradient(overrides, monkeypatch
     host.requires_grad_(), gpu.requires_grad_()
     y, hy = fn(gpu, *args), fn(host, *args)
     _same(y, hy, **({} if dtype is ember.float32 else LOW))
-    g = ember.randn(*hy.shape).to(dtype)
+    g = ember.randn(hy.shape).to(dtype)
     y.backward(g.cuda()), hy.backward(g)
     _same(gpu.grad, host.grad, **({} if dtype is ember.float32 else LOW))
     assert forward and backward
@@ -758,7 +758,7 @@ def test_convolutions_run_as_implicit_gemms(overrides, monkeypatch, x_shape, w_s
     results = []
     for device in ("cpu", "cuda"):
         ember.manual_seed(0)
-        x, w = ember.randn(*x_shape), ember.randn(*w_shape)
+        x, w = ember.randn(x_shape), ember.randn(w_shape)
         out_channels = w_shape[1] * kwargs.get("groups", 1) if transposed else w_shape[0]
         b = ember.randn(out_channels) if bias else None
         leaves = [t.to(device).requires_grad_() for t in (x, w, b) if t is not None]
@@ -790,7 +790,7 @@ def test_depthwise_convolutions_run_tap_by_tap(overrides, monkeypatch, x_shape, 
     results = []
     for device in ("cpu", "cuda"):
         ember.manual_seed(0)
-        x, w = ember.randn(*x_shape), ember.randn(*w_shape)
+        x, w = ember.randn(x_shape), ember.randn(w_shape)
         b = ember.randn(w_shape[1 if transposed else 0] * (x_shape[1] if transposed else 1)) \
             if bias else None
         leaves = [t.to(device).requires_grad_() for t in (x, w, b) if t is not None]
@@ -1245,7 +1245,7 @@ def test_a_training_step_never_waits_for_the_gpu(overrides, host_traffic, make):
     if len(shape) == 2:
         x = ember.randint(0, classes, shape, device="cuda")
     else:
-        x = ember.randn(*shape, device="cuda")
+        x = ember.randn(shape, device="cuda")
     y = ember.randint(0, classes, (model(x).shape[0],), device="cuda")
     for step in range(3):
         with host_traffic() as traffic:

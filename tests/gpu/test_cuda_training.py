@@ -33,7 +33,7 @@ def _train_on_both(make, optimizer, shape):
     gpu = copy.deepcopy(cpu).cuda()
     assert all(p.is_cuda for p in gpu.parameters()) and all(b.is_cuda for b in gpu.buffers())
     opts = [optimizer(m.parameters(), lr=0.05) for m in (cpu, gpu)]
-    x, y = ember.randn(*shape, dtype=ember.float64), ember.randint(0, 3, (shape[0],))
+    x, y = ember.randn(shape, dtype=ember.float64), ember.randint(0, 3, (shape[0],))
     for _ in range(3):
         for model, opt, dev in ((cpu, opts[0], "cpu"), (gpu, opts[1], "cuda")):
             loss = F.cross_entropy(model(x.to(dev)), y.to(dev))

@@ -14,7 +14,7 @@ import ember.nn.functional as F
 
 def _x(*shape, requires_grad=False):
     ember.manual_seed(0)
-    return ember.randn(*shape, dtype=ember.float64, requires_grad=requires_grad)
+    return ember.randn(shape, dtype=ember.float64, requires_grad=requires_grad)
 
 
 @pytest.mark.parametrize("module,ref", [

@@ -88,7 +88,7 @@ def test_bilinear_rejects_zero_in1_features():
 
 
 def test_bilinear_gradients():
-    args = [ember.randn(*s, dtype=ember.float64, requires_grad=True)
+    args = [ember.randn(s, dtype=ember.float64, requires_grad=True)
             for s in ((3, 2), (3, 2), (2, 2, 2), (2,))]
     assert gradcheck(F.bilinear, args)
     assert gradgradcheck(F.bilinear, args)
@@ -123,7 +123,7 @@ def test_flatten_unflatten():
 def test_linear_names_its_backward_as_pytorch(shape, with_bias, name):
     w = ember.randn(4, 3, requires_grad=True)
     b = ember.randn(4, requires_grad=True) if with_bias else None
-    out = ember.nn.functional.linear(ember.randn(*shape), w, b)
+    out = ember.nn.functional.linear(ember.randn(shape), w, b)
     assert out.grad_fn.name() == name
     out.sum().backward()
     assert w.grad.shape == (4, 3)
@@ -144,7 +144,7 @@ def test_linear_on_a_strided_batch_adds_the_bias_last():
     ((2, 3), (3, 2), "MmBackward0"), ((5, 2, 3), (3, 2), "UnsafeViewBackward0"),
     ((2, 3), (5, 3, 2), "CloneBackward0")])
 def test_matmul_names_its_backward_as_pytorch(a, b, name):
-    x, y = ember.randn(*a, requires_grad=True), ember.randn(*b)
+    x, y = ember.randn(a, requires_grad=True), ember.randn(b)
     assert (x @ y).grad_fn.name() == name
 
 

@@ -13,7 +13,7 @@ D = ember.float64
 
 
 def _rand(*shape, rg=False):
-    return ember.randn(*shape, dtype=D, requires_grad=rg)
+    return ember.randn(shape, dtype=D, requires_grad=rg)
 
 
 def _norm_ref(x, axes, eps=1e-5):
@@ -111,7 +111,7 @@ def test_batchnorm_without_running_stats_uses_batch_stats_in_eval():
 ])
 def test_input_rank_errors(cls, shape, text):
     with pytest.raises(ValueError, match=text.replace("(", r"\(").replace(")", r"\)")):
-        cls(3)(ember.randn(*shape))
+        cls(3)(ember.randn(shape))
 
 
 # --- instance norm ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from ember.autograd import gradcheck, gradgradcheck
 
 
 def _complex(*shape):
-    return ember.randn(*shape, dtype=ember.complex128, requires_grad=True)
+    return ember.randn(shape, dtype=ember.complex128, requires_grad=True)
 
 
 @pytest.mark.parametrize("make", [lambda: _complex(3), lambda: _complex(2, 3),

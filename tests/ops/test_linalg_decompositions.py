@@ -25,7 +25,7 @@ def assert_close(actual, expected, **kwargs):
 
 def _randn(*shape, dtype=F64, requires_grad=False):
     ember.manual_seed(sum(shape) + 7)
-    return ember.randn(*shape, dtype=dtype).requires_grad_(requires_grad)
+    return ember.randn(shape, dtype=dtype).requires_grad_(requires_grad)
 
 
 def _spd(n, dtype=F64):

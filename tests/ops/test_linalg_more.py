@@ -21,7 +21,7 @@ def _low_rank(m, n, rank, dtype=F64, batch=()):
 
 @pytest.mark.parametrize("shape", [(3, 3), (4, 2), (2, 5), (2, 3, 4)])
 def test_lu_reconstructs_and_p_needs_no_gradient(shape):
-    a = ember.randn(*shape, dtype=F64, requires_grad=True)
+    a = ember.randn(shape, dtype=F64, requires_grad=True)
     p, low, up = linalg_lu(a)
     k = min(shape[-2:])
     assert (low.shape[-1], up.shape[-2]) == (k, k)
@@ -116,7 +116,7 @@ def test_linalg_diagonal_is_a_view_with_keyword_only_options():
     ((5, 7), 9, ((5, 5), (5,), (7, 5))), ((7, 5), 6, ((7, 5), (5,), (5, 5))),
     ((2, 5, 4), 2, ((2, 5, 2), (2, 2), (2, 4, 2))), ((0, 4), 2, ((0, 0), (0,), (4, 0)))])
 def test_svd_lowrank_shapes(shape, q, want):
-    u, s, v = ember.svd_lowrank(ember.randn(*shape), q=q)
+    u, s, v = ember.svd_lowrank(ember.randn(shape), q=q)
     assert (tuple(u.shape), tuple(s.shape), tuple(v.shape)) == want
 
 

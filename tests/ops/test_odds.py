@@ -28,7 +28,7 @@ def _same(a, b, exact=True):
 
 def _x(*shape, dtype=ember.float64, requires_grad=False, seed=0):
     ember.manual_seed(seed)
-    return ember.randn(*shape, dtype=dtype, requires_grad=requires_grad)
+    return ember.randn(shape, dtype=dtype, requires_grad=requires_grad)
 
 
 def _t(data, dtype=ember.float64, requires_grad=False):

@@ -24,7 +24,7 @@ def _same(a, b):
 
 def _x(*shape, dtype=ember.float64, requires_grad=False):
     ember.manual_seed(len(shape))
-    return ember.randn(*shape, dtype=dtype, requires_grad=requires_grad)
+    return ember.randn(shape, dtype=dtype, requires_grad=requires_grad)
 
 
 # --- method forms: varargs and sequences mean the same ------------------------------------------
@@ -473,7 +473,7 @@ def test_t_on_small_tensors_is_identity_view():
 
 def _c(*shape):
     ember.manual_seed(7)
-    return ember.randn(*shape, dtype=ember.complex128, requires_grad=True)
+    return ember.randn(shape, dtype=ember.complex128, requires_grad=True)
 
 
 @pytest.mark.parametrize("fn", [lambda z: z.conj(), lambda z: z.real, lambda z: z.imag,

@@ -106,7 +106,7 @@ def test_float32_trajectory_is_the_float64_one_rounded(cls):
 # ----- Muon and Adafactor: their checks, state and edge cases ---------------------------------
 
 def _matrix(*shape, dtype=None):
-    return nn.Parameter(ember.randn(*shape, dtype=dtype))
+    return nn.Parameter(ember.randn(shape, dtype=dtype))
 
 
 @pytest.mark.parametrize("options, message", [
@@ -161,11 +161,11 @@ def test_muon_orthogonalizes_the_update():
 @pytest.mark.parametrize("dtype", [ember.bfloat16, ember.float16, ember.float32])
 def test_low_precision_parameters_keep_their_dtype(dtype):
     for cls, shape in ((optim.Muon, (3, 4)), (optim.Adafactor, (3, 4)), (optim.Adafactor, (5,))):
-        p = nn.Parameter(ember.randn(*shape).to(dtype))
+        p = nn.Parameter(ember.randn(shape).to(dtype))
         before = p.detach().float().clone()
         opt = cls([p], lr=0.1, weight_decay=0.1)
         for _ in range(2):
-            p.grad = ember.randn(*shape).to(dtype)
+            p.grad = ember.randn(shape).to(dtype)
             opt.step()
         assert p.dtype is dtype and ember.isfinite(p.float()).all()
         assert not ember.equal(p.detach().float(), before)
@@ -198,12 +198,12 @@ def test_adafactor_checks_its_options_as_pytorch_words_them(options, message):
 
 def test_adafactor_state_is_factored_over_the_last_two_dims():
     shapes = [(), (3,), (3, 4), (2, 3, 4)]
-    params = [nn.Parameter(ember.randn(*s)) for s in shapes]
+    params = [nn.Parameter(ember.randn(s)) for s in shapes]
     opt = optim.Adafactor(params)
     assert opt.defaults == dict(lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0,
                                 weight_decay=0.0, foreach=None, maximize=False)
     for p in params:
-        p.grad = ember.randn(*p.shape)
+        p.grad = ember.randn(p.shape)
     opt.step()
     layout = [{k: tuple(v.shape) for k, v in opt.state[p].items()} for p in params]
     assert layout == [{"step": (), "variance": ()}, {"step": (), "variance": (3,)},

@@ -1,0 +1,162 @@
+"""Argument checks of the samplers in ``ember._random`` and ``ember._random_inplace``, with
+PyTorch's error messages and warnings."""
+
+import warnings
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+from ember._warn import outside_level
+
+
+def _float_dtype(dtype, name):
+    dtype = D.get_default_dtype() if dtype is None else dtype
+    if dtype.category not in (D.FLOATING, D.COMPLEX):
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+    return dtype
+
+
+def _not_implemented_for(dtype, name, categories):
+    """PyTorch's error for a sampling kernel that has no version for ``dtype``."""
+    if dtype.category in categories:
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+
+
+def _continuous(t, name, c_name=False):
+    """PyTorch's error for filling a non-floating tensor from a continuous distribution."""
+    if t.dtype.category != D.FLOATING:
+        from ember._storage import _c_type
+        raise RuntimeError(f"{name} distribution is a continuous probability distribution. "
+                           f"dtype must be a floating point but you specified "
+                           f"{_c_type(t.dtype) if c_name else t.dtype._torch_name}")
+
+
+_SIZE_SIGNATURE = ("(tuple of ints size, *, {}Tensor out = None, torch.dtype dtype = None, "
+                   "torch.layout layout = None, torch.device device = None, bool pin_memory = "
+                   "False, bool requires_grad = False)")
+
+
+def _check_size_given(sizes, size, name):
+    """PyTorch's error for a ``rand``/``randn`` call without a size."""
+    if not sizes and size is None:
+        raise TypeError(f"{name}() received an invalid combination of arguments - got (), but "
+                        f"expected one of:\n * "
+                        f"{_SIZE_SIGNATURE.format('torch.Generator generator, ')}\n * "
+                        f"{_SIZE_SIGNATURE.format('')}\n")
+
+
+def _check_long(value, argument):
+    """PyTorch's errors for an ``int`` argument that is no int or does not fit 64 bits."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__") or \
+            isinstance(value, Tensor) and value.dtype.category != D.INTEGRAL:
+        raise TypeError(f"{argument} must be int, not {type(value).__name__}")
+    if not -2 ** 63 <= value.__index__() < 2 ** 63:
+        raise ValueError("Overflow when unpacking long long")
+
+
+def _check_permutation_dtype(dtype, n):
+    """PyTorch's errors for a randperm dtype that cannot hold 0..n-1 (or has no kernel)."""
+    _not_implemented_for(dtype, "randperm", (D.BOOL, D.COMPLEX))
+    if dtype.category == D.INTEGRAL and n - 1 > D.iinfo(dtype).max:
+        from ember.ops._scalars import C_NAMES
+        raise RuntimeError(f"value cannot be converted to type {C_NAMES[dtype]} without "
+                           f"overflow")
+    if dtype is D.float16 and n > 2049:
+        raise RuntimeError("n cannot be greater than 2049 for Half type.")
+
+
+def _check_std(std, values):
+    """PyTorch's errors for a negative (or NaN) standard deviation of ``normal``."""
+    if isinstance(std, Tensor):
+        if not bool((values >= 0).all()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif not std >= 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+
+
+_NORMAL_SIGNATURES = (
+    "(Tensor mean, Tensor std, *, torch.Generator generator = None, Tensor out = None)",
+    "(Tensor mean, float std = 1, *, torch.Generator generator = None, Tensor out = None)",
+    "(float mean, Tensor std, *, torch.Generator generator = None, Tensor out = None)",
+    "(float mean, float std, tuple of ints size, *, torch.Generator generator = None, Tensor "
+    "out = None, torch.dtype dtype = None, torch.layout layout = None, torch.device device = "
+    "None, bool pin_memory = False, bool requires_grad = False)")
+
+
+def _as_float(value, other, size):
+    """``normal``'s ``value`` for the form with a size, where PyTorch reads a 0-dim tensor that
+    does not require grad as a float and refuses any other tensor."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.ndim == 0 and not value.requires_grad:
+        return float(value.item())
+    got = ", ".join(type(v).__name__ if not isinstance(v, Tensor) else "Tensor"
+                    for v in (value, other, size))
+    raise TypeError(f"normal() received an invalid combination of arguments - got ({got}), "
+                    f"but expected one of:\n" + "".join(f" * {s}\n" for s in _NORMAL_SIGNATURES))
+
+
+def _check_like_bounds(low, high):
+    """PyTorch's error for randint_like bounds that are missing or not ints."""
+    given = [b for b in (low, high) if b is not None]
+    if not given or any(isinstance(b, (bool, float)) for b in given):
+        got = ", ".join(["Tensor"] + [type(b).__name__ for b in given])
+        raise TypeError(f"randint_like() received an invalid combination of arguments - got "
+                        f"({got}), but expected one of:\n * (Tensor input, int high, *, ...)\n"
+                        f" * (Tensor input, int low, int high, *, ...)")
+
+
+_C_NAMES = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",
+            D.int16: "short int", D.int32: "int", D.uint16: "short unsigned int",
+            D.uint32: "unsigned int", D.float16: "c10::Half"}
+
+
+def _check_random_bounds(dtype, low, high):
+    """PyTorch's check that [low, high) fits ``dtype`` (no silent wrap-around)."""
+    if dtype.is_complex:
+        raise RuntimeError("check_random_bounds handles only integral, floating-point and "
+                           "boolean types")
+    name = _C_NAMES.get(dtype)
+    if dtype in _EXACT_INTEGERS:
+        _warn_inexact(dtype, low, high)
+    if name is None:
+        return
+    if dtype is D.bool_:
+        lo, hi = 0, 1
+    elif dtype is D.float16:
+        lo, hi = -65504, 65504
+    else:
+        info = np.iinfo(dtype.np)
+        lo, hi = int(info.min), int(info.max)
+    if not lo <= low <= hi:
+        raise RuntimeError(f"from is out of bounds for {name}")
+    if not lo <= high - 1 <= hi:
+        raise RuntimeError(f"to - 1 is out of bounds for {name}")
+
+
+# the largest run of exact integers of each float type
+_EXACT_INTEGERS = {D.float16: 2 ** 11, D.bfloat16: 2 ** 8, D.float32: 2 ** 24,
+                   D.float64: 2 ** 53}
+
+
+def _warn_inexact(dtype, low, high):
+    """PyTorch's warnings for integer bounds a float ``dtype`` cannot hold exactly."""
+    from ember._storage import _c_type
+    digits = _EXACT_INTEGERS[dtype].bit_length() - 1
+    for what, bound in (("from", low), ("to - 1", high - 1)):
+        if not -(2 ** digits) <= bound <= 2 ** digits:
+            warnings.warn(f"{what} is out of bounds [-(2^{digits}), 2^{digits}]. Due to "
+                          f"precision limitations {_c_type(dtype)} can support discrete "
+                          f"uniform distribution only within this range. This warning will "
+                          f"become an error in version 1.7 release, please fix the code in "
+                          f"advance", UserWarning, stacklevel=outside_level())
+
+
+def _random_limit(dtype):
+    """PyTorch's default upper bound: the dtype's max, or its largest run of exact ints."""
+    if dtype is D.bool_:
+        return 2
+    if dtype.category == D.INTEGRAL:
+        return int(np.iinfo(dtype.np).max) + 1
+    return _EXACT_INTEGERS.get(dtype, 2 ** 24)
