@@ -146,9 +146,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         from ember.func import vmap
         vectors = _as_tuple(grad_outputs)
         _check_batched_grads(_as_tuple(outputs), vectors)
-        return vmap(lambda *v: grad(outputs, inputs, v, retain_graph=True,
-                                    create_graph=create_graph, allow_unused=allow_unused,
-                                    materialize_grads=materialize_grads))(*vectors)
+        unused = []         # (vmap takes tensors only: unused inputs' None is put back after)
+
+        def used_grads(*v):
+            found = grad(outputs, inputs, v, retain_graph=True, create_graph=create_graph,
+                         allow_unused=allow_unused, materialize_grads=materialize_grads)
+            unused[:] = [g is None for g in found]
+            return tuple(g for g in found if g is not None)
+        batched = iter(vmap(used_grads)(*vectors))
+        return tuple(None if none else next(batched) for none in unused)
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     if not inputs:

@@ -171,7 +171,7 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
         for fn in list(node._pre_hooks.values()):
             out = fn(tuple(buf))
             if out is not None:
-                buf = _hook_values(fn, out, len(buf))
+                buf = _hook_values(fn, out, buf)
 
     if type(node) is AccumulateGrad:
         return _run_leaf(node, buf[0], target_index, captured, accumulate_into_grad)
@@ -206,17 +206,20 @@ def _run_post_hooks(node, grads_in, buf):
     for fn in list(node._post_hooks.values()):
         out = fn(tuple(grads_in), tuple(buf))
         if out is not None:
-            grads_in = _hook_values(fn, out, len(grads_in))
+            grads_in = _hook_values(fn, out, grads_in)
     return grads_in
 
 
-def _hook_values(fn, out, expected):
-    """A node hook's returned gradients, as a list, after PyTorch's count check."""
+def _hook_values(fn, out, grads):
+    """A node hook's returned gradients (replacing ``grads``), as a list, after PyTorch's
+    checks: one value per gradient, and no value where there was no gradient."""
     out = list(out)
-    if len(out) != expected:
+    if len(out) != len(grads):
         name = getattr(fn, "__name__", repr(fn))
         raise RuntimeError(f"hook '{name}' has returned an incorrect number of values (got "
-                           f"{len(out)}, but expected {expected})")
+                           f"{len(out)}, but expected {len(grads)})")
+    if any(g is None and o is not None for g, o in zip(grads, out)):
+        raise RuntimeError("can't replace a None gradient with a non-None value")
     return out
 
 

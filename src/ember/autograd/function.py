@@ -29,10 +29,10 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors):
         """Keep tensors (or None) for backward; read them back as ``ctx.saved_tensors``."""
-        for t in tensors:
+        for i, t in enumerate(tensors):
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError("save_for_backward can only save variables, but argument "
-                                f"{tensors.index(t)} is of type {type(t).__name__}")
+                                f"{i} is of type {type(t).__name__}")
         self._to_save = tensors
 
     @property
@@ -111,6 +111,8 @@ class BackwardFunction(FunctionCtx, Node):
             raise RuntimeError(f"function {self.name()} returned an incorrect number of "
                                f"gradients (expected {n_inputs}, got {len(result)})")
         for i, (g, meta) in enumerate(zip(result, self._in_meta)):
+            if g is not None and not isinstance(g, Tensor):
+                raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")
             if g is not None and meta is False:
                 raise RuntimeError(f"function {self.name()} returned a gradient different than "
                                    f"None at position {i + 1}, but the corresponding forward "
@@ -141,6 +143,9 @@ class BackwardFunction(FunctionCtx, Node):
     def _release(self):
         self._saved = None
         self._packed = None
+
+
+BackwardCFunction = BackwardFunction       # PyTorch's name of the class of these nodes
 
 
 class Function:
@@ -288,8 +293,15 @@ def _wrap_outputs(ctx, args, output, record):
     for out in outputs:
         if isinstance(out, Tensor) and id(out) in inputs and id(out) not in dirty:
             from ember.ops.indexing import alias_of
-            out = alias_of(out)                # an input returned as-is becomes a view of it
+            alias = alias_of(out)              # an input returned as-is becomes a view of it
+            if id(out) in non_diff:
+                non_diff.add(id(alias))
+            out = alias
         wrapped.append(out)
+    if dirty and not dirty <= {id(o) for o in wrapped}:
+        raise RuntimeError("Some elements marked as dirty during the forward method were not "
+                           "returned as output. The inputs that are modified inplace must all "
+                           "be outputs of the Function.")
     ctx.n_outputs = len(wrapped)
     ctx._out_meta = tuple((o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None
                           for o in wrapped)
@@ -299,6 +311,11 @@ def _wrap_outputs(ctx, args, output, record):
         if id(out) in dirty and record and out._grad_fn is None and out._requires_grad:
             raise RuntimeError("a leaf Variable that requires grad has been used in an "
                                "in-place operation.")
+        if id(out) in dirty and record and out._view is not None:
+            base = out._view[0]
+            if base._grad_fn is None and base._requires_grad:
+                raise RuntimeError("a view of a leaf Variable that requires grad is being used "
+                                   "in an in-place operation.")
         if record and id(out) not in non_diff and (out.is_floating_point()
                                                    or out.is_complex()):
             old_edge = out._grad_fn, out._output_nr
@@ -306,6 +323,8 @@ def _wrap_outputs(ctx, args, output, record):
             out._output_nr = nr
             if id(out) in dirty:
                 move_retained_grad(out, *old_edge)
+                if out._view is not None and nr == 0 and len(wrapped) == 1:
+                    _rebase_dirty_view(ctx, out, args)
             elif out._view is not None:     # writing into it in place is an error
                 out._meta = dict(out._meta or (),
                                  function_view=(type(ctx)._function.__name__, nr))
@@ -319,6 +338,24 @@ def _wrap_outputs(ctx, args, output, record):
             ctx._packed = Packed(hooks, [t for t, _ in ctx._saved if t is not None], ())
             ctx._saved = tuple((None if t is None else _PACKED, 0) for t, _ in ctx._saved)
     return wrapped[0] if single else tuple(wrapped)
+
+
+def _rebase_dirty_view(ctx, view, args):
+    """A view modified in place by forward changes its base: as for an in-place op on a
+    view (NOTE [In-place on views]), the base's history becomes a ``CopySlices`` that runs
+    this function's backward on the region the view covers. As in PyTorch, the view must be
+    the first tensor argument (its gradient comes first); otherwise it keeps ``ctx``."""
+    first = next(a for a in args if isinstance(a, Tensor))
+    if first is not view:
+        return
+    from ember.ops._inplace import CopySlices, view_recipe
+    base = view._view[0]
+    base_edge = history(base)
+    copy = CopySlices(base_edge, ctx, view_recipe(view),
+                      None if base.is_contiguous() else base.dim_order())
+    base._grad_fn = copy
+    base._output_nr = 0
+    move_retained_grad(base, *base_edge)
 
 
 def once_differentiable(fn):
