@@ -52,9 +52,10 @@ def _(grad, w, indices, padding_idx, scale_grad_by_freq, sparse):
 def _sparse_grad(grad, indices, shape, padding_idx, scale_grad_by_freq):
     """The weight's gradient as PyTorch gives it for ``sparse=True``: a COO tensor holding one
     row of ``grad`` per index (uncoalesced), the padding index's left out."""
-    flat, rows = indices.reshape(-1), grad.reshape(-1, shape[1])
     if scale_grad_by_freq:
-        rows = rows / flat.bincount(minlength=shape[0]).clamp_min(1)[flat].unsqueeze(1)
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse "
+                           "gradients")
+    flat, rows = indices.reshape(-1), grad.reshape(-1, shape[1])
     if padding_idx >= 0:
         keep = flat != padding_idx
         flat, rows = flat[keep], rows[keep]

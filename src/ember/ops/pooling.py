@@ -205,7 +205,7 @@ def _check_max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode):
         raise RuntimeError(f"max_pool1d() Invalid computed output size: {out}")
     from ember.autograd.grad_mode import is_grad_enabled
     if not (x.requires_grad and is_grad_enabled()):     # else PyTorch takes the 2-D kernel
-        reject_dtype("max_pool1d_impl", x._data.dtype, "fiuV")
+        reject_dtype("max_pool1d_impl", x._data.dtype, "fV")
 
 
 def _public_max_pool(nd):
@@ -241,6 +241,8 @@ def _lp_pool(nd):
 
     def lp_pool(input, norm_type, kernel_size, stride=None, ceil_mode=False):
         k = tuple_arg(f"lp_pool{nd}d", "kernel_size", kernel_size, nd)
+        if norm_type in (float("inf"), float("-inf")):
+            return _infinity_norm_pool(nd, input, norm_type, k, stride, ceil_mode)
         if stride is not None:
             out = avg(input.pow(norm_type), k, stride, 0, ceil_mode)
         else:
@@ -250,6 +252,14 @@ def _lp_pool(nd):
     lp_pool.__module__ = "ember.nn.functional"
     lp_pool.__doc__ = f"{nd}-D power-average pooling: the p-norm of each window."
     return lp_pool
+
+
+def _infinity_norm_pool(nd, input, norm_type, kernel_size, stride, ceil_mode):
+    """The p = +inf (largest) or -inf (smallest) absolute value in each window."""
+    max_pool = _PUBLIC_MAX[nd][1]
+    if norm_type > 0:
+        return max_pool(input.abs(), kernel_size, stride, ceil_mode=ceil_mode)
+    return max_pool(input.abs().neg(), kernel_size, stride, ceil_mode=ceil_mode).neg()
 
 
 _PUBLIC_MAX = {nd: _public_max_pool(nd) for nd in (1, 2, 3)}

@@ -3,6 +3,7 @@ dims), unbatched inputs accepted."""
 
 import warnings
 
+from ember._warn import outside_level
 from ember.nn import functional as F
 from ember.nn.modules.batchnorm import _NormBase
 
@@ -29,12 +30,12 @@ class _InstanceNorm(_NormBase):
                                  f"{input.shape[feature_dim]}.")
             warnings.warn(f"input's size at dim={feature_dim} does not match num_features. "
                           f"You can silence this warning by not passing in num_features, "
-                          f"which is not used because affine=False", stacklevel=2)
+                          f"which is not used because affine=False", stacklevel=outside_level())
         unbatched = input.ndim == r
         x = input.unsqueeze(0) if unbatched else input
         out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                               self.training or not self.track_running_stats, self.momentum
-                              if self.momentum is not None else 0.1, self.eps)
+                              if self.momentum is not None else 0.0, self.eps)
         return out.squeeze(0) if unbatched else out
 
 
