@@ -8,7 +8,7 @@ from ember.func import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linea
 
 
 def _randn(*shape):
-    return ember.randn(*shape, dtype=ember.float64)
+    return ember.randn(shape, dtype=ember.float64)
 
 
 def test_grad_of_a_sum_of_squares():
@@ -24,7 +24,7 @@ def test_grad_argnums_pytrees_and_aux():
     g, aux = grad(lambda d: ((d["w"] * 3).sum(), d["w"] * 2), has_aux=True)({"w": x})
     assert ember.allclose(g["w"], ember.full((3,), 3.0, dtype=ember.float64))
     assert ember.allclose(aux, x * 2)
-    g, (value, _) = grad_and_value(lambda a: (a.sin().sum(), 0), has_aux=True)(x)
+    g, (value, _) = grad_and_value(lambda a: (a.sin().sum(), a * 0), has_aux=True)(x)
     assert ember.allclose(g, x.cos()) and ember.allclose(value, x.sin().sum())
 
 

@@ -74,6 +74,9 @@ class _Traced:
                 raise RuntimeError(_not_a_tensor(api, y))
         self.flat_out = flat_out
         self.outputs = [materialize(y, self.levels) for y in flat_out]
+        for x in tree_flatten(self.aux)[0] if has_aux else ():
+            if not isinstance(x, Tensor):     # PyTorch's transforms return tensors as aux only
+                raise RuntimeError(f"Expected tensors, got unsupported type {type(x)}")
 
     def release(self, tree):
         """``tree``'s tensors as the caller sees them: cut from this transform's graph."""
@@ -145,6 +148,9 @@ def _check_scalar(out, api):
         raise RuntimeError(f"{api}: Expected f(*args) to return a scalar Tensor, got tensor "
                            f"with {out.ndim} dims. Maybe you wanted to use the vjp or jacrev "
                            f"APIs instead?")
+    if out.is_complex():
+        raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but "
+                           f"got {out.dtype}")
 
 
 def vjp(func, *primals, has_aux=False):

@@ -5,7 +5,7 @@ import functools
 from ember.func._autodiff import (_Linearized, _Traced, check_jvp_primals, check_vjp_outputs,
                                   split_args)
 from ember._tensor import Tensor
-from ember.func._vmap import vmap
+from ember.func._vmap import random_error_scope, vmap
 from ember.utils._pytree import tree_flatten, tree_unflatten
 
 __all__ = ["jacrev", "jacfwd", "hessian"]
@@ -90,7 +90,11 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     def wrapper(*args, **kwargs):
         diff, partial = split_args(func, argnums, args, kwargs)
         check_jvp_primals([x for x in tree_flatten(diff)[0] if isinstance(x, Tensor)])
-        traced = _Traced(partial, diff, has_aux, "jacfwd(f, *args)")
+        if randomness == "error":           # PyTorch runs func under vmap(randomness=...)
+            with random_error_scope():
+                traced = _Traced(partial, diff, has_aux, "jacfwd(f, *args)")
+        else:
+            traced = _Traced(partial, diff, has_aux, "jacfwd(f, *args)")
         lin = _Linearized(traced)
         flat_in = tree_flatten(diff)[0]
         cols = _basis(flat_in, flat_in[0].dtype, flat_in[0].device)

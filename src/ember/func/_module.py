@@ -26,8 +26,7 @@ def stack_module_state(models):
                            "training/eval mode.")
     first = type(models[0])
     if not all(type(m) is first for m in models):
-        raise RuntimeError(f"stack_module_state: Expected all models to be of the same class, "
-                           f"got: {[type(m) for m in models]}")
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
 
     def stacked(table):
         names = [n for n, _ in getattr(models[0], table)()]

@@ -1,5 +1,6 @@
 """vmap: run a function over a batch dim as if once per element, with batching rules."""
 
+import contextlib
 import functools
 
 from ember._tensor import Tensor
@@ -130,8 +131,25 @@ def batched_random(sample, args, kwargs, inplace):
     return self.copy_(draw)
 
 
+_NO_RANDOM = [0]     # how many random_error_scope()s are open
+
+
+@contextlib.contextmanager
+def random_error_scope():
+    """Random draws raise as under vmap(randomness="error"): for transforms that run ``func``
+    once where PyTorch runs it under such a vmap (jacfwd)."""
+    _NO_RANDOM[0] += 1
+    try:
+        with _RandomGuard():
+            yield
+    finally:
+        _NO_RANDOM[0] -= 1
+
+
 def _check_randomness():
     """Raise as the active vmaps' randomness asks when a random number is drawn."""
+    if _NO_RANDOM[0]:
+        raise RuntimeError(_RANDOM_ERROR)
     for lv in STATE.levels:
         if lv.randomness == "error":
             raise RuntimeError(_RANDOM_ERROR)

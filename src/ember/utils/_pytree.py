@@ -77,11 +77,16 @@ class TreeSpec:
                 and self.children_specs == other.children_specs)
 
     def __repr__(self):
+        return self._repr(0)
+
+    def _repr(self, indent):
+        """As PyTorch writes it: each child after the first on its own line, indented by
+        two spaces per level of nesting."""
         if self.is_leaf():
             return "*"
-        name = self.context.__name__ if self.type is namedtuple else self.type.__name__
-        ctx = None if self.type is namedtuple else self.context
-        return f"TreeSpec({name}, {ctx}, [{', '.join(map(repr, self.children_specs))}])"
+        children = (",\n" + " " * (indent + 2)).join(c._repr(indent + 2)
+                                                     for c in self.children_specs)
+        return f"TreeSpec({self.type.__name__}, {self.context}, [{children}])"
 
     def unflatten(self, leaves):
         """Rebuild the pytree from its leaves."""

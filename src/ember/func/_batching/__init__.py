@@ -134,8 +134,8 @@ def _loop(op, values, flags, params, size, level):
     """The fallback: run the op once per batch element and stack the results."""
     _warn(op)
     if size == 0:
-        raise RuntimeError(f"vmap: cannot run {op.name} without a batching rule on a batch of "
-                           f"size 0")
+        raise RuntimeError(f"Batching rule not implemented for aten::{op.short_name}. The "
+                           f"fallback path does not support vmap over dims of size 0.")
     outs = [call(op, [_select(v, f, b) for v, f in zip(values, flags)],
                  _select_params(params, level, b)) for b in range(size)]
     from ember import stack

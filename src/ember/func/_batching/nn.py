@@ -48,7 +48,16 @@ for _k in (1, 2, 3):
                f"nn.functional.adaptive_max_pool{_k}d_with_indices"]
     rule(*[n for n in _names if n in REGISTRY])(_by_name(_k))
     rule(f"nn.functional.max_unpool{_k}d")(_by_name(_k, batched=(0, 1)))
-rule("nn.functional.unfold", "channel_shuffle")(_by_name(2))
+rule("nn.functional.unfold")(_by_name(2))
+
+
+@rule("channel_shuffle")
+def _channel_shuffle(op, args, flags, params, size):
+    """channel_shuffle needs (N, C, *) with any number of trailing dims: fold the batch into N."""
+    x = args[0]
+    if x.ndim <= 3:
+        return NotImplemented           # channel_shuffle's own error for fewer than 3 dims
+    return call(op, [x.reshape((-1,) + tuple(x.shape[2:]))], params).reshape(x.shape)
 rule("nn.functional.fold")(_by_name(1))
 
 
@@ -233,6 +242,9 @@ def _group_norm(op, args, flags, params, size):
 def _attention(op, args, flags, params, size):
     q, k, v, mask = [a if f or a is None else expand_unbatched(a, size)
                      for a, f in zip(args[:3], flags[:3])] + [args[3]]
+    rank = max(q.ndim, k.ndim, v.ndim)      # their leading dims broadcast: 1s after the batch
+    q, k, v = (t.reshape((size,) + (1,) * (rank - t.ndim) + tuple(t.shape[1:]))
+               for t in (q, k, v))
     if flags[3]:
         q, mask = align([q, mask], [True, True], size)
     return call(op, [q, k, v, mask], params)
@@ -290,3 +302,17 @@ def _pointwise_loss(op, args, flags, params, size):
     loss = call(op, aligned, tuple("none" if n == "reduction" else v for n, v in p.items()))
     reduction = p["reduction"]
     return loss if reduction == "none" else _reduced(loss, size, reduction)
+
+
+@rule("_fused_rms_norm")
+def _rms_norm(op, args, flags, params, size):
+    """rms_norm treats leading dims as batch dims; a batched weight scales the result after."""
+    (x, w), (fx, fw) = args, flags
+    x = x if fx else expand_unbatched(x, size)
+    if not fw:
+        return call(op, [x, w], params)
+    if w.dtype != x.dtype or x.dtype.itemsize < 4:
+        return NotImplemented           # the weight multiplies before rounding to x's dtype
+    out, rstd = call(op, [x, None], params)
+    lead = x.ndim - w.ndim
+    return out * w.reshape((size,) + (1,) * lead + tuple(w.shape[1:])), rstd

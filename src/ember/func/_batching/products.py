@@ -1,5 +1,6 @@
 """Rules for matrix products: matmul lines batch dims up; the others decompose into it."""
 
+import math
 import string
 
 from ember.func._batching import decompose, rule
@@ -88,10 +89,12 @@ def _linear(op, args, flags, params, size):
         return y + (bias.reshape((size,) + (1,) * (y.ndim - 1)) if fb else bias)
     out_features, in_features = w.shape[1], w.shape[2]
     lead = tuple(x.shape[1:-1] if fx else x.shape[:-1])
-    x3 = x.reshape(size if fx else 1, -1, in_features)
+    rows = math.prod(lead)          # explicit: -1 is ambiguous when in_features is 0
+    x3 = x.reshape(size if fx else 1, rows, in_features)
     y = x3.matmul(w.transpose(1, 2)).reshape((size,) + lead + (out_features,))
-    if bias is not None:
-        y = y + (bias.reshape((size,) + (1,) * len(lead) + (out_features,)) if fb else bias)
+    if bias is not None:            # a batched bias may be broadcast, (B, 1) say
+        y = y + (bias.reshape((size,) + (1,) * len(lead) + tuple(bias.shape[1:])) if fb
+                 else bias)
     return y
 
 

@@ -64,14 +64,23 @@ def _keepdim(op, params):
 
 
 rule("sum", "mean", "nansum", "nanmean", "amax", "amin", "logsumexp", "all", "any",
-     "count_nonzero", "var", "std", "var_mean", "std_mean",
-     "linalg.vector_norm")(_dim_rule(none="all"))
+     "count_nonzero", "linalg.vector_norm")(_dim_rule(none="all"))
+_moments_along_dims = _dim_rule(none="all")
+
+
+@rule("var", "std", "var_mean", "std_mean")
+def _moments(op, args, flags, params, size):
+    dim, unbiased, keepdim, correction = params
+    if isinstance(dim, bool):           # var(x, False): the overload taking unbiased, not dim
+        params = (None, dim, keepdim, correction)
+    return _moments_along_dims(op, args, flags, params, size)
+
 # norm's p="fro" takes at most two dims: all dims are the flattened one
 rule("prod", "argmax", "argmin", "aminmax", "norm")(_dim_rule(none="flatten"))
 rule("softmax", "log_softmax", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort",
      "argsort", "topk", "kthvalue", "mode", "_max_dim", "_min_dim", "_median_dim",
      "_nanmedian_dim", "nn.functional.glu", "narrow", "select", "index_select", "split",
-     "chunk", "unbind", "tensor_split", "renorm", "flip", "fft.fft", "fft.ifft", "fft.rfft",
+     "chunk", "unbind", "tensor_split", "flip", "fft.fft", "fft.ifft", "fft.rfft",
      "fft.irfft", "fft.hfft", "fft.ihfft")(_dim_rule(dims=("dim", "dims")))
 rule("transpose")(_dim_rule(dims=("dim0", "dim1")))
 rule("movedim")(_dim_rule(dims=("source", "destination")))
@@ -95,6 +104,19 @@ def _roll(op, args, flags, params, size):
         # rolls the flattened tensor: per sample, along the value's flattened dim 1
         return call(op, [x.reshape(size, -1)], (shifts, 1)).reshape(x.shape)
     return _roll_along_dims(op, args, flags, params, size)
+
+
+@rule("renorm")
+def _renorm(op, args, flags, params, size):
+    x, (p, dim, maxnorm) = args[0], params
+    ndim = x.ndim - 1
+    if ndim < 2:
+        return NotImplemented           # renorm's own error
+    # renorm keeps dim and takes norms over all the others: fold the batch into dim
+    moved = x.movedim(shift_dim(dim, ndim), 1)
+    folded = (moved.shape[0] * moved.shape[1],) + tuple(moved.shape[2:])
+    out = call(op, [moved.reshape(folded)], (p, 0, maxnorm))
+    return out.reshape(moved.shape).movedim(1, shift_dim(dim, ndim))
 
 
 @rule("trace")
@@ -141,3 +163,22 @@ def _prelu(x, weight):
     if x.ndim >= 2 and weight.numel() > 1:
         weight = weight.reshape((weight.shape[0],) + (1,) * (x.ndim - 2))
     return ember.where(x > 0, x, weight * x)
+
+
+_FFTN = tuple(f"fft.{k}{n}" for k in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")
+              for n in ("2", "n"))
+_fft_along_dims = _dim_rule()
+
+
+@rule(*_FFTN)
+def _fftn(op, args, flags, params, size):
+    s, dim, norm = params
+    ndim = args[0].ndim - 1
+    if dim is None and s is not None:   # no dims: the last len(s) dims
+        count = 1 if isinstance(s, int) else len(s)
+        if count > ndim:
+            return NotImplemented       # the op's own error
+        dim = tuple(range(ndim - count, ndim))
+    elif dim is None:
+        dim = tuple(range(ndim))
+    return _fft_along_dims(op, args, flags, (s, dim, norm), size)

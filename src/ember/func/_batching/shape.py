@@ -222,9 +222,10 @@ _LEADING = ("tril", "triu", "linalg.inv", "inverse", "linalg.det", "det", "linal
             "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd", "linalg.pinv", "pinverse",
             "linalg.inv_ex", "linalg.eig", "linalg.eigvals", "linalg.lu_factor",
             "linalg.lu_factor_ex", "constant_pad_nd", "view_as_real",
-            "view_as_complex", "pixel_shuffle", "pixel_unshuffle", "linalg.solve",
-            "linalg.solve_ex", "linalg.solve_triangular", "cdist", "linalg.matrix_rank",
+            "view_as_complex", "pixel_shuffle", "pixel_unshuffle", "linalg.matrix_rank",
             "_along_dims", "_plane_gather", "_plane_scatter_add")
+# ops of two operands whose leading dims broadcast: a lower-rank operand gets 1s after the batch
+_BROADCAST_LEADING = ("linalg.solve", "linalg.solve_ex", "linalg.solve_triangular", "cdist")
 
 
 @rule(*_LEADING)
@@ -235,6 +236,23 @@ def _leading(op, args, flags, params, size):
     args = [expand_unbatched(a, size) if not f and hasattr(a, "ndim") else a
             for a, f in zip(args, flags)]
     return call(op, args, params)
+
+
+@rule(*_BROADCAST_LEADING)
+def _broadcast_leading(op, args, flags, params, size):
+    a, b = [x if f else expand_unbatched(x, size) for x, f in zip(args[:2], flags[:2])]
+    vector = op.name in ("linalg.solve", "linalg.solve_ex") and (
+        b.ndim == 2 or (b.ndim == a.ndim - 1 and b.shape[1:] == a.shape[1:-1]))
+    if vector:                          # solve(A, b) with a vector b: b as a one-column matrix
+        b = b.unsqueeze(-1)
+    rank = max(a.ndim, b.ndim)
+    a, b = (x.reshape((size,) + (1,) * (rank - x.ndim) + tuple(x.shape[1:])) for x in (a, b))
+    out = call(op, [a, b] + list(args[2:]), params)
+    if not vector:
+        return out
+    if isinstance(out, tuple):          # solve_ex: (result, info)
+        return (out[0].squeeze(-1),) + tuple(out[1:])
+    return out.squeeze(-1)
 
 
 @rule("linalg.matrix_norm", "linalg.norm")
@@ -293,3 +311,20 @@ def _index_put(op, args, flags, params, size):
         values = values.reshape((size,) + (1,) * (region - values.ndim + 1) +
                                 tuple(values.shape[1:]))
     return call(op, [x, values], (batched, accumulate))
+
+
+@rule("index_add", "index_copy", "index_fill")
+def _index_along_dim(op, args, flags, params, size):
+    """index_add/index_copy/index_fill with one index for the whole batch: shift ``dim``."""
+    from ember.func._batching.reductions import shift_dim
+    (x, index, source), (fx, fi, fs) = args, flags
+    ndim = x.ndim - fx
+    if fi or ndim == 0 or (fs and op.name == "index_fill"):
+        return NotImplemented           # a per-example index or fill value: the loop
+    x = x if fx else expand_unbatched(x, size)
+    if isinstance(source, ember.Tensor) and op.name != "index_fill":
+        if source.ndim - fs != ndim:
+            return NotImplemented       # a 0-dim source (1-D input), or the op's own error
+        source = source if fs else expand_unbatched(source, size)
+    params = (shift_dim(params[0], ndim),) + tuple(params[1:])
+    return call(op, [x, index, source], params)
