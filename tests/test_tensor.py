@@ -417,3 +417,16 @@ def test_float_of_a_tensor_requiring_grad_warns_once(monkeypatch):
         "Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
         "behavior.\nConsider using tensor.detach() first."]
     assert caught[0].filename == __file__
+
+
+@pytest.mark.parametrize("value", ["x", 1, None, np.bool_(True), ember.tensor(True)])
+def test_requires_grad_takes_only_bools(value):
+    t = ember.randn(2)
+    with pytest.raises(TypeError, match="^requires_grad_\\(\\): argument 'requires_grad' "
+                                        "\\(position 1\\) must be bool, not "):
+        t.requires_grad_(value)
+    with pytest.raises(RuntimeError, match="^requires_grad must be a bool$"):
+        t.requires_grad = value
+    with pytest.raises(TypeError, match="argument 'require_grad' \\(position 3\\) must be bool"):
+        ember.nn.Parameter(t, requires_grad=value)
+    assert t.requires_grad is False

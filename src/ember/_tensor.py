@@ -465,6 +465,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag):
+        if type(flag) is not bool:
+            raise RuntimeError("requires_grad must be a bool")
         if self._grad_fn is not None:
             if flag:
                 return
@@ -477,10 +479,14 @@ class Tensor:
                                "gradients")
         if flag and _inference.MADE[0]:
             _inference.check_requires_grad(self)
-        self._requires_grad = bool(flag)
+        self._requires_grad = flag
 
     def requires_grad_(self, requires_grad=True):
         """Set requires_grad in place and return self."""
+        if type(requires_grad) is not bool:
+            from ember._creation import _tp_name
+            raise TypeError(f"requires_grad_(): argument 'requires_grad' (position 1) must be "
+                            f"bool, not {_tp_name(requires_grad)}")
         if requires_grad and self.dtype.category < _dtype.FLOATING:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = requires_grad
@@ -642,6 +648,10 @@ class Tensor:
     def _make_subclass(cls, data, require_grad=False):
         """``data``'s memory as a leaf tensor of subclass ``cls`` (how Parameter-like classes
         build themselves in ``__new__``)."""
+        if type(require_grad) is not bool:
+            from ember._creation import _tp_name
+            raise TypeError(f"_make_subclass(): argument 'require_grad' (position 3) must be "
+                            f"bool, not {_tp_name(require_grad)}")
         out = _make(data._data, cls)
         out._vc = data._shared_version()
         out._meta = {"storage_root": weakref.ref(_storage_root(data))}
