@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember._tensor import _make, _storage_root
+from ember._storage_place import _storage_root
+from ember._tensor import _make
 from ember.backend import xp_of
 from ember.testing import assert_close
 

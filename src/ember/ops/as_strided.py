@@ -17,7 +17,8 @@ the input elements viewing the same one (an expanded input), as in PyTorch.
 """
 
 from ember._creation import zeros
-from ember._tensor import Tensor, _address, _row_major_strides, _storage_root
+from ember._storage_place import _address, _row_major_strides, _storage_root
+from ember._tensor import Tensor
 from ember._warn import warn_once
 from ember.ops._inplace import call_inplace
 from ember.ops._reduce import constant

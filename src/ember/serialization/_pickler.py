@@ -16,7 +16,8 @@ from ember import _dtype as D
 from ember._api import layout
 from ember._device import device
 from ember._storage import _Storage as _EmberStorage
-from ember._tensor import Size, Tensor, _make, _to_host
+from ember._host_values import _to_host
+from ember._tensor import Size, Tensor, _make
 from ember.serialization import _names as N
 
 

@@ -10,7 +10,8 @@ import os
 import ml_dtypes
 import numpy as np
 
-from ember._tensor import Tensor, _make, _to_host
+from ember._host_values import _to_host
+from ember._tensor import Tensor, _make
 
 __all__ = ["save", "save_file", "load", "load_file"]
 

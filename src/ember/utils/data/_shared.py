@@ -22,7 +22,8 @@ import warnings
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _placement
+from ember._storage_place import _placement
+from ember._tensor import Tensor, _make
 
 __all__ = ["Transport", "loads"]
 
