@@ -100,3 +100,18 @@ def _method_facts(lib):
 
 def test_nested_methods_and_refusals_match_torch():
     assert _method_facts(ember) == _method_facts(torch)
+
+
+def _reprs(lib):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ones = lib.ones
+        return [repr(lib.nested.nested_tensor([ones(2), ones(3)], requires_grad=True)),
+                repr(lib.nested.as_nested_tensor([ones(2, requires_grad=True), ones(3)])),
+                repr(lib.nested.nested_tensor([ones(2), ones(3)])),
+                repr(lib.nested.nested_tensor([ones(2, 2), ones(3, 2)], dtype=lib.float64,
+                                              requires_grad=True))]
+
+
+def test_nested_reprs_match_torch():
+    assert _reprs(ember) == [r.replace("torch.", "ember.") for r in _reprs(torch)]

@@ -140,8 +140,23 @@ class NestedTensor:
         return to_padded_tensor(self, padding, output_size)
 
     def __repr__(self):
-        body = ",\n".join("  " + repr(t).replace("\n", "\n  ") for t in self._components)
-        return f"nested_tensor([\n{body}\n])"
+        # PyTorch prints the components as views of one tensor: all require grad, or none
+        grad = self.requires_grad
+        body = ",\n".join("  " + _component_repr(t, grad).replace("\n", "\n  ")
+                          for t in self._components)
+        if not grad:
+            suffix = ""
+        elif self._is_leaf:
+            suffix = ", requires_grad=True"
+        else:
+            suffix = ", grad_fn=<NestedTensorFromTensorListBackward0>"
+        return f"nested_tensor([\n{body}\n]{suffix})"
+
+
+def _component_repr(t, grad):
+    if grad and not t.requires_grad:
+        return t.__repr__(tensor_contents=None)[:-1] + ", requires_grad=True)"
+    return repr(t)
 
 
 def _check_same_dim(tensors):
