@@ -63,6 +63,13 @@ def test_batch_norm_functional_errors():
         F.batch_norm(ember.randn(2, 3), ember.zeros(3), ember.ones(4), ember.ones(2))
     with pytest.raises(RuntimeError, match="running_mean must be defined in evaluation mode"):
         F.batch_norm(ember.randn(2, 3), None, None)
+    for eps in (0, 0.0, -1e-3):
+        with pytest.raises(ValueError, match=f"^batch_norm eps must be positive during "
+                                             f"training, but got {eps}$"):
+            F.batch_norm(ember.randn(2, 3), None, None, training=True, eps=eps)
+    with pytest.raises(ValueError, match="during training, but got 0\n"):
+        nn.BatchNorm1d(3, eps=0)(ember.randn(2, 3))
+    assert nn.BatchNorm1d(3, eps=0).eval()(ember.ones(2, 3)).tolist() == [[1.0] * 3] * 2
 
 
 def test_batchnorm_module():

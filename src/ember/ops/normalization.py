@@ -307,6 +307,8 @@ def functional_batch_norm(input, running_mean, running_var, weight=None, bias=No
         if math.prod(size[:1] + size[2:]) == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {_size_text(size)}")
+        if eps <= 0.0:
+            raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     return native_batch_norm(input, weight, bias, running_mean, running_var, training,
                              momentum, eps)[0]
 
