@@ -20,6 +20,7 @@ CASES = {
     "2 ** x": ("PowBackward2", lambda: 2 ** x),
     "x.reshape(20)": ("ViewBackward0", lambda: x.reshape(20)),
     "x.t().reshape(20)": ("UnsafeViewBackward0", lambda: x.t().reshape(20)),
+    "unflatten": ("ViewBackward0", lambda: x.t().unflatten(0, (5, 1))),
     "squeeze(0)": ("SqueezeBackward1", lambda: x.unsqueeze(0).squeeze(0)),
     "chunk": ("SplitBackward0", lambda: x.chunk(2, 1)[0]),
     "round(decimals=1)": ("RoundBackward1", lambda: x.round(decimals=1)),

@@ -243,6 +243,7 @@ def _(flat, params, out):               # a view when it can be, else a copy
 
 
 flatten.named_by(reshape.node_names)
+unflatten.name_nodes("ViewBackward0")      # splitting a dim is always a view in PyTorch
 
 
 @squeeze.named_by
