@@ -20,6 +20,7 @@ def _torch_case(expression):
         "x.mean(0)": lambda: x.mean(0), "1 - x": lambda: 1 - x, "x ** x": lambda: x ** x,
         "2 ** x": lambda: 2 ** x, "x.reshape(20)": lambda: x.reshape(20),
         "x.t().reshape(20)": lambda: x.t().reshape(20),
+        "unflatten": lambda: x.t().unflatten(0, (5, 1)),
         "squeeze(0)": lambda: x.unsqueeze(0).squeeze(0), "chunk": lambda: x.chunk(2, 1)[0],
         "round(decimals=1)": lambda: x.round(decimals=1),
         "outer": lambda: torch.outer(x[0], x[1]),
