@@ -97,32 +97,36 @@ class RMSNorm(Module):
                 f"elementwise_affine={self.elementwise_affine}")
 
 
-class LocalResponseNorm(Module):
-    """Normalize each element by the squares of its neighbours across channels."""
+class _ResponseNorm(Module):
+    """What the response normalizations keep: the window ``size`` and ``alpha``, ``beta``,
+    ``k`` of ``x / (k + alpha / size * sum of squares) ** beta``."""
 
-    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+    def __init__(self, size, alpha, beta, k):
         super().__init__()
         self.size = size
         self.alpha = alpha
         self.beta = beta
         self.k = k
-
-    def forward(self, input):
-        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
-class CrossMapLRN2d(Module):
+class LocalResponseNorm(_ResponseNorm):
+    """Normalize each element by the squares of its neighbours across channels."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__(size, alpha, beta, k)
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+
+class CrossMapLRN2d(_ResponseNorm):
     """Legacy local response normalization of a 4-D input across channels."""
 
     def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
-        super().__init__()
-        self.size = size
-        self.alpha = alpha
-        self.beta = beta
-        self.k = k
+        super().__init__(size, alpha, beta, k)
 
     def forward(self, input):
         if input.dim() != 4:
@@ -130,9 +134,6 @@ class CrossMapLRN2d(Module):
                              "instead.")
         return input * (self.k + self.alpha / self.size
                         * _cross_map_square_sum(input, self.size)).pow(-self.beta)
-
-    def extra_repr(self):
-        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 def _cross_map_square_sum(input, size):
