@@ -117,14 +117,17 @@ def _adaptive_max(xp, x, nd, output_size):
 
 
 def _max_op(nd, name, namespace):
-    def forward(xp, x, output_size):
+    # F.*_with_indices take (and ignore) return_indices, as PyTorch's do
+    extra = ", return_indices=False" if namespace else ""
+
+    def forward(xp, x, output_size, *unused):
         return like_input(xp, x, _adaptive_max(xp, x, nd, output_size))
     forward.__doc__ = f"{nd}-D adaptive max pooling: (values, flat spatial indices)."
-    registered = op(f"{name}(input, output_size)", method=False, saves_inputs=False,
+    registered = op(f"{name}(input, output_size{extra})", method=False, saves_inputs=False,
                     namespace=namespace, grad_fn_name=f"AdaptiveMaxPool{nd}DBackward0")(forward)
 
     @registered.derivative(outputs=(1,))
-    def _(grads, x, output_size, *, out):
+    def _(grads, x, output_size, *unused, out):
         size = tuple(x.shape[x.ndim - nd:])
         disjoint = all(n % o == 0 for n, o in zip(size, out[1].shape[out[1].ndim - nd:]))
         return _plane_scatter_add(grads[0], out[1], size, disjoint)
@@ -143,6 +146,7 @@ def _pooled_to(output_size):
     sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,)
     return 1 if all(s == 1 for s in sizes) else None
 adaptive_max_pool1d = _max_op(1, "adaptive_max_pool1d", None)
+adaptive_max_pool1d.name_nodes("SqueezeBackward1")     # PyTorch pools 1-D inputs as 2-D
 _max_op(2, "adaptive_max_pool2d_with_indices", "nn.functional")
 _max_op(3, "adaptive_max_pool3d_with_indices", "nn.functional")
 
@@ -161,5 +165,13 @@ def _functional_max(nd):
 
 
 FUNCTIONAL = {f"adaptive_max_pool{nd}d": _functional_max(nd) for nd in (1, 2, 3)}
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    """1-D adaptive max pooling: (values, indices); ``return_indices`` is ignored."""
+    return REGISTRY["adaptive_max_pool1d"].function(input, output_size)
+
+
+adaptive_max_pool1d_with_indices.__module__ = "ember.nn.functional"
 FUNCTIONAL.update({"adaptive_avg_pool1d": "adaptive_avg_pool1d",
-                   "adaptive_max_pool1d_with_indices": "adaptive_max_pool1d"})
+                   "adaptive_max_pool1d_with_indices": adaptive_max_pool1d_with_indices})

@@ -265,7 +265,19 @@ def _infinity_norm_pool(nd, input, norm_type, kernel_size, stride, ceil_mode):
 _PUBLIC_MAX = {nd: _public_max_pool(nd) for nd in (1, 2, 3)}
 PUBLIC = {f"max_pool{nd}d": pair[0] for nd, pair in _PUBLIC_MAX.items()}
 FUNCTIONAL = {f"max_pool{nd}d": pair[1] for nd, pair in _PUBLIC_MAX.items()}
-FUNCTIONAL.update({"max_pool1d_with_indices": "max_pool1d_with_indices",
+
+
+def _functional_max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                                        ceil_mode=False, return_indices=False):
+    """1-D max pooling: (values, indices); ``return_indices`` is ignored, as in PyTorch."""
+    return REGISTRY["max_pool1d_with_indices"].function(input, kernel_size, stride, padding,
+                                                        dilation, ceil_mode)
+
+
+_functional_max_pool1d_with_indices.__name__ = "max_pool1d_with_indices"
+_functional_max_pool1d_with_indices.__qualname__ = "max_pool1d_with_indices"
+_functional_max_pool1d_with_indices.__module__ = "ember.nn.functional"
+FUNCTIONAL.update({"max_pool1d_with_indices": _functional_max_pool1d_with_indices,
                    "avg_pool1d": "avg_pool1d"})
 FUNCTIONAL.update({f"lp_pool{nd}d": _lp_pool(nd) for nd in (1, 2, 3)})
 FUNCTIONAL.update(adaptive_pooling.FUNCTIONAL)

@@ -100,8 +100,13 @@ if hasattr(_linear, "Linear"):
 class _LazyConvMixin(LazyModuleMixin):
     """Conv/ConvTranspose whose ``in_channels`` is inferred from the first input."""
 
-    def __init__(self, out_channels, kernel_size, bias=True, device=None, dtype=None,
-                 **kwargs):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        self._lazy_init(out_channels, kernel_size, bias, device, dtype, stride=stride,
+                        padding=padding, dilation=dilation, groups=groups,
+                        padding_mode=padding_mode)
+
+    def _lazy_init(self, out_channels, kernel_size, bias, device, dtype, **kwargs):
         super().__init__(0, 0, kernel_size, bias=False, device=device, dtype=dtype, **kwargs)
         self.weight = UninitializedParameter(device=device, dtype=dtype)
         self.out_channels = out_channels
@@ -133,6 +138,17 @@ class _LazyConvMixin(LazyModuleMixin):
             if self.bias is not None:
                 self.bias.materialize((self.out_channels,))
             self.reset_parameters()
+
+
+class _LazyConvTransposeMixin(_LazyConvMixin):
+    """ConvTranspose whose ``in_channels`` is inferred (PyTorch's positional order)."""
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None,
+                 dtype=None):
+        self._lazy_init(out_channels, kernel_size, bias, device, dtype, stride=stride,
+                        padding=padding, output_padding=output_padding, groups=groups,
+                        dilation=dilation, padding_mode=padding_mode)
 
 
 class _LazyNormMixin(LazyModuleMixin):
@@ -182,8 +198,9 @@ def _lazy(base, mixin, name):
     __all__.append(name)
 
 
-_LAZY = ((_conv, _LazyConvMixin, ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
-                                    "ConvTranspose2d", "ConvTranspose3d")),
+_LAZY = ((_conv, _LazyConvMixin, ("Conv1d", "Conv2d", "Conv3d")),
+         (_conv, _LazyConvTransposeMixin, ("ConvTranspose1d", "ConvTranspose2d",
+                                           "ConvTranspose3d")),
          (_batchnorm, _LazyNormMixin, ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d")),
          # PyTorch's lazy instance norms take the batch norms' defaults (affine=True,
          # track_running_stats=True), not InstanceNorm's, whatever their docstrings say
