@@ -187,7 +187,9 @@ def _reject_operand(op, flat, x):
     pos = next(i for i, y in enumerate(flat) if y is x)
     name = op.input_names[min(pos, len(op.input_names) - 1)]
     from ember._creation import _tp_name
-    raise TypeError(f"{op.name}(): argument '{name}' (position {pos + 1}) must be Tensor, "
+    # PyTorch's parser names the kernel: gelu, linalg_inv, fft_fft
+    kernel = op.short_name if op.namespace == "nn.functional" else op.name.replace(".", "_")
+    raise TypeError(f"{kernel}(): argument '{name}' (position {pos + 1}) must be Tensor, "
                     f"not {_tp_name(x)}")
 
 

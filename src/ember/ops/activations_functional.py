@@ -43,6 +43,8 @@ _INPLACE_NODES = {"LeakyReluBackward0": "LeakyReluBackward1", "EluBackward0": "E
 
 def relu(input, inplace=False):
     """``max(input, 0)`` elementwise (in place if ``inplace``)."""
+    if not hasattr(input, "relu"):      # the op's TypeError ("must be Tensor, not list")
+        return _op("relu").function(input)
     return input.relu_() if inplace else input.relu()
 
 

@@ -14,9 +14,7 @@ _LOW = {D.float16.np, D.bfloat16.np}
 
 
 def _check(xp, x, t):
-    if x.dtype.kind != "f" and x.dtype not in _LOW:
-        raise NotImplementedError(f"\"binary_cross_entropy\" not implemented for "
-                                  f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
+    # PyTorch's order: the size check, then the dtype check, then the kernel's dtype support
     if t.shape != x.shape:
         raise OpValueError(f"Using a target size (ember.Size({list(t.shape)})) that is "
                                 f"different to the input size (ember.Size({list(x.shape)})) is "
@@ -24,6 +22,9 @@ def _check(xp, x, t):
     if t.dtype != x.dtype:
         raise RuntimeError(f"Found dtype {D.FROM_NUMPY[t.dtype]._torch_name} but expected "
                            f"{D.FROM_NUMPY[x.dtype]._torch_name}")
+    if x.dtype.kind != "f" and x.dtype not in _LOW:
+        raise NotImplementedError(f"\"binary_cross_entropy\" not implemented for "
+                                  f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
     for values, name in ((x, "input"), (t, "target")):
         if values.size:                 # NaN fails too
             device_assert(~((values >= 0) & (values <= 1)).all(), lambda name=name: RuntimeError(

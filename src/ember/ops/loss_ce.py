@@ -47,7 +47,7 @@ def _check_class_target(x, t):
         raise OpValueError("Expected 1 or more dimensions (got 0)")
     if x.ndim > 1 and (t.ndim == 0 or t.shape[0] != x.shape[0]):
         raise OpValueError(f"Expected input batch_size ({x.shape[0]}) to match target "
-                                f"batch_size ({t.shape[0] if t.ndim else 1}).")
+                                f"batch_size ({t.shape[0] if t.ndim else 0}).")
     if x.ndim <= 2 and t.ndim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if x.ndim == 1 and t.ndim == 1 and t.shape[0] != 1:
@@ -120,7 +120,7 @@ def _is_probability_target(x, t):
 def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing):
     """The cross entropy between the softmax of ``input`` logits and ``target``."""
     reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
-    if not 0.0 <= label_smoothing <= 1.0:
+    if not label_smoothing <= 1.0:          # PyTorch accepts a negative smoothing
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                            f"{label_smoothing}")
     if _is_probability_target(x, t):
@@ -300,6 +300,7 @@ cross_entropy.refuse_grad(
 @cross_entropy.derivative
 def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing):
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
+    label_smoothing = max(label_smoothing, 0.0)     # the forward ignores a negative smoothing
     dim = 1 if x.ndim > 1 else 0
     g = _per_position(grad, x, reduction)
     if not _is_probability_target(x, t):
@@ -346,7 +347,7 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     """The negative log likelihood of ``target`` classes under log-probabilities ``input``."""
     reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
     _check_class_target(x, t)
-    _float_input(x, "nll_loss_forward_reduce_cuda_kernel_2d_index" if x.ndim <= 2
+    _float_input(x, "nll_loss_out_frame" if x.ndim <= 2
                  else "nll_loss2d_forward_out_frame")
     dtype = x.dtype
     xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)

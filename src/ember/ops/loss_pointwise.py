@@ -209,6 +209,18 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     return _soft_margin_loss(input, target, reduction)
 
 
+def _pos_weight_broadcasts_to_target(pos_weight, target):
+    """PyTorch's errors for a ``pos_weight`` that does not broadcast to the target's shape
+    (its kernel multiplies ``pos_weight`` by the target, in that order)."""
+    try:
+        shape = np.broadcast_shapes(pos_weight.shape, target.shape)
+    except ValueError:
+        raise RuntimeError(broadcast_message([pos_weight.shape, target.shape])) from None
+    if shape != target.shape:
+        raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
+
+
 def _target_broadcasts_to_input(input, target):
     """PyTorch's error when ``target`` does not broadcast to ``input``'s shape (its kernel
     writes the loss into a tensor of the input's shape)."""
@@ -238,6 +250,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _into_input_dtype(_promoted(input, target), target)
     refuse_grad(weight, "binary_cross_entropy_with_logits", "weight")
     refuse_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
+    if pos_weight is not None:
+        _pos_weight_broadcasts_to_target(pos_weight, target)
     return _binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
 
 

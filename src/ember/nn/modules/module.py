@@ -10,6 +10,7 @@ import warnings
 from collections import OrderedDict
 
 from ember import __future__ as _future
+from ember._api import typename as _typename
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.nn.modules import _hooks
@@ -36,12 +37,6 @@ _HOOK_TABLES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forwar
                 "_load_state_dict_post_hooks")
 
 
-def _typename(obj):
-    if isinstance(obj, Tensor):
-        return obj.type()
-    cls = type(obj)
-    module = cls.__module__
-    return cls.__qualname__ if module in ("builtins", None) else f"{module}.{cls.__qualname__}"
 
 
 def _addindent(text, n):

@@ -258,12 +258,13 @@ class RNNBase(Module):
         if hx is None:
             return None
         if is_lstm:
-            h, c = hx
+            h, c = hx[0], hx[1]         # indexed as torch does: a bare tensor raises IndexError
             want = 3 if batched else 2
             if h.dim() != want or c.dim() != want:
                 kind = "batched 3-D" if batched else "unbatched 2-D"
                 raise RuntimeError(f"For {kind} input, hx and cx should also be {want}-D but "
                                    f"got ({h.dim()}-D, {c.dim()}-D) tensors")
+            return h, c
         else:
             want = 3 if batched else 2
             if hx.dim() != want:
