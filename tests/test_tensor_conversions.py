@@ -98,3 +98,27 @@ def test_to_an_indexed_cpu_device_or_none_stays_on_the_cpu():
     assert a.to(ember.device("cpu", 0), ember.float64).dtype is ember.float64
     assert a.to(None) is a and a.to("cpu", None) is a
     assert a.to(None, ember.float64).dtype is ember.float64
+
+
+@pytest.mark.parametrize("name", ["new_zeros", "new_ones", "new_empty"])
+def test_new_factories_need_a_size(name):
+    with pytest.raises(TypeError, match=rf'^{name}\(\) missing 1 required positional arguments: '
+                                        r'"size"'):
+        getattr(ember.ones(2), name)(dtype=ember.int32)
+    assert getattr(ember.ones(2), name)(()).shape == ()
+
+
+def test_view_with_a_dtype_and_more_arguments_is_an_invalid_combination():
+    with pytest.raises(TypeError, match=r"view\(\) received an invalid combination of arguments "
+                                        r"- got \(ember.dtype, int\)"):
+        ember.ones(2, 3).view(ember.float32, 2)
+    with pytest.raises(TypeError, match=r"got \(dtype=ember.dtype, size=tuple\)"):
+        ember.ones(2, 3).view(dtype=ember.int32, size=(3, 2))
+    assert ember.ones(2, 3).view(dtype=ember.int32)[0, 0].item() == 1065353216
+
+
+def test_is_pinned_warns_that_its_device_argument_is_deprecated():
+    with pytest.warns(DeprecationWarning, match="The argument 'device' of Tensor.is_pinned"
+                                                r"\(\) is deprecated") as record:
+        assert ember.ones(2).is_pinned("cpu") is False
+    assert record[0].filename == __file__

@@ -531,6 +531,8 @@ def _new_factory(factory, name):
     def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
         if "size" in kwargs:                # x.new_zeros(size=(2, 3))
             size = _size_args(size, kwargs.pop("size"), name)
+        elif not size:
+            raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
         else:
             _size_args(size, None, name)
         return factory(*size, dtype=self.dtype if dtype is None else dtype,

@@ -299,7 +299,9 @@ def _c_type(dtype):
 
 
 def is_set_to(self, tensor):
-    """Whether both tensors use the same memory the same way: address, shape and strides."""
-    return (self.device == tensor.device and self.dtype == tensor.dtype
-            and self.shape == tensor.shape and self.stride() == tensor.stride()
-            and _address(self._data) == _address(tensor._data))
+    """Whether both tensors use the same memory the same way: address, storage offset,
+    shape and strides (in elements; the dtypes may differ, as for ``x.view(ember.int32)``)."""
+    return (self.device == tensor.device and self.shape == tensor.shape
+            and self.stride() == tensor.stride()
+            and _address(self._data) == _address(tensor._data)
+            and self.storage_offset() == tensor.storage_offset())

@@ -1,16 +1,18 @@
 """Copies and conversions: to, clone, contiguous, copy_, fill_, zero_, conj, real, imag."""
 
 import math
+import operator
+import warnings
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._device import as_device
 from ember._legacy_types import legacy_type
-from ember._memory_format import (contiguous_format, laid_out, lay_out, memory_order,
+from ember._memory_format import (contiguous_format, laid_like, laid_out, lay_out, memory_order,
                                   preserve_format, preserved, suggested_order)
 from ember._tensor import Tensor, _make
-from ember._warn import warn_once
+from ember._warn import outside_level, warn_once
 from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, quiet_fp,
                            xp_of)
 from ember.backend.meta import MetaArray, meta_like
@@ -58,7 +60,8 @@ def _to_copy(xp, x, dtype, device, non_blocking):
     """A copy of ``input`` with the given dtype (and device)."""
     if dtype is not None and x.dtype.kind == "c" and dtype.category not in (D.COMPLEX, D.BOOL):
         warn_once("Casting complex values to real discards the imaginary part")
-        x = x.real
+        # the real parts, laid out as the complex values are (x.real itself strides by two)
+        x = x.real if isinstance(x, MetaArray) else laid_like(xp, x.real, x, copy=True)
     target = x.dtype if dtype is None else np.dtype(dtype.np)
     if device is None or not _moves(device_of(x), device):
         return cast(xp, x, target)
@@ -149,9 +152,10 @@ def to(self, *args, **kwargs):
     if layout is None or layout is preserve_format:
         return out
     order = memory_order(layout, out.ndim)
-    if order is None:
+    if order is None and out is not self:
         return contiguous(out, layout)
-    # as PyTorch: kept when its strides already suggest the format, else a fresh copy in it
+    # as PyTorch: kept when its strides already suggest the format (any strides but
+    # channels-last ones suggest contiguous_format), else a fresh copy in it
     return out if suggested_order(out._data) == order else clone(out, memory_format=layout)
 
 
@@ -188,14 +192,15 @@ def type_(self, dtype=None, non_blocking=False, **kwargs):
     return self.to("cuda" if on_cuda else "cpu", dtype, non_blocking=non_blocking)
 
 
-def cpu(self, memory_format=None):
+def cpu(self, memory_format=preserve_format):
     """This tensor in host memory."""
-    return self.to("cpu")
+    return self.to("cpu", memory_format=memory_format)
 
 
-def cuda(self, device=None, non_blocking=False, memory_format=None):
+def cuda(self, device=None, non_blocking=False, memory_format=preserve_format):
     """This tensor on a CUDA device."""
-    return self.to("cuda" if device is None else device, non_blocking=non_blocking)
+    return self.to("cuda" if device is None else device, non_blocking=non_blocking,
+                   memory_format=memory_format)
 
 
 def pin_memory(self, device=None):
@@ -215,6 +220,9 @@ def pin_memory(self, device=None):
 
 def is_pinned(self, device=None):
     """Whether this tensor lives in page-locked host memory."""
+    if device is not None:
+        warnings.warn("The argument 'device' of Tensor.is_pinned() is deprecated. Please do "
+                      "not pass this argument.", DeprecationWarning, stacklevel=outside_level())
     return type(self._data) is np.ndarray and cuda_initialized() and \
         cuda_backend().is_pinned(self._data)
 
@@ -405,9 +413,70 @@ def _apply_python(self, name, operands, fn):
     if self.requires_grad:
         raise RuntimeError(f"Can't call {name}() on Variable that requires grad. Use "
                            f"var.detach().{name}() instead.")
-    arrays = [self._data] + [np.broadcast_to(o._data, self.shape) for o in operands]
-    values = np.frompyfunc(fn, len(arrays), 1)(*arrays)
-    return copy_(self, _make(np.asarray(values, dtype=object).astype(self._data.dtype)))
+    labels = ("'other'",) if len(operands) == 1 else ("argument 'x'", "argument 'y'")
+    for label, o in zip(labels, operands):
+        if o.dtype != self.dtype:
+            raise TypeError(f"{name}: expected {self.type()} for {label} "
+                            f"(got {o.type()})")
+    arrays = [self._data] + [o.expand(self.shape)._data for o in operands]
+    unpack = _element_unpacker(self.dtype, self._data.dtype)
+    values = np.frompyfunc(lambda *xs: unpack(fn(*xs)), len(arrays), 1)(*arrays)
+    with np.errstate(over="ignore"):       # a float beyond the dtype's range becomes inf
+        values = np.asarray(values, dtype=object).astype(self._data.dtype)
+    return copy_(self, _make(values))
+
+
+def _element_unpacker(dtype, np_dtype):
+    """How PyTorch turns a Python callback's result into an element of ``dtype``: floats and
+    complex take real numbers (no strings), integers take anything with ``__index__`` or a
+    float (truncated), and values out of an integer type's range raise."""
+    if dtype.is_complex:
+        return lambda v: complex(_real_number(v) if not isinstance(v, complex) else v)
+    if dtype.is_floating_point:
+        return _real_number
+    if dtype == D.bool_:
+        return lambda v: bool(v if isinstance(v, float) else operator.index(v))
+    if dtype == D.uint64:
+        return _unsigned_64
+    info = np.iinfo(np_dtype)
+    # unsigned types take negatives down to -max too, which wrap (uint8: -1 -> 255)
+    low = -int(info.max) if info.min == 0 else int(info.min)
+    return lambda v: _checked_integer(v, low, int(info.max), info.min, dtype)
+
+
+def _real_number(v):
+    if isinstance(v, (str, bytes, bytearray, complex)) or v is None:
+        raise TypeError(f"must be real number, not {type(v).__name__}")
+    return float(v)
+
+
+def _checked_integer(v, low, high, true_low, dtype):
+    if isinstance(v, float):
+        if not true_low <= v <= high:        # nan fails this too
+            raise RuntimeError(f"value cannot be converted to type {_short(dtype)} "
+                               f"without overflow")
+        return int(v)
+    v = operator.index(v)
+    if not -2**63 <= v < 2**63:
+        raise ValueError("Overflow when unpacking long long")
+    if not low <= v <= high:
+        raise RuntimeError(f"value cannot be converted to type {_short(dtype)} without overflow")
+    return v % (high + 1) if v < 0 and low == -high else v
+
+
+def _unsigned_64(v):
+    if isinstance(v, float):
+        raise TypeError("an integer is required")
+    v = operator.index(v)
+    if v < 0:
+        raise OverflowError("can't convert negative int to unsigned")
+    if v >= 2**64:
+        raise OverflowError("int too big to convert")
+    return v
+
+
+def _short(dtype):
+    return str(dtype).split(".")[-1]
 
 
 def apply_(self, callable):
@@ -511,32 +580,57 @@ def _autograd_resize(t, sizes):
 def dim_order(self, *, ambiguity_check=False):
     """The dims from outermost to innermost in memory (by decreasing stride).
 
-    ``ambiguity_check=True`` raises when the order is not unique (a size-1 or broadcast dim
-    could sit anywhere); a list of memory formats lets such a tensor through when exactly one
-    of them, and no other, describes it."""
-    from ember._memory_format import channels_last, channels_last_3d, memory_format
+    ``ambiguity_check=True`` raises when the order is not unique (a size-1 dim, or two dims
+    with one stride); a list of memory formats lets such a tensor through when exactly one
+    of them describes it and no two dims share a stride."""
+    from ember._memory_format import channels_last, memory_format
     check = ambiguity_check
     if not (type(check) is bool or type(check) is list
             and all(isinstance(f, memory_format) for f in check)):
         raise TypeError("The ambiguity_check argument must be a bool or a list of memory "
                         "formats.")
-    strides = self.stride()
-    order = tuple(sorted(range(self.ndim), key=lambda d: -strides[d]))
+    order, strides = _memory_dim_order(self, channels_last), self.stride()
     if check is False or not _order_ambiguous(self.shape, strides):
         return order
-    if check is not True:
-        fitting = [f for f in (contiguous_format, channels_last, channels_last_3d)
-                   if self.is_contiguous(memory_format=f)]
-        if len(fitting) == 1 and fitting[0] in check:
-            return order
+    if check is not True and len(set(strides)) == len(strides) and \
+            sum(self.is_contiguous(memory_format=f) for f in check) == 1:
+        return order
     raise RuntimeError("The tensor does not have unique dim order, or cannot map to exact one "
                        "of the given memory formats.")
+
+
+def _memory_dim_order(t, channels_last):
+    """PyTorch's dim order: the dims in order for a contiguous tensor, NCHW -> NHWC for a
+    4-D channels-last one, else sorted outermost first, a broadcast (stride-0) dim staying
+    where it is and equal strides sorted by size."""
+    contiguous = t.is_contiguous()
+    last = t.ndim == 4 and t.is_contiguous(memory_format=channels_last)
+    if contiguous != last:
+        return tuple(range(t.ndim)) if contiguous else (0, 2, 3, 1)
+    shape, strides = t.shape, t.stride()
+
+    def inner_first(a, b):            # 1: dim b lies inside dim a; 0: no telling
+        if strides[a] == 0 or strides[b] == 0:
+            return 0
+        return (strides[a] > strides[b]) - (strides[a] < strides[b]) or \
+            (shape[a] > shape[b]) - (shape[a] < shape[b])
+    perm = list(reversed(range(t.ndim)))          # innermost first
+    for i in range(1, t.ndim):      # an insertion sort that steps over ambiguous pairs
+        moving = i
+        for j in reversed(range(i)):
+            order = inner_first(perm[j], perm[moving])
+            if order > 0:
+                perm[j], perm[moving] = perm[moving], perm[j]
+                moving = j
+            elif order < 0:
+                break
+    return tuple(reversed(perm))
 
 
 def _order_ambiguous(shape, strides):
     """Whether more than one dim order describes the layout: some dim of size 1, or a
     broadcast (stride-0) dim."""
-    return any(n == 1 or (s == 0 and n > 1) for n, s in zip(shape, strides))
+    return 1 in shape or len(set(strides)) != len(strides)
 
 
 Tensor.resize_, Tensor.resize_as_, Tensor.dim_order = resize_, resize_as_, dim_order

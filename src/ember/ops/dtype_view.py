@@ -49,6 +49,18 @@ def view_dtype(x, dtype):
     return _view_dtype(x, dtype)
 
 
+def _invalid_combination(args, kwargs):
+    """PyTorch's error for a dtype given with other arguments: ``view(ember.int32, 2)``."""
+    names = [_type_name(a) for a in args] + [f"{k}={_type_name(v)}" for k, v in kwargs.items()]
+    raise TypeError(f"view() received an invalid combination of arguments - got "
+                    f"({', '.join(names)}), but expected one of:\n * (ember.dtype dtype)\n"
+                    f" * (tuple of ints size)\n")
+
+
+def _type_name(value):
+    return "ember.dtype" if isinstance(value, D.dtype) else type(value).__name__
+
+
 def install():
     """Put the dtype-aware ``Tensor.view`` in front of the generated shape view."""
     view_shape, view_op = Tensor.view, REGISTRY["view"]
@@ -59,6 +71,8 @@ def install():
         dtype = args[0] if len(args) == 1 and not kwargs else kwargs.get("dtype")
         if isinstance(dtype, D.dtype) and len(args) + len(kwargs) == 1:
             return view_dtype(self, dtype)
+        if args and isinstance(args[0], D.dtype) or "dtype" in kwargs:
+            _invalid_combination(args, kwargs)
         return view_shape(self, *args, **kwargs)
 
     view.__doc__ = ("A tensor sharing this one's memory, with another shape "
