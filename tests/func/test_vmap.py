@@ -306,7 +306,7 @@ def test_batch_norm_eval_and_batched_affine_rules():
     w, b = ember.tensor([[1.0, 2.0], [3.0, 4.0]]), ember.tensor([[0.0, 1.0], [1.0, 0.0]])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = vmap(lambda ww, bb: F.batch_norm(x[0], rm, rv, ww, bb, training=True, eps=0.0))(
+        out = vmap(lambda ww, bb: F.batch_norm(x[0], rm, rv, ww, bb, training=True, eps=1e-30))(
             w, b)
     # x[0] has per-channel batch values (1, 3) and (2, 6): normalized to (-1, 1)
     assert out.tolist() == [[[-1.0, -1.0], [1.0, 3.0]], [[-2.0, -4.0], [4.0, 4.0]]]
