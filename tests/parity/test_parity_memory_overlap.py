@@ -21,7 +21,30 @@ WRITES = {
     "cat out shifted": lambda m: (lambda x: m.cat([x[:2], x[2:4]], out=x[1:5]))(m.arange(6.)),
     "uniform_ expanded": lambda m: m.zeros(1).expand(3).uniform_(),
     "normal_ expanded": lambda m: m.zeros(1).expand(3).normal_(),
+    # ops that write out of order refuse any aliasing, even of the same elements
+    "scatter_ self": lambda m: (lambda x: x.scatter_(0, _index(m), x))(_square(m)),
+    "scatter_add_ self": lambda m: (lambda x: x.scatter_add_(0, _index(m), x))(_square(m)),
+    "scatter_add_ row": lambda m: (lambda x: x[:2].scatter_add_(0, _index(m)[:2], x[1:]))(
+        _square(m)),
+    "scatter_reduce_ self": lambda m: (lambda x: x.scatter_reduce_(0, _index(m), x, "sum"))(
+        _square(m)),
+    "index_copy_ self": lambda m: (lambda x: x.index_copy_(0, m.tensor([2, 1, 0]), x))(
+        _square(m)),
+    "index_add_ clone": lambda m: (lambda x: x.index_add_(0, m.tensor([2, 1, 0]), x.clone()))(
+        _square(m)),
+    "gather out self": lambda m: (lambda x: m.gather(x, 0, _index(m), out=x))(_square(m)),
+    "index_select out self": lambda m: (
+        lambda x: m.index_select(x, 0, m.tensor([2, 1, 0]), out=x))(_square(m)),
+    "take out self": lambda m: (lambda x: m.take(x, _index(m), out=x))(_square(m)),
 }
+
+
+def _square(m):
+    return m.arange(9.).reshape(3, 3)
+
+
+def _index(m):
+    return m.tensor([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
 
 
 def _outcome(fn, module):

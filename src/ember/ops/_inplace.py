@@ -35,7 +35,7 @@ from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
 from ember.ops._meta import MetaCall
 from ember.ops._op_errors import OpValueError, broadcast_message
-from ember.ops._overlap import INTERNAL_OVERLAP, check_no_partial_overlap
+from ember.ops._overlap import INTERNAL_OVERLAP
 from ember.ops._recording import in_multi_output_view
 
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
@@ -83,7 +83,7 @@ def call_inplace(op, inputs, params):
     dst = self._data
     if 0 in dst.strides:
         _check_overlap(op, dst, params)
-    check_no_partial_overlap(self, flat[1:])
+    op.overlap_check(self, flat[1:])
     token = quiet_fp()
     try:
         _write(op, self, dst, xp, arrays, params, casts, compute)

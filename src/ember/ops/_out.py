@@ -10,7 +10,7 @@ from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import xp_of
-from ember.ops._overlap import check_internal_overlap, check_no_partial_overlap
+from ember.ops._overlap import check_internal_overlap
 
 __all__ = ["write_out"]
 
@@ -39,7 +39,7 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
         if INFERENCE_MADE[0]:
             check_inplace(dst)
         check_internal_overlap(dst._data)
-        check_no_partial_overlap(dst, inputs)
+        op.overlap_check(dst, inputs)
         checked = False
         if op.out_dtype_check is not None:      # True: accepted, whatever the cast
             checked = op.out_dtype_check(dst.dtype, res.dtype, inputs)

@@ -11,7 +11,7 @@ from ember._storage_place import _address
 from ember._tensor import Tensor
 
 __all__ = ["INTERNAL_OVERLAP", "PARTIAL_OVERLAP", "has_internal_overlap",
-           "check_internal_overlap", "check_no_partial_overlap"]
+           "check_internal_overlap", "check_no_partial_overlap", "check_no_overlap"]
 
 INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor "
                     "refers to a single memory location. Please clone() the tensor before "
@@ -77,3 +77,24 @@ def check_no_partial_overlap(dst, inputs):
         if isinstance(x, Tensor) and x._vc is vc and x._data is not array \
                 and _partly_overlap(array, x._data):
             raise RuntimeError(PARTIAL_OVERLAP)
+
+
+def check_no_overlap(dst, inputs):
+    """Raise PyTorch's error if a tensor in ``inputs`` shares any memory with ``dst``, even
+    all of it: ops that read their inputs while writing ``dst`` elementwise out of order
+    (scatter, index_copy, gather's out=...) refuse both kinds of overlap."""
+    vc = dst._vc
+    if vc is None:
+        return
+    array = dst._data
+    for x in inputs:
+        if isinstance(x, Tensor) and x._vc is vc and (x is dst or _overlap(array, x._data)):
+            raise RuntimeError(PARTIAL_OVERLAP)
+
+
+def _overlap(a, b):
+    """Whether dense ``a`` and ``b`` share memory (the layouts too hard to tell pass)."""
+    if not a.size or not b.size:
+        return False
+    ea, eb = _dense_extent(a), _dense_extent(b)
+    return ea is not None and eb is not None and ea[0] < eb[1] and eb[0] < ea[1]

@@ -29,6 +29,7 @@ from ember.ops._dispatch import RAW_OUTPUTS, call, device_mismatch
 from ember.ops._entry_points import ENTRY_KINDS, GENERATED, generate, method_varargs, varargs
 from ember.ops._op_errors import OpValueError, broadcast_message, translate_error
 from ember.ops._out_compute import OUT_PREPARE
+from ember.ops._overlap import check_no_overlap, check_no_partial_overlap
 from ember.ops._recording import rename_node
 
 # the registry's face: ops import their helpers from here (the dispatcher, the entry points
@@ -93,6 +94,7 @@ class Op:
         self.needs_mask = False
         self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
         self.integral_results_refused = False   # see refuse_integral_results
+        self.overlap_check = check_no_partial_overlap  # see refuse_aliased_inputs
         self.input_readers = None       # per input, the inputs whose gradients read it
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
@@ -150,6 +152,11 @@ class Op:
         integral: ``x.sum(dtype=ember.int64)`` of a tensor that requires grad), with PyTorch's
         error, rather than return a result the gradient silently stops at."""
         self.integral_results_refused = True
+
+    def refuse_aliased_inputs(self):
+        """Refuse an input sharing any memory with the tensor written (in place or ``out=``),
+        not only a partial overlap, with PyTorch's error: ``x.scatter_(0, i, x)``."""
+        self.overlap_check = check_no_overlap
 
     def reads_inputs(self, *readers):
         """Declare, per input, the inputs whose gradients read its values (``mul``: a's

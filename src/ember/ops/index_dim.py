@@ -444,3 +444,8 @@ put.inplace_variant(in_place(_write_put))
 def _(grad, x, index, source, accumulate):
     grad_x = grad if accumulate else grad.put(index, zeros_for(source.shape, grad))
     return grad_x, None, take(grad, index).reshape(source.shape)
+
+
+# they read their inputs while writing out of order: PyTorch refuses any aliasing of the two
+for _aliasing_refused in (index_select, index_add, index_reduce, index_copy, take):
+    _aliasing_refused.refuse_aliased_inputs()

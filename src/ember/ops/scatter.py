@@ -273,3 +273,8 @@ def _(grad, x, indices, dim):
 ALIASES = {}
 
 from ember.ops import index_dim, scatter_reduction  # noqa: E402,F401
+
+
+# they read their inputs while writing out of order: PyTorch refuses any aliasing of the two
+for _aliasing_refused in (gather, scatter, scatter_add):
+    _aliasing_refused.refuse_aliased_inputs()

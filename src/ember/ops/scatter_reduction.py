@@ -174,3 +174,6 @@ def _prod_grads(grad, x, index, src, src_part, dim, include_self, out, hits):
                      gather(grad * out, dim, index)
                      / src_part.masked_fill(_const(zero, src_part, shape), 1))
     return grad_x, grad_src
+
+
+scatter_reduce.refuse_aliased_inputs()      # as scatter (see ops/scatter.py)
