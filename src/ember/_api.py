@@ -82,7 +82,15 @@ def _operand(x):
 
 def result_type(tensor, other):
     """The dtype an arithmetic op on the two operands produces (PyTorch's weak promotion)."""
-    return D.result_type_of([_operand(tensor), _operand(other)])
+    try:
+        return D.result_type_of([_operand(tensor), _operand(other)])
+    except TypeError:
+        from ember._creation import _tp_name
+        raise TypeError(
+            f"result_type() received an invalid combination of arguments - got "
+            f"({_tp_name(tensor)}, {_tp_name(other)}), but expected one of:\n"
+            " * (Tensor tensor, Tensor other)\n * (Number scalar, Tensor tensor)\n"
+            " * (Tensor tensor, Number other)\n * (Number scalar1, Number scalar2)\n") from None
 
 
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,

@@ -109,6 +109,11 @@ def _promote(a, b):
         raise RuntimeError(
             f"Promotion for Float8 Types is not supported, attempted to promote "
             f"{a._torch_name} and {b._torch_name}")
+    if (a in WIDE_UNSIGNED or b in WIDE_UNSIGNED) and FLOATING not in (a.category, b.category):
+        # only a real float promotes with uint16/32/64 (complex does not)
+        raise RuntimeError(
+            f"Promotion for uint16, uint32, uint64 types is not supported, attempted to "
+            f"promote {a._torch_name} and {b._torch_name}")
     if a.category < b.category:
         a, b = b, a                     # a now has the higher (or equal) category
     if a.category == COMPLEX:
@@ -124,10 +129,6 @@ def _promote(a, b):
                 return float32
             return a if ra > rb else b
         return a
-    if a in WIDE_UNSIGNED or b in WIDE_UNSIGNED:
-        raise RuntimeError(
-            f"Promotion for uint16, uint32, uint64 types is not supported, attempted to "
-            f"promote {a._torch_name} and {b._torch_name}")
     if b is bool_:
         return a
     # two distinct integral types

@@ -3,12 +3,15 @@ addcdiv, the elementwise minimum/maximum family, clamp and where."""
 
 import warnings
 
+import numpy as np
+
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.backend import device_scalar
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
 from ember.ops._elementwise import binary, conj_grad, zeros_for
-from ember.ops._scalars import number_arg, number_arrays
+from ember.ops._scalars import number_arg, number_arrays, real_number
 from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
 from ember.ops._registry import op
 
@@ -19,8 +22,14 @@ def _is_tensor(x):
 
 def _fit(xp, number, dtype):
     """A Python float operand that PyTorch converts to the compute dtype as a checked Scalar
-    (clamp's bounds, where's values, lerp's weight): out-of-range values raise."""
-    return checked_scalar(xp, number, dtype) if type(number) is float else number
+    (clamp's bounds, where's values, lerp's weight): out-of-range values raise. An int is
+    checked against a float dtype too (2**40 does not fit float16); narrow integer dtypes
+    have the dispatcher's check (``checked_scalars``)."""
+    if type(number) is complex and dtype.kind != "c":
+        number = real_number(number, np.float64)     # PyTorch reads a double
+    if type(number) is float or type(number) is int and dtype.kind in "fc":
+        return checked_scalar(xp, number, dtype)
+    return number
 
 
 # --- atan2, hypot, xlogy, copysign ------------------------------------------------------------
@@ -259,6 +268,9 @@ def _clamp_rule(d, name, operands):
             f"expected one of:\n * (Tensor input, Tensor min = None, Tensor max = None)\n"
             f" * (Tensor input, Number min = None, Number max = None)")
     if d.category == D.COMPLEX:
+        if operands[0][0].category == D.FLOATING and D.DIM not in kinds and \
+                D.ZERO_DIM not in kinds:
+            return operands[0][0]       # complex number bounds are read as doubles (_fit)
         raise NotImplementedError("clamp is not supported for complex types")
     if d is D.bool_ and D.SCALAR in kinds:
         raise NotImplementedError(f"\"{name}_scalar_cpu\" not implemented for 'Bool'")
@@ -268,7 +280,9 @@ def _clamp_rule(d, name, operands):
 _CLAMP = tensor_policy("clamp", _clamp_rule)
 
 
-@op("clamp(input, min=None, max=None)", inputs=3, promote=_CLAMP, inplace=True,
+# upcast=False: bounds are checked against the tensor's own dtype (c10::Half, not float), and
+# max/min are exact in 16-bit floats
+@op("clamp(input, min=None, max=None)", inputs=3, promote=_CLAMP, inplace=True, upcast=False,
     checked_scalars=True, grad_fn_name="ClampBackward1")
 def clamp(xp, x, lo, hi):
     """``input`` limited to [``min``, ``max``] (``max`` wins where ``min > max``)."""
@@ -303,7 +317,8 @@ def _(grad, x, lo, hi):
     return where(keep, grad, 0.0), grad_lo, grad_hi
 
 
-@op("clamp_min(input, min)", inputs=2, promote=_CLAMP, inplace=True, checked_scalars=True)
+@op("clamp_min(input, min)", inputs=2, promote=_CLAMP, inplace=True, upcast=False,
+    checked_scalars=True)
 def clamp_min(xp, x, lo):
     """``input`` limited from below by ``min``."""
     return xp.maximum(x, _fit(xp, lo, x.dtype))
@@ -314,7 +329,8 @@ def _(grad, x, lo):
     return where(x >= lo, grad, 0.0), (where(x < lo, grad, 0.0) if _is_tensor(lo) else None)
 
 
-@op("clamp_max(input, max)", inputs=2, promote=_CLAMP, inplace=True, checked_scalars=True)
+@op("clamp_max(input, max)", inputs=2, promote=_CLAMP, inplace=True, upcast=False,
+    checked_scalars=True)
 def clamp_max(xp, x, hi):
     """``input`` limited from above by ``max``."""
     return xp.minimum(x, _fit(xp, hi, x.dtype))
@@ -349,7 +365,20 @@ def _where_values(operands):
     return operands[1:] if len(operands) == 3 else operands
 
 
-@op("where(condition, input=None, other=None)", inputs=3, checked_scalars=True,
+_HALVES = (D.float16, D.bfloat16)
+
+
+def _where_fit(xp, number, dtype):
+    """where's number operand: checked as ``_fit`` does, except that PyTorch lets a float
+    overflow a 16-bit float dtype to inf (where(c, half, 1e300) is inf, not an error)."""
+    if D.FROM_NUMPY.get(dtype) in _HALVES and type(number) in (int, float):
+        with np.errstate(over="ignore"):
+            return device_scalar(xp, np.asarray(number, dtype=dtype))
+    return _fit(xp, number, dtype)
+
+
+# upcast=False: selection is exact in every dtype, and 16-bit floats have _where_fit's rule
+@op("where(condition, input=None, other=None)", inputs=3, checked_scalars=True, upcast=False,
     promote=Policy("where", _where_rule, _where_values), method=False)
 def where(xp, cond, x, y):
     """``input`` where ``condition`` is True, else ``other`` (numbers allowed); with only a
@@ -359,7 +388,7 @@ def where(xp, cond, x, y):
         return nonzero.forward(xp, cond, True)
     # the dispatcher cast the condition to the compute dtype with the other operands, so its
     # dtype is the result's (numbers in x or y would otherwise make NumPy choose float64)
-    return xp.where(cond, _fit(xp, x, cond.dtype), _fit(xp, y, cond.dtype)).astype(
+    return xp.where(cond, _where_fit(xp, x, cond.dtype), _where_fit(xp, y, cond.dtype)).astype(
         cond.dtype, copy=False)
 
 
