@@ -293,7 +293,7 @@ class Tensor:
 
     def numpy(self, *, force=False):
         """The values as a NumPy array sharing memory (CPU tensors without grad)."""
-        if self.requires_grad and not force:
+        if self.requires_grad and not force and _grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         if type(self._data) is not np.ndarray and not force:
@@ -305,7 +305,7 @@ class Tensor:
     __array_priority__ = 1000       # ``np.float64(2) * t`` defers to Tensor: a tensor
 
     def __array__(self, dtype=None, copy=None):
-        if self.requires_grad:
+        if self.requires_grad and _grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         if type(self._data) is MetaArray:
@@ -509,7 +509,8 @@ class Tensor:
                 "Its .grad attribute won't be populated during autograd.backward(). If you "
                 "indeed want the .grad field to be populated for a non-leaf Tensor, use "
                 ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
-                "mistake, make sure you access the leaf Tensor instead.", UserWarning,
+                "mistake, make sure you access the leaf Tensor instead. See "
+                "github.com/pytorch/pytorch/pull/30531 for more information.", UserWarning,
                 stacklevel=2)
         return self._grad
 
@@ -684,6 +685,13 @@ def name_methods():
                 and not value.__qualname__.startswith("Tensor.")):
             value.__name__ = name
             value.__qualname__ = f"Tensor.{name}"
+
+
+def _grad_enabled():
+    """Whether grad mode is on (PyTorch lets numpy() read a tensor that requires grad under
+    no_grad, as a custom Function's forward does)."""
+    from ember.autograd.grad_mode import STATE
+    return STATE.grad_enabled
 
 
 def _make(array, cls=Tensor, _inference=_INFERENCE_ACTIVE):
