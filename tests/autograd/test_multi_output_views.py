@@ -53,3 +53,9 @@ def test_integral_dtype_results_of_tensors_requiring_grad_are_refused(call, name
     assert call(x.detach()).dtype.is_floating_point is False
     with ember.no_grad():
         assert call(x).requires_grad is False
+
+
+def test_out_refusal_comes_before_the_integral_dtype_refusal():
+    x = _leaf()
+    with pytest.raises(RuntimeError, match="^sum\\(\\): functions with out=... arguments"):
+        ember.sum(x, 0, dtype=ember.int64, out=ember.empty((), dtype=ember.int64))

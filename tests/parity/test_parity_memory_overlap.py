@@ -36,6 +36,9 @@ WRITES = {
     "index_select out self": lambda m: (
         lambda x: m.index_select(x, 0, m.tensor([2, 1, 0]), out=x))(_square(m)),
     "take out self": lambda m: (lambda x: m.take(x, _index(m), out=x))(_square(m)),
+    "scatter_ fresh": lambda m: (lambda x: x.scatter_(0, m.tensor([0, 1, 0]), x))(m.arange(3.)),
+    "gather out fresh": lambda m: (lambda x: m.gather(x, 0, m.tensor([0, 1, 0]), out=x))(
+        m.arange(3.)),
 }
 
 

@@ -72,7 +72,9 @@ def call(op, inputs, params, out=None):
             loud_fp(token)
     if op.view:
         _mark_view(op, flat[0], params, outputs, requires_grad and not _GRAD.grad_enabled)
-    if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
+    # (a call with out= and inputs requiring grad is refused by write_out: nothing to record)
+    if requires_grad and _GRAD.grad_enabled and op.vjp is not None and (
+            out is None or out is RAW_OUTPUTS):
         _record(op, flat, lengths, params, outputs)
     if out is not None:
         if out is RAW_OUTPUTS:

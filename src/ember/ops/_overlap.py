@@ -83,12 +83,11 @@ def check_no_overlap(dst, inputs):
     """Raise PyTorch's error if a tensor in ``inputs`` shares any memory with ``dst``, even
     all of it: ops that read their inputs while writing ``dst`` elementwise out of order
     (scatter, index_copy, gather's out=...) refuse both kinds of overlap."""
-    vc = dst._vc
-    if vc is None:
-        return
+    vc = dst._vc                        # None: dst has no views, only itself aliases it
     array = dst._data
     for x in inputs:
-        if isinstance(x, Tensor) and x._vc is vc and (x is dst or _overlap(array, x._data)):
+        if x is dst or vc is not None and isinstance(x, Tensor) and x._vc is vc \
+                and _overlap(array, x._data):
             raise RuntimeError(PARTIAL_OVERLAP)
 
 

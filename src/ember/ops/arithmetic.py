@@ -84,30 +84,33 @@ def _is_one(alpha):
     return type(alpha) is int and alpha == 1
 
 
-def _unit(a, b):
+def _unit(xp, a, b):
     """``b`` as PyTorch's add and sub see it when alpha is 1: for complex operands they still
     compute ``alpha * b`` with a complex alpha, so an infinite ``b`` gets a nan imaginary
-    part ((1+2j) + inf is inf+nanj)."""
+    part ((1+2j) + inf is inf+nanj). Only non-finite values change, so finite arrays skip
+    the multiplication (a full copy)."""
     dtype = a.dtype if hasattr(a, "dtype") else b.dtype
     if dtype.kind != "c":
         return b
     if not hasattr(b, "dtype"):         # a number is first cast to the tensor's dtype
         with np.errstate(over="ignore"):
             b = dtype.type(b)           # (a NumPy scalar joins arrays of any backend)
+    elif b.ndim and bool(xp.isfinite(b).all()):
+        return b
     return b * dtype.type(1)
 
 
 def _add(xp, a, b):
     """``a + b``; a number ``a`` comes from ``number + tensor``, which PyTorch computes as
     ``tensor + number``."""
-    return xp.add(a, _unit(a, b)) if hasattr(a, "dtype") else xp.add(_unit(b, a), b)
+    return xp.add(a, _unit(xp, a, b)) if hasattr(a, "dtype") else xp.add(_unit(xp, b, a), b)
 
 
 def _sub(xp, a, b, alpha, out=None, fname="sub"):
     """``a - alpha * b`` (into ``out``, cast, if given)."""
     cast = {} if out is None else {"out": out, "casting": "unsafe"}
     if _is_one(alpha):
-        return xp.subtract(a, _unit(a, b), **cast)
+        return xp.subtract(a, _unit(xp, a, b), **cast)
     return xp.add(a, _scaled(xp, a, b, alpha, fname, negate=True), **cast)
 
 
@@ -118,7 +121,7 @@ add = binary("add(input, other, *, alpha=1)",
              doc="Adds ``other``, scaled by ``alpha``, to ``input``.",
              promote=BINARY, saves_inputs=False)
 add.inplace_variant(lambda xp, dst, a, b, alpha: xp.add(
-    a, _unit(a, b) if _is_one(alpha) else _scaled(xp, a, b, alpha, "add_"), out=dst,
+    a, _unit(xp, a, b) if _is_one(alpha) else _scaled(xp, a, b, alpha, "add_"), out=dst,
     casting="unsafe"))
 
 sub = binary("sub(input, other, *, alpha=1)",
