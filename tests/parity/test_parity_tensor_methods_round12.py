@@ -131,3 +131,26 @@ def test_to_contiguous_format_keeps_a_tensor_that_suggests_it():
         assert t.to(memory_format=m.contiguous_format) is t
         cl = m.ones(1, 2, 2, 3).to(memory_format=m.channels_last)
         assert cl.cpu(memory_format=m.contiguous_format) is not cl
+
+
+AMBIGUITY_CHECKS = {
+    "size-1 last dim, contiguous": lambda m: m.randn(2, 3, 4, 1).dim_order(
+        ambiguity_check=[m.contiguous_format]),
+    "size-1 middle dim, contiguous": lambda m: m.randn(2, 1, 3).dim_order(
+        ambiguity_check=[m.contiguous_format]),
+    "two formats fit": lambda m: m.randn(1, 3, 1, 1).dim_order(
+        ambiguity_check=[m.contiguous_format]),
+    "channels_last of (2, 3, 1, 1)": lambda m: m.randn(2, 3, 1, 1).dim_order(
+        ambiguity_check=[m.channels_last]),
+    "broadcast beside a dim": lambda m: m.randn(3).expand(2, 3).dim_order(ambiguity_check=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AMBIGUITY_CHECKS))
+def test_dim_order_ambiguity_outcomes_match_torch(name):
+    def outcome(m):
+        try:
+            return AMBIGUITY_CHECKS[name](m)
+        except RuntimeError:
+            return "ambiguous"
+    assert outcome(ember) == outcome(torch)

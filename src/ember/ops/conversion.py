@@ -582,8 +582,9 @@ def dim_order(self, *, ambiguity_check=False):
 
     ``ambiguity_check=True`` raises when the order is not unique (a size-1 dim, or two dims
     with one stride); a list of memory formats lets such a tensor through when exactly one
-    of them describes it and no two dims share a stride."""
-    from ember._memory_format import channels_last, memory_format
+    of them describes it and no two dims share a stride, or when exactly one memory format
+    describes it and the list has it."""
+    from ember._memory_format import channels_last, channels_last_3d, memory_format
     check = ambiguity_check
     if not (type(check) is bool or type(check) is list
             and all(isinstance(f, memory_format) for f in check)):
@@ -592,9 +593,14 @@ def dim_order(self, *, ambiguity_check=False):
     order, strides = _memory_dim_order(self, channels_last), self.stride()
     if check is False or not _order_ambiguous(self.shape, strides):
         return order
-    if check is not True and len(set(strides)) == len(strides) and \
-            sum(self.is_contiguous(memory_format=f) for f in check) == 1:
-        return order
+    if check is not True:
+        if len(set(strides)) == len(strides) and \
+                sum(self.is_contiguous(memory_format=f) for f in check) == 1:
+            return order
+        fitting = [f for f in (contiguous_format, channels_last, channels_last_3d)
+                   if self.is_contiguous(memory_format=f)]
+        if len(fitting) == 1 and fitting[0] in check:
+            return order
     raise RuntimeError("The tensor does not have unique dim order, or cannot map to exact one "
                        "of the given memory formats.")
 
@@ -628,9 +634,9 @@ def _memory_dim_order(t, channels_last):
 
 
 def _order_ambiguous(shape, strides):
-    """Whether more than one dim order describes the layout: some dim of size 1, or a
-    broadcast (stride-0) dim."""
-    return 1 in shape or len(set(strides)) != len(strides)
+    """Whether more than one dim order describes the layout: some dim of size 1, two dims
+    with one stride, or a broadcast (stride-0) dim beside others."""
+    return 1 in shape or len(set(strides)) != len(strides) or len(shape) > 1 and 0 in strides
 
 
 Tensor.resize_, Tensor.resize_as_, Tensor.dim_order = resize_, resize_as_, dim_order
