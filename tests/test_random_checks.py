@@ -62,3 +62,8 @@ def test_randint_inexact_bound_warns_at_the_caller():
     with pytest.warns(UserWarning, match=r"double can support") as caught:
         ember.randint(2 ** 60, (3,), dtype=ember.float64)
     assert caught[0].filename == __file__
+
+
+def test_multinomial_takes_an_integer_tensor_as_num_samples():
+    assert ember.multinomial(ember.ones(3), ember.tensor([2])).shape == (2,)
+    assert ember.multinomial(ember.ones(2, 3), ember.tensor(3)).shape == (2, 3)

@@ -514,7 +514,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     if input.dtype.category != D.FLOATING:
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{input.dtype._torch_name}")
-    _check_long(num_samples, "multinomial(): argument 'num_samples' (position 2)")
+    num_samples = _check_long(num_samples, "multinomial(): argument 'num_samples' (position 2)")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if out is not None and out.dtype is not D.int64:

@@ -47,12 +47,15 @@ def _check_size_given(sizes, size, name):
 
 
 def _check_long(value, argument):
-    """PyTorch's errors for an ``int`` argument that is no int or does not fit 64 bits."""
+    """``value`` as a Python int, or PyTorch's errors for an ``int`` argument that is no int
+    or does not fit 64 bits."""
     if isinstance(value, bool) or not hasattr(type(value), "__index__") or \
             isinstance(value, Tensor) and value.dtype.category != D.INTEGRAL:
         raise TypeError(f"{argument} must be int, not {type(value).__name__}")
-    if not -2 ** 63 <= value.__index__() < 2 ** 63:
+    value = value.__index__()
+    if not -2 ** 63 <= value < 2 ** 63:
         raise ValueError("Overflow when unpacking long long")
+    return value
 
 
 def _check_permutation_dtype(dtype, n):

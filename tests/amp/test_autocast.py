@@ -461,3 +461,11 @@ def test_calls_with_out_run_uncast_as_in_pytorch():
         np.testing.assert_allclose(out.numpy(), a.numpy() @ b.numpy(), rtol=1e-6)
         with pytest.raises(RuntimeError, match="Expected out tensor to have dtype float"):
             ember.mm(a, b, out=ember.empty(3, 3, dtype=ember.bfloat16))
+
+
+@pytest.mark.parametrize("args,position", [(("cpu",), 1), ((1,), 1), (("cpu", 1), 2)])
+def test_set_autocast_enabled_takes_only_bools(args, position):
+    with pytest.raises(TypeError, match=f"argument 'enabled' \\(position {position}\\) must be "
+                                        f"bool"):
+        ember.set_autocast_enabled(*args)
+    assert not ember.is_autocast_enabled("cpu")

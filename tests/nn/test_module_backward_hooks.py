@@ -54,3 +54,10 @@ def test_backward_hook_node_is_named_as_in_pytorch():
     m.register_full_backward_hook(lambda mod, gi, go: None)
     out = m(ember.ones(2, requires_grad=True))
     assert type(out.grad_fn).__name__ == "BackwardHookFunctionBackward"
+
+
+def test_backward_hook_returning_a_generator_is_refused():
+    layer = ember.nn.Linear(2, 2)
+    layer.register_full_backward_hook(lambda m, gi, go: (g for g in gi))
+    with pytest.raises(TypeError, match="object of type 'generator' has no len"):
+        layer(ember.ones(1, 2, requires_grad=True)).sum().backward()

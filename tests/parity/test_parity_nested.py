@@ -115,3 +115,17 @@ def _reprs(lib):
 
 def test_nested_reprs_match_torch():
     assert _reprs(ember) == [r.replace("torch.", "ember.") for r in _reprs(torch)]
+
+
+def test_requires_grad_of_a_non_leaf_nested_tensor_is_refused():
+    def attempt(lib):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = lib.ones(2, 3, requires_grad=True)
+            nt = lib.nested.as_nested_tensor([a, lib.ones(1, 3)])
+        try:
+            nt.requires_grad_(False)
+        except RuntimeError as e:
+            return str(e)[:50], a.requires_grad
+        return None, a.requires_grad
+    assert attempt(ember) == attempt(torch)

@@ -81,3 +81,11 @@ def test_cat_gradient_reaches_the_values():
 def test_floor_divide_coalesces_first():
     s = ember.sparse_coo_tensor([[0, 0]], [1.0, 1.0], (2,))
     assert (s // 2).to_dense().tolist() == [1.0, 0.0]
+
+
+def test_numpy_integers_index_and_out_is_refused_by_joins():
+    s = ember.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse()
+    assert s[np.int64(1)].to_dense().tolist() == [2.0, 0.0]
+    for join in (ember.cat, ember.stack):
+        with pytest.raises(NotImplementedError, match="SparseCPU"):
+            join([s, s], 0, out=ember.empty(0))

@@ -43,10 +43,14 @@ def get_autocast_dtype(device_type):
 def set_autocast_enabled(device_type, enabled=None):
     """Turn autocast on or off for ``device_type`` (prefer the ``autocast`` context);
     ``set_autocast_enabled(enabled)``, PyTorch's older form, sets it for "cuda"."""
-    if enabled is None and not isinstance(device_type, str):
-        device_type, enabled = "cuda", device_type
+    position = 2
+    if enabled is None:
+        device_type, enabled, position = "cuda", device_type, 1
+    if type(enabled) is not bool:
+        raise TypeError(f"set_autocast_enabled(): argument 'enabled' (position {position}) "
+                        f"must be bool, not {type(enabled).__name__}")
     device_type = _check_device_type(device_type)
-    STATE.enabled = {**STATE.enabled, device_type: bool(enabled)}
+    STATE.enabled = {**STATE.enabled, device_type: enabled}
 
 
 def set_autocast_dtype(device_type, dtype):

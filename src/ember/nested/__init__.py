@@ -131,6 +131,10 @@ class NestedTensor:
 
     def requires_grad_(self, requires_grad=True):
         """Set whether the components (of a leaf) record operations on them."""
+        if not self._is_leaf:          # (its components are the caller's tensors)
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
+                               "you want to use a computed variable in a subgraph that doesn't "
+                               "require differentiation use var_no_grad = var.detach().")
         for t in self._components:
             t.requires_grad_(requires_grad)
         return self

@@ -1,6 +1,8 @@
 """``s[index]`` of a sparse tensor: integers, full slices (``:``), ``...`` and ``None``, run as
 ``select`` and ``unsqueeze`` on the parts (what PyTorch supports on sparse tensors)."""
 
+import numpy as np
+
 from ember._tensor import Tensor
 
 __all__ = ["getitem"]
@@ -44,6 +46,8 @@ def _expanded(items, ndim):
 def _as_item(item):
     if type(item) is int or item is None or item is Ellipsis or _is_full(item):
         return item
+    if isinstance(item, np.integer):
+        return int(item)
     if isinstance(item, Tensor) and item.ndim == 0 and not item.is_floating_point() \
             and not item.is_sparse and item.dtype.name != "bool":
         return int(item)

@@ -13,6 +13,9 @@ __all__ = ["cat", "stack"]
 @handles("cat", "concat", "concatenate")
 def cat(tensors, dim=0, *, out=None):
     """``ember.cat`` of COO tensors with the same sparse and dense dims."""
+    if out is not None:
+        raise NotImplementedError("Could not run 'aten::cat.out' with arguments from the "
+                                  "'SparseCPU' backend.")
     tensors = list(tensors)
     _check_joinable(tensors)
     from ember._tensor import _wrap_dim
@@ -39,6 +42,9 @@ def cat(tensors, dim=0, *, out=None):
 @handles("stack")
 def stack(tensors, dim=0, *, out=None):
     """``ember.stack`` of COO tensors: each gets a new dim ``dim``, then they are joined."""
+    if out is not None:
+        raise NotImplementedError("Could not run 'aten::stack.out' with arguments from the "
+                                  "'SparseCPU' backend.")
     tensors = list(tensors)
     _check_joinable(tensors)
     from ember._tensor import _wrap_dim

@@ -277,10 +277,9 @@ def _rewrap(values, where, callback):
 
 def _check_grads(out, old, what, grads):
     """Validate what a backward (pre-)hook returned against the gradients it was given."""
-    try:
-        out = tuple(out)
-    except TypeError:
-        raise TypeError(f"object of type '{type(out).__name__}' has no len()") from None
+    if not hasattr(out, "__len__"):     # (a generator, say: PyTorch takes its len() first)
+        raise TypeError(f"object of type '{type(out).__name__}' has no len()")
+    out = tuple(out)
     if len(out) != len(old):
         raise RuntimeError(f"{what} returned an invalid number of {grads}, got {len(out)}, "
                            f"but expected {len(old)}")
