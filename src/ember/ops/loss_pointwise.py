@@ -205,33 +205,21 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     if dtype.category < D.FLOATING:
         dtype = D.get_default_dtype()
     _into_input_dtype(dtype, input)
-    _target_broadcasts_to_input(input, target)
+    if input.shape != target.shape:
+        _broadcast_into((input.shape, target.shape), input.shape)
     return _soft_margin_loss(input, target, reduction)
 
 
-def _pos_weight_broadcasts_to_target(pos_weight, target):
-    """PyTorch's errors for a ``pos_weight`` that does not broadcast to the target's shape
-    (its kernel multiplies ``pos_weight`` by the target, in that order)."""
+def _broadcast_into(shapes, into):
+    """PyTorch's errors when operands of ``shapes`` (in its kernel's order) do not broadcast
+    to ``into``, the shape the kernel writes: soft_margin's target into the input's shape,
+    bce_with_logits' ``pos_weight`` into the target's."""
     try:
-        shape = np.broadcast_shapes(pos_weight.shape, target.shape)
+        shape = np.broadcast_shapes(*shapes)
     except ValueError:
-        raise RuntimeError(broadcast_message([pos_weight.shape, target.shape])) from None
-    if shape != target.shape:
-        raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast "
-                           f"shape {list(shape)}")
-
-
-def _target_broadcasts_to_input(input, target):
-    """PyTorch's error when ``target`` does not broadcast to ``input``'s shape (its kernel
-    writes the loss into a tensor of the input's shape)."""
-    if input.shape == target.shape:
-        return
-    try:
-        shape = np.broadcast_shapes(input.shape, target.shape)
-    except ValueError:
-        raise RuntimeError(broadcast_message([input.shape, target.shape])) from None
-    if shape != input.shape:
-        raise RuntimeError(f"output with shape {list(input.shape)} doesn't match the broadcast "
+        raise RuntimeError(broadcast_message(list(shapes))) from None
+    if shape != into:
+        raise RuntimeError(f"output with shape {list(into)} doesn't match the broadcast "
                            f"shape {list(shape)}")
 
 
@@ -251,7 +239,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     refuse_grad(weight, "binary_cross_entropy_with_logits", "weight")
     refuse_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
     if pos_weight is not None:
-        _pos_weight_broadcasts_to_target(pos_weight, target)
+        _broadcast_into((pos_weight.shape, target.shape), target.shape)
     return _binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
 
 
