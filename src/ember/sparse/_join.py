@@ -13,11 +13,8 @@ __all__ = ["cat", "stack"]
 @handles("cat", "concat", "concatenate")
 def cat(tensors, dim=0, *, out=None):
     """``ember.cat`` of COO tensors with the same sparse and dense dims."""
-    if out is not None:
-        raise NotImplementedError("Could not run 'aten::cat.out' with arguments from the "
-                                  "'SparseCPU' backend.")
     tensors = list(tensors)
-    _check_joinable(tensors)
+    _check_joinable(tensors, "cat", out)
     from ember._tensor import _wrap_dim
     first = tensors[0]
     dim = _wrap_dim(dim, first.ndim)
@@ -42,17 +39,19 @@ def cat(tensors, dim=0, *, out=None):
 @handles("stack")
 def stack(tensors, dim=0, *, out=None):
     """``ember.stack`` of COO tensors: each gets a new dim ``dim``, then they are joined."""
-    if out is not None:
-        raise NotImplementedError("Could not run 'aten::stack.out' with arguments from the "
-                                  "'SparseCPU' backend.")
     tensors = list(tensors)
-    _check_joinable(tensors)
+    _check_joinable(tensors, "stack", out)
     from ember._tensor import _wrap_dim
     dim = _wrap_dim(dim, tensors[0].ndim + 1)
     return cat([_unsqueeze(t, dim) for t in tensors], dim)
 
 
-def _check_joinable(tensors):
+def _check_joinable(tensors, name, out):
+    """PyTorch's errors for sparse tensors ``name`` (cat, stack) cannot join, and for
+    ``out=``, which its sparse kernels lack."""
+    if out is not None:
+        raise NotImplementedError(f"Could not run 'aten::{name}.out' with arguments from the "
+                                  f"'SparseCPU' backend.")
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     for at, t in enumerate(tensors):
