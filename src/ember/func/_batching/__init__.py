@@ -266,3 +266,4 @@ def inplace_copy(self, src, name="inplace arithmetic"):
 
 from ember.func._batching import (elementwise, nn, products, reductions,  # noqa: E402,F401
                                   shape)
+from ember.func._batching import indexing  # noqa: E402,F401  (after shape: wraps its rules)

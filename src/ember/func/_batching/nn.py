@@ -113,9 +113,29 @@ def _convolution(op, args, flags, params, size):
 
 @rule("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 def _conv_transpose(op, args, flags, params, size):
-    if flags[1] or flags[2]:
-        return NotImplemented
-    return _spatial(op, args, flags, params, size, args[1].ndim - 2)
+    (x, w, b), (fx, fw, fb) = args, flags
+    k = w.ndim - fw - 2
+    if not (fw or fb):
+        return _spatial(op, args, flags, params, size, k)
+    if x.ndim - fx not in (k + 1, k + 2) or w.ndim - fw != k + 2:
+        return NotImplemented               # the op's own error
+    # a batched weight: one group set per batch element, the batch folded into the channels
+    unbatched_input = x.ndim - fx == k + 1
+    x = x if fx else expand_unbatched(x, size)
+    if unbatched_input:
+        x = x.unsqueeze(1)
+    n, c = x.shape[1], x.shape[2]
+    x = x.movedim(0, 1).reshape((n, size * c) + tuple(x.shape[3:]))
+    w = w if fw else expand_unbatched(w, size)
+    groups = params[3]
+    out_channels = w.shape[2] * groups
+    w = w.reshape((size * w.shape[1],) + tuple(w.shape[2:]))
+    if b is not None:
+        b = (b if fb else expand_unbatched(b, size)).reshape(-1)
+    params = params[:3] + (groups * size,) + params[4:]
+    y = call(op, [x, w, b], params)
+    y = y.reshape((n, size, out_channels) + tuple(y.shape[2:])).movedim(1, 0)
+    return y.squeeze(1) if unbatched_input else y
 
 
 @rule("_convolution_weight")
@@ -263,8 +283,12 @@ def _reduced(loss, size, reduction, denominator=None):
 def _class_loss(op, args, flags, params, size):
     (x, t, w), (fx, ft, fw) = args, flags
     p = dict(zip(op.param_names, params))
-    if fw or p["size_average"] is not None or p["reduce"] is not None:
+    if p["size_average"] is not None or p["reduce"] is not None:
         return NotImplemented
+    if fw and (t.is_floating_point() or p.get("label_smoothing", 0.0)):
+        return NotImplemented           # class probabilities or smoothing mix the weights
+    batched_weight = w if fw else None
+    w = None if fw else w
     if not fx:
         x = expand_unbatched(x, size)
     if not ft:
@@ -277,6 +301,9 @@ def _class_loss(op, args, flags, params, size):
     params = tuple("none" if n == "reduction" else v for n, v in p.items())
     loss = call(op, [xs, ts, w], params)
     shape = (size,) + tuple(x.shape[1:2] if x.ndim > 2 else ()) + tuple(x.shape[3:])
+    if batched_weight is not None:
+        return _per_example_weights(loss, t, batched_weight, p["ignore_index"], size,
+                                    reduction, shape)
     if reduction == "none":
         return loss.reshape(shape)
     den = None
@@ -287,6 +314,18 @@ def _class_loss(op, args, flags, params, size):
         den = keep.sum(1).to(loss.dtype) if w is None else \
             (w[ember.where(keep, tt, 0)] * keep).sum(1)
     return _reduced(loss, size, reduction, den)
+
+
+def _per_example_weights(loss, target, weight, ignore_index, size, reduction, shape):
+    """An unweighted class loss scaled by each example's class weights, then reduced."""
+    import ember
+    targets = target.reshape(size, -1)
+    keep = targets != ignore_index
+    scale = ember.gather(weight, 1, ember.where(keep, targets, 0)) * keep
+    weighted = loss.reshape(size, -1) * scale
+    if reduction == "none":
+        return weighted.reshape(shape)
+    return _reduced(weighted, size, reduction, scale.sum(1))
 
 
 @rule("nn.functional.binary_cross_entropy", "_mse_loss", "_huber_loss", "_smooth_l1_loss",

@@ -4,6 +4,7 @@ import math
 import string
 
 from ember.func._batching import decompose, rule
+from ember.func._batching.elementwise import align
 from ember.func._batching.reductions import expand_unbatched
 from ember.ops._registry import call
 
@@ -105,11 +106,10 @@ def _einsum(op, args, flags, params, size):
         return call(op, [operands], (_batched_spec(equation, oflags),))
     equation = equation.replace(" ", "")
     free = [c for c in string.ascii_letters if c not in equation]
-    if "->" not in equation:
-        if "." in equation:
-            return NotImplemented
+    if "->" not in equation:            # implicit output: "..." then the once-used labels
         counts = {c: equation.count(c) for c in equation if c.isalpha()}
-        equation += "->" + "".join(sorted(c for c, n in counts.items() if n == 1))
+        equation += "->" + ("..." if "..." in equation else "") + \
+            "".join(sorted(c for c, n in counts.items() if n == 1))
     lhs, rhs = equation.split("->")
     z = free[0]
     terms = [z + t if f else t for t, f in zip(lhs.split(","), oflags)]
@@ -123,3 +123,63 @@ def _batched_spec(spec, oflags):
     z = min(set(range(len(used) + 1)) - used)
     inputs = tuple((z,) + tuple(t) if f else tuple(t) for t, f in zip(spec.inputs, oflags))
     return type(spec)(inputs, (z,) + tuple(spec.output))
+
+
+def ember_mul(a, b):
+    """``a * b`` (ember.mul, which the vmap rules may call on values)."""
+    import ember
+    return ember.mul(a, b)
+
+
+@rule("inner")
+def _inner(op, args, flags, params, size):
+    (a, b), (fa, fb) = args, flags
+    na, nb = a.ndim - fa, b.ndim - fb
+    if (na == 0 or nb == 0) and a.dtype != b.dtype:
+        return NotImplemented           # a 0-dim operand's weak dtype: the loop promotes
+    if na == 0 or nb == 0:              # inner with a scalar is a product
+        return ember_mul(*align([a, b], flags, size))
+    return _contract(a, b, flags, size, [na - 1], [nb - 1])
+
+
+@rule("tensordot")
+def _tensordot(op, args, flags, params, size):
+    (a, b), (fa, fb), (dims,) = args, flags, params
+    na, nb = a.ndim - fa, b.ndim - fb
+    if isinstance(dims, int):
+        if dims < 0 or dims > min(na, nb):
+            return NotImplemented       # the op's own error
+        dims_a, dims_b = list(range(na - dims, na)), list(range(dims))
+    else:
+        dims_a, dims_b = ([d] if isinstance(d, int) else list(d) for d in dims)
+        if len(dims_a) != len(dims_b) or not all(-n <= d < n for ds, n in
+                                                  ((dims_a, na), (dims_b, nb)) for d in ds):
+            return NotImplemented
+    return _contract(a, b, flags, size, [d % na for d in dims_a], [d % nb for d in dims_b])
+
+
+def _contract(a, b, flags, size, dims_a, dims_b):
+    """Sum a * b over the logical dims ``dims_a`` of ``a`` paired with ``dims_b`` of ``b``,
+    with one matmul over the batch; NotImplemented where the op must raise its own error."""
+    a, b = [x if f else expand_unbatched(x, size) for x, f in zip((a, b), flags)]
+    if a.dtype != b.dtype or len(set(dims_a)) != len(dims_a) or \
+            any(a.shape[i + 1] != b.shape[j + 1] for i, j in zip(dims_a, dims_b)):
+        return NotImplemented
+    free_a = [d for d in range(a.ndim - 1) if d not in dims_a]
+    free_b = [d for d in range(b.ndim - 1) if d not in dims_b]
+    inner = math.prod(a.shape[d + 1] for d in dims_a)
+    lhs = a.permute([0] + [d + 1 for d in free_a + dims_a]).reshape(size, -1, inner)
+    rhs = b.permute([0] + [d + 1 for d in dims_b + free_b]).reshape(size, inner, -1)
+    shape = [a.shape[d + 1] for d in free_a] + [b.shape[d + 1] for d in free_b]
+    return lhs.matmul(rhs).reshape([size] + shape)
+
+
+@decompose("kron")
+def _kron(a, b):
+    rank = max(a.ndim, b.ndim)
+    a = a.reshape((1,) * (rank - a.ndim) + tuple(a.shape))
+    b = b.reshape((1,) * (rank - b.ndim) + tuple(b.shape))
+    interleaved_a = [s for n in a.shape for s in (n, 1)]
+    interleaved_b = [s for n in b.shape for s in (1, n)]
+    product = a.reshape(interleaved_a) * b.reshape(interleaved_b)
+    return product.reshape([m * n for m, n in zip(a.shape, b.shape)])

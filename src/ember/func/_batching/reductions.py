@@ -39,9 +39,14 @@ def _dim_rule(dims=("dim",), none="loop", extra=0, expand=False):
             return NotImplemented
         first = args[0][0] if isinstance(args[0], list) else args[0]
         ndim = first.ndim - 1
-        if ndim == 0 and not extra:
+        scalar = ndim == 0 and not extra
+        if scalar and op.name not in _SCALAR_DIM_OPS:
             return NotImplemented
+        if scalar:                      # a 0-dim example takes dim 0 (or -1): one of size 1
+            args = [first.reshape(size, 1)] + list(args[1:])
+            ndim = 1
         params = list(params)
+        keep_shape = None
         for i, name in enumerate(op.param_names):
             if name not in dims:
                 continue
@@ -49,14 +54,31 @@ def _dim_rule(dims=("dim",), none="loop", extra=0, expand=False):
             if d is None or (d == () and none == "all"):    # amax's dim=() means all dims
                 if none == "all":
                     d = tuple(range(ndim))
-                elif none == "flatten" and not _keepdim(op, params):
-                    args = [args[0].reshape(size, -1)] + args[1:]
+                elif none == "flatten":
+                    keep_shape = (size,) + (1,) * ndim if _keepdim(op, params) else None
+                    args = [args[0].reshape(size, -1)] + list(args[1:])
                     d, ndim = 0, 1
                 else:
                     return NotImplemented
             params[i] = shift_dim(d, ndim + extra)
-        return call(op, args, tuple(params))
+        out = call(op, args, tuple(params))
+        if scalar:
+            keep_shape = (size,)
+        if keep_shape is None:
+            return out
+        if isinstance(out, tuple):
+            return tuple(o.reshape(keep_shape) for o in out)
+        return out.reshape(keep_shape)
     return batch
+
+
+# ops whose 0-dim input takes dim 0 and gives 0-dim outputs, as a 1-element dim would
+_SCALAR_DIM_OPS = frozenset({
+    "sum", "mean", "nansum", "nanmean", "amax", "amin", "logsumexp", "all", "any",
+    "count_nonzero", "linalg.vector_norm", "var", "std", "var_mean", "std_mean", "prod",
+    "argmax", "argmin", "aminmax", "norm", "softmax", "log_softmax", "cumsum", "cumprod",
+    "cummax", "cummin", "logcumsumexp", "sort", "argsort", "topk", "kthvalue", "mode",
+    "_max_dim", "_min_dim", "_median_dim", "_nanmedian_dim", "flip"})
 
 
 def _keepdim(op, params):
@@ -182,3 +204,20 @@ def _fftn(op, args, flags, params, size):
     elif dim is None:
         dim = tuple(range(ndim))
     return _fft_along_dims(op, args, flags, (s, dim, norm), size)
+
+
+@rule("trapezoid", "cumulative_trapezoid")
+def _trapezoid(op, args, flags, params, size):
+    (y, x), (fy, fx), (dx, dim) = args, flags, params
+    ndim = y.ndim - fy
+    if ndim == 0 or (x is not None and x.ndim - fx == 0):
+        return NotImplemented           # the op's own error
+    y = y if fy else expand_unbatched(y, size)
+    d = shift_dim(dim, ndim)
+    if x is not None:
+        x = x if fx else expand_unbatched(x, size)
+        if x.ndim == 2:                 # sample points along dim, for every other index
+            x = x.reshape((size,) + (1,) * (d - 1) + (x.shape[1],) + (1,) * (ndim - d))
+        elif x.ndim < y.ndim:           # broadcasts: 1s after the batch dim
+            x = x.reshape((size,) + (1,) * (y.ndim - x.ndim) + tuple(x.shape[1:]))
+    return call(op, [y, x], (dx, d))
