@@ -146,3 +146,15 @@ def test_out_dtype_checks(name, out_dtype):
         return got if isinstance(got, tuple) else out.tolist()
     got, expected = _both(run)
     assert got == expected
+
+
+def test_take_along_dim_without_dim_takes_int32_indices():
+    def outcomes(lib):
+        x = lib.arange(6.0).reshape(2, 3)
+        i = lib.tensor([[0], [2]], dtype=lib.int32)
+        flat = lib.take_along_dim(x, i.flatten()).tolist()
+        try:
+            lib.take_along_dim(x, i, 1)
+        except RuntimeError as e:
+            return flat, str(e)
+    assert outcomes(ember) == outcomes(torch)

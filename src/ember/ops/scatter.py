@@ -240,7 +240,8 @@ def take_along_dim(xp, x, indices, dim):
     """The elements of ``input`` at ``indices`` along ``dim`` (input and indices broadcast
     apart from ``dim``; negative indices count from the end); without ``dim``, of the
     flattened input at the flattened indices."""
-    if indices.dtype != np.int64:
+    # (without dim PyTorch reads the flattened input with index_select, which takes int32)
+    if indices.dtype != np.int64 and not (dim is None and indices.dtype == np.int32):
         raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
                            f"{D.FROM_NUMPY[indices.dtype]._torch_name}")
     if dim is None:
