@@ -11,11 +11,13 @@ from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, get_default_device
 from ember._host_values import _NO_HOST_DLPACK
 from ember._tensor import Size, Tensor, _make
+from ember._warn import warn_once
 from ember._memory_format import laid_like, lay_out, memory_order, preserve_format, row_major
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 from ember.backend.meta import MetaArray, meta_like
 from ember._sizes import _is_int, _size, _size_args
-from ember._from_data import _check_np_dtype, _check_strides, _from_data, _infer_dtype
+from ember._from_data import (_check_np_dtype, _check_strides, _from_data, _infer_dtype,
+                              _tp_name)
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "full",
@@ -102,6 +104,10 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     ``requires_grad=False`` is given, which detaches it. An object with the buffer protocol
     (``bytearray``, ``array.array``) has its bytes read as elements of ``dtype`` (by default
     the default float dtype), as in PyTorch."""
+    if requires_grad is None and isinstance(obj, Tensor) and obj.requires_grad:
+        warn_once("ember.asarray: unspecified requires_grad now defaults to obj.requires_grad "
+                  "instead of False. Pass requires_grad=False explicitly to get the old "
+                  "behavior and silence this warning.")
     if _is_buffer(obj):
         out = frombuffer(obj, dtype=dtype or D.get_default_dtype())
         out = out.clone() if copy else out
@@ -154,14 +160,6 @@ def _check_aliasable(obj, dtype, device):
         raise ValueError(f"can't alias tensor from device '{where}' to '{as_device(device)}'.")
 
 
-def _tp_name(obj):
-    """The type name CPython's C API reports: qualified for static extension types."""
-    t = type(obj)
-    if t.__module__ == "builtins" or t.__flags__ & (1 << 9):     # Py_TPFLAGS_HEAPTYPE
-        return t.__name__
-    return f"{t.__module__}.{t.__name__}"
-
-
 def from_numpy(ndarray):
     """A tensor sharing memory with a NumPy array."""
     if not isinstance(ndarray, np.ndarray):
@@ -192,7 +190,7 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
             and type(ext_tensor._data) is np.ndarray and not ext_tensor.requires_grad:
         result = _make(ext_tensor._data)  # (NumPy's DLPack cannot carry these dtypes)
     else:
-        array = array_from_dlpack(ext_tensor)
+        array = _array_from_dlpack(ext_tensor)
         _check_np_dtype(array)
         result = _make(array)
     target = as_device(device)
@@ -202,6 +200,19 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
                               f"copy=False")
         return result.to(target)
     return result.clone() if copy else result
+
+
+def _array_from_dlpack(producer):
+    """The array behind ``producer``; PyTorch's error for anything that is neither a DLPack
+    exporter nor an unused capsule."""
+    if hasattr(producer, "__dlpack__"):
+        return array_from_dlpack(producer)
+    try:
+        return array_from_dlpack(producer)
+    except (TypeError, ValueError, BufferError):
+        raise RuntimeError("from_dlpack received an invalid capsule. Note that DLTensor "
+                           "capsules can be consumed only once, so you might have already "
+                           "constructed a tensor from it once.") from None
 
 
 _REQUIRED = object()
@@ -217,6 +228,13 @@ def frombuffer(buffer, *, dtype=_REQUIRED, count=-1, offset=0, requires_grad=Fal
         view = memoryview(buffer).cast("B")
     except TypeError:
         raise ValueError("object does not implement Python buffer protocol.") from None
+    if view.readonly:
+        warn_once("The given buffer is not writable, and PyTorch does not support "
+                  "non-writable tensors. This means you can write to the underlying "
+                  "(supposedly non-writable) buffer using the tensor. You may want to copy the "
+                  "buffer to protect its data or make it writable before converting it to a "
+                  "tensor. This type of warning will be suppressed for the rest of this "
+                  "program.")
     length, size = view.nbytes, dtype.itemsize
     if length == 0 or count == 0:
         raise ValueError(f"both buffer length ({length}) and count ({count}) must not be 0")

@@ -53,8 +53,12 @@ def _from_data(data, dtype):
         _check_np_dtype(data)
         _check_strides(data)
         data = data.view(np.ndarray)        # (a subclass's values: np.matrix, masked arrays)
-        return data.astype(data.dtype if dtype is None else dtype.np, copy=True)
+        return data.astype(data.dtype if dtype is None else dtype.np, copy=True,
+                           order="C" if _overlaps(data) else "K")
     if isinstance(data, (list, tuple)):
+        sizes = _leading_sizes(data)
+        if 0 in sizes:
+            return _empty_from_sizes(data, sizes, dtype)
         if data and isinstance(data[0], np.ndarray) and not _WARNED_ARRAY_LIST:
             _WARNED_ARRAY_LIST.append(True)         # once per program, as in PyTorch
             warnings.warn("Creating a tensor from a list of numpy.ndarrays is extremely slow. "
@@ -69,7 +73,9 @@ def _from_data(data, dtype):
     if data is None:
         raise RuntimeError("Could not infer dtype of NoneType")
     if isinstance(data, (str, bytes)):
-        raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+        raise TypeError(f"new(): invalid data type '{_tp_name(data)}'")
+    if isinstance(data, np.generic):
+        _check_np_dtype(np.asarray(data))
     try:
         arr = np.array(data)
     except ValueError as e:
@@ -78,9 +84,10 @@ def _from_data(data, dtype):
     if dtype is D.uint64 and (arr.dtype.kind in "iuO" or _huge_int(data)):
         return _unsigned_64(data)       # (NumPy holds [2**64 - 1, 5] as float64)
     if (arr.dtype == np.uint64 or arr.dtype == object) and _huge_int(data):
-        if dtype is None or dtype.category < D.FLOATING:   # PyTorch reads ints as int64
+        floats = _float_reading(data, dtype)
+        if floats is None:
             raise ValueError("Overflow when unpacking long long")
-        arr = np.array(data, dtype=np.float64)
+        arr = np.array(data, dtype=floats)
     if arr.dtype == object or arr.dtype.kind in "US":
         raise _nested_error(data, dtype) or RuntimeError(
             f"Could not infer dtype of {_first_odd(data)}")
@@ -99,6 +106,32 @@ def _from_data(data, dtype):
     return cast(np, arr, np.dtype(dtype.np))
 
 
+def _leading_sizes(data):
+    """The shape PyTorch reads from nested ``data``: the length of the first item at each
+    depth (a 0-d array there has no length, as in PyTorch)."""
+    sizes, x = [], data
+    while isinstance(x, (list, tuple, range, np.ndarray)) and len(sizes) < _MAX_DIMS:
+        if isinstance(x, np.ndarray) and x.ndim == 0:
+            raise TypeError("len() of unsized object")
+        sizes.append(len(x))
+        if not len(x):
+            break
+        x = x[0]
+    return sizes
+
+
+def _empty_from_sizes(data, sizes, dtype):
+    """An empty array of the shape read from ``data``: PyTorch reads no values past the
+    first items, only their dtypes (an empty sequence counts as the default dtype)."""
+    if dtype is None:
+        error, _ = _uninferable(data)
+        if error is not None:
+            raise error
+        found = _sequence_dtype(data)
+        dtype = D.promote_types(D.get_default_dtype(), found or D.get_default_dtype())
+    return np.empty(sizes, dtype=dtype.np)
+
+
 def _unwrap_scalars(data, typed):
     """Replace one-element tensors inside nested sequences by their values; note in ``typed``
     whether tensors or NumPy values (whose dtypes count) were met."""
@@ -106,6 +139,8 @@ def _unwrap_scalars(data, typed):
     for x in data:
         if isinstance(x, (Tensor, np.ndarray, np.generic)):
             typed.append(True)
+        if isinstance(x, (np.ndarray, np.generic)):
+            _check_np_dtype(np.asarray(x))
         if isinstance(x, Tensor):
             if x.requires_grad:
                 _warn_scalar_of_grad_tensor()
@@ -184,7 +219,7 @@ def _uninferable(x):
             kind = max(kind, y_kind, key="ifc".index)
         return None, kind
     if not isinstance(x, (int, float, complex, np.number, np.bool_, np.ndarray)):
-        return RuntimeError(f"Could not infer dtype of {type(x).__name__}"), "i"
+        return RuntimeError(f"Could not infer dtype of {_tp_name(x)}"), "i"
     code = np.asarray(x).dtype.kind
     return None, code if code in "fc" else "i"
 
@@ -255,6 +290,14 @@ def _unsigned_64(data):
                             else "int too big to convert") from None
 
 
+def _float_reading(data, dtype):
+    """The NumPy dtype PyTorch reads the Python ints in ``data`` as (bool, float64 or
+    complex128), from ``dtype`` or, with none, from a float or complex among them; None where
+    it reads them as int64."""
+    kind = "bifc"[dtype.category] if dtype is not None else _uninferable(data)[1]
+    return {"b": np.bool_, "f": np.float64, "c": np.complex128}.get(kind)
+
+
 def _huge_int(data):
     """Whether (nested) ``data`` holds a Python int outside int64's range."""
     if isinstance(data, (list, tuple)):
@@ -269,7 +312,21 @@ def _first_odd(data):
             if found is not None:
                 return found
         return None
-    return None if isinstance(data, numbers.Number) else type(data).__name__
+    return None if isinstance(data, numbers.Number) else _tp_name(data)
+
+
+def _overlaps(ndarray):
+    """Whether elements of ``ndarray`` share memory (broadcast, stride 0): PyTorch copies
+    those into a contiguous tensor, others keep their order of strides."""
+    return any(st == 0 and n > 1 for st, n in zip(ndarray.strides, ndarray.shape))
+
+
+def _tp_name(obj):
+    """The type name CPython's C API reports: qualified for static extension types."""
+    t = type(obj)
+    if t.__module__ == "builtins" or t.__flags__ & (1 << 9):     # Py_TPFLAGS_HEAPTYPE
+        return t.__name__
+    return f"{t.__module__}.{t.__name__}"
 
 
 def _check_strides(ndarray):

@@ -29,4 +29,4 @@ class DLDeviceType(enum.IntEnum):
 
 def to_dlpack(tensor):
     """A DLPack capsule of ``tensor``'s memory, for a library that takes capsules."""
-    return tensor.__dlpack__()
+    return tensor.detach().__dlpack__()     # (PyTorch exports tensors that require grad)
