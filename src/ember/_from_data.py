@@ -54,7 +54,7 @@ def _from_data(data, dtype):
         _check_strides(data)
         data = data.view(np.ndarray)        # (a subclass's values: np.matrix, masked arrays)
         return data.astype(data.dtype if dtype is None else dtype.np, copy=True,
-                           order="C" if _overlaps(data) else "K")
+                           order="C" if 0 in data.strides and _overlaps(data) else "K")
     if isinstance(data, (list, tuple)):
         sizes = _leading_sizes(data)
         if 0 in sizes:
@@ -137,11 +137,14 @@ def _unwrap_scalars(data, typed):
     whether tensors or NumPy values (whose dtypes count) were met."""
     out = []
     for x in data:
-        if isinstance(x, (Tensor, np.ndarray, np.generic)):
-            typed.append(True)
+        if type(x) is float or type(x) is int:      # (the common element: no checks)
+            out.append(x)
+            continue
         if isinstance(x, (np.ndarray, np.generic)):
+            typed.append(True)
             _check_np_dtype(np.asarray(x))
-        if isinstance(x, Tensor):
+        elif isinstance(x, Tensor):
+            typed.append(True)
             if x.requires_grad:
                 _warn_scalar_of_grad_tensor()
             if x.numel() != 1 or x.ndim != 0:
