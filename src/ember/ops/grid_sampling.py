@@ -30,8 +30,8 @@ def _unnormalize(c, size, align_corners):
 
 def _reflect(c, twice_low, twice_high):
     import ember
-    if twice_low == twice_high:
-        return ember.zeros_like(c)
+    if twice_low == twice_high:     # a single pixel: every coordinate maps to it, with a zero
+        return ember.where(ember.zeros_like(c, dtype=ember.bool), c, 0.0)  # (not None) gradient
     low, span = twice_low / 2, (twice_high - twice_low) / 2
     c = (c - low).abs()
     extra = ember.fmod(c, span)

@@ -117,7 +117,8 @@ def _check_mode(x, pairs, mode, value):
             n = x.shape[dim]
             if lo > n or hi > n:
                 raise RuntimeError("Padding value causes wrapping around more than once.")
-            if n + min(lo, 0) + min(hi, 0) <= 0:
+            kept = n + min(lo, 0) + min(hi, 0)
+            if kept < 0 or (kept == 0 and max(lo, 0) + max(hi, 0) > 0):   # nothing to wrap
                 raise RuntimeError("Negative padding value is resulting in an empty dimension")
         return
     if x.dtype.kind == "b":

@@ -24,7 +24,8 @@ from ember.ops._separable import Taps, _along_dims, apply_mats, built_once, tran
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
 
-_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact",
+          "lanczos")
 _NEEDS = {"linear": 3, "bilinear": 4, "trilinear": 5}
 _AXES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
 _CUBIC_A = -0.75
@@ -37,9 +38,14 @@ def _spatial_args(x, size, scale_factor, mode, align_corners, recompute_scale_fa
     if mode in ("nearest", "area", "nearest-exact") and align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear | bicubic | trilinear")
-    if antialias and not (mode in ("bilinear", "bicubic") and x.ndim == 4):
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and x.ndim == 4):
         raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos "
                          "modes and requires a 4-D tensor as input")
+    if mode == "lanczos" and x.ndim == 4:
+        if align_corners:
+            raise ValueError("Lanczos mode does not support align_corners=True")
+        if not antialias:
+            raise ValueError("Lanczos mode requires antialias=True")
     if size is not None and scale_factor is not None:
         raise ValueError("only one of size or scale_factor should be defined")
     spatial = list(x.shape[2:])
@@ -80,7 +86,9 @@ def _spatial_args(x, size, scale_factor, mode, align_corners, recompute_scale_fa
     else:
         raise ValueError("either size or scale_factor should be defined")
     out = [int(v) for v in out]
-    if any(v <= 0 for v in spatial + out):
+    if mode == "area":
+        _check_area_sizes(list(x.shape), out)
+    elif any(v <= 0 for v in spatial + out):
         names = _AXES[nd]
         ins = ", ".join(f"{n}: {v}" for n, v in zip(names, spatial))
         outs = ", ".join(f"{n}: {v}" for n, v in zip(names, out))
@@ -88,6 +96,23 @@ def _spatial_args(x, size, scale_factor, mode, align_corners, recompute_scale_fa
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
                            f"({ins}){joint} output ({outs})")
     return tuple(out), scales
+
+
+def _check_area_sizes(shape, out):
+    """PyTorch's adaptive-pooling errors (behind ``area``), which allow an empty output."""
+    if len(shape) == 3:                 # the 1-D case runs as 2-D over an inserted unit axis
+        shape, out = shape[:2] + [1] + shape[2:], [1] + out
+    nd = len(out)
+    first = 1 if nd == 3 else 2         # only the 3-D kernel refuses zero channels
+    if 0 in shape[first:]:
+        raise RuntimeError(f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for "
+                           f"non-batch dimensions, but input has sizes "
+                           f"[{', '.join(map(str, shape))}] with dimension "
+                           f"{first + shape[first:].index(0)} being empty")
+    if any(v < 0 for v in out):
+        got = f"{out[0]}, {out[1]},{out[2]}" if nd == 3 else f"{out[0]}, {out[1]}"
+        raise RuntimeError(f"adaptive_avg_pool{nd}d: elements of output_size must be greater "
+                           f"than or equal to 0 but received {{{got}}}")
 
 
 def _is_index(v):
@@ -125,7 +150,8 @@ def _int_kernel(mode, ndim, antialias):
 
 
 def _check(x, mode, antialias):
-    if mode not in _MODES or x.ndim not in (3, 4, 5) or (mode == "bicubic" and x.ndim != 4):
+    if (mode not in _MODES or x.ndim not in (3, 4, 5)
+            or (mode in ("bicubic", "lanczos") and x.ndim != 4)):
         raise NotImplementedError(
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {x.ndim}D) for the "
             f"modes: nearest | linear | bilinear | bicubic | trilinear | lanczos | area | "
@@ -133,7 +159,7 @@ def _check(x, mode, antialias):
     if mode in _NEEDS and x.ndim != _NEEDS[mode]:
         raise NotImplementedError(f"Got {x.ndim}D input, but {mode} mode needs "
                                   f"{_NEEDS[mode]}D input")
-    if 0 in x.shape[1:]:
+    if 0 in x.shape[1:] and mode != "area":      # area: adaptive pooling's own check
         raise RuntimeError(f"Non-empty {x.ndim}D data tensor expected but got a tensor with "
                            f"sizes {list(x.shape)}")
     kind = np.dtype(x.dtype)
@@ -208,13 +234,14 @@ def _cubic_mat(n, o, scale, align_corners):
     return Taps(index, np.stack(w, 1), n)
 
 
-def _aa_mat(n, o, scale, align_corners, cubic):
-    """Antialiased (bilinear/bicubic) weights: the filter widened by the downscale factor."""
+def _aa_mat(n, o, scale, align_corners, mode):
+    """Antialiased (bilinear/bicubic/lanczos) weights: the filter widened by the downscale
+    factor."""
     if align_corners:
         s = (n - 1) / (o - 1) if o > 1 else 0.0
     else:
         s = 1.0 / scale if scale is not None and scale > 0 else n / o
-    support = (2.0 if cubic else 1.0) * max(s, 1.0)
+    support = {"bicubic": 2.0, "lanczos": 3.0}.get(mode, 1.0) * max(s, 1.0)
     inv = 1.0 / max(s, 1.0)
     center = s * (np.arange(o) + 0.5)
     xmin = np.maximum(np.floor(center - support + 0.5), 0).astype(np.int64)
@@ -222,7 +249,9 @@ def _aa_mat(n, o, scale, align_corners, cubic):
     pos = np.arange(n)
     inside = (pos >= xmin[:, None]) & (pos < xmax[:, None])
     x = np.abs((pos[None, :] - center[:, None] + 0.5) * inv)
-    if cubic:
+    if mode == "lanczos":                       # Lanczos-3: sinc(x) sinc(x / 3)
+        w = np.where(x < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
+    elif mode == "bicubic":
         a = -0.5
         w = np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
                      np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))
@@ -246,7 +275,7 @@ def _mats(shape, out, scales, mode, align_corners, antialias):
             m = np.zeros((o, n))
             m[np.arange(o), _nearest_index(n, o, s, mode, len(shape))] = 1
         elif antialias:
-            m = _aa_mat(n, o, s, align_corners, mode == "bicubic")
+            m = _aa_mat(n, o, s, align_corners, mode)
         elif mode == "bicubic":
             m = _cubic_mat(n, o, s, align_corners)
         elif mode == "area":
@@ -287,7 +316,8 @@ def _resample(xp, x, out, scales, mode, align_corners, antialias):
 
 
 _UPSAMPLE = {"nearest": "Nearest", "nearest-exact": "NearestExact", "linear": "Linear",
-             "bilinear": "Bilinear", "bicubic": "Bicubic", "trilinear": "Trilinear"}
+             "bilinear": "Bilinear", "bicubic": "Bicubic", "trilinear": "Trilinear",
+             "lanczos": "Lanczos"}
 
 
 @interpolate.named_by
@@ -307,10 +337,23 @@ def _(flat, params, out):                    # PyTorch's kernel per mode and ran
 @interpolate.derivative
 def _(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
     out = tuple(grad.shape[2:])
+    if 0 in out:
+        _refuse_empty_area_grad(grad.shape)
     _, scales = _spatial_args(_Meta(x.shape), size, scale_factor, mode, align_corners,
                               recompute_scale_factor, antialias)
     return _along_dims(grad, transposed(_mats(tuple(x.shape[2:]), out, scales, mode,
                                               align_corners, antialias)))
+
+
+def _refuse_empty_area_grad(shape):
+    """PyTorch's adaptive-pooling backward (behind ``area``) refuses an empty output."""
+    shape = list(shape)
+    if len(shape) == 3:                 # the 1-D case runs as 2-D over an inserted unit axis
+        shape.insert(2, 1)
+    dim = 2 + shape[2:].index(0)
+    raise RuntimeError(f"adaptive_avg_pool{len(shape) - 2}d_backward(): Expected grad_output to "
+                       f"have non-zero size for non-batch dimensions, but grad_output has sizes "
+                       f"[{', '.join(map(str, shape))}] with dimension {dim} being empty")
 
 
 class _Meta:
