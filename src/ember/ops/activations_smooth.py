@@ -129,7 +129,8 @@ def gelu(xp, x, approximate):
         out *= 0.5
         return out.reshape(x.shape)
     if approximate == "tanh":
-        return x * (xp.tanh((x + _TANH_C * x * x * x) * _TANH_K) + 1) * 0.5
+        # halving x first keeps x * 2 from overflowing where tanh is 1
+        return x * 0.5 * (xp.tanh((x + _TANH_C * x * x * x) * _TANH_K) + 1)
     raise RuntimeError("approximate argument must be either none or tanh.")
 
 

@@ -201,7 +201,15 @@ def expand(xp, x, size):
                                f"size ({have}) at non-singleton dimension {i}.  Target sizes: "
                                f"{list(size)}.  Tensor sizes: {list(x.shape)}")
         target.append(s)
-    return broadcast_view(xp, strided_if_empty(xp, x), tuple(reversed(target)))
+    x = strided_if_empty(xp, x)
+    target = tuple(reversed(target))
+    out = broadcast_view(xp, x, target)
+    if 1 not in x.shape:
+        return out
+    # NumPy gives every size-1 dim stride 0; PyTorch only the dims it expands
+    strides = (0,) * lead + tuple(st if n == s else 0
+                                  for st, n, s in zip(x.strides, x.shape, target[lead:]))
+    return out if out.strides == strides else restrided(xp, out, target, strides)
 
 
 @expand.derivative

@@ -70,13 +70,19 @@ def _safe(x):
 
 # --- Bessel functions -------------------------------------------------------------------------
 
+def _tiny(x):
+    """Where ``|x|`` is at most the dtype's epsilon (and where it is NaN): there PyTorch gives
+    the limit of the Bessel slopes at 0, as ``1 / x`` is inaccurate or overflows."""
+    return (x.abs() > D.finfo(x.dtype).eps).logical_not()
+
+
 def _i1_grad(grad, x, *, out):
     # d/dx I1 = I0 - I1 / x, which tends to 1/2 at 0
-    return grad * where(x == 0, 0.5, i0(x) - out / _safe(x))
+    return grad * where(_tiny(x), 0.5, i0(x) - out / _safe(x))
 
 
 def _i1e_grad(grad, x, *, out):
-    return grad * where(x == 0, 0.5, i0e(x) - out * (x.sgn() + 1 / _safe(x)))
+    return grad * where(_tiny(x), 0.5, i0e(x) - out * (x.sgn() + 1 / _safe(x)))
 
 
 i0 = unary("i0(input)", _scipy("i0"), lambda grad, x: grad * i1(x),
@@ -172,9 +178,13 @@ def _sinc(xp, x):
 
 
 def _sinc_grad(grad, x):
-    px = _safe(x) * math.pi
-    slope = (px.cos() * px - px.sin()) / (px * _safe(x))
-    return grad * conj_grad(where(x == 0, 0.0, slope))
+    # PyTorch's gradient is 0 wherever x * x underflows to 0 (subnormal x too), even where
+    # the incoming gradient is NaN
+    square_is_zero = x * x == 0
+    safe = where(square_is_zero, 1.0, x)
+    px = safe * math.pi
+    slope = (px.cos() * px - px.sin()) / (px * safe)
+    return where(square_is_zero, 0.0, grad * conj_grad(slope))
 
 
 sinc = unary("sinc(input)", _sinc, _sinc_grad,
@@ -282,7 +292,7 @@ def _mvlgamma(xp, x, p):
 
 
 def _mvlgamma_grad(grad, x, p):
-    total = x.digamma()
+    total = (x + 0.0).digamma()         # + 0.0: PyTorch's digamma sees +0.0 at -0.0
     for i in range(1, _check_p(p)):
         total = total + (x - i / 2).digamma()
     return grad * total

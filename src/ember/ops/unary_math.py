@@ -173,14 +173,14 @@ def _logit_grad(grad, x, eps):
     xp = xp_of(data)
     outside = (data < lo) | (data > hi)
     if not outside.any():
-        return grad / (x * (1 - x))
+        return grad / (x * (1 - x) + 0.0)     # + 0.0: +inf at -0.0 too, as PyTorch
     # Outside [lo, hi] the gradient is 0 when eps clamped the input and NaN otherwise. The
     # input is replaced there by 0.5 through nan_to_num, whose gradient is 0 at the replaced
     # entries, so that second derivatives stay finite (0.5 stands in for a NaN input too).
     hole = _make(xp.where(outside, xp.nan, 0).astype(data.dtype))
     safe = (x + hole).nan_to_num(0.5)
     factor = xp.where(outside, 0.0 if clamped else xp.nan, xp.where(xp.isnan(data), xp.nan, 1))
-    return grad * _make(factor.astype(data.dtype)) / (safe * (1 - safe))
+    return grad * _make(factor.astype(data.dtype)) / (safe * (1 - safe) + 0.0)
 
 
 logit = unary("logit(input, eps=None)", _logit, _logit_grad,
@@ -211,7 +211,11 @@ def _polygamma(xp, x, n):
     n = int64_arg(n, "polygamma", "n", 1)
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    return special_of(xp).polygamma(n, x).astype(x.dtype, copy=False)
+    out = special_of(xp).polygamma(n, x).astype(x.dtype, copy=False)
+    if n >= 1:
+        # PyTorch's series gives NaN (not the limit) at -inf for n = 1, at +inf for n >= 2
+        out = xp.where(x == (-xp.inf if n == 1 else xp.inf), xp.nan, out).astype(x.dtype)
+    return out
 
 
 erf = unary("erf(input)", lambda xp, x: special_of(xp).erf(x),
