@@ -130,3 +130,12 @@ def test_factory_out_with_another_dtype_raises(call, message):
     with pytest.raises(RuntimeError) as info:
         call(ember.empty(2, dtype=ember.float64))
     assert str(info.value) == f"{message} dtype of out parameter (Double)"
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty"])
+def test_factories_need_a_size(name):
+    factory = getattr(ember, name)
+    with pytest.raises(TypeError, match=f'^{name}\\(\\) missing 1 required positional '
+                                        f'arguments: "size"$'):
+        factory(dtype=ember.float64)
+    assert factory(()).shape == () and factory(size=()).shape == ()

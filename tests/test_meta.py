@@ -11,7 +11,7 @@ from ember import nn
 
 
 def meta(*shape, **kwargs):
-    return ember.empty(*shape, device="meta", **kwargs)
+    return ember.empty(shape, device="meta", **kwargs)
 
 
 def test_factories_make_meta_tensors_without_memory():

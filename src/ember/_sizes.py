@@ -12,6 +12,8 @@ def _size_args(sizes, size, name):
     """A factory's size, given as ``*sizes`` or as ``size=`` (not both), checked to be ints
     with PyTorch's messages."""
     if size is None:
+        if not sizes:                   # (a 0-dim tensor's size is (), given as such)
+            raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
         if _plain_ints(sizes) or len(sizes) == 1 and type(sizes[0]) in _SEQUENCES \
                 and _plain_ints(sizes[0]):
             return sizes                # the common forms, f(2, 3) and f((2, 3)): nothing to say
