@@ -264,6 +264,6 @@ def inplace_copy(self, src, name="inplace arithmetic"):
     return self
 
 
-from ember.func._batching import (elementwise, nn, products, reductions,  # noqa: E402,F401
-                                  shape)
+from ember.func._batching import (elementwise, linalg, nn, products,  # noqa: E402,F401
+                                  reductions, shape)
 from ember.func._batching import indexing  # noqa: E402,F401  (after shape: wraps its rules)

@@ -10,7 +10,7 @@ from ember.func._batching.reductions import expand_unbatched, shift_dim
 from ember.ops._registry import call
 
 _SHARED_INDEX = {name: RULES[name] for name in ("index_select", "index_add", "index_copy",
-                                                "index_fill")}
+                                                "index_fill", "index_reduce")}
 
 
 def _rows(size, device, ndim):
@@ -52,14 +52,15 @@ def _index_select(op, args, flags, params, size):
     return ember.gather(x, 1, index).movedim(1, d)
 
 
-@rule("index_add", "index_copy", "index_fill")
+@rule("index_add", "index_copy", "index_fill", "index_reduce")
 def _index_along_dim(op, args, flags, params, size):
     """A per-example index: fold the batch into ``dim``, offsetting each example's indices."""
     (x, index, source), (fx, fi, fs) = args, flags
     if not fi:
         return _SHARED_INDEX[op.name](op, args, flags, params, size)
     ndim = x.ndim - fx
-    if ndim == 0 or (fs and op.name == "index_fill"):
+    if ndim == 0 or (fs and op.name == "index_fill") or (
+            op.name == "index_reduce" and (x.dtype.is_complex or x.dtype is ember.bool)):
         return NotImplemented
     x = x if fx else expand_unbatched(x, size)
     d = shift_dim(params[0], ndim)
@@ -151,3 +152,33 @@ def _diag(op, args, flags, params, size):
     if x.ndim == 3:
         return x.diagonal(diagonal, 1, 2)
     return NotImplemented               # diag's own error
+
+
+@rule("put")
+def _put(op, args, flags, params, size):
+    """Each example's flat indices, wrapped and offset into the flattened batch."""
+    x, index, source = (a if f else expand_unbatched(a, size) for a, f in zip(args, flags))
+    extent = math.prod(x.shape[1:])
+    if extent == 0 or math.prod(index.shape[1:]) != math.prod(source.shape[1:]) or \
+            source.dtype != x.dtype or not _in_range(index, -extent, extent, (ember.int64,)):
+        return NotImplemented           # the op's own error
+    flat = (_rowwise(index, size) % extent + _rows(size, index.device, 1) * extent).reshape(-1)
+    out = call(op, [x.reshape(-1), flat, source.reshape(-1)], params)
+    return out.reshape(x.shape)
+
+
+@rule("masked_scatter")
+def _masked_scatter(op, args, flags, params, size):
+    """Each example's k-th masked position takes the k-th element of its own source."""
+    from ember.func._batching.elementwise import align
+    (x, mask, source), (fx, fm, fs) = args, flags
+    if mask.dtype is not ember.bool or source.dtype != x.dtype:
+        return NotImplemented           # the op's own error
+    x, mask = ember.broadcast_tensors(*align([x, mask], [fx, fm], size))
+    mask = _rowwise(mask, size)
+    source = _rowwise(source if fs else expand_unbatched(source, size), size)
+    position = ember.where(mask, mask.cumsum(1) - 1, 0)
+    if not _in_range(position, 0, source.shape[1]):
+        return NotImplemented           # too few source elements: the op's own error
+    taken = ember.gather(source, 1, position)
+    return ember.where(mask, taken, _rowwise(x, size)).reshape(x.shape)

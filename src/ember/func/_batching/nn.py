@@ -355,3 +355,79 @@ def _rms_norm(op, args, flags, params, size):
     out, rstd = call(op, [x, None], params)
     lead = x.ndim - w.ndim
     return out * w.reshape((size,) + (1,) * lead + tuple(w.shape[1:])), rstd
+
+
+@rule("_multi_margin_loss", "_multilabel_margin_loss")
+def _margin_loss(op, args, flags, params, size):
+    """Per-sample margin losses over (N, C) or (C,): the batch folds into N, then each example
+    reduces its own samples (a batched class weight takes the loop)."""
+    if len(flags) > 2 and flags[2]:
+        return NotImplemented
+    x, t = args[0], args[1]
+    if x.ndim - flags[0] not in (1, 2) or t.ndim - flags[1] != x.ndim - flags[0] - \
+            (op.name == "_multi_margin_loss"):
+        return NotImplemented           # the op's own error
+    x, t = (a if f else expand_unbatched(a, size) for a, f in zip((x, t), flags))
+    samples = tuple(x.shape[:-1])
+    folded = [x.reshape(-1, x.shape[-1]), t.reshape((-1,) + tuple(t.shape[len(samples):]))]
+    reduction = params[-1]
+    loss = call(op, folded + list(args[2:]), tuple(params[:-1]) + ("none",))
+    loss = loss.reshape(samples)
+    return loss if reduction == "none" or loss.ndim == 1 else _reduced(loss, size, reduction)
+
+
+@rule("ctc_loss")
+def _ctc_loss(op, args, flags, params, size):
+    """The batch folds into N (each example's lengths repeated per element; concatenated
+    targets stay in order); the unreduced losses are then reduced per example."""
+    from ember.ops._loss_common import reduction_name
+    lp, targets = (a if f else expand_unbatched(a, size) for a, f in zip(args, flags))
+    input_lengths, target_lengths, blank, reduction, zero_infinity = params
+    if lp.ndim not in (3, 4) or not lp.is_floating_point():
+        return NotImplemented           # the op's own error
+    n = 1 if lp.ndim == 3 else lp.shape[2]
+    lengths = [_lengths_list(v, n) for v in (input_lengths, target_lengths)]
+    if None in lengths or targets.ndim not in ((2,) if lp.ndim == 3 else (2, 3)):
+        return NotImplemented
+    folded = lp.movedim(0, 1).reshape(lp.shape[1], size * n, lp.shape[-1])
+    if lp.ndim == 4:                    # padded (N, S) targets, or concatenated ones
+        targets = targets.reshape((size * n,) + tuple(targets.shape[2:])) \
+            if targets.ndim == 3 else targets.reshape(-1)
+    nll = call(op, [folded, targets], (lengths[0] * size, lengths[1] * size, blank, 0,
+                                               zero_infinity)).reshape(size, n)
+    reduction = reduction_name(reduction)
+    if reduction == "sum":
+        return nll.sum(1)
+    if reduction == "mean":
+        import ember
+        scale = ember.tensor([max(t, 1) for t in lengths[1]], dtype=nll.dtype,
+                             device=nll.device)
+        return (nll / scale).mean(1)
+    return nll.reshape(size) if lp.ndim == 3 else nll
+
+
+def _lengths_list(value, n):
+    """ctc_loss's lengths (an int, a sequence or an unbatched tensor) as n ints, else None."""
+    import ember
+    if type(value) is ember.Tensor:
+        if value.dtype.is_floating_point or value.dtype.is_complex:
+            return None
+        value = value.tolist()
+    elif isinstance(value, ember.Tensor):
+        return None                     # batched: per-example lengths take the loop
+    if isinstance(value, int):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or len(value) != n:
+        return None
+    return [int(v) for v in value]
+
+
+@rule("_fractional_max_pool2d", "_fractional_max_pool3d")
+def _fractional_max_pool(op, args, flags, params, size):
+    """(N, C, *spatial) input and (N, C, nd) samples: the batch folds into N for both."""
+    k = len(params[0])
+    x, samples = (a if f else expand_unbatched(a, size) for a, f in zip(args, flags))
+    if x.ndim != k + 3 or samples.ndim != 4 or samples.shape[1] != x.shape[1] or \
+            samples.dtype != x.dtype:
+        return NotImplemented           # the op's own error
+    return _spatial(op, [x, samples], [True, True], params, size, k, batched=(0, 1))

@@ -221,3 +221,38 @@ def _trapezoid(op, args, flags, params, size):
         elif x.ndim < y.ndim:           # broadcasts: 1s after the batch dim
             x = x.reshape((size,) + (1,) * (y.ndim - x.ndim) + tuple(x.shape[1:]))
     return call(op, [y, x], (dx, d))
+
+
+@rule("dist")
+def _dist(op, args, flags, params, size):
+    """The p-norm of each example's difference: a vector norm over the flattened rest."""
+    import ember
+    (a, b), (p,) = args, params
+    if a.dtype != b.dtype or not (a.is_floating_point() or a.is_complex()) or \
+            isinstance(p, ember.Tensor):
+        return NotImplemented           # promotion of mixed dtypes, or the op's own error
+    a, b = (x if f else expand_unbatched(x, size) for x, f in zip((a, b), flags))
+    diff = a.reshape((size,) + (1,) * (b.ndim - a.ndim) + tuple(a.shape[1:])) - \
+        b.reshape((size,) + (1,) * (a.ndim - b.ndim) + tuple(b.shape[1:]))
+    if diff.numel() == 0:
+        return NotImplemented
+    return ember.linalg.vector_norm(diff.reshape(size, -1), p, dim=1)
+
+
+@rule("quantile", "nanquantile")
+def _quantile(op, args, flags, params, size):
+    """One shared q over each example's elements (all of them, or along the shifted dim);
+    the op puts a 1-D q's dim first, before the batch dim."""
+    (x, q), (fx, fq), (dim, keepdim, interpolation) = args, flags, params
+    ndim = x.ndim - 1
+    if fq or not fx or ndim == 0:
+        return NotImplemented           # per-example q: the loop
+    if dim is None:
+        out = call(op, [x.reshape(size, -1), q], (1, False, interpolation))
+    else:
+        out = call(op, [x, q], (shift_dim(dim, ndim), keepdim, interpolation))
+    if getattr(q, "ndim", 0) == 1:
+        out = out.movedim(1, 0)
+    if dim is None and keepdim:
+        out = out.reshape(tuple(out.shape) + (1,) * ndim)
+    return out

@@ -313,13 +313,14 @@ def _index_put(op, args, flags, params, size):
     return call(op, [x, values], (batched, accumulate))
 
 
-@rule("index_add", "index_copy", "index_fill")
+@rule("index_add", "index_copy", "index_fill", "index_reduce")
 def _index_along_dim(op, args, flags, params, size):
-    """index_add/index_copy/index_fill with one index for the whole batch: shift ``dim``."""
+    """index_add/index_copy/index_fill/index_reduce with one index for the whole batch: shift
+    ``dim``."""
     from ember.func._batching.reductions import shift_dim
     (x, index, source), (fx, fi, fs) = args, flags
     ndim = x.ndim - fx
-    if fi or ndim == 0 or (fs and op.name == "index_fill"):
+    if fi or ndim == 0 or (fs and op.name == "index_fill") or _reduce_kernel_error(op, x):
         return NotImplemented           # a per-example index or fill value: the loop
     x = x if fx else expand_unbatched(x, size)
     if isinstance(source, ember.Tensor) and op.name != "index_fill":
@@ -328,3 +329,8 @@ def _index_along_dim(op, args, flags, params, size):
         source = source if fs else expand_unbatched(source, size)
     params = (shift_dim(params[0], ndim),) + tuple(params[1:])
     return call(op, [x, index, source], params)
+
+
+def _reduce_kernel_error(op, x):
+    """Whether index_reduce's kernel may refuse x's dtype (for vectors, for the loop to say)."""
+    return op.name == "index_reduce" and (x.dtype.is_complex or x.dtype is ember.bool)
