@@ -440,3 +440,12 @@ def test_set_shares_gpu_memory():
     assert a.device == b.device and a.tolist() == [[1.0, 3.0], [2.0, 4.0]]
     a.zero_()
     assert b.tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 5.0]]
+
+
+def test_numbers_beside_16_bit_floats_are_read_in_float32():
+    # PyTorch's CUDA kernels read a CPU scalar in float32, where its CPU kernels round it to
+    # the 16-bit dtype first (NOTE [Scalars beside 16-bit floats] in ops/_dispatch.py)
+    x = ember.tensor([-65504.0], dtype=ember.float16, device="cuda")
+    assert (x + 70000.0).item() == 4496.0 and (x.cpu() + 70000.0).item() == float("inf")
+    y = ember.tensor([256.0], dtype=ember.bfloat16, device="cuda")
+    assert (y < 257).item() is True and (y.cpu() < 257).item() is False

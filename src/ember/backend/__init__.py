@@ -23,7 +23,7 @@ __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda
            "indexing_checks_bounds", "cudnn_tf32", "matmul_precision_changed",
            "low_precision_product", "combine_at", "bincount", "reads_stall", "SEVERAL_GPUS",
            "gpu_elsewhere", "operands_gpu_elsewhere", "device_guard", "array_from_dlpack",
-           "broadcast_view"]
+           "broadcast_view", "ROUNDS_SCALAR_OPERANDS"]
 
 keep_freed_memory()      # NOTE [Page faults on fresh tensors] in cpu_memory.py
 
@@ -34,6 +34,9 @@ _DEVICE_BY_ARRAY_TYPE = {np.ndarray: CPU, MetaArray: device("meta")}
 _CUDA_DEVICES = {}                         # GPU index -> device("cuda", index)
 DEVICE_KERNELS = {}     # name -> a fused kernel for GPU arrays (filled by backend/cuda_kernels)
 SEVERAL_GPUS = [False]  # set by backend/cuda.py: only then can a GPU array be elsewhere
+# PyTorch's CPU kernels round a number operand of a 16-bit float op to that dtype; its CUDA
+# kernels read it in float32 (NOTE [Scalars beside 16-bit floats] in ops/_dispatch.py)
+ROUNDS_SCALAR_OPERANDS = frozenset({np.ndarray})
 
 
 def xp_of(array):

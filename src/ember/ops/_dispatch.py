@@ -8,8 +8,8 @@ from ember.amp._state import STATE as _AMP
 from ember.amp._policy import Composite
 from ember.amp.autocast_mode import cast_operands
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.backend import (SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard, device_scalar,
-                           loud_fp, operands_gpu_elsewhere, quiet_fp)
+from ember.backend import (ROUNDS_SCALAR_OPERANDS, SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard,
+                           device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp)
 from ember.backend.meta import MetaArray
 from ember.ops._meta import MetaCall
 from ember.ops._op_errors import translate_error
@@ -22,6 +22,7 @@ __all__ = ["call", "RAW_OUTPUTS", "device_mismatch"]
 
 _NDARRAY = np.ndarray
 _SCALARS = {int: int, float: float, bool: bool, complex: complex}
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
 _WRAP_INT = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,
                                    np.uint32, np.uint64)}
 
@@ -56,9 +57,11 @@ def call(op, inputs, params, out=None):
         return meta_call(op, inputs, params, out)
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
+    args = params if casts is None or not op.dtype_params else params_in_dtype(op, params,
+                                                                                casts[0])
     token = None if op.view else quiet_fp()     # views compute nothing to warn of
     try:
-        res = op.forward(xp, *arrays, *params)
+        res = op.forward(xp, *arrays, *args)
         if type(res) is _NDARRAY and casts is None:
             outputs = _make(res)
         elif type(res) is tuple:
@@ -152,6 +155,8 @@ def _prepare(op, flat):
         hit = op.dtype_cache[signature] = compute_dtype(op.promote, signature, op.name,
                                                         op.upcast)
     compute, casts, target = hit
+    if casts is not None and array_type in ROUNDS_SCALAR_OPERANDS:
+        _round_scalars(op, arrays, array_type, compute)
     if target is not None:
         for i, a in enumerate(arrays):
             ta = type(a)
@@ -163,6 +168,69 @@ def _prepare(op, flat):
                 if array_type is not _NDARRAY:
                     arrays[i] = device_scalar(XP_BY_ARRAY_TYPE[array_type], arrays[i])
     return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, casts, compute
+
+
+# NOTE [Scalars beside 16-bit floats]
+# A float16 or bfloat16 op computes in float32 and rounds its result back (casts), as
+# PyTorch's CPU kernels do. Its number operands, and 0-dim tensors of another dtype, are
+# first rounded to the 16-bit dtype there, as TensorIterator casts every operand to the
+# common dtype: ``half(-65504) + 70000.`` is inf (70000 is inf in float16), and
+# ``bfloat16(256) < 257`` is False (257 is 256 in bfloat16). mul and div read their second
+# operand in float32 instead (``Op.keep_scalars_unrounded``), and PyTorch's CUDA kernels read
+# every CPU scalar in float32: which array types round is the backend's to say.
+def _round_scalars(op, arrays, array_type, compute):
+    """Round the number and foreign 0-dim operands of a 16-bit float op to its dtype."""
+    keep = op.unrounded
+    for i, a in enumerate(arrays):
+        ta = type(a)
+        if ta is float or ta is int:
+            if (i, "number") not in keep:
+                rounded = _ROUNDED.get((a, compute))
+                if rounded is None:
+                    rounded = _rounded(a, compute)
+                if rounded != a:
+                    arrays[i] = rounded
+        elif ta is array_type and a.ndim == 0 and a.dtype is not compute \
+                and (i, "zero_dim") not in keep:
+            with np.errstate(over="ignore"):
+                arrays[i] = a.astype(compute)
+
+
+_ROUNDED = {}       # (number, 16-bit dtype) -> the number rounded to it
+
+
+def _rounded(number, dtype):
+    if not -_FLOAT64_MAX <= number <= _FLOAT64_MAX:
+        return number               # (NaN, and ints beyond float64: the op's own checks)
+    with np.errstate(over="ignore"):
+        rounded = float(np.asarray(float(number), dtype))
+    if len(_ROUNDED) > 4096:
+        _ROUNDED.clear()
+    _ROUNDED[number, dtype] = rounded
+    return rounded
+
+
+def params_in_dtype(op, params, dtype):
+    """``params`` with the op's dtype parameters (``Op.params_in_dtype``) that are numbers
+    rounded to the 16-bit float ``dtype``, after checking that they fit it."""
+    changed = None
+    for i in op.dtype_params:
+        value = params[i]
+        if type(value) is float or type(value) is int:
+            rounded = _FITTED.get((value, dtype))
+            if rounded is None:
+                from ember.ops._scalars import checked_scalar
+                checked_scalar(np, value, dtype)        # PyTorch's error when it does not fit
+                if len(_FITTED) > 4096:
+                    _FITTED.clear()
+                rounded = _FITTED[value, dtype] = _rounded(value, dtype)
+            if rounded != value:
+                changed = changed or list(params)
+                changed[i] = rounded
+    return params if changed is None else tuple(changed)
+
+
+_FITTED = {}        # (number parameter, 16-bit dtype) -> the number rounded, known to fit
 
 
 def _narrow_int(op, position, value, dtype):

@@ -43,7 +43,7 @@ __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
 def call_inplace(op, inputs, params):
     """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``)."""
-    from ember.ops._dispatch import _Override, _other_gpu, _prepare
+    from ember.ops._dispatch import _Override, _other_gpu, _prepare, params_in_dtype
     self = inputs[0]
     if not isinstance(self, Tensor):
         raise TypeError(f"{op.name}_(): expected a Tensor, got {type(self).__name__}")
@@ -86,7 +86,8 @@ def call_inplace(op, inputs, params):
     op.overlap_check(self, flat[1:])
     token = quiet_fp()
     try:
-        _write(op, self, dst, xp, arrays, params, casts, compute)
+        _write(op, self, dst, xp, arrays, params if casts is None or not op.dtype_params else
+               params_in_dtype(op, params, casts[0]), casts, compute)
     finally:
         loud_fp(token)
     self._bump_version()

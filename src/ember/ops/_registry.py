@@ -95,6 +95,8 @@ class Op:
         self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
         self.integral_results_refused = False   # see refuse_integral_results
         self.overlap_check = check_no_partial_overlap  # see refuse_aliased_inputs
+        self.unrounded = frozenset()    # see keep_scalars_unrounded
+        self.dtype_params = ()          # see params_in_dtype
         self.input_readers = None       # per input, the inputs whose gradients read it
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
@@ -157,6 +159,20 @@ class Op:
         """Refuse an input sharing any memory with the tensor written (in place or ``out=``),
         not only a partial overlap, with PyTorch's error: ``x.scatter_(0, i, x)``."""
         self.overlap_check = check_no_overlap
+
+    def keep_scalars_unrounded(self, position, zero_dim=True):
+        """Beside 16-bit floats, read a number (and, with ``zero_dim``, a 0-dim tensor) at
+        input ``position`` in float32, as PyTorch's CPU kernels of mul and div read their
+        second operand, rather than round it to the 16-bit dtype first as its other ops do
+        (NOTE [Scalars beside 16-bit floats] in _dispatch.py)."""
+        kinds = ("number", "zero_dim") if zero_dim else ("number",)
+        self.unrounded |= {(position, kind) for kind in kinds}
+
+    def params_in_dtype(self, *names):
+        """These Number parameters are converted to the op's dtype, as PyTorch converts
+        them: beside 16-bit floats (computed in float32) they are rounded to that dtype and
+        must fit it (``hardtanh(half, max_val=70000.)`` raises its overflow error)."""
+        self.dtype_params = tuple(self.param_names.index(n) for n in names)
 
     def reads_inputs(self, *readers):
         """Declare, per input, the inputs whose gradients read its values (``mul``: a's

@@ -8,8 +8,8 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import device_scalar
 
-__all__ = ["checked_scalar", "number_arrays", "C_NAMES", "int_arg", "int64_arg", "number_arg",
-           "float_arg", "real_number"]
+__all__ = ["checked_scalar", "fitted_number", "number_arrays", "C_NAMES", "int_arg", "int64_arg",
+           "number_arg", "float_arg", "real_number"]
 
 # the C++ type names PyTorch's messages use for the dtypes
 C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
@@ -87,6 +87,22 @@ def real_number(value, np_dtype):
     if value.imag:
         _overflow(np.dtype(np_dtype))
     return value.real
+
+
+def fitted_number(value, np_dtype):
+    """``real_number`` that must also fit ``np_dtype``, when a float dtype, as the kernel
+    converts it (``leaky_relu(x, 1e39)`` of float32 raises PyTorch's overflow error)."""
+    value = real_number(value, np_dtype)
+    if (type(value) is float or type(value) is int) and np.dtype(np_dtype).kind in "fV":
+        top = _FLOAT_MAX.get(np_dtype)
+        if top is None:
+            top = _FLOAT_MAX[np_dtype] = float(D.finfo(D.FROM_NUMPY[np.dtype(np_dtype)]).max)
+        if abs(value) > top and (type(value) is int or math.isfinite(value)):
+            _overflow(np.dtype(np_dtype))
+    return value
+
+
+_FLOAT_MAX = {}
 
 
 def checked_scalar(xp, value, dtype):

@@ -12,7 +12,7 @@ from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import device_scalar
 from ember.ops._promotion import Policy
-from ember.ops._scalars import checked_scalar, number_arg, real_number
+from ember.ops._scalars import checked_scalar, fitted_number, number_arg, real_number
 from ember.ops._elementwise import zeros_for
 from ember.ops._registry import op, rename_node
 
@@ -90,9 +90,12 @@ def _number(value):
 
 
 def _fit(x, value):
-    """A Python number as the kernel uses it for integer ``x``: truncated, range-checked (a
-    Python int, which NumPy's and CuPy's ufuncs alike take in ``x``'s dtype)."""
-    return int(checked_scalar(np, value, x.dtype)) if x.dtype.kind in "iu" else value
+    """A Python number as the kernel uses it: for integer ``x`` truncated and range-checked
+    (a Python int, which NumPy's and CuPy's ufuncs alike take in ``x``'s dtype), for a float
+    ``x`` checked to fit its dtype."""
+    if x.dtype.kind in "iu":
+        return int(checked_scalar(np, value, x.dtype))
+    return fitted_number(value, x.dtype)
 
 
 # --- relu, hardtanh, threshold ----------------------------------------------------------------
@@ -132,6 +135,9 @@ def _(grad, x, min_val, max_val):
     return masked(grad, ~((a <= min_val) | (a >= max_val)), x, "HardtanhBackwardBackward0")
 
 
+hardtanh.params_in_dtype("min_val", "max_val")
+
+
 def _threshold_rule(d, name, operands):
     if d is D.bool_ or d.category == D.COMPLEX:
         raise NotImplementedError(f"\"threshold_cpu\" not implemented for '{d._torch_name}'")
@@ -142,8 +148,8 @@ def _threshold_rule(d, name, operands):
         promote=Policy("threshold", _threshold_rule))
 def threshold(xp, x, threshold, value):
     """``value`` where ``input <= threshold``, else ``input``."""
-    threshold = real_number(number_arg(threshold, "threshold", "threshold", 2), x.dtype)
-    value = real_number(number_arg(value, "threshold", "value", 3), x.dtype)
+    threshold = fitted_number(number_arg(threshold, "threshold", "threshold", 2), x.dtype)
+    value = fitted_number(number_arg(value, "threshold", "value", 3), x.dtype)
     return xp.where(x <= _fit(x, threshold),
                     device_scalar(xp, np.asarray(_fit(x, value)).astype(x.dtype)), x)
 
@@ -154,13 +160,16 @@ def _(grad, x, threshold, value):
     return masked(grad, ~(x._data <= _number(threshold)), x, "ThresholdBackwardBackward0")
 
 
+threshold.params_in_dtype("value")       # (its threshold is read in float32)
+
+
 # --- leaky_relu, prelu ------------------------------------------------------------------------
 
 @act_op("leaky_relu(input, negative_slope=0.01)", namespace="nn.functional",
         promote=float_kernel("leaky_relu_cpu"))
 def leaky_relu(xp, x, negative_slope):
     """``input`` where positive, else ``negative_slope * input``."""
-    negative_slope = real_number(number_arg(negative_slope, "leaky_relu", "negative_slope", 2),
+    negative_slope = fitted_number(number_arg(negative_slope, "leaky_relu", "negative_slope", 2),
                                  x.dtype)
     return xp.where(x > 0, x, x * negative_slope)
 
@@ -227,7 +236,7 @@ def _(grad, x, weight):
 @act_op("hardshrink(input, lambd=0.5)", promote=float_kernel("hardshrink_cpu"), out=True)
 def hardshrink(xp, x, lambd):
     """0 where ``|input| <= lambd``, else ``input``."""
-    lambd = number_arg(lambd, "hardshrink", "lambd", 2)
+    lambd = fitted_number(number_arg(lambd, "hardshrink", "lambd", 2), x.dtype)
     return xp.where((x >= -lambd) & (x <= lambd), 0, x)
 
 
@@ -237,12 +246,15 @@ def _(grad, x, lambd):
     return masked(grad, ~((a >= -lambd) & (a <= lambd)), x, "HardshrinkBackwardBackward0")
 
 
+hardshrink.params_in_dtype("lambd")
+
+
 _FINFO_TEXT = {"float32": "3.40282e+38", "float64": "1.79769e+308", "float16": "65504",
                "bfloat16": "3.38953e+38"}
 
 
 def _check_lambd(x, lambd):
-    if lambd < 0:
+    if not 0 <= lambd <= D.finfo(D.FROM_NUMPY[x.dtype]).max:
         d = D.FROM_NUMPY[x.dtype]
         raise RuntimeError(f"lambda must be in range [0, {_FINFO_TEXT[d.name]}] for input "
                            f"dtype {d._torch_name}, but found {lambd:g}")

@@ -6,7 +6,7 @@ import math
 from ember.backend import special_of
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
-from ember.ops._scalars import number_arg, real_number
+from ember.ops._scalars import fitted_number, number_arg
 from ember.ops.activations import _number, act_op, const, float_kernel
 
 __all__ = ["elu", "selu", "celu", "gelu", "_gelu_backward", "silu", "mish", "softplus",
@@ -40,7 +40,7 @@ def _elu_grad(grad, x, alpha, scale, input_scale):
 @act_op("elu(input, alpha=1.0)", namespace="nn.functional", promote=_ELU)
 def elu(xp, x, alpha):
     """``input`` where positive, else ``alpha * (exp(input) - 1)``."""
-    return _elu(xp, x, real_number(number_arg(alpha, "elu", "alpha", 2), x.dtype), 1, 1)
+    return _elu(xp, x, fitted_number(number_arg(alpha, "elu", "alpha", 2), x.dtype), 1, 1)
 
 
 elu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, _number(alpha), 1, 1))
@@ -59,7 +59,7 @@ selu.name_nodes("EluBackward0")          # PyTorch computes selu by elu
 @act_op("celu(input, alpha=1.0)", method=False, promote=_ELU)
 def celu(xp, x, alpha):
     """``max(0, input) + min(0, alpha * (exp(input / alpha) - 1))``."""
-    alpha = real_number(number_arg(alpha, "celu", "alpha", 2), x.dtype)
+    alpha = fitted_number(number_arg(alpha, "celu", "alpha", 2), x.dtype)
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return _elu(xp, x, alpha, 1, 1 / alpha)
@@ -219,8 +219,8 @@ def _(grad, x):
         promote=float_kernel("softplus_cpu"), out=True)
 def softplus(xp, x, beta, threshold):
     """``log(1 + exp(beta * input)) / beta``, linear where ``beta * input > threshold``."""
-    beta = real_number(number_arg(beta, "softplus", "beta"), x.dtype)
-    threshold = real_number(number_arg(threshold, "softplus", "threshold"), x.dtype)
+    beta = fitted_number(number_arg(beta, "softplus", "beta"), x.dtype)
+    threshold = fitted_number(number_arg(threshold, "softplus", "threshold"), x.dtype)
     bx = x * beta
     return xp.where(bx > threshold, x, xp.log1p(xp.exp(bx)) / beta)
 

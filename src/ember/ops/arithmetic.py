@@ -4,6 +4,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.backend import ROUNDS_SCALAR_OPERANDS
 from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
 from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy, real_no_bool
@@ -132,6 +133,8 @@ sub = binary("sub(input, other, *, alpha=1)",
              doc="Subtracts ``other``, scaled by ``alpha``, from ``input``.",
              promote=SUB, saves_inputs=False)
 sub.inplace_variant(lambda xp, dst, a, b, alpha: _sub(xp, a, b, alpha, out=dst, fname="sub_"))
+add.params_in_dtype("alpha")
+sub.params_in_dtype("alpha")
 
 
 def _rsub(xp, a, b, alpha):
@@ -148,6 +151,7 @@ rsub = binary("rsub(input, other, alpha=1)", _rsub,
               doc="``other - alpha * input``: ``sub`` with the operands swapped.",
               promote=tensor_policy("rsub", _sub_rule), method=False, inplace=False, out=False,
               saves_inputs=False)
+rsub.params_in_dtype("alpha")
 
 
 def _mul_grad(grad, a, b, *, needs=(True, True)):
@@ -159,6 +163,7 @@ mul = binary("mul(input, other)", lambda xp, a, b: xp.multiply(a, b), _mul_grad,
              doc="Multiplies ``input`` by ``other`` elementwise.",
              promote=BINARY, ufunc="multiply")
 mul.reads_inputs((1,), (0,))
+mul.keep_scalars_unrounded(1)
 
 
 # --- division ---------------------------------------------------------------------------------
@@ -241,12 +246,14 @@ div = binary("div(input, other, *, rounding_mode=None)", _div, _div_grad,
              doc="Divides ``input`` by ``other``, truncating or flooring per "
                  "``rounding_mode``.", promote=BINARY, checked_scalars=_unwrapped_int)
 div.reads_inputs((1,), (0, 1))
+div.keep_scalars_unrounded(1)
 
 floor_divide = binary("floor_divide(input, other)", _floor_divide,
                       lambda grad, a, b: (zeros_for(grad), zeros_for(grad)),
                       doc="Divides and rounds toward negative infinity.",
                       promote=real_no_bool("div_floor_cpu"),
                       saves_inputs=False)
+floor_divide.keep_scalars_unrounded(1)
 
 
 def _remainder(xp, a, b):
@@ -321,7 +328,12 @@ def _is_half(x):
 def _half_pow(xp, a, b, dtype):
     """pow of float16/bfloat16 (not upcast by the dispatcher), computed in float32. As in
     PyTorch, a number exponent is rounded to the dtype (and must fit it), and float16 takes
-    C's pow even for the exponents +-0.5 (bfloat16, like float32, takes sqrt and rsqrt)."""
+    C's pow even for the exponents +-0.5 (bfloat16, like float32, takes sqrt and rsqrt).
+    A number base (``2 ** t``) is rounded to the dtype, as other ops' numbers are (NOTE
+    [Scalars beside 16-bit floats])."""
+    if type(a) in (int, float) and type(b) in ROUNDS_SCALAR_OPERANDS:
+        with np.errstate(over="ignore"):
+            a = float(np.asarray(float(a), dtype))
     if type(b) in (int, float):
         b = float(checked_scalar(np, b, dtype))     # "value cannot be converted to type ..."
         if dtype == np.float16:

@@ -199,6 +199,9 @@ def _(flat, params, out):
     return "LerpBackward1" if _is_tensor(flat[2]) else "LerpBackward0"
 
 
+lerp.keep_scalars_unrounded(2, zero_dim=False)     # PyTorch's lerp.Scalar reads it in float32
+
+
 @lerp.derivative
 def _(grad, x, end, weight):
     w = conj_grad(weight)

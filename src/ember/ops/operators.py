@@ -8,6 +8,8 @@ from ember._creation import as_tensor
 from ember._tensor import Tensor
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import ENTRY_KINDS, REGISTRY, call
+from ember.overrides import is_plain
+from ember.overrides._modes import STACK
 
 # operator -> op name; each binary op gets __op__, __rop__ (swapped) and __iop__ (in place)
 _BINARY = {
@@ -20,6 +22,8 @@ _COMPARISONS = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge"
 _UNARY = {"neg": "neg", "pos": "positive", "abs": "abs", "invert": "bitwise_not"}
 
 _OPERAND_TYPES = frozenset((Tensor, int, float, bool, complex))
+# ops whose reflected operator is the op itself, the tensor first (2 + t is t + 2)
+_SYMMETRIC = frozenset(("add", "mul", "bitwise_and", "bitwise_or", "bitwise_xor"))
 
 
 def _is_operand(x):
@@ -53,7 +57,15 @@ def _param_defaults(op):
 
 def _operator(op, reflected):
     params = _param_defaults(op)
-    if reflected:
+    if reflected and op.name in _SYMMETRIC:
+        def method(self, other):        # 2 * t is t * 2 in PyTorch (t's dtype rounds 2 or not)
+            if type(other) not in _OPERAND_TYPES and not _is_operand(other):
+                return NotImplemented
+            try:
+                return call(op, (self, other), params)
+            except TypeError:
+                return NotImplemented
+    elif reflected:
         def method(self, other):
             if type(other) not in _OPERAND_TYPES and not _is_operand(other):
                 return NotImplemented
@@ -69,6 +81,26 @@ def _operator(op, reflected):
                 return call(op, (self, other), params)
             except TypeError:
                 return NotImplemented
+    return method
+
+
+def _reciprocal_times(div):
+    """``number / t``, which PyTorch computes as ``t.reciprocal() * number``: its values
+    (rounded twice) and its graph. Overriding operands and torch function modes are offered
+    the one call ``Tensor.__rdiv__``, as in PyTorch."""
+    params = _param_defaults(div)
+    reciprocal, mul = REGISTRY["reciprocal"], REGISTRY["mul"]
+
+    def method(self, other):
+        if type(other) not in _OPERAND_TYPES and not _is_operand(other):
+            return NotImplemented
+        try:
+            if isinstance(other, Tensor) or STACK.modes or not (
+                    type(self) is Tensor or is_plain(type(self))):
+                return call(div, (other, self), params)
+            return call(mul, (call(reciprocal, (self,), ()), other), ())
+        except TypeError:
+            return NotImplemented
     return method
 
 
@@ -134,7 +166,11 @@ def install():
         if op is None:
             continue
         _attach(f"__{name}__", _operator(op, False))
-        _attach(f"__r{name}__", _operator(op, True), kind="operator_reflected")
+        if name == "truediv":
+            _attach("__rtruediv__", _reciprocal_times(op), kind="operator_reflected")
+        else:
+            _attach(f"__r{name}__", _operator(op, True), kind=(
+                "operator_symmetric" if op_name in _SYMMETRIC else "operator_reflected"))
         if name != "matmul":            # PyTorch has no in-place @=: it rebinds the name
             _attach(f"__i{name}__", _inplace_operator(op), inplace=True)
     for name, op_name in _COMPARISONS.items():

@@ -10,7 +10,7 @@ from ember.ops._elementwise import conj_grad, unary, zeros_for
 from ember.ops._inplace import call_inplace
 from ember.ops._promotion import REAL_FLOAT, SAME, Policy
 from ember.ops._registry import op
-from ember.ops._scalars import float_arg, int64_arg
+from ember.ops._scalars import fitted_number, float_arg, int64_arg
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -148,6 +148,8 @@ sigmoid = unary("sigmoid(input)", _sigmoid,
 def _logit(xp, x, eps):
     eps = None if eps is None else float_arg(eps, "logit", "eps")
     dtype = x.dtype
+    if eps is not None:
+        fitted_number(eps, dtype)               # PyTorch converts eps to the input's dtype
     low = dtype.itemsize == 2                   # float16 or bfloat16 (float8 is rejected)
     f = x.astype(xp.float32) if low else x
     if eps is not None and eps >= 0:

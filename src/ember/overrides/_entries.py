@@ -33,8 +33,10 @@ def entry(kind, op, inputs, params, out=None):
         return (func, *arguments(op, inputs, params, None, method=True))
     if kind == "operator":
         return _operator(op, inputs)
-    if kind == "operator_reflected":        # b.__radd__(a), both tensors
+    if kind == "operator_reflected":        # b.__rsub__(a), both tensors
         return _operator(op, inputs, reflected=True)
+    if kind == "operator_symmetric":        # b.__radd__(a): add(b, a), offered as Tensor.add
+        return getattr(Tensor, op.name), tuple(inputs), {}
     return _operator_inplace(op, inputs)
 
 
@@ -72,7 +74,7 @@ _DUNDER.update(eq="eq", bitwise_not="invert")
 _BY_DUNDER = {"floor_divide", "eq", "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor",
               "bitwise_left_shift", "bitwise_right_shift"}
 # ... and these reflected ones (``2 + x``) by the op, operands swapped back: ``Tensor.add(x, 2)``
-_SYMMETRIC = {"add", "mul", "bitwise_and", "bitwise_or", "bitwise_xor"}
+_SYMMETRIC = operators._SYMMETRIC
 _IN_PLACE_BY_DUNDER = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
                        "bitwise_right_shift"}
 
