@@ -11,13 +11,16 @@ import functools
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import restrided
+from ember._storage_place import _row_major_strides
 from ember.backend import cuda_backend, host_array, on_device_of
 from ember.ops.return_types import named_result  # noqa: F401  (re-exported)
 
 __all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_square",
            "check_rhs_dtype", "check_solve_rows", "check_float", "check_kernel",
            "check_same_dtype", "batch_prefix", "raise_first_failure", "scipy_linalg", "lapack",
-           "on_host", "checked", "checked_svd", "real_dtype", "mh", "eye_like", "vector_rhs"]
+           "on_host", "checked", "checked_svd", "real_dtype", "mh", "eye_like", "vector_rhs",
+           "column_major"]
 
 _LOW = {D.float16.np, D.bfloat16.np}
 
@@ -176,6 +179,30 @@ def lapack(name, dtype):
 def real_dtype(dtype):
     """The real dtype of a NumPy dtype (float64 for complex128)."""
     return np.empty(0, dtype).real.dtype
+
+
+# --- layout ---------------------------------------------------------------------------------
+
+def _column_major_strides(shape):
+    """PyTorch's element strides for ``shape`` laid out as ``t.mT.contiguous().mT``: each
+    matrix column-major, the batch row-major (sizes 0 count as 1, as in PyTorch)."""
+    if len(shape) < 2:
+        return _row_major_strides(shape)
+    *batch, m, n = shape
+    inner = _row_major_strides((*batch, n, m))
+    return inner[:-2] + (1, inner[-2])
+
+
+def column_major(xp, array):
+    """``array`` with each matrix (the last two dims) laid out column-major, as PyTorch's
+    LAPACK-backed results are (``linalg.inv(A).stride()`` is (9, 1, 3) for 2 x 3 x 3 ``A``);
+    the values are unchanged, and an array already laid out so is returned as it is."""
+    strides = tuple(s * array.itemsize for s in _column_major_strides(array.shape))
+    if array.strides == strides:
+        return array
+    out = restrided(xp, xp.empty(array.size, array.dtype), array.shape, strides)
+    out[...] = array
+    return out
 
 
 # --- tensors in derivatives -------------------------------------------------------------------

@@ -8,11 +8,13 @@ error, as in PyTorch.
 
 import numpy as np
 
+from ember._memory_format import contiguous_format
 from ember._tensor import Tensor
 from ember._warn import warn_once
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_rhs_dtype,
-                                     check_solve_rows, check_square, checked, eye_like, lapack,
-                                     mh, named_result, on_host, raise_first_failure, torch_name)
+                                     check_solve_rows, check_square, checked, column_major,
+                                     eye_like, lapack, mh, named_result, on_host,
+                                     raise_first_failure, torch_name)
 from ember.ops._out_dtypes import _C_NAMES
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
@@ -64,6 +66,7 @@ def _cholesky(xp, a, upper):
             info = xp.zeros(a.shape[:-2], np.int32)
     except np.linalg.LinAlgError:
         factor, info = on_host(xp, _potrf_each, a, upper=upper)
+    factor = column_major(xp, factor)
     return factor, xp.where(info == 0, _nan_info(xp, factor), info)
 
 
@@ -187,7 +190,7 @@ def cholesky_inverse(xp, factor, upper):
     low = _lower(xp, factor, upper)
     eye = xp.broadcast_to(xp.eye(factor.shape[-1], dtype=factor.dtype), factor.shape)
     low_inverse = triangular_solve(xp, low, eye, upper=False)
-    return _adjoint(low_inverse) @ low_inverse
+    return column_major(xp, _adjoint(low_inverse) @ low_inverse)
 
 
 @cholesky_inverse.derivative
@@ -213,8 +216,8 @@ def qr(xp, a, mode):
     check_matrix("linalg.qr", a)
     check_float("linalg.qr", a, "geqrf_cpu")
     if mode == "r":
-        return xp.zeros(0, a.dtype), xp.linalg.qr(a, mode="r")
-    return tuple(xp.linalg.qr(a, mode=mode))
+        return xp.zeros(0, a.dtype), column_major(xp, xp.linalg.qr(a, mode="r"))
+    return tuple(column_major(xp, f) for f in xp.linalg.qr(a, mode=mode))
 
 
 @qr.derivative
@@ -273,7 +276,7 @@ def eigh(xp, a, uplo):
     real eigenvalues in ascending order, orthonormal eigenvectors."""
     _check_eigh(xp, a, uplo)
     w, v = xp.linalg.eigh(a, UPLO=uplo.upper())
-    return w, v
+    return w, column_major(xp, v)
 
 
 @op("eigvalsh(input, UPLO='L')", namespace="linalg", out=True,
@@ -364,7 +367,8 @@ def eig(xp, a):
     """(eigenvalues, eigenvectors) of each square matrix, complex; eigenvectors have unit
     norm."""
     _check_eig("linalg.eig", a)
-    return on_host(xp, _eig, a)
+    w, v = on_host(xp, _eig, a)
+    return w, column_major(xp, v)
 
 
 @op("eigvals(input)", namespace="linalg", out=True, grad_fn_name="LinalgEigBackward0")
@@ -413,6 +417,9 @@ def qr_legacy(input, some=True, *, out=None):
 def cholesky_legacy(input, upper=False, *, out=None):
     """The Cholesky factor L (or U = L^H when ``upper``): ``linalg.cholesky`` (deprecated)."""
     warn_once(_CHOLESKY_DEPRECATED)
+    if out is None and input.numel() == 0:
+        # PyTorch's legacy op returns empty input unchecked, laid out row-major
+        return input.clone(memory_format=contiguous_format)
     return cholesky(input, upper=upper, out=out)
 
 
@@ -444,7 +451,8 @@ def triangular_solve_legacy(input, A, upper=True, transpose=False, unitriangular
     system = A.mT if transpose else A
     solution = linalg.solve_triangular(system, input, upper=upper != transpose,
                                        unitriangular=unitriangular)
-    result = triangular_solve_result(solution, A.clone())
+    coefficient = A.mT.clone(memory_format=contiguous_format).mT    # column-major, as PyTorch's
+    result = triangular_solve_result(solution, coefficient)
     if out is not None:
         for dst, value in zip(out, result):
             if dst.dtype is not value.dtype:

@@ -10,7 +10,7 @@ diagonal of A are not read, so they get no gradient.
 the left or the right.
 """
 
-from ember.ops._linalg_utils import check_kernel, mh, named_result, torch_name
+from ember.ops._linalg_utils import check_kernel, column_major, mh, named_result, torch_name
 from ember.ops._registry import op
 
 __all__ = ["geqrf", "householder_product", "orgqr", "ormqr"]
@@ -58,7 +58,7 @@ def _product(xp, a, tau):
         v[..., 0, :] = 1
         rows = q[..., i:, :]
         rows -= tau[..., i, None, None] * (v @ (v.conj().swapaxes(-1, -2) @ rows))
-    return q
+    return column_major(xp, q)
 
 
 def _product_grad(grad, a, tau):
@@ -162,7 +162,7 @@ def ormqr(xp, a, tau, c, left, transpose):
     q = _product(xp, square, tau)                   # the full m x m Q
     if transpose:
         q = q.conj().swapaxes(-1, -2)
-    return q @ c if left else c @ q
+    return column_major(xp, q @ c if left else c @ q)
 
 
 @ormqr.derivative
@@ -195,7 +195,7 @@ def geqrf(xp, a):
         raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
     check_kernel(a, "geqrf_cpu")
     packed, tau = xp.linalg.qr(a, mode="raw")      # LAPACK's column-major result, transposed
-    return packed.swapaxes(-1, -2), tau
+    return column_major(xp, packed.swapaxes(-1, -2)), tau
 
 
 @geqrf.derivative

@@ -13,7 +13,8 @@ import numpy as np
 
 from ember.backend import host_array
 from ember.ops._linalg_utils import (batch_prefix, check_float, check_kernel, check_rhs_dtype,
-                                     check_solve_rows, check_square, lapack, named_result,
+                                     check_solve_rows, check_square, column_major, lapack,
+                                     named_result,
                                      on_host, torch_name)
 from ember.ops._registry import REGISTRY, op
 
@@ -50,7 +51,8 @@ def _factor(xp, a, hermitian):
     name = "torch.linalg.ldl_factor_ex"
     check_square(name, a)
     check_float(name, a, "ldl_factor_kernel_cpu")
-    return on_host(xp, _factor_all, a, hermitian=hermitian)
+    ld, piv, info = on_host(xp, _factor_all, a, hermitian=hermitian)
+    return column_major(xp, ld), piv, info
 
 
 def _raise_singular(name, info, shape):
@@ -146,7 +148,7 @@ def ldl_solve(xp, ld, pivots, b, hermitian):
     ld2 = xp.broadcast_to(ld, batch + (n, n))
     piv = xp.broadcast_to(pivots.astype(np.int32, copy=False), batch + (n,))
     b2 = xp.broadcast_to(b, batch + b.shape[-2:])
-    return on_host(xp, _solve_all, ld2, piv, b2, hermitian=hermitian)
+    return column_major(xp, on_host(xp, _solve_all, ld2, piv, b2, hermitian=hermitian))
 
 
 ldl_solve.derivative(_no_derivative("linalg_ldl_solve"))

@@ -5,7 +5,8 @@ for Hermitian input) at max(atol, rtol * largest)."""
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.ops._linalg_utils import checked_svd, mh, named_result, real_dtype, torch_name
+from ember.ops._linalg_utils import (checked_svd, column_major, mh, named_result, real_dtype,
+                                     torch_name)
 from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch
 
@@ -180,7 +181,19 @@ def lstsq(xp, a, b, rcond, driver):
         residuals = xp.zeros(0, real)
     values = _of_a(s, a_batch, 1) if driver in ("gelsd", "gelss") else xp.zeros(0, real)
     rank = xp.zeros(0, np.int64) if driver == "gels" else _of_a(rank, a_batch, 0)
+    x = _solution_layout(xp, x, m)
     return (x[..., 0] if vector else x), residuals, rank, values
+
+
+def _solution_layout(xp, x, m):
+    """``x`` (n x k solutions) laid out as PyTorch's: the first n rows of a column-major
+    max(m, n) x k matrix (LAPACK overwrites the m x k right side with the solution)."""
+    n, k = x.shape[-2:]
+    if m <= n:
+        return column_major(xp, x)
+    whole = column_major(xp, xp.zeros(x.shape[:-2] + (m, k), x.dtype))
+    whole[..., :n, :] = x
+    return whole[..., :n, :]
 
 
 def _of_a(t, a_batch, tail):

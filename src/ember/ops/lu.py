@@ -13,8 +13,8 @@ from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember._warn import outside_level
 from ember.backend import xp_of
-from ember.ops._linalg_utils import (check_float, check_kernel, check_square, mh, named_result,
-                                     raise_first_failure, torch_name)
+from ember.ops._linalg_utils import (check_float, check_kernel, check_square, column_major, mh,
+                                     named_result, raise_first_failure, torch_name)
 from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch, lu_info, lu_solve_all, solve_triangular
 
@@ -43,7 +43,7 @@ def _factor(xp, a, pivot):
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the "
                            "CPU")
     lu, piv, info = lu_info(xp, a)
-    return lu, (piv + 1).astype(np.int32, copy=False), info
+    return column_major(xp, lu), (piv + 1).astype(np.int32, copy=False), info
 
 
 @op("lu_factor(A, *, pivot=True)", namespace="linalg", out=True, namedtuple=lu_factor_result,
@@ -180,11 +180,11 @@ def lu_solve(xp, lu, pivots, b, left, adjoint):
     lu2, b2 = broadcast_batch(xp, lu, b)
     piv = xp.broadcast_to(pivots, batch + pivots.shape[-1:]) - 1
     if left:                    # LAPACK's trans: 0 solves with A, 2 with A^H
-        return lu_solve_all(xp, lu2, piv, b2, trans=2 if adjoint else 0)
+        return column_major(xp, lu_solve_all(xp, lu2, piv, b2, trans=2 if adjoint else 0))
     # XA = B <=> A^H X^H = B^H; XA^H = B <=> A X^H = B^H
     bh = xp.conj(b2.swapaxes(-1, -2))
     x = lu_solve_all(xp, lu2, piv, bh, trans=0 if adjoint else 2)
-    return xp.conj(x.swapaxes(-1, -2))
+    return xp.conj(column_major(xp, x).swapaxes(-1, -2))
 
 
 @lu_solve.derivative
@@ -236,7 +236,8 @@ def lu_unpack(xp, lu, pivots, unpack_data, unpack_pivots):
         low = xp.tril(lu[..., :, :k], -1)
         diagonal = xp.arange(k)
         low[..., diagonal, diagonal] = 1
-        up = xp.triu(lu[..., :k, :])
+        # row-major, whatever LU's layout (tril and triu keep it)
+        low, up = xp.ascontiguousarray(low), xp.ascontiguousarray(xp.triu(lu[..., :k, :]))
     else:
         low, up = xp.zeros(0, lu.dtype), xp.zeros(0, lu.dtype)
     if unpack_pivots:

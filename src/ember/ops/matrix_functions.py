@@ -130,6 +130,8 @@ def _matrix_power(xp, a, n, fname="linalg_matrix_power"):
         return xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape).copy()
     if n < 0:
         a, n = inv.forward(xp, a), -n
+        if n == 1:
+            return a            # a fresh inverse, laid out column-major as PyTorch's
     if n == 1:
         return a.copy()
     # the binary powers of A, multiplied in as n's bits come up (PyTorch's order)

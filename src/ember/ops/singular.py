@@ -6,7 +6,8 @@ PyTorch.
 """
 
 from ember.backend import device_of
-from ember.ops._linalg_utils import (check_float, check_matrix, checked_svd, eye_like, mh,
+from ember.ops._linalg_utils import (check_float, check_matrix, checked_svd, column_major, eye_like,
+                                     mh,
                                      named_result)
 from ember.ops._registry import op
 from ember.ops.factorizations import check_phase
@@ -70,7 +71,7 @@ def svd(xp, a, full_matrices, driver):
     square when ``full_matrices``, else with min(m, n) columns (rows)."""
     _check(a, driver)
     u, s, vh = checked_svd(xp, a, full_matrices=full_matrices)
-    return u, s, vh
+    return column_major(xp, u), s, column_major(xp, vh)
 
 
 @svd.derivative
@@ -117,9 +118,9 @@ def svd_legacy(xp, a, some, compute_uv):
     if not compute_uv:
         s = checked_svd(xp, a, compute_uv=False)
         return (xp.zeros(a.shape[:-2] + (m, m), a.dtype), s,
-                xp.zeros(a.shape[:-2] + (n, n), a.dtype))
+                column_major(xp, xp.zeros(a.shape[:-2] + (n, n), a.dtype)))
     u, s, vh = checked_svd(xp, a, full_matrices=not some)
-    return u, s, xp.conj(vh.swapaxes(-1, -2))
+    return column_major(xp, u), s, xp.conj(column_major(xp, vh).swapaxes(-1, -2))
 
 
 @svd_legacy.derivative

@@ -12,7 +12,8 @@ import numpy as np
 
 from ember._warn import warn_once
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix,
-                                     check_same_dtype, check_square, checked, lapack, mh,
+                                     check_same_dtype, check_square, checked, column_major,
+                                     lapack, mh,
                                      named_result, on_host, raise_first_failure, vector_rhs)
 from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import int64_arg
@@ -85,11 +86,11 @@ def _inverse(xp, a, name):
     info = xp.zeros(a.shape[:-2], np.int32)
     try:
         with checked(xp):
-            return xp.linalg.inv(a), info
+            return column_major(xp, xp.linalg.inv(a)), info
     except np.linalg.LinAlgError:
         lu, piv, info = lu_info(xp, a)
         eye = xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape)
-        return lu_solve_all(xp, lu, piv, eye), info
+        return column_major(xp, lu_solve_all(xp, lu, piv, eye)), info
 
 
 def _inverse_grad(grad, a, *, out):
@@ -180,9 +181,10 @@ def _solve(xp, a, b, left, name):
         batch = b2.shape[:-2]
         x = lu_solve_all(xp, xp.broadcast_to(lu, batch + lu.shape[-2:]),
                          xp.broadcast_to(piv, batch + piv.shape[-1:]), b2)
-    if not left:
-        x = x.swapaxes(-1, -2)
-    return (x[..., 0] if vector else x), info
+    if not left:        # the transposed system's solution is laid out column-major
+        x = column_major(xp, x).swapaxes(-1, -2)
+    x = x[..., 0] if vector else x
+    return (column_major(xp, x) if left else x), info
 
 
 def _singular_solve(k):
@@ -278,7 +280,7 @@ def _triangular(xp, a, b, upper, left, unit):
             x = _back_substitute(xp, u, b)
         if not upper:
             x = x[..., ::-1, :]
-    return x if left else x.swapaxes(-1, -2)
+    return column_major(xp, x if left else x.swapaxes(-1, -2))
 
 
 def triangular_solve(xp, a, b, upper):
