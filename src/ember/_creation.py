@@ -12,6 +12,7 @@ from ember._device import as_device, get_default_device
 from ember._host_values import _NO_HOST_DLPACK
 from ember._tensor import Size, Tensor, _make
 from ember._warn import warn_once
+from ember._creation_layout import check_layout, no_sparse_fill, no_sparse_like, sparse_zeros
 from ember._memory_format import laid_like, lay_out, memory_order, preserve_format, row_major
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 from ember.backend.meta import MetaArray, meta_like
@@ -48,6 +49,13 @@ def _check_grad_dtype(dtype):
                            "gradients")
 
 
+def check_requires_grad(value, fn, none_ok=True):
+    """PyTorch's TypeError for a ``requires_grad`` that is not a bool (``None`` means False,
+    except for ``tensor`` and ``new_tensor``)."""
+    if value is not False and value is not True and not (none_ok and value is None):
+        raise TypeError(f"{fn}(): argument 'requires_grad' must be bool, not {_tp_name(value)}")
+
+
 def _finish(array, requires_grad):
     t = _make(array)
     if requires_grad:
@@ -68,6 +76,7 @@ def _warn_copy_construct(data, call):
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of ``data`` (nested sequences, numbers, arrays)."""
     _warn_copy_construct(data, "ember.tensor")
+    check_requires_grad(requires_grad, "tensor", none_ok=False)
     return _tensor(data, dtype, device, requires_grad, pin_memory)
 
 
@@ -317,8 +326,11 @@ def _alloc(fill, shape, dtype, device, requires_grad, out=None):
 def zeros(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False):
     """A tensor of zeros."""
+    check_requires_grad(requires_grad, "zeros")
     size = _size(_size_args(sizes, size, "zeros"), "zeros" if out is None else None)
     dtype = _out_dtype(_dtype_arg("zeros", dtype), out)
+    if check_layout(layout, "zeros"):
+        return sparse_zeros(size, layout, dtype, device, requires_grad, "zeros")
     return pinned(_alloc(lambda xp, s, d: xp.zeros(s, d), size, dtype, device,
                          requires_grad, out), pin_memory)
 
@@ -326,8 +338,10 @@ def zeros(*sizes, size=None, out=None, dtype=None, layout=None, device=None, req
 def ones(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
          pin_memory=False):
     """A tensor of ones."""
+    check_requires_grad(requires_grad, "ones")
     size = _size(_size_args(sizes, size, "ones"))
     dtype = _out_dtype(_dtype_arg("ones", dtype), out)
+    no_sparse_fill(layout, "ones")
     return pinned(_alloc(lambda xp, s, d: xp.ones(s, d), size, dtype, device,
                          requires_grad, out), pin_memory)
 
@@ -347,8 +361,11 @@ def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None, req
           pin_memory=False, memory_format=None):
     """An uninitialized tensor (ember fills it with zeros, so results are reproducible; in
     deterministic mode with NaN or the largest integer, as PyTorch does)."""
+    check_requires_grad(requires_grad, "empty")
     size = _size(_size_args(sizes, size, "empty"))
     dtype = _out_dtype(_dtype_arg("empty", dtype), out)
+    if check_layout(layout, "empty"):
+        return sparse_zeros(size, layout, dtype, device, requires_grad, "empty")
     if memory_format is preserve_format:        # there is no tensor to preserve the format of
         raise RuntimeError("unsupported memory format Preserve")
     return pinned(in_format(_alloc(_uninitialized, size, dtype, device, requires_grad,
@@ -425,11 +442,14 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """A tensor filled with ``fill_value``; the dtype follows the value's kind."""
     _size_sequence(size, "full")
+    check_requires_grad(requires_grad, "full")
     _number_arg(fill_value, "full", "fill_value", 2)
     dtype = _out_dtype(_dtype_arg("full", dtype), out)
+    no_sparse_fill(layout, "full")
     if dtype is None:
         dtype = _fill_dtype(fill_value)
-    value = fill_value.item() if isinstance(fill_value, Tensor) else fill_value
+    # (a NumPy scalar as a Python number: comparing np.float16 with a float32 bound warns)
+    value = fill_value.item() if isinstance(fill_value, (Tensor, np.generic)) else fill_value
     from ember.ops._scalars import checked_scalar   # out-of-range values raise, as in PyTorch
     return pinned(_alloc(lambda xp, s, d: xp.full(s, checked_scalar(xp, value, np.dtype(d)),
                                                   d),
@@ -496,7 +516,9 @@ def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
                memory_format=None, pin_memory=False):
     """Zeros with the shape (and by default dtype and device) of ``input``."""
     dtype, device = _like(input, dtype, device, "zeros_like")
-    made = zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    check_requires_grad(requires_grad, "zeros_like")
+    made = zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad,
+                 layout=layout)
     return pinned(in_format(made, memory_format, input), pin_memory)
 
 
@@ -505,6 +527,8 @@ def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
               memory_format=None, pin_memory=False):
     """Ones with the shape (and by default dtype and device) of ``input``."""
     dtype, device = _like(input, dtype, device, "ones_like")
+    check_requires_grad(requires_grad, "ones_like")
+    no_sparse_like(layout, "ones_like")
     made = ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
     return pinned(in_format(made, memory_format, input), pin_memory)
 
@@ -514,6 +538,8 @@ def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
                memory_format=None, pin_memory=False):
     """An uninitialized tensor shaped like ``input``."""
     dtype, device = _like(input, dtype, device, "empty_like")
+    check_requires_grad(requires_grad, "empty_like")
+    no_sparse_like(layout, "empty_like")
     made = empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
     return pinned(in_format(made, memory_format, input), pin_memory)
 
@@ -523,6 +549,8 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None, pin_memory=False):
     """``fill_value`` everywhere, shaped like ``input``."""
     dtype, device = _like(input, dtype, device, "full_like")
+    check_requires_grad(requires_grad, "full_like")
+    no_sparse_like(layout, "full_like")
     _number_arg(fill_value, "full_like", "fill_value", 2)
     return pinned(in_format(full(input.shape, fill_value, dtype=dtype, device=device,
                                  requires_grad=requires_grad), memory_format, input),
@@ -532,6 +560,7 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """A 2-D tensor with ones on the diagonal."""
     m = n if m is None else m
+    check_requires_grad(requires_grad, "eye")
     for pos, name, v in ((1, "n", n), (2, "m", m)):
         if not _is_int(v):
             raise TypeError(f"eye(): argument '{name}' (position {pos}) must be int, not "
@@ -547,6 +576,7 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
 
 def _new_factory(factory, name):
     def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+        check_requires_grad(requires_grad, name)
         if "size" in kwargs:                # x.new_zeros(size=(2, 3))
             size = _size_args(size, kwargs.pop("size"), name)
         elif not size:
@@ -565,6 +595,7 @@ def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=
               layout=None, pin_memory=False):
     """``ember.full`` with this tensor's dtype and device."""
     _size_sequence(size, "new_full")
+    check_requires_grad(requires_grad, "new_full")
     _size_args((size,), None, "new_full")
     _number_arg(fill_value, "new_full", "fill_value", 2)
     return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
@@ -575,6 +606,7 @@ def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=
 def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
     """``ember.tensor(data)`` with this tensor's dtype and device by default."""
     _warn_copy_construct(data, "tensor.new_tensor")
+    check_requires_grad(requires_grad, "new_tensor", none_ok=False)
     return _tensor(data, self.dtype if dtype is None else dtype,
                    self.device if device is None else device, requires_grad, False)
 

@@ -16,9 +16,10 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._creation import (_finish, _out_device, _out_dtype, _place, _target,
-                             _write_out, check_like_input, in_format, offered_to_overrides,
-                             pinned)
+                             _write_out, check_like_input, check_requires_grad, in_format,
+                             offered_to_overrides, pinned)
 from ember._device import as_device, get_default_device
+from ember._from_data import _tp_name
 from ember._sizes import _size, _size_args
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
                            device_guard, device_of, host_array, on_device_of, xp_of)
@@ -147,6 +148,13 @@ def _checked(generator):
     return generator
 
 
+def _check_generator(generator, fn):
+    """PyTorch's TypeError, naming ``fn``, for a ``generator`` that is not a Generator."""
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"{fn}(): argument 'generator' must be torch.Generator, not "
+                        f"{_tp_name(generator)}")
+
+
 def _rng(generator):
     return (default_generator if generator is None else _checked(generator))._rng
 
@@ -262,6 +270,8 @@ def _complex(rng, shape, draw):
 def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """Uniform samples on [0, 1)."""
+    _check_generator(generator, "rand")
+    check_requires_grad(requires_grad, "rand")
     if pin_memory:
         return pinned(rand(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                            requires_grad=requires_grad), True)
@@ -280,6 +290,8 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
 def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
     """Standard normal samples."""
+    _check_generator(generator, "randn")
+    check_requires_grad(requires_grad, "randn")
     if pin_memory:
         return pinned(randn(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                             requires_grad=requires_grad), True)
@@ -299,6 +311,8 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
 def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None,
             layout=None, device=None, requires_grad=False):
     """Integers drawn uniformly from [low, high)."""
+    _check_generator(generator, "randint")
+    check_requires_grad(requires_grad, "randint")
     position = ""
     if size is None:                        # randint(high, size)
         low, high, size, position = 0, low, high, " (position 2)"
@@ -332,6 +346,8 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
 def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False, pin_memory=False):
     """A random permutation of 0..n-1."""
+    _check_generator(generator, "randperm")
+    check_requires_grad(requires_grad, "randperm")
     if pin_memory:
         return pinned(randperm(n, generator=generator, dtype=dtype, device=device,
                                requires_grad=requires_grad), True)
@@ -388,6 +404,7 @@ def _fill_out(out, result):
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
            layout=None, device=None, requires_grad=False):
     """Normal samples with the given mean(s) and standard deviation(s)."""
+    _check_generator(generator, "normal")
     if size is not None:                # the (float mean, float std, size) form
         mean, std = _as_float(mean, std, size), _as_float(std, mean, size)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
@@ -426,6 +443,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
 @_vmap_aware
 def bernoulli(input, p=None, *, generator=None, out=None):
     """0/1 samples with probabilities ``input`` (or the scalar ``p``)."""
+    _check_generator(generator, "bernoulli")
     if p is not None:
         _not_implemented_for(input.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
         if not 0 <= p <= 1:
@@ -456,6 +474,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
 def binomial(count, prob, generator=None):
     """Binomial samples: successes in ``count`` trials of probability ``prob`` each
     (broadcast together), in ``count``'s dtype."""
+    _check_generator(generator, "binomial")
     for name, t in (("count", count), ("prob", prob)):
         if not t.is_floating_point():
             raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: "
@@ -496,6 +515,7 @@ def _binomial_draws(rng, counts, probs):
 @_vmap_aware
 def poisson(input, generator=None):
     """Poisson samples with rates ``input``."""
+    _check_generator(generator, "poisson")
     if input.dtype.category != D.FLOATING:
         raise NotImplementedError(f"\"poisson_cpu\" not implemented for "
                                   f"'{input.dtype._torch_name}'")
@@ -509,6 +529,7 @@ def poisson(input, generator=None):
 @_vmap_aware
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     """Indices sampled from each row of non-negative weights."""
+    _check_generator(generator, "multinomial")
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if input.dtype.category != D.FLOATING:
@@ -614,6 +635,8 @@ def _check_weights(xp, w, needed):
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None, generator=None, pin_memory=False):
     """Uniform samples shaped like ``input``."""
+    _check_generator(generator, "rand_like")
+    check_requires_grad(requires_grad, "rand_like")
     check_like_input(input, "rand_like")
     made = rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                 requires_grad=requires_grad, generator=generator)
@@ -624,6 +647,8 @@ def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, generator=None, pin_memory=False):
     """Normal samples shaped like ``input``."""
+    _check_generator(generator, "randn_like")
+    check_requires_grad(requires_grad, "randn_like")
     check_like_input(input, "randn_like")
     made = randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                  requires_grad=requires_grad, generator=generator)
@@ -634,6 +659,8 @@ def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
 def randint_like(input, low=None, high=None, *, dtype=None, layout=None, device=None,
                  requires_grad=False, memory_format=None, generator=None, pin_memory=False):
     """Random integers shaped like ``input``."""
+    _check_generator(generator, "randint_like")
+    check_requires_grad(requires_grad, "randint_like")
     check_like_input(input, "randint_like")
     _check_like_bounds(low, high)
     low, high = (0, low) if high is None else (0 if low is None else low, high)
@@ -681,6 +708,7 @@ def _gamma_draws(concentration, generator, kernel):
 def _standard_gamma(concentration, generator=None):
     """Gamma(concentration, 1) samples, differentiable with respect to ``concentration`` by
     implicit reparameterization (``_standard_gamma_grad``)."""
+    _check_generator(generator, "_standard_gamma")
     from ember.ops.gamma_sampling import _standard_gamma_sample
     draws, dtype = _gamma_draws(concentration, generator, "gamma")
     sample = _sample(draws, dtype, concentration.device, False)

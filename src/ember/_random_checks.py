@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember._from_data import _tp_name
 from ember._tensor import Tensor
 from ember._warn import outside_level
 
@@ -51,7 +52,7 @@ def _check_long(value, argument):
     or does not fit 64 bits."""
     if isinstance(value, bool) or not hasattr(type(value), "__index__") or \
             isinstance(value, Tensor) and value.dtype.category != D.INTEGRAL:
-        raise TypeError(f"{argument} must be int, not {type(value).__name__}")
+        raise TypeError(f"{argument} must be int, not {_tp_name(value)}")
     value = value.__index__()
     if not -2 ** 63 <= value < 2 ** 63:
         raise ValueError("Overflow when unpacking long long")

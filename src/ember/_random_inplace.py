@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from ember import _dtype as D
-from ember._random import _below, _drawn_on_device, _rng_on, _vmap_aware
+from ember._random import _below, _check_generator, _drawn_on_device, _rng_on, _vmap_aware
 from ember._random_checks import (_check_random_bounds, _continuous, _float_dtype,
                                   _not_implemented_for, _random_limit)
 from ember._storage import _c_type
@@ -55,6 +55,7 @@ def _check_floats(fn, *values):
 
 def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     """Fill with uniform samples on [from, to)."""
+    _check_generator(generator, "uniform_")
     from_ = kw.pop("from", from_)
     _check_floats("uniform_", ("from", from_), ("to", to))
     _float_dtype(self.dtype, "check_uniform_bounds")
@@ -89,6 +90,7 @@ def _check_uniform_bounds(dtype, from_, to):
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fill with normal samples."""
+    _check_generator(generator, "normal_")
     _check_floats("normal_", ("mean", mean), ("std", std))
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
@@ -106,6 +108,7 @@ _UNSET = object()
 
 def random_(self, from_=_UNSET, to=_UNSET, *, generator=None, **kw):
     """Fill with integers from [from, to) (default: the dtype's range of exact integers)."""
+    _check_generator(generator, "random_")
     from_ = kw.pop("from", from_)
     if to is _UNSET and from_ is _UNSET:                 # random_()
         node, from_, to = "RandomBackward2", 0, None
@@ -146,6 +149,7 @@ def _check_random_ints(*bounds):
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 0/1 samples with probability ``p`` (a number or tensor)."""
+    _check_generator(generator, "bernoulli_")
     on_host = isinstance(p, Tensor) and p.device != self.device
     node = "BernoulliBackward1" if isinstance(p, Tensor) else "BernoulliBackward2"
     if isinstance(p, Tensor):
@@ -186,6 +190,7 @@ def _check_expandable(probs, target):
 
 def exponential_(self, lambd=1.0, *, generator=None):
     """Fill with exponential samples of rate ``lambd``."""
+    _check_generator(generator, "exponential_")
     _check_floats("exponential_", ("lambd", lambd))
     _continuous(self, "Exponential")
     if not lambd > 0:
@@ -196,6 +201,7 @@ def exponential_(self, lambd=1.0, *, generator=None):
 
 def geometric_(self, p, *, generator=None):
     """Fill with geometric samples (number of trials to the first success)."""
+    _check_generator(generator, "geometric_")
     _check_floats("geometric_", ("p", p))
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
@@ -206,6 +212,7 @@ def geometric_(self, p, *, generator=None):
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     """Fill with log-normal samples."""
+    _check_generator(generator, "log_normal_")
     _check_floats("log_normal_", ("mean", mean), ("std", std))
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
@@ -216,6 +223,7 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with Cauchy samples."""
+    _check_generator(generator, "cauchy_")
     _check_floats("cauchy_", ("median", median), ("sigma", sigma))
     _continuous(self, "Cauchy", c_name=True)
     if not sigma > 0:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._creation import (_alloc, _finish, _out_device, _out_dtype, _place, _target,
-                             _write_out)
+                             _write_out, check_requires_grad)
 from ember._device import as_device, get_default_device
 from ember._warn import outside_level
 from ember._tensor import Tensor
@@ -67,6 +67,7 @@ def _span(start, end, step, fn="arange"):
 def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
            requires_grad=False):
     """Values from ``start`` up to (excluding) ``end`` in steps of ``step``."""
+    check_requires_grad(requires_grad, "arange")
     start, end, step = _span(start, end, step)
     dtype = _out_dtype(dtype, out)
     if dtype is None:
@@ -141,6 +142,7 @@ def _space_dtype(name, start, end, dtype):
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    check_requires_grad(requires_grad, "linspace")
     if isinstance(steps, bool) or not hasattr(type(steps), "__index__"):
         raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
     steps = steps.__index__()
@@ -189,6 +191,7 @@ def _evenly_spaced(start, end, steps, step_type):
 def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
              device=None, requires_grad=False):
     """``steps`` values spaced evenly on a log scale from ``base**start`` to ``base**end``."""
+    check_requires_grad(requires_grad, "logspace")
     _, dev = _target(_out_device(device, out))
     dtype = _space_dtype("logspace", *_space_ends("logspace", start, end),
                          _out_dtype(dtype, out))

@@ -158,8 +158,8 @@ class NestedTensor:
 
 
 def _component_repr(t, grad):
-    if grad and not t.requires_grad:
-        return t.__repr__(tensor_contents=None)[:-1] + ", requires_grad=True)"
+    if grad:            # (a copied component's own grad_fn is not shown)
+        return t.detach().__repr__(tensor_contents=None)[:-1] + ", requires_grad=True)"
     return repr(t)
 
 
@@ -184,9 +184,9 @@ def as_nested_tensor(ts, dtype=None, device=None, layout=None):
                         "/ tuple of tensors ")
     tensors = list(ts.unbind(0)) if isinstance(ts, ember.Tensor) else list(ts)
     _check_same_dim(tensors)
-    # PyTorch records the packing as a node: a nested tensor of tensors that require grad
-    # is not a leaf
-    return NestedTensor((t.to(dtype=dtype, device=device) for t in tensors),
+    # PyTorch records the packing as a node (a nested tensor of tensors that require grad
+    # is not a leaf) and copies the components (differentiably): in-place ops never reach the inputs
+    return NestedTensor((t.to(dtype=dtype, device=device, copy=True) for t in tensors),
                         is_leaf=not any(t.requires_grad for t in tensors))
 
 
@@ -212,7 +212,7 @@ def to_padded_tensor(input, padding, output_size=None):
         if len(output_size) != input.dim():
             raise RuntimeError("Length of output_size does not match NestedTensor dims. "
                                "Broadcasting is not supported.")
-        if any(want < have for want, have in zip(output_size[1:], target)):
+        if any(want < have for want, have in zip(output_size, [len(comps)] + target)):
             raise RuntimeError("Value in output_size is less than NestedTensor padded size. "
                                "Truncation is not supported.")
         target = list(output_size)[1:]
@@ -222,4 +222,8 @@ def to_padded_tensor(input, padding, output_size=None):
         for d in reversed(range(t.dim())):
             pad += [0, target[d] - t.shape[d]]
         padded.append(ember.nn.functional.pad(t, pad, value=padding))
-    return ember.stack(padded)
+    out = ember.stack(padded)
+    extra = 0 if output_size is None else output_size[0] - len(comps)
+    if extra:               # output_size[0] adds whole components of padding
+        out = ember.nn.functional.pad(out, [0, 0] * len(target) + [0, extra], value=padding)
+    return out

@@ -358,7 +358,7 @@ def _norm_dtype(x, dtype):
     return x.astype(dtype.np)
 
 
-@op("norm(input, p='fro', dim=None, keepdim=False, *, dtype=None)", promote=NORM,
+@op("norm(input, p='fro', dim=None, keepdim=False, dtype=None)", promote=NORM,
     upcast=False, grad_fn_name="LinalgVectorNormBackward0")
 def norm(xp, x, p, dim, keepdim, dtype):
     """The vector p-norm over ``dim`` (all elements by default); ``p`` may be inf, -inf or 0,

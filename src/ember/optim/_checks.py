@@ -24,8 +24,9 @@ def check_positive(**options):
     """Each option must be > 0 (SparseAdam's lr and eps: "Invalid epsilon value: 0.0"); a
     tensor must hold one element."""
     for name, v in options.items():
-        check_tensor_lr(v)
-        if not 0.0 < value(v):
+        if name == "lr":
+            check_tensor_lr(v)
+        if not 0.0 < _one_value(v):
             label = {"eps": "epsilon value", "lr": "learning rate"}.get(name, f"{name} value")
             raise ValueError(f"Invalid {label}: {v}")
 
@@ -50,5 +51,13 @@ def check_betas(betas):
     """Both betas must lie in [0, 1)."""
     for i in (0, 1):
         b = betas[i]
-        if not 0.0 <= value(b) < 1.0:
+        if not 0.0 <= _one_value(b) < 1.0:
             raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+
+
+def _one_value(v):
+    """``v`` as a number, or the error PyTorch's comparison raises for a tensor of several
+    elements."""
+    if isinstance(v, Tensor) and v.numel() != 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return value(v)

@@ -4,7 +4,7 @@ import math
 
 from ember._tensor import Tensor
 from ember.backend import xp_of
-from ember.optim._checks import check_fused, check_tensor_lr
+from ember.optim._checks import check_betas, check_fused, check_tensor_lr
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, scale_, slot,
                                 state_like, step_count, value)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
@@ -162,9 +162,6 @@ def _check(lr, betas, eps, weight_decay):
         raise ValueError(f"Invalid learning rate: {lr}")
     if not 0.0 <= eps:
         raise ValueError(f"Invalid epsilon value: {eps}")
-    for i in (0, 1):
-        b = betas[i]
-        if not 0.0 <= value(b) < 1.0:
-            raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+    check_betas(betas)
     if not 0.0 <= weight_decay:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")

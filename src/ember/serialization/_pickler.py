@@ -8,6 +8,7 @@ PyTorch: the pure-Python pickler lets this subclass write those names itself.
 
 import ctypes
 import pickle
+import types
 from collections import OrderedDict
 
 import numpy as np
@@ -182,8 +183,24 @@ class Pickler(pickle._Pickler):
     def _save_dtype(self, obj):
         self.save(N.DTYPE_GLOBALS[obj])     # through the memo: each name is written once
 
+    def save_global(self, obj, name=None):
+        """Python's ``save_global`` raising the errors of the C pickler PyTorch uses: an
+        AttributeError for a local object, "attribute lookup ... failed" for a missing one."""
+        qualname = name or getattr(obj, "__qualname__", None) or obj.__name__
+        if "<locals>" in qualname.split("."):
+            raise AttributeError(f"Can't pickle local object {qualname!r}")
+        try:
+            super().save_global(obj, name)
+        except pickle.PicklingError as e:
+            if "it's not found as" not in str(e):
+                raise
+            module = pickle.whichmodule(obj, qualname)
+            raise pickle.PicklingError(f"Can't pickle {obj!r}: attribute lookup {qualname} on "
+                                       f"{module} failed") from None
+
     dispatch[N.TorchGlobal] = _save_torch_global
     dispatch[D.dtype] = _save_dtype
+    dispatch[types.FunctionType] = save_global
 
 
 def _reduce_sparse(t):

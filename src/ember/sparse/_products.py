@@ -187,6 +187,9 @@ def _check_sampled(input, mat1, mat2):
     if mat1.dtype is not mat2.dtype:
         raise RuntimeError(f"sampled_addmm: Expected mat1 and mat2 to have the same dtype, but "
                            f"got {mat1.dtype._torch_name} and {mat2.dtype._torch_name}")
+    if mat1.dtype is not input.dtype:
+        raise RuntimeError(f"sampled_addmm: Expected mat1 and self to have the same dtype, but "
+                           f"got {mat1.dtype._torch_name} and {input.dtype._torch_name}")
     if input.shape[0] != mat1.shape[0]:
         raise RuntimeError("sampled_addmm: self.shape[-2] must match mat1.shape[-2]")
     if input.shape[1] != mat2.shape[1]:
