@@ -285,11 +285,19 @@ def xp_for(dev):
 
 
 def special_of(xp):
-    """scipy.special for numpy, cupyx.scipy.special for cupy."""
+    """scipy.special (with cpu_math's fast float32 erf) for numpy, cupyx.scipy.special for
+    cupy."""
     if xp is not np:
         return cuda_backend().special
+    return _cpu_special()
+
+
+@functools.cache
+def _cpu_special():
     import scipy.special
-    return scipy.special
+
+    from ember.backend.cpu_math import CpuSpecial
+    return CpuSpecial(scipy.special)
 
 
 @functools.cache
