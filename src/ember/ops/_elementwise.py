@@ -1,10 +1,13 @@
 """Helpers that declare elementwise ops in one line each (forward, derivative, in-place)."""
 
+import functools
+
+from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._promotion import FLOAT
 from ember.ops._registry import op
 
-__all__ = ["unary", "binary", "conj_grad", "zeros_for"]
+__all__ = ["unary", "binary", "conj_grad", "zeros_for", "fused_for_half"]
 
 
 def unary(signature, forward, derivative=None, *, doc, promote=FLOAT, saves_inputs=True,
@@ -49,3 +52,21 @@ def conj_grad(t):
     if isinstance(t, Tensor):
         return t.conj() if t._data.dtype.kind == "c" else t
     return t.conjugate() if isinstance(t, complex) else t
+
+
+def fused_for_half(derivative):
+    """``derivative`` computed in float32 for float16/bfloat16 gradients and rounded once,
+    as PyTorch's fused backward kernels (tanh_backward, silu_backward, ...) do; each ember
+    op of the formula would round its own result."""
+    @functools.wraps(derivative)          # (keeps the signature the registry reads)
+    def wrapped(grad, *args, **kwargs):
+        dtype = grad.dtype
+        if dtype is not D.float16 and dtype is not D.bfloat16:
+            return derivative(grad, *args, **kwargs)
+
+        def up(t):
+            return t.float() if isinstance(t, Tensor) and t.dtype is dtype else t
+        result = derivative(grad.float(), *map(up, args),
+                            **{k: up(v) for k, v in kwargs.items()})
+        return result.to(dtype)
+    return wrapped

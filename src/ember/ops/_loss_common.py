@@ -4,6 +4,7 @@ form), and applying a reduction to elementwise losses."""
 import warnings
 
 from ember._warn import outside_level
+from ember.ops._reduce import narrow_to, wide
 
 __all__ = ["legacy_reduction", "reduction_of", "reduce_loss", "REDUCTIONS", "REDUCTION_ENUM",
            "reduction_name", "warn_size_mismatch", "refuse_grad"]
@@ -87,11 +88,14 @@ def reduce_array(xp, loss, reduction):
     """An elementwise loss array reduced as ``reduction`` says (the mean of none is NaN)."""
     if reduction == "none":
         return loss
+    # 16-bit floats accumulate in float32, as PyTorch's sum and mean do (NumPy would add
+    # bfloat16 in bfloat16, which stops growing at 256 when adding ones)
+    total = wide(loss).sum()
     if reduction == "sum":
-        return loss.sum()
+        return narrow_to(total, loss.dtype)
     if not loss.size:
         return xp.asarray(xp.nan, loss.dtype)
-    return (loss.sum() / loss.size).astype(loss.dtype)
+    return (total / loss.size).astype(loss.dtype)
 
 
 def reduced_grad(grad, x, reduction):

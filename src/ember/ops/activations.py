@@ -13,7 +13,7 @@ from ember._tensor import _make
 from ember.backend import device_scalar
 from ember.ops._promotion import Policy
 from ember.ops._scalars import checked_scalar, fitted_number, number_arg, real_number
-from ember.ops._elementwise import zeros_for
+from ember.ops._elementwise import fused_for_half, zeros_for
 from ember.ops._registry import op, rename_node
 
 __all__ = ["act_op", "const", "float_kernel", "masked", "relu", "hardtanh", "threshold",
@@ -306,6 +306,7 @@ def hardswish(xp, x):
 
 
 @hardswish.derivative
+@fused_for_half
 def _(grad, x):
     from ember.ops.binary_math import where
     a = x._data

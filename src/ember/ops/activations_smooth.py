@@ -5,7 +5,7 @@ import math
 
 from ember.backend import special_of
 from ember.ops._dims import wrap_dim
-from ember.ops._elementwise import conj_grad
+from ember.ops._elementwise import conj_grad, fused_for_half
 from ember.ops._scalars import fitted_number, number_arg
 from ember.ops.activations import _number, act_op, const, float_kernel
 
@@ -43,7 +43,7 @@ def elu(xp, x, alpha):
     return _elu(xp, x, fitted_number(number_arg(alpha, "elu", "alpha", 2), x.dtype), 1, 1)
 
 
-elu.derivative(lambda grad, x, alpha: _elu_grad(grad, x, _number(alpha), 1, 1))
+elu.derivative(fused_for_half(lambda grad, x, alpha: _elu_grad(grad, x, _number(alpha), 1, 1)))
 
 
 @act_op("selu(input)", method=False, promote=_ELU)
@@ -52,7 +52,7 @@ def selu(xp, x):
     return _elu(xp, x, _SELU_ALPHA, _SELU_SCALE, 1)
 
 
-selu.derivative(lambda grad, x: _elu_grad(grad, x, _SELU_ALPHA, _SELU_SCALE, 1))
+selu.derivative(fused_for_half(lambda grad, x: _elu_grad(grad, x, _SELU_ALPHA, _SELU_SCALE, 1)))
 selu.name_nodes("EluBackward0")          # PyTorch computes selu by elu
 
 
@@ -70,7 +70,7 @@ def _celu_grad(grad, x, alpha):
     return _elu_grad(grad, x, alpha, 1, 1 / alpha)
 
 
-celu.derivative(_celu_grad)
+celu.derivative(fused_for_half(_celu_grad))
 
 
 # --- gelu, silu, mish -------------------------------------------------------------------------
@@ -109,6 +109,40 @@ def _tail_terms(xp, x, coefficients):
     return a, t, gauss, q
 
 
+def _gelu_erf_form(xp, x):
+    """gelu(x) = x Phi(x) of a float32 array, from the tail form of Phi."""
+    x1 = xp.atleast_1d(x)               # the in-place steps need arrays, not 0-d scalars
+    # x Phi(x) = (x + |x|) / 2 - |x| Phi(-|x|); x + |x| is nan at -inf, as PyTorch's gelu
+    a, t, gauss, q = _tail_terms(xp, x1, _ERFCX_Q)
+    out = x1 + a
+    xp.divide(1, a, out=a)              # |x| t = 1 / (1 / |x| + _T_SCALE), finite at inf
+    a += _T_SCALE
+    xp.divide(1, a, out=a)
+    q *= a
+    q *= gauss                          # 2 |x| Phi(-|x|)
+    out -= q
+    out *= 0.5
+    return out.reshape(x.shape)
+
+
+def _gelu_erf_grad(xp, grad, x):
+    """``grad * (Phi(x) + x pdf(x))`` for float32 arrays, from the tail form of Phi."""
+    x1 = xp.atleast_1d(x)
+    _, t, gauss, tail = _tail_terms(xp, x1, _PHI_Q)
+    tail *= t
+    tail *= gauss                       # Phi(-|x|)
+    d = tail * -2                       # Phi(x): Phi(-|x|) for x <= 0, else 1 - Phi(-x)
+    d += 1
+    d *= x1 > 0
+    d += tail
+    gauss *= x1
+    gauss *= _INV_SQRT_2PI
+    d += gauss
+    d = d.reshape(x.shape)
+    d *= grad
+    return d
+
+
 @act_op("gelu(input, *, approximate='none')", namespace="nn.functional",
         promote=float_kernel("GeluKernelImpl"), out=True)
 def gelu(xp, x, approximate):
@@ -116,18 +150,7 @@ def gelu(xp, x, approximate):
     if approximate == "none":
         if x.dtype == xp.float64:
             return x * special_of(xp).ndtr(x)
-        x1 = xp.atleast_1d(x)           # the in-place steps need arrays, not 0-d scalars
-        # x Phi(x) = (x + |x|) / 2 - |x| Phi(-|x|); x + |x| is nan at -inf, as PyTorch's gelu
-        a, t, gauss, q = _tail_terms(xp, x1, _ERFCX_Q)
-        out = x1 + a
-        at = xp.divide(1, a)            # |x| t = 1 / (1 / |x| + _T_SCALE), finite at inf
-        at += _T_SCALE
-        xp.divide(1, at, out=at)
-        q *= at
-        q *= gauss                      # 2 |x| Phi(-|x|)
-        out -= q
-        out *= 0.5
-        return out.reshape(x.shape)
+        return _gelu_erf_form(xp, x)
     if approximate == "tanh":
         # halving x first keeps x * 2 from overflowing where tanh is 1
         return x * 0.5 * (xp.tanh((x + _TANH_C * x * x * x) * _TANH_K) + 1)
@@ -148,18 +171,7 @@ def _gelu_backward(xp, grad, x, approximate):
         if x.dtype == xp.float64:
             d = special_of(xp).ndtr(x) + x * xp.exp(x * x * -0.5) * _INV_SQRT_2PI
         else:
-            x1 = xp.atleast_1d(x)
-            _, t, gauss, tail = _tail_terms(xp, x1, _PHI_Q)
-            tail *= t
-            tail *= gauss                   # Phi(-|x|)
-            d = tail * -2                   # Phi(x): Phi(-|x|) for x <= 0, else 1 - Phi(-x)
-            d += 1
-            d *= x1 > 0
-            d += tail
-            gauss *= x1
-            gauss *= _INV_SQRT_2PI
-            d += gauss
-            d = d.reshape(x.shape)
+            return _gelu_erf_grad(xp, grad, x)
     else:
         x2 = x * x
         t = xp.tanh((x + _TANH_C * x2 * x) * _TANH_K)
@@ -196,6 +208,7 @@ def silu(xp, x):
 
 
 @silu.derivative
+@fused_for_half
 def _(grad, x):
     s = x.sigmoid()
     return grad * conj_grad(s * (1 + x * (1 - s)))
@@ -208,6 +221,7 @@ def mish(xp, x):
 
 
 @mish.derivative
+@fused_for_half
 def _(grad, x):
     t = softplus(x).tanh()
     return grad * (t + x * x.sigmoid() * (1 - t * t))
@@ -226,6 +240,7 @@ def softplus(xp, x, beta, threshold):
 
 
 @softplus.derivative
+@fused_for_half
 def _(grad, x, beta, threshold):
     beta, threshold = _number(beta), _number(threshold)
     from ember.ops.binary_math import where
@@ -240,7 +255,7 @@ def logsigmoid(xp, x):
     return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
 
 
-logsigmoid.derivative(lambda grad, x: grad * (-x).sigmoid())
+logsigmoid.derivative(fused_for_half(lambda grad, x: grad * (-x).sigmoid()))
 
 
 # --- glu --------------------------------------------------------------------------------------

@@ -217,7 +217,13 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     weights = out[1]
     gk, gv = _groups(q, k, v, enable_gqa)
     scale = _scale(q.shape[-1], scale)
-    if grad.dtype != weights.dtype:     # half inputs: float32 weights, and so the backward
+    # sum_j dp_ij w_ij below is grad_i . output_i, the smaller product, where PyTorch's
+    # kernel reads the rounded output too: all but its CPU math kernel, which forms it in
+    # float32 for half inputs
+    half = grad.dtype != weights.dtype
+    from_output = not half or q.device.type != "cpu" or _cpu_flash(q, k, v, dropout_p,
+                                                                    enable_gqa)
+    if half:                            # half inputs: float32 weights, and so the backward
         grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
     grad_lse = None
     flash = weights.ndim < q.ndim       # a flash forward's log-sum-exp (NOTE [SDPA outputs])
@@ -233,9 +239,8 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     dp = _grouped(grad, v.mT, gv)
     if dropout_p > 0:
         dp = dp * drop
-    # sum_j dp_ij w_ij equals grad_i . output_i (the smaller product), plus the double
-    # backward term
-    rows = (grad * out[0]).sum(-1, keepdim=True)
+    # sum_j dp_ij w_ij (see above), plus the double backward term
+    rows = (grad * out[0] if from_output else dp * weights).sum(-1, keepdim=True)
     if carries_gradient(grad_weights):                          # only in double backward
         dp = dp + grad_weights
         rows = rows + (grad_weights * weights).sum(-1, keepdim=True)

@@ -295,8 +295,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     out = out.index_add(0, bag, rows)
     if mode == "mean":
         # (index_add, not bincount: a result shape known without reading ``bag``, so that
-        # the meta device can run it)
-        counts = out.new_zeros(b).index_add(0, bag, out.new_ones(bag.shape)).clamp_min(1)
+        # the meta device can run it; counted as integers: bfloat16 stops counting at 256)
+        counts = bag.new_zeros(b).index_add(0, bag, bag.new_ones(bag.shape)).clamp_min(1)
         out = out / counts.unsqueeze(1)
     return rename_node(out, "EmbeddingBagBackward0")
 

@@ -5,8 +5,8 @@ for Hermitian input) at max(atol, rtol * largest)."""
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.ops._linalg_utils import (checked_svd, column_major, mh, named_result, real_dtype,
-                                     torch_name)
+from ember.ops._linalg_utils import (check_float, check_kernel, checked_svd, column_major, mh,
+                                     named_result, real_dtype, torch_name)
 from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch
 
@@ -106,12 +106,17 @@ def matrix_rank(xp, a, tol, hermitian, atol, rtol):
     if a.ndim < 2:
         raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least "
                            "2 dimensions.")
-    _double_or_float(a)
     if tol is not None:
         atol, rtol = tol, 0.0
+    if rtol is None:            # PyTorch's default rtol reads the dtype's epsilon
+        _double_or_float(a)
     m, n = a.shape[-2:]
     if a.size == 0:
         return xp.zeros(a.shape[:-2], np.int64)
+    if hermitian:
+        check_kernel(a, "linalg_eigh_cpu")
+    else:
+        check_float("linalg.svd", a, "linalg_svd_cpu")
     s = xp.abs(xp.linalg.eigvalsh(a)) if hermitian else checked_svd(xp, a, compute_uv=False)
     limit = _tolerance(xp, s.max(axis=-1, keepdims=True), m, n, a.dtype, atol, rtol)
     return (s > limit).sum(axis=-1).astype(np.int64)
@@ -119,7 +124,7 @@ def matrix_rank(xp, a, tol, hermitian, atol, rtol):
 
 # --- lstsq ------------------------------------------------------------------------------------
 
-def _check_lstsq(a, b, driver):
+def _check_lstsq(a, b, driver, rcond):
     name = "torch.linalg.lstsq"
     if a.ndim < 2:
         raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
@@ -128,7 +133,8 @@ def _check_lstsq(a, b, driver):
     if a.dtype != b.dtype:
         raise RuntimeError(f"{name}: Expected input and other to have the same dtype, but got "
                            f"input's dtype {torch_name(a)} and other's dtype {torch_name(b)}")
-    _double_or_float(a)
+    if rcond is None:           # PyTorch's default rcond reads the dtype's epsilon
+        _double_or_float(a)
     if not (a.ndim >= b.ndim and a.ndim - b.ndim <= 1):
         raise RuntimeError(f"{name}: input.dim() must be greater or equal to other.dim() and "
                            f"(input.dim() - other.dim()) <= 1")
@@ -145,6 +151,7 @@ def _check_lstsq(a, b, driver):
     if driver is not None and driver not in _DRIVERS:
         raise RuntimeError(f"{name}: parameter `driver` should be one of (gels, gelsy, gelsd, "
                            f"gelss)")
+    check_kernel(a, "linalg_lstsq_cpu")
     return vector
 
 
@@ -158,7 +165,7 @@ def lstsq(xp, a, b, rcond, driver):
 
     Every driver is computed through the SVD: 'gelsy' determines the rank from it rather
     than from a pivoted QR, which differs only for singular values near the threshold."""
-    vector = _check_lstsq(a, b, driver)
+    vector = _check_lstsq(a, b, driver, rcond)
     driver = driver or "gelsy"
     m, n = a.shape[-2:]
     b2 = b[..., None] if vector else b

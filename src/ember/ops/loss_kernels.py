@@ -5,6 +5,7 @@ their argument checks) are in loss_pointwise.py and loss_margin.py."""
 
 from ember._tensor import _make
 from ember.backend import xp_of
+from ember.ops._linalg_utils import check_kernel
 from ember.ops._loss_common import promoted_dtype, reduce_array, reduced_grad
 from ember.ops._registry import op
 from ember.ops.activations import masked
@@ -89,6 +90,7 @@ def _rows(x):
 def _multi_margin_loss(xp, x, y, w, p, margin, reduction):
     """``sum_i max(0, margin - x[y] + x[i])**p * weight[y] / C`` over i != y, per sample
     (checked class-index target), reduced; an unbatched loss has the target's shape."""
+    check_kernel(x, "multi_margin_loss_cpu_kernel", "f")    # 16-bit floats raise too
     rows, c = _rows(x)
     dtype, compute = promoted_dtype(x, w)
     rows, yy = rows.astype(compute), y.reshape(-1, 1)
@@ -156,6 +158,7 @@ def _hinges(xp, rows, safe):
 def _multilabel_margin_loss(xp, x, t, reduction):
     """``sum max(0, 1 - (x[y_j] - x[i])) / C`` over listed targets j and non-target classes
     i, per sample (checked target), reduced."""
+    check_kernel(x, "multilabel_margin_loss_forward_out_frame", "f")
     rows, c = _rows(x)
     pairs, safe = _label_pairs(xp, rows, t.reshape(rows.shape))
     hinge = xp.maximum(_hinges(xp, rows, safe), 0)

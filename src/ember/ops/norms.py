@@ -251,6 +251,8 @@ def cond(xp, a, p):
     real = real_dtype(a.dtype) if a.dtype.kind in "fc" else a.dtype
     if a.size == 0:
         return xp.zeros(a.shape[:-2], real)
+    if p == "nuc":              # PyTorch takes the nuclear norm (an SVD) before the inverse
+        check_float("linalg.svd", a, "linalg_svd_cpu")
     inverse, info = inv_ex.forward(xp, a, False)
     singular = info[..., None, None] > 0
     inverse = xp.where(singular, 0, inverse)    # not garbage into the norms: inf comes after

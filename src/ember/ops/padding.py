@@ -180,6 +180,7 @@ def _(grad, x, pad, mode, value):
 @op("_pad_backward(grad_output, input_size, pad, mode)", method=False, saves_inputs=False)
 def _pad_backward(xp, g, input_size, pad, mode):
     """The adjoint of a reflect/replicate/circular pad: sums each output onto its source."""
+    dtype = g.dtype             # (NumPy's matmul of bfloat16 arrays gives float32)
     for dim, lo, hi in _pairs(pad, len(input_size)):
         if not (lo or hi):
             continue
@@ -188,7 +189,7 @@ def _pad_backward(xp, g, input_size, pad, mode):
         onehot = (index[:, None] == xp.arange(n)[None, :]).astype(g.dtype)
         moved = xp.moveaxis(g, dim, -1)
         g = xp.moveaxis(moved @ onehot, -1, dim)
-    return xp.ascontiguousarray(g)
+    return xp.ascontiguousarray(g.astype(dtype, copy=False))
 
 
 @_pad_backward.derivative

@@ -20,7 +20,7 @@ from ember.ops._linalg_utils import on_host
 from ember.ops._promotion import Policy
 from ember.ops._scalars import int64_arg, number_arrays
 from ember.ops.binary_math import where
-from ember.ops.unary_math import _lgamma
+from ember.ops.unary_math import _lgamma, erf
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
@@ -54,12 +54,12 @@ def _scipy(name):
 
 
 def _special(name, forward, derivative=None, *, doc, half=True, kernel=None, arg="input",
-             float8_kernel=None):
+             float8_kernel=None, **options):
     """A real elementwise op of ``ember.special`` (no method, no in-place variant); ``arg``
     names its parameter (a few are ``x`` in PyTorch)."""
     policy = real_policy(kernel or f"{name}_cpu", half=half, float8_kernel=float8_kernel)
     return unary(f"{name}({arg})", forward, derivative, doc=doc, namespace="special",
-                 promote=policy, inplace=False, scalars=False)
+                 promote=policy, inplace=False, scalars=False, **options)
 
 
 def _safe(x):
@@ -150,10 +150,25 @@ airy_ai = _special("airy_ai", _airy_ai, half=False, arg="x", doc="The Airy funct
 
 # --- the normal distribution and erfcx --------------------------------------------------------
 
-ndtr = _special("ndtr", _scipy("ndtr"),
+def _ndtr(xp, x):
+    # PyTorch's ndtr is the composite (1 + erf(x * sqrt(1/2))) * 0.5, not the accurate tail
+    # (it is 0 below x = -5.5 in float32); a 16-bit float computes each step in float32 and
+    # rounds it to its dtype
+    dtype = x.dtype
+    if dtype.itemsize != 2:
+        return (1 + erf.forward(xp, x * dtype.type(math.sqrt(0.5)))) * dtype.type(0.5)
+    f32 = xp.float32
+
+    def rounded(a):
+        return a.astype(dtype).astype(f32)
+    scaled = rounded(x.astype(f32) * f32(math.sqrt(0.5)))
+    return (rounded(1 + rounded(erf.forward(xp, scaled))) * f32(0.5)).astype(dtype)
+
+
+ndtr = _special("ndtr", _ndtr,
                 lambda grad, x: grad * (x * x * -0.5).exp() / _SQRT_2PI,
                 doc="The standard normal cumulative distribution function.",
-                kernel="erf_vml_cpu", float8_kernel="mul_cpu_reduced_float")
+                kernel="erf_vml_cpu", float8_kernel="mul_cpu_reduced_float", upcast=False)
 ndtri = _special("ndtri", _scipy("ndtri"),
                  lambda grad, x, *, out: grad * _SQRT_2PI * (out * out * 0.5).exp(),
                  doc="The inverse of ``ndtr``: the quantile of the standard normal.",

@@ -6,7 +6,7 @@ import math
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.backend import device_scalar, special_of, xp_of
-from ember.ops._elementwise import conj_grad, unary, zeros_for
+from ember.ops._elementwise import conj_grad, fused_for_half, unary, zeros_for
 from ember.ops._inplace import call_inplace
 from ember.ops._promotion import REAL_FLOAT, SAME, Policy
 from ember.ops._registry import op
@@ -111,7 +111,8 @@ sinh = _math("sinh(input)", "sinh", lambda grad, x: grad * conj_grad(x.cosh()),
              "The hyperbolic sine of each element.")
 cosh = _math("cosh(input)", "cosh", lambda grad, x: grad * conj_grad(x.sinh()),
              "The hyperbolic cosine of each element.")
-tanh = _math("tanh(input)", "tanh", lambda grad, x, *, out: grad * conj_grad(1 - out * out),
+tanh = _math("tanh(input)", "tanh",
+             fused_for_half(lambda grad, x, *, out: grad * conj_grad(1 - out * out)),
              "The hyperbolic tangent of each element.", saves_inputs=False)
 asinh = _math("asinh(input)", "arcsinh", lambda grad, x: grad / conj_grad((x * x + 1).sqrt()),
               "The inverse hyperbolic sine of each element.")
@@ -139,8 +140,18 @@ def _sigmoid(xp, x):
     return special_of(xp).expit(x)          # stable: never evaluates exp of a large number
 
 
-sigmoid = unary("sigmoid(input)", _sigmoid,
-                lambda grad, x, *, out: grad * conj_grad(out * (1 - out)),
+@fused_for_half
+def _sigmoid_float_grad(grad, out):
+    return grad * conj_grad(out * (1 - out))
+
+
+def _sigmoid_grad(grad, x, *, out):
+    if grad.dtype is D.float16:     # PyTorch's Half kernel rounds each product: no fusing
+        return grad * (1 - out) * out
+    return _sigmoid_float_grad(grad, out)
+
+
+sigmoid = unary("sigmoid(input)", _sigmoid, _sigmoid_grad,
                 doc="The logistic sigmoid ``1 / (1 + exp(-input))`` of each element.",
                 saves_inputs=False, scalars=False)
 
