@@ -3,18 +3,22 @@ softmax and log_softmax."""
 
 import math
 
+import numpy as np
+
 from ember import _dtype as D
-from ember.backend import accumulate
+from ember._tensor import _make
+from ember.backend import accumulate, reads_stall, xp_of
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import binary, conj_grad
 from ember.ops._promotion import Policy
-from ember.ops._reduce import cast_input, cpu_wide, flip
+from ember.ops._reduce import cast_input, cpu_wide, flip, grad_enabled
 from ember.ops._registry import op
 from ember.ops.binary_math import where
 from ember.ops.unary_math import exp2, log1p
 
 _LN2 = math.log(2.0)
 _UPCAST = {D.float16.np, D.bfloat16.np}
+_FAST = {np.dtype(np.float32), np.dtype(np.float64)}
 
 
 def _inexact_policy(kernel, *, complex_ok):
@@ -138,9 +142,52 @@ def _finish(out, result, zero_dim):
     return out if out.dtype == result else out.astype(result)
 
 
-def _shifted(x, d):
-    """``x`` minus its maximum along ``d`` (a new array): exp of it cannot overflow."""
-    return x - x.max(axis=d, keepdims=True)
+def row_sums(xp, a):
+    """Sums of 2-d ``a`` over its last axis. einsum is several times faster than NumPy's sum
+    along a short axis; a BLAS matrix-vector product is only as fast, and from some 2^19
+    elements OpenBLAS spreads it over threads, which stall for milliseconds on a busy
+    machine."""
+    return xp.einsum("ij->i", a)
+
+
+def _sums(xp, a, d):
+    """Sums of ``a`` along axis ``d``, kept as a size-1 axis."""
+    if d != a.ndim - 1 or a.dtype.kind != "f" or a.size == 0:
+        return a.sum(axis=d, keepdims=True)
+    return row_sums(xp, a.reshape(-1, a.shape[-1])).reshape(a.shape[:-1] + (1,))
+
+
+def _exp_shifted(xp, x, d):
+    """(``exp(x - shift)`` as a new array, its sums along ``d``): exp cannot overflow. The
+    shift is the global max (one fast full reduction, where a slice max can cost more than
+    the exp) when every slice's max stays close to it, else each slice's own max; on a GPU
+    always each slice's (checking would wait for the device)."""
+    if not reads_stall(xp):
+        shift = x.max()
+        e = x - shift
+        xp.exp(e, out=e)
+        sums = _sums(xp, e, d)
+        # a sum of at least 2^-20 puts every slice max within 14 + log(n) of the global one,
+        # so exp keeps all that float rounding would keep (False for NaN: infinities, rows
+        # of -inf)
+        if sums.min() >= 2.0 ** -20:
+            return e, sums
+    e = x - x.max(axis=d, keepdims=True)
+    xp.exp(e, out=e)
+    return e, _sums(xp, e, d)
+
+
+def _outside_vmap():
+    """Whether no vmap is active (under vmap, ``_data`` is a placeholder, not the values)."""
+    from ember.func._batched import STATE
+    return not STATE.levels
+
+
+def _array_backward(grad, out):
+    """Whether a derivative may run on arrays: first order, outside vmap, in one float32 or
+    float64 dtype (the composition of ember ops handles everything else)."""
+    return (not grad_enabled() and out.ndim and grad._data.dtype in _FAST
+            and grad._data.dtype == out._data.dtype and _outside_vmap())
 
 
 @op("softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
@@ -150,15 +197,19 @@ def softmax(xp, x, dim, dtype):
     x, d, result = _softmax_input(xp, "softmax", x, dim, dtype)
     if x.size == 0:
         return x.astype(result)
-    e = _shifted(x, d)
-    xp.exp(e, out=e)
-    e /= e.sum(axis=d, keepdims=True)
+    e, sums = _exp_shifted(xp, x, d)
+    e /= sums
     return _finish(e, result, zero_dim)
 
 
 @softmax.derivative
 def _(grad, x, dim, dtype, *, out):
     d = wrap_dim(dim, x.ndim)
+    if _array_backward(grad, out):
+        xp, g, y = xp_of(out._data), grad._data, out._data
+        gx = g - _sums(xp, g * y, d)
+        gx *= y
+        return _make(gx)
     return out * (grad - (grad * out).sum(d, keepdim=True))
 
 
@@ -169,13 +220,19 @@ def log_softmax(xp, x, dim, dtype):
     x, d, result = _softmax_input(xp, "log_softmax", x, dim, dtype)
     if x.size == 0:
         return x.astype(result)
-    s = _shifted(x, d)
-    s -= xp.log(xp.exp(s).sum(axis=d, keepdims=True))
+    # each slice's own max (not softmax's global one): near 0, at the likely classes,
+    # x - max - log(sums) then loses no digits to cancellation
+    s = x - x.max(axis=d, keepdims=True)
+    s -= xp.log(_sums(xp, xp.exp(s), d))
     return _finish(s, result, zero_dim)
 
 
 @log_softmax.derivative
 def _(grad, x, dim, dtype, *, out):
     d = wrap_dim(dim, x.ndim)
+    if _array_backward(grad, out):
+        xp, g = xp_of(out._data), grad._data
+        gx = xp.exp(out._data)
+        gx *= _sums(xp, g, d)
+        return _make(xp.subtract(g, gx, out=gx))
     return grad - out.exp() * grad.sum(d, keepdim=True)
-

@@ -15,7 +15,7 @@ from ember.ops._along import check_range
 from ember.ops._loss_common import reduction_of
 from ember.ops._reduce import grad_enabled
 from ember.ops._registry import OpValueError, op
-from ember.ops.log_space import log_softmax, softmax
+from ember.ops.log_space import log_softmax, row_sums, softmax
 from ember.ops.activations import masked
 
 _LOW = {D.float16.np, D.bfloat16.np}
@@ -134,9 +134,11 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     c = xb.shape[1]
     _check_weight(w, c, dtype)
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
-    shift, log_sums = _log_normalizer(xp, xb)
-    # the log-probability of the target class; shifted first, as large logits lose digits
-    loss = (_pick(xp, xb, safe) - shift) - log_sums
+    # the log-probability of the target class, (x - shift) - log_sums: near 0 (a likely
+    # class) the terms nearly cancel, and the shift may be the global max, far above the
+    # row's own; so per row, float32 logits take it in float64
+    shift, log_sums = _log_normalizer(xp, xb, wide=True)
+    loss = (_pick(xp, xb, safe).astype(log_sums.dtype) - shift) - log_sums
     loss *= wt
     if label_smoothing > 0:                         # sum_c w_c * logp_c, logp never formed
         if w is None:
@@ -147,6 +149,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
                 - log_sums * wc.sum()
         smooth = xp.where(mask, smooth, 0)
         loss = (1 - label_smoothing) * loss + (label_smoothing / c) * smooth
+    loss = loss.astype(xb.dtype, copy=False)
     # ignored positions give +0 (as PyTorch), not the -0 of negating a zero
     loss = _reduce(xp.where(mask, -loss, 0), total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
@@ -184,18 +187,20 @@ def _exp_rows(xp, x):
 
 
 def _row_sums(xp, e):
-    if e.ndim == 2:                     # a BLAS matrix-vector product beats a strided sum
-        return e @ xp.ones(e.shape[1], e.dtype)
+    if e.ndim == 2:
+        return row_sums(xp, e)
     return e.sum(axis=1)
 
 
-def _log_normalizer(xp, x):
+def _log_normalizer(xp, x, wide=False):
     """(shift, log of the sums of ``exp(x - shift)``) over dim 1 of (N, C, *d) ``x``: the
-    log-softmax is ``(x - shift) - log_sums``."""
+    log-softmax is ``(x - shift) - log_sums``; ``wide``: the log in float64 (the sums of
+    float32 logits are exact to float32 rounding, their log in float32 only to that of its
+    magnitude)."""
     if not x.size:
         return 0.0, xp.log(xp.exp(x).sum(axis=1))
     _, sums, shift = _exp_rows(xp, x)
-    return shift, xp.log(sums)
+    return shift, xp.log(sums.astype(np.float64) if wide else sums)
 
 
 def _keep_class_dim(shift):

@@ -410,28 +410,28 @@ def _layer_norm_backward(gy, x, w, b, mean, invstd, k):
     """The layer norm derivative on arrays, for a backward that records no graph: the
     composition above costs some 30 dispatched ops, this a dozen array calls. The gradients
     that reach the saved statistics are zero here."""
+    # with g = gy * w and xc = x - mean: gx = invstd * g + xc * B + C per row, where
+    # B = -invstd^3 * mean(g * xc) and C = -invstd * mean(g); the means as products with
+    # w / k. Five broadcasts along rows or columns (each costs twice a plain product on
+    # short rows), not the six of forming xhat first; xc stays exact for a large mean.
     xp = xp_of(gy)
     gy = gy.reshape(-1, k)
     invstd = invstd.reshape(-1, 1)
-    xhat = x._data.reshape(-1, k) - mean.reshape(-1, 1)
-    xhat *= invstd
+    xc = x._data.reshape(-1, k) - mean.reshape(-1, 1)
+    gy_xc = gy * xc
     gx = gw = gb = None
-    gy_xhat = gy * xhat
-    if w is not None and w.requires_grad:
-        gw = _make(xp.ones(gy.shape[0], gy.dtype) @ gy_xhat).reshape(w.shape)
+    if w is not None and w.requires_grad:       # sum over rows of gy * xhat
+        gw = _make(invstd.reshape(-1) @ gy_xc).reshape(w.shape)
     if b is not None and b.requires_grad:
         gb = _make(xp.ones(gy.shape[0], gy.dtype) @ gy).reshape(b.shape)
     if x.requires_grad:
-        # with g = gy * w: gx = (g - mean(g) - xhat * mean(g * xhat)) * invstd, the means
-        # as products with w / k
         avg = xp.full(k, 1 / k, gy.dtype) if w is None else w._data.reshape(k) * (1 / k)
-        mean_g = (gy @ avg)[:, None]
-        mean_gx = (gy_xhat @ avg)[:, None]
-        gx = gy.copy() if w is None else gy * w._data.reshape(k)
-        gx -= mean_g
-        xhat *= mean_gx
-        gx -= xhat
-        gx *= invstd
+        xc *= (gy_xc @ avg)[:, None] * -(invstd ** 3)
+        gx = gy * invstd if w is None else gy * w._data.reshape(k)
+        if w is not None:
+            gx *= invstd
+        gx += xc
+        gx -= (gy @ avg)[:, None] * invstd
         gx = _make(gx.reshape(x.shape))
     return gx, gw, gb
 
