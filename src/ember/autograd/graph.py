@@ -12,6 +12,7 @@ import weakref
 from typing import NamedTuple
 
 from ember._hook_handles import RemovableHandle
+from ember.backend import loud_fp, quiet_fp
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
 
@@ -276,6 +277,18 @@ class OpNode(Node):
             outs.append(t)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _vjp(self, op, grad, args):
+        """The op's vjp on the incoming gradient, with what its signature asks for."""
+        if op.needs_mask:
+            needs = tuple(meta is not None for meta in self._in_meta)
+            if self._out is not None:
+                return op.vjp(grad, *args, *self._params, out=self._unpack_output(),
+                              needs=needs)
+            return op.vjp(grad, *args, *self._params, needs=needs)
+        if self._out is not None:
+            return op.vjp(grad, *args, *self._params, out=self._unpack_output())
+        return op.vjp(grad, *args, *self._params)
+
     def apply(self, grads):
         op = self.op
         inputs = self._unpack_inputs()
@@ -285,17 +298,11 @@ class OpNode(Node):
             grad = tuple(g if g is not None else _zeros_like_output(self, i)
                          for i, g in enumerate(grads))
         args = op.structure_inputs(inputs)
-        if op.needs_mask:
-            needs = tuple(meta is not None for meta in self._in_meta)
-            if self._out is not None:
-                result = op.vjp(grad, *args, *self._params, out=self._unpack_output(),
-                                needs=needs)
-            else:
-                result = op.vjp(grad, *args, *self._params, needs=needs)
-        elif self._out is not None:
-            result = op.vjp(grad, *args, *self._params, out=self._unpack_output())
-        else:
-            result = op.vjp(grad, *args, *self._params)
+        token = quiet_fp()      # fused backward kernels meet inf/nan silently, as PyTorch's do
+        try:
+            result = self._vjp(op, grad, args)
+        finally:
+            loud_fp(token)
         if op.n_diff_inputs == 1 and not isinstance(result, (tuple, list)):
             result = (result,)
         result = op.flatten_grads(result)
