@@ -56,6 +56,9 @@ def _param_defaults(op):
 # identity). A ``try`` costs nothing until something raises.
 
 def _operator(op, reflected):
+    # three definitions rather than one with a flag: each kind of entry point needs code of
+    # its own (NOTE [Entry points from frames] in overrides/_entries.py), and a flag would
+    # cost every operator call a test
     params = _param_defaults(op)
     if reflected and op.name in _SYMMETRIC:
         def method(self, other):        # 2 * t is t * 2 in PyTorch (t's dtype rounds 2 or not)
