@@ -23,6 +23,7 @@ CASES = [
     (2, 2, 5, (40, 40), (3, 3), (2, 2), ((1, 1), (0, 1)), (1, 1), 1),    # col2im
     (3, 8, 8, (5, 5), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 8),      # depthwise 2-d
     (2, 4, 4, (18, 18), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 4),    # same, per sample
+    (2, 16, 12, (18, 18), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 2),  # groups, per sample
 ]
 
 
@@ -75,6 +76,20 @@ def test_backward_kernels_are_adjoints(b, c, o, size, kernel, stride, pads, dila
                 "bc...,oc->bo...", patch[:, gi * cg:(gi + 1) * cg],
                 w[(slice(gi * og, (gi + 1) * og), slice(None)) + offset])
     np.testing.assert_allclose(y, direct, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("b, c, o, size, kernel, stride, pads, dilation, groups", CASES)
+def test_forward_adds_bias_per_output_channel(b, c, o, size, kernel, stride, pads, dilation,
+                                              groups):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((b, c) + size).astype(np.float32)
+    w = rng.standard_normal((o, c // groups) + kernel).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    plain = K.conv_forward(np, x, w, stride, pads, dilation, groups)
+    biased = K.conv_forward(np, x, w, stride, pads, dilation, groups, bias)
+    assert biased.dtype == np.float32 and biased.shape == plain.shape
+    np.testing.assert_allclose(biased, plain + bias.reshape((-1,) + (1,) * len(size)),
+                               rtol=1e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [(19, 16, 8, 8), (64, 1, 32, 32), (9, 1024)])
