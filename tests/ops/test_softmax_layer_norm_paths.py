@@ -114,3 +114,19 @@ def test_softmax_backward_of_empty_tensors(fn, shape):
     x = ember.zeros(shape, requires_grad=True)
     fn(x, -1).sum().backward()
     assert x.grad.shape == shape
+
+
+def test_cross_entropy_of_confident_rows_is_never_negative():
+    # log(sum of exp) rounds: the picked log-probability must still stay at or below 0
+    x = ember.tensor([[80.0, 0.0, 0.0], [55.0, 0.0, 0.0]])
+    assert F.cross_entropy(x, ember.tensor([0, 0]), reduction="none").tolist() == [0.0, 0.0]
+    g = ember.Generator().manual_seed(0)
+    logits = ember.randn(2000, 20, generator=g) * 30
+    assert (F.cross_entropy(logits, logits.argmax(1), reduction="none") >= 0).all()
+
+
+def test_layer_norm_backward_with_a_tiny_eps_stays_finite():
+    # 1 / sqrt(1e-30) cubed overflows float32; the product is taken in steps
+    x = ember.ones(1, 4, requires_grad=True)
+    F.layer_norm(x, (4,), ember.ones(4), None, eps=1e-30).sum().backward()
+    assert ember.isfinite(x.grad).all()

@@ -7,7 +7,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import _make
-from ember.backend import accumulate, reads_stall, xp_of
+from ember.backend import accumulate, xp_of
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import binary, conj_grad
 from ember.ops._promotion import Policy
@@ -158,20 +158,9 @@ def _sums(xp, a, d):
 
 
 def _exp_shifted(xp, x, d):
-    """(``exp(x - shift)`` as a new array, its sums along ``d``): exp cannot overflow. The
-    shift is the global max (one fast full reduction, where a slice max can cost more than
-    the exp) when every slice's max stays close to it, else each slice's own max; on a GPU
-    always each slice's (checking would wait for the device)."""
-    if not reads_stall(xp):
-        shift = x.max()
-        e = x - shift
-        xp.exp(e, out=e)
-        sums = _sums(xp, e, d)
-        # a sum of at least 2^-20 puts every slice max within 14 + log(n) of the global one,
-        # so exp keeps all that float rounding would keep (False for NaN: infinities, rows
-        # of -inf)
-        if sums.min() >= 2.0 ** -20:
-            return e, sums
+    """(``exp(x - max)`` along ``d`` as a new array, its sums along ``d``): exp cannot
+    overflow. Each slice's own max, as PyTorch: a shared one (cheaper to find) lost up to
+    twice the ulps in slices far below it and cost a second pass when one underflowed."""
     e = x - x.max(axis=d, keepdims=True)
     xp.exp(e, out=e)
     return e, _sums(xp, e, d)

@@ -139,6 +139,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     # row's own; so per row, float32 logits take it in float64
     shift, log_sums = _log_normalizer(xp, xb, wide=True)
     loss = (_pick(xp, xb, safe).astype(log_sums.dtype) - shift) - log_sums
+    xp.minimum(loss, 0, out=loss)       # a log-probability: rounding must not lift it above 0
     loss *= wt
     if label_smoothing > 0:                         # sum_c w_c * logp_c, logp never formed
         if w is None:

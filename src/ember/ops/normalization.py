@@ -426,7 +426,7 @@ def _layer_norm_backward(gy, x, w, b, mean, invstd, k):
         gb = _make(xp.ones(gy.shape[0], gy.dtype) @ gy).reshape(b.shape)
     if x.requires_grad:
         avg = xp.full(k, 1 / k, gy.dtype) if w is None else w._data.reshape(k) * (1 / k)
-        xc *= (gy_xc @ avg)[:, None] * -(invstd ** 3)
+        xc *= ((gy_xc @ avg)[:, None] * invstd) * invstd * -invstd   # (invstd**3 overflows)
         gx = gy * invstd if w is None else gy * w._data.reshape(k)
         if w is not None:
             gx *= invstd
