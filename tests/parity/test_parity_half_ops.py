@@ -154,6 +154,19 @@ def test_fused_16_bit_backward_rounds_like_torch(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", HALVES)
+def test_silu_16_bit_gradient_with_create_graph_rounds_each_step_like_torch(dtype):
+    # with grad mode on PyTorch composes silu's backward of rounding ops (so that it can be
+    # differentiated again); only a plain backward takes the fused kernel
+    xs = np.random.default_rng(0).standard_normal(512) * 3
+
+    def grad(lib):
+        x = _values(lib, xs, dtype, requires_grad=True)
+        g, = lib.autograd.grad(lib.nn.functional.silu(x).sum(), x, create_graph=True)
+        return np.array(g.float().tolist())
+    assert np.array_equal(grad(ember), grad(torch))
+
+
+@pytest.mark.parametrize("dtype", HALVES)
 def test_sdpa_16_bit_backward_forms_row_sums_in_float32(dtype):
     # PyTorch's CPU math kernel (3-D inputs) differentiates in float32; ember's row sums
     # read the rounded output and lost up to 50x the precision near cancellation

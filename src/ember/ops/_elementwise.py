@@ -4,6 +4,7 @@ import functools
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.autograd.grad_mode import STATE as _GRAD
 from ember.ops._promotion import FLOAT
 from ember.ops._registry import op
 
@@ -54,14 +55,20 @@ def conj_grad(t):
     return t.conjugate() if isinstance(t, complex) else t
 
 
-def fused_for_half(derivative):
+def fused_for_half(derivative=None, *, composite_with_grad=False):
     """``derivative`` computed in float32 for float16/bfloat16 gradients and rounded once,
     as PyTorch's fused backward kernels (tanh_backward, silu_backward, ...) do; each ember
-    op of the formula would round its own result."""
+    op of the formula would round its own result. ``composite_with_grad``: with grad mode
+    on (``create_graph=True``, forward AD) PyTorch composes the formula of rounding ops
+    instead (silu's and mish's infinitely differentiable backward), and so does ember."""
+    if derivative is None:
+        return lambda d: fused_for_half(d, composite_with_grad=composite_with_grad)
+
     @functools.wraps(derivative)          # (keeps the signature the registry reads)
     def wrapped(grad, *args, **kwargs):
         dtype = grad.dtype
-        if dtype is not D.float16 and dtype is not D.bfloat16:
+        if dtype is not D.float16 and dtype is not D.bfloat16 or (
+                composite_with_grad and _GRAD.grad_enabled):
             return derivative(grad, *args, **kwargs)
 
         def up(t):

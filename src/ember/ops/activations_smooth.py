@@ -208,7 +208,7 @@ def silu(xp, x):
 
 
 @silu.derivative
-@fused_for_half
+@fused_for_half(composite_with_grad=True)
 def _(grad, x):
     s = x.sigmoid()
     return grad * conj_grad(s * (1 + x * (1 - s)))
@@ -221,7 +221,7 @@ def mish(xp, x):
 
 
 @mish.derivative
-@fused_for_half
+@fused_for_half(composite_with_grad=True)
 def _(grad, x):
     t = softplus(x).tanh()
     return grad * (t + x * x.sigmoid() * (1 - t * t))
