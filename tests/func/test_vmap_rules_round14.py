@@ -12,8 +12,11 @@ import ember.nn.functional as F
 from ember.func import grad, vmap
 
 
+_GEN = ember.Generator().manual_seed(14)     # the same cases whatever ran before
+
+
 def _randn(*shape):
-    return ember.randn(shape, dtype=ember.float64)
+    return ember.randn(shape, dtype=ember.float64, generator=_GEN)
 
 
 def _spd(*batch, n=4):
@@ -58,7 +61,7 @@ def _check(f, *args, in_dims=None, grads=(), fallback=False):
     got = _no_fallback(vmap(grad_f, in_dims=in_dims), *args, fallback=fallback)
     want = _loop(grad_f, args, in_dims)
     for g, w in zip(got, want):
-        assert g.shape == w.shape and ember.allclose(g, w)
+        assert g.shape == w.shape and ember.allclose(g, w, equal_nan=True)
 
 
 A = _spd(3)
@@ -252,7 +255,7 @@ def _log_probs(*shape):
     return _randn(*shape).log_softmax(-1)
 
 
-CTC_TARGETS = ember.randint(1, 5, (3, 2, 4))
+CTC_TARGETS = ember.randint(1, 5, (3, 2, 4), generator=_GEN)
 
 CTC_CASES = [
     ("mean", lambda lp, t: F.ctc_loss(lp, t, [6, 5], [4, 2]), (_log_probs(3, 6, 2, 5),

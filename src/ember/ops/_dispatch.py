@@ -16,13 +16,13 @@ from ember.ops._op_errors import translate_error
 from ember.ops._out import write_out
 from ember.ops._promotion import compute_dtype
 from ember.ops._recording import _mark_view, _record
+from ember.ops._scalars import ROUNDED, checked_scalar, rounded_number
 from ember.overrides import is_plain as _plain_subclass
 
 __all__ = ["call", "RAW_OUTPUTS", "device_mismatch"]
 
 _NDARRAY = np.ndarray
 _SCALARS = {int: int, float: float, bool: bool, complex: complex}
-_FLOAT64_MAX = float(np.finfo(np.float64).max)
 _WRAP_INT = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,
                                    np.uint32, np.uint64)}
 
@@ -155,7 +155,7 @@ def _prepare(op, flat):
         hit = op.dtype_cache[signature] = compute_dtype(op.promote, signature, op.name,
                                                         op.upcast)
     compute, casts, target = hit
-    if casts is not None and array_type in ROUNDS_SCALAR_OPERANDS:
+    if casts is not None and casts[2] and array_type in ROUNDS_SCALAR_OPERANDS:
         _round_scalars(op, arrays, array_type, compute)
     if target is not None:
         for i, a in enumerate(arrays):
@@ -185,9 +185,9 @@ def _round_scalars(op, arrays, array_type, compute):
         ta = type(a)
         if ta is float or ta is int:
             if (i, "number") not in keep:
-                rounded = _ROUNDED.get((a, compute))
+                rounded = ROUNDED.get((a, compute))
                 if rounded is None:
-                    rounded = _rounded(a, compute)
+                    rounded = rounded_number(a, compute)
                 if rounded != a:
                     arrays[i] = rounded
         elif ta is array_type and a.ndim == 0 and a.dtype is not compute \
@@ -196,34 +196,21 @@ def _round_scalars(op, arrays, array_type, compute):
                 arrays[i] = a.astype(compute)
 
 
-_ROUNDED = {}       # (number, 16-bit dtype) -> the number rounded to it
-
-
-def _rounded(number, dtype):
-    if not -_FLOAT64_MAX <= number <= _FLOAT64_MAX:
-        return number               # (NaN, and ints beyond float64: the op's own checks)
-    with np.errstate(over="ignore"):
-        rounded = float(np.asarray(float(number), dtype))
-    if len(_ROUNDED) > 4096:
-        _ROUNDED.clear()
-    _ROUNDED[number, dtype] = rounded
-    return rounded
-
-
 def params_in_dtype(op, params, dtype):
     """``params`` with the op's dtype parameters (``Op.params_in_dtype``) that are numbers
     rounded to the 16-bit float ``dtype``, after checking that they fit it."""
     changed = None
     for i in op.dtype_params:
         value = params[i]
+        if value == 1 and type(value) is int:
+            continue                    # (add's and sub's alpha, mostly)
         if type(value) is float or type(value) is int:
             rounded = _FITTED.get((value, dtype))
             if rounded is None:
-                from ember.ops._scalars import checked_scalar
                 checked_scalar(np, value, dtype)        # PyTorch's error when it does not fit
                 if len(_FITTED) > 4096:
                     _FITTED.clear()
-                rounded = _FITTED[value, dtype] = _rounded(value, dtype)
+                rounded = _FITTED[value, dtype] = rounded_number(value, dtype)
             if rounded != value:
                 changed = changed or list(params)
                 changed[i] = rounded

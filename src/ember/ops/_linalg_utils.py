@@ -197,6 +197,13 @@ def column_major(xp, array):
     """``array`` with each matrix (the last two dims) laid out column-major, as PyTorch's
     LAPACK-backed results are (``linalg.inv(A).stride()`` is (9, 1, 3) for 2 x 3 x 3 ``A``);
     the values are unchanged, and an array already laid out so is returned as it is."""
+    if array.ndim >= 2 and array.size:          # (the common case, without as_strided)
+        *batch, m, n = array.shape
+        out = xp.empty((*batch, n, m), array.dtype).swapaxes(-1, -2)
+        if out.strides == array.strides:
+            return array
+        out[...] = array
+        return out
     strides = tuple(s * array.itemsize for s in _column_major_strides(array.shape))
     if array.strides == strides:
         return array

@@ -89,7 +89,8 @@ _SCALAR_KIND = {bool: D.bool_, int: D.int64, float: D.float64, complex: D.comple
 def compute_dtype(policy, signature, op_name, upcast):
     """(compute dtype, casts, cast target) for an operand signature.
 
-    casts is (compute, float32) when a 16/8-bit float computes in float32, else None; the
+    casts is (compute, float32, whether any operand is a number or a 0-dim tensor of another
+    dtype) when a 16/8-bit float computes in float32, else None; the
     target is the NumPy dtype operands must be cast to, or None when none needs a cast.
     """
     operands = []
@@ -113,7 +114,12 @@ def compute_dtype(policy, signature, op_name, upcast):
     wraps = compute in _NARROW_INTS and int in signature
     if all(d is target for d in tensors) and not wraps:
         target = None
-    return compute, (None if up is None else (compute, up)), target
+    if up is None:
+        return compute, None, target
+    # whether a number or a 0-dim tensor of another dtype may need rounding to ``compute``
+    scalars = any(e in (int, float) or type(e) is tuple and e[0] is not compute
+                  for e in signature)
+    return compute, (compute, up, scalars), target
 
 
 _NARROW_INTS = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,

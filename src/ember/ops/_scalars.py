@@ -8,8 +8,8 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import device_scalar
 
-__all__ = ["checked_scalar", "fitted_number", "number_arrays", "C_NAMES", "int_arg", "int64_arg",
-           "number_arg", "float_arg", "real_number"]
+__all__ = ["checked_scalar", "fitted_number", "rounded_number", "ROUNDED", "number_arrays",
+           "C_NAMES", "int_arg", "int64_arg", "number_arg", "float_arg", "real_number"]
 
 # the C++ type names PyTorch's messages use for the dtypes
 C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
@@ -93,6 +93,10 @@ def fitted_number(value, np_dtype):
     """``real_number`` that must also fit ``np_dtype``, when a float dtype, as the kernel
     converts it (``leaky_relu(x, 1e39)`` of float32 raises PyTorch's overflow error)."""
     value = real_number(value, np_dtype)
+    if type(value) is int and not -2 ** 63 <= value < 2 ** 64:
+        # PyTorch's Scalar holds an int64 or a uint64
+        raise OverflowError("int too big to convert" if value > 0 else
+                            "can't convert negative int to unsigned")
     if (type(value) is float or type(value) is int) and np.dtype(np_dtype).kind in "fV":
         top = _FLOAT_MAX.get(np_dtype)
         if top is None:
@@ -103,6 +107,26 @@ def fitted_number(value, np_dtype):
 
 
 _FLOAT_MAX = {}
+
+
+ROUNDED = {}        # (number, 16-bit float dtype) -> the number rounded to that dtype
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
+
+
+def rounded_number(number, dtype):
+    """A Python number rounded to the NumPy float ``dtype`` (overflowing to infinity), as
+    PyTorch's CPU kernels round a number operand of a 16-bit float op; cached."""
+    rounded = ROUNDED.get((number, dtype))
+    if rounded is not None:
+        return rounded
+    if not -_FLOAT64_MAX <= number <= _FLOAT64_MAX:
+        return number               # (NaN, and ints beyond float64: the op's own checks)
+    with np.errstate(over="ignore"):
+        rounded = float(np.asarray(float(number), dtype))
+    if len(ROUNDED) > 4096:
+        ROUNDED.clear()
+    ROUNDED[number, dtype] = rounded
+    return rounded
 
 
 def checked_scalar(xp, value, dtype):
