@@ -17,7 +17,7 @@ STATUS_CHECK_INTERVAL = 1.0     # seconds between a worker's checks that its par
 _worker_info = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkerInfo:
     """What ``get_worker_info()`` returns inside a worker."""
 
@@ -25,6 +25,8 @@ class WorkerInfo:
     num_workers: int
     seed: int
     dataset: object
+    rng: object = None
+    worker_method: str = "multiprocessing"
 
 
 def get_worker_info():

@@ -22,40 +22,46 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(x, "_fields")
 
 
-def _collate_tensor(batch, *, collate_fn_map=None):
+def collate_tensor_fn(batch, *, collate_fn_map=None):
+    """Stack a batch of tensors along a new first dimension."""
     return ember.stack(list(batch), 0)
 
 
-def _collate_ndarray(batch, *, collate_fn_map=None):
+def collate_numpy_array_fn(batch, *, collate_fn_map=None):
+    """Stack a batch of NumPy arrays (not of strings or objects) into a tensor."""
     if _NUMPY_STRING.search(batch[0].dtype.str) is not None:
         raise TypeError(_ERROR.format(batch[0].dtype))
     return collate([ember.as_tensor(b) for b in batch], collate_fn_map=collate_fn_map)
 
 
-def _collate_numpy_scalar(batch, *, collate_fn_map=None):
+def collate_numpy_scalar_fn(batch, *, collate_fn_map=None):
+    """A tensor of a batch of NumPy numbers or bools (their dtype kept)."""
     return ember.as_tensor(np.array(batch))
 
 
-def _collate_float(batch, *, collate_fn_map=None):
+def collate_float_fn(batch, *, collate_fn_map=None):
+    """A float64 tensor of a batch of Python floats."""
     return ember.tensor(batch, dtype=ember.float64)
 
 
-def _collate_int(batch, *, collate_fn_map=None):
+def collate_int_fn(batch, *, collate_fn_map=None):
+    """An int64 tensor of a batch of Python ints (bool for bools)."""
     return ember.tensor(batch)
 
 
-def _collate_str(batch, *, collate_fn_map=None):
+def collate_str_fn(batch, *, collate_fn_map=None):
+    """A batch of strings or bytes, kept as it is."""
     return batch
 
 
 default_collate_fn_map = {
-    Tensor: _collate_tensor,
-    np.ndarray: _collate_ndarray,
-    np.generic: _collate_numpy_scalar,
-    float: _collate_float,
-    int: _collate_int,
-    str: _collate_str,
-    bytes: _collate_str,
+    Tensor: collate_tensor_fn,
+    np.ndarray: collate_numpy_array_fn,
+    (np.bool_, np.number, np.object_): collate_numpy_scalar_fn,   # not str_/datetime64
+    float: collate_float_fn,
+    int: collate_int_fn,
+    str: collate_str_fn,
+    bytes: collate_str_fn,
 }
 
 
@@ -63,7 +69,7 @@ def collate(batch, *, collate_fn_map=None):
     """Collate ``batch`` (a sequence of samples), looking up a function per element type in
     ``collate_fn_map`` first, then recursing into mappings, named tuples and sequences."""
     if isinstance(batch, StackedSamples):
-        if collate_fn_map is not None and collate_fn_map.get(Tensor) is _collate_tensor:
+        if collate_fn_map is not None and collate_fn_map.get(Tensor) is collate_tensor_fn:
             return batch.stacked()
         batch = list(batch)                     # a custom map may handle tensors its own way
     elem = batch[0]

@@ -19,6 +19,7 @@ import queue
 import time
 import warnings
 import weakref
+from typing import Generic, TypeVar
 
 import ember
 from ember.utils.data import _shared
@@ -33,9 +34,18 @@ from ember.utils.data.sampler import (BatchSampler, RandomSampler, Sampler,
 
 __all__ = ["DataLoader"]
 
+T_co = TypeVar("T_co", covariant=True)
+
 _POLL = 0.1                 # seconds between the main process's liveness checks
 _JOIN_TIMEOUT = 1.0         # a worker busy in user code after that is terminated
 _LARGE_LIST = 100_000
+
+
+class _DatasetKind:
+    """What ``DataLoader._dataset_kind`` holds (PyTorch's values)."""
+
+    Map = 0
+    Iterable = 1
 
 
 class _InfiniteConstantSampler(Sampler):
@@ -46,7 +56,7 @@ class _InfiniteConstantSampler(Sampler):
             yield None
 
 
-class DataLoader:
+class DataLoader(Generic[T_co]):
     """Iterate over ``dataset`` in batches (``torch.utils.data.DataLoader``).
 
     With ``num_workers > 0`` batches are produced by worker processes and handed over
@@ -108,21 +118,6 @@ class DataLoader:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         if collate_fn is None:
             collate_fn = default_collate if batch_sampler is not None else default_convert
-        if multiprocessing_context is not None:
-            if num_workers == 0:
-                raise ValueError("multiprocessing_context can only be used with multi-process "
-                                 f"loading (num_workers > 0), but got num_workers={num_workers}")
-            if isinstance(multiprocessing_context, str):
-                methods = multiprocessing.get_all_start_methods()
-                if multiprocessing_context not in methods:
-                    raise ValueError("multiprocessing_context option should specify a valid "
-                                     f"start method in {methods!r}, but got "
-                                     f"multiprocessing_context={multiprocessing_context!r}")
-                multiprocessing_context = multiprocessing.get_context(multiprocessing_context)
-            elif not isinstance(multiprocessing_context, multiprocessing.context.BaseContext):
-                raise TypeError("multiprocessing_context option should be a valid context object "
-                                "or a string specifying the start method, but got "
-                                f"multiprocessing_context={multiprocessing_context}")
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -139,13 +134,24 @@ class DataLoader:
         self.prefetch_factor = prefetch_factor
         self.persistent_workers = persistent_workers
         self.in_order = in_order
-        self._dataset_kind = "iterable" if iterable else "map"
+        self._dataset_kind = _DatasetKind.Iterable if iterable else _DatasetKind.Map
         self._iterator = None
         self._IterableDataset_len_called = None     # what len(self) last read, as PyTorch's
         self.__initialized = True
-        self._check_worker_count()
+        self.check_worker_number_rationality()
 
-    def _check_worker_count(self):
+    @property
+    def multiprocessing_context(self):
+        """The multiprocessing context the workers start from (None: fork where available)."""
+        return self.__multiprocessing_context
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, context):
+        if context is not None:
+            context = _checked_context(context, self.num_workers)
+        self.__multiprocessing_context = context
+
+    def check_worker_number_rationality(self):
         """Warn (as PyTorch does) when there are more workers than CPUs this process may use."""
         if self.num_workers <= 1:
             return
@@ -180,16 +186,16 @@ class DataLoader:
             return _SingleProcessDataLoaderIter(self)
         if self.persistent_workers:
             if self._iterator is None:
-                self._check_worker_count()
+                self.check_worker_number_rationality()
                 self._iterator = _MultiProcessingDataLoaderIter(self)
             else:
                 self._iterator._reset(self)
             return self._iterator
-        self._check_worker_count()
+        self.check_worker_number_rationality()
         return _MultiProcessingDataLoaderIter(self)
 
     def __len__(self):
-        if self._dataset_kind == "iterable":
+        if self._dataset_kind == _DatasetKind.Iterable:
             length = self._IterableDataset_len_called = len(self.dataset)
             if self.batch_size is not None:
                 div = length / self.batch_size
@@ -205,7 +211,7 @@ class _BaseDataLoaderIter:
     def __init__(self, loader):
         self._loader = loader
         self._dataset = loader.dataset
-        self._kind = loader._dataset_kind
+        self._kind = "iterable" if loader._dataset_kind == _DatasetKind.Iterable else "map"
         self._auto_collation = loader._auto_collation
         self._drop_last = loader.drop_last
         self._collate_fn = loader.collate_fn
@@ -215,7 +221,11 @@ class _BaseDataLoaderIter:
         self._yielded = 0
         self._len_called = loader._IterableDataset_len_called
         self._pin = loader.pin_memory and ember.cuda.is_available()
-        if loader.pin_memory and not self._pin:       # at each new iterator, as PyTorch
+        if loader.pin_memory and loader.pin_memory_device:    # at each new iterator, as PyTorch
+            warnings.warn("pin_memory_device is deprecated, the current accelerator will be "
+                          "used as the device,ignore pin_memory_device="
+                          f"'{loader.pin_memory_device}'.", UserWarning, stacklevel=2)
+        if loader.pin_memory and not self._pin:
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
                           "then device pinned memory won't be used.", UserWarning, stacklevel=2)
 
@@ -447,6 +457,26 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
 
     def __del__(self):
         self._shutdown_workers()
+
+
+def _checked_context(context, num_workers):
+    """``context`` (a start method's name or a context object) as a context object, checked
+    as PyTorch checks it."""
+    if num_workers == 0:
+        raise ValueError("multiprocessing_context can only be used with multi-process "
+                         f"loading (num_workers > 0), but got num_workers={num_workers}")
+    if isinstance(context, str):
+        methods = multiprocessing.get_all_start_methods()
+        if context not in methods:
+            raise ValueError("multiprocessing_context option should specify a valid start "
+                             f"method in {methods!r}, but got "
+                             f"multiprocessing_context={context!r}")
+        return multiprocessing.get_context(context)
+    if not isinstance(context, multiprocessing.context.BaseContext):
+        raise TypeError("multiprocessing_context option should be a valid context object or "
+                        "a string specifying the start method, but got "
+                        f"multiprocessing_context={context}")
+    return context
 
 
 def _signal_name(number):

@@ -1,16 +1,20 @@
 """Datasets: map-style (``__getitem__``) and iterable (``__iter__``) sources of samples."""
 
 import bisect
-import collections.abc
 import itertools
 import math
+import typing
 import warnings
+from typing import Generic, TypeVar
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset",
            "ChainDataset", "Subset", "random_split"]
 
+T_co = TypeVar("T_co", covariant=True)
+T_stack = TypeVar("T_stack", tuple, dict)
 
-class Dataset:
+
+class Dataset(Generic[T_co]):
     """A map from keys (usually indices) to samples; subclasses define ``__getitem__`` and
     usually ``__len__``."""
 
@@ -21,7 +25,7 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset, collections.abc.Iterable):
+class IterableDataset(Dataset[T_co], typing.Iterable[T_co]):    # typing's: Generic goes last
     """A stream of samples; subclasses define ``__iter__`` (abstract, as in PyTorch). With
     several DataLoader workers each worker iterates its own copy: shard with
     ``get_worker_info()``."""
@@ -30,11 +34,11 @@ class IterableDataset(Dataset, collections.abc.Iterable):
         return ChainDataset([self, other])
 
 
-class TensorDataset(Dataset):
+class TensorDataset(Dataset[tuple]):
     """Samples are the i-th rows of each tensor (all share their first dimension)."""
 
     def __init__(self, *tensors):
-        if any(t.shape[0] != tensors[0].shape[0] for t in tensors):
+        if any(t.size(0) != tensors[0].size(0) for t in tensors):
             raise AssertionError("Size mismatch between tensors")
         self.tensors = tensors
 
@@ -50,7 +54,7 @@ class TensorDataset(Dataset):
         return self.tensors[0].shape[0]
 
 
-class StackDataset(Dataset):
+class StackDataset(Dataset[T_stack]):
     """Samples zip several datasets: tuples (positional) or dicts (keyword)."""
 
     def __init__(self, *args, **kwargs):
@@ -71,14 +75,31 @@ class StackDataset(Dataset):
         return tuple(d[index] for d in self.datasets)
 
     def __getitems__(self, indices):
-        """The samples at ``indices``, as a list (one batch's fetch)."""
-        return [self[i] for i in indices]
+        """The samples at ``indices``, as a list (one batch's fetch); each dataset with its
+        own ``__getitems__`` is asked for the whole batch at once."""
+        if isinstance(self.datasets, dict):
+            columns = {k: _fetch_column(d, indices) for k, d in self.datasets.items()}
+            return [{k: column[j] for k, column in columns.items()}
+                    for j in range(len(indices))]
+        columns = [_fetch_column(d, indices) for d in self.datasets]
+        return [tuple(column[j] for column in columns) for j in range(len(indices))]
 
     def __len__(self):
         return self._length
 
 
-class ConcatDataset(Dataset):
+def _fetch_column(dataset, indices):
+    """``[dataset[i] for i in indices]``, through ``dataset.__getitems__`` where it has one."""
+    if not callable(getattr(dataset, "__getitems__", None)):
+        return [dataset[i] for i in indices]
+    items = dataset.__getitems__(indices)
+    if len(items) != len(indices):
+        raise ValueError(f"Nested dataset's output size mismatch. Expected {len(indices)}, "
+                         f"got {len(items)}")
+    return items
+
+
+class ConcatDataset(Dataset[T_co]):
     """The concatenation of several map-style datasets."""
 
     def __init__(self, datasets):
@@ -88,7 +109,12 @@ class ConcatDataset(Dataset):
         for d in self.datasets:
             if isinstance(d, IterableDataset):
                 raise AssertionError("ConcatDataset does not support IterableDataset")
-        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
+        self.cumulative_sizes = self.cumsum(self.datasets)
+
+    @staticmethod
+    def cumsum(sequence):
+        """The running totals of the lengths of ``sequence``'s datasets."""
+        return list(itertools.accumulate(len(d) for d in sequence))
 
     def __len__(self):
         return self.cumulative_sizes[-1]
@@ -124,7 +150,7 @@ class ChainDataset(IterableDataset):
         return total
 
 
-class Subset(Dataset):
+class Subset(Dataset[T_co]):
     """The samples of ``dataset`` at ``indices``."""
 
     def __init__(self, dataset, indices):

@@ -3,12 +3,12 @@
 import math
 
 import ember
-from ember.utils.data.sampler import Sampler
+from ember.utils.data.sampler import Sampler, T_co
 
 __all__ = ["DistributedSampler"]
 
 
-class DistributedSampler(Sampler):
+class DistributedSampler(Sampler[T_co]):
     """Rank ``rank``'s indices: every ``num_replicas``-th index of a (seeded, per-epoch)
     permutation, padded by repetition (or truncated with ``drop_last``) so that every rank
     gets the same number."""
@@ -41,8 +41,8 @@ class DistributedSampler(Sampler):
             indices = ember.randperm(n, generator=g).tolist()
         else:
             indices = list(range(n))
-        if not self.drop_last:
-            missing = self.total_size - len(indices)
+        missing = self.total_size - len(indices)
+        if not self.drop_last and missing > 0:
             indices += (indices * math.ceil(missing / len(indices)))[:missing]
         else:
             indices = indices[:self.total_size]

@@ -1,25 +1,23 @@
 """Samplers: the order in which a DataLoader visits a map-style dataset's indices."""
 
 import math
-from collections.abc import Iterable
-
+from typing import Generic, TypeVar
 import ember
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler"]
 
+T_co = TypeVar("T_co", covariant=True)
 
-class Sampler:
+
+class Sampler(Generic[T_co]):
     """Base class: an iterable of indices (or of lists of indices, for batch samplers)."""
-
-    def __init__(self, data_source=None):
-        pass
 
     def __iter__(self):
         raise NotImplementedError
 
 
-class SequentialSampler(Sampler):
+class SequentialSampler(Sampler[int]):
     """0, 1, ..., len(data_source) - 1."""
 
     def __init__(self, data_source):
@@ -38,7 +36,7 @@ def _fresh_generator():
     return ember.Generator().manual_seed(seed)
 
 
-class RandomSampler(Sampler):
+class RandomSampler(Sampler[int]):
     """A random permutation (or, with replacement, independent draws) of the indices."""
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
@@ -74,7 +72,7 @@ class RandomSampler(Sampler):
         return self.num_samples
 
 
-class SubsetRandomSampler(Sampler):
+class SubsetRandomSampler(Sampler[int]):
     """The given indices in random order."""
 
     def __init__(self, indices, generator=None):
@@ -89,7 +87,7 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
-class WeightedRandomSampler(Sampler):
+class WeightedRandomSampler(Sampler[int]):
     """Indices 0..len(weights)-1 drawn with probabilities proportional to ``weights``."""
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
@@ -117,7 +115,7 @@ class WeightedRandomSampler(Sampler):
         return self.num_samples
 
 
-class BatchSampler(Sampler):
+class BatchSampler(Sampler[list]):
     """Groups another sampler's indices into lists of ``batch_size``."""
 
     def __init__(self, sampler, batch_size, drop_last):
@@ -127,9 +125,6 @@ class BatchSampler(Sampler):
         if not isinstance(drop_last, bool):
             raise ValueError(f"drop_last should be a boolean value, but got "
                              f"drop_last={drop_last}")
-        if not isinstance(sampler, Iterable):
-            raise TypeError(f"sampler should be an instance of torch.utils.data.Sampler, but "
-                            f"got sampler={sampler}")
         self.sampler = sampler
         self.batch_size = batch_size
         self.drop_last = drop_last
