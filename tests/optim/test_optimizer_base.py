@@ -603,3 +603,12 @@ def test_a_differentiable_step_records_even_under_no_grad():
     with ember.no_grad():
         opt.step()
     assert w.requires_grad and w.grad_fn is not None
+
+
+def test_duplicate_parameters_warning_points_at_the_callers_line():
+    p = ember.nn.Parameter(ember.ones(2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ember.optim.SGD([p, p], lr=0.1)
+    assert [w.filename for w in caught] == [__file__]
+    assert "duplicate parameters" in str(caught[0].message)

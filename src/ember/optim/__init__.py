@@ -15,5 +15,6 @@ from ember.optim.rmsprop import RMSprop
 from ember.optim.rprop import Rprop
 from ember.optim.sgd import SGD
 from ember.optim.sparse_adam import SparseAdam
+from ember.optim._swap import swap_in_optimizer_params_and_state
 from ember.optim import lr_scheduler  # noqa: F401
 from ember.optim import swa_utils  # noqa: F401

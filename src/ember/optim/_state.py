@@ -12,7 +12,7 @@ from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhe
 from ember.ops.complex_ops import view_as_real
 
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
-           "scalar_dtype", "apply_updates", "scale_", "lr_of", "slot", "root_plus",
+           "scalar_dtype", "apply_updates", "scale_", "lr_of", "number_lr", "slot", "root_plus",
            "real_view"]
 
 
@@ -48,7 +48,17 @@ def root_plus(v, eps):
 def lr_of(group):
     """The group's ``lr``: as given under ``differentiable=True`` (a tensor's graph is kept),
     else a Python number."""
-    return group["lr"] if group.get("differentiable") else value(group["lr"])
+    return group["lr"] if group.get("differentiable") else number_lr(group)
+
+
+def number_lr(group):
+    """The group's ``lr`` as a number: a floating-point tensor's as a NumPy scalar of its
+    dtype, so that what an update derives from it rounds as PyTorch's tensor arithmetic
+    does (a float32 lr over a bias correction stays float32)."""
+    lr = group["lr"]
+    if isinstance(lr, Tensor) and lr.dtype.is_floating_point:
+        return lr._data.reshape(())[()]
+    return value(lr)
 
 
 def slot(state_tensor, group):

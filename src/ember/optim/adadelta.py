@@ -1,8 +1,8 @@
 """Adadelta (``torch.optim.Adadelta``)."""
 
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, slot, state_like,
-                                step_count, value)
+from ember.optim._state import (apply_updates, grads_of, new_step, number_lr, slot, state_like,
+                                step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adadelta"]
@@ -43,7 +43,7 @@ class Adadelta(Optimizer):
                 updates.append((x, g, slot(state["square_avg"], group),
                                 slot(state["acc_delta"], group)))
             apply_updates("adadelta", params, updates, _update,
-                          differentiable=group["differentiable"], lr=value(group["lr"]),
+                          differentiable=group["differentiable"], lr=number_lr(group),
                           rho=group["rho"], eps=group["eps"],
                           weight_decay=group["weight_decay"])
         return loss

@@ -7,7 +7,7 @@ import ml_dtypes
 from ember._tensor import _make
 from ember.backend import device_guard, gpu_elsewhere, xp_of
 from ember.optim._checks import check_tensor_lr
-from ember.optim._state import apply_updates, grads_of, new_step, step_count, value
+from ember.optim._state import apply_updates, grads_of, new_step, number_lr, step_count, value
 from ember.optim.muon import decay_and_subtract, lerp_, wide_dtype
 from ember.optim.optimizer import Optimizer, closure_loss
 
@@ -69,7 +69,7 @@ class Adafactor(Optimizer):
                 params.append(p)
                 updates.append((x, g) + moments + (
                     t, ml_dtypes.finfo(x.dtype).eps if eps1 is None else eps1))
-            apply_updates("adafactor", params, updates, _update, lr=value(group["lr"]),
+            apply_updates("adafactor", params, updates, _update, lr=number_lr(group),
                           beta2_decay=group["beta2_decay"], eps2=eps2, d=group["d"],
                           weight_decay=group["weight_decay"])
         return loss

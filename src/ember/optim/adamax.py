@@ -3,8 +3,8 @@
 from ember._tensor import Tensor
 from ember.backend import xp_of
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, slot, state_like,
-                                step_count, value)
+from ember.optim._state import (apply_updates, grads_of, new_step, number_lr, slot, state_like,
+                                step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adamax"]
@@ -34,7 +34,7 @@ class Adamax(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr = value(group["lr"])
+            lr = number_lr(group)
             beta1, beta2 = group["betas"]
             params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"], "Adamax",

@@ -1,8 +1,8 @@
 """ASGD: averaged stochastic gradient descent (``torch.optim.ASGD``)."""
 
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (grads_of, new_step, scalar_state, scale_, slot, state_like,
-                                step_count, value)
+from ember.optim._state import (grads_of, new_step, number_lr, scalar_state, scale_, slot,
+                                state_like, step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["ASGD"]
@@ -31,7 +31,7 @@ class ASGD(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, wd, lambd = value(group["lr"]), group["weight_decay"], group["lambd"]
+            lr, wd, lambd = number_lr(group), group["weight_decay"], group["lambd"]
             for p, x, g in grads_of(group, group["maximize"], "ASGD",
                                     graph=group["differentiable"]):
                 state = self.state[p]

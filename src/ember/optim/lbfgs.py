@@ -1,6 +1,6 @@
 """L-BFGS with an optional strong-Wolfe line search (``torch.optim.LBFGS``)."""
 
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import no_grad
 from ember.backend import xp_of
 from ember.optim._checks import check_lr
@@ -91,7 +91,7 @@ class LBFGS(Optimizer):
             return orig_loss
 
         memory = _Memory.load(state)
-        d, t = memory.d, state.get("t")
+        d, t = memory.d, value(state.get("t"))
         prev_flat_grad, prev_loss = memory.prev_flat_grad, state.get("prev_loss")
         n_iter = 0
         while n_iter < max_iter:
@@ -135,8 +135,9 @@ class LBFGS(Optimizer):
                 break
 
         memory.d, memory.prev_flat_grad = d, prev_flat_grad
-        memory.save(state, history_size)
-        state["t"] = t
+        if isinstance(group["lr"], Tensor) and t is not None:   # PyTorch's t is then lr's kind
+            t = group["lr"].detach().new_tensor(t)
+        memory.save(state, history_size, t)
         state["prev_loss"] = prev_loss
         return orig_loss
 
@@ -154,17 +155,25 @@ class _Memory:
     def load(cls, state):
         def arr(t):
             return None if t is None else t._data
-        return cls([arr(t) for t in state.get("old_dirs", [])],
-                   [arr(t) for t in state.get("old_stps", [])],
-                   [float(r) for r in state.get("ro", [])],
-                   float(state.get("H_diag", 1)),
+        h_diag = state.get("H_diag")
+        return cls([arr(t) for t in state.get("old_dirs") or []],
+                   [arr(t) for t in state.get("old_stps") or []],
+                   [float(r) for r in state.get("ro") or []],
+                   1.0 if h_diag is None else float(h_diag),
                    arr(state.get("d")), arr(state.get("prev_flat_grad")))
 
-    def save(self, state, history_size):
+    def save(self, state, history_size, t):
+        """Store the memory and step length ``t`` in PyTorch's keys and order (all None
+        when no iteration ran: ``max_iter=0``)."""
+        if self.d is None:
+            state.update(dict.fromkeys(("d", "t", "old_dirs", "old_stps", "ro", "H_diag",
+                                        "prev_flat_grad")))
+            return
         if self.alphas is not None:     # PyTorch's "al": one slot per pair it can keep
             state["al"] = ([_make(_scalar(self.d, a)) for a in self.alphas]
                            + [None] * (history_size - len(self.alphas)))
         state["d"] = _make(self.d)
+        state["t"] = t
         state["old_dirs"] = [_make(a) for a in self.dirs]
         state["old_stps"] = [_make(a) for a in self.steps]
         state["ro"] = [_make(_scalar(self.d, r)) for r in self.ro]

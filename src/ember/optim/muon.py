@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 
 from ember.backend import xp_of
-from ember.optim._state import apply_updates, grads_of, scale_, state_like, value
+from ember.optim._state import apply_updates, grads_of, number_lr, scale_, state_like, value
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["Muon"]
@@ -48,7 +48,7 @@ class Muon(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr = value(group["lr"])
+            lr = number_lr(group)
             params, updates = [], []
             for p, x, g in grads_of(group, name="Muon"):
                 if p.is_complex():

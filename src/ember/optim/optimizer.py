@@ -15,6 +15,7 @@ from itertools import chain
 from typing import Any
 
 from ember._tensor import Tensor
+from ember._warn import outside_level
 from ember.autograd.graph import RemovableHandle
 from ember.autograd.grad_mode import enable_grad, set_grad_enabled
 from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere, loud_fp, quiet_fp
@@ -111,7 +112,7 @@ class Optimizer:
             warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
                           "future, this will cause an error; see "
                           "github.com/pytorch/pytorch/issues/40967 for more information",
-                          stacklevel=3)
+                          stacklevel=outside_level())
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")

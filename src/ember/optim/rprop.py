@@ -1,9 +1,11 @@
 """Rprop: resilient backpropagation (``torch.optim.Rprop``)."""
 
+from ember._tensor import _make
 from ember.backend import xp_of
 from ember.optim._checks import check_lr
-from ember.optim._state import grads_of, new_step, real, state_like, step_count, value
-from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim._state import (grads_of, new_step, number_lr, real, real_view, state_like,
+                                step_count)
+from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Rprop"]
 
@@ -25,6 +27,7 @@ class Rprop(Optimizer):
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, capturable=capturable))
 
+    @_use_grad_for_differentiable
     def step(self, closure=None):
         """Perform one optimization step."""
         loss = closure_loss(closure)
@@ -34,7 +37,7 @@ class Rprop(Optimizer):
             for p, x, g in grads_of(group, group["maximize"], "Rprop"):
                 state = self.state[p]
                 if not state:
-                    lr = value(group["lr"])          # each real component steps by lr
+                    lr = number_lr(group)          # each real component steps by lr
                     state.update(step=new_step(), prev=state_like(p),
                                  step_size=state_like(p, complex(lr, lr) if p.is_complex()
                                                       else lr))
@@ -45,7 +48,17 @@ class Rprop(Optimizer):
                 size *= xp.where(sign > 0, eta_plus, xp.where(sign < 0, eta_minus, 1.0))
                 xp.clip(size, lo, hi, out=size)
                 g = xp.where(sign < 0, 0, g)
-                x -= xp.sign(g) * size
+                if group["differentiable"]:
+                    _subtract_recorded(p, xp.sign(g), size)
+                else:
+                    x -= xp.sign(g) * size
+                    p._bump_version()
                 prev[...] = g
-                p._bump_version()
         return loss
+
+
+def _subtract_recorded(p, sign, size):
+    """``p -= sign * size`` as an in-place op autograd records (``differentiable=True``,
+    PyTorch's addcmul_): constant in the graph, as sign() passes no gradient; on a leaf
+    that requires grad it raises PyTorch's error."""
+    real_view(p).addcmul_(_make(sign), _make(size), value=-1)

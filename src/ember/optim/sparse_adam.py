@@ -2,7 +2,7 @@
 
 import ember
 from ember.optim._checks import check_betas, check_positive
-from ember.optim._state import grads_of, real, state_like, value
+from ember.optim._state import grads_of, number_lr, real, state_like
 from ember.optim.optimizer import Optimizer, closure_loss
 
 __all__ = ["SparseAdam"]
@@ -39,7 +39,7 @@ class SparseAdam(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, eps = value(group["lr"]), group["eps"]
+            lr, eps = number_lr(group), group["eps"]
             beta1, beta2 = group["betas"]
             for p in group["params"]:
                 if p._grad is not None and not p._grad.is_sparse:
