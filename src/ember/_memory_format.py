@@ -181,15 +181,20 @@ def preserving_order(array):
     return None if order == tuple(range(array.ndim)) else order
 
 
-def _stride_order(shape, strides):
+def _stride_order(shape, strides, *more_strides):
     """``preserving_order``'s sort: an insertion sort from the innermost dim outwards in which
     an ambiguous comparison (a zero stride, or equal strides) neither moves a dim nor stops
-    its move."""
+    its move. ``more_strides``: further operands' strides (PyTorch's TensorIterator), read in
+    turn where the ones before cannot tell."""
     inner_first = list(range(len(shape) - 1, -1, -1))
     for start in range(1, len(shape)):
         moving = start
         for left in range(start - 1, -1, -1):
             outside = _further_out(shape, strides, inner_first[left], inner_first[moving])
+            for other in more_strides:
+                if outside is not None:
+                    break
+                outside = _further_out(shape, other, inner_first[left], inner_first[moving])
             if outside is None:
                 continue
             if not outside:

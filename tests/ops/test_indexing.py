@@ -601,3 +601,34 @@ def test_int_subscript_outside_int64_overflows_as_pytorch(key):
         x[key] = 1.0
     with pytest.raises(IndexError, match="index 9223372036854775807 is out of bounds"):
         x[0, 2 ** 63 - 1]
+
+
+def test_advanced_index_of_a_transposed_tensor_is_row_major_as_torch():
+    picked = ember.arange(16.0).reshape(4, 4).t()[:, [2, 1]]
+    assert picked.stride() == (2, 1)
+    assert picked.view(-1).tolist() == [8.0, 4.0, 9.0, 5.0, 10.0, 6.0, 11.0, 7.0]
+
+
+def test_subscripts_of_a_0_dim_tensor_other_than_a_lone_int_or_slice_are_too_many():
+    scalar = ember.tensor(3.0)
+    with pytest.raises(IndexError, match="index 1 is out of bounds for dimension 0 with size 0"):
+        scalar[1]
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        scalar[::-1]
+    for key in [(0,), ember.tensor(0), 1.0, [0]]:
+        with pytest.raises(IndexError, match="too many indices for tensor of dimension 0"):
+            scalar[key]
+
+
+def test_out_of_range_int_names_its_place_in_the_subscript():
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 1 with size 1"):
+        ember.zeros(2, 3, 2, 1)[..., 5]
+
+
+def test_index_fill_put_and_index_put_keep_a_transposed_layout():
+    x = ember.arange(20.0).reshape(5, 4).t()
+    index = ember.tensor([0])
+    assert x.index_fill(0, index, 1.0).stride() == (1, 4)
+    assert x.put(index, ember.tensor([7.0])).stride() == (1, 4)
+    assert x.index_put((index,), ember.tensor(7.0)).stride() == (1, 4)
+    assert x.put(index, ember.tensor([7.0]))[0, 0].item() == 7.0

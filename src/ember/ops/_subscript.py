@@ -34,6 +34,20 @@ def _invalid(k):
                      f"Variables are valid indices (got {name})")
 
 
+def _check_bare_key_of_scalar(key):
+    """PyTorch's errors for a lone int or slice subscript of a 0-dim tensor (inside a tuple,
+    or of any other kind, it is one index too many)."""
+    if type(key) is int or isinstance(key, np.integer):
+        if key == 0:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python "
+                             "or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a "
+                             "number")
+        raise _out_of_bounds(int(key), 0, 0)
+    if type(key) is slice:
+        _slice(key)
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+
+
 def _out_of_bounds(index, dim, size):
     """PyTorch's error for an int subscript outside the dim (or outside int64)."""
     if not -2 ** 63 <= index < 2 ** 63:
@@ -54,7 +68,8 @@ def _as_tuple(key):
 
 
 def _classify(k):
-    """("int", i) | ("slice", s) | ("none",) | ("ellipsis",) | ("bool", b) | ("tensor", t)."""
+    """("int", i) | ("slice", s) | ("none",) | ("ellipsis",) | ("bool", b) | ("tensor", t)
+    | ("invalid", k), for a kind of key that indexes nothing."""
     t = type(k)
     if t is int:
         return "int", k
@@ -79,7 +94,7 @@ def _classify(k):
                                  "tensors")
             arr = arr.astype(np.int64)          # [] indexes nothing
         return _classify_tensor(tensor(arr))
-    _invalid(k)
+    return "invalid", k
 
 
 def _classify_tensor(k):
@@ -125,33 +140,32 @@ def parse(t, key):
     The basic key is a tuple of ints, slices and None covering ``t``'s dims in order; the
     advanced indices are one entry per leading dim of ``t[basic key]`` (None: not indexed).
     """
-    items = [_classify(k) for k in _as_tuple(key)]
     ndim = t.ndim
+    if ndim == 0:
+        _check_bare_key_of_scalar(key)
+    items = [_classify(k) for k in _as_tuple(key)]
     consumed = 0
     for kind, v in items:
-        if kind in ("int", "slice"):
+        if kind in ("int", "slice", "invalid"):
             consumed += 1
         elif kind == "tensor":
             consumed += v.ndim if v._data.dtype.kind in "bu" else 1
     if consumed > ndim:
-        if ndim == 0 and items[0][0] == "int":
-            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python "
-                             "or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a "
-                             "number")
-        if ndim == 0 and items[0][0] == "slice":
-            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
         raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    for kind, v in items:           # PyTorch counts the dims before it checks the kinds
+        if kind == "invalid":
+            _invalid(v)
     basic = []
     indices = []            # one entry per dim of t[basic]; a k-dim mask covers k dims
     advanced = False
     dim = 0                 # the next dim of t
     spare = ndim - consumed
     shape = t.shape
-    for kind, v in items:
+    for position, (kind, v) in enumerate(items):
         if kind == "int":
             size = shape[dim]
-            if not -size <= v < size:
-                raise _out_of_bounds(v, dim, size)
+            if not -size <= v < size:       # PyTorch names the int's place in the subscript
+                raise _out_of_bounds(v, position, size)
             basic.append(v)
             dim += 1
         elif kind == "slice":

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import laid_like
 from ember._tensor import Tensor, _make
 from ember.backend import combine_at, xp_of
 from ember.ops._along import REDUCERS, at_least_1d, check_range, flat_positions, wide
@@ -361,7 +362,7 @@ def index_fill(xp, x, index, value, dim):
     """``input`` with ``value`` (a number or 0-dim tensor) in the slices along ``dim`` listed
     in ``index``."""
     require_tensors("index_fill", input=x, index=index)
-    return out_of_place(_write_index_fill)(xp, x, index, value, dim)
+    return out_of_place(_write_index_fill, keep_layout=True)(xp, x, index, value, dim)
 
 
 @index_fill.inplace_variant
@@ -434,7 +435,8 @@ def _write_put(xp, out, index, source, accumulate):
 def put(xp, x, index, source, accumulate):
     """``input`` with ``source``'s elements written (or added, if ``accumulate``) at the flat
     positions ``index`` (negative indices count from the end)."""
-    return out_of_place(_write_put)(xp, x, index, source, accumulate)
+    out = out_of_place(_write_put)(xp, x, index, source, accumulate)    # (writes row-major)
+    return laid_like(xp, out, x)
 
 
 put.inplace_variant(in_place(_write_put))

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import strided_if_empty
+from ember._memory_format import (_order_strides, _stride_order, lay_out, preserved,
+                                   strided_if_empty)
 from ember._tensor import Tensor, _make
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds, xp_of
@@ -244,16 +245,64 @@ def _index(xp, x, indices):
         out = x[_numpy_key(idx)]
     except IndexError:
         out = x[_numpy_key(_checked_bounds(xp, x, idx))]
-    # NumPy lays the result out advanced dims first when they are not leading; PyTorch's
-    # keeps the input's dim order, contiguous for a row-major input or slice of one (so that
-    # ``x[:, mask].view(-1)`` works)
-    return xp.ascontiguousarray(out) if out.ndim > 1 and _row_major(x) else out
+    if out.ndim < 2:
+        return out
+    if _row_major_operands(x, idx, out.shape):
+        return xp.ascontiguousarray(out)
+    order = _index_order(x, idx, out.shape)
+    if out.strides == _order_strides(out.shape, order, out.itemsize):
+        return out
+    return lay_out(xp, out, order)
 
 
-def _row_major(a):
-    """Whether ``a``'s dims (those longer than 1) have decreasing strides."""
-    strides = [s for s, n in zip(a.strides, a.shape) if n > 1]
-    return all(s1 >= s2 for s1, s2 in zip(strides, strides[1:]))
+def _row_major_operands(x, idx, shape):
+    """Whether ``x`` and its indices are row-major with no dims of size 1 to blur their
+    strides (nor has the result): then the result is row-major (the common case, which
+    ``_index_order`` would find more slowly)."""
+    if 1 in shape or 1 in x.shape or not x.flags.c_contiguous:
+        return False
+    return all(a is None or a.flags.c_contiguous for a in idx)
+
+
+def _index_order(x, idx, shape):
+    """The dim order (outermost first) of PyTorch's ``x[idx]``, of ``shape``: its
+    TensorIterator sorts the result's dims by the strides of ``x`` (0 on the indexed dims),
+    then of each index (0 on the others), so a row-major input gives a row-major result
+    whatever NumPy's placement (``x[:, mask].view(-1)`` works) and other layouts are kept."""
+    dims = [d for d, a in enumerate(idx) if a is not None]
+    bshape = np.broadcast_shapes(*(idx[d].shape for d in dims))
+    kept = [d for d in range(x.ndim) if d >= len(idx) or idx[d] is None]
+    n = len(bshape)
+    if dims == list(range(dims[0], dims[-1] + 1)):      # in place of the indexed dims
+        before, after = kept[:dims[0]], kept[dims[0]:]
+    else:                                               # in front
+        before, after = [], kept
+    x_strides = (*(x.strides[d] for d in before), *[0] * n, *(x.strides[d] for d in after))
+    index_strides = [_viewed_strides(idx[d], bshape, shape, len(before)) for d in dims]
+    return _stride_order(shape, x_strides, *index_strides)
+
+
+def _viewed_strides(a, bshape, shape, lead):
+    """The strides of index ``a``, broadcast to ``bshape`` and viewed with dims of size 1
+    around it, in the result of ``shape`` (``lead`` dims before ``bshape``'s) as PyTorch's
+    iterator sees it: 0 along the dims it is broadcast in; a dim of size 1 in the result
+    keeps the stride the view gives it."""
+    strides = _broadcast_strides(a, bshape)
+    trail = len(shape) - lead - len(bshape)
+    if not bshape:
+        outer = inner = 0
+    else:
+        outer = strides[0] * bshape[0] if strides[0] else a.itemsize
+        inner = strides[-1] if strides[-1] else a.itemsize
+    return (*(outer if n == 1 else 0 for n in shape[:lead]), *strides,
+            *(inner if n == 1 else 0 for n in shape[len(shape) - trail:]))
+
+
+def _broadcast_strides(a, shape):
+    """The strides of ``a`` broadcast to ``shape`` (0 along the dims it is broadcast in)."""
+    lead = len(shape) - a.ndim
+    return tuple(0 if d < lead or a.shape[d - lead] != n else a.strides[d - lead]
+                 for d, n in enumerate(shape))
 
 
 @_index.derivative
@@ -340,7 +389,7 @@ def _check_values_shape(values, region, advanced, dtype):
     inplace=True, saves_inputs=False, scalars=False)
 def index_put(xp, x, values, indices, accumulate):
     """``input`` with ``values`` written (or added, if ``accumulate``) at ``indices``."""
-    out = x.copy()
+    out = preserved(xp, x)
     _put(xp, out, values, indices, accumulate)
     return out
 

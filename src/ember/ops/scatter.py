@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import preserved
 from ember._tensor import Tensor
 from ember.ops._along import (at_least_1d, check_bounds, check_index_dtype, check_range, region,
                               scatter_into, take_along, wide)
@@ -37,10 +38,11 @@ def in_place(write):
     return forward
 
 
-def out_of_place(write):
-    """The forward of an op that ``write`` (see ``in_place``) applies to a copy of its input."""
+def out_of_place(write, keep_layout=False):
+    """The forward of an op that ``write`` (see ``in_place``) applies to a copy of its input;
+    ``keep_layout``: the copy has the input's strides, as PyTorch's ``clone`` gives."""
     def forward(xp, x, *args):
-        out = x.copy()
+        out = preserved(xp, x) if keep_layout else x.copy()
         write(xp, out, *args)
         return out
     return forward
