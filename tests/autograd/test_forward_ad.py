@@ -566,3 +566,16 @@ def test_gradcheck_checks_forward_ad_only_when_asked():
                                  check_backward_ad=False)
     # both modes of a built-in op
     assert ember.autograd.gradcheck(lambda a: (a.sin() * a, a.exp()), (x,), check_forward_ad=True)
+
+
+def test_batch_norm_on_a_dual_updates_running_statistics_once():
+    """The tangent's second run of the op works on copies of the running statistics."""
+    bn = nn.BatchNorm1d(2)
+    x = ember.tensor([[1.0, 2.0], [3.0, 5.0]])
+    with fwAD.dual_level():
+        out = bn(fwAD.make_dual(x, ember.ones(2, 2)))
+        tangent = fwAD.unpack_dual(out).tangent
+    np.testing.assert_allclose(bn.running_mean.numpy(), [0.2, 0.35], rtol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), [1.1, 1.35], rtol=1e-6)
+    assert bn.num_batches_tracked.item() == 1
+    np.testing.assert_allclose(tangent.detach().numpy(), np.zeros((2, 2)), atol=1e-6)

@@ -335,7 +335,7 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
     from ember.ops.conversion import _alias
     connected = grad_mode and (any(isinstance(x, Tensor) and x.requires_grad for x in flat)
                                or any(t.requires_grad for t in tangents))
-    args = list(flat)
+    args = _private_constants(op, flat, dual)
     with enable_grad():
         leaves = []
         for i in dual:
@@ -373,6 +373,17 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
             jt = _zeros_as(o, jt.dtype).copy_(jt)   # laid out as o, sharing no tangent
         result.append(jt if connected else jt.detach())
     return result
+
+
+def _private_constants(op, flat, dual):
+    """The op's operands for its second run, with a copy of each operand its forward updates
+    in place (batch norm's running statistics), so that they move once, as in PyTorch."""
+    args = list(flat)
+    for i in op.written_inputs:
+        x = flat[i]
+        if type(x) is Tensor and i not in dual and not x.requires_grad:
+            args[i] = _make(x._data.copy(order="K"))
+    return args
 
 
 def _overlap(a, b):

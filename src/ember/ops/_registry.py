@@ -98,6 +98,7 @@ class Op:
         self.unrounded = frozenset()    # see keep_scalars_unrounded
         self.dtype_params = ()          # see params_in_dtype
         self.input_readers = None       # per input, the inputs whose gradients read it
+        self.written_inputs = ()        # see writes_inputs
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
         node_name = self.short_name if namespace == "nn.functional" else self.name
@@ -173,6 +174,11 @@ class Op:
         them: beside 16-bit floats (computed in float32) they are rounded to that dtype and
         must fit it (``hardtanh(half, max_val=70000.)`` raises its overflow error)."""
         self.dtype_params = tuple(self.param_names.index(n) for n in names)
+
+    def writes_inputs(self, *positions):
+        """Declare the inputs this op's forward updates in place (batch norm's running
+        statistics), so that a second run of it (forward AD) is given copies of them."""
+        self.written_inputs = positions
 
     def reads_inputs(self, *readers):
         """Declare, per input, the inputs whose gradients read its values (``mul``: a's

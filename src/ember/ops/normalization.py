@@ -198,6 +198,9 @@ def _outside_vmap():
     return not STATE.levels
 
 
+native_batch_norm.writes_inputs(3, 4)
+
+
 @native_batch_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
 def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     gy, gmean, ginvstd = grads
@@ -421,9 +424,9 @@ def _layer_norm_backward(gy, x, w, b, mean, invstd, k):
     gy_xc = gy * xc
     gx = gw = gb = None
     if w is not None and w.requires_grad:       # sum over rows of gy * xhat
-        gw = _make(invstd.reshape(-1) @ gy_xc).reshape(w.shape)
+        gw = _make((invstd.reshape(-1) @ gy_xc).reshape(w.shape))
     if b is not None and b.requires_grad:
-        gb = _make(xp.ones(gy.shape[0], gy.dtype) @ gy).reshape(b.shape)
+        gb = _make((xp.ones(gy.shape[0], gy.dtype) @ gy).reshape(b.shape))
     if x.requires_grad:
         avg = xp.full(k, 1 / k, gy.dtype) if w is None else w._data.reshape(k) * (1 / k)
         xc *= ((gy_xc @ avg)[:, None] * invstd) * invstd * -invstd   # (invstd**3 overflows)
