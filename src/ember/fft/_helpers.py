@@ -1,11 +1,14 @@
 """The parts of ember.fft that are not ops: sample frequencies (factories, like those of
 ember/_creation.py) and the shifts that center them (compositions of ``roll``)."""
 
+import warnings
+
 import numpy as np
 
 from ember import _dtype as D
 from ember._creation import _finish, _target
 from ember._tensor import Tensor
+from ember._warn import outside_level
 from ember.ops._dims import wrap_dim
 from ember.ops.reorder import roll
 
@@ -22,7 +25,7 @@ def _count(n, name):
 def _spacing(d, name):
     if isinstance(d, Tensor):
         d = d.item()
-    if isinstance(d, (bool, complex)) or not isinstance(d, (int, float, np.number)):
+    if isinstance(d, complex) or not isinstance(d, (int, float, np.number)):
         raise TypeError(f"fft_{name}(): argument 'd' must be float, not {type(d).__name__}")
     return float(d)
 
@@ -47,14 +50,29 @@ def _frequencies(name, k, n, d, out, dtype, device, requires_grad):
     return _finish(arr, requires_grad)
 
 
+def _in_out_shape(k, out):
+    """``k`` in the shape of ``out`` where it has as many elements (PyTorch's arange keeps that
+    shape), else flat, with arange's warning when ``out`` had elements."""
+    if out is None or out.numel() == 0:
+        return k
+    if out.numel() == k.size:
+        return k.reshape(out.shape)
+    warnings.warn(f"The number of elements in the out tensor of shape {list(out.shape)} is "
+                  f"{out.numel()} which does not match the computed number of elements "
+                  f"{k.size}. Note that this may occur as a result of rounding error. The out "
+                  f"tensor will be resized to a tensor of shape ({k.size},).", UserWarning,
+                  stacklevel=outside_level())
+    return k
+
+
 def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """The sample frequencies of a length-``n`` FFT with sample spacing ``d``: zero, the
     positive frequencies, then the negative ones."""
     n, d = _count(n, "fftfreq"), _spacing(d, "fftfreq")
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
-    k = np.arange(n, dtype=np.int64)
-    k[(n + 1) // 2:] -= n
+    k = _in_out_shape(np.arange(n, dtype=np.int64), out)
+    k[(n + 1) // 2:] -= n                   # along dim 0 of out's shape, as PyTorch does
     return _frequencies("fftfreq", k, n, d, out, dtype, device, requires_grad)
 
 
@@ -63,7 +81,10 @@ def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None,
     """The sample frequencies of a length-``n`` rfft (the non-negative ones) with sample
     spacing ``d``."""
     n, d = _count(n, "rfftfreq"), _spacing(d, "rfftfreq")
-    k = np.arange(max(n // 2 + 1, 0), dtype=np.int64)
+    size = (n // 2 if n >= 0 else -(-n // 2)) + 1   # C's division: rfftfreq(-1) has 1 element
+    if size < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {size}: [{size}]")
+    k = _in_out_shape(np.arange(size, dtype=np.int64), out)
     return _frequencies("rfftfreq", k, n, d, out, dtype, device, requires_grad)
 
 

@@ -52,8 +52,17 @@ def _shape(t):
     return ", ".join(str(n) for n in t.shape)
 
 
+def _tensor_text(t):
+    """The tensor's type as PyTorch's messages print it: ``type()`` for the legacy types, the
+    backend form (``CPUComplexFloatType``) for complex and bfloat16 tensors."""
+    if not (t.is_complex() or t.dtype is D.bfloat16):
+        return t.type()
+    device = "CPU" if t.device.type == "cpu" else "CUDA"
+    return f"{device}{t.type().rsplit('.', 1)[-1][:-len('Tensor')]}Type"
+
+
 def _window_text(window):
-    return "None" if window is None else f"{window.type()}{{[{_shape(window)}]}}"
+    return "None" if window is None else f"{_tensor_text(window)}{{[{_shape(window)}]}}"
 
 
 def _flag(value):
@@ -113,8 +122,8 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
         _warn_once(_REAL_RESULT)
     if window is None:
         _warn_once(_STFT_NO_WINDOW)
-    prefix = (f"stft({input.type()}[{_shape(input)}], n_fft={n_fft}, hop_length={hop_length}, "
-              f"win_length={win_length}, window={_window_text(window)}, "
+    prefix = (f"stft({_tensor_text(input)}[{_shape(input)}], n_fft={n_fft}, "
+              f"hop_length={hop_length}, win_length={win_length}, window={_window_text(window)}, "
               f"normalized={int(normalized)}, onesided={_flag(onesided)}, "
               f"return_complex={int(return_complex)}, align_to_window={_flag(align_to_window)})"
               f" : ")
