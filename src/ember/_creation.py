@@ -113,6 +113,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     ``requires_grad=False`` is given, which detaches it. An object with the buffer protocol
     (``bytearray``, ``array.array``) has its bytes read as elements of ``dtype`` (by default
     the default float dtype), as in PyTorch."""
+    check_requires_grad(requires_grad, "asarray")
     if requires_grad is None and isinstance(obj, Tensor) and obj.requires_grad:
         warn_once("ember.asarray: unspecified requires_grad now defaults to obj.requires_grad "
                   "instead of False. Pass requires_grad=False explicitly to get the old "
@@ -233,6 +234,7 @@ def frombuffer(buffer, *, dtype=_REQUIRED, count=-1, offset=0, requires_grad=Fal
     always writable."""
     if dtype is _REQUIRED:
         raise TypeError('frombuffer() missing 1 required positional arguments: "dtype"')
+    check_requires_grad(requires_grad, "frombuffer", none_ok=False)
     try:
         view = memoryview(buffer).cast("B")
     except TypeError:
@@ -384,6 +386,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
                    requires_grad=False, pin_memory=False):
     """An uninitialized tensor of shape ``size`` whose dims lie in memory in the order
     ``physical_layout`` gives, outermost first (``(0, 2, 3, 1)``: channels last)."""
+    check_requires_grad(requires_grad, "empty_permuted")
     shape, order = _size((size,)), tuple(int(d) for d in physical_layout)
     if len(order) != len(shape):
         raise RuntimeError(f"Number of dimensions in size does not match the length of the "
@@ -402,6 +405,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
     """An uninitialized tensor of shape ``size`` laid out with strides ``stride`` (in
     elements) over memory just large enough to hold it."""
     from ember.ops.shape import int_tuple
+    check_requires_grad(requires_grad, "empty_strided")
     shape = _size((size,))
     strides = int_tuple(stride, "empty_strided(): argument 'stride' (position 2)")
     if len(strides) != len(shape):
@@ -459,6 +463,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
     """A 0-dim tensor holding ``s`` (float dtype by default)."""
+    check_requires_grad(requires_grad, "scalar_tensor")
     _number_arg(s, "scalar_tensor", "s", 1)
     return full((), s, dtype=dtype or D.get_default_dtype(), device=device,
                 requires_grad=requires_grad)
@@ -658,6 +663,7 @@ def _new(self, *args, device=None):
 def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False,
                        layout=None, pin_memory=False):
     """``ember.empty_strided`` with this tensor's dtype and device."""
+    check_requires_grad(requires_grad, "new_empty_strided")
     return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
                          device=self.device if device is None else device,
                          requires_grad=requires_grad, layout=layout, pin_memory=pin_memory)

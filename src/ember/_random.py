@@ -404,6 +404,7 @@ def _fill_out(out, result):
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
            layout=None, device=None, requires_grad=False):
     """Normal samples with the given mean(s) and standard deviation(s)."""
+    check_requires_grad(requires_grad, "normal")
     _check_generator(generator, "normal")
     if size is not None:                # the (float mean, float std, size) form
         mean, std = _as_float(mean, std, size), _as_float(std, mean, size)

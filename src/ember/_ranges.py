@@ -112,6 +112,7 @@ def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=
                   "its behavior is inconsistent with Python's range builtin. Instead, use "
                   "torch.arange, which produces values in [start, end).", UserWarning,
                   stacklevel=2)
+    check_requires_grad(requires_grad, "range", none_ok=False)
     start, end, step = _span(start, end, step, "range")
     n = math.floor((end - start) / step) + 1
     dtype = _out_dtype(dtype, out)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._api import strided
-from ember._creation import _finish, _place, _target
+from ember._creation import _finish, _place, _target, check_requires_grad
 
 __all__ = ["hann_window", "hamming_window", "blackman_window", "bartlett_window",
            "kaiser_window"]
@@ -63,6 +63,7 @@ def _is_float(value):
 def _window(name, length, periodic, dtype, layout, device, requires_grad, values):
     """The checks every window function makes, then ``values(n, dtype)`` (a host array of
     the symmetric window of length n >= 2) made into a tensor."""
+    check_requires_grad(requires_grad, name)
     if isinstance(length, bool):
         raise TypeError(f"{name}(): argument 'window_length' (position 1) must be int, not bool")
     try:

@@ -20,7 +20,7 @@ __all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_s
            "check_rhs_dtype", "check_solve_rows", "check_float", "check_kernel",
            "check_same_dtype", "batch_prefix", "raise_first_failure", "scipy_linalg", "lapack",
            "on_host", "checked", "checked_svd", "real_dtype", "mh", "eye_like", "vector_rhs",
-           "column_major"]
+           "column_major", "empty_16bit_in_float32"]
 
 _LOW = {D.float16.np, D.bfloat16.np}
 
@@ -66,6 +66,27 @@ def check_float(name, a, kernel=None):
     if kind not in "fc":
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
                            f"Got {torch_name(a)}")
+
+
+def empty_16bit_in_float32(forward):
+    """``forward(xp, a, *rest)``, run on float32 copies of its 16-bit arrays when ``a`` is an
+    empty 16-bit array, its float32 results cast back: PyTorch never calls these LAPACK kernels
+    for empty inputs, so it returns empty 16-bit results instead of the kernel's dtype error."""
+    @functools.wraps(forward)
+    def run(xp, a, *rest, **params):
+        if a.size or a.dtype not in _LOW:
+            return forward(xp, a, *rest, **params)
+        low = a.dtype
+        rest = tuple(x.astype(np.float32) if getattr(x, "dtype", None) == low else x
+                     for x in rest)
+        return _cast_float32(forward(xp, a.astype(np.float32), *rest, **params), low)
+    return run
+
+
+def _cast_float32(out, dtype):
+    if isinstance(out, tuple):
+        return tuple(_cast_float32(x, dtype) for x in out)
+    return out.astype(dtype) if getattr(out, "dtype", None) == np.float32 else out
 
 
 def check_kernel(a, kernel, kinds="fc"):

@@ -15,6 +15,7 @@ from ember.ops._promotion import Policy
 from ember.ops._scalars import checked_scalar, fitted_number, number_arg, real_number
 from ember.ops._elementwise import fused_for_half, zeros_for
 from ember.ops._registry import op, rename_node
+from ember.ops._reduce import wide
 
 __all__ = ["act_op", "const", "float_kernel", "masked", "relu", "hardtanh", "threshold",
            "leaky_relu", "prelu", "hardshrink", "softshrink", "hardsigmoid", "hardswish"]
@@ -129,7 +130,8 @@ def hardtanh(xp, x, min_val, max_val):
 
 @hardtanh.derivative
 def _(grad, x, min_val, max_val):
-    a = x._data
+    # in float32 for 16-bit floats (PyTorch's opmath), so the bounds are not rounded to them
+    a = wide(x._data)
     min_val, max_val = _number(min_val), _number(max_val)
     # PyTorch zeroes the gradient where x <= min or x >= max, so it passes at a NaN input
     return masked(grad, ~((a <= min_val) | (a >= max_val)), x, "HardtanhBackwardBackward0")

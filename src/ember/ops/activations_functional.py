@@ -30,6 +30,8 @@ def _apply(name, input, params, inplace):
     if inplace:
         out = call_inplace(op, (input,), params)
         renamed = _INPLACE_NODES.get(type(out._grad_fn).__name__)
+        if renamed in _FROM_RESULT and params and params[0] < 0:     # (selu has no alpha)
+            out._grad_fn.register_prehook(_negative_slope_error)
         return out if renamed is None else rename_node(out, renamed)
     return op.function(input, *params)
 
@@ -37,6 +39,18 @@ def _apply(name, input, params, inplace):
 # PyTorch's nodes of these in-place kernels end in 1 (a view's node keeps its own name)
 _INPLACE_NODES = {"LeakyReluBackward0": "LeakyReluBackward1", "EluBackward0": "EluBackward1",
                   "CeluBackward0": "CeluBackward1", "ThresholdBackward0": "ThresholdBackward1"}
+
+
+# PyTorch's in-place elu and celu compute their gradient from the result, which a negative
+# alpha makes ambiguous: their backward raises
+_FROM_RESULT = ("EluBackward1", "CeluBackward1")
+
+
+def _negative_slope_error(grad_outputs):
+    raise RuntimeError("In-place elu backward calculation is triggered with a negative slope "
+                       "which is not supported. This is caused by calling in-place forward "
+                       "function with a negative slope, please call out-of-place version "
+                       "instead.")
 
 
 # --- rectifiers -------------------------------------------------------------------------------

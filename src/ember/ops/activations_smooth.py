@@ -26,13 +26,14 @@ _ELU = float_kernel("elu_cpu")
 def _elu(xp, x, alpha, scale, input_scale):
     # where, not minimum(x, 0): expm1(-0.0) keeps the sign of zero, as PyTorch's does
     neg = xp.expm1(xp.where(x > 0, 0, x) * input_scale) * alpha
-    out = xp.where(x > 0, x, neg)
+    out = xp.where(x >= 0, x, neg)         # a zero keeps its sign whatever alpha's, as in PyTorch
     return out * scale if scale != 1 else out
 
 
 def _elu_grad(grad, x, alpha, scale, input_scale):
     from ember.ops.binary_math import where
-    neg = (x.clamp(max=0) * input_scale).exp() * (alpha * scale * input_scale)
+    # x < 0, not clamp(max=0): the second derivative is 0 at x = 0, as PyTorch's (x < 0) mask
+    neg = (where(const(x._data < 0), x, 0) * input_scale).exp() * (alpha * scale * input_scale)
     # a NaN input takes the positive slope, as in PyTorch (the test is x <= 0)
     return grad * where(const(x._data <= 0), neg, scale)
 

@@ -11,6 +11,7 @@ import numpy as np
 from ember._memory_format import contiguous_format
 from ember._tensor import Tensor
 from ember._warn import warn_once
+from ember.ops._linalg_utils import empty_16bit_in_float32
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_rhs_dtype,
                                      check_solve_rows, check_square, checked, column_major,
                                      eye_like, lapack, mh, named_result, on_host,
@@ -99,6 +100,7 @@ def _cholesky_grad(grad, a, upper, *, out):
 
 @op("cholesky(input, *, upper=False)", namespace="linalg", out=True,
     grad_fn_name="LinalgCholeskyExBackward0")
+@empty_16bit_in_float32
 def cholesky(xp, a, upper):
     """The Cholesky factor L (A = L L^H) of each Hermitian positive-definite matrix; the
     conjugate transpose U = L^H when ``upper``."""
@@ -112,6 +114,7 @@ cholesky.derivative(_cholesky_grad)
 
 @op("cholesky_ex(input, *, upper=False, check_errors=False)", namespace="linalg",
     out=True, namedtuple=cholesky_ex_result)
+@empty_16bit_in_float32
 def cholesky_ex(xp, a, upper, check_errors):
     """(L, info): info is the order of the first leading minor that is not positive-definite
     (0 when the factorization succeeded)."""
@@ -271,6 +274,7 @@ def _check_eigh(xp, a, uplo):
 
 
 @op("eigh(input, UPLO='L')", namespace="linalg", out=True, namedtuple=eigh_result)
+@empty_16bit_in_float32
 def eigh(xp, a, uplo):
     """(eigenvalues, eigenvectors) of each Hermitian matrix (its ``UPLO`` triangle is read):
     real eigenvalues in ascending order, orthonormal eigenvectors."""
@@ -281,6 +285,7 @@ def eigh(xp, a, uplo):
 
 @op("eigvalsh(input, UPLO='L')", namespace="linalg", out=True,
     grad_fn_name="LinalgEighBackward0")
+@empty_16bit_in_float32
 def eigvalsh(xp, a, uplo):
     """The real eigenvalues of each Hermitian matrix, in ascending order."""
     _check_eigh(xp, a, uplo)

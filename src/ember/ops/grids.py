@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import ones, tensor
+from ember._creation import check_requires_grad, ones, tensor
 from ember._tensor import Tensor
 from ember.ops._scalars import int_arg
 from ember.ops.join import cat, stack
@@ -112,6 +112,7 @@ def combinations(input, r=2, with_replacement=False):
 def _triangle_indices(name, lower):
     def indices(row, col, offset=0, *, dtype=D.int64, device=None, layout=None,
                 pin_memory=False, requires_grad=False):
+        check_requires_grad(requires_grad, name)
         row = int_arg(row, name, "row", 1, tensors=False)
         col = int_arg(col, name, "col", 2, tensors=False)
         offset = int_arg(offset, name, "offset", 3, tensors=False)
@@ -122,7 +123,7 @@ def _triangle_indices(name, lower):
             raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
         rows, cols = (np.tril_indices if lower else np.triu_indices)(row, offset, col)
         return tensor(np.stack([rows, cols]).astype(dtype.np), device=device,
-                      requires_grad=requires_grad)
+                      requires_grad=requires_grad is True)
     indices.__name__ = indices.__qualname__ = name
     side = "lower" if lower else "upper"
     indices.__doc__ = (f"The (row, column) indices of the {side} triangle of a row x col "

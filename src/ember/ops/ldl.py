@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ember.backend import host_array
+from ember.ops._linalg_utils import empty_16bit_in_float32
 from ember.ops._linalg_utils import (batch_prefix, check_float, check_kernel, check_rhs_dtype,
                                      check_solve_rows, check_square, column_major, lapack,
                                      named_result,
@@ -74,6 +75,7 @@ def _no_derivative(name):
 
 @op("ldl_factor(input, *, hermitian=False)", namespace="linalg", out=True,
     namedtuple=ldl_factor_result, grad_fn_name="LinalgLdlFactorExBackward0")
+@empty_16bit_in_float32
 def ldl_factor(xp, a, hermitian):
     """(LD, pivots): the compact LDL^T (LDL^H when ``hermitian``) factorization of symmetric
     indefinite matrices; raises when D is singular."""
@@ -84,6 +86,7 @@ def ldl_factor(xp, a, hermitian):
 
 @op("ldl_factor_ex(input, *, hermitian=False, check_errors=False)", namespace="linalg",
     out=True, namedtuple=ldl_factor_ex_result)
+@empty_16bit_in_float32
 def ldl_factor_ex(xp, a, hermitian, check_errors):
     """(LD, pivots, info): ``ldl_factor`` with LAPACK's info (the 1-based position of a zero
     of D, else 0) instead of an error, unless ``check_errors``."""

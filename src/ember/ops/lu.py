@@ -13,6 +13,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember._warn import outside_level
 from ember.backend import xp_of
+from ember.ops._linalg_utils import empty_16bit_in_float32
 from ember.ops._linalg_utils import (check_float, check_kernel, check_square, column_major, mh,
                                      named_result, raise_first_failure, torch_name)
 from ember.ops._registry import op
@@ -48,6 +49,7 @@ def _factor(xp, a, pivot):
 
 @op("lu_factor(A, *, pivot=True)", namespace="linalg", out=True, namedtuple=lu_factor_result,
     grad_fn_name="LinalgLuFactorExBackward0")
+@empty_16bit_in_float32
 def lu_factor(xp, a, pivot):
     """(LU, pivots) of each matrix: A = P L U; raises for a zero pivot (singular A)."""
     lu, piv, info = _factor(xp, a, pivot)
@@ -57,6 +59,7 @@ def lu_factor(xp, a, pivot):
 
 @op("lu_factor_ex(A, *, pivot=True, check_errors=False)", namespace="linalg", out=True,
     namedtuple=lu_factor_ex_result)
+@empty_16bit_in_float32
 def lu_factor_ex(xp, a, pivot, check_errors):
     """(LU, pivots, info): info is the 1-based position of the first zero pivot, else 0."""
     lu, piv, info = _factor(xp, a, pivot)
@@ -172,6 +175,7 @@ def _check_solve(lu, pivots, b, left):
 
 @op("lu_solve(LU, pivots, B, *, left=True, adjoint=False)", inputs=3, namespace="linalg",
     out=True)
+@empty_16bit_in_float32
 def lu_solve(xp, lu, pivots, b, left, adjoint):
     """The solution X of AX = B (XA = B when not ``left``; with A^H when ``adjoint``), A
     given by ``lu_factor``'s (LU, pivots)."""
@@ -270,6 +274,7 @@ def lu_unpack_public(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *
 # --- linalg.lu --------------------------------------------------------------------------------
 
 @op("lu(A, *, pivot=True)", namespace="linalg", out=True, namedtuple=linalg_lu_result)
+@empty_16bit_in_float32
 def linalg_lu(xp, a, pivot):
     """(P, L, U) with A = P L U: ``lu_factor_ex`` then ``lu_unpack``; a singular matrix does
     not raise."""

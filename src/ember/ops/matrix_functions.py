@@ -3,6 +3,7 @@ top-level names (det, logdet, slogdet, matrix_power, matrix_exp), and linalg.cro
 
 import numpy as np
 
+from ember.ops._linalg_utils import empty_16bit_in_float32
 from ember.ops._linalg_utils import (check_float, check_square, eye_like, mh, named_result,
                                      nan_matrices, on_host, scipy_linalg, torch_name)
 from ember.ops._elementwise import zeros_for
@@ -51,12 +52,14 @@ def _products_of_others(s):
 
 
 @op("det(A)", namespace="linalg", out=True)
+@empty_16bit_in_float32
 def det(xp, a):
     """The determinant of each square matrix."""
     return _det(xp, a)
 
 
 @op("det(input)", out=False, grad_fn_name="LinalgDetBackward0")
+@empty_16bit_in_float32
 def det_top(xp, a):
     """The determinant of each square matrix (``linalg.det``)."""
     return _det(xp, a)

@@ -47,6 +47,9 @@ def _param_defaults(op):
 # promotion, and ``Tensor.__array_wrap__`` makes the result a tensor; ``t += array`` rebinds
 # ``t`` to that new tensor. Only ``==`` and ``!=`` read the array as a tensor (PyTorch's
 # ``t != array`` falls back to Python's identity test, True: ember compares elementwise).
+# With the array on the left, NumPy defers to Tensor (``__array_priority__``) and every
+# reflected operator returns NotImplemented, so ``array + t`` raises TypeError as in PyTorch,
+# except ``array / t``: PyTorch's ``__rdiv__`` is ``t.reciprocal() * array``, left to NumPy.
 
 
 # NOTE [Operators no handler takes]: as PyTorch's binary operators do, a TypeError inside
@@ -87,19 +90,27 @@ def _operator(op, reflected):
     return method
 
 
+def _overriding(x):
+    """Whether ``x`` is a tensor whose type overrides ``__torch_function__``."""
+    return isinstance(x, Tensor) and type(x) is not Tensor and not is_plain(type(x))
+
+
 def _reciprocal_times(div):
-    """``number / t``, which PyTorch computes as ``t.reciprocal() * number``: its values
-    (rounded twice) and its graph. Overriding operands and torch function modes are offered
-    the one call ``Tensor.__rdiv__``, as in PyTorch."""
+    """``number / t`` (and ``t.__rtruediv__(other)`` called directly with a tensor), which
+    PyTorch computes as ``t.reciprocal() * other``: its values (rounded twice), its dtype
+    (an integer ``t`` gives a float32 reciprocal) and its graph. Overriding operands and torch
+    function modes are offered the one call ``Tensor.__rdiv__``, as in PyTorch."""
     params = _param_defaults(div)
     reciprocal, mul = REGISTRY["reciprocal"], REGISTRY["mul"]
 
     def method(self, other):
         if type(other) not in _OPERAND_TYPES and not _is_operand(other):
+            if isinstance(other, np.ndarray):   # see NOTE [Tensor and NumPy array operands]
+                return call(reciprocal, (self,), ()) * other
             return NotImplemented
         try:
-            if isinstance(other, Tensor) or STACK.modes or not (
-                    type(self) is Tensor or is_plain(type(self))):
+            if STACK.modes or (type(self) is not Tensor and _overriding(self)) or (
+                    type(other) not in _OPERAND_TYPES and _overriding(other)):
                 return call(div, (other, self), params)
             return call(mul, (call(reciprocal, (self,), ()), other), ())
         except TypeError:

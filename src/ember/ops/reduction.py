@@ -447,5 +447,15 @@ def _is_zero(xp, a):
 
 from ember.ops import extrema, scan, statistics  # noqa: E402,F401  (registers ops)
 
+
+
+def _norm_function(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):  # noqa: A002
+    """``ember.norm``: the method's norm with ``out`` fifth and ``dtype`` sixth, PyTorch's
+    positional order for the function (the method has ``dtype`` fourth)."""
+    return norm.function(input, p, dim, keepdim, dtype, out=out)
+
+
+_norm_function.__name__ = _norm_function.__qualname__ = "norm"
+
 ALIASES = {**extrema.ALIASES, **scan.ALIASES, **statistics.ALIASES}
-PUBLIC = {**extrema.PUBLIC, **statistics.PUBLIC}
+PUBLIC = {**extrema.PUBLIC, **statistics.PUBLIC, "norm": _norm_function}

@@ -6,6 +6,7 @@ PyTorch.
 """
 
 from ember.backend import device_of
+from ember.ops._linalg_utils import empty_16bit_in_float32
 from ember.ops._linalg_utils import (check_float, check_matrix, checked_svd, column_major, eye_like,
                                      mh,
                                      named_result)
@@ -66,6 +67,7 @@ def svd_grad(grad_u, grad_s, grad_vh, u, s, vh):
 
 @op("svd(A, full_matrices=True, *, driver=None)", namespace="linalg", out=True,
     namedtuple=svd_result)
+@empty_16bit_in_float32
 def svd(xp, a, full_matrices, driver):
     """(U, S, Vh) with A = U diag(S) Vh: singular values in descending order; U and Vh are
     square when ``full_matrices``, else with min(m, n) columns (rows)."""
@@ -86,6 +88,7 @@ def _(grads, a, full_matrices, driver, *, out):
 
 @op("svdvals(A, *, driver=None)", namespace="linalg", out=True,
     grad_fn_name="LinalgSvdBackward0")
+@empty_16bit_in_float32
 def svdvals(xp, a, driver):
     """The singular values of each matrix, in descending order."""
     _check(a, driver)
@@ -104,6 +107,7 @@ def _(grad, a, driver):
 
 @op("svd(input, some=True, compute_uv=True)", out=True, namedtuple=legacy_result,
     grad_fn_name="LinalgSvdBackward0")
+@empty_16bit_in_float32
 def svd_legacy(xp, a, some, compute_uv):
     """(U, S, V) with A = U diag(S) V^H (``linalg.svd`` returns V^H): reduced unless ``some``
     is False; without ``compute_uv``, U and V are zeros (m x m and n x n).

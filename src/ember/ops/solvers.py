@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ember._warn import warn_once
+from ember.ops._linalg_utils import empty_16bit_in_float32
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix,
                                      check_same_dtype, check_square, checked, column_major,
                                      lapack, mh,
@@ -204,6 +205,7 @@ def _solve_grad(grad, a, b, left, *, out):
 
 
 @op("solve(A, B, *, left=True)", inputs=2, namespace="linalg", out=True)
+@empty_16bit_in_float32
 def solve(xp, a, b, left):
     """The solution X of AX = B (or XA = B when ``left`` is False)."""
     x, info = _solve(xp, a, b, left, "linalg.solve")
@@ -219,6 +221,7 @@ solve.derivative(_solve_grad)
 
 @op("solve_ex(A, B, *, left=True, check_errors=False)", inputs=2, namespace="linalg",
     out=True, namedtuple=solve_ex_result)
+@empty_16bit_in_float32
 def solve_ex(xp, a, b, left, check_errors):
     """(X, info) with AX = B: info is nonzero where A is singular."""
     x, info = _solve(xp, a, b, left, "linalg.solve")
@@ -354,6 +357,7 @@ def _tensorsolve_order(ndim, dims):
 
 
 @op("tensorsolve(input, other, dims=None)", inputs=2, namespace="linalg", out=True)
+@empty_16bit_in_float32
 def tensorsolve(xp, a, b, dims):
     """The solution X of ``tensordot(input, X, other.ndim) = other``, after ``input``'s
     ``dims`` are moved to the end."""

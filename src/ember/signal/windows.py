@@ -21,7 +21,7 @@ import scipy.special
 
 from ember import _dtype as D
 from ember._api import strided
-from ember._creation import _finish, _place, _target
+from ember._creation import _finish, _place, _target, check_requires_grad
 from ember._device import device as _device
 
 __all__ = ["bartlett", "blackman", "cosine", "exponential", "gaussian", "general_cosine",
@@ -56,6 +56,8 @@ class _Call:
 
     def tensor(self, values):
         """The result: ``values`` in the dtype, on the device."""
+        # PyTorch makes the short windows with empty() or ones(), whose parsers check the flag
+        check_requires_grad(self.requires_grad, "empty" if self.M == 0 else "ones")
         _, dev = _target(self.device)
         array = np.asarray(values, np.float64).astype(self.dtype.np)
         return _finish(_place(array, dev), self.requires_grad)
@@ -65,8 +67,11 @@ class _Call:
         start + i * step, the rest end - (M - 1 - i) * step, each a fused multiply-add
         (``kinds``: the type names PyTorch's error would give start and end)."""
         steps = self.M
-        if isinstance(steps, bool) or not hasattr(type(steps), "__index__"):
-            raise _linspace_error(kinds or (_kind(start), _kind(end)), steps, self.device)
+        flag = self.requires_grad
+        if isinstance(steps, bool) or not hasattr(type(steps), "__index__") or not (
+                flag is None or isinstance(flag, bool)):
+            raise _linspace_error(kinds or (_kind(start), _kind(end)), steps, self.device,
+                                  "bool" if flag is None else type(flag).__name__)
         steps = steps.__index__()
         kind = self.dtype.np.type
         start, end = kind(start), kind(end)
@@ -89,10 +94,10 @@ def _kind(value):
     return "ember.device" if isinstance(value, _device) else type(value).__name__
 
 
-def _linspace_error(kinds, steps, device):
-    """PyTorch's TypeError for a window length that linspace cannot take as ``steps``
-    (``kinds``: the type names of its start and end)."""
-    got = (f"requires_grad=bool, device={_kind(device)}, layout=ember.layout, "
+def _linspace_error(kinds, steps, device, flag_kind="bool"):
+    """PyTorch's TypeError for a window length that linspace cannot take as ``steps``, or a
+    ``requires_grad`` that is not a bool (``kinds``: the type names of its start and end)."""
+    got = (f"requires_grad={flag_kind}, device={_kind(device)}, layout=ember.layout, "
            f"dtype=ember.dtype, steps={type(steps).__name__}, end={kinds[1]}, "
            f"start={kinds[0]}, ")
     return TypeError(f"linspace() received an invalid combination of arguments - got ({got}), "

@@ -22,6 +22,7 @@ same indices and that leaf's gradient (PyTorch's gradient of ``sparse.mm``, ``to
 
 import operator
 
+from ember._creation import check_requires_grad
 from ember._tensor import Size, Tensor, _make, _new
 from ember.sparse import _layouts as L
 
@@ -449,6 +450,7 @@ def sparse_coo_tensor(indices=None, values=None, size=None, *, dtype=None, devic
     """A sparse COO tensor with the given indices (sparse_dim x nnz) and values (nnz x
     dense dims) (``torch.sparse_coo_tensor``); the size is inferred when not given.
     ``sparse_coo_tensor(size)`` makes an empty one (no stored elements)."""
+    check_requires_grad(requires_grad, "sparse_coo_tensor", none_ok=False)
     if values is None:
         return _empty_coo(indices, size, dtype, device, requires_grad)
     values = _as_tensor(values, dtype, device)
@@ -516,6 +518,7 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
                       check_invariants=None):
     """A sparse CSR matrix from compressed row indices, column indices and values
     (``torch.sparse_csr_tensor``); the size is inferred when not given."""
+    check_requires_grad(requires_grad, "sparse_csr_tensor", none_ok=False)
     values = _as_tensor(values, dtype, device)
     crow = _index_tensor(crow_indices, values.device)
     col = _index_tensor(col_indices, values.device)
@@ -548,6 +551,7 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
                              requires_grad=False, check_invariants=None):
     """A sparse tensor in a compressed layout (``torch.sparse_compressed_tensor``): ember
     has ``layout=ember.sparse_csr`` only, the same as ``sparse_csr_tensor``."""
+    check_requires_grad(requires_grad, "sparse_compressed_tensor", none_ok=False)
     if layout is None or layout is L.strided or layout is L.sparse_coo:
         got = "none" if layout is None else L.short_name(layout)
         raise RuntimeError(f"sparse_compressed_tensor expected sparse compressed tensor layout "
