@@ -553,8 +553,14 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
         drawn = _multinomial_on_device(input, num_samples, replacement, generator)
         if drawn is not None:
             return _fill_out(out, _finish(drawn[0] if input.ndim == 1 else drawn, False))
+    n_rows = input.shape[0] if input.ndim == 2 else 1
+    if input.shape[-1] == 0 and n_rows:
+        if replacement and num_samples > 1:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
+                           "operation has no identity.")
     w = np.asarray(host_array(input._data), dtype=np.float64)
-    rows = w.reshape(-1, w.shape[-1])
+    rows = w.reshape(n_rows, w.shape[-1])
     bad = ~(rows >= 0) | np.isinf(rows)
     if bad.any():
         if not replacement or num_samples == 1:

@@ -235,3 +235,15 @@ def test_elu_family_gradients_and_inplace_negative_slope(name, alpha, create_gra
         return ([str(v) for v in np.round(y.tolist(), 10)], np.round(g.tolist(), 10).tolist(),
                 second)
     assert grads(ember) == grads(torch)
+
+
+@pytest.mark.parametrize("shape, replacement, n", [
+    ((0,), True, 2), ((2, 0), True, 2), ((0,), True, 1), ((2, 0), True, 1), ((0, 2), True, 2),
+    ((0, 0), True, 2), ((0, 2), False, 1)])
+def test_multinomial_of_empty_weights_as_torch(shape, replacement, n):
+    def run(lib):
+        try:
+            return tuple(lib.multinomial(lib.ones(shape), n, replacement).shape)
+        except RuntimeError as e:
+            return str(e)
+    assert run(ember) == run(torch)
