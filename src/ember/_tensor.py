@@ -520,6 +520,8 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got "
                                 f"grad of type {type(value).__name__}")
+            if value is self:
+                raise RuntimeError("can't assign Variable as its own grad")
             expected = self.dtype if not self._meta else self._meta.get("grad_dtype", self.dtype)
             if value.dtype is not expected and expected is not None:
                 from ember._storage import _c_type
@@ -537,6 +539,10 @@ class Tensor:
                                    f"'{list(self.shape)}'. Please ensure that the gradient and "
                                    f"the tensor are the same size")
         self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
 
     @property
     def grad_dtype(self):

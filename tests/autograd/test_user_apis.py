@@ -264,3 +264,32 @@ def test_once_differentiable_graph_node_has_pytorchs_name():
     go = ember.ones(3, requires_grad=True)
     (g,) = ember.autograd.grad(Exp.apply(x), x, go, create_graph=True)
     assert g.grad_fn.name() == "torch::autograd::Error" and g.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_forward_mode_jacobian_keeps_a_complex_output():
+    x = ember.tensor([1.0, 2.0])
+    jac = ember.autograd.functional.jacobian(lambda a: a * (1 + 2j), x, vectorize=True,
+                                             strategy="forward-mode")
+    assert jac.is_complex()
+    assert ember.view_as_real(jac).tolist() == [[[1.0, 2.0], [0.0, 0.0]],
+                                                [[0.0, 0.0], [1.0, 2.0]]]
+
+
+def test_forward_mode_jacobian_of_an_output_independent_of_the_input_is_zero():
+    x = ember.tensor([1.0, 2.0])
+    jac = ember.autograd.functional.jacobian(lambda a: (a * 3, ember.ones(3)), x,
+                                             vectorize=True, strategy="forward-mode")
+    assert jac[0].tolist() == [[3.0, 0.0], [0.0, 3.0]]
+    assert jac[1].tolist() == [[0.0, 0.0]] * 3
+
+
+def test_anomaly_error_warning_points_at_the_frame_that_runs_the_engine():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    with ember.autograd.detect_anomaly():
+        y = x.exp()
+        y.add_(1)
+        with pytest.warns(UserWarning, match="Error detected in ExpBackward0") as record:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()
+    found = [w for w in record if "Error detected" in str(w.message)]
+    assert found[0].filename.replace("\\", "/").endswith("ember/autograd/__init__.py")

@@ -60,8 +60,14 @@ def _target(t):
 
 def _make_grads(outputs, grads):
     from ember._creation import ones_like
+    from ember._tensor import Tensor
     result = []
     for i, (out, g) in enumerate(zip(outputs, grads)):
+        if not isinstance(out, Tensor):
+            raise AssertionError("Expected output to be a ember.Tensor")
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"gradients can be either Tensors or None, but got "
+                            f"{type(g).__name__}")
         if g is None:
             if not out.requires_grad:       # _roots reports it, as PyTorch does
                 result.append(None)
@@ -112,6 +118,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         for t in inputs:
             if not isinstance(t, GradientEdge):
                 t.retain_grad()     # PyTorch's errors; a non-leaf keeps its .grad from now on
+        inputs = tuple({id(t): t for t in inputs}.values())     # each accumulates once
         targets = [_target(t) for t in inputs]
         run_backward(roots, grads, retain_graph, create_graph, targets=targets,
                      accumulate_into_grad=list(inputs))

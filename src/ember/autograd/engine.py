@@ -192,7 +192,7 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
     except Exception:                   # a NaN found counts as this node's error too
         if node._trace is not None:
             warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
-                          f"caused the error:\n{node._trace}", UserWarning, stacklevel=2)
+                          f"caused the error:\n{node._trace}", UserWarning, stacklevel=3)
         raise
     if node._post_hooks:
         grads_in = _run_post_hooks(node, grads_in, buf)
@@ -269,11 +269,17 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
     accumulate(var, grad)
     post = post_accumulate_hooks(var)
     if post:
-        for fn in list(post.values()):
-            fn(var)
+        _run_post_accumulate(post, var)
     if node._post_hooks:
         _run_post_hooks(node, [], [grad])
     return []
+
+
+def _run_post_accumulate(hooks, var):
+    """Call the leaf's post-accumulate-grad hooks, which must return None."""
+    for fn in list(hooks.values()):
+        if fn(var) is not None:
+            raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 def _warn_grad_cycle():
@@ -295,8 +301,7 @@ def _capture(i, grad, captured, accumulate_into_grad):
         accumulate(var, grad)
         post = post_accumulate_hooks(var)
         if post and var._grad_fn is None:
-            for fn in list(post.values()):
-                fn(var)
+            _run_post_accumulate(post, var)
         captured[i] = True
     else:
         captured[i] = grad if captured[i] is None else captured[i] + grad

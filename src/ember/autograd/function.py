@@ -26,6 +26,7 @@ class FunctionCtx:
     _packed = None                      # the saved tensors, when saved-tensor hooks took them
     _saved_for_forward = ()
     _in_jvp = False                     # saved_tensors reads _saved_for_forward in jvp
+    _saved_output_nrs = {}              # saved tensor index -> output number, for outputs
 
     def save_for_backward(self, *tensors):
         """Keep tensors (or None) for backward; read them back as ``ctx.saved_tensors``."""
@@ -46,11 +47,27 @@ class FunctionCtx:
             unpacked = iter(self._packed.inputs())
             return tuple(None if t is None else next(unpacked) for t, _ in self._saved)
         out = []
-        for t, version in self._saved:
+        for i, (t, version) in enumerate(self._saved):
             if t is not None and _version_of(t) != version:
-                raise RuntimeError(_modified_message(t, version))
+                raise RuntimeError(self._modified_message(i, t, version))
             out.append(t)
         return tuple(out)
+
+    def _modified_message(self, index, t, version):
+        """The error for saved tensor ``index`` changed in place: an output of this call is
+        named as this node's output, as PyTorch names it (not by the op that changed it)."""
+        nr = self._saved_output_nrs.get(index)
+        if nr is None:
+            return _modified_message(t, version)
+        return _modified_message(None, version, t._version, self, (t._data, nr))
+
+    @property
+    def saved_variables(self):
+        """Deprecated name of ``saved_tensors``."""
+        import warnings
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning,
+                      stacklevel=2)
+        return self.saved_tensors
 
     def save_for_forward(self, *tensors):
         """Keep tensors (or None) for ``jvp``, which reads them as ``ctx.saved_tensors``."""
@@ -99,7 +116,7 @@ class BackwardFunction(FunctionCtx, Node):
             grads = [g if g is not None or meta is None else zeros(meta[0], dtype=meta[1],
                                                                      device=meta[2])
                      for g, meta in zip(grads, self._out_meta)]
-        result = self._function.backward(self, *grads)
+        result = user_backward(self._function)(self, *grads)
         if not isinstance(result, tuple):
             result = (result,)
         n_inputs = len(self.needs_input_grad)
@@ -146,6 +163,17 @@ class BackwardFunction(FunctionCtx, Node):
 
 
 BackwardCFunction = BackwardFunction       # PyTorch's name of the class of these nodes
+
+
+def user_backward(cls):
+    """The Function's backward: its ``vjp`` when that is the one overridden (an alias)."""
+    vjp = cls.vjp
+    if vjp is Function.vjp:
+        return cls.backward
+    if cls.backward is not Function.backward:
+        raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is not "
+                           "allowed. You should only implement one of them.")
+    return vjp
 
 
 class Function:
@@ -331,6 +359,10 @@ def _wrap_outputs(ctx, args, output, record):
     if record and _inference.MADE[0]:
         _inference.check_saved(ctx._to_save, all_saved=True)
     ctx._saved = tuple((t, _version_of(t)) for t in ctx._to_save)
+    output_nrs = {id(o): nr for nr, o in enumerate(wrapped) if isinstance(o, Tensor)}
+    if any(id(t) in output_nrs for t in ctx._to_save):
+        ctx._saved_output_nrs = {i: output_nrs[id(t)] for i, t in enumerate(ctx._to_save)
+                                 if id(t) in output_nrs}
     ctx._to_save = ()
     if record and SAVED_HOOKS_ACTIVE[0] and any(t is not None for t, _ in ctx._saved):
         hooks = current_saved_hooks()

@@ -186,6 +186,8 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
                            "`vectorized=True` are not supported together. Please either set "
                            "`strict=False` or `vectorize=False`.")
+    if strategy == "forward-mode":
+        return _forward_jacobian(func, xs, in_tuple)
     xs = _grad_inputs(xs, create_graph)
     out_tuple, outs = _call(func, xs, "jacobian")
     _check_outputs(outs, strict)
@@ -209,6 +211,23 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         blocks = _finish(blocks, create_graph)
         jac.append(blocks if in_tuple else blocks[0])
     return tuple(jac) if out_tuple else jac[0]
+
+
+def _forward_jacobian(func, xs, in_tuple):
+    """``jacobian`` with ``strategy="forward-mode"``: one batched jvp per input (complex
+    outputs keep their imaginary part). PyTorch's results nest lists for tuple inputs."""
+    out_tuple = []
+
+    def outputs(*args):
+        is_tuple, outs = _call(func, args, "jacobian")
+        out_tuple[:] = [is_tuple]
+        return outs
+    jac = ember.func.jacfwd(outputs, argnums=tuple(range(len(xs))))(*xs)
+    if not in_tuple:
+        jac = tuple(blocks[0] for blocks in jac)
+        return tuple(jac) if out_tuple[0] else jac[0]
+    jac = [list(blocks) for blocks in jac]
+    return jac if out_tuple[0] else jac[0]
 
 
 def _single_output(out_tuple, outs, fn):

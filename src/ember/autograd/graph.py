@@ -11,6 +11,8 @@ import re
 import weakref
 from typing import NamedTuple
 
+import numpy as np
+
 from ember._hook_handles import RemovableHandle
 from ember.backend import loud_fp, quiet_fp
 from ember.autograd import anomaly
@@ -78,7 +80,9 @@ class Node:
         return f"<{type(self).__name__} object at {hex(id(self))}>"
 
     def __call__(self, *grads):
-        return self.apply(list(grads))
+        """Run this node on ``grads``: one gradient alone, several as a tuple."""
+        out = tuple(self.apply(list(grads)) or ())
+        return out[0] if len(out) == 1 else out
 
     def apply(self, grads):
         """Input gradients (one per next_function) from output gradients."""
@@ -329,8 +333,12 @@ def _zeros_like_output(node, index):
     shape, dtype, device = node._out_meta[index]
     if not (dtype.is_floating_point or dtype.is_complex):
         return None
-    from ember import zeros
-    filled = zeros(shape, dtype=dtype, device=device)
+    if device.type == "cpu":            # (ember.zeros parses its arguments: 10x the time)
+        from ember._tensor import _make
+        filled = _make(np.zeros(shape, dtype.np))
+    else:
+        from ember import zeros
+        filled = zeros(shape, dtype=dtype, device=device)
     filled._filled_zeros = True         # known zero: see carries_gradient
     return filled
 
@@ -647,11 +655,13 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
         raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
     from ember.autograd.engine import queue_callback
     tensors = tuple(tensors)
+    if mode == "all" and not all(t.requires_grad for t in tensors):
+        raise AssertionError("Expected gradient function to be set")
     grads = [None] * len(tensors)
     started = [False]                   # within the current backward
 
     def finish():
-        got = tuple(grads)
+        got = list(grads)
         started[0] = False
         grads[:] = [None] * len(tensors)
         if mode == "all":

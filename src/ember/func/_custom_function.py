@@ -149,6 +149,7 @@ def _forward_of(cls):
 
 
 def _backward_of(cls):
+    from ember.autograd.function import user_backward
     from ember.func._vmap import vmap
 
     def backward(ctx, *grads):
@@ -163,7 +164,7 @@ def _backward_of(cls):
 
         def run(saved_logical, *grads_logical):
             inner.saved_tensors = saved_logical
-            result = cls.backward(inner, *grads_logical)
+            result = user_backward(cls)(inner, *grads_logical)
             result = result if isinstance(result, tuple) else (result,)
             given[:] = [r is not None and needed for r, needed in zip(result, needs)]
             return tuple(r for r, g in zip(result, given) if g)
