@@ -11,17 +11,10 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._programs import fill_
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def fill_(lib, params, rng, scale):
-    """Copy N(0, scale) values from `rng` into each parameter, in order."""
-    with lib.no_grad():
-        for p in params:
-            value = rng.standard_normal(tuple(p.shape)).astype(np.float32) * scale
-            p.copy_(lib.from_numpy(value))
 
 
 def llama_program(torch, seed=0):

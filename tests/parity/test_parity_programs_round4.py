@@ -9,18 +9,11 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._programs import fill_
 from tests.parity.test_parity_programs_round3 import assert_same_results as same_results
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def fill_(lib, params, rng, scale=0.3):
-    """Copy N(0, scale) values from `rng` into each parameter, in order."""
-    with lib.no_grad():
-        for p in params:
-            value = rng.standard_normal(tuple(p.shape)).astype(np.float32) * scale
-            p.copy_(lib.from_numpy(value))
 
 
 def arrays(values):

@@ -10,15 +10,11 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._programs import normal
 from tests.parity.test_parity_programs_round3 import assert_same_results, fill_
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def normal(lib, rng, *shape):
-    """A float32 tensor of N(0, 1) values drawn from `rng`."""
-    return lib.from_numpy(rng.standard_normal(shape).astype(np.float32))
 
 
 def values(tensor):

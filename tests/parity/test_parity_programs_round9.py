@@ -13,23 +13,10 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._programs import fill_, normal
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def fill_(lib, module_or_params, rng, scale=0.3):
-    """Copy N(0, scale) values from `rng` into each parameter, in order."""
-    params = getattr(module_or_params, "parameters", lambda: module_or_params)()
-    with lib.no_grad():
-        for p in params:
-            value = rng.standard_normal(tuple(p.shape)).astype(np.float32) * scale
-            p.copy_(lib.from_numpy(value))
-
-
-def normal(lib, rng, *shape):
-    """A float32 tensor of N(0, 1) values drawn from `rng`."""
-    return lib.from_numpy(rng.standard_normal(shape).astype(np.float32))
 
 
 def submodule(lib, name):
