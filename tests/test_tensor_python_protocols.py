@@ -118,10 +118,10 @@ def test_nested_data_errors(data, dtype, error, message):
 
 def test_copy_and_pickle_keep_attributes():
     x = ember.arange(6.0).reshape(2, 3)
-    x.name = "weights"
-    assert copy.copy(x).name == "weights" and copy.deepcopy(x).name == "weights"
+    x.label = "weights"             # (not ``name``: a read-only slot, None, in PyTorch)
+    assert copy.copy(x).label == "weights" and copy.deepcopy(x).label == "weights"
     back = pickle.loads(pickle.dumps(x))
-    assert back.name == "weights" and back.tolist() == x.tolist()
+    assert back.label == "weights" and back.tolist() == x.tolist()
     assert pickle.loads(pickle.dumps(x.t())).stride() == (1, 3)
 
 

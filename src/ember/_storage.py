@@ -65,8 +65,9 @@ class _Storage:
         return s
 
     def data_ptr(self):
-        """The address of the first byte."""
-        return extent(self._root._data)[0]
+        """The address of the first byte (0 for an empty storage, as PyTorch)."""
+        lo, hi = extent(self._root._data)
+        return lo if hi > lo else 0
 
     def nbytes(self):
         """The size in bytes."""

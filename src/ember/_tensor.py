@@ -1,6 +1,7 @@
 """Tensor: one backend array plus autograd state. Op methods are attached by the registry."""
 
 import copy
+import numbers
 import types
 import warnings
 import weakref
@@ -96,6 +97,11 @@ class Tensor:
     @property
     def is_leaf(self):
         return self._grad_fn is None
+
+    @property
+    def name(self):
+        """Always None: PyTorch's read-only ``Tensor.name`` slot, which no tensor sets."""
+        return None
 
     @property
     def is_meta(self):
@@ -195,8 +201,8 @@ class Tensor:
         return (_address(self._data) - _address(root._data)) // self._data.itemsize
 
     def data_ptr(self):
-        """The address of the first element."""
-        return _address(self._data)
+        """The address of the first element (0 for a tensor with no elements, as PyTorch)."""
+        return _address(self._data) if self._data.size else 0
 
     const_data_ptr = data_ptr
 
@@ -324,6 +330,9 @@ class Tensor:
     def __array_wrap__(self, array, context=None, return_scalar=False):
         """A NumPy ufunc's result on tensors as a tensor (bool results as uint8, as in
         PyTorch)."""
+        if not isinstance(array, np.ndarray):
+            from ember._from_data import _tp_name
+            raise TypeError(f"expected np.ndarray (got {_tp_name(array)})")
         return _make(array.astype(np.uint8) if array.dtype == np.bool_ else array)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
@@ -372,6 +381,8 @@ class Tensor:
                                "Boolean value of Tensor with no values is ambiguous")
         return bool(_to_python(self._data.reshape(())))    # (a GPU read: sync-debug sees it)
 
+    __nonzero__ = __bool__
+
     def __float__(self):
         if self.requires_grad:
             _warn_scalar_of_grad_tensor()
@@ -379,6 +390,8 @@ class Tensor:
 
     def __int__(self):
         return int(_real_part(self._scalar(), "int64_t"))
+
+    __long__ = __int__
 
     def _scalar(self):
         """``item()`` for Python's number conversions, which raise ValueError for several
@@ -406,8 +419,11 @@ class Tensor:
     def __hash__(self):
         return id(self)
 
+    def __delitem__(self, index):
+        raise TypeError("Tensor does not support deleting items")
+
     def __contains__(self, element):
-        if isinstance(element, (Tensor, int, float, bool, complex)):
+        if isinstance(element, (Tensor, numbers.Number)):     # NumPy's numbers too
             return bool((self == element).any())
         raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you "
                            f"passed in a {type(element)}.")
@@ -429,8 +445,27 @@ class Tensor:
                                     self.requires_grad))
         else:
             made = (_rebuild_tensor, (type(self), _to_host(self._data), self.requires_grad))
-        # attributes set on the tensor (``t.name = ...``) travel too, as in PyTorch
+        # attributes set on the tensor (``t.label = ...``) travel too, as in PyTorch
         return made + (self.__dict__,) if self.__dict__ else made
+
+    def __setstate__(self, state):
+        """Restore a leaf from a legacy pickle's state: ``(storage, offset, size, stride)``,
+        ``(data, _, _, requires_grad, backward_hooks)`` or ``(requires_grad, _,
+        backward_hooks)``; or the dict of attributes ``__reduce_ex__`` gives."""
+        if not self.is_leaf:
+            raise RuntimeError("__setstate__ can be only called on leaf Tensors")
+        if isinstance(state, dict):     # the attributes ``__reduce_ex__`` pickles with it
+            self.__dict__.update(state)
+            return
+        if len(state) == 4:
+            self.set_(*state)
+            return
+        if len(state) == 5:
+            self.data = state[0]
+            state = (state[3], None, state[4])
+        self.requires_grad, _, hooks = state
+        if hooks is not None:       # kept for reading back only: ember runs no such dict
+            self.__dict__["_backward_hooks"] = hooks
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:

@@ -185,11 +185,23 @@ def type_(self, dtype=None, non_blocking=False, **kwargs):
         return f"ember.{'cuda.' if self.is_cuda else ''}{self.dtype._legacy}"
     legacy = legacy_type(dtype)
     if legacy is None:
-        return self.to(dtype, non_blocking=non_blocking)
+        return self.to(_checked_type_dtype(dtype), non_blocking=non_blocking)
     dtype, on_cuda = legacy
     if on_cuda == self.is_cuda:
         return self.to(dtype, non_blocking=non_blocking)
     return self.to("cuda" if on_cuda else "cpu", dtype, non_blocking=non_blocking)
+
+
+def _checked_type_dtype(dtype):
+    """``dtype`` if it is an ember dtype; else type()'s errors: ValueError for another class
+    (``float``), TypeError for anything else."""
+    if isinstance(dtype, D.dtype):
+        return dtype
+    if isinstance(dtype, type):
+        module = dtype.__module__
+        name = dtype.__qualname__ if module == "builtins" else f"{module}.{dtype.__qualname__}"
+        raise ValueError(f"invalid type: '{name}'")
+    raise TypeError("dtype must be a type, str, or dtype object")
 
 
 def cpu(self, memory_format=preserve_format):
@@ -408,9 +420,12 @@ Tensor.zero_ = zero_
 def _apply_python(self, name, operands, fn):
     """Write ``fn`` of each element of this tensor (and of ``operands``, broadcast to it)
     into it: the CPU tensors' in-place methods that take a Python function."""
+    _check_tensor_operands(name, operands)
+    if self.is_meta:
+        return self                 # nothing to compute, as PyTorch
     if self.device.type != "cpu" or any(o.device.type != "cpu" for o in operands):
         raise TypeError(f"{name} is only implemented on CPU tensors")
-    if self.requires_grad:
+    if self.requires_grad or any(o.requires_grad for o in operands):
         raise RuntimeError(f"Can't call {name}() on Variable that requires grad. Use "
                            f"var.detach().{name}() instead.")
     labels = ("'other'",) if len(operands) == 1 else ("argument 'x'", "argument 'y'")
@@ -424,6 +439,16 @@ def _apply_python(self, name, operands, fn):
     with np.errstate(over="ignore"):       # a float beyond the dtype's range becomes inf
         values = np.asarray(values, dtype=object).astype(self._data.dtype)
     return copy_(self, _make(values))
+
+
+def _check_tensor_operands(name, operands):
+    """map_'s and map2_'s tensor arguments are tensors (PyTorch's argument-parser error)."""
+    names = ("other",) if len(operands) == 1 else ("x", "y")
+    for position, (label, o) in enumerate(zip(names, operands), 1):
+        if not isinstance(o, Tensor):
+            from ember._creation import _tp_name
+            raise TypeError(f"{name}(): argument '{label}' (position {position}) must be "
+                            f"Tensor, not {_tp_name(o)}")
 
 
 def _element_unpacker(dtype, np_dtype):

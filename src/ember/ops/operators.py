@@ -207,3 +207,5 @@ def _attach(name, method, inplace=False, kind="operator"):
     setattr(Tensor, name, method)
     if name == "__rtruediv__":
         Tensor.__rdiv__ = method
+    elif name in ("__truediv__", "__itruediv__"):   # PyTorch keeps Python 2's names too
+        setattr(Tensor, name.replace("truediv", "div"), method)
