@@ -247,3 +247,24 @@ def test_multinomial_of_empty_weights_as_torch(shape, replacement, n):
         except RuntimeError as e:
             return str(e)
     assert run(ember) == run(torch)
+
+
+@pytest.mark.parametrize("call", [
+    lambda T: T.linalg.solve(T.empty(0, 0, dtype=T.half), T.empty(0, 3)),
+    lambda T: T.linalg.solve(T.eye(2, dtype=T.half), T.ones(2, 3)),
+    lambda T: T.linalg.lu_solve(T.empty(0, 0, dtype=T.half), T.empty(0, dtype=T.int32),
+                                T.empty(0, 3)),
+    lambda T: T.linalg.tensorsolve(T.empty(0, 0, dtype=T.half), T.empty(0)),
+])
+def test_16bit_linalg_with_a_right_side_of_another_dtype_raises_as_torch(call):
+    with pytest.raises(RuntimeError) as mine:
+        call(ember)
+    with pytest.raises(RuntimeError) as theirs:
+        call(torch)
+    assert str(mine.value) == str(theirs.value)
+
+
+def test_det_of_an_empty_16bit_batch_backpropagates_zeros():
+    a = ember.empty(2, 0, 0, dtype=ember.half, requires_grad=True)
+    ember.linalg.det(a).sum().backward()
+    assert a.grad.dtype is ember.half and tuple(a.grad.shape) == (2, 0, 0)

@@ -74,8 +74,10 @@ def empty_16bit_in_float32(forward):
     for empty inputs, so it returns empty 16-bit results instead of the kernel's dtype error."""
     @functools.wraps(forward)
     def run(xp, a, *rest, **params):
-        if a.size or a.dtype not in _LOW:
-            return forward(xp, a, *rest, **params)
+        if a.size or a.dtype not in _LOW or any(
+                d.kind in "fc" and d != a.dtype for d in (getattr(x, "dtype", a.dtype)
+                                                          for x in rest)):
+            return forward(xp, a, *rest, **params)      # (mixed dtypes: the forward's error)
         low = a.dtype
         rest = tuple(x.astype(np.float32) if getattr(x, "dtype", None) == low else x
                      for x in rest)

@@ -11,11 +11,10 @@ import numpy as np
 from ember._memory_format import contiguous_format
 from ember._tensor import Tensor
 from ember._warn import warn_once
-from ember.ops._linalg_utils import empty_16bit_in_float32
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_rhs_dtype,
                                      check_solve_rows, check_square, checked, column_major,
-                                     eye_like, lapack, mh, named_result, on_host,
-                                     raise_first_failure, torch_name)
+                                     empty_16bit_in_float32, eye_like, lapack, mh, named_result,
+                                     on_host, raise_first_failure, torch_name)
 from ember.ops._out_dtypes import _C_NAMES
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op

@@ -256,10 +256,15 @@ def _index(xp, x, indices):
 
 
 def _row_major_operands(x, idx, shape):
-    """Whether ``x`` and its indices are row-major with no dims of size 1 to blur their
-    strides (nor has the result): then the result is row-major (the common case, which
-    ``_index_order`` would find more slowly)."""
-    if 1 in shape or 1 in x.shape or not x.flags.c_contiguous:
+    """Whether ``x``'s dims are in row-major order (strides falling, as after an int or a
+    slice of a contiguous tensor) and its indices row-major, with no dims of size 1 to blur
+    their strides (nor has the result): then the result is row-major (the common case,
+    which ``_index_order`` would find more slowly)."""
+    if 1 in shape or 1 in x.shape:
+        return False
+    strides = x.strides
+    if not (x.flags.c_contiguous or strides[-1] > 0 and all(
+            a > b for a, b in zip(strides, strides[1:]))):
         return False
     return all(a is None or a.flags.c_contiguous for a in idx)
 

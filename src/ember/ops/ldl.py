@@ -12,11 +12,10 @@ import math
 import numpy as np
 
 from ember.backend import host_array
-from ember.ops._linalg_utils import empty_16bit_in_float32
 from ember.ops._linalg_utils import (batch_prefix, check_float, check_kernel, check_rhs_dtype,
-                                     check_solve_rows, check_square, column_major, lapack,
-                                     named_result,
-                                     on_host, torch_name)
+                                     check_solve_rows, check_square, column_major,
+                                     empty_16bit_in_float32, lapack, named_result, on_host,
+                                     torch_name)
 from ember.ops._registry import REGISTRY, op
 
 __all__ = ["ldl_factor", "ldl_factor_ex", "ldl_solve", "linalg_diagonal"]

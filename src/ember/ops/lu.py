@@ -13,9 +13,9 @@ from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember._warn import outside_level
 from ember.backend import xp_of
-from ember.ops._linalg_utils import empty_16bit_in_float32
-from ember.ops._linalg_utils import (check_float, check_kernel, check_square, column_major, mh,
-                                     named_result, raise_first_failure, torch_name)
+from ember.ops._linalg_utils import (check_float, check_kernel, check_square, column_major,
+                                     empty_16bit_in_float32, mh, named_result, raise_first_failure,
+                                     torch_name)
 from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch, lu_info, lu_solve_all, solve_triangular
 

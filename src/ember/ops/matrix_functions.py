@@ -3,9 +3,9 @@ top-level names (det, logdet, slogdet, matrix_power, matrix_exp), and linalg.cro
 
 import numpy as np
 
-from ember.ops._linalg_utils import empty_16bit_in_float32
-from ember.ops._linalg_utils import (check_float, check_square, eye_like, mh, named_result,
-                                     nan_matrices, on_host, scipy_linalg, torch_name)
+from ember.ops._linalg_utils import (check_float, check_square, empty_16bit_in_float32, eye_like,
+                                     mh, named_result, nan_matrices, on_host, scipy_linalg,
+                                     torch_name)
 from ember.ops._elementwise import zeros_for
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
@@ -34,6 +34,8 @@ def _det_grad(grad, a, *, out):
     # d det(A) = det(A) tr(A^{-1} dA): gA = g conj(det) A^{-H}. A singular matrix has no
     # inverse but a cofactor matrix all the same, which the SVD A = U S V^H gives:
     # cof(A) = det(U) det(V^H) U diag(prod_{j != i} s_j) V^H
+    if a.numel() == 0:          # (no inverse needed: 16-bit empties have none)
+        return a.new_zeros(a.shape)
     if not bool(constant(lambda xp, d: (d == 0).any(), out)):
         return (grad * out.conj()).unsqueeze(-1).unsqueeze(-1) * mh(inv(a))
     u, s, vh = svd(a, False)

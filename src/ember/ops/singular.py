@@ -6,10 +6,8 @@ PyTorch.
 """
 
 from ember.backend import device_of
-from ember.ops._linalg_utils import empty_16bit_in_float32
-from ember.ops._linalg_utils import (check_float, check_matrix, checked_svd, column_major, eye_like,
-                                     mh,
-                                     named_result)
+from ember.ops._linalg_utils import (check_float, check_matrix, checked_svd, column_major,
+                                     empty_16bit_in_float32, eye_like, mh, named_result)
 from ember.ops._registry import op
 from ember.ops.factorizations import check_phase
 

@@ -11,11 +11,10 @@ import math
 import numpy as np
 
 from ember._warn import warn_once
-from ember.ops._linalg_utils import empty_16bit_in_float32
-from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix,
-                                     check_same_dtype, check_square, checked, column_major,
-                                     lapack, mh,
-                                     named_result, on_host, raise_first_failure, vector_rhs)
+from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_same_dtype,
+                                     check_square, checked, column_major, empty_16bit_in_float32,
+                                     lapack, mh, named_result, on_host, raise_first_failure,
+                                     vector_rhs)
 from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import int64_arg
 
@@ -167,8 +166,10 @@ def broadcast_batch(xp, a, b):
 def _solve(xp, a, b, left, name):
     """(X, info) with AX = B (left) or XA = B."""
     check_square(name, a)
+    if a.dtype.kind not in "fc":
+        check_float(name, a)
+    check_same_dtype(name, a, b)            # before the 16-bit kernel's error, as PyTorch
     check_float(name, a, "lu_cpu")
-    check_same_dtype(name, a, b)
     b2, vector = _check_rhs(name, a, b, left)
     if not left:                            # XA = B  <=>  A^T X^T = B^T
         a, b2 = a.swapaxes(-1, -2), b2.swapaxes(-1, -2)

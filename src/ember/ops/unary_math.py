@@ -225,15 +225,29 @@ _ZETA_MINUS_ONE = (
 _EULER_GAMMA = 0.5772156649015329
 
 
+# the series' coefficients per centre: (zeta(k) - [c == 2]) / k, k = 2..41
+_TAYLOR_ABOUT_ONE = tuple((z + 1) / k for k, z in enumerate(_ZETA_MINUS_ONE, 2))
+_TAYLOR_ABOUT_TWO = tuple(z / k for k, z in enumerate(_ZETA_MINUS_ONE, 2))
+
+
 def _lgamma_near_zeros(xp, x):
-    """lgamma on [0.6, 2.5] to about an ulp, by its Taylor series about 1 (below 1.375) or
+    """lgamma on [0.6, 2.5] to within 2.5 ulp, by its Taylor series about 1 (below 1.375) or
     2: ``lgamma(c + e) = lead * e + sum_k (-1)^k (zeta(k) - [c == 2]) e^k / k``."""
+    out = xp.empty_like(x)
     near_one = x < 1.375
-    e = xp.where(near_one, x - 1, x - 2)        # exact there
-    acc = xp.zeros_like(x)
-    for k in range(len(_ZETA_MINUS_ONE) + 1, 1, -1):
-        acc = acc * -e + (_ZETA_MINUS_ONE[k - 2] + near_one) / k
-    return e * (xp.where(near_one, -_EULER_GAMMA, 1 - _EULER_GAMMA) + e * acc) + 0.0  # not -0
+    for part, centre, lead, coefficients in (
+            (near_one, 1.0, -_EULER_GAMMA, _TAYLOR_ABOUT_ONE),
+            (~near_one, 2.0, 1 - _EULER_GAMMA, _TAYLOR_ABOUT_TWO)):
+        if not part.any():
+            continue
+        e = x[part] - centre                    # exact there
+        minus_e = -e
+        acc = xp.full_like(e, coefficients[-1])
+        for c in coefficients[-2::-1]:          # Horner's rule, in place
+            acc *= minus_e
+            acc += c
+        out[part] = e * (lead + e * acc) + 0.0  # not -0
+    return out
 
 
 def _lgamma(xp, x):
