@@ -579,3 +579,13 @@ def test_batch_norm_on_a_dual_updates_running_statistics_once():
     np.testing.assert_allclose(bn.running_var.numpy(), [1.1, 1.35], rtol=1e-6)
     assert bn.num_batches_tracked.item() == 1
     np.testing.assert_allclose(tangent.detach().numpy(), np.zeros((2, 2)), atol=1e-6)
+
+
+def test_batch_norm_statistics_held_in_parameters_also_move_once():
+    """Running statistics given as Parameters that need no gradient are copied as well."""
+    mean = nn.Parameter(ember.zeros(2), requires_grad=False)
+    x = ember.tensor([[1.0, 2.0], [3.0, 5.0]])
+    with fwAD.dual_level():
+        ember.nn.functional.batch_norm(fwAD.make_dual(x, ember.ones(2, 2)), mean,
+                                       ember.ones(2), training=True)
+    np.testing.assert_allclose(mean.detach().numpy(), [0.2, 0.35], rtol=1e-6)

@@ -73,10 +73,11 @@ def test_del_grad():
     assert program(ember) is None and program(torch) is None
 
 
-def test_post_accumulate_hook_returning_a_value():
+@pytest.mark.parametrize("returned", [lambda t: t * 2, lambda t: 5])
+def test_post_accumulate_hook_returning_a_value(returned):
     def program(lib):
         x = lib.ones(3, requires_grad=True)
-        x.register_post_accumulate_grad_hook(lambda t: t * 2)
+        x.register_post_accumulate_grad_hook(returned)
         (x * 2).sum().backward()
     _both(program)
 

@@ -29,12 +29,31 @@ def _trajectory(lib, name, options):
     ("Adam", {"amsgrad": True, "weight_decay": 0.1}), ("AdamW", {}), ("Adamax", {}),
     ("NAdam", {"decoupled_weight_decay": True, "weight_decay": 0.1}),
     ("Adagrad", {"lr_decay": 0.01}), ("SGD", {"momentum": 0.9}), ("RMSprop", {}),
+    ("RAdam", {}),
 ])
 def test_float32_tensor_lr_rounds_as_in_pytorch(name, options):
     """PyTorch derives step sizes from a float32 lr in float32 (lr / bias correction);
     a float64 trajectory shows it from the first step."""
     for ours, theirs in zip(_trajectory(ember, name, options), _trajectory(torch, name, options)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-13, atol=1e-15)
+
+
+def _float32_trajectory(lib, name):
+    """float32 parameters after six steps under a float64 tensor lr."""
+    params = [lib.nn.Parameter(lib.tensor(p.astype(np.float32))) for p in T.initial_params()]
+    opt = getattr(lib.optim, name)(params, lr=lib.tensor(0.01, dtype=lib.float64))
+    for grads in T.gradient_sequence():
+        for p, g in zip(params, grads):
+            p.grad = lib.tensor(g.astype(np.float32))
+        opt.step()
+    return [p.detach().numpy() for p in params]
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop", "Adagrad", "NAdam", "RAdam"])
+def test_float64_tensor_lr_over_float32_params_rounds_as_in_pytorch(name):
+    """A 0-d float64 lr does not promote float32 parameters' arithmetic, as in PyTorch."""
+    for ours, theirs in zip(_float32_trajectory(ember, name), _float32_trajectory(torch, name)):
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-7)    # a few ulp at most
 
 
 def _lbfgs_state(lib, **options):

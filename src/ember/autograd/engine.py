@@ -278,8 +278,13 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
 def _run_post_accumulate(hooks, var):
     """Call the leaf's post-accumulate-grad hooks, which must return None."""
     for fn in list(hooks.values()):
-        if fn(var) is not None:
-            raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+        result = fn(var)
+        if result is None:
+            continue
+        from ember._tensor import Tensor
+        if not isinstance(result, Tensor):
+            raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
+        raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 def _warn_grad_cycle():

@@ -381,7 +381,7 @@ def _private_constants(op, flat, dual):
     args = list(flat)
     for i in op.written_inputs:
         x = flat[i]
-        if type(x) is Tensor and i not in dual and not x.requires_grad:
+        if isinstance(x, Tensor) and i not in dual and not x.requires_grad:
             args[i] = _make(x._data.copy(order="K"))
     return args
 

@@ -56,8 +56,8 @@ def number_lr(group):
     dtype, so that what an update derives from it rounds as PyTorch's tensor arithmetic
     does (a float32 lr over a bias correction stays float32)."""
     lr = group["lr"]
-    if isinstance(lr, Tensor) and lr.dtype.is_floating_point:
-        return lr._data.reshape(())[()]
+    if isinstance(lr, Tensor) and lr.dtype.is_floating_point and lr.dtype.itemsize < 8:
+        return lr.dtype.np.type(lr.item())      # on the host, whatever lr's device
     return value(lr)
 
 

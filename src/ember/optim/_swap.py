@@ -46,6 +46,8 @@ def swap_in_optimizer_params_and_state(optimizer, swapin_parameters, swapin_opti
 def _checked_parts(optimizer, swapin_optim_state):
     """``(state, param_groups)`` of ``swapin_optim_state``, or PyTorch's error for what does
     not fit ``optimizer``."""
+    if not isinstance(swapin_optim_state, dict):
+        raise RuntimeError(f"{_NAME} requires a DCP-style optimizer state_dict.")
     state = swapin_optim_state.get("state")
     if not isinstance(state, dict):
         raise RuntimeError(f"{_NAME} requires swapin_optim_state['state'] to be a dict mapping "

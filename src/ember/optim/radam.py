@@ -4,8 +4,8 @@ import math
 
 from ember._tensor import Tensor
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, root_plus, slot,
-                                state_like, step_count)
+from ember.optim._state import (apply_updates, grads_of, new_step, root_plus, slot,
+                                state_like, step_count, value)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -38,7 +38,8 @@ class RAdam(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr = lr_of(group)
+            # a tensor lr multiplies the float64 terms as a number does, as PyTorch's does
+            lr = group["lr"] if group["differentiable"] else value(group["lr"])
             beta1, beta2 = group["betas"]
             rho_inf = 2 / (1 - beta2) - 1
             params, updates = [], []
