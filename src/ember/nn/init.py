@@ -51,30 +51,62 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Fill ``tensor`` from N(mean, std^2) truncated to [a, b] (inverse-CDF sampling)."""
-    def cdf(x):
-        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
-
+    """Fill ``tensor`` from N(mean, std^2) truncated to [a, b] (exact rejection sampling)."""
+    if tensor.is_meta:                      # no storage: nothing to sample
+        return tensor
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
                       "distribution of values may be incorrect.", stacklevel=2)
-    _float_dtype(tensor.dtype, "normal_kernel_cpu")     # (no sampling into integers/bools)
-    if a > b:
-        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
-                           f"from={a:g} > to={b:g}")
     with no_grad():
-        lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-        # 16-bit floats are too coarse near +-1 for erfinv: sample in float32, then round
-        work = tensor if tensor.element_size() >= 4 else \
-            tensor.new_empty(tensor.shape, dtype=float32)
-        work.uniform_(2 * lo - 1, 2 * hi - 1, generator=generator)
-        work.erfinv_()
-        work.mul_(std * math.sqrt(2.0))
-        work.add_(mean)
-        work.clamp_(min=a, max=b)
-        if work is not tensor:
-            tensor.copy_(work)
-        return tensor
+        # the mass of N(mean, std^2) inside [a, b] picks the cheaper proposal
+        inside = _normal_cdf((b - mean) / std) - _normal_cdf((a - mean) / std)
+        if inside > 0.3:
+            return _trunc_normal_by_normal(tensor, mean, std, a, b, generator)
+        return _trunc_normal_by_uniform(tensor, mean, std, a, b, generator)
+
+
+def _normal_cdf(x):
+    return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+
+def _work_buffer(tensor):
+    """A flat buffer to sample into: float32 for 16-bit floats (too coarse to sample in)."""
+    dtype = tensor.dtype if tensor.element_size() >= 4 else float32
+    return tensor.new_empty((tensor.numel(),), dtype=dtype)
+
+
+def _trunc_normal_by_normal(tensor, mean, std, a, b, generator):
+    """Draw from N(mean, std^2) and redraw the draws outside [a, b] until none are left."""
+    _float_dtype(tensor.dtype, "normal_kernel_cpu")     # (no sampling into integers/bools)
+    work = _work_buffer(tensor).normal_(mean, std, generator=generator)
+    outside = (work < a) | (work > b)
+    while bool(outside.any()):
+        redraw = work.new_empty((int(outside.sum()),)).normal_(mean, std, generator=generator)
+        work[outside] = redraw
+        outside = (work < a) | (work > b)
+    return tensor.copy_(work.view(tensor.shape))
+
+
+def _trunc_normal_by_uniform(tensor, mean, std, a, b, generator):
+    """Draw from U(a, b) and keep each draw x with probability pdf(x) / max pdf on [a, b]."""
+    tensor.uniform_(a, b, generator=generator)     # (torch's errors for bad bounds or dtypes)
+    work = _work_buffer(tensor)
+    work.copy_(tensor.reshape(-1))
+    peak = max(a, min(mean, b))                     # where the density is largest on [a, b]
+    log_peak = -0.5 * ((peak - mean) / std) ** 2
+
+    def rejected(x):
+        log_ratio = ((x - mean) / std).square_().mul_(-0.5).sub_(log_peak)
+        return x.new_empty(x.shape).uniform_(generator=generator).log_() > log_ratio
+
+    pending = rejected(work)
+    while bool(pending.any()):
+        candidates = work.new_empty((int(pending.sum()),)).uniform_(a, b, generator=generator)
+        kept = ~rejected(candidates)
+        slots = pending.nonzero().squeeze(1)[kept]
+        work[slots] = candidates[kept]
+        pending[slots] = False
+    return tensor.copy_(work.view(tensor.shape))
 
 
 def constant_(tensor, val):
@@ -232,3 +264,10 @@ kaiming_uniform = _deprecated(kaiming_uniform_)
 kaiming_normal = _deprecated(kaiming_normal_)
 orthogonal = _deprecated(orthogonal_)
 sparse = _deprecated(sparse_)
+
+# the private helpers some programs import from torch.nn.init (all run under no_grad already)
+_no_grad_uniform_ = uniform_
+_no_grad_normal_ = normal_
+_no_grad_trunc_normal_ = trunc_normal_
+_no_grad_fill_ = constant_
+_no_grad_zero_ = zeros_

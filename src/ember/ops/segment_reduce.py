@@ -78,6 +78,8 @@ def norm_except_dim(v, pow=2, dim=0):  # noqa: A002
     (the whole norm for ``dim=-1``), as weight normalization uses it."""
     if dim == -1:
         return ember.linalg.vector_norm(v, pow)
+    if v.dim() == 1:        # no other dim: each element is its own (one-element) vector
+        return ember.linalg.vector_norm(v.unsqueeze(1), pow, 1)
     dim = dim % v.dim()
     others = tuple(d for d in range(v.dim()) if d != dim)
     return ember.linalg.vector_norm(v, pow, others, keepdim=True)

@@ -19,7 +19,7 @@ def skip_init(module_cls, *args, **kwargs):
     """``module_cls(*args, **kwargs)`` with its parameters and buffers left uninitialized:
     built on the meta device, then given memory on ``device`` (cpu by default)."""
     from ember.nn.modules.module import Module
-    if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
+    if not issubclass(module_cls, Module):     # (a non-class raises TypeError, as in torch)
         raise RuntimeError(f"Expected a Module; got {module_cls}")
     if "device" not in module_cls.__init__.__code__.co_varnames:
         raise RuntimeError("Module must support a 'device' arg to skip initialization")

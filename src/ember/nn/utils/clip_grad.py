@@ -57,7 +57,8 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     grads = [p.grad for p in _tensor_list(parameters) if p.grad is not None]
     if not grads:
         return
-    coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
+    from ember import clamp                 # (a non-tensor total_norm raises TypeError)
+    coef = clamp(float(max_norm) / (total_norm + 1e-6), max=1.0)
     fast = device_kernel(grads[0]._data, "scale_all")
     if fast is not None and coef.device == grads[0].device:
         with device_guard(gpu_elsewhere(coef._data)):

@@ -12,11 +12,8 @@ __all__ = ["weight_norm", "spectral_norm", "orthogonal"]
 
 def norm_except_dim(v, dim):
     """The 2-norm of ``v`` over every dim but ``dim`` (kept as size-1 dims); dim=-1: all."""
-    from ember import linalg
-    if dim == -1:
-        return linalg.vector_norm(v)
-    dims = tuple(d for d in range(v.ndim) if d != dim)
-    return linalg.vector_norm(v, 2, dim=dims, keepdim=True)
+    from ember import norm_except_dim as norm
+    return norm(v, 2, dim)
 
 
 def unit_vector(x, eps):
@@ -30,7 +27,7 @@ def weight_matrix(weight, dim):
     spectral normalization estimates."""
     if dim != 0:
         weight = weight.permute(dim, *(d for d in range(weight.ndim) if d != dim))
-    return weight.flatten(1)
+    return weight.reshape(weight.shape[0], -1)      # (a 1-D weight: one column)
 
 
 class _WeightNorm(Module):

@@ -207,6 +207,10 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     sequences = list(sequences)
     if not sequences:
         raise RuntimeError("received an empty list of sequences")
+    for i, s in enumerate(sequences):
+        if not isinstance(s, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{type(s).__name__}")
     longest = max(s.shape[0] for s in sequences)
     first = sequences[0]                # sets the trailing dims and dtype, as in PyTorch
     size = (len(sequences), longest) if batch_first else (longest, len(sequences))

@@ -5,7 +5,7 @@ iteration on the buffers ``<name>_u`` and ``<name>_v`` (one step per training fo
 import ember
 from ember.nn.parameter import Parameter
 from ember.nn.utils.parametrizations import unit_vector, weight_matrix
-from ember.nn.utils.weight_norm import remove_hook
+from ember.nn.utils.weight_norm import reject_uninitialized, remove_hook
 
 __all__ = ["spectral_norm", "remove_spectral_norm", "SpectralNorm"]
 
@@ -43,6 +43,7 @@ class SpectralNorm:
                                    f"parameter {name}")
         fn = SpectralNorm(name, n_power_iterations, dim, eps)
         weight = module._parameters[name]
+        reject_uninitialized(weight, "SpectralNorm", "spectral normalization")
         with ember.no_grad():
             mat = weight_matrix(weight, dim)
             h, w = mat.shape

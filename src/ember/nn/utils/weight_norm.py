@@ -29,6 +29,7 @@ class WeightNorm:
                                    f"parameter {name}")
         fn = WeightNorm(name, dim)
         weight = getattr(module, name)
+        reject_uninitialized(weight, "WeightNorm", "weight normalization")
         del module._parameters[name]
         module.register_parameter(name + "_g",
                                   Parameter(norm_except_dim(weight, fn.dim).detach()))
@@ -60,6 +61,14 @@ def weight_norm(module, name="weight", dim=0):
 def remove_weight_norm(module, name="weight"):
     """Undo ``weight_norm``: ``module.<name>`` becomes a plain parameter again."""
     return remove_hook(module, WeightNorm, name, "weight_norm")
+
+
+def reject_uninitialized(weight, hook, what):
+    """Raise ValueError for a lazy module's not yet materialized ``weight``."""
+    from ember.nn.parameter import UninitializedParameter
+    if isinstance(weight, UninitializedParameter):
+        raise ValueError(f"The module passed to `{hook}` can't have uninitialized parameters. "
+                         f"Make sure to run the dummy forward before applying {what}")
 
 
 def remove_hook(module, kind, name, what):
