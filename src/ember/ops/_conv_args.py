@@ -184,6 +184,8 @@ _AXES = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}
 
 
 def _opad_message(opad, stride, dilation):
+    if len(opad) == 1:  # PyTorch runs 1-d as 2-d with a unit height, and says so
+        opad, stride, dilation = (0, *opad), (1, *stride), (1, *dilation)
     axes = _AXES[len(opad)]
     parts = [f"output_padding_{a}: {p}" for a, p in zip(axes, opad)]
     parts += [f"stride_{a}: {s}" for a, s in zip(axes, stride)]

@@ -144,6 +144,7 @@ linear.reads_inputs((1,), (0,), ())     # x for the weight's gradient, weight fo
 
 def bilinear(input1, input2, weight, bias=None):
     """Apply ``y = x1^T A x2 + b`` to the last dims of ``input1`` and ``input2``."""
+    _check_bilinear_dtypes(input1, input2, weight, bias)
     if weight.ndim != 3:
         raise RuntimeError(f"bilinear(): weight must be 3-dimensional, but got {weight.ndim}D")
     if input1.ndim != input2.ndim:
@@ -172,6 +173,19 @@ def bilinear(input1, input2, weight, bias=None):
     if bias is not None:
         out = out + bias
     return out.reshape(lead + (n_out,))
+
+
+def _check_bilinear_dtypes(input1, input2, weight, bias):
+    named = [("input1", input1), ("input2", input2), ("weight", weight)]
+    named += [("bias", bias)] if bias is not None else []
+    if len({t.dtype for _, t in named}) > 1:
+        got = ", ".join(f"{name}: {_tensor_mm_name(t)}" for name, t in named)
+        raise RuntimeError(f"All tensors must have the same dtype, got {got}")
+
+
+def _tensor_mm_name(t):
+    name = str(t.dtype).rpartition(".")[2]
+    return _MM_NAMES.get(name, name)
 
 
 ALIASES = {}

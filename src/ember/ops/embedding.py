@@ -115,9 +115,20 @@ def _renorm_(weight, indices, max_norm, norm_type):
     """Scale the rows ``indices`` name down to norm ``max_norm``, in place (as PyTorch)."""
     with no_grad():
         rows = indices.reshape(-1).unique()
+        _check_renorm_rows(rows, weight.shape)
         norms = ember.linalg.vector_norm(weight[rows], norm_type, 1)
         scale = ember.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
         weight[rows] = weight[rows] * scale.unsqueeze(1).to(weight.dtype)
+
+
+def _check_renorm_rows(rows, shape):
+    """PyTorch's error for the first of the sorted ``rows`` outside ``weight`` (it selects
+    each row in turn)."""
+    n = shape[0]
+    bad = rows[(rows >= n) | (rows < -n)]
+    if bad.numel():
+        raise IndexError(f"select(): index {int(bad[0])} out of range for tensor of size "
+                         f"[{', '.join(map(str, shape))}] at dimension 0")
 
 
 def _padding_index(padding_idx, n):
@@ -275,6 +286,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     if per_sample_weights is not None:
         _check_same_type(weight, per_sample_weights)
     pad = _bag_padding_index(padding_idx, weight.shape[0])
+    if max_norm is not None:  # PyTorch renorms the rows before its range check
+        _check_renorm_rows(flat.unique(), weight.shape)
     _check_bag_range(flat, weight.shape[0], mode)
     # (the padding index goes to the lookup too, so that a sparse gradient leaves it out)
     rows = functional_embedding(flat, weight, padding_idx, max_norm, norm_type,

@@ -57,8 +57,9 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             projection.reset_parameters()
             output.reset_parameters()
 
-    def forward(self, input, target):
+    def forward(self, input_, target_):
         """(each target's log-probability, their mean negative): ``_ASMoutput``."""
+        input, target = input_, target_
         if target.ndim == 1:
             if input.shape[0] != target.shape[0]:
                 raise RuntimeError("Input and target should have the same size in the batch "

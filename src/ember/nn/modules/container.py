@@ -456,6 +456,8 @@ class ParameterDict(Module):
 
     def popitem(self):
         """Remove and return the last (key, value) pair."""
+        if not self._keys:
+            raise KeyError("popitem(): dictionary is empty")
         key = next(reversed(self._keys))
         return key, self.pop(key)
 

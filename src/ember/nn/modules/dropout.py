@@ -55,8 +55,16 @@ class AlphaDropout(_DropoutNd):
 
     _fn = functional_form("alpha_dropout")
 
+    def forward(self, input):
+        # PyTorch ignores ``inplace`` here: the input is never overwritten
+        return type(self)._fn(input, self.p, self.training)
+
 
 class FeatureAlphaDropout(_DropoutNd):
     """Alpha dropout of whole channels."""
 
     _fn = functional_form("feature_alpha_dropout")
+
+    def forward(self, input):
+        # PyTorch ignores ``inplace`` here: the input is never overwritten
+        return type(self)._fn(input, self.p, self.training)

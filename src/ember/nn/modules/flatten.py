@@ -25,16 +25,14 @@ class Unflatten(Module):
 
     def __init__(self, dim, unflattened_size):
         super().__init__()
-        if isinstance(dim, int):
-            if not isinstance(unflattened_size, (tuple, list)):
-                raise TypeError(f"unflattened_size must be a tuple of ints, but found type "
-                                f"{type(unflattened_size).__name__}")
-            for i, s in enumerate(unflattened_size):
-                if not isinstance(s, int):
-                    raise TypeError(f"unflattened_size must be tuple of ints, but found element "
-                                    f"of type {type(s).__name__} at pos {i}")
-        else:
-            raise TypeError(f"invalid argument type for dim parameter, found {type(dim)}")
+        # as torch 2.13: ``dim`` is not checked here (a bad one fails in forward)
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(f"unflattened_size must be a tuple of ints, but found type "
+                            f"{type(unflattened_size).__name__}")
+        for i, s in enumerate(unflattened_size):
+            if not isinstance(s, int):
+                raise TypeError(f"unflattened_size must be tuple of ints, but found element "
+                                f"of type {type(s).__name__} at pos {i}")
         self.dim = dim
         self.unflattened_size = unflattened_size
 

@@ -43,6 +43,17 @@ def _projection(x, w_ih, b_ih, b_hh):
     return ember.addmm(bias, x, w_ih.t())
 
 
+def _check_state_dtype(h, w_hh, b_hh):
+    """PyTorch's error for a hidden state whose dtype is not the weights': that of the product
+    ``h W_hh^T (+ b_hh)`` it computes (``rnn_layer`` would silently promote instead)."""
+    if h.dtype == w_hh.dtype or ember.is_autocast_enabled(h.device.type):
+        return
+    if b_hh is None:
+        h.matmul(w_hh.t())
+    else:
+        ember.addmm(b_hh, h, w_hh.t())
+
+
 def _check_types(**args):
     """PyTorch's TypeError for each ``name=(value, type)`` whose value is of another type."""
     for name, (value, kind) in args.items():
@@ -59,6 +70,7 @@ class RNNBase(Module):
                  device=None, dtype=None):
         super().__init__()
         factory_kwargs = {"device": device, "dtype": dtype}
+        float(dropout)  # PyTorch converts first: a string or None fails as float() fails
         if mode not in _GATES:
             raise ValueError(f"Unrecognized RNN mode: {mode}")
         if not isinstance(dropout, numbers.Number) or not 0 <= dropout <= 1 or \
@@ -122,9 +134,15 @@ class RNNBase(Module):
     def flatten_parameters(self):
         """No-op: ember keeps no fused weight buffer (kept for PyTorch compatibility)."""
 
+    def _init_flat_weights(self):
+        """No-op: ``_flat_weights`` is always read from the current attributes."""
+
+    def _update_flat_weights(self):
+        """No-op: ``_flat_weights`` is always read from the current attributes."""
+
     @property
     def _flat_weights(self):
-        return [getattr(self, name) for name in self._flat_weights_names]
+        return [getattr(self, name, None) for name in self._flat_weights_names]
 
     @property
     def all_weights(self):
@@ -194,6 +212,7 @@ class RNNBase(Module):
             if is_lstm:
                 self.check_hidden_size(c0, expected[:2] + (self.hidden_size,),
                                        "Expected hidden[1] size {}, got {}")
+            _check_state_dtype(h0[0], self.weight_hh_l0, getattr(self, "bias_hh_l0", None))
         if not packed and sizes == ():
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         x = input if packed else input.reshape(len(sizes) * batch, input.shape[2])
@@ -464,6 +483,7 @@ def _stepwise(x, hx, w_hh, cx=None, b_hh=None, w_hr=None, *, mode, batch_sizes,
 def cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh):
     """``(h', c')`` (``c'`` None but for LSTM) after one step of ``mode`` from ``states``
     (``(h,)`` or ``(h, c)``) on ``input`` (B, I)."""
+    _check_state_dtype(states[0], w_hh, b_hh)
     fold_bias = mode != "GRU"
     proj = _projection(input, w_ih, b_ih, b_hh if fold_bias else None)
     run = _stepwise if mode in ("LSTM", "GRU") and _cpu_autocast(input) else rnn_layer
@@ -481,7 +501,21 @@ _CELL_NODE_NAMES = {"LSTM": "MulBackward0", "GRU": "AddBackward0", "RNN_TANH": "
 def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One LSTM step with the given weights: ``(h', c')`` from ``hx = (h, c)``
     (``torch.lstm_cell``)."""
-    return cell_step("LSTM", input, tuple(hx), w_ih, w_hh, b_ih, b_hh)
+    return cell_step("LSTM", input, _lstm_states(hx), w_ih, w_hh, b_ih, b_hh)
+
+
+def _lstm_states(hx):
+    """``hx`` as a ``(h, c)`` tuple, refused as ``torch.lstm_cell`` refuses it."""
+    if not isinstance(hx, (tuple, list)):
+        raise TypeError(f"lstm_cell(): argument 'hx' (position 2) must be tuple of Tensors, "
+                        f"not {type(hx).__name__}")
+    for i, h in enumerate(hx):
+        if not isinstance(h, ember.Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 1, but got "
+                            f"{type(h).__name__}")
+    if len(hx) != 2:
+        raise RuntimeError("lstm_cell expects two hidden states")
+    return tuple(hx)
 
 
 def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
@@ -530,13 +564,17 @@ class LSTMCell(RNNCellBase):
                          dtype=dtype)
 
     def forward(self, input, hx=None):
-        input, batched = self._batch(input, hx)
+        input, batched = self._batch(input, None)
         if hx is None:
             zeros = self._zeros(input)
             hx = (zeros, zeros)
         else:
-            hx = (_unsqueeze(hx[0], batched), _unsqueeze(hx[1], batched))
-        h, c = self._step("LSTM", input, hx)
+            for i, h in enumerate(hx):
+                if h.dim() not in (1, 2):
+                    raise ValueError(f"LSTMCell: Expected hx[{i}] to be 1D or 2D, got "
+                                     f"{h.dim()}D instead")
+            hx = hx if batched else (hx[0].unsqueeze(0), hx[1].unsqueeze(0))
+        h, c = self._step("LSTM", input, _lstm_states(hx))
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 
