@@ -13,7 +13,8 @@ def test_device_parsing_and_equality():
     assert ember.device("cuda", 1) == d and ember.device("cuda") != d
     assert repr(d) == "device(type='cuda', index=1)"
     assert ember.device(d) is d and ember.device(0) == ember.device("cuda:0")
-    assert ember.device("cpu") == "cpu" and hash(ember.device("cpu")) == hash(ember.device("cpu"))
+    # as torch's: a device never equals a string
+    assert ember.device("cpu") != "cpu" and hash(ember.device("cpu")) == hash(ember.device("cpu"))
     with pytest.raises(RuntimeError):
         ember.device("tpu")
     with pytest.raises(RuntimeError):
@@ -59,3 +60,37 @@ def test_host_input_checks_raise_at_once():
     device_assert(np.array([1, 2]).min() < 0, lambda: IndexError("never"))
     with pytest.raises(IndexError, match="bad index"):
         device_assert(np.array([1, -2]).min() < 0, lambda: IndexError("bad index"))
+
+
+def test_device_strings_parsed_strictly_as_pytorch():
+    for text in ("cuda:01", " cuda", "cpu:", "cuda:1:2", "cu-da"):
+        with pytest.raises(RuntimeError, match=f"^Invalid device string: '{text}'$"):
+            ember.device(text)
+    with pytest.raises(RuntimeError, match="^Device string must not be empty$"):
+        ember.device("")
+    with pytest.raises(RuntimeError, match="^Device index must not be negative$"):
+        ember.device("cuda", -1)
+    with pytest.raises(TypeError, match=r"^device\(\): argument 'index' \(position 2\) must be "
+                                        r"int, not bool$"):
+        ember.device("cuda", True)
+    assert ember.device("cuda", ember.tensor(3)).index == 3
+    assert ember.device("cpu").__reduce__() == (ember.device, ("cpu",))
+
+
+def test_default_device_reaches_tensors_given_to_as_tensor():
+    host = ember.zeros(2)
+    ember.set_default_device("meta")
+    try:
+        moved = ember.as_tensor(host), ember.asarray(host), ember.tensor(host.detach())
+    finally:
+        ember.set_default_device(None)
+    assert [t.device.type for t in moved] == ["meta"] * 3
+    assert ember.as_tensor(host) is host
+
+
+def test_device_blocks_share_one_stack():
+    ember.device("meta").__enter__()
+    ember.device("cpu").__exit__(None, None, None)
+    assert ember.get_default_device().type == "cpu"
+    with pytest.raises(RuntimeError, match="^trying to pop from empty mode stack$"):
+        ember.device("cpu").__exit__(None, None, None)

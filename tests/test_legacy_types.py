@@ -1,6 +1,8 @@
 """PyTorch's legacy tensor types: ``FloatTensor(2, 3)``, ``isinstance(x, LongTensor)``,
 ``x.type(DoubleTensor)`` and ``set_default_tensor_type``."""
 
+import warnings
+
 import pytest
 
 import ember
@@ -58,6 +60,7 @@ def test_cuda_types_need_cuda():
 
 
 def test_set_default_tensor_type_sets_the_default_dtype():
+    ember.set_warn_always(True)         # (PyTorch warns once per process otherwise)
     try:
         with pytest.warns(UserWarning, match=r"set_default_tensor_type\(\) is deprecated"):
             ember.set_default_tensor_type(ember.DoubleTensor)
@@ -70,4 +73,20 @@ def test_set_default_tensor_type_sets_the_default_dtype():
             ember.set_default_tensor_type(ember.LongTensor)
         assert ember.get_default_dtype() is ember.float16
     finally:
+        ember.set_default_dtype(ember.float32)
+        ember.set_warn_always(False)
+
+
+def test_set_default_tensor_type_warns_once_unless_warn_always():
+    try:
+        ember.set_default_tensor_type(ember.FloatTensor)        # (the once may be spent)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            ember.set_default_tensor_type(ember.FloatTensor)
+            ember.set_warn_always(True)
+            ember.set_default_tensor_type(ember.FloatTensor)
+        assert len(seen) == 1 and "is deprecated" in str(seen[0].message)
+        assert seen[0].filename == __file__
+    finally:
+        ember.set_warn_always(False)
         ember.set_default_dtype(ember.float32)

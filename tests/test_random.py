@@ -191,7 +191,7 @@ def test_seed_and_state_errors_as_pytorch():
         ember.set_rng_state(ember.zeros(5))
     with pytest.raises(RuntimeError, match="^Expected a CPUGeneratorImplState of size 5056 "):
         ember.set_rng_state(ember.zeros(5, dtype=ember.uint8))
-    with pytest.raises(RuntimeError, match="Expected an RNG state"):
+    with pytest.raises(RuntimeError, match="^Invalid mt19937 state$"):
         ember.set_rng_state(ember.zeros(5056, dtype=ember.uint8))
     with pytest.raises(TypeError, match="expected a torch.ByteTensor, but got list"):
         ember.Generator().set_state([1, 2])
@@ -313,3 +313,10 @@ def test_module_manual_seed_converts_with_int():
     assert ember.initial_seed() == 1
     ember.manual_seed("7")
     assert ember.initial_seed() == 7
+
+
+def test_cpu_state_of_the_wrong_size_refused_even_when_readable():
+    state = ember.Generator().get_state()
+    with pytest.raises(RuntimeError, match="^Expected a CPUGeneratorImplState of size 5056 but "
+                                           "found the input RNG state size to be 5055$"):
+        ember.Generator().set_state(state[:-1])

@@ -86,7 +86,6 @@ cdouble = complex128
 long = int64
 int = int32  # noqa: A001
 short = int16
-char = int8
 
 globals().update(_ops.public_functions())
 from ember import functional  # noqa: E402,F401  (torch.functional; needs the functions above)

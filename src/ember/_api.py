@@ -2,6 +2,7 @@
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember._warn import WARN_ALWAYS
 from ember.backend.cpu_kernels import check_thread_count
 
 __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel",
@@ -12,8 +13,6 @@ __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel"
            "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
            "get_device_module", "is_storage", "get_num_interop_threads",
            "set_num_interop_threads", "init_num_threads", "set_flush_denormal"]
-
-_WARN_ALWAYS = [False]
 
 
 class layout:  # noqa: N801  (PyTorch's name)
@@ -45,18 +44,27 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
+def _require_tensor(name, input):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+
+
 def is_floating_point(input):
     """Whether the tensor's dtype is a floating-point type."""
+    _require_tensor("is_floating_point", input)
     return input.is_floating_point()
 
 
 def is_complex(input):
     """Whether the tensor's dtype is complex."""
+    _require_tensor("is_complex", input)
     return input.is_complex()
 
 
 def is_nonzero(input):
     """Whether a one-element tensor is nonzero."""
+    _require_tensor("is_nonzero", input)
     if input.numel() != 1:
         raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous"
                            if input.numel() else
@@ -71,6 +79,7 @@ def is_inference(input):
 
 def numel(input):
     """The number of elements of a tensor."""
+    _require_tensor("numel", input)
     return input.numel()
 
 
@@ -189,14 +198,15 @@ def set_anomaly_enabled(enabled, check_nan=True):
 
 
 def set_warn_always(b):
-    """Repeat warnings PyTorch gives once per process (remembered: ember's warnings follow
-    Python's ``warnings`` filters either way)."""
-    _WARN_ALWAYS[0] = bool(b)
+    """Repeat every time the warnings PyTorch gives once per process."""
+    if type(b) is not bool:
+        raise RuntimeError(f"setWarnOnlyOnce expects a bool, but got {type(b).__name__}")
+    WARN_ALWAYS[0] = b
 
 
 def is_warn_always_enabled():
     """Whether ``set_warn_always(True)`` was called."""
-    return _WARN_ALWAYS[0]
+    return WARN_ALWAYS[0]
 
 
 def get_device_module(device=None):

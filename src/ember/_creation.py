@@ -8,7 +8,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
-from ember._device import as_device, get_default_device
+from ember._device import as_device, chosen_default_device, get_default_device
 from ember._host_values import _NO_HOST_DLPACK
 from ember._tensor import Size, Tensor, _make
 from ember._warn import warn_once
@@ -83,13 +83,16 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 def _tensor(data, dtype, device, requires_grad, pin_memory):
     dtype = _dtype_arg("tensor", dtype)
     arr = _from_data(data, dtype)
-    _, dev = _target(device if device is not None or not isinstance(data, Tensor)
-                     else data.device)
+    if device is None and isinstance(data, Tensor):
+        device = chosen_default_device() or data.device
+    _, dev = _target(device)
     return pinned(_finish(_place(arr, dev), requires_grad), pin_memory)
 
 
 def as_tensor(data, dtype=None, device=None):
     """``data`` as a tensor, sharing memory when dtype and device already match."""
+    if device is None:
+        device = chosen_default_device()
     if isinstance(data, Tensor):
         if dtype is None and device is None:
             return data
@@ -114,6 +117,8 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     (``bytearray``, ``array.array``) has its bytes read as elements of ``dtype`` (by default
     the default float dtype), as in PyTorch."""
     check_requires_grad(requires_grad, "asarray")
+    if device is None:
+        device = chosen_default_device()
     if requires_grad is None and isinstance(obj, Tensor) and obj.requires_grad:
         warn_once("ember.asarray: unspecified requires_grad now defaults to obj.requires_grad "
                   "instead of False. Pass requires_grad=False explicitly to get the old "

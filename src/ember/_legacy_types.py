@@ -6,12 +6,11 @@ test with them (``isinstance(x, torch.cuda.FloatTensor)``) and cast to them
 type; tensors are never its instances by construction, only by that check, as in PyTorch.
 """
 
-import warnings
-
 from ember import _dtype as D
 from ember._creation import legacy_new
 from ember._device import device as as_device, set_default_device
 from ember._tensor import Tensor
+from ember._warn import warn_once
 
 class TensorType(type):
     """The class of the legacy types: instances are tensors of its dtype and device type."""
@@ -67,9 +66,8 @@ def legacy_type(kind):
 
 def set_default_tensor_type(t):
     """Deprecated: make ``t``'s dtype the default and its device type the default device."""
-    warnings.warn("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please "
-                  "use torch.set_default_dtype() and torch.set_default_device() as "
-                  "alternatives.", UserWarning, stacklevel=2)
+    warn_once("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
+              "torch.set_default_dtype() and torch.set_default_device() as alternatives.")
     kind = legacy_type(t)
     if kind is None:
         raise TypeError(f"invalid type object: {t!r}")

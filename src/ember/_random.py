@@ -93,15 +93,16 @@ class Generator:
                             f"{type(new_state).__name__}")
         if new_state.dtype is not D.uint8:
             raise TypeError("RNG state must be a torch.ByteTensor")
+        on_cpu = self.device.type == "cpu"
+        if on_cpu and new_state.numel() != _CPU_STATE_SIZE:
+            raise RuntimeError(f"Expected a CPUGeneratorImplState of size {_CPU_STATE_SIZE} "
+                               f"but found the input RNG state size to be {new_state.numel()}")
         try:
             state = json.loads(np.asarray(new_state).tobytes().decode())
             bit_generator = state["bit_generator"]
         except (ValueError, UnicodeDecodeError, KeyError, TypeError):
-            if self.device.type == "cpu" and new_state.numel() != _CPU_STATE_SIZE:
-                raise RuntimeError(f"Expected a CPUGeneratorImplState of size "
-                                   f"{_CPU_STATE_SIZE} but found the input RNG state size to "
-                                   f"be {new_state.numel()}") from None
-            raise RuntimeError(f"Expected an RNG state from Generator.get_state, but found "
+            raise RuntimeError("Invalid mt19937 state" if on_cpu else
+                               f"Expected an RNG state from Generator.get_state, but found "
                                f"{new_state.numel()} bytes that are not one") from None
         self._seed = state["seed"]
         self._rng = np.random.Generator(np.random.PCG64())

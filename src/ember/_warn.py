@@ -45,11 +45,12 @@ def outside_level():
 
 
 _WARNED_ONCE = set()
+WARN_ALWAYS = [False]           # set_warn_always(True): warn_once warns every time
 
 
 def warn_once(message, category=UserWarning):
-    """Warn once per process (PyTorch's TORCH_WARN_ONCE), blaming the first caller outside
-    ember."""
-    if message not in _WARNED_ONCE:
+    """Warn once per process (PyTorch's TORCH_WARN_ONCE; every time after
+    ``set_warn_always(True)``), blaming the first caller outside ember."""
+    if WARN_ALWAYS[0] or message not in _WARNED_ONCE:
         _WARNED_ONCE.add(message)
         warnings.warn(message, category, stacklevel=outside_level())

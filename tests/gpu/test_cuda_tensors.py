@@ -281,12 +281,14 @@ def test_legacy_cuda_tensor_types():
     moved = ember.ones(2).type(ember.cuda.DoubleTensor)
     assert moved.is_cuda and moved.dtype == ember.float64
     assert not moved.type("torch.FloatTensor").is_cuda
+    ember.set_warn_always(True)         # (PyTorch warns once per process otherwise)
     try:
         with pytest.warns(UserWarning):
             ember.set_default_tensor_type(ember.cuda.FloatTensor)
         assert ember.zeros(2).is_cuda
     finally:
         ember.set_default_device(None)
+        ember.set_warn_always(False)
 
 
 def test_channels_last_on_the_gpu_gives_the_cpus_values():

@@ -70,6 +70,15 @@ class _Mode:
     def _clone(self):
         return type(self)()
 
+    def clone(self):
+        """A fresh copy of this mode (what each call of a decorated function enters)."""
+        return self._clone()
+
+    @property
+    def mode(self):
+        """The mode this object sets (``set_grad_enabled``/``inference_mode``)."""
+        return self._mode
+
     def __enter__(self):
         self._prev = STATE.grad_enabled
         STATE.grad_enabled = self._enabled()
@@ -117,6 +126,14 @@ class set_grad_enabled(_Mode):
 
     def _clone(self):
         return set_grad_enabled(self._mode)
+
+    @property
+    def prev(self):
+        """The grad mode that was on before this object was made."""
+        return self._prev
+
+    def __repr__(self):
+        return f"{type(self).__module__}.{type(self).__qualname__}(mode={self._mode})"
 
     def _enabled(self):
         return self._mode

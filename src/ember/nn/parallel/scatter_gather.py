@@ -45,7 +45,8 @@ def scatter_kwargs(inputs, kwargs, target_gpus, dim=0):
 def gather(outputs, target_device, dim=0):
     """The per-GPU ``outputs`` joined on ``target_device`` ("cpu" or -1 for the host):
     tensors concatenated along ``dim``, containers entry by entry."""
-    device = ember.device("cpu") if target_device in (-1, "cpu") else _cuda(target_device)
+    on_host = target_device in (-1, "cpu", ember.device("cpu"))
+    device = ember.device("cpu") if on_host else _cuda(target_device)
 
     def join(parts):
         first = parts[0]
