@@ -46,8 +46,9 @@ def is_tensor(obj):
 
 def _require_tensor(name, input):
     if not isinstance(input, Tensor):
+        from ember._from_data import _tp_name
         raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
-                        f"{type(input).__name__}")
+                        f"{_tp_name(input)}")
 
 
 def is_floating_point(input):
@@ -200,7 +201,8 @@ def set_anomaly_enabled(enabled, check_nan=True):
 def set_warn_always(b):
     """Repeat every time the warnings PyTorch gives once per process."""
     if type(b) is not bool:
-        raise RuntimeError(f"setWarnOnlyOnce expects a bool, but got {type(b).__name__}")
+        from ember._from_data import _tp_name
+        raise RuntimeError(f"setWarnOnlyOnce expects a bool, but got {_tp_name(b)}")
     WARN_ALWAYS[0] = b
 
 

@@ -94,7 +94,7 @@ def as_tensor(data, dtype=None, device=None):
     if device is None:
         device = chosen_default_device()
     if isinstance(data, Tensor):
-        if dtype is None and device is None:
+        if dtype is None and (device is None or as_device(device) == data.device):
             return data
         return data.to(device=device, dtype=dtype)
     if isinstance(data, np.ndarray) and (device is None or as_device(device).type == "cpu") \

@@ -23,7 +23,10 @@ class device:
         if not isinstance(type, str):
             raise TypeError(f"device(): argument 'type' (position 1) must be str, not "
                             f"{_type_name(type)}")
-        name, index = _parse(type, _checked_index(index))
+        if index is None and type in _TYPES:       # the common "cpu"/"cuda": no parsing
+            name = type
+        else:
+            name, index = _parse(type, _checked_index(index))
         self = object.__new__(cls)
         self.type = name
         self.index = index

@@ -151,3 +151,19 @@ def test_trunc_normal_refuses_integer_and_bool_tensors(dtype):
                        match=f"\"normal_kernel_cpu\" not implemented for '{name}'"):
         init.trunc_normal_(t)
     assert not t.any()
+
+
+@pytest.mark.filterwarnings("ignore:mean is more than 2 std")
+@pytest.mark.parametrize("mean, std, a, b", [(0.0, 1.0, 2.5, 1e9), (100.0, 1.0, -2.0, 2.0),
+                                             (0.0, 2.0, -40.0, -5.0)])
+def test_trunc_normal_of_a_wide_interval_on_one_side_follows_the_truncated_density(mean, std,
+                                                                                   a, b):
+    """A uniform proposal would accept almost nothing here (it never finished for b=1e9)."""
+    from scipy import stats
+    ember.manual_seed(0)
+    t = ember.empty(20000, dtype=ember.float64)
+    ember.nn.init.trunc_normal_(t, mean, std, a, b)
+    x = t.numpy()
+    assert a <= x.min() and x.max() <= b
+    law = stats.truncnorm((a - mean) / std, (b - mean) / std, loc=mean, scale=std)
+    assert stats.kstest(x, law.cdf).pvalue > 1e-3

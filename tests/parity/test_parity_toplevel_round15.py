@@ -108,3 +108,36 @@ OTHER_CALLS = [
 @pytest.mark.parametrize("code", OTHER_CALLS)
 def test_other_utilities_as_torch(code):
     assert _outcome(ember, code) == _outcome(torch, code)
+
+
+def test_tensor_compared_with_an_ndarray_under_a_meta_default_device():
+    """The array joins the CPU tensor on the host; it is not sent to the default device."""
+    def run(lib):
+        lib.set_default_device("meta")
+        try:
+            x = lib.ones(3, device="cpu")
+            return (x == np.ones(3, dtype=np.float32)).tolist()
+        finally:
+            lib.set_default_device(None)
+    assert run(ember) == run(torch) == [True, True, True]
+
+
+@pytest.mark.parametrize("call", [
+    lambda T: T.norm_except_dim(T.tensor([3.0, -4.0]), 2, 1),
+    lambda T: T.norm_except_dim(T.tensor([3.0, -4.0]), 2, -2),
+    lambda T: T.is_autocast_enabled(T.device("cpu")),
+    lambda T: T.get_autocast_dtype(T.device("cpu")),
+    lambda T: T.set_autocast_enabled(T.device("cpu"), True),
+    lambda T: T.is_autocast_enabled(5),
+    lambda T: T.is_floating_point(np.ones(2)),
+    lambda T: T.set_warn_always(np.bool_(True)),
+    lambda T: T.nn.utils.rnn.pad_sequence([np.ones(2)]),
+])
+def test_review_errors_as_torch(call):
+    def outcome(lib):
+        try:
+            call(lib)
+        except Exception as e:      # noqa: BLE001 - the error itself is compared
+            return type(e).__name__, str(e).replace("torch.", "ember.")
+        return None
+    assert outcome(ember) == outcome(torch) is not None

@@ -26,17 +26,17 @@ _SUPPORTED = {"cpu": (D.bfloat16, D.float16), "cuda": (D.bfloat16, D.float16)}
 
 def is_autocast_available(device_type):
     """Whether autocast supports ``device_type`` ("cpu" and "cuda")."""
-    return _parse_device_type(device_type) in _DEFAULT_DTYPE
+    return _parse_device_type(device_type, "is_autocast_available") in _DEFAULT_DTYPE
 
 
 def is_autocast_enabled(device_type="cuda"):
     """Whether autocast is on for ``device_type`` in this thread."""
-    return STATE.enabled.get(_parse_device_type(device_type), False)
+    return STATE.enabled.get(_parse_device_type(device_type, "is_autocast_enabled"), False)
 
 
 def get_autocast_dtype(device_type):
     """The lower-precision dtype autocast uses on ``device_type``."""
-    device_type = _check_device_type(device_type)
+    device_type = _check_device_type(device_type, "get_autocast_dtype")
     return STATE.dtype.get(device_type, _DEFAULT_DTYPE[device_type])
 
 
@@ -49,32 +49,38 @@ def set_autocast_enabled(device_type, enabled=None):
     if type(enabled) is not bool:
         raise TypeError(f"set_autocast_enabled(): argument 'enabled' (position {position}) "
                         f"must be bool, not {type(enabled).__name__}")
-    device_type = _check_device_type(device_type)
+    device_type = _check_device_type(device_type, "set_autocast_enabled")
     STATE.enabled = {**STATE.enabled, device_type: enabled}
 
 
 def set_autocast_dtype(device_type, dtype):
     """Set the lower-precision dtype autocast uses on ``device_type``."""
-    device_type = _check_device_type(device_type)
+    device_type = _check_device_type(device_type, "set_autocast_dtype")
     STATE.dtype = {**STATE.dtype, device_type: dtype}
 
 
-def _check_device_type(device_type):
+def _check_device_type(device_type, caller):
     """The device type of ``device_type`` ("cuda:0" is "cuda"), with PyTorch's errors for a
     string that names no device and for a device autocast does not support."""
-    base = _parse_device_type(device_type)
+    base = _parse_device_type(device_type, caller)
     if base not in _DEFAULT_DTYPE:
         raise RuntimeError(f"User specified an unsupported autocast device_type "
                            f"'{device_type}'")
     return base
 
 
-def _parse_device_type(device_type):
+def _parse_device_type(device_type, caller):
     """The device type ``device_type`` starts with ("cuda:0" is "cuda"), with PyTorch's
-    error for a string that names no device type."""
-    if device_type in _DEFAULT_DTYPE:
+    errors for what is not a string (a ``device`` too) and a string naming no device type."""
+    if type(device_type) is str and device_type in _DEFAULT_DTYPE:
         return device_type
-    base = device_type.partition(":")[0] if isinstance(device_type, str) else device_type
+    if not isinstance(device_type, str):
+        from ember._device import device
+        from ember._from_data import _tp_name
+        name = "ember.device" if isinstance(device_type, device) else _tp_name(device_type)
+        raise TypeError(f"{caller}(): argument 'device_type' (position 1) must be str, "
+                        f"not {name}")
+    base = device_type.partition(":")[0]
     from ember.library import DEVICE_TYPES
     if base not in DEVICE_TYPES:
         raise RuntimeError(f"Expected one of {', '.join(DEVICE_TYPES)} device type at start of "
@@ -91,7 +97,7 @@ class autocast:
         if not isinstance(device_type, str):
             raise ValueError(f"Expected `device_type` of type `str`, got: "
                              f"`{type(device_type)}`")
-        device_type = _check_device_type(device_type)
+        device_type = _check_device_type(device_type, "autocast")
         self.device = device_type
         # as PyTorch's: the dtype and cache switch in effect unless given
         self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtype

@@ -126,7 +126,7 @@ def _equality(op):
 
     def method(self, other):
         if type(other) is np.ndarray:
-            other = as_tensor(other)
+            other = as_tensor(other, device="cpu")   # (NumPy data stays on the host)
         elif type(other) not in _OPERAND_TYPES and not _is_operand(other):
             return NotImplemented
         try:

@@ -4,6 +4,7 @@ gradients come from those ops' derivatives)."""
 import math
 
 import ember
+from ember.ops._dims import wrap_dim_of_sized
 from ember.ops._registry import rename_node
 
 _REDUCTIONS = {"sum": "sum", "prod": "prod", "mean": "mean", "max": "amax", "amax": "amax",
@@ -78,6 +79,7 @@ def norm_except_dim(v, pow=2, dim=0):  # noqa: A002
     (the whole norm for ``dim=-1``), as weight normalization uses it."""
     if dim == -1:
         return ember.linalg.vector_norm(v, pow)
+    dim = wrap_dim_of_sized(dim, v.dim())       # torch's IndexError for a bad dim
     if v.dim() == 1:        # no other dim: each element is its own (one-element) vector
         return ember.linalg.vector_norm(v.unsqueeze(1), pow, 1)
     dim = dim % v.dim()

@@ -209,8 +209,9 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
         raise RuntimeError("received an empty list of sequences")
     for i, s in enumerate(sequences):
         if not isinstance(s, Tensor):
+            from ember._from_data import _tp_name
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
-                            f"{type(s).__name__}")
+                            f"{_tp_name(s)}")
     longest = max(s.shape[0] for s in sequences)
     first = sequences[0]                # sets the trailing dims and dtype, as in PyTorch
     size = (len(sequences), longest) if batch_first else (longest, len(sequences))
