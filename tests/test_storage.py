@@ -135,3 +135,20 @@ def test_from_file_maps_a_file(tmp_path):
     created = ember.from_file(str(tmp_path / "new.bin"), shared=True, size=3)
     assert created.tolist() == [0.0, 0.0, 0.0] and created.dtype is ember.float32
     assert (tmp_path / "new.bin").stat().st_size == 12
+
+
+def test_set_with_tensor_offset_size_and_stride_counts_from_the_tensor():
+    base = ember.arange(6.)
+    t = ember.empty(0).set_(base[2:], 1, (2,), (2,))
+    assert t.tolist() == [3.0, 5.0] and t.storage_offset() == 3 and t.stride() == (2,)
+    t[0] = 9
+    assert base.tolist() == [0.0, 1.0, 2.0, 9.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize("args,kwargs", [((None,), {}), ((None, True, None, None), {}),
+                                         ((ember.ones(3), 0), {}), ((ember.ones(3),),
+                                                                    {"foo": 1})])
+def test_set_refuses_invalid_argument_combinations(args, kwargs):
+    with pytest.raises(TypeError, match=r"^set_\(\) received an invalid combination of "
+                                        r"arguments - got \("):
+        ember.ones(2).set_(*args, **kwargs)

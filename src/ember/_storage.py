@@ -236,12 +236,13 @@ def from_file(filename, shared=None, size=0, *, dtype=None, layout=None, device=
 
 # --- Tensor.set_: point a tensor at other memory ----------------------------------------------
 
-def set_(self, source=None, storage_offset=0, size=None, stride=None):
+def set_(self, *args, **kwargs):
     """Make this tensor use other memory, in place: ``source``'s (a tensor's, with its shape
     and strides), a storage's (from ``storage_offset``, with ``size`` and ``stride``, in
-    elements), or none (an empty tensor)."""
+    elements; for a tensor, counted from its own offset), or none (an empty tensor)."""
     from ember._tensor import Tensor
     from ember.autograd.grad_mode import STATE
+    source, storage_offset, size, stride = _set_arguments(args, kwargs)
     if self._requires_grad and STATE.grad_enabled:
         if self._grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
@@ -249,31 +250,20 @@ def set_(self, source=None, storage_offset=0, size=None, stride=None):
         raise RuntimeError("set_(): cannot give new memory to a tensor that is part of an "
                            "autograd graph; call it on a detached tensor or under no_grad()")
     dtype = self._data.dtype
-    if isinstance(source, Tensor):
+    if isinstance(source, Tensor) and size is None:
         _check_dtype(source.dtype, self.dtype)
         array, root = source._data, _storage_root(source)
-    elif isinstance(source, _Storage):
-        if isinstance(source, TypedStorage):
+    elif source is not None:
+        if isinstance(source, Tensor):
             _check_dtype(source.dtype, self.dtype)
-        flat = source._flat(dtype)
-        offset = operator.index(storage_offset)
-        shape = (len(flat) - offset,) if size is None else tuple(size)
-        strides = _row_major_strides(shape) if stride is None else tuple(stride)
-        needed = (0 if 0 in shape else offset + 1 + sum((n - 1) * s
-                                                        for n, s in zip(shape, strides)))
-        if needed > len(flat) or offset < 0:
-            raise RuntimeError(f"setStorage: sizes {list(shape)}, strides {list(strides)}, "
-                               f"storage offset {offset}, and itemsize {dtype.itemsize} "
-                               f"requiring a storage size of {needed * dtype.itemsize} are "
-                               f"out of bounds for storage of size {source.nbytes()}")
-        xp = xp_of(flat)
-        array = xp.lib.stride_tricks.as_strided(
-            flat[offset:], shape=shape, strides=tuple(s * dtype.itemsize for s in strides))
+            storage_offset += source.storage_offset()
+            source = source.untyped_storage()
+        elif isinstance(source, TypedStorage):
+            _check_dtype(source.dtype, self.dtype)
+        array = _strided_in(source, dtype, storage_offset, size, stride)
         root = source._root
-    elif source is None:
-        array, root = xp_of(self._data).zeros(0, dtype), None
     else:
-        raise TypeError(f"set_() received an invalid source of type {type(source).__name__}")
+        array, root = xp_of(self._data).zeros(0, dtype), None
     self._data = array
     self._view = None
     if root is not None and root is not self:
@@ -283,6 +273,81 @@ def set_(self, source=None, storage_offset=0, size=None, stride=None):
         self._meta.pop("storage_root", None)
     self._bump_version()
     return self
+
+
+def _strided_in(storage, dtype, offset, size, stride):
+    """The array of ``dtype`` that ``size``, ``stride`` and ``offset`` (in elements; all of
+    the storage when ``size`` is None) lay out in ``storage``."""
+    flat = storage._flat(dtype)
+    shape = (len(flat) - offset,) if size is None else size
+    strides = _row_major_strides(shape) if not stride else stride
+    if len(strides) != len(shape):
+        raise RuntimeError(f"unequal size length ({len(shape)}) and stride length "
+                           f"({len(strides)})")
+    needed = 0 if 0 in shape else offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    if needed > len(flat) or offset < 0:
+        raise RuntimeError(f"setStorage: sizes {list(shape)}, strides {list(strides)}, "
+                           f"storage offset {offset}, and itemsize {dtype.itemsize} "
+                           f"requiring a storage size of {needed * dtype.itemsize} are "
+                           f"out of bounds for storage of size {storage.nbytes()}")
+    return xp_of(flat).lib.stride_tricks.as_strided(
+        flat[offset:], shape=shape, strides=tuple(s * dtype.itemsize for s in strides))
+
+
+_SET_NAMES = ("source", "storage_offset", "size", "stride")
+_SET_SIGNATURES = (
+    " * ()\n * (torch.Storage source)\n * (torch.Storage source, int storage_offset, tuple of "
+    "ints size, tuple of ints stride = None)\n * (Tensor source)\n * (Tensor source, int "
+    "storage_offset, tuple of ints size, tuple of ints stride = None)\n")
+
+
+def _set_arguments(args, kwargs):
+    """``(source, storage_offset, size, stride)`` of a ``set_`` call, checked as PyTorch's
+    parser checks its five forms; ``size`` is None for all of a source, and ``source`` None
+    for none."""
+    from ember._tensor import Tensor
+    given = dict(zip(_SET_NAMES, args))
+    if len(args) > 4 or any(k not in _SET_NAMES or k in given for k in kwargs):
+        raise _invalid_set(args, kwargs)
+    given.update(kwargs)
+    if not given:
+        return None, 0, None, None
+    source = given.get("source")
+    if not isinstance(source, (Tensor, _Storage)):
+        raise _invalid_set(args, kwargs)
+    if len(given) == 1:
+        return source, 0, None, None
+    offset, size, stride = (given.get(n) for n in _SET_NAMES[1:])
+    if "storage_offset" not in given or "size" not in given or not _is_int(offset) \
+            or not _is_ints(size) or not (stride is None or _is_ints(stride)):
+        raise _invalid_set(args, kwargs)
+    stride = None if stride is None else tuple(map(operator.index, stride))
+    return source, operator.index(offset), tuple(map(operator.index, size)), stride
+
+
+def _is_int(value):
+    return not isinstance(value, bool) and hasattr(value, "__index__")
+
+
+def _is_ints(value):
+    return isinstance(value, (tuple, list)) and all(map(_is_int, value))
+
+
+def _invalid_set(args, kwargs):
+    got = ", ".join(map(_arg_type_name, args))
+    for name, value in kwargs.items():
+        got += f"{', ' if got else ''}{name}={_arg_type_name(value)}"
+    if not args:
+        got += ", "                     # (PyTorch's wording when all come by name)
+    return TypeError(f"set_() received an invalid combination of arguments - got ({got}), "
+                     f"but expected one of:\n{_SET_SIGNATURES}")
+
+
+def _arg_type_name(value):
+    cls = type(value)
+    if isinstance(value, _Storage):
+        return f"ember.storage.{cls.__name__}"
+    return cls.__name__
 
 
 def _check_dtype(source, target):

@@ -235,10 +235,10 @@ class Tensor:
         from ember._storage import typed_storage
         return typed_storage(self)
 
-    def set_(self, source=None, storage_offset=0, size=None, stride=None):
+    def set_(self, *args, **kwargs):
         """Use ``source``'s memory (a tensor's or a storage's) in place; see ``_storage``."""
         from ember._storage import set_
-        return set_(self, source, storage_offset, size, stride)
+        return set_(self, *args, **kwargs)
 
     def is_set_to(self, tensor):
         """Whether both tensors use the same memory with the same shape and strides."""

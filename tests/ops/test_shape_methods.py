@@ -743,3 +743,18 @@ def test_expand_reports_the_innermost_mismatch_first():
                                            r"dimension 1\.  Target sizes: \[2, 5\]"):
         ember.ones(3, 3).expand(2, 5)
     assert ember.ones(3, 1).expand(2, -1, 4).shape == (2, 3, 4)
+
+
+def test_dim_type_errors_name_the_op_and_the_position_of_its_form():
+    t = ember.ones(2, 6)
+    with pytest.raises(TypeError, match=re.escape("unflatten(): argument 'dim' (position 1) "
+                                                  "must be int, not str")):
+        t.unflatten("a", (2, 3))
+    with pytest.raises(TypeError, match=re.escape("unflatten(): argument 'dim' (position 2) "
+                                                  "must be int, not str")):
+        ember.unflatten(t, "a", (2, 3))
+    with pytest.raises(TypeError, match=re.escape("unsqueeze_(): argument 'dim' (position 1) "
+                                                  "must be int, not float")):
+        t.unsqueeze_(1.5)
+    with pytest.raises(TypeError, match=re.escape("transpose(): argument 'dim1' (position 3)")):
+        ember.transpose(t, 0, "a")

@@ -236,7 +236,9 @@ def _as_scalar(op, flat, x):
     if isinstance(x, (np.bool_, np.integer, np.floating, np.complexfloating)) and op.scalars:
         return x.item()
     if hasattr(type(x), "__torch_function__"):
-        raise _Override
+        from ember.overrides._protocol import is_foreign_tensor
+        if not is_foreign_tensor(type(x)):
+            raise _Override
     _reject_operand(op, flat, x)
 
 
@@ -247,7 +249,14 @@ def _reject_operand(op, flat, x):
     # PyTorch's parser names the kernel: gelu, linalg_inv, fft_fft
     kernel = op.short_name if op.namespace == "nn.functional" else op.name.replace(".", "_")
     raise TypeError(f"{kernel}(): argument '{name}' (position {pos + 1}) must be Tensor, "
-                    f"not {_tp_name(x)}")
+                    f"not {_foreign_name(type(x)) or _tp_name(x)}")
+
+
+def _foreign_name(cls):
+    """``torch.Tensor`` for PyTorch's tensors, which ember's own name of a type would call
+    just ``Tensor``; None for any other type."""
+    from ember.overrides._protocol import is_foreign_tensor
+    return f"{cls.__module__}.{cls.__qualname__}" if is_foreign_tensor(cls) else None
 
 
 def _join_devices(flat, arrays, a, array_type):

@@ -145,17 +145,41 @@ def adaptive_mats(shape, out):
 
 
 def output_size_arg(name, output_size, shape, nd):
-    """An adaptive pool's ``output_size`` as a tuple (None keeps the input's size)."""
-    if isinstance(output_size, (tuple, list)):
-        if len(output_size) != nd:
-            if nd == 1:
-                raise RuntimeError(f"{name}() argument 'output_size' should contain one int "
-                                   f"(got {len(output_size)})")
-            raise RuntimeError(f"{name}: output_size must be {nd}")
-        sizes = tuple(shape[len(shape) - nd + i] if v is None else int(v)
-                      for i, v in enumerate(output_size))
-    else:
-        sizes = (int(output_size),) * nd
+    """An adaptive pool's ``output_size`` as a tuple (None keeps the input's size), refused
+    with PyTorch's TypeErrors when it is not an int or a sequence of ints."""
+    if _is_int(output_size):
+        return _nonnegative(name, (operator.index(output_size),) * nd)
+    if not isinstance(output_size, (tuple, list)):
+        # (PyTorch's 1-d pools parse it natively; the others in Python, where a bool is an int)
+        if nd == 1 or isinstance(output_size, bool):
+            raise TypeError(f"{name}(): argument 'output_size' (position 2) must be tuple of "
+                            f"ints, not {type(output_size).__name__}")
+        if not hasattr(output_size, "__len__"):
+            raise TypeError(f"object of type '{type(output_size).__name__}' has no len()")
+        output_size = list(output_size)
+    for i, v in enumerate(output_size):
+        if not _is_int(v) and (v is not None or nd == 1):
+            kind = type(v).__name__
+            if i:           # (PyTorch's parser words a later element's type differently)
+                raise TypeError(f"{name}(): argument 'output_size' failed to unpack the object "
+                                f"at pos {i + 1} with error \"type must be tuple of ints,but "
+                                f"got {kind}\"")
+            raise TypeError(f"{name}(): argument 'output_size' (position 2) must be tuple of "
+                            f"ints, but found element of type {kind} at pos 0")
+    if len(output_size) != nd:
+        if nd == 1:
+            raise RuntimeError(f"{name}() argument 'output_size' should contain one int "
+                               f"(got {len(output_size)})")
+        raise RuntimeError(f"{name}: output_size must be {nd}")
+    return _nonnegative(name, tuple(shape[len(shape) - nd + i] if v is None else
+                                    operator.index(v) for i, v in enumerate(output_size)))
+
+
+def _is_int(value):
+    return not isinstance(value, bool) and hasattr(type(value), "__index__")
+
+
+def _nonnegative(name, sizes):
     if any(s < 0 for s in sizes):
         raise RuntimeError(f"{name}: elements of output_size must be greater than or equal to 0 "
                            f"but received {{{', '.join(str(s) for s in sizes)}}}")

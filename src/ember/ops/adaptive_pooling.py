@@ -7,6 +7,7 @@ from ember._memory_format import like_input
 
 from ember.backend import device_copy
 from ember.ops._max_sweep import max_sweep
+from ember.ops._op_errors import OpValueError
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
 from ember.ops._pool_index import _plane_scatter_add, window_max
 from ember.ops._registry import REGISTRY, op
@@ -36,6 +37,8 @@ def _check(kind, nd, x, output_size):
         if x.ndim not in (nd + 1, nd + 2):
             raise RuntimeError(f"{name}(): Expected {_RANKS[nd]} tensor, but got{colon} "
                                f"{list(x.shape)}")
+        if isinstance(output_size, (tuple, list)) and len(output_size) >= x.ndim:
+            raise OpValueError(f"Input dimension should be at least {len(output_size) + 1}")
         if kind == "max" and isinstance(output_size, (tuple, list)) and len(output_size) != nd:
             raise RuntimeError(f"{name}(): internal error: output_size.size() must be {nd}")
         out = output_size_arg(name, output_size, x.shape, nd)

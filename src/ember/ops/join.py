@@ -337,7 +337,7 @@ for _unsafe in (unsafe_split, unsafe_split_with_sizes, unsafe_chunk):
 @op("unbind(input, dim=0)", view=True, saves_inputs=False)
 def unbind(xp, x, dim):
     """The slices along ``dim``, as a tuple of views with that dim removed."""
-    d = wrap_dim_of_sized(dim, x.ndim)
+    d = wrap_dim_of_sized(dim, x.ndim, ("unbind", "dim", 1))
     lead = (slice(None),) * d
     x = strided_if_empty(xp, x)
     return tuple(x[lead + (i, Ellipsis)] for i in range(x.shape[d]))

@@ -124,7 +124,8 @@ def _(grad, x, shape):
 
 
 def _flat_shape(shape, start_dim, end_dim):
-    start, end = wrap_dim(start_dim, len(shape)), wrap_dim(end_dim, len(shape))
+    start = wrap_dim(start_dim, len(shape), ("flatten", "start_dim", 1))
+    end = wrap_dim(end_dim, len(shape), ("flatten", "end_dim", 2))
     if start > end:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if not shape:
@@ -146,7 +147,7 @@ def _(grad, x, start_dim, end_dim):
 @op("unflatten(input, dim, sizes)", view="maybe", saves_inputs=False)
 def unflatten(xp, x, dim, sizes):
     """Dim ``dim`` split into several dims of the given ``sizes`` (one may be -1)."""
-    d = wrap_dim(dim, x.ndim)
+    d = wrap_dim(dim, x.ndim, ("unflatten", "dim", 1))
     if x.ndim == 0:
         # PyTorch wraps this IndexError into a RuntimeError, for unflatten alone
         raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {d} "
@@ -222,7 +223,7 @@ def _(grad, x, size):
 def unsqueeze(xp, x, dim):
     """A view with a size-1 dim inserted at ``dim``, of PyTorch's stride there (that of the
     dims inside it: copies keep the strides of size-1 dims)."""
-    d = wrap_dim(dim, x.ndim + 1)
+    d = wrap_dim(dim, x.ndim + 1, ("unsqueeze", "dim", 1))
     x = strided_if_empty(xp, x)
     stride = x.itemsize if d == x.ndim else x.shape[d] * x.strides[d]
     strides = x.strides[:d] + (stride,) + x.strides[d:]
@@ -324,10 +325,11 @@ def _(grad, x, source, destination):
 @op("transpose(input, dim0, dim1)", view=True, saves_inputs=False, inplace=True)
 def transpose(xp, x, dim0, dim1):
     """A view with ``dim0`` and ``dim1`` swapped."""
+    d0 = wrap_dim(dim0, x.ndim, ("transpose", "dim0", 1))
+    d1 = wrap_dim(dim1, x.ndim, ("transpose", "dim1", 2))
     if x.ndim == 0:
-        wrap_dim(dim0, 0), wrap_dim(dim1, 0)
         return x.view()
-    return xp.swapaxes(strided_if_empty(xp, x), wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim))
+    return xp.swapaxes(strided_if_empty(xp, x), d0, d1)
 
 
 @transpose.derivative

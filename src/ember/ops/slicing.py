@@ -61,7 +61,7 @@ def select(xp, x, dim, index):
     """A view of position ``index`` of ``dim``, that dim removed."""
     if x.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    d = wrap_dim(dim, x.ndim)
+    d = wrap_dim(dim, x.ndim, ("select", "dim", 1))
     index = _index(index, "select", "index")
     if not -x.shape[d] <= index < x.shape[d]:
         raise IndexError(f"select(): index {index} out of range for tensor of size "

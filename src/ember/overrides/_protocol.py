@@ -56,6 +56,19 @@ def is_plain(cls):
             or getattr(cls, "__torch_function__", None) is _disabled_torch_function_impl)
 
 
+@functools.cache
+def is_foreign_tensor(cls):
+    """Whether ``cls`` is PyTorch's own tensor type (or a subclass), met when both libraries
+    share a process: ember cannot run on it, and offering it a call (or running PyTorch's
+    calls on ember tensors) would bounce between the two handlers without end."""
+    return not issubclass(cls, Tensor) and any(
+        c.__name__ in _FOREIGN_TENSOR_NAMES and c.__module__.partition(".")[0] == "torch"
+        for c in cls.__mro__)
+
+
+_FOREIGN_TENSOR_NAMES = ("Tensor", "TensorBase")
+
+
 def has_torch_function(args):
     """Whether an argument overrides the protocol, or, given any argument, a torch function
     mode is active (as in PyTorch, no arguments never do)."""
@@ -85,7 +98,7 @@ def _overloaded(values):
     for v in values:
         cls = type(v)
         if cls is Tensor or not hasattr(cls, "__torch_function__") \
-                or any(type(f) is cls for f in found):
+                or any(type(f) is cls for f in found) or is_foreign_tensor(cls):
             continue
         if isinstance(v, Tensor) and is_plain(cls):
             continue
@@ -239,13 +252,23 @@ def _params_between_inputs(op):
 
 def default_torch_function(cls, func, types, args, kwargs):
     """Tensor's own ``__torch_function__``: run the op, then return the subclass type."""
-    if not all(issubclass(cls, t) for t in types):
-        return NotImplemented
+    if not all(issubclass(cls, t) for t in types) or _has_foreign_tensor(args):
+        return NotImplemented           # (PyTorch's call on an ember tensor, see is_foreign_tensor)
     with DisableTorchFunctionSubclass():
         result = func(*args, **(kwargs or {}))
     if _is_grad_getter(func):
         return result                   # PyTorch hands .grad back as it is stored
     return _convert(result, cls, args)
+
+
+def _has_foreign_tensor(args):
+    for a in args:
+        if type(a) is list or type(a) is tuple:
+            if _has_foreign_tensor(a):
+                return True
+        elif is_foreign_tensor(type(a)):
+            return True
+    return False
 
 
 _GRAD = vars(Tensor)["grad"]

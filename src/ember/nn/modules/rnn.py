@@ -450,10 +450,9 @@ class RNNCellBase(Module):
         if input.dim() not in (1, 2):
             raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D "
                              f"instead")
-        for h in hx if isinstance(hx, tuple) else (hx,):
-            if h is not None and h.dim() not in (1, 2):
-                raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {h.dim()}D "
-                                 f"instead")
+        if hx is not None and hx.dim() not in (1, 2):   # (a tuple hx fails here, as in PyTorch)
+            raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {hx.dim()}D "
+                             f"instead")
         batched = input.dim() == 2
         if not batched:
             input = input.unsqueeze(0)
