@@ -75,7 +75,7 @@ _DEVICE_STRING = re.compile(r"([a-zA-Z_]+)(?::([1-9][0-9]*|0))?")
 
 
 def _type_name(value):
-    return "torch.device" if isinstance(value, device) else builtins.type(value).__name__
+    return "ember.device" if isinstance(value, device) else builtins.type(value).__name__
 
 
 def _checked_index(index):

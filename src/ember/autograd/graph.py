@@ -11,10 +11,8 @@ import re
 import weakref
 from typing import NamedTuple
 
-import numpy as np
-
 from ember._hook_handles import RemovableHandle
-from ember.backend import loud_fp, quiet_fp
+from ember.backend import loud_fp, quiet_fp, xp_for
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
 
@@ -335,7 +333,7 @@ def _zeros_like_output(node, index):
         return None
     if device.type == "cpu":            # (ember.zeros parses its arguments: 10x the time)
         from ember._tensor import _make
-        filled = _make(np.zeros(shape, dtype.np))
+        filled = _make(xp_for(device).zeros(shape, dtype.np))
     else:
         from ember import zeros
         filled = zeros(shape, dtype=dtype, device=device)
