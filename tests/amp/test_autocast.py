@@ -309,7 +309,8 @@ def test_compositions_of_matrix_products_lower_like_their_mm():
         single = [ember.tensordot(v, v, dims=1), ember.tensordot(m, m, dims=2),
                   ember.tensordot(v, ember.ones(4, 1), dims=1), ember.inner(v, v),
                   ember.inner(m[:1], m[:1]), ember.inner(v, ember.tensor(2.0)),
-                  ember.linalg.matrix_power(m[:, :3], 1), ember.linalg.matrix_power(m[:, :3], 0)]
+                  ember.linalg.matrix_power(m[:, :3], 1), ember.linalg.matrix_power(m[:, :3], 0),
+                  ember.chain_matmul(m)]
         assert [t.dtype for t in single] == [ember.float32] * len(single)
         a = ember.eye(3) * 2
         assert ember.linalg.matrix_power(a.bfloat16(), -1).dtype == ember.float32
@@ -323,6 +324,22 @@ def test_compositions_of_matrix_products_lower_like_their_mm():
         x = ember.tensor(gen.standard_normal((3, 4)).astype(np.float32))
         y = ember.tensor(gen.standard_normal((4, 2)).astype(np.float32))
         assert ember.equal(ember.tensordot(x, y, dims=1), x.bfloat16() @ y.bfloat16())
+
+
+def test_generic_convolution_is_not_cast_but_the_affine_grids_product_is():
+    # PyTorch lists conv1d...conv_transpose3d, not the generic convolution they share; and
+    # affine_grid multiplies its base grid by theta with bmm, which autocast lists
+    x, w = ember.ones(1, 2, 5), ember.ones(3, 2, 3)
+    theta = ember.tensor([[[1.0, 0.1, 0.0], [0.2, 1.0, 0.3]]])
+    for device_type in ("cpu", "cuda"):
+        assert "convolution" not in POLICY or device_type not in POLICY["convolution"]
+    with ember.autocast("cpu"):
+        assert ember.convolution(x, w, None, [1], [0], [1], False, [0], 1).dtype == ember.float32
+        assert F.conv1d(x, w).dtype == ember.bfloat16
+        grid = F.affine_grid(theta, [1, 1, 2, 3], align_corners=False)
+    assert grid.dtype == ember.bfloat16
+    want = F.affine_grid(theta.bfloat16().float(), [1, 1, 2, 3], align_corners=False)
+    assert ember.allclose(grid.float(), want, atol=1e-2)
 
 
 def test_cpu_float32_kernels_pytorch_lists():

@@ -11,7 +11,8 @@ of its operands and parameters that returns the kind of a call, or None.
 
 ``_rnn_layer``, the recurrence of nn.LSTM, GRU and RNN, stands for PyTorch's cuDNN and
 oneDNN recurrent layers, which autocast runs in low precision (on the CPU, GRU layers and
-LSTM/GRU cells step with ember ops instead: see nn/modules/rnn.py).
+LSTM/GRU cells step with ember ops instead: see nn/modules/rnn.py). ``affine_grid_generator``
+is listed because PyTorch builds the grid with ``bmm``, which autocast casts.
 """
 
 import math
@@ -21,9 +22,9 @@ from ember.amp._state import suspended
 
 __all__ = ["POLICY", "TOP_LEVEL_ONLY", "Composite"]
 
-_CPU_LOWER = """conv1d conv2d conv3d convolution conv_transpose1d conv_transpose2d conv_transpose3d
+_CPU_LOWER = """conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
     conv_tbc bmm mm baddbmm addmm addbmm matmul linalg.vecdot nn.functional.linear prelu
-    nn.functional.scaled_dot_product_attention _rnn_layer"""
+    nn.functional.scaled_dot_product_attention _rnn_layer affine_grid_generator"""
 
 _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar prod quantile
     nanquantile cdist trace view_as_complex inverse pinverse cholesky_solve cholesky_inverse
@@ -46,8 +47,9 @@ _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar
 _CPU_PROMOTE = "stack cat index_copy"
 
 _CUDA_LOWER = """matmul addbmm addmm addmv addr baddbmm bmm chain_matmul linalg.multi_dot conv1d
-    conv2d conv3d convolution conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d
-    nn.functional.linear mm mv prelu nn.functional.scaled_dot_product_attention _rnn_layer"""
+    conv2d conv3d conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d
+    nn.functional.linear mm mv prelu nn.functional.scaled_dot_product_attention _rnn_layer
+    affine_grid_generator"""
 
 _CUDA_FP32 = """pow acos asin cosh erfinv exp expm1 log log10 log1p log2 reciprocal rsqrt sinh tan
     nn.functional.softplus native_layer_norm native_group_norm norm dist cdist cumprod cumsum prod
@@ -101,7 +103,8 @@ def _inner(operands, params):
 
 
 def _chain(operands, params):
-    return "lower" if _one_dtype(operands) else None
+    """Products of two or more matrices (mm calls); one matrix is returned as it is."""
+    return "lower" if len(operands) > 1 and _one_dtype(operands) else None
 
 
 class Composite:
