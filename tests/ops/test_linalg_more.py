@@ -184,3 +184,18 @@ def test_pca_lowrank_errors():
         ember.pca_lowrank(a.long())
     with pytest.raises(ValueError, match="not enough values to unpack"):
         ember.svd_lowrank(ember.randn(5))
+
+
+@pytest.mark.parametrize("pivots", [[1, -1], [-1, 1], [2, -1], [1, 2, -3], [-1, -1, -1]])
+def test_ldl_solve_refuses_pivots_lapack_would_read_past_the_matrix_with(pivots):
+    # an unpaired negative pivot makes LAPACK's sytrs solve a 2x2 block beyond the last row
+    # (it corrupted memory); PyTorch reads garbage there
+    n = len(pivots)
+    with pytest.raises(RuntimeError, match="negative pivots in pairs"):
+        ember.linalg.ldl_solve(ember.eye(n) * 2, ember.tensor(pivots, dtype=ember.int32),
+                               ember.ones(n, 1))
+    ld, piv = ember.linalg.ldl_factor(ember.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0],
+                                                    [0.0, 0.0, 2.0]]))
+    assert (piv < 0).sum().item() == 2     # one 2x2 block: accepted
+    x = ember.linalg.ldl_solve(ld, piv, ember.tensor([[1.0], [2.0], [4.0]]))
+    assert x.flatten().tolist() == [2.0, 1.0, 2.0]

@@ -124,7 +124,25 @@ def _check_solve(ld, pivots, b):
             if bad:
                 raise RuntimeError(f"Pivots given to ldl_solve must all satisfy |pivot| {edge}. "
                                    f"Did you properly pass the result of ldl_factor?")
+        _check_blocks(pivots.reshape(-1, n))
     check_kernel(ld, "ldl_solve_kernel_cpu")
+
+
+def _check_blocks(rows):
+    """Refuse pivots whose 2x2 blocks LAPACK's solver would read past the matrix (it writes
+    out of bounds, corrupting memory, where PyTorch's reads garbage): negative pivots come in
+    pairs, each a 2x2 block (LAPACK's pair holds one value twice)."""
+    for row in np.unique(rows[(rows < 0).any(axis=1)], axis=0):
+        k, n = 0, len(row)
+        while k < n:
+            if row[k] > 0:
+                k += 1
+                continue
+            if k + 1 == n or row[k + 1] > 0:
+                raise RuntimeError("Pivots given to ldl_solve must describe 1x1 and 2x2 blocks "
+                                   "(negative pivots in pairs). Did you properly pass the "
+                                   "result of ldl_factor?")
+            k += 2
 
 
 def _solve_all(xp, ld, piv, b, hermitian):
