@@ -77,7 +77,7 @@ def _index_along_dim(op, args, flags, params, size):
         source = (source if fs else expand_unbatched(source, size)).movedim(d, 1)
         if tuple(source.shape[1:2]) != tuple(index.shape[1:2]) or tuple(source.shape[2:]) != rest:
             return NotImplemented
-        source = source.reshape((-1,) + rest)
+        source = source.reshape((size * source.shape[1],) + rest)   # -1: ambiguous if empty
     out = call(op, [x.reshape((size * n,) + rest), flat_index, source], (0,) + tuple(params[1:]))
     return out.reshape((size, n) + rest).movedim(1, d)
 
@@ -142,6 +142,15 @@ def _searchsorted(op, args, flags, params, size):
     if seq.ndim == 2:                   # one sequence per example: its values flattened
         return call(op, [seq, _rowwise(x, size)], params).reshape(x.shape)
     return call(op, [seq, x], params)
+
+
+@rule("isin")
+def _isin(op, args, flags, params, size):
+    """Batched elements against shared test elements: one call (the result has the
+    elements' shape); batched test elements take the loop."""
+    if flags[1] or not isinstance(args[0], ember.Tensor):
+        return NotImplemented
+    return call(op, args, params)
 
 
 @rule("diag")

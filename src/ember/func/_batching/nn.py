@@ -16,7 +16,7 @@ def _spatial(op, args, flags, params, size, k, batched=(0,)):
     if any(f for i, f in enumerate(flags) if i not in batched and f):
         return NotImplemented
     args = list(args)
-    for i in batched[1:]:
+    for i in batched:                   # max_unpool's input may be shared by batched indices
         if not flags[i] and args[i] is not None:
             args[i] = expand_unbatched(args[i], size)
     x = args[0]

@@ -78,10 +78,7 @@ def _linear(op, args, flags, params, size):
     (x, w, bias), (fx, fw, fb) = args, flags
     if not fw:
         y = call(op, [x, w, None if fb else bias], ())
-        if fb:
-            lead = y.ndim - (1 if fx else 0) - (w.ndim - 1)
-            y = y + bias.reshape((size,) + (1,) * lead + tuple(bias.shape[1:]))
-        return y
+        return _add_batched_bias(y, y.ndim - fx, bias, size) if fb else y
     if w.ndim == 2:                         # a batched 1-D weight: y = x . w per element
         x = x if fx else expand_unbatched(x, size)
         y = (x * w.reshape((size,) + (1,) * (x.ndim - 2) + (w.shape[1],))).sum(-1)
@@ -94,9 +91,15 @@ def _linear(op, args, flags, params, size):
     x3 = x.reshape(size if fx else 1, rows, in_features)
     y = x3.matmul(w.transpose(1, 2)).reshape((size,) + lead + (out_features,))
     if bias is not None:            # a batched bias may be broadcast, (B, 1) say
-        y = y + (bias.reshape((size,) + (1,) * len(lead) + tuple(bias.shape[1:])) if fb
-                 else bias)
+        y = _add_batched_bias(y, y.ndim - 1, bias, size) if fb else y + bias
     return y
+
+
+def _add_batched_bias(y, ndim, bias, size):
+    """``y`` (``ndim`` logical dims) plus a batched bias, whose logical dims (0-dim, (1,) or
+    (out_features,)) line up with y's last ones."""
+    lead = ndim - (bias.ndim - 1)
+    return y + bias.reshape((size,) + (1,) * lead + tuple(bias.shape[1:]))
 
 
 @rule("einsum")
@@ -168,9 +171,14 @@ def _contract(a, b, flags, size, dims_a, dims_b):
     free_a = [d for d in range(a.ndim - 1) if d not in dims_a]
     free_b = [d for d in range(b.ndim - 1) if d not in dims_b]
     inner = math.prod(a.shape[d + 1] for d in dims_a)
-    lhs = a.permute([0] + [d + 1 for d in free_a + dims_a]).reshape(size, -1, inner)
-    rhs = b.permute([0] + [d + 1 for d in dims_b + free_b]).reshape(size, inner, -1)
-    shape = [a.shape[d + 1] for d in free_a] + [b.shape[d + 1] for d in free_b]
+    rows_a = [a.shape[d + 1] for d in free_a]
+    cols_b = [b.shape[d + 1] for d in free_b]
+    # explicit sizes: -1 is ambiguous when a contracted dim is empty
+    lhs = a.permute([0] + [d + 1 for d in free_a + dims_a]).reshape(
+        size, math.prod(rows_a), inner)
+    rhs = b.permute([0] + [d + 1 for d in dims_b + free_b]).reshape(
+        size, inner, math.prod(cols_b))
+    shape = rows_a + cols_b
     return lhs.matmul(rhs).reshape([size] + shape)
 
 

@@ -184,6 +184,8 @@ def _prelu(x, weight):
     import ember
     if x.ndim >= 2 and weight.numel() > 1:
         weight = weight.reshape((weight.shape[0],) + (1,) * (x.ndim - 2))
+    elif x.ndim == 0 and weight.numel() == 1:       # a 0-dim input keeps its shape
+        weight = weight.reshape(())
     return ember.where(x > 0, x, weight * x)
 
 

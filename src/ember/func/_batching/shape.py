@@ -135,6 +135,23 @@ def _dynamic_shape(op, args, flags, params, size):
                        f"https://github.com/pytorch/pytorch/issues if you need this feature.")
 
 
+def _no_fallback(aten_name):
+    return RuntimeError(f"Batching rule not implemented for aten::{aten_name}. We could not "
+                        f"generate a fallback.")
+
+
+@rule("histogramdd")
+def _histogramdd(op, args, flags, params, size):
+    """Refused as PyTorch's fallback refuses it (its bin edges are a list of outputs),
+    naming the overload the bins select."""
+    bins = params[0]
+    if getattr(bins, "ndim", 1) == 0:
+        bins.item()                     # batched bins raise as PyTorch's .item() does
+    overload = ".int_bins" if isinstance(bins, int) or getattr(bins, "ndim", 1) == 0 else \
+        ".TensorList_bins" if any(isinstance(b, ember.Tensor) for b in bins) else ""
+    raise _no_fallback(f"histogramdd{overload}")
+
+
 @rule("where")
 def _where(op, args, flags, params, size):
     if args[1] is None and args[2] is None:        # where(condition) is nonzero(as_tuple=True)
