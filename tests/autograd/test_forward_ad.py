@@ -589,3 +589,61 @@ def test_batch_norm_statistics_held_in_parameters_also_move_once():
         ember.nn.functional.batch_norm(fwAD.make_dual(x, ember.ones(2, 2)), mean,
                                        ember.ones(2), training=True)
     np.testing.assert_allclose(mean.detach().numpy(), [0.2, 0.35], rtol=1e-6)
+
+
+def test_as_strided_of_a_dual_view_indexes_the_storage():
+    """as_strided of a dual transposed view reads the base's storage, as for plain tensors
+    (the dual took its input's values as a storage of their own, in the view's order)."""
+    x = ember.arange(12.0, dtype=ember.float64).reshape(3, 4)
+    with fwAD.dual_level():
+        y = fwAD.make_dual(x, x * 10).T
+        primal, tangent = fwAD.unpack_dual(y.as_strided((2, 3), (2, 3), 1))
+        scattered = fwAD.unpack_dual(ember.as_strided_scatter(
+            y, ember.zeros(2, 3, dtype=ember.float64), (2, 3), (2, 3), 1))
+    assert primal.tolist() == [[1.0, 4.0, 7.0], [3.0, 6.0, 9.0]]
+    assert tangent.tolist() == [[10.0, 40.0, 70.0], [30.0, 60.0, 90.0]]
+    assert scattered.primal.tolist() == [[0.0, 0.0, 8.0], [0.0, 5.0, 0.0], [2.0, 0.0, 10.0],
+                                         [0.0, 0.0, 11.0]]
+    assert scattered.tangent.tolist() == [[0.0, 0.0, 80.0], [0.0, 50.0, 0.0],
+                                          [20.0, 0.0, 100.0], [0.0, 0.0, 110.0]]
+
+
+def test_tangent_of_a_view_primal_has_the_primal_storage_geometry():
+    """As PyTorch, make_dual lays the tangent out in a storage like the primal's (offset and
+    size), so as_strided reads zeros where the primal's storage lies outside it."""
+    base = ember.arange(6.0, dtype=ember.float64)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(base[2:], ember.ones(4, dtype=ember.float64))
+        tangent = fwAD.unpack_dual(dual).tangent
+        window = fwAD.unpack_dual(dual.as_strided((3,), (1,), 1))
+    assert tangent.storage_offset() == 2
+    assert tangent.untyped_storage().nbytes() == 48
+    assert tangent.tolist() == [1.0] * 4
+    assert window.primal.tolist() == [1.0, 2.0, 3.0]
+    assert window.tangent.tolist() == [0.0, 1.0, 1.0]
+
+
+def test_logcumsumexp_tangent():
+    """The masks of logcumsumexp's log-space gradient cut its dependence on a zero cotangent,
+    where forward AD differentiates it: the tangent was 0."""
+    x, t = _rand(5), _rand(5, seed=3)
+    weights = np.tril(np.exp(x.numpy()[None, :] - np.logaddexp.accumulate(x.numpy())[:, None]))
+    for fn in (lambda a: ember.logcumsumexp(a, 0),
+               lambda a: ember.logcumsumexp(a.to(ember.complex128), 0).real):
+        (_, tangent), = _jvp(fn, [x], [t])
+        np.testing.assert_allclose(tangent.numpy(), weights @ t.numpy(), rtol=1e-10)
+    _, jvp_out = ember.func.jvp(lambda a: ember.logcumsumexp(a, 0), (x,), (t,))
+    np.testing.assert_allclose(jvp_out.numpy(), weights @ t.numpy(), rtol=1e-10)
+
+
+def test_op_with_a_backward_that_is_not_differentiable_raises():
+    """ctc_loss's backward has no derivative: its tangent is unknown (it was silently 0)."""
+    log_probs = _rand(5, 2, 4).log_softmax(2)
+    targets = ember.tensor([[1, 2], [3, 1]])
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(log_probs, ember.ones_like(log_probs))
+        with pytest.raises(NotImplementedError,
+                           match="Trying to use forward AD with ctc_loss that does not support"):
+            F.ctc_loss(dual, targets, [5, 4], [2, 2])
+    (_, tangent), = _jvp(lambda a: a.round() * a, [log_probs], [ember.ones_like(log_probs)])
+    assert tangent is not None      # a zero derivative (round's) is no such case

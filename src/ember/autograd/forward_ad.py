@@ -135,9 +135,25 @@ def make_dual(tensor, tangent, *, level=None):
                                       f"vmap's) are not supported by ember's forward AD")
     with DisableTorchFunctionSubclass():
         out = tensor.view(tensor.shape)
-        if tangent.stride() != tensor.stride():     # PyTorch lays the tangent out as the primal
-            tangent = _zeros_as(tensor, tangent.dtype).copy_(tangent)
+        tangent = _laid_out_as(out, tangent)
     return _as_dual(out, tangent)
+
+
+def _laid_out_as(primal, tangent):
+    """``tangent``, or a copy laid out as ``primal``: PyTorch gives the tangent the primal's
+    strides, storage offset and storage size (as_strided reads the same window of both)."""
+    from ember.ops import as_strided as strided
+    store, offset = strided._locate(primal)
+    size = strided._extent(store) // store.itemsize
+    if offset == 0 and strided._extent(primal._data) // primal._data.itemsize == size:
+        if tangent.stride() == primal.stride():
+            return tangent
+        return _zeros_as(primal, tangent.dtype).copy_(tangent)
+    if not primal.numel():
+        return tangent
+    from ember._creation import zeros
+    storage = zeros(size, dtype=tangent.dtype, device=primal.device)
+    return strided.as_strided(storage, primal.shape, primal.stride(), offset).copy_(tangent)
 
 
 def _check_size(tensor, tangent):
@@ -292,6 +308,7 @@ def _dispatch(func, types, args, kwargs):
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     args, params = op_arguments(op, args, kwargs)
+    params = _storage_params(op, args[0], params)
     if inplace:
         return _inplace(op, args, params)
     from ember.ops._registry import call
@@ -305,6 +322,16 @@ def _dispatch(func, types, args, kwargs):
         if t is not None:
             _as_dual(o, t)
     return result
+
+
+def _storage_params(op, x, params):
+    """``params`` with as_strided's storage offset placed in the storage of ``x`` (the
+    public functions place it for plain tensors only; a dual arrives with the bare number)."""
+    from ember.ops import as_strided as strided
+    if op is not strided.as_strided and op is not strided.as_strided_scatter:
+        return params
+    size, stride, offset = params
+    return size, stride, strided._place(_primal(x) if _live(x) else x, offset)
 
 
 def _live(x):
@@ -322,7 +349,7 @@ def _push(op, inputs, params):
     tangents = [flat[i]._fw_tangent for i in dual]
     with DisableTorchFunctionSubclass():
         if op.view and len(flat) == 1:              # linear: the same view of the tangent
-            res = call(op, (tangents[0],), params)
+            res = call(op, (tangents[0],), _storage_params(op, tangents[0], params))
             return [t if isinstance(t, Tensor) and t._data.dtype.kind in "fcV" else None
                     for t in (res if isinstance(res, tuple) else (res,))]
         return _double_vjp(op, flat, lengths, params, dual, tangents, GRAD.grad_enabled, call)
@@ -358,6 +385,8 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
             if g is not None and g.requires_grad:
                 gs.append(g)
                 ws.append(t if t.dtype is g.dtype else t.to(g.dtype))
+        if any(g is not None and not g.requires_grad for g in pulled):
+            _check_linear_in_cotangent(op, roots, leaves, pulled)
         pushed = autograd.grad(gs, dummies, ws, create_graph=connected,
                                allow_unused=True) if gs else [None] * len(dummies)
     pushed = iter(pushed)
@@ -373,6 +402,20 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
             jt = _zeros_as(o, jt.dtype).copy_(jt)   # laid out as o, sharing no tangent
         result.append(jt if connected else jt.detach())
     return result
+
+
+def _check_linear_in_cotangent(op, roots, leaves, pulled):
+    """Raise PyTorch's error when a gradient that has no history to the cotangent is not
+    zero everywhere: the op's backward is not differentiable (ctc_loss's), so its tangent
+    is unknown (a derivative of 0, as round's, has no history and is fine)."""
+    from ember import autograd
+    from ember._creation import ones_like
+    cut = [i for i, g in enumerate(pulled) if g is not None and not g.requires_grad]
+    grads = autograd.grad(roots, [leaves[i] for i in cut], [ones_like(o) for o in roots],
+                          retain_graph=True, allow_unused=True)
+    if any(g is not None and bool(g.ne(0).any()) for g in grads):
+        raise NotImplementedError(f"Trying to use forward AD with {op.name} that does not "
+                                  f"support it because it has not been implemented yet.")
 
 
 def _private_constants(op, flat, dual):
@@ -399,8 +442,9 @@ def _inplace(op, inputs, params):
     self = inputs[0]
     if op.view:                         # t_(), squeeze_(): reshape the tangent alike
         with DisableTorchFunctionSubclass():
+            tangent = self._fw_tangent
             call_inplace(op, inputs, params)
-            call_inplace(op, [self._fw_tangent], params)
+            call_inplace(op, [tangent], _storage_params(op, tangent, params))
         return self
     try:                                # from the values before the write
         tangent = _push(op, inputs, params)[0]

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
+from ember._creation import zeros_like
 from ember._tensor import _make
 from ember.backend import accumulate, xp_of
 from ember.ops._dims import wrap_dim
@@ -102,14 +103,28 @@ def _(grad, x, dim, *, out):
     if x.ndim == 0 or x.numel() == 0:
         return grad
     d = wrap_dim(dim, x.ndim)
+    zero = grad == 0 if x.is_complex() or grad.requires_grad else None
     if x.is_complex():
-        return (x + _reverse_logcumsumexp(grad.conj().log() - out, d)).exp().conj()
-    lowest = D.finfo(x.dtype).min           # log(0), finite so that no inf - inf appears
+        def weighted(log_grad):
+            return (x + _reverse_logcumsumexp(log_grad - out, d)).exp().conj()
+        # log(0) as a constant: its derivative there would be inf
+        result = weighted(where(zero, complex(-math.inf, 0), where(zero, 1, grad).conj().log()))
+    else:
+        lowest = D.finfo(x.dtype).min       # log(0), finite so that no inf - inf appears
 
-    def part(mask):
-        log_grad = where(mask, where(mask, grad.abs(), 1.0).log(), lowest)
-        return (x + _reverse_logcumsumexp(log_grad - out, d)).exp()
-    return part(grad > 0) - part(grad < 0)
+        def weighted(log_grad):
+            return (x + _reverse_logcumsumexp(log_grad - out, d)).exp()
+
+        def part(mask):
+            return weighted(where(mask, where(mask, grad.abs(), 1.0).log(), lowest))
+        result = part(grad > 0) - part(grad < 0)
+    if grad.requires_grad:
+        # The masks cut the dependence on the elements of grad that are 0 (forward AD
+        # differentiates this at grad = 0): a term that is exactly 0 but depends on them.
+        one = where(zero, grad + 1, 1.0)
+        result = result + (weighted((one.conj() if one.is_complex() else one).log())
+                           - weighted(zeros_like(grad)))
+    return result
 
 
 # --- softmax, log_softmax ---------------------------------------------------------------------
