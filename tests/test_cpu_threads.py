@@ -2,12 +2,13 @@
 
 import platform
 import threading
+import warnings
 
 import numpy as np
 import pytest
 
 import ember
-from ember.backend.cpu_kernels import map_chunks
+from ember.backend.cpu_kernels import map_chunks, map_elementwise
 from ember.backend.cpu_memory import keep_freed_memory
 
 
@@ -49,6 +50,58 @@ def test_map_chunks_covers_the_range_in_order_on_worker_threads(threads):
     assert names == {threading.current_thread().name}
 
 
+def _recording_add(calls):
+    def add(xp, a, b, out=None):
+        calls.append((a.shape, threading.current_thread().name))
+        return xp.add(a, b, out=out)
+    return add
+
+
+def test_map_elementwise_splits_large_arrays_into_one_output_on_workers(threads):
+    ember.set_num_threads(2)
+    a = np.arange(300_000, dtype=np.float32).reshape(600, 500)
+    b = np.full((600, 500), 0.5, np.float32)
+    calls = []
+    out = map_elementwise(np, _recording_add(calls), a, b)
+    assert out.shape == (600, 500) and out.dtype == np.float32 and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, a + b)
+    # 300000 elements in spans of at most 65536, as many per thread: six of 50000
+    assert [shape for shape, _ in calls] == [(50_000,)] * 6
+    assert all(name.startswith("ember-cpu") for _, name in calls)
+
+
+def test_map_elementwise_keeps_small_mixed_or_one_thread_work_on_the_caller(threads):
+    ember.set_num_threads(2)
+    big = np.ones((400, 400), np.float32)
+    for a, b in ((np.ones(8, np.float32), np.ones(8, np.float32)),     # small
+                 (big, big.T),                                         # not contiguous
+                 (big, big.astype(np.float64))):                       # two dtypes
+        calls = []
+        np.testing.assert_array_equal(map_elementwise(np, _recording_add(calls), a, b), a + b)
+        assert calls == [(a.shape, threading.current_thread().name)]
+    ember.set_num_threads(1)          # one thread: the same spans, in turn on this thread
+    calls = []
+    np.testing.assert_array_equal(map_elementwise(np, _recording_add(calls), big, big), big * 2)
+    here = threading.current_thread().name
+    assert calls == [((65_536,), here), ((65_536,), here), ((28_928,), here)]
+
+
+def test_gelu_and_its_gradient_on_two_threads_are_bitwise_those_of_one(threads):
+    x = np.random.default_rng(0).standard_normal(200_003).astype(np.float32) * 4
+    x[:5] = [np.inf, -np.inf, np.nan, 0.0, -0.0]
+    results = []
+    for n in (1, 2):
+        ember.set_num_threads(n)
+        t = ember.tensor(x, requires_grad=True)
+        with warnings.catch_warnings():     # inf and 0 stay silent on the workers too
+            warnings.simplefilter("error")
+            y = ember.nn.functional.gelu(t)
+            y.backward(ember.linspace(-3, 3, x.size))
+        results.append((y.detach().numpy().view(np.uint32), t.grad.numpy().view(np.uint32)))
+    for one, two in zip(*results):
+        np.testing.assert_array_equal(one, two)
+
+
 def test_map_chunks_raises_a_chunks_error(threads):
     ember.set_num_threads(2)
 
@@ -74,3 +127,16 @@ def test_convolution_is_the_same_on_one_thread_and_several(threads):
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the policy is glibc's mallopt")
 def test_freed_memory_policy_applies_on_glibc():
     assert keep_freed_memory() is True
+
+
+def test_float32_erf_on_two_threads_is_bitwise_that_of_one(threads):
+    x = np.random.default_rng(1).standard_normal(300_001).astype(np.float32) * 3
+    x[:5] = [np.inf, -np.inf, np.nan, 1e30, -0.0]      # 1e30 overflows x * x: silent
+    results = []
+    for n in (1, 2):
+        ember.set_num_threads(n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            results.append(ember.erf(ember.tensor(x)).numpy().view(np.uint32))
+    np.testing.assert_array_equal(*results)
+    assert results[0][3] == np.float32(1).view(np.uint32)

@@ -4,6 +4,7 @@ logsigmoid and glu. Derivatives are written in ember ops, so they differentiate 
 import math
 
 from ember.backend import special_of
+from ember.backend.cpu_kernels import map_elementwise
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad, fused_for_half
 from ember.ops._scalars import fitted_number, number_arg
@@ -110,12 +111,13 @@ def _tail_terms(xp, x, coefficients):
     return a, t, gauss, q
 
 
-def _gelu_erf_form(xp, x):
-    """gelu(x) = x Phi(x) of a float32 array, from the tail form of Phi."""
+def _gelu_erf_form(xp, x, out=None):
+    """gelu(x) = x Phi(x) of a float32 array, from the tail form of Phi (into ``out``, a
+    flat array of x's size, if given)."""
     x1 = xp.atleast_1d(x)               # the in-place steps need arrays, not 0-d scalars
     # x Phi(x) = (x + |x|) / 2 - |x| Phi(-|x|); x + |x| is nan at -inf, as PyTorch's gelu
     a, t, gauss, q = _tail_terms(xp, x1, _ERFCX_Q)
-    out = x1 + a
+    out = xp.add(x1, a, out=out)
     xp.divide(1, a, out=a)              # |x| t = 1 / (1 / |x| + _T_SCALE), finite at inf
     a += _T_SCALE
     xp.divide(1, a, out=a)
@@ -126,13 +128,14 @@ def _gelu_erf_form(xp, x):
     return out.reshape(x.shape)
 
 
-def _gelu_erf_grad(xp, grad, x):
-    """``grad * (Phi(x) + x pdf(x))`` for float32 arrays, from the tail form of Phi."""
+def _gelu_erf_grad(xp, grad, x, out=None):
+    """``grad * (Phi(x) + x pdf(x))`` for float32 arrays, from the tail form of Phi (into
+    ``out``, a flat array of x's size, if given)."""
     x1 = xp.atleast_1d(x)
     _, t, gauss, tail = _tail_terms(xp, x1, _PHI_Q)
     tail *= t
     tail *= gauss                       # Phi(-|x|)
-    d = tail * -2                       # Phi(x): Phi(-|x|) for x <= 0, else 1 - Phi(-x)
+    d = xp.multiply(tail, -2, out=out)  # Phi(x): Phi(-|x|) for x <= 0, else 1 - Phi(-x)
     d += 1
     d *= x1 > 0
     d += tail
@@ -151,7 +154,7 @@ def gelu(xp, x, approximate):
     if approximate == "none":
         if x.dtype == xp.float64:
             return x * special_of(xp).ndtr(x)
-        return _gelu_erf_form(xp, x)
+        return map_elementwise(xp, _gelu_erf_form, x)
     if approximate == "tanh":
         # halving x first keeps x * 2 from overflowing where tanh is 1
         return x * 0.5 * (xp.tanh((x + _TANH_C * x * x * x) * _TANH_K) + 1)
@@ -172,7 +175,7 @@ def _gelu_backward(xp, grad, x, approximate):
         if x.dtype == xp.float64:
             d = special_of(xp).ndtr(x) + x * xp.exp(x * x * -0.5) * _INV_SQRT_2PI
         else:
-            return _gelu_erf_grad(xp, grad, x)
+            return map_elementwise(xp, _gelu_erf_grad, grad, x)
     else:
         x2 = x * x
         t = xp.tanh((x + _TANH_C * x2 * x) * _TANH_K)
