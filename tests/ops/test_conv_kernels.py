@@ -21,6 +21,7 @@ CASES = [
     (2, 24, 32, (6, 6), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),    # scatter, one product
     (2, 16, 20, (34, 34), (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), 1),  # scatter, per sample
     (2, 2, 5, (40, 40), (3, 3), (2, 2), ((1, 1), (0, 1)), (1, 1), 1),    # col2im
+    (2, 1, 12, (40, 40), (2, 2), (1, 1), ((0, 0), (0, 0)), (1, 1), 1),  # same, O > K*C
     (3, 8, 8, (5, 5), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 8),      # depthwise 2-d
     (2, 4, 4, (18, 18), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 4),    # same, per sample
     (2, 16, 12, (18, 18), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 2),  # groups, per sample
@@ -90,6 +91,47 @@ def test_forward_adds_bias_per_output_channel(b, c, o, size, kernel, stride, pad
     assert biased.dtype == np.float32 and biased.shape == plain.shape
     np.testing.assert_allclose(biased, plain + bias.reshape((-1,) + (1,) * len(size)),
                                rtol=1e-6, atol=1e-5)
+
+
+def test_small_batches_run_in_chunks_that_fit_in_cache():
+    # under the threads' threshold, still chunks of at most _CHUNK_BYTES of columns
+    per_sample = 40_000
+    assert 64 * per_sample < K._PARALLEL_BYTES
+    spans = K._map_samples(np, 64, per_sample, lambda lo, hi: (lo, hi))
+    assert len(spans) > 1 and spans[0][0] == 0 and spans[-1][1] == 64
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert all((hi - lo) * per_sample <= K._CHUNK_BYTES for lo, hi in spans)
+
+
+@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[7], CASES[9]])
+def test_chunked_kernels_equal_one_chunk(monkeypatch, case):
+    b, c, o, size, kernel, stride, pads, dilation, groups = case
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((b, c) + size)
+    w = rng.standard_normal((o, c // groups) + kernel)
+    g = rng.standard_normal((b, o) + K.output_size(size, kernel, stride, pads, dilation))
+
+    def run():
+        return (K.conv_forward(np, x, w, stride, pads, dilation, groups),
+                K.conv_input_grad(np, g, w, size, stride, pads, dilation, groups),
+                K.conv_weight_grad(np, x, g, kernel, stride, pads, dilation, groups))
+    whole = run()
+    monkeypatch.setattr(K, "_CHUNK_BYTES", 1)       # one sample per chunk
+    for chunked, ref in zip(run(), whole):
+        np.testing.assert_allclose(chunked, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("rows_a, rows_b", [(6, 25), (25, 6), (4, 4)])
+def test_product_nt_is_a_times_b_transposed(rows_a, rows_b):
+    # with fewer rows in a the operands swap (faster in OpenBLAS); either way a @ b.mT,
+    # row-major for the callers' reshape
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, rows_a, 300)).astype(np.float32)
+    b = rng.standard_normal((2, rows_b, 300)).astype(np.float32)
+    res = K._product_nt(np, a, b)
+    assert res.flags.c_contiguous and res.dtype == np.float32
+    expected = np.einsum("gmk,gnk->gmn", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(res, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("shape", [(19, 16, 8, 8), (64, 1, 32, 32), (9, 1024)])

@@ -235,12 +235,16 @@ def _to_channels_first(xp, res, out, dst, bias=None):
 
 def _map_samples(xp, b, per_sample_bytes, fn):
     """``[fn(lo, hi) ...]`` over the batch in chunks of a few MiB of columns, each of which
-    stays in cache, unless the whole is too small to be worth handing to threads. Each worker
-    thread takes one run of chunks (map_chunks called on a worker runs them in turn): one
-    hand-over per thread rather than one per chunk."""
-    if b * per_sample_bytes < _PARALLEL_BYTES:
-        return [fn(0, b)]
+    stays in cache; on the worker threads unless the whole is too small to be worth it. Each
+    worker thread takes one run of chunks (map_chunks called on a worker runs them in turn):
+    one hand-over per thread rather than one per chunk."""
     step = max(1, _CHUNK_BYTES // max(per_sample_bytes, 1))
+    if b * per_sample_bytes < _PARALLEL_BYTES:
+        if xp.__name__ != "numpy":
+            return [fn(0, b)]
+        # in this thread, but still in chunks that stay in cache: a product of 2.4 MiB of
+        # columns takes 2.8x the time of one of half of them
+        return [fn(lo, min(lo + step, b)) for lo in range(0, b, step)]
 
     def run(lo, hi):
         return map_chunks(xp, hi - lo, step, lambda a, z: fn(lo + a, lo + z))
@@ -442,6 +446,15 @@ def _scatter_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
     return dst
 
 
+def _product_nt(xp, a, b):
+    """``a @ b.mT`` for (G, M, N) and (G, K, N) operands with long rows N. OpenBLAS runs
+    such a product with few rows M faster with the operands swapped (the transposed result
+    is small): measured 0.39 ms against 0.79 ms for 6 and 25 rows of 36864."""
+    if a.shape[-2] >= b.shape[-2]:
+        return xp.matmul(a, b.swapaxes(-1, -2))
+    return xp.ascontiguousarray(xp.matmul(b, a.swapaxes(-1, -2)).swapaxes(-1, -2))
+
+
 @_device_first("convolution_weight")
 def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     """The adjoint of conv_forward in its weight: (O, C/G, *K) from x and g (B, O, *P)."""
@@ -461,12 +474,12 @@ def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
         if batch_inner:
             cols = _batch_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
             gt = _batch_last(xp, g[lo:hi], ()).reshape(groups, o // groups, -1)
-            return xp.matmul(gt, cols.transpose(0, 2, 1)).reshape(o, cols.shape[1])
+            return _product_nt(xp, gt, cols).reshape(o, cols.shape[1])
         if not pixel_major:
             cols = _row_cols(xp, x[lo:hi], kernel, out, stride, pads, dilation, groups)
             gt = xp.ascontiguousarray(xp.moveaxis(g[lo:hi], 1, 0)).reshape(groups, o // groups,
                                                                            -1)
-            return xp.matmul(gt, cols.transpose(0, 2, 1)).reshape(o, cols.shape[1])
+            return _product_nt(xp, gt, cols).reshape(o, cols.shape[1])
         cols = _group_cols(xp, _channels_last(xp, x[lo:hi], pads), kernel, out, stride,
                            dilation, groups)
         if groups == 1 and npix < _FEW_PIXELS:
