@@ -12,6 +12,7 @@ import ember
 import ember.distributions as ed
 from ember.distributions.relaxed_bernoulli import LogitRelaxedBernoulli
 from ember.distributions.relaxed_categorical import ExpRelaxedCategorical
+from tests.parity._compare import assert_close
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -49,12 +50,8 @@ def _make(name, kwargs):
 
 
 def _close(a, b):
-    expected = b.detach().numpy()
-    got = np.asarray(a.detach().cpu().numpy())
-    assert got.shape == expected.shape
-    assert got.dtype == expected.dtype
-    atol, rtol = (1e-9, 1e-7) if got.dtype != np.float32 else (1e-6, 1e-5)
-    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    """Assert ember's ``a`` matches torch's ``b`` in shape, dtype and values."""
+    assert_close(a, b, 1e-7, 1e-9, same_dtype=True, float32=(1e-5, 1e-6))
 
 
 CATEGORICAL_PROBS = [[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]]

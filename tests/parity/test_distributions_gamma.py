@@ -12,16 +12,11 @@ import pytest
 import ember
 import ember.distributions as ours
 from ember.ops.gamma_sampling import _standard_gamma_grad
+from tests.parity._compare import as_array, assert_close
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 theirs = torch.distributions
-
-
-def _np(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().numpy()
-    return np.asarray(value.detach().numpy())
 
 
 def _both(values, dtype="float64"):
@@ -48,11 +43,8 @@ _LOOSER = {"VonMises": 3e-6}
 
 
 def _close(got, expected, rtol=1e-9, atol=1e-12):
-    got, expected = _np(got), _np(expected)
-    assert got.shape == expected.shape and got.dtype == expected.dtype
-    if got.dtype == np.float32:
-        rtol, atol = max(rtol, 2e-6), max(atol, 1e-7)
-    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    """Assert ember's ``got`` matches torch's ``expected`` in shape, dtype and values."""
+    assert_close(got, expected, rtol, atol, same_dtype=True, float32=(2e-6, 1e-7))
 
 
 # name, parameters, points inside the support (broadcast against the batch)
@@ -102,13 +94,13 @@ def test_structure_matches(name, params, points):
 @pytest.mark.parametrize("name,params,points", FAMILIES, ids=IDS)
 def test_values_match(name, params, points):
     mine, other = _build(name, **params)
-    x_mine, x_other = _both(points, dtype=_np(other.sample()).dtype)
+    x_mine, x_other = _both(points, dtype=as_array(other.sample()).dtype)
     _close(mine.log_prob(x_mine), other.log_prob(x_other), rtol=1e-7)
     for method in ("cdf", "icdf", "entropy"):
         args_mine, args_other = ((), ()) if method == "entropy" else ((x_mine,), (x_other,))
         if method == "icdf":
             args_mine, args_other = _both(np.linspace(0.05, 0.95, len(points)),
-                                          dtype=_np(x_other).dtype)
+                                          dtype=as_array(x_other).dtype)
             args_mine, args_other = (args_mine,), (args_other,)
         try:
             expected = getattr(other, method)(*args_other)
@@ -245,7 +237,7 @@ def test_standard_gamma_grad_close_to_torch():
     x = np.array([0.05, 0.3, 1.7, 2.5, 3.0, 25.0, 70.0])
     mine = _standard_gamma_grad(ember.tensor(alpha), ember.tensor(x))
     other = torch._standard_gamma_grad(torch.from_numpy(alpha), torch.from_numpy(x))
-    np.testing.assert_allclose(_np(mine), _np(other), rtol=5e-3)
+    np.testing.assert_allclose(as_array(mine), as_array(other), rtol=5e-3)
 
 
 def test_primitive_errors_match():
@@ -279,4 +271,4 @@ def test_standard_gamma_matches_torch_structure():
     tiny = torch.finfo(torch.float32).tiny
     for lib in (ember, torch):
         out = lib._standard_gamma(lib.tensor([0.0, -1.0, math.nan, 1e-30]))
-        np.testing.assert_array_equal(_np(out), [tiny] * 4)
+        np.testing.assert_array_equal(as_array(out), [tiny] * 4)

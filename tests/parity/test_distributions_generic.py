@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import assert_close
 import ember.distributions as D
 from tests.distributions.examples import CASE_IDS, CASES, EXAMPLES
 
@@ -44,12 +45,8 @@ def _pair(cls, params):
 
 
 def _close(ours, theirs, rtol=1e-6, atol=1e-8):
-    ours = ours.detach().numpy() if isinstance(ours, ember.Tensor) else np.asarray(ours)
-    theirs = theirs.detach().numpy() if isinstance(theirs, torch.Tensor) else np.asarray(theirs)
-    assert ours.shape == theirs.shape
-    if ours.dtype == np.float32:        # a few ulps: the math libraries differ
-        rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
-    np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True)
+    """Assert two tensors (or values) match in shape and values (float32: a few ulps)."""
+    assert_close(ours, theirs, rtol, atol, float32=(1e-5, 1e-6))
 
 
 def _both_or_neither(fn_ours, fn_theirs):

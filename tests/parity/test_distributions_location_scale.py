@@ -10,6 +10,7 @@ import pytest
 import ember
 import ember.distributions as ours
 from tests.distributions.examples_location_scale import EXAMPLES
+from tests.parity._compare import as_array, assert_close
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -19,15 +20,9 @@ CASES = [(cls, i, params) for cls, examples in EXAMPLES for i, params in enumera
 IDS = [f"{cls.__name__}-{i}" for cls, i, _ in CASES]
 
 
-def _np(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().numpy()
-    return np.asarray(value.detach().numpy())
-
-
 def _to_torch(value):
     if isinstance(value, ember.Tensor):
-        return torch.from_numpy(_np(value).copy())
+        return torch.from_numpy(as_array(value).copy())
     return value
 
 
@@ -40,10 +35,8 @@ def _pair(cls, params):
 
 
 def _close(got, expected, rtol=1e-9):
-    got, expected = _np(got), _np(expected)
-    assert got.shape == expected.shape and got.dtype == expected.dtype
-    tol = 2e-5 if got.dtype == np.float32 else rtol
-    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * 1e-3)
+    """Assert ember's ``got`` matches torch's ``expected`` in shape, dtype and values."""
+    assert_close(got, expected, rtol, rtol * 1e-3, same_dtype=True, float32=(2e-5, 2e-8))
 
 
 @pytest.mark.parametrize("cls, i, params", CASES, ids=IDS)
@@ -91,8 +84,8 @@ def test_kumaraswamy_mode_differs_from_torch_on_purpose():
     a, b = [2.0, 3.0, 0.5], [3.0, 2.0, 2.0]
     other = theirs.Kumaraswamy(torch.tensor(a), torch.tensor(b)).mode
     mine = ours.Kumaraswamy(ember.tensor(a), ember.tensor(b)).mode
-    assert np.isnan(_np(other)).all()
-    np.testing.assert_allclose(_np(mine), [0.2 ** 0.5, 0.4 ** (1 / 3), math.nan], rtol=1e-6)
+    assert np.isnan(as_array(other)).all()
+    np.testing.assert_allclose(as_array(mine), [0.2 ** 0.5, 0.4 ** (1 / 3), math.nan], rtol=1e-6)
 
 
 def test_special_values_match():

@@ -10,6 +10,7 @@ import pytest
 
 import ember
 import ember.distributions as D
+from tests.parity._compare import assert_close
 
 torch = pytest.importorskip("torch")
 TD = torch.distributions
@@ -79,10 +80,8 @@ def _build(name, params, grad=False):
 
 
 def _close(a, b, tol=1e-8):
-    a = a.detach().numpy() if isinstance(a, ember.Tensor) else np.asarray(a)
-    b = b.detach().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
-    assert a.shape == b.shape
-    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    """Assert two tensors (or values) match in shape and values."""
+    assert_close(a, b, tol, tol)
 
 
 @pytest.mark.parametrize("name,params,values", CASES, ids=IDS)

@@ -7,6 +7,7 @@ import pytest
 
 import ember
 import ember.distributions as ED
+from tests.parity._compare import assert_close
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -19,18 +20,9 @@ def _tensor(lib, values):
     return lib.tensor(values, dtype=lib.float64)
 
 
-def _np(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().numpy()
-    if isinstance(value, ember.Tensor):
-        return np.asarray(value.detach())
-    return np.asarray(value)
-
-
 def _close(ours, theirs, rtol=1e-10, atol=1e-10):
-    ours, theirs = _np(ours), _np(theirs)
-    assert ours.shape == theirs.shape
-    np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol)
+    """Assert two tensors (or values) match in shape and values."""
+    assert_close(ours, theirs, rtol, atol)
 
 
 def _text(obj):

@@ -9,6 +9,7 @@ import pytest
 
 import ember
 import ember.library
+from tests.parity._compare import error
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -63,11 +64,9 @@ def test_infer_schema_of_mutating_functions_matches(name, mutated):
 
 def _error(fn):
     """(exception type name, message) of what ``fn()`` raises."""
-    try:
-        fn()
-    except Exception as exc:        # noqa: BLE001
-        return type(exc).__name__, str(exc)
-    raise AssertionError("no error raised")
+    answer = error(fn)
+    assert answer is not None, "no error raised"
+    return answer
 
 
 def _both(make):

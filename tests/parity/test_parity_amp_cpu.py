@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -74,11 +75,12 @@ def _cell(L, name):
 
 
 def _outcome(L, case, autocast_dtype, dtype):
-    try:
+    """The dtype name of ``case``'s result under CPU autocast, or its error's type name."""
+    def run():
         with L.autocast("cpu", dtype=getattr(L, autocast_dtype)):
-            return str(case(L, dtype).dtype).split(".")[1]
-    except (RuntimeError, NotImplementedError) as e:
-        return type(e).__name__
+            return case(L, dtype)
+    return outcome(run, catch=(RuntimeError, NotImplementedError), message=None,
+                   describe=lambda r: dtype_name(r.dtype))
 
 
 @pytest.mark.parametrize("autocast_dtype", ["bfloat16", "float16"])

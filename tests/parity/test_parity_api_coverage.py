@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -13,10 +14,12 @@ _SQ = [[2.0, 1.0], [1.0, 3.0]]
 
 
 def _outcome(fn):
-    try:
-        result = fn()
-    except TypeError:
-        return "TypeError"
+    """The (first) result's values rounded to 4 places, or "TypeError"."""
+    return outcome(fn, catch=TypeError, message=None, describe=_rounded)
+
+
+def _rounded(result):
+    """The (first) result as float64 values rounded to 4 places."""
     if isinstance(result, tuple):
         result = result[0]
     return np.round(np.asarray(result.detach().cpu() if hasattr(result, "detach") else result,

@@ -6,17 +6,15 @@ error of a Function, forward-mode Jacobian containers and calling a node."""
 import pytest
 
 import ember
+from tests.parity._compare import ember_names, error
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
 def _error(fn):
-    try:
-        fn()
-    except Exception as e:          # noqa: BLE001 - the type is compared
-        return type(e).__name__, str(e).replace("torch.", "ember.")
-    return None
+    """(error type, message with torch's names read as ember's), None when ``fn()`` returns."""
+    return error(fn, message=ember_names)
 
 
 def _both(program):

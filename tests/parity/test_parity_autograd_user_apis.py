@@ -5,6 +5,7 @@ the reentrant checkpoint's refusal of autograd.grad."""
 import pytest
 
 import ember
+from tests.parity._compare import error, first_line
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -26,11 +27,8 @@ def test_retain_grad_after_in_place(write):
 
 
 def _error(fn):
-    try:
-        fn()
-    except Exception as e:                  # noqa: BLE001 (the message is the result)
-        return type(e).__name__, str(e).split("\n")[0]
-    return None
+    """(error type, first message line), None when ``fn()`` returns."""
+    return error(fn, message=first_line)
 
 
 @pytest.mark.parametrize("call", [

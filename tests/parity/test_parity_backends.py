@@ -7,6 +7,7 @@ import pytest
 
 import ember
 from ember.backends import _fp32_precision, _precision
+from tests.parity._compare import ok, recorded
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.parity,
@@ -50,13 +51,7 @@ def restore_both():
 
 def _outcome(call):
     """(result or exception type and message, [(warning category, message)])."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            result = ("ok", call())
-        except Exception as e:          # noqa: BLE001  (the error is what is compared)
-            result = (type(e).__name__, str(e))
-    return result, [(w.category.__name__, str(w.message)) for w in caught]
+    return recorded(call, describe=ok)
 
 
 def test_defaults_and_queries_match():

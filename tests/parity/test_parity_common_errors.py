@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import ember_names, first_line, ok, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -397,14 +398,8 @@ def _param_with_grad(t, grad):
 
 def _outcome(lib, fn):
     """(exception type name, first message line with the library's name read as ember's)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fn(lib)
-    except Exception as e:          # noqa: BLE001 - compared below
-        line = str(e).split("\n")[0].replace("torch.", "ember.")
-        return type(e).__name__, line
-    return "ok", ""
+    return outcome(fn, lib, quiet=True, describe=lambda _: ok(""),
+                   message=lambda text: ember_names(first_line(text)))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -4,17 +4,10 @@ and the errors of bad arguments (ember runs eagerly; torch's compiled code is no
 import pytest
 
 import ember
+from tests.parity._compare import error
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def _error(fn):
-    try:
-        fn()
-    except Exception as e:                  # noqa: BLE001 (any error is compared)
-        return type(e).__name__, str(e)
-    return None
 
 
 def test_wrapped_modules_match():
@@ -27,11 +20,11 @@ def test_wrapped_modules_match():
 @pytest.mark.parametrize("kwargs", [{"mode": "default", "options": {}}, {"mode": "fast"},
                                     {"mode": "reduce-overhead"}, {"backend": "inductor"}])
 def test_argument_errors_match(kwargs):
-    assert _error(lambda: ember.compile(ember.nn.ReLU(), **kwargs)) == \
-        _error(lambda: torch.compile(torch.nn.ReLU(), **kwargs))
+    assert error(lambda: ember.compile(ember.nn.ReLU(), **kwargs)) == \
+        error(lambda: torch.compile(torch.nn.ReLU(), **kwargs))
 
 
 def test_backends_and_not_callable_match():
     assert ember.compiler.list_backends() == torch.compiler.list_backends()
-    assert _error(lambda: ember.compile(3)) == _error(lambda: torch.compile(3))
+    assert error(lambda: ember.compile(3)) == error(lambda: torch.compile(3))
     assert ember.compiler.is_compiling() == torch.compiler.is_compiling()

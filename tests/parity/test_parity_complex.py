@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import assert_close
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -17,7 +18,8 @@ def _pair(shape, seed):
 
 
 def _close(a, b):
-    np.testing.assert_allclose(np.array(a.detach()), b.detach().numpy(), rtol=1e-7, atol=1e-9)
+    """Assert ember's ``a`` matches torch's ``b`` in shape and values."""
+    assert_close(a, b, 1e-7, 1e-9)
 
 
 @pytest.mark.parametrize("name", ["Linear", "RNN", "GRU", "LSTM"])

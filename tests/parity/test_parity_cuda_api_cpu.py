@@ -11,6 +11,7 @@ import pytest
 
 import ember
 from ember.backends import cuda_libraries
+from tests.parity._compare import ok, recorded
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.parity,
@@ -18,19 +19,10 @@ pytestmark = [pytest.mark.parity,
                                  reason="compares the answers without CUDA")]
 
 
-def _outcome(call):
-    """("ok", result) or (error type, message), and the warnings' messages."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            result = ("ok", call())
-        except Exception as e:          # noqa: BLE001  (the error is what is compared)
-            result = (type(e).__name__, str(e))
-    return result, [str(w.message) for w in caught]
-
-
 def _ours_and_theirs(call):
-    return _outcome(lambda: call(ember)), _outcome(lambda: call(torch))
+    """For each library: (("ok", result) or (error type, message), [(warning category,
+    message)])."""
+    return recorded(call, ember, describe=ok), recorded(call, torch, describe=ok)
 
 
 def _not_compiled(ours, theirs):

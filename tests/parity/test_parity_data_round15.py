@@ -10,23 +10,15 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import assert_same, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
-def _outcome(fn, lib):
-    """``fn(lib.utils.data)``, or (error type, message) when it raises."""
-    try:
-        return fn(lib.utils.data)
-    except Exception as e:      # noqa: BLE001 (the error is what is compared)
-        return type(e).__name__, str(e)
-
-
 def _same(fn):
-    ours, theirs = _outcome(fn, ember), _outcome(fn, torch)
-    assert ours == theirs
-    return ours
+    """``fn(lib.utils.data)``'s outcome, asserted equal for both libraries."""
+    return assert_same(lambda lib: fn(lib.utils.data))
 
 
 def test_numpy_str_scalars_collate_as_a_list():
@@ -84,8 +76,8 @@ def test_distributed_sampler_of_an_empty_dataset():
 
 
 def test_tensor_dataset_of_a_zero_dim_tensor():
-    out = _outcome(lambda data: data.TensorDataset(ember.tensor(1.0)), ember)
-    assert out == _outcome(lambda data: data.TensorDataset(torch.tensor(1.0)), torch)
+    out = outcome(lambda data: data.TensorDataset(ember.tensor(1.0)), ember.utils.data)
+    assert out == outcome(lambda data: data.TensorDataset(torch.tensor(1.0)), torch.utils.data)
     assert out[0] == "IndexError"
 
 

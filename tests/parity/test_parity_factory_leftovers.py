@@ -9,23 +9,15 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import assert_same
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
-def _outcome(fn, lib):
-    """``fn(lib)``'s value, or its error's type and message (library names unified)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn(lib)
-    except Exception as e:          # noqa: BLE001 - the error itself is compared
-        return type(e).__name__, str(e).replace("torch", "ember")
-
-
 def _same(fn):
-    assert _outcome(fn, ember) == _outcome(fn, torch)
+    """Assert ``fn(lib)`` gives the same value or error (library names unified) in both."""
+    assert_same(fn, quiet=True, message=lambda text: text.replace("torch", "ember"))
 
 
 def test_tensor_norm_takes_dtype_fourth():

@@ -8,6 +8,7 @@ import pytest
 
 import ember
 import ember._warn
+from tests.parity._compare import dtype_name, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -15,11 +16,8 @@ pytestmark = pytest.mark.parity
 
 def _outcome(fn, lib):
     """(dtype name, shape, strides, values) of ``fn(lib)``, or (error type, message)."""
-    try:
-        t = fn(lib)
-    except Exception as e:      # noqa: BLE001 (the error is what is compared)
-        return type(e).__name__, str(e)
-    return str(t.dtype).split(".")[-1], tuple(t.shape), t.stride(), t.tolist()
+    return outcome(fn, lib, describe=lambda t: (
+        dtype_name(t.dtype), tuple(t.shape), t.stride(), t.tolist()))
 
 
 @pytest.mark.parametrize("data", [

@@ -8,6 +8,7 @@ import ember
 import ember.nn.functional as F
 from ember import func as efunc
 from ember.autograd import functional as EAF
+from tests.parity._compare import assert_close
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -27,8 +28,7 @@ def _close(ours, theirs):
         for k in theirs:
             _close(ours[k], theirs[k])
         return
-    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-6,
-                               atol=1e-8)
+    assert_close(ours, theirs, 1e-6, 1e-8)
 
 
 def _program(lib, nnf):

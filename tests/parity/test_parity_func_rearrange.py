@@ -2,13 +2,13 @@
 ellipsis, unnamed axes, lists of tensors) and the error types and messages of bad ones."""
 
 import re
-import warnings
 
 import numpy as np
 import pytest
 
 import ember
 from ember.func import rearrange
+from tests.parity._compare import outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -173,15 +173,14 @@ BAD = [
 
 
 def _outcome(fn, x, pattern, lengths):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            fn(x, pattern, **lengths)
-        except Exception as err:
-            # sets of names print in hash order: compare them sorted
-            text = re.sub(r"\{[^{}]*\}", lambda m: str(sorted(eval(m.group(0)))), str(err))
-            return type(err).__name__, text
-    return None
+    """None when ``fn`` accepts the arguments, else its error's type and message."""
+    return outcome(lambda: fn(x, pattern, **lengths), quiet=True, message=_sorted_sets,
+                   describe=lambda _: None)
+
+
+def _sorted_sets(text):
+    """The message with each printed set of names sorted (sets print in hash order)."""
+    return re.sub(r"\{[^{}]*\}", lambda m: str(sorted(eval(m.group(0)))), text)
 
 
 @pytest.mark.parametrize("shape,pattern,lengths", BAD)

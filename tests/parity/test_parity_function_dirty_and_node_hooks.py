@@ -5,17 +5,10 @@ save_for_backward; node hooks that put a gradient where there was none."""
 import pytest
 
 import ember
+from tests.parity._compare import error
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def _error(fn):
-    try:
-        fn()
-    except Exception as e:                  # noqa: BLE001 (the message is the result)
-        return type(e).__name__, str(e)
-    return None
 
 
 def _double_in_place(lib):
@@ -77,7 +70,7 @@ def test_mark_dirty_on_row_of_transposed_base():
 def test_mark_dirty_on_view_of_leaf_is_an_error():
     def call(lib):
         x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
-        return _error(lambda: _double_in_place(lib).apply(x[:2]))
+        return error(lambda: _double_in_place(lib).apply(x[:2]))
     assert call(ember) == call(torch)
     assert call(ember)[1].startswith("a view of a leaf Variable")
 
@@ -94,7 +87,7 @@ def test_mark_dirty_input_not_returned_is_an_error():
             def backward(ctx, g):
                 return g
         x = lib.tensor([1.0, 2.0], requires_grad=True) * 1
-        return _error(lambda: Dirty.apply(x))
+        return error(lambda: Dirty.apply(x))
     assert call(ember) == call(torch)
     assert call(ember)[1].startswith("Some elements marked as dirty")
 
@@ -110,7 +103,7 @@ def test_save_for_backward_of_non_tensor_names_its_position():
             @staticmethod
             def backward(ctx, g):
                 return g
-        return _error(lambda: Save.apply(lib.ones(3, requires_grad=True)))
+        return error(lambda: Save.apply(lib.ones(3, requires_grad=True)))
     assert call(ember) == call(torch)
     assert call(ember) == ("TypeError", "save_for_backward can only save variables, but "
                                         "argument 2 is of type int")
@@ -120,14 +113,14 @@ def _post_hook_fills_none(lib):
     x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
     y = x * lib.ones(3)
     y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: (grad_inputs[0], grad_inputs[0]))
-    return _error(lambda: y.sum().backward())
+    return error(lambda: y.sum().backward())
 
 
 def _pre_hook_fills_none(lib):
     x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
     first = x.unbind(0)[0]
     first.grad_fn.register_prehook(lambda grads: tuple(lib.ones(()) for _ in grads))
-    return _error(lambda: first.backward())
+    return error(lambda: first.backward())
 
 
 @pytest.mark.parametrize("run", [_post_hook_fills_none, _pre_hook_fills_none])
@@ -147,7 +140,7 @@ def test_backward_returning_a_non_tensor_is_an_error():
             def backward(ctx, g):
                 return 3
         x = lib.ones(3, requires_grad=True)
-        return _error(lambda: Three.apply(x).sum().backward())
+        return error(lambda: Three.apply(x).sum().backward())
     assert call(ember) == call(torch) == ("RuntimeError", "expected Variable or None (got int)")
 
 

@@ -7,6 +7,7 @@ import warnings
 import pytest
 
 import ember
+from tests.parity._compare import outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -14,13 +15,6 @@ pytestmark = pytest.mark.parity
 
 def _both(fn):
     return fn(ember), fn(torch)
-
-
-def _outcome(fn):
-    try:
-        return fn()
-    except Exception as e:  # noqa: BLE001 - the error itself is compared
-        return type(e).__name__, str(e)
 
 
 MASK_WRITES = {
@@ -44,7 +38,7 @@ def test_one_value_through_one_mask_is_converted(name):
         y = lib.zeros(4, dtype=lib.float64)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            got = _outcome(lambda: MASK_WRITES[name](lib, y, lib.tensor([True, False, True,
+            got = outcome(lambda: MASK_WRITES[name](lib, y, lib.tensor([True, False, True,
                                                                           False])))
         return got if isinstance(got, tuple) else y.tolist()
     got, expected = _both(run)
@@ -78,7 +72,7 @@ INDEX_PUT_ERRORS = {
 @pytest.mark.parametrize("name", sorted(INDEX_PUT_ERRORS))
 def test_index_put_checks_in_pytorchs_order(name):
     # the indices' shapes, then the value's shape, then the dtypes, then the bounds
-    got, expected = _both(lambda lib: _outcome(lambda: INDEX_PUT_ERRORS[name](lib)))
+    got, expected = _both(lambda lib: outcome(lambda: INDEX_PUT_ERRORS[name](lib)))
     assert got == expected
 
 
@@ -95,7 +89,7 @@ SIZE_0_DIMS = {
 @pytest.mark.parametrize("name", sorted(SIZE_0_DIMS))
 def test_index_into_dim_of_size_0(name):
     # an index into a dim of size 0 is an error unless the indices broadcast to nothing
-    got, expected = _both(lambda lib: _outcome(lambda: tuple(SIZE_0_DIMS[name](lib) or ())))
+    got, expected = _both(lambda lib: outcome(lambda: tuple(SIZE_0_DIMS[name](lib) or ())))
     assert got == expected
 
 
@@ -142,7 +136,7 @@ OUT_DTYPES = {
 def test_out_dtype_checks(name, out_dtype):
     def run(lib):
         out = lib.empty(2, dtype=getattr(lib, out_dtype))
-        got = _outcome(lambda: OUT_DTYPES[name](lib, lib.tensor([1, 2], dtype=lib.int8), out))
+        got = outcome(lambda: OUT_DTYPES[name](lib, lib.tensor([1, 2], dtype=lib.int8), out))
         return got if isinstance(got, tuple) else out.tolist()
     got, expected = _both(run)
     assert got == expected

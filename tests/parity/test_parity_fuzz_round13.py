@@ -7,6 +7,7 @@ import math
 import pytest
 
 import ember
+from tests.parity._compare import same_floats
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -15,13 +16,8 @@ SUBNORMALS = [0.0, 5e-324, -5e-324, 1e-310, 1e-8, 0.5]
 
 
 def _same(a, b):
-    """Whether two lists of floats agree, NaN matching NaN, inf matching inf exactly."""
-    assert len(a) == len(b)
-    for u, v in zip(a, b):
-        if math.isnan(v) or math.isinf(v):
-            assert math.isnan(u) if math.isnan(v) else u == v, (a, b)
-        else:
-            assert u == pytest.approx(v, rel=1e-8, abs=1e-300), (a, b)
+    """Assert two lists of floats agree, NaN matching NaN, inf matching inf exactly."""
+    assert same_floats(a, b, rtol=1e-8, atol=1e-300), (a, b)
 
 
 def _grad(lib, fn, values, dtype, grad_out=None):

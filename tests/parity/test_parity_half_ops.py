@@ -2,12 +2,12 @@
 differed by more than rounding: intermediates PyTorch rounds (ndtr), sums NumPy would add in
 bfloat16, kernels PyTorch lacks for 16-bit floats, and fused backward kernels."""
 
-import warnings
 
 import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, ember_names, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -25,13 +25,8 @@ def _floats(t):
 
 def _outcome(lib, fn):
     """(result dtype name, values) or (exception type name, message)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            r = fn(lib)
-        except Exception as e:      # noqa: BLE001 - the error's type and message are compared
-            return type(e).__name__, str(e).replace("torch.", "ember.")
-    return str(r.dtype).split(".")[-1], _floats(r).tolist()
+    return outcome(fn, lib, quiet=True, message=ember_names,
+                   describe=lambda r: (dtype_name(r.dtype), _floats(r).tolist()))
 
 
 @pytest.mark.parametrize("dtype", HALVES)

@@ -1,11 +1,11 @@
 """Numbers and 0-dim tensors beside float16/bfloat16 tensors against PyTorch's CPU kernels:
 ~40 ops, numbers on either side, chosen where rounding them to the 16-bit dtype shows."""
 
-import math
 
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, outcome, same_floats
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -52,20 +52,17 @@ CASES.update(ZERO_DIM)
 
 
 def _outcome(lib, dtype, name, number):
+    """(dtype name, values as floats) of the case's result, or (error type, message)."""
     x = lib.tensor(VALUES, dtype=getattr(lib, dtype))
-    try:
-        r = CASES[name](lib, x, number)
-    except Exception as e:          # noqa: BLE001 - the error's type and message are compared
-        return type(e).__name__, str(e).replace("c10::", "")
-    return str(r.dtype).split(".")[-1], [float(v) for v in r.float().tolist()]
+    return outcome(CASES[name], lib, x, number, message=lambda text: text.replace("c10::", ""),
+                   describe=lambda r: (dtype_name(r.dtype), [float(v) for v in r.float().tolist()]))
 
 
 def _same(a, b):
+    """The same dtype and values (NaN matching NaN), or the same error type (messages differ)."""
     if a[0] != b[0] or isinstance(a[1], str) != isinstance(b[1], str):
         return False
-    if isinstance(a[1], str):
-        return True                 # both raised the same error type
-    return all(u == v or math.isnan(u) and math.isnan(v) for u, v in zip(a[1], b[1]))
+    return isinstance(a[1], str) or same_floats(a[1], b[1])
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

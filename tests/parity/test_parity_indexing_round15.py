@@ -6,16 +6,17 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import error
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
 def _error(fn, lib):
-    """``fn(lib)``'s error as (type name, message)."""
-    with pytest.raises(Exception) as info:
-        fn(lib)
-    return type(info.value).__name__, str(info.value)
+    """``fn(lib)``'s error as (type name, message); it must raise."""
+    answer = error(fn, lib)
+    assert answer is not None, "no error raised"
+    return answer
 
 
 _SCALAR_KEYS = {

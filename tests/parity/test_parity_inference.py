@@ -4,6 +4,7 @@ outside inference mode both libraries refuse, with the same error."""
 import pytest
 
 import ember
+from tests.parity._compare import is_tensor, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -43,11 +44,9 @@ CASES = {
 
 
 def _outcome(lib, case):
-    try:
-        r = CASES[case](lib)
-    except RuntimeError as e:
-        return "RuntimeError", str(e)
-    return r.tolist() if isinstance(r, lib.Tensor) else r
+    """A tensor's values, another value as is, or the RuntimeError's type and message."""
+    return outcome(CASES[case], lib, catch=RuntimeError,
+                   describe=lambda r: r.tolist() if is_tensor(r) else r)
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -2,25 +2,21 @@
 ``torch.norm``'s positional order, NumPy arrays on the left of operators, 16-bit empty linalg
 inputs, and the 16-bit/in-place backward of hardtanh, elu and softplus."""
 
-import warnings
 
 import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, is_tensor, ok, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
 def _outcome(fn, lib):
-    """``fn(lib)``'s ``requires_grad``, or its error's type (and message when ``message``)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return "ok", fn(lib).requires_grad
-    except Exception as e:          # noqa: BLE001 - the error itself is compared
-        return type(e).__name__, str(e).replace("torch", "ember")
+    """("ok", ``fn(lib).requires_grad``), or its error's type and message (names unified)."""
+    return outcome(fn, lib, quiet=True, describe=lambda r: ok(r.requires_grad),
+                   message=lambda text: text.replace("torch", "ember"))
 
 
 _FACTORIES = {
@@ -69,13 +65,8 @@ def test_signal_window_requires_grad_must_be_bool(window, M):
 
 def _values(fn, lib):
     """``fn(lib)``'s dtype name and values, or its error's type."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            r = fn(lib)
-    except Exception as e:          # noqa: BLE001 - the error itself is compared
-        return type(e).__name__
-    return str(r.dtype).split(".")[-1], np.round(np.asarray(r.tolist(), np.float64), 4).tolist()
+    return outcome(fn, lib, quiet=True, message=None, describe=lambda r: (
+        dtype_name(r.dtype), np.round(np.asarray(r.tolist(), np.float64), 4).tolist()))
 
 
 @pytest.mark.parametrize("call", [
@@ -93,15 +84,14 @@ def test_norm_function_takes_out_fifth_and_dtype_sixth(call):
 
 def _result(fn, lib):
     """``fn(lib)``'s type, dtype, values and grad_fn, or its error's type."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            r = fn(lib)
-    except Exception as e:          # noqa: BLE001 - the error itself is compared
-        return type(e).__name__
-    if not isinstance(r, (torch.Tensor, ember.Tensor)):
+    return outcome(fn, lib, quiet=True, message=None, describe=_facts)
+
+
+def _facts(r):
+    """A tensor's dtype, shape, values and grad_fn type; another value's type name."""
+    if not is_tensor(r):
         return type(r).__name__
-    return ("Tensor", str(r.dtype).split(".")[-1], tuple(r.shape),
+    return ("Tensor", dtype_name(r.dtype), tuple(r.shape),
             str(np.asarray(r.detach().tolist(), np.complex128).round(6).tolist()),  # NaN == NaN
             type(r.grad_fn).__name__)
 

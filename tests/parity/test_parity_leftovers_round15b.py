@@ -6,23 +6,15 @@ ember and PyTorch tensors meeting in one process."""
 import pytest
 
 import ember
+from tests.parity._compare import assert_same, first_line, ok, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
-def _outcome(fn, lib):
-    try:
-        result = fn(lib)
-    except Exception as e:          # noqa: BLE001 -- the type and first line are compared
-        return type(e).__name__, str(e).split("\n")[0]
-    return "ok", result
-
-
 def _same(fn):
-    expected, actual = _outcome(fn, torch), _outcome(fn, ember)
-    assert actual == expected
-    return actual
+    """("ok", value) or (error type, first message line), asserted equal in both libraries."""
+    return assert_same(fn, describe=ok, message=first_line)
 
 
 DIM_CALLS = [
@@ -90,7 +82,8 @@ SET_CALLS = [
 
 @pytest.mark.parametrize("call", SET_CALLS)
 def test_set_refuses_invalid_argument_mixes(call):
-    expected, (kind, message) = _outcome(call, torch), _outcome(call, ember)
+    answers = [outcome(call, lib, describe=ok, message=first_line) for lib in (torch, ember)]
+    expected, (kind, message) = answers
     assert (kind, message.replace("ember.storage.", "torch.storage.")) == expected
     assert kind in ("TypeError", "RuntimeError")
 

@@ -4,6 +4,7 @@ layout of results for transposed inputs, against PyTorch."""
 import pytest
 
 import ember
+from tests.parity._compare import outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -51,10 +52,8 @@ def _index(m):
 
 
 def _outcome(fn, module):
-    try:
-        return fn(module).tolist()
-    except RuntimeError as e:
-        return str(e)
+    """The values ``fn(module)`` leaves, or its RuntimeError's type and message."""
+    return outcome(fn, module, catch=RuntimeError, describe=lambda r: r.tolist())
 
 
 @pytest.mark.parametrize("name", sorted(WRITES))

@@ -4,6 +4,7 @@ message), module building and checkpoints written by one library and read by the
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, is_tensor, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -33,12 +34,16 @@ CASES = {
 
 
 def _outcome(lib, case):
-    try:
-        r = CASES[case](lib)
-    except Exception as e:              # noqa: BLE001  (the outcome compared is the error)
-        return type(e).__name__, str(e).split(".")[0][:40]
-    if isinstance(r, lib.Tensor):
-        return "tensor", tuple(r.shape), str(r.dtype).split(".")[-1], str(r.device)
+    """A tensor's shape, dtype and device, another value, or the error's type and first
+    sentence."""
+    return outcome(CASES[case], lib, message=lambda text: text.split(".")[0][:40],
+                   describe=_described)
+
+
+def _described(r):
+    """("tensor", shape, dtype name, device) of a tensor, ("value", value) of others."""
+    if is_tensor(r):
+        return "tensor", tuple(r.shape), dtype_name(r.dtype), str(r.device)
     return "value", r.replace("torch", "ember") if isinstance(r, str) else r
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import ember_names, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -28,10 +29,7 @@ def _both(name, *size):
 
 def _outcome(fn):
     """What ``fn()`` gives: its value, or its error's type name and message."""
-    try:
-        return fn()
-    except Exception as e:                  # noqa: BLE001 (any error is compared)
-        return type(e).__name__, str(e).replace("torch.", "ember.")
+    return outcome(fn, message=ember_names)
 
 
 def test_names_match():

@@ -4,6 +4,7 @@ and constructor errors of RNN and EmbeddingBag, against PyTorch."""
 import pytest
 
 import ember
+from tests.parity._compare import error
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -56,29 +57,21 @@ def test_mha_node_names(average, batch_first):
     assert names(ember) == names(torch)
 
 
-def _error(fn):
-    try:
-        fn()
-    except Exception as e:      # noqa: BLE001 - the type and message are what is compared
-        return type(e).__name__, str(e)
-    return None
-
-
 @pytest.mark.parametrize("kwargs", [{"bias": 0}, {"batch_first": 1}, {"input_size": 4.0},
                                     {"input_size": 0}, {"hidden_size": 5.0}])
 @pytest.mark.parametrize("cls", ["RNN", "LSTM", "GRU"])
 def test_rnn_constructor_errors(cls, kwargs):
     args = {"input_size": 4, "hidden_size": 5, **kwargs}
-    assert _error(lambda: getattr(ember.nn, cls)(**args)) == \
-        _error(lambda: getattr(torch.nn, cls)(**args))
+    assert error(lambda: getattr(ember.nn, cls)(**args)) == \
+        error(lambda: getattr(torch.nn, cls)(**args))
 
 
 @pytest.mark.parametrize("padding_idx", [10, -11])
 def test_embedding_bag_padding_idx_errors(padding_idx):
-    assert _error(lambda: ember.nn.EmbeddingBag(10, 3, padding_idx=padding_idx)) == \
-        _error(lambda: torch.nn.EmbeddingBag(10, 3, padding_idx=padding_idx))
-    got = _error(lambda: ember.nn.functional.embedding_bag(ember.tensor([[1]]), ember.ones(10, 3),
+    assert error(lambda: ember.nn.EmbeddingBag(10, 3, padding_idx=padding_idx)) == \
+        error(lambda: torch.nn.EmbeddingBag(10, 3, padding_idx=padding_idx))
+    got = error(lambda: ember.nn.functional.embedding_bag(ember.tensor([[1]]), ember.ones(10, 3),
                                                             padding_idx=padding_idx))
-    want = _error(lambda: torch.nn.functional.embedding_bag(torch.tensor([[1]]), torch.ones(10, 3),
+    want = error(lambda: torch.nn.functional.embedding_bag(torch.tensor([[1]]), torch.ones(10, 3),
                                                              padding_idx=padding_idx))
     assert got == want

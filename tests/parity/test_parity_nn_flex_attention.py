@@ -12,6 +12,7 @@ import pytest
 
 import ember
 import ember.nn.attention.flex_attention as ours
+from tests.parity._compare import error
 
 torch = pytest.importorskip("torch")
 theirs = pytest.importorskip("torch.nn.attention.flex_attention")
@@ -217,13 +218,8 @@ def test_create_mask():
 
 
 def _error(call):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            call()
-        except Exception as exc:        # noqa: BLE001 (comparing what each library raises)
-            return type(exc).__name__, str(exc)
-    return None
+    """(error type, message) of ``call()``, None when it returns; warnings hidden."""
+    return error(call, quiet=True)
 
 
 def test_errors_match():

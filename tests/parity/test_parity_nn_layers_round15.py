@@ -5,29 +5,26 @@ scale_factor, alpha dropout's ignored inplace flag, conv_transpose1d's output pa
 import pytest
 
 import ember
+from tests.parity._compare import assert_same
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
-def _outcome(lib, build):
-    """What ``build(lib)`` gives: a description of its result, or its error's type and first
-    line (ember adds a line naming the failing module)."""
-    try:
-        result = build(lib)
-    except Exception as e:  # noqa: BLE001 - the error itself is what is compared
-        return type(e).__name__, str(e).split("\n  in model")[0]
+def _same_outcome(build):
+    """What ``build(lib)`` gives, asserted equal in both libraries: a description of its
+    result, or its error's type and first line (ember adds a line naming the failing module)."""
+    return assert_same(build, describe=_described,
+                       message=lambda text: text.split("\n  in model")[0])
+
+
+def _described(result):
+    """Output shapes, or a module's repr."""
     if isinstance(result, tuple):
         return tuple(tuple(t.shape) for t in result)
-    if isinstance(result, lib.nn.Module):
+    if hasattr(result, "named_modules"):
         return repr(result)
     return tuple(result.shape)
-
-
-def _same_outcome(build):
-    expected = _outcome(torch, build)
-    assert _outcome(ember, build) == expected
-    return expected
 
 
 @pytest.mark.parametrize("hx", [

@@ -6,6 +6,7 @@ import pytest
 
 import ember
 import ember.nn.functional as F
+from tests.parity._compare import assert_close
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -23,7 +24,8 @@ def _copy_state(ours, theirs):
 
 
 def _close(a, b, tol=1e-5):
-    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=tol, atol=tol)
+    """Assert ember's ``a`` matches torch's ``b`` in shape and values."""
+    assert_close(a, b, tol, tol)
 
 
 def _compare(ours, theirs, *inputs, steps=2):

@@ -5,6 +5,7 @@ import pytest
 
 import ember
 from ember.nn.utils import rnn as ER
+from tests.parity._compare import assert_close
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -23,7 +24,8 @@ def _ember(t):
 
 
 def _close(a, b):
-    np.testing.assert_allclose(np.array(a.detach()), b.detach().numpy(), rtol=1e-4, atol=1e-5)
+    """Assert ember's ``a`` matches torch's ``b`` in shape and values."""
+    assert_close(a, b, 1e-4, 1e-5)
 
 
 def _states(h):

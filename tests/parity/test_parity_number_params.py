@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, first_line, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -82,12 +83,10 @@ _CASES = {
 
 
 def _outcome(L, case, kind):
-    try:
-        out = _CASES[case](L, _KINDS[kind](L))
-    except Exception as e:          # the exception is the behaviour compared
-        return type(e).__name__, str(e).split("\n")[0]
-    return (str(out.dtype).split(".")[-1], tuple(out.shape), out.requires_grad,
-            np.asarray(out.detach().numpy(), dtype=np.float64))
+    """(dtype name, shape, requires_grad, values), or (error type, first message line)."""
+    return outcome(_CASES[case], L, _KINDS[kind](L), message=first_line, describe=lambda out: (
+        dtype_name(out.dtype), tuple(out.shape), out.requires_grad,
+        np.asarray(out.detach().numpy(), dtype=np.float64)))
 
 
 @pytest.mark.parametrize("kind", list(_KINDS))

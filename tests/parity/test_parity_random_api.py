@@ -1,11 +1,11 @@
 """The random API's argument checks against torch's: the error type and first line of the
 message (or the warning, or the result's dtype and shape) of each call, run in both."""
 
-import warnings
 
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, first_line, is_tensor, recorded
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -49,16 +49,17 @@ CALLS = [
 
 
 def _outcome(lib, call):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            value = eval(call, {"t": lib})
-        except Exception as error:      # noqa: BLE001  (the outcome compared)
-            return type(error).__name__, str(error).split("\n")[0]
-    messages = [str(w.message).split(" (Triggered internally")[0] for w in caught]
-    if isinstance(value, lib.Tensor):
-        value = (str(value.dtype).split(".")[1], tuple(value.shape), value.requires_grad)
-    return str(value), messages
+    """(dtype, shape and requires_grad of the tensor, or the value; or the error's type and
+    first line), and the warnings raised (without PyTorch's "Triggered internally" note)."""
+    answer, caught = recorded(eval, call, {"t": lib}, message=first_line, describe=_described)
+    return answer, [(kind, text.split(" (Triggered internally")[0]) for kind, text in caught]
+
+
+def _described(value):
+    """The text of a tensor's (dtype name, shape, requires_grad), or of another value."""
+    if is_tensor(value):
+        value = (dtype_name(value.dtype), tuple(value.shape), value.requires_grad)
+    return str(value)
 
 
 @pytest.mark.parametrize("call", CALLS)

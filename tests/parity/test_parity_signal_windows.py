@@ -7,6 +7,7 @@ import pytest
 
 import ember
 from ember.signal import windows as ours
+from tests.parity._compare import dtype_name, ember_names, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -78,11 +79,10 @@ ERRORS = [
 
 
 def _outcome(call, module, dtypes):
-    try:
-        result = eval(call, {"W": module, "D": dtypes, "np": np})
-    except Exception as e:     # noqa: BLE001  (what each library raises is what is compared)
-        return type(e).__name__, str(e).replace("torch.", "ember.")
-    return str(result.dtype).split(".")[1], str(np.asarray(result.detach()).tolist())
+    """(dtype name, values) of the window ``call`` makes, or (error type, message)."""
+    return outcome(eval, call, {"W": module, "D": dtypes, "np": np}, message=ember_names,
+                   describe=lambda result: (dtype_name(result.dtype),
+                                            str(np.asarray(result.detach()).tolist())))
 
 
 @pytest.mark.parametrize("call", ERRORS)

@@ -5,18 +5,17 @@ import pytest
 
 import ember
 import ember.nn.functional as EF
+from tests.parity._compare import outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
 def _outcome(lib, functional, input_shape, target_shape):
-    try:
-        out = functional.soft_margin_loss(lib.ones(input_shape), lib.ones(target_shape),
-                                          reduction="none")
-    except RuntimeError as error:
-        return str(error)
-    return tuple(out.shape)
+    """The unreduced soft margin loss's shape, or its RuntimeError's type and message."""
+    return outcome(lambda: functional.soft_margin_loss(
+        lib.ones(input_shape), lib.ones(target_shape), reduction="none"),
+        catch=RuntimeError, describe=lambda out: tuple(out.shape))
 
 
 @pytest.mark.parametrize("shapes", [((3, 1), (3,)), ((3,), (3, 1)), ((3, 1), (1, 3)),

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import error, first_line
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -278,12 +279,10 @@ ERRORS = {
 
 
 def _error(lib, fn):
+    """(error type, first message line) of ``fn`` on the sparse sample, (None, None) when it
+    returns."""
     s = lib.sparse_coo_tensor([ROWS, COLS], VALS, SHAPE, dtype=lib.float64)
-    try:
-        fn(lib, s)
-    except Exception as e:      # noqa: BLE001  (comparing what each raises)
-        return type(e).__name__, str(e).split("\n")[0]
-    return None, None
+    return error(fn, lib, s, message=first_line) or (None, None)
 
 
 @pytest.mark.parametrize("name", list(ERRORS))

@@ -3,26 +3,26 @@ callback's result becomes an element, argument checks), dim_order, is_set_to acr
 views, to()/cpu() with a memory format, and complex-to-real casts' layout."""
 
 import random
-import warnings
 
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, is_tensor, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
 def _outcome(fn, lib):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            out = fn(lib)
-        except Exception as e:              # noqa: BLE001 (the error is the outcome)
-            return type(e).__name__, str(e).replace("torch.", "").replace("ember.", "")
-    if isinstance(out, (torch.Tensor, ember.Tensor)):
-        return str(out.dtype).split(".")[-1], out.stride(), out.tolist()
-    return out
+    """(dtype name, strides, values) of a tensor, another value as is, or (error type,
+    message without library prefixes)."""
+    return outcome(fn, lib, quiet=True, message=_neutral, describe=lambda out: (
+        (dtype_name(out.dtype), out.stride(), out.tolist()) if is_tensor(out) else out))
+
+
+def _neutral(text):
+    """The message with both libraries' prefixes dropped."""
+    return text.replace("torch.", "").replace("ember.", "")
 
 
 CALLBACKS = {

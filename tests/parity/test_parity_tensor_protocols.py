@@ -2,12 +2,12 @@
 nested data given to ``tensor`` (values, dtypes, and the errors with their messages)."""
 
 import operator
-import warnings
 
 import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, ember_names, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -24,18 +24,17 @@ SCALARS = [True, 2, 2.5, np.float64(2), np.float32(2), np.int64(2), np.int32(2),
 
 def _outcome(fn):
     """(result values, dtype name) or (exception type, message) of ``fn()``."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            r = fn()
-    except Exception as e:      # noqa: BLE001 - the error is what is compared
-        return type(e).__name__, str(e).replace("torch.", "ember.")
+    return outcome(fn, quiet=True, message=ember_names, describe=_values)
+
+
+def _values(r):
+    """(values rounded to 4 places, dtype name) of a tensor; (type name, value) of others."""
     if not hasattr(r, "detach"):
         return type(r).__name__, r
     values = np.asarray(r.detach().tolist())
     if values.dtype.kind in "fc":
         values = values.round(4)
-    return values.tolist(), str(r.dtype).split(".")[-1]
+    return values.tolist(), dtype_name(r.dtype)
 
 
 # (torch's ``t != array`` is Python's identity fallback, True: ember compares elementwise)

@@ -4,31 +4,27 @@
 
 import copy
 import pickle
-import warnings
 
 import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import assert_same, dtype_name, is_tensor
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 
-def _outcome(fn, lib):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            out = fn(lib)
-        except Exception as e:              # noqa: BLE001 (the error is the outcome)
-            return type(e).__name__, str(e).replace("torch.", "").replace("ember.", "")
-    if isinstance(out, (torch.Tensor, ember.Tensor)):
-        return str(out.dtype).split(".")[-1], out.requires_grad, out.tolist()
-    return out
-
-
 def _same(fn):
-    assert _outcome(fn, ember) == _outcome(fn, torch)
+    """Assert ``fn(lib)`` gives the same tensor (dtype, requires_grad, values), value or
+    error (type, message without library prefixes) in both libraries."""
+    assert_same(fn, quiet=True, message=_neutral, describe=lambda out: (
+        (dtype_name(out.dtype), out.requires_grad, out.tolist()) if is_tensor(out) else out))
+
+
+def _neutral(text):
+    """The message with both libraries' prefixes dropped."""
+    return text.replace("torch.", "").replace("ember.", "")
 
 
 def _add(*xs):

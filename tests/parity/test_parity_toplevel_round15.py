@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._compare import ok, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -16,11 +17,9 @@ pytestmark = pytest.mark.parity
 def _outcome(lib, code):
     """What ``code`` gives with ``t`` bound to ``lib``: the repr of its value (with the
     library's name made neutral) or the error's type and message."""
-    try:
-        value = eval(code, {"t": lib, "pickle": pickle, "np": np})
-    except Exception as exc:        # noqa: BLE001  (the error is the outcome compared)
-        return type(exc).__name__, str(exc).replace("ember", "torch")
-    return "ok", repr(value).replace("ember.", "torch.")
+    return outcome(eval, code, {"t": lib, "pickle": pickle, "np": np},
+                   message=lambda text: text.replace("ember", "torch"),
+                   describe=lambda value: ok(repr(value).replace("ember.", "torch.")))
 
 
 DEVICE_CALLS = [

@@ -3,6 +3,7 @@
 import pytest
 
 import ember
+from tests.parity._compare import dtype_name, is_tensor, outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -44,13 +45,10 @@ CASES = {
 
 
 def _outcome(lib, case):
-    try:
-        r = CASES[case](lib)
-    except (RuntimeError, OverflowError, TypeError) as e:
-        return type(e).__name__, str(e)
-    if isinstance(r, lib.Tensor):
-        return r.tolist(), str(r.dtype).split(".")[-1]
-    return str(r).replace("torch.", "ember.")
+    """(values, dtype name) of a tensor, another value's text, or (error type, message)."""
+    return outcome(CASES[case], lib, catch=(RuntimeError, OverflowError, TypeError),
+                   describe=lambda r: ((r.tolist(), dtype_name(r.dtype)) if is_tensor(r)
+                                       else str(r).replace("torch.", "ember.")))
 
 
 @pytest.mark.parametrize("case", list(CASES))
