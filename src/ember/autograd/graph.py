@@ -3,7 +3,9 @@
 A tensor that requires grad is either a leaf (``_grad_fn is None``; its gradient is
 accumulated into ``.grad`` by an ``AccumulateGrad`` node) or the ``_output_nr``-th output of
 the node in ``_grad_fn``. A node's ``next_functions`` holds one ``(node, output_nr)`` edge per
-differentiable input, ``(None, 0)`` where the input needs no gradient.
+differentiable input, ``(None, 0)`` where the input needs no gradient; inputs that are not
+differentiable by definition (an op's ``nondifferentiable`` ones: indices, masks) have none.
+``apply`` returns one gradient per edge.
 """
 
 import itertools
@@ -308,8 +310,11 @@ class OpNode(Node):
         if op.n_diff_inputs == 1 and not isinstance(result, (tuple, list)):
             result = (result,)
         result = op.flatten_grads(result)
-        return [None if meta is None or g is None else conform(g, meta)
-                for g, meta in zip(result, self._in_meta)]
+        grads = [None if meta is None or g is None else conform(g, meta)
+                 for g, meta in zip(result, self._in_meta)]
+        if op.dropped_inputs is not None:       # one gradient per edge
+            return op.kept_edges(grads, *inputs)
+        return grads
 
 
 _PACKED = object()                      # where a saved input was handed to a pack hook

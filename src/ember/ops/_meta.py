@@ -122,8 +122,10 @@ class MetaBackward:
     __slots__ = ()
 
     def apply(self, grads):
-        return [None if meta is None else _make(MetaArray(meta[0], meta[1]))
-                for meta in self._in_meta]
+        out = [None if meta is None else _make(MetaArray(meta[0], meta[1]))
+               for meta in self._in_meta]
+        op = self.op
+        return out if op.dropped_inputs is None else op.kept_edges(out, *self._inputs)
 
 
 def _meta_node_class(base):

@@ -56,6 +56,8 @@ def _record(op, flat, lengths, params, outputs):
                 saved.append(x)
                 edges.append(_NO_EDGE)
                 in_meta.append(None)
+    if op.dropped_inputs is not None:
+        edges = op.kept_edges(edges, flat, lengths)
     node_class = op.node_class
     if op.node_names is not None:
         node_class = op.node_class_for(flat, params, outputs)

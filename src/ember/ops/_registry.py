@@ -21,6 +21,7 @@ of all True: other derivatives call derivatives directly.
 """
 
 import ast
+from numbers import Number
 
 from ember import _dtype as D
 from ember._tensor import Tensor
@@ -99,6 +100,8 @@ class Op:
         self.dtype_params = ()          # see params_in_dtype
         self.input_readers = None       # per input, the inputs whose gradients read it
         self.written_inputs = ()        # see writes_inputs
+        self.dropped_inputs = None      # see nondifferentiable (None: every input has an edge)
+        self.number_groups = ()         # see number_overload
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
         node_name = self.short_name if namespace == "nn.functional" else self.name
@@ -179,6 +182,39 @@ class Op:
         """Declare the inputs this op's forward updates in place (batch norm's running
         statistics), so that a second run of it (forward AD) is given copies of them."""
         self.written_inputs = positions
+
+    def nondifferentiable(self, *names):
+        """Declare the tensor inputs that are not differentiable by definition (indices,
+        masks, targets, running statistics): as in PyTorch, the backward node lists no edge
+        for them in ``next_functions`` (not even ``(None, 0)``) and returns no gradient."""
+        dropped = frozenset(self.input_names.index(n) for n in names)
+        self.dropped_inputs = dropped | (self.dropped_inputs or frozenset())
+        self._edge_mask = tuple(i not in self.dropped_inputs
+                                for i in range(len(self.input_names)))
+
+    def number_overload(self, *names):
+        """Declare inputs that PyTorch takes as a Scalar in an overload of its own when none
+        of them is a tensor (``x.pow(2)``, ``x.clamp(0, 1)``): that overload's node lists no
+        edge for them, where a tensor (even one needing no gradient) gets ``(None, 0)``."""
+        assert not self.seq_inputs
+        self.number_groups += (tuple(self.input_names.index(n) for n in names),)
+        if self.dropped_inputs is None:
+            self.nondifferentiable()
+
+    def kept_edges(self, items, flat, lengths):
+        """``items`` (one per flat input: edges, gradients) less those of the inputs that
+        have no edge in this call (see ``nondifferentiable`` and ``number_overload``)."""
+        mask = self._edge_mask
+        if self.number_groups:
+            mask = list(mask)
+            for group in self.number_groups:
+                if not any(_is_tensor(flat[i]) for i in group):
+                    for i in group:
+                        mask[i] = False
+        if lengths is not None:         # sequence inputs: one flag per tensor in them
+            mask = [keep for keep, n in zip(mask, lengths)
+                    for _ in range(1 if n is None else n)]
+        return [x for x, keep in zip(items, mask) if keep]
 
     def reads_inputs(self, *readers):
         """Declare, per input, the inputs whose gradients read its values (``mul``: a's
@@ -295,6 +331,11 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
                   differentiable=differentiable, checked_scalars=checked_scalars,
                   namespace=namespace)
     return register
+
+
+def _is_tensor(x):
+    """Whether a flat input of a call (or as its node saved it) was a tensor, not a number."""
+    return x is not None and not isinstance(x, Number)
 
 
 def _grad_fn_name(name):

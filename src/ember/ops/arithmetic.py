@@ -421,6 +421,15 @@ def _(flat, params, out):           # PyTorch's overloads: Tensor_Scalar, Tensor
     return "PowBackward1" if isinstance(flat[1], Tensor) else "PowBackward0"
 
 
+# PyTorch's Scalar overloads, whose nodes have no edge for the number
+sub.number_overload("input")                # 2 - x: rsub(Tensor, Scalar)
+rsub.number_overload("other")
+pow.number_overload("input")
+pow.number_overload("exponent")
+remainder.number_overload("other")
+fmod.number_overload("other")
+
+
 @div.named_by
 def _(flat, params, out):                    # PyTorch multiplies a number by the reciprocal
     return "DivBackward0" if isinstance(flat[0], Tensor) else "MulBackward0"

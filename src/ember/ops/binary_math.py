@@ -72,6 +72,15 @@ def _xlogy_grad(grad, x, y):
 xlogy = binary("xlogy(input, other)", _xlogy, _xlogy_grad,
                doc="``input * log(other)``, and 0 where ``input`` is 0 (unless ``other`` "
                    "is NaN).", promote=REAL_FLOAT)
+xlogy.number_overload("input")
+xlogy.number_overload("other")
+
+
+@xlogy.named_by
+def _(flat, params, out):                    # PyTorch's overloads: Tensor, Scalar self, Scalar
+    if not _is_tensor(flat[0]):
+        return "XlogyBackward1"
+    return "XlogyBackward0" if _is_tensor(flat[1]) else "XlogyBackward2"
 
 
 def _copysign_grad(grad, a, b, *, out):
@@ -84,6 +93,12 @@ copysign = binary("copysign(input, other)", lambda xp, a, b: xp.copysign(a, b),
                   _copysign_grad,
                   doc="The magnitude of ``input`` with the sign of ``other``, elementwise.",
                   promote=tensor_policy("copysign", REAL_FLOAT.rule), ufunc="copysign")
+copysign.number_overload("other")
+
+
+@copysign.named_by
+def _(flat, params, out):                    # PyTorch's overloads: Tensor, Scalar other
+    return "CopysignBackward0" if _is_tensor(flat[1]) else "CopysignBackward1"
 
 
 # --- heaviside --------------------------------------------------------------------------------
@@ -199,6 +214,7 @@ def _(flat, params, out):
     return "LerpBackward1" if _is_tensor(flat[2]) else "LerpBackward0"
 
 
+lerp.number_overload("weight")
 lerp.keep_scalars_unrounded(2, zero_dim=False)     # PyTorch's lerp.Scalar reads it in float32
 
 
@@ -304,6 +320,9 @@ def _(flat, params, out):                    # PyTorch's overloads: Tensor bound
         "ClampBackward1"
 
 
+clamp.number_overload("min", "max")
+
+
 @clamp.derivative
 def _(grad, x, lo, hi):
     # as PyTorch: input gets the gradient where it was kept; a tensor bound where it won
@@ -393,6 +412,9 @@ def where(xp, cond, x, y):
     # dtype is the result's (numbers in x or y would otherwise make NumPy choose float64)
     return xp.where(cond, _where_fit(xp, x, cond.dtype), _where_fit(xp, y, cond.dtype)).astype(
         cond.dtype, copy=False)
+
+
+where.nondifferentiable("condition")
 
 
 @where.derivative

@@ -153,6 +153,9 @@ def ctc_loss(xp, lp, targets, input_lengths, target_lengths, blank, reduction, z
     return _reduce(xp, nll, tg_len, reduction, zero_infinity, unbatched)
 
 
+ctc_loss.nondifferentiable("targets")
+
+
 @ctc_loss.derivative
 def _(grad, lp, targets, input_lengths, target_lengths, blank, reduction, zero_infinity):
     return _ctc_loss_backward(grad, lp, targets, input_lengths, target_lengths, blank,

@@ -42,6 +42,9 @@ def embedding(xp, w, indices, padding_idx, scale_grad_by_freq, sparse):
     return w.take(indices, axis=0)
 
 
+embedding.nondifferentiable("indices")
+
+
 @embedding.derivative
 def _(grad, w, indices, padding_idx, scale_grad_by_freq, sparse):
     if sparse:

@@ -74,6 +74,9 @@ def index_select(xp, x, index, dim):
     return xp.take(x, ix, axis=dim)
 
 
+index_select.nondifferentiable("index")
+
+
 @index_select.derivative
 def _(grad, x, index, dim):
     return index_add(zeros_for(x.shape, grad), dim, index, grad), None
@@ -147,6 +150,9 @@ def index_add(xp, x, index, source, dim, alpha):
 
 
 index_add.inplace_variant(in_place(_write_index_add))
+
+
+index_add.nondifferentiable("index")
 
 
 @index_add.derivative
@@ -242,6 +248,9 @@ def index_reduce(xp, x, index, source, dim, reduce, include_self):
 index_reduce.inplace_variant(in_place(_write_index_reduce))
 
 
+index_reduce.nondifferentiable("index")
+
+
 @index_reduce.derivative
 def _(grad, x, index, source, dim, reduce, include_self, *, out):
     if grad.is_complex():
@@ -316,6 +325,9 @@ def index_copy(xp, x, index, source, dim):
 index_copy.inplace_variant(in_place(_write_index_copy))
 
 
+index_copy.nondifferentiable("index")
+
+
 @index_copy.derivative
 def _(grad, x, index, source, dim):
     return grad.index_fill(dim, index, 0), None, index_select(grad, dim, index)
@@ -370,6 +382,15 @@ def _(xp, dst, x, index, value, dim):
     _write_index_fill(xp, dst, index, value, dim)     # fancy assignment takes any strides
 
 
+index_fill.nondifferentiable("index")
+index_fill.number_overload("value")
+
+
+@index_fill.named_by
+def _(flat, params, out):                    # PyTorch's overloads: Scalar, Tensor value
+    return "IndexFillBackward1" if isinstance(flat[2], Tensor) else "IndexFillBackward0"
+
+
 @index_fill.derivative
 def _(grad, x, index, value, dim):
     from ember.ops._reduce import constant
@@ -406,6 +427,9 @@ def take(xp, x, index):
     return x.reshape(-1)[_flat_index(index, x.size)]
 
 
+take.nondifferentiable("index")
+
+
 @take.derivative
 def _(grad, x, index):
     return put(zeros_for(x.shape, grad), index, grad, accumulate=True), None
@@ -440,6 +464,9 @@ def put(xp, x, index, source, accumulate):
 
 
 put.inplace_variant(in_place(_write_put))
+
+
+put.nondifferentiable("index")
 
 
 @put.derivative

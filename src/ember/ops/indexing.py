@@ -518,6 +518,15 @@ def _(xp, dst, x, mask, value):
     xp.copyto(dst, value, where=mask)
 
 
+masked_fill.nondifferentiable("mask")
+masked_fill.number_overload("value")
+
+
+@masked_fill.named_by
+def _(flat, params, out):                    # PyTorch's overloads: Scalar, Tensor value
+    return "MaskedFillBackward1" if isinstance(flat[2], Tensor) else "MaskedFillBackward0"
+
+
 @masked_fill.derivative
 def _(grad, x, mask, value):
     grad_input = grad.masked_fill(mask, 0)
@@ -543,6 +552,9 @@ def masked_select(xp, x, mask):
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     shape = _mask_broadcast(x, mask)
     return xp.broadcast_to(x, shape)[xp.broadcast_to(mask, shape)]
+
+
+masked_select.nondifferentiable("mask")
 
 
 @masked_select.derivative
@@ -571,6 +583,9 @@ def masked_scatter(xp, x, mask, source):
     out = xp.broadcast_to(x, shape).copy()
     out[where] = source.reshape(-1)[:count]
     return out
+
+
+masked_scatter.nondifferentiable("mask")
 
 
 @masked_scatter.derivative

@@ -65,6 +65,9 @@ def _check_weight(x, t, w):
 binary_cross_entropy.refuse_grad("weight", "binary_cross_entropy")
 
 
+binary_cross_entropy.nondifferentiable("weight")
+
+
 @binary_cross_entropy.derivative
 def _(grad, x, t, w, size_average, reduce, reduction):
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)

@@ -368,6 +368,9 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
 nll_loss.refuse_grad("weight", _nll_kernel)
 
 
+nll_loss.nondifferentiable("target", "weight")
+
+
 @nll_loss.derivative
 def _(grad, x, t, w, size_average, ignore_index, reduce, reduction):
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)

@@ -31,6 +31,9 @@ def _soft_margin_loss(xp, x, t, reduction):
 _soft_margin_loss.refuse_grad("target", "soft_margin_loss")
 
 
+_soft_margin_loss.nondifferentiable("target")
+
+
 @_soft_margin_loss.derivative
 def _(grad, x, t, reduction):
     g = reduced_grad(grad, x, reduction)
@@ -58,6 +61,9 @@ def _binary_cross_entropy_with_logits(xp, x, t, w, pw, reduction):
 
 _binary_cross_entropy_with_logits.refuse_grad("weight", "binary_cross_entropy_with_logits")
 _binary_cross_entropy_with_logits.refuse_grad("pos_weight", "binary_cross_entropy_with_logits")
+
+
+_binary_cross_entropy_with_logits.nondifferentiable("weight", "pos_weight")
 
 
 @_binary_cross_entropy_with_logits.derivative
@@ -105,6 +111,9 @@ def _multi_margin_loss(xp, x, y, w, p, margin, reduction):
 
 
 _multi_margin_loss.refuse_grad("weight", "multi_margin_loss")
+
+
+_multi_margin_loss.nondifferentiable("target", "weight")
 
 
 @_multi_margin_loss.derivative
@@ -167,6 +176,9 @@ def _multilabel_margin_loss(xp, x, t, reduction):
 
 
 _multilabel_margin_loss.refuse_grad("target", "multilabel_margin_loss")
+
+
+_multilabel_margin_loss.nondifferentiable("target")
 
 
 @_multilabel_margin_loss.derivative

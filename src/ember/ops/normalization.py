@@ -201,6 +201,9 @@ def _outside_vmap():
 native_batch_norm.writes_inputs(3, 4)
 
 
+native_batch_norm.nondifferentiable("running_mean", "running_var")
+
+
 @native_batch_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
 def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     gy, gmean, ginvstd = grads

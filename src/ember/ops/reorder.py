@@ -221,6 +221,9 @@ def repeat_interleave(xp, x, repeats, dim, output_size):
     return xp.take(x, _positions(xp, counts, output_size), axis=d)
 
 
+repeat_interleave.nondifferentiable("repeats")
+
+
 @repeat_interleave.derivative
 def _(grad, x, repeats, dim, output_size):
     from ember.ops.index_dim import index_add

@@ -115,6 +115,9 @@ def gather(xp, x, index, dim, sparse_grad):
     return xp.ascontiguousarray(take_along(xp, x1, ix, dim)).reshape(index.shape)
 
 
+gather.nondifferentiable("index")
+
+
 @gather.derivative
 def _(grad, x, index, dim, sparse_grad):
     return scatter_add(zeros_for(x.shape, grad), dim, index, grad), None
@@ -187,6 +190,10 @@ def _(flat, params, out):                    # PyTorch's overloads: src, value
 scatter.inplace_variant(in_place(_write_scatter))
 
 
+scatter.nondifferentiable("index")
+scatter.number_overload("src")              # the value overload
+
+
 @scatter.derivative
 def _(grad, x, index, src, dim, value, reduce):
     if reduce is not None:
@@ -207,6 +214,9 @@ def scatter_add(xp, x, index, src, dim):
 
 
 scatter_add.inplace_variant(in_place(_write_scatter_add))
+
+
+scatter_add.nondifferentiable("index")
 
 
 @scatter_add.derivative
@@ -258,6 +268,9 @@ def take_along_dim(xp, x, indices, dim):
     sx, si = along_shapes(x.shape, indices.shape, dim)
     ix = wrapped(xp, xp.broadcast_to(indices, si), x.shape[dim], dim)
     return xp.take_along_axis(xp.broadcast_to(x, sx), ix, axis=dim)
+
+
+take_along_dim.nondifferentiable("indices")
 
 
 @take_along_dim.derivative

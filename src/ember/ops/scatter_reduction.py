@@ -118,6 +118,9 @@ def _const(array, like, shape=None):
     return _make(array.reshape(tuple(like.shape) if shape is None else shape))
 
 
+scatter_reduce.nondifferentiable("index")
+
+
 @scatter_reduce.derivative
 def _(grad, x, index, src, dim, reduce, include_self, *, out):
     if grad.is_complex():

@@ -77,6 +77,7 @@ def _unpool_op(nd):
     registered = op(f"max_unpool{nd}d(input, indices, kernel_size, stride=None, padding=0, "
                     f"output_size=None)", inputs=2, method=False,
                     namespace="nn.functional", grad_fn_name=f"MaxUnpool{nd}DBackward0")(forward)
+    registered.nondifferentiable("indices")
 
     @registered.derivative
     def _(grad, x, indices, *params):

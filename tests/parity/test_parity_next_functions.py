@@ -1,0 +1,71 @@
+"""grad_fn.next_functions against PyTorch: no edge for inputs that are not differentiable by
+definition (indices, masks, targets, running statistics)."""
+
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+
+def _edges(t):
+    fn = t.grad_fn
+    return type(fn).__name__, [(None if n is None else type(n).__name__, nr)
+                               for n, nr in fn.next_functions]
+
+
+def _cases(T):
+    F = T.nn.functional
+    x = T.ones(3, 4, requires_grad=True)
+    y = T.ones(3, 4, requires_grad=True)
+    mask = T.tensor([[True, False, True, False]] * 3)
+    index = T.tensor([[0, 1, 2, 0]] * 3)
+    rows = T.tensor([0, 2])
+    return {
+        "where": lambda: T.where(mask, x, y),
+        "masked_fill": lambda: x.masked_fill(mask, T.tensor(1.0, requires_grad=True)),
+        "masked_scatter": lambda: x.masked_scatter(mask, y),
+        "masked_select": lambda: x.masked_select(mask),
+        "index_select": lambda: x.index_select(0, rows),
+        "gather": lambda: x.gather(1, index),
+        "scatter": lambda: x.scatter(1, index, y),
+        "scatter_reduce": lambda: x.scatter_reduce(1, index, y, "amax"),
+        "index_add": lambda: x.index_add(0, rows, T.ones(2, 4, requires_grad=True)),
+        "index_copy": lambda: x.index_copy(0, rows, T.ones(2, 4)),
+        "put": lambda: x.put(T.tensor([0, 5]), T.ones(2, requires_grad=True)),
+        "take": lambda: x.take(T.tensor([0, 5])),
+        "nll_loss": lambda: F.nll_loss(x, T.tensor([0, 1, 2]), weight=T.ones(4)),
+        "embedding": lambda: F.embedding(T.tensor([0, 2]), x),
+        "batch_norm": lambda: F.batch_norm(x, T.zeros(4), T.ones(4), y[0], None, training=True),
+        "max_unpool": lambda: F.max_unpool2d(*F.max_pool2d(x[None], 2, return_indices=True), 2),
+        "multi_margin": lambda: F.multi_margin_loss(x, T.tensor([0, 1, 2]), weight=T.ones(4)),
+        "multilabel_margin": lambda: F.multilabel_margin_loss(x, index),
+        "soft_margin": lambda: F.soft_margin_loss(x, T.ones(3, 4)),
+        "bce": lambda: F.binary_cross_entropy(x.sigmoid(), y.detach() / 2, weight=T.ones(4)),
+        "bce_logits": lambda: F.binary_cross_entropy_with_logits(
+            x, T.ones(3, 4), weight=T.ones(4), pos_weight=T.ones(4)),
+        # Scalar overloads: no edge for the number; a tensor needing no gradient keeps one
+        "rsub": lambda: 2 - x,
+        "sub": lambda: x - 2,
+        "pow": lambda: x ** 2,
+        "rpow": lambda: 2 ** x,
+        "clamp": lambda: x.clamp(0, 1),
+        "clamp_tensor": lambda: x.clamp(min=T.zeros(3, 4)),
+        "lerp": lambda: T.lerp(x, y, 0.5),
+        "masked_fill_number": lambda: x.masked_fill(mask, 1.0),
+        "index_fill": lambda: x.index_fill(0, rows, 1.0),
+        "index_fill_tensor": lambda: x.index_fill(0, rows, T.tensor(1.0)),
+        "scatter_value": lambda: x.scatter(1, index, 2.0),
+        "fmod": lambda: T.fmod(x, 2),
+        "remainder": lambda: x % 2,
+        "xlogy": lambda: T.xlogy(x, 2.0),
+        "xlogy_number_input": lambda: T.xlogy(2.0, x),
+        "copysign": lambda: T.copysign(x, -1.0),
+        "where_number": lambda: T.where(mask, x, 0.0),
+        "mul_number": lambda: x * 2,
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_cases(torch)))
+def test_next_functions_match(name):
+    assert _edges(_cases(ember)[name]()) == _edges(_cases(torch)[name]())
