@@ -144,7 +144,8 @@ class Tensor:
         """The shape, or the length of one dimension."""
         if dim is None:
             return _shape(self._data.shape)
-        return self._data.shape[_wrap_dim_of_sized(dim, self._data.ndim)]
+        return self._data.shape[_wrap_dim_of_sized(dim, self._data.ndim,
+                                                   ("size", "dim", 1, "method"))]
 
     def dim(self):
         """The number of dimensions."""
@@ -170,7 +171,7 @@ class Tensor:
             strides = _row_major_strides(self._data.shape)  # NumPy 2 gives fresh empties 0s
         if dim is None:
             return strides
-        return strides[_wrap_dim_of_sized(dim, self._data.ndim)]
+        return strides[_wrap_dim_of_sized(dim, self._data.ndim, ("stride", "dim", 1, "method"))]
 
     def is_contiguous(self, memory_format=None):
         """Whether the elements are laid out densely in row-major order (or in the order of
@@ -752,8 +753,12 @@ def _make(array, cls=Tensor, _inference=_INFERENCE_ACTIVE):
     return t
 
 
-def _wrap_dim_of_sized(dim, ndim):
-    """``_wrap_dim`` for size(dim) and stride(dim), which any dim of a 0-dim tensor fails."""
+def _wrap_dim_of_sized(dim, ndim, arg):
+    """``_wrap_dim`` for size(dim) and stride(dim), which any dim of a 0-dim tensor fails;
+    ``arg`` names the argument in a TypeError, as ``ops._dims.wrap_dim``'s does."""
+    if type(dim) is not int:
+        from ember.ops._dims import int_param
+        dim = int_param(dim, arg)
     if not ndim:
         raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     return _wrap_dim(dim, ndim)

@@ -99,7 +99,10 @@ def test_out_calls_return_the_out_types():
     lambda x: ember.kthvalue(x, 1, True), lambda x: ember.count_nonzero(x, True),
     lambda x: ember.unique(x, dim=True), lambda x: x.sum(True), lambda x: x.softmax(False)])
 def test_bool_dims_are_refused(call):
-    with pytest.raises(TypeError, match="argument 'dim' must be int, not bool"):
+    # PyTorch's parser: the argument named, or no overload taking a bool (sort, sum)
+    with pytest.raises(TypeError, match=r"argument 'dim' (\(position \d\) )?must be int, not "
+                                        r"bool|invalid combination of arguments - got "
+                                        r"\((Tensor, )?bool\)"):
         call(ember.ones(2, 3))
 
 
@@ -107,8 +110,8 @@ def test_k_must_be_an_int():
     x = ember.tensor([3., 1., 2.])
     for fn in (ember.topk, ember.kthvalue):
         for k, kind in ((1.0, "float"), (True, "bool")):
-            with pytest.raises(TypeError, match=rf"^{fn.__name__}\(\): argument 'k' must be "
-                                                rf"int, not {kind}$"):
+            with pytest.raises(TypeError, match=rf"^{fn.__name__}\(\): argument 'k' \(position "
+                                                rf"2\) must be int, not {kind}$"):
                 fn(x, k)
     assert ember.kthvalue(x, ember.tensor(2)).values.item() == 2.0
     assert ember.topk(x, ember.tensor(1)).indices.tolist() == [0]

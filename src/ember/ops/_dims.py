@@ -1,8 +1,10 @@
 """Dimension arguments: wrapping negative dims and validating dim lists, as PyTorch does."""
 
+import operator
 import sys
 
-__all__ = ["wrap_dim", "wrap_dim_of_sized", "reduction_dims"]
+__all__ = ["wrap_dim", "wrap_dim_of_sized", "reduction_dims", "int_param", "int_sequence",
+           "invalid_combination", "check_overloaded_dims", "is_index"]
 
 
 def wrap_dim(dim, ndim, arg=None):
@@ -27,20 +29,99 @@ def wrap_dim_of_sized(dim, ndim, arg=None):
     return d
 
 
+def int_param(value, arg):
+    """``value`` as an int, or PyTorch's TypeError naming the argument as ``wrap_dim``'s
+    ``arg`` does (for int arguments that are not dims: chunks, k, offset)."""
+    if type(value) is int:
+        return value
+    return _index(value, arg)
+
+
+def int_sequence(value, arg, scalar=True):
+    """``value``, a sequence of ints (or an int, if ``scalar``), as a tuple of ints; anything
+    else raises PyTorch's TypeError for an ``int[]`` argument, named by ``arg`` as in
+    ``wrap_dim``."""
+    if isinstance(value, (tuple, list)):
+        items = value
+    elif scalar:
+        items = (value,)
+    else:
+        raise TypeError(_sequence_error(value, arg))
+    try:
+        return tuple(operator.index(v) for v in items)
+    except TypeError:
+        raise TypeError(_sequence_error(value, arg)) from None
+
+
+def _sequence_error(value, arg):
+    """PyTorch's three words for a bad ``int[]``: not a sequence, a bad first element (the
+    parser's type check), a bad later one (its unpacking)."""
+    if not isinstance(value, (tuple, list)):
+        return f"{_argument(arg)} must be tuple of ints, not {type(value).__name__}"
+    pos, bad = next((i, v) for i, v in enumerate(value) if not is_index(v))
+    if pos == 0:
+        return (f"{_argument(arg)} must be tuple of ints, but found element of type "
+                f"{type(bad).__name__} at pos 0")
+    return (f"{arg[0]}(): argument '{arg[1]}' failed to unpack the object at pos {pos + 1} "
+            f"with error \"type must be tuple of ints,but got {type(bad).__name__}\"")
+
+
+def invalid_combination(op, given, kind=None):
+    """PyTorch's TypeError when no overload of ``op`` takes the arguments (its first line):
+    ``given`` are the arguments after the tensor (keywords counted as positionals); ``kind``
+    overrides the entry point's ("function" where PyTorch's method calls the function)."""
+    kind = kind or _entry_kind()
+    names = [] if kind in ("method", "inplace") else ["Tensor"]
+    names += [type(v).__name__ for v in given]
+    op += "_" if kind == "inplace" else ""
+    return TypeError(f"{op}() received an invalid combination of arguments - got "
+                     f"({', '.join(names)}), but expected one of:")
+
+
+def check_overloaded_dims(dim, op, given, name="dim"):
+    """Raise PyTorch's error for a bad ``dim`` of an op overloaded on it (an int, a tuple of
+    ints, names): an "invalid combination" when no overload takes its type or its first
+    element, an unpacking error for a later element; ``given`` as for
+    ``invalid_combination``. Call it on the error path only."""
+    if isinstance(dim, (tuple, list)):
+        no_overload = bool(dim) and not is_index(dim[0])
+    else:
+        no_overload = not is_index(dim)
+    if no_overload:
+        raise invalid_combination(op, given)
+    int_sequence(dim, (op, name, 1))
+
+
+def is_index(value):
+    """Whether ``value`` is an integer (Python's ``__index__``), as PyTorch's parser takes
+    one: not a bool."""
+    if isinstance(value, bool):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
 def _index(dim, arg):
     if isinstance(dim, bool) or not hasattr(type(dim), "__index__"):
         raise TypeError(f"{_argument(arg)} must be int, not {type(dim).__name__}")
-    return dim.__index__()
+    try:
+        return dim.__index__()
+    except TypeError:           # a float or many-element tensor
+        raise TypeError(f"{_argument(arg)} must be int, not {type(dim).__name__}") from None
 
 
 def _argument(arg):
     """How PyTorch's parser names a dim argument: ``op(): argument 'dim' (position 1)`` in
     the method form, one position further on in the function form (the tensor comes first),
-    ``op_()`` in the in-place form."""
+    ``op_()`` in the in-place form. A fourth item names the form (plain methods such as
+    ``Tensor.size``, which are no registry entry points)."""
     if arg is None:
         return "argument 'dim'"
-    op, name, position = arg
-    kind = _entry_kind()
+    op, name, position = arg[:3]
+    kind = arg[3] if len(arg) > 3 else _entry_kind()
     if kind == "inplace":
         op += "_"
     elif kind != "method":

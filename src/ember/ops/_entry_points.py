@@ -3,6 +3,7 @@
 Python's own work."""
 
 import ast
+import operator
 import textwrap
 
 from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
@@ -118,12 +119,26 @@ def method_varargs(args, keyword, default, fname, name):
     if args:
         if keyword is not _UNSET:
             raise TypeError(f"{fname}() got multiple values for argument '{name}'")
-        return varargs(args)
+        first = args[0]
+        if _is_index(first) or len(args) == 1 and isinstance(first, (tuple, list)):
+            return varargs(args)
+        if len(args) == 1:
+            return first        # not a size: the op names its type in its TypeError
+        # PyTorch gathers varargs only after an int: x.permute("a", 0)
+        raise TypeError(f"{fname}() takes 1 positional argument but {len(args)} were given")
     if keyword is not _UNSET:
         return keyword
     if default is _MISSING:
         raise TypeError(f"{fname}() missing 1 required positional argument: '{name}'")
     return default
+
+
+def _is_index(value):
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
 
 
 def varargs(args):

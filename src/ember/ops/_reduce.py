@@ -53,8 +53,11 @@ def is_all(dim):
     return dim is None or (isinstance(dim, (tuple, list)) and not dim)
 
 
-def int_dim(name, dim, ndim):
-    """A single ``dim`` argument (ops that take no dim tuples), wrapped."""
+def int_dim(name, dim, ndim, position=None):
+    """A single ``dim`` argument (ops that take no dim tuples), wrapped; with ``position`` (in
+    the method form) a TypeError names it as PyTorch's parser does."""
+    if position is not None:
+        return wrap_dim(dim, ndim, (name, "dim", position))
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
     return wrap_dim(dim, ndim)

@@ -236,21 +236,21 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """``exp(input)`` normalized to sum to 1 along ``dim``."""
     if dim is None:
         dim = _softmax_dim("softmax", input.dim(), _stacklevel)
-    return _op("softmax").function(input, dim, dtype)
+    return input.softmax(dim, dtype=dtype)      # the method's argument errors, as PyTorch
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """The logarithm of ``softmax`` along ``dim``."""
     if dim is None:
         dim = _softmax_dim("log_softmax", input.dim(), _stacklevel)
-    return _op("log_softmax").function(input, dim, dtype)
+    return input.log_softmax(dim, dtype=dtype)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     """``softmax(-input)`` along ``dim``."""
     if dim is None:
         dim = _softmax_dim("softmin", input.dim(), _stacklevel)
-    return _op("softmax").function(-input, dim, dtype)
+    return (-input).softmax(dim, dtype=dtype)
 
 
 def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):

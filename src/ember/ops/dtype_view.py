@@ -6,6 +6,8 @@ straight through, a dtype goes to ``_view_dtype``. The result shares memory with
 and, as in PyTorch, carries no gradient.
 """
 
+import operator
+
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._registry import REGISTRY, call, op
@@ -52,9 +54,23 @@ def view_dtype(x, dtype):
 def _invalid_combination(args, kwargs):
     """PyTorch's error for a dtype given with other arguments: ``view(ember.int32, 2)``."""
     names = [_type_name(a) for a in args] + [f"{k}={_type_name(v)}" for k, v in kwargs.items()]
+    got = ", ".join(names) if args else "".join(f"{n}, " for n in names)  # PyTorch's quirk
     raise TypeError(f"view() received an invalid combination of arguments - got "
-                    f"({', '.join(names)}), but expected one of:\n * (ember.dtype dtype)\n"
+                    f"({got}), but expected one of:\n * (ember.dtype dtype)\n"
                     f" * (tuple of ints size)\n")
+
+
+def _neither_size_nor_dtype(args):
+    """Whether PyTorch's parser matches neither overload: ``view("a")``, ``view(("a", 2))``
+    (a later bad element is left to the size's own error)."""
+    first = args[0]
+    if isinstance(first, (tuple, list)) and len(args) == 1:
+        first = first[0] if first else 0
+    try:
+        operator.index(first)
+    except TypeError:
+        return True
+    return False
 
 
 def _type_name(value):
@@ -71,7 +87,8 @@ def install():
         dtype = args[0] if len(args) == 1 and not kwargs else kwargs.get("dtype")
         if isinstance(dtype, D.dtype) and len(args) + len(kwargs) == 1:
             return view_dtype(self, dtype)
-        if args and isinstance(args[0], D.dtype) or "dtype" in kwargs:
+        if args and isinstance(args[0], D.dtype) or "dtype" in kwargs \
+                or args and _neither_size_nor_dtype(args):
             _invalid_combination(args, kwargs)
         return view_shape(self, *args, **kwargs)
 

@@ -118,7 +118,7 @@ def _arg_like(name, arg):
             require_nonempty(name, x.shape, (), full=True, error=IndexError)
             index = getattr(xp, arg)(x.reshape(-1))
             return xp.asarray(index, dtype=np.int64).reshape((1,) * x.ndim if keepdim else ())
-        d = int_dim(name, dim, x.ndim)
+        d = int_dim(name, dim, x.ndim, 1)
         if x.ndim == 0:
             return xp.zeros((), dtype=np.int64)
         require_nonempty(name, x.shape, (d,), full=False)

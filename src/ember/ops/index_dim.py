@@ -50,7 +50,7 @@ def _source_rows(xp, out, index, source, dim):
 @op("index_select(input, dim, index)", inputs=("input", "index"), out=True)
 def index_select(xp, x, index, dim):
     """The slices of ``input`` along ``dim`` at the positions in ``index`` (a 1-D tensor)."""
-    dim = wrap_dim(dim, x.ndim)
+    dim = wrap_dim(dim, x.ndim, ("index_select", "dim", 1))
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     if index.dtype not in _INDEX_DTYPES:

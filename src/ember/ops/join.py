@@ -11,7 +11,8 @@ from ember._creation import _tp_name, zeros
 from ember._memory_format import strided_if_empty, suggested_order
 from ember._tensor import Tensor
 from ember.backend import xp_of
-from ember.ops._dims import wrap_dim, wrap_dim_of_sized
+from ember.ops._dims import (int_param, int_sequence, invalid_combination, is_index,
+                             wrap_dim, wrap_dim_of_sized)
 from ember.ops._promotion import BINARY
 from ember.ops._arg_aliases import UNSET, alias_arg, numpy_names
 from ember.ops._registry import op
@@ -228,9 +229,23 @@ def _split_sizes(n, split_size_or_sections, dim):
     return [min(size, n - start) for start in range(0, n, size)] or [0]
 
 
+def _check_split_args(sizes, dim):
+    """PyTorch's TypeErrors for split: its ``Tensor.split`` calls ``split_with_sizes`` for
+    anything but an int (or a tensor), and the function form of either."""
+    if isinstance(sizes, (tuple, list)):
+        int_sequence(sizes, ("split_with_sizes", "split_sizes", 1, "function"))
+    elif not isinstance(sizes, Tensor) and not hasattr(type(sizes), "__index__"):
+        raise TypeError(f"split_with_sizes(): argument 'split_sizes' (position 2) must be "
+                        f"tuple of ints, not {type(sizes).__name__}")
+    if isinstance(dim, bool) or not is_index(dim):
+        raise invalid_combination("split", (sizes, dim), kind="function")
+
+
 @op("split(tensor, split_size_or_sections, dim=0)", view=True, saves_inputs=False)
 def split(xp, x, split_size_or_sections, dim):
     """Views of pieces of ``split_size`` along ``dim`` (the last smaller), or of given sizes."""
+    if type(split_size_or_sections) is not int or type(dim) is not int:
+        _check_split_args(split_size_or_sections, dim)
     _need_dims(x, "split")
     d = wrap_dim(dim, x.ndim)
     return _pieces(x, d, _bounds(_split_sizes(x.shape[d], split_size_or_sections, d)))
@@ -279,11 +294,11 @@ Tensor.split_with_sizes = _split_with_sizes_method
 @op("chunk(input, chunks, dim=0)", view=True, saves_inputs=False)
 def chunk(xp, x, chunks, dim):
     """At most ``chunks`` views of equal size (the last may be smaller) along ``dim``."""
-    chunks = int_arg(chunks, "chunk", "chunks")
+    chunks = int_param(chunks, ("chunk", "chunks", 1))
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     _need_dims(x, "chunk")
-    d = wrap_dim(dim, x.ndim)
+    d = wrap_dim(dim, x.ndim, ("chunk", "dim", 2))
     n = x.shape[d]
     if n == 0:
         return _pieces(x, d, [(0, 0)] * chunks)

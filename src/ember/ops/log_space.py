@@ -132,11 +132,7 @@ def _(grad, x, dim, *, out):
 def _softmax_input(xp, name, x, dim, dtype):
     """(values to compute on, axis, result dtype) after PyTorch's checks and ``dtype=``; a
     0-dim input comes back with one dim."""
-    if not isinstance(dim, int) or isinstance(dim, bool):
-        if dim is None or isinstance(dim, (float, tuple, list, str)):
-            raise TypeError(f"{name}(): argument 'dim' (position 2) must be int, not "
-                            f"{type(dim).__name__}")
-    d = wrap_dim(dim, x.ndim)
+    d = wrap_dim(dim, x.ndim, (name, "dim", 1))
     x = cast_input(x, dtype, name)
     if x.dtype.kind not in "fV" or x.dtype.itemsize == 1:
         kernel = f"{name}_lastdim_kernel_impl" if d == x.ndim - 1 or x.ndim == 0 else \

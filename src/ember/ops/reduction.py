@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
-from ember.ops._dims import reduction_dims
+from ember.ops._dims import check_overloaded_dims, reduction_dims
 from ember.ops._linalg_utils import on_host
 from ember.ops._elementwise import conj_grad, zeros_for
 from ember.ops._promotion import FLOAT, SAME, Policy
@@ -46,13 +46,23 @@ NORM = Policy("norm", _norm_rule)
 
 # --- sum, mean --------------------------------------------------------------------------------
 
+def _refuse_dims(name, dim, keepdim):
+    """Raise PyTorch's TypeError for a ``dim`` of ``name`` that ``reduction_dims`` refused
+    (from within its ``except``, whose error stands when the parser's words don't apply)."""
+    check_overloaded_dims(dim, name, (dim, True) if keepdim else (dim,))
+    raise
+
+
 @op("sum(input, dim=None, keepdim=False, *, dtype=None)", promote=SUM, upcast=False,
     saves_inputs=False)
 def sum(xp, x, dim, keepdim, dtype):
     """The sum over ``dim`` (all dims by default)."""
     if dim is None and dtype is None and x.dtype not in _WIDEN:
         return x.sum(None, None, None, keepdim)     # axis=None: NumPy's fastest path
-    dims = reduction_dims(dim, x.ndim)
+    try:
+        dims = reduction_dims(dim, x.ndim)
+    except TypeError:
+        _refuse_dims("sum", dim, keepdim)
     x = cast_input(x, dtype, "sum")
     return narrow_to(wide(x).sum(axis=dims, keepdims=keepdim), x.dtype)
 
@@ -81,7 +91,10 @@ def _check_mean_dtype(name, x, dtype):
 def mean(xp, x, dim, keepdim, dtype):
     """The arithmetic mean over ``dim`` (all dims by default); floating and complex only."""
     _check_mean_dtype("mean", x, dtype)
-    dims = reduction_dims(dim, x.ndim)
+    try:
+        dims = reduction_dims(dim, x.ndim)
+    except TypeError:
+        _refuse_dims("mean", dim, keepdim)
     x = cast_input(x, dtype, "mean")
     total = wide(x).sum(axis=dims, keepdims=keepdim)
     return narrow_to(total / reduced_numel(x.shape, dims), x.dtype)
@@ -280,7 +293,10 @@ def any(xp, x, dim, keepdim):
 @op("count_nonzero(input, dim=None)")
 def count_nonzero(xp, x, dim):
     """The number of nonzero elements over ``dim`` (all dims by default)."""
-    dims = reduction_dims(dim, x.ndim)
+    try:
+        dims = reduction_dims(dim, x.ndim)
+    except TypeError:
+        _refuse_dims("count_nonzero", dim, False)
     return xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64, copy=False)
 
 

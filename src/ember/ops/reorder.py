@@ -8,7 +8,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import int_sequence, wrap_dim
 from ember.ops._arg_aliases import MISSING, UNSET
 from ember.ops._registry import method_varargs, op
 from ember.ops.shape import distinct_dims, int_tuple, wrap_dim_of_tensor
@@ -23,14 +23,10 @@ def _contiguous(a):
 def _dims_sequence(dims):
     """Check that ``dims`` is a sequence of ints: ``torch.flip(x, 0)`` is a TypeError (the
     method ``x.flip(0)`` reaches here as ``(0,)``)."""
-    if not isinstance(dims, (tuple, list)):
-        raise TypeError(f"flip(): argument 'dims' (position 2) must be tuple of ints, not "
-                        f"{type(dims).__name__}")
-    for pos, d in enumerate(dims):
-        if not hasattr(d, "__index__"):
-            raise TypeError(f"flip(): argument 'dims' (position 2) must be tuple of ints, but "
-                            f"found element of type {type(d).__name__} at pos {pos}")
-    return dims
+    return int_sequence(dims, _FLIP_DIMS, scalar=False)
+
+
+_FLIP_DIMS = ("flip", "dims", 1)
 
 
 @op("flip(input, dims)", saves_inputs=False, method_varargs="dims")
@@ -68,8 +64,8 @@ Tensor.flipud = flipud
 @op("roll(input, shifts, dims=None)", saves_inputs=False)
 def roll(xp, x, shifts, dims):
     """A copy with elements shifted circularly along ``dims`` (the flattened tensor if None)."""
-    shifts = int_tuple(shifts, "roll(): argument 'shifts'")
-    dims = () if dims is None else int_tuple(dims, "roll(): argument 'dims'")
+    shifts = int_sequence(shifts, ("roll", "shifts", 1))
+    dims = () if dims is None else int_sequence(dims, ("roll", "dims", 2))
     if not shifts:
         raise RuntimeError("`shifts` required")
     if not dims and len(shifts) == 1:
@@ -103,7 +99,7 @@ def _repeated_shape(shape, repeats):
     grad_fn_name="RepeatBackward0")
 def repeat(xp, x, repeats):
     """The tensor tiled ``repeats[i]`` times along each dim i (NumPy's ``tile``)."""
-    repeats = int_tuple(repeats, "repeat(): argument 'repeats'")
+    repeats = int_sequence(repeats, ("repeat", "repeats", 1))
     _repeated_shape(x.shape, repeats)
     return xp.ascontiguousarray(xp.tile(x, repeats)) if repeats else x.copy()
 
@@ -121,12 +117,13 @@ def _(grad, x, repeats):
 
 def tile(input, dims):
     """The tensor tiled ``dims[i]`` times along each dim i (missing leading dims count as 1)."""
-    dims = int_tuple(dims, "tile(): argument 'dims'")
+    dims = int_sequence(dims, ("tile", "dims", 1, "function"))
     return input.repeat((1,) * (input.ndim - len(dims)) + dims)
 
 
 def _tile_method(self, *_args, dims=UNSET):
-    return tile(self, method_varargs(_args, dims, MISSING, "tile", "dims"))
+    dims = method_varargs(_args, dims, MISSING, "tile", "dims")
+    return tile(self, int_sequence(dims, ("tile", "dims", 1, "method")))
 
 
 _tile_method.__doc__ = tile.__doc__

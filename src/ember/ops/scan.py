@@ -16,7 +16,7 @@ from ember.ops.indexing import CTYPE
 def _accumulate(xp, name, x, dim, dtype):
     if dtype is D.bool_:
         raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")
-    d = wrap_dim(dim, x.ndim)
+    d = wrap_dim(dim, x.ndim, (name, "dim", 1))
     x = cast_input(x, dtype, name)
     if x.ndim == 0:
         return x.copy()

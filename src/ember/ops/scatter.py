@@ -98,7 +98,7 @@ def check_scatter_shapes(x, index, src, dim):
 def gather(xp, x, index, dim, sparse_grad):
     """The elements of ``input`` at ``index`` along ``dim``: ``out[i][j] = input[index[i][j]][j]``
     for dim 0 (``sparse_grad`` is accepted; the gradient is dense)."""
-    dim = wrap_dim(dim, x.ndim)
+    dim = wrap_dim(dim, x.ndim, ("gather", "dim", 1))
     check_index_dtype(index, "gather")
     if index.size == 0:     # as in PyTorch, before (and instead of) the shape checks
         return xp.empty(index.shape, dtype=x.dtype)

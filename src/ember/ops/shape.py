@@ -16,7 +16,8 @@ from ember import _dtype as D
 from ember._memory_format import restrided, strided_if_empty
 from ember._tensor import Size, Tensor
 from ember.backend import broadcast_view
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import (check_overloaded_dims, int_sequence, invalid_combination,
+                             wrap_dim)
 from ember.ops._registry import broadcast_message, op, varargs
 
 
@@ -45,10 +46,19 @@ def infer_shape(shape, numel):
     return tuple(shape)
 
 
-def _check_negative(shape, x):
-    """NumPy takes any negative size as "infer"; PyTorch only -1."""
-    if type(shape) is tuple and shape and min(shape) < -1:
-        infer_shape(int_tuple(shape), x.size)
+def _check_shape(shape, x, arg):
+    """What NumPy does not check: only -1 means "infer" (NumPy takes any negative size), and
+    sizes are ints; ``arg`` names the argument in a TypeError, as for ``wrap_dim``."""
+    if type(shape) is not tuple:            # the function form's list, or a bad value
+        shape = int_sequence(shape, arg)
+    if not shape:
+        return
+    try:
+        low = min(shape)
+    except TypeError:                       # (4, "a")
+        low = min(int_sequence(shape, arg))
+    if low < -1:
+        infer_shape(int_sequence(shape, arg), x.size)
 
 
 def int_tuple(value, where="size"):
@@ -85,15 +95,19 @@ def distinct_dims(dims, ndim, where="argument 'dim'"):
     return tuple(wrapped)
 
 
+_VIEW_SIZE = ("view", "size", 1)
+_RESHAPE_SHAPE = ("reshape", "shape", 1)
+
+
 @op("view(input, size)", view=True, saves_inputs=False, method_varargs="size")
 def view(xp, x, shape):
     """The same data with another shape; never copies (fails where strides don't allow)."""
-    _check_negative(shape, x)
+    _check_shape(shape, x, _VIEW_SIZE)
     out = x.view()
     try:
         out.shape = shape               # NumPy refuses instead of copying
     except (ValueError, TypeError):
-        infer_shape(int_tuple(shape, "view(): argument 'size'"), x.size)  # PyTorch's message
+        infer_shape(int_sequence(shape, _VIEW_SIZE), x.size)  # PyTorch's message
         raise
     except AttributeError:
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
@@ -110,11 +124,11 @@ def _(grad, x, shape):
 @op("reshape(input, shape)", view="maybe", saves_inputs=False, method_varargs="shape")
 def reshape(xp, x, shape):
     """The same data with another shape: a view when possible, else a copy."""
-    _check_negative(shape, x)
+    _check_shape(shape, x, _RESHAPE_SHAPE)
     try:
         return x.reshape(shape)         # NumPy checks the rest of what PyTorch checks
     except (ValueError, TypeError):
-        infer_shape(int_tuple(shape, "reshape(): argument 'shape'"), x.size)  # PyTorch's words
+        infer_shape(int_sequence(shape, _RESHAPE_SHAPE), x.size)  # PyTorch's words
         raise
 
 
@@ -152,7 +166,7 @@ def unflatten(xp, x, dim, sizes):
         # PyTorch wraps this IndexError into a RuntimeError, for unflatten alone
         raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {d} "
                            f"but tensor has no dimensions")
-    sizes = list(int_tuple(sizes, "unflatten(): argument 'sizes'"))
+    sizes = list(int_sequence(sizes, ("unflatten", "sizes", 2)))
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")
     n = x.shape[d]
@@ -177,7 +191,7 @@ def _(grad, x, dim, sizes):
     method=True)
 def expand(xp, x, size):
     """A broadcast view with ``size`` (-1 keeps a dim); adds no memory."""
-    size = int_tuple(size, "expand(): argument 'size'")
+    size = int_sequence(size, ("expand", "size", 1))
     if len(size) < x.ndim:
         raise RuntimeError(f"expand(ember.{D.FROM_NUMPY[x.dtype]._legacy}{{{list(x.shape)}}}, "
                            f"size={list(size)}): the number of sizes provided ({len(size)}) "
@@ -241,6 +255,8 @@ def squeeze(xp, x, dim):
     """A view without size-1 dims (only those in ``dim`` when given)."""
     if dim is None:
         return xp.squeeze(x)
+    if type(dim) is not int:
+        check_overloaded_dims(dim, "squeeze", (dim,))
     dims = tuple(d for d in distinct_dims(dim, x.ndim, "squeeze(): argument 'dim'")
                  if x.ndim and x.shape[d] == 1)
     return xp.squeeze(x, axis=dims) if dims else x.view()
@@ -270,7 +286,7 @@ def _(grad, x, dim):
 @op("permute(input, dims)", view=True, saves_inputs=False, method_varargs="dims")
 def permute(xp, x, dims):
     """A view with dims reordered."""
-    dims = int_tuple(dims, "permute(): argument 'dims'")
+    dims = int_sequence(dims, ("permute", "dims", 1))
     if len(dims) != x.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
                            f"not match the length of the desired ordering of dimensions i.e. "
@@ -291,6 +307,11 @@ def _(grad, x, dims):
 
 
 def _movedim_order(ndim, source, destination):
+    if type(source) is not int or type(destination) is not int:
+        if isinstance(source, (tuple, list)) != isinstance(destination, (tuple, list)):
+            raise invalid_combination("movedim", (source, destination))  # int & int[] only
+        for value, name in ((source, "source"), (destination, "destination")):
+            check_overloaded_dims(value, "movedim", (source, destination), name)
     src = int_tuple(source, "movedim(): argument 'source'")
     dst = int_tuple(destination, "movedim(): argument 'destination'")
     if len(src) != len(dst):

@@ -4,7 +4,7 @@ diag_embed, tril, triu (copies)."""
 from ember._creation import zeros
 from ember._memory_format import strided_if_empty
 from ember._tensor import Tensor
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import int_param, invalid_combination, wrap_dim
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
 from ember.ops.join import pad_along
@@ -27,10 +27,28 @@ def _index(value, fname="narrow", name="start", position=2):
     return value if type(value) is int else int_arg(value, fname, name, position)
 
 
+def _check_narrow_args(dim, start, length):
+    """PyTorch's errors for arguments neither overload of narrow takes (ints, or a tensor
+    ``start``)."""
+    ints = [_is_int(v) for v in (dim, start, length)]
+    if ints[0] and ints[2] and isinstance(start, Tensor):
+        if start.ndim or start.dtype.is_floating_point or start.dtype.is_complex:
+            raise RuntimeError("start must be an 0-dim integral Tensor.")
+    elif not all(ints):
+        raise invalid_combination("narrow", (dim, start, length))
+
+
+def _is_int(value):
+    return not isinstance(value, (bool, Tensor)) and hasattr(type(value), "__index__") \
+        or isinstance(value, Tensor) and value.ndim == 0 and not value.dtype.is_floating_point
+
+
 @op("narrow(input, dim, start, length)", view=True, saves_inputs=False,
     grad_fn_name="SliceBackward0")
 def narrow(xp, x, dim, start, length):
     """A view of ``length`` elements of ``dim`` from ``start``."""
+    if type(dim) is not int or type(start) is not int or type(length) is not int:
+        _check_narrow_args(dim, start, length)
     if x.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     start, length = _index(start), _index(length, name="length", position=3)
@@ -140,6 +158,10 @@ def diagonal_view(xp, x, offset, dim1, dim2):
 @op("diagonal(input, offset=0, dim1=0, dim2=1)", view=True, saves_inputs=False)
 def diagonal(xp, x, offset, dim1, dim2):
     """A view of the diagonal of the ``dim1`` x ``dim2`` matrices (as the last dim)."""
+    if type(offset) is not int or type(dim1) is not int or type(dim2) is not int:
+        offset = int_param(offset, ("diagonal", "offset", 1))
+        dim1 = int_param(dim1, ("diagonal", "dim1", 2))
+        dim2 = int_param(dim2, ("diagonal", "dim2", 3))
     return diagonal_view(xp, x, offset, dim1, dim2)
 
 
@@ -225,7 +247,7 @@ def _need_matrix(x, name):
 def tril(xp, x, diagonal):
     """The lower triangle (on and below ``diagonal``) of the last two dims, the rest zeroed."""
     _need_matrix(x, "tril")
-    return xp.tril(x, int_arg(diagonal, "tril", "diagonal"))
+    return xp.tril(x, int_param(diagonal, ("tril", "diagonal", 1)))
 
 
 @tril.derivative
@@ -237,7 +259,7 @@ def _(grad, x, diagonal):
 def triu(xp, x, diagonal):
     """The upper triangle (on and above ``diagonal``) of the last two dims, the rest zeroed."""
     _need_matrix(x, "triu")
-    return xp.triu(x, int_arg(diagonal, "triu", "diagonal"))
+    return xp.triu(x, int_param(diagonal, ("triu", "diagonal", 1)))
 
 
 @triu.derivative

@@ -9,10 +9,9 @@ import numpy as np
 from ember import _dtype as D
 from ember.backend import accumulate
 from ember.ops import return_types
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import int_param, invalid_combination, is_index, wrap_dim
 from ember.ops._promotion import SAME
 from ember.ops._reduce import _index_grad, constant, rejecting, require_nonempty, route_to_indices
-from ember.ops._scalars import int_arg
 from ember.ops._registry import op
 
 
@@ -67,7 +66,18 @@ def _sort_grad(grad, x, dim, indices):
     namedtuple=return_types.sort)
 def sort(xp, x, dim, descending, stable):
     """The named tuple (values, indices) of ``input`` sorted along ``dim`` (always stably)."""
+    if type(dim) is not int or type(descending) is not bool:
+        _check_sort_args(dim, descending)
     return _sorted(xp, x, dim, descending)
+
+
+def _check_sort_args(dim, descending, name="sort"):
+    """PyTorch's TypeError when no overload of sort (or argsort) takes ``dim`` and
+    ``descending``."""
+    if isinstance(descending, bool) and is_index(dim):
+        return
+    given = (dim, descending) if descending is not False else (dim,)
+    raise invalid_combination(name, given)
 
 
 @sort.named_by
@@ -83,6 +93,8 @@ def _(grads, x, dim, descending, stable, *, out):
 @op("argsort(input, dim=-1, descending=False, *, stable=False)", promote=SORT, out=False)
 def argsort(xp, x, dim, descending, stable):
     """The indices that sort ``input`` along ``dim`` (always stably)."""
+    if type(dim) is not int or type(descending) is not bool:
+        _check_sort_args(dim, descending, "argsort")
     return _sorted(xp, x, dim, descending)[1]
 
 
@@ -107,8 +119,8 @@ def _(grad, x):
     namedtuple=return_types.topk)
 def topk(xp, x, k, dim, largest, sorted):
     """The ``k`` largest (or smallest) elements along ``dim`` and their indices, in order."""
-    k = int_arg(k, "topk", "k")     # (position 2 as a function, 1 as a method)
-    d = wrap_dim(dim, x.ndim)
+    k = int_param(k, ("topk", "k", 1))
+    d = wrap_dim(dim, x.ndim, ("topk", "dim", 2))
     size = x.shape[d] if x.ndim else 1
     if not 0 <= k <= size:
         raise RuntimeError("selected index k out of range")
@@ -134,8 +146,8 @@ def _squeezed(xp, values, index, d, keepdim):
     namedtuple=return_types.kthvalue)
 def kthvalue(xp, x, k, dim, keepdim):
     """The ``k``-th smallest element (``k`` counts from 1) along ``dim`` and its index."""
-    k = int_arg(k, "kthvalue", "k")   # (position 2 as a function, 1 as a method)
-    d = wrap_dim(dim, x.ndim)
+    k = int_param(k, ("kthvalue", "k", 1))
+    d = wrap_dim(dim, x.ndim, ("kthvalue", "dim", 2))
     if x.ndim == 0:
         if k != 1:
             raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
