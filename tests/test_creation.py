@@ -471,3 +471,13 @@ def test_copy_construct_warnings_name_the_call_at_the_callers_line():
     with pytest.warns(UserWarning, match=r"rather than ember\.tensor\(sourceTensor\)") as rec:
         ember.tensor(t)
     assert rec[0].filename == __file__
+
+
+def test_full_of_one_16_bit_element_overflows_to_inf_as_pytorch():
+    # PyTorch fills a single float16/bfloat16 element unchecked; more elements raise
+    assert ember.full((1,), 70000.0, dtype=ember.float16).tolist() == [float("inf")]
+    assert ember.zeros(1, dtype=ember.bfloat16).fill_(1e39).tolist() == [float("inf")]
+    with pytest.raises(RuntimeError, match="value cannot be converted to type c10::Half"):
+        ember.full((2,), 70000.0, dtype=ember.float16)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type float without"):
+        ember.full((1,), 1e39, dtype=ember.float32)

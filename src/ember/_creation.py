@@ -1,6 +1,7 @@
 """Making tensors: ``tensor``, ``as_tensor``, ``from_numpy`` and the factory functions."""
 
 import functools
+import math
 import numbers
 import warnings
 
@@ -460,8 +461,8 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     # (a NumPy scalar as a Python number: comparing np.float16 with a float32 bound warns)
     value = fill_value.item() if isinstance(fill_value, (Tensor, np.generic)) else fill_value
     from ember.ops._scalars import checked_scalar   # out-of-range values raise, as in PyTorch
-    return pinned(_alloc(lambda xp, s, d: xp.full(s, checked_scalar(xp, value, np.dtype(d)),
-                                                  d),
+    return pinned(_alloc(lambda xp, s, d: xp.full(s, checked_scalar(
+                             xp, value, np.dtype(d), single=math.prod(s) == 1), d),
                          _size(_size_args((size,), None, "full")), dtype, device,
                          requires_grad, out), pin_memory)
 

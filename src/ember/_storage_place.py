@@ -5,7 +5,8 @@ import numpy as np
 
 from ember.backend.meta import MetaArray
 
-__all__ = ["_storage_root", "_placement", "_address", "_row_major_strides"]
+__all__ = ["_storage_root", "_placement", "_address", "_row_major_strides",
+           "keep_empty_geometry", "empty_geometry"]
 
 
 def _storage_root(t):
@@ -50,3 +51,32 @@ def _row_major_strides(shape):
         strides.append(step)
         step *= max(n, 1)
     return tuple(reversed(strides))
+
+
+def keep_empty_geometry(view, source, key):
+    """Record on ``view``, the empty ``source[key]`` (a normalized basic key: ints, slices
+    and None), the strides and storage offset PyTorch gives it, which NumPy's empty arrays
+    lose (their strides ignore the step, their address is their base's)."""
+    shape, strides, offset = source.shape, source.stride(), source.storage_offset()
+    out, d = [], 0
+    for k in key:
+        if k is None:                   # PyTorch's unsqueeze stride
+            out.append(shape[d] * strides[d] if d < len(shape) else 1)
+            continue
+        size, stride = shape[d], strides[d]
+        d += 1
+        if type(k) is int:
+            offset += (k + size if k < 0 else k) * stride
+        else:                           # a slice's start is clamped into [0, size]
+            start, _, step = k.indices(size)
+            offset += start * stride
+            out.append(stride * step)
+    out.extend(strides[d:])
+    if view._meta is None:
+        view._meta = {}
+    view._meta["empty_geometry"] = (tuple(out), offset)
+
+
+def empty_geometry(t):
+    """(strides, storage offset) recorded for empty view ``t``, or None."""
+    return None if t._meta is None else t._meta.get("empty_geometry")

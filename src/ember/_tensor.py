@@ -15,7 +15,8 @@ from ember._host_values import (_NO_HOST_DLPACK, _PYTHON_VIA, _check_numpy_dtype
 from ember._inference import ACTIVE as _INFERENCE_ACTIVE
 from ember._inference import mark as _mark_inference
 from ember._shape import Size, _shape
-from ember._storage_place import _address, _placement, _row_major_strides, _storage_root
+from ember._storage_place import (_address, _placement, _row_major_strides, _storage_root,
+                                  empty_geometry)
 from ember.backend import device_of
 from ember.backend.meta import MetaArray
 
@@ -167,8 +168,12 @@ class Tensor:
         """Strides in elements (not bytes), or the stride of one dimension."""
         item = self._data.itemsize
         strides = tuple(s // item for s in self._data.strides)
-        if not self._data.size and not any(strides):
-            strides = _row_major_strides(self._data.shape)  # NumPy 2 gives fresh empties 0s
+        if not self._data.size:
+            geometry = empty_geometry(self)
+            if geometry is not None:        # an empty slice (NumPy loses its strides)
+                strides = geometry[0]
+            elif not any(strides):          # NumPy 2 gives fresh empties 0s
+                strides = _row_major_strides(self._data.shape)
         if dim is None:
             return strides
         return strides[_wrap_dim_of_sized(dim, self._data.ndim, ("stride", "dim", 1, "method"))]
@@ -196,6 +201,10 @@ class Tensor:
 
     def storage_offset(self):
         """Offset in elements from the start of the memory this tensor's base owns."""
+        if not self._data.size:
+            geometry = empty_geometry(self)
+            if geometry is not None:        # an empty slice (NumPy loses its place)
+                return geometry[1]
         root = _storage_root(self)
         if root is self:
             return 0

@@ -90,15 +90,15 @@ def test_take_along_dim_checks_the_bounds_pytorch_leaves_unchecked():
         ember.take_along_dim(ember.zeros(2, 3), _long([[0, 3]]), 1)
 
 
-def test_amax_gradient_excludes_self_when_include_self_is_false():
-    # PyTorch counts an input element equal to the result among the ties even when
-    # include_self=False, so its gradients sum to less than the incoming one; ember does not
+def test_amax_gradient_counts_self_as_a_tie_when_include_self_is_false():
+    # as PyTorch: input's own value equal to the result gets no gradient where scattered, yet
+    # counts among the ties, so the src elements share 1/3 each
     x = ember.tensor([[5.0, 2.0]], requires_grad=True)
     src = ember.tensor([[5.0, 5.0]], requires_grad=True)
     out = ember.scatter_reduce(x, 1, _long([[0, 0]]), src, "amax", include_self=False)
     gx, gs = ember.autograd.grad(out.sum(), (x, src))
     assert gx.tolist() == [[0.0, 1.0]]
-    assert gs.tolist() == [[0.5, 0.5]]
+    assert np.allclose(gs.numpy(), [[1 / 3, 1 / 3]])
 
 
 def test_scatter_reduce_takes_max_and_min_as_amax_and_amin():
@@ -149,8 +149,8 @@ def test_gather_backward_of_a_large_index_is_vectorized():
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
 def test_index_reduce_extremum_gradient_shares_ties_as_scatter_reduce(reduce, include_self):
-    # with include_self=False input's own value is no tie where indexed (PyTorch 2.13 counts
-    # it and drops its share: its src gradients would be 1/3 where these are 1/2)
+    # with include_self=False input's own value gets no gradient where indexed but, as in
+    # PyTorch, still counts among the ties there
     x = ember.tensor([[1.0, 5.0]], dtype=ember.float64, requires_grad=True)
     src = ember.tensor([[1.0, 5.0], [1.0, 2.0]], dtype=ember.float64, requires_grad=True)
     out = ember.index_reduce(x, 0, _long([0, 0]), src, reduce, include_self=include_self)
@@ -161,7 +161,8 @@ def test_index_reduce_extremum_gradient_shares_ties_as_scatter_reduce(reduce, in
                         [[1 / 3, 0.0], [1 / 3, 1.0]])
     else:
         expected_x = [[0.0, 0.0]]
-        expected_src = [[0.5, 1.0], [0.5, 0.0]] if reduce == "amax" else [[0.5, 0.0], [0.5, 1.0]]
+        expected_src = ([[1 / 3, 0.5], [1 / 3, 0.0]] if reduce == "amax" else
+                        [[1 / 3, 0.0], [1 / 3, 1.0]])
     assert np.allclose(gx.numpy(), expected_x) and np.allclose(gs.numpy(), expected_src)
     scattered = ember.scatter_reduce(x, 0, _long([[0, 0], [0, 0]]), src, reduce,
                                      include_self=include_self)

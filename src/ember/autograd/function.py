@@ -7,6 +7,8 @@ after saving is caught at backward time.
 
 import functools
 
+from ember.autograd._forward_traces import TRACES as _FORWARD_TRACES
+from ember.autograd._forward_traces import check_function as _check_forward_traced
 from ember import _inference
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -249,6 +251,8 @@ class Function:
         """Run forward and record one graph node for the call."""
         if cls.setup_context is not Function.setup_context:
             args, kwargs = _bind_forward_args(cls, args, kwargs)
+        if _FORWARD_TRACES.starts:
+            _check_forward_traced(cls, Function, args)
         from ember.func._batched import STATE as _VMAP
         if _VMAP.levels:                # see NOTE [Custom functions under vmap]
             from ember.func._custom_function import function_vmap

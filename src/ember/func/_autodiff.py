@@ -12,9 +12,11 @@ newer level (jacrev's vmap over the rows of the identity) flow through the engin
 BatchedTensors, and each derivative's ops run their batching rules.
 """
 
+import contextlib
 import threading
 
 from ember import autograd
+from ember.autograd._forward_traces import tracing_forward
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import enable_grad
 from ember.func._batched import active_levels, materialize, rewrap
@@ -28,6 +30,14 @@ class _Depth(threading.local):
 
 
 _DEPTH = _Depth()
+
+
+def _tracing(api, leaves):
+    """For a forward-mode transform, the context that makes custom Functions without a
+    ``jvp`` refuse, as in PyTorch (see ember/autograd/_forward_traces.py)."""
+    if api.startswith(("jvp(", "linearize(", "jacfwd(")):
+        return tracing_forward(leaves, not api.startswith("linearize("))
+    return contextlib.nullcontext()
 
 
 def _fresh(p):
@@ -53,7 +63,7 @@ class _Traced:
         inputs = tree_unflatten([rewrap(p, self.levels) for p in self.leaves], self.in_spec)
         _DEPTH.value += 1
         try:
-            with enable_grad():
+            with enable_grad(), _tracing(api, self.leaves):
                 out = func(*inputs)
         finally:
             _DEPTH.value -= 1

@@ -129,9 +129,11 @@ def rounded_number(number, dtype):
     return rounded
 
 
-def checked_scalar(xp, value, dtype):
+def checked_scalar(xp, value, dtype, *, single=False):
     """``value`` as a 0-d array of ``dtype`` (a backend dtype), raising as PyTorch does when
-    it does not fit; integers wrap modulo 2**bits like a C cast within the allowed range."""
+    it does not fit; integers wrap modulo 2**bits like a C cast within the allowed range.
+    ``single``: the value fills one element, which PyTorch casts to float16 or bfloat16
+    unchecked (a too large value becomes inf)."""
     if isinstance(value, Tensor):
         value = value.item()
     if type(value) is int and not -2 ** 63 <= value < 2 ** 64:
@@ -164,10 +166,13 @@ def checked_scalar(xp, value, dtype):
         return device_scalar(xp, np.asarray(value).astype(dtype))
     ours = D.FROM_NUMPY[dtype]
     # infinity fits every float dtype but float8_e4m3fn, which has none
-    if value == value and (abs(value) != float("inf") or ours is D.float8_e4m3fn) and \
+    unchecked = single and ours in (D.float16, D.bfloat16)
+    if not unchecked and value == value and \
+            (abs(value) != float("inf") or ours is D.float8_e4m3fn) and \
             abs(value) > D.finfo(ours).max:
         _overflow(dtype)
-    return device_scalar(xp, np.asarray(value, dtype=dtype))
+    with np.errstate(over="ignore"):            # (an unchecked value may become inf)
+        return device_scalar(xp, np.asarray(value, dtype=dtype))
 
 
 def _overflow(np_dtype):

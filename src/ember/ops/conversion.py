@@ -359,7 +359,7 @@ def _filled(xp, x, value):
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.ndim} dimensions.")
     if not hasattr(value, "dtype"):
-        value = checked_scalar(xp, value, x.dtype)
+        value = checked_scalar(xp, value, x.dtype, single=x.size == 1)
     elif value.dtype.kind == "c" and x.dtype.kind != "c":
         value = checked_scalar(xp, complex(value), x.dtype)
     return xp.full(x.shape, value, dtype=x.dtype)

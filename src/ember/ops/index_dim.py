@@ -267,15 +267,16 @@ def _(grad, x, index, source, dim, reduce, include_self, *, out):
 def _extremum_grads(grad, x, index, source, dim, include_self, out):
     """amax/amin: each result's gradient shared evenly by the values equal to it; a NaN
     result, equal to nothing, gets NaN gradients. With ``include_self=False`` input's own
-    value takes no part where indexed, as in scatter_reduce. (PyTorch still counts it as a
-    tie there and drops its share, so its gradients sum to less than the incoming one.)"""
+    value gets no share where indexed, but, as in PyTorch (and scatter_reduce), still
+    counts among the ties there, so the gradients may sum to less than the incoming one."""
     from ember.ops._reduce import constant
     self_ties = constant(lambda xp, a, r: a == r, x, out).to(grad.dtype)
-    if not include_self:
-        self_ties = self_ties.index_fill(dim, index.long(), 0)
     src_ties = constant(lambda xp, s, r: s == r, source, index_select(out, dim, index))
     share = grad / index_add(self_ties, dim, index, src_ties.to(grad.dtype))
-    return share * self_ties, None, index_select(share, dim, index) * src_ties.to(grad.dtype)
+    grad_x = share * self_ties
+    if not include_self:
+        grad_x = grad_x.index_fill(dim, index.long(), 0)
+    return grad_x, None, index_select(share, dim, index) * src_ties.to(grad.dtype)
 
 
 # --- index_copy -------------------------------------------------------------------------------

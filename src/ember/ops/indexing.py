@@ -17,6 +17,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._memory_format import (_order_strides, _stride_order, lay_out, preserved,
                                    strided_if_empty)
+from ember._storage_place import keep_empty_geometry
 from ember._tensor import Tensor, _make
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds, xp_of
@@ -103,7 +104,10 @@ def basic_view(t, key):
         else:
             continue
         break
-    return call(kind, (t,), (key,))
+    view = call(kind, (t,), (key,))
+    if not view._data.size:
+        keep_empty_geometry(view, t, key)
+    return view
 
 
 @op("_slice_backward(grad, input_shape, key)", method=False, saves_inputs=False)

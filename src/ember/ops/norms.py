@@ -8,6 +8,7 @@ smallest absolute column sum), inf and -inf (the same over rows).
 
 import numpy as np
 
+from ember._tensor import Tensor
 from ember.ops._dims import wrap_dim
 from ember.ops._linalg_utils import (check_float, check_matrix, check_square, checked_svd,
                                      real_dtype)
@@ -260,6 +261,20 @@ def cond(xp, a, p):
     out = (matrix_norm_forward(xp, a, p, dims, False, None)
            * matrix_norm_forward(xp, inverse, p, dims, False, None))
     return xp.where(info > 0, np.inf, out).astype(real, copy=False)
+
+
+def cond_public(input, p=None, *, out=None):
+    """The condition number of each matrix of ``input`` in the norm ``p``; see the
+    ``linalg.cond`` op. As in PyTorch, that of an empty input is a fresh tensor of zeros,
+    outside the graph."""
+    result = cond(input, p, out=out)
+    if out is None and isinstance(input, Tensor) and input.numel() == 0:
+        return result.detach()
+    return result
+
+
+cond_public.__module__ = "ember.linalg"
+cond_public.__name__ = cond_public.__qualname__ = "cond"
 
 
 @cond.derivative

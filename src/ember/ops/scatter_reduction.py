@@ -148,14 +148,15 @@ def _(grad, x, index, src, dim, reduce, include_self, *, out):
 
 
 def _extremum_grads(grad, x, src_part, dim, index, include_self, out, hits):
-    """amax/amin: every element equal to the result shares its gradient evenly."""
+    """amax/amin: every element equal to the result shares its gradient evenly. With
+    ``include_self=False`` input's own value gets no share where scattered, but PyTorch
+    still counts it among the ties there when it equals the result."""
     result = out._data.reshape(hits.shape)
-    self_wins = x._data.reshape(hits.shape) == result
-    if not include_self:
-        self_wins &= ~hits.scattered()
+    self_ties = x._data.reshape(hits.shape) == result
+    self_wins = self_ties if include_self else self_ties & ~hits.scattered()
     src_wins = at_least_1d(src_part._data) == hits.at_index(result)
-    n = self_wins + hits.count(src_wins.reshape(-1))
-    share = grad / _const(hits.xp.maximum(n, 1), grad)
+    n = self_ties + hits.count(src_wins.reshape(-1))
+    share = grad / _const(n, grad)        # (a NaN result, equal to nothing: NaN gradients)
     return (share * _const(self_wins, grad),
             gather(share, dim, index) * _const(src_wins, grad, tuple(index.shape)))
 

@@ -1,6 +1,7 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (``torch.optim.SGD``)."""
 
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import no_grad
 from ember.optim._checks import check_fused, check_tensor_lr
 from ember.optim._state import apply_updates, grads_of, lr_of, slot, value
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
@@ -50,6 +51,9 @@ class SGD(Optimizer):
                 if hyper["weight_decay"] and p._grad.is_sparse:     # grad + decay * param
                     raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, "
                                        "sparse) instead.")
+                if p._grad.is_sparse and hyper["momentum"]:
+                    _sparse_momentum_step(p, self.state[p], group["maximize"], **hyper)
+                    continue
                 params.append(p)
                 updates.append((x, g) + self._buffer(p, group))
             apply_updates("sgd", params, updates, _update,
@@ -67,6 +71,20 @@ class SGD(Optimizer):
             buf = state["momentum_buffer"] = _make(p._data.copy())   # values set next
             return slot(buf, group), True
         return slot(buf, group), False
+
+
+def _sparse_momentum_step(p, state, maximize, *, lr, momentum, dampening, weight_decay,
+                          nesterov):
+    """One step of ``p`` whose gradient is sparse, keeping a sparse momentum buffer as
+    PyTorch does (the buffer holds the rows the gradients touched)."""
+    with no_grad():
+        g = -p._grad if maximize else p._grad
+        buf = state.get("momentum_buffer")
+        if buf is None:
+            buf = state["momentum_buffer"] = g.clone().detach()
+        else:
+            buf.mul_(momentum).add_(g, alpha=1 - dampening)
+        p.add_(g.add(buf, alpha=momentum) if nesterov else buf, alpha=-lr)
 
 
 def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
