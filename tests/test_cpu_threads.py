@@ -59,15 +59,19 @@ def _recording_add(calls):
 
 def test_map_elementwise_splits_large_arrays_into_one_output_on_workers(threads):
     ember.set_num_threads(2)
-    a = np.arange(300_000, dtype=np.float32).reshape(600, 500)
-    b = np.full((600, 500), 0.5, np.float32)
+    a = np.arange(1_100_000, dtype=np.float32).reshape(1100, 1000)
+    b = np.full((1100, 1000), 0.5, np.float32)
     calls = []
     out = map_elementwise(np, _recording_add(calls), a, b)
-    assert out.shape == (600, 500) and out.dtype == np.float32 and out.flags.c_contiguous
+    assert out.shape == (1100, 1000) and out.dtype == np.float32 and out.flags.c_contiguous
     np.testing.assert_array_equal(out, a + b)
-    # 300000 elements in spans of at most 65536, as many per thread: six of 50000
-    assert [shape for shape, _ in calls] == [(50_000,)] * 6
+    # 1.1M elements in spans of at most 65536, as many per thread: eighteen of 61111-61112
+    assert sorted({shape for shape, _ in calls}) == [(61_111,), (61_112,)] and len(calls) == 18
     assert all(name.startswith("ember-cpu") for _, name in calls)
+    calls = []      # under a million elements the spans stay on the calling thread
+    map_elementwise(np, _recording_add(calls), a[:300], b[:300])
+    assert [shape for shape, _ in calls] == [(65_536,)] * 4 + [(37_856,)]
+    assert {name for _, name in calls} == {threading.current_thread().name}
 
 
 def test_map_elementwise_keeps_small_mixed_or_one_thread_work_on_the_caller(threads):
@@ -87,8 +91,10 @@ def test_map_elementwise_keeps_small_mixed_or_one_thread_work_on_the_caller(thre
 
 
 def test_gelu_and_its_gradient_on_two_threads_are_bitwise_those_of_one(threads):
-    x = np.random.default_rng(0).standard_normal(200_003).astype(np.float32) * 4
+    from ember.ops.activations_smooth import _gelu_erf_form, _gelu_erf_grad
+    x = np.random.default_rng(0).standard_normal(1_100_003).astype(np.float32) * 4
     x[:5] = [np.inf, -np.inf, np.nan, 0.0, -0.0]
+    g = np.linspace(-3, 3, x.size, dtype=np.float32)
     results = []
     for n in (1, 2):
         ember.set_num_threads(n)
@@ -96,10 +102,34 @@ def test_gelu_and_its_gradient_on_two_threads_are_bitwise_those_of_one(threads):
         with warnings.catch_warnings():     # inf and 0 stay silent on the workers too
             warnings.simplefilter("error")
             y = ember.nn.functional.gelu(t)
-            y.backward(ember.linspace(-3, 3, x.size))
+            y.backward(ember.tensor(g))
         results.append((y.detach().numpy().view(np.uint32), t.grad.numpy().view(np.uint32)))
-    for one, two in zip(*results):
+    with np.errstate(all="ignore"):         # the kernels in one piece, on this thread
+        whole = (_gelu_erf_form(np, x).view(np.uint32),
+                 _gelu_erf_grad(np, g, x).view(np.uint32))
+    for one, two, unsplit in zip(*results, whole):
         np.testing.assert_array_equal(one, two)
+        np.testing.assert_array_equal(one, unsplit)
+
+
+def test_set_num_threads_while_other_threads_run_spans(threads):
+    x = ember.randn(1 << 20)
+    failures = []
+
+    def work():
+        try:
+            for _ in range(4):
+                ember.nn.functional.gelu(x)
+        except Exception as e:      # noqa: BLE001 (the test reports any failure)
+            failures.append(e)
+    runners = [threading.Thread(target=work) for _ in range(3)]
+    for r in runners:
+        r.start()
+    for n in (1, 2) * 10:
+        ember.set_num_threads(n)    # shuts the executor down under the runners' feet
+    for r in runners:
+        r.join()
+    assert failures == []
 
 
 def test_map_chunks_raises_a_chunks_error(threads):
@@ -130,7 +160,7 @@ def test_freed_memory_policy_applies_on_glibc():
 
 
 def test_float32_erf_on_two_threads_is_bitwise_that_of_one(threads):
-    x = np.random.default_rng(1).standard_normal(300_001).astype(np.float32) * 3
+    x = np.random.default_rng(1).standard_normal(1_100_001).astype(np.float32) * 3
     x[:5] = [np.inf, -np.inf, np.nan, 1e30, -0.0]      # 1e30 overflows x * x: silent
     results = []
     for n in (1, 2):

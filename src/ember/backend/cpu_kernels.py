@@ -30,6 +30,9 @@ __all__ = ["one_blas_thread", "map_chunks", "map_elementwise", "get_num_threads"
 # 16K-value spans lose it again to the per-call cost of twenty NumPy calls)
 _ELEMENTWISE_MIN = 1 << 16
 _ELEMENTWISE_SPAN = 1 << 16
+# below this many elements, handing element-wise spans to the worker threads cost more than it
+# saved whenever other processes kept the cores busy (64K-512K GELU: 1.3-2.7x slower)
+_THREADED_MIN = 1 << 20
 
 _CONTROL = []                   # [(set_num_threads, get_num_threads)] or [None], found once
 
@@ -131,21 +134,15 @@ def set_num_threads(n):
             _Pool.executor = None
 
 
-def _executor():
-    with _Pool.lock:
-        if _Pool.executor is None:
-            _Pool.executor = ThreadPoolExecutor(_Pool.threads, thread_name_prefix="ember-cpu")
-        return _Pool.executor
-
-
-def map_chunks(xp, n, chunk, fn):
+def map_chunks(xp, n, chunk, fn, *, threaded_from=0):
     """``[fn(lo, hi) ...]`` over ``range(n)`` cut into spans of at most ``chunk``, run on the
-    worker threads; on other backends (their kernels are parallel already) one call covers
-    all."""
+    worker threads when ``n`` is at least ``threaded_from`` (else in turn on the caller's); on
+    other backends (their kernels are parallel already) one call covers all."""
     if xp.__name__ != "numpy" or n <= chunk:
         return [fn(0, n)]
     threads = _Pool.threads
-    if threads == 1 or threading.current_thread().name.startswith("ember-cpu"):
+    if threads == 1 or n < threaded_from or threading.current_thread().name.startswith(
+            "ember-cpu"):
         return [fn(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
     # as many spans as threads can share evenly: 32 samples in spans of 3 would leave one
     # thread 6 spans and the other 5; 12 spans of 2-3 give each 16
@@ -155,8 +152,13 @@ def map_chunks(xp, n, chunk, fn):
     spans = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
     # each span runs in a copy of the caller's context: NumPy's error state (silenced by the
     # dispatcher) lives in a context variable, which threads do not inherit
-    runs = [(contextvars.copy_context(), lo, hi) for lo, hi in spans]
-    return list(_executor().map(lambda run: run[0].run(fn, run[1], run[2]), runs))
+    # (submitted under the lock: set_num_threads may shut the executor down meanwhile)
+    with _Pool.lock:
+        if _Pool.executor is None:
+            _Pool.executor = ThreadPoolExecutor(_Pool.threads, thread_name_prefix="ember-cpu")
+        futures = [_Pool.executor.submit(contextvars.copy_context().run, fn, lo, hi)
+                   for lo, hi in spans]
+    return [f.result() for f in futures]
 
 
 def map_elementwise(xp, kernel, *arrays):
@@ -174,7 +176,10 @@ def map_elementwise(xp, kernel, *arrays):
     def span(lo, hi):
         kernel(xp, *(a[lo:hi] for a in flat), out=out[lo:hi])
 
-    map_chunks(xp, first.size, min(_ELEMENTWISE_SPAN, -(-first.size // _Pool.threads)), span)
+    span_size = _ELEMENTWISE_SPAN
+    if first.size >= _THREADED_MIN:
+        span_size = min(span_size, -(-first.size // _Pool.threads))
+    map_chunks(xp, first.size, span_size, span, threaded_from=_THREADED_MIN)
     return out.reshape(first.shape)
 
 

@@ -7,7 +7,7 @@ the float64 erf rounded to float32 (tests/test_cpu_math.py sweeps the float32 li
 
 import numpy as np
 
-from ember.backend.cpu_kernels import map_chunks
+from ember.backend.cpu_kernels import _THREADED_MIN, map_chunks
 
 
 def _f32(*coefficients):
@@ -49,9 +49,10 @@ def erf_float32(x):
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
     # blocks that keep the temporaries in cache: 2x faster at 4M values than one pass; the
-    # worker threads take them in turn (they inherit the error state)
+    # worker threads share them from a million values (they inherit the error state)
     with np.errstate(over="ignore", invalid="ignore"):
-        map_chunks(np, flat.size, _BLOCK, lambda lo, hi: _erf_block(flat[lo:hi], out[lo:hi]))
+        map_chunks(np, flat.size, _BLOCK, lambda lo, hi: _erf_block(flat[lo:hi], out[lo:hi]),
+                   threaded_from=_THREADED_MIN)
     return out.reshape(np.shape(x))
 
 
