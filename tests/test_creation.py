@@ -481,3 +481,8 @@ def test_full_of_one_16_bit_element_overflows_to_inf_as_pytorch():
         ember.full((2,), 70000.0, dtype=ember.float16)
     with pytest.raises(RuntimeError, match="value cannot be converted to type float without"):
         ember.full((1,), 1e39, dtype=ember.float32)
+    # float8 too: e5m2 overflows to inf, e4m3fn (which has no inf) saturates at 448
+    assert ember.full((1,), -7e4, dtype=ember.float8_e5m2).float().tolist() == [-float("inf")]
+    assert ember.full((1,), float("inf"), dtype=ember.float8_e4m3fn).float().tolist() == [448.0]
+    with pytest.raises(RuntimeError, match="c10::Float8_e4m3fn without overflow"):
+        ember.full((2,), 450.0, dtype=ember.float8_e4m3fn)

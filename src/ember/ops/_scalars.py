@@ -166,13 +166,22 @@ def checked_scalar(xp, value, dtype, *, single=False):
         return device_scalar(xp, np.asarray(value).astype(dtype))
     ours = D.FROM_NUMPY[dtype]
     # infinity fits every float dtype but float8_e4m3fn, which has none
-    unchecked = single and ours in (D.float16, D.bfloat16)
+    unchecked = single and ours in _UNCHECKED_SINGLE
+    if unchecked and ours is D.float8_e4m3fn and value == value and abs(value) > _E4M3_MAX:
+        value = math.copysign(_E4M3_MAX, value)     # PyTorch saturates (the type has no inf)
     if not unchecked and value == value and \
             (abs(value) != float("inf") or ours is D.float8_e4m3fn) and \
             abs(value) > D.finfo(ours).max:
         _overflow(dtype)
-    with np.errstate(over="ignore"):            # (an unchecked value may become inf)
-        return device_scalar(xp, np.asarray(value, dtype=dtype))
+    if unchecked:
+        with np.errstate(over="ignore"):        # (the value may become inf)
+            return device_scalar(xp, np.asarray(value, dtype=dtype))
+    return device_scalar(xp, np.asarray(value, dtype=dtype))
+
+
+# one element of these is converted without the overflow check, as PyTorch does
+_UNCHECKED_SINGLE = (D.float16, D.bfloat16, D.float8_e5m2, D.float8_e4m3fn)
+_E4M3_MAX = 448.0
 
 
 def _overflow(np_dtype):
