@@ -37,6 +37,8 @@ def test_numbers_of_scalar_overloads_have_no_edge():
     x = ember.tensor([1.0, -2.0], requires_grad=True)
     assert _edges(x.pow(2)) == [ACC] and _edges(x.clamp(0, 1)) == [ACC]
     assert _edges(x.clamp(min=ember.zeros(2))) == [ACC, (None, 0), (None, 0)]
+    assert _edges(x.clamp_min(0)) == [ACC] and _edges(x.clamp_max(1.5)) == [ACC]
+    assert type(x.clamp_min(ember.zeros(2)).grad_fn).__name__ == "ClampMinBackward1"
     assert _edges(x * 2) == [ACC, (None, 0)]        # mul keeps its wrapped number's edge
     y = ember.xlogy(2.0, x.abs())
     assert type(y.grad_fn).__name__ == "XlogyBackward1" and len(_edges(y)) == 1

@@ -51,6 +51,8 @@ def _cases(T):
         "rpow": lambda: 2 ** x,
         "clamp": lambda: x.clamp(0, 1),
         "clamp_tensor": lambda: x.clamp(min=T.zeros(3, 4)),
+        "clamp_min": lambda: x.clamp_min(0), "clamp_max": lambda: x.clamp_max(0.5),
+        "clamp_min_tensor": lambda: x.clamp_min(T.zeros(3, 4)),
         "lerp": lambda: T.lerp(x, y, 0.5),
         "masked_fill_number": lambda: x.masked_fill(mask, 1.0),
         "index_fill": lambda: x.index_fill(0, rows, 1.0),

@@ -3,11 +3,11 @@
 Python's own work."""
 
 import ast
-import operator
 import textwrap
 
 from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
                                     missing_arg, public_signature, stand_in_defaults)
+from ember.ops._dims import is_index
 from ember.ops._dispatch import call
 
 __all__ = ["generate", "GENERATED", "ENTRY_KINDS", "method_varargs", "varargs"]
@@ -120,8 +120,10 @@ def method_varargs(args, keyword, default, fname, name):
         if keyword is not _UNSET:
             raise TypeError(f"{fname}() got multiple values for argument '{name}'")
         first = args[0]
-        if _is_index(first) or len(args) == 1 and isinstance(first, (tuple, list)):
-            return varargs(args)
+        if len(args) == 1 and isinstance(first, (tuple, list)):
+            return tuple(first)
+        if type(first) is int or is_index(first):
+            return args
         if len(args) == 1:
             return first        # not a size: the op names its type in its TypeError
         # PyTorch gathers varargs only after an int: x.permute("a", 0)
@@ -131,14 +133,6 @@ def method_varargs(args, keyword, default, fname, name):
     if default is _MISSING:
         raise TypeError(f"{fname}() missing 1 required positional argument: '{name}'")
     return default
-
-
-def _is_index(value):
-    try:
-        operator.index(value)
-    except TypeError:
-        return False
-    return True
 
 
 def varargs(args):

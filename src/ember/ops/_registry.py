@@ -21,11 +21,12 @@ of all True: other derivatives call derivatives directly.
 """
 
 import ast
+import itertools
 from numbers import Number
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.autograd.graph import OpNode
+from ember.autograd.graph import InputMeta, OpNode
 from ember.ops._dispatch import RAW_OUTPUTS, call, device_mismatch
 from ember.ops._entry_points import ENTRY_KINDS, GENERATED, generate, method_varargs, varargs
 from ember.ops._op_errors import OpValueError, broadcast_message, translate_error
@@ -205,16 +206,21 @@ class Op:
         """``items`` (one per flat input: edges, gradients) less those of the inputs that
         have no edge in this call (see ``nondifferentiable`` and ``number_overload``)."""
         mask = self._edge_mask
-        if self.number_groups:
-            mask = list(mask)
-            for group in self.number_groups:
-                if not any(_is_tensor(flat[i]) for i in group):
-                    for i in group:
-                        mask[i] = False
+        for group in self.number_groups:
+            for i in group:
+                if _is_tensor(flat[i]):
+                    break
+            else:                       # every input of the group is a number
+                if mask is self._edge_mask:
+                    mask = list(mask)
+                for i in group:
+                    mask[i] = False
+        if mask is self._edge_mask and not self.dropped_inputs:
+            return items                # (a number overload taken with tensors)
         if lengths is not None:         # sequence inputs: one flag per tensor in them
             mask = [keep for keep, n in zip(mask, lengths)
                     for _ in range(1 if n is None else n)]
-        return [x for x, keep in zip(items, mask) if keep]
+        return list(itertools.compress(items, mask))
 
     def reads_inputs(self, *readers):
         """Declare, per input, the inputs whose gradients read its values (``mul``: a's
@@ -335,7 +341,13 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
 
 def _is_tensor(x):
     """Whether a flat input of a call (or as its node saved it) was a tensor, not a number."""
-    return x is not None and not isinstance(x, Number)
+    t = type(x)
+    if t is Tensor or t is InputMeta:
+        return True
+    return x is not None and t not in _NUMBERS and not isinstance(x, Number)
+
+
+_NUMBERS = (int, float, bool, complex)
 
 
 def _grad_fn_name(name):

@@ -363,6 +363,20 @@ def _(grad, x, hi):
     return where(x <= hi, grad, 0.0), (where(x > hi, grad, 0.0) if _is_tensor(hi) else None)
 
 
+clamp_min.number_overload("min")
+clamp_max.number_overload("max")
+
+
+@clamp_min.named_by
+def _(flat, params, out):                    # PyTorch's overloads: Scalar, Tensor bound
+    return "ClampMinBackward1" if isinstance(flat[1], Tensor) else "ClampMinBackward0"
+
+
+@clamp_max.named_by
+def _(flat, params, out):
+    return "ClampMaxBackward1" if isinstance(flat[1], Tensor) else "ClampMaxBackward0"
+
+
 # --- where ------------------------------------------------------------------------------------
 
 def _where_rule(d, name, operands):
