@@ -48,3 +48,33 @@ def test_jvp_through_a_function_applied_to_a_constant_runs():
     x = ember.ones(2, requires_grad=True)
     _NoJvp.apply(x).sum().backward()
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+class _SinWithJvp(ember.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return x.sin()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.saved_tensors[0].cos()
+
+    @staticmethod
+    def jvp(ctx, t):
+        return t * ctx.saved_tensors[0].cos()
+
+
+def test_a_complete_function_runs_under_vmap_of_jvp_and_jvp_of_vmap():
+    # vmap runs the Function through a generated one, which func.jvp must not refuse
+    x = ember.tensor([[0.5, 1.0], [2.0, 3.0]])
+    inner = ember.func.vmap(lambda y: ember.func.jvp(_SinWithJvp.apply, (y,),
+                                                      (ember.ones_like(y),))[1])(x)
+    outer = ember.func.jvp(ember.func.vmap(_SinWithJvp.apply), (x,), (ember.ones_like(x),))[1]
+    assert ember.allclose(inner, x.cos()) and ember.allclose(outer, x.cos())

@@ -252,7 +252,7 @@ class Function:
         if cls.setup_context is not Function.setup_context:
             args, kwargs = _bind_forward_args(cls, args, kwargs)
         if _FORWARD_TRACES.starts:
-            _check_forward_traced(cls, Function, args)
+            _check_forward_traced(cls.__dict__.get("_vmapped_from", cls), Function, args)
         from ember.func._batched import STATE as _VMAP
         if _VMAP.levels:                # see NOTE [Custom functions under vmap]
             from ember.func._custom_function import function_vmap

@@ -114,7 +114,8 @@ def _generated(cls):
     if fn is None:
         from ember.autograd.function import Function
         fn = type(f"Vmapped{cls.__name__}", (Function,), {
-            "forward": staticmethod(_forward_of(cls)), "backward": staticmethod(_backward_of(cls))})
+            "forward": staticmethod(_forward_of(cls)), "backward": staticmethod(_backward_of(cls)),
+            "_vmapped_from": cls})      # (func transforms check the user's class, not this)
         _GENERATED[cls] = fn
     return fn
 
