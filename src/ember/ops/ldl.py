@@ -131,18 +131,19 @@ def _check_solve(ld, pivots, b):
 def _check_blocks(rows):
     """Refuse pivots whose 2x2 blocks LAPACK's solver would read past the matrix (it writes
     out of bounds, corrupting memory, where PyTorch's reads garbage): negative pivots come in
-    pairs, each a 2x2 block (LAPACK's pair holds one value twice)."""
-    for row in np.unique(rows[(rows < 0).any(axis=1)], axis=0):
-        k, n = 0, len(row)
-        while k < n:
-            if row[k] > 0:
-                k += 1
-                continue
-            if k + 1 == n or row[k + 1] > 0:
-                raise RuntimeError("Pivots given to ldl_solve must describe 1x1 and 2x2 blocks "
-                                   "(negative pivots in pairs). Did you properly pass the "
-                                   "result of ldl_factor?")
-            k += 2
+    pairs, each a 2x2 block (LAPACK's pair holds one value twice), so every run of them has
+    an even length."""
+    negative = rows < 0
+    if not negative.any():
+        return
+    position = np.arange(rows.shape[-1])
+    run_start = np.maximum.accumulate(np.where(negative, -1, position), axis=-1) + 1
+    run_end = negative & ~np.concatenate([negative[:, 1:], np.zeros_like(negative[:, :1])],
+                                         axis=1)
+    if (run_end & ((position - run_start) % 2 == 0)).any():     # a run of odd length
+        raise RuntimeError("Pivots given to ldl_solve must describe 1x1 and 2x2 blocks "
+                           "(negative pivots in pairs). Did you properly pass the result of "
+                           "ldl_factor?")
 
 
 def _solve_all(xp, ld, piv, b, hermitian):

@@ -103,12 +103,15 @@ def _(grad, x, dim, *, out):
     if x.ndim == 0 or x.numel() == 0:
         return grad
     d = wrap_dim(dim, x.ndim)
-    zero = grad == 0 if x.is_complex() or grad.requires_grad else None
+    zero = grad == 0 if grad.requires_grad else None
     if x.is_complex():
         def weighted(log_grad):
             return (x + _reverse_logcumsumexp(log_grad - out, d)).exp().conj()
-        # log(0) as a constant: its derivative there would be inf
-        result = weighted(where(zero, complex(-math.inf, 0), where(zero, 1, grad).conj().log()))
+        if zero is None:
+            result = weighted(grad.conj().log())
+        else:                           # log(0) as a constant: its derivative there is inf
+            result = weighted(where(zero, complex(-math.inf, 0),
+                                    where(zero, 1, grad).conj().log()))
     else:
         lowest = D.finfo(x.dtype).min       # log(0), finite so that no inf - inf appears
 
