@@ -2,6 +2,8 @@
 targets, running statistics), as PyTorch's do; differentiable inputs that need no gradient
 keep ``(None, 0)``."""
 
+import pytest
+
 import ember
 import ember.nn.functional as F
 
@@ -77,3 +79,52 @@ def test_custom_function_keeps_one_edge_per_tensor_argument():
     x = ember.ones(2, requires_grad=True)
     out = Scale.apply(x, ember.tensor([0, 1]), 2.0)
     assert _edges(out) == [ACC, (None, 0)]
+
+
+def test_cross_entropy_class_targets_have_no_target_or_weight_edge():
+    x = ember.tensor([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]], requires_grad=True)
+    t = ember.tensor([2, 0])
+    w = ember.tensor([1.0, 2.0, 3.0])
+    loss = F.cross_entropy(x, t, weight=w, label_smoothing=0.2)
+    row = ember.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    assert _edges(loss) == [ACC] and _edges(F.cross_entropy(row, t[0])) == [ACC]
+    # probability targets may need gradients: they keep their edges
+    p = ember.full((2, 3), 1 / 3, requires_grad=True)
+    assert _edges(F.cross_entropy(x, p)) == [ACC, ACC, (None, 0)]
+    grad_p, = ember.autograd.grad(F.cross_entropy(x, p, reduction="sum"), p)
+    assert ember.allclose(grad_p, -x.log_softmax(1).detach())
+    # a gradient of the gradient still reaches x through the pruned node
+    g, = ember.autograd.grad(loss, x, create_graph=True)
+    gg, = ember.autograd.grad(g.pow(2).sum(), x)
+    assert gg.shape == (2, 3) and bool(gg.abs().sum() > 0)
+
+
+def test_attention_mask_edge_only_for_a_float_mask():
+    q = ember.linspace(-1, 1, 24).reshape(1, 2, 3, 4).requires_grad_()
+    bool_mask = ember.tensor([[True, False, True]] * 3)
+    out = F.scaled_dot_product_attention(q, q, q, attn_mask=bool_mask)
+    assert _edges(out) == [ACC, ACC, ACC]
+    assert _edges(F.scaled_dot_product_attention(q, q, q)) == [ACC, ACC, ACC]
+    mask = ember.zeros(3, 3, requires_grad=True)
+    out = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    assert type(out.grad_fn).__name__ == "UnsafeViewBackward0"     # PyTorch's math kernel
+    assert _edges(out) == [ACC, ACC, ACC, ACC]
+    out.pow(2).sum().backward()
+    assert mask.grad.shape == (3, 3) and bool(mask.grad.abs().sum() > 0)
+
+
+def test_fmod_remainder_div_overload_names():
+    x = ember.tensor([1.5, -2.5], requires_grad=True)
+    other = ember.tensor([0.7, 1.1])
+
+    def name(t):
+        return type(t.grad_fn).__name__
+    assert [name(ember.fmod(x, other)), name(ember.fmod(x, 2))] == ["FmodBackward1",
+                                                                      "FmodBackward0"]
+    assert [name(x % other), name(x % 2)] == ["RemainderBackward1", "RemainderBackward0"]
+    assert name(ember.div(x, other, rounding_mode="floor")) == "DivBackward2"
+    assert name(x / other) == "DivBackward0"
+    rmod = 2 % x
+    assert name(rmod) == "NotImplemented" and _edges(rmod) == [ACC]
+    with pytest.raises(RuntimeError, match="derivative for aten::remainder is not implemented"):
+        rmod.sum().backward()

@@ -103,6 +103,7 @@ class Op:
         self.written_inputs = ()        # see writes_inputs
         self.dropped_inputs = None      # see nondifferentiable (None: every input has an edge)
         self.number_groups = ()         # see number_overload
+        self.conditional_drops = ()     # see nondifferentiable_when
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
         node_name = self.short_name if namespace == "nn.functional" else self.name
@@ -202,9 +203,21 @@ class Op:
         if self.dropped_inputs is None:
             self.nondifferentiable()
 
+    def nondifferentiable_when(self, test, *names):
+        """As ``nondifferentiable``, in the calls where ``test(flat inputs)`` holds
+        (cross_entropy's target and weight, with class-index targets). ``test`` runs when the
+        call is recorded and again at backward, on the inputs as the node saved them (tensors
+        or ``InputMeta``): it may read only what cannot change in between (None, shapes,
+        dtypes), never ``requires_grad``."""
+        assert not self.seq_inputs
+        self.conditional_drops += ((test, tuple(self.input_names.index(n) for n in names)),)
+        if self.dropped_inputs is None:
+            self.nondifferentiable()
+
     def kept_edges(self, items, flat, lengths):
         """``items`` (one per flat input: edges, gradients) less those of the inputs that
-        have no edge in this call (see ``nondifferentiable`` and ``number_overload``)."""
+        have no edge in this call (see ``nondifferentiable``, ``nondifferentiable_when`` and
+        ``number_overload``)."""
         mask = self._edge_mask
         for group in self.number_groups:
             for i in group:
@@ -214,6 +227,12 @@ class Op:
                 if mask is self._edge_mask:
                     mask = list(mask)
                 for i in group:
+                    mask[i] = False
+        for test, dropped in self.conditional_drops:
+            if test(flat):
+                if mask is self._edge_mask:
+                    mask = list(mask)
+                for i in dropped:
                     mask[i] = False
         if mask is self._edge_mask and not self.dropped_inputs:
             return items                # (a number overload taken with tensors)

@@ -270,9 +270,13 @@ def _fmod(xp, a, b):
     return xp.fmod(a, b)
 
 
-remainder = binary("remainder(input, other)", _remainder,
-                   lambda grad, a, b: (grad, -grad * a.div(b, rounding_mode="floor")
-                                       if hasattr(b, "shape") else None),
+def _remainder_grad(grad, a, b):
+    if not hasattr(a, "shape"):     # PyTorch's remainder(Scalar, Tensor) has no derivative
+        raise RuntimeError("derivative for aten::remainder is not implemented")
+    return grad, -grad * a.div(b, rounding_mode="floor") if hasattr(b, "shape") else None
+
+
+remainder = binary("remainder(input, other)", _remainder, _remainder_grad,
                    doc="Python-style modulus: the result has the sign of the divisor.",
                    promote=real_no_bool("remainder_cpu"))
 
@@ -427,12 +431,27 @@ rsub.number_overload("other")
 pow.number_overload("input")
 pow.number_overload("exponent")
 remainder.number_overload("other")
+remainder.number_overload("input")          # 2 % x: remainder(Scalar, Tensor)
 fmod.number_overload("other")
+
+
+@remainder.named_by
+def _(flat, params, out):           # PyTorch's Tensor_Scalar, Tensor_Tensor, Scalar_Tensor
+    if not isinstance(flat[0], Tensor):
+        return "NotImplemented"
+    return "RemainderBackward1" if isinstance(flat[1], Tensor) else "RemainderBackward0"
+
+
+@fmod.named_by
+def _(flat, params, out):
+    return "FmodBackward1" if isinstance(flat[1], Tensor) else "FmodBackward0"
 
 
 @div.named_by
 def _(flat, params, out):                    # PyTorch multiplies a number by the reciprocal
-    return "DivBackward0" if isinstance(flat[0], Tensor) else "MulBackward0"
+    if not isinstance(flat[0], Tensor):
+        return "MulBackward0"
+    return "DivBackward0" if params[0] is None else "DivBackward2"     # div(Tensor, mode)
 
 
 # --- unary sign-like ops ----------------------------------------------------------------------

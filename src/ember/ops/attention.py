@@ -188,14 +188,24 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
 
 @scaled_dot_product_attention.named_by
 def _(flat, params, out):                    # the CPU kernel PyTorch picks (see _cpu_flash)
-    q, k, v = flat[0], flat[1], flat[2]
+    q, k, v, mask = flat
     if q.device.type != "cpu":
         return "ScaledDotProductAttentionBackward0"
     if 0 in q._data.shape[:-1] or 0 in v._data.shape:     # nothing to attend: zeros + ...
         return "AddBackward0"
-    if _cpu_flash(q, k, v, params[0], params[3]):
+    if (mask is None or not mask.requires_grad) and _cpu_flash(q, k, v, params[0], params[3]):
         return "ScaledDotProductFlashAttentionForCpuBackward0"
     return "UnsafeViewBackward0"
+
+
+def _no_mask_gradient(flat):
+    """Whether the call's ``attn_mask`` is absent or boolean: no edge for it, as PyTorch's
+    kernels take it as non-differentiable (a float mask keeps one: it may need a gradient)."""
+    mask = flat[3]
+    return mask is None or not mask.is_floating_point()
+
+
+scaled_dot_product_attention.nondifferentiable_when(_no_mask_gradient, "attn_mask")
 
 
 def _cpu_flash(q, k, v, dropout_p, enable_gqa):

@@ -301,6 +301,10 @@ def _nll_kernel(flat):
 
 cross_entropy.refuse_grad(
     "weight", lambda flat: None if _is_probability_target(flat[0], flat[1]) else _nll_kernel(flat))
+# class indices: as PyTorch's nll_loss node, no edge for the target and the weight (with
+# probability targets both may need gradients, and keep theirs)
+cross_entropy.nondifferentiable_when(lambda flat: not _is_probability_target(flat[0], flat[1]),
+                                     "target", "weight")
 
 
 @cross_entropy.derivative
