@@ -410,10 +410,10 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
                   requires_grad=False, pin_memory=False):
     """An uninitialized tensor of shape ``size`` laid out with strides ``stride`` (in
     elements) over memory just large enough to hold it."""
-    from ember.ops.shape import int_tuple
+    from ember.ops._dims import int_sequence
     check_requires_grad(requires_grad, "empty_strided")
     shape = _size((size,))
-    strides = int_tuple(stride, "empty_strided(): argument 'stride' (position 2)")
+    strides = int_sequence(stride, ("empty_strided", "stride", 2, "method"), scalar=False)
     if len(strides) != len(shape):
         raise RuntimeError(f"dimensionality of sizes ({len(shape)}) must match dimensionality "
                            f"of strides ({len(strides)})")

@@ -767,7 +767,7 @@ def _wrap_dim_of_sized(dim, ndim, arg):
     ``arg`` names the argument in a TypeError, as ``ops._dims.wrap_dim``'s does."""
     if type(dim) is not int:
         from ember.ops._dims import int_param
-        dim = int_param(dim, arg)
+        dim = int_param(dim, arg, strict=True)
     if not ndim:
         raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     return _wrap_dim(dim, ndim)

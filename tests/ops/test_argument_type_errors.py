@@ -4,6 +4,7 @@ form), ``tuple of ints`` arguments, and "invalid combination" for overloaded ops
 
 import re
 
+import numpy as np
 import pytest
 
 import ember
@@ -93,3 +94,39 @@ def test_valid_arguments_still_work():
     assert x.sort(ember.tensor(1), True).values[0].tolist() == [2.0, 1.0, 0.0]
     assert [t.shape for t in x.split([1, 2], 1)] == [(2, 1), (2, 2)]
     assert x.size(ember.tensor(1)) == 3 and x.cumsum(ember.tensor(0))[1, 0].item() == 3.0
+
+
+class _Index:
+    def __index__(self):
+        return 1
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: x.cumsum(np.bool_(1)),
+     "cumsum(): argument 'dim' (position 1) must be int, not numpy.bool"),
+    (lambda x: x.chunk(np.float64(1)),
+     "chunk(): argument 'chunks' (position 1) must be int, not numpy.float64"),
+    (lambda x: x.size(_Index()), "size(): argument 'dim' (position 1) must be int, not _Index"),
+    (lambda x: x.split(np.int64(1)), "split_with_sizes(): argument 'split_sizes' (position 2) "
+                                     "must be tuple of ints, not numpy.int64"),
+    (lambda x: x.split(True), "split() received an invalid combination of arguments - got "
+                              "(Tensor, bool, int)"),
+    (lambda x: ember.reshape(x, ember.tensor(16)),
+     "reshape(): argument 'shape' (position 2) must be tuple of ints, not Tensor"),
+    (lambda x: x.reshape(4, np.float32(4)), "reshape(): argument 'shape' failed to unpack the "
+     "object at pos 2 with error \"type must be tuple of ints,but got numpy.float32\""),
+    (lambda x: ember.tensor_split(x, 1.5), "tensor_split() received an invalid combination"),
+    (lambda x: ember.fft.fftn(x, s=(2, 1.5)), "fft_fftn(): argument 's' failed to unpack"),
+])
+def test_numpy_names_and_parser_refusals(call, message):
+    with pytest.raises(TypeError, match=re.escape(message)):
+        call(ember.ones(4, 4))
+
+
+def test_later_bools_and_index_objects_read_as_ints():
+    x = ember.arange(16.).reshape(4, 4)
+    assert ember.sum(x, (0, True)).item() == 120.0
+    assert x.view((16, True)).shape == (16, 1)
+    assert x.reshape(_Index(), -1).shape == (1, 16)
+    assert x.topk(_Index()).values.tolist() == [[3.0], [7.0], [11.0], [15.0]]
+    assert ember.rot90(x, ember.tensor(1)).tolist() == ember.rot90(x, 1).tolist()

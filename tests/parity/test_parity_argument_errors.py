@@ -2,6 +2,7 @@
 with a str, float, None, float tensor or list where an int or a tuple of ints belongs, in the
 method and the function forms."""
 
+import numpy as np
 import pytest
 
 import ember
@@ -78,3 +79,73 @@ def test_argument_errors_match(name, bad):
     ours = _first_line(ember, call, bad)
     theirs = _first_line(torch, call, bad)
     assert ours == (theirs[0], theirs[1].replace("torch.", "ember.")), name
+
+
+class _Index:
+    """An object with ``__index__`` only: a SymInt or an int[] element, not an int."""
+
+    def __index__(self):
+        return 1
+
+
+def _shapes(value):
+    return tuple(value.shape) if hasattr(value, "shape") else [tuple(v.shape) for v in value]
+
+
+# calls whose outcome (the shapes, or the error's first line) must match PyTorch's
+_ACCEPT_OR_REFUSE = {
+    "sum(x, (0, True))": lambda L, x: L.sum(x, (0, True)),
+    "x.mean([0, True])": lambda L, x: x.mean([0, True]),
+    "x.split(True)": lambda L, x: x.split(True),
+    "x.split(np.int64(1))": lambda L, x: x.split(np.int64(1)),
+    "split(x, _Index())": lambda L, x: L.split(x, _Index()),
+    "reshape(x, np.int64(16))": lambda L, x: L.reshape(x, np.int64(16)),
+    "reshape(x, tensor(16))": lambda L, x: L.reshape(x, L.tensor(16)),
+    "reshape(x, 16)": lambda L, x: L.reshape(x, 16),
+    "x.reshape(np.int64(16))": lambda L, x: x.reshape(np.int64(16)),
+    "x.reshape(_Index(), -1)": lambda L, x: x.reshape(_Index(), -1),
+    "x.view((16, True))": lambda L, x: x.view((16, True)),
+    "reshape(x, (True, 16))": lambda L, x: L.reshape(x, (True, 16)),
+    "x.size(_Index())": lambda L, x: x.size(_Index()),
+    "x.stride(_Index())": lambda L, x: x.stride(_Index()),
+    "x.cumsum(_Index())": lambda L, x: x.cumsum(_Index()),
+    "x.chunk(_Index())": lambda L, x: x.chunk(_Index()),
+    "x.topk(_Index())": lambda L, x: x.topk(_Index()),
+    "x.narrow(0, _Index(), 1)": lambda L, x: x.narrow(0, _Index(), 1),
+    "x.cumsum(np.bool_(1))": lambda L, x: x.cumsum(np.bool_(1)),
+    "x.chunk(np.float64(1))": lambda L, x: x.chunk(np.float64(1)),
+    "x.sum(np.float32(0))": lambda L, x: x.sum(np.float32(0)),
+    "x.sum((0, np.bool_(1)))": lambda L, x: x.sum((0, np.bool_(1))),
+    "x.movedim((0, np.float64(1)), (0, 1))": lambda L, x: x.movedim((0, np.float64(1)), (0, 1)),
+    "x.reshape(4, np.float64(4))": lambda L, x: x.reshape(4, np.float64(4)),
+    "x.view(np.float32(16))": lambda L, x: x.view(np.float32(16)),
+    "x.split(np.bool_(1))": lambda L, x: x.split(np.bool_(1)),
+    "fft_fftn(x, s=(2, 1.5))": lambda L, x: L.fft.fftn(x, s=(2, 1.5)),
+    "fft_fft(x, n=np.bool_(1))": lambda L, x: L.fft.fft(x, n=np.bool_(1)),
+    "rot90(x, tensor(1))": lambda L, x: L.rot90(x, L.tensor(1)),
+    "diagflat(x, tensor(1))": lambda L, x: L.diagflat(x, L.tensor(1)),
+    "tril_indices(tensor(2), 2)": lambda L, x: L.tril_indices(L.tensor(2), 2),
+    "F.one_hot(i, 1.5)": lambda L, x: L.nn.functional.one_hot(L.tensor([1]), 1.5),
+    "x.unsafe_split(1.5)": lambda L, x: x.unsafe_split(1.5),
+    "tensor_split(x, 1.5)": lambda L, x: L.tensor_split(x, 1.5),
+    "x.tensor_split([1, 1.5])": lambda L, x: x.tensor_split([1, 1.5]),
+    "x.tensor_split([1.5])": lambda L, x: x.tensor_split([1.5]),
+    "hsplit(x, [tensor(2)])": lambda L, x: L.hsplit(x, [L.tensor(2)]),
+    "hsplit(x, 1.5)": lambda L, x: L.hsplit(x, 1.5),
+    "empty_strided((2,), (1.5,))": lambda L, x: L.empty_strided((2,), (1.5,)),
+    "empty_strided((2, 2), (1, 1.5))": lambda L, x: L.empty_strided((2, 2), (1, 1.5)),
+    "empty_strided((2,), 1)": lambda L, x: L.empty_strided((2,), 1),
+}
+
+
+def _outcome(lib, call):
+    try:
+        return "ok", _shapes(call(lib, lib.arange(16.).reshape(4, 4)))
+    except Exception as e:                  # noqa: BLE001 - the error itself is compared
+        return type(e).__name__, str(e).splitlines()[0]
+
+
+@pytest.mark.parametrize("name", list(_ACCEPT_OR_REFUSE))
+def test_int_arguments_accepted_and_refused_as_torch(name):
+    call = _ACCEPT_OR_REFUSE[name]
+    assert _outcome(ember, call) == _outcome(torch, call), name

@@ -3,8 +3,11 @@
 import operator
 import sys
 
+import numpy as np
+
 __all__ = ["wrap_dim", "wrap_dim_of_sized", "reduction_dims", "int_param", "int_sequence",
-           "invalid_combination", "check_overloaded_dims", "is_index"]
+           "invalid_combination", "check_overloaded_dims", "is_index", "int_error", "type_name",
+           "unpack_error"]
 
 
 def wrap_dim(dim, ndim, arg=None):
@@ -12,7 +15,7 @@ def wrap_dim(dim, ndim, arg=None):
     position)`` with the position in the method form, lets a TypeError name the argument
     as PyTorch's parser does."""
     if type(dim) is not int:            # PyTorch refuses bool dims (sort(x, True))
-        dim = _index(dim, arg)
+        dim = _index(dim, arg, strict=arg is not None)
     size = ndim if ndim > 0 else 1
     if not -size <= dim < size:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-size}, "
@@ -29,12 +32,13 @@ def wrap_dim_of_sized(dim, ndim, arg=None):
     return d
 
 
-def int_param(value, arg):
+def int_param(value, arg, strict=False):
     """``value`` as an int, or PyTorch's TypeError naming the argument as ``wrap_dim``'s
-    ``arg`` does (for int arguments that are not dims: chunks, k, offset)."""
+    ``arg`` does (for int arguments that are not dims: chunks, k, offset). ``strict``: an
+    ``int`` (not ``SymInt``) argument, which refuses other objects with ``__index__``."""
     if type(value) is int:
         return value
-    return _index(value, arg)
+    return _index(value, arg, strict)
 
 
 def int_sequence(value, arg, scalar=True):
@@ -48,22 +52,31 @@ def int_sequence(value, arg, scalar=True):
     else:
         raise TypeError(_sequence_error(value, arg))
     try:
-        return tuple(operator.index(v) for v in items)
+        ints = tuple(operator.index(v) for v in items)
     except TypeError:
         raise TypeError(_sequence_error(value, arg)) from None
+    if items and type(items[0]) is bool:    # the parser checks the first element's type
+        raise TypeError(_sequence_error(value, arg))
+    return ints
 
 
 def _sequence_error(value, arg):
     """PyTorch's three words for a bad ``int[]``: not a sequence, a bad first element (the
     parser's type check), a bad later one (its unpacking)."""
     if not isinstance(value, (tuple, list)):
-        return f"{_argument(arg)} must be tuple of ints, not {type(value).__name__}"
+        return f"{_argument(arg)} must be tuple of ints, not {type_name(value)}"
     pos, bad = next((i, v) for i, v in enumerate(value) if not is_index(v))
     if pos == 0:
         return (f"{_argument(arg)} must be tuple of ints, but found element of type "
-                f"{type(bad).__name__} at pos 0")
-    return (f"{arg[0]}(): argument '{arg[1]}' failed to unpack the object at pos {pos + 1} "
-            f"with error \"type must be tuple of ints,but got {type(bad).__name__}\"")
+                f"{type_name(bad)} at pos 0")
+    return unpack_error(f"{arg[0]}(): argument '{arg[1]}'", pos + 1, bad)
+
+
+def unpack_error(where, pos, bad):
+    """PyTorch's words for a bad element ``bad`` at (1-based) ``pos`` of an ``int[]``
+    argument that ``where`` names (``"movedim(): argument 'source'"``)."""
+    return (f"{where} failed to unpack the object at pos {pos} with error "
+            f"\"type must be tuple of ints,but got {type_name(bad)}\"")
 
 
 def invalid_combination(op, given, kind=None):
@@ -72,7 +85,7 @@ def invalid_combination(op, given, kind=None):
     overrides the entry point's ("function" where PyTorch's method calls the function)."""
     kind = kind or _entry_kind()
     names = [] if kind in ("method", "inplace") else ["Tensor"]
-    names += [type(v).__name__ for v in given]
+    names += [type_name(v) for v in given]
     op += "_" if kind == "inplace" else ""
     return TypeError(f"{op}() received an invalid combination of arguments - got "
                      f"({', '.join(names)}), but expected one of:")
@@ -104,13 +117,34 @@ def is_index(value):
     return True
 
 
-def _index(dim, arg):
-    if isinstance(dim, bool) or not hasattr(type(dim), "__index__"):
-        raise TypeError(f"{_argument(arg)} must be int, not {type(dim).__name__}")
+def _index(dim, arg, strict=False):
+    """``dim`` as PyTorch's parser reads an integer: not a bool; for an ``int`` (``strict``,
+    a dim) only a Python or NumPy integer or an integer tensor, for a ``SymInt`` any object
+    with ``__index__``."""
+    if isinstance(dim, bool) or not hasattr(type(dim), "__index__") \
+            or strict and not isinstance(dim, int) and not _is_numpy_int_or_tensor(dim):
+        raise int_error(dim, arg)
     try:
         return dim.__index__()
     except TypeError:           # a float or many-element tensor
-        raise TypeError(f"{_argument(arg)} must be int, not {type(dim).__name__}") from None
+        raise int_error(dim, arg) from None
+
+
+def _is_numpy_int_or_tensor(value):
+    from ember._tensor import Tensor
+    return isinstance(value, (np.integer, Tensor))
+
+
+def int_error(value, arg):
+    """PyTorch's TypeError for a value that is not an ``int``, named by ``arg`` as in
+    ``wrap_dim`` (a position of None: the parser names none)."""
+    return TypeError(f"{_argument(arg)} must be int, not {type_name(value)}")
+
+
+def type_name(value):
+    """The type name PyTorch's messages give (CPython's ``tp_name``): ``numpy.int64``."""
+    from ember._from_data import _tp_name
+    return _tp_name(value)
 
 
 def _argument(arg):
@@ -121,6 +155,8 @@ def _argument(arg):
     if arg is None:
         return "argument 'dim'"
     op, name, position = arg[:3]
+    if position is None:
+        return f"{op}(): argument '{name}'"
     kind = arg[3] if len(arg) > 3 else _entry_kind()
     if kind == "inplace":
         op += "_"
@@ -149,7 +185,9 @@ def reduction_dims(dim, ndim):
     if isinstance(dim, (tuple, list)):
         if len(dim) == 0:
             return tuple(range(ndim))
-        dims = [wrap_dim(d, ndim) for d in dim]
+        # the parser checks the first element's type only: later bools read as ints
+        dims = [wrap_dim(int(d) if i and type(d) is bool else d, ndim)
+                for i, d in enumerate(dim)]
         seen = set()
         for d in dims:
             if d in seen:

@@ -7,6 +7,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import device_scalar
+from ember.ops._dims import int_error, int_param
 
 __all__ = ["checked_scalar", "fitted_number", "rounded_number", "ROUNDED", "number_arrays",
            "C_NAMES", "int_arg", "int64_arg", "number_arg", "float_arg", "real_number"]
@@ -24,14 +25,14 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 def int_arg(value, fname, name, position=None, *, tensors=True):
     """``value`` as an int, or PyTorch's TypeError naming the argument (``fname``'s ``name``,
-    at ``position`` when given): bools and floats are not ints. One-element integer tensors
-    are, unless ``tensors`` is False."""
-    if isinstance(value, bool) or not hasattr(value, "__index__") \
-            or not tensors and isinstance(value, Tensor):
-        where = "" if position is None else f" (position {position})"
-        raise TypeError(f"{fname}(): argument '{name}'{where} must be int, not "
-                        f"{type(value).__name__}")
-    return value.__index__()
+    at ``position`` in the function form when given): ``_dims.int_param`` with a fixed name.
+    One-element integer tensors are ints, unless ``tensors`` is False."""
+    if type(value) is int:
+        return value
+    arg = (fname, name, None if position is None else position - 1, "function")
+    if not tensors and isinstance(value, Tensor):
+        raise int_error(value, arg)
+    return int_param(value, arg)
 
 
 def int64_arg(value, fname, name, position=None):

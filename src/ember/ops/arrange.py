@@ -4,7 +4,7 @@ diagflat, type_as (compositions), and block_diag (an op).
 
 from ember._creation import empty
 from ember._tensor import Tensor
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import invalid_combination, is_index, wrap_dim
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
@@ -41,7 +41,7 @@ def rot90(input, k=1, dims=(0, 1)):
     """A copy rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
     towards the second."""
     _tensor_arg(input, "rot90")
-    k = int_arg(k, "rot90", "k", 2, tensors=False)
+    k = int_arg(k, "rot90", "k", 2)
     if not isinstance(dims, (tuple, list)):
         raise TypeError(f"rot90(): argument 'dims' (position 3) must be tuple of ints, not "
                         f"{type(dims).__name__}")
@@ -112,9 +112,11 @@ def _directional_split(name, ndim_needed, dim_of):
         d = dim_of(input.ndim)
         arg = _sections(indices_or_sections)
         if isinstance(arg, (tuple, list)):
-            indices = [int_arg(i, name, "indices", tensors=False) for i in arg]
+            indices = [int_arg(i, name, "indices") for i in arg]
             return tensor_split(input, indices, d)
-        sections = int_arg(arg, name, "sections", tensors=False)
+        if not is_index(arg):           # no overload takes it (a float, a bool)
+            raise invalid_combination(name, (arg,), kind="function")
+        sections = arg.__index__()
         n = input.shape[d]
         if sections == 0 or n % sections:
             raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the "
@@ -196,7 +198,7 @@ def _block_diag(*tensors):
 def diagflat(input, offset=0):
     """The matrix with the flattened ``input`` on diagonal ``offset``."""
     _tensor_arg(input, "diagflat")
-    return diag(input.reshape(-1), int_arg(offset, "diagflat", "offset", 2, tensors=False))
+    return diag(input.reshape(-1), int_arg(offset, "diagflat", "offset", 2))
 
 
 def type_as(self, other):

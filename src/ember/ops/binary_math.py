@@ -16,7 +16,9 @@ from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
 from ember.ops._registry import op
 
 
-def _is_tensor(x):
+def _is_tensor_operand(x):
+    """Whether an operand is a Tensor (not a number); unlike the registry's _is_tensor,
+    which also takes a node's saved InputMeta."""
     return isinstance(x, Tensor)
 
 
@@ -60,11 +62,11 @@ def _xlogy(xp, x, y):
 
 def _xlogy_grad(grad, x, y):
     grad_x = grad_y = None
-    if _is_tensor(x):
+    if _is_tensor_operand(x):
         # log y, also at x = 0; held at 0 there only where log y is -inf or NaN
-        low = y <= 0 if _is_tensor(y) else not y > 0
+        low = y <= 0 if _is_tensor_operand(y) else not y > 0
         grad_x = where((x == 0) & low, 0.0, xlogy(grad, y))
-    if _is_tensor(y):
+    if _is_tensor_operand(y):
         grad_y = grad * x / y
     return grad_x, grad_y
 
@@ -78,15 +80,15 @@ xlogy.number_overload("other")
 
 @xlogy.named_by
 def _(flat, params, out):                    # PyTorch's overloads: Tensor, Scalar self, Scalar
-    if not _is_tensor(flat[0]):
+    if not _is_tensor_operand(flat[0]):
         return "XlogyBackward1"
-    return "XlogyBackward0" if _is_tensor(flat[1]) else "XlogyBackward2"
+    return "XlogyBackward0" if _is_tensor_operand(flat[1]) else "XlogyBackward2"
 
 
 def _copysign_grad(grad, a, b, *, out):
     # d out / d a is the sign agreement of out and a: +-1, and 0 at a == 0
     ratio = where(a == 0, 0.0, out.detach() / a.detach())
-    return grad * ratio, (zeros_for(grad) if _is_tensor(b) else None)
+    return grad * ratio, (zeros_for(grad) if _is_tensor_operand(b) else None)
 
 
 copysign = binary("copysign(input, other)", lambda xp, a, b: xp.copysign(a, b),
@@ -98,7 +100,7 @@ copysign.number_overload("other")
 
 @copysign.named_by
 def _(flat, params, out):                    # PyTorch's overloads: Tensor, Scalar other
-    return "CopysignBackward0" if _is_tensor(flat[1]) else "CopysignBackward1"
+    return "CopysignBackward0" if _is_tensor_operand(flat[1]) else "CopysignBackward1"
 
 
 # --- heaviside --------------------------------------------------------------------------------
@@ -211,7 +213,7 @@ def lerp(xp, x, end, weight):
 
 @lerp.named_by
 def _(flat, params, out):
-    return "LerpBackward1" if _is_tensor(flat[2]) else "LerpBackward0"
+    return "LerpBackward1" if _is_tensor_operand(flat[2]) else "LerpBackward0"
 
 
 lerp.number_overload("weight")
@@ -221,7 +223,7 @@ lerp.keep_scalars_unrounded(2, zero_dim=False)     # PyTorch's lerp.Scalar reads
 @lerp.derivative
 def _(grad, x, end, weight):
     w = conj_grad(weight)
-    grad_w = grad * conj_grad(end - x) if _is_tensor(weight) else None
+    grad_w = grad * conj_grad(end - x) if _is_tensor_operand(weight) else None
     return grad * (1 - w), grad * w, grad_w
 
 
@@ -330,10 +332,10 @@ def _(grad, x, lo, hi):
     if hi is not None:
         keep = x <= hi if keep is None else keep & (x <= hi)
     grad_lo = grad_hi = None
-    if _is_tensor(lo):
+    if _is_tensor_operand(lo):
         wins = x < lo if hi is None else (x < lo) & (lo < hi)
         grad_lo = where(wins, grad, 0.0)
-    if _is_tensor(hi):
+    if _is_tensor_operand(hi):
         wins = x > hi if lo is None else (x > hi) | (hi < lo)
         grad_hi = where(wins, grad, 0.0)
     return where(keep, grad, 0.0), grad_lo, grad_hi
@@ -348,7 +350,7 @@ def clamp_min(xp, x, lo):
 
 @clamp_min.derivative
 def _(grad, x, lo):
-    return where(x >= lo, grad, 0.0), (where(x < lo, grad, 0.0) if _is_tensor(lo) else None)
+    return where(x >= lo, grad, 0.0), (where(x < lo, grad, 0.0) if _is_tensor_operand(lo) else None)
 
 
 @op("clamp_max(input, max)", inputs=2, promote=_CLAMP, inplace=True, upcast=False,
@@ -360,7 +362,7 @@ def clamp_max(xp, x, hi):
 
 @clamp_max.derivative
 def _(grad, x, hi):
-    return where(x <= hi, grad, 0.0), (where(x > hi, grad, 0.0) if _is_tensor(hi) else None)
+    return where(x <= hi, grad, 0.0), (where(x > hi, grad, 0.0) if _is_tensor_operand(hi) else None)
 
 
 clamp_min.number_overload("min")
@@ -433,8 +435,8 @@ where.nondifferentiable("condition")
 
 @where.derivative
 def _(grad, cond, x, y):
-    return (None, where(cond, grad, 0.0) if _is_tensor(x) else None,
-            where(cond, 0.0, grad) if _is_tensor(y) else None)
+    return (None, where(cond, grad, 0.0) if _is_tensor_operand(x) else None,
+            where(cond, 0.0, grad) if _is_tensor_operand(y) else None)
 
 
 def _where_method(self, condition, other):

@@ -10,6 +10,7 @@ import operator
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.ops._dims import type_name
 from ember.ops._registry import REGISTRY, call, op
 
 __all__ = []
@@ -74,7 +75,7 @@ def _neither_size_nor_dtype(args):
 
 
 def _type_name(value):
-    return "ember.dtype" if isinstance(value, D.dtype) else type(value).__name__
+    return "ember.dtype" if isinstance(value, D.dtype) else type_name(value)
 
 
 def install():

@@ -322,7 +322,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
 @op("one_hot(input, num_classes=-1)", namespace="nn.functional", differentiable=False)
 def one_hot(xp, x, num_classes):
     """Encode integer class indices as rows of 0s and 1s (int64), along a new last dim."""
-    num_classes = int_arg(num_classes, "one_hot", "num_classes")
+    num_classes = int_arg(num_classes, "one_hot", "num_classes", 2)
     if x.dtype != np.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if not x.size and num_classes <= 0:

@@ -97,7 +97,7 @@ def combinations(input, r=2, with_replacement=False):
     matrix (as itertools.combinations, or combinations_with_replacement)."""
     _tensor_arg(input, "combinations")
     _need_vector(input)
-    r = int_arg(r, "combinations", "r", 2, tensors=False)
+    r = int_arg(r, "combinations", "r", 2)
     if r < 0:
         raise RuntimeError(f"Expect a non-negative number, but got {r}")
     if r == 0:
@@ -113,9 +113,9 @@ def _triangle_indices(name, lower):
     def indices(row, col, offset=0, *, dtype=D.int64, device=None, layout=None,
                 pin_memory=False, requires_grad=False):
         check_requires_grad(requires_grad, name)
-        row = int_arg(row, name, "row", 1, tensors=False)
-        col = int_arg(col, name, "col", 2, tensors=False)
-        offset = int_arg(offset, name, "offset", 3, tensors=False)
+        row = int_arg(row, name, "row", 1)
+        col = int_arg(col, name, "col", 2)
+        offset = int_arg(offset, name, "offset", 3)
         for what, n in (("row", row), ("col", col)):
             if n < 0:
                 raise RuntimeError(f"{what} must be non-negative, got{n}")
@@ -141,7 +141,7 @@ def vander(x, N=None, increasing=False):
     _tensor_arg(x, "vander", "x")
     if x.ndim != 1:
         raise RuntimeError("x must be a one-dimensional tensor.")
-    n = x.shape[0] if N is None else int_arg(N, "vander", "N", tensors=False)
+    n = x.shape[0] if N is None else int_arg(N, "vander", "N")
     if n < 0:
         raise RuntimeError("N must be non-negative.")
     if x.dtype.category <= D.INTEGRAL:

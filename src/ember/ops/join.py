@@ -11,12 +11,12 @@ from ember._creation import _tp_name, zeros
 from ember._memory_format import strided_if_empty, suggested_order
 from ember._tensor import Tensor
 from ember.backend import xp_of
-from ember.ops._dims import (int_param, int_sequence, invalid_combination, is_index,
-                             wrap_dim, wrap_dim_of_sized)
+from ember.ops._dims import (check_overloaded_dims, int_param, int_sequence,
+                             invalid_combination, is_index, type_name, wrap_dim,
+                             wrap_dim_of_sized)
 from ember.ops._promotion import BINARY
 from ember.ops._arg_aliases import UNSET, alias_arg, numpy_names
 from ember.ops._registry import op
-from ember.ops._scalars import int_arg
 
 __all__ = ["cat", "chunk", "pad_along", "split", "stack", "tensor_split", "unbind",
            "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes"]
@@ -206,7 +206,7 @@ def _split_sizes(n, split_size_or_sections, dim):
         for pos, s in enumerate(split_size_or_sections):
             if not hasattr(type(s), "__index__"):     # int() would truncate a float
                 raise TypeError(f"split_with_sizes(): argument 'split_sizes' must be tuple of "
-                                f"ints, but found element of type {type(s).__name__} at pos "
+                                f"ints, but found element of type {type_name(s)} at pos "
                                 f"{pos}")
         sizes = [operator.index(s) for s in split_size_or_sections]
         if any(s < 0 for s in sizes):
@@ -234,10 +234,10 @@ def _check_split_args(sizes, dim):
     anything but an int (or a tensor), and the function form of either."""
     if isinstance(sizes, (tuple, list)):
         int_sequence(sizes, ("split_with_sizes", "split_sizes", 1, "function"))
-    elif not isinstance(sizes, Tensor) and not hasattr(type(sizes), "__index__"):
+    elif not isinstance(sizes, (int, Tensor)):     # Tensor.split sends the rest there
         raise TypeError(f"split_with_sizes(): argument 'split_sizes' (position 2) must be "
-                        f"tuple of ints, not {type(sizes).__name__}")
-    if isinstance(dim, bool) or not is_index(dim):
+                        f"tuple of ints, not {type_name(sizes)}")
+    if isinstance(sizes, bool) or isinstance(dim, bool) or not is_index(dim):
         raise invalid_combination("split", (sizes, dim), kind="function")
 
 
@@ -270,7 +270,7 @@ def _sizes_arg(split_sizes, position):
     """PyTorch's TypeError for a ``split_sizes`` that is not a sequence of ints."""
     if not isinstance(split_sizes, (tuple, list)):
         raise TypeError(f"split_with_sizes(): argument 'split_sizes' (position {position}) "
-                        f"must be tuple of ints, not {type(split_sizes).__name__}")
+                        f"must be tuple of ints, not {type_name(split_sizes)}")
     return split_sizes
 
 
@@ -294,7 +294,7 @@ Tensor.split_with_sizes = _split_with_sizes_method
 @op("chunk(input, chunks, dim=0)", view=True, saves_inputs=False)
 def chunk(xp, x, chunks, dim):
     """At most ``chunks`` views of equal size (the last may be smaller) along ``dim``."""
-    chunks = int_param(chunks, ("chunk", "chunks", 1))
+    chunks = int_param(chunks, ("chunk", "chunks", 1), strict=True)
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     _need_dims(x, "chunk")
@@ -322,7 +322,7 @@ def _(grad, x, chunks, dim):
 @op("unsafe_split(input, split_size, dim=0)", saves_inputs=False)
 def unsafe_split(xp, x, split_size, dim):
     """``split``'s pieces of ``split_size`` along ``dim``, not tracked as views."""
-    split_size = int_arg(split_size, "unsafe_split", "split_size", 2)
+    split_size = int_param(split_size, ("unsafe_split", "split_size", 1))
     return split.forward(xp, x, split_size, dim)
 
 
@@ -387,6 +387,9 @@ def _tensor_split_bounds(n, arg):
 @op("tensor_split(input, indices_or_sections, dim=0)", view=True, saves_inputs=False)
 def tensor_split(xp, x, indices_or_sections, dim):
     """Views of ``sections`` near-equal pieces, or of the pieces between ``indices``."""
+    if type(indices_or_sections) is not int and not isinstance(indices_or_sections, Tensor):
+        given = (indices_or_sections,) if dim == 0 else (indices_or_sections, dim)
+        check_overloaded_dims(indices_or_sections, "tensor_split", given, "indices")
     if x.ndim == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
                            "tensor with 0 dims")

@@ -17,7 +17,7 @@ from ember._memory_format import restrided, strided_if_empty
 from ember._tensor import Size, Tensor
 from ember.backend import broadcast_view
 from ember.ops._dims import (check_overloaded_dims, int_sequence, invalid_combination,
-                             wrap_dim)
+                             unpack_error, wrap_dim)
 from ember.ops._registry import broadcast_message, op, varargs
 
 
@@ -48,17 +48,26 @@ def infer_shape(shape, numel):
 
 def _check_shape(shape, x, arg):
     """What NumPy does not check: only -1 means "infer" (NumPy takes any negative size), and
-    sizes are ints; ``arg`` names the argument in a TypeError, as for ``wrap_dim``."""
+    sizes are ints; ``arg`` names the argument in a TypeError, as for ``wrap_dim``. A bare
+    number (the function form) is no shape, as in PyTorch."""
     if type(shape) is not tuple:            # the function form's list, or a bad value
-        shape = int_sequence(shape, arg)
+        shape = int_sequence(shape, arg, scalar=False)
     if not shape:
         return
     try:
-        low = min(shape)
-    except TypeError:                       # (4, "a")
-        low = min(int_sequence(shape, arg))
-    if low < -1:
+        too_low = min(shape) < -1
+    except TypeError:                       # (4, "a"), or an object with __index__
+        too_low = min(int_sequence(shape, arg)) < -1
+    if too_low:
         infer_shape(int_sequence(shape, arg), x.size)
+
+
+def _int_shape(shape, x, arg):
+    """``shape`` (which NumPy refused) as plain ints, once PyTorch's checks of it pass: the
+    parser reads bools after the first element and objects with ``__index__`` as ints."""
+    shape = int_sequence(shape, arg)
+    infer_shape(shape, x.size)              # PyTorch's words for a size that does not fit
+    return shape
 
 
 def int_tuple(value, where="size"):
@@ -71,8 +80,7 @@ def int_tuple(value, where="size"):
     except TypeError:
         pos, bad = next((i, v) for i, v in enumerate(items, 1)
                         if not hasattr(type(v), "__index__"))
-        raise TypeError(f"{where} failed to unpack the object at pos {pos} with error "
-                        f"\"type must be tuple of ints,but got {type(bad).__name__}\"") from None
+        raise TypeError(unpack_error(where, pos, bad)) from None
 
 
 def wrap_dim_of_tensor(dim, ndim):
@@ -105,10 +113,10 @@ def view(xp, x, shape):
     _check_shape(shape, x, _VIEW_SIZE)
     out = x.view()
     try:
-        out.shape = shape               # NumPy refuses instead of copying
-    except (ValueError, TypeError):
-        infer_shape(int_sequence(shape, _VIEW_SIZE), x.size)  # PyTorch's message
-        raise
+        try:
+            out.shape = shape           # NumPy refuses instead of copying
+        except (ValueError, TypeError):
+            out.shape = _int_shape(shape, x, _VIEW_SIZE)
     except AttributeError:
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
@@ -128,8 +136,7 @@ def reshape(xp, x, shape):
     try:
         return x.reshape(shape)         # NumPy checks the rest of what PyTorch checks
     except (ValueError, TypeError):
-        infer_shape(int_sequence(shape, _RESHAPE_SHAPE), x.size)  # PyTorch's words
-        raise
+        return x.reshape(_int_shape(shape, x, _RESHAPE_SHAPE))
 
 
 @reshape.derivative

@@ -23,7 +23,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember.backend import fft_of
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import int_sequence, is_index, type_name, wrap_dim
 from ember.ops.join import pad_along
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
@@ -42,11 +42,13 @@ def _ints(value, what, name):
     if hasattr(value, "__index__") and not isinstance(value, bool) and \
             getattr(value, "ndim", 0) == 0:
         return (value.__index__(),)
+    if isinstance(value, (tuple, list)) and value and is_index(value[0]):
+        return int_sequence(value, (name, what, None))     # a later element: unpacked
     try:
         return tuple(int_arg(v, name, what) for v in value)
     except TypeError:
         raise TypeError(f"{name}(): argument '{what}' must be tuple of ints, not "
-                        f"{type(value).__name__}") from None
+                        f"{type_name(value)}") from None
 
 
 def _axis(dim, ndim):
