@@ -6,7 +6,8 @@ import numpy as np
 from ember.backend.meta import MetaArray
 
 __all__ = ["_storage_root", "_placement", "_address", "_row_major_strides",
-           "keep_empty_geometry", "empty_geometry"]
+           "keep_empty_geometry", "empty_geometry", "empty_at", "slice_along",
+           "empty_slice_geometry"]
 
 
 def _storage_root(t):
@@ -19,7 +20,18 @@ def _storage_root(t):
         root = meta["storage_root"]()
         if root is not None:
             return root
+        if "storage_array" in meta:         # the root is gone, not its memory: stand in
+            return _stand_in_root(meta)
     return t
+
+
+def _stand_in_root(meta):
+    """A tensor over the memory of a detached tensor's collected root, kept in ``meta`` (the
+    root's graph may go; its memory, which the detached tensor views, stays)."""
+    from ember._tensor import _make
+    root = _make(meta.pop("storage_array"))
+    meta["storage_root"] = lambda: root
+    return root
 
 
 def _placement(t):
@@ -28,10 +40,12 @@ def _placement(t):
     cannot be described so."""
     root = _storage_root(t)
     a, r = t._data, root._data
-    if root is t or type(a) is not np.ndarray or type(r) is not np.ndarray or not a.size \
+    if root is t or type(a) is not np.ndarray or type(r) is not np.ndarray \
             or not r.flags.c_contiguous or any(s < 0 for s in a.strides):
         return None
     offset = _address(a) - _address(r)
+    if not a.size:      # an empty view (placed by empty_at) reaches no element
+        return (root, offset, a.strides) if 0 <= offset <= r.nbytes else None
     end = offset + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) + a.itemsize
     return (root, offset, a.strides) if 0 <= offset and end <= r.nbytes else None
 
@@ -57,11 +71,19 @@ def keep_empty_geometry(view, source, key):
     """Record on ``view``, the empty ``source[key]`` (a normalized basic key: ints, slices
     and None), the strides and storage offset PyTorch gives it, which NumPy's empty arrays
     lose (their strides ignore the step, their address is their base's)."""
-    shape, strides, offset = source.shape, source.stride(), source.storage_offset()
+    if view._meta is None:
+        view._meta = {}
+    view._meta["empty_geometry"] = empty_slice_geometry(
+        source.shape, source.stride(), source.storage_offset(), key)
+
+
+def empty_slice_geometry(shape, strides, offset, key, itemsize=1):
+    """(strides, offset) PyTorch gives the empty slice ``key`` of a (shape, strides, offset)
+    geometry: in elements, or in bytes given the ``itemsize``."""
     out, d = [], 0
     for k in key:
         if k is None:                   # PyTorch's unsqueeze stride
-            out.append(shape[d] * strides[d] if d < len(shape) else 1)
+            out.append(shape[d] * strides[d] if d < len(shape) else itemsize)
             continue
         size, stride = shape[d], strides[d]
         d += 1
@@ -72,9 +94,41 @@ def keep_empty_geometry(view, source, key):
             offset += start * stride
             out.append(stride * step)
     out.extend(strides[d:])
-    if view._meta is None:
-        view._meta = {}
-    view._meta["empty_geometry"] = (tuple(out), offset)
+    return tuple(out), offset
+
+
+def slice_along(xp, array, dim, start, stop):
+    """``array[..., start:stop]`` along ``dim``; when empty, placed at ``start`` as PyTorch
+    places it (NumPy puts an empty slice at the array's first element)."""
+    out = array[(slice(None),) * dim + (slice(start, stop),)]
+    if out.size or not start:
+        return out
+    return empty_at(xp, out, array, start * array.strides[dim], array.strides)
+
+
+class _Interface:
+    """An array interface over another array's memory (what ``as_strided`` builds on)."""
+
+    def __init__(self, interface, base):
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def empty_at(xp, empty, source, offset, strides):
+    """``empty``, an empty view of NumPy array ``source``, moved to byte ``offset`` from
+    ``source``'s first element with byte ``strides``: so that views and copies of its
+    geometry (detach, transpose, pickle, as_strided) see PyTorch's. Other backends' arrays
+    are returned unchanged (their tensors keep the geometry recorded by
+    keep_empty_geometry)."""
+    if xp is not np or type(source) is not np.ndarray:
+        return empty
+    bits = source
+    if source.dtype.type.__module__ != "numpy":     # ml_dtypes: the interface loses them
+        bits = source.view(f"u{source.itemsize}")
+    interface = dict(bits.__array_interface__, shape=empty.shape, strides=tuple(strides),
+                     data=(_address(source) + offset, not source.flags.writeable))
+    out = np.asarray(_Interface(interface, source))
+    return out if bits is source else out.view(source.dtype)
 
 
 def empty_geometry(t):

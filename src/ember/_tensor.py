@@ -662,7 +662,9 @@ class Tensor:
         out._vc = self._shared_version()
         # the same memory, but no view for autograd: a weak reference, so that a detached
         # result (a logged loss) does not keep the graph of the tensor it came from alive
-        out._meta = {"storage_root": weakref.ref(_storage_root(self))}
+        # (the root's array, which out views anyway, stands in for it once it is gone)
+        root = _storage_root(self)
+        out._meta = {"storage_root": weakref.ref(root), "storage_array": root._data}
         _inference.inherit(out, self)
         return out
 

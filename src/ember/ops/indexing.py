@@ -17,7 +17,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._memory_format import (_order_strides, _stride_order, lay_out, preserved,
                                    strided_if_empty)
-from ember._storage_place import keep_empty_geometry
+from ember._storage_place import empty_at, empty_slice_geometry, keep_empty_geometry
 from ember._tensor import Tensor, _make
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds, xp_of
@@ -44,6 +44,9 @@ def _basic_forward(xp, x, key):
     if not x.size:
         x = strided_if_empty(xp_of(x), x)   # PyTorch's strides for views of empty tensors
     out = x[_explicit(key)]
+    if not out.size and Ellipsis not in key:    # placed where PyTorch places it
+        strides, offset = empty_slice_geometry(x.shape, x.strides, 0, key, x.itemsize)
+        return empty_at(xp, out, x, offset, strides)
     return _new_dim_strides(xp, out, key, x) if None in key else out
 
 

@@ -9,6 +9,7 @@ import operator
 from ember import _dtype as D
 from ember._creation import _tp_name, zeros
 from ember._memory_format import strided_if_empty, suggested_order
+from ember._storage_place import slice_along
 from ember._tensor import Tensor
 from ember.backend import xp_of
 from ember.ops._dims import (check_overloaded_dims, int_param, int_sequence,
@@ -184,7 +185,13 @@ def _pieces(x, d, bounds):
     lead = (slice(None),) * d
     if not x.size:
         x = strided_if_empty(xp_of(x), x)
-    return tuple(x[lead + (slice(start, stop),)] for start, stop in bounds)
+    pieces = []
+    for start, stop in bounds:
+        piece = x[lead + (slice(start, stop),)]
+        if not piece.size and start:        # placed as PyTorch places an empty slice
+            piece = slice_along(xp_of(x), x, d, start, stop)
+        pieces.append(piece)
+    return tuple(pieces)
 
 
 def _bounds(sizes):

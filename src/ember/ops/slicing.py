@@ -3,6 +3,7 @@ diag_embed, tril, triu (copies)."""
 
 from ember._creation import zeros
 from ember._memory_format import strided_if_empty
+from ember._storage_place import slice_along
 from ember._tensor import Tensor
 from ember.ops._dims import int_param, invalid_combination, wrap_dim
 from ember.ops._registry import op
@@ -62,7 +63,10 @@ def narrow(xp, x, dim, start, length):
     start = start + n if start < 0 else start
     if start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return strided_if_empty(xp, x)[(slice(None),) * d + (slice(start, start + length),)]
+    out = x[(slice(None),) * d + (slice(start, start + length),)]
+    if out.size:
+        return out
+    return slice_along(xp, strided_if_empty(xp, x), d, start, start + length)
 
 
 @narrow.derivative

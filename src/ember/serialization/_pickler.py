@@ -123,6 +123,8 @@ class StorageTable:
         location = "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
         owner, extent = _owner(arr)
         bounds = _bounds(arr)
+        if bounds is None and owner is not None:    # an empty view keeps its place, as torch's
+            bounds = (_address(arr), _address(arr))
         fits = (owner is not None and bounds is not None and extent is not None
                 and extent[0] <= bounds[0] and bounds[1] <= extent[1]
                 and (bounds[0] - extent[0]) % item == 0

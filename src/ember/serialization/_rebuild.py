@@ -73,7 +73,7 @@ def _tensor_from(storage, offset, size, stride, dtype, requires_grad):
             f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset "
             f"{offset}, and itemsize {item} requiring a storage size of {need * item} are out "
             f"of bounds for storage of size {have * item}")
-    start = offset * item if need else 0
+    start = offset * item if need or offset * item <= storage.bytes.nbytes else 0
     arr = np.ndarray(size, dtype.np, buffer=storage.bytes, offset=start,
                      strides=tuple(s * item for s in stride))
     t = _make(arr)
