@@ -124,7 +124,7 @@ def _check_solve(ld, pivots, b):
             if bad:
                 raise RuntimeError(f"Pivots given to ldl_solve must all satisfy |pivot| {edge}. "
                                    f"Did you properly pass the result of ldl_factor?")
-        _check_blocks(pivots.reshape(-1, n))
+        _check_blocks(host_array(pivots).reshape(-1, n))
     check_kernel(ld, "ldl_solve_kernel_cpu")
 
 
