@@ -108,8 +108,8 @@ def basic_view(t, key):
             continue
         break
     view = call(kind, (t,), (key,))
-    if not view._data.size:
-        keep_empty_geometry(view, t, key)
+    if not view._data.size and type(view._data) is not np.ndarray:
+        keep_empty_geometry(view, t, key)   # (NumPy's empty views are placed: _basic_forward)
     return view
 
 
