@@ -33,7 +33,7 @@ def test_an_unpicklable_object_leaves_the_previous_file(tmp_path):
 def test_a_writer_failing_midway_leaves_the_previous_file(tmp_path, monkeypatch):
     path, before = _first_checkpoint(tmp_path)
 
-    def broken(fp, records):
+    def broken(fp, records, **options):
         fp.write(b"PK\x03\x04 partial")
         raise OSError("disk full")
 
@@ -50,7 +50,7 @@ def test_a_kill_midway_leaves_the_previous_file(tmp_path):
         import os, sys, time
         import ember, ember.serialization as S
         real = S.write_archive
-        def slow(fp, records):
+        def slow(fp, records, **options):
             fp.write(b"PK partial data")
             fp.flush()
             print("writing", flush=True)

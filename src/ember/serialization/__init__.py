@@ -18,19 +18,36 @@ import numpy as np
 
 from ember._device import device
 from ember.serialization import _legacy
+from ember.serialization._legacy import MAGIC_NUMBER, PROTOCOL_VERSION
+from ember.serialization._locations import (
+    check_module_version_greater_or_equal, default_restore_location, location_tag, mkdtemp,
+    normalize_storage_type, register_package, restore, storage_to_tensor_type,
+    validate_cuda_device, validate_hpu_device)
+from ember.serialization._names import StorageType
 from ember.serialization._options import (
-    DEFAULT_PROTOCOL, MAP_PRIVATE, MAP_SHARED, SourceChangeWarning, get_default_mmap_options,
-    mmap_shared, set_default_mmap_options)
+    DEFAULT_PROTOCOL, INT_SIZE, IS_WINDOWS, LONG_SIZE, MAP_PRIVATE, MAP_SHARED, SHORT_SIZE,
+    STORAGE_KEY_SEPARATOR, LoadEndianness, SourceChangeWarning, byteorder_without_record,
+    get_crc32_options, get_default_load_endianness, get_default_mmap_options, mmap_shared,
+    set_crc32_options, set_default_load_endianness, set_default_mmap_options, skip_data,
+    skipping_data)
 from ember.serialization._pickler import Pickler, StorageArray, StorageTable
 from ember.serialization._rebuild import (
     LoadedStorage, _torch_globals, allowed_globals, loose_storages_to_ember, unsupported)
 from ember.serialization._safe import (
     add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals, user_globals)
+from ember.serialization._unpickler import _RERUN as UNSAFE_MESSAGE
 from ember.serialization._unpickler import WeightsUnpickler
 from ember.serialization._zip import Archive, write_archive
 
-__all__ = ["save", "load", "add_safe_globals", "clear_safe_globals", "get_safe_globals",
-           "safe_globals", "get_unsafe_globals_in_checkpoint"]
+__all__ = ["SourceChangeWarning", "mkdtemp", "register_package",
+           "check_module_version_greater_or_equal", "validate_cuda_device",
+           "validate_hpu_device", "location_tag", "default_restore_location",
+           "normalize_storage_type", "storage_to_tensor_type", "save", "load", "StorageType",
+           "LoadEndianness", "get_crc32_options", "set_crc32_options",
+           "get_default_load_endianness", "set_default_load_endianness",
+           "get_default_mmap_options", "set_default_mmap_options", "clear_safe_globals",
+           "get_safe_globals", "add_safe_globals", "safe_globals",
+           "get_unsafe_globals_in_checkpoint", "skip_data"]
 
 
 def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_serialization=True,
@@ -50,6 +67,9 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
     if pickle_module is not pickle:
         raise NotImplementedError("ember.save supports only the standard pickle module")
     if not _use_new_zipfile_serialization:      # the pre-1.6 format, for old readers
+        if skipping_data():
+            raise RuntimeError("Cannot use skip_data=True with "
+                               "_use_new_zipfile_serialization=False")
         _write(f, lambda fp: _legacy.save(obj, fp, pickle_protocol))
         return
     table = StorageTable()
@@ -59,9 +79,10 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
                (".storage_alignment", b"64")]
     if not _disable_byteorder_record:
         records.append(("byteorder", sys.byteorder.encode()))
-    records += [(f"data/{s.key}", s.data()) for s in table.storages]
+    skip = skipping_data()
+    records += [(f"data/{s.key}", s.nbytes if skip else s.data()) for s in table.storages]
     records.append(("version", b"3\n"))
-    _write(f, lambda fp: write_archive(fp, records))
+    _write(f, lambda fp: write_archive(fp, records, checksums=bool(get_crc32_options())))
 
 
 def _write(f, write):
@@ -166,7 +187,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
 
         def make_unpickler(persistent_load):
             return _unpickler(persistent_load, weights_only, pickle_load_args)
-        return _legacy.load(f, make_unpickler, map_location, _restore, weights_only)
+        return _legacy.load(f, make_unpickler, map_location, restore, weights_only)
 
 
 def _seekable(stack, f):
@@ -262,10 +283,11 @@ class _FullUnpickler(pickle.Unpickler):
 
 def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
     byteorder = archive.read("byteorder").tobytes().decode(errors="replace") \
-        if archive.has_record("byteorder") else "little"
+        if archive.has_record("byteorder") else byteorder_without_record()
     if byteorder not in ("little", "big"):
         raise RuntimeError(f"Unknown endianness type: {byteorder}")
     whole = archive.memmap(mmap_path, mmap_shared()) if mmap_path is not None else None
+    skip = skipping_data()
     loaded = {}
 
     def persistent_load(pid):
@@ -273,9 +295,11 @@ def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
         if key in loaded:
             return loaded[key]
         record = f"data/{key}"
-        data = archive.mmap(record, whole) if whole is not None else archive.read(record)
-        flat = data
         expected = numel * (1 if stype.dtype is None else stype.dtype.itemsize)
+        if skip:
+            flat = np.empty(expected, np.uint8)
+        else:
+            flat = archive.mmap(record, whole) if whole is not None else archive.read(record)
         if flat.nbytes != expected:
             raise RuntimeError(f"PytorchStreamReader: record {record} holds {flat.nbytes} "
                                f"bytes but its storage needs {expected}; the checkpoint "
@@ -283,7 +307,7 @@ def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
         if byteorder != sys.byteorder and stype.dtype is not None and stype.dtype.itemsize > 1:
             flat = flat.view(stype.dtype.np).byteswap().view(np.uint8)
         storage = LoadedStorage(flat.view(StorageArray), stype.dtype, device("cpu"))
-        loaded[key] = _restore(storage, location, map_location)
+        loaded[key] = restore(storage, location, map_location)
         return loaded[key]
 
     pkl = io.BytesIO(archive.read("data.pkl").tobytes())
@@ -292,67 +316,8 @@ def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
 
 
 def _check_pid(pid):
-    from ember.serialization._names import StorageType
     if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
             and isinstance(pid[1], StorageType) and isinstance(pid[2], str)
             and isinstance(pid[3], str) and type(pid[4]) is int and pid[4] >= 0):
         raise pickle.UnpicklingError(f"invalid storage reference in checkpoint: {pid!r}")
     return pid[1:]
-
-
-def _cuda_unavailable():
-    return RuntimeError(
-        "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
-        "False. If you are running on a CPU-only machine, please use torch.load with "
-        "map_location=torch.device('cpu') to map your storages to the CPU.")
-
-
-def _target_device(location):
-    try:
-        dev = device(str(location))
-    except (RuntimeError, TypeError):
-        raise RuntimeError(f"don't know how to restore data location of a storage (tagged "
-                           f"with {location})") from None
-    if dev.type == "cuda":
-        from ember import cuda
-        if not cuda.is_available():
-            raise _cuda_unavailable()
-        if dev.index is not None and dev.index >= cuda.device_count():
-            raise RuntimeError(
-                f"Attempting to deserialize object on CUDA device {dev.index} but "
-                f"torch.cuda.device_count() is {cuda.device_count()}. Please use torch.load "
-                f"with map_location to map your storages to an existing device.")
-    return dev
-
-
-def default_restore_location(storage, location):
-    """``storage`` moved to the device named by ``location`` (``"cpu"``, ``"cuda:0"``), for
-    ``map_location`` callables."""
-    return _restore(storage, location, None)
-
-
-def location_tag(storage):
-    """The location string a checkpoint records for ``storage`` (``"cpu"``, ``"cuda:0"``)."""
-    dev = device(storage.device)
-    return "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
-
-
-def _restore(storage, location, map_location):
-    """The storage on the device ``map_location`` picks for one saved with ``location``."""
-    if map_location is None:
-        target = location
-    elif isinstance(map_location, dict):
-        target = map_location.get(location, location)
-    elif callable(map_location):
-        result = map_location(storage, location)
-        if result is None:
-            return _restore(storage, location, None)
-        if not isinstance(result, LoadedStorage):
-            raise TypeError(f"map_location should return a storage or None, got "
-                            f"{type(result).__name__}")
-        _target_device(result.device)
-        return result
-    else:
-        target = map_location
-    return LoadedStorage(storage.bytes, storage.dtype, _target_device(target))
-

@@ -20,6 +20,7 @@ from ember._storage import _Storage as _EmberStorage
 from ember._host_values import _to_host
 from ember._tensor import Size, Tensor, _make
 from ember.serialization import _names as N
+from ember.serialization._locations import tag_of
 
 
 class StorageArray(np.ndarray):
@@ -119,8 +120,7 @@ class StorageTable:
         arr = _to_host(t._data)
         dtype = t.dtype if dtype is _TENSORS else dtype
         item = arr.itemsize
-        dev = t.device
-        location = "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
+        location = tag_of(t)
         owner, extent = _owner(arr)
         bounds = _bounds(arr)
         if bounds is None and owner is not None:    # an empty view keeps its place, as torch's

@@ -8,9 +8,10 @@ import zlib
 
 import numpy as np
 
+from ember.serialization import _crc
+
 ALIGNMENT = 64
 _LOCAL_HEADER = struct.Struct("<4s22sHH")       # signature, fixed fields, name and extra lengths
-_ZIP64_EXTRA = 20                                # zipfile adds it to big records' local headers
 
 
 def _corrupt(message):
@@ -21,48 +22,137 @@ def _corrupt(message):
         f"saving.")
 
 
-def write_archive(f, records, prefix="archive"):
-    """Write ``(name, bytes-like)`` records into a zip at ``f``, data aligned to 64 bytes."""
-    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for name, data in records:
-            data = memoryview(data).cast("B")
-            info = zipfile.ZipInfo(f"{prefix}/{name}", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_STORED
-            info.file_size = len(data)
-            zip64 = info.file_size * 1.05 > zipfile.ZIP64_LIMIT
-            start = (zf.fp.tell() + _LOCAL_HEADER.size + len(info.filename.encode()) + 4
-                     + (_ZIP64_EXTRA if zip64 else 0))
-            pad = -start % ALIGNMENT
-            info.extra = struct.pack("<2sH", b"FB", pad) + b"Z" * pad   # as PyTorch pads
-            with zf.open(info, "w", force_zip64=zip64) as out:
-                out.write(data)
+# the records are written as PyTorch's writer writes them: no local CRC or sizes (bit 3: a
+# descriptor after the data holds them), UTF-8 names (bit 11), data aligned by an "FB" extra
+# field of "Z"s; zip64 fields where a size or offset does not fit 32 bits
+_FLAGS = 0x0808
+_VERSION, _VERSION_ZIP64 = 20, 45
+_DOS_DATE = (1 << 5) | 1                         # 1980-01-01, so equal saves give equal files
+_ZIP64_LIMIT = 0xFFFFFFFF                        # this and above needs a zip64 field
+_MARK = 0xFFFFFFFF                               # "see the zip64 field" in a 32-bit field
+_ENTRIES_LIMIT = 0xFFFF                          # this many records or more needs zip64
+_LOCAL = struct.Struct("<IHHHHHIIIHH")
+_DESCRIPTOR, _DESCRIPTOR_ZIP64 = struct.Struct("<IIII"), struct.Struct("<IIQQ")
+_CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
+_END = struct.Struct("<IHHHHIIH")
+_END_ZIP64 = struct.Struct("<IQHHIIQQQQ")
+_LOCATOR_ZIP64 = struct.Struct("<IIQI")
 
 
-_CHUNK = 1 << 20
-_crc_thread = {}        # pid -> executor: a forked child (DataLoader worker) makes its own
+def write_archive(f, records, prefix="archive", checksums=True):
+    """Write ``(name, data)`` records into a zip at binary file ``f``, data aligned to 64
+    bytes. ``data`` is bytes-like, or an int: a record of that many bytes whose data is
+    skipped (zeros, CRC-32 0). ``checksums=False`` writes CRC-32 0 for every record, as
+    PyTorch does under ``set_crc32_options(False)``."""
+    writer = _Writer(f, checksums)
+    for name, data in records:
+        writer.record(f"{prefix}/{name}".encode(), data)
+    writer.finish()
 
 
-def _read_with_crc(f, out, name):
-    """Fill ``out`` from ``f`` and return its CRC-32. Big records are checksummed a chunk at a
-    time on a helper thread while the next chunk is read (both release the GIL): this makes
-    checked reads ~1.4x faster than reading, then checksumming."""
-    if len(out) <= _CHUNK:
+class _Writer:
+    """A streaming zip writer for stored records (it never seeks back)."""
+
+    def __init__(self, f, checksums):
+        self._f, self._checksums = f, checksums
+        self._pos = 0                           # offsets count from the archive's start
+        self._entries = []                      # (name, crc, size, header offset)
+
+    def _write(self, data):
+        self._f.write(data)
+        self._pos += len(data)
+
+    def record(self, name, data):
+        """Write one record: local header, data, data descriptor."""
+        skipped = isinstance(data, int)
+        size = data if skipped else len(data)
+        zip64 = size >= _ZIP64_LIMIT
+        extra = struct.pack("<HHQQ", 1, 16, 0, 0) if zip64 else b""
+        pad = -(self._pos + _LOCAL.size + len(name) + len(extra) + 4) % ALIGNMENT
+        extra += struct.pack("<2sH", b"FB", pad) + b"Z" * pad
+        offset = self._pos
+        self._write(_LOCAL.pack(0x04034B50, _VERSION_ZIP64 if zip64 else _VERSION, _FLAGS, 0,
+                                0, _DOS_DATE, 0, _MARK if zip64 else 0,
+                                _MARK if zip64 else 0, len(name), len(extra)))
+        self._write(name)
+        self._write(extra)
+        if skipped:
+            self._skip(size)
+            crc = 0
+        else:
+            crc = self._write_checked(memoryview(data).cast("B"))
+        descriptor = _DESCRIPTOR_ZIP64 if zip64 else _DESCRIPTOR
+        self._write(descriptor.pack(0x08074B50, crc, size, size))
+        self._entries.append((name, crc, size, offset))
+
+    def _write_checked(self, data):
+        """Write ``data``; return its CRC-32, computed on the worker threads meanwhile."""
+        if not self._checksums:
+            self._write(data)
+            return 0
+        if len(data) <= _crc.SLICE:
+            self._write(data)
+            return zlib.crc32(data)
+        checksum = _crc.SlicedCrc()
+        for start in range(0, len(data), _crc.SLICE):
+            checksum.add(data[start:start + _crc.SLICE])
+        self._write(data)
+        return checksum.value()
+
+    def _skip(self, size):
+        zeros = bytes(min(size, _crc.SLICE))
+        for start in range(0, size, len(zeros) or 1):
+            self._write(zeros[:size - start])
+
+    def finish(self):
+        """Write the central directory and the end records."""
+        directory_offset = self._pos
+        for name, crc, size, offset in self._entries:
+            self._write_central(name, crc, size, offset)
+        count, directory_size = len(self._entries), self._pos - directory_offset
+        if (count >= _ENTRIES_LIMIT or directory_size >= _ZIP64_LIMIT
+                or directory_offset >= _ZIP64_LIMIT):
+            end64 = self._pos
+            self._write(_END_ZIP64.pack(0x06064B50, _END_ZIP64.size - 12, _VERSION_ZIP64,
+                                        _VERSION_ZIP64, 0, 0, count, count, directory_size,
+                                        directory_offset))
+            self._write(_LOCATOR_ZIP64.pack(0x07064B50, 0, end64, 1))
+        fits = [value if value < _ZIP64_LIMIT else _MARK
+                for value in (directory_size, directory_offset)]
+        entries = count if count < _ENTRIES_LIMIT else 0xFFFF
+        self._write(_END.pack(0x06054B50, 0, 0, entries, entries, *fits, 0))
+
+    def _write_central(self, name, crc, size, offset):
+        fields = (size, size, offset)                   # uncompressed, compressed, offset
+        big = [value for value in fields if value >= _ZIP64_LIMIT]
+        extra = struct.pack(f"<HH{len(big)}Q", 1, 8 * len(big), *big) if big else b""
+        size32, _, offset32 = (value if value < _ZIP64_LIMIT else _MARK for value in fields)
+        self._write(_CENTRAL.pack(
+            0x02014B50, _VERSION_ZIP64 if big else _VERSION,
+            _VERSION_ZIP64 if big else _VERSION, _FLAGS, 0, 0, _DOS_DATE, crc,
+            size32, size32, len(name), len(extra), 0, 0, 0, 0, offset32))
+        self._write(name)
+        self._write(extra)
+
+
+def _read_checked(f, out, name, expected_crc):
+    """Fill ``out`` from ``f`` and check its CRC-32 (checksummed slice by slice on the worker
+    threads while the next slices are read). A CRC-32 of 0 is not checked: PyTorch writes
+    0 when told not to compute them (``set_crc32_options(False)``, ``skip_data``)."""
+    if not expected_crc or len(out) <= _crc.SLICE:
         if f.readinto(out) != len(out):
             raise _corrupt(f"reading file {name}: file read failed")
-        return zlib.crc32(out)
-    pool = _crc_thread.get(os.getpid())
-    if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-        pool = _crc_thread[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="ember-crc")
-    crc, pending = 0, None
-    for pos in range(0, len(out), _CHUNK):
-        chunk = out[pos:pos + _CHUNK]
-        if f.readinto(chunk) != len(chunk):
-            raise _corrupt(f"reading file {name}: file read failed")
-        if pending is not None:
-            crc = pending.result()
-        pending = pool.submit(zlib.crc32, chunk, crc)
-    return pending.result()
+        crc = zlib.crc32(out) if expected_crc else 0
+    else:
+        checksum = _crc.SlicedCrc()
+        for start in range(0, len(out), _crc.SLICE):
+            piece = out[start:start + _crc.SLICE]
+            if f.readinto(piece) != len(piece):
+                raise _corrupt(f"reading file {name}: file read failed")
+            checksum.add(piece)
+        crc = checksum.value()
+    if crc != expected_crc:
+        raise _corrupt(f"reading file {name}: CRC-32 mismatch")
 
 
 class Archive:
@@ -115,8 +205,7 @@ class Archive:
         start = self._data_offset(name, info)
         buf = np.empty(info.file_size, np.uint8)       # not zero-filled: read over at once
         self._f.seek(start)
-        if _read_with_crc(self._f, memoryview(buf), name) != info.CRC:
-            raise _corrupt(f"reading file {name}: CRC-32 mismatch")
+        _read_checked(self._f, memoryview(buf), name, info.CRC)
         return buf
 
     def mmap(self, name, whole):
