@@ -17,8 +17,8 @@ __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel"
 
 class layout:  # noqa: N801  (PyTorch's name)
     """How a tensor's elements are stored (``torch.layout``): ``strided`` (dense), or the
-    sparse ``sparse_coo`` and ``sparse_csr`` (see ember.sparse); ember has the other sparse
-    layouts' names only, for programs that compare layouts."""
+    sparse ``sparse_coo`` and the compressed ``sparse_csr``, ``sparse_csc``, ``sparse_bsr``,
+    ``sparse_bsc`` (see ember.sparse)."""
 
     def __init__(self, name):
         self.name = name

@@ -31,6 +31,9 @@ def no_sparse_like(layout, fn):
                                   f"'{backend}' backend.")
 
 
+_COMPRESSED = (_api.sparse_csr, _api.sparse_csc, _api.sparse_bsr, _api.sparse_bsc)
+
+
 def sparse_zeros(shape, layout, dtype, device, requires_grad, fn):
     """An all-zero sparse tensor of ``shape`` (no stored elements), as ``zeros`` and
     ``empty`` make for a sparse ``layout``."""
@@ -41,14 +44,19 @@ def sparse_zeros(shape, layout, dtype, device, requires_grad, fn):
         made = ember.sparse_coo_tensor(
             zeros((len(shape), 0), dtype=D.int64, device=device),
             zeros(0, dtype=dtype, device=device), shape)
-    elif layout is _api.sparse_csr and len(shape) == 2:
-        made = ember.sparse_csr_tensor(
-            zeros(shape[0] + 1, dtype=D.int64, device=device),
-            zeros(0, dtype=D.int64, device=device), zeros(0, dtype=dtype, device=device),
-            shape)
-    elif layout is _api.sparse_csr and len(shape) < 2:
+    elif layout in _COMPRESSED and len(shape) < 2:
         raise RuntimeError(f"ember.{fn}: Only batched sparse compressed (non-block) tensors are "
                            f"supported, but got size {list(shape)}")
+    elif layout in _COMPRESSED[2:]:
+        name = "SparseBsr" if layout is _api.sparse_bsr else "SparseBsc"
+        raise RuntimeError(f"{fn}_sparse_compressed expected sparse compressed (non-block) "
+                           f"tensor layout but got {name}")
+    elif layout in _COMPRESSED and len(shape) == 2:
+        compressed = shape[0 if layout is _api.sparse_csr else 1]
+        made = ember.sparse_compressed_tensor(
+            zeros(compressed + 1, dtype=D.int64, device=device),
+            zeros(0, dtype=D.int64, device=device), zeros(0, dtype=dtype, device=device),
+            shape, layout=layout)
     else:
         raise NotImplementedError(f"ember.{fn} makes no {layout} tensor of {len(shape)} dims")
     return made.requires_grad_() if requires_grad else made

@@ -621,5 +621,6 @@ def test_sparse_compressed_tensor_makes_csr_tensors():
     with pytest.raises(RuntimeError, match="expected sparse compressed tensor layout but got "
                                            "none"):
         ember.sparse_compressed_tensor(*args)
-    with pytest.raises(RuntimeError, match="ember has no sparse_csc layout"):
-        ember.sparse_compressed_tensor(*args, layout=ember.sparse_csc)
+    csc = ember.sparse_compressed_tensor(*args, layout=ember.sparse_csc)
+    assert csc.layout is ember.sparse_csc
+    assert csc.to_dense().tolist() == [[1.0, 3.0], [2.0, 4.0]]

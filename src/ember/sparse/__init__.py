@@ -1,4 +1,5 @@
-"""``torch.sparse``: sparse COO and CSR tensors and the functions made for them.
+"""``torch.sparse``: sparse COO and compressed (CSR, CSC, BSR, BSC) tensors and the functions
+made for them.
 
 ``ember.sparse_coo_tensor(indices, values, size)`` and ``ember.sparse_csr_tensor(crow, col,
 values, size)`` make sparse tensors (``x.to_sparse()`` and ``x.to_sparse_csr()`` convert dense
@@ -7,8 +8,8 @@ a sparse matrix by a dense one, differentiably in both. See NOTE [Sparse tensors
 _tensor.py for how they are built.
 """
 
-from ember.sparse._tensor import (SparseTensor, sparse_compressed_tensor, sparse_coo_tensor,
-                                  sparse_csr_tensor)
+from ember.sparse._tensor import SparseTensor, sparse_coo_tensor
+from ember.sparse._compressed import sparse_compressed_tensor, sparse_csr_tensor
 from ember.sparse import _convert  # noqa: F401  (gives Tensor its to_sparse* methods)
 from ember.sparse._ops import log_softmax, softmax, sum  # noqa: A004
 from ember.sparse import _join  # noqa: F401  (the cat/stack handlers)

@@ -1,13 +1,14 @@
-"""Conversions between dense, COO and CSR tensors, and coalescing, written with ember ops (so
-they run on every device and are differentiable in the values)."""
+"""Conversions between dense, COO and compressed (CSR, CSC, BSR, BSC) tensors, and coalescing,
+written with ember ops (so they run on every device and are differentiable in the values)."""
 
 import ember
 from ember._tensor import Tensor
 from ember.sparse import _layouts as L
-from ember.sparse._tensor import SparseTensor, coo, csr
+from ember.sparse._compressed import block_coordinates, blocksize, expand_pointers
+from ember.sparse._tensor import SparseTensor, compressed, coo
 
 __all__ = ["to_dense", "coalesce", "first_of_duplicates", "to_sparse", "to_sparse_coo",
-           "to_sparse_csr", "linear", "unravel", "row_indices", "Pattern", "pattern"]
+           "to_sparse_csr", "to_compressed", "linear", "unravel", "Pattern", "pattern"]
 
 
 def _int_zeros(n, device):
@@ -33,20 +34,12 @@ def unravel(positions, sizes):
     return ember.stack(rows[::-1]) if rows else positions.new_zeros((0, positions.shape[0]))
 
 
-def row_indices(crow):
-    """The row of each stored element of a CSR matrix."""
-    n_rows = crow.shape[0] - 1
-    return ember.repeat_interleave(ember.arange(n_rows, device=crow.device), crow.diff(),
-                                   output_size=None)
-
-
 def to_dense(s):
     """The strided tensor a sparse one stands for (duplicates summed)."""
+    if s._layout is not L.sparse_coo:
+        s = to_sparse_coo(s)
     values = s._v
-    if s._layout is L.sparse_csr:
-        indices = ember.stack([row_indices(s._crow), s._col])
-    else:
-        indices = s._i
+    indices = s._i
     sparse_dim = indices.shape[0]
     sizes = tuple(s._size[:sparse_dim])
     flat_shape = (_numel(sizes),) + tuple(s._size[sparse_dim:])
@@ -114,43 +107,110 @@ def _dense_to_coo(x, sparse_dim):
 
 
 def to_sparse_coo(x, sparse_dim=None):
-    """``x`` (dense, COO or CSR) as a coalesced COO tensor."""
+    """``x`` (dense or sparse) as a COO tensor."""
     if isinstance(x, SparseTensor):
         if sparse_dim is not None and sparse_dim != x.sparse_dim():
-            raise RuntimeError(f"to_sparse: conversion from {L.short_name(x.layout)} to "
-                               f"Sparse with sparse_dim argument != self.sparse_dim() is not "
-                               f"supported")
+            raise RuntimeError(f"sparse_compressed_to_sparse: conversion from "
+                               f"{L.short_name(x.layout)} to Sparse with sparse_dim argument "
+                               f"!=2 is not supported")
         if x.layout is L.sparse_coo:
             return x
-        out = coo(ember.stack([row_indices(x._crow), x._col]), x._v, x._size, True)
-        return out
+        return _compressed_to_coo(x)
     return _dense_to_coo(x, sparse_dim)
 
 
+def _compressed_to_coo(s):
+    """A compressed tensor as a COO one, its elements in stored order (every element of a
+    stored block kept); only CSR's order is coalesced, as in PyTorch."""
+    rows, cols = block_coordinates(s)
+    values = s._v
+    if L.blocked(s._layout):
+        high, wide = blocksize(s)
+        within_r = ember.arange(high, device=rows.device).reshape(1, high, 1)
+        within_c = ember.arange(wide, device=rows.device).reshape(1, 1, wide)
+        shape = (rows.shape[0], high, wide)
+        rows = (rows.reshape(-1, 1, 1) * high + within_r).expand(shape).reshape(-1)
+        cols = (cols.reshape(-1, 1, 1) * wide + within_c).expand(shape).reshape(-1)
+        values = values.reshape(-1)
+    return coo(ember.stack([rows, cols]), values, s._size, s._layout is L.sparse_csr)
+
+
 def to_sparse_csr(x, dense_dim=None):
-    """``x`` (dense, COO or CSR) as a CSR matrix (2-D, no dense dimensions)."""
+    """``x`` (dense, COO, CSR or CSC) as a CSR matrix (2-D, no dense dimensions)."""
+    return to_compressed(x, L.sparse_csr, None, dense_dim)
+
+
+def to_compressed(x, layout, block=None, dense_dim=None, caller=None):
+    """``x`` (dense or sparse) in a compressed ``layout`` (2-D, no dense dimensions); the
+    blocked layouts need ``block``, an int or a pair; ``caller``: the name errors give (by
+    default ``to_<layout>``)."""
+    name = layout.name[len("sparse_"):]
     if dense_dim:
-        raise RuntimeError("ember's CSR tensors have no dense dimensions (dense_dim must be "
-                           "None or 0)")
-    if isinstance(x, SparseTensor) and x.layout is L.sparse_csr:
+        raise RuntimeError(f"dense_to_sparse_{name}: dense_dim argument must be in [0,0] "
+                           f"range, but {dense_dim} is given")
+    if L.blocked(layout):
+        return _to_blocked(x, layout, block, caller or f"to_{layout.name}")
+    if isinstance(x, SparseTensor) and x.layout is layout:
         return x
+    if isinstance(x, SparseTensor) and L.blocked(x.layout):
+        raise RuntimeError(f"sparse_compressed_to_sparse_{name}: expected SparseCsr or "
+                           f"SparseCsc layout but got {L.short_name(x.layout)}")
     if x.ndim != 2:
-        raise RuntimeError(f"to_sparse_csr: ember has only 2-D CSR tensors (no batches), but "
-                           f"got a {x.ndim}-D tensor")
+        raise RuntimeError(f"to_sparse_{name}: ember has only 2-D compressed tensors (no "
+                           f"batches), but got a {x.ndim}-D tensor")
     c = to_sparse_coo(x).coalesce()
     if c.dense_dim():
-        raise RuntimeError("to_sparse_csr: ember's CSR tensors have no dense dimensions")
-    rows, cols = c._i[0], c._i[1]
-    crow = ember.searchsorted(rows, ember.arange(x.shape[0] + 1, device=rows.device))
-    return csr(crow, cols.contiguous(), c._v, x.shape)
+        raise RuntimeError(f"to_sparse_{name}: ember's compressed tensors have no dense "
+                           f"dimensions")
+    rows, cols, values = c._i[0], c._i[1], c._v
+    if not L.row_compressed(layout):           # into column-major order
+        order = ember.argsort(cols * x.shape[0] + rows, stable=True)
+        rows, cols = cols.index_select(0, order), rows.index_select(0, order)
+        values = values.index_select(0, order)
+    n = x.shape[0 if L.row_compressed(layout) else 1]
+    pointers = ember.searchsorted(rows, ember.arange(n + 1, device=rows.device))
+    return compressed(layout, pointers, cols.contiguous(), values, x.shape)
+
+
+def _to_blocked(x, layout, block, caller):
+    name = layout.name[len("sparse_"):]
+    if block is None:
+        raise RuntimeError(f"dense_to_sparse: conversion from {L.short_name(x.layout)} to "
+                           f"{L.short_name(layout)} without blocksize argument given is not "
+                           f"supported")
+    high, wide = (block, block) if isinstance(block, int) else tuple(block)
+    if isinstance(x, SparseTensor):
+        if L.blocked(x.layout) and blocksize(x) != (high, wide):
+            if x.layout is not layout:
+                caller = "sparse_compressed_" + caller
+            raise RuntimeError(f"{caller}: conversion from {L.short_name(x.layout)} to "
+                               f"{L.short_name(layout)} with blocksize changed from "
+                               f"{list(blocksize(x))} to {[high, wide]} is not supported")
+        if x.layout is layout:
+            return x
+        x = x.to_dense()
+    if x.ndim != 2:
+        raise RuntimeError(f"to_sparse_{name}: ember has only 2-D compressed tensors (no "
+                           f"batches), but got a {x.ndim}-D tensor")
+    n_rows, n_cols = x.shape
+    if n_rows % high or n_cols % wide:
+        raise RuntimeError(f"dense_to_sparse_{name}: tensor sparse size ({n_rows},{n_cols}) "
+                           f"must be divisible by given blocksize ({high},{wide})")
+    blocks = x.reshape(n_rows // high, high, n_cols // wide, wide).transpose(1, 2)
+    stored = (blocks != 0).any(-1).any(-1)
+    if not L.row_compressed(layout):
+        stored = stored.t()
+    major, minor = stored.nonzero().t()
+    rows, cols = (major, minor) if L.row_compressed(layout) else (minor, major)
+    pointers = ember.searchsorted(major, ember.arange(stored.shape[0] + 1,
+                                                      device=major.device))
+    return compressed(layout, pointers, minor.contiguous(), blocks[rows, cols], x.shape)
 
 
 def to_sparse(x, *args, layout=None, blocksize=None, dense_dim=None):
     """``Tensor.to_sparse(sparse_dim)`` or ``Tensor.to_sparse(*, layout=..., dense_dim=...)``."""
     if len(args) > 1:
         raise TypeError(f"to_sparse() takes at most 1 positional argument ({len(args)} given)")
-    if blocksize is not None:
-        raise RuntimeError("ember has no blocked sparse layouts (sparse_bsr, sparse_bsc)")
     if args:
         if layout is not None:
             raise TypeError("to_sparse(): the sparse_dim form takes no layout")
@@ -158,12 +218,9 @@ def to_sparse(x, *args, layout=None, blocksize=None, dense_dim=None):
     if layout is None or layout is L.sparse_coo:
         dims = None if dense_dim is None else x.ndim - dense_dim
         return to_sparse_coo(x, dims)
-    if layout is L.sparse_csr:
-        return to_sparse_csr(x, dense_dim)
-    if layout is L.strided:
-        raise RuntimeError("to_sparse: layout must be a sparse layout, not ember.strided")
-    raise RuntimeError(f"to_sparse: ember has no {layout} layout (only sparse_coo and "
-                       f"sparse_csr)")
+    if layout in L.COMPRESSED:
+        return to_compressed(x, layout, blocksize, dense_dim, "to_sparse")
+    raise RuntimeError("to_sparse: layout must be a sparse layout, not ember.strided")
 
 
 def _to_sparse_method(self, *args, sparse_dim=None, **kwargs):
@@ -180,6 +237,23 @@ def _to_sparse_csr_method(self, dense_dim=None):
     return to_sparse_csr(self, dense_dim)
 
 
+def _to_sparse_csc_method(self, dense_dim=None):
+    return to_compressed(self, L.sparse_csc, None, dense_dim)
+
+
+def _blocked_method(layout):
+    def method(self, *args, **kwargs):
+        if not args and "blocksize" not in kwargs:
+            raise TypeError(f'to_{layout.name}() missing 1 required positional arguments: '
+                            f'"blocksize"')
+        return _blocked_call(self, layout, *args, **kwargs)
+    return method
+
+
+def _blocked_call(self, layout, blocksize, dense_dim=None):
+    return to_compressed(self, layout, blocksize, dense_dim)
+
+
 def _sparse_mask(self, mask):
     """A sparse tensor (of ``mask``'s layout) holding this strided tensor's elements at
     ``mask``'s indices (``mask``'s values are not read)."""
@@ -190,9 +264,12 @@ def _sparse_mask(self, mask):
                            f"{list(self.shape)} but mask has size {list(mask.shape)}")
     if isinstance(self, SparseTensor):
         self = self.to_dense()
-    if mask.layout is L.sparse_csr:
-        values = self[row_indices(mask._crow), mask._col]
-        return csr(mask._crow, mask._col, values, mask.shape)
+    if mask.layout is L.sparse_csr or mask.layout is L.sparse_csc:
+        values = self[block_coordinates(mask)]
+        return compressed(mask.layout, mask._crow, mask._col, values, mask.shape)
+    if mask.layout is not L.sparse_coo:
+        raise NotImplementedError(f"sparse_mask(): ember masks with COO, CSR or CSC tensors, "
+                                  f"not {L.short_name(mask.layout)}")
     return coo(mask._i, self[tuple(mask._i)], mask.shape, mask._coalesced)
 
 
@@ -218,7 +295,9 @@ for _name, _expected in (("coalesce", "sparse coordinate tensor"),
                          ("is_coalesced", "sparse coordinate tensor"),
                          ("indices", "sparse coordinate tensor"), ("values", "sparse tensor"),
                          ("crow_indices", "sparse row compressed tensor"),
-                         ("col_indices", "sparse row compressed tensor")):
+                         ("col_indices", "sparse row compressed tensor"),
+                         ("ccol_indices", "sparse column compressed tensor"),
+                         ("row_indices", "sparse column compressed tensor")):
     setattr(Tensor, _name, _wrong_layout(_name, _expected))
 for _name in ("_indices", "_values", "_nnz"):
     setattr(Tensor, _name, _no_kernel(_name))
@@ -227,8 +306,16 @@ Tensor.dense_dim = lambda self: self.ndim
 _to_sparse_method.__doc__ = "This tensor as a sparse (COO by default) tensor."
 _to_sparse_coo_method.__doc__ = "This tensor as a sparse COO tensor."
 _to_sparse_csr_method.__doc__ = "This tensor as a sparse CSR matrix."
+_to_sparse_csc_method.__doc__ = "This tensor as a sparse CSC matrix."
+_to_sparse_bsr_method = _blocked_method(L.sparse_bsr)
+_to_sparse_bsr_method.__doc__ = "This tensor as a sparse BSR matrix of ``blocksize`` blocks."
+_to_sparse_bsc_method = _blocked_method(L.sparse_bsc)
+_to_sparse_bsc_method.__doc__ = "This tensor as a sparse BSC matrix of ``blocksize`` blocks."
 for _name, _fn in (("to_sparse", _to_sparse_method), ("to_sparse_coo", _to_sparse_coo_method),
-                   ("to_sparse_csr", _to_sparse_csr_method)):
+                   ("to_sparse_csr", _to_sparse_csr_method),
+                   ("to_sparse_csc", _to_sparse_csc_method),
+                   ("to_sparse_bsr", _to_sparse_bsr_method),
+                   ("to_sparse_bsc", _to_sparse_bsc_method)):
     _fn.__name__ = _fn.__qualname__ = _name
     setattr(Tensor, _name, _fn)
 
@@ -263,7 +350,7 @@ def pattern(s):
     """The (cached) product pattern of a 2-D sparse matrix ``s``."""
     if s._pattern is None:
         if s._layout is L.sparse_csr:
-            s._pattern = Pattern(None, row_indices(s._crow), s._crow, s._col, tuple(s._size))
+            s._pattern = Pattern(None, expand_pointers(s._crow), s._crow, s._col, tuple(s._size))
         else:
             rows, cols = s._i[0], s._i[1]
             perm = None

@@ -7,7 +7,7 @@ from ember._tensor import Tensor
 from ember.sparse import _layouts as L
 from ember.sparse._tensor import SparseTensor
 
-__all__ = ["HANDLERS", "handles", "dispatch", "op_name", "backend_name", "is_sparse",
+__all__ = ["HANDLERS", "ANY_LAYOUT", "handles", "dispatch", "op_name", "backend_name", "is_sparse",
            "is_scalar"]
 
 HANDLERS = {}
@@ -32,21 +32,38 @@ def op_name(func):
     return op.name
 
 
-def backend_name(args):
-    """PyTorch's name of the backend of the first sparse tensor among ``args``."""
+def _sparse_operands(args):
     for a in args:
         for x in (a if isinstance(a, (list, tuple)) else (a,)):
             if isinstance(x, SparseTensor):
-                kind = "Sparse" if x.layout is L.sparse_coo else "SparseCsr"
-                return kind + ("CUDA" if x.device.type == "cuda" else "CPU")
+                yield x
+
+
+def backend_name(args):
+    """PyTorch's name of the backend of the first sparse tensor among ``args``."""
+    for x in _sparse_operands(args):
+        kind = "Sparse" if x.layout is L.sparse_coo else "SparseCsr"
+        return kind + ("CUDA" if x.device.type == "cuda" else "CPU")
     return "SparseCPU"
+
+
+# the handlers written for every layout (and, added by _ops.py, the ops on the values alone);
+# the others know only COO and CSR tensors
+ANY_LAYOUT = {"to_dense", "_to_copy", "transpose", "t", "mm", "spmm", "matmul", "addmm", "mv",
+              "mul", "div", "mul_", "div_", "fill_", "add", "sub", "sum", "add_", "select",
+              "zeros_like", "empty_like", "__get__", "__set__"}
+
+
+def _handles_layouts(name, args):
+    return name in ANY_LAYOUT or all(x.layout is L.sparse_coo or x.layout is L.sparse_csr
+                                      for x in _sparse_operands(args))
 
 
 def dispatch(func, args, kwargs):
     """Run ember function ``func`` on arguments among which is a sparse tensor."""
     name = op_name(func)
     handler = HANDLERS.get(name)
-    if handler is None:
+    if handler is None or not _handles_layouts(name, args):
         if name in ("__get__", "__set__"):      # a mode's property access
             return func(*args, **kwargs)
         raise NotImplementedError(

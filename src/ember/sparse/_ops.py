@@ -7,8 +7,8 @@ import ember
 from ember._tensor import Tensor
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
-from ember.sparse._dispatch import HANDLERS, backend_name, handles, is_scalar, is_sparse
-from ember.sparse._tensor import coo, csr
+from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, backend_name, handles, is_scalar, is_sparse
+from ember.sparse._tensor import compressed, coo
 
 __all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select",
            "narrow_copy"]
@@ -24,6 +24,9 @@ def select(input, dim, index):
     """``input.select(dim, index)`` of a COO tensor: a sparse tensor one dim smaller (dense
     when no sparse dim is left)."""
     from ember._tensor import _wrap_dim
+    if L.blocked(input.layout):
+        raise RuntimeError("select(): no view exists for the given input, consider using "
+                           "ember.select_copy.")
     c = as_coo(input)
     dim = _wrap_dim(dim, c.ndim)
     size = c.shape[dim]
@@ -48,12 +51,11 @@ def select(input, dim, index):
 
 @handles("transpose")
 def transpose(input, dim0, dim1):
-    if input.layout is L.sparse_csr:
-        raise NotImplementedError("transpose: a transposed CSR matrix is a CSC one, and ember "
-                                  "has no sparse_csc layout; use .to_sparse_coo() first")
     from ember._tensor import _wrap_dim
     ndim = input.ndim
     d0, d1 = _wrap_dim(dim0, ndim), _wrap_dim(dim1, ndim)
+    if input.layout is not L.sparse_coo:
+        return input if d0 == d1 else _flip_compressed(input)
     sparse_dim = input.sparse_dim()
     if (d0 < sparse_dim) != (d1 < sparse_dim):
         raise RuntimeError(f"transpose(): can't transpose a sparse dimension with a dense "
@@ -67,6 +69,17 @@ def transpose(input, dim0, dim1):
     order[d0], order[d1] = order[d1], order[d0]
     indices = input._i.index_select(0, ember.tensor(order, device=input.device))
     return coo(indices, input._v, size, input._coalesced and d0 == d1)
+
+
+_FLIPPED = {L.sparse_csr: L.sparse_csc, L.sparse_csc: L.sparse_csr,
+            L.sparse_bsr: L.sparse_bsc, L.sparse_bsc: L.sparse_bsr}
+
+
+def _flip_compressed(s):
+    """The transpose of a 2-D compressed matrix: the same indices read the other way (CSR
+    becomes CSC, BSR becomes BSC with each block transposed)."""
+    values = s._v.transpose(1, 2) if L.blocked(s.layout) else s._v
+    return compressed(_FLIPPED[s.layout], s._crow, s._col, values, (s.shape[1], s.shape[0]))
 
 
 @handles("t")
@@ -147,8 +160,8 @@ def narrow_copy(input, dim, start, length):
     """``input.narrow_copy(dim, start, length)`` of a COO tensor: the stored elements in the
     range, shifted to start at 0 (in their stored order)."""
     from ember._tensor import _wrap_dim
-    if input.layout is L.sparse_csr:
-        raise RuntimeError("Sparse CSR tensors do not have strides")
+    if input.layout is not L.sparse_coo:
+        input.stride()                          # raises PyTorch's error
     dim = _wrap_dim(dim, input.ndim)
     size = input.shape[dim]
     start = start + size if start < 0 else start
@@ -184,6 +197,10 @@ def _sum_dtype(values, dtype):
 def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
     if dim is None:
         return _sum_dtype(input._v, dtype).sum()
+    if input.layout not in (L.sparse_coo, L.sparse_csr):
+        raise RuntimeError(f"Currently the only compressed sparse format supported for "
+                           f"sum.dim_IntList is CSR, but got layout "
+                           f"{L.short_name(input.layout)}")
     if input.layout is L.sparse_csr and not keepdim:
         raise RuntimeError("reduction operations on CSR tensors with keepdim=False is "
                            "unsupported")
@@ -209,9 +226,9 @@ def _summed_dims(dim, ndim):
 def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
     """The sum of a sparse COO tensor's elements, over all or some dims (dense when every
     sparse dim is summed, else a coalesced sparse tensor)."""
-    if input.layout is L.sparse_csr:
-        raise RuntimeError("coalesce expected sparse coordinate tensor layout but got "
-                           "SparseCsr")
+    if is_sparse(input) and input.layout is not L.sparse_coo:
+        raise RuntimeError(f"coalesce expected sparse coordinate tensor layout but got "
+                           f"{L.short_name(input.layout)}")
     if not is_sparse(input):
         raise RuntimeError("coalesce expected sparse coordinate tensor layout but got Strided")
     values = _sum_dtype(input._v, dtype)
@@ -285,12 +302,12 @@ def log_softmax(input, dim, *, dtype=None):
 # ----- elementwise ---------------------------------------------------------------------------
 
 def as_coo(s):
-    """A CSR tensor as a COO one; a COO tensor as it is."""
-    return C.to_sparse_coo(s) if s.layout is L.sparse_csr else s
+    """A compressed tensor as a COO one; a COO tensor as it is."""
+    return s if s.layout is L.sparse_coo else C.to_sparse_coo(s)
 
 
 def _like_layout(result, layout):
-    return C.to_sparse_csr(result) if layout is L.sparse_csr else result
+    return C.to_compressed(result, layout) if layout in (L.sparse_csr, L.sparse_csc) else result
 
 
 def _check_same_size(a, b, name):
@@ -317,7 +334,7 @@ def _add(input, other, *, alpha=1):
         if a._coalesced and b._coalesced:
             out = C.coalesce(out)
         return _like_layout(out, layout)
-    if is_sparse(input) and input.layout is L.sparse_csr:     # PyTorch adds these densely
+    if is_sparse(input) and input.layout in (L.sparse_csr, L.sparse_csc):   # added densely
         return _csr_plus_dense(input, other, alpha)
     if is_sparse(input) or isinstance(input, numbers.Number):    # (1 + s is s + 1)
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
@@ -442,6 +459,7 @@ def _values_op(name):
 
 for _name in _ZERO_PRESERVING:
     HANDLERS[_name] = _values_op(_name)
+ANY_LAYOUT.update(_ZERO_PRESERVING)
 
 
 # ----- in place (what optimizers and ``zero_()`` use) ----------------------------------------
@@ -504,7 +522,8 @@ def _fill_(self, value):
     if self._layout is L.sparse_coo:
         empty = coo(self._i[:, :0], values, self._size, True)
     else:
-        empty = csr(ember.zeros_like(self._crow), self._col[:0], values, self._size)
+        empty = compressed(self._layout, ember.zeros_like(self._crow), self._col[:0], values,
+                           self._size)
     return _replace(self, empty)
 
 
@@ -527,21 +546,32 @@ def _zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fa
     a COO ``input`` and ``layout=ember.strided``)."""
     dtype = input.dtype if dtype is None else dtype
     device = input.device if device is None else device
-    if layout is ember.strided and input.layout is L.sparse_csr:
-        raise RuntimeError("empty_like with different sparse layout is not supported (self is "
-                           "SparseCsr but you requested Strided)")
+    if layout is ember.strided and input.layout is not L.sparse_coo:
+        raise RuntimeError(f"empty_like with different sparse layout is not supported (self is "
+                           f"{L.short_name(input.layout)} but you requested Strided)")
     if layout is ember.strided:
         return ember.zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
     layout = input.layout if layout is None else layout
-    if layout not in (L.sparse_coo, L.sparse_csr):
-        raise RuntimeError(f"zeros_like: ember has no {layout} layout (only sparse_coo, "
-                           f"sparse_csr and strided)")
-    sparse_dim = input.sparse_dim() if layout is input.layout else 2
-    values = ember.zeros((0,) + tuple(input.shape[sparse_dim:]), dtype=dtype, device=device)
+    if L.blocked(layout) and layout is not input.layout:
+        raise RuntimeError(f"zeros_like: ember makes a {layout} tensor only like another one "
+                           f"(it takes the block size from it)")
     if layout is L.sparse_coo:
+        sparse_dim = input.sparse_dim() if layout is input.layout else 2
+        values = ember.zeros((0,) + tuple(input.shape[sparse_dim:]), dtype=dtype,
+                             device=device)
         indices = ember.zeros((sparse_dim, 0), dtype=ember.int64, device=device)
         out = coo(indices, values, input.shape, True)
     else:
-        crow = ember.zeros(input.shape[0] + 1, dtype=ember.int64, device=device)
-        out = csr(crow, crow[:0], values, input.shape)
+        out = _empty_compressed(layout, input, dtype, device)
     return out.requires_grad_() if requires_grad else out
+
+
+def _empty_compressed(layout, like, dtype, device):
+    """A compressed tensor of ``like``'s shape (and blocks) that stores nothing."""
+    from ember.sparse._compressed import blocksize
+    block = blocksize(like) if L.blocked(layout) else (1, 1)
+    d = 0 if L.row_compressed(layout) else 1
+    pointers = ember.zeros(like.shape[d] // block[d] + 1, dtype=ember.int64, device=device)
+    values = ember.zeros((0,) + (block if L.blocked(layout) else ()), dtype=dtype,
+                         device=device)
+    return compressed(layout, pointers, pointers[:0], values, like.shape)

@@ -42,7 +42,8 @@ def sparse_repr(s):
     if s.layout is L.sparse_coo:
         parts = [_part("indices", s._i), _part("values", s._v)]
     else:
-        parts = [_part("crow_indices", s._crow), _part("col_indices", s._col),
+        compressed_name, plain_name = L.index_names(s.layout)
+        parts = [_part(compressed_name, s._crow), _part(plain_name, s._col),
                  _part("values", s._v)]
     text = "tensor(" + gap.join(parts)
     # COO tensors start their suffixes on a new line; then both wrap at the line width,

@@ -9,6 +9,7 @@ from ember.backend import xp_of
 from ember.backend.sparse_products import csr_times_dense
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
+from ember.sparse._compressed import expand_pointers
 from ember.sparse._dispatch import HANDLERS, handles, is_sparse
 from ember.sparse._ops import as_coo, transpose
 from ember.sparse._tensor import csr
@@ -82,6 +83,8 @@ def _anchor(s, dense_grad):
 
 def _sparse_times_dense(s, dense, name="addmm", anchor=None):
     _check_product(s, dense, name)
+    if s.layout is not L.sparse_coo and s.layout is not L.sparse_csr:
+        s = as_coo(s)                       # CSC, BSR, BSC: through their COO form
     p = C.pattern(s)
     values = s._v if anchor is None else s._v.detach()     # the gradient goes to one of them
     return SparseAddmm.apply(p.ordered(values), dense, p, anchor)
@@ -158,7 +161,7 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
     """``torch.sparse.sampled_addmm``: ``beta * input + alpha * (mat1 @ mat2)`` computed only
     where the CSR matrix ``input`` stores elements (a CSR result with ``input``'s pattern)."""
     _check_sampled(input, mat1, mat2)
-    rows = C.row_indices(input._crow)
+    rows = expand_pointers(input._crow)
     products = (mat1.index_select(0, rows) * mat2.t().index_select(0, input._col)).sum(-1)
     values = input._v * beta + products * alpha
     result = csr(input._crow, input._col, values, input.shape)

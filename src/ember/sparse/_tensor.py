@@ -1,4 +1,5 @@
-"""The sparse tensor type: COO (indices + values) and CSR (crow + col + values) tensors.
+"""The sparse tensor type: COO (indices + values) and compressed tensors (compressed indices +
+plain indices + values: CSR, CSC, BSR, BSC; see _compressed.py).
 
 NOTE [Sparse tensors]
 A sparse tensor is a private Tensor subclass (so ``isinstance(s, ember.Tensor)`` holds) whose
@@ -18,6 +19,8 @@ same indices and that leaf's gradient (PyTorch's gradient of ``sparse.mm``, ``to
 ...). Where PyTorch gives such a leaf a dense gradient (it is the sparse operand of ``mm``,
 ``matmul``, ``addmm``, ``mv``), the product takes a dense stand-in leaf instead of the values
 (``_dense_grad_anchor``) and ``.grad`` adds that one's gradient.
+A compressed tensor keeps its compressed indices in ``_crow`` and its plain ones in ``_col``
+whatever its layout (for CSC they are the column pointers and the row indices).
 """
 
 import operator
@@ -26,8 +29,7 @@ from ember._creation import check_requires_grad
 from ember._tensor import Size, Tensor, _make, _new
 from ember.sparse import _layouts as L
 
-__all__ = ["SparseTensor", "coo", "csr", "sparse_coo_tensor", "sparse_csr_tensor",
-           "sparse_compressed_tensor"]
+__all__ = ["SparseTensor", "coo", "csr", "compressed", "sparse_coo_tensor"]
 
 _NO_STORAGE = "Cannot access data pointer of Tensor that doesn't have storage"
 
@@ -37,7 +39,7 @@ def _storage_error(self):
 
 
 class SparseTensor(Tensor):
-    """A sparse COO or CSR tensor; see NOTE [Sparse tensors]."""
+    """A sparse COO or compressed tensor; see NOTE [Sparse tensors]."""
 
     __slots__ = ("_layout", "_i", "_crow", "_col", "_v", "_size", "_coalesced", "_leaf",
                  "_pattern", "_anchor")
@@ -85,9 +87,10 @@ class SparseTensor(Tensor):
         return self._v.element_size()
 
     def stride(self, dim=None):
-        """Strides: a COO tensor answers zeros, as PyTorch does; CSR tensors have none."""
-        if self._layout is L.sparse_csr:
-            raise RuntimeError("Sparse CSR tensors do not have strides")
+        """Strides: a COO tensor answers zeros, as PyTorch does; compressed ones have none."""
+        if self._layout is not L.sparse_coo:
+            kind = L.short_name(self._layout)[len("Sparse"):].upper()
+            raise RuntimeError(f"Sparse {kind} tensors do not have strides")
         strides = (0,) * len(self._size)
         return strides if dim is None else strides[dim]
 
@@ -103,7 +106,11 @@ class SparseTensor(Tensor):
         return self._v.is_shared()
 
     def is_contiguous(self, memory_format=None):
-        """Always False: sparse tensors are not laid out densely."""
+        """False for a COO tensor (not laid out densely); compressed ones raise PyTorch's
+        error."""
+        if self._layout is not L.sparse_coo:
+            kind = L.short_name(self._layout)[len("Sparse"):].upper()
+            raise RuntimeError(f"Sparse {kind} tensors do not have is_contiguous")
         return False
 
     def sparse_dim(self):
@@ -111,8 +118,8 @@ class SparseTensor(Tensor):
         return self._i.shape[0] if self._layout is L.sparse_coo else 2
 
     def dense_dim(self):
-        """How many trailing dimensions each stored value has."""
-        return self._v.ndim - 1
+        """How many trailing dimensions each stored value has (besides a block's two)."""
+        return self._v.ndim - (3 if L.blocked(self._layout) else 1)
 
     def _nnz(self):
         """The number of stored elements (duplicates counted)."""
@@ -121,7 +128,7 @@ class SparseTensor(Tensor):
     # ----- parts ------------------------------------------------------------------------
 
     def _need(self, layout, name):
-        if self._layout is not layout:
+        if self._layout is not layout and self._layout not in _BLOCKED_TWIN.get(layout, ()):
             raise RuntimeError(f"{name} expected {L.long_name(layout)} layout but got "
                                f"{L.short_name(self._layout)}")
 
@@ -164,13 +171,23 @@ class SparseTensor(Tensor):
         return self._v
 
     def crow_indices(self):
-        """The compressed row indices of a CSR tensor."""
+        """The compressed row indices of a CSR or BSR tensor."""
         self._need(L.sparse_csr, "crow_indices")
         return self._crow
 
     def col_indices(self):
-        """The column indices of a CSR tensor."""
+        """The column (block) indices of a CSR or BSR tensor."""
         self._need(L.sparse_csr, "col_indices")
+        return self._col
+
+    def ccol_indices(self):
+        """The compressed column indices of a CSC or BSC tensor."""
+        self._need(L.sparse_csc, "ccol_indices")
+        return self._crow
+
+    def row_indices(self):
+        """The row (block) indices of a CSC or BSC tensor."""
+        self._need(L.sparse_csc, "row_indices")
         return self._col
 
     # ----- autograd ---------------------------------------------------------------------
@@ -265,7 +282,7 @@ class SparseTensor(Tensor):
         if self._layout is L.sparse_coo:
             out = coo(self._i, values, self._size, self._coalesced)
         else:
-            out = csr(self._crow, self._col, values, self._size)
+            out = compressed(self._layout, self._crow, self._col, values, self._size)
         out._pattern = self._pattern
         return out
 
@@ -278,8 +295,8 @@ class SparseTensor(Tensor):
             return self
         if self._layout is L.sparse_coo:
             return coo(self._i.to(values.device), values, self._size, self._coalesced)
-        return csr(self._crow.to(values.device), self._col.to(values.device), values,
-                   self._size)
+        return compressed(self._layout, self._crow.to(values.device),
+                          self._col.to(values.device), values, self._size)
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
         """The legacy type name (``ember.sparse.FloatTensor``), or this tensor cast."""
@@ -384,7 +401,8 @@ def _rebuild(layout, parts, values, size, requires_grad):
     if layout == "sparse_coo":
         out = coo(parts[0], values, size)
     else:
-        out = csr(parts[0], parts[1], values, size)
+        import ember
+        out = compressed(getattr(ember, layout), parts[0], parts[1], values, size)
     return out.requires_grad_() if requires_grad else out
 
 
@@ -416,11 +434,20 @@ def coo(indices, values, size, coalesced=False):
     return t
 
 
+def compressed(layout, compressed_indices, plain_indices, values, size):
+    """A compressed tensor (CSR, CSC, BSR, BSC) from checked parts (no copies, no checks)."""
+    t = _blank(layout, values, size)
+    t._crow, t._col = compressed_indices, plain_indices
+    return t
+
+
 def csr(crow, col, values, size):
     """A CSR tensor from checked parts (no copies, no checks)."""
-    t = _blank(L.sparse_csr, values, size)
-    t._crow, t._col = crow, col
-    return t
+    return compressed(L.sparse_csr, crow, col, values, size)
+
+
+# the accessors of CSR (CSC) tensors serve BSR (BSC) ones too
+_BLOCKED_TWIN = {L.sparse_csr: (L.sparse_bsr,), L.sparse_csc: (L.sparse_bsc,)}
 
 
 # ----- the public constructors -------------------------------------------------------------
@@ -511,82 +538,3 @@ def _check_coo_indices(indices, size):
         if hi >= size[d]:
             raise RuntimeError(f"size is inconsistent with indices: for dim {d}, size is "
                                f"{size[d]} but found index {hi}")
-
-
-def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None,
-                      device=None, pin_memory=False, requires_grad=False,
-                      check_invariants=None):
-    """A sparse CSR matrix from compressed row indices, column indices and values
-    (``torch.sparse_csr_tensor``); the size is inferred when not given."""
-    check_requires_grad(requires_grad, "sparse_csr_tensor", none_ok=False)
-    values = _as_tensor(values, dtype, device)
-    crow = _index_tensor(crow_indices, values.device)
-    col = _index_tensor(col_indices, values.device)
-    if crow.ndim != 1 or col.ndim != 1:
-        raise RuntimeError("ember has no batched CSR tensors: crow_indices and col_indices "
-                           "must be 1-D")
-    if values.ndim != 1:
-        raise RuntimeError("ember's CSR tensors hold 1-D values (no dense dimensions)")
-    if col.shape[0] != values.shape[0]:
-        raise RuntimeError(f"col_indices and values must have the same number of elements, "
-                           f"but got col_indices.numel() = {col.shape[0]}, values.numel() = "
-                           f"{values.shape[0]}")
-    if size is None:
-        n_cols = int(col.max()) + 1 if col.shape[0] else 0
-        size = (crow.shape[0] - 1, n_cols)
-    size = tuple(operator.index(s) for s in size)
-    if len(size) != 2:
-        raise RuntimeError(f"ember's CSR tensors are 2-D (no batches), but got size "
-                           f"{size}")
-    if check_invariants is not False:
-        _check_csr(crow, col, size)
-    if values.requires_grad and not requires_grad:
-        from ember.ops.conversion import _alias
-        values = _alias(values)
-    return _make_leaf(csr(crow, col, values, size), requires_grad)
-
-
-def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=None, *,
-                             dtype=None, layout=None, device=None, pin_memory=False,
-                             requires_grad=False, check_invariants=None):
-    """A sparse tensor in a compressed layout (``torch.sparse_compressed_tensor``): ember
-    has ``layout=ember.sparse_csr`` only, the same as ``sparse_csr_tensor``."""
-    check_requires_grad(requires_grad, "sparse_compressed_tensor", none_ok=False)
-    if layout is None or layout is L.strided or layout is L.sparse_coo:
-        got = "none" if layout is None else L.short_name(layout)
-        raise RuntimeError(f"sparse_compressed_tensor expected sparse compressed tensor layout "
-                           f"but got {got}")
-    if layout is not L.sparse_csr:
-        raise RuntimeError(f"ember has no {str(layout).split('.')[-1]} layout (of the "
-                           f"compressed sparse layouts it has sparse_csr only)")
-    return sparse_csr_tensor(compressed_indices, plain_indices, values, size, dtype=dtype,
-                             device=device, pin_memory=pin_memory,
-                             requires_grad=requires_grad, check_invariants=check_invariants)
-
-
-def _check_csr(crow, col, size):
-    n_rows, n_cols = size
-    if crow.shape[0] != n_rows + 1:
-        raise RuntimeError(f"crow_indices.shape[-1] must be equal to the number of rows + 1 "
-                           f"(={n_rows + 1}), but got {crow.shape[0]}")
-    ends = crow[[0, -1]].tolist()
-    if ends[0] != 0:
-        raise RuntimeError("`crow_indices[..., 0] == 0` is not satisfied.")
-    if ends[1] != col.shape[0]:
-        raise RuntimeError("`crow_indices[..., -1] == nnz` is not satisfied.")
-    if not col.shape[0]:
-        return
-    if bool((col < 0).any()) or bool((col >= n_cols).any()):
-        raise RuntimeError("`0 <= col_indices < ncols` is not satisfied.")
-    steps = crow.diff()
-    if bool((steps < 0).any()) or not _rows_sorted(crow, col, n_rows):
-        raise RuntimeError("`col_indices[..., crow_indices[..., i - 1]:crow_indices[..., i]] "
-                           "for all i = 1, ..., nrows are sorted and distinct along the last "
-                           "dimension values` is not satisfied.")
-
-
-def _rows_sorted(crow, col, n_rows):
-    import ember
-    rows = ember.repeat_interleave(ember.arange(n_rows, device=col.device), crow.diff())
-    key = rows * (int(col.max()) + 1) + col
-    return bool((key[1:] > key[:-1]).all())

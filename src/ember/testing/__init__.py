@@ -155,7 +155,8 @@ def _compare_one(actual, expected, rtol, atol, equal_nan, check_device, check_dt
 
 
 def _sparse(x):
-    return isinstance(x, Tensor) and (x.is_sparse or x.is_sparse_csr)
+    from ember.sparse._tensor import SparseTensor
+    return isinstance(x, SparseTensor)
 
 
 def _layouts_compared(actual, expected, check_layout, msg):
@@ -181,10 +182,11 @@ def _compare_sparse(actual, expected, rtol, atol, equal_nan, check_device, check
         actual, expected = actual.coalesce(), expected.coalesce()
         indices = [("indices", actual._indices(), expected._indices())]
         a_values, e_values = actual._values(), expected._values()
-    else:
-        name = "CSR"
-        indices = [("crow_indices", actual.crow_indices(), expected.crow_indices()),
-                   ("col_indices", actual.col_indices(), expected.col_indices())]
+    else:                           # CSR, CSC, BSR, BSC
+        from ember.sparse import _layouts
+        name = actual.layout.name[len("sparse_"):].upper()
+        indices = [(what, getattr(actual, what)(), getattr(expected, what)())
+                   for what in _layouts.index_names(actual.layout)]
         a_values, e_values = actual.values(), expected.values()
     if a_values.shape[0] != e_values.shape[0]:
         raise AssertionError(_fail(msg, f"The number of specified values in sparse {name} "
