@@ -12,7 +12,8 @@ __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel"
            "set_anomaly_enabled", "set_warn_always", "is_warn_always_enabled", "layout",
            "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
            "get_device_module", "is_storage", "get_num_interop_threads",
-           "set_num_interop_threads", "init_num_threads", "set_flush_denormal"]
+           "set_num_interop_threads", "init_num_threads", "set_flush_denormal",
+           "is_distributed", "get_file_path"]
 
 
 class layout:  # noqa: N801  (PyTorch's name)
@@ -71,6 +72,19 @@ def is_nonzero(input):
                            if input.numel() else
                            "Boolean value of Tensor with no values is ambiguous")
     return bool(input)              # under vmap: data-dependent control flow's error
+
+
+def is_distributed(input):
+    """Whether the tensor is a distributed one: never in ember (``Tensor.is_distributed``)."""
+    _require_tensor("is_distributed", input)
+    return input.is_distributed()
+
+
+def get_file_path(*path_components):
+    """``path_components`` joined onto the folder that holds the ember package."""
+    import os
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        *path_components)
 
 
 def is_inference(input):

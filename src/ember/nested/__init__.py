@@ -7,7 +7,7 @@ It is not an ``ember.Tensor``: ops other than those below are not defined on it.
 
 import ember
 
-__all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor"]
+__all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor", "narrow"]
 
 
 class NestedTensor:
@@ -227,3 +227,25 @@ def to_padded_tensor(input, padding, output_size=None):
     if extra:               # output_size[0] adds whole components of padding
         out = ember.nn.functional.pad(out, [0, 0] * len(target) + [0, extra], value=padding)
     return out
+
+
+def narrow(tensor, dim, start, length, layout=ember.strided):
+    """A nested tensor of ``tensor``'s slices ``start`` to ``start + length`` along dim 0
+    (the strided layout takes int bounds and dim 0 only)."""
+    if layout is not ember.strided:
+        raise NotImplementedError("ember.nested supports only layout=ember.strided")
+    if isinstance(start, ember.Tensor) or isinstance(length, ember.Tensor):
+        raise RuntimeError("start and length must be integers for the strided layout NT impl")
+    components = ember.unbind(tensor)
+    if dim != 0:
+        raise RuntimeError(f"narrow(): only dim=0 supported for nested tensors, but got: {dim}")
+    n = len(components)
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "
+                         f"{start})")
+    start = start + n if start < 0 else start
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative")
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return as_nested_tensor(list(components[start:start + length]))

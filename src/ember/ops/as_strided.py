@@ -368,4 +368,17 @@ Tensor.as_strided_scatter = _publish(_as_strided_scatter_method, "as_strided_sca
                                      as_strided_scatter, method=True)
 _publish(as_strided_, "as_strided_", as_strided)
 
-PUBLIC = {"as_strided_": as_strided_, "as_strided_copy": as_strided_copy}
+
+
+def slice_inverse(input, src, dim=0, start=None, end=None, step=1):
+    """The view of ``input``'s storage with ``src``'s geometry (sizes, strides, offset): the
+    inverse of slicing ``src`` out of a tensor, for which ``dim``, ``start``, ``end`` and
+    ``step`` are given but not needed."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"slice_inverse(): argument 'src' (position 2) must be Tensor, not "
+                        f"{type(src).__name__}")
+    return _as_strided(input, src.shape, src.stride(), src.storage_offset())
+
+
+PUBLIC = {"as_strided_": as_strided_, "as_strided_copy": as_strided_copy,
+          "slice_inverse": slice_inverse}

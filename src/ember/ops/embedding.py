@@ -317,6 +317,76 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     return rename_node(out, "EmbeddingBagBackward0")
 
 
+# --- torch.embedding_bag: the native form, with the kernel's bookkeeping outputs ---------------
+
+_BAG_MODES = ("sum", "mean", "max")
+
+
+def _check_native_bag_args(offsets, mode, per_sample_weights):
+    if not isinstance(offsets, ember.Tensor):
+        raise TypeError(f"embedding_bag(): argument 'offsets' (position 3) must be Tensor, not "
+                        f"{type(offsets).__name__}")
+    if offsets.ndim != 1:
+        raise RuntimeError(f"offsets has to be a 1D Tensor, but got Tensor of dimension "
+                           f"{offsets.ndim}")
+    if type(mode) is not int:
+        raise TypeError(f"embedding_bag(): argument 'mode' must be int, not "
+                        f"{type(mode).__name__}")
+    if mode not in (0, 1, 2):
+        raise RuntimeError("`mode` must be sum, mean, or max.")
+    if per_sample_weights is not None and mode != 0:
+        raise RuntimeError("embedding_bag: per_sample_weights only supported with mode='sum'")
+
+
+def _bag_bookkeeping(weight, out, indices, offsets, mode, include_last_offset, padding_idx):
+    """PyTorch's ``offset2bag``, ``bag_size`` and ``max_indices``: each position's bag (empty
+    for sum mode without padding), each bag's count of non-padding indices (zeros for sum
+    mode), and for max mode the weight row each maximum came from (for mean mode, the
+    counts again; for sum mode, zeros)."""
+    with no_grad():
+        n, b = indices.shape[0], out.shape[0]
+        starts = offsets[:-1] if include_last_offset else offsets
+        bumps = indices.new_zeros(n + 1).index_add(0, starts[1:], indices.new_ones(
+            starts[1:].shape))
+        offset2bag = bumps[:n].cumsum(0, dtype=indices.dtype)    # (int32 indices: int32)
+        if mode == 0:
+            empty = offset2bag.new_zeros(b)
+            return (offset2bag if padding_idx is not None else offset2bag[:0]), empty, empty
+        kept = indices.new_ones(n) if padding_idx is None else (indices != padding_idx).to(
+            indices.dtype)
+        valid = offset2bag < b      # (positions past the last bag belong to none)
+        bag_size = indices.new_zeros(b).index_add(0, offset2bag[valid], kept[valid])
+        if mode == 1:
+            return offset2bag, bag_size, bag_size.clone()
+        return offset2bag, bag_size, _max_rows(weight, indices, offset2bag, b, padding_idx)
+
+
+def _max_rows(weight, indices, offset2bag, b, padding_idx):
+    """For each bag and feature, the index of the weight row whose value max mode took (0
+    when the bag has no non-padding index)."""
+    valid = offset2bag < b
+    if padding_idx is not None:
+        valid = valid & (indices != padding_idx)
+    bag, ids = offset2bag[valid], indices[valid]
+    picked = _bag_argmax(weight.detach()[ids], bag, b)     # (an empty bag gets len(ids))
+    return ember.cat([ids, ids.new_zeros(1)])[picked]
+
+
+def native_embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0,
+                         sparse=False, per_sample_weights=None, include_last_offset=False,
+                         padding_idx=None):
+    """``torch.embedding_bag``: ``F.embedding_bag`` with ``mode`` as 0 (sum), 1 (mean) or
+    2 (max), returning (output, offset2bag, bag_size, max_indices)."""
+    _check_native_bag_args(offsets, mode, per_sample_weights)
+    flat = indices.reshape(-1)
+    out = embedding_bag(flat, weight, offsets, None, 2, scale_grad_by_freq, _BAG_MODES[mode],
+                        sparse, per_sample_weights, include_last_offset, padding_idx)
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight.shape[0]
+    return (out,) + _bag_bookkeeping(weight, out, flat, offsets, mode, include_last_offset,
+                                     padding_idx)
+
+
 # --- one_hot ----------------------------------------------------------------------------------
 
 @op("one_hot(input, num_classes=-1)", namespace="nn.functional", differentiable=False)
@@ -348,4 +418,5 @@ def embedding_renorm_(input, indices, max_norm, norm_type):
 
 ALIASES = {}
 FUNCTIONAL = {"embedding": functional_embedding, "embedding_bag": embedding_bag}
-PUBLIC = {"embedding_renorm_": embedding_renorm_}
+PUBLIC = {"embedding_renorm_": embedding_renorm_, "embedding_bag": native_embedding_bag}
+native_embedding_bag.__name__ = native_embedding_bag.__qualname__ = "embedding_bag"

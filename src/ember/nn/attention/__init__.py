@@ -11,8 +11,19 @@ import contextlib
 import enum
 
 from ember.backends import cuda as _cuda_switches
+# (importable from here as from PyTorch's module, where they are not in __all__ either)
+from ember.backends.cuda_sdpa import (SDPAParams, can_use_efficient_attention,  # noqa: F401
+                                      can_use_flash_attention)
+from ember.nn.attention._registry import (activate_flash_attention_impl,
+                                          current_flash_attention_impl,
+                                          list_flash_attention_impls,
+                                          register_flash_attention_impl,
+                                          restore_flash_attention_impl)
 
-__all__ = ["SDPBackend", "sdpa_kernel", "WARN_FOR_UNFUSED_KERNELS"]
+__all__ = ["SDPBackend", "sdpa_kernel", "WARN_FOR_UNFUSED_KERNELS",
+           "register_flash_attention_impl", "activate_flash_attention_impl",
+           "list_flash_attention_impls", "current_flash_attention_impl",
+           "restore_flash_attention_impl"]
 
 WARN_FOR_UNFUSED_KERNELS = False
 
