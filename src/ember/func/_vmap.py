@@ -2,9 +2,11 @@
 
 import contextlib
 import functools
+import threading
 
 from ember._tensor import Tensor
 from ember.func._batched import STATE, Level, is_batched_at, wrap
+from ember.ops._dispatch import ACTIVE_VMAPS
 from ember.utils._pytree import broadcast_prefix, tree_flatten, tree_unflatten
 
 __all__ = ["vmap"]
@@ -157,18 +159,29 @@ def _check_randomness():
         raise _Different
 
 
+_COUNT_LOCK = threading.Lock()
+
+
+def _count_vmaps(step):
+    """Count the vmaps running in all threads (see NOTE [Batched parameters])."""
+    with _COUNT_LOCK:
+        ACTIVE_VMAPS[0] += step
+
+
 def _flat_vmap(func, flat_args, spec, dims, size, out_dims, randomness, kwargs):
     STATE.counter += 1
     level = STATE.counter
     batched = [x if d is None else wrap(x.movedim(d, 0) if d else x, level)
                for x, d in zip(flat_args, dims)]
     STATE.levels.append(Level(level, size, randomness))
+    _count_vmaps(1)
     guard = _RandomGuard()
     try:
         with guard:
             out = func(*tree_unflatten(batched, spec), **kwargs)
     finally:
         STATE.levels.pop()
+        _count_vmaps(-1)
     return _unwrap_outputs(func, out, out_dims, level, size)
 
 

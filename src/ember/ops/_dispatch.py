@@ -19,12 +19,20 @@ from ember.ops._recording import _mark_view, _record
 from ember.ops._scalars import ROUNDED, checked_scalar, rounded_number
 from ember.overrides import is_plain as _plain_subclass
 
-__all__ = ["call", "RAW_OUTPUTS", "device_mismatch"]
+__all__ = ["call", "RAW_OUTPUTS", "device_mismatch", "ACTIVE_VMAPS"]
 
 _NDARRAY = np.ndarray
 _SCALARS = {int: int, float: float, bool: bool, complex: complex}
 _WRAP_INT = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,
                                    np.uint32, np.uint64)}
+
+
+# NOTE [Batched parameters]
+# A vmap BatchedTensor among a call's tensor inputs reaches vmap through _prepare's override;
+# one hidden in a parameter (x[i], index_put's indices, searchsorted's sorter, a tensor atol)
+# does not. While any vmap runs (the count, all threads together), a call whose inputs are
+# unbatched looks through its parameters too; with none running that costs one list read.
+ACTIVE_VMAPS = [0]
 
 
 class _Override(Exception):
@@ -55,6 +63,9 @@ def call(op, inputs, params, out=None):
     except MetaCall:
         from ember.ops._meta import meta_call
         return meta_call(op, inputs, params, out)
+    if ACTIVE_VMAPS[0] and params and has_batched(params):
+        from ember.func._batching import dispatch_params
+        return dispatch_params(op, inputs, params, out)
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
     args = params if casts is None or not op.dtype_params else params_in_dtype(op, params,
@@ -89,6 +100,18 @@ def call(op, inputs, params, out=None):
 
 
 RAW_OUTPUTS = object()      # call(..., out=RAW_OUTPUTS): every output, before ``namedtuple``
+
+
+def has_batched(params):
+    """Whether a vmap BatchedTensor is among ``params`` or inside their lists and tuples."""
+    from ember.func._batched import BatchedTensor
+    for p in params:
+        if type(p) is BatchedTensor:
+            return True
+        if type(p) is list or isinstance(p, tuple):
+            if has_batched(p):
+                return True
+    return False
 
 
 def _wrap(res, xp, casts):

@@ -43,7 +43,8 @@ __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
 def call_inplace(op, inputs, params):
     """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``)."""
-    from ember.ops._dispatch import _Override, _other_gpu, _prepare, params_in_dtype
+    from ember.ops._dispatch import (ACTIVE_VMAPS, _Override, _other_gpu, _prepare, has_batched,
+                                     params_in_dtype)
     self = inputs[0]
     if not isinstance(self, Tensor):
         raise TypeError(f"{op.name}_(): expected a Tensor, got {type(self).__name__}")
@@ -72,6 +73,9 @@ def call_inplace(op, inputs, params):
     except NotImplementedError:
         _check_promoted_cast(op, flat, self)    # PyTorch checks the cast before the kernel
         raise
+    if ACTIVE_VMAPS[0] and params and has_batched(params):   # NOTE [Batched parameters]
+        from ember.func._batching import dispatch_params
+        return dispatch_params(op, inputs, params, None, inplace=True)
     if op.view:
         return _inplace_view(op, self, params)
     if lengths is not None:

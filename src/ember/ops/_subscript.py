@@ -221,10 +221,6 @@ def getitem(self, key):
     if indices is None:
         return basic_view(self, basic)
     view = self if _is_trivial(basic) else basic_view(self, basic)
-    for k in indices:
-        if hasattr(k, "_level"):        # a vmap-batched index into an unbatched tensor
-            from ember.func._batched import with_levels_of
-            view = with_levels_of(view, k, copy=False)
     return call(_index, (view,), (indices,))
 
 

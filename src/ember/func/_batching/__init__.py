@@ -13,13 +13,18 @@ import warnings
 
 from ember._tensor import Tensor
 from ember.func._batched import STATE, BatchedTensor, is_batched_at, level_size, wrap
+from ember.ops._dispatch import RAW_OUTPUTS
 from ember.ops._registry import call
 from ember.overrides._protocol import op_arguments
 
-__all__ = ["RULES", "DECOMPOSE", "rule", "decompose", "dispatch", "inplace_copy"]
+__all__ = ["RULES", "DECOMPOSE", "rule", "decompose", "dispatch", "dispatch_params",
+           "handled_level", "inplace_copy"]
 
 RULES = {}
 DECOMPOSE = {}
+# the ops whose rules batch their parameters too (advanced indices); a call with a parameter
+# batched at the level being handled takes the loop for any other op's rule
+PARAM_RULES = frozenset({"_index", "index_put", "histogramdd"})
 _WARNED = set()
 
 
@@ -57,11 +62,42 @@ def dispatch(func, args, kwargs):
     if op is None:
         raise TypeError(f"vmap: {getattr(func, '__name__', func)} is not an ember op")
     args, params = op_arguments(op, args, kwargs)
-    level = max(x._level for x in _flat(op, args) if type(x) is BatchedTensor)
+    level = _top_level(op, args, params)
     if func is not op.function:
         return _inplace(op, args, params, level)
+    return _finish(op, _run(op, args, params, level), kwargs.get("out"))
+
+
+def dispatch_params(op, inputs, params, out, inplace=False):
+    """Run one op call whose only BatchedTensors are among its parameters (``x[i]`` with a
+    batched ``i``; see NOTE [Batched parameters] in ember/ops/_dispatch.py)."""
+    args = list(inputs)
+    level = _top_level(op, args, params)
+    if inplace:
+        return _inplace(op, args, params, level)
     result = _run(op, args, params, level)
-    out = kwargs.get("out")
+    if out is RAW_OUTPUTS:
+        return result if isinstance(result, tuple) else (result,)
+    return _finish(op, result, out)
+
+
+def _top_level(op, args, params):
+    """The highest vmap level among a call's inputs and parameters: handled first."""
+    return max(_levels_in(_flat(op, args)) + _levels_in(params))
+
+
+def _levels_in(values):
+    levels = []
+    for x in values:
+        if type(x) is BatchedTensor:
+            levels.append(x._level)
+        elif type(x) is list or isinstance(x, tuple):
+            levels.extend(_levels_in(x))
+    return levels
+
+
+def _finish(op, result, out):
+    """The result of a batched call as the op returns it: written to ``out``, or named."""
     if out is not None:
         targets = out if isinstance(out, (tuple, list)) else (out,)
         results = result if isinstance(result, tuple) else (result,)
@@ -99,13 +135,22 @@ def _run(op, args, params, level):
     values, flags = unwrap_args(args, level)
     res = NotImplemented
     r = RULES.get(op.name)
-    if r is not None:
+    if r is not None and (op.name in PARAM_RULES or level not in _levels_in(params)):
+        _HANDLED[0] = level
         res = r(op, values, flags, params, size)
     if res is NotImplemented:
         res = _loop(op, values, flags, params, size, level)
     if type(res) is tuple or (isinstance(res, tuple) and hasattr(res, "_fields")):
         return tuple(wrap(r, level) if isinstance(r, Tensor) else r for r in res)
     return wrap(res, level)
+
+
+_HANDLED = [None]       # the level of the rule running (read first thing: rules nest)
+
+
+def handled_level():
+    """The vmap level the running rule handles (for rules that batch their parameters)."""
+    return _HANDLED[0]
 
 
 def _select(x, flag, b):
@@ -165,9 +210,14 @@ def _inplace(op, args, params, level):
     if op.name in ELEMENTWISE and not op.seq_inputs:
         call_inplace(op, align(values, flags, size), params)
         return self
-    if op.name == "index_put" and not flags[1]:
+    if op.name == "index_put":
+        from ember.func._batching.advanced_index import batched_put
         from ember.func._batching.shape import batched_indices
-        indices = batched_indices(params[0])
+        batched = batched_put(values, flags, params, size, level)
+        if batched is not None:         # per-example indices
+            call_inplace(op, *batched)
+            return self
+        indices = None if flags[1] else batched_indices(params[0], level)
         if indices is not None:
             call_inplace(op, values, (indices, params[1]))
             return self
@@ -267,3 +317,4 @@ def inplace_copy(self, src, name="inplace arithmetic"):
 from ember.func._batching import (elementwise, linalg, nn, products,  # noqa: E402,F401
                                   reductions, shape)
 from ember.func._batching import indexing  # noqa: E402,F401  (after shape: wraps its rules)
+from ember.func._batching import advanced_index  # noqa: E402,F401  (after shape, likewise)

@@ -112,8 +112,23 @@ rule("diagonal")(_dim_rule(dims=("dim1", "dim2")))
 rule("diag_embed")(_dim_rule(dims=("dim1", "dim2"), extra=1))
 rule("unsqueeze")(_dim_rule(extra=1))
 rule("stack")(_dim_rule(extra=1, expand=True))
-rule("cat", "diff", "gather", "_take_along_dim", "scatter", "scatter_add", "scatter_reduce",
+rule("diff", "gather", "_take_along_dim", "scatter", "scatter_add", "scatter_reduce",
      "take_along_dim", "cross", "linalg.cross")(_dim_rule(expand=True))
+_join_along_dim = _dim_rule(expand=True)
+
+
+@rule("cat")
+def _cat(op, args, flags, params, size):
+    """cat skips 1-D empty examples beside others, as it skips such tensors: each goes in
+    as one unbatched 1-D empty tensor (which still takes part in dtype promotion)."""
+    tensors, batched = args[0], flags[0]
+    legacy = [tuple(t.shape[1:] if f else t.shape) == (0,) for t, f in zip(tensors, batched)]
+    if all(legacy) or not any(legacy):
+        return _join_along_dim(op, args, flags, params, size)
+    values = [t.reshape(0) if skip else t if f else expand_unbatched(t, size)
+              for t, f, skip in zip(tensors, batched, legacy)]
+    ndim = next(v.ndim for v, skip in zip(values, legacy) if not skip) - 1
+    return call(op, [values], (shift_dim(params[0], ndim),))
 
 
 _roll_along_dims = _dim_rule(dims=("dims",))

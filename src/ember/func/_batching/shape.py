@@ -3,7 +3,7 @@
 import math
 
 import ember
-from ember.func._batching import rule
+from ember.func._batching import handled_level, rule
 from ember.func._batching.elementwise import _elementwise, align
 from ember.func._batching.reductions import expand_unbatched
 from ember.ops._registry import call
@@ -76,14 +76,14 @@ def _basic_view(op, args, flags, params, size):
     return call(op, args, ((_FULL,) + tuple(params[0]),))
 
 
-def batched_indices(indices):
+def batched_indices(indices, level):
     """Advanced indices for a value (a full slice over the batch dim first), or None when
-    that would move dims: indices that are batched, or not next to each other."""
+    that would move dims: indices batched at ``level``, or not next to each other."""
     from ember._tensor import Tensor
-    from ember.func._batched import BatchedTensor
+    from ember.func._batched import is_batched_at
     from ember.ops.indexing import SubscriptIndices
     used = [i for i, k in enumerate(indices) if k is not None]
-    if any(type(k) is BatchedTensor for k in indices) or \
+    if any(is_batched_at(k, level) for k in indices) or \
             used and used[-1] - used[0] + 1 != len(used):
         return None
     if any(isinstance(k, Tensor) and k.dtype.is_floating_point for k in indices):
@@ -116,7 +116,7 @@ def _advanced_index(op, args, flags, params, size):
     from ember.func._batched import BatchedTensor
     if any(type(k) is BatchedTensor and k.dtype in (bool_, uint8) for k in params[0]):
         raise RuntimeError(_BOOL_MASK)
-    indices = batched_indices(params[0])
+    indices = batched_indices(params[0], handled_level())
     if indices is None:
         return NotImplemented
     return call(op, args, (indices,))
@@ -318,7 +318,7 @@ def _region_ndim(x_ndim, indices):
 def _index_put(op, args, flags, params, size):
     (x, values), (fx, fv) = args, flags
     indices, accumulate = params
-    batched = batched_indices(indices)
+    batched = batched_indices(indices, handled_level())
     region = _region_ndim(x.ndim - fx, indices)
     if batched is None or region is None:
         return NotImplemented
