@@ -1,13 +1,14 @@
 """Dimension arguments: wrapping negative dims and validating dim lists, as PyTorch does."""
 
 import operator
-import sys
 
 import numpy as np
 
+from ember.ops._call_site import call_site
+
 __all__ = ["wrap_dim", "wrap_dim_of_sized", "reduction_dims", "int_param", "int_sequence",
            "invalid_combination", "check_overloaded_dims", "is_index", "int_error", "type_name",
-           "unpack_error"]
+           "unpack_error", "given_count"]
 
 
 def wrap_dim(dim, ndim, arg=None):
@@ -65,11 +66,15 @@ def _sequence_error(value, arg):
     parser's type check), a bad later one (its unpacking)."""
     if not isinstance(value, (tuple, list)):
         return f"{_argument(arg)} must be tuple of ints, not {type_name(value)}"
-    pos, bad = next((i, v) for i, v in enumerate(value) if not is_index(v))
+    pos, bad = _first_non_int(value)
+    if pos == 0 and _by_keyword(arg):       # the keyword form names the sequence's type
+        return f"{_argument(arg)} must be tuple of ints, not {type_name(value)}"
     if pos == 0:
         return (f"{_argument(arg)} must be tuple of ints, but found element of type "
                 f"{type_name(bad)} at pos 0")
-    return unpack_error(f"{arg[0]}(): argument '{arg[1]}'", pos + 1, bad)
+    arg = _resolved(arg, call_site()) or ("", "dim")
+    where = f"{arg[0]}(): argument '{arg[1]}'" if arg[0] else "argument 'dim'"
+    return unpack_error(where, pos + 1, bad)
 
 
 def unpack_error(where, pos, bad):
@@ -81,28 +86,50 @@ def unpack_error(where, pos, bad):
 
 def invalid_combination(op, given, kind=None):
     """PyTorch's TypeError when no overload of ``op`` takes the arguments (its first line):
-    ``given`` are the arguments after the tensor (keywords counted as positionals); ``kind``
-    overrides the entry point's ("function" where PyTorch's method calls the function)."""
-    kind = kind or _entry_kind()
-    names = [] if kind in ("method", "inplace") else ["Tensor"]
-    names += [type_name(v) for v in given]
+    ``given`` are the arguments after the tensor as if passed by position, for a call that
+    passed none by keyword; ``kind`` overrides the entry point's ("function" where PyTorch's
+    method calls the function, which then sees no keywords)."""
+    site = None if kind else call_site()
+    if site is not None and site.keywords:      # see NOTE [Keyword arguments in TypeErrors]
+        kind, got = site.kind, site.got()
+    else:
+        kind = kind or (site and site.kind)
+        names = [] if kind in ("method", "inplace") else ["Tensor"]
+        got = ", ".join(names + [type_name(v) for v in given])
     op += "_" if kind == "inplace" else ""
     return TypeError(f"{op}() received an invalid combination of arguments - got "
-                     f"({', '.join(names)}), but expected one of:")
+                     f"({got}), but expected one of:")
 
 
-def check_overloaded_dims(dim, op, given, name="dim"):
+def check_overloaded_dims(dim, op, given, name="dim", alone=False):
     """Raise PyTorch's error for a bad ``dim`` of an op overloaded on it (an int, a tuple of
     ints, names): an "invalid combination" when no overload takes its type or its first
     element, an unpacking error for a later element; ``given`` as for
-    ``invalid_combination``. Call it on the error path only."""
+    ``invalid_combination``. ``alone``: the "invalid combination" only when ``dim`` is the
+    one argument given (``sum``: PyTorch names the int[] otherwise). Call it on the error
+    path only."""
     if isinstance(dim, (tuple, list)):
         no_overload = bool(dim) and not is_index(dim[0])
     else:
         no_overload = not is_index(dim)
+    if no_overload and alone and given_count(given) > 1:
+        raise TypeError(_sequence_error(dim, (op, name, 1)))
     if no_overload:
         raise invalid_combination(op, given)
     int_sequence(dim, (op, name, 1))
+
+
+def _by_keyword(arg):
+    """Whether the argument ``arg`` names (as in ``wrap_dim``) came by keyword."""
+    site = call_site()
+    return site is not None and site.passed_by_keyword("dim" if arg is None else arg[1])
+
+
+def given_count(given):
+    """How many arguments the running public call gave besides the tensor."""
+    site = call_site()
+    count = None if site is None else site.given_count()
+    return len(given) if count is None else count
 
 
 def is_index(value):
@@ -150,49 +177,65 @@ def type_name(value):
 def _argument(arg):
     """How PyTorch's parser names a dim argument: ``op(): argument 'dim' (position 1)`` in
     the method form, one position further on in the function form (the tensor comes first),
-    ``op_()`` in the in-place form. A fourth item names the form (plain methods such as
-    ``Tensor.size``, which are no registry entry points)."""
+    ``op_()`` in the in-place form, no position when passed by keyword. A fourth item names
+    the form (plain methods such as ``Tensor.size``, which are no registry entry points);
+    None, a dim a helper checks, names the entry point's ``dim`` where it has one."""
+    site = call_site()          # the frames are only looked at on this error path
+    arg = _resolved(arg, site)
     if arg is None:
         return "argument 'dim'"
     op, name, position = arg[:3]
     if position is None:
         return f"{op}(): argument '{name}'"
-    kind = arg[3] if len(arg) > 3 else _entry_kind()
+    kind = arg[3] if len(arg) > 3 else site and site.kind
     if kind == "inplace":
         op += "_"
-    elif kind != "method":
+    if site is not None and site.passed_by_keyword(name):
+        return f"{op}(): argument '{name}'"     # see NOTE [Keyword arguments in TypeErrors]
+    if kind not in ("method", "inplace"):
         position += 1
     return f"{op}(): argument '{name}' (position {position})"
 
 
-def _entry_kind():
-    """The kind of public entry point the registry call running now came through (the
-    frames are only looked at on this error path)."""
-    from ember.ops._entry_points import ENTRY_KINDS
-    frame = sys._getframe(2)
-    while frame is not None:
-        kind = ENTRY_KINDS.get(frame.f_code)
-        if kind is not None:
-            return kind
-        frame = frame.f_back
-    return None
+def _resolved(arg, site):
+    """``arg``; for None (a dim a helper checks), the dim of the entry point ``site``, when
+    it has one."""
+    if arg is not None or site is None:
+        return arg
+    position = site.position("dim")
+    return None if position is None else (site.name, "dim", position)
 
 
 def reduction_dims(dim, ndim):
     """The sorted tuple of dims a reduction covers: all of them when ``dim`` is None or ()."""
     if dim is None:
         return tuple(range(ndim))
-    if isinstance(dim, (tuple, list)):
-        if len(dim) == 0:
-            return tuple(range(ndim))
-        # the parser checks the first element's type only: later bools read as ints
-        dims = [wrap_dim(int(d) if i and type(d) is bool else d, ndim)
-                for i, d in enumerate(dim)]
-        seen = set()
-        for d in dims:
-            if d in seen:
-                raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
-            seen.add(d)
-        return tuple(sorted(dims)) if ndim else ()
-    d = wrap_dim(dim, ndim)
-    return (d,) if ndim else ()
+    try:
+        if isinstance(dim, (tuple, list)):
+            if len(dim) == 0:
+                return tuple(range(ndim))
+            # the parser checks the first element's type only: later bools read as ints
+            dims = [wrap_dim(int(d) if i and type(d) is bool else d, ndim)
+                    for i, d in enumerate(dim)]
+            seen = set()
+            for d in dims:
+                if d in seen:
+                    raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+                seen.add(d)
+            return tuple(sorted(dims)) if ndim else ()
+        d = wrap_dim(dim, ndim)
+        return (d,) if ndim else ()
+    except TypeError:           # PyTorch's words for an int[] (no cost when nothing raises)
+        if _first_non_int(dim) is None:
+            raise
+        raise TypeError(_sequence_error(dim, None)) from None
+
+
+def _first_non_int(value):
+    """(position, element) of the first element of the sequence ``value`` PyTorch's parser
+    refuses as an int (it reads later bools as ints), (None, value) for a non-sequence that
+    is no int, or None."""
+    if not isinstance(value, (tuple, list)):
+        return None if is_index(value) else (None, value)
+    return next(((i, v) for i, v in enumerate(value)
+                 if not is_index(v) and not (i and type(v) is bool)), None)

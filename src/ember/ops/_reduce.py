@@ -230,6 +230,18 @@ def _(grad, g, index, dim, shape):
     return _take_along_dim(grad, index, dim), None
 
 
+def _refuse_dim(name, dim, overloaded):
+    """PyTorch's TypeError for a ``dim`` of ``max``/``median`` & co that is no int, if it is
+    none: an "invalid combination" for an op ``overloaded`` on it (``max(x, tensor)``) given
+    ``dim`` alone."""
+    from ember.ops._dims import given_count, int_error, invalid_combination, is_index
+    if is_index(dim):
+        return
+    if overloaded and given_count((dim,)) == 1:
+        raise invalid_combination(name, (dim,))
+    raise int_error(dim, (name, "dim", 1))
+
+
 def with_optional_dim(name, whole, along, pairwise=None):
     """The public ``max``/``median``-style function: ``whole`` without ``dim``, the named
     tuple op ``along`` with it, and (``max``/``min``) the ``pairwise`` op for a tensor."""
@@ -252,9 +264,15 @@ def with_optional_dim(name, whole, along, pairwise=None):
             if keepdim:
                 raise TypeError(f"{name}(): argument 'keepdim' needs a 'dim'")
             return whole.function(input, out=out)
-        return along.function(input, dim, keepdim, out=out)
+        try:
+            return along.function(input, dim, keepdim, out=out)
+        except TypeError:
+            _refuse_dim(name, dim, pairwise is not None)
+            raise
     function.__name__ = function.__qualname__ = name
     function.__module__ = "ember"
+    # a code of its own: an error path tells max from min by its frame (ops/_call_site.py)
+    function.__code__ = function.__code__.replace(co_name=name, co_qualname=name)
     what = f"{name}imum" if pairwise else name
     function.__doc__ = (f"The {what} of all elements; with ``dim``, the named tuple (values, "
                         f"indices) along it" + (f"; with a tensor ``other``, ``{pairwise}``."

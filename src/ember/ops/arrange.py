@@ -4,7 +4,7 @@ diagflat, type_as (compositions), and block_diag (an op).
 
 from ember._creation import empty
 from ember._tensor import Tensor
-from ember.ops._dims import invalid_combination, is_index, wrap_dim
+from ember.ops._dims import int_param, int_sequence, invalid_combination, is_index, wrap_dim
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
@@ -41,10 +41,8 @@ def rot90(input, k=1, dims=(0, 1)):
     """A copy rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
     towards the second."""
     _tensor_arg(input, "rot90")
-    k = int_arg(k, "rot90", "k", 2)
-    if not isinstance(dims, (tuple, list)):
-        raise TypeError(f"rot90(): argument 'dims' (position 3) must be tuple of ints, not "
-                        f"{type(dims).__name__}")
+    k = int_param(k, ("rot90", "k", 1))
+    dims = int_sequence(dims, ("rot90", "dims", 2), scalar=False)
     if len(dims) != 2:
         raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
     if input.ndim < 2:
@@ -198,7 +196,7 @@ def _block_diag(*tensors):
 def diagflat(input, offset=0):
     """The matrix with the flattened ``input`` on diagonal ``offset``."""
     _tensor_arg(input, "diagflat")
-    return diag(input.reshape(-1), int_arg(offset, "diagflat", "offset", 2))
+    return diag(input.reshape(-1), int_param(offset, ("diagflat", "offset", 1)))
 
 
 def type_as(self, other):

@@ -49,7 +49,7 @@ NORM = Policy("norm", _norm_rule)
 def _refuse_dims(name, dim, keepdim):
     """Raise PyTorch's TypeError for a ``dim`` of ``name`` that ``reduction_dims`` refused
     (from within its ``except``, whose error stands when the parser's words don't apply)."""
-    check_overloaded_dims(dim, name, (dim, True) if keepdim else (dim,))
+    check_overloaded_dims(dim, name, (dim, True) if keepdim else (dim,), alone=True)
     raise
 
 

@@ -1,0 +1,224 @@
+"""How the public call being refused was made: which arguments came by keyword.
+
+NOTE [Keyword arguments in TypeErrors]: PyTorch's parser words a bad argument passed by
+keyword without its position ("sum(): argument 'dim' must be tuple of ints") and lists
+keywords by name in its "invalid combination" message ("got (Tensor, dim=str)"). Python's
+binding forgets how each argument came, and asking the entry points to remember would cost
+every valid call. So only the error path looks: it finds the entry point's frame (a generated
+function of the registry, or a hand-written public function) and reads the call that made it
+from the caller's bytecode (``CALL`` with its keyword names), or from the ``args``/``kwargs``
+of the guard frame that ember.overrides puts around hand-written functions. When neither
+tells (``f(**kwargs)``, a call from C), the message keeps its positional wording.
+"""
+
+import dis
+import sys
+import types
+
+from ember.ops._arg_aliases import _ALIASES, _OP_ALIASES
+
+__all__ = ["CallSite", "call_site"]
+
+_ALIAS_OF = {}              # a parameter name -> the other names PyTorch takes for it
+for _param, _alias in _ALIASES + tuple(p for pairs in _OP_ALIASES.values() for p in pairs):
+    _ALIAS_OF.setdefault(_param, set()).add(_alias)
+
+
+class CallSite:
+    """The entry point's ``kind`` and ``frame``, the values passed by position (``self``
+    included) and the names passed by keyword (None where the call cannot be read)."""
+
+    __slots__ = ("kind", "frame", "positional", "keywords")
+
+    def __init__(self, kind, frame, positional, keywords):
+        self.kind, self.frame = kind, frame
+        self.positional, self.keywords = positional, keywords
+
+    @property
+    def name(self):
+        """The entry point's public name (no in-place underscore)."""
+        return _name(self.frame, self.kind)
+
+    def position(self, name):
+        """The position of the parameter ``name`` in the method form (the tensor is 0), or
+        None when the entry point has no such parameter."""
+        code = self.frame.f_code
+        params = code.co_varnames[:code.co_argcount]
+        return params.index(name) if name in params else None
+
+    def given_count(self):
+        """How many arguments the call gave besides the tensor (None: unknown)."""
+        if self.keywords is None:
+            return None
+        return len(self.positional) + len(self.keywords) - 1
+
+    def passed_by_keyword(self, name):
+        """Whether the argument ``name`` (or another name PyTorch takes for it) came by
+        keyword."""
+        if not self.keywords:
+            return False
+        return name in self.keywords or not _ALIAS_OF.get(name, set()).isdisjoint(self.keywords)
+
+    def got(self):
+        """PyTorch's list of the given argument types: ``Tensor, dim=str`` (after the tensor
+        in a method); keywords last, in reverse order, each followed by ", " when no
+        positional argument is listed (PyTorch's quirk)."""
+        from ember.ops._dims import type_name
+        values = self.positional[1:] if self.kind in ("method", "inplace") else self.positional
+        names = [type_name(v) for v in values]
+        keywords = [f"{k}={type_name(self.frame.f_locals[k])}" for k in reversed(self.keywords)]
+        if names:
+            return ", ".join(names + keywords)
+        return "".join(k + ", " for k in keywords)
+
+
+def call_site(kind=None):
+    """The CallSite of the public entry point the running code was called through (the
+    nearest on the stack), or None; ``kind`` overrides the one found."""
+    found = _next_entry(sys._getframe(1))
+    if found is None:
+        return None
+    outer = _next_entry(found[0].f_back)
+    if outer is not None and outer[0].f_code in _native() and _name(*outer) == _name(*found):
+        found = outer            # ember.cat, hand-written around the op cat, is native in torch
+    frame, kind = found[0], kind or found[1]
+    positional, keywords = _read_call(frame, kind)
+    site = CallSite(kind, frame, positional, keywords)
+    if kind == "method" and keywords and site.name in _PYTHON_METHODS:
+        site.keywords = ()      # PyTorch's Python method passes them on by position
+    return site
+
+
+# Tensor methods PyTorch writes in Python (torch/_tensor.py), which call the native function
+# with every argument by position
+_PYTHON_METHODS = frozenset(("unflatten", "split", "norm", "unique", "unique_consecutive",
+                             "stft", "istft", "lu"))
+
+
+def _next_entry(frame):
+    """(frame, kind) of the first public entry point from ``frame`` up, or None."""
+    while frame is not None:
+        kind = _entry_kind_of(frame)
+        if kind is not None and not _is_private(_name(frame, kind)):
+            return frame, kind
+        frame = frame.f_back
+    return None
+
+
+def _name(frame, kind):
+    """The public name of the entry point running in ``frame`` (no in-place underscore)."""
+    code = frame.f_code
+    name = _hand_written().get(code, (None, code.co_name))[1]
+    return name[:-1] if kind == "inplace" else name
+
+
+def _is_private(name):
+    """Whether ``name`` is an internal op's (``_max_dim``): the public function that called
+    it is the one the user called."""
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _entry_kind_of(frame):
+    from ember.ops._entry_points import ENTRY_KINDS
+    kind = ENTRY_KINDS.get(frame.f_code)
+    if kind is not None:
+        return kind
+    kind = _hand_written().get(frame.f_code, (None,))[0]
+    if kind == "dual":          # ember.<name> and Tensor.<name>: its guard tells them apart
+        return "function" if _is_guard(frame.f_back) else "method"
+    return kind
+
+
+def _is_guard(frame):
+    from ember._warn import HIDDEN
+    return frame is not None and frame.f_code in HIDDEN and "kwargs" in frame.f_code.co_varnames
+
+
+def _read_call(frame, kind):
+    """(values passed by position, names passed by keyword) of the call that made ``frame``,
+    or ((), None)."""
+    caller = frame.f_back
+    if caller is None:
+        return (), None
+    if _is_guard(caller):
+        local = caller.f_locals
+        args = local.get("args", ())
+        if "self" in local:     # a method's guard
+            args = (local["self"], *args)
+        return tuple(args), tuple(local.get("kwargs", {}))
+    read = _call_instruction(caller)
+    if read is None:
+        return (), None
+    argc, keywords = read
+    code = frame.f_code
+    params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    if not set(keywords) <= set(params):    # not the call that made the frame
+        return (), None
+    count = argc - len(keywords) + (kind in ("method", "inplace"))
+    count = min([count, code.co_argcount] + [params.index(k) for k in keywords])
+    local = frame.f_locals
+    values = [local[p] for p in params[:count]]
+    if code.co_flags & 0x04:    # CO_VARARGS: the generated x.view(*_args, size=...)
+        values += local[code.co_varnames[code.co_argcount + code.co_kwonlyargcount]]
+    return tuple(values), keywords
+
+
+def _call_instruction(frame):
+    """(argument count, keyword names) of the CALL ``frame`` is executing, or None."""
+    instructions = [i for i in dis.get_instructions(frame.f_code) if i.opname != "PRECALL"]
+    before = [i for i in instructions if i.offset <= frame.f_lasti]
+    if len(before) < 2 or before[-1].opname not in ("CALL", "CALL_KW"):
+        return None
+    call, previous = before[-1], before[-2]
+    keywords = ()
+    if previous.opname == "KW_NAMES":           # Python 3.11, 3.12
+        keywords = frame.f_code.co_consts[previous.arg]
+    elif call.opname == "CALL_KW":              # Python 3.13 on
+        keywords = previous.argval
+        if not isinstance(keywords, tuple):
+            return None
+    return call.arg, tuple(keywords)
+
+
+_HAND_WRITTEN = None        # code of each hand-written public function -> (kind, name)
+_NATIVE = None              # the codes of those PyTorch writes in C++ (its parser's words)
+
+
+def _native():
+    global _NATIVE
+    if _NATIVE is None:
+        import ember
+        from ember.overrides._guards import _NATIVE as native_names
+        guards = (getattr(ember, n, None) for n in native_names[""])
+        _NATIVE = {g.__wrapped__.__code__ for g in guards if hasattr(g, "__wrapped__")}
+    return _NATIVE
+
+
+def _hand_written():
+    global _HAND_WRITTEN
+    if _HAND_WRITTEN is None:
+        _HAND_WRITTEN = _collect_hand_written()
+    return _HAND_WRITTEN
+
+
+def _collect_hand_written():
+    """The hand-written public functions' codes, with their kinds, "method" (Tensor's only),
+    "function", or "dual" (one function both, behind a guard in its namespace), and names."""
+    from ember.overrides._catalog import NAMESPACES, namespace_object
+    kinds, names = {}, {}
+    for namespace in NAMESPACES:
+        is_method = namespace == "Tensor"
+        for value in list(vars(namespace_object(namespace)).values()):
+            guarded = getattr(value, "_ember_guarded", False)
+            value = getattr(value, "__wrapped__", value) if guarded else value
+            if not isinstance(value, types.FunctionType) or \
+                    not value.__module__.startswith("ember"):
+                continue
+            kind = "method" if is_method else ("guarded" if guarded else "function")
+            if names.setdefault(value.__code__, value.__name__) != value.__name__:
+                names[value.__code__] = value.__code__.co_name    # closures sharing a code
+            previous = kinds.setdefault(value.__code__, kind)
+            if previous != kind:
+                kinds[value.__code__] = "dual" if "guarded" in (previous, kind) else "function"
+    return {code: ("function" if kind == "guarded" else kind, names[code])
+            for code, kind in kinds.items()}
