@@ -23,6 +23,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import carries_gradient
 from ember.backend import xp_of
+from ember.backend.cpu_kernels import one_blas_thread
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
 
@@ -268,10 +269,13 @@ def _batch_norm_backward(g, x, w, b, mean, invstd, training):
     if need_x:
         scale = _plane(xp, a, lanes)
         if training and n:
-            gx = xc                     # a fresh array: finished in place
-            gx *= _plane(xp, a * invstd * invstd * s1 * (-1 / n), lanes)
-            gx += _plane(xp, a * s0 * (-1 / n), lanes)
-            gx += g3 * scale
+            # (g + xc * B/A + C/A) * A, finished in place: no second array of the input's
+            # size (a fresh one costs twice an in-place pass: it is not in cache)
+            gx = xc
+            gx *= _plane(xp, invstd * invstd * s1 * (-1 / n), lanes)
+            gx += _plane(xp, s0 * (-1 / n), lanes)
+            gx += g3
+            gx *= scale
         else:
             gx = g3 * scale
         gx = _make(gx.reshape(x.shape))
@@ -326,17 +330,58 @@ def _size_text(shape):
 # --- layer norm and group norm: normalize over the trailing dims of a reshaped input ----------
 
 def _last_axis_stats(xp, x2, eps):
-    """Centered ``x2``, and mean and invstd over its last axis, kept as a size-1 axis."""
+    """Centered ``x2`` (rows of any leading shape), and mean and invstd over its last axis,
+    kept as a size-1 axis."""
     k = x2.shape[-1]
     if not k:
         mean = xp.zeros(x2.shape[:-1] + (1,), x2.dtype)
         return x2 - mean, mean, 1 / xp.sqrt(mean + eps)
+    rows = x2.reshape(-1, k)
     # means as matrix-vector products: several times faster than mean() over a short axis
+    # (on one BLAS thread: OpenBLAS's threads cost milliseconds on a busy machine, 20x the
+    # product of a 512x1024 input)
     avg = xp.full(k, 1 / k, x2.dtype)
-    mean = (x2 @ avg)[..., None]
-    xc = x2 - mean
-    var = ((xc * xc) @ avg)[..., None]
-    return xc, mean, 1 / xp.sqrt(var + eps)
+    with one_blas_thread(xp):
+        mean = rows @ avg
+        xc = _minus_rows(xp, rows, mean)
+        var = (xc * xc) @ avg
+    lead = x2.shape[:-1] + (1,)
+    return xc.reshape(x2.shape), mean.reshape(lead), (1 / xp.sqrt(var + eps)).reshape(lead)
+
+
+_PLANE_MAX = 1 << 17
+
+
+def _spread(xp, shape, col=None, row=None):
+    """``col[:, None] * row`` (a missing vector counts as ones) as an operand of an array of
+    ``shape`` (len(col), len(row)): a fresh contiguous plane of exact products when it is
+    small, else the broadcasting operand (the product taken for two vectors).
+
+    NumPy runs an operation whose operand broadcasts along a row or a column two to three
+    times slower than one on two arrays of the same shape; a matrix product of inner size 2
+    (the second term zero) writes the plane about as fast as one such operation. (Inner size
+    1 takes NumPy's slow non-BLAS loop.) Only up to 2**17 products, where OpenBLAS runs it
+    on one thread: its threads cost milliseconds on a busy machine, and larger planes no
+    longer pay off."""
+    rows, lanes = shape
+    if xp is not np or rows * lanes > _PLANE_MAX:
+        if col is None:
+            return row
+        return col[:, None] if row is None else col[:, None] * row
+    dtype = (row if col is None else col).dtype
+    left = xp.zeros((rows, 2), dtype)
+    left[:, 0] = 1 if col is None else col
+    right = xp.zeros((2, lanes), dtype)
+    right[0] = 1 if row is None else row
+    return left @ right
+
+
+def _minus_rows(xp, rows, col):
+    """``rows - col[:, None]``, in place on a fresh plane when _spread gives one."""
+    spread = _spread(xp, rows.shape, col)
+    if spread.shape == rows.shape:
+        return xp.subtract(rows, spread, out=spread)
+    return rows - spread
 
 
 def check_normalized_shape(x, normalized_shape, w, b, batch_dims="*, "):
@@ -370,13 +415,14 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     x = xp.ascontiguousarray(_float_input(x, "LayerNormKernelImpl"))    # as PyTorch's, and
     lead = x.shape[:x.ndim - len(ns)]                                   # row-major out
     k = math.prod(ns)
-    xc, mean, invstd = _last_axis_stats(xp, x.reshape(lead + (k,)), eps)
-    out = xc                            # a fresh array: normalized in place
-    out *= invstd
-    if w is not None:
-        out *= _vector(w, x.dtype).reshape(k)
+    xc, mean, invstd = _last_axis_stats(xp, x.reshape(math.prod(lead), k), eps)
+    # out = xc * (invstd * w) + b, the products with the broadcast vectors taken on
+    # planes of _spread (see there)
+    w = xp.ones(k, x.dtype) if w is None else _vector(w, x.dtype).reshape(k)
+    out = _spread(xp, xc.shape, invstd.reshape(-1), w)     # a fresh array either way
+    out *= xc
     if b is not None:
-        out += _vector(b, x.dtype).reshape(k)
+        out += _spread(xp, xc.shape, row=_vector(b, x.dtype).reshape(k))
     out = out.reshape(x.shape)
     stats = lead + (1,) * len(ns)
     return (out.astype(dtype, copy=False), mean.reshape(stats).astype(dtype, copy=False),
@@ -418,26 +464,32 @@ def _layer_norm_backward(gy, x, w, b, mean, invstd, k):
     that reach the saved statistics are zero here."""
     # with g = gy * w and xc = x - mean: gx = invstd * g + xc * B + C per row, where
     # B = -invstd^3 * mean(g * xc) and C = -invstd * mean(g); the means as products with
-    # w / k. Five broadcasts along rows or columns (each costs twice a plain product on
-    # short rows), not the six of forming xhat first; xc stays exact for a large mean.
+    # w / k, every broadcast vector spread by _spread. xc stays exact for a
+    # large mean.
     xp = xp_of(gy)
-    gy = gy.reshape(-1, k)
-    invstd = invstd.reshape(-1, 1)
-    xc = x._data.reshape(-1, k) - mean.reshape(-1, 1)
+    with one_blas_thread(xp):           # see _last_axis_stats
+        return _layer_norm_backward_rows(xp, gy.reshape(-1, k), x, w, b, mean.reshape(-1),
+                                         invstd.reshape(-1), k)
+
+
+def _layer_norm_backward_rows(xp, gy, x, w, b, mean, invstd, k):
+    """_layer_norm_backward on (rows, k) arrays."""
+    xc = _minus_rows(xp, x._data.reshape(-1, k), mean)
     gy_xc = gy * xc
     gx = gw = gb = None
     if w is not None and w.requires_grad:       # sum over rows of gy * xhat
-        gw = _make((invstd.reshape(-1) @ gy_xc).reshape(w.shape))
+        gw = _make((invstd @ gy_xc).reshape(w.shape))
     if b is not None and b.requires_grad:
         gb = _make((xp.ones(gy.shape[0], gy.dtype) @ gy).reshape(b.shape))
     if x.requires_grad:
-        avg = xp.full(k, 1 / k, gy.dtype) if w is None else w._data.reshape(k) * (1 / k)
-        xc *= ((gy_xc @ avg)[:, None] * invstd) * invstd * -invstd   # (invstd**3 overflows)
-        gx = gy * invstd if w is None else gy * w._data.reshape(k)
-        if w is not None:
-            gx *= invstd
+        wk = xp.ones(k, gy.dtype) if w is None else w._data.reshape(k).astype(gy.dtype,
+                                                                               copy=False)
+        avg = wk * (1 / k)
+        xc *= _spread(xp, gy.shape, ((gy_xc @ avg) * invstd) * invstd * -invstd)  # (invstd**3
+        gx = _spread(xp, gy.shape, invstd, wk)                                     # overflows)
+        gx *= gy
         gx += xc
-        gx -= (gy @ avg)[:, None] * invstd
+        gx -= _spread(xp, gy.shape, (gy @ avg) * invstd)
         gx = _make(gx.reshape(x.shape))
     return gx, gw, gb
 
