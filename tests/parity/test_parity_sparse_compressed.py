@@ -246,3 +246,22 @@ def test_gradients_of_a_csc_product_match_torch():
     ("sparse_bsc", "empty", (2, 3)), ("sparse_bsr", "empty", (3,))])
 def test_zeros_and_empty_of_compressed_layouts_match_torch(layout, factory, shape):
     same(lambda lib: getattr(lib, factory)(*shape, layout=getattr(lib, layout)))
+
+
+@pytest.mark.parametrize("target", ["to_sparse_csr", "to_sparse_csc", "to_sparse_bsr 2",
+                                    "to_sparse_bsc (1,2)"])
+def test_compressed_tensors_save_and_load_both_ways(target):
+    import io
+    dense = np.array(DENSE, np.float32)
+    ours = TARGETS[target](ember.from_numpy(dense))
+    theirs = TARGETS[target](torch.from_numpy(dense))
+    saved_by_ember, saved_by_torch = io.BytesIO(), io.BytesIO()
+    ember.save({"s": ours}, saved_by_ember)
+    torch.save({"s": theirs}, saved_by_torch)
+    in_torch = torch.load(io.BytesIO(saved_by_ember.getvalue()))["s"]
+    in_ember = ember.load(io.BytesIO(saved_by_torch.getvalue()))["s"]
+    assert str(in_torch.layout) == str(theirs.layout)
+    assert str(in_ember.layout).replace("ember", "torch") == str(theirs.layout)
+    np.testing.assert_array_equal(in_torch.to_dense().numpy(), dense)
+    np.testing.assert_array_equal(in_ember.to_dense().numpy(), dense)
+    np.testing.assert_array_equal(in_ember.values().numpy(), theirs.values().numpy())

@@ -21,6 +21,7 @@ from ember._host_values import _to_host
 from ember._tensor import Size, Tensor, _make
 from ember.serialization import _names as N
 from ember.serialization._locations import tag_of
+from ember.sparse._tensor import SparseTensor
 
 
 class StorageArray(np.ndarray):
@@ -167,7 +168,7 @@ class Pickler(pickle._Pickler):
 
     def reducer_override(self, obj):
         if isinstance(obj, Tensor):
-            if obj.is_sparse or obj.is_sparse_csr:
+            if isinstance(obj, SparseTensor):
                 return _reduce_sparse(obj)
             return _reduce_tensor(self.table, obj)
         if type(obj) is layout:
@@ -209,8 +210,8 @@ def _reduce_sparse(t):
     """A sparse tensor as PyTorch pickles it: its layout and its component tensors."""
     if t.is_sparse:
         parts = (t._indices(), t._values().detach(), Size(t.shape), t.is_coalesced())
-    else:                           # (PyTorch saves no requires_grad for sparse tensors)
-        parts = (t.crow_indices(), t.col_indices(), t.values().detach(), Size(t.shape))
+    else:       # compressed, then plain indices (PyTorch saves no requires_grad for sparse)
+        parts = (t._crow, t._col, t._v.detach(), Size(t.shape))
     return (N.REBUILD_SPARSE, (t.layout, parts))
 
 

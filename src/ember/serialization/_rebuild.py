@@ -255,8 +255,9 @@ def rebuild_sparse_tensor(layout, data):
         indices, values, size = data[:3]
         coalesced = data[3] if len(data) == 4 else None
         return ember.sparse_coo_tensor(indices, values, size, is_coalesced=coalesced)
-    if layout is ember.sparse_csr and isinstance(data, tuple) and len(data) == 4:
-        return ember.sparse_csr_tensor(*data)
+    compressed = (ember.sparse_csr, ember.sparse_csc, ember.sparse_bsr, ember.sparse_bsc)
+    if layout in compressed and isinstance(data, tuple) and len(data) == 4:
+        return ember.sparse_compressed_tensor(*data, layout=layout)
     raise RuntimeError(f"ember.load: the checkpoint holds a sparse tensor of layout {layout}, "
                        f"which ember cannot rebuild")
 
