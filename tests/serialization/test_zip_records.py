@@ -5,6 +5,7 @@ import io
 import os
 import random
 import struct
+import threading
 import zipfile
 import zlib
 
@@ -42,7 +43,36 @@ def test_joined_crcs_equal_zlibs_crc_of_the_whole():
 
 def test_a_sliced_crc_equals_zlibs(small_slices):
     data = os.urandom(10_500)
-    assert _crc.crc32(memoryview(data)) == zlib.crc32(data)
+    checksum = _crc.SlicedCrc()
+    checksum.add_slices(memoryview(data))
+    assert len(checksum._parts) == 11
+    assert checksum.value() == zlib.crc32(data)
+
+
+def test_loads_survive_set_num_threads_on_another_thread(small_slices, tmp_path):
+    path = tmp_path / "x.pt"
+    x = ember.arange(20_000, dtype=ember.float32)
+    ember.save({"x": x}, path)
+    failures, before = [], ember.get_num_threads()
+
+    def load_repeatedly():
+        try:
+            for _ in range(20):
+                assert ember.equal(ember.load(path)["x"], x)
+        except Exception as e:          # noqa: BLE001  (reported below)
+            failures.append(e)
+
+    threads = [threading.Thread(target=load_repeatedly) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        while any(t.is_alive() for t in threads):
+            ember.set_num_threads(1 if ember.get_num_threads() == 2 else 2)
+    finally:
+        for t in threads:
+            t.join()
+        ember.set_num_threads(before)
+    assert failures == []
 
 
 def test_big_records_get_their_true_crc_and_load_back(small_slices):

@@ -197,3 +197,17 @@ def test_csc_select_and_dense_sum_read_the_right_elements():
     like = ember.zeros_like(dense().to_sparse_bsr((2, 3)))
     assert like.layout is ember.sparse_bsr and tuple(like.values().shape) == (0, 2, 3)
     assert like.crow_indices().tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("convert", CONVERSIONS[2:], ids=["csc", "bsr", "bsc", "bsr 1x3"])
+def test_sums_and_products_of_one_layout_keep_it_in_place_or_not(convert):
+    s = convert(dense())
+    block = s.values().shape[1:]
+    for result, expected in ((s + s, 2 * DENSE), (s - 3 * s, -2 * DENSE),
+                             (s * s, DENSE * DENSE), (s * dense(), DENSE * DENSE)):
+        assert result.layout is s.layout and result.values().shape[1:] == block
+        np.testing.assert_array_equal(result.to_dense().numpy(), expected)
+    for method, expected in (("add_", 2 * DENSE), ("mul_", DENSE * DENSE)):
+        t = convert(dense())
+        assert getattr(t, method)(convert(dense())) is t and t.layout is s.layout
+        np.testing.assert_array_equal(t.to_dense().numpy(), expected)

@@ -9,6 +9,7 @@ releases the GIL) and then joined: the CRC of ``a + b`` is ``crc(a)`` multiplied
 
 import functools
 import os
+import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
@@ -71,6 +72,11 @@ class SlicedCrc:
         ``value()`` returns)."""
         self._parts.append((self._pool.submit(zlib.crc32, piece), len(piece)))
 
+    def add_slices(self, data):
+        """``add`` each slice of the 1-D byte memoryview ``data``."""
+        for piece in slices(data):
+            self.add(piece)
+
     def value(self):
         """The CRC-32 of all the slices added, in order."""
         crc = 0
@@ -79,27 +85,25 @@ class SlicedCrc:
         return crc
 
 
-def crc32(data):
-    """The CRC-32 of bytes-like ``data`` (a 1-D byte memoryview for the big ones), computed
-    in slices on the worker threads when it is big."""
-    if len(data) <= SLICE:
-        return zlib.crc32(data)
-    checksum = SlicedCrc()
-    for start in range(0, len(data), SLICE):
-        checksum.add(data[start:start + SLICE])
-    return checksum.value()
+def slices(data):
+    """The consecutive ``SLICE``-byte pieces of the 1-D byte memoryview ``data``."""
+    return (data[start:start + SLICE] for start in range(0, len(data), SLICE))
 
 
 _pools = {}                     # (pid, threads) -> executor: a forked child makes its own
+_pools_lock = threading.Lock()
 
 
 def _pool():
     """The checksum threads: as many as ember's CPU kernels use (``set_num_threads``)."""
     from ember.backend.cpu_kernels import get_num_threads
     key = (os.getpid(), get_num_threads())
-    pool = _pools.get(key)
-    if pool is None:
-        for stale in [k for k in _pools if k[0] == key[0]]:
-            _pools.pop(stale).shutdown(wait=False)
-        pool = _pools[key] = ThreadPoolExecutor(key[1], thread_name_prefix="ember-crc")
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            # a pool of another size is dropped, not shut down: a load on another thread
+            # may still be submitting to it (its threads end once it is collected)
+            for stale in [k for k in _pools if k[0] == key[0]]:
+                del _pools[stale]
+            pool = _pools[key] = ThreadPoolExecutor(key[1], thread_name_prefix="ember-crc")
     return pool

@@ -94,8 +94,7 @@ class _Writer:
             self._write(data)
             return zlib.crc32(data)
         checksum = _crc.SlicedCrc()
-        for start in range(0, len(data), _crc.SLICE):
-            checksum.add(data[start:start + _crc.SLICE])
+        checksum.add_slices(data)
         self._write(data)
         return checksum.value()
 
@@ -145,8 +144,7 @@ def _read_checked(f, out, name, expected_crc):
         crc = zlib.crc32(out) if expected_crc else 0
     else:
         checksum = _crc.SlicedCrc()
-        for start in range(0, len(out), _crc.SLICE):
-            piece = out[start:start + _crc.SLICE]
+        for piece in _crc.slices(out):
             if f.readinto(piece) != len(piece):
                 raise _corrupt(f"reading file {name}: file read failed")
             checksum.add(piece)

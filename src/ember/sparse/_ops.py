@@ -306,8 +306,13 @@ def as_coo(s):
     return s if s.layout is L.sparse_coo else C.to_sparse_coo(s)
 
 
-def _like_layout(result, layout):
-    return C.to_compressed(result, layout) if layout in (L.sparse_csr, L.sparse_csc) else result
+def _like_layout(result, like):
+    """The COO ``result`` in the layout (and block size) of the sparse tensor ``like``."""
+    if like.layout is L.sparse_coo:
+        return result
+    from ember.sparse._compressed import blocksize
+    return C.to_compressed(result, like.layout,
+                           blocksize(like) if L.blocked(like.layout) else None)
 
 
 def _check_same_size(a, b, name):
@@ -324,7 +329,6 @@ def _on_values(s, fn):
 def _add(input, other, *, alpha=1):
     if is_sparse(input) and is_sparse(other):
         _check_same_size(input, other, "add")
-        layout = input.layout
         a, b = as_coo(input), as_coo(other)
         if a.sparse_dim() != b.sparse_dim():
             raise RuntimeError("add: expected the same sparse_dim for both sparse tensors")
@@ -333,7 +337,7 @@ def _add(input, other, *, alpha=1):
         out = coo(ember.cat([a._i, b._i], 1), values, a.shape)
         if a._coalesced and b._coalesced:
             out = C.coalesce(out)
-        return _like_layout(out, layout)
+        return _like_layout(out, input)
     if is_sparse(input) and input.layout in (L.sparse_csr, L.sparse_csc):   # added densely
         return _csr_plus_dense(input, other, alpha)
     if is_sparse(input) or isinstance(input, numbers.Number):    # (1 + s is s + 1)
@@ -380,12 +384,12 @@ def _mul(input, other):
     if is_sparse(input) and is_sparse(other):
         _check_same_size(input, other, "mul")
         return _like_layout(_intersect(as_coo(input).coalesce(),
-                                       as_coo(other).coalesce()), input.layout)
+                                       as_coo(other).coalesce()), input)
     s, dense = (input, other) if is_sparse(input) else (other, input)
     c = as_coo(s)
     sparse_dim = c.sparse_dim()
     picked = dense.expand(s.shape)[tuple(c._i)] if sparse_dim else dense.expand(s.shape)[None]
-    return _like_layout(c._with_values(c._v * picked), s.layout)
+    return _like_layout(c._with_values(c._v * picked), s)
 
 
 def _intersect(a, b):
@@ -466,6 +470,9 @@ ANY_LAYOUT.update(_ZERO_PRESERVING)
 
 def _replace(self, new):
     """Give ``self`` the parts of ``new`` (in-place ops on sparse tensors); returns self."""
+    if new.layout is not self.layout:
+        raise RuntimeError(f"in-place operation on a {self.layout} tensor gave a {new.layout} "
+                           f"result")
     values = new._v
     if self._leaf:
         if ember.is_grad_enabled():
