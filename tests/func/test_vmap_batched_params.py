@@ -5,6 +5,8 @@ a rule exists."""
 
 import warnings
 
+import numpy as np
+
 import pytest
 
 import ember
@@ -158,3 +160,47 @@ def test_vmap_count_returns_to_zero():
     with pytest.raises(RuntimeError):
         vmap(lambda x: vmap(lambda y: y.item())(x))(ember.ones(2, 2))
     assert ACTIVE_VMAPS[0] == 0
+
+
+def test_threads_vmapping_indices_each_see_their_own_level(monkeypatch):
+    import sys
+    import threading
+    import time
+
+    import ember.func._batching as batching
+    import ember.func._batching.advanced_index as advanced_index
+    import ember.func._batching.shape as shape_rules
+
+    def yielding_level():           # widens the window between a rule's start and its read
+        time.sleep(0)
+        return batching.handled_level()
+
+    monkeypatch.setattr(advanced_index, "handled_level", yielding_level)
+    monkeypatch.setattr(shape_rules, "handled_level", yielding_level)
+    interval = sys.getswitchinterval()
+    rng = np.random.default_rng(0)
+    x = rng.random((3, 5, 4), dtype=np.float32)
+    rows, cols = rng.integers(0, 5, (3, 2)), rng.integers(0, 4, (3, 2))
+    cases = [(lambda t, i: t[i], rows, np.stack([x[b][rows[b]] for b in range(3)])),
+             (lambda t, j: t[:, j], cols, np.stack([x[b][:, cols[b]] for b in range(3)]))]
+    failures = []
+
+    def work(k):
+        fn, index, expected = cases[k % 2]
+        try:
+            for _ in range(60):
+                got = ember.func.vmap(fn)(ember.tensor(x), ember.tensor(index)).numpy()
+                np.testing.assert_array_equal(got, expected)
+        except Exception as e:      # noqa: BLE001  (reported below)
+            failures.append(e)
+
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []

@@ -87,3 +87,13 @@ def test_valid_calls_are_unaffected():
     assert ember.diagflat(ember.tensor([1, 2]), offset=1).tolist() == [[0, 1, 0], [0, 0, 2],
                                                                         [0, 0, 0]]
     assert x.nansum(dim=(0, True)).item() == 120.
+
+
+def test_calls_through_functools_partial_keep_the_positional_wording():
+    import functools
+    x = ember.ones(2, 3)
+    for call in (lambda: functools.partial(ember.sum, x, "a")(keepdim=True),
+                 lambda: functools.partial(ember.sum, x)("a", keepdim=True)):
+        with pytest.raises(TypeError, match=r"^sum\(\): argument 'dim' \(position 2\) must be "
+                                            r"tuple of ints, not str$"):
+            call()

@@ -39,6 +39,7 @@ class _State(threading.local):
     def __init__(self):
         self.levels = []            # active vmaps, outermost first
         self.counter = 0            # the last level number handed out
+        self.handled = None         # the level of the batching rule running (handled_level)
 
 
 STATE = _State()

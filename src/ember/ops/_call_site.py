@@ -157,10 +157,37 @@ def _read_call(frame, kind):
     count = argc - len(keywords) + (kind in ("method", "inplace"))
     count = min([count, code.co_argcount] + [params.index(k) for k in keywords])
     local = frame.f_locals
+    if not _rest_untouched(code, params[count:], keywords, local):
+        return (), None         # the CALL read was not the entry point's (functools.partial)
     values = [local[p] for p in params[:count]]
     if code.co_flags & 0x04:    # CO_VARARGS: the generated x.view(*_args, size=...)
         values += local[code.co_varnames[code.co_argcount + code.co_kwonlyargcount]]
     return tuple(values), keywords
+
+
+def _rest_untouched(code, rest, keywords, local):
+    """Whether every parameter in ``rest`` not passed by keyword (under its name or another
+    PyTorch takes for it) holds its default, as it must if the call read is the one that made
+    the frame (True when the defaults are not known)."""
+    function = _function_of(code)
+    if function is None:
+        return True
+    positional = function.__defaults__ or ()
+    names = code.co_varnames[:code.co_argcount]
+    defaults = dict(zip(names[len(names) - len(positional):], positional))
+    defaults.update(function.__kwdefaults__ or {})
+    missing = object()
+    return all(name in keywords or not _ALIAS_OF.get(name, set()).isdisjoint(keywords)
+               or local.get(name, missing) is defaults.get(name, missing) for name in rest)
+
+
+def _function_of(code):
+    from ember.ops._entry_points import ENTRY_FUNCTIONS
+    function = ENTRY_FUNCTIONS.get(code)
+    if function is None:
+        _hand_written()
+        function = _HAND_WRITTEN_FUNCTIONS.get(code)
+    return function
 
 
 def _call_instruction(frame):
@@ -181,6 +208,7 @@ def _call_instruction(frame):
 
 
 _HAND_WRITTEN = None        # code of each hand-written public function -> (kind, name)
+_HAND_WRITTEN_FUNCTIONS = {}    # and -> the function
 _NATIVE = None              # the codes of those PyTorch writes in C++ (its parser's words)
 
 
@@ -215,6 +243,7 @@ def _collect_hand_written():
                     not value.__module__.startswith("ember"):
                 continue
             kind = "method" if is_method else ("guarded" if guarded else "function")
+            _HAND_WRITTEN_FUNCTIONS.setdefault(value.__code__, value)
             if names.setdefault(value.__code__, value.__name__) != value.__name__:
                 names[value.__code__] = value.__code__.co_name    # closures sharing a code
             previous = kinds.setdefault(value.__code__, kind)

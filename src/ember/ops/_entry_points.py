@@ -77,6 +77,7 @@ def generate(op, kind):
     if aliases:
         fn.__signature__ = public_signature(fn, aliases)
     ENTRY_KINDS[fn.__code__] = kind
+    ENTRY_FUNCTIONS[fn.__code__] = fn
     return fn
 
 
@@ -95,6 +96,7 @@ GENERATED = {}      # kind -> the globals all generated functions of that kind s
 # "inplace", "operator", "operator_inplace"): how an override learns which entry a call came
 # through (see NOTE [Entry points from frames] in ember/overrides/_entries.py)
 ENTRY_KINDS = {}
+ENTRY_FUNCTIONS = {}    # the same codes -> their functions (error messages read defaults)
 
 
 def _generated_globals(kind):

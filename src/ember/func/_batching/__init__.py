@@ -136,7 +136,7 @@ def _run(op, args, params, level):
     res = NotImplemented
     r = RULES.get(op.name)
     if r is not None and (op.name in PARAM_RULES or level not in _levels_in(params)):
-        _HANDLED[0] = level
+        STATE.handled = level
         res = r(op, values, flags, params, size)
     if res is NotImplemented:
         res = _loop(op, values, flags, params, size, level)
@@ -145,12 +145,10 @@ def _run(op, args, params, level):
     return wrap(res, level)
 
 
-_HANDLED = [None]       # the level of the rule running (read first thing: rules nest)
-
-
 def handled_level():
-    """The vmap level the running rule handles (for rules that batch their parameters)."""
-    return _HANDLED[0]
+    """The vmap level the running rule handles (for rules that batch their parameters; read
+    first thing: rules nest)."""
+    return STATE.handled
 
 
 def _select(x, flag, b):
