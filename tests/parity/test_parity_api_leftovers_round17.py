@@ -36,8 +36,9 @@ def _same(a, b):
     if isinstance(a, tuple) or isinstance(b, tuple):
         return a == b
     return len(a) == len(b) and all(
-        x[0] == y[0] and np.allclose(np.asarray(x[1], float), np.asarray(y[1], float),
-                                     rtol=1e-5, atol=1e-6, equal_nan=True)
+        x[0] == y[0] and np.shape(x[1]) == np.shape(y[1])
+        and np.allclose(np.asarray(x[1], float), np.asarray(y[1], float),
+                        rtol=1e-5, atol=1e-6, equal_nan=True)
         for x, y in zip(a, b))
 
 
@@ -71,6 +72,17 @@ def test_embedding_bag_outputs_and_gradient(mode, case):
     args = (False, mode) + rest
     assert _same(_outcome(lambda: _bag(ember, indices, offsets, *args)),
                  _outcome(lambda: _bag(torch, indices, offsets, *args)))
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+@pytest.mark.parametrize("weight_grad", [False, True])
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+def test_embedding_bag_bookkeeping_shapes_and_dtypes(mode, weight_grad, index_dtype):
+    def bag(T):
+        weight = T.tensor(_WEIGHT, requires_grad=weight_grad)
+        return T.embedding_bag(weight, T.tensor([3, 5, 5, 3], dtype=getattr(T, index_dtype)),
+                               T.tensor([0, 2, 4]), False, mode, False, None, True)
+    assert _same(_outcome(lambda: bag(ember)), _outcome(lambda: bag(torch)))
 
 
 def test_embedding_bag_int32_indices_keep_their_dtype_in_the_bookkeeping():
@@ -240,8 +252,13 @@ def test_flash_attention_impl_registry(registries):
         space.activate_flash_attention_impl("NONE")     # no handle: none counts as active
         assert space.current_flash_attention_impl() is None
         space.activate_flash_attention_impl("MINE")
+        with pytest.raises(ValueError, match="Unknown flash attention impl 'OTHER'"):
+            space.activate_flash_attention_impl("OTHER")    # undoes MINE before it looks
+        assert space.current_flash_attention_impl() is None
+        space.activate_flash_attention_impl("MINE")
         space.restore_flash_attention_impl()
-        assert calls == ["register", "remove", "register", "remove", "register", "remove"]
+        assert calls == ["register", "remove", "register", "remove", "register", "remove",
+                         "register", "remove"]
         assert space.current_flash_attention_impl() is None
 
 

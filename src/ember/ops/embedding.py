@@ -338,11 +338,12 @@ def _check_native_bag_args(offsets, mode, per_sample_weights):
         raise RuntimeError("embedding_bag: per_sample_weights only supported with mode='sum'")
 
 
-def _bag_bookkeeping(weight, out, indices, offsets, mode, include_last_offset, padding_idx):
+def _bag_bookkeeping(weight, out, indices, offsets, mode, include_last_offset, padding_idx,
+                     sum_slots):
     """PyTorch's ``offset2bag``, ``bag_size`` and ``max_indices``: each position's bag (empty
     for sum mode without padding), each bag's count of non-padding indices (zeros for sum
     mode), and for max mode the weight row each maximum came from (for mean mode, the
-    counts again; for sum mode, zeros)."""
+    counts again; for sum mode, ``sum_slots`` zeros)."""
     with no_grad():
         n, b = indices.shape[0], out.shape[0]
         starts = offsets[:-1] if include_last_offset else offsets
@@ -350,7 +351,7 @@ def _bag_bookkeeping(weight, out, indices, offsets, mode, include_last_offset, p
             starts[1:].shape))
         offset2bag = bumps[:n].cumsum(0, dtype=indices.dtype)    # (int32 indices: int32)
         if mode == 0:
-            empty = offset2bag.new_zeros(b)
+            empty = offset2bag.new_zeros(sum_slots)
             return (offset2bag if padding_idx is not None else offset2bag[:0]), empty, empty
         kept = indices.new_ones(n) if padding_idx is None else (indices != padding_idx).to(
             indices.dtype)
@@ -383,8 +384,15 @@ def native_embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mod
                         sparse, per_sample_weights, include_last_offset, padding_idx)
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
+    # the bookkeeping's integers take the indices' and offsets' common dtype; sum mode's
+    # zeros have one slot per offset when nothing will need them for a gradient
+    flat = flat.to(ember.promote_types(flat.dtype, offsets.dtype))
+    sum_slots = out.shape[0]
+    if include_last_offset and not (weight.requires_grad or (
+            per_sample_weights is not None and per_sample_weights.requires_grad)):
+        sum_slots = offsets.shape[0]
     return (out,) + _bag_bookkeeping(weight, out, flat, offsets, mode, include_last_offset,
-                                     padding_idx)
+                                     padding_idx, sum_slots)
 
 
 # --- one_hot ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ reach the saved mean and invstd (double backward) only change B and C. Everythin
 with ember ops on the saved outputs, so the derivative is differentiable again.
 """
 
+import contextlib
 import math
 
 import numpy as np
@@ -338,15 +339,23 @@ def _last_axis_stats(xp, x2, eps):
         return x2 - mean, mean, 1 / xp.sqrt(mean + eps)
     rows = x2.reshape(-1, k)
     # means as matrix-vector products: several times faster than mean() over a short axis
-    # (on one BLAS thread: OpenBLAS's threads cost milliseconds on a busy machine, 20x the
-    # product of a 512x1024 input)
     avg = xp.full(k, 1 / k, x2.dtype)
-    with one_blas_thread(xp):
+    with _small_on_one_blas_thread(xp, rows.size):
         mean = rows @ avg
         xc = _minus_rows(xp, rows, mean)
         var = (xc * xc) @ avg
     lead = x2.shape[:-1] + (1,)
     return xc.reshape(x2.shape), mean.reshape(lead), (1 / xp.sqrt(var + eps)).reshape(lead)
+
+
+_ONE_THREAD_MAX = 1 << 20
+
+
+def _small_on_one_blas_thread(xp, size):
+    """One BLAS thread for the products of an input of at most ``_ONE_THREAD_MAX`` values:
+    on a busy machine OpenBLAS's thread wake-ups cost milliseconds, 20x the product of a
+    512x1024 input; above that the second thread pays (32768x768: 3.8 vs 6.9 ms)."""
+    return one_blas_thread(xp) if size <= _ONE_THREAD_MAX else contextlib.nullcontext()
 
 
 _PLANE_MAX = 1 << 17
@@ -467,7 +476,7 @@ def _layer_norm_backward(gy, x, w, b, mean, invstd, k):
     # w / k, every broadcast vector spread by _spread. xc stays exact for a
     # large mean.
     xp = xp_of(gy)
-    with one_blas_thread(xp):           # see _last_axis_stats
+    with _small_on_one_blas_thread(xp, gy.size):
         return _layer_norm_backward_rows(xp, gy.reshape(-1, k), x, w, b, mean.reshape(-1),
                                          invstd.reshape(-1), k)
 

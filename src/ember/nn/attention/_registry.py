@@ -49,11 +49,11 @@ def current_flash_attention_impl():
 
 def activate_flash_attention_impl(impl):
     """Activate the registered flash-attention impl ``impl``, undoing the active one first."""
+    _remove_active()                # (even when ``impl`` turns out unknown, as PyTorch does)
     register_fn = _IMPLS.get(impl)
     if register_fn is None:
         raise ValueError(f"Unknown flash attention impl '{impl}'. Available implementations: "
                          f"{list_flash_attention_impls()}")
-    _remove_active()
     handle = register_fn()
     if handle is not None:
         _ACTIVE["name"], _ACTIVE["handle"] = impl, handle
