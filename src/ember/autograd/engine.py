@@ -5,6 +5,7 @@ recently created first among those ready, as PyTorch's engine orders them.
 """
 
 import heapq
+import sys
 import threading
 import warnings
 
@@ -115,6 +116,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
                     deps[nxt] = left
                     if left == 0 and (run_set is None or nxt in run_set):
                         heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+                grads_in = g = None     # the buffers hold them now (see _held_only_here)
         while callbacks:
             callbacks.pop(0)()
     finally:
@@ -266,13 +268,44 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
         return []
     if _GRAD.grad_enabled and grad.requires_grad:
         _warn_grad_cycle()
-    accumulate(var, grad)
+    sole = not node._post_hooks and _held_only_here(grad)  # (before the call: its
+    accumulate(var, grad, sole)                            # arguments would hold grad too)
     post = post_accumulate_hooks(var)
     if post:
         _run_post_accumulate(post, var)
     if node._post_hooks:
         _run_post_hooks(node, [], [grad])
     return []
+
+
+def _held_only_here(grad):
+    """Whether only the engine's buffer slot and _run_leaf hold ``grad``, and only ``grad``
+    holds its array: then no one (a user's root gradient, a hook that kept it, another leaf's
+    pending gradient) can see that array adopted as a ``.grad``. The counts allowed are those
+    of the same shape of call measured once (_sole_refs), so they follow the interpreter's
+    own counting."""
+    if not _SOLE_REFS:
+        _SOLE_REFS.extend(_sole_refs())
+    return (sys.getrefcount(grad) <= _SOLE_REFS[0]
+            and sys.getrefcount(grad._data) <= _SOLE_REFS[1])
+
+
+_SOLE_REFS = []
+
+
+def _sole_refs():
+    """What _held_only_here counts for a tensor held by one list slot and one caller."""
+    import numpy as np
+
+    from ember._tensor import _make
+
+    def counts(grad):
+        return sys.getrefcount(grad), sys.getrefcount(grad._data)
+
+    def run_leaf(grad):
+        return counts(grad)
+    slot = [_make(np.zeros(1))]
+    return run_leaf(slot[0])
 
 
 def _run_post_accumulate(hooks, var):

@@ -464,13 +464,18 @@ class AccumulateGrad(Node):
 _FIRST = 1 << 62                # the engine runs nodes by descending _seq
 
 
-def accumulate(var, grad):
-    """Add ``grad`` into ``var.grad`` (out of place while building a graph for it)."""
+def accumulate(var, grad, sole=False):
+    """Add ``grad`` into ``var.grad`` (out of place while building a graph for it).
+    ``sole``: nothing but the caller holds ``grad`` or its array, so a first gradient may
+    take over the array instead of copying it (as PyTorch's AccumulateGrad steals it)."""
     from ember._tensor import Tensor, _make
     plain = type(grad) is Tensor        # not a sparse gradient (Embedding(sparse=True)'s)
     if var._grad is None:
         if plain and grad._grad_fn is None:
-            var._grad = _make(_layout_copy(grad._data, var._data))
+            data = grad._data
+            if not (sole and grad._view is None and _owned_in_layout(data, var._data)):
+                data = _layout_copy(data, var._data)
+            var._grad = _make(data)
         elif _GRAD.grad_enabled or not plain:
             if grad._grad_fn is None:
                 grad = grad.detach().clone()
@@ -499,6 +504,14 @@ def _layout_copy(g, v):
     laid = xp_of(g).empty_like(v, dtype=g.dtype, order="K")
     laid[...] = g
     return laid
+
+
+def _owned_in_layout(g, v):
+    """Whether the gradient array ``g`` owns its memory, may be written, and already has the
+    layout _layout_copy would give it."""
+    flags = g.flags                     # (CuPy's have no writeable flag)
+    return (g.base is None and flags.owndata and getattr(flags, "writeable", True)
+            and flags.c_contiguous and (g.strides == v.strides or not _dense(v)))
 
 
 def _dense(array):
