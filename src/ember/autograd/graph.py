@@ -509,9 +509,10 @@ def _layout_copy(g, v):
 def _owned_in_layout(g, v):
     """Whether the gradient array ``g`` owns its memory, may be written, and already has the
     layout _layout_copy would give it."""
-    flags = g.flags                     # (CuPy's have no writeable flag)
-    return (g.base is None and flags.owndata and getattr(flags, "writeable", True)
-            and flags.c_contiguous and (g.strides == v.strides or not _dense(v)))
+    flags = g.flags                     # (CuPy's lack some: a missing one is read safely)
+    return (g.base is None and getattr(flags, "owndata", False)
+            and getattr(flags, "writeable", True) and flags.c_contiguous
+            and (g.strides == v.strides or not _dense(v)))
 
 
 def _dense(array):
