@@ -5,6 +5,7 @@ import ember
 from ember._tensor import Tensor
 from ember.sparse import _layouts as L
 from ember.sparse._compressed import block_coordinates, blocksize, expand_pointers
+from ember.sparse._origin import carry
 from ember.sparse._tensor import SparseTensor, compressed, coo
 
 __all__ = ["to_dense", "coalesce", "first_of_duplicates", "to_sparse", "to_sparse_coo",
@@ -115,8 +116,8 @@ def to_sparse_coo(x, sparse_dim=None):
                                f"!=2 is not supported")
         if x.layout is L.sparse_coo:
             return x
-        return _compressed_to_coo(x)
-    return _dense_to_coo(x, sparse_dim)
+        return carry(_compressed_to_coo(x), x)
+    return carry(_dense_to_coo(x, sparse_dim), x)
 
 
 def _compressed_to_coo(s):
@@ -149,7 +150,7 @@ def to_compressed(x, layout, block=None, dense_dim=None, caller=None):
         raise RuntimeError(f"dense_to_sparse_{name}: dense_dim argument must be in [0,0] "
                            f"range, but {dense_dim} is given")
     if L.blocked(layout):
-        return _to_blocked(x, layout, block, caller or f"to_{layout.name}")
+        return carry(_to_blocked(x, layout, block, caller or f"to_{layout.name}"), x)
     if isinstance(x, SparseTensor) and x.layout is layout:
         return x
     if isinstance(x, SparseTensor) and L.blocked(x.layout):
@@ -169,7 +170,7 @@ def to_compressed(x, layout, block=None, dense_dim=None, caller=None):
         values = values.index_select(0, order)
     n = x.shape[0 if L.row_compressed(layout) else 1]
     pointers = ember.searchsorted(rows, ember.arange(n + 1, device=rows.device))
-    return compressed(layout, pointers, cols.contiguous(), values, x.shape)
+    return carry(compressed(layout, pointers, cols.contiguous(), values, x.shape), x)
 
 
 def _to_blocked(x, layout, block, caller):

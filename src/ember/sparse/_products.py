@@ -26,6 +26,7 @@ class SparseAddmm(Function):
     @staticmethod
     def forward(ctx, values, dense, pattern, anchor=None):
         ctx.pattern = pattern
+        ctx.anchor = anchor
         ctx.save_for_backward(values, dense)
         xp = xp_of(values._data)
         return _make(csr_times_dense(xp, pattern.crow._data, pattern.col._data, values._data,
@@ -45,12 +46,20 @@ class SparseAddmm(Function):
         if ctx.needs_input_grad[1]:
             t = p.transposed()
             flipped = t.ordered(values.conj() if values.is_complex() else values)
-            grad_dense = SparseAddmm.apply(flipped, grad, t, None)
+            grad_dense = SparseAddmm.apply(flipped, grad, t, _adjoint(ctx.anchor))
         grad_anchor = None
-        if ctx.needs_input_grad[3]:                 # the dense gradient of a sparse leaf
+        if ctx.needs_input_grad[3]:         # the dense gradient of a sparse leaf or origin
             other = dense.conj() if dense.is_complex() else dense
             grad_anchor = grad.outer(other) if dense.ndim == 1 else grad @ other.t()
         return grad_values, grad_dense, None, grad_anchor
+
+
+def _adjoint(anchor):
+    """The anchor of the adjoint of the sparse operand whose anchor is ``anchor`` (so that the
+    input gradient's own gradient reaches it densely, as the first one does)."""
+    if anchor is None:
+        return None
+    return anchor.conj().t() if anchor.is_complex() else anchor.t()
 
 
 def _check_product(s, dense, name="addmm"):
@@ -74,11 +83,14 @@ def _check_product(s, dense, name="addmm"):
 
 
 def _anchor(s, dense_grad):
-    """The dense stand-in of a sparse leaf ``s`` when its gradient is to be dense, else None
-    (see ``SparseTensor._dense_grad_anchor``)."""
-    if dense_grad and s._leaf and ember.is_grad_enabled():
-        return s._dense_grad_anchor()
-    return None
+    """Where the dense gradient of ``s`` goes when it is to be dense, else None: its dense
+    origin (NOTE [Dense origins] in _origin.py), or the dense stand-in of a sparse leaf (see
+    ``SparseTensor._dense_grad_anchor``)."""
+    if not (dense_grad and ember.is_grad_enabled()):
+        return None
+    if s._origin is not None:
+        return s._origin
+    return s._dense_grad_anchor() if s._leaf else None
 
 
 def _sparse_times_dense(s, dense, name="addmm", anchor=None):
@@ -90,13 +102,23 @@ def _sparse_times_dense(s, dense, name="addmm", anchor=None):
     return SparseAddmm.apply(p.ordered(values), dense, p, anchor)
 
 
+def _origin_anchor(s, dense_grad):
+    """The dense origin of ``s`` when its gradient is to be dense, else None (in a product of
+    two sparse tensors a sparse leaf's gradient goes through its values: sparse, as in
+    PyTorch)."""
+    return s._origin if dense_grad and ember.is_grad_enabled() else None
+
+
 def _product(a, b, name="addmm", dense_grad=False):
     """``a @ b`` for operands of which at least one is sparse (a vector ``b`` allowed);
     ``dense_grad``: a sparse leaf gets a dense gradient (``mm``), not a sparse one with its
     indices (``sparse.mm``)."""
     if is_sparse(a) and is_sparse(b):
         # no sparse-times-sparse kernel: the product through the second operand made dense
-        return _sparse_times_dense(a, b.to_dense(), name).to_sparse()
+        # (its origin, equal to it, when its gradient is to be dense and reach that one)
+        origin = _origin_anchor(b, dense_grad)
+        dense = b.to_dense() if origin is None else origin
+        return _sparse_times_dense(a, dense, name, _origin_anchor(a, dense_grad)).to_sparse()
     if is_sparse(a):
         return _sparse_times_dense(a, b, name, _anchor(a, dense_grad))
     # dense @ sparse = (sparse^T @ dense^T)^T

@@ -18,7 +18,8 @@ that requires grad owns a leaf values tensor; its ``.grad`` is the sparse tensor
 same indices and that leaf's gradient (PyTorch's gradient of ``sparse.mm``, ``to_dense``,
 ...). Where PyTorch gives such a leaf a dense gradient (it is the sparse operand of ``mm``,
 ``matmul``, ``addmm``, ``mv``), the product takes a dense stand-in leaf instead of the values
-(``_dense_grad_anchor``) and ``.grad`` adds that one's gradient.
+(``_dense_grad_anchor``) and ``.grad`` adds that one's gradient. A sparse tensor made from a
+dense one that requires grad passes it a dense gradient likewise (NOTE [Dense origins]).
 A compressed tensor keeps its compressed indices in ``_crow`` and its plain ones in ``_col``
 whatever its layout (for CSC they are the column pointers and the row indices).
 """
@@ -42,7 +43,7 @@ class SparseTensor(Tensor):
     """A sparse COO or compressed tensor; see NOTE [Sparse tensors]."""
 
     __slots__ = ("_layout", "_i", "_crow", "_col", "_v", "_size", "_coalesced", "_leaf",
-                 "_pattern", "_anchor")
+                 "_pattern", "_anchor", "_origin")
 
     _data = property(lambda self: self._v._data[:0])    # empty: for device checks only
     data_ptr = const_data_ptr = storage_offset = untyped_storage = storage = _storage_error
@@ -325,7 +326,8 @@ class SparseTensor(Tensor):
         if self._coalesced:
             return self
         from ember.sparse import _convert
-        return _convert.coalesce(self)
+        from ember.sparse._origin import carry
+        return carry(_convert.coalesce(self), self)
 
     # ----- Python protocols -------------------------------------------------------------
 
@@ -421,6 +423,7 @@ def _blank(layout, values, size):
     t._leaf = False
     t._pattern = None
     t._anchor = None
+    t._origin = None                # see NOTE [Dense origins] in _origin.py
     t._i = t._crow = t._col = None
     t._coalesced = False
     return t
