@@ -92,3 +92,43 @@ def test_update_stats_updates_the_running_statistics_in_place():
     assert rm.tolist() == [1.0, 2.0] and rv.tolist() == [1.5, 4.5]     # unbiased: 2 and 8
     _, _ = ember.batch_norm_update_stats(x[:1], rm, rv, 1.0)
     assert np.isnan(rv.numpy()).all()          # one sample: no unbiased variance
+
+
+def _batch_statistics(x, how):
+    """(mean, biased var) of ``x`` from batch_norm_update_stats or native_batch_norm."""
+    if how == "update_stats":
+        return ember.batch_norm_update_stats(x, None, None, 0.1)
+    _, mean, invstd = ember.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
+    return mean, 1 / invstd.double() ** 2 - 1e-5
+
+
+@pytest.mark.parametrize("how", ["update_stats", "native_batch_norm"])
+def test_float32_means_round_the_exact_mean_as_a_double_accumulation(how):
+    # PyTorch sums in double: a float32 sum put half the channels' means an ulp off
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((16, 200, 8, 8)) * 3 + 5).astype(np.float32)
+    mean, var = _batch_statistics(ember.tensor(x), how)
+    exact = x.mean(axis=(0, 2, 3), dtype=np.float64)
+    assert (mean.numpy() == exact.astype(np.float32)).mean() > 0.95
+    np.testing.assert_allclose(var.numpy(), x.astype(np.float64).var(axis=(0, 2, 3)),
+                               rtol=1e-5)
+
+
+def test_native_batch_norm_of_one_value_per_channel_gives_a_nan_running_variance():
+    rm, rv = ember.zeros(3), ember.ones(3)
+    x = ember.tensor([[1.0, 2.0, 3.0]])
+    ember.native_batch_norm(x, None, None, rm, rv, True, 0.5, 1e-5)
+    assert rm.tolist() == [0.5, 1.0, 1.5] and np.isnan(rv.numpy()).all()
+
+
+def test_update_stats_outputs_require_grad_and_refuse_backward():
+    x = ember.randn(4, 3, 5, requires_grad=True)
+    mean, var = ember.batch_norm_update_stats(x, ember.zeros(3), ember.ones(3), 0.1)
+    assert mean.requires_grad and var.requires_grad
+    assert type(mean.grad_fn).__name__ == "NotImplemented" and var.grad_fn is mean.grad_fn
+    with pytest.raises(RuntimeError,
+                       match="^derivative for aten::batch_norm_update_stats is not "
+                             "implemented$"):
+        (mean + var).sum().backward()
+    with ember.no_grad():
+        assert not ember.batch_norm_update_stats(x, None, None, 0.1)[0].requires_grad

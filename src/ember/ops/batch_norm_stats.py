@@ -13,7 +13,14 @@ import numpy as np
 
 import ember
 from ember.ops._registry import op
-from ember.ops.normalization import _channel_rows, _check_mixed, _float_input
+from ember.ops.normalization import (
+    _channel_rows,
+    _check_mixed,
+    _float_input,
+    channel_stats,
+    update_running_stats,
+)
+
 
 def _check_parameter_dtype(xp, dtype, *params):
     """PyTorch's check of the running statistics: the input's dtype, or float32 for a
@@ -36,7 +43,7 @@ def _check_momentum(momentum):
 
 
 @op("batch_norm_update_stats(input, running_mean=None, running_var=None, momentum=None)",
-    inputs=3, method=False, differentiable=False)
+    inputs=3, method=False, grad_fn_name="NotImplemented")
 def batch_norm_update_stats(xp, x, rm, rv, momentum):
     """The mean and the biased variance of ``input`` over all dims but dim 1; updates
     ``running_mean`` and ``running_var`` (unbiased) in place with ``momentum``."""
@@ -51,21 +58,19 @@ def batch_norm_update_stats(xp, x, rm, rv, momentum):
     x = _float_input(x, "batch_norm_update_stats_cpu")
     _check_parameter_dtype(xp, dtype, rm, rv)
     x3 = x.reshape(_channel_rows(x.shape))
-    n = x3.shape[0] * x3.shape[2]
-    mean = x3.mean(axis=(0, 2))
-    var = ((x3 - mean[:, None]) ** 2).mean(axis=(0, 2))
-    if rm is not None:
-        rm *= 1 - momentum
-        rm += (momentum * mean).astype(rm.dtype)
-    if rv is not None:
-        unbiased = var * n / (n - 1) if n > 1 else xp.full_like(var, np.nan)
-        rv *= 1 - momentum
-        rv += (momentum * unbiased).astype(rv.dtype)
+    mean, var, _, _ = channel_stats(xp, x3)
+    update_running_stats(xp, rm, rv, mean, var, x3.shape[0] * x3.shape[2], momentum)
     stats = next((p.dtype for p in (rm, rv) if p is not None), dtype)
     return mean.astype(stats), var.astype(stats)
 
 
 batch_norm_update_stats.writes_inputs(1, 2)
+
+
+@batch_norm_update_stats.derivative
+def _(grads, *args):
+    # PyTorch records a node that refuses backward
+    raise RuntimeError("derivative for aten::batch_norm_update_stats is not implemented")
 
 
 # --- the CUDA-only blocks ----------------------------------------------------------------------

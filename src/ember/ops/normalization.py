@@ -148,6 +148,48 @@ def _dots(xp, a, b):
     return xp.einsum("ncl,ncl->c", a, b)
 
 
+def channel_stats(xp, x3):
+    """The per-channel mean and biased variance of an (N, C, L) array with N * L > 0, the
+    array centered by a first mean, and the ``shift`` that it still carries (the mean minus
+    the first mean). A float32 sum rounds the mean some ulps off PyTorch's, which
+    accumulates in double; the mean of the centered values corrects it for the price of one
+    contraction (a sum in float64 costs eight)."""
+    n = x3.shape[0] * x3.shape[2]
+    first = _channel_sums(xp, x3) / n
+    xc = xp.subtract(x3, _plane(xp, first, x3.shape[2]))
+    shift = _channel_sums(xp, xc) / n
+    var = _dots(xp, xc, xc) / n - shift * shift
+    xp.maximum(var, 0, out=var)
+    return (first.astype(np.float64) + shift).astype(x3.dtype), var, xc, shift
+
+
+def _channel_sums(xp, a):
+    """Per-channel sums of an (N, C, L) array: a matrix-vector product for rows of 16 to 511
+    values (twice as fast as the contraction there), else one contraction."""
+    if 16 <= a.shape[2] < 512:
+        return (a @ xp.ones(a.shape[2], a.dtype)).sum(0)
+    return xp.einsum("ncl->c", a)
+
+
+def update_running_stats(xp, rm, rv, mean, var, n, momentum):
+    """``running = (1 - momentum) * running + momentum * batch statistic`` in place, the
+    variance unbiased (NaN from one value per channel, as PyTorch's)."""
+    if rm is not None:
+        rm *= 1 - momentum
+        rm += (momentum * mean).astype(rm.dtype)
+    if rv is not None:
+        unbiased = var * n / (n - 1) if n > 1 else xp.full_like(var, np.nan)
+        rv *= 1 - momentum
+        rv += (momentum * unbiased).astype(rv.dtype)
+
+
+def _row_dots(xp, a, b):
+    """The dot products of the rows of two 2-D arrays, as _dots takes them."""
+    if a.shape[1] >= 256:
+        return xp.matmul(a[:, None, :], b[:, :, None]).reshape(-1)
+    return xp.einsum("rl,rl->r", a, b)
+
+
 @op("native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, "
     "training=False, momentum=0.1, eps=1e-5)", inputs=5, method=False)
 def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
@@ -163,16 +205,10 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     x3 = x.reshape(_channel_rows(x.shape))      # (N, C, L): passes over contiguous rows
     lanes = x3.shape[2]
     n = x3.shape[0] * lanes
+    shift = None
     if training and n:
-        mean = xp.einsum("ncl->c", x3) / n
-        out = xp.subtract(x3, _plane(xp, mean, lanes))
-        var = _dots(xp, out, out) / n
-        if rm is not None:
-            rm *= 1 - momentum
-            rm += (momentum * mean).astype(rm.dtype)
-        if rv is not None:
-            rv *= 1 - momentum
-            rv += (momentum * n / max(n - 1, 1) * var).astype(rv.dtype)
+        mean, var, out, shift = channel_stats(xp, x3)
+        update_running_stats(xp, rm, rv, mean, var, n, momentum)
     elif training:
         mean = var = xp.zeros(c, x.dtype)
         out = x3.copy()
@@ -182,9 +218,13 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
         mean = rm.astype(x.dtype)
         out = xp.subtract(x3, _plane(xp, mean, lanes))
     invstd = 1 / xp.sqrt((var if training else rv.astype(x.dtype)) + eps)
-    out *= _plane(xp, (invstd if w is None else invstd * w).astype(x.dtype), lanes)
-    if b is not None:
-        out += _plane(xp, b.astype(x.dtype), lanes)
+    scale = (invstd if w is None else invstd * w).astype(x.dtype)
+    out *= _plane(xp, scale, lanes)
+    offset = None if b is None else b.astype(x.dtype)
+    if shift is not None:       # out was centered by the first mean
+        offset = -shift * scale if offset is None else offset - shift * scale
+    if offset is not None:
+        out += _plane(xp, offset, lanes)
     out = out.reshape(x.shape)
     out = out.astype(dtype) if out.dtype != dtype else out
     if not training:
@@ -610,6 +650,11 @@ def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
 @native_group_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
 def _(grads, x, w, b, n, c, hxw, group, eps, *, out):
     gy, gmean, ginvstd = grads
+    if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
+            == x._data.dtype and gy._data.size and not carries_gradient(gmean)
+            and not carries_gradient(ginvstd) and _outside_vmap()):
+        return _group_norm_backward(gy._data, x, w, b, out[1]._data, out[2]._data,
+                                    (n, c, hxw, group))
     mean, invstd = out[1].reshape(n, group, 1), out[2].reshape(n, group, 1)
     xc = x.reshape(n, group, c // group * hxw) - mean
     gy3 = gy.reshape(n, c, hxw)
@@ -622,6 +667,43 @@ def _(grads, x, w, b, n, c, hxw, group, eps, *, out):
         gw = (gy3 * (xc * invstd).reshape(gy3.shape)).sum((0, 2))
     if b is not None and b.requires_grad:
         gb = gy3.sum((0, 2))
+    return gx, gw, gb
+
+
+def _group_norm_backward(gy, x, w, b, mean, invstd, sizes):
+    """The group norm derivative on arrays, for a backward that records no graph (the
+    composition above dispatches some 30 ops). With the per-(sample, channel) sums
+    ds = sum(gy * xc) and db = sum(gy), and g = gy * w: gx = gy*A + xc*B + C, A = invstd * w
+    per channel, B and C per group as in NOTE [Fused normalization backward] (their group
+    sums of g and g * xc are sums of w * db and w * ds). The statistics get no gradient."""
+    n, c, hxw, group = sizes
+    xp = xp_of(gy)
+    k = c // group * hxw
+    with _small_on_one_blas_thread(xp, gy.size):
+        xc = _minus_rows(xp, x._data.reshape(n * group, k), mean.reshape(-1))
+        xc, gy = xc.reshape(n * c, hxw), gy.reshape(n * c, hxw)
+        db = gy @ xp.ones(hxw, gy.dtype)                 # (BLAS: faster than sum(1))
+        ds = _row_dots(xp, gy, xc)
+        inv = invstd.reshape(n, group, 1)
+        ds3, db3 = ds.reshape(n, group, -1), db.reshape(n, group, -1)
+        gx = gw = gb = None
+        if w is not None and w.requires_grad:
+            gw = _make((ds3 * inv).sum(0).reshape(w.shape))
+        if b is not None and b.requires_grad:
+            gb = _make(db3.sum(0).reshape(b.shape))
+        if x.requires_grad:
+            wv = (xp.ones(c, gy.dtype) if w is None
+                  else w._data.astype(gy.dtype, copy=False)).reshape(group, -1)
+            # B = -invstd^3 * sum(g * xc) / k, in steps (invstd**3 overflows for a tiny eps)
+            bc = ((ds3 * wv).sum(2, keepdims=True) * (-1 / k) * inv) * inv * inv
+            cc = (db3 * wv).sum(2, keepdims=True) * (-1 / k) * inv
+            rows = (n * c, hxw)
+            gx = _spread(xp, rows, (inv * wv).reshape(-1))
+            gx = xp.multiply(gy, gx, out=gx) if gx.shape == rows else gy * gx
+            xc *= _spread(xp, rows, xp.broadcast_to(bc, ds3.shape).reshape(-1))
+            gx += xc
+            gx += _spread(xp, rows, xp.broadcast_to(cc, ds3.shape).reshape(-1))
+            gx = _make(gx.reshape(x.shape))
     return gx, gw, gb
 
 
