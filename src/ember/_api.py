@@ -10,7 +10,7 @@ __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel"
            "is_signed", "get_device", "detach", "is_inference", "is_conj", "is_neg",
            "resolve_conj", "resolve_neg", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
            "set_anomaly_enabled", "set_warn_always", "is_warn_always_enabled", "layout",
-           "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
+           "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "jagged",
            "get_device_module", "is_storage", "get_num_interop_threads",
            "set_num_interop_threads", "init_num_threads", "set_flush_denormal",
            "is_distributed", "get_file_path"]
@@ -19,7 +19,7 @@ __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel"
 class layout:  # noqa: N801  (PyTorch's name)
     """How a tensor's elements are stored (``torch.layout``): ``strided`` (dense), or the
     sparse ``sparse_coo`` and the compressed ``sparse_csr``, ``sparse_csc``, ``sparse_bsr``,
-    ``sparse_bsc`` (see ember.sparse)."""
+    ``sparse_bsc`` (see ember.sparse), and ``jagged`` (nested tensors, see ember.nested)."""
 
     def __init__(self, name):
         self.name = name
@@ -37,6 +37,7 @@ sparse_csr = layout("sparse_csr")
 sparse_csc = layout("sparse_csc")
 sparse_bsr = layout("sparse_bsr")
 sparse_bsc = layout("sparse_bsc")
+jagged = layout("jagged")
 _INTEROP_THREADS = [1]
 
 

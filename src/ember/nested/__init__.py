@@ -1,13 +1,18 @@
-"""ember.nested: nested tensors of the dense (strided) case, a batch of tensors whose sizes
-differ along some dims: build one, pad it to a dense tensor, take its components back.
+"""ember.nested: nested tensors, a batch of tensors whose sizes differ along some dims: build
+one, pad it to a dense tensor, take its components back. Two layouts: strided (below) and
+jagged (``layout=ember.jagged``, one ragged dim; see NOTE [Jagged tensors] in _jagged.py).
 
 An ember NestedTensor holds its components as ember tensors (``as_nested_tensor`` keeps their
 autograd history, ``to_padded_tensor`` is ``F.pad`` and ``stack``, so gradients reach them).
 It is not an ``ember.Tensor``: ops other than those below are not defined on it."""
 
 import ember
+from ember.nested._jagged import JaggedTensor
 
-__all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor", "narrow"]
+__all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor", "narrow",
+           "nested_tensor_from_jagged", "masked_select"]
+
+_LAYOUTS_ERROR = "ember.nested supports only layout=ember.strided and layout=ember.jagged"
 
 
 class NestedTensor:
@@ -175,14 +180,16 @@ def _check_same_dim(tensors):
 def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     """A nested tensor of ``ts`` (a list of tensors, or a tensor split along dim 0) that
     keeps their autograd history."""
-    if layout not in (None, ember.strided):
-        raise NotImplementedError("ember.nested supports only layout=ember.strided")
+    if layout not in (None, ember.strided, ember.jagged):
+        raise NotImplementedError(_LAYOUTS_ERROR)
     if not isinstance(ts, (ember.Tensor, list, tuple)) or (
             not isinstance(ts, ember.Tensor) and
             not all(isinstance(t, ember.Tensor) for t in ts)):
         raise TypeError("as_nested_tensor(): Expected first argument to be a tensor or a list "
                         "/ tuple of tensors ")
     tensors = list(ts.unbind(0)) if isinstance(ts, ember.Tensor) else list(ts)
+    if layout is ember.jagged:
+        return _jagged_build.from_tensor_list(tensors, dtype, device, keep_graph=True)
     _check_same_dim(tensors)
     # PyTorch records the packing as a node (a nested tensor of tensors that require grad
     # is not a leaf) and copies the components (differentiably): in-place ops never reach the inputs
@@ -194,10 +201,12 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
                   pin_memory=False):
     """A nested tensor of copies of ``tensor_list`` (tensors or nested lists of numbers),
     a leaf of its own."""
-    if layout not in (None, ember.strided):
-        raise NotImplementedError("ember.nested supports only layout=ember.strided")
+    if layout not in (None, ember.strided, ember.jagged):
+        raise NotImplementedError(_LAYOUTS_ERROR)
     tensors = [t.detach() if isinstance(t, ember.Tensor) else ember.tensor(t)
                for t in tensor_list]
+    if layout is ember.jagged:
+        return _jagged_build.from_tensor_list(tensors, dtype, device, requires_grad)
     _check_same_dim(tensors)
     return NestedTensor(t.to(dtype=dtype, device=device, copy=True).requires_grad_(requires_grad)
                         for t in tensors)
@@ -206,6 +215,8 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
 def to_padded_tensor(input, padding, output_size=None):
     """A dense tensor of shape ``output_size`` (default: the largest size along each dim)
     holding ``input``'s components, padded with ``padding``."""
+    if isinstance(input, JaggedTensor):
+        return input.to_padded_tensor(padding, output_size)
     comps = input._components
     target = [max(t.shape[d] for t in comps) for d in range(input.dim() - 1)]
     if output_size is not None:
@@ -231,9 +242,12 @@ def to_padded_tensor(input, padding, output_size=None):
 
 def narrow(tensor, dim, start, length, layout=ember.strided):
     """A nested tensor of ``tensor``'s slices ``start`` to ``start + length`` along dim 0
-    (the strided layout takes int bounds and dim 0 only)."""
+    (the strided layout takes int bounds and dim 0 only); for the jagged layout, a view of
+    the rows ``start`` to ``start + length`` (ints or one per batch element) along dim 1."""
+    if layout is ember.jagged:
+        return _jagged_build.narrow(tensor, dim, start, length)
     if layout is not ember.strided:
-        raise NotImplementedError("ember.nested supports only layout=ember.strided")
+        raise NotImplementedError(_LAYOUTS_ERROR)
     if isinstance(start, ember.Tensor) or isinstance(length, ember.Tensor):
         raise RuntimeError("start and length must be integers for the strided layout NT impl")
     components = ember.unbind(tensor)
@@ -249,3 +263,20 @@ def narrow(tensor, dim, start, length, layout=ember.strided):
     if start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     return as_nested_tensor(list(components[start:start + length]))
+
+
+def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=None,
+                              min_seqlen=None, max_seqlen=None):
+    """A jagged nested tensor viewing ``values`` split at ``offsets`` (or by ``lengths``)
+    along dim ``jagged_dim - 1``; gradients reach ``values``."""
+    return _jagged_build.nested_tensor_from_jagged(values, offsets, lengths, jagged_dim,
+                                                   min_seqlen, max_seqlen)
+
+
+def masked_select(tensor, mask):
+    """A 2-D jagged nested tensor holding, for each row, ``tensor``'s elements where
+    ``mask`` holds."""
+    return _jagged_build.masked_select(tensor, mask)
+
+
+from ember.nested import _jagged_build  # noqa: E402  (it reads _check_same_dim from here)

@@ -1,0 +1,279 @@
+"""The jagged nested layout (``layout=ember.jagged``): a batch of tensors that differ in one
+dim (the ragged one), stored as one values tensor (the components laid end to end along the
+ragged dim) and offsets (where each component starts; ``lengths`` too for one with holes).
+
+NOTE [Jagged tensors]
+A jagged tensor is a private Tensor subclass whose parts are ordinary ember tensors, as
+sparse tensors are (NOTE [Sparse tensors]): ops reach it through ``__torch_function__``,
+whose table (_jagged_ops.py) runs them on the values. Autograd needs nothing special:
+gradients flow through the ops on the values, and a leaf's ``.grad`` is the jagged tensor of
+its values' gradient. The ragged size is a ``NestedInt`` (PyTorch's ``j1``), one per offsets
+tensor: tensors that share their offsets share it, and only those combine elementwise.
+``_ragged_idx`` is the ragged dim (1, or another after ``transpose``); the values keep the
+ragged (summed) dim first whatever it is.
+"""
+
+import itertools
+import weakref
+
+from ember._shape import Size
+from ember._tensor import Tensor, _new, _wrap_dim
+
+__all__ = ["JaggedTensor", "NestedInt", "jagged", "nested_int_of", "components"]
+
+_NO_STORAGE = "Cannot access data pointer of Tensor that doesn't have storage"
+_COUNTER = itertools.count(1)
+_NESTED_INTS = {}          # id of an offsets tensor -> (a weak reference to it, its NestedInt)
+
+
+class NestedInt:
+    """The symbolic size of a ragged dim (prints as PyTorch's ``j1``)."""
+
+    __slots__ = ("number",)
+
+    def __init__(self, number):
+        self.number = number
+
+    def __repr__(self):
+        return f"j{self.number}"
+
+    __str__ = __repr__
+
+
+def nested_int_of(offsets):
+    """The ragged size that stands for ``offsets`` (a new one for new offsets)."""
+    key = id(offsets)           # (not a WeakKeyDictionary: tensors compare elementwise)
+    entry = _NESTED_INTS.get(key)
+    if entry is not None and entry[0]() is offsets:
+        return entry[1]
+    sym = NestedInt(next(_COUNTER))
+    _NESTED_INTS[key] = (weakref.ref(offsets, lambda _: _NESTED_INTS.pop(key, None)), sym)
+    return sym
+
+
+class JaggedTensor(Tensor):
+    """A nested tensor in the jagged layout; see NOTE [Jagged tensors]."""
+
+    __slots__ = ("_v", "_offsets", "_lengths", "_ragged_idx", "_size", "_leaf",
+                 "_min_seqlen", "_max_seqlen")
+
+    _data = property(lambda self: self._v._data[:0])    # empty: for device checks only
+    is_nested = True
+    dtype = property(lambda self: self._v.dtype)
+    device = property(lambda self: self._v.device)
+    shape = property(lambda self: self._size)
+    ndim = property(lambda self: len(self._size))
+    itemsize = property(lambda self: self._v.itemsize)
+
+    @property
+    def layout(self):
+        from ember._api import jagged as layout
+        return layout
+
+    def size(self, dim=None):
+        """The shape (with the ragged size symbolic), or the size of one dim."""
+        if dim is None:
+            return self._size
+        return self._size[_wrap_dim(dim, len(self._size))]
+
+    def dim(self):
+        """The number of dims, the batch dim included."""
+        return len(self._size)
+
+    ndimension = dim
+
+    def numel(self):
+        """The number of elements of all components."""
+        return self._v.numel()
+
+    nelement = numel
+
+    def element_size(self):
+        """Bytes per element of the values."""
+        return self._v.element_size()
+
+    def stride(self, dim=None):
+        """Not available: ember has no symbolic strides for the jagged layout."""
+        raise NotImplementedError("ember.nested: stride() of a jagged tensor is not supported")
+
+    def is_contiguous(self, memory_format=None):
+        """Whether the components lie end to end in the values (no holes, not transposed)."""
+        return self._lengths is None and self._ragged_idx == 1
+
+    def values(self):
+        """The components laid end to end along the ragged dim (differentiable)."""
+        values = self._v
+        if self._leaf:
+            from ember.ops.conversion import _alias
+            values = _alias(values)
+        return values if self._ragged_idx == 1 else values.movedim(0, self._ragged_idx - 1)
+
+    def offsets(self):
+        """Where each component starts in the values, and where the last one ends."""
+        return self._offsets
+
+    def lengths(self):
+        """The components' lengths along the ragged dim for a tensor with holes, else None."""
+        return self._lengths
+
+    def unbind(self, dim=0):
+        """The components, as a tuple (views of the values)."""
+        if dim != 0:
+            raise RuntimeError("unbind(): only supported for NestedTensor on dim=0")
+        return tuple(components(self))
+
+    def to_padded_tensor(self, padding, output_size=None):
+        """A dense tensor: the components padded with ``padding`` along the ragged dim."""
+        from ember.nested._jagged_ops import to_padded
+        return to_padded(self, padding, output_size)
+
+    # ----- autograd ---------------------------------------------------------------------
+
+    @property
+    def requires_grad(self):
+        return self._v.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad=True):
+        """Make this jagged tensor a leaf that requires grad (or not); returns self."""
+        if self._v._grad_fn is not None and not self._leaf:
+            if requires_grad:
+                return self
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if requires_grad and not (self.is_floating_point() or self.is_complex()):
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and not self._leaf:
+            self._v = self._v.detach().requires_grad_()     # an alias the tensor owns
+            self._leaf = True
+        elif not requires_grad:
+            self._v = self._v.detach()
+            self._leaf = False
+        return self
+
+    @property
+    def is_leaf(self):
+        return self._leaf or not self._v.requires_grad
+
+    @property
+    def grad_fn(self):
+        return None if self.is_leaf else self._v.grad_fn
+
+    @property
+    def grad(self):
+        grad = self._v.grad if self._leaf else None
+        return None if grad is None else self._with_values(grad)
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            raise RuntimeError("ember sets the gradient of a jagged tensor only through "
+                               "backward; assign None to clear it")
+        if self._leaf:
+            self._v.grad = None
+
+    def detach(self):
+        """This jagged tensor cut from the graph (sharing its values' memory)."""
+        return self._with_values(self._v.detach())
+
+    def _with_values(self, values, ragged_idx=None):
+        """A jagged tensor with these offsets and ``values`` (of the same ragged layout)."""
+        return jagged(values, self._offsets, self._lengths, ragged_idx or self._ragged_idx,
+                      self._min_seqlen, self._max_seqlen)
+
+    def to(self, *args, **kwargs):
+        """This tensor with another dtype and/or device (self when nothing changes)."""
+        from ember.ops.conversion import _parse_to_all
+        dtype, device, copy, _, _ = _parse_to_all(args, kwargs)
+        values = self._v.to(dtype=dtype, device=device, copy=copy)
+        if values is self._v:
+            return self
+        out = self._with_values(values)
+        out._offsets = self._offsets.to(values.device)
+        return out
+
+    # ----- Python protocols -------------------------------------------------------------
+
+    def __repr__(self, *, tensor_contents=None):
+        size = ", ".join(map(str, self._size))
+        grad = ""
+        if self.requires_grad:
+            grad = ", requires_grad=True" if self.is_leaf else f", grad_fn={self.grad_fn}"
+        return (f"NestedTensor(size=({size}), offsets={self._offsets!r}{grad}, "
+                f"contiguous={self.is_contiguous()})")
+
+    def __format__(self, spec):
+        return object.__format__(self, spec) if spec else repr(self)
+
+    def __len__(self):
+        return self._size[0]
+
+    def __getitem__(self, index):
+        if type(index) is int:
+            return tuple(components(self))[index]
+        if isinstance(index, tuple) and index and type(index[0]) is int:
+            return tuple(components(self))[index[0]][index[1:]]
+        raise NotImplementedError("ember.nested: a jagged tensor takes an int index (or ints "
+                                  "that start with one) only")
+
+    def tolist(self):
+        """Not available for nested tensors (PyTorch's error)."""
+        raise RuntimeError(_NO_STORAGE)
+
+    def numpy(self, *, force=False):
+        """Not available for nested tensors: use ``to_padded_tensor()`` first."""
+        raise RuntimeError(_NO_STORAGE)
+
+    _takes_registry_calls = True       # offered op functions, parameters by name (handle_op)
+    _takes_like_factories = True       # zeros_like/rand_like of a jagged tensor are jagged
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from ember.nested._jagged_ops import dispatch
+        return dispatch(func, args, kwargs or {})
+
+
+def jagged(values, offsets, lengths=None, ragged_idx=1, min_seqlen=None, max_seqlen=None):
+    """A jagged tensor from checked parts (no copies, no checks)."""
+    t = _new(JaggedTensor)
+    t._requires_grad = False
+    t._grad_fn = None
+    t._output_nr = 0
+    t._grad = None
+    t._vc = None
+    t._view = None
+    t._meta = None
+    t._v = values
+    t._offsets = offsets
+    t._lengths = lengths
+    t._ragged_idx = ragged_idx
+    t._leaf = False
+    t._min_seqlen = min_seqlen
+    t._max_seqlen = max_seqlen
+    inner = list(values.shape[1:])
+    inner.insert(ragged_idx - 1, nested_int_of(offsets))
+    size = [offsets.shape[0] - 1] + inner
+    t._size = tuple.__new__(Size, size)
+    return t
+
+
+def component_bounds(nt):
+    """``(start, length)`` of each component in the values' first dim."""
+    starts = nt._offsets.tolist()
+    if nt._lengths is not None:
+        return list(zip(starts[:-1], nt._lengths.tolist()))
+    return [(s, e - s) for s, e in zip(starts[:-1], starts[1:])]
+
+
+def components(nt):
+    """The components of ``nt`` (views of the values, with the ragged dim in its place)."""
+    out = []
+    for start, length in component_bounds(nt):
+        part = nt._v.narrow(0, start, length)
+        out.append(part if nt._ragged_idx == 1 else part.movedim(0, nt._ragged_idx - 1))
+    return out

@@ -1,0 +1,293 @@
+"""The ``__torch_function__`` table of jagged tensors (NOTE [Jagged tensors] in _jagged.py):
+elementwise ops, ``linear``/``matmul``, sums and means, softmaxes, ``transpose`` and
+scaled dot-product attention, each run with ember ops on the values (or the components)."""
+
+import ember
+from ember._tensor import Tensor, _wrap_dim
+from ember.nested._jagged import JaggedTensor, component_bounds, components, jagged
+
+__all__ = ["dispatch", "to_padded", "from_components"]
+
+HANDLERS = {}
+
+
+def _handles(*names):
+    def register(fn):
+        for name in names:
+            HANDLERS[name] = fn
+        return fn
+    return register
+
+
+def _op_name(func):
+    op = getattr(func, "_ember_op", None)
+    if op is None:
+        return getattr(func, "__name__", str(func))
+    if func.__name__.endswith("_") and not op.name.endswith("_"):
+        return op.name + "_"                    # the in-place method
+    return op.name
+
+
+def dispatch(func, args, kwargs):
+    """Run ember function ``func`` on arguments among which is a jagged tensor."""
+    name = _op_name(func)
+    handler = HANDLERS.get(name)
+    if handler is None and name.rstrip("_") in _elementwise_names():
+        handler = _elementwise(func, name.rstrip("_"))
+    if handler is None and name in _ON_VALUES:
+        handler = _on_values(func)
+    if handler is None:
+        if name in ("__get__", "__set__"):      # a mode's property access
+            return func(*args, **kwargs)
+        raise NotImplementedError(f"ember.nested: {name} is not supported on a jagged nested "
+                                  f"tensor")
+    return handler(*args, **kwargs)
+
+
+def _elementwise_names():
+    from ember.func._batching.elementwise import ELEMENTWISE
+    return ELEMENTWISE
+
+
+def from_components(parts, ragged_idx, like=None):
+    """A jagged tensor of ``parts`` (components ragged in dim ``ragged_idx - 1``): new
+    offsets, or ``like``'s when the lengths are its own."""
+    axis = ragged_idx - 1
+    values = ember.cat([p.movedim(axis, 0) for p in parts])
+    if like is not None and like._lengths is None:
+        return like._with_values(values, ragged_idx)
+    lengths = [p.shape[axis] for p in parts]
+    offsets = ember.tensor([0] + lengths, device=values.device).cumsum(0)
+    return jagged(values, offsets, None, ragged_idx, min(lengths), max(lengths))
+
+
+def _contiguous_values(nt, what):
+    if nt._lengths is not None:
+        raise RuntimeError(f"{what}: not supported for nested tensors with holes")
+    return nt._v
+
+
+# ----- elementwise ---------------------------------------------------------------------------
+
+def _shape_text(t, both_jagged):
+    return "(" + ", ".join(map(str, t.shape)) + ")" if both_jagged else repr(t.shape)
+
+
+def _dense_on_values(nt, dense, name):
+    """``dense`` (an operand of an elementwise op with ``nt``) shaped to the values: it may
+    align with the dims after the ragged one (size 1 along it), or have all of nt's dims."""
+    if not isinstance(dense, Tensor) or dense.dim() == 0:
+        return dense
+    if dense.dim() > nt.dim():
+        raise NotImplementedError("NYI: broadcasting NT with T with larger dim")
+    if nt._ragged_idx != 1:
+        raise NotImplementedError("ember.nested: a dense operand of an elementwise op with a "
+                                  "transposed jagged tensor is not supported")
+    lead = nt.dim() - dense.dim()
+    if lead >= 2:                       # aligned with the dims after the ragged one
+        return dense
+    if lead == 1:
+        if dense.shape[0] != 1:         # (the ragged dim)
+            _mismatch(name, nt, dense)
+        return dense.squeeze(0)
+    # as many dims as nt: one row per batch element (or one for all), and along the ragged
+    # dim one entry for all or the entries of a padded batch (a component takes its first ones)
+    if dense.shape[0] not in (1, nt.shape[0]) or nt._lengths is not None:
+        _mismatch(name, nt, dense)
+    lengths = nt._offsets.diff().long()
+    longest = int(lengths.max()) if lengths.numel() else 0
+    padded = dense.expand(nt.shape[0], longest, *dense.shape[2:])
+    batch = ember.repeat_interleave(ember.arange(nt.shape[0], device=nt.device), lengths)
+    position = ember.arange(batch.shape[0], device=nt.device) - nt._offsets[batch]
+    return padded[batch, position]
+
+
+def _mismatch(name, a, b):
+    both = isinstance(b, JaggedTensor)      # (PyTorch words the two cases so)
+    raise RuntimeError(f"cannot call binary pointwise function {name}.Tensor with inputs of "
+                       f"shapes {_shape_text(a, both)} and {_shape_text(b, both)}")
+
+
+def _elementwise(func, name):
+    def run(*args, **kwargs):
+        nts = [a for a in args if isinstance(a, JaggedTensor)]
+        first = nts[0]
+        for other in nts[1:]:
+            if other._offsets is not first._offsets or other._ragged_idx != first._ragged_idx:
+                _mismatch(name, first, other)
+        operands = [a._v if isinstance(a, JaggedTensor) else _dense_on_values(first, a, name)
+                    for a in args]
+        out = func(*operands, **kwargs)
+        if isinstance(out, Tensor) and out is operands[0] and isinstance(args[0], JaggedTensor):
+            return args[0]                                  # in place
+        return first._with_values(out)
+    return run
+
+
+# functions that take the values for the tensor (the like-factories make jagged results)
+_ON_VALUES = {"dropout", "nn.functional.dropout", "zeros_like", "ones_like", "empty_like",
+              "full_like", "rand_like", "randn_like", "randint_like"}
+
+
+def _on_values(func):
+    def run(input, *args, **kwargs):
+        return input._with_values(func(input._v, *args, **kwargs))
+    return run
+
+
+@_handles("cat", "concat", "concatenate")
+def _cat(tensors, dim=0, **kwargs):
+    first = tensors[0]
+    d = _wrap_dim(dim, first.dim())
+    if not all(isinstance(t, JaggedTensor) and t._offsets is first._offsets and
+               t._ragged_idx == first._ragged_idx for t in tensors) or d in (0, first._ragged_idx):
+        raise NotImplementedError("ember.nested: cat of jagged tensors supports tensors of the "
+                                  "same offsets along a dim after the batch and ragged ones")
+    values_dim = d - 1 if d > first._ragged_idx else d
+    return first._with_values(ember.cat([t._v for t in tensors], values_dim, **kwargs))
+
+
+# ----- products --------------------------------------------------------------------------
+
+def _last_dim_dense(nt, what):
+    if nt._ragged_idx == nt.dim() - 1:
+        raise RuntimeError(f"{what}: the last dim of a jagged input must not be the ragged one")
+
+
+@_handles("linear", "nn.functional.linear")
+def _linear(input, weight, bias=None):
+    _last_dim_dense(input, "linear")
+    return input._with_values(ember.nn.functional.linear(input._v, weight, bias))
+
+
+@_handles("matmul")
+def _matmul(input, other):
+    if not isinstance(input, JaggedTensor) or isinstance(other, JaggedTensor) or \
+            other.dim() != 2:
+        raise NotImplementedError("ember.nested: matmul supports a jagged tensor times a "
+                                  "2-D dense matrix only")
+    _last_dim_dense(input, "matmul")
+    return input._with_values(ember.matmul(input._v, other))
+
+
+@_handles("native_layer_norm")
+def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if len(normalized_shape) >= input.dim() - input._ragged_idx:
+        raise RuntimeError("layer_norm(): normalizing over ragged or batch dims is not "
+                           "supported for NestedTensor")
+    parts = ember.native_layer_norm(input._v, normalized_shape, weight, bias, eps)
+    return tuple(input._with_values(p) for p in parts)
+
+
+# ----- reductions ----------------------------------------------------------------------------
+
+def _dims(nt, dim):
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return sorted({_wrap_dim(d, nt.dim()) for d in dims})
+
+
+def _reduce(name, input, dim, keepdim, dtype):
+    reduce = getattr(ember, name)
+    dims = _dims(input, dim)
+    r = input._ragged_idx
+    extra = {} if dtype is None else {"dtype": dtype}
+    if dims is None or dims == list(range(input.dim())):
+        values = _contiguous_values(input, name)
+        out = reduce(values, **extra)
+        return out.reshape((1,) * input.dim()) if keepdim and dim is not None else out
+    if 0 in dims and r not in dims:
+        raise RuntimeError(f"{name}(): reducing along the batch dimension but not the ragged "
+                           f"dimension is not supported for nested tensors")
+    if 0 in dims:                       # batch and ragged: over the values' first dim
+        rest = [d - 1 for d in dims if d not in (0, r)]
+        out = reduce(_contiguous_values(input, name), [0] + rest, keepdim=keepdim, **extra)
+        return out.movedim(0, r - 1).unsqueeze(0) if keepdim else out
+    if r in dims:
+        if len(dims) > 1:
+            raise RuntimeError(f"{name}(): reducing along a ragged and non-batch dimension is "
+                               f"not supported for nested tensors")
+        parts = [reduce(p, r - 1, keepdim=keepdim, **extra) for p in components(input)]
+        return ember.stack(parts)
+    value_dims = [d - 1 if d > r else d for d in dims]
+    out = reduce(input._v, value_dims, keepdim=keepdim, **extra)
+    return input._with_values(out)
+
+
+@_handles("sum")
+def _sum(input, dim=None, keepdim=False, *, dtype=None):
+    return _reduce("sum", input, dim, keepdim, dtype)
+
+
+@_handles("mean")
+def _mean(input, dim=None, keepdim=False, *, dtype=None):
+    return _reduce("mean", input, dim, keepdim, dtype)
+
+
+# ----- softmax, transpose, attention --------------------------------------------------------
+
+def _softmax_like(name):
+    def run(input, dim, dtype=None, *args, **kwargs):
+        fn = getattr(ember, name)
+        d = _wrap_dim(dim, input.dim())
+        r = input._ragged_idx
+        if d == 0:
+            raise RuntimeError(f"{name}(): not supported when reducing across the batch "
+                               f"dimension for NestedTensor")
+        if d == r:
+            return from_components([fn(p, r - 1, dtype=dtype) for p in components(input)],
+                                   r, like=input)
+        return input._with_values(fn(input._v, d - 1 if d > r else d, dtype=dtype))
+    return run
+
+
+HANDLERS["softmax"] = _softmax_like("softmax")
+HANDLERS["log_softmax"] = _softmax_like("log_softmax")
+
+
+@_handles("transpose", "swapaxes", "swapdims")
+def _transpose(input, dim0, dim1):
+    d0, d1 = sorted((_wrap_dim(dim0, input.dim()), _wrap_dim(dim1, input.dim())))
+    r = input._ragged_idx
+    if d0 == 0:
+        raise ValueError("Transpose is not supported on the batch dimension for jagged NT")
+    if d0 == d1:
+        return input
+    if r in (d0, d1):                   # the ragged dim moves: the values keep it first
+        return input._with_values(input._v, d1 if r == d0 else d0)
+    v0, v1 = (d - 1 if d > r else d for d in (d0, d1))
+    return input._with_values(input._v.transpose(v0, v1))
+
+
+@_handles("scaled_dot_product_attention", "nn.functional.scaled_dot_product_attention")
+def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+          enable_gqa=False):
+    if attn_mask is not None:
+        raise NotImplementedError("ember.nested: scaled_dot_product_attention of jagged "
+                                  "tensors takes no attn_mask")
+    sdpa = ember.nn.functional.scaled_dot_product_attention
+    parts = [sdpa(q, k, v, None, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+             for q, k, v in zip(*(components(t) for t in (query, key, value)))]
+    return from_components(parts, query._ragged_idx, like=query)
+
+
+# ----- padding -------------------------------------------------------------------------------
+
+def to_padded(nt, padding, output_size=None):
+    """``nt``'s components padded with ``padding`` (or cut) to one length along the ragged
+    dim: ``output_size``'s entry for it, else the longest component's."""
+    if nt._lengths is not None:
+        raise RuntimeError("to_padded_tensor(): not supported for nested tensors with holes")
+    r = nt._ragged_idx
+    lengths = [length for _, length in component_bounds(nt)]
+    target = max(lengths, default=0)
+    if output_size is not None and len(output_size) > r:
+        target = output_size[r]
+    padded = []
+    for part in components(nt):
+        part = part.narrow(r - 1, 0, min(target, part.shape[r - 1]))
+        pad = [0, 0] * (part.dim() - r) + [0, target - part.shape[r - 1]]
+        padded.append(ember.nn.functional.pad(part, pad, value=padding))
+    return ember.stack(padded)
+
