@@ -75,3 +75,12 @@ def test_adopted_gradients_accumulate_in_later_backwards():
         (x @ w).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(),
                                3 * np.repeat(x.numpy().sum(0)[:, None], 3, 1), rtol=1e-5)
+
+
+def test_a_tensor_a_hook_returned_is_never_adopted():
+    scale = ember.full((3,), 0.5)
+    w = ember.randn(3, requires_grad=True)
+    w.register_hook(lambda g: scale)
+    (w * 2).sum().backward()
+    ember.optim.SGD([w], lr=1.0).zero_grad(set_to_none=False)
+    assert scale.tolist() == [0.5, 0.5, 0.5]

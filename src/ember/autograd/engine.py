@@ -268,8 +268,10 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
         return []
     if _GRAD.grad_enabled and grad.requires_grad:
         _warn_grad_cycle()
-    sole = not node._post_hooks and _held_only_here(grad)  # (before the call: its
-    accumulate(var, grad, sole)                            # arguments would hold grad too)
+    # (a hook's result may be held elsewhere while the buffer holds the tensor it replaced;
+    # counted before the call, whose arguments would hold grad too)
+    sole = not hooks and not node._post_hooks and _held_only_here(grad)
+    accumulate(var, grad, sole)
     post = post_accumulate_hooks(var)
     if post:
         _run_post_accumulate(post, var)
