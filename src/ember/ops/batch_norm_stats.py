@@ -58,7 +58,7 @@ def batch_norm_update_stats(xp, x, rm, rv, momentum):
     x = _float_input(x, "batch_norm_update_stats_cpu")
     _check_parameter_dtype(xp, dtype, rm, rv)
     x3 = x.reshape(_channel_rows(x.shape))
-    mean, var, _, _ = channel_stats(xp, x3)
+    mean, var, _ = channel_stats(xp, x3)
     update_running_stats(xp, rm, rv, mean, var, x3.shape[0] * x3.shape[2], momentum)
     stats = next((p.dtype for p in (rm, rv) if p is not None), dtype)
     return mean.astype(stats), var.astype(stats)
