@@ -150,3 +150,20 @@ def test_gradients_reach_values_of_a_view():
         (nt.exp().mean(-1).to_padded_tensor(0.0) * weights).sum().backward()
         grads.append(v.grad.numpy())
     np.testing.assert_allclose(*grads, rtol=1e-5)
+
+
+@pytest.mark.parametrize("build", ["from_jagged", "from_jagged max_seqlen=5", "components",
+                                   "doubled"])
+def test_padding_length_and_keepdim_sums_match_torch(build):
+    def made(T):
+        values, offsets = T.arange(18.0).reshape(6, 3), T.tensor([0, 2, 6])
+        if build == "components":
+            return T.nested.nested_tensor([values[:2], values[2:]], layout=T.jagged)
+        nt = T.nested.nested_tensor_from_jagged(
+            values, offsets, max_seqlen=5 if "max_seqlen" in build else None)
+        return nt * 2 if build == "doubled" else nt
+    ours, theirs = made(ember), made(torch)
+    np.testing.assert_array_equal(ours.to_padded_tensor(-1.0).numpy(),
+                                  theirs.to_padded_tensor(-1.0).numpy())
+    assert tuple(ours.sum(None, keepdim=True).shape) == tuple(theirs.sum(None, keepdim=True)
+                                                               .shape)

@@ -4,7 +4,7 @@ scaled dot-product attention, each run with ember ops on the values (or the comp
 
 import ember
 from ember._tensor import Tensor, _wrap_dim
-from ember.nested._jagged import JaggedTensor, component_bounds, components, jagged
+from ember.nested._jagged import JaggedTensor, components, jagged
 
 __all__ = ["dispatch", "to_padded", "from_components"]
 
@@ -95,8 +95,7 @@ def _dense_on_values(nt, dense, name):
     if dense.shape[0] not in (1, nt.shape[0]) or nt._lengths is not None:
         _mismatch(name, nt, dense)
     lengths = nt._offsets.diff().long()
-    longest = int(lengths.max()) if lengths.numel() else 0
-    padded = dense.expand(nt.shape[0], longest, *dense.shape[2:])
+    padded = dense.expand(nt.shape[0], padded_length(nt), *dense.shape[2:])
     batch = ember.repeat_interleave(ember.arange(nt.shape[0], device=nt.device), lengths)
     position = ember.arange(batch.shape[0], device=nt.device) - nt._offsets[batch]
     return padded[batch, position]
@@ -196,7 +195,7 @@ def _reduce(name, input, dim, keepdim, dtype):
     if dims is None or dims == list(range(input.dim())):
         values = _contiguous_values(input, name)
         out = reduce(values, **extra)
-        return out.reshape((1,) * input.dim()) if keepdim and dim is not None else out
+        return out.reshape((1,) * input.dim()) if keepdim else out
     if 0 in dims and r not in dims:
         raise RuntimeError(f"{name}(): reducing along the batch dimension but not the ragged "
                            f"dimension is not supported for nested tensors")
@@ -274,14 +273,21 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
 
 # ----- padding -------------------------------------------------------------------------------
 
+def padded_length(nt):
+    """The length PyTorch pads ``nt``'s ragged dim to: the ``max_seqlen`` it was given or
+    found when built from components, else the values' whole length along it."""
+    if nt._max_seqlen is not None:
+        return int(nt._max_seqlen)
+    return nt._v.shape[nt._ragged_idx - 1]
+
+
 def to_padded(nt, padding, output_size=None):
     """``nt``'s components padded with ``padding`` (or cut) to one length along the ragged
-    dim: ``output_size``'s entry for it, else the longest component's."""
+    dim: ``output_size``'s entry for it, else ``padded_length``."""
     if nt._lengths is not None:
         raise RuntimeError("to_padded_tensor(): not supported for nested tensors with holes")
     r = nt._ragged_idx
-    lengths = [length for _, length in component_bounds(nt)]
-    target = max(lengths, default=0)
+    target = padded_length(nt)
     if output_size is not None and len(output_size) > r:
         target = output_size[r]
     padded = []
