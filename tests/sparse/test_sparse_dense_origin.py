@@ -5,6 +5,7 @@ import pytest
 
 import ember
 from ember.autograd import gradcheck, gradgradcheck
+from ember.sparse._origin import origin_of
 
 DENSE = [[1.0, 0.0, 2.0, 0.0], [0.0, 0.0, 3.0, 4.0], [0.0, 5.0, 0.0, 0.0]]
 LAYOUTS = {"coo": lambda x: x.to_sparse(), "csr": lambda x: x.to_sparse_csr(),
@@ -21,7 +22,7 @@ def test_the_product_is_differentiated_as_the_dense_product(layout):
     make = LAYOUTS[layout]
     w = ember.randn(4, 2, dtype=ember.float64, requires_grad=True)
     assert gradcheck(lambda x, w: make(x) @ w, (dense(), w))
-    assert gradgradcheck(lambda x, w: ember.mm(make(x) * 3, w), (dense(), w))
+    assert gradgradcheck(lambda x, w: ember.mm(make(x), w) * 3, (dense(), w))
     assert gradcheck(lambda x, v: ember.mv(make(x), v), (dense(), w[:, 0].detach().clone()
                                                          .requires_grad_()))
 
@@ -29,7 +30,7 @@ def test_the_product_is_differentiated_as_the_dense_product(layout):
 def test_the_gradient_reaches_the_unstored_positions():
     x = dense()
     w = ember.arange(8.0, dtype=ember.float64).reshape(4, 2)
-    (x.to_sparse() * 2 @ w).sum().backward()
+    (x.to_sparse().coalesce() @ w * 2).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), np.tile(2 * w.numpy().sum(1), (3, 1)))
 
 
@@ -47,8 +48,24 @@ def test_masked_where_the_values_carry_the_gradient():
 def test_no_origin_without_a_graph():
     x = dense()
     with ember.no_grad():
-        assert x.to_sparse()._origin is None
-    assert x.to_sparse().detach()._origin is None
-    assert dense(False).to_sparse()._origin is None
+        assert origin_of(x.to_sparse()) is None
+    assert origin_of(x.to_sparse().detach()) is None
+    assert origin_of(dense(False).to_sparse()) is None
     s = x.to_sparse()
-    assert s._origin is x and s.coalesce()._origin is x and s.to_sparse_csr()._origin is x
+    assert origin_of(s) is x and origin_of(s.coalesce()) is x
+    assert origin_of(s.to_sparse_csr()) is x
+    assert origin_of(s * 2) is None                     # an op, not a conversion
+
+
+def test_an_origin_or_values_changed_in_place_is_forgotten():
+    x = dense() * 1
+    s = x.to_sparse()
+    with ember.no_grad():
+        x.mul_(2)
+    assert origin_of(s) is None
+    s = x.to_sparse()
+    s.mul_(3)
+    assert origin_of(s) is None
+    s = x.to_sparse()
+    s.add_(s)
+    assert origin_of(s) is None

@@ -8,7 +8,6 @@ from ember._tensor import Tensor
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
 from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, backend_name, handles, is_scalar, is_sparse
-from ember.sparse._origin import follow
 from ember.sparse._tensor import compressed, coo
 
 __all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select",
@@ -52,8 +51,9 @@ def select(input, dim, index):
 
 @handles("transpose")
 def transpose(input, dim0, dim1):
-    """``input.transpose(dim0, dim1)`` of a sparse tensor."""
-    return follow(_transpose(input, dim0, dim1), lambda o: o.transpose(dim0, dim1), input)
+    """``input.transpose(dim0, dim1)`` of a sparse tensor (its dense origin transposed too)."""
+    from ember.sparse._origin import carry_view
+    return carry_view(_transpose(input, dim0, dim1), input, lambda o: o.transpose(dim0, dim1))
 
 
 def _transpose(input, dim0, dim1):
@@ -333,11 +333,6 @@ def _on_values(s, fn):
 
 @handles("add")
 def _add(input, other, *, alpha=1):
-    return follow(_sum_of(input, other, alpha), lambda a, b: ember.add(a, b, alpha=alpha),
-                  input, other)
-
-
-def _sum_of(input, other, alpha):
     if is_sparse(input) and is_sparse(other):
         _check_same_size(input, other, "add")
         a, b = as_coo(input), as_coo(other)
@@ -388,10 +383,6 @@ def _sub(input, other, *, alpha=1):
 
 @handles("mul")
 def _mul(input, other):
-    return follow(_product_of(input, other), ember.mul, input, other)
-
-
-def _product_of(input, other):
     if is_scalar(other):
         return _on_values(input, lambda v: v * other)
     if is_scalar(input):
@@ -425,8 +416,7 @@ def _div(input, other, *, rounding_mode=None):
         shape = list(other.shape) if isinstance(other, Tensor) else []
         raise RuntimeError(f"Sparse division requires a scalar or zero-dim dense tensor "
                            f"divisor (got shape {shape} for divisor)")
-    out = _on_values(input, lambda v: ember.div(v, other, rounding_mode=rounding_mode))
-    return out if rounding_mode is not None else follow(out, ember.div, input, other)
+    return _on_values(input, lambda v: ember.div(v, other, rounding_mode=rounding_mode))
 
 
 @handles("floor_divide")
@@ -473,10 +463,7 @@ def _values_op(name):
             kwargs.pop("memory_format", None)
         if name not in _LINEAR and input.layout is L.sparse_coo:
             input = input.coalesce()            # f(a + b) is not f(a) + f(b)
-        out = _on_values(input, lambda v: getattr(ember, name)(v, *args, **kwargs))
-        if name in _LINEAR:
-            return follow(out, lambda o: getattr(ember, name)(o, *args, **kwargs), input)
-        return out
+        return _on_values(input, lambda v: getattr(ember, name)(v, *args, **kwargs))
     return run
 
 
@@ -502,23 +489,14 @@ def _replace(self, new):
     self._i, self._crow, self._col = new._i, new._crow, new._col
     self._coalesced = new._coalesced
     self._pattern = new._pattern
-    self._origin = new._origin
+    self._origin = None             # (the values changed: see NOTE [Dense origins])
     return self
-
-
-def _scale_origin(self, fn, other):
-    """Update the origin of ``self`` whose values were just changed in place by ``fn(v, other)``
-    (dropped when ``fn`` is None: not linear)."""
-    origin, self._origin = self._origin, None
-    if origin is not None and fn is not None and ember.is_grad_enabled():
-        self._origin = fn(origin, other)
 
 
 @handles("mul_")
 def _mul_(self, other):
     if is_sparse(self) and is_scalar(other):
         self._v.mul_(other)                     # the values in place: autograd as for them
-        _scale_origin(self, ember.mul, other)
         return self
     if not is_sparse(self):
         raise RuntimeError("mul_: ember cannot multiply a strided tensor by a sparse one in "
@@ -531,7 +509,6 @@ def _div_(self, other, *, rounding_mode=None):
     if not is_sparse(self) or not is_scalar(other):
         _div(self, other)                       # raises PyTorch's error
     self._v.div_(other, rounding_mode=rounding_mode)
-    _scale_origin(self, ember.div if rounding_mode is None else None, other)
     return self
 
 

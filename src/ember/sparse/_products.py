@@ -12,6 +12,7 @@ from ember.sparse import _layouts as L
 from ember.sparse._compressed import expand_pointers
 from ember.sparse._dispatch import HANDLERS, handles, is_sparse
 from ember.sparse._ops import as_coo, transpose
+from ember.sparse._origin import origin_of
 from ember.sparse._tensor import csr
 
 __all__ = ["SparseAddmm", "mm", "matmul", "addmm", "sampled_addmm"]
@@ -88,8 +89,9 @@ def _anchor(s, dense_grad):
     ``SparseTensor._dense_grad_anchor``)."""
     if not (dense_grad and ember.is_grad_enabled()):
         return None
-    if s._origin is not None:
-        return s._origin
+    origin = origin_of(s)
+    if origin is not None:
+        return origin
     return s._dense_grad_anchor() if s._leaf else None
 
 
@@ -106,7 +108,7 @@ def _origin_anchor(s, dense_grad):
     """The dense origin of ``s`` when its gradient is to be dense, else None (in a product of
     two sparse tensors a sparse leaf's gradient goes through its values: sparse, as in
     PyTorch)."""
-    return s._origin if dense_grad and ember.is_grad_enabled() else None
+    return origin_of(s) if dense_grad and ember.is_grad_enabled() else None
 
 
 def _product(a, b, name="addmm", dense_grad=False):
@@ -115,10 +117,8 @@ def _product(a, b, name="addmm", dense_grad=False):
     indices (``sparse.mm``)."""
     if is_sparse(a) and is_sparse(b):
         # no sparse-times-sparse kernel: the product through the second operand made dense
-        # (its origin, equal to it, when its gradient is to be dense and reach that one)
-        origin = _origin_anchor(b, dense_grad)
-        dense = b.to_dense() if origin is None else origin
-        return _sparse_times_dense(a, dense, name, _origin_anchor(a, dense_grad)).to_sparse()
+        return _sparse_times_dense(a, b.to_dense(), name,
+                                   _origin_anchor(a, dense_grad)).to_sparse()
     if is_sparse(a):
         return _sparse_times_dense(a, b, name, _anchor(a, dense_grad))
     # dense @ sparse = (sparse^T @ dense^T)^T
