@@ -7,30 +7,51 @@ dense, and the backward of ``to_sparse`` passes a dense gradient on whole, so
 ember's sparse ops are differentiable in the values alone, so a sparse tensor converted from
 a dense tensor that records a graph (or from a sparse tensor that has an origin) remembers
 that dense tensor, and the products route their sparse operand's gradient to it instead of the
-values (``_products._anchor``). The origin is only ever a gradient's destination, never an
-operand: it is forgotten when the origin or the values change in place (their versions move)
-or the values are replaced. Conversions and transposes (a view of the origin) keep it; any
-other op gives a result without one, whose gradient is the values' (masked:
-``(d.to_sparse() * 2) @ w`` differs from PyTorch's there; carrying origins through the linear
-sparse ops without materialising dense tensors would need them built lazily).
+values (``_products._anchor``). The origin is a stand-in that only routes a gradient
+(``_Destination``): it is never an operand, keeps nothing of the dense tensor alive, and is
+forgotten when the values change in place or are replaced. Conversions and transposes (a
+view of the origin) keep it; any other op gives a result without one, whose gradient is the
+values' (masked: ``(d.to_sparse() * 2) @ w`` differs from PyTorch's there; carrying origins
+through the linear sparse ops would need them combined lazily).
 """
 
 import ember
+from ember._tensor import _make
+from ember.autograd.function import Function
+from ember.backend import xp_of
 from ember.sparse._tensor import SparseTensor
 
 __all__ = ["carry", "carry_view", "origin_of"]
 
 
+class _Destination(Function):
+    """A stride-0 dense stand-in for a dense tensor whose gradient reaches that tensor's
+    history as it was when the stand-in was made, as ``to_sparse``'s backward does: nothing of
+    the tensor is kept or read, so changing it in place or detaching it later changes nothing,
+    and it is freed when the user drops it."""
+
+    @staticmethod
+    def forward(ctx, origin):
+        xp = xp_of(origin._data)
+        return _make(xp.broadcast_to(xp.zeros((), origin._data.dtype), origin.shape))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
 def carry(result, source):
     """Give ``result`` (``source`` converted: the same elements) the dense origin ``source``
-    leads to: ``source`` itself when it is dense and records a graph, its origin when it is
-    sparse."""
-    if not isinstance(result, SparseTensor) or result is source:
+    leads to: a stand-in for ``source`` when it is dense and records a graph, its origin when
+    it is sparse."""
+    if not isinstance(result, SparseTensor) or result is source or not ember.is_grad_enabled():
         return result
-    origin = origin_of(source) if isinstance(source, SparseTensor) else (
-        source if source.requires_grad and ember.is_grad_enabled() else None)
+    if isinstance(source, SparseTensor):
+        origin = origin_of(source)
+    else:
+        origin = _Destination.apply(source) if source.requires_grad else None
     if origin is not None:
-        result._origin = (origin, origin._version, result._v, result._v._version)
+        result._origin = (origin, result._v, result._v._version)
     return result
 
 
@@ -39,18 +60,17 @@ def carry_view(result, source, view):
     ``view(origin)`` of ``source``'s origin, which costs no copy."""
     origin = origin_of(source)
     if origin is not None and result is not source and ember.is_grad_enabled():
-        seen = view(origin)
-        result._origin = (seen, seen._version, result._v, result._v._version)
+        result._origin = (view(origin), result._v, result._v._version)
     return result
 
 
 def origin_of(s):
-    """The dense origin of the sparse tensor ``s``, or None when it has none or it, or the
-    values of ``s``, changed since ``s`` was made."""
+    """The dense origin of the sparse tensor ``s``: where a product sends its dense gradient
+    (None when it has none, or its values changed or were replaced since ``s`` was made)."""
     if s._origin is None:
         return None
-    origin, version, values, values_version = s._origin
-    if origin._version != version or s._v is not values or values._version != values_version:
+    origin, values, values_version = s._origin
+    if s._v is not values or values._version != values_version:
         s._origin = None
         return None
     return origin
