@@ -73,8 +73,10 @@ class Node:
         return self._metadata
 
     def name(self):
-        """PyTorch-style name of the backward function, e.g. ``MulBackward0``."""
-        return type(self).__name__
+        """PyTorch-style name of the backward function, e.g. ``MulBackward0`` (the node of an
+        op without a derivative is ``torch::autograd::NotImplemented``, as PyTorch's)."""
+        name = type(self).__name__
+        return "torch::autograd::NotImplemented" if name == "NotImplemented" else name
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {hex(id(self))}>"
