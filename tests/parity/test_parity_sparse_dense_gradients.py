@@ -141,3 +141,19 @@ def test_the_double_backward_of_a_product_reaches_the_sparse_operand_densely(sou
         (gw * gw).sum().backward()
         grads.append((d if source == "dense" else s).grad.to_dense().numpy())
     np.testing.assert_allclose(*grads, rtol=1e-12)
+
+
+@pytest.mark.parametrize("use", ["sparse.mm", "to_dense", "matmul", "matmul + sparse.mm"])
+def test_autograd_grad_of_a_sparse_leaf_matches_torch(use):
+    def gradient(lib):
+        leaf = lib.tensor(DENSE, dtype=lib.float64).to_sparse().requires_grad_()
+        w = lib.tensor(WEIGHT, dtype=lib.float64)
+        out = {"sparse.mm": lambda: lib.sparse.mm(leaf, w),
+               "to_dense": lambda: (leaf * 2).to_dense(),
+               "matmul": lambda: leaf @ w,
+               "matmul + sparse.mm": lambda: leaf @ w + lib.sparse.mm(leaf, w)}[use]()
+        (g,) = lib.autograd.grad(out.sum(), leaf)
+        return str(g.layout).split(".")[-1], g.to_dense().numpy()
+    (ours_layout, ours), (theirs_layout, theirs) = gradient(ember), gradient(torch)
+    assert ours_layout == theirs_layout
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)

@@ -58,6 +58,23 @@ def _target(t):
     return history(t)
 
 
+def _edges(t):
+    """What to differentiate against for input ``t``: itself, or for a sparse leaf its values
+    and its dense stand-in (the products' gradient goes there, see sparse/_tensor.py)."""
+    gradient_edges = getattr(type(t), "_gradient_edges", None)
+    if gradient_edges is None or not t._leaf:
+        return [t]
+    return gradient_edges(t)
+
+
+def _sparse_leaf_gradient(t, parts):
+    """A sparse leaf's gradient from those of the tensors ``_edges`` gave (None if none)."""
+    values_grad, dense_grad = (parts + [None])[:2]
+    if values_grad is None and dense_grad is None:
+        return None
+    return t._gradient_from(values_grad, dense_grad)
+
+
 def _make_grads(outputs, grads):
     from ember._creation import ones_like
     from ember._tensor import Tensor
@@ -180,8 +197,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t in inputs:
         if not isinstance(t, GradientEdge) and not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    targets = [_target(t) for t in inputs]
-    found = run_backward(roots, grads, retain_graph, create_graph, targets=targets)
+    edges = [_edges(t) for t in inputs]
+    targets = [_target(e) for group in edges for e in group]
+    found = iter(run_backward(roots, grads, retain_graph, create_graph, targets=targets))
+    found = [next(found) if len(group) == 1 and group[0] is t
+             else _sparse_leaf_gradient(t, [next(found) for _ in group])
+             for t, group in zip(inputs, edges)]
     result = []
     for index, (t, g) in enumerate(zip(inputs, found)):
         if g is None:

@@ -231,7 +231,13 @@ class SparseTensor(Tensor):
 
     @property
     def grad(self):
-        grad = self._v.grad if self._leaf else None
+        return self._gradient_from(self._v.grad if self._leaf else None,
+                                   None if self._anchor is None else self._anchor.grad)
+
+    def _gradient_from(self, values_grad, dense_grad):
+        """This leaf's gradient from its values' gradient and its dense stand-in's (see
+        ``_dense_grad_anchor``), either of them None."""
+        grad = values_grad
         if grad is not None:
             if self._layout is L.sparse_coo and not self._coalesced:
                 # the duplicates of one element share its gradient: kept once, as in PyTorch
@@ -240,10 +246,14 @@ class SparseTensor(Tensor):
                 grad = coo(indices, grad.index_select(0, keep), self._size, True)
             else:
                 grad = self._with_values(grad)
-        dense = None if self._anchor is None else self._anchor.grad
-        if dense is None:
+        if dense_grad is None:
             return grad
-        return dense if grad is None else dense + grad
+        return dense_grad if grad is None else dense_grad + grad
+
+    def _gradient_edges(self):
+        """The tensors ``autograd.grad`` differentiates against for this leaf: its values, and
+        its dense stand-in when a product used one."""
+        return [self._v] if self._anchor is None else [self._v, self._anchor]
 
     @grad.setter
     def grad(self, value):
