@@ -168,8 +168,9 @@ def test_grad_fn_names(call, name):
     (lambda x: ember.linalg.norm(x, -1), "AminBackward0"),
     (lambda x: ember.linalg.norm(x, dim=1), "LinalgVectorNormBackward0"),
     (lambda x: ember.norm(x, "nuc"), "SumBackward1"),
-    (lambda x: ember.bincount(ember.tensor([0, 1]), x[0, :2]), "NotImplemented"),
-    (lambda x: ember.histogram(x, 2).hist, "NotImplemented"),
+    (lambda x: ember.bincount(ember.tensor([0, 1]), x[0, :2]),
+     "torch::autograd::NotImplemented"),
+    (lambda x: ember.histogram(x, 2).hist, "torch::autograd::NotImplemented"),
     (lambda x: ember.diff(x, n=0), "CopyBackwards"), (lambda x: ember.diff(x), "SubBackward0"),
 ])
 def test_grad_fn_names_of_composite_reductions(call, name):
