@@ -17,11 +17,11 @@ import itertools
 import weakref
 
 from ember._shape import Size
-from ember._tensor import Tensor, _new, _wrap_dim
+from ember._tensor import Tensor
+from ember._values_backed import NO_STORAGE, ValuesBacked, blank
 
 __all__ = ["JaggedTensor", "NestedInt", "jagged", "nested_int_of", "components"]
 
-_NO_STORAGE = "Cannot access data pointer of Tensor that doesn't have storage"
 _COUNTER = itertools.count(1)
 _NESTED_INTS = {}          # id of an offsets tensor -> (a weak reference to it, its NestedInt)
 
@@ -51,46 +51,24 @@ def nested_int_of(offsets):
     return sym
 
 
-class JaggedTensor(Tensor):
+class JaggedTensor(ValuesBacked, Tensor):
     """A nested tensor in the jagged layout; see NOTE [Jagged tensors]."""
 
     __slots__ = ("_v", "_offsets", "_lengths", "_ragged_idx", "_size", "_leaf",
                  "_min_seqlen", "_max_seqlen")
 
-    _data = property(lambda self: self._v._data[:0])    # empty: for device checks only
     is_nested = True
-    dtype = property(lambda self: self._v.dtype)
-    device = property(lambda self: self._v.device)
-    shape = property(lambda self: self._size)
-    ndim = property(lambda self: len(self._size))
-    itemsize = property(lambda self: self._v.itemsize)
 
     @property
     def layout(self):
         from ember._api import jagged as layout
         return layout
 
-    def size(self, dim=None):
-        """The shape (with the ragged size symbolic), or the size of one dim."""
-        if dim is None:
-            return self._size
-        return self._size[_wrap_dim(dim, len(self._size))]
-
-    def dim(self):
-        """The number of dims, the batch dim included."""
-        return len(self._size)
-
-    ndimension = dim
-
     def numel(self):
         """The number of elements of all components."""
         return self._v.numel()
 
     nelement = numel
-
-    def element_size(self):
-        """Bytes per element of the values."""
-        return self._v.element_size()
 
     def stride(self, dim=None):
         """Not available: ember has no symbolic strides for the jagged layout."""
@@ -128,41 +106,6 @@ class JaggedTensor(Tensor):
         return to_padded(self, padding, output_size)
 
     # ----- autograd ---------------------------------------------------------------------
-
-    @property
-    def requires_grad(self):
-        return self._v.requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, flag):
-        self.requires_grad_(flag)
-
-    def requires_grad_(self, requires_grad=True):
-        """Make this jagged tensor a leaf that requires grad (or not); returns self."""
-        if self._v._grad_fn is not None and not self._leaf:
-            if requires_grad:
-                return self
-            raise RuntimeError(
-                "you can only change requires_grad flags of leaf variables. If you want to use "
-                "a computed variable in a subgraph that doesn't require differentiation use "
-                "var_no_grad = var.detach().")
-        if requires_grad and not (self.is_floating_point() or self.is_complex()):
-            raise RuntimeError("only Tensors of floating point dtype can require gradients")
-        if requires_grad and not self._leaf:
-            self._v = self._v.detach().requires_grad_()     # an alias the tensor owns
-            self._leaf = True
-        elif not requires_grad:
-            self._v = self._v.detach()
-            self._leaf = False
-        return self
-
-    @property
-    def is_leaf(self):
-        return self._leaf or not self._v.requires_grad
-
-    @property
-    def grad_fn(self):
-        return None if self.is_leaf else self._v.grad_fn
 
     @property
     def grad(self):
@@ -223,11 +166,11 @@ class JaggedTensor(Tensor):
 
     def tolist(self):
         """Not available for nested tensors (PyTorch's error)."""
-        raise RuntimeError(_NO_STORAGE)
+        raise RuntimeError(NO_STORAGE)
 
     def numpy(self, *, force=False):
         """Not available for nested tensors: use ``to_padded_tensor()`` first."""
-        raise RuntimeError(_NO_STORAGE)
+        raise RuntimeError(NO_STORAGE)
 
     _takes_registry_calls = True       # offered op functions, parameters by name (handle_op)
     _takes_like_factories = True       # zeros_like/rand_like of a jagged tensor are jagged
@@ -240,14 +183,7 @@ class JaggedTensor(Tensor):
 
 def jagged(values, offsets, lengths=None, ragged_idx=1, min_seqlen=None, max_seqlen=None):
     """A jagged tensor from checked parts (no copies, no checks)."""
-    t = _new(JaggedTensor)
-    t._requires_grad = False
-    t._grad_fn = None
-    t._output_nr = 0
-    t._grad = None
-    t._vc = None
-    t._view = None
-    t._meta = None
+    t = blank(JaggedTensor)
     t._v = values
     t._offsets = offsets
     t._lengths = lengths

@@ -4,33 +4,18 @@ scaled dot-product attention, each run with ember ops on the values (or the comp
 
 import ember
 from ember._tensor import Tensor, _wrap_dim
+from ember._values_backed import op_name, registrar
 from ember.nested._jagged import JaggedTensor, components, jagged
 
 __all__ = ["dispatch", "to_padded", "from_components"]
 
 HANDLERS = {}
-
-
-def _handles(*names):
-    def register(fn):
-        for name in names:
-            HANDLERS[name] = fn
-        return fn
-    return register
-
-
-def _op_name(func):
-    op = getattr(func, "_ember_op", None)
-    if op is None:
-        return getattr(func, "__name__", str(func))
-    if func.__name__.endswith("_") and not op.name.endswith("_"):
-        return op.name + "_"                    # the in-place method
-    return op.name
+_handles = registrar(HANDLERS)
 
 
 def dispatch(func, args, kwargs):
     """Run ember function ``func`` on arguments among which is a jagged tensor."""
-    name = _op_name(func)
+    name = op_name(func)
     handler = HANDLERS.get(name)
     if handler is None and name.rstrip("_") in _elementwise_names():
         handler = _elementwise(func, name.rstrip("_"))

@@ -4,6 +4,7 @@ meets a sparse operand (see NOTE [Sparse tensors] in _tensor.py)."""
 import numbers
 
 from ember._tensor import Tensor
+from ember._values_backed import op_name, registrar
 from ember.sparse import _layouts as L
 from ember.sparse._tensor import SparseTensor
 
@@ -11,25 +12,7 @@ __all__ = ["HANDLERS", "ANY_LAYOUT", "handles", "dispatch", "op_name", "backend_
            "is_scalar"]
 
 HANDLERS = {}
-
-
-def handles(*names):
-    """Decorate the function that runs the ops ``names`` (registry names) on sparse tensors."""
-    def register(fn):
-        for name in names:
-            HANDLERS[name] = fn
-        return fn
-    return register
-
-
-def op_name(func):
-    """The registry name of an ember function (``name_`` for an in-place method)."""
-    op = getattr(func, "_ember_op", None)
-    if op is None:
-        return getattr(func, "__name__", str(func))
-    if func.__name__.endswith("_") and not op.name.endswith("_"):
-        return op.name + "_"                    # the in-place method
-    return op.name
+handles = registrar(HANDLERS)   # @handles(*names): the function running those ops
 
 
 def _sparse_operands(args):

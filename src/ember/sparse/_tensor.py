@@ -27,25 +27,27 @@ whatever its layout (for CSC they are the column pointers and the row indices).
 import operator
 
 from ember._creation import check_requires_grad
-from ember._tensor import Size, Tensor, _make, _new
+from ember._tensor import Size, Tensor, _make
+from ember._values_backed import NO_STORAGE, ValuesBacked, blank
 from ember.sparse import _layouts as L
 
 __all__ = ["SparseTensor", "coo", "csr", "compressed", "sparse_coo_tensor"]
 
-_NO_STORAGE = "Cannot access data pointer of Tensor that doesn't have storage"
 
 
 def _storage_error(self):
-    raise RuntimeError(_NO_STORAGE)
+    raise RuntimeError(NO_STORAGE)
 
 
-class SparseTensor(Tensor):
+class SparseTensor(ValuesBacked, Tensor):
     """A sparse COO or compressed tensor; see NOTE [Sparse tensors]."""
+
+    _non_float_grad_message = ("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
 
     __slots__ = ("_layout", "_i", "_crow", "_col", "_v", "_size", "_coalesced", "_leaf",
                  "_pattern", "_anchor", "_origin")
 
-    _data = property(lambda self: self._v._data[:0])    # empty: for device checks only
     data_ptr = const_data_ptr = storage_offset = untyped_storage = storage = _storage_error
     set_ = is_set_to = __dlpack__ = _storage_error
     nbytes = property(_storage_error)
@@ -58,34 +60,11 @@ class SparseTensor(Tensor):
 
     is_sparse = property(lambda self: self._layout is L.sparse_coo)
     is_sparse_csr = property(lambda self: self._layout is L.sparse_csr)
-    dtype = property(lambda self: self._v.dtype)
-    device = property(lambda self: self._v.device)
-    shape = property(lambda self: self._size)
-    ndim = property(lambda self: len(self._size))
-    itemsize = property(lambda self: self._v.itemsize)
-
-    def size(self, dim=None):
-        """The shape, or the length of one dimension."""
-        if dim is None:
-            return self._size
-        from ember._tensor import _wrap_dim
-        return self._size[_wrap_dim(dim, len(self._size))]
-
-    def dim(self):
-        """The number of dimensions."""
-        return len(self._size)
-
-    ndimension = dim
-
     def numel(self):
         """The number of elements, zeros included."""
         return self._size.numel()
 
     nelement = numel
-
-    def element_size(self):
-        """Bytes per element of the values."""
-        return self._v.element_size()
 
     def stride(self, dim=None):
         """Strides: a COO tensor answers zeros, as PyTorch does; compressed ones have none."""
@@ -192,42 +171,6 @@ class SparseTensor(Tensor):
         return self._col
 
     # ----- autograd ---------------------------------------------------------------------
-
-    @property
-    def requires_grad(self):
-        return self._v.requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, flag):
-        self.requires_grad_(flag)
-
-    def requires_grad_(self, requires_grad=True):
-        """Make this sparse tensor a leaf that requires grad (or not); returns self."""
-        if self._v._grad_fn is not None and not self._leaf:
-            if requires_grad:
-                return self
-            raise RuntimeError(
-                "you can only change requires_grad flags of leaf variables. If you want to use "
-                "a computed variable in a subgraph that doesn't require differentiation use "
-                "var_no_grad = var.detach().")
-        if requires_grad and not (self.is_floating_point() or self.is_complex()):
-            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
-                               "gradients")
-        if requires_grad and not self._leaf:
-            self._v = self._v.detach().requires_grad_()     # an alias the tensor owns
-            self._leaf = True
-        elif not requires_grad:
-            self._v = self._v.detach()
-            self._leaf = False
-        return self
-
-    @property
-    def is_leaf(self):
-        return self._leaf or not self._v.requires_grad
-
-    @property
-    def grad_fn(self):
-        return None if self.is_leaf else self._v.grad_fn
 
     @property
     def grad(self):
@@ -373,7 +316,7 @@ class SparseTensor(Tensor):
 
     def tolist(self):
         """Not available for sparse tensors (PyTorch's error)."""
-        raise RuntimeError(_NO_STORAGE)
+        raise RuntimeError(NO_STORAGE)
 
     def numpy(self, *, force=False):
         """Not available for sparse tensors: use ``to_dense()`` first."""
@@ -419,14 +362,7 @@ def _rebuild(layout, parts, values, size, requires_grad):
 
 
 def _blank(layout, values, size):
-    t = _new(SparseTensor)
-    t._requires_grad = False
-    t._grad_fn = None
-    t._output_nr = 0
-    t._grad = None
-    t._vc = None
-    t._view = None
-    t._meta = None
+    t = blank(SparseTensor)
     t._layout = layout
     t._v = values
     t._size = size if type(size) is Size else Size(size)
