@@ -8,15 +8,18 @@ import numpy as np
 import pytest
 
 import ember
-from ember.backend.cpu_kernels import map_chunks, map_elementwise
+from ember.backend.cpu_kernels import _all_controls, map_chunks, map_elementwise
 from ember.backend.cpu_memory import keep_freed_memory
 
 
 @pytest.fixture
 def threads():
     before = ember.get_num_threads()
+    blas_before = [(setter, getter()) for setter, getter in _all_controls()]
     yield
     ember.set_num_threads(before)
+    for setter, count in blas_before:
+        setter(count)
 
 
 def test_set_and_get_num_threads(threads):
@@ -28,6 +31,14 @@ def test_set_and_get_num_threads(threads):
     for bad, kind in ((1.5, "float"), (True, "bool"), ("2", "str")):
         with pytest.raises(RuntimeError, match=f"set_num_threads expects an int, but got {kind}"):
             ember.set_num_threads(bad)
+
+
+@pytest.mark.skipif(not _all_controls(), reason="NumPy's BLAS is not OpenBLAS")
+def test_set_num_threads_sets_the_blas_threads_of_products(threads):
+    # as torch.set_num_threads(1) makes its matrix products single-threaded
+    for n in (1, 2):
+        ember.set_num_threads(n)
+        assert [getter() for _, getter in _all_controls()] == [n] * len(_all_controls())
 
 
 def test_map_chunks_covers_the_range_in_order_on_worker_threads(threads):

@@ -34,34 +34,49 @@ _ELEMENTWISE_SPAN = 1 << 16
 # saved whenever other processes kept the cores busy (64K-512K GELU: 1.3-2.7x slower)
 _THREADED_MIN = 1 << 20
 
-_CONTROL = []                   # [(set_num_threads, get_num_threads)] or [None], found once
+_CONTROLS = []                  # [[(set_num_threads, get_num_threads), ...]], found once
 
 
 def _find_openblas():
-    """The thread setters of the OpenBLAS loaded in this process, or None."""
+    """The thread setters and getters of every OpenBLAS loaded in this process (NumPy's first,
+    then SciPy's, by their paths), as ``[(set_num_threads, get_num_threads), ...]``."""
     try:
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "openblas" in line and ".so" in line}
     except OSError:
-        return None
+        return []
+    controls = []
     for path in sorted(paths):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix in ("scipy_openblas_", "openblas_"):
-            for suffix in ("64_", ""):
-                setter = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-                getter = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-                if setter is not None and getter is not None:
-                    return setter, getter
+        control = _thread_functions(lib)
+        if control is not None:
+            controls.append(control)
+    return controls
+
+
+def _thread_functions(lib):
+    for prefix in ("scipy_openblas_", "openblas_"):
+        for suffix in ("64_", ""):
+            setter = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+            getter = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+            if setter is not None and getter is not None:
+                return setter, getter
     return None
 
 
+def _all_controls():
+    if not _CONTROLS:
+        _CONTROLS.append(_find_openblas())
+    return _CONTROLS[0]
+
+
 def _control():
-    if not _CONTROL:
-        _CONTROL.append(_find_openblas())
-    return _CONTROL[0]
+    """NumPy's OpenBLAS thread setter and getter, or None."""
+    controls = _all_controls()
+    return controls[0] if controls else None
 
 
 @contextlib.contextmanager
@@ -125,8 +140,11 @@ def check_thread_count(setter, n):
 
 
 def set_num_threads(n):
-    """Set the number of threads ember's CPU kernels use (``torch.set_num_threads``)."""
+    """Set the number of threads ember's CPU kernels and BLAS products use
+    (``torch.set_num_threads``)."""
     check_thread_count("set_num_threads", n)
+    for setter, _ in _all_controls():
+        setter(n)
     with _Pool.lock:
         _Pool.threads = n
         if _Pool.executor is not None:
