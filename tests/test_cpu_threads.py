@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.backend.cpu_kernels import _all_controls, map_chunks, map_elementwise
+from ember.backend.cpu_kernels import _all_controls, _cores, _default_threads, map_chunks, \
+    map_elementwise
 from ember.backend.cpu_memory import keep_freed_memory
 
 
@@ -39,6 +40,19 @@ def test_set_num_threads_sets_the_blas_threads_of_products(threads):
     for n in (1, 2):
         ember.set_num_threads(n)
         assert [getter() for _, getter in _all_controls()] == [n] * len(_all_controls())
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, "cores"), ({"OMP_NUM_THREADS": "1"}, 1), ({"MKL_NUM_THREADS": "1"}, 1),
+    ({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "64"}, "cores"),
+    ({"OMP_NUM_THREADS": "64", "MKL_NUM_THREADS": "1"}, 1),
+    ({"OMP_NUM_THREADS": "abc"}, "cores"), ({"OMP_NUM_THREADS": "0"}, "cores")])
+def test_default_thread_count_reads_the_environment_as_torch_does(monkeypatch, env, expected):
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert _default_threads() == (_cores() if expected == "cores" else expected)
 
 
 def test_map_chunks_covers_the_range_in_order_on_worker_threads(threads):

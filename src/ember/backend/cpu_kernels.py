@@ -111,8 +111,17 @@ def _cores():
         return os.cpu_count() or 1
 
 
+def _default_threads():
+    """The cores, fewer where MKL_NUM_THREADS (else OMP_NUM_THREADS) asks, as torch counts."""
+    for name in ("MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return min(int(value), _cores())
+    return _cores()
+
+
 class _Pool:
-    threads = _cores()
+    threads = _default_threads()
     executor = None
     lock = threading.Lock()
 
