@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 import ember
-from ember.backend.cpu_kernels import _all_controls, _cores, _default_threads, map_chunks, \
-    map_elementwise
+from ember.backend.blas_threads import controls
+from ember.backend.cpu_kernels import _cores, _default_threads, map_chunks, map_elementwise
 from ember.backend.cpu_memory import keep_freed_memory
 
 
 @pytest.fixture
 def threads():
     before = ember.get_num_threads()
-    blas_before = [(setter, getter()) for setter, getter in _all_controls()]
+    blas_before = [(setter, getter()) for setter, getter in controls()]
     yield
     ember.set_num_threads(before)
     for setter, count in blas_before:
@@ -34,12 +34,12 @@ def test_set_and_get_num_threads(threads):
             ember.set_num_threads(bad)
 
 
-@pytest.mark.skipif(not _all_controls(), reason="NumPy's BLAS is not OpenBLAS")
+@pytest.mark.skipif(not controls(), reason="NumPy's BLAS is not OpenBLAS")
 def test_set_num_threads_sets_the_blas_threads_of_products(threads):
     # as torch.set_num_threads(1) makes its matrix products single-threaded
     for n in (1, 2):
         ember.set_num_threads(n)
-        assert [getter() for _, getter in _all_controls()] == [n] * len(_all_controls())
+        assert [getter() for _, getter in controls()] == [n] * len(controls())
 
 
 @pytest.mark.parametrize("env, expected", [

@@ -1,4 +1,5 @@
-"""CPU threading for the NumPy kernels: intra-op worker threads and BLAS on one thread.
+"""CPU threading for the NumPy kernels: intra-op worker threads (BLAS's own threads are
+blas_threads.py's).
 
 NumPy runs each call on one core. The heavy kernels (convolution) split their batch into
 chunks and run the chunks on a pool of worker threads, one per core ``set_num_threads``
@@ -14,12 +15,12 @@ Large element-wise kernels (gelu and its gradient: some twenty NumPy passes each
 way, over cache-sized spans of the flattened arrays (``map_elementwise``).
 """
 
-import contextlib
 import contextvars
-import ctypes
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+from ember.backend.blas_threads import one_blas_thread, set_blas_threads
 
 __all__ = ["one_blas_thread", "map_chunks", "map_elementwise", "get_num_threads",
            "set_num_threads"]
@@ -33,73 +34,6 @@ _ELEMENTWISE_SPAN = 1 << 16
 # below this many elements, handing element-wise spans to the worker threads cost more than it
 # saved whenever other processes kept the cores busy (64K-512K GELU: 1.3-2.7x slower)
 _THREADED_MIN = 1 << 20
-
-_CONTROLS = []                  # [[(set_num_threads, get_num_threads), ...]], found once
-
-
-def _find_openblas():
-    """The thread setters and getters of every OpenBLAS loaded in this process (NumPy's first,
-    then SciPy's, by their paths), as ``[(set_num_threads, get_num_threads), ...]``."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line and ".so" in line}
-    except OSError:
-        return []
-    controls = []
-    for path in sorted(paths):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        control = _thread_functions(lib)
-        if control is not None:
-            controls.append(control)
-    return controls
-
-
-def _thread_functions(lib):
-    for prefix in ("scipy_openblas_", "openblas_"):
-        for suffix in ("64_", ""):
-            setter = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-            getter = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-            if setter is not None and getter is not None:
-                return setter, getter
-    return None
-
-
-def _all_controls():
-    if not _CONTROLS:
-        _CONTROLS.append(_find_openblas())
-    return _CONTROLS[0]
-
-
-def _control():
-    """NumPy's OpenBLAS thread setter and getter, or None."""
-    controls = _all_controls()
-    return controls[0] if controls else None
-
-
-@contextlib.contextmanager
-def _single(setter, getter):
-    before = getter()
-    if before == 1:
-        yield
-        return
-    setter(1)
-    try:
-        yield
-    finally:
-        setter(before)
-
-
-def one_blas_thread(xp):
-    """A context in which NumPy's BLAS runs on one thread (a no-op for other backends)."""
-    if xp.__name__ != "numpy":
-        return contextlib.nullcontext()
-    control = _control()
-    if control is None:
-        return contextlib.nullcontext()
-    return _single(*control)
 
 
 # --- the intra-op worker pool -----------------------------------------------------------------
@@ -152,8 +86,7 @@ def set_num_threads(n):
     """Set the number of threads ember's CPU kernels and BLAS products use
     (``torch.set_num_threads``)."""
     check_thread_count("set_num_threads", n)
-    for setter, _ in _all_controls():
-        setter(n)
+    set_blas_threads(n)
     with _Pool.lock:
         _Pool.threads = n
         if _Pool.executor is not None:

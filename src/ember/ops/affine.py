@@ -11,6 +11,7 @@ import numpy as np
 from ember import _dtype as D
 from ember.amp._state import suspended
 from ember.backend import low_precision_product
+from ember.backend.blas_threads import follow_load
 from ember.ops._elementwise import conj_grad
 from ember.ops._registry import broadcast_message, op
 
@@ -59,6 +60,7 @@ def linear(xp, x, w, b):
     _check_linear(x, w, b)
     dtype = x.dtype
     rows = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
+    follow_load(xp)
     if dtype in _LOW:       # the CPU's float32 sums take the bias before rounding
         out = low_precision_product(xp, rows, w.T, float32_sums=True)
     else:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember.backend import low_precision_product
+from ember.backend.blas_threads import follow_load
 from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import BINARY
 from ember.ops._registry import broadcast_message, op
@@ -33,6 +34,7 @@ def _no_bool(a, kernel):
 
 def matrix_product(xp, a, b):
     """``a @ b`` (NumPy broadcasting), 16-bit floats accumulated in float32."""
+    follow_load(xp)
     if a.dtype in _LOW:
         return low_precision_product(xp, a, b)
     return xp.matmul(a, b)
@@ -189,6 +191,7 @@ def matmul(xp, a, b):
     """The matrix product with NumPy's rules: 1-D operands promoted, batch dims broadcast."""
     da, db = a.ndim, b.ndim
     if da == 2 and db == 2 and a.dtype is b.dtype and a.dtype in _GEMM:
+        follow_load(xp)
         try:                    # the common case, checked by NumPy: its only error is shapes
             return xp.matmul(a, b)
         except ValueError:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember.backend import low_precision_product
+from ember.backend.blas_threads import follow_load
 from ember.ops import contractions, einsum
 from ember.ops.contractions import AS_TENSORS
 from ember.ops._dims import wrap_dim
@@ -83,6 +84,7 @@ def _cast(arrays, dtype):
 def _matmul(xp, a, b):
     """The product ``_combine`` asks for: ``a @ b`` in the compute dtype, or for 16-bit
     floats their float32 sums (a GPU's native product, rounded, on tensor cores)."""
+    follow_load(xp)
     if a.dtype in _LOW:
         return lambda dt: low_precision_product(xp, a, b, float32_sums=True)
     return lambda dt: xp.matmul(*_cast((a, b), dt))
