@@ -174,18 +174,19 @@ _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)       # user, nice, system, irq, softirq, stea
 def _reading():
     """(wall clock, busy CPU seconds of the usable cores, this process's CPU seconds), or
     None without /proc/stat."""
-    try:
-        with open("/proc/stat") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
     cores = _usable_cores()
     busy = 0
-    for line in lines:
-        name, _, counts = line.partition(" ")
-        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cores:
-            fields = counts.split()
-            busy += sum(int(fields[i]) for i in _BUSY_FIELDS if i < len(fields))
+    try:
+        with open("/proc/stat") as f:
+            for line in f:              # the cpu lines come first; the rest is long
+                name, _, counts = line.partition(" ")
+                if not name.startswith("cpu"):
+                    break
+                if name[3:].isdigit() and int(name[3:]) in cores:
+                    fields = counts.split()
+                    busy += sum(int(fields[i]) for i in _BUSY_FIELDS if i < len(fields))
+    except OSError:
+        return None
     return time.monotonic(), busy * _TICK, time.process_time()
 
 
