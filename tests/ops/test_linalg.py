@@ -56,7 +56,7 @@ def test_outer_promotes_and_has_the_ger_alias():
     assert out.tolist() == [[3.0, 4.0, 5.0], [6.0, 8.0, 10.0]]
     out.sum().backward()
     assert a.grad.tolist() == [12.0, 12.0]
-    assert ember.ger is ember.outer and ember.Tensor.ger is ember.Tensor.outer
+    assert ember.ger._ember_op is ember.outer._ember_op and ember.Tensor.ger.__name__ == "ger"
     flags = ember.outer(ember.tensor([True]), ember.tensor([True, False]))
     assert flags.tolist() == [[True, False]]
 

@@ -71,12 +71,19 @@ def test_method_varargs_match_numpy():
     _same(x.expand(2, 3, 4), np.broadcast_to(a, (2, 3, 4)))
 
 
-def test_aliases_are_the_same_function():
-    assert ember.swapdims is ember.transpose    # swapaxes takes axis0/axis1: its own function
-    assert ember.moveaxis is ember.movedim
+def test_aliases_are_entry_points_of_their_own():
+    # as in PyTorch, each name is its own function, whose TypeErrors give that name
+    for alias, target in (("swapdims", "transpose"), ("moveaxis", "movedim"),
+                          ("broadcast_to", "expand")):
+        assert getattr(ember, alias) is not getattr(ember, target)
+        assert getattr(ember, alias).__name__ == alias
+        assert getattr(ember, alias)._ember_op is getattr(ember, target)._ember_op
+    assert ember.Tensor.moveaxis.__name__ == "moveaxis"
+    assert ember.Tensor.swapdims_.__name__ == "swapdims_"
     assert ember.concat is ember.cat and ember.concatenate is ember.cat
-    assert ember.broadcast_to is ember.expand
-    assert ember.Tensor.moveaxis is ember.Tensor.movedim
+    x = ember.arange(6.).reshape(2, 3)
+    assert ember.swapdims(x, 0, 1).tolist() == ember.transpose(x, 0, 1).tolist()
+    assert x.moveaxis(0, 1).tolist() == x.movedim(0, 1).tolist()
     assert not hasattr(ember, "repeat")         # Tensor.repeat only, as in PyTorch
 
 
@@ -580,8 +587,12 @@ def test_repeat_interleave_forms():
     assert idx.tolist() == [0, 0, 2] and idx.dtype is ember.int32
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'repeats'"):
         x.repeat_interleave()           # the method has no one-argument form
-    with pytest.raises(TypeError, match="argument 'input' \\(position 1\\) must be Tensor"):
+    with pytest.raises(TypeError) as caught:     # no overload takes an int first (PyTorch's)
         ember.repeat_interleave(3, ember.tensor([2]))
+    assert str(caught.value).splitlines()[:2] == [
+        "repeat_interleave() received an invalid combination of arguments - got (int, Tensor), "
+        "but expected one of:",
+        " * (Tensor input, Tensor repeats, int dim = None, *, int output_size = None)"]
 
 
 def test_repeat_interleave_gradients_sum_the_copies():

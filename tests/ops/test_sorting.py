@@ -153,5 +153,5 @@ def test_topk_unsorted_returns_the_same_selection():
 
 
 def test_trapz_is_trapezoid():
-    assert ember.trapz is ember.trapezoid
+    assert ember.trapz._ember_op is ember.trapezoid._ember_op
     assert _values(ember.trapz(ember.tensor([1., 2., 4.]), dx=2)) == 9.0

@@ -2,7 +2,7 @@
 ``ember.<op>``, ``Tensor.<op>``, ``Tensor.<op>_`` and the Python operators.
 
 An op module may define ``ALIASES = {"other_name": "op_name"}`` for PyTorch's other names of
-the same op (``absolute`` for ``abs``): one function object under several names. It may also
+the same op (``absolute`` for ``abs``): an entry point of its own for each name. It may also
 define ``PUBLIC = {"name": function}`` for functions of the ember namespace that are built
 from ops rather than being ops themselves (``allclose``), and ``FUNCTIONAL`` for those of
 ``ember.nn.functional``: a function, or the registry name of a top-level op PyTorch also
@@ -64,7 +64,7 @@ def public_functions():
     table.update(PUBLIC)
     for alias, target in ALIASES.items():
         if target in table:
-            table[alias] = table[target]
+            table[alias] = _alias_entry(alias, table[target], "function")
     table.update({name: getattr(Tensor, name) for name in TOP_LEVEL_IN_PLACE
                   if name not in table})
     return table
@@ -76,13 +76,29 @@ def namespace_functions(namespace):
             if op.namespace == namespace}
 
 
+_ALIAS_ENTRIES = {}         # (alias, kind) -> its entry point
+
+
+def _alias_entry(alias, target, kind):
+    """The entry point ``alias`` of ``kind`` for ``target``'s: a generated entry point of its
+    own, whose TypeErrors name the alias as PyTorch's do, when ``target`` is generated."""
+    from ember.ops._entry_points import ENTRY_KINDS
+    op = getattr(target, "_ember_op", None)
+    if op is None or ENTRY_KINDS.get(getattr(target, "__code__", None)) != kind:
+        return target
+    if (alias, kind) not in _ALIAS_ENTRIES:
+        _ALIAS_ENTRIES[alias, kind] = _registry.generate(op, kind, name=alias)
+    return _ALIAS_ENTRIES[alias, kind]
+
+
 def _install_alias_methods():
     from ember._tensor import Tensor
     for alias, target in ALIASES.items():
         if hasattr(Tensor, target) and not hasattr(Tensor, alias):
-            setattr(Tensor, alias, getattr(Tensor, target))
+            setattr(Tensor, alias, _alias_entry(alias, getattr(Tensor, target), "method"))
         if hasattr(Tensor, target + "_") and not hasattr(Tensor, alias + "_"):
-            setattr(Tensor, alias + "_", getattr(Tensor, target + "_"))
+            setattr(Tensor, alias + "_",
+                    _alias_entry(alias, getattr(Tensor, target + "_"), "inplace"))
 
 
 _install_alias_methods()

@@ -98,7 +98,17 @@ def invalid_combination(op, given, kind=None):
         got = ", ".join(names + [type_name(v) for v in given])
     op += "_" if kind == "inplace" else ""
     return TypeError(f"{op}() received an invalid combination of arguments - got "
-                     f"({got}), but expected one of:")
+                     f"({got}), but expected one of:{_listing(op, kind, site)}")
+
+
+def _listing(op, kind, site):
+    """PyTorch's signatures of ``op`` after its "expected one of:", where they are known
+    (see NOTE [Overloaded signatures in TypeErrors])."""
+    from ember.ops._overloads import overloads, site_listing
+    signatures = overloads(op, kind or "function")
+    if signatures is None or site is None or site.keywords is None:
+        return ""
+    return site_listing(signatures, site)
 
 
 def check_overloaded_dims(dim, op, given, name="dim", alone=False):

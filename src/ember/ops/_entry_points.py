@@ -9,17 +9,20 @@ from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, a
                                     missing_arg, public_signature, stand_in_defaults)
 from ember.ops._dims import is_index
 from ember.ops._dispatch import call
+from ember.ops._overloads import needs_refining, refine_type_error
 
 __all__ = ["generate", "GENERATED", "ENTRY_KINDS", "method_varargs", "varargs"]
 
 
-def generate(op, kind):
+def generate(op, kind, name=None):
     """Build ``ember.<name>`` (kind "function"), ``Tensor.<name>`` ("method") or
-    ``Tensor.<name>_`` ("inplace") with the op's real signature."""
+    ``Tensor.<name>_`` ("inplace") with the op's real signature; ``name``: another name
+    PyTorch gives the op (``ember.divide``), which its TypeErrors then give."""
     args = op._args
     pos = [a.arg for a in args.args]
     defaults = [None] * (len(pos) - len(args.defaults)) + list(args.defaults)
-    fname = op.short_name if kind == "function" else (op.method_name or op.short_name)
+    own_name = op.short_name if kind == "function" else (op.method_name or op.short_name)
+    fname = name or own_name
     aliases = aliases_of(op, pos + [a.arg for a in args.kwonlyargs])
     stand_ins = stand_in_defaults(aliases, pos, defaults)
     parts = []
@@ -64,6 +67,8 @@ def generate(op, kind):
     else:
         out = "out" if kind == "function" and op.supports_out else "None"
         body = f"    return _call(_op, {call_args}, {out})\n"
+    if needs_refining(fname, kind, own_name):
+        body = _refining(body, fname, kind, own_name)
     # _op is a closure cell; _call is a global of the kind's shared namespace (GENERATED)
     src = (f"def _bind(_op):\n    def {fname}({', '.join(parts)}):\n"
            f"{textwrap.indent(prologue + body, '    ')}    return {fname}\n")
@@ -80,6 +85,16 @@ def generate(op, kind):
     ENTRY_FUNCTIONS[fn.__code__] = fn
     return fn
 
+
+
+def _refining(body, fname, kind, op_name):
+    """``body`` inside a ``try`` that rewords its TypeErrors as PyTorch's parser words them
+    for ``fname`` (see NOTE [Overloaded signatures in TypeErrors]; a ``try`` costs a call
+    that raises nothing nothing)."""
+    return (f"    try:\n{textwrap.indent(body, '    ')}"
+            f"    except TypeError as _error:\n"
+            f"        _refine_type_error(_error, '{fname}', '{kind}', '{op_name}')\n"
+            f"        raise\n")
 
 
 def _out_prologue(op):
@@ -108,7 +123,7 @@ def _generated_globals(kind):
         namespace = GENERATED[kind] = {
             "_call": call, "_call_inplace": call_inplace, "_method_varargs": method_varargs,
             "_UNSET": _UNSET, "_MISSING": _MISSING, "_alias_arg": alias_arg,
-            "_missing_arg": missing_arg}
+            "_missing_arg": missing_arg, "_refine_type_error": refine_type_error}
     return namespace
 
 

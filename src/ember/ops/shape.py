@@ -441,17 +441,25 @@ def swapaxes(input, axis0, axis1):
     if not isinstance(input, Tensor):
         raise TypeError(f"swapaxes(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(input).__name__}")
-    return input.transpose(axis0, axis1)
+    return input.transpose(*_axes(axis0, axis1, "swapaxes", "function"))
 
 
 def _swapaxes_method(self, axis0, axis1):
     """A view with ``axis0`` and ``axis1`` swapped (``transpose``)."""
-    return self.transpose(axis0, axis1)
+    return self.transpose(*_axes(axis0, axis1, "swapaxes", "method"))
 
 
 def _swapaxes_inplace(self, axis0, axis1):
     """Swap ``axis0`` and ``axis1`` of this tensor in place (``transpose_``)."""
-    return self.transpose_(axis0, axis1)
+    return self.transpose_(*_axes(axis0, axis1, "swapaxes_", "method"))
+
+
+def _axes(axis0, axis1, name, kind):
+    """``axis0`` and ``axis1`` as ints, or PyTorch's TypeError naming them as ``swapaxes``
+    names them (not as ``transpose``'s ``dim0`` and ``dim1``)."""
+    from ember.ops._dims import int_param
+    return (int_param(axis0, (name, "axis0", 1, kind), strict=True),
+            int_param(axis1, (name, "axis1", 2, kind), strict=True))
 
 
 _swapaxes_method.__name__ = _swapaxes_method.__qualname__ = "swapaxes"

@@ -1,0 +1,441 @@
+"""PyTorch's overloads of the ops its parser declares several times, as its "invalid
+combination" TypeError lists them (read from PyTorch's messages)."""
+
+__all__ = ["FUNCTION_OVERLOADS", "METHOD_OVERLOADS", "SINGLE_METHODS"]
+
+# name -> the signatures of ember.<name>; a method's are these without the tensor and out=
+FUNCTION_OVERLOADS = {
+    'addmm': (
+        "Tensor input, Tensor mat1, Tensor mat2, *, Number beta = 1, Number alpha = 1, Tensor "
+        "out = None",
+        "Tensor input, Tensor mat1, Tensor mat2, ember.dtype out_dtype, *, Number beta = 1, "
+        "Number alpha = 1, Tensor out = None",
+    ),
+    'all': (
+        "Tensor input, *, Tensor out = None",
+        "Tensor input, tuple of ints dim = None, bool keepdim = False, *, Tensor out = None",
+        "Tensor input, int dim, bool keepdim = False, *, Tensor out = None",
+    ),
+    'any': (
+        "Tensor input, *, Tensor out = None",
+        "Tensor input, tuple of ints dim = None, bool keepdim = False, *, Tensor out = None",
+        "Tensor input, int dim, bool keepdim = False, *, Tensor out = None",
+    ),
+    'argsort': (
+        "Tensor input, *, bool stable, int dim = -1, bool descending = False, Tensor out = None",
+        "Tensor input, int dim = -1, bool descending = False",
+    ),
+    'baddbmm': (
+        "Tensor input, Tensor batch1, Tensor batch2, *, Number beta = 1, Number alpha = 1, "
+        "Tensor out = None",
+        "Tensor input, Tensor batch1, Tensor batch2, ember.dtype out_dtype, *, Number beta = 1,"
+        " Number alpha = 1, Tensor out = None",
+    ),
+    'bitwise_and': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Number self, Tensor other",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'bitwise_left_shift': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Number self, Tensor other",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'bitwise_or': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Number self, Tensor other",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'bitwise_right_shift': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Number self, Tensor other",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'bitwise_xor': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Number self, Tensor other",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'bmm': (
+        "Tensor input, Tensor mat2, *, Tensor out = None",
+        "Tensor input, Tensor mat2, ember.dtype out_dtype, *, Tensor out = None",
+    ),
+    'bucketize': (
+        "Tensor input, Tensor boundaries, *, bool out_int32 = False, bool right = False, Tensor"
+        " out = None",
+        "Number self, Tensor boundaries, *, bool out_int32 = False, bool right = False",
+    ),
+    'clamp': (
+        "Tensor input, Tensor min = None, Tensor max = None, *, Tensor out = None",
+        "Tensor input, Number min = None, Number max = None, *, Tensor out = None",
+    ),
+    'clamp_': (
+        "Tensor input, Tensor min = None, Tensor max = None",
+        "Tensor input, Number min = None, Number max = None",
+    ),
+    'clamp_max': (
+        "Tensor input, Tensor max, *, Tensor out = None",
+        "Tensor input, Number max, *, Tensor out = None",
+    ),
+    'clamp_max_': (
+        "Tensor input, Tensor max",
+        "Tensor input, Number max",
+    ),
+    'clamp_min': (
+        "Tensor input, Tensor min, *, Tensor out = None",
+        "Tensor input, Number min, *, Tensor out = None",
+    ),
+    'clamp_min_': (
+        "Tensor input, Tensor min",
+        "Tensor input, Number min",
+    ),
+    'clip': (
+        "Tensor input, Tensor min = None, Tensor max = None, *, Tensor out = None",
+        "Tensor input, Number min = None, Number max = None, *, Tensor out = None",
+    ),
+    'clip_': (
+        "Tensor input, Tensor min = None, Tensor max = None",
+        "Tensor input, Number min = None, Number max = None",
+    ),
+    'conv1d': (
+        "Tensor input, Tensor weight, Tensor bias = None, tuple of ints stride = 1, tuple of "
+        "ints padding = 0, tuple of ints dilation = 1, int groups = 1",
+        "Tensor input, Tensor weight, Tensor bias = None, tuple of ints stride = 1, str padding"
+        " = \"valid\", tuple of ints dilation = 1, int groups = 1",
+    ),
+    'conv2d': (
+        "Tensor input, Tensor weight, Tensor bias = None, tuple of ints stride = 1, tuple of "
+        "ints padding = 0, tuple of ints dilation = 1, int groups = 1",
+        "Tensor input, Tensor weight, Tensor bias = None, tuple of ints stride = 1, str padding"
+        " = \"valid\", tuple of ints dilation = 1, int groups = 1",
+    ),
+    'conv3d': (
+        "Tensor input, Tensor weight, Tensor bias = None, tuple of ints stride = 1, tuple of "
+        "ints padding = 0, tuple of ints dilation = 1, int groups = 1",
+        "Tensor input, Tensor weight, Tensor bias = None, tuple of ints stride = 1, str padding"
+        " = \"valid\", tuple of ints dilation = 1, int groups = 1",
+    ),
+    'copysign': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'count_nonzero': (
+        "Tensor input, int dim = None",
+        "Tensor input, tuple of ints dim",
+    ),
+    'ctc_loss': (
+        "Tensor log_probs, Tensor targets, tuple of ints input_lengths, tuple of ints "
+        "target_lengths, int blank = 0, int reduction = at::Reduction::Mean, bool zero_infinity"
+        " = False",
+        "Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths, int "
+        "blank = 0, int reduction = at::Reduction::Mean, bool zero_infinity = False",
+    ),
+    'cumulative_trapezoid': (
+        "Tensor y, Tensor x, *, int dim = -1",
+        "Tensor y, *, Number dx = 1, int dim = -1",
+    ),
+    'div': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Tensor other, *, str rounding_mode, Tensor out = None",
+        "Tensor input, Number other, *, str rounding_mode",
+    ),
+    'divide': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Tensor other, *, str rounding_mode, Tensor out = None",
+        "Tensor input, Number other",
+        "Tensor input, Number other, *, str rounding_mode",
+    ),
+    'eq': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'fill': (
+        "Tensor input, Tensor value",
+        "Tensor input, Number value",
+    ),
+    'float_power': (
+        "Tensor input, Tensor exponent, *, Tensor out = None",
+        "Number self, Tensor exponent, *, Tensor out = None",
+        "Tensor input, Number exponent, *, Tensor out = None",
+    ),
+    'floor_divide': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other",
+    ),
+    'fmod': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'ge': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'greater': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'greater_equal': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'gt': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'histogram': (
+        "Tensor input, Tensor bins, *, Tensor weight = None, bool density = False, tuple of "
+        "Tensors out = None",
+        "Tensor input, int bins = 100, *, tuple of floats range = None, Tensor weight = None, "
+        "bool density = False, tuple of Tensors out = None",
+    ),
+    'histogramdd': (
+        "Tensor input, int bins, tuple of floats range = None, Tensor weight = None, bool "
+        "density = False",
+        "Tensor input, tuple of ints bins, tuple of floats range = None, Tensor weight = None, "
+        "bool density = False",
+        "Tensor input, tuple of Tensors bins, tuple of floats range = None, Tensor weight = "
+        "None, bool density = False",
+    ),
+    'index_fill': (
+        "Tensor input, int dim, Tensor index, Tensor value",
+        "Tensor input, int dim, Tensor index, Number value",
+    ),
+    'isin': (
+        "Tensor elements, Tensor test_elements, *, bool assume_unique = False, bool invert = "
+        "False, Tensor out = None",
+        "Number element, Tensor test_elements, *, bool assume_unique = False, bool invert = "
+        "False, Tensor out = None",
+        "Tensor elements, Number test_element, *, bool assume_unique = False, bool invert = "
+        "False, Tensor out = None",
+    ),
+    'le': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'lerp': (
+        "Tensor input, Tensor end, Tensor weight, *, Tensor out = None",
+        "Tensor input, Tensor end, Number weight, *, Tensor out = None",
+    ),
+    'less': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'less_equal': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'lt': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'masked_fill': (
+        "Tensor input, Tensor mask, Tensor value",
+        "Tensor input, Tensor mask, Number value",
+    ),
+    'max': (
+        "Tensor input, *, Tensor out = None",
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, int dim, bool keepdim = False, *, tuple of Tensors out = None",
+    ),
+    'mean': (
+        "Tensor input, *, ember.dtype dtype = None, Tensor out = None",
+        "Tensor input, tuple of ints dim, bool keepdim = False, *, ember.dtype dtype = None, "
+        "Tensor out = None",
+    ),
+    'median': (
+        "Tensor input",
+        "Tensor input, int dim, bool keepdim = False, *, tuple of Tensors out = None",
+    ),
+    'min': (
+        "Tensor input, *, Tensor out = None",
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, int dim, bool keepdim = False, *, tuple of Tensors out = None",
+    ),
+    'mm': (
+        "Tensor input, Tensor mat2, *, Tensor out = None",
+        "Tensor input, Tensor mat2, ember.dtype out_dtype, *, Tensor out = None",
+    ),
+    'moveaxis': (
+        "Tensor input, int source, int destination",
+        "Tensor input, tuple of ints source, tuple of ints destination",
+    ),
+    'movedim': (
+        "Tensor input, int source, int destination",
+        "Tensor input, tuple of ints source, tuple of ints destination",
+    ),
+    'multiply': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other",
+    ),
+    'nanmedian': (
+        "Tensor input",
+        "Tensor input, int dim, bool keepdim = False, *, tuple of Tensors out = None",
+    ),
+    'nanquantile': (
+        "Tensor input, Tensor q, int dim = None, bool keepdim = False, *, str interpolation = "
+        "\"linear\", Tensor out = None",
+        "Tensor input, float q, int dim = None, bool keepdim = False, *, str interpolation = "
+        "\"linear\", Tensor out = None",
+    ),
+    'narrow': (
+        "Tensor input, int dim, Tensor start, int length",
+        "Tensor input, int dim, int start, int length",
+    ),
+    'ne': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'not_equal': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'pow': (
+        "Tensor input, Tensor exponent, *, Tensor out = None",
+        "Number self, Tensor exponent, *, Tensor out = None",
+        "Tensor input, Number exponent, *, Tensor out = None",
+    ),
+    'prod': (
+        "Tensor input, *, ember.dtype dtype = None",
+        "Tensor input, int dim, bool keepdim = False, *, ember.dtype dtype = None, Tensor out ="
+        " None",
+    ),
+    'quantile': (
+        "Tensor input, Tensor q, int dim = None, bool keepdim = False, *, str interpolation = "
+        "\"linear\", Tensor out = None",
+        "Tensor input, float q, int dim = None, bool keepdim = False, *, str interpolation = "
+        "\"linear\", Tensor out = None",
+    ),
+    'remainder': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Number self, Tensor other",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'repeat_interleave': (
+        "Tensor input, Tensor repeats, int dim = None, *, int output_size = None",
+        "Tensor repeats, *, int output_size = None",
+        "Tensor input, int repeats, int dim = None, *, int output_size = None",
+    ),
+    'round': (
+        "Tensor input, *, Tensor out = None",
+        "Tensor input, *, int decimals, Tensor out = None",
+    ),
+    'round_': (
+        "Tensor input",
+        "Tensor input, *, int decimals",
+    ),
+    'rsub': (
+        "Tensor input, Tensor other, *, Number alpha = 1",
+        "Tensor input, Number other, Number alpha = 1",
+    ),
+    'scatter': (
+        "Tensor input, int dim, Tensor index, Tensor src, *, Tensor out = None",
+        "Tensor input, int dim, Tensor index, Tensor src, *, str reduce, Tensor out = None",
+        "Tensor input, int dim, Tensor index, Number value, *, Tensor out = None",
+        "Tensor input, int dim, Tensor index, Number value, *, str reduce, Tensor out = None",
+    ),
+    'searchsorted': (
+        "Tensor sorted_sequence, Tensor input, *, bool out_int32 = False, bool right = False, "
+        "str side = None, Tensor sorter = None, Tensor out = None",
+        "Tensor sorted_sequence, Number self, *, bool out_int32 = False, bool right = False, "
+        "str side = None, Tensor sorter = None, Tensor out = None",
+    ),
+    'sort': (
+        "Tensor input, *, bool stable, int dim = -1, bool descending = False, tuple of Tensors "
+        "out = None",
+        "Tensor input, int dim = -1, bool descending = False, *, tuple of Tensors out = None",
+    ),
+    'squeeze': (
+        "Tensor input",
+        "Tensor input, int dim",
+        "Tensor input, tuple of ints dim",
+    ),
+    'std': (
+        "Tensor input, tuple of ints dim, bool unbiased = True, bool keepdim = False, *, Tensor"
+        " out = None",
+        "Tensor input, tuple of ints dim = None, *, Number correction = None, bool keepdim = "
+        "False, Tensor out = None",
+        "Tensor input, bool unbiased = True",
+    ),
+    'std_mean': (
+        "Tensor input, tuple of ints dim, bool unbiased = True, bool keepdim = False",
+        "Tensor input, tuple of ints dim = None, *, Number correction = None, bool keepdim = "
+        "False",
+        "Tensor input, bool unbiased = True",
+    ),
+    'subtract': (
+        "Tensor input, Tensor other, *, Number alpha = 1, Tensor out = None",
+        "Tensor input, Number other, Number alpha = 1",
+    ),
+    'sum': (
+        "Tensor input, *, ember.dtype dtype = None",
+        "Tensor input, tuple of ints dim, bool keepdim = False, *, ember.dtype dtype = None, "
+        "Tensor out = None",
+    ),
+    'tensor_split': (
+        "Tensor input, tuple of ints indices, int dim = 0",
+        "Tensor input, Tensor tensor_indices_or_sections, int dim = 0",
+        "Tensor input, int sections, int dim = 0",
+    ),
+    'trapezoid': (
+        "Tensor y, Tensor x, *, int dim = -1",
+        "Tensor y, *, Number dx = 1, int dim = -1",
+    ),
+    'trapz': (
+        "Tensor y, *, float dx = 1, int dim = -1",
+        "Tensor y, Tensor x, *, int dim = -1",
+    ),
+    'true_divide': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other",
+    ),
+    'var': (
+        "Tensor input, tuple of ints dim, bool unbiased = True, bool keepdim = False, *, Tensor"
+        " out = None",
+        "Tensor input, tuple of ints dim = None, *, Number correction = None, bool keepdim = "
+        "False, Tensor out = None",
+        "Tensor input, bool unbiased = True",
+    ),
+    'var_mean': (
+        "Tensor input, tuple of ints dim, bool unbiased = True, bool keepdim = False",
+        "Tensor input, tuple of ints dim = None, *, Number correction = None, bool keepdim = "
+        "False",
+        "Tensor input, bool unbiased = True",
+    ),
+    'where': (
+        "Tensor condition",
+        "Tensor condition, Tensor input, Tensor other, *, Tensor out = None",
+        "Tensor condition, Number self, Tensor other",
+        "Tensor condition, Tensor input, Number other",
+        "Tensor condition, Number self, Number other",
+    ),
+    'xlogy': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Number self, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'xlogy_': (
+        "Tensor input, Tensor other",
+        "Tensor input, Number other",
+    ),
+}
+
+# the methods whose signatures are not the functions' (or that have no function)
+METHOD_OVERLOADS = {
+    'nonzero': (
+        "*, bool as_tuple",
+    ),
+    'view': (
+        "ember.dtype dtype",
+        "tuple of ints size",
+    ),
+    'where': (
+        "Tensor condition, Tensor other",
+        "Tensor condition, Number other",
+    ),
+}
+
+# the functions whose method PyTorch declares once
+SINGLE_METHODS = frozenset((
+    "addmm", "baddbmm", "bmm", "conv1d", "conv2d", "conv3d", "fill", "histogramdd", "mm",
+    "rsub", "std_mean", "var_mean",
+))
