@@ -156,6 +156,11 @@ def _finish(out, result, zero_dim):
     return out if out.dtype == result else out.astype(result)
 
 
+def _rounded(a, dtype):
+    """float32 ``a`` rounded to float16/bfloat16 ``dtype`` and back to float32."""
+    return a.astype(dtype).astype(np.float32)
+
+
 def row_sums(xp, a):
     """Sums of 2-d ``a`` over its last axis. einsum is several times faster than NumPy's sum
     along a short axis; a BLAS matrix-vector product is only as fast, and from some 2^19
@@ -187,10 +192,26 @@ def _outside_vmap():
 
 
 def _array_backward(grad, out):
-    """Whether a derivative may run on arrays: first order, outside vmap, in one float32 or
-    float64 dtype (the composition of ember ops handles everything else)."""
-    return (not grad_enabled() and out.ndim and grad._data.dtype in _FAST
-            and grad._data.dtype == out._data.dtype and _outside_vmap())
+    """Whether a derivative may run on arrays: first order, outside vmap, in one floating
+    dtype (the composition of ember ops handles everything else)."""
+    dtype = grad._data.dtype
+    return (not grad_enabled() and out.ndim and (dtype in _FAST or dtype in _UPCAST)
+            and dtype == out._data.dtype and _outside_vmap())
+
+
+def _wide_arrays(*tensors):
+    """The tensors' arrays, float16/bfloat16 ones as float32: PyTorch's softmax backward
+    kernels compute those in float32 and round once, not after every step."""
+    return [t._data.astype(np.float32) if t._data.dtype in _UPCAST else t._data
+            for t in tensors]
+
+
+def _wide_tensors(grad, out):
+    """(grad, out) as float32 when they are float16/bfloat16, so that the composed
+    derivative rounds once, as PyTorch's kernel."""
+    if grad.dtype.is_floating_point and grad.dtype.itemsize == 2:
+        return grad.float(), out.float()
+    return grad, out
 
 
 @op("softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
@@ -201,6 +222,8 @@ def softmax(xp, x, dim, dtype):
     if x.size == 0:
         return x.astype(result)
     e, sums = _exp_shifted(xp, x, d)
+    if result in _UPCAST and d != x.ndim - 1:
+        e = _rounded(e, result)         # PyTorch's kernel stores the exps in the output first
     e /= sums
     return _finish(e, result, zero_dim)
 
@@ -209,11 +232,12 @@ def softmax(xp, x, dim, dtype):
 def _(grad, x, dim, dtype, *, out):
     d = wrap_dim(dim, x.ndim)
     if _array_backward(grad, out):
-        xp, g, y = xp_of(out._data), grad._data, out._data
+        xp, (g, y) = xp_of(out._data), _wide_arrays(grad, out)
         gx = g - _sums(xp, g * y, d)
         gx *= y
-        return _make(gx)
-    return out * (grad - (grad * out).sum(d, keepdim=True))
+        return _make(gx.astype(out._data.dtype, copy=False))
+    g, y = _wide_tensors(grad, out)
+    return (y * (g - (g * y).sum(d, keepdim=True))).to(grad.dtype)
 
 
 @op("log_softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
@@ -226,16 +250,26 @@ def log_softmax(xp, x, dim, dtype):
     # each slice's own max (not softmax's global one): near 0, at the likely classes,
     # x - max - log(sums) then loses no digits to cancellation
     s = x - x.max(axis=d, keepdims=True)
-    s -= xp.log(_sums(xp, xp.exp(s), d))
+    sums = _sums(xp, xp.exp(s), d)
+    if result in _UPCAST and d == x.ndim - 1:
+        # PyTorch's last-dim kernel keeps the sums and their logs in the input's dtype
+        s -= _rounded(xp.log(_rounded(sums, result)), result)
+    else:
+        s -= xp.log(sums)
     return _finish(s, result, zero_dim)
 
 
 @log_softmax.derivative
 def _(grad, x, dim, dtype, *, out):
-    d = wrap_dim(dim, x.ndim)
+    return log_softmax_grad(grad, out, wrap_dim(dim, x.ndim))
+
+
+def log_softmax_grad(grad, out, d):
+    """The gradient through ``out = log_softmax(x, d)`` of ``grad`` at ``out``."""
     if _array_backward(grad, out):
-        xp, g = xp_of(out._data), grad._data
-        gx = xp.exp(out._data)
+        xp, (g, y) = xp_of(out._data), _wide_arrays(grad, out)
+        gx = xp.exp(y)
         gx *= _sums(xp, g, d)
-        return _make(xp.subtract(g, gx, out=gx))
-    return grad - out.exp() * grad.sum(d, keepdim=True)
+        return _make(xp.subtract(g, gx, out=gx).astype(out._data.dtype, copy=False))
+    g, y = _wide_tensors(grad, out)
+    return (g - y.exp() * g.sum(d, keepdim=True)).to(grad.dtype)

@@ -16,6 +16,7 @@ from ember.ops._loss_common import reduction_of
 from ember.ops._reduce import grad_enabled
 from ember.ops._registry import OpValueError, op
 from ember.ops.log_space import log_softmax, row_sums, softmax
+from ember.ops.loss_ce_low import low_precision_grad, low_precision_loss
 from ember.ops.activations import masked
 
 _LOW = {D.float16.np, D.bfloat16.np}
@@ -133,6 +134,9 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)
     c = xb.shape[1]
     _check_weight(w, c, dtype)
+    if dtype in _LOW:
+        return low_precision_loss(xp, x, t, w, ignore_index, reduction, label_smoothing,
+                                  nll_loss.forward)
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
     # the log-probability of the target class, (x - shift) - log_sums: near 0 (a likely
     # class) the terms nearly cancel, and the shift may be the global max, far above the
@@ -314,6 +318,9 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
     dim = 1 if x.ndim > 1 else 0
     g = _per_position(grad, x, reduction)
     if not _is_probability_target(x, t):
+        if x._data.dtype in _LOW:
+            return low_precision_grad(grad, x, t, w, ignore_index, reduction, label_smoothing,
+                                      nll_loss_grad), None, None
         parts = _Parts(x, t, w, ignore_index, label_smoothing, reduction)
         if not grad_enabled():      # first order only: fused, in place, q never formed
             ga = grad._data
@@ -376,10 +383,14 @@ nll_loss.nondifferentiable("target", "weight")
 
 
 @nll_loss.derivative
-def _(grad, x, t, w, size_average, ignore_index, reduce, reduction):
+def nll_loss_grad(grad, x, t, w, size_average, ignore_index, reduce, reduction):
+    """The gradients of nll_loss (of its input; None for the target and weight)."""
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
     parts = _Parts(x, t, w, ignore_index, 0.0, reduction)
     # -q written into zeros: the other classes keep +0 (negating q would give -0)
     neg_q = parts.subtract_from(parts.xp.zeros(parts.xb.shape, parts.dtype), 1.0)
+    g = _per_position(grad, x, reduction)
+    if x._data.dtype in _LOW:       # PyTorch rounds -w * grad / total once
+        return masked(g.float(), _as_input(neg_q, x, True), x).to(x.dtype), None, None
     neg_q = _as_input(neg_q.astype(x.dtype.np, copy=False), x, True)
-    return masked(_per_position(grad, x, reduction), neg_q, x), None, None
+    return masked(g, neg_q, x), None, None

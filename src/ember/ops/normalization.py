@@ -476,9 +476,9 @@ def _(grads, x, w, b, normalized_shape, eps, *, out):
     if k == 0:      # nothing normalized: every gradient is empty (and rows can't be inferred)
         return tuple(None if t is None or not t.requires_grad else t.new_zeros(t.shape)
                      for t in (x, w, b))
-    if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
-            == x._data.dtype and not carries_gradient(gmean) and not carries_gradient(ginvstd)
-            and _outside_vmap()):
+    if (not _GRAD.grad_enabled and (x._data.dtype in _FAST_DTYPES or x._data.dtype in _LOW)
+            and gy._data.dtype == x._data.dtype and not carries_gradient(gmean)
+            and not carries_gradient(ginvstd) and _outside_vmap()):
         return _layer_norm_backward(gy._data, x, w, b, out[1]._data, out[2]._data, k)
     # on (rows, k) views; sums over rows and columns as matrix-vector products (BLAS is
     # several times faster than NumPy's sum along a short axis)
@@ -507,14 +507,21 @@ def _layer_norm_backward(gy, x, w, b, mean, invstd, k):
     # w / k, every broadcast vector spread by _spread. xc stays exact for a
     # large mean.
     xp = xp_of(gy)
+    low = gy.dtype in _LOW
+    if low:     # as PyTorch's kernel: in float32, from the statistics saved in gy's dtype
+        gy, mean, invstd = gy.astype(_F32), mean.astype(_F32), invstd.astype(_F32)
     with _small_on_one_blas_thread(xp, gy.size):
-        return _layer_norm_backward_rows(xp, gy.reshape(-1, k), x, w, b, mean.reshape(-1),
-                                         invstd.reshape(-1), k)
+        grads = _layer_norm_backward_rows(xp, gy.reshape(-1, k), x, w, b, mean.reshape(-1),
+                                          invstd.reshape(-1), k)
+    if not low:
+        return grads
+    return tuple(None if g is None else _make(g._data.astype(t._data.dtype))
+                 for g, t in zip(grads, (x, w, b)))
 
 
 def _layer_norm_backward_rows(xp, gy, x, w, b, mean, invstd, k):
     """_layer_norm_backward on (rows, k) arrays."""
-    xc = _minus_rows(xp, x._data.reshape(-1, k), mean)
+    xc = _minus_rows(xp, x._data.reshape(-1, k).astype(gy.dtype, copy=False), mean)
     gy_xc = gy * xc
     gx = gw = gb = None
     if w is not None and w.requires_grad:       # sum over rows of gy * xhat

@@ -1,5 +1,8 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (``torch.optim.SGD``)."""
 
+import numpy as np
+
+from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import no_grad
 from ember.optim._checks import check_fused, check_tensor_lr
@@ -7,6 +10,8 @@ from ember.optim._state import apply_updates, grads_of, lr_of, slot, value
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["SGD"]
+
+_LOW = {D.float16.np, D.bfloat16.np}
 
 
 class SGD(Optimizer):
@@ -87,15 +92,41 @@ def _sparse_momentum_step(p, state, maximize, *, lr, momentum, dampening, weight
         p.add_(g.add(buf, alpha=momentum) if nesterov else buf, alpha=-lr)
 
 
+def _plus_scaled(a, scale, b, out=None):
+    """``a + scale * b`` (into ``out`` if given); for float16/bfloat16 arrays as PyTorch's
+    ``add(b, alpha=scale)``: the scale in their dtype, the rest in float32, rounded once
+    (NumPy rounds the product, then the sum)."""
+    if getattr(a, "dtype", None) in _LOW and isinstance(scale, float):
+        alpha = np.asarray(scale, a.dtype).astype(np.float32)
+        wide = a.astype(np.float32) + alpha * b.astype(np.float32)
+        if out is None:
+            return wide.astype(a.dtype)
+        out[...] = wide
+        return out
+    if out is None:
+        return a + scale * b
+    out += scale * b
+    return out
+
+
+def _scale(a, factor):
+    """``a *= factor``; for float16/bfloat16 arrays as PyTorch's ``mul_(factor)``: the factor
+    in float32 (NumPy rounds it to their dtype first)."""
+    if getattr(a, "dtype", None) in _LOW and isinstance(factor, float):
+        a[...] = a.astype(np.float32) * np.float32(factor)
+    else:
+        a *= factor
+
+
 def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
     """One parameter's SGD step in place, in array operations."""
     if weight_decay:
-        g = g + weight_decay * x
+        g = _plus_scaled(g, weight_decay, x)
     if momentum:
         if first:       # PyTorch starts a differentiable buffer detached from the graph
             b[...] = g.detach() if isinstance(g, Tensor) else g
         else:
-            b *= momentum
-            b += (1 - dampening) * g
-        g = g + momentum * b if nesterov else b
-    x -= lr * g
+            _scale(b, momentum)
+            _plus_scaled(b, 1 - dampening, g, out=b)
+        g = _plus_scaled(g, momentum, b) if nesterov else b
+    _plus_scaled(x, -lr, g, out=x)
