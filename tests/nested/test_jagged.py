@@ -122,3 +122,42 @@ def test_narrow_and_masked_select():
     m = ember.nested.masked_select(ember.arange(6.0).reshape(2, 3),
                                    ember.tensor([[True, False, True], [False, False, True]]))
     assert m.values().tolist() == [0, 2, 5] and m.offsets().tolist() == [0, 2, 3]
+
+
+def test_dropout_and_max_gradients_reach_values():
+    leaf = ember.nested.nested_tensor([ember.ones(40, 3), ember.ones(30, 3)],
+                                      layout=ember.jagged, requires_grad=True)
+    ember.manual_seed(0)
+    out = F.dropout(leaf, 0.5)
+    assert set(out.values().flatten().tolist()) == {0.0, 2.0}
+    out.sum().backward()
+    assert leaf.grad.values().tolist() == out.values().detach().tolist()
+    nt = _nt(requires_grad=True)
+    nt.max(1).values.sum().backward()
+    assert nt.grad.values()[:, 0].tolist() == [0, 1, 1]
+    assert nt[..., 1:].values().tolist() == [[1, 2], [4, 5], [11, 12]]
+
+
+def test_gradients_through_slices_select_narrow_and_ragged_max():
+    nt = _nt(requires_grad=True)
+    a = nt[..., 1:].chunk(2, -1)[1]                     # column 2
+    b = nt.narrow(2, 0, 2).select(2, 0)                 # column 0
+    (a.squeeze(-1) * 2 + b * 3).sum().backward()
+    assert nt.grad.values().tolist() == [[3, 0, 2]] * 3
+    nt.grad = None
+    nt.argmax(1).sum()                                  # (no gradient: indices)
+    nt.max(1).values.sum().backward()                   # the last row of each component
+    assert nt.grad.values().tolist() == [[0, 0, 0], [1, 1, 1], [1, 1, 1]]
+
+
+def test_plain_pickle_deepcopy_and_copy_keep_the_layout():
+    import copy
+    import pickle
+    nt = _nt(requires_grad=True)
+    for other in (pickle.loads(pickle.dumps(nt)), copy.deepcopy(nt)):
+        assert other.is_leaf and other.requires_grad and other._ragged_idx == 1
+        assert other.values().tolist() == nt.values().tolist()
+        assert other.offsets() is not nt.offsets()
+    assert copy.copy(nt).offsets() is nt.offsets()
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(nt * 2)

@@ -167,3 +167,187 @@ def test_padding_length_and_keepdim_sums_match_torch(build):
                                   theirs.to_padded_tensor(-1.0).numpy())
     assert tuple(ours.sum(None, keepdim=True).shape) == tuple(theirs.sum(None, keepdim=True)
                                                                .shape)
+
+
+_VIEWS_AND_EXTREMES = [
+    lambda lib: _nt(lib)[..., 1:].values(),
+    lambda lib: (_nt(lib)[..., 1:].is_contiguous(), _nt(lib)[..., :].is_contiguous()),
+    lambda lib: _nt(lib)[..., -1].unbind(),
+    lambda lib: _nt(lib)[..., None].shape,
+    lambda lib: (_nt(lib)[lib.tensor(1)], _nt(lib)[1, 0, 2]),
+    lambda lib: _nt(lib)[1, 5],
+    lambda lib: _nt(lib)[:, :, 1:],
+    lambda lib: _nt(lib)[1:],
+    lambda lib: _nt(lib)[..., 1:2, 1],
+    lambda lib: _nt(lib)[..., lib.tensor([0, 2])],
+    lambda lib: _nt(lib)[...],
+    lambda lib: _nt(lib).transpose(1, 2)[..., 1:],
+    lambda lib: _nt(lib).transpose(1, 2).select(1, 0).values(),
+    lambda lib: (_nt(lib).select(0, -1), _nt(lib).select(2, 1).values()),
+    lambda lib: _nt(lib).select(1, 0),
+    lambda lib: _from_jagged(lib, offsets=lib.tensor([0, 1, 4]),
+                             lengths=lib.tensor([1, 2])).select(2, 1),
+    lambda lib: _nt(lib).narrow(2, 1, 2).values(),
+    lambda lib: (_nt(lib).narrow(1, 0, 1), _nt(lib).narrow(0, 0, 1)),
+    lambda lib: _nt(lib).unsqueeze(1).unbind(),
+    lambda lib: [t.values() for t in _nt(lib).chunk(3, -1)],
+    lambda lib: [t.values() for t in _nt(lib).split([1, 2], -1)],
+    lambda lib: _nt(lib).chunk(2, 0),
+    lambda lib: _nt(lib).split(1, 1),
+    lambda lib: (_nt(lib).amax(), _nt(lib).amax(1), _nt(lib).amax((0, 1), keepdim=True)),
+    lambda lib: (_nt(lib).amin(-1).values(), _nt(lib).prod(-1).values()),
+    lambda lib: _nt(lib).amax(0),
+    lambda lib: (_nt(lib).max(), _nt(lib).max(1), _nt(lib).max(1, keepdim=True)),
+    lambda lib: (lambda r: (r.values.values(), r.indices.values()))(_nt(lib).min(-1)),
+    lambda lib: _nt(lib).max(0),
+    lambda lib: (_nt(lib).argmax(), _nt(lib).argmax(1), _nt(lib).argmin(-1).values()),
+    lambda lib: _nt(lib).transpose(1, 2).amax(1).values(),
+    lambda lib: ((_nt(lib) > 2).any(-1).values(), (_nt(lib) > 2).all()),
+    lambda lib: _from_jagged(lib, offsets=lib.tensor([0, 1, 4]),
+                             lengths=lib.tensor([1, 2])).max(1),
+    lambda lib: lib.maximum(_nt(lib), _nt(lib)),
+    lambda lib: lib.bmm(_nt(lib), lib.arange(24.0).reshape(2, 3, 4)).values(),
+    lambda lib: lib.matmul(_nt(lib), lib.ones(3)),
+    lambda lib: (lib.bmm(_nt(lib), lib.ones(3, 4)), lib.bmm(_nt(lib), lib.ones(3, 3, 4))),
+    lambda lib: (lambda n: (n @ n.transpose(-1, -2)).values())(lib.nested.nested_tensor(
+        [lib.arange(12.0).reshape(3, 2, 2), lib.arange(8.0).reshape(2, 2, 2)],
+        layout=lib.jagged)),
+    lambda lib: _nt(lib) @ _nt(lib).transpose(1, 2),
+    lambda lib: lib.cat([_nt(lib), _nt(lib)], 0),
+    lambda lib: (lambda nt: lib.cat([nt, nt], 1))(_nt(lib)),
+]
+
+
+def test_views_indexing_and_extremes_match_torch():
+    assert _run(ember, _VIEWS_AND_EXTREMES) == _run(torch, _VIEWS_AND_EXTREMES)
+
+
+def _round_trips(lib):
+    import copy
+    import io
+    import pickle
+    nt = _nt(lib, requires_grad=True)
+    buffer = io.BytesIO()
+    lib.save({"a": nt, "b": nt.detach() * 2}, buffer)
+    buffer.seek(0)
+    loaded = lib.load(buffer)
+    return [pickle.loads(pickle.dumps(nt)), pickle.loads(pickle.dumps(nt.transpose(1, 2))),
+            copy.deepcopy(nt), copy.deepcopy(nt.detach() * 2), loaded["a"], loaded["b"].unbind(),
+            loaded["a"].shape[1] is loaded["b"].shape[1], lib.nn.Dropout(1.0)(nt).values().detach(),
+            lib.nn.functional.dropout(nt, 0.5).shape]
+
+
+def test_pickle_save_deepcopy_and_dropout_match_torch():
+    import copy
+    calls = [_round_trips, lambda lib: copy.deepcopy(_nt(lib, requires_grad=True) * 2)]
+    assert _run(ember, calls) == _run(torch, calls)
+
+
+_SHAPE_CHANGES = [
+    lambda lib: (_nt(lib).view(2, -1, 3, 1).values().shape, _nt(lib).reshape(2, -1, 1, 3).shape),
+    lambda lib: _nt(lib)[..., 1:].reshape(2, -1, 2).is_contiguous(),
+    lambda lib: _nt(lib).view(-1, 3),
+    lambda lib: _nt(lib).reshape(2, -1, 4),
+    lambda lib: (_nt(lib).squeeze(-1), _nt(lib).unsqueeze(-1).squeeze(-1).shape),
+    lambda lib: _nt(lib).squeeze(1),
+    lambda lib: _nt(lib).unsqueeze(1).squeeze(1),
+    lambda lib: _nt(lib).squeeze(),
+    lambda lib: (_nt(lib).permute(0, 2, 1).unbind(), _nt(lib).permute(0, 2, 1)._ragged_idx),
+    lambda lib: _nt(lib).unsqueeze(-1).permute(0, 3, 1, 2).unbind(),
+    lambda lib: _nt(lib).permute(1, 0, 2),
+    lambda lib: _nt(lib).permute(0, 1),
+    lambda lib: lib.nested.nested_tensor([lib.ones(2, 2, 3), lib.ones(1, 2, 3)],
+                                         layout=lib.jagged).flatten(-2).unbind(),
+    lambda lib: (_nt(lib).flatten(-2), _nt(lib).flatten()),
+    lambda lib: (_nt(lib).expand(2, -1, 3), _nt(lib).expand_as(_nt(lib))),
+    lambda lib: (lambda n: lib.stack([n, n * 2], 2).unbind())(_nt(lib)),
+    lambda lib: (lambda n: lib.stack([n, n], 1))(_nt(lib)),
+    lambda lib: lib.stack([_nt(lib), _nt(lib)], 2),
+    lambda lib: (lambda n: n.masked_fill(n > 3, 0.0).values())(_nt(lib)),
+    lambda lib: _nt(lib).masked_fill(_nt(lib) > 3, 0.0),
+    lambda lib: lib.cat([_nt(lib), _nt(lib)], 2).values(),
+    lambda lib: lib.cat([_nt(lib), _nt(lib).unsqueeze(-1)], 2),
+    lambda lib: lib.nn.functional.embedding(
+        lib.nested.nested_tensor([lib.tensor([1, 2, 3]), lib.tensor([4, 0])], layout=lib.jagged),
+        lib.arange(20.0).reshape(5, 4)),
+    lambda lib: lib.nn.functional.rms_norm(_nt(lib), (3,), lib.arange(3.0), eps=0.1).values(),
+    lambda lib: lib.nn.functional.rms_norm(_nt(lib), (2, 3)),
+    lambda lib: (lambda n: (n.fill_(2.0) is n, n.zero_().values()))(_nt(lib)),
+    lambda lib: (lambda n: n.copy_(n * 2).values())(_nt(lib)),
+    lambda lib: _nt(lib).copy_(lib.ones(2, 2, 3)),
+    lambda lib: (lambda t: (t, t.values().is_contiguous(), t.transpose(1, 2)))(
+        _nt(lib).transpose(1, 2).contiguous()),
+    lambda lib: (lambda t: (t, t.values(), t.unbind()))(
+        _from_jagged(lib, offsets=lib.tensor([0, 1, 4]), lengths=lib.tensor([1, 2])).contiguous()),
+]
+
+
+def test_shape_changes_match_torch():
+    assert _run(ember, _SHAPE_CHANGES) == _run(torch, _SHAPE_CHANGES)
+
+
+def _grads_through_views(lib):
+    rng = np.random.default_rng(1)
+    parts = [lib.tensor(rng.standard_normal((n, 4)).astype("float32")) for n in (3, 2)]
+    nt = lib.nested.nested_tensor(parts, layout=lib.jagged, requires_grad=True)
+    weight = lib.tensor(rng.standard_normal((2, 4, 3)).astype("float32"), requires_grad=True)
+    y = lib.bmm(nt, weight).amax(-1) * nt.amin(-1)       # (PyTorch has no backward for
+    z = lib.stack([y, y.unsqueeze(-1).view(2, -1, 1).squeeze(-1).exp()], 2)  # slices, select)
+    (z.to_padded_tensor(0.0).pow(2).sum() + z.permute(0, 2, 1).values().sum()).backward()
+    return [nt.grad.values().numpy(), weight.grad.numpy()]
+
+
+def test_gradients_through_views_and_extremes_match_torch():
+    for got, want in zip(_grads_through_views(ember), _grads_through_views(torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("build", ["components", "requires_grad", "transposed", "holes"])
+def test_checkpoints_load_in_the_other_library(build):
+    import io
+
+    def made(T):
+        if build == "holes":
+            return T.nested.nested_tensor_from_jagged(T.arange(12.0).reshape(4, 3),
+                                                      T.tensor([0, 1, 4]),
+                                                      lengths=T.tensor([1, 2]))
+        nt = _nt(T, requires_grad=build == "requires_grad")
+        return nt.transpose(1, 2) if build == "transposed" else nt
+    for src, dst in ((ember, torch), (torch, ember)):
+        buffer = io.BytesIO()
+        original = made(src)
+        src.save([original, original.detach() * 2], buffer)
+        buffer.seek(0)
+        loaded, doubled = dst.load(buffer)
+        assert loaded.shape[1 if build != "transposed" else 2] is doubled.shape[
+            1 if build != "transposed" else 2]
+        assert (loaded.requires_grad, loaded._ragged_idx) == (original.requires_grad,
+                                                             original._ragged_idx)
+        for got, want in zip(loaded.unbind(), original.unbind()):
+            np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        if build == "components":
+            np.testing.assert_array_equal(loaded.to_padded_tensor(-1.0).numpy(),
+                                          original.to_padded_tensor(-1.0).numpy())
+
+
+def _token_classifier_step(lib):
+    rng = np.random.default_rng(0)
+    emb, lin, norm, head = (lib.nn.Embedding(10, 8), lib.nn.Linear(8, 8), lib.nn.LayerNorm(8),
+                            lib.nn.Linear(8, 3))
+    with lib.no_grad():
+        for p in (emb.weight, lin.weight, lin.bias, head.weight, head.bias):
+            p.copy_(lib.tensor(rng.standard_normal(tuple(p.shape)).astype("float32")))
+    ids = lib.nested.nested_tensor([lib.tensor([1, 2, 3, 4]), lib.tensor([5, 6]),
+                                    lib.tensor([7, 8, 9])], layout=lib.jagged)
+    x = emb(ids)
+    h = lib.nn.Dropout(0.0)(lib.nn.functional.gelu(norm(lin(x)))) + x
+    pooled = (h * h.amax(-1, keepdim=True).sigmoid()).to_padded_tensor(0.0).sum(1)
+    loss = lib.nn.functional.cross_entropy(head(pooled), lib.tensor([0, 2, 1]))
+    loss.backward()
+    return [loss.detach().numpy(), emb.weight.grad.numpy(), lin.weight.grad.numpy(),
+            norm.weight.grad.numpy()]
+
+
+def test_token_classifier_on_jagged_ids_matches_torch():
+    for got, want in zip(_token_classifier_step(ember), _token_classifier_step(torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

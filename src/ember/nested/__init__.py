@@ -280,3 +280,4 @@ def masked_select(tensor, mask):
 
 
 from ember.nested import _jagged_build  # noqa: E402  (it reads _check_same_dim from here)
+from ember.nested import _jagged_views  # noqa: E402,F401  (registers its ops in the table)

@@ -75,8 +75,23 @@ class JaggedTensor(ValuesBacked, Tensor):
         raise NotImplementedError("ember.nested: stride() of a jagged tensor is not supported")
 
     def is_contiguous(self, memory_format=None):
-        """Whether the components lie end to end in the values (no holes, not transposed)."""
-        return self._lengths is None and self._ragged_idx == 1
+        """Whether the components lie end to end, row-major, in ``values()`` (no holes)."""
+        return self._lengths is None and self._shown_values().is_contiguous()
+
+    def contiguous(self, memory_format=None):
+        """Self when contiguous, else a copy whose components lie end to end, row-major."""
+        if self.is_contiguous():
+            return self
+        if self._lengths is not None:           # holes: new offsets, without them
+            from ember.nested._jagged_ops import from_components
+            return from_components(components(self), self._ragged_idx)
+        r = self._ragged_idx
+        return self._with_values(self._shown_values().contiguous().movedim(r - 1, 0))
+
+    def _shown_values(self):
+        """The values as ``values()`` shows them (the ragged dim in its place), no alias."""
+        r = self._ragged_idx
+        return self._v if r == 1 else self._v.movedim(0, r - 1)
 
     def values(self):
         """The components laid end to end along the ragged dim (differentiable)."""
@@ -157,12 +172,8 @@ class JaggedTensor(ValuesBacked, Tensor):
         return self._size[0]
 
     def __getitem__(self, index):
-        if type(index) is int:
-            return tuple(components(self))[index]
-        if isinstance(index, tuple) and index and type(index[0]) is int:
-            return tuple(components(self))[index[0]][index[1:]]
-        raise NotImplementedError("ember.nested: a jagged tensor takes an int index (or ints "
-                                  "that start with one) only")
+        from ember.nested._jagged_views import getitem
+        return getitem(self, index)
 
     def tolist(self):
         """Not available for nested tensors (PyTorch's error)."""
@@ -172,8 +183,25 @@ class JaggedTensor(ValuesBacked, Tensor):
         """Not available for nested tensors: use ``to_padded_tensor()`` first."""
         raise RuntimeError(NO_STORAGE)
 
+    def __reduce_ex__(self, protocol):
+        return (rebuild_jagged, (self._v.detach(), self._offsets, self._lengths,
+                                 self._ragged_idx, self._min_seqlen, self._max_seqlen,
+                                 self.requires_grad))
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            return Tensor.__deepcopy__(self, memo)      # (PyTorch's error for a non-leaf)
+        if id(self) not in memo:
+            parts = self.__reduce_ex__(2)[1]
+            memo[id(self)] = rebuild_jagged(*(p.clone() if isinstance(p, Tensor) else p
+                                              for p in parts))
+        return memo[id(self)]
+
+    __copy__ = detach
+
     _takes_registry_calls = True       # offered op functions, parameters by name (handle_op)
     _takes_like_factories = True       # zeros_like/rand_like of a jagged tensor are jagged
+    _takes_functions = frozenset({"dropout"})   # hand-written, offered as themselves (_guards)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -196,6 +224,13 @@ def jagged(values, offsets, lengths=None, ragged_idx=1, min_seqlen=None, max_seq
     size = [offsets.shape[0] - 1] + inner
     t._size = tuple.__new__(Size, size)
     return t
+
+
+def rebuild_jagged(values, offsets, lengths, ragged_idx, min_seqlen, max_seqlen,
+                   requires_grad):
+    """A jagged tensor from its pickled parts (a leaf that requires grad when it was one)."""
+    out = jagged(values, offsets, lengths, ragged_idx, min_seqlen, max_seqlen)
+    return out.requires_grad_() if requires_grad else out
 
 
 def component_bounds(nt):

@@ -1,6 +1,7 @@
 """The ``__torch_function__`` table of jagged tensors (NOTE [Jagged tensors] in _jagged.py):
-elementwise ops, ``linear``/``matmul``, sums and means, softmaxes, ``transpose`` and
-scaled dot-product attention, each run with ember ops on the values (or the components)."""
+elementwise ops, ``linear``/``matmul``/``bmm``, normalizations, reductions (sums, extremes
+and their indices), softmaxes, ``transpose``, ``cat`` and scaled dot-product attention, each
+run with ember ops on the values (or the components). Views are in _jagged_views.py."""
 
 import ember
 from ember._tensor import Tensor, _wrap_dim
@@ -17,10 +18,11 @@ def dispatch(func, args, kwargs):
     """Run ember function ``func`` on arguments among which is a jagged tensor."""
     name = op_name(func)
     handler = HANDLERS.get(name)
-    if handler is None and name.rstrip("_") in _elementwise_names():
+    if handler is None and (name.rstrip("_") in _elementwise_names() or
+                            name.rstrip("_") == "masked_fill"):
         handler = _elementwise(func, name.rstrip("_"))
     if handler is None and name in _ON_VALUES:
-        handler = _on_values(func)
+        handler = _on_values(func, _ON_VALUES[name])
     if handler is None:
         if name in ("__get__", "__set__"):      # a mode's property access
             return func(*args, **kwargs)
@@ -86,9 +88,16 @@ def _dense_on_values(nt, dense, name):
     return padded[batch, position]
 
 
+# the aten overload PyTorch names in the message (``.Tensor`` for the ops not listed)
+_OVERLOAD = dict.fromkeys(("maximum", "minimum", "fmax", "fmin", "atan2", "hypot", "logaddexp",
+                           "logaddexp2", "logical_and", "logical_or", "logical_xor",
+                           "nextafter", "heaviside"), "default") | {"masked_fill": "Scalar"}
+
+
 def _mismatch(name, a, b):
     both = isinstance(b, JaggedTensor)      # (PyTorch words the two cases so)
-    raise RuntimeError(f"cannot call binary pointwise function {name}.Tensor with inputs of "
+    overload = _OVERLOAD.get(name, "Tensor")
+    raise RuntimeError(f"cannot call binary pointwise function {name}.{overload} with inputs of "
                        f"shapes {_shape_text(a, both)} and {_shape_text(b, both)}")
 
 
@@ -108,25 +117,47 @@ def _elementwise(func, name):
     return run
 
 
-# functions that take the values for the tensor (the like-factories make jagged results)
-_ON_VALUES = {"dropout", "nn.functional.dropout", "zeros_like", "ones_like", "empty_like",
-              "full_like", "rand_like", "randn_like", "randint_like"}
+# functions that take the values for the jagged tensor at this position (the like-factories
+# make jagged results; embedding's indices come second)
+_ON_VALUES = dict.fromkeys(("dropout", "nn.functional.dropout", "zeros_like", "ones_like",
+                            "empty_like", "full_like", "rand_like", "randn_like",
+                            "randint_like", "fill_"), 0) | {"embedding": 1}
 
 
-def _on_values(func):
-    def run(input, *args, **kwargs):
-        return input._with_values(func(input._v, *args, **kwargs))
+def _on_values(func, position):
+    def run(*args, **kwargs):
+        nt = args[position]
+        if not isinstance(nt, JaggedTensor):
+            raise NotImplementedError(f"ember.nested: {op_name(func)} takes a jagged tensor "
+                                      f"as argument {position} only")
+        args = args[:position] + (nt._v,) + args[position + 1:]
+        out = func(*args, **kwargs)
+        return nt if out is nt._v else nt._with_values(out)     # (in place)
     return run
+
+
+@_handles("copy_")
+def _copy(input, src, non_blocking=False):
+    if not isinstance(input, JaggedTensor) or not isinstance(src, JaggedTensor):
+        raise ValueError("NestedTensor copy_default(self: jt_all, src: jt_all, non_blocking: "
+                         "any?): expected src to be a jagged layout NestedTensor")
+    input._v.copy_(src._v, non_blocking)
+    return input
 
 
 @_handles("cat", "concat", "concatenate")
 def _cat(tensors, dim=0, **kwargs):
     first = tensors[0]
     d = _wrap_dim(dim, first.dim())
-    if not all(isinstance(t, JaggedTensor) and t._offsets is first._offsets and
-               t._ragged_idx == first._ragged_idx for t in tensors) or d in (0, first._ragged_idx):
-        raise NotImplementedError("ember.nested: cat of jagged tensors supports tensors of the "
-                                  "same offsets along a dim after the batch and ragged ones")
+    if isinstance(first, JaggedTensor) and d in (0, first._ragged_idx):
+        where = "dim=0" if d == 0 else "ragged dim"
+        raise RuntimeError(f"cat(): not supported for NestedTensor on {where}")
+    # (PyTorch joins the values of jagged tensors of the same total length and keeps the
+    # first one's offsets, as here)
+    if not all(isinstance(t, JaggedTensor) and t._ragged_idx == first._ragged_idx
+               for t in tensors):
+        raise NotImplementedError("ember.nested: cat of jagged tensors supports jagged "
+                                  "tensors of one ragged dim only")
     values_dim = d - 1 if d > first._ragged_idx else d
     return first._with_values(ember.cat([t._v for t in tensors], values_dim, **kwargs))
 
@@ -144,36 +175,102 @@ def _linear(input, weight, bias=None):
     return input._with_values(ember.nn.functional.linear(input._v, weight, bias))
 
 
+@_handles("bmm")
+def _bmm(input, other):
+    if not isinstance(input, JaggedTensor) or isinstance(other, JaggedTensor) or \
+            input.dim() != 3:
+        raise NotImplementedError("ember.nested: bmm supports a 3-D jagged tensor times a "
+                                  "3-D dense tensor only")
+    if other.dim() != 3:
+        raise ValueError("bmm(): mat2 must be 3D")
+    if other.shape[0] != input.shape[0]:
+        raise RuntimeError(f"The size of tensor a ({input.shape[0]}) must match the size of "
+                           f"tensor b ({other.shape[0]}) at non-singleton dimension 0")
+    return _batched_matmul(input, other)
+
+
+def _batched_matmul(input, other):
+    """Each component of ``input`` times its own matrix of the dense ``other``."""
+    _last_dim_dense(input, "matmul")
+    parts = [ember.matmul(p, w) for p, w in zip(components(input), other.unbind(0))]
+    return from_components(parts, input._ragged_idx, like=input)
+
+
+def _same_structure_batch(input, other):
+    """Whether two jagged tensors multiply as batches of matrices (same offsets and ragged
+    dim, which lies before the two matrix dims)."""
+    return (isinstance(other, JaggedTensor) and other._offsets is input._offsets
+            and other._ragged_idx == input._ragged_idx == 1 and other.dim() == input.dim()
+            and input.dim() > 3)
+
+
 @_handles("matmul")
 def _matmul(input, other):
-    if not isinstance(input, JaggedTensor) or isinstance(other, JaggedTensor) or \
-            other.dim() != 2:
-        raise NotImplementedError("ember.nested: matmul supports a jagged tensor times a "
-                                  "2-D dense matrix only")
-    _last_dim_dense(input, "matmul")
-    return input._with_values(ember.matmul(input._v, other))
+    if not isinstance(input, JaggedTensor):
+        raise NotImplementedError("ember.nested: matmul supports a jagged tensor on the "
+                                  "left only")
+    if _same_structure_batch(input, other):
+        return input._with_values(ember.matmul(input._v, other._v))
+    if not isinstance(other, JaggedTensor) and other.dim() == 2:
+        _last_dim_dense(input, "matmul")
+        return input._with_values(ember.matmul(input._v, other))
+    if not isinstance(other, JaggedTensor) and other.dim() == input.dim() == 3:
+        return _batched_matmul(input, other)
+    raise RuntimeError(f"matmul(): not supported between inputs of shapes "
+                       f"{_shape_text(input, True)} and {other.shape!r}")
+
+
+def _check_norm_dims(name, input, normalized_shape):
+    if len(normalized_shape) < input.dim() - input._ragged_idx:
+        return
+    if name == "rms_norm":              # (PyTorch's two functions word it apart)
+        raise ValueError("rms_norm(): Normalization over the ragged dim not supported for "
+                         "nested tensors")
+    raise RuntimeError(f"{name}(): normalizing over ragged or batch dims is not supported "
+                       f"for NestedTensor")
 
 
 @_handles("native_layer_norm")
 def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    if len(normalized_shape) >= input.dim() - input._ragged_idx:
-        raise RuntimeError("layer_norm(): normalizing over ragged or batch dims is not "
-                           "supported for NestedTensor")
+    _check_norm_dims("layer_norm", input, normalized_shape)
     parts = ember.native_layer_norm(input._v, normalized_shape, weight, bias, eps)
+    return tuple(input._with_values(p) for p in parts)
+
+
+@_handles("_fused_rms_norm")
+def _rms_norm(input, normalized_shape, weight=None, eps=None):
+    from ember.ops.normalization import _fused_rms_norm
+    _check_norm_dims("rms_norm", input, normalized_shape)
+    parts = _fused_rms_norm(input._v, normalized_shape, weight, eps)
     return tuple(input._with_values(p) for p in parts)
 
 
 # ----- reductions ----------------------------------------------------------------------------
 
 def _dims(nt, dim):
-    if dim is None:
+    if dim is None or dim == ():         # (amax's default: all dims)
         return None
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     return sorted({_wrap_dim(d, nt.dim()) for d in dims})
 
 
+def _one_or_all(reduce):
+    """``reduce`` taking a list of dims (as one int when it is one: prod's dim is an int)."""
+    def run(x, dims=None, **kwargs):
+        if dims is None:
+            return reduce(x, **kwargs)
+        return reduce(x, dims[0] if len(dims) == 1 else dims, **kwargs)
+    return run
+
+
+def _check_ragged_reduce(name, input):
+    if input._lengths is not None:
+        raise RuntimeError(f"{name}(): reducing across the ragged dimension is not supported "
+                           f"for non-contiguous nested tensors with holes")
+
+
 def _reduce(name, input, dim, keepdim, dtype):
-    reduce = getattr(ember, name)
+    reduce = _one_or_all(getattr(ember, name))
     dims = _dims(input, dim)
     r = input._ragged_idx
     extra = {} if dtype is None else {"dtype": dtype}
@@ -192,11 +289,12 @@ def _reduce(name, input, dim, keepdim, dtype):
         if len(dims) > 1:
             raise RuntimeError(f"{name}(): reducing along a ragged and non-batch dimension is "
                                f"not supported for nested tensors")
-        parts = [reduce(p, r - 1, keepdim=keepdim, **extra) for p in components(input)]
+        _check_ragged_reduce(name, input)
+        parts = [reduce(p, [r - 1], keepdim=keepdim, **extra) for p in components(input)]
         return ember.stack(parts)
     value_dims = [d - 1 if d > r else d for d in dims]
     out = reduce(input._v, value_dims, keepdim=keepdim, **extra)
-    return input._with_values(out)
+    return input._with_values(out, r if keepdim else r - sum(d < r for d in dims))
 
 
 @_handles("sum")
@@ -207,6 +305,63 @@ def _sum(input, dim=None, keepdim=False, *, dtype=None):
 @_handles("mean")
 def _mean(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce("mean", input, dim, keepdim, dtype)
+
+
+def _plain_reduce(name):
+    def run(input, dim=None, keepdim=False, *, dtype=None):
+        return _reduce(name, input, dim, keepdim, dtype)
+    return run
+
+
+for _name in ("amax", "amin", "prod", "any", "all"):
+    HANDLERS[_name] = _plain_reduce(_name)
+
+
+def _extreme(name):
+    """max/min over all elements, or (``_max_dim``) along one dim with the indices."""
+    def everywhere(input):
+        return getattr(ember, name)(_contiguous_values(input, name))
+
+    def along(input, dim, keepdim=False):
+        return _with_indices(name, input, dim, keepdim)
+    return everywhere, along
+
+
+def _with_indices(name, input, dim, keepdim):
+    from ember.ops import return_types
+    d = _wrap_dim(dim, input.dim())
+    r = input._ragged_idx
+    if d == 0:
+        raise RuntimeError(f"{name}(): reducing along the batch dimension but not the ragged "
+                           f"dimension is not supported for nested tensors")
+    fn = getattr(ember, name)
+    if d == r:
+        _check_ragged_reduce(name, input)
+        parts = [fn(p, r - 1, keepdim=keepdim) for p in components(input)]
+        if name.startswith("arg"):
+            return ember.stack(parts)
+        return getattr(return_types, name)(*(ember.stack(list(p)) for p in zip(*parts)))
+    out = fn(input._v, d - 1 if d > r else d, keepdim=keepdim)
+    r = r if keepdim or d > r else r - 1
+    if name.startswith("arg"):
+        return input._with_values(out, r)
+    return getattr(return_types, name)(*(input._with_values(p, r) for p in out))
+
+
+HANDLERS["max"], HANDLERS["_max_dim"] = _extreme("max")
+HANDLERS["min"], HANDLERS["_min_dim"] = _extreme("min")
+
+
+def _arg_extreme(name):
+    def run(input, dim=None, keepdim=False):
+        if dim is None:
+            return getattr(ember, name)(_contiguous_values(input, name))
+        return _with_indices(name, input, dim, keepdim)
+    return run
+
+
+HANDLERS["argmax"] = _arg_extreme("argmax")
+HANDLERS["argmin"] = _arg_extreme("argmin")
 
 
 # ----- softmax, transpose, attention --------------------------------------------------------

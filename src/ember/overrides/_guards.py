@@ -137,11 +137,18 @@ def _offer(public, original, native, args, kwargs):
     for x in (*args, *kwargs.values()):
         flat.extend(x if isinstance(x, (list, tuple)) else (x,))
     overloaded = _overloaded(flat)
-    if not overloaded or any(getattr(type(v), "_takes_registry_calls", False)
-                             for v in overloaded):
+    if not overloaded or any(_wants_registry_ops(type(v), original) for v in overloaded):
         return original(*args, **kwargs)
     return _offer_in_turn(public, overloaded, tuple(type(v) for v in overloaded), args, kwargs,
                           native)
+
+
+def _wants_registry_ops(cls, original):
+    """Whether ``cls`` (one of ember's own overriding types) takes the registry ops
+    ``original`` is written with rather than ``original`` itself, which it takes only when
+    its ``_takes_functions`` names it."""
+    return (getattr(cls, "_takes_registry_calls", False)
+            and original.__name__ not in getattr(cls, "_takes_functions", ()))
 
 
 # hand-written Tensor methods that take other tensors: a subclass as ``self`` is offered them by

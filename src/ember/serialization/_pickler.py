@@ -170,6 +170,8 @@ class Pickler(pickle._Pickler):
         if isinstance(obj, Tensor):
             if isinstance(obj, SparseTensor):
                 return _reduce_sparse(obj)
+            if obj.is_nested:
+                return _reduce_jagged(obj)
             return _reduce_tensor(self.table, obj)
         if type(obj) is layout:
             return (N.GET_LAYOUT, (f"torch.{obj.name}",))
@@ -213,6 +215,22 @@ def _reduce_sparse(t):
     else:       # compressed, then plain indices (PyTorch saves no requires_grad for sparse)
         parts = (t._crow, t._col, t._v.detach(), Size(t.shape))
     return (N.REBUILD_SPARSE, (t.layout, parts))
+
+
+def _seqlen_stand_in(n):
+    """PyTorch's pickled form of a cached min/max sequence length: an empty (n, 0) tensor."""
+    return _make(np.empty((int(n), 0), dtype=np.float32))
+
+
+def _reduce_jagged(t):
+    """A jagged tensor as PyTorch pickles it: its constructor's arguments (the values as
+    ``values()`` shows them, the offsets, lengths, ragged dim and cached lengths)."""
+    cache = {name: _seqlen_stand_in(n) for name, n in
+             (("min_seqlen", t._min_seqlen), ("max_seqlen", t._max_seqlen)) if n is not None}
+    kwargs = {"values": t._v.detach().movedim(0, t._ragged_idx - 1), "offsets": t._offsets,
+              "lengths": t._lengths, "_ragged_idx": t._ragged_idx, "_metadata_cache": cache,
+              "requires_grad": t.requires_grad}
+    return (N.REBUILD_FROM_TYPE, (N.REBUILD_NJT, N.NJT_CLASS, (kwargs,), {}))
 
 
 def _reduce_tensor(table, t):

@@ -293,6 +293,8 @@ def rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
 
 def rebuild_from_type_v2(func, new_type, args, state):
     """A tensor subclass or a tensor with attributes (``torch._tensor._rebuild_from_type_v2``)."""
+    if func is rebuild_njt and isinstance(args, tuple) and new_type is _jagged_class():
+        return func(*args)          # (the state repeats the constructor's arguments)
     if func not in (rebuild_tensor_v2, rebuild_tensor_v3, rebuild_meta_tensor_no_storage) \
             or not isinstance(args, tuple):
         raise RuntimeError(f"invalid tensor rebuild function in checkpoint: {func!r}")
@@ -313,6 +315,39 @@ def _encode(obj, encoding="latin1"):
     return codecs.encode(obj, "latin1")
 
 
+class DimRange:
+    """Stands in for ``torch._dynamo.decorators._DimRange`` (a dim's dynamic-shape bounds),
+    which PyTorch pickles with a jagged tensor's cached sequence lengths; ember keeps it as
+    read and uses none of it."""
+
+    __slots__ = ("dim", "min", "max")
+
+    def __setstate__(self, state):
+        values = state if isinstance(state, (list, tuple)) else ()
+        for name, value in zip(self.__slots__, values):
+            setattr(self, name, value)
+
+
+def _jagged_class():
+    from ember.nested._jagged import JaggedTensor
+    return JaggedTensor
+
+
+def rebuild_njt(kwargs):
+    """A jagged tensor from PyTorch's pickled constructor arguments
+    (``torch.nested._internal.nested_tensor._rebuild_njt``)."""
+    from ember.nested._jagged import rebuild_jagged
+    if not isinstance(kwargs, dict) or not isinstance(kwargs.get("values"), Tensor):
+        raise RuntimeError("invalid nested tensor in checkpoint")
+    ragged_idx = int(kwargs.get("_ragged_idx", 1))
+    cache = kwargs.get("_metadata_cache") or {}
+    min_len, max_len = (cache[k].shape[0] if k in cache else None
+                        for k in ("min_seqlen", "max_seqlen"))
+    return rebuild_jagged(kwargs["values"].movedim(ragged_idx - 1, 0), kwargs["offsets"],
+                          kwargs.get("lengths"), ragged_idx, min_len, max_len,
+                          bool(kwargs.get("requires_grad", False)))
+
+
 def _parameter_class():
     from ember.nn.parameter import Parameter
     return Parameter
@@ -329,6 +364,9 @@ def _torch_globals():
         "torch._utils._rebuild_parameter": rebuild_parameter,
         "torch._utils._rebuild_parameter_with_state": rebuild_parameter_with_state,
         "torch._tensor._rebuild_from_type_v2": rebuild_from_type_v2,
+        "torch.nested._internal.nested_tensor._rebuild_njt": rebuild_njt,
+        "torch._dynamo.decorators._DimRange": DimRange,
+        "torch.nested._internal.nested_tensor.NestedTensor": _jagged_class(),
         "torch.Size": Size,
         "torch.device": device,
         "torch.Tensor": Tensor,
