@@ -2,6 +2,7 @@
 
 import threading
 
+from ember._tensor import Tensor as _Tensor
 from ember.autograd.anomaly import detect_anomaly, set_detect_anomaly
 from ember.autograd.engine import run_backward as _engine_run_backward
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
@@ -47,8 +48,7 @@ def _is_checkpoint_valid():
 def _as_tuple(x):
     if x is None:
         return ()
-    from ember._tensor import Tensor
-    return (x,) if isinstance(x, (Tensor, GradientEdge)) else tuple(x)
+    return (x,) if isinstance(x, (_Tensor, GradientEdge)) else tuple(x)
 
 
 def _target(t):
@@ -77,12 +77,11 @@ def _sparse_leaf_gradient(t, parts):
 
 def _make_grads(outputs, grads):
     from ember._creation import ones_like
-    from ember._tensor import Tensor
     result = []
     for i, (out, g) in enumerate(zip(outputs, grads)):
-        if not isinstance(out, Tensor):
+        if not isinstance(out, _Tensor):
             raise AssertionError("Expected output to be a ember.Tensor")
-        if g is not None and not isinstance(g, Tensor):
+        if g is not None and not isinstance(g, _Tensor):
             raise TypeError(f"gradients can be either Tensors or None, but got "
                             f"{type(g).__name__}")
         if g is None:

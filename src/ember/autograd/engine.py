@@ -185,8 +185,11 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
         if not any(nxt in run_set for nxt, _ in node.next_functions):
             return None             # a target that leads to no other target
 
-    if all(g is None for g in buf):
-        return None
+    for g in buf:
+        if g is not None:
+            break
+    else:
+        return None                     # no gradient flowed into this node
     try:
         grads_in = node.apply(buf)
         if anomaly.ENABLED[0] and anomaly.CHECK_NAN[0]:

@@ -13,7 +13,10 @@ import re
 import weakref
 from typing import NamedTuple
 
+from ember._dtype import FROM_NUMPY
 from ember._hook_handles import RemovableHandle
+from ember._shape import _shape
+from ember._tensor import Tensor, _make
 from ember.backend import loud_fp, quiet_fp, xp_for
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -128,12 +131,10 @@ class InputMeta(tuple):
 
     @property
     def shape(self):
-        from ember._tensor import Size
-        return Size(self[0])
+        return _shape(self[0])
 
     @property
     def dtype(self):
-        from ember._dtype import FROM_NUMPY
         return FROM_NUMPY[self[1]]
 
     @property
@@ -217,7 +218,6 @@ class OpNode(Node):
     def _pack_saved(self, hooks, outputs):
         """Hand the tensors this node saved to saved-tensor hooks, keeping what they return
         (a ``Packed`` in ``_released``) in place of the tensors."""
-        from ember._tensor import Tensor
         from ember.autograd.saved_hooks import Packed
         saved, lengths = self._inputs
         versions = self._versions       # None for inputs no needed gradient reads (not saved)
@@ -256,7 +256,6 @@ class OpNode(Node):
     def _unpack_output(self):
         """The outputs the derivative reads, as tensors of this node (None for the others:
         see ``Op.derivative``'s ``outputs``), after checking none changed in place."""
-        from ember._tensor import _make
         arrays, vc, version = self._out
         several = type(vc) is tuple         # one counter per output, None where not kept
         if self._released:                      # packed (a freed node fails to unpack inputs)
@@ -286,7 +285,7 @@ class OpNode(Node):
     def _vjp(self, op, grad, args):
         """The op's vjp on the incoming gradient, with what its signature asks for."""
         if op.needs_mask:
-            needs = tuple(meta is not None for meta in self._in_meta)
+            needs = tuple([meta is not None for meta in self._in_meta])
             if self._out is not None:
                 return op.vjp(grad, *args, *self._params, out=self._unpack_output(),
                               needs=needs)
@@ -303,7 +302,8 @@ class OpNode(Node):
         else:
             grad = tuple(g if g is not None else _zeros_like_output(self, i)
                          for i, g in enumerate(grads))
-        args = op.structure_inputs(inputs)
+        flat, lengths = inputs
+        args = flat if lengths is None else op.structure(flat, lengths)
         token = quiet_fp()      # fused backward kernels meet inf/nan silently, as PyTorch's do
         try:
             result = self._vjp(op, grad, args)
@@ -311,7 +311,8 @@ class OpNode(Node):
             loud_fp(token)
         if op.n_diff_inputs == 1 and not isinstance(result, (tuple, list)):
             result = (result,)
-        result = op.flatten_grads(result)
+        if op.seq_inputs:
+            result = op.flatten_grads(result)
         grads = [None if meta is None or g is None else conform(g, meta)
                  for g, meta in zip(result, self._in_meta)]
         if op.dropped_inputs is not None:       # one gradient per edge
@@ -339,7 +340,6 @@ def _zeros_like_output(node, index):
     if not (dtype.is_floating_point or dtype.is_complex):
         return None
     if device.type == "cpu":            # (ember.zeros parses its arguments: 10x the time)
-        from ember._tensor import _make
         filled = _make(xp_for(device).zeros(shape, dtype.np))
     else:
         from ember import zeros
@@ -356,9 +356,10 @@ def carries_gradient(grad):
         return False
     if grad.requires_grad:      # zero now, but its derivative need not be (double-vjp, jvp)
         return True
-    from ember.func._batched import BatchedTensor
-    if type(grad) is BatchedTensor:     # under vmap: no values to read; it may be nonzero
-        return True
+    if type(grad) is not Tensor:
+        from ember.func._batched import BatchedTensor
+        if type(grad) is BatchedTensor:     # under vmap: no values to read; may be nonzero
+            return True
     return bool(grad._data.any())
 
 
@@ -370,7 +371,6 @@ def conform(grad, meta):
             return grad
         grad = sum_to(grad, shape)
     if grad._data.dtype != np_dtype:
-        from ember._dtype import FROM_NUMPY
         if grad._data.dtype.kind == "c" and np_dtype.kind != "c":
             grad = grad.real
         grad = grad.to(FROM_NUMPY[np_dtype])
@@ -382,6 +382,10 @@ def sum_to(grad, shape):
     lead = grad.ndim - len(shape)
     dims = tuple(range(lead)) + tuple(
         lead + i for i, s in enumerate(shape) if s == 1 and grad.shape[lead + i] != 1)
+    if lead and len(dims) == lead and not _GRAD.grad_enabled:
+        # only leading dims (a bias's gradient): one op; the reshape, a view as in PyTorch,
+        # shows only in a graph built for the gradient (create_graph=True)
+        return grad.sum(dims)
     if dims:
         grad = grad.sum(dims, keepdim=True)
     if lead:
@@ -400,7 +404,6 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
         fn = t._grad_fn
         where = f", which is output {t._output_nr} of {_op_of(fn)}," if fn is not None else ""
     else:
-        from ember._dtype import FROM_NUMPY
         array, nr = output
         dtype = FROM_NUMPY[array.dtype]
         kind, shape = _type_string(dtype), list(array.shape)
@@ -470,7 +473,6 @@ def accumulate(var, grad, sole=False):
     """Add ``grad`` into ``var.grad`` (out of place while building a graph for it).
     ``sole``: nothing but the caller holds ``grad`` or its array, so a first gradient may
     take over the array instead of copying it (as PyTorch's AccumulateGrad steals it)."""
-    from ember._tensor import Tensor, _make
     plain = type(grad) is Tensor        # not a sparse gradient (Embedding(sparse=True)'s)
     if var._grad is None:
         if plain and grad._grad_fn is None:
@@ -543,8 +545,9 @@ def history(t):
     if t._view is not None:
         if t._grad_fn is None and t._meta is not None and "no_grad_view" in t._meta:
             return None, 0      # a view made without grad mode: PyTorch drops its gradient
-        from ember.ops._inplace import refresh_view_history
-        refresh_view_history(t)
+        if t._view[0]._grad_fn is not t._view[4]:     # the base's history changed since
+            from ember.ops._inplace import refresh_view_history
+            refresh_view_history(t)
     fn = t._grad_fn
     if fn is not None:
         return fn, t._output_nr
@@ -644,7 +647,6 @@ def get_gradient_edge(tensor):
 def increment_version(tensor):
     """Bump the version counter of ``tensor`` (or of each tensor in an iterable), as an
     in-place write would, so that backward notices the change."""
-    from ember._tensor import Tensor
     for t in (tensor,) if isinstance(tensor, Tensor) else tensor:
         t._bump_version()
 
