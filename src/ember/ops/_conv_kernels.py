@@ -364,20 +364,36 @@ def _batch_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, pads))
     crop = (slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))
 
+    windows = [tuple(slice(j * d, j * d + (p - 1) * s + 1, s)
+                     for j, d, p, s in zip(offset, dilation, out, stride))
+               for offset in _offsets(kernel)]
+    # at unit stride, a product per kernel offset added into its window while still in cache
+    # (measured 1.25x faster for 64x16x8x8 into 6 channels, 5x5); with larger strides (and
+    # depthwise, an outer product which matmul loops) one product into all the columns
+    per_offset = o != groups and all(s == 1 for s in stride)
+    # per kernel offset, the (C/G, O/G) matrices of each group
+    taps = w.reshape(groups, o // groups, w.shape[1], -1).transpose(3, 0, 2, 1)
+
     def chunk(lo, hi):
         n = hi - lo
         gt = _batch_last(xp, g[lo:hi], ()).reshape(groups, o // groups, -1)
-        # one output channel per group (depthwise): an outer product, which matmul loops
-        cols = wt * gt if o == groups else xp.matmul(wt, gt)      # (G, K*C/G, P*n)
-        cols = cols.reshape((c,) + tuple(kernel) + tuple(out) + (n,))
         img = xp.zeros((c,) + padded + (n,), dtype)
-        for offset in _offsets(kernel):
-            window = tuple(slice(j * d, j * d + (p - 1) * s + 1, s)
-                           for j, d, p, s in zip(offset, dilation, out, stride))
-            img[(slice(None),) + window] += cols[(slice(None),) + offset]
+        if per_offset:
+            for tap, window in zip(taps, windows):
+                img[(slice(None),) + window] += xp.matmul(tap, gt).reshape(
+                    (c,) + tuple(out) + (n,))
+        else:
+            cols = wt * gt if o == groups else xp.matmul(wt, gt)      # (G, K*C/G, P*n)
+            cols = cols.reshape((c,) + tuple(kernel) + tuple(out) + (n,))
+            for offset, window in zip(_offsets(kernel), windows):
+                img[(slice(None),) + window] += cols[(slice(None),) + offset]
         _from_batch_last(xp, img[crop], dst[lo:hi], bias)
 
-    per_sample = math.prod(out) * kc * groups * g.itemsize
+    if per_offset:  # the image and one offset's product, a quarter of the columns' chunk:
+        # the image stays in L2 while every kernel offset adds into it
+        per_sample = 4 * (math.prod(padded) + math.prod(out)) * c * g.itemsize
+    else:
+        per_sample = math.prod(out) * kc * groups * g.itemsize
     _map_samples(xp, b, per_sample, chunk)
     return dst
 
