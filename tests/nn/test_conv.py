@@ -155,11 +155,18 @@ def test_forward_errors():
 
 
 def test_strides_must_be_ints():
+    # int() would truncate 1.5; PyTorch's parser checks a tuple by its first item
     x, w = ember.ones(1, 1, 5, 5), ember.ones(1, 1, 3, 3)
-    for stride in (1.5, (1, 1.0)):      # int() would truncate 1.5
-        with pytest.raises(TypeError, match="argument 'stride' must be tuple of ints, but "
-                                            "found element of type float"):
+    for stride in (1.5, (1.0, 1)):
+        with pytest.raises(TypeError, match=r"^conv2d\(\) received an invalid combination of "
+                                            r"arguments - got \(Tensor, Tensor, stride="):
             ember.nn.functional.conv2d(x, w, stride=stride)
+    with pytest.raises(TypeError, match="^conv2d\\(\\): argument 'stride' failed to unpack the "
+                                        "object at pos 2 with error \"type must be tuple of "
+                                        "ints,but got float\"$"):
+        ember.nn.functional.conv2d(x, w, stride=(1, 1.0))
+    with pytest.raises(TypeError, match="argument 'stride' must be tuple of ints, not float$"):
+        ember.nn.functional.conv_transpose2d(x, w, stride=1.5)
 
 
 def test_conv_int_input_reports_the_bias_first():

@@ -29,18 +29,24 @@ class ConvArgs:
         return all(lo == hi for lo, hi in self.pads)
 
 
-def _int(value, name):
-    """``value`` as an int; a float (which int() would truncate) raises a TypeError."""
+def _int(value, name, position=None):
+    """``value`` (the item at 1-based ``position`` of a sequence, if given) as an int; a float,
+    which int() would truncate, raises PyTorch's parser's TypeError: its check of a sequence
+    reads the first item, and a later bad one fails the unpacking."""
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"argument '{name}' must be tuple of ints, but found element of type "
-                        f"{type(value).__name__}") from None
+        if position is None or position == 1:
+            kind = type(value).__name__ if position is None else "tuple"
+            raise TypeError(f"argument '{name}' must be tuple of ints, not {kind}") from None
+        raise TypeError(f"argument '{name}' failed to unpack the object at pos {position} with "
+                        f"error \"type must be tuple of ints,but got {type(value).__name__}\""
+                        ) from None
 
 
 def _expand(value, n, name):
     if isinstance(value, (list, tuple)):
-        value = [_int(v, name) for v in value]
+        value = [_int(v, name, i) for i, v in enumerate(value, 1)]
         if len(value) == 1:
             value = value * n
         elif len(value) != n:

@@ -79,7 +79,10 @@ def refine_type_error(error, name, kind, op_name):
     under the name the user called when ``op_name`` (the op's name in that kind) differs."""
     message = str(error)
     if "failed to unpack" in message:
-        return      # the parser had taken a signature: the message is that signature's
+        # the parser had taken a signature: the message is that signature's, named
+        if message.startswith("argument '"):
+            error.args = (f"{_alias(name, kind, op_name) or op_name}(): {message}",)
+        return
     parsing = _PARSE_ERROR.match(message) is not None
     signatures = overloads(name, kind)
     if not parsing and signatures is None:
