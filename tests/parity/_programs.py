@@ -9,7 +9,7 @@ def fill_(lib, module_or_params, rng, scale=0.3):
     params = getattr(module_or_params, "parameters", lambda: module_or_params)()
     with lib.no_grad():
         for p in params:
-            value = rng.standard_normal(tuple(p.shape)).astype(np.float32) * scale
+            value = np.asarray(rng.standard_normal(tuple(p.shape)).astype(np.float32) * scale)
             p.copy_(lib.from_numpy(value))
 
 
