@@ -3,6 +3,15 @@
 import pytest
 
 
+def pytest_configure(config):
+    """NumPy's BLAS keeps one thread count for the whole run, so that results repeat bit for
+    bit (by default its count follows the machine's load: ember/backend/blas_threads.py)."""
+    from ember.backend.blas_threads import controls, set_blas_threads
+    found = controls()
+    if found:
+        set_blas_threads(found[0][1]())
+
+
 @pytest.fixture(autouse=True)
 def _fresh_warn_once():
     """PyTorch's once-per-process warnings (``ember._warn.warn_once``) warn again in each

@@ -35,7 +35,7 @@ def machine(monkeypatch):
     monkeypatch.setattr(blas_threads.time, "monotonic", lambda: readings[0][0] if readings
                         else 1e9)
     monkeypatch.setattr(blas_threads, "_Load", type("_Load", (), {
-        "limit": None, "applied": None, "last": None}))
+        "fixed": False, "limit": None, "applied": None, "last": None}))
     return types.SimpleNamespace(blas=blas, readings=readings)
 
 
@@ -81,11 +81,41 @@ def test_a_thread_count_set_by_someone_else_is_left_alone(machine):
     assert machine.blas.count == 2 and machine.blas.given == [1]
 
 
-def test_set_num_threads_bounds_what_the_policy_gives(machine):
+def test_set_num_threads_fixes_the_count(machine):
     blas_threads.set_blas_threads(1)
     look(machine, 0.0, 0.0, 0.0)
     look(machine, 1.0, 0.0, 0.0)                # an idle machine
-    assert machine.blas.count == 1
+    assert machine.blas.count == 1 and machine.blas.given == [1]
+
+
+def test_a_count_above_what_openblas_starts_is_read_back(machine):
+    machine.blas.set = lambda n: setattr(machine.blas, "count", min(n, 4))
+    blas_threads.set_blas_threads(200)
+    assert blas_threads._Load.applied == blas_threads._Load.limit == 4
+
+
+def test_deterministic_algorithms_keep_the_count(machine):
+    ember.use_deterministic_algorithms(True)
+    try:
+        look(machine, 0.0, 0.0, 0.0)
+        look(machine, 1.0, 1.9, 0.0)            # busy neighbours
+    finally:
+        ember.use_deterministic_algorithms(False)
+    assert machine.blas.given == []
+
+
+def test_the_limit_is_the_thread_count_of_ember(machine, monkeypatch):
+    monkeypatch.setattr("ember.backend.cpu_kernels._Pool.threads", 1)     # MKL_NUM_THREADS=1
+    look(machine, 0.0, 0.0, 0.0)
+    look(machine, 1.0, 0.0, 0.0)                # an idle machine
+    assert machine.blas.given == [1]
+
+
+def test_without_proc_stat_the_count_stays(machine, monkeypatch):
+    monkeypatch.setattr(blas_threads, "_reading", lambda: None)
+    machine.readings.append((0.0, 0.0, 0.0))    # for the fake clock only
+    blas_threads._look()
+    assert blas_threads._Load.fixed and machine.blas.given == []
 
 
 def test_products_look_at_the_load_only_on_numpy(monkeypatch):

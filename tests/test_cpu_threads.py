@@ -46,7 +46,8 @@ def test_set_num_threads_sets_the_blas_threads_of_products(threads):
     ({}, "cores"), ({"OMP_NUM_THREADS": "1"}, 1), ({"MKL_NUM_THREADS": "1"}, 1),
     ({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "64"}, "cores"),
     ({"OMP_NUM_THREADS": "64", "MKL_NUM_THREADS": "1"}, 1),
-    ({"OMP_NUM_THREADS": "abc"}, "cores"), ({"OMP_NUM_THREADS": "0"}, "cores")])
+    ({"OMP_NUM_THREADS": "abc"}, "cores"), ({"OMP_NUM_THREADS": "0"}, "cores"),
+    ({"OMP_NUM_THREADS": "1,2"}, 1)])
 def test_default_thread_count_reads_the_environment_as_torch_does(monkeypatch, env, expected):
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)

@@ -1,6 +1,8 @@
 """Deterministic algorithms: ``use_deterministic_algorithms`` and its debug-mode twin.
 
-ember's CPU ops are deterministic in any mode. On a GPU the only run-to-run differences come
+ember's CPU ops are deterministic in any mode, but for NumPy's BLAS: by default its thread
+count follows the machine's load (backend/blas_threads.py), and a product's last bits can
+change with it; the mode keeps the count as it is. On a GPU the only run-to-run differences come
 from floating-point sums whose order is left to the hardware: repeated indices added with
 atomics (``index_add``, ``index_put(accumulate=True)``, ``scatter_add``, embedding and pooling
 gradients, weighted histograms) and the interpolation gradient's kernel. With the mode on

@@ -8,10 +8,14 @@ the digits demo 8-10 s against 2 s. On an idle machine the second thread halves 
 product. So BLAS follows the idle cores: every ``_EVERY`` products (and at most every
 ``_PERIOD`` seconds) ember reads how much CPU time the other processes took on the cores it
 may use since its last look (/proc/stat's busy time, less this process's own) and gives BLAS
-the cores they left idle: at least one, at most ``set_num_threads``' count.
+the cores they left idle: at least one, at most ``get_num_threads()``.
 
-A thread count ember did not set (threadpoolctl, a test) is left alone until it is ember's
-again. Where /proc/stat is missing (not Linux), BLAS keeps the count it has.
+OpenBLAS's products can differ in their last bits between thread counts, so a count that
+follows the load makes runs repeat only to rounding. A fixed count makes them repeat bit for
+bit, as PyTorch's do: ``set_num_threads(n)`` fixes it at n, and
+``use_deterministic_algorithms(True)`` keeps the count it finds. A thread count ember did not
+set (threadpoolctl, say) is left alone until it is ember's again. Where /proc/stat is missing
+(not Linux), BLAS keeps the count it has.
 """
 
 import contextlib
@@ -106,16 +110,19 @@ _COUNT = itertools.cycle(range(_EVERY))      # 0 every _EVERY-th product: a chea
 
 
 class _Load:
-    limit = None            # set_num_threads' count; None: OpenBLAS's own at the first look
+    fixed = False           # a count set by set_num_threads, or no way to read the load
+    limit = None            # the most threads; None: worked out at the first look
     applied = None          # the count ember last gave BLAS
     last = None             # (wall, busy seconds of the usable cores, own CPU seconds)
 
 
 def set_blas_threads(n):
-    """Give every loaded OpenBLAS ``n`` threads, the most the load policy may then use."""
-    for setter, _ in controls():
+    """Give every loaded OpenBLAS ``n`` threads (as many as it can start), and keep them."""
+    found = controls()
+    for setter, _ in found:
         setter(n)
-    _Load.limit = _Load.applied = n
+    _Load.fixed = True
+    _Load.limit = _Load.applied = found[0][1]() if found else n
 
 
 def follow_load(xp):
@@ -126,11 +133,15 @@ def follow_load(xp):
 
 def _look():
     before = _Load.last
-    if before is not None and time.monotonic() - before[0] < _PERIOD:
-        return                          # too short a window yet: keep its start
+    if _Load.fixed or before is not None and time.monotonic() - before[0] < _PERIOD:
+        return                          # fixed, or too short a window yet: keep its start
+    from ember._deterministic import STATE
     control = _numpy_control()
-    now = _reading() if control is not None else None
+    if STATE.enabled or control is None:
+        return
+    now = _reading()
     if now is None:
+        _Load.fixed = True
         return
     _Load.last = now
     if before is None:
@@ -139,7 +150,8 @@ def _look():
     if _Load.applied is not None and current != _Load.applied:
         return                          # someone else chose this count: theirs to keep
     if _Load.limit is None:
-        _Load.limit = current
+        from ember.backend.cpu_kernels import get_num_threads
+        _Load.limit = min(current, get_num_threads())
     wanted = threads_for(_idle_cores(before, now), _Load.limit)
     if wanted != current:
         for setter, _ in controls():

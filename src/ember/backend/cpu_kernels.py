@@ -48,7 +48,7 @@ def _cores():
 def _default_threads():
     """The cores, fewer where MKL_NUM_THREADS (else OMP_NUM_THREADS) asks, as torch counts."""
     for name in ("MKL_NUM_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(name, "")
+        value = os.environ.get(name, "").split(",")[0].strip()     # OpenMP's "4,2": nested
         if value.isdigit() and int(value) > 0:
             return min(int(value), _cores())
     return _cores()
@@ -84,7 +84,7 @@ def check_thread_count(setter, n):
 
 def set_num_threads(n):
     """Set the number of threads ember's CPU kernels and BLAS products use
-    (``torch.set_num_threads``)."""
+    (``torch.set_num_threads``); BLAS then keeps it instead of following the load."""
     check_thread_count("set_num_threads", n)
     set_blas_threads(n)
     with _Pool.lock:
