@@ -6,9 +6,10 @@ and ``values``, one per entry: an element (CSR, CSC) or a block (BSR, BSC, whose
 ``(nnz, block rows, block columns)``, the block size read from them). The layout decides only
 which dimension is compressed and whether entries are blocks (``_layouts.row_compressed``,
 ``_layouts.blocked``); every check and conversion is written once for all four. ember's
-compressed tensors are 2-D, without batch or dense dimensions.
+compressed tensors have no dense dimensions; leading batch dimensions are in _batched.py.
 """
 
+import math
 import operator
 
 from ember._creation import check_requires_grad
@@ -63,12 +64,17 @@ def _build(layout, compressed_indices, plain_indices, values, size, dtype, devic
     pointers = _index_tensor(compressed_indices, values.device)
     plain = _index_tensor(plain_indices, values.device)
     _check_ranks(layout, pointers, plain, values)
-    block = tuple(values.shape[1:]) if L.blocked(layout) else (1, 1)
+    batch = tuple(pointers.shape[:-1])
+    block = tuple(values.shape[len(batch) + 1:]) if L.blocked(layout) else (1, 1)
     size = _infer_size(layout, pointers, plain, block) if size is None else \
         tuple(operator.index(s) for s in size)
-    _check_size(size, block)
+    _check_size(size, block, batch)
     if check_invariants is not False:
-        _check_indices(layout, pointers, plain, values.shape[0], size, block)
+        count = math.prod(batch)
+        for b_pointers, b_plain in zip(pointers.reshape(count, pointers.shape[-1]),
+                                       plain.reshape(count, plain.shape[-1])):
+            _check_indices(layout, b_pointers, b_plain, values.shape[len(batch)], size[-2:],
+                           block)
     if values.requires_grad and not requires_grad:
         from ember.ops.conversion import _alias
         values = _alias(values)             # a non-leaf sparse tensor, as in PyTorch
@@ -80,35 +86,48 @@ def _check_ranks(layout, pointers, plain, values):
     if pointers.ndim != plain.ndim:
         raise RuntimeError(f"{compressed_name} and {plain_name} dimensionalities must be equal "
                            f"but got {pointers.ndim} and {plain.ndim}, respectively")
-    if pointers.ndim != 1:
-        raise RuntimeError(f"ember has no batched compressed sparse tensors: {compressed_name} "
-                           f"and {plain_name} must be 1-D")
+    if pointers.ndim < 1:
+        raise RuntimeError(f"{compressed_name} must have dimensionality >= 1 but got 0")
+    batch = pointers.ndim - 1
     if L.blocked(layout):
-        if values.ndim < 3:
+        if values.ndim < batch + 3:
             raise RuntimeError(f"values must have dimensionality > sum of batch and block "
-                               f"dimensionalities (=0 + 2) but got {values.ndim}")
-        if values.ndim > 3:
+                               f"dimensionalities (={batch} + 2) but got {values.ndim}")
+        if values.ndim > batch + 3:
             raise RuntimeError("ember's blocked sparse tensors hold 2-D blocks (no dense "
                                "dimensions)")
-    elif values.ndim != 1:
+    elif values.ndim < batch + 1:
+        raise RuntimeError(f"values must have dimensionality > sum of batch and block "
+                           f"dimensionalities (={batch} + 0) but got {values.ndim}")
+    elif values.ndim != batch + 1:
         raise RuntimeError("ember's compressed sparse tensors hold 1-D values (no dense "
                            "dimensions)")
+    if tuple(plain.shape[:-1]) != tuple(pointers.shape[:-1]) or \
+            tuple(values.shape[:batch]) != tuple(pointers.shape[:-1]):
+        raise RuntimeError(f"all batch dimensions of {compressed_name} "
+                           f"({list(pointers.shape[:-1])}), {plain_name} "
+                           f"({list(plain.shape[:-1])}) and values "
+                           f"({list(values.shape[:batch])}) must be equal")
 
 
 def _infer_size(layout, pointers, plain, block):
-    n_compressed = pointers.shape[0] - 1
-    n_plain = int(plain.max()) + 1 if plain.shape[0] else 0
+    n_compressed = pointers.shape[-1] - 1
+    n_plain = int(plain.max()) + 1 if plain.numel() else 0
     blocks = (n_compressed, n_plain) if L.row_compressed(layout) else (n_plain, n_compressed)
-    return (blocks[0] * block[0], blocks[1] * block[1])
+    return tuple(pointers.shape[:-1]) + (blocks[0] * block[0], blocks[1] * block[1])
 
 
-def _check_size(size, block):
-    if len(size) != 2:
+def _check_size(size, block, batch):
+    if len(size) != len(batch) + 2:
         raise RuntimeError(f"tensor dimensionality must be sum of batch, base, and dense "
-                           f"dimensionalities (=0 + 2 + 0) but got {len(size)}")
+                           f"dimensionalities (={len(batch)} + 2 + 0) but got {len(size)}")
+    if tuple(size[:len(batch)]) != batch:
+        raise RuntimeError(f"batch dimensions of the size {list(size[:len(batch)])} must "
+                           f"equal those of the indices {list(batch)}")
     for d in (0, 1):
-        if block[d] == 0 or size[d] % block[d]:
-            raise RuntimeError(f"tensor shape[{d}] (={size[d]}) must be divisible with "
+        n = size[len(batch) + d]
+        if block[d] == 0 or n % block[d]:
+            raise RuntimeError(f"tensor shape[{len(batch) + d}] (={n}) must be divisible with "
                                f"blocksize[{d}] (={block[d]}) as defined by values shape")
 
 
@@ -164,7 +183,9 @@ def block_coordinates(s):
 
 def blocksize(s):
     """The block size of a compressed tensor ((1, 1) for CSR/CSC)."""
-    return tuple(s._v.shape[1:3]) if L.blocked(s._layout) else (1, 1)
+    if not L.blocked(s._layout):
+        return (1, 1)
+    return tuple(s._v.shape[s._crow.ndim:s._crow.ndim + 2])
 
 
 # ----- *_copy functions ------------------------------------------------------------------

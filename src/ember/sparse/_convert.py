@@ -1,9 +1,12 @@
 """Conversions between dense, COO and compressed (CSR, CSC, BSR, BSC) tensors, and coalescing,
 written with ember ops (so they run on every device and are differentiable in the values)."""
 
+import math
+
 import ember
 from ember._tensor import Tensor
 from ember.sparse import _layouts as L
+from ember.sparse._batched import batched_to_coo, is_batched, stack_batches
 from ember.sparse._compressed import block_coordinates, blocksize, expand_pointers
 from ember.sparse._origin import carry
 from ember.sparse._tensor import SparseTensor, compressed, coo
@@ -116,6 +119,8 @@ def to_sparse_coo(x, sparse_dim=None):
                                f"!=2 is not supported")
         if x.layout is L.sparse_coo:
             return x
+        if is_batched(x):
+            return batched_to_coo(x, _compressed_to_coo)
         return carry(_compressed_to_coo(x), x)
     return carry(_dense_to_coo(x, sparse_dim), x)
 
@@ -156,9 +161,11 @@ def to_compressed(x, layout, block=None, dense_dim=None, caller=None):
     if isinstance(x, SparseTensor) and L.blocked(x.layout):
         raise RuntimeError(f"sparse_compressed_to_sparse_{name}: expected SparseCsr or "
                            f"SparseCsc layout but got {L.short_name(x.layout)}")
-    if x.ndim != 2:
-        raise RuntimeError(f"to_sparse_{name}: ember has only 2-D compressed tensors (no "
-                           f"batches), but got a {x.ndim}-D tensor")
+    if x.ndim < 2:
+        raise RuntimeError(f"to_sparse_{name}: expected a tensor of at least 2 dimensions "
+                           f"(batch dims, then rows and columns), but got a {x.ndim}-D one")
+    if x.ndim > 2:
+        return _to_batched(x, lambda m: to_compressed(m, layout), f"to_sparse_{name}")
     c = to_sparse_coo(x).coalesce()
     if c.dense_dim():
         raise RuntimeError(f"to_sparse_{name}: ember's compressed tensors have no dense "
@@ -189,10 +196,19 @@ def _to_blocked(x, layout, block, caller):
                                f"{list(blocksize(x))} to {[high, wide]} is not supported")
         if x.layout is layout:
             return x
+        if is_batched(x):
+            raise RuntimeError(f"sparse_compressed_to_sparse_{name}: conversion from "
+                               f"{L.short_name(x.layout)} to {L.short_name(layout)} for "
+                               f"batched inputs is not supported")
+        if L.blocked(x.layout):
+            return _flip_blocked(x, layout)
         x = x.to_dense()
-    if x.ndim != 2:
-        raise RuntimeError(f"to_sparse_{name}: ember has only 2-D compressed tensors (no "
-                           f"batches), but got a {x.ndim}-D tensor")
+    if x.ndim < 2:
+        raise RuntimeError(f"to_sparse_{name}: expected a tensor of at least 2 dimensions "
+                           f"(batch dims, then rows and columns), but got a {x.ndim}-D one")
+    if x.ndim > 2:
+        return _to_batched(x, lambda m: _to_blocked(m, layout, (high, wide), caller),
+                           f"to_sparse_{name}")
     n_rows, n_cols = x.shape
     if n_rows % high or n_cols % wide:
         raise RuntimeError(f"dense_to_sparse_{name}: tensor sparse size ({n_rows},{n_cols}) "
@@ -206,6 +222,34 @@ def _to_blocked(x, layout, block, caller):
     pointers = ember.searchsorted(major, ember.arange(stored.shape[0] + 1,
                                                       device=major.device))
     return compressed(layout, pointers, minor.contiguous(), blocks[rows, cols], x.shape)
+
+
+def _to_batched(x, convert, caller):
+    """A dense (or sparse) tensor of more than 2 dims as a batched compressed tensor, each
+    2-D batch converted by ``convert``; ``caller``: the name errors give."""
+    if isinstance(x, SparseTensor):
+        x = x.to_dense()
+    batch = tuple(x.shape[:-2])
+    if not math.prod(batch):
+        raise RuntimeError(f"{caller}: Expected product of batch dimensions to be non-zero.")
+    flat = x.reshape((math.prod(batch),) + tuple(x.shape[-2:]))
+    matrices = [convert(flat[b]) for b in range(flat.shape[0])]
+    return stack_batches(matrices[0].layout, matrices, batch)
+
+
+def _flip_blocked(s, layout):
+    """A BSR tensor as BSC or the reverse, without a dense intermediate: the same blocks
+    (each kept as it is, all-zero ones too) in the other order."""
+    rows, cols = block_coordinates(s)
+    major, minor = (rows, cols) if L.row_compressed(layout) else (cols, rows)
+    high, wide = blocksize(s)
+    n_minor = s.shape[1] // wide if L.row_compressed(layout) else s.shape[0] // high
+    n_major = s.shape[0] // high if L.row_compressed(layout) else s.shape[1] // wide
+    order = ember.argsort(major * n_minor + minor, stable=True)
+    major = major.index_select(0, order)
+    pointers = ember.searchsorted(major, ember.arange(n_major + 1, device=major.device))
+    return compressed(layout, pointers, minor.index_select(0, order),
+                      s._v.index_select(0, order), s.shape)
 
 
 def to_sparse(x, *args, layout=None, blocksize=None, dense_dim=None):
@@ -264,14 +308,20 @@ def _sparse_mask(self, mask):
         raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size "
                            f"{list(self.shape)} but mask has size {list(mask.shape)}")
     if isinstance(self, SparseTensor):
+        if L.blocked(self.layout) and L.blocked(mask.layout):
+            raise RuntimeError(f"empty_sparse_compressed expected sparse compressed "
+                               f"(non-block) tensor layout but got {L.short_name(self.layout)}")
         self = self.to_dense()
-    if mask.layout is L.sparse_csr or mask.layout is L.sparse_csc:
+    if mask.layout is L.sparse_coo:
+        return coo(mask._i, self[tuple(mask._i)], mask.shape, mask._coalesced)
+    if L.blocked(mask.layout):
+        high, wide = blocksize(mask)
+        n_rows, n_cols = self.shape
+        blocks = self.reshape(n_rows // high, high, n_cols // wide, wide).transpose(1, 2)
+        values = blocks[block_coordinates(mask)]        # whole blocks
+    else:
         values = self[block_coordinates(mask)]
-        return compressed(mask.layout, mask._crow, mask._col, values, mask.shape)
-    if mask.layout is not L.sparse_coo:
-        raise NotImplementedError(f"sparse_mask(): ember masks with COO, CSR or CSC tensors, "
-                                  f"not {L.short_name(mask.layout)}")
-    return coo(mask._i, self[tuple(mask._i)], mask.shape, mask._coalesced)
+    return compressed(mask.layout, mask._crow, mask._col, values, mask.shape)
 
 
 Tensor.sparse_mask = _sparse_mask

@@ -8,8 +8,8 @@ from ember._values_backed import op_name, registrar
 from ember.sparse import _layouts as L
 from ember.sparse._tensor import SparseTensor
 
-__all__ = ["HANDLERS", "ANY_LAYOUT", "handles", "dispatch", "op_name", "backend_name", "is_sparse",
-           "is_scalar"]
+__all__ = ["HANDLERS", "ANY_LAYOUT", "BATCHED", "handles", "dispatch", "op_name", "backend_name",
+           "is_sparse", "is_scalar"]
 
 HANDLERS = {}
 handles = registrar(HANDLERS)   # @handles(*names): the function running those ops
@@ -42,13 +42,44 @@ def _handles_layouts(name, args):
                                       for x in _sparse_operands(args))
 
 
+# what runs on batched compressed tensors (see _batched.py): the ops on their values alone
+# (added by _ops.py) and these
+BATCHED = {"to_dense", "_to_copy", "__get__", "__set__"}
+
+
+def _refuse_batched(name, args):
+    if name not in BATCHED and any(x._crow is not None and x._crow.ndim > 1
+                                   for x in _sparse_operands(args)):
+        raise NotImplementedError(f"Could not run 'aten::{name.rpartition('.')[2]}' with "
+                                  f"arguments from the '{backend_name(args)}' backend: ember "
+                                  f"does not support this operator on batched compressed "
+                                  f"sparse tensors (convert with .to_dense() first).")
+
+
+# pointwise ops PyTorch has no compressed kernel for, which it refuses with a RuntimeError
+_POINTWISE = frozenset((
+    "exp", "exp2", "cos", "cosh", "sigmoid", "log", "log2", "log10", "clamp", "clamp_min",
+    "clamp_max", "eq", "ne", "lt", "le", "gt", "ge", "acos", "acosh", "reciprocal", "rsqrt",
+    "erfc", "lgamma", "digamma", "bitwise_not", "sub_", "where", "maximum", "minimum", "atan2",
+    "hypot", "fmod", "remainder"))
+
+
+def _refuse_pointwise(name, args):
+    if name in _POINTWISE:
+        for x in _sparse_operands(args):
+            if x.layout is not L.sparse_coo:
+                raise RuntimeError(f"unsupported tensor layout: {L.short_name(x.layout)}")
+
+
 def dispatch(func, args, kwargs):
     """Run ember function ``func`` on arguments among which is a sparse tensor."""
     name = op_name(func)
+    _refuse_batched(name, args)
     handler = HANDLERS.get(name)
     if handler is None or not _handles_layouts(name, args):
         if name in ("__get__", "__set__"):      # a mode's property access
             return func(*args, **kwargs)
+        _refuse_pointwise(name, args)
         raise NotImplementedError(
             f"Could not run 'aten::{name.rpartition('.')[2]}' with arguments from the "
             f"'{backend_name(args)}' backend: ember does not support this operator on sparse "

@@ -7,7 +7,8 @@ import ember
 from ember._tensor import Tensor
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
-from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, backend_name, handles, is_scalar, is_sparse
+from ember.sparse._dispatch import (ANY_LAYOUT, BATCHED, HANDLERS, backend_name, handles,
+                                    is_scalar, is_sparse)
 from ember.sparse._tensor import compressed, coo
 
 __all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select",
@@ -24,11 +25,12 @@ def select(input, dim, index):
     """``input.select(dim, index)`` of a COO tensor: a sparse tensor one dim smaller (dense
     when no sparse dim is left)."""
     from ember._tensor import _wrap_dim
-    if L.blocked(input.layout):
+    dim = _wrap_dim(dim, input.ndim)
+    # PyTorch selects from a blocked tensor only a column of a BSC one
+    if L.blocked(input.layout) and not (input.layout is L.sparse_bsc and dim == 1):
         raise RuntimeError("select(): no view exists for the given input, consider using "
                            "ember.select_copy.")
     c = as_coo(input)
-    dim = _wrap_dim(dim, c.ndim)
     size = c.shape[dim]
     if not -size <= index < size:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
@@ -203,6 +205,8 @@ def _sum_dtype(values, dtype):
 def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
     if dim is None:
         return _sum_dtype(input._v, dtype).sum()
+    if input._batch_ndim():
+        raise NotImplementedError("sum: ember sums a batched compressed tensor only whole")
     if input.layout not in (L.sparse_coo, L.sparse_csr):
         raise RuntimeError(f"Currently the only compressed sparse format supported for "
                            f"sum.dim_IntList is CSR, but got layout "
@@ -331,8 +335,21 @@ def _on_values(s, fn):
     return s._with_values(fn(s._v))
 
 
+def _is_compressed(x):
+    return is_sparse(x) and x.layout is not L.sparse_coo
+
+
+def _refuse_compressed(*operands):
+    """PyTorch's error for an op that has no kernel for compressed layouts (pow, sub, div,
+    the comparisons...), naming the first compressed operand's layout."""
+    for x in operands:
+        if _is_compressed(x):
+            raise RuntimeError(f"unsupported tensor layout: {L.short_name(x.layout)}")
+
+
 @handles("add")
 def _add(input, other, *, alpha=1):
+    _check_add_layouts(input, other)
     if is_sparse(input) and is_sparse(other):
         _check_same_size(input, other, "add")
         a, b = as_coo(input), as_coo(other)
@@ -350,6 +367,30 @@ def _add(input, other, *, alpha=1):
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
                            "instead.")
     return _dense_plus_sparse(input, other, alpha)
+
+
+def _check_add_layouts(input, other):
+    """PyTorch adds two compressed tensors only when both are CSR (or a tensor to itself),
+    and only CSR and CSC ones to strided tensors."""
+    compressed = [x for x in (input, other) if _is_compressed(x)]
+    if not compressed:
+        return
+    if is_sparse(input) and is_sparse(other):
+        # PyTorch adds two compressed tensors only as CSR ones (or a tensor to itself)
+        if input is other or input.layout is other.layout is L.sparse_csr:
+            return
+        if input.layout is L.sparse_coo:
+            raise RuntimeError("memory format option is only supported by strided tensors")
+        columns = [x for x in (other, input) if x.layout in (L.sparse_csc, L.sparse_bsc)]
+        if columns:
+            raise RuntimeError(f"crow_indices expected sparse row compressed tensor layout "
+                               f"but got {L.short_name(columns[0].layout)}")
+        raise RuntimeError(f"add: PyTorch has no kernel adding {L.short_name(input.layout)} "
+                           f"and {L.short_name(other.layout)} tensors")
+    kind = L.short_name(compressed[0].layout)
+    if L.blocked(compressed[0].layout):
+        raise RuntimeError(f"add: PyTorch has no kernel adding a {kind} tensor and a strided "
+                           f"one (only SparseCsr and SparseCsc)")
 
 
 def _csr_plus_dense(s, dense, alpha):
@@ -376,6 +417,7 @@ def _dense_plus_sparse(dense, s, alpha):
 
 @handles("sub")
 def _sub(input, other, *, alpha=1):
+    _refuse_compressed(input, other)
     if not is_sparse(input) and not isinstance(input, Tensor):     # 1 - s
         return _dense_plus_sparse(input, other, -alpha)
     return _add(input, other, alpha=-alpha)
@@ -387,15 +429,38 @@ def _mul(input, other):
         return _on_values(input, lambda v: v * other)
     if is_scalar(input):
         return _on_values(other, lambda v: input * v)
+    _check_mul_layouts(input, other)
     if is_sparse(input) and is_sparse(other):
         _check_same_size(input, other, "mul")
-        return _like_layout(_intersect(as_coo(input).coalesce(),
-                                       as_coo(other).coalesce()), input)
+        product = _intersect(as_coo(input).coalesce(), as_coo(other).coalesce())
+        return C.to_sparse_csr(product) if _is_compressed(input) else product
     s, dense = (input, other) if is_sparse(input) else (other, input)
     c = as_coo(s)
     sparse_dim = c.sparse_dim()
     picked = dense.expand(s.shape)[tuple(c._i)] if sparse_dim else dense.expand(s.shape)[None]
     return _like_layout(c._with_values(c._v * picked), s)
+
+
+def _check_mul_layouts(input, other):
+    """PyTorch multiplies a compressed tensor by a tensor (not a scalar) only into a CSR
+    result: a CSR ``input`` by a dense or compressed ``other``, or a strided ``input`` by a
+    CSR ``other``."""
+    if not (_is_compressed(input) or _is_compressed(other)):
+        return
+    if _is_compressed(input) and L.blocked(input.layout):
+        raise RuntimeError(f"empty_sparse_compressed expected sparse compressed (non-block) "
+                           f"tensor layout but got {L.short_name(input.layout)}")
+    if is_sparse(input):
+        s, rest = input, other
+        fine = input.layout is L.sparse_csr and (not is_sparse(other) or _is_compressed(other))
+    else:
+        s, rest = other, input
+        fine = other.layout is L.sparse_csr
+    if not fine:
+        raise RuntimeError("Expected result Tensor to be of format CSR")
+    if not is_sparse(rest) and tuple(rest.shape) != tuple(s.shape):
+        raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size "
+                           f"{list(rest.shape)} but mask has size {list(s.shape)}")
 
 
 def _intersect(a, b):
@@ -412,6 +477,7 @@ def _intersect(a, b):
 
 @handles("div")
 def _div(input, other, *, rounding_mode=None):
+    _refuse_compressed(input, other)
     if not is_sparse(input) or not is_scalar(other):
         shape = list(other.shape) if isinstance(other, Tensor) else []
         raise RuntimeError(f"Sparse division requires a scalar or zero-dim dense tensor "
@@ -421,6 +487,9 @@ def _div(input, other, *, rounding_mode=None):
 
 @handles("floor_divide")
 def _floor_divide(input, other):
+    if _is_compressed(input):
+        raise NotImplementedError(f"Could not run 'aten::floor_divide' with arguments from the "
+                                  f"'{backend_name((input,))}' backend.")
     if not is_sparse(input) or not is_scalar(other):
         shape = list(other.shape) if isinstance(other, Tensor) else []
         raise RuntimeError(f"Sparse floor division requires a scalar or zero-dim dense tensor "
@@ -436,6 +505,7 @@ def _floor_divide_(self, other):
 
 @handles("pow")
 def _pow(input, exponent):
+    _refuse_compressed(input, exponent)
     if not is_sparse(input) or not is_scalar(exponent):
         raise RuntimeError("pow: ember raises only a sparse tensor to a scalar power")
     if exponent == 0:
@@ -457,8 +527,14 @@ _LINEAR = frozenset(("neg", "negative", "positive", "deg2rad", "rad2deg", "conj_
                      "clone"))
 
 
+# of those, the ones PyTorch computes on COO tensors only
+_COO_ONLY = {"square": RuntimeError, "nan_to_num": NotImplementedError}
+
+
 def _values_op(name):
     def run(input, *args, **kwargs):
+        if name in _COO_ONLY and input.layout is not L.sparse_coo:
+            _refuse_values_op(name, input)
         if name == "clone":
             kwargs.pop("memory_format", None)
         if name not in _LINEAR and input.layout is L.sparse_coo:
@@ -467,9 +543,45 @@ def _values_op(name):
     return run
 
 
+def _refuse_values_op(name, input):
+    if _COO_ONLY[name] is RuntimeError:
+        _refuse_compressed(input)
+    raise NotImplementedError(f"Could not run 'aten::{name}.out' with arguments from the "
+                              f"'{backend_name((input,))}' backend.")
+
+
+def _in_place(name):
+    def run(self, *args, **kwargs):
+        return _replace(self, HANDLERS[name](self, *args, **kwargs))
+    return run
+
+
 for _name in _ZERO_PRESERVING:
     HANDLERS[_name] = _values_op(_name)
 ANY_LAYOUT.update(_ZERO_PRESERVING)
+# their in-place forms (those that have one) give the tensor the new values
+_IN_PLACE = [n + "_" for n in _ZERO_PRESERVING
+             if n not in ("positive", "isnan", "isinf", "signbit", "clone")]
+for _name in _IN_PLACE:
+    HANDLERS[_name] = _in_place(_name[:-1])
+ANY_LAYOUT.update(_IN_PLACE)
+BATCHED.update(_ZERO_PRESERVING, _IN_PLACE, ("sum",))
+
+
+@handles("conj")
+def _conj(input):
+    return _on_values(input, ember.conj_physical) if input.is_complex() else input
+
+
+@handles("angle")
+def _angle(input):
+    if input.layout is L.sparse_coo:
+        raise NotImplementedError("Could not run 'aten::angle' with arguments from the "
+                                  "'SparseCPU' backend.")
+    return _on_values(input, ember.angle)
+
+
+ANY_LAYOUT.update(("conj", "angle", "copy_", "pow", "floor_divide"))
 
 
 # ----- in place (what optimizers and ``zero_()`` use) ----------------------------------------
@@ -515,6 +627,7 @@ def _div_(self, other, *, rounding_mode=None):
 @handles("add_")
 def _add_(self, other, *, alpha=1):
     if not is_sparse(self):                       # dense += sparse: scatter the values in
+        _check_add_layouts(self, other)
         c = as_coo(other)
         if tuple(self.shape) != tuple(c.shape):
             raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but "
@@ -530,6 +643,9 @@ def _add_(self, other, *, alpha=1):
 
 @handles("fill_")
 def _fill_(self, value):
+    if value != 0 and self._layout is not L.sparse_coo:
+        # a compressed tensor fills its stored values (whole blocks), as in PyTorch
+        return _replace(self, self._with_values(ember.full_like(self._v, value)))
     if value != 0:
         raise RuntimeError("fill_: a sparse tensor can be filled only with zero (zero_())")
     values = self._v.new_zeros((0,) + tuple(self._v.shape[1:]))
@@ -539,6 +655,39 @@ def _fill_(self, value):
         empty = compressed(self._layout, ember.zeros_like(self._crow), self._col[:0], values,
                            self._size)
     return _replace(self, empty)
+
+
+@handles("copy_")
+def _copy_(self, src, non_blocking=False):
+    """``self.copy_(src)`` between sparse tensors of one layout: ``self`` takes ``src``'s
+    indices and values (in its own dtype)."""
+    if not is_sparse(self) or (self.layout is L.sparse_coo and not is_sparse(src)):
+        raise RuntimeError("copy_() between dense and sparse Tensors is not implemented!")
+    _check_copy_layouts(self, src)
+    values = src._v.detach().to(self.dtype).clone()
+    if src.layout is L.sparse_coo:
+        return _replace(self, coo(src._i.clone(), values, src.shape, src._coalesced))
+    return _replace(self, compressed(src.layout, src._crow.clone(), src._col.clone(), values,
+                                     src.shape))
+
+
+def _check_copy_layouts(self, src):
+    if self.layout is L.sparse_coo:
+        if src.layout is not L.sparse_coo:
+            raise RuntimeError(f"copy_: ember copies into a COO tensor only from a COO one, "
+                               f"not {L.short_name(src.layout)}")
+        return
+    if is_sparse(src) and src.layout is L.sparse_coo:
+        raise RuntimeError("copy_sparse_compressed_ expected sparse compressed tensor layout "
+                           "but got Sparse")
+    if not is_sparse(src) or src.layout is not self.layout:
+        other = L.short_name(src.layout) if is_sparse(src) else "Strided"
+        raise RuntimeError(f"torch.copy_: copy of sparse compressed tensors having different "
+                           f"layouts is not supported. self layout is "
+                           f"{L.short_name(self.layout)} and src layout is {other}")
+    if src._nnz() != self._nnz():
+        raise RuntimeError("torch.copy_: only sparse compressed tensors with the same number "
+                           "of specified elements are supported.")
 
 
 @handles("_to_copy")

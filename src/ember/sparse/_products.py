@@ -10,7 +10,7 @@ from ember.backend.sparse_products import csr_times_dense
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
 from ember.sparse._compressed import expand_pointers
-from ember.sparse._dispatch import HANDLERS, handles, is_sparse
+from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, handles, is_sparse
 from ember.sparse._ops import as_coo, transpose
 from ember.sparse._origin import origin_of
 from ember.sparse._tensor import csr
@@ -115,10 +115,11 @@ def _product(a, b, name="addmm", dense_grad=False):
     """``a @ b`` for operands of which at least one is sparse (a vector ``b`` allowed);
     ``dense_grad``: a sparse leaf gets a dense gradient (``mm``), not a sparse one with its
     indices (``sparse.mm``)."""
+    _check_product_layouts(a, b)
     if is_sparse(a) and is_sparse(b):
         # no sparse-times-sparse kernel: the product through the second operand made dense
-        return _sparse_times_dense(a, b.to_dense(), name,
-                                   _origin_anchor(a, dense_grad)).to_sparse()
+        product = _sparse_times_dense(a, b.to_dense(), name, _origin_anchor(a, dense_grad))
+        return product.to_sparse() if a.layout is L.sparse_coo else C.to_sparse_csr(product)
     if is_sparse(a):
         return _sparse_times_dense(a, b, name, _anchor(a, dense_grad))
     # dense @ sparse = (sparse^T @ dense^T)^T
@@ -128,6 +129,40 @@ def _product(a, b, name="addmm", dense_grad=False):
     flipped = _sparse_times_dense(transpose(as_coo(b), 0, 1), a.t() if a.ndim == 2 else a,
                                   name, None if anchor is None else anchor.t())
     return flipped.t() if a.ndim == 2 else flipped
+
+
+_NON_BLOCKED = (L.sparse_csr, L.sparse_csc)
+
+
+def _layout_name(x):
+    return L.short_name(x.layout) if is_sparse(x) else "Strided"
+
+
+def _check_product_layouts(a, b, adding=False):
+    """PyTorch's errors for the layouts its CPU products lack: a BSC matrix times a dense
+    one (a BSR one on the right), and any product of two sparse matrices other than COO by
+    COO or CSR/CSC by CSR/CSC (``adding``, as ``addmm``: not CSC by CSR)."""
+    if is_sparse(a) and is_sparse(b):
+        if a.layout is L.sparse_coo and b.layout is L.sparse_coo:
+            return
+        if L.blocked(a.layout) and not adding:
+            raise RuntimeError(f"zeros_sparse_compressed expected sparse compressed "
+                               f"(non-block) tensor layout but got {_layout_name(a)}")
+        if a.layout in _NON_BLOCKED and b.layout in _NON_BLOCKED and \
+                not (adding and a.layout is L.sparse_csc and b.layout is L.sparse_csr):
+            return
+        added = "Strided" if adding else _layout_name(a)
+        raise RuntimeError(f"addmm: computation on CPU is not implemented for {added} + "
+                           f"{_layout_name(a)} @ {_layout_name(b)}")
+    if is_sparse(a) and a.layout is L.sparse_bsc:
+        if b.ndim == 1:
+            raise RuntimeError("torch.addmv: operation not supported for mat with SparseBsc "
+                               "layout")
+        raise RuntimeError("addmm: computation on CPU is not implemented for Strided + "
+                           "SparseBsc @ Strided")
+    if is_sparse(b) and b.layout is L.sparse_bsr:
+        raise RuntimeError("addmm: computation on CPU is not implemented for Strided + "
+                           "Strided @ SparseBsr")
 
 
 def mm(input, mat2, dense_grad=True):
@@ -168,6 +203,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, dense_grad=False):
     (``torch.sparse.addmm``; ``torch.addmm`` with ``dense_grad=True``)."""
     if is_sparse(input):
         raise NotImplementedError("addmm: ember needs a dense input (the matrix added)")
+    _check_product_layouts(mat1, mat2, adding=True)
     product = _product(mat1, mat2, "addmm", dense_grad=dense_grad)
     if alpha != 1:
         product = product * alpha
@@ -177,6 +213,24 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, dense_grad=False):
 
 
 HANDLERS["addmm"] = lambda *args, **kwargs: addmm(*args, **kwargs, dense_grad=True)
+
+
+@handles("addmv")
+def _addmv(input, mat, vec, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat @ vec)`` for a compressed ``mat`` (PyTorch has no COO
+    kernel)."""
+    if not is_sparse(mat) or mat.layout is L.sparse_coo or is_sparse(input) or is_sparse(vec):
+        raise NotImplementedError(f"Could not run 'aten::addmv' with arguments from the "
+                                  f"'{'SparseCPU' if is_sparse(mat) else 'CPU'}' backend.")
+    product = _mv(mat, vec)
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return product
+    return (input if beta == 1 else input * beta) + product
+
+
+ANY_LAYOUT.add("addmv")
 
 
 def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):

@@ -99,11 +99,14 @@ class SparseTensor(ValuesBacked, Tensor):
 
     def dense_dim(self):
         """How many trailing dimensions each stored value has (besides a block's two)."""
-        return self._v.ndim - (3 if L.blocked(self._layout) else 1)
+        return self._v.ndim - self._batch_ndim() - (3 if L.blocked(self._layout) else 1)
+
+    def _batch_ndim(self):
+        return 0 if self._crow is None else self._crow.ndim - 1
 
     def _nnz(self):
-        """The number of stored elements (duplicates counted)."""
-        return self._v.shape[0]
+        """The number of stored elements (duplicates counted; per batch, if batched)."""
+        return self._v.shape[self._batch_ndim()]
 
     # ----- parts ------------------------------------------------------------------------
 
