@@ -417,3 +417,27 @@ def test_parameters_take_the_guards_plain_path(monkeypatch):
     traced = Traced(ember.ones(3))
     seen.clear()
     assert F.layer_norm(x, (3,), weight=traced) == "traced" and seen == [F.layer_norm]
+
+
+def test_a_handlers_own_type_error_reaches_the_caller_unchanged():
+    # the entry points that reword the parser's TypeErrors (overloaded ops, aliases) must
+    # leave an error raised by a __torch_function__ handler or mode alone, as torch does
+    class Raising(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            raise TypeError("my own error")
+
+    x = ember.arange(4.).as_subclass(Raising)
+    for call in (lambda: ember.div(x, 2), lambda: x.std(0), lambda: x.clamp(0, 1),
+                 lambda: ember.clip(x, 0, 1), lambda: ember.divide(x, x)):
+        with pytest.raises(TypeError, match="^my own error$"):
+            call()
+
+    class Declining(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return NotImplemented
+
+    n = ember.arange(4.).as_subclass(Declining)
+    with pytest.raises(TypeError, match="^Multiple dispatch failed"):
+        ember.divide(n, n)

@@ -334,19 +334,27 @@ def test_bfloat16_layer_norm_input_gradient_rounds_as_torch():
     np.testing.assert_array_equal(*grads)
 
 
-@pytest.mark.parametrize("options", [{}, {"weight_decay": 0.01}, {"maximize": True}])
-def test_bfloat16_sgd_step_rounds_as_torch(options):
-    """param.add_(grad, alpha=-lr): the alpha in bfloat16 and one rounding (NumPy rounded
-    lr * grad, then the difference). 64 elements: PyTorch's vectorized loop (16 or 32 lanes)
-    takes them all; its scalar tail keeps the alpha in float32."""
-    rng = np.random.default_rng(31)
-    weight, grads = rng.standard_normal((8, 8)), [rng.standard_normal((8, 8)) for _ in range(3)]
+@pytest.mark.parametrize("options", [{}, {"weight_decay": 0.01}, {"maximize": True},
+                                     {"momentum": 0.9, "dampening": 0.3}])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16_bit_sgd_steps_round_as_torch(options, dtype):
+    """param.add_(grad, alpha=-lr) and the momentum update: 64 elements go through PyTorch's
+    vectorized loop (the alpha in the parameter's dtype, one rounding; NumPy rounded
+    lr * grad, then the difference); 5, and the last 3 of 35, through its scalar loop, which
+    rounds the scaled term first as NumPy does."""
+    rng = np.random.default_rng(1)
+    weights = [rng.standard_normal(shape) for shape in ((7, 5), (5,), (8, 8))]
+    grads = [[rng.standard_normal(w.shape) * 0.1 for w in weights] for _ in range(4)]
     results = []
     for lib in (ember, torch):
-        p = lib.nn.Parameter(_bf16(lib, weight))
-        opt = lib.optim.SGD([p], lr=0.1, **options)
-        for g in grads:
-            p.grad = _bf16(lib, g)
+        def cast(a):
+            return lib.from_numpy(np.ascontiguousarray(a, np.float32)).to(getattr(lib, dtype))
+        params = [lib.nn.Parameter(cast(w)) for w in weights]
+        opt = lib.optim.SGD(params, lr=0.013, **options)
+        for step in grads:
+            for p, g in zip(params, step):
+                p.grad = cast(g)
             opt.step()
-        results.append(_bits(p))
-    np.testing.assert_array_equal(*results)
+        results.append([_bits(p) for p in params])
+    for ours, theirs in zip(*results):
+        np.testing.assert_array_equal(ours, theirs)

@@ -90,7 +90,7 @@ def generate(op, kind, name=None):
 def _refining(body, fname, kind, op_name):
     """``body`` inside a ``try`` that rewords its TypeErrors as PyTorch's parser words them
     for ``fname`` (see NOTE [Overloaded signatures in TypeErrors]; a ``try`` costs a call
-    that raises nothing nothing)."""
+    that raises nothing)."""
     return (f"    try:\n{textwrap.indent(body, '    ')}"
             f"    except TypeError as _error:\n"
             f"        _refine_type_error(_error, '{fname}', '{kind}', '{op_name}')\n"

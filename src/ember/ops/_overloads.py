@@ -13,6 +13,7 @@ their arguments with Python, so this is worked out on the error path only: a gen
 point of such an op catches its TypeError and rewords it (``refine_type_error``).
 """
 
+import os
 import re
 
 from ember.ops._call_site import call_site
@@ -24,6 +25,9 @@ __all__ = ["overloads", "refine_type_error", "listing", "site_listing", "needs_r
 _PARSE_ERROR = re.compile(r"[\w.]+\(\)(: argument | received an invalid combination| got an "
                           r"unexpected keyword| got multiple values| missing \d| takes )")
 _TENSOR_OUT = re.compile(r"(Tensor|tuple of Tensors) out = None$")
+# where __torch_function__ handlers and modes are called from: their errors are not the parser's
+_OVERRIDES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "overrides") + os.sep
 _METHOD_FORMS = {}
 
 
@@ -77,6 +81,8 @@ def refine_type_error(error, name, kind, op_name):
     """Reword in place the TypeError ``error`` raised under the entry point ``name`` of
     ``kind`` as PyTorch's parser would (see NOTE [Overloaded signatures in TypeErrors]), and
     under the name the user called when ``op_name`` (the op's name in that kind) differs."""
+    if _through_handlers(error):
+        return
     message = str(error)
     if "failed to unpack" in message:
         # the parser had taken a signature: the message is that signature's, named
@@ -93,6 +99,16 @@ def refine_type_error(error, name, kind, op_name):
     if signatures is not None:
         message = _overloaded_message(message, parsing, name, kind, signatures)
     error.args = (message,)
+
+
+def _through_handlers(error):
+    """Whether ``error`` came from (or through) a ``__torch_function__`` handler or mode."""
+    frame = error.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename.startswith(_OVERRIDES):
+            return True
+        frame = frame.tb_next
+    return False
 
 
 def _overloaded_message(message, parsing, name, kind, signatures):

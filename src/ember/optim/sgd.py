@@ -92,41 +92,63 @@ def _sparse_momentum_step(p, state, maximize, *, lr, momentum, dampening, weight
         p.add_(g.add(buf, alpha=momentum) if nesterov else buf, alpha=-lr)
 
 
-def _plus_scaled(a, scale, b, out=None):
-    """``a + scale * b`` (into ``out`` if given); for float16/bfloat16 arrays as PyTorch's
-    ``add(b, alpha=scale)``: the scale in their dtype, the rest in float32, rounded once
-    (NumPy rounds the product, then the sum)."""
-    if getattr(a, "dtype", None) in _LOW and isinstance(scale, float):
-        alpha = np.asarray(scale, a.dtype).astype(np.float32)
-        wide = a.astype(np.float32) + alpha * b.astype(np.float32)
-        if out is None:
-            return wide.astype(a.dtype)
-        out[...] = wide
-        return out
-    if out is None:
-        return a + scale * b
-    out += scale * b
-    return out
-
-
-def _scale(a, factor):
-    """``a *= factor``; for float16/bfloat16 arrays as PyTorch's ``mul_(factor)``: the factor
-    in float32 (NumPy rounds it to their dtype first)."""
-    if getattr(a, "dtype", None) in _LOW and isinstance(factor, float):
-        a[...] = a.astype(np.float32) * np.float32(factor)
-    else:
-        a *= factor
-
-
 def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
     """One parameter's SGD step in place, in array operations."""
+    if getattr(x, "dtype", None) in _LOW:
+        return _update_16_bit(x, g, b, first, lr=lr, momentum=momentum, dampening=dampening,
+                              weight_decay=weight_decay, nesterov=nesterov)
     if weight_decay:
-        g = _plus_scaled(g, weight_decay, x)
+        g = g + weight_decay * x
     if momentum:
         if first:       # PyTorch starts a differentiable buffer detached from the graph
             b[...] = g.detach() if isinstance(g, Tensor) else g
+        else:
+            b *= momentum
+            b += (1 - dampening) * g
+        g = g + momentum * b if nesterov else b
+    x -= lr * g
+
+
+def _update_16_bit(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
+    """``_update`` of a float16/bfloat16 parameter, rounded where PyTorch's kernels round."""
+    if weight_decay:
+        g = _plus_scaled(g, weight_decay, x)
+    if momentum:
+        if first:
+            b[...] = g
         else:
             _scale(b, momentum)
             _plus_scaled(b, 1 - dampening, g, out=b)
         g = _plus_scaled(g, momentum, b) if nesterov else b
     _plus_scaled(x, -lr, g, out=x)
+
+
+# PyTorch's vectorized loops take 32 16-bit values at a time; the values after the last whole
+# 32 go through its scalar loop, which rounds the scaled term before adding it, as NumPy does
+_VECTOR_LANES = 32
+
+
+def _plus_scaled(a, scale, b, out=None):
+    """``a + scale * b`` (into ``out`` if given) of float16/bfloat16 arrays of one shape as
+    PyTorch's ``add(b, alpha=scale)``: the scale in their dtype, the rest in float32, rounded
+    once (but for the scalar loop's tail)."""
+    alpha = np.asarray(scale, a.dtype)
+    result = (a.astype(np.float32) + alpha.astype(np.float32) * b.astype(np.float32)).astype(
+        a.dtype)
+    tail = a.size % _VECTOR_LANES
+    if tail:
+        flat = result.reshape(-1)
+        flat[-tail:] = a.reshape(-1)[-tail:] + alpha * b.reshape(-1)[-tail:]
+    if out is None:
+        return result
+    out[...] = result
+    return out
+
+
+def _scale(a, factor):
+    """``a *= factor`` of a float16/bfloat16 array as PyTorch's ``mul_(factor)``: the factor
+    in float32 (NumPy rounds it to their dtype first)."""
+    if isinstance(factor, float):
+        a[...] = a.astype(np.float32) * np.float32(factor)
+    else:
+        a *= factor
