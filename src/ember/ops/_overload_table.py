@@ -422,6 +422,7 @@ FUNCTION_OVERLOADS = {
 # the methods whose signatures are not the functions' (or that have no function)
 METHOD_OVERLOADS = {
     'nonzero': (
+        "",
         "*, bool as_tuple",
     ),
     'view': (
@@ -436,6 +437,6 @@ METHOD_OVERLOADS = {
 
 # the functions whose method PyTorch declares once
 SINGLE_METHODS = frozenset((
-    "addmm", "baddbmm", "bmm", "conv1d", "conv2d", "conv3d", "fill", "histogramdd", "mm",
+    "addmm", "baddbmm", "bmm", "conv1d", "conv2d", "conv3d", "histogramdd", "mm",
     "rsub", "std_mean", "var_mean",
 ))
