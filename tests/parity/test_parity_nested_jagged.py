@@ -351,3 +351,18 @@ def _token_classifier_step(lib):
 def test_token_classifier_on_jagged_ids_matches_torch():
     for got, want in zip(_token_classifier_step(ember), _token_classifier_step(torch)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda nt: nt.flatten(1, 1), lambda nt: nt.flatten(2, 2).shape[2],
+    lambda nt: nt.transpose(1, 2).chunk(2, -1), lambda nt: nt.transpose(1, 2).split(2, -1)])
+def test_flattening_the_ragged_dim_and_splitting_a_transposed_tensor_as_torch(call):
+    outcomes = []
+    for lib in (ember, torch):
+        lib.manual_seed(0)
+        nt = lib.nested.nested_tensor([lib.randn(2, 4), lib.randn(3, 4)], layout=lib.jagged)
+        try:
+            outcomes.append(call(nt))
+        except (RuntimeError, ValueError) as e:
+            outcomes.append((type(e).__name__, str(e)))
+    assert outcomes[0] == outcomes[1]

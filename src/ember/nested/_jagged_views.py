@@ -73,8 +73,15 @@ def _unsqueeze(input, dim):
     return input._with_values(input._v.unsqueeze(d - 1))
 
 
+_SPLIT_SIGNATURES = {
+    "chunk": "chunk_default(self: jt, chunks: any, dim: any?)",
+    "split": "split_tensor(self: jt, split_size: any, dim: any?)",
+    "split_with_sizes": "split_with_sizes_default(self: jt, split_sizes: any, dim: any?)"}
+
+
 def _split_like(name):
     def run(input, *args, **kwargs):         # (the registry passes parameters by name)
+        _check_contiguous(_SPLIT_SIGNATURES[name], input)
         dim = args[1] if len(args) > 1 else kwargs.pop("dim", 0)
         size_or_sections = args[0] if args else next(iter(kwargs.values()))
         d = _wrap_dim(dim, input.dim())
@@ -208,7 +215,7 @@ def _flatten(input, start_dim=0, end_dim=-1):
     r = input._ragged_idx
     if start == 0:
         raise RuntimeError("flatten(): not supported for NestedTensor on dim=0")
-    if start <= r <= end and start != end:
+    if start <= r <= end:
         raise RuntimeError("flatten(): not supported for NestedTensor on ragged dim")
     values = input._v.flatten(_values_dim(input, start), _values_dim(input, end))
     return input._with_values(values, r - (end - start) if end < r else r)
