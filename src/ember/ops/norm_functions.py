@@ -7,7 +7,7 @@ import math
 import ember
 from ember.ops._registry import rename_node
 from ember.autograd.grad_mode import no_grad
-from ember.ops.normalization import _fused_rms_norm, native_batch_norm
+from ember.ops.normalization import _fused_rms_norm, batch_norm
 
 __all__ = ["instance_norm", "rms_norm", "local_response_norm", "normalize",
            "cosine_similarity", "pairwise_distance"]
@@ -29,8 +29,8 @@ def _instance_norm(input, weight, bias, running_mean, running_var, use_input_sta
         low = input.dtype in (ember.float16, ember.bfloat16)
         return v if v is None or low or v.dtype == input.dtype else v.to(input.dtype)
     rm, rv = stats(tiled(running_mean)), stats(tiled(running_var))
-    out = native_batch_norm(x, tiled(weight), tiled(bias), rm, rv, use_input_stats, momentum,
-                            eps)[0]
+    out = batch_norm(x, tiled(weight), tiled(bias), rm, rv, use_input_stats, momentum, eps,
+                     False)
     if use_input_stats:
         with no_grad():                 # running statistics: the mean over the batch
             for dst, src in ((running_mean, rm), (running_var, rv)):

@@ -104,12 +104,12 @@ def _(grad, g, a, xc, b, c):
 
 def _coefficients(sg, sgx, invstd, n, gmean, ginvstd):
     """B and C of NOTE [Fused normalization backward] from the group sums of g and g*xc."""
-    inv2 = invstd * invstd
     inv_n = 1.0 / max(n, 1)           # (empty groups have an empty gradient: any scale does)
-    b = inv2 * invstd * sgx * -inv_n
+    # invstd^3 one factor at a time: it overflows for a tiny eps, and inf * 0 is NaN
+    b = sgx * -inv_n * invstd * invstd * invstd
     c = invstd * sg * -inv_n
     if carries_gradient(ginvstd):     # reshaped only here: a reshape would lose the flag
-        b = b - ginvstd.reshape(b.shape) * inv2 * invstd * inv_n
+        b = b - ginvstd.reshape(b.shape) * inv_n * invstd * invstd * invstd
     if carries_gradient(gmean):
         c = c + gmean.reshape(c.shape) * inv_n
     return b, c
@@ -199,29 +199,77 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     _check_vectors(c, running_mean=rm, running_var=rv, weight=w, bias=b)   # PyTorch's order
     x3 = x.reshape(_channel_rows(x.shape))      # (N, C, L): passes over contiguous rows
     lanes = x3.shape[2]
-    n = x3.shape[0] * lanes
-    if training and n:
+    if training:
+        if not x.size:
+            raise RuntimeError(f"input tensor must have at least one element, but got "
+                               f"input_sizes = {list(x.shape)}")
         mean, var, out = channel_stats(xp, x3)
-        update_running_stats(xp, rm, rv, mean, var, n, momentum)
-    elif training:
-        mean = var = xp.zeros(c, x.dtype)
-        out = x3.copy()
+        update_running_stats(xp, rm, rv, mean, var, x3.shape[0] * lanes, momentum)
+        invstd = _training_invstd(xp, var, eps, dtype)
     else:
         if rm is None or rv is None:
             raise RuntimeError("running_mean must be defined in evaluation mode")
         mean = rm.astype(x.dtype)
-        out = xp.subtract(x3, _plane(xp, mean, lanes))
-    invstd = 1 / xp.sqrt((var if training else rv.astype(x.dtype)) + eps)
-    scale = (invstd if w is None else invstd * w).astype(x.dtype)
-    out *= _plane(xp, scale, lanes)
-    if b is not None:
-        out += _plane(xp, b.astype(x.dtype), lanes)
-    out = out.reshape(x.shape)
-    out = out.astype(dtype) if out.dtype != dtype else out
+        invstd = 1 / xp.sqrt(rv.astype(x.dtype) + x.dtype.type(eps))
+        out = None
+    stats = _stats_dtype(dtype, w, b, rm, rv)
+    if training and stats != mean.dtype:     # a 16-bit input normalizes with its saved stats
+        mean, invstd = (v.astype(stats).astype(x.dtype) for v in (mean, invstd))
+    if training and dtype not in _LOW:
+        # (x - mean) * alpha + bias, in place on the centered array still in cache (PyTorch's
+        # x * alpha + beta from x made the forward 8% slower, for an ulp in some elements)
+        out *= _plane(xp, _scale(invstd, w, x.dtype), lanes)
+        if b is not None:
+            out += _plane(xp, b.astype(x.dtype, copy=False), lanes)
+        out = out.reshape(x.shape)
+    elif dtype in _LOW:     # x * alpha + beta rounded once to float32 (fused), then to 16 bits
+        alpha, beta = _scale_and_shift(mean, invstd, w, b, x.dtype, fused=False)
+        out = (x3 * _plane(xp, alpha.astype(np.float64), lanes) + _plane(xp, beta, lanes))
+        out = out.astype(_F32).reshape(x.shape).astype(dtype)
+    else:                   # x * alpha + beta, PyTorch's order of operations
+        alpha, beta = _scale_and_shift(mean, invstd, w, b, x.dtype, fused=True)
+        out = xp.multiply(x3, _plane(xp, alpha, lanes))
+        out += _plane(xp, beta, lanes)
+        out = out.reshape(x.shape)
     if not training:
-        mean = invstd = xp.zeros(0, x.dtype)
-    return like_input(xp, x, out), mean.astype(dtype, copy=False), invstd.astype(dtype,
+        mean = invstd = xp.zeros(0, stats)
+    return like_input(xp, x, out), mean.astype(stats, copy=False), invstd.astype(stats,
                                                                                 copy=False)
+
+
+def _training_invstd(xp, var, eps, dtype):
+    """``1 / sqrt(var + eps)`` as PyTorch's CPU kernel takes it: in double for a float32 or
+    float64 input, in float32 for a 16-bit one; 0 for a constant channel when eps is 0."""
+    acc = var.dtype if dtype in _LOW else np.dtype(np.float64)
+    v = var.astype(acc, copy=False)
+    invstd = 1 / xp.sqrt(v + acc.type(eps))
+    if eps == 0:
+        invstd[v == 0] = 0
+    return invstd.astype(var.dtype, copy=False)
+
+
+def _scale(invstd, w, dtype):
+    """Per-channel ``invstd * weight``."""
+    return invstd if w is None else invstd * w.astype(dtype, copy=False)
+
+
+def _scale_and_shift(mean, invstd, w, b, dtype, fused):
+    """Per-channel ``alpha = invstd * weight`` and ``beta = bias - mean * alpha``, the latter
+    rounded once when ``fused`` (a fused multiply-add, as PyTorch's float32 kernel takes it;
+    its 16-bit one rounds the product first)."""
+    alpha = _scale(invstd, w, dtype)
+    wide = np.float64 if dtype == _F32 and fused else dtype
+    beta = -(mean.astype(wide) * alpha.astype(wide))
+    if b is not None:
+        beta += b.astype(wide)
+    return alpha.astype(dtype, copy=False), beta.astype(dtype, copy=False)
+
+
+def _stats_dtype(dtype, *params):
+    """The saved statistics' dtype: float32 for a 16-bit input with float32 parameters."""
+    if dtype in _LOW and any(p is not None and p.dtype == _F32 for p in params):
+        return _F32
+    return dtype
 
 
 def _outside_vmap():
@@ -243,6 +291,8 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
     if training:
         mean, invstd = out[1].reshape(shape), out[2].reshape(shape)
+        if mean.dtype != x.dtype:       # float32 statistics of a 16-bit input
+            mean, invstd = mean.to(x.dtype), invstd.to(x.dtype)
     else:
         mean = rm.detach().to(x.dtype).reshape(shape)
         invstd = (rv.detach().to(x.dtype) + eps).rsqrt().reshape(shape)
@@ -337,6 +387,8 @@ def _channel_dot(a, b):
 def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
                cudnn_enabled):
     """Batch normalization (``torch.batch_norm``'s argument order)."""
+    if not input.numel():
+        return _empty_batch_norm(input, weight, bias)
     return native_batch_norm(input, weight, bias, running_mean, running_var, training,
                              momentum, eps)[0]
 
@@ -351,8 +403,19 @@ def functional_batch_norm(input, running_mean, running_var, weight=None, bias=No
                              f"size {_size_text(size)}")
         if eps <= 0.0:
             raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
-    return native_batch_norm(input, weight, bias, running_mean, running_var, training,
-                             momentum, eps)[0]
+    return batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                      False)
+
+
+def _empty_batch_norm(input, weight, bias):
+    """PyTorch's batch norm of an empty input: no statistics (native_batch_norm refuses it in
+    training), an output still connected to the weight and bias."""
+    out = input.clone()
+    if weight is not None:
+        out = out * weight.select(0, 0)
+    if bias is not None:
+        out = out + bias.select(0, 0)
+    return out
 
 
 def _size_text(shape):
