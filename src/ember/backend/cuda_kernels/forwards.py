@@ -26,7 +26,8 @@ from ember.backends.cuda import flash_sdp_enabled
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
 from ember.ops.loss_ce import _check_class_target, _check_weight, check_class_range
-from ember.ops.normalization import _channel_rows, _check_group_norm, check_normalized_shape
+from ember.ops.normalization import (_channel_rows, _check_group_norm, _stats_dtype,
+                                     check_normalized_shape)
 
 
 def _softmax(xp, x, dim, dtype, name, log):
@@ -114,7 +115,8 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
                           *buffers(rm, rv), shape, eps, momentum or 0.0)
     batch_norm.normalize(buffer(x), buffer(y), buffer(mean), buffer(invstd), weight, bias,
                          shape)
-    return y, mean.astype(x.dtype, copy=False), invstd.astype(x.dtype, copy=False)
+    saved = _stats_dtype(x.dtype, w, b, rm, rv)      # float32 beside float32 parameters
+    return y, mean.astype(saved, copy=False), invstd.astype(saved, copy=False)
 
 
 @override("native_group_norm")
