@@ -252,3 +252,50 @@ def test_ops_without_batch_support_refuse_batched_tensors():
     with pytest.raises(NotImplementedError, match="batched"):
         ember.mm(batched_csr(ember), ember.ones(3, 2))
     assert float(batched_csr(ember).sum()) == float(batched_csr(torch).sum())
+
+
+def _csr_times_coo(lib):
+    a, b = lib.tensor([[0., 2], [3, 0]]), lib.tensor([[1., 0], [5, 6]])
+    return (a.to_sparse_csr() * b.to_sparse()).to_dense()
+
+
+def _csr_times_coo_in_place(lib):
+    a, b = lib.tensor([[0., 2], [3, 0]]), lib.tensor([[1., 0], [5, 6]])
+    return a.to_sparse_csr().mul_(b.to_sparse()).to_dense()
+
+
+def _integer_sqrt_in_place(lib):
+    return lib.tensor([[1, 0], [0, 4]]).to_sparse().sqrt_()
+
+
+def _three_dim_coo_to_csr(lib):
+    return lib.arange(1., 25).reshape(2, 3, 4).to_sparse().to_sparse_csr()
+
+
+def _copy_between_shapes(lib):
+    a, b = lib.zeros(2, 3), lib.zeros(3, 2)
+    a[0, 1], b[1, 0] = 1, 2
+    return a.to_sparse_csr().copy_(b.to_sparse_csr())
+
+
+def _copy_keeps_the_graph(lib):
+    x = lib.tensor([[0., 2], [3, 0]], requires_grad=True)
+    s = lib.zeros(2, 2).to_sparse()
+    s.copy_(x.to_sparse())
+    s.to_dense().sum().backward()
+    return x.grad
+
+
+@pytest.mark.parametrize("program", [_csr_times_coo, _csr_times_coo_in_place,
+                                     _integer_sqrt_in_place, _three_dim_coo_to_csr,
+                                     _copy_between_shapes, _copy_keeps_the_graph])
+def test_review_round_18_cases_match_torch(program):
+    outcomes = []
+    for lib in (ember, torch):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                outcomes.append(program(lib).tolist())
+            except RuntimeError as e:
+                outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]

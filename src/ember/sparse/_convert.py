@@ -164,6 +164,7 @@ def to_compressed(x, layout, block=None, dense_dim=None, caller=None):
     if x.ndim < 2:
         raise RuntimeError(f"to_sparse_{name}: expected a tensor of at least 2 dimensions "
                            f"(batch dims, then rows and columns), but got a {x.ndim}-D one")
+    _check_coo_matrix(x, layout)
     if x.ndim > 2:
         return _to_batched(x, lambda m: to_compressed(m, layout), f"to_sparse_{name}")
     c = to_sparse_coo(x).coalesce()
@@ -178,6 +179,21 @@ def to_compressed(x, layout, block=None, dense_dim=None, caller=None):
     n = x.shape[0 if L.row_compressed(layout) else 1]
     pointers = ember.searchsorted(rows, ember.arange(n + 1, device=rows.device))
     return carry(compressed(layout, pointers, cols.contiguous(), values, x.shape), x)
+
+
+def _check_coo_matrix(x, layout):
+    """PyTorch converts a COO tensor to a compressed layout only from two sparse dims (and
+    ember's compressed tensors have no dense dims)."""
+    if not isinstance(x, SparseTensor) or x.layout is not L.sparse_coo:
+        return
+    name = layout.name[len("sparse_"):]
+    if x.sparse_dim() != 2:
+        raise RuntimeError(f"coo_to_sparse_{name}: conversion from Sparse to "
+                           f"{L.short_name(layout)} for input tensors with "
+                           f"sparse_dim()!=2 is not supported")
+    if x.dense_dim():
+        raise RuntimeError(f"to_sparse_{name}: ember's compressed tensors have no dense "
+                           f"dimensions")
 
 
 def _to_blocked(x, layout, block, caller):
@@ -202,6 +218,7 @@ def _to_blocked(x, layout, block, caller):
                                f"batched inputs is not supported")
         if L.blocked(x.layout):
             return _flip_blocked(x, layout)
+        _check_coo_matrix(x, layout)
         x = x.to_dense()
     if x.ndim < 2:
         raise RuntimeError(f"to_sparse_{name}: expected a tensor of at least 2 dimensions "

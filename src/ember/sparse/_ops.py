@@ -443,8 +443,8 @@ def _mul(input, other):
 
 def _check_mul_layouts(input, other):
     """PyTorch multiplies a compressed tensor by a tensor (not a scalar) only into a CSR
-    result: a CSR ``input`` by a dense or compressed ``other``, or a strided ``input`` by a
-    CSR ``other``."""
+    result: a CSR ``input`` by a tensor of any layout, or a strided ``input`` by a CSR
+    ``other``."""
     if not (_is_compressed(input) or _is_compressed(other)):
         return
     if _is_compressed(input) and L.blocked(input.layout):
@@ -452,7 +452,7 @@ def _check_mul_layouts(input, other):
                            f"tensor layout but got {L.short_name(input.layout)}")
     if is_sparse(input):
         s, rest = input, other
-        fine = input.layout is L.sparse_csr and (not is_sparse(other) or _is_compressed(other))
+        fine = input.layout is L.sparse_csr         # times any sparse or dense other
     else:
         s, rest = other, input
         fine = other.layout is L.sparse_csr
@@ -552,7 +552,13 @@ def _refuse_values_op(name, input):
 
 def _in_place(name):
     def run(self, *args, **kwargs):
-        return _replace(self, HANDLERS[name](self, *args, **kwargs))
+        new = HANDLERS[name](self, *args, **kwargs)
+        if new.dtype != self.dtype:
+            if not ember.can_cast(new.dtype, self.dtype):
+                raise RuntimeError(f"result type {new.dtype._torch_name} can't be cast to "
+                                   f"the desired output type {self.dtype._torch_name}")
+            new = new.to(self.dtype)
+        return _replace(self, new)
     return run
 
 
@@ -664,7 +670,7 @@ def _copy_(self, src, non_blocking=False):
     if not is_sparse(self) or (self.layout is L.sparse_coo and not is_sparse(src)):
         raise RuntimeError("copy_() between dense and sparse Tensors is not implemented!")
     _check_copy_layouts(self, src)
-    values = src._v.detach().to(self.dtype).clone()
+    values = src._v.to(self.dtype).clone()
     if src.layout is L.sparse_coo:
         return _replace(self, coo(src._i.clone(), values, src.shape, src._coalesced))
     return _replace(self, compressed(src.layout, src._crow.clone(), src._col.clone(), values,
@@ -685,6 +691,12 @@ def _check_copy_layouts(self, src):
         raise RuntimeError(f"torch.copy_: copy of sparse compressed tensors having different "
                            f"layouts is not supported. self layout is "
                            f"{L.short_name(self.layout)} and src layout is {other}")
+    for dim, (mine, theirs) in enumerate(zip(self.shape, src.shape)):
+        if mine != theirs:
+            raise RuntimeError(f"torch.copy_: expected shapes of self and src to match along "
+                               f"dimension {dim} for {L.short_name(self.layout)} layout but "
+                               f"the corresponding dimensions of self and src are {mine} and "
+                               f"{theirs}, respectively.")
     if src._nnz() != self._nnz():
         raise RuntimeError("torch.copy_: only sparse compressed tensors with the same number "
                            "of specified elements are supported.")
