@@ -35,6 +35,8 @@ SUM = Policy("sum", _sum_rule)      # integers and bool accumulate (and return) 
 
 def expand_reduced(grad, shape, dims, keepdim):
     """Broadcast a reduction's gradient back over the reduced ``dims`` of ``shape``."""
+    if not grad.ndim:                   # a full reduction: a 0-dim gradient expands as it is
+        return _expand(grad, shape)
     if not keepdim and dims:
         kept = list(grad.shape)
         for d in dims:
@@ -278,3 +280,6 @@ def with_optional_dim(name, whole, along, pairwise=None):
                         f"indices) along it" + (f"; with a tensor ``other``, ``{pairwise}``."
                                                if pairwise else "."))
     return function
+
+
+from ember.ops.shape import expand as _expand  # noqa: E402  (shape's ops import this module)

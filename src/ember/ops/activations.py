@@ -113,8 +113,22 @@ relu.inplace_variant(lambda xp, dst, x: xp.maximum(x, 0, out=dst))
 
 @relu.derivative
 def _(grad, x, *, out):
-    # != 0, not > 0: a NaN output passes the gradient, as PyTorch's ``result <= 0`` test does
-    return masked(grad, out._data != 0, out, "ThresholdBackwardBackward0")
+    return _threshold_backward(grad, out, 0)
+
+
+@op("_threshold_backward(grad_output, input, threshold)", inputs=2, method=False)
+def _threshold_backward(xp, grad, x, threshold):
+    """The gradient of ``threshold`` (and of relu, from its output), fused: ``grad_output``
+    where ``input > threshold``, else 0. Not ``>``: a NaN input passes the gradient, as in
+    PyTorch's ``input <= threshold ? 0 : grad`` test."""
+    return xp.where(x <= threshold, xp.zeros((), grad.dtype), grad)
+
+
+@_threshold_backward.derivative
+def _(gg, grad, x, threshold):
+    # under create_graph x's zero gradient makes the result require grad wherever x does,
+    # as PyTorch's (a second grad gives zeros, not "does not require grad")
+    return _threshold_backward(gg, x, threshold), zeros_for(gg)
 
 
 @act_op("hardtanh(input, min_val=-1.0, max_val=1.0)", namespace="nn.functional",

@@ -3,6 +3,7 @@ logsigmoid and glu. Derivatives are written in ember ops, so they differentiate 
 
 import math
 
+from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import special_of
 from ember.backend.cpu_kernels import map_elementwise
 from ember.ops._dims import wrap_dim
@@ -10,8 +11,8 @@ from ember.ops._elementwise import conj_grad, fused_for_half
 from ember.ops._scalars import fitted_number, number_arg
 from ember.ops.activations import _number, act_op, const, float_kernel
 
-__all__ = ["elu", "selu", "celu", "gelu", "_gelu_backward", "silu", "mish", "softplus",
-           "logsigmoid", "glu"]
+__all__ = ["elu", "selu", "celu", "gelu", "_gelu_backward", "silu", "_silu_backward", "mish",
+           "softplus", "logsigmoid", "glu"]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -212,10 +213,41 @@ def silu(xp, x):
 
 
 @silu.derivative
-@fused_for_half(composite_with_grad=True)
 def _(grad, x):
+    if _GRAD.grad_enabled or x._data.dtype.kind == "c":
+        return _silu_composite_grad(grad, x)
+    return _silu_backward(grad, x)
+
+
+@fused_for_half(composite_with_grad=True)
+def _silu_composite_grad(grad, x):
+    # with grad mode on PyTorch composes silu's backward of ops (MulBackward0 nodes)
     s = x.sigmoid()
     return grad * conj_grad(s * (1 + x * (1 - s)))
+
+
+@act_op("_silu_backward(grad_output, input)", inputs=2, method=False,
+        promote=float_kernel("silu_backward_cpu"))
+def _silu_backward(xp, grad, x):
+    """The gradient of silu, fused: ``grad_output * s * (1 + input * (1 - s))`` with
+    ``s = sigmoid(input)`` (16-bit floats in float32, rounded once)."""
+    s = _sigmoid(xp, x)
+    d = xp.subtract(1, s, out=xp.empty_like(x))
+    d *= x
+    d += 1
+    s = s * grad                    # (grad * s) * (...), PyTorch's order
+    return xp.multiply(s, d, out=d) if s.shape == d.shape else s * d
+
+
+@_silu_backward.derivative
+def _(gg, grad, x):
+    return _silu_backward(gg, x), gg * grad * _silu_second(x)
+
+
+def _silu_second(x):
+    """silu''(x) = s (1 - s) (2 + x (1 - 2 s)), with s = sigmoid(x)."""
+    s = x.sigmoid()
+    return s * (1 - s) * (2 + x * (1 - 2 * s))
 
 
 @act_op("mish(input)", namespace="nn.functional", promote=float_kernel("mish_cpu"))

@@ -198,6 +198,8 @@ def _(grad, x, dim, sizes):
     method=True)
 def expand(xp, x, size):
     """A broadcast view with ``size`` (-1 keeps a dim); adds no memory."""
+    if not x.ndim and type(size) is Size and (not size or min(size) >= 0):
+        return broadcast_view(xp, x, size)     # a full reduction's backward: nothing to check
     size = int_sequence(size, ("expand", "size", 1))
     if len(size) < x.ndim:
         raise RuntimeError(f"expand(ember.{D.FROM_NUMPY[x.dtype]._legacy}{{{list(x.shape)}}}, "

@@ -6,9 +6,9 @@ import math
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.backend import device_scalar, special_of, xp_of
-from ember.ops._elementwise import conj_grad, fused_for_half, unary, zeros_for
+from ember.ops._elementwise import conj_grad, unary, zeros_for
 from ember.ops._inplace import call_inplace
-from ember.ops._promotion import REAL_FLOAT, SAME, Policy
+from ember.ops._promotion import FLOAT, REAL_FLOAT, SAME, Policy
 from ember.ops._registry import op
 from ember.ops._scalars import fitted_number, float_arg, int64_arg
 
@@ -111,9 +111,41 @@ sinh = _math("sinh(input)", "sinh", lambda grad, x: grad * conj_grad(x.cosh()),
              "The hyperbolic sine of each element.")
 cosh = _math("cosh(input)", "cosh", lambda grad, x: grad * conj_grad(x.sinh()),
              "The hyperbolic cosine of each element.")
-tanh = _math("tanh(input)", "tanh",
-             fused_for_half(lambda grad, x, *, out: grad * conj_grad(1 - out * out)),
+tanh = _math("tanh(input)", "tanh", lambda grad, x, *, out: _tanh_backward(grad, out),
              "The hyperbolic tangent of each element.", saves_inputs=False)
+
+
+def _conj_times(xp, d, grad):
+    """``conj(d) * grad``, written into ``d`` (a fresh array) when the shapes allow."""
+    if d.dtype.kind == "c":
+        xp.conjugate(d, out=d)
+    return xp.multiply(d, grad, out=d) if d.shape == grad.shape else d * grad
+
+
+@op("_tanh_backward(grad_output, output)", inputs=2, method=False, promote=FLOAT, out=False,
+    scalars=False)
+def _tanh_backward(xp, grad, out):
+    """tanh's gradient from its output, fused: ``grad_output * conj(1 - output**2)``
+    (16-bit floats in float32, rounded once, as PyTorch's kernel)."""
+    if out.dtype == xp.float32:
+        # PyTorch's kernel computes 1 - output**2 as one fused multiply-add: the square,
+        # exact in float64, rounded once
+        d = out.astype(xp.float64)
+        xp.multiply(d, d, out=d)
+        xp.subtract(1, d, out=d)
+        d = d.astype(xp.float32)
+    else:
+        d = xp.multiply(out, out, out=xp.empty_like(out))
+        xp.subtract(1, d, out=d)
+    return _conj_times(xp, d, grad)
+
+
+@_tanh_backward.derivative
+def _(gg, grad, out):
+    return (_tanh_backward(gg, conj_grad(out)),
+            conj_grad(gg) * grad * (-2 * conj_grad(out)))
+
+
 asinh = _math("asinh(input)", "arcsinh", lambda grad, x: grad / conj_grad((x * x + 1).sqrt()),
               "The inverse hyperbolic sine of each element.")
 
@@ -140,20 +172,35 @@ def _sigmoid(xp, x):
     return special_of(xp).expit(x)          # stable: never evaluates exp of a large number
 
 
-@fused_for_half
-def _sigmoid_float_grad(grad, out):
-    return grad * conj_grad(out * (1 - out))
-
-
-def _sigmoid_grad(grad, x, *, out):
-    if grad.dtype is D.float16:     # PyTorch's Half kernel rounds each product: no fusing
-        return grad * (1 - out) * out
-    return _sigmoid_float_grad(grad, out)
-
-
-sigmoid = unary("sigmoid(input)", _sigmoid, _sigmoid_grad,
+sigmoid = unary("sigmoid(input)", _sigmoid, lambda grad, x, *, out: _sigmoid_backward(grad, out),
                 doc="The logistic sigmoid ``1 / (1 + exp(-input))`` of each element.",
                 saves_inputs=False, scalars=False)
+
+
+@op("_sigmoid_backward(grad_output, output)", inputs=2, method=False, promote=FLOAT, out=False,
+    scalars=False, upcast=False)
+def _sigmoid_backward(xp, grad, out):
+    """sigmoid's gradient from its output, fused: ``grad_output * conj(output * (1 - output))``;
+    bfloat16 in float32 rounded once, float16 rounding each product as PyTorch's kernels."""
+    if out.dtype == D.float16.np:
+        return grad * (1 - out) * out
+    wide = out.dtype == D.bfloat16.np
+    if wide:
+        grad, out = grad.astype(xp.float32), out.astype(xp.float32)
+    d = xp.subtract(1, out, out=xp.empty_like(out))
+    if d.dtype.kind == "c":
+        d *= out
+        d = _conj_times(xp, d, grad)
+    else:                           # (grad * (1 - out)) * out, PyTorch's order
+        d = _conj_times(xp, d, grad)
+        d *= out
+    return d.astype(D.bfloat16.np) if wide else d
+
+
+@_sigmoid_backward.derivative
+def _(gg, grad, out):
+    return (_sigmoid_backward(gg, conj_grad(out)),
+            conj_grad(gg) * grad * (-2 * conj_grad(out) + 1))
 
 
 def _logit(xp, x, eps):

@@ -245,11 +245,48 @@ def _masked_grad_samples(dtype, requires_grad):
                       (make((3, 4), dtype, requires_grad), mask(3, 4)), name="broadcast_grad")
 
 
+def _pair_samples(low, high, *params):
+    """(grad_output, input) samples of a fused backward op, inputs in [low, high]."""
+    def samples(dtype, requires_grad):
+        for shape in ((5,), (), (0,), (2, 3)):
+            yield SampleInput(make(shape, dtype, requires_grad),
+                              (make(shape, dtype, requires_grad, low=low, high=high), *params),
+                              name=str(list(shape)))
+        yield SampleInput(make((3, 1), dtype, requires_grad),
+                          (make((3, 4), dtype, requires_grad, low=low, high=high), *params),
+                          name="broadcast_grad")
+    return samples
+
+
+def _threshold_backward_samples(dtype, requires_grad):
+    yield from _pair_samples(-2, 2, 0)(dtype, requires_grad)
+    yield SampleInput(make((4,), dtype, requires_grad),
+                      (ember.tensor([0.5, 1.0, 1.5, math.nan], dtype=dtype), 1.0), name="edges")
+
+
+def _silu_backward_ref(grad, x):
+    s = sp.expit(x)
+    return grad * s * (1 + x * (1 - s))
+
+
+def _aten(name):
+    """A torch ATen op by name (for ops torch has only under torch.ops.aten)."""
+    def call(*args):
+        import torch
+        return getattr(torch.ops.aten, name)(*args)
+    return call
+
+
 OPS = [
     OpInfo("_masked_grad", lambda g, x, m: (g * m).astype(np.asarray(g).dtype),
            _masked_grad_samples, dtypes=FLOATS + LOW, gradgrad=True),
     OpInfo("_gelu_backward", _gelu_backward_ref, _gelu_backward_samples, dtypes=FLOATING,
            gradgrad=True),
+    OpInfo("_threshold_backward", lambda g, x, t: np.where(x <= t, 0, g).astype(g.dtype),
+           _threshold_backward_samples, dtypes=FLOATING, gradgrad=True,
+           torch_op=_aten("threshold_backward")),
+    OpInfo("_silu_backward", _silu_backward_ref, _pair_samples(-4, 4), dtypes=FLOATING,
+           gradgrad=True, torch_op=_aten("silu_backward")),
     OpInfo("relu", lambda x: np.maximum(x, 0), _with_params(), dtypes=FLOATING + INTS,
            grad_samples=_grad_samples(), gradgrad=True, error_inputs=_relu_errors),
     OpInfo("nn.functional.hardtanh", _hardtanh_ref, _hardtanh_samples,

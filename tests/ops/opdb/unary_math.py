@@ -321,6 +321,38 @@ def _float_errors(name):
     return errors
 
 
+def _backward_samples(low, high):
+    """(grad_output, output) samples of a fused backward op: outputs in [low, high]."""
+    def samples(dtype, requires_grad):
+        for shape in ((5,), (), (0,), (2, 3)):
+            yield SampleInput(make(shape, dtype, requires_grad),
+                              (make(shape, dtype, requires_grad, low=low, high=high),),
+                              name=str(list(shape)))
+        yield SampleInput(make((3, 4), dtype, requires_grad, noncontiguous=True),
+                          (make((3, 4), dtype, requires_grad, low=low, high=high),),
+                          name="noncontiguous")
+        yield SampleInput(make((3, 1), dtype, requires_grad),
+                          (make((3, 4), dtype, requires_grad, low=low, high=high),),
+                          name="broadcast_grad")
+    return samples
+
+
+def _tanh_backward_ref(grad, out):
+    return grad * np.conj(1 - out * out)
+
+
+def _sigmoid_backward_ref(grad, out):
+    return grad * np.conj(out * (1 - out))
+
+
+def _aten(name):
+    """A torch ATen op by name (for ops torch has only under torch.ops.aten)."""
+    def call(*args):
+        import torch
+        return getattr(torch.ops.aten, name)(*args)
+    return call
+
+
 OPS = [
     _unary("exp", np.exp, error_inputs=_float_errors("exp")),
     _unary("exp2", np.exp2),
@@ -349,6 +381,10 @@ OPS = [
     OpInfo("sigmoid", _float_ref(_sigmoid_ref), _sigmoid_samples, dtypes=ALL,
            result_dtype="float", grad_samples=_chain(unary_samples(), _complex_grad(-3, 3)),
            gradgrad=True),
+    OpInfo("_tanh_backward", _tanh_backward_ref, _backward_samples(-1, 1),
+           dtypes=FLOATS + LOW + COMPLEX, gradgrad=True, torch_op=_aten("tanh_backward")),
+    OpInfo("_sigmoid_backward", _sigmoid_backward_ref, _backward_samples(0, 1),
+           dtypes=FLOATS + LOW + COMPLEX, gradgrad=True, torch_op=_aten("sigmoid_backward")),
     OpInfo("logit", _float_ref(_logit_ref), _logit_samples, dtypes=ALL_REAL,
            result_dtype="float", grad_samples=_logit_grad_samples, gradgrad=True,
            error_inputs=_complex_error("logit", "logit_cpu")),
