@@ -280,8 +280,14 @@ def test_gradient_parity(info, dtype):
         weights = [_cotangent(rng, o) for o, _ in pairs]
         ours = ember.autograd.grad([o for o, _ in pairs], leaves,
                                    [ember.tensor(w) for w in weights], allow_unused=True)
-        theirs = torch.autograd.grad([t for _, t in pairs], t_leaves,
-                                     [torch.from_numpy(w) for w in weights], allow_unused=True)
+        try:
+            theirs = torch.autograd.grad([t for _, t in pairs], t_leaves,
+                                         [torch.from_numpy(w) for w in weights],
+                                         allow_unused=True)
+        except RuntimeError as e:       # aten::silu_backward has no derivative in torch
+            if "is not implemented" not in str(e):
+                raise
+            pytest.skip(f"torch differentiates no {info.name}: {e}")
         for o, t in zip(ours, theirs):
             if t is None:
                 assert o is None or not np.any(np.asarray(o)), sample
