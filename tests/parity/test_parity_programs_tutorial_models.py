@@ -1,6 +1,6 @@
 """PyTorch's model tutorials as programs, run once with `torch` bound to ember and once to
-PyTorch from the same NumPy weights and data: char-level name classification (nn.RNN) and
-generation (an RNN of Linear layers), seq2seq with a Bahdanau attention decoder, DCGAN, the
+PyTorch from the same NumPy weights and data (char-level name classification is round 7's):
+seq2seq with a Bahdanau attention decoder, DCGAN, the
 nn.TransformerEncoder language model, scaled_dot_product_attention, a spatial transformer,
 FGSM adversarial examples, fine-tuning a frozen backbone, knowledge distillation, a DQN with
 a replay memory and a soft target update, EmbeddingBag text classification, and the
@@ -20,98 +20,6 @@ from tests.parity.test_parity_programs_round9 import assert_same_results
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def name_rnn_program(torch):
-    """Name classification: one-hot letters, nn.RNN fed one step at a time, LogSoftmax + NLLLoss,
-    manual SGD by p.data.add_(p.grad.data, alpha=-lr), topk category, then char-level generation."""
-    nn = torch.nn
-    rng = np.random.default_rng(11)
-    letters = "abcdefghijklmnopqrstuvwxyz '"
-    n_letters, n_hidden, n_categories = len(letters) + 1, 12, 3
-
-    def line_to_tensor(line):
-        tensor = torch.zeros(len(line), 1, n_letters)
-        for li, letter in enumerate(line):
-            tensor[li][0][letters.find(letter)] = 1
-        return tensor
-
-    class CharRNN(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.rnn = nn.RNN(n_letters, n_hidden)
-            self.h2o = nn.Linear(n_hidden, n_categories)
-            self.softmax = nn.LogSoftmax(dim=1)
-
-        def forward(self, line_tensor):
-            rnn_out, hidden = self.rnn(line_tensor)
-            return self.softmax(self.h2o(hidden[0]))
-
-    rnn = CharRNN()
-    fill_(torch, rnn, rng)
-    crit = nn.NLLLoss()
-    names = [("satoshi", 0), ("hans", 1), ("o'neil", 2), ("mueller", 1), ("yamada", 0)]
-    losses = []
-    for name, cat in names * 2:
-        rnn.zero_grad()
-        out = rnn(line_to_tensor(name))
-        loss = crit(out, torch.tensor([cat], dtype=torch.long))
-        loss.backward()
-        nn.utils.clip_grad_norm_(rnn.parameters(), 3)
-        for p in rnn.parameters():
-            p.data.add_(p.grad.data, alpha=-0.05)
-        losses.append(loss.item())
-    with torch.no_grad():
-        out = rnn(line_to_tensor("sato"))
-        top_v, top_i = out.topk(1)
-    # manual loop with an Elman RNN cell built from Linear layers (the generation tutorial)
-    class Gen(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.i2h = nn.Linear(n_categories + n_letters + n_hidden, n_hidden)
-            self.i2o = nn.Linear(n_categories + n_letters + n_hidden, n_letters)
-            self.o2o = nn.Linear(n_hidden + n_letters, n_letters)
-            self.dropout = nn.Dropout(0.1)
-            self.softmax = nn.LogSoftmax(dim=1)
-
-        def forward(self, category, inp, hidden):
-            combined = torch.cat((category, inp, hidden), 1)
-            hidden = self.i2h(combined)
-            output = self.o2o(torch.cat((hidden, self.i2o(combined)), 1))
-            return self.softmax(self.dropout(output)), hidden
-
-        def init_hidden(self):
-            return torch.zeros(1, n_hidden)
-
-    gen = Gen()
-    fill_(torch, gen, rng)
-    gen.eval()
-    cat = torch.zeros(1, n_categories)
-    cat[0][1] = 1
-    line = "hans"
-    inp = line_to_tensor(line)
-    target = torch.LongTensor([letters.find(ch) for ch in line[1:]] + [n_letters - 1])
-    target.unsqueeze_(-1)
-    hidden = gen.init_hidden()
-    gen.zero_grad()
-    loss = torch.Tensor([0])
-    for i in range(inp.size(0)):
-        output, hidden = gen(cat, inp[i], hidden)
-        loss += crit(output, target[i])
-    loss.backward()
-    sampled = ""
-    with torch.no_grad():
-        x, hidden = line_to_tensor("h"), gen.init_hidden()
-        for _ in range(6):
-            output, hidden = gen(cat, x[0], hidden)
-            topi = output.topk(1)[1][0][0].item()
-            if topi == n_letters - 1:
-                break
-            sampled += letters[topi]
-            x = line_to_tensor(letters[topi])
-    return {"loss": losses, "top": [top_i.item(), top_i.dtype == torch.int64], "top_v": top_v,
-            "gen_loss": [loss.item() / inp.size(0)], "loss_shape": list(loss.shape),
-            "i2h_grad": gen.i2h.weight.grad, "sampled": [sampled], "w": rnn.rnn.weight_hh_l0}
 
 
 def attn_decoder_program(torch):
@@ -782,7 +690,7 @@ def lstm_tagger_program(torch):
     return res
 
 
-PROGRAMS = [name_rnn_program, attn_decoder_program, dcgan_program, transformer_tutorial_program,
+PROGRAMS = [attn_decoder_program, dcgan_program, transformer_tutorial_program,
             sdpa_program, stn_program, fgsm_program, finetune_program, distillation_program,
             replay_dqn_program, embedding_bag_program, lstm_tagger_program]
 

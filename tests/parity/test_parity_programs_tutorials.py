@@ -1,11 +1,11 @@
 """PyTorch's beginner tutorials as programs, run once with `torch` bound to ember and once to
 PyTorch from the same NumPy weights and data: the 60-minute blitz (tensor basics and the NumPy
 bridge, Q = 3a^3 - b^2, LeNet, checkpointing), the quickstart's Dataset/DataLoader loops, hand
-written backprop, DynamicNet, "What is torch.nn really?", autograd mechanics (retain_grad,
+written backprop, DynamicNet, autograd mechanics (retain_grad,
 backward(gradient=), hooks, autograd.functional), saved-tensor hooks, torch.func
 (jacobians and hessians by composition, the neural tangent kernel), and fusing convolution
 with batch norm in custom Functions over torch.nn.grad. The model tutorials are in
-test_parity_programs_tutorial_models.py."""
+test_parity_programs_tutorial_models.py; "What is torch.nn really?" is round 7's."""
 
 import io
 import math
@@ -265,80 +265,6 @@ def dynamic_net_program(torch):
         d -= 1e-6 * (grad * xd ** 3).sum()
     res.update(xx=xx, xx_dtype=[name_of(xx.dtype)], abcd=[a.item(), b.item(), c.item(), d.item()],
                w=linear[0].weight, params=[model.a, model.e])
-    return res
-
-
-def nn_really_program(torch):
-    """"What is torch.nn really?": logistic regression from scratch (@, log_softmax by hand,
-    nll by indexing with range), then a CNN of Lambda modules fed by TensorDataset/DataLoader,
-    loss_batch and fit with no_grad validation weighted by batch sizes."""
-    nn, F = torch.nn, torch.nn.functional
-    data = torch.utils.data
-    rng = np.random.default_rng(2)
-    x_train = torch.from_numpy(rng.random((40, 64)).astype(np.float32))
-    y_train = torch.from_numpy(rng.integers(0, 10, 40))
-    x_valid = torch.from_numpy(rng.random((20, 64)).astype(np.float32))
-    y_valid = torch.from_numpy(rng.integers(0, 10, 20))
-    weights = torch.from_numpy(rng.standard_normal((64, 10)).astype(np.float32)) / math.sqrt(64)
-    weights.requires_grad_()
-    bias = torch.zeros(10, requires_grad=True)
-
-    def model(xb):
-        x = xb @ weights + bias
-        return x - x.exp().sum(-1).log().unsqueeze(-1)
-
-    def nll(input, target):
-        return -input[range(target.shape[0]), target].mean()
-
-    res = {"scratch": [], "train": [], "valid": []}
-    for _ in range(2):
-        for i in range(3):
-            loss = nll(model(x_train[i * 16:i * 16 + 16]), y_train[i * 16:i * 16 + 16])
-            loss.backward()
-            with torch.no_grad():
-                weights -= weights.grad * 0.5
-                bias -= bias.grad * 0.5
-                weights.grad.zero_()
-                bias.grad.zero_()
-            res["scratch"].append(loss.item())
-    res["accuracy"] = [(torch.argmax(model(x_train), dim=1) == y_train).float().mean().item()]
-
-    class Lambda(nn.Module):
-        def __init__(self, func):
-            super().__init__()
-            self.func = func
-
-        def forward(self, x):
-            return self.func(x)
-
-    cnn = nn.Sequential(
-        Lambda(lambda x: x.view(-1, 1, 8, 8)),
-        nn.Conv2d(1, 4, kernel_size=3, stride=2, padding=1), nn.ReLU(),
-        nn.Conv2d(4, 4, kernel_size=3, stride=2, padding=1), nn.ReLU(),
-        nn.Conv2d(4, 10, kernel_size=3, stride=2, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), Lambda(lambda x: x.view(x.size(0), -1)))
-    fill_(torch, cnn, rng, 0.3)
-    opt = torch.optim.SGD(cnn.parameters(), lr=0.1, momentum=0.9)
-    train_dl = data.DataLoader(data.TensorDataset(x_train, y_train), batch_size=16)
-    valid_dl = data.DataLoader(data.TensorDataset(x_valid, y_valid), batch_size=32)
-
-    def loss_batch(model, loss_func, xb, yb, opt=None):
-        loss = loss_func(model(xb), yb)
-        if opt is not None:
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-        return loss.item(), len(xb)
-
-    for _ in range(2):
-        cnn.train()
-        for xb, yb in train_dl:
-            res["train"].append(loss_batch(cnn, F.cross_entropy, xb, yb, opt)[0])
-        cnn.eval()
-        with torch.no_grad():
-            losses, nums = zip(*[loss_batch(cnn, F.cross_entropy, xb, yb) for xb, yb in valid_dl])
-        res["valid"].append(np.sum(np.multiply(losses, nums)) / np.sum(nums))
-    res["nums"], res["conv"] = list(nums), cnn[1].weight
     return res
 
 
@@ -609,7 +535,7 @@ def fused_conv_bn_program(torch):
 
 
 PROGRAMS = [blitz_program, quickstart_program, manual_backprop_program, dynamic_net_program,
-            nn_really_program, autograd_mechanics_program, saved_tensors_program,
+            autograd_mechanics_program, saved_tensors_program,
             func_jacobians_program, ntk_program, fused_conv_bn_program]
 
 
