@@ -433,3 +433,21 @@ def test_library_switches_without_their_libraries():
     backends.mha.set_fastpath_enabled(False)
     assert backends.mha.get_fastpath_enabled() is False
     backends.mha.set_fastpath_enabled(True)
+
+
+def test_broadcast_view_of_one_value_writes_through_and_keeps_read_only():
+    import numpy as np
+
+    from ember.backend import broadcast_view
+    row = np.arange(3.0)
+    for value in (np.array(2.0, np.float32), row[1:2].reshape(())):     # the second: a view
+        view = broadcast_view(np, value, (2, 3))
+        assert view.shape == (2, 3) and view.strides == (0, 0) and view.dtype == value.dtype
+        np.testing.assert_array_equal(view, np.full((2, 3), value))
+        view[1, 2] = 7
+        assert value == 7
+    assert row[1] == 7
+    frozen = np.array(1.0)
+    frozen.flags.writeable = False
+    assert not broadcast_view(np, frozen, (4,)).flags.writeable
+    assert broadcast_view(np, np.ones(3), (2, 3)).flags.writeable   # the general path
