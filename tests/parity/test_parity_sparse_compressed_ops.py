@@ -278,6 +278,12 @@ def _copy_between_shapes(lib):
     return a.to_sparse_csr().copy_(b.to_sparse_csr())
 
 
+def _coo_copy_resizes(lib):
+    s = lib.tensor([[0., 1, 0], [2, 0, 0]]).to_sparse()
+    s.copy_(lib.eye(3).to_sparse())
+    return s.to_dense()
+
+
 def _copy_keeps_the_graph(lib):
     x = lib.tensor([[0., 2], [3, 0]], requires_grad=True)
     s = lib.zeros(2, 2).to_sparse()
@@ -288,7 +294,8 @@ def _copy_keeps_the_graph(lib):
 
 @pytest.mark.parametrize("program", [_csr_times_coo, _csr_times_coo_in_place,
                                      _integer_sqrt_in_place, _three_dim_coo_to_csr,
-                                     _copy_between_shapes, _copy_keeps_the_graph])
+                                     _copy_between_shapes, _coo_copy_resizes,
+                                     _copy_keeps_the_graph])
 def test_review_round_18_cases_match_torch(program):
     outcomes = []
     for lib in (ember, torch):

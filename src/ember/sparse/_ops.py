@@ -608,6 +608,8 @@ def _replace(self, new):
     self._coalesced = new._coalesced
     self._pattern = new._pattern
     self._origin = None             # (the values changed: see NOTE [Dense origins])
+    if new._size != self._size:     # copy_ resizes a COO tensor, as PyTorch's does
+        self._size, self._anchor = new._size, None
     return self
 
 
