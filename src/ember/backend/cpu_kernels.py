@@ -20,9 +20,9 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from ember.backend.blas_threads import one_blas_thread, set_blas_threads
+from ember.backend.blas_threads import set_blas_threads
 
-__all__ = ["one_blas_thread", "map_chunks", "map_elementwise", "get_num_threads",
+__all__ = ["map_chunks", "map_elementwise", "get_num_threads",
            "set_num_threads"]
 
 # below this many elements an element-wise kernel runs on the calling thread in one call:

@@ -9,7 +9,7 @@ convolutions again, so gradients of any order exist.
 
 from ember._memory_format import channels_last, channels_last_3d, in_order, suggested_order
 from ember.backend import cudnn_tf32
-from ember.backend.cpu_kernels import one_blas_thread
+from ember.backend.blas_threads import one_blas_thread
 from ember.ops import fold  # noqa: E402,F401
 from ember.ops._conv_args import conv_args, transposed_size
 from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_grad

@@ -24,7 +24,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import carries_gradient
 from ember.backend import xp_of
-from ember.backend.cpu_kernels import one_blas_thread
+from ember.backend.blas_threads import one_blas_thread
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
 

@@ -161,16 +161,11 @@ def to_compressed(x, layout, block=None, dense_dim=None, caller=None):
     if isinstance(x, SparseTensor) and L.blocked(x.layout):
         raise RuntimeError(f"sparse_compressed_to_sparse_{name}: expected SparseCsr or "
                            f"SparseCsc layout but got {L.short_name(x.layout)}")
-    if x.ndim < 2:
-        raise RuntimeError(f"to_sparse_{name}: expected a tensor of at least 2 dimensions "
-                           f"(batch dims, then rows and columns), but got a {x.ndim}-D one")
+    _check_matrix_dims(x, name)
     _check_coo_matrix(x, layout)
     if x.ndim > 2:
         return _to_batched(x, lambda m: to_compressed(m, layout), f"to_sparse_{name}")
-    c = to_sparse_coo(x).coalesce()
-    if c.dense_dim():
-        raise RuntimeError(f"to_sparse_{name}: ember's compressed tensors have no dense "
-                           f"dimensions")
+    c = to_sparse_coo(x).coalesce()            # (a COO x was checked to be a matrix)
     rows, cols, values = c._i[0], c._i[1], c._v
     if not L.row_compressed(layout):           # into column-major order
         order = ember.argsort(cols * x.shape[0] + rows, stable=True)
@@ -179,6 +174,12 @@ def to_compressed(x, layout, block=None, dense_dim=None, caller=None):
     n = x.shape[0 if L.row_compressed(layout) else 1]
     pointers = ember.searchsorted(rows, ember.arange(n + 1, device=rows.device))
     return carry(compressed(layout, pointers, cols.contiguous(), values, x.shape), x)
+
+
+def _check_matrix_dims(x, name):
+    if x.ndim < 2:
+        raise RuntimeError(f"to_sparse_{name}: expected a tensor of at least 2 dimensions "
+                           f"(batch dims, then rows and columns), but got a {x.ndim}-D one")
 
 
 def _check_coo_matrix(x, layout):
@@ -220,9 +221,7 @@ def _to_blocked(x, layout, block, caller):
             return _flip_blocked(x, layout)
         _check_coo_matrix(x, layout)
         x = x.to_dense()
-    if x.ndim < 2:
-        raise RuntimeError(f"to_sparse_{name}: expected a tensor of at least 2 dimensions "
-                           f"(batch dims, then rows and columns), but got a {x.ndim}-D one")
+    _check_matrix_dims(x, name)
     if x.ndim > 2:
         return _to_batched(x, lambda m: _to_blocked(m, layout, (high, wide), caller),
                            f"to_sparse_{name}")
