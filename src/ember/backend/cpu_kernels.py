@@ -34,6 +34,10 @@ _ELEMENTWISE_SPAN = 1 << 16
 # below this many elements, handing element-wise spans to the worker threads cost more than it
 # saved whenever other processes kept the cores busy (64K-512K GELU: 1.3-2.7x slower)
 _THREADED_MIN = 1 << 20
+# PyTorch's vectorized CPU loops take 32 16-bit floats at a time (AVX-512) and send the values
+# after the last whole vector through a scalar loop that rounds differently: ember rounds as
+# they do on one thread
+TORCH_16_BIT_LANES = 32
 
 
 # --- the intra-op worker pool -----------------------------------------------------------------

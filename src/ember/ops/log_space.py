@@ -9,6 +9,7 @@ from ember import _dtype as D
 from ember._creation import zeros_like
 from ember._tensor import _make
 from ember.backend import accumulate, xp_of
+from ember.backend.cpu_kernels import TORCH_16_BIT_LANES
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import binary, conj_grad
 from ember.ops._promotion import Policy
@@ -18,7 +19,7 @@ from ember.ops.binary_math import where
 from ember.ops.unary_math import exp2, log1p
 
 _LN2 = math.log(2.0)
-_UPCAST = {D.float16.np, D.bfloat16.np}
+_UPCAST = D.HALF_NP
 _FAST = {np.dtype(np.float32), np.dtype(np.float64)}
 
 
@@ -214,6 +215,17 @@ def _wide_tensors(grad, out):
     return grad, out
 
 
+def _round_scalar_tail(e, d, dtype):
+    """Round, in place, the exps that PyTorch's other-dim softmax takes through its scalar
+    path: it stores those in the 16-bit output before dividing, while its vector body divides
+    in float32 and rounds once. The scalar ones are the inner positions past the last whole
+    vector (on one thread; more threads cut the inner positions into more tails)."""
+    rows = e.reshape(-1, e.shape[d], e[(0,) * (d + 1)].size)
+    body = rows.shape[2] - rows.shape[2] % TORCH_16_BIT_LANES
+    if body < rows.shape[2]:
+        rows[..., body:] = _rounded(rows[..., body:], dtype)
+
+
 @op("softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
 def softmax(xp, x, dim, dtype):
     """``exp(input)`` normalized to sum to 1 along ``dim`` (computed in ``dtype`` if given)."""
@@ -223,7 +235,7 @@ def softmax(xp, x, dim, dtype):
         return x.astype(result)
     e, sums = _exp_shifted(xp, x, d)
     if result in _UPCAST and d != x.ndim - 1:
-        e = _rounded(e, result)         # PyTorch's kernel stores the exps in the output first
+        _round_scalar_tail(e, d, result)
     e /= sums
     return _finish(e, result, zero_dim)
 

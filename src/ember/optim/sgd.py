@@ -4,6 +4,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
+from ember.backend.cpu_kernels import TORCH_16_BIT_LANES
 from ember.autograd.grad_mode import no_grad
 from ember.optim._checks import check_fused, check_tensor_lr
 from ember.optim._state import apply_updates, grads_of, lr_of, slot, value
@@ -11,7 +12,7 @@ from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closu
 
 __all__ = ["SGD"]
 
-_LOW = {D.float16.np, D.bfloat16.np}
+_LOW = D.HALF_NP
 
 
 class SGD(Optimizer):
@@ -123,9 +124,6 @@ def _update_16_bit(x, g, b, first, *, lr, momentum, dampening, weight_decay, nes
     _plus_scaled(x, -lr, g, out=x)
 
 
-# PyTorch's vectorized loops take 32 16-bit values at a time; the values after the last whole
-# 32 go through its scalar loop, which rounds the scaled term before adding it, as NumPy does
-_VECTOR_LANES = 32
 
 
 def _plus_scaled(a, scale, b, out=None):
@@ -135,7 +133,7 @@ def _plus_scaled(a, scale, b, out=None):
     alpha = np.asarray(scale, a.dtype)
     result = (a.astype(np.float32) + alpha.astype(np.float32) * b.astype(np.float32)).astype(
         a.dtype)
-    tail = a.size % _VECTOR_LANES
+    tail = a.size % TORCH_16_BIT_LANES   # PyTorch's scalar loop rounds the scaled term first
     if tail:
         flat = result.reshape(-1)
         flat[-tail:] = a.reshape(-1)[-tail:] + alpha * b.reshape(-1)[-tail:]
