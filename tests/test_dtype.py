@@ -185,3 +185,30 @@ def test_finfo_iinfo_arguments_and_equality():
                 rf"torch.dtype, not {kind}$"
             with pytest.raises(TypeError, match=message):
                 fn(bad)
+
+
+
+def test_low_precision_numpy_dtype_sets_are_defined_once():
+    """The NumPy dtypes of the 16-bit floats (and of all low-precision ones) live in _dtype;
+    op modules import them instead of building their own equal sets."""
+    import importlib
+    import pkgutil
+
+    import ml_dtypes
+    import numpy as np
+
+    import ember.ops
+    from ember import _dtype as D
+    assert D.HALF_NP == {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
+    assert D.LOW_PRECISION_NP == D.HALF_NP | {np.dtype(ml_dtypes.float8_e4m3fn),
+                                              np.dtype(ml_dtypes.float8_e5m2)}
+    copies = []
+    for info in pkgutil.iter_modules(ember.ops.__path__):
+        module = importlib.import_module(f"ember.ops.{info.name}")
+        for name, value in vars(module).items():
+            if isinstance(value, (set, frozenset, tuple)) and value \
+                    and all(isinstance(v, np.dtype) for v in value) \
+                    and set(value) in (D.HALF_NP, D.LOW_PRECISION_NP) \
+                    and value is not D.HALF_NP and value is not D.LOW_PRECISION_NP:
+                copies.append(f"{info.name}.{name}")
+    assert not copies, f"use ember._dtype's HALF_NP / LOW_PRECISION_NP in {copies}"

@@ -84,6 +84,11 @@ ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, f
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 FLOAT8 = (float8_e4m3fn, float8_e5m2)
 LOW_PRECISION = (float16, bfloat16, float8_e4m3fn, float8_e5m2)
+# NumPy dtypes of the low-precision floats, for `a.dtype in ...` tests on backend arrays
+# (np.dtype hashes by type): the 16-bit pair, which PyTorch's CPU kernels widen to float32,
+# and that pair with the float8 types.
+HALF_NP = frozenset({float16.np, bfloat16.np})
+LOW_PRECISION_NP = frozenset(d.np for d in LOW_PRECISION)
 WIDE_UNSIGNED = (uint16, uint32, uint64)
 
 # numpy dtype -> ember dtype. Keyed by np.dtype objects, which hash by type.

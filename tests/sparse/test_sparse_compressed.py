@@ -238,3 +238,21 @@ def test_other_layouts_add_only_to_themselves_and_multiply_by_scalars(convert):
                     lambda: s / 2, lambda: s.clone().add_(s), lambda: s.clone().mul_(s)):
         with pytest.raises(RuntimeError):
             refused()
+
+
+def test_fill_keeps_the_compressed_pattern_and_zero_drops_it():
+    s = dense().to_sparse_bsr(2)
+    assert s.fill_(0) is s and s._nnz() == 5 and s.crow_indices().tolist() == [0, 2, 5]
+    assert s.values().shape == (5, 2, 2) and not s.values().any()
+    batched = ember.stack([dense(), 2 * dense()]).to_sparse_csr()
+    assert batched.fill_(3)._nnz() == 9 and batched.values().unique().tolist() == [3.0]
+    assert ember.zero_(batched) is batched and batched._nnz() == 0
+    assert batched.crow_indices().tolist() == [[0] * 5] * 2
+    assert batched.col_indices().shape == batched.values().shape == (2, 0)
+
+
+def test_fill_refuses_coo_tensors_and_tensor_values_as_pytorch():
+    with pytest.raises(NotImplementedError, match=r"aten::fill_\.Scalar' .* 'SparseCPU'"):
+        dense().to_sparse().fill_(0)
+    with pytest.raises(NotImplementedError, match=r"aten::fill_\.Tensor' .* 'SparseCsrCPU'"):
+        dense().to_sparse_csc().fill_(ember.tensor(1.0))

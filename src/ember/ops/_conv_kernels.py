@@ -14,9 +14,9 @@ chunks stay in cache, and cores share them.
 import functools
 import math
 
-import ml_dtypes
 import numpy as np
 
+from ember import _dtype as D
 from ember.backend import device_kernel
 from ember.backend.cpu_kernels import get_num_threads, map_chunks
 
@@ -24,7 +24,7 @@ __all__ = ["output_size", "conv_forward", "conv_input_grad", "conv_weight_grad",
            "col2im", "zero_pad"]
 
 
-_LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_LOW = D.HALF_NP
 _F32 = np.dtype(np.float32)
 
 

@@ -22,7 +22,7 @@ __all__ = ["LinAlgError", "named_result", "torch_name", "check_matrix", "check_s
            "on_host", "checked", "checked_svd", "real_dtype", "mh", "eye_like", "vector_rhs",
            "column_major", "empty_16bit_in_float32"]
 
-_LOW = {D.float16.np, D.bfloat16.np}
+_LOW = D.HALF_NP
 
 
 class LinAlgError(RuntimeError):

@@ -15,7 +15,7 @@ from ember.backend.blas_threads import follow_load
 from ember.ops._elementwise import conj_grad
 from ember.ops._registry import broadcast_message, op
 
-_LOW = {d.np for d in D.LOW_PRECISION}
+_LOW = D.LOW_PRECISION_NP
 _MM_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half",
              "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
              "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}

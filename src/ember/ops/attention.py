@@ -34,7 +34,7 @@ __all__ = ["scaled_dot_product_attention"]
 
 FUNCTIONAL = {}
 
-_HALF = {d.np for d in D.LOW_PRECISION}
+_HALF = D.LOW_PRECISION_NP
 _F32 = np.dtype(np.float32)
 _NO_KERNEL = ("No viable backend for scaled_dot_product_attention was found. This is likely "
               "due to turning off both the math kernel and the fused kernels.")

@@ -20,7 +20,7 @@ from ember.ops.indexing import CTYPE
 from ember.ops.linalg import _check_dot, _h, matrix_product
 from ember._warn import user_level
 
-_LOW = {d.np for d in D.LOW_PRECISION}
+_LOW = D.LOW_PRECISION_NP
 
 
 def _same_dtype(d, name, operands):

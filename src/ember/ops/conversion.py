@@ -404,6 +404,8 @@ def fill_(self, value):
 
 def zero_(self):
     """Fill with zeros; returns self."""
+    if type(self).zero_ is not zero_:       # ember.zero_(t) of a subclass with its own (sparse)
+        return type(self).zero_(self)
     from ember.autograd.grad_mode import STATE
     recorded = STATE.grad_enabled and self.requires_grad
     fill_(self, 0)
@@ -570,6 +572,8 @@ def _resize_storage(t, shape):
 
 def resize_as_(self, the_template, memory_format=None):
     """``resize_`` to ``the_template``'s shape."""
+    if type(self).resize_as_ is not resize_as_:     # ember.resize_as_(t, ...) of a subclass
+        return type(self).resize_as_(self, the_template, memory_format)
     return resize_(self, *the_template.shape)
 
 

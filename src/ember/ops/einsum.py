@@ -31,7 +31,7 @@ from ember.ops._registry import op
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _LABEL = {c: i for i, c in enumerate(_LETTERS)}
 _ELLIPSIS = len(_LETTERS)           # the first label of the dims an ellipsis covers
-_LOW = {d.np for d in D.LOW_PRECISION}
+_LOW = D.LOW_PRECISION_NP
 
 
 class Spec(NamedTuple):

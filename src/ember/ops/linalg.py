@@ -19,7 +19,7 @@ from ember.ops._promotion import BINARY
 from ember.ops._registry import broadcast_message, op
 from ember.ops.indexing import CTYPE
 
-_LOW = {d.np for d in D.LOW_PRECISION}
+_LOW = D.LOW_PRECISION_NP
 _GEMM = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
 
 

@@ -10,7 +10,7 @@ from ember.ops._loss_common import reduction_of
 from ember.ops._registry import OpValueError, op
 from ember.ops.shape import broadcast_shapes
 
-_LOW = {D.float16.np, D.bfloat16.np}
+_LOW = D.HALF_NP
 
 
 def _check(xp, x, t):

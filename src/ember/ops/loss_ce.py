@@ -19,7 +19,7 @@ from ember.ops.log_space import log_softmax, row_sums, softmax
 from ember.ops.loss_ce_low import low_precision_grad, low_precision_loss
 from ember.ops.activations import masked
 
-_LOW = {D.float16.np, D.bfloat16.np}
+_LOW = D.HALF_NP
 _F32 = np.dtype(np.float32)
 _CLASS_TARGETS = {np.dtype(np.int64), np.dtype(np.uint8)}
 

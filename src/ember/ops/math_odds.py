@@ -14,7 +14,7 @@ from ember.ops.arithmetic import real_power
 from ember.ops.unary_math import exp2
 
 _LN2 = math.log(2.0)
-_SIXTEEN_BIT = {D.float16.np, D.bfloat16.np}
+_SIXTEEN_BIT = D.HALF_NP
 
 
 # --- float_power ------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ __all__ = ["det", "det_top", "slogdet", "slogdet_top", "logdet", "matrix_power",
 
 slogdet_result = named_result("linalg_slogdet", ("sign", "logabsdet"))
 slogdet_top_result = named_result("slogdet", ("sign", "logabsdet"))
-_LOW = {np.dtype(np.float16)}
 
 
 # --- det, slogdet, logdet ---------------------------------------------------------------------

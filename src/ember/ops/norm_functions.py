@@ -7,7 +7,8 @@ import math
 import ember
 from ember.ops._registry import rename_node
 from ember.autograd.grad_mode import no_grad
-from ember.ops.normalization import _fused_rms_norm, batch_norm
+from ember.ops.norm_batch import batch_norm
+from ember.ops.norm_rows import _fused_rms_norm
 
 __all__ = ["instance_norm", "rms_norm", "local_response_norm", "normalize",
            "cosine_similarity", "pairwise_distance"]

@@ -25,7 +25,7 @@ from ember.ops.indexing import CTYPE
 from ember.ops.linalg import _h, _name
 from ember.ops.shape import expand
 
-_LOW = {d.np for d in D.LOW_PRECISION}
+_LOW = D.LOW_PRECISION_NP
 _F32 = np.dtype(np.float32)
 
 

@@ -30,7 +30,7 @@ from ember.ops._scalars import int_arg
 
 _NORMS = {None: "backward", "backward": "backward", "forward": "forward", "ortho": "ortho"}
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
-_LOW = {d.np for d in D.LOW_PRECISION}
+_LOW = D.LOW_PRECISION_NP
 
 
 # --- arguments --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from ember.sparse._tensor import SparseTensor, sparse_coo_tensor
 from ember.sparse._compressed import sparse_compressed_tensor, sparse_csr_tensor
 from ember.sparse import _convert  # noqa: F401  (gives Tensor its to_sparse* methods)
 from ember.sparse._ops import log_softmax, softmax, sum  # noqa: A004
+from ember.sparse import _inplace  # noqa: F401  (the in-place handlers)
 from ember.sparse import _join  # noqa: F401  (the cat/stack handlers)
 from ember.sparse._products import addmm as _addmm
 from ember.sparse._products import mm as _mm

@@ -1,5 +1,6 @@
-"""Sparse tensors' shape ops, sums, softmax, elementwise arithmetic and in-place ops, run on
-the parts with ember ops (so they work on every device and are differentiable in the values)."""
+"""Sparse tensors' shape ops, sums, softmax and elementwise arithmetic, run on the parts with
+ember ops (so they work on every device and are differentiable in the values). Their in-place
+forms are in _inplace.py, the layout checks they run first in _layout_policy.py."""
 
 import numbers
 
@@ -9,6 +10,9 @@ from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
 from ember.sparse._dispatch import (ANY_LAYOUT, BATCHED, HANDLERS, backend_name, handles,
                                     is_scalar, is_sparse)
+from ember.sparse._layout_policy import (_COO_ONLY, _check_add_layouts, _check_mul_layouts,
+                                         _coo_only, _is_compressed, _refuse_compressed,
+                                         _refuse_values_op)
 from ember.sparse._tensor import compressed, coo
 
 __all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select",
@@ -97,12 +101,6 @@ def _t(input):
                            f"but got {input.sparse_dim()} sparse and {input.dense_dim()} "
                            f"dense dimensions")
     return input if input.ndim < 2 else transpose(input, 0, 1)
-
-
-def _coo_only(input, name):
-    if input.layout is not L.sparse_coo:
-        raise NotImplementedError(f"Could not run 'aten::{name}' with arguments from the "
-                                  f"'{backend_name((input,))}' backend.")
 
 
 @handles("unsqueeze")
@@ -335,18 +333,6 @@ def _on_values(s, fn):
     return s._with_values(fn(s._v))
 
 
-def _is_compressed(x):
-    return is_sparse(x) and x.layout is not L.sparse_coo
-
-
-def _refuse_compressed(*operands):
-    """PyTorch's error for an op that has no kernel for compressed layouts (pow, sub, div,
-    the comparisons...), naming the first compressed operand's layout."""
-    for x in operands:
-        if _is_compressed(x):
-            raise RuntimeError(f"unsupported tensor layout: {L.short_name(x.layout)}")
-
-
 @handles("add")
 def _add(input, other, *, alpha=1):
     _check_add_layouts(input, other)
@@ -367,30 +353,6 @@ def _add(input, other, *, alpha=1):
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
                            "instead.")
     return _dense_plus_sparse(input, other, alpha)
-
-
-def _check_add_layouts(input, other):
-    """PyTorch adds two compressed tensors only when both are CSR (or a tensor to itself),
-    and only CSR and CSC ones to strided tensors."""
-    compressed = [x for x in (input, other) if _is_compressed(x)]
-    if not compressed:
-        return
-    if is_sparse(input) and is_sparse(other):
-        # PyTorch adds two compressed tensors only as CSR ones (or a tensor to itself)
-        if input is other or input.layout is other.layout is L.sparse_csr:
-            return
-        if input.layout is L.sparse_coo:
-            raise RuntimeError("memory format option is only supported by strided tensors")
-        columns = [x for x in (other, input) if x.layout in (L.sparse_csc, L.sparse_bsc)]
-        if columns:
-            raise RuntimeError(f"crow_indices expected sparse row compressed tensor layout "
-                               f"but got {L.short_name(columns[0].layout)}")
-        raise RuntimeError(f"add: PyTorch has no kernel adding {L.short_name(input.layout)} "
-                           f"and {L.short_name(other.layout)} tensors")
-    kind = L.short_name(compressed[0].layout)
-    if L.blocked(compressed[0].layout):
-        raise RuntimeError(f"add: PyTorch has no kernel adding a {kind} tensor and a strided "
-                           f"one (only SparseCsr and SparseCsc)")
 
 
 def _csr_plus_dense(s, dense, alpha):
@@ -441,28 +403,6 @@ def _mul(input, other):
     return _like_layout(c._with_values(c._v * picked), s)
 
 
-def _check_mul_layouts(input, other):
-    """PyTorch multiplies a compressed tensor by a tensor (not a scalar) only into a CSR
-    result: a CSR ``input`` by a tensor of any layout, or a strided ``input`` by a CSR
-    ``other``."""
-    if not (_is_compressed(input) or _is_compressed(other)):
-        return
-    if _is_compressed(input) and L.blocked(input.layout):
-        raise RuntimeError(f"empty_sparse_compressed expected sparse compressed (non-block) "
-                           f"tensor layout but got {L.short_name(input.layout)}")
-    if is_sparse(input):
-        s, rest = input, other
-        fine = input.layout is L.sparse_csr         # times any sparse or dense other
-    else:
-        s, rest = other, input
-        fine = other.layout is L.sparse_csr
-    if not fine:
-        raise RuntimeError("Expected result Tensor to be of format CSR")
-    if not is_sparse(rest) and tuple(rest.shape) != tuple(s.shape):
-        raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size "
-                           f"{list(rest.shape)} but mask has size {list(s.shape)}")
-
-
 def _intersect(a, b):
     """``a * b`` for coalesced COO tensors: the product at the indices both store."""
     sizes = tuple(a.shape[:a.sparse_dim()])
@@ -498,11 +438,6 @@ def _floor_divide(input, other):
     return _on_values(input, lambda v: ember.floor_divide(v, other))
 
 
-@handles("floor_divide_")
-def _floor_divide_(self, other):
-    return _replace(self, _floor_divide(self, other))
-
-
 @handles("pow")
 def _pow(input, exponent):
     _refuse_compressed(input, exponent)
@@ -527,10 +462,6 @@ _LINEAR = frozenset(("neg", "negative", "positive", "deg2rad", "rad2deg", "conj_
                      "clone"))
 
 
-# of those, the ones PyTorch computes on COO tensors only
-_COO_ONLY = {"square": RuntimeError, "nan_to_num": NotImplementedError}
-
-
 def _values_op(name):
     def run(input, *args, **kwargs):
         if name in _COO_ONLY and input.layout is not L.sparse_coo:
@@ -543,35 +474,10 @@ def _values_op(name):
     return run
 
 
-def _refuse_values_op(name, input):
-    if _COO_ONLY[name] is RuntimeError:
-        _refuse_compressed(input)
-    raise NotImplementedError(f"Could not run 'aten::{name}.out' with arguments from the "
-                              f"'{backend_name((input,))}' backend.")
-
-
-def _in_place(name):
-    def run(self, *args, **kwargs):
-        new = HANDLERS[name](self, *args, **kwargs)
-        if new.dtype != self.dtype:
-            if not ember.can_cast(new.dtype, self.dtype):
-                raise RuntimeError(f"result type {new.dtype._torch_name} can't be cast to "
-                                   f"the desired output type {self.dtype._torch_name}")
-            new = new.to(self.dtype)
-        return _replace(self, new)
-    return run
-
-
 for _name in _ZERO_PRESERVING:
     HANDLERS[_name] = _values_op(_name)
 ANY_LAYOUT.update(_ZERO_PRESERVING)
-# their in-place forms (those that have one) give the tensor the new values
-_IN_PLACE = [n + "_" for n in _ZERO_PRESERVING
-             if n not in ("positive", "isnan", "isinf", "signbit", "clone")]
-for _name in _IN_PLACE:
-    HANDLERS[_name] = _in_place(_name[:-1])
-ANY_LAYOUT.update(_IN_PLACE)
-BATCHED.update(_ZERO_PRESERVING, _IN_PLACE, ("sum",))
+BATCHED.update(_ZERO_PRESERVING, ("sum",))
 
 
 @handles("conj")
@@ -587,121 +493,7 @@ def _angle(input):
     return _on_values(input, ember.angle)
 
 
-ANY_LAYOUT.update(("conj", "angle", "copy_", "pow", "floor_divide"))
-
-
-# ----- in place (what optimizers and ``zero_()`` use) ----------------------------------------
-
-def _replace(self, new):
-    """Give ``self`` the parts of ``new`` (in-place ops on sparse tensors); returns self."""
-    if new.layout is not self.layout:
-        raise RuntimeError(f"in-place operation on a {self.layout} tensor gave a {new.layout} "
-                           f"result")
-    values = new._v
-    if self._leaf:
-        if ember.is_grad_enabled():
-            raise RuntimeError("a leaf Variable that requires grad is being used in an "
-                               "in-place operation.")
-        values = values.detach().requires_grad_()
-    self._v = values
-    self._i, self._crow, self._col = new._i, new._crow, new._col
-    self._coalesced = new._coalesced
-    self._pattern = new._pattern
-    self._origin = None             # (the values changed: see NOTE [Dense origins])
-    if new._size != self._size:     # copy_ resizes a COO tensor, as PyTorch's does
-        self._size, self._anchor = new._size, None
-    return self
-
-
-@handles("mul_")
-def _mul_(self, other):
-    if is_sparse(self) and is_scalar(other):
-        self._v.mul_(other)                     # the values in place: autograd as for them
-        return self
-    if not is_sparse(self):
-        raise RuntimeError("mul_: ember cannot multiply a strided tensor by a sparse one in "
-                           "place")
-    return _replace(self, _mul(self, other))
-
-
-@handles("div_")
-def _div_(self, other, *, rounding_mode=None):
-    if not is_sparse(self) or not is_scalar(other):
-        _div(self, other)                       # raises PyTorch's error
-    self._v.div_(other, rounding_mode=rounding_mode)
-    return self
-
-
-@handles("add_")
-def _add_(self, other, *, alpha=1):
-    if not is_sparse(self):                       # dense += sparse: scatter the values in
-        _check_add_layouts(self, other)
-        c = as_coo(other)
-        if tuple(self.shape) != tuple(c.shape):
-            raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but "
-                               f"self has size {list(self.shape)} while other has size "
-                               f"{list(c.shape)} (FYI: dense-sparse addition does not "
-                               f"currently support broadcasting)")
-        values = c._v if alpha == 1 else c._v * alpha
-        return self.index_put_(tuple(c._i), values.to(self.dtype), accumulate=True)
-    if not is_sparse(other):
-        raise RuntimeError("add_: ember adds only a sparse tensor into a sparse one in place")
-    return _replace(self, _add(self, other, alpha=alpha))
-
-
-@handles("fill_")
-def _fill_(self, value):
-    if value != 0 and self._layout is not L.sparse_coo:
-        # a compressed tensor fills its stored values (whole blocks), as in PyTorch
-        return _replace(self, self._with_values(ember.full_like(self._v, value)))
-    if value != 0:
-        raise RuntimeError("fill_: a sparse tensor can be filled only with zero (zero_())")
-    values = self._v.new_zeros((0,) + tuple(self._v.shape[1:]))
-    if self._layout is L.sparse_coo:
-        empty = coo(self._i[:, :0], values, self._size, True)
-    else:
-        empty = compressed(self._layout, ember.zeros_like(self._crow), self._col[:0], values,
-                           self._size)
-    return _replace(self, empty)
-
-
-@handles("copy_")
-def _copy_(self, src, non_blocking=False):
-    """``self.copy_(src)`` between sparse tensors of one layout: ``self`` takes ``src``'s
-    indices and values (in its own dtype)."""
-    if not is_sparse(self) or (self.layout is L.sparse_coo and not is_sparse(src)):
-        raise RuntimeError("copy_() between dense and sparse Tensors is not implemented!")
-    _check_copy_layouts(self, src)
-    values = src._v.to(self.dtype).clone()
-    if src.layout is L.sparse_coo:
-        return _replace(self, coo(src._i.clone(), values, src.shape, src._coalesced))
-    return _replace(self, compressed(src.layout, src._crow.clone(), src._col.clone(), values,
-                                     src.shape))
-
-
-def _check_copy_layouts(self, src):
-    if self.layout is L.sparse_coo:
-        if src.layout is not L.sparse_coo:
-            raise RuntimeError(f"copy_: ember copies into a COO tensor only from a COO one, "
-                               f"not {L.short_name(src.layout)}")
-        return
-    if is_sparse(src) and src.layout is L.sparse_coo:
-        raise RuntimeError("copy_sparse_compressed_ expected sparse compressed tensor layout "
-                           "but got Sparse")
-    if not is_sparse(src) or src.layout is not self.layout:
-        other = L.short_name(src.layout) if is_sparse(src) else "Strided"
-        raise RuntimeError(f"torch.copy_: copy of sparse compressed tensors having different "
-                           f"layouts is not supported. self layout is "
-                           f"{L.short_name(self.layout)} and src layout is {other}")
-    for dim, (mine, theirs) in enumerate(zip(self.shape, src.shape)):
-        if mine != theirs:
-            raise RuntimeError(f"torch.copy_: expected shapes of self and src to match along "
-                               f"dimension {dim} for {L.short_name(self.layout)} layout but "
-                               f"the corresponding dimensions of self and src are {mine} and "
-                               f"{theirs}, respectively.")
-    if src._nnz() != self._nnz():
-        raise RuntimeError("torch.copy_: only sparse compressed tensors with the same number "
-                           "of specified elements are supported.")
+ANY_LAYOUT.update(("conj", "angle", "pow", "floor_divide"))
 
 
 @handles("_to_copy")

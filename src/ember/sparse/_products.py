@@ -242,7 +242,7 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
     values = input._v * beta + products * alpha
     result = csr(input._crow, input._col, values, input.shape)
     if out is not None:
-        from ember.sparse._ops import _replace
+        from ember.sparse._inplace import _replace
         return _replace(out, result)
     return result
 

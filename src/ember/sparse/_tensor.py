@@ -234,6 +234,33 @@ class SparseTensor(ValuesBacked, Tensor):
 
     # ----- conversions ------------------------------------------------------------------
 
+    def zero_(self):
+        """Store nothing afterwards, in every layout (PyTorch's zero_ drops the indices too,
+        unlike a compressed tensor's fill_(0)); returns self."""
+        from ember.sparse._inplace import zero_
+        return zero_(self)
+
+    def sparse_resize_(self, size, sparse_dim, dense_dim):
+        """Resize a COO tensor in place to ``size`` with those numbers of sparse and dense
+        dims (a non-empty one keeps both counts and grows only); returns self."""
+        from ember.sparse._inplace import sparse_resize_
+        return sparse_resize_(self, size, sparse_dim, dense_dim)
+
+    def sparse_resize_and_clear_(self, size, sparse_dim, dense_dim):
+        """Resize a COO tensor in place as ``sparse_resize_``, storing nothing; returns self."""
+        from ember.sparse._inplace import sparse_resize_and_clear_
+        return sparse_resize_and_clear_(self, size, sparse_dim, dense_dim)
+
+    def resize_as_(self, the_template, memory_format=None):
+        """Resize in place to ``the_template``'s size (a COO one's dims too); returns self."""
+        from ember.sparse._inplace import resize_as_
+        return resize_as_(self, the_template, memory_format)
+
+    def resize_(self, *sizes, memory_format=None):
+        """Resize a 2-D CSR tensor in place (rows freely, columns only up); returns self."""
+        from ember.sparse._inplace import resize_
+        return resize_(self, *sizes, memory_format=memory_format)
+
     def _with_values(self, values):
         """A sparse tensor with these indices and ``values`` (same layout and size)."""
         if self._layout is L.sparse_coo:

@@ -1,6 +1,6 @@
-"""OpInfo entries for ember/ops/normalization.py: native_batch_norm, native_layer_norm,
-native_group_norm and _fused_rms_norm (the fused kernels behind F.batch_norm, F.layer_norm,
-F.group_norm and F.rms_norm)."""
+"""OpInfo entries for ember/ops/norm_batch.py and norm_rows.py: native_batch_norm,
+native_layer_norm, native_group_norm and _fused_rms_norm (the fused kernels behind
+F.batch_norm, F.layer_norm, F.group_norm and F.rms_norm)."""
 
 import numpy as np
 

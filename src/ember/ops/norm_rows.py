@@ -1,0 +1,391 @@
+"""Normalization over the trailing dims of a reshaped input: native_layer_norm and
+native_group_norm (each returns the output, the mean and the inverse standard deviation it
+normalized with), _fused_rms_norm (the output and the inverse root mean square), their fused
+backward (NOTE [Fused normalization backward] in ops/_norm_shared.py) and the functional
+forms layer_norm and group_norm."""
+
+import contextlib
+import math
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._memory_format import like_input
+from ember._tensor import _make
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.graph import carries_gradient
+from ember.backend import xp_of
+from ember.backend.blas_threads import one_blas_thread
+from ember.ops._norm_shared import (_F32, _FAST_DTYPES, _LOW, _check_mixed, _float_input,
+                                    _name, _norm_grad, _outside_vmap, _vector)
+from ember.ops._registry import op
+
+
+def _row_dots(xp, a, b):
+    """The dot products of the rows of two 2-D arrays: one dot per row (BLAS) for long rows,
+    one contraction for short ones."""
+    if a.shape[1] >= 256:
+        return xp.matmul(a[:, None, :], b[:, :, None]).reshape(-1)
+    return xp.einsum("rl,rl->r", a, b)
+
+
+def _last_axis_stats(xp, x2, eps):
+    """Centered ``x2`` (rows of any leading shape), and mean and invstd over its last axis,
+    kept as a size-1 axis."""
+    k = x2.shape[-1]
+    if not k:
+        mean = xp.zeros(x2.shape[:-1] + (1,), x2.dtype)
+        return x2 - mean, mean, 1 / xp.sqrt(mean + eps)
+    rows = x2.reshape(-1, k)
+    # means as matrix-vector products: several times faster than mean() over a short axis
+    avg = xp.full(k, 1 / k, x2.dtype)
+    with _small_on_one_blas_thread(xp, rows.size):
+        mean = rows @ avg
+        xc = _minus_rows(xp, rows, mean)
+        var = (xc * xc) @ avg
+    lead = x2.shape[:-1] + (1,)
+    return xc.reshape(x2.shape), mean.reshape(lead), (1 / xp.sqrt(var + eps)).reshape(lead)
+
+
+_ONE_THREAD_MAX = 1 << 20
+
+
+def _small_on_one_blas_thread(xp, size):
+    """One BLAS thread for the products of an input of at most ``_ONE_THREAD_MAX`` values:
+    on a busy machine OpenBLAS's thread wake-ups cost milliseconds, 20x the product of a
+    512x1024 input; above that the second thread pays (32768x768: 3.8 vs 6.9 ms)."""
+    return one_blas_thread(xp) if size <= _ONE_THREAD_MAX else contextlib.nullcontext()
+
+
+_PLANE_MAX = 1 << 17
+
+
+def _spread(xp, shape, col=None, row=None):
+    """``col[:, None] * row`` (a missing vector counts as ones) as an operand of an array of
+    ``shape`` (len(col), len(row)): a fresh contiguous plane of exact products when it is
+    small, else the broadcasting operand (the product taken for two vectors).
+
+    NumPy runs an operation whose operand broadcasts along a row or a column two to three
+    times slower than one on two arrays of the same shape; a matrix product of inner size 2
+    (the second term zero) writes the plane about as fast as one such operation. (Inner size
+    1 takes NumPy's slow non-BLAS loop.) Only up to 2**17 products, where OpenBLAS runs it
+    on one thread: its threads cost milliseconds on a busy machine, and larger planes no
+    longer pay off."""
+    rows, lanes = shape
+    if xp is not np or rows * lanes > _PLANE_MAX:
+        if col is None:
+            return row
+        return col[:, None] if row is None else col[:, None] * row
+    dtype = (row if col is None else col).dtype
+    left = xp.zeros((rows, 2), dtype)
+    left[:, 0] = 1 if col is None else col
+    right = xp.zeros((2, lanes), dtype)
+    right[0] = 1 if row is None else row
+    return left @ right
+
+
+def _minus_rows(xp, rows, col):
+    """``rows - col[:, None]``, in place on a fresh plane when _spread gives one."""
+    spread = _spread(xp, rows.shape, col)
+    if spread.shape == rows.shape:
+        return xp.subtract(rows, spread, out=spread)
+    return rows - spread
+
+
+def check_normalized_shape(x, normalized_shape, w, b, batch_dims="*, "):
+    """``normalized_shape`` as a tuple, after PyTorch's checks against the input, weight and
+    bias (rms_norm words its input-shape message ``[*4]``, layer_norm ``[*, 4]``)."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not ns:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                           "containing at least one element, but got normalized_shape = []")
+    for name, v in (("weight", w), ("bias", b)):
+        if v is not None and tuple(v.shape) != ns:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but "
+                               f"got {name} of shape {list(v.shape)} and normalized_shape = "
+                               f"{list(ns)}")
+    if x.ndim < len(ns) or tuple(x.shape[x.ndim - len(ns):]) != ns:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
+                           f"[{batch_dims}{', '.join(str(s) for s in ns)}], but got input of "
+                           f"size"
+                           f"{list(x.shape)}")
+    return ns
+
+
+@op("native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5)",
+    inputs=("input", "weight", "bias"), method=False)
+def native_layer_norm(xp, x, w, b, normalized_shape, eps):
+    """Layer normalization over the trailing ``normalized_shape``; returns (output, mean,
+    invstd), the statistics with size-1 trailing dims."""
+    ns = check_normalized_shape(x, normalized_shape, w, b)
+    dtype = x.dtype
+    _check_mixed(xp, dtype, w, b)
+    x = xp.ascontiguousarray(_float_input(x, "LayerNormKernelImpl"))    # as PyTorch's, and
+    lead = x.shape[:x.ndim - len(ns)]                                   # row-major out
+    k = math.prod(ns)
+    xc, mean, invstd = _last_axis_stats(xp, x.reshape(math.prod(lead), k), eps)
+    # out = xc * (invstd * w) + b, the products with the broadcast vectors taken on
+    # planes of _spread (see there)
+    w = xp.ones(k, x.dtype) if w is None else _vector(w, x.dtype).reshape(k)
+    out = _spread(xp, xc.shape, invstd.reshape(-1), w)     # a fresh array either way
+    out *= xc
+    if b is not None:
+        out += _spread(xp, xc.shape, row=_vector(b, x.dtype).reshape(k))
+    out = out.reshape(x.shape)
+    stats = lead + (1,) * len(ns)
+    return (out.astype(dtype, copy=False), mean.reshape(stats).astype(dtype, copy=False),
+            invstd.reshape(stats).astype(dtype, copy=False))
+
+
+@native_layer_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
+def _(grads, x, w, b, normalized_shape, eps, *, out):
+    gy, gmean, ginvstd = grads
+    k = math.prod(normalized_shape)
+    if k == 0:      # nothing normalized: every gradient is empty (and rows can't be inferred)
+        return tuple(None if t is None or not t.requires_grad else t.new_zeros(t.shape)
+                     for t in (x, w, b))
+    if (not _GRAD.grad_enabled and (x._data.dtype in _FAST_DTYPES or x._data.dtype in _LOW)
+            and gy._data.dtype == x._data.dtype and not carries_gradient(gmean)
+            and not carries_gradient(ginvstd) and _outside_vmap()):
+        return _layer_norm_backward(gy._data, x, w, b, out[1]._data, out[2]._data, k)
+    # on (rows, k) views; sums over rows and columns as matrix-vector products (BLAS is
+    # several times faster than NumPy's sum along a short axis)
+    gy2 = gy.reshape(-1, k)
+    invstd = out[2].reshape(-1, 1)
+    xc = x.reshape(-1, k) - out[1].reshape(-1, 1)
+    gx = gw = gb = None
+    if x.requires_grad:
+        g = gy2 if w is None else gy2 * w.reshape(k)   # (a float32 w widens bfloat16 gy)
+        ones = g.new_ones(k)
+        gx = _norm_grad(g, xc, invstd, lambda t: (t @ ones).unsqueeze(-1), k,
+                        gmean, ginvstd).reshape(x.shape)
+    if w is not None and w.requires_grad:
+        gw = ((gy2 * xc).mT @ invstd.squeeze(-1)).reshape(w.shape)
+    if b is not None and b.requires_grad:
+        gb = (gy2.mT @ gy2.new_ones(gy2.shape[0])).reshape(b.shape)
+    return gx, gw, gb
+
+
+def _layer_norm_backward(gy, x, w, b, mean, invstd, k):
+    """The layer norm derivative on arrays, for a backward that records no graph: the
+    composition above costs some 30 dispatched ops, this a dozen array calls. The gradients
+    that reach the saved statistics are zero here."""
+    # with g = gy * w and xc = x - mean: gx = invstd * g + xc * B + C per row, where
+    # B = -invstd^3 * mean(g * xc) and C = -invstd * mean(g); the means as products with
+    # w / k, every broadcast vector spread by _spread. xc stays exact for a
+    # large mean.
+    xp = xp_of(gy)
+    low = gy.dtype in _LOW
+    if low:     # as PyTorch's kernel: in float32, from the statistics saved in gy's dtype
+        gy, mean, invstd = gy.astype(_F32), mean.astype(_F32), invstd.astype(_F32)
+    with _small_on_one_blas_thread(xp, gy.size):
+        grads = _layer_norm_backward_rows(xp, gy.reshape(-1, k), x, w, b, mean.reshape(-1),
+                                          invstd.reshape(-1), k)
+    if not low:
+        return grads
+    return tuple(None if g is None else _make(g._data.astype(t._data.dtype))
+                 for g, t in zip(grads, (x, w, b)))
+
+
+def _layer_norm_backward_rows(xp, gy, x, w, b, mean, invstd, k):
+    """_layer_norm_backward on (rows, k) arrays."""
+    xc = _minus_rows(xp, x._data.reshape(-1, k).astype(gy.dtype, copy=False), mean)
+    gy_xc = gy * xc
+    gx = gw = gb = None
+    if w is not None and w.requires_grad:       # sum over rows of gy * xhat
+        gw = _make((invstd @ gy_xc).reshape(w.shape))
+    if b is not None and b.requires_grad:
+        gb = _make((xp.ones(gy.shape[0], gy.dtype) @ gy).reshape(b.shape))
+    if x.requires_grad:
+        wk = xp.ones(k, gy.dtype) if w is None else w._data.reshape(k).astype(gy.dtype,
+                                                                               copy=False)
+        avg = wk * (1 / k)
+        xc *= _spread(xp, gy.shape, ((gy_xc @ avg) * invstd) * invstd * -invstd)  # (invstd**3
+        gx = _spread(xp, gy.shape, invstd, wk)                                     # overflows)
+        gx *= gy
+        gx += xc
+        gx -= _spread(xp, gy.shape, (gy @ avg) * invstd)
+        gx = _make(gx.reshape(x.shape))
+    return gx, gw, gb
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return native_layer_norm(input, tuple(normalized_shape), weight, bias, eps)[0]
+
+
+def functional_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
+    return layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+# --- RMS norm ---------------------------------------------------------------------------------
+
+@op("_fused_rms_norm(input, normalized_shape, weight=None, eps=None)",
+    inputs=("input", "weight"), method=False)
+def _fused_rms_norm(xp, x, w, normalized_shape, eps):
+    """RMS normalization over the trailing ``normalized_shape`` dims, scaled by ``weight``;
+    returns (output, rstd), rstd = 1/sqrt(mean(x^2) + eps) with size-1 trailing dims. As in
+    PyTorch, 16-bit inputs compute in float32 (rstd stays float32), ``eps`` defaults to the
+    machine epsilon of that computation dtype, and the output, rounded once, has the input's
+    dtype."""
+    ns = check_normalized_shape(x, normalized_shape, w, None, batch_dims="*")
+    if x.dtype.kind not in "fV":
+        raise NotImplementedError(f"\"rms_norm\" not implemented for '{_name(x)}'")
+    wide = x.astype(_F32) if x.dtype in _LOW else x
+    eps = float(np.finfo(wide.dtype).eps) if eps is None else eps
+    k = math.prod(ns)
+    lead = x.shape[:x.ndim - len(ns)]
+    rows = wide.reshape(lead + (k,))
+    # the mean square as a matrix-vector product: several times faster than mean() on a
+    # short axis
+    rstd = 1 / xp.sqrt((rows * rows) @ xp.full(k, 1 / k, rows.dtype) + eps)
+    out = rows * rstd[..., None]
+    if w is not None:
+        out = out * w.reshape(k)        # in the wider of the two dtypes, as PyTorch
+    return (out.reshape(x.shape).astype(x.dtype, copy=False),
+            rstd.reshape(lead + (1,) * len(ns)))
+
+
+@_fused_rms_norm.derivative(outputs=(1,))    # the statistics: y may change in place
+def _(grads, x, w, normalized_shape, eps, *, out):
+    # y = x * rstd * w; with xhat = x * rstd and g the gradient reaching xhat:
+    # dx = rstd * (g - xhat * mean(g * xhat)), and the gradient reaching rstd adds
+    # grstd * -rstd^3 * x / k (rstd = (mean(x^2) + eps)^-1/2)
+    gy, grstd = grads
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    dims = tuple(range(x.ndim - len(ns), x.ndim))
+    k = math.prod(ns)
+    rstd = out[1]
+    wide = x.float() if x.dtype in D.LOW_PRECISION else x
+    xhat = wide * rstd
+    g = gy.to(xhat.dtype if w is None else D.promote_types(xhat.dtype, w.dtype))
+    gw = None
+    if w is not None and w.requires_grad:
+        gw = (g * xhat).sum(tuple(range(x.ndim - len(ns)))).reshape(w.shape)
+    gx = None
+    if x.requires_grad:
+        if w is not None:
+            g = g * w
+        gx = rstd * (g - xhat * (g * xhat).sum(dims, keepdim=True) * (1 / k))
+        if carries_gradient(grstd):
+            gx = gx - grstd * rstd ** 3 * wide * (1 / k)
+    return gx, gw
+
+
+_fused_rms_norm.name_nodes("MulBackward0")  # PyTorch's CPU rms_norm is a composite
+
+
+def _check_group_norm(x, w, b, c, group):
+    if group <= 0 or c % group:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(x.shape)} and "
+                           f"num_groups={group}")
+    for name, v in (("weight", w), ("bias", b)):
+        if v is not None and (v.ndim != 1 or v.size != c):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of "
+                               f"channels in input, but got {name} of shape {list(v.shape)} "
+                               f"and input of shape {list(x.shape)}")
+
+
+@op("native_group_norm(input, weight=None, bias=None, N=0, C=0, HxW=0, group=1, eps=1e-5)",
+    inputs=3, method=False)
+def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
+    """Group normalization of an (N, C, *) input; returns (output, mean, invstd) with the
+    statistics of shape (N, group)."""
+    _check_group_norm(x, w, b, c, group)
+    dtype = x.dtype
+    _check_mixed(xp, dtype, w, b)
+    x = _float_input(x, "GroupNormKernelImpl")
+    # explicit sizes: -1 cannot be inferred for an empty batch
+    k = c // group * hxw
+    xc, mean, invstd = _last_axis_stats(xp, x.reshape(n, group, k), eps)
+    xc *= invstd
+    out = xc.reshape(n, c, hxw)
+    if w is not None:
+        out *= _vector(w, x.dtype).reshape(c, 1)
+    if b is not None:
+        out += _vector(b, x.dtype).reshape(c, 1)
+    return (like_input(xp, x, out.reshape(x.shape).astype(dtype, copy=False)),
+            mean.reshape(n, group).astype(dtype, copy=False),
+            invstd.reshape(n, group).astype(dtype, copy=False))
+
+
+@native_group_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
+def _(grads, x, w, b, n, c, hxw, group, eps, *, out):
+    gy, gmean, ginvstd = grads
+    if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
+            == x._data.dtype and gy._data.size and not carries_gradient(gmean)
+            and not carries_gradient(ginvstd) and _outside_vmap()):
+        return _group_norm_backward(gy._data, x, w, b, out[1]._data, out[2]._data,
+                                    (n, c, hxw, group))
+    mean, invstd = out[1].reshape(n, group, 1), out[2].reshape(n, group, 1)
+    xc = x.reshape(n, group, c // group * hxw) - mean
+    gy3 = gy.reshape(n, c, hxw)
+    gx = gw = gb = None
+    if x.requires_grad:
+        g = gy3 if w is None else gy3 * w.reshape(c, 1)
+        gx = _norm_grad(g.reshape(xc.shape), xc, invstd, lambda t: t.sum(2, keepdim=True),
+                        (c // group) * hxw, gmean, ginvstd).reshape(x.shape)
+    if w is not None and w.requires_grad:
+        gw = (gy3 * (xc * invstd).reshape(gy3.shape)).sum((0, 2))
+    if b is not None and b.requires_grad:
+        gb = gy3.sum((0, 2))
+    return gx, gw, gb
+
+
+def _group_norm_backward(gy, x, w, b, mean, invstd, sizes):
+    """The group norm derivative on arrays, for a backward that records no graph (the
+    composition above dispatches some 30 ops). With the per-(sample, channel) sums
+    ds = sum(gy * xc) and db = sum(gy), and g = gy * w: gx = gy*A + xc*B + C, A = invstd * w
+    per channel, B and C per group as in NOTE [Fused normalization backward] (their group
+    sums of g and g * xc are sums of w * db and w * ds). The statistics get no gradient."""
+    n, c, hxw, group = sizes
+    xp = xp_of(gy)
+    k = c // group * hxw
+    with _small_on_one_blas_thread(xp, gy.size):
+        xc = _minus_rows(xp, x._data.reshape(n * group, k), mean.reshape(-1))
+        xc, gy = xc.reshape(n * c, hxw), gy.reshape(n * c, hxw)
+        db = gy @ xp.ones(hxw, gy.dtype)                 # (BLAS: faster than sum(1))
+        ds = _row_dots(xp, gy, xc)
+        inv = invstd.reshape(n, group, 1)
+        ds3, db3 = ds.reshape(n, group, -1), db.reshape(n, group, -1)
+        gx = gw = gb = None
+        if w is not None and w.requires_grad:
+            gw = _make((ds3 * inv).sum(0).reshape(w.shape))
+        if b is not None and b.requires_grad:
+            gb = _make(db3.sum(0).reshape(b.shape))
+        if x.requires_grad:
+            wv = (xp.ones(c, gy.dtype) if w is None
+                  else w._data.astype(gy.dtype, copy=False)).reshape(group, -1)
+            # B = -invstd^3 * sum(g * xc) / k, in steps (invstd**3 overflows for a tiny eps)
+            bc = ((ds3 * wv).sum(2, keepdims=True) * (-1 / k) * inv) * inv * inv
+            cc = (db3 * wv).sum(2, keepdims=True) * (-1 / k) * inv
+            rows = (n * c, hxw)
+            gx = _spread(xp, rows, (inv * wv).reshape(-1))
+            gx = xp.multiply(gy, gx, out=gx) if gx.shape == rows else gy * gx
+            xc *= _spread(xp, rows, xp.broadcast_to(bc, ds3.shape).reshape(-1))
+            gx += xc
+            gx += _spread(xp, rows, xp.broadcast_to(cc, ds3.shape).reshape(-1))
+            gx = _make(gx.reshape(x.shape))
+    return gx, gw, gb
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    """Normalize each group of channels of an (N, C, *) input, then scale and shift."""
+    if input.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
+                           f"{input.ndim}")
+    n, c = input.shape[:2]
+    return native_group_norm(input, weight, bias, n, c, math.prod(input.shape[2:]), num_groups,
+                             eps)[0]
+
+
+def functional_group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalize each group of channels of an (N, C, *) input, then scale and shift."""
+    return group_norm(input, num_groups, weight, bias, eps)
+
+for _f, _n in ((functional_layer_norm, "layer_norm"), (functional_group_norm, "group_norm")):
+    _f.__name__ = _f.__qualname__ = _n
