@@ -17,7 +17,7 @@ CASES = {
                    "LeakyReluBackwardBackward0"),
     "hardshrink": (lambda x: F.hardshrink(x), [1.0, 0.0, 1.0], "HardshrinkBackwardBackward0"),
     "softshrink": (lambda x: F.softshrink(x), [1.0, 0.0, 1.0], "SoftshrinkBackwardBackward0"),
-    "hardsigmoid": (lambda x: F.hardsigmoid(x), [1 / 6] * 3, None),
+    "hardsigmoid": (lambda x: F.hardsigmoid(x), [1 / 6] * 3, "HardsigmoidBackwardBackward0"),
 }
 
 

@@ -1,11 +1,13 @@
-"""The fused backward ops of tanh, sigmoid, relu and silu against torch's kernels: values bit
-for bit (16-bit floats rounded once), node names under create_graph, and a full reduction's
-gradient expanded directly."""
+"""The fused backward ops of the activations against torch's kernels: values bit for bit
+(16-bit floats rounded once), node names under create_graph, the in-place variants that
+compute their gradient from the result, and a full reduction's gradient expanded directly."""
 
 import numpy as np
 import pytest
 
 import ember
+from ember.ops import activations as act
+from ember.ops import activations_smooth as smooth
 from ember.ops.activations import _threshold_backward
 from ember.ops.activations_smooth import _silu_backward
 from ember.ops.unary_math import _sigmoid_backward, _tanh_backward
@@ -17,11 +19,36 @@ KERNELS = {"tanh": (_tanh_backward, "tanh_backward", (-1, 1)),
            "sigmoid": (_sigmoid_backward, "sigmoid_backward", (0, 1)),
            "relu": (lambda g, x: _threshold_backward(g, x, 0),
                     lambda g, x: torch.ops.aten.threshold_backward(g, x, 0), (-1, 1)),
-           "silu": (_silu_backward, "silu_backward", (-4, 4))}
-EXACT = {"tanh": ("float32", "bfloat16", "float16"),
-         "sigmoid": ("float32", "float64", "bfloat16", "float16"),
-         "relu": ("float32", "float64", "bfloat16", "float16"),
-         "silu": ("bfloat16",)}
+           "silu": (_silu_backward, "silu_backward", (-4, 4)),
+           "leaky_relu": (lambda g, x: act._leaky_relu_backward(g, x, 0.1, False),
+                          lambda g, x: torch.ops.aten.leaky_relu_backward(g, x, 0.1, False),
+                          (-2, 2)),
+           "hardtanh": (lambda g, x: act._hardtanh_backward(g, x, -0.3, 0.7),
+                        lambda g, x: torch.ops.aten.hardtanh_backward(g, x, -0.3, 0.7), (-2, 2)),
+           "threshold": (lambda g, x: _threshold_backward(g, x, 0.3),
+                         lambda g, x: torch.ops.aten.threshold_backward(g, x, 0.3), (-2, 2)),
+           "softshrink": (lambda g, x: act._softshrink_backward(g, x, 0.3),
+                          lambda g, x: torch.ops.aten.softshrink_backward(g, x, 0.3), (-2, 2)),
+           "hardsigmoid": (act._hardsigmoid_backward, "hardsigmoid_backward", (-4, 4)),
+           "hardswish": (act._hardswish_backward, "hardswish_backward", (-4, 4)),
+           "elu": (lambda g, x: smooth._elu_backward(g, 1.3, 1.0, 0.5, False, x),
+                   lambda g, x: torch.ops.aten.elu_backward(g, 1.3, 1.0, 0.5, False, x), (-4, 4)),
+           "elu_result": (lambda g, x: smooth._elu_backward(g, 1.3, 1.2, 0.5, True, x),
+                          lambda g, x: torch.ops.aten.elu_backward(g, 1.3, 1.2, 0.5, True, x),
+                          (-1.5, 4)),
+           "softplus": (lambda g, x: smooth._softplus_backward(g, x, 2.0, 5.0),
+                        lambda g, x: torch.ops.aten.softplus_backward(g, x, 2.0, 5.0), (-8, 8)),
+           "logsigmoid": (smooth._log_sigmoid_backward, lambda g, x: torch.ops.aten.
+                          log_sigmoid_backward(g, x, torch.ops.aten.log_sigmoid_forward(x)[1]),
+                          (-20, 20)),
+           "mish": (smooth._mish_backward, "mish_backward", (-8, 8))}
+ALL = ("float32", "float64", "bfloat16", "float16")
+EXACT = {"tanh": ("float32", "bfloat16", "float16"), "sigmoid": ALL, "relu": ALL,
+         "silu": ("bfloat16",), "leaky_relu": ALL, "hardtanh": ALL, "threshold": ALL,
+         "softshrink": ALL, "hardsigmoid": ALL, "hardswish": ALL, "elu_result": ALL,
+         # exp differs from torch's by an ulp in float32 and float64
+         "elu": ("bfloat16", "float16"), "softplus": ("bfloat16", "float16"),
+         "logsigmoid": ("bfloat16", "float16"), "mish": ("bfloat16", "float16")}
 
 
 def _pair(dtype, low, high):
@@ -55,9 +82,17 @@ def _double_backward_names(lib, fn):
             gx.detach().tolist() + [v for t in second for v in t.detach().tolist()])
 
 
-@pytest.mark.parametrize("name", ["tanh", "sigmoid", "relu", "silu"])
+ACTIVATIONS = {"leaky_relu": (0.1,), "hardtanh": (-0.7, 1.5), "relu6": (), "elu": (1.5,),
+               "selu": (), "celu": (1.5,), "softplus": (2.0, 3.0), "hardswish": (),
+               "logsigmoid": (), "softshrink": (0.7,), "hardshrink": (0.7,),
+               "threshold": (0.7, 2.0), "mish": ()}
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "relu", "silu", *ACTIVATIONS])
 def test_double_backward_nodes_and_values_match_torch(name):
     def fn(lib):
+        if name in ACTIVATIONS:
+            return lambda x: getattr(lib.nn.functional, name)(x, *ACTIVATIONS[name])
         return lib.nn.functional.silu if name == "silu" else getattr(lib, name)
     names, values = _double_backward_names(ember, fn)
     torch_names, torch_values = _double_backward_names(torch, fn)
@@ -79,3 +114,50 @@ def _grad_chain(lib):
 def test_full_sum_gradient_is_the_expanded_scalar():
     # torch expands the 0-dim gradient as it is (no view to 1x1 first)
     assert _grad_chain(ember) == _grad_chain(torch)
+
+
+def _mean_gradient_node(lib):
+    x = lib.ones(5, requires_grad=True)
+    (gx,) = lib.autograd.grad(x.mean(), x, lib.tensor(1.0, requires_grad=True),
+                              create_graph=True)
+    return type(gx.grad_fn).__name__, gx.tolist()
+
+
+def test_mean_gradient_divides_by_a_scalar_as_torch():
+    assert _mean_gradient_node(ember) == _mean_gradient_node(torch)
+    assert _mean_gradient_node(ember)[0] == "DivBackward1"
+
+
+INPLACE = {"leaky_relu": lambda F, x, a: F.leaky_relu(x, a, inplace=True),
+           "elu": lambda F, x, a: F.elu(x, a, inplace=True),
+           "celu": lambda F, x, a: F.celu(x, a, inplace=True),
+           "selu": lambda F, x, a: F.selu(x, inplace=True)}
+
+
+def _inplace_run(lib, name, alpha, modify):
+    x = lib.tensor([-1.0, 2.0, -0.5], dtype=lib.float64, requires_grad=True)
+    y = INPLACE[name](lib.nn.functional, x * 1, alpha)
+    node = type(y.grad_fn).__name__
+    if modify:
+        y.mul_(2)
+    try:
+        y.sum().backward()
+    except RuntimeError as e:
+        return node, str(e).split(" is at version")[0].replace("torch.", "").replace("ember.", "")
+    return node, x.grad.tolist()
+
+
+@pytest.mark.parametrize("name", list(INPLACE))
+@pytest.mark.parametrize("alpha, modify", [(0.3, False), (-0.5, False), (0.3, True)])
+def test_inplace_variants_compute_the_gradient_from_the_result(name, alpha, modify):
+    # torch saves the result (no copy of the input): a negative slope cannot be inverted and
+    # changing the result afterwards is caught at backward
+    (node, got), (torch_node, expected) = (_inplace_run(lib, name, alpha, modify)
+                                           for lib in (ember, torch))
+    assert node == torch_node
+    if isinstance(expected, list):
+        np.testing.assert_allclose(got, expected, rtol=1e-15)
+    elif modify:    # (ember names the op "Elu" where torch says "Elu1")
+        assert got.split(", which is")[0] == expected.split(", which is")[0]
+    else:
+        assert got == expected

@@ -26,31 +26,22 @@ def _op(name):
 
 def _apply(name, input, params, inplace):
     """The op ``name`` on ``input``, written into ``input`` when ``inplace``."""
-    op = _op(name)
-    if inplace:
-        out = call_inplace(op, (input,), params)
-        renamed = _INPLACE_NODES.get(type(out._grad_fn).__name__)
-        if renamed in _FROM_RESULT and params and params[0] < 0:     # (selu has no alpha)
-            out._grad_fn.register_prehook(_negative_slope_error)
-        return out if renamed is None else rename_node(out, renamed)
-    return op.function(input, *params)
+    if not inplace:
+        return _op(name).function(input, *params)
+    name, extra = _FROM_RESULT.get(name, (name, ()))
+    out = call_inplace(_op(name), (input,), tuple(params) + extra)
+    renamed = _INPLACE_NODES.get(type(out._grad_fn).__name__)
+    return out if renamed is None else rename_node(out, renamed)
 
 
 # PyTorch's nodes of these in-place kernels end in 1 (a view's node keeps its own name)
-_INPLACE_NODES = {"LeakyReluBackward0": "LeakyReluBackward1", "EluBackward0": "EluBackward1",
-                  "CeluBackward0": "CeluBackward1", "ThresholdBackward0": "ThresholdBackward1"}
+_INPLACE_NODES = {"ThresholdBackward0": "ThresholdBackward1"}
 
-
-# PyTorch's in-place elu and celu compute their gradient from the result, which a negative
-# alpha makes ambiguous: their backward raises
-_FROM_RESULT = ("EluBackward1", "CeluBackward1")
-
-
-def _negative_slope_error(grad_outputs):
-    raise RuntimeError("In-place elu backward calculation is triggered with a negative slope "
-                       "which is not supported. This is caused by calling in-place forward "
-                       "function with a negative slope, please call out-of-place version "
-                       "instead.")
+# in-place variants whose gradient PyTorch computes from the result: op, extra parameters
+_FROM_RESULT = {"nn.functional.leaky_relu": ("_leaky_relu_inplace", ()),
+                "nn.functional.elu": ("_elu_inplace", ("elu",)),
+                "selu": ("_elu_inplace", (None, "selu")),
+                "celu": ("_elu_inplace", ("celu",))}
 
 
 # --- rectifiers -------------------------------------------------------------------------------

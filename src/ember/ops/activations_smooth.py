@@ -3,16 +3,20 @@ logsigmoid and glu. Derivatives are written in ember ops, so they differentiate 
 
 import math
 
+import numpy as np
+
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import special_of
 from ember.backend.cpu_kernels import map_elementwise
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad, fused_for_half
 from ember.ops._scalars import fitted_number, number_arg
-from ember.ops.activations import _number, act_op, const, float_kernel
+from ember.ops._registry import op, rename_node
+from ember.ops.activations import _number, act_op, const, float_kernel, on_1d
 
-__all__ = ["elu", "selu", "celu", "gelu", "_gelu_backward", "silu", "_silu_backward", "mish",
-           "softplus", "logsigmoid", "glu"]
+__all__ = ["elu", "_elu_backward", "selu", "celu", "gelu", "_gelu_backward", "silu",
+           "_silu_backward", "mish", "_mish_backward", "softplus", "_softplus_backward",
+           "logsigmoid", "_log_sigmoid_backward", "glu"]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -32,21 +36,64 @@ def _elu(xp, x, alpha, scale, input_scale):
     return out * scale if scale != 1 else out
 
 
-def _elu_grad(grad, x, alpha, scale, input_scale):
-    from ember.ops.binary_math import where
-    # x < 0, not clamp(max=0): the second derivative is 0 at x = 0, as PyTorch's (x < 0) mask
-    neg = (where(const(x._data < 0), x, 0) * input_scale).exp() * (alpha * scale * input_scale)
-    # a NaN input takes the positive slope, as in PyTorch (the test is x <= 0)
-    return grad * where(const(x._data <= 0), neg, scale)
-
-
 @act_op("elu(input, alpha=1.0)", namespace="nn.functional", promote=_ELU)
 def elu(xp, x, alpha):
     """``input`` where positive, else ``alpha * (exp(input) - 1)``."""
     return _elu(xp, x, fitted_number(number_arg(alpha, "elu", "alpha", 2), x.dtype), 1, 1)
 
 
-elu.derivative(fused_for_half(lambda grad, x, alpha: _elu_grad(grad, x, _number(alpha), 1, 1)))
+@elu.derivative
+def _(grad, x, alpha):
+    return _elu_backward(grad, _number(alpha), 1, 1, False, x)
+
+
+@op("_elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)",
+    inputs=("grad_output", "self_or_result"), method=False,
+    promote=float_kernel("elu_backward_cpu"), out=False)
+@on_1d
+def _elu_backward(xp, grad, x, alpha, scale, input_scale, is_result):
+    """The gradient of the elu family, fused, from the input (or, ``is_result``, from the
+    output): ``grad_output * input_scale * alpha * scale * exp(input * input_scale)`` (or
+    ``... * (result + alpha * scale)``) where ``x <= 0``, else ``grad_output * scale``; a NaN
+    takes the latter. 16-bit floats in float32, rounded once."""
+    if is_result and alpha < 0:
+        raise RuntimeError("In-place elu backward calculation is triggered with a negative slope "
+                           "which is not supported. This is caused by calling in-place forward "
+                           "function with a negative slope, please call out-of-place version "
+                           "instead.")
+    t = x.dtype.type
+    negcoef, input_scale, scale = t(alpha) * t(scale), t(input_scale), t(scale)
+    coefs = (input_scale,) if is_result else (input_scale, negcoef)
+    e = xp.fmin(x, 0)                   # finite where unused (x > 0 or NaN)
+    if is_result:
+        e += negcoef
+    else:
+        if input_scale != 1:
+            e *= input_scale
+        xp.exp(e, out=e)
+    d = None                            # grad * coefs..., left to right as PyTorch's
+    for c in coefs:
+        if c != 1:
+            d = grad * c if d is None else xp.multiply(d, c, out=d)
+    d = grad if d is None else d
+    d = xp.multiply(d, e, out=e) if d.shape == e.shape else d * e
+    negative = x <= 0
+    d *= negative                       # products with masks: faster than where
+    xp.logical_not(negative, out=negative)
+    d += (grad * scale if scale != 1 else grad) * negative
+    return d
+
+
+@_elu_backward.derivative
+def _(gg, grad, x, alpha, scale, input_scale, is_result):
+    # PyTorch's elu_double_backward: 0 at x = 0 (its x < 0 mask), MulBackward0 nodes
+    below = const((x._data < 0).astype(x._data.dtype))
+    if is_result:
+        dx = gg * grad * input_scale * below
+    else:
+        dx = _elu_backward(gg * grad * input_scale, alpha, scale, input_scale, is_result,
+                           x) * below
+    return _elu_backward(gg, alpha, scale, input_scale, is_result, x), dx
 
 
 @act_op("selu(input)", method=False, promote=_ELU)
@@ -55,7 +102,7 @@ def selu(xp, x):
     return _elu(xp, x, _SELU_ALPHA, _SELU_SCALE, 1)
 
 
-selu.derivative(fused_for_half(lambda grad, x: _elu_grad(grad, x, _SELU_ALPHA, _SELU_SCALE, 1)))
+selu.derivative(lambda grad, x: _elu_backward(grad, _SELU_ALPHA, _SELU_SCALE, 1, False, x))
 selu.name_nodes("EluBackward0")          # PyTorch computes selu by elu
 
 
@@ -68,12 +115,37 @@ def celu(xp, x, alpha):
     return _elu(xp, x, alpha, 1, 1 / alpha)
 
 
-def _celu_grad(grad, x, alpha):
+def _celu_input_scale(alpha):
+    """1 / alpha as PyTorch's celu derivatives compute it, from alpha rounded to float32."""
+    return 1 / float(np.float32(alpha))
+
+
+@celu.derivative
+def _(grad, x, alpha):
     alpha = _number(alpha)
-    return _elu_grad(grad, x, alpha, 1, 1 / alpha)
+    return _elu_backward(grad, alpha, 1, _celu_input_scale(alpha), False, x)
 
 
-celu.derivative(fused_for_half(_celu_grad))
+@act_op("_elu_inplace(input, alpha, kind)", method=False, promote=_ELU, saves_inputs=False)
+def _elu_inplace(xp, x, alpha, kind):
+    """elu, selu or celu (``kind``) for their in-place variants, whose gradient PyTorch
+    computes from the result (so that no copy of the input is saved)."""
+    if kind == "selu":
+        return selu.forward(xp, x)
+    return (celu if kind == "celu" else elu).forward(xp, x, alpha)
+
+
+_elu_inplace.named_by(lambda flat, params, out: "CeluBackward1" if params[1] == "celu"
+                      else "EluBackward1")
+
+
+@_elu_inplace.derivative
+def _(grad, x, alpha, kind, *, out):
+    if kind == "selu":
+        return _elu_backward(grad, _SELU_ALPHA, _SELU_SCALE, 1, True, out)
+    alpha = _number(alpha)
+    return _elu_backward(grad, alpha, 1, _celu_input_scale(alpha) if kind == "celu" else 1,
+                         True, out)
 
 
 # --- gelu, silu, mish -------------------------------------------------------------------------
@@ -257,10 +329,48 @@ def mish(xp, x):
 
 
 @mish.derivative
-@fused_for_half(composite_with_grad=True)
 def _(grad, x):
+    if _GRAD.grad_enabled:
+        return _mish_composite_grad(grad, x)
+    return _mish_backward(grad, x)
+
+
+@fused_for_half(composite_with_grad=True)
+def _mish_composite_grad(grad, x):
+    # with grad mode on PyTorch composes mish's backward of ops (MulBackward0 nodes)
     t = softplus(x).tanh()
     return grad * (t + x * x.sigmoid() * (1 - t * t))
+
+
+@act_op("_mish_backward(grad_output, input)", inputs=2, method=False,
+        promote=float_kernel("mish_backward_cpu"))
+@on_1d
+def _mish_backward(xp, grad, x):
+    """The gradient of mish, fused: ``grad_output * (t + input * sigmoid(input) * (1 - t*t))``
+    with ``t = tanh(softplus(input))`` (16-bit floats in float32, rounded once)."""
+    t = xp.exp(x)
+    xp.log1p(t, out=t)
+    xp.tanh(t, out=t)
+    d = x * _sigmoid(xp, x)            # (x * s) * (1 - t * t) + t, PyTorch's order
+    sech2 = xp.multiply(t, t)
+    xp.subtract(1, sech2, out=sech2)
+    d *= sech2
+    d += t
+    return xp.multiply(d, grad, out=d) if d.shape == grad.shape else d * grad
+
+
+@_mish_backward.derivative
+def _(gg, grad, x):
+    return _mish_backward(gg, x), gg * grad * _mish_second(x)
+
+
+def _mish_second(x):
+    """mish''(x) = 2 s (1 - t^2) + x s (1 - s) (1 - t^2) - 2 x s^2 t (1 - t^2), with
+    s = sigmoid(x), t = tanh(softplus(x))."""
+    s = x.sigmoid()
+    t = softplus(x).tanh()
+    sech2 = 1 - t * t
+    return sech2 * s * (2 + x * (1 - s) - 2 * x * s * t)
 
 
 # --- softplus, logsigmoid ---------------------------------------------------------------------
@@ -276,12 +386,37 @@ def softplus(xp, x, beta, threshold):
 
 
 @softplus.derivative
-@fused_for_half
 def _(grad, x, beta, threshold):
-    beta, threshold = _number(beta), _number(threshold)
-    from ember.ops.binary_math import where
+    return _softplus_backward(grad, x, _number(beta), _number(threshold))
+
+
+@act_op("_softplus_backward(grad_output, input, beta, threshold)", inputs=2, method=False,
+        promote=float_kernel("softplus_backward_cpu"))
+@on_1d
+def _softplus_backward(xp, grad, x, beta, threshold):
+    """The gradient of softplus, fused: ``grad_output * z / (z + 1)`` with ``z = exp(beta *
+    input)``, or ``grad_output`` where ``beta * input > threshold`` (16-bit floats in float32,
+    rounded once). As PyTorch's, NaN where exp overflows below the threshold."""
+    t = x.dtype.type
+    bx = x * t(beta) if beta != 1 else x
+    above = bx > t(threshold)
+    z = xp.exp(xp.minimum(bx, t(threshold)))    # finite where unused (NaN stays NaN)
+    d = grad * z
+    z += 1
+    d = xp.divide(d, z, out=d) if d.shape == z.shape else d / z
+    d *= ~above                         # products with masks: faster than where
+    d += grad * above
+    return d
+
+
+@_softplus_backward.derivative
+def _(gg, grad, x, beta, threshold):
+    # PyTorch's softplus_double_backward: sigmoid'(beta x) * beta below the threshold
     bx = x * beta
-    return where(const(bx._data > threshold), grad, grad * bx.sigmoid())
+    s = bx.sigmoid()
+    below = const((bx._data < threshold).astype(bx._data.dtype))
+    dx = gg * grad * s * (1 - s) * below * beta
+    return _softplus_backward(gg, x, beta, threshold), rename_node(dx, "MulBackward1")
 
 
 @act_op("logsigmoid(input)", namespace="nn.functional", promote=float_kernel("log_sigmoid_cpu"),
@@ -291,7 +426,43 @@ def logsigmoid(xp, x):
     return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
 
 
-logsigmoid.derivative(fused_for_half(lambda grad, x: grad * (-x).sigmoid()))
+@logsigmoid.derivative
+def _(grad, x):
+    return _log_sigmoid_backward(grad, x)
+
+
+@act_op("_log_sigmoid_backward(grad_output, input)", inputs=2, method=False,
+        promote=float_kernel("log_sigmoid_backward_cpu"), upcast=False)
+@on_1d
+def _log_sigmoid_backward(xp, grad, x):
+    """The gradient of logsigmoid, fused: ``grad_output * (1 - z / (1 + z))`` below 0, else
+    ``grad_output * z / (1 + z)``, with ``z = exp(-|input|)``. 16-bit floats compute in
+    float32, ``z`` rounded to their dtype as PyTorch's forward buffer holds it."""
+    dtype = x.dtype
+    half = dtype.itemsize == 2
+    z = xp.abs(x.astype(xp.float32) if half else x)
+    xp.negative(z, out=z)
+    xp.exp(z, out=z)
+    if half:
+        z = z.astype(dtype).astype(xp.float32)
+        grad = grad.astype(xp.float32)
+    d = z + 1
+    xp.divide(z, d, out=z)
+    negative = x < 0
+    d = xp.subtract(1, z, out=d)
+    d *= negative                       # products with masks: faster than where
+    xp.logical_not(negative, out=negative)
+    z *= negative
+    z += d
+    z = xp.multiply(z, grad, out=z) if z.shape == grad.shape else z * grad
+    return z.astype(dtype) if half else z
+
+
+@_log_sigmoid_backward.derivative
+def _(gg, grad, x):
+    # PyTorch's log_sigmoid_double_backward: (gg * grad) * (s - 1) * s, s = sigmoid(x)
+    s = x.sigmoid()
+    return _log_sigmoid_backward(gg, x), gg * grad * (s - 1) * s
 
 
 # --- glu --------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from ember.ops._elementwise import conj_grad, zeros_for
 from ember.ops._promotion import FLOAT, SAME, Policy
 from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced, flip,
                                is_all, narrow_to, reduced_numel, shift_in_one, wide)
-from ember.ops._registry import op
+from ember.ops._registry import op, rename_node
 from ember.ops._scalars import number_arg
 
 __all__ = ["expand_reduced"]
@@ -112,7 +112,9 @@ mean.named_by(_over_dims("MeanBackward"))
 @mean.derivative
 def _(grad, x, dim, keepdim, dtype):
     dims = reduction_dims(dim, x.ndim)
-    return expand_reduced(grad, x.shape, dims, keepdim) / reduced_numel(x.shape, dims)
+    # PyTorch divides by the count as a Scalar: DivBackward1 under create_graph
+    return rename_node(expand_reduced(grad, x.shape, dims, keepdim)
+                       / reduced_numel(x.shape, dims), "DivBackward1")
 
 
 def _not_nan(xp, a):

@@ -85,6 +85,10 @@ def _elu_ref(x, alpha=1.0, scale=1.0, input_scale=1.0):
     return scale * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0) * input_scale))
 
 
+_ELU_KINDS = {"elu": lambda a: (a, 1.0, 1.0), "selu": lambda a: (SELU_ALPHA, SELU_SCALE, 1.0),
+              "celu": lambda a: (a, 1.0, 1 / a)}
+
+
 def _gelu_ref(x, approximate="none"):
     if approximate == "tanh":
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
@@ -269,6 +273,47 @@ def _silu_backward_ref(grad, x):
     return grad * s * (1 + x * (1 - s))
 
 
+def _elu_backward_samples(dtype, requires_grad):
+    # (alpha, scale, input_scale, is_result): elu, selu, celu, and from the result
+    for params in ((1.0, 1.0, 1.0, False), (SELU_ALPHA, SELU_SCALE, 1.0, False),
+                   (2.0, 1.0, 0.5, False), (1.5, 1.0, 1.0, True)):
+        low = -params[0] if params[3] else -4
+        for s in _pair_samples(low, 4)(dtype, requires_grad):
+            yield SampleInput(s.input, (*params, s.args[0]), name=f"{s.name}{params}")
+
+
+def _elu_backward_ref(grad, alpha, scale, input_scale, is_result, x):
+    if is_result:
+        neg = grad * input_scale * (x + alpha * scale)
+    else:
+        neg = grad * input_scale * alpha * scale * np.exp(np.minimum(x, 0) * input_scale)
+    return np.where(x <= 0, neg, grad * scale)
+
+
+def _softplus_backward_ref(grad, x, beta, threshold):
+    return np.where(x * beta > threshold, grad, grad * sp.expit(x * beta))
+
+
+def _mish_backward_ref(grad, x):
+    t = np.tanh(np.logaddexp(0, x))
+    return grad * (t + x * sp.expit(x) * (1 - t * t))
+
+
+def _hardswish_backward_ref(grad, x):
+    return np.where(x <= -3, 0, np.where(x < 3, grad * (x / 3 + 0.5), grad))
+
+
+def _log_sigmoid_backward_torch(grad, x):
+    import torch
+    return torch.ops.aten.log_sigmoid_backward(grad, x, torch.ops.aten.log_sigmoid_forward(x)[1])
+
+
+def _elu_torch(x, alpha, kind):
+    import torch
+    F = torch.nn.functional
+    return F.selu(x) if kind == "selu" else getattr(F, kind)(x, alpha)
+
+
 def _aten(name):
     """A torch ATen op by name (for ops torch has only under torch.ops.aten)."""
     def call(*args):
@@ -287,6 +332,35 @@ OPS = [
            torch_op=_aten("threshold_backward")),
     OpInfo("_silu_backward", _silu_backward_ref, _pair_samples(-4, 4), dtypes=FLOATING,
            gradgrad=True, torch_op=_aten("silu_backward")),
+    OpInfo("_leaky_relu_backward", lambda g, x, s, r: np.where(x > 0, g, g * s),
+           _pair_samples(-2, 2, 0.2, False), dtypes=FLOATING, gradgrad=True,
+           torch_op=_aten("leaky_relu_backward")),
+    OpInfo("_hardtanh_backward", lambda g, x, lo, hi: np.where((x <= lo) | (x >= hi), 0, g),
+           _pair_samples(-2, 2, -1.0, 1.5), dtypes=FLOATING, gradgrad=True,
+           torch_op=_aten("hardtanh_backward")),
+    OpInfo("_hardshrink_backward", lambda g, x, lambd: np.where(np.abs(x) <= lambd, 0, g),
+           _pair_samples(-2, 2, 0.5), dtypes=FLOATING, gradgrad=True,
+           torch_op=_aten("hardshrink_backward")),
+    OpInfo("_softshrink_backward", lambda g, x, lambd: np.where(np.abs(x) <= lambd, 0, g),
+           _pair_samples(-2, 2, 0.5), dtypes=FLOATING, gradgrad=True,
+           torch_op=_aten("softshrink_backward")),
+    OpInfo("_hardsigmoid_backward", lambda g, x: np.where(np.abs(x) < 3, g / 6, 0),
+           _pair_samples(-4, 4), dtypes=FLOATING, gradgrad=True,
+           torch_op=_aten("hardsigmoid_backward")),
+    OpInfo("_hardswish_backward", _hardswish_backward_ref, _pair_samples(-4, 4),
+           dtypes=FLOATING, gradgrad=True, torch_op=_aten("hardswish_backward")),
+    OpInfo("_elu_backward", _elu_backward_ref, _elu_backward_samples, dtypes=FLOATING,
+           gradgrad=True, torch_op=_aten("elu_backward")),
+    OpInfo("_softplus_backward", _softplus_backward_ref, _pair_samples(-4, 4, 2.0, 3.0),
+           dtypes=FLOATING, gradgrad=True, torch_op=_aten("softplus_backward")),
+    OpInfo("_mish_backward", _mish_backward_ref, _pair_samples(-4, 4), dtypes=FLOATING,
+           gradgrad=True, torch_op=_aten("mish_backward")),
+    OpInfo("_log_sigmoid_backward", lambda g, x: g * sp.expit(-x), _pair_samples(-6, 6),
+           dtypes=FLOATING, gradgrad=True, torch_op=_log_sigmoid_backward_torch),
+    _floating("_leaky_relu_inplace", lambda x, s: np.where(x > 0, x, x * s),
+              "leaky_relu_cpu", (0.2,), (0.0,), torch_op=_aten("leaky_relu")),
+    _floating("_elu_inplace", lambda x, alpha, kind: _elu_ref(x, *_ELU_KINDS[kind](alpha)),
+              "elu_cpu", (1.5, "elu"), (None, "selu"), (2.0, "celu"), torch_op=_elu_torch),
     OpInfo("relu", lambda x: np.maximum(x, 0), _with_params(), dtypes=FLOATING + INTS,
            grad_samples=_grad_samples(), gradgrad=True, error_inputs=_relu_errors),
     OpInfo("nn.functional.hardtanh", _hardtanh_ref, _hardtanh_samples,
