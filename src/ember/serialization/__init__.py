@@ -11,13 +11,13 @@ import io
 import os
 import pickle
 import sys
-import tempfile
 import warnings
 
 import numpy as np
 
 from ember._device import device
 from ember.serialization import _legacy
+from ember.serialization._atomic import atomic_write as _atomic_write
 from ember.serialization._legacy import MAGIC_NUMBER, PROTOCOL_VERSION
 from ember.serialization._locations import (
     check_module_version_greater_or_equal, default_restore_location, location_tag, mkdtemp,
@@ -91,46 +91,6 @@ def _write(f, write):
         _atomic_write(os.fspath(f), write)
     else:
         write(f)
-
-
-def _file_mode(path):
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        pass
-    try:
-        with open("/proc/self/status") as status:
-            umask = next(int(line.split()[1], 8) for line in status
-                         if line.startswith("Umask:"))
-    except (OSError, StopIteration, ValueError):
-        umask = os.umask(0o022)
-        os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _atomic_write(path, write):
-    path = os.path.realpath(path)
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        raise RuntimeError(f"Parent directory {folder} does not exist.")
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fp:
-            write(fp)
-            fp.flush()
-            os.fsync(fp.fileno())
-        os.chmod(tmp, _file_mode(path))
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):      # make the rename itself durable
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,

@@ -14,6 +14,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 SLICE = 1 << 20                 # big enough that the per-slice cost is noise
+THREADED_MIN = 1 << 16          # below this a thread's hand-off costs more than the CRC-32
 _POLYNOMIAL = 0xEDB88320        # CRC-32's generator, reflected
 _ONE = 1 << 31                  # the polynomial 1
 _X = 1 << 30                    # the polynomial x
@@ -83,6 +84,28 @@ class SlicedCrc:
         for future, length in self._parts:
             crc = combine(crc, future.result(), length)
         return crc
+
+
+class _Known:
+    """A CRC-32 computed at once, with ``SlicedCrc``'s ``value()``."""
+
+    __slots__ = ("_crc",)
+
+    def __init__(self, crc):
+        self._crc = crc
+
+    def value(self):
+        return self._crc
+
+
+def start(data):
+    """Start the CRC-32 of the 1-D byte memoryview ``data`` (which must not change until
+    ``value()`` returns): big data is checksummed on the worker threads meanwhile."""
+    if len(data) < THREADED_MIN:
+        return _Known(zlib.crc32(data))
+    checksum = SlicedCrc()
+    checksum.add_slices(data)
+    return checksum
 
 
 def slices(data):

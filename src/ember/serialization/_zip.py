@@ -44,17 +44,20 @@ def write_archive(f, records, prefix="archive", checksums=True):
     bytes. ``data`` is bytes-like, or an int: a record of that many bytes whose data is
     skipped (zeros, CRC-32 0). ``checksums=False`` writes CRC-32 0 for every record, as
     PyTorch does under ``set_crc32_options(False)``."""
-    writer = _Writer(f, checksums)
+    writer = _Writer(f)
     for name, data in records:
-        writer.record(f"{prefix}/{name}".encode(), data)
+        # the worker threads checksum the record while it is written
+        crc = _crc.start(memoryview(data).cast("B")) \
+            if checksums and not isinstance(data, int) else None
+        writer.record(f"{prefix}/{name}".encode(), data, crc)
     writer.finish()
 
 
 class _Writer:
     """A streaming zip writer for stored records (it never seeks back)."""
 
-    def __init__(self, f, checksums):
-        self._f, self._checksums = f, checksums
+    def __init__(self, f):
+        self._f = f
         self._pos = 0                           # offsets count from the archive's start
         self._entries = []                      # (name, crc, size, header offset)
 
@@ -62,8 +65,9 @@ class _Writer:
         self._f.write(data)
         self._pos += len(data)
 
-    def record(self, name, data):
-        """Write one record: local header, data, data descriptor."""
+    def record(self, name, data, checksum=None):
+        """Write one record: local header, data, data descriptor. ``checksum`` is the
+        record's started CRC-32 (``_crc.start``); None writes 0."""
         skipped = isinstance(data, int)
         size = data if skipped else len(data)
         zip64 = size >= _ZIP64_LIMIT
@@ -73,30 +77,15 @@ class _Writer:
         offset = self._pos
         self._write(_LOCAL.pack(0x04034B50, _VERSION_ZIP64 if zip64 else _VERSION, _FLAGS, 0,
                                 0, _DOS_DATE, 0, _MARK if zip64 else 0,
-                                _MARK if zip64 else 0, len(name), len(extra)))
-        self._write(name)
-        self._write(extra)
+                                _MARK if zip64 else 0, len(name), len(extra)) + name + extra)
         if skipped:
             self._skip(size)
-            crc = 0
         else:
-            crc = self._write_checked(memoryview(data).cast("B"))
+            self._write(memoryview(data).cast("B"))
+        crc = 0 if checksum is None else checksum.value()
         descriptor = _DESCRIPTOR_ZIP64 if zip64 else _DESCRIPTOR
         self._write(descriptor.pack(0x08074B50, crc, size, size))
         self._entries.append((name, crc, size, offset))
-
-    def _write_checked(self, data):
-        """Write ``data``; return its CRC-32, computed on the worker threads meanwhile."""
-        if not self._checksums:
-            self._write(data)
-            return 0
-        if len(data) <= _crc.SLICE:
-            self._write(data)
-            return zlib.crc32(data)
-        checksum = _crc.SlicedCrc()
-        checksum.add_slices(data)
-        self._write(data)
-        return checksum.value()
 
     def _skip(self, size):
         zeros = bytes(min(size, _crc.SLICE))
@@ -129,9 +118,7 @@ class _Writer:
         self._write(_CENTRAL.pack(
             0x02014B50, _VERSION_ZIP64 if big else _VERSION,
             _VERSION_ZIP64 if big else _VERSION, _FLAGS, 0, 0, _DOS_DATE, crc,
-            size32, size32, len(name), len(extra), 0, 0, 0, 0, offset32))
-        self._write(name)
-        self._write(extra)
+            size32, size32, len(name), len(extra), 0, 0, 0, 0, offset32) + name + extra)
 
 
 def _read_checked(f, out, name, expected_crc):
