@@ -10,9 +10,10 @@ composition (``tensordot`` is a matrix product after reshapes) or dispatches on 
 of its operands and parameters that returns the kind of a call, or None.
 
 ``_rnn_layer``, the recurrence of nn.LSTM, GRU and RNN, stands for PyTorch's cuDNN and
-oneDNN recurrent layers, which autocast runs in low precision (on the CPU, GRU layers and
-LSTM/GRU cells step with ember ops instead: see nn/modules/rnn.py). ``affine_grid_generator``
-is listed because PyTorch builds the grid with ``bmm``, which autocast casts.
+oneDNN recurrent layers, which autocast runs in low precision (on the CPU, GRU layers, LSTM
+layers with projections and LSTM/GRU cells step with ember ops instead: see
+nn/modules/rnn.py). ``affine_grid_generator`` is listed because PyTorch builds the grid with
+``bmm``, which autocast casts.
 """
 
 import math

@@ -117,6 +117,14 @@ def _heads(x, n, h, hd):
     return x.reshape(x.shape[0], n * h, hd).view(x.shape[0], n, h, hd).permute(1, 2, 0, 3)
 
 
+def _autocast_mask(attn_mask, q, k):
+    """The float mask as PyTorch's weights path takes it: it adds the mask with ``baddbmm``,
+    which autocast casts, mask included, to the dtype of its matrix product."""
+    from ember.amp._policy import POLICY
+    from ember.amp.autocast_mode import cast_operands
+    return cast_operands(POLICY["baddbmm"], [attn_mask, q, k])[0]
+
+
 def multi_head_attention_forward(
         query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
         bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
@@ -208,6 +216,8 @@ def multi_head_attention_forward(
         dropout_p = 0.0
 
     if need_weights:
+        if attn_mask is not None and attn_mask.dtype is not q.dtype:
+            attn_mask = _autocast_mask(attn_mask, q, k)
         if attn_mask is not None and attn_mask.dtype is not q.dtype:
             raise RuntimeError(f"Input dtypes must be the same, got: input "
                                f"{_c_name(attn_mask.dtype)}, batch1: {_c_name(q.dtype)}, "

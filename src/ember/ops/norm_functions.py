@@ -74,15 +74,26 @@ def _lrn_check_dtype(input):
     raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
 
 
+def _lrn_pools_in_float32(input):
+    """Whether PyTorch's LRN pools ``input``'s squares in float32: above 3-D it pools with
+    avg_pool3d, a float32 op under CPU autocast (the result then promotes to float32)."""
+    return (input.ndim > 3 and input.device.type == "cpu" and input.dtype.is_floating_point
+            and input.dtype is not ember.float64 and ember.is_autocast_enabled("cpu"))
+
+
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """Normalize each element by the squares of its neighbours across channels (dim 1)."""
     if input.ndim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality                          "
                          f"input (got {input.ndim} dimensions)")
-    _lrn_check_dtype(input)
+    in_float32 = _lrn_pools_in_float32(input)
+    if not in_float32:
+        _lrn_check_dtype(input)
     if input.numel() == 0:
         return input
     sq = input * input
+    if in_float32:
+        sq = sq.float()
     shape = list(sq.shape)
     front, back = size // 2, (size - 1) // 2
     # window sums over channels as differences of a cumulative sum over zero-padded channels

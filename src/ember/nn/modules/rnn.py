@@ -258,7 +258,7 @@ class RNNBase(Module):
                 w_hr = self.all_weights[k][-1] if self.proj_size > 0 else None
                 b_ih, b_hh = (w["b_ih"], w["b_hh"]) if self.bias else (None, None)
                 proj = _projection(x, w["w_ih"], b_ih, b_hh if fold_bias else None)
-                run = _stepwise if self.mode == "GRU" and _cpu_autocast(x) else rnn_layer
+                run = _stepwise if _composed_layer(self) and _cpu_autocast(x) else rnn_layer
                 out, h, c = run(proj, h0[k], w["w_hh"],
                                       c0[k] if c0 is not None else None,
                                       None if fold_bias else b_hh, w_hr, mode=self.mode,
@@ -463,11 +463,17 @@ class RNNCellBase(Module):
                            device=input.device)
 
 
+def _composed_layer(layer):
+    """Whether PyTorch's CPU ``layer`` (a module, or torch.lstm's arguments) is a composition
+    of autocast's ops rather than a oneDNN kernel: GRU, and LSTM with projections."""
+    return layer.mode == "GRU" or (layer.mode == "LSTM" and layer.proj_size > 0)
+
+
 def _cpu_autocast(x):
-    """Whether CPU autocast is on for ``x``. PyTorch's CPU LSTM and GRU cells, and its CPU
-    GRU layers (which have no oneDNN kernel, unlike LSTM layers), are then compositions of
-    autocast's ops: matrix products in the low dtype, the state updates in the states'
-    dtype (float32 for a float32 input)."""
+    """Whether CPU autocast is on for ``x``. PyTorch's CPU LSTM and GRU cells, its CPU GRU
+    layers and its LSTM layers with projections (which have no oneDNN kernel, unlike other
+    LSTM layers) are then compositions of autocast's ops: matrix products in the low dtype,
+    the state updates in the states' dtype (float32 for a float32 input)."""
     return x.device.type == "cpu" and bool(_AMP.enabled.get("cpu"))
 
 
