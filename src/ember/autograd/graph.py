@@ -27,6 +27,7 @@ __all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle",
            "disable_saved_tensors_hooks", "allow_mutation_on_saved_tensors"]
 
 _sequence = itertools.count()
+_ANOMALY = anomaly.ENABLED              # [whether anomaly mode is on], read per recorded op
 
 _FREED = ("Trying to backward through the graph a second time (or directly access saved "
           "tensors after they have already been freed). Saved intermediate values of the graph "
@@ -160,14 +161,17 @@ class InputMeta(tuple):
 class OpNode(Node):
     """The backward of a registry op; one subclass per op gives it its PyTorch name."""
 
-    __slots__ = ("_inputs", "_versions", "_params", "_in_meta", "_out", "_released")
+    __slots__ = ("_inputs", "_versions", "_params", "_in_meta", "_out")
 
     op = None                           # set on each per-op subclass
+    # True once backward freed the saved values, or the Packed of saved_tensors_hooks: set
+    # on the instance (its dict) only then, one store fewer per recorded op
+    _released = False
 
     def __init__(self, next_functions, inputs, versions, params, in_meta, out):
         self.next_functions = next_functions        # Node.__init__, inlined: this runs per op
         self._seq = next(_sequence)
-        if anomaly.ENABLED[0]:
+        if _ANOMALY[0]:
             self._trace = anomaly.capture_trace()
         self._inputs = inputs           # (flat inputs: tensors, scalars or InputMeta, lengths)
         self._versions = versions       # version of each saved input (None: not a tensor),
@@ -175,7 +179,6 @@ class OpNode(Node):
         self._params = params
         self._in_meta = in_meta         # (shape, dtype) of each differentiable input
         self._out = out                 # (arrays, version counter, version) or None
-        self._released = False
 
     def __getattr__(self, name):
         # only for names not found otherwise: PyTorch's ``grad_fn._saved_<name>``

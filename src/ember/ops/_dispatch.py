@@ -84,11 +84,11 @@ def call(op, inputs, params, out=None):
     finally:
         if token is not None:
             loud_fp(token)
+    recording = requires_grad and _GRAD.grad_enabled    # (a thread-local: read it once)
     if op.view:
-        _mark_view(op, flat[0], params, outputs, requires_grad and not _GRAD.grad_enabled)
+        _mark_view(op, flat[0], params, outputs, requires_grad and not recording)
     # (a call with out= and inputs requiring grad is refused by write_out: nothing to record)
-    if requires_grad and _GRAD.grad_enabled and op.vjp is not None and (
-            out is None or out is RAW_OUTPUTS):
+    if recording and op.vjp is not None and (out is None or out is RAW_OUTPUTS):
         _record(op, flat, lengths, params, outputs)
     if out is not None:
         if out is RAW_OUTPUTS:

@@ -6,7 +6,7 @@ from ember._device import CPU
 from ember._inference import MADE as INFERENCE_MADE, check_saved
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.autograd.graph import InputMeta, history
+from ember.autograd.graph import InputMeta, grad_accumulator, history
 from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
 from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 from ember.backend import device_of
@@ -31,8 +31,9 @@ def _record(op, flat, lengths, params, outputs):
         for x in flat:
             if isinstance(x, Tensor):
                 a = x._data
-                edges.append(_edge(x))
-                in_meta.append(None if edges[-1] is _NO_EDGE else (a.shape, a.dtype))
+                edge = _edge(x)
+                edges.append(edge)
+                in_meta.append(None if edge is _NO_EDGE else (a.shape, a.dtype))
                 vc = x._vc
                 versions.append(vc.value if vc is not None else x._shared_version().value)
             else:
@@ -50,8 +51,9 @@ def _record(op, flat, lengths, params, outputs):
                 meta = _tuple_new(InputMeta, (a.shape, a.dtype, CPU if type(a) is _NDARRAY
                                               else device_of(a)))
                 saved.append(meta)
-                edges.append(_edge(x))
-                in_meta.append(None if edges[-1] is _NO_EDGE else meta)
+                edge = _edge(x)
+                edges.append(edge)
+                in_meta.append(None if edge is _NO_EDGE else meta)
             else:
                 saved.append(x)
                 edges.append(_NO_EDGE)
@@ -139,8 +141,12 @@ _tuple_new = tuple.__new__
 def _edge(x):
     """The edge through which gradient reaches tensor ``x``, or _NO_EDGE."""
     fn = x._grad_fn
-    if fn is not None and x._view is None:
-        return fn, x._output_nr
+    if x._view is None:                 # (history's view checks are for views only)
+        if fn is not None:
+            return fn, x._output_nr
+        if x._requires_grad:
+            return grad_accumulator(x), 0
+        return _NO_EDGE
     if x._requires_grad or fn is not None:
         return history(x)
     return _NO_EDGE

@@ -230,11 +230,14 @@ matmul.reads_inputs((1,), (0,))
 
 @matmul.named_by
 def _(flat, params, out):
-    da, db = flat[0].ndim, flat[1].ndim     # the op PyTorch's matmul computes it by
+    da, db = flat[0]._data.ndim, flat[1]._data.ndim     # the op PyTorch's matmul computes it by
     if da <= 2 and db <= 2:
-        return {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4",
-                (2, 2): "MmBackward0"}[da, db]
+        return _MATMUL_NODES[da, db]
     return "CloneBackward0" if da == 2 else "UnsafeViewBackward0"
+
+
+_MATMUL_NODES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4",
+                 (2, 2): "MmBackward0"}
 
 
 @matmul.derivative
