@@ -242,3 +242,12 @@ def test_namespace_constants_and_flush_denormal():
     assert ember.set_flush_denormal(True) is False and tiny.item() > 0   # denormals kept
     with pytest.raises(RuntimeError, match="flush_denormal expects a bool, but got int"):
         ember.set_flush_denormal(1)
+
+
+def test_assert_is_a_function_form_of_assert():
+    assert ember._assert(ember.tensor(True), "unused") is None
+    ember._assert(1, 5)
+    with pytest.raises(AssertionError, match="^Input height 3 doesn't match 4$"):
+        ember._assert(ember.tensor(3) == 4, "Input height 3 doesn't match 4")
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+        ember._assert(ember.tensor([1, 0]), "x")

@@ -69,7 +69,7 @@ from ember._removed import *  # noqa: F401,F403  (solve, eig, ...: raise, naming
 from ember.nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401
 from ember.nn.modules.rnn_functions import gru, lstm, rnn_relu, rnn_tanh  # noqa: F401
 
-from ember._api import layout
+from ember._api import _assert, layout  # noqa: F401
 from ember._memory_format import memory_format
 
 # classes show as PyTorch's do (<class 'torch.Tensor'>, typename gives torch.Size), and pickle

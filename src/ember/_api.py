@@ -271,3 +271,8 @@ def set_flush_denormal(mode):
 
 def init_num_threads():
     """Set up the intra-op threads for this thread (nothing to do in ember)."""
+
+
+def _assert(condition, message):
+    """Python's ``assert condition, message`` as a function (``torch._assert``)."""
+    assert condition, message

@@ -2,9 +2,11 @@
 (``module.``) from a state dict and its metadata."""
 
 import collections
+import importlib.util
 
 import pytest
 
+import ember
 from ember.nn.modules.utils import (_list_with_default, _ntuple, _pair, _quadruple,
                                     _reverse_repeat_tuple, _single, _triple,
                                     consume_prefix_in_state_dict_if_present)
@@ -28,3 +30,14 @@ def test_consume_prefix_renames_keys_and_metadata():
     consume_prefix_in_state_dict_if_present(sd, "module.")
     assert list(sd.items()) == [("x", 3), ("a", 1), ("b.c", 2)]
     assert dict(sd._metadata) == {"": {"version": 1}, "b": {"version": 1}}
+
+
+def test_modules_package_binds_utils():
+    """``torch.nn.modules.utils._pair`` is reached as an attribute, without an import of
+    its own (a fresh run of the package's __init__, as the import in this file binds it)."""
+    path = ember.nn.modules.__file__
+    spec = importlib.util.spec_from_file_location("ember.nn.modules", path)
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)
+    assert fresh.utils is ember.nn.modules.utils and fresh.utils._pair(2) == (2, 2)
+    assert "utils" not in fresh.__all__

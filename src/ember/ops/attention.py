@@ -149,6 +149,8 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
     gk, gv = _groups(q, k, v, enable_gqa)
     _check(q, k, v, mask, dropout_p, is_causal, gk != 1 or gv != 1)
     dtype = q.dtype
+    # PyTorch's CPU flash kernel multiplies V by exp(s - max) rounded to a 16-bit input's dtype
+    rounded = dtype in _HALF and xp is np and _flash_arrays(q, k, v, dropout_p, enable_gqa)
     if dtype in _HALF:
         q, k, v = q.astype(_F32), k.astype(_F32), v.astype(_F32)
     if mask is not None and mask.dtype != np.bool_ and mask.dtype != q.dtype:
@@ -175,12 +177,16 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
         p -= xp.where(top == -xp.inf, 0, top)       # rows masked throughout stay -inf
         xp.exp(p, out=p)
         total = p @ xp.ones((S, 1), dtype=p.dtype)   # a row sum, faster through BLAS
-        p /= xp.where(total == 0, 1, total)         # ... and give zero weights, as PyTorch
+        total = xp.where(total == 0, 1, total)
+        if rounded:                                 # the sum stays in float32
+            result = _grouped(p.astype(dtype).astype(_F32), v, gv) / total
+        p /= total                                  # ... and give zero weights, as PyTorch
     weights = p
     if dropout_p > 0:
         keep = _uniform_like(None, p.shape, p) >= dropout_p
         p = p * keep * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
-    result = _grouped(p, v, gv)
+    if not (rounded and S):
+        result = _grouped(p, v, gv)
     if result.dtype != dtype:
         result = result.astype(dtype)
     return (result, weights) if dropout_p <= 0 else (result, weights, keep)
@@ -211,14 +217,19 @@ scaled_dot_product_attention.nondifferentiable_when(_no_mask_gradient, "attn_mas
 def _cpu_flash(q, k, v, dropout_p, enable_gqa):
     """Whether PyTorch's CPU flash kernel takes the call: 4-D inputs without dropout, equal
     batch sizes and head sizes, heads equal (or grouped), unit last strides."""
-    qs, ks, vs = q._data.shape, k._data.shape, v._data.shape    # (array shapes: no Size)
+    return _flash_arrays(q._data, k._data, v._data, dropout_p, enable_gqa)
+
+
+def _flash_arrays(q, k, v, dropout_p, enable_gqa):
+    """``_cpu_flash`` on the backend arrays."""
+    qs, ks, vs = q.shape, k.shape, v.shape
     if dropout_p or not len(qs) == len(ks) == len(vs) == 4:
         return False
     if not qs[0] == ks[0] == vs[0] or not qs[-1] == ks[-1] == vs[-1]:
         return False
     if ks[1] != vs[1] or (qs[1] != ks[1] and not enable_gqa):
         return False
-    return all(t.shape[-1] == 1 or t.strides[-1] == t.itemsize for t in (q._data, k._data, v._data))
+    return all(t.shape[-1] == 1 or t.strides[-1] == t.itemsize for t in (q, k, v))
 
 
 @scaled_dot_product_attention.derivative

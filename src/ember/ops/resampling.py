@@ -312,7 +312,26 @@ def _resample(xp, x, out, scales, mode, align_corners, antialias):
     mats = _mats(x.shape[2:], out, scales, mode, align_corners, antialias)
     if x.dtype == np.uint8:
         return resample_uint8(xp, x, x.shape[2:], out, mats)
+    if mode == "bicubic" and not antialias and x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+        return _bicubic_16_bit(xp, x, _taps_in(mats, x.dtype))
     return apply_mats(xp, x, mats)
+
+
+@built_once
+def _taps_in(mats, dtype):
+    """The taps with their weights rounded to ``dtype``, as PyTorch's kernels store them."""
+    return [m if m is None else
+            Taps(m.index, m.weight.astype(np.float32).astype(dtype).astype(np.float64),
+                 m.matrix.shape[1]) for m in mats]
+
+
+def _bicubic_16_bit(xp, x, taps):
+    """PyTorch's float16/bfloat16 bicubic kernel: weights in the input's dtype, sums in
+    float32 along the last dim first, one rounding at the end."""
+    y = x.astype(np.float32)
+    for i in reversed(range(len(taps))):
+        y = apply_mats(xp, y, [m if j == i else None for j, m in enumerate(taps)])
+    return y.astype(x.dtype)
 
 
 _UPSAMPLE = {"nearest": "Nearest", "nearest-exact": "NearestExact", "linear": "Linear",

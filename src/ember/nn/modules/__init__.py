@@ -24,6 +24,7 @@ from ember.nn.modules.rnn import *  # noqa: F401,F403
 from ember.nn.modules.sparse import *  # noqa: F401,F403
 from ember.nn.modules.transformer import *  # noqa: F401,F403
 from ember.nn.modules.upsampling import *  # noqa: F401,F403
+from ember.nn.modules import utils  # noqa: E402,F401  (_pair, _ntuple: libraries reach them)
 
 import types as _types  # noqa: E402
 
