@@ -203,8 +203,10 @@ def test_low_precision_numpy_dtype_sets_are_defined_once():
     assert D.LOW_PRECISION_NP == D.HALF_NP | {np.dtype(ml_dtypes.float8_e4m3fn),
                                               np.dtype(ml_dtypes.float8_e5m2)}
     copies = []
-    for info in pkgutil.iter_modules(ember.ops.__path__):
-        module = importlib.import_module(f"ember.ops.{info.name}")
+    packages = [importlib.import_module(f"ember.{p}") for p in ("ops", "optim", "sparse", "nn")]
+    for info in (i for package in packages for i in pkgutil.walk_packages(
+            package.__path__, package.__name__ + ".")):
+        module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if isinstance(value, (set, frozenset, tuple)) and value \
                     and all(isinstance(v, np.dtype) for v in value) \

@@ -10,3 +10,5 @@ def pytest_configure(config):
     except ImportError:
         return
     torch.set_num_threads(1)
+    import ember            # ember's 16-bit kernels round as torch's on as many threads
+    ember.set_num_threads(1)

@@ -293,18 +293,39 @@ def test_bfloat16_softmax_rounds_as_torch(name, shape, dim):
     np.testing.assert_array_equal(grad, expected_grad)
 
 
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
+def both_libraries_threads(request):
+    """Both libraries on the same number of threads (tests/parity runs on one)."""
+    torch.set_num_threads(request.param)
+    ember.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(1)
+    ember.set_num_threads(1)
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("shape, dim", [((5, 400), 0), ((3, 70, 40), 1), ((6, 5, 33), 1)])
-def test_other_dim_softmax_rounds_its_vector_body_once(dtype, shape, dim):
+@pytest.mark.parametrize("shape, dim", [((5, 400), 0), ((3, 70, 40), 1), ((6, 5, 33), 1),
+                                        ((5, 32), 0), ((5, 69), 0), ((5, 40), 0)])
+def test_other_dim_softmax_rounds_its_vector_body_once(dtype, shape, dim,
+                                                       both_libraries_threads):
     """torch's other-dim softmax rounds once in its vector body and rounds the exps first
-    in its scalar tail, the inner positions past the last whole 32 (one torch thread, as
-    tests/parity runs it, on an AVX-512 machine): ember's bits match both parts."""
+    in its scalar loop (what is left of each thread's range in each row after whole
+    vectors): ember's bits match both parts on as many threads."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal(shape).astype(np.float32) * 3
     outs = [lib.softmax(lib.from_numpy(x).to(getattr(lib, dtype)), dim)
             for lib in (ember, torch)]
     mismatched = (_bits(outs[0]) != _bits(outs[1])).sum()
     assert mismatched <= (1 if dtype == "float16" else 0)    # float16: one division's last bit
+
+
+def test_vector_width_is_torchs():
+    """The 16-bit lanes ember assumes are those of the kernels torch picked on this CPU."""
+    from ember.backend.cpu_kernels import TORCH_16_BIT_LANES
+    capability = torch.backends.cpu.get_cpu_capability()
+    if not capability.startswith("AVX"):
+        pytest.skip(f"torch's {capability} kernels: no x86 vector width to compare")
+    assert TORCH_16_BIT_LANES == (32 if capability.startswith("AVX512") else 16)
 
 
 @pytest.mark.parametrize("shape", [(12, 3), (4, 5, 3, 3), (5,)])

@@ -34,10 +34,20 @@ _ELEMENTWISE_SPAN = 1 << 16
 # below this many elements, handing element-wise spans to the worker threads cost more than it
 # saved whenever other processes kept the cores busy (64K-512K GELU: 1.3-2.7x slower)
 _THREADED_MIN = 1 << 20
-# PyTorch's vectorized CPU loops take 32 16-bit floats at a time (AVX-512) and send the values
-# after the last whole vector through a scalar loop that rounds differently: ember rounds as
-# they do on one thread
-TORCH_16_BIT_LANES = 32
+
+
+def _torch_16_bit_lanes():
+    """How many 16-bit floats PyTorch's vectorized CPU loops take at a time on this machine:
+    32 where it picks its AVX-512 kernels, else 16 (AVX2). The values after the last whole
+    vector go through a scalar loop that rounds differently, and ember rounds as they do."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:                 # NumPy's private table moved: assume AVX-512
+        return 32
+    return 32 if features.get("AVX512_SKX") else 16
+
+
+TORCH_16_BIT_LANES = _torch_16_bit_lanes()
 
 
 # --- the intra-op worker pool -----------------------------------------------------------------

@@ -9,7 +9,7 @@ from ember import _dtype as D
 from ember._creation import zeros_like
 from ember._tensor import _make
 from ember.backend import accumulate, xp_of
-from ember.backend.cpu_kernels import TORCH_16_BIT_LANES
+from ember.backend.cpu_kernels import TORCH_16_BIT_LANES, get_num_threads
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import binary, conj_grad
 from ember.ops._promotion import Policy
@@ -218,12 +218,23 @@ def _wide_tensors(grad, out):
 def _round_scalar_tail(e, d, dtype):
     """Round, in place, the exps that PyTorch's other-dim softmax takes through its scalar
     path: it stores those in the 16-bit output before dividing, while its vector body divides
-    in float32 and rounds once. The scalar ones are the inner positions past the last whole
-    vector (on one thread; more threads cut the inner positions into more tails)."""
+    in float32 and rounds once."""
     rows = e.reshape(-1, e.shape[d], e[(0,) * (d + 1)].size)
-    body = rows.shape[2] - rows.shape[2] % TORCH_16_BIT_LANES
-    if body < rows.shape[2]:
-        rows[..., body:] = _rounded(rows[..., body:], dtype)
+    scalar = _scalar_positions(rows.shape[0], rows.shape[2], get_num_threads())
+    if scalar.any():
+        tail = rows.transpose(0, 2, 1)[scalar]          # (positions, e.shape[d])
+        rows.transpose(0, 2, 1)[scalar] = _rounded(tail, dtype)
+
+
+def _scalar_positions(outer, inner, threads):
+    """Which (outer, inner) positions PyTorch's other-dim softmax computes in its scalar loop:
+    its threads take equal ranges of the flattened positions, and in each run of positions
+    within one range and one row it takes whole vectors, then the rest one by one."""
+    n = outer * inner
+    cuts = np.union1d(np.arange(0, n + 1, inner), np.arange(0, n, -(-n // threads)))
+    starts, lengths = cuts[:-1], np.diff(cuts)
+    tails = starts + lengths - lengths % TORCH_16_BIT_LANES
+    return (np.arange(n) >= np.repeat(tails, lengths)).reshape(outer, inner)
 
 
 @op("softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
@@ -234,8 +245,8 @@ def softmax(xp, x, dim, dtype):
     if x.size == 0:
         return x.astype(result)
     e, sums = _exp_shifted(xp, x, d)
-    if result in _UPCAST and d != x.ndim - 1:
-        _round_scalar_tail(e, d, result)
+    if result in _UPCAST and d != x.ndim - 1 and xp is np:
+        _round_scalar_tail(e, d, result)    # a GPU kernel (as PyTorch's) rounds once
     e /= sums
     return _finish(e, result, zero_dim)
 

@@ -124,8 +124,6 @@ def _update_16_bit(x, g, b, first, *, lr, momentum, dampening, weight_decay, nes
     _plus_scaled(x, -lr, g, out=x)
 
 
-
-
 def _plus_scaled(a, scale, b, out=None):
     """``a + scale * b`` (into ``out`` if given) of float16/bfloat16 arrays of one shape as
     PyTorch's ``add(b, alpha=scale)``: the scale in their dtype, the rest in float32, rounded

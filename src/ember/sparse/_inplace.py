@@ -116,7 +116,7 @@ def _emptied(s):
     """A sparse tensor of ``s``'s layout, size and batch dims that stores nothing."""
     v = s._v
     if s._layout is L.sparse_coo:
-        return coo(s._i[:, :0], v.new_zeros((0,) + tuple(v.shape[1:])), s._size, True)
+        return _empty_coo(s, s._size, s.sparse_dim())
     batch = s._crow.ndim - 1
     values = v.new_zeros(tuple(v.shape[:batch]) + (0,) + tuple(v.shape[batch + 1:]))
     return compressed(s._layout, ember.zeros_like(s._crow), s._col[..., :0], values, s._size)
@@ -189,7 +189,8 @@ def resize_as_(self, the_template, memory_format=None):
 
 def resize_(self, *sizes, memory_format=None):
     """``resize_`` of a 2-D CSR tensor: any number of rows (the pointers cut or extended, the
-    indices and values kept), no fewer columns; PyTorch resizes no other sparse layout."""
+    indices and values kept), no fewer columns. PyTorch's resize_ of the other compressed
+    layouts leaves malformed indices (a BSR's row pointers one too many); ember refuses them."""
     from ember._sizes import _size
     size = _size(sizes)
     if self._layout is not L.sparse_csr or len(size) != 2 or self._crow.ndim != 1:
