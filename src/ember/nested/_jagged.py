@@ -94,12 +94,12 @@ class JaggedTensor(ValuesBacked, Tensor):
         return self._v if r == 1 else self._v.movedim(0, r - 1)
 
     def values(self):
-        """The components laid end to end along the ragged dim (differentiable)."""
-        values = self._v
-        if self._leaf:
-            from ember.ops.conversion import _alias
-            values = _alias(values)
-        return values if self._ragged_idx == 1 else values.movedim(0, self._ragged_idx - 1)
+        """The components laid end to end along the ragged dim (differentiable): a view whose
+        node is PyTorch's NestedGetValuesBackward0."""
+        from ember.ops._recording import rename_node
+        from ember.ops.conversion import _alias
+        values = self._v if self._ragged_idx == 1 else self._v.movedim(0, self._ragged_idx - 1)
+        return rename_node(_alias(values), "NestedGetValuesBackward0")
 
     def offsets(self):
         """Where each component starts in the values, and where the last one ends."""
@@ -155,6 +155,25 @@ class JaggedTensor(ValuesBacked, Tensor):
         out._offsets = self._offsets.to(values.device)
         return out
 
+    # PyTorch's jagged tensors make only 0-dim new tensors, and no full one (the arguments
+    # are checked first, as its parser does)
+    def new_empty(self, *size, **kwargs):
+        """A 0-dim ``Tensor.new_empty`` (PyTorch's error for any other shape)."""
+        return _scalar_only(Tensor.new_empty(self, *size, **kwargs))
+
+    def new_zeros(self, *size, **kwargs):
+        """A 0-dim ``Tensor.new_zeros`` (PyTorch's error for any other shape)."""
+        return _scalar_only(Tensor.new_zeros(self, *size, **kwargs))
+
+    def new_ones(self, *size, **kwargs):
+        """A 0-dim ``Tensor.new_ones`` (PyTorch's error for any other shape)."""
+        return _scalar_only(Tensor.new_ones(self, *size, **kwargs))
+
+    def new_full(self, size, fill_value, **kwargs):
+        """Not supported on a jagged tensor (PyTorch's error)."""
+        Tensor.new_full(self, size, fill_value, **kwargs)
+        raise NotImplementedError("aten.new_full.default")
+
     # ----- Python protocols -------------------------------------------------------------
 
     def __repr__(self, *, tensor_contents=None):
@@ -207,6 +226,12 @@ class JaggedTensor(ValuesBacked, Tensor):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         from ember.nested._jagged_ops import dispatch
         return dispatch(func, args, kwargs or {})
+
+
+def _scalar_only(new):
+    if new.ndim:
+        raise RuntimeError("new_empty() not supported for NJT with shape != ()")
+    return new
 
 
 def jagged(values, offsets, lengths=None, ragged_idx=1, min_seqlen=None, max_seqlen=None):

@@ -26,9 +26,32 @@ def dispatch(func, args, kwargs):
     if handler is None:
         if name in ("__get__", "__set__"):      # a mode's property access
             return func(*args, **kwargs)
-        raise NotImplementedError(f"ember.nested: {name} is not supported on a jagged nested "
-                                  f"tensor")
+        raise NotImplementedError(_unsupported(name))
     return handler(*args, **kwargs)
+
+
+# the ATen overloads PyTorch names for the ops its jagged tensors lack, where they are not
+# ``aten.<name>.default``
+_ATEN_OVERLOADS = {
+    "std": "std.correction", "var": "var.correction", "std_mean": "std_mean.correction",
+    "var_mean": "var_mean.correction", "norm": "norm.ScalarOpt_dim",
+    "linalg.norm": "linalg_vector_norm.default", "_median_dim": "median.dim",
+    "_nanmedian_dim": "nanmedian.dim", "argsort": "sort.default", "msort": "sort.default",
+    "nanmean": "nansum.default", "quantile": "sort.default", "unique": "_unique2.default"}
+
+
+def _unsupported(name):
+    """PyTorch's message for the op ``name`` that jagged tensors do not support: the ATen
+    overload it reached (ember's own words for a function that is not a registered op)."""
+    from ember.ops._registry import REGISTRY
+    overload = _ATEN_OVERLOADS.get(name)
+    if overload is None and name in REGISTRY and not name.startswith("_"):
+        namespace, _, short = name.rpartition(".")
+        if namespace in ("", "linalg", "special", "fft"):
+            overload = f"{namespace}_{short}.default" if namespace else f"{name}.default"
+    if overload is None:
+        return f"ember.nested: {name} is not supported on a jagged nested tensor"
+    return f"aten.{overload}"
 
 
 def _elementwise_names():

@@ -9,6 +9,10 @@ from ops rather than being ops themselves (``allclose``), and ``FUNCTIONAL`` for
 exposes there (``{"relu": "relu"}``).
 """
 
+import functools
+import types
+
+from ember._warn import HIDDEN
 from ember.amp.autocast_mode import install as install_autocast
 from ember.ops import _out_dtypes, _registry, operators
 from ember.ops import (arithmetic, binary_math, comparison, complex_ops, conversion,
@@ -85,10 +89,34 @@ def _alias_entry(alias, target, kind):
     from ember.ops._entry_points import ENTRY_KINDS
     op = getattr(target, "_ember_op", None)
     if op is None or ENTRY_KINDS.get(getattr(target, "__code__", None)) != kind:
+        if kind == "function" and isinstance(target, types.FunctionType):
+            return _renaming(alias, target)
         return target
     if (alias, kind) not in _ALIAS_ENTRIES:
         _ALIAS_ENTRIES[alias, kind] = _registry.generate(op, kind, name=alias)
     return _ALIAS_ENTRIES[alias, kind]
+
+
+def _renaming(alias, target):
+    """The hand-written function ``target`` under the name ``alias``, whose TypeErrors name
+    ``alias`` where they name ``target`` (``concat()`` for ``cat()``), as PyTorch's do."""
+    name = target.__name__
+
+    @functools.wraps(target)
+    def entry(*args, **kwargs):
+        try:
+            return target(*args, **kwargs)
+        except TypeError as error:
+            if error.args and isinstance(error.args[0], str) and \
+                    error.args[0].startswith(name + "("):
+                error.args = (alias + error.args[0][len(name):], *error.args[1:])
+            raise
+
+    entry.__name__ = entry.__qualname__ = alias
+    # a guard's frame: the call-site reader takes the call from its args and kwargs, and a
+    # warning's stacklevel steps over it
+    HIDDEN.add(entry.__code__)
+    return entry
 
 
 def _install_alias_methods():

@@ -9,7 +9,7 @@ from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, a
                                     missing_arg, public_signature, stand_in_defaults)
 from ember.ops._dims import is_index
 from ember.ops._dispatch import call
-from ember.ops._overloads import needs_refining, refine_type_error
+from ember.ops._overloads import needs_refining, refine_type_error, refuse_bool
 
 __all__ = ["generate", "GENERATED", "ENTRY_KINDS", "method_varargs", "varargs"]
 
@@ -67,6 +67,8 @@ def generate(op, kind, name=None):
     else:
         out = "out" if kind == "function" and op.supports_out else "None"
         body = f"    return _call(_op, {call_args}, {out})\n"
+    body = _bool_checks(zip(pos, defaults)) + _bool_checks(
+        (a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)) + body
     if needs_refining(fname, kind, own_name):
         body = _refining(body, fname, kind, own_name)
     # _op is a closure cell; _call is a global of the kind's shared namespace (GENERATED)
@@ -85,6 +87,22 @@ def generate(op, kind, name=None):
     ENTRY_FUNCTIONS[fn.__code__] = fn
     return fn
 
+
+
+# the bool parameters PyTorch's parser refuses any other type for, which NumPy would take
+_STRICT_BOOLS = frozenset(("keepdim", "largest", "sorted", "right", "out_int32", "upper"))
+
+
+def _bool_checks(params):
+    """Code refusing what is not a bool for the parameters of ``_STRICT_BOOLS`` among
+    ``params`` ((name, default) pairs) whose default is a bool (two identity tests a call)."""
+    code = ""
+    for name, default in params:
+        if name in _STRICT_BOOLS and isinstance(default, ast.Constant) and \
+                type(default.value) is bool:
+            code += (f"    if {name} is not False and {name} is not True:\n"
+                     f"        _refuse_bool('{name}', {name})\n")
+    return code
 
 
 def _refining(body, fname, kind, op_name):
@@ -123,7 +141,8 @@ def _generated_globals(kind):
         namespace = GENERATED[kind] = {
             "_call": call, "_call_inplace": call_inplace, "_method_varargs": method_varargs,
             "_UNSET": _UNSET, "_MISSING": _MISSING, "_alias_arg": alias_arg,
-            "_missing_arg": missing_arg, "_refine_type_error": refine_type_error}
+            "_missing_arg": missing_arg, "_refine_type_error": refine_type_error,
+            "_refuse_bool": refuse_bool}
     return namespace
 
 

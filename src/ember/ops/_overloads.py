@@ -19,7 +19,8 @@ import re
 from ember.ops._call_site import call_site
 from ember.ops._overload_table import FUNCTION_OVERLOADS, METHOD_OVERLOADS, SINGLE_METHODS
 
-__all__ = ["overloads", "refine_type_error", "listing", "site_listing", "needs_refining"]
+__all__ = ["overloads", "refine_type_error", "listing", "site_listing", "needs_refining",
+           "refuse_bool"]
 
 # the parser's own errors, which the rewording may replace (not errors of the computation)
 _PARSE_ERROR = re.compile(r"[\w.]+\(\)(: argument | received an invalid combination| got an "
@@ -99,6 +100,33 @@ def refine_type_error(error, name, kind, op_name):
     if signatures is not None:
         message = _overloaded_message(message, parsing, name, kind, signatures)
     error.args = (message,)
+
+
+def refuse_bool(param, value):
+    """Raise PyTorch's TypeError for ``value``, not a bool, given to the bool parameter
+    ``param`` of the entry point being called (worded on this error path only)."""
+    from ember.ops._dims import _argument, type_name
+    site = call_site()
+    where = _argument(None if site is None else (_parser_name(site), param,
+                                                 site.position(param)))
+    if site is None:
+        raise TypeError(f"argument '{param}' must be bool, not {type_name(value)}")
+    message = f"{where} must be bool, not {type_name(value)}"
+    signatures = overloads(site.name, site.kind)
+    if signatures is not None:      # (ember.max's _max_dim: the public name's signatures)
+        message = _overloaded_message(message, True, site.name, site.kind, signatures)
+    raise TypeError(message)
+
+
+def _parser_name(site):
+    """The name PyTorch's parser gives the entry point of ``site``: ``linalg_cholesky`` for
+    ``ember.linalg.cholesky``."""
+    from ember.ops._entry_points import ENTRY_FUNCTIONS
+    op = getattr(ENTRY_FUNCTIONS.get(site.frame.f_code), "_ember_op", None)
+    namespace = getattr(op, "namespace", None)
+    if namespace in ("linalg", "special", "fft") and site.kind == "function":
+        return f"{namespace}_{site.name}"
+    return site.name
 
 
 def _through_handlers(error):

@@ -49,9 +49,24 @@ def _dims_and_correction(dim, unbiased, correction, ndim, name="std"):
     return reduction_dims(dim, ndim), correction
 
 
+def _check_flags(dim, unbiased, keepdim, correction, name):
+    """Refuse what PyTorch's parser matches to none of the signatures: ``unbiased`` or
+    ``keepdim`` that is not a bool, or ``dim`` a bool (the ``unbiased`` of the one-argument
+    form) beside other arguments; the entry point words the TypeError as the parser does."""
+    if unbiased is not None and unbiased.__class__ is not bool:
+        raise TypeError(f"{name}(): argument 'unbiased' must be bool, not "
+                        f"{type(unbiased).__name__}")
+    if keepdim is not False and keepdim is not True:
+        raise TypeError(f"{name}(): argument 'keepdim' must be bool, not "
+                        f"{type(keepdim).__name__}")
+    if dim.__class__ is bool and (unbiased is not None or keepdim or correction is not None):
+        raise TypeError(f"{name}(): argument 'dim' must be tuple of ints, not bool")
+
+
 def _moments(xp, x, dim, unbiased, keepdim, correction, name):
     """(variance, mean) over the reduced dims, possibly in a wider dtype (round them with
     ``_narrowed``); the variance is real for complex input."""
+    _check_flags(dim, unbiased, keepdim, correction, name)
     dims, correction = _dims_and_correction(dim, unbiased, correction, x.ndim, name)
     n = reduced_numel(x.shape, dims)
     # PyTorch counts the reduction factor as 0 when the output is empty, and warns then too
