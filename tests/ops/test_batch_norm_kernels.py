@@ -1,6 +1,7 @@
 """Batch norm's kernels on inputs larger than the OpInfo samples: long rows (per-channel sums
 of products as dots by BLAS), rows of one value, short rows and rows too long for (C, L)
-planes; and the array backward agrees with the composed one."""
+planes; the array backward agrees with the composed one; a bfloat16 input's gradients come
+from float32."""
 
 import numpy as np
 import pytest
@@ -62,3 +63,24 @@ def test_array_backward_matches_the_composed_one(training):
     composed = ember.autograd.grad(y, (x, w, b), g, create_graph=True)
     for a, c in zip(fast, composed):
         np.testing.assert_allclose(a.numpy(), c.detach().numpy(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_bfloat16_input_float32_parameters_gradients_from_float32(create_graph):
+    # computed in float32 from the float32 statistics (PyTorch's CPU kernel): the weight and
+    # bias gradients are not rounded to bfloat16, the input's only once
+    rng = np.random.default_rng(2)
+    shape = (8, 4, 6, 6)
+    x16 = ember.tensor(rng.standard_normal(shape) * 2 + 0.7).bfloat16().requires_grad_()
+    g16 = ember.tensor(rng.standard_normal(shape)).bfloat16()
+    w = ember.linspace(0.5, 1.5, 4).requires_grad_()
+    b = ember.linspace(-0.3, 0.2, 4).requires_grad_()
+    y = F.batch_norm(x16, ember.zeros(4), ember.ones(4), w, b, training=True)
+    gx, gw, gb = ember.autograd.grad(y, (x16, w, b), g16, create_graph=create_graph)
+    x, g = x16.double().detach().numpy(), g16.double().numpy()
+    _, rx, rw, rb = _reference(x, w.detach().double().numpy(), np.zeros(4), g)
+    assert (gx.dtype, gw.dtype, gb.dtype) == (ember.bfloat16, ember.float32, ember.float32)
+    np.testing.assert_allclose(gw.detach().numpy(), rw, rtol=1e-5)
+    np.testing.assert_allclose(gb.detach().numpy(), rb, rtol=1e-5)
+    want_x = ember.tensor(rx).bfloat16().double().numpy()
+    assert np.mean(gx.detach().double().numpy() != want_x) < 0.01

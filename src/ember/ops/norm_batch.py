@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ember import _dtype as D
 from ember._memory_format import like_input
 from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -167,24 +168,39 @@ native_batch_norm.nondifferentiable("running_mean", "running_var")
 @native_batch_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
 def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     gy, gmean, ginvstd = grads
+    need = (x.requires_grad, w is not None and w.requires_grad,
+            b is not None and b.requires_grad)
+    if x.dtype not in D.LOW_PRECISION:
+        return _batch_norm_derivative(gy, gmean, ginvstd, x, w, rm, rv, training, eps, out,
+                                      need)
+    # a 16-bit input: in float32 from the saved float32 (or 16-bit) statistics, each gradient
+    # rounded once to its input's dtype, as PyTorch's CPU kernel computes it
+    gx, gw, gb = _batch_norm_derivative(
+        gy.float(), gmean, ginvstd, x.float(), None if w is None else w.float(), rm, rv,
+        training, eps, out, need)
+    return (None if gx is None else gx.to(x.dtype), None if gw is None else gw.to(w.dtype),
+            None if gb is None else gb.to(b.dtype), None, None)
+
+
+def _batch_norm_derivative(gy, gmean, ginvstd, x, w, rm, rv, training, eps, out, need):
+    """The input, weight and bias gradients, each where ``need`` asks for it, computed in
+    ``x``'s dtype (float32 or float64)."""
+    need_x, need_w, need_b = need
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
     if training:
-        mean, invstd = out[1].reshape(shape), out[2].reshape(shape)
-        if mean.dtype != x.dtype:       # float32 statistics of a 16-bit input
-            mean, invstd = mean.to(x.dtype), invstd.to(x.dtype)
+        mean, invstd = (v.to(x.dtype).reshape(shape) for v in out[1:])
     else:
         mean = rm.detach().to(x.dtype).reshape(shape)
         invstd = (rv.detach().to(x.dtype) + eps).rsqrt().reshape(shape)
     if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
             == x._data.dtype == mean._data.dtype and not carries_gradient(gmean)
             and not carries_gradient(ginvstd) and _outside_vmap()):
-        return _batch_norm_backward(gy._data, x, w, b, mean._data.reshape(-1),
-                                    invstd._data.reshape(-1), training)
+        return _batch_norm_backward(gy._data, x._data, w, mean._data.reshape(-1),
+                                    invstd._data.reshape(-1), training, need)
     xc = x - mean
     wv = None if w is None else w.reshape(shape)
     gx = gw = gb = None
-    need_w = w is not None and w.requires_grad
-    if training and x.requires_grad:
+    if training and need_x:
         # the weight folds into the per-channel constants: gx = gy*A + xc*B + C
         s0 = _channel_sum(gy).reshape(shape)
         s1 = _channel_dot(gy, xc).reshape(shape)
@@ -195,19 +211,19 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
         gx = _norm_input_grad(gy, a, xc, bc, cc)
         if need_w:
             gw = (s1 * invstd).reshape(-1)
-        if b is not None and b.requires_grad:
+        if need_b:
             gb = s0.reshape(-1)
-        return gx, gw, gb, None, None
-    if x.requires_grad:
+        return gx, gw, gb
+    if need_x:
         gx = gy * (invstd if wv is None else invstd * wv)
     if need_w:
         gw = _channel_dot(gy, xc) * invstd.reshape(-1)
-    if b is not None and b.requires_grad:
+    if need_b:
         gb = _channel_sum(gy)
-    return gx, gw, gb, None, None
+    return gx, gw, gb
 
 
-def _batch_norm_backward(g, x, w, b, mean, invstd, training):
+def _batch_norm_backward(g, x, w, mean, invstd, training, need):
     """The batch norm derivative on arrays, for a backward that records no graph (the
     composition above dispatches some 25 ops and makes more passes over the data); the
     statistics get no gradient here. With A = invstd * weight and the per-channel sums
@@ -218,13 +234,12 @@ def _batch_norm_backward(g, x, w, b, mean, invstd, training):
     lanes = shape[2]
     n = shape[0] * lanes
     g3 = g.reshape(shape)
-    need_x, need_w = x.requires_grad, w is not None and w.requires_grad
-    need_b = b is not None and b.requires_grad
+    need_x, need_w, need_b = need
     a = invstd if w is None else invstd * w._data.astype(invstd.dtype, copy=False)
     s0 = xp.einsum("ncl->c", g3) if need_b or (training and need_x) else None
     xc = s1 = None
     if need_w or (training and need_x):
-        xc = xp.subtract(x._data.reshape(shape), _plane(xp, mean, lanes))
+        xc = xp.subtract(x.reshape(shape), _plane(xp, mean, lanes))
         s1 = _dots(xp, g3, xc)
     gx = None
     if need_x:
@@ -240,8 +255,7 @@ def _batch_norm_backward(g, x, w, b, mean, invstd, training):
         else:
             gx = g3 * scale
         gx = _make(gx.reshape(x.shape))
-    return (gx, _make(s1 * invstd) if need_w else None, _make(s0) if need_b else None,
-            None, None)
+    return gx, _make(s1 * invstd) if need_w else None, _make(s0) if need_b else None
 
 
 def _channel_sum(a):
