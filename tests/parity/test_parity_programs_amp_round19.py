@@ -228,6 +228,26 @@ def test_attention_weights_with_a_float_mask_under_autocast():
     _run_both(program, tol=2e-2)
 
 
+@pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")
+def test_lstm_projection_and_float_mask_attention_round_as_torch_under_autocast():
+    """Bit for bit: the composed LSTM adds b_hh in its hidden product, as PyTorch's cell,
+    and the attention weights add a float mask inside baddbmm (one rounding each)."""
+    def program(lib):
+        lstm = lib.nn.LSTM(8, 16, proj_size=4, num_layers=2)
+        mha = lib.nn.MultiheadAttention(16, 4)
+        for module, seed in ((lstm, 3), (mha, 7)):
+            fill_(lib, module, np.random.default_rng(seed))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # PyTorch's "not supported with oneDNN"
+            with lib.autocast("cpu"):
+                out, (h, c) = lstm(_data(lib, 5, 2, 8))
+                q = _data(lib, 5, 2, 16)
+                attended, weights = mha(q, q, q, attn_mask=_data(lib, 5, 5, scale=2.0))
+        return [t.detach().float().numpy() for t in (out, h, c, attended, weights)]
+    for ours, theirs in zip(program(ember), program(torch)):
+        np.testing.assert_array_equal(ours, theirs)
+
+
 def test_eval_mode_cnn_under_float16_autocast():
     def program(lib):
         nn = lib.nn

@@ -222,9 +222,13 @@ def multi_head_attention_forward(
             raise RuntimeError(f"Input dtypes must be the same, got: input "
                                f"{_c_name(attn_mask.dtype)}, batch1: {_c_name(q.dtype)}, "
                                f"batch2: {_c_name(k.dtype)}")
-        scores = (q * math.sqrt(1.0 / head_dim)) @ k.mT
-        if attn_mask is not None:
-            scores = scores + attn_mask
+        q_scaled = q * math.sqrt(1.0 / head_dim)
+        if attn_mask is None:
+            scores = q_scaled @ k.mT
+        else:                           # the mask added in the product: one rounding
+            shape = q_scaled.shape[:-1] + k.shape[-2:-1]
+            scores = ember.baddbmm(attn_mask.expand(shape).flatten(0, 1),
+                                   q_scaled.flatten(0, 1), k.mT.flatten(0, 1)).view(shape)
         # softmax over (batch * heads, L, S), viewed back, as PyTorch (its grad_fn shows)
         weights = ember.softmax(scores.flatten(0, 1), -1).view(scores.shape)
         attended = weights

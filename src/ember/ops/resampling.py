@@ -312,7 +312,8 @@ def _resample(xp, x, out, scales, mode, align_corners, antialias):
     mats = _mats(x.shape[2:], out, scales, mode, align_corners, antialias)
     if x.dtype == np.uint8:
         return resample_uint8(xp, x, x.shape[2:], out, mats)
-    if mode == "bicubic" and not antialias and x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+    if (mode == "bicubic" and not antialias and x.dtype.itemsize == 2 and x.dtype.kind in "fV"
+            and xp is np):              # PyTorch's CPU kernel; a GPU one rounds once
         return _bicubic_16_bit(xp, x, _taps_in(mats, x.dtype))
     return apply_mats(xp, x, mats)
 

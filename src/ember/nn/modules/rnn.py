@@ -257,11 +257,13 @@ class RNNBase(Module):
                 w = dict(zip(("w_ih", "w_hh", "b_ih", "b_hh"), self.all_weights[k][:4]))
                 w_hr = self.all_weights[k][-1] if self.proj_size > 0 else None
                 b_ih, b_hh = (w["b_ih"], w["b_hh"]) if self.bias else (None, None)
-                proj = _projection(x, w["w_ih"], b_ih, b_hh if fold_bias else None)
-                run = _stepwise if _composed_layer(self) and _cpu_autocast(x) else rnn_layer
+                composed = _composed_layer(self) and _cpu_autocast(x)
+                fold = fold_bias and not composed   # PyTorch's cells add b_hh in linear_hh
+                proj = _projection(x, w["w_ih"], b_ih, b_hh if fold else None)
+                run = _stepwise if composed else rnn_layer
                 out, h, c = run(proj, h0[k], w["w_hh"],
                                       c0[k] if c0 is not None else None,
-                                      None if fold_bias else b_hh, w_hr, mode=self.mode,
+                                      None if fold else b_hh, w_hr, mode=self.mode,
                                       batch_sizes=sizes, reverse=direction == 1)
                 outs.append(out)
                 hs.append(h)
@@ -489,9 +491,10 @@ def cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh):
     """``(h', c')`` (``c'`` None but for LSTM) after one step of ``mode`` from ``states``
     (``(h,)`` or ``(h, c)``) on ``input`` (B, I)."""
     _check_state_dtype(states[0], w_hh, b_hh)
-    fold_bias = mode != "GRU"
+    composed = mode in ("LSTM", "GRU") and _cpu_autocast(input)
+    fold_bias = mode != "GRU" and not composed
     proj = _projection(input, w_ih, b_ih, b_hh if fold_bias else None)
-    run = _stepwise if mode in ("LSTM", "GRU") and _cpu_autocast(input) else rnn_layer
+    run = _stepwise if composed else rnn_layer
     _, h, c = run(proj, states[0], w_hh, states[1] if len(states) > 1 else None,
                   None if fold_bias else b_hh, mode=mode, batch_sizes=(input.shape[0],))
     # named as the op PyTorch's cell ends h with (h and c share a node here: an LSTM's c
