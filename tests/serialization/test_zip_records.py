@@ -21,6 +21,7 @@ from ember.serialization import _crc, _zip
 def small_slices(monkeypatch):
     """CRC-32s computed over 1000-byte slices, so small records take the threaded path."""
     monkeypatch.setattr(_crc, "SLICE", 1000)
+    monkeypatch.setattr(_crc, "THREADED_MIN", 0)
 
 
 def _saved(obj, **options):
@@ -82,6 +83,12 @@ def test_big_records_get_their_true_crc_and_load_back(small_slices):
     assert info.CRC == zlib.crc32(x.numpy().tobytes())
     assert zipfile.ZipFile(io.BytesIO(data)).testzip() is None
     assert ember.equal(ember.load(io.BytesIO(data))["x"], x)
+
+
+def test_a_record_over_one_slice_gets_its_true_crc_from_the_threads():
+    x = ember.arange(_crc.SLICE // 4 + 1, dtype=ember.float32)     # one slice and 4 bytes
+    info = _infos(_saved({"x": x}))["data/0"]
+    assert info.CRC == zlib.crc32(x.numpy().tobytes())
 
 
 def test_a_corrupted_byte_in_a_middle_slice_fails_the_check(small_slices):

@@ -72,7 +72,8 @@ class _EarlyWriteback:
         start_writeback = _sync_file_range()
         if start_writeback is not None:
             self._fp.flush()
-            # nbytes 0 means "to the end of the file"
+            # nbytes 0 means "to the end of the file"; a failure is ignored: it only hints the
+            # kernel, and the closing fsync still makes the file durable
             start_writeback(self._fp.fileno(), self._started_to, 0, _SYNC_FILE_RANGE_WRITE)
             self._started_to = self._fp.tell()
         self._unstarted = 0
