@@ -209,3 +209,16 @@ def test_storages_saved_by_themselves_cross_both_ways(legacy):
         got = dst.load(buf)
         got["t"][0] = 50.0
         assert got["s"].dtype == dst.float32 and list(got["s"]) == [0.0, 50.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_pytorch_loads_ember_files_whose_text_looks_like_its_stand_in_names(legacy):
+    obj = {"s": "cember\nfloat32\n", "d": ember.float32, "h": ember.float16,
+           "w": {f"t{i}": ember.full((3,), float(i)) for i in range(50)}}
+    buf = io.BytesIO()
+    ember.save(obj, buf, _use_new_zipfile_serialization=not legacy)
+    buf.seek(0)
+    got = torch.load(buf)
+    assert got["s"] == "cember\nfloat32\n"
+    assert got["d"] is torch.float32 and got["h"] is torch.float16
+    assert [t.tolist() for t in got["w"].values()] == [[float(i)] * 3 for i in range(50)]

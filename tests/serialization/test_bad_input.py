@@ -11,7 +11,7 @@ import pytest
 
 import ember
 from ember.serialization import _names as N
-from ember.serialization._pickler import Pickler, StorageTable, _StorageRef
+from ember.serialization._pickler import PyPickler, StorageTable, _StorageRef
 from tests.serialization._helpers import checkpoint, fixture, pickled
 
 DOCUMENTED = (RuntimeError, pickle.UnpicklingError, EOFError)
@@ -128,7 +128,7 @@ class _BadTensor:
         self.args = (size, stride, offset)
 
 
-class _LyingPickler(Pickler):
+class _LyingPickler(PyPickler):
     def reducer_override(self, obj):
         if isinstance(obj, _BadTensor):
             storage = self.table.locate(ember.zeros(4))[0]

@@ -30,7 +30,7 @@ from ember.serialization._options import (
     get_crc32_options, get_default_load_endianness, get_default_mmap_options, mmap_shared,
     set_crc32_options, set_default_load_endianness, set_default_mmap_options, skip_data,
     skipping_data)
-from ember.serialization._pickler import Pickler, StorageArray, StorageTable
+from ember.serialization._pickler import StorageArray, dumps
 from ember.serialization._rebuild import (
     LoadedStorage, _torch_globals, allowed_globals, loose_storages_to_ember, unsupported)
 from ember.serialization._safe import (
@@ -72,10 +72,8 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
                                "_use_new_zipfile_serialization=False")
         _write(f, lambda fp: _legacy.save(obj, fp, pickle_protocol))
         return
-    table = StorageTable()
-    buf = io.BytesIO()
-    Pickler(buf, table, protocol=pickle_protocol).dump(obj)
-    records = [("data.pkl", buf.getbuffer()), (".format_version", b"1"),
+    data, table = dumps(obj, pickle_protocol)
+    records = [("data.pkl", data), (".format_version", b"1"),
                (".storage_alignment", b"64")]
     if not _disable_byteorder_record:
         records.append(("byteorder", sys.byteorder.encode()))

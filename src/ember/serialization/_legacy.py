@@ -15,21 +15,13 @@ import numpy as np
 
 from ember._device import device
 from ember.serialization._names import StorageType
-from ember.serialization._pickler import Pickler, StorageArray, StorageTable
+from ember.serialization._pickler import StorageArray, dumps
 from ember.serialization._rebuild import (LoadedStorage, bytes_read_later,
                                           loose_storages_to_ember, run_pending)
 from ember.serialization._unpickler import WeightsUnpickler
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 PROTOCOL_VERSION = 1001
-
-
-class _LegacyPickler(Pickler):
-    """ember's pickler with the legacy persistent ids: the zip format's plus a view slot."""
-
-    def persistent_id(self, obj):
-        pid = super().persistent_id(obj)
-        return None if pid is None else pid + (None,)
 
 
 def save(obj, f, protocol):
@@ -39,8 +31,8 @@ def save(obj, f, protocol):
             "type_sizes": {"short": 2, "int": 4, "long": 4}}
     for header in (MAGIC_NUMBER, PROTOCOL_VERSION, info):
         pickle.dump(header, f, protocol=protocol)
-    table = StorageTable()
-    _LegacyPickler(f, table, protocol=protocol).dump(obj)
+    data, table = dumps(obj, protocol, pid_suffix=(None,))     # persistent ids: a view slot
+    f.write(data)
     pickle.dump([s.key for s in table.storages], f, protocol=protocol)
     for s in table.storages:
         f.write(struct.pack("=q", s.pid()[4]))     # the count its persistent id names

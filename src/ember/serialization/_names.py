@@ -45,14 +45,21 @@ STORAGE_TYPES = {name: StorageType(name, dt) for dt, name in STORAGE_OF.items()}
 UNTYPED = StorageType("UntypedStorage", None)
 
 
+_ALL_GLOBALS = []
+
+
 class TorchGlobal:
     """A PyTorch global written by name into ember's pickles (PyTorch need not be installed)."""
 
-    __slots__ = ("module", "name")
+    __slots__ = ("module", "name", "stand_in")
 
     def __init__(self, module, name):
         self.module = module
         self.name = name
+        # the name this module gives it: the C pickler writes a global as a module and a name
+        # it can look up, which ember's pickler then rewrites to PyTorch's (see _pickler.py)
+        self.stand_in = f"_torch_global_{len(_ALL_GLOBALS)}"
+        _ALL_GLOBALS.append(self)
 
     def __repr__(self):
         return f"{self.module}.{self.name}"
@@ -79,3 +86,4 @@ PARAMETER = TorchGlobal("torch.nn.parameter", "Parameter")
 STORAGE_GLOBALS = {dt: TorchGlobal("torch", name) for dt, name in STORAGE_OF.items()}
 UNTYPED_GLOBAL = TorchGlobal("torch.storage", "UntypedStorage")
 DTYPE_GLOBALS = {dt: TorchGlobal("torch", dt.name) for dt in D.ALL_DTYPES}
+globals().update((g.stand_in, g) for g in _ALL_GLOBALS)

@@ -3,10 +3,11 @@
 Tensors whose arrays share one buffer are written as one storage with offsets and strides, as
 PyTorch does, so views load as views (in ember and in PyTorch). The pickle names PyTorch's
 globals (``torch._utils _rebuild_tensor_v2``, ``torch FloatStorage``, ...) without importing
-PyTorch: the pure-Python pickler lets this subclass write those names itself.
+PyTorch: the C pickler writes stand-ins for them, which ``dumps`` then renames.
 """
 
 import ctypes
+import io
 import pickle
 import types
 from collections import OrderedDict
@@ -30,12 +31,13 @@ class StorageArray(np.ndarray):
 
 
 def _address(arr):
-    return arr.__array_interface__["data"][0]
+    return arr.ctypes.data          # (quicker than __array_interface__, which builds a dict)
 
 
-def _bounds(arr):
-    """The byte range [lo, hi) an array's elements touch; None when it has no elements."""
-    lo = hi = _address(arr)
+def _bounds(arr, address=None):
+    """The byte range [lo, hi) an array's elements touch (``address``: where its first
+    element is, if known); None when it has no elements."""
+    lo = hi = _address(arr) if address is None else address
     for n, st in zip(arr.shape, arr.strides):
         if n == 0:
             return None
@@ -46,14 +48,17 @@ def _bounds(arr):
     return lo, hi + arr.itemsize
 
 
-def _owner(arr):
-    """The object that owns an array's memory and the byte range it spans, or (None, None)."""
+def _owner(arr, address):
+    """The object that owns an array's memory and the byte range it spans, or (None, None);
+    ``address`` is the array's."""
     obj = arr
     while not isinstance(obj, StorageArray):
         base = getattr(obj, "base", None)       # ndarray chains, and as_strided's DummyArray
         if base is None:
             break
         obj = base
+    if obj is arr:
+        return obj, _bounds(obj, address)
     if isinstance(obj, np.ndarray):
         return obj, _bounds(obj)
     try:
@@ -122,10 +127,11 @@ class StorageTable:
         dtype = t.dtype if dtype is _TENSORS else dtype
         item = arr.itemsize
         location = tag_of(t)
-        owner, extent = _owner(arr)
-        bounds = _bounds(arr)
+        address = _address(arr)
+        owner, extent = _owner(arr, address)
+        bounds = _bounds(arr, address)
         if bounds is None and owner is not None:    # an empty view keeps its place, as torch's
-            bounds = (_address(arr), _address(arr))
+            bounds = (address, address)
         fits = (owner is not None and bounds is not None and extent is not None
                 and extent[0] <= bounds[0] and bounds[1] <= extent[1]
                 and (bounds[0] - extent[0]) % item == 0
@@ -139,7 +145,7 @@ class StorageTable:
             elif s.dtype is not dtype:
                 raise RuntimeError("Cannot save multiple tensors or storages that view the "
                                    "same data as different types")
-            offset = (_address(arr) - s.lo) // item
+            offset = (address - s.lo) // item
             return s, offset, arr.shape, tuple(st // item for st in arr.strides)
         # memory we cannot describe as one storage (negative strides, foreign buffers)
         flat = np.ascontiguousarray(arr)
@@ -150,36 +156,107 @@ class StorageTable:
         return s, 0, arr.shape, strides
 
 
-class Pickler(pickle._Pickler):
-    """A protocol-2 pickler writing ember tensors, dtypes, devices and sizes as PyTorch does."""
+def dumps(obj, protocol=2, pid_suffix=()):
+    """(the pickle of ``obj`` as PyTorch writes it, the StorageTable of its storages).
+
+    ``pid_suffix`` extends each storage's persistent id (the legacy format's view slot)."""
+    table = StorageTable()
+    buf = io.BytesIO()
+    pickler = Pickler(buf, table, protocol, pid_suffix)
+    pickler.dump(obj)
+    data = _renamed(buf.getvalue(), pickler.renames.values())
+    if data is not None:
+        return data, table
+    # the stream holds a stand-in's line elsewhere too (in a string, say): pickle it again
+    # with the pure-Python pickler, which writes PyTorch's names directly
+    table = StorageTable()
+    buf = io.BytesIO()
+    PyPickler(buf, table, protocol, pid_suffix).dump(obj)
+    return buf.getvalue(), table
+
+
+def _renamed(data, renames):
+    """``data`` with each (stand-in line, PyTorch's line) replaced, or None if a stand-in line
+    does not occur exactly once (only then is that one occurrence the pickler's global)."""
+    for ours, theirs in renames:
+        if data.count(ours) != 1:
+            return None
+        data = data.replace(ours, theirs)
+    return data
+
+
+def _global_line(module, name):
+    return b"c" + f"{module}\n{name}\n".encode()
+
+
+def _persistent_id(self, obj):
+    if type(obj) is _StorageRef:
+        return obj.storage.pid() + self.pid_suffix
+    if isinstance(obj, _EmberStorage):       # a storage saved by itself, as PyTorch does
+        return self.table.storage_of(obj).pid() + self.pid_suffix
+    return None
+
+
+def _reduce(table, obj):
+    """How ember's types pickle (as ``__reduce__`` would say), or NotImplemented."""
+    if isinstance(obj, Tensor):
+        if isinstance(obj, SparseTensor):
+            return _reduce_sparse(obj)
+        if obj.is_nested:
+            return _reduce_jagged(obj)
+        return _reduce_tensor(table, obj)
+    if type(obj) is layout:
+        return (N.GET_LAYOUT, (f"torch.{obj.name}",))
+    if isinstance(obj, device):
+        return (N.DEVICE, (str(obj),))
+    if type(obj) is Size:
+        return (N.SIZE, (tuple(obj),))
+    return NotImplemented
+
+
+class Pickler(pickle.Pickler):
+    """The C pickler writing ember tensors, dtypes, devices and sizes as PyTorch does.
+
+    It can write a global only under a name it can look up, so a PyTorch global goes in as a
+    stand-in (``ember.serialization._names _torch_global_3``, ``ember float32`` for a dtype)
+    and ``renames`` says which line to replace with PyTorch's (``dumps`` does)."""
+
+    def __init__(self, file, table, protocol=2, pid_suffix=()):
+        super().__init__(file, protocol=protocol)
+        self.table = table
+        self.pid_suffix = pid_suffix
+        self.renames = {}           # stand-in line -> (stand-in line, PyTorch's line)
+
+    persistent_id = _persistent_id
+
+    def reducer_override(self, obj):
+        kind = type(obj)
+        if kind is N.TorchGlobal:
+            return self._stand_in(obj, N.__name__, obj.stand_in, obj)
+        if kind is D.dtype:         # ember.<name> is the dtype: the pickler finds it there
+            return self._stand_in(obj, "ember", obj.name, N.DTYPE_GLOBALS[obj])
+        return _reduce(self.table, obj)
+
+    def _stand_in(self, obj, module, name, torch_global):
+        ours = _global_line(module, name)
+        self.renames[ours] = (ours, _global_line(torch_global.module, torch_global.name))
+        return name
+
+
+class PyPickler(pickle._Pickler):
+    """The pure-Python pickler writing PyTorch's names directly (``dumps``'s fallback)."""
 
     dispatch = dict(pickle._Pickler.dispatch)
 
-    def __init__(self, file, table, protocol=2):
+    def __init__(self, file, table, protocol=2, pid_suffix=()):
         super().__init__(file, protocol=protocol)
         self.table = table
+        self.pid_suffix = pid_suffix
 
-    def persistent_id(self, obj):
-        if type(obj) is _StorageRef:
-            return obj.storage.pid()
-        if isinstance(obj, _EmberStorage):       # a storage saved by itself, as PyTorch does
-            return self.table.storage_of(obj).pid()
-        return None
+    persistent_id = _persistent_id
 
     def reducer_override(self, obj):
-        if isinstance(obj, Tensor):
-            if isinstance(obj, SparseTensor):
-                return _reduce_sparse(obj)
-            if obj.is_nested:
-                return _reduce_jagged(obj)
-            return _reduce_tensor(self.table, obj)
-        if type(obj) is layout:
-            return (N.GET_LAYOUT, (f"torch.{obj.name}",))
-        if isinstance(obj, device):
-            return (N.DEVICE, (str(obj),))
-        if type(obj) is Size:
-            return (N.SIZE, (tuple(obj),))
-        return NotImplemented
+        return _reduce(self.table, obj)
 
     def _save_torch_global(self, obj):
         self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode())
