@@ -100,3 +100,25 @@ def test_fused_op_nodes_have_torchs_edges(name):
     def outline(t):
         return type(t.grad_fn).__name__, len(t.grad_fn.next_functions)
     assert outline(_fused_cases(ember)[name]()) == outline(_fused_cases(torch)[name]())
+
+
+def _chain(fn):
+    """The node names of a graph, depth first, None for an absent edge."""
+    if fn is None:
+        return [None]
+    return [type(fn).__name__] + [name for n, _ in fn.next_functions for name in _chain(n)]
+
+
+REDUCTIONS = {"sum": lambda x: x.sum(1), "sum two dims": lambda x: x.sum((2, 0)),
+              "sum negative dim": lambda x: x.sum(-1), "nansum": lambda x: x.nansum((0, -1)),
+              "sum keepdim": lambda x: x.sum(1, keepdim=True)}
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_reduction_gradient_unsqueezes_each_reduced_dim(name):
+    def chain(T):
+        x = T.ones(2, 3, 4, requires_grad=True)
+        y = REDUCTIONS[name](x)
+        (g,) = T.autograd.grad(y, x, T.ones_like(y).requires_grad_(), create_graph=True)
+        return _chain(g.grad_fn)
+    assert chain(ember) == chain(torch)

@@ -435,8 +435,12 @@ def _type_string(dtype):
 
 
 def _op_of(node):
-    """The op a backward node differentiates: its name less "Backward<n>"."""
-    return re.sub(r"Backward\d*$", "", node.name())
+    """The op a backward node differentiates, as PyTorch's message names it.
+
+    PyTorch drops a trailing "Backward" and the overload number 0 only: ``EluBackward1`` is
+    ``Elu1``, ``ExpBackward0`` is ``Exp``.
+    """
+    return re.sub(r"Backward0?(\d*)$", r"\1", node.name())
 
 
 class AccumulateGrad(Node):

@@ -37,11 +37,9 @@ def expand_reduced(grad, shape, dims, keepdim):
     """Broadcast a reduction's gradient back over the reduced ``dims`` of ``shape``."""
     if not grad.ndim:                   # a full reduction: a 0-dim gradient expands as it is
         return _expand(grad, shape)
-    if not keepdim and dims:
-        kept = list(grad.shape)
-        for d in dims:
-            kept.insert(d, 1)
-        grad = grad.reshape(kept)
+    if not keepdim:
+        for d in sorted(dims):          # one unsqueeze per dim, as PyTorch's graph shows
+            grad = grad.unsqueeze(d)
     return grad.expand(shape)
 
 
