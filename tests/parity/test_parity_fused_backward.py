@@ -238,3 +238,33 @@ def test_glu_and_prelu_double_backward_use_torchs_fused_nodes(name):
     torch_chains, torch_values = _fused_double_backward(torch, name)
     assert chains == torch_chains
     np.testing.assert_allclose(values, torch_values, rtol=1e-13, atol=1e-15)
+
+
+_UNTAKEN_INF_CASES = [("leaky_relu", (0.1,)), ("hardtanh", ()), ("relu6", ()),
+                      ("hardshrink", ()), ("softshrink", ()), ("hardsigmoid", ()),
+                      ("hardswish", ()), ("elu", ()), ("selu", ()), ("celu", (1.5,)),
+                      ("softplus", ()), ("logsigmoid", ()), ("mish", ()), ("relu", ()),
+                      ("threshold", (0.1, 2.0)), ("silu", ())]
+
+
+@pytest.mark.parametrize("name, args", _UNTAKEN_INF_CASES, ids=[c[0] for c in _UNTAKEN_INF_CASES])
+def test_infinite_and_nan_gradients_pass_only_where_the_branch_takes_them(name, args):
+    """The fused kernels choose a branch as torch's ternaries do: an infinite or NaN
+    gradient in the branch not taken gives +0, not NaN (a product with a mask gave NaN)."""
+    results = []
+    for lib in (ember, torch):
+        x = lib.tensor([-5.0, -0.5, 0.0, 0.5, 5.0], requires_grad=True)
+        y = getattr(lib.nn.functional, name)(x, *args)
+        y.backward(lib.tensor([np.inf, np.nan, -np.inf, np.inf, np.nan]))
+        results.append(x.grad.numpy())
+    np.testing.assert_array_equal(np.signbit(results[0]), np.signbit(results[1]))
+    np.testing.assert_array_equal(results[0], results[1])       # NaNs compare equal here
+
+
+def test_softplus_gradient_above_the_threshold_is_the_incoming_one_at_infinity():
+    results = []
+    for lib in (ember, torch):
+        x = lib.tensor([np.inf, 2.0], requires_grad=True)
+        lib.nn.functional.softplus(x, beta=3, threshold=1e30).backward(lib.tensor([1.0, 1.0]))
+        results.append(x.grad.numpy())
+    np.testing.assert_array_equal(results[0], results[1])

@@ -141,16 +141,7 @@ def _threshold_backward(xp, grad, x, threshold):
     PyTorch's ``input <= threshold ? 0 : grad`` test. 16-bit floats compare in float32."""
     if threshold and x.dtype.itemsize == 2:
         x = x.astype(xp.float32)
-    dropped = x <= threshold
-    bits = _SAME_WIDTH_INT.get(grad.dtype.itemsize)
-    if bits is None:
-        return xp.where(dropped, xp.zeros((), grad.dtype), grad)
-    # ANDing the gradient's bits with all ones (kept) or zeros (dropped) is several times
-    # faster than where on unpredictable masks, and unlike a product it gives +0 for a
-    # dropped negative, infinite or NaN gradient
-    keep = dropped.astype(bits)
-    keep -= 1
-    return xp.bitwise_and(grad.view(bits), keep).view(grad.dtype)
+    return _zero_where(xp, x <= threshold, grad)
 
 
 @_threshold_backward.derivative
@@ -188,11 +179,34 @@ def _hardtanh_backward(xp, grad, x, min_val, max_val):
     return _zero_where(xp, outside, grad)
 
 
+# The backward kernels choose by bits: ANDing with all ones or all zeros is several times
+# faster than where on unpredictable masks, and unlike a product with the mask it gives +0 for
+# a dropped negative gradient and never lets an infinite or NaN operand it does not take leak
+# in (inf * 0 is NaN), as PyTorch's ternaries.
+
 def _zero_where(xp, mask, grad):
-    """``grad`` (broadcast to ``mask``'s shape) with 0 where ``mask``, as a new array: a
-    product with the mask, several times faster than ``where`` or ``copyto(where=)``."""
-    xp.logical_not(mask, out=mask)
-    return grad * mask
+    """``grad`` with +0 where ``mask`` (both broadcast), as a new array."""
+    if mask.shape != grad.shape:
+        mask, grad = xp.broadcast_arrays(mask, grad)
+    bits = _SAME_WIDTH_INT.get(grad.dtype.itemsize)
+    if bits is None or grad.dtype.kind != "f":
+        return xp.where(mask, xp.zeros((), grad.dtype), grad)
+    keep = mask.astype(bits)
+    keep -= 1                           # all ones where kept
+    return xp.bitwise_and(grad.view(bits), keep).view(grad.dtype)
+
+
+def _select(xp, mask, a, b):
+    """``a`` where ``mask`` else ``b`` (floats of one dtype; all broadcast), as a new array."""
+    if not mask.shape == a.shape == b.shape:
+        mask, a, b = xp.broadcast_arrays(mask, a, b)
+    bits = _SAME_WIDTH_INT[a.dtype.itemsize]
+    take_a = mask.astype(bits)
+    xp.negative(take_a, out=take_a)     # all ones where a is taken
+    chosen = xp.bitwise_and(a.view(bits), take_a)
+    xp.invert(take_a, out=take_a)
+    chosen |= b.view(bits) & take_a
+    return chosen.view(a.dtype)
 
 
 @_hardtanh_backward.derivative
@@ -257,11 +271,7 @@ def _leaky_relu_backward(xp, grad, x, negative_slope, self_is_result):
             "negative slope, please call out-of-place version instead. File an issue at "
             "https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu "
             "backward calculation with negative slope")
-    positive = x > 0
-    d = grad * ~positive                # products with masks: faster than where
-    d *= x.dtype.type(negative_slope)
-    d += grad * positive
-    return d
+    return _select(xp, x > 0, grad, grad * x.dtype.type(negative_slope))
 
 
 @_leaky_relu_backward.derivative
@@ -457,8 +467,7 @@ def _hardsigmoid_backward(xp, grad, x):
     else 0 (16-bit floats in float32, rounded once)."""
     inside = x > -3
     inside &= x < 3
-    d = grad * x.dtype.type(_ONE_SIXTH)
-    return xp.multiply(d, inside, out=d) if d.shape == x.shape else d * inside
+    return _zero_where(xp, xp.logical_not(inside, out=inside), grad * x.dtype.type(_ONE_SIXTH))
 
 
 @_hardsigmoid_backward.derivative
@@ -495,10 +504,7 @@ def _hardswish_backward(xp, grad, x):
     upper = x < 3
     middle = x > -3
     middle &= upper
-    d *= middle                         # products with masks: faster than where
-    xp.logical_not(upper, out=upper)
-    d += grad * upper
-    return d
+    return _select(xp, middle, d, _zero_where(xp, upper, grad))
 
 
 @_hardswish_backward.derivative

@@ -12,7 +12,7 @@ from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad, fused_for_half
 from ember.ops._scalars import fitted_number, number_arg
 from ember.ops._registry import op, rename_node
-from ember.ops.activations import _number, act_op, const, float_kernel, on_1d
+from ember.ops.activations import _number, _select, act_op, const, float_kernel, on_1d
 
 __all__ = ["elu", "_elu_backward", "selu", "celu", "gelu", "_gelu_backward", "silu",
            "_silu_backward", "mish", "_mish_backward", "softplus", "_softplus_backward",
@@ -77,11 +77,7 @@ def _elu_backward(xp, grad, x, alpha, scale, input_scale, is_result):
             d = grad * c if d is None else xp.multiply(d, c, out=d)
     d = grad if d is None else d
     d = xp.multiply(d, e, out=e) if d.shape == e.shape else d * e
-    negative = x <= 0
-    d *= negative                       # products with masks: faster than where
-    xp.logical_not(negative, out=negative)
-    d += (grad * scale if scale != 1 else grad) * negative
-    return d
+    return _select(xp, x <= 0, d, grad * scale if scale != 1 else grad)
 
 
 @_elu_backward.derivative
@@ -404,9 +400,7 @@ def _softplus_backward(xp, grad, x, beta, threshold):
     d = grad * z
     z += 1
     d = xp.divide(d, z, out=d) if d.shape == z.shape else d / z
-    d *= ~above                         # products with masks: faster than where
-    d += grad * above
-    return d
+    return _select(xp, above, grad, d)
 
 
 @_softplus_backward.derivative
