@@ -160,15 +160,17 @@ def dumps(obj, protocol=2, pid_suffix=()):
     """(the pickle of ``obj`` as PyTorch writes it, the StorageTable of its storages).
 
     ``pid_suffix`` extends each storage's persistent id (the legacy format's view slot)."""
-    table = StorageTable()
-    buf = io.BytesIO()
-    pickler = Pickler(buf, table, protocol, pid_suffix)
-    pickler.dump(obj)
-    data = _renamed(buf.getvalue(), pickler.renames.values())
-    if data is not None:
-        return data, table
-    # the stream holds a stand-in's line elsewhere too (in a string, say): pickle it again
-    # with the pure-Python pickler, which writes PyTorch's names directly
+    if 0 <= protocol < 4:        # protocol 4 on names globals by STACK_GLOBAL: no line to swap
+        table = StorageTable()
+        buf = io.BytesIO()
+        pickler = Pickler(buf, table, protocol, pid_suffix)
+        pickler.dump(obj)
+        data = _renamed(buf.getvalue(), pickler.renames.values())
+        if data is not None:
+            return data, table
+    # the stream holds a stand-in's line elsewhere too (in a string, say; user hooks then run
+    # a second time), or the protocol has no such lines: the pure-Python pickler writes
+    # PyTorch's names directly
     table = StorageTable()
     buf = io.BytesIO()
     PyPickler(buf, table, protocol, pid_suffix).dump(obj)
@@ -177,12 +179,23 @@ def dumps(obj, protocol=2, pid_suffix=()):
 
 def _renamed(data, renames):
     """``data`` with each (stand-in line, PyTorch's line) replaced, or None if a stand-in line
-    does not occur exactly once (only then is that one occurrence the pickler's global)."""
+    does not occur exactly once (only then is that one occurrence the pickler's global). One
+    copy of the stream, however many lines are swapped."""
+    spans = []
     for ours, theirs in renames:
-        if data.count(ours) != 1:
+        at = data.find(ours)
+        if at < 0 or data.find(ours, at + 1) >= 0:
             return None
-        data = data.replace(ours, theirs)
-    return data
+        spans.append((at, at + len(ours), theirs))
+    if not spans:
+        return data
+    pieces, start = [], 0
+    view = memoryview(data)
+    for at, end, theirs in sorted(spans):
+        pieces += (view[start:at], theirs)
+        start = end
+    pieces.append(view[start:])
+    return b"".join(pieces)
 
 
 def _global_line(module, name):
