@@ -303,6 +303,38 @@ def _hardswish_backward_ref(grad, x):
     return np.where(x <= -3, 0, np.where(x < 3, grad * (x / 3 + 0.5), grad))
 
 
+def _glu_backward_samples(dtype, requires_grad):
+    """(grad_output, input, dim) samples: the gradient has half of input's size along dim."""
+    def t(*shape, **kw):
+        return make(shape, dtype, requires_grad, **kw)
+    yield SampleInput(t(2), (t(4), -1), name="1d")
+    yield SampleInput(t(2, 3), (t(2, 6), -1), name="last")
+    yield SampleInput(t(2, 3), (t(4, 3), 0), name="dim0")
+    yield SampleInput(t(2, 2, 3), (t(2, 4, 3, noncontiguous=True), 1), name="noncontiguous")
+    yield SampleInput(t(0, 2), (t(0, 4), -1), name="empty")
+
+
+def _glu_backward_ref(grad, x, dim):
+    a, b = np.split(x, 2, axis=dim)
+    s = sp.expit(b)
+    return np.concatenate([grad * s, grad * s * (1 - s) * a], axis=dim)
+
+
+def _prelu_kernel_backward_samples(dtype, requires_grad):
+    """(grad_output, input, weight) samples, the weight already shaped to broadcast."""
+    def t(*shape, **kw):
+        return make(shape, dtype, requires_grad, **kw)
+    yield SampleInput(t(2, 3, 4), (t(2, 3, 4), t(1, 3, 1)), name="channels")
+    yield SampleInput(t(5), (t(5), t(1)), name="shared")
+    yield SampleInput(t(2, 3), (t(2, 3), t()), name="0d_weight")
+    yield SampleInput(t(0, 3), (t(0, 3), t(1, 3)), name="empty")
+
+
+def _prelu_kernel_backward_ref(grad, x, w):
+    positive = x > 0
+    return np.where(positive, grad, w * grad), np.where(positive, 0, x * grad)
+
+
 def _log_sigmoid_backward_torch(grad, x):
     import torch
     return torch.ops.aten.log_sigmoid_backward(grad, x, torch.ops.aten.log_sigmoid_forward(x)[1])
@@ -357,6 +389,14 @@ OPS = [
            gradgrad=True, torch_op=_aten("mish_backward")),
     OpInfo("_log_sigmoid_backward", lambda g, x: g * sp.expit(-x), _pair_samples(-6, 6),
            dtypes=FLOATING, gradgrad=True, torch_op=_log_sigmoid_backward_torch),
+    # the 16-bit kernel rounds the sigmoid first, as torch's (1 - s loses its low bits);
+    # tests/parity/test_parity_fused_backward.py checks those bits against torch's
+    OpInfo("_glu_backward", _glu_backward_ref, _glu_backward_samples, dtypes=FLOATING,
+           gradgrad=True, torch_op=_aten("glu_backward"),
+           tol={ember.float16: (1e-3, 1e-2), ember.bfloat16: (1.6e-2, 8e-2)}),
+    OpInfo("_prelu_kernel_backward", _prelu_kernel_backward_ref,
+           _prelu_kernel_backward_samples, dtypes=FLOATING, gradgrad=True,
+           torch_op=_aten("_prelu_kernel_backward")),
     _floating("_leaky_relu_inplace", lambda x, s: np.where(x > 0, x, x * s),
               "leaky_relu_cpu", (0.2,), (0.0,), torch_op=_aten("leaky_relu")),
     _floating("_elu_inplace", lambda x, alpha, kind: _elu_ref(x, *_ELU_KINDS[kind](alpha)),

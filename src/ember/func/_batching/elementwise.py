@@ -11,7 +11,7 @@ _MODULES = {"arithmetic", "unary_math", "binary_math", "comparison", "activation
 _MORE = {"logaddexp", "logaddexp2", "angle", "complex", "polar", "_to_copy", "_alias", "clone",
          "conj", "real", "imag", "_masked_scale", "nn.functional.logsigmoid",
          "_norm_input_grad"}
-_NOT = {"prelu", "nn.functional.glu", "isin"}    # isin: its result has the elements' shape
+_NOT = {"prelu", "nn.functional.glu", "_glu_backward", "isin"}    # isin: the elements' shape
 
 ELEMENTWISE = frozenset(
     name for name, o in REGISTRY.items()
