@@ -133,6 +133,8 @@ _JAGGED = {
     "median(-1)": lambda L, nt: nt.median(-1),
     "cumsum(-1)": lambda L, nt: nt.cumsum(-1),
     "argsort(-1)": lambda L, nt: nt.argsort(-1),
+    "new_empty_strided((), ())": lambda L, nt: nt.new_empty_strided((), ()),
+    "linalg.matrix_norm(nt)": lambda L, nt: L.linalg.matrix_norm(nt),
 }
 
 
@@ -141,6 +143,19 @@ def test_jagged_unsupported_calls_fail_as_torch(name):
     theirs = error(_JAGGED[name], torch, _jagged(torch))
     assert theirs is not None and error(_JAGGED[name], ember, _jagged(ember)) == \
         (theirs[0], ember_names(theirs[1])), name
+
+
+def test_transposed_jagged_values_are_a_transpose_as_torch_s():
+    names = []
+    for lib in (torch, ember):
+        values = _jagged(lib, requires_grad=True).transpose(1, 2).values()
+        names.append([type(f).__name__ for f, _ in values.grad_fn.next_functions if f])
+    assert names[0] == names[1] == ["TransposeBackward0"]
+
+
+def test_hand_written_aliases_say_what_they_alias():
+    assert ember.concat.__doc__ == "Alias of :func:`ember.cat`."
+    assert "Alias of :func:`torch.cat`." in torch.concat.__doc__
 
 
 def test_jagged_new_methods_of_no_dims_work():

@@ -91,15 +91,17 @@ class JaggedTensor(ValuesBacked, Tensor):
     def _shown_values(self):
         """The values as ``values()`` shows them (the ragged dim in its place), no alias."""
         r = self._ragged_idx
-        return self._v if r == 1 else self._v.movedim(0, r - 1)
+        if r == 1:
+            return self._v
+        # next to the ragged dim, a transpose (its node is PyTorch's TransposeBackward0)
+        return self._v.transpose(0, 1) if r == 2 else self._v.movedim(0, r - 1)
 
     def values(self):
         """The components laid end to end along the ragged dim (differentiable): a view whose
         node is PyTorch's NestedGetValuesBackward0."""
         from ember.ops._recording import rename_node
         from ember.ops.conversion import _alias
-        values = self._v if self._ragged_idx == 1 else self._v.movedim(0, self._ragged_idx - 1)
-        return rename_node(_alias(values), "NestedGetValuesBackward0")
+        return rename_node(_alias(self._shown_values()), "NestedGetValuesBackward0")
 
     def offsets(self):
         """Where each component starts in the values, and where the last one ends."""
@@ -173,6 +175,11 @@ class JaggedTensor(ValuesBacked, Tensor):
         """Not supported on a jagged tensor (PyTorch's error)."""
         Tensor.new_full(self, size, fill_value, **kwargs)
         raise NotImplementedError("aten.new_full.default")
+
+    def new_empty_strided(self, size, stride, **kwargs):
+        """Not supported on a jagged tensor (PyTorch's error)."""
+        Tensor.new_empty_strided(self, size, stride, **kwargs)
+        raise NotImplementedError("aten.new_empty_strided.default")
 
     # ----- Python protocols -------------------------------------------------------------
 

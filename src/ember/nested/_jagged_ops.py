@@ -35,7 +35,8 @@ def dispatch(func, args, kwargs):
 _ATEN_OVERLOADS = {
     "std": "std.correction", "var": "var.correction", "std_mean": "std_mean.correction",
     "var_mean": "var_mean.correction", "norm": "norm.ScalarOpt_dim",
-    "linalg.norm": "linalg_vector_norm.default", "_median_dim": "median.dim",
+    "linalg.norm": "linalg_vector_norm.default",
+    "linalg.matrix_norm": "linalg_vector_norm.default", "_median_dim": "median.dim",
     "_nanmedian_dim": "nanmedian.dim", "argsort": "sort.default", "msort": "sort.default",
     "nanmean": "nansum.default", "quantile": "sort.default", "unique": "_unique2.default"}
 
@@ -47,7 +48,7 @@ def _unsupported(name):
     overload = _ATEN_OVERLOADS.get(name)
     if overload is None and name in REGISTRY and not name.startswith("_"):
         namespace, _, short = name.rpartition(".")
-        if namespace in ("", "linalg", "special", "fft"):
+        if namespace in ("", "linalg", "special"):    # fft reaches _fft_r2c, _fft_c2c...
             overload = f"{namespace}_{short}.default" if namespace else f"{name}.default"
     if overload is None:
         return f"ember.nested: {name} is not supported on a jagged nested tensor"

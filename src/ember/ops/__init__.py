@@ -113,6 +113,7 @@ def _renaming(alias, target):
             raise
 
     entry.__name__ = entry.__qualname__ = alias
+    entry.__doc__ = f"Alias of :func:`ember.{name}`."
     # a guard's frame: the call-site reader takes the call from its args and kwargs, and a
     # warning's stacklevel steps over it
     HIDDEN.add(entry.__code__)
