@@ -39,6 +39,34 @@ class CallSite:
         """The entry point's public name (no in-place underscore)."""
         return _name(self.frame, self.kind)
 
+    @property
+    def parser_name(self):
+        """The name PyTorch's parser gives the entry point: ``linalg_cholesky`` for
+        ``ember.linalg.cholesky``."""
+        name = self.name
+        if self.kind == "function":
+            from ember.ops._entry_points import ENTRY_FUNCTIONS
+            op = getattr(ENTRY_FUNCTIONS.get(self.frame.f_code), "_ember_op", None)
+            namespace = getattr(op, "namespace", None)
+            if namespace in ("linalg", "special", "fft"):
+                return f"{namespace}_{name}"
+        return name
+
+    def argument(self, param):
+        """(name, ``param``, position in the method form or None, kind) as PyTorch's parser
+        words the argument ``param`` (see ``_dims._argument``), or None when the entry point
+        has no such parameter."""
+        code = self.frame.f_code
+        if param not in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+            return None
+        position = self.position(param)
+        form = _python_form(self) if self.parser_name in _PYTHON_FUNCTIONS else None
+        if form is None:
+            return self.parser_name, param, position
+        native, positional = form       # tensor first, then ``positional``, the rest by keyword
+        position = positional.index(param) + 1 if param in positional else None
+        return native, param, position, "function"
+
     def position(self, name):
         """The position of the parameter ``name`` in the method form (the tensor is 0), or
         None when the entry point has no such parameter."""
@@ -84,7 +112,8 @@ def call_site(kind=None):
     frame, kind = found[0], kind or found[1]
     positional, keywords = _read_call(frame, kind)
     site = CallSite(kind, frame, positional, keywords)
-    if kind == "method" and keywords and site.name in _PYTHON_METHODS:
+    if keywords and (kind == "method" and site.name in _PYTHON_METHODS
+                     or kind == "function" and site.parser_name in _PYTHON_FUNCTIONS):
         site.keywords = ()      # PyTorch's Python method passes them on by position
     return site
 
@@ -93,6 +122,24 @@ def call_site(kind=None):
 # with every argument by position
 _PYTHON_METHODS = frozenset(("unflatten", "split", "norm", "unique", "unique_consecutive",
                              "stft", "istft", "lu"))
+
+
+# functions (and their methods) PyTorch writes in Python, which call a native function under
+# another name: how that one is called (see CallSite.argument)
+_PYTHON_FUNCTIONS = frozenset(("norm", "unique", "unique_consecutive"))
+
+
+def _python_form(site):
+    """(the native function's name, the parameters it is given by position after the
+    tensor) for the call ``site`` to a function of ``_PYTHON_FUNCTIONS``, or None."""
+    local = site.frame.f_locals
+    if site.name == "unique":
+        return ("_unique2", ()) if local.get("dim") is None else ("unique_dim", ("dim",))
+    if site.name == "unique_consecutive":
+        return "unique_consecutive", ()
+    if local.get("p") != "nuc":     # the nuclear norm calls linalg_matrix_norm
+        return "linalg_vector_norm", ("p", "dim", "keepdim")
+    return None
 
 
 def _next_entry(frame):

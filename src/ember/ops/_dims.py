@@ -89,7 +89,8 @@ def invalid_combination(op, given, kind=None):
     ``given`` are the arguments after the tensor as if passed by position, for a call that
     passed none by keyword; ``kind`` overrides the entry point's ("function" where PyTorch's
     method calls the function, which then sees no keywords)."""
-    site = None if kind else call_site()
+    forwarded = kind is not None
+    site = None if forwarded else call_site()
     if site is not None and site.keywords:      # see NOTE [Keyword arguments in TypeErrors]
         kind, got = site.kind, site.got()
     else:
@@ -97,8 +98,13 @@ def invalid_combination(op, given, kind=None):
         names = [] if kind in ("method", "inplace") else ["Tensor"]
         got = ", ".join(names + [type_name(v) for v in given])
     op += "_" if kind == "inplace" else ""
+    if forwarded:
+        from ember.ops._overloads import forwarded_listing
+        lines = forwarded_listing(op, given)
+    else:
+        lines = _listing(op, kind, site)
     return TypeError(f"{op}() received an invalid combination of arguments - got "
-                     f"({got}), but expected one of:{_listing(op, kind, site)}")
+                     f"({got}), but expected one of:{lines}")
 
 
 def _listing(op, kind, site):
@@ -212,8 +218,7 @@ def _resolved(arg, site):
     it has one."""
     if arg is not None or site is None:
         return arg
-    position = site.position("dim")
-    return None if position is None else (site.name, "dim", position)
+    return site.argument("dim")
 
 
 def reduction_dims(dim, ndim):

@@ -271,7 +271,8 @@ def _reject_operand(op, flat, x):
     from ember._creation import _tp_name
     # PyTorch's parser names the kernel: gelu, linalg_inv, fft_fft
     kernel = op.short_name if op.namespace == "nn.functional" else op.name.replace(".", "_")
-    raise TypeError(f"{kernel}(): argument '{name}' (position {pos + 1}) must be Tensor, "
+    from ember.ops._dims import _argument        # the call's form words the position
+    raise TypeError(f"{_argument((kernel, name, pos))} must be Tensor, "
                     f"not {_foreign_name(type(x)) or _tp_name(x)}")
 
 

@@ -9,7 +9,7 @@ from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, a
                                     missing_arg, public_signature, stand_in_defaults)
 from ember.ops._dims import is_index
 from ember.ops._dispatch import call
-from ember.ops._overloads import needs_refining, refine_type_error, refuse_bool
+from ember.ops._overloads import needs_refining, refine_type_error, refuse_bool, refuse_dtype
 
 __all__ = ["generate", "GENERATED", "ENTRY_KINDS", "method_varargs", "varargs"]
 
@@ -69,8 +69,11 @@ def generate(op, kind, name=None):
         body = f"    return _call(_op, {call_args}, {out})\n"
     body = _bool_checks(zip(pos, defaults)) + _bool_checks(
         (a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)) + body
-    if needs_refining(fname, kind, own_name):
-        body = _refining(body, fname, kind, own_name)
+    if "dtype" in pos or "dtype" in (a.arg for a in args.kwonlyargs):
+        body = _dtype_check(body)
+    parser_name = _parser_name(op, kind, fname)
+    if needs_refining(parser_name, kind, own_name):
+        body = _refining(body, parser_name, kind, own_name)
     # _op is a closure cell; _call is a global of the kind's shared namespace (GENERATED)
     src = (f"def _bind(_op):\n    def {fname}({', '.join(parts)}):\n"
            f"{textwrap.indent(prologue + body, '    ')}    return {fname}\n")
@@ -90,19 +93,44 @@ def generate(op, kind, name=None):
 
 
 # the bool parameters PyTorch's parser refuses any other type for, which NumPy would take
-_STRICT_BOOLS = frozenset(("keepdim", "largest", "sorted", "right", "out_int32", "upper"))
+_STRICT_BOOLS = frozenset(("keepdim", "largest", "sorted", "right", "out_int32", "upper",
+                           "return_inverse", "return_counts", "stable", "full_matrices",
+                           "left", "unitriangular", "check_errors", "hermitian", "pivot",
+                           "adjoint", "transpose"))
 
 
 def _bool_checks(params):
     """Code refusing what is not a bool for the parameters of ``_STRICT_BOOLS`` among
-    ``params`` ((name, default) pairs) whose default is a bool (two identity tests a call)."""
+    ``params`` ((name, default) pairs) whose default is a bool or None (two identity tests
+    a call, one when None, the usual value, is allowed)."""
     code = ""
     for name, default in params:
-        if name in _STRICT_BOOLS and isinstance(default, ast.Constant) and \
-                type(default.value) is bool:
+        if name not in _STRICT_BOOLS or not isinstance(default, ast.Constant):
+            continue
+        if type(default.value) is bool:
             code += (f"    if {name} is not False and {name} is not True:\n"
                      f"        _refuse_bool('{name}', {name})\n")
+        elif default.value is None:
+            code += (f"    if {name} is not None and {name} is not False and {name} is not "
+                     f"True:\n        _refuse_bool('{name}', {name})\n")
     return code
+
+
+def _dtype_check(body):
+    """``body`` inside a ``try`` that turns the AttributeError a ``dtype`` that is no dtype
+    causes into PyTorch's TypeError (a ``try`` costs a call that raises nothing)."""
+    return (f"    try:\n{textwrap.indent(body, '    ')}"
+            f"    except AttributeError:\n"
+            f"        _refuse_dtype(dtype)\n"
+            f"        raise\n")
+
+
+def _parser_name(op, kind, fname):
+    """The name PyTorch's parser gives the entry point ``fname``: ``linalg_norm`` for
+    ``ember.linalg.norm``."""
+    if kind == "function" and op.namespace in ("linalg", "special", "fft"):
+        return f"{op.namespace}_{fname}"
+    return fname
 
 
 def _refining(body, fname, kind, op_name):
@@ -142,7 +170,7 @@ def _generated_globals(kind):
             "_call": call, "_call_inplace": call_inplace, "_method_varargs": method_varargs,
             "_UNSET": _UNSET, "_MISSING": _MISSING, "_alias_arg": alias_arg,
             "_missing_arg": missing_arg, "_refine_type_error": refine_type_error,
-            "_refuse_bool": refuse_bool}
+            "_refuse_bool": refuse_bool, "_refuse_dtype": refuse_dtype}
     return namespace
 
 

@@ -1,7 +1,7 @@
 """PyTorch's overloads of the ops its parser declares several times, as its "invalid
 combination" TypeError lists them (read from PyTorch's messages)."""
 
-__all__ = ["FUNCTION_OVERLOADS", "METHOD_OVERLOADS", "SINGLE_METHODS"]
+__all__ = ["FUNCTION_OVERLOADS", "METHOD_OVERLOADS", "SINGLE_METHODS", "FORWARDED_OVERLOADS"]
 
 # name -> the signatures of ember.<name>; a method's are these without the tensor and out=
 FUNCTION_OVERLOADS = {
@@ -224,6 +224,34 @@ FUNCTION_OVERLOADS = {
         "Tensor input, Tensor other, *, Tensor out = None",
         "Tensor input, Number other, *, Tensor out = None",
     ),
+    'linalg_matrix_norm': (
+        "Tensor input, Number ord, tuple of ints dim = {-2,-1}, bool keepdim = False, *, "
+        "ember.dtype dtype = None, Tensor out = None",
+        "Tensor input, str ord = \"fro\", tuple of ints dim = {-2,-1}, bool keepdim = False, *, "
+        "ember.dtype dtype = None, Tensor out = None",
+    ),
+    'linalg_matrix_rank': (
+        "Tensor input, *, Tensor atol = None, Tensor rtol = None, bool hermitian = False, "
+        "Tensor out = None",
+        "Tensor input, *, float atol = None, float rtol = None, bool hermitian = False, Tensor "
+        "out = None",
+        "Tensor input, Tensor tol, bool hermitian = False, *, Tensor out = None",
+        "Tensor input, float tol, bool hermitian = False, *, Tensor out = None",
+    ),
+    'linalg_norm': (
+        "Tensor input, Number ord = None, tuple of ints dim = None, bool keepdim = False, *, "
+        "ember.dtype dtype = None, Tensor out = None",
+        "Tensor input, str ord, tuple of ints dim = None, bool keepdim = False, *, ember.dtype "
+        "dtype = None, Tensor out = None",
+    ),
+    'linalg_pinv': (
+        "Tensor input, *, Tensor atol = None, Tensor rtol = None, bool hermitian = False, "
+        "Tensor out = None",
+        "Tensor input, *, float atol = None, float rtol = None, bool hermitian = False, Tensor "
+        "out = None",
+        "Tensor input, Tensor rcond, bool hermitian = False, *, Tensor out = None",
+        "Tensor input, float rcond, bool hermitian = False, *, Tensor out = None",
+    ),
     'lt': (
         "Tensor input, Tensor other, *, Tensor out = None",
         "Tensor input, Number other, *, Tensor out = None",
@@ -344,6 +372,16 @@ FUNCTION_OVERLOADS = {
         "out = None",
         "Tensor input, int dim = -1, bool descending = False, *, tuple of Tensors out = None",
     ),
+    'special_xlog1py': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Number self, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
+    'special_zeta': (
+        "Tensor input, Tensor other, *, Tensor out = None",
+        "Number self, Tensor other, *, Tensor out = None",
+        "Tensor input, Number other, *, Tensor out = None",
+    ),
     'squeeze': (
         "Tensor input",
         "Tensor input, int dim",
@@ -440,3 +478,12 @@ SINGLE_METHODS = frozenset((
     "addmm", "baddbmm", "bmm", "conv1d", "conv2d", "conv3d", "histogramdd", "mm",
     "rsub", "std_mean", "var_mean",
 ))
+
+# the native functions PyTorch's Python methods call with every argument by position, whose
+# listing only their "invalid combination" errors give (``_dims.invalid_combination``)
+FORWARDED_OVERLOADS = {
+    'split': (
+        "Tensor input, int split_size, int dim = 0",
+        "Tensor input, tuple of ints split_size, int dim = 0",
+    ),
+}

@@ -17,10 +17,11 @@ import os
 import re
 
 from ember.ops._call_site import call_site
-from ember.ops._overload_table import FUNCTION_OVERLOADS, METHOD_OVERLOADS, SINGLE_METHODS
+from ember.ops._overload_table import (FORWARDED_OVERLOADS, FUNCTION_OVERLOADS, METHOD_OVERLOADS,
+                                      SINGLE_METHODS)
 
 __all__ = ["overloads", "refine_type_error", "listing", "site_listing", "needs_refining",
-           "refuse_bool"]
+           "refuse_bool", "refuse_dtype", "forwarded_listing"]
 
 # the parser's own errors, which the rewording may replace (not errors of the computation)
 _PARSE_ERROR = re.compile(r"[\w.]+\(\)(: argument | received an invalid combination| got an "
@@ -95,7 +96,7 @@ def refine_type_error(error, name, kind, op_name):
     if not parsing and signatures is None:
         return
     alias = _alias(name, kind, op_name)
-    if alias is not None and message.startswith(op_name):
+    if alias is not None and message.startswith(op_name + "("):
         message = alias + message[len(op_name):]
     if signatures is not None:
         message = _overloaded_message(message, parsing, name, kind, signatures)
@@ -105,28 +106,28 @@ def refine_type_error(error, name, kind, op_name):
 def refuse_bool(param, value):
     """Raise PyTorch's TypeError for ``value``, not a bool, given to the bool parameter
     ``param`` of the entry point being called (worded on this error path only)."""
+    _refuse(param, value, "bool")
+
+
+def refuse_dtype(value):
+    """Raise PyTorch's TypeError when ``value``, given as ``dtype``, is neither None nor a
+    dtype (a Python type: PyTorch takes ``float``); return otherwise."""
+    from ember._dtype import dtype as DType
+    if value is None or isinstance(value, (DType, type)):
+        return
+    _refuse("dtype", value, "ember.dtype")
+
+
+def _refuse(param, value, type_text):
     from ember.ops._dims import _argument, type_name
     site = call_site()
-    where = _argument(None if site is None else (_parser_name(site), param,
-                                                 site.position(param)))
     if site is None:
-        raise TypeError(f"argument '{param}' must be bool, not {type_name(value)}")
-    message = f"{where} must be bool, not {type_name(value)}"
-    signatures = overloads(site.name, site.kind)
+        raise TypeError(f"argument '{param}' must be {type_text}, not {type_name(value)}")
+    message = f"{_argument(site.argument(param))} must be {type_text}, not {type_name(value)}"
+    signatures = overloads(site.parser_name, site.kind)
     if signatures is not None:      # (ember.max's _max_dim: the public name's signatures)
-        message = _overloaded_message(message, True, site.name, site.kind, signatures)
+        message = _overloaded_message(message, True, site.parser_name, site.kind, signatures)
     raise TypeError(message)
-
-
-def _parser_name(site):
-    """The name PyTorch's parser gives the entry point of ``site``: ``linalg_cholesky`` for
-    ``ember.linalg.cholesky``."""
-    from ember.ops._entry_points import ENTRY_FUNCTIONS
-    op = getattr(ENTRY_FUNCTIONS.get(site.frame.f_code), "_ember_op", None)
-    namespace = getattr(op, "namespace", None)
-    if namespace in ("linalg", "special", "fft") and site.kind == "function":
-        return f"{namespace}_{site.name}"
-    return site.name
 
 
 def _through_handlers(error):
@@ -160,6 +161,17 @@ def site_listing(signatures, site):
     """The lines after "expected one of:" for the call ``site`` (a CallSite whose keywords
     are known)."""
     return "\n" + listing(signatures, _given(site), site.keywords)
+
+
+def forwarded_listing(name, given):
+    """The lines after "expected one of:" for the native function ``name`` that PyTorch's
+    Python method calls with the tensor and ``given`` by position ("" when not known)."""
+    signatures = FORWARDED_OVERLOADS.get(name)
+    if signatures is None:
+        return ""
+    from ember._tensor import Tensor
+    placeholder = Tensor.__new__(Tensor)       # only its type is read
+    return "\n" + listing(signatures, ((placeholder, *given), {}), ())
 
 
 def _given(site):

@@ -241,6 +241,9 @@ def _check_split_args(sizes, dim):
     anything but an int (or a tensor), and the function form of either."""
     if isinstance(sizes, (tuple, list)):
         int_sequence(sizes, ("split_with_sizes", "split_sizes", 1, "function"))
+        if not is_index(dim) or isinstance(dim, bool):
+            raise TypeError(f"split_with_sizes(): argument 'dim' (position 3) must be int, "
+                            f"not {type_name(dim)}")
     elif not isinstance(sizes, (int, Tensor)):     # Tensor.split sends the rest there
         raise TypeError(f"split_with_sizes(): argument 'split_sizes' (position 2) must be "
                         f"tuple of ints, not {type_name(sizes)}")
