@@ -101,15 +101,15 @@ _STRICT_BOOLS = frozenset(("keepdim", "largest", "sorted", "right", "out_int32",
 
 def _bool_checks(params):
     """Code refusing what is not a bool for the parameters of ``_STRICT_BOOLS`` among
-    ``params`` ((name, default) pairs) whose default is a bool or None (two identity tests
-    a call, one when None, the usual value, is allowed)."""
+    ``params`` ((name, default) pairs) whose default is a bool or None (the default, the
+    usual value, is tested first: one identity test a call for it)."""
     code = ""
     for name, default in params:
         if name not in _STRICT_BOOLS or not isinstance(default, ast.Constant):
             continue
         if type(default.value) is bool:
-            code += (f"    if {name} is not False and {name} is not True:\n"
-                     f"        _refuse_bool('{name}', {name})\n")
+            code += (f"    if {name} is not {default.value} and {name} is not "
+                     f"{not default.value}:\n        _refuse_bool('{name}', {name})\n")
         elif default.value is None:
             code += (f"    if {name} is not None and {name} is not False and {name} is not "
                      f"True:\n        _refuse_bool('{name}', {name})\n")
