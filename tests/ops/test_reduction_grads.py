@@ -147,3 +147,14 @@ def test_norm_gradgradcheck(call):
     ember.manual_seed(0)
     x = make((2, 3), ember.float64, requires_grad=True, exclude_zero=True)
     assert gradgradcheck(call, (x,))
+
+
+def test_full_max_of_a_0d_tensor_differentiates_twice():
+    """max()'s gradient fills zeros with grad / count at the ties (masked_fill with a tensor
+    value): a 0-d mask must not break that node's own backward."""
+    x = ember.tensor(2.0, requires_grad=True)
+    v = ember.tensor(3.0, requires_grad=True)
+    (g,) = ember.autograd.grad(x.max(), x, v, create_graph=True)
+    assert type(g.grad_fn).__name__ == "MaskedFillBackward1"
+    (gv,) = ember.autograd.grad(g * 5, v)
+    assert gv.item() == 5.0

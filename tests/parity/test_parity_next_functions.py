@@ -122,3 +122,54 @@ def test_reduction_gradient_unsqueezes_each_reduced_dim(name):
         (g,) = T.autograd.grad(y, x, T.ones_like(y).requires_grad_(), create_graph=True)
         return _chain(g.grad_fn)
     assert chain(ember) == chain(torch)
+
+
+GRADIENT_GRAPHS = {
+    "prod dim": lambda x: x.prod(1), "prod keepdim": lambda x: x.prod(-1, keepdim=True),
+    "prod": lambda x: x.prod(), "logsumexp": lambda x: x.logsumexp(1),
+    "logsumexp two dims": lambda x: x.logsumexp((2, 0)),
+    "logsumexp keepdim": lambda x: x.logsumexp(1, keepdim=True),
+    "norm dim": lambda x: x.norm(dim=1), "norm": lambda x: x.norm(),
+    "norm 3": lambda x: x.norm(3, dim=1), "norm 1.5": lambda x: x.norm(1.5, dim=(0, 2)),
+    "norm 0.5": lambda x: x.norm(0.5, dim=1), "norm 1": lambda x: x.norm(1, dim=1),
+    "norm inf": lambda x: x.norm(float("inf"), dim=1, keepdim=True),
+    "var": lambda x: x.var(1), "var all": lambda x: x.var(),
+    "amax": lambda x: x.amax(1), "amin keepdim": lambda x: x.amin(2, keepdim=True),
+    "amax all": lambda x: x.amax(), "max dim": lambda x: x.max(1).values,
+    "median dim": lambda x: x.median(0).values, "max": lambda x: x.max(),
+    "mean": lambda x: x.mean(1), "mean all": lambda x: x.mean(),
+    "pow number": lambda x: x.pow(3), "pow number base": lambda x: 2.0 ** x,
+}
+
+
+@pytest.mark.parametrize("name", list(GRADIENT_GRAPHS))
+def test_reduction_and_pow_gradients_build_torchs_graph(name):
+    """Under create_graph the gradient's graph has PyTorch's nodes: reduced dims unsqueezed
+    (no ExpandBackward0) to broadcast, Scalar overloads (MulBackward1, DivBackward1) with one
+    edge, value-selecting reductions through ScatterBackward0 or MaskedFillBackward1."""
+    def graph(T):
+        x = (T.arange(24.0).reshape(2, 3, 4) * 0.37 % 2.9 + 0.2).requires_grad_()
+        y = GRADIENT_GRAPHS[name](x)
+        v = (T.arange(float(y.numel())).reshape(y.shape) * 0.5 + 1).requires_grad_()
+        (g,) = T.autograd.grad(y, x, v, create_graph=True)
+        return _chain(g.grad_fn), g.detach().flatten().tolist()
+    (chain, values), (want_chain, want_values) = graph(ember), graph(torch)
+    assert chain == want_chain
+    assert values == pytest.approx(want_values, rel=1e-5)
+
+
+@pytest.mark.parametrize("exponent", ["tensor", "0-d tensor", "number base", "number"])
+def test_pow_saves_its_result_only_for_a_tensor_exponent(exponent):
+    """As PyTorch's, pow keeps its result for a tensor exponent: changing it in place before
+    backward raises (a number exponent keeps the input instead)."""
+    def backward_after_inplace(T):
+        x = T.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = {"tensor": lambda: x.pow(T.full((3,), 2.0)), "0-d tensor": lambda: x ** T.tensor(2.0),
+             "number base": lambda: 2.0 ** x, "number": lambda: x.pow(2.0)}[exponent]()
+        y.add_(1)
+        try:
+            y.sum().backward()
+        except RuntimeError as e:
+            return str(e).replace("torch.", "ember.")
+        return x.grad.tolist()
+    assert backward_after_inplace(ember) == backward_after_inplace(torch)

@@ -68,7 +68,8 @@ def _record(op, flat, lengths, params, outputs):
                                in_meta, outputs)
     else:
         saved_out = None
-        if op.needs_output:
+        needs = op.needs_output         # True, or fn(flat) for an op keeping it only at times
+        if needs is True or needs and needs(flat):
             vc = outputs._shared_version()
             saved_out = ((outputs._data,), vc, vc.value)
         node = node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)

@@ -14,7 +14,8 @@ from ember.ops._dims import wrap_dim
 from ember.ops._promotion import Policy
 from ember.ops._registry import op
 
-__all__ = ["SUM", "expand_reduced", "reduced_numel", "is_all", "int_dim", "wide", "cpu_wide",
+__all__ = ["SUM", "expand_reduced", "unsqueeze_reduced", "view_reduced", "reduced_numel",
+           "is_all", "int_dim", "wide", "cpu_wide",
            "cast_input", "rejecting", "require_nonempty", "constant", "any_zero", "grad_enabled",
            "spread", "route_to_indices", "flip", "shift_in_one"]
 
@@ -41,6 +42,23 @@ def expand_reduced(grad, shape, dims, keepdim):
         for d in sorted(dims):          # one unsqueeze per dim, as PyTorch's graph shows
             grad = grad.unsqueeze(d)
     return grad.expand(shape)
+
+
+def unsqueeze_reduced(grad, dims, keepdim):
+    """A reduction's gradient with its reduced ``dims`` back as size-1 dims, one unsqueeze per
+    dim: PyTorch's derivatives let the next binary op broadcast it (no ExpandBackward0)."""
+    if not keepdim:
+        for d in sorted(dims):
+            grad = grad.unsqueeze(d)
+    return grad
+
+
+def view_reduced(grad, shape, dims, keepdim):
+    """A reduction's gradient viewed with its reduced ``dims`` as size-1 dims (one
+    ViewBackward0, as PyTorch's amax and amin derivatives restore them)."""
+    if keepdim:
+        return grad
+    return grad.view([1 if d in dims else n for d, n in enumerate(shape)])
 
 
 def reduced_numel(shape, dims):
@@ -153,19 +171,20 @@ def spread(grad, x, value):
     def ties(xp, a, v):
         return a == v if a.dtype.kind in "biu" else (a == v) | (xp.isnan(a) & xp.isnan(v))
     mask = constant(ties, x, value)
-    return grad * mask / mask.sum()
+    count = constant(lambda xp, m: m.sum(), mask)
+    # zeros with grad / count where the ties are: PyTorch's node (MaskedFillBackward1)
+    return grad.new_zeros(x.shape).masked_fill(mask, grad / count)
 
 
 def route_to_indices(grads, x, dim, keepdim, *, out):
     """The derivative of ops returning (values, indices) along ``dim`` (max(dim), median(dim)):
     each gradient goes to the element its index picked."""
     grad, indices = grads[0], out[1]
-    if x.ndim == 0:
-        return grad
-    dim = wrap_dim(dim, x.ndim)
-    if not keepdim:
+    dim = wrap_dim(dim, x.ndim) if x.ndim else 0
+    if not keepdim and x.ndim:
         grad, indices = grad.unsqueeze(dim), indices.unsqueeze(dim)
-    return _index_grad(grad, indices, dim, tuple(x.shape))
+    # zeros with the gradient scattered in: PyTorch's node (ScatterBackward0)
+    return grad.new_zeros(x.shape).scatter(dim, indices, grad)
 
 
 def flip(t, dim):

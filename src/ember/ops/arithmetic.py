@@ -8,7 +8,7 @@ from ember.backend import ROUNDS_SCALAR_OPERANDS
 from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
 from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy, real_no_bool
-from ember.ops._registry import broadcast_message
+from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import checked_scalar, number_arg, rounded_number
 
 _BOOL_SUB = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
@@ -164,6 +164,34 @@ mul = binary("mul(input, other)", lambda xp, a, b: xp.multiply(a, b), _mul_grad,
              promote=BINARY, ufunc="multiply")
 mul.reads_inputs((1,), (0,))
 mul.keep_scalars_unrounded(1)
+
+
+# --- a tensor times a number, as PyTorch's derivatives scale (mul.Scalar, div.Scalar) ---------
+
+def _by_number(ufunc, x, other):
+    if x.dtype.kind == "c" or x.dtype.kind == "f" and x.dtype.itemsize >= 4:
+        return ufunc(x, other)
+    # 16-bit floats compute in float32 and round once (a count may not fit float16)
+    out = ufunc(x.astype(np.float32), other)
+    return out if out.dtype.kind == "c" else out.astype(x.dtype)
+
+
+@op("_mul_scalar(input, other)", method=False, saves_inputs=False,
+    grad_fn_name="MulBackward1")
+def _mul_scalar(xp, x, other):
+    """``input * other`` for a number ``other``: its node, MulBackward1, has one edge."""
+    return _by_number(xp.multiply, x, other)
+
+
+@op("_div_scalar(input, other)", method=False, saves_inputs=False,
+    grad_fn_name="DivBackward1")
+def _div_scalar(xp, x, other):
+    """``input / other`` for a number ``other``: its node, DivBackward1, has one edge."""
+    return _by_number(xp.true_divide, x, other)
+
+
+_mul_scalar.derivative(lambda grad, x, other: _mul_scalar(grad, conj_grad(other)))
+_div_scalar.derivative(lambda grad, x, other: _div_scalar(grad, conj_grad(other)))
 
 
 # --- division ---------------------------------------------------------------------------------
@@ -358,27 +386,33 @@ def real_power(xp, a, b):
     return out
 
 
-def _pow_grad(grad, a, b):
-    # The result is recomputed rather than saved, as PyTorch keeps it only for a tensor
-    # exponent: ``y = x ** 2; y.add_(1)`` must not spoil backward.
+def _pow_grad(grad, a, b, *, out=None):
+    # ``out``: the result, kept (as PyTorch keeps it) only for a tensor exponent, whose
+    # gradient reads it; ``y = x ** 2; y.add_(1)`` must not spoil backward
     from ember import where
     grad_a = grad_b = None
     if hasattr(a, "shape"):
         if isinstance(b, (int, float, complex)) and b == 0:
             grad_a = zeros_for(grad)
         else:
-            grad_a = grad * conj_grad(b * a.pow(b - 1))
             if hasattr(b, "shape"):             # 0 ** 0 has slope 0, not 0 * inf
-                grad_a = where(b == 0, 0, grad_a)
+                grad_a = where(b == 0, 0, grad * conj_grad(b * a.pow(b - 1)))
+            else:                               # a number exponent scales as mul.Scalar
+                grad_a = grad * conj_grad(_mul_scalar(a.pow(b - 1), b))
     if hasattr(b, "shape"):
-        log_a = a.log() if hasattr(a, "shape") else _scalar_log(a, b)
-        grad_b = grad * conj_grad(pow(a, b) * log_a)
-        flat = (b.real >= 0 if b.is_complex() else b >= 0)  # x ** b at x = 0, flat in b >= 0
-        if hasattr(a, "shape"):
-            grad_b = where((a == 0) & flat, 0, grad_b)
-        elif a == 0:
-            grad_b = where(flat, 0, grad_b)
+        grad_b = _pow_exponent_grad(grad, a, b, pow(a, b) if out is None else out)
     return grad_a, grad_b
+
+
+def _pow_exponent_grad(grad, a, b, result):
+    """pow's gradient for its tensor exponent ``b``: ``grad * result * log(a)``, 0 where
+    ``a ** b`` is flat in ``b`` (at a = 0 for b >= 0)."""
+    from ember import where
+    flat = (b.real >= 0 if b.is_complex() else b >= 0)
+    if hasattr(a, "shape"):
+        return grad * conj_grad(where((a == 0) & flat, 0, result * a.log()))
+    slope = _mul_scalar(result, _scalar_log(a, b))
+    return grad * conj_grad(where(flat, 0, slope) if a == 0 else slope)
 
 
 def _scalar_log(a, like):
@@ -406,6 +440,7 @@ def _narrow_pow_scalar(position, value, dtype):
 pow = binary("pow(input, exponent)", _pow, _pow_grad,
              doc="``input`` raised to the power ``exponent``, elementwise.", promote=BINARY,
              upcast=False, checked_scalars=_narrow_pow_scalar)
+pow.needs_output = lambda flat: isinstance(flat[1], Tensor)     # (see _pow_grad)
 
 
 @sub.named_by

@@ -7,9 +7,8 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops import return_types
 from ember.ops._dims import reduction_dims
-from ember.ops._reduce import (constant, expand_reduced, int_dim, is_all, rejecting,
-                               require_nonempty, route_to_indices, spread,
-                               with_optional_dim)
+from ember.ops._reduce import (constant, int_dim, is_all, rejecting, require_nonempty,
+                               route_to_indices, spread, view_reduced, with_optional_dim)
 from ember.ops._registry import op
 
 _COMPLEX = (D.COMPLEX,)
@@ -98,10 +97,11 @@ def _amax_like(name):
 
 def _ties_grad(grad, x, dim, keepdim, *, out):
     dims = reduction_dims(dim, x.ndim)
-    value = expand_reduced(out, x.shape, dims, keepdim)
-    ties = constant(lambda xp, a, v: a == v, x, value)
-    count = expand_reduced(ties.sum(dims, keepdim=True), x.shape, dims, True)
-    return expand_reduced(grad, x.shape, dims, keepdim) * ties / count
+    # as PyTorch's: (grad / count) * ties, grad viewed with size-1 reduced dims to broadcast
+    kept = [1 if d in dims else n for d, n in enumerate(x.shape)]
+    ties = constant(lambda xp, a, v: a == v.reshape(kept), x, out)
+    count = constant(lambda xp, t: t.sum(axis=dims, keepdims=True), ties)
+    return (view_reduced(grad, x.shape, dims, keepdim) / count) * ties
 
 
 amax = op("amax(input, dim=(), keepdim=False)", promote=AMAX)(_amax_like("amax"))

@@ -539,7 +539,7 @@ def _(grad, x, mask, value):
     grad_input = grad.masked_fill(mask, 0)
     if not isinstance(value, Tensor):
         return grad_input, None, None
-    outside = _make(~mask._data)
+    outside = mask.logical_not()        # (a 0-d mask's ~ would be a NumPy scalar)
     return grad_input, None, grad.masked_fill(outside, 0).sum()
 
 

@@ -12,8 +12,9 @@ from ember.ops._linalg_utils import on_host
 from ember.ops._elementwise import conj_grad, zeros_for
 from ember.ops._promotion import FLOAT, SAME, Policy
 from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced, flip,
-                               is_all, narrow_to, reduced_numel, shift_in_one, wide)
-from ember.ops._registry import op, rename_node
+                               is_all, narrow_to, reduced_numel, shift_in_one,
+                               unsqueeze_reduced, wide)
+from ember.ops._registry import op
 from ember.ops._scalars import number_arg
 
 __all__ = ["expand_reduced"]
@@ -111,10 +112,10 @@ mean.named_by(_over_dims("MeanBackward"))
 
 @mean.derivative
 def _(grad, x, dim, keepdim, dtype):
+    from ember.ops.arithmetic import _div_scalar
     dims = reduction_dims(dim, x.ndim)
     # PyTorch divides by the count as a Scalar: DivBackward1 under create_graph
-    return rename_node(expand_reduced(grad, x.shape, dims, keepdim)
-                       / reduced_numel(x.shape, dims), "DivBackward1")
+    return _div_scalar(expand_reduced(grad, x.shape, dims, keepdim), reduced_numel(x.shape, dims))
 
 
 def _not_nan(xp, a):
@@ -203,11 +204,13 @@ prod.refuse_integral_results()
 @prod.derivative
 def _(grad, x, dim, keepdim, dtype, *, out):
     dims = _prod_dims(dim, x.ndim)
-    grad = expand_reduced(grad, x.shape, dims, keepdim)
     if not dims:
         return grad
+    # prod(input) is a 0-d result that broadcasts as it is; prod(input, dim) unsqueezes
+    restored = () if dim is None else dims
+    grad = unsqueeze_reduced(grad, restored, keepdim)
     if not any_zero(x):
-        return grad * conj_grad(expand_reduced(out, x.shape, dims, keepdim) / x)
+        return grad * conj_grad(unsqueeze_reduced(out, restored, keepdim) / x)
     return grad * conj_grad(_prod_of_others(x, dims))
 
 
@@ -267,8 +270,8 @@ def logsumexp(xp, x, dim, keepdim):
 @logsumexp.derivative
 def _(grad, x, dim, keepdim, *, out):
     dims = reduction_dims(dim, x.ndim)
-    grad = expand_reduced(grad, x.shape, dims, keepdim)
-    return grad * conj_grad((x - expand_reduced(out, x.shape, dims, keepdim)).exp())
+    grad = unsqueeze_reduced(grad, dims, keepdim)
+    return grad * conj_grad((x - unsqueeze_reduced(out, dims, keepdim)).exp())
 
 
 # --- all, any, count_nonzero ------------------------------------------------------------------
@@ -435,26 +438,38 @@ def _(grad, x, p, dim, keepdim, dtype, *, out):
         return matrix_norm_grad(grad, x, p, matrix, keepdim, dtype, out)
     order = _norm_order(p)
     dims = reduction_dims(dim, x.ndim)
-    grad = expand_reduced(grad, x.shape, dims, keepdim)
-    norm_ = expand_reduced(out, x.shape, dims, keepdim)
     if order == 0:
-        return zeros_for(grad)
+        return zeros_for(expand_reduced(grad, x.shape, dims, keepdim))
+    # as PyTorch's, the gradient and the norm broadcast against x: unsqueezed over the dims
+    # (a full reduction's 0-d ones as they are)
+    restored = () if dim is None else dims
     if order == 1:
-        return grad * x.sgn()
+        return x.sgn() * unsqueeze_reduced(grad, restored, keepdim)
+    return _norm_grad_by_broadcast(unsqueeze_reduced(grad, restored, keepdim), x, order,
+                                   unsqueeze_reduced(out, restored, keepdim), dims)
+
+
+def _norm_grad_by_broadcast(grad, x, order, norm_, dims):
+    """The vector norm's gradient as PyTorch's formulas build it, with ``grad`` and ``norm_``
+    keeping size-1 reduced dims to broadcast against ``x``. Where the norm is 0 the gradient
+    is 0 (a subgradient)."""
+    at_zero_norm = constant(_is_zero, norm_).bool()
+    if order == 2:
+        return grad * (x / norm_).masked_fill(at_zero_norm, 0)
     if abs(order) == _INF:
         # NaN elements count as ties (their sgn is 0), as in PyTorch
         ties = constant(lambda xp, a, n: (xp.abs(a) == n) | xp.isnan(a), x, norm_)
-        count = expand_reduced(ties.sum(dims, keepdim=True), x.shape, dims, True)
-        return grad * x.sgn() * ties / count
-    # d|x|_p / dx = sgn(x) |x|^(p-1) / |x|_p^(p-1); 0 where x or the norm is 0 (a subgradient)
-    zero = constant(_is_zero, norm_)
-    safe = norm_ + zero
-    if order == 2:
-        return grad * x / safe * (1 - zero)
-    a = x.abs()
-    at_zero = constant(_is_zero, a)
-    scaled = x.sgn() * ((a + at_zero) / safe) ** (order - 1) * (1 - at_zero)
-    return grad * scaled * (1 - zero)
+        count = constant(lambda xp, t: t.sum(axis=dims, keepdims=True), ties)
+        return x.sgn() * ((grad / count) * ties)
+    if order < 1:
+        # |x|^(p-1) is infinite at x = 0, where the gradient is 0
+        at_zero = constant(_is_zero, x).bool()
+        slope = x.sgn() * x.abs().pow(order - 1).masked_fill(at_zero, 0)
+        return slope * grad * norm_.pow(1 - order)
+    scaled = (grad / norm_.pow(order - 1)).masked_fill(at_zero_norm, 0)
+    if order < 2:
+        return x.sgn() * x.abs().pow(order - 1) * scaled
+    return x * x.abs().pow(order - 2) * scaled
 
 
 def _is_zero(xp, a):

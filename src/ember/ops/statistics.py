@@ -9,7 +9,7 @@ from ember._tensor import Tensor
 from ember.ops import return_types
 from ember.ops._dims import reduction_dims
 from ember.ops._reduce import (constant, cpu_wide, expand_reduced, int_dim, reduced_numel,
-                               rejecting,
+                               rejecting, unsqueeze_reduced,
                                require_nonempty, route_to_indices, spread,
                                with_optional_dim)
 from ember.ops._registry import op
@@ -116,15 +116,21 @@ def _var_grad(grad, x, dim, unbiased, keepdim, correction):
         # over dims, 2 / dof unclamped
         return grad * constant(lambda xp, a: xp.where(a == a.mean(), np.nan, np.inf).astype(
             a.real.dtype, copy=False), x)
+    from ember.ops.arithmetic import _mul_scalar
     scale = 2 / dof if dof != 0 else float("inf")
-    grad = expand_reduced(grad, x.shape, dims, keepdim)
-    return grad * scale * (x - x.mean(dims, keepdim=True))
+    # as PyTorch's: the gradient broadcasts against x (a full reduction's 0-d one as it is)
+    if dim is None or isinstance(dim, bool):
+        return _mul_scalar(grad, scale) * (x - x.mean())
+    grad = unsqueeze_reduced(grad, dims, keepdim)
+    return _mul_scalar(grad, scale) * (x - x.mean(dims, keepdim=True))
 
 
 def _std_grad(grad, x, dim, unbiased, keepdim, correction, std):
-    # d std = d var / (2 std); PyTorch takes 0 where std is 0, even for an infinite grad
+    from ember.ops.arithmetic import _mul_scalar
+    # d std = d var / (2 std); PyTorch takes 0 where std is 0, even for an infinite grad.
+    # Unlike PyTorch's, the division is kept finite there (its gradient would be NaN)
     zero = constant(lambda xp, s: (s == 0).astype(s.dtype), std)
-    return _var_grad((grad / (2 * (std + zero))).masked_fill(zero.bool(), 0), x, dim,
+    return _var_grad((grad / _mul_scalar(std + zero, 2)).masked_fill(zero.bool(), 0), x, dim,
                      unbiased, keepdim, correction)
 
 

@@ -204,6 +204,21 @@ def _remainder_grad_samples(dtype, requires_grad):
                       (make((3,), dtype, requires_grad, low=1.5, high=3),))
 
 
+def _number_operand_samples(dtype, requires_grad):
+    """Samples for ``_mul_scalar``/``_div_scalar``: a tensor and a Python number."""
+    yield SampleInput(make((2, 3), dtype, requires_grad), (2.5,), name="2d")
+    yield SampleInput(make((), dtype, requires_grad), (-0.75,), name="0d")
+    yield SampleInput(make((0, 3), dtype, requires_grad), (3,), name="empty")
+    yield SampleInput(make((3, 4), dtype, requires_grad, noncontiguous=True), (1.5,),
+                      name="noncontiguous")
+    if dtype.is_complex:
+        yield SampleInput(make((2, 3), dtype, requires_grad), (0.5 - 2j,), name="complex")
+
+
+def _by_number_ref(ufunc):
+    return lambda x, s: ufunc(x, s).astype(np.asarray(x).dtype)
+
+
 OPS = [
     OpInfo("add", _add_ref, _alpha_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_add_errors),
@@ -212,6 +227,10 @@ OPS = [
     OpInfo("rsub", _rsub_ref, _rsub_samples, dtypes=NUMERIC, result_dtype=_rsub_dtype,
            gradgrad=True, error_inputs=_rsub_errors),
     OpInfo("mul", np.multiply, binary_samples(), dtypes=ALL, gradgrad=True),
+    OpInfo("_mul_scalar", _by_number_ref(np.multiply), _number_operand_samples,
+           dtypes=FLOATS + LOW + COMPLEX, gradgrad=True),
+    OpInfo("_div_scalar", _by_number_ref(np.true_divide), _number_operand_samples,
+           dtypes=FLOATS + LOW + COMPLEX, gradgrad=True),
     OpInfo("div", _true_div_ref, _div_samples, dtypes=FLOATS + LOW + INTS + COMPLEX,
            result_dtype=_div_dtype, gradgrad=True, error_inputs=_div_errors),
     OpInfo("floor_divide", np.floor_divide,
