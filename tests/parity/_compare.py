@@ -3,7 +3,8 @@ each gives: its value (described by the caller), or the type and message of the 
 
 ``outcome`` captures one library's answer (``error`` when it must raise), ``recorded`` adds the
 warnings raised on the way, ``assert_same`` runs ``fn(lib)`` for both libraries and asserts the
-answers are equal, and ``assert_close``/``same_floats`` compare values within tolerances.
+answers are equal (``assert_same_error``: the errors, PyTorch's names read as ember's), and
+``assert_close``/``same_floats`` compare values within tolerances.
 """
 
 import warnings
@@ -108,3 +109,14 @@ def assert_same(fn, **options):
     theirs = outcome(fn, torch, **options)
     assert ours == theirs, f"ember gives {ours!r}, torch gives {theirs!r}"
     return ours
+
+
+def assert_same_error(call, make_input):
+    """Assert that ``call(lib, make_input(lib))`` raises in PyTorch, and raises in ember the
+    same error type with the same message (PyTorch's qualified names read as ember's)."""
+    import torch
+
+    theirs = error(call, torch, make_input(torch))
+    assert theirs is not None, "torch does not raise"
+    ours = error(call, ember, make_input(ember))
+    assert ours == (theirs[0], ember_names(theirs[1])), f"ember {ours!r}, torch {theirs!r}"

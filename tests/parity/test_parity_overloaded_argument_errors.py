@@ -7,7 +7,7 @@ the function called."""
 import pytest
 
 import ember
-from tests.parity._compare import ember_names, error
+from tests.parity._compare import assert_same_error
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -61,22 +61,18 @@ _ALIASED = {
 }
 
 
-def _message(lib, call):
-    return error(call, lib, lib.arange(16.).reshape(4, 4))
+def _matrix(lib):
+    return lib.arange(16.).reshape(4, 4)
 
 
 @pytest.mark.parametrize("name", list(_OVERLOADED))
 def test_overloaded_argument_errors_match(name):
-    theirs = _message(torch, _OVERLOADED[name])
-    assert theirs is not None and _message(ember, _OVERLOADED[name]) == \
-        (theirs[0], ember_names(theirs[1])), name
+    assert_same_error(_OVERLOADED[name], _matrix)
 
 
 @pytest.mark.parametrize("name", list(_ALIASED))
 def test_alias_argument_errors_name_the_alias(name):
-    theirs = _message(torch, _ALIASED[name])
-    assert theirs is not None and _message(ember, _ALIASED[name]) == \
-        (theirs[0], ember_names(theirs[1])), name
+    assert_same_error(_ALIASED[name], _matrix)
 
 
 def test_valid_calls_of_overloaded_ops_and_aliases_still_work():
