@@ -13,6 +13,7 @@ import builtins
 import contextlib
 import types
 import typing
+import warnings
 from concurrent.futures import Future as _Future
 
 __all__ = ["script", "trace", "trace_module", "ignore", "unused", "export", "interface",
@@ -49,8 +50,16 @@ class Attribute(typing.NamedTuple):
     type: typing.Any
 
 
+def _deprecated(name, instead="`torch.compile` or `torch.export`"):
+    # PyTorch 2.13 deprecates TorchScript: each entry point warns on every call, from
+    # inside the library (so Python's default filters hide it, as they hide PyTorch's)
+    warnings.warn(f"`torch.jit.{name}` is deprecated. Please switch to {instead}.",
+                  DeprecationWarning, stacklevel=2)
+
+
 def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
     """``obj`` itself: ember runs functions and modules eagerly."""
+    _deprecated("script")
     return obj
 
 
@@ -58,16 +67,25 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
           check_tolerance=1e-5, strict=True, _force_outplace=False, _module_class=None,
           _compilation_unit=None, example_kwarg_inputs=None, _store_inputs=True):
     """``func`` itself, after one call on the example inputs (which is what tracing runs)."""
+    from ember.nn import Module
+    _deprecated("trace")
     if example_inputs is None and example_kwarg_inputs is None:
         raise RuntimeError("example_kwarg_inputs and example_inputs cannot both be None")
+    if builtins.isinstance(func, Module):   # PyTorch traces a module's forward by trace_module
+        _deprecated("trace_method")
+    if check_trace:                         # and checks a trace by tracing again
+        _deprecated("trace_method" if builtins.isinstance(func, Module) else "trace")
     args = example_inputs if builtins.isinstance(example_inputs, tuple) else \
         () if example_inputs is None else (example_inputs,)
     func(*args, **(example_kwarg_inputs or {}))
     return func
 
 
-def trace_module(mod, inputs, *args, **kwargs):
+def trace_module(mod, inputs, optimize=None, check_trace=True, *args, **kwargs):
     """``mod`` itself, after calling each named method on its example inputs."""
+    _deprecated("trace_method")
+    if check_trace:                         # (PyTorch checks a trace by tracing again)
+        _deprecated("trace_method")
     for name, example in inputs.items():
         getattr(mod, name)(*(example if builtins.isinstance(example, tuple) else (example,)))
     return mod
@@ -218,9 +236,11 @@ def _no_torchscript(what):
 
 def save(m, f, _extra_files=None):
     """Not possible: ember has no TorchScript."""
+    _deprecated("save", "`torch.export`")
     raise _no_torchscript("jit.save")
 
 
 def load(f, map_location=None, _extra_files=None, _restore_shapes=False):
     """Not possible: ember has no TorchScript."""
+    _deprecated("load", "`torch.export`")
     raise _no_torchscript("jit.load")

@@ -3,16 +3,16 @@ top-level names (det, logdet, slogdet, matrix_power, matrix_exp), and linalg.cro
 
 import numpy as np
 
-from ember.ops._linalg_utils import (check_float, check_square, empty_16bit_in_float32, eye_like,
-                                     mh, named_result, nan_matrices, on_host, scipy_linalg,
-                                     torch_name)
+from ember.ops._linalg_utils import (check_float, check_square, checked, empty_16bit_in_float32,
+                                     eye_like, mh, named_result, nan_matrices, on_host,
+                                     scipy_linalg, torch_name)
 from ember.ops._elementwise import zeros_for
-from ember.ops._reduce import constant
+from ember.ops._reduce import constant, grad_enabled
 from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import int64_arg
 from ember.ops.linalg import matmul
 from ember.ops.singular import svd
-from ember.ops.solvers import inv
+from ember.ops.solvers import inv, lu_info, lu_solve_all, solve
 
 __all__ = ["det", "det_top", "slogdet", "slogdet_top", "logdet", "matrix_power",
            "matrix_power_top", "matrix_exp", "matrix_exp_top", "cross"]
@@ -88,7 +88,35 @@ def _slogdet_grad(grads, a, *, out):
     g = grad_log
     if a.is_complex():
         g = g + 1j * (sign.conj() * grad_sign).imag
-    return g.unsqueeze(-1).unsqueeze(-1) * mh(inv(a))
+    return _log_det_grad(g, a)
+
+
+def _log_det_grad(g, a):
+    """g A^{-H} for each matrix, as PyTorch computes it. Under create_graph: a differentiable
+    solve of A^H X = g I, which raises for a singular A as PyTorch's does. Otherwise from the
+    LU factors PyTorch's forward keeps, without raising: a singular A gives its infinities and
+    NaNs, which depend on the matrix factored (A^T for a C-contiguous real A, else A)."""
+    g = g.unsqueeze(-1).unsqueeze(-1)
+    if grad_enabled():
+        return solve(mh(a), g * eye_like(a))
+    transposed = not a.is_complex() and a.is_contiguous()
+    return g * constant(lambda xp, x: _adjoint_inverse(xp, x, transposed), a)
+
+
+def _adjoint_inverse(xp, a, transposed):
+    """A^{-H} of each matrix from the LU factors of A^T (``transposed``) or of A; a singular
+    matrix gives LAPACK's inf and NaN, one holding a NaN only NaN."""
+    factored = xp.swapaxes(a, -1, -2) if transposed else a
+    try:
+        with checked(xp):
+            inverse = xp.linalg.inv(factored)       # (the batched fast path)
+        if not transposed:
+            inverse = xp.conj(xp.swapaxes(inverse, -1, -2))
+    except np.linalg.LinAlgError:
+        lu, piv, _ = lu_info(xp, factored)
+        eye = xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+        inverse = lu_solve_all(xp, lu, piv, eye, trans=0 if transposed else 2)
+    return xp.where(nan_matrices(xp, a)[..., None, None], np.nan, inverse)
 
 
 @op("slogdet(A)", namespace="linalg", out=True, namedtuple=slogdet_result)
@@ -122,7 +150,7 @@ def logdet(xp, a):
 def _(grad, a, *, out):
     if not a.is_complex():              # a NaN result (negative determinant) passes nothing
         grad = grad * constant(lambda xp, y: (~xp.isnan(y)).astype(y.dtype), out)
-    return grad.unsqueeze(-1).unsqueeze(-1) * mh(inv(a))
+    return _log_det_grad(grad, a)
 
 
 # --- matrix_power -----------------------------------------------------------------------------

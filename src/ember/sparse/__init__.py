@@ -14,6 +14,7 @@ from ember.sparse import _convert  # noqa: F401  (gives Tensor its to_sparse* me
 from ember.sparse._ops import log_softmax, softmax, sum  # noqa: A004
 from ember.sparse import _inplace  # noqa: F401  (the in-place handlers)
 from ember.sparse import _join  # noqa: F401  (the cat/stack handlers)
+from ember.sparse._mm_reduce import mm_reduce as _mm_reduce
 from ember.sparse._products import addmm as _addmm
 from ember.sparse._products import mm as _mm
 from ember.sparse._products import sampled_addmm
@@ -25,12 +26,12 @@ __all__ = ["mm", "addmm", "sampled_addmm", "sum", "softmax", "log_softmax", "spm
            "IntTensor", "ByteTensor", "BoolTensor"]
 
 
-def mm(mat1, mat2, reduce="sum"):
+def mm(mat1, mat2, reduce=None):
     """``mat1 @ mat2`` where ``mat1`` (or ``mat2``) is a sparse COO or CSR matrix; the
-    gradient of a sparse leaf ``mat1`` is sparse, with ``mat1``'s indices."""
-    if reduce not in (None, "sum"):
-        raise NotImplementedError(f"sparse.mm: ember supports only reduce='sum', not "
-                                  f"{reduce!r}")
+    gradient of a sparse leaf ``mat1`` is sparse, with ``mat1``'s indices. With ``reduce``
+    ("sum", "mean", "amax", "amin"), a CSR ``mat1``'s products of each row are reduced so."""
+    if reduce is not None:
+        return _mm_reduce(mat1, mat2, reduce)
     return _mm(mat1, mat2, dense_grad=False)
 
 
@@ -46,14 +47,36 @@ def spmm(input, mat2):
     return _mm(input, mat2)
 
 
+def _legacy_deprecated(form, instead):
+    from ember._warn import warn_once
+    warn_once(f"torch.sparse.SparseTensor({form}) is deprecated.  Please use "
+              f"torch.sparse_coo_tensor({instead}).")
+
+
 def _legacy_constructor(name, dtype_name):
     def make(*args, device=None):
         import ember
         dtype = getattr(ember, dtype_name)
         if args and isinstance(args[0], ember.Tensor):         # (indices, values[, size])
+            if len(args) == 3:
+                _legacy_deprecated("indices, values, shape, *, device=",
+                                   "indices, values, shape, dtype=, device=")
+            else:
+                _legacy_deprecated("indices, values, *, device=", "indices, values, dtype=, "
+                                   "device=")
             return sparse_coo_tensor(*args, device=device)
-        size = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) \
-            else tuple(args)
+        if not args:
+            _legacy_deprecated("", "(0,), dtype=")
+            args = (0,)
+        else:
+            if len(args) == 1 and isinstance(args[0], (tuple, list)):
+                if not isinstance(args[0], ember.Size):
+                    raise TypeError("ember.sparse.SparseTensor(sequence) only accepts sizes.  "
+                                    "Please use ember.sparse_coo_tensor() or construct a "
+                                    "strided tensor and convert it to sparse via to_sparse.")
+                args = tuple(args[0])
+            _legacy_deprecated("shape, *, device=", "shape, dtype=, device=")
+        size = tuple(args)
         indices = ember.zeros((len(size), 0), dtype=ember.int64, device=device)
         return sparse_coo_tensor(indices, ember.zeros(0, dtype=dtype, device=device), size)
     make.__name__ = make.__qualname__ = name

@@ -25,10 +25,12 @@ whatever its layout (for CSC they are the column pointers and the row indices).
 """
 
 import operator
+import warnings
 
 from ember._creation import check_requires_grad
 from ember._tensor import Size, Tensor, _make
 from ember._values_backed import NO_STORAGE, ValuesBacked, blank
+from ember._warn import WARN_ALWAYS, outside_level
 from ember.sparse import _layouts as L
 
 __all__ = ["SparseTensor", "coo", "csr", "compressed", "sparse_coo_tensor"]
@@ -413,8 +415,23 @@ def coo(indices, values, size, coalesced=False):
     return t
 
 
+_BETA_WARNED = [False]
+
+
+def _warn_beta(layout):
+    """PyTorch's warning on its first compressed tensor of the process (whatever the layout)."""
+    if _BETA_WARNED[0] and not WARN_ALWAYS[0]:
+        return
+    _BETA_WARNED[0] = True
+    warnings.warn(f"Sparse {L.short_name(layout)[6:].upper()} tensor support is in beta state. "
+                  f"If you miss a functionality in the sparse tensor support, please submit a "
+                  f"feature request to https://github.com/pytorch/pytorch/issues.",
+                  stacklevel=outside_level())
+
+
 def compressed(layout, compressed_indices, plain_indices, values, size):
     """A compressed tensor (CSR, CSC, BSR, BSC) from checked parts (no copies, no checks)."""
+    _warn_beta(layout)
     t = _blank(layout, values, size)
     t._crow, t._col = compressed_indices, plain_indices
     return t
