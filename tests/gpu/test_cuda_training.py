@@ -88,6 +88,29 @@ def test_autocast_on_cuda_uses_pytorchs_lists():
         assert (a @ a).dtype is ember.float32            # only the CPU is autocast
 
 
+def test_cuda_autocast_runs_rms_norm_in_float32_without_the_mixed_dtype_warning():
+    """PyTorch's CUDA autocast lists rms_norm with layer_norm (float32): a float16 input and
+    a float32 weight are both cast, so its fused kernel's mixed-dtype warning does not fire
+    (as it does outside autocast)."""
+    import warnings
+    x = ember.randn(2, 4, device="cuda").half()
+    rms = nn.RMSNorm(4, device="cuda")
+    ember.set_warn_always(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with ember.autocast("cuda"):
+                outs = [F.rms_norm(x, (4,), rms.weight), rms(x)]
+        with pytest.warns(UserWarning, match="Mismatch dtype between input and weight"):
+            assert rms(x).dtype is ember.float16
+    finally:
+        ember.set_warn_always(False)
+    expected = F.rms_norm(x.float(), (4,), rms.weight)
+    for out in outs:
+        assert out.dtype is ember.float32
+        assert_close(out, expected, rtol=0, atol=0)
+
+
 def test_bfloat16_autocast_trains_like_float32():
     losses = {}
     for amp in (False, True):

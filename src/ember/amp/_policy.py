@@ -53,8 +53,8 @@ _CUDA_LOWER = """matmul addbmm addmm addmv addr baddbmm bmm chain_matmul linalg.
     affine_grid_generator"""
 
 _CUDA_FP32 = """pow acos asin cosh erfinv exp expm1 log log10 log1p log2 reciprocal rsqrt sinh tan
-    nn.functional.softplus native_layer_norm native_group_norm norm dist cdist cumprod cumsum prod
-    sum renorm softmax log_softmax nn.functional.cross_entropy nn.functional.nll_loss
+    nn.functional.softplus native_layer_norm native_group_norm rms_norm norm dist cdist cumprod
+    cumsum prod sum renorm softmax log_softmax nn.functional.cross_entropy nn.functional.nll_loss
     cosine_embedding_loss cosine_similarity hinge_embedding_loss kl_div l1_loss
     margin_ranking_loss mse_loss multilabel_margin_loss multi_margin_loss normalize pdist
     poisson_nll_loss smooth_l1_loss soft_margin_loss triplet_margin_loss

@@ -4,7 +4,7 @@ import operator
 import warnings
 
 from ember import _dtype as D
-from ember._warn import outside_level
+from ember._warn import WARN_ALWAYS, outside_level
 from ember.ops._conv_kernels import output_size
 from ember.ops._out_dtypes import _C_NAMES
 
@@ -137,7 +137,7 @@ def _string_padding(padding, stride, dilation, kernel, transposed, warn):
     for d, k in zip(dilation, kernel):
         total = d * (k - 1)
         pads.append((total // 2, total - total // 2))
-    if warn and not _WARNED and any(lo != hi for lo, hi in pads):
+    if warn and (not _WARNED or WARN_ALWAYS[0]) and any(lo != hi for lo, hi in pads):
         _WARNED.append(True)            # PyTorch warns once per process
         warnings.warn("Using padding='same' with even kernel lengths and odd dilation may "
                       "require a zero-padded copy of the input be created", UserWarning,

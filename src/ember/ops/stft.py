@@ -11,7 +11,7 @@ import warnings
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember._warn import user_level
+from ember._warn import WARN_ALWAYS, user_level
 from ember.ops._scalars import int_arg
 
 __all__ = ["stft", "istft"]
@@ -39,7 +39,7 @@ _PADDED_TAIL = ("The length of signal is shorter than the length parameter. Resu
 
 
 def _warn_once(message):
-    if message not in _WARNED:
+    if message not in _WARNED or WARN_ALWAYS[0]:     # (set_warn_always(True): every time)
         _WARNED.add(message)
         warnings.warn(message, UserWarning, stacklevel=user_level(3))
 
@@ -114,14 +114,14 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     hop_length = n_fft // 4 if hop_length is None else hop_length
     win_length = n_fft if win_length is None else win_length
     complex_window = window is not None and window.is_complex()
+    if window is None:      # (before the return_complex check, which may raise)
+        _warn_once(_STFT_NO_WINDOW)
     if return_complex is None:
         if not (input.is_complex() or complex_window):
             raise RuntimeError(_NO_RETURN_COMPLEX)
         return_complex = True
     elif not return_complex:
         _warn_once(_REAL_RESULT)
-    if window is None:
-        _warn_once(_STFT_NO_WINDOW)
     prefix = (f"stft({_tensor_text(input)}[{_shape(input)}], n_fft={n_fft}, "
               f"hop_length={hop_length}, win_length={win_length}, window={_window_text(window)}, "
               f"normalized={int(normalized)}, onesided={_flag(onesided)}, "

@@ -36,7 +36,8 @@ class _WeightNorm(Module):
         self.dim = -1 if dim is None else dim
 
     def forward(self, weight_g, weight_v):
-        return weight_v * (weight_g / norm_except_dim(weight_v, self.dim))
+        from ember.ops.weight_norm import _weight_norm
+        return _weight_norm(weight_v, weight_g, self.dim)
 
     def right_inverse(self, weight):
         return norm_except_dim(weight, self.dim), weight

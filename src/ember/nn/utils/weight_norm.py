@@ -5,6 +5,7 @@ import warnings
 
 from ember.nn.parameter import Parameter
 from ember.nn.utils.parametrizations import norm_except_dim
+from ember.ops.weight_norm import _weight_norm
 
 __all__ = ["weight_norm", "remove_weight_norm", "WeightNorm"]
 
@@ -19,7 +20,7 @@ class WeightNorm:
     def compute_weight(self, module):
         g = getattr(module, self.name + "_g")
         v = getattr(module, self.name + "_v")
-        return v * (g / norm_except_dim(v, self.dim))
+        return _weight_norm(v, g, self.dim)
 
     @staticmethod
     def apply(module, name, dim):
