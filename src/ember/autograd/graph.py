@@ -382,6 +382,8 @@ def conform(grad, meta):
 
 def sum_to(grad, shape):
     """Sum a broadcast gradient down to ``shape`` (the inverse of broadcasting)."""
+    if not shape:
+        return grad.sum()               # one full sum, as PyTorch's (SumBackward0 in a graph)
     lead = grad.ndim - len(shape)
     dims = tuple(range(lead)) + tuple(
         lead + i for i, s in enumerate(shape) if s == 1 and grad.shape[lead + i] != 1)

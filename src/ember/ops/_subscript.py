@@ -16,7 +16,8 @@ from ember._tensor import Tensor, _make
 from ember.backend import xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import call
-from ember.ops.indexing import SubscriptIndices, _index, basic_view, index_put, scalar_array
+from ember.ops.indexing import (SubscriptIndices, _getitem_slice, _index, basic_view, index_put,
+                                scalar_array)
 
 _FULL = slice(None)
 _SEQUENCE_WARNING = (
@@ -213,11 +214,13 @@ def getitem(self, key):
             if not -size <= key < size:
                 raise _out_of_bounds(key, 0, size)
             return basic_view(self, (key,))
-        if kind is slice:
-            return basic_view(self, (_slice(key),))
+        if kind is slice:                   # a slice, even of the whole dim (SliceBackward0)
+            return basic_view(self, (_slice(key),), _getitem_slice)
         if kind is Tensor and key._data.dtype in _INT_INDEX and key._data.ndim:
             return call(_index, (self,), (SubscriptIndices((key,)),))
     basic, indices = parse(self, key)
+    # one view node, named after the last step (PyTorch records a node per step: a chain
+    # would cost a dispatch per step on every recorded subscript)
     if indices is None:
         return basic_view(self, basic)
     view = self if _is_trivial(basic) else basic_view(self, basic)

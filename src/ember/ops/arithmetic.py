@@ -166,7 +166,7 @@ mul.reads_inputs((1,), (0,))
 mul.keep_scalars_unrounded(1)
 
 
-# --- a tensor times a number, as PyTorch's derivatives scale (mul.Scalar, div.Scalar) ---------
+# --- a tensor and a number, as PyTorch's derivatives combine them (mul/div/sub.Scalar) --------
 
 def _by_number(ufunc, x, other):
     if x.dtype.kind == "c" or x.dtype.kind == "f" and x.dtype.itemsize >= 4:
@@ -190,8 +190,20 @@ def _div_scalar(xp, x, other):
     return _by_number(xp.true_divide, x, other)
 
 
+@op("_sub_scalar(input, other)", method=False, saves_inputs=False,
+    grad_fn_name="SubBackward1")
+def _sub_scalar(xp, x, other):
+    """``input - other`` for a number ``other``: its node, SubBackward1, has one edge."""
+    if x.dtype.kind == "b":             # (a bool exponent's pow gradient: PyTorch's error)
+        raise RuntimeError(_BOOL_SUB)
+    if x.dtype.kind in "iu":
+        return xp.subtract(x, other).astype(x.dtype, copy=False)
+    return _by_number(xp.subtract, x, other)
+
+
 _mul_scalar.derivative(lambda grad, x, other: _mul_scalar(grad, conj_grad(other)))
 _div_scalar.derivative(lambda grad, x, other: _div_scalar(grad, conj_grad(other)))
+_sub_scalar.derivative(lambda grad, x, other: grad)
 
 
 # --- division ---------------------------------------------------------------------------------
@@ -265,9 +277,9 @@ def _check_rounding_dtype(a, rounding_mode):
 def _div_grad(grad, a, b, rounding_mode, *, needs=(True, True)):
     if rounding_mode is not None:
         return zeros_for(grad), zeros_for(grad)
-    b_conj = conj_grad(b)
-    return (grad / b_conj if needs[0] else None,
-            -grad * conj_grad(a) / (b_conj * b_conj) if needs[1] else None)
+    # PyTorch's formulas, the divisor's first: -grad * (a / b) / b, then grad / b
+    grad_b = -grad * conj_grad((a / b) / b) if needs[1] else None
+    return grad / conj_grad(b) if needs[0] else None, grad_b
 
 
 div = binary("div(input, other, *, rounding_mode=None)", _div, _div_grad,
@@ -388,19 +400,20 @@ def real_power(xp, a, b):
 
 def _pow_grad(grad, a, b, *, out=None):
     # ``out``: the result, kept (as PyTorch keeps it) only for a tensor exponent, whose
-    # gradient reads it; ``y = x ** 2; y.add_(1)`` must not spoil backward
+    # gradient reads it; ``y = x ** 2; y.add_(1)`` must not spoil backward. The exponent's
+    # gradient is built first, as PyTorch's node builds it (the order shows in the order a
+    # second backward adds up its contributions)
     from ember import where
     grad_a = grad_b = None
+    if hasattr(b, "shape"):
+        grad_b = _pow_exponent_grad(grad, a, b, pow(a, b) if out is None else out)
     if hasattr(a, "shape"):
         if isinstance(b, (int, float, complex)) and b == 0:
             grad_a = zeros_for(grad)
-        else:
-            if hasattr(b, "shape"):             # 0 ** 0 has slope 0, not 0 * inf
-                grad_a = where(b == 0, 0, grad * conj_grad(b * a.pow(b - 1)))
-            else:                               # a number exponent scales as mul.Scalar
-                grad_a = grad * conj_grad(_mul_scalar(a.pow(b - 1), b))
-    if hasattr(b, "shape"):
-        grad_b = _pow_exponent_grad(grad, a, b, pow(a, b) if out is None else out)
+        elif hasattr(b, "shape"):               # 0 ** 0 has slope 0, not 0 * inf
+            grad_a = where(b == 0, 0, grad * conj_grad(b * a.pow(_sub_scalar(b, 1))))
+        else:                                   # a number exponent scales as mul.Scalar
+            grad_a = grad * conj_grad(_mul_scalar(a.pow(b - 1), b))
     return grad_a, grad_b
 
 

@@ -1,6 +1,6 @@
-"""Indexing ops: basic-index views, advanced (integer and mask) indexing, index_put, the mask
-ops masked_fill, masked_select, masked_scatter, nonzero and argwhere, fill_diagonal_, and
-unravel_index.
+"""Indexing ops: advanced (integer and mask) indexing, index_put, the mask ops masked_fill,
+masked_select, masked_scatter, nonzero and argwhere, fill_diagonal_, and unravel_index (the
+basic-index views live in ops/subscript_views.py).
 
 ``Tensor.__getitem__`` and ``Tensor.__setitem__`` (ops/_subscript.py) split a subscript as
 PyTorch does: ints, slices and None first, as one view of the input (the ``_getitem_*``
@@ -15,116 +15,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import (_order_strides, _stride_order, lay_out, preserved,
-                                   strided_if_empty)
-from ember._storage_place import empty_at, empty_slice_geometry, keep_empty_geometry
-from ember._tensor import Tensor, _make
+from ember._memory_format import _order_strides, _stride_order, lay_out, preserved
+from ember._tensor import Tensor
 from ember._warn import outside_level
-from ember.backend import combine_at, device_scalar, indexing_checks_bounds, xp_of
+from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
-from ember.ops._recording import _mark_view
-from ember.ops._registry import call, op
+from ember.ops._registry import op
 from ember.ops._scalars import checked_scalar as checked_number
-
-# --- basic indexing: one view op per PyTorch grad_fn name -------------------------------------
-
-_FULL = slice(None)
-
-
-def _explicit(key):
-    """``key`` completed with an Ellipsis, so that NumPy returns a view even for ints."""
-    for k in key:
-        if k is Ellipsis:
-            return key
-    return key + (Ellipsis,)
-
-
-def _basic_forward(xp, x, key):
-    """``input[key]`` for a key of ints, slices (step > 0) and None: a view."""
-    if not x.size:
-        x = strided_if_empty(xp_of(x), x)   # PyTorch's strides for views of empty tensors
-    out = x[_explicit(key)]
-    if not out.size and Ellipsis not in key:    # placed where PyTorch places it
-        strides, offset = empty_slice_geometry(x.shape, x.strides, 0, key, x.itemsize)
-        return empty_at(xp, out, x, offset, strides)
-    return _new_dim_strides(xp, out, key, x) if None in key else out
-
-
-def _new_dim_strides(xp, out, key, x):
-    """``out`` with PyTorch's strides for the dims None inserted (NumPy gives them 0): as
-    ``unsqueeze`` in front of the input dim that follows, its size times its stride (one
-    element after the last dim)."""
-    consumed = sum(k is not None and k is not Ellipsis for k in key)
-    strides, pos, dim = list(out.strides), 0, 0
-    for k in key:
-        if k is None:
-            strides[pos] = (x.shape[dim] * x.strides[dim] if dim < x.ndim else x.itemsize)
-            pos += 1
-        elif k is Ellipsis:
-            pos += x.ndim - consumed
-            dim += x.ndim - consumed
-        else:
-            pos += type(k) is not int
-            dim += 1
-    return xp.lib.stride_tricks.as_strided(out, out.shape, strides)
-
-
-def _basic_derivative(grad, x, key):
-    return _slice_backward(grad, x.shape, key)
-
-
-def _view_op(kind):
-    new = op(f"_getitem_{kind}(input, key)", view=True, method=False, saves_inputs=False,
-             grad_fn_name=f"{kind.capitalize()}Backward0")(_basic_forward)
-    new.derivative(_basic_derivative)
-    return new
-
-
-_getitem_select = _view_op("select")
-_getitem_slice = _view_op("slice")
-_getitem_unsqueeze = _view_op("unsqueeze")
-_getitem_alias = _view_op("alias")
-
-
-def alias_of(t):
-    """A view of all of ``t``, made without recording a node (what an input returned as-is
-    by a custom Function becomes)."""
-    alias = _make(_basic_forward(None, t._data, ()))
-    _mark_view(_getitem_alias, t, ((),), alias)
-    return alias
-
-
-def basic_view(t, key):
-    """``t[key]`` for a normalized basic key, named after its last non-trivial step."""
-    kind = _getitem_alias
-    for k in reversed(key):
-        if k is None:
-            kind = _getitem_unsqueeze
-        elif type(k) is int:
-            kind = _getitem_select
-        elif k != _FULL:
-            kind = _getitem_slice
-        else:
-            continue
-        break
-    view = call(kind, (t,), (key,))
-    if not view._data.size and type(view._data) is not np.ndarray:
-        keep_empty_geometry(view, t, key)   # (NumPy's empty views are placed: _basic_forward)
-    return view
-
-
-@op("_slice_backward(grad, input_shape, key)", method=False, saves_inputs=False)
-def _slice_backward(xp, grad, input_shape, key):
-    """Zeros of ``input_shape`` with ``grad`` written at ``key`` (the backward of a view)."""
-    out = xp.zeros(tuple(input_shape), dtype=grad.dtype)
-    out[_explicit(key)] = grad
-    return out
-
-
-@_slice_backward.derivative
-def _(grad, g, input_shape, key):
-    return basic_view(grad, key)
-
+# basic indexing lives in ops/subscript_views.py; its names are also found here
+from ember.ops.subscript_views import (_FULL, _explicit, _getitem_alias,  # noqa: F401
+                                       _getitem_select, _getitem_slice, _getitem_unsqueeze,
+                                       _slice_backward, alias_of, basic_view)
 
 # --- advanced indices -------------------------------------------------------------------------
 
@@ -321,7 +222,14 @@ def _broadcast_strides(a, shape):
 def _(grad, x, indices):
     from ember._creation import zeros
     return index_put(zeros(x.shape, dtype=grad.dtype, device=grad.device),
-                     SubscriptIndices(indices), grad, accumulate=True)
+                     _BackwardIndices(indices), grad, accumulate=True)
+
+
+class _BackwardIndices(SubscriptIndices):
+    """The indices of an advanced read's backward, which PyTorch writes with _index_put_impl_
+    (its node: IndexPutImplBackward0)."""
+
+    __slots__ = ()
 
 
 # --- index_put --------------------------------------------------------------------------------
@@ -329,7 +237,7 @@ def _(grad, x, indices):
 def _put(xp, dst, values, indices, accumulate):
     # PyTorch checks the indices' types, number and shapes, the values' shape, then the
     # dtypes, then the bounds
-    user_call = type(indices) is not SubscriptIndices
+    user_call = not isinstance(indices, SubscriptIndices)
     mask = None if accumulate or values.size != 1 else _sole_mask(dst, indices, user_call)
     if mask is not None:                # PyTorch writes one value through masked_fill_, which
         values = _fill_value(xp, dst, mask, values.reshape(()))     # converts its dtype
@@ -409,6 +317,12 @@ def index_put(xp, x, values, indices, accumulate):
 @index_put.inplace_variant
 def _(xp, dst, x, values, indices, accumulate):
     _put(xp, dst, values, indices, accumulate)
+
+
+@index_put.named_by
+def _(flat, params, out):
+    return "IndexPutImplBackward0" if type(params[0]) is _BackwardIndices else \
+        "IndexPutBackward0"
 
 
 @index_put.derivative

@@ -11,8 +11,8 @@ from ember.ops._dims import check_overloaded_dims, reduction_dims
 from ember.ops._linalg_utils import on_host
 from ember.ops._elementwise import conj_grad, zeros_for
 from ember.ops._promotion import FLOAT, SAME, Policy
-from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced, flip,
-                               is_all, narrow_to, reduced_numel, shift_in_one,
+from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced,
+                               grad_enabled, is_all, narrow_to, reduced_numel,
                                unsqueeze_reduced, wide)
 from ember.ops._registry import op
 from ember.ops._scalars import number_arg
@@ -209,23 +209,33 @@ def _(grad, x, dim, keepdim, dtype, *, out):
     # prod(input) is a 0-d result that broadcasts as it is; prod(input, dim) unsqueezes
     restored = () if dim is None else dims
     grad = unsqueeze_reduced(grad, restored, keepdim)
+    if x.dtype is not grad.dtype:       # prod(dtype=): PyTorch differentiates the cast input
+        x = x.to(grad.dtype)
     if not any_zero(x):
         return grad * conj_grad(unsqueeze_reduced(out, restored, keepdim) / x)
-    return grad * conj_grad(_prod_of_others(x, dims))
+    if dim is not None:
+        return _prod_of_others(grad, x, dims[0])
+    if not grad_enabled() and _count_zeros(x) > 1:
+        return x.new_zeros(x.shape)     # every product of the others holds a zero (PyTorch)
+    return _prod_of_others(grad, x.contiguous().view(-1), 0).view_as(x)
 
 
-def _prod_of_others(x, dims):
-    """For each element, the product of the rest of its slice: exact where x has zeros, and
-    differentiable again (products before it times products after it, via cumprod)."""
-    rest = [d for d in range(x.ndim) if d not in dims]
-    order = rest + list(dims)
-    n = reduced_numel(x.shape, dims)
-    rows = x.permute(order).reshape([x.shape[d] for d in rest] + [n])
-    last = len(rest)
-    before = shift_in_one(rows, last).cumprod(last)
-    after = flip(shift_in_one(flip(rows, last), last).cumprod(last), last)
-    others = (before * after).reshape([x.shape[d] for d in order])
-    return others.permute([order.index(d) for d in range(x.ndim)])
+def _count_zeros(x):
+    return int(constant(lambda xp, a: xp.count_nonzero(a == 0), x))
+
+
+def _prod_of_others(grad, x, dim):
+    """``grad`` times, for each element, the product of the others along ``dim``: exact where
+    x has zeros, and differentiable again (the exclusive running products from either end, as
+    PyTorch builds them); a dim of size 1 has no others."""
+    n = x.shape[dim]
+    if n == 1:
+        return grad
+    from ember.ops.join import cat
+    ones = x.new_ones([1 if d == dim else s for d, s in enumerate(x.shape)], dtype=grad.dtype)
+    before = cat([ones, x.narrow(dim, 0, n - 1)], dim).cumprod(dim)
+    after = cat([ones, x.narrow(dim, 1, n - 1).flip(dim)], dim).cumprod(dim).flip(dim)
+    return grad * conj_grad(before * after)
 
 
 # --- trace ------------------------------------------------------------------------------------

@@ -7,8 +7,7 @@ from ember.backend import accumulate
 from ember.ops import return_types
 from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
-from ember.ops._reduce import (SUM, _index_grad, any_zero, cast_input, constant, cpu_wide,
-                               flip, grad_enabled, rejecting)
+from ember.ops._reduce import SUM, any_zero, cast_input, constant, cpu_wide, grad_enabled, rejecting
 from ember.ops._registry import op
 from ember.ops.indexing import CTYPE
 
@@ -36,8 +35,15 @@ def _accumulate_into(name):
 
 
 def reverse_cumsum(t, dim):
-    """Sums from each position to the end along ``dim`` (differentiable)."""
-    return flip(flip(t, dim).cumsum(dim), dim)
+    """Sums from each position to the end along ``dim`` (differentiable, through flips as
+    PyTorch's)."""
+    return t.flip(dim).cumsum(dim).flip(dim)
+
+
+def _trivial_scan(x, dim):
+    """Whether a running sum or product along ``dim`` passes its gradient through unchanged
+    (at most one element, or one along ``dim``: PyTorch returns the gradient itself)."""
+    return x.numel() <= 1 or x.shape[wrap_dim(dim, x.ndim)] == 1
 
 
 @op("cumsum(input, dim, *, dtype=None)", promote=SUM, upcast=False, inplace=True,
@@ -55,7 +61,7 @@ cumsum.refuse_integral_results()
 
 @cumsum.derivative
 def _(grad, x, dim, dtype):
-    if x.ndim == 0:
+    if _trivial_scan(x, dim):
         return grad
     return reverse_cumsum(grad, wrap_dim(dim, x.ndim))
 
@@ -74,11 +80,11 @@ cumprod.refuse_integral_results()
 
 @cumprod.derivative
 def _(grad, x, dim, dtype, *, out):
-    if x.ndim == 0:
+    if _trivial_scan(x, dim):
         return grad
     d = wrap_dim(dim, x.ndim)
     if not any_zero(x):
-        return reverse_cumsum(grad * conj_grad(out), d) / conj_grad(x)
+        return reverse_cumsum(conj_grad(out) * grad, d) / conj_grad(x)
     if grad_enabled():
         return _cumprod_grad_exact(grad, x, d)
     return _cumprod_grad_zeros(grad, x, out, d)
@@ -133,9 +139,13 @@ def _running_extreme(name, ufunc):
 
 
 def _scatter_back(grads, x, dim, *, out):
-    if x.ndim == 0:
-        return grads[0]
-    return _index_grad(grads[0], out[1], wrap_dim(dim, x.ndim), tuple(x.shape))
+    """Each gradient added at the index its running extreme came from (PyTorch's node,
+    ScatterAddBackward0, for 0-d inputs too); an empty input is its own gradient, as there."""
+    if x.numel() == 0:
+        return x
+    grad = grads[0]
+    return grad.new_zeros(x.shape).scatter_add(wrap_dim(dim, x.ndim) if x.ndim else 0,
+                                               out[1], grad)
 
 
 def _cum_policy(name):

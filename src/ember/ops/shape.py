@@ -256,7 +256,7 @@ def unsqueeze(xp, x, dim):
 
 @unsqueeze.derivative
 def _(grad, x, dim):
-    return grad.reshape(x.shape)
+    return grad.squeeze(wrap_dim(dim, x.ndim + 1))      # (SqueezeBackward1, as PyTorch's)
 
 
 @op("squeeze(input, dim=None)", view=True, saves_inputs=False, inplace=True)
@@ -269,6 +269,14 @@ def squeeze(xp, x, dim):
     dims = tuple(d for d in distinct_dims(dim, x.ndim, "squeeze(): argument 'dim'")
                  if x.ndim and x.shape[d] == 1)
     return xp.squeeze(x, axis=dims) if dims else x.view()
+
+
+def _squeezed_dims(shape, dim):
+    """The dims ``squeeze(dim)`` removes from ``shape``, ascending."""
+    if dim is None:
+        return tuple(d for d, n in enumerate(shape) if n == 1)
+    return tuple(sorted(d for d in distinct_dims(dim, len(shape), "squeeze(): argument 'dim'")
+                        if shape and shape[d] == 1))
 
 
 @reshape.named_by
@@ -289,7 +297,9 @@ def _(flat, params, out):                    # PyTorch's overloads: all dims, on
 
 @squeeze.derivative
 def _(grad, x, dim):
-    return grad.reshape(x.shape)
+    for d in _squeezed_dims(x.shape, dim):  # one unsqueeze per dim removed, as PyTorch's
+        grad = grad.unsqueeze(d)
+    return grad
 
 
 @op("permute(input, dims)", view=True, saves_inputs=False, method_varargs="dims")

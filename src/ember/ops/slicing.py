@@ -8,7 +8,7 @@ from ember._tensor import Tensor
 from ember.ops._dims import int_param, invalid_combination, wrap_dim
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
-from ember.ops.join import pad_along
+from ember.ops.subscript_views import _slice_backward
 
 __all__ = [
     "diag",
@@ -75,7 +75,8 @@ def _(grad, x, dim, start, length):
     n = x.shape[d]
     start, length = _index(start), _index(length)
     start = start + n if start < 0 else start
-    return pad_along(grad, d, start, n - start - length)
+    # PyTorch's slice_backward (SliceBackwardBackward0 in a graph)
+    return _slice_backward(grad, x.shape, (slice(None),) * d + (slice(start, start + length),))
 
 
 @op("select(input, dim, index)", view=True, saves_inputs=False)
@@ -94,9 +95,8 @@ def select(xp, x, dim, index):
 @select.derivative
 def _(grad, x, dim, index):
     d = wrap_dim(dim, x.ndim)
-    n = x.shape[d]
-    index = _index(index) % n
-    return pad_along(grad.unsqueeze(d), d, index, n - index - 1)
+    # PyTorch's select_backward (SelectBackwardBackward0 in a graph)
+    return _slice_backward(grad, x.shape, (slice(None),) * d + (_index(index) % x.shape[d],))
 
 
 def _windows(shape, dimension, size, step):

@@ -11,7 +11,7 @@ from ember.backend import accumulate
 from ember.ops import return_types
 from ember.ops._dims import int_param, invalid_combination, is_index, wrap_dim
 from ember.ops._promotion import SAME
-from ember.ops._reduce import _index_grad, constant, rejecting, require_nonempty, route_to_indices
+from ember.ops._reduce import constant, rejecting, require_nonempty, route_to_indices
 from ember.ops._registry import op
 
 
@@ -57,9 +57,9 @@ def _sorted(xp, x, dim, descending):
 
 
 def _sort_grad(grad, x, dim, indices):
-    if x.ndim == 0:
-        return grad
-    return _index_grad(grad, indices, wrap_dim(dim, x.ndim), tuple(x.shape))
+    """Zeros with each gradient scattered to the index its value came from (PyTorch's node,
+    ScatterBackward0, for 0-d inputs too)."""
+    return grad.new_zeros(x.shape).scatter(wrap_dim(dim, x.ndim) if x.ndim else 0, indices, grad)
 
 
 @op("sort(input, dim=-1, descending=False, *, stable=None)", promote=SORT,
@@ -182,7 +182,7 @@ def mode(xp, x, dim, keepdim):
     positions = xp.arange(n)
     run = positions - accumulate(xp, "maximum", xp.where(starts, positions, 0), -1)
     end = xp.argmax(run, axis=-1)[..., None]
-    index = xp.moveaxis(xp.take_along_axis(order, end, axis=-1), -1, d)
+    index = xp.moveaxis(xp.take_along_axis(order, end, axis=-1), -1, d).copy()  # row-major
     return _squeezed(xp, xp.take_along_axis(x, index, axis=d), index, d, keepdim)
 
 

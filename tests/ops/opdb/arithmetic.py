@@ -205,7 +205,7 @@ def _remainder_grad_samples(dtype, requires_grad):
 
 
 def _number_operand_samples(dtype, requires_grad):
-    """Samples for ``_mul_scalar``/``_div_scalar``: a tensor and a Python number."""
+    """Samples for ``_mul_scalar``/``_div_scalar``/``_sub_scalar``: a tensor and a number."""
     yield SampleInput(make((2, 3), dtype, requires_grad), (2.5,), name="2d")
     yield SampleInput(make((), dtype, requires_grad), (-0.75,), name="0d")
     yield SampleInput(make((0, 3), dtype, requires_grad), (3,), name="empty")
@@ -230,6 +230,8 @@ OPS = [
     OpInfo("_mul_scalar", _by_number_ref(np.multiply), _number_operand_samples,
            dtypes=FLOATS + LOW + COMPLEX, gradgrad=True),
     OpInfo("_div_scalar", _by_number_ref(np.true_divide), _number_operand_samples,
+           dtypes=FLOATS + LOW + COMPLEX, gradgrad=True),
+    OpInfo("_sub_scalar", _by_number_ref(np.subtract), _number_operand_samples,
            dtypes=FLOATS + LOW + COMPLEX, gradgrad=True),
     OpInfo("div", _true_div_ref, _div_samples, dtypes=FLOATS + LOW + INTS + COMPLEX,
            result_dtype=_div_dtype, gradgrad=True, error_inputs=_div_errors),
