@@ -17,8 +17,10 @@ STATE = _State()
 
 
 class suspended:
-    """A context with autocast off for ``device_types`` (all of them by default): backward
-    passes run in it, and so do the inner ops of a composition autocast already cast for."""
+    """A context with autocast off for ``device_types`` (all of them by default): the inner
+    ops of a composition autocast already cast for run in it, and so do derivatives that
+    stand for a backward kernel autocast does not list (backward passes themselves run
+    under the caller's autocast state, as PyTorch's do)."""
 
     __slots__ = ("_device_types", "_prev")
 

@@ -54,20 +54,20 @@ class SavedTensor:
 def raw_saved(node, key, name):
     """``node._raw_saved_<key>`` (``name``): a SavedTensor for each tensor the node saves as
     its op's argument ``key`` (``self``: the first input; ``result``: the output)."""
-    from ember.autograd.graph import InputMeta, saved_key
+    from ember.autograd.graph import _FREED_INPUT, InputMeta, is_result_key, saved_key
     op = node.op
     names = op.input_names
     key = saved_key(op, key)
-    if key.startswith("result") and key[6:] in ("",) + tuple(map(str, range(9))):
-        if node._out is not None or node._released is True and op.needs_output:
+    if is_result_key(key):
+        if node.keeps_output():
             return SavedTensor(node, ("out", int(key[6:] or 0)))
     elif key in names and node._versions is not None and not op.seq_inputs:
         index = names.index(key)
-        if node._inputs is None:                        # freed
+        saved = node.released_input(index) if node._released is True else node._inputs[0][index]
+        if saved is _FREED_INPUT:
             return SavedTensor(node, ("in", index))
-        saved = node._inputs[0][index]
-        if isinstance(saved, InputMeta):        # a tensor no needed gradient reads: not saved
-            return SavedTensor(node, None)
+        if saved is None or isinstance(saved, InputMeta):
+            return SavedTensor(node, None)      # a tensor no needed gradient reads: not saved
         if _is_saved_tensor(saved):
             return SavedTensor(node, ("in", index))
     raise AttributeError(f"'{type(node).__name__}' object has no attribute '{name}'")

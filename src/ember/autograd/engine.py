@@ -9,7 +9,6 @@ import sys
 import threading
 import warnings
 
-from ember.amp._state import suspended as amp_suspended
 from ember.autograd import anomaly
 from ember.autograd.graph import AccumulateGrad, accumulate, leaf_hooks, post_accumulate_hooks
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -100,23 +99,26 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
     callbacks = []
     _FINAL.stacks.append(callbacks)
     try:
-        with amp_suspended():       # derivatives compute in their forwards' dtypes
-            while ready:
-                _, _, node = heapq.heappop(ready)
-                buf = buffers.pop(node, None) or [None] * node.n_outputs
-                grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
-                                     accumulate_into_grad) or ()
-                for i, (nxt, nr) in enumerate(node.next_functions):
-                    if nxt is None:
-                        continue
-                    g = grads_in[i] if i < len(grads_in) else None
-                    if g is not None:
-                        _add_to_buffer(buffers, nxt, nr, g)
-                    left = deps[nxt] - 1
-                    deps[nxt] = left
-                    if left == 0 and (run_set is None or nxt in run_set):
-                        heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
-                grads_in = g = None     # the buffers hold them now (see _held_only_here)
+        # derivatives run under the caller's autocast state, as PyTorch's do: inside an
+        # autocast region their matrix products compute in its dtype, and each gradient
+        # leaves its node cast back to its input's dtype (graph.conform). Derivatives standing
+        # for a backward kernel autocast does not list suspend it (cdist's, conv_tbc's)
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            buf = buffers.pop(node, None) or [None] * node.n_outputs
+            grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
+                                 accumulate_into_grad) or ()
+            for i, (nxt, nr) in enumerate(node.next_functions):
+                if nxt is None:
+                    continue
+                g = grads_in[i] if i < len(grads_in) else None
+                if g is not None:
+                    _add_to_buffer(buffers, nxt, nr, g)
+                left = deps[nxt] - 1
+                deps[nxt] = left
+                if left == 0 and (run_set is None or nxt in run_set):
+                    heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+            grads_in = g = None     # the buffers hold them now (see _held_only_here)
         while callbacks:
             callbacks.pop(0)()
     finally:

@@ -167,6 +167,7 @@ class OpNode(Node):
     # True once backward freed the saved values, or the Packed of saved_tensors_hooks: set
     # on the instance (its dict) only then, one store fewer per recorded op
     _released = False
+    _kept_output = False                # set on a released node that had kept its output
 
     def __init__(self, next_functions, inputs, versions, params, in_meta, out):
         self.next_functions = next_functions        # Node.__init__, inlined: this runs per op
@@ -191,31 +192,69 @@ class OpNode(Node):
 
     def _saved_value(self, key, name):
         """What the node saved as its op's ``key`` argument (``self``: the first input;
-        ``result``/``resultN``: an output); freed after backward, as in PyTorch."""
+        ``result``/``resultN``: an output); its tensors are freed after backward, its numbers
+        are not, as in PyTorch."""
         op = self.op
         names = op.input_names
         key = saved_key(op, key)
-        is_result = key.startswith("result") and key[6:] in ("",) + tuple(map(str, range(9)))
-        if self._released is True and (is_result or key in names):
-            raise RuntimeError(_FREED)
-        if is_result:
-            if self._out is None:
+        if is_result_key(key):
+            if not self.keeps_output():
                 raise AttributeError(f"'{type(self).__name__}' object has no attribute "
                                      f"'{name}'")
+            if self._released is True:
+                raise RuntimeError(_FREED)
             outs = self._unpack_output()
             return outs[int(key[6:] or 0)] if type(outs) is tuple else outs
         if key in names and self._versions is not None:
-            value = op.structure_inputs(self._unpack_inputs())[names.index(key)]
+            index = names.index(key)
+            if self._released is True:
+                value = self.released_input(index)
+                if value is _FREED_INPUT or type(value) is list and any(
+                        x is _FREED_INPUT for x in value):
+                    raise RuntimeError(_FREED)
+            else:
+                value = op.structure_inputs(self._unpack_inputs())[index]
             # an InputMeta: no needed gradient reads it, and PyTorch does not save it
             return None if isinstance(value, InputMeta) else value
         elif key in op.param_names:
             return self._params[op.param_names.index(key)]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
+    def keeps_output(self):
+        """Whether this node saved its op's output (freed or not): pow keeps it only for a
+        tensor exponent."""
+        if self._out is not None:
+            return True
+        return self._released is True and (self.op.needs_output is True or self._kept_output)
+
+    def released_input(self, index):
+        """Input ``index`` (of the op's signature) of a released node: a number PyTorch keeps
+        as a Scalar (``x ** 2.0``'s exponent), None for a tensor the node saved the metadata
+        of only, ``_FREED_INPUT`` for a freed tensor, or a number PyTorch saves as one
+        (``x * 2.0``'s); a list for a sequence."""
+        if self._inputs is not None:        # (numbers kept: see _release)
+            return self.op.structure_inputs(self._inputs)[index]
+        if self.op.seq_inputs or self._versions[index] is not None \
+                or self._in_meta[index] is None:
+            return _FREED_INPUT
+        return None
+
     def _release(self):
-        if self.op.saves_inputs or self._out is not None:
+        op = self.op
+        if op.saves_inputs or self._out is not None:
             self._released = True
-            self._inputs = None
+            versions = self._versions
+            if versions is not None and op.number_groups and None in versions:
+                # a number of an op PyTorch takes Scalars for outlives the tensors (pow's
+                # exponent), as PyTorch's saved Scalars do; the list is the node's own
+                flat = self._inputs[0]
+                for i, v in enumerate(versions):
+                    if v is not None:
+                        flat[i] = _FREED_INPUT
+            else:
+                self._inputs = None
+            if self._out is not None and op.needs_output is not True:
+                self._kept_output = True    # (needs_output is a function of the inputs)
             self._out = None
 
     def _pack_saved(self, hooks, outputs):
@@ -324,6 +363,13 @@ class OpNode(Node):
 
 
 _PACKED = object()                      # where a saved input was handed to a pack hook
+_FREED_INPUT = object()                 # where a released node's saved input tensor was
+_RESULT_SUFFIXES = ("",) + tuple(map(str, range(9)))
+
+
+def is_result_key(key):
+    """Whether ``grad_fn._saved_<key>`` names an output (``result``, ``result1``...)."""
+    return key.startswith("result") and key[6:] in _RESULT_SUFFIXES
 
 
 def saved_key(op, key):

@@ -122,8 +122,8 @@ def _(grad, x, w, b, *, needs=(True, True, True)):
     if x.ndim == 1:
         if need_x:
             gx = grad @ w
-        if need_w:
-            gw = grad.unsqueeze(-1) * x
+        if need_w:      # an outer product: an mm, as PyTorch's (autocast casts it)
+            gw = grad.unsqueeze(-1) @ x.unsqueeze(0)
         return gx, gw, grad
     if x.ndim > 2:
         g2 = grad.reshape(-1, w.shape[0])

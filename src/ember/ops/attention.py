@@ -24,6 +24,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._random import _philox_uniform, _uniform_like
 from ember._tensor import _make
+from ember.amp._state import suspended
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import carries_gradient
 from ember.backend import xp_of
@@ -234,6 +235,18 @@ def _flash_arrays(q, k, v, dropout_p, enable_gqa):
 
 @scaled_dot_product_attention.derivative
 def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
+    args = grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, out
+    if q.device.type == "cpu" and not (
+            (mask is None or not mask.requires_grad) and _cpu_flash(q, k, v, dropout_p,
+                                                                    enable_gqa)):
+        return _sdpa_grad(*args)    # PyTorch's CPU math kernel: ops autocast casts in a backward
+    # PyTorch's fused kernels (CPU flash; flash, efficient, cuDNN on CUDA) have backward
+    # kernels autocast does not list: a backward inside autocast computes them as outside
+    with suspended():
+        return _sdpa_grad(*args)
+
+
+def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, out):
     grad, grad_weights = grads[0], grads[1]
     weights = out[1]
     gk, gv = _groups(q, k, v, enable_gqa)

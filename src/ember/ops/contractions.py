@@ -216,7 +216,8 @@ def inner(xp, a, b):
 
 @inner.derivative
 def _(grad, a, b):
-    if a.ndim == 0 or b.ndim == 0:
+    if a.ndim == 0 or b.ndim == 0 or a.ndim == b.ndim == 1:
+        # (two vectors: a dot product, whose derivative autocast does not cast, as PyTorch's)
         return grad * conj_grad(b), grad * conj_grad(a)
     p, q = a.ndim - 1, b.ndim - 1
     return (_tensordot(grad, conj_grad(b), ([*range(p, p + q)], [*range(q)]))

@@ -8,6 +8,7 @@ convolutions again, so gradients of any order exist.
 
 
 from ember._memory_format import channels_last, channels_last_3d, in_order, suggested_order
+from ember.amp._state import suspended
 from ember.backend import cudnn_tf32
 from ember.backend.blas_threads import one_blas_thread
 from ember.ops import fold  # noqa: E402,F401
@@ -230,6 +231,13 @@ def conv_tbc(xp, x, w, b, pad):
 
 @conv_tbc.derivative
 def _(grad, x, w, b, pad, *, needs=(True, True, True)):
+    # PyTorch's kernel for it (conv_tbc_backward) is no autocast op: a backward run inside an
+    # autocast region computes it in the gradients' dtypes
+    with suspended():
+        return _conv_tbc_grad(grad, x, w, b, pad, needs)
+
+
+def _conv_tbc_grad(grad, x, w, b, pad, needs):
     # both gradients are conv_tbc's again: the input's correlates the gradient with the
     # flipped weight, the weight's correlates the input (channels as the batch) with it
     gx = gw = gb = None

@@ -12,6 +12,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._creation import tensor, zeros
+from ember.amp._state import suspended
 from ember.ops._reduce import constant
 from ember.ops._promotion import Policy
 from ember.ops._registry import broadcast_message, op, rename_node
@@ -190,6 +191,15 @@ def _safe(t, bad):
 
 @cdist.derivative
 def _(grad, a, b, p, compute_mode, *, out):
+    if _uses_mm(p, compute_mode, a.shape[-2], b.shape[-2]):
+        return _cdist_grad(grad, a, b, p, out)
+    # PyTorch's kernel for it (_cdist_backward) is no autocast op: a backward run inside an
+    # autocast region computes it in the gradients' dtypes
+    with suspended():
+        return _cdist_grad(grad, a, b, p, out)
+
+
+def _cdist_grad(grad, a, b, p, out):
     if p == 0 or grad.numel() == 0:
         return (zeros(a.shape, dtype=a.dtype, device=a.device),
                 zeros(b.shape, dtype=b.dtype, device=b.device))

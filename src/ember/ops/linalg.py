@@ -250,7 +250,13 @@ def _(grad, a, b, *, needs=(True, True)):
         return (grad.unsqueeze(-1) * conj_grad(b) if need_a else None,
                 _h(_rows(a)).mv(grad.reshape(-1)) if need_b else None)
     if a.ndim == 1:
-        return ((conj_grad(b) @ grad.unsqueeze(-1)).squeeze(-1) if need_a else None,
+        # PyTorch's products, which autocast casts in a backward or not: 1-D @ 2-D is an mm,
+        # 1-D @ N-D an mv of b's rows (b^T folded) by a, whose derivatives are an mv and an
+        # outer product (no autocast op on the CPU)
+        if b.ndim == 2:
+            return ((conj_grad(b) @ grad.unsqueeze(-1)).squeeze(-1) if need_a else None,
+                    conj_grad(a).unsqueeze(-1) @ grad.unsqueeze(-2) if need_b else None)
+        return (_h(_rows(b.mT)).mv(grad.reshape(-1)) if need_a else None,
                 conj_grad(a).unsqueeze(-1) * grad.unsqueeze(-2) if need_b else None)
     grad_a = grad @ _h(b) if need_a else None
     if not need_b:
