@@ -112,7 +112,7 @@ def test_view_with_a_dtype_and_more_arguments_is_an_invalid_combination():
     with pytest.raises(TypeError, match=r"view\(\) received an invalid combination of arguments "
                                         r"- got \(ember.dtype, int\)"):
         ember.ones(2, 3).view(ember.float32, 2)
-    with pytest.raises(TypeError, match=r"got \(dtype=ember.dtype, size=tuple, \)"):
+    with pytest.raises(TypeError, match=r"got \(size=tuple, dtype=ember.dtype, \)"):
         ember.ones(2, 3).view(dtype=ember.int32, size=(3, 2))
     assert ember.ones(2, 3).view(dtype=ember.int32)[0, 0].item() == 1065353216
 

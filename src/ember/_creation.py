@@ -273,7 +273,7 @@ def frombuffer(buffer, *, dtype=_REQUIRED, count=-1, offset=0, requires_grad=Fal
     return _finish(array, requires_grad)
 
 
-_PYTHON_TYPES = {float: D.float64, int: D.int64, bool: D.bool_, complex: D.complex128}
+_PYTHON_TYPES = D.PYTHON_DTYPES
 
 
 def _dtype_arg(fname, dtype):
@@ -281,15 +281,18 @@ def _dtype_arg(fname, dtype):
     as in PyTorch); anything else (a string, a NumPy type) raises PyTorch's TypeError."""
     if dtype is None or isinstance(dtype, D.dtype):
         return dtype
-    if dtype in _PYTHON_TYPES:
-        return _PYTHON_TYPES[dtype]
-    raise TypeError(f"{fname}(): argument 'dtype' must be torch.dtype, not "
-                    f"{type(dtype).__name__}")
+    found = _PYTHON_TYPES.get(dtype) if dtype.__class__ is type else None
+    if found is None:
+        raise TypeError(f"{fname}(): argument 'dtype' must be torch.dtype, not "
+                        f"{type(dtype).__name__}")
+    return found
 
 
-def _out_dtype(dtype, out):
+def _out_dtype(dtype, out, fname=None):
     """A factory's dtype given ``out=``: out's by default; another one raises, as in
-    PyTorch."""
+    PyTorch. With ``fname``, ``dtype`` is first read as ``_dtype_arg`` reads it."""
+    if fname is not None:
+        dtype = _dtype_arg(fname, dtype)
     if out is None:
         return dtype
     if dtype is None:
@@ -580,7 +583,7 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
         if v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _alloc(lambda xp, s, d: xp.eye(s[0], s[1], dtype=d), (n, m),
-                  _out_dtype(dtype, out), device, requires_grad, out)
+                  _out_dtype(dtype, out, "eye"), device, requires_grad, out)
 
 
 # --- Tensor.new_* : factories that default to the tensor's dtype and device -------------------

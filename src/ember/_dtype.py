@@ -94,7 +94,8 @@ WIDE_UNSIGNED = (uint16, uint32, uint64)
 # numpy dtype -> ember dtype. Keyed by np.dtype objects, which hash by type.
 FROM_NUMPY = {d.np: d for d in ALL_DTYPES}
 
-_PYTHON_DTYPES = {bool: bool_, int: int64, float: float64, complex: complex128}
+# the Python types PyTorch takes for dtypes
+PYTHON_DTYPES = {bool: bool_, int: int64, float: float64, complex: complex128}
 _REAL_OF = {complex64: float32, complex128: float64}
 # float16 pairs with complex32 in PyTorch; ember has no complex32 (nor has NumPy)
 _COMPLEX_OF = {float16: complex64, bfloat16: complex64, float32: complex64,
@@ -146,7 +147,7 @@ def _promote(a, b):
 def _dtype_arg(fn, name, position, value):
     """``value`` as a dtype argument of ``fn``: Python's bool, int, float and complex stand
     for bool, int64, float64 and complex128, as in PyTorch; anything else is a TypeError."""
-    found = _PYTHON_DTYPES.get(value) if isinstance(value, type) else None
+    found = PYTHON_DTYPES.get(value) if isinstance(value, type) else None
     if found is None:
         raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be torch.dtype, "
                         f"not {type(value).__name__}")

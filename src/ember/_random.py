@@ -276,7 +276,7 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
     if pin_memory:
         return pinned(rand(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                            requires_grad=requires_grad), True)
-    dtype = _float_dtype(_out_dtype(dtype, out), "check_uniform_bounds")
+    dtype = _float_dtype(_out_dtype(dtype, out, "rand"), "check_uniform_bounds")
     device = _out_device(device, out)
     _check_size_given(sizes, size, "rand")
     shape = _size(_size_args(sizes, size, "rand"))
@@ -296,7 +296,7 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     if pin_memory:
         return pinned(randn(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                             requires_grad=requires_grad), True)
-    dtype = _float_dtype(_out_dtype(dtype, out), "normal_kernel_cpu")
+    dtype = _float_dtype(_out_dtype(dtype, out, "randn"), "normal_kernel_cpu")
     device = _out_device(device, out)
     _check_size_given(sizes, size, "randn")
     shape = _size(_size_args(sizes, size, "randn"))
@@ -332,7 +332,7 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
-    dtype = _out_dtype(dtype, out)
+    dtype = _out_dtype(dtype, out, "randint")
     dtype = D.int64 if dtype is None else dtype
     device = _out_device(device, out)
     _check_random_bounds(dtype, low, high)
@@ -356,7 +356,7 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     n = n.__index__()
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
-    dtype = _out_dtype(dtype, out)
+    dtype = _out_dtype(dtype, out, "randperm")
     dtype = D.int64 if dtype is None else dtype
     device = _out_device(device, out)
     _check_permutation_dtype(dtype, n)
@@ -432,7 +432,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         raise TypeError(f"normal(): argument 'size' must be tuple of ints, not "
                         f"{type(size).__name__}")
     _check_std(std, std)
-    dtype = _float_dtype(_out_dtype(dtype, out), "normal_kernel_cpu")
+    dtype = _float_dtype(_out_dtype(dtype, out, "normal"), "normal_kernel_cpu")
     device = _out_device(device, out)
     shape = _size((size,))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal", mean, std)
@@ -532,6 +532,10 @@ def poisson(input, generator=None):
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     """Indices sampled from each row of non-negative weights."""
     _check_generator(generator, "multinomial")
+    if replacement is not False and replacement is not True:
+        from ember.ops._dims import _argument, type_name
+        raise TypeError(f"{_argument(('multinomial', 'replacement', 2))} must be bool, not "
+                        f"{type_name(replacement)}")
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if input.dtype.category != D.FLOATING:

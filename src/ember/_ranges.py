@@ -15,6 +15,8 @@ from ember._tensor import Tensor
 
 __all__ = ["arange", "linspace", "logspace"]
 
+_UNSET = object()       # arange's start when not given
+
 
 def _number(x, name, fn="arange", grad_ok=False):
     """A range bound as a Python number; a tensor bound must be 0-dim (and, but for
@@ -64,12 +66,16 @@ def _span(start, end, step, fn="arange"):
     return start, end, step
 
 
-def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+def arange(start=_UNSET, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
            requires_grad=False):
     """Values from ``start`` up to (excluding) ``end`` in steps of ``step``."""
+    if start is _UNSET:
+        if end is None:
+            _no_end(step, out, dtype, layout, device, requires_grad)
+        start = 0
     check_requires_grad(requires_grad, "arange")
     start, end, step = _span(start, end, step)
-    dtype = _out_dtype(dtype, out)
+    dtype = _out_dtype(dtype, out, "arange")
     if dtype is None:
         is_float = any(not isinstance(v, numbers.Integral) for v in (start, end, step))
         dtype = D.get_default_dtype() if is_float else D.int64
@@ -86,6 +92,16 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         return _alloc(fill, (n,), dtype, device, requires_grad)
     arr = _alloc(fill, (n,), dtype, _out_device(device, out), False)._data
     return _write_range(out, arr, warn=True)
+
+
+def _no_end(step, *keywords):
+    """PyTorch's TypeError for an ``arange`` given no end: no overload takes nothing; one
+    given keywords only, ``arange(end, *, ...)``, misses its end."""
+    if type(step) is int and step == 1 and all(k is None for k in keywords[:4]) \
+            and keywords[4] is False:
+        from ember.ops._overloads import combination_error
+        raise combination_error("arange", (), {})
+    raise TypeError('arange() missing 1 required positional arguments: "end"')
 
 
 def _write_range(out, arr, warn=False):
@@ -115,7 +131,7 @@ def deprecated_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=
     check_requires_grad(requires_grad, "range", none_ok=False)
     start, end, step = _span(start, end, step, "range")
     n = math.floor((end - start) / step) + 1
-    dtype = _out_dtype(dtype, out)
+    dtype = _out_dtype(dtype, out, "range")
     if dtype is not None:
         _reject_range_dtype("range", dtype, device)
 
@@ -150,7 +166,7 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     start, end = _space_ends("linspace", start, end)
-    dtype = _space_dtype("linspace", start, end, _out_dtype(dtype, out))
+    dtype = _space_dtype("linspace", start, end, _out_dtype(dtype, out, "linspace"))
     if steps:
         _reject_range_dtype("linspace", dtype, device, complex_ok=True)
     _, dev = _target(_out_device(device, out))
@@ -195,7 +211,7 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     check_requires_grad(requires_grad, "logspace")
     _, dev = _target(_out_device(device, out))
     dtype = _space_dtype("logspace", *_space_ends("logspace", start, end),
-                         _out_dtype(dtype, out))
+                         _out_dtype(dtype, out, "logspace"))
     if steps:
         _reject_range_dtype("logspace", dtype, device, complex_ok=True)
     exponents = linspace(start, end, steps, dtype=D.complex128 if dtype.is_complex else D.float64,

@@ -178,7 +178,7 @@ class Tensor:
             return strides
         return strides[_wrap_dim_of_sized(dim, self._data.ndim, ("stride", "dim", 1, "method"))]
 
-    def is_contiguous(self, memory_format=None):
+    def is_contiguous(self, *, memory_format=None):
         """Whether the elements are laid out densely in row-major order (or in the order of
         ``memory_format``, ``ember.channels_last``...)."""
         if memory_format is not None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._api import strided
-from ember._creation import _finish, _place, _target, check_requires_grad
+from ember._creation import _dtype_arg, _finish, _place, _target, check_requires_grad
 
 __all__ = ["hann_window", "hamming_window", "blackman_window", "bartlett_window",
            "kaiser_window"]
@@ -72,6 +72,7 @@ def _window(name, length, periodic, dtype, layout, device, requires_grad, values
         raise TypeError(f"{name}(): argument 'window_length' (position 1) must be int, not "
                         f"{type(length).__name__}") from None
     _, dev = _target(device)
+    dtype = _dtype_arg(name, dtype)
     if layout is not None and layout is not strided:
         raise RuntimeError(f"{name} is not implemented for sparse types, got: "
                            f"{_options(dtype, dev, sparse=True)}")

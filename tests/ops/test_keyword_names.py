@@ -122,9 +122,9 @@ def test_tile_and_resize_take_keywords():
 
 @pytest.mark.parametrize("call, message", [
     (lambda x: x.tile(2, dims=(2,)), "tile() got multiple values for argument 'dims'"),
-    (lambda x: x.tile(), "tile() missing 1 required positional argument: 'dims'"),
+    (lambda x: x.tile(), 'tile() missing 1 required positional arguments: "dims"'),
     (lambda x: x.resize_(2, size=(2,)), "resize_() got multiple values for argument 'size'"),
-    (lambda x: x.resize_(), "resize_() missing 1 required positional argument: 'size'"),
+    (lambda x: x.resize_(), 'resize_() missing 1 required positional arguments: "size"'),
 ])
 def test_tile_and_resize_argument_errors(call, message):
     with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):

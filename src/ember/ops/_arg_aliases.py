@@ -70,9 +70,10 @@ def alias_prologue(aliases, parts, pos, defaults, stand_ins, fname):
     return "".join(lines)
 
 
-def public_signature(fn, aliases):
-    """``fn``'s signature as PyTorch documents it: no alias keywords, no stand-in defaults."""
-    hidden = {a for _, a in aliases}
+def public_signature(fn, aliases, hidden=()):
+    """``fn``'s signature as PyTorch documents it: no alias keywords, no stand-in defaults,
+    none of the ``hidden`` parameters."""
+    hidden = {a for _, a in aliases} | set(hidden)
     params = [p.replace(default=inspect.Parameter.empty) if p.default is MISSING else p
               for p in inspect.signature(fn).parameters.values() if p.name not in hidden]
     return inspect.Signature(params)
@@ -95,5 +96,17 @@ def numpy_names(fn):
 
 
 def missing_arg(fname, name):
-    """Raise Python's error for a required argument that was not passed."""
-    raise TypeError(f"{fname}() missing 1 required positional argument: '{name}'")
+    """Raise PyTorch's error for a required argument that was not passed: its parser's words
+    ("arguments" and double quotes, sic), or its "invalid combination" listing for an op it
+    declares several times."""
+    from ember.ops._call_site import PYTHON_METHODS, call_site
+    from ember.ops._overloads import in_parser_words
+    site = call_site()
+    if site is not None:        # the parser's name: linalg_vector_norm, cumsum_
+        if site.kind == "method" and site.name in PYTHON_METHODS:
+            # PyTorch writes this method in Python: Python's words
+            raise TypeError(f"Tensor.{fname}() missing 1 required positional argument: "
+                            f"'{name}'")
+        fname = site.parser_name + "_" * (site.kind == "inplace")
+    raise TypeError(in_parser_words(f'{fname}() missing 1 required positional arguments: '
+                                    f'"{name}"'))

@@ -17,7 +17,7 @@ import types
 
 from ember.ops._arg_aliases import _ALIASES, _OP_ALIASES
 
-__all__ = ["CallSite", "call_site"]
+__all__ = ["CallSite", "call_site", "PYTHON_METHODS"]
 
 _ALIAS_OF = {}              # a parameter name -> the other names PyTorch takes for it
 for _param, _alias in _ALIASES + tuple(p for pairs in _OP_ALIASES.values() for p in pairs):
@@ -74,6 +74,11 @@ class CallSite:
         params = code.co_varnames[:code.co_argcount]
         return params.index(name) if name in params else None
 
+    @property
+    def varargs(self):
+        """Whether the entry point gathers extra positional arguments (``x.squeeze(0, 1)``)."""
+        return bool(self.frame.f_code.co_flags & 0x04)      # CO_VARARGS
+
     def given_count(self):
         """How many arguments the call gave besides the tensor (None: unknown)."""
         if self.keywords is None:
@@ -112,7 +117,7 @@ def call_site(kind=None):
     frame, kind = found[0], kind or found[1]
     positional, keywords = _read_call(frame, kind)
     site = CallSite(kind, frame, positional, keywords)
-    if keywords and (kind == "method" and site.name in _PYTHON_METHODS
+    if keywords and (kind == "method" and site.name in PYTHON_METHODS
                      or kind == "function" and site.parser_name in _PYTHON_FUNCTIONS):
         site.keywords = ()      # PyTorch's Python method passes them on by position
     return site
@@ -120,7 +125,7 @@ def call_site(kind=None):
 
 # Tensor methods PyTorch writes in Python (torch/_tensor.py), which call the native function
 # with every argument by position
-_PYTHON_METHODS = frozenset(("unflatten", "split", "norm", "unique", "unique_consecutive",
+PYTHON_METHODS = frozenset(("unflatten", "split", "norm", "unique", "unique_consecutive",
                              "stft", "istft", "lu"))
 
 

@@ -72,8 +72,10 @@ def _sequence_error(value, arg):
     if pos == 0:
         return (f"{_argument(arg)} must be tuple of ints, but found element of type "
                 f"{type_name(bad)} at pos 0")
-    arg = _resolved(arg, call_site()) or ("", "dim")
-    where = f"{arg[0]}(): argument '{arg[1]}'" if arg[0] else "argument 'dim'"
+    site = call_site()
+    arg = _resolved(arg, site) or ("", "dim")
+    op = arg[0] + "_" if arg[0] and len(arg) < 4 and site and site.kind == "inplace" else arg[0]
+    where = f"{op}(): argument '{arg[1]}'" if op else "argument 'dim'"
     return unpack_error(where, pos + 1, bad)
 
 
@@ -91,7 +93,8 @@ def invalid_combination(op, given, kind=None):
     method calls the function, which then sees no keywords)."""
     forwarded = kind is not None
     site = None if forwarded else call_site()
-    if site is not None and site.keywords:      # see NOTE [Keyword arguments in TypeErrors]
+    # (see NOTE [Keyword arguments in TypeErrors]; varargs: x.squeeze("a", 0) is two given)
+    if site is not None and (site.keywords or site.keywords is not None and site.varargs):
         kind, got = site.kind, site.got()
     else:
         kind = kind or (site and site.kind)
@@ -185,9 +188,19 @@ def int_error(value, arg):
 
 
 def type_name(value):
-    """The type name PyTorch's messages give (CPython's ``tp_name``): ``numpy.int64``."""
+    """The type name PyTorch's messages give (CPython's ``tp_name``): ``numpy.int64``;
+    ``ember.dtype`` for the classes PyTorch writes in C (``torch.dtype``)."""
     from ember._from_data import _tp_name
-    return _tp_name(value)
+    name = _tp_name(value)
+    if name in _C_CLASSES and type(value).__module__.startswith("ember"):
+        return _C_CLASSES[name]
+    return name
+
+
+# ember's classes whose PyTorch counterparts are C types, named by their module
+_C_CLASSES = {"dtype": "ember.dtype", "device": "ember.device", "layout": "ember.layout",
+              "memory_format": "ember.memory_format", "Generator": "ember._C.Generator",
+              "finfo": "ember.finfo", "iinfo": "ember.iinfo"}
 
 
 def _argument(arg):

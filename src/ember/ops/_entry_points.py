@@ -5,8 +5,10 @@ Python's own work."""
 import ast
 import textwrap
 
+from ember._dtype import PYTHON_DTYPES
 from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
                                     missing_arg, public_signature, stand_in_defaults)
+from ember.ops._deprecated_overloads import SCALAR_FIRST, scalar_first, scalar_first_prologue
 from ember.ops._dims import is_index
 from ember.ops._dispatch import call
 from ember.ops._overloads import needs_refining, refine_type_error, refuse_bool, refuse_dtype
@@ -53,23 +55,33 @@ def generate(op, kind, name=None):
                         f"    else:\n"
                         f"        {name} = _method_varargs(_args, {name}, {default}, "
                         f"'{op.method_name or op.short_name}', '{name}')\n")
+        elif fname in _VARARG_DIMS:
+            at = pos.index("dim") + 1
+            parts[at:at + (parts[at:at + 1] == ["*"])] = ["*_more"]
+    shifted = fname in SCALAR_FIRST
+    if shifted:     # the positional arguments past the visible ones: see _deprecated_overloads
+        parts[len(pos):len(pos) + (parts[len(pos):len(pos) + 1] == ["*"])] = ["*_shifted"]
+        prologue += scalar_first_prologue(fname, kind, pos, kind == "function" and
+                                          op.supports_out)
     if aliases:
         prologue = alias_prologue(aliases, parts, pos, defaults, stand_ins, fname) + prologue
+    has_dtype = "dtype" in pos or "dtype" in (a.arg for a in args.kwonlyargs)
+    if has_dtype:
+        prologue += _PYTHON_DTYPE
     if kind == "function" and op.out_prepare is not None:
         prologue += _out_prologue(op)
     if parts and parts[-1] == "*":
         parts.pop()
     inputs = ["self" if kind != "function" and n == pos[0] else n for n in op.input_names]
-    call_args = f"({', '.join(inputs)},), ({''.join(p + ', ' for p in op.param_names)})"
     if kind == "inplace":
         fname += "_"
-        body = f"    return _call_inplace(_op, {call_args})\n"
-    else:
-        out = "out" if kind == "function" and op.supports_out else "None"
-        body = f"    return _call(_op, {call_args}, {out})\n"
+    body = _call_line(op, kind, inputs, op.param_names)
+    if "*_more" in parts:       # x.squeeze(0, 1): the dims after the first gathered
+        more = ["(dim, *_more)" if p == "dim" else p for p in op.param_names]
+        body = f"    if _more:\n    {_call_line(op, kind, inputs, more)}" + body
     body = _bool_checks(zip(pos, defaults)) + _bool_checks(
         (a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)) + body
-    if "dtype" in pos or "dtype" in (a.arg for a in args.kwonlyargs):
+    if has_dtype:
         body = _dtype_check(body)
     parser_name = _parser_name(op, kind, fname)
     if needs_refining(parser_name, kind, own_name):
@@ -84,19 +96,36 @@ def generate(op, kind, name=None):
     fn.__module__ = f"ember.{op.namespace}" if op.namespace and kind == "function" else "ember"
     fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
     fn._ember_op = op
-    if aliases:
-        fn.__signature__ = public_signature(fn, aliases)
+    if aliases or shifted or "*_more" in parts:
+        fn.__signature__ = public_signature(fn, aliases, ("_shifted", "_more"))
     ENTRY_KINDS[fn.__code__] = kind
     ENTRY_FUNCTIONS[fn.__code__] = fn
     return fn
 
+
+def _call_line(op, kind, inputs, params):
+    """The generated entry point's call of the dispatcher, with ``params`` (code) for the
+    op's parameters."""
+    call_args = f"({', '.join(inputs)},), ({''.join(p + ', ' for p in params)})"
+    if kind == "inplace":
+        return f"    return _call_inplace(_op, {call_args})\n"
+    out = "out" if kind == "function" and op.supports_out else "None"
+    return f"    return _call(_op, {call_args}, {out})\n"
+
+
+# The methods PyTorch's parser lets take their dims as varargs (x.squeeze(0, 1)): its rule
+# is a method whose one positional parameter is an int list; these also take a single int,
+# which stays an int (x.squeeze(0) is not x.squeeze((0,)): its node is SqueezeBackward1)
+_VARARG_DIMS = frozenset(("squeeze", "count_nonzero"))
 
 
 # the bool parameters PyTorch's parser refuses any other type for, which NumPy would take
 _STRICT_BOOLS = frozenset(("keepdim", "largest", "sorted", "right", "out_int32", "upper",
                            "return_inverse", "return_counts", "stable", "full_matrices",
                            "left", "unitriangular", "check_errors", "hermitian", "pivot",
-                           "adjoint", "transpose"))
+                           "adjoint", "transpose", "non_blocking", "wrap", "some", "compute_uv",
+                           "descending", "equal_nan", "assume_unique", "invert", "include_self",
+                           "accumulate", "sparse_grad", "unpack_data", "unpack_pivots"))
 
 
 def _bool_checks(params):
@@ -114,6 +143,12 @@ def _bool_checks(params):
             code += (f"    if {name} is not None and {name} is not False and {name} is not "
                      f"True:\n        _refuse_bool('{name}', {name})\n")
     return code
+
+
+# PyTorch's parser reads Python's bool, int, float and complex as dtypes (``x.sum(dtype=float)``
+# is float64); a call without ``dtype`` pays one identity test
+_PYTHON_DTYPE = ("    if dtype is not None and dtype.__class__ is type:\n"
+                 "        dtype = _PYTHON_DTYPES.get(dtype, dtype)\n")
 
 
 def _dtype_check(body):
@@ -170,7 +205,8 @@ def _generated_globals(kind):
             "_call": call, "_call_inplace": call_inplace, "_method_varargs": method_varargs,
             "_UNSET": _UNSET, "_MISSING": _MISSING, "_alias_arg": alias_arg,
             "_missing_arg": missing_arg, "_refine_type_error": refine_type_error,
-            "_refuse_bool": refuse_bool, "_refuse_dtype": refuse_dtype}
+            "_refuse_bool": refuse_bool, "_refuse_dtype": refuse_dtype,
+            "_PYTHON_DTYPES": PYTHON_DTYPES, "_scalar_first": scalar_first}
     return namespace
 
 
@@ -194,8 +230,8 @@ def method_varargs(args, keyword, default, fname, name):
         raise TypeError(f"{fname}() takes 1 positional argument but {len(args)} were given")
     if keyword is not _UNSET:
         return keyword
-    if default is _MISSING:
-        raise TypeError(f"{fname}() missing 1 required positional argument: '{name}'")
+    if default is _MISSING:         # (PyTorch's words: "arguments", double quotes)
+        raise TypeError(f'{fname}() missing 1 required positional arguments: "{name}"')
     return default
 
 

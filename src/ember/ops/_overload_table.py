@@ -21,6 +21,15 @@ FUNCTION_OVERLOADS = {
         "Tensor input, tuple of ints dim = None, bool keepdim = False, *, Tensor out = None",
         "Tensor input, int dim, bool keepdim = False, *, Tensor out = None",
     ),
+    'arange': (
+        "Number end, *, Tensor out = None, ember.dtype dtype = None, ember.layout layout = None,"
+        " ember.device device = None, bool pin_memory = False, bool requires_grad = False",
+        "Number start, Number end, *, ember.dtype dtype = None, ember.layout layout = None, "
+        "ember.device device = None, bool pin_memory = False, bool requires_grad = False",
+        "Number start, Number end, Number step = 1, *, Tensor out = None, ember.dtype dtype = "
+        "None, ember.layout layout = None, ember.device device = None, bool pin_memory = False,"
+        " bool requires_grad = False",
+    ),
     'argsort': (
         "Tensor input, *, bool stable, int dim = -1, bool descending = False, Tensor out = None",
         "Tensor input, int dim = -1, bool descending = False",
@@ -462,6 +471,14 @@ METHOD_OVERLOADS = {
     'nonzero': (
         "",
         "*, bool as_tuple",
+    ),
+    'to': (
+        "ember.device device = None, ember.dtype dtype = None, bool non_blocking = False, bool "
+        "copy = False, *, ember.memory_format memory_format = None",
+        "ember.dtype dtype, bool non_blocking = False, bool copy = False, *, "
+        "ember.memory_format memory_format = None",
+        "Tensor tensor, bool non_blocking = False, bool copy = False, *, ember.memory_format "
+        "memory_format = None",
     ),
     'view': (
         "ember.dtype dtype",

@@ -21,7 +21,8 @@ from ember.ops._overload_table import (FORWARDED_OVERLOADS, FUNCTION_OVERLOADS, 
                                       SINGLE_METHODS)
 
 __all__ = ["overloads", "refine_type_error", "listing", "site_listing", "needs_refining",
-           "refuse_bool", "refuse_dtype", "forwarded_listing"]
+           "refuse_bool", "refuse_dtype", "forwarded_listing", "combination_error",
+           "in_parser_words"]
 
 # the parser's own errors, which the rewording may replace (not errors of the computation)
 _PARSE_ERROR = re.compile(r"[\w.]+\(\)(: argument | received an invalid combination| got an "
@@ -111,9 +112,10 @@ def refuse_bool(param, value):
 
 def refuse_dtype(value):
     """Raise PyTorch's TypeError when ``value``, given as ``dtype``, is neither None nor a
-    dtype (a Python type: PyTorch takes ``float``); return otherwise."""
+    dtype (the entry points have read Python's ``float`` and the like as dtypes already);
+    return otherwise."""
     from ember._dtype import dtype as DType
-    if value is None or isinstance(value, (DType, type)):
+    if value is None or isinstance(value, DType):
         return
     _refuse("dtype", value, "ember.dtype")
 
@@ -128,6 +130,20 @@ def _refuse(param, value, type_text):
     if signatures is not None:      # (ember.max's _max_dim: the public name's signatures)
         message = _overloaded_message(message, True, site.parser_name, site.kind, signatures)
     raise TypeError(message)
+
+
+def in_parser_words(message):
+    """``message``, the parser's error for the call being made, as PyTorch gives it for an
+    entry point it declares several times: its "invalid combination" listing where not
+    exactly one signature takes as many arguments (else, or when the call cannot be read,
+    ``message`` itself)."""
+    site = call_site()
+    if site is None:
+        return message
+    signatures = overloads(site.parser_name, site.kind)
+    if signatures is None:
+        return message
+    return _overloaded_message(message, True, site.parser_name, site.kind, signatures)
 
 
 def _through_handlers(error):
@@ -155,6 +171,22 @@ def _overloaded_message(message, parsing, name, kind, signatures):
         return message if parsing else _refused(plausible[0], given, name) or message
     return (f"{name}() received an invalid combination of arguments - got ({site.got()}), "
             f"but expected one of:" + site_listing(signatures, site))
+
+
+def combination_error(name, args, kwargs, signatures=None):
+    """PyTorch's "invalid combination" TypeError for ``name`` called with ``args`` (a
+    method's without the tensor) and ``kwargs`` (in the order passed), listing
+    ``signatures`` (by default the table's for the function ``name``) with why those taking
+    as many arguments refused them. For hand-written entry points that take ``**kwargs``,
+    whose calls ``call_site`` cannot read."""
+    from ember.ops._dims import type_name
+    signatures = FUNCTION_OVERLOADS[name] if signatures is None else signatures
+    names = [type_name(v) for v in args]
+    keywords = [f"{k}={type_name(v)}" for k, v in reversed(kwargs.items())]
+    got = ", ".join(names + keywords) if names else "".join(k + ", " for k in keywords)
+    lines = listing(signatures, (tuple(args), dict(kwargs)), tuple(kwargs))
+    return TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
+                     f"but expected one of:\n{lines}")
 
 
 def site_listing(signatures, site):

@@ -8,7 +8,7 @@ import numpy as np
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import special_of
 from ember.backend.cpu_kernels import map_elementwise
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import type_name, wrap_dim
 from ember.ops._elementwise import conj_grad, fused_for_half
 from ember.ops._scalars import fitted_number, number_arg
 from ember.ops._registry import op, rename_node
@@ -227,6 +227,9 @@ def gelu(xp, x, approximate):
     if approximate == "tanh":
         # halving x first keeps x * 2 from overflowing where tanh is 1
         return x * 0.5 * (xp.tanh((x + _TANH_C * x * x * x) * _TANH_K) + 1)
+    if not isinstance(approximate, str):       # the parser's refusal, as PyTorch words it
+        raise TypeError(f"gelu(): argument 'approximate' must be str, not "
+                        f"{type_name(approximate)}")
     raise RuntimeError("approximate argument must be either none or tanh.")
 
 

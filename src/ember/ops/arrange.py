@@ -1,15 +1,15 @@
-"""NumPy-style arrangements: atleast_1d/2d/3d, rot90, hsplit/vsplit/dsplit, column_stack,
-diagflat, type_as (compositions), and block_diag (an op).
+"""NumPy-style arrangements: atleast_1d/2d/3d, rot90, column_stack, diagflat, type_as
+(compositions), block_diag (an op), and hsplit/vsplit/dsplit (from ``directional_split``).
 """
 
 from ember._creation import empty
 from ember._tensor import Tensor
-from ember.ops._dims import int_param, int_sequence, invalid_combination, is_index, wrap_dim
+from ember.ops._dims import int_param, int_sequence, wrap_dim
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
-from ember.ops._scalars import int_arg
+from ember.ops.directional_split import METHODS, dsplit, hsplit, vsplit
 from ember.ops.grids import _tensor_arg, _tensor_list
-from ember.ops.join import _atleast, _check_list, cat, tensor_split
+from ember.ops.join import _atleast, _check_list, cat
 from ember.ops.slicing import diag
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "block_diag", "column_stack", "diagflat",
@@ -59,89 +59,6 @@ def rot90(input, k=1, dims=(0, 1)):
     if k == 3:
         return input.flip(d0).transpose(d0, d1)
     return input.clone()
-
-
-# --- hsplit, vsplit, dsplit -------------------------------------------------------------------
-
-def _sections(value):
-    """An int from an int or a 0-d integer tensor (``hsplit(x, torch.tensor(2))``)."""
-    if isinstance(value, Tensor) and value.ndim == 0 and not value.is_floating_point():
-        return int(value)
-    return value
-
-
-_UNSET = object()
-
-
-def _split_choice(name, got, indices_or_sections, sections, indices, method):
-    """The split argument passed positionally or as ``sections=`` / ``indices=`` (PyTorch's
-    two overloads); a missing one or a type the keyword does not take raises as PyTorch."""
-    given = [v for v in (indices_or_sections, sections, indices) if v is not _UNSET]
-    ok = len(given) == 1 and (
-        (sections is _UNSET or isinstance(_sections(sections), int))
-        and (indices is _UNSET or isinstance(indices, (tuple, list))))
-    if ok:
-        return given[0]
-    lead = "" if method else "Tensor input, "
-    raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), but "
-                    f"expected one of:\n * ({lead}int sections)\n * ({lead}tuple of ints "
-                    f"indices)\n")
-
-
-def _got(input, args, kwargs):
-    """PyTorch's ``got (...)`` summary of the arguments of a failed call."""
-    parts = ([] if input is _UNSET else [type(input).__name__])
-    parts += [type(a).__name__ for a in args]
-    parts += [f"{k}={type(v).__name__}" for k, v in kwargs.items() if v is not _UNSET]
-    return ", ".join(parts)
-
-
-def _directional_split(name, ndim_needed, dim_of):
-    def split(input, indices_or_sections=_UNSET, *, sections=_UNSET, indices=_UNSET):
-        _tensor_arg(input, name)
-        if sections is not _UNSET or indices is not _UNSET or indices_or_sections is _UNSET:
-            got = _got(input, () if indices_or_sections is _UNSET else (indices_or_sections,),
-                       {"sections": sections, "indices": indices})
-            indices_or_sections = _split_choice(name, got, indices_or_sections, sections,
-                                                indices, method=False)
-        if input.ndim < ndim_needed:
-            raise RuntimeError(f"torch.{name} requires a tensor with at least {ndim_needed} "
-                               f"dimension, but got a tensor with {input.ndim} dimensions!")
-        d = dim_of(input.ndim)
-        arg = _sections(indices_or_sections)
-        if isinstance(arg, (tuple, list)):
-            indices = [int_arg(i, name, "indices") for i in arg]
-            return tensor_split(input, indices, d)
-        if not is_index(arg):           # no overload takes it (a float, a bool)
-            raise invalid_combination(name, (arg,), kind="function")
-        sections = arg.__index__()
-        n = input.shape[d]
-        if sections == 0 or n % sections:
-            raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the "
-                               f"size of the dimension {n} is not divisible by the split_size "
-                               f"{sections}!")
-        return tensor_split(input, sections, d)
-
-    def method(self, *indices_or_sections, sections=_UNSET, indices=_UNSET):
-        if sections is not _UNSET or indices is not _UNSET or not indices_or_sections:
-            got = _got(_UNSET, indices_or_sections, {"sections": sections, "indices": indices})
-            arg = _split_choice(name, got, indices_or_sections or _UNSET, sections, indices,
-                                method=True)
-        else:
-            arg = (indices_or_sections[0] if len(indices_or_sections) == 1
-                   else indices_or_sections)
-        return split(self, arg)
-    split.__name__ = split.__qualname__ = method.__name__ = name
-    split.__doc__ = method.__doc__ = (
-        f"Views of the tensor split along dim {dim_of(3)}"
-        + (" (dim 0 for 1-D tensors)" if name == "hsplit" else "")
-        + ": into ``sections`` equal pieces, or at ``indices``.")
-    return split, method
-
-
-hsplit, _hsplit_method = _directional_split("hsplit", 1, lambda ndim: 1 if ndim > 1 else 0)
-vsplit, _vsplit_method = _directional_split("vsplit", 2, lambda ndim: 0)
-dsplit, _dsplit_method = _directional_split("dsplit", 3, lambda ndim: 2)
 
 
 # --- column_stack, block_diag, diagflat, type_as ----------------------------------------------
@@ -209,9 +126,8 @@ def type_as(self, other):
 
 _block_diag.__name__ = _block_diag.__qualname__ = "block_diag"
 Tensor.rot90 = rot90
-Tensor.hsplit = _hsplit_method
-Tensor.vsplit = _vsplit_method
-Tensor.dsplit = _dsplit_method
+for _name, _method in METHODS.items():
+    setattr(Tensor, _name, _method)
 Tensor.diagflat = diagflat
 Tensor.type_as = type_as
 

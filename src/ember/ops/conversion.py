@@ -87,16 +87,15 @@ def _moves(src, dst):
 
 
 def _python_type(dtype):
-    """A dtype for ``float``, ``int``, ``bool`` and ``complex`` (as PyTorch reads them)."""
-    if isinstance(dtype, type):
-        from ember._creation import _PYTHON_TYPES
-        if dtype not in _PYTHON_TYPES:
-            raise TypeError(f"to() received an invalid combination of arguments: [{dtype}]")
-        return _PYTHON_TYPES[dtype]
-    if dtype is not None and not isinstance(dtype, D.dtype):
-        raise TypeError(f"to() received an invalid combination of arguments - got "
-                        f"(dtype={type(dtype).__name__}, )")
-    return dtype
+    """A dtype for ``float``, ``int``, ``bool`` and ``complex`` (as PyTorch reads them),
+    None for None, or _BAD."""
+    if dtype is None or isinstance(dtype, D.dtype):
+        return dtype
+    return D.PYTHON_DTYPES.get(dtype, _BAD) if dtype.__class__ is type else _BAD
+
+
+_BAD = object()
+_TO_KEYWORDS = frozenset(("dtype", "device", "copy", "non_blocking", "memory_format", "tensor"))
 
 
 def _parse_to(args, kwargs):
@@ -106,17 +105,20 @@ def _parse_to(args, kwargs):
 
 def _parse_to_all(args, kwargs):
     """Decode the forms of ``Tensor.to``: (dtype), (device[, dtype]), (tensor), keywords;
-    returns (dtype, device, copy, non_blocking, memory format)."""
-    dtype = _python_type(kwargs.pop("dtype", None))
-    device = kwargs.pop("device", None)
-    copy = kwargs.pop("copy", False)
-    non_blocking = kwargs.pop("non_blocking", False)
-    layout = kwargs.pop("memory_format", None)
-    args = list(args)
-    if "tensor" in kwargs:                          # to(tensor=other)
-        args.insert(0, kwargs.pop("tensor"))
+    returns (dtype, device, copy, non_blocking, memory format). Arguments no form takes
+    raise PyTorch's "invalid combination" TypeError."""
+    given, dtype, device, copy, non_blocking, layout = args, None, None, False, False, None
     if kwargs:
-        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        if not kwargs.keys() <= _TO_KEYWORDS:
+            raise _to_error(given, kwargs)
+        dtype = _python_type(kwargs.get("dtype"))
+        device = kwargs.get("device")
+        copy = kwargs.get("copy", False)
+        non_blocking = kwargs.get("non_blocking", False)
+        layout = kwargs.get("memory_format")
+        if "tensor" in kwargs:                      # to(tensor=other)
+            args = (kwargs["tensor"], *args)
+    args = list(args)
     if args and isinstance(args[0], Tensor):
         other = args.pop(0)
         dtype, device = other.dtype, other.device
@@ -131,9 +133,16 @@ def _parse_to_all(args, kwargs):
         non_blocking = args.pop(0)
         if args and isinstance(args[0], bool):
             copy = args.pop(0)
-    if args:
-        raise TypeError(f"to() received an invalid combination of arguments: {args}")
+    if args or dtype is _BAD or not (copy is False or copy is True) \
+            or not (non_blocking is False or non_blocking is True):
+        raise _to_error(given, kwargs)
     return dtype, as_device(device), copy, non_blocking, layout
+
+
+def _to_error(args, kwargs):
+    from ember.ops._overload_table import METHOD_OVERLOADS
+    from ember.ops._overloads import combination_error
+    return combination_error("to", args, kwargs, METHOD_OVERLOADS["to"])
 
 
 def to(self, *args, **kwargs):
@@ -153,7 +162,7 @@ def to(self, *args, **kwargs):
         return out
     order = memory_order(layout, out.ndim)
     if order is None and out is not self:
-        return contiguous(out, layout)
+        return contiguous(out, memory_format=layout)
     # as PyTorch: kept when its strides already suggest the format (any strides but
     # channels-last ones suggest contiguous_format), else a fresh copy in it
     return out if suggested_order(out._data) == order else clone(out, memory_format=layout)
@@ -287,7 +296,7 @@ def _(grad, x, memory_format):
     return grad
 
 
-def contiguous(self, memory_format=contiguous_format):
+def contiguous(self, *, memory_format=contiguous_format):
     """Self if laid out in ``memory_format`` (row-major by default), else a copy that is."""
     order = memory_order(memory_format, self.ndim)
     if order is None:
@@ -338,6 +347,9 @@ _CPU = as_device("cpu")
 
 def copy_(self, src, non_blocking=False):
     """Copy ``src`` (broadcast, cast) into this tensor; returns self."""
+    if non_blocking is not False and non_blocking is not True:
+        from ember.ops._overloads import refuse_bool
+        refuse_bool("non_blocking", non_blocking)
     if isinstance(src, (bool, int, float, complex)):
         return fill_(self, src)
     if not isinstance(src, Tensor):

@@ -10,7 +10,8 @@ import operator
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.ops._dims import type_name
+from ember.ops._overload_table import METHOD_OVERLOADS
+from ember.ops._overloads import combination_error
 from ember.ops._registry import REGISTRY, call, op
 
 __all__ = []
@@ -53,12 +54,9 @@ def view_dtype(x, dtype):
 
 
 def _invalid_combination(args, kwargs):
-    """PyTorch's error for a dtype given with other arguments: ``view(ember.int32, 2)``."""
-    names = [_type_name(a) for a in args] + [f"{k}={_type_name(v)}" for k, v in kwargs.items()]
-    got = ", ".join(names) if args else "".join(f"{n}, " for n in names)  # PyTorch's quirk
-    raise TypeError(f"view() received an invalid combination of arguments - got "
-                    f"({got}), but expected one of:\n * (ember.dtype dtype)\n"
-                    f" * (tuple of ints size)\n")
+    """PyTorch's error for arguments neither overload takes: ``view(ember.int32, 2)``,
+    ``view()``, ``view(foo=1)``."""
+    raise combination_error("view", args, kwargs, METHOD_OVERLOADS["view"])
 
 
 def _neither_size_nor_dtype(args):
@@ -74,10 +72,6 @@ def _neither_size_nor_dtype(args):
     return False
 
 
-def _type_name(value):
-    return "ember.dtype" if isinstance(value, D.dtype) else type_name(value)
-
-
 def install():
     """Put the dtype-aware ``Tensor.view`` in front of the generated shape view."""
     view_shape, view_op = Tensor.view, REGISTRY["view"]
@@ -86,10 +80,13 @@ def install():
         if args and type(args[0]) is int and not kwargs:    # x.view(2, 3): the common form,
             return call(view_op, (self,), (args,))          # as directly as the generated one
         dtype = args[0] if len(args) == 1 and not kwargs else kwargs.get("dtype")
+        if dtype.__class__ is type:         # x.view(float), as PyTorch reads it
+            dtype = D.PYTHON_DTYPES.get(dtype, dtype)
         if isinstance(dtype, D.dtype) and len(args) + len(kwargs) == 1:
             return view_dtype(self, dtype)
         if args and isinstance(args[0], D.dtype) or "dtype" in kwargs \
-                or args and _neither_size_nor_dtype(args):
+                or args and _neither_size_nor_dtype(args) \
+                or not (args or kwargs) or args and kwargs or not set(kwargs) <= {"size"}:
             _invalid_combination(args, kwargs)
         return view_shape(self, *args, **kwargs)
 

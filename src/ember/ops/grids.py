@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import check_requires_grad, ones, tensor
+from ember._creation import _dtype_arg, check_requires_grad, ones, tensor
 from ember._tensor import Tensor
 from ember.ops._scalars import int_arg
 from ember.ops.join import cat, stack
@@ -116,6 +116,7 @@ def _triangle_indices(name, lower):
         row = int_arg(row, name, "row", 1)
         col = int_arg(col, name, "col", 2)
         offset = int_arg(offset, name, "offset", 3)
+        dtype = D.int64 if dtype is None else _dtype_arg(name, dtype)
         for what, n in (("row", row), ("col", col)):
             if n < 0:
                 raise RuntimeError(f"{what} must be non-negative, got{n}")

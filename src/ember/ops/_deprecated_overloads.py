@@ -1,0 +1,127 @@
+"""PyTorch's deprecated overloads that put a scalar before the tensors: ``x.add(2, y)`` is
+``x.add(y, alpha=2)``, ``x.addcmul_(0.5, a, b)`` is ``x.addcmul_(a, b, value=0.5)`` (old
+optimizers and training loops are full of them).
+
+NOTE [Scalar-first overloads]: PyTorch's parser keeps these signatures hidden: it takes them
+(with a UserWarning, once per process) when the visible signature refuses a call, and never
+names them in its errors. The generated entry points of these ops gather the positional
+arguments past the visible ones in ``*_shifted``, empty in every other call (a valid call pays
+one truth test); when one is there, the positional arguments are read one place further on
+(the first is the scalar), as ``scalar_first`` checks, and more than one is PyTorch's error
+for too many arguments.
+"""
+
+import numbers
+
+from ember._tensor import Tensor
+from ember._warn import WARN_ALWAYS, outside_level
+
+__all__ = ["SCALAR_FIRST", "scalar_first", "scalar_first_prologue"]
+
+# op name -> (its scalar's keyword, the tensors after the input); PyTorch's parser also takes
+# numbers for add's and sub's tensors
+SCALAR_FIRST = {"add": ("alpha", ("other",)), "sub": ("alpha", ("other",)),
+                "addcmul": ("value", ("tensor1", "tensor2")),
+                "addcdiv": ("value", ("tensor1", "tensor2"))}
+_NUMBERS_AS_TENSORS = frozenset(("add", "sub"))
+_WARNED = [False]       # PyTorch warns for the first such call only (TORCH_WARN_ONCE)
+
+
+def scalar_first_prologue(name, kind, positional, has_out):
+    """The code of the generated entry point ``name`` (of ``kind``; ``positional``: its
+    positional parameters; ``has_out``: it takes ``out=``) that reads a call with arguments in
+    ``*_shifted`` as the deprecated form."""
+    scalar, _ = SCALAR_FIRST[name]
+    given = positional[1:]
+    shown = name + "_" if kind == "inplace" else name
+    first = positional[0] if kind == "function" else "self"
+    return (f"    if _shifted:\n"
+            f"        {', '.join((scalar, *given))} = _scalar_first('{shown}', '{kind}', "
+            f"{scalar}, {'out' if has_out else 'None'}, {', '.join((first, *given))}, "
+            f"*_shifted)\n")
+
+
+def scalar_first(name, kind, keyword, out, first, *given):
+    """(scalar, tensors...) of a call of ``name`` (as ``kind``) in the deprecated form whose
+    positional arguments are ``first`` (the input) and ``given``; ``keyword``: the value of
+    the scalar's keyword, ``out``: of ``out=``. Raises PyTorch's TypeError where that form
+    does not take them."""
+    base = name.rstrip("_")
+    scalar_name, tensor_names = SCALAR_FIRST[base]
+    keyword_given = not (type(keyword) is int and keyword == 1)     # (its default: 1)
+    if len(given) > len(tensor_names) + 1:
+        raise _too_many(name, kind, (first, *given), keyword_given, out is not None)
+    scalar, tensors = given[0], given[1:]
+    numbers_ok = base in _NUMBERS_AS_TENSORS
+    if keyword_given or not (_is_scalar(scalar) and all(
+            isinstance(t, Tensor) or numbers_ok and _is_number(t) for t in tensors)):
+        raise _refusal(name, kind, scalar_name, len(tensor_names), keyword_given)
+    _warn(name, kind, scalar_name, tensor_names)
+    if isinstance(scalar, Tensor):
+        scalar = scalar.item()
+    return (scalar, *tensors)
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Number)
+
+
+def _is_scalar(value):
+    """Whether PyTorch's parser takes ``value`` for a Number: a number or a 0-dim tensor that
+    does not require grad."""
+    return _is_number(value) or (isinstance(value, Tensor) and value.ndim == 0
+                                 and not value.requires_grad)
+
+
+def _refusal(name, kind, scalar_name, count, keyword_given):
+    """PyTorch's TypeError for a call the visible signature of ``name`` (``count`` tensors
+    after the input) refuses for one positional argument too many."""
+    if keyword_given and kind != "function":
+        return TypeError(f"{name}() received an invalid combination of arguments - got "
+                         f"unrecognized keyword arguments: {scalar_name}")
+    count += kind == "function"
+    return TypeError(f"{name}() takes {count} positional argument{'s' * (count != 1)} but "
+                     f"{count + 1} were given")
+
+
+def _too_many(name, kind, args, keyword_given, out_given):
+    """PyTorch's TypeError for a call of ``name`` (as ``kind``) with ``args`` (the input
+    first), more positional arguments than even the deprecated form takes."""
+    scalar_name, tensor_names = SCALAR_FIRST[name.rstrip("_")]
+    keywords = [scalar_name] * keyword_given + ["out"] * out_given
+    if keywords:
+        return TypeError(f"{name}() received an invalid combination of arguments - got "
+                         f"unrecognized keyword arguments: {', '.join(keywords)}")
+    items = [f"Tensor {t}" for t in tensor_names] + ["*", f"Number {scalar_name} = 1"]
+    if kind == "function":
+        items = ["Tensor input", *items, "Tensor out = None"]
+        if len(args) == len(tensor_names) + 3:
+            return TypeError(f"{name}() takes {len(tensor_names) + 1} positional arguments "
+                             f"but {len(args)} were given")
+    else:
+        args = args[1:]
+    from ember.ops._dims import type_name
+    names = [type_name(v) for v in args]
+    if len(args) == len(items):     # the parser says which items refused their arguments
+        names = [n if item.startswith("Tensor ") and " = " not in item and isinstance(
+            v, Tensor) else f"!{n}!" for n, v, item in zip(names, args, items)]
+    return TypeError(f"{name}() received an invalid combination of arguments - got "
+                     f"({', '.join(names)}), but expected ({', '.join(items)})")
+
+
+def _warn(name, kind, scalar_name, tensor_names):
+    """PyTorch's deprecation warning for the scalar-first form of ``name``."""
+    if _WARNED[0] and not WARN_ALWAYS[0]:
+        return
+    _WARNED[0] = True
+    tensors = ", ".join(f"Tensor {t}" for t in tensor_names)
+    if kind == "function":
+        old = f"Tensor input, Number {scalar_name}, {tensors}, *, Tensor out = None"
+        new = f"Tensor input, {tensors}, *, Number {scalar_name} = 1, Tensor out = None"
+    else:
+        old = f"Number {scalar_name}, {tensors}"
+        new = f"{tensors}, *, Number {scalar_name} = 1"
+    import warnings
+    warnings.warn(f"This overload of {name} is deprecated:\n\t{name}({old})\nConsider using "
+                  f"one of the following signatures instead:\n\t{name}({new})", UserWarning,
+                  stacklevel=outside_level())
