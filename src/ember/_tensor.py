@@ -742,9 +742,10 @@ def name_methods():
 
 def _grad_enabled():
     """Whether grad mode is on (PyTorch lets numpy() read a tensor that requires grad under
-    no_grad, as a custom Function's forward does)."""
-    from ember.autograd.grad_mode import STATE
-    return STATE.grad_enabled
+    no_grad, as a custom Function's forward does; enable_grad inside inference mode turns
+    the check back on, though nothing records there)."""
+    from ember.autograd.grad_mode import is_grad_enabled
+    return is_grad_enabled()
 
 
 def _make(array, cls=Tensor, _inference=_INFERENCE_ACTIVE):

@@ -12,6 +12,7 @@ import warnings
 from ember.autograd import anomaly
 from ember.autograd.graph import AccumulateGrad, accumulate, leaf_hooks, post_accumulate_hooks
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.grad_mode import restore_grad_mode, swap_grad_mode
 from ember.backend import SEVERAL_GPUS, device_guard, operands_gpu_elsewhere
 
 __all__ = ["run_backward", "queue_callback"]
@@ -94,8 +95,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
             pushed.add(node)
             heapq.heappush(ready, (-node._seq, id(node), node))
 
-    prev_mode = _GRAD.grad_enabled
-    _GRAD.grad_enabled = create_graph
+    prev_mode = swap_grad_mode(bool(create_graph))     # (records nothing in inference mode)
     callbacks = []
     _FINAL.stacks.append(callbacks)
     try:
@@ -123,7 +123,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
             callbacks.pop(0)()
     finally:
         _FINAL.stacks.pop()
-        _GRAD.grad_enabled = prev_mode
+        restore_grad_mode(prev_mode)
     return captured
 
 

@@ -12,6 +12,7 @@ from ember.autograd._forward_traces import check_function as _check_forward_trac
 from ember import _inference
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.grad_mode import is_grad_enabled, restore_grad_mode, swap_grad_mode
 from ember.autograd.forward_ad import STATE as _FORWARD_AD
 from ember.autograd.graph import (_PACKED, Node, _modified_message, conform, history,
                                   move_retained_grad)
@@ -268,7 +269,9 @@ class Function:
     def _apply_ctx(cls, args, kwargs):
         """``(ctx, outputs)`` of one call."""
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        record = _GRAD.grad_enabled and any(needs)
+        # the grad mode decides, as in PyTorch: even inside inference mode (enable_grad
+        # there) a custom function records, though the ops in it do not
+        record = any(needs) and is_grad_enabled()
         edges = tuple(history(a) if need else (None, 0) for a, need in zip(args, needs)
                       if isinstance(a, Tensor))
         ctx = cls._node_class()(edges, needs)    # (as in PyTorch, also when not recording)
@@ -278,13 +281,12 @@ class Function:
                                  (None if isinstance(a, Tensor) else False)
                                  for a, need in zip(args, needs))
         uses_ctx = cls.setup_context is Function.setup_context
-        prev = _GRAD.grad_enabled
-        _GRAD.grad_enabled = False
+        prev = swap_grad_mode(False)
         try:
             output = cls.forward(ctx, *args, **kwargs) if uses_ctx else cls.forward(*args,
                                                                                      **kwargs)
         finally:
-            _GRAD.grad_enabled = prev
+            restore_grad_mode(prev)
         if not uses_ctx:
             cls.setup_context(ctx, args, output)
         return ctx, _wrap_outputs(ctx, args, output, record)

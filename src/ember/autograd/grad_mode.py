@@ -10,16 +10,57 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "is_inference_mode_enabled"]
 
 
+# NOTE [Grad mode inside inference mode]
+# Nothing records inside inference mode, even where grad mode is on again (``enable_grad``
+# within ``inference_mode``), as in PyTorch. ``grad_enabled`` says whether ops record; outside
+# inference mode it is the grad mode itself. Inside, it stays False and the grad mode that
+# is_grad_enabled() reports is kept in ``grad_mode`` (read only there). Code that sets the
+# grad mode for a while uses swap_grad_mode/restore_grad_mode (or a mode object), not
+# ``grad_enabled`` directly; code that must record whatever the caller's mode (the function
+# transforms, nn.grad) runs under inference_mode(False), as PyTorch's transforms do.
 class _State(threading.local):
-    grad_enabled = True
+    grad_enabled = True         # whether ops record
+    grad_mode = True            # the grad mode while inference mode is on
     inference = False
 
 
 STATE = _State()                # the dispatcher reads STATE.grad_enabled on every op
+# inference-mode blocks open in any thread: while there are none, the grad modes below skip
+# reading the thread-local ``STATE.inference`` (a list item is read several times faster)
+_INFERENCE_OPEN = _inference.ACTIVE
+
+
+def _set_grad_mode(mode):
+    """Set the grad mode (see NOTE [Grad mode inside inference mode])."""
+    STATE.grad_mode = mode
+    STATE.grad_enabled = mode and not STATE.inference
+
+
+def swap_grad_mode(mode):
+    """Set the grad mode to ``mode`` as ``set_grad_enabled`` does (inside inference mode ops
+    still record nothing); returns the previous mode, for ``restore_grad_mode``."""
+    state = STATE
+    if _INFERENCE_OPEN[0] and state.inference:
+        prev, state.grad_mode = state.grad_mode, mode
+    else:
+        prev, state.grad_enabled = state.grad_enabled, mode
+    return prev
+
+
+def restore_grad_mode(prev):
+    """Undo ``swap_grad_mode``: set the grad mode back to ``prev``."""
+    state = STATE
+    if _INFERENCE_OPEN[0] and state.inference:
+        state.grad_mode = prev
+    else:
+        state.grad_enabled = prev
 
 
 def is_grad_enabled():
-    """Whether operations currently record the autograd graph."""
+    """Whether grad mode is on (operations record the autograd graph, outside inference
+    mode)."""
+    if _INFERENCE_OPEN[0] and STATE.inference:
+        return STATE.grad_mode
     return STATE.grad_enabled
 
 
@@ -80,11 +121,18 @@ class _Mode:
         return self._mode
 
     def __enter__(self):
-        self._prev = STATE.grad_enabled
-        STATE.grad_enabled = self._enabled()
+        if _INFERENCE_OPEN[0] and STATE.inference:
+            self._prev = STATE.grad_mode
+            STATE.grad_mode = self._on
+        else:
+            self._prev = STATE.grad_enabled
+            STATE.grad_enabled = self._on
 
     def __exit__(self, *exc):
-        STATE.grad_enabled = self._prev
+        if _INFERENCE_OPEN[0] and STATE.inference:
+            STATE.grad_mode = self._prev
+        else:
+            STATE.grad_enabled = self._prev
 
 
 class no_grad(_Mode):
@@ -94,8 +142,7 @@ class no_grad(_Mode):
         self = super().__new__(cls)
         return self(orig_func) if callable(orig_func) else self
 
-    def _enabled(self):
-        return False
+    _on = False                 # the grad mode it sets
 
 
 class enable_grad(_Mode):
@@ -105,8 +152,7 @@ class enable_grad(_Mode):
         self = super().__new__(cls)
         return self(orig_func) if callable(orig_func) else self
 
-    def _enabled(self):
-        return True
+    _on = True
 
 
 class set_grad_enabled(_Mode):
@@ -117,11 +163,15 @@ class set_grad_enabled(_Mode):
             raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, "
                             f"not {type(mode).__name__}")
         self._mode = mode
-        self._prev = STATE.grad_enabled
-        STATE.grad_enabled = self._mode
+        if _INFERENCE_OPEN[0] and STATE.inference:     # (swap_grad_mode, inlined)
+            self._prev = STATE.grad_mode
+            STATE.grad_mode = mode
+        else:
+            self._prev = STATE.grad_enabled
+            STATE.grad_enabled = mode
 
     def __call__(self, fn):
-        STATE.grad_enabled = self._prev       # decorating must not change the mode now
+        _Mode.__exit__(self)                  # decorating must not change the mode now
         return super().__call__(fn)
 
     def _clone(self):
@@ -135,11 +185,11 @@ class set_grad_enabled(_Mode):
     def __repr__(self):
         return f"{type(self).__module__}.{type(self).__qualname__}(mode={self._mode})"
 
-    def _enabled(self):
-        return self._mode
-
     def __enter__(self):
-        STATE.grad_enabled = self._mode
+        if _INFERENCE_OPEN[0] and STATE.inference:
+            STATE.grad_mode = self._mode
+        else:
+            STATE.grad_enabled = self._mode
 
 
 class inference_mode(_Mode):
@@ -164,17 +214,18 @@ class inference_mode(_Mode):
         return not self._mode
 
     def __enter__(self):
+        self._prev = is_grad_enabled()
         self._prev_inference = STATE.inference
         STATE.inference = self._mode
         if self._mode:
             _inference.enter()          # tensors made from now on are inference tensors
-        super().__enter__()
+        _set_grad_mode(self._enabled())
 
     def __exit__(self, *exc):
         if self._mode:
             _inference.leave()
         STATE.inference = self._prev_inference
-        super().__exit__(*exc)
+        _set_grad_mode(self._prev)
 
 
 class _EngineFlags(threading.local):

@@ -18,7 +18,8 @@ import threading
 from ember import autograd
 from ember.autograd._forward_traces import tracing_forward
 from ember._tensor import Tensor
-from ember.autograd.grad_mode import enable_grad
+from ember._inference import is_inference
+from ember.autograd.grad_mode import inference_mode
 from ember.func._batched import active_levels, materialize, rewrap
 from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
 
@@ -40,12 +41,19 @@ def _tracing(api, leaves):
     return contextlib.nullcontext()
 
 
+def _recording():
+    """Where transforms run ``func`` and differentiate it: grad mode on and, as in PyTorch,
+    inference mode off (inside inference mode nothing would record)."""
+    return inference_mode(False)
+
+
 def _fresh(p):
-    """A copy of ``p`` that gradients can be taken with respect to (see NOTE above)."""
+    """A copy of ``p`` that gradients can be taken with respect to (see NOTE above); an
+    inference tensor is copied into a normal one."""
     if p.requires_grad:
         from ember.ops.conversion import _alias
         return _alias(p)
-    return p.detach().requires_grad_()
+    return (p.clone() if is_inference(p) else p.detach()).requires_grad_()
 
 
 class _Traced:
@@ -59,12 +67,14 @@ class _Traced:
                 raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
         physical = [materialize(x, self.levels) for x in flat]
         self.connected = _DEPTH.value > 0 or any(p.requires_grad for p in physical)
-        self.leaves = [_fresh(p) for p in physical]
-        inputs = tree_unflatten([rewrap(p, self.levels) for p in self.leaves], self.in_spec)
         _DEPTH.value += 1
         try:
-            with enable_grad(), _tracing(api, self.leaves):
-                out = func(*inputs)
+            with _recording():
+                self.leaves = [_fresh(p) for p in physical]
+                inputs = tree_unflatten([rewrap(p, self.levels) for p in self.leaves],
+                                        self.in_spec)
+                with _tracing(api, self.leaves):
+                    out = func(*inputs)
         finally:
             _DEPTH.value -= 1
         self.aux = None
@@ -113,8 +123,9 @@ class _Traced:
         from ember import zeros_like
         if not roots:
             return [zeros_like(x) for x in inputs]
-        grads = autograd.grad(roots, inputs, weights, retain_graph=True,
-                              create_graph=create_graph, allow_unused=True)
+        with _recording():
+            grads = autograd.grad(roots, inputs, weights, retain_graph=True,
+                                  create_graph=create_graph, allow_unused=True)
         return [zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
     def wrap_inputs(self, flat):

@@ -76,9 +76,9 @@ def refuse_grad(tensor, kernel, argument):
     """PyTorch's error when ``tensor``, an input ``kernel`` has no derivative for (a class
     weight), requires grad in a call that records the graph."""
     if tensor is not None and tensor.requires_grad:     # (imports only on this rare path)
-        from ember.autograd.grad_mode import is_grad_enabled
+        from ember.autograd.grad_mode import STATE
         from ember.ops._op_errors import not_differentiable
-        if is_grad_enabled():
+        if STATE.grad_enabled:          # recording (not in inference mode)
             raise not_differentiable(kernel, argument)
 
 

@@ -158,6 +158,10 @@ FUNCTION_OVERLOADS = {
         "Tensor input, Tensor other, *, Tensor out = None",
         "Tensor input, Number other, *, Tensor out = None",
     ),
+    'fake_quantize_per_tensor_affine': (
+        "Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max",
+        "Tensor input, float scale, int zero_point, int quant_min, int quant_max",
+    ),
     'fill': (
         "Tensor input, Tensor value",
         "Tensor input, Number value",

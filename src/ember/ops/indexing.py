@@ -593,9 +593,9 @@ def _(grad, x, fill_value, wrap):
 def fill_diagonal_(self, fill_value, wrap=False):
     """Fill the main diagonal (all dims equal above 2-D) with ``fill_value`` in place; ``wrap``
     restarts a tall matrix's diagonal every ``columns + 1`` rows. Returns self."""
-    from ember.autograd.grad_mode import is_grad_enabled
+    from ember.autograd.grad_mode import STATE
     from ember.ops._inplace import call_inplace
-    if isinstance(self, Tensor) and is_grad_enabled() and self.requires_grad and \
+    if isinstance(self, Tensor) and STATE.grad_enabled and self.requires_grad and \
             self.grad_fn is None:
         # PyTorch fills through a view of self, hence its wording
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "

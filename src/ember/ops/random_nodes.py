@@ -7,7 +7,7 @@ backward. ember draws the samples on the host (ember/_random.py) and passes them
 
 from ember._creation import _write_out
 from ember._tensor import Tensor
-from ember.autograd.grad_mode import is_grad_enabled
+from ember.autograd.grad_mode import STATE as _GRAD
 from ember.ops._registry import op
 from ember.ops.join import _zeros_like_meta
 
@@ -38,7 +38,7 @@ def sampled(params, sample, node, kernel, out=None):
     """The drawn tensor ``sample`` (written to ``out`` if given), recording ``node`` when a
     tensor among the distribution's ``params`` requires grad; ``sample`` itself otherwise."""
     tensors = [t for t in params if isinstance(t, Tensor)]
-    if not (is_grad_enabled() and any(t.requires_grad for t in tensors)):
+    if not (_GRAD.grad_enabled and any(t.requires_grad for t in tensors)):
         return sample if out is None else _write_out(out, sample._data)
     if out is not None:
         raise RuntimeError(f"{kernel}(): functions with out=... arguments don't support "
