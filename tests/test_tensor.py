@@ -402,8 +402,6 @@ def test_size_arithmetic_stays_a_size():
 
 
 def test_float_of_a_tensor_requiring_grad_warns_once(monkeypatch):
-    import ember._host_values as host_values_module
-    monkeypatch.setattr(host_values_module, "_SCALAR_WARNED", [False])
     x = ember.ones(1, requires_grad=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

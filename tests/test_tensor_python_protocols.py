@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember import _from_data, _host_values
+from ember import _from_data
 
 
 def test_complex_of_several_elements_raises_value_error():
@@ -84,7 +84,6 @@ def test_list_of_arrays_warns_once(monkeypatch):
 
 
 def test_list_holding_a_tensor_that_requires_grad_warns(monkeypatch):
-    monkeypatch.setattr(_host_values, "_SCALAR_WARNED", [False])
     with pytest.warns(UserWarning, match="^Converting a tensor with requires_grad=True to a "
                                          "scalar may lead to unexpected behavior."):
         made = ember.tensor([ember.tensor(1.0, requires_grad=True), 2.0])

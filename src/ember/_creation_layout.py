@@ -43,7 +43,7 @@ def sparse_zeros(shape, layout, dtype, device, requires_grad, fn):
     if layout is _api.sparse_coo:
         made = ember.sparse_coo_tensor(
             zeros((len(shape), 0), dtype=D.int64, device=device),
-            zeros(0, dtype=dtype, device=device), shape)
+            zeros(0, dtype=dtype, device=device), shape, check_invariants=False)
     elif layout in _COMPRESSED and len(shape) < 2:
         raise RuntimeError(f"ember.{fn}: Only batched sparse compressed (non-block) tensors are "
                            f"supported, but got size {list(shape)}")
@@ -56,7 +56,7 @@ def sparse_zeros(shape, layout, dtype, device, requires_grad, fn):
         made = ember.sparse_compressed_tensor(
             zeros(compressed + 1, dtype=D.int64, device=device),
             zeros(0, dtype=D.int64, device=device), zeros(0, dtype=dtype, device=device),
-            shape, layout=layout)
+            shape, layout=layout, check_invariants=False)
     else:
         raise NotImplementedError(f"ember.{fn} makes no {layout} tensor of {len(shape)} dims")
     return made.requires_grad_() if requires_grad else made

@@ -2,11 +2,11 @@
 ember's own code and tests (``Tensor.numpy()`` refuses bfloat16 and float8, as PyTorch's
 does), and the conversions behind ``item()``, ``float()`` and ``numpy()``."""
 
-import warnings
 
 import numpy as np
 
 from ember import _dtype
+from ember._warn import warn_once
 from ember.backend import host_array
 from ember.backend.meta import MetaArray
 
@@ -38,14 +38,9 @@ def _warn_scalar_of_grad_tensor():
     """PyTorch's warning, once per process, for ``float(t)`` / ``complex(t)`` of a tensor
     that requires grad while grad mode is on (``item()`` does not warn)."""
     from ember.autograd.grad_mode import STATE
-    if STATE.grad_enabled and not _SCALAR_WARNED[0]:
-        _SCALAR_WARNED[0] = True
-        warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
-                      "unexpected behavior.\nConsider using tensor.detach() first.",
-                      UserWarning, stacklevel=3)
-
-
-_SCALAR_WARNED = [False]
+    if STATE.grad_enabled:
+        warn_once("Converting a tensor with requires_grad=True to a scalar may lead to "
+                  "unexpected behavior.\nConsider using tensor.detach() first.")
 
 
 def _to_host(array):

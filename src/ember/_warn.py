@@ -48,9 +48,13 @@ _WARNED_ONCE = set()
 WARN_ALWAYS = [False]           # set_warn_always(True): warn_once warns every time
 
 
-def warn_once(message, category=UserWarning):
+def warn_once(message, category=UserWarning, *, key=None):
     """Warn once per process (PyTorch's TORCH_WARN_ONCE; every time after
-    ``set_warn_always(True)``), blaming the first caller outside ember."""
-    if WARN_ALWAYS[0] or message not in _WARNED_ONCE:
-        _WARNED_ONCE.add(message)
-        warnings.warn(message, category, stacklevel=outside_level())
+    ``set_warn_always(True)``), blaming the first caller outside ember. ``key`` names the
+    warning site where its message varies (the message itself otherwise)."""
+    key = message if key is None else key
+    if not WARN_ALWAYS[0]:
+        if key in _WARNED_ONCE:
+            return
+        _WARNED_ONCE.add(key)       # (warnings given under warn-always leave the once unspent)
+    warnings.warn(message, category, stacklevel=outside_level())

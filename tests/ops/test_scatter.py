@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.ops import scatter as scatter_module
+from ember import _warn
 
 
 def _long(values):
@@ -27,7 +27,6 @@ def test_scatter_src_reduce_combines_repeats(reduce, expected):
 
 
 def test_scatter_src_reduce_warns_once_per_process():
-    scatter_module._SRC_REDUCE_WARNED.clear()
     x, index, src = ember.zeros(1, 3), _long([[0]]), ember.ones(1, 1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -38,7 +37,7 @@ def test_scatter_src_reduce_warns_once_per_process():
     assert caught[0].filename == __file__               # it names the caller's line
     for call in (lambda: x.scatter(1, index, src, reduce="add"),
                  lambda: x.clone().scatter_(1, index, src, reduce="add")):
-        scatter_module._SRC_REDUCE_WARNED.clear()
+        _warn._WARNED_ONCE.clear()                      # a fresh process
         with pytest.warns(UserWarning, match="The reduce argument") as again:
             call()
         assert again[0].filename == __file__
@@ -185,8 +184,6 @@ def test_index_reduce_in_place_through_a_view_and_16_bit_rounding():
 
 
 def test_index_reduce_warns_once_per_process():
-    from ember.ops import index_dim
-    index_dim._BETA_WARNED.clear()
     x, index, src = ember.ones(2, 2), _long([0]), ember.ones(1, 2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -202,8 +199,6 @@ def test_index_reduce_warns_once_per_process():
     lambda x, i, s: x.index_reduce_(0, i, s, "mean"),
 ])
 def test_index_reduce_warning_points_at_the_caller(call):
-    from ember.ops import index_dim
-    index_dim._BETA_WARNED.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         call(ember.ones(2, 2), _long([0]), ember.ones(1, 2))

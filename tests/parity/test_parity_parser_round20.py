@@ -221,8 +221,6 @@ def test_scalar_first_overloads(name, warn_always):
 
 
 def test_scalar_first_overloads_warn_once_a_process():
-    from ember.ops import _deprecated_overloads
-    _deprecated_overloads._WARNED[0] = False
     x, y, _ = _operands(ember)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -1,10 +1,9 @@
 """Checking and normalizing convolution arguments, with PyTorch's messages."""
 
 import operator
-import warnings
 
 from ember import _dtype as D
-from ember._warn import WARN_ALWAYS, outside_level
+from ember._warn import warn_once
 from ember.ops._conv_kernels import output_size
 from ember.ops._out_dtypes import _C_NAMES
 
@@ -121,9 +120,6 @@ def _bias_message(x, b):
     return f"Input type ({x_name}) and bias type ({b_name}) should be the same"
 
 
-_WARNED = []
-
-
 def _string_padding(padding, stride, dilation, kernel, transposed, warn):
     if transposed:
         raise TypeError("conv_transpose(): argument 'padding' must be tuple of ints, not str")
@@ -137,11 +133,9 @@ def _string_padding(padding, stride, dilation, kernel, transposed, warn):
     for d, k in zip(dilation, kernel):
         total = d * (k - 1)
         pads.append((total // 2, total - total // 2))
-    if warn and (not _WARNED or WARN_ALWAYS[0]) and any(lo != hi for lo, hi in pads):
-        _WARNED.append(True)            # PyTorch warns once per process
-        warnings.warn("Using padding='same' with even kernel lengths and odd dilation may "
-                      "require a zero-padded copy of the input be created", UserWarning,
-                      stacklevel=outside_level())
+    if warn and any(lo != hi for lo, hi in pads):
+        warn_once("Using padding='same' with even kernel lengths and odd dilation may "
+                  "require a zero-padded copy of the input be created")
     return tuple(pads)
 
 

@@ -14,7 +14,7 @@ for too many arguments.
 import numbers
 
 from ember._tensor import Tensor
-from ember._warn import WARN_ALWAYS, outside_level
+from ember._warn import warn_once
 
 __all__ = ["SCALAR_FIRST", "scalar_first", "scalar_first_prologue"]
 
@@ -24,7 +24,6 @@ SCALAR_FIRST = {"add": ("alpha", ("other",)), "sub": ("alpha", ("other",)),
                 "addcmul": ("value", ("tensor1", "tensor2")),
                 "addcdiv": ("value", ("tensor1", "tensor2"))}
 _NUMBERS_AS_TENSORS = frozenset(("add", "sub"))
-_WARNED = [False]       # PyTorch warns for the first such call only (TORCH_WARN_ONCE)
 
 
 def scalar_first_prologue(name, kind, positional, has_out):
@@ -111,9 +110,6 @@ def _too_many(name, kind, args, keyword_given, out_given):
 
 def _warn(name, kind, scalar_name, tensor_names):
     """PyTorch's deprecation warning for the scalar-first form of ``name``."""
-    if _WARNED[0] and not WARN_ALWAYS[0]:
-        return
-    _WARNED[0] = True
     tensors = ", ".join(f"Tensor {t}" for t in tensor_names)
     if kind == "function":
         old = f"Tensor input, Number {scalar_name}, {tensors}, *, Tensor out = None"
@@ -121,7 +117,7 @@ def _warn(name, kind, scalar_name, tensor_names):
     else:
         old = f"Number {scalar_name}, {tensors}"
         new = f"{tensors}, *, Number {scalar_name} = 1"
-    import warnings
-    warnings.warn(f"This overload of {name} is deprecated:\n\t{name}({old})\nConsider using "
-                  f"one of the following signatures instead:\n\t{name}({new})", UserWarning,
-                  stacklevel=outside_level())
+    # PyTorch warns for the first such call only, whichever function it is (TORCH_WARN_ONCE)
+    warn_once(f"This overload of {name} is deprecated:\n\t{name}({old})\nConsider using one "
+              f"of the following signatures instead:\n\t{name}({new})",
+              key="scalar-first overload")

@@ -3,7 +3,6 @@ has a gradient: bin indices are integers, histc's counts are not differentiable,
 derivatives of histogram, histogramdd and bincount are not implemented (in PyTorch either)."""
 
 import math
-import warnings
 
 import numpy as np
 
@@ -55,20 +54,14 @@ def bisect(xp, seq, values, right, sorter=None):
         hi = xp.where(active & ~later, mid, hi)
 
 
-_WARNED = set()       # PyTorch warns once per process about each non-contiguous operand
-
-
 def _warn_noncontiguous(values, seq, sorter=None):
     """PyTorch's performance warnings for non-contiguous operands (its text, once each)."""
     for what, a in (("input value", values), ("boundary", seq), ("sorter", sorter)):
-        if a is not None and getattr(a, "ndim", 0) and not a.flags.c_contiguous and \
-                what not in _WARNED:
-            _WARNED.add(what)
-            warnings.warn(f"torch.searchsorted(): {what} tensor is non-contiguous, this will "
-                          f"lower the performance due to extra data copy when converting "
-                          f"non-contiguous tensor to contiguous, please use contiguous {what} "
-                          f"tensor if possible. This message will only appear once per program.",
-                          UserWarning, stacklevel=5)
+        if a is not None and getattr(a, "ndim", 0) and not a.flags.c_contiguous:
+            warn_once(f"torch.searchsorted(): {what} tensor is non-contiguous, this will "
+                      f"lower the performance due to extra data copy when converting "
+                      f"non-contiguous tensor to contiguous, please use contiguous {what} "
+                      f"tensor if possible. This message will only appear once per program.")
 
 
 def _check_sorter(sorter, seq):

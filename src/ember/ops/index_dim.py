@@ -7,14 +7,13 @@ count negative indices from the end, index_select, index_add, index_reduce and i
 reject them; index_copy, index_fill, take and put want int64 indices, the others int32 too.
 """
 
-import sys
-import warnings
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._memory_format import laid_like
 from ember._tensor import Tensor, _make
+from ember._warn import warn_once
 from ember.backend import combine_at, xp_of
 from ember.ops._along import REDUCERS, at_least_1d, check_range, flat_positions, wide
 from ember.ops._dims import wrap_dim
@@ -173,19 +172,9 @@ def _scatter_index(xp, index, source_shape, dim):
     return xp.broadcast_to(_along(index.reshape(-1), len(source_shape), dim), source_shape)
 
 
-_BETA_WARNED = []           # PyTorch warns once per process (TORCH_WARN_ONCE)
-
-
 def _warn_beta():
     """PyTorch's once-per-process warning, pointed at the first caller outside ember."""
-    if not _BETA_WARNED:
-        _BETA_WARNED.append(True)
-        frame, level = sys._getframe(1), 2
-        while frame is not None and (frame.f_globals.get("__name__", "").startswith("ember.")
-                                     or frame.f_code.co_filename.startswith("<ember op")):
-            frame, level = frame.f_back, level + 1
-        warnings.warn("index_reduce() is in beta and the API may change at any time.",
-                      UserWarning, stacklevel=level)
+    warn_once("index_reduce() is in beta and the API may change at any time.")
 
 
 def _check_reduce_kernel(out, reduce, include_self):

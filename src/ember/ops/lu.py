@@ -5,13 +5,12 @@ As in PyTorch (and LAPACK), LU packs L (unit lower triangular, its diagonal not 
 U, and the int32 pivots are 1-based: row i was swapped with row pivots[i] - 1.
 """
 
-import warnings
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
-from ember._warn import outside_level
+from ember._warn import warn_once
 from ember.backend import xp_of
 from ember.ops._linalg_utils import (check_float, check_kernel, check_square, column_major,
                                      empty_16bit_in_float32, mh, named_result, raise_first_failure,
@@ -320,13 +319,10 @@ _LU_SOLVE_DEPRECATED = (
     "future PyTorch release.\nNote that torch.linalg.lu_solve has its arguments reversed.\n"
     "X = torch.lu_solve(B, LU, pivots)\nshould be replaced with\n"
     "X = torch.linalg.lu_solve(LU, pivots, B)")
-_WARNED = set()         # PyTorch warns once per process about each (TORCH_WARN_ONCE)
 
 
 def _deprecated(name, message):
-    if name not in _WARNED:
-        _WARNED.add(name)
-        warnings.warn(message, UserWarning, stacklevel=outside_level())
+    warn_once(message)          # PyTorch warns once per process about each (TORCH_WARN_ONCE)
 
 
 def lu_legacy(A, pivot=True, get_infos=False, *, out=None):

@@ -3,10 +3,9 @@ rms_norm, local_response_norm and normalize; and the similarities cosine_similar
 pairwise_distance."""
 
 import math
-import warnings
 
 import ember
-from ember._warn import WARN_ALWAYS, outside_level
+from ember._warn import warn_once
 from ember.ops._registry import rename_node
 from ember.autograd.grad_mode import no_grad
 from ember.ops.norm_batch import batch_norm
@@ -59,7 +58,6 @@ def functional_instance_norm(input, running_mean=None, running_var=None, weight=
                           momentum, eps)
 
 
-_RMS_MISMATCH_WARNED = []
 # ScalarType as PyTorch's C++ warnings print it (its C++ type name)
 _CPP_NAMES = {"Float": "float", "Double": "double", "Half": "c10::Half",
               "BFloat16": "c10::BFloat16"}
@@ -69,14 +67,12 @@ def _warn_mixed_rms_weight(input, weight):
     """PyTorch's warning for a weight of another dtype than the input's, which its fused
     kernel cannot take (the result is the same): once per process, whatever the dtypes, or
     every time after ``set_warn_always(True)``."""
-    if weight is None or weight.dtype == input.dtype or _RMS_MISMATCH_WARNED \
-            and not WARN_ALWAYS[0]:
+    if weight is None or weight.dtype == input.dtype:
         return
-    _RMS_MISMATCH_WARNED.append(True)
     names = [_CPP_NAMES.get(t.dtype._torch_name, t.dtype._torch_name) for t in (input, weight)]
-    warnings.warn(f"Mismatch dtype between input and weight: input dtype = {names[0]}, weight "
-                  f"dtype = {names[1]}, Cannot dispatch to fused implementation.",
-                  UserWarning, stacklevel=outside_level())
+    warn_once(f"Mismatch dtype between input and weight: input dtype = {names[0]}, weight "
+              f"dtype = {names[1]}, Cannot dispatch to fused implementation.",
+              key="rms_norm weight dtype")
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):

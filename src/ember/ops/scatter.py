@@ -7,13 +7,13 @@ it apart from ``dim`` (no broadcasting; a 0-dim tensor counts as one element of 
 and negative indices are out of bounds. Kernels: ops/_along.py.
 """
 
-import warnings
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._memory_format import preserved
 from ember._tensor import Tensor
+from ember._warn import warn_once
 from ember.ops._along import (at_least_1d, check_bounds, check_index_dtype, check_range, region,
                               scatter_into, take_along, wide)
 from ember.ops._dims import wrap_dim, wrap_dim_of_sized
@@ -125,15 +125,10 @@ def _(grad, x, index, dim, sparse_grad):
 
 # --- scatter ----------------------------------------------------------------------------------
 
-_SRC_REDUCE_WARNED = []     # PyTorch warns once per process (TORCH_WARN_ONCE)
-
-
 def _warn_src_reduce():
-    if not _SRC_REDUCE_WARNED:
-        _SRC_REDUCE_WARNED.append(True)
-        warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated and "
-                      "will be removed in a future PyTorch release. Use torch.scatter_reduce "
-                      "instead for more reduction options.", UserWarning, stacklevel=7)
+    warn_once("The reduce argument of torch.scatter with Tensor src is deprecated and will be "
+              "removed in a future PyTorch release. Use torch.scatter_reduce instead for more "
+              "reduction options.")
 
 
 def _write_scatter(xp, out, index, src, dim, value, reduce):

@@ -7,16 +7,13 @@ PyTorch prints it (``stft(ember.FloatTensor[116], n_fft=16, ...) : ...``), and t
 deprecation and missing-window warnings come once per process, as PyTorch's do.
 """
 
-import warnings
-
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember._warn import WARN_ALWAYS, user_level
+from ember._warn import warn_once
 from ember.ops._scalars import int_arg
 
 __all__ = ["stft", "istft"]
 
-_WARNED = set()
 _NO_RETURN_COMPLEX = ("stft requires the return_complex parameter be given for real inputs, and "
                       "will further require that return_complex=True in a future PyTorch "
                       "release.")
@@ -36,12 +33,6 @@ _ISTFT_NO_WINDOW = ("A window was not provided. A rectangular window will be app
 _PADDED_TAIL = ("The length of signal is shorter than the length parameter. Result is being "
                 "padded with zeros in the tail. Please check your center and hop_length "
                 "settings.")
-
-
-def _warn_once(message):
-    if message not in _WARNED or WARN_ALWAYS[0]:     # (set_warn_always(True): every time)
-        _WARNED.add(message)
-        warnings.warn(message, UserWarning, stacklevel=user_level(3))
 
 
 def _int(value, name, fname, optional=True):
@@ -115,13 +106,13 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     win_length = n_fft if win_length is None else win_length
     complex_window = window is not None and window.is_complex()
     if window is None:      # (before the return_complex check, which may raise)
-        _warn_once(_STFT_NO_WINDOW)
+        warn_once(_STFT_NO_WINDOW)
     if return_complex is None:
         if not (input.is_complex() or complex_window):
             raise RuntimeError(_NO_RETURN_COMPLEX)
         return_complex = True
     elif not return_complex:
-        _warn_once(_REAL_RESULT)
+        warn_once(_REAL_RESULT)
     prefix = (f"stft({_tensor_text(input)}[{_shape(input)}], n_fft={n_fft}, "
               f"hop_length={hop_length}, win_length={win_length}, window={_window_text(window)}, "
               f"normalized={int(normalized)}, onesided={_flag(onesided)}, "
@@ -220,7 +211,7 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     win_length = n_fft if win_length is None else _int(win_length, "win_length", "istft")
     length = _int(length, "length", "istft")
     if window is None:
-        _warn_once(_ISTFT_NO_WINDOW)
+        warn_once(_ISTFT_NO_WINDOW)
     if not input.is_complex():
         raise RuntimeError("istft requires a complex-valued input tensor matching the output "
                            "from stft with return_complex=True.")
@@ -266,7 +257,7 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
         raise RuntimeError(prefix + f" window overlap add min: 1\n[ {device}BoolType{{}} ]")
     signal = signal / envelope
     if end > expected:
-        _warn_once(_PADDED_TAIL)
+        warn_once(_PADDED_TAIL)
         signal = constant_pad_nd(signal, (0, end - expected))
     return signal
 

@@ -1,11 +1,11 @@
 """Ops on the vectors along one dim: cross (3-vector cross products) and renorm (rescaling
 slices whose p-norm exceeds a bound)."""
 
-import warnings
 
 import numpy as np
 
 from ember import _dtype as D
+from ember._warn import warn_once
 from ember.ops._dims import wrap_dim
 from ember.ops._reduce import constant, int_dim, wide
 from ember.ops._registry import broadcast_message, op
@@ -13,7 +13,6 @@ from ember.ops._scalars import number_arg
 from ember.ops.binary_math import where
 from ember.ops.reduction import NORM, norm
 
-_CROSS_WARNED = [False]     # PyTorch warns once per process about cross's default dim
 
 
 def _cross_dim(shape, dim):
@@ -30,13 +29,12 @@ def _cross_dim(shape, dim):
 def cross(xp, a, b, dim):
     """The cross product of the 3-vectors along ``dim`` (without it: the first dim of size 3,
     a deprecated default that warns once) of two tensors broadcast against each other."""
-    if dim is None and not _CROSS_WARNED[0]:
-        _CROSS_WARNED[0] = True
+    if dim is None:
         # PyTorch's text, so that programs filtering this warning keep working
-        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\n"
-                      "Please either pass the dim explicitly or simply use torch.linalg.cross.\n"
-                      "The default value of dim will change to agree with that of linalg.cross "
-                      "in a future release.", UserWarning, stacklevel=4)
+        warn_once("Using torch.cross without specifying the dim arg is deprecated.\n"
+                  "Please either pass the dim explicitly or simply use torch.linalg.cross.\n"
+                  "The default value of dim will change to agree with that of linalg.cross "
+                  "in a future release.")
     dim = _cross_dim(a.shape, dim)
     if a.ndim != b.ndim:
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")

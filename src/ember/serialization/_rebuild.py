@@ -254,10 +254,11 @@ def rebuild_sparse_tensor(layout, data):
     if layout is ember.sparse_coo and isinstance(data, tuple) and len(data) in (3, 4):
         indices, values, size = data[:3]
         coalesced = data[3] if len(data) == 4 else None
-        return ember.sparse_coo_tensor(indices, values, size, is_coalesced=coalesced)
+        return ember.sparse_coo_tensor(indices, values, size, is_coalesced=coalesced,
+                                       check_invariants=True)
     compressed = (ember.sparse_csr, ember.sparse_csc, ember.sparse_bsr, ember.sparse_bsc)
     if layout in compressed and isinstance(data, tuple) and len(data) == 4:
-        return ember.sparse_compressed_tensor(*data, layout=layout)
+        return ember.sparse_compressed_tensor(*data, layout=layout, check_invariants=True)
     raise RuntimeError(f"ember.load: the checkpoint holds a sparse tensor of layout {layout}, "
                        f"which ember cannot rebuild")
 

@@ -10,6 +10,7 @@ _tensor.py for how they are built.
 
 from ember.sparse._tensor import SparseTensor, sparse_coo_tensor
 from ember.sparse._compressed import sparse_compressed_tensor, sparse_csr_tensor
+from ember.sparse._invariants import check_sparse_tensor_invariants
 from ember.sparse import _convert  # noqa: F401  (gives Tensor its to_sparse* methods)
 from ember.sparse._ops import log_softmax, softmax, sum  # noqa: A004
 from ember.sparse import _inplace  # noqa: F401  (the in-place handlers)
@@ -64,7 +65,7 @@ def _legacy_constructor(name, dtype_name):
             else:
                 _legacy_deprecated("indices, values, *, device=", "indices, values, dtype=, "
                                    "device=")
-            return sparse_coo_tensor(*args, device=device)
+            return sparse_coo_tensor(*args, device=device, check_invariants=True)
         if not args:
             _legacy_deprecated("", "(0,), dtype=")
             args = (0,)
@@ -78,7 +79,8 @@ def _legacy_constructor(name, dtype_name):
             _legacy_deprecated("shape, *, device=", "shape, dtype=, device=")
         size = tuple(args)
         indices = ember.zeros((len(size), 0), dtype=ember.int64, device=device)
-        return sparse_coo_tensor(indices, ember.zeros(0, dtype=dtype, device=device), size)
+        return sparse_coo_tensor(indices, ember.zeros(0, dtype=dtype, device=device), size,
+                                 check_invariants=False)
     make.__name__ = make.__qualname__ = name
     make.__doc__ = (f"``torch.sparse.{name}(indices, values, size)`` or ``(*sizes)``: a COO "
                     f"tensor (the legacy constructor).")
@@ -92,36 +94,3 @@ LongTensor = _legacy_constructor("LongTensor", "int64")
 IntTensor = _legacy_constructor("IntTensor", "int32")
 ByteTensor = _legacy_constructor("ByteTensor", "uint8")
 BoolTensor = _legacy_constructor("BoolTensor", "bool")
-
-
-class check_sparse_tensor_invariants:  # noqa: N801  (PyTorch's name)
-    """``torch.sparse.check_sparse_tensor_invariants``: ember's sparse constructors always
-    check their indices (unless given ``check_invariants=False``), so this only records the
-    setting programs ask for."""
-
-    _enabled = [False]
-
-    def __init__(self, enable=True):
-        self._wanted = enable
-
-    @staticmethod
-    def is_enabled():
-        """Whether checks were switched on."""
-        return check_sparse_tensor_invariants._enabled[0]
-
-    @staticmethod
-    def enable():
-        """Switch the checks on."""
-        check_sparse_tensor_invariants._enabled[0] = True
-
-    @staticmethod
-    def disable():
-        """Switch the checks off (ember checks anyway)."""
-        check_sparse_tensor_invariants._enabled[0] = False
-
-    def __enter__(self):
-        self._saved = self.is_enabled()
-        check_sparse_tensor_invariants._enabled[0] = self._wanted
-
-    def __exit__(self, *exc):
-        check_sparse_tensor_invariants._enabled[0] = self._saved

@@ -14,6 +14,7 @@ import operator
 
 from ember._creation import check_requires_grad
 from ember.sparse import _layouts as L
+from ember.sparse._invariants import warn_if_implicit
 from ember.sparse._tensor import _as_tensor, _index_tensor, _make_leaf, compressed
 
 __all__ = ["sparse_compressed_tensor", "sparse_csr_tensor", "sparse_csc_tensor",
@@ -28,6 +29,7 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
     """A sparse tensor in a compressed layout (``torch.sparse_compressed_tensor``):
     ``layout`` is one of ``sparse_csr``, ``sparse_csc``, ``sparse_bsr``, ``sparse_bsc``."""
     check_requires_grad(requires_grad, "sparse_compressed_tensor", none_ok=False)
+    warn_if_implicit(check_invariants)
     if layout not in L.COMPRESSED:
         got = "none" if layout is None else L.short_name(layout)
         raise RuntimeError(f"sparse_compressed_tensor expected sparse compressed tensor layout "
@@ -43,6 +45,7 @@ def _constructor(layout):
     def make(compressed_indices, plain_indices, values, size=None, *, dtype=None,
              device=None, pin_memory=False, requires_grad=False, check_invariants=None):
         check_requires_grad(requires_grad, name, none_ok=False)
+        warn_if_implicit(check_invariants)
         return _build(layout, compressed_indices, plain_indices, values, size, dtype, device,
                       requires_grad, check_invariants)
     make.__name__ = make.__qualname__ = name

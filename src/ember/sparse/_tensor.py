@@ -25,13 +25,13 @@ whatever its layout (for CSC they are the column pointers and the row indices).
 """
 
 import operator
-import warnings
 
 from ember._creation import check_requires_grad
 from ember._tensor import Size, Tensor, _make
 from ember._values_backed import NO_STORAGE, ValuesBacked, blank
-from ember._warn import WARN_ALWAYS, outside_level
+from ember._warn import warn_once
 from ember.sparse import _layouts as L
+from ember.sparse._invariants import warn_if_implicit
 
 __all__ = ["SparseTensor", "coo", "csr", "compressed", "sparse_coo_tensor"]
 
@@ -415,18 +415,12 @@ def coo(indices, values, size, coalesced=False):
     return t
 
 
-_BETA_WARNED = [False]
-
-
 def _warn_beta(layout):
     """PyTorch's warning on its first compressed tensor of the process (whatever the layout)."""
-    if _BETA_WARNED[0] and not WARN_ALWAYS[0]:
-        return
-    _BETA_WARNED[0] = True
-    warnings.warn(f"Sparse {L.short_name(layout)[6:].upper()} tensor support is in beta state. "
-                  f"If you miss a functionality in the sparse tensor support, please submit a "
-                  f"feature request to https://github.com/pytorch/pytorch/issues.",
-                  stacklevel=outside_level())
+    warn_once(f"Sparse {L.short_name(layout)[6:].upper()} tensor support is in beta state. "
+              f"If you miss a functionality in the sparse tensor support, please submit a "
+              f"feature request to https://github.com/pytorch/pytorch/issues.",
+              key="sparse compressed beta")
 
 
 def compressed(layout, compressed_indices, plain_indices, values, size):
@@ -474,6 +468,7 @@ def sparse_coo_tensor(indices=None, values=None, size=None, *, dtype=None, devic
     dense dims) (``torch.sparse_coo_tensor``); the size is inferred when not given.
     ``sparse_coo_tensor(size)`` makes an empty one (no stored elements)."""
     check_requires_grad(requires_grad, "sparse_coo_tensor", none_ok=False)
+    warn_if_implicit(check_invariants)
     if values is None:
         return _empty_coo(indices, size, dtype, device, requires_grad)
     values = _as_tensor(values, dtype, device)
