@@ -11,6 +11,7 @@ backward runs without recomputing a GEMM. A backward returns the gradients of
 """
 
 from ember.backend import device_kernel, device_of
+from ember.backend.gemm_layout import reused_operand
 from ember.ops.linalg import matrix_product
 
 _SIGMOID_TANH = {}      # (xp, device, dtype, hidden, tanh gate, gates) -> rows; see _activate
@@ -51,7 +52,7 @@ def _step_weight(xp, w, steps):
     """``w.T`` for the per-step products ``h @ w.T``: a row-major copy when several steps use
     it (OpenBLAS multiplies 20x256 by a transposed 1024x256 view some 1.3x slower than by a
     row-major 256x1024 matrix; the copy costs less than one such product)."""
-    return xp.ascontiguousarray(w.T) if len(steps) > 1 else w.T
+    return reused_operand(xp, w.T) if len(steps) > 1 else w.T
 
 
 # --- RNN_TANH / RNN_RELU ----------------------------------------------------------------------
