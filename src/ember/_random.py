@@ -388,6 +388,11 @@ def _vmap_aware(sample, inplace=False):
                 type(a) is BatchedTensor for a in kwargs.values()):
             from ember.func._vmap import batched_random
             return batched_random(sample, args, kwargs, inplace)
+        if inplace:
+            from ember.ops._dispatch import ACTIVE_VMAPS
+            if ACTIVE_VMAPS[0]:
+                from ember.func._vmap import unbatched_inplace_random
+                unbatched_inplace_random()
         return sample(*args, **kwargs)
     return sampler
 

@@ -68,12 +68,15 @@ class Bernoulli(ExponentialFamily):
         if self._validate_args:
             self._validate_sample(value)
         logits, value = broadcast_all(self.logits, value)
-        # log p = l - softplus(l) and log(1 - p) = -softplus(l), l the log-odds
-        return value * logits - ember.nn.functional.softplus(logits)
+        # PyTorch's form, -BCE(l, value) for the log-odds l: exact in the tails, where
+        # value * l - softplus(l) cancels to 0 (l = 20: -2e-9)
+        return -ember.nn.functional.binary_cross_entropy_with_logits(logits, value,
+                                                                      reduction="none")
 
     def entropy(self):
-        """-p log p - (1 - p) log(1 - p) = softplus(l) - p l, l the log-odds."""
-        return ember.nn.functional.softplus(self.logits) - self.probs * self.logits
+        """-p log p - (1 - p) log(1 - p), as BCE(l, p) for the log-odds l (PyTorch's)."""
+        return ember.nn.functional.binary_cross_entropy_with_logits(self.logits, self.probs,
+                                                                     reduction="none")
 
     def enumerate_support(self, expand=True):
         values = ember.arange(2, dtype=self._param.dtype, device=self._param.device)

@@ -59,8 +59,9 @@ class Geometric(Distribution):
         shape = self._extended_shape(sample_shape)
         tiny = ember.finfo(self.probs.dtype).tiny
         with ember.no_grad():
-            u = ember.rand(shape, dtype=self.probs.dtype, device=self.probs.device)
-            return (u.clamp(min=tiny).log() / ember.log1p(-self.probs)).floor()
+            # drawn in place into a new tensor, as PyTorch draws it (vmap refuses it alike)
+            u = self.probs.new_empty(shape).uniform_(tiny, 1)
+            return (u.log() / ember.log1p(-self.probs)).floor()
 
     def log_prob(self, value):
         if self._validate_args:

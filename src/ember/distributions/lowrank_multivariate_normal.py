@@ -8,7 +8,7 @@ from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
 from ember.distributions.multivariate_normal import (_batch_mv, _batch_tril_solve,
                                                      _eye_like, _half_log_det)
-from ember.distributions.utils import lazy_property
+from ember.distributions.utils import _standard_normal, lazy_property
 
 __all__ = ["LowRankMultivariateNormal"]
 
@@ -132,8 +132,8 @@ class LowRankMultivariateNormal(Distribution):
         shape = self._extended_shape(sample_shape)
         rank = self.cov_factor.shape[-1]
         options = {"dtype": self.loc.dtype, "device": self.loc.device}
-        eps_factor = ember.randn(shape[:-1] + (rank,), **options)
-        eps_diag = ember.randn(shape, **options)
+        eps_factor = _standard_normal(shape[:-1] + (rank,), **options)
+        eps_diag = _standard_normal(shape, **options)
         return (self.loc + _batch_mv(self._unbroadcasted_cov_factor, eps_factor)
                 + self._unbroadcasted_cov_diag.sqrt() * eps_diag)
 

@@ -6,7 +6,7 @@ import math
 import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import lazy_property
+from ember.distributions.utils import _standard_normal, lazy_property
 
 __all__ = ["MultivariateNormal"]
 
@@ -162,7 +162,7 @@ class MultivariateNormal(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        eps = ember.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
+        eps = _standard_normal(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + _batch_mv(self._unbroadcasted_scale_tril, eps)
 
     def log_prob(self, value):

@@ -7,7 +7,7 @@ import ember
 from ember.distributions import constraints
 from ember.distributions.chi2 import Chi2
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all
+from ember.distributions.utils import _standard_normal, broadcast_all
 
 __all__ = ["StudentT"]
 
@@ -46,7 +46,7 @@ class StudentT(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        x = ember.randn(shape, dtype=self.df.dtype, device=self.df.device)
+        x = _standard_normal(shape, dtype=self.df.dtype, device=self.df.device)
         z = self._chi2.rsample(sample_shape)
         return self.loc + self.scale * x * ember.rsqrt(z / self.df)
 

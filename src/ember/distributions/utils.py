@@ -39,6 +39,12 @@ def logits_to_probs(logits, is_binary=False):
     return ember.nn.functional.softmax(logits, dim=-1)
 
 
+def _standard_normal(shape, dtype, device):
+    """N(0, 1) noise of ``shape``, drawn in place into a new tensor as PyTorch's
+    reparameterized samplers draw it (so vmap(randomness="different") refuses it alike)."""
+    return ember.empty(shape, dtype=dtype, device=device).normal_()
+
+
 def clamp_probs(probs):
     """``probs`` clamped into [eps, 1 - eps] of their dtype, so logs stay finite."""
     eps = ember.finfo(probs.dtype).eps

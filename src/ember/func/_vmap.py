@@ -133,6 +133,21 @@ def batched_random(sample, args, kwargs, inplace):
     return self.copy_(draw)
 
 
+_UNBATCHED_INPLACE = ("vmap: Cannot ask for different inplace randomness on an unbatched "
+                      "tensor. This will appear like same randomness. If this is necessary "
+                      "for your usage, please file an issue with functorch.")
+
+
+def unbatched_inplace_random():
+    """An in-place random op on a tensor no vmap batches (``empty(n).normal_()``, as
+    distributions' rsample draws): the innermost vmap that is not "same" refuses it."""
+    for lv in reversed(STATE.levels):
+        if lv.randomness == "error":
+            raise RuntimeError(_RANDOM_ERROR)
+        if lv.randomness == "different":
+            raise RuntimeError(_UNBATCHED_INPLACE)
+
+
 _NO_RANDOM = [0]     # how many random_error_scope()s are open
 
 

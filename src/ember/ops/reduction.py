@@ -305,6 +305,30 @@ def any(xp, x, dim, keepdim):
     return _logical(xp, x, dim, keepdim, xp.any)
 
 
+# PyTorch's verdicts for a bool tensor's checks (distributions validate with them); under
+# vmap each reduces over the batch too, giving one unbatched answer (func/_batching)
+_NOT_BOOL = ("self.scalar_type() == at::kBool INTERNAL ASSERT FAILED at \"/__w/pytorch/pytorch/"
+             "aten/src/ATen/native/ReduceOps.cpp\":{line}, please report a bug to PyTorch. ")
+
+
+def _verdict(xp, x, reduce, line):
+    if x.dtype != np.bool_:
+        raise RuntimeError(_NOT_BOOL.format(line=line))
+    return xp.asarray(reduce(x))
+
+
+@op("_is_all_true(self)", differentiable=False)
+def _is_all_true(xp, x):
+    """Whether every element of a bool tensor is True (0-dim bool)."""
+    return _verdict(xp, x, xp.all, 2144)
+
+
+@op("_is_any_true(self)", differentiable=False)
+def _is_any_true(xp, x):
+    """Whether any element of a bool tensor is True (0-dim bool)."""
+    return _verdict(xp, x, xp.any, 2148)
+
+
 @op("count_nonzero(input, dim=None)")
 def count_nonzero(xp, x, dim):
     """The number of nonzero elements over ``dim`` (all dims by default)."""
@@ -501,4 +525,5 @@ def _norm_function(input, p="fro", dim=None, keepdim=False, out=None, dtype=None
 _norm_function.__name__ = _norm_function.__qualname__ = "norm"
 
 ALIASES = {**extrema.ALIASES, **scan.ALIASES, **statistics.ALIASES}
-PUBLIC = {**extrema.PUBLIC, **statistics.PUBLIC, "norm": _norm_function}
+PUBLIC = {**extrema.PUBLIC, **statistics.PUBLIC, "norm": _norm_function,
+          "_is_all_true": _is_all_true.function, "_is_any_true": _is_any_true.function}

@@ -1,6 +1,7 @@
 """OpInfo entries for ember/ops/reduction.py and _reduce.py, and the sample helpers every
 reduction entry (extrema.py, statistics.py, scan.py here) shares."""
 
+import re
 import warnings
 
 import numpy as np
@@ -318,6 +319,18 @@ def _logical_samples(dtype, requires_grad):
     yield SampleInput(ember.zeros(SHAPE, dtype=dtype), kwargs={"dim": 1}, name="all_zero")
 
 
+def _verdict_samples(dtype, requires_grad):
+    for shape in (SHAPE, (), (0,), (4,)):
+        yield SampleInput(make(shape, dtype), name=str(shape))
+    yield SampleInput(ember.ones(SHAPE, dtype=dtype), name="all_true")
+    yield SampleInput(ember.zeros(SHAPE, dtype=dtype), name="all_false")
+
+
+def _verdict_errors():
+    yield ErrorInput(SampleInput(ember.ones(2)), RuntimeError,
+                     re.escape("self.scalar_type() == at::kBool INTERNAL ASSERT FAILED"))
+
+
 def _count_ref(x, dim=None):
     x = np.asarray(x)
     return np.asarray(np.count_nonzero(x, axis=axis(dim, x.ndim))).astype(np.int64)
@@ -470,6 +483,12 @@ OPS = [
     OpInfo("any", _logical_ref(np.any), _logical_samples, dtypes=ALL, grad=False,
            result_dtype=lambda d, s: ember.uint8 if d is ember.uint8 else ember.bool,
            error_inputs=dims_errors()),
+    OpInfo("_is_all_true", lambda x: np.all(x), _verdict_samples, dtypes=(ember.bool,),
+           grad=False, result_dtype="bool", error_inputs=_verdict_errors,
+           torch_name="_is_all_true"),
+    OpInfo("_is_any_true", lambda x: np.any(x), _verdict_samples, dtypes=(ember.bool,),
+           grad=False, result_dtype="bool", error_inputs=_verdict_errors,
+           torch_name="_is_any_true"),
     OpInfo("count_nonzero", _count_ref, _count_samples, dtypes=ALL, grad=False,
            result_dtype="int64", error_inputs=dims_errors()),
     OpInfo("hash_tensor", _hash_ref, _hash_samples, dtypes=ALL_REAL, grad=False,

@@ -3,7 +3,7 @@ dim by one past the batch dim; ``dim=None`` means all logical dims."""
 
 from ember._dtype import bool_
 from ember.func._batching import decompose, rule
-from ember.ops._registry import call
+from ember.ops._registry import REGISTRY, call
 
 __all__ = ["shift_dim", "expand_unbatched"]
 
@@ -273,3 +273,15 @@ def _quantile(op, args, flags, params, size):
     if dim is None and keepdim:
         out = out.reshape(tuple(out.shape) + (1,) * ndim)
     return out
+
+
+def _verdict_over_batch(name):
+    """PyTorch's rule for a check's verdict (``_is_all_true``): one answer for the whole
+    batch, unbatched, so that ``if not ember._is_all_true(valid)`` works inside vmap."""
+    def verdict(x):
+        return REGISTRY[name].function(x._value)
+    return verdict
+
+
+decompose("_is_all_true")(_verdict_over_batch("_is_all_true"))
+decompose("_is_any_true")(_verdict_over_batch("_is_any_true"))
