@@ -21,6 +21,7 @@ from ember._tensor import Tensor
 from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode
 from ember.func._batched import active_levels, materialize, rewrap
+from ember.ops._reduce import TRANSFORM_BACKWARD
 from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize"]
@@ -123,9 +124,13 @@ class _Traced:
         from ember import zeros_like
         if not roots:
             return [zeros_like(x) for x in inputs]
-        with _recording():
-            grads = autograd.grad(roots, inputs, weights, retain_graph=True,
-                                  create_graph=create_graph, allow_unused=True)
+        TRANSFORM_BACKWARD.depth += 1
+        try:
+            with _recording():
+                grads = autograd.grad(roots, inputs, weights, retain_graph=True,
+                                      create_graph=create_graph, allow_unused=True)
+        finally:
+            TRANSFORM_BACKWARD.depth -= 1
         return [zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
     def wrap_inputs(self, flat):

@@ -2,6 +2,7 @@
 internal ops that route gradients through indices (``_take_along_dim``, ``_index_grad``)."""
 
 import math
+import threading
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from ember.ops._registry import op
 __all__ = ["SUM", "expand_reduced", "unsqueeze_reduced", "view_reduced", "reduced_numel",
            "is_all", "int_dim", "wide", "cpu_wide",
            "cast_input", "rejecting", "require_nonempty", "constant", "any_zero", "grad_enabled",
+           "TRANSFORM_BACKWARD", "torch_grad_mode",
            "spread", "route_to_indices", "flip", "shift_in_one"]
 
 _WIDEN = {D.float16.np: np.dtype(np.float32), D.bfloat16.np: np.dtype(np.float32)}
@@ -163,6 +165,20 @@ def any_zero(t):
 def grad_enabled():
     """Whether a derivative runs under ``create_graph`` (its result must be differentiable)."""
     return _GRAD.grad_enabled
+
+
+class _TransformBackward(threading.local):
+    depth = 0       # how many ember.func transforms are running the engine backward now
+
+
+TRANSFORM_BACKWARD = _TransformBackward()
+
+
+def torch_grad_mode():
+    """Whether PyTorch would run this derivative in grad mode: under ``create_graph``, or for a
+    ``torch.func`` transform, whose backward passes always run in grad mode (where a
+    derivative's first-order shortcut gives values of its own, it must not take it then)."""
+    return _GRAD.grad_enabled or TRANSFORM_BACKWARD.depth > 0
 
 
 def spread(grad, x, value):

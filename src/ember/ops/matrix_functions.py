@@ -7,7 +7,7 @@ from ember.ops._linalg_utils import (check_float, check_square, checked, empty_1
                                      eye_like, mh, named_result, nan_matrices, on_host,
                                      scipy_linalg, torch_name)
 from ember.ops._elementwise import zeros_for
-from ember.ops._reduce import constant, grad_enabled
+from ember.ops._reduce import constant, torch_grad_mode
 from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import int64_arg
 from ember.ops.linalg import matmul
@@ -35,8 +35,14 @@ def _det_grad(grad, a, *, out):
     # cof(A) = det(U) det(V^H) U diag(prod_{j != i} s_j) V^H
     if a.numel() == 0:          # (no inverse needed: 16-bit empties have none)
         return a.new_zeros(a.shape)
+    scale = (grad * out.conj()).unsqueeze(-1).unsqueeze(-1)
     if not bool(constant(lambda xp, d: (d == 0).any(), out)):
-        return (grad * out.conj()).unsqueeze(-1).unsqueeze(-1) * mh(inv(a))
+        return scale * mh(inv(a))
+    if not torch_grad_mode():
+        # PyTorch (without create_graph) solves A^H X = g conj(det) I with A's LU factors:
+        # for a zero determinant the right side is 0, and so is what LAPACK returns
+        singular = (out == 0).unsqueeze(-1).unsqueeze(-1)
+        return (scale * mh(inv(a.where(~singular, eye_like(a))))).where(~singular, 0)
     u, s, vh = svd(a, False)
     phase = (det(u) * det(vh)).conj()
     weights = (grad * phase).unsqueeze(-1) * _products_of_others(s)
@@ -92,12 +98,13 @@ def _slogdet_grad(grads, a, *, out):
 
 
 def _log_det_grad(g, a):
-    """g A^{-H} for each matrix, as PyTorch computes it. Under create_graph: a differentiable
-    solve of A^H X = g I, which raises for a singular A as PyTorch's does. Otherwise from the
-    LU factors PyTorch's forward keeps, without raising: a singular A gives its infinities and
-    NaNs, which depend on the matrix factored (A^T for a C-contiguous real A, else A)."""
+    """g A^{-H} for each matrix, as PyTorch computes it. In grad mode (create_graph, or a torch.func
+    transform): a differentiable solve of A^H X = g I, which raises for a singular A as
+    PyTorch's does. Otherwise from the LU factors PyTorch's forward keeps, without raising: a
+    singular A gives its infinities and NaNs, which depend on the matrix factored (A^T for a
+    C-contiguous real A, else A)."""
     g = g.unsqueeze(-1).unsqueeze(-1)
-    if grad_enabled():
+    if torch_grad_mode():
         return solve(mh(a), g * eye_like(a))
     transposed = not a.is_complex() and a.is_contiguous()
     return g * constant(lambda xp, x: _adjoint_inverse(xp, x, transposed), a)

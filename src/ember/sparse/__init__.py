@@ -19,8 +19,9 @@ from ember.sparse._mm_reduce import mm_reduce as _mm_reduce
 from ember.sparse._products import addmm as _addmm
 from ember.sparse._products import mm as _mm
 from ember.sparse._products import sampled_addmm
+from ember.sparse._spdiags import spdiags
 
-__all__ = ["mm", "addmm", "sampled_addmm", "sum", "softmax", "log_softmax", "spmm",
+__all__ = ["mm", "addmm", "sampled_addmm", "spdiags", "sum", "softmax", "log_softmax", "spmm",
            "sparse_coo_tensor", "sparse_csr_tensor", "sparse_compressed_tensor",
            "check_sparse_tensor_invariants",
            "SparseTensor", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor",
