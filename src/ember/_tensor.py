@@ -449,6 +449,8 @@ class Tensor:
 
     def __reduce_ex__(self, protocol):
         from ember._creation import _rebuild_tensor, _rebuild_view
+        from ember.utils.hooks import warn_if_has_hooks
+        warn_if_has_hooks(self)     # (its gradient hooks stay behind)
         place = _placement(self)
         if place is not None:       # pickled with its storage's owner, so views stay views
             made = (_rebuild_view, (type(self), *place, self._data.shape, self.dtype,

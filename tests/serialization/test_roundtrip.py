@@ -99,10 +99,17 @@ def test_optimizer_and_scheduler_state_dicts():
 
 def test_plain_python_values():
     obj = {"n": None, "b": True, "i": -(2 ** 70), "f": float("inf"), "c": 1 + 2j, "s": "é",
-           "bytes": b"\x00\x01", "t": (1, [2, {3: "x"}]), "set": {1, 2}, "fs": frozenset({3}),
+           "bytes": b"\x00\x01", "t": (1, [2, {3: "x"}]), "set": {1, 2},
            "dtype": ember.float16, "dev": ember.device("cpu"), "size": ember.Size([1, 2])}
     out = roundtrip(obj)
     assert out == obj and type(out["size"]) is ember.Size
+
+
+def test_frozenset_needs_weights_only_false():
+    """PyTorch's weights-only loader refuses a frozenset (a set it takes)."""
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL frozenset was not an allowed"):
+        roundtrip({"fs": frozenset({3})})
+    assert roundtrip({"fs": frozenset({3})}, weights_only=False) == {"fs": frozenset({3})}
 
 
 def test_requires_grad_and_attributes_survive():

@@ -625,6 +625,14 @@ def register_tensor_hook(t, hook):
     return _add_hook(hooks, hook)
 
 
+def tensor_hooks(t):
+    """The gradient hooks registered on ``t`` (a dict by handle id), or None."""
+    if t._grad_fn is None:
+        return None if t._meta is None else t._meta.get("hooks")
+    fn, nr = history(t)
+    return None if fn._tensor_pre_hooks is None else fn._tensor_pre_hooks.get(nr)
+
+
 def _leaf_hooks(t):
     if t._meta is None:
         t._meta = {}

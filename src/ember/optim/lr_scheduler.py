@@ -38,6 +38,7 @@ _EPOCH_WARNING = (
     "deprecation, if epoch is different from None, the closed form is used instead of the "
     "new chainable form, where available. Please open an issue if you are unable to "
     "replicate your use case: https://github.com/pytorch/pytorch/issues/new/choose.")
+EPOCH_DEPRECATION_WARNING = _EPOCH_WARNING      # (PyTorch's name; custom schedulers warn it)
 
 
 def _set_lr(group, lr):

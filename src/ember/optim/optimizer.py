@@ -118,6 +118,13 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 
+    @staticmethod
+    def _group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False):
+        """Parallel tensor lists grouped by device and dtype, for multi-tensor updates
+        (see ember.utils._foreach_utils)."""
+        from ember.utils._foreach_utils import _group_tensors_by_device_and_dtype
+        return _group_tensors_by_device_and_dtype(tensorlistlist, with_indices)
+
     def zero_grad(self, set_to_none=True):
         """Reset the gradients of all optimized parameters (to None by default)."""
         for group in self.param_groups:
@@ -323,6 +330,30 @@ def _use_grad_for_differentiable(step):
 
 
 # Helpers that optimizers written outside PyTorch import from torch.optim.optimizer.
+
+def _disable_dynamo_if_unsupported(single_tensor_fn=None):
+    """A decorator leaving an optimizer's functional form as it is (PyTorch's keeps its
+    compiler away from some variants; ember has none to keep away)."""
+    def decorator(func):
+        return func
+    return decorator
+
+
+# Pieces of the docstrings PyTorch's optimizers are assembled from (copied optimizers format
+# them into theirs).
+_params_doc = """params (iterable): iterable of parameters or named_parameters to optimize
+            or iterable of dicts defining parameter groups."""
+_foreach_doc = """foreach (bool, optional): whether the multi-tensor (foreach) implementation
+            is used; None picks it where every parameter is on a GPU (default: None)"""
+_fused_doc = """fused (bool, optional): whether the fused implementation is used
+            (default: None)"""
+_capturable_doc = """capturable (bool, optional): whether this instance is safe to capture in
+            a graph, keeping its step count on the parameters' device (default: False)"""
+_differentiable_doc = """differentiable (bool, optional): whether autograd records the step,
+            so that it can be differentiated (default: False)"""
+_maximize_doc = """maximize (bool, optional): maximize the objective with respect to the
+            params, instead of minimizing (default: False)"""
+
 
 def _to_scalar(x):
     """A one-element tensor made 0-d; anything else as given."""

@@ -22,8 +22,8 @@ def _target_device(location):
     try:
         dev = device(str(location))
     except (RuntimeError, TypeError):
-        raise RuntimeError(f"don't know how to restore data location of a storage (tagged "
-                           f"with {location})") from None
+        raise RuntimeError(f"don't know how to restore data location of "
+                           f"ember.storage.UntypedStorage (tagged with {location})") from None
     if dev.type == "cuda":
         validate_cuda_device(dev)
     return dev

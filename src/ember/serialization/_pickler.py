@@ -336,6 +336,8 @@ def _reduce_tensor(table, t):
             return (N.REBUILD_PARAMETER_WITH_STATE,
                     (data, t.requires_grad, OrderedDict(), dict(state)))
         return (N.REBUILD_PARAMETER, (data, t.requires_grad, OrderedDict()))
+    from ember.utils.hooks import warn_if_has_hooks
+    warn_if_has_hooks(t)                # (a Parameter's hooks go unmentioned, as in PyTorch)
     if t.is_meta:                       # no storage: its dtype, size and strides only
         func, args = N.REBUILD_META, (t.dtype, tuple(t.shape), t.stride(), t.requires_grad)
     else:

@@ -1,9 +1,11 @@
 """``ember.utils.hooks`` (``torch.utils.hooks``): the handle hook registrations return, and the
 marker for hooks that checkpoints need not keep."""
 
+import warnings
+
 from ember._hook_handles import RemovableHandle
 
-__all__ = ["RemovableHandle", "unserializable_hook"]
+__all__ = ["RemovableHandle", "unserializable_hook", "warn_if_has_hooks"]
 
 
 def unserializable_hook(f):
@@ -11,3 +13,16 @@ def unserializable_hook(f):
     returns ``f``."""
     f.__torch_unserializable__ = True
     return f
+
+
+def warn_if_has_hooks(tensor):
+    """Warn, once per gradient hook on ``tensor`` not marked ``unserializable_hook``, that
+    pickling the tensor leaves the hook behind."""
+    from ember.autograd.graph import tensor_hooks
+    hooks = tensor_hooks(tensor)
+    for hook in () if not hooks else list(hooks.values()):
+        if not hasattr(hook, "__torch_unserializable__"):
+            warnings.warn(f"backward hook {hook!r} on tensor will not be serialized.  If this "
+                          f"is expected, you can decorate the function with "
+                          f"@ember.utils.hooks.unserializable_hook to suppress this warning",
+                          stacklevel=2)

@@ -9,6 +9,7 @@ from ember._hook_handles import RemovableHandle
 from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.autograd.function import Function
+from ember.autograd.grad_mode import is_grad_enabled
 
 __all__ = ["RemovableHandle", "register_module_forward_pre_hook", "register_module_forward_hook",
            "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
@@ -197,8 +198,8 @@ class _BackwardHook:
     def setup_input_hook(self, args):
         self.n_inputs = len(args)
         where = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-        if not where or not self.hooks:
-            return args
+        if not where or not self.hooks or not is_grad_enabled():
+            return args     # (under no_grad the inputs pass through as they are)
         self.input_hooked = True
         self.input_positions = where
         # PyTorch hands zeros for the tensor inputs that do not require grad
@@ -214,7 +215,7 @@ class _BackwardHook:
             return result
         outs = (result,) if single else result
         where = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
-        if not where:
+        if not where or not is_grad_enabled():
             return result
         # grad_output has one entry per output: None for those that need no grad
         self.output_slots, self.n_outputs = where, len(outs)

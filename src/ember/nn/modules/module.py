@@ -24,6 +24,17 @@ from ember.nn.modules._hooks import (  # noqa: F401  (PyTorch exposes them here)
     register_module_module_registration_hook, register_module_parameter_registration_hook)
 from ember.nn.parameter import Buffer, Parameter
 
+# PyTorch's names for the all-module hook tables (tools read them to see whether any is set)
+_global_forward_pre_hooks = _hooks.forward_pre_hooks
+_global_forward_hooks = _hooks.forward_hooks
+_global_forward_hooks_always_called = _hooks.forward_hooks_always_called
+_global_forward_hooks_with_kwargs = _hooks.forward_hooks_with_kwargs
+_global_backward_pre_hooks = _hooks.backward_pre_hooks
+_global_backward_hooks = _hooks.backward_hooks
+_global_buffer_registration_hooks = _hooks.buffer_registration_hooks
+_global_module_registration_hooks = _hooks.module_registration_hooks
+_global_parameter_registration_hooks = _hooks.parameter_registration_hooks
+
 __all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
            "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
            "register_module_backward_hook", "register_module_buffer_registration_hook",
@@ -67,6 +78,7 @@ class Module(StateDict):
         d["_buffers"] = {}
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = {}
+        d["_is_full_backward_hook"] = None      # which kind of backward hook it takes, once set
         for table in _HOOK_TABLES:
             d[table] = OrderedDict()
         if self.call_super_init:

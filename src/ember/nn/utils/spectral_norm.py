@@ -13,6 +13,8 @@ __all__ = ["spectral_norm", "remove_spectral_norm", "SpectralNorm"]
 class SpectralNorm:
     """The forward pre-hook that divides ``module.<name>_orig`` by its spectral norm."""
 
+    _version = 1        # the state-dict format: ``<name>_orig``, ``<name>_u``, ``<name>_v``
+
     def __init__(self, name="weight", n_power_iterations=1, dim=0, eps=1e-12):
         if n_power_iterations <= 0:
             raise ValueError(f"Expected n_power_iterations to be positive, but got "
@@ -55,6 +57,8 @@ class SpectralNorm:
         module.register_buffer(name + "_u", u)
         module.register_buffer(name + "_v", v)
         module.register_forward_pre_hook(fn)
+        module._register_state_dict_hook(_RecordVersion(fn))
+        module._register_load_state_dict_pre_hook(_UpgradeOldStateDict(fn))
         return fn
 
     def remove(self, module):
@@ -71,6 +75,53 @@ class SpectralNorm:
         setattr(module, self.name, self.compute_weight(module, module.training))
 
 
+class _RecordVersion:
+    """State-dict hook: the format version in the module's metadata, under
+    ``['spectral_norm']['<name>.version']``."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, module, state_dict, prefix, local_metadata):
+        entry = local_metadata.setdefault("spectral_norm", {})
+        key = self.fn.name + ".version"
+        if key in entry:
+            raise RuntimeError(f"Unexpected key in metadata['spectral_norm']: {key}")
+        entry[key] = SpectralNorm._version
+
+
+class _UpgradeOldStateDict:
+    """Load pre-hook for state dicts older than version 1, which held ``<name>`` instead of
+    ``<name>_v``: v becomes the least-squares solution of W v = u rescaled so that
+    u . W v is the saved sigma (``<name>_orig / <name>``)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                 unexpected_keys, error_msgs):
+        name = self.fn.name
+        version = local_metadata.get("spectral_norm", {}).get(name + ".version")
+        if version is not None and version >= 1:
+            return
+        key = prefix + name
+        if version is None and key not in state_dict and all(
+                key + s in state_dict for s in ("_orig", "_u", "_v")):
+            return                  # a current state dict that lost its metadata
+        absent = [key + s for s in ("_orig", "", "_u") if key + s not in state_dict]
+        if absent:
+            if strict:
+                missing_keys.extend(absent)
+            return
+        with ember.no_grad():
+            orig, u = state_dict[key + "_orig"], state_dict[key + "_u"]
+            sigma = (orig / state_dict.pop(key)).mean()
+            mat = weight_matrix(orig, self.fn.dim)
+            v = ember.linalg.multi_dot([mat.t().mm(mat).pinverse(), mat.t(),
+                                        u.unsqueeze(1)]).squeeze(1)
+            state_dict[key + "_v"] = v * (sigma / u.dot(mat.mv(v)))
+
+
 def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
     """Normalize ``module.<name>`` by its spectral norm before every forward (PyTorch's older
     hook-based form; ``nn.utils.parametrizations.spectral_norm`` is the newer)."""
@@ -82,4 +133,11 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 
 def remove_spectral_norm(module, name="weight"):
     """Undo ``spectral_norm``: ``module.<name>`` becomes a plain parameter again."""
-    return remove_hook(module, SpectralNorm, name, "spectral_norm")
+    remove_hook(module, SpectralNorm, name, "spectral_norm")
+    for table, kind in ((module._state_dict_hooks, _RecordVersion),
+                        (module._load_state_dict_pre_hooks, _UpgradeOldStateDict)):
+        for key, hook in list(table.items()):
+            if isinstance(hook, kind) and hook.fn.name == name:
+                del table[key]
+                break
+    return module
