@@ -107,7 +107,7 @@ def __getattr__(name):
     # torch._dynamo, torch._inductor, torch.jit, torch.hub (and torch._tensor_str, whose
     # printoptions some programs use), torch.distributed load on first use
     if name in ("_dynamo", "_inductor", "library", "jit", "hub", "_tensor_str", "distributed",
-                "_C"):
+                "_C", "_utils"):
         import importlib
         return importlib.import_module(f"ember.{name}")
     raise AttributeError(f"module 'ember' has no attribute '{name}'")

@@ -36,6 +36,7 @@ __all__ = ["scaled_dot_product_attention"]
 FUNCTIONAL = {}
 
 _HALF = D.LOW_PRECISION_NP
+_HALF_DTYPES = frozenset({D.bfloat16, D.float16})
 _F32 = np.dtype(np.float32)
 _NO_KERNEL = ("No viable backend for scaled_dot_product_attention was found. This is likely "
               "due to turning off both the math kernel and the fused kernels.")
@@ -54,7 +55,7 @@ def _c_name(dtype):
     return _C_NAMES.get(dtype.name, dtype.name)
 
 
-def _check(q, k, v, mask, dropout_p, is_causal, grouped):
+def _check(q, k, v, mask, dropout_p, is_causal, grouped, causal_with_mask=False):
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, "
                            f"but got query.dim: {q.ndim} key.dim: {k.ndim} and value.dim: "
@@ -73,7 +74,7 @@ def _check(q, k, v, mask, dropout_p, is_causal, grouped):
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
                            f"dtype, but got attn_mask.dtype: {_c_name(mask.dtype)} and  "
                            f"query.dtype: {_c_name(q.dtype)} instead.")
-    if mask is not None and is_causal:
+    if mask is not None and is_causal and not causal_with_mask:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
                            "when is_causal=True")
     if dropout_p > 1:
@@ -148,10 +149,15 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
         raise RuntimeError(_NO_KERNEL if xp is np else "No available kernel. Aborting "
                            "execution.")
     gk, gv = _groups(q, k, v, enable_gqa)
-    _check(q, k, v, mask, dropout_p, is_causal, gk != 1 or gv != 1)
+    flash = xp is np and _flash_arrays(q, k, v, dropout_p, enable_gqa, mask)
+    # PyTorch's CPU flash kernel applies attn_mask and the causal mask together; its math
+    # kernel refuses the pair (empty inputs reach neither)
+    empty = 0 in q.shape[:-1] or 0 in v.shape
+    _check(q, k, v, mask, dropout_p, is_causal, gk != 1 or gv != 1,
+           causal_with_mask=flash or empty)
     dtype = q.dtype
     # PyTorch's CPU flash kernel multiplies V by exp(s - max) rounded to a 16-bit input's dtype
-    rounded = dtype in _HALF and xp is np and _flash_arrays(q, k, v, dropout_p, enable_gqa)
+    rounded = dtype in _HALF and flash
     if dtype in _HALF:
         q, k, v = q.astype(_F32), k.astype(_F32), v.astype(_F32)
     if mask is not None and mask.dtype != np.bool_ and mask.dtype != q.dtype:
@@ -160,7 +166,7 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
     p = _grouped(q * _scale(q.shape[-1], scale), k.swapaxes(-1, -2), gk)
     if is_causal:
         p += _causal_bias(xp, L, S, p.dtype)
-    elif mask is not None:
+    if mask is not None:
         shape = p.shape
         try:
             full = xp.broadcast_shapes(shape, mask.shape)
@@ -200,9 +206,10 @@ def _(flat, params, out):                    # the CPU kernel PyTorch picks (see
         return "ScaledDotProductAttentionBackward0"
     if 0 in q._data.shape[:-1] or 0 in v._data.shape:     # nothing to attend: zeros + ...
         return "AddBackward0"
-    if (mask is None or not mask.requires_grad) and _cpu_flash(q, k, v, params[0], params[3]):
+    if _cpu_flash(q, k, v, params[0], params[3], mask):
         return "ScaledDotProductFlashAttentionForCpuBackward0"
-    return "UnsafeViewBackward0"
+    # the math kernel computes 16-bit inputs in float32 and casts its result back
+    return "ToCopyBackward0" if q.dtype in _HALF_DTYPES else "UnsafeViewBackward0"
 
 
 def _no_mask_gradient(flat):
@@ -215,14 +222,19 @@ def _no_mask_gradient(flat):
 scaled_dot_product_attention.nondifferentiable_when(_no_mask_gradient, "attn_mask")
 
 
-def _cpu_flash(q, k, v, dropout_p, enable_gqa):
+def _cpu_flash(q, k, v, dropout_p, enable_gqa, mask=None):
     """Whether PyTorch's CPU flash kernel takes the call: 4-D inputs without dropout, equal
-    batch sizes and head sizes, heads equal (or grouped), unit last strides."""
-    return _flash_arrays(q._data, k._data, v._data, dropout_p, enable_gqa)
+    batch sizes and head sizes, heads equal (or grouped), an attn_mask that needs no gradient
+    and is 2-D or 4-D over (batch, heads, queries, keys) or 1s there, unit last strides."""
+    if mask is not None and mask.requires_grad:
+        return False
+    return _flash_arrays(q._data, k._data, v._data, dropout_p, enable_gqa,
+                         None if mask is None else mask._data)
 
 
-def _flash_arrays(q, k, v, dropout_p, enable_gqa):
-    """``_cpu_flash`` on the backend arrays."""
+def _flash_arrays(q, k, v, dropout_p, enable_gqa, mask=None):
+    """``_cpu_flash`` on the backend arrays (PyTorch's check of the mask's last two sizes
+    raises IndexError for a mask of fewer dims)."""
     qs, ks, vs = q.shape, k.shape, v.shape
     if dropout_p or not len(qs) == len(ks) == len(vs) == 4:
         return False
@@ -230,15 +242,23 @@ def _flash_arrays(q, k, v, dropout_p, enable_gqa):
         return False
     if ks[1] != vs[1] or (qs[1] != ks[1] and not enable_gqa):
         return False
+    if mask is not None:
+        ms = mask.shape
+        if len(ms) < 2:
+            raise IndexError("Dimension specified as -2 but tensor has no dimensions" if not ms
+                             else "Dimension out of range (expected to be in range of "
+                                  "[-1, 0], but got -2)")
+        if ms[-2] not in (qs[2], 1) or ms[-1] not in (ks[2], 1):
+            return False
+        if len(ms) != 2 and not (len(ms) == 4 and ms[0] in (1, qs[0]) and ms[1] in (1, qs[1])):
+            return False
     return all(t.shape[-1] == 1 or t.strides[-1] == t.itemsize for t in (q, k, v))
 
 
 @scaled_dot_product_attention.derivative
 def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     args = grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, out
-    if q.device.type == "cpu" and not (
-            (mask is None or not mask.requires_grad) and _cpu_flash(q, k, v, dropout_p,
-                                                                    enable_gqa)):
+    if q.device.type == "cpu" and not _cpu_flash(q, k, v, dropout_p, enable_gqa, mask):
         return _sdpa_grad(*args)    # PyTorch's CPU math kernel: ops autocast casts in a backward
     # PyTorch's fused kernels (CPU flash; flash, efficient, cuDNN on CUDA) have backward
     # kernels autocast does not list: a backward inside autocast computes them as outside
@@ -248,6 +268,7 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
 
 def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, out):
     grad, grad_weights = grads[0], grads[1]
+    low = grad.dtype
     weights = out[1]
     gk, gv = _groups(q, k, v, enable_gqa)
     scale = _scale(q.shape[-1], scale)
@@ -256,7 +277,7 @@ def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, ou
     # float32 for half inputs
     half = grad.dtype != weights.dtype
     from_output = not half or q.device.type != "cpu" or _cpu_flash(q, k, v, dropout_p,
-                                                                    enable_gqa)
+                                                                    enable_gqa, mask)
     if half:                            # half inputs: float32 weights, and so the backward
         grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
     grad_lse = None
@@ -278,20 +299,63 @@ def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, ou
     if carries_gradient(grad_weights):                          # only in double backward
         dp = dp + grad_weights
         rows = rows + (grad_weights * weights).sum(-1, keepdim=True)
-    if _GRAD.grad_enabled or dp.dtype != weights.dtype:
+    # PyTorch's CPU math kernel scales Q and K by sqrt(scale) each: under autocast its
+    # backward's products take them so scaled, rounded to the low dtype
+    k_scale = q_scale = scale
+    sq = sk = None
+    if not flash and q.device.type == "cpu":
+        sk = math.sqrt(abs(scale))
+        sq = -sk if scale < 0 else sk
+        q_scale, k_scale = sq, sk
+    kq, qk = (k, q) if sq is None else (k * sk, q * sq)
+    if (half and from_output and q.device.type == "cpu" and not carries_gradient(grad_weights)
+            and min(q.shape[-2], k.shape[-2]) > 0):      # PyTorch's CPU flash kernel
         ds = weights * (dp - rows)
-        grad_q = _grouped(ds, k, gk) * scale
-        grad_k = _group_sum(ds.mT @ q, gk) * scale
+        grad_q, grad_k, grad_v = _cpu_flash_low_grads(p, ds, grad, q, k, gk, scale, low)
+    elif _GRAD.grad_enabled or dp.dtype != weights.dtype:
+        ds = weights * (dp - rows)
+        grad_q = _grouped(ds, kq, gk) * q_scale
+        grad_k = _group_sum(ds.mT @ qk, gk) * k_scale
     else:                       # no graph to record: reuse the fresh buffers in place
         ds = dp.sub_(rows).mul_(weights)
-        grad_q = _grouped(ds, k, gk).mul_(scale)
-        grad_k = _group_sum(ds.mT @ q, gk).mul_(scale)
+        grad_q = _grouped(ds, kq, gk).mul_(q_scale)
+        grad_k = _group_sum(ds.mT @ qk, gk).mul_(k_scale)
     if carries_gradient(grad_lse):                        # only in double backward
         extra = weights * grad_lse.unsqueeze(-1)
         grad_q = grad_q + _grouped(extra, k, gk) * scale
         grad_k = grad_k + _group_sum(extra.mT @ q, gk) * scale
     grad_mask = ds if mask is not None and mask.is_floating_point() else None
     return grad_q, grad_k, grad_v, grad_mask
+
+
+def _cpu_flash_low_grads(p, ds, grad, q, k, groups, scale, low):
+    """The gradients of q, k and v as PyTorch's CPU flash kernel forms them for 16-bit inputs
+    (float32 ``p``, ``ds``, ``grad``, ``q``, ``k``; ``low`` the inputs' dtype): the weights
+    and score gradients rounded to ``low`` before each product, and each gradient summed in
+    ``low`` over blocks: q's over blocks of 512 keys, k's and v's over the query heads of a
+    group, then blocks of 32, 64 or 256 queries (by the query length)."""
+    def rounded(x):
+        return x.to(low).to(x.dtype)
+
+    def add(total, part):
+        return rounded(part) if total is None else rounded(total + part)
+
+    p, ds = rounded(p), rounded(ds)
+    B, H, L, S = ds.shape
+    grad_q = None
+    for j in range(0, S, 512):
+        grad_q = add(grad_q, _grouped(ds[..., j:j + 512], k[..., j:j + 512, :], groups) * scale)
+    q_block = 32 if L < 192 else 64 if L < 768 else 256
+    heads = (B, H // groups, groups, L)
+    ds, p = ds.reshape(heads + (S,)), p.reshape(heads + (S,))
+    q, grad = q.reshape(heads + (q.shape[-1],)), grad.reshape(heads + (grad.shape[-1],))
+    grad_k = grad_v = None
+    for r in range(groups):
+        for i in range(0, L, q_block):
+            rows = slice(i, i + q_block)
+            grad_k = add(grad_k, ds[:, :, r, rows].mT @ q[:, :, r, rows] * scale)
+            grad_v = add(grad_v, p[:, :, r, rows].mT @ grad[:, :, r, rows])
+    return grad_q, grad_k, grad_v
 
 
 def _flash_keep(philox, weights, dropout_p):

@@ -469,3 +469,34 @@ def chain_matmul(*matrices, out=None):
 
 ALIASES = {}
 PUBLIC = {"tensordot": tensordot, "chain_matmul": chain_matmul}
+
+
+# --- _int_mm ----------------------------------------------------------------------------------
+
+def _check_int_mm(a, b):
+    for name, t in (("self", a), ("mat2", b)):
+        if t.ndim != 2:
+            raise RuntimeError(f"int_mm_out_cpu: Expected {name} to be of dimension 2 but got "
+                               f"{t.ndim}")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"int_mm_out_cpu: self.size(1) needs to match mat2.size(0) but got "
+                           f"{a.shape[1]} and {b.shape[0]}")
+    if a.dtype not in (np.int8, np.uint8):
+        raise RuntimeError(f"int_mm_out_cpu: Expected self dtype to be int8 or uint8 but got "
+                           f"{_cname(a)}")
+    if b.dtype != np.int8:
+        raise RuntimeError(f"int_mm_out_cpu: Expected mat2 dtype to be of type int8 but got "
+                           f"{_cname(b)}")
+
+
+@op("_int_mm(input, mat2)", inputs=2, method=False, out=True, differentiable=False)
+def _int_mm(xp, a, b):
+    """The int32 product of an int8 (or uint8) and an int8 matrix, summed in int32 (wrapping
+    as PyTorch's kernel does): int8 dynamic quantization's matmul."""
+    _check_int_mm(a, b)
+    return xp.matmul(a.astype(np.int32), b.astype(np.int32))
+
+
+_int_mm.out_dtype_error = ("int_mm_out_cpu: Expected result dtype to be of type kInt but got "
+                           "{got_c}")
+PUBLIC["_int_mm"] = _int_mm.function

@@ -204,7 +204,22 @@ def _vander_result(dtype, sample):
     return dtype if dtype.is_floating_point or dtype.is_complex else ember.int64
 
 
+def _int_mm_errors():
+    a = ember.ones(2, 3, dtype=ember.int8)
+    for args, match in (((a[None], a.T), "Expected self to be of dimension 2 but got 3"),
+                        ((a, a), r"self.size\(1\) needs to match mat2.size\(0\) but got 3 and 2"),
+                        ((a.int(), a.T), "Expected self dtype to be int8 or uint8 but got int"),
+                        ((a, a.T.to(ember.uint8)),
+                         "Expected mat2 dtype to be of type int8 but got unsigned char")):
+        yield ErrorInput(SampleInput(args[0], args[1:]), RuntimeError, match, cpu_only=True)
+
+
 OPS = [
+    OpInfo("_int_mm", lambda a, b: np.matmul(a.astype(np.int32), b.astype(np.int32)),
+           _pair_samples((((2, 8), (8, 3)), ((0, 8), (8, 2)), ((2, 0), (0, 3))),
+                         noncontiguous=(((3, 8), (8, 4)),)),
+           dtypes=(ember.int8,), result_dtype=lambda d, s: ember.int32, grad=False,
+           error_inputs=_int_mm_errors),
     OpInfo("mm", _numpy_product,
            _pair_samples((((2, 3), (3, 4)), ((0, 3), (3, 2)), ((2, 0), (0, 3)), ((1, 1), (1, 1))),
                          noncontiguous=(((3, 2), (2, 4)),)),
