@@ -85,13 +85,16 @@ def _cubic_weights(t):
             ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]
 
 
-def _check_sample(input, grid, mode, padding_mode):
+def _check_modes(mode, padding_mode):
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
                          f"'nearest' or 'bicubic', but got: '{mode}'")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")
+
+
+def _check_sample(input, grid, mode):
     nd = input.ndim - 2
     if input.shape[0] != grid.shape[0]:
         raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, "
@@ -122,10 +125,11 @@ def _check_sample(input, grid, mode, padding_mode):
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample ``input`` at the normalized ``grid`` locations (x, y[, z] in [-1, 1])."""
-    _check_sample(input, grid, mode, padding_mode)
-    if align_corners is None:
+    _check_modes(mode, padding_mode)
+    if align_corners is None:       # PyTorch warns before it looks at the shapes
         warnings.warn(_DEFAULT_WARNING, stacklevel=user_level(2))
         align_corners = False
+    _check_sample(input, grid, mode)
     return rename_node(_sampled(input, grid, mode, padding_mode, align_corners),
                        f"GridSampler{input.ndim - 2}DBackward0")
 

@@ -38,6 +38,29 @@ class _InstanceNorm(_NormBase):
                               if self.momentum is not None else 0.0, self.eps)
         return out.squeeze(0) if unbatched else out
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        # a checkpoint without version metadata (from before 0.4.0, or a hand-made dict) may
+        # carry running stats this module does not track: PyTorch names them in an error of
+        # their own, even when strict=False, instead of listing them as unexpected keys
+        if local_metadata.get("version") is None and not self.track_running_stats:
+            stale = [prefix + name for name in ("running_mean", "running_var")
+                     if prefix + name in state_dict]
+            if stale:
+                name = type(self).__name__
+                error_msgs.append(
+                    "Unexpected running stats buffer(s) {} for {} with track_running_stats="
+                    "False. If state_dict is a checkpoint saved before 0.4.0, this may be "
+                    "expected because {} does not track running stats by default since 0.4.0. "
+                    "Please remove these keys from state_dict. If the running stats are "
+                    "actually needed, instead set track_running_stats=True in {} to enable "
+                    "them. See the documentation of {} for details.".format(
+                        " and ".join(f'"{key}"' for key in stale), name, name, name, name))
+                for key in stale:
+                    state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
+
 
 def _instance_norm_class(name, rank):
     doc = (f"Instance normalization of a {rank}D (unbatched) or {rank + 1}D input: each "
