@@ -1,9 +1,10 @@
 """PyTorch's older names for autocast's state, kept for code that still calls them: the
-per-device getters and setters (deprecated, warning as PyTorch's do) and the cast cache's
-switches (ember caches no casts, so they only keep their flag)."""
+per-device getters and setters (deprecated, warning as PyTorch's do), the cast cache's
+switches and the region count (see _cache.py)."""
 
 import warnings
 
+from ember.amp._cache import clear as _clear_cache
 from ember.amp._state import STATE
 from ember.amp.autocast_mode import (get_autocast_dtype, is_autocast_enabled,
                                      set_autocast_dtype, set_autocast_enabled)
@@ -42,17 +43,18 @@ set_autocast_gpu_dtype = _deprecated("set_autocast_gpu_dtype(dtype)",
                                      set_autocast_dtype)
 
 def is_autocast_cache_enabled():
-    """Whether autocast may cache casts of the same weight (ember caches none)."""
+    """Whether autocast caches the casts of weights (see ``clear_autocast_cache``)."""
     return STATE.cache_enabled
 
 
 def set_autocast_cache_enabled(enabled):
-    """Allow or forbid autocast's cast cache (ember caches none; the flag is kept)."""
+    """Allow or forbid autocast's cast cache (casts already cached stay until cleared)."""
     STATE.cache_enabled = bool(enabled)
 
 
 def clear_autocast_cache():
-    """Drop autocast's cached casts (ember caches none: nothing to drop)."""
+    """Drop autocast's cached casts of this thread (the outermost region's exit does)."""
+    _clear_cache()
 
 
 def autocast_increment_nesting():
@@ -62,7 +64,7 @@ def autocast_increment_nesting():
 
 
 def autocast_decrement_nesting():
-    """Count one autocast region left in this thread; returns the new depth (PyTorch clears
-    its cast cache at 0; ember keeps none)."""
+    """Count one autocast region left in this thread; returns the new depth (the cache
+    stays: ``autocast`` clears it when this reaches 0)."""
     STATE.nesting -= 1
     return STATE.nesting

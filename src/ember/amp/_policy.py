@@ -119,10 +119,19 @@ class Composite:
 
 
 def _matrix_power(operands, params):
-    """n >= 2: products (mm); n = -1: an inverse (float32); n <= -2: the inverse's power,
-    as PyTorch composes it (an inverse in float32, then products in lower precision)."""
-    n = params[0]
-    return "lower" if n >= 2 else "fp32" if n == -1 else _INVERSE_POWER if n < 0 else None
+    """n >= 2: products (mm); n = -1: ``linalg.inv`` (in float32, with its derivative, whose
+    products autocast casts when the backward runs in the region); n <= -2: the inverse's
+    power, as PyTorch composes it (an inverse in float32, then products in lower precision).
+    A matrix that is not square is left to the op's own error."""
+    n, a = params[0], operands[0]
+    if n < 0 and not (getattr(a, "ndim", 0) >= 2 and a.shape[-1] == a.shape[-2]):
+        return "fp32"
+    return "lower" if n >= 2 else _INVERSE if n == -1 else _INVERSE_POWER if n < 0 else None
+
+
+def _inverse(inputs, params, out):
+    from ember.ops._registry import REGISTRY
+    return REGISTRY["linalg.inv"].function(inputs[0], out=out)
 
 
 def _inverse_power(inputs, params, out):
@@ -131,6 +140,7 @@ def _inverse_power(inputs, params, out):
     return REGISTRY["linalg.matrix_power"].function(inverse, -params[0], out=out)
 
 
+_INVERSE = Composite(_inverse)
 _INVERSE_POWER = Composite(_inverse_power)
 
 

@@ -10,7 +10,8 @@ class _State(threading.local):
         self.enabled = {}           # device type -> True while autocast is on for it
         self.dtype = {}             # device type -> the lower-precision dtype in use
         self.nesting = 0            # autocast regions entered and not yet left
-        self.cache_enabled = True   # the cast cache's switch (ember caches no casts)
+        self.cache_enabled = True   # the cast cache's switch
+        self.casts = {}             # id(weight) -> (weight, its cached cast): see _cache.py
 
 
 STATE = _State()

@@ -3,9 +3,9 @@
 The op lists are in _policy.py. Each registry op named there carries its policy as
 ``Op.autocast``; the dispatcher hands the operands of such an op to ``cast_operands`` while
 autocast is on, and the casts are ordinary ``Tensor.to`` calls, so gradients flow back to
-the original dtypes. Backward passes run with autocast off: each derivative computes in the
-dtypes its forward used. Casts are not cached between ops (PyTorch's ``cache_enabled``
-only saves repeated casts of the same weight).
+the original dtypes. Backward passes run under the caller's autocast state, as PyTorch's
+do (see autograd/engine.py). Casts of weights to the low dtype go through the cast cache
+(_cache.py), which the outermost region's exit empties.
 """
 
 import functools
@@ -14,6 +14,8 @@ import warnings
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember._warn import HIDDEN
+from ember.amp._cache import cast_to_lower
+from ember.amp._cache import clear as _clear_cache
 from ember.amp._policy import POLICY, TOP_LEVEL_ONLY, Composite
 from ember.amp._state import STATE, suspended
 
@@ -128,6 +130,8 @@ class autocast:
     def __exit__(self, *exc):
         STATE.enabled, STATE.dtype, STATE.cache_enabled = self._prev
         STATE.nesting -= 1
+        if STATE.nesting == 0:         # the outermost region drops the cast cache
+            _clear_cache()
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -161,13 +165,17 @@ def cast_operands(policy, operands, params=()):
         floats = [x for x in out if _floating(x, device_type)]
         if not floats:
             continue
+        cast = Tensor.to
         if kind == "promote":
             target = functools.reduce(D.promote_types, [x.dtype for x in floats])
+        elif kind == "lower":
+            target = get_autocast_dtype(device_type)
+            cast = cast_to_lower
         else:
-            target = get_autocast_dtype(device_type) if kind == "lower" else D.float32
+            target = D.float32
         for i, x in enumerate(out):
             if _floating(x, device_type) and x.dtype != target:
-                out[i] = x.to(target)
+                out[i] = cast(x, target)
     return out
 
 

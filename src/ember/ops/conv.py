@@ -61,6 +61,8 @@ def _grads(grad, x, w, b, args, need_x=None):
     if args.transposed:
         if need_x:
             gi = convolution(grad, conj_grad(w), None, stride, pad, dilation, False, 0, groups)
+            if tuple(gi.shape[2:]) != tuple(x.shape[2:]):  # output padding past the stride
+                gi = gi[(slice(None), slice(None)) + tuple(slice(0, n) for n in x.shape[2:])]
         if w.requires_grad:
             gw = _convolution_weight(grad, conj_grad(x), list(w.shape[2:]), stride, pad,
                                      dilation, groups)
@@ -113,8 +115,11 @@ def _(ggw, x, g, kernel_size, stride, padding, dilation, groups):
     if x.requires_grad:
         natural = [(p - 1) * s - 2 * q + d * (k - 1) + 1
                    for p, s, q, d, k in zip(g.shape[2:], stride, padding, dilation, kernel_size)]
-        # rows of x past the reach of g's windows get no gradient: pad them with zeros
-        opad = [min(s - n, st - 1) for s, n, st in zip(x.shape[2:], natural, stride)]
+        # the transposed convolution's output padding (below stride or dilation) reaches the
+        # rows a transposed convolution's own output padding added to x; rows of x past the
+        # reach of g's windows get no gradient: pad them with zeros
+        opad = [min(s - n, max(st, d) - 1)
+                for s, n, st, d in zip(x.shape[2:], natural, stride, dilation)]
         gx = convolution(conj_grad(g), ggw, None, stride, padding, dilation, True, opad, groups)
         rest = [s - n - p for s, n, p in zip(x.shape[2:], natural, opad)]
         if any(rest):

@@ -217,6 +217,17 @@ matrix_power.derivative(_matrix_power_grad)
 matrix_power_top.derivative(_matrix_power_grad)
 
 
+@matrix_power.named_by
+@matrix_power_top.named_by
+def _(flat, params, out):
+    # PyTorch composes the power: a copy of I, a clone, an inverse, or products (mm, or
+    # matmul's view of bmm for a batch)
+    n = int(params[0])
+    if n in (0, 1, -1):
+        return ("LinalgInvExBackward0", "CopyBackwards", "CloneBackward0")[n + 1]
+    return "MmBackward0" if flat[0].ndim == 2 else "UnsafeViewBackward0"
+
+
 # --- matrix_exp -------------------------------------------------------------------------------
 
 def _matrix_exp(xp, a):

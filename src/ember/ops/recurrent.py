@@ -11,6 +11,7 @@ differentiates the same recurrence written with ember ops instead, so double bac
 import numpy as np
 
 import ember
+from ember.amp._cache import cast_weight
 from ember.ops import _rnn_kernels as K
 from ember.backend import cudnn_tf32, xp_of
 from ember.ops._registry import op
@@ -112,7 +113,7 @@ def recurrence(x, hx, w_hh, cx=None, b_hh=None, w_hr=None, *, mode, batch_sizes,
     steps = _steps(batch_sizes, reverse)
     h, c = hx, cx
     outs = {}
-    w_t = w_hh.t()
+    w_t = cast_weight(w_hh).t()     # cast, then transposed, as PyTorch's linear does
     for o, bs in steps:
         hp, gx = h[:bs], x[o:o + bs]
         # one linear map, as PyTorch's cells compute it (under autocast, in one dtype)

@@ -19,6 +19,7 @@ import warnings
 
 import ember
 from ember._tensor import Tensor
+from ember.amp._cache import clear as clear_autocast_cache
 from ember.amp._state import STATE as _AMP
 from ember.autograd.function import Function
 from ember.autograd.grad_mode import enable_grad, is_grad_enabled
@@ -115,7 +116,7 @@ class _RandomAndAutocastState:
     """The RNG and autocast state a forward ran in, to rerun it in the same."""
 
     def __init__(self, args, preserve_rng_state):
-        self.autocast = (_AMP.enabled, _AMP.dtype)
+        self.autocast = (_AMP.enabled, _AMP.dtype, _AMP.cache_enabled)
         self.rng = None
         if preserve_rng_state:
             self.rng = ember.get_rng_state(), get_device_states(*args)
@@ -123,18 +124,24 @@ class _RandomAndAutocastState:
     @contextlib.contextmanager
     def restored(self):
         """Within the block the forward's state holds; the caller's returns after it."""
-        prev_autocast = (_AMP.enabled, _AMP.dtype)
-        _AMP.enabled, _AMP.dtype = self.autocast
+        # an autocast region, as PyTorch's recomputation runs in: its exit at the outermost
+        # level drops the casts it cached
+        prev_autocast = (_AMP.enabled, _AMP.dtype, _AMP.cache_enabled)
+        _AMP.enabled, _AMP.dtype, _AMP.cache_enabled = self.autocast
         prev_rng = None
         if self.rng is not None:
             cpu, (devices, states) = self.rng
             prev_rng = ember.get_rng_state(), _device_states_of(devices)
             ember.set_rng_state(cpu)
             set_device_states(devices, states)
+        _AMP.nesting += 1
         try:
             yield
         finally:
-            _AMP.enabled, _AMP.dtype = prev_autocast
+            _AMP.enabled, _AMP.dtype, _AMP.cache_enabled = prev_autocast
+            _AMP.nesting -= 1
+            if _AMP.nesting == 0:
+                clear_autocast_cache()
             if prev_rng is not None:
                 ember.set_rng_state(prev_rng[0])
                 set_device_states(*prev_rng[1])

@@ -10,6 +10,7 @@ import numbers
 import warnings
 
 import ember
+from ember.amp._cache import cast_weight
 from ember.amp._state import STATE as _AMP
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
@@ -37,10 +38,13 @@ def _dropout(x, p):
 
 def _projection(x, w_ih, b_ih, b_hh):
     """``x W_ih^T + b_ih (+ b_hh)`` for all rows of ``x`` at once."""
+    w_t = cast_weight(w_ih).t()     # cast, then transposed, as PyTorch's linear does
     if b_ih is None:
-        return x.matmul(w_ih.t())
-    bias = b_ih if b_hh is None else b_ih + b_hh
-    return ember.addmm(bias, x, w_ih.t())
+        return x.matmul(w_t)
+    # under autocast each bias is cast on its own, as PyTorch's kernels take it: its cached
+    # copy, stale after an in-place update inside the region just as the weights' are
+    bias = b_ih if b_hh is None else cast_weight(b_ih) + cast_weight(b_hh)
+    return ember.addmm(bias, x, w_t)
 
 
 def _check_state_dtype(h, w_hh, b_hh):
