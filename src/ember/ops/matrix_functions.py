@@ -173,6 +173,8 @@ def _matrix_power(xp, a, n, fname="linalg_matrix_power"):
             return a            # a fresh inverse, laid out column-major as PyTorch's
     if n == 1:
         return a.copy()
+    if n == 3:                  # PyTorch's one special case: (A A) A
+        return matmul.forward(xp, matmul.forward(xp, a, a), a)
     # the binary powers of A, multiplied in as n's bits come up (PyTorch's order)
     result = power = None
     while n:
