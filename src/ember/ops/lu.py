@@ -321,14 +321,10 @@ _LU_SOLVE_DEPRECATED = (
     "X = torch.linalg.lu_solve(LU, pivots, B)")
 
 
-def _deprecated(name, message):
-    warn_once(message)          # PyTorch warns once per process about each (TORCH_WARN_ONCE)
-
-
 def lu_legacy(A, pivot=True, get_infos=False, *, out=None):
     """(LU, pivots) of ``linalg.lu_factor_ex``, and its info when ``get_infos``
     (deprecated); a singular matrix does not raise."""
-    _deprecated("lu", _LU_DEPRECATED)
+    warn_once(_LU_DEPRECATED)         # once per process, as PyTorch (TORCH_WARN_ONCE)
     if out is not None and not get_infos:
         from ember._creation import empty
         out = (*out, empty(0, dtype=D.int32, device=out[0].device))
@@ -339,7 +335,7 @@ def lu_legacy(A, pivot=True, get_infos=False, *, out=None):
 def lu_solve_legacy(input, LU_data, LU_pivots, *, out=None):
     """The solution X of AX = B (B is ``input``), A given by ``lu_factor``'s (LU, pivots):
     ``linalg.lu_solve`` with its arguments reversed (deprecated)."""
-    _deprecated("lu_solve", _LU_SOLVE_DEPRECATED)
+    warn_once(_LU_SOLVE_DEPRECATED)
     return lu_solve(LU_data, LU_pivots, input, out=out)
 
 
