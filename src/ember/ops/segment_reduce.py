@@ -58,9 +58,13 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     if not data.dtype.is_floating_point:
         raise NotImplementedError(f"\"_segment_reduce_cpu\" not implemented for "
                                   f"'{data.dtype._torch_name}'")
+    axis = axis % data.dim()
+    given = ("lengths", lengths) if lengths is not None else ("offsets", offsets)
+    if axis != given[1].dim() - 1:
+        raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of "
+                           f"{given[0]} but got {axis}.")
     if lengths is None:
         lengths = offsets[..., 1:] - offsets[..., :-1]
-    axis = axis % data.dim()
     out = _reduce_nested(data, _REDUCTIONS[reduce], lengths, axis, unsafe, initial)
     return rename_node(out, "SegmentReduceBackward0")
 

@@ -15,6 +15,7 @@ from itertools import chain
 from typing import Any
 
 from ember._tensor import Tensor
+from ember._values_backed import ValuesBacked
 from ember._warn import outside_level
 from ember.autograd.graph import RemovableHandle
 from ember.autograd.grad_mode import enable_grad, set_grad_enabled
@@ -133,6 +134,13 @@ class Optimizer:
                     continue
                 if set_to_none:
                     p._grad = None
+                elif isinstance(p._grad, ValuesBacked):    # sparse: emptied, as torch's
+                    g = p._grad
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
                 else:
                     g = p._grad
                     if g._grad_fn is not None:

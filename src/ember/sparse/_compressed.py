@@ -79,8 +79,10 @@ def _build(layout, compressed_indices, plain_indices, values, size, dtype, devic
             _check_indices(layout, b_pointers, b_plain, values.shape[len(batch)], size[-2:],
                            block)
     if values.requires_grad and not requires_grad:
+        from ember.ops._recording import rename_node
         from ember.ops.conversion import _alias
-        values = _alias(values)             # a non-leaf sparse tensor, as in PyTorch
+        values = rename_node(_alias(values),    # a non-leaf sparse tensor, as in PyTorch
+                             "SparseCompressedTensorBackward0")
     return _make_leaf(compressed(layout, pointers, plain, values, size), requires_grad)
 
 

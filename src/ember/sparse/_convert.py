@@ -284,22 +284,35 @@ def to_sparse(x, *args, layout=None, blocksize=None, dense_dim=None):
     raise RuntimeError("to_sparse: layout must be a sparse layout, not ember.strided")
 
 
+def _from_dense(x, out, name):
+    """``out``, converted from ``x``, under PyTorch's node name (a sparse ``out`` holding a
+    sparse ``x``'s values gets a node of its own; ``x`` itself returned is left alone)."""
+    if isinstance(x, SparseTensor):
+        from ember.sparse._ops import _own_node
+        return _own_node(out, x, name)
+    from ember.sparse._names import named
+    return named(out, name)
+
+
 def _to_sparse_method(self, *args, sparse_dim=None, **kwargs):
     if sparse_dim is not None:
         args = args + (sparse_dim,)
-    return to_sparse(self, *args, **kwargs)
+    # PyTorch's overloads: to_sparse(sparse_dim) and to_sparse(*, layout, ...)
+    return _from_dense(self, to_sparse(self, *args, **kwargs),
+                       "ToSparseBackward0" if args else "ToSparseBackward1")
 
 
 def _to_sparse_coo_method(self):
-    return to_sparse_coo(self)
+    return _from_dense(self, to_sparse_coo(self), "ToSparseBackward1")
 
 
 def _to_sparse_csr_method(self, dense_dim=None):
-    return to_sparse_csr(self, dense_dim)
+    return _from_dense(self, to_sparse_csr(self, dense_dim), "ToSparseCsrBackward0")
 
 
 def _to_sparse_csc_method(self, dense_dim=None):
-    return to_compressed(self, L.sparse_csc, None, dense_dim)
+    return _from_dense(self, to_compressed(self, L.sparse_csc, None, dense_dim),
+                       "ToSparseCscBackward0")
 
 
 def _blocked_method(layout):
@@ -318,6 +331,11 @@ def _blocked_call(self, layout, blocksize, dense_dim=None):
 def _sparse_mask(self, mask):
     """A sparse tensor (of ``mask``'s layout) holding this strided tensor's elements at
     ``mask``'s indices (``mask``'s values are not read)."""
+    from ember.sparse._names import named
+    return named(_masked(self, mask), "SparseMaskBackward0")
+
+
+def _masked(self, mask):
     if not isinstance(mask, SparseTensor):
         raise RuntimeError("sparse_mask(): expected mask to be a sparse tensor")
     if tuple(self.shape) != tuple(mask.shape):

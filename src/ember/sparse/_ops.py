@@ -13,6 +13,7 @@ from ember.sparse._dispatch import (ANY_LAYOUT, BATCHED, HANDLERS, backend_name,
 from ember.sparse._layout_policy import (_COO_ONLY, _check_add_layouts, _check_mul_layouts,
                                          _coo_only, _is_compressed, _refuse_compressed,
                                          _refuse_values_op)
+from ember.sparse._names import named
 from ember.sparse._tensor import compressed, coo
 
 __all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select",
@@ -56,10 +57,24 @@ def select(input, dim, index):
 # ----- shape ---------------------------------------------------------------------------------
 
 @handles("transpose")
-def transpose(input, dim0, dim1):
+def transpose(input, dim0, dim1, name="TransposeBackward0"):
     """``input.transpose(dim0, dim1)`` of a sparse tensor (its dense origin transposed too)."""
     from ember.sparse._origin import carry_view
-    return carry_view(_transpose(input, dim0, dim1), input, lambda o: o.transpose(dim0, dim1))
+    result = _own_node(_transpose(input, dim0, dim1), input, name)
+    return carry_view(result, input, lambda o: o.transpose(dim0, dim1))
+
+
+def _own_node(result, input, name):
+    """``result``, which holds ``input``'s values, given a node of its own named ``name`` (an
+    alias of the values) when they require grad, as PyTorch's transposes have."""
+    v = input._v
+    if result is not input and result._v is v and v.requires_grad and ember.is_grad_enabled():
+        from ember.ops.conversion import _alias
+        result._v = _alias(v)
+        if result._origin is not None:      # its dense origin stays (NOTE [Dense origins])
+            result._origin = (result._origin[0], result._v, result._v._version)
+        named(result, name)
+    return result
 
 
 def _transpose(input, dim0, dim1):
@@ -100,7 +115,7 @@ def _t(input):
         raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, "
                            f"but got {input.sparse_dim()} sparse and {input.dense_dim()} "
                            f"dense dimensions")
-    return input if input.ndim < 2 else transpose(input, 0, 1)
+    return input if input.ndim < 2 else transpose(input, 0, 1, "TBackward0")
 
 
 @handles("unsqueeze")
@@ -212,9 +227,9 @@ def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
     if input.layout is L.sparse_csr and not keepdim:
         raise RuntimeError("reduction operations on CSR tensors with keepdim=False is "
                            "unsupported")
-    out = sum(as_coo(input), dim, dtype)
+    out = _sparse_sum(as_coo(input), dim, dtype)
     if not keepdim:
-        return out
+        return out if is_sparse(out) and out._v is input._v else named(out, "SumBackward1")
     for d in _summed_dims(dim, input.ndim):     # put back each summed dim, with size 1
         out = _unsqueeze(out, d) if is_sparse(out) else out.unsqueeze(d)
     return C.to_sparse_csr(out) if input.layout is L.sparse_csr else out
@@ -234,6 +249,13 @@ def _summed_dims(dim, ndim):
 def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
     """The sum of a sparse COO tensor's elements, over all or some dims (dense when every
     sparse dim is summed, else a coalesced sparse tensor)."""
+    out = _sparse_sum(input, dim, dtype)
+    if dim is None or (is_sparse(out) and out._v is input._v):
+        return out                  # SumBackward0 (or no node of its own)
+    return named(out, "SparseSumBackward0")
+
+
+def _sparse_sum(input, dim, dtype):
     if is_sparse(input) and input.layout is not L.sparse_coo:
         raise RuntimeError(f"coalesce expected sparse coordinate tensor layout but got "
                            f"{L.short_name(input.layout)}")
@@ -299,12 +321,12 @@ def _softmax(input, dim, dtype, log):
 def softmax(input, dim, *, dtype=None):
     """Softmax of a sparse COO tensor along ``dim`` over its stored values (the unstored
     elements count as -inf): a sparse tensor with the same indices."""
-    return _softmax(input, dim, dtype, False)
+    return named(_softmax(input, dim, dtype, False), "SparseSoftmaxBackward0")
 
 
 def log_softmax(input, dim, *, dtype=None):
     """Log-softmax of a sparse COO tensor along ``dim`` (see ``softmax``)."""
-    return _softmax(input, dim, dtype, True)
+    return named(_softmax(input, dim, dtype, True), "SparseLogSoftmaxBackward0")
 
 
 # ----- elementwise ---------------------------------------------------------------------------
@@ -334,6 +356,10 @@ def _on_values(s, fn):
 
 
 @handles("add")
+def _add_op(input, other, *, alpha=1):
+    return named(_add(input, other, alpha=alpha), "AddBackward0")
+
+
 def _add(input, other, *, alpha=1):
     _check_add_layouts(input, other)
     if is_sparse(input) and is_sparse(other):
@@ -381,8 +407,8 @@ def _dense_plus_sparse(dense, s, alpha):
 def _sub(input, other, *, alpha=1):
     _refuse_compressed(input, other)
     if not is_sparse(input) and not isinstance(input, Tensor):     # 1 - s
-        return _dense_plus_sparse(input, other, -alpha)
-    return _add(input, other, alpha=-alpha)
+        return named(_dense_plus_sparse(input, other, -alpha), "SubBackward0")
+    return named(_add(input, other, alpha=-alpha), "SubBackward0")
 
 
 @handles("mul")

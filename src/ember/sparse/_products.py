@@ -11,6 +11,7 @@ from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
 from ember.sparse._compressed import expand_pointers
 from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, handles, is_sparse
+from ember.sparse._names import named as _named
 from ember.sparse._ops import as_coo, transpose
 from ember.sparse._origin import origin_of
 from ember.sparse._tensor import csr
@@ -141,7 +142,13 @@ def _layout_name(x):
 def _check_product_layouts(a, b, adding=False):
     """PyTorch's errors for the layouts its CPU products lack: a BSC matrix times a dense
     one (a BSR one on the right), and any product of two sparse matrices other than COO by
-    COO or CSR/CSC by CSR/CSC (``adding``, as ``addmm``: not CSC by CSR)."""
+    COO or CSR/CSC by CSR/CSC (``adding``, as ``addmm``: not CSC by CSR, and no COO
+    ``mat2``)."""
+    if adding and is_sparse(b) and b.layout is L.sparse_coo and \
+            (not is_sparse(a) or a.layout is L.sparse_coo):
+        raise RuntimeError(f"addmm_sparse_dense: expected either 'mat1' to have sparse layout "
+                           f"and 'mat2' to have strided layout, got 'mat1' with layout "
+                           f"{_layout_name(a)} and 'mat2' with layout Sparse")
     if is_sparse(a) and is_sparse(b):
         if a.layout is L.sparse_coo and b.layout is L.sparse_coo:
             return
@@ -173,7 +180,13 @@ def mm(input, mat2, dense_grad=True):
     if is_sparse(input) and not is_sparse(mat2) and mat2.ndim == 1:
         raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got "
                          "1)")
-    return _product(input, mat2, dense_grad=dense_grad)
+    result = _product(input, mat2, dense_grad=dense_grad)
+    if dense_grad:
+        return _named(result, "MmBackward0")
+    if is_sparse(input) and is_sparse(mat2):    # sparse.mm's own sparse-by-sparse kernels
+        return _named(result, "SparseSparseMatmulBackward0" if input.layout is L.sparse_coo
+                      else "SparseAddmmBackward0")
+    return result                               # SparseAddmmBackward0 already
 
 
 HANDLERS["mm"] = HANDLERS["spmm"] = mm
@@ -184,7 +197,7 @@ def _mv(input, vec):
         raise RuntimeError("mv: the vector must be dense")
     if vec.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, 2, {vec.ndim}")
-    return _product(input, vec, "mv", dense_grad=True)
+    return _named(_product(input, vec, "mv", dense_grad=True), "MvBackward0")
 
 
 @handles("matmul")
@@ -192,7 +205,10 @@ def matmul(input, other):
     """``input @ other`` with a sparse operand: 2-D by 2-D or by a vector."""
     vector = other if other.ndim == 1 else input if input.ndim == 1 else None
     if (input.ndim, other.ndim) in ((2, 2), (2, 1), (1, 2)) and not is_sparse(vector):
-        return _product(input, other, "matmul", dense_grad=True)
+        # PyTorch: mm, mv, or a vector on the left unsqueezed into mm and squeezed back
+        name = {2: "MmBackward0", 1: "MvBackward0"}[other.ndim] if input.ndim == 2 \
+            else "SqueezeBackward4"
+        return _named(_product(input, other, "matmul", dense_grad=True), name)
     raise NotImplementedError(f"matmul: ember multiplies sparse tensors only as 2-D matrices "
                               f"(by a matrix or a vector), not {input.ndim}-D by "
                               f"{other.ndim}-D")
@@ -207,9 +223,9 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, dense_grad=False):
     product = _product(mat1, mat2, "addmm", dense_grad=dense_grad)
     if alpha != 1:
         product = product * alpha
-    if beta == 0:
-        return product
-    return (input if beta == 1 else input * beta) + product
+    if beta != 0:
+        product = (input if beta == 1 else input * beta) + product
+    return _named(product, "AddmmBackward0" if dense_grad else "SparseAddmmBackward0")
 
 
 HANDLERS["addmm"] = lambda *args, **kwargs: addmm(*args, **kwargs, dense_grad=True)
@@ -240,7 +256,8 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
     rows = expand_pointers(input._crow)
     products = (mat1.index_select(0, rows) * mat2.t().index_select(0, input._col)).sum(-1)
     values = input._v * beta + products * alpha
-    result = csr(input._crow, input._col, values, input.shape)
+    result = _named(csr(input._crow, input._col, values, input.shape),
+                    "SparseSampledAddmmBackward0")
     if out is not None:
         from ember.sparse._inplace import _replace
         return _replace(out, result)

@@ -26,6 +26,7 @@ whatever its layout (for CSC they are the column pointers and the row indices).
 
 import operator
 
+import ember
 from ember._creation import check_requires_grad
 from ember._tensor import Size, Tensor, _make
 from ember._values_backed import NO_STORAGE, ValuesBacked, blank
@@ -137,11 +138,17 @@ class SparseTensor(ValuesBacked, Tensor):
         return self._i
 
     def values(self):
-        """The stored values (of a coalesced COO tensor, or of a CSR tensor)."""
+        """The stored values (of a coalesced COO tensor, or of a CSR tensor), differentiable:
+        a view with a node of its own (ValuesBackward0) when they require grad."""
         if self._layout is L.sparse_coo and not self._coalesced:
             raise RuntimeError("Cannot get values on an uncoalesced tensor, please call "
                                ".coalesce() first")
-        return self._values()
+        v = self._v
+        if v.requires_grad and ember.is_grad_enabled():
+            from ember.ops._recording import rename_node
+            from ember.ops.conversion import _alias
+            return rename_node(_alias(v), "ValuesBackward0")
+        return v
 
     def _indices(self):
         """The indices, coalesced or not."""
@@ -149,11 +156,10 @@ class SparseTensor(ValuesBacked, Tensor):
         return self._i
 
     def _values(self):
-        """The values, coalesced or not (differentiable, as in PyTorch)."""
-        if self._leaf:
-            from ember.ops.conversion import _alias
-            return _alias(self._v)
-        return self._v
+        """The values, coalesced or not: a view autograd does not track (as PyTorch's; the
+        differentiable one is ``values()``)."""
+        v = self._v
+        return v.detach() if v.requires_grad else v
 
     def crow_indices(self):
         """The compressed row indices of a CSR or BSR tensor."""
@@ -297,8 +303,11 @@ class SparseTensor(ValuesBacked, Tensor):
     def to_dense(self, dtype=None, *, masked_grad=None):
         """The strided tensor this sparse tensor stands for (differentiable in the values)."""
         from ember.sparse import _convert
-        out = _convert.to_dense(self)
-        return out if dtype is None else out.to(dtype)
+        from ember.sparse._names import named
+        if dtype is not None:
+            kind = "sparse" if self._layout is L.sparse_coo else "sparse_csr"  # (all compressed)
+            raise RuntimeError(f"dtype argument is not supported by {kind}_to_dense")
+        return named(_convert.to_dense(self), "ToDenseBackward0")
 
     def narrow_copy(self, dim, start, length):
         """A sparse copy of the elements in ``start:start+length`` along ``dim``."""
@@ -311,8 +320,9 @@ class SparseTensor(ValuesBacked, Tensor):
         if self._coalesced:
             return self
         from ember.sparse import _convert
+        from ember.sparse._names import named
         from ember.sparse._origin import carry
-        return carry(_convert.coalesce(self), self)
+        return carry(named(_convert.coalesce(self), "CoalesceBackward0"), self)
 
     # ----- Python protocols -------------------------------------------------------------
 
@@ -501,8 +511,10 @@ def sparse_coo_tensor(indices=None, values=None, size=None, *, dtype=None, devic
         if nnz and check_invariants is not False:
             _check_coo_indices(indices, size)
     if values.requires_grad and not requires_grad:
+        from ember.ops._recording import rename_node
         from ember.ops.conversion import _alias
-        values = _alias(values)             # a non-leaf sparse tensor, as in PyTorch
+        values = rename_node(_alias(values),    # a non-leaf sparse tensor, as in PyTorch
+                             "SparseCooTensorWithDimsAndTensorsBackward0")
     out = coo(indices, values, size, bool(is_coalesced))
     return _make_leaf(out, requires_grad)
 
