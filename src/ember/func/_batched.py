@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _wrap_dim_of_sized
 from ember.backend import XP_BY_ARRAY_TYPE, xp_of
 
 __all__ = ["BatchedTensor", "wrap", "is_batched_at", "remove_level", "add_level",
@@ -180,6 +180,14 @@ class BatchedTensor(Tensor):
     @property
     def device(self):
         return self._value.device
+
+    def stride(self, dim=None):
+        """The value's strides without its batch dim (PyTorch's per-example strides: code
+        such as stft's framing builds ``as_strided`` views from them)."""
+        strides = self._value.stride()[1:]
+        if dim is None:
+            return strides
+        return strides[_wrap_dim_of_sized(dim, len(strides), ("stride", "dim", 1, "method"))]
 
     # --- autograd state lives on the value -------------------------------------------------
     @property

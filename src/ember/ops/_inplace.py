@@ -318,11 +318,35 @@ def _inplace_view(op, self, params):
         self._view = new._view          # the recipe gains ``op``
     if record:
         self._grad_fn, self._output_nr = new._grad_fn, new._output_nr
+        _rename_inplace_node(self._grad_fn)
     self._bump_version()
     if self._meta is None:
         self._meta = {}
     self._meta.setdefault("view_undo", []).append(_undo_step(op, params, old._data.shape))
     return self
+
+
+# PyTorch numbers the in-place overloads of a view op after its out-of-place ones, so the node
+# of ``x.transpose_(0, 1)`` is TransposeBackward1 and that of ``x.squeeze_(0)`` SqueezeBackward4
+_INPLACE_VIEW_NODES = {"TBackward0": "TBackward1", "TransposeBackward0": "TransposeBackward1",
+                       "SqueezeBackward0": "SqueezeBackward3",
+                       "SqueezeBackward1": "SqueezeBackward4",
+                       "SqueezeBackward2": "SqueezeBackward5",
+                       "UnsqueezeBackward0": "UnsqueezeBackward1",
+                       "AsStridedBackward0": "AsStridedBackward1"}
+_INPLACE_VIEW_CLASSES = {}
+
+
+def _rename_inplace_node(node):
+    """Give the node of an in-place view op the name of PyTorch's in-place overload."""
+    cls = type(node)
+    renamed = _INPLACE_VIEW_CLASSES.get(cls)
+    if renamed is None:
+        name = _INPLACE_VIEW_NODES.get(cls.__name__)
+        if name is None:
+            return
+        renamed = _INPLACE_VIEW_CLASSES[cls] = type(name, (cls,), {"__slots__": ()})
+    node.__class__ = renamed
 
 
 def _undo_step(op, params, old_shape):

@@ -280,7 +280,14 @@ def _register(name, form, kind, doc, *, flag=False):
     new = op(_SIGNATURES[form].format(name), out=True, saves_inputs=False, namespace="fft",
              grad_fn_name=f"Fft{kind.upper()}Backward0")(forward)
     new.derivative(derivative)
+    if kind == "c2c" and form == 1 and not flag:
+        new.named_by(_fft_node_name)
     return new
+
+
+def _fft_node_name(flat, params, outputs):
+    """fft of a real signal runs PyTorch's r2c kernel (two-sided): its node is FftR2C's."""
+    return "FftC2CBackward0" if flat[0].is_complex() else "FftR2CBackward0"
 
 
 fft = _register("fft", 1, "c2c", "The one-dimensional discrete Fourier transform.")

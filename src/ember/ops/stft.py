@@ -145,13 +145,23 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
         input = pad(input, [left, n_fft - win_length - left])
         length = input.shape[-1]
     frames = 1 + (length - n_fft) // hop_length
-    segments = input[..., _frame_index(frames, hop_length, n_fft, input.device)]
+    # as PyTorch: a batch of one for a 1-D signal, frames as a strided view, the transform,
+    # then the (freq, frames) layout and the squeeze made in place (TransposeBackward1,
+    # SqueezeBackward4)
+    one_d = input.ndim == 1
+    if one_d:
+        input = input.unsqueeze(0)
+    batch_stride, step = input.stride()
+    segments = input.as_strided((input.shape[0], frames, n_fft),
+                                (batch_stride, hop_length * step, step), input.storage_offset())
     if window is not None or win_length < n_fft:
         segments = segments * _padded_window(window, win_length, n_fft, input)
     _fft_dtype(segments)
     from ember.ops import spectral
     transform = spectral.rfft if onesided else spectral.fft
-    spec = transform(segments, None, -1, "ortho" if normalized else None).transpose(-1, -2)
+    spec = transform(segments, None, -1, "ortho" if normalized else None).transpose_(1, 2)
+    if one_d:
+        spec = spec.squeeze_(0)
     if return_complex:
         return spec
     from ember.ops.complex_ops import view_as_real
