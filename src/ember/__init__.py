@@ -81,6 +81,7 @@ _name_methods()
 
 # the constants of the torch namespace
 pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None
+math = _math  # torch's namespace holds the math module too (Dreamer ports call torch.math.log)
 
 # PyTorch's other names for dtypes
 float = float32  # noqa: A001

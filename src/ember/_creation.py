@@ -645,11 +645,19 @@ def legacy_new(args, dtype, device, cls=Tensor, name="new"):
             wanted = f"ember.{'cuda.' if dev.type == 'cuda' else ''}{dtype._legacy}"
             raise TypeError(f"expected {wanted} (got {given.type()})")
         return given if cls is Tensor or type(given) is cls else given.as_subclass(cls)
-    if not args or all(isinstance(a, numbers.Integral) for a in args) or (
+    lone_bool = len(args) == 1 and type(args[0]) is bool      # data (refused), not a size
+    if not args or all(isinstance(a, numbers.Integral) for a in args) and not lone_bool or (
             len(args) == 1 and isinstance(args[0], Size)):
         arr = np.zeros(_size(args) if args else (0,), dtype.np)
     elif len(args) == 1:
-        arr = _from_data(args[0], dtype)
+        data = args[0]
+        if data is None or isinstance(data, (numbers.Number, np.generic)) and \
+                not isinstance(data, str):
+            kind = type(data)
+            typename = kind.__name__ if kind.__module__ == "builtins" else \
+                f"{kind.__module__}.{kind.__name__}"
+            raise TypeError(f"new(): data must be a sequence (got {typename})")
+        arr = _from_data(data, dtype)
     else:
         raise TypeError(f"{name}(): invalid arguments {args!r}")
     return _make(_place(arr, dev), cls)

@@ -107,7 +107,6 @@ def test_getitem_on_zero_dim_and_empty():
     (ember.tensor([0.0, 1.0]), IndexError,
      "tensors used as indices must be long, int, byte or bool tensors"),
     (ember.tensor([1], dtype=ember.int16), IndexError, "must be long, int, byte or bool"),
-    ([0.5], IndexError, "must be long, int, byte or bool"),
     (ember.ones(4, dtype=ember.bool), IndexError,
      r"The shape of the mask \[4\] at index 0 does not match the shape of the indexed tensor "
      r"\[3, 4, 5\] at index 0"),

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from ember._tensor import Tensor, _make
+from ember._warn import outside_level
 from ember.backend import xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import call
@@ -89,13 +90,30 @@ def _classify(k):
     if isinstance(k, (list, tuple, range, np.ndarray)):     # PyTorch takes any sequence
         from ember._creation import tensor
         arr = np.asarray(k)
-        if arr.dtype.kind not in "biu":
-            if arr.size or arr.dtype.kind != "f":
-                raise IndexError("tensors used as indices must be long, int, byte or bool "
-                                 "tensors")
-            arr = arr.astype(np.int64)          # [] indexes nothing
+        if arr.dtype != np.bool_ and arr.dtype != np.uint8:
+            arr = _long_indices(k, arr)
         return _classify_tensor(tensor(arr))
     return "invalid", k
+
+
+def _long_indices(k, arr):
+    """A sequence subscript that is not a mask, read as int64 as PyTorch reads it: floats are
+    truncated (``x[np.array([1.0, 2.0])]`` is ``x[[1, 2]]``), whatever their container."""
+    kind = arr.dtype.kind
+    if kind in "iu":
+        return arr.astype(np.int64, copy=False)
+    if kind == "f":
+        if type(k) is not np.ndarray and not np.isfinite(arr).all():
+            raise RuntimeError("value cannot be converted to type int64 without overflow")
+        with np.errstate(invalid="ignore"):
+            return arr.astype(np.int64)
+    if kind == "c" and type(k) is np.ndarray:
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=outside_level())
+        return arr.real.astype(np.int64)
+    if kind == "c":
+        raise TypeError("'complex' object cannot be interpreted as an integer")
+    raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
 
 
 def _classify_tensor(k):

@@ -279,15 +279,28 @@ def _(grad, x, t1, t2, value):
 
 # --- clamp ------------------------------------------------------------------------------------
 
+def _mixed_bounds_error(name, operands):
+    """PyTorch's parser error for a number and a tensor as clamp's bounds, worded for the
+    call as made (function or method, bounds by position or keyword) where it can be read."""
+    from ember.ops._call_site import call_site
+    from ember.ops._overloads import in_parser_words
+    site = call_site()
+    if site is not None and site.keywords is not None:
+        name = site.name + "_" if site.kind == "inplace" else site.name    # clip_: its own
+        return TypeError(in_parser_words(f"{name}() received an invalid combination of arguments"
+                                         f" - got ({site.got()}), but expected one of:"))
+    got = ", ".join(PYTHON_NAMES[dt] if kind == D.SCALAR else "Tensor"
+                    for dt, kind in operands[1:])
+    return TypeError(
+        f"{name}() received an invalid combination of arguments - got (Tensor, {got}), but "
+        f"expected one of:\n * (Tensor input, Tensor min = None, Tensor max = None)\n"
+        f" * (Tensor input, Number min = None, Number max = None)")
+
+
 def _clamp_rule(d, name, operands):
     kinds = [kind for _, kind in operands[1:]]
     if D.SCALAR in kinds and D.DIM in kinds:
-        got = ", ".join(PYTHON_NAMES[dt] if kind == D.SCALAR else "Tensor"
-                        for dt, kind in operands[1:])
-        raise TypeError(
-            f"{name}() received an invalid combination of arguments - got (Tensor, {got}), but "
-            f"expected one of:\n * (Tensor input, Tensor min = None, Tensor max = None)\n"
-            f" * (Tensor input, Number min = None, Number max = None)")
+        raise _mixed_bounds_error(name, operands)
     if d.category == D.COMPLEX:
         if operands[0][0].category == D.FLOATING and D.DIM not in kinds and \
                 D.ZERO_DIM not in kinds:
