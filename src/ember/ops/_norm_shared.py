@@ -34,12 +34,26 @@ def _float_input(x, kernel):
     return x.astype(_F32) if x.dtype in _LOW else x
 
 
-def _check_mixed(xp, dtype, *params):
-    """PyTorch's CPU norms take parameters of the input's dtype (float32 ones for a half input)."""
-    for p in params:
-        if xp is np and p is not None and p.dtype != dtype \
-                and not (dtype in _LOW and p.dtype == _F32):
-            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+def _check_mixed(xp, dtype, *params, search=None):
+    """PyTorch's CPU norms take parameters (weight, bias, running stats: in that order) of the
+    input's dtype, or all float32 ones for a 16-bit input. Its error for other mixes depends
+    on the first parameter given: of the input's dtype, the first odd one in ``search`` (the
+    order the kernel reads them in, by default ``params``') is named; else a mix of float32
+    parameters is refused as such, any other as not float."""
+    if xp is not np:
+        return
+    given = [p.dtype for p in params if p is not None]
+    if all(d == dtype for d in given):
+        return
+    if all(d == _F32 for d in given):
+        if dtype in _LOW:
+            return
+        raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+    if given[0] == dtype:
+        odd = next(p.dtype for p in (search or params) if p is not None and p.dtype != dtype)
+        raise RuntimeError(f"expected scalar type {D.FROM_NUMPY[dtype]._torch_name} but found "
+                           f"{D.FROM_NUMPY[odd]._torch_name}")
+    raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
 
 
 def _vector(v, dtype):

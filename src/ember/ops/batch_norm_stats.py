@@ -22,16 +22,6 @@ from ember.ops.normalization import (
 )
 
 
-def _check_parameter_dtype(xp, dtype, *params):
-    """PyTorch's check of the running statistics: the input's dtype, or float32 for a
-    16-bit input; a 16-bit one of another dtype is refused in its own words."""
-    for p in params:
-        if p is not None and p.dtype != dtype and p.dtype.itemsize == 2:
-            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of "
-                               "Float")
-    _check_mixed(xp, dtype, *params)
-
-
 def _check_momentum(momentum):
     # (a default of None only so that the running statistics may be None: PyTorch's takes none)
     if momentum is None:
@@ -56,7 +46,7 @@ def batch_norm_update_stats(xp, x, rm, rv, momentum):
                            f"input_sizes = {list(x.shape)}")
     dtype = x.dtype
     x = _float_input(x, "batch_norm_update_stats_cpu")
-    _check_parameter_dtype(xp, dtype, rm, rv)
+    _check_mixed(xp, dtype, rm, rv)
     x3 = x.reshape(_channel_rows(x.shape))
     mean, var, _ = channel_stats(xp, x3)
     update_running_stats(xp, rm, rv, mean, var, x3.shape[0] * x3.shape[2], momentum)

@@ -13,6 +13,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import carries_gradient
 from ember.backend import xp_of
+from ember.ops._op_errors import OpValueError
 from ember.ops._norm_shared import (_F32, _FAST_DTYPES, _LOW, _check_mixed, _coefficients,
                                     _float_input, _norm_input_grad, _outside_vmap)
 from ember.ops._registry import op
@@ -62,14 +63,23 @@ def _channel_sums(xp, a):
 
 def update_running_stats(xp, rm, rv, mean, var, n, momentum):
     """``running = (1 - momentum) * running + momentum * batch statistic`` in place, the
-    variance unbiased (NaN from one value per channel, as PyTorch's)."""
+    variance unbiased (NaN from one value per channel, as PyTorch's). float16 statistics are
+    updated in float32 and rounded once, as PyTorch's (its bfloat16 rounding is not matched
+    yet: it differs from both this and the in-place update below in the last bit)."""
     if rm is not None:
-        rm *= 1 - momentum
-        rm += (momentum * mean).astype(rm.dtype)
+        _blend(rm, mean, momentum)
     if rv is not None:
         unbiased = var * n / (n - 1) if n > 1 else xp.full_like(var, np.nan)
-        rv *= 1 - momentum
-        rv += (momentum * unbiased).astype(rv.dtype)
+        _blend(rv, unbiased, momentum)
+
+
+def _blend(running, batch, momentum):
+    if running.dtype == np.float16:
+        running[...] = ((1 - momentum) * running.astype(_F32)
+                        + momentum * batch.astype(_F32)).astype(running.dtype)
+        return
+    running *= 1 - momentum
+    running += (momentum * batch).astype(running.dtype)
 
 
 @op("native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, "
@@ -79,9 +89,13 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     if x.ndim < 2:
         raise RuntimeError(f"batch_norm(): expected input to have at least 2 dims, but got "
                            f"{x.ndim}")
+    if training and (rm is None) != (rv is None):     # (after the size checks, as PyTorch)
+        _check_vectors(x.shape[1], running_mean=rm, running_var=rv, weight=w, bias=b)
+        raise OpValueError("running_mean and running_var must either both be None or neither "
+                           "be None")
     dtype = x.dtype
     x = _float_input(x, "batch_norm")
-    _check_mixed(xp, dtype, w, b, rm, rv)
+    _check_mixed(xp, dtype, w, b, rm, rv, search=(w, rm, rv, b) if training else None)
     c = x.shape[1]
     _check_vectors(c, running_mean=rm, running_var=rv, weight=w, bias=b)   # PyTorch's order
     x3 = x.reshape(_channel_rows(x.shape))      # (N, C, L): passes over contiguous rows
@@ -95,7 +109,8 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
         invstd = _training_invstd(xp, var, eps, dtype)
     else:
         if rm is None or rv is None:
-            raise RuntimeError("running_mean must be defined in evaluation mode")
+            missing = "running_mean" if rm is None else "running_var"
+            raise RuntimeError(f"{missing} must be defined in evaluation mode")
         mean = rm.astype(x.dtype)
         invstd = 1 / xp.sqrt(rv.astype(x.dtype) + x.dtype.type(eps))
         out = None

@@ -21,15 +21,23 @@ def _size_text(shape):
 
 def _instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
                    eps):
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise RuntimeError("Expected running_mean and running_var to be defined when "
+                           "use_input_stats is false")
     n, c = input.shape[:2]
     x = input.reshape((1, n * c) + tuple(input.shape[2:]))
 
     def tiled(v):
         return None if v is None else v.repeat(n)
 
-    def stats(v):       # unlike batch_norm, these may differ from the input's dtype
-        low = input.dtype in (ember.float16, ember.bfloat16)
-        return v if v is None or low or v.dtype == input.dtype else v.to(input.dtype)
+    # unlike batch_norm's, these may be of another dtype: when running_mean's is not the
+    # weight's (the input's without a weight), both are taken in that dtype (as PyTorch's;
+    # a running_var of another dtype alone is not)
+    like = (weight if weight is not None else input).dtype
+    cast = running_mean is not None and running_mean.dtype != like
+
+    def stats(v):
+        return v.to(like) if cast and v is not None else v
     rm, rv = stats(tiled(running_mean)), stats(tiled(running_var))
     out = batch_norm(x, tiled(weight), tiled(bias), rm, rv, use_input_stats, momentum, eps,
                      False)
