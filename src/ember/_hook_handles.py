@@ -1,7 +1,6 @@
 """The handle every hook registration returns (``torch.utils.hooks.RemovableHandle``): the
 hooks of modules, tensors, autograd nodes and optimizers live in dicts keyed by its id."""
 
-import itertools
 import weakref
 from collections import OrderedDict
 
@@ -11,11 +10,12 @@ __all__ = ["RemovableHandle"]
 class RemovableHandle:
     """Returned by hook registrations; ``remove()`` (or leaving a ``with`` block) unregisters."""
 
-    _ids = itertools.count()
+    next_id = 0                         # the id the next handle gets (shared by all hooks)
 
     def __init__(self, hooks_dict, *, extra_dict=None):
         self.hooks_dict_ref = weakref.ref(hooks_dict)
-        self.id = next(RemovableHandle._ids)
+        self.id = RemovableHandle.next_id
+        RemovableHandle.next_id += 1
         extra = () if extra_dict is None else (
             extra_dict if isinstance(extra_dict, (list, tuple)) else (extra_dict,))
         self.extra_dict_ref = tuple(weakref.ref(d) for d in extra)

@@ -41,11 +41,11 @@ def mark(t):
     """Make ``t`` (made just now, in inference mode) an inference tensor; returns it."""
     if STATE.inference:
         MADE[0] = True
-        t._meta = {_KEY: True}
+        t._meta = {KEY: True}
     return t
 
 
-_KEY = "inference"
+KEY = _KEY = "inference"       # the mark in a tensor's ``_meta``
 
 
 def is_inference(t):

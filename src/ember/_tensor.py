@@ -475,9 +475,7 @@ class Tensor:
         if len(state) == 5:
             self.data = state[0]
             state = (state[3], None, state[4])
-        self.requires_grad, _, hooks = state
-        if hooks is not None:       # kept for reading back only: ember runs no such dict
-            self.__dict__["_backward_hooks"] = hooks
+        self.requires_grad, _, self._backward_hooks = state
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:

@@ -12,6 +12,7 @@ from ember.autograd.grad_mode import (is_multithreading_enabled,  # noqa: F401
 from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ember.autograd.graph import GradientEdge, history
 from ember.autograd import profiler, profiler_util  # noqa: F401
+from ember.autograd import _backward_hooks_attr  # noqa: F401  (Tensor._backward_hooks)
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "is_inference_mode_enabled", "detect_anomaly",

@@ -11,6 +11,7 @@ differentiable by definition (an op's ``nondifferentiable`` ones: indices, masks
 import itertools
 import re
 import weakref
+from collections import OrderedDict
 from typing import NamedTuple
 
 from ember._dtype import FROM_NUMPY
@@ -57,7 +58,7 @@ class Node:
 
     n_outputs = 1
     _pre_hooks = None                   # fn(grad_outputs) for the node itself
-    _tensor_pre_hooks = None            # {output_nr: _HookDict} registered through tensors
+    _tensor_pre_hooks = None            # {output_nr: OrderedDict} registered through tensors
     _retains = None                     # {output_nr: weakref to tensor} for retain_grad
     _post_hooks = None                  # fn(grad_inputs, grad_outputs)
     _trace = None                       # the forward's stack, under detect_anomaly
@@ -621,7 +622,7 @@ def register_tensor_hook(t, hook):
     else:
         if fn._tensor_pre_hooks is None:
             fn._tensor_pre_hooks = {}
-        hooks = fn._tensor_pre_hooks.setdefault(nr, _HookDict())
+        hooks = fn._tensor_pre_hooks.setdefault(nr, OrderedDict())
     return _add_hook(hooks, hook)
 
 
@@ -638,7 +639,7 @@ def _leaf_hooks(t):
         t._meta = {}
     hooks = t._meta.get("hooks")
     if hooks is None:
-        hooks = t._meta["hooks"] = _HookDict()
+        hooks = t._meta["hooks"] = OrderedDict()   # (PyTorch's _backward_hooks)
     return hooks
 
 

@@ -3,6 +3,7 @@
 import ember
 from ember.distributions import constraints
 from ember.distributions.exp_family import ExponentialFamily
+from ember.distributions.utils import refuse_vmap_of_function
 
 __all__ = ["Dirichlet"]
 
@@ -28,6 +29,7 @@ class Dirichlet(ExponentialFamily):
         return new
 
     def rsample(self, sample_shape=()):
+        refuse_vmap_of_function()
         # normalized Gamma(alpha_i, 1) samples; the gradient flows through each gamma's
         # reparameterization
         gammas = ember._standard_gamma(self.concentration.expand(self._extended_shape(

@@ -5,7 +5,7 @@ from ember.distributions import constraints
 from ember.distributions.binomial import Binomial
 from ember.distributions.categorical import Categorical
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all
+from ember.distributions.utils import broadcast_all, refuse_vmap_different
 
 __all__ = ["Multinomial"]
 
@@ -62,6 +62,7 @@ class Multinomial(Distribution):
     def sample(self, sample_shape=()):
         """``total_count`` categorical draws, counted per category."""
         sample_shape = ember.Size(sample_shape)
+        refuse_vmap_different("scatter_add_")
         with ember.no_grad():
             draws = self._categorical.sample(ember.Size((self.total_count,)) + sample_shape)
             draws = draws.permute(*range(1, draws.dim()), 0)   # the draws last

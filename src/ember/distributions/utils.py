@@ -129,3 +129,36 @@ def vec_to_tril_matrix(vec, diag=0):
     mat = vec.new_zeros(vec.shape[:-1] + (n, n))
     mat[..., rows, cols] = vec
     return mat
+
+
+# ----- samplers PyTorch cannot run under vmap -------------------------------------------------
+# ember reruns a vmap(randomness="different") as a loop once a random op runs, so a sampler
+# whose batched run PyTorch refuses (data-dependent loops, in-place writes into unbatched
+# tensors, autograd.Functions without setup_context) would just work here: these refuse first.
+
+def _vmap_randomness():
+    from ember.func._batched import STATE
+    return [level.randomness for level in STATE.levels]
+
+
+def refuse_vmap_of_function():
+    """Under any vmap, raise PyTorch's error for the autograd.Function its sampler applies
+    (Dirichlet's, which Beta and LKJCholesky draw through)."""
+    if _vmap_randomness():
+        from ember.autograd._forward_traces import _SETUP_CONTEXT
+        raise RuntimeError(_SETUP_CONTEXT)
+
+
+def refuse_vmap_different(what):
+    """Under vmap(randomness="different") (and no "error" level, whose random-op error comes
+    first), raise the error PyTorch's batched run of the sampler meets: ``what`` is
+    "control flow" (a data-dependent loop) or the name of an in-place op into an unbatched
+    tensor."""
+    levels = _vmap_randomness()
+    if "different" not in levels or "error" in levels:
+        return
+    if what == "control flow":
+        from ember.func._batched import _CONTROL
+        raise RuntimeError(_CONTROL)
+    from ember.func._batching import _UNBATCHED_SELF
+    raise RuntimeError(_UNBATCHED_SELF.format(op=what, where="in a vmap"))

@@ -6,7 +6,7 @@ import math
 import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all
+from ember.distributions.utils import broadcast_all, refuse_vmap_different
 
 __all__ = ["VonMises"]
 
@@ -38,6 +38,7 @@ class VonMises(Distribution):
         """Samples by Best and Fisher's (1979) rejection sampler from a wrapped Cauchy
         envelope, drawn in float64 on the parameters' device until every one is accepted."""
         shape = self._extended_shape(sample_shape)
+        refuse_vmap_different("control flow")
         with ember.no_grad():
             f64 = ember.float64
             kappa = self.concentration.to(f64).expand(shape)

@@ -11,7 +11,7 @@ from ember.distributions.chi2 import Chi2
 from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.multivariate_normal import (
     _given_matrix, _half_log_det, _precision_to_scale_tril, _scale_tril_to_precision)
-from ember.distributions.utils import lazy_property
+from ember.distributions.utils import lazy_property, refuse_vmap_different
 
 __all__ = ["Wishart"]
 
@@ -151,6 +151,7 @@ class Wishart(ExponentialFamily):
         with a warning if some remain singular."""
         sample_shape = ember.Size(sample_shape)
         max_try_correction = 3 if max_try_correction is None else max_try_correction
+        refuse_vmap_different("control flow")
         sample = self._bartlett_sampling(sample_shape)
         singular = ember.linalg.cholesky_ex(sample.detach()).info.ne(0)
         for _ in range(max_try_correction):

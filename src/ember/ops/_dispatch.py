@@ -185,12 +185,24 @@ def _prepare(op, flat):
             ta = type(a)
             if ta is array_type:
                 if a.dtype is not target:
-                    arrays[i] = a.astype(target)
+                    arrays[i] = a.astype(target) if not op.casts_keep_layout else \
+                        _cast_keeping_layout(a, target)
             elif ta is int and target in _WRAP_INT:
                 arrays[i] = _narrow_int(op, i, a, target)
                 if array_type is not _NDARRAY:
                     arrays[i] = device_scalar(XP_BY_ARRAY_TYPE[array_type], arrays[i])
     return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, casts, compute
+
+
+def _cast_keeping_layout(a, dtype):
+    """``a`` cast to ``dtype``; non-contiguous if ``a`` is (a strided view of a new buffer)."""
+    if a.flags.c_contiguous or not a.ndim:
+        return a.astype(dtype)
+    xp = XP_BY_ARRAY_TYPE[type(a)]
+    buffer = xp.empty(a.shape[:-1] + (2 * a.shape[-1],), dtype)
+    out = buffer[..., ::2]
+    out[...] = a
+    return out
 
 
 # NOTE [Scalars beside 16-bit floats]

@@ -1,9 +1,13 @@
 """Graph recording: the backward node of a registered op's call, and views' bookkeeping."""
 
+import weakref
+
 import numpy as np
 
 from ember._device import CPU
-from ember._inference import MADE as INFERENCE_MADE, check_saved
+from ember._inference import KEY as INFERENCE_KEY, MADE as INFERENCE_MADE, check_saved
+from ember._inference import is_inference
+from ember._storage_place import _storage_root
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, grad_accumulator, history
@@ -158,6 +162,9 @@ def _mark_view(op, src, params, outputs, no_grad=False):
 
     ``no_grad``: ``src`` requires grad but grad mode is off; such views may not be written to
     in place with grad mode on (see ``_inplace.check_no_grad_view``)."""
+    if INFERENCE_MADE[0] and is_inference(src):
+        _alias_inference(src, outputs)
+        return
     if no_grad:     # such a view requires grad as a leaf whose gradients are dropped
         mode = "inference mode" if _GRAD.inference else "no_grad mode"
         for o in outputs if type(outputs) is tuple else (outputs,):
@@ -181,6 +188,15 @@ def _mark_view(op, src, params, outputs, no_grad=False):
             continue
         o._vc = vc
         o._view = (base, src, op, params, base._grad_fn, i)
+
+
+def _alias_inference(src, outputs):
+    """Views of an inference tensor are no views to autograd (PyTorch: ``_is_view()`` is
+    False, ``_base`` None): make them inference tensors sharing ``src``'s memory instead."""
+    root = _storage_root(src)
+    for o in outputs if type(outputs) is tuple else (outputs,):
+        o._meta = {INFERENCE_KEY: True, "storage_root": weakref.ref(root),
+                   "storage_array": root._data}
 
 
 def in_multi_output_view(t):

@@ -47,6 +47,10 @@ D.ON_DEFAULT_CHANGE.append(lambda: [o.dtype_cache.clear() for o in REGISTRY.valu
 class Op:
     """Everything ember knows about one op; see the module docstring."""
 
+    # whether operands cast to the compute dtype keep being non-contiguous (searchsorted warns
+    # about non-contiguous operands as given, before PyTorch promotes them)
+    casts_keep_layout = False
+
     def __init__(self, forward, signature, *, inputs, promote, upcast, method, inplace,
                  view, out, saves_inputs, grad_fn_name, scalars, method_varargs,
                  namedtuple, differentiable, checked_scalars, namespace):

@@ -18,6 +18,7 @@ pair: the mask is drawn again from them.
 
 import functools
 import math
+import warnings
 
 import numpy as np
 
@@ -26,10 +27,12 @@ from ember._random import _philox_uniform, _uniform_like
 from ember._tensor import _make
 from ember.amp._state import suspended
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.grad_mode import no_grad
 from ember.autograd.graph import carries_gradient
 from ember.backend import xp_of
-from ember.backends.cuda import generic_sdp_allowed
+from ember.backends.cuda import flash_sdp_enabled, generic_sdp_allowed, math_sdp_enabled
 from ember.ops._registry import broadcast_message, op
+from ember.ops.random_nodes import NOT_IMPLEMENTED, sampled
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -40,6 +43,10 @@ _HALF_DTYPES = frozenset({D.bfloat16, D.float16})
 _F32 = np.dtype(np.float32)
 _NO_KERNEL = ("No viable backend for scaled_dot_product_attention was found. This is likely "
               "due to turning off both the math kernel and the fused kernels.")
+_NO_FLASH = "No available kernel.  Aborting execution."
+_FLASH_BACKWARD = "_scaled_dot_product_flash_attention_for_cpu_backward"
+_CAUSAL_WITH_MASK = ("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                     "is_causal=True")
 _C_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char",
             "int16": "short int", "int32": "int", "int64": "long int", "float16": "c10::Half",
             "bfloat16": "c10::BFloat16", "float32": "float", "float64": "double",
@@ -75,8 +82,7 @@ def _check(q, k, v, mask, dropout_p, is_causal, grouped, causal_with_mask=False)
                            f"dtype, but got attn_mask.dtype: {_c_name(mask.dtype)} and  "
                            f"query.dtype: {_c_name(q.dtype)} instead.")
     if mask is not None and is_causal and not causal_with_mask:
-        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
-                           "when is_causal=True")
+        raise RuntimeError(_CAUSAL_WITH_MASK)
     if dropout_p > 1:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p:g}")
     lead = -3 if grouped else -2                   # grouped heads need not broadcast
@@ -145,14 +151,17 @@ def _scale(e, scale):
     out=False, namedtuple=_output_only, grad_fn_name="ScaledDotProductAttentionBackward0")
 def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
     """Attention softmax(Q K^T * scale + mask) V, with optional causal mask and dropout."""
-    if not generic_sdp_allowed(on_cpu=xp is np):
+    empty = 0 in q.shape[:-1] or 0 in v.shape
+    if not generic_sdp_allowed(on_cpu=xp is np) and not (empty and xp is np):
         raise RuntimeError(_NO_KERNEL if xp is np else "No available kernel. Aborting "
                            "execution.")
     gk, gv = _groups(q, k, v, enable_gqa)
-    flash = xp is np and _flash_arrays(q, k, v, dropout_p, enable_gqa, mask)
+    flash = xp is np and flash_sdp_enabled() and _flash_arrays(q, k, v, dropout_p, enable_gqa,
+                                                                mask)
     # PyTorch's CPU flash kernel applies attn_mask and the causal mask together; its math
-    # kernel refuses the pair (empty inputs reach neither)
-    empty = 0 in q.shape[:-1] or 0 in v.shape
+    # kernel refuses the pair (empty inputs reach neither, nor the kernel choice on the CPU)
+    if xp is np and not flash and not empty and not math_sdp_enabled():
+        _refuse_flash(q, k, v, dropout_p)
     _check(q, k, v, mask, dropout_p, is_causal, gk != 1 or gv != 1,
            causal_with_mask=flash or empty)
     dtype = q.dtype
@@ -199,6 +208,19 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
     return (result, weights) if dropout_p <= 0 else (result, weights, keep)
 
 
+def _refuse_flash(q, k, v, dropout_p):
+    """PyTorch's warnings and error when only its CPU flash kernel is allowed and cannot take
+    the call (the reasons it gives for the cases it words: rank and dropout)."""
+    warnings.warn("Flash attention kernel not used because:", stacklevel=4)
+    if not q.ndim == k.ndim == v.ndim == 4:
+        warnings.warn(f"All fused kernels requires query, key and value to be 4 dimensional, "
+                      f"but got Query dim: {q.ndim}, Key dim: {k.ndim}, Value dim: {v.ndim} "
+                      f"instead.", stacklevel=4)
+    elif dropout_p:
+        warnings.warn("Both fused kernels do not support non-zero dropout.", stacklevel=4)
+    raise RuntimeError(_NO_FLASH)
+
+
 @scaled_dot_product_attention.named_by
 def _(flat, params, out):                    # the CPU kernel PyTorch picks (see _cpu_flash)
     q, k, v, mask = flat
@@ -208,6 +230,14 @@ def _(flat, params, out):                    # the CPU kernel PyTorch picks (see
         return "AddBackward0"
     if _cpu_flash(q, k, v, params[0], params[3], mask):
         return "ScaledDotProductFlashAttentionForCpuBackward0"
+    if mask is not None and mask.requires_grad:
+        # a mask that needs a gradient keeps the flash kernel out, which the forward (on
+        # arrays) could not see: the math kernel's refusals, raised while recording
+        if not math_sdp_enabled():
+            warnings.warn("Flash attention kernel not used because:", stacklevel=4)
+            raise RuntimeError(_NO_FLASH)
+        if params[1]:
+            raise RuntimeError(_CAUSAL_WITH_MASK)
     # the math kernel computes 16-bit inputs in float32 and casts its result back
     return "ToCopyBackward0" if q.dtype in _HALF_DTYPES else "UnsafeViewBackward0"
 
@@ -226,7 +256,7 @@ def _cpu_flash(q, k, v, dropout_p, enable_gqa, mask=None):
     """Whether PyTorch's CPU flash kernel takes the call: 4-D inputs without dropout, equal
     batch sizes and head sizes, heads equal (or grouped), an attn_mask that needs no gradient
     and is 2-D or 4-D over (batch, heads, queries, keys) or 1s there, unit last strides."""
-    if mask is not None and mask.requires_grad:
+    if mask is not None and mask.requires_grad or not flash_sdp_enabled():
         return False
     return _flash_arrays(q._data, k._data, v._data, dropout_p, enable_gqa,
                          None if mask is None else mask._data)
@@ -258,12 +288,41 @@ def _flash_arrays(q, k, v, dropout_p, enable_gqa, mask=None):
 @scaled_dot_product_attention.derivative
 def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     args = grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, out
-    if q.device.type == "cpu" and not _cpu_flash(q, k, v, dropout_p, enable_gqa, mask):
+    if q.device.type == "cpu" and not _ran_cpu_flash(out):
         return _sdpa_grad(*args)    # PyTorch's CPU math kernel: ops autocast casts in a backward
     # PyTorch's fused kernels (CPU flash; flash, efficient, cuDNN on CUDA) have backward
     # kernels autocast does not list: a backward inside autocast computes them as outside
     with suspended():
+        if q.device.type == "cpu" and _GRAD.grad_enabled and not _forward_mode():
+            return _flash_cpu_grads_underivable(args)
         return _sdpa_grad(*args)
+
+
+def _forward_mode():
+    """Whether forward-mode AD (dual tensors, ``func.jvp``) or vmap is differentiating this
+    backward: ember computes those through a double vjp, which must stay possible (PyTorch
+    refuses forward AD through the CPU flash kernel in its own words)."""
+    from ember.autograd._forward_traces import TRACES
+    from ember.autograd.forward_ad import STATE as FORWARD
+    from ember.func._batched import STATE as VMAP
+    return FORWARD.level is not None or bool(TRACES.starts) or bool(VMAP.levels)
+
+
+def _flash_cpu_grads_underivable(args):
+    """The CPU flash kernel's gradients under ``create_graph``: PyTorch has no derivative for
+    its backward kernel, so they hang from a node that refuses double backward."""
+    grads, q, k, v = args[:4]
+    with no_grad():
+        computed = _sdpa_grad(*args)
+    params = [grads[0], q, k, v, args[-1][0]]
+    return tuple(None if g is None else sampled(params, g, NOT_IMPLEMENTED, _FLASH_BACKWARD)
+                 for g in computed)
+
+
+def _ran_cpu_flash(out):
+    """Whether the forward whose (remade) outputs are ``out`` ran as PyTorch's CPU flash
+    kernel: the kernel chosen then (under the switches of that moment) named their node."""
+    return type(out[0]._grad_fn).__name__ == "ScaledDotProductFlashAttentionForCpuBackward0"
 
 
 def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, out):
@@ -276,8 +335,7 @@ def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, ou
     # kernel reads the rounded output too: all but its CPU math kernel, which forms it in
     # float32 for half inputs
     half = grad.dtype != weights.dtype
-    from_output = not half or q.device.type != "cpu" or _cpu_flash(q, k, v, dropout_p,
-                                                                    enable_gqa, mask)
+    from_output = not half or q.device.type != "cpu" or _ran_cpu_flash(out)
     if half:                            # half inputs: float32 weights, and so the backward
         grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
     grad_lse = None

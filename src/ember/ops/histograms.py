@@ -116,6 +116,9 @@ def searchsorted(xp, seq, values, out_int32, right, side, sorter):
     return found.astype(np.int32) if out_int32 else found
 
 
+searchsorted.casts_keep_layout = True      # (it warns of non-contiguous operands as given)
+
+
 @op("bucketize(input, boundaries, *, out_int32=False, right=False)", inputs=2, promote=SEARCH,
     upcast=False, method=False)
 def bucketize(xp, x, boundaries, out_int32, right):

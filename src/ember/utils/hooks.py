@@ -1,11 +1,20 @@
-"""``ember.utils.hooks`` (``torch.utils.hooks``): the handle hook registrations return, and the
-marker for hooks that checkpoints need not keep."""
+"""``ember.utils.hooks`` (``torch.utils.hooks``): the handle hook registrations return, the
+helper that runs modules' full backward hooks, and the marker for hooks that checkpoints need
+not keep."""
 
 import warnings
 
 from ember._hook_handles import RemovableHandle
 
-__all__ = ["RemovableHandle", "unserializable_hook", "warn_if_has_hooks"]
+__all__ = ["BackwardHook", "RemovableHandle", "unserializable_hook",  # noqa: F822
+           "warn_if_has_hooks"]
+
+
+def __getattr__(name):
+    if name == "BackwardHook":       # lives with the module call path (imported late: nn)
+        from ember.nn.modules._hooks import BackwardHook
+        return BackwardHook
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def unserializable_hook(f):

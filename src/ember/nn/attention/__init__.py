@@ -38,6 +38,11 @@ class SDPBackend(enum.IntEnum):
     CUDNN_ATTENTION = 3
     OVERRIDEABLE = 4
 
+    def __str__(self):                  # printed by name, as PyTorch's (not as an int)
+        return f"SDPBackend.{self.name}"
+
+    __format__ = object.__format__
+
 
 _SWITCH = {SDPBackend.MATH: "math", SDPBackend.FLASH_ATTENTION: "flash",
            SDPBackend.EFFICIENT_ATTENTION: "mem_efficient",

@@ -125,7 +125,7 @@ def hooked_call(module, args, kwargs):
                     args = new if isinstance(new, tuple) else (new,)
         full = [*backward_hooks.values(), *d["_backward_hooks"].values()]
         pre = [*backward_pre_hooks.values(), *d["_backward_pre_hooks"].values()]
-        bw = _BackwardHook(module, full, pre) if full or pre else None
+        bw = BackwardHook(module, full, pre) if full or pre else None
         if bw is not None:
             args = bw.setup_input_hook(args)
         result = module.forward(*args, **kwargs)
@@ -184,21 +184,24 @@ class BackwardHookFunction(Function):
         return (None, *ctx.callback(grads))
 
 
-class _BackwardHook:
-    """Runs a module's full backward (pre-)hooks from gradients captured around its forward."""
+class BackwardHook:
+    """Runs a module's full backward (pre-)hooks from gradients captured around its forward
+    (``torch.utils.hooks.BackwardHook``): wrap the forward's arguments with
+    ``setup_input_hook`` and its result with ``setup_output_hook``."""
 
-    def __init__(self, module, hooks, pre_hooks):
+    def __init__(self, module, user_hooks, user_pre_hooks):
         self.module = module
-        self.hooks = hooks
-        self.pre_hooks = pre_hooks
+        self.user_hooks = user_hooks
+        self.user_pre_hooks = user_pre_hooks
         self.n_inputs = 0
         self.input_hooked = False
         self.grad_outputs = None
 
     def setup_input_hook(self, args):
+        """Return ``args`` with the tensors that require grad passed through the hook node."""
         self.n_inputs = len(args)
         where = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-        if not where or not self.hooks or not is_grad_enabled():
+        if not where or not self.user_hooks or not is_grad_enabled():
             return args     # (under no_grad the inputs pass through as they are)
         self.input_hooked = True
         self.input_positions = where
@@ -208,6 +211,7 @@ class _BackwardHook:
         return _rewrap(args, where, self._on_input_grads)
 
     def setup_output_hook(self, result):
+        """Return the forward's result with its tensors passed through the hook node."""
         single = isinstance(result, Tensor)
         if not single and not isinstance(result, tuple):
             warnings.warn("For backward hooks to be called, module output should be a Tensor "
@@ -228,18 +232,18 @@ class _BackwardHook:
         for slot, g in zip(self.output_slots, grads):
             full[slot] = g
         grads = tuple(full)
-        for hook in self.pre_hooks:
+        for hook in self.user_pre_hooks:
             out = hook(self.module, grads)
             if out is not None:
                 grads = _check_grads(out, grads, "Backward pre hook", "grad_output")
         self.grad_outputs = grads
-        if not self.input_hooked and self.hooks:
+        if not self.input_hooked and self.user_hooks:
             warnings.warn("Full backward hook is firing when gradients are computed with "
                           "respect to module outputs since no inputs require gradients. See "
                           "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
                           "#torch.nn.Module.register_full_backward_hook for more details.",
                           stacklevel=outside_level())
-            for hook in self.hooks:
+            for hook in self.user_hooks:
                 if hook(self.module, (None,) * max(self.n_inputs, 1), grads) is not None:
                     raise RuntimeError("can't change the grad_input of a module whose inputs "
                                        "do not require grad")
@@ -259,7 +263,7 @@ class _BackwardHook:
         for pos, a in self.constant_inputs:
             full[pos] = zeros_like(a)
         full = tuple(full)
-        for hook in self.hooks:
+        for hook in self.user_hooks:
             out = hook(self.module, full, self.grad_outputs)
             if out is not None:
                 full = _check_grads(out, full, "Backward hook", "grad_input")
