@@ -70,10 +70,12 @@ class LowRankMultivariateNormal(Distribution):
                              f"{cov_factor.shape}, cov_diag {cov_diag.shape}") from e
         self.loc = loc_[..., 0]
         self.cov_diag = cov_diag_[..., 0]
-        super().__init__(self.loc.shape[:-1], event_shape, validate_args=validate_args)
         self._unbroadcasted_cov_factor = cov_factor
         self._unbroadcasted_cov_diag = cov_diag
+        # factored before the arguments are validated: a cov_diag that leaves the capacitance
+        # indefinite fails in the Cholesky factorization, as in PyTorch
         self._capacitance_tril = _capacitance_tril(cov_factor, cov_diag)
+        super().__init__(self.loc.shape[:-1], event_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._expanded(LowRankMultivariateNormal, batch_shape, _instance,

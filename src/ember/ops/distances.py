@@ -130,14 +130,17 @@ def _check_kernel(a, b, mm):
 
 
 def _euclidean_mm(xp, a, b):
-    """sqrt(|a|^2 + |b|^2 - 2 a.b), clamped at 0: one matrix product, less exact near 0
-    (16-bit floats compute in float32)."""
+    """sqrt(|a|^2 + |b|^2 - 2 a.b), clamped at 0, less exact near 0 (16-bit floats compute
+    in float32). As PyTorch does, the norms ride in the one matrix product, as rows
+    [-2a, |a|^2, 1] and [b, 1, |b|^2], so that the rounding near 0 is PyTorch's."""
     dtype = a.dtype
     if dtype.itemsize == 2:
         a, b = a.astype(xp.float32), b.astype(xp.float32)
-    a2 = (a * a).sum(-1)[..., :, None]
-    b2 = (b * b).sum(-1)[..., None, :]
-    return xp.sqrt(xp.maximum(a2 + b2 - 2 * (a @ xp.swapaxes(b, -1, -2)), 0)).astype(dtype)
+    ones_a = xp.ones(a.shape[:-1] + (1,), dtype=a.dtype)
+    ones_b = xp.ones(b.shape[:-1] + (1,), dtype=b.dtype)
+    a_pad = xp.concatenate([-2 * a, (a * a).sum(-1, keepdims=True), ones_a], axis=-1)
+    b_pad = xp.concatenate([b, ones_b, (b * b).sum(-1, keepdims=True)], axis=-1)
+    return xp.sqrt(xp.maximum(a_pad @ xp.swapaxes(b_pad, -1, -2), 0)).astype(dtype)
 
 
 def _norms(xp, a, b, p):
@@ -174,6 +177,16 @@ def cdist(xp, a, b, p, compute_mode):
         return _norms(xp, a, b, p)
     return xp.concatenate([_norms(xp, a[..., i:i + step, :], b, p)
                            for i in range(0, rows, step)], axis=-2)
+
+
+@cdist.named_by
+def _(flat, params, out):
+    # PyTorch computes the matrix-product form as a kernel of its own whose result it views
+    a, b = flat
+    mm = _uses_mm(params[0], params[1], a.shape[-2], b.shape[-2])
+    if mm and a.shape[-1] and a.shape[-2] and b.shape[-2]:
+        return "ViewBackward0"
+    return "CdistBackward0"
 
 
 def _public_cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):

@@ -590,6 +590,9 @@ def _(grad, x, fill_value, wrap):
     return fill_diagonal(grad, 0, wrap)
 
 
+fill_diagonal.name_nodes("torch::autograd::CopySlices")    # PyTorch fills a strided view
+
+
 def fill_diagonal_(self, fill_value, wrap=False):
     """Fill the main diagonal (all dims equal above 2-D) with ``fill_value`` in place; ``wrap``
     restarts a tall matrix's diagonal every ``columns + 1`` rows. Returns self."""

@@ -5,7 +5,7 @@ their argument checks) are in loss_pointwise.py and loss_margin.py."""
 
 from ember._tensor import _make
 from ember.backend import xp_of
-from ember.ops._linalg_utils import check_kernel
+from ember.ops._linalg_utils import check_kernel, torch_name
 from ember.ops._loss_common import promoted_dtype, reduce_array, reduced_grad
 from ember.ops._registry import op
 from ember.ops.activations import masked
@@ -97,7 +97,11 @@ def _multi_margin_loss(xp, x, y, w, p, margin, reduction):
     """``sum_i max(0, margin - x[y] + x[i])**p * weight[y] / C`` over i != y, per sample
     (checked class-index target), reduced; an unbatched loss has the target's shape."""
     check_kernel(x, "multi_margin_loss_cpu_kernel", "f")    # 16-bit floats raise too
+    if w is not None and w.dtype != x.dtype:
+        raise RuntimeError(f"expected scalar type {torch_name(x)} but found {torch_name(w)}")
     rows, c = _rows(x)
+    if y.size and ((y < 0) | (y >= c)).any():
+        raise RuntimeError("target out of range")
     dtype, compute = promoted_dtype(x, w)
     rows, yy = rows.astype(compute), y.reshape(-1, 1)
     margins = xp.maximum(margin - xp.take_along_axis(rows, yy, 1) + rows, 0)

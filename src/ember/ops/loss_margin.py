@@ -86,7 +86,8 @@ def _target_values(target):
 
 
 def _class_target(input, target, name):
-    """Checks of multi_margin_loss's input (C,) or (N, C) and class-index target."""
+    """Checks of multi_margin_loss's input (C,) or (N, C) and class-index target's shape (its
+    range is checked by the kernel, after the weight's dtype, as PyTorch does)."""
     if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0):
         raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
                            f"size, but got: {list(input.shape)}")
@@ -96,10 +97,6 @@ def _class_target(input, target, name):
         raise RuntimeError(f"{name}: target tensor should be 1-D with size equal to the number "
                            f"of input samples (batch size). Expected target size [{n}], but "
                            f"got {list(target.shape)}. Input has shape {list(input.shape)}.")
-    c = input.shape[-1] if input.ndim else 1
-    t = _target_values(target)
-    if t.size and ((t < 0) | (t >= c)).any():
-        raise RuntimeError("target out of range")
 
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,

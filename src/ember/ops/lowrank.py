@@ -25,7 +25,8 @@ def _range_basis(a, q, niter):
     range of a Gaussian sketch A R, refined by ``niter`` subspace iterations."""
     from ember._random import randn
     sketch = randn(a.shape[-1], q, dtype=_sketch_dtype(a), device=a.device)
-    basis = qr(a @ sketch.to(a.dtype)).Q
+    # (a real sketch multiplies a complex A; any other dtype mismatch fails in the product)
+    basis = qr(a @ (sketch.to(a.dtype) if a.is_complex() else sketch)).Q
     for _ in range(niter):
         basis = qr(a @ qr(mh(a) @ basis).Q).Q
     return basis

@@ -153,6 +153,11 @@ def logdet(xp, a):
     return xp.where(sign < 0, np.nan, logabsdet).astype(a.dtype, copy=False)
 
 
+# PyTorch composes logdet from slogdet: a where() for real inputs, log(sign) + logabsdet
+logdet.named_by(lambda flat, params, out:
+                "AddBackward0" if flat[0].is_complex() else "WhereBackward0")
+
+
 @logdet.derivative
 def _(grad, a, *, out):
     if not a.is_complex():              # a NaN result (negative determinant) passes nothing

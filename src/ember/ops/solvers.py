@@ -239,8 +239,8 @@ solve_ex.derivative(lambda grad, a, b, left, check_errors, *, out:
 # --- solve_triangular -------------------------------------------------------------------------
 
 def _back_substitute(xp, u, b):
-    """The solution of UX = B by back substitution, row by row: a zero on U's diagonal gives
-    inf and NaN, as BLAS's trsm does."""
+    """The solution of UX = B by back substitution, row by row: a zero on U's diagonal, or an
+    inf or NaN in B, gives inf and NaN where BLAS's trsm does."""
     x = xp.zeros(b.shape, b.dtype)
     for i in range(u.shape[-1] - 1, -1, -1):
         rest = b[..., i, :] - (u[..., i, :, None] * x).sum(axis=-2)
@@ -278,8 +278,11 @@ def _triangular(xp, a, b, upper, left, unit):
         if unit:
             diagonal = xp.arange(u.shape[-1])
             u[..., diagonal, diagonal] = 1
+        # an inf or NaN in B spreads only to the rows substituted after it in BLAS's trsm,
+        # but through the unit factor of an LU solve (0 * inf) to every row
+        finite = bool(xp.isfinite(b).all())
         try:
-            x = xp.linalg.solve(u, b)
+            x = xp.linalg.solve(u, b) if finite else _back_substitute(xp, u, b)
         except np.linalg.LinAlgError:
             x = _back_substitute(xp, u, b)
         if not upper:
