@@ -1,5 +1,9 @@
 """Settings for the parity tests, which run torch beside ember."""
 
+import sys
+
+import pytest
+
 
 def pytest_configure(config):
     """torch computes on one thread here: its idle threads spin while they wait, and beside
@@ -12,3 +16,14 @@ def pytest_configure(config):
     torch.set_num_threads(1)
     import ember            # ember's 16-bit kernels round as torch's on as many threads
     ember.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _torch_validates_distribution_arguments():
+    """Each test starts with torch validating distribution arguments, its default: the first
+    torch.compile of a process turns validation off for good (torch/_dynamo/eval_frame.py),
+    which made tests comparing argument errors depend on the order of the tests."""
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "distributions"):
+        torch.distributions.Distribution.set_default_validate_args(__debug__)
+    yield
