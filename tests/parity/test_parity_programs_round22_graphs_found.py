@@ -1,8 +1,8 @@
 """What the round-22 graph programs (test_parity_programs_round22_graphs.py) found: max_norm
 embeddings renormalised between two lookups of one graph, the node names of sparse products
 and of the other sparse ops, addmm's refusal of a COO mat2, torch.hspmm and torch.smm, the
-untracked ``_values()``, to_dense's refusal of a dtype, segment_reduce's axis, and (still
-open) int32 compressed indices."""
+untracked ``_values()``, to_dense's refusal of a dtype, segment_reduce's axis, and int32
+compressed indices kept (more in test_parity_sparse_int32_round22.py)."""
 
 import numpy as np
 import pytest
@@ -258,9 +258,6 @@ def test_segment_reduce_wants_axis_last_of_lengths(case):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")     # sparse CSR is in beta
-@pytest.mark.xfail(strict=True, reason="ember's compressed tensors always hold int64 indices "
-                   "(sparse/_compressed.py _index_tensor); PyTorch keeps int32 ones, as "
-                   "scipy's indptr/indices converted with from_numpy are")
 def test_csr_from_scipy_style_int32_indices_keeps_their_dtype():
     def run(lib):
         csr = lib.sparse_csr_tensor(lib.tensor([0, 1, 3], dtype=lib.int32),

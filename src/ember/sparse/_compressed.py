@@ -14,8 +14,8 @@ import operator
 
 from ember._creation import check_requires_grad
 from ember.sparse import _layouts as L
-from ember.sparse._invariants import warn_if_implicit
-from ember.sparse._tensor import _as_tensor, _index_tensor, _make_leaf, compressed
+from ember.sparse._invariants import check_sparse_tensor_invariants, warn_if_implicit
+from ember.sparse._tensor import _as_tensor, _make_leaf, compressed
 
 __all__ = ["sparse_compressed_tensor", "sparse_csr_tensor", "sparse_csc_tensor",
            "sparse_bsr_tensor", "sparse_bsc_tensor", "expand_pointers", "block_coordinates",
@@ -64,26 +64,60 @@ sparse_bsc_tensor = _constructor(L.sparse_bsc)
 def _build(layout, compressed_indices, plain_indices, values, size, dtype, device,
            requires_grad, check_invariants):
     values = _as_tensor(values, dtype, device)
-    pointers = _index_tensor(compressed_indices, values.device)
-    plain = _index_tensor(plain_indices, values.device)
+    pointers = _as_tensor(compressed_indices, device=values.device)
+    plain = _as_tensor(plain_indices, device=values.device)
+    given = (pointers.dtype, plain.dtype)
+    pointers, plain = _index_dtype(pointers), _index_dtype(plain)
     _check_ranks(layout, pointers, plain, values)
     batch = tuple(pointers.shape[:-1])
     block = tuple(values.shape[len(batch) + 1:]) if L.blocked(layout) else (1, 1)
-    size = _infer_size(layout, pointers, plain, block) if size is None else \
-        tuple(operator.index(s) for s in size)
+    if size is None:
+        _check_estimable(given[1])
+        size = _infer_size(layout, pointers, plain, block)
+    else:
+        size = tuple(operator.index(s) for s in size)
     _check_size(size, block, batch)
     if check_invariants is not False:
+        # PyTorch checks the index dtypes only when asked to check invariants
+        dtypes = given if check_invariants or check_sparse_tensor_invariants.is_enabled() \
+            else None
         count = math.prod(batch)
         for b_pointers, b_plain in zip(pointers.reshape(count, pointers.shape[-1]),
                                        plain.reshape(count, plain.shape[-1])):
             _check_indices(layout, b_pointers, b_plain, values.shape[len(batch)], size[-2:],
-                           block)
+                           block, dtypes)
     if values.requires_grad and not requires_grad:
         from ember.ops._recording import rename_node
         from ember.ops.conversion import _alias
         values = rename_node(_alias(values),    # a non-leaf sparse tensor, as in PyTorch
                              "SparseCompressedTensorBackward0")
     return _make_leaf(compressed(layout, pointers, plain, values, size), requires_grad)
+
+
+def _index_dtype(t):
+    """Index parts keep PyTorch's two index dtypes, int32 (as scipy's indptr/indices are) and
+    int64, each as given; ember holds any other dtype as int64 (PyTorch keeps it unchecked)."""
+    import ember
+    return t if t.dtype is ember.int64 or t.dtype is ember.int32 else t.to(ember.int64)
+
+
+def _check_index_dtypes(layout, dtypes, n_plain):
+    """PyTorch's checks of the index dtypes (as given), and of int32 indices' range."""
+    import ember
+    compressed_name, plain_name = L.index_names(layout)
+    first, second = dtypes
+    if first is not second:
+        raise RuntimeError(f"{compressed_name} and {plain_name} must have the same dtype, bot "
+                           f"got {first._torch_name} and {second._torch_name}, respectively")
+    if first is not ember.int32 and first is not ember.int64:
+        raise RuntimeError(f"{compressed_name} and {plain_name} dtype must be Int or Long, but "
+                           f"got {first._torch_name}")
+    if first is ember.int32 and n_plain > _INT32_MAX:
+        unit = "column" if L.row_compressed(layout) else "row"
+        raise RuntimeError(f"32-bit integer overflow in {unit} dimension = {n_plain}")
+
+
+_INT32_MAX = 2 ** 31 - 1
 
 
 def _check_ranks(layout, pointers, plain, values):
@@ -115,6 +149,14 @@ def _check_ranks(layout, pointers, plain, values):
                            f"({list(values.shape[:batch])}) must be equal")
 
 
+def _check_estimable(plain_dtype):
+    """PyTorch infers a size only from plain indices of an integer dtype it reads."""
+    import ember
+    if plain_dtype not in (ember.int8, ember.int16, ember.int32, ember.int64, ember.uint8):
+        raise NotImplementedError(f'"estimate_sparse_compressed_tensor_size" not implemented '
+                                  f"for '{plain_dtype._torch_name}'")
+
+
 def _infer_size(layout, pointers, plain, block):
     n_compressed = pointers.shape[-1] - 1
     n_plain = int(plain.max()) + 1 if plain.numel() else 0
@@ -136,8 +178,9 @@ def _check_size(size, block, batch):
                                f"blocksize[{d}] (={block[d]}) as defined by values shape")
 
 
-def _check_indices(layout, pointers, plain, nnz, size, block):
-    """PyTorch's invariants of compressed indices, with its messages."""
+def _check_indices(layout, pointers, plain, nnz, size, block, dtypes=None):
+    """PyTorch's invariants of compressed indices, with its messages; ``dtypes``: the index
+    dtypes as given, checked when not None."""
     compressed_name, plain_name = L.index_names(layout)
     rows = L.row_compressed(layout)
     n_compressed = size[0 if rows else 1] // block[0 if rows else 1]
@@ -149,6 +192,8 @@ def _check_indices(layout, pointers, plain, nnz, size, block):
     if plain.shape[0] != nnz:
         raise RuntimeError(f"{plain_name}.shape[-1] must be equal to nnz (={nnz}) as defined "
                            f"by values.shape[0], but got {plain.shape[0]}")
+    if dtypes is not None:
+        _check_index_dtypes(layout, dtypes, n_plain)
     first, last = pointers[[0, -1]].tolist()
     if first != 0:
         raise RuntimeError(f"`{compressed_name}[..., 0] == 0` is not satisfied.")
@@ -157,7 +202,7 @@ def _check_indices(layout, pointers, plain, nnz, size, block):
     if not nnz:
         return
     bound = "ncols" if rows else "nrows"
-    if bool((plain < 0).any()) or bool((plain >= n_plain).any()):
+    if int(plain.min()) < 0 or int(plain.max()) >= n_plain:  # (n_plain may pass int32's range)
         raise RuntimeError(f"`0 <= {plain_name} < {bound}` is not satisfied.")
     if bool((pointers.diff() < 0).any()) or not _sorted_within(pointers, plain):
         many = "nrows" if rows else "ncols"

@@ -12,7 +12,8 @@ from ember.sparse._origin import carry
 from ember.sparse._tensor import SparseTensor, compressed, coo
 
 __all__ = ["to_dense", "coalesce", "first_of_duplicates", "to_sparse", "to_sparse_coo",
-           "to_sparse_csr", "to_compressed", "linear", "unravel", "Pattern", "pattern"]
+           "to_sparse_csr", "to_compressed", "keep_index_dtype", "with_index_dtype", "linear",
+           "unravel", "Pattern", "pattern"]
 
 
 def _int_zeros(n, device):
@@ -138,7 +139,8 @@ def _compressed_to_coo(s):
         rows = (rows.reshape(-1, 1, 1) * high + within_r).expand(shape).reshape(-1)
         cols = (cols.reshape(-1, 1, 1) * wide + within_c).expand(shape).reshape(-1)
         values = values.reshape(-1)
-    return coo(ember.stack([rows, cols]), values, s._size, s._layout is L.sparse_csr)
+    indices = ember.stack([rows.to(ember.int64), cols.to(ember.int64)])    # COO's are int64
+    return coo(indices, values, s._size, s._layout is L.sparse_csr)
 
 
 def to_sparse_csr(x, dense_dim=None):
@@ -149,7 +151,27 @@ def to_sparse_csr(x, dense_dim=None):
 def to_compressed(x, layout, block=None, dense_dim=None, caller=None):
     """``x`` (dense or sparse) in a compressed ``layout`` (2-D, no dense dimensions); the
     blocked layouts need ``block``, an int or a pair; ``caller``: the name errors give (by
-    default ``to_<layout>``)."""
+    default ``to_<layout>``). A compressed ``x`` passes on its index dtype (int32 or int64),
+    as in PyTorch; dense and COO tensors give int64 indices."""
+    out = _to_compressed(x, layout, block, dense_dim, caller)
+    return out if out is x else keep_index_dtype(out, x)
+
+
+def keep_index_dtype(out, like):
+    """The new compressed tensor ``out`` with the index dtype of ``like`` (that of its
+    compressed indices) when ``like`` is compressed too; ``out`` itself, changed in place."""
+    if isinstance(like, SparseTensor) and like._crow is not None and out._crow is not None:
+        out._crow, out._col = with_index_dtype(out._crow, out._col, like._crow.dtype)
+    return out
+
+
+def with_index_dtype(compressed_indices, plain_indices, dtype):
+    """Both index parts in ``dtype`` (each left as it is when already so)."""
+    return tuple(t if t.dtype is dtype else t.to(dtype)
+                 for t in (compressed_indices, plain_indices))
+
+
+def _to_compressed(x, layout, block, dense_dim, caller):
     name = layout.name[len("sparse_"):]
     if dense_dim:
         raise RuntimeError(f"dense_to_sparse_{name}: dense_dim argument must be in [0,0] "
@@ -355,7 +377,8 @@ def _masked(self, mask):
         values = blocks[block_coordinates(mask)]        # whole blocks
     else:
         values = self[block_coordinates(mask)]
-    return compressed(mask.layout, mask._crow, mask._col, values, mask.shape)
+    crow, col = with_index_dtype(mask._crow, mask._col, ember.int64)     # as PyTorch's
+    return compressed(mask.layout, crow, col, values, mask.shape)
 
 
 Tensor.sparse_mask = _sparse_mask

@@ -232,7 +232,8 @@ def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
         return out if is_sparse(out) and out._v is input._v else named(out, "SumBackward1")
     for d in _summed_dims(dim, input.ndim):     # put back each summed dim, with size 1
         out = _unsqueeze(out, d) if is_sparse(out) else out.unsqueeze(d)
-    return C.to_sparse_csr(out) if input.layout is L.sparse_csr else out
+    return C.keep_index_dtype(C.to_sparse_csr(out), input) if input.layout is L.sparse_csr \
+        else out
 
 
 def _summed_dims(dim, ndim):
@@ -372,7 +373,7 @@ def _add(input, other, *, alpha=1):
         out = coo(ember.cat([a._i, b._i], 1), values, a.shape)
         if a._coalesced and b._coalesced:
             out = C.coalesce(out)
-        return _like_layout(out, input)
+        return C.keep_index_dtype(_like_layout(out, input), input)     # input's, as PyTorch's
     if is_sparse(input) and input.layout in (L.sparse_csr, L.sparse_csc):   # added densely
         return _csr_plus_dense(input, other, alpha)
     if is_sparse(input) or isinstance(input, numbers.Number):    # (1 + s is s + 1)
@@ -566,7 +567,8 @@ def _empty_compressed(layout, like, dtype, device):
     from ember.sparse._compressed import blocksize
     block = blocksize(like) if L.blocked(layout) else (1, 1)
     d = 0 if L.row_compressed(layout) else 1
-    pointers = ember.zeros(like.shape[d] // block[d] + 1, dtype=ember.int64, device=device)
+    index_dtype = ember.int64 if like._crow is None else like._crow.dtype
+    pointers = ember.zeros(like.shape[d] // block[d] + 1, dtype=index_dtype, device=device)
     values = ember.zeros((0,) + (block if L.blocked(layout) else ()), dtype=dtype,
                          device=device)
     return compressed(layout, pointers, pointers[:0], values, like.shape)

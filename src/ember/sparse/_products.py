@@ -256,8 +256,9 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
     rows = expand_pointers(input._crow)
     products = (mat1.index_select(0, rows) * mat2.t().index_select(0, input._col)).sum(-1)
     values = input._v * beta + products * alpha
-    result = _named(csr(input._crow, input._col, values, input.shape),
-                    "SparseSampledAddmmBackward0")
+    # int64 indices, as PyTorch gives (an ``out`` keeps its own: _replace)
+    crow, col = C.with_index_dtype(input._crow, input._col, ember.int64)
+    result = _named(csr(crow, col, values, input.shape), "SparseSampledAddmmBackward0")
     if out is not None:
         from ember.sparse._inplace import _replace
         return _replace(out, result)

@@ -3,8 +3,9 @@ plain indices + values: CSR, CSC, BSR, BSC; see _compressed.py).
 
 NOTE [Sparse tensors]
 A sparse tensor is a private Tensor subclass (so ``isinstance(s, ember.Tensor)`` holds) whose
-parts are ordinary ember tensors: int64 indices and a values tensor. It has no memory of its
-own: every op reaches it through ``__torch_function__`` (the registry hands over any call with
+parts are ordinary ember tensors: indices (int64; int32 or int64 in a compressed tensor, as
+given, as PyTorch keeps them) and a values tensor. It has no memory of its own: every op
+reaches it through ``__torch_function__`` (the registry hands over any call with
 a non-plain subclass operand), whose table (_dispatch.py) sends the ops PyTorch supports on
 sparse tensors to _ops.py and _products.py, which run them with ember ops on the parts; the
 others raise PyTorch's "Could not run 'aten::<op>' ... 'SparseCPU' backend" error. ``_data``
@@ -198,8 +199,12 @@ class SparseTensor(ValuesBacked, Tensor):
                 from ember.sparse._convert import first_of_duplicates
                 keep, indices = first_of_duplicates(self)
                 grad = coo(indices, grad.index_select(0, keep), self._size, True)
-            else:
+            elif self._layout is L.sparse_coo:
                 grad = self._with_values(grad)
+            else:       # PyTorch's gradients of compressed tensors have int64 indices
+                from ember.sparse._convert import with_index_dtype
+                parts = with_index_dtype(self._crow, self._col, ember.int64)
+                grad = compressed(self._layout, *parts, grad, self._size)
         if dense_grad is None:
             return grad
         return dense_grad if grad is None else dense_grad + grad
