@@ -634,6 +634,9 @@ Tensor.new_tensor = _new_tensor
 
 # --- Tensor(...) and pickling -----------------------------------------------------------------
 
+_HEAP_TYPE = 1 << 9          # Py_TPFLAGS_HEAPTYPE
+
+
 def legacy_new(args, dtype, device, cls=Tensor, name="new"):
     """The legacy constructors' forms (``Tensor(2, 3)``, ``FloatTensor(data)``,
     ``x.new(...)``): nothing (an empty tensor), sizes (zeros, as ember's ``empty``), a tensor
@@ -654,8 +657,9 @@ def legacy_new(args, dtype, device, cls=Tensor, name="new"):
         if data is None or isinstance(data, (numbers.Number, np.generic)) and \
                 not isinstance(data, str):
             kind = type(data)
-            typename = kind.__name__ if kind.__module__ == "builtins" else \
-                f"{kind.__module__}.{kind.__name__}"
+            # (Python's C name for it: a class defined in Python goes by its bare name)
+            typename = kind.__name__ if kind.__module__ == "builtins" or \
+                kind.__flags__ & _HEAP_TYPE else f"{kind.__module__}.{kind.__name__}"
             raise TypeError(f"new(): data must be a sequence (got {typename})")
         arr = _from_data(data, dtype)
     else:

@@ -162,8 +162,8 @@ def _mark_view(op, src, params, outputs, no_grad=False):
 
     ``no_grad``: ``src`` requires grad but grad mode is off; such views may not be written to
     in place with grad mode on (see ``_inplace.check_no_grad_view``)."""
-    if INFERENCE_MADE[0] and is_inference(src):
-        _alias_inference(src, outputs)
+    if INFERENCE_MADE[0] and src._meta is not None and is_inference(src):
+        _alias_inference(op, src, outputs)
         return
     if no_grad:     # such a view requires grad as a leaf whose gradients are dropped
         mode = "inference mode" if _GRAD.inference else "no_grad mode"
@@ -190,13 +190,17 @@ def _mark_view(op, src, params, outputs, no_grad=False):
         o._view = (base, src, op, params, base._grad_fn, i)
 
 
-def _alias_inference(src, outputs):
+def _alias_inference(op, src, outputs):
     """Views of an inference tensor are no views to autograd (PyTorch: ``_is_view()`` is
-    False, ``_base`` None): make them inference tensors sharing ``src``'s memory instead."""
+    False, ``_base`` None): make them inference tensors sharing ``src``'s memory instead
+    (the copies a "maybe" view op such as reshape makes share nothing)."""
     root = _storage_root(src)
     for o in outputs if type(outputs) is tuple else (outputs,):
-        o._meta = {INFERENCE_KEY: True, "storage_root": weakref.ref(root),
-                   "storage_array": root._data}
+        if op.view == "maybe" and not _shares_memory(o._data, src._data):
+            continue
+        o._meta = dict(o._meta or (), storage_root=weakref.ref(root),
+                       storage_array=root._data)
+        o._meta[INFERENCE_KEY] = True
 
 
 def in_multi_output_view(t):

@@ -90,20 +90,28 @@ def _classify(k):
     if isinstance(k, (list, tuple, range, np.ndarray)):     # PyTorch takes any sequence
         from ember._creation import tensor
         arr = np.asarray(k)
-        if arr.dtype != np.bool_ and arr.dtype != np.uint8:
+        dtype = arr.dtype
+        if dtype is not _INT64 and dtype is not _BOOL and dtype is not _UINT8:
             arr = _long_indices(k, arr)
         return _classify_tensor(tensor(arr))
     return "invalid", k
+
+
+_INT64, _BOOL, _UINT8 = np.dtype(np.int64), np.dtype(np.bool_), np.dtype(np.uint8)
 
 
 def _long_indices(k, arr):
     """A sequence subscript that is not a mask, read as int64 as PyTorch reads it: floats are
     truncated (``x[np.array([1.0, 2.0])]`` is ``x[[1, 2]]``), whatever their container."""
     kind = arr.dtype.kind
+    if type(k) is not np.ndarray and (arr.dtype == np.uint64 or kind == "O" and arr.size and all(
+            type(v) is int for v in arr.flat)):     # Python ints beyond int64
+        raise ValueError("Overflow when unpacking long long")
     if kind in "iu":
         return arr.astype(np.int64, copy=False)
     if kind == "f":
-        if type(k) is not np.ndarray and not np.isfinite(arr).all():
+        # Python floats are range-checked (2**63 itself passes, as in PyTorch's check)
+        if type(k) is not np.ndarray and not (np.abs(arr) <= 2.0 ** 63).all():
             raise RuntimeError("value cannot be converted to type int64 without overflow")
         with np.errstate(invalid="ignore"):
             return arr.astype(np.int64)
@@ -113,6 +121,8 @@ def _long_indices(k, arr):
         return arr.real.astype(np.int64)
     if kind == "c":
         raise TypeError("'complex' object cannot be interpreted as an integer")
+    if kind in "US" and type(k) is not np.ndarray:
+        raise TypeError(f"new(): invalid data type '{'str' if kind == 'U' else 'bytes'}'")
     raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
 
 

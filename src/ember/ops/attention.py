@@ -25,6 +25,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._random import _philox_uniform, _uniform_like
 from ember._tensor import _make
+from ember._warn import outside_level
 from ember.amp._state import suspended
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
@@ -211,13 +212,14 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
 def _refuse_flash(q, k, v, dropout_p):
     """PyTorch's warnings and error when only its CPU flash kernel is allowed and cannot take
     the call (the reasons it gives for the cases it words: rank and dropout)."""
-    warnings.warn("Flash attention kernel not used because:", stacklevel=4)
+    warnings.warn("Flash attention kernel not used because:", stacklevel=outside_level())
     if not q.ndim == k.ndim == v.ndim == 4:
         warnings.warn(f"All fused kernels requires query, key and value to be 4 dimensional, "
                       f"but got Query dim: {q.ndim}, Key dim: {k.ndim}, Value dim: {v.ndim} "
-                      f"instead.", stacklevel=4)
+                      f"instead.", stacklevel=outside_level())
     elif dropout_p:
-        warnings.warn("Both fused kernels do not support non-zero dropout.", stacklevel=4)
+        warnings.warn("Both fused kernels do not support non-zero dropout.",
+                      stacklevel=outside_level())
     raise RuntimeError(_NO_FLASH)
 
 
@@ -234,7 +236,7 @@ def _(flat, params, out):                    # the CPU kernel PyTorch picks (see
         # a mask that needs a gradient keeps the flash kernel out, which the forward (on
         # arrays) could not see: the math kernel's refusals, raised while recording
         if not math_sdp_enabled():
-            warnings.warn("Flash attention kernel not used because:", stacklevel=4)
+            warnings.warn("Flash attention kernel not used because:", stacklevel=outside_level())
             raise RuntimeError(_NO_FLASH)
         if params[1]:
             raise RuntimeError(_CAUSAL_WITH_MASK)

@@ -116,7 +116,7 @@ def searchsorted(xp, seq, values, out_int32, right, side, sorter):
     return found.astype(np.int32) if out_int32 else found
 
 
-searchsorted.casts_keep_layout = True      # (it warns of non-contiguous operands as given)
+searchsorted.casts_keep_layout = True      # (they warn of non-contiguous operands as given)
 
 
 @op("bucketize(input, boundaries, *, out_int32=False, right=False)", inputs=2, promote=SEARCH,
@@ -129,6 +129,9 @@ def bucketize(xp, x, boundaries, out_int32, right):
     _warn_noncontiguous(x, boundaries)
     found = bisect(xp, boundaries, xp.asarray(x, dtype=boundaries.dtype), right)
     return found.astype(np.int32) if out_int32 else found
+
+
+bucketize.casts_keep_layout = True
 
 
 # --- histc, histogram -------------------------------------------------------------------------
