@@ -102,7 +102,7 @@ def test_getitem_on_zero_dim_and_empty():
     ((..., 0, 0, 0, 0), IndexError, "too many indices for tensor of dimension 3"),
     (1.5, IndexError, r"only integers, slices \(`:`\), ellipsis \(`...`\), None and long or "
                       r"byte Variables are valid indices \(got float\)"),
-    ("a", IndexError, r"valid indices \(got str\)"),
+    ("a", TypeError, r"new\(\): invalid data type 'str'"),     # a sequence to PyTorch
     (np.bool_(True), IndexError, r"valid indices \(got numpy.bool"),
     (ember.tensor([0.0, 1.0]), IndexError,
      "tensors used as indices must be long, int, byte or bool tensors"),

@@ -9,6 +9,8 @@ import functools
 
 from ember.autograd._forward_traces import TRACES as _FORWARD_TRACES
 from ember.autograd._forward_traces import check_function as _check_forward_traced
+from ember.autograd._forward_traces import (
+    refuse_without_setup_context as _refuse_without_setup_context)
 from ember import _inference
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -252,10 +254,12 @@ class Function:
         """Run forward and record one graph node for the call."""
         if cls.setup_context is not Function.setup_context:
             args, kwargs = _bind_forward_args(cls, args, kwargs)
-        if _FORWARD_TRACES.starts:
+        if _FORWARD_TRACES.starts or _FORWARD_TRACES.reverse:
             _check_forward_traced(cls.__dict__.get("_vmapped_from", cls), Function, args)
         from ember.func._batched import STATE as _VMAP
         if _VMAP.levels:                # see NOTE [Custom functions under vmap]
+            if cls.setup_context is Function.setup_context:
+                _refuse_without_setup_context(cls)
             from ember.func._custom_function import function_vmap
             result = function_vmap(cls, args, kwargs)
             if result is not NotImplemented:

@@ -142,10 +142,11 @@ def _vmap_randomness():
 
 
 def refuse_vmap_of_function():
-    """Under any vmap, raise PyTorch's error for the autograd.Function its sampler applies
-    (Dirichlet's, which Beta and LKJCholesky draw through)."""
-    if _vmap_randomness():
-        from ember.autograd._forward_traces import _SETUP_CONTEXT
+    """Under any vmap (or grad, vjp, jacrev, jvp), raise PyTorch's error for the
+    autograd.Function without setup_context its sampler applies (Dirichlet's, which Beta and
+    LKJCholesky draw through)."""
+    from ember.autograd._forward_traces import _SETUP_CONTEXT, refuses_without_setup_context
+    if _vmap_randomness() or refuses_without_setup_context():
         raise RuntimeError(_SETUP_CONTEXT)
 
 

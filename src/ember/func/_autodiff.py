@@ -12,11 +12,10 @@ newer level (jacrev's vmap over the rows of the identity) flow through the engin
 BatchedTensors, and each derivative's ops run their batching rules.
 """
 
-import contextlib
 import threading
 
 from ember import autograd
-from ember.autograd._forward_traces import tracing_forward
+from ember.autograd._forward_traces import tracing_forward, tracing_reverse
 from ember._tensor import Tensor
 from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode
@@ -35,11 +34,12 @@ _DEPTH = _Depth()
 
 
 def _tracing(api, leaves):
-    """For a forward-mode transform, the context that makes custom Functions without a
-    ``jvp`` refuse, as in PyTorch (see ember/autograd/_forward_traces.py)."""
+    """The context that makes custom Functions without a ``setup_context`` (or, for a
+    forward-mode transform, without a ``jvp``) refuse, as in PyTorch (see
+    ember/autograd/_forward_traces.py)."""
     if api.startswith(("jvp(", "linearize(", "jacfwd(")):
         return tracing_forward(leaves, not api.startswith("linearize("))
-    return contextlib.nullcontext()
+    return tracing_reverse()
 
 
 def _recording():

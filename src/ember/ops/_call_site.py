@@ -17,7 +17,7 @@ import types
 
 from ember.ops._arg_aliases import _ALIASES, _OP_ALIASES
 
-__all__ = ["CallSite", "call_site", "PYTHON_METHODS"]
+__all__ = ["CallSite", "call_site", "call_shape", "PYTHON_METHODS"]
 
 _ALIAS_OF = {}              # a parameter name -> the other names PyTorch takes for it
 for _param, _alias in _ALIASES + tuple(p for pairs in _OP_ALIASES.values() for p in pairs):
@@ -121,6 +121,44 @@ def call_site(kind=None):
                      or kind == "function" and site.parser_name in _PYTHON_FUNCTIONS):
         site.keywords = ()      # PyTorch's Python method passes them on by position
     return site
+
+
+def call_shape(op_name):
+    """(how many values were passed by position, ``self`` included; the names passed by
+    keyword) in the call of an entry point the registry generated for the op ``op_name``
+    running on the stack, or None where it cannot be read. Quick enough for valid calls'
+    paths: no code object is hashed on the way (hashing one reads all of it), and each call
+    instruction is read once (a call's counts are in its code)."""
+    filename, frame = f"<ember op {op_name}>", sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename != filename:
+        frame = frame.f_back
+    if frame is None or frame.f_back is None:
+        return None
+    code, caller = frame.f_code, frame.f_back
+    key = (id(code), id(caller.f_code), caller.f_lasti)
+    known = _SHAPES.get(key)
+    if known is not None and known[0] is code and known[1] is caller.f_code:
+        return known[2]
+    from ember.ops._entry_points import ENTRY_KINDS
+    kind = ENTRY_KINDS.get(code)
+    shape = None if kind is None else _shape_of(code, kind, _call_instruction(caller))
+    if len(_SHAPES) >= 4096:        # (code made on the fly, exec'd in a loop, say)
+        _SHAPES.clear()
+    _SHAPES[key] = (code, caller.f_code, shape)
+    return shape
+
+
+_SHAPES = {}        # (id of the entry's code, id of the caller's, offset) -> codes, shape
+
+
+def _shape_of(code, kind, read):
+    """``call_shape``'s answer for the entry point of ``code`` called by the CALL ``read``."""
+    if read is None:
+        return None
+    argc, keywords = read
+    if not set(keywords) <= set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]):
+        return None         # not the call that made the frame
+    return argc - len(keywords) + (kind in ("method", "inplace")), keywords
 
 
 # Tensor methods PyTorch writes in Python (torch/_tensor.py), which call the native function

@@ -34,8 +34,11 @@ def generate(op, kind, name=None):
         parts.append(f"*{args.vararg.arg}")
     elif args.kwonlyargs or (kind == "function" and op.supports_out):
         parts.append("*")
+    required = [a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is None]
     for a, default in zip(args.kwonlyargs, args.kw_defaults):
-        parts.append(a.arg if default is None else f"{a.arg}={ast.unparse(default)}")
+        # a required keyword-only parameter: PyTorch's parser words its absence (_MISSING)
+        parts.append(f"{a.arg}=_MISSING" if default is None else
+                     f"{a.arg}={ast.unparse(default)}")
     if kind == "function" and op.supports_out:
         parts.append("out=None")
     prologue = ""
@@ -65,6 +68,8 @@ def generate(op, kind, name=None):
                                           op.supports_out)
     if aliases:
         prologue = alias_prologue(aliases, parts, pos, defaults, stand_ins, fname) + prologue
+    for name in required:
+        prologue += f"    if {name} is _MISSING:\n        _missing_arg('{fname}', '{name}')\n"
     has_dtype = "dtype" in pos or "dtype" in (a.arg for a in args.kwonlyargs)
     if has_dtype:
         prologue += _PYTHON_DTYPE
@@ -96,7 +101,7 @@ def generate(op, kind, name=None):
     fn.__module__ = f"ember.{op.namespace}" if op.namespace and kind == "function" else "ember"
     fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
     fn._ember_op = op
-    if aliases or shifted or "*_more" in parts:
+    if aliases or shifted or required or "*_more" in parts:
         fn.__signature__ = public_signature(fn, aliases, ("_shifted", "_more"))
     ENTRY_KINDS[fn.__code__] = kind
     ENTRY_FUNCTIONS[fn.__code__] = fn
@@ -131,9 +136,12 @@ _STRICT_BOOLS = frozenset(("keepdim", "largest", "sorted", "right", "out_int32",
 def _bool_checks(params):
     """Code refusing what is not a bool for the parameters of ``_STRICT_BOOLS`` among
     ``params`` ((name, default) pairs) whose default is a bool or None (the default, the
-    usual value, is tested first: one identity test a call for it)."""
+    usual value, is tested first: one identity test a call for it), or no default."""
     code = ""
     for name, default in params:
+        if name in _STRICT_BOOLS and default is None:
+            code += (f"    if {name} is not True and {name} is not False:\n"
+                     f"        _refuse_bool('{name}', {name})\n")
         if name not in _STRICT_BOOLS or not isinstance(default, ast.Constant):
             continue
         if type(default.value) is bool:

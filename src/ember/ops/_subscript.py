@@ -30,6 +30,8 @@ _INT_INDEX = (np.dtype(np.int64), np.dtype(np.int32))
 
 
 def _invalid(k):
+    if isinstance(k, (str, bytes)):     # a sequence to PyTorch, whose data it cannot read
+        raise TypeError(f"new(): invalid data type '{type(k).__name__}'")
     kind = type(k)
     name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
     raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte "
@@ -61,9 +63,10 @@ def _as_tuple(key):
     """PyTorch's rule for which subscripts are several indices rather than one."""
     if type(key) is tuple:
         return key
-    if type(key) is list and len(key) < 32:
+    if (type(key) is list or type(key) is str) and len(key) < 32:     # a str: of strs
         for k in key:
-            if k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, tuple, range)):
+            if k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, tuple, range,
+                                                            str, bytes)):
                 warnings.warn(_SEQUENCE_WARNING, UserWarning, stacklevel=4)
                 return tuple(key)
     return (key,)

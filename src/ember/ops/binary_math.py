@@ -287,6 +287,8 @@ def _mixed_bounds_error(name, operands):
     site = call_site()
     if site is not None and site.keywords is not None:
         name = site.name + "_" if site.kind == "inplace" else site.name    # clip_: its own
+        if site.kind == "inplace" and _called_as_function(site):
+            return _function_form_error(name, site)
         return TypeError(in_parser_words(f"{name}() received an invalid combination of arguments"
                                          f" - got ({site.got()}), but expected one of:"))
     got = ", ".join(PYTHON_NAMES[dt] if kind == D.SCALAR else "Tensor"
@@ -295,6 +297,26 @@ def _mixed_bounds_error(name, operands):
         f"{name}() received an invalid combination of arguments - got (Tensor, {got}), but "
         f"expected one of:\n * (Tensor input, Tensor min = None, Tensor max = None)\n"
         f" * (Tensor input, Number min = None, Number max = None)")
+
+
+def _called_as_function(site):
+    """Whether the in-place entry point of ``site``, refusing two bounds, was called as
+    ``ember.clamp_(x, lo, hi)`` (one argument more than ``x.clamp_(lo, hi)``), which is
+    Tensor.clamp_ itself."""
+    from ember.ops._call_site import call_shape
+    shape = call_shape("clamp")
+    return shape is not None and shape[0] - 1 + len(shape[1]) == 3
+
+
+def _function_form_error(name, site):
+    """PyTorch's parser error for ``ember.clamp_`` (or ``clip_``) given a number and a tensor
+    as bounds: the function's signatures (no ``out``), the tensor among the arguments."""
+    from ember.ops._overload_table import FUNCTION_OVERLOADS
+    from ember.ops._overloads import combination_error
+    signatures = tuple(s.replace(", *, Tensor out = None", "")
+                       for s in FUNCTION_OVERLOADS["clamp"])
+    keywords = {k: site.frame.f_locals[k] for k in site.keywords}
+    return combination_error(name, site.positional, keywords, signatures)
 
 
 def _clamp_rule(d, name, operands):

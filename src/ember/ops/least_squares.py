@@ -5,8 +5,10 @@ for Hermitian input) at max(atol, rtol * largest)."""
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.ops._linalg_utils import (check_float, check_kernel, checked_svd, column_major, mh,
-                                     named_result, real_dtype, torch_name)
+from ember.ops._call_site import call_shape, call_site
+from ember.ops._linalg_utils import (check_float, check_kernel, checked_svd, check_square,
+                                     column_major, mh, named_result, real_dtype, torch_name)
+from ember.ops._overloads import in_parser_words
 from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch
 
@@ -38,6 +40,7 @@ def _spectrum(xp, a, hermitian):
     """(left vectors, values, right vectors^H) with A = U diag(s) Vh; for Hermitian input the
     eigen-decomposition, with signed eigenvalues (its lower triangle is read)."""
     if hermitian:
+        check_square("linalg.eigh", a)
         w, v = xp.linalg.eigh(a)
         return v, w, xp.conj(v.swapaxes(-1, -2))
     return checked_svd(xp, a, full_matrices=False)
@@ -53,6 +56,19 @@ def _pinv(xp, a, atol, rtol, hermitian):
     keep = mag > tol
     inverse = xp.where(keep, 1 / xp.where(keep, s, 1), 0).astype(s.dtype, copy=False)
     return (xp.conj(vh.swapaxes(-1, -2)) * inverse[..., None, :]) @ xp.conj(u.swapaxes(-1, -2))
+
+
+def _refuse_old_and_new_tolerances(op_name, old):
+    """Raise PyTorch's TypeError when the call gave the older tolerance ``old`` (``rcond``,
+    ``tol``; by position or keyword, None included) with ``atol`` or ``rtol``: no signature
+    takes both."""
+    shape = call_shape(op_name)
+    if shape is None or not (shape[0] > 1 or old in shape[1]) or \
+            "atol" not in shape[1] and "rtol" not in shape[1]:
+        return
+    site = call_site()
+    raise TypeError(in_parser_words(f"{site.parser_name}() received an invalid combination of "
+                                    f"arguments - got ({site.got()}), but expected one of:"))
 
 
 def _check_pinv(a):
@@ -75,6 +91,7 @@ def pinv_grad(grad, p, a):
 def pinv(xp, a, rcond, hermitian, atol, rtol):
     """The Moore-Penrose pseudoinverse of each matrix; singular values at most
     max(atol, rtol * largest) count as zero (``rcond`` is rtol's older name)."""
+    _refuse_old_and_new_tolerances("linalg.pinv", "rcond")
     _check_pinv(a)
     return _pinv(xp, a, atol, rtol if rcond is None else rcond, hermitian)
 
@@ -103,6 +120,7 @@ def _(grad, a, rcond, *, out):
 def matrix_rank(xp, a, tol, hermitian, atol, rtol):
     """The number of singular values above max(atol, rtol * largest) (``tol`` is an older
     name for atol, with rtol 0), as int64."""
+    _refuse_old_and_new_tolerances("linalg.matrix_rank", "tol")
     if a.ndim < 2:
         raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least "
                            "2 dimensions.")
@@ -114,6 +132,7 @@ def matrix_rank(xp, a, tol, hermitian, atol, rtol):
     if a.size == 0:
         return xp.zeros(a.shape[:-2], np.int64)
     if hermitian:
+        check_square("linalg.eigh", a)
         check_kernel(a, "linalg_eigh_cpu")
     else:
         check_float("linalg.svd", a, "linalg_svd_cpu")

@@ -20,13 +20,16 @@ def _sketch_dtype(a):
     return a.dtype if a.is_floating_point() else D.float32
 
 
-def _range_basis(a, q, niter):
-    """An orthonormal basis (m x k, k <= q) of the approximate range of ``a`` (m x n): the
-    range of a Gaussian sketch A R, refined by ``niter`` subspace iterations."""
+def _range_basis(a, q, niter, mean=None):
+    """An orthonormal basis (m x k, k <= q) of the approximate range of ``a - mean`` (m x n):
+    the range of a Gaussian sketch (A - M) R, refined by ``niter`` subspace iterations."""
     from ember._random import randn
     sketch = randn(a.shape[-1], q, dtype=_sketch_dtype(a), device=a.device)
-    # (a real sketch multiplies a complex A; any other dtype mismatch fails in the product)
-    basis = qr(a @ (sketch.to(a.dtype) if a.is_complex() else sketch)).Q
+    # (a real sketch multiplies a complex A; any other dtype mismatch fails in the product, M's
+    # too: as PyTorch, A R - M R, not (A - M) R, so M must have the sketch's dtype)
+    sketch = sketch.to(a.dtype) if a.is_complex() else sketch
+    basis = qr(a @ sketch if mean is None else a @ sketch - mean @ sketch).Q
+    a = a if mean is None else a - mean
     for _ in range(niter):
         basis = qr(a @ qr(mh(a) @ basis).Q).Q
     return basis
@@ -38,13 +41,16 @@ def svd_lowrank(A, q=6, niter=2, M=None):
     q = 6 if q is None else q
     niter = 2 if niter is None else niter
     m, n = A.shape[-2:]
-    a = A if M is None else A - M
+    if M is not None:
+        M = M.broadcast_to(A.shape)     # (PyTorch's errors for a mean of another shape)
     if m < n or n > q:
         # sketch the range of A^H (n x k): A ~ (A Q) Q^H, and the SVD of the m x k A Q
-        basis = _range_basis(mh(a), q, niter)
+        basis = _range_basis(mh(A), q, niter, None if M is None else mh(M))
+        a = A if M is None else A - M
         u, s, wh = svd(a @ basis, full_matrices=False)
         return u, s, basis @ mh(wh)
-    basis = _range_basis(a, q, niter)          # A ~ Q (Q^H A), the SVD of the k x n Q^H A
+    basis = _range_basis(A, q, niter, M)       # A ~ Q (Q^H A), the SVD of the k x n Q^H A
+    a = A if M is None else A - M
     w, s, vh = svd(mh(basis) @ a, full_matrices=False)
     return basis @ w, s, mh(vh)
 

@@ -7,7 +7,9 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops import return_types
+from ember.ops._call_site import call_shape, call_site
 from ember.ops._dims import reduction_dims
+from ember.ops._overloads import in_parser_words
 from ember.ops._reduce import (constant, cpu_wide, expand_reduced, int_dim, reduced_numel,
                                rejecting, unsqueeze_reduced,
                                require_nonempty, route_to_indices, spread,
@@ -61,6 +63,20 @@ def _check_flags(dim, unbiased, keepdim, correction, name):
                         f"{type(keepdim).__name__}")
     if dim.__class__ is bool and (unbiased is not None or keepdim or correction is not None):
         raise TypeError(f"{name}(): argument 'dim' must be tuple of ints, not bool")
+    if dim is None and unbiased is not None:
+        _refuse_unbiased_without_dim(name)
+
+
+def _refuse_unbiased_without_dim(name):
+    """Raise PyTorch's TypeError when the call gave ``unbiased`` beside other arguments but
+    no ``dim``, which none of its signatures takes (``dim=None`` given is the first one's)."""
+    shape = call_shape(name)
+    if shape is None or shape[0] > 1 or shape[0] + len(shape[1]) < 3 or \
+            "dim" in shape[1] or "axis" in shape[1]:
+        return
+    site = call_site()
+    raise TypeError(in_parser_words(f"{name}() received an invalid combination of arguments"
+                                    f" - got ({site.got()}), but expected one of:"))
 
 
 def _moments(xp, x, dim, unbiased, keepdim, correction, name):
