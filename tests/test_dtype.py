@@ -197,7 +197,6 @@ def test_low_precision_numpy_dtype_sets_are_defined_once():
     import ml_dtypes
     import numpy as np
 
-    import ember.ops
     from ember import _dtype as D
     assert D.HALF_NP == {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
     assert D.LOW_PRECISION_NP == D.HALF_NP | {np.dtype(ml_dtypes.float8_e4m3fn),

@@ -111,6 +111,12 @@ def assert_same(fn, **options):
     return ours
 
 
+def assert_same_result(fn):
+    """Assert that ``fn(ember)`` and ``fn(torch)`` return equal values (an error in either
+    fails the test); return ember's."""
+    return assert_same(fn, catch=())
+
+
 def assert_same_error(call, make_input):
     """Assert that ``call(lib, make_input(lib))`` raises in PyTorch, and raises in ember the
     same error type with the same message (PyTorch's qualified names read as ember's)."""

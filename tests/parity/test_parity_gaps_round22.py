@@ -10,16 +10,10 @@ import numpy as np
 import pytest
 
 import ember
-from tests.parity._compare import recorded
+from tests.parity._compare import assert_same_result, recorded
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def _both(program):
-    ours, theirs = program(ember), program(torch)
-    assert ours == theirs, f"ember gives {ours!r}, torch gives {theirs!r}"
-    return ours
 
 
 def _floats(t):
@@ -75,7 +69,7 @@ def _backward_hooks_program(lib):
 
 
 def test_backward_hooks_attribute_reads_and_assigns_as_torch():
-    _both(_backward_hooks_program)
+    assert_same_result(_backward_hooks_program)
 
 
 def _backward_hook_helper_program(lib):
@@ -114,7 +108,7 @@ def _backward_hook_helper_program(lib):
 
 
 def test_backward_hook_helper_wraps_inputs_and_outputs_as_torch():
-    _both(_backward_hook_helper_program)
+    assert_same_result(_backward_hook_helper_program)
 
 
 def _removable_handle_program(lib):
@@ -138,7 +132,7 @@ def _removable_handle_program(lib):
 
 
 def test_removable_handle_as_torch():
-    _both(_removable_handle_program)
+    assert_same_result(_removable_handle_program)
 
 
 # ----- views of inference tensors -----------------------------------------------------------
@@ -168,7 +162,7 @@ def _inference_views_program(lib):
 
 
 def test_views_of_inference_tensors_are_no_views():
-    _both(_inference_views_program)
+    assert_same_result(_inference_views_program)
 
 
 # ----- scaled_dot_product_attention's CPU kernels -------------------------------------------

@@ -9,17 +9,10 @@ import warnings
 import numpy as np
 import pytest
 
-import ember
-from tests.parity._compare import assert_same_error
+from tests.parity._compare import assert_same_error, assert_same_result
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def _both(program):
-    ours, theirs = program(ember), program(torch)
-    assert ours == theirs, f"ember gives {ours!r}, torch gives {theirs!r}"
-    return ours
 
 
 # ----- views of inference tensors ------------------------------------------------------------
@@ -35,7 +28,7 @@ def test_a_copy_made_by_reshape_of_an_inference_tensor_shares_no_memory():
         shared = y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
         return (x.tolist(), y.tolist(), shared, y.storage_offset(), lib.is_inference(y),
                 flat.untyped_storage().data_ptr() == x.untyped_storage().data_ptr())
-    assert _both(program)[2:] == (False, 0, True, True)
+    assert assert_same_result(program)[2:] == (False, 0, True, True)
 
 
 def test_writes_through_chains_of_inference_aliases_reach_the_base():
@@ -48,7 +41,7 @@ def test_writes_through_chains_of_inference_aliases_reach_the_base():
             d.fill_(-1)
         return (x.tolist(), y.storage_offset(), y.stride(), y._is_view(), d._is_view(),
                 y.data_ptr() - x.data_ptr())
-    _both(program)
+    assert_same_result(program)
 
 
 # ----- float sequence subscripts -------------------------------------------------------------
@@ -68,7 +61,7 @@ def test_int_subscripts_beyond_int64_raise_torchs_overflow_error(key):
 def test_float_subscripts_at_the_int64_bounds_index_as_torch():
     for key in ([2.0 ** 63], [-2.0 ** 63], np.array([1e20])):       # converted, then checked
         assert_same_error(lambda lib, x: x[key], lambda lib: lib.arange(4))
-    assert _both(lambda lib: lib.arange(4)[[1.9, -1.5]].tolist()) == [1, 3]
+    assert assert_same_result(lambda lib: lib.arange(4)[[1.9, -1.5]].tolist()) == [1, 3]
 
 
 def test_float_subscript_assignment_and_masks_as_torch():
@@ -78,7 +71,7 @@ def test_float_subscript_assignment_and_masks_as_torch():
         x[np.array([], dtype=float)] = 7.0
         x[[True, False, False, False, True]] += 3.0
         return x.tolist()
-    _both(program)
+    assert_same_result(program)
 
 
 # ----- searchsorted and bucketize warnings ---------------------------------------------------
@@ -102,7 +95,7 @@ def _warnings_of(lib, call):
                                  lib.tensor([[2.5], [6.5]])),
 ], ids=["bucketize", "searchsorted", "searchsorted-last-dim-1"])
 def test_promoted_strided_boundaries_warn_as_torch(call):
-    result, caught = _both(lambda lib: _warnings_of(lib, call))
+    result, caught = assert_same_result(lambda lib: _warnings_of(lib, call))
     assert any("boundary tensor is non-contiguous" in m for m in caught)
 
 
@@ -123,7 +116,7 @@ def test_sdpa_kernel_choice_warnings_point_at_the_caller():
                         q, q, q, attn_mask=mask if make_mask else None)
             found.append(sorted({w.filename for w in caught}))
         return found
-    assert _both(program) == [[__file__], [__file__]]
+    assert assert_same_result(program) == [[__file__], [__file__]]
 
 
 # ----- legacy constructors -------------------------------------------------------------------

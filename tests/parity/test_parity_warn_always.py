@@ -23,7 +23,8 @@ CALLS = {
     "cross": lambda lib: lib.cross(_square(lib), _square(lib)),
     "lu": lambda lib: lib.lu(_square(lib)),
     "lu_solve": lambda lib: lib.lu_solve(_square(lib), *lib.linalg.lu_factor(_square(lib))),
-    "searchsorted": lambda lib: lib.searchsorted(lib.arange(10.0, dtype=lib.float64)[::2], _square(lib).t()),
+    "searchsorted": lambda lib: lib.searchsorted(lib.arange(10.0, dtype=lib.float64)[::2],
+                                                 _square(lib).t()),
     "scatter reduce": lambda lib: _square(lib).scatter(
         0, lib.tensor([[0], [1], [0]]).expand(3, 3), _square(lib), reduce="add"),
     "float of grad": lambda lib: float(lib.ones((), requires_grad=True)),
