@@ -23,8 +23,10 @@ def test_types_build_tensors_of_their_dtype():
 
 def test_a_tensor_of_the_same_type_passes_through_and_another_is_refused():
     x = ember.ones(2)
-    assert ember.FloatTensor(x) is x
-    with pytest.raises(TypeError, match=r"^expected ember.FloatTensor \(got ember.DoubleTensor\)$"):
+    alias = ember.FloatTensor(x)            # as PyTorch's: an alias, a view of all of x
+    assert alias is not x and alias._base is x and alias.data_ptr() == x.data_ptr()
+    with pytest.raises(TypeError, match=r"^expected TensorOptions\(dtype=float, device=cpu, "
+                                        r".*\(got TensorOptions\(dtype=double, device=cpu, "):
         ember.FloatTensor(x.double())
 
 

@@ -4,6 +4,7 @@ import functools
 import math
 import numbers
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 
@@ -643,28 +644,76 @@ def legacy_new(args, dtype, device, cls=Tensor, name="new"):
     of ``dtype`` on ``device``'s type (itself), or data; made as ``cls``."""
     _, dev = _target(device)
     if len(args) == 1 and isinstance(args[0], Tensor):
-        given = args[0]
-        if given.dtype is not dtype or given.device.type != dev.type:
-            wanted = f"ember.{'cuda.' if dev.type == 'cuda' else ''}{dtype._legacy}"
-            raise TypeError(f"expected {wanted} (got {given.type()})")
-        return given if cls is Tensor or type(given) is cls else given.as_subclass(cls)
-    lone_bool = len(args) == 1 and type(args[0]) is bool      # data (refused), not a size
-    if not args or all(isinstance(a, numbers.Integral) for a in args) and not lone_bool or (
-            len(args) == 1 and isinstance(args[0], Size)):
+        return _legacy_from_tensor(args[0], dtype, dev, cls, name)
+    # a size is ints; bools pass for ints but the first (a lone bool is data, refused)
+    sizes = args and type(args[0]) is not bool and all(isinstance(a, numbers.Integral)
+                                                       for a in args)
+    if not args or sizes or (len(args) == 1 and isinstance(args[0], Size)):
         arr = np.zeros(_size(args) if args else (0,), dtype.np)
     elif len(args) == 1:
         data = args[0]
         if data is None or isinstance(data, (numbers.Number, np.generic)) and \
                 not isinstance(data, str):
-            kind = type(data)
-            # (Python's C name for it: a class defined in Python goes by its bare name)
-            typename = kind.__name__ if kind.__module__ == "builtins" or \
-                kind.__flags__ & _HEAP_TYPE else f"{kind.__module__}.{kind.__name__}"
-            raise TypeError(f"new(): data must be a sequence (got {typename})")
+            raise TypeError(f"new(): data must be a sequence (got {_c_type_name(data)})")
         arr = _from_data(data, dtype)
     else:
-        raise TypeError(f"{name}(): invalid arguments {args!r}")
+        raise _legacy_arguments_error(args)
     return _make(_place(arr, dev), cls)
+
+
+def _c_type_name(x):
+    """The name PyTorch's argument parser gives the type of ``x`` (Python's C name for it: a
+    class defined in Python goes by its bare name)."""
+    kind = type(x)
+    if kind.__module__ == "builtins" or kind.__flags__ & _HEAP_TYPE:
+        return kind.__name__
+    return f"{kind.__module__}.{kind.__name__}"
+
+
+def _legacy_from_tensor(given, dtype, dev, cls, name):
+    """``Tensor(t)``: an alias of ``t`` (a view of all of it) whatever its dtype; a typed
+    constructor's (and ``x.new(t)``'s) wants its dtype and device."""
+    if name != "Tensor" and (given.dtype is not dtype or given.device.type != dev.type):
+        from ember.ops._out_dtypes import _C_NAMES
+        rest = ("layout=Strided, requires_grad=false (default), pinned_memory=false (default), "
+                "memory_format=(nullopt))")
+        raise TypeError(f"expected TensorOptions(dtype={_C_NAMES[dtype]}, device={dev}, {rest} "
+                        f"(got TensorOptions(dtype={_C_NAMES[given.dtype]}, device="
+                        f"{given.device}, {rest})")
+    from ember.ops.conversion import _alias
+    alias = _alias(given)
+    return alias if cls is Tensor or type(given) is cls else alias.as_subclass(cls)
+
+
+def _legacy_arguments_error(args):
+    """PyTorch's error for several arguments that are no size: at the first that is not an
+    int, or, when the first is not one, for the whole call (its parser explains two
+    arguments by the first overload, three by the last two, more by none)."""
+    if type(args[0]) is not bool and isinstance(args[0], numbers.Integral):
+        pos, bad = next((i, a) for i, a in enumerate(args) if not isinstance(a, numbers.Integral))
+        return TypeError(f"new(): argument 'size' failed to unpack the object at pos {pos + 1} "
+                         f"with error \"type must be tuple of ints,but got "
+                         f"{_c_type_name(bad)}\"")
+    why = ("      didn't match because some of the arguments have invalid types: ("
+           + ", ".join(f"!{_described(a)}!" for a in args) + ")\n")
+    first, last = (why, "") if len(args) == 2 else ("", why) if len(args) == 3 else ("", "")
+    return TypeError(
+        f"new() received an invalid combination of arguments - got "
+        f"({', '.join(_c_type_name(a) for a in args)}), but expected one of:\n"
+        f" * (*, torch.device device = None)\n{first}"
+        f" * (torch.Storage storage)\n * (Tensor other)\n"
+        f" * (tuple of ints size, *, torch.device device = None)\n{last}"
+        f" * (object data, *, torch.device device = None)\n{last}")
+
+
+def _described(x):
+    """An argument as PyTorch's parser describes it: ``list of [int, int]``."""
+    if type(x) is list:
+        return f"list of [{', '.join(_c_type_name(e) for e in x)}]"
+    if type(x) is tuple:
+        inner = ", ".join(_c_type_name(e) for e in x)
+        return f"tuple of ({inner}{',' if len(x) == 1 else ''})"
+    return _c_type_name(x)
 
 
 def legacy_tensor_new(cls, args, kwargs):
@@ -697,15 +746,18 @@ Tensor.new_empty_strided = _new_empty_strided
 def _rebuild_tensor(cls, array, requires_grad):
     t = _make(array, cls)
     t._requires_grad = requires_grad
+    t._meta = {"hooks": OrderedDict()}      # (PyTorch's rebuilt tensors: _backward_hooks)
     return t
 
 
-def _rebuild_view(cls, root, offset, strides, shape, dtype, requires_grad):
+def _rebuild_view(cls, root, offset, strides, shape, dtype, requires_grad, copied=False):
     """A tensor over ``root``'s memory (from byte ``offset``, with byte ``strides``): how
-    pickle and deepcopy keep tensors that share memory sharing it."""
+    pickle and deepcopy (``copied``) keep tensors that share memory sharing it."""
     t = _make(np.ndarray(shape, dtype.np, buffer=root._data, offset=offset, strides=strides), cls)
     t._requires_grad = requires_grad
     t._meta = {"storage_root": _Owner(root)}   # (a strong reference: root may be unnamed)
+    if not copied:
+        t._meta["hooks"] = OrderedDict()        # (as _rebuild_tensor's)
     return t
 
 

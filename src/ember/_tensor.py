@@ -491,7 +491,7 @@ class Tensor:
             from ember._creation import _rebuild_view
             root, offset, strides = place
             new = _rebuild_view(type(self), copy.deepcopy(root, memo), offset, strides,
-                                self._data.shape, self.dtype, self._requires_grad)
+                                self._data.shape, self.dtype, self._requires_grad, True)
         else:
             new = _make(self._data.copy(), type(self))
         new._requires_grad = self._requires_grad

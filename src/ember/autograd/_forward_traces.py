@@ -3,7 +3,9 @@
 Function would get a tangent from its ``backward``; PyTorch instead runs the Function's own
 ``jvp`` and refuses a Function without one. While such a transform traces its function,
 the graph nodes of its inputs are kept here, so that a Function applied to tensors reached
-from them can refuse as PyTorch does. The reverse-mode transforms (grad, vjp, jacrev) are
+from them can refuse as PyTorch does; so do registered ops without a forward derivative
+(``Op.refuse_forward_ad``) as such a call records, and Functions without a vmap rule under
+jacfwd, which PyTorch runs under vmap. The reverse-mode transforms (grad, vjp, jacrev) are
 counted here too: under them, as under all of PyTorch's, a Function needs ``setup_context``."""
 
 import threading
@@ -14,6 +16,10 @@ _SETUP_CONTEXT = ("In order to use an autograd.Function with functorch transform
                   "jvp, jacrev, ...), it must override the setup_context staticmethod. For "
                   "more details, please see https://pytorch.org/docs/main/notes/extending."
                   "func.html")
+_NO_VMAP_RULE = ("You tried to vmap over {}, but it does not have vmap support. Please "
+                 "override and implement the vmap staticmethod or set generate_vmap_rule=True. "
+                 "For more details, please see https://pytorch.org/docs/main/notes/extending."
+                 "func.html")
 _NO_JVP = ("You must implement the jvp function for custom autograd.Function to use it with "
            "forward mode AD.")
 
@@ -21,7 +27,8 @@ _NO_JVP = ("You must implement the jvp function for custom autograd.Function to 
 class _Traces(threading.local):
     def __init__(self):
         # per active forward-mode transform: (its inputs' node ids, whether it refuses any
-        # Function without setup_context, as PyTorch's jvp does and its linearize does not)
+        # Function without setup_context, as PyTorch's jvp does and its linearize does not,
+        # whether PyTorch runs the function under vmap, as its jacfwd does)
         self.starts = []
         self.reverse = 0        # how many reverse-mode transforms (grad, vjp, jacrev) trace
 
@@ -32,9 +39,9 @@ TRACES = _Traces()
 class tracing_forward:
     """Context manager: a forward-mode transform traces its function on ``inputs``."""
 
-    def __init__(self, inputs, needs_setup_context):
+    def __init__(self, inputs, needs_setup_context, vmapped=False):
         self.entry = ({id(history(x)[0]) for x in inputs if x.requires_grad},
-                      needs_setup_context)
+                      needs_setup_context, vmapped)
 
     def __enter__(self):
         TRACES.starts.append(self.entry)
@@ -58,7 +65,7 @@ class tracing_reverse:
 def refuses_without_setup_context():
     """Whether a transform under which a Function without ``setup_context`` refuses (vmap
     aside) is tracing."""
-    return TRACES.reverse > 0 or any(s for _, s in TRACES.starts)
+    return TRACES.reverse > 0 or any(entry[1] for entry in TRACES.starts)
 
 
 def check_function(cls, base, args):
@@ -67,9 +74,27 @@ def check_function(cls, base, args):
     (when ``args`` depend on a forward-mode transform's inputs)."""
     if cls.setup_context is base.setup_context and refuses_without_setup_context():
         refuse_without_setup_context(cls)
-    starts = set().union(*(i for i, _ in TRACES.starts))
+    if runs_under_vmap():
+        _refuse_without_vmap_rule(cls, base)
+    starts = _start_nodes()
     if cls.jvp is base.jvp and starts and _reaches(args, starts):
         raise NotImplementedError(_NO_JVP)
+
+
+def check_vmappable(cls, base):
+    """Raise PyTorch's error for the Function ``cls`` (``base``: autograd.Function) applied
+    under vmap without ``setup_context``, or without a ``vmap`` staticmethod and
+    ``generate_vmap_rule``; ember's own Functions (native ops in PyTorch) pass."""
+    if cls.setup_context is base.setup_context:
+        refuse_without_setup_context(cls)
+    else:
+        _refuse_without_vmap_rule(cls, base)
+
+
+def _refuse_without_vmap_rule(cls, base):
+    if cls.vmap is base.vmap and not cls.generate_vmap_rule and \
+            not cls.__module__.startswith("ember."):
+        raise RuntimeError(_NO_VMAP_RULE.format(cls.__name__))
 
 
 def refuse_without_setup_context(cls):
@@ -77,6 +102,33 @@ def refuse_without_setup_context(cls):
     a functorch transform; ember's own Functions (native ops in PyTorch) pass."""
     if not cls.__module__.startswith("ember."):
         raise RuntimeError(_SETUP_CONTEXT)
+
+
+def runs_under_vmap():
+    """Whether a transform that PyTorch runs under vmap (jacfwd, hessian) is tracing."""
+    return any(entry[2] for entry in TRACES.starts)
+
+
+def _start_nodes():
+    """The graph nodes of the inputs of every forward-mode transform tracing now."""
+    return set().union(*(entry[0] for entry in TRACES.starts))
+
+
+def forward_ad_kernel(op, flat, params):
+    """The kernel PyTorch's forward-AD error names for this call of ``op``, or None where
+    the call has a forward derivative (see ``Op.refuse_forward_ad``)."""
+    kernel = op.forward_ad_refusal
+    return kernel(flat, params) if callable(kernel) else kernel
+
+
+def refuse_traced_forward(op, flat, params):
+    """Raise PyTorch's error for a recorded call of ``op``, a kernel without a forward
+    derivative, that depends on the inputs of a forward-mode transform tracing now (where
+    PyTorch's inputs carry tangents)."""
+    kernel = forward_ad_kernel(op, flat, params)
+    if kernel is not None and _reaches(flat, _start_nodes()):
+        from ember.ops._op_errors import forward_ad_not_implemented
+        raise forward_ad_not_implemented(kernel)
 
 
 def _reaches(args, starts):

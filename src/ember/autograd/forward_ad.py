@@ -10,7 +10,9 @@ tangent of each floating-point output comes from the op's reverse-mode derivativ
 double-vjp trick: ``u -> vjp(u) = J^T u`` is linear in ``u``, so the vjp of that map with
 weights ``t`` is ``J t``. The derivatives are written with ember ops, so this needs no
 forward-mode rule per op. View ops are linear: their tangent is the same view of the tangent,
-so in-place changes through a view reach its base's tangent, as in PyTorch. An in-place op
+so in-place changes through a view reach its base's tangent, as in PyTorch. A kernel that
+PyTorch gives no forward derivative (``Op.refuse_forward_ad``) refuses before it runs, in
+PyTorch's words. An in-place op
 takes its tangent from the values before the write and copies it into the tangent in place.
 When the derivative work runs with reverse-mode history (a primal, tangent or other operand
 requires grad), tangents keep a graph: the gradient of a jvp works, and so does forward over
@@ -309,6 +311,8 @@ def _dispatch(func, types, args, kwargs):
     out = kwargs.pop("out", None)
     args, params = op_arguments(op, args, kwargs)
     params = _storage_params(op, args[0], params)
+    if op.forward_ad_refusal is not None:
+        _refuse(op, args, params)
     if inplace:
         return _inplace(op, args, params)
     from ember.ops._registry import call
@@ -322,6 +326,16 @@ def _dispatch(func, types, args, kwargs):
         if t is not None:
             _as_dual(o, t)
     return result
+
+
+def _refuse(op, inputs, params):
+    """PyTorch's error for a kernel without a forward derivative (``Op.refuse_forward_ad``)."""
+    from ember.autograd._forward_traces import forward_ad_kernel
+    from ember.ops._op_errors import forward_ad_not_implemented
+    flat = op.flatten_inputs(inputs)[0] if op.seq_inputs else inputs
+    kernel = forward_ad_kernel(op, flat, params)
+    if kernel is not None:
+        raise forward_ad_not_implemented(kernel)
 
 
 def _storage_params(op, x, params):

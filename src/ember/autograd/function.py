@@ -9,8 +9,7 @@ import functools
 
 from ember.autograd._forward_traces import TRACES as _FORWARD_TRACES
 from ember.autograd._forward_traces import check_function as _check_forward_traced
-from ember.autograd._forward_traces import (
-    refuse_without_setup_context as _refuse_without_setup_context)
+from ember.autograd._forward_traces import check_vmappable as _check_vmappable
 from ember import _inference
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -184,9 +183,10 @@ def user_backward(cls):
 class Function:
     """Base class of custom autograd functions: define ``forward`` and ``backward``.
 
-    Under ``ember.func.vmap`` a function's ``vmap`` staticmethod, when overridden, gives its
-    batching rule; otherwise ember generates one, as with ``generate_vmap_rule = True``
-    (PyTorch instead refuses a function with neither; NOTE [Custom functions under vmap]).
+    Under ``ember.func.vmap`` (and ``jacfwd``, which PyTorch runs under vmap) a function
+    needs ``setup_context`` and either a ``vmap`` staticmethod, its batching rule, or
+    ``generate_vmap_rule = True`` (NOTE [Custom functions under vmap]); ember's own
+    functions, native ops in PyTorch, get a generated rule.
     """
 
     _node_classes = {}
@@ -254,12 +254,12 @@ class Function:
         """Run forward and record one graph node for the call."""
         if cls.setup_context is not Function.setup_context:
             args, kwargs = _bind_forward_args(cls, args, kwargs)
+        from ember.func._batched import STATE as _VMAP
+        if _VMAP.levels:                # (PyTorch checks these first)
+            _check_vmappable(cls, Function)
         if _FORWARD_TRACES.starts or _FORWARD_TRACES.reverse:
             _check_forward_traced(cls.__dict__.get("_vmapped_from", cls), Function, args)
-        from ember.func._batched import STATE as _VMAP
         if _VMAP.levels:                # see NOTE [Custom functions under vmap]
-            if cls.setup_context is Function.setup_context:
-                _refuse_without_setup_context(cls)
             from ember.func._custom_function import function_vmap
             result = function_vmap(cls, args, kwargs)
             if result is not NotImplemented:

@@ -386,7 +386,8 @@ def saved_key(op, key):
 
 
 def _zeros_like_output(node, index):
-    shape, dtype, device = node._out_meta[index]
+    shape, np_dtype, device = node._out_meta[index]     # (see _recording._record_outputs)
+    dtype = FROM_NUMPY[np_dtype]
     if not (dtype.is_floating_point or dtype.is_complex):
         return None
     if device.type == "cpu":            # (ember.zeros parses its arguments: 10x the time)
@@ -615,14 +616,24 @@ def history(t):
 # --- tensor hooks -----------------------------------------------------------------------------
 
 def register_tensor_hook(t, hook):
-    """Store a gradient hook for ``t``: on its grad_fn output, or on the leaf itself."""
+    """Store a gradient hook for ``t``: on its grad_fn output, or on the leaf itself. As in
+    PyTorch, a non-leaf adds it to the dict its ``_backward_hooks`` holds; when that is None
+    the hook goes into a new dict, which its grad_fn runs (besides any earlier one), and a
+    dict assigned to the attribute is not run."""
     fn, nr = history(t)
     if t._grad_fn is None:
-        hooks = _leaf_hooks(t)
-    else:
-        if fn._tensor_pre_hooks is None:
-            fn._tensor_pre_hooks = {}
-        hooks = fn._tensor_pre_hooks.setdefault(nr, OrderedDict())
+        return _add_hook(_leaf_hooks(t), hook)
+    meta = t._meta
+    if meta is not None and "hooks" in meta:    # assigned (see _backward_hooks_attr.py)
+        hooks = meta["hooks"]
+        if hooks is None:
+            from ember.autograd._backward_hooks_attr import bind_hooks
+            hooks = meta["hooks"] = OrderedDict()
+            bind_hooks(fn, nr, hooks)
+        return _add_hook(hooks, hook)
+    if fn._tensor_pre_hooks is None:
+        fn._tensor_pre_hooks = {}
+    hooks = fn._tensor_pre_hooks.setdefault(nr, OrderedDict())
     return _add_hook(hooks, hook)
 
 

@@ -35,10 +35,12 @@ _DEPTH = _Depth()
 
 def _tracing(api, leaves):
     """The context that makes custom Functions without a ``setup_context`` (or, for a
-    forward-mode transform, without a ``jvp``) refuse, as in PyTorch (see
+    forward-mode transform, without a ``jvp``; for jacfwd, without a vmap rule) and ops
+    without a forward derivative refuse, as in PyTorch (see
     ember/autograd/_forward_traces.py)."""
     if api.startswith(("jvp(", "linearize(", "jacfwd(")):
-        return tracing_forward(leaves, not api.startswith("linearize("))
+        return tracing_forward(leaves, not api.startswith("linearize("),
+                               api.startswith("jacfwd("))
     return tracing_reverse()
 
 
@@ -296,7 +298,8 @@ class _Linearized:
         from ember import zeros_like
         self.traced = traced
         live = [y for y in traced.outputs if y.requires_grad]
-        self.dummies = [zeros_like(y).requires_grad_() for y in live]
+        with _recording():      # (no inference tensors: their views would record nothing)
+            self.dummies = [zeros_like(y).requires_grad_() for y in live]
         self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True) if live else []
         self.live = [y.requires_grad for y in traced.outputs]
 

@@ -2,12 +2,13 @@
 
 NOTE [Custom functions under vmap]
 A Function applied to BatchedTensors of vmap level L runs, when it overrides ``vmap``, that
-rule on the values (batch at dim 0). Otherwise, when a graph is being recorded, it runs as
-``Vmapped<Name>``, a Function of the values whose forward is ``vmap`` of the user's
-forward (and setup_context) and whose backward is ``vmap`` of the user's backward over the
-tensors it saved: the graph node sits on the values, where the engine runs (NOTE [Batched
-tensors]), so vmap(grad(f)), grad(vmap(f)) and a plain backward after vmap all work. Without
-a graph being recorded, forward simply runs on the BatchedTensors.
+rule on the values (batch at dim 0). Otherwise (``generate_vmap_rule = True``, or one of
+ember's own Functions: PyTorch refuses any other, see Function.apply), when a graph is being
+recorded, it runs as ``Vmapped<Name>``, a Function of the values whose forward is ``vmap``
+of the user's forward (and setup_context) and whose backward is ``vmap`` of the user's
+backward over the tensors it saved: the graph node sits on the values, where the engine
+runs (NOTE [Batched tensors]), so vmap(grad(f)), grad(vmap(f)) and a plain backward after
+vmap all work. Without a graph being recorded, forward simply runs on the BatchedTensors.
 """
 
 import collections

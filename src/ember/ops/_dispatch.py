@@ -66,6 +66,10 @@ def call(op, inputs, params, out=None):
     if ACTIVE_VMAPS[0] and params and has_batched(params):
         from ember.func._batching import dispatch_params
         return dispatch_params(op, inputs, params, out)
+    if requires_grad and op.composed is not None and out is None and _GRAD.grad_enabled:
+        res = op.composed(flat if lengths is None else op.structure(flat, lengths), params)
+        if res is not NotImplemented:
+            return res
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
     args = params if casts is None or not op.dtype_params else params_in_dtype(op, params,
@@ -76,7 +80,8 @@ def call(op, inputs, params, out=None):
         if type(res) is _NDARRAY and casts is None:
             outputs = _make(res)
         elif type(res) is tuple:
-            outputs = tuple(_wrap(r, xp, casts) for r in res)
+            outputs = tuple([_make(r) if type(r) is _NDARRAY and casts is None
+                             else _wrap(r, xp, casts) for r in res])
         else:
             outputs = _wrap(res, xp, casts)
     except (ValueError, TypeError, IndexError, OverflowError) as e:
@@ -85,11 +90,13 @@ def call(op, inputs, params, out=None):
         if token is not None:
             loud_fp(token)
     recording = requires_grad and _GRAD.grad_enabled    # (a thread-local: read it once)
-    if op.view:
-        _mark_view(op, flat[0], params, outputs, requires_grad and not recording)
+    if op.view and _mark_view(op, flat[0], params, outputs, requires_grad and not recording):
+        recording = False               # views of an inference tensor: no graph
     # (a call with out= and inputs requiring grad is refused by write_out: nothing to record)
     if recording and op.vjp is not None and (out is None or out is RAW_OUTPUTS):
         _record(op, flat, lengths, params, outputs)
+    elif requires_grad and op.unrecorded_check is not None:
+        op.unrecorded_check(flat, params)
     if out is not None:
         if out is RAW_OUTPUTS:
             return outputs

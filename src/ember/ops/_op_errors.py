@@ -47,3 +47,13 @@ def not_differentiable(kernel, argument):
     """PyTorch's error for an input that requires grad where ``kernel`` has no derivative."""
     return RuntimeError(f"The function '{kernel}' is not differentiable with respect to "
                         f"argument '{argument}'. This input cannot have requires_grad True.")
+
+
+def forward_ad_not_implemented(kernel):
+    """PyTorch's error for forward-mode AD reaching ``kernel``, which has no forward
+    derivative (see ``Op.refuse_forward_ad``)."""
+    return NotImplementedError(
+        f"Trying to use forward AD with {kernel} that does not support it because it has not "
+        f"been implemented yet.\nPlease file an issue to PyTorch at https://github.com/pytorch/"
+        f"pytorch/issues/new?template=feature-request.yml so that we can prioritize its "
+        f"implementation or submit a PR adding the implementation to derivatives.yaml")

@@ -9,6 +9,8 @@ from ember._inference import KEY as INFERENCE_KEY, MADE as INFERENCE_MADE, check
 from ember._inference import is_inference
 from ember._storage_place import _storage_root
 from ember._tensor import Tensor
+from ember.autograd._forward_traces import TRACES as FORWARD_TRACES
+from ember.autograd._forward_traces import refuse_traced_forward
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, grad_accumulator, history
 from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
@@ -16,15 +18,15 @@ from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 from ember.backend import device_of
 from ember.ops._op_errors import not_differentiable
 
-__all__ = ["rename_node"]
+__all__ = ["record_checks", "rename_node"]
 
 _NDARRAY = np.ndarray
 
 
 def _record(op, flat, lengths, params, outputs):
     """Attach a backward node for this call to the differentiable outputs."""
-    if op.refused_grads is not None:
-        _check_refused_grads(op, flat)
+    if op.record_check is not None:
+        op.record_check(op, flat, params)
     edges = []
     in_meta = []            # per input: None, or (shape, NumPy dtype, ...) if it needs a gradient
     if op.saves_inputs:
@@ -108,6 +110,15 @@ def _skip_unread(readers, edges, versions, saved):
                                                       _NDARRAY else device_of(a)))
 
 
+def record_checks(op, flat, params):
+    """The refusals an op declares for recorded calls (``Op.refuse_forward_ad`` first, as
+    forward-mode AD reaches a kernel before its backward could, then ``Op.refuse_grad``)."""
+    if op.forward_ad_refusal is not None and FORWARD_TRACES.starts:
+        refuse_traced_forward(op, flat, params)
+    if op.refused_grads is not None:
+        _check_refused_grads(op, flat)
+
+
 def _check_refused_grads(op, flat):
     for index, argument, kernel in op.refused_grads:
         x = flat[index]
@@ -123,14 +134,18 @@ def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_
     saved_out = None
     if op.needs_output:             # (arrays, counters, versions): None for outputs not kept
         kept, n = op.saved_outputs, len(outputs)
-        counters = tuple(o._shared_version() if kept is None or i in kept or i - n in kept
-                         else None for i, o in enumerate(outputs))
-        saved_out = (tuple(None if vc is None else o._data
-                           for o, vc in zip(outputs, counters)),
-                     counters, tuple(None if vc is None else vc.value for vc in counters))
+        # (list comprehensions: a generator costs a frame per tuple)
+        counters = tuple([o._shared_version() if kept is None or i in kept or i - n in kept
+                          else None for i, o in enumerate(outputs)])
+        saved_out = (tuple([None if vc is None else o._data
+                            for o, vc in zip(outputs, counters)]),
+                     counters, tuple([None if vc is None else vc.value for vc in counters]))
     node = node_class(tuple(edges), (saved, lengths), versions, params, in_meta, saved_out)
     node.n_outputs = len(outputs)
-    node._out_meta = tuple((o.shape, o.dtype, o.device) for o in outputs)
+    # each output's (shape, NumPy dtype, device), for graph._zeros_like_output: the arrays'
+    # own, a quarter of the cost of the tensors' Size, dtype and device
+    node._out_meta = tuple([(a.shape, a.dtype, CPU if type(a) is _NDARRAY else device_of(a))
+                            for a in [o._data for o in outputs]])
     for nr, o in enumerate(outputs):
         if o._data.dtype.kind in _DIFFERENTIABLE_KINDS:
             o._grad_fn = node
@@ -158,13 +173,13 @@ def _edge(x):
 
 
 def _mark_view(op, src, params, outputs, no_grad=False):
-    """Make outputs views of ``src``'s base: shared version, and a recipe to recreate them.
+    """Make outputs views of ``src``'s base: shared version, and a recipe to recreate them;
+    True when they are inference tensors instead, which record nothing (``_alias_inference``).
 
     ``no_grad``: ``src`` requires grad but grad mode is off; such views may not be written to
     in place with grad mode on (see ``_inplace.check_no_grad_view``)."""
     if INFERENCE_MADE[0] and src._meta is not None and is_inference(src):
-        _alias_inference(op, src, outputs)
-        return
+        return _alias_inference(op, src, outputs)
     if no_grad:     # such a view requires grad as a leaf whose gradients are dropped
         mode = "inference mode" if _GRAD.inference else "no_grad mode"
         for o in outputs if type(outputs) is tuple else (outputs,):
@@ -193,14 +208,19 @@ def _mark_view(op, src, params, outputs, no_grad=False):
 def _alias_inference(op, src, outputs):
     """Views of an inference tensor are no views to autograd (PyTorch: ``_is_view()`` is
     False, ``_base`` None): make them inference tensors sharing ``src``'s memory instead
-    (the copies a "maybe" view op such as reshape makes share nothing)."""
+    (the copies a "maybe" view op such as reshape makes share nothing). Returns whether it
+    made any: those record no graph, even of a source that requires grad (PyTorch's are
+    leaves that do not)."""
     root = _storage_root(src)
+    aliased = False
     for o in outputs if type(outputs) is tuple else (outputs,):
         if op.view == "maybe" and not _shares_memory(o._data, src._data):
             continue
         o._meta = dict(o._meta or (), storage_root=weakref.ref(root),
                        storage_array=root._data)
         o._meta[INFERENCE_KEY] = True
+        aliased = True
+    return aliased
 
 
 def in_multi_output_view(t):

@@ -32,7 +32,7 @@ from ember.ops._entry_points import ENTRY_KINDS, GENERATED, generate, method_var
 from ember.ops._op_errors import OpValueError, broadcast_message, translate_error
 from ember.ops._out_compute import OUT_PREPARE
 from ember.ops._overlap import check_no_overlap, check_no_partial_overlap
-from ember.ops._recording import rename_node
+from ember.ops._recording import record_checks, rename_node
 
 # the registry's face: ops import their helpers from here (the dispatcher, the entry points
 # and graph recording live in _dispatch.py, _entry_points.py and _recording.py)
@@ -89,6 +89,7 @@ class Op:
         self.differentiable = differentiable
         self.method_varargs = method_varargs
         self.vjp = None
+        self.composed = None            # see composed_when_recording
         self.autocast = None            # {device type: policy} from ember/amp/_policy.py
         self.dtype_cache = {}           # operand signature -> compute_dtype(...) result
         self.inplace_forward = None
@@ -99,6 +100,9 @@ class Op:
         self.saved_outputs = None       # indices of the outputs the derivative reads; None: all
         self.needs_mask = False
         self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
+        self.forward_ad_refusal = None  # a kernel name, or fn: see refuse_forward_ad
+        self.record_check = None        # fn(op, flat, params) run as a call records
+        self.unrecorded_check = None    # see check_unrecorded
         self.integral_results_refused = False   # see refuse_integral_results
         self.overlap_check = check_no_partial_overlap  # see refuse_aliased_inputs
         self.unrounded = frozenset()    # see keep_scalars_unrounded
@@ -158,6 +162,27 @@ class Op:
         assert not self.seq_inputs
         entry = (self.input_names.index(argument), argument, kernel)
         self.refused_grads = (self.refused_grads or ()) + (entry,)
+        self.record_check = record_checks
+
+    def refuse_forward_ad(self, kernel):
+        """Refuse forward-mode AD through a call, as PyTorch does for kernels without a
+        forward derivative: a dual operand (``forward_ad``), or an input reached from those
+        of ``func.jvp``, ``jacfwd``, ``linearize`` or ``hessian``, raises its
+        NotImplementedError naming ``kernel``: a kernel name, or ``fn(flat inputs, params)``
+        returning one, or None where the call has a forward derivative (a CPU attention call
+        that PyTorch's math kernel takes). Returns ``kernel`` (a decorator, for a function)."""
+        self.forward_ad_refusal = kernel
+        self.record_check = record_checks
+        return kernel
+
+    def check_unrecorded(self, fn):
+        """Run ``fn(flat inputs, params)`` for a call that has an input requiring grad but
+        records no graph (under ``no_grad`` or ``inference_mode``): PyTorch's kernel choice
+        reads ``requires_grad`` whatever the grad mode (scaled_dot_product_attention's CPU
+        flash kernel takes no mask that requires grad), and its refusals with it. A recorded
+        call runs no such check (``named_by`` and ``refuse_grad`` see it). Returns ``fn``."""
+        self.unrecorded_check = fn
+        return fn
 
     def refuse_integral_results(self):
         """Refuse a recorded call whose result is not differentiable (``dtype=`` made it
@@ -258,6 +283,23 @@ class Op:
         """Give the op's backward nodes the name PyTorch's have (that of the kernel PyTorch
         computes the op with: ``selu``'s is EluBackward0)."""
         self.node_class = type(name, (OpNode,), {"__slots__": (), "op": self})
+
+    def composed_when_recording(self, fn):
+        """Record the op's graph as PyTorch's composition of other ops: a call that records
+        a graph runs ``fn(inputs, params)``, built from registered ops, in the forward's stead
+        (``linear`` is an addmm of the weight's ``t()``), so that its nodes are PyTorch's.
+        ``fn`` returns NotImplemented for the calls it leaves to the op itself. Calls that
+        record nothing keep the fused forward, and forward-mode AD the op's own derivative.
+        Returns ``fn``."""
+        self.composed = fn
+        return fn
+
+    def fused(self, *args):
+        """Call the op (its inputs, then all its parameters, positionally) with its own
+        forward and node, even where ``composed_when_recording`` would compose the call: the
+        kernels a composition is made of (fft's r2c transform of a resized signal)."""
+        n = len(self.input_names)
+        return call(self, args[:n], args[n:], RAW_OUTPUTS)
 
     def named_by(self, fn):
         """Name an op's backward nodes per call: ``fn(flat inputs, params, outputs)``

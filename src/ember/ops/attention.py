@@ -45,7 +45,8 @@ _F32 = np.dtype(np.float32)
 _NO_KERNEL = ("No viable backend for scaled_dot_product_attention was found. This is likely "
               "due to turning off both the math kernel and the fused kernels.")
 _NO_FLASH = "No available kernel.  Aborting execution."
-_FLASH_BACKWARD = "_scaled_dot_product_flash_attention_for_cpu_backward"
+_FLASH_FORWARD = "_scaled_dot_product_flash_attention_for_cpu"
+_FLASH_BACKWARD = _FLASH_FORWARD + "_backward"
 _CAUSAL_WITH_MASK = ("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
                      "is_causal=True")
 _C_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char",
@@ -232,16 +233,25 @@ def _(flat, params, out):                    # the CPU kernel PyTorch picks (see
         return "AddBackward0"
     if _cpu_flash(q, k, v, params[0], params[3], mask):
         return "ScaledDotProductFlashAttentionForCpuBackward0"
-    if mask is not None and mask.requires_grad:
-        # a mask that needs a gradient keeps the flash kernel out, which the forward (on
-        # arrays) could not see: the math kernel's refusals, raised while recording
-        if not math_sdp_enabled():
-            warnings.warn("Flash attention kernel not used because:", stacklevel=outside_level())
-            raise RuntimeError(_NO_FLASH)
-        if params[1]:
-            raise RuntimeError(_CAUSAL_WITH_MASK)
+    _grad_mask_refusals(flat, params)
     # the math kernel computes 16-bit inputs in float32 and casts its result back
     return "ToCopyBackward0" if q.dtype in _HALF_DTYPES else "UnsafeViewBackward0"
+
+
+@scaled_dot_product_attention.check_unrecorded
+def _grad_mask_refusals(flat, params):
+    """A CPU mask that requires grad keeps PyTorch's flash kernel out, which the forward (on
+    arrays) could not see: the math kernel's refusals, raised while recording, or without a
+    graph (PyTorch's choice reads ``requires_grad``, whatever the grad mode)."""
+    q, k, v, mask = flat
+    if mask is None or not mask.requires_grad or q.device.type != "cpu" or \
+            0 in q._data.shape[:-1] or 0 in v._data.shape:
+        return
+    if not math_sdp_enabled():
+        warnings.warn("Flash attention kernel not used because:", stacklevel=outside_level())
+        raise RuntimeError(_NO_FLASH)
+    if params[1]:
+        raise RuntimeError(_CAUSAL_WITH_MASK)
 
 
 def _no_mask_gradient(flat):
@@ -295,19 +305,25 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     # PyTorch's fused kernels (CPU flash; flash, efficient, cuDNN on CUDA) have backward
     # kernels autocast does not list: a backward inside autocast computes them as outside
     with suspended():
-        if q.device.type == "cpu" and _GRAD.grad_enabled and not _forward_mode():
+        if q.device.type == "cpu" and _GRAD.grad_enabled and not _batching():
             return _flash_cpu_grads_underivable(args)
         return _sdpa_grad(*args)
 
 
-def _forward_mode():
-    """Whether forward-mode AD (dual tensors, ``func.jvp``) or vmap is differentiating this
-    backward: ember computes those through a double vjp, which must stay possible (PyTorch
-    refuses forward AD through the CPU flash kernel in its own words)."""
-    from ember.autograd._forward_traces import TRACES
-    from ember.autograd.forward_ad import STATE as FORWARD
-    from ember.func._batched import STATE as VMAP
-    return FORWARD.level is not None or bool(TRACES.starts) or bool(VMAP.levels)
+def _batching():
+    """Whether vmap runs this backward (jacrev of jacrev): the node that refuses double
+    backward cannot be batched, so there the gradients stay differentiable."""
+    from ember.func._batched import STATE
+    return bool(STATE.levels)
+
+
+@scaled_dot_product_attention.refuse_forward_ad
+def _(flat, params):
+    # PyTorch's CPU flash kernel has no forward derivative (its math kernel's ops have)
+    q, k, v, mask = flat
+    if q.device.type != "cpu" or 0 in q._data.shape[:-1] or 0 in v._data.shape:
+        return None
+    return _FLASH_FORWARD if _cpu_flash(q, k, v, params[0], params[3], mask) else None
 
 
 def _flash_cpu_grads_underivable(args):

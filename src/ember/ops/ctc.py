@@ -154,6 +154,7 @@ def ctc_loss(xp, lp, targets, input_lengths, target_lengths, blank, reduction, z
 
 
 ctc_loss.nondifferentiable("targets")
+ctc_loss.refuse_forward_ad("_ctc_loss")
 
 
 @ctc_loss.derivative

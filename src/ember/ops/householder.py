@@ -198,6 +198,9 @@ def geqrf(xp, a):
     return column_major(xp, packed.swapaxes(-1, -2)), tau
 
 
+geqrf.refuse_forward_ad("geqrf")
+
+
 @geqrf.derivative
 def _(grads, a):
     raise NotImplementedError("the derivative for 'geqrf' is not implemented.")

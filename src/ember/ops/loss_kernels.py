@@ -120,6 +120,9 @@ _multi_margin_loss.refuse_grad("weight", "multi_margin_loss")
 _multi_margin_loss.nondifferentiable("target", "weight")
 
 
+_multi_margin_loss.refuse_forward_ad("multi_margin_loss")
+
+
 @_multi_margin_loss.derivative
 def _(grad, x, y, w, p, margin, reduction):
     rows, c = _rows(x)
@@ -183,6 +186,9 @@ _multilabel_margin_loss.refuse_grad("target", "multilabel_margin_loss")
 
 
 _multilabel_margin_loss.nondifferentiable("target")
+
+
+_multilabel_margin_loss.refuse_forward_ad("multilabel_margin_loss_forward")
 
 
 @_multilabel_margin_loss.derivative

@@ -45,6 +45,9 @@ def _weight_norm_interface(xp, v, g, dim):
     return (vf * (gf / norm)).astype(v.dtype, copy=False)
 
 
+_weight_norm_interface.refuse_forward_ad("_weight_norm_interface")
+
+
 @_weight_norm_interface.derivative
 def _(grad, v, g, dim):
     if v.dtype in D.LOW_PRECISION:      # in float32, each gradient rounded once

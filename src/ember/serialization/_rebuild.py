@@ -224,6 +224,7 @@ def _with_metadata(t, metadata, requires_grad):
             t = _derived(t, Tensor.neg, t.device)
     if requires_grad:
         t.requires_grad = bool(requires_grad)
+    t._backward_hooks = OrderedDict()   # (what PyTorch's rebuilt tensors hold)
     return t
 
 
@@ -281,7 +282,9 @@ def rebuild_parameter(data, requires_grad, backward_hooks=None):
     from ember.nn.parameter import Parameter
     if not isinstance(data, Tensor):
         raise RuntimeError(f"invalid Parameter data in checkpoint: {type(data).__name__}")
-    return Parameter(data, bool(requires_grad))
+    p = Parameter(data, bool(requires_grad))
+    p._backward_hooks = OrderedDict()   # (what PyTorch's rebuilt parameters hold)
+    return p
 
 
 def rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
