@@ -67,18 +67,34 @@ def test_layer_norm_without_weight_is_the_centered_input_times_invstd():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_spread_gives_each_product_exactly(dtype):
     rng = np.random.default_rng(3)
-    col = rng.standard_normal(37).astype(dtype)
+    col = rng.standard_normal(373).astype(dtype)        # 373 x 11: a plane (>= 2**12)
     row = rng.standard_normal(11).astype(dtype)
     col[[3, 4, 5]] = [np.inf, -np.inf, np.nan]
     row[2] = 0.0
-    got = _spread(np, (37, 11), col, row)
+    got = _spread(np, (373, 11), col, row)
     with np.errstate(invalid="ignore"):
         want = np.multiply.outer(col, row)
     assert got.dtype == dtype and got.flags.c_contiguous
     np.testing.assert_array_equal(got, want)      # (NaN where inf * 0 or NaN, as NumPy)
-    np.testing.assert_array_equal(_spread(np, (37, 11), col), np.repeat(col[:, None], 11, 1))
-    np.testing.assert_array_equal(_spread(np, (37, 11), row=row), np.tile(row, (37, 1)))
+    np.testing.assert_array_equal(_spread(np, (373, 11), col), np.repeat(col[:, None], 11, 1))
+    np.testing.assert_array_equal(_spread(np, (373, 11), row=row), np.tile(row, (373, 1)))
     assert _spread(np, (0, 11), col[:0], row).shape == (0, 11)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_spread_broadcasts_below_its_plane_size(dtype):
+    # a small plane costs more array calls than broadcasting saves: the broadcasting
+    # operand, with the same values as the plane
+    rng = np.random.default_rng(3)
+    col, row = rng.standard_normal(37).astype(dtype), rng.standard_normal(11).astype(dtype)
+    col[[3, 4, 5]] = [np.inf, -np.inf, np.nan]
+    assert _spread(np, (37, 11), col).shape == (37, 1)
+    assert _spread(np, (37, 11), row=row) is row
+    got = _spread(np, (37, 11), col, row)
+    with np.errstate(invalid="ignore"):
+        want = np.multiply.outer(col, row)
+    assert got.dtype == dtype and got.shape == (37, 11)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_spread_broadcasts_past_its_plane_size():

@@ -2,7 +2,10 @@
 
 import threading
 
+import numpy as _np
+
 from ember._tensor import Tensor as _Tensor
+from ember._tensor import _make
 from ember.autograd.anomaly import detect_anomaly, set_detect_anomaly
 from ember.autograd.engine import run_backward as _engine_run_backward
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
@@ -94,7 +97,11 @@ def _make_grads(outputs, grads):
             if not out.is_floating_point():
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
-            g = ones_like(out)
+            if type(out) is _Tensor and type(out._data) is _np.ndarray:
+                # what ones_like makes here, without its argument handling (4 us a backward)
+                g = _make(_np.ones(out._data.shape, out._data.dtype))
+            else:
+                g = ones_like(out)
         elif g.shape != out.shape:
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} "
                                f"and output[{i}] has a shape of {out.shape}.")

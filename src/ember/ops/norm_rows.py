@@ -53,11 +53,20 @@ _ONE_THREAD_MAX = 1 << 20
 def _small_on_one_blas_thread(xp, size):
     """One BLAS thread for the products of an input of at most ``_ONE_THREAD_MAX`` values:
     on a busy machine OpenBLAS's thread wake-ups cost milliseconds, 20x the product of a
-    512x1024 input; above that the second thread pays (32768x768: 3.8 vs 6.9 ms)."""
-    return one_blas_thread(xp) if size <= _ONE_THREAD_MAX else contextlib.nullcontext()
+    512x1024 input; above that the second thread pays (32768x768: 3.8 vs 6.9 ms). Below
+    ``_PLANE_MIN`` values OpenBLAS keeps to one thread by itself (matrix-vector products
+    under 9216 values, matrix products under 262144 multiply-adds), and the switch, 1.5 us,
+    would be all the context does."""
+    if size < _PLANE_MIN or size > _ONE_THREAD_MAX:
+        return _NO_SWITCH
+    return one_blas_thread(xp)
+
+
+_NO_SWITCH = contextlib.nullcontext()       # (reentrant, and reusable: it holds nothing)
 
 
 _PLANE_MAX = 1 << 17
+_PLANE_MIN = 1 << 12
 
 
 def _spread(xp, shape, col=None, row=None):
@@ -70,9 +79,11 @@ def _spread(xp, shape, col=None, row=None):
     (the second term zero) writes the plane about as fast as one such operation. (Inner size
     1 takes NumPy's slow non-BLAS loop.) Only up to 2**17 products, where OpenBLAS runs it
     on one thread: its threads cost milliseconds on a busy machine, and larger planes no
-    longer pay off."""
+    longer pay off. Below 2**12 products the plane's four array calls cost more than the
+    slower operation saves, and the broadcasting operand serves (each product is exact
+    either way; only a zero product keeps its sign, which the plane's added 0 makes +0)."""
     rows, lanes = shape
-    if xp is not np or rows * lanes > _PLANE_MAX:
+    if xp is not np or not _PLANE_MIN <= rows * lanes <= _PLANE_MAX:
         if col is None:
             return row
         return col[:, None] if row is None else col[:, None] * row
