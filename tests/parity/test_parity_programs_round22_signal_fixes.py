@@ -1,7 +1,8 @@
 """What the signal-processing programs of round 22 (test_parity_programs_round22_signal.py)
 found: stft's graph (frames by as_strided, the in-place transpose and squeeze), the node names
-of in-place view ops and of fft on a real signal; and, as strict xfails, what ember does not
-match yet (lazy conjugation, the nodes of the fft decompositions and of istft)."""
+of in-place view ops and of fft on a real signal, the nodes of the fft decompositions and of
+istft (matched in round 23); and, as a strict xfail, what ember does not match yet (lazy
+conjugation)."""
 
 import warnings
 
@@ -109,10 +110,6 @@ def test_conj_is_a_lazy_view_as_in_torch():
     assert run(ember) == run(torch)
 
 
-@pytest.mark.xfail(strict=True, reason="ember's fft ops are single registered ops: the resizing "
-                   "to n (ConstantPadNdBackward0/SliceBackward0), the conjugations of ifft of a "
-                   "real signal, hfft and ihfft (ConjBackward0) and fft2/fftn's cast of a real "
-                   "input (ToCopyBackward0) happen inside the op, not as nodes of their own")
 @pytest.mark.parametrize("call", ["rfft_n", "fft_n", "hfft", "ihfft", "ifft_real", "fft2_real"])
 def test_fft_decompositions_record_torchs_nodes(call):
     calls = {"rfft_n": lambda F, x: F.rfft(x, n=12), "fft_n": lambda F, x: F.fft(x, n=5),
@@ -126,10 +123,6 @@ def test_fft_decompositions_record_torchs_nodes(call):
     assert run(ember) == run(torch)
 
 
-@pytest.mark.xfail(strict=True, reason="ember's istft transposes the complex input directly and "
-                   "overlap-adds with index_add (IndexAddBackward0); PyTorch goes through "
-                   "view_as_real/view_as_complex and unfold_backward (UnfoldBackwardBackward0), "
-                   "an aten op ember does not register")
 def test_istft_records_torchs_graph():
     def run(lib):
         spec = lib.ones(2, 9, 7, dtype=lib.complex64, requires_grad=True)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._storage_place import _address
+from ember._tensor import Tensor
 from ember.ops._elementwise import unary
 from ember.ops._registry import op
 from ember.ops.binary_math import where
@@ -119,7 +120,8 @@ def view_as_real(xp, x):
 @view_as_real.derivative
 def _(grad, x):
     g = grad.contiguous()
-    if not _pairs_aligned(g._data):
+    # (a vmap BatchedTensor's _data is a placeholder without memory: its batch is aligned)
+    if type(g) is Tensor and not _pairs_aligned(g._data):
         g = g.clone()
     return view_as_complex(g)
 

@@ -249,18 +249,23 @@ def _vecdot_dtypes(d, name, operands):
     return d
 
 
-@op("vecdot(x, y, *, dim=-1)", inputs=2, promote=Policy("vecdot", _vecdot_dtypes),
-    upcast=False, scalars=False, namespace="linalg")
-def vecdot(xp, x, y, dim):
-    """The dot product of vectors along ``dim``, conjugating ``x``; the others broadcast."""
+def _vecdot_shape(x, y):
+    """The broadcast shape of vecdot's operands, checked with PyTorch's messages."""
     if x.ndim == 1 and y.ndim == 1 and x.shape != y.shape:
         raise RuntimeError(f"inconsistent tensor size, expected tensor [{x.shape[0]}] and src "
                            f"[{y.shape[0]}] to have the same number of elements, but got "
                            f"{x.shape[0]} and {y.shape[0]} elements respectively")
     try:
-        shape = np.broadcast_shapes(x.shape, y.shape)
+        return np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
         raise RuntimeError(broadcast_message([x.shape, y.shape])) from None
+
+
+@op("vecdot(x, y, *, dim=-1)", inputs=2, promote=Policy("vecdot", _vecdot_dtypes),
+    upcast=False, scalars=False, namespace="linalg")
+def vecdot(xp, x, y, dim):
+    """The dot product of vectors along ``dim``, conjugating ``x``; the others broadcast."""
+    shape = _vecdot_shape(x, y)
     d = wrap_dim(dim, len(shape))
     products = (x.conj() if x.dtype.kind == "c" else x) * y
     if not shape:
@@ -275,6 +280,17 @@ def _(grad, x, y, dim):
     shape = np.broadcast_shapes(tuple(x.shape), tuple(y.shape))
     g = grad.unsqueeze(wrap_dim(dim, len(shape))).expand(shape) if shape else grad
     return conj_grad(g) * y if x.requires_grad else None, g * x if y.requires_grad else None
+
+
+@vecdot.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: the sum over ``dim`` of the products (x conjugated first)."""
+    x, y = inputs
+    shape = _vecdot_shape(x, y)
+    wrap_dim(params[0], len(shape))
+    if not shape:
+        return NotImplemented
+    return ((x.conj() if x.is_complex() else x) * y).sum(params[0])
 
 
 # --- kron -------------------------------------------------------------------------------------
@@ -372,7 +388,8 @@ def chain_order(shapes):
             cost[i][j] = math.inf
             for k in range(i, j):
                 c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
-                if c < cost[i][j]:
+                # (PyTorch compares three matrices' two orders directly: (AB)C wins a tie)
+                if c < cost[i][j] or c == cost[i][j] and n == 3:
                     cost[i][j], split[i][j] = c, k
     return split
 
@@ -403,6 +420,20 @@ def multi_dot(xp, tensors):
 @multi_dot.derivative
 def _(grad, tensors):
     return (_chain_grads(grad, tensors),)
+
+
+@multi_dot.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: an unsqueeze of each 1-D end, the chain's mm's in the cheapest
+    order, and a view to the result's shape."""
+    tensors = inputs[0]
+    _check_chain([t._data for t in tensors])
+    first, last = tensors[0], tensors[-1]
+    mats = ([first.unsqueeze(0) if first.ndim == 1 else first] + list(tensors[1:-1]) +
+            [last.unsqueeze(1) if last.ndim == 1 else last])
+    split = chain_order([m.shape for m in mats])
+    product = _chain_product(lambda a, b: a.mm(b), mats, split, 0, len(mats) - 1)
+    return product.view(first.shape[:-1] + last.shape[1:])
 
 
 def _chain_grads(grad, tensors):

@@ -17,6 +17,7 @@ from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, q
                            xp_of)
 from ember.backend.meta import MetaArray, meta_like
 from ember.ops._elementwise import zeros_for
+from ember.ops.complex_ops import view_as_real
 from ember.ops._arg_aliases import MISSING, UNSET
 from ember.ops._registry import (broadcast_message, call, method_varargs, op,
                                  rename_node)
@@ -398,6 +399,8 @@ def _name_by_value(fill_op, by_number, by_tensor):
 
 _name_by_value(fill, "FillBackward0", "FillBackward1")
 _name_by_value(_fill, "FillBackward2", "FillBackward3")       # the in-place nodes
+fill.number_overload("value")
+_fill.number_overload("value")
 
 
 def _fill_grad(grad, x, value):
@@ -730,6 +733,22 @@ def imag(xp, x):
 @imag.derivative
 def _(grad, x):
     return grad * 1j
+
+
+@real.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: a select of ``view_as_real``; a real tensor is its own real part."""
+    x = inputs[0]
+    return view_as_real(x).select(-1, 0) if x.is_complex() else x
+
+
+@imag.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: a select of ``view_as_real``."""
+    x = inputs[0]
+    if not x.is_complex():
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return view_as_real(x).select(-1, 1)
 
 
 def _set_part(part):

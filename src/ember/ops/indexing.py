@@ -598,12 +598,33 @@ def fill_diagonal_(self, fill_value, wrap=False):
     restarts a tall matrix's diagonal every ``columns + 1`` rows. Returns self."""
     from ember.autograd.grad_mode import STATE
     from ember.ops._inplace import call_inplace
-    if isinstance(self, Tensor) and STATE.grad_enabled and self.requires_grad and \
-            self.grad_fn is None:
-        # PyTorch fills through a view of self, hence its wording
-        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
-                           "in-place operation.")
+    if isinstance(self, Tensor) and STATE.grad_enabled and self.requires_grad:
+        if self.grad_fn is None:
+            # PyTorch fills through a view of self, hence its wording
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
+                               "an in-place operation.")
+        strides = self.stride()
+        # (ember's backward through an as_strided view of a transposed view is wrong: those
+        # keep the fused op, whose node only bears CopySlices' name)
+        if type(self) is Tensor and all(a >= b for a, b in zip(strides, strides[1:])):
+            return _fill_strided_diagonals(self, fill_value, wrap)
     return call_inplace(fill_diagonal, (self,), (fill_value, wrap))
+
+
+def _fill_strided_diagonals(self, fill_value, wrap):
+    """fill_diagonal_ as PyTorch records it: ``fill_`` of an as_strided view of the diagonal
+    (the stride is the sum of self's), and with ``wrap`` of a second one from row
+    ``columns + 1`` on, running to the end of the matrix: a CopySlices node per view."""
+    _diagonal_positions(np, self.shape, wrap)           # the shape checks
+    value = _diagonal_value(np, self._data, fill_value).item()
+    step, start = sum(self.stride()), self.storage_offset()
+    size = min(self.shape)
+    self.as_strided((size,), (step,), start).fill_(value)
+    rows, cols = self.shape[:2]
+    if wrap and self.ndim == 2 and rows > cols + 1:
+        more = -(-self.numel() // (cols + 1)) - size
+        self.as_strided((more,), (step,), start + self.stride(0) * (cols + 1)).fill_(value)
+    return self
 
 
 fill_diagonal_._ember_op = fill_diagonal        # vmap's dispatch finds the op from the method

@@ -239,28 +239,49 @@ def _check_cond(a, p):
 @op("cond(input, p=None)", namespace="linalg", out=True)
 def cond(xp, a, p):
     """The condition number of each matrix in the norm ``p``: the ratio of its extreme
-    singular values for p None, 2 or -2 (any shape), else ``norm(A) * norm(inv(A))`` (inf
-    for a singular A)."""
+    singular values for p None, 2 or -2 (any shape), ``sum(s) * sum(1 / s)`` for 'nuc', else
+    ``norm(A) * norm(inv(A))``, inf for a singular A and where that is NaN."""
     _check_cond(a, p)
-    if p in (None, 2, -2):
+    if p in (None, 2, -2, "nuc"):
         s = svdvals.forward(xp, a, None)
         real = s.dtype
         if s.shape[-1] == 0:
             return xp.zeros(s.shape[:-1], real)
+        if p == "nuc":
+            return xp.asarray(s.sum(axis=-1) * (1 / s).sum(axis=-1)).astype(real, copy=False)
         ratio = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
         return xp.asarray(ratio).astype(real, copy=False)
     real = real_dtype(a.dtype) if a.dtype.kind in "fc" else a.dtype
     if a.size == 0:
         return xp.zeros(a.shape[:-2], real)
-    if p == "nuc":              # PyTorch takes the nuclear norm (an SVD) before the inverse
-        check_float("linalg.svd", a, "linalg_svd_cpu")
     inverse, info = inv_ex.forward(xp, a, False)
-    singular = info[..., None, None] > 0
-    inverse = xp.where(singular, 0, inverse)    # not garbage into the norms: inf comes after
+    inverse = xp.where(info[..., None, None] > 0, _INF, inverse)
     dims = (-2, -1)
     out = (matrix_norm_forward(xp, a, p, dims, False, None)
            * matrix_norm_forward(xp, inverse, p, dims, False, None))
-    return xp.where(info > 0, np.inf, out).astype(real, copy=False)
+    return xp.nan_to_num(out, nan=_INF, posinf=_INF).astype(real, copy=False)
+
+
+@cond.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph of cond: a ratio of slices of the singular values (p None, 2, -2),
+    their sum times that of their reciprocals ('nuc'), else the product of the norms of A and
+    of its inverse filled with inf where singular, NaN read as inf. PyTorch fills the
+    inverse in place, which its backward then refuses (inv_ex saved it); ember fills a copy
+    and differentiates."""
+    a, p = inputs[0], params[0]
+    if a.numel() == 0:
+        return NotImplemented
+    _check_cond(a._data, p)
+    if p in (None, 2, -2, "nuc"):
+        s = svdvals(a)
+        if p == "nuc":
+            return s.sum(-1) * s.reciprocal().sum(-1)
+        big, small = s.narrow(-1, 0, 1), s.narrow(-1, s.shape[-1] - 1, 1)
+        return (small / big if p == -2 else big / small).squeeze(-1)
+    inverse, info = inv_ex(a)
+    inverse = inverse.masked_fill((info > 0).unsqueeze(-1).unsqueeze(-1), _INF)
+    return (matrix_norm(a, p) * matrix_norm(inverse, p)).nan_to_num(_INF, _INF)
 
 
 def cond_public(input, p=None, *, out=None):

@@ -129,16 +129,38 @@ def unfold(xp, x, dimension, size, step):
 
 @unfold.derivative
 def _(grad, x, dimension, size, step):
-    from ember._ranges import arange
-    from ember.ops.index_dim import index_add
     if x.ndim == 0:
         return grad.sum()
     d, windows, size, step = _windows(x.shape, dimension, size, step)
-    # element k of window w is element w * step + k along d; overlapping windows add up
-    starts = arange(windows, device=grad.device) * step
-    rows = (starts.unsqueeze(1) + arange(size, device=grad.device)).reshape(-1)
-    return index_add(zeros(x.shape, dtype=grad.dtype, device=grad.device), d, rows,
-                     grad.movedim(-1, d + 1).flatten(d, d + 1))
+    return unfold_backward(grad, tuple(x.shape), d, size, step)
+
+
+@op("_unfold_backward(grad_in, input_sizes, dim, size, step)", method=False,
+    saves_inputs=False, grad_fn_name="UnfoldBackwardBackward0")
+def unfold_backward(xp, g, input_sizes, dim, size, step):
+    """``unfold``'s gradient: the windows of ``grad_in`` (windows along ``dim``, each along a
+    last dim) added back into a tensor of ``input_sizes``; overlapping windows add up (an
+    overlap-add)."""
+    shape = tuple(int(n) for n in input_sizes)
+    if not shape:
+        return g.sum()
+    d = wrap_dim(dim, len(shape))
+    out = xp.zeros(shape, dtype=g.dtype)
+    flat = xp.moveaxis(out, d, -1)              # (..., n): a view of out
+    parts = xp.moveaxis(g, d, -2)               # (..., windows, size)
+    windows = parts.shape[-2]
+    if size <= windows:                         # each pass writes distinct positions
+        for k in range(size):
+            flat[..., k:k + step * (windows - 1) + 1:step] += parts[..., k]
+    else:
+        for w in range(windows):
+            flat[..., w * step:w * step + size] += parts[..., w, :]
+    return out
+
+
+@unfold_backward.derivative
+def _(grad, g, input_sizes, dim, size, step):
+    return grad.unfold(dim, size, step) if grad.ndim else grad.expand(g.shape)
 
 
 def diagonal_view(xp, x, offset, dim1, dim2):

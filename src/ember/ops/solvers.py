@@ -349,6 +349,16 @@ def _(grad, a, ind, *, out):
     return _inverse_grad(grad.reshape(n, n), None, out=out.reshape(n, n)).reshape(a.shape)
 
 
+@tensorinv.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: ``inv_ex`` of the input reshaped to a matrix, reshaped back."""
+    a, ind = inputs[0], params[0]
+    n = _tensorinv_size(a.shape, ind)
+    inverse, info = inv_ex(a.reshape(n, n))
+    raise_first_failure("inv", info._data, (n, n), singular_inverse)
+    return inverse.reshape(a.shape[ind:] + a.shape[:ind])
+
+
 def _tensorsolve_order(ndim, dims):
     """The permutation of A's dims that moves ``dims`` to the end."""
     from ember.ops.shape import _movedim_order
@@ -373,6 +383,21 @@ def tensorsolve(xp, a, b, dims):
     x, info = _solve(xp, a.reshape(n, n), b.reshape(n), True, "linalg.solve")
     raise_first_failure("torch.linalg.solve", info, (0, 0), _singular_solve)
     return x.reshape(a.shape[b.ndim:])
+
+
+@tensorsolve.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: ``dims`` moved to the end (a permute), ``solve`` of the input
+    reshaped to a matrix and ``other`` flattened, the solution reshaped."""
+    a, b = inputs
+    if params[0] is not None:
+        a = a.permute(_tensorsolve_order(a.ndim, params[0]))
+    n = b.numel()
+    _check_halves(a.shape, b.ndim, n, "other.ndim")
+    if a.numel() != n * n:
+        return NotImplemented           # the op's error
+    flat = b if b.ndim == 1 else b.flatten()        # (PyTorch's flatten of a vector is itself)
+    return solve(a.reshape(n, n), flat).reshape(a.shape[b.ndim:])
 
 
 @tensorsolve.derivative

@@ -25,6 +25,7 @@ from ember import _dtype as D
 from ember.backend import fft_of
 from ember.ops._dims import int_sequence, is_index, type_name, wrap_dim
 from ember.ops.join import pad_along
+from ember.ops.padding import constant_pad_nd
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
 
@@ -175,9 +176,13 @@ def _c2r(xp, x, axes, sizes, norm, conj):
         for a, n in zip(axes, sizes):
             shape[a] = n
         return xp.zeros(shape, dtype=x.real.dtype)
+    lib = fft_of(xp)
+    if conj and len(axes) > 1:          # as PyTorch: the leading dims' forward transform
+        x = x.astype(np.result_type(x.dtype, np.complex64), copy=False)     # (complex),
+        x = lib.fftn(x, sizes[:-1], axes[:-1], norm)    # conjugated, then irfft's
+        return lib.irfft(xp.conjugate(x, out=x), sizes[-1], axes[-1], _DUAL[norm])
     if conj:                            # hfft: irfft of the conjugate, dually normalized
         x, norm = xp.conjugate(x), _DUAL[norm]
-    lib = fft_of(xp)
     if len(axes) == 1:
         return lib.irfft(x, sizes[0], axes[0], norm)
     return lib.irfftn(x, sizes, axes, norm)
@@ -245,7 +250,8 @@ def _register(name, form, kind, doc, *, flag=False):
             return _plan_1d(full, shape, size, dim, c2r)
         return _plan_nd(full, shape, size, dim, c2r, short)
 
-    def forward(xp, x, size, dim, norm):
+    def checked(x, size, dim, norm):
+        """The forward's checks, in PyTorch's order; returns (axes, sizes, norm mode)."""
         if form == 1:
             _unsupported(x)
         if complex_first:
@@ -255,6 +261,10 @@ def _register(name, form, kind, doc, *, flag=False):
         _unsupported(x)
         if real_message is not None and not complex_first:
             _complex_input(x, real_message)
+        return axes, sizes, mode
+
+    def forward(xp, x, size, dim, norm):
+        axes, sizes, mode = checked(x, size, dim, norm)
         x = _as_float(x)
         if kind == "c2c":
             return _c2c(xp, x, axes, sizes, mode, flag, one_d=form == 1)
@@ -282,12 +292,81 @@ def _register(name, form, kind, doc, *, flag=False):
     new.derivative(derivative)
     if kind == "c2c" and form == 1 and not flag:
         new.named_by(_fft_node_name)
+
+    @new.composed_when_recording
+    def _(inputs, params):
+        x = inputs[0]
+        axes, sizes, mode = checked(x._data, *params)
+        if kind == "c2c":
+            return _composed_c2c(x, axes, sizes, mode, flag, form == 1)
+        if kind == "r2c":
+            return _composed_r2c(x, axes, sizes, mode, flag)
+        return _composed_c2r(x, axes, sizes, mode, flag)
     return new
 
 
 def _fft_node_name(flat, params, outputs):
     """fft of a real signal runs PyTorch's r2c kernel (two-sided): its node is FftR2C's."""
     return "FftC2CBackward0" if flat[0].is_complex() else "FftR2CBackward0"
+
+
+# --- the graphs PyTorch records -----------------------------------------------------------
+# NOTE [FFT graphs]
+# PyTorch composes each transform from its three kernels (nodes FftC2C, FftR2C, FftC2R):
+# a real input of a c2c or c2r transform is first copied to complex (ToCopy), the signal is
+# resized (a slice per trimmed dim, then one constant_pad_nd), a hermitian transform
+# conjugates (Conj before c2r; Conj, or ConjPhysical before the leading dims' c2c, after
+# r2c), and the kernel runs. When a call records a graph, ember composes it alike: the ops
+# below, called on the resized signal, are the kernels (their own resizing then does
+# nothing), and compute what the fused forwards do.
+
+def _resized(x, axes, sizes):
+    """``x`` trimmed (a slice per dim), then zero-padded (one pad) to ``sizes`` along
+    ``axes``."""
+    for a, n in zip(axes, sizes):
+        if x.shape[a] > n:
+            x = x.narrow(a, 0, n)
+    pads = [0] * (2 * x.ndim)
+    for a, n in zip(axes, sizes):
+        pads[2 * (x.ndim - 1 - a) + 1] = max(n - x.shape[a], 0)
+    return constant_pad_nd(x, pads) if any(pads) else x
+
+
+def _as_complex(x):
+    """A real signal copied to the complex dtype of its precision (ToCopy)."""
+    if x.is_complex():
+        return x
+    return x.to(D.FROM_NUMPY[np.result_type(x._data.dtype, np.complex64)])
+
+
+def _composed_c2c(x, axes, sizes, mode, inverse, one_d):
+    if one_d and not x.is_complex():    # the two-sided r2c kernel; an inverse is its conjugate
+        y = fft.fused(_resized(x, axes, sizes), None, axes[0], _DUAL[mode] if inverse else mode)
+        return y.conj() if inverse else y
+    x = _resized(_as_complex(x), axes, sizes)
+    return (ifftn if inverse else fftn).fused(x, None, axes, mode)
+
+
+def _composed_r2c(x, axes, sizes, mode, conj):
+    x = _resized(x, axes, sizes)
+    if not conj:
+        kernel = rfft if len(axes) == 1 else rfftn
+        return kernel.fused(x, None, axes[0] if len(axes) == 1 else axes, mode)
+    half = rfft.fused(x, None, axes[-1], _DUAL[mode])
+    if len(axes) == 1:
+        return half.conj()
+    return ifftn.fused(half.conj_physical(), None, axes[:-1], mode)
+
+
+def _composed_c2r(x, axes, sizes, mode, conj):
+    x = _resized(_as_complex(x), axes, sizes[:-1] + (sizes[-1] // 2 + 1,))
+    if conj and len(axes) > 1:
+        x = fftn.fused(x, None, axes[:-1], mode)
+    if conj:
+        return irfft.fused(x.conj(), sizes[-1], axes[-1], _DUAL[mode])
+    if len(axes) == 1:
+        return irfft.fused(x, sizes[0], axes[0], mode)
+    return irfftn.fused(x, sizes, axes, mode)
 
 
 fft = _register("fft", 1, "c2c", "The one-dimensional discrete Fourier transform.")

@@ -238,7 +238,14 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
         raise RuntimeError("Complex windows are incompatible with return_complex=False")
     _fft_dtype(input)
     norm = "ortho" if normalized else "backward"
-    spec = input.transpose(-1, -2)                          # (*, frames, freq)
+    # as PyTorch: a batch of one for a single spectrogram, frames and frequencies swapped on
+    # the real view (a view_as_real ... view_as_complex chain in the graph)
+    from ember.ops.complex_ops import view_as_complex, view_as_real
+    from ember.ops.slicing import unfold_backward
+    pairs = view_as_real(input)
+    if input.ndim == 2:
+        pairs = pairs.unsqueeze(0)
+    spec = view_as_complex(pairs.transpose(1, 2))           # (batch, frames, freq)
     if return_complex:
         segments = spectral.ifft(spec, n_fft, -1, norm)
     else:
@@ -250,9 +257,7 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     frames = input.shape[-1]
     expected = n_fft + hop_length * (frames - 1)
     index = _frame_index(frames, hop_length, n_fft, input.device).reshape(-1)
-    batch = tuple(segments.shape[:-2])
-    signal = zeros(batch + (expected,), dtype=segments.dtype, device=input.device).index_add(
-        -1, index, segments.reshape(batch + (frames * n_fft,)))
+    signal = unfold_backward(segments, (segments.shape[0], expected), 1, n_fft, hop_length)
     squares = (window * window).expand(frames, n_fft).reshape(-1)
     envelope = zeros(expected, dtype=squares.dtype, device=input.device).index_add(
         0, index, squares)
@@ -266,6 +271,8 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
         device = "CPU" if input.device.type == "cpu" else "CUDA"
         raise RuntimeError(prefix + f" window overlap add min: 1\n[ {device}BoolType{{}} ]")
     signal = signal / envelope
+    if input.ndim == 2:
+        signal = signal.squeeze(0)
     if end > expected:
         warn_once(_PADDED_TAIL)
         signal = constant_pad_nd(signal, (0, end - expected))

@@ -5,7 +5,7 @@ repeat_interleave."""
 import numpy as np
 
 import ember
-from tests.ops.opdb.core import ALL, ErrorInput, OpInfo, SampleInput, make
+from tests.ops.opdb.core import ALL, FLOATS, ErrorInput, OpInfo, SampleInput, make
 
 
 def _s(x, *args, name="", **kwargs):
@@ -90,6 +90,25 @@ def _unfold_samples(dtype, rg):
     yield _s(make((0, 3), dtype, rg), 0, 0, 1, name="empty_dim")
     yield _s(make((0, 3), dtype, rg), 1, 2, 1, name="empty")
     yield _s(make((4, 6), dtype, rg, noncontiguous=True), 1, 2, 2, name="noncontiguous")
+
+
+def _unfold_backward_ref(g, input_sizes, dim, size, step):
+    out = np.zeros(input_sizes, dtype=g.dtype)
+    d = dim % len(input_sizes)
+    view, parts = np.moveaxis(out, d, -1), np.moveaxis(g, d, -2)
+    for w in range(parts.shape[-2]):
+        view[..., w * step:w * step + size] += parts[..., w, :]
+    return out
+
+
+def _unfold_backward_samples(dtype, rg):
+    # grad_in: input_sizes with dim holding the windows, and a last dim of size
+    yield _s(make((3, 2), dtype, rg), (4,), 0, 2, 1, name="overlapping")
+    yield _s(make((2, 3, 4), dtype, rg), (2, 10), -1, 4, 3, name="overlap_add")
+    yield _s(make((2, 3, 2), dtype, rg), (2, 10), 1, 2, 3, name="gaps")
+    yield _s(make((2, 3, 5), dtype, rg), (9, 3), 0, 5, 4, name="size_above_windows")
+    yield _s(make((3, 4), dtype, rg, noncontiguous=True), (6,), 0, 4, 1,
+             name="noncontiguous")
 
 
 def _unfold_errors():
@@ -382,6 +401,9 @@ OPS = [
            gradgrad=True, error_inputs=_select_errors),
     OpInfo("_unfold", _unfold_ref, _unfold_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_unfold_errors, torch_name="unfold"),
+    OpInfo("_unfold_backward", _unfold_backward_ref, _unfold_backward_samples,
+           dtypes=FLOATS, gradgrad=True,
+           torch_op=lambda g, *args: __import__("torch").ops.aten.unfold_backward(g, *args)),
     OpInfo("diagonal", lambda a, offset=0, dim1=0, dim2=1: np.diagonal(a, offset, dim1, dim2),
            _diagonal_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_diagonal_errors),
