@@ -281,6 +281,8 @@ def _gradient_spacings(input, spacing, dims, dim_given):
     """One spacing per dim: a number (uniform steps) or a 1-D tensor of coordinates."""
     if spacing is None:
         return [1.0] * len(_unique_dims(dims))
+    if hasattr(spacing, "ndim") and spacing.ndim == 0:     # a Number to PyTorch's parser
+        spacing = spacing.item()
     if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
         return [spacing] * len(_unique_dims(dims))
     spacing = list(spacing)
@@ -297,7 +299,11 @@ def _gradient_spacings(input, spacing, dims, dim_given):
             f"equal to 'self.dim() = {input.ndim}', since dim argument was not given, but got "
             f"a list of length {len(spacing)}")
     for s, d in zip(spacing, _unique_dims(dims)):
-        if hasattr(s, "ndim") and (s.ndim != 1 or s.shape[0] != input.shape[d]):
+        if hasattr(s, "ndim") and s.ndim != 1:
+            raise RuntimeError(f"torch.gradient expected each element of spacing to have one "
+                               f"dimension, but got an element with {s.ndim} dimensions!")
+        # (PyTorch returns a misshapen result here; ember refuses)
+        if hasattr(s, "ndim") and s.shape[0] != input.shape[d]:
             raise RuntimeError(f"torch.gradient expected each tensor to be on the same device "
                                f"and 1-D with input.size({d}) = {input.shape[d]} coordinates, "
                                f"but got shape {list(s.shape)}")
@@ -318,23 +324,28 @@ def _derivative_along(f, d, h, edge_order):
         return f.narrow(d, start % n, length)
 
     if hasattr(h, "ndim"):                      # coordinates: steps of their own
-        steps = h.to(f.dtype).diff()
+        # the steps keep the coordinates' dtype: the weights promote with the values, as
+        # PyTorch's (and NumPy's) do, which round each point's weight first
+        steps = h.diff()
         hs, hd = _along(steps[:-1], d, f.ndim), _along(steps[1:], d, f.ndim)
-        inside = (hs ** 2 * part(2, n - 2) + (hd ** 2 - hs ** 2) * part(1, n - 2)
-                  - hd ** 2 * part(0, n - 2)) / (hs * hd * (hd + hs))
+        inside = (-hd / (hs * (hs + hd)) * part(0, n - 2) + (hd - hs) / (hs * hd) * part(1, n - 2)
+                  + hs / (hd * (hs + hd)) * part(2, n - 2))
         first, last = steps[0], steps[-1]
-        second, before_last = (steps[1], steps[-2]) if edge_order == 2 else (None, None)
+        if edge_order == 1:
+            left, right = (part(1) - part(0)) / first, (part(-1) - part(-2)) / last
+        else:                                   # second order, from three points
+            a, b, e, z = first, steps[1], steps[-2], last
+            left = (-(2 * a + b) / (a * (a + b)) * part(0) + (a + b) / (a * b) * part(1)
+                    - a / (b * (a + b)) * part(2))
+            right = (z / (e * (e + z)) * part(-3) - (e + z) / (e * z) * part(-2)
+                     + (2 * z + e) / (z * (e + z)) * part(-1))
     else:
         inside = (part(2, n - 2) - part(0, n - 2)) / (2 * h)
-        first = second = before_last = last = h
-    if edge_order == 1:
-        left, right = (part(1) - part(0)) / first, (part(-1) - part(-2)) / last
-    else:                                       # second order, from three points
-        a, b, e, z = first, second, before_last, last
-        left = (-(2 * a + b) / (a * (a + b)) * part(0) + (a + b) / (a * b) * part(1)
-                - a / (b * (a + b)) * part(2))
-        right = (z / (e * (e + z)) * part(-3) - (e + z) / (e * z) * part(-2)
-                 + (2 * z + e) / (z * (e + z)) * part(-1))
+        if edge_order == 1:
+            left, right = (part(1) - part(0)) / h, (part(-1) - part(-2)) / h
+        else:
+            left = (-1.5 * part(0) + 2 * part(1) - 0.5 * part(2)) / h
+            right = (0.5 * part(-3) - 2 * part(-2) + 1.5 * part(-1)) / h
     from ember.ops.join import cat
     return cat([left, inside, right], d)
 
@@ -358,8 +369,8 @@ def gradient(input, *, spacing=None, dim=None, edge_order=1):
     if input.dtype is D.bool_:              # PyTorch differences the bools themselves
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
-    if not (input.is_floating_point() or input.is_complex()):
-        input = input.to(D.get_default_dtype())
+    # integer input is not converted first: its differences promote with the steps (an
+    # integer tensor over float16 coordinates gives float16, as in PyTorch)
     return tuple(_derivative_along(input, d, h, edge_order) for d, h in zip(dims, spacings))
 
 

@@ -13,12 +13,14 @@ import numpy as np
 from ember import _dtype as D
 from ember._creation import tensor, zeros
 from ember.amp._state import suspended
+from ember.autograd.grad_mode import STATE as _GRAD
 from ember.ops._reduce import constant
 from ember.ops._promotion import Policy
 from ember.ops._registry import broadcast_message, op, rename_node
 from ember.ops.arithmetic import SUB
 from ember.ops.grids import _tensor_arg
 from ember.ops.reduction import norm
+from ember.ops.underivable import underivable
 
 __all__ = ["cdist", "dist", "pdist"]
 
@@ -68,6 +70,7 @@ def _(grad, a, b, p, *, out):
 _MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
           "donot_use_mm_for_euclid_dist")
 _MM_THRESHOLD = 25                      # rows above which "if necessary" means "use mm"
+_PDIST = "pdist"                        # pdist's mode: no matrix products, pdist's node names
 
 
 def _uses_mm(p, compute_mode, rows1, rows2):
@@ -189,6 +192,16 @@ def _(flat, params, out):
     return "CdistBackward0"
 
 
+@cdist.refuse_forward_ad
+def _(flat, params):
+    # neither of PyTorch's kernels (the matrix-product form's, the direct one) has a forward
+    # derivative
+    a, b = flat
+    mm = _uses_mm(params[0], params[1], a.shape[-2], b.shape[-2])
+    return "_euclidean_dist" if mm and a.shape[-1] and a.shape[-2] and b.shape[-2] else \
+        "_cdist_forward"
+
+
 def _public_cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance between each row of ``x1`` and each row of ``x2`` (batched)."""
     if compute_mode not in _MODES:
@@ -209,7 +222,20 @@ def _(grad, a, b, p, compute_mode, *, out):
     # PyTorch's kernel for it (_cdist_backward) is no autocast op: a backward run inside an
     # autocast region computes it in the gradients' dtypes
     with suspended():
+        if _GRAD.grad_enabled and not _batching():
+            # create_graph: PyTorch's kernel has no derivative, its gradients refuse a second
+            # backward (under vmap, jacrev of jacrev, they stay differentiable)
+            node, kernel = ("PdistBackwardBackward0", "_pdist_backward") \
+                if compute_mode == _PDIST else ("CdistBackwardBackward0", "_cdist_backward")
+            return underivable([grad, a, b, out], lambda: _cdist_grad(grad, a, b, p, out),
+                               node, kernel)
         return _cdist_grad(grad, a, b, p, out)
+
+
+def _batching():
+    """Whether vmap runs this backward."""
+    from ember.func._batched import STATE
+    return bool(STATE.levels)
 
 
 def _cdist_grad(grad, a, b, p, out):
@@ -252,7 +278,7 @@ def pdist(input, p=2):
                                       f"'{input.dtype._torch_name}'")
         x = input.float()               # nothing to compute: empty, or all zeros
     rows, cols = _upper_pairs(n, input.device)
-    distances = cdist(x, x, p, "donot_use_mm_for_euclid_dist")[rows, cols].to(input.dtype)
+    distances = cdist(x, x, p, _PDIST)[rows, cols].to(input.dtype)
     return rename_node(distances, "PdistBackward0")
 
 

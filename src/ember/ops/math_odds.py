@@ -160,9 +160,20 @@ _ANGLE = Policy("angle", _angle_rule)
 deg2rad = unary("deg2rad(input)", lambda xp, x: xp.deg2rad(x),
                 lambda grad, x: grad * (math.pi / 180), doc="Degrees converted to radians.",
                 promote=_ANGLE, saves_inputs=False, ufunc="deg2rad")
-rad2deg = unary("rad2deg(input)", lambda xp, x: xp.rad2deg(x),
+
+
+def _rad2deg(xp, x):
+    # PyTorch multiplies by 180/pi rounded to the computation's dtype (float32 for all but
+    # float64); NumPy's float32 loop divides 180 by a rounded pi, a different constant
+    if x.dtype == xp.float64:
+        return x * (180 / math.pi)
+    return (x.astype(xp.float32, copy=False) * xp.float32(180 / math.pi)).astype(x.dtype,
+                                                                                 copy=False)
+
+
+rad2deg = unary("rad2deg(input)", _rad2deg,
                 lambda grad, x: grad * (180 / math.pi), doc="Radians converted to degrees.",
-                promote=_ANGLE, saves_inputs=False, ufunc="rad2deg")
+                promote=_ANGLE, saves_inputs=False)
 
 
 def _floats_rule(d, name, operands):

@@ -179,6 +179,14 @@ def _angle(name, ref):
                   gradgrad=True, error_inputs=_angle_errors(name))
 
 
+def _rad2deg_ref(x):
+    """PyTorch's rad2deg: a product with 180/pi rounded to float32 unless ``x`` is float64
+    (NumPy's float32 loop uses another constant, 180 over a rounded pi)."""
+    if x.dtype == np.float64:
+        return x * (180 / np.pi)
+    return x.astype(np.float32) * np.float32(180 / np.pi)
+
+
 # --- nextafter --------------------------------------------------------------------------------
 
 def _nextafter_samples(dtype, requires_grad):
@@ -238,7 +246,7 @@ OPS = [
     OpInfo("lcm", _integer_ref(np.lcm), _gcd_samples, dtypes=INTS, grad=False,
            error_inputs=_integer_errors("lcm")),
     _angle("deg2rad", np.deg2rad),
-    _angle("rad2deg", np.rad2deg),
+    _angle("rad2deg", _rad2deg_ref),
     # the reference sees 16-bit inputs as float32, whose next value is nearer: one 16-bit
     # step is within the tolerance, and special values go untested here
     # (tests/ops/test_special.py checks 16-bit results bit for bit)
