@@ -170,6 +170,8 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     if steps:
         _reject_range_dtype("linspace", dtype, device, complex_ok=True)
     _, dev = _target(_out_device(device, out))
+    if dtype.is_floating_point:
+        _check_float_ends(start, end, steps, dtype)
     if dtype.np in (np.float32, np.float64):
         arr = _evenly_spaced(start.real, end.real, steps, dtype.np.type)
     elif dtype.is_complex:
@@ -180,11 +182,42 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
         arr = np.trunc(_evenly_spaced(int(start.real), int(end.real), steps,
                                       np.float32).astype(np.float32))
     else:
-        arr = np.linspace(start, end, steps)
+        arr = _evenly_spaced_16bit(start.real, end.real, steps, dtype.np)
     arr = _place(arr.astype(dtype.np), dev)
     if out is not None:
         return _write_range(out, arr)
     return _finish(arr, requires_grad)
+
+
+def _check_float_ends(start, end, steps, dtype):
+    """PyTorch's overflow error for ends beyond a float dtype's range: the kernel converts
+    both when it runs (steps > 1); one step fills with ``start``, unchecked in 16 bits."""
+    from ember.ops._scalars import fitted_number     # (ember.ops imports this module)
+    if steps > 1:
+        fitted_number(start, dtype.np)
+        fitted_number(end, dtype.np)
+    elif steps == 1 and dtype.itemsize > 2:
+        fitted_number(start, dtype.np)
+
+
+def _evenly_spaced_16bit(start, end, steps, dtype):
+    """linspace's values in a 16-bit float as PyTorch's CPU kernel computes them: halves
+    counted from each end as in ``_evenly_spaced``, but every operation (the ends, the step,
+    each count and each product and sum) rounded to ``dtype``, so that counts past 256
+    (bfloat16) or 2048 (float16) are rounded too."""
+    def rounded(values):            # one float32 operation, then rounded to ``dtype``
+        return np.asarray(values, np.float32).astype(dtype).astype(np.float32)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        first, last = rounded(start), rounded(end)
+        if steps <= 1:
+            return np.full(steps, first)
+        step = rounded(rounded(last - first) / rounded(steps - 1))
+        half = steps // 2
+        counts = rounded(np.arange(steps))
+        up = rounded(first + rounded(step * counts[:half]))
+        down = rounded(last - rounded(step * counts[steps - half - 1::-1]))
+    return np.concatenate([up, down]).astype(dtype)
 
 
 def _evenly_spaced(start, end, steps, step_type):
@@ -200,8 +233,9 @@ def _evenly_spaced(start, end, steps, step_type):
     step = wide((last - first) / step_type(steps - 1))
     half = steps // 2
     values = np.empty(steps, wide)
-    values[:half] = wide(first) + step * np.arange(half, dtype=wide)
-    values[half:] = wide(last) - step * np.arange(steps - half - 1, -1, -1, dtype=wide)
+    with np.errstate(invalid="ignore"):         # infinite ends give NaN, silently
+        values[:half] = wide(first) + step * np.arange(half, dtype=wide)
+        values[half:] = wide(last) - step * np.arange(steps - half - 1, -1, -1, dtype=wide)
     return values
 
 

@@ -102,16 +102,24 @@ def _pointwise(name):
     return out_of_place, in_place
 
 
+def _lerp_weights(tensors, weight):
+    """One weight per tensor; a 0-dim tensor is read as PyTorch's Scalar overload reads it,
+    as a number (``lerp_`` of integers then fails in the kernel, not on a cast)."""
+    if isinstance(weight, ember.Tensor) and weight.ndim == 0:
+        weight = weight.item()
+    return _pair(tensors, weight)
+
+
 def _foreach_lerp(self, tensors1, weight):
     """``lerp`` of each tensor towards its partner by ``weight``."""
     ends = _pair(_check_list("lerp", self), tensors1)
-    return tuple(t.lerp(e, w) for t, e, w in zip(self, ends, _pair(self, weight)))
+    return tuple(t.lerp(e, w) for t, e, w in zip(self, ends, _lerp_weights(self, weight)))
 
 
 def _foreach_lerp_(self, tensors1, weight):
     """In-place ``lerp`` of each tensor towards its partner by ``weight``."""
     ends = _pair(_check_list("lerp_", self), tensors1)
-    for t, e, w in zip(self, ends, _pair(self, weight)):
+    for t, e, w in zip(self, ends, _lerp_weights(self, weight)):
         t.lerp_(e, w)
     return self
 

@@ -202,7 +202,14 @@ def _lerp_rule(d, name, operands):
     return dx
 
 
-@op("lerp(input, end, weight)", inputs=3, promote=Policy("lerp", _lerp_rule), inplace=True)
+def _lerp_promoted(operands):
+    """The operands PyTorch promotes: a number weight is not one of them (``lerp_`` of
+    integers with weight 0.5 fails in the kernel, not on casting a float result)."""
+    return [o for o in operands if o[1] != D.SCALAR]
+
+
+@op("lerp(input, end, weight)", inputs=3, promote=Policy("lerp", _lerp_rule, _lerp_promoted),
+    inplace=True)
 def lerp(xp, x, end, weight):
     """``input + weight * (end - input)``, elementwise."""
     weight = _fit(xp, weight, x.dtype)

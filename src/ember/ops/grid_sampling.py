@@ -179,6 +179,9 @@ def _base_coords(n, align_corners, dtype):
     PyTorch's are: grid points on pixel centres must land on the same side of them."""
     import ember
     if n <= 1:
+        if dtype.itemsize == 2:     # PyTorch builds this one coordinate with torch.tensor
+            raise NotImplementedError(f"\"tensor_cpu\" not implemented for "
+                                      f"'{dtype._torch_name}'")
         return np.zeros(max(n, 0), dtype=dtype.np)
     c = ember.linspace(-1, 1, n, dtype=dtype)
     return host_values(c if align_corners else c * (n - 1) / n)    # (numpy() refuses bf16)
@@ -228,7 +231,15 @@ def affine_grid_generator(xp, theta, size, align_corners):
     """The sampling grid of the affine maps ``theta`` for ``size`` (no argument checks)."""
     size = tuple(size)
     base = xp.asarray(_base_grid(size, align_corners, D.FROM_NUMPY[theta.dtype]))
-    grid = xp.matmul(base, theta.transpose(0, 2, 1)).astype(theta.dtype, copy=False)
+    # PyTorch's CPU kernel sums base_k * theta_k one k after another (16-bit floats in float32),
+    # without fused multiply-adds: a BLAS product rounds differently, and grid points that land
+    # on pixel centres then fall on the other side of them under nearest sampling
+    acc = np.float32 if theta.dtype in D.LOW_PRECISION_NP else theta.dtype
+    base, theta_t = base.astype(acc, copy=False), theta.astype(acc, copy=False)
+    grid = base[..., 0, None] * theta_t[:, None, :, 0]
+    for k in range(1, base.shape[-1]):
+        grid = grid + base[..., k, None] * theta_t[:, None, :, k]
+    grid = grid.astype(theta.dtype, copy=False)
     return grid.reshape((size[0],) + size[2:] + (len(size) - 2,))
 
 

@@ -23,24 +23,31 @@ def get_ema_multi_avg_fn(decay=0.999):
     """An in-place exponential moving average over lists of tensors."""
     _check_decay(decay)
     def ema_update(ema_params, current_params, num_averaged):
+        # as PyTorch, the first tensor picks the update for the list (AveragedModel passes
+        # lists of one dtype): lerp for floats, else the average truncated back
         with ember.no_grad():
+            if ema_params[0].is_floating_point() or ema_params[0].is_complex():
+                ember._foreach_lerp_(ema_params, current_params, 1 - decay)
+                return
             for ema, current in zip(ema_params, current_params):
-                if ema.is_floating_point() or ema.is_complex():
-                    ema.lerp_(current, 1 - decay)
-                else:       # e.g. num_batches_tracked: the average, truncated back
-                    ema.copy_(ema * decay + current * (1 - decay))
+                ema.copy_(ema * decay + current * (1 - decay))
     return ema_update
 
 
 def get_swa_multi_avg_fn():
     """An in-place running mean over lists of tensors."""
     def swa_update(averaged_params, current_params, num_averaged):
-        n = int(num_averaged)
+        # as PyTorch, the first tensor picks the update for the list: a lerp by 1 / (n + 1)
+        # (a float32 tensor when n is one), else the mean of integers, which foreach refuses
         with ember.no_grad():
-            for avg, current in zip(averaged_params, current_params):
-                if not (avg.is_floating_point() or avg.is_complex()):
-                    raise RuntimeError(_INTEGER_ADDCDIV)    # PyTorch's foreach addcdiv's
-                avg.add_((current - avg) / (n + 1))
+            first = averaged_params[0]
+            if first.is_floating_point() or first.is_complex():
+                ember._foreach_lerp_(averaged_params, current_params, 1 / (num_averaged + 1))
+                return
+            diffs = ember._foreach_sub(current_params, averaged_params)
+            if isinstance(num_averaged, ember.Tensor):
+                raise RuntimeError(_INTEGER_ADDCDIV)        # PyTorch's foreach addcdiv's
+            ember._foreach_add_(averaged_params, diffs, alpha=1 / (num_averaged + 1))
     return swa_update
 
 
@@ -104,7 +111,14 @@ class AveragedModel(Module):
                 for avg, current in zip(mine, theirs):
                     avg.copy_(current)
             elif self.multi_avg_fn is not None:
-                self.multi_avg_fn(mine, theirs, n)
+                # one call per device and dtype, the last-seen group first, as PyTorch's
+                groups = {}
+                for avg, current in zip(mine, theirs):
+                    group = groups.setdefault((avg.device, avg.dtype), ([], []))
+                    group[0].append(avg)
+                    group[1].append(current)
+                for (device, _), (avgs, currents) in reversed(groups.items()):
+                    self.multi_avg_fn(avgs, currents, n.to(device))
             else:       # an integer buffer gets the running mean truncated, as on CPU
                 avg_fn = self.avg_fn or get_swa_avg_fn()
                 for avg, current in zip(mine, theirs):
