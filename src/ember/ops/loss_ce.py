@@ -14,9 +14,11 @@ from ember.backend import reads_stall, xp_of
 from ember.ops._along import check_range
 from ember.ops._loss_common import reduction_of
 from ember.ops._reduce import grad_enabled
-from ember.ops._registry import OpValueError, op
-from ember.ops.log_space import log_softmax, row_sums, softmax
-from ember.ops.loss_ce_low import low_precision_grad, low_precision_loss
+from ember.ops._registry import OpValueError, op, rename_node
+from ember.ops.log_space import LOG_SOFTMAX_DOUBLE, log_softmax, row_sums, softmax
+from ember.ops.loss_ce_low import (cascaded_nll, is_low_probability_case, low_precision_grad,
+                                   low_precision_loss, low_precision_probability_grads,
+                                   low_precision_probability_loss)
 from ember.ops.activations import masked
 
 _LOW = D.HALF_NP
@@ -230,6 +232,8 @@ def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
         q = q * (1 - label_smoothing) + label_smoothing / c
     if w is not None:
         q = q * _class_dim_shape(w.astype(compute), xb.ndim)
+    if is_low_probability_case(x, t, w):
+        return low_precision_probability_loss(xp, x, t, w, reduction, label_smoothing)
     xb = xb.astype(compute, copy=False)
     shift, log_sums = _log_normalizer(xp, xb)
     loss = -(((xb - _keep_class_dim(shift)) - log_sums[:, None]) * q).sum(axis=1)
@@ -337,7 +341,10 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
         dtype = x.dtype.np
         q = _make(_as_input(q.astype(dtype, copy=False), x, True))
         q_sum = _make(_as_input(q_sum.astype(dtype, copy=False), x, False))
-        return (softmax(x, dim) * q_sum - q) * g, None, None
+        # cross_entropy is log_softmax and nll_loss in PyTorch: log_softmax's backward last
+        return rename_node((softmax(x, dim) * q_sum - q) * g, LOG_SOFTMAX_DOUBLE), None, None
+    if is_low_probability_case(x._data, t._data, None if w is None else w._data):
+        return low_precision_probability_grads(grad, x, t, w, reduction, label_smoothing)
     if reduction == "mean":
         g = g / max(t.numel() // t.shape[dim], 1) if t.numel() else g * float("nan")
     c = x.shape[dim]
@@ -345,7 +352,8 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
     wc = None if w is None else w.reshape([c] + [1] * (x.ndim - 1 - dim))
     if wc is not None:
         q = q * wc
-    grad_x = (softmax(x, dim) * q.sum(dim, keepdim=True) - q) * g
+    grad_x = rename_node((softmax(x, dim) * q.sum(dim, keepdim=True) - q) * g,
+                         LOG_SOFTMAX_DOUBLE)
     grad_t = grad_w = None
     if t.requires_grad:
         scale = -(1 - label_smoothing) if wc is None else wc * -(1 - label_smoothing)
@@ -372,6 +380,8 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     _check_weight(w, c, dtype)
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
     loss = xp.where(mask, -(_pick(xp, xb, safe) * wt), 0)      # +0 where ignored
+    if dtype in _LOW and reduction != "none" and xp is np:
+        return cascaded_nll(xp, loss, mask, wt, w is not None, reduction, dtype)
     loss = _reduce(loss, total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
 
@@ -393,4 +403,4 @@ def nll_loss_grad(grad, x, t, w, size_average, ignore_index, reduce, reduction):
     if x._data.dtype in _LOW:       # PyTorch rounds -w * grad / total once
         return masked(g.float(), _as_input(neg_q, x, True), x).to(x.dtype), None, None
     neg_q = _as_input(neg_q.astype(x.dtype.np, copy=False), x, True)
-    return masked(g, neg_q, x), None, None
+    return rename_node(masked(g, neg_q, x), "NllLossBackwardBackward0"), None, None

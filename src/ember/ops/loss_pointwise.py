@@ -18,7 +18,7 @@ from ember.ops._loss_common import (reduce_array, reduce_loss, reduced_grad, red
 from ember.ops._op_errors import broadcast_message
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
-from ember.ops._scalars import float_arg
+from ember.ops._scalars import float_arg, rounded_number
 from ember.ops.loss_kernels import _binary_cross_entropy_with_logits, _soft_margin_loss
 from ember.ops.binary_math import where
 from ember.ops.shape import broadcast_tensors
@@ -29,7 +29,7 @@ __all__ = ["l1_loss", "mse_loss", "huber_loss", "smooth_l1_loss", "soft_margin_l
 
 
 def _float_only(dtype, kernel):
-    if dtype.category != D.FLOATING:
+    if dtype.category != D.FLOATING or dtype in D.FLOAT8:
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtype._torch_name}'")
 
 
@@ -84,8 +84,10 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _mse_loss(*_kernel_operands(input, target), reduction)
 
 
+# upcast=False: PyTorch's kernel rounds a 16-bit difference before squaring it (each step
+# in the operands' dtype), and the squares before reducing them
 @op("_mse_loss(input, target, reduction='mean')", inputs=2, promote=BINARY, method=False,
-    out=False, scalars=False, grad_fn_name="MseLossBackward0")
+    out=False, scalars=False, grad_fn_name="MseLossBackward0", upcast=False)
 def _mse_loss(xp, x, t, reduction):
     """PyTorch's mse_loss kernel: the squared error of same-shaped (broadcast) ``input`` and
     ``target``, reduced; one node, MseLossBackward0, whose edges are the two operands."""
@@ -95,7 +97,13 @@ def _mse_loss(xp, x, t, reduction):
 
 @_mse_loss.derivative
 def _(grad, x, t, reduction, *, needs=(True, True)):
-    g = 2 * reduced_grad(grad, x, reduction) * (x - t)
+    # PyTorch's order: norm (2, or 2 / numel, in the operands' dtype) times the difference,
+    # then times the incoming gradient; the target's is the same with the difference negated
+    norm = 2.0 / x.numel() if reduction == "mean" and x.numel() else 2.0
+    dtype = D.promote_types(x.dtype, t.dtype)
+    if dtype.itemsize == 2 and dtype.category == D.FLOATING:
+        norm = rounded_number(norm, dtype.np)
+    g = (x - t) * norm * grad
     return (g if needs[0] else None), (-g if needs[1] else None)
 
 
