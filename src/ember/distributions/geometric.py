@@ -60,7 +60,7 @@ class Geometric(Distribution):
         tiny = ember.finfo(self.probs.dtype).tiny
         with ember.no_grad():
             # drawn in place into a new tensor, as PyTorch draws it (vmap refuses it alike)
-            u = self.probs.new_empty(shape).uniform_(tiny, 1)
+            u = self.probs.new(shape).uniform_(tiny, 1)
             return (u.log() / ember.log1p(-self.probs)).floor()
 
     def log_prob(self, value):

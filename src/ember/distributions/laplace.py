@@ -47,7 +47,7 @@ class Laplace(Distribution):
         # u uniform on (-1, 1): x = loc - scale * sign(u) * log(1 - |u|)
         shape = self._extended_shape(sample_shape)
         eps = ember.finfo(self.loc.dtype).eps
-        u = self.loc.new_empty(shape).uniform_(eps - 1, 1)
+        u = self.loc.new(shape).uniform_(eps - 1, 1)     # (as PyTorch: unbatched under vmap)
         return self.loc - self.scale * u.sign() * ember.log1p(-u.abs())
 
     def log_prob(self, value):

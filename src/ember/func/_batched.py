@@ -137,6 +137,8 @@ class BatchedTensor(Tensor):
         return f"BatchedTensor(lvl={_depth(self._level)}, bdim=0, value=\n{value}\n)"
 
     _takes_registry_calls = True       # offered op functions, parameters by name (handle_op)
+    # hand-written functions offered too: zeros_like of a batched tensor is batched (dispatch)
+    _takes_functions = ("zeros_like", "ones_like", "empty_like", "full_like")
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -225,6 +227,19 @@ class BatchedTensor(Tensor):
 
     def zero_(self):
         return self.copy_(0)
+
+    # --- factories that follow the batch, as PyTorch's: buffers written per example --------
+    def new_zeros(self, *args, **kwargs):
+        return with_levels_of(Tensor.new_zeros(self, *args, **kwargs), self)
+
+    def new_ones(self, *args, **kwargs):
+        return with_levels_of(Tensor.new_ones(self, *args, **kwargs), self)
+
+    def new_empty(self, *args, **kwargs):
+        return with_levels_of(Tensor.new_empty(self, *args, **kwargs), self)
+
+    def new_full(self, *args, **kwargs):
+        return with_levels_of(Tensor.new_full(self, *args, **kwargs), self)
 
 
 def remove_level(t, level, size):

@@ -10,7 +10,8 @@ from ember.ops._max_sweep import max_sweep
 from ember.ops._op_errors import OpValueError
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
 from ember.ops._pool_index import _plane_scatter_add, window_max
-from ember.ops._registry import REGISTRY, op
+from ember.ops._registry import REGISTRY, op, rename_node
+from ember.ops.arithmetic import _div_scalar
 from ember.ops._separable import _along_dims, apply_mats, built_once, transposed
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_max_pool1d"]
@@ -80,10 +81,14 @@ def _avg_op(nd, namespace):
     @registered.derivative
     def _(grad, x, output_size):
         size = tuple(x.shape[x.ndim - nd:])
-        if all(o == 1 for o in grad.shape[grad.ndim - nd:]):
-            return grad.expand(tuple(x.shape)) / float(np.prod(size))
+        if all(o == 1 for o in grad.shape[grad.ndim - nd:]):     # a mean's, as PyTorch's
+            gx = _div_scalar(grad.expand(tuple(x.shape)), float(np.prod(size)))
+            return rename_node(gx, "SqueezeBackward1") if nd == 1 else gx
         out = tuple(grad.shape[grad.ndim - nd:])
-        return _along_dims(grad, transposed(adaptive_mats(size, out)))
+        # PyTorch's backward kernel (a 1-D pool: a squeezed 2-D one, as the forward)
+        return rename_node(_along_dims(grad, transposed(adaptive_mats(size, out))),
+                           "SqueezeBackward1" if nd == 1
+                           else f"AdaptiveAvgPool{nd}DBackwardBackward0")
     return registered
 
 
@@ -140,8 +145,8 @@ def _max_op(nd, name, namespace):
 adaptive_avg_pool1d = _avg_op(1, None)
 for _avg in (adaptive_avg_pool1d, _avg_op(2, "nn.functional"), _avg_op(3, "nn.functional")):
     _avg.named_by(lambda flat, params, out, _base=_avg.node_class.__name__:
-                  _base if _pooled_to(params[0]) != 1 else
-                  "SqueezeBackward1" if _base.endswith("1DBackward0") else "MeanBackward1")
+                  "SqueezeBackward1" if _base.endswith("1DBackward0") else     # (as 2-D)
+                  _base if _pooled_to(params[0]) != 1 else "MeanBackward1")
 
 
 def _pooled_to(output_size):

@@ -13,6 +13,7 @@ from ember.amp._state import suspended
 from ember.backend import low_precision_product
 from ember.backend.blas_threads import follow_load
 from ember.ops._elementwise import conj_grad
+from ember.ops._reduce import grad_enabled
 from ember.ops._registry import broadcast_message, op
 
 _LOW = D.LOW_PRECISION_NP
@@ -123,20 +124,27 @@ def _(grad, x, w, b, *, needs=(True, True, True)):
         if need_x:
             gx = grad @ w
         if need_w:      # an outer product: an mm, as PyTorch's (autocast casts it)
-            gw = grad.unsqueeze(-1) @ x.unsqueeze(0)
+            gw = _transposed_twice(grad.unsqueeze(-1) @ x.unsqueeze(0))
         return gx, gw, grad
     if x.ndim > 2:
         g2 = grad.reshape(-1, w.shape[0])
         if need_x:
             gx = (g2 @ w).reshape(x.shape)
         if need_w:
-            gw = g2.mT @ x.reshape(-1, x.shape[-1])
+            gw = _transposed_twice(g2.mT @ x.reshape(-1, x.shape[-1]))
     else:
         if need_x:
             gx = grad @ w
         if need_w:
-            gw = grad.mT @ x
+            gw = _transposed_twice(grad.mT @ x)
     return gx, gw, grad
+
+
+def _transposed_twice(gw):
+    """``gw``, under create_graph passed through two ``t()`` as PyTorch's graph does (the mm
+    computes the gradient of ``weight.t()``, laid out like it, then transposes it back):
+    its node is TBackward0."""
+    return gw.t().t() if grad_enabled() else gw
 
 
 linear.reads_inputs((1,), (0,), ())     # x for the weight's gradient, weight for x's

@@ -17,7 +17,7 @@ from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_g
 from ember.ops._elementwise import conj_grad
 from ember.ops._linalg_utils import torch_name
 from ember.ops._scalars import int_arg
-from ember.ops._registry import op
+from ember.ops._registry import op, rename_node
 from ember.ops.padding import constant_pad_nd
 
 FUNCTIONAL = {name: name for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d",
@@ -78,7 +78,13 @@ def _grads(grad, x, w, b, args, need_x=None):
     if b is not None and b.requires_grad:
         gb = grad.sum([0] + list(range(2, grad.ndim)))
     gi, gw = _laid_out_like((gi, gw), x, w)
+    for g in (gi, gw, gb):      # under create_graph: PyTorch's one convolution_backward node
+        if g is not None:
+            rename_node(g, _DOUBLE)
     return gi, gw, gb
+
+
+_DOUBLE = "ConvolutionBackwardBackward0"
 
 
 @op("convolution(input, weight, bias=None, stride=1, padding=0, dilation=1, transposed=False, "
@@ -100,7 +106,7 @@ def _(grad, x, w, b, stride, padding, dilation, transposed, output_padding, grou
 
 
 @op("_convolution_weight(input, grad_output, kernel_size, stride, padding, dilation, groups)",
-    inputs=2, method=False)
+    inputs=2, method=False, grad_fn_name=_DOUBLE)
 def _convolution_weight(xp, x, g, kernel_size, stride, padding, dilation, groups):
     """The gradient of a convolution with respect to its weight."""
     pads = tuple((p, p) for p in padding)
@@ -170,8 +176,8 @@ def _conv_op(nd, transposed):
             args.pads = tuple((lo, lo) for lo, _ in args.pads)
         gi, gw, gb = _grads(grad, xt, w, b, args, x.requires_grad)
         if gi is not None:
-            if any(extra):
-                gi = gi[(Ellipsis,) + tuple(slice(0, s) for s in x.shape[-nd:])]
+            if any(extra):              # PyTorch crops the padded input's gradient by a pad
+                gi = constant_pad_nd(gi, [-v for v in flat])
             if unbatched:
                 gi = gi.squeeze(0)
         return gi, gw, gb
@@ -190,6 +196,9 @@ def _conv_op(nd, transposed):
     forward.__name__ = name
     registered = op(sig, inputs=3, method=False, grad_fn_name="ConvolutionBackward0")(forward)
     registered.derivative(derivative)
+    # PyTorch adds a batch dim to an unbatched input and squeezes it off the result
+    registered.named_by(lambda flat, params, out: "SqueezeBackward1" if flat[0].ndim == nd + 1
+                        else "ConvolutionBackward0")
     return registered
 
 

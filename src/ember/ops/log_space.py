@@ -14,7 +14,7 @@ from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import binary, conj_grad
 from ember.ops._promotion import Policy
 from ember.ops._reduce import cast_input, cpu_wide, flip, grad_enabled
-from ember.ops._registry import op
+from ember.ops._registry import op, rename_node
 from ember.ops.binary_math import where
 from ember.ops.unary_math import exp2, log1p
 
@@ -260,7 +260,8 @@ def _(grad, x, dim, dtype, *, out):
         gx *= y
         return _make(gx.astype(out._data.dtype, copy=False))
     g, y = _wide_tensors(grad, out)
-    return (y * (g - (g * y).sum(d, keepdim=True))).to(grad.dtype)
+    return rename_node((y * (g - (g * y).sum(d, keepdim=True))).to(grad.dtype),
+                       "SoftmaxBackwardDataBackward0")
 
 
 @op("log_softmax(input, dim, dtype=None)", out=True, saves_inputs=False)
@@ -295,4 +296,8 @@ def log_softmax_grad(grad, out, d):
         gx *= _sums(xp, g, d)
         return _make(xp.subtract(g, gx, out=gx).astype(out._data.dtype, copy=False))
     g, y = _wide_tensors(grad, out)
-    return (g - y.exp() * g.sum(d, keepdim=True)).to(grad.dtype)
+    return rename_node((g - y.exp() * g.sum(d, keepdim=True)).to(grad.dtype),
+                       LOG_SOFTMAX_DOUBLE)
+
+
+LOG_SOFTMAX_DOUBLE = "LogSoftmaxBackwardDataBackward0"     # PyTorch's log_softmax backward

@@ -192,6 +192,13 @@ def _pad_backward(xp, g, input_size, pad, mode):
     return xp.ascontiguousarray(g.astype(dtype, copy=False))
 
 
+@_pad_backward.named_by
+def _(flat, params, out):                    # PyTorch's backward kernel per mode and rank
+    pad_, mode = params[1], params[2]
+    name = {"reflect": "ReflectionPad", "replicate": "ReplicationPad"}.get(mode)
+    return f"{name}{len(pad_) // 2}DBackwardBackward0" if name else "PadBackwardBackward0"
+
+
 @_pad_backward.derivative
 def _(ggrad, g, input_size, pad_, mode):
     return pad(ggrad, pad_, mode)

@@ -14,7 +14,7 @@ from ember.ops._pool_args import (check_rank, output_sizes, pool_geometry, rejec
                                   tuple_arg, window_mats)
 from ember.ops._max_sweep import max_sweep
 from ember.ops._pool_index import _plane_scatter_add
-from ember.ops._registry import REGISTRY, op
+from ember.ops._registry import REGISTRY, op, rename_node
 from ember.ops._separable import _along_dims, apply_mats, transposed
 
 __all__ = ["max_pool1d_with_indices", "avg_pool1d"]
@@ -159,7 +159,9 @@ def _avg_pool_op(nd, namespace):
           divisor_override=None):
         mats, _ = _avg_mats(nd, Shape(tuple(x.shape)), kernel_size, stride, padding,
                             ceil_mode, count_include_pad, divisor_override)
-        return _along_dims(grad, transposed(mats))
+        # PyTorch's backward kernel (a 1-D pool: a squeezed 2-D one, as the forward)
+        return rename_node(_along_dims(grad, transposed(mats)), "SqueezeBackward1" if nd == 1
+                           else f"AvgPool{nd}DBackwardBackward0")
     return registered
 
 

@@ -18,7 +18,7 @@ from ember._memory_format import like_input
 from ember.backend import device_copy
 from ember.ops import grid_sampling, shuffle  # noqa: E402,F401
 from ember.ops._pool_args import adaptive_mats
-from ember.ops._registry import op
+from ember.ops._registry import op, rename_node
 from ember.ops._resample_uint8 import resample_uint8
 from ember.ops._separable import Taps, _along_dims, apply_mats, built_once, transposed
 
@@ -361,8 +361,18 @@ def _(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor, 
         _refuse_empty_area_grad(grad.shape)
     _, scales = _spatial_args(_Meta(x.shape), size, scale_factor, mode, align_corners,
                               recompute_scale_factor, antialias)
-    return _along_dims(grad, transposed(_mats(tuple(x.shape[2:]), out, scales, mode,
-                                              align_corners, antialias)))
+    gx = _along_dims(grad, transposed(_mats(tuple(x.shape[2:]), out, scales, mode,
+                                            align_corners, antialias)))
+    return rename_node(gx, _double_name(mode, x.ndim - 2, antialias))
+
+
+def _double_name(mode, nd, antialias):
+    """The node PyTorch's backward kernel of an interpolation records under create_graph."""
+    if mode == "area":          # adaptive average pooling (a squeezed 2-D one for 1-D)
+        return "SqueezeBackward1" if nd == 1 else f"AdaptiveAvgPool{nd}DBackwardBackward0"
+    name = _UPSAMPLE.get(mode)
+    return f"Upsample{name}{nd}D{'Aa' if antialias else ''}BackwardBackward0" if name else \
+        "AlongDimsBackward0"
 
 
 def _refuse_empty_area_grad(shape):

@@ -280,8 +280,14 @@ def _squeezed_dims(shape, dim):
 
 
 @reshape.named_by
-def _(flat, params, out):               # a view when it can be, else a copy
-    return "ViewBackward0" if out._view is not None else "UnsafeViewBackward0"
+def _(flat, params, out):
+    # PyTorch views a contiguous input, aliases a strided one it can view (_reshape_alias),
+    # and copies the rest
+    if out._view is None:
+        return "UnsafeViewBackward0"
+    x = flat[0]
+    return "ViewBackward0" if x._data.flags.c_contiguous or x.is_contiguous() else \
+        "ReshapeAliasBackward0"
 
 
 flatten.named_by(reshape.node_names)

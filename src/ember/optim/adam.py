@@ -144,7 +144,8 @@ class AdamW(Adam):
 def _tensor_betas(betas, foreach, capturable):
     """``betas`` as a tuple, both floats or both one-element tensors (made 0-d)."""
     kinds = [isinstance(b, Tensor) for b in betas]
-    if kinds[0] != kinds[1]:
+    # an int such as betas=(0, 0.99) is refused too, as torch's isinstance(float) check does
+    if not (all(kinds) or all(isinstance(b, float) for b in betas)):
         raise ValueError("betas must be either both floats or both Tensors")
     if not kinds[0]:
         return tuple(betas)

@@ -55,6 +55,8 @@ def _flat(op, args):
 def dispatch(func, args, kwargs):
     """Run one op call that has BatchedTensor operands (``BatchedTensor.__torch_function__``)."""
     op = getattr(func, "_ember_op", None)
+    if op is None and getattr(func, "__name__", None) in BatchedTensor._takes_functions:
+        return _like_factory(func, args, kwargs)
     if op is None and func is Tensor.copy_:
         return _copy_into(*args, **kwargs)
     if op is None and func is Tensor.fill_:
@@ -66,6 +68,15 @@ def dispatch(func, args, kwargs):
     if func is not op.function:
         return _inplace(op, args, params, level)
     return _finish(op, _run(op, args, params, level), kwargs.get("out"))
+
+
+def _like_factory(func, args, kwargs):
+    """zeros/ones/empty/full_like of a batched tensor: a batched tensor made from its value, as
+    PyTorch's (code writes such buffers per example, or fills them with random draws)."""
+    x = args[0] if args else kwargs.pop("input")
+    if type(x) is not BatchedTensor:        # a batched fill value: the factory's own error
+        return func.__wrapped__(x, *args[1:], **kwargs)
+    return wrap(func(x._value, *args[1:], **kwargs), x._level)
 
 
 def dispatch_params(op, inputs, params, out, inplace=False):
@@ -215,7 +226,10 @@ def _inplace(op, args, params, level):
         if batched is not None:         # per-example indices
             call_inplace(op, *batched)
             return self
-        indices = None if flags[1] else batched_indices(params[0], level)
+        indices = batched_indices(params[0], level)
+        if indices is not None and flags[1]:    # per-example values: under each region
+            values = _region_aligned(values, params[0], size)
+            indices = None if values is None else indices
         if indices is not None:
             call_inplace(op, values, (indices, params[1]))
             return self
@@ -224,6 +238,20 @@ def _inplace(op, args, params, level):
         call_inplace(op, [_select(v, f, b) for v, f in zip(values, flags)],
                      _select_params(params, level, b))
     return self
+
+
+def _region_aligned(values, indices, size):
+    """``[x, v]`` (both batched values) with ``v``'s example dims moved under the trailing
+    dims of the region ``indices`` select in an example of ``x``, as index_put broadcasts
+    them (``buf[i] = row`` in each example); None when the region's rank is not known."""
+    from ember.func._batching.shape import _region_ndim
+    x, v = values
+    region = _region_ndim(x.ndim - 1, indices)
+    if region is None:
+        return None
+    if v.ndim - 1 < region:
+        v = v.reshape((size,) + (1,) * (region - v.ndim + 1) + tuple(v.shape[1:]))
+    return [x, v]
 
 
 # PyTorch's message for an in-place op whose ``self`` is not batched at a level an operand
