@@ -58,7 +58,7 @@ from ember._legacy_storages import *  # noqa: F401,F403  (FloatStorage, LongStor
 from ember import masked, nested, sparse  # noqa: F401
 from ember.sparse import (sparse_compressed_tensor, sparse_coo_tensor,  # noqa: F401
                           sparse_csr_tensor, spmm)
-from ember.sparse._hybrid_products import hspmm, smm  # noqa: F401
+from ember.sparse._hybrid_products import hspmm, smm, sspaddmm  # noqa: F401
 from ember.sparse._compressed import (sparse_bsc_tensor, sparse_bsr_tensor,  # noqa: F401
                                       sparse_csc_tensor, ccol_indices_copy, col_indices_copy,
                                       crow_indices_copy, indices_copy, row_indices_copy,

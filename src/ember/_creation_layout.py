@@ -51,11 +51,13 @@ def sparse_zeros(shape, layout, dtype, device, requires_grad, fn):
         name = "SparseBsr" if layout is _api.sparse_bsr else "SparseBsc"
         raise RuntimeError(f"{fn}_sparse_compressed expected sparse compressed (non-block) "
                            f"tensor layout but got {name}")
-    elif layout in _COMPRESSED and len(shape) == 2:
-        compressed = shape[0 if layout is _api.sparse_csr else 1]
+    elif layout in _COMPRESSED:             # (leading dims: batches)
+        batch = tuple(shape[:-2])
+        compressed = shape[-2 if layout is _api.sparse_csr else -1]
         made = ember.sparse_compressed_tensor(
-            zeros(compressed + 1, dtype=D.int64, device=device),
-            zeros(0, dtype=D.int64, device=device), zeros(0, dtype=dtype, device=device),
+            zeros(batch + (compressed + 1,), dtype=D.int64, device=device),
+            zeros(batch + (0,), dtype=D.int64, device=device),
+            zeros(batch + (0,), dtype=dtype, device=device),
             shape, layout=layout, check_invariants=False)
     else:
         raise NotImplementedError(f"ember.{fn} makes no {layout} tensor of {len(shape)} dims")

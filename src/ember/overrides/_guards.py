@@ -41,7 +41,7 @@ GUARDED = {
         native_dropout nonzero_static norm_except_dim nuclear_norm numel pdist permute_copy
         poisson poisson_nll_loss qr resolve_conj resolve_neg rms_norm rnn_relu rnn_relu_cell
         rnn_tanh rnn_tanh_cell rrelu select_copy select_scatter slice_copy slice_scatter
-        split_copy split_with_sizes split_with_sizes_copy spmm hspmm smm squeeze_copy stft svd
+        split_copy split_with_sizes split_with_sizes_copy hspmm smm sspaddmm squeeze_copy stft svd
         sym_float sym_int sym_ite sym_max sym_min sym_not sym_sum t_copy transpose_copy
         triangular_solve triplet_margin_loss unbind_copy unfold_copy unsqueeze_copy
         view_as_complex_copy view_as_real_copy view_copy""",

@@ -44,15 +44,28 @@ def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
 
 
 def spmm(input, mat2):
-    """``torch.spmm``: a sparse matrix times a dense one (as ``mm``: a sparse leaf gets a
-    dense gradient)."""
-    return _mm(input, mat2)
+    """``torch.spmm``: ``torch.mm`` under another name (a sparse leaf gets a dense gradient),
+    offered to ``__torch_function__`` as ``mm``, as PyTorch offers it."""
+    import ember
+    return ember.mm(input, mat2)
 
 
 def _legacy_deprecated(form, instead):
     from ember._warn import warn_once
     warn_once(f"torch.sparse.SparseTensor({form}) is deprecated.  Please use "
               f"torch.sparse_coo_tensor({instead}).")
+
+
+def _check_legacy_indices(indices, sized):
+    """PyTorch's legacy constructors take int64 indices only (no conversion)."""
+    import ember
+    if indices.dtype is ember.int64:
+        return
+    if sized:
+        raise RuntimeError("indices must be an int64 tensor")
+    if indices.dtype is ember.bool:
+        raise RuntimeError("result type Long can't be cast to the desired output type Bool")
+    raise RuntimeError(f"expected scalar type Long but found {indices.dtype._torch_name}")
 
 
 def _legacy_constructor(name, dtype_name):
@@ -66,6 +79,7 @@ def _legacy_constructor(name, dtype_name):
             else:
                 _legacy_deprecated("indices, values, *, device=", "indices, values, dtype=, "
                                    "device=")
+            _check_legacy_indices(args[0], len(args) == 3)
             return sparse_coo_tensor(*args, device=device, check_invariants=True)
         if not args:
             _legacy_deprecated("", "(0,), dtype=")

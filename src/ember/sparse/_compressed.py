@@ -14,6 +14,7 @@ import operator
 
 from ember._creation import check_requires_grad
 from ember.sparse import _layouts as L
+from ember.sparse._constructor_args import NO_SIZE, refuse_none_size
 from ember.sparse._invariants import check_sparse_tensor_invariants, warn_if_implicit
 from ember.sparse._tensor import _as_tensor, _make_leaf, compressed
 
@@ -23,11 +24,13 @@ __all__ = ["sparse_compressed_tensor", "sparse_csr_tensor", "sparse_csc_tensor",
            "row_indices_copy", "values_copy", "indices_copy"]
 
 
-def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=None, *,
+def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=NO_SIZE, *,
                              dtype=None, layout=None, device=None, pin_memory=False,
                              requires_grad=False, check_invariants=None):
     """A sparse tensor in a compressed layout (``torch.sparse_compressed_tensor``):
     ``layout`` is one of ``sparse_csr``, ``sparse_csc``, ``sparse_bsr``, ``sparse_bsc``."""
+    if size is None:
+        refuse_none_size("sparse_compressed_tensor", L.sparse_csr)
     check_requires_grad(requires_grad, "sparse_compressed_tensor", none_ok=False)
     warn_if_implicit(check_invariants)
     if layout not in L.COMPRESSED:
@@ -42,8 +45,10 @@ def _constructor(layout):
     compressed_name, plain_name = L.index_names(layout)
     name = f"{layout.name}_tensor"
 
-    def make(compressed_indices, plain_indices, values, size=None, *, dtype=None,
+    def make(compressed_indices, plain_indices, values, size=NO_SIZE, *, dtype=None,
              device=None, pin_memory=False, requires_grad=False, check_invariants=None):
+        if size is None:
+            refuse_none_size(name, layout)
         check_requires_grad(requires_grad, name, none_ok=False)
         warn_if_implicit(check_invariants)
         return _build(layout, compressed_indices, plain_indices, values, size, dtype, device,
@@ -71,7 +76,7 @@ def _build(layout, compressed_indices, plain_indices, values, size, dtype, devic
     _check_ranks(layout, pointers, plain, values)
     batch = tuple(pointers.shape[:-1])
     block = tuple(values.shape[len(batch) + 1:]) if L.blocked(layout) else (1, 1)
-    if size is None:
+    if size is NO_SIZE:
         _check_estimable(given[1])
         size = _infer_size(layout, pointers, plain, block)
     else:

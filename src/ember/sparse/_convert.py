@@ -13,7 +13,7 @@ from ember.sparse._tensor import SparseTensor, compressed, coo
 
 __all__ = ["to_dense", "coalesce", "first_of_duplicates", "to_sparse", "to_sparse_coo",
            "to_sparse_csr", "to_compressed", "keep_index_dtype", "with_index_dtype", "linear",
-           "unravel", "Pattern", "pattern"]
+           "unravel", "Pattern", "pattern", "refuse_mixed_index_dtypes"]
 
 
 def _int_zeros(n, device):
@@ -128,9 +128,12 @@ def to_sparse_coo(x, sparse_dim=None):
 
 def _compressed_to_coo(s):
     """A compressed tensor as a COO one, its elements in stored order (every element of a
-    stored block kept); only CSR's order is coalesced, as in PyTorch."""
+    stored block kept); marked coalesced as PyTorch marks it: in row order (CSR, BSR with
+    one-row blocks) or holding a single block, even an empty one otherwise not."""
     rows, cols = block_coordinates(s)
     values = s._v
+    in_row_order = L.row_compressed(s._layout) and blocksize(s)[0] == 1
+    coalesced = in_row_order or values.shape[0] == 1
     if L.blocked(s._layout):
         high, wide = blocksize(s)
         within_r = ember.arange(high, device=rows.device).reshape(1, high, 1)
@@ -140,7 +143,9 @@ def _compressed_to_coo(s):
         cols = (cols.reshape(-1, 1, 1) * wide + within_c).expand(shape).reshape(-1)
         values = values.reshape(-1)
     indices = ember.stack([rows.to(ember.int64), cols.to(ember.int64)])    # COO's are int64
-    return coo(indices, values, s._size, s._layout is L.sparse_csr)
+    out = coo(indices, values, s._size, coalesced)
+    out._coalesced = coalesced
+    return out
 
 
 def to_sparse_csr(x, dense_dim=None):
@@ -163,6 +168,14 @@ def keep_index_dtype(out, like):
     if isinstance(like, SparseTensor) and like._crow is not None and out._crow is not None:
         out._crow, out._col = with_index_dtype(out._crow, out._col, like._crow.dtype)
     return out
+
+
+def refuse_mixed_index_dtypes(s):
+    """PyTorch's error where a kernel reads both index parts of a compressed tensor given
+    with mixed int32/int64 indices (unchecked constructors allow them)."""
+    if isinstance(s, SparseTensor) and s._crow is not None and s._crow.dtype is not s._col.dtype:
+        raise RuntimeError(f"expected scalar type {s._crow.dtype._torch_name} but found "
+                           f"{s._col.dtype._torch_name}")
 
 
 def with_index_dtype(compressed_indices, plain_indices, dtype):
@@ -226,6 +239,9 @@ def _to_blocked(x, layout, block, caller):
                            f"{L.short_name(layout)} without blocksize argument given is not "
                            f"supported")
     high, wide = (block, block) if isinstance(block, int) else tuple(block)
+    if isinstance(x, SparseTensor) and x.layout in L.COMPRESSED and \
+            L.row_compressed(x.layout) == L.row_compressed(layout):
+        refuse_mixed_index_dtypes(x)        # (PyTorch's direct CSR->BSR, CSC->BSC kernel)
     if isinstance(x, SparseTensor):
         if L.blocked(x.layout) and blocksize(x) != (high, wide):
             if x.layout is not layout:

@@ -16,6 +16,8 @@ def getitem(s, index):
     items = _expanded(index if isinstance(index, tuple) else (index,), s.ndim)
     out, dim, selected = s, 0, 0
     for item in items:
+        if isinstance(item, _Unsupported) or item is None and _is_compressed(out):
+            _refuse(out, item)
         if item is None:
             out = _unsqueeze(out, dim) if out.is_sparse else out.unsqueeze(dim)
             dim += 1
@@ -54,8 +56,32 @@ def _as_item(item):
     if isinstance(item, float):
         raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or "
                          "byte Variables are valid indices (got float)")
-    raise NotImplementedError("ember indexes sparse tensors only with integers, ':', '...' "
-                              "and None; convert with .to_dense() first")
+    return _Unsupported(item)
+
+
+class _Unsupported:
+    """An index PyTorch's sparse kernels refuse (a partial slice, a sequence, a tensor)."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item):
+        self.item = item
+
+
+def _is_compressed(t):
+    from ember.sparse._tensor import SparseTensor
+    return isinstance(t, SparseTensor) and t._crow is not None
+
+
+def _refuse(t, item):
+    """PyTorch's error for indexing ``t`` with ``item`` (an _Unsupported or None)."""
+    from ember.sparse import _layouts as L
+    if _is_compressed(t):               # its indexing reads the strides first
+        kind = L.short_name(t.layout)[len("Sparse"):].upper()
+        raise RuntimeError(f"Sparse {kind} tensors do not have strides")
+    kernel = "as_strided" if isinstance(item.item, slice) else "index.Tensor"
+    raise NotImplementedError(f"Could not run 'aten::{kernel}' with arguments from the "
+                              f"'{'SparseCUDA' if t.is_cuda else 'SparseCPU'}' backend.")
 
 
 def _is_full(item):

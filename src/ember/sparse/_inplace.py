@@ -44,7 +44,7 @@ def _replace(self, new):
         raise RuntimeError(f"in-place operation on a {self.layout} tensor gave a {new.layout} "
                            f"result")
     values = new._v
-    old_dtype = None if self._crow is None else self._crow.dtype
+    old_dtypes = None if self._crow is None else (self._crow.dtype, self._col.dtype)
     if self._leaf:
         if ember.is_grad_enabled():
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
@@ -52,9 +52,10 @@ def _replace(self, new):
         values = values.detach().requires_grad_()
     self._v = values
     self._i, self._crow, self._col = new._i, new._crow, new._col
-    if self._crow is not None and old_dtype is not None:   # keeps its index dtype, as PyTorch's
-        from ember.sparse._convert import with_index_dtype
-        self._crow, self._col = with_index_dtype(self._crow, self._col, old_dtype)
+    if self._crow is not None and old_dtypes is not None:
+        # each index part keeps its dtype (mixed int32/int64 ones too), as PyTorch's
+        self._crow, self._col = (part if part.dtype is dtype else part.to(dtype) for part, dtype
+                                 in zip((self._crow, self._col), old_dtypes))
     self._coalesced = new._coalesced
     self._pattern = new._pattern
     self._origin = None             # (the values changed: see NOTE [Dense origins])

@@ -6,6 +6,7 @@ import numbers
 
 import ember
 from ember._tensor import Tensor
+from ember.autograd.function import Function
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
 from ember.sparse._dispatch import (ANY_LAYOUT, BATCHED, HANDLERS, backend_name, handles,
@@ -14,6 +15,7 @@ from ember.sparse._layout_policy import (_COO_ONLY, _check_add_layouts, _check_m
                                          _coo_only, _is_compressed, _refuse_compressed,
                                          _refuse_values_op)
 from ember.sparse._names import named
+from ember.sparse._refusals import bare_repr, refusing
 from ember.sparse._tensor import compressed, coo
 
 __all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select",
@@ -28,19 +30,27 @@ def _reshape(input, *args, **kwargs):
 @handles("select")
 def select(input, dim, index):
     """``input.select(dim, index)`` of a COO tensor: a sparse tensor one dim smaller (dense
-    when no sparse dim is left)."""
+    when no sparse dim is left); backward refuses, as PyTorch's (no sparse select_backward)."""
+    result = _select(input, dim, index)
+    if input.layout is not L.sparse_coo:
+        return result
+    return refusing(result, "SelectBackward0", NotImplementedError(
+        f"Could not run 'aten::select_backward' with arguments from the "
+        f"'{backend_name((input,))}' backend."))
+
+
+def _select(input, dim, index):
     from ember._tensor import _wrap_dim
     dim = _wrap_dim(dim, input.ndim)
-    # PyTorch selects from a blocked tensor only a column of a BSC one
-    if L.blocked(input.layout) and not (input.layout is L.sparse_bsc and dim == 1):
+    size = input.shape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(input.shape)} at dimension {dim}")
+    index %= size
+    if L.blocked(input.layout) and not _line_is_a_view(input, dim, index):
         raise RuntimeError("select(): no view exists for the given input, consider using "
                            "ember.select_copy.")
     c = as_coo(input)
-    size = c.shape[dim]
-    if not -size <= index < size:
-        raise IndexError(f"select(): index {index} out of range for tensor of size "
-                         f"{list(c.shape)} at dimension {dim}")
-    index %= size
     sparse_dim = c.sparse_dim()
     rest = list(c.shape[:dim]) + list(c.shape[dim + 1:])
     if dim >= sparse_dim:
@@ -51,7 +61,38 @@ def select(input, dim, index):
     if not others:
         return values.sum(0)
     indices = c._i[others].index_select(1, keep)
-    return coo(indices, values, rest, c._coalesced)
+    # a line of a 2-D compressed matrix comes out sorted, as PyTorch marks it
+    return coo(indices, values, rest, c._coalesced or input.layout is not L.sparse_coo)
+
+
+def _line_is_a_view(s, dim, index):
+    """Whether line ``index`` along ``dim`` of the blocked matrix ``s`` lies in its values at
+    evenly spaced offsets (PyTorch's select returns a view of the values, so it refuses a
+    line that none can show)."""
+    from ember.sparse._compressed import block_coordinates, blocksize
+    high, wide = blocksize(s)
+    step = high if dim == 0 else wide
+    blocks = (block_coordinates(s)[dim] == index // step).nonzero().reshape(-1, 1)
+    within = index % step
+    inner = ember.arange(wide if dim == 0 else high, device=blocks.device).reshape(1, -1)
+    if dim == 0:        # row ``within`` of each block, left to right
+        offsets = blocks * (high * wide) + within * wide + inner
+    else:               # column ``within`` of each block, top to bottom
+        offsets = blocks * (high * wide) + inner * wide + within
+    gaps = offsets.reshape(-1).diff()
+    return gaps.numel() == 0 or bool((gaps == gaps[0]).all())
+
+
+@handles("unbind")
+def _unbind(input, dim=0):
+    """``input.unbind(dim)``: each slice along ``dim`` selected (COO slices of a 2-D
+    compressed matrix, as PyTorch gives)."""
+    from ember._tensor import _wrap_dim
+    dim = _wrap_dim(dim, input.ndim)
+    return tuple(select(input, dim, i) for i in range(input.shape[dim]))
+
+
+ANY_LAYOUT.add("unbind")
 
 
 # ----- shape ---------------------------------------------------------------------------------
@@ -136,7 +177,14 @@ def _unsqueeze(input, dim):
 @handles("index_select")
 def index_select(input, dim, index):
     """``input.index_select(dim, index)`` of a COO tensor: for each entry of ``index`` in
-    turn, the stored elements in that slice (in their stored order)."""
+    turn, the stored elements in that slice (in their stored order); backward refuses, as
+    PyTorch's (no sparse index_add_)."""
+    return refusing(_index_select(input, dim, index), "IndexSelectBackward0",
+                    NotImplementedError(f"Could not run 'aten::index_add_' with arguments from "
+                                        f"the '{backend_name((input,))}' backend."))
+
+
+def _index_select(input, dim, index):
     from ember._tensor import _wrap_dim
     _coo_only(input, "index_select")
     if not isinstance(index, Tensor) or is_sparse(index) or index.ndim > 1 or \
@@ -217,7 +265,7 @@ def _sum_dtype(values, dtype):
 @handles("sum")
 def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
     if dim is None:
-        return _sum_dtype(input._v, dtype).sum()
+        return _whole_sum(input, dtype)
     if input._batch_ndim():
         raise NotImplementedError("sum: ember sums a batched compressed tensor only whole")
     if input.layout not in (L.sparse_coo, L.sparse_csr):
@@ -228,12 +276,53 @@ def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError("reduction operations on CSR tensors with keepdim=False is "
                            "unsupported")
     out = _sparse_sum(as_coo(input), dim, dtype)
-    if not keepdim:
-        return out if is_sparse(out) and out._v is input._v else named(out, "SumBackward1")
-    for d in _summed_dims(dim, input.ndim):     # put back each summed dim, with size 1
-        out = _unsqueeze(out, d) if is_sparse(out) else out.unsqueeze(d)
-    return C.keep_index_dtype(C.to_sparse_csr(out), input) if input.layout is L.sparse_csr \
-        else out
+    if keepdim:
+        for d in _summed_dims(dim, input.ndim):     # put back each summed dim, with size 1
+            out = _unsqueeze(out, d) if is_sparse(out) else out.unsqueeze(d)
+        if input.layout is L.sparse_csr:     # (PyTorch's take the plain indices' dtype)
+            out = C.to_sparse_csr(out)
+            out._crow, out._col = C.with_index_dtype(out._crow, out._col, input._col.dtype)
+            return out
+        return _refused_sum(out, input)
+    return out if is_sparse(out) and out._v is input._v else _refused_sum(out, input)
+
+
+def _refused_sum(out, input):
+    """The sum ``out`` of the COO ``input`` over some dims under SumBackward1, whose backward
+    refuses when ``out`` is sparse, as PyTorch's (it cannot expand a sparse gradient)."""
+    if not is_sparse(out):
+        return named(out, "SumBackward1")
+    return refusing(out, "SumBackward1",
+                    RuntimeError("expand is unsupported for Sparse tensors"))
+
+
+def _whole_sum(input, dtype):
+    """``input.sum()``: PyTorch's SumBackward0 gives a sparse leaf (or the dense tensor it was
+    made from) a dense gradient, ones wherever the leaf stores or not."""
+    from ember.sparse._products import _anchor
+    values = _sum_dtype(input._v, dtype)
+    anchor = _anchor(input, True) if values.requires_grad else None
+    if anchor is None:
+        return values.sum()
+    return _DenseSum.apply(values.detach(), anchor)
+
+
+class _DenseSum(Function):
+    """The sum of the values, whose gradient goes densely to ``anchor`` (SumBackward0)."""
+
+    _node_name = "SumBackward0"
+
+    @staticmethod
+    def forward(ctx, values, anchor):
+        ctx.shape, ctx.dtype = anchor.shape, anchor.dtype
+        return values.sum()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, grad.to(ctx.dtype).expand(ctx.shape)
+
+
+_DenseSum._node_class().__repr__ = bare_repr
 
 
 def _summed_dims(dim, ndim):
@@ -257,6 +346,9 @@ def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
 
 
 def _sparse_sum(input, dim, dtype):
+    if is_sparse(input) and input.layout is not L.sparse_coo and dim is not None:
+        raise NotImplementedError("Could not run 'aten::_indices' with arguments from the "
+                                  "'SparseCsrCPU' backend.")
     if is_sparse(input) and input.layout is not L.sparse_coo:
         raise RuntimeError(f"coalesce expected sparse coordinate tensor layout but got "
                            f"{L.short_name(input.layout)}")
@@ -398,6 +490,7 @@ def _check_dense_size(dense, s, kind):
 
 def _dense_plus_sparse(dense, s, alpha):
     _check_dense_size(dense, s, "dense-sparse")
+    C.refuse_mixed_index_dtypes(s)
     c = as_coo(s)
     dtype = ember.promote_types(dense.dtype, c.dtype)
     values = (c._v if alpha == 1 else c._v * alpha).to(dtype)
@@ -535,7 +628,17 @@ def _to_dense(input, *args, **kwargs):
 
 # ----- factories ---------------------------------------------------------------------------
 
-@handles("zeros_like", "empty_like")
+@handles("empty_like")
+def _empty_like(input, *, layout=None, **kwargs):
+    """As ``zeros_like``, but a compressed ``input`` only into its own layout (PyTorch)."""
+    if layout is not None and layout is not input.layout and input.layout is not L.sparse_coo:
+        raise RuntimeError(f"empty_like with different sparse layout is not supported (self is "
+                           f"{L.short_name(input.layout)} but you requested "
+                           f"{L.short_name(layout)})")
+    return _zeros_like(input, layout=layout, **kwargs)
+
+
+@handles("zeros_like")
 def _zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                 memory_format=None, pin_memory=False):
     """A sparse tensor shaped like ``input`` that stores nothing (a strided zeros tensor for

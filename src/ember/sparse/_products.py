@@ -14,6 +14,7 @@ from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, handles, is_sparse
 from ember.sparse._names import named as _named
 from ember.sparse._ops import as_coo, transpose
 from ember.sparse._origin import origin_of
+from ember.sparse._refusals import bare_repr
 from ember.sparse._tensor import csr
 
 __all__ = ["SparseAddmm", "mm", "matmul", "addmm", "sampled_addmm"]
@@ -54,6 +55,9 @@ class SparseAddmm(Function):
             other = dense.conj() if dense.is_complex() else dense
             grad_anchor = grad.outer(other) if dense.ndim == 1 else grad @ other.t()
         return grad_values, grad_dense, None, grad_anchor
+
+
+SparseAddmm._node_class().__repr__ = bare_repr     # <SparseAddmmBackward0 object at ...>
 
 
 def _adjoint(anchor):

@@ -33,6 +33,7 @@ from ember._tensor import Size, Tensor, _make
 from ember._values_backed import NO_STORAGE, ValuesBacked, blank
 from ember._warn import warn_once
 from ember.sparse import _layouts as L
+from ember.sparse._constructor_args import NO_SIZE, refuse_none_size
 from ember.sparse._invariants import warn_if_implicit
 
 __all__ = ["SparseTensor", "coo", "csr", "compressed", "sparse_coo_tensor"]
@@ -50,7 +51,7 @@ class SparseTensor(ValuesBacked, Tensor):
                                "gradients")
 
     __slots__ = ("_layout", "_i", "_crow", "_col", "_v", "_size", "_coalesced", "_leaf",
-                 "_pattern", "_anchor", "_origin")
+                 "_pattern", "_anchor", "_origin", "_grad_via_values")
 
     data_ptr = const_data_ptr = storage_offset = untyped_storage = storage = _storage_error
     set_ = is_set_to = __dlpack__ = _storage_error
@@ -148,8 +149,22 @@ class SparseTensor(ValuesBacked, Tensor):
         if v.requires_grad and ember.is_grad_enabled():
             from ember.ops._recording import rename_node
             from ember.ops.conversion import _alias
-            return rename_node(_alias(v), "ValuesBackward0")
+            if self._layout is not L.sparse_coo and self._layout is not L.sparse_csr:
+                from ember.sparse._refusals import refusing
+                kind = L.short_name(self._layout)[len("Sparse"):].upper()
+                return refusing(v, "ValuesBackward0", RuntimeError(
+                    f"Sparse {kind} tensors do not have is_contiguous"))   # as PyTorch's
+            alias = rename_node(_alias(v), "ValuesBackward0")
+            if self._leaf and self._layout is L.sparse_csr:
+                alias.register_hook(self._mark_grad_via_values)
+            return alias
         return v
+
+    def _mark_grad_via_values(self, grad):
+        """Note that this CSR leaf's first gradient comes through ``values()``: PyTorch's
+        gradient then keeps the leaf's own indices (their dtype, int32 included)."""
+        if self._v.grad is None:
+            self._grad_via_values = True
 
     def _indices(self):
         """The indices, coalesced or not."""
@@ -201,6 +216,8 @@ class SparseTensor(ValuesBacked, Tensor):
                 grad = coo(indices, grad.index_select(0, keep), self._size, True)
             elif self._layout is L.sparse_coo:
                 grad = self._with_values(grad)
+            elif self._grad_via_values:     # (see _mark_grad_via_values)
+                grad = compressed(self._layout, self._crow, self._col, grad, self._size)
             else:       # PyTorch's gradients of compressed tensors have int64 indices
                 from ember.sparse._convert import with_index_dtype
                 parts = with_index_dtype(self._crow, self._col, ember.int64)
@@ -221,6 +238,7 @@ class SparseTensor(ValuesBacked, Tensor):
                                "backward; assign None to clear it")
         if self._leaf:
             self._v.grad = None
+        self._grad_via_values = False
         if self._anchor is not None:
             self._anchor.grad = None
 
@@ -246,6 +264,28 @@ class SparseTensor(ValuesBacked, Tensor):
                            "or ember.sparse.sum() on it first")
 
     # ----- conversions ------------------------------------------------------------------
+
+    def new_zeros(self, *size, layout=None, **kwargs):
+        """An empty sparse tensor of ``size`` in this tensor's layout (int64 indices), as
+        PyTorch's ``new_zeros`` of a sparse tensor gives."""
+        from ember._creation import _new_factory, empty
+        return _new_factory(empty, "new_zeros")(self, *size, layout=layout or self._layout,
+                                                **kwargs)
+
+    def new_empty(self, *size, layout=None, **kwargs):
+        """An empty sparse tensor of ``size`` in this tensor's layout (as ``new_zeros``)."""
+        from ember._creation import _new_factory, empty
+        return _new_factory(empty, "new_empty")(self, *size, layout=layout or self._layout,
+                                                **kwargs)
+
+    def new_tensor(self, data, **kwargs):
+        """``ember.tensor(data)`` with this tensor's dtype and device; PyTorch's error for a
+        compressed tensor (its backend maps to no single layout)."""
+        if self._layout is not L.sparse_coo:
+            from ember.sparse._dispatch import backend_name
+            raise RuntimeError(f"Cannot map DispatchKey {backend_name((self,))} to a unique "
+                               f"layout.")
+        return Tensor.new_tensor(self, data, **kwargs)
 
     def zero_(self):
         """Store nothing afterwards, in every layout (PyTorch's zero_ drops the indices too,
@@ -417,6 +457,7 @@ def _blank(layout, values, size):
     t._pattern = None
     t._anchor = None
     t._origin = None                # see NOTE [Dense origins] in _origin.py
+    t._grad_via_values = False
     t._i = t._crow = t._col = None
     t._coalesced = False
     return t
@@ -476,12 +517,15 @@ def _make_leaf(t, requires_grad):
     return t.requires_grad_() if requires_grad else t
 
 
-def sparse_coo_tensor(indices=None, values=None, size=None, *, dtype=None, device=None,
+def sparse_coo_tensor(indices=None, values=None, size=NO_SIZE, *, dtype=None, device=None,
                       pin_memory=False, requires_grad=False, check_invariants=None,
                       is_coalesced=None):
     """A sparse COO tensor with the given indices (sparse_dim x nnz) and values (nnz x
     dense dims) (``torch.sparse_coo_tensor``); the size is inferred when not given.
     ``sparse_coo_tensor(size)`` makes an empty one (no stored elements)."""
+    if size is None and values is not None:
+        refuse_none_size("sparse_coo_tensor")
+    size = None if size is NO_SIZE else size
     check_requires_grad(requires_grad, "sparse_coo_tensor", none_ok=False)
     warn_if_implicit(check_invariants)
     if values is None:
