@@ -1,6 +1,9 @@
 """Shared pieces of the whole-program parity tests: weights and data drawn once from a NumPy
 Generator, so that the program run under ember and under PyTorch starts from the same values."""
 
+import re
+import warnings
+
 import numpy as np
 
 
@@ -16,3 +19,20 @@ def fill_(lib, module_or_params, rng, scale=0.3):
 def normal(lib, rng, *shape):
     """A float32 tensor of N(0, 1) values drawn from `rng`."""
     return lib.from_numpy(rng.standard_normal(shape).astype(np.float32))
+
+
+def warnings_of(program, lib):
+    """The (category, message) pairs ``program(lib)`` warns with, each once, sorted."""
+    # warn-always: PyTorch's once-per-process warnings may have fired in an earlier test
+    was = lib.is_warn_always_enabled()
+    lib.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            program(lib)
+    finally:
+        lib.set_warn_always(was)
+    # PyTorch's C++ warnings end by naming the source line that raised them
+    return sorted({(w.category.__name__,
+                    re.sub(r" \(Triggered internally at .*\)$", "", str(w.message)))
+                   for w in caught})

@@ -14,6 +14,10 @@ def pytest_configure(config):
     except ImportError:
         return
     torch.set_num_threads(1)
+    import warnings
+    with warnings.catch_warnings():     # its first jvp imports this module, which warns that
+        warnings.simplefilter("ignore")   # torch.jit.script is deprecated: not the program's
+        import torch._decomp.decompositions_for_jvp  # noqa: F401
     import ember            # ember's 16-bit kernels round as torch's on as many threads
     ember.set_num_threads(1)
 

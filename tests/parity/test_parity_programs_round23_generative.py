@@ -11,14 +11,12 @@ StyleGAN2 and EDM / score matching are in test_parity_programs_round23_generativ
 what the programs found is pinned in test_parity_programs_round23_generative_fixes.py."""
 
 import math
-import re
-import warnings
 
 import numpy as np
 import pytest
 
 import ember
-from tests.parity._programs import fill_, normal
+from tests.parity._programs import fill_, normal, warnings_of
 from tests.parity.test_parity_programs_round9 import assert_same_results
 
 torch = pytest.importorskip("torch")
@@ -582,23 +580,6 @@ def flow_matching_program(torch):
 
 
 PROGRAMS = [pixelcnn_program, made_program, flow_matching_program]
-
-
-def warnings_of(program, lib):
-    """The (category, message) pairs ``program(lib)`` warns with, each once, sorted."""
-    # warn-always: PyTorch's once-per-process warnings may have fired in an earlier test
-    was = lib.is_warn_always_enabled()
-    lib.set_warn_always(True)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            program(lib)
-    finally:
-        lib.set_warn_always(was)
-    # PyTorch's C++ warnings end by naming the source line that raised them
-    return sorted({(w.category.__name__,
-                    re.sub(r" \(Triggered internally at .*\)$", "", str(w.message)))
-                   for w in caught})
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import ember
-from tests.parity._programs import fill_, normal
+from tests.parity._programs import fill_, normal, warnings_of
 from tests.parity.test_parity_programs_round9 import assert_same_results
-from tests.parity.test_parity_programs_round23_generative import _name, _names, warnings_of
+from tests.parity.test_parity_programs_round23_generative import _name, _names
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity

@@ -11,14 +11,12 @@ encoding, stratified and hierarchical sampling through searchsorted, volume rend
 exclusive cumprod, grid_sample on a 5-D feature volume). What they found is pinned in
 test_parity_programs_round23_geometry_fixes.py."""
 
-import re
-import warnings
 
 import numpy as np
 import pytest
 
 import ember
-from tests.parity._programs import fill_, normal
+from tests.parity._programs import fill_, normal, warnings_of
 from tests.parity.test_parity_programs_round9 import assert_same_results
 
 torch = pytest.importorskip("torch")
@@ -755,17 +753,4 @@ def test_program_matches_torch(program):
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
 def test_program_warns_like_torch(program):
-    def run(lib):
-        # warn-always: PyTorch's once-per-process warnings may have fired in an earlier test
-        was = lib.is_warn_always_enabled()
-        lib.set_warn_always(True)
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                program(lib)
-        finally:
-            lib.set_warn_always(was)
-        return sorted({(w.category.__name__,
-                        re.sub(r" \(Triggered internally at .*\)$", "", str(w.message)))
-                       for w in caught})
-    assert run(ember) == run(torch)
+    assert warnings_of(program, ember) == warnings_of(program, torch)

@@ -8,14 +8,13 @@ smoothing, EMA via AveragedModel, clipping, RandAugment-like ops) and Carlini-Wa
 double-backprop and Lipschitz-margin certificates. Findings: ..._robustness_fixes.py."""
 
 import math
-import re
 
 import numpy as np
 import pytest
 
 import ember
-from tests.parity._compare import dtype_name, recorded
-from tests.parity._programs import fill_
+from tests.parity._compare import dtype_name
+from tests.parity._programs import fill_, warnings_of
 from tests.parity.test_parity_programs_round9 import assert_same_results
 
 torch = pytest.importorskip("torch")
@@ -787,14 +786,4 @@ def test_program_matches_torch(program):
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
 def test_program_warns_like_torch(program):
-    def run(lib):
-        was = lib.is_warn_always_enabled()      # once-per-process warnings may have fired
-        lib.set_warn_always(True)
-        try:
-            _, caught = recorded(program, lib, catch=())
-        finally:
-            lib.set_warn_always(was)
-        # PyTorch's C++ warnings end by naming the source line that raised them
-        return sorted({(kind, re.sub(r" \(Triggered internally at .*\)$", "", message))
-                       for kind, message in caught})
-    assert run(ember) == run(torch)
+    assert warnings_of(program, ember) == warnings_of(program, torch)

@@ -16,14 +16,12 @@ found is pinned in test_parity_programs_round23_self_supervised_fixes.py."""
 
 import copy
 import math
-import re
-import warnings
 
 import numpy as np
 import pytest
 
 import ember
-from tests.parity._programs import fill_, normal
+from tests.parity._programs import fill_, normal, warnings_of
 from tests.parity.test_parity_programs_round9 import assert_same_results
 
 torch = pytest.importorskip("torch")
@@ -589,23 +587,6 @@ def assert_program_matches_torch(program, loose=(set(), 0, 0)):
     assert_same_results({k: v for k, v in ours.items() if k not in names},
                         {k: v for k, v in theirs.items() if k not in names}, 1e-5, 1e-6)
     assert_same_results({k: ours[k] for k in names}, {k: theirs[k] for k in names}, rtol, atol)
-
-
-def warnings_of(program, lib):
-    """The (category, message) pairs of the warnings ``program`` gives under ``lib``."""
-    # warn-always: PyTorch's once-per-process warnings may have fired in an earlier test
-    was = lib.is_warn_always_enabled()
-    lib.set_warn_always(True)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            program(lib)
-    finally:
-        lib.set_warn_always(was)
-    # PyTorch's C++ warnings end by naming the source line that raised them
-    return sorted({(w.category.__name__,
-                    re.sub(r" \(Triggered internally at .*\)$", "", str(w.message)))
-                   for w in caught})
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)

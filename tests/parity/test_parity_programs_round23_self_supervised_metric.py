@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 import ember
-from tests.parity._programs import fill_, normal
-from tests.parity.test_parity_programs_round23_self_supervised import (
-    assert_program_matches_torch, warnings_of)
+from tests.parity._programs import fill_, normal, warnings_of
+from tests.parity.test_parity_programs_round23_self_supervised import assert_program_matches_torch
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
