@@ -384,3 +384,17 @@ def _tensor_argument_program(lib):
 
 def test_legacy_constructor_of_a_tensor_as_torch():
     assert_same_result(_tensor_argument_program)
+
+
+@pytest.mark.parametrize("inplace", ["fill_", "mul_"])
+def test_inplace_through_as_strided_of_a_transposed_view(inplace):
+    # the base's gradient arrives transposed; CopySlices must lay it out as the base before
+    # replaying as_strided, which addresses memory (ember zeroed base[4, 0], not base[2, 2])
+    def run(lib):
+        base = lib.arange(1., 22.).reshape(7, 3).requires_grad_()
+        x = (base * 1).t()
+        region = x.as_strided((3,), (4,), 0)
+        region.fill_(0.5) if inplace == "fill_" else region.mul_(0)
+        (x * lib.arange(1., 22.).reshape(3, 7)).sum().backward()
+        return base.grad.tolist(), base.grad.stride()
+    assert run(ember) == run(torch)

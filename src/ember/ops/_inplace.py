@@ -28,6 +28,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._creation import empty_permuted
 from ember._inference import MADE as INFERENCE_MADE, check_inplace
+from ember._memory_format import contiguous_format
 from ember._storage_place import _address
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -466,9 +467,11 @@ class CopySlices(Node):
 
     def apply(self, grads):
         grad = grads[0]
+        # laid out as the base (the gradient may arrive transposed): an as_strided view in the
+        # recipe reads memory order
         if self.order is None:
-            result = grad.clone()
-        else:   # laid out as the base: an as_strided view in the recipe reads memory order
+            result = grad.clone(memory_format=contiguous_format)
+        else:
             result = empty_permuted(grad.shape, self.order, dtype=grad.dtype,
                                     device=grad.device).copy_(grad)
         region = replay(self.recipe, result)
