@@ -398,3 +398,14 @@ def test_inplace_through_as_strided_of_a_transposed_view(inplace):
         (x * lib.arange(1., 22.).reshape(3, 7)).sum().backward()
         return base.grad.tolist(), base.grad.stride()
     assert run(ember) == run(torch)
+
+
+def test_forward_ad_through_pdist_names_its_kernel():
+    x = np.random.default_rng(0).standard_normal((4, 3))
+
+    def jvp(lib):
+        t = lib.from_numpy(x)
+        return lib.func.jvp(lib.pdist, (t,), (t,))
+    theirs = error(jvp, torch)
+    assert theirs[0] == "NotImplementedError" and "_pdist_forward" in theirs[1]
+    assert error(jvp, ember) == theirs

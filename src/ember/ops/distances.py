@@ -186,6 +186,8 @@ def cdist(xp, a, b, p, compute_mode):
 def _(flat, params, out):
     # PyTorch computes the matrix-product form as a kernel of its own whose result it views
     a, b = flat
+    if params[1] == _PDIST:
+        return "_pdist_forward"
     mm = _uses_mm(params[0], params[1], a.shape[-2], b.shape[-2])
     if mm and a.shape[-1] and a.shape[-2] and b.shape[-2]:
         return "ViewBackward0"
@@ -197,6 +199,8 @@ def _(flat, params):
     # neither of PyTorch's kernels (the matrix-product form's, the direct one) has a forward
     # derivative
     a, b = flat
+    if params[1] == _PDIST:
+        return "_pdist_forward"
     mm = _uses_mm(params[0], params[1], a.shape[-2], b.shape[-2])
     return "_euclidean_dist" if mm and a.shape[-1] and a.shape[-2] and b.shape[-2] else \
         "_cdist_forward"
