@@ -41,6 +41,7 @@ from ember import amp  # noqa: F401
 from ember import accelerator, backends, cpu, mps, xpu  # noqa: F401
 from ember._streams import Event, Stream  # noqa: F401
 from ember import random, testing  # noqa: F401
+from ember.random import thread_safe_generator  # noqa: F401,E402
 from ember.backends import get_float32_matmul_precision, set_float32_matmul_precision
 from ember.amp.autocast_mode import (autocast, get_autocast_dtype, is_autocast_available,
                                      is_autocast_enabled, set_autocast_dtype,
@@ -105,11 +106,18 @@ from ember.torch_version import TorchVersion as _TorchVersion  # noqa: E402
 __version__ = _TorchVersion("0.1.0")
 
 
+# torch._dynamo, torch._inductor, torch.jit, torch.hub (and torch._tensor_str, whose
+# printoptions some programs use), torch.distributed load on first use
+_LAZY = ("_dynamo", "_inductor", "library", "jit", "hub", "_tensor_str", "distributed", "_C",
+         "_utils")
+
+
 def __getattr__(name):
-    # torch._dynamo, torch._inductor, torch.jit, torch.hub (and torch._tensor_str, whose
-    # printoptions some programs use), torch.distributed load on first use
-    if name in ("_dynamo", "_inductor", "library", "jit", "hub", "_tensor_str", "distributed",
-                "_C", "_utils"):
+    if name in _LAZY:
         import importlib
         return importlib.import_module(f"ember.{name}")
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))     # the lazy names too, as PyTorch lists them

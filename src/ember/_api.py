@@ -13,7 +13,7 @@ __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel"
            "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "jagged",
            "get_device_module", "is_storage", "get_num_interop_threads",
            "set_num_interop_threads", "init_num_threads", "set_flush_denormal",
-           "is_distributed", "get_file_path"]
+           "is_distributed", "get_file_path", "compiled_with_cxx11_abi"]
 
 
 class layout:  # noqa: N801  (PyTorch's name)
@@ -276,3 +276,9 @@ def init_num_threads():
 def _assert(condition, message):
     """Python's ``assert condition, message`` as a function (``torch._assert``)."""
     assert condition, message
+
+
+def compiled_with_cxx11_abi():
+    """Whether the C++ library was built with the C++11 ABI: True, as every PyTorch build is
+    now (ember builds none; C++ extensions are not provided)."""
+    return True

@@ -24,18 +24,58 @@ _INSTEAD = {
 }
 
 
-def _removed(name):
-    def removed(*args, **kwargs):
-        raise RuntimeError(f"{_REMOVED} {_INSTEAD[name]}")
-    removed.__name__ = name
-    removed.__doc__ = "Removed from PyTorch in 1.9: raises its error, naming the replacement."
-    return removed
+def _raise(name):
+    raise RuntimeError(f"{_REMOVED} {_INSTEAD[name]}")
 
 
-solve, lstsq, eig, symeig, matrix_rank = (_removed(n) for n in __all__)
+# PyTorch's signatures of the removed functions and methods (a call that does not bind to
+# them is a TypeError, as there)
+def solve(input, A, *, out=None):
+    """Removed from PyTorch in 1.9: raises its error, naming the replacement."""
+    _raise("solve")
 
-for _name in ("solve", "lstsq", "eig", "symeig"):
-    setattr(Tensor, _name, globals()[_name])
+
+def lstsq(input, A, *, out=None):
+    """Removed from PyTorch in 1.9: raises its error, naming the replacement."""
+    _raise("lstsq")
+
+
+def eig(self, eigenvectors=False, *, e=None, v=None):
+    """Removed from PyTorch in 1.9: raises its error, naming the replacement."""
+    _raise("eig")
+
+
+def symeig(input, eigenvectors=False, upper=True, *, out=None):
+    """Removed from PyTorch in 1.9: raises its error, naming the replacement."""
+    _raise("symeig")
+
+
+def matrix_rank(input, tol=None, symmetric=False, *, out=None):
+    """Removed from PyTorch in 1.9: raises its error, naming the replacement."""
+    _raise("matrix_rank")
+
+
+def _solve_method(self, other):
+    _raise("solve")
+
+
+def _lstsq_method(self, other):
+    _raise("lstsq")
+
+
+def _eig_method(self, eigenvectors=False):
+    _raise("eig")
+
+
+def _symeig_method(self, eigenvectors=False):
+    _raise("symeig")
+
+
+for _name, _method in (("solve", _solve_method), ("lstsq", _lstsq_method),
+                       ("eig", _eig_method), ("symeig", _symeig_method)):
+    _method.__name__ = _method.__qualname__ = _name
+    _method.__doc__ = "Removed from PyTorch in 1.9: raises its error, naming the replacement."
+    setattr(Tensor, _name, _method)
 
 
 _REINFORCE = """reinforce() was removed.

@@ -6,7 +6,7 @@ import builtins
 import math
 
 __all__ = ["sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_ite", "sym_sqrt",
-           "sym_sum", "SymInt", "SymFloat", "SymBool"]
+           "sym_sum", "sym_fresh_size", "SymInt", "SymFloat", "SymBool"]
 
 _NUMBERS = (int, float)
 
@@ -58,9 +58,18 @@ def sym_sqrt(a):
     return math.sqrt(a)
 
 
-def sym_sum(args):
-    """The sum of the numbers in ``args``."""
+def sym_sum(*args):
+    """The sum of the numbers given: ``sym_sum([a, b, c])`` or ``sym_sum(a, b, c)``."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = args[0]
     return builtins.sum(args)
+
+
+def sym_fresh_size(expr):
+    """``expr`` as a size that the compiler would treat as a new unknown: here, its value
+    read back through a tensor (``tensor(expr).item()``)."""
+    from ember._creation import tensor
+    return tensor(expr).item()
 
 
 # The types of symbolic numbers, for the ``isinstance(n, (int, torch.SymInt))`` checks

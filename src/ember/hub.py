@@ -136,14 +136,14 @@ def _entrypoint(module, model):
     return fn
 
 
-def load(repo_or_dir, model, *args, source="github", trust_repo=None, force_reload=False,
+def load(repo_or_dir, model, *args, source="github", trust_repo="check", force_reload=False,
          verbose=True, skip_validation=False, **kwargs):
     """``model(*args, **kwargs)``, the entrypoint of that name in ``hubconf.py``."""
     module = _hubconf(_local(repo_or_dir, source))
     return _entrypoint(module, model)(*args, **kwargs)
 
 
-def list(github, force_reload=False, skip_validation=False, trust_repo=None,
+def list(github, force_reload=False, skip_validation=False, trust_repo="check",
          verbose=True):                         # noqa: A001  (PyTorch's name)
     """The entrypoints ``hubconf.py`` offers (its public callables); ``github`` may name a
     local directory."""
@@ -153,7 +153,7 @@ def list(github, force_reload=False, skip_validation=False, trust_repo=None,
 
 
 def help(github, model, force_reload=False, skip_validation=False,
-         trust_repo=None):                      # noqa: A001  (PyTorch's name)
+         trust_repo="check"):                      # noqa: A001  (PyTorch's name)
     """The docstring of entrypoint ``model``; ``github`` may name a local directory."""
     module = _hubconf(_local(github, "local" if os.path.isdir(github) else "github"))
     return _entrypoint(module, model).__doc__

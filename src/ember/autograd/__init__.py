@@ -10,11 +10,14 @@ from ember.autograd.anomaly import detect_anomaly, set_detect_anomaly
 from ember.autograd.engine import run_backward as _engine_run_backward
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
-from ember.autograd.grad_mode import (is_multithreading_enabled,  # noqa: F401
-                                      is_view_replay_enabled, set_multithreading_enabled)
+from ember.autograd.grad_mode import (enforce_grad_layout_policy,  # noqa: F401
+                                      is_multithreading_enabled, is_view_replay_enabled,
+                                      set_multithreading_enabled)
 from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ember.autograd.graph import GradientEdge, history
 from ember.autograd import profiler, profiler_util  # noqa: F401
+from ember.autograd.variable import Variable  # noqa: F401  (then ``variable`` below replaces
+#                                               the submodule as this package's attribute)
 from ember.autograd import _backward_hooks_attr  # noqa: F401  (Tensor._backward_hooks)
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
@@ -224,18 +227,30 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return tuple(result)
 
 
+# names that resolve on first use (PyTorch imports them with torch.autograd)
+_LAZY = ("functional", "forward_ad", "anomaly_mode", "Function", "once_differentiable",
+         "FunctionCtx", "NestedIOFunction", "handle_torch_function", "has_torch_function",
+         "is_tensor_like")
+
+
+def variable(*args, **kwargs):
+    """Removed (Variables are tensors since PyTorch 0.4): raises PyTorch's error."""
+    raise RuntimeError("ember.autograd.variable(...) is deprecated, use ember.tensor(...) "
+                       "instead")
+
+
 def __getattr__(name):
     if name in ("functional", "forward_ad", "anomaly_mode"):
-        import importlib        # (anomaly_mode is PyTorch's name of ember.autograd.anomaly)
-        return importlib.import_module(
-            "ember.autograd.anomaly" if name == "anomaly_mode" else f"ember.autograd.{name}")
-    if name in ("Function", "once_differentiable", "FunctionCtx"):
+        import importlib
+        return importlib.import_module(f"ember.autograd.{name}")
+    if name in ("Function", "once_differentiable", "FunctionCtx", "NestedIOFunction"):
         from ember.autograd import function
         return getattr(function, name)
-    if name == "Variable":
-        from ember.autograd.variable import Variable
-        return Variable
     if name in ("handle_torch_function", "has_torch_function", "is_tensor_like"):
         from ember import overrides     # (PyTorch's autograd re-exports these)
         return getattr(overrides, name)
     raise AttributeError(f"module 'ember.autograd' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -97,9 +97,13 @@ class dual_level:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self.__class__():
+            with self.clone():
                 return fn(*args, **kwargs)
         return wrapper
+
+    def clone(self):
+        """A fresh dual level (what each call of a decorated function enters)."""
+        return self.__class__()
 
 
 def _check_level(level, fname):

@@ -21,7 +21,8 @@ from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
 from ember.autograd.saved_hooks import Packed
 from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 
-__all__ = ["Function", "FunctionCtx", "once_differentiable"]
+__all__ = ["Function", "FunctionCtx", "FunctionMeta", "BackwardCFunction",
+           "once_differentiable", "InplaceFunction", "NestedIOFunction"]
 
 
 class FunctionCtx:
@@ -91,6 +92,13 @@ class FunctionCtx:
     def set_materialize_grads(self, value):
         """Whether missing output gradients reach ``backward`` as zeros (default) or None."""
         self._materialize = bool(value)
+
+    def mark_shared_storage(self, *pairs):
+        """Deprecated, does nothing: tensors sharing storage are tracked without it."""
+        import warnings
+        warnings.warn("`mark_shared_storage` is deprecated. Tensors with shared storages are "
+                      "automatically tracked. Note that calls to `set_()` are not tracked",
+                      FutureWarning, stacklevel=2)
 
 
 class BackwardFunction(FunctionCtx, Node):
@@ -180,7 +188,19 @@ def user_backward(cls):
     return vjp
 
 
-class Function:
+class FunctionMeta(type):
+    """The metaclass of Function: each subclass's graph node class is its ``_backward_cls``
+    (made on first use)."""
+
+    def __init__(cls, name, bases, attrs):
+        super().__init__(name, bases, attrs)
+
+    @property
+    def _backward_cls(cls):
+        return cls._node_class()
+
+
+class Function(FunctionCtx, metaclass=FunctionMeta):     # (PyTorch's is a FunctionCtx too)
     """Base class of custom autograd functions: define ``forward`` and ``backward``.
 
     Under ``ember.func.vmap`` (and ``jacfwd``, which PyTorch runs under vmap) a function
@@ -206,8 +226,9 @@ class Function:
                            "autograd.html#torch.autograd.Function)")
 
     @staticmethod
-    def forward(ctx, *args, **kwargs):
-        """Compute outputs from inputs (tensors and any other arguments)."""
+    def forward(*args, **kwargs):
+        """Compute outputs from inputs (tensors and any other arguments; ``ctx`` first unless
+        the function defines ``setup_context``)."""
         raise NotImplementedError("You must implement the forward function for custom "
                                   "autograd.Function.")
 
@@ -437,3 +458,6 @@ class _DelayedError(Function):
     def backward(ctx, *grads):
         raise RuntimeError("trying to differentiate twice a function that was marked with "
                            "@once_differentiable")
+
+
+from ember.autograd._legacy_functions import InplaceFunction, NestedIOFunction  # noqa: E402

@@ -7,7 +7,7 @@ import threading
 from ember import _inference
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-           "is_grad_enabled", "is_inference_mode_enabled"]
+           "is_grad_enabled", "is_inference_mode_enabled", "enforce_grad_layout_policy"]
 
 
 # NOTE [Grad mode inside inference mode]
@@ -22,6 +22,7 @@ class _State(threading.local):
     grad_enabled = True         # whether ops record
     grad_mode = True            # the grad mode while inference mode is on
     inference = False
+    grad_layout = True          # whether leaves' gradients keep their layout (see graph.py)
 
 
 STATE = _State()                # the dispatcher reads STATE.grad_enabled on every op
@@ -275,3 +276,33 @@ class set_multithreading_enabled:
     def clone(self):
         """A fresh context manager for the same mode."""
         return set_multithreading_enabled(self.mode)
+
+
+class enforce_grad_layout_policy:
+    """Whether a leaf's first gradient, when backward may take over the array it computed,
+    must first be laid out like the leaf (the default); off, it is taken as it is. Set at
+    once (a function call works too), undone on exit; per thread."""
+
+    def __init__(self, enable=True):
+        self.prev = STATE.grad_layout
+        STATE.grad_layout = enable
+        self.mode = enable
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        STATE.grad_layout = self.prev
+
+    def __call__(self, fn):
+        STATE.grad_layout = self.prev     # decorating must not change the policy
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.clone():
+                return fn(*args, **kwargs)
+        return wrapper
+
+    def clone(self):
+        """A fresh context manager for the same policy."""
+        return self.__class__(self.mode)

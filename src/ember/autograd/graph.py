@@ -534,7 +534,8 @@ def accumulate(var, grad, sole=False):
     if var._grad is None:
         if plain and grad._grad_fn is None:
             data = grad._data
-            if not (sole and grad._view is None and _owned_in_layout(data, var._data)):
+            if not (sole and grad._view is None
+                    and _owned_in_layout(data, var._data, _GRAD.grad_layout)):
                 data = _layout_copy(data, var._data)
             var._grad = _make(data)
         elif _GRAD.grad_enabled or not plain:
@@ -549,7 +550,8 @@ def accumulate(var, grad, sole=False):
             var._grad = _make(_layout_copy(grad._data, var._data))
     elif _GRAD.grad_enabled or var._grad.requires_grad or not plain \
             or type(var._grad) is not Tensor:
-        var._grad = var._grad + grad
+        # a dense gradient arriving on a sparse one: dense + sparse (sparse + dense refuses)
+        var._grad = grad + var._grad if plain and var._grad.is_sparse else var._grad + grad
     else:
         var._grad._data += grad._data
         var._grad._bump_version()
@@ -567,13 +569,14 @@ def _layout_copy(g, v):
     return laid
 
 
-def _owned_in_layout(g, v):
+def _owned_in_layout(g, v, enforce=True):
     """Whether the gradient array ``g`` owns its memory, may be written, and already has the
-    layout _layout_copy would give it."""
+    layout _layout_copy would give it (or, not ``enforce``-d, any layout)."""
     flags = g.flags                     # (CuPy's lack some: a missing one is read safely)
-    return (g.base is None and getattr(flags, "owndata", False)
-            and getattr(flags, "writeable", True) and flags.c_contiguous
-            and (g.strides == v.strides or not _dense(v)))
+    if not (g.base is None and getattr(flags, "owndata", False)
+            and getattr(flags, "writeable", True)):
+        return False
+    return not enforce or flags.c_contiguous and (g.strides == v.strides or not _dense(v))
 
 
 def _dense(array):

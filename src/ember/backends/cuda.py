@@ -48,6 +48,10 @@ def __getattr__(name):
     raise AttributeError(f"module 'ember.backends.cuda' has no attribute '{name}'")
 
 
+def __dir__():
+    return sorted(set(globals()) | {"SDPBackend"})
+
+
 def is_built():
     """Whether ember can run on CUDA here: CuPy is installed (found without importing it;
     ``ember.cuda.is_available()`` also needs a GPU)."""

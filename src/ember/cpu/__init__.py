@@ -85,3 +85,7 @@ def __getattr__(name):
     if name == "amp":
         return importlib.import_module("ember.cpu.amp")
     raise AttributeError(f"module 'ember.cpu' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"amp"})     # amp is imported on first use

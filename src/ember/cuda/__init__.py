@@ -124,6 +124,9 @@ def check_error(res):
         raise CudaError(res)
 
 
+_LAZY = ("amp", "comm", "nvtx", "profiler", "default_generators")      # resolved on first use
+
+
 def __getattr__(name):
     if name in ("amp", "comm", "nvtx", "profiler"):
         return importlib.import_module(f"ember.cuda.{name}")
@@ -131,6 +134,10 @@ def __getattr__(name):
         from ember.cuda.random import default_generator
         return tuple(default_generator(i) for i in range(device_count()))
     raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def get_stream_from_external(data_ptr, device=None):

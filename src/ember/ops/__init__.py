@@ -139,3 +139,8 @@ def __getattr__(name):
     # ember.ops.aten and the namespaces of user-defined ops (ember.library), as torch.ops
     from ember.ops._namespaces import namespace
     return namespace(name)
+
+
+def __dir__():
+    from ember.ops._namespaces import namespaces
+    return sorted(set(globals()) | set(namespaces()))

@@ -4,8 +4,8 @@ how the registry's generated functions, and hand-written ones, take them."""
 import ast
 import inspect
 
-__all__ = ["UNSET", "MISSING", "aliases_of", "stand_in_defaults", "alias_prologue",
-           "public_signature", "alias_arg", "numpy_names", "missing_arg"]
+__all__ = ["UNSET", "MISSING", "METHOD_NAMES", "aliases_of", "stand_in_defaults",
+           "alias_prologue", "public_signature", "alias_arg", "numpy_names", "missing_arg"]
 
 UNSET = object()            # a keyword that was not passed
 MISSING = object()          # the default of a required parameter an alias may stand in for
@@ -27,6 +27,11 @@ _OP_ALIASES = {"linalg.vector_norm": (("input", "x"),),
                "tensor_split": (("indices_or_sections", "sections"),
                                 ("indices_or_sections", "indices"),
                                 ("indices_or_sections", "tensor_indices_or_sections"))}
+
+
+# the names Tensor's methods document for the op's parameters, where the function's differ
+# (both names are taken by both: see _OP_ALIASES)
+METHOD_NAMES = {"split": {"split_size_or_sections": "split_size"}}
 
 
 def aliases_of(op, names):
@@ -70,13 +75,16 @@ def alias_prologue(aliases, parts, pos, defaults, stand_ins, fname):
     return "".join(lines)
 
 
-def public_signature(fn, aliases, hidden=()):
+def public_signature(fn, aliases, hidden=(), names=None):
     """``fn``'s signature as PyTorch documents it: no alias keywords, no stand-in defaults,
-    none of the ``hidden`` parameters."""
+    none of the ``hidden`` parameters, and the parameters ``names`` maps given their
+    documented names (the alias that takes them)."""
     hidden = {a for _, a in aliases} | set(hidden)
+    names = names or {}
     params = [p.replace(default=inspect.Parameter.empty) if p.default is MISSING else p
               for p in inspect.signature(fn).parameters.values() if p.name not in hidden]
-    return inspect.Signature(params)
+    return inspect.Signature([p.replace(name=names[p.name]) if p.name in names else p
+                              for p in params])
 
 
 def alias_arg(value, alias_value, default, fname, alias):

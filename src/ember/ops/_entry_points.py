@@ -6,8 +6,9 @@ import ast
 import textwrap
 
 from ember._dtype import PYTHON_DTYPES
-from ember.ops._arg_aliases import (MISSING, UNSET, alias_arg, alias_prologue, aliases_of,
-                                    missing_arg, public_signature, stand_in_defaults)
+from ember.ops._arg_aliases import (METHOD_NAMES, MISSING, UNSET, alias_arg, alias_prologue,
+                                    aliases_of, missing_arg, public_signature,
+                                    stand_in_defaults)
 from ember.ops._deprecated_overloads import SCALAR_FIRST, scalar_first, scalar_first_prologue
 from ember.ops._dims import is_index
 from ember.ops._dispatch import call
@@ -101,8 +102,9 @@ def generate(op, kind, name=None):
     fn.__module__ = f"ember.{op.namespace}" if op.namespace and kind == "function" else "ember"
     fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
     fn._ember_op = op
-    if aliases or shifted or required or "*_more" in parts:
-        fn.__signature__ = public_signature(fn, aliases, ("_shifted", "_more"))
+    names = METHOD_NAMES.get(op.name) if kind != "function" else None
+    if aliases or shifted or required or names or "*_more" in parts:
+        fn.__signature__ = public_signature(fn, aliases, ("_shifted", "_more"), names)
     ENTRY_KINDS[fn.__code__] = kind
     ENTRY_FUNCTIONS[fn.__code__] = fn
     return fn

@@ -23,8 +23,8 @@ namespace, op or overload raises AttributeError.
 
 import types
 
-__all__ = ["OpNamespace", "OpOverloadPacket", "OpOverload", "namespace", "add_overload",
-           "remove_overload", "ATEN_OVERLOADS"]
+__all__ = ["OpNamespace", "OpOverloadPacket", "OpOverload", "namespace", "namespaces",
+           "add_overload", "remove_overload", "ATEN_OVERLOADS"]
 
 ATEN_OVERLOADS = ("default", "Tensor", "Scalar", "int", "dim", "dim_IntList", "out",
                   "Tensor_Scalar", "Scalar_Tensor", "Tensor_Tensor", "Tensor_mode",
@@ -201,6 +201,11 @@ def namespace(name):
     elif name != "aten" and name not in _USER:
         raise AttributeError(f"module 'ember.ops' has no attribute '{name}'")
     return space
+
+
+def namespaces():
+    """The names ``ember.ops.<name>`` resolves: ``aten`` and those with user-defined ops."""
+    return ["aten", *_USER]
 
 
 def add_overload(ns, name, overload_name, call, schema):

@@ -321,7 +321,7 @@ _LU_SOLVE_DEPRECATED = (
     "X = torch.linalg.lu_solve(LU, pivots, B)")
 
 
-def lu_legacy(A, pivot=True, get_infos=False, *, out=None):
+def lu_legacy(A, pivot=True, get_infos=False, out=None):
     """(LU, pivots) of ``linalg.lu_factor_ex``, and its info when ``get_infos``
     (deprecated); a singular matrix does not raise."""
     warn_once(_LU_DEPRECATED)         # once per process, as PyTorch (TORCH_WARN_ONCE)

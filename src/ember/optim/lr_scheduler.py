@@ -574,10 +574,20 @@ class SequentialLR(LRScheduler):
         self.optimizer = optimizer
         for group in optimizer.param_groups:
             _set_lr(group, _value(group["initial_lr"]))
-        for scheduler in self._schedulers:       # undo the step each took when constructed
-            scheduler.last_epoch -= 1
-        self._schedulers[0]._initial_step()
-        self._last_lr = self._schedulers[0].get_last_lr()
+        self.recursive_undo()
+        first = self._schedulers[bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
+
+    def recursive_undo(self, sched=None):
+        """Undo the step each scheduler (``sched``'s, by default this one's) took when
+        constructed, going into the schedulers that hold schedulers."""
+        sched = self if sched is None else sched
+        if hasattr(sched, "_schedulers"):
+            for inner in sched._schedulers:
+                self.recursive_undo(inner)
+        elif hasattr(sched, "last_epoch"):
+            sched.last_epoch -= 1
 
     def step(self):
         """Step the scheduler in charge of this epoch (restarting it at its milestone)."""

@@ -184,6 +184,12 @@ class Optimizer:
         """Call ``hook(optimizer)`` after ``load_state_dict``."""
         return _add(self._optimizer_load_state_dict_post_hooks, hook, prepend)
 
+    @staticmethod
+    def profile_hook_step(func):
+        """``func`` (an optimizer's ``step``) running the step pre- and post-hooks around it
+        (subclasses' ``step`` get it without asking)."""
+        return _with_hooks(func)
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:
@@ -317,13 +323,14 @@ def _with_hooks(step):
                 out = step(*args, **kwargs)
         finally:
             loud_fp(token)
-        for hook in [*_GLOBAL_STEP_POST_HOOKS.values(),
-                     *self._optimizer_step_post_hooks.values()]:
+        for hook in [*self._optimizer_step_post_hooks.values(),
+                     *_GLOBAL_STEP_POST_HOOKS.values()]:
             hook(self, args, kwargs)
         return out
     wrapped.__name__ = step.__name__
     wrapped.__qualname__ = step.__qualname__
     wrapped.__doc__ = step.__doc__
+    wrapped.__wrapped__ = step          # inspect.signature shows the step's own
     return wrapped
 
 

@@ -33,7 +33,11 @@ class StorageType:
 
     __slots__ = ("name", "dtype")
 
-    def __init__(self, name, dtype):
+    def __init__(self, name, dtype=None, *, _by_name=True):
+        if dtype is None and _by_name:      # PyTorch's StorageType(name): the dtype it names
+            dtype = next((dt for dt, n in STORAGE_OF.items() if n == name), None)
+            if dtype is None:
+                raise KeyError(f'pickle storage type "{name}" is not recognized')
         self.name = name
         self.dtype = dtype
 
@@ -42,7 +46,7 @@ class StorageType:
 
 
 STORAGE_TYPES = {name: StorageType(name, dt) for dt, name in STORAGE_OF.items()}
-UNTYPED = StorageType("UntypedStorage", None)
+UNTYPED = StorageType("UntypedStorage", None, _by_name=False)
 
 
 _ALL_GLOBALS = []

@@ -17,6 +17,10 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__():
+    return sorted(set(globals()) | {"BackwardHook"})
+
+
 def unserializable_hook(f):
     """Mark tensor hook ``f`` as one that pickling a tensor may drop without a warning;
     returns ``f``."""

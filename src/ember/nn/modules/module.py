@@ -473,7 +473,9 @@ class Module(StateDict):
                     self._parameters[name] = replacement
                 continue
             param._data = new._data
-            if new_grad is not None:
+            if type(new_grad) is not Tensor and new_grad is not None:
+                param._grad = new_grad      # a sparse gradient (Embedding(sparse=True)'s)
+            elif new_grad is not None:
                 param._grad._data = new_grad._data
         for name, buf in self._buffers.items():
             if buf is not None:
@@ -506,6 +508,20 @@ class Module(StateDict):
     def cuda(self, device=None):
         """Move every parameter and buffer to a CUDA device (in place)."""
         return self._apply(lambda t: t.cuda(device))
+
+    def xpu(self, device=None):
+        """Move every parameter and buffer to an XPU (ember runs on none: a module holding
+        tensors raises as PyTorch built without XPU does)."""
+        return self._apply(lambda t: _unbuilt_device("xpu"))
+
+    def ipu(self, device=None):
+        """Move every parameter and buffer to an IPU (ember runs on none: see ``xpu``)."""
+        return self._apply(lambda t: _unbuilt_device("ipu"))
+
+    def mtia(self, device=None):
+        """Move every parameter and buffer to an MTIA device (ember runs on none: see
+        ``xpu``)."""
+        return self._apply(lambda t: _unbuilt_device("mtia"))
 
     def cpu(self):
         """Move every parameter and buffer to host memory (in place)."""
@@ -579,3 +595,17 @@ def _discard(d, name, keep):
         if table != keep:
             d.get(table, {}).pop(name, None)
     d.get("_non_persistent_buffers_set", set()).discard(name)
+
+
+# what PyTorch built without these devices raises when a tensor is moved to one
+_UNBUILT = {"xpu": (AssertionError, "Torch not compiled with XPU enabled"),
+            "ipu": (RuntimeError, "PyTorch is not linked with support for ipu devices"),
+            "mtia": (AssertionError, "Torch not compiled with MTIA enabled. Ensure you have "
+                     "`import mtia.host_runtime.torch_mtia.dynamic_library` in your python src "
+                     "file and include `//mtia/host_runtime/torch_mtia:torch_mtia` as your "
+                     "target dependency!")}
+
+
+def _unbuilt_device(kind):
+    error, message = _UNBUILT[kind]
+    raise error(message)
