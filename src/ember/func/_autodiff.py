@@ -18,7 +18,8 @@ from ember import autograd
 from ember.autograd._forward_traces import tracing_forward, tracing_reverse
 from ember._tensor import Tensor
 from ember._inference import is_inference
-from ember.autograd.grad_mode import inference_mode
+from ember.autograd.grad_mode import inference_mode, is_grad_enabled
+from ember.autograd.graph import AccumulateGrad
 from ember.func._batched import active_levels, materialize, rewrap
 from ember.ops._reduce import TRANSFORM_BACKWARD
 from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
@@ -70,6 +71,7 @@ class _Traced:
                 raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
         physical = [materialize(x, self.levels) for x in flat]
         self.connected = _DEPTH.value > 0 or any(p.requires_grad for p in physical)
+        outer_grad = is_grad_enabled()
         _DEPTH.value += 1
         try:
             with _recording():
@@ -80,6 +82,14 @@ class _Traced:
                     out = func(*inputs)
         finally:
             _DEPTH.value -= 1
+        self.closure = False
+        if not self.connected and outer_grad:
+            # ``func`` may close over tensors that require grad (a learning rate, a
+            # hypernetwork's output): the results that depend on them stay in their graph,
+            # as PyTorch's do
+            self.closure = self.connected = _reaches_outside(
+                [materialize(y, self.levels) for y in tree_flatten(out)[0]
+                 if isinstance(y, Tensor)], self.leaves)
         self.aux = None
         if has_aux:
             if not (isinstance(out, tuple) and len(out) == 2):
@@ -103,10 +113,12 @@ class _Traced:
 
     def release(self, tree):
         """``tree``'s tensors as the caller sees them: cut from this transform's graph."""
-        if self.connected:
+        if self.connected and not self.closure:
             return tree
         flat, spec = tree_flatten(tree)
-        return tree_unflatten([x.detach() if isinstance(x, Tensor) else x for x in flat], spec)
+        return tree_unflatten([x.detach() if isinstance(x, Tensor) and not (
+            self.closure and _reaches_outside([materialize(x, self.levels)], self.leaves))
+            else x for x in flat], spec)
 
     def pull(self, cotangents, create_graph):
         """The vjp: gradients of the outputs with ``cotangents`` (flat, logical) as weights."""
@@ -139,6 +151,29 @@ class _Traced:
         """Per-input results as the caller sees them, in the primals' structure."""
         return tree_unflatten([self.release(rewrap(g, self.levels)) for g in flat],
                               self.in_spec)
+
+
+def _reaches_outside(tensors, leaves):
+    """Whether the graph behind ``tensors`` reaches a tensor that requires grad other than
+    the transform's own fresh ``leaves``."""
+    own = {id(x) for x in leaves}
+    stack, seen = [], set()
+    for t in tensors:
+        if t.grad_fn is not None:
+            stack.append(t.grad_fn)
+        elif t.requires_grad and id(t) not in own:
+            return True
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, AccumulateGrad):
+            if id(node.variable) not in own:
+                return True
+            continue
+        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+    return False
 
 
 # the transform whose check names a non-tensor output (jacrev runs vjp, jacfwd runs jvp)

@@ -41,15 +41,14 @@ class LBFGS(Optimizer):
             device_mismatch(self._params)           # as PyTorch's concatenation refuses them
         xp = xp_of(self._params[0]._data)
         return xp.concatenate([     # complex parameters count as pairs of reals
-            real(p._grad._data if p._grad is not None else xp.zeros_like(p._data)).reshape(-1)
-            for p in self._params])
+            real(_grad_array(p, xp)).reshape(-1) for p in self._params])
 
     def _add_to_params(self, t, d):
         offset = 0
         for p in self._params:
             x = real(p._data)
             n = x.size
-            x += (t * d[offset:offset + n]).reshape(x.shape)
+            x[...] = _fused_add(x, t, d[offset:offset + n].reshape(x.shape))
             p._bump_version()
             offset += n
 
@@ -105,9 +104,15 @@ class LBFGS(Optimizer):
                 d = memory.direction(flat_grad)
             prev_flat_grad = flat_grad.copy()
             prev_loss = loss
-            t = (min(1.0, 1.0 / float(abs(flat_grad).sum())) * lr if state["n_iter"] == 1
-                 else lr)
-            gtd = float(flat_grad @ d)
+            if state["n_iter"] == 1:        # PyTorch's min(1, 1 / |g|_1) keeps its 0-dim
+                inv = 1.0 / abs(flat_grad).sum()    # tensor, of the gradient's dtype, when
+                t = (inv if inv < 1.0 else 1.0) * lr  # below 1
+            else:
+                t = lr
+            # NOTE [LBFGS scalars]: PyTorch's dot products here are 0-dim tensors, and so is
+            # all arithmetic with them (in the gradient's dtype, float32 say): they stay
+            # backend scalars (NumPy's promote as 0-dim tensors do), never Python floats
+            gtd = flat_grad @ d
             if gtd > -tol_change:
                 break
             if group["line_search_fn"] not in (None, "strong_wolfe"):     # checked here, as
@@ -158,8 +163,8 @@ class _Memory:
         h_diag = state.get("H_diag")
         return cls([arr(t) for t in state.get("old_dirs") or []],
                    [arr(t) for t in state.get("old_stps") or []],
-                   [float(r) for r in state.get("ro") or []],
-                   1.0 if h_diag is None else float(h_diag),
+                   [_scalar_of(r) for r in state.get("ro") or []],
+                   1 if h_diag is None else _scalar_of(h_diag),
                    arr(state.get("d")), arr(state.get("prev_flat_grad")))
 
     def save(self, state, history_size, t):
@@ -173,38 +178,40 @@ class _Memory:
             state["al"] = ([_make(_scalar(self.d, a)) for a in self.alphas]
                            + [None] * (history_size - len(self.alphas)))
         state["d"] = _make(self.d)
-        state["t"] = t
+        state["t"] = t if isinstance(t, (int, float, Tensor)) else _make(
+            _scalar(self.d, t))        # a backend scalar is PyTorch's 0-dim tensor
         state["old_dirs"] = [_make(a) for a in self.dirs]
         state["old_stps"] = [_make(a) for a in self.steps]
         state["ro"] = [_make(_scalar(self.d, r)) for r in self.ro]
-        state["H_diag"] = _make(_scalar(self.d, self.h_diag))
+        state["H_diag"] = (self.h_diag if isinstance(self.h_diag, (int, float))
+                           else _make(_scalar(self.d, self.h_diag)))
         state["prev_flat_grad"] = _make(self.prev_flat_grad)
 
     def clear(self):
-        self.dirs, self.steps, self.ro, self.h_diag = [], [], [], 1.0
+        self.dirs, self.steps, self.ro, self.h_diag = [], [], [], 1
 
     def update(self, y, s, history_size):
         """Add the pair (y, s) when it has positive curvature."""
-        ys = float(y @ s)
+        ys = y @ s                      # (see NOTE [LBFGS scalars])
         if ys > 1e-10:
             if len(self.dirs) == history_size:
                 del self.dirs[0], self.steps[0], self.ro[0]
             self.dirs.append(y)
             self.steps.append(s)
             self.ro.append(1.0 / ys)
-            self.h_diag = ys / float(y @ y)
+            self.h_diag = ys / (y @ y)
 
     def direction(self, flat_grad):
         """The two-loop recursion: an approximation of -H^-1 g."""
         alphas = [0.0] * len(self.dirs)
         q = -flat_grad
         for i in range(len(self.dirs) - 1, -1, -1):
-            alphas[i] = float(self.steps[i] @ q) * self.ro[i]
-            q = q - alphas[i] * self.dirs[i]
+            alphas[i] = (self.steps[i] @ q) * self.ro[i]
+            q = _fused_add(q, -alphas[i], self.dirs[i])
         r = q * self.h_diag
         for i in range(len(self.dirs)):
-            beta = float(self.dirs[i] @ r) * self.ro[i]
-            r = r + (alphas[i] - beta) * self.steps[i]
+            beta = (self.dirs[i] @ r) * self.ro[i]
+            r = _fused_add(r, alphas[i] - beta, self.steps[i])
         self.alphas = alphas
         return r
 
@@ -213,14 +220,28 @@ def _scalar(like, number):
     return xp_of(like).asarray(number, dtype=like.dtype)
 
 
-def _cubic_minimum(x1, f1, g1, x2, f2, g2, bounds=None):
+def _fused_add(x, alpha, y):
+    """``x + alpha * y`` rounded once, as PyTorch's ``add(y, alpha=)`` (a fused multiply-add
+    on CPU); exact through float64 for arrays of at most 24-bit significands."""
+    if x.dtype.itemsize > 4 or x.dtype.kind != "f":
+        return x + alpha * y
+    wide = x.astype("float64") + float(alpha) * y.astype("float64")
+    return wide.astype(x.dtype)
+
+
+def _scalar_of(h_diag):
+    """A stored ro or H_diag back as the scalar it was: a 0-dim tensor's backend scalar."""
+    return h_diag._data[()] if isinstance(h_diag, Tensor) else h_diag
+
+
+def _cubic_minimum(x1, f1, g1, x2, f2, g2, sqrt, bounds=None):
     """The minimizer of the cubic through (x1, f1, g1) and (x2, f2, g2), kept in bounds."""
     lo, hi = bounds if bounds is not None else sorted((x1, x2))
     d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
     d2_square = d1 * d1 - g1 * g2
     if d2_square < 0:
         return (lo + hi) / 2.0
-    d2 = d2_square ** 0.5
+    d2 = sqrt(d2_square)
     if x1 <= x2:
         x = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
     else:
@@ -232,11 +253,12 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
                   max_ls=25):
     """A step t satisfying the strong Wolfe conditions along d: bracket, then zoom with
     cubic interpolation. Returns (loss, flat gradient, t, evaluations)."""
-    d_norm = float(abs(d).max())
+    sqrt = xp_of(d).sqrt                # backend scalars, see NOTE [LBFGS scalars]
+    d_norm = abs(d).max()
     f_new, g_new = evaluate(t)
     evals = 1
-    gtd_new = float(g_new @ d)
-    t_prev, f_prev, g_prev, gtd_prev = 0.0, f, g, gtd
+    gtd_new = g_new @ d
+    t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd     # PyTorch's int 0 (kept as t)
     done = False
     ls_iter = 0
     while ls_iter < max_ls:
@@ -249,15 +271,15 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
             bracket = [[t_prev, f_prev, g_prev, gtd_prev], [t, f_new, g_new, gtd_new]]
             break
         lo_step, hi_step = t + 0.01 * (t - t_prev), t * 10
-        t_prev, t = t, _cubic_minimum(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
+        t_prev, t = t, _cubic_minimum(t_prev, f_prev, gtd_prev, t, f_new, gtd_new, sqrt,
                                       (lo_step, hi_step))
         f_prev, g_prev, gtd_prev = f_new, g_new, gtd_new
         f_new, g_new = evaluate(t)
         evals += 1
-        gtd_new = float(g_new @ d)
+        gtd_new = g_new @ d
         ls_iter += 1
     if ls_iter == max_ls:
-        bracket = [[0.0, f, g, gtd], [t, f_new, g_new, gtd_new]]
+        bracket = [[0, f, g, gtd], [t, f_new, g_new, gtd_new]]
 
     # zoom: shrink the bracket until a point satisfies the conditions
     insufficient_progress = False
@@ -266,7 +288,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
         (a, fa, _, ga), (b, fb, _, gb) = bracket
         if abs(b - a) * d_norm < tolerance_change:
             break
-        t = _cubic_minimum(a, fa, ga, b, fb, gb)
+        t = _cubic_minimum(a, fa, ga, b, fb, gb, sqrt)
         top, bottom = max(a, b), min(a, b)
         margin = 0.1 * (top - bottom)
         if min(top - t, t - bottom) < margin:
@@ -279,7 +301,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
             insufficient_progress = False
         f_new, g_new = evaluate(t)
         evals += 1
-        gtd_new = float(g_new @ d)
+        gtd_new = g_new @ d
         ls_iter += 1
         if f_new > f + c1 * t * gtd or f_new >= bracket[low][1]:
             bracket[high] = [t, f_new, g_new, gtd_new]
@@ -292,3 +314,12 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
             bracket[low] = [t, f_new, g_new, gtd_new]
     t, f_new, g_new, _ = bracket[low]
     return f_new, g_new, t, evals
+
+
+def _grad_array(p, xp):
+    """The backend array of ``p``'s gradient: zeros when it has none, a sparse one made
+    dense (as PyTorch's LBFGS flattens it)."""
+    grad = p._grad
+    if grad is None:
+        return xp.zeros_like(p._data)
+    return (grad.to_dense() if grad.is_sparse else grad)._data

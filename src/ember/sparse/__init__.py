@@ -15,6 +15,7 @@ from ember.sparse import _convert  # noqa: F401  (gives Tensor its to_sparse* me
 from ember.sparse._ops import log_softmax, softmax, sum  # noqa: A004
 from ember.sparse import _inplace  # noqa: F401  (the in-place handlers)
 from ember.sparse import _join  # noqa: F401  (the cat/stack handlers)
+from ember.sparse import _norm  # noqa: F401  (the norm handler)
 from ember.sparse._mm_reduce import mm_reduce as _mm_reduce
 from ember.sparse._products import addmm as _addmm
 from ember.sparse._products import mm as _mm
@@ -109,3 +110,16 @@ LongTensor = _legacy_constructor("LongTensor", "int64")
 IntTensor = _legacy_constructor("IntTensor", "int32")
 ByteTensor = _legacy_constructor("ByteTensor", "uint8")
 BoolTensor = _legacy_constructor("BoolTensor", "bool")
+
+
+def __getattr__(name):
+    """``torch.sparse.torch`` is the torch module itself (the popular CapsNet code builds
+    one-hot rows with ``torch.sparse.torch.eye(n).index_select(0, labels)``)."""
+    if name == "torch":
+        import ember
+        return ember
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"torch"})    # as PyTorch's dir() lists it

@@ -9,7 +9,7 @@ from ember.sparse import _layouts as L
 from ember.sparse._tensor import SparseTensor
 
 __all__ = ["HANDLERS", "ANY_LAYOUT", "BATCHED", "handles", "dispatch", "op_name", "backend_name",
-           "is_sparse", "is_scalar"]
+           "aten_name", "is_sparse", "is_scalar"]
 
 HANDLERS = {}
 handles = registrar(HANDLERS)   # @handles(*names): the function running those ops
@@ -37,6 +37,13 @@ ANY_LAYOUT = {"to_dense", "_to_copy", "transpose", "t", "mm", "spmm", "matmul", 
               "zeros_like", "empty_like", "__get__", "__set__"}
 
 
+def aten_name(name):
+    """PyTorch's operator name for the registry name ``name``: linalg and special functions
+    keep their namespace as a prefix (``linalg_vector_norm``), functional ones drop it."""
+    namespace, _, bare = name.rpartition(".")
+    return f"{namespace}_{bare}" if namespace in ("linalg", "special") else bare
+
+
 def _handles_layouts(name, args):
     return name in ANY_LAYOUT or all(x.layout is L.sparse_coo or x.layout is L.sparse_csr
                                       for x in _sparse_operands(args))
@@ -50,7 +57,7 @@ BATCHED = {"to_dense", "_to_copy", "__get__", "__set__"}
 def _refuse_batched(name, args):
     if name not in BATCHED and any(x._crow is not None and x._crow.ndim > 1
                                    for x in _sparse_operands(args)):
-        raise NotImplementedError(f"Could not run 'aten::{name.rpartition('.')[2]}' with "
+        raise NotImplementedError(f"Could not run 'aten::{aten_name(name)}' with "
                                   f"arguments from the '{backend_name(args)}' backend: ember "
                                   f"does not support this operator on batched compressed "
                                   f"sparse tensors (convert with .to_dense() first).")
@@ -81,7 +88,7 @@ def dispatch(func, args, kwargs):
             return func(*args, **kwargs)
         _refuse_pointwise(name, args)
         raise NotImplementedError(
-            f"Could not run 'aten::{name.rpartition('.')[2]}' with arguments from the "
+            f"Could not run 'aten::{aten_name(name)}' with arguments from the "
             f"'{backend_name(args)}' backend: ember does not support this operator on sparse "
             f"tensors (convert with .to_dense() first).")
     return handler(*args, **kwargs)
