@@ -99,6 +99,11 @@ def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False
 def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp the gradients of ``parameters`` to [-clip_value, clip_value] in place."""
     clip_value = float(clip_value)
-    for p in _tensor_list(parameters):
-        if p.grad is not None:
-            p.grad.clamp_(min=-clip_value, max=clip_value)
+    grads = [p.grad for p in _tensor_list(parameters) if p.grad is not None]
+    if not grads:   # PyTorch's grouping of the gradients by device rejects an empty list
+        raise RuntimeError(
+            "Expected !nested_tensorlist[0].empty() to be true, but got false.  (Could this "
+            "error message be improved?  If so, please report an enhancement request to "
+            "PyTorch.)")
+    for g in grads:
+        g.clamp_(min=-clip_value, max=clip_value)
