@@ -1,13 +1,14 @@
 """What the losses share: the reduction argument (and its deprecated size_average/reduce
 form), and applying a reduction to elementwise losses."""
 
+import functools
 import warnings
 
 from ember._warn import outside_level
 from ember.ops._reduce import narrow_to, wide
 
 __all__ = ["legacy_reduction", "reduction_of", "reduce_loss", "REDUCTIONS", "REDUCTION_ENUM",
-           "reduction_name", "warn_size_mismatch", "refuse_grad"]
+           "reduction_name", "warn_size_mismatch", "refuse_grad", "fused_loss_grads"]
 
 REDUCTIONS = ("none", "mean", "sum")
 REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
@@ -113,3 +114,21 @@ def promoted_dtype(*arrays):
         dtype = D.get_default_dtype()
     result = dtype.np
     return result, (result if result.itemsize > 2 else D.float32.np)
+
+
+def fused_loss_grads(derivative):
+    """A loss kernel's ``derivative`` computed in float32 for float16/bfloat16 gradients and
+    each result rounded once, as PyTorch's fused loss backward kernels do (each ember op of
+    the formula would round its own result)."""
+    from ember import _dtype as D
+    from ember._tensor import Tensor
+
+    @functools.wraps(derivative)          # (keeps the signature the registry reads)
+    def wrapped(grad, *args, **kwargs):
+        dtype = grad.dtype
+        if dtype is not D.float16 and dtype is not D.bfloat16:
+            return derivative(grad, *args, **kwargs)
+        args = [a.float() if isinstance(a, Tensor) and a.dtype is dtype else a for a in args]
+        grads = derivative(grad.float(), *args, **kwargs)
+        return tuple(None if g is None else g.to(dtype) for g in grads)
+    return wrapped

@@ -71,9 +71,11 @@ def _xlogy_grad(grad, x, y):
     return grad_x, grad_y
 
 
+# upcast=False: PyTorch's 16-bit kernel rounds log(other) to the operands' dtype before
+# multiplying (each step rounds, as NumPy's float16 and ml_dtypes' bfloat16 ufuncs do)
 xlogy = binary("xlogy(input, other)", _xlogy, _xlogy_grad,
                doc="``input * log(other)``, and 0 where ``input`` is 0 (unless ``other`` "
-                   "is NaN).", promote=REAL_FLOAT)
+                   "is NaN).", promote=REAL_FLOAT, upcast=False)
 xlogy.number_overload("input")
 xlogy.number_overload("other")
 

@@ -295,9 +295,30 @@ def log_softmax_grad(grad, out, d):
         gx = xp.exp(y)
         gx *= _sums(xp, g, d)
         return _make(xp.subtract(g, gx, out=gx).astype(out._data.dtype, copy=False))
+    if out.ndim and grad.dtype is out.dtype and _outside_vmap():
+        return _log_softmax_backward_data(grad, out, d, grad.dtype)
     g, y = _wide_tensors(grad, out)
     return rename_node((g - y.exp() * g.sum(d, keepdim=True)).to(grad.dtype),
                        LOG_SOFTMAX_DOUBLE)
+
+
+@op("_log_softmax_backward_data(grad_output, output, dim, input_dtype)", inputs=2,
+    method=False)
+def _log_softmax_backward_data(xp, g, y, dim, input_dtype):
+    """log_softmax's gradient ``grad_output - exp(output) * grad_output.sum(dim)`` (16-bit
+    floats computed in float32 and rounded once, as PyTorch's kernel), in ``input_dtype``."""
+    g32, y32 = (a.astype(np.float32) if a.dtype in _UPCAST else a for a in (g, y))
+    sums = _sums(xp, g32, wrap_dim(dim, y.ndim)) if y.ndim else g32
+    return (g32 - xp.exp(y32) * sums).astype(input_dtype.np, copy=False)
+
+
+@_log_softmax_backward_data.derivative
+def _(grad, g, y, dim, input_dtype):
+    # PyTorch's double backward, each step an op: grad - sum(grad * e) for grad_output, and
+    # -(grad * (e * sum(grad_output))) for output (e = exp(output))
+    d = wrap_dim(dim, y.ndim) if y.ndim else 0
+    e = y.exp()
+    return grad - (grad * e).sum(d, keepdim=True), -(grad * (e * g.sum(d, keepdim=True)))
 
 
 LOG_SOFTMAX_DOUBLE = "LogSoftmaxBackwardDataBackward0"     # PyTorch's log_softmax backward

@@ -6,7 +6,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import Size
 from ember.backend import device_assert
-from ember.ops._loss_common import reduction_of
+from ember.ops._loss_common import reduce_array, reduction_of
 from ember.ops._registry import OpValueError, op
 from ember.ops.shape import broadcast_shapes
 
@@ -37,21 +37,34 @@ def binary_cross_entropy(xp, x, t, w, size_average, reduce, reduction):
     """The binary cross entropy between probabilities ``input`` and ``target``."""
     reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
     _check(xp, x, t)
-    dtype = x.dtype
-    if dtype in _LOW:
-        x, t = x.astype(np.float32), t.astype(np.float32)
     if w is not None:
         _check_weight(x, t, w)
+    # each step rounds, in 16-bit floats too (whose sum and mean accumulate in float32)
+    if x.dtype in _LOW:
+        return reduce_array(xp, _loss_16bit(xp, x, t, w), reduction)
     log_x = xp.maximum(xp.log(x), -100)
     log_1mx = xp.maximum(xp.log1p(-x), -100)
     loss = (t - 1) * log_1mx - t * log_x
+    if w is not None:           # the input's dtype, whatever the weight's
+        loss = (loss * w).astype(x.dtype, copy=False)
+    return reduce_array(xp, loss, reduction)
+
+
+def _loss_16bit(xp, x, t, w):
+    """The elementwise loss of 16-bit floats, each step rounded to their dtype as PyTorch's,
+    computed in float32 (NumPy's float16 arithmetic is several times slower)."""
+    dtype, f32 = x.dtype, np.float32
+
+    def r(a):
+        return a.astype(dtype).astype(f32)
+    x32, t32 = x.astype(f32), t.astype(f32)
+    # NumPy's float16 log rounds as PyTorch's (float32's, rounded again, misses a value)
+    log_x = xp.log(x).astype(f32) if dtype == np.float16 else r(xp.log(x32))
+    log_1mx = r(xp.log1p(-x32))
+    loss = r(r(r(t32 - 1) * xp.maximum(log_1mx, -100)) - r(t32 * xp.maximum(log_x, -100)))
     if w is not None:
-        loss = loss * w.astype(loss.dtype, copy=False)
-    if reduction == "mean":
-        loss = loss.sum() / loss.size if loss.size else xp.asarray(np.nan, loss.dtype)
-    elif reduction == "sum":
-        loss = loss.sum()
-    return loss.astype(dtype, copy=False)         # the input's dtype, whatever the weight's
+        loss = loss * w.astype(f32)
+    return loss.astype(dtype)
 
 
 def _check_weight(x, t, w):
@@ -71,10 +84,14 @@ binary_cross_entropy.nondifferentiable("weight")
 @binary_cross_entropy.derivative
 def _(grad, x, t, w, size_average, reduce, reduction):
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
-    if reduction == "mean":
-        grad = grad / max(x.numel(), 1) if x.numel() else grad
+    # PyTorch's order, each step rounding (1e-12 is 0 in float16): the weight, then the
+    # mean's division last
+    grad_x = (x - t) * grad / ((1 - x) * x).clamp_min(1e-12)
+    grad_t = -x.logit() * grad if t.requires_grad else None
     if w is not None:
-        grad = grad * w
-    grad_x = grad * (x - t) / ((1 - x) * x).clamp_min(1e-12)
-    grad_t = grad * ((-x).log1p() - x.log()) if t.requires_grad else None
+        grad_x = grad_x * w
+        grad_t = None if grad_t is None else grad_t * w
+    if reduction == "mean" and x.numel():
+        grad_x = grad_x / x.numel()
+        grad_t = None if grad_t is None else grad_t / x.numel()
     return grad_x, grad_t, None

@@ -6,7 +6,7 @@ their argument checks) are in loss_pointwise.py and loss_margin.py."""
 from ember._tensor import _make
 from ember.backend import xp_of
 from ember.ops._linalg_utils import check_kernel, torch_name
-from ember.ops._loss_common import promoted_dtype, reduce_array, reduced_grad
+from ember.ops._loss_common import promoted_dtype, reduce_array
 from ember.ops._registry import op
 from ember.ops.activations import masked
 from ember.ops.binary_math import where
@@ -20,11 +20,14 @@ __all__ = ["_soft_margin_loss", "_binary_cross_entropy_with_logits", "_multi_mar
 @op("_soft_margin_loss(input, target, reduction='mean')", inputs=2, method=False, out=False,
     scalars=False, grad_fn_name="SoftMarginLossBackward0")
 def _soft_margin_loss(xp, x, t, reduction):
-    """``log(1 + exp(-target * input))``, computed in the operands' promoted dtype and
-    written in the input's, reduced."""
-    _, compute = promoted_dtype(x, t)
+    """``log1p(exp(-input * target))``, computed in the operands' promoted dtype (each step
+    rounding, 16-bit floats too; overflowing to inf, as PyTorch's) and written in the
+    input's, reduced."""
+    dtype, compute = promoted_dtype(x, t)
     # -input * target, not input * -target: an unsigned target must not wrap around
-    loss = xp.logaddexp(-x.astype(compute) * t.astype(compute), 0)
+    product = -x.astype(dtype) * t.astype(dtype)
+    # (exp in float32: NumPy's float16 exp misrounds a few values)
+    loss = xp.log1p(xp.exp(product.astype(compute)).astype(dtype))
     return reduce_array(xp, loss.astype(x.dtype), reduction)
 
 
@@ -36,8 +39,12 @@ _soft_margin_loss.nondifferentiable("target")
 
 @_soft_margin_loss.derivative
 def _(grad, x, t, reduction):
-    g = reduced_grad(grad, x, reduction)
-    return -(g * t * ((-x) * t).sigmoid()), None
+    # PyTorch's order, each step rounding: -t * z * norm / (1 + z) * grad, z = exp(-x * t)
+    z = ((-x) * t).exp()
+    slope = -t * z
+    if reduction == "mean":
+        slope = slope * slope.new_full((), 1 / max(x.numel(), 1))
+    return slope / (1 + z) * grad, None
 
 
 # --- binary_cross_entropy_with_logits ---------------------------------------------------------
@@ -46,16 +53,18 @@ def _(grad, x, t, reduction):
     "reduction='mean')", inputs=4, method=False, out=False, scalars=False,
     grad_fn_name="BinaryCrossEntropyWithLogitsBackward0")
 def _binary_cross_entropy_with_logits(xp, x, t, w, pw, reduction):
-    """``(1 - t) * x + (1 + (pw - 1) * t) * log(1 + exp(-x))``, times ``weight``, written in
-    the target's dtype, reduced."""
-    _, compute = promoted_dtype(x, t, w, pw)
-    x, target_dtype, t = x.astype(compute), t.dtype, t.astype(compute)
-    softplus = xp.logaddexp(-x, 0)      # log(1 + exp(-x)) without overflow
+    """``(1 - t) * x - (1 + (pw - 1) * t) * log_sigmoid(x)``, times ``weight``, written in
+    the target's dtype, reduced: each step rounds in the promoted dtype (16-bit floats too,
+    whose log_sigmoid is computed in float32), as PyTorch's."""
+    dtype, compute = promoted_dtype(x, t, w, pw)
+    x, target_dtype, t = x.astype(dtype), t.dtype, t.astype(dtype)
+    wide = x.astype(compute)
+    log_sigmoid = (xp.minimum(wide, 0) - xp.log1p(xp.exp(-xp.abs(wide)))).astype(dtype)
     if pw is not None:
-        softplus = (1 + (pw.astype(compute) - 1) * t) * softplus
-    loss = (1 - t) * x + softplus
+        log_sigmoid = (1 + (pw.astype(dtype) - 1) * t) * log_sigmoid
+    loss = (1 - t) * x - log_sigmoid
     if w is not None:
-        loss = loss * w.astype(compute)
+        loss = loss * w.astype(dtype)
     return reduce_array(xp, loss.astype(target_dtype), reduction)
 
 
@@ -68,19 +77,30 @@ _binary_cross_entropy_with_logits.nondifferentiable("weight", "pos_weight")
 
 @_binary_cross_entropy_with_logits.derivative
 def _(grad, x, t, w, pw, reduction, *, needs=(True, True, True, True)):
-    g = reduced_grad(grad, x, reduction)
+    # PyTorch's order, each step rounding: the slope times grad, then the weight, then the
+    # mean's division
+    grad_x = grad_t = None
+    if needs[0]:        # d/dx: (pw t + 1 - t) sigmoid(x) - pw t, or sigmoid(x) - t
+        if pw is None:
+            grad_x = (x.sigmoid() - t) * grad
+        else:
+            grad_x = ((pw * t + 1 - t) * x.sigmoid() - pw * t) * grad
+    if needs[1]:        # d/dt: -x - (pw - 1) log_sigmoid(x)
+        if pw is None:
+            grad_t = -x * grad
+        else:
+            grad_t = ((pw - 1) * (-x).logaddexp(x.new_zeros(())) - x) * grad
+    return _weighted_mean(grad_x, w, reduction, x), _weighted_mean(grad_t, w, reduction, x), \
+        None, None
+
+
+def _weighted_mean(g, w, reduction, x):
+    """A loss kernel's gradient ``g`` times the weight, divided by the count for a mean."""
+    if g is None:
+        return None
     if w is not None:
         g = g * w
-    grad_x = grad_t = None
-    if needs[0]:        # d/dx: (1 - t) - (1 + (pw - 1) t) sigmoid(-x), or sigmoid(x) - t
-        if pw is None:
-            grad_x = g * (x.sigmoid() - t)
-        else:
-            grad_x = g * ((1 - t) - (1 + (pw - 1) * t) * (-x).sigmoid())
-    if needs[1]:        # d/dt: -x + (pw - 1) log(1 + exp(-x))
-        slope = -x if pw is None else (pw - 1) * (-x).logaddexp(x.new_zeros(())) - x
-        grad_t = g * slope
-    return grad_x, grad_t, None, None
+    return g / max(x.numel(), 1) if reduction == "mean" else g
 
 
 # --- multi_margin_loss ------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from ember._tensor import _make
 from ember.backend import xp_of
 from ember.ops._loss_common import reduce_loss, reduction_of
 from ember.ops._scalars import checked_scalar, float_arg, number_arg, real_number
+from ember.ops.activations_smooth import logsigmoid
 from ember.ops.binary_math import where
 from ember.ops.loss_kernels import _multi_margin_loss, _multilabel_margin_loss
-from ember.ops.loss_pointwise import softplus_of
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
            "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
@@ -138,8 +138,8 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
                                 reduction="mean"):
     """The multi-label one-versus-all logistic loss, averaged over classes."""
     reduction = reduction_of(size_average, reduce, reduction)
-    # -(t * logsigmoid(x) + (1 - t) * logsigmoid(-x)), with logsigmoid(x) = -softplus(-x)
-    loss = target * softplus_of(-input) + (1 - target) * softplus_of(input)
+    # PyTorch's composition (its nodes, and so its rounding and gradient order)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
         loss = loss * weight
     loss = loss.sum(input.ndim - 1) / input.shape[-1]

@@ -13,8 +13,8 @@ import numpy as np
 from ember import _dtype as D
 from ember._warn import user_level
 from ember.autograd.grad_mode import no_grad
-from ember.ops._loss_common import (reduce_array, reduce_loss, reduced_grad, reduction_of,
-                                    refuse_grad, warn_size_mismatch)
+from ember.ops._loss_common import (fused_loss_grads, reduce_array, reduce_loss, reduced_grad,
+                                    reduction_of, refuse_grad, warn_size_mismatch)
 from ember.ops._op_errors import broadcast_message
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op
@@ -143,17 +143,44 @@ def _kernel_operands(input, target):
     return input, target
 
 
-def _huber_array(xp, d, delta):
+def _same(a):
+    return a
+
+
+def _huber_array(xp, d, delta, r=_same):
     z = xp.abs(d)
-    return xp.where(z < delta, 0.5 * d * d, delta * (z - 0.5 * delta))
+    return xp.where(z < delta, r(r(0.5 * d) * d), r(delta * r(z - 0.5 * delta)))
 
 
+def _smooth_l1_array(xp, d, beta, r=_same):
+    z = xp.abs(d)
+    return xp.where(z < beta, r(r(r(0.5 * d) * d) / beta), r(z - 0.5 * beta))
+
+
+def _pointwise_loss(xp, x, t, reduction, elementwise, parameter, stepwise):
+    """A huber-like loss of same-shaped operands, reduced. 16-bit floats: computed in float32
+    and rounded once, except that the ``stepwise`` dtype rounds each step (``parameter``
+    too) to it, as PyTorch's CPU kernels do (huber's bfloat16 and smooth_l1's float16 one)."""
+    dtype = x.dtype
+    if dtype.itemsize != 2 or dtype.kind == "i":
+        return reduce_array(xp, elementwise(xp, x - t, parameter), reduction)
+    wide_x, wide_t = x.astype(np.float32), t.astype(np.float32)
+    if dtype == stepwise:       # in float32, rounded after each step (NumPy's float16 is slow)
+        def r(a):
+            return a.astype(dtype).astype(np.float32)
+        loss = elementwise(xp, r(wide_x - wide_t), float(dtype.type(parameter)), r)
+        return reduce_array(xp, loss.astype(dtype), reduction)
+    return reduce_array(xp, elementwise(xp, wide_x - wide_t, parameter),
+                        reduction).astype(dtype)
+
+
+# upcast=False: _pointwise_loss chooses where 16-bit floats round
 @op("_huber_loss(input, target, reduction='mean', delta=1.0)", inputs=2, promote=BINARY,
-    method=False, out=False, scalars=False, grad_fn_name="HuberLossBackward0")
+    method=False, out=False, scalars=False, grad_fn_name="HuberLossBackward0", upcast=False)
 def _huber_loss(xp, x, t, reduction, delta):
     """PyTorch's huber_loss kernel on same-shaped operands: squared error below ``delta``,
     ``delta``-scaled absolute error above, reduced."""
-    return reduce_array(xp, _huber_array(xp, x - t, delta), reduction)
+    return _pointwise_loss(xp, x, t, reduction, _huber_array, delta, D.bfloat16.np)
 
 
 def _huber_slope(d, delta):
@@ -164,22 +191,32 @@ def _huber_slope(d, delta):
 
 @_huber_loss.derivative
 def _(grad, x, t, reduction, delta, *, needs=(True, True)):
-    g = reduced_grad(grad, x, reduction) * _huber_slope(x - t, delta)
-    return (g if needs[0] else None), (-g if needs[1] else None)
+    # PyTorch's order, each step rounding: the slope times the mean's norm (in the operands'
+    # dtype), then the gradient; the target's from t - x, not by negating the input's (a zero
+    # keeps its sign)
+    def scaled(d):
+        slope = _huber_slope(d, delta)
+        if reduction == "mean":
+            slope = slope * slope.new_full((), 1 / max(x.numel(), 1))
+        return slope * grad
+    return scaled(x - t) if needs[0] else None, scaled(t - x) if needs[1] else None
 
 
 @op("_smooth_l1_loss(input, target, reduction='mean', beta=1.0)", inputs=2, promote=BINARY,
-    method=False, out=False, scalars=False, grad_fn_name="SmoothL1LossBackward0")
+    method=False, out=False, scalars=False, grad_fn_name="SmoothL1LossBackward0", upcast=False)
 def _smooth_l1_loss(xp, x, t, reduction, beta):
     """PyTorch's smooth_l1_loss kernel on same-shaped operands (``beta`` > 0): the Huber
     loss with delta ``beta``, divided by ``beta``, reduced."""
-    return reduce_array(xp, _huber_array(xp, x - t, beta) / beta, reduction)
+    return _pointwise_loss(xp, x, t, reduction, _smooth_l1_array, beta, D.float16.np)
 
 
 @_smooth_l1_loss.derivative
+@fused_loss_grads
 def _(grad, x, t, reduction, beta, *, needs=(True, True)):
-    g = reduced_grad(grad, x, reduction) * (_huber_slope(x - t, beta) / beta)
-    return (g if needs[0] else None), (-g if needs[1] else None)
+    # in float32 from the unrounded difference; the target's from t - x (see huber's)
+    grad = reduced_grad(grad, x, reduction)
+    return (grad * (_huber_slope(x - t, beta) / beta) if needs[0] else None,
+            grad * (_huber_slope(t - x, beta) / beta) if needs[1] else None)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
@@ -267,8 +304,9 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         raise RuntimeError("kl_div: Integral inputs not supported.")
     if log_target:
         loss = target.exp() * (target - input)
-    else:
-        loss = target.xlogy(target) - target * input
+    else:       # the product first: its node runs last, so the target's gradients add up
+        product = target * input        # in PyTorch's order (which shows in 16-bit floats)
+        loss = target.xlogy(target) - product
     if reduction == "batchmean":
         total = loss.sum()
         return total / input.shape[0] if input.ndim else total

@@ -199,7 +199,29 @@ def _softmax_entry(name, fn, **kw):
                   tol={d: (1.3e-5, 1e-6) for d in INTS}, **kw)
 
 
+def _log_softmax_backward_samples(dtype, requires_grad):
+    """(grad_output, output = log_softmax(x, dim), dim, dtype) samples."""
+    for shape, dim in (((5,), 0), ((2, 3, 4), 1), ((2, 3, 4), -1), ((0, 3), 1)):
+        x = make(shape, dtype, low=-3, high=3)
+        out = ember.log_softmax(x, dim).detach().requires_grad_(requires_grad)
+        yield SampleInput(make(shape, dtype, requires_grad), (out, dim, dtype),
+                          name=f"{list(shape)}_dim{dim}")
+
+
+def _log_softmax_backward_ref(grad, out, dim, dtype):
+    return grad - np.exp(out) * grad.sum(dim, keepdims=True)
+
+
+def _log_softmax_backward_torch(grad, out, dim, dtype):
+    import torch
+    return torch._log_softmax_backward_data(grad, out, dim, out.dtype)
+
+
 OPS = [
+    # log_softmax's backward kernel, an op so that its double backward is PyTorch's node
+    OpInfo("_log_softmax_backward_data", _log_softmax_backward_ref,
+           _log_softmax_backward_samples, dtypes=FLOATS + LOW, gradgrad=True,
+           torch_op=_log_softmax_backward_torch),
     OpInfo("logaddexp", _logaddexp_ref, _logaddexp_samples, dtypes=FLOATS + LOW + COMPLEX,
            gradgrad=True, error_inputs=_logaddexp_errors("logaddexp", True)),
     OpInfo("logaddexp2", _quiet(np.logaddexp2),
