@@ -241,11 +241,9 @@ def test_vmap_random_fills_of_made_buffers(make, randomness):
     assert describe(_vmapped(ember, fn, randomness)) == describe(_vmapped(torch, fn, randomness))
 
 
-@pytest.mark.xfail(strict=True, reason="flatten() with start_dim == end_dim (after wrapping) "
-                   "returns its input itself in PyTorch (same object: a leaf stays a leaf, no "
-                   "ViewBackward0); ember's registered flatten always makes a view, and the "
-                   "registry has no way for an op to return an input object unchanged")
 def test_flatten_of_one_dim_returns_the_input_itself():
+    # flatten() with start_dim == end_dim (after wrapping) returns its input itself in
+    # PyTorch (same object: a leaf stays a leaf, no ViewBackward0): Op.returns_input_when
     def run(lib):
         x = lib.ones(3, 4, requires_grad=True)
         y = x.flatten(1)

@@ -41,8 +41,12 @@ class _Override(Exception):
 
 def call(op, inputs, params, out=None):
     """Run ``op`` on ``inputs`` (tensors or numbers) with ``params``; record the graph."""
-    if op.seq_inputs:
-        flat, lengths = op.flatten_inputs(inputs)
+    if op.unusual_inputs:               # (one test for most ops: see Op.returns_input_when)
+        x = inputs[0]
+        if op.returns_input is not None and out is None and type(x) is Tensor \
+                and op.returns_input(x, params):
+            return x
+        flat, lengths = op.flatten_inputs(inputs) if op.seq_inputs else (inputs, None)
     else:
         flat, lengths = inputs, None
     # autocast covers the plain form of an op: a call with out= runs in its operands' dtypes

@@ -8,17 +8,17 @@ from ember._device import CPU
 from ember._inference import KEY as INFERENCE_KEY, MADE as INFERENCE_MADE, check_saved
 from ember._inference import is_inference
 from ember._storage_place import _storage_root
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
 from ember.autograd._forward_traces import TRACES as FORWARD_TRACES
 from ember.autograd._forward_traces import refuse_traced_forward
 from ember.autograd.grad_mode import STATE as _GRAD
-from ember.autograd.graph import InputMeta, grad_accumulator, history
+from ember.autograd.graph import InputMeta, Node, OpNode, grad_accumulator, history
 from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
 from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 from ember.backend import device_of
 from ember.ops._op_errors import not_differentiable
 
-__all__ = ["record_checks", "rename_node"]
+__all__ = ["record_checks", "rename_node", "RoutedOpNode", "gradient_t"]
 
 _NDARRAY = np.ndarray
 
@@ -110,6 +110,104 @@ def _skip_unread(readers, edges, versions, saved):
                                                       _NDARRAY else device_of(a)))
 
 
+_NEXT_FUNCTIONS = Node.next_functions       # the slot, under RoutedOpNode's property
+_T_NODE = []                                # the class of the t() nodes routing makes
+_ROUTED = {}                                # a RoutedOpNode class -> its class once routed
+
+
+class RoutedOpNode(OpNode):
+    """The node of an op that reads inputs through ``t()`` (``Op.reads_transposed``): its
+    derivative returns the gradient of ``t(input)``. Such an input's edge is recorded as it
+    is, and routed through a node of the ``t`` op when the graph is first walked (the
+    engine's ``next_functions``, or a user's), so that a forward pays for no node a backward
+    may never run. Routed, the node takes a subclass of its class that reads
+    ``next_functions`` straight from the slot again."""
+
+    __slots__ = ()
+    _routed = False
+
+    @property
+    def next_functions(self):
+        """One ``(node, output_nr)`` edge per differentiable input."""
+        return self._route()
+
+    @next_functions.setter
+    def next_functions(self, edges):
+        _NEXT_FUNCTIONS.__set__(self, edges)
+
+    def _route(self):
+        edges = list(_NEXT_FUNCTIONS.__get__(self))
+        in_meta = self._in_meta
+        t_node = _T_NODE[0] if _T_NODE else _t_node_class()
+        for i in self.op.transposed_inputs:
+            edge = edges[i]
+            if edge[0] is None:
+                continue
+            shape, dtype = in_meta[i][:2]
+            meta = _tuple_new(InputMeta, (shape, dtype, self._device_of(i, edge[0])))
+            node = t_node((edge,), ([meta], None), None, (), [meta], None)
+            node._seq = self._seq - 0.5             # made just before this node, as PyTorch's
+            edges[i] = (node, 0)
+            in_meta[i] = (shape[::-1], dtype)       # this node's gradient is t(input)'s
+        edges = tuple(edges)
+        _NEXT_FUNCTIONS.__set__(self, edges)
+        cls = type(self)
+        routed = _ROUTED.get(cls)
+        if routed is None:
+            routed = _ROUTED[cls] = type(cls.__name__, (cls,), {
+                "__slots__": (), "next_functions": _NEXT_FUNCTIONS, "_routed": True})
+        self.__class__ = routed
+        return edges
+
+    def _device_of(self, i, source):
+        """The device of input ``i`` (for its t() node's metadata, which t's derivative does
+        not read): from what this node saved, else from the leaf, else None."""
+        saved = self._inputs[0][i] if self._inputs is not None else None
+        if type(saved) is Tensor:
+            a = saved._data
+            return CPU if type(a) is _NDARRAY else device_of(a)
+        if type(saved) is InputMeta:
+            return saved[2]
+        leaf = getattr(source, "variable", None)
+        return leaf.device if leaf is not None else None
+
+    def apply(self, grads):
+        if not self._routed:                # (a node called directly, not walked)
+            self._route()
+        return OpNode.apply(self, grads)
+
+
+def gradient_t(g):
+    """``g.t()`` for a derivative: with no graph built of the gradient, a plain CPU tensor's
+    transpose is made without a dispatch (a tenth of the time)."""
+    if type(g) is Tensor and type(g._data) is _NDARRAY and not _GRAD.grad_enabled:
+        return _make(g._data.T)
+    return g.t()
+
+
+def _t_node_class():
+    """The class of the t() nodes RoutedOpNode makes (made once): the ``t`` op's, whose
+    derivative (``grad.t()``) it runs without a dispatch when no graph is built of the
+    gradient."""
+    from ember.ops._registry import REGISTRY        # (it imports this module)
+
+    def apply(self, grads):
+        g = grads[0]
+        if type(g) is Tensor and type(g._data) is _NDARRAY and not _GRAD.grad_enabled:
+            a = g._data.T
+            whole = a.base
+            # the t() of a transposed product (linear's gradient) is the product itself:
+            # handed over whole, a leaf may adopt it as its .grad rather than copy it
+            if type(whole) is _NDARRAY and whole.shape == a.shape \
+                    and whole.strides == a.strides and whole.dtype == a.dtype:
+                a = whole
+            return [_make(a)]
+        return OpNode.apply(self, grads)
+    base = REGISTRY["t"].node_class
+    _T_NODE.append(type(base.__name__, (base,), {"__slots__": (), "apply": apply}))
+    return _T_NODE[0]
+
+
 def record_checks(op, flat, params):
     """The refusals an op declares for recorded calls (``Op.refuse_forward_ad`` first, as
     forward-mode AD reaches a kernel before its backward could, then ``Op.refuse_grad``)."""
@@ -117,6 +215,17 @@ def record_checks(op, flat, params):
         refuse_traced_forward(op, flat, params)
     if op.refused_grads is not None:
         _check_refused_grads(op, flat)
+
+
+def unrecorded_checks(op, flat, params):
+    """The checks of a call that records nothing though an input requires grad (grad mode
+    off): ``Op.refuse_forward_ad``'s, inside a forward-mode transform (PyTorch's forward AD
+    runs whatever the grad mode; not in inference mode, which it leaves), then the op's own
+    (``Op.check_unrecorded``)."""
+    if op.forward_ad_refusal is not None and FORWARD_TRACES.starts and not _GRAD.inference:
+        refuse_traced_forward(op, flat, params)
+    if op.own_unrecorded_check is not None:
+        op.own_unrecorded_check(flat, params)
 
 
 def _check_refused_grads(op, flat):

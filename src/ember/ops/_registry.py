@@ -21,6 +21,7 @@ of all True: other derivatives call derivatives directly.
 """
 
 import ast
+import functools
 import itertools
 from numbers import Number
 
@@ -32,7 +33,7 @@ from ember.ops._entry_points import ENTRY_KINDS, GENERATED, generate, method_var
 from ember.ops._op_errors import OpValueError, broadcast_message, translate_error
 from ember.ops._out_compute import OUT_PREPARE
 from ember.ops._overlap import check_no_overlap, check_no_partial_overlap
-from ember.ops._recording import record_checks, rename_node
+from ember.ops._recording import RoutedOpNode, record_checks, rename_node, unrecorded_checks
 
 # the registry's face: ops import their helpers from here (the dispatcher, the entry points
 # and graph recording live in _dispatch.py, _entry_points.py and _recording.py)
@@ -72,6 +73,10 @@ class Op:
             i for i, n in enumerate(self.input_names)
             if isinstance(defaults.get(n), ast.Constant) and defaults[n].value is None)
         self.seq_inputs = tuple(i for i, n in enumerate(inputs) if n.endswith("*"))
+        self.returns_input = None       # see returns_input_when
+        # what the dispatcher must look at before anything else: sequence inputs, or a call
+        # that may return its input itself
+        self.unusual_inputs = bool(self.seq_inputs)
         all_names = names + [a.arg for a in tree.args.kwonlyargs]
         if tree.args.vararg:
             all_names.insert(len(names), tree.args.vararg.arg)
@@ -102,7 +107,8 @@ class Op:
         self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
         self.forward_ad_refusal = None  # a kernel name, or fn: see refuse_forward_ad
         self.record_check = None        # fn(op, flat, params) run as a call records
-        self.unrecorded_check = None    # see check_unrecorded
+        self.unrecorded_check = None    # see check_unrecorded (and refuse_forward_ad)
+        self.own_unrecorded_check = None
         self.integral_results_refused = False   # see refuse_integral_results
         self.overlap_check = check_no_partial_overlap  # see refuse_aliased_inputs
         self.unrounded = frozenset()    # see keep_scalars_unrounded
@@ -112,6 +118,8 @@ class Op:
         self.dropped_inputs = None      # see nondifferentiable (None: every input has an edge)
         self.number_groups = ()         # see number_overload
         self.conditional_drops = ()     # see nondifferentiable_when
+        self.transposed_inputs = ()     # see reads_transposed
+        self._node_base = OpNode        # the class of its nodes' classes
         self.n_diff_inputs = len(self.input_names)
         # PyTorch names backward nodes after the kernel: GeluBackward0, LinalgInvExBackward0
         node_name = self.short_name if namespace == "nn.functional" else self.name
@@ -173,6 +181,8 @@ class Op:
         that PyTorch's math kernel takes). Returns ``kernel`` (a decorator, for a function)."""
         self.forward_ad_refusal = kernel
         self.record_check = record_checks
+        # under no_grad too: PyTorch's forward AD ignores grad mode
+        self.unrecorded_check = functools.partial(unrecorded_checks, self)
         return kernel
 
     def check_unrecorded(self, fn):
@@ -181,7 +191,8 @@ class Op:
         reads ``requires_grad`` whatever the grad mode (scaled_dot_product_attention's CPU
         flash kernel takes no mask that requires grad), and its refusals with it. A recorded
         call runs no such check (``named_by`` and ``refuse_grad`` see it). Returns ``fn``."""
-        self.unrecorded_check = fn
+        self.own_unrecorded_check = fn
+        self.unrecorded_check = functools.partial(unrecorded_checks, self)
         return fn
 
     def refuse_integral_results(self):
@@ -279,10 +290,34 @@ class Op:
         assert readers == ("others",) or not self.seq_inputs
         self.input_readers = readers
 
+    def reads_transposed(self, *positions):
+        """Declare the inputs PyTorch's kernel reads through ``t()`` (``linear``'s weight: an
+        addmm of ``weight.t()``): a recorded call's node routes such an input's edge through a
+        node of the registered ``t`` op (TBackward0), made when the graph is first walked (see
+        ``RoutedOpNode``), and the derivative returns the gradient of ``t(input)`` for it,
+        which that node transposes back."""
+        self.transposed_inputs = positions
+        self._node_base = RoutedOpNode
+        self.node_class = type(self.node_class.__name__, (RoutedOpNode,),
+                               {"__slots__": (), "op": self})
+        if self.node_names is not None:
+            self._node_classes.clear()
+
+    def returns_input_when(self, test):
+        """Declare the calls that return their first input itself, as PyTorch's do (a
+        ``flatten`` of one dim, the ``conj`` of a real tensor): ``test(input, params)``, for a
+        plain tensor input and no ``out=``, says whether this call does. It runs before
+        anything else of the dispatch (only for such ops), and must return False rather than
+        raise for arguments the op refuses, so that the op raises its own error. The tensor
+        returned records nothing: a leaf stays a leaf. Returns ``test``."""
+        self.returns_input = test
+        self.unusual_inputs = True
+        return test
+
     def name_nodes(self, name):
         """Give the op's backward nodes the name PyTorch's have (that of the kernel PyTorch
         computes the op with: ``selu``'s is EluBackward0)."""
-        self.node_class = type(name, (OpNode,), {"__slots__": (), "op": self})
+        self.node_class = type(name, (self._node_base,), {"__slots__": (), "op": self})
 
     def composed_when_recording(self, fn):
         """Record the op's graph as PyTorch's composition of other ops: a call that records
@@ -315,7 +350,8 @@ class Op:
         name = self.node_names(flat, params, outputs)
         cls = self._node_classes.get(name)
         if cls is None:
-            cls = self._node_classes[name] = type(name, (OpNode,), {"__slots__": (), "op": self})
+            cls = self._node_classes[name] = type(name, (self._node_base,),
+                                                  {"__slots__": (), "op": self})
         return cls
 
     def inplace_variant(self, fn):

@@ -13,6 +13,7 @@ from ember.amp._state import suspended
 from ember.backend import low_precision_product
 from ember.backend.blas_threads import follow_load
 from ember.ops._elementwise import conj_grad
+from ember.ops._recording import gradient_t
 from ember.ops._reduce import grad_enabled
 from ember.ops._registry import broadcast_message, op
 
@@ -108,46 +109,45 @@ def _expand_message(have, target):
 
 @linear.derivative
 def _(grad, x, w, b, *, needs=(True, True, True)):
-    gx = gw = None
+    """The gradients of input, of ``weight.t()`` (see ``reads_transposed`` below) and of bias,
+    computed as PyTorch's mm computes them for ``mat2 = weight.t()``."""
+    gx = gwt = None
     need_x, need_w = needs[:2]          # an input no needed gradient reads is an InputMeta
     if need_w:
         x = conj_grad(x)                # PyTorch's convention for complex: grad * conj(...)
     if need_x:
         w = conj_grad(w)
-    if w.ndim == 1:                     # a vector weight: out = x @ w
+    if w.ndim == 1:                     # a vector weight (its t() is itself): out = x @ w
         if need_x:
             gx = grad.unsqueeze(-1) * w
         if need_w:
-            gw = (grad.unsqueeze(-1) * x).reshape(-1, w.shape[0]).sum(0)
-        return gx, gw, grad
-    if x.ndim == 1:
+            gwt = (grad.unsqueeze(-1) * x).reshape(-1, w.shape[0]).sum(0)
+        return gx, gwt, grad
+    if need_x and grad_enabled():       # mat2.t(), for a graph built for the gradient
+        w = w.t().t()
+    if x.ndim == 1:                     # PyTorch's mm of x.unsqueeze(0), then a squeeze
+        g2 = grad.unsqueeze(0)
         if need_x:
-            gx = grad @ w
+            gx = (g2 @ w).squeeze(0)
         if need_w:      # an outer product: an mm, as PyTorch's (autocast casts it)
-            gw = _transposed_twice(grad.unsqueeze(-1) @ x.unsqueeze(0))
-        return gx, gw, grad
+            gwt = gradient_t(gradient_t(g2) @ x.unsqueeze(0))
+        return gx, gwt, grad
     if x.ndim > 2:
         g2 = grad.reshape(-1, w.shape[0])
         if need_x:
             gx = (g2 @ w).reshape(x.shape)
         if need_w:
-            gw = _transposed_twice(g2.mT @ x.reshape(-1, x.shape[-1]))
+            gwt = gradient_t(gradient_t(g2) @ x.reshape(-1, x.shape[-1]))
     else:
         if need_x:
             gx = grad @ w
         if need_w:
-            gw = _transposed_twice(grad.mT @ x)
-    return gx, gw, grad
-
-
-def _transposed_twice(gw):
-    """``gw``, under create_graph passed through two ``t()`` as PyTorch's graph does (the mm
-    computes the gradient of ``weight.t()``, laid out like it, then transposes it back):
-    its node is TBackward0."""
-    return gw.t().t() if grad_enabled() else gw
+            gwt = gradient_t(gradient_t(grad) @ x)
+    return gx, gwt, grad
 
 
 linear.reads_inputs((1,), (0,), ())     # x for the weight's gradient, weight for x's
+linear.reads_transposed(1)              # PyTorch's addmm (or mm) reads weight.t()
 
 
 # --- bilinear ---------------------------------------------------------------------------------

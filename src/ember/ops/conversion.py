@@ -709,6 +709,15 @@ def _(grad, x):
     return grad.conj()
 
 
+def _real(x, params):
+    """A real tensor is its own conjugate, returned itself by PyTorch."""
+    return x._data.dtype.kind != "c"
+
+
+conj.returns_input_when(_real)
+conj_physical.returns_input_when(_real)
+
+
 @op("real(input)", view=True, method=False, saves_inputs=False,
     grad_fn_name="SelectBackward0")         # PyTorch selects from view_as_real
 def real(xp, x):

@@ -165,6 +165,19 @@ def _(grad, x, start_dim, end_dim):
     return grad.reshape(x.shape)
 
 
+@flatten.returns_input_when
+def _(x, params):
+    """A flatten of one dim (``start_dim`` and ``end_dim`` naming the same one) is the input
+    itself in PyTorch; a 0-dim tensor's is a view of shape (1,)."""
+    start, end = params
+    n = x._data.ndim
+    if not n or type(start) is not int or type(end) is not int:
+        return False
+    start += n if start < 0 else 0
+    end += n if end < 0 else 0
+    return start == end and 0 <= start < n
+
+
 @op("unflatten(input, dim, sizes)", view="maybe", saves_inputs=False)
 def unflatten(xp, x, dim, sizes):
     """Dim ``dim`` split into several dims of the given ``sizes`` (one may be -1)."""

@@ -478,8 +478,9 @@ def _positive(xp, x):
 
 
 positive = unary("positive(input)", _positive, lambda grad, x: grad,
-                 doc="``input`` itself (a view), as the unary ``+`` operator.", promote=None,
+                 doc="``input`` itself, as the unary ``+`` operator.", promote=None,
                  view=True, inplace=False, saves_inputs=False)
+positive.returns_input_when(lambda x, params: x._data.dtype.kind != "b")   # (bool raises)
 
 ALIASES = {"arccos": "acos", "arcsin": "asin", "arctan": "atan", "arccosh": "acosh",
            "arcsinh": "asinh", "arctanh": "atanh", "fix": "trunc"}
