@@ -110,14 +110,42 @@ def _lerp_weights(tensors, weight):
     return _pair(tensors, weight)
 
 
+def _check_lerp_weight(name, self, tensors1, weight):
+    """PyTorch's TypeError for a tensor ``weight`` that its Scalar overload cannot read as a
+    number (one that requires grad, or has dims): no overload takes a lone tensor."""
+    if not isinstance(weight, ember.Tensor) or not (weight.ndim or weight.requires_grad):
+        return
+    args = (self, tensors1, weight)
+    marked = ", ".join(f"!{_described(a)}!" for a in args)
+    lines = [f"_foreach_{name}() received an invalid combination of arguments - got "
+             f"({', '.join(type(a).__name__ for a in args)}), but expected one of:"]
+    for last in ("Number weight", "tuple of Scalars weight", "tuple of Tensors weights"):
+        lines += [f" * (tuple of Tensors self, tuple of Tensors tensors1, {last})",
+                  f"      didn't match because some of the arguments have invalid types: "
+                  f"({marked})"]
+    raise TypeError("\n".join(lines) + "\n")
+
+
+def _described(arg):
+    """An argument as PyTorch's argument errors show it: ``list of [Tensor, Tensor]``."""
+    names = [type(a).__name__ for a in arg] if isinstance(arg, (list, tuple)) else None
+    if isinstance(arg, list):
+        return f"list of [{', '.join(names)}]"
+    if isinstance(arg, tuple):
+        return f"tuple of ({', '.join(names)}{',' if len(names) == 1 else ''})"
+    return type(arg).__name__
+
+
 def _foreach_lerp(self, tensors1, weight):
     """``lerp`` of each tensor towards its partner by ``weight``."""
+    _check_lerp_weight("lerp", self, tensors1, weight)
     ends = _pair(_check_list("lerp", self), tensors1)
     return tuple(t.lerp(e, w) for t, e, w in zip(self, ends, _lerp_weights(self, weight)))
 
 
 def _foreach_lerp_(self, tensors1, weight):
     """In-place ``lerp`` of each tensor towards its partner by ``weight``."""
+    _check_lerp_weight("lerp_", self, tensors1, weight)
     ends = _pair(_check_list("lerp_", self), tensors1)
     for t, e, w in zip(self, ends, _lerp_weights(self, weight)):
         t.lerp_(e, w)

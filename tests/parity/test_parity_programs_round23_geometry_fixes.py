@@ -168,11 +168,6 @@ def test_pdist_double_backward_refused_like_torch():
     assert ours == theirs
 
 
-@pytest.mark.xfail(strict=True, reason="ember's segment_reduce is a composite of split/sum/cat "
-                   "(ember/ops/segment_reduce.py), whose gradients are differentiable again; "
-                   "PyTorch's _segment_reduce_backward has no derivative (a NotImplemented "
-                   "node). Refusing needs segment_reduce as a registered op with its own "
-                   "derivative.")
 def test_segment_reduce_double_backward_refused_like_torch():
     def run(lib):
         x = lib.arange(5.0, requires_grad=True)

@@ -31,6 +31,7 @@ class _Traces(threading.local):
         # whether PyTorch runs the function under vmap, as its jacfwd does)
         self.starts = []
         self.reverse = 0        # how many reverse-mode transforms (grad, vjp, jacrev) trace
+        self.forward = []       # per tracing transform, outermost first: is it forward-mode
 
 
 TRACES = _Traces()
@@ -45,9 +46,11 @@ class tracing_forward:
 
     def __enter__(self):
         TRACES.starts.append(self.entry)
+        TRACES.forward.append(True)
 
     def __exit__(self, *exc):
         TRACES.starts.pop()
+        TRACES.forward.pop()
 
 
 class tracing_reverse:
@@ -57,9 +60,11 @@ class tracing_reverse:
 
     def __enter__(self):
         TRACES.reverse += 1
+        TRACES.forward.append(False)
 
     def __exit__(self, *exc):
         TRACES.reverse -= 1
+        TRACES.forward.pop()
 
 
 def refuses_without_setup_context():
@@ -102,6 +107,12 @@ def refuse_without_setup_context(cls):
     a functorch transform; ember's own Functions (native ops in PyTorch) pass."""
     if not cls.__module__.startswith("ember."):
         raise RuntimeError(_SETUP_CONTEXT)
+
+
+def innermost_forward():
+    """Whether the innermost transform tracing now is forward-mode (jvp, jacfwd, linearize):
+    its inputs require grad in ember only, where PyTorch's carry tangents instead."""
+    return bool(TRACES.forward) and TRACES.forward[-1]
 
 
 def runs_under_vmap():

@@ -18,22 +18,27 @@ pair: the mask is drawn again from them.
 
 import functools
 import math
+import threading
 import warnings
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._random import _philox_uniform, _uniform_like
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
 from ember._warn import outside_level
+from ember.autograd._forward_traces import innermost_forward
+from ember.amp._state import STATE as _AMP
 from ember.amp._state import suspended
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.graph import carries_gradient
 from ember.backend import xp_of
+from ember.backend.blas_threads import follow_load
 from ember.backends.cuda import flash_sdp_enabled, generic_sdp_allowed, math_sdp_enabled
 from ember.ops._registry import broadcast_message, op
 from ember.ops.random_nodes import NOT_IMPLEMENTED, sampled
+from ember.ops.underivable import on_values
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -89,10 +94,11 @@ def _check(q, k, v, mask, dropout_p, is_causal, grouped, causal_with_mask=False)
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p:g}")
     lead = -3 if grouped else -2                   # grouped heads need not broadcast
     batch = [q.shape[:lead], k.shape[:lead], v.shape[:lead]]
-    try:
-        np.broadcast_shapes(*batch)
-    except ValueError:
-        raise RuntimeError(broadcast_message(batch)) from None
+    if not batch[0] == batch[1] == batch[2]:    # (equal shapes broadcast: skip NumPy's check)
+        try:
+            np.broadcast_shapes(*batch)
+        except ValueError:
+            raise RuntimeError(broadcast_message(batch)) from None
     if k.shape[-1] != q.shape[-1]:
         n = math.prod(q.shape[:-2])
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
@@ -142,6 +148,16 @@ def _causal_bias(xp, L, S, dtype):
     return xp.where(xp.triu(xp.ones((L, S), dtype=bool), 1), -xp.inf, 0).astype(dtype)
 
 
+def _ones_column(xp, n, dtype):
+    """An (n, 1) column of ones; on the CPU made once (shared: never written)."""
+    return _cpu_ones_column(n, dtype) if xp is np else xp.ones((n, 1), dtype=dtype)
+
+
+@functools.lru_cache(maxsize=16)
+def _cpu_ones_column(n, dtype):
+    return np.ones((n, 1), dtype=dtype)
+
+
 def _scale(e, scale):
     if scale is not None:
         return scale
@@ -158,8 +174,10 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
         raise RuntimeError(_NO_KERNEL if xp is np else "No available kernel. Aborting "
                            "execution.")
     gk, gv = _groups(q, k, v, enable_gqa)
-    flash = xp is np and flash_sdp_enabled() and _flash_arrays(q, k, v, dropout_p, enable_gqa,
-                                                                mask)
+    # the kernel choice shows in the forward only with a mask (checked, and taken with
+    # is_causal by the flash kernel alone), 16-bit inputs or the math kernel off
+    flash = xp is np and (mask is not None or q.dtype in _HALF or not math_sdp_enabled()) \
+        and flash_sdp_enabled() and _flash_arrays(q, k, v, dropout_p, enable_gqa, mask)
     # PyTorch's CPU flash kernel applies attn_mask and the causal mask together; its math
     # kernel refuses the pair (empty inputs reach neither, nor the kernel choice on the CPU)
     if xp is np and not flash and not empty and not math_sdp_enabled():
@@ -192,10 +210,14 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
             p += mask
     if S:
         top = p.max(axis=-1, keepdims=True)
-        p -= xp.where(top == -xp.inf, 0, top)       # rows masked throughout stay -inf
+        # rows masked throughout stay -inf: a -inf max is lifted to a finite one (the
+        # others are finite or NaN already); one call where a where() takes two
+        p -= xp.maximum(top, xp.finfo(p.dtype).min, out=top)
         xp.exp(p, out=p)
-        total = p @ xp.ones((S, 1), dtype=p.dtype)   # a row sum, faster through BLAS
-        total = xp.where(total == 0, 1, total)
+        total = p @ _ones_column(xp, S, p.dtype)    # a row sum, faster through BLAS
+        # a row's sum holds its max's exp(0) = 1 unless the row is all -inf (sum 0): so
+        # the 0 -> 1 below is a maximum, one call
+        total = xp.maximum(total, 1, out=total)
         if rounded:                                 # the sum stays in float32
             result = _grouped(p.astype(dtype).astype(_F32), v, gv) / total
         p /= total                                  # ... and give zero weights, as PyTorch
@@ -264,28 +286,76 @@ def _no_mask_gradient(flat):
 scaled_dot_product_attention.nondifferentiable_when(_no_mask_gradient, "attn_mask")
 
 
-def _cpu_flash(q, k, v, dropout_p, enable_gqa, mask=None):
+def _cpu_flash(q, k, v, dropout_p, enable_gqa, mask=None, mask_grad=None):
     """Whether PyTorch's CPU flash kernel takes the call: 4-D inputs without dropout, equal
     batch sizes and head sizes, heads equal (or grouped), an attn_mask that needs no gradient
-    and is 2-D or 4-D over (batch, heads, queries, keys) or 1s there, unit last strides."""
-    if mask is not None and mask.requires_grad or not flash_sdp_enabled():
+    (``mask_grad``: whether it counts as needing one; by default its ``requires_grad``)
+    and is 2-D or 4-D over (batch, heads, queries, keys) or 1s there, unit last strides.
+    Under vmap, the logical tensors' layout decides (see ``logical_layout``)."""
+    if mask_grad is None:
+        mask_grad = mask is not None and mask.requires_grad
+    if mask_grad or not flash_sdp_enabled():
         return False
+    if _LOGICAL.layout is not None:
+        return _LOGICAL.layout
     return _flash_arrays(q._data, k._data, v._data, dropout_p, enable_gqa,
                          None if mask is None else mask._data)
+
+
+class _Logical(threading.local):
+    layout = None       # in vmap's rule: whether the logical call suits the flash kernel
+
+
+_LOGICAL = _Logical()
+
+
+class logical_layout:
+    """Context manager for vmap's rule, which calls the op on physical tensors (a batch dim
+    more): PyTorch picks its kernel by the logical tensors ``q, k, v, mask`` (``flags``:
+    those batched, at dim 0), so 4-D ones take the flash kernel (and its refusals of forward
+    AD and double backward) where 3-D ones do not. An enclosing rule's choice stands."""
+
+    def __init__(self, tensors, flags, dropout_p, enable_gqa):
+        self.tensors, self.flags = tensors, flags
+        self.dropout_p, self.enable_gqa = dropout_p, enable_gqa
+
+    def __enter__(self):
+        self.outer = _LOGICAL.layout
+        if self.outer is None:
+            _LOGICAL.layout = self._layout()
+
+    def __exit__(self, *exc):
+        _LOGICAL.layout = self.outer
+
+    def _layout(self):
+        shapes = [None if t is None else tuple(t.shape)[1:] if f else tuple(t.shape)
+                  for t, f in zip(self.tensors, self.flags)]
+        if not _flash_shapes(*shapes, self.dropout_p, self.enable_gqa):
+            return False
+        return all(s[-1] == 1 or t.stride(-1) == 1 for s, t in zip(shapes, self.tensors[:3]))
 
 
 def _flash_arrays(q, k, v, dropout_p, enable_gqa, mask=None):
     """``_cpu_flash`` on the backend arrays (PyTorch's check of the mask's last two sizes
     raises IndexError for a mask of fewer dims)."""
-    qs, ks, vs = q.shape, k.shape, v.shape
+    if not _flash_shapes(q.shape, k.shape, v.shape, None if mask is None else mask.shape,
+                         dropout_p, enable_gqa):
+        return False
+    for t in (q, k, v):                 # (a loop: a generator costs a microsecond here)
+        if t.strides[-1] != t.itemsize and t.shape[-1] != 1:
+            return False
+    return True
+
+
+def _flash_shapes(qs, ks, vs, ms, dropout_p, enable_gqa):
+    """``_flash_arrays`` but for the strides, on the shapes (``ms``: the mask's, or None)."""
     if dropout_p or not len(qs) == len(ks) == len(vs) == 4:
         return False
     if not qs[0] == ks[0] == vs[0] or not qs[-1] == ks[-1] == vs[-1]:
         return False
     if ks[1] != vs[1] or (qs[1] != ks[1] and not enable_gqa):
         return False
-    if mask is not None:
-        ms = mask.shape
+    if ms is not None:
         if len(ms) < 2:
             raise IndexError("Dimension specified as -2 but tensor has no dimensions" if not ms
                              else "Dimension out of range (expected to be in range of "
@@ -294,7 +364,7 @@ def _flash_arrays(q, k, v, dropout_p, enable_gqa, mask=None):
             return False
         if len(ms) != 2 and not (len(ms) == 4 and ms[0] in (1, qs[0]) and ms[1] in (1, qs[1])):
             return False
-    return all(t.shape[-1] == 1 or t.strides[-1] == t.itemsize for t in (q, k, v))
+    return True
 
 
 @scaled_dot_product_attention.derivative
@@ -305,16 +375,9 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
     # PyTorch's fused kernels (CPU flash; flash, efficient, cuDNN on CUDA) have backward
     # kernels autocast does not list: a backward inside autocast computes them as outside
     with suspended():
-        if q.device.type == "cpu" and _GRAD.grad_enabled and not _batching():
+        if q.device.type == "cpu" and _GRAD.grad_enabled:
             return _flash_cpu_grads_underivable(args)
         return _sdpa_grad(*args)
-
-
-def _batching():
-    """Whether vmap runs this backward (jacrev of jacrev): the node that refuses double
-    backward cannot be batched, so there the gradients stay differentiable."""
-    from ember.func._batched import STATE
-    return bool(STATE.levels)
 
 
 @scaled_dot_product_attention.refuse_forward_ad
@@ -323,7 +386,12 @@ def _(flat, params):
     q, k, v, mask = flat
     if q.device.type != "cpu" or 0 in q._data.shape[:-1] or 0 in v._data.shape:
         return None
-    return _FLASH_FORWARD if _cpu_flash(q, k, v, params[0], params[3], mask) else None
+    # a mask that requires grad keeps the flash kernel out, but not under a forward-mode
+    # transform (func.jvp's inputs require grad only in ember): there, PyTorch's kernel
+    # choice sees no mask requiring grad
+    mask_grad = mask is not None and mask.requires_grad and not innermost_forward()
+    return _FLASH_FORWARD if _cpu_flash(q, k, v, params[0], params[3], mask, mask_grad) \
+        else None
 
 
 def _flash_cpu_grads_underivable(args):
@@ -332,9 +400,10 @@ def _flash_cpu_grads_underivable(args):
     grads, q, k, v = args[:4]
     with no_grad():
         computed = _sdpa_grad(*args)
-    params = [grads[0], q, k, v, args[-1][0]]
-    return tuple(None if g is None else sampled(params, g, NOT_IMPLEMENTED, _FLASH_BACKWARD)
-                 for g in computed)
+    params = [t for t in (grads[0], q, k, v, args[-1][0]) if isinstance(t, Tensor)]
+    return tuple(None if g is None else on_values(
+        lambda ts, x: sampled(ts, x, NOT_IMPLEMENTED, _FLASH_BACKWARD), params, g)
+        for g in computed)
 
 
 def _ran_cpu_flash(out):
@@ -349,6 +418,8 @@ def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, ou
     weights = out[1]
     gk, gv = _groups(q, k, v, enable_gqa)
     scale = _scale(q.shape[-1], scale)
+    if _first_order_only(grad, grad_weights, q, k, v, out):
+        return _sdpa_grad_arrays(grad, q, k, v, mask, dropout_p, scale, gk, gv, out)
     # sum_j dp_ij w_ij below is grad_i . output_i, the smaller product, where PyTorch's
     # kernel reads the rounded output too: all but its CPU math kernel, which forms it in
     # float32 for half inputs
@@ -402,6 +473,50 @@ def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, ou
         grad_k = grad_k + _group_sum(extra.mT @ q, gk) * scale
     grad_mask = ds if mask is not None and mask.is_floating_point() else None
     return grad_q, grad_k, grad_v, grad_mask
+
+
+def _first_order_only(grad, grad_weights, q, k, v, out):
+    """Whether the backward below may run on the arrays: no graph to record, no autocast to
+    cast its products, plain tensors (not vmap's), full float32/64 weights (not a flash
+    forward's log-sum-exp, not a 16-bit input's float32 ones) and no gradient for them."""
+    weights = out[1]
+    return (not _GRAD.grad_enabled and not _AMP.enabled and type(grad) is Tensor
+            and type(q) is Tensor and type(k) is Tensor and type(v) is Tensor
+            and type(weights) is Tensor and grad._data.dtype == weights._data.dtype
+            and weights.ndim == q.ndim and not carries_gradient(grad_weights))
+
+
+def _sdpa_grad_arrays(grad, q, k, v, mask, dropout_p, scale, gk, gv, out):
+    """``_sdpa_grad``'s first-order case on the backend arrays, the same products in the
+    same order: a dozen array calls where the composition dispatches some fifteen ops."""
+    on_cpu = q.device.type == "cpu"
+    g, w = grad._data, out[1]._data
+    q, k, v = q._data, k._data, v._data
+    p = w
+    if dropout_p > 0:
+        drop = out[2]._data.astype(w.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1
+                                              else 0.0)
+        p = p * drop
+    follow_load(xp_of(g))
+    grad_v = _group_sum(p.mT @ g, gv)
+    dp = _grouped(g, v.mT, gv)
+    if dropout_p > 0:
+        dp = dp * drop
+    rows = (g * out[0]._data).sum(-1, keepdims=True)
+    # the CPU kernels scale Q and K by sqrt(scale) each (see _sdpa_grad)
+    q_scale = k_scale = scale
+    if on_cpu:
+        k_scale = math.sqrt(abs(scale))
+        q_scale = -k_scale if scale < 0 else k_scale
+        k, q = k * k_scale, q * q_scale
+    dp -= rows
+    dp *= w
+    grad_q = _grouped(dp, k, gk)
+    grad_q *= q_scale
+    grad_k = _group_sum(dp.mT @ q, gk)
+    grad_k *= k_scale
+    grad_mask = _make(dp) if mask is not None and mask.is_floating_point() else None
+    return _make(grad_q), _make(grad_k), _make(grad_v), grad_mask
 
 
 def _cpu_flash_low_grads(p, ds, grad, q, k, groups, scale, low):

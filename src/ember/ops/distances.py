@@ -16,9 +16,10 @@ from ember.amp._state import suspended
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.ops._reduce import constant
 from ember.ops._promotion import Policy
-from ember.ops._registry import broadcast_message, op, rename_node
+from ember.ops._registry import broadcast_message, op
 from ember.ops.arithmetic import SUB
 from ember.ops.grids import _tensor_arg
+from ember.ops.indexing import index_put
 from ember.ops.reduction import norm
 from ember.ops.underivable import underivable
 
@@ -226,20 +227,14 @@ def _(grad, a, b, p, compute_mode, *, out):
     # PyTorch's kernel for it (_cdist_backward) is no autocast op: a backward run inside an
     # autocast region computes it in the gradients' dtypes
     with suspended():
-        if _GRAD.grad_enabled and not _batching():
+        if _GRAD.grad_enabled:
             # create_graph: PyTorch's kernel has no derivative, its gradients refuse a second
-            # backward (under vmap, jacrev of jacrev, they stay differentiable)
+            # backward (under vmap too: jacrev of jacrev refuses, as PyTorch's)
             node, kernel = ("PdistBackwardBackward0", "_pdist_backward") \
                 if compute_mode == _PDIST else ("CdistBackwardBackward0", "_cdist_backward")
             return underivable([grad, a, b, out], lambda: _cdist_grad(grad, a, b, p, out),
                                node, kernel)
         return _cdist_grad(grad, a, b, p, out)
-
-
-def _batching():
-    """Whether vmap runs this backward."""
-    from ember.func._batched import STATE
-    return bool(STATE.levels)
 
 
 def _cdist_grad(grad, a, b, p, out):
@@ -275,15 +270,43 @@ def pdist(input, p=2):
         raise RuntimeError("pdist only supports floating-point dtypes")
     _check_p(p, "pdist")
     n, m = input.shape
-    x = input
     if input.dtype.itemsize == 2:
         if n > 1 and m:
             raise NotImplementedError(f"\"pdist\" not implemented for "
                                       f"'{input.dtype._torch_name}'")
-        x = input.float()               # nothing to compute: empty, or all zeros
-    rows, cols = _upper_pairs(n, input.device)
-    distances = cdist(x, x, p, _PDIST)[rows, cols].to(input.dtype)
-    return rename_node(distances, "PdistBackward0")
+        return _pdist_forward(input.float(), p).to(input.dtype)    # nothing to compute
+    return _pdist_forward(input, p)
+
+
+@op("_pdist_forward(input, p=2)", method=False, grad_fn_name="PdistBackward0")
+def _pdist_forward(xp, x, p):
+    """pdist's kernel: the distances of the row pairs i < j, in row-major order."""
+    rows, cols = np.triu_indices(x.shape[0], 1)
+    return cdist.forward(xp, x, x, p, _PDIST)[rows, cols]
+
+
+_pdist_forward.refuse_forward_ad("_pdist_forward")        # as PyTorch's kernel
+
+
+@_pdist_forward.derivative
+def _(grad, x, p, *, out):
+    with suspended():       # (see cdist's derivative)
+        if _GRAD.grad_enabled:
+            return underivable([grad, x, out], lambda: (_pdist_grad(grad, x, p, out),),
+                               "PdistBackwardBackward0", "_pdist_backward")[0]
+        return _pdist_grad(grad, x, p, out)
+
+
+def _pdist_grad(grad, x, p, out):
+    """The gradient of pdist: cdist's, of the distances and gradients of the pairs put in
+    the upper triangle of (n, n) matrices (zeros below, whose gradients add nothing)."""
+    n = x.shape[0]
+    pairs = _upper_pairs(n, x.device)
+
+    def square(t):
+        return index_put(zeros((n, n), dtype=t.dtype, device=t.device), pairs, t)
+    ga, gb = _cdist_grad(square(grad), x, x, p, square(out))
+    return ga + gb
 
 
 def _upper_pairs(n, device):

@@ -10,11 +10,13 @@ import numpy as np
 
 import ember
 from ember import _dtype as D
+from ember.autograd.forward_ad import unpack_dual
 from ember.autograd.grad_mode import no_grad
 from ember.backend import combine_at
 from ember.ops._along import check_range
 from ember.ops._registry import op, rename_node
 from ember.ops._scalars import int_arg
+from ember.ops.underivable import forward_ad_active, refuse_forward_ad
 
 __all__ = ["embedding", "one_hot"]
 
@@ -81,7 +83,7 @@ def _row_scale(xp, flat, n, padding_idx, scale_grad_by_freq, dtype):
 
 
 @op("_embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq)",
-    inputs=2, method=False)
+    inputs=2, method=False, grad_fn_name="EmbeddingDenseBackwardBackward0")
 def _embedding_backward(xp, grad, indices, num_weights, padding_idx, scale_grad_by_freq):
     """The gradient of the weight of ``embedding``: rows of ``grad`` summed per index."""
     d = grad.shape[-1]
@@ -102,6 +104,9 @@ def _embedding_backward(xp, grad, indices, num_weights, padding_idx, scale_grad_
     if padding_idx >= 0:
         out[padding_idx] = 0        # +0.0, as PyTorch: a negative gradient times 0 gives -0.0
     return out
+
+
+_embedding_backward.nondifferentiable("indices")       # PyTorch's embedding_dense_backward
 
 
 @_embedding_backward.derivative
@@ -295,6 +300,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     if max_norm is not None:  # PyTorch renorms the rows before its range check
         _check_renorm_rows(flat.unique(), weight.shape)
     _check_bag_range(flat, weight.shape[0], mode)
+    if forward_ad_active():     # (PyTorch's forward-only kernel: a weight without gradient)
+        dual = unpack_dual(weight).tangent is not None
+        refuse_forward_ad("_embedding_bag" if weight.requires_grad or dual
+                          else "_embedding_bag_forward_only", weight, per_sample_weights)
     # (the padding index goes to the lookup too, so that a sparse gradient leaves it out)
     rows = functional_embedding(flat, weight, padding_idx, max_norm, norm_type,
                                 scale_grad_by_freq, sparse)

@@ -13,6 +13,7 @@ from ember._host_values import host_values
 from ember._warn import user_level
 from ember import _dtype as D
 from ember.ops._registry import op, rename_node
+from ember.ops.underivable import refuse_forward_ad
 
 __all__ = ["grid_sample", "affine_grid"]
 
@@ -130,6 +131,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         warnings.warn(_DEFAULT_WARNING, stacklevel=user_level(2))
         align_corners = False
     _check_sample(input, grid, mode)
+    refuse_forward_ad(f"grid_sampler_{input.ndim - 2}d", input, grid)
     return rename_node(_sampled(input, grid, mode, padding_mode, align_corners),
                        f"GridSampler{input.ndim - 2}DBackward0")
 

@@ -1,11 +1,13 @@
 """``torch.segment_reduce`` and ``torch.norm_except_dim``: compositions of ember ops (so their
-gradients come from those ops' derivatives)."""
+gradients come from those ops' derivatives). segment_reduce takes its data through
+``_kernel_input``, refusing forward AD and a second backward as PyTorch's kernel does."""
 
 import math
 
 import ember
 from ember.ops._dims import wrap_dim_of_sized
 from ember.ops._registry import rename_node
+from ember.ops.underivable import kernel_input
 
 _REDUCTIONS = {"sum": "sum", "prod": "prod", "mean": "mean", "max": "amax", "amax": "amax",
                "min": "amin", "amin": "amin"}
@@ -65,6 +67,7 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
                            f"{given[0]} but got {axis}.")
     if lengths is None:
         lengths = offsets[..., 1:] - offsets[..., :-1]
+    data = kernel_input(data, "segment_reduce", "_segment_reduce_backward")
     out = _reduce_nested(data, _REDUCTIONS[reduce], lengths, axis, unsafe, initial)
     return rename_node(out, "SegmentReduceBackward0")
 

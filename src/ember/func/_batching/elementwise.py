@@ -10,7 +10,7 @@ _MODULES = {"arithmetic", "unary_math", "binary_math", "comparison", "activation
             "activations_smooth", "special_math", "special_poly", "math_odds"}
 _MORE = {"logaddexp", "logaddexp2", "angle", "complex", "polar", "_to_copy", "_alias", "clone",
          "conj", "real", "imag", "_masked_scale", "nn.functional.logsigmoid",
-         "_norm_input_grad"}
+         "_norm_input_grad", "_kernel_input"}
 _NOT = {"prelu", "nn.functional.glu", "_glu_backward", "isin"}    # isin: the elements' shape
 
 ELEMENTWISE = frozenset(

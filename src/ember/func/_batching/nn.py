@@ -8,6 +8,7 @@ per-sample gradients) becomes a grouped convolution with one group set per batch
 from ember.func._batching import rule
 from ember.func._batching.elementwise import align
 from ember.func._batching.reductions import expand_unbatched
+from ember.ops.attention import logical_layout
 from ember.ops._registry import REGISTRY, call
 
 
@@ -267,7 +268,10 @@ def _attention(op, args, flags, params, size):
                for t in (q, k, v))
     if flags[3]:
         q, mask = align([q, mask], [True, True], size)
-    return call(op, [q, k, v, mask], params)
+    if q.device.type != "cpu":
+        return call(op, [q, k, v, mask], params)
+    with logical_layout(args[:4], flags[:4], params[0], params[3]):
+        return call(op, [q, k, v, mask], params)
 
 
 def _reduced(loss, size, reduction, denominator=None):
