@@ -8,10 +8,12 @@ derivative, so every pooling gradient built on them can be differentiated again.
 
 import numpy as np
 
+from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import bincount, combine_at, reads_stall
 from ember.ops._registry import op
 
-__all__ = ["_plane_gather", "_plane_scatter_add", "plane_offsets", "window_max"]
+__all__ = ["_max_pool_backward", "_plane_gather", "_plane_scatter_add", "max_pool_grad",
+           "plane_offsets", "window_max"]
 
 
 def window_max(xp, windows, taps):
@@ -80,3 +82,42 @@ def _plane_scatter_add(xp, src, indices, size, unique):
 @_plane_scatter_add.derivative
 def _(grad, src, indices, size, unique):
     return _plane_gather(grad, indices, len(size)), None
+
+
+# PyTorch's backward kernels of the max poolings, by kind ({} is the pooled dims' count)
+_BACKWARD_NODES = {"max_pool": "MaxPool{}DWithIndicesBackwardBackward0",
+                   "adaptive_max_pool": "AdaptiveMaxPool{}DBackwardBackward0",
+                   "fractional_max_pool": "FractionalMaxPool{}DBackwardBackward0"}
+
+
+@op("_max_pool_backward(grad_output, input, indices, nd, kind, unique=False)", inputs=3,
+    method=False)
+def _max_pool_backward(xp, grad, x, indices, nd, kind, unique):
+    """The input gradient of a max pooling of ``kind`` over ``input``'s trailing ``nd`` dims
+    (PyTorch's ``max_pool2d_with_indices_backward`` and kin): ``grad_output`` added at the
+    maxima's flat plane ``indices`` (``unique``: the windows do not overlap)."""
+    return _plane_scatter_add.forward(xp, grad, indices, x.shape[x.ndim - nd:], unique)
+
+
+_max_pool_backward.nondifferentiable("indices")
+
+
+@_max_pool_backward.named_by
+def _(flat, params, outputs):
+    return _BACKWARD_NODES[params[1]].format(params[0])
+
+
+@_max_pool_backward.derivative
+def _(gg, grad, x, indices, nd, kind, unique):
+    # the input only places the gradient: its own derivative is zero (as PyTorch's, not None)
+    return _plane_gather(gg, indices, nd), x.new_zeros(x.shape), None
+
+
+def max_pool_grad(grad, x, indices, nd, kind, unique=False):
+    """The input gradient of a max pooling (see ``_max_pool_backward``). 1-D poolings go
+    through the 2-D kernel as PyTorch's do, so that a graph of it (under ``create_graph``)
+    has PyTorch's unsqueeze, 2-D node and squeeze."""
+    if nd != 1 or not _GRAD.grad_enabled:
+        return _max_pool_backward(grad, x, indices, nd, kind, unique)
+    return _max_pool_backward(grad.unsqueeze(-2), x.unsqueeze(-2), indices.unsqueeze(-2), 2,
+                              kind, unique).squeeze(-2)

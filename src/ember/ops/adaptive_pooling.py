@@ -9,7 +9,7 @@ from ember.backend import device_copy
 from ember.ops._max_sweep import max_sweep
 from ember.ops._op_errors import OpValueError
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
-from ember.ops._pool_index import _plane_scatter_add, window_max
+from ember.ops._pool_index import max_pool_grad, window_max
 from ember.ops._registry import REGISTRY, op, rename_node
 from ember.ops.arithmetic import _div_scalar
 from ember.ops._separable import _along_dims, apply_mats, built_once, transposed
@@ -131,14 +131,14 @@ def _max_op(nd, name, namespace):
     def forward(xp, x, output_size, *unused):
         return like_input(xp, x, _adaptive_max(xp, x, nd, output_size))
     forward.__doc__ = f"{nd}-D adaptive max pooling: (values, flat spatial indices)."
-    registered = op(f"{name}(input, output_size{extra})", method=False, saves_inputs=False,
+    registered = op(f"{name}(input, output_size{extra})", method=False,
                     namespace=namespace, grad_fn_name=f"AdaptiveMaxPool{nd}DBackward0")(forward)
 
     @registered.derivative(outputs=(1,))
     def _(grads, x, output_size, *unused, out):
         size = tuple(x.shape[x.ndim - nd:])
         disjoint = all(n % o == 0 for n, o in zip(size, out[1].shape[out[1].ndim - nd:]))
-        return _plane_scatter_add(grads[0], out[1], size, disjoint)
+        return max_pool_grad(grads[0], x, out[1], nd, "adaptive_max_pool", disjoint)
     return registered
 
 

@@ -11,7 +11,7 @@ dims W, H for 2-D and T, H, W for 3-D, and so does ember.
 
 import numpy as np
 
-from ember.ops._pool_index import _plane_scatter_add, window_max
+from ember.ops._pool_index import max_pool_grad, window_max
 from ember.ops._registry import op
 
 __all__ = ["FUNCTIONAL"]
@@ -59,12 +59,13 @@ def _op(nd):
         return _fractional_max(xp, x, samples, kernel_size, output_size)
     forward.__doc__ = f"{nd}-D fractional max pooling: (values, flat spatial indices)."
     registered = op(f"_fractional_max_pool{nd}d(input, random_samples, kernel_size, "
-                    f"output_size)", inputs=2, method=False, saves_inputs=False,
+                    f"output_size)", inputs=2, method=False,
                     grad_fn_name=f"FractionalMaxPool{nd}DBackward0")(forward)
+    registered.nondifferentiable("random_samples")      # no edge, as in PyTorch
 
     @registered.derivative(outputs=(1,))
     def _(grads, x, samples, kernel_size, output_size, *, out):
-        return _plane_scatter_add(grads[0], out[1], tuple(x.shape[2:]), False), None
+        return max_pool_grad(grads[0], x, out[1], nd, "fractional_max_pool"), None
     return registered
 
 

@@ -185,6 +185,17 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
     gy, gmean, ginvstd = grads
     need = (x.requires_grad, w is not None and w.requires_grad,
             b is not None and b.requires_grad)
+    if (_GRAD.grad_enabled and gy is not None and not carries_gradient(gmean)
+            and not carries_gradient(ginvstd) and _outside_vmap()):
+        # create_graph: PyTorch's fused backward, one node whose derivative is the double
+        # backward (ops/norm_batch_backward.py)
+        from ember.ops.norm_batch_backward import _native_batch_norm_backward
+        gx, gw, gb = _native_batch_norm_backward(
+            gy, x, w, None if training else rm, None if training else rv, out[1], out[2],
+            training, eps)
+        return (gx if need[0] else None, gw if need[1] else None,
+                (gb if gb.dtype == b.dtype else gb.to(b.dtype)) if need[2] else None,
+                None, None)
     if x.dtype not in D.LOW_PRECISION:
         return _batch_norm_derivative(gy, gmean, ginvstd, x, w, rm, rv, training, eps, out,
                                       need)
@@ -210,8 +221,9 @@ def _batch_norm_derivative(gy, gmean, ginvstd, x, w, rm, rv, training, eps, out,
     if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
             == x._data.dtype == mean._data.dtype and not carries_gradient(gmean)
             and not carries_gradient(ginvstd) and _outside_vmap()):
-        return _batch_norm_backward(gy._data, x._data, w, mean._data.reshape(-1),
-                                    invstd._data.reshape(-1), training, need)
+        return tuple(None if t is None else _make(t) for t in _batch_norm_arrays(
+            gy._data, x._data, None if w is None else w._data, mean._data.reshape(-1),
+            invstd._data.reshape(-1), training, need))
     xc = x - mean
     wv = None if w is None else w.reshape(shape)
     gx = gw = gb = None
@@ -238,7 +250,7 @@ def _batch_norm_derivative(gy, gmean, ginvstd, x, w, rm, rv, training, eps, out,
     return gx, gw, gb
 
 
-def _batch_norm_backward(g, x, w, mean, invstd, training, need):
+def _batch_norm_arrays(g, x, w, mean, invstd, training, need):
     """The batch norm derivative on arrays, for a backward that records no graph (the
     composition above dispatches some 25 ops and makes more passes over the data); the
     statistics get no gradient here. With A = invstd * weight and the per-channel sums
@@ -250,7 +262,7 @@ def _batch_norm_backward(g, x, w, mean, invstd, training, need):
     n = shape[0] * lanes
     g3 = g.reshape(shape)
     need_x, need_w, need_b = need
-    a = invstd if w is None else invstd * w._data.astype(invstd.dtype, copy=False)
+    a = invstd if w is None else invstd * w.astype(invstd.dtype, copy=False)
     s0 = xp.einsum("ncl->c", g3) if need_b or (training and need_x) else None
     xc = s1 = None
     if need_w or (training and need_x):
@@ -269,8 +281,8 @@ def _batch_norm_backward(g, x, w, mean, invstd, training, need):
             gx *= scale
         else:
             gx = g3 * scale
-        gx = _make(gx.reshape(x.shape))
-    return gx, _make(s1 * invstd) if need_w else None, _make(s0) if need_b else None
+        gx = gx.reshape(x.shape)
+    return gx, s1 * invstd if need_w else None, s0 if need_b else None
 
 
 def _channel_sum(a):

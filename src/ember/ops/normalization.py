@@ -34,7 +34,7 @@ from ember.ops.norm_rows import (  # noqa: F401  (re-exported)
     native_group_norm,
     native_layer_norm,
 )
-from ember.ops import norm_functions
+from ember.ops import norm_batch_backward, norm_functions  # noqa: F401  (registers its op)
 
 ALIASES = {}
 PUBLIC = {"batch_norm": batch_norm, "layer_norm": layer_norm, "group_norm": group_norm,

@@ -13,7 +13,7 @@ from ember.ops import adaptive_pooling, fractional_pooling, unpooling  # noqa: E
 from ember.ops._pool_args import (check_rank, output_sizes, pool_geometry, reject_dtype,
                                   tuple_arg, window_mats)
 from ember.ops._max_sweep import max_sweep
-from ember.ops._pool_index import _plane_scatter_add
+from ember.ops._pool_index import max_pool_grad
 from ember.ops._registry import REGISTRY, op, rename_node
 from ember.ops._separable import _along_dims, apply_mats, transposed
 
@@ -65,7 +65,7 @@ def _max_pool_op(nd, namespace):
                                            ceil_mode))
     forward.__doc__ = f"{nd}-D max pooling: (values, flat spatial indices of the maxima)."
     registered = op(f"{name}(input, kernel_size, stride=None, padding=0, dilation=1, "
-                    f"ceil_mode=False{extra})", method=False, saves_inputs=False,
+                    f"ceil_mode=False{extra})", method=False,
                     namespace=namespace, grad_fn_name=f"MaxPool{nd}DWithIndicesBackward0")(forward)
 
     @registered.derivative(outputs=(1,))        # the indices: the values may change in place
@@ -74,7 +74,7 @@ def _max_pool_op(nd, namespace):
         s = tuple_arg("", "", stride, nd, optional=True) or k
         d = tuple_arg("", "", dilation, nd)
         disjoint = all(si >= di * (ki - 1) + 1 for ki, si, di in zip(k, s, d))
-        return _plane_scatter_add(grads[0], out[1], tuple(x.shape[x.ndim - nd:]), disjoint)
+        return max_pool_grad(grads[0], x, out[1], nd, "max_pool", disjoint)
     return registered
 
 

@@ -106,13 +106,20 @@ def repeat(xp, x, repeats):
 
 @repeat.derivative
 def _(grad, x, repeats):
+    # as PyTorch's graph: the new leading dims summed first, then a view that splits each
+    # dim into (repeat, size), summed over the repeats (nothing when every repeat is 1)
     repeats = int_tuple(repeats)
-    split = []
-    for r, s in zip(repeats, _repeated_shape(x.shape, repeats)):
-        split += [r, s]
-    if not split:
+    if 0 in repeats:
+        return grad.new_zeros(x.shape)
+    lead = len(repeats) - x.ndim
+    if lead:
+        grad = grad.sum(tuple(range(lead)))
+    if all(r == 1 for r in repeats[lead:]):
         return grad
-    return grad.reshape(split).sum(tuple(range(0, len(split), 2))).reshape(x.shape)
+    split = []
+    for r, s in zip(repeats[lead:], x.shape):
+        split += [r, s]
+    return grad.reshape(split).sum(tuple(range(0, len(split), 2)))
 
 
 def tile(input, dims):

@@ -230,3 +230,56 @@ def _norm_input_grad_samples(dtype, requires_grad):
 
 OPS.append(OpInfo("_norm_input_grad", lambda g, a, x, b, c: g * a + x * b + c,
                   _norm_input_grad_samples, dtypes=FLOATS + LOW, gradgrad=True))
+
+
+# --- batch norm's fused backward ----------------------------------------------------------------
+
+def _bn_backward_ref(g, x, w, rm, rv, train, eps):
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    axes = (0,) + tuple(range(2, x.ndim))
+    g64 = g.astype(np.float64)
+    if train:
+        xhat, _, invstd = _normalized(x, axes, eps)
+    else:
+        invstd = 1 / np.sqrt(rv.reshape(shape) + eps)
+        xhat = (x - rm.reshape(shape)) * invstd
+    scale = invstd if w is None else invstd * w.reshape(shape)
+    gx = g64 - g64.mean(axes, keepdims=True) - xhat * (g64 * xhat).mean(axes, keepdims=True) \
+        if train else g64
+    return ((scale * gx).astype(x.dtype), (g64 * xhat).sum(axes).astype(x.dtype),
+            g64.sum(axes).astype(x.dtype))
+
+
+def _bn_backward(g, x, w, rm, rv, train, eps):
+    """The op with the statistics native_batch_norm saves for ``x`` (read as constants)."""
+    from ember.ops.norm_batch_backward import _native_batch_norm_backward
+    with ember.no_grad():
+        _, mean, invstd = ember.native_batch_norm(x, w, None, rm, rv, train, 0.0, eps)
+    return _native_batch_norm_backward(g, x, w, rm, rv, mean, invstd, train, eps)
+
+
+def _torch_bn_backward(g, x, w, rm, rv, train, eps):
+    import torch
+    with torch.no_grad():
+        _, mean, invstd = torch.native_batch_norm(x, w, None, rm, rv, train, 0.0, eps)
+    if w is None:       # (torch's double backward fails for a weight gradient without weight)
+        w = torch.ones(x.shape[1], dtype=x.dtype)
+    return torch.ops.aten.native_batch_norm_backward(g, x, w, rm, rv, mean, invstd, train, eps,
+                                                     [True, True, True])
+
+
+def _bn_backward_samples(dtype, rg):
+    def mk(*shape, **kw):
+        return make(shape, dtype, rg, **kw)
+    rm, rv = make((2,), dtype, low=-1, high=1), make((2,), dtype, low=0.5, high=2)
+    yield _s(mk(3, 2, 4), mk(3, 2, 4), mk(2), None, None, True, 1e-5, name="train")
+    yield _s(mk(4, 2), mk(4, 2), None, None, None, True, 1e-3, name="train_no_weight")
+    yield _s(mk(2, 2, 4, 5, noncontiguous=True), mk(2, 2, 4, 5), mk(2), None, None, True, 1e-5,
+             name="train_planes")
+    yield _s(mk(3, 2, 4), mk(3, 2, 4), mk(2), rm, rv, False, 1e-5, name="eval")
+    yield _s(mk(3, 2, 4), mk(3, 2, 4), None, rm, rv, False, 1e-5, name="eval_no_weight")
+
+
+OPS.append(OpInfo("_native_batch_norm_backward", _bn_backward_ref, _bn_backward_samples,
+                  dtypes=FLOATS, gradgrad=True, op=_bn_backward, torch_op=_torch_bn_backward,
+                  tol={ember.float32: (1e-4, 1e-4)}))

@@ -114,6 +114,18 @@ def _cdist_ref(a, b, p=2.0, compute_mode=None):
 
 
 P_VALUES = (2.0, 1, 0, float("inf"), 3, 0.5)
+
+
+def _pdist_ref(x, p=2):
+    rows, cols = np.triu_indices(x.shape[0], 1)
+    return _cdist_ref(x, x, p)[rows, cols]
+
+
+def _pdist_samples(dtype, rg):
+    for p in P_VALUES:
+        yield _s(make((4, 3), dtype, rg, low=-2, high=2), p, name=f"p={p}")
+    yield _s(make((3, 4), dtype, rg, low=-2, high=2, noncontiguous=True), name="noncontiguous")
+    yield _s(make((1, 3), dtype, rg), name="one_row")
 MM = "use_mm_for_euclid_dist"
 
 
@@ -266,6 +278,9 @@ OPS = [
     # tests/parity/test_parity_programs_round23_geometry_fixes.py)
     OpInfo("cdist", _cdist_ref, _cdist_samples, dtypes=FLOATS,
            error_inputs=_cdist_errors, op=ember.cdist),
+    # pdist's kernel; no gradgradcheck: PyTorch's _pdist_backward refuses double backward
+    OpInfo("_pdist_forward", _pdist_ref, _pdist_samples, dtypes=FLOATS,
+           torch_name="nn.functional.pdist"),
     OpInfo("aminmax", _aminmax_ref, _aminmax_samples, dtypes=ALL_REAL, gradgrad=True,
            error_inputs=_aminmax_errors),
     OpInfo("block_diag", _block_diag_ref, _block_diag_samples, dtypes=ALL,

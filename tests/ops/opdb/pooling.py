@@ -411,6 +411,25 @@ def _torch_plane_scatter(src, indices, size, unique=False):
     return out.scatter_add(-1, indices.flatten(-nd), src.flatten(-nd)).view(lead + tuple(size))
 
 
+def _pool_backward_samples(dtype, requires_grad):
+    idx = ember.tensor([[[0, 5, 5], [2, 1, 0]], [[3, 3, 4], [1, 0, 2]]]).reshape(2, 2, 1, 3)
+    yield SampleInput(make((2, 2, 1, 3), dtype, requires_grad),
+                      (make((2, 2, 2, 3), dtype, requires_grad), idx, 2, "max_pool"),
+                      name="repeats")
+    distinct = ember.tensor([[[5, 0, 2], [1, 3, 4]], [[0, 1, 2], [4, 3, 5]]])
+    yield SampleInput(make((2, 2, 3), dtype, requires_grad, noncontiguous=True),
+                      (make((2, 2, 6), dtype, requires_grad), distinct, 1, "adaptive_max_pool",
+                       True), name="unique")
+
+
+def _pool_backward_ref(grad, x, indices, nd, kind, unique=False):
+    return _scatter_ref(grad, indices, x.shape[x.ndim - nd:])
+
+
+def _torch_pool_backward(grad, x, indices, nd, kind, unique=False):
+    return _torch_plane_scatter(grad, indices, tuple(x.shape[x.ndim - nd:]))
+
+
 _MATS = (np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.25, 0.75, 1.0]]), None,
          np.array([[1.0, -2.0], [0.0, 3.0], [0.5, 0.5]]))
 
@@ -474,6 +493,8 @@ def _entries():
                  gradgrad=True, torch_op=_torch_plane_gather)
     yield OpInfo("_plane_scatter_add", _scatter_ref, _scatter_samples, dtypes=FLOATS,
                  gradgrad=True, torch_op=_torch_plane_scatter)
+    yield OpInfo("_max_pool_backward", _pool_backward_ref, _pool_backward_samples,
+                 dtypes=FLOATS, gradgrad=True, torch_op=_torch_pool_backward)
     yield OpInfo("_along_dims", _along_ref, _along_samples, dtypes=FLOATS, gradgrad=True,
                  torch_op=_torch_along)
 

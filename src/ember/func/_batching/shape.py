@@ -240,7 +240,7 @@ _LEADING = ("tril", "triu", "linalg.inv", "inverse", "linalg.det", "det", "linal
             "linalg.inv_ex", "linalg.eig", "linalg.eigvals", "linalg.lu_factor",
             "linalg.lu_factor_ex", "constant_pad_nd", "view_as_real",
             "view_as_complex", "pixel_shuffle", "pixel_unshuffle", "linalg.matrix_rank",
-            "_along_dims", "_plane_gather", "_plane_scatter_add")
+            "_along_dims", "_plane_gather", "_plane_scatter_add", "_max_pool_backward")
 # ops of two operands whose leading dims broadcast: a lower-rank operand gets 1s after the batch
 _BROADCAST_LEADING = ("linalg.solve", "linalg.solve_ex", "linalg.solve_triangular", "cdist")
 
