@@ -108,7 +108,10 @@ def _reduce(loss, denominator, reduction, squeeze):
     if reduction == "sum":
         return total
     # a zero total weight makes the mean NaN (0/0), also where smoothing terms are not 0
-    return xp_of(loss).where(denominator == 0, np.nan, total / denominator).astype(total.dtype)
+    xp = xp_of(loss)
+    if reads_stall(xp):             # branch-free: reading the total would wait for the GPU
+        return xp.where(denominator == 0, np.nan, total / denominator).astype(total.dtype)
+    return total.dtype.type(np.nan) if denominator == 0 else total / denominator
 
 
 def _is_probability_target(x, t):
