@@ -32,6 +32,7 @@ import weakref
 from typing import Any, NamedTuple
 
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import entering_clones
 
 __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_level",
            "make_dual", "unpack_dual"]
@@ -93,13 +94,7 @@ class dual_level:
         exit_dual_level()
 
     def __call__(self, fn):
-        import functools
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.clone():
-                return fn(*args, **kwargs)
-        return wrapper
+        return entering_clones(self, fn)
 
     def clone(self):
         """A fresh dual level (what each call of a decorated function enters)."""

@@ -70,6 +70,16 @@ def is_inference_mode_enabled():
     return STATE.inference
 
 
+def entering_clones(manager, fn):
+    """``fn`` wrapped so that each call runs inside a fresh ``manager.clone()``: how a context
+    manager used as a decorator applies to every call, not once."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with manager.clone():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
 class _Mode:
     """A grad mode usable as a context manager and as a decorator."""
 
@@ -77,11 +87,7 @@ class _Mode:
         if inspect.isgeneratorfunction(fn):
             return self._wrap_generator(fn)
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self._clone():
-                return fn(*args, **kwargs)
-        return wrapper
+        return entering_clones(self, fn)
 
     def _wrap_generator(self, fn):
         """Wrap a generator function so that its body, and only its body, runs in this mode:
@@ -266,12 +272,7 @@ class set_multithreading_enabled:
 
     def __call__(self, fn):
         _ENGINE_FLAGS.multithreading = self._prev     # decorating must not change the flag
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_multithreading_enabled(self.mode):
-                return fn(*args, **kwargs)
-        return wrapper
+        return entering_clones(self, fn)
 
     def clone(self):
         """A fresh context manager for the same mode."""
@@ -296,12 +297,7 @@ class enforce_grad_layout_policy:
 
     def __call__(self, fn):
         STATE.grad_layout = self.prev     # decorating must not change the policy
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.clone():
-                return fn(*args, **kwargs)
-        return wrapper
+        return entering_clones(self, fn)
 
     def clone(self):
         """A fresh context manager for the same policy."""
