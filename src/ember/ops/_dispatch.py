@@ -43,7 +43,7 @@ def call(op, inputs, params, out=None):
     """Run ``op`` on ``inputs`` (tensors or numbers) with ``params``; record the graph."""
     if op.unusual_inputs:               # (one test for most ops: see Op.returns_input_when)
         x = inputs[0]
-        if op.returns_input is not None and out is None and type(x) is Tensor \
+        if op.returns_input is not None and out is None and _returnable(x) \
                 and op.returns_input(x, params):
             return x
         flat, lengths = op.flatten_inputs(inputs) if op.seq_inputs else (inputs, None)
@@ -108,6 +108,17 @@ def call(op, inputs, params, out=None):
     if op.namedtuple is not None:
         return op.namedtuple(*outputs)
     return outputs
+
+
+def _returnable(x):
+    """Whether ``x`` may be returned itself by an op declaring ``returns_input_when``: a plain
+    tensor, or one of a subclass that skips ``__torch_function__`` now (a Parameter; any
+    subclass under its default ``__torch_function__``), as PyTorch returns those too; not
+    ember's own overriding types (batched, dual, sparse, nested), whose data is laid out
+    otherwise."""
+    t = type(x)
+    return t is Tensor or (isinstance(x, Tensor) and _plain_subclass(t)
+                           and not getattr(t, "_takes_registry_calls", False))
 
 
 RAW_OUTPUTS = object()      # call(..., out=RAW_OUTPUTS): every output, before ``namedtuple``

@@ -147,6 +147,8 @@ class RoutedOpNode(OpNode):
             meta = _tuple_new(InputMeta, (shape, dtype, self._device_of(i, edge[0])))
             node = t_node((edge,), ([meta], None), None, (), [meta], None)
             node._seq = self._seq - 0.5             # made just before this node, as PyTorch's
+            if node._trace is not self._trace:      # (detect_anomaly) this node's forward's
+                node._trace = self._trace
             edges[i] = (node, 0)
             in_meta[i] = (shape[::-1], dtype)       # this node's gradient is t(input)'s
         edges = tuple(edges)

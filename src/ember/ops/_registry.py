@@ -306,7 +306,8 @@ class Op:
     def returns_input_when(self, test):
         """Declare the calls that return their first input itself, as PyTorch's do (a
         ``flatten`` of one dim, the ``conj`` of a real tensor): ``test(input, params)``, for a
-        plain tensor input and no ``out=``, says whether this call does. It runs before
+        plain tensor input (or a Parameter, or a subclass under its default
+        ``__torch_function__``) and no ``out=``, says whether this call does. It runs before
         anything else of the dispatch (only for such ops), and must return False rather than
         raise for arguments the op refuses, so that the op raises its own error. The tensor
         returned records nothing: a leaf stays a leaf. Returns ``test``."""

@@ -171,7 +171,11 @@ def _(x, params):
     itself in PyTorch; a 0-dim tensor's is a view of shape (1,)."""
     start, end = params
     n = x._data.ndim
-    if not n or type(start) is not int or type(end) is not int:
+    if not n or type(start) is bool or type(end) is bool:   # (bools: the op raises)
+        return False
+    try:                                # a NumPy integer or 0-dim tensor names a dim too
+        start, end = operator.index(start), operator.index(end)
+    except TypeError:
         return False
     start += n if start < 0 else 0
     end += n if end < 0 else 0
