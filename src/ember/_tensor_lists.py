@@ -110,19 +110,40 @@ def _lerp_weights(tensors, weight):
     return _pair(tensors, weight)
 
 
-def _check_lerp_weight(name, self, tensors1, weight):
+def _lerp_weight(name, args, kwargs):
+    """The weight of ``_foreach_lerp`` (``args``, ``kwargs``: what followed ``self`` and
+    ``tensors1``), and the keyword that passed it (None: positional): ``weight`` or
+    PyTorch's ``weights`` of its tensor-list overload."""
+    if len(args) + len(kwargs) == 1 and (args or next(iter(kwargs)) in ("weight", "weights")):
+        return (args[0], None) if args else next(iter(kwargs.items()))[::-1]
+    if len(args) + len(kwargs) > 1 or args:
+        raise TypeError(f"_foreach_{name}() takes 3 arguments ({2 + len(args) + len(kwargs)} "
+                        f"given)")
+    if kwargs:
+        raise TypeError(f"_foreach_{name}() got an unexpected keyword argument "
+                        f"'{next(iter(kwargs))}'")
+    raise TypeError(f"_foreach_{name}() missing 1 required positional argument: 'weight'")
+
+
+def _check_lerp_weight(name, self, tensors1, weight, keyword=None):
     """PyTorch's TypeError for a tensor ``weight`` that its Scalar overload cannot read as a
-    number (one that requires grad, or has dims): no overload takes a lone tensor."""
-    if not isinstance(weight, ember.Tensor) or not (weight.ndim or weight.requires_grad):
+    number (one that requires grad, or has dims): no overload takes a lone tensor.
+    ``keyword``: the keyword that passed it (None: positional)."""
+    if keyword == "weights" or not isinstance(weight, ember.Tensor) \
+            or not (weight.ndim or weight.requires_grad):
         return
-    args = (self, tensors1, weight)
-    marked = ", ".join(f"!{_described(a)}!" for a in args)
+    shown = [type(a).__name__ for a in (self, tensors1, weight)]
+    marked = [_described(a) for a in (self, tensors1, weight)]
+    if keyword is not None:
+        shown[-1], marked[-1] = f"{keyword}={shown[-1]}", f"{keyword}={marked[-1]}"
+    invalid = ("      didn't match because some of the arguments have invalid types: ("
+               + ", ".join(f"!{m}!" for m in marked) + ")")
     lines = [f"_foreach_{name}() received an invalid combination of arguments - got "
-             f"({', '.join(type(a).__name__ for a in args)}), but expected one of:"]
+             f"({', '.join(shown)}), but expected one of:"]
     for last in ("Number weight", "tuple of Scalars weight", "tuple of Tensors weights"):
         lines += [f" * (tuple of Tensors self, tuple of Tensors tensors1, {last})",
-                  f"      didn't match because some of the arguments have invalid types: "
-                  f"({marked})"]
+                  invalid if keyword is None or last.endswith(" weight") else
+                  "      didn't match because some of the keywords were incorrect: weight"]
     raise TypeError("\n".join(lines) + "\n")
 
 
@@ -136,16 +157,18 @@ def _described(arg):
     return type(arg).__name__
 
 
-def _foreach_lerp(self, tensors1, weight):
-    """``lerp`` of each tensor towards its partner by ``weight``."""
-    _check_lerp_weight("lerp", self, tensors1, weight)
+def _foreach_lerp(self, tensors1, *args, **kwargs):
+    """``lerp`` of each tensor towards its partner by ``weight`` (or ``weights=``)."""
+    weight, keyword = _lerp_weight("lerp", args, kwargs)
+    _check_lerp_weight("lerp", self, tensors1, weight, keyword)
     ends = _pair(_check_list("lerp", self), tensors1)
     return tuple(t.lerp(e, w) for t, e, w in zip(self, ends, _lerp_weights(self, weight)))
 
 
-def _foreach_lerp_(self, tensors1, weight):
-    """In-place ``lerp`` of each tensor towards its partner by ``weight``."""
-    _check_lerp_weight("lerp_", self, tensors1, weight)
+def _foreach_lerp_(self, tensors1, *args, **kwargs):
+    """In-place ``lerp`` of each tensor towards its partner by ``weight`` (or ``weights=``)."""
+    weight, keyword = _lerp_weight("lerp_", args, kwargs)
+    _check_lerp_weight("lerp_", self, tensors1, weight, keyword)
     ends = _pair(_check_list("lerp_", self), tensors1)
     for t, e, w in zip(self, ends, _lerp_weights(self, weight)):
         t.lerp_(e, w)
