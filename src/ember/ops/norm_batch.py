@@ -178,6 +178,9 @@ native_batch_norm.writes_inputs(3, 4)
 
 
 native_batch_norm.nondifferentiable("running_mean", "running_var")
+# running statistics that require grad make PyTorch refuse the call, in training or not
+native_batch_norm.refuse_grad("running_mean", "native_batch_norm")
+native_batch_norm.refuse_grad("running_var", "native_batch_norm")
 
 
 @native_batch_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place

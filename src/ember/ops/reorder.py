@@ -106,14 +106,15 @@ def repeat(xp, x, repeats):
 
 @repeat.derivative
 def _(grad, x, repeats):
-    # as PyTorch's graph: the new leading dims summed first, then a view that splits each
-    # dim into (repeat, size), summed over the repeats (nothing when every repeat is 1)
+    # as PyTorch's graph: the new leading dims summed away one at a time, then a view that
+    # splits each dim into (repeat, size), summed over the repeats (nothing when every
+    # repeat is 1)
     repeats = int_tuple(repeats)
     if 0 in repeats:
         return grad.new_zeros(x.shape)
     lead = len(repeats) - x.ndim
-    if lead:
-        grad = grad.sum(tuple(range(lead)))
+    for _ in range(lead):
+        grad = grad.sum(0)
     if all(r == 1 for r in repeats[lead:]):
         return grad
     split = []
