@@ -100,7 +100,7 @@ def _lbfgs_state(lib, start, dtype, lr, iters, line_search_fn):
     state = opt.state[x]
 
     def describe(v):
-        if hasattr(v, "dtype"):
+        if isinstance(v, lib.Tensor):   # (a NumPy scalar has a dtype too)
             return "Tensor", str(v.dtype).split(".")[-1], v.tolist()
         return type(v).__name__, v
     return {k: describe(state[k]) for k in ("t", "H_diag", "n_iter", "func_evals")}
@@ -138,11 +138,13 @@ def test_lbfgs_state_types_after_iterations_are_torch_s(line_search_fn, dtype):
 
 @pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
 @pytest.mark.parametrize("scale", [0.1, 3.0])
-def test_lbfgs_iterates_bit_for_bit_like_torch(line_search_fn, scale):
+def test_lbfgs_iterates_like_torch_to_float32_rounding(line_search_fn, scale):
     # a weighted quadratic, whose gradients both libraries compute exactly alike: with the
-    # scalars in float32 and PyTorch's fused x + alpha * y updates (add(alpha=) is a fused
-    # multiply-add) every iterate matches to the bit (three coordinates: PyTorch's dot
-    # product sums longer vectors in another order)
+    # scalars in float32 and PyTorch's fused x + alpha * y parameter update (add(alpha=) is
+    # a fused multiply-add) the iterates stay within float32 rounding of PyTorch's. The two-loop
+    # recursion's updates are not fused in ember: emulating the fused add through float64
+    # made LBFGS's own work ~3x slower on large models, for bit-identity that holds only on
+    # vectors of a few coordinates (PyTorch's dot product sums longer ones in another order)
     def run(lib, iters):
         rng = np.random.default_rng(5)
         x = lib.nn.Parameter(lib.from_numpy((rng.standard_normal(3) * scale).astype(
@@ -159,7 +161,8 @@ def test_lbfgs_iterates_bit_for_bit_like_torch(line_search_fn, scale):
         opt.step(closure)
         return x.tolist()
     for iters in range(1, 8):
-        assert run(ember, iters) == run(torch, iters), iters
+        np.testing.assert_allclose(run(ember, iters), run(torch, iters), rtol=1e-5,
+                                   err_msg=str(iters))
 
 
 def test_lbfgs_failed_line_search_keeps_torch_s_zero():

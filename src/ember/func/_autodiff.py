@@ -87,9 +87,10 @@ class _Traced:
             # ``func`` may close over tensors that require grad (a learning rate, a
             # hypernetwork's output): the results that depend on them stay in their graph,
             # as PyTorch's do
-            self.closure = self.connected = _reaches_outside(
-                [materialize(y, self.levels) for y in tree_flatten(out)[0]
-                 if isinstance(y, Tensor)], self.leaves)
+            reach = _Reach(self.leaves)
+            self.closure = self.connected = any(
+                reach.tensor(materialize(y, self.levels)) for y in tree_flatten(out)[0]
+                if isinstance(y, Tensor))
         self.aux = None
         if has_aux:
             if not (isinstance(out, tuple) and len(out) == 2):
@@ -116,8 +117,9 @@ class _Traced:
         if self.connected and not self.closure:
             return tree
         flat, spec = tree_flatten(tree)
+        reach = _Reach(self.leaves) if self.closure else None   # (one walk for all of tree)
         return tree_unflatten([x.detach() if isinstance(x, Tensor) and not (
-            self.closure and _reaches_outside([materialize(x, self.levels)], self.leaves))
+            reach is not None and reach.tensor(materialize(x, self.levels)))
             else x for x in flat], spec)
 
     def pull(self, cotangents, create_graph):
@@ -149,31 +151,56 @@ class _Traced:
 
     def wrap_inputs(self, flat):
         """Per-input results as the caller sees them, in the primals' structure."""
-        return tree_unflatten([self.release(rewrap(g, self.levels)) for g in flat],
+        return tree_unflatten(self.release([rewrap(g, self.levels) for g in flat]),
                               self.in_spec)
 
 
-def _reaches_outside(tensors, leaves):
-    """Whether the graph behind ``tensors`` reaches a tensor that requires grad other than
-    the transform's own fresh ``leaves``."""
-    own = {id(x) for x in leaves}
-    stack, seen = [], set()
-    for t in tensors:
-        if t.grad_fn is not None:
-            stack.append(t.grad_fn)
-        elif t.requires_grad and id(t) not in own:
-            return True
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, AccumulateGrad):
-            if id(node.variable) not in own:
-                return True
-            continue
-        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
-    return False
+class _Reach:
+    """Whether the graph behind a tensor reaches a tensor that requires grad other than a
+    transform's own fresh ``leaves``: each node is walked once however many tensors share
+    it (a gradient per parameter shares most of the double-backward graph), and a walk
+    stops at the first such tensor."""
+
+    def __init__(self, leaves):
+        self.own = {id(x) for x in leaves}
+        self.memo = {}              # id(node) -> bool (the tensors asked about keep them alive)
+
+    def tensor(self, t):
+        """Whether ``t``'s graph reaches outside."""
+        if t.grad_fn is None:
+            return t.requires_grad and id(t) not in self.own
+        return self._node(t.grad_fn)
+
+    def _known(self, node):
+        """The memoized answer for ``node`` (a leaf's at once), or None when unexplored."""
+        known = self.memo.get(id(node))
+        if known is None and isinstance(node, AccumulateGrad):
+            known = self.memo[id(node)] = id(node.variable) not in self.own
+        return known
+
+    def _node(self, root):
+        known = self._known(root)
+        if known is not None:
+            return known
+        memo = self.memo
+        stack = [(root, iter(root.next_functions))]     # a path from root, depth first
+        while stack:
+            node, children = stack[-1]
+            for fn, _ in children:
+                if fn is None:
+                    continue
+                known = self._known(fn)
+                if known is None:
+                    stack.append((fn, iter(fn.next_functions)))
+                    break
+                if known:       # so does every node on the path to it
+                    for on_path, _ in stack:
+                        memo[id(on_path)] = True
+                    return True
+            else:
+                stack.pop()
+                memo[id(node)] = False
+        return False
 
 
 # the transform whose check names a non-tensor output (jacrev runs vjp, jacfwd runs jvp)
@@ -351,7 +378,7 @@ class _Linearized:
         from ember import zeros_like
         flat = [next(outs) if live else zeros_like(y)
                 for y, live in zip(traced.outputs, self.live)]
-        return tree_unflatten([traced.release(rewrap(x, traced.levels)) for x in flat],
+        return tree_unflatten(traced.release([rewrap(x, traced.levels) for x in flat]),
                               traced.out_spec)
 
 

@@ -178,13 +178,11 @@ class _Memory:
             state["al"] = ([_make(_scalar(self.d, a)) for a in self.alphas]
                            + [None] * (history_size - len(self.alphas)))
         state["d"] = _make(self.d)
-        state["t"] = t if isinstance(t, (int, float, Tensor)) else _make(
-            _scalar(self.d, t))        # a backend scalar is PyTorch's 0-dim tensor
+        state["t"] = _stored(self.d, t)
         state["old_dirs"] = [_make(a) for a in self.dirs]
         state["old_stps"] = [_make(a) for a in self.steps]
         state["ro"] = [_make(_scalar(self.d, r)) for r in self.ro]
-        state["H_diag"] = (self.h_diag if isinstance(self.h_diag, (int, float))
-                           else _make(_scalar(self.d, self.h_diag)))
+        state["H_diag"] = _stored(self.d, self.h_diag)
         state["prev_flat_grad"] = _make(self.prev_flat_grad)
 
     def clear(self):
@@ -204,14 +202,16 @@ class _Memory:
     def direction(self, flat_grad):
         """The two-loop recursion: an approximation of -H^-1 g."""
         alphas = [0.0] * len(self.dirs)
+        # (PyTorch's updates here are fused multiply-adds; emulated through float64 they made
+        # this loop ~3x slower on large models, for bits that match only on tiny vectors)
         q = -flat_grad
         for i in range(len(self.dirs) - 1, -1, -1):
             alphas[i] = (self.steps[i] @ q) * self.ro[i]
-            q = _fused_add(q, -alphas[i], self.dirs[i])
+            q = q - alphas[i] * self.dirs[i]
         r = q * self.h_diag
         for i in range(len(self.dirs)):
             beta = (self.dirs[i] @ r) * self.ro[i]
-            r = _fused_add(r, alphas[i] - beta, self.steps[i])
+            r = r + (alphas[i] - beta) * self.steps[i]
         self.alphas = alphas
         return r
 
@@ -227,6 +227,14 @@ def _fused_add(x, alpha, y):
         return x + alpha * y
     wide = x.astype("float64") + float(alpha) * y.astype("float64")
     return wide.astype(x.dtype)
+
+
+def _stored(like, number):
+    """A step length or H_diag as PyTorch's state keeps it: a Python number as it is, a
+    backend scalar as a 0-dim tensor (NumPy's float64 scalars are Python floats too)."""
+    if isinstance(number, Tensor) or type(number) in (int, float):
+        return number
+    return _make(_scalar(like, number))
 
 
 def _scalar_of(h_diag):
