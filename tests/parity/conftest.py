@@ -31,3 +31,14 @@ def _torch_validates_distribution_arguments():
     if torch is not None and hasattr(torch, "distributions"):
         torch.distributions.Distribution.set_default_validate_args(__debug__)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _engine_counts_references_afresh():
+    """The backward engine measures once per process how many references a gradient nobody
+    else holds has (autograd/engine.py, _held_only_here). A torch.while_loop that fails while
+    tracing leaves torch's frame hook installed, after which the interpreter holds two more
+    references to each call's arguments: measured before, ember then copies gradients it may
+    adopt (a layout test failed by test order). Each test measures in the state it runs in."""
+    from ember.autograd import engine
+    engine._SOLE_REFS.clear()
