@@ -36,3 +36,25 @@ def warnings_of(program, lib):
     return sorted({(w.category.__name__,
                     re.sub(r" \(Triggered internally at .*\)$", "", str(w.message)))
                    for w in caught})
+
+
+def program_tests(programs, ember, torch, tolerances=None):
+    """A program file's two tests, parametrised over ``programs``: results as PyTorch's
+    (rtol 1e-5, atol 1e-6, or the ``(rtol, atol)`` ``tolerances`` gives a program's name, each
+    with its reason beside it), and the same warnings. Assign them to module-level ``test_``
+    names so that pytest collects them."""
+    import pytest
+
+    from tests.parity.test_parity_programs_round9 import assert_same_results
+    tolerances = tolerances or {}
+    by_name = pytest.mark.parametrize("program", programs, ids=lambda f: f.__name__)
+
+    @by_name
+    def test_program_matches_torch(program):
+        rtol, atol = tolerances.get(program.__name__, (1e-5, 1e-6))
+        assert_same_results(program(ember), program(torch), rtol=rtol, atol=atol)
+
+    @by_name
+    def test_program_warns_like_torch(program):
+        assert warnings_of(program, ember) == warnings_of(program, torch)
+    return test_program_matches_torch, test_program_warns_like_torch

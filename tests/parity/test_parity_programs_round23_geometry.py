@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 import ember
-from tests.parity._programs import fill_, normal, warnings_of
-from tests.parity.test_parity_programs_round9 import assert_same_results
+from tests.parity._programs import fill_, normal, program_tests
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -746,11 +745,5 @@ PROGRAMS = [egnn_program, schnet_program, rotations_program, md_program,
             nerf_program]
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
-def test_program_matches_torch(program):
-    assert_same_results(program(ember), program(torch), 1e-5, 1e-6)
-
-
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
-def test_program_warns_like_torch(program):
-    assert warnings_of(program, ember) == warnings_of(program, torch)
+test_program_matches_torch, test_program_warns_like_torch = program_tests(
+    PROGRAMS, ember, torch)

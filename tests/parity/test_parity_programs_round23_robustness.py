@@ -14,8 +14,7 @@ import pytest
 
 import ember
 from tests.parity._compare import dtype_name
-from tests.parity._programs import fill_, warnings_of
-from tests.parity.test_parity_programs_round9 import assert_same_results
+from tests.parity._programs import fill_, program_tests
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -778,12 +777,5 @@ PROGRAMS = [pgd_program, trades_program, ibp_program, smoothing_program,
 TOLERANCES = {"trades_program": (1e-5, 1e-4)}
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
-def test_program_matches_torch(program):
-    rtol, atol = TOLERANCES.get(program.__name__, (1e-5, 1e-6))
-    assert_same_results(program(ember), program(torch), rtol=rtol, atol=atol)
-
-
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
-def test_program_warns_like_torch(program):
-    assert warnings_of(program, ember) == warnings_of(program, torch)
+test_program_matches_torch, test_program_warns_like_torch = program_tests(
+    PROGRAMS, ember, torch, TOLERANCES)

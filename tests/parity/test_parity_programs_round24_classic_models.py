@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 import ember
-from tests.parity._programs import fill_, normal, warnings_of
-from tests.parity.test_parity_programs_round9 import assert_same_results
+from tests.parity._programs import fill_, normal, program_tests
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -605,12 +604,5 @@ PROGRAMS = [style_transfer_program, cyclegan_program, capsule_program]
 TOLERANCES = {"cyclegan_program": (1e-5, 5e-5)}
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
-def test_program_matches_torch(program):
-    rtol, atol = TOLERANCES.get(program.__name__, (1e-5, 1e-6))
-    assert_same_results(program(ember), program(torch), rtol=rtol, atol=atol)
-
-
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
-def test_program_warns_like_torch(program):
-    assert warnings_of(program, ember) == warnings_of(program, torch)
+test_program_matches_torch, test_program_warns_like_torch = program_tests(
+    PROGRAMS, ember, torch, TOLERANCES)

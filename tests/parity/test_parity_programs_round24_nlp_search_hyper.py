@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 import ember
-from tests.parity._programs import fill_, normal, warnings_of
-from tests.parity.test_parity_programs_round9 import assert_same_results
+from tests.parity._programs import fill_, normal, program_tests
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -364,11 +363,5 @@ def hypernetwork_program(torch):
 PROGRAMS = [darts_program, hypernetwork_program]
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
-def test_program_matches_torch(program):
-    assert_same_results(program(ember), program(torch), 1e-5, 1e-6)
-
-
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
-def test_program_warns_like_torch(program):
-    assert warnings_of(program, ember) == warnings_of(program, torch)
+test_program_matches_torch, test_program_warns_like_torch = program_tests(
+    PROGRAMS, ember, torch)
