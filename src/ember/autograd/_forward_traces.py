@@ -28,27 +28,34 @@ class _Traces(threading.local):
     def __init__(self):
         # per active forward-mode transform: (its inputs' node ids, whether it refuses any
         # Function without setup_context, as PyTorch's jvp does and its linearize does not,
-        # whether PyTorch runs the function under vmap, as its jacfwd does)
+        # whether PyTorch runs the function under vmap, as its jacfwd does, the results it
+        # recorded under no_grad)
         self.starts = []
         self.reverse = 0        # how many reverse-mode transforms (grad, vjp, jacrev) trace
         self.forward = []       # per tracing transform, outermost first: is it forward-mode
 
 
 TRACES = _Traces()
+# forward-mode transforms tracing in any thread: while there are none, the dispatcher's
+# no_grad path skips reading the thread-local ``TRACES`` (NOTE [Tangents through no_grad])
+FORWARD_OPEN = [0]
 
 
 class tracing_forward:
     """Context manager: a forward-mode transform traces its function on ``inputs``."""
 
     def __init__(self, inputs, needs_setup_context, vmapped=False):
+        # (last: what the transform records under no_grad, NOTE [Tangents through no_grad])
         self.entry = ({id(history(x)[0]) for x in inputs if x.requires_grad},
-                      needs_setup_context, vmapped)
+                      needs_setup_context, vmapped, [])
 
     def __enter__(self):
         TRACES.starts.append(self.entry)
         TRACES.forward.append(True)
+        FORWARD_OPEN[0] += 1
 
     def __exit__(self, *exc):
+        FORWARD_OPEN[0] -= 1
         TRACES.starts.pop()
         TRACES.forward.pop()
 

@@ -21,6 +21,7 @@ from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
 from ember.autograd.graph import AccumulateGrad
 from ember.func._batched import active_levels, materialize, rewrap
+from ember.func._no_grad_tangents import NoGradGateBackward, linearizing, settle
 from ember.ops._reduce import TRANSFORM_BACKWARD
 from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
 
@@ -78,10 +79,13 @@ class _Traced:
                 self.leaves = [_fresh(p) for p in physical]
                 inputs = tree_unflatten([rewrap(p, self.levels) for p in self.leaves],
                                         self.in_spec)
-                with _tracing(api, self.leaves):
+                tracing = _tracing(api, self.leaves)
+                with tracing:
                     out = func(*inputs)
         finally:
             _DEPTH.value -= 1
+        # what a forward-mode transform recorded under no_grad (NOTE [Tangents through no_grad])
+        self.no_grad_results = tracing.entry[3] if type(tracing) is tracing_forward else None
         self.closure = False
         if not self.connected and outer_grad:
             # ``func`` may close over tensors that require grad (a learning rate, a
@@ -174,8 +178,11 @@ class _Reach:
     def _known(self, node):
         """The memoized answer for ``node`` (a leaf's at once), or None when unexplored."""
         known = self.memo.get(id(node))
-        if known is None and isinstance(node, AccumulateGrad):
-            known = self.memo[id(node)] = id(node.variable) not in self.own
+        if known is None:
+            if isinstance(node, AccumulateGrad):
+                known = self.memo[id(node)] = id(node.variable) not in self.own
+            elif type(node) is NoGradGateBackward:     # closed to reverse mode
+                known = self.memo[id(node)] = False
         return known
 
     def _node(self, root):
@@ -362,7 +369,9 @@ class _Linearized:
         live = [y for y in traced.outputs if y.requires_grad]
         with _recording():      # (no inference tensors: their views would record nothing)
             self.dummies = [zeros_like(y).requires_grad_() for y in live]
-        self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True) if live else []
+        with linearizing():     # (NOTE [Tangents through no_grad])
+            self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True) \
+                if live else []
         self.live = [y.requires_grad for y in traced.outputs]
 
     def push(self, flat_tangents, create_graph):
@@ -374,7 +383,8 @@ class _Linearized:
                 roots.append(g)
                 weights.append(t)
         if self.dummies:
-            outs = iter(_Traced.backward(roots, weights, self.dummies, create_graph))
+            with linearizing():
+                outs = iter(_Traced.backward(roots, weights, self.dummies, create_graph))
         from ember import zeros_like
         flat = [next(outs) if live else zeros_like(y)
                 for y, live in zip(traced.outputs, self.live)]
@@ -393,6 +403,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     traced = _Traced(func, primals, has_aux, "jvp(f, primals, tangents)")
     out = _Linearized(traced).push(flat_t, traced.connected)
     primal_out = traced.release(traced.out)
+    if traced.no_grad_results:
+        settle(traced.no_grad_results)
     return (primal_out, out, traced.aux) if has_aux else (primal_out, out)
 
 

@@ -5,6 +5,7 @@ import functools
 from ember.func._autodiff import (_Linearized, _Traced, check_jvp_primals, check_vjp_outputs,
                                   split_args)
 from ember._tensor import Tensor
+from ember.func._no_grad_tangents import settle
 from ember.func._vmap import random_error_scope, vmap
 from ember.utils._pytree import tree_flatten, tree_unflatten
 
@@ -102,6 +103,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         def push(*tangents):
             return tuple(tree_flatten(lin.push(list(tangents), traced.connected))[0])
         pushed = vmap(push, randomness=randomness)(*cols)
+        if traced.no_grad_results:
+            settle(traced.no_grad_results)
         jac = []
         for y, col in zip(traced.flat_out, pushed):
             per_input = []

@@ -7,6 +7,7 @@ from ember._tensor import Tensor, _make
 from ember.amp._state import STATE as _AMP
 from ember.amp._policy import Composite
 from ember.amp.autocast_mode import cast_operands
+from ember.autograd._forward_traces import FORWARD_OPEN, TRACES as FORWARD_TRACES
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import (ROUNDS_SCALAR_OPERANDS, SEVERAL_GPUS, XP_BY_ARRAY_TYPE, device_guard,
                            device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp)
@@ -70,7 +71,12 @@ def call(op, inputs, params, out=None):
     if ACTIVE_VMAPS[0] and params and has_batched(params):
         from ember.func._batching import dispatch_params
         return dispatch_params(op, inputs, params, out)
-    if requires_grad and op.composed is not None and out is None and _GRAD.grad_enabled:
+    recording = requires_grad and _GRAD.grad_enabled    # (a thread-local: read it once)
+    if requires_grad and not recording and FORWARD_OPEN[0] and out is None \
+            and FORWARD_TRACES.starts and not _GRAD.inference:  # NOTE [Tangents through no_grad]
+        from ember.func._no_grad_tangents import call_recording_tangents
+        return call_recording_tangents(op, inputs, params)
+    if recording and op.composed is not None and out is None:
         res = op.composed(flat if lengths is None else op.structure(flat, lengths), params)
         if res is not NotImplemented:
             return res
@@ -93,7 +99,6 @@ def call(op, inputs, params, out=None):
     finally:
         if token is not None:
             loud_fp(token)
-    recording = requires_grad and _GRAD.grad_enabled    # (a thread-local: read it once)
     if op.view and _mark_view(op, flat[0], params, outputs, requires_grad and not recording):
         recording = False               # views of an inference tensor: no graph
     # (a call with out= and inputs requiring grad is refused by write_out: nothing to record)

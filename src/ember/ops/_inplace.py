@@ -31,6 +31,7 @@ from ember._inference import MADE as INFERENCE_MADE, check_inplace
 from ember._memory_format import contiguous_format
 from ember._storage_place import _address
 from ember._tensor import Tensor, _make
+from ember.autograd._forward_traces import FORWARD_OPEN, TRACES as FORWARD_TRACES
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
@@ -79,6 +80,11 @@ def call_inplace(op, inputs, params):
         return dispatch_params(op, inputs, params, None, inplace=True)
     if op.view:
         return _inplace_view(op, self, params)
+    if not grad_mode and requires_grad and self._grad_fn is not None and FORWARD_OPEN[0] \
+            and self._view is None and FORWARD_TRACES.starts and not _GRAD.inference:
+        # NOTE [Tangents through no_grad]
+        from ember.func._no_grad_tangents import call_inplace_recording_tangents
+        return call_inplace_recording_tangents(op, inputs, params)
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
     record = grad_mode and requires_grad and op.vjp is not None
