@@ -145,7 +145,10 @@ def map_elementwise(xp, kernel, *arrays):
             or not _same_contiguous(first, arrays)):
         return kernel(xp, *arrays)
     flat = [a.reshape(-1) for a in arrays]
-    out = xp.empty(first.size, first.dtype)
+    # the result owns its memory in the input's shape (a gradient can then become .grad as
+    # it is, not copied); the spans write through a flat view of it
+    result = xp.empty(first.shape, first.dtype)
+    out = result.reshape(-1)
 
     def span(lo, hi):
         kernel(xp, *(a[lo:hi] for a in flat), out=out[lo:hi])
@@ -154,7 +157,7 @@ def map_elementwise(xp, kernel, *arrays):
     if first.size >= _THREADED_MIN:
         span_size = min(span_size, -(-first.size // _Pool.threads))
     map_chunks(xp, first.size, span_size, span, threaded_from=_THREADED_MIN)
-    return out.reshape(first.shape)
+    return result
 
 
 def _same_contiguous(first, arrays):

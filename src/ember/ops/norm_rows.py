@@ -204,9 +204,9 @@ def _layer_norm_backward_rows(xp, gy, x, w, b, mean, invstd, k):
     gy_xc = gy * xc
     gx = gw = gb = None
     if w is not None and w.requires_grad:       # sum over rows of gy * xhat
-        gw = _make((invstd @ gy_xc).reshape(w.shape))
+        gw = _make(_shaped(invstd @ gy_xc, w.shape))
     if b is not None and b.requires_grad:
-        gb = _make((xp.ones(gy.shape[0], gy.dtype) @ gy).reshape(b.shape))
+        gb = _make(_shaped(xp.ones(gy.shape[0], gy.dtype) @ gy, b.shape))
     if x.requires_grad:
         wk = xp.ones(k, gy.dtype) if w is None else w._data.reshape(k).astype(gy.dtype,
                                                                                copy=False)
@@ -215,9 +215,17 @@ def _layer_norm_backward_rows(xp, gy, x, w, b, mean, invstd, k):
         gx = _spread(xp, gy.shape, invstd, wk)                                     # overflows)
         gx *= gy
         gx += xc
-        gx -= _spread(xp, gy.shape, (gy @ avg) * invstd)
-        gx = _make(gx.reshape(x.shape))
+        # the last step writes an array of x's shape: one that owns its memory becomes .grad
+        # as it is, where a reshaped view of gx would be copied
+        out = xp.empty(x.shape, gy.dtype)
+        xp.subtract(gx, _spread(xp, gy.shape, (gy @ avg) * invstd), out=out.reshape(gy.shape))
+        gx = _make(out)
     return gx, gw, gb
+
+
+def _shaped(a, shape):
+    """``a`` in ``shape``: itself (which owns its memory) when it has that shape already."""
+    return a if a.shape == shape else a.reshape(shape)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
