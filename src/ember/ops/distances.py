@@ -275,7 +275,7 @@ def pdist(input, p=2):
             raise NotImplementedError(f"\"pdist\" not implemented for "
                                       f"'{input.dtype._torch_name}'")
         return _pdist_forward(input.float(), p).to(input.dtype)    # nothing to compute
-    return _pdist_forward(input, p)
+    return _pdist_forward(input.contiguous(), p)    # (a CloneBackward0 first, as PyTorch's)
 
 
 @op("_pdist_forward(input, p=2)", method=False, grad_fn_name="PdistBackward0")

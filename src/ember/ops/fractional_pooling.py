@@ -33,8 +33,12 @@ def _starts(xp, u, size, out, k):
 
 
 def _fractional_max(xp, x, samples, kernel_size, output_size):
-    """(values, flat plane indices) of (N, C, *size) ``x``."""
+    """(values, flat plane indices) of (N, C, *size) ``x``, or of unbatched (C, *size) ``x``
+    (one sample per channel, ``samples`` of shape (1, C, nd))."""
     nd = len(kernel_size)
+    if x.ndim == nd + 1:
+        values, indices = _fractional_max(xp, x[None], samples, kernel_size, output_size)
+        return values[0], indices[0]
     (n, c), size = x.shape[:2], x.shape[2:]
     wide = samples.astype(np.float32) if samples.dtype.itemsize < 4 else samples
     taps = 0                    # (N, C, *output_size, *kernel_size): each tap's flat index
@@ -73,9 +77,10 @@ def _tuple(value, nd):
     return tuple(value) if isinstance(value, (tuple, list)) else (value,) * nd
 
 
-def _checked_samples(x, samples, nd):
+def _checked_samples(x, shape, samples, nd):
+    """The (N, C, nd) samples for input ``x`` of (batched) ``shape``: drawn, or checked."""
     import ember
-    n, c = x.shape[:2]
+    n, c = shape[:2]
     if samples is None:
         return ember.rand(n, c, nd, dtype=x.dtype, device=x.device)
     if samples.dtype != x.dtype:
@@ -100,17 +105,17 @@ def _functional(nd):
         if output_size is None and output_ratio is None:
             raise ValueError(f"{name} requires specifying either an output_size or an "
                              f"output_ratio")
-        batched = input.ndim == nd + 2
-        x = input if batched else input.unsqueeze(0)
-        if x.ndim != nd + 2:
+        # (checked as a batch of one when unbatched)
+        shape = tuple(input.shape) if input.ndim == nd + 2 else (1,) + tuple(input.shape)
+        if len(shape) != nd + 2:
             raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got: "
                                f"{list(input.shape)}")
-        for d in range(1, x.ndim):
-            if x.shape[d] == 0:
+        for d in range(1, len(shape)):
+            if shape[d] == 0:
                 raise RuntimeError(f"{name}(): Expected input to have non-zero size for "
-                                   f"non-batch dimensions, but got{list(x.shape)} with "
+                                   f"non-batch dimensions, but got{list(shape)} with "
                                    f"dimension {d} being empty.")
-        size, kernel = x.shape[2:], _tuple(kernel_size, nd)
+        size, kernel = shape[2:], _tuple(kernel_size, nd)
         if output_size is None:
             output_size = tuple(int(s * r) for s, r in zip(size, _tuple(output_ratio, nd)))
         output_size = _tuple(output_size, nd)
@@ -118,11 +123,9 @@ def _functional(nd):
             if o + k - 1 >= s:
                 raise RuntimeError(f"{where}: pool {dim} {k} too large relative to input "
                                    f"{dim} {s}")
-        samples = _checked_samples(x, _random_samples, nd)
-        values, indices = registered.function(x, samples, kernel, output_size)
-        if not batched:
-            values, indices = values.squeeze(0), indices.squeeze(0)
-        return values, indices
+        samples = _checked_samples(input, shape, _random_samples, nd)
+        # an unbatched input is pooled as it is: one node, no unsqueeze, as in PyTorch
+        return registered.function(input, samples, kernel, output_size)
 
     def pool(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
              _random_samples=None):

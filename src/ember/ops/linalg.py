@@ -12,10 +12,12 @@ import math
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import contiguous_format
 from ember.backend import low_precision_product
 from ember.backend.blas_threads import follow_load
 from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import BINARY
+from ember.ops._recording import rename_node
 from ember.ops._registry import broadcast_message, op
 from ember.ops.indexing import CTYPE
 
@@ -48,6 +50,12 @@ def _rows(t):
 def _h(t):
     """The conjugate transpose of the last two dims (just the transpose for real tensors)."""
     return t.mT.conj() if t.is_complex() else t.mT
+
+
+def _ht(t):
+    """The conjugate transpose of a matrix as PyTorch's derivative of mm takes it: ``t()``
+    (TBackward0), then ``conj()`` for complex tensors (mv's conjugates first)."""
+    return conj_grad(t.t())
 
 
 # --- checks shared by the products and matmul -------------------------------------------------
@@ -109,7 +117,7 @@ def mm(xp, a, b):
 
 @mm.derivative
 def _(grad, a, b, *, needs=(True, True)):
-    return grad.mm(_h(b)) if needs[0] else None, _h(a).mm(grad) if needs[1] else None
+    return grad.mm(_ht(b)) if needs[0] else None, _ht(a).mm(grad) if needs[1] else None
 
 
 @op("bmm(input, mat2)", inputs=2, out=True)
@@ -145,8 +153,10 @@ def mv(xp, a, b):
 
 @mv.derivative
 def _(grad, a, b, *, needs=(True, True)):
-    return (grad.unsqueeze(1) * conj_grad(b) if needs[0] else None,
-            _h(a).mv(grad) if needs[1] else None)
+    # PyTorch's: an outer product (grad viewed as a column), and the t() of the conjugate
+    # times grad
+    return (grad.reshape(grad.shape[0], 1) * conj_grad(b) if needs[0] else None,
+            conj_grad(a).t().mv(grad) if needs[1] else None)
 
 
 @op("dot(input, tensor)", inputs=2, out=True)
@@ -240,12 +250,66 @@ _MATMUL_NODES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "Squeeze
                  (2, 2): "MmBackward0"}
 
 
+@matmul.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph of a vector times a batch of matrices (either side): an mv of the
+    batch folded into rows, where folding needs no copy or the vector requires grad, else a
+    bmm of both operands expanded to the batch; then a view to the result's shape. Other
+    products keep one node (named by ``named_by``)."""
+    a, b = inputs
+    da, db = a._data.ndim, b._data.ndim
+    if da == 1 and db >= 3:
+        vector, batch = a, b.mT
+    elif db == 1 and da >= 3:
+        vector, batch = b, a
+    else:
+        return NotImplemented
+    # (operands that do not fit raise the error of the kernel PyTorch reaches: mv's, bmm's)
+    lead, rows, inner = tuple(batch.shape[:-2]), batch.shape[-2], batch.shape[-1]
+    if vector.requires_grad or batch.numel() == 0 or _foldable(batch):
+        folded = _reshaped(batch, (math.prod(lead) * rows, inner))
+        return _unsafe_view(folded.mv(vector), lead + (rows,))
+    count, m = math.prod(lead), vector.shape[0]
+    if da == 1:         # a as a batch of (1, m) rows times b's matrices
+        product = _reshaped(a.expand(lead + (1, m)), (count, 1, m)).bmm(
+            _reshaped(b.expand(b.shape), (count,) + tuple(b.shape[-2:])))
+    else:               # a's matrices times b as a batch of (m, 1) columns
+        product = _reshaped(a.expand(a.shape), (count,) + tuple(a.shape[-2:])).bmm(
+            _reshaped(b.expand(lead + (m,)), (count, m)).unsqueeze(2)).squeeze(-1)
+    return _unsafe_view(product, lead + (rows,))
+
+
+def _foldable(t):
+    """Whether ``t``'s batch dims and rows fold into one dim without a copy (each of those
+    dims' stride is the next one's times its size)."""
+    shape, strides = t.shape, t.stride()
+    return all(strides[i] == strides[i + 1] * shape[i + 1] for i in range(len(shape) - 2))
+
+
+def _reshaped(t, shape):
+    """``t.reshape(shape)`` with PyTorch's nodes: a view where strides allow, else a
+    contiguous clone viewed (CloneBackward0 under UnsafeViewBackward0)."""
+    probe = t._data.view()
+    try:
+        probe.shape = shape
+    except AttributeError:
+        return _unsafe_view(t.clone(memory_format=contiguous_format), shape)
+    return t.reshape(shape)
+
+
+def _unsafe_view(t, shape):
+    """A view of fresh ``t`` as ``shape``, named as PyTorch's ``_unsafe_view``."""
+    return rename_node(t.view(shape), "UnsafeViewBackward0")
+
+
 @matmul.derivative
 def _(grad, a, b, *, needs=(True, True)):
     need_a, need_b = needs
     if a.ndim == 1 and b.ndim == 1:
         return (grad * conj_grad(b) if need_a else None,
                 grad * conj_grad(a) if need_b else None)
+    if a.ndim == 2 and b.ndim <= 2:     # PyTorch's mv and mm, with their derivatives' graphs
+        return (mv if b.ndim == 1 else mm).vjp(grad, a, b, needs=needs)
     if b.ndim == 1:
         return (grad.unsqueeze(-1) * conj_grad(b) if need_a else None,
                 _h(_rows(a)).mv(grad.reshape(-1)) if need_b else None)

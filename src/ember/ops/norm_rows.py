@@ -96,9 +96,10 @@ def _spread(xp, shape, col=None, row=None):
 
 
 def _minus_rows(xp, rows, col):
-    """``rows - col[:, None]``, in place on a fresh plane when _spread gives one."""
+    """``rows - col[:, None]``, in place on a fresh plane when _spread gives one (not on the
+    view ``col[:, None]`` it gives for rows of one value: that would overwrite ``col``)."""
     spread = _spread(xp, rows.shape, col)
-    if spread.shape == rows.shape:
+    if spread.shape == rows.shape and spread.base is None:
         return xp.subtract(rows, spread, out=spread)
     return rows - spread
 
@@ -348,9 +349,12 @@ def _(grads, x, w, b, n, c, hxw, group, eps, *, out):
         g = gy3 if w is None else gy3 * w.reshape(c, 1)
         gx = _norm_grad(g.reshape(xc.shape), xc, invstd, lambda t: t.sum(2, keepdim=True),
                         (c // group) * hxw, gmean, ginvstd).reshape(x.shape)
-    if w is not None and w.requires_grad:
+    # no gradient reached the output (a double backward reaches only the statistics): the
+    # weight and bias get none, as in PyTorch, rather than zeros
+    reached = not gy.__dict__.get("_filled_zeros")
+    if w is not None and w.requires_grad and reached:
         gw = (gy3 * (xc * invstd).reshape(gy3.shape)).sum((0, 2))
-    if b is not None and b.requires_grad:
+    if b is not None and b.requires_grad and reached:
         gb = gy3.sum((0, 2))
     return gx, gw, gb
 

@@ -14,6 +14,7 @@ from ember.ops._linalg_utils import (check_float, check_matrix, check_square, ch
                                      real_dtype)
 from ember.ops._reduce import constant
 from ember.ops._registry import op
+from ember.ops.extrema import amax, amin
 from ember.ops.reduction import NORM, norm as _vector_norm
 from ember.ops.singular import svd, svdvals
 from ember.ops.solvers import inv, inv_ex
@@ -180,6 +181,27 @@ def _(grad, a, ord, dim, keepdim, dtype, *, out):
     return matrix_norm_grad(grad, a, ord, dim, keepdim, dtype, out)
 
 
+@matrix_norm.composed_when_recording
+def _(inputs, params):
+    return _composed_sum_norm(inputs[0], *params)
+
+
+def _composed_sum_norm(a, ord, dim, keepdim, dtype):
+    """PyTorch's graph of the matrix norms of ``ord`` 1, -1, inf and -inf: the vector 1-norms
+    of the columns (rows), then their amax (amin); NotImplemented for other orders and for
+    empty inputs (whose extremes PyTorch takes without a graph, or refuses)."""
+    if isinstance(ord, str) or ord not in (1, -1, _INF, -_INF) or type(ord) is bool \
+            or a.numel() == 0:
+        return NotImplemented
+    _check_matrix_norm(a._data, ord, dim, dtype)
+    d0, d1 = _matrix_dims(dim, a.ndim)
+    first, second = (d0, d1) if abs(ord) == 1 else (d1, d0)
+    if not keepdim:
+        second -= second > first
+    sums = vector_norm(a, 1, (first,), keepdim, dtype=dtype)
+    return (amax if ord > 0 else amin)(sums, (second,), keepdim)
+
+
 # --- norm -------------------------------------------------------------------------------------
 
 def _norm_kind(x, ord, dim):
@@ -215,6 +237,14 @@ def norm(xp, a, ord, dim, keepdim, dtype):
 def _(flat, params, out):
     kind, ord, _ = _norm_kind(flat[0], params[0], params[1])
     return "LinalgVectorNormBackward0" if kind == "vector" else matrix_norm_node(ord, params[2])
+
+
+@norm.composed_when_recording
+def _(inputs, params):
+    kind, ord, dim = _norm_kind(inputs[0], params[0], params[1])
+    if kind == "vector":
+        return NotImplemented
+    return _composed_sum_norm(inputs[0], ord, dim, *params[2:])
 
 
 @norm.derivative

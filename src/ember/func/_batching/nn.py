@@ -431,6 +431,10 @@ def _fractional_max_pool(op, args, flags, params, size):
     """(N, C, *spatial) input and (N, C, nd) samples: the batch folds into N for both."""
     k = len(params[0])
     x, samples = (a if f else expand_unbatched(a, size) for a, f in zip(args, flags))
+    if x.ndim == k + 2 and samples.ndim == 4 and samples.shape[1] == 1:
+        # unbatched examples (C, *spatial), pooled as batches of one
+        res = _fractional_max_pool(op, [x.unsqueeze(1), samples], [True, True], params, size)
+        return res if res is NotImplemented else tuple(r.squeeze(1) for r in res)
     if x.ndim != k + 3 or samples.ndim != 4 or samples.shape[1] != x.shape[1] or \
             samples.dtype != x.dtype:
         return NotImplemented           # the op's own error
