@@ -156,6 +156,7 @@ _ERFCX_Q = (0.2353251516169317, 0.09138883788405333, 0.6495583432527825,
             -0.6353989717357844, 0.886663565720328, -0.2275369284339959)
 _T_SCALE = _ERFCX_T * _SQRT_HALF                    # t = 1 / (1 + _T_SCALE |x|)
 _PHI_Q = tuple(c * 0.5 for c in _ERFCX_Q)           # Phi(-|x|) = erfc(|x| / sqrt(2)) / 2
+_TINY = 2.0 ** -30           # _TINY / |x| neither overflows nor loses digits that count
 # Q(t) as a polynomial in s = |x| t = (1 - t) / _T_SCALE, which gelu computes anyway (and
 # then needs no t): Q(1 - _T_SCALE s) expanded, its coefficients lowest first
 _ERFCX_S = tuple((-_T_SCALE) ** j * sum(c * math.comb(i, j) for i, c in enumerate(_ERFCX_Q)
@@ -190,9 +191,11 @@ def _gelu_erf_form(xp, x, out=None):
     a = xp.abs(x1)
     out = xp.add(x1, a, out=out)
     gauss = _gauss(xp, a)
-    at = xp.divide(1, a, out=a)         # |x| t = 1 / (1 / |x| + _T_SCALE): finite at inf
-    at += _T_SCALE
-    xp.divide(1, at, out=at)
+    # |x| t = 1 / (1 / |x| + _T_SCALE), finite at inf; scaled by _TINY (exactly, a power of
+    # two), else 1 / |x| overflows for subnormal x and gelu(x) came out as x, not x / 2
+    at = xp.divide(_TINY, a, out=a)
+    at += _TINY * _T_SCALE
+    xp.divide(_TINY, at, out=at)
     q = _poly(at, _ERFCX_S)             # Q(t)
     q *= at
     q *= gauss                          # 2 |x| Phi(-|x|)
