@@ -194,6 +194,8 @@ def _prepare(op, flat):
         arrays.append(a)
         signature.append(a.dtype if a.ndim else (a.dtype,))
     if array_type is None:
+        if op.name in NUMBERS_AS_TENSORS and type(flat[0]) in _SCALARS:
+            return _prepare(op, [_wrapped_number(flat[0]), *flat[1:]])
         raise TypeError(f"{op.name}(): expected at least one Tensor argument")
     if array_type is MetaArray:
         raise MetaCall
@@ -292,6 +294,18 @@ def _narrow_int(op, position, value, dtype):
     if check:
         return check(position, value, dtype)
     return np.array(value).astype(dtype)
+
+
+# PyTorch's parser takes a number for the input of these (and their aliases) alone:
+# ``torch.div(12, 5, rounding_mode="trunc")`` is ``tensor(2)``; ``torch.maximum(1, 2)`` raises
+NUMBERS_AS_TENSORS = frozenset({"add", "sub", "mul", "div", "floor_divide"})
+
+
+def _wrapped_number(x):
+    """The 0-dim CPU tensor PyTorch makes of a number given as an op's input: int64, the
+    default float or complex dtype, or bool; the other operand, a number, stays weak."""
+    from ember._creation import tensor
+    return tensor(x, device="cpu")
 
 
 def _as_scalar(op, flat, x):

@@ -13,7 +13,7 @@ from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tenso
 from ember.ops._elementwise import binary, conj_grad, zeros_for
 from ember.ops._scalars import number_arg, number_arrays, real_number
 from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
-from ember.ops._registry import op
+from ember.ops._registry import _is_tensor, op
 
 
 def _is_tensor_operand(x):
@@ -229,11 +229,15 @@ lerp.number_overload("weight")
 lerp.keep_scalars_unrounded(2, zero_dim=False)     # PyTorch's lerp.Scalar reads it in float32
 
 
+# PyTorch saves input and end only for a tensor weight's gradient, and the weight for theirs
+lerp.reads_inputs((2,), (2,), (0, 1))
+
+
 @lerp.derivative
-def _(grad, x, end, weight):
+def _(grad, x, end, weight, *, needs=(True, True, True)):
     w = conj_grad(weight)
-    grad_w = grad * conj_grad(end - x) if _is_tensor_operand(weight) else None
-    return grad * (1 - w), grad * w, grad_w
+    grad_w = grad * conj_grad(end - x) if needs[2] and _is_tensor_operand(weight) else None
+    return (grad * (1 - w) if needs[0] else None, grad * w if needs[1] else None, grad_w)
 
 
 # --- addcmul, addcdiv -------------------------------------------------------------------------
@@ -267,9 +271,13 @@ def addcmul(xp, x, t1, t2, value):
     return x + checked_scalar(xp, value, x.dtype) * t1 * t2
 
 
+addcmul.reads_inputs((), (2,), (1,))       # each factor for the other's gradient
+
+
 @addcmul.derivative
-def _(grad, x, t1, t2, value):
-    return grad, grad * conj_grad(value * t2), grad * conj_grad(value * t1)
+def _(grad, x, t1, t2, value, *, needs=(True, True, True)):
+    return (grad, grad * conj_grad(value * t2) if needs[1] else None,
+            grad * conj_grad(value * t1) if needs[2] else None)
 
 
 @op("addcdiv(input, tensor1, tensor2, *, value=1)", inputs=3,
@@ -475,12 +483,13 @@ def where(xp, cond, x, y):
 
 
 where.nondifferentiable("condition")
+where.reads_inputs((1, 2), (), ())      # only the condition is saved: values may change after
 
 
 @where.derivative
 def _(grad, cond, x, y):
-    return (None, where(cond, grad, 0.0) if _is_tensor_operand(x) else None,
-            where(cond, 0.0, grad) if _is_tensor_operand(y) else None)
+    return (None, where(cond, grad, 0.0) if _is_tensor(x) else None,
+            where(cond, 0.0, grad) if _is_tensor(y) else None)
 
 
 def _where_method(self, condition, other):

@@ -75,6 +75,8 @@ _min_dim = op("_min_dim(input, dim, keepdim=False)", promote=MIN_DIM, method=Fal
     _extreme_dim("min", "argmin"))
 _max_dim.derivative(route_to_indices, outputs=(1,))
 _min_dim.derivative(route_to_indices, outputs=(1,))
+_max_dim.reads_inputs(())       # the indices and the input's size: PyTorch saves no input
+_min_dim.reads_inputs(())
 
 
 max = with_optional_dim("max", _max_all, _max_dim, "maximum")

@@ -17,7 +17,7 @@ from ember._warn import warn_once
 from ember.backend import combine_at, xp_of
 from ember.ops._along import REDUCERS, at_least_1d, check_range, flat_positions, wide
 from ember.ops._dims import wrap_dim
-from ember.ops._registry import op
+from ember.ops._registry import _is_tensor, op
 from ember.ops._scalars import checked_scalar
 from ember.ops.scatter import in_place, out_of_place, require_tensors, zeros_for
 from ember.ops.scatter_reduction import _identity as reduce_identity
@@ -374,6 +374,7 @@ def _(xp, dst, x, index, value, dim):
 
 index_fill.nondifferentiable("index")
 index_fill.number_overload("value")
+index_fill.reads_inputs((), (0, 2), ())     # PyTorch saves the index alone
 
 
 @index_fill.named_by
@@ -385,7 +386,7 @@ def _(flat, params, out):                    # PyTorch's overloads: Scalar, Tens
 def _(grad, x, index, value, dim):
     from ember.ops._reduce import constant
     grad_x = grad.index_fill(dim, index, 0)
-    if not isinstance(value, Tensor):
+    if not _is_tensor(value):
         return grad_x, None, None
     size = 1 if x.ndim == 0 else x.shape[wrap_dim(dim, x.ndim)]
     rows = constant(lambda xp, i: xp.unique(xp.where(i < 0, i + size, i)).reshape(-1), index)

@@ -20,7 +20,7 @@ from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
-from ember.ops._registry import op
+from ember.ops._registry import _is_tensor, op
 from ember.ops._scalars import checked_scalar as checked_number
 # basic indexing lives in ops/subscript_views.py; its names are also found here
 from ember.ops.subscript_views import (_FULL, _explicit, _getitem_alias,  # noqa: F401
@@ -441,6 +441,7 @@ def _(xp, dst, x, mask, value):
 
 masked_fill.nondifferentiable("mask")
 masked_fill.number_overload("value")
+masked_fill.reads_inputs((), (0, 2), ())    # PyTorch saves the mask alone
 
 
 @masked_fill.named_by
@@ -451,7 +452,7 @@ def _(flat, params, out):                    # PyTorch's overloads: Scalar, Tens
 @masked_fill.derivative
 def _(grad, x, mask, value):
     grad_input = grad.masked_fill(mask, 0)
-    if not isinstance(value, Tensor):
+    if not _is_tensor(value):
         return grad_input, None, None
     outside = mask.logical_not()        # (a 0-d mask's ~ would be a NumPy scalar)
     return grad_input, None, grad.masked_fill(outside, 0).sum()
@@ -507,6 +508,7 @@ def masked_scatter(xp, x, mask, source):
 
 
 masked_scatter.nondifferentiable("mask")
+masked_scatter.reads_inputs((), (0, 2), ())     # the mask alone (and the source's size)
 
 
 @masked_scatter.derivative

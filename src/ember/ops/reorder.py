@@ -7,6 +7,7 @@ array; NumPy's flipped views never escape.
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import contiguous_format
 from ember._tensor import Tensor
 from ember.ops._dims import int_sequence, wrap_dim
 from ember.ops._arg_aliases import MISSING, UNSET
@@ -227,6 +228,7 @@ def repeat_interleave(xp, x, repeats, dim, output_size):
 
 
 repeat_interleave.nondifferentiable("repeats")
+repeat_interleave.reads_inputs((), (0,))    # the input's size, not its values
 
 
 @repeat_interleave.derivative
@@ -244,6 +246,32 @@ def _(grad, x, repeats, dim, output_size):
     if flat:
         return index_add(zeros_for((n,), grad), 0, rows, grad).reshape(x.shape), None
     return index_add(zeros_for(x.shape, grad), d, rows, grad), None
+
+
+@repeat_interleave.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph, which has no node of its own: copies side by side (unsqueeze, expand,
+    clone, view) for a number of repeats, an index_select of the repeated positions for a
+    tensor of them. Calls the op would refuse are left to it."""
+    x, repeats = inputs
+    dim, output_size = params
+    if not isinstance(x, Tensor) or (dim is not None and x.ndim == 0):
+        return NotImplemented
+    src, d = (x.flatten(), 0) if dim is None else (x, wrap_dim(dim, x.ndim))
+    n = src.shape[d]
+    if type(repeats) is int:
+        total = n * repeats
+        if repeats < 0 or output_size is not None and output_size != total:
+            return NotImplemented
+        shape = list(src.shape)
+        copies = src.unsqueeze(d + 1).expand(*shape[:d + 1], repeats, *shape[d + 1:])
+        copies = copies.clone(memory_format=contiguous_format)      # (a transposed input's
+        return copies.view(*shape[:d], total, *shape[d + 1:])       # copy would not view)
+    if not isinstance(repeats, Tensor) or repeats.ndim > 1 or repeats.numel() not in (1, n) \
+            or repeats.dtype not in (D.int64, D.int32):
+        return NotImplemented
+    rows = repeat_interleave(repeats.reshape(-1).expand(n), output_size=output_size)
+    return src.index_select(d, rows)
 
 
 def _repeat_interleave_method(self, repeats, dim=None, *, output_size=None):

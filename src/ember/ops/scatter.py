@@ -17,7 +17,7 @@ from ember._warn import warn_once
 from ember.ops._along import (at_least_1d, check_bounds, check_index_dtype, check_range, region,
                               scatter_into, take_along, wide)
 from ember.ops._dims import wrap_dim, wrap_dim_of_sized
-from ember.ops._registry import broadcast_message, op
+from ember.ops._registry import _is_tensor, broadcast_message, op
 from ember.ops._scalars import checked_scalar
 
 __all__ = ["gather", "scatter", "scatter_add", "take_along_dim", "in_place", "out_of_place",
@@ -187,13 +187,14 @@ scatter.inplace_variant(in_place(_write_scatter))
 
 scatter.nondifferentiable("index")
 scatter.number_overload("src")              # the value overload
+scatter.reads_inputs((), (0, 2), ())        # PyTorch saves the index alone
 
 
 @scatter.derivative
 def _(grad, x, index, src, dim, value, reduce):
     if reduce is not None:
         raise RuntimeError("derivative for aten::scatter is not implemented")
-    grad_src = pad_to(gather(grad, dim, index), src.shape) if isinstance(src, Tensor) else None
+    grad_src = pad_to(gather(grad, dim, index), src.shape) if _is_tensor(src) else None
     return grad.scatter(dim, index, 0), None, grad_src
 
 
@@ -212,6 +213,7 @@ scatter_add.inplace_variant(in_place(_write_scatter_add))
 
 
 scatter_add.nondifferentiable("index")
+scatter_add.reads_inputs((), (0, 2), ())    # the index alone (and the source's size)
 
 
 @scatter_add.derivative
