@@ -33,6 +33,9 @@ class _Traces(threading.local):
         self.starts = []
         self.reverse = 0        # how many reverse-mode transforms (grad, vjp, jacrev) trace
         self.forward = []       # per tracing transform, outermost first: is it forward-mode
+        # per tracing transform, outermost first: a reverse-mode one's inputs' node ids (None
+        # for a forward-mode one, or when not given)
+        self.tracked = []
 
 
 TRACES = _Traces()
@@ -52,26 +55,34 @@ class tracing_forward:
     def __enter__(self):
         TRACES.starts.append(self.entry)
         TRACES.forward.append(True)
+        TRACES.tracked.append(None)
         FORWARD_OPEN[0] += 1
 
     def __exit__(self, *exc):
         FORWARD_OPEN[0] -= 1
         TRACES.starts.pop()
         TRACES.forward.pop()
+        TRACES.tracked.pop()
 
 
 class tracing_reverse:
-    """Context manager: a reverse-mode transform (grad, vjp, jacrev) traces its function,
-    under which, as under each of PyTorch's functorch transforms, a Function without
-    ``setup_context`` refuses."""
+    """Context manager: a reverse-mode transform (grad, vjp, jacrev) traces its function on
+    ``inputs`` (if given: see ``requires_grad_here``), under which, as under each of
+    PyTorch's functorch transforms, a Function without ``setup_context`` refuses."""
+
+    def __init__(self, inputs=None):
+        self.tracked = None if inputs is None else {
+            id(history(x)[0]) for x in inputs if x.requires_grad}
 
     def __enter__(self):
         TRACES.reverse += 1
         TRACES.forward.append(False)
+        TRACES.tracked.append(self.tracked)
 
     def __exit__(self, *exc):
         TRACES.reverse -= 1
         TRACES.forward.pop()
+        TRACES.tracked.pop()
 
 
 def refuses_without_setup_context():
@@ -116,10 +127,21 @@ def refuse_without_setup_context(cls):
         raise RuntimeError(_SETUP_CONTEXT)
 
 
-def innermost_forward():
-    """Whether the innermost transform tracing now is forward-mode (jvp, jacfwd, linearize):
-    its inputs require grad in ember only, where PyTorch's carry tangents instead."""
-    return bool(TRACES.forward) and TRACES.forward[-1]
+def requires_grad_here(t):
+    """Whether ``t`` requires grad as PyTorch's kernel choices read it now (scaled dot-product
+    attention's, for its mask): inside functorch transforms, only a tensor computed from the
+    inputs of the innermost one, a reverse-mode one, does (a forward-mode transform's inputs
+    require grad in ember only, where PyTorch's carry tangents; tensors of outer transforms,
+    or closed over, are constants there); outside them, any whose flag is set. A reverse-mode
+    transform that did not give its inputs counts all its tensors."""
+    if not t.requires_grad:
+        return False
+    if not TRACES.forward:
+        return True
+    if TRACES.forward[-1]:
+        return False
+    tracked = TRACES.tracked[-1]
+    return tracked is None or _reaches((t,), tracked)
 
 
 def runs_under_vmap():

@@ -59,11 +59,18 @@ class _BufferMeta(type):
     """``isinstance(t, Buffer)`` holds for tensors made by ``Buffer(...)``."""
 
     def __instancecheck__(cls, instance):
-        return isinstance(instance, Tensor) and getattr(instance, "_is_buffer", False)
+        if cls is Buffer:
+            return isinstance(instance, Tensor) and getattr(instance, "_is_buffer", False)
+        return super().__instancecheck__(instance)
 
 
-class Buffer(metaclass=_BufferMeta):
-    """Marks a tensor to be registered as a buffer when assigned to a Module attribute."""
+class Buffer(Tensor, metaclass=_BufferMeta):
+    """Marks a tensor to be registered as a buffer when assigned to a Module attribute.
+
+    A Tensor subclass, as PyTorch's, though ``Buffer(t)`` returns a plain Tensor (marked).
+    """
+
+    __torch_function__ = _disabled_torch_function_impl
 
     def __new__(cls, data=None, *, persistent=True):
         if data is None:

@@ -22,21 +22,30 @@ _ALIASES = (("dim", "axis"), ("keepdim", "keepdims"))
 _OP_ALIASES = {"linalg.vector_norm": (("input", "x"),),
                # isin's overloads taking a number name it in the singular
                "isin": (("elements", "element"), ("test_elements", "test_element")),
-               # Tensor.split names it split_size; tensor_split's overloads name theirs
-               "split": (("split_size_or_sections", "split_size"),),
+               # tensor_split's overloads name theirs
                "tensor_split": (("indices_or_sections", "sections"),
                                 ("indices_or_sections", "indices"),
                                 ("indices_or_sections", "tensor_indices_or_sections"))}
 
 
-# the names Tensor's methods document for the op's parameters, where the function's differ
-# (both names are taken by both: see _OP_ALIASES)
+# the names Tensor's methods give the op's parameters, where the function's differ: each
+# takes its own name only (torch.split(x, split_size=2) raises, as x.split(split_size=2) does
+# not)
 METHOD_NAMES = {"split": {"split_size_or_sections": "split_size"}}
 
 
-def aliases_of(op, names):
-    """The (parameter, NumPy name) pairs the generated functions of ``op`` accept."""
+# functions PyTorch writes in Python (torch/functional.py): they take no aliases
+_PYTHON_FUNCTIONS = frozenset(("split", "norm", "unique", "unique_consecutive"))
+
+
+def aliases_of(op, names, kind="function"):
+    """The (parameter, NumPy name) pairs the generated functions of ``op`` of ``kind``
+    accept."""
+    from ember.ops._call_site import PYTHON_METHODS
     if op.namespace == "nn.functional":
+        return ()
+    if (op.name in _PYTHON_FUNCTIONS if kind == "function" else
+            (op.method_name or op.name) in PYTHON_METHODS):
         return ()
     pairs = _ALIASES + _OP_ALIASES.get(op.name, ())
     return tuple((p, a) for p, a in pairs if p in names and a not in names)
@@ -75,16 +84,13 @@ def alias_prologue(aliases, parts, pos, defaults, stand_ins, fname):
     return "".join(lines)
 
 
-def public_signature(fn, aliases, hidden=(), names=None):
+def public_signature(fn, aliases, hidden=()):
     """``fn``'s signature as PyTorch documents it: no alias keywords, no stand-in defaults,
-    none of the ``hidden`` parameters, and the parameters ``names`` maps given their
-    documented names (the alias that takes them)."""
+    none of the ``hidden`` parameters."""
     hidden = {a for _, a in aliases} | set(hidden)
-    names = names or {}
-    params = [p.replace(default=inspect.Parameter.empty) if p.default is MISSING else p
-              for p in inspect.signature(fn).parameters.values() if p.name not in hidden]
-    return inspect.Signature([p.replace(name=names[p.name]) if p.name in names else p
-                              for p in params])
+    return inspect.Signature([
+        p.replace(default=inspect.Parameter.empty) if p.default is MISSING else p
+        for p in inspect.signature(fn).parameters.values() if p.name not in hidden])
 
 
 def alias_arg(value, alias_value, default, fname, alias):

@@ -22,11 +22,14 @@ def generate(op, kind, name=None):
     ``Tensor.<name>_`` ("inplace") with the op's real signature; ``name``: another name
     PyTorch gives the op (``ember.divide``), which its TypeErrors then give."""
     args = op._args
-    pos = [a.arg for a in args.args]
+    # a method may name a parameter as PyTorch's Tensor method does (Tensor.split's split_size)
+    renamed = METHOD_NAMES.get(op.name, {}) if kind != "function" else {}
+    pos = [renamed.get(a.arg, a.arg) for a in args.args]
+    params = [renamed.get(p, p) for p in op.param_names]
     defaults = [None] * (len(pos) - len(args.defaults)) + list(args.defaults)
     own_name = op.short_name if kind == "function" else (op.method_name or op.short_name)
     fname = name or own_name
-    aliases = aliases_of(op, pos + [a.arg for a in args.kwonlyargs])
+    aliases = aliases_of(op, pos + [a.arg for a in args.kwonlyargs], kind)
     stand_ins = stand_in_defaults(aliases, pos, defaults)
     parts = []
     for name, default in zip(pos, defaults):
@@ -81,9 +84,9 @@ def generate(op, kind, name=None):
     inputs = ["self" if kind != "function" and n == pos[0] else n for n in op.input_names]
     if kind == "inplace":
         fname += "_"
-    body = _call_line(op, kind, inputs, op.param_names)
+    body = _call_line(op, kind, inputs, params)
     if "*_more" in parts:       # x.squeeze(0, 1): the dims after the first gathered
-        more = ["(dim, *_more)" if p == "dim" else p for p in op.param_names]
+        more = ["(dim, *_more)" if p == "dim" else p for p in params]
         body = f"    if _more:\n    {_call_line(op, kind, inputs, more)}" + body
     body = _bool_checks(zip(pos, defaults)) + _bool_checks(
         (a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)) + body
@@ -102,9 +105,8 @@ def generate(op, kind, name=None):
     fn.__module__ = f"ember.{op.namespace}" if op.namespace and kind == "function" else "ember"
     fn.__qualname__ = fname if kind == "function" else f"Tensor.{fname}"
     fn._ember_op = op
-    names = METHOD_NAMES.get(op.name) if kind != "function" else None
-    if aliases or shifted or required or names or "*_more" in parts:
-        fn.__signature__ = public_signature(fn, aliases, ("_shifted", "_more"), names)
+    if aliases or shifted or required or "*_more" in parts:
+        fn.__signature__ = public_signature(fn, aliases, ("_shifted", "_more"))
     ENTRY_KINDS[fn.__code__] = kind
     ENTRY_FUNCTIONS[fn.__code__] = fn
     return fn

@@ -27,7 +27,7 @@ from ember import _dtype as D
 from ember._random import _philox_uniform, _uniform_like
 from ember._tensor import Tensor, _make
 from ember._warn import outside_level
-from ember.autograd._forward_traces import innermost_forward
+from ember.autograd._forward_traces import requires_grad_here
 from ember.amp._state import STATE as _AMP
 from ember.amp._state import suspended
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -386,10 +386,9 @@ def _(flat, params):
     q, k, v, mask = flat
     if q.device.type != "cpu" or 0 in q._data.shape[:-1] or 0 in v._data.shape:
         return None
-    # a mask that requires grad keeps the flash kernel out, but not under a forward-mode
-    # transform (func.jvp's inputs require grad only in ember): there, PyTorch's kernel
-    # choice sees no mask requiring grad
-    mask_grad = mask is not None and mask.requires_grad and not innermost_forward()
+    # a mask that requires grad keeps the flash kernel out, as PyTorch's choice sees it
+    # inside transforms (see requires_grad_here)
+    mask_grad = mask is not None and requires_grad_here(mask)
     return _FLASH_FORWARD if _cpu_flash(q, k, v, params[0], params[3], mask, mask_grad) \
         else None
 

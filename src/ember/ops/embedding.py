@@ -11,12 +11,13 @@ import numpy as np
 import ember
 from ember import _dtype as D
 from ember.autograd.forward_ad import unpack_dual
+from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
 from ember.backend import combine_at
 from ember.ops._along import check_range
 from ember.ops._registry import op, rename_node
 from ember.ops._scalars import int_arg
-from ember.ops.underivable import forward_ad_active, refuse_forward_ad
+from ember.ops.underivable import forward_ad_active, kernel_input, refuse_forward_ad
 
 __all__ = ["embedding", "one_hot"]
 
@@ -304,9 +305,17 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         dual = unpack_dual(weight).tangent is not None
         refuse_forward_ad("_embedding_bag" if weight.requires_grad or dual
                           else "_embedding_bag_forward_only", weight, per_sample_weights)
+    if max_norm is not None:    # (in place: before the weight is aliased below)
+        _renorm_(weight, flat, max_norm, norm_type)
+    if _GRAD.grad_enabled:      # PyTorch's backward kernels have no derivative
+        if weight.requires_grad:
+            weight = kernel_input(weight, "_embedding_bag", "_embedding_bag_backward")
+        if psw is not None and psw.requires_grad:
+            psw = kernel_input(psw, "_embedding_bag",
+                               "_embedding_bag_per_sample_weights_backward")
     # (the padding index goes to the lookup too, so that a sparse gradient leaves it out)
-    rows = functional_embedding(flat, weight, padding_idx, max_norm, norm_type,
-                                scale_grad_by_freq, sparse)
+    rows = functional_embedding(flat, weight, padding_idx, None, norm_type, scale_grad_by_freq,
+                                sparse)
     d = weight.shape[1]
     if pad >= 0:
         keep = flat != pad

@@ -9,7 +9,9 @@ import numpy as np
 from ember import _dtype as D
 from ember.backend import accumulate
 from ember.ops import return_types
+from ember.ops._call_site import call_shape, call_site
 from ember.ops._dims import int_param, invalid_combination, is_index, wrap_dim
+from ember.ops._overloads import in_parser_words
 from ember.ops._promotion import SAME
 from ember.ops._reduce import constant, rejecting, require_nonempty, route_to_indices
 from ember.ops._registry import op
@@ -68,6 +70,8 @@ def sort(xp, x, dim, descending, stable):
     """The named tuple (values, indices) of ``input`` sorted along ``dim`` (always stably)."""
     if type(dim) is not int or type(descending) is not bool:
         _check_sort_args(dim, descending)
+    if stable is not None:
+        _check_stable_alone("sort")
     return _sorted(xp, x, dim, descending)
 
 
@@ -78,6 +82,20 @@ def _check_sort_args(dim, descending, name="sort"):
         return
     given = (dim, descending) if descending is not False else (dim,)
     raise invalid_combination(name, given)
+
+
+def _check_stable_alone(name):
+    """PyTorch's TypeError when ``stable`` comes with ``dim`` or ``descending`` given by
+    position: only its signature with ``stable`` takes that keyword, and it takes the others
+    by keyword only (an explicit default ``stable`` goes unchecked: the check costs a call)."""
+    shape = call_shape(name)
+    if shape is None or "stable" not in shape[1] or shape[0] < 2:
+        return
+    method = call_site().kind != "function"
+    # worded for that signature where it alone takes as many arguments (its least count
+    # has the tensor and stable, its positional ones the tensor: less the method's self)
+    raise TypeError(in_parser_words(f"{name}() takes from {2 - method} to {1 - method} "
+                                    f"positional arguments but {shape[0] - method} were given"))
 
 
 @sort.named_by
@@ -95,6 +113,8 @@ def argsort(xp, x, dim, descending, stable):
     """The indices that sort ``input`` along ``dim`` (always stably)."""
     if type(dim) is not int or type(descending) is not bool:
         _check_sort_args(dim, descending, "argsort")
+    if stable is not False:
+        _check_stable_alone("argsort")
     return _sorted(xp, x, dim, descending)[1]
 
 

@@ -67,6 +67,11 @@ def _kernel_input(xp, x, kernel, backward):
 _kernel_input.refuse_forward_ad(lambda flat, params: params[0])
 
 
+# the backward kernels whose node PyTorch names (and whose refusal it words as
+# ``_underivable``'s); the others' nodes are "NotImplemented"
+_NAMED_BACKWARDS = {"_embedding_bag_backward": "EmbeddingBagBackwardBackward0"}
+
+
 @_kernel_input.derivative
 def _(grad, x, kernel, backward):
     if backward is None or not _GRAD.grad_enabled:
@@ -74,7 +79,16 @@ def _(grad, x, kernel, backward):
     # create_graph: the composite's gradient, hung from a node refusing the next backward
     with no_grad():
         value = grad.clone()
-    return on_values(lambda ts, g: sampled(ts, g, NOT_IMPLEMENTED, backward), [grad, x], value)
+    node = _NAMED_BACKWARDS.get(backward)
+    if node is not None:
+        def hang(ts, g):
+            return _underivable(ts, g._data, node, backward)
+    else:
+        def hang(ts, g):
+            return sampled(ts, g, NOT_IMPLEMENTED, backward)
+    if value.is_sparse:         # a sparse gradient (embedding_bag's): its values hang
+        return value._with_values(on_values(hang, [grad._v, x], value._v))
+    return on_values(hang, [grad, x], value)
 
 
 def forward_ad_active():

@@ -6,6 +6,7 @@ round-trip between ember and PyTorch. Subclasses implement ``step`` on backend a
 place (see ``_arrays``): an update builds no autograd graph and allocates few temporaries.
 """
 
+import contextlib
 import copy
 import functools
 import warnings
@@ -22,6 +23,7 @@ from ember.autograd.grad_mode import enable_grad, set_grad_enabled
 from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere, loud_fp, quiet_fp
 from ember.optim._state import scalar_state
 from ember.optim._state import value as _get_value  # noqa: F401  (user optimizers import it)
+from ember.profiler import _recorder
 
 __all__ = ["Optimizer", "register_optimizer_step_post_hook",
            "register_optimizer_step_pre_hook", "required"]
@@ -128,27 +130,10 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Reset the gradients of all optimized parameters (to None by default)."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p._grad is None:
-                    continue
-                if set_to_none:
-                    p._grad = None
-                elif isinstance(p._grad, ValuesBacked):    # sparse: emptied, as torch's
-                    g = p._grad
-                    if g.grad_fn is not None:
-                        g.detach_()
-                    else:
-                        g.requires_grad_(False)
-                    g.zero_()
-                else:
-                    g = p._grad
-                    if g._grad_fn is not None:
-                        g.detach_()
-                    else:
-                        g._requires_grad = False
-                    g._data[...] = 0
-                    g._bump_version()
+        if not _recorder._ACTIVE:
+            return _zero_grads(self.param_groups, set_to_none)
+        with _profiled(f"Optimizer.zero_grad#{type(self).__name__}.zero_grad"):
+            return _zero_grads(self.param_groups, set_to_none)
 
     def step(self, closure=None):
         """Perform one optimization step; ``closure`` re-evaluates the model and returns
@@ -306,32 +291,75 @@ def _cast_state(param, key, value):
     return value.to(device=param.device)
 
 
+def _zero_grads(param_groups, set_to_none):
+    for group in param_groups:
+        for p in group["params"]:
+            if p._grad is None:
+                continue
+            if set_to_none:
+                p._grad = None
+            elif isinstance(p._grad, ValuesBacked):    # sparse: emptied, as torch's
+                g = p._grad
+                if g.grad_fn is not None:
+                    g.detach_()
+                else:
+                    g.requires_grad_(False)
+                g.zero_()
+            else:
+                g = p._grad
+                if g._grad_fn is not None:
+                    g.detach_()
+                else:
+                    g._requires_grad = False
+                g._data[...] = 0
+                g._bump_version()
+
+
 def _with_hooks(step):
     def wrapped(*args, **kwargs):
-        self = args[0]          # hooks see the step's arguments with the optimizer first
-        for hook in [*_GLOBAL_STEP_PRE_HOOKS.values(),
-                     *self._optimizer_step_pre_hooks.values()]:
-            result = hook(self, args, kwargs)
-            if result is not None:
-                if not (isinstance(result, tuple) and len(result) == 2):
-                    raise RuntimeError(f"{step} must return None or a tuple of (new_args, "
-                                       f"new_kwargs), but got {result}.")
-                args, kwargs = result
-        token = quiet_fp()      # PyTorch's updates give inf/nan silently (0/0 with eps=0)
-        try:
-            with device_guard(_gpu_of_parameters(self)):
-                out = step(*args, **kwargs)
-        finally:
-            loud_fp(token)
-        for hook in [*self._optimizer_step_post_hooks.values(),
-                     *_GLOBAL_STEP_POST_HOOKS.values()]:
-            hook(self, args, kwargs)
-        return out
+        if not _recorder._ACTIVE:
+            return _hooked_step(step, args, kwargs)
+        # PyTorch's profiles show each step as this range (the hooks inside it)
+        with _profiled(f"Optimizer.step#{type(args[0]).__name__}.step"):
+            return _hooked_step(step, args, kwargs)
     wrapped.__name__ = step.__name__
     wrapped.__qualname__ = step.__qualname__
     wrapped.__doc__ = step.__doc__
     wrapped.__wrapped__ = step          # inspect.signature shows the step's own
     return wrapped
+
+
+@contextlib.contextmanager
+def _profiled(name):
+    """A user-annotation range named ``name`` in the profiles recording now."""
+    r = _recorder.begin(name, "user_annotation")
+    try:
+        yield
+    finally:
+        _recorder.end(r)
+
+
+def _hooked_step(step, args, kwargs):
+    """``step(*args, **kwargs)`` between the step pre- and post-hooks."""
+    self = args[0]          # hooks see the step's arguments with the optimizer first
+    for hook in [*_GLOBAL_STEP_PRE_HOOKS.values(),
+                 *self._optimizer_step_pre_hooks.values()]:
+        result = hook(self, args, kwargs)
+        if result is not None:
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise RuntimeError(f"{step} must return None or a tuple of (new_args, "
+                                   f"new_kwargs), but got {result}.")
+            args, kwargs = result
+    token = quiet_fp()      # PyTorch's updates give inf/nan silently (0/0 with eps=0)
+    try:
+        with device_guard(_gpu_of_parameters(self)):
+            out = step(*args, **kwargs)
+    finally:
+        loud_fp(token)
+    for hook in [*self._optimizer_step_post_hooks.values(),
+                 *_GLOBAL_STEP_POST_HOOKS.values()]:
+        hook(self, args, kwargs)
+    return out
 
 
 def _use_grad_for_differentiable(step):

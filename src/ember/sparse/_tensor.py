@@ -29,6 +29,7 @@ import operator
 
 import ember
 from ember._creation import check_requires_grad
+from ember._set_data import check_new_data
 from ember._tensor import Size, Tensor, _make
 from ember._values_backed import NO_STORAGE, ValuesBacked, blank
 from ember._warn import warn_once
@@ -257,6 +258,21 @@ class SparseTensor(ValuesBacked, Tensor):
     def detach(self):
         """This sparse tensor cut from the graph (sharing its parts' memory)."""
         return self._with_values(self._v.detach())
+
+    def _set_data(self, value):
+        check_new_data(self, value)
+        if self._layout is not L.sparse_coo:
+            return          # PyTorch's set_data leaves a compressed tensor as it was (sic)
+        if self._v.requires_grad:   # the values tensor keeps its gradient and history
+            self._v.data = value._v
+        else:
+            self._v = value._v.detach()
+        self._i, self._coalesced, self._pattern = value._i, value._coalesced, value._pattern
+        self._origin = None
+        if value._size != self._size:
+            self._size, self._anchor = value._size, None
+
+    data = property(Tensor.data.fget, _set_data, doc=Tensor.data.__doc__)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Backward from a sparse tensor: not supported (sum it or make it dense first)."""

@@ -29,7 +29,7 @@ from ember.utils._selective_checkpoint import (SAC_IGNORED_OPS,  # noqa: F401
                                                create_selective_checkpoint_contexts)
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn",
-           "detach_variable", "get_device_states", "set_device_states",
+           "check_backward_validity", "detach_variable", "get_device_states", "set_device_states",
            "set_checkpoint_early_stop", "set_checkpoint_debug_enabled", "DefaultDeviceType",
            "CheckpointPolicy", "SelectiveCheckpointContext",
            "create_selective_checkpoint_contexts", "SAC_IGNORED_OPS"]
@@ -89,6 +89,18 @@ class DefaultDeviceType:
 def noop_context_fn():
     """The default ``context_fn``: no context around the forward nor the recomputation."""
     return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def check_backward_validity(inputs):
+    """Warn when no tensor among ``inputs`` requires grad (a reentrant checkpoint of them
+    gives no gradients)."""
+    _warn_without_grad(inputs, stacklevel=3)
+
+
+def _warn_without_grad(inputs, stacklevel):
+    if not any(x.requires_grad for x in inputs if isinstance(x, Tensor)):
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
+                      stacklevel=stacklevel)
 
 
 def detach_variable(inputs):
@@ -301,10 +313,9 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
                              "use_reentrant=False.")
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
-        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
-            # as in PyTorch, the segment then records no node: its parameters get no gradient
-            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
-                          stacklevel=2)
+        # as in PyTorch, a segment without such inputs records no node: its parameters get no
+        # gradient
+        _warn_without_grad(args, stacklevel=3)
         if not is_grad_enabled() or _under_vmap():
             return function(*args)
         return CheckpointFunction.apply(function, preserve_rng_state, kwargs, *args)

@@ -115,9 +115,11 @@ def invert_permutation(permutation):
     return ember.tensor(inv, device=permutation.device)
 
 
-def _lengths_list(lengths):
+def _lengths_list(lengths, enforce_sorted=True):
     values = lengths.tolist() if isinstance(lengths, Tensor) else lengths
     ndim = np.ndim(values)
+    if ndim > 1 and not enforce_sorted:     # PyTorch's sort permutation is an index first
+        raise IndexError("index_select(): Index is supposed to be a vector")
     if ndim != 1:
         raise RuntimeError(f"'lengths' argument should be a 1D CPU int64 tensor, but got "
                            f"{ndim}D cpu Long tensor")
@@ -127,7 +129,7 @@ def _lengths_list(lengths):
 def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True):
     """Pack a padded batch ``(T, B, *)`` (``(B, T, *)`` if batch_first) of sequences whose
     lengths are ``lengths``; unless ``enforce_sorted``, they need not be sorted."""
-    lengths = _lengths_list(lengths)
+    lengths = _lengths_list(lengths, enforce_sorted)
     if batch_first:
         input = input.transpose(0, 1)
     batch = input.size(1)           # PyTorch's IndexError for inputs of fewer than 2 dims

@@ -22,6 +22,7 @@ import weakref
 from typing import Generic, TypeVar
 
 import ember
+from ember.profiler import _recorder
 from ember.utils.data import _shared
 from ember.utils.data._fetch import IterableFetcher, MapFetcher
 from ember.utils.data._pin import pin_memory
@@ -232,6 +233,17 @@ class _BaseDataLoaderIter:
     def __iter__(self):
         return self
 
+    def __next__(self):
+        if not _recorder._ACTIVE:
+            return self._next_data()
+        # PyTorch's profiles show each batch fetched as this range
+        r = _recorder.begin(f"enumerate(DataLoader)#{type(self).__name__}.__next__",
+                            "user_annotation")
+        try:
+            return self._next_data()
+        finally:
+            _recorder.end(r)
+
     def _count(self, stacklevel):
         """Count a batch handed out; warn (as PyTorch does) for each beyond the length an
         IterableDataset reported to ``len(loader)``."""
@@ -264,9 +276,9 @@ class _SingleProcessDataLoaderIter(_BaseDataLoaderIter):
         self._fetcher = fetcher(self._dataset, self._auto_collation, self._collate_fn,
                                 self._drop_last)
 
-    def __next__(self):
+    def _next_data(self):
         data = self._fetcher.fetch(self._next_index())
-        self._count(stacklevel=2)
+        self._count(stacklevel=3)
         return pin_memory(data) if self._pin else data
 
 
@@ -354,7 +366,7 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
         self._outstanding += 1
         self._send_idx += 1
 
-    def __next__(self):
+    def _next_data(self):
         while True:
             while self._rcvd_idx < self._send_idx:
                 info = self._task_info.get(self._rcvd_idx)
@@ -392,7 +404,7 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
         self._try_put_index()
         if isinstance(data, ExceptionWrapper):
             data.reraise()
-        self._count(stacklevel=3)
+        self._count(stacklevel=4)
         return pin_memory(data) if self._pin else data
 
     def _get_result(self):
