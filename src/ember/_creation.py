@@ -13,6 +13,8 @@ from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, chosen_default_device, get_default_device
 from ember._host_values import _NO_HOST_DLPACK
 from ember._tensor import Size, Tensor, _make
+from ember._transform_state import STATE as _TRANSFORMS
+from ember._transform_state import note_made
 from ember._warn import warn_once
 from ember._creation_layout import check_layout, no_sparse_fill, no_sparse_like, sparse_zeros
 from ember._memory_format import laid_like, lay_out, memory_order, preserve_format, row_major
@@ -63,6 +65,8 @@ def _finish(array, requires_grad):
     if requires_grad:
         _check_grad_dtype(t.dtype)
         t._requires_grad = True
+        if _TRANSFORMS.made is not None:     # (NOTE [Leaves made inside a transform])
+            note_made(t)
     return t
 
 
@@ -143,7 +147,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
         out = out.detach()
     elif requires_grad:
         _check_grad_dtype(out.dtype)
-        out.requires_grad_(True)
+        out._set_requires_grad(True)
     return out
 
 
@@ -366,7 +370,7 @@ def pinned(t, pin_memory):
         raise RuntimeError("pin_memory=True requires a CUDA or other accelerator backend; no "
                            "pinned memory allocator is available on this system.")
     leaf = t.detach().pin_memory()
-    return leaf.requires_grad_() if t.requires_grad else leaf
+    return leaf._set_requires_grad() if t.requires_grad else leaf
 
 
 def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False,
@@ -407,7 +411,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     physical = empty([shape[d] for d in order], dtype=dtype, device=device,
                      requires_grad=False, pin_memory=pin_memory)
     out = physical.permute(*sorted(range(len(order)), key=order.__getitem__))
-    return out.requires_grad_() if requires_grad else out
+    return out._set_requires_grad() if requires_grad else out
 
 
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
@@ -426,7 +430,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
                            f"strides={list(strides)}")
     n = 0 if 0 in shape else 1 + sum((d - 1) * s for d, s in zip(shape, strides))
     out = empty(n, dtype=dtype, device=device, pin_memory=pin_memory).as_strided(shape, strides)
-    return out.requires_grad_() if requires_grad else out
+    return out._set_requires_grad() if requires_grad else out
 
 
 def _fill_dtype(value):

@@ -61,4 +61,4 @@ def sparse_zeros(shape, layout, dtype, device, requires_grad, fn):
             shape, layout=layout, check_invariants=False)
     else:
         raise NotImplementedError(f"ember.{fn} makes no {layout} tensor of {len(shape)} dims")
-    return made.requires_grad_() if requires_grad else made
+    return made._set_requires_grad() if requires_grad else made

@@ -402,7 +402,7 @@ def _fill_out(out, result):
         return result
     _write_out(out, result._data)
     if result.requires_grad:            # requires_grad=True with out= marks out
-        out.requires_grad_(True)
+        out._set_requires_grad(True)
     return out
 
 

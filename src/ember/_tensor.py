@@ -14,7 +14,9 @@ from ember._host_values import (_NO_HOST_DLPACK, _PYTHON_VIA, _check_numpy_dtype
                                 _to_host, _to_python, _warn_scalar_of_grad_tensor)
 from ember._inference import ACTIVE as _INFERENCE_ACTIVE
 from ember._inference import mark as _mark_inference
+from ember._set_data import check_new_data
 from ember._shape import Size, _shape
+from ember._transform_state import STATE as _TRANSFORMS, check_requires_grad_allowed, note_made
 from ember._storage_place import (_address, _placement, _row_major_strides, _storage_root,
                                   empty_geometry)
 from ember.backend import device_of
@@ -62,11 +64,7 @@ class Tensor:
 
     @data.setter
     def data(self, value):
-        if not isinstance(value, Tensor):
-            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
-        if self.requires_grad and value.dtype.category < _dtype.FLOATING:
-            raise RuntimeError("data set to a tensor that requires gradients must be floating "
-                               "point or complex dtype")
+        check_new_data(self, value)
         self._data = value._data
 
     # ----- metadata derived from the array ------------------------------------------------
@@ -495,6 +493,8 @@ class Tensor:
         else:
             new = _make(self._data.copy(), type(self))
         new._requires_grad = self._requires_grad
+        if new._requires_grad and _TRANSFORMS.made is not None:
+            note_made(new)
         if self._grad is not None:
             new._grad = self._grad.__deepcopy__(memo)
         if self.__dict__:
@@ -522,8 +522,11 @@ class Tensor:
         if flag and self.dtype.category < _dtype.FLOATING:
             raise RuntimeError("only Tensors of floating point and complex dtype can require "
                                "gradients")
-        if flag and _inference.MADE[0]:
-            _inference.check_requires_grad(self)
+        if flag:
+            if _inference.MADE[0]:
+                _inference.check_requires_grad(self)
+            if _TRANSFORMS.made is not None:    # (NOTE [Leaves made inside a transform])
+                note_made(self)
         self._requires_grad = flag
 
     def requires_grad_(self, requires_grad=True):
@@ -532,6 +535,12 @@ class Tensor:
             from ember._creation import _tp_name
             raise TypeError(f"requires_grad_(): argument 'requires_grad' (position 1) must be "
                             f"bool, not {_tp_name(requires_grad)}")
+        check_requires_grad_allowed()
+        return self._set_requires_grad(requires_grad)
+
+    def _set_requires_grad(self, requires_grad=True):
+        """``requires_grad_`` for ember's own code, which may flag leaves inside a function
+        transform (PyTorch's transforms refuse the user's ``requires_grad_`` there)."""
         if requires_grad and self.dtype.category < _dtype.FLOATING:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = requires_grad
@@ -711,7 +720,9 @@ class Tensor:
         out._meta = {"storage_root": weakref.ref(_storage_root(data))}
         _inference.inherit(out, data)
         if require_grad:
-            out.requires_grad_(True)
+            from ember.overrides._protocol import DisableTorchFunctionSubclass
+            with DisableTorchFunctionSubclass():        # (PyTorch offers a handler nothing)
+                out._set_requires_grad(True)
         return out
 
     def as_subclass(self, cls):

@@ -97,8 +97,9 @@ def test_jvp_with_respect_to_attn_mask_refuses_as_the_flash_kernel():
     m = _randn(rng, 3, 5)
     with _refused("_scaled_dot_product_flash_attention_for_cpu"):
         jvp(lambda m2: _sdpa(q, k, v, m2), (m,), (m,))
+    mask = m.detach().requires_grad_()      # (torch refuses requires_grad_() inside jvp)
     with _refused("_scaled_dot_product_flash_attention_for_cpu"):
-        jvp(lambda q2: _sdpa(q2, k, v, m.detach().requires_grad_()), (q,), (q,))
+        jvp(lambda q2: _sdpa(q2, k, v, mask), (q,), (q,))
     # inside grad (the innermost transform) the mask requires grad: the math kernel
     out = jvp(grad(lambda m2: _sdpa(q, k, v, m2).sum()), (m,), (m,))[1]
     assert out.shape == (3, 5) and bool(ember.isfinite(out).all())

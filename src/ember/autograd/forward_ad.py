@@ -381,7 +381,7 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
         for i in dual:
             x = flat[i]
             leaf = _alias(x) if connected and x.requires_grad else \
-                _make(x._data).requires_grad_()
+                _make(x._data)._set_requires_grad()
             args[i] = leaf
             leaves.append(leaf)
         res = call(op, op.structure(args, lengths) if lengths else args, params)
@@ -391,7 +391,7 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
         if not any(live):
             return [None] * len(outs)
         roots = [o for o, keep in zip(outs, live) if keep]
-        dummies = [zeros_like(o).requires_grad_() for o in roots]
+        dummies = [zeros_like(o)._set_requires_grad() for o in roots]
         pulled = autograd.grad(roots, leaves, dummies, create_graph=True, allow_unused=True)
         gs, ws = [], []
         for g, t in zip(pulled, tangents):

@@ -437,7 +437,7 @@ def once_differentiable(fn):
         if not prev or not any(isinstance(a, Tensor) and a.requires_grad for a in args):
             return outputs
         single = not isinstance(outputs, tuple)
-        marked = [o.detach().requires_grad_() if isinstance(o, Tensor) and
+        marked = [o.detach()._set_requires_grad() if isinstance(o, Tensor) and
                   (o.is_floating_point() or o.is_complex()) else o
                   for o in ((outputs,) if single else outputs)]
         marked = _DelayedError.apply(*marked)

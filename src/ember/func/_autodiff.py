@@ -17,6 +17,7 @@ import threading
 from ember import autograd
 from ember.autograd._forward_traces import tracing_forward, tracing_reverse
 from ember._tensor import Tensor
+from ember._transform_state import STATE as _TRANSFORMS
 from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
 from ember.autograd.graph import AccumulateGrad
@@ -43,13 +44,25 @@ def _tracing(api, leaves):
     if api.startswith(("jvp(", "linearize(", "jacfwd(")):
         return tracing_forward(leaves, not api.startswith("linearize("),
                                api.startswith("jacfwd("))
-    return tracing_reverse()
+    return tracing_reverse(leaves)
 
 
-def _recording():
+class _recording(inference_mode):
     """Where transforms run ``func`` and differentiate it: grad mode on and, as in PyTorch,
-    inference mode off (inside inference mode nothing would record)."""
-    return inference_mode(False)
+    inference mode off (inside inference mode nothing would record). ember's own code there
+    may flag leaves as requiring grad; the user's may not (NOTE [Leaves made inside a
+    transform] in ember/_transform_state.py)."""
+
+    def __init__(self):
+        self._mode = False
+
+    def __enter__(self):
+        inference_mode.__enter__(self)
+        self._user, _TRANSFORMS.user = _TRANSFORMS.user, False
+
+    def __exit__(self, *exc):
+        _TRANSFORMS.user = self._user
+        inference_mode.__exit__(self, *exc)
 
 
 def _fresh(p):
@@ -58,7 +71,7 @@ def _fresh(p):
     if p.requires_grad:
         from ember.ops.conversion import _alias
         return _alias(p)
-    return (p.clone() if is_inference(p) else p.detach()).requires_grad_()
+    return (p.clone() if is_inference(p) else p.detach())._set_requires_grad()
 
 
 class _Traced:
@@ -71,8 +84,12 @@ class _Traced:
             if not isinstance(x, Tensor):
                 raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
         physical = [materialize(x, self.levels) for x in flat]
-        self.connected = _DEPTH.value > 0 or any(p.requires_grad for p in physical)
+        top = _DEPTH.value == 0         # (only the outermost transform decides what is cut)
+        self.connected = not top or any(p.requires_grad for p in physical)
         outer_grad = is_grad_enabled()
+        # the user's requires_grad_ is refused in func, except in linearize's, as in PyTorch
+        user = _TRANSFORMS.user if api.startswith("linearize(") else True
+        self.made = None
         _DEPTH.value += 1
         try:
             with _recording():
@@ -80,18 +97,24 @@ class _Traced:
                 inputs = tree_unflatten([rewrap(p, self.levels) for p in self.leaves],
                                         self.in_spec)
                 tracing = _tracing(api, self.leaves)
+                if top:     # the leaves func makes are this transform's own, not a closure's
+                    self.made = _TRANSFORMS.made = {}
+                _TRANSFORMS.user = user
                 with tracing:
                     out = func(*inputs)
         finally:
             _DEPTH.value -= 1
+            if top:
+                _TRANSFORMS.made = None
         # what a forward-mode transform recorded under no_grad (NOTE [Tangents through no_grad])
         self.no_grad_results = tracing.entry[3] if type(tracing) is tracing_forward else None
         self.closure = False
-        if not self.connected and outer_grad:
+        if top and outer_grad and (not self.connected or self.made or self.no_grad_results):
             # ``func`` may close over tensors that require grad (a learning rate, a
             # hypernetwork's output): the results that depend on them stay in their graph,
-            # as PyTorch's do
-            reach = _Reach(self.leaves)
+            # as PyTorch's do; those that depend only on the inputs and on leaves func made
+            # are cut, and so are those that reach the graph only through a no_grad region
+            reach = _Reach(self.leaves, self.made)
             self.closure = self.connected = any(
                 reach.tensor(materialize(y, self.levels)) for y in tree_flatten(out)[0]
                 if isinstance(y, Tensor))
@@ -121,7 +144,7 @@ class _Traced:
         if self.connected and not self.closure:
             return tree
         flat, spec = tree_flatten(tree)
-        reach = _Reach(self.leaves) if self.closure else None   # (one walk for all of tree)
+        reach = _Reach(self.leaves, self.made) if self.closure else None   # (one walk)
         return tree_unflatten([x.detach() if isinstance(x, Tensor) and not (
             reach is not None and reach.tensor(materialize(x, self.levels)))
             else x for x in flat], spec)
@@ -161,12 +184,15 @@ class _Traced:
 
 class _Reach:
     """Whether the graph behind a tensor reaches a tensor that requires grad other than a
-    transform's own fresh ``leaves``: each node is walked once however many tensors share
-    it (a gradient per parameter shares most of the double-backward graph), and a walk
-    stops at the first such tensor."""
+    transform's own: its fresh ``leaves`` and the leaves its function ``made`` (``{id:
+    weakref}``). Each node is walked once however many tensors share it (a gradient per
+    parameter shares most of the double-backward graph), and a walk stops at the first
+    such tensor."""
 
-    def __init__(self, leaves):
+    def __init__(self, leaves, made=None):
         self.own = {id(x) for x in leaves}
+        if made:        # (a dead leaf's id may be another tensor's now)
+            self.own.update(key for key, ref in made.items() if ref() is not None)
         self.memo = {}              # id(node) -> bool (the tensors asked about keep them alive)
 
     def tensor(self, t):
@@ -180,7 +206,10 @@ class _Reach:
         known = self.memo.get(id(node))
         if known is None:
             if isinstance(node, AccumulateGrad):
-                known = self.memo[id(node)] = id(node.variable) not in self.own
+                # (a leaf that is gone, such as a parameter of a module func built, is
+                # nobody's to read a gradient from: a constant)
+                var = node.variable
+                known = self.memo[id(node)] = var is not None and id(var) not in self.own
             elif type(node) is NoGradGateBackward:     # closed to reverse mode
                 known = self.memo[id(node)] = False
         return known

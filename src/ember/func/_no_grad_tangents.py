@@ -11,8 +11,14 @@ copy's node passes gradient only while a forward-mode transform runs the backwar
 that build its Jacobian-vector products (``linearizing``). Every other backward, the user's
 or an outer transform's, finds the gate closed, so the region stays constant to it, and the
 derivative formulas of the region, which read the gated copies, are constants to it as well.
-What differs from PyTorch: results computed under ``no_grad`` inside the transform report
-``requires_grad=True``, and in-place calls under ``no_grad`` there carry no tangent.
+An in-place write there into a tensor with history (or into a view of one) records too, and
+the tensor's node then switches: to the write for the transform's passes, past it for any
+other backward, so that later ops on the tensor record, for reverse mode, on the history it
+had, as PyTorch's. What differs from PyTorch: results computed under ``no_grad`` inside the
+transform report ``requires_grad=True`` there; writes under ``no_grad`` into a leaf, into a
+view of a leaf, into one of several views an op returned, or into a view of a view made
+under ``no_grad`` carry no tangent; and a write that changes values a recorded op saved
+raises, at the transform's backward pass, PyTorch's "modified by an inplace operation".
 """
 
 import threading
@@ -22,6 +28,7 @@ from ember._tensor import Tensor
 from ember.autograd._forward_traces import TRACES as FORWARD_TRACES
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history
+from ember.ops._recording import in_multi_output_view
 
 __all__ = ["call_recording_tangents", "call_inplace_recording_tangents", "linearizing",
            "settle"]
@@ -54,6 +61,19 @@ class NoGradGateBackward(Node):
         return [grads[0] if _LINEARIZING.depth else None]
 
 
+class NoGradInplaceBackward(Node):
+    """The history of a tensor written in place under ``no_grad`` in a forward-mode transform:
+    the write's node (edge 0) while the transform linearizes, and the history the tensor had
+    before (edge 1) for every other backward, to which, as in PyTorch, the write never
+    happened (later ops on the tensor record on this node)."""
+
+    __slots__ = ()
+
+    def apply(self, grads):
+        """The gradient, to the write while a forward-mode transform linearizes, else past it."""
+        return [grads[0], None] if _LINEARIZING.depth else [None, grads[0]]
+
+
 def _gated(x):
     """``x`` itself, or for a tensor with history, a copy of it (same memory and version)
     whose gradient goes through a gate to ``x``'s history."""
@@ -65,6 +85,9 @@ def _gated(x):
         return x
     copy = x.detach()
     copy._grad_fn = NoGradGateBackward((history(x),))
+    if copy._meta is None:
+        copy._meta = {}
+    copy._meta["no_grad_source"] = x    # (views of the copy write into x: see below)
     return copy
 
 
@@ -86,24 +109,51 @@ def call_recording_tangents(op, inputs, params):
 
 def call_inplace_recording_tangents(op, inputs, params):
     """An in-place call under ``no_grad`` inside a forward-mode transform's trace, writing
-    into a tensor with history there (not a leaf, not a view): recorded behind gates, as
-    ``call_recording_tangents``; once the transform is done, the tensor gets back the
-    history it had, as PyTorch's in-place calls under ``no_grad`` leave it."""
+    into a tensor with history there, or into a view of one (made before the region or in
+    it): recorded behind gates, as ``call_recording_tangents``, and the written tensor (the
+    view's base) gets a ``NoGradInplaceBackward`` that shows any other backward the history it
+    had; once the transform is done, it gets that history back, as PyTorch's in-place calls
+    under ``no_grad`` leave it. NotImplemented where the call carries no tangent (a leaf, a
+    view of a leaf, of a view, or one of several views an op returned): the caller runs it
+    as any call under no_grad."""
     from ember.ops._inplace import call_inplace
     self = inputs[0]
-    before = self._grad_fn, self._output_nr
-    self._grad_fn = NoGradGateBackward((before,))
-    self._output_nr = 0
+    target = self
+    if self._view is not None:
+        if in_multi_output_view(self) or self._meta is not None \
+                and "no_grad_view" in self._meta:
+            return NotImplemented
+        target = _source(self._view[0])
+    if target._grad_fn is None or target._view is not None:
+        return NotImplemented
+    before = target._grad_fn, target._output_nr
+    written = self if self._view is None else self._view[0]     # (the base: target or its copy)
+    viewed = self._grad_fn, self._output_nr
+    kept = written._grad_fn, written._output_nr
+    written._grad_fn = NoGradGateBackward((before,))
+    written._output_nr = 0
     _GRAD.grad_enabled = True
     try:
         out = call_inplace(op, [self] + [_gated(x) for x in inputs[1:]], params)
     except BaseException:
-        self._grad_fn, self._output_nr = before
+        written._grad_fn, written._output_nr = kept
         raise
     finally:
         _GRAD.grad_enabled = False
-    _innermost_results().append((weakref.ref(self), self._grad_fn) + before)
+    target._grad_fn = NoGradInplaceBackward(((written._grad_fn, written._output_nr), before))
+    target._output_nr = 0
+    results = _innermost_results()
+    if self is not target:      # (a view: it gets back the history it had, too)
+        results.append((weakref.ref(self), self._grad_fn) + viewed)
+    results.append((weakref.ref(target), target._grad_fn) + before)
     return out
+
+
+def _source(t):
+    """The tensor that ``t``, a gated copy, stands for in the region; else ``t`` itself."""
+    meta = t._meta
+    source = meta.get("no_grad_source") if meta is not None else None
+    return t if source is None else source
 
 
 def _innermost_results():
@@ -120,7 +170,7 @@ def settle(results):
     if FORWARD_TRACES.starts:
         _innermost_results().extend(results)
         return
-    for ref, node, fn, nr in results:
+    for ref, node, fn, nr in reversed(results):     # (the last write undone first)
         t = ref()
         if t is not None and t._grad_fn is node:
             t._grad_fn, t._output_nr = fn, nr

@@ -80,11 +80,13 @@ def call_inplace(op, inputs, params):
         return dispatch_params(op, inputs, params, None, inplace=True)
     if op.view:
         return _inplace_view(op, self, params)
-    if not grad_mode and requires_grad and self._grad_fn is not None and FORWARD_OPEN[0] \
-            and self._view is None and FORWARD_TRACES.starts and not _GRAD.inference:
+    if not grad_mode and requires_grad and FORWARD_OPEN[0] and FORWARD_TRACES.starts \
+            and (self._grad_fn is not None or self._view is not None) and not _GRAD.inference:
         # NOTE [Tangents through no_grad]
         from ember.func._no_grad_tangents import call_inplace_recording_tangents
-        return call_inplace_recording_tangents(op, inputs, params)
+        res = call_inplace_recording_tangents(op, inputs, params)
+        if res is not NotImplemented:
+            return res
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
     record = grad_mode and requires_grad and op.vjp is not None

@@ -329,5 +329,5 @@ def make_tensor(*shape, dtype, device=None, low=None, high=None, requires_grad=F
     if device is not None and str(device) != "cpu":
         t = t.to(device)
     if requires_grad:
-        t.requires_grad_(True)
+        t.requires_grad = True      # (not requires_grad_: allowed inside function transforms)
     return t

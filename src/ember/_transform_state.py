@@ -1,0 +1,58 @@
+"""What ember's function transforms share with tensor creation and ``requires_grad_``.
+
+NOTE [Leaves made inside a transform]
+A function given to ``grad``/``vjp``/``jvp``/``jacrev``/``jacfwd``/``hessian`` may close over
+tensors that require grad, and its results then stay in their graph (``_Traced`` in
+func/_autodiff.py walks the results' graph for such tensors). A leaf that starts requiring
+grad *while* the function runs (``ones(3, requires_grad=True)``, an ``nn.Linear`` built inside,
+``t.requires_grad = True``) is no such tensor: in PyTorch it belongs to the transform, whose
+results do not require grad through it. So while the outermost such transform traces its
+function, ``STATE.made`` collects those leaves (``note_made``, called only where a leaf starts
+requiring grad: the cost stays off factories without ``requires_grad``), and the walk treats
+them as the transform's own.
+
+PyTorch refuses ``Tensor.requires_grad_()`` (with any flag, on any tensor) while a transformed
+function runs, vmap's included (``linearize``, which traces, is the exception).
+``STATE.user`` says whether that function, rather than ember's own transform machinery, is
+running: True inside ``_Traced``'s call of it, False while the machinery runs (which flags its
+own leaves), None outside ``_Traced``, where vmap's levels decide.
+"""
+
+import threading
+import weakref
+
+__all__ = ["STATE", "note_made", "check_requires_grad_allowed"]
+
+
+class _State(threading.local):
+    made = None     # {id: weakref} of the leaves made requiring grad in the running trace
+    user = None     # see NOTE above
+
+
+STATE = _State()
+
+
+def note_made(t):
+    """Record that leaf ``t`` started requiring grad inside the running trace."""
+    STATE.made[id(t)] = weakref.ref(t)
+
+
+_IN_TRANSFORM = ("You are attempting to call Tensor.requires_grad_() (or perhaps using "
+                 "torch.autograd.functional.* APIs) inside of a function being transformed by a "
+                 "functorch transform. This is unsupported, please attempt to use the functorch "
+                 "transforms (e.g. grad, vjp, jacrev, jacfwd, hessian) or call requires_grad_() "
+                 "outside of a function being transformed instead.")
+
+_VMAP = []          # ember.func._batched.STATE, once imported (it imports ember._tensor)
+
+
+def check_requires_grad_allowed():
+    """PyTorch's refusal of ``requires_grad_()`` inside a transformed function."""
+    user = STATE.user
+    if user is None:
+        if not _VMAP:
+            from ember.func._batched import STATE as vmap_state
+            _VMAP.append(vmap_state)
+        user = bool(_VMAP[0].levels)
+    if user:
+        raise RuntimeError(_IN_TRANSFORM)
