@@ -19,15 +19,16 @@ def _mlp(depth):
 
 @pytest.fixture
 def edge_reads(monkeypatch):
-    """Counts reads of Node.next_functions (every graph walk reads them)."""
+    """Counts reads of Node.next_functions and of the engine's alias, Node._edges."""
     slot = graph.Node.__dict__["next_functions"]
     count = [0]
 
     def read(node):
         count[0] += 1
         return slot.__get__(node)
-    monkeypatch.setattr(graph.Node, "next_functions",
-                        property(read, lambda node, v: slot.__set__(node, v)))
+    counted = property(read, lambda node, v: slot.__set__(node, v))
+    monkeypatch.setattr(graph.Node, "next_functions", counted)
+    monkeypatch.setattr(graph.Node, "_edges", counted)     # (the engine walks this alias)
     return count
 
 

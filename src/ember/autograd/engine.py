@@ -26,7 +26,7 @@ def _discover(roots):
     seen.update(stack)
     while stack:
         node = stack.pop()
-        for nxt, _ in node.next_functions:
+        for nxt, _ in node._edges:
             if nxt is None:
                 continue
             deps[nxt] = deps.get(nxt, 0) + 1
@@ -42,7 +42,7 @@ def _needed(nodes, target_nodes):
     for start in nodes:
         if start in needed:
             continue
-        stack = [(start, iter(start.next_functions))]
+        stack = [(start, iter(start._edges))]
         needed[start] = start in target_nodes
         while stack:
             node, edges = stack[-1]
@@ -51,7 +51,7 @@ def _needed(nodes, target_nodes):
                     continue
                 if nxt not in needed:
                     needed[nxt] = nxt in target_nodes
-                    stack.append((nxt, iter(nxt.next_functions)))
+                    stack.append((nxt, iter(nxt._edges)))
                     break
                 if needed[nxt]:
                     needed[node] = True
@@ -108,16 +108,23 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
             buf = buffers.pop(node, None) or [None] * node.n_outputs
             grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
                                  accumulate_into_grad) or ()
-            for i, (nxt, nr) in enumerate(node.next_functions):
+            late = node._late_inputs        # (read after its hooks ran, which may route it)
+            for i, (nxt, nr) in enumerate(node._edges):
                 if nxt is None:
                     continue
                 g = grads_in[i] if i < len(grads_in) else None
                 if g is not None:
                     _add_to_buffer(buffers, nxt, nr, g)
-                left = deps[nxt] - 1
+                try:
+                    left = deps[nxt] - 1
+                except KeyError:
+                    left = _inserted(nxt, run_set)
                 deps[nxt] = left
                 if left == 0 and (run_set is None or nxt in run_set):
-                    heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+                    key = -nxt._seq
+                    if late and i in late and key < 0.5 - node._seq:
+                        key = 0.5 - node._seq   # when its t() node would have run
+                    heapq.heappush(ready, (key, id(nxt), nxt))
             grads_in = g = None     # the buffers hold them now (see _held_only_here)
         while callbacks:
             callbacks.pop(0)()
@@ -125,6 +132,25 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
         _FINAL.stacks.pop()
         restore_grad_mode(prev_mode)
     return captured
+
+
+def _inserted(node, run_set):
+    """The dependencies left of a node met on an edge after _discover: a t() node that a hook
+    routed in (RoutedOpNode) while this backward ran, standing on the raw edge _discover
+    counted, so that this edge is its only one."""
+    if run_set is not None:
+        _joins(node, run_set)
+    return 0
+
+
+def _joins(node, run_set):
+    """Whether ``node``, met on an edge, leads to a node that must run though _needed did not
+    find it (a t() node routed in since, see _inserted); then it joins ``run_set``. (A node
+    _needed saw that leads to one is in ``run_set`` already.)"""
+    if node is None or node in run_set or not any(nxt in run_set for nxt, _ in node._edges):
+        return False
+    run_set.add(node)
+    return True
 
 
 class _FinalCallbacks(threading.local):
@@ -177,14 +203,15 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
             if out is not None:
                 buf = _hook_values(fn, out, buf)
 
-    if type(node) is AccumulateGrad:
-        return _run_leaf(node, buf[0], target_index, captured, accumulate_into_grad)
+    if type(node) is AccumulateGrad:        # (object(): see _held_only_here)
+        return _run_leaf(node, buf[0], object(), target_index, captured, accumulate_into_grad)
 
     if target_index is not None:
         for nr in range(node.n_outputs):
             for i in target_index.get((node, nr), ()):
                 _capture(i, buf[nr], captured, accumulate_into_grad)
-        if not any(nxt in run_set for nxt, _ in node.next_functions):
+        if not any(nxt in run_set for nxt, _ in node._edges) \
+                and not any([_joins(nxt, run_set) for nxt, _ in node._edges]):
             return None             # a target that leads to no other target
 
     for g in buf:
@@ -251,7 +278,7 @@ def _mixed():
     raise RuntimeError("a backward node received gradients on two GPUs")
 
 
-def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
+def _run_leaf(node, grad, probe, target_index, captured, accumulate_into_grad):
     if grad is None:
         return []
     var = node.variable
@@ -275,7 +302,7 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
         _warn_grad_cycle()
     # (a hook's result may be held elsewhere while the buffer holds the tensor it replaced;
     # counted before the call, whose arguments would hold grad too)
-    sole = not hooks and not node._post_hooks and _held_only_here(grad)
+    sole = not hooks and not node._post_hooks and _held_only_here(grad, probe)
     accumulate(var, grad, sole)
     post = post_accumulate_hooks(var)
     if post:
@@ -285,15 +312,21 @@ def _run_leaf(node, grad, target_index, captured, accumulate_into_grad):
     return []
 
 
-def _held_only_here(grad):
+def _held_only_here(grad, probe):
     """Whether only the engine's buffer slot and _run_leaf hold ``grad``, and only ``grad``
     holds its array: then no one (a user's root gradient, a hook that kept it, another leaf's
-    pending gradient) can see that array adopted as a ``.grad``. The counts allowed are those
-    of the same shape of call measured once (_sole_refs), so they follow the interpreter's
-    own counting."""
+    pending gradient) can see that array adopted as a ``.grad``.
+
+    ``grad`` is counted against ``probe``, a fresh object (no other thread holds it) passed
+    down the same calls: what the interpreter holds per call (one more reference per call
+    and argument under a frame hook such as torch dynamo's, which stops calls being inlined;
+    one per local while a tracer reads ``f_locals``) counts for both, so that the difference
+    allowed, measured once (_sole_refs), holds whatever hooks come and go after. (Absolute
+    counts measured under such a hook let gradients held elsewhere pass as sole once it was
+    gone.)"""
     if not _SOLE_REFS:
         _SOLE_REFS.extend(_sole_refs())
-    return (sys.getrefcount(grad) <= _SOLE_REFS[0]
+    return (sys.getrefcount(grad) - sys.getrefcount(probe) <= _SOLE_REFS[0]
             and sys.getrefcount(grad._data) <= _SOLE_REFS[1])
 
 
@@ -301,18 +334,19 @@ _SOLE_REFS = []
 
 
 def _sole_refs():
-    """What _held_only_here counts for a tensor held by one list slot and one caller."""
+    """What _held_only_here counts for a tensor held by one list slot, passed as _run_node
+    passes it: (its count less the probe's, its array's count)."""
     import numpy as np
 
     from ember._tensor import _make
 
-    def counts(grad):
-        return sys.getrefcount(grad), sys.getrefcount(grad._data)
+    def counts(grad, probe):
+        return sys.getrefcount(grad) - sys.getrefcount(probe), sys.getrefcount(grad._data)
 
-    def run_leaf(grad):
-        return counts(grad)
+    def run_leaf(grad, probe):
+        return counts(grad, probe)
     slot = [_make(np.zeros(1))]
-    return run_leaf(slot[0])
+    return run_leaf(slot[0], object())
 
 
 def _run_post_accumulate(hooks, var):

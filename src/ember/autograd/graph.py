@@ -12,7 +12,6 @@ import itertools
 import re
 import weakref
 from collections import OrderedDict
-from typing import NamedTuple
 
 from ember._dtype import FROM_NUMPY
 from ember._hook_handles import RemovableHandle
@@ -28,6 +27,7 @@ __all__ = ["Node", "OpNode", "AccumulateGrad", "history", "RemovableHandle",
            "disable_saved_tensors_hooks", "allow_mutation_on_saved_tensors"]
 
 _sequence = itertools.count()
+_accumulators = itertools.count()
 _ANOMALY = anomaly.ENABLED              # [whether anomaly mode is on], read per recorded op
 
 _FREED = ("Trying to backward through the graph a second time (or directly access saved "
@@ -63,10 +63,11 @@ class Node:
     _post_hooks = None                  # fn(grad_inputs, grad_outputs)
     _trace = None                       # the forward's stack, under detect_anomaly
     _metadata = None
+    _late_inputs = ()                   # see RoutedOpNode (ops/_recording.py)
 
-    def __init__(self, next_functions):
+    def __init__(self, next_functions, seq=None):
         self.next_functions = next_functions
-        self._seq = next(_sequence)
+        self._seq = next(_sequence) if seq is None else seq
         if anomaly.ENABLED[0]:
             self._trace = anomaly.capture_trace()
 
@@ -85,6 +86,11 @@ class Node:
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+    def _sequence_nr(self):
+        """This node's creation number: later nodes have larger ones (counted across threads,
+        and over the nodes ember's composites make, so the values differ from PyTorch's)."""
+        return int(self._seq)
 
     def __call__(self, *grads):
         """Run this node on ``grads``: one gradient alone, several as a tuple."""
@@ -109,6 +115,9 @@ class Node:
 
     def _release(self):
         """Free what was saved for backward (after a backward without retain_graph)."""
+
+
+Node._edges = Node.next_functions       # the slot, which the engine walks (see RoutedOpNode)
 
 
 class InputMeta(tuple):
@@ -337,7 +346,8 @@ class OpNode(Node):
             return op.vjp(grad, *args, *self._params, out=self._unpack_output())
         return op.vjp(grad, *args, *self._params)
 
-    def apply(self, grads):
+    def apply(self, grads, in_meta=None):
+        """Input gradients from output gradients, conformed to ``in_meta`` (or the inputs')."""
         op = self.op
         inputs = self._unpack_inputs()
         if self.n_outputs == 1:
@@ -357,7 +367,7 @@ class OpNode(Node):
         if op.seq_inputs:
             result = op.flatten_grads(result)
         grads = [None if meta is None or g is None else conform(g, meta)
-                 for g, meta in zip(result, self._in_meta)]
+                 for g, meta in zip(result, in_meta or self._in_meta)]
         if op.dropped_inputs is not None:       # one gradient per edge
             return op.kept_edges(grads, *inputs)
         return grads
@@ -454,7 +464,7 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
         actual = t._version
         kind = _type_string(t.dtype)
         shape = list(t.shape)
-        fn = t._grad_fn
+        fn = t._grad_fn if t._view is None else t.grad_fn     # (a view's rebuilt first)
         where = f", which is output {t._output_nr} of {_op_of(fn)}," if fn is not None else ""
     else:
         array, nr = output
@@ -503,13 +513,18 @@ class AccumulateGrad(Node):
     __slots__ = ("_variable",)
 
     def __init__(self, variable):
-        Node.__init__(self, ())
+        # runs as soon as it is ready, before other nodes, as in PyTorch; numbered apart (it
+        # takes no number from the other nodes' count, Node._sequence_nr)
+        Node.__init__(self, (), _FIRST + next(_accumulators))
         self._variable = weakref.ref(variable)
-        self._seq += _FIRST     # runs as soon as it is ready, before other nodes, as in PyTorch
 
     def name(self):
         """``torch::autograd::AccumulateGrad``, as PyTorch names this node."""
         return "torch::autograd::AccumulateGrad"
+
+    def _sequence_nr(self):
+        """PyTorch's number for accumulators: the largest uint64."""
+        return (1 << 64) - 1
 
     @property
     def variable(self):
@@ -604,8 +619,11 @@ def history(t):
     """The ``(node, output_nr)`` edge through which gradient reaches ``t``."""
     if t._view is not None:
         if t._grad_fn is None and t._meta is not None and "no_grad_view" in t._meta:
+            if t._vc.value != t._view[6] and t._view[0].requires_grad:    # written since
+                from ember.ops._inplace import REBASED, check_no_grad_view
+                check_no_grad_view(t, REBASED)
             return None, 0      # a view made without grad mode: PyTorch drops its gradient
-        if t._view[0]._grad_fn is not t._view[4]:     # the base's history changed since
+        if t._view[0]._grad_fn is not t._view[4] or t._vc.value != t._view[6]:  # moved on since
             from ember.ops._inplace import refresh_view_history
             refresh_view_history(t)
     fn = t._grad_fn
@@ -702,84 +720,9 @@ def post_accumulate_hooks(t):
     return None if meta is None else meta.get("post_acc_hooks")
 
 
-
-# --- edges and hooks over several tensors (torch.autograd.graph's public helpers) -------------
-
-class GradientEdge(NamedTuple):
-    """Where a tensor's gradient enters the graph: a node and which of its inputs (accepted
-    by ``autograd.grad`` in place of the tensor)."""
-
-    node: Node
-    output_nr: int
-    ownership_token: object = None
-
-
-def get_gradient_edge(tensor):
-    """The ``GradientEdge`` through which ``tensor``'s gradient flows."""
-    if not tensor.requires_grad:
-        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does "
-                           "not require gradients")
-    return GradientEdge(*history(tensor))
-
-
-def increment_version(tensor):
-    """Bump the version counter of ``tensor`` (or of each tensor in an iterable), as an
-    in-place write would, so that backward notices the change."""
-    for t in (tensor,) if isinstance(tensor, Tensor) else tensor:
-        t._bump_version()
-
-
-class _MultiHandle:
-    """The handle of a multi-grad hook: removes the hook from every tensor."""
-
-    def __init__(self, handles):
-        self.handles = handles
-
-    def remove(self):
-        """Unregister the hook from all its tensors."""
-        for handle in self.handles:
-            handle.remove()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
-
-
-def register_multi_grad_hook(tensors, fn, *, mode="all"):
-    """Call ``fn`` once per backward over ``tensors``: with all their gradients (None for those
-    the backward did not reach) in mode "all", with the first one computed in mode "any"."""
-    if mode not in ("all", "any"):
-        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
-    from ember.autograd.engine import queue_callback
-    tensors = tuple(tensors)
-    if mode == "all" and not all(t.requires_grad for t in tensors):
-        raise AssertionError("Expected gradient function to be set")
-    grads = [None] * len(tensors)
-    started = [False]                   # within the current backward
-
-    def finish():
-        got = list(grads)
-        started[0] = False
-        grads[:] = [None] * len(tensors)
-        if mode == "all":
-            fn(got)
-
-    def hook_for(i):
-        def hook(grad):
-            if not started[0]:
-                started[0] = True
-                queue_callback(finish)
-                if mode == "any":
-                    fn(grad)
-            grads[i] = grad if mode == "all" else None
-        return hook
-
-    return _MultiHandle([t.register_hook(hook_for(i)) for i, t in enumerate(tensors)
-                         if t.requires_grad])
-
-
+from ember.autograd._edges_and_multi_hooks import (GradientEdge,  # noqa: E402
+                                                   get_gradient_edge, increment_version,
+                                                   register_multi_grad_hook)
 from ember.autograd.saved_hooks import (allow_mutation_on_saved_tensors,  # noqa: E402
                                         disable_saved_tensors_hooks, save_on_cpu,
                                         saved_tensors_hooks)

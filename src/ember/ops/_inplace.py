@@ -103,10 +103,27 @@ def call_inplace(op, inputs, params):
                params_in_dtype(op, params, casts[0]), casts, compute)
     finally:
         loud_fp(token)
+    if record:
+        operand_views = _current_operand_views(self, flat)
     self._bump_version()
     if record:
+        for x in operand_views:         # recorded with their history from before the write
+            x._view = x._view[:6] + (x._vc.value,)
         _record_inplace(op, self, old, flat, lengths, params, recipe)
     return self
+
+
+def _current_operand_views(self, flat):
+    """The operands that are views sharing ``self``'s memory (``out[:, :2].copy_(out[:, 4:])``),
+    their grad_fn brought up to date before the write bumps their version too: PyTorch reads an
+    operand's history before writing. (The write gives their base a new node, from which a
+    later use rebuilds them.)"""
+    counter = self._vc
+    views = [x for x in flat[1:] if isinstance(x, Tensor) and x._view is not None
+             and x._vc is counter]
+    for x in views:
+        history(x)
+    return views
 
 
 def _write(op, self, dst, xp, arrays, params, casts, compute):
@@ -177,23 +194,28 @@ def _check_leaf(t):
 _COMPARISONS = ("compare", "equality", "order")
 
 
-def _no_grad_view_error(mode):
+REBASED = "its base or another view of its base has been"     # (check_no_grad_view's words)
+
+
+def _no_grad_view_error(mode, change):
     block, now = (("inference_mode", "in normal mode") if mode == "inference mode"
                   else ("no_grad", "with grad mode enabled"))
-    return (f"created in {mode} and is being modified inplace {now}. Given that this use case "
+    return (f"created in {mode} and {change} modified inplace {now}. Given that this use case "
             f"is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
             f"both the view and the inplace either both inside the {block} block (if you don't "
             f"want the inplace to be tracked) or both outside (if you want the inplace to be "
             f"tracked).")
 
 
-def check_no_grad_view(t):
+def check_no_grad_view(t, change="is being"):
     """Raise PyTorch's error for writing, with grad mode on, into a view made in no_grad or
     inference mode of a tensor that requires grad (or into a view of such a view): the write
-    could not be recorded on the base's history consistently."""
+    could not be recorded on the base's history consistently. Likewise for a view a custom
+    Function returned (its backward stands for the view's). ``change``: ``REBASED`` when it is
+    the view's base (or another view of it) that was written, in any mode."""
     made_by = t._meta.get("function_view") if t._meta else None
     if made_by:
-        raise RuntimeError(f"Output {made_by[1]} of {made_by[0]} is a view and is being "
+        raise RuntimeError(f"Output {made_by[1]} of {made_by[0]} is a view and {change} "
                            f"modified inplace. This view was created inside a custom Function "
                            f"(or because an input was returned as-is) and the autograd logic to "
                            f"handle view+inplace would override the custom backward associated "
@@ -202,7 +224,7 @@ def check_no_grad_view(t):
                            f"the custom Function.")
     mode = t._meta.get("no_grad_view") if t._meta else None
     if mode:
-        raise RuntimeError("A view was " + _no_grad_view_error(mode))
+        raise RuntimeError("A view was " + _no_grad_view_error(mode, change))
     src = t._view[1]
     while src._view is not None:
         mode = src._meta.get("no_grad_view") if src._meta else None
@@ -210,7 +232,7 @@ def check_no_grad_view(t):
             index = t._view[5] or 0
             name = t._view[2].node_class.__name__.rstrip("0123456789").removesuffix("Backward")
             raise RuntimeError(f"Output {index} of {name} is a view of a view which was "
-                               + _no_grad_view_error(mode))
+                               + _no_grad_view_error(mode, change))
         src = src._view[1]
 
 
@@ -263,15 +285,19 @@ def _history_snapshot(t, copy_values):
 
 def _check_single_view(t):
     if t._view is not None and in_multi_output_view(t):
-        # PyTorch names the forward function: Split, SplitWithSizes, Unbind (or Select, View...
-        # for a view of their outputs, which it calls output 0)
-        node = t._grad_fn.name() if t._grad_fn is not None else t._view[2].node_class.__name__
-        name = node.rstrip("0123456789").removesuffix("Backward")
         raise RuntimeError(
-            f"Output {t._view[5] or 0} of {name} is a view and is being "
-            f"modified inplace. This view is the output of a function that returns multiple "
-            f"views. Such functions do not allow the output views to be modified inplace. You "
-            f"should replace the inplace operation by an out-of-place one.")
+            f"{_view_output_name(t)} is a view and is being modified inplace. This view is the "
+            f"output of a function that returns multiple views. Such functions do not allow the "
+            f"output views to be modified inplace. You should replace the inplace operation by "
+            f"an out-of-place one.")
+
+
+def _view_output_name(t):
+    """'Output 1 of Unbind': how PyTorch names view ``t`` in its errors (the forward function
+    of its grad_fn: Split, SplitWithSizes, Unbind, or Select, View... for a view of their
+    outputs, which it calls output 0)."""
+    node = t._grad_fn.name() if t._grad_fn is not None else t._view[2].node_class.__name__
+    return f"Output {t._view[5] or 0} of {node.rstrip('0123456789').removesuffix('Backward')}"
 
 
 def _record_inplace(op, self, old, flat, lengths, params, recipe):
@@ -329,6 +355,8 @@ def _inplace_view(op, self, params):
         self._grad_fn, self._output_nr = new._grad_fn, new._output_nr
         _rename_inplace_node(self._grad_fn)
     self._bump_version()
+    if record and self._view is not None:   # that history is current: keep it
+        self._view = self._view[:6] + (self._vc.value,)
     if self._meta is None:
         self._meta = {}
     self._meta.setdefault("view_undo", []).append(_undo_step(op, params, old._data.shape))
@@ -376,7 +404,7 @@ def _hops(t):
     shape changes its source has had (when there were any, the step may predate some)."""
     hops = []
     while t._view is not None:
-        base, src, op, params, _, index = t._view
+        base, src, op, params, _, index = t._view[:6]
         undo = src._meta.get("view_undo") if src._meta else None
         hops.append(((op, params, index), tuple(reversed(undo)) if undo else ()))
         if src is base:
@@ -432,13 +460,25 @@ def replay(recipe, tensor):
 
 
 def refresh_view_history(t):
-    """Rebuild a view's grad_fn when its base's history changed since it was made."""
+    """Rebuild a view's grad_fn when its base's history changed since it was made, or when
+    their memory was written in place since (under no_grad too: an optimizer's step on a
+    leaf), as PyTorch regenerates a view's grad_fn when its version moved on."""
     view = t._view
     base = view[0]
-    if base._grad_fn is view[4]:
+    version = t._vc.value
+    if base._grad_fn is view[4] and version == view[6]:
         return
+    check_no_grad_view(t, REBASED)
     if base._grad_fn is None and not base._requires_grad:
+        if version != view[6]:
+            t._view = view[:6] + (version,)
         return
+    if in_multi_output_view(t):
+        raise RuntimeError(f"{_view_output_name(t)} is a view and its base or another view of "
+                           f"its base has been modified inplace. This view is the output of a "
+                           f"function that returns multiple views. Such functions do not allow "
+                           f"the output views to be modified inplace. You should replace the "
+                           f"inplace operation by an out-of-place one.")
     recipe = view_recipe(t)
     prev = _GRAD.grad_enabled
     _GRAD.grad_enabled = True
@@ -454,7 +494,7 @@ def refresh_view_history(t):
     old_edge = t._grad_fn, t._output_nr
     t._grad_fn = fresh._grad_fn
     t._output_nr = fresh._output_nr
-    t._view = view[:4] + (base._grad_fn,) + view[5:]
+    t._view = view[:4] + (base._grad_fn, view[5], version)
     move_retained_grad(t, *old_edge)
 
 

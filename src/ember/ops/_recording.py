@@ -118,10 +118,14 @@ _ROUTED = {}                                # a RoutedOpNode class -> its class 
 class RoutedOpNode(OpNode):
     """The node of an op that reads inputs through ``t()`` (``Op.reads_transposed``): its
     derivative returns the gradient of ``t(input)``. Such an input's edge is recorded as it
-    is, and routed through a node of the ``t`` op when the graph is first walked (the
-    engine's ``next_functions``, or a user's), so that a forward pays for no node a backward
-    may never run. Routed, the node takes a subclass of its class that reads
-    ``next_functions`` straight from the slot again."""
+    is (raw), and routed through a node of the ``t`` op (TBackward0, as PyTorch's graph has)
+    only once the graph is observed: ``next_functions`` read, a hook registered on this node
+    (its hooks see ``t(input)``'s gradient), the node called. Until then the engine walks the
+    raw edges (``Node._edges``) and the node transposes that gradient back itself, so that a
+    backward runs no node for it. Routed, the node takes a subclass of its class that reads
+    ``next_functions`` from the slot and runs as any OpNode (its methods are this class's,
+    which a profiler may wrap); the engine adopts the t() node of one routed while a
+    backward runs (see engine._inserted)."""
 
     __slots__ = ()
     _routed = False
@@ -134,6 +138,50 @@ class RoutedOpNode(OpNode):
     @next_functions.setter
     def next_functions(self, edges):
         _NEXT_FUNCTIONS.__set__(self, edges)
+
+    @property
+    def _late_inputs(self):
+        """The inputs whose raw edges stand for a t() node: the engine makes what they lead
+        to ready no sooner than that node would have run (after the leaves this node feeds
+        directly), as PyTorch's engine orders them."""
+        return self.op.transposed_inputs
+
+    def apply(self, grads):
+        """The gradients of the raw edges: a transposed input's own, as its t() node would
+        pass it on."""
+        if self._routed:
+            return OpNode.apply(self, grads)
+        grads = OpNode.apply(self, grads, self._transposed_meta())
+        if self._routed:        # meanwhile (a saved-tensor hook read next_functions): the
+            return grads        # engine walks the t() nodes now, which transpose it back
+        for i in self.op.transposed_inputs:
+            g = grads[i]
+            if g is not None:
+                fast = _t_fast(g)
+                grads[i] = g.t() if fast is None else fast
+        return grads
+
+    def register_hook(self, fn):
+        """Call ``fn(grad_inputs, grad_outputs)`` after this node ran (routed first: its
+        ``grad_inputs`` hold ``t(input)``'s gradient)."""
+        if not self._routed:
+            self._route()
+        return OpNode.register_hook(self, fn)
+
+    def __call__(self, *grads):
+        """Run this node on ``grads`` (routed first: it returns ``t(input)``'s gradient)."""
+        if not self._routed:
+            self._route()
+        return OpNode.__call__(self, *grads)
+
+    def _transposed_meta(self):
+        """The inputs' metadata, a transposed input's as that of its ``t()``."""
+        in_meta = list(self._in_meta)
+        for i in self.op.transposed_inputs:
+            meta = in_meta[i]
+            if meta is not None:
+                in_meta[i] = (meta[0][::-1], meta[1])
+        return in_meta
 
     def _route(self):
         edges = list(_NEXT_FUNCTIONS.__get__(self))
@@ -150,14 +198,16 @@ class RoutedOpNode(OpNode):
             if node._trace is not self._trace:      # (detect_anomaly) this node's forward's
                 node._trace = self._trace
             edges[i] = (node, 0)
-            in_meta[i] = (shape[::-1], dtype)       # this node's gradient is t(input)'s
         edges = tuple(edges)
+        self._in_meta = self._transposed_meta()     # this node's gradient is t(input)'s
         _NEXT_FUNCTIONS.__set__(self, edges)
         cls = type(self)
         routed = _ROUTED.get(cls)
         if routed is None:
             routed = _ROUTED[cls] = type(cls.__name__, (cls,), {
-                "__slots__": (), "next_functions": _NEXT_FUNCTIONS, "_routed": True})
+                "__slots__": (), "next_functions": _NEXT_FUNCTIONS, "_edges": _NEXT_FUNCTIONS,
+                "_late_inputs": (),
+                "_routed": True})
         self.__class__ = routed
         return edges
 
@@ -173,10 +223,19 @@ class RoutedOpNode(OpNode):
         leaf = getattr(source, "variable", None)
         return leaf.device if leaf is not None else None
 
-    def apply(self, grads):
-        if not self._routed:                # (a node called directly, not walked)
-            self._route()
-        return OpNode.apply(self, grads)
+
+def _t_fast(g):
+    """``g.t()`` of a plain CPU gradient with no graph built of it, made without a dispatch,
+    else None. The t() of a transposed product (linear's gradient) is the product itself:
+    handed over whole, a leaf may adopt it as its .grad rather than copy it."""
+    if type(g) is Tensor and type(g._data) is _NDARRAY and not _GRAD.grad_enabled:
+        a = g._data.T
+        whole = a.base
+        if type(whole) is _NDARRAY and whole.shape == a.shape \
+                and whole.strides == a.strides and whole.dtype == a.dtype:
+            a = whole
+        return _make(a)
+    return None
 
 
 def gradient_t(g):
@@ -194,17 +253,8 @@ def _t_node_class():
     from ember.ops._registry import REGISTRY        # (it imports this module)
 
     def apply(self, grads):
-        g = grads[0]
-        if type(g) is Tensor and type(g._data) is _NDARRAY and not _GRAD.grad_enabled:
-            a = g._data.T
-            whole = a.base
-            # the t() of a transposed product (linear's gradient) is the product itself:
-            # handed over whole, a leaf may adopt it as its .grad rather than copy it
-            if type(whole) is _NDARRAY and whole.shape == a.shape \
-                    and whole.strides == a.strides and whole.dtype == a.dtype:
-                a = whole
-            return [_make(a)]
-        return OpNode.apply(self, grads)
+        fast = _t_fast(grads[0])
+        return [fast] if fast is not None else OpNode.apply(self, grads)
     base = REGISTRY["t"].node_class
     _T_NODE.append(type(base.__name__, (base,), {"__slots__": (), "apply": apply}))
     return _T_NODE[0]
@@ -305,7 +355,7 @@ def _mark_view(op, src, params, outputs, no_grad=False):
         if op.view == "maybe" and not _shares_memory(outputs._data, src._data):
             return
         outputs._vc = vc
-        outputs._view = (base, src, op, params, base._grad_fn, None)
+        outputs._view = (base, src, op, params, base._grad_fn, None, vc.value)
         if view is not None and in_multi_output_view(src):
             outputs._meta = dict(outputs._meta or (), multi_output_view=True)
         return
@@ -313,7 +363,7 @@ def _mark_view(op, src, params, outputs, no_grad=False):
         if op.view == "maybe" and not _shares_memory(o._data, src._data):
             continue
         o._vc = vc
-        o._view = (base, src, op, params, base._grad_fn, i)
+        o._view = (base, src, op, params, base._grad_fn, i, vc.value)
 
 
 def _alias_inference(op, src, outputs):

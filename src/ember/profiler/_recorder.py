@@ -314,10 +314,21 @@ def _install():
     _replace(engine, "_run_node", functools.partial(_timed_call, _evaluation_name))
     _replace(engine, "_run_leaf", functools.partial(
         _timed_call, lambda node: "torch::autograd::AccumulateGrad"))
+    _route_transposed_inputs()
     for cls in _node_classes():
         if "apply" in cls.__dict__:
             _replace(cls, "apply", functools.partial(_timed_call, _node_name,
                                                      shapes_of=_grad_arrays))
+
+
+def _route_transposed_inputs():
+    """Have the engine walk linear's edges through the TBackward0 nodes PyTorch's graph has
+    (see RoutedOpNode), so that a profiled backward records them as PyTorch's does."""
+    from ember.ops._recording import _T_NODE, RoutedOpNode, _t_node_class
+    if not _T_NODE:
+        _t_node_class()             # (made now, its apply is timed as the other nodes')
+    _SAVED.append((RoutedOpNode, "_edges", RoutedOpNode._edges))
+    RoutedOpNode._edges = RoutedOpNode.__dict__["next_functions"]      # reading it routes
 
 
 def _uninstall():

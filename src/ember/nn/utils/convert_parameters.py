@@ -20,7 +20,7 @@ def parameters_to_vector(parameters):
     flat = []
     for param in parameters:
         device = _check_device(param, device)
-        flat.append(param.reshape(-1))
+        flat.append(param.view(-1))
     return cat(flat)
 
 
