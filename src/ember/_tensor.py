@@ -519,7 +519,7 @@ class Tensor:
                 "you can only change requires_grad flags of leaf variables. If you want to use "
                 "a computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
-        if flag and self.dtype.category < _dtype.FLOATING:
+        if flag and _dtype.FROM_NUMPY[self._data.dtype].category < _dtype.FLOATING:
             raise RuntimeError("only Tensors of floating point and complex dtype can require "
                                "gradients")
         if flag:
@@ -719,10 +719,11 @@ class Tensor:
         out._vc = data._shared_version()
         out._meta = {"storage_root": weakref.ref(_storage_root(data))}
         _inference.inherit(out, data)
-        if require_grad:
-            from ember.overrides._protocol import DisableTorchFunctionSubclass
-            with DisableTorchFunctionSubclass():        # (PyTorch offers a handler nothing)
-                out._set_requires_grad(True)
+        if require_grad:    # (Tensor's setter, no subclass handler's: as PyTorch's)
+            if _dtype.FROM_NUMPY[out._data.dtype].category < _dtype.FLOATING:
+                raise RuntimeError("Only Tensors of floating point and complex dtype can "
+                                   "require gradients")
+            Tensor.requires_grad.fset(out, True)
         return out
 
     def as_subclass(self, cls):

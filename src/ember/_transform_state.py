@@ -9,7 +9,12 @@ grad *while* the function runs (``ones(3, requires_grad=True)``, an ``nn.Linear`
 results do not require grad through it. So while the outermost such transform traces its
 function, ``STATE.made`` collects those leaves (``note_made``, called only where a leaf starts
 requiring grad: the cost stays off factories without ``requires_grad``), and the walk treats
-them as the transform's own.
+them as the transform's own. The record holds them while the transform's results may
+still be walked (a vjp's function over a closure keeps it), so that a leaf func made and
+dropped is still known as its own, while a leaf gone from outside (a hypernetwork's parameter
+whose output func closes over) still keeps results in the graph, as PyTorch's. What differs from
+PyTorch: ``t.requires_grad = True`` inside the function on a tensor made before it counts as
+made too (PyTorch's results then stay in the graph through ``t``).
 
 PyTorch refuses ``Tensor.requires_grad_()`` (with any flag, on any tensor) while a transformed
 function runs, vmap's included (``linearize``, which traces, is the exception).
@@ -19,13 +24,12 @@ own leaves), None outside ``_Traced``, where vmap's levels decide.
 """
 
 import threading
-import weakref
 
 __all__ = ["STATE", "note_made", "check_requires_grad_allowed"]
 
 
 class _State(threading.local):
-    made = None     # {id: weakref} of the leaves made requiring grad in the running trace
+    made = None     # {id: leaf} of the leaves made requiring grad in the running trace
     user = None     # see NOTE above
 
 
@@ -34,7 +38,7 @@ STATE = _State()
 
 def note_made(t):
     """Record that leaf ``t`` started requiring grad inside the running trace."""
-    STATE.made[id(t)] = weakref.ref(t)
+    STATE.made[id(t)] = t
 
 
 _IN_TRANSFORM = ("You are attempting to call Tensor.requires_grad_() (or perhaps using "

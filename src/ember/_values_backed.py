@@ -4,6 +4,7 @@ a leaf), the blank instance their constructors fill, and the keys and registrati
 ``__torch_function__`` tables."""
 
 from ember._tensor import _new, _wrap_dim
+from ember._transform_state import check_requires_grad_allowed
 
 __all__ = ["ValuesBacked", "NO_STORAGE", "blank", "op_name", "registrar"]
 
@@ -46,10 +47,16 @@ class ValuesBacked:
 
     @requires_grad.setter
     def requires_grad(self, flag):
-        self.requires_grad_(flag)
+        self._set_requires_grad(flag)
 
     def requires_grad_(self, requires_grad=True):
         """Make this tensor a leaf that requires grad (or not); returns self."""
+        check_requires_grad_allowed()       # (refused inside function transforms, as PyTorch)
+        return self._set_requires_grad(requires_grad)
+
+    def _set_requires_grad(self, requires_grad=True):
+        """``requires_grad_`` for ember's own code and the setter (allowed inside function
+        transforms)."""
         if self._v._grad_fn is not None and not self._leaf:
             if requires_grad:
                 return self
@@ -60,7 +67,7 @@ class ValuesBacked:
         if requires_grad and not (self.is_floating_point() or self.is_complex()):
             raise RuntimeError(self._non_float_grad_message)
         if requires_grad and not self._leaf:
-            self._v = self._v.detach().requires_grad_()     # an alias the tensor owns
+            self._v = self._v.detach()._set_requires_grad()    # an alias the tensor owns
             self._leaf = True
         elif not requires_grad:
             self._v = self._v.detach()

@@ -25,7 +25,7 @@ class Variable(metaclass=_VariableMeta):
         if volatile:
             warnings.warn("volatile was removed and now has no effect. Use `with "
                           "torch.no_grad():` instead.", UserWarning, stacklevel=2)
-        return data.detach().requires_grad_(requires_grad)
+        return data.detach()._set_requires_grad(requires_grad)
 
 
 class _ExecutionEngine:

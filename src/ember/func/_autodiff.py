@@ -126,6 +126,8 @@ class _Traced:
                                    f"aux) if has_aux is True")
             out, self.aux = out
             self.aux = self.release(self.aux)
+        if not self.closure:
+            self.made = None    # (only a closure's walks need it: don't hold func's leaves)
         self.out = out
         if scalar:
             _check_scalar(out, api)
@@ -185,14 +187,14 @@ class _Traced:
 class _Reach:
     """Whether the graph behind a tensor reaches a tensor that requires grad other than a
     transform's own: its fresh ``leaves`` and the leaves its function ``made`` (``{id:
-    weakref}``). Each node is walked once however many tensors share it (a gradient per
+    leaf}``). Each node is walked once however many tensors share it (a gradient per
     parameter shares most of the double-backward graph), and a walk stops at the first
     such tensor."""
 
     def __init__(self, leaves, made=None):
         self.own = {id(x) for x in leaves}
-        if made:        # (a dead leaf's id may be another tensor's now)
-            self.own.update(key for key, ref in made.items() if ref() is not None)
+        if made:        # (the record holds them: their ids are theirs)
+            self.own.update(made)
         self.memo = {}              # id(node) -> bool (the tensors asked about keep them alive)
 
     def tensor(self, t):
@@ -206,10 +208,9 @@ class _Reach:
         known = self.memo.get(id(node))
         if known is None:
             if isinstance(node, AccumulateGrad):
-                # (a leaf that is gone, such as a parameter of a module func built, is
-                # nobody's to read a gradient from: a constant)
+                # (a leaf that is gone is none of func's: those ``made`` are held)
                 var = node.variable
-                known = self.memo[id(node)] = var is not None and id(var) not in self.own
+                known = self.memo[id(node)] = var is None or id(var) not in self.own
             elif type(node) is NoGradGateBackward:     # closed to reverse mode
                 known = self.memo[id(node)] = False
         return known

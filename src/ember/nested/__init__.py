@@ -208,8 +208,9 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
     if layout is ember.jagged:
         return _jagged_build.from_tensor_list(tensors, dtype, device, requires_grad)
     _check_same_dim(tensors)
-    return NestedTensor(t.to(dtype=dtype, device=device, copy=True).requires_grad_(requires_grad)
-                        for t in tensors)
+    return NestedTensor(
+        t.to(dtype=dtype, device=device, copy=True)._set_requires_grad(requires_grad)
+        for t in tensors)
 
 
 def to_padded_tensor(input, padding, output_size=None):

@@ -262,7 +262,7 @@ def rebuild_jagged(values, offsets, lengths, ragged_idx, min_seqlen, max_seqlen,
                    requires_grad):
     """A jagged tensor from its pickled parts (a leaf that requires grad when it was one)."""
     out = jagged(values, offsets, lengths, ragged_idx, min_seqlen, max_seqlen)
-    return out.requires_grad_() if requires_grad else out
+    return out._set_requires_grad() if requires_grad else out
 
 
 def component_bounds(nt):

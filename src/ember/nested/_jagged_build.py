@@ -35,7 +35,7 @@ def from_tensor_list(tensors, dtype=None, device=None, requires_grad=False, keep
         tensors = [t.detach() for t in tensors]
     tensors = [t.to(dtype=dtype, device=device) for t in tensors]
     out = from_components(tensors, _ragged_dim(tensors) + 1)
-    return out.requires_grad_() if requires_grad else out
+    return out._set_requires_grad() if requires_grad else out
 
 
 def _offsets_of(lengths):

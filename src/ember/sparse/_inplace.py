@@ -49,7 +49,7 @@ def _replace(self, new):
         if ember.is_grad_enabled():
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
                                "in-place operation.")
-        values = values.detach().requires_grad_()
+        values = values.detach()._set_requires_grad()
     self._v = values
     self._i, self._crow, self._col = new._i, new._crow, new._col
     if self._crow is not None and old_dtypes is not None:

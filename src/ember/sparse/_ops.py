@@ -662,7 +662,7 @@ def _zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fa
         out = coo(indices, values, input.shape, True)
     else:
         out = _empty_compressed(layout, input, dtype, device)
-    return out.requires_grad_() if requires_grad else out
+    return out._set_requires_grad() if requires_grad else out
 
 
 def _empty_compressed(layout, like, dtype, device):

@@ -252,7 +252,7 @@ class SparseTensor(ValuesBacked, Tensor):
             array = self._v._data
             xp = xp_of(array)
             self._anchor = _make(xp.broadcast_to(xp.zeros((), array.dtype), tuple(self._size)))
-            self._anchor.requires_grad_()
+            self._anchor._set_requires_grad()
         return self._anchor
 
     def detach(self):
@@ -461,7 +461,7 @@ def _rebuild(layout, parts, values, size, requires_grad):
     else:
         import ember
         out = compressed(getattr(ember, layout), parts[0], parts[1], values, size)
-    return out.requires_grad_() if requires_grad else out
+    return out._set_requires_grad() if requires_grad else out
 
 
 def _blank(layout, values, size):
@@ -530,7 +530,7 @@ def _index_tensor(data, device):
 
 
 def _make_leaf(t, requires_grad):
-    return t.requires_grad_() if requires_grad else t
+    return t._set_requires_grad() if requires_grad else t
 
 
 def sparse_coo_tensor(indices=None, values=None, size=NO_SIZE, *, dtype=None, device=None,

@@ -50,7 +50,7 @@ class Embedding(Module):
                                     requires_grad=not _freeze)
             self.reset_parameters()
         else:
-            weight.requires_grad_(not _freeze)
+            weight._set_requires_grad(not _freeze)
             self.weight = weight
 
     def reset_parameters(self):
