@@ -1,10 +1,10 @@
 """Gradient graphs against PyTorch 2.13, node by node, with first, second (and third) order
 values: matmul of a vector with a batch of matrices (mv of the folded batch, or bmm of expanded
-operands), the 1- and inf-norms of matrices (amax/amin of vector norms), circular padding
-(CopySlices chains, not matched), unbatched fractional max pooling (one node, no unsqueeze), pdist of a
-non-contiguous input (a clone first), and group norm's double and triple backward (values, and
-the weight and bias getting no gradient where none reaches them). Circular padding stays one
-node: PyTorch's chain of CopySlices would cost ember ~5x its fused kernel (strict xfail).
+operands), the 1- and inf-norms of matrices (amax/amin of vector norms), unbatched fractional
+max pooling (one node, no unsqueeze), pdist of a non-contiguous input (a clone first), and
+group norm's double and triple backward (values, and the weight and bias getting no gradient
+where none reaches them). Circular padding stays one node: PyTorch's chain of CopySlices
+would cost ember ~5x its fused kernel (strict xfail).
 """
 
 import numpy as np
