@@ -287,16 +287,20 @@ class _Cube:
         return Cube
 
 
+def grad_outcome(L, build, caller):
+    """``(requires_grad, values)`` of library ``L``'s grad of ``build(L, x)`` at X ("grad"), or
+    of its vmap over X and -X ("vmap_grad")."""
+    f = lambda x: build(L, x)         # noqa: E731
+    if caller == "grad":
+        out = L.func.grad(f)(L.tensor(X))
+    else:
+        out = L.func.vmap(L.func.grad(f))(L.stack([L.tensor(X), -L.tensor(X)]))
+    return out.requires_grad, as_array(out)
+
+
 @pytest.mark.parametrize("caller", ["grad", "vmap_grad"])
 @pytest.mark.parametrize("case", list(ALLOWED))
 def test_what_transforms_allow(case, caller):
-    def run(L):
-        f = lambda x: ALLOWED[case](L, x)         # noqa: E731
-        if caller == "grad":
-            out = L.func.grad(f)(L.tensor(X))
-        else:
-            out = L.func.vmap(L.func.grad(f))(L.stack([L.tensor(X), -L.tensor(X)]))
-        return out.requires_grad, as_array(out)
-    ours, theirs = run(ember), run(torch)
+    ours, theirs = (grad_outcome(L, ALLOWED[case], caller) for L in (ember, torch))
     assert ours[0] is theirs[0] is False
     np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-5, atol=1e-6)

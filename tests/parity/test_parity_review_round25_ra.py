@@ -10,6 +10,7 @@ import pytest
 
 import ember
 from tests.parity._compare import as_array, error
+from tests.parity.test_parity_func_closure_round25 import grad_outcome
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -62,14 +63,7 @@ ALLOWED = {"embedding_given": _embedding_given, "embedding_pretrained": _embeddi
 @pytest.mark.parametrize("caller", ["grad", "vmap_grad"])
 @pytest.mark.parametrize("case", list(ALLOWED))
 def test_library_code_flagging_leaves_inside_transforms(case, caller):
-    def run(L):
-        f = lambda x: ALLOWED[case](L, x)       # noqa: E731
-        if caller == "grad":
-            out = L.func.grad(f)(L.tensor(X))
-        else:
-            out = L.func.vmap(L.func.grad(f))(L.stack([L.tensor(X), -L.tensor(X)]))
-        return out.requires_grad, as_array(out)
-    ours, theirs = run(ember), run(torch)
+    ours, theirs = (grad_outcome(L, ALLOWED[case], caller) for L in (ember, torch))
     assert ours[0] is theirs[0] is False
     np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-6)
 
