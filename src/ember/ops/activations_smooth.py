@@ -165,7 +165,7 @@ _ERFCX_S = tuple((-_T_SCALE) ** j * sum(c * math.comb(i, j) for i, c in enumerat
 
 def _gauss(xp, a):
     """exp(-a^2 / 2) of a float array (not 0-d), in its precision, as a new array."""
-    gauss = a * a
+    gauss = xp.square(a)
     gauss *= -0.5
     return xp.exp(gauss, out=gauss)
 
@@ -187,9 +187,12 @@ def _gelu_erf_form(xp, x, out=None):
     t exp(-x^2 / 2) Q(t) / 2, without the cancellation of ``(1 + erf(x / sqrt(2))) / 2`` in
     the lower tail. Over three times faster than SciPy's float32 erf."""
     x1 = xp.atleast_1d(x)               # the in-place steps need arrays, not 0-d scalars
-    # x Phi(x) = (x + |x|) / 2 - |x| Phi(-|x|); x + |x| is nan at -inf, as PyTorch's gelu
+    # x Phi(x) = (x + |x|) / 2 - |x| Phi(-|x|); x + |x| is nan at -inf, as PyTorch's gelu.
+    # Taken as x - (0 - |x|), -0 at x = -0 as PyTorch's x * Phi(x) (x + |x| is +0 there),
+    # in two in-place passes that cost what one into a third array does
     a = xp.abs(x1)
-    out = xp.add(x1, a, out=out)
+    out = xp.subtract(0, a, out=out)
+    xp.subtract(x1, out, out=out)
     gauss = _gauss(xp, a)
     # |x| t = 1 / (1 / |x| + _T_SCALE), finite at inf; scaled by _TINY (exactly, a power of
     # two), else 1 / |x| overflows for subnormal x and gelu(x) came out as x, not x / 2

@@ -42,7 +42,7 @@ def _last_axis_stats(xp, x2, eps):
     with _small_on_one_blas_thread(xp, rows.size):
         mean = rows @ avg
         xc = _minus_rows(xp, rows, mean)
-        var = (xc * xc) @ avg
+        var = xp.square(xc) @ avg
     lead = x2.shape[:-1] + (1,)
     return xc.reshape(x2.shape), mean.reshape(lead), (1 / xp.sqrt(var + eps)).reshape(lead)
 
@@ -67,12 +67,14 @@ _NO_SWITCH = contextlib.nullcontext()       # (reentrant, and reusable: it holds
 
 _PLANE_MAX = 1 << 17
 _PLANE_MIN = 1 << 12
+_ROW_LANES = 64
 
 
-def _spread(xp, shape, col=None, row=None):
+def _spread(xp, shape, col=None, row=None, out=None):
     """``col[:, None] * row`` (a missing vector counts as ones) as an operand of an array of
     ``shape`` (len(col), len(row)): a fresh contiguous plane of exact products when it is
-    small, else the broadcasting operand (the product taken for two vectors).
+    small, else the broadcasting operand (the product taken for two vectors). Given both
+    vectors, ``out`` (a C-contiguous array of ``shape``) receives the plane.
 
     NumPy runs an operation whose operand broadcasts along a row or a column two to three
     times slower than one on two arrays of the same shape; a matrix product of inner size 2
@@ -86,13 +88,13 @@ def _spread(xp, shape, col=None, row=None):
     if xp is not np or not _PLANE_MIN <= rows * lanes <= _PLANE_MAX:
         if col is None:
             return row
-        return col[:, None] if row is None else col[:, None] * row
+        return col[:, None] if row is None else xp.multiply(col[:, None], row, out=out)
     dtype = (row if col is None else col).dtype
     left = xp.zeros((rows, 2), dtype)
     left[:, 0] = 1 if col is None else col
     right = xp.zeros((2, lanes), dtype)
     right[0] = 1 if row is None else row
-    return left @ right
+    return xp.matmul(left, right, out=out)
 
 
 def _minus_rows(xp, rows, col):
@@ -142,7 +144,9 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     out = _spread(xp, xc.shape, invstd.reshape(-1), w)     # a fresh array either way
     out *= xc
     if b is not None:
-        out += _spread(xp, xc.shape, row=_vector(b, x.dtype).reshape(k))
+        b = _vector(b, x.dtype).reshape(k)
+        # in place, NumPy broadcasts a row of 64 or more as fast as it adds a plane
+        out += b if k >= _ROW_LANES else _spread(xp, xc.shape, row=b)
     out = out.reshape(x.shape)
     stats = lead + (1,) * len(ns)
     return (out.astype(dtype, copy=False), mean.reshape(stats).astype(dtype, copy=False),
@@ -213,13 +217,14 @@ def _layer_norm_backward_rows(xp, gy, x, w, b, mean, invstd, k):
                                                                                copy=False)
         avg = wk * (1 / k)
         xc *= _spread(xp, gy.shape, ((gy_xc @ avg) * invstd) * invstd * -invstd)  # (invstd**3
-        gx = _spread(xp, gy.shape, invstd, wk)                                     # overflows)
+        #                                                                            overflows)
+        # gx in an array of x's shape: one that owns its memory becomes .grad as it is, where
+        # a reshaped view would be copied; every step after the first in place on it
+        out = xp.empty(x.shape, gy.dtype)
+        gx = _spread(xp, gy.shape, invstd, wk, out=out.reshape(gy.shape))
         gx *= gy
         gx += xc
-        # the last step writes an array of x's shape: one that owns its memory becomes .grad
-        # as it is, where a reshaped view of gx would be copied
-        out = xp.empty(x.shape, gy.dtype)
-        xp.subtract(gx, _spread(xp, gy.shape, (gy @ avg) * invstd), out=out.reshape(gy.shape))
+        gx -= _spread(xp, gy.shape, (gy @ avg) * invstd)
         gx = _make(out)
     return gx, gw, gb
 
