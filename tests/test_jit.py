@@ -73,3 +73,23 @@ def test_archives_cannot_be_written_or_read(tmp_path):
         jit.save(nn.Linear(1, 1), tmp_path / "m.pt")
     with pytest.raises(RuntimeError, match="ember has no TorchScript"):
         jit.load(tmp_path / "m.pt")
+
+
+def test_script_module_subclass_is_an_eager_module():
+    with pytest.warns(DeprecationWarning, match="`torch.jit.script_method` is deprecated"):
+        class Scaled(jit.ScriptModule):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(2, 2, bias=False)
+
+            @jit.script_method
+            def forward(self, x):
+                return self.lin(x) * 3
+
+    m = Scaled()
+    with ember.no_grad():
+        m.lin.weight.copy_(ember.tensor([[1.0, 2.0], [0.0, -1.0]]))
+    y = m(ember.tensor([[1.0, 1.0]]))
+    assert y.tolist() == [[9.0, -3.0]]
+    assert isinstance(m, nn.Module) and isinstance(m, jit.ScriptModule)
+    assert list(m.state_dict()) == ["lin.weight"]

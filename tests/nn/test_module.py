@@ -757,3 +757,33 @@ def test_every_hook_registration_returns_the_one_public_handle():
     def hook(grad):
         return grad
     assert unserializable_hook(hook) is hook and hook.__torch_unserializable__ is True
+
+
+def test_regular_backward_hook_sees_the_last_node():
+    m = nn.Sequential(nn.Tanh(), nn.Sigmoid())
+    seen = []
+    m.register_backward_hook(lambda mod, gi, go: seen.append((gi, go)))
+    x = ember.tensor([0.5, -1.0], requires_grad=True)
+    with pytest.warns(FutureWarning, match="forward contains multiple autograd Nodes"):
+        y = m(x)                # a leaf input is not the last Node's input
+    y.sum().backward()
+    [((grad_input,), (grad_output,))] = seen
+    s = 1 / (1 + np.exp(-np.tanh([0.5, -1.0])))
+    np.testing.assert_allclose(grad_input.numpy(), s * (1 - s), rtol=1e-6)   # at sigmoid's input
+    assert grad_output.tolist() == [1.0, 1.0]
+
+
+def test_regular_backward_hook_errors_name_the_users_hook():
+    def guided(mod, grad_input, grad_output):
+        return (grad_input[0],)             # MulBackward0 has two grad_inputs
+
+    class Mul(nn.Module):
+        def forward(self, a, b):
+            return a * b
+
+    m = Mul()
+    m.register_backward_hook(guided)
+    a, b = ember.ones(2, requires_grad=True), ember.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"^hook 'guided' has returned an incorrect number "
+                                           r"of values \(got 1, but expected 2\)$"):
+        m(a * 1, b * 1).sum().backward()

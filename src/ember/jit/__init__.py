@@ -16,12 +16,15 @@ import typing
 import warnings
 from concurrent.futures import Future as _Future
 
+from ember.nn.modules.module import Module as _Module
+
 __all__ = ["script", "trace", "trace_module", "ignore", "unused", "export", "interface",
            "is_scripting", "is_tracing", "annotate", "Attribute", "Final", "fork", "wait",
            "Future", "isinstance", "freeze", "optimize_for_inference", "save", "load",
            "ScriptModule", "ScriptFunction", "TracerWarning", "Error", "script_if_tracing",
            "optimized_execution", "fuser", "set_fusion_strategy", "onednn_fusion_enabled",
-           "enable_onednn_fusion"]
+           "enable_onednn_fusion", "script_method", "RecursiveScriptModule", "TracedModule",
+           "TopLevelTracedModule", "ScriptWarning", "strict_fusion"]
 
 Final = typing.Final
 
@@ -34,9 +37,40 @@ class Error(RuntimeError):
     """TorchScript's error type (``torch.jit.Error``)."""
 
 
-class ScriptModule:
-    """TorchScript's module type: nothing in ember is one (``script`` returns modules as they
-    are), so ``isinstance(m, jit.ScriptModule)`` is False, as for eager PyTorch modules."""
+class ScriptModule(_Module):
+    """TorchScript's module type. Classes deriving from it (with ``@script_method`` methods,
+    as RWKV's and older code do) are ordinary eager modules here; ``script`` returns other
+    modules as they are, so those are not ScriptModules, as eager PyTorch modules are not."""
+
+
+class RecursiveScriptModule(ScriptModule):
+    """What ``script`` makes of a module in PyTorch; ember never makes one."""
+
+
+class TracedModule(ScriptModule):
+    """What ``trace`` makes of a module's submodules in PyTorch; ember never makes one."""
+
+
+class TopLevelTracedModule(TracedModule):
+    """What ``trace`` makes of a module in PyTorch; ember never makes one."""
+
+
+class ScriptWarning(Warning):
+    """TorchScript's warning type."""
+
+
+class strict_fusion:                        # noqa: N801  (PyTorch's name)
+    """Demand that TorchScript fuse this block: only meaningful in script mode, which ember
+    never is, so it warns and does nothing."""
+
+    def __init__(self):
+        warnings.warn("Only works in script mode", UserWarning, stacklevel=2)
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
 
 
 class ScriptFunction:
@@ -61,6 +95,12 @@ def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
     """``obj`` itself: ember runs functions and modules eagerly."""
     _deprecated("script")
     return obj
+
+
+def script_method(fn):
+    """Mark a ScriptModule's method for compilation: ``fn`` as it is, run eagerly."""
+    _deprecated("script_method")
+    return fn
 
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None,

@@ -80,12 +80,29 @@ def register_module_full_backward_pre_hook(hook):
     return _add_global(backward_pre_hooks, hook)
 
 
+# Whether the global backward hooks are full (True) or regular (False) ones: None until the
+# first is registered, then fixed, as in PyTorch
+GLOBAL_FULL = [None]
+
+
+def _global_backward_kind(full):
+    if GLOBAL_FULL[0] is not None and GLOBAL_FULL[0] != full:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    GLOBAL_FULL[0] = full
+
+
 def register_module_full_backward_hook(hook):
     """Call ``hook(module, grad_input, grad_output)`` once every module's input grads exist."""
+    _global_backward_kind(True)
     return _add_global(backward_hooks, hook)
 
 
-register_module_backward_hook = register_module_full_backward_hook
+def register_module_backward_hook(hook):
+    """Deprecated: call ``hook(module, grad_input, grad_output)`` with the gradients of the
+    Node that makes each module's output (as ``Module.register_backward_hook``)."""
+    _global_backward_kind(False)
+    return _add_global(backward_hooks, hook)
 
 
 def register_module_buffer_registration_hook(hook):
@@ -123,7 +140,11 @@ def hooked_call(module, args, kwargs):
                 new = hook(module, args)
                 if new is not None:
                     args = new if isinstance(new, tuple) else (new,)
-        full = [*backward_hooks.values(), *d["_backward_hooks"].values()]
+        own_regular = d.get("_is_full_backward_hook") is False
+        regular = {**(backward_hooks if GLOBAL_FULL[0] is False else {}),
+                   **(d["_backward_hooks"] if own_regular else {})}
+        full = [*(() if GLOBAL_FULL[0] is False else backward_hooks.values()),
+                *(() if own_regular else d["_backward_hooks"].values())]
         pre = [*backward_pre_hooks.values(), *d["_backward_pre_hooks"].values()]
         bw = BackwardHook(module, full, pre) if full or pre else None
         if bw is not None:
@@ -141,6 +162,8 @@ def hooked_call(module, args, kwargs):
                 result = out
         if bw is not None:
             result = bw.setup_output_hook(result)
+        if regular:
+            hook_output_node(module, regular, args, result)
         return result
     except BaseException:
         _run_always_called(module, forward_hooks, "global module", called_always, args, kwargs,
@@ -166,6 +189,66 @@ def _run_always_called(module, table, kind, called, args, kwargs, result):
             warnings.warn(f"{kind} forward hook with ``always_call=True`` raised an exception "
                           f"that was silenced as another error was raised in forward: {e}",
                           stacklevel=4)
+
+
+# ----- regular (deprecated, non-full) backward hooks ------------------------------------------
+
+def _missing(what, some):
+    return (f"{what} is deprecated and will be removed in future versions. This hook will be "
+            f"missing some {some}. Please use register_full_backward_hook to get the documented "
+            f"behavior.")
+
+
+def _first_tensor(value):
+    while not isinstance(value, Tensor):
+        value = next(v for v in value.values() if isinstance(v, Tensor)) \
+            if isinstance(value, dict) else value[0]
+    return value
+
+
+def hook_output_node(module, hooks, args, result):
+    """Attach ``register_backward_hook`` hooks to the autograd Node that made the module's
+    (first) output, as PyTorch does: each sees that Node's grad_input and grad_output, and
+    may return a new grad_input. Warn (FutureWarning) where that misses module gradients."""
+    grad_fn = _first_tensor(result).grad_fn
+    if grad_fn is None:
+        return
+    for hook in hooks.values():
+        grad_fn.register_hook(_node_hook(module, hook))
+    message = _regular_hook_warning(args, result, grad_fn)
+    if message:
+        warnings.warn(message, FutureWarning, stacklevel=1)
+
+
+def _node_hook(module, hook):
+    """``hook(module, grad_input, grad_output)`` as a Node hook, under ``hook``'s name (which
+    the engine's errors about what it returned quote, as PyTorch's do)."""
+    def node_hook(grad_input, grad_output):
+        return hook(module, grad_input, grad_output)
+    node_hook.__name__ = getattr(hook, "__name__", "<unknown>")
+    return node_hook
+
+
+def _regular_hook_warning(args, result, grad_fn):
+    """What a regular backward hook on the Node ``grad_fn`` misses of the module's
+    gradients, in PyTorch's words (None when it misses nothing)."""
+    outputs = (result,) if isinstance(result, Tensor) else result
+    if not isinstance(outputs, tuple) or not all(isinstance(o, Tensor) for o in outputs):
+        return _missing("Using non-full backward hooks on a Module that does not return a "
+                        "single Tensor or a tuple of Tensors", "of the grad_output")
+    if not all(isinstance(a, Tensor) for a in args):
+        return _missing("Using non-full backward hooks on a Module that does not take as input "
+                        "a single Tensor or a tuple of Tensors", "of the grad_input")
+    if any(o.grad_fn is not grad_fn for o in outputs):
+        return _missing("Using a non-full backward hook when outputs are generated by different "
+                        "autograd Nodes", "grad_output")
+    # the Node's inputs must be the module's inputs' Nodes (a leaf input shows as its
+    # AccumulateGrad, so it never matches)
+    if {a.grad_fn for a in args if a.grad_fn is not None} != \
+            {node for node, _ in grad_fn.next_functions}:
+        return _missing("Using a non-full backward hook when the forward contains multiple "
+                        "autograd Nodes", "grad_input")
+    return None
 
 
 # ----- full backward hooks --------------------------------------------------------------------

@@ -380,8 +380,9 @@ class Module(StateDict):
         return add_hook(self._backward_hooks, hook, prepend)
 
     def register_backward_hook(self, hook):
-        """Deprecated form of ``register_full_backward_hook`` (ember gives it the full
-        hook's arguments); a module takes one kind or the other."""
+        """Deprecated: call ``hook(module, grad_input, grad_output)`` with the gradients of
+        the autograd Node that makes the module's output (its inputs' gradients only when the
+        forward is that one Node); a module takes this kind or the full kind."""
         self._backward_hook_kind(False)
         return add_hook(self._backward_hooks, hook)
 
