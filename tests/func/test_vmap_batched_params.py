@@ -12,7 +12,6 @@ import pytest
 import ember
 import ember.nn.functional as F
 from ember.func import grad, vmap
-from ember.func._batching import _WARNED
 from ember.ops._dispatch import ACTIVE_VMAPS
 
 _GEN = ember.Generator().manual_seed(26)
@@ -32,7 +31,6 @@ def _loop(f, args, in_dims):
 def _check(f, *args, in_dims=None, fallback=False, grads=()):
     """vmap(f) against the loop; the fallback warning must appear exactly when expected."""
     in_dims = tuple(in_dims or (0,) * len(args))
-    _WARNED.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = vmap(f, in_dims=in_dims)(*args)

@@ -69,3 +69,18 @@ def test_cosine_similarity_refuses_a_non_floating_common_dtype(x1, x2, common):
         F.cosine_similarity(x1, x2)
     assert str(info.value) == ("expected common dtype to be floating point, yet common dtype "
                                f"is {common}")
+
+
+def test_cosine_similarity_gradient_of_a_norm_under_eps():
+    # PyTorch clamps the norms under no_grad: a norm below eps still passes on the gradient of
+    # the true norm, x / |x|, besides the direct term
+    x = np.array([[3e-5, -4e-5, 1e-5], [0.3, 0.4, -0.2]])
+    y = np.array([[1.0, 2.0, -0.5], [0.2, -0.1, 0.3]])
+    eps, w = 1e-3, np.array([1.0, 2.0])
+    a, b = ember.tensor(x, requires_grad=True), ember.tensor(y)
+    (F.cosine_similarity(a, b, dim=1, eps=eps) * ember.tensor(w)).sum().backward()
+    nx, ny = np.linalg.norm(x, axis=1, keepdims=True), np.linalg.norm(y, axis=1, keepdims=True)
+    cx, cy = np.maximum(nx, eps), np.maximum(ny, eps)
+    dot = (x * y).sum(1, keepdims=True)
+    want = w[:, None] * (y / (cx * cy) - dot / (cx ** 2 * cy) * x / nx)
+    np.testing.assert_allclose(a.grad.numpy(), want, rtol=1e-10)

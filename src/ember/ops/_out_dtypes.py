@@ -85,8 +85,9 @@ MESSAGES = {
              "and out.dtype = {got}"),
     **dict.fromkeys(("quantile", "nanquantile"),
                     "quantile() out tensor must be same dtype as the input tensor"),
-    "nonzero": ("nonzero: Expected out tensor to have scalar type {want} but got scalar "
-                "type{got}"),
+    **dict.fromkeys(("nonzero", "nonzero_static"),
+                    "{name}: Expected out tensor to have scalar type {want} but got scalar "
+                    "type{got}"),
     **dict.fromkeys(("isposinf", "isneginf", "signbit"),
                     "{name} does not support non-boolean outputs."),
 }

@@ -677,24 +677,23 @@ def unravel_index(indices, shape):
     return tuple(reversed(coords))
 
 
-def nonzero_static(input, *, size, fill_value=-1):
+@op("nonzero_static(input, *, size, fill_value=-1)", out=True, differentiable=False)
+def nonzero_static(xp, x, size, fill_value):
     """``nonzero(input)`` with exactly ``size`` rows: cut short, or padded with
-    ``fill_value``."""
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+    ``fill_value`` (an op of its own, so that its result's shape never depends on values)."""
+    from ember.ops._scalars import int64_arg
+    size = int64_arg(size, "nonzero_static", "size")
+    fill_value = int64_arg(fill_value, "nonzero_static", "fill_value")
+    if size < 0:
         raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
-    found = nonzero(input)
-    if found.shape[0] >= size:
-        return found[:size]
-    from ember._creation import full
-    from ember.ops.join import cat
-    padding = full((size - found.shape[0], input.ndim), fill_value, dtype=D.int64,
-                   device=input.device)
-    return cat([found, padding])
+    found = xp.argwhere(x).astype(np.int64, copy=False)[:size]
+    if found.shape[0] == size:
+        return found
+    padding = xp.full((size - found.shape[0], x.ndim), fill_value, dtype=np.int64)
+    return xp.concatenate([found, padding])
 
-
-Tensor.nonzero_static = nonzero_static
 
 ALIASES = {}
-PUBLIC = {"unravel_index": unravel_index, "nonzero_static": nonzero_static}
+PUBLIC = {"unravel_index": unravel_index}
 
 from ember.ops import _subscript  # noqa: E402,F401  (installs Tensor.__getitem__/__setitem__)

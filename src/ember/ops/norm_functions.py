@@ -150,10 +150,21 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     if not common.is_floating_point:
         raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is "
                            f"{common._torch_name}")
-    x1, x2 = ember.broadcast_tensors(x1.to(common), x2.to(common))
-    n1 = ember.linalg.vector_norm(x1, 2, dim, True).clamp_min(eps)
-    n2 = ember.linalg.vector_norm(x2, 2, dim, True).clamp_min(eps)
-    return ((x1 / n1) * (x2 / n2)).sum(dim)
+    # as PyTorch's, only integer inputs are converted: a float16 one is normalized in float16
+    x1, x2 = ember.broadcast_tensors(x1 if x1.dtype.is_floating_point else x1.to(common),
+                                     x2 if x2.dtype.is_floating_point else x2.to(common))
+    return ((x1 / _clamped_norm(x1, dim, eps)) * (x2 / _clamped_norm(x2, dim, eps))).sum(dim)
+
+
+def _clamped_norm(x, dim, eps):
+    """The 2-norm of ``x`` along ``dim`` (kept), at least ``eps``; as PyTorch's, the clamp is
+    no part of the graph, so a norm under eps still passes on the gradient of the true norm."""
+    n = ember.linalg.vector_norm(x, 2, dim, True)
+    if not n.requires_grad:         # no graph to keep out of (forward AD's tangent is the
+        return n.clamp_min(eps)     # clamp's either way, as PyTorch's): out of place, faster
+    n = n.clone()                   # the norm's own result may be saved for its backward
+    with no_grad():
+        return n.clamp_min_(eps)
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):

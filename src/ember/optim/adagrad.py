@@ -4,6 +4,7 @@ from ember.optim._checks import check_fused, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, slot, state_like,
                                 step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
+from ember.sparse._invariants import warn_if_implicit
 
 __all__ = ["Adagrad"]
 
@@ -53,6 +54,8 @@ class Adagrad(Optimizer):
                 if group["weight_decay"] and p._grad.is_sparse:
                     raise RuntimeError("weight_decay option is not compatible with sparse "
                                        "gradients")
+                if p._grad.is_sparse:       # PyTorch builds its sparse update with
+                    warn_if_implicit(None)  # sparse_coo_tensor, which warns
                 state = self.state[p]
                 if not state:       # a parameter of a group added after construction
                     _init_state(state, p, group)

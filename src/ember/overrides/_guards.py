@@ -38,7 +38,7 @@ GUARDED = {
         gru_cell hinge_embedding_loss is_complex is_conj is_floating_point is_inference is_neg
         is_nonzero is_same_size is_signed istft kl_div lobpcg lstm lstm_cell lu_solve lu_unpack
         margin_ranking_loss max_pool1d max_pool2d max_pool3d multinomial narrow_copy
-        native_dropout nonzero_static norm_except_dim nuclear_norm numel pdist permute_copy
+        native_dropout norm_except_dim nuclear_norm numel pdist permute_copy
         poisson poisson_nll_loss qr resolve_conj resolve_neg rms_norm rnn_relu rnn_relu_cell
         rnn_tanh rnn_tanh_cell rrelu select_copy select_scatter slice_copy slice_scatter
         split_copy split_with_sizes split_with_sizes_copy hspmm smm sspaddmm squeeze_copy stft svd

@@ -357,6 +357,36 @@ def _nonzero_errors():
                      r"nonzero\(\): argument 'as_tuple' must be bool, not NoneType")
 
 
+def _nonzero_static_samples(dtype, requires_grad):
+    """Cut short, padded with the default and with a given fill, and exactly the count."""
+    for i, sample in enumerate(_nonzero_samples(dtype, requires_grad)):
+        x = sample.input
+        count = int((x != 0).sum())
+        for size, fill in ((count + 2, -1), (max(count - 1, 0), -1), (count, 7), (3, -5)):
+            kwargs = {"size": size} if fill == -1 else {"size": size, "fill_value": fill}
+            yield SampleInput(x, kwargs=kwargs, name=f"{sample.name} size={size} fill={fill}")
+
+
+def _nonzero_static_ref(x, size, fill_value=-1):
+    found = np.argwhere(np.asarray(x))[:size].astype(np.int64)
+    pad = np.full((size - found.shape[0], np.ndim(x)), fill_value, dtype=np.int64)
+    return np.concatenate([found, pad])
+
+
+def _nonzero_static_errors():
+    x = ember.ones(2, 3)
+    yield ErrorInput(SampleInput(x, kwargs={"size": -1}), RuntimeError,
+                     "nonzero_static: 'size' must be an non-negative integer")
+    yield ErrorInput(SampleInput(x, kwargs={"size": 1.5}), TypeError,
+                     r"nonzero_static\(\): argument 'size' must be int, not float")
+    yield ErrorInput(SampleInput(x, kwargs={"size": 2, "fill_value": 0.5}), TypeError,
+                     r"nonzero_static\(\): argument 'fill_value' must be int, not float")
+    for dtype, name in ((ember.int32, "Int"), (ember.float32, "Float")):
+        yield ErrorInput(SampleInput(x, kwargs={"size": 2, "out": ember.empty(2, 2, dtype=dtype)}),
+                         RuntimeError, "nonzero_static: Expected out tensor to have scalar type "
+                         f"Long but got scalar type{name}$")
+
+
 OPS = [
     *(OpInfo(f"_getitem_{kind}", lambda x, key: np.asarray(x)[_explicit(key)],
              _basic_samples(kind), dtypes=ALL, gradgrad=True, torch_name="__getitem__")
@@ -379,4 +409,6 @@ OPS = [
            grad=False, error_inputs=_nonzero_errors),
     OpInfo("argwhere", np.argwhere, _nonzero_samples, dtypes=ALL, result_dtype="int64",
            grad=False),
+    OpInfo("nonzero_static", _nonzero_static_ref, _nonzero_static_samples, dtypes=ALL,
+           result_dtype="int64", grad=False, error_inputs=_nonzero_static_errors),
 ]

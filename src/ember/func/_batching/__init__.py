@@ -6,7 +6,8 @@ every operand batched at the level being handled replaced by its value (batch at
 (batch at dim 0), or NotImplemented to take the loop fallback. A decomposition
 ``fn(*inputs, *params)`` instead re-expresses the op with other ops on the logical tensors.
 Rules are keyed by registry name (``ember.ops._registry.REGISTRY``); ops without one run
-once per batch element (with a one-time warning naming the op) and the results are stacked.
+once per batch element (warning on every call, naming the ATen op as PyTorch's fallback does)
+and the results are stacked.
 """
 
 import warnings
@@ -25,7 +26,6 @@ DECOMPOSE = {}
 # the ops whose rules batch their parameters too (advanced indices); a call with a parameter
 # batched at the level being handled takes the loop for any other op's rule
 PARAM_RULES = frozenset({"_index", "index_put", "histogramdd"})
-_WARNED = set()
 
 
 def rule(*names):
@@ -176,12 +176,19 @@ def _select_params(p, level, b):
     return p
 
 
+def _aten_name(op):
+    """The ATen operator PyTorch names for ``op``: ``aten::linalg_det``, ``aten::gelu``."""
+    name = op.short_name if op.name.startswith("nn.functional.") else op.name
+    return "aten::" + name.replace(".", "_")
+
+
 def _warn(op):
-    if op.name not in _WARNED:
-        _WARNED.add(op.name)
-        warnings.warn(f"There is a performance drop because we have not yet implemented the "
-                      f"batching rule for {op.name}. Please file us an issue on GitHub so "
-                      f"that we can prioritize its implementation.", UserWarning, stacklevel=4)
+    # every call, blaming the user's line, as PyTorch's fallback warns
+    from ember._warn import outside_level
+    warnings.warn(f"There is a performance drop because we have not yet implemented the "
+                  f"batching rule for {_aten_name(op)}. Please file us an issue on GitHub so "
+                  f"that we can prioritize its implementation.", UserWarning,
+                  stacklevel=outside_level())
 
 
 def _loop(op, values, flags, params, size, level):

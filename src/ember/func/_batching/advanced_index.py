@@ -10,6 +10,7 @@ import ember
 from ember.func._batched import is_batched_at
 from ember.func._batching import RULES, handled_level, rule
 from ember.func._batching.reductions import expand_unbatched
+from ember.func._batching.shape import _BOOL_MASK
 from ember.ops._registry import call
 
 _SHARED_INDICES = {name: RULES[name] for name in ("_index", "index_put")}
@@ -82,6 +83,8 @@ def batched_put(args, flags, params, size, level):
     """The inputs and parameters of one ``index_put`` on the values for indices batched at
     ``level`` (``x`` given a batch dim), or None without such indices."""
     indices, accumulate = params
+    if any(is_batched_at(k, level) and k.dtype is ember.bool for k in indices):
+        raise RuntimeError(_BOOL_MASK)  # each example would write a different number of places
     layout = _per_example(indices, level)
     if layout is None:
         return None

@@ -304,14 +304,22 @@ def _embedding_backward(op, args, flags, params, size):
 
 
 def _region_ndim(x_ndim, indices):
-    """The rank of ``x[indices]`` for integer index tensors next to each other, else None."""
+    """The rank of ``x[indices]`` for integer index tensors and masks next to each other, else
+    None. A mask stands for one index per dim it covers, each of one (value-shaped) dim."""
     import numpy as np
-    entries = [k for k in indices if k is not None]
-    if any(getattr(k, "dtype", None) is None or not k.dtype.is_signed or
-           k.dtype.is_floating_point for k in entries):
-        return None
-    index_ndim = len(np.broadcast_shapes(*(tuple(k.shape) for k in entries)))
-    return x_ndim - len(entries) + index_ndim
+    from ember._dtype import bool_
+    consumed, shapes = 0, []
+    for k in (k for k in indices if k is not None):
+        dtype = getattr(k, "dtype", None)
+        if dtype is bool_:
+            consumed += k.ndim
+            shapes.append((1,))
+        elif dtype is None or not dtype.is_signed or dtype.is_floating_point:
+            return None
+        else:
+            consumed += 1
+            shapes.append(tuple(k.shape))
+    return x_ndim - consumed + len(np.broadcast_shapes(*shapes))
 
 
 @rule("index_put")
