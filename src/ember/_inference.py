@@ -13,9 +13,12 @@ and aliases (``detach``, ``Parameter``) copy it from their source.
 
 import threading
 
+from ember._transform_births import STATE as _BIRTHS, note_alias
+
 __all__ = ["is_inference", "inherit", "check_inplace", "check_saved", "check_requires_grad"]
 
-ACTIVE = [0]            # inference-mode blocks open now, in any thread (``_make`` reads it)
+ACTIVE = [0]            # inference-mode blocks open now, in any thread (``_make`` reads it),
+                        # and transforms tracing (NOTE [Captured tensors])
 MADE = [False]          # whether any inference tensor has been made (never reset)
 _LOCK = threading.Lock()
 STATE = None            # the grad-mode state (set on the first block: importing it here
@@ -42,6 +45,8 @@ def mark(t):
     if STATE.inference:
         MADE[0] = True
         t._meta = {KEY: True}
+    if _BIRTHS.levels:      # (a transform's function runs: NOTE [Captured tensors])
+        _BIRTHS.levels[-1][0].add(id(t))
     return t
 
 
@@ -61,9 +66,12 @@ def is_inference(t):
 
 def inherit(alias, source):
     """Make ``alias`` (a new tensor sharing ``source``'s memory, ``detach``'s result, with
-    its ``_meta`` extras set) an inference tensor if ``source`` is one."""
+    its ``_meta`` extras set) an inference tensor if ``source`` is one; inside a transform,
+    a captured tensor if ``source`` is one (NOTE [Captured tensors])."""
     if MADE[0] and is_inference(source):
         alias._meta[_KEY] = True
+    if ACTIVE[0] and _BIRTHS.levels:        # (NOTE [Captured tensors])
+        note_alias(alias, source)
 
 
 def check_inplace(t):
@@ -82,8 +90,12 @@ def check_saved(flat, all_saved=False):
     do not require grad are refused: an op saves an operand for the gradients of the others,
     and ember's ops do not say which operand each gradient needs, so a weight made in
     inference mode (it requires grad) passes, as it does in PyTorch when the other operands
-    need no gradient."""
+    need no gradient. Inside a forward-mode transform (``func.jvp``, ``jacfwd``,
+    ``linearize``), where PyTorch saves nothing, ember's record of the function and its
+    backward passes save them (as constants: made in inference mode, they carry no tangent)."""
     from ember._tensor import Tensor
+    if _forward_mode():
+        return
     for x in flat:
         if isinstance(x, Tensor) and (all_saved or not x.requires_grad) and is_inference(x):
             raise RuntimeError(
@@ -91,6 +103,15 @@ def check_saved(flat, all_saved=False):
                 "created in inference mode in computation tracked by autograd. To work around "
                 "this, you can make a clone to get a normal tensor and use it in autograd, or "
                 "use `torch.no_grad()` instead of `torch.inference_mode()`.")
+
+
+def _forward_mode():
+    """Whether forward-mode transforms alone are tracing (under a reverse-mode one, as
+    ``grad(jvp(f))``, PyTorch saves for that one's backward), or one is running the backward
+    passes that give its tangents (NOTE [Tangents through no_grad])."""
+    from ember.autograd._forward_traces import TRACES
+    from ember.func._no_grad_tangents import _LINEARIZING
+    return bool(TRACES.forward) and not TRACES.reverse or _LINEARIZING.depth > 0
 
 
 def check_requires_grad(t):

@@ -12,9 +12,10 @@ requiring grad: the cost stays off factories without ``requires_grad``), and the
 them as the transform's own. The record holds them while the transform's results may
 still be walked (a vjp's function over a closure keeps it), so that a leaf func made and
 dropped is still known as its own, while a leaf gone from outside (a hypernetwork's parameter
-whose output func closes over) still keeps results in the graph, as PyTorch's. What differs from
-PyTorch: ``t.requires_grad = True`` inside the function on a tensor made before it counts as
-made too (PyTorch's results then stay in the graph through ``t``).
+whose output func closes over) still keeps results in the graph, as PyTorch's. A tensor
+made before the function ran that starts requiring grad inside it (``t.requires_grad =
+True``) is not recorded: results stay in the graph through it, as PyTorch's (NOTE [Captured
+tensors] in ember/_transform_births.py says how ember knows).
 
 PyTorch refuses ``Tensor.requires_grad_()`` (with any flag, on any tensor) while a transformed
 function runs, vmap's included (``linearize``, which traces, is the exception).
@@ -24,6 +25,8 @@ own leaves), None outside ``_Traced``, where vmap's levels decide.
 """
 
 import threading
+
+from ember._transform_births import made_here
 
 __all__ = ["STATE", "note_made", "check_requires_grad_allowed"]
 
@@ -37,8 +40,10 @@ STATE = _State()
 
 
 def note_made(t):
-    """Record that leaf ``t`` started requiring grad inside the running trace."""
-    STATE.made[id(t)] = t
+    """Record that leaf ``t`` started requiring grad inside the running trace, if the trace
+    made it (NOTE [Captured tensors])."""
+    if made_here(t):
+        STATE.made[id(t)] = t
 
 
 _IN_TRANSFORM = ("You are attempting to call Tensor.requires_grad_() (or perhaps using "

@@ -1,7 +1,7 @@
 """Custom Functions under ember's forward-mode transforms (``func.jvp``, ``linearize``,
-``jacfwd``). ember computes those in reverse mode (NOTE [Transforms on the tape]), so a
-Function would get a tangent from its ``backward``; PyTorch instead runs the Function's own
-``jvp`` and refuses a Function without one. While such a transform traces its function,
+``jacfwd``). ember computes those in reverse mode (NOTE [Transforms on the tape]), yet runs
+a Function's own ``jvp`` there, as PyTorch does (NOTE [Function jvp in the double vjp]), and
+refuses a Function without one. While such a transform traces its function,
 the graph nodes of its inputs are kept here, so that a Function applied to tensors reached
 from them can refuse as PyTorch does; so do registered ops without a forward derivative
 (``Op.refuse_forward_ad``) as such a call records, and Functions without a vmap rule under

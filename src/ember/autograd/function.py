@@ -10,6 +10,9 @@ import functools
 from ember.autograd._forward_traces import TRACES as _FORWARD_TRACES
 from ember.autograd._forward_traces import check_function as _check_forward_traced
 from ember.autograd._forward_traces import check_vmappable as _check_vmappable
+from ember.autograd._function_jvp import PULLING as _PULLING
+from ember.autograd._function_jvp import keep_for_jvp as _keep_for_jvp
+from ember.autograd._function_jvp import transposed_jvp as _transposed_jvp
 from ember import _inference
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -105,6 +108,7 @@ class BackwardFunction(FunctionCtx, Node):
     """The node (and ctx) of one ``Function.apply`` call."""
 
     _function = None                    # the Function subclass, set per subclass
+    _jvp_args = None                    # see NOTE [Function jvp in the double vjp]
 
     def __init__(self, next_functions, needs_input_grad):
         Node.__init__(self, next_functions)
@@ -123,6 +127,8 @@ class BackwardFunction(FunctionCtx, Node):
         return f"<{type(self).__module__}.{type(self).__name__} object at {hex(id(self))}>"
 
     def apply(self, grads):
+        if self._jvp_args is not None and _PULLING.depth and _GRAD.grad_enabled:
+            return _transposed_jvp(self, grads)
         if self._materialize:
             from ember._creation import zeros
             grads = [g if g is not None or meta is None else zeros(meta[0], dtype=meta[1],
@@ -288,6 +294,14 @@ class Function(FunctionCtx, metaclass=FunctionMeta):     # (PyTorch's is a Funct
         if _FORWARD_AD.level is not None:
             from ember.autograd.forward_ad import apply_function
             return apply_function(cls, args, kwargs)
+        if _FORWARD_TRACES.starts and cls.jvp is not Function.jvp:
+            if not _GRAD.grad_enabled and not _GRAD.inference and any(
+                    isinstance(a, Tensor) and a.requires_grad for a in args):
+                from ember.func._no_grad_tangents import call_function_recording_tangents
+                return call_function_recording_tangents(cls, args, kwargs)
+            ctx, output = cls._apply_ctx(args, kwargs)
+            _keep_for_jvp(ctx, args, output)    # (NOTE [Function jvp in the double vjp])
+            return output
         return cls._apply_ctx(args, kwargs)[1]
 
     @classmethod

@@ -16,7 +16,9 @@ import threading
 
 from ember import autograd
 from ember.autograd._forward_traces import tracing_forward, tracing_reverse
+from ember.autograd._function_jvp import pulling
 from ember._tensor import Tensor
+from ember._transform_births import tracing_births
 from ember._transform_state import STATE as _TRANSFORMS
 from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
@@ -92,8 +94,10 @@ class _Traced:
         self.made = None
         _DEPTH.value += 1
         try:
-            with _recording():
+            # (PyTorch's linearize lets its function write into captured tensors)
+            with _recording(), tracing_births(not api.startswith("linearize(")) as births:
                 self.leaves = [_fresh(p) for p in physical]
+                births[1].update(id(x) for x in self.leaves + physical)
                 inputs = tree_unflatten([rewrap(p, self.levels) for p in self.leaves],
                                         self.in_spec)
                 tracing = _tracing(api, self.leaves)
@@ -399,7 +403,8 @@ class _Linearized:
         live = [y for y in traced.outputs if y.requires_grad]
         with _recording():      # (no inference tensors: their views would record nothing)
             self.dummies = [zeros_like(y).requires_grad_() for y in live]
-        with linearizing():     # (NOTE [Tangents through no_grad])
+        # (NOTE [Tangents through no_grad], NOTE [Function jvp in the double vjp])
+        with linearizing(), pulling():
             self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True) \
                 if live else []
         self.live = [y.requires_grad for y in traced.outputs]

@@ -6,9 +6,11 @@ rule on the values (batch at dim 0). Otherwise (``generate_vmap_rule = True``, o
 ember's own Functions: PyTorch refuses any other, see Function.apply), when a graph is being
 recorded, it runs as ``Vmapped<Name>``, a Function of the values whose forward is ``vmap``
 of the user's forward (and setup_context) and whose backward is ``vmap`` of the user's
-backward over the tensors it saved: the graph node sits on the values, where the engine
-runs (NOTE [Batched tensors]), so vmap(grad(f)), grad(vmap(f)) and a plain backward after
-vmap all work. Without a graph being recorded, forward simply runs on the BatchedTensors.
+backward over the tensors it saved (its ``jvp``, where the user's class has one, ``vmap``
+of that ``jvp`` over the tensors saved for forward): the graph node sits on the values,
+where the engine runs (NOTE [Batched tensors]), so vmap(grad(f)), grad(vmap(f)), vmap(jvp(f))
+and a plain backward after vmap all work. Without a graph being recorded, forward simply
+runs on the BatchedTensors.
 """
 
 import collections
@@ -80,6 +82,7 @@ class _VmapCtx:
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
         self.to_save = ()
+        self.to_save_forward = ()
         self.non_differentiable = ()
         self.materialize = True
         self.saved_tensors = ()
@@ -89,7 +92,8 @@ class _VmapCtx:
         self.to_save = tensors
 
     def save_for_forward(self, *tensors):
-        """Forward mode is not supported inside the generated rule; accepted and ignored."""
+        """Keep tensors (or None) for ``jvp`` (logical, then batched again)."""
+        self.to_save_forward = tensors
 
     def mark_non_differentiable(self, *tensors):
         """Declare outputs that get no gradient."""
@@ -114,9 +118,12 @@ def _generated(cls):
     fn = _GENERATED.get(cls)
     if fn is None:
         from ember.autograd.function import Function
-        fn = type(f"Vmapped{cls.__name__}", (Function,), {
-            "forward": staticmethod(_forward_of(cls)), "backward": staticmethod(_backward_of(cls)),
-            "_vmapped_from": cls})      # (func transforms check the user's class, not this)
+        rules = {"forward": staticmethod(_forward_of(cls)),
+                 "backward": staticmethod(_backward_of(cls)),
+                 "_vmapped_from": cls}      # (func transforms check the user's class, not this)
+        if cls.jvp is not Function.jvp:
+            rules["jvp"] = staticmethod(_jvp_of(cls))
+        fn = type(f"Vmapped{cls.__name__}", (Function,), rules)
         _GENERATED[cls] = fn
     return fn
 
@@ -138,10 +145,16 @@ def _forward_of(cls):
             flat = out if isinstance(out, tuple) else (out,)
             marks["non_diff"] = [any(o is t for t in inner.non_differentiable) for o in flat]
             marks["saved"] = [t is None for t in inner.to_save]
-            return out, tuple(t for t in inner.to_save if t is not None)
-        out, saved = vmap(run, in_dims=in_dims, randomness=info.randomness)(*values)
+            marks["saved_forward"] = [t is None for t in inner.to_save_forward]
+            return out, tuple(t for t in inner.to_save if t is not None), tuple(
+                t for t in inner.to_save_forward if t is not None)
+        out, saved, saved_forward = vmap(run, in_dims=in_dims,
+                                         randomness=info.randomness)(*values)
         ctx.inner, ctx.in_dims, ctx.randomness = inner, in_dims, info.randomness
         ctx.none_saved = marks["saved"]
+        stored = iter(saved_forward)
+        ctx.saved_forward = tuple(None if none else next(stored)
+                                  for none in marks["saved_forward"])
         ctx.save_for_backward(*saved)
         flat = out if isinstance(out, tuple) else (out,)
         ctx.mark_non_differentiable(*[o for o, m in zip(flat, marks["non_diff"]) if m])
@@ -178,3 +191,29 @@ def _backward_of(cls):
             out.append(g.sum(0) if g is not None and d is None else g)
         return tuple(out)
     return backward
+
+
+def _jvp_of(cls):
+    """The generated rule's ``jvp``: ``vmap`` of the user's ``jvp`` over the tensors it saved
+    for forward and the tangents (NOTE [Function jvp in the double vjp])."""
+    from ember.func._vmap import vmap
+
+    def jvp(ctx, info_tangent, in_dims_tangent, kwargs_tangent, *tangents):
+        inner, in_dims = ctx.inner, ctx.in_dims
+        saved = ctx.saved_forward
+        saved_dims = tuple(None if t is None else 0 for t in saved)
+        tangent_dims = tuple(None if t is None or d is None else 0
+                             for t, d in zip(tangents, in_dims))
+        given = []
+
+        def run(saved_logical, *tangents_logical):
+            inner.saved_tensors = saved_logical
+            result = cls.jvp(inner, *tangents_logical)
+            result = result if isinstance(result, tuple) else (result,)
+            given[:] = [r is not None for r in result]
+            return tuple(r for r in result if r is not None)
+        pushed = iter(vmap(run, in_dims=(saved_dims,) + tangent_dims,
+                           randomness=ctx.randomness)(saved, *tangents))
+        out = tuple(next(pushed) if g else None for g in given)
+        return out if len(out) != 1 else out[0]
+    return jvp

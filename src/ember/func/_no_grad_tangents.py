@@ -6,7 +6,8 @@ still carries its tangent, while reverse mode (``backward``, ``grad``, an outer 
 sees it as a constant, and sees its tangent's computation as a constant too. ember computes
 forward-mode transforms in reverse mode (NOTE [Transforms on the tape]), so a call recording
 nothing would cut the tangent. Inside such a transform's trace, a call under ``no_grad`` whose
-inputs require grad therefore records after all, on *gated* copies of those inputs: each
+inputs require grad (an op's, or a custom Function's with a ``jvp``) therefore records after
+all, on *gated* copies of those inputs: each
 copy's node passes gradient only while a forward-mode transform runs the backward passes
 that build its Jacobian-vector products (``linearizing``). Every other backward, the user's
 or an outer transform's, finds the gate closed, so the region stays constant to it, and the
@@ -30,8 +31,8 @@ from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history
 from ember.ops._recording import in_multi_output_view
 
-__all__ = ["call_recording_tangents", "call_inplace_recording_tangents", "linearizing",
-           "settle"]
+__all__ = ["call_recording_tangents", "call_function_recording_tangents",
+           "call_inplace_recording_tangents", "linearizing", "settle"]
 
 
 class _Linearizing(threading.local):
@@ -104,6 +105,24 @@ def call_recording_tangents(op, inputs, params):
     for t in out if isinstance(out, tuple) else (out,):
         if isinstance(t, Tensor) and t._grad_fn is not None:
             results.append((weakref.ref(t), t._grad_fn, None, 0))
+    return out
+
+
+def call_function_recording_tangents(cls, args, kwargs):
+    """A custom Function's call under ``no_grad`` inside a forward-mode transform's trace,
+    recorded on gated inputs as ``call_recording_tangents`` records an op's, so that its
+    ``jvp`` gives the tangent (NOTE [Function jvp in the double vjp])."""
+    from ember.autograd._function_jvp import keep_for_jvp
+    _GRAD.grad_enabled = True
+    try:
+        ctx, out = cls._apply_ctx(tuple(_gated(a) for a in args), kwargs)
+    finally:
+        _GRAD.grad_enabled = False
+    keep_for_jvp(ctx, args, out)
+    results = _innermost_results()
+    for t in out if isinstance(out, tuple) else (out,):
+        if isinstance(t, Tensor) and t._grad_fn is ctx:
+            results.append((weakref.ref(t), ctx, None, 0))
     return out
 
 

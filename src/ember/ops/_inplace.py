@@ -27,7 +27,8 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._creation import empty_permuted
-from ember._inference import MADE as INFERENCE_MADE, check_inplace
+from ember._inference import ACTIVE as INFERENCE_ACTIVE, MADE as INFERENCE_MADE, check_inplace
+from ember._transform_births import STATE as BIRTHS, check_captured
 from ember._memory_format import contiguous_format
 from ember._storage_place import _address
 from ember._tensor import Tensor, _make
@@ -55,6 +56,8 @@ def call_inplace(op, inputs, params):
         _check_leaf(self)
     if INFERENCE_MADE[0]:
         check_inplace(self)
+    if INFERENCE_ACTIVE[0] and BIRTHS.levels:      # NOTE [Captured tensors]
+        check_captured(op, inputs, params)
     if op.seq_inputs:
         flat, lengths = op.flatten_inputs(inputs)
     else:
