@@ -1,6 +1,7 @@
 """torch.autograd.graph's helpers over edges and several tensors: GradientEdge,
 get_gradient_edge, increment_version and register_multi_grad_hook (re-exported by graph)."""
 
+import threading
 from typing import NamedTuple
 
 from ember._tensor import Tensor
@@ -50,32 +51,39 @@ class _MultiHandle:
 
 
 def register_multi_grad_hook(tensors, fn, *, mode="all"):
-    """Call ``fn`` once per backward over ``tensors``: with all their gradients (None for those
-    the backward did not reach) in mode "all", with the first one computed in mode "any"."""
+    """Call ``fn`` once per backward over ``tensors``: in mode "all" with all their gradients
+    (None for those the backward does not reach) once the last one the backward reaches is
+    computed, in mode "any" with the first one computed."""
     if mode not in ("all", "any"):
         raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
-    from ember.autograd.engine import queue_callback
+    from ember.autograd.engine import engine_will_run, hook_state
     tensors = tuple(tensors)
     if mode == "all" and not all(t.requires_grad for t in tensors):
         raise AssertionError("Expected gradient function to be set")
-    grads = [None] * len(tensors)
-    started = [False]                   # within the current backward
+    nodes = [history(t)[0] if t.requires_grad else None for t in tensors]
+    lock = threading.Lock()             # (backwards in several threads: one state each)
+    key = object()
 
-    def finish():
-        got = list(grads)
-        started[0] = False
-        grads[:] = [None] * len(tensors)
-        if mode == "all":
-            fn(got)
+    def all_state():
+        # [gradients so far, how many the backward computes]
+        return [[None] * len(tensors), sum(engine_will_run(n) for n in nodes if n is not None)]
 
     def hook_for(i):
         def hook(grad):
-            if not started[0]:
-                started[0] = True
-                queue_callback(finish)
+            with lock:
                 if mode == "any":
-                    fn(grad)
-            grads[i] = grad if mode == "all" else None
+                    first = hook_state(key, list)
+                    if first:
+                        return
+                    first.append(True)
+                else:
+                    state = hook_state(key, all_state)
+                    grads = state[0]
+                    grads[i] = grad
+                    state[1] -= 1
+                    if state[1]:
+                        return
+            fn(grads if mode == "all" else grad)
         return hook
 
     return _MultiHandle([t.register_hook(hook_for(i)) for i, t in enumerate(tensors)

@@ -1,21 +1,25 @@
 """The backward engine: one loop serves ``Tensor.backward`` and ``autograd.grad``.
 
-Nodes run once every node that feeds them gradient has run (dependency counting), the most
-recently created first among those ready, as PyTorch's engine orders them.
+Nodes run once every node that feeds them gradient has run (dependency counting), leaves'
+accumulators first, then the most recently created among those ready, as PyTorch's engine
+orders them. Backwards may run in several threads at once, over shared leaves.
 """
 
+import _thread
 import heapq
 import sys
 import threading
 import warnings
 
 from ember.autograd import anomaly
-from ember.autograd.graph import AccumulateGrad, accumulate, leaf_hooks, post_accumulate_hooks
+from ember.autograd.graph import _FIRST, AccumulateGrad, accumulate, leaf_hooks
+from ember.autograd.graph import OpNode, post_accumulate_hooks
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import restore_grad_mode, swap_grad_mode
 from ember.backend import SEVERAL_GPUS, device_guard, operands_gpu_elsewhere
 
-__all__ = ["run_backward", "queue_callback"]
+__all__ = ["run_backward", "queue_callback", "RawEdgeGrads", "engine_will_run", "hook_state",
+           "other_threads"]
 
 
 def _discover(roots):
@@ -93,11 +97,14 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
         if deps.get(node, 0) == 0 and (run_set is None or node in run_set) \
                 and node not in pushed:
             pushed.add(node)
-            heapq.heappush(ready, (-node._seq, id(node), node))
+            key = -node._seq
+            heapq.heappush(ready, (key if key > _LEAF else _LEAF, _NAN + 0.0, node))
 
     prev_mode = swap_grad_mode(bool(create_graph))     # (records nothing in inference mode)
     callbacks = []
-    _FINAL.stacks.append(callbacks)
+    # (what the hooks of several tensors ask of it: engine_will_run, hook_state)
+    _FINAL.stacks.append((callbacks, nodes, run_set,
+                          targets is not None and type(accumulate_into_grad) is not list, {}))
     try:
         # derivatives run under the caller's autocast state, as PyTorch's do: inside an
         # autocast region their matrix products compute in its dtype, and each gradient
@@ -108,8 +115,11 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
             buf = buffers.pop(node, None) or [None] * node.n_outputs
             grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
                                  accumulate_into_grad) or ()
-            late = node._late_inputs        # (read after its hooks ran, which may route it)
-            for i, (nxt, nr) in enumerate(node._edges):
+            if node._reversed_edges:        # a RoutedOpNode
+                late, pairs = _routed_pairs(node, grads_in)
+            else:                   # (read after its hooks ran, which may route it)
+                late, pairs = (), enumerate(node._edges)
+            for i, (nxt, nr) in pairs:
                 if nxt is None:
                     continue
                 g = grads_in[i] if i < len(grads_in) else None
@@ -122,9 +132,11 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
                 deps[nxt] = left
                 if left == 0 and (run_set is None or nxt in run_set):
                     key = -nxt._seq
-                    if late and i in late and key < 0.5 - node._seq:
-                        key = 0.5 - node._seq   # when its t() node would have run
-                    heapq.heappush(ready, (key, id(nxt), nxt))
+                    if key < _LEAF:
+                        key = _LEAF
+                        if late and i in late:
+                            key = 0.5 - node._seq   # when its t() node would have run
+                    heapq.heappush(ready, (key, _NAN + 0.0, nxt))
             grads_in = g = None     # the buffers hold them now (see _held_only_here)
         while callbacks:
             callbacks.pop(0)()
@@ -132,6 +144,26 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
         _FINAL.stacks.pop()
         restore_grad_mode(prev_mode)
     return captured
+
+
+# The ready queue orders nodes as PyTorch's heap does: by creation, latest first, leaves'
+# accumulators before all (equal among themselves: then the heap's own order, which heapq's
+# algorithm shares with the C++ library's; a distinct NaN in each entry, never less than
+# another nor equal to it, keeps tuple comparison from ordering ties)
+_LEAF = -_FIRST
+_NAN = float("nan")
+
+
+def _routed_pairs(node, grads_in):
+    """``(late, (index, edge) pairs)`` of a RoutedOpNode that ran: the raw edges it read as it
+    ran (``RawEdgeGrads``: another thread may have routed it since), else its edges (read
+    after its hooks ran, which may route it; unrouted, the late ones stand for t() nodes);
+    last first, PyTorch's order (see there)."""
+    if type(grads_in) is RawEdgeGrads:
+        edges, late = grads_in.raw
+        return late, reversed(list(enumerate(edges)))
+    late = () if node._routed else node.op.transposed_inputs     # (one thread: raw edges)
+    return late, reversed(list(enumerate(node._edges)))
 
 
 def _inserted(node, run_set):
@@ -153,9 +185,20 @@ def _joins(node, run_set):
     return True
 
 
+class RawEdgeGrads(list):
+    """A RoutedOpNode's gradients for the raw edges it read as it ran, which another thread
+    may have routed since (see ops/_recording.py). ``raw``: ``(edges, late)``, ``late`` the
+    inputs whose edges stand for a t() node: what they lead to is made ready no sooner than
+    that node would have run."""
+
+    __slots__ = ("raw",)
+
+
 class _FinalCallbacks(threading.local):
     def __init__(self):
-        self.stacks = []                # one list per backward running in this thread
+        # per backward running in this thread: (its final callbacks, the nodes it reached,
+        # those it runs (None: all), whether it is autograd.grad's, its hooks' states)
+        self.stacks = []
 
 
 _FINAL = _FinalCallbacks()
@@ -165,7 +208,31 @@ def queue_callback(callback):
     """Run ``callback()`` once the backward pass now running has finished its graph."""
     if not _FINAL.stacks:
         raise RuntimeError("Final callbacks can only be installed during backward pass.")
-    _FINAL.stacks[-1].append(callback)
+    _FINAL.stacks[-1][0].append(callback)
+
+
+def engine_will_run(node):
+    """Whether the backward running in this thread runs ``node`` (PyTorch's
+    ``_will_engine_execute_node``)."""
+    if not _FINAL.stacks:
+        raise RuntimeError("_will_engine_execute_node should only be called during the "
+                           "backward pass")
+    _, nodes, run_set, grad_only, _ = _FINAL.stacks[-1]
+    if grad_only and type(node) is AccumulateGrad:
+        raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
+                           "currently running autograd.grad(). This is currently not "
+                           "supported.")
+    return node in nodes and (run_set is None or node in run_set)
+
+
+def hook_state(key, make):
+    """The state ``key`` keeps for the backward running in this thread (``make()`` the first
+    time it asks): a hook over several tensors counts each backward apart, also in threads."""
+    states = _FINAL.stacks[-1][4]
+    state = states.get(key)
+    if state is None:
+        state = states[key] = make()
+    return state
 
 
 def _add_to_buffer(buffers, node, nr, grad):
@@ -198,10 +265,17 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
                 t._grad = (g if _GRAD.grad_enabled else g.detach()).clone() \
                     if t._grad is None else t._grad + g
     if node._pre_hooks:
+        slots = _differentiable_outputs(node)
         for fn in list(node._pre_hooks.values()):
-            out = fn(tuple(buf))
+            seen = buf if slots is None else [buf[nr] for nr in slots]
+            out = fn(tuple(seen))
             if out is not None:
-                buf = _hook_values(fn, out, buf)
+                seen = _hook_values(fn, out, seen)
+                if slots is None:
+                    buf = seen
+                else:
+                    for nr, g in zip(slots, seen):
+                        buf[nr] = g
 
     if type(node) is AccumulateGrad:        # (object(): see _held_only_here)
         return _run_leaf(node, buf[0], object(), target_index, captured, accumulate_into_grad)
@@ -228,7 +302,7 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
             warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
                           f"caused the error:\n{node._trace}", UserWarning, stacklevel=3)
         raise
-    if node._post_hooks:
+    if node._post_hooks and type(grads_in) is not RawEdgeGrads:  # (else registered since)
         grads_in = _run_post_hooks(node, grads_in, buf)
     if not retain_graph:
         node._release()
@@ -237,41 +311,85 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
 
 def _run_post_hooks(node, grads_in, buf):
     """``grads_in`` after the node's hooks ``fn(grad_inputs, grad_outputs)``."""
+    slots = _differentiable_outputs(node)
+    grads_out = tuple(buf) if slots is None else tuple([buf[nr] for nr in slots])
     for fn in list(node._post_hooks.values()):
-        out = fn(tuple(grads_in), tuple(buf))
+        out = fn(tuple(grads_in), grads_out)
         if out is not None:
             grads_in = _hook_values(fn, out, grads_in)
     return grads_in
 
 
+def _differentiable_outputs(node):
+    """The outputs of a registered op's node that its hooks see gradients of, when not all
+    (None): PyTorch's leave out integer ones (indices, pivots, info); a custom Function's
+    node shows all."""
+    meta = getattr(node, "_out_meta", None) if node.n_outputs > 1 else None
+    if meta is None or not isinstance(node, OpNode):
+        return None
+    from ember.ops._recording import _DIFFERENTIABLE_KINDS
+    slots = [nr for nr, m in enumerate(meta) if m[1].kind in _DIFFERENTIABLE_KINDS]
+    return None if len(slots) == len(meta) else slots
+
+
 def _hook_values(fn, out, grads):
     """A node hook's returned gradients (replacing ``grads``), as a list, after PyTorch's
-    checks: one value per gradient, and no value where there was no gradient."""
-    out = list(out)
+    checks: a tuple of one value per gradient, each None or a tensor like that gradient (None
+    where there was no gradient)."""
+    if not isinstance(out, tuple):
+        from ember.ops._dims import type_name
+        raise TypeError(f"expected tuple, but hook returned '{type_name(out)}'")
     if len(out) != len(grads):
-        name = getattr(fn, "__name__", repr(fn))
-        raise RuntimeError(f"hook '{name}' has returned an incorrect number of values (got "
-                           f"{len(out)}, but expected {len(grads)})")
-    if any(g is None and o is not None for g, o in zip(grads, out)):
-        raise RuntimeError("can't replace a None gradient with a non-None value")
-    return out
+        raise RuntimeError(f"hook '{_hook_name(fn)}' has returned an incorrect number of values "
+                           f"(got {len(out)}, but expected {len(grads)})")
+    for grad, value in zip(grads, out):
+        if value is not None:
+            if grad is None:
+                raise RuntimeError("can't replace a None gradient with a non-None value")
+            _check_value(fn, grad, value)
+    return list(out)
 
 
 def _hooked(fn, grad):
     """``grad`` after the tensor hook ``fn``, which may replace it by a tensor like it."""
-    from ember._tensor import Tensor
     out = fn(grad)
     if out is None:
         return grad
-    if not isinstance(out, Tensor):
-        raise TypeError(f"expected Variable, but hook returned '{type(out).__name__}'")
-    name = getattr(fn, "__name__", repr(fn))
-    if out.dtype != grad.dtype or out.device != grad.device:     # (one message for both)
-        raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.type()} "
-                           f"got {out.type()})")
-    if out.shape != grad.shape:
-        raise RuntimeError(f"hook '{name}' has changed the size of value")
+    _check_value(fn, grad, out)
     return out
+
+
+def _check_value(fn, grad, out):
+    """PyTorch's checks of a hook's value ``out`` standing for ``grad``: a tensor of its type
+    (dtype and device) and size."""
+    from ember._tensor import Tensor
+    if not isinstance(out, Tensor):
+        from ember.ops._dims import type_name
+        raise TypeError(f"expected Variable, but hook returned '{type_name(out)}'")
+    if out.dtype != grad.dtype or out.device != grad.device:     # (one message for both)
+        raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the type of value (was "
+                           f"{_type_text(grad)} got {_type_text(out)})")
+    if out.shape != grad.shape:
+        raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the size of value")
+
+
+def _hook_name(fn):
+    return getattr(fn, "__name__", "<unknown>")
+
+
+# the dtypes PyTorch's messages name by their legacy type (torch.FloatTensor) on CPU and CUDA;
+# the others by the backend form (CPUBoolType, CUDABFloat16Type, MetaFloatType)
+_LEGACY_NAMED = frozenset(("Byte", "Char", "Short", "Int", "Long", "Half", "Float", "Double"))
+_BACKEND_NAMES = {"cpu": "CPU", "cuda": "CUDA"}
+
+
+def _type_text(t):
+    """A tensor's type as PyTorch's hook messages print it."""
+    scalar = t.dtype._legacy[:-len("Tensor")]
+    device = t.device.type
+    if scalar in _LEGACY_NAMED and device in ("cpu", "cuda"):
+        return t.type()
+    return f"{_BACKEND_NAMES.get(device, device.capitalize())}{scalar}Type"
 
 
 def _mixed():
@@ -303,7 +421,14 @@ def _run_leaf(node, grad, probe, target_index, captured, accumulate_into_grad):
     # (a hook's result may be held elsewhere while the buffer holds the tensor it replaced;
     # counted before the call, whose arguments would hold grad too)
     sole = not hooks and not node._post_hooks and _held_only_here(grad, probe)
-    accumulate(var, grad, sole)
+    if other_threads():     # backwards in other threads may share the leaf (as PyTorch's)
+        _LOCK()
+        try:
+            accumulate(var, grad, sole)
+        finally:
+            _UNLOCK()
+    else:
+        accumulate(var, grad, sole)
     post = post_accumulate_hooks(var)
     if post:
         _run_post_accumulate(post, var)
@@ -331,6 +456,12 @@ def _held_only_here(grad, probe):
 
 
 _SOLE_REFS = []
+_ACCUMULATING = threading.RLock()        # (RLock: a gradient's own ops may run a backward)
+_LOCK, _UNLOCK = _ACCUMULATING.acquire, _ACCUMULATING.release
+# how many threads run besides the main one (the interpreter's own count, a tenth of a lock's
+# cost): with none, the main thread alone runs Python code and needs no lock (a thread can
+# only be started by running code)
+other_threads = _thread._count
 
 
 def _sole_refs():
@@ -377,7 +508,11 @@ def _capture(i, grad, captured, accumulate_into_grad):
         if getattr(var, "_grad_fn", None) is not None:     # retain_grad filled its .grad
             captured[i] = True
             return
-        accumulate(var, grad)
+        _LOCK()
+        try:
+            accumulate(var, grad)
+        finally:
+            _UNLOCK()
         post = post_accumulate_hooks(var)
         if post and var._grad_fn is None:
             _run_post_accumulate(post, var)

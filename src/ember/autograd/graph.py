@@ -10,6 +10,7 @@ differentiable by definition (an op's ``nondifferentiable`` ones: indices, masks
 
 import itertools
 import re
+import threading
 import weakref
 from collections import OrderedDict
 
@@ -63,7 +64,7 @@ class Node:
     _post_hooks = None                  # fn(grad_inputs, grad_outputs)
     _trace = None                       # the forward's stack, under detect_anomaly
     _metadata = None
-    _late_inputs = ()                   # see RoutedOpNode (ops/_recording.py)
+    _reversed_edges = False             # see RoutedOpNode (ops/_recording.py)
 
     def __init__(self, next_functions, seq=None):
         self.next_functions = next_functions
@@ -607,12 +608,21 @@ def _empty_like(t, dtype):
 def grad_accumulator(t):
     """The AccumulateGrad node of a leaf that requires grad (made once per leaf)."""
     meta = t._meta
-    if meta is None:
-        meta = t._meta = {}
-    node = meta.get("grad_acc")
-    if node is None:
-        node = meta["grad_acc"] = AccumulateGrad(t)
+    if meta is not None:
+        node = meta.get("grad_acc")
+        if node is not None:
+            return node
+    with _MAKING_ACCUMULATOR:   # (first forwards in several threads: one node all the same)
+        meta = t._meta
+        if meta is None:
+            meta = t._meta = {}
+        node = meta.get("grad_acc")
+        if node is None:
+            node = meta["grad_acc"] = AccumulateGrad(t)
     return node
+
+
+_MAKING_ACCUMULATOR = threading.RLock()      # (RLock: a collection may run code here)
 
 
 def history(t):

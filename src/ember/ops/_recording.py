@@ -1,5 +1,6 @@
 """Graph recording: the backward node of a registered op's call, and views' bookkeeping."""
 
+import threading
 import weakref
 
 import numpy as np
@@ -11,6 +12,7 @@ from ember._storage_place import _storage_root
 from ember._tensor import Tensor, _make
 from ember.autograd._forward_traces import TRACES as FORWARD_TRACES
 from ember.autograd._forward_traces import refuse_traced_forward
+from ember.autograd.engine import RawEdgeGrads, other_threads
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, Node, OpNode, grad_accumulator, history
 from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
@@ -113,6 +115,10 @@ def _skip_unread(readers, edges, versions, saved):
 _NEXT_FUNCTIONS = Node.next_functions       # the slot, under RoutedOpNode's property
 _T_NODE = []                                # the class of the t() nodes routing makes
 _ROUTED = {}                                # a RoutedOpNode class -> its class once routed
+# routing (several writes) and an unrouted node's reading of its raw edges and metadata are
+# atomic to other threads: one thread's backward may run a node another thread routes
+_ROUTING = threading.Lock()
+_LOCK, _UNLOCK = _ROUTING.acquire, _ROUTING.release
 
 
 class RoutedOpNode(OpNode):
@@ -125,10 +131,17 @@ class RoutedOpNode(OpNode):
     backward runs no node for it. Routed, the node takes a subclass of its class that reads
     ``next_functions`` from the slot and runs as any OpNode (its methods are this class's,
     which a profiler may wrap); the engine adopts the t() node of one routed while a
-    backward runs (see engine._inserted)."""
+    backward runs (see engine._inserted).
+
+    Another thread may route the node while a backward runs it: an unrouted run returns its
+    gradients with the raw edges it read (``RawEdgeGrads``), which the engine walks then."""
 
     __slots__ = ()
     _routed = False
+    # linear's edges are (input, weight, bias), PyTorch's addmm's (bias, input, t(weight)):
+    # the engine makes them ready last first, so that the leaves among them (run first, as
+    # equals) run in PyTorch's order
+    _reversed_edges = True
 
     @property
     def next_functions(self):
@@ -139,26 +152,40 @@ class RoutedOpNode(OpNode):
     def next_functions(self, edges):
         _NEXT_FUNCTIONS.__set__(self, edges)
 
-    @property
-    def _late_inputs(self):
-        """The inputs whose raw edges stand for a t() node: the engine makes what they lead
-        to ready no sooner than that node would have run (after the leaves this node feeds
-        directly), as PyTorch's engine orders them."""
-        return self.op.transposed_inputs
-
     def apply(self, grads):
         """The gradients of the raw edges: a transposed input's own, as its t() node would
-        pass it on."""
+        pass it on (with those edges, ``RawEdgeGrads``: the engine walks them, though the
+        node be routed since)."""
         if self._routed:
             return OpNode.apply(self, grads)
-        grads = OpNode.apply(self, grads, self._transposed_meta())
+        if other_threads():     # (else no code runs between these reads and this check)
+            _LOCK()
+            try:
+                routed = self._routed
+                if not routed:
+                    edges = _NEXT_FUNCTIONS.__get__(self)
+                    in_meta = self._transposed_meta()
+            finally:
+                _UNLOCK()
+            if routed:
+                return OpNode.apply(self, grads)
+        else:
+            edges = _NEXT_FUNCTIONS.__get__(self)
+            in_meta = self._transposed_meta()
+        grads = OpNode.apply(self, grads, in_meta)
         if self._routed:        # meanwhile (a saved-tensor hook read next_functions): the
             return grads        # engine walks the t() nodes now, which transpose it back
-        for i in self.op.transposed_inputs:
+        late = self.op.transposed_inputs
+        for i in late:
             g = grads[i]
             if g is not None:
                 fast = _t_fast(g)
                 grads[i] = g.t() if fast is None else fast
+        if other_threads():     # (else nothing can route it before the engine reads _edges)
+            grads = RawEdgeGrads(grads)
+            # (what the late inputs lead to runs no sooner than their t() nodes would have,
+            # after the leaves this node feeds directly, as PyTorch's engine orders them)
+            grads.raw = (edges, late)
         return grads
 
     def register_hook(self, fn):
@@ -184,6 +211,15 @@ class RoutedOpNode(OpNode):
         return in_meta
 
     def _route(self):
+        _LOCK()
+        try:
+            if self._routed:    # by another thread, since this one read the property
+                return _NEXT_FUNCTIONS.__get__(self)
+            return self._route_now()
+        finally:
+            _UNLOCK()
+
+    def _route_now(self):
         edges = list(_NEXT_FUNCTIONS.__get__(self))
         in_meta = self._in_meta
         t_node = _T_NODE[0] if _T_NODE else _t_node_class()
@@ -206,7 +242,6 @@ class RoutedOpNode(OpNode):
         if routed is None:
             routed = _ROUTED[cls] = type(cls.__name__, (cls,), {
                 "__slots__": (), "next_functions": _NEXT_FUNCTIONS, "_edges": _NEXT_FUNCTIONS,
-                "_late_inputs": (),
                 "_routed": True})
         self.__class__ = routed
         return edges
