@@ -381,6 +381,10 @@ def _half_pow(xp, a, b, dtype):
         b = float(checked_scalar(np, b, dtype))     # "value cannot be converted to type ..."
         if dtype == np.float16:
             b = xp.asarray(b, dtype=np.float32)     # an array exponent: C's pow
+        elif b in (3.0, -2.0) and hasattr(a, "dtype"):
+            # PyTorch's bfloat16 kernel multiplies for these, rounding the square first
+            square = xp.multiply(a, a).astype(np.float32).astype(dtype).astype(np.float32)
+            return (square * a.astype(np.float32) if b == 3.0 else 1 / square).astype(dtype)
     a, b = (x.astype(np.float32) if hasattr(x, "dtype") and x.dtype == dtype else x
             for x in (a, b))
     return real_power(xp, a, b).astype(dtype)

@@ -64,16 +64,24 @@ def _channel_sums(xp, a):
 def update_running_stats(xp, rm, rv, mean, var, n, momentum):
     """``running = (1 - momentum) * running + momentum * batch statistic`` in place, the
     variance unbiased (NaN from one value per channel, as PyTorch's). float16 statistics are
-    updated in float32 and rounded once, as PyTorch's (its bfloat16 rounding is not matched
-    yet: it differs from both this and the in-place update below in the last bit)."""
+    updated in float32 and rounded once, bfloat16 ones in bfloat16 arithmetic, as PyTorch's
+    (its bfloat16 running variance still differs in the last bit now and then)."""
     if rm is not None:
         _blend(rm, mean, momentum)
     if rv is not None:
         unbiased = var * n / (n - 1) if n > 1 else xp.full_like(var, np.nan)
+        if rv.dtype == D.bfloat16.np and n > 1:      # from the bfloat16 sum, as PyTorch's
+            unbiased = (var * n).astype(rv.dtype).astype(var.dtype) / (n - 1)
         _blend(rv, unbiased, momentum)
 
 
 def _blend(running, batch, momentum):
+    if running.dtype == D.bfloat16.np:
+        # PyTorch's bfloat16 kernel: momentum, each product and the sum rounded to bfloat16
+        low = running.dtype
+        kept = running * low.type(1 - momentum)
+        running[...] = kept + batch.astype(low) * low.type(momentum)
+        return
     if running.dtype == np.float16:
         running[...] = ((1 - momentum) * running.astype(_F32)
                         + momentum * batch.astype(_F32)).astype(running.dtype)
@@ -106,6 +114,8 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
                                f"input_sizes = {list(x.shape)}")
         mean, var, out = channel_stats(xp, x3)
         update_running_stats(xp, rm, rv, mean, var, x3.shape[0] * lanes, momentum)
+        if dtype == D.bfloat16.np and _stats_dtype(dtype, w, b, rm, rv) == dtype:
+            var = _bfloat16_var(var, x3.shape[0] * lanes)
         invstd = _training_invstd(xp, var, eps, dtype)
     else:
         if rm is None or rv is None:
@@ -137,6 +147,13 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
         mean = invstd = xp.zeros(0, stats)
     return like_input(xp, x, out), mean.astype(stats, copy=False), invstd.astype(stats,
                                                                                 copy=False)
+
+
+def _bfloat16_var(var, n):
+    """The variance as PyTorch's CPU kernel takes it for bfloat16 statistics: the sum of
+    squared deviations rounded to bfloat16, then divided by n in bfloat16 arithmetic."""
+    low = D.bfloat16.np
+    return ((var * n).astype(low).astype(_F32) / n).astype(low).astype(var.dtype)
 
 
 def _training_invstd(xp, var, eps, dtype):

@@ -315,7 +315,24 @@ def _resample(xp, x, out, scales, mode, align_corners, antialias):
     if (mode == "bicubic" and not antialias and x.dtype.itemsize == 2 and x.dtype.kind in "fV"
             and xp is np):              # PyTorch's CPU kernel; a GPU one rounds once
         return _bicubic_16_bit(xp, x, _taps_in(mats, x.dtype))
+    if (mode in ("linear", "trilinear") and not antialias and x.dtype.itemsize == 2
+            and x.dtype.kind in "fV" and xp is np):
+        mats = _linear_taps_in(mats, x.dtype)
     return apply_mats(xp, x, mats)
+
+
+@built_once
+def _linear_taps_in(mats, dtype):
+    """PyTorch's float16/bfloat16 linear kernels store ``lambda1`` in the input's dtype and
+    take ``lambda0 = 1 - lambda1`` in that dtype too (the sums stay in float32)."""
+    taps = []
+    for m in mats:
+        if m is not None:
+            far = m.weight[:, 1].astype(np.float32).astype(dtype).astype(np.float32)
+            near = (1 - far).astype(dtype).astype(np.float64)
+            m = Taps(m.index, np.stack([near, far.astype(np.float64)], 1), m.matrix.shape[1])
+        taps.append(m)
+    return taps
 
 
 @built_once

@@ -330,6 +330,9 @@ OPS = [
     OpInfo("nn.functional.interpolate", _interpolate_ref, _interpolate_samples,
            dtypes=FLOATS + LOW + (ember.uint8,), gradgrad=True,
            error_inputs=_interpolate_errors, op=ember.nn.functional.interpolate,
+           # 16-bit (tri)linear keeps lambda in the input's dtype, as PyTorch's CPU kernels:
+           # off the exact reference by that rounding
+           tol={ember.float16: (2e-3, 4e-3), ember.bfloat16: (2e-2, 4e-2)},
            parity_tol={ember.bfloat16: (2e-2, 6e-2), ember.float16: (2e-3, 2e-3),
                        ember.float32: (1e-4, 1e-5)}),
     OpInfo("pixel_shuffle", _pixel_shuffle_ref, _pixel_samples(True), dtypes=ALL,
