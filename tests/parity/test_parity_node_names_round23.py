@@ -7,7 +7,8 @@ inverse), linalg.multi_dot (unsqueezed ends, mm's, a view), tensorinv and tensor
 of as_strided views: one CopySlices per view) and istft (an overlap-add by unfold_backward).
 
 Where ember's graph still differs from PyTorch's for a reason outside these functions, the
-comparison names it in ``_GAPS``: a reshape that copies makes no Clone node. PyTorch's
+comparison names it in ``_GAPS`` (none since round 26: a reshape that copies now makes
+PyTorch's Clone node). PyTorch's
 linalg.cond in the norms other than 2, -2 and 'nuc'
 cannot be differentiated (it fills the inverse in place); ember's can.
 """
@@ -26,9 +27,7 @@ pytestmark = pytest.mark.parity
 
 # PyTorch's nodes that ember's graph lacks (spliced out of PyTorch's graph) or names
 # otherwise (renamed), each for a reason outside these functions
-_GAPS = {
-    "reshape copy": {"CloneBackward0": None},
-}
+_GAPS = {}
 
 
 def _graph(fn, gaps=None):
@@ -140,7 +139,7 @@ def test_tensorinv():
 
 @pytest.mark.parametrize("dims", [None, (0, 2)])
 def test_tensorsolve(dims):
-    gaps = () if dims is None else ("reshape copy",)    # the permuted input's reshape
+    gaps = ()           # (the permuted input's reshape copies: a clone, as PyTorch's)
     _check(lambda lib, a, b: lib.linalg.tensorsolve(a, b, dims=dims),
            [_data(4, (6, 2, 3) if dims is None else (2, 6, 3)), _data(5, (6,))], gaps,
            rtol=1e-7)

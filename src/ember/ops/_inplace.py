@@ -462,6 +462,9 @@ def replay(recipe, tensor):
     return tensor
 
 
+_DTYPE_VIEWS = frozenset(("view_as_real", "view_as_complex", "_view_dtype"))
+
+
 def refresh_view_history(t):
     """Rebuild a view's grad_fn when its base's history changed since it was made, or when
     their memory was written in place since (under no_grad too: an optimizer's step on a
@@ -489,9 +492,9 @@ def refresh_view_history(t):
         fresh = replay(recipe, base)
     finally:
         _GRAD.grad_enabled = prev
-    if fresh.dtype is base.dtype and fresh._grad_fn is not None:
+    if recipe and recipe[-1][0].name not in _DTYPE_VIEWS and fresh._grad_fn is not None:
         # PyTorch rebuilds such a view by one as_strided (and replays only dtype-changing
-        # views, as view_as_real): its node shows that name
+        # views, as view_as_real, below it: ``z.real``): its node shows that name
         from ember.ops._registry import rename_node
         rename_node(fresh, "AsStridedBackward0")
     old_edge = t._grad_fn, t._output_nr

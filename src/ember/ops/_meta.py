@@ -27,7 +27,8 @@ _VALUE_SHAPED = {"nonzero", "argwhere", "masked_select", "unique", "unique_conse
                  "bincount", "repeat_interleave"}
 _SHAPE_ONLY_INPLACE = {"copy_", "fill_"}    # write every element; no other shape rule
 _NOT_BROADCAST = {"isin"}                   # in an elementwise module, but not elementwise
-_LAYOUT_FREE = {"view": "reshape"}          # ops computed as others of the same shapes
+# ops computed as others of the same shapes
+_LAYOUT_FREE = {"view": "reshape", "_unsafe_view": "reshape"}
 # modules of the ops given identity matrices and counting pivots (ones are singular, and
 # some results' shapes depend on the rank)
 _FACTORIZATIONS = {"linalg", "lu", "ldl", "factorizations", "solvers", "least_squares",

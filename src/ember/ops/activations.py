@@ -407,6 +407,11 @@ def _(gg, grad, x, lambd):
     return _softshrink_backward(gg, x, lambd), zeros_for(gg)
 
 
+for _backward in (_threshold_backward, _hardtanh_backward, _leaky_relu_backward,
+                  _hardshrink_backward, _softshrink_backward):
+    _backward.reads_inputs((), (0, 1))  # PyTorch's nodes save the input, not grad_output
+
+
 hardshrink.params_in_dtype("lambd")
 
 

@@ -3,13 +3,15 @@
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import like_input
+from ember._memory_format import like_input, suggested_order
 
-from ember.backend import device_copy
+from ember._tensor import _make
+from ember.backend import XP_BY_ARRAY_TYPE, device_copy
 from ember.ops._max_sweep import max_sweep
 from ember.ops._op_errors import OpValueError
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
 from ember.ops._pool_index import max_pool_grad, window_max
+from ember.ops._recording import _mark_view, _record
 from ember.ops._registry import REGISTRY, op, rename_node
 from ember.ops.arithmetic import _div_scalar
 from ember.ops._separable import _along_dims, apply_mats, built_once, transposed
@@ -69,14 +71,55 @@ def _adaptive_avg(xp, x, nd, output_size):
     return apply_mats(xp, x, adaptive_mats(x.shape[-nd:], out))
 
 
+def _mean_of_row(x):
+    """A 1-D pool to one as PyTorch composes it: the mean over the last two dims of
+    ``x.unsqueeze(-2)``, squeezed (-2). Its three nodes are recorded here on one mean,
+    without further dispatch (each would cost what the whole call did)."""
+    mean, unsqueeze, squeeze = REGISTRY["mean"], REGISTRY["unsqueeze"], REGISTRY["squeeze"]
+    xp = XP_BY_ARRAY_TYPE[type(x._data)]
+    row = _make(unsqueeze.forward(xp, x._data, -2))
+    _mark_view(unsqueeze, x, (-2,), row)
+    _record(unsqueeze, (x,), None, (-2,), row)
+    total = _make(mean.forward(xp, row._data, _ROW_DIMS, True, None))
+    _record(mean, (row,), None, (_ROW_DIMS, True, None), total)
+    out = _make(squeeze.forward(xp, total._data, -2))
+    _mark_view(squeeze, total, (-2,), out)
+    _record(squeeze, (total,), None, (-2,), out)
+    return out
+
+
+_ROW_DIMS = (-1, -2)
+
+
+def _global_mean(nd):
+    def composed(inputs, params):
+        """PyTorch's graph of pooling to ones: a mean (of a (.., 1, L) view, for 1-D), which
+        saves the input's size only, where its pooling kernel saves the input."""
+        x, output_size = inputs[0], params[0]
+        if _pooled_to(output_size) != 1:
+            return NotImplemented
+        _check("avg", nd, x._data, output_size)
+        if nd == 1:
+            return _mean_of_row(x)
+        out = x.mean(tuple(range(-1, -nd - 1, -1)), keepdim=True)
+        if x.ndim == nd + 2 and suggested_order(x._data) is not None:
+            n, c = x.shape[:2]                  # PyTorch restrides the mean in place
+            out.as_strided_((n, c) + (1,) * nd, (c, 1) + (c,) * nd)
+        return out
+    return composed
+
+
 def _avg_op(nd, namespace):
     def forward(xp, x, output_size):
         out = _adaptive_avg(xp, x, nd, output_size)
-        return like_input(xp, x, out) if nd == 2 else out   # (PyTorch's 3-D one: row-major)
+        if nd == 2 or _pooled_to(output_size) == 1:  # (PyTorch's 3-D kernel: row-major)
+            return like_input(xp, x, out)
+        return out
     forward.__doc__ = f"{nd}-D adaptive average pooling to ``output_size``."
     registered = op(f"adaptive_avg_pool{nd}d(input, output_size)", method=False,
-                    saves_inputs=False, namespace=namespace,
+                    namespace=namespace,
                     grad_fn_name=f"AdaptiveAvgPool{nd}DBackward0")(forward)
+    registered.composed_when_recording(_global_mean(nd))
 
     @registered.derivative
     def _(grad, x, output_size):

@@ -87,10 +87,10 @@ def _(flat, params, out):                    # PyTorch's overloads: Tensor, Scal
     return "XlogyBackward0" if _is_tensor_operand(flat[1]) else "XlogyBackward2"
 
 
-def _copysign_grad(grad, a, b, *, out):
+def _copysign_grad(grad, a, b, *, out, needs):
     # d out / d a is the sign agreement of out and a: +-1, and 0 at a == 0
-    ratio = where(a == 0, 0.0, out.detach() / a.detach())
-    return grad * ratio, (zeros_for(grad) if _is_tensor_operand(b) else None)
+    grad_a = grad * where(a == 0, 0.0, out.detach() / a.detach()) if needs[0] else None
+    return grad_a, (zeros_for(grad) if _is_tensor(b) else None)
 
 
 copysign = binary("copysign(input, other)", lambda xp, a, b: xp.copysign(a, b),
@@ -98,6 +98,7 @@ copysign = binary("copysign(input, other)", lambda xp, a, b: xp.copysign(a, b),
                   doc="The magnitude of ``input`` with the sign of ``other``, elementwise.",
                   promote=tensor_policy("copysign", REAL_FLOAT.rule), ufunc="copysign")
 copysign.number_overload("other")
+copysign.reads_inputs((0,), ())     # PyTorch saves input (and the result), not other
 
 
 @copysign.named_by
@@ -289,9 +290,13 @@ def addcdiv(xp, x, t1, t2, value):
 
 
 @addcdiv.derivative
-def _(grad, x, t1, t2, value):
-    return (grad, grad * conj_grad(value / t2),
-            -grad * conj_grad(value * t1 / (t2 * t2)))
+def _(grad, x, t1, t2, value, *, needs):
+    return (grad, grad * conj_grad(value / t2) if needs[1] else None,
+            -grad * conj_grad(value * t1 / (t2 * t2)) if needs[2] else None)
+
+
+# PyTorch saves tensor2 whenever it records (tensor1 for tensor2's gradient), not input
+addcdiv.reads_inputs((), (2,), (0, 1, 2))
 
 
 # --- clamp ------------------------------------------------------------------------------------

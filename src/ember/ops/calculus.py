@@ -190,7 +190,7 @@ def _(flat, params, out):
 
 
 @trapezoid.derivative
-def _(grad, y, x, dx, dim):
+def _(grad, y, x, dx, dim, *, needs):
     d = wrap_dim(dim, y.ndim)
     n = y.shape[d]
     if n == 0:
@@ -201,15 +201,21 @@ def _(grad, y, x, dx, dim):
         i = np.arange(n)
         weights = 1 - 0.5 * (i == 0) - 0.5 * (i == n - 1)
         ends = constant(lambda xp, a: xp.asarray(weights, dtype=a.dtype).reshape(
-            [n if k == d else 1 for k in range(a.ndim)]), y)
+            [n if k == d else 1 for k in range(a.ndim)]), g)
         return g * ends * _step(dx, None, "trapezoid"), None
     shape = _x_shape(tuple(x.shape), tuple(y.shape), d, "trapezoid")
-    xv = x.reshape(shape)
-    spacing = xv.narrow(d, 1, shape[d] - 1) - xv.narrow(d, 0, shape[d] - 1)
-    pairs = y.narrow(d, 0, n - 1) + y.narrow(d, 1, n - 1)
-    grad_y = _ends_sum(g * spacing.conj() / 2, d)
-    grad_x = _adjoint_diff(g * pairs.conj() / 2, d)
-    return grad_y, _to_shape(grad_x, shape, tuple(x.shape))
+    grad_y = grad_x = None
+    if needs[0]:
+        xv = x.reshape(shape)
+        spacing = xv.narrow(d, 1, shape[d] - 1) - xv.narrow(d, 0, shape[d] - 1)
+        grad_y = _ends_sum(g * spacing.conj() / 2, d)
+    if needs[1]:
+        pairs = y.narrow(d, 0, n - 1) + y.narrow(d, 1, n - 1)
+        grad_x = _to_shape(_adjoint_diff(g * pairs.conj() / 2, d), shape, tuple(x.shape))
+    return grad_y, grad_x
+
+
+trapezoid.reads_inputs((1,), (0,))      # as PyTorch's composite: each for the other's gradient
 
 
 def _halved(accumulate, spacing, pairs, d):
@@ -247,21 +253,28 @@ def _(flat, params, out):
 
 
 @cumulative_trapezoid.derivative
-def _(grad, y, x, dx, dim):
+def _(grad, y, x, dx, dim, *, needs):
     d = wrap_dim(dim, y.ndim)
     n = y.shape[d]
     if n == 0:                      # an empty result still gives (empty) zero gradients
-        return y.new_zeros(y.shape), None if x is None else x.new_zeros(x.shape)
+        return (grad.new_zeros(y.shape) if needs[0] else None,
+                grad.new_zeros(x.shape) if needs[1] else None)
     c = reverse_cumsum(grad, d) / 2
     if x is None:
         return _ends_sum(c * _step(dx, None, "cumulative_trapezoid"), d), None
     shape = _x_shape(tuple(x.shape), tuple(y.shape), d, "cumulative_trapezoid")
-    xv = x.reshape(shape)
-    spacing = xv.narrow(d, 1, shape[d] - 1) - xv.narrow(d, 0, shape[d] - 1)
-    pairs = y.narrow(d, 0, n - 1) + y.narrow(d, 1, n - 1)
-    grad_y = _ends_sum(c * spacing.conj(), d)
-    grad_x = _adjoint_diff(c * pairs.conj(), d)
-    return grad_y, _to_shape(grad_x, shape, tuple(x.shape))
+    grad_y = grad_x = None
+    if needs[0]:
+        xv = x.reshape(shape)
+        spacing = xv.narrow(d, 1, shape[d] - 1) - xv.narrow(d, 0, shape[d] - 1)
+        grad_y = _ends_sum(c * spacing.conj(), d)
+    if needs[1]:
+        pairs = y.narrow(d, 0, n - 1) + y.narrow(d, 1, n - 1)
+        grad_x = _to_shape(_adjoint_diff(c * pairs.conj(), d), shape, tuple(x.shape))
+    return grad_y, grad_x
+
+
+cumulative_trapezoid.reads_inputs((1,), (0,))   # each for the other's gradient, as PyTorch's
 
 
 ALIASES = {"trapz": "trapezoid"}

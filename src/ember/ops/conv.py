@@ -52,9 +52,10 @@ def _laid_out_like(grads, x, w):
             for g in grads]
 
 
-def _grads(grad, x, w, b, args, need_x=None):
+def _grads(grad, x, w, b, args, need_x=None, need_b=None):
     """(input, weight, bias) gradients of a batched call with symmetric padding."""
     need_x = x.requires_grad if need_x is None else need_x
+    need_b = b is not None and b.requires_grad if need_b is None else need_b
     stride, dilation, groups = list(args.stride), list(args.dilation), args.groups
     pad = [lo for lo, _ in args.pads]
     gi = gw = gb = None
@@ -75,7 +76,7 @@ def _grads(grad, x, w, b, args, need_x=None):
         if w.requires_grad:
             gw = _convolution_weight(conj_grad(x), grad, list(w.shape[2:]), stride, pad,
                                      dilation, groups)
-    if b is not None and b.requires_grad:
+    if need_b:
         gb = grad.sum([0] + list(range(2, grad.ndim)))
     gi, gw = _laid_out_like((gi, gw), x, w)
     for g in (gi, gw, gb):      # under create_graph: PyTorch's one convolution_backward node
@@ -99,10 +100,14 @@ def convolution(xp, x, w, b, stride, padding, dilation, transposed, output_paddi
 
 
 @convolution.derivative
-def _(grad, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
-    args = conv_args("convolution", x._data, w._data, None if b is None else b._data, stride,
-                     padding, dilation, groups, transposed, output_padding)
-    return _grads(grad, x, w, b, args)
+def _(grad, x, w, b, stride, padding, dilation, transposed, output_padding, groups, *, needs):
+    # (the bias, checked by the forward, is its metadata here)
+    args = conv_args("convolution", x._data, w._data, None, stride, padding, dilation, groups,
+                     transposed, output_padding)
+    return _grads(grad, x, w, b, args, need_b=needs[2])
+
+
+convolution.reads_inputs((0, 1, 2), (0, 1, 2), ())  # PyTorch saves the bias's size alone
 
 
 @op("_convolution_weight(input, grad_output, kernel_size, stride, padding, dilation, groups)",
@@ -162,11 +167,11 @@ def _conv_op(nd, transposed):
         out = _run(xp, xb, w, b, args)
         return out if xb is x else out[0]
 
-    def derivative(grad, x, w, b, *params):
+    def derivative(grad, x, w, b, *params, needs):
         stride, padding, dilation, groups, opad = _params(params)
         unbatched = x.ndim == nd + 1
-        xb, args = check(x._data, w._data, None if b is None else b._data, stride, padding,
-                         dilation, groups, opad, False)
+        # (the bias, checked by the forward, is its metadata here)
+        xb, args = check(x._data, w._data, None, stride, padding, dilation, groups, opad, False)
         xt = x.unsqueeze(0) if unbatched else x
         grad = grad.unsqueeze(0) if unbatched else grad
         extra = [hi - lo for lo, hi in args.pads]
@@ -174,7 +179,7 @@ def _conv_op(nd, transposed):
             flat = [v for e in reversed(extra) for v in (0, e)]
             xt = constant_pad_nd(xt, flat)
             args.pads = tuple((lo, lo) for lo, _ in args.pads)
-        gi, gw, gb = _grads(grad, xt, w, b, args, x.requires_grad)
+        gi, gw, gb = _grads(grad, xt, w, b, args, x.requires_grad, needs[2])
         if gi is not None:
             if any(extra):              # PyTorch crops the padded input's gradient by a pad
                 gi = constant_pad_nd(gi, [-v for v in flat])
@@ -196,6 +201,7 @@ def _conv_op(nd, transposed):
     forward.__name__ = name
     registered = op(sig, inputs=3, method=False, grad_fn_name="ConvolutionBackward0")(forward)
     registered.derivative(derivative)
+    registered.reads_inputs((0, 1, 2), (0, 1, 2), ())  # PyTorch saves the bias's size alone
     # PyTorch adds a batch dim to an unbatched input and squeezes it off the result
     registered.named_by(lambda flat, params, out: "SqueezeBackward1" if flat[0].ndim == nd + 1
                         else "ConvolutionBackward0")

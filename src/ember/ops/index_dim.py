@@ -152,10 +152,13 @@ index_add.inplace_variant(in_place(_write_index_add))
 
 
 index_add.nondifferentiable("index")
+index_add.reads_inputs((), (2,), (2,))      # PyTorch saves the index and source, not input
 
 
 @index_add.derivative
-def _(grad, x, index, source, dim, alpha):
+def _(grad, x, index, source, dim, alpha, *, needs):
+    if not needs[2]:
+        return grad, None, None
     grad_source = index_select(grad, dim, index)
     if alpha != 1:
         grad_source = grad_source * (alpha.conjugate() if isinstance(alpha, complex) else alpha)
@@ -316,6 +319,7 @@ index_copy.inplace_variant(in_place(_write_index_copy))
 
 
 index_copy.nondifferentiable("index")
+index_copy.reads_inputs((), (0, 2), (2,))   # PyTorch saves the index and source, not input
 
 
 @index_copy.derivative
@@ -458,12 +462,13 @@ put.inplace_variant(in_place(_write_put))
 
 
 put.nondifferentiable("index")
+put.reads_inputs((), (0, 2), (2,))          # PyTorch saves the index and source, not input
 
 
 @put.derivative
-def _(grad, x, index, source, accumulate):
+def _(grad, x, index, source, accumulate, *, needs):
     grad_x = grad if accumulate else grad.put(index, zeros_for(source.shape, grad))
-    return grad_x, None, take(grad, index).reshape(source.shape)
+    return grad_x, None, take(grad, index).reshape(source.shape) if needs[2] else None
 
 
 # they read their inputs while writing out of order: PyTorch refuses any aliasing of the two

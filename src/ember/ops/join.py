@@ -394,9 +394,8 @@ def _tensor_split_bounds(n, arg):
     return _bounds([small + 1] * extra + [small] * (sections - extra))
 
 
-@op("tensor_split(input, indices_or_sections, dim=0)", view=True, saves_inputs=False)
-def tensor_split(xp, x, indices_or_sections, dim):
-    """Views of ``sections`` near-equal pieces, or of the pieces between ``indices``."""
+def _checked_split(x, indices_or_sections, dim):
+    """(wrapped dim, bounds of each piece) of ``tensor_split`` (an array or a tensor)."""
     if type(indices_or_sections) is not int and not isinstance(indices_or_sections, Tensor):
         given = (indices_or_sections,) if dim == 0 else (indices_or_sections, dim)
         check_overloaded_dims(indices_or_sections, "tensor_split", given, "indices")
@@ -404,7 +403,22 @@ def tensor_split(xp, x, indices_or_sections, dim):
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
                            "tensor with 0 dims")
     d = wrap_dim(dim, x.ndim)
-    return _pieces(x, d, _tensor_split_bounds(x.shape[d], indices_or_sections))
+    return d, _tensor_split_bounds(x.shape[d], indices_or_sections)
+
+
+@op("tensor_split(input, indices_or_sections, dim=0)", view=True, saves_inputs=False)
+def tensor_split(xp, x, indices_or_sections, dim):
+    """Views of ``sections`` near-equal pieces, or of the pieces between ``indices``."""
+    return _pieces(x, *_checked_split(x, indices_or_sections, dim))
+
+
+@tensor_split.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: each piece a slice of its own (SliceBackward0, output 0)."""
+    x = inputs[0]
+    d, bounds = _checked_split(x, *params)
+    lead = (slice(None),) * d
+    return tuple(x[lead + (slice(start, stop),)] for start, stop in bounds)
 
 
 tensor_split.name_nodes("SliceBackward0")     # PyTorch slices to tensor_split

@@ -12,14 +12,15 @@ import math
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import contiguous_format
-from ember.backend import low_precision_product
+from ember._tensor import _make
+from ember.backend import XP_BY_ARRAY_TYPE, low_precision_product
 from ember.backend.blas_threads import follow_load
 from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import BINARY
-from ember.ops._recording import rename_node
+from ember.ops._recording import _mark_view, _record, rename_node
 from ember.ops._registry import broadcast_message, op
 from ember.ops.indexing import CTYPE
+from ember.ops.shape import _unsafe_view, squeeze as _squeeze, unsqueeze as _unsqueeze
 
 _LOW = D.LOW_PRECISION_NP
 _GEMM = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
@@ -252,12 +253,15 @@ _MATMUL_NODES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "Squeeze
 
 @matmul.composed_when_recording
 def _(inputs, params):
-    """PyTorch's graph of a vector times a batch of matrices (either side): an mv of the
-    batch folded into rows, where folding needs no copy or the vector requires grad, else a
-    bmm of both operands expanded to the batch; then a view to the result's shape. Other
-    products keep one node (named by ``named_by``)."""
+    """PyTorch's graph of a vector times a matrix (an mm of it unsqueezed), and of a vector
+    times a batch of matrices (either side): an mv of the batch folded into rows, where
+    folding needs no copy or the vector requires grad, else a bmm of both operands expanded
+    to the batch; then a view to the result's shape. Other products keep one node (named by
+    ``named_by``)."""
     a, b = inputs
     da, db = a._data.ndim, b._data.ndim
+    if da == 1 and db == 2:
+        return _vector_matrix(a, b)
     if da == 1 and db >= 3:
         vector, batch = a, b.mT
     elif db == 1 and da >= 3:
@@ -267,16 +271,43 @@ def _(inputs, params):
     # (operands that do not fit raise the error of the kernel PyTorch reaches: mv's, bmm's)
     lead, rows, inner = tuple(batch.shape[:-2]), batch.shape[-2], batch.shape[-1]
     if vector.requires_grad or batch.numel() == 0 or _foldable(batch):
-        folded = _reshaped(batch, (math.prod(lead) * rows, inner))
+        folded = batch.reshape(math.prod(lead) * rows, inner)
         return _unsafe_view(folded.mv(vector), lead + (rows,))
     count, m = math.prod(lead), vector.shape[0]
     if da == 1:         # a as a batch of (1, m) rows times b's matrices
-        product = _reshaped(a.expand(lead + (1, m)), (count, 1, m)).bmm(
-            _reshaped(b.expand(b.shape), (count,) + tuple(b.shape[-2:])))
+        product = a.expand(lead + (1, m)).reshape(count, 1, m).bmm(
+            b.expand(b.shape).reshape((count,) + tuple(b.shape[-2:])))
     else:               # a's matrices times b as a batch of (m, 1) columns
-        product = _reshaped(a.expand(a.shape), (count,) + tuple(a.shape[-2:])).bmm(
-            _reshaped(b.expand(lead + (m,)), (count, m)).unsqueeze(2)).squeeze(-1)
+        product = a.expand(a.shape).reshape((count,) + tuple(a.shape[-2:])).bmm(
+            b.expand(lead + (m,)).reshape(count, m).unsqueeze(2)).squeeze(-1)
     return _unsafe_view(product, lead + (rows,))
+
+
+def _vector_matrix(a, b):
+    """PyTorch's graph of a vector times a matrix: an mm of the vector unsqueezed to a row,
+    squeezed in place (SqueezeBackward4 over MmBackward0 over UnsqueezeBackward0). Its three
+    nodes are recorded here on one product, without further dispatch (each would cost what
+    the whole call did), for the dtypes computed as they are and a contiguous vector (whose
+    row NumPy strides as PyTorch does); other calls compose the ops, and raise mm's errors."""
+    va, vb = a._data, b._data
+    if va.dtype == vb.dtype and va.dtype in _GEMM and va.flags.c_contiguous:
+        xp = XP_BY_ARRAY_TYPE[type(va)]
+        follow_load(xp)
+        try:
+            product = xp.matmul(va, vb)         # (NumPy's only error here is the shapes')
+        except ValueError:
+            product = None
+        if product is not None:
+            row = _make(va.reshape(1, va.shape[0]))
+            _mark_view(_unsqueeze, a, (0,), row)
+            if a._requires_grad or a._grad_fn is not None:
+                _record(_unsqueeze, (a,), None, (0,), row)
+            matrix = _make(product.reshape(1, product.shape[0]))
+            _record(mm, (row, b), None, (), matrix)
+            out = _make(product)
+            _record(_squeeze, (matrix,), None, (0,), out)
+            return rename_node(out, "SqueezeBackward4")
+    return rename_node(a.unsqueeze(0).mm(b).squeeze(0), "SqueezeBackward4")
 
 
 def _foldable(t):
@@ -284,22 +315,6 @@ def _foldable(t):
     dims' stride is the next one's times its size)."""
     shape, strides = t.shape, t.stride()
     return all(strides[i] == strides[i + 1] * shape[i + 1] for i in range(len(shape) - 2))
-
-
-def _reshaped(t, shape):
-    """``t.reshape(shape)`` with PyTorch's nodes: a view where strides allow, else a
-    contiguous clone viewed (CloneBackward0 under UnsafeViewBackward0)."""
-    probe = t._data.view()
-    try:
-        probe.shape = shape
-    except AttributeError:
-        return _unsafe_view(t.clone(memory_format=contiguous_format), shape)
-    return t.reshape(shape)
-
-
-def _unsafe_view(t, shape):
-    """A view of fresh ``t`` as ``shape``, named as PyTorch's ``_unsafe_view``."""
-    return rename_node(t.view(shape), "UnsafeViewBackward0")
 
 
 @matmul.derivative

@@ -110,6 +110,9 @@ def _(grad, x, e, *, out):
     return grad * conj_grad(scale), grad_e
 
 
+ldexp.reads_inputs((), (0, 1))      # PyTorch saves other and the result, not input
+
+
 @op("frexp(input)", out=True, namedtuple=return_types.frexp, saves_inputs=False)
 def frexp(xp, x):
     """The mantissa in [0.5, 1) and the int32 exponent with ``input = mantissa * 2**exponent``."""

@@ -170,6 +170,19 @@ def _(flat, params, out):                    # PyTorch's kernel per mode and pad
     return f"{name}{nd}DBackward0" if name else "PadBackward0"
 
 
+@pad.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph of a constant pad: constant_pad_nd's node, which saves no input (the
+    other modes' kernels save it)."""
+    pad_, mode, value = params
+    if mode != "constant":
+        return NotImplemented
+    x = inputs[0]
+    _pairs(pad_, x.ndim)
+    value = 0 if value is None else float_arg(value, "pad", "value", 4)
+    return constant_pad_nd(x, pad_, value)
+
+
 @pad.derivative
 def _(grad, x, pad, mode, value):
     if mode == "constant":

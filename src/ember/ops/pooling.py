@@ -151,7 +151,7 @@ def _avg_pool_op(nd, namespace):
     forward.__doc__ = f"{nd}-D average pooling."
     registered = op(f"avg_pool{nd}d(input, kernel_size, stride=None, padding=0, "
                     f"ceil_mode=False, count_include_pad=True{extra})", method=False,
-                    saves_inputs=False, namespace=namespace, out=nd > 1,
+                    namespace=namespace, out=nd > 1,
                     grad_fn_name=f"AvgPool{nd}DBackward0")(forward)
 
     @registered.derivative

@@ -13,12 +13,13 @@ import operator
 import warnings
 
 from ember import _dtype as D
-from ember._memory_format import restrided, strided_if_empty
-from ember._tensor import Size, Tensor
+from ember._memory_format import contiguous_format, restrided, strided_if_empty
+from ember._tensor import Size, Tensor, _make
 from ember.backend import broadcast_view
 from ember.ops._dims import (check_overloaded_dims, int_sequence, invalid_combination,
                              unpack_error, wrap_dim)
-from ember.ops._registry import broadcast_message, op, varargs
+from ember.ops._recording import _record
+from ember.ops._registry import REGISTRY, broadcast_message, op, varargs
 
 
 def infer_shape(shape, numel):
@@ -144,6 +145,43 @@ def _(grad, x, shape):
     return grad.reshape(x.shape)
 
 
+@op("_unsafe_view(input, size)", method=False, saves_inputs=False,
+    grad_fn_name="UnsafeViewBackward0")
+def _unsafe_view(xp, x, size):
+    """``input`` viewed as ``size``, but as a tensor of its own, not a view (PyTorch's
+    ``_unsafe_view``, which ends a reshape that copies: only for a fresh input)."""
+    return view.forward(xp, x, size)
+
+
+@_unsafe_view.derivative
+def _(grad, x, size):
+    return grad.reshape(x.shape)
+
+
+def _copying_reshape(x, reshaped):
+    """PyTorch's graph of a reshape that must copy, ``reshaped`` its forward's result: a
+    contiguous clone (CloneBackward0) reshaped by ``_unsafe_view`` (UnsafeViewBackward0),
+    both recorded here on that one copy (no further dispatch: a reshape of transposed heads
+    runs in every attention block); NotImplemented where strides allowed a view."""
+    a = x._data
+    owner = reshaped.base               # (NumPy and CuPy point a view at the memory's owner)
+    if owner is not None and (owner is a or owner is a.base):
+        return NotImplemented
+    copy = _make(reshaped.reshape(a.shape))
+    _record(REGISTRY["clone"], (x,), None, (contiguous_format,), copy)
+    out = _make(reshaped)
+    _record(_unsafe_view, (copy,), None, (reshaped.shape,), out)
+    return out
+
+
+@reshape.composed_when_recording
+def _(inputs, params):
+    x = inputs[0]
+    if x._data.flags.c_contiguous:
+        return NotImplemented
+    return _copying_reshape(x, reshape.forward(None, x._data, params[0]))
+
+
 def _flat_shape(shape, start_dim, end_dim):
     start = wrap_dim(start_dim, len(shape), ("flatten", "start_dim", 1))
     end = wrap_dim(end_dim, len(shape), ("flatten", "end_dim", 2))
@@ -163,6 +201,15 @@ def flatten(xp, x, start_dim, end_dim):
 @flatten.derivative
 def _(grad, x, start_dim, end_dim):
     return grad.reshape(x.shape)
+
+
+@flatten.composed_when_recording
+def _(inputs, params):
+    x = inputs[0]
+    a = x._data
+    if a.flags.c_contiguous:
+        return NotImplemented
+    return _copying_reshape(x, a.reshape(_flat_shape(a.shape, *params)))
 
 
 @flatten.returns_input_when

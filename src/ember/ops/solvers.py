@@ -109,6 +109,7 @@ def inv(xp, a):
 
 
 inv.derivative(_inverse_grad)
+inv.reads_inputs(())            # PyTorch saves the inverse alone
 
 
 @op("inverse(input)", out=True, grad_fn_name="LinalgInvExBackward0")
@@ -118,6 +119,7 @@ def inverse(xp, a):
 
 
 inverse.derivative(_inverse_grad)
+inverse.reads_inputs(())
 
 
 @op("inv_ex(A, *, check_errors=False)", namespace="linalg", out=True, namedtuple=inv_ex_result)
@@ -129,7 +131,9 @@ def inv_ex(xp, a, check_errors):
     return result, info
 
 
-inv_ex.derivative(lambda grad, a, check_errors, *, out: _inverse_grad(grad, a, out=out))
+inv_ex.derivative(outputs=(0,))(
+    lambda grad, a, check_errors, *, out: _inverse_grad(grad, a, out=out))
+inv_ex.reads_inputs(())         # the inverse alone: not the input, nor info
 
 
 # --- solve ------------------------------------------------------------------------------------
@@ -218,6 +222,7 @@ solve.name_nodes("LinalgSolveExBackward0")   # PyTorch solves by solve_ex
 
 
 solve.derivative(_solve_grad)
+solve.reads_inputs((0, 1), ())      # PyTorch saves A and the solution, B's size alone
 
 
 @op("solve_ex(A, B, *, left=True, check_errors=False)", inputs=2, namespace="linalg",
@@ -232,8 +237,9 @@ def solve_ex(xp, a, b, left, check_errors):
     return x, info
 
 
-solve_ex.derivative(lambda grad, a, b, left, check_errors, *, out:
-                    _solve_grad(grad, a, b, left, out=out))
+solve_ex.derivative(outputs=(0,))(lambda grad, a, b, left, check_errors, *, out:
+                                  _solve_grad(grad, a, b, left, out=out))
+solve_ex.reads_inputs((0, 1), ())   # A and the solution: not B, nor info
 
 
 # --- solve_triangular -------------------------------------------------------------------------
@@ -311,6 +317,9 @@ def _(grad, a, b, upper, left, unitriangular, *, out):
     grad_a = -(grad_b @ mh(out)) if left else -(mh(out) @ grad_b)
     grad_a = grad_a.triu(int(unitriangular)) if upper else grad_a.tril(-int(unitriangular))
     return grad_a, grad_b
+
+
+solve_triangular.reads_inputs((0, 1), ())   # PyTorch saves A and the solution, not B
 
 
 

@@ -108,6 +108,9 @@ def _(grads, x, dim, descending, stable, *, out):
     return _sort_grad(grads[0], x, dim, out[1])
 
 
+sort.reads_inputs(())       # the indices and the input's size: PyTorch saves no input
+
+
 @op("argsort(input, dim=-1, descending=False, *, stable=False)", promote=SORT, out=False)
 def argsort(xp, x, dim, descending, stable):
     """The indices that sort ``input`` along ``dim`` (always stably)."""
@@ -156,6 +159,9 @@ def _(grads, x, k, dim, largest, sorted, *, out):
     return _sort_grad(grads[0], x, dim, out[1])
 
 
+topk.reads_inputs(())       # the indices and the input's size: PyTorch saves no input
+
+
 def _squeezed(xp, values, index, d, keepdim):
     if not keepdim:
         values, index = xp.squeeze(values, axis=d), xp.squeeze(index, axis=d)
@@ -184,6 +190,9 @@ def _(grads, x, k, dim, keepdim, *, out):
     return route_to_indices(grads, x, dim, keepdim, out=out)
 
 
+kthvalue.reads_inputs(())   # the indices and the input's size: PyTorch saves no input
+
+
 @op("mode(input, dim=-1, keepdim=False)", promote=MODE, namedtuple=return_types.mode)
 def mode(xp, x, dim, keepdim):
     """The most frequent value along ``dim`` (the smallest among equally frequent ones) and the
@@ -209,6 +218,9 @@ def mode(xp, x, dim, keepdim):
 @mode.derivative(outputs=(1,))
 def _(grads, x, dim, keepdim, *, out):
     return route_to_indices(grads, x, dim, keepdim, out=out)
+
+
+mode.reads_inputs(())       # the indices and the input's size: PyTorch saves no input
 
 
 # --- unique, unique_consecutive -----------------------------------------------------------------

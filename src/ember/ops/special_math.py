@@ -173,6 +173,7 @@ ndtri = _special("ndtri", _scipy("ndtri"),
                  lambda grad, x, *, out: grad * _SQRT_2PI * (out * out * 0.5).exp(),
                  doc="The inverse of ``ndtr``: the quantile of the standard normal.",
                  half=False)
+ndtri.reads_inputs(())          # PyTorch saves the result alone
 log_ndtr = _special("log_ndtr", _scipy("log_ndtr"),
                     lambda grad, x, *, out: grad * (-(out + x * x * 0.5)).exp() / _SQRT_2PI,
                     doc="The logarithm of ``ndtr``, accurate far into the left tail.",

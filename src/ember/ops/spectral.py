@@ -287,8 +287,9 @@ def _register(name, form, kind, doc, *, flag=False):
         return _c2r_grad(grad, x.shape, axes, sizes, mode)
 
     forward.__doc__ = doc
-    new = op(_SIGNATURES[form].format(name), out=True, saves_inputs=False, namespace="fft",
-             grad_fn_name=f"Fft{kind.upper()}Backward0")(forward)
+    # PyTorch's r2c kernel saves its (real) input; the c2c and c2r ones save no input
+    new = op(_SIGNATURES[form].format(name), out=True, saves_inputs=kind == "r2c",
+             namespace="fft", grad_fn_name=f"Fft{kind.upper()}Backward0")(forward)
     new.derivative(derivative)
     if kind == "c2c" and form == 1 and not flag:
         new.named_by(_fft_node_name)

@@ -272,6 +272,7 @@ for _op in (_median, _nanmedian):
     _op.derivative(lambda grad, x, *, out: spread(grad, x, out))
 for _op in (_median_by_dim, _nanmedian_by_dim):
     _op.derivative(route_to_indices, outputs=(1,))
+    _op.reads_inputs(())        # the indices and the input's size: PyTorch saves no input
 
 
 median = with_optional_dim("median", _median, _median_by_dim)

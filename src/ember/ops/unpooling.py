@@ -78,6 +78,7 @@ def _unpool_op(nd):
                     f"output_size=None)", inputs=2, method=False,
                     namespace="nn.functional", grad_fn_name=f"MaxUnpool{nd}DBackward0")(forward)
     registered.nondifferentiable("indices")
+    registered.reads_inputs((), (0,))       # PyTorch saves the indices alone
 
     @registered.derivative
     def _(grad, x, indices, *params):

@@ -56,6 +56,11 @@ def _reshape_samples(dtype, rg):
     yield _s(make((2, 3), dtype, rg, noncontiguous=True), (-1,), name="noncontiguous_copies")
 
 
+def _unsafe_view_torch(x, size):
+    import torch
+    return torch.ops.aten._unsafe_view(x, size)
+
+
 def _flatten_ref(a, start_dim=0, end_dim=-1):
     if a.ndim == 0:
         return a.reshape(1)
@@ -406,6 +411,8 @@ OPS = [
            error_inputs=_view_only_errors),
     OpInfo("reshape", np.reshape, _reshape_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_view_errors),
+    OpInfo("_unsafe_view", np.reshape, _view_samples, dtypes=ALL, gradgrad=True,
+           torch_op=_unsafe_view_torch, error_inputs=_view_only_errors),
     OpInfo("flatten", _flatten_ref, _flatten_samples, dtypes=ALL, gradgrad=True,
            error_inputs=_flatten_errors),
     OpInfo("unflatten", _unflatten_ref, _unflatten_samples, dtypes=ALL, gradgrad=True,
