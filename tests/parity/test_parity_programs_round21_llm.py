@@ -490,7 +490,8 @@ def kv_cache_generation_program(torch):
     res["left_padded"] = cached_ids.flatten().tolist() + [bool(torch.equal(cached_ids,
                                                                            full_ids))]
     res["left_padded_scores"] = cached_scores
-    res["cached_vs_full"] = (cached_scores - full_scores).abs().max()
+    # a few ulps of scores ~5 (rounding noise, as below), or O(1) if the cache is wrong
+    res["cached_vs_full"] = [bool((cached_scores - full_scores).abs().max() < 1e-5)]
 
     prompt = torch.from_numpy(rng.integers(3, vocab, size=(batch, 5)))
     ids, agree, trace, probs = generate(prompt, 10, eos_token_id=[1, 2], pad_token_id=0,
@@ -498,7 +499,9 @@ def kv_cache_generation_program(torch):
     res["ids"] = ids.flatten().tolist()
     res["ids_meta"] = [_name(ids.dtype), ids.is_inference(), ids.requires_grad,
                        probs.is_inference()]
-    res["cache_agreement"] = agree
+    # static and dynamic caches attend over different key lengths: their logits differ by
+    # rounding noise (~1e-6, which BLAS kernels set per CPU), or by O(1) if a cache is wrong
+    res["cache_agreement"] = [bool((agree < 1e-5).all()), bool((agree > 0).any())]
     res["trace"] = [str(t) for t in trace]
     res["last_probs"] = probs
     lengths = torch.where((ids == 1) | (ids == 2), torch.arange(ids.shape[1]), ids.shape[1])

@@ -773,8 +773,10 @@ PROGRAMS = [pgd_program, trades_program, ibp_program, smoothing_program,
 
 # TRADES' L2 attack starts 0.001 from the clean input, where the KL is ~3e-6 made of terms of
 # ~0.3: the gradient it normalises carries float32 rounding at ~1e-4 of its size. PyTorch on
-# one and on two threads differs there by 5e-5 (attack) and 2e-5 (losses), as ember does.
-TOLERANCES = {"trades_program": (1e-5, 1e-4)}
+# one and on two threads differs there by 5e-5 (attack) and 2e-5 (losses), as ember does. On an
+# AVX512 CPU the first normalised gradient is 5.7e-5 (torch) and 1.2e-4 (ember) from float64's,
+# and the attack's later steps carry that: ember's x_adv ends 1.1e-4 from float64's.
+TOLERANCES = {"trades_program": (1e-5, 3e-4)}
 
 
 test_program_matches_torch, test_program_warns_like_torch = program_tests(
