@@ -10,10 +10,12 @@ from ember.backend import XP_BY_ARRAY_TYPE, device_copy
 from ember.ops._max_sweep import max_sweep
 from ember.ops._op_errors import OpValueError
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
+from ember.ops._inplace import _rename_inplace_node
 from ember.ops._pool_index import max_pool_grad, window_max
 from ember.ops._recording import _mark_view, _record
 from ember.ops._registry import REGISTRY, op, rename_node
 from ember.ops.arithmetic import _div_scalar
+from ember.ops.as_strided import _KEPT, _Place, _extent
 from ember.ops._separable import _along_dims, apply_mats, built_once, transposed
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_max_pool1d"]
@@ -92,6 +94,11 @@ _ROW_DIMS = (-1, -2)
 
 
 def _global_mean(nd):
+    dims = tuple(range(-1, -nd - 1, -1))
+    # for a channels_last input: the mean's size-1 dims, and the axes that view an
+    # (n, 1.., 1, c) array as a channels_last (n, c, 1.., 1) one
+    ones, axes = (1,) * nd, (0, nd + 1) + tuple(range(1, nd + 1))
+
     def composed(inputs, params):
         """PyTorch's graph of pooling to ones: a mean (of a (.., 1, L) view, for 1-D), which
         saves the input's size only, where its pooling kernel saves the input."""
@@ -101,12 +108,37 @@ def _global_mean(nd):
         _check("avg", nd, x._data, output_size)
         if nd == 1:
             return _mean_of_row(x)
-        out = x.mean(tuple(range(-1, -nd - 1, -1)), keepdim=True)
         if x.ndim == nd + 2 and suggested_order(x._data) is not None:
-            n, c = x.shape[:2]                  # PyTorch restrides the mean in place
-            out.as_strided_((n, c) + (1,) * nd, (c, 1) + (c,) * nd)
-        return out
+            return _restrided_mean(x, dims, ones, axes)
+        return x.mean(dims, keepdim=True)
     return composed
+
+
+def _restrided_mean(x, dims, ones, axes):
+    """The mean over a channels_last input's spatial ``dims``, kept, as PyTorch gives it: a
+    mean restrided in place by ``as_strided_`` to channels_last strides. Its two nodes
+    (MeanBackward1, AsStridedBackward1) and the in-place change's traces (version 1, the undo
+    step, the storage kept) are made here, without further dispatch (a dispatched
+    ``as_strided_`` tripled the call's cost)."""
+    mean, as_strided = REGISTRY["mean"], REGISTRY["as_strided"]
+    xp = XP_BY_ARRAY_TYPE[type(x._data)]
+    total = _make(mean.forward(xp, x._data, dims, True, None))
+    _record(mean, (x,), None, (dims, True, None), total)
+    a = total._data
+    n, c = a.shape[:2]
+    item = a.itemsize
+    # where ``a`` lies in its own storage (see as_strided's NOTE [Storage geometry])
+    place = _Place(0, 0, tuple([s // item for s in a.strides]),
+                   a.nbytes if a.flags.c_contiguous else _extent(a))
+    params = ((n, c) + ones, (c, 1) + (c,) * len(ones), place)
+    restrided = a.reshape((n,) + ones + (c,)).transpose(axes)
+    if restrided.strides != tuple([s * item for s in params[1]]):
+        restrided = as_strided.forward(xp, a, *params)      # (an odd layout, or empty)
+    out = _make(restrided)
+    _rename_inplace_node(_record(as_strided, (total,), None, params, out))
+    out._bump_version()
+    out._meta = {"view_undo": [(REGISTRY["view"], (a.shape,), None)], _KEPT: a}
+    return out
 
 
 def _avg_op(nd, namespace):
