@@ -13,6 +13,7 @@ from ember._random_checks import (_check_random_bounds, _continuous, _float_dtyp
                                   _not_implemented_for, _random_limit)
 from ember._storage import _c_type
 from ember._tensor import Tensor
+from ember._transform_births import STATE as _BIRTHS, refuse_captured
 from ember.backend import cuda_backend, host_array
 from ember.backend.meta import MetaArray
 
@@ -58,6 +59,8 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     _check_generator(generator, "uniform_")
     from_ = kw.pop("from", from_)
     _check_floats("uniform_", ("from", from_), ("to", to))
+    if _BIRTHS.levels:      # NOTE [Captured tensors]
+        refuse_captured(self, "aten::uniform_")
     _float_dtype(self.dtype, "check_uniform_bounds")
     _check_uniform_bounds(self.dtype, from_, to)
     if from_ > to:
@@ -92,6 +95,8 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fill with normal samples."""
     _check_generator(generator, "normal_")
     _check_floats("normal_", ("mean", mean), ("std", std))
+    if _BIRTHS.levels:
+        refuse_captured(self, "aten::normal_")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
     _float_dtype(self.dtype, "normal_kernel_cpu")
@@ -118,6 +123,8 @@ def random_(self, from_=_UNSET, to=_UNSET, *, generator=None, **kw):
     else:                                               # random_(from, to), to may be None
         node = "RandomBackward0"
         _check_random_ints(*(b for b in (from_, to) if b is not None))
+    if _BIRTHS.levels:
+        refuse_captured(self, _RANDOM_OVERLOADS[node])
     if node == "RandomBackward2":
         _not_implemented_for(self.dtype, "random_kernel_cpu", (D.COMPLEX,))
     if to is None:
@@ -132,6 +139,10 @@ def random_(self, from_=_UNSET, to=_UNSET, *, generator=None, **kw):
         return _fill_(self, drawn, node)
     drawn = _rng_on(generator, self.device).integers(from_, to, size=self.shape)
     return _fill_(self, drawn, node)
+
+
+_RANDOM_OVERLOADS = {"RandomBackward2": "aten::random_", "RandomBackward1": "aten::random_.to",
+                     "RandomBackward0": "aten::random_.from"}
 
 
 def _check_random_ints(*bounds):
@@ -152,6 +163,9 @@ def bernoulli_(self, p=0.5, *, generator=None):
     _check_generator(generator, "bernoulli_")
     on_host = isinstance(p, Tensor) and p.device != self.device
     node = "BernoulliBackward1" if isinstance(p, Tensor) else "BernoulliBackward2"
+    if _BIRTHS.levels:
+        refuse_captured(self, "aten::bernoulli_." + ("Tensor" if isinstance(p, Tensor) else
+                                                     "float"))
     if isinstance(p, Tensor):
         _not_implemented_for(self.dtype, "bernoulli_tensor_cpu_self_", (D.COMPLEX,))
         _not_implemented_for(p.dtype, "bernoulli_tensor_cpu_p_", (D.COMPLEX,))
@@ -192,6 +206,8 @@ def exponential_(self, lambd=1.0, *, generator=None):
     """Fill with exponential samples of rate ``lambd``."""
     _check_generator(generator, "exponential_")
     _check_floats("exponential_", ("lambd", lambd))
+    if _BIRTHS.levels:
+        refuse_captured(self, "aten::exponential_")
     _continuous(self, "Exponential")
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
@@ -203,6 +219,8 @@ def geometric_(self, p, *, generator=None):
     """Fill with geometric samples (number of trials to the first success)."""
     _check_generator(generator, "geometric_")
     _check_floats("geometric_", ("p", p))
+    if _BIRTHS.levels:
+        refuse_captured(self, "aten::geometric_")
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
     _not_implemented_for(self.dtype, "geometric_cpu", (D.BOOL, D.COMPLEX))
@@ -214,6 +232,8 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     """Fill with log-normal samples."""
     _check_generator(generator, "log_normal_")
     _check_floats("log_normal_", ("mean", mean), ("std", std))
+    if _BIRTHS.levels:
+        refuse_captured(self, "aten::log_normal_")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
     _not_implemented_for(self.dtype, "log_normal_cpu", (D.BOOL, D.INTEGRAL, D.COMPLEX))
@@ -225,6 +245,8 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with Cauchy samples."""
     _check_generator(generator, "cauchy_")
     _check_floats("cauchy_", ("median", median), ("sigma", sigma))
+    if _BIRTHS.levels:
+        refuse_captured(self, "aten::cauchy_")
     _continuous(self, "Cauchy", c_name=True)
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")

@@ -14,6 +14,7 @@ from ember import _dtype
 from ember._host_values import _to_host
 from ember._storage_place import _address, _row_major_strides, _storage_root
 from ember._tensor import _make
+from ember._transform_births import STATE as _BIRTHS, refuse_captured
 from ember.backend import xp_of
 
 __all__ = ["UntypedStorage", "TypedStorage", "untyped_storage", "typed_storage", "from_file"]
@@ -264,6 +265,8 @@ def set_(self, *args, **kwargs):
         root = source._root
     else:
         array, root = xp_of(self._data).zeros(0, dtype), None
+    if _BIRTHS.levels:      # NOTE [Captured tensors]
+        refuse_captured(self, _set_overload(args, kwargs, size))
     self._data = array
     self._view = None
     if root is not None and root is not self:
@@ -273,6 +276,17 @@ def set_(self, *args, **kwargs):
         self._meta.pop("storage_root", None)
     self._bump_version()
     return self
+
+
+def _set_overload(args, kwargs, size):
+    """The name PyTorch's error gives a ``set_`` call (``aten::set_.source_Tensor``)."""
+    from ember._tensor import Tensor
+    source = args[0] if args else kwargs.get("source")
+    if source is None:
+        return "aten::set_"
+    kind = "Tensor" if isinstance(source, Tensor) else "Storage"
+    offset = size is not None or len(args) > 1 or "storage_offset" in kwargs
+    return f"aten::set_.source_{kind}{'_storage_offset' if offset else ''}"
 
 
 def _strided_in(storage, dtype, offset, size, stride):

@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 
 from ember import _dtype
-from ember import _inference
+from ember import _inference, _transform_births
 from ember._host_values import (_NO_HOST_DLPACK, _PYTHON_VIA, _check_numpy_dtype, _real_part,
                                 _to_host, _to_python, _warn_scalar_of_grad_tensor)
 from ember._inference import ACTIVE as _INFERENCE_ACTIVE
@@ -679,6 +679,8 @@ class Tensor:
 
     def detach_(self):
         """Cut this tensor from the graph in place."""
+        if _INFERENCE_ACTIVE[0]:        # NOTE [Captured tensors]
+            _transform_births.refuse_captured(self, "aten::detach_")
         if self._view is not None and self.requires_grad:
             raise RuntimeError(
                 "Can't detach views in-place. Use detach() instead. If you are using "

@@ -19,13 +19,21 @@ over a tensor's memory) is judged when it is made, by its source (``note_alias``
 alone cannot tell ``a.detach()`` of an input ``a = x[0]`` from ``x[0].detach()`` of the
 captured ``x``.
 
+``call_inplace`` refuses the registry's in-place calls, naming an alias's call by its own
+entry point (``greater_``, read from the frames only when refusing); the writes that are no
+registry call, or that PyTorch names otherwise (the samplers, ``resize_``, ``set_``,
+``detach_``, ``zero_``, ``swapaxes_``, the in-place activations), call ``refuse_captured``
+themselves behind one read of a flag.
+
 The same record makes ``t.requires_grad = True`` inside the function on a captured ``t``
 leave ``t`` a closure's tensor (NOTE [Leaves made inside a transform]).
 """
 
+import sys
 import threading
 
-__all__ = ["STATE", "tracing_births", "note_alias", "made_here", "check_captured"]
+__all__ = ["STATE", "tracing_births", "note_alias", "made_here", "check_captured",
+           "refuse_captured"]
 
 
 class _State(threading.local):
@@ -93,6 +101,7 @@ _TENSOR_OVERLOAD = frozenset(("add", "sub", "mul", "div", "true_divide", "multip
                               "subtract", "divide", "floor_divide"))
 _OVERLOADS = dict.fromkeys(("fill", "lerp", "masked_fill", "pow", "float_power", "fmod",
                             "remainder", "copysign", "eq", "ne", "lt", "le", "gt", "ge",
+                            "greater", "greater_equal", "less", "less_equal", "not_equal",
                             "bitwise_and", "bitwise_or", "bitwise_xor"), ("Tensor", "Scalar"))
 _OVERLOADS.update(index_fill=("int_Tensor", "int_Scalar"), xlogy=("Tensor", "Scalar_Other"),
                   bitwise_left_shift=("Tensor", "Tensor_Scalar"),
@@ -102,16 +111,18 @@ _OVERLOADS.update(index_fill=("int_Tensor", "int_Scalar"), xlogy=("Tensor", "Sca
 def _aten_name(op, inputs, params):
     """The name PyTorch's error gives the in-place call (``aten::add_.Tensor``)."""
     from ember._tensor import Tensor
-    name = op.name.rstrip("_")
+    name = _entry_name() or op.name.rstrip("_")
+    if name == "_masked_scale":     # (dropout's write: PyTorch's is a mul_)
+        return "aten::mul_.Tensor"
     if name == "index_put":
         return "aten::index_put_" if params and params[0] else "aten::copy_"
     if name in _TENSOR_OVERLOAD:
-        mode = name.endswith("div") and params and params[0] is not None   # rounding_mode
+        mode = name in ("div", "divide") and params and params[0] is not None   # rounding_mode
         return f"aten::{name}_.Tensor{'_mode' if mode else ''}"
     last = inputs[-1] if len(inputs) > 1 else (params[-1] if params else None)
     if name in _OVERLOADS:
         return f"aten::{name}_.{_OVERLOADS[name][not isinstance(last, Tensor)]}"
-    if name in ("clamp", "clamp_min", "clamp_max") and any(isinstance(x, Tensor)
+    if name in ("clamp", "clip", "clamp_min", "clamp_max") and any(isinstance(x, Tensor)
                                                            for x in inputs[1:]):
         return f"aten::{name}_.Tensor"
     if name == "scatter":       # (params: dim, ..., reduce)
@@ -122,13 +133,34 @@ def _aten_name(op, inputs, params):
     return f"aten::{name}_"
 
 
+def _entry_name():
+    """The PyTorch name of the ``Tensor.<name>_`` entry point (an alias's own: ``greater_``)
+    through which the refused call reached ``call_inplace``, or None when it came otherwise:
+    read from the frames only when refusing (NOTE [Entry points from frames])."""
+    from ember.ops._entry_points import ENTRY_KINDS
+    code = sys._getframe(4).f_code      # _aten_name < check_captured < call_inplace < entry
+    return code.co_name.rstrip("_") if ENTRY_KINDS.get(code) == "inplace" else None
+
+
 def check_captured(op, inputs, params):
     """Raise PyTorch's error for an in-place ``op`` into a captured tensor (NOTE above)."""
     levels = STATE.levels
     if not levels or not levels[-1][2] or not _captured(inputs[0], levels[-1]):
         return
-    raise RuntimeError(f"During a grad (vjp, jvp, grad, etc) transform, the function provided "
-                       f"attempted to call in-place operation ({_aten_name(op, inputs, params)})"
-                       f" that would mutate a captured Tensor. This is not supported; please "
-                       f"rewrite the function being transformed to explicitly accept the "
-                       f"mutated Tensor(s) as inputs.")
+    raise RuntimeError(_refusal(_aten_name(op, inputs, params)))
+
+
+def refuse_captured(t, name):
+    """Raise PyTorch's error for the in-place call ``name`` (``aten::uniform_``) that is not a
+    registry op, when it writes into a captured ``t`` (NOTE above). Callers test
+    ``STATE.levels`` first, so that a program outside transforms pays one read."""
+    levels = STATE.levels
+    if levels and levels[-1][2] and _captured(t, levels[-1]):
+        raise RuntimeError(_refusal(name))
+
+
+def _refusal(name):
+    return (f"During a grad (vjp, jvp, grad, etc) transform, the function provided attempted "
+            f"to call in-place operation ({name}) that would mutate a captured Tensor. This is "
+            f"not supported; please rewrite the function being transformed to explicitly "
+            f"accept the mutated Tensor(s) as inputs.")

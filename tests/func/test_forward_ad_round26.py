@@ -377,3 +377,101 @@ def test_an_alias_of_a_captured_tensor_made_in_an_inner_transform_stays_captured
     grad(lambda a: outer(a).sum())(_t(X))
     assert outcomes == [CAPTURED.format("aten::add_.Tensor")] * 10
     np.testing.assert_array_equal(cap.numpy(), np.zeros(4))
+
+
+# ----- the writes that are not registry ops, and the aliases' writes, are refused by name ------
+
+@pytest.mark.parametrize("write, name", [
+    (lambda cap, a: cap.uniform_(), "aten::uniform_"),
+    (lambda cap, a: cap.normal_(), "aten::normal_"),
+    (lambda cap, a: cap.bernoulli_(0.5), "aten::bernoulli_.float"),
+    (lambda cap, a: cap.bernoulli_(ember.full((4,), 0.5)), "aten::bernoulli_.Tensor"),
+    (lambda cap, a: cap.random_(), "aten::random_"),
+    (lambda cap, a: cap.random_(5), "aten::random_.to"),
+    (lambda cap, a: cap.random_(1, 5), "aten::random_.from"),
+    (lambda cap, a: cap.exponential_(), "aten::exponential_"),
+    (lambda cap, a: cap.cauchy_(), "aten::cauchy_"),
+    (lambda cap, a: ember.nn.init.normal_(cap), "aten::normal_"),
+    (lambda cap, a: cap.resize_(4), "aten::resize_"),
+    (lambda cap, a: cap.resize_(9), "aten::resize_"),
+    (lambda cap, a: cap.resize_as_(a), "aten::resize_as_"),
+    (lambda cap, a: cap.zero_(), "aten::zero_"),
+    (lambda cap, a: ember.nn.init.zeros_(cap), "aten::zero_"),
+    (lambda cap, a: cap.detach_(), "aten::detach_"),
+    (lambda cap, a: cap.set_(), "aten::set_"),
+    (lambda cap, a: cap.set_(a.detach().float()), "aten::set_.source_Tensor"),
+    (lambda cap, a: cap.greater_(a), "aten::greater_.Tensor"),
+    (lambda cap, a: cap.less_equal_(1), "aten::less_equal_.Scalar"),
+    (lambda cap, a: cap.not_equal_(1), "aten::not_equal_.Scalar"),
+    (lambda cap, a: cap.true_divide_(2), "aten::true_divide_.Tensor"),
+    (lambda cap, a: cap.divide_(2, rounding_mode="trunc"), "aten::divide_.Tensor_mode"),
+    (lambda cap, a: cap.clip_(0, 1), "aten::clip_"),
+    (lambda cap, a: cap.clip_(min=a), "aten::clip_.Tensor"),
+    (lambda cap, a: cap.arccos_(), "aten::arccos_"),
+    (lambda cap, a: cap.view(2, 2).swapdims_(0, 1), "aten::swapdims_"),
+    (lambda cap, a: cap.view(2, 2).swapaxes_(0, 1), "aten::swapaxes_"),
+    (lambda cap, a: ember.nn.functional.dropout(cap, 0.5, True, True), "aten::mul_.Tensor"),
+    (lambda cap, a: ember.nn.functional.rrelu(cap, inplace=True), "aten::rrelu_"),
+    (lambda cap, a: ember.nn.functional.relu6(cap, inplace=True), "aten::relu6_"),
+    (lambda cap, a: ember.nn.functional.selu(cap, inplace=True), "aten::selu_"),
+    (lambda cap, a: ember.nn.functional.silu(cap, inplace=True), "aten::silu_")])
+def test_the_refusal_names_the_call_made(write, name):
+    cap = ember.zeros(4)
+
+    def f(a):
+        with ember.no_grad():
+            write(cap, a)
+        return a * 2
+    with pytest.raises(RuntimeError) as info:
+        grad(lambda a: f(a).sum())(_t(X))
+    assert str(info.value) == CAPTURED.format(name)
+    assert cap.shape == (4,) and cap.dtype == ember.float32
+    np.testing.assert_array_equal(cap.numpy(), np.zeros(4))
+
+
+def test_a_refused_sample_draws_nothing_and_comes_after_only_the_type_checks():
+    cap = ember.zeros(3)
+
+    def refused(write):
+        def f(a):
+            write()
+            return a * 2
+        with pytest.raises(RuntimeError, match=r"aten::uniform_\) that would mutate"):
+            grad(lambda a: f(a).sum())(_t(X))
+    ember.manual_seed(0)
+    refused(lambda: cap.uniform_())
+    refused(lambda: cap.uniform_(2.0, 1.0))      # (bounds PyTorch's kernel would refuse)
+    after = ember.rand(3).numpy()
+    ember.manual_seed(0)
+    np.testing.assert_array_equal(after, ember.rand(3).numpy())
+    with pytest.raises(TypeError, match="generator"):
+        grad(lambda a: (cap.uniform_(generator=1) * 0 + a).sum())(_t(X))
+
+
+def test_sampling_resizing_and_setting_what_the_function_made_run():
+    def f(a):
+        made = ember.zeros(4, dtype=a.dtype)
+        made.bernoulli_(1.0)            # ones
+        made.resize_(6)
+        made.zero_()
+        made.set_(a.detach() * 3)
+        made.greater_(1.0)              # 3x > 1: [1, 1, 1, 0]
+        made.view(2, 2).swapaxes_(0, 1)
+        made.detach_()
+        return a * made.sum()
+    np.testing.assert_allclose(grad(lambda a: f(a).sum())(_t(X)).numpy(), np.full(4, 3.0))
+
+
+def test_vmap_and_linearize_let_their_function_resize_and_zero_a_captured_tensor():
+    buf = ember.ones(4)
+
+    def g(a):
+        buf.zero_()
+        buf.resize_(2)
+        return a * 3
+    _, lin = linearize(g, _t(X))
+    np.testing.assert_allclose(lin(_t(T)).numpy(), 3 * T, rtol=1e-6)
+    np.testing.assert_array_equal(buf.numpy(), np.zeros(2))
+    other = ember.ones(3)
+    vmap(lambda a: other.zero_() * 0 + a)(_t(X))
+    np.testing.assert_array_equal(other.numpy(), np.zeros(3))

@@ -561,3 +561,141 @@ def test_the_refusal_names_the_overload_as_torch(write):
             lib.func.grad(lambda a: f(a).sum())(lib.tensor(_X))
         return str(info.value)
     assert run(ember) == run(torch)
+
+
+# ----- refusals of the writes that are not registry ops, and of the aliases' writes -----------
+
+_NAMED_WRITES = {
+    "uniform_": lambda c, a: c.uniform_(),
+    "uniform_bad_bounds": lambda c, a: c.uniform_(2.0, 1.0),   # refused before the bounds
+    "normal_": lambda c, a: c.normal_(),
+    "bernoulli_float": lambda c, a: c.bernoulli_(0.5),
+    "bernoulli_tensor": lambda c, a: c.bernoulli_(a.detach() * 0 + 0.5),
+    "exponential_": lambda c, a: c.exponential_(),
+    "geometric_": lambda c, a: c.geometric_(0.5),
+    "log_normal_": lambda c, a: c.log_normal_(),
+    "cauchy_": lambda c, a: c.cauchy_(),
+    "random_": lambda c, a: c.random_(),
+    "random_to": lambda c, a: c.random_(5),
+    "random_from": lambda c, a: c.random_(1, 5),
+    "resize_same": lambda c, a: c.resize_(4),
+    "resize_grow": lambda c, a: c.resize_(6),
+    "resize_as_": lambda c, a: c.resize_as_(a),
+    "zero_": lambda c, a: c.zero_(),
+    "detach_": lambda c, a: c.detach_(),
+    "set_tensor": lambda c, a: c.set_(a.detach().clone()),
+    "set_empty": lambda c, a: c.set_(),
+    "set_tensor_offset": lambda c, a: c.set_(a.detach().clone(), 0, (4,)),
+    "greater_scalar": lambda c, a: c.greater_(1),
+    "greater_tensor": lambda c, a: c.greater_(a),
+    "greater_equal": lambda c, a: c.greater_equal_(1),
+    "less": lambda c, a: c.less_(1),
+    "less_equal": lambda c, a: c.less_equal_(1),
+    "not_equal_scalar": lambda c, a: c.not_equal_(1),
+    "not_equal_tensor": lambda c, a: c.not_equal_(a),
+    "true_divide": lambda c, a: c.true_divide_(2),
+    "divide": lambda c, a: c.divide_(a),
+    "divide_mode": lambda c, a: c.divide_(2, rounding_mode="floor"),
+    "multiply": lambda c, a: c.multiply_(2),
+    "subtract": lambda c, a: c.subtract_(a),
+    "clip_scalars": lambda c, a: c.clip_(0, 1),
+    "clip_tensor": lambda c, a: c.clip_(a, a + 1),
+    "absolute": lambda c, a: c.absolute_(),
+    "arccos": lambda c, a: c.arccos_(),
+    "negative": lambda c, a: c.negative_(),
+    "fix": lambda c, a: c.fix_(),
+    "swapdims": lambda c, a: c.view(2, 2).swapdims_(0, 1),
+    "swapaxes": lambda c, a: c.view(2, 2).swapaxes_(0, 1),
+}
+
+
+def _lib_of(a):
+    return torch if isinstance(a, torch.Tensor) else ember
+
+
+_NAMED_WRITES.update({
+    "init_uniform_": lambda c, a: _lib_of(a).nn.init.uniform_(c),
+    "init_zeros_": lambda c, a: _lib_of(a).nn.init.zeros_(c),
+    "dropout": lambda c, a: _lib_of(a).nn.functional.dropout(c, 0.5, True, inplace=True),
+    "dropout_p1": lambda c, a: _lib_of(a).nn.functional.dropout(c, 1.0, True, inplace=True),
+    "alpha_dropout": lambda c, a: _lib_of(a).nn.functional.alpha_dropout(c, 0.5, True, True),
+    "rrelu_training": lambda c, a: _lib_of(a).nn.functional.rrelu(c, training=True,
+                                                                   inplace=True),
+    "rrelu_eval": lambda c, a: _lib_of(a).nn.functional.rrelu(c, inplace=True),
+    "relu6": lambda c, a: _lib_of(a).nn.functional.relu6(c, inplace=True),
+    "hardtanh": lambda c, a: _lib_of(a).nn.functional.hardtanh(c, inplace=True),
+    "leaky_relu": lambda c, a: _lib_of(a).nn.functional.leaky_relu(c, inplace=True),
+    "elu": lambda c, a: _lib_of(a).nn.functional.elu(c, inplace=True),
+    "selu": lambda c, a: _lib_of(a).nn.functional.selu(c, inplace=True),
+    "celu": lambda c, a: _lib_of(a).nn.functional.celu(c, inplace=True),
+    "silu": lambda c, a: _lib_of(a).nn.functional.silu(c, inplace=True),
+    "hardswish": lambda c, a: _lib_of(a).nn.functional.hardswish(c, inplace=True),
+})
+
+
+@pytest.mark.parametrize("grad_mode", ["no_grad", "enabled"])
+@pytest.mark.parametrize("write", sorted(_NAMED_WRITES))
+def test_the_refusal_names_the_call_as_torch(write, grad_mode):
+    def run(lib):
+        cap = lib.zeros(4)
+
+        def f(a):
+            if grad_mode == "no_grad":
+                with lib.no_grad():
+                    _NAMED_WRITES[write](cap, a)
+            else:
+                _NAMED_WRITES[write](cap, a)
+            return a * 2
+        with pytest.raises(RuntimeError) as info:
+            lib.func.grad(lambda a: f(a).sum())(lib.tensor(_X, dtype=lib.float32))
+        return str(info.value), cap.shape, as_array(cap).tolist()
+    assert run(ember) == run(torch)
+
+
+@pytest.mark.parametrize("transform", ["jvp", "vjp", "jacrev", "jacfwd", "hessian"])
+@pytest.mark.parametrize("write", ["uniform_", "bernoulli_float", "random_from", "resize_grow",
+                                   "zero_", "greater_tensor", "swapaxes", "dropout"])
+def test_every_tracing_transform_refuses_the_named_writes_as_torch(transform, write):
+    def run(lib):
+        cap = lib.zeros(4)
+
+        def f(a):
+            with lib.no_grad():
+                _NAMED_WRITES[write](cap, a)
+            return a * 2
+        with pytest.raises(RuntimeError) as info:
+            _transforms(lib)[transform](lambda a: f(a.float()))
+        return str(info.value), as_array(cap).tolist()
+    assert run(ember) == run(torch)
+
+
+def test_writes_of_these_kinds_into_what_the_function_made_run_as_torch():
+    def run(lib):
+        def f(a):
+            made = lib.zeros(4, dtype=a.dtype)
+            made.uniform_()
+            made.bernoulli_(0.5)
+            made.random_(1, 3)
+            made.zero_()
+            made.resize_(6)
+            made.set_(a.detach() * 3)
+            made.detach_()
+            made.greater_(1.0)
+            made.view(2, 2).swapaxes_(0, 1)
+            a.detach().clip_(0, 1)
+            return a * made.sum()
+        return as_array(lib.func.grad(lambda a: f(a).sum())(lib.tensor(_X))).tolist()
+    assert run(ember) == run(torch)
+
+
+def test_linearize_lets_its_function_sample_into_a_captured_tensor_as_torch():
+    def run(lib):
+        cap = lib.zeros(4)
+
+        def f(a):
+            cap.bernoulli_(1.0)
+            cap.resize_(2)
+            return a * 2
+        out, _ = lib.func.linearize(f, lib.tensor(_X))
+        return as_array(out).tolist(), as_array(cap).tolist()
+    assert run(ember) == run(torch)

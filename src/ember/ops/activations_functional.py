@@ -9,6 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._random import _rng
 from ember._tensor import _make
+from ember._transform_births import STATE as _BIRTHS, refuse_captured
 from ember._warn import user_level
 from ember.backend import on_device_of, xp_of
 from ember.ops._inplace import call_inplace
@@ -24,10 +25,13 @@ def _op(name):
     return REGISTRY[name]
 
 
-def _apply(name, input, params, inplace):
-    """The op ``name`` on ``input``, written into ``input`` when ``inplace``."""
+def _apply(name, input, params, inplace, aten=None):
+    """The op ``name`` on ``input``, written into ``input`` when ``inplace`` (a call PyTorch
+    names ``aten::<aten>_``, by default the op's short name)."""
     if not inplace:
         return _op(name).function(input, *params)
+    if _BIRTHS.levels:      # NOTE [Captured tensors]
+        refuse_captured(input, f"aten::{aten or name.rpartition('.')[2]}_")
     name, extra = _FROM_RESULT.get(name, (name, ()))
     out = call_inplace(_op(name), (input,), tuple(params) + extra)
     renamed = _INPLACE_NODES.get(type(out._grad_fn).__name__)
@@ -60,7 +64,7 @@ def relu_(input):
 
 def relu6(input, inplace=False):
     """``min(max(input, 0), 6)`` elementwise."""
-    return _apply("nn.functional.hardtanh", input, (0.0, 6.0), inplace)
+    return _apply("nn.functional.hardtanh", input, (0.0, 6.0), inplace, "relu6")
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -105,6 +109,8 @@ def _rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None,
 def _rrelu_values(input, lower, upper, training, generator, inplace):
     lower = real_number(number_arg(lower, "rrelu", "lower", 2), np.float64)
     upper = real_number(number_arg(upper, "rrelu", "upper", 3), np.float64)
+    if inplace and _BIRTHS.levels:
+        refuse_captured(input, "aten::rrelu_")
     if lower > upper:
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:

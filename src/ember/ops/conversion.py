@@ -12,6 +12,7 @@ from ember._legacy_types import legacy_type
 from ember._memory_format import (contiguous_format, laid_like, laid_out, lay_out, memory_order,
                                   preserve_format, preserved, suggested_order)
 from ember._tensor import Tensor, _make
+from ember._transform_births import STATE as _BIRTHS, refuse_captured
 from ember._warn import outside_level, warn_once
 from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, quiet_fp,
                            xp_of)
@@ -421,6 +422,8 @@ def zero_(self):
     """Fill with zeros; returns self."""
     if type(self).zero_ is not zero_:       # ember.zero_(t) of a subclass with its own (sparse)
         return type(self).zero_(self)
+    if _BIRTHS.levels:      # (named as PyTorch's, not fill_'s: NOTE [Captured tensors])
+        refuse_captured(self, "aten::zero_")
     from ember.autograd.grad_mode import STATE
     recorded = STATE.grad_enabled and self.requires_grad
     fill_(self, 0)
@@ -547,6 +550,8 @@ def resize_(self, *sizes, size=UNSET, memory_format=None):
     enough, and else grows into new memory (its new elements zeros, as ember's ``empty``)."""
     if size is not UNSET or not sizes:
         sizes = (method_varargs(sizes, size, MISSING, "resize_", "size"),)
+    if _BIRTHS.levels:      # NOTE [Captured tensors]
+        refuse_captured(self, "aten::resize_")
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
     from ember._sizes import _size
@@ -589,6 +594,8 @@ def resize_as_(self, the_template, memory_format=None):
     """``resize_`` to ``the_template``'s shape."""
     if type(self).resize_as_ is not resize_as_:     # ember.resize_as_(t, ...) of a subclass
         return type(self).resize_as_(self, the_template, memory_format)
+    if _BIRTHS.levels:
+        refuse_captured(self, "aten::resize_as_")
     return resize_(self, *the_template.shape)
 
 

@@ -15,6 +15,7 @@ import warnings
 from ember import _dtype as D
 from ember._memory_format import contiguous_format, restrided, strided_if_empty
 from ember._tensor import Size, Tensor, _make
+from ember._transform_births import STATE as _BIRTHS, refuse_captured
 from ember.backend import broadcast_view
 from ember.ops._dims import (check_overloaded_dims, int_sequence, invalid_combination,
                              unpack_error, wrap_dim)
@@ -533,7 +534,10 @@ def _swapaxes_method(self, axis0, axis1):
 
 def _swapaxes_inplace(self, axis0, axis1):
     """Swap ``axis0`` and ``axis1`` of this tensor in place (``transpose_``)."""
-    return self.transpose_(*_axes(axis0, axis1, "swapaxes_", "method"))
+    axes = _axes(axis0, axis1, "swapaxes_", "method")
+    if _BIRTHS.levels:      # (named as PyTorch's, not transpose_'s: NOTE [Captured tensors])
+        refuse_captured(self, "aten::swapaxes_")
+    return self.transpose_(*axes)
 
 
 def _axes(axis0, axis1, name, kind):
