@@ -287,3 +287,58 @@ def test_custom_function_node_hooks_see_every_output():
         a.sum().backward()
         return seen
     assert run(ember) == run(torch) == [[False, True, True]]
+
+
+# --- outputs PyTorch marks non-differentiable (differentiable_outputs) -----------------------
+
+def _stat_outputs(lib, name):
+    rng = np.random.default_rng(5)
+    x = lib.tensor(rng.standard_normal((4, 3, 5)), requires_grad=True)
+    w = lib.tensor(rng.standard_normal(5), requires_grad=True)
+    if name == "layer_norm":
+        return x, lib.native_layer_norm(x, (5,), w, None, 1e-5)
+    if name == "batch_norm":
+        return x, lib.native_batch_norm(x, w[:3], None, None, None, True, 0.1, 1e-5)
+    if name == "lstsq":
+        return x, lib.linalg.lstsq(x[0], x[1, :, :2], driver="gelsd")
+    q = x[:2].reshape(2, 1, 3, 5)
+    return x, (lib.nn.functional.scaled_dot_product_attention(q, q * 2, q * 3),)
+
+
+def _stat_outcome(lib, name):
+    """Which outputs require grad, and what the node's hooks see in ``y.sum().backward()``
+    (the pre-hook doubles the first gradient), and ``x.grad``'s sum."""
+    x, outs = _stat_outputs(lib, name)
+    marks = [t.requires_grad and t.grad_fn is not None for t in outs]
+    seen = []
+    node = outs[0].grad_fn
+    node.register_prehook(lambda go: (seen.append(("pre", len(go))),
+                                      (go[0] * 2,) + tuple(go[1:]))[1])
+    node.register_hook(lambda gi, go: seen.append(
+        ("post", [None if g is None else round(float(g.sum()), 6) for g in go])))
+    (outs[0] * outs[0]).sum().backward()
+    return marks, seen, round(float(x.grad.sum()), 6)
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "batch_norm", "lstsq", "sdpa"])
+def test_non_differentiable_outputs_as_pytorch_marks_them(name):
+    assert _stat_outcome(ember, name) == _stat_outcome(torch, name)
+
+
+def _second_order(lib, name):
+    rng = np.random.default_rng(6)
+    x = lib.tensor(rng.standard_normal((4, 3, 5)), requires_grad=True)
+    w = lib.tensor(rng.standard_normal(5), requires_grad=True)
+    if name == "layer_norm":
+        y = lib.nn.functional.layer_norm(x, (5,), w)
+    else:
+        y = lib.nn.functional.batch_norm(x, None, None, w[:3], None, training=True)
+    g, = lib.autograd.grad((y ** 3).sum(), x, create_graph=True)
+    (g ** 2).sum().backward()
+    return x.grad.detach().numpy(), w.grad.detach().numpy()
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "batch_norm"])
+def test_double_backward_through_unmarked_statistics(name):
+    for a, b in zip(_second_order(ember, name), _second_order(torch, name)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)

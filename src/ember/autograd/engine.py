@@ -322,13 +322,15 @@ def _run_post_hooks(node, grads_in, buf):
 
 def _differentiable_outputs(node):
     """The outputs of a registered op's node that its hooks see gradients of, when not all
-    (None): PyTorch's leave out integer ones (indices, pivots, info); a custom Function's
-    node shows all."""
+    (None): PyTorch's leave out integer ones (indices, pivots, info) and those it marks not
+    differentiable (``differentiable_outputs``); a custom Function's node shows all."""
     meta = getattr(node, "_out_meta", None) if node.n_outputs > 1 else None
     if meta is None or not isinstance(node, OpNode):
         return None
     from ember.ops._recording import _DIFFERENTIABLE_KINDS
-    slots = [nr for nr, m in enumerate(meta) if m[1].kind in _DIFFERENTIABLE_KINDS]
+    kept = node.op.differentiable_outputs       # (layer norm's statistics: see op())
+    slots = [nr for nr, m in enumerate(meta) if m[1].kind in _DIFFERENTIABLE_KINDS
+             and (kept is None or nr in kept)]
     return None if len(slots) == len(meta) else slots
 
 

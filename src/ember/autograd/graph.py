@@ -354,8 +354,9 @@ class OpNode(Node):
         if self.n_outputs == 1:
             grad = grads[0]
         else:
-            grad = tuple(g if g is not None else _zeros_like_output(self, i)
-                         for i, g in enumerate(grads))
+            kept = op.differentiable_outputs   # (None for the others: nothing to fill)
+            grad = tuple(g if g is not None or kept is not None and i not in kept
+                         else _zeros_like_output(self, i) for i, g in enumerate(grads))
         flat, lengths = inputs
         args = flat if lengths is None else op.structure(flat, lengths)
         token = quiet_fp()      # fused backward kernels meet inf/nan silently, as PyTorch's do

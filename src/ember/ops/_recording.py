@@ -342,8 +342,9 @@ def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_
     # own, a quarter of the cost of the tensors' Size, dtype and device
     node._out_meta = tuple([(a.shape, a.dtype, CPU if type(a) is _NDARRAY else device_of(a))
                             for a in [o._data for o in outputs]])
+    kept = op.differentiable_outputs
     for nr, o in enumerate(outputs):
-        if o._data.dtype.kind in _DIFFERENTIABLE_KINDS:
+        if o._data.dtype.kind in _DIFFERENTIABLE_KINDS and (kept is None or nr in kept):
             o._grad_fn = node
             o._output_nr = nr
     return node

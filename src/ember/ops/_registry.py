@@ -103,6 +103,7 @@ class Op:
         # that each may be modified in place; split's and unbind's may not
         self.independent_views = False
         self.saved_outputs = None       # indices of the outputs the derivative reads; None: all
+        self.differentiable_outputs = None  # see op(); None: every floating output
         self.needs_mask = False
         self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
         self.forward_ad_refusal = None  # a kernel name, or fn: see refuse_forward_ad
@@ -405,7 +406,7 @@ class Op:
 def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=False,
        view=False, out=None, saves_inputs=True, grad_fn_name=None, scalars=None,
        method_varargs=None, namedtuple=None, differentiable=True, checked_scalars=False,
-       namespace=None):
+       namespace=None, differentiable_outputs=None):
     """Register an op from its PyTorch signature and its forward on backend arrays.
 
     inputs: how many leading parameters (or which names) are tensors; a name ending in
@@ -425,19 +426,25 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
     namespace: the op lives in ``ember.<namespace>`` ("linalg", "fft", "special") rather
         than at the top level; its registry name is "<namespace>.<name>". Such ops get no
         method unless ``method`` names one.
+    differentiable_outputs: indices of the outputs PyTorch makes differentiable, when not
+        every floating one (layer norm's statistics are not): the others get no grad_fn,
+        node hooks do not see their slots, and the derivative gets None for them (the
+        derivative's own view of them, ``out=``, still has the node, for double backward).
     """
     def register(forward):
-        return Op(forward, signature,
-                  inputs=inputs, promote=promote,
-                  upcast=(promote is not None) if upcast is None else upcast,
-                  method=(False if namespace and method is True else method),
-                  inplace=inplace, view=view,
-                  out=(promote is not None and not view) if out is None else out,
-                  saves_inputs=saves_inputs, grad_fn_name=grad_fn_name,
-                  scalars=(promote is not None) if scalars is None else scalars,
-                  method_varargs=method_varargs, namedtuple=namedtuple,
-                  differentiable=differentiable, checked_scalars=checked_scalars,
-                  namespace=namespace)
+        o = Op(forward, signature,
+               inputs=inputs, promote=promote,
+               upcast=(promote is not None) if upcast is None else upcast,
+               method=(False if namespace and method is True else method),
+               inplace=inplace, view=view,
+               out=(promote is not None and not view) if out is None else out,
+               saves_inputs=saves_inputs, grad_fn_name=grad_fn_name,
+               scalars=(promote is not None) if scalars is None else scalars,
+               method_varargs=method_varargs, namedtuple=namedtuple,
+               differentiable=differentiable, checked_scalars=checked_scalars,
+               namespace=namespace)
+        o.differentiable_outputs = differentiable_outputs
+        return o
     return register
 
 

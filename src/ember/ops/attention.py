@@ -166,7 +166,8 @@ def _scale(e, scale):
 
 @op("scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, "
     "is_causal=False, *, scale=None, enable_gqa=False)", inputs=4, namespace="nn.functional",
-    out=False, namedtuple=_output_only, grad_fn_name="ScaledDotProductAttentionBackward0")
+    out=False, namedtuple=_output_only, grad_fn_name="ScaledDotProductAttentionBackward0",
+    differentiable_outputs=(0,))
 def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
     """Attention softmax(Q K^T * scale + mask) V, with optional causal mask and dropout."""
     empty = 0 in q.shape[:-1] or 0 in v.shape

@@ -175,7 +175,7 @@ def _check_lstsq(a, b, driver, rcond):
 
 
 @op("lstsq(input, b, rcond=None, *, driver=None)", inputs=2, namespace="linalg", out=True,
-    namedtuple=lstsq_result)
+    namedtuple=lstsq_result, differentiable_outputs=(0, 1))
 def lstsq(xp, a, b, rcond, driver):
     """(solution, residuals, rank, singular_values): the least-squares (minimum-norm)
     solution X of AX = B. residuals (squared column norms of AX - B) are computed when A is
@@ -251,12 +251,9 @@ def _(grads, a, b, rcond, driver, *, out):
 
 def lstsq_public(input, b, rcond=None, *, driver=None, out=None):
     """(solution, residuals, rank, singular_values): the least-squares (minimum-norm)
-    solution X of AX = B; see the ``linalg.lstsq`` op. As in PyTorch, the singular values
-    it returns need no gradient."""
-    result = lstsq(input, b, rcond, driver=driver, out=out)
-    if out is not None:
-        return result
-    return lstsq_result(*result[:3], result[3].detach())
+    solution X of AX = B; see the ``linalg.lstsq`` op (its singular values, as PyTorch's,
+    need no gradient: ``differentiable_outputs``)."""
+    return lstsq(input, b, rcond, driver=driver, out=out)
 
 
 lstsq_public.__module__ = "ember.linalg"

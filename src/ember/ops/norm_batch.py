@@ -91,7 +91,8 @@ def _blend(running, batch, momentum):
 
 
 @op("native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, "
-    "training=False, momentum=0.1, eps=1e-5)", inputs=5, method=False)
+    "training=False, momentum=0.1, eps=1e-5)", inputs=5, method=False,
+    differentiable_outputs=(0,))
 def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     """Batch normalization over all dims but dim 1; returns (output, mean, invstd)."""
     if x.ndim < 2:

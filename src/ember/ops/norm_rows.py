@@ -127,7 +127,7 @@ def check_normalized_shape(x, normalized_shape, w, b, batch_dims="*, "):
 
 
 @op("native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5)",
-    inputs=("input", "weight", "bias"), method=False)
+    inputs=("input", "weight", "bias"), method=False, differentiable_outputs=(0,))
 def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     """Layer normalization over the trailing ``normalized_shape``; returns (output, mean,
     invstd), the statistics with size-1 trailing dims."""
