@@ -229,6 +229,11 @@ class OpNode(Node):
             return None if isinstance(value, InputMeta) else value
         elif key in op.param_names:
             return self._params[op.param_names.index(key)]
+        elif key == "self_sym_sizes":
+            from ember.autograd._saved_sizes import saved_self_sizes
+            sizes = saved_self_sizes(self)
+            if sizes is not None:
+                return sizes
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def keeps_output(self):

@@ -6,7 +6,7 @@ from ember import _dtype as D
 from ember._memory_format import like_input, suggested_order
 
 from ember._tensor import _make
-from ember.backend import XP_BY_ARRAY_TYPE, device_copy
+from ember.backend import XP_BY_ARRAY_TYPE, device_copy, loud_fp, quiet_fp
 from ember.ops._max_sweep import max_sweep
 from ember.ops._op_errors import OpValueError
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
@@ -48,18 +48,20 @@ def _check(kind, nd, x, output_size):
             raise RuntimeError(f"{name}(): internal error: output_size.size() must be {nd}")
         out = output_size_arg(name, output_size, x.shape, nd)
         shown, name2 = x.shape, name
+    # PyTorch takes the mean before its kernel's checks: complex works, empty planes give NaN
+    if kind == "avg" and all(o == 1 for o in out):
+        if x.dtype.kind not in "fcV":
+            raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be "
+                               f"either a floating point or complex dtype. Got: "
+                               f"{D.FROM_NUMPY[x.dtype]._torch_name}")
+        return out
     for d in range(len(shown) - nd, len(shown)):      # channels may be empty
         if shown[d] == 0:
             raise RuntimeError(f"{name2}(): Expected input to have non-zero size for non-batch "
                                f"dimensions, but input has sizes {list(shown)} with dimension "
                                f"{d} being empty")
-    if kind == "avg" and all(o == 1 for o in out):     # PyTorch takes the mean: complex works
-        if x.dtype.kind not in "fcV":
-            raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be "
-                               f"either a floating point or complex dtype. Got: "
-                               f"{D.FROM_NUMPY[x.dtype]._torch_name}")
-    else:
-        reject_dtype(kernel, x.dtype, "fV")
+    if nd == 3 or int(np.prod(x.shape[:x.ndim - nd])) * int(np.prod(out)):
+        reject_dtype(kernel, x.dtype, "fV")     # (the 2-d kernel skips an empty output)
     return out
 
 
@@ -67,9 +69,15 @@ def _adaptive_avg(xp, x, nd, output_size):
     out = _check("avg", nd, x, output_size)
     if all(o == 1 for o in out):        # global pooling: a GEMV beats a short-row mean
         lead, plane = x.shape[:x.ndim - nd], int(np.prod(x.shape[x.ndim - nd:]))
+        if not plane:                   # the mean of nothing
+            return xp.full(lead + (1,) * nd, complex(np.nan, np.nan) if x.dtype.kind == "c"
+                           else np.nan, x.dtype)
         work = x if x.dtype.itemsize > 2 else x.astype(np.float32)
         mean = work.reshape(lead + (plane,)) @ xp.full(plane, 1.0 / plane, work.dtype)
         return mean.astype(x.dtype, copy=False).reshape(lead + (1,) * nd)
+    shape = x.shape[:x.ndim - nd] + tuple(out)
+    if not int(np.prod(shape)):
+        return xp.empty(shape, x.dtype)
     return apply_mats(xp, x, adaptive_mats(x.shape[-nd:], out))
 
 
@@ -82,7 +90,7 @@ def _mean_of_row(x):
     row = _make(unsqueeze.forward(xp, x._data, -2))
     _mark_view(unsqueeze, x, (-2,), row)
     _record(unsqueeze, (x,), None, (-2,), row)
-    total = _make(mean.forward(xp, row._data, _ROW_DIMS, True, None))
+    total = _make(_undispatched_mean(mean, xp, row._data, _ROW_DIMS))
     _record(mean, (row,), None, (_ROW_DIMS, True, None), total)
     out = _make(squeeze.forward(xp, total._data, -2))
     _mark_view(squeeze, total, (-2,), out)
@@ -91,6 +99,16 @@ def _mean_of_row(x):
 
 
 _ROW_DIMS = (-1, -2)
+
+
+def _undispatched_mean(mean, xp, a, dims):
+    """The mean op's forward over ``dims`` (kept), as quiet as a dispatched call (NaN for an
+    empty plane, unwarned)."""
+    token = quiet_fp()
+    try:
+        return mean.forward(xp, a, dims, True, None)
+    finally:
+        loud_fp(token)
 
 
 def _global_mean(nd):
@@ -122,7 +140,7 @@ def _restrided_mean(x, dims, ones, axes):
     ``as_strided_`` tripled the call's cost)."""
     mean, as_strided = REGISTRY["mean"], REGISTRY["as_strided"]
     xp = XP_BY_ARRAY_TYPE[type(x._data)]
-    total = _make(mean.forward(xp, x._data, dims, True, None))
+    total = _make(_undispatched_mean(mean, xp, x._data, dims))
     _record(mean, (x,), None, (dims, True, None), total)
     a = total._data
     n, c = a.shape[:2]
@@ -160,11 +178,24 @@ def _avg_op(nd, namespace):
             gx = _div_scalar(grad.expand(tuple(x.shape)), float(np.prod(size)))
             return rename_node(gx, "SqueezeBackward1") if nd == 1 else gx
         out = tuple(grad.shape[grad.ndim - nd:])
+        if 0 in out:
+            _refuse_empty_grad(nd, tuple(grad.shape))
         # PyTorch's backward kernel (a 1-D pool: a squeezed 2-D one, as the forward)
         return rename_node(_along_dims(grad, transposed(adaptive_mats(size, out))),
                            "SqueezeBackward1" if nd == 1
                            else f"AdaptiveAvgPool{nd}DBackwardBackward0")
     return registered
+
+
+def _refuse_empty_grad(nd, shape):
+    """PyTorch's backward kernel refuses an empty output (its forward gave it one)."""
+    if nd == 1:                         # (a 1-D pool's: a (.., 1, L) view's 2-D one)
+        shape = shape[:-1] + (1,) + shape[-1:]
+    spatial = len(shape) - max(nd, 2)
+    dim = spatial + shape[spatial:].index(0)
+    raise RuntimeError(f"adaptive_avg_pool{max(nd, 2)}d_backward(): Expected grad_output to "
+                       f"have non-zero size for non-batch dimensions, but grad_output has sizes "
+                       f"{list(shape)} with dimension {dim} being empty")
 
 
 @built_once

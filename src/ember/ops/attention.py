@@ -278,10 +278,14 @@ def _grad_mask_refusals(flat, params):
 
 
 def _no_mask_gradient(flat):
-    """Whether the call's ``attn_mask`` is absent or boolean: no edge for it, as PyTorch's
-    kernels take it as non-differentiable (a float mask keeps one: it may need a gradient)."""
+    """Whether the call's ``attn_mask`` is absent, boolean or a float one that needs no
+    gradient: no edge for it, as PyTorch's kernels take it as non-differentiable (its CPU
+    flash kernel, which takes such a mask, has edges for q, k and v alone)."""
     mask = flat[3]
-    return mask is None or not mask.is_floating_point()
+    # (reads ``requires_grad``, which a leaf may change before backward: the mask is the last
+    # input, so that only adds or drops a trailing gradient, which the engine reads by edge)
+    return mask is None or not mask.is_floating_point() or \
+        isinstance(mask, Tensor) and not mask.requires_grad
 
 
 scaled_dot_product_attention.nondifferentiable_when(_no_mask_gradient, "attn_mask")

@@ -39,6 +39,13 @@ class SubscriptIndices(tuple):
     __slots__ = ()
 
 
+class BatchIndices(SubscriptIndices):
+    """Subscript indices with vmap's batch dim in front (None there): PyTorch's batching rule
+    indexes that dim too, so a mask is never the sole index (no masked_fill_ shortcut)."""
+
+    __slots__ = ()
+
+
 def advanced_indices(xp, x, indices, tensors_only=False, bounds=True):
     """Index arrays for the leading dims of ``x`` (None where a dim is not indexed).
 
@@ -238,7 +245,8 @@ def _put(xp, dst, values, indices, accumulate):
     # PyTorch checks the indices' types, number and shapes, the values' shape, then the
     # dtypes, then the bounds
     user_call = not isinstance(indices, SubscriptIndices)
-    mask = None if accumulate or values.size != 1 else _sole_mask(dst, indices, user_call)
+    mask = None if accumulate or values.size != 1 or type(indices) is BatchIndices else \
+        _sole_mask(dst, indices, user_call)
     if mask is not None:                # PyTorch writes one value through masked_fill_, which
         values = _fill_value(xp, dst, mask, values.reshape(()))     # converts its dtype
     idx = advanced_indices(xp, dst, indices, user_call, bounds=False)
@@ -331,7 +339,10 @@ def _(grad, x, values, indices, accumulate):
     if accumulate:
         grad_input = grad
     else:
-        grad_input = index_put(grad, indices, zeros((), dtype=grad.dtype, device=grad.device))
+        # zeros shaped like ``values``, as PyTorch's: a 0-d one would take the masked_fill_
+        # shortcut, which refuses uint8 masks
+        grad_input = index_put(grad, indices, zeros(values.shape, dtype=grad.dtype,
+                                                    device=grad.device))
     return grad_input, _index(grad, indices)
 
 

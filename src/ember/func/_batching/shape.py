@@ -81,14 +81,14 @@ def batched_indices(indices, level):
     that would move dims: indices batched at ``level``, or not next to each other."""
     from ember._tensor import Tensor
     from ember.func._batched import is_batched_at
-    from ember.ops.indexing import SubscriptIndices
+    from ember.ops.indexing import BatchIndices
     used = [i for i, k in enumerate(indices) if k is not None]
     if any(is_batched_at(k, level) for k in indices) or \
             used and used[-1] - used[0] + 1 != len(used):
         return None
     if any(isinstance(k, Tensor) and k.dtype.is_floating_point for k in indices):
         return None                     # let the op raise its own error, unbatched
-    return SubscriptIndices((None,) + tuple(indices))
+    return BatchIndices((None,) + tuple(indices))
 
 
 @rule("_slice_backward")
@@ -307,11 +307,11 @@ def _region_ndim(x_ndim, indices):
     """The rank of ``x[indices]`` for integer index tensors and masks next to each other, else
     None. A mask stands for one index per dim it covers, each of one (value-shaped) dim."""
     import numpy as np
-    from ember._dtype import bool_
+    from ember._dtype import bool_, uint8
     consumed, shapes = 0, []
     for k in (k for k in indices if k is not None):
         dtype = getattr(k, "dtype", None)
-        if dtype is bool_:
+        if dtype is bool_ or dtype is uint8:
             consumed += k.ndim
             shapes.append((1,))
         elif dtype is None or not dtype.is_signed or dtype.is_floating_point:
