@@ -109,9 +109,8 @@ def _forward_mode():
     """Whether forward-mode transforms alone are tracing (under a reverse-mode one, as
     ``grad(jvp(f))``, PyTorch saves for that one's backward), or one is running the backward
     passes that give its tangents (NOTE [Tangents through no_grad])."""
-    from ember.autograd._forward_traces import TRACES
-    from ember.func._no_grad_tangents import _LINEARIZING
-    return bool(TRACES.forward) and not TRACES.reverse or _LINEARIZING.depth > 0
+    from ember.autograd._forward_traces import LINEARIZING, TRACES
+    return bool(TRACES.forward) and not TRACES.reverse or LINEARIZING.depth > 0
 
 
 def check_requires_grad(t):

@@ -39,6 +39,26 @@ class _Traces(threading.local):
 
 
 TRACES = _Traces()
+
+
+class Passes(threading.local):
+    """How many forward-mode transforms run passes of one kind in this thread; entering it
+    (reentrant: transforms nest) counts one more while the pass runs."""
+
+    depth = 0
+
+    def __enter__(self):
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+
+
+# the first backward pass, from zero cotangents (NOTE [Function jvp in the double vjp])
+PULLING = Passes()
+# both backward passes, which build the tangents (NOTE [Tangents through no_grad])
+LINEARIZING = Passes()
 # forward-mode transforms tracing in any thread: while there are none, the dispatcher's
 # no_grad path skips reading the thread-local ``TRACES`` (NOTE [Tangents through no_grad])
 FORWARD_OPEN = [0]

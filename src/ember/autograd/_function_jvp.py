@@ -3,7 +3,7 @@
 
 NOTE [Function jvp in the double vjp]
 Those transforms get ``J t`` as the vjp, with weights ``t``, of ``u -> J^T u`` (NOTE
-[Transforms on the tape]): a first backward pass from zero cotangents ``u`` (``pulling``),
+[Transforms on the tape]): a first backward pass from zero cotangents ``u`` (``PULLING``),
 recorded, then a second one through that record. A Function's node reached in the first
 pass would record its ``backward``; PyTorch runs its ``jvp`` instead. So a Function applied
 while such a transform traces (``ctx._jvp_args`` set) answers the first pass, instead of
@@ -16,29 +16,11 @@ mode on (``create_graph``), the jvp's ops record as any, so the tangent is diffe
 again (reverse over forward) as in PyTorch, and ``backward`` is never needed.
 """
 
-import threading
 
 from ember._tensor import Tensor
 from ember.autograd.graph import Node, history
 
-__all__ = ["PULLING", "pulling", "keep_for_jvp", "transposed_jvp"]
-
-
-class _Pulling(threading.local):
-    depth = 0       # forward-mode transforms running their first pass in this thread
-
-
-PULLING = _Pulling()
-
-
-class pulling:
-    """Context manager: a forward-mode transform's first backward pass (NOTE above)."""
-
-    def __enter__(self):
-        PULLING.depth += 1
-
-    def __exit__(self, *exc):
-        PULLING.depth -= 1
+__all__ = ["keep_for_jvp", "transposed_jvp"]
 
 
 def keep_for_jvp(ctx, args, output):

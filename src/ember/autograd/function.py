@@ -10,7 +10,7 @@ import functools
 from ember.autograd._forward_traces import TRACES as _FORWARD_TRACES
 from ember.autograd._forward_traces import check_function as _check_forward_traced
 from ember.autograd._forward_traces import check_vmappable as _check_vmappable
-from ember.autograd._function_jvp import PULLING as _PULLING
+from ember.autograd._forward_traces import PULLING as _PULLING
 from ember.autograd._function_jvp import keep_for_jvp as _keep_for_jvp
 from ember.autograd._function_jvp import transposed_jvp as _transposed_jvp
 from ember import _inference

@@ -15,8 +15,8 @@ BatchedTensors, and each derivative's ops run their batching rules.
 import threading
 
 from ember import autograd
-from ember.autograd._forward_traces import tracing_forward, tracing_reverse
-from ember.autograd._function_jvp import pulling
+from ember.autograd._forward_traces import (LINEARIZING, PULLING, tracing_forward,
+                                             tracing_reverse)
 from ember._tensor import Tensor
 from ember._transform_births import tracing_births
 from ember._transform_state import STATE as _TRANSFORMS
@@ -24,7 +24,7 @@ from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
 from ember.autograd.graph import AccumulateGrad
 from ember.func._batched import active_levels, materialize, rewrap
-from ember.func._no_grad_tangents import NoGradGateBackward, linearizing, settle
+from ember.func._no_grad_tangents import NoGradGateBackward, settle
 from ember.ops._reduce import TRANSFORM_BACKWARD
 from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
 
@@ -404,7 +404,7 @@ class _Linearized:
         with _recording():      # (no inference tensors: their views would record nothing)
             self.dummies = [zeros_like(y).requires_grad_() for y in live]
         # (NOTE [Tangents through no_grad], NOTE [Function jvp in the double vjp])
-        with linearizing(), pulling():
+        with LINEARIZING, PULLING:
             self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True) \
                 if live else []
         self.live = [y.requires_grad for y in traced.outputs]
@@ -418,7 +418,7 @@ class _Linearized:
                 roots.append(g)
                 weights.append(t)
         if self.dummies:
-            with linearizing():
+            with LINEARIZING:
                 outs = iter(_Traced.backward(roots, weights, self.dummies, create_graph))
         from ember import zeros_like
         flat = [next(outs) if live else zeros_like(y)

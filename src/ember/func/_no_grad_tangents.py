@@ -9,7 +9,7 @@ nothing would cut the tangent. Inside such a transform's trace, a call under ``n
 inputs require grad (an op's, or a custom Function's with a ``jvp``) therefore records after
 all, on *gated* copies of those inputs: each
 copy's node passes gradient only while a forward-mode transform runs the backward passes
-that build its Jacobian-vector products (``linearizing``). Every other backward, the user's
+that build its Jacobian-vector products (``LINEARIZING``). Every other backward, the user's
 or an outer transform's, finds the gate closed, so the region stays constant to it, and the
 derivative formulas of the region, which read the gated copies, are constants to it as well.
 An in-place write there into a tensor with history (or into a view of one) records too, and
@@ -22,34 +22,16 @@ under ``no_grad`` carry no tangent; and a write that changes values a recorded o
 raises, at the transform's backward pass, PyTorch's "modified by an inplace operation".
 """
 
-import threading
 import weakref
 
 from ember._tensor import Tensor
-from ember.autograd._forward_traces import TRACES as FORWARD_TRACES
+from ember.autograd._forward_traces import LINEARIZING, TRACES as FORWARD_TRACES
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history
 from ember.ops._recording import in_multi_output_view
 
 __all__ = ["call_recording_tangents", "call_function_recording_tangents",
-           "call_inplace_recording_tangents", "linearizing", "settle"]
-
-
-class _Linearizing(threading.local):
-    depth = 0               # how many forward-mode transforms are running their passes
-
-
-_LINEARIZING = _Linearizing()
-
-
-class linearizing:
-    """Context manager: a forward-mode transform's backward passes, which open the gates."""
-
-    def __enter__(self):
-        _LINEARIZING.depth += 1
-
-    def __exit__(self, *exc):
-        _LINEARIZING.depth -= 1
+           "call_inplace_recording_tangents", "settle"]
 
 
 class NoGradGateBackward(Node):
@@ -59,7 +41,7 @@ class NoGradGateBackward(Node):
 
     def apply(self, grads):
         """The gradient, passed on only while a forward-mode transform linearizes."""
-        return [grads[0] if _LINEARIZING.depth else None]
+        return [grads[0] if LINEARIZING.depth else None]
 
 
 class NoGradInplaceBackward(Node):
@@ -72,7 +54,7 @@ class NoGradInplaceBackward(Node):
 
     def apply(self, grads):
         """The gradient, to the write while a forward-mode transform linearizes, else past it."""
-        return [grads[0], None] if _LINEARIZING.depth else [None, grads[0]]
+        return [grads[0], None] if LINEARIZING.depth else [None, grads[0]]
 
 
 def _gated(x):
