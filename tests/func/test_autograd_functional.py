@@ -1,5 +1,6 @@
 """ember.autograd.functional: jacobian, hessian, vjp, jvp, vhp, hvp."""
 
+import numpy as np
 import pytest
 
 import ember
@@ -105,3 +106,19 @@ def test_strict_and_argument_errors_use_pytorch_wording():
     assert ember.allclose(hv, 6 * x[:1])
     assert ember.allclose(AF.hessian(lambda a: (a ** 3).sum(), x, vectorize=True,
                                      outer_jacobian_strategy="forward-mode"), ember.diag(6 * x))
+
+
+def test_hessian_forward_over_reverse_couples_inputs():
+    """Forward-over-reverse Hessians of functions whose gradient mixes the inputs (the inner
+    reverse jacobian used to call requires_grad_ inside jacfwd's trace and raise)."""
+    xn = np.array([0.3, -1.2, 0.7], dtype=np.float64)
+    x = ember.from_numpy(xn)
+    h = AF.hessian(lambda a: a.sum() ** 3, x, vectorize=True,
+                   outer_jacobian_strategy="forward-mode")
+    np.testing.assert_allclose(h.numpy(), np.full((3, 3), 6 * xn.sum()), rtol=1e-12)
+    hs = AF.hessian(lambda a, c: (a * c).sum() ** 2, (x, x + 1), vectorize=True,
+                    outer_jacobian_strategy="forward-mode")
+    assert type(hs) is list and type(hs[0]) is list
+    np.testing.assert_allclose(hs[0][1].numpy(),
+                               2 * np.outer(xn + 1, xn) + 2 * (xn * (xn + 1)).sum() * np.eye(3),
+                               rtol=1e-12)

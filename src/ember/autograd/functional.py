@@ -253,6 +253,11 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
         return out.reshape(())
 
     def gradient(*args):
+        if outer_jacobian_strategy == "forward-mode":
+            # forward-over-reverse: inside jacfwd's trace the inputs cannot be made to
+            # require grad, so the inner gradient is a func transform too (strict and
+            # create_graph were refused by the forward-mode jacobian already)
+            return ember.func.jacrev(scalar, argnums=tuple(range(len(args))))(*args)
         grads = jacobian(scalar, args, create_graph=True)     # strict: checked below
         for i, g in enumerate(grads):
             if strict and not g.requires_grad:

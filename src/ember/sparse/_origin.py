@@ -58,8 +58,14 @@ def carry(result, source):
 def carry_view(result, source, view):
     """Give ``result`` (``source`` rearranged without arithmetic: a transpose) the view
     ``view(origin)`` of ``source``'s origin, which costs no copy."""
+    if result is source or not ember.is_grad_enabled():
+        return result
     origin = origin_of(source)
-    if origin is not None and result is not source and ember.is_grad_enabled():
+    if origin is None and source._leaf and source.requires_grad:
+        # a sparse leaf's own dense stand-in, so that ``x @ w.t()`` gives ``w`` a dense
+        # gradient as ``w @ x`` does (PyTorch's mm gives one through the transpose too)
+        origin = source._dense_grad_anchor()
+    if origin is not None:
         result._origin = (view(origin), result._v, result._v._version)
     return result
 

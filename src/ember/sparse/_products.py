@@ -78,6 +78,8 @@ def _check_product(s, dense, name="addmm"):
     if dense.ndim > 2:
         raise RuntimeError(f"{name}: matrices expected, got {dense.ndim}D tensor")
     if dense.shape[0] != s.shape[1]:
+        if name == "mv":
+            raise RuntimeError("mv: expected self.size(-1) == vec.size(-1)")
         raise RuntimeError(f"{name}: Argument #3 (dense): Expected dim 0 size {s.shape[1]}, "
                            f"got {dense.shape[0]}")
     if dense.dtype is not s.dtype:
@@ -121,6 +123,7 @@ def _product(a, b, name="addmm", dense_grad=False):
     ``dense_grad``: a sparse leaf gets a dense gradient (``mm``), not a sparse one with its
     indices (``sparse.mm``)."""
     _check_product_layouts(a, b)
+    _check_compressed_shapes(a, b)
     if is_sparse(a) and is_sparse(b):
         # no sparse-times-sparse kernel: the product through the second operand made dense
         product = _sparse_times_dense(a, b.to_dense(), name, _origin_anchor(a, dense_grad))
@@ -134,6 +137,22 @@ def _product(a, b, name="addmm", dense_grad=False):
     flipped = _sparse_times_dense(transpose(as_coo(b), 0, 1), a.t() if a.ndim == 2 else a,
                                   name, None if anchor is None else anchor.t())
     return flipped.t() if a.ndim == 2 else flipped
+
+
+def _check_compressed_shapes(a, b):
+    """PyTorch's shape errors where its compressed kernels (or its sparse-by-sparse ones) run
+    the product: the operands as given, a vector on the left as a row (a COO matrix by a
+    dense one keeps addmm's wording, in _check_product)."""
+    if not any(is_sparse(x) and x.layout is not L.sparse_coo for x in (a, b)) \
+            and not (is_sparse(a) and is_sparse(b)):
+        return
+    if a.ndim == 2 and b.ndim == 1 and a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat "
+                           f"({a.shape[0]}x{a.shape[1]}), vec ({b.shape[0]})")
+    if a.ndim in (1, 2) and b.ndim == 2 and a.shape[-1] != b.shape[0]:
+        rows = a.shape[0] if a.ndim == 2 else 1
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{a.shape[-1]} "
+                           f"and {b.shape[0]}x{b.shape[1]})")
 
 
 _NON_BLOCKED = (L.sparse_csr, L.sparse_csc)
@@ -212,7 +231,8 @@ def matmul(input, other):
         # PyTorch: mm, mv, or a vector on the left unsqueezed into mm and squeezed back
         name = {2: "MmBackward0", 1: "MvBackward0"}[other.ndim] if input.ndim == 2 \
             else "SqueezeBackward4"
-        return _named(_product(input, other, "matmul", dense_grad=True), name)
+        kernel = "mv" if other.ndim == 1 else "addmm"   # whose error a bad shape raises
+        return _named(_product(input, other, kernel, dense_grad=True), name)
     raise NotImplementedError(f"matmul: ember multiplies sparse tensors only as 2-D matrices "
                               f"(by a matrix or a vector), not {input.ndim}-D by "
                               f"{other.ndim}-D")
@@ -233,6 +253,38 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, dense_grad=False):
 
 
 HANDLERS["addmm"] = lambda *args, **kwargs: addmm(*args, **kwargs, dense_grad=True)
+
+
+@handles("nn.functional.linear")
+def _linear(input, weight, bias=None):
+    """``F.linear`` with a sparse weight (a pruned layer made sparse) or a sparse 2-D input,
+    decomposed as PyTorch does: with a bias, a 2-D input through ``addmm`` (which refuses a
+    dense-by-COO product, as there) and other contiguous inputs through the transposed
+    ``addmm`` of the weight by the rows; otherwise the product of the rows with the transposed
+    weight, plus the bias. A sparse weight's gradient is dense."""
+    if is_sparse(bias):
+        raise NotImplementedError("linear: ember needs a dense bias")
+    if input.ndim == 0 or weight.ndim == 0:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
+                           f"{input.ndim}D and {weight.ndim}D")
+    transposed = bias is not None and input.ndim != 2 and not is_sparse(input) \
+        and input.is_contiguous()
+    if bias is not None and input.ndim == 2:
+        return HANDLERS["addmm"](bias, input, weight.t())
+    shape = tuple(input.shape[:-1]) + (weight.shape[0],)
+    if transposed:
+        rows = input.reshape(-1, input.shape[-1])
+        out = HANDLERS["addmm"](bias.unsqueeze(-1), weight, rows.t()).t()
+        return _named(out.reshape(shape), "ViewBackward0")
+    if is_sparse(input) or input.ndim <= 2:
+        out = matmul(input, weight.t())
+    else:
+        rows = input.reshape(-1, input.shape[-1])
+        out = _named(matmul(rows, weight.t()).reshape(shape), "UnsafeViewBackward0")
+    return out if bias is None else out + bias
+
+
+ANY_LAYOUT.add("nn.functional.linear")
 
 
 @handles("addmv")
