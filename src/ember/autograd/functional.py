@@ -88,6 +88,16 @@ def _grad(outputs, inputs, grad_outputs, create_graph, strict, who="The output",
     return tuple(out)
 
 
+def _implicit(outs):
+    """Where PyTorch differentiates scalars with no grad_outputs (each Jacobian row without
+    vectorize, vjp's ``v=None``, the first gradient of vhp, hvp and hessian), a complex output
+    that requires grad raises as its ``backward()`` would."""
+    for o in outs:
+        if o.requires_grad and o.is_complex():
+            raise RuntimeError("grad can be implicitly created only for real scalar outputs "
+                               f"but got {o.dtype}")
+
+
 def _independent(of, i):
     raise RuntimeError(f"The {of} of the user-provided function is independent of input {i}. "
                        f"This is not allowed in strict mode when create_graph=True.")
@@ -114,6 +124,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
         if len(outs) != 1 or outs[0].numel() != 1:
             raise RuntimeError("The vector v can only be None if the user-provided function "
                                "returns a single Tensor with a single element.")
+        _implicit(outs)
         vs = (ember.ones_like(outs[0]),)
     else:
         vs = _as_tuple(v, "v", "vjp")[1]
@@ -201,6 +212,8 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 return _grad((o,), xs, (u,), create_graph, False)
             per = ember.func.vmap(row)(rows)
         else:
+            if n:
+                _implicit((o,))
             eye = ember.eye(n, dtype=o.dtype)
             flat = [_grad((o,), xs, (eye[k].reshape(o.shape),), create_graph, strict,
                           f"Output {j}", "jacobian") for k in range(n)]
@@ -222,7 +235,8 @@ def _forward_jacobian(func, xs, in_tuple):
         is_tuple, outs = _call(func, args, "jacobian")
         out_tuple[:] = [is_tuple]
         return outs
-    jac = ember.func.jacfwd(outputs, argnums=tuple(range(len(xs))))(*xs)
+    from ember.func._jacobians import _jacfwd
+    jac = _jacfwd(outputs, tuple(range(len(xs))), False, "error", real_only=False)(*xs)
     if not in_tuple:
         jac = tuple(blocks[0] for blocks in jac)
         return tuple(jac) if out_tuple[0] else jac[0]
@@ -252,12 +266,19 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
         _check_outputs((out,), strict)
         return out.reshape(())
 
+    def real_scalar(*args):
+        out = scalar(*args)
+        _implicit((out,))
+        return out
+
     def gradient(*args):
         if outer_jacobian_strategy == "forward-mode":
             # forward-over-reverse: inside jacfwd's trace the inputs cannot be made to
             # require grad, so the inner gradient is a func transform too (strict and
-            # create_graph were refused by the forward-mode jacobian already)
-            return ember.func.jacrev(scalar, argnums=tuple(range(len(args))))(*args)
+            # create_graph were refused by the forward-mode jacobian already); complex inputs
+            # pass, a complex output raises as PyTorch's inner reverse-mode jacobian does
+            from ember.func._jacobians import _jacrev
+            return _jacrev(real_scalar, tuple(range(len(args))), False, None, False)(*args)
         grads = jacobian(scalar, args, create_graph=True)     # strict: checked below
         for i, g in enumerate(grads):
             if strict and not g.requires_grad:
@@ -276,6 +297,7 @@ def _vhp(func, inputs, v, create_graph, strict, fn):
     vs = _v_for_inputs(v, xs, in_tuple, fn)
     out = _single_output(*_call(func, xs, fn), fn)
     _check_outputs((out,), strict)
+    _implicit((out,))
     with enable_grad():
         g = _grad((out,), xs, (ember.ones_like(out),), True, strict)
         for i, gi in enumerate(g):

@@ -34,6 +34,16 @@ def _blocks(stacked, row_tensors):
     return out
 
 
+def _error_if_complex(api, values, is_input):
+    """PyTorch's jacrev and jacfwd take real inputs (all positional arguments, whatever
+    ``argnums`` selects) and give real outputs (aux aside)."""
+    for i, v in enumerate(tree_flatten(values)[0]):
+        if isinstance(v, Tensor) and v.is_complex():
+            kind = "inputs" if is_input else "outputs"
+            raise RuntimeError(f"{api}: Expected all {kind} to be real but received complex "
+                               f"tensor at flattened input idx: {i}")
+
+
 def _check_chunk(chunk_size, api):
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError(f"{api}: `chunk_size` should be greater than 0.")
@@ -42,13 +52,23 @@ def _check_chunk(chunk_size, api):
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
     """The Jacobian of ``func`` with respect to the arguments ``argnums``, one vjp per output
     element (vmapped; ``chunk_size`` rows at a time) (``torch.func.jacrev``)."""
+    return _jacrev(func, argnums, has_aux, chunk_size, real_only=True)
+
+
+def _jacrev(func, argnums, has_aux, chunk_size, real_only):
+    """jacrev; ``real_only=False`` lets complex values through, as the inner gradient of the
+    forward-mode ``autograd.functional.hessian`` does."""
     _check_chunk(chunk_size, "jacrev")
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        if real_only:
+            _error_if_complex("jacrev", args, True)
         diff, partial = split_args(func, argnums, args, kwargs)
         traced = _Traced(partial, diff, has_aux, "jacrev(f, *args)")
         flat_out = traced.flat_out
+        if real_only:
+            _error_if_complex("jacrev", flat_out, False)
         check_vjp_outputs(flat_out)
         flat_in = tree_flatten(diff)[0]
         rows = _basis(flat_out, flat_out[0].dtype, flat_out[0].device) if flat_out else []
@@ -83,12 +103,20 @@ def _arrange(per_input, in_spec, argnums):
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """The Jacobian of ``func`` with respect to the arguments ``argnums``, one jvp per input
     element (vmapped) (``torch.func.jacfwd``; jvps by the double-vjp construction)."""
+    return _jacfwd(func, argnums, has_aux, randomness, real_only=True)
+
+
+def _jacfwd(func, argnums, has_aux, randomness, real_only):
+    """jacfwd; ``real_only=False`` lets complex values through, as the forward-mode
+    ``autograd.functional.jacobian`` does."""
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        if real_only:
+            _error_if_complex("jacfwd", args, True)
         diff, partial = split_args(func, argnums, args, kwargs)
         check_jvp_primals([x for x in tree_flatten(diff)[0] if isinstance(x, Tensor)])
         if randomness == "error":           # PyTorch runs func under vmap(randomness=...)
@@ -96,6 +124,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 traced = _Traced(partial, diff, has_aux, "jacfwd(f, *args)")
         else:
             traced = _Traced(partial, diff, has_aux, "jacfwd(f, *args)")
+        if real_only:
+            _error_if_complex("jacfwd", traced.flat_out, False)
         lin = _Linearized(traced)
         flat_in = tree_flatten(diff)[0]
         cols = _basis(flat_in, flat_in[0].dtype, flat_in[0].device)

@@ -258,7 +258,8 @@ def split(xp, x, split_size_or_sections, dim):
         _check_split_args(split_size_or_sections, dim)
     _need_dims(x, "split")
     d = wrap_dim(dim, x.ndim)
-    return _pieces(x, d, _bounds(_split_sizes(x.shape[d], split_size_or_sections, d)))
+    # (the message names the dim as given: -1 stays -1)
+    return _pieces(x, d, _bounds(_split_sizes(x.shape[d], split_size_or_sections, dim)))
 
 
 @split.named_by

@@ -139,7 +139,9 @@ class LRScheduler:
                           else self.get_lr())
         finally:
             self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
+        # strict, as PyTorch's: a group added after the scheduler raises ValueError where the
+        # values come from base_lrs (closed forms, LambdaLR, restarts, cycles)
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
             _set_lr(group, lr)
         self._last_lr = _last_lrs(self.optimizer)
 
@@ -220,7 +222,8 @@ class MultiplicativeLR(LambdaLR):
     def get_lr(self):
         self._check_get_lr_call()
         if not self._is_initial:
-            return [lr * fn(self.last_epoch) for lr, fn in zip(self._current(), self.lr_lambdas)]
+            return [lr * fn(self.last_epoch)
+                    for fn, lr in zip(self.lr_lambdas, self._current(), strict=True)]
         return self._current()
 
 
@@ -375,7 +378,7 @@ class CosineAnnealingLR(LRScheduler):
                     for base in self.base_lrs]
         if (t - 1 - T) % (2 * T) == 0:
             return [lr + (base - lo) * (1 - math.cos(math.pi / T)) / 2
-                    for lr, base in zip(self._current(), self.base_lrs)]
+                    for base, lr in zip(self.base_lrs, self._current(), strict=True)]
         ratio = (1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T))
         return [ratio * (lr - lo) + lo for lr in self._current()]
 
@@ -439,7 +442,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             values = self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
             _set_lr(group, lr)
         self._last_lr = _last_lrs(self.optimizer)
 
