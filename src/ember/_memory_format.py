@@ -9,7 +9,7 @@ strides, so a tensor in one of these formats is an ordinary view of such memory.
 import numpy as np
 
 __all__ = ["memory_format", "contiguous_format", "channels_last", "channels_last_3d",
-           "preserve_format"]
+           "preserve_format", "legacy_contiguous_format"]
 
 
 class memory_format:  # noqa: N801  (PyTorch's name)
@@ -29,6 +29,7 @@ contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 preserve_format = memory_format("preserve_format")
+legacy_contiguous_format = contiguous_format    # PyTorch's alias (F.gumbel_softmax uses it)
 
 # the dims from outermost to innermost in memory, for the formats that reorder them
 _ORDERS = {channels_last: (4, (0, 2, 3, 1)), channels_last_3d: (5, (0, 2, 3, 4, 1))}

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+import ember
 from ember import _dtype as D
 from ember._random import _rng
 from ember._tensor import _make
@@ -256,14 +257,14 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     if eps != 1e-10:
         warnings.warn("`eps` parameter is deprecated and has no effect.",
                       stacklevel=user_level(2))
-    a = logits._data
-    noise = -np.log(_rng(None).standard_exponential(a.shape))
-    gumbels = (logits + _make(on_device_of(noise.astype(a.dtype), a))) / tau
-    y_soft = gumbels.softmax(dim)
+    # exponential_ brings PyTorch's dtype check, the device's generator and vmap's randomness
+    gumbels = -ember.empty_like(logits, memory_format=ember.contiguous_format).exponential_().log()
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
     if not hard:
         return y_soft
     index = y_soft.max(dim, keepdim=True)[1]
-    y_hard = _make(xp_of(a).zeros_like(y_soft._data)).scatter_(dim, index, 1.0)
+    y_hard = ember.zeros_like(logits, memory_format=ember.contiguous_format)
+    y_hard = y_hard.scatter_(dim, index, 1.0)
     return y_hard - y_soft.detach() + y_soft
 
 
