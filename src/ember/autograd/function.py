@@ -272,7 +272,8 @@ class Function(FunctionCtx, metaclass=FunctionMeta):     # (PyTorch's is a Funct
         node = Function._node_classes.get(cls)
         if node is None:
             name = cls.__dict__.get("_node_name") or f"{cls.__name__}Backward"
-            node = type(name, (BackwardFunction,), {"_function": cls, "_forward_cls": cls})
+            node = type(name, (BackwardFunction,), {"_function": cls, "_forward_cls": cls,
+                                                    **cls.__dict__.get("_node_attrs", {})})
             Function._node_classes[cls] = node
         return node
 
@@ -462,7 +463,10 @@ def once_differentiable(fn):
 class _DelayedError(Function):
     """Passes tensors through; differentiating them raises (see ``once_differentiable``)."""
 
-    _node_name = "torch::autograd::Error"           # PyTorch's name for this node
+    # PyTorch's C++ node: class Error, name() torch::autograd::Error, a bare repr
+    _node_name = "Error"
+    _node_attrs = {"__module__": "builtins", "name": lambda self: "torch::autograd::Error",
+                   "__repr__": lambda self: f"<Error object at {hex(id(self))}>"}
 
     @staticmethod
     def forward(ctx, *values):

@@ -175,9 +175,12 @@ def _(grads, x, w, b, normalized_shape, eps, *, out):
         ones = g.new_ones(k)
         gx = _norm_grad(g, xc, invstd, lambda t: (t @ ones).unsqueeze(-1), k,
                         gmean, ginvstd).reshape(x.shape)
-    if w is not None and w.requires_grad:
+    # a double backward that reaches only the statistics gives weight and bias no gradient
+    # (PyTorch's: "not used in the graph"), as in group norm
+    reached = not gy.__dict__.get("_filled_zeros")
+    if w is not None and w.requires_grad and reached:
         gw = ((gy2 * xc).mT @ invstd.squeeze(-1)).reshape(w.shape)
-    if b is not None and b.requires_grad:
+    if b is not None and b.requires_grad and reached:
         gb = (gy2.mT @ gy2.new_ones(gy2.shape[0])).reshape(b.shape)
     return gx, gw, gb
 

@@ -269,7 +269,8 @@ _SHAPE_MESSAGE = frozenset({"add", "atan2", "copysign", "bitwise_and", "bitwise_
                             "lcm"})
 _ARITHMETIC = frozenset({"sub", "mul", "div", "clamp_min", "clamp_max", "logical_and",
                          "logical_or", "logical_xor", "copy_"})
-_NAMED = frozenset({"index_add", "index_fill", "index_put", "scatter_add", "fill_"})
+_NAMED = frozenset({"index_add", "index_fill", "index_put", "scatter_add", "scatter_reduce",
+                    "fill_"})
 _UNBATCHED_SELF = (
     "vmap: {op}(self, *extra_args) is not possible because there exists a Tensor `other` in "
     "extra_args that has more elements than `self`. This happened due to `other` being "
@@ -287,7 +288,10 @@ def _unbatched_inplace(op, self, args, params, size, level):
         name = "copy_"                  # x[1:] = y: a copy_ into a basic view
     if name in _SHAPE_MESSAGE:
         return _unbatched_self(self, args, size)
-    if name in _ARITHMETIC:
+    # masked_fill_ with a number takes PyTorch's arithmetic path, with a tensor value the
+    # named one
+    if name in _ARITHMETIC or (name == "masked_fill" and not any(
+            isinstance(a, Tensor) for a in args[2:])):
         return _UNBATCHED_SELF.format(op="inplace arithmetic", where="in a vmap")
     short = op.short_name if op.short_name.endswith("_") else op.short_name + "_"
     if name in _NAMED:
