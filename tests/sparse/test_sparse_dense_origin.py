@@ -54,8 +54,10 @@ def test_no_origin_without_a_graph():
     assert origin_of(dense(False).to_sparse()) is None
     s = x.to_sparse()
     assert origin_of(s) is not None and origin_of(s.coalesce()) is origin_of(s)
-    assert origin_of(s.to_sparse_csr()) is origin_of(s)
-    assert origin_of(s * 2) is None                     # an op, not a conversion
+    assert origin_of(s.to_sparse_csr()) is not None     # (passing the gradient on as COO)
+    assert origin_of(s * 2) is not None                 # linear: its gradient scaled
+    factor = ember.tensor(2.0, dtype=s.dtype, requires_grad=True)
+    assert origin_of(s * factor) is None                # a factor's gradient: the values'
     with ember.no_grad():
         assert origin_of(s.to_sparse_csr()) is None
 

@@ -69,7 +69,7 @@ def _edges(t):
     """What to differentiate against for input ``t``: itself, or for a sparse leaf its values
     and its dense stand-in (the products' gradient goes there, see sparse/_tensor.py)."""
     gradient_edges = getattr(type(t), "_gradient_edges", None)
-    if gradient_edges is None or not t._leaf:
+    if gradient_edges is None:
         return [t]
     return gradient_edges(t)
 
@@ -146,6 +146,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             if not isinstance(t, GradientEdge):
                 t.retain_grad()     # PyTorch's errors; a non-leaf keeps its .grad from now on
         inputs = tuple({id(t): t for t in inputs}.values())     # each accumulates once
+        # a sparse leaf accumulates through its values and dense stand-in (see ``_edges``)
+        inputs = tuple(e for t in inputs for e in _edges(t))
         targets = [_target(t) for t in inputs]
         run_backward(roots, grads, retain_graph, create_graph, targets=targets,
                      accumulate_into_grad=list(inputs))

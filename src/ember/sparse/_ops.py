@@ -2,6 +2,7 @@
 ember ops (so they work on every device and are differentiable in the values). Their in-place
 forms are in _inplace.py, the layout checks they run first in _layout_policy.py."""
 
+import math
 import numbers
 
 import ember
@@ -15,6 +16,7 @@ from ember.sparse._layout_policy import (_COO_ONLY, _check_add_layouts, _check_m
                                          _coo_only, _is_compressed, _refuse_compressed,
                                          _refuse_values_op)
 from ember.sparse._names import named
+from ember.sparse._origin import carry_linear
 from ember.sparse._refusals import bare_repr, refusing
 from ember.sparse._tensor import compressed, coo
 
@@ -465,7 +467,8 @@ def _add(input, other, *, alpha=1):
         out = coo(ember.cat([a._i, b._i], 1), values, a.shape)
         if a._coalesced and b._coalesced:
             out = C.coalesce(out)
-        return C.keep_index_dtype(_like_layout(out, input), input)     # input's, as PyTorch's
+        out = C.keep_index_dtype(_like_layout(out, input), input)     # input's, as PyTorch's
+        return carry_linear(out, alpha, input, other)
     if is_sparse(input) and input.layout in (L.sparse_csr, L.sparse_csc):   # added densely
         return _csr_plus_dense(input, other, alpha)
     if is_sparse(input) or isinstance(input, numbers.Number):    # (1 + s is s + 1)
@@ -508,9 +511,9 @@ def _sub(input, other, *, alpha=1):
 @handles("mul")
 def _mul(input, other):
     if is_scalar(other):
-        return _on_values(input, lambda v: v * other)
+        return carry_linear(_on_values(input, lambda v: v * other), other, input)
     if is_scalar(input):
-        return _on_values(other, lambda v: input * v)
+        return carry_linear(_on_values(other, lambda v: input * v), input, other)
     _check_mul_layouts(input, other)
     if is_sparse(input) and is_sparse(other):
         _check_same_size(input, other, "mul")
@@ -542,7 +545,10 @@ def _div(input, other, *, rounding_mode=None):
         shape = list(other.shape) if isinstance(other, Tensor) else []
         raise RuntimeError(f"Sparse division requires a scalar or zero-dim dense tensor "
                            f"divisor (got shape {shape} for divisor)")
-    return _on_values(input, lambda v: ember.div(v, other, rounding_mode=rounding_mode))
+    result = _on_values(input, lambda v: ember.div(v, other, rounding_mode=rounding_mode))
+    if rounding_mode is not None or not isinstance(other, numbers.Number) or not other:
+        return result
+    return carry_linear(result, 1 / other, input)
 
 
 @handles("floor_divide")
@@ -590,8 +596,14 @@ def _values_op(name):
             kwargs.pop("memory_format", None)
         if name not in _LINEAR and input.layout is L.sparse_coo:
             input = input.coalesce()            # f(a + b) is not f(a) + f(b)
-        return _on_values(input, lambda v: getattr(ember, name)(v, *args, **kwargs))
+        result = _on_values(input, lambda v: getattr(ember, name)(v, *args, **kwargs))
+        return carry_linear(result, _SCALES[name], input) if name in _SCALES else result
     return run
+
+
+# the linear ops' factors, by which a product's dense gradient goes back (NOTE [Dense origins])
+_SCALES = {"neg": -1, "negative": -1, "positive": 1, "clone": 1, "deg2rad": math.pi / 180,
+           "rad2deg": 180 / math.pi}
 
 
 for _name in _ZERO_PRESERVING:

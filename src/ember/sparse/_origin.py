@@ -9,19 +9,25 @@ a dense tensor that records a graph (or from a sparse tensor that has an origin)
 that dense tensor, and the products route their sparse operand's gradient to it instead of the
 values (``_products._anchor``). The origin is a stand-in that only routes a gradient
 (``_Destination``): it is never an operand, keeps nothing of the dense tensor alive, and is
-forgotten when the values change in place or are replaced. Conversions and transposes (a
-view of the origin) keep it; any other op gives a result without one, whose gradient is the
-values' (masked: ``(d.to_sparse() * 2) @ w`` differs from PyTorch's there; carrying origins
-through the linear sparse ops would need them combined lazily).
+forgotten when the values change in place or are replaced. Transposes keep it (a view of it);
+conversions keep it, passing the gradient on in their source's layout when they change it
+(``_ToLayout``: ``w.to_sparse_csr() @ x`` gives a COO leaf ``w`` a COO gradient at every
+position, as PyTorch does); a sparse leaf converted or transposed starts one from its own dense
+stand-in. The linear ops by a number (``* 2``, ``/ 2``, ``neg``, ``clone``) and sums of sparse
+tensors combine their operands' origins lazily (``_Scaled``); any other op gives a result
+without one, whose gradient is the values' (masked, where PyTorch's may be dense).
 """
 
+import numbers
+
 import ember
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
 from ember.autograd.function import Function
 from ember.backend import xp_of
 from ember.sparse._tensor import SparseTensor
 
-__all__ = ["carry", "carry_view", "origin_of"]
+__all__ = ["carry", "carry_linear", "carry_view", "in_layout", "origin_of", "retained_origin",
+           "to_dense_unmasked"]
 
 
 class _Destination(Function):
@@ -37,22 +43,128 @@ class _Destination(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad
+        # (to_sparse's backward: dense)
+        return grad if grad.layout is ember.strided else grad.to_dense()
+
+
+class _ToLayout(Function):
+    """A stand-in for the origin of a sparse tensor of ``layout`` that was converted (or
+    multiplied by a sparse matrix): the gradient goes back to the origin in ``layout`` (a dense
+    one's zeros dropped), as PyTorch's conversions pass theirs."""
+
+    @staticmethod
+    def forward(ctx, origin, layout):
+        ctx.layout = layout
+        xp = xp_of(origin._data)
+        return _make(xp.broadcast_to(xp.zeros((), origin._data.dtype), origin.shape))
+
+    @staticmethod
+    def backward(ctx, grad):
+        if grad.layout is ctx.layout:
+            return grad, None
+        return grad.to_sparse(layout=ctx.layout), None
+
+
+def in_layout(origin, layout):
+    """``origin`` passing its gradient on in ``layout`` (a sparse tensor's: see ``_ToLayout``;
+    blocked layouts, which need a block size, get it dense)."""
+    if layout is ember.strided or layout in (ember.sparse_bsr, ember.sparse_bsc):
+        return origin
+    return _ToLayout.apply(origin, layout)
 
 
 def carry(result, source):
     """Give ``result`` (``source`` converted: the same elements) the dense origin ``source``
-    leads to: a stand-in for ``source`` when it is dense and records a graph, its origin when
-    it is sparse."""
+    leads to: a stand-in for ``source`` when it is dense and records a graph, its origin (a
+    sparse leaf's dense stand-in) when it is sparse, passing its gradient on in ``source``'s
+    layout when the conversion changes it."""
     if not isinstance(result, SparseTensor) or result is source or not ember.is_grad_enabled():
         return result
     if isinstance(source, SparseTensor):
         origin = origin_of(source)
+        if origin is None and source._leaf and source.requires_grad:
+            # (PyTorch's conversions pass it dense), through a node of its own (retain_grad)
+            origin = _Scaled.apply(None, source._dense_grad_anchor(), 1)
+        if origin is not None and result._layout is not source._layout:
+            origin = in_layout(origin, source._layout)
     else:
         origin = _Destination.apply(source) if source.requires_grad else None
     if origin is not None:
         result._origin = (origin, result._v, result._v._version)
     return result
+
+
+class _Scaled(Function):
+    """A stand-in for ``scale`` times (a number) the origin of a sparse tensor, or for the
+    sum ``first + scale * second`` of two origins: the dense gradient goes back scaled, as
+    PyTorch's ``mul``, ``div``, ``neg`` and ``add`` pass theirs."""
+
+    @staticmethod
+    def forward(ctx, first, second, scale):
+        ctx.scale = scale.conjugate() if isinstance(scale, complex) else scale
+        like = first if first is not None else second
+        xp = xp_of(like._data)
+        return _make(xp.broadcast_to(xp.zeros((), like._data.dtype), like.shape))
+
+    @staticmethod
+    def backward(ctx, grad):
+        needs = ctx.needs_input_grad
+        scaled = grad if ctx.scale == 1 else grad * ctx.scale
+        return grad if needs[0] else None, scaled if needs[1] else None, None
+
+
+def _route(s):
+    """Where a product sends the dense gradient of ``s``: its origin, or its own dense
+    stand-in when it is a sparse leaf (None when neither)."""
+    origin = origin_of(s)
+    if origin is None and s._leaf and s.requires_grad:
+        origin = s._dense_grad_anchor()
+    return origin
+
+
+def carry_linear(result, scale, source, other=None):
+    """Give ``result`` (``scale * source``, or ``source + scale * other`` of sparse tensors;
+    ``scale`` a number) the origins of its operands combined, so that a product takes the
+    dense gradient PyTorch's gives (``(w * 2) @ x``); none when an operand that requires grad
+    has no origin (the product then differentiates the values, which hold its history)."""
+    if isinstance(scale, Tensor) and scale.ndim == 0 and not scale.requires_grad:
+        scale = scale.item()                # a constant factor, as a number
+    if not ember.is_grad_enabled() or not isinstance(result, SparseTensor) \
+            or not isinstance(scale, numbers.Number):
+        return result
+    routes = []
+    for s in (source, other):
+        route = None if s is None or not s.requires_grad else _route(s)
+        if route is None and s is not None and s.requires_grad:
+            return result
+        routes.append(route)
+    if routes == [None, None]:
+        return result
+    if other is None:
+        routes = [None, routes[0]]
+    origin = _Scaled.apply(routes[0], routes[1], scale)
+    result._origin = (origin, result._v, result._v._version)
+    return result
+
+
+def to_dense_unmasked(s, to_dense):
+    """``to_dense(s)`` whose gradient reaches ``s`` whole, not masked to its stored elements
+    (``to_dense(masked_grad=False)``), when ``s`` has an origin or is a sparse leaf."""
+    route = _route(s) if ember.is_grad_enabled() and s.requires_grad else None
+    if route is None:
+        return to_dense(s)
+    return to_dense(s.detach()) + in_layout(route, s._layout)
+
+
+def retained_origin(s):
+    """The origin of ``s`` (None if none) told to retain its gradient, for ``s.retain_grad()``
+    (what reaches it passes through ``s`` in PyTorch: all of it from ``s`` or tensors made
+    from ``s``)."""
+    origin = origin_of(s)
+    if origin is None or origin.grad_fn is None:
+        return None
+    origin.retain_grad()
+    return origin
 
 
 def carry_view(result, source, view):

@@ -13,7 +13,7 @@ from ember.sparse._compressed import expand_pointers
 from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, handles, is_sparse
 from ember.sparse._names import named as _named
 from ember.sparse._ops import as_coo, transpose
-from ember.sparse._origin import origin_of
+from ember.sparse._origin import in_layout, origin_of
 from ember.sparse._refusals import bare_repr
 from ember.sparse._tensor import csr
 
@@ -112,10 +112,10 @@ def _sparse_times_dense(s, dense, name="addmm", anchor=None):
 
 
 def _origin_anchor(s, dense_grad):
-    """The dense origin of ``s`` when its gradient is to be dense, else None (in a product of
-    two sparse tensors a sparse leaf's gradient goes through its values: sparse, as in
-    PyTorch)."""
-    return origin_of(s) if dense_grad and ember.is_grad_enabled() else None
+    """``_anchor`` for the first of two sparse operands: its gradient arrives in its layout,
+    unmasked (PyTorch's is the product of sparse matrices), as ``sparse.mm``'s (None) does not."""
+    anchor = _anchor(s, dense_grad)
+    return None if anchor is None else in_layout(anchor, s.layout)
 
 
 def _product(a, b, name="addmm", dense_grad=False):

@@ -52,7 +52,7 @@ class SparseTensor(ValuesBacked, Tensor):
                                "gradients")
 
     __slots__ = ("_layout", "_i", "_crow", "_col", "_v", "_size", "_coalesced", "_leaf",
-                 "_pattern", "_anchor", "_origin", "_grad_via_values")
+                 "_pattern", "_anchor", "_origin", "_grad_via_values", "_retained")
 
     data_ptr = const_data_ptr = storage_offset = untyped_storage = storage = _storage_error
     set_ = is_set_to = __dlpack__ = _storage_error
@@ -202,8 +202,26 @@ class SparseTensor(ValuesBacked, Tensor):
 
     @property
     def grad(self):
+        if not self._leaf and self._retained is not None:   # see retain_grad
+            values, origin = self._retained
+            return self._gradient_from(values._grad, None if origin is None else origin._grad)
         return self._gradient_from(self._v.grad if self._leaf else None,
                                    None if self._anchor is None else self._anchor.grad)
+
+    def retain_grad(self):
+        """Populate ``.grad`` for this non-leaf sparse tensor during backward: its values'
+        gradient (sparse, with its indices) plus the dense one products send its origin."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._leaf or self._retained is not None:
+            return
+        from ember.sparse._origin import retained_origin
+        self._v.retain_grad()
+        self._retained = (self._v, retained_origin(self))
+
+    @property
+    def retains_grad(self):
+        return self._retained is not None
 
     def _gradient_from(self, values_grad, dense_grad):
         """This leaf's gradient from its values' gradient and its dense stand-in's (see
@@ -229,7 +247,11 @@ class SparseTensor(ValuesBacked, Tensor):
 
     def _gradient_edges(self):
         """The tensors ``autograd.grad`` differentiates against for this leaf: its values, and
-        its dense stand-in when a product used one."""
+        its dense stand-in when a product used one (for a non-leaf: its dense origin)."""
+        if not self._leaf:
+            from ember.sparse._origin import origin_of
+            origin = origin_of(self)
+            return [self._v] if origin is None else [self._v, origin]
         return [self._v] if self._anchor is None else [self._v, self._anchor]
 
     @grad.setter
@@ -368,6 +390,9 @@ class SparseTensor(ValuesBacked, Tensor):
         if dtype is not None:
             kind = "sparse" if self._layout is L.sparse_coo else "sparse_csr"  # (all compressed)
             raise RuntimeError(f"dtype argument is not supported by {kind}_to_dense")
+        if masked_grad is False:
+            from ember.sparse._origin import to_dense_unmasked
+            return named(to_dense_unmasked(self, _convert.to_dense), "ToDenseBackward0")
         return named(_convert.to_dense(self), "ToDenseBackward0")
 
     def narrow_copy(self, dim, start, length):
@@ -474,6 +499,7 @@ def _blank(layout, values, size):
     t._anchor = None
     t._origin = None                # see NOTE [Dense origins] in _origin.py
     t._grad_via_values = False
+    t._retained = None              # (values, dense origin) whose .grad retain_grad keeps
     t._i = t._crow = t._col = None
     t._coalesced = False
     return t
