@@ -207,8 +207,8 @@ def test_a_thread_reads_next_functions_while_another_routes_the_node():
     observer.close()
     assert asked and not observer.errors
     assert got == [mine]                # one TBackward0 for the weight, seen by both threads
-    assert type(mine[1][0]).__name__ == "TBackward0"
-    assert mine[1][0].next_functions[0][0].variable is leaves[2]       # the second weight
+    assert type(mine[2][0]).__name__ == "TBackward0"         # PyTorch's (bias, input, t(weight))
+    assert mine[2][0].next_functions[0][0].variable is leaves[2]       # the second weight
     loss.backward()
     _assert_grads(leaves, expected)
 

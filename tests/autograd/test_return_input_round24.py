@@ -108,12 +108,12 @@ def test_the_t_node_is_made_when_the_graph_is_walked():
     x, w, b = _linear_inputs((3, 4))
     y = F.linear(x, w, b)
     raw = _NEXT_FUNCTIONS.__get__(y.grad_fn)
-    assert raw[1][0].name() == "torch::autograd::AccumulateGrad"     # nothing made yet
-    first = y.grad_fn.next_functions
-    t_node = first[1][0]
+    assert raw[2][0].name() == "torch::autograd::AccumulateGrad"     # nothing made yet
+    first = y.grad_fn.next_functions                # PyTorch's (bias, input, t(weight))
+    t_node = first[2][0]
     assert t_node.name() == "TBackward0" and t_node.next_functions[0][0].variable is w
-    assert y.grad_fn.next_functions[1][0] is t_node                   # made once
-    assert first[0][0].variable is x and first[2][0].variable is b
+    assert y.grad_fn.next_functions[2][0] is t_node                   # made once
+    assert first[1][0].variable is x and first[0][0].variable is b
 
 
 @pytest.mark.parametrize("x_shape", [(4,), (3, 4), (2, 3, 4)])
@@ -157,8 +157,8 @@ def test_vector_weight_and_complex_weight():
 def test_calling_the_node_directly_gives_the_gradient_of_weight_t():
     x, w, _ = _linear_inputs((3, 4))
     y = F.linear(x, w)
-    gx, gwt, gb = y.grad_fn(ember.ones(3, 5, dtype=ember.float64))
-    assert gx.shape == (3, 4) and gwt.shape == (4, 5) and gb is None
+    gx, gwt = y.grad_fn(ember.ones(3, 5, dtype=ember.float64))      # MmBackward0's two
+    assert gx.shape == (3, 4) and gwt.shape == (4, 5)
     np.testing.assert_allclose(gwt.detach().numpy(), x.detach().numpy().T @ np.ones((3, 5)))
 
 

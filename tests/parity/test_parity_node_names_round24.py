@@ -109,7 +109,7 @@ def test_nn_linear_graph_and_accumulated_layout():
         layer = lib.nn.Linear(6, 3)
         x = lib.ones(2, 6)
         y = layer(x)
-        t_node = y.grad_fn.next_functions[-1 if lib is torch else 1][0]
+        t_node = y.grad_fn.next_functions[-1][0]
         y.sum().backward(retain_graph=True)
         y.sum().backward()              # twice through the same t() node
         return (t_node.name(), t_node.next_functions[0][0].variable is layer.weight,

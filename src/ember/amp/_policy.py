@@ -25,7 +25,8 @@ __all__ = ["POLICY", "TOP_LEVEL_ONLY", "Composite"]
 
 _CPU_LOWER = """conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
     conv_tbc bmm mm baddbmm addmm addbmm matmul linalg.vecdot nn.functional.linear prelu
-    nn.functional.scaled_dot_product_attention _rnn_layer affine_grid_generator"""
+    nn.functional.scaled_dot_product_attention _rnn_layer affine_grid_generator _linear_addmm
+    _linear_mm"""
 
 _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar prod quantile
     nanquantile cdist trace view_as_complex inverse pinverse cholesky_solve cholesky_inverse
@@ -50,7 +51,7 @@ _CPU_PROMOTE = "stack cat index_copy"
 _CUDA_LOWER = """matmul addbmm addmm addmv addr baddbmm bmm chain_matmul linalg.multi_dot conv1d
     conv2d conv3d conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d
     nn.functional.linear mm mv prelu nn.functional.scaled_dot_product_attention _rnn_layer
-    affine_grid_generator"""
+    affine_grid_generator _linear_addmm _linear_mm"""
 
 _CUDA_FP32 = """pow acos asin cosh erfinv exp expm1 log log10 log1p log2 reciprocal rsqrt sinh tan
     nn.functional.softplus native_layer_norm native_group_norm rms_norm norm dist cdist cumprod

@@ -115,7 +115,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
             buf = buffers.pop(node, None) or [None] * node.n_outputs
             grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
                                  accumulate_into_grad) or ()
-            if node._reversed_edges:        # a RoutedOpNode
+            if node._late_edges:            # a RoutedOpNode
                 late, pairs = _routed_pairs(node, grads_in)
             else:                   # (read after its hooks ran, which may route it)
                 late, pairs = (), enumerate(node._edges)
@@ -157,13 +157,12 @@ _NAN = float("nan")
 def _routed_pairs(node, grads_in):
     """``(late, (index, edge) pairs)`` of a RoutedOpNode that ran: the raw edges it read as it
     ran (``RawEdgeGrads``: another thread may have routed it since), else its edges (read
-    after its hooks ran, which may route it; unrouted, the late ones stand for t() nodes);
-    last first, PyTorch's order (see there)."""
+    after its hooks ran, which may route it; unrouted, the late ones stand for t() nodes)."""
     if type(grads_in) is RawEdgeGrads:
         edges, late = grads_in.raw
-        return late, reversed(list(enumerate(edges)))
+        return late, enumerate(edges)
     late = () if node._routed else node.op.transposed_inputs     # (one thread: raw edges)
-    return late, reversed(list(enumerate(node._edges)))
+    return late, enumerate(node._edges)
 
 
 def _inserted(node, run_set):

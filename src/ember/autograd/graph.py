@@ -64,7 +64,7 @@ class Node:
     _post_hooks = None                  # fn(grad_inputs, grad_outputs)
     _trace = None                       # the forward's stack, under detect_anomaly
     _metadata = None
-    _reversed_edges = False             # see RoutedOpNode (ops/_recording.py)
+    _late_edges = False                 # see RoutedOpNode (ops/_recording.py)
 
     def __init__(self, next_functions, seq=None):
         self.next_functions = next_functions

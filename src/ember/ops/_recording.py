@@ -20,7 +20,7 @@ from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 from ember.backend import device_of
 from ember.ops._op_errors import not_differentiable
 
-__all__ = ["record_checks", "rename_node", "RoutedOpNode", "gradient_t"]
+__all__ = ["record_checks", "rename_node", "RoutedOpNode", "gradient_t", "fast_reshape"]
 
 _NDARRAY = np.ndarray
 
@@ -138,10 +138,7 @@ class RoutedOpNode(OpNode):
 
     __slots__ = ()
     _routed = False
-    # linear's edges are (input, weight, bias), PyTorch's addmm's (bias, input, t(weight)):
-    # the engine makes them ready last first, so that the leaves among them (run first, as
-    # equals) run in PyTorch's order
-    _reversed_edges = True
+    _late_edges = True                  # (the engine's test for such a node)
 
     @property
     def next_functions(self):
@@ -293,6 +290,29 @@ def _t_node_class():
     base = REGISTRY["t"].node_class
     _T_NODE.append(type(base.__name__, (base,), {"__slots__": (), "apply": apply}))
     return _T_NODE[0]
+
+
+def fast_reshape(node):
+    """``node``, a reshaping view's (``view``, ``_unsafe_view``) that a composed op recorded
+    by hand, made to reshape a plain CPU gradient without a dispatch when no graph is built
+    of it (as linear's views do in every backward)."""
+    cls = type(node)
+    fast = _FAST_RESHAPES.get(cls)
+    if fast is None:
+        fast = _FAST_RESHAPES[cls] = type(cls.__name__, (cls,), {"__slots__": (),
+                                                                  "apply": _reshape_apply})
+    node.__class__ = fast
+    return node
+
+
+def _reshape_apply(self, grads):
+    g = grads[0]
+    if type(g) is Tensor and type(g._data) is _NDARRAY and not _GRAD.grad_enabled:
+        return [_make(g._data.reshape(self._in_meta[0][0]))]
+    return OpNode.apply(self, grads)
+
+
+_FAST_RESHAPES = {}             # a view op's node class -> its fast_reshape class
 
 
 def record_checks(op, flat, params):

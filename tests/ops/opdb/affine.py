@@ -1,4 +1,4 @@
-"""OpInfo entries for ember/ops/affine.py: nn.functional.linear."""
+"""OpInfo entries for ember/ops/affine.py: nn.functional.linear and its recorded nodes."""
 
 import numpy as np
 
@@ -48,7 +48,37 @@ def _linear_errors():
                      "self and mat2 must have the same dtype, but got Double and Float")
 
 
+def _addmm_ref(b, x, w):
+    return _linear_ref(x, w, b)
+
+
+def _addmm_samples(dtype, rg):
+    def mk(*shape):
+        return make(shape, dtype, rg)
+    yield _s(mk(2), mk(4, 3), mk(2, 3), name="vector_bias")
+    yield _s(mk(4, 1), mk(4, 3), mk(2, 3), name="column_bias")
+
+
+def _mm_samples(dtype, rg):
+    yield _s(make((4, 3), dtype, rg), make((2, 3), dtype, rg), name="matrix")
+
+
+def _addmm_torch(b, x, w):
+    import torch
+    return torch.addmm(b, x, w.t())
+
+
+def _mm_torch(x, w):
+    return x.mm(w.t())
+
+
+_LINEAR_NODE_TOL = {ember.float32: (1e-5, 1e-5)}
+
 OPS = [
+    OpInfo("_linear_addmm", _addmm_ref, _addmm_samples, dtypes=FLOATS + COMPLEX, gradgrad=True,
+           torch_op=_addmm_torch, tol=_LINEAR_NODE_TOL),
+    OpInfo("_linear_mm", _linear_ref, _mm_samples, dtypes=FLOATS + COMPLEX, gradgrad=True,
+           torch_op=_mm_torch, tol=_LINEAR_NODE_TOL),
     OpInfo("nn.functional.linear", _linear_ref, _linear_samples,
            dtypes=FLOATS + LOW + COMPLEX + (ember.int64, ember.int32), gradgrad=True,
            error_inputs=_linear_errors,
