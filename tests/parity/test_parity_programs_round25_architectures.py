@@ -261,7 +261,9 @@ def mobilenet_program(torch):
         bf16_logits = model(x)
     res["autocast_dtypes"] = [_name(t.dtype) for t in (stem, se_scale, bf16_logits)]
     res["autocast_close"] = [bool((bf16_logits.float() - logits).abs().max() < 0.5)]
-    res["autocast_logits"] = bf16_logits
+    # (not the logits themselves: 4 training steps' float32 sums, ordered unlike torch's, move
+    # some a bfloat16 step, as channels_last vs contiguous_format does within torch on 1 thread)
+    res["autocast_near_float"] = [bool((bf16_logits.float() - logits).abs().max() < 2 ** -4)]
     res["autocast_stem"] = stem
 
     # the TF-ported EfficientNet's pieces: static "same" padding, drop_connect from uniform

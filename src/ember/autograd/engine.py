@@ -16,6 +16,7 @@ from ember.autograd.graph import _FIRST, AccumulateGrad, accumulate, leaf_hooks
 from ember.autograd.graph import OpNode, post_accumulate_hooks
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import restore_grad_mode, swap_grad_mode
+from ember._memory_format import contiguous_format as _ROW_MAJOR
 from ember.backend import SEVERAL_GPUS, device_guard, operands_gpu_elsewhere
 
 __all__ = ["run_backward", "queue_callback", "RawEdgeGrads", "engine_will_run", "hook_state",
@@ -260,9 +261,9 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
         for nr, ref in node._retains.items():
             t = ref()
             if t is not None and buf[nr] is not None:
-                g = buf[nr]
-                t._grad = (g if _GRAD.grad_enabled else g.detach()).clone() \
-                    if t._grad is None else t._grad + g
+                g = buf[nr]             # (PyTorch keeps a row-major copy of the first)
+                t._grad = (g if _GRAD.grad_enabled else g.detach()).clone(
+                    memory_format=_ROW_MAJOR) if t._grad is None else t._grad + g
     if node._pre_hooks:
         slots = _differentiable_outputs(node)
         for fn in list(node._pre_hooks.values()):

@@ -15,6 +15,7 @@ from ember.backend.meta import MetaArray
 from ember.ops._meta import MetaCall
 from ember.ops._op_errors import translate_error
 from ember.ops._out import write_out
+from ember.ops._pointwise_layout import laid_as_operands, row_major_before_last
 from ember.ops._promotion import compute_dtype
 from ember.ops._recording import _mark_view, _record
 from ember.ops._scalars import ROUNDED, checked_scalar, rounded_number
@@ -87,6 +88,13 @@ def call(op, inputs, params, out=None):
     token = None if op.view else quiet_fp()     # views compute nothing to warn of
     try:
         res = op.forward(xp, *arrays, *args)
+        # an elementwise result: NumPy lays it out as PyTorch does after a row-major first
+        # operand (ops/_pointwise_layout.py); else PyTorch's layout is looked up
+        if op.pointwise:
+            a = arrays[0]
+            if (type(a) is _NDARRAY or type(a) in XP_BY_ARRAY_TYPE) and not a.flags.c_contiguous \
+                    or len(arrays) > 2 and not row_major_before_last(arrays):
+                res = laid_as_operands(xp, res, arrays, op.pointwise)
         if type(res) is _NDARRAY and casts is None:
             outputs = _make(res)
         elif type(res) is tuple:

@@ -20,7 +20,7 @@ def unary(signature, forward, derivative=None, *, doc, promote=FLOAT, saves_inpu
     """
     forward.__doc__ = doc
     new = op(signature, promote=promote, saves_inputs=saves_inputs, inplace=inplace,
-             scalars=scalars, **options)(forward)
+             scalars=scalars, **{"pointwise": True, **options})(forward)
     if derivative is not None:
         new.derivative(derivative)
     if ufunc is not None and inplace:
@@ -33,7 +33,7 @@ def binary(signature, forward, derivative=None, *, doc, promote, saves_inputs=Tr
     """Register a two-input elementwise op (either input may be a Python number)."""
     forward.__doc__ = doc
     new = op(signature, inputs=2, promote=promote, saves_inputs=saves_inputs,
-             inplace=inplace, **options)(forward)
+             inplace=inplace, **{"pointwise": True, **options})(forward)
     if derivative is not None:
         new.derivative(derivative)
     if ufunc is not None and inplace:

@@ -51,6 +51,12 @@ class Op:
     # whether operands cast to the compute dtype keep being non-contiguous (searchsorted warns
     # about non-contiguous operands as given, before PyTorch promotes them)
     casts_keep_layout = False
+    # positions of params that hold tensors PyTorch's node saves (index_put's indices): a
+    # write into one before backward raises, as for a saved input (see _recording._record)
+    versioned_params = ()
+    # an elementwise op, whose result PyTorch lays out after its operands' strides (see
+    # ops/_pointwise_layout.py); see op()
+    pointwise = False
 
     def __init__(self, forward, signature, *, inputs, promote, upcast, method, inplace,
                  view, out, saves_inputs, grad_fn_name, scalars, method_varargs,
@@ -406,7 +412,7 @@ class Op:
 def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=False,
        view=False, out=None, saves_inputs=True, grad_fn_name=None, scalars=None,
        method_varargs=None, namedtuple=None, differentiable=True, checked_scalars=False,
-       namespace=None, differentiable_outputs=None):
+       namespace=None, differentiable_outputs=None, pointwise=False):
     """Register an op from its PyTorch signature and its forward on backend arrays.
 
     inputs: how many leading parameters (or which names) are tensors; a name ending in
@@ -430,6 +436,9 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
         every floating one (layer norm's statistics are not): the others get no grad_fn,
         node hooks do not see their slots, and the derivative gets None for them (the
         derivative's own view of them, ``out=``, still has the node, for double backward).
+    pointwise: an elementwise op, its result laid out as PyTorch's TensorIterator lays it
+        out after the tensor inputs' strides; ``NUMBERS_ASIDE`` where its number inputs are
+        no operands there (ops/_pointwise_layout.py).
     """
     def register(forward):
         o = Op(forward, signature,
@@ -444,6 +453,8 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
                differentiable=differentiable, checked_scalars=checked_scalars,
                namespace=namespace)
         o.differentiable_outputs = differentiable_outputs
+        if pointwise:
+            o.pointwise = pointwise
         return o
     return register
 

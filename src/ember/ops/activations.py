@@ -47,6 +47,7 @@ def act_op(signature, **options):
     """``op`` with the defaults of activations: a tensor input, no ``out=``."""
     options.setdefault("out", False)
     options.setdefault("scalars", False)
+    options.setdefault("pointwise", True)       # (all but glu and prelu)
     if options.get("namespace"):            # PyTorch's name: GeluBackward0
         name = signature.partition("(")[0]
         options.setdefault("grad_fn_name",
@@ -133,7 +134,8 @@ def _(grad, x, *, out):
 _SAME_WIDTH_INT = {2: np.int16, 4: np.int32, 8: np.int64}
 
 
-@op("_threshold_backward(grad_output, input, threshold)", inputs=2, method=False)
+@op("_threshold_backward(grad_output, input, threshold)", inputs=2, method=False,
+    pointwise=True)
 @on_1d
 def _threshold_backward(xp, grad, x, threshold):
     """The gradient of ``threshold`` (and of relu, from its output), fused: ``grad_output``
@@ -168,7 +170,7 @@ def _(grad, x, min_val, max_val):
 
 
 @op("_hardtanh_backward(grad_output, input, min_val, max_val)", inputs=2, method=False,
-    promote=float_kernel("hardshrink_backward_cpu"), out=False)
+    promote=float_kernel("hardshrink_backward_cpu"), out=False, pointwise=True)
 @on_1d
 def _hardtanh_backward(xp, grad, x, min_val, max_val):
     """The gradient of hardtanh, fused: 0 where ``input <= min_val`` or ``input >= max_val``,
@@ -258,7 +260,7 @@ def _(grad, x, negative_slope):
 
 
 @op("_leaky_relu_backward(grad_output, input, negative_slope, self_is_result)", inputs=2,
-    method=False, promote=float_kernel("leaky_relu_backward_cpu"), out=False)
+    method=False, promote=float_kernel("leaky_relu_backward_cpu"), out=False, pointwise=True)
 @on_1d
 def _leaky_relu_backward(xp, grad, x, negative_slope, self_is_result):
     """The gradient of leaky_relu, fused: ``grad_output`` where ``input > 0``, else
@@ -319,7 +321,8 @@ def _prelu_weight_shape(x, w):
     return (1, -1) + (1,) * (x.ndim - 2) if x.ndim >= 2 else (-1,)
 
 
-@act_op("prelu(input, weight)", inputs=2, promote=Policy("prelu", _prelu_rule))
+@act_op("prelu(input, weight)", inputs=2, promote=Policy("prelu", _prelu_rule),
+        pointwise=False)
 def prelu(xp, x, w):
     """``input`` where positive, else ``weight * input`` (one weight per channel, dim 1)."""
     w = w.reshape(_prelu_weight_shape(x, w))
@@ -465,7 +468,7 @@ _ONE_SIXTH = np.float32(1 / 6)         # PyTorch's kernel multiplies by it, in f
 
 
 @op("_hardsigmoid_backward(grad_output, input)", inputs=2, method=False,
-    promote=float_kernel("hardsigmoid_backward"), out=False)
+    promote=float_kernel("hardsigmoid_backward"), out=False, pointwise=True)
 @on_1d
 def _hardsigmoid_backward(xp, grad, x):
     """The gradient of hardsigmoid, fused: ``grad_output / 6`` where ``-3 < input < 3``,
@@ -495,7 +498,7 @@ def _(grad, x):
 
 
 @op("_hardswish_backward(grad_output, input)", inputs=2, method=False,
-    promote=float_kernel("hardswish_backward_cpu"), out=False)
+    promote=float_kernel("hardswish_backward_cpu"), out=False, pointwise=True)
 @on_1d
 def _hardswish_backward(xp, grad, x):
     """The gradient of hardswish, fused: 0 where ``input <= -3``, ``grad_output * (input / 3

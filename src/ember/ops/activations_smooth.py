@@ -49,7 +49,7 @@ def _(grad, x, alpha):
 
 @op("_elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)",
     inputs=("grad_output", "self_or_result"), method=False,
-    promote=float_kernel("elu_backward_cpu"), out=False)
+    promote=float_kernel("elu_backward_cpu"), out=False, pointwise=True)
 @on_1d
 def _elu_backward(xp, grad, x, alpha, scale, input_scale, is_result):
     """The gradient of the elu family, fused, from the input (or, ``is_result``, from the
@@ -490,7 +490,8 @@ def _glu_halves(xp, x, dim):
     return d, n // 2
 
 
-@act_op("glu(input, dim=-1)", namespace="nn.functional", promote=float_kernel("glu_cpu"))
+@act_op("glu(input, dim=-1)", namespace="nn.functional", promote=float_kernel("glu_cpu"),
+        pointwise=False)
 def glu(xp, x, dim):
     """The first half of ``input`` along ``dim`` times the sigmoid of the second half."""
     d, h = _glu_halves(xp, x, dim)
@@ -504,7 +505,7 @@ def _(grad, x, dim):
 
 
 @act_op("_glu_backward(grad_output, input, dim)", inputs=2, method=False, upcast=False,
-        promote=float_kernel("glu_backward_cpu"))
+        promote=float_kernel("glu_backward_cpu"), pointwise=False)
 def _glu_backward(xp, grad, x, dim):
     """The gradient of glu, fused: ``sigmoid(b) * grad`` for the first half ``a`` and
     ``(1 - sigmoid(b)) * sigmoid(b) * a * grad`` for the second half ``b`` (PyTorch's order);

@@ -7,6 +7,7 @@ from ember._tensor import Tensor
 from ember.backend import ROUNDS_SCALAR_OPERANDS
 from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
+from ember.ops._pointwise_layout import NUMBERS_ASIDE
 from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy, real_no_bool
 from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import checked_scalar, number_arg, rounded_number
@@ -150,7 +151,7 @@ rsub = binary("rsub(input, other, alpha=1)", _rsub,
                   grad * -conj_grad(alpha), grad),
               doc="``other - alpha * input``: ``sub`` with the operands swapped.",
               promote=tensor_policy("rsub", _sub_rule), method=False, inplace=False, out=False,
-              saves_inputs=False)
+              saves_inputs=False, pointwise=False)   # (PyTorch's operands: other, input)
 rsub.params_in_dtype("alpha")
 
 
@@ -342,7 +343,20 @@ def _bool_pow(xp, a, b):
     return a.copy() if b else xp.ones_like(a)
 
 
-def _pow(xp, a, b):
+def number_base_layout(xp, base, res):
+    """pow's result ``res`` row-major where its ``base`` is a number, as PyTorch's
+    ``pow(Scalar, Tensor)`` allocates it whatever the exponent's layout."""
+    if hasattr(base, "dtype") or getattr(res, "ndim", 0) < 2:
+        return res
+    return xp.ascontiguousarray(res)
+
+
+_NUMBER_BASES = frozenset({bool, int, float, complex})
+
+
+def _pow(xp, a, b, *, laid=False):
+    if not laid and type(a) in _NUMBER_BASES:
+        return number_base_layout(xp, a, _pow(xp, a, b, laid=True))
     if _is_bool(a) and _is_bool(b):
         return _bool_pow(xp, a, b)
     if _integral(a) and _integral(b):
@@ -456,7 +470,7 @@ def _narrow_pow_scalar(position, value, dtype):
 # upcast=False: 16-bit floats have edges of their own (_half_pow)
 pow = binary("pow(input, exponent)", _pow, _pow_grad,
              doc="``input`` raised to the power ``exponent``, elementwise.", promote=BINARY,
-             upcast=False, checked_scalars=_narrow_pow_scalar)
+             upcast=False, checked_scalars=_narrow_pow_scalar, pointwise=NUMBERS_ASIDE)
 pow.needs_output = lambda flat: isinstance(flat[1], Tensor)     # (see _pow_grad)
 
 

@@ -11,6 +11,7 @@ from ember.backend import device_scalar
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
 from ember.ops._elementwise import binary, conj_grad, zeros_for
+from ember.ops._pointwise_layout import NUMBERS_ASIDE
 from ember.ops._scalars import number_arg, number_arrays, real_number
 from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
 from ember.ops._registry import _is_tensor, op
@@ -212,7 +213,7 @@ def _lerp_promoted(operands):
 
 
 @op("lerp(input, end, weight)", inputs=3, promote=Policy("lerp", _lerp_rule, _lerp_promoted),
-    inplace=True)
+    inplace=True, pointwise=NUMBERS_ASIDE)
 def lerp(xp, x, end, weight):
     """``input + weight * (end - input)``, elementwise."""
     weight = _fit(xp, weight, x.dtype)
@@ -265,7 +266,7 @@ def _addcdiv_rule(d, name, operands):
 
 
 @op("addcmul(input, tensor1, tensor2, *, value=1)", inputs=3,
-    promote=Policy("addcmul", _addcmul_rule), scalars=False, inplace=True)
+    promote=Policy("addcmul", _addcmul_rule), scalars=False, inplace=True, pointwise=True)
 def addcmul(xp, x, t1, t2, value):
     """``input + value * tensor1 * tensor2``, elementwise."""
     value = number_arg(value, "addcmul", "value")
@@ -282,7 +283,7 @@ def _(grad, x, t1, t2, value, *, needs=(True, True, True)):
 
 
 @op("addcdiv(input, tensor1, tensor2, *, value=1)", inputs=3,
-    promote=Policy("addcdiv", _addcdiv_rule), scalars=False, inplace=True)
+    promote=Policy("addcdiv", _addcdiv_rule), scalars=False, inplace=True, pointwise=True)
 def addcdiv(xp, x, t1, t2, value):
     """``input + value * tensor1 / tensor2``, elementwise."""
     value = number_arg(value, "addcdiv", "value")
@@ -361,7 +362,7 @@ _CLAMP = tensor_policy("clamp", _clamp_rule)
 # upcast=False: bounds are checked against the tensor's own dtype (c10::Half, not float), and
 # max/min are exact in 16-bit floats
 @op("clamp(input, min=None, max=None)", inputs=3, promote=_CLAMP, inplace=True, upcast=False,
-    checked_scalars=True, grad_fn_name="ClampBackward1")
+    checked_scalars=True, grad_fn_name="ClampBackward1", pointwise=NUMBERS_ASIDE)
 def clamp(xp, x, lo, hi):
     """``input`` limited to [``min``, ``max``] (``max`` wins where ``min > max``)."""
     if lo is None and hi is None:
@@ -399,7 +400,7 @@ def _(grad, x, lo, hi):
 
 
 @op("clamp_min(input, min)", inputs=2, promote=_CLAMP, inplace=True, upcast=False,
-    checked_scalars=True)
+    checked_scalars=True, pointwise=NUMBERS_ASIDE)
 def clamp_min(xp, x, lo):
     """``input`` limited from below by ``min``."""
     return xp.maximum(x, _fit(xp, lo, x.dtype))
@@ -411,7 +412,7 @@ def _(grad, x, lo):
 
 
 @op("clamp_max(input, max)", inputs=2, promote=_CLAMP, inplace=True, upcast=False,
-    checked_scalars=True)
+    checked_scalars=True, pointwise=NUMBERS_ASIDE)
 def clamp_max(xp, x, hi):
     """``input`` limited from above by ``max``."""
     return xp.minimum(x, _fit(xp, hi, x.dtype))
@@ -474,7 +475,7 @@ def _where_fit(xp, number, dtype):
 
 # upcast=False: selection is exact in every dtype, and 16-bit floats have _where_fit's rule
 @op("where(condition, input=None, other=None)", inputs=3, checked_scalars=True, upcast=False,
-    promote=Policy("where", _where_rule, _where_values), method=False)
+    promote=Policy("where", _where_rule, _where_values), method=False, pointwise=True)
 def where(xp, cond, x, y):
     """``input`` where ``condition`` is True, else ``other`` (numbers allowed); with only a
     condition, the indices of its nonzero elements, one tensor per dim."""

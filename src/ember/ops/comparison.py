@@ -41,7 +41,7 @@ def _same_dtype_rule(d, name, operands):
 
 
 @op("isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)", inputs=2,
-    promote=Policy("same_dtype", _same_dtype_rule), scalars=False, out=False)
+    promote=Policy("same_dtype", _same_dtype_rule), scalars=False, out=False, pointwise=True)
 def isclose(xp, a, b, rtol, atol, equal_nan):
     """Whether ``|input - other| <= atol + rtol * |other|``, elementwise."""
     for name, tol in (("rtol", rtol), ("atol", atol)):
@@ -119,25 +119,25 @@ def isin(xp, elements, test, assume_unique, invert):
 
 # --- logical ops ------------------------------------------------------------------------------
 
-@op("logical_and(input, other)", inputs=2, out=True, inplace=True)
+@op("logical_and(input, other)", inputs=2, out=True, inplace=True, pointwise=True)
 def logical_and(xp, a, b):
     """Whether both ``input`` and ``other`` are nonzero, elementwise."""
     return xp.logical_and(a, b)
 
 
-@op("logical_or(input, other)", inputs=2, out=True, inplace=True)
+@op("logical_or(input, other)", inputs=2, out=True, inplace=True, pointwise=True)
 def logical_or(xp, a, b):
     """Whether ``input`` or ``other`` is nonzero, elementwise."""
     return xp.logical_or(a, b)
 
 
-@op("logical_xor(input, other)", inputs=2, out=True, inplace=True)
+@op("logical_xor(input, other)", inputs=2, out=True, inplace=True, pointwise=True)
 def logical_xor(xp, a, b):
     """Whether exactly one of ``input`` and ``other`` is nonzero, elementwise."""
     return xp.logical_xor(a, b)
 
 
-@op("logical_not(input)", out=True, inplace=True)
+@op("logical_not(input)", out=True, inplace=True, pointwise=True)
 def logical_not(xp, x):
     """Whether ``input`` is zero, elementwise."""
     return xp.logical_not(x)

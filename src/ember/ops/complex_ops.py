@@ -80,7 +80,7 @@ def _assemble(xp, re, im, shape, dtype):
     return out
 
 
-@op("complex(real, imag)", inputs=2, method=False, out=True, scalars=False)
+@op("complex(real, imag)", inputs=2, method=False, out=True, scalars=False, pointwise=True)
 def complex_(xp, re, im):
     """The complex tensor with real part ``real`` and imaginary part ``imag`` (broadcast)."""
     shape, dtype = _check_pair(xp, re, im, "complex")
@@ -92,7 +92,7 @@ def _(grad, re, im):
     return grad.real, grad.imag
 
 
-@op("polar(abs, angle)", inputs=2, method=False, out=True, scalars=False)
+@op("polar(abs, angle)", inputs=2, method=False, out=True, scalars=False, pointwise=True)
 def polar(xp, r, theta):
     """The complex tensor with absolute value ``abs`` and angle ``angle`` (broadcast)."""
     shape, dtype = _check_pair(xp, r, theta, "polar")

@@ -294,12 +294,14 @@ def log_softmax_grad(grad, out, d):
         xp, (g, y) = xp_of(out._data), _wide_arrays(grad, out)
         gx = xp.exp(y)
         gx *= _sums(xp, g, d)
-        return _make(xp.subtract(g, gx, out=gx).astype(out._data.dtype, copy=False))
+        # row-major, as PyTorch's kernel writes it whatever the operands' layout
+        return _make(xp.ascontiguousarray(xp.subtract(g, gx, out=gx).astype(out._data.dtype,
+                                                                            copy=False)))
     if out.ndim and grad.dtype is out.dtype and _outside_vmap():
         return _log_softmax_backward_data(grad, out, d, grad.dtype)
     g, y = _wide_tensors(grad, out)
-    return rename_node((g - y.exp() * g.sum(d, keepdim=True)).to(grad.dtype),
-                       LOG_SOFTMAX_DOUBLE)
+    return rename_node((g - y.exp() * g.sum(d, keepdim=True)).to(grad.dtype).contiguous(),
+                       LOG_SOFTMAX_DOUBLE)     # (row-major, as PyTorch's kernel writes it)
 
 
 @op("_log_softmax_backward_data(grad_output, output, dim, input_dtype)", inputs=2,
@@ -309,7 +311,7 @@ def _log_softmax_backward_data(xp, g, y, dim, input_dtype):
     floats computed in float32 and rounded once, as PyTorch's kernel), in ``input_dtype``."""
     g32, y32 = (a.astype(np.float32) if a.dtype in _UPCAST else a for a in (g, y))
     sums = _sums(xp, g32, wrap_dim(dim, y.ndim)) if y.ndim else g32
-    return (g32 - xp.exp(y32) * sums).astype(input_dtype.np, copy=False)
+    return xp.ascontiguousarray((g32 - xp.exp(y32) * sums).astype(input_dtype.np, copy=False))
 
 
 @_log_softmax_backward_data.derivative

@@ -87,7 +87,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 # upcast=False: PyTorch's kernel rounds a 16-bit difference before squaring it (each step
 # in the operands' dtype), and the squares before reducing them
 @op("_mse_loss(input, target, reduction='mean')", inputs=2, promote=BINARY, method=False,
-    out=False, scalars=False, grad_fn_name="MseLossBackward0", upcast=False)
+    out=False, scalars=False, grad_fn_name="MseLossBackward0", upcast=False, pointwise=True)
 def _mse_loss(xp, x, t, reduction):
     """PyTorch's mse_loss kernel: the squared error of same-shaped (broadcast) ``input`` and
     ``target``, reduced; one node, MseLossBackward0, whose edges are the two operands."""
@@ -176,7 +176,8 @@ def _pointwise_loss(xp, x, t, reduction, elementwise, parameter, stepwise):
 
 # upcast=False: _pointwise_loss chooses where 16-bit floats round
 @op("_huber_loss(input, target, reduction='mean', delta=1.0)", inputs=2, promote=BINARY,
-    method=False, out=False, scalars=False, grad_fn_name="HuberLossBackward0", upcast=False)
+    method=False, out=False, scalars=False, grad_fn_name="HuberLossBackward0", upcast=False,
+    pointwise=True)
 def _huber_loss(xp, x, t, reduction, delta):
     """PyTorch's huber_loss kernel on same-shaped operands: squared error below ``delta``,
     ``delta``-scaled absolute error above, reduced."""
@@ -203,7 +204,8 @@ def _(grad, x, t, reduction, delta, *, needs=(True, True)):
 
 
 @op("_smooth_l1_loss(input, target, reduction='mean', beta=1.0)", inputs=2, promote=BINARY,
-    method=False, out=False, scalars=False, grad_fn_name="SmoothL1LossBackward0", upcast=False)
+    method=False, out=False, scalars=False, grad_fn_name="SmoothL1LossBackward0", upcast=False,
+    pointwise=True)
 def _smooth_l1_loss(xp, x, t, reduction, beta):
     """PyTorch's smooth_l1_loss kernel on same-shaped operands (``beta`` > 0): the Huber
     loss with delta ``beta``, divided by ``beta``, reduced."""

@@ -10,7 +10,7 @@ from ember.ops._promotion import Policy
 from ember.ops import return_types
 from ember.ops._registry import op
 from ember.ops.arithmetic import pow as _pow
-from ember.ops.arithmetic import real_power
+from ember.ops.arithmetic import number_base_layout, real_power
 from ember.ops.unary_math import exp2
 
 _LN2 = math.log(2.0)
@@ -23,17 +23,23 @@ def _float_power_rule(d, name, operands):
     return D.complex128 if d.category == D.COMPLEX else D.float64
 
 
-def _float_power_grad(grad, a, b):
-    # pow's derivative, at the double precision the forward computed in (the gradient's)
+def _float_power_grad(grad, a, b, *, out=None):
+    # pow's derivative, at the double precision the forward computed in (the gradient's);
+    # ``out``: the result, kept for a tensor exponent, as pow's (PyTorch's PowBackward1)
     a = a.to(grad.dtype) if isinstance(a, Tensor) else a
     b = b.to(grad.dtype) if isinstance(b, Tensor) else b
-    return _pow.vjp(grad, a, b)
+    return _pow.vjp(grad, a, b, out=out)
 
 
-float_power = binary("float_power(input, exponent)", real_power,
+def _float_power(xp, a, b):
+    return number_base_layout(xp, a, real_power(xp, a, b))
+
+
+float_power = binary("float_power(input, exponent)", _float_power,
                      _float_power_grad,
                      doc="``input ** exponent`` in double precision (float64 or complex128).",
                      promote=Policy("float_power", _float_power_rule))
+float_power.needs_output = lambda flat: isinstance(flat[1], Tensor)
 
 
 @float_power.inplace_variant
@@ -77,7 +83,7 @@ def _reject_float8(kernel, *arrays):
             raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtype._torch_name}'")
 
 
-@op("ldexp(input, other)", inputs=2, out=True, inplace=True)
+@op("ldexp(input, other)", inputs=2, out=True, inplace=True, pointwise=True)
 def ldexp(xp, x, e):
     """``input * 2 ** other``, elementwise."""
     _reject_float8("ldexp_cpu", x, e)

@@ -1,0 +1,111 @@
+"""The memory layout of an elementwise op's result, as PyTorch's TensorIterator chooses it.
+
+Both sort the dims by the operands' strides. For each two dims PyTorch follows the first
+operand whose strides tell them apart; NumPy's ufuncs (order "K") swap them only if no operand
+objects, so they keep row-major order where the operands disagree: ``channels_last +
+row_major`` is channels-last in PyTorch and row-major in NumPy (``row_major + channels_last``
+row-major in both). While the operands before the last are row-major (and so always object
+first), the two agree, but for ties between equal strides (dims of size 1); the dispatcher
+calls ``laid_as_operands`` only otherwise, which re-lays the forward's result where the two
+differ (a copy, only then; the layout chosen is cached by the operands' shapes and strides).
+"""
+
+from ember._memory_format import _order_strides, _stride_order, _strided_copy, dense, laid_out
+from ember.backend import XP_BY_ARRAY_TYPE
+
+__all__ = ["laid_as_operands", "row_major_before_last", "result_strides", "NUMBERS_ASIDE"]
+
+# ``op(pointwise=NUMBERS_ASIDE)``: the op's numbers after its first input are parameters of a
+# one-tensor kernel in PyTorch (``pow(x, 2)``, ``clamp(x, 0, 1)``), not 0-dim operands as
+# ``x + 2``'s (and ``2 ** x``'s) are
+NUMBERS_ASIDE = "numbers aside"
+
+_CHANNELS_LAST = (0, 2, 3, 1)
+
+
+def row_major_before_last(arrays):
+    """Whether the arrays among ``arrays`` after the first and before the last are row-major
+    (with a row-major first, NumPy then lays the result out as PyTorch does)."""
+    for a in arrays[1:-1]:
+        if type(a) in XP_BY_ARRAY_TYPE and not a.flags.c_contiguous:
+            return False
+    return True
+
+
+def laid_as_operands(xp, res, arrays, mode=True):
+    """``res``, the fresh array an elementwise forward computed from ``arrays`` (backend arrays
+    and numbers), with the strides PyTorch gives that result (a copy when NumPy's differ).
+    ``mode``: the op's ``pointwise``."""
+    kind = type(res)
+    if kind not in XP_BY_ARRAY_TYPE or res.ndim < 2:
+        return res                  # (one dim: a fresh array has the only dense strides)
+    first = arrays[0]
+    if type(first) is kind and first.strides == res.strides and first.shape == res.shape \
+            and first.itemsize == res.itemsize and 1 not in res.shape:
+        return res      # a dense first operand without dims of size 1 orders every two dims
+    key = [mode, res.shape, res.itemsize]
+    for a in arrays:
+        key.append((a.shape, a.strides, a.itemsize) if type(a) is kind else a is None)
+    key = tuple(key)
+    strides = _CHOSEN.get(key, False)
+    if strides is False:
+        if len(_CHOSEN) > 4096:
+            _CHOSEN.clear()
+        strides = _CHOSEN[key] = _chosen(res.shape, res.itemsize, arrays, kind, mode)
+    return res if strides is None or res.strides == strides else \
+        _strided_copy(xp, res, strides)
+
+
+# (mode, shape, itemsize, operands' (shape, strides, itemsize) or whether None) -> _chosen(...)
+_CHOSEN = {}
+
+
+def _chosen(shape, itemsize, arrays, kind, mode):
+    """The byte strides PyTorch gives the result; None where NumPy's are known to be them."""
+    operands = [a for a in arrays if type(a) is kind]
+    if len(operands) > 2 and all(a.flags.c_contiguous for a in operands[:-1]):
+        return None                 # (see the module docstring)
+    if not all(_broadcasts(a.shape, shape) for a in operands):
+        return None                 # (a forward that reshapes an operand first)
+    # a number operand is a 0-dim tensor to PyTorch (add.Scalar wraps it), not the same shape
+    numbers = any(a is not None and type(a) is not kind
+                  for a in (arrays if mode is True else arrays[:1]))
+    strides = result_strides(shape, itemsize, operands, numbers)
+    return _order_strides(shape, range(len(shape)), itemsize) if strides is None else strides
+
+
+def result_strides(shape, itemsize, operands, numbers=False):
+    """The byte strides (``itemsize`` bytes an element) of the ``shape`` result PyTorch's
+    TensorIterator allocates for ``operands`` (arrays, in its operand order: a written output
+    first; ``numbers``: and 0-dim ones besides); None for row-major."""
+    if not numbers and all(a.shape == shape for a in operands):   # its "fast setup"
+        if all(a.flags.c_contiguous for a in operands):
+            return None
+        if len(shape) == 4 and all(laid_out(a, _CHANNELS_LAST) for a in operands):
+            return _order_strides(shape, _CHANNELS_LAST, itemsize)
+        if all(dense(a) for a in operands):
+            first = _element_strides(operands[0])
+            if all(_element_strides(a) == first for a in operands):
+                return tuple(s * itemsize for s in first)
+    ndim = len(shape)
+    order = _stride_order(shape, *[_broadcast_strides(a, shape, ndim) for a in operands])
+    if order == tuple(range(ndim)):
+        return None
+    return _order_strides(shape, order, itemsize)
+
+
+def _broadcasts(own, shape):
+    """Whether an operand of shape ``own`` broadcasts to ``shape``."""
+    return len(own) <= len(shape) and all(
+        n == 1 or n == m for n, m in zip(reversed(own), reversed(shape)))
+
+
+def _element_strides(a):
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def _broadcast_strides(a, shape, ndim):
+    """``a``'s strides as an operand broadcast to ``shape``: 0 along the dims it repeats."""
+    lead = ndim - a.ndim
+    return (0,) * lead + tuple(0 if n == 1 and shape[lead + i] != 1 else s
+                               for i, (n, s) in enumerate(zip(a.shape, a.strides)))
