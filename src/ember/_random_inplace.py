@@ -24,7 +24,9 @@ def _fill_(t, arr, node):
     from ember.autograd.grad_mode import STATE
     from ember.ops._inplace import _check_leaf
     from ember.ops._overlap import check_internal_overlap
-    history = STATE.grad_enabled and t.requires_grad
+    # (a forward-mode transform's input records, though it reports no requires_grad: NOTE
+    # [Forward-mode primals]; its tangent is cut as any history)
+    history = STATE.grad_enabled and (t._requires_grad or t._grad_fn is not None)
     if STATE.grad_enabled:
         _check_leaf(t)
     check_internal_overlap(t._data)

@@ -20,20 +20,20 @@ alone cannot tell ``a.detach()`` of an input ``a = x[0]`` from ``x[0].detach()``
 captured ``x``.
 
 ``call_inplace`` refuses the registry's in-place calls, naming an alias's call by its own
-entry point (``greater_``, read from the frames only when refusing); the writes that are no
-registry call, or that PyTorch names otherwise (the samplers, ``resize_``, ``set_``,
-``detach_``, ``zero_``, ``swapaxes_``, the in-place activations), call ``refuse_captured``
-themselves behind one read of a flag.
+entry point (``greater_``: an in-place entry named otherwise than its op passes its name to
+the call, fixed when the registry generates it); the writes that are no registry call, or
+that PyTorch names otherwise (the samplers, ``resize_``, ``set_``, ``detach_``, ``zero_``,
+``swapaxes_``, the in-place activations), call ``refuse_captured`` themselves behind one read
+of a flag.
 
 The same record makes ``t.requires_grad = True`` inside the function on a captured ``t``
 leave ``t`` a closure's tensor (NOTE [Leaves made inside a transform]).
 """
 
-import sys
 import threading
 
 __all__ = ["STATE", "tracing_births", "note_alias", "made_here", "check_captured",
-           "refuse_captured"]
+           "refuse_captured", "wrapped_here"]
 
 
 class _State(threading.local):
@@ -83,6 +83,12 @@ def made_here(t):
     return not levels or any(id(t) in level[0] for level in levels)
 
 
+def wrapped_here(t):
+    """Whether ``t`` is, in PyTorch, a tensor its transforms wrap (one a transform tracing now
+    was given or made): one without storage to its functions that read memory directly."""
+    return any(not _captured(t, level) for level in STATE.levels)
+
+
 def _captured(t, level):
     """Whether ``t`` is a tensor made before ``level``'s function ran, or a view of one."""
     made, inputs, _ = level
@@ -108,10 +114,11 @@ _OVERLOADS.update(index_fill=("int_Tensor", "int_Scalar"), xlogy=("Tensor", "Sca
                   bitwise_right_shift=("Tensor", "Tensor_Scalar"))
 
 
-def _aten_name(op, inputs, params):
-    """The name PyTorch's error gives the in-place call (``aten::add_.Tensor``)."""
+def _aten_name(op, inputs, params, entry=None):
+    """The name PyTorch's error gives the in-place call (``aten::add_.Tensor``); ``entry``:
+    the name of the entry point called, where it is not the op's (``greater`` for ``gt``)."""
     from ember._tensor import Tensor
-    name = _entry_name() or op.name.rstrip("_")
+    name = entry or op.name.rstrip("_")
     if name == "_masked_scale":     # (dropout's write: PyTorch's is a mul_)
         return "aten::mul_.Tensor"
     if name == "index_put":
@@ -133,21 +140,13 @@ def _aten_name(op, inputs, params):
     return f"aten::{name}_"
 
 
-def _entry_name():
-    """The PyTorch name of the ``Tensor.<name>_`` entry point (an alias's own: ``greater_``)
-    through which the refused call reached ``call_inplace``, or None when it came otherwise:
-    read from the frames only when refusing (NOTE [Entry points from frames])."""
-    from ember.ops._entry_points import ENTRY_KINDS
-    code = sys._getframe(4).f_code      # _aten_name < check_captured < call_inplace < entry
-    return code.co_name.rstrip("_") if ENTRY_KINDS.get(code) == "inplace" else None
-
-
-def check_captured(op, inputs, params):
-    """Raise PyTorch's error for an in-place ``op`` into a captured tensor (NOTE above)."""
+def check_captured(op, inputs, params, entry=None):
+    """Raise PyTorch's error for an in-place ``op`` into a captured tensor (NOTE above);
+    ``entry``: the name of the entry point called, where it is not the op's."""
     levels = STATE.levels
     if not levels or not levels[-1][2] or not _captured(inputs[0], levels[-1]):
         return
-    raise RuntimeError(_refusal(_aten_name(op, inputs, params)))
+    raise RuntimeError(_refusal(_aten_name(op, inputs, params, entry)))
 
 
 def refuse_captured(t, name):

@@ -150,10 +150,11 @@ def refuse_without_setup_context(cls):
 def requires_grad_here(t):
     """Whether ``t`` requires grad as PyTorch's kernel choices read it now (scaled dot-product
     attention's, for its mask): inside functorch transforms, only a tensor computed from the
-    inputs of the innermost one, a reverse-mode one, does (a forward-mode transform's inputs
-    require grad in ember only, where PyTorch's carry tangents; tensors of outer transforms,
-    or closed over, are constants there); outside them, any whose flag is set. A reverse-mode
-    transform that did not give its inputs counts all its tensors."""
+    inputs of the innermost one, a reverse-mode one, does (what a forward-mode transform
+    computes from its inputs requires grad in ember only, where PyTorch's carry tangents; its
+    inputs themselves report no requires_grad, NOTE [Forward-mode primals]; tensors of outer
+    transforms, or closed over, are constants there); outside them, any whose flag is set. A
+    reverse-mode transform that did not give its inputs counts all its tensors."""
     if not t.requires_grad:
         return False
     if not TRACES.forward:
@@ -191,9 +192,28 @@ def refuse_traced_forward(op, flat, params):
         raise forward_ad_not_implemented(kernel)
 
 
+def reaches_forward_inputs(t):
+    """Whether ``t`` depends on the inputs of a forward-mode transform tracing now."""
+    return _reaches((t,), _start_nodes())
+
+
+def grad_refused(t, forward):
+    """Whether a call refusing the gradient of its tensor argument ``t`` (PyTorch's "not
+    differentiable with respect to") refuses it: ``t`` records history (a forward-mode
+    transform's input too, which reports no requires_grad), except a tangent of forward-mode
+    transforms (all those tracing are) where PyTorch's forward formula takes the argument,
+    as a constant or not (``forward``: its tangent is the derivative's, zero if it has none,
+    as PyTorch's where no other input carries one)."""
+    if not (t._requires_grad or t._grad_fn is not None):
+        return False
+    return not (forward and TRACES.forward and all(TRACES.forward)
+                and reaches_forward_inputs(t))
+
+
 def _reaches(args, starts):
     """Whether the graph behind any tensor of ``args`` holds a node of ``starts``."""
-    todo = [history(a)[0] for a in args if getattr(a, "requires_grad", False)]
+    todo = [history(a)[0] for a in args if getattr(a, "requires_grad", False)
+            or getattr(a, "_forward_primal", False)]    # (NOTE [Forward-mode primals])
     seen = set()
     while todo:
         node = todo.pop()

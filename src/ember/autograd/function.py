@@ -297,7 +297,7 @@ class Function(FunctionCtx, metaclass=FunctionMeta):     # (PyTorch's is a Funct
             return apply_function(cls, args, kwargs)
         if _FORWARD_TRACES.starts and cls.jvp is not Function.jvp:
             if not _GRAD.grad_enabled and not _GRAD.inference and any(
-                    isinstance(a, Tensor) and a.requires_grad for a in args):
+                    isinstance(a, Tensor) and _tracks(a) for a in args):
                 from ember.func._no_grad_tangents import call_function_recording_tangents
                 return call_function_recording_tangents(cls, args, kwargs)
             ctx, output = cls._apply_ctx(args, kwargs)
@@ -308,7 +308,7 @@ class Function(FunctionCtx, metaclass=FunctionMeta):     # (PyTorch's is a Funct
     @classmethod
     def _apply_ctx(cls, args, kwargs):
         """``(ctx, outputs)`` of one call."""
-        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        needs = tuple(isinstance(a, Tensor) and _tracks(a) for a in args)
         # the grad mode decides, as in PyTorch: even inside inference mode (enable_grad
         # there) a custom function records, though the ops in it do not
         record = any(needs) and is_grad_enabled()
@@ -320,19 +320,38 @@ class Function(FunctionCtx, metaclass=FunctionMeta):     # (PyTorch's is a Funct
             ctx._in_meta = tuple((a._data.shape, a._data.dtype, a.device) if need else
                                  (None if isinstance(a, Tensor) else False)
                                  for a, need in zip(args, needs))
+        if _FORWARD_TRACES.starts and _FORWARD_TRACES.forward[-1] and any(needs):
+            ctx.needs_input_grad = _shown_needs(args, needs)    # (what the user's code reads)
         uses_ctx = cls.setup_context is Function.setup_context
-        prev = swap_grad_mode(False)
         try:
-            output = cls.forward(ctx, *args, **kwargs) if uses_ctx else cls.forward(*args,
-                                                                                     **kwargs)
+            prev = swap_grad_mode(False)
+            try:
+                output = cls.forward(ctx, *args, **kwargs) if uses_ctx else cls.forward(
+                    *args, **kwargs)
+            finally:
+                restore_grad_mode(prev)
+            if not uses_ctx:
+                cls.setup_context(ctx, args, output)
         finally:
-            restore_grad_mode(prev)
-        if not uses_ctx:
-            cls.setup_context(ctx, args, output)
+            ctx.needs_input_grad = needs
         return ctx, _wrap_outputs(ctx, args, output, record)
 
 
 _SIGNATURES = {}
+
+
+def _tracks(t):
+    # (a forward-mode transform's input reports requires_grad=False, NOTE [Forward-mode
+    # primals], but records as any: ember's own checks read the graph's fields)
+    return t._requires_grad or t._grad_fn is not None
+
+
+def _shown_needs(args, needs):
+    """``needs_input_grad`` as the innermost of PyTorch's transforms, a forward-mode one,
+    shows it to a Function's ``forward`` and ``setup_context``: False for the tensors whose
+    gradient history comes from its inputs (which carry tangents there)."""
+    from ember.autograd._forward_traces import reaches_forward_inputs
+    return tuple(need and not reaches_forward_inputs(a) for a, need in zip(args, needs))
 
 
 def _bind_forward_args(cls, args, kwargs):

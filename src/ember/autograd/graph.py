@@ -179,6 +179,7 @@ class OpNode(Node):
     # on the instance (its dict) only then, one store fewer per recorded op
     _released = False
     _kept_output = False                # set on a released node that had kept its output
+    _param_versions = None              # see Op.versioned_params (set on the instance)
 
     def __init__(self, next_functions, inputs, versions, params, in_meta, out):
         self.next_functions = next_functions        # Node.__init__, inlined: this runs per op
@@ -308,6 +309,10 @@ class OpNode(Node):
         if self._versions is not None:
             for t, v in zip(inputs[0], self._versions):
                 if v is not None and t._vc.value != v:
+                    raise RuntimeError(_modified_message(t, v))
+        if self._param_versions is not None:
+            for t, vc, v in self._param_versions:
+                if vc.value != v:
                     raise RuntimeError(_modified_message(t, v))
         return inputs
 
@@ -490,8 +495,8 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
 
 
 # the dtypes with a classic tensor type name ("ember.FloatTensor"); PyTorch names the
-# others by backend and scalar type ("CPUComplexFloatType", "CPUBFloat16Type")
-_CLASSIC = {"Float", "Double", "Half", "Long", "Int", "Short", "Char", "Byte", "Bool"}
+# others by backend and scalar type ("CPUComplexFloatType", "CPUBFloat16Type", "CPUBoolType")
+_CLASSIC = {"Float", "Double", "Half", "Long", "Int", "Short", "Char", "Byte"}
 
 
 def _type_string(dtype):

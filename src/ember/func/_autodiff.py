@@ -24,6 +24,7 @@ from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
 from ember.autograd.graph import AccumulateGrad
 from ember.func._batched import active_levels, materialize, rewrap
+from ember.func._forward_primal import primal_for, release, tracks_grad
 from ember.func._no_grad_tangents import NoGradGateBackward, settle
 from ember.ops._reduce import TRANSFORM_BACKWARD
 from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
@@ -38,12 +39,15 @@ class _Depth(threading.local):
 _DEPTH = _Depth()
 
 
+_FORWARD_APIS = ("jvp(", "linearize(", "jacfwd(")
+
+
 def _tracing(api, leaves):
     """The context that makes custom Functions without a ``setup_context`` (or, for a
     forward-mode transform, without a ``jvp``; for jacfwd, without a vmap rule) and ops
     without a forward derivative refuse, as in PyTorch (see
     ember/autograd/_forward_traces.py)."""
-    if api.startswith(("jvp(", "linearize(", "jacfwd(")):
+    if api.startswith(_FORWARD_APIS):
         return tracing_forward(leaves, not api.startswith("linearize("),
                                api.startswith("jacfwd("))
     return tracing_reverse(leaves)
@@ -70,7 +74,7 @@ class _recording(inference_mode):
 def _fresh(p):
     """A copy of ``p`` that gradients can be taken with respect to (see NOTE above); an
     inference tensor is copied into a normal one."""
-    if p.requires_grad:
+    if tracks_grad(p):
         from ember.ops.conversion import _alias
         return _alias(p)
     return (p.clone() if is_inference(p) else p.detach())._set_requires_grad()
@@ -87,19 +91,21 @@ class _Traced:
                 raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
         physical = [materialize(x, self.levels) for x in flat]
         top = _DEPTH.value == 0         # (only the outermost transform decides what is cut)
-        self.connected = not top or any(p.requires_grad for p in physical)
+        self.connected = not top or any(tracks_grad(p) for p in physical)
         outer_grad = is_grad_enabled()
         # the user's requires_grad_ is refused in func, except in linearize's, as in PyTorch
         user = _TRANSFORMS.user if api.startswith("linearize(") else True
         self.made = None
+        shown = ()
         _DEPTH.value += 1
         try:
             # (PyTorch's linearize lets its function write into captured tensors)
             with _recording(), tracing_births(not api.startswith("linearize(")) as births:
                 self.leaves = [_fresh(p) for p in physical]
-                births[1].update(id(x) for x in self.leaves + physical)
-                inputs = tree_unflatten([rewrap(p, self.levels) for p in self.leaves],
-                                        self.in_spec)
+                shown = [primal_for(x) for x in self.leaves] \
+                    if api.startswith(_FORWARD_APIS) else self.leaves
+                births[1].update(id(x) for x in self.leaves + physical + shown)
+                inputs = tree_unflatten([rewrap(p, self.levels) for p in shown], self.in_spec)
                 tracing = _tracing(api, self.leaves)
                 if top:     # the leaves func makes are this transform's own, not a closure's
                     self.made = _TRANSFORMS.made = {}
@@ -107,6 +113,7 @@ class _Traced:
                 with tracing:
                     out = func(*inputs)
         finally:
+            release(shown)      # (NOTE [Forward-mode primals])
             _DEPTH.value -= 1
             if top:
                 _TRANSFORMS.made = None
@@ -163,7 +170,7 @@ class _Traced:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{len(roots)}] has a shape "
                                    f"of {v.shape} and output[{len(roots)}] has a shape of "
                                    f"{y.shape[len(self.levels):]}.")
-            if y.requires_grad:
+            if tracks_grad(y):
                 roots.append(y)
                 weights.append(materialize(v, self.levels))
         return self.backward(roots, weights, self.leaves, create_graph)
@@ -400,14 +407,14 @@ class _Linearized:
     def __init__(self, traced):
         from ember import zeros_like
         self.traced = traced
-        live = [y for y in traced.outputs if y.requires_grad]
+        live = [y for y in traced.outputs if tracks_grad(y)]
         with _recording():      # (no inference tensors: their views would record nothing)
             self.dummies = [zeros_like(y).requires_grad_() for y in live]
         # (NOTE [Tangents through no_grad], NOTE [Function jvp in the double vjp])
         with LINEARIZING, PULLING:
             self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True) \
                 if live else []
-        self.live = [y.requires_grad for y in traced.outputs]
+        self.live = [tracks_grad(y) for y in traced.outputs]
 
     def push(self, flat_tangents, create_graph):
         traced = self.traced

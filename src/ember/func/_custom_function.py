@@ -15,6 +15,7 @@ runs on the BatchedTensors.
 
 import collections
 
+from ember.func._forward_primal import tracks_grad
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.func._batched import STATE, BatchedTensor, is_batched_at, wrap
@@ -39,7 +40,7 @@ def function_vmap(cls, args, kwargs):
                            f"generate_vmap_rule=True and an overridden vmap staticmethod. "
                            f"Please set generate_vmap_rule=False or delete the overridden vmap "
                            f"staticmethod to avoid ambiguity. {_EXTENDING}")
-    records = _GRAD.grad_enabled and any(isinstance(a, Tensor) and a.requires_grad
+    records = _GRAD.grad_enabled and any(isinstance(a, Tensor) and tracks_grad(a)
                                          for a in args)
     if not custom and not records:
         return NotImplemented

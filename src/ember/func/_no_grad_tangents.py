@@ -16,9 +16,10 @@ An in-place write there into a tensor with history (or into a view of one) recor
 the tensor's node then switches: to the write for the transform's passes, past it for any
 other backward, so that later ops on the tensor record, for reverse mode, on the history it
 had, as PyTorch's. What differs from PyTorch: results computed under ``no_grad`` inside the
-transform report ``requires_grad=True`` there; writes under ``no_grad`` into a leaf, into a
-view of a leaf, into one of several views an op returned, or into a view of a view made
-under ``no_grad`` carry no tangent; and a write that changes values a recorded op saved
+transform report ``requires_grad=True`` there, and so does a leaf written into there (it has
+the write's node until the transform is done); writes under ``no_grad``
+into a view of a leaf, into one of several views an op returned, or into a view of a view
+made under ``no_grad`` carry no tangent; and a write that changes values a recorded op saved
 raises, at the transform's backward pass, PyTorch's "modified by an inplace operation".
 """
 
@@ -110,13 +111,13 @@ def call_function_recording_tangents(cls, args, kwargs):
 
 def call_inplace_recording_tangents(op, inputs, params):
     """An in-place call under ``no_grad`` inside a forward-mode transform's trace, writing
-    into a tensor with history there, or into a view of one (made before the region or in
-    it): recorded behind gates, as ``call_recording_tangents``, and the written tensor (the
+    into a tensor (a leaf too), or into a view of one with history (made before the region or
+    in it): recorded behind gates, as ``call_recording_tangents``, and the written tensor (the
     view's base) gets a ``NoGradInplaceBackward`` that shows any other backward the history it
     had; once the transform is done, it gets that history back, as PyTorch's in-place calls
-    under ``no_grad`` leave it. NotImplemented where the call carries no tangent (a leaf, a
-    view of a leaf, of a view, or one of several views an op returned): the caller runs it
-    as any call under no_grad."""
+    under ``no_grad`` leave it. NotImplemented where the call carries no tangent (a view of a
+    leaf, of a view, or one of several views an op returned): the caller runs it as any call
+    under no_grad."""
     from ember.ops._inplace import call_inplace
     self = inputs[0]
     target = self
@@ -125,9 +126,12 @@ def call_inplace_recording_tangents(op, inputs, params):
                 and "no_grad_view" in self._meta:
             return NotImplemented
         target = _source(self._view[0])
-    if target._grad_fn is None or target._view is not None:
+    if target._view is not None or target._grad_fn is None and self is not target:
         return NotImplemented
-    before = target._grad_fn, target._output_nr
+    # (a leaf's history: its accumulator if it requires grad, and no node once the
+    # transform is done)
+    had = target._grad_fn, target._output_nr
+    before = history(target) if had[0] is None else had
     written = self if self._view is None else self._view[0]     # (the base: target or its copy)
     viewed = self._grad_fn, self._output_nr
     kept = written._grad_fn, written._output_nr
@@ -146,7 +150,7 @@ def call_inplace_recording_tangents(op, inputs, params):
     results = _innermost_results()
     if self is not target:      # (a view: it gets back the history it had, too)
         results.append((weakref.ref(self), self._grad_fn) + viewed)
-    results.append((weakref.ref(target), target._grad_fn) + before)
+    results.append((weakref.ref(target), target._grad_fn) + had)
     return out
 
 

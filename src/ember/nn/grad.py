@@ -42,7 +42,8 @@ def _weight_grad(conv, input, weight_size, grad_output, options):
 def _differentiate(conv, size, grad_output, other):
     """The gradient for ``grad_output`` of ``conv(stand_in, other)`` with respect to the
     stand-in (of ``size``) for the missing operand."""
-    keep_graph = is_grad_enabled() and (grad_output.requires_grad or other.requires_grad)
+    keep_graph = is_grad_enabled() and any(    # (the recorded truth: NOTE [Forward-mode primals])
+        t._requires_grad or t._grad_fn is not None for t in (grad_output, other))
     with inference_mode(False):         # grad mode on, and recording even in inference mode
         if is_inference(other):         # (which cannot be saved for backward)
             other = other.clone()

@@ -5,6 +5,7 @@ import warnings
 
 from ember._dtype import float32
 from ember._random import _float_dtype
+from ember._transform_births import STATE as _BIRTHS, refuse_captured
 from ember.autograd.grad_mode import no_grad
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
@@ -57,6 +58,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
                       "distribution of values may be incorrect.", stacklevel=2)
+    if _BIRTHS.levels:      # (PyTorch's first write into it is a normal_)
+        refuse_captured(tensor, "aten::normal_")
     with no_grad():
         # the mass of N(mean, std^2) inside [a, b] picks the cheaper proposal
         inside = _normal_cdf((b - mean) / std) - _normal_cdf((a - mean) / std)
@@ -174,8 +177,9 @@ def eye_(tensor):
     if tensor.ndimension() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     from ember._creation import eye
-    with no_grad():
-        return tensor.copy_(eye(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
+    with no_grad():     # (into ``out``, as PyTorch's: a transform's captured tensor too)
+        eye(*tensor.shape, out=tensor)
+    return tensor
 
 
 def dirac_(tensor, groups=1):

@@ -82,12 +82,14 @@ def generate(op, kind, name=None):
     if parts and parts[-1] == "*":
         parts.pop()
     inputs = ["self" if kind != "function" and n == pos[0] else n for n in op.input_names]
+    entry = None
     if kind == "inplace":
+        entry = fname if fname != op.name.rstrip("_") else None
         fname += "_"
-    body = _call_line(op, kind, inputs, params)
+    body = _call_line(op, kind, inputs, params, entry)
     if "*_more" in parts:       # x.squeeze(0, 1): the dims after the first gathered
         more = ["(dim, *_more)" if p == "dim" else p for p in params]
-        body = f"    if _more:\n    {_call_line(op, kind, inputs, more)}" + body
+        body = f"    if _more:\n    {_call_line(op, kind, inputs, more, entry)}" + body
     body = _bool_checks(zip(pos, defaults)) + _bool_checks(
         (a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)) + body
     if has_dtype:
@@ -112,12 +114,14 @@ def generate(op, kind, name=None):
     return fn
 
 
-def _call_line(op, kind, inputs, params):
+def _call_line(op, kind, inputs, params, entry=None):
     """The generated entry point's call of the dispatcher, with ``params`` (code) for the
-    op's parameters."""
+    op's parameters; an in-place entry named otherwise than its op (an alias's, ``greater_``)
+    passes its ``entry`` name on, for PyTorch's messages that name the call."""
     call_args = f"({', '.join(inputs)},), ({''.join(p + ', ' for p in params)})"
     if kind == "inplace":
-        return f"    return _call_inplace(_op, {call_args})\n"
+        named = "" if entry is None else f", {entry!r}"
+        return f"    return _call_inplace(_op, {call_args}{named})\n"
     out = "out" if kind == "function" and op.supports_out else "None"
     return f"    return _call(_op, {call_args}, {out})\n"
 

@@ -44,8 +44,9 @@ from ember.ops._recording import in_multi_output_view
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
 
-def call_inplace(op, inputs, params):
-    """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``)."""
+def call_inplace(op, inputs, params, entry=None):
+    """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``); ``entry``:
+    the name of the entry point called, where it is not the op's (an alias's: ``greater``)."""
     from ember.ops._dispatch import (ACTIVE_VMAPS, _Override, _other_gpu, _prepare, has_batched,
                                      params_in_dtype)
     self = inputs[0]
@@ -57,7 +58,7 @@ def call_inplace(op, inputs, params):
     if INFERENCE_MADE[0]:
         check_inplace(self)
     if INFERENCE_ACTIVE[0] and BIRTHS.levels:      # NOTE [Captured tensors]
-        check_captured(op, inputs, params)
+        check_captured(op, inputs, params, entry)
     if op.seq_inputs:
         flat, lengths = op.flatten_inputs(inputs)
     else:
@@ -66,7 +67,7 @@ def call_inplace(op, inputs, params):
         elsewhere = _other_gpu(flat)
         if elsewhere is not None:       # run where the operands are, as PyTorch does
             with device_guard(elsewhere):
-                return call_inplace(op, inputs, params)
+                return call_inplace(op, inputs, params, entry)
     try:
         xp, arrays, requires_grad, casts, compute = _prepare(op, flat)
     except _Override:
@@ -84,7 +85,7 @@ def call_inplace(op, inputs, params):
     if op.view:
         return _inplace_view(op, self, params)
     if not grad_mode and requires_grad and FORWARD_OPEN[0] and FORWARD_TRACES.starts \
-            and (self._grad_fn is not None or self._view is not None) and not _GRAD.inference:
+            and not _GRAD.inference:
         # NOTE [Tangents through no_grad]
         from ember.func._no_grad_tangents import call_inplace_recording_tangents
         res = call_inplace_recording_tangents(op, inputs, params)
@@ -336,7 +337,8 @@ def _inplace_view(op, self, params):
     """``self.<op>_()`` for a view op: ``self`` becomes the view ``op`` makes of it (see NOTE
     [In-place view ops]); returns ``self``."""
     from ember.ops._registry import call
-    record = _GRAD.grad_enabled and self.requires_grad and op.vjp is not None
+    record = _GRAD.grad_enabled and (self._requires_grad or self._grad_fn is not None) \
+        and op.vjp is not None
     old = _make(self._data)
     if record:
         _check_single_view(self)            # outputs of split, unbind, ... stay as they are
@@ -463,6 +465,9 @@ def replay(recipe, tensor):
 
 
 _DTYPE_VIEWS = frozenset(("view_as_real", "view_as_complex", "_view_dtype"))
+# views a multi-step recipe is replayed through rather than rebuilt as one as_strided: those
+# changing the dtype, and those whose values are not their memory's (a conjugate)
+_REPLAYED = _DTYPE_VIEWS | {"real", "imag", "conj", "_alias", "_kernel_input"}
 
 
 def refresh_view_history(t):
@@ -489,7 +494,12 @@ def refresh_view_history(t):
     prev = _GRAD.grad_enabled
     _GRAD.grad_enabled = True
     try:
-        fresh = replay(recipe, base)
+        if len(recipe) > 1 and not any(op.name in _REPLAYED for op, _, _ in recipe):
+            # PyTorch's one AsStridedBackward0 (its saved geometry), straight over the base
+            from ember.ops.as_strided import _as_strided
+            fresh = _as_strided(base, t.shape, t.stride(), t.storage_offset())
+        else:
+            fresh = replay(recipe, base)
     finally:
         _GRAD.grad_enabled = prev
     if recipe and recipe[-1][0].name not in _DTYPE_VIEWS and fresh._grad_fn is not None:

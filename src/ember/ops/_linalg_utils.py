@@ -237,6 +237,13 @@ def column_major(xp, array):
 
 # --- tensors in derivatives -------------------------------------------------------------------
 
+def undefined_grad(grad):
+    """Whether a derivative's incoming ``grad`` for one of several outputs is one PyTorch
+    leaves undefined: None, or the zeros the engine fills in for an output no gradient
+    reached (known without reading them)."""
+    return grad is None or bool(grad.__dict__.get("_filled_zeros"))
+
+
 def mh(t):
     """The conjugate transpose of the last two dims of a tensor."""
     return t.mT.conj() if t.is_complex() else t.mT

@@ -73,13 +73,15 @@ def _size(t):
     return f"ember.Size({list(t.shape)})"
 
 
-def refuse_grad(tensor, kernel, argument):
+def refuse_grad(tensor, kernel, argument, forward=False):
     """PyTorch's error when ``tensor``, an input ``kernel`` has no derivative for (a class
-    weight), requires grad in a call that records the graph."""
-    if tensor is not None and tensor.requires_grad:     # (imports only on this rare path)
+    weight), requires grad in a call that records the graph (``forward``: see
+    ``Op.refuse_grad``)."""
+    if tensor is not None and (tensor._requires_grad or tensor._grad_fn is not None):
+        from ember.autograd._forward_traces import grad_refused     # (only on this rare path)
         from ember.autograd.grad_mode import STATE
         from ember.ops._op_errors import not_differentiable
-        if STATE.grad_enabled:          # recording (not in inference mode)
+        if STATE.grad_enabled and grad_refused(tensor, forward):    # recording
             raise not_differentiable(kernel, argument)
 
 

@@ -25,7 +25,8 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
     results = outputs if type(outputs) is tuple else (outputs,)
     targets = out if isinstance(out, (tuple, list)) else (out,)
     if _GRAD.grad_enabled and (requires_grad or any(
-            isinstance(d, Tensor) and d.requires_grad for d in targets)):
+            isinstance(d, Tensor) and (d._requires_grad or d._grad_fn is not None)
+            for d in targets)):     # (a forward-mode transform's input too: it records)
         name = op.name[1:-4] if op.name in _BY_DIM else _KERNEL_NAMES.get(
             op.name, op.name.removeprefix("nn.functional."))
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support "

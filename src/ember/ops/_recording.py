@@ -11,7 +11,7 @@ from ember._inference import is_inference
 from ember._storage_place import _storage_root
 from ember._tensor import Tensor, _make
 from ember.autograd._forward_traces import TRACES as FORWARD_TRACES
-from ember.autograd._forward_traces import refuse_traced_forward
+from ember.autograd._forward_traces import grad_refused, refuse_traced_forward
 from ember.autograd.engine import RawEdgeGrads, other_threads
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, Node, OpNode, grad_accumulator, history
@@ -48,8 +48,13 @@ def _record(op, flat, lengths, params, outputs):
                 edges.append(_NO_EDGE)
                 in_meta.append(None)
                 versions.append(None)
-        if op.input_readers is not None:
-            _skip_unread(op.input_readers, edges, versions, saved)
+        readers = op.input_readers
+        if readers is not None:
+            if type(readers) is not tuple:      # fn(flat, params): this call's readers
+                readers = readers(flat, params)
+            _skip_unread(readers, edges, versions, saved)
+        if op.copied_inputs:
+            _copy_saved(op.copied_inputs, flat, params, versions, saved)
     else:
         saved = []
         versions = None
@@ -73,7 +78,7 @@ def _record(op, flat, lengths, params, outputs):
         node_class = op.node_class_for(flat, params, outputs)
     if type(outputs) is tuple:
         node = _record_outputs(node_class, op, edges, saved, lengths, versions, params,
-                               in_meta, outputs)
+                               in_meta, outputs, flat)
     else:
         saved_out = None
         needs = op.needs_output         # True, or fn(flat) for an op keeping it only at times
@@ -85,11 +90,26 @@ def _record(op, flat, lengths, params, outputs):
             outputs._grad_fn = node
         elif op.integral_results_refused:
             raise RuntimeError(f"Autograd not support dtype: {outputs.dtype._torch_name}")
+    if op.versioned_params:
+        node._param_versions = _param_versions(op.versioned_params, params)
     if SAVED_HOOKS_ACTIVE[0]:
         hooks = current_saved_hooks()
         if hooks is not None:
             node._pack_saved(hooks, outputs)
     return node
+
+
+def _param_versions(positions, params):
+    """(tensor, its version counter, its version) of each tensor in the params at
+    ``positions`` (``Op.versioned_params``), for backward's check."""
+    kept = []
+    for i in positions:
+        p = params[i]
+        for t in (p if isinstance(p, (tuple, list)) else (p,)):
+            if isinstance(t, Tensor):
+                vc = t._shared_version()
+                kept.append((t, vc, vc.value))
+    return tuple(kept) or None
 
 
 def _skip_unread(readers, edges, versions, saved):
@@ -110,6 +130,44 @@ def _skip_unread(readers, edges, versions, saved):
                     a = saved[i]._data
                     saved[i] = _tuple_new(InputMeta, (a.shape, a.dtype, CPU if type(a) is
                                                       _NDARRAY else device_of(a)))
+
+
+_MAKERS = []        # the clone and _unsafe_view ops and the dispatcher, once looked up
+
+
+def _copy_saved(copied, flat, params, versions, saved):
+    """Save private copies of the inputs PyTorch's composite saves values computed from (see
+    ``Op.copies_inputs``) in place of the inputs, or keep those it aliases unversioned (see
+    ``Op.aliases_inputs``)."""
+    for positions, when, copies, kept in copied:
+        if when is None or when(flat, params):
+            for i in positions:
+                if versions[i] is None:         # not a tensor, or no needed gradient reads it
+                    continue
+                x = saved[i]
+                a = x._data
+                if not _MAKERS:
+                    from ember.ops._registry import REGISTRY, call
+                    _MAKERS.extend((REGISTRY["clone"], REGISTRY["_unsafe_view"], call,
+                                    REGISTRY))
+                made = None if kept is None else kept(flat, params)
+                if made is not None:            # the forward's own value: no copy to make
+                    copy = _make(made[0])
+                    if x._requires_grad or x._grad_fn is not None:  # (a ForwardPrimal too)
+                        _record(_MAKERS[3][made[1]], (x,), None, (), copy)
+                    saved[i] = copy
+                    versions[i] = copy._shared_version().value
+                    continue
+                maker = _MAKERS[0] if copies else _MAKERS[1]
+                args = (None,) if copies else (a.shape,)
+                if type(a) is not _NDARRAY:     # (CUDA, meta: through the dispatcher)
+                    copy = _MAKERS[2](maker, (x,), args)
+                else:   # recorded here as clone's or _unsafe_view's node, without a dispatch
+                    copy = _make(maker.forward(np, a, None) if copies else a.view())
+                    if x._requires_grad or x._grad_fn is not None:  # (a ForwardPrimal too)
+                        _record(maker, (x,), None, args, copy)
+                saved[i] = copy
+                versions[i] = copy._shared_version().value
 
 
 _NEXT_FUNCTIONS = Node.next_functions       # the slot, under RoutedOpNode's property
@@ -336,9 +394,9 @@ def unrecorded_checks(op, flat, params):
 
 
 def _check_refused_grads(op, flat):
-    for index, argument, kernel in op.refused_grads:
+    for index, argument, kernel, forward in op.refused_grads:
         x = flat[index]
-        if isinstance(x, Tensor) and x.requires_grad:
+        if isinstance(x, Tensor) and grad_refused(x, forward):
             if callable(kernel):
                 kernel = kernel(flat)
             if kernel is not None:
@@ -346,10 +404,12 @@ def _check_refused_grads(op, flat):
 
 
 def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_meta,
-                    outputs):
+                    outputs, flat):
     saved_out = None
     if op.needs_output:             # (arrays, counters, versions): None for outputs not kept
         kept, n = op.saved_outputs, len(outputs)
+        if kept is not None and type(kept) is not frozenset:   # fn(flat, params): this call's
+            kept = kept(flat, params)
         # (list comprehensions: a generator costs a frame per tuple)
         counters = tuple([o._shared_version() if kept is None or i in kept or i - n in kept
                           else None for i, o in enumerate(outputs)])

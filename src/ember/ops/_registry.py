@@ -121,6 +121,7 @@ class Op:
         self.unrounded = frozenset()    # see keep_scalars_unrounded
         self.dtype_params = ()          # see params_in_dtype
         self.input_readers = None       # per input, the inputs whose gradients read it
+        self.copied_inputs = ()         # ((positions, when, copy, kept), ...): copies_inputs
         self.written_inputs = ()        # see writes_inputs
         self.dropped_inputs = None      # see nondifferentiable (None: every input has an edge)
         self.number_groups = ()         # see number_overload
@@ -154,14 +155,16 @@ class Op:
         from ``out=``, their indices (negative ones count from the end). Only those are kept
         for backward (the others reach the derivative as None), so changing the others in
         place before backward is allowed, as in PyTorch (``relu_`` after ``batch_norm``: the
-        mean and invstd are kept, not ``y``).
+        mean and invstd are kept, not ``y``). Or ``fn(flat inputs, params)`` returning them
+        per call (attention's math kernel keeps its weights, not its result).
         Use as ``@op.derivative(outputs=(1,))``."""
         if fn is None:
             return lambda f: self.derivative(f, outputs=outputs)
         import inspect
         params = inspect.signature(fn).parameters
         self.needs_output = "out" in params and params["out"].kind is params["out"].KEYWORD_ONLY
-        self.saved_outputs = None if outputs is None else frozenset(outputs)
+        self.saved_outputs = None if outputs is None else \
+            outputs if callable(outputs) else frozenset(outputs)
         self.needs_mask = "needs" in params and params["needs"].kind is params["needs"].KEYWORD_ONLY
         if self.needs_mask and self.seq_inputs:
             raise TypeError(f"{self.name}: 'needs' is one flag per input, and sequence inputs "
@@ -169,13 +172,15 @@ class Op:
         self.vjp = fn
         return fn
 
-    def refuse_grad(self, argument, kernel):
+    def refuse_grad(self, argument, kernel, forward=False):
         """Refuse a call whose tensor input ``argument`` requires grad, when the call is
         recorded, with PyTorch's error naming ``kernel``: a kernel name, or ``fn(flat inputs)``
         returning one, or None where the call is differentiable in ``argument``
-        (cross_entropy's weight is, with probability targets)."""
+        (cross_entropy's weight is, with probability targets). ``forward``: PyTorch's
+        forward formula takes the argument, so a forward-mode transform's tangent passes
+        (see ``grad_refused``)."""
         assert not self.seq_inputs
-        entry = (self.input_names.index(argument), argument, kernel)
+        entry = (self.input_names.index(argument), argument, kernel, forward)
         self.refused_grads = (self.refused_grads or ()) + (entry,)
         self.record_check = record_checks
 
@@ -293,9 +298,35 @@ class Op:
         gradient reads b and b's reads a, so ``(1,), (0,)``). An input no gradient of this
         call reads is not checked for in-place changes at backward, as PyTorch does not save
         it: ``y = h * 2; h.relu_()`` may still backpropagate through ``y``. ``"others"``:
-        every input is read by all the other inputs' gradients (einsum's operands)."""
+        every input is read by all the other inputs' gradients (einsum's operands). Or one
+        function ``fn(flat inputs, params)`` returning them per call (a circular pad reads
+        nothing, a reflecting one its input)."""
         assert readers == ("others",) or not self.seq_inputs
-        self.input_readers = readers
+        self.input_readers = readers[0] if len(readers) == 1 and callable(readers[0]) \
+            else readers
+
+    def copies_inputs(self, *positions, when=None, kept=None):
+        """Declare inputs that PyTorch's composite saves values computed from, not the inputs
+        themselves (``ndtr`` saves its scaled input, ``msort`` the sort's indices): a
+        recorded call (where ``when(flat inputs, params)`` holds, if given) saves a private
+        copy of each that a gradient reads, made with ``clone`` so that double backward
+        still reaches the input, and writing the input in place before backward is allowed,
+        as in PyTorch. The copy costs what PyTorch's intermediates cost it.
+        ``kept``: ``fn(flat inputs, params)`` returning, for a call whose forward computed
+        and kept an array of the input's shape and dtype to save instead, ``(that array,
+        the name of the registered op whose node on the input it is recorded as)``, else
+        None (a copy is made): cross_entropy's ``exp(input - shift)``, recorded as exp's."""
+        assert not self.seq_inputs
+        self.copied_inputs += ((positions, when, True, kept),)
+
+    def aliases_inputs(self, *positions, when=None):
+        """Declare inputs that PyTorch saves through an alias with a version counter of its
+        own (``kron``'s ``_unsafe_view`` of each operand): a write into one before backward
+        raises nothing, and backward reads the values written (through the alias's own node,
+        made as the call records: double backward does not see the write's). ``when``: as
+        for ``copies_inputs``."""
+        assert not self.seq_inputs
+        self.copied_inputs += ((positions, when, False, None),)
 
     def reads_transposed(self, *positions):
         """Declare the inputs PyTorch's kernel reads through ``t()`` (``linear``'s weight: an

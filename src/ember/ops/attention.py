@@ -32,7 +32,7 @@ from ember.amp._state import STATE as _AMP
 from ember.amp._state import suspended
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
-from ember.autograd.graph import carries_gradient
+from ember.autograd.graph import InputMeta, carries_gradient
 from ember.backend import xp_of
 from ember.backend.blas_threads import follow_load
 from ember.backends.cuda import flash_sdp_enabled, generic_sdp_allowed, math_sdp_enabled
@@ -284,8 +284,10 @@ def _no_mask_gradient(flat):
     mask = flat[3]
     # (reads ``requires_grad``, which a leaf may change before backward: the mask is the last
     # input, so that only adds or drops a trailing gradient, which the engine reads by edge)
+    # (and reads the recorded truth: a forward-mode transform's input reports no
+    # requires_grad, yet carries a tangent, NOTE [Forward-mode primals])
     return mask is None or not mask.is_floating_point() or \
-        isinstance(mask, Tensor) and not mask.requires_grad
+        isinstance(mask, Tensor) and not (mask._requires_grad or mask._grad_fn is not None)
 
 
 scaled_dot_product_attention.nondifferentiable_when(_no_mask_gradient, "attn_mask")
@@ -372,11 +374,57 @@ def _flash_shapes(qs, ks, vs, ms, dropout_p, enable_gqa):
     return True
 
 
-@scaled_dot_product_attention.derivative
-def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out):
+class _Choice(threading.local):
+    flat = None         # the inputs of the call being recorded, whose kernel ``math`` holds
+    math = False
+
+
+_CHOICE = _Choice()
+
+
+def _math_kernel(flat, params):
+    """Whether a recorded call runs PyTorch's CPU math kernel: composed ops, whose nodes keep
+    Q and K scaled (copies), V (for the gradients of all but V), the weights, and neither the
+    mask nor the result. The flash kernel's node keeps them all (as the CUDA kernels').
+    Decided once per recording, which asks it several times (see ``_math_outputs``)."""
+    choice = _CHOICE
+    if choice.flat is flat:
+        return choice.math
+    q, k, v, mask = flat
+    math = q.device.type == "cpu" and not (0 in q._data.shape[:-1] or 0 in v._data.shape) \
+        and not _cpu_flash(q, k, v, params[0], params[3], mask)
+    choice.flat, choice.math = flat, math
+    return math
+
+
+def _math_outputs(flat, params):
+    """The outputs the node keeps: the recording's last question about the kernel (so the
+    inputs held for the answer are let go)."""
+    math = _math_kernel(flat, params)
+    _CHOICE.flat = None
+    return _MATH_OUTPUTS if math else None
+
+
+_MATH_READERS = ((1,), (0,), (0, 1, 3), (0, 1, 2, 3))   # q for k's gradient, k for q's, ...
+_ALL_READ = ((0, 1, 2, 3),) * 4
+_MATH_OUTPUTS = frozenset((1, 2))               # the weights (and dropout's mask)
+scaled_dot_product_attention.reads_inputs(
+    lambda flat, params: _MATH_READERS if _math_kernel(flat, params) else _ALL_READ)
+scaled_dot_product_attention.copies_inputs(0, 1, when=_math_kernel)
+# (the mask is kept unversioned: whether it needs a gradient decides its edge at backward)
+scaled_dot_product_attention.aliases_inputs(3, when=_math_kernel)
+# (grouped heads: the math kernel's matmul keeps V repeated per query head, a copy)
+scaled_dot_product_attention.copies_inputs(2, when=lambda flat, params: params[3] and (
+    flat[0].shape[-3] != flat[2].shape[-3]) and _math_kernel(flat, params))
+
+
+@scaled_dot_product_attention.derivative(outputs=_math_outputs)
+def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out, needs=None):
     args = grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, out
     if q.device.type == "cpu" and not _ran_cpu_flash(out):
-        return _sdpa_grad(*args)    # PyTorch's CPU math kernel: ops autocast casts in a backward
+        # PyTorch's CPU math kernel: ops autocast casts in a backward; only the gradients
+        # needed (its node keeps only what those read)
+        return _sdpa_grad(*args, needs=needs)
     # PyTorch's fused kernels (CPU flash; flash, efficient, cuDNN on CUDA) have backward
     # kernels autocast does not list: a backward inside autocast computes them as outside
     with suspended():
@@ -413,24 +461,30 @@ def _flash_cpu_grads_underivable(args):
 def _ran_cpu_flash(out):
     """Whether the forward whose (remade) outputs are ``out`` ran as PyTorch's CPU flash
     kernel: the kernel chosen then (under the switches of that moment) named their node."""
-    return type(out[0]._grad_fn).__name__ == "ScaledDotProductFlashAttentionForCpuBackward0"
+    return type(out[1]._grad_fn).__name__ == "ScaledDotProductFlashAttentionForCpuBackward0"
 
 
-def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, out):
+def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, out, *,
+               needs=None):
+    """The gradients of q, k, v and a float mask; ``needs``: which (None: all); an input no
+    needed gradient reads may be its metadata alone (``InputMeta``)."""
     grad, grad_weights = grads[0], grads[1]
     low = grad.dtype
     weights = out[1]
     gk, gv = _groups(q, k, v, enable_gqa)
     scale = _scale(q.shape[-1], scale)
+    if needs is None:
+        needs = (True, True, True, mask is not None and mask.is_floating_point())
     if _first_order_only(grad, grad_weights, q, k, v, out):
-        return _sdpa_grad_arrays(grad, q, k, v, mask, dropout_p, scale, gk, gv, out)
+        return _sdpa_grad_arrays(grad, q, k, v, mask, dropout_p, scale, gk, gv, out, needs)
     # sum_j dp_ij w_ij below is grad_i . output_i, the smaller product, where PyTorch's
-    # kernel reads the rounded output too: all but its CPU math kernel, which forms it in
-    # float32 for half inputs
+    # kernel reads the output: all but its CPU math kernel, whose softmax backward forms the
+    # sum (and whose node keeps no output)
     half = grad.dtype != weights.dtype
-    from_output = not half or q.device.type != "cpu" or _ran_cpu_flash(out)
+    from_output = q.device.type != "cpu" or _ran_cpu_flash(out)
     if half:                            # half inputs: float32 weights, and so the backward
-        grad, q, k, v = (t.to(weights.dtype) for t in (grad, q, k, v))
+        grad, q, k, v = (t.to(weights.dtype) if isinstance(t, Tensor) else t
+                         for t in (grad, q, k, v))
     grad_lse = None
     flash = weights.ndim < q.ndim       # a flash forward's log-sum-exp (NOTE [SDPA outputs])
     if flash:
@@ -441,7 +495,9 @@ def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, ou
         keep = _flash_keep(out[2], weights, dropout_p) if flash else out[2]
         drop = keep.to(weights.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
         p = p * drop
-    grad_v = _group_sum(p.mT @ grad, gv)
+    grad_v = _group_sum(p.mT @ grad, gv) if needs[2] else None
+    if not (needs[0] or needs[1] or needs[3]):
+        return None, None, grad_v, None
     dp = _grouped(grad, v.mT, gv)
     if dropout_p > 0:
         dp = dp * drop
@@ -458,19 +514,20 @@ def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, ou
         sk = math.sqrt(abs(scale))
         sq = -sk if scale < 0 else sk
         q_scale, k_scale = sq, sk
-    kq, qk = (k, q) if sq is None else (k * sk, q * sq)
     if (half and from_output and q.device.type == "cpu" and not carries_gradient(grad_weights)
             and min(q.shape[-2], k.shape[-2]) > 0):      # PyTorch's CPU flash kernel
         ds = weights * (dp - rows)
         grad_q, grad_k, grad_v = _cpu_flash_low_grads(p, ds, grad, q, k, gk, scale, low)
-    elif _GRAD.grad_enabled or dp.dtype != weights.dtype:
-        ds = weights * (dp - rows)
-        grad_q = _grouped(ds, kq, gk) * q_scale
-        grad_k = _group_sum(ds.mT @ qk, gk) * k_scale
-    else:                       # no graph to record: reuse the fresh buffers in place
-        ds = dp.sub_(rows).mul_(weights)
-        grad_q = _grouped(ds, kq, gk).mul_(q_scale)
-        grad_k = _group_sum(ds.mT @ qk, gk).mul_(k_scale)
+    else:
+        if _GRAD.grad_enabled or dp.dtype != weights.dtype:
+            ds = weights * (dp - rows)
+        else:                   # no graph to record: reuse the fresh buffer in place
+            ds = dp.sub_(rows).mul_(weights)
+        grad_q = grad_k = None
+        if needs[0]:
+            grad_q = _grouped(ds, k if sk is None else k * sk, gk) * q_scale
+        if needs[1]:
+            grad_k = _group_sum(ds.mT @ (q if sq is None else q * sq), gk) * k_scale
     if carries_gradient(grad_lse):                        # only in double backward
         extra = weights * grad_lse.unsqueeze(-1)
         grad_q = grad_q + _grouped(extra, k, gk) * scale
@@ -481,46 +538,61 @@ def _sdpa_grad(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, ou
 
 def _first_order_only(grad, grad_weights, q, k, v, out):
     """Whether the backward below may run on the arrays: no graph to record, no autocast to
-    cast its products, plain tensors (not vmap's), full float32/64 weights (not a flash
-    forward's log-sum-exp, not a 16-bit input's float32 ones) and no gradient for them."""
+    cast its products, plain tensors (not vmap's; or unsaved inputs' metadata), full
+    float32/64 weights (not a flash forward's log-sum-exp, not a 16-bit input's float32
+    ones) and no gradient for them."""
     weights = out[1]
     return (not _GRAD.grad_enabled and not _AMP.enabled and type(grad) is Tensor
-            and type(q) is Tensor and type(k) is Tensor and type(v) is Tensor
+            and type(q) in _PLAIN and type(k) in _PLAIN and type(v) in _PLAIN
             and type(weights) is Tensor and grad._data.dtype == weights._data.dtype
             and weights.ndim == q.ndim and not carries_gradient(grad_weights))
 
 
-def _sdpa_grad_arrays(grad, q, k, v, mask, dropout_p, scale, gk, gv, out):
+_PLAIN = (Tensor, InputMeta)
+
+
+def _sdpa_grad_arrays(grad, q, k, v, mask, dropout_p, scale, gk, gv, out, needs):
     """``_sdpa_grad``'s first-order case on the backend arrays, the same products in the
     same order: a dozen array calls where the composition dispatches some fifteen ops."""
     on_cpu = q.device.type == "cpu"
     g, w = grad._data, out[1]._data
-    q, k, v = q._data, k._data, v._data
+    q, k, v = (getattr(t, "_data", None) for t in (q, k, v))    # (None: not saved)
     p = w
     if dropout_p > 0:
         drop = out[2]._data.astype(w.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1
                                               else 0.0)
         p = p * drop
     follow_load(xp_of(g))
-    grad_v = _group_sum(p.mT @ g, gv)
+    grad_v = _make(_group_sum(p.mT @ g, gv)) if needs[2] else None
+    if not (needs[0] or needs[1] or needs[3]):
+        return None, None, grad_v, None
     dp = _grouped(g, v.mT, gv)
     if dropout_p > 0:
         dp = dp * drop
-    rows = (g * out[0]._data).sum(-1, keepdims=True)
+    # (the CPU math kernel's softmax backward forms sum_j dp_ij w_ij, the others read the
+    # output they keep: see _sdpa_grad)
+    if not on_cpu or _ran_cpu_flash(out):
+        rows = (g * out[0]._data).sum(-1, keepdims=True)
+    else:
+        rows = (dp * w).sum(-1, keepdims=True)
     # the CPU kernels scale Q and K by sqrt(scale) each (see _sdpa_grad)
     q_scale = k_scale = scale
     if on_cpu:
         k_scale = math.sqrt(abs(scale))
         q_scale = -k_scale if scale < 0 else k_scale
-        k, q = k * k_scale, q * q_scale
     dp -= rows
     dp *= w
-    grad_q = _grouped(dp, k, gk)
-    grad_q *= q_scale
-    grad_k = _group_sum(dp.mT @ q, gk)
-    grad_k *= k_scale
+    grad_q = grad_k = None
+    if needs[0]:
+        grad_q = _grouped(dp, k * k_scale if on_cpu else k, gk)
+        grad_q *= q_scale
+        grad_q = _make(grad_q)
+    if needs[1]:
+        grad_k = _group_sum(dp.mT @ (q * q_scale if on_cpu else q), gk)
+        grad_k *= k_scale
+        grad_k = _make(grad_k)
     grad_mask = _make(dp) if mask is not None and mask.is_floating_point() else None
-    return _make(grad_q), _make(grad_k), _make(grad_v), grad_mask
+    return grad_q, grad_k, grad_v, grad_mask
 
 
 def _cpu_flash_low_grads(p, ds, grad, q, k, groups, scale, low):

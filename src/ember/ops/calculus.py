@@ -216,6 +216,7 @@ def _(grad, y, x, dx, dim, *, needs):
 
 
 trapezoid.reads_inputs((1,), (0,))      # as PyTorch's composite: each for the other's gradient
+trapezoid.copies_inputs(0, 1)   # (which saves the sums of neighbours and the spacings)
 
 
 def _halved(accumulate, spacing, pairs, d):
@@ -275,6 +276,7 @@ def _(grad, y, x, dx, dim, *, needs):
 
 
 cumulative_trapezoid.reads_inputs((1,), (0,))   # each for the other's gradient, as PyTorch's
+cumulative_trapezoid.copies_inputs(0, 1)    # (its sums of neighbours and spacings)
 
 
 ALIASES = {"trapz": "trapezoid"}

@@ -322,17 +322,23 @@ def kron(xp, a, b):
 
 
 @kron.derivative
-def _(grad, a, b):
+def _(grad, a, b, *, needs=(True, True)):
     sa, sb, both = _kron_shapes(a.shape, b.shape)
     g = grad.reshape(both)
     even, odd = tuple(range(0, len(both), 2)), tuple(range(1, len(both), 2))
-    wide_a = conj_grad(a).reshape(tuple(s for n in sa for s in (n, 1)))
-    wide_b = conj_grad(b).reshape(tuple(s for n in sb for s in (1, n)))
-    return ((g * wide_b).sum(odd).reshape(a.shape) if a.requires_grad else None,
-            (g * wide_a).sum(even).reshape(b.shape) if b.requires_grad else None)
+    grad_a = grad_b = None
+    if needs[0]:
+        wide_b = conj_grad(b).reshape(tuple(s for n in sb for s in (1, n)))
+        grad_a = (g * wide_b).sum(odd).reshape(a.shape)
+    if needs[1]:
+        wide_a = conj_grad(a).reshape(tuple(s for n in sa for s in (n, 1)))
+        grad_b = (g * wide_a).sum(even).reshape(b.shape)
+    return grad_a, grad_b
 
 
 kron.name_nodes("UnsafeViewBackward0")     # PyTorch forms kron as a view of a product
+kron.reads_inputs((1,), (0,))
+kron.aliases_inputs(0, 1)       # PyTorch's product saves _unsafe_views of its operands
 
 
 # --- multi_dot, chain_matmul ------------------------------------------------------------------

@@ -303,7 +303,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     _check_bag_range(flat, weight.shape[0], mode)
     if forward_ad_active():     # (PyTorch's forward-only kernel: a weight without gradient)
         dual = unpack_dual(weight).tangent is not None
-        refuse_forward_ad("_embedding_bag" if weight.requires_grad or dual
+        # (the graph's fields: a forward-mode transform's weight reports no requires_grad)
+        refuse_forward_ad("_embedding_bag" if weight._requires_grad or
+                          weight._grad_fn is not None or dual
                           else "_embedding_bag_forward_only", weight, per_sample_weights)
     if max_norm is not None:    # (in place: before the weight is aliased below)
         _renorm_(weight, flat, max_norm, norm_type)

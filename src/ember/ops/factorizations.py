@@ -14,7 +14,7 @@ from ember._warn import warn_once
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_rhs_dtype,
                                      check_solve_rows, check_square, checked, column_major,
                                      empty_16bit_in_float32, eye_like, lapack, mh, named_result,
-                                     on_host, raise_first_failure, torch_name)
+                                     on_host, raise_first_failure, torch_name, undefined_grad)
 from ember.ops._out_dtypes import _C_NAMES
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
@@ -98,7 +98,7 @@ def _cholesky_grad(grad, a, upper, *, out):
 
 
 @op("cholesky(input, *, upper=False)", namespace="linalg", out=True,
-    grad_fn_name="LinalgCholeskyExBackward0")
+    grad_fn_name="LinalgCholeskyExBackward0", saves_inputs=False)   # (L alone, as PyTorch)
 @empty_16bit_in_float32
 def cholesky(xp, a, upper):
     """The Cholesky factor L (A = L L^H) of each Hermitian positive-definite matrix; the
@@ -112,7 +112,7 @@ cholesky.derivative(_cholesky_grad)
 
 
 @op("cholesky_ex(input, *, upper=False, check_errors=False)", namespace="linalg",
-    out=True, namedtuple=cholesky_ex_result)
+    out=True, namedtuple=cholesky_ex_result, saves_inputs=False)
 @empty_16bit_in_float32
 def cholesky_ex(xp, a, upper, check_errors):
     """(L, info): info is the order of the first leading minor that is not positive-definite
@@ -124,7 +124,7 @@ def cholesky_ex(xp, a, upper, check_errors):
 
 
 cholesky_ex.derivative(lambda grad, a, upper, check_errors, *, out:
-                       _cholesky_grad(grad, a, upper, out=out))
+                       _cholesky_grad(grad, a, upper, out=out), outputs=(0,))  # not info
 
 
 # --- cholesky_solve, cholesky_inverse ---------------------------------------------------------
@@ -208,7 +208,9 @@ def _(grad, factor, upper, *, out):
 _QR_MODES = ("reduced", "complete", "r")
 
 
-@op("qr(A, mode='reduced')", namespace="linalg", out=True, namedtuple=qr_result)
+# the decompositions save their outputs, not A, as PyTorch's nodes do
+@op("qr(A, mode='reduced')", namespace="linalg", out=True, namedtuple=qr_result,
+    saves_inputs=False)
 def qr(xp, a, mode):
     """(Q, R) with A = QR, Q with orthonormal columns and R upper triangular; ``mode`` is
     'reduced', 'complete' (square Q) or 'r' (R only; Q is empty)."""
@@ -241,7 +243,7 @@ def _(grads, a, mode, *, out):
         return _qr_square_grad(grad_q, grad_r, q, r)
     x_r = r[..., :m]
     grad_x_r, grad_y_r = grad_r[..., :m], grad_r[..., m:]
-    y = a[..., m:]
+    y = q @ r[..., m:]                  # (A's columns past m, from what the node kept)
     grad_x = _qr_square_grad(grad_q + y @ mh(grad_y_r), grad_x_r, q, x_r)
     return _cat_last(grad_x, q @ grad_y_r)
 
@@ -272,7 +274,8 @@ def _check_eigh(xp, a, uplo):
     _check_uplo(uplo)
 
 
-@op("eigh(input, UPLO='L')", namespace="linalg", out=True, namedtuple=eigh_result)
+@op("eigh(input, UPLO='L')", namespace="linalg", out=True, namedtuple=eigh_result,
+    saves_inputs=False)
 @empty_16bit_in_float32
 def eigh(xp, a, uplo):
     """(eigenvalues, eigenvectors) of each Hermitian matrix (its ``UPLO`` triangle is read):
@@ -305,8 +308,14 @@ def check_phase(name, diagonal):
 
 
 def _eigen_grad(grad_w, grad_v, w, v, hermitian):
-    """gA for A = V diag(w) V^{-1} (V^H for Hermitian A)."""
+    """gA for A = V diag(w) V^{-1} (V^H for Hermitian A); without a gradient for V (the
+    eigenvalues alone), V diag(gw) V^{-1}, finite for repeated eigenvalues too, as
+    PyTorch's."""
     vh = mh(v)
+    if undefined_grad(grad_v):
+        if hermitian:
+            return v @ (grad_w.unsqueeze(-1) * vh)
+        return solve(vh, grad_w.unsqueeze(-1) * vh)
     vhgv = vh @ grad_v
     diagonal = vhgv.diagonal(0, -2, -1)
     check_phase("linalg_eigh_backward" if hermitian else "linalg_eig_backward", diagonal)
@@ -328,7 +337,14 @@ def _(grads, a, uplo, *, out):
     return _eigen_grad(grads[0], grads[1], out[0], out[1], hermitian=True)
 
 
-@eigvalsh.derivative
+@eigvalsh.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: the eigenvalues (output 0) of an eigh, whose node keeps both
+    outputs, not the input."""
+    return eigh(inputs[0], params[0])[0]
+
+
+@eigvalsh.derivative                # (forward-mode AD's)
 def _(grad, a, uplo):
     w, v = eigh(a, uplo)
     return v @ (grad.unsqueeze(-1) * mh(v))
@@ -366,7 +382,7 @@ def _eigvals(xp, a):
     return xp.linalg.eigvals(a).astype(_complex(a), copy=False)
 
 
-@op("eig(input)", namespace="linalg", out=True, namedtuple=eig_result)
+@op("eig(input)", namespace="linalg", out=True, namedtuple=eig_result, saves_inputs=False)
 def eig(xp, a):
     """(eigenvalues, eigenvectors) of each square matrix, complex; eigenvectors have unit
     norm."""
@@ -387,7 +403,14 @@ def _(grads, a, *, out):
     return _eigen_grad(grads[0], grads[1], out[0], out[1], hermitian=False)
 
 
-@eigvals.derivative
+@eigvals.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: the eigenvalues (output 0) of an eig, whose node keeps both outputs,
+    not the input."""
+    return eig(inputs[0])[0]
+
+
+@eigvals.derivative                 # (forward-mode AD's)
 def _(grad, a):
     w, v = eig(a)
     vh = mh(v)

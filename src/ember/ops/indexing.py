@@ -225,6 +225,9 @@ def _broadcast_strides(a, shape):
                  for d, n in enumerate(shape))
 
 
+_index.versioned_params = (0,)         # PyTorch's node saves the indices
+
+
 @_index.derivative
 def _(grad, x, indices):
     from ember._creation import zeros
@@ -320,6 +323,9 @@ def index_put(xp, x, values, indices, accumulate):
     out = preserved(xp, x)
     _put(xp, out, values, indices, accumulate)
     return out
+
+
+index_put.versioned_params = (0,)      # PyTorch's node saves the indices
 
 
 @index_put.inplace_variant

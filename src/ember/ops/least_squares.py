@@ -7,7 +7,8 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.ops._call_site import call_shape, call_site
 from ember.ops._linalg_utils import (check_float, check_kernel, checked_svd, check_square,
-                                     column_major, mh, named_result, real_dtype, torch_name)
+                                     column_major, mh, named_result, real_dtype, torch_name,
+                                     undefined_grad)
 from ember.ops._overloads import in_parser_words
 from ember.ops._registry import op
 from ember.ops.solvers import broadcast_batch
@@ -229,7 +230,7 @@ def _of_a(t, a_batch, tail):
     return t[tuple(slice(None) if n != 1 else slice(0, 1) for n in a_batch)]
 
 
-@lstsq.derivative
+@lstsq.derivative(outputs=(0,))    # the solution (and A and B), as PyTorch's node keeps
 def _(grads, a, b, rcond, driver, *, out):
     # X = pinv(A) B; the residuals |AX - B|^2 are stationary in X, so only their explicit
     # dependence on A and B counts
@@ -241,7 +242,7 @@ def _(grads, a, b, rcond, driver, *, out):
     p = pinv(a)
     grad_b = mh(p) @ grad_x
     grad_a = pinv_grad(grad_x @ mh(b), p, a)
-    if out[1].numel():
+    if not undefined_grad(grad_res) and grad_res.numel():   # (residuals were computed)
         grad_r = 2 * (a @ x - b) * grad_res.unsqueeze(-2)
         grad_a = grad_a + grad_r @ mh(x)
         grad_b = grad_b - grad_r

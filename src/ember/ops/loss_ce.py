@@ -6,6 +6,8 @@ the target (one-hot times the class weight, smoothed, zero where ignored): the d
 of cross_entropy is then ``softmax * sum_c q - q`` per position, and nll_loss's is ``-q``.
 """
 
+import threading
+
 import numpy as np
 
 from ember import _dtype as D
@@ -32,11 +34,14 @@ def _float_input(x, kernel):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{name}'")
 
 
-def _check_weight(w, c, dtype, prefix=""):
-    """PyTorch's errors for class weights of the wrong size (or, given ``dtype``, dtype)."""
+def _check_weight(w, c, dtype, prefix="", spatial=False):
+    """PyTorch's errors for class weights of the wrong size (or, given ``dtype``, dtype);
+    ``spatial`` (an input of 3 or more dims) checks only the count, as nll_loss2d does."""
     if w is None:
         return
-    if w.size != c or w.ndim != 1 and w.size != 0:
+    if spatial and w.size != c:
+        raise RuntimeError("weight tensor should be defined either for all or no classes")
+    if not spatial and (w.size != c or w.ndim != 1 and w.size != 0):
         raise RuntimeError(f"{prefix}weight tensor should be defined either for all {c} classes "
                            f"or no classes but got weight tensor of shape: {list(w.shape)}")
     if dtype is not None and w.dtype != dtype:
@@ -56,15 +61,39 @@ def _check_class_target(x, t):
     if x.ndim == 1 and t.ndim == 1 and t.shape[0] != 1:
         raise OpValueError(f"For 1D input, 1D target must have size 1, but got target size: "
                            f"{t.shape[0]}")
+    # a 4-d input goes straight to nll_loss2d; 3-d and 5-d+ ones are first checked, then
+    # reshaped to 4-d for it
+    if x.ndim > 2 and x.ndim != 4 and t.shape[1:] != x.shape[2:]:
+        raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
+                           f"{list(t.shape)}")
+    if x.ndim == 4 and t.ndim != 3:
+        raise RuntimeError(f"only batches of spatial targets supported (3D tensors) but got "
+                           f"targets of dimension: {t.ndim}")
     if t.dtype not in _CLASS_TARGETS:
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
                            f"{D.FROM_NUMPY[t.dtype]._torch_name}")
-    if x.ndim > 2 and t.shape != x.shape[:1] + x.shape[2:]:
-        if x.ndim == 3:
-            raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
-                               f"{list(t.shape)}")
+
+
+def _class_weight(x, t, w, c, label_smoothing=0.0, reduction="none"):
+    """The class weight of a class-index call (after ``_check_class_target``), checked in
+    PyTorch's order with what nll_loss2d checks after it, and flattened: for an input of 3 or
+    more dims a (C, 1) weight counts as (C,)."""
+    _check_weight(w, c, x.dtype, spatial=x.ndim > 2)
+    if x.ndim == 4 and t.shape != x.shape[:1] + x.shape[2:]:
         raise RuntimeError(f"size mismatch (got input: {list(x.shape)} , target: "
                            f"{list(t.shape)}")
+    if x.ndim > 2 and t.dtype != np.int64:        # nll_loss2d takes no Byte target
+        raise RuntimeError(f"expected scalar type Long but found "
+                           f"{D.FROM_NUMPY[t.dtype]._torch_name}")
+    if w is None:
+        return None
+    if label_smoothing > 0 and w.ndim != 1:     # PyTorch's composite fails (the mean's gather)
+        if w.shape[0] == 1:
+            raise RuntimeError(f"shape '{[1] * x.ndim}' is invalid for input of size {w.size}")
+        if reduction == "mean":
+            raise RuntimeError("Index tensor must have the same number of dimensions as input "
+                               "tensor")
+    return w.reshape(-1)
 
 
 def _batched(x, t):
@@ -138,7 +167,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     dtype = x.dtype
     xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)
     c = xb.shape[1]
-    _check_weight(w, c, dtype)
+    w = _class_weight(x, t, w, c, label_smoothing, reduction)
     if dtype in _LOW:
         return low_precision_loss(xp, x, t, w, ignore_index, reduction, label_smoothing,
                                   nll_loss.forward)
@@ -146,7 +175,9 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     # the log-probability of the target class, (x - shift) - log_sums: near 0 (a likely
     # class) the terms nearly cancel, and the shift may be the global max, far above the
     # row's own; so per row, float32 logits take it in float64
-    shift, log_sums = _log_normalizer(xp, xb, wide=True)
+    shift, log_sums, e = _log_normalizer(xp, xb, wide=True)
+    if _KEPT.on and xp is np:       # a recorded call: backward's softmax is e over its sums
+        _KEPT.e = e
     loss = (_pick(xp, xb, safe).astype(log_sums.dtype) - shift) - log_sums
     xp.minimum(loss, 0, out=loss)       # a log-probability: rounding must not lift it above 0
     loss *= wt
@@ -172,7 +203,15 @@ def _(flat, params, out):                    # PyTorch's log_softmax + nll_loss,
         return "DivBackward1" if params[-2] == "mean" else "NegBackward0"
     if smoothing > 0:
         return "AddBackward0"
-    return "NllLoss2DBackward0" if x.ndim >= 3 else "NllLossBackward0"
+    return _nll_node(x, reduction_of(params[0], params[2], params[3], emit_warning=False))
+
+
+def _nll_node(x, reduction):
+    """The node of PyTorch's nll_loss: inputs of 3 or more dims go through nll_loss2d, the
+    3-d and 5-d+ ones reshaped to 4-d and, unreduced, viewed back."""
+    if x.ndim < 3:
+        return "NllLossBackward0"
+    return "ViewBackward0" if x.ndim != 4 and reduction == "none" else "NllLoss2DBackward0"
 
 
 def _exp_rows(xp, x):
@@ -203,14 +242,14 @@ def _row_sums(xp, e):
 
 
 def _log_normalizer(xp, x, wide=False):
-    """(shift, log of the sums of ``exp(x - shift)``) over dim 1 of (N, C, *d) ``x``: the
-    log-softmax is ``(x - shift) - log_sums``; ``wide``: the log in float64 (the sums of
-    float32 logits are exact to float32 rounding, their log in float32 only to that of its
-    magnitude)."""
+    """(shift, log of the sums of ``exp(x - shift)``, that exp or None) over dim 1 of
+    (N, C, *d) ``x``: the log-softmax is ``(x - shift) - log_sums``; ``wide``: the log in
+    float64 (the sums of float32 logits are exact to float32 rounding, their log in float32
+    only to that of its magnitude)."""
     if not x.size:
-        return 0.0, xp.log(xp.exp(x).sum(axis=1))
-    _, sums, shift = _exp_rows(xp, x)
-    return shift, xp.log(sums.astype(np.float64) if wide else sums)
+        return 0.0, xp.log(xp.exp(x).sum(axis=1)), None
+    e, sums, shift = _exp_rows(xp, x)
+    return shift, xp.log(sums.astype(np.float64) if wide else sums), e
 
 
 def _keep_class_dim(shift):
@@ -238,7 +277,7 @@ def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
     if is_low_probability_case(x, t, w):
         return low_precision_probability_loss(xp, x, t, w, reduction, label_smoothing)
     xb = xb.astype(compute, copy=False)
-    shift, log_sums = _log_normalizer(xp, xb)
+    shift, log_sums, _ = _log_normalizer(xp, xb)
     loss = -(((xb - _keep_class_dim(shift)) - log_sums[:, None]) * q).sum(axis=1)
     loss = _reduce(loss, loss.size, reduction, x.ndim == 1)
     return loss.astype(result, copy=False)
@@ -254,7 +293,7 @@ class _Parts:
         self.xb, tb = _batched(xa, t._data)
         self.c = c = self.xb.shape[1]
         self.dtype = dtype = _F32 if xa.dtype in _LOW else xa.dtype
-        wa = None if w is None else w._data.astype(dtype, copy=False)
+        wa = None if w is None else w._data.astype(dtype, copy=False).reshape(-1)
         self.safe, mask, wt, total = _targets(xp, tb, wa, ignore_index, c, dtype)
         self.shape = tb.shape
         # the mean's 1/total; with a zero total weight (0/0) PyTorch's gradient is NaN at the
@@ -310,12 +349,65 @@ def _nll_kernel(flat):
     return "nll_loss_forward" if flat[0].ndim <= 2 else "nll_loss2d_forward"
 
 
-cross_entropy.refuse_grad(
-    "weight", lambda flat: None if _is_probability_target(flat[0], flat[1]) else _nll_kernel(flat))
+cross_entropy.refuse_grad(     # (PyTorch's forward formula takes the weight, as a constant)
+    "weight", lambda flat: None if _is_probability_target(flat[0], flat[1]) else _nll_kernel(flat),
+    forward=True)
 # class indices: as PyTorch's nll_loss node, no edge for the target and the weight (with
 # probability targets both may need gradients, and keep theirs)
 cross_entropy.nondifferentiable_when(lambda flat: not _is_probability_target(flat[0], flat[1]),
                                      "target", "weight")
+
+
+class _Kept(threading.local):
+    """What a recorded class-target call's forward keeps for its node (see ``_kept_exp``)."""
+
+    on = False          # the forward runs for a recorded call: it keeps e
+    e = None            # exp(input - shift), batched (N, C, *d)
+
+
+_KEPT = _Kept()
+
+
+def _keeps_exp(x, t):
+    """Whether a recorded call of input ``x`` and target ``t`` saves, in the input's stead,
+    ``e = exp(input - shift)`` (a constant shift): a class target and float32/64 logits on
+    the CPU, not empty. Backward's softmax is e over its sums, as PyTorch's is the exp of the
+    log_softmax it saves: a write into the input does not reach it, and no copy is made."""
+    a = x._data
+    return type(a) is np.ndarray and a.size and a.dtype not in _LOW \
+        and not _is_probability_target(x, t)
+
+
+def _kept_exp(flat, params):
+    """(e, "exp") for a call that ``_keeps_exp``: the forward's, or, for a call recorded
+    otherwise than through ``_recorded``, computed now. e is recorded as exp's node of the
+    input, its derivative e itself: the shift cancels in e over its sums (double backward)."""
+    x, t = flat[0], flat[1]
+    if not _keeps_exp(x, t):
+        return None
+    e, _KEPT.e = _KEPT.e, None
+    if e is None:
+        e = _exp_rows(np, _batched(x._data, t._data)[0])[0]
+    return e.reshape(x.shape), "exp"
+
+
+@cross_entropy.composed_when_recording
+def _recorded(flat, params):
+    """A recorded call that ``_keeps_exp``: its forward keeps e for its node."""
+    if not _keeps_exp(flat[0], flat[1]):
+        return NotImplemented
+    _KEPT.on = True
+    try:
+        return cross_entropy.fused(*flat, *params)
+    finally:
+        _KEPT.on, _KEPT.e = False, None
+
+
+# PyTorch saves log_softmax's result, not the input (here e, or a copy), and a smoothed
+# probability target
+cross_entropy.copies_inputs(0, kept=_kept_exp)
+cross_entropy.copies_inputs(1, when=lambda flat, params: params[-1] > 0
+                            and _is_probability_target(flat[0], flat[1]))
 
 
 @cross_entropy.derivative
@@ -329,11 +421,14 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
             return low_precision_grad(grad, x, t, w, ignore_index, reduction, label_smoothing,
                                       nll_loss_grad), None, None
         parts = _Parts(x, t, w, ignore_index, label_smoothing, reduction)
+        kept = _keeps_exp(x, t)     # x is the forward's e (see _kept_exp)
         if not grad_enabled():      # first order only: fused, in place, q never formed
             ga = grad._data
             ga = ga.reshape(-1) if x.ndim == 1 else ga
             xb = parts.xb.astype(parts.dtype, copy=False)
-            if xb.size:     # softmax * sum_c q * grad, normalized and scaled in one pass
+            if kept:        # softmax * sum_c q * grad, normalized and scaled in one pass
+                sm = xb * (parts.q_sum * ga / _row_sums(parts.xp, xb))[:, None]
+            elif xb.size:
                 sm, sums, _ = _exp_rows(parts.xp, xb)
                 sm *= (parts.q_sum * ga / sums)[:, None]
             else:
@@ -345,7 +440,9 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
         q = _make(_as_input(q.astype(dtype, copy=False), x, True))
         q_sum = _make(_as_input(q_sum.astype(dtype, copy=False), x, False))
         # cross_entropy is log_softmax and nll_loss in PyTorch: log_softmax's backward last
-        return rename_node((softmax(x, dim) * q_sum - q) * g, LOG_SOFTMAX_DOUBLE), None, None
+        sm = x / x.sum(dim, keepdim=True) if kept else softmax(x, dim)
+        # (row-major, as PyTorch's log_softmax backward kernel writes it)
+        return rename_node(((sm * q_sum - q) * g).contiguous(), LOG_SOFTMAX_DOUBLE), None, None
     if is_low_probability_case(x._data, t._data, None if w is None else w._data):
         return low_precision_probability_grads(grad, x, t, w, reduction, label_smoothing)
     if reduction == "mean":
@@ -355,7 +452,7 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
     wc = None if w is None else w.reshape([c] + [1] * (x.ndim - 1 - dim))
     if wc is not None:
         q = q * wc
-    grad_x = rename_node((softmax(x, dim) * q.sum(dim, keepdim=True) - q) * g,
+    grad_x = rename_node(((softmax(x, dim) * q.sum(dim, keepdim=True) - q) * g).contiguous(),
                          LOG_SOFTMAX_DOUBLE)
     grad_t = grad_w = None
     if t.requires_grad:
@@ -380,7 +477,7 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     dtype = x.dtype
     xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)
     c = xb.shape[1]
-    _check_weight(w, c, dtype)
+    w = _class_weight(x, t, w, c)
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
     loss = xp.where(mask, -(_pick(xp, xb, safe) * wt), 0)      # +0 where ignored
     if dtype in _LOW and reduction != "none" and xp is np:
@@ -389,10 +486,15 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     return loss.astype(dtype) if dtype in _LOW else loss
 
 
-nll_loss.refuse_grad("weight", _nll_kernel)
+nll_loss.refuse_grad("weight", _nll_kernel, forward=True)
 
 
 nll_loss.nondifferentiable("target", "weight")
+
+
+@nll_loss.named_by
+def _(flat, params, out):
+    return _nll_node(flat[0], reduction_of(params[0], params[2], params[3], emit_warning=False))
 
 
 @nll_loss.derivative

@@ -3,7 +3,7 @@ multilabel_margin_loss: one op each, so that the loss is one node named as PyTor
 (SoftMarginLossBackward0, ...) whose edges are the operands. The public functions (with
 their argument checks) are in loss_pointwise.py and loss_margin.py."""
 
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
 from ember.backend import xp_of
 from ember.ops._linalg_utils import check_kernel, torch_name
 from ember.ops._loss_common import promoted_dtype, reduce_array
@@ -31,7 +31,7 @@ def _soft_margin_loss(xp, x, t, reduction):
     return reduce_array(xp, loss.astype(x.dtype), reduction)
 
 
-_soft_margin_loss.refuse_grad("target", "soft_margin_loss")
+_soft_margin_loss.refuse_grad("target", "soft_margin_loss", forward=True)
 
 
 _soft_margin_loss.nondifferentiable("target")
@@ -68,18 +68,38 @@ def _binary_cross_entropy_with_logits(xp, x, t, w, pw, reduction):
     return reduce_array(xp, loss.astype(target_dtype), reduction)
 
 
-_binary_cross_entropy_with_logits.refuse_grad("weight", "binary_cross_entropy_with_logits")
-_binary_cross_entropy_with_logits.refuse_grad("pos_weight", "binary_cross_entropy_with_logits")
+for _name in ("weight", "pos_weight"):
+    _binary_cross_entropy_with_logits.refuse_grad(_name, "binary_cross_entropy_with_logits",
+                                                  forward=True)
 
 
-_binary_cross_entropy_with_logits.nondifferentiable("weight", "pos_weight")
+def _constant_weights(flat):
+    """Whether neither weight records: no edges for them, as PyTorch's node has none (a
+    forward-mode transform's tangent in them needs theirs, see ``grad_refused``). Reads the
+    flags, which a leaf may change before backward: they are the last inputs, so that only
+    adds or drops trailing gradients, which the engine reads by edge."""
+    return not any(isinstance(w, Tensor) and (w._requires_grad or w._grad_fn is not None)
+                   for w in flat[2:])
+
+
+_binary_cross_entropy_with_logits.nondifferentiable_when(_constant_weights, "weight",
+                                                         "pos_weight")
 
 
 @_binary_cross_entropy_with_logits.derivative
 def _(grad, x, t, w, pw, reduction, *, needs=(True, True, True, True)):
     # PyTorch's order, each step rounding: the slope times grad, then the weight, then the
-    # mean's division
-    grad_x = grad_t = None
+    # mean's division; weight and pos_weight are reached by forward-mode transforms alone
+    # (refused when they require grad), whose tangents PyTorch's forward formula carries
+    grad_x = grad_t = grad_w = grad_pw = None
+    if (needs[2] and w is not None) or (needs[3] and pw is not None):
+        softplus = (-x).logaddexp(x.new_zeros(()))      # -log_sigmoid(x)
+    if needs[2] and w is not None:      # d/dw: the unweighted loss
+        scale = 1 if pw is None else 1 + (pw - 1) * t
+        grad_w = _weighted_mean(((1 - t) * x + scale * softplus) * grad, None, reduction, x)
+        grad_w = grad_w.sum_to_size(w.shape)
+    if needs[3] and pw is not None:     # d/dpw: -t log_sigmoid(x)
+        grad_pw = _weighted_mean(t * softplus * grad, w, reduction, x).sum_to_size(pw.shape)
     if needs[0]:        # d/dx: (pw t + 1 - t) sigmoid(x) - pw t, or sigmoid(x) - t
         if pw is None:
             grad_x = (x.sigmoid() - t) * grad
@@ -91,7 +111,7 @@ def _(grad, x, t, w, pw, reduction, *, needs=(True, True, True, True)):
         else:
             grad_t = ((pw - 1) * (-x).logaddexp(x.new_zeros(())) - x) * grad
     return _weighted_mean(grad_x, w, reduction, x), _weighted_mean(grad_t, w, reduction, x), \
-        None, None
+        grad_w, grad_pw
 
 
 def _weighted_mean(g, w, reduction, x):

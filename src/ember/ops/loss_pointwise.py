@@ -283,8 +283,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
     _into_input_dtype(_promoted(input, target), target)
-    refuse_grad(weight, "binary_cross_entropy_with_logits", "weight")
-    refuse_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
+    refuse_grad(weight, "binary_cross_entropy_with_logits", "weight", forward=True)
+    refuse_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight", forward=True)
     if pos_weight is not None:
         _broadcast_into((pos_weight.shape, target.shape), target.shape)
     return _binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)

@@ -46,8 +46,9 @@ def _factor(xp, a, pivot):
     return column_major(xp, lu), (piv + 1).astype(np.int32, copy=False), info
 
 
+# the factorizations save their outputs, not A, as PyTorch's nodes do
 @op("lu_factor(A, *, pivot=True)", namespace="linalg", out=True, namedtuple=lu_factor_result,
-    grad_fn_name="LinalgLuFactorExBackward0")
+    grad_fn_name="LinalgLuFactorExBackward0", saves_inputs=False)
 @empty_16bit_in_float32
 def lu_factor(xp, a, pivot):
     """(LU, pivots) of each matrix: A = P L U; raises for a zero pivot (singular A)."""
@@ -57,7 +58,7 @@ def lu_factor(xp, a, pivot):
 
 
 @op("lu_factor_ex(A, *, pivot=True, check_errors=False)", namespace="linalg", out=True,
-    namedtuple=lu_factor_ex_result)
+    namedtuple=lu_factor_ex_result, saves_inputs=False)
 @empty_16bit_in_float32
 def lu_factor_ex(xp, a, pivot, check_errors):
     """(LU, pivots, info): info is the 1-based position of the first zero pivot, else 0."""
@@ -137,7 +138,7 @@ def _unpacked_factor_grad(grad_lu, p, low, up):
 
 lu_factor.derivative(_factor_grad)
 lu_factor_ex.derivative(lambda grads, a, pivot, check_errors, *, out:
-                        _factor_grad(grads, a, pivot, out=out))
+                        _factor_grad(grads, a, pivot, out=out), outputs=(0, 1))  # not info
 
 
 # --- lu_solve ---------------------------------------------------------------------------------
@@ -228,7 +229,7 @@ def _check_unpack(lu, pivots, unpack_pivots):
 
 
 @op("lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True)", inputs=2,
-    method=False, out=True, namedtuple=lu_unpack_result)
+    method=False, out=True, namedtuple=lu_unpack_result, saves_inputs=False)
 def lu_unpack(xp, lu, pivots, unpack_data, unpack_pivots):
     """(P, L, U) of a packed LU factorization (A = P L U); each part is empty when not
     asked for."""
@@ -272,7 +273,8 @@ def lu_unpack_public(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *
 
 # --- linalg.lu --------------------------------------------------------------------------------
 
-@op("lu(A, *, pivot=True)", namespace="linalg", out=True, namedtuple=linalg_lu_result)
+@op("lu(A, *, pivot=True)", namespace="linalg", out=True, namedtuple=linalg_lu_result,
+    saves_inputs=False)
 @empty_16bit_in_float32
 def linalg_lu(xp, a, pivot):
     """(P, L, U) with A = P L U: ``lu_factor_ex`` then ``lu_unpack``; a singular matrix does

@@ -140,8 +140,9 @@ def slogdet_top(xp, a):
     return _slogdet(xp, a)
 
 
-slogdet.derivative(_slogdet_grad)
-slogdet_top.derivative(_slogdet_grad)
+# PyTorch's node keeps A and the sign, not logabsdet
+slogdet.derivative(_slogdet_grad, outputs=(0,))
+slogdet_top.derivative(_slogdet_grad, outputs=(0,))
 
 
 @op("logdet(input)", out=False)
@@ -196,6 +197,8 @@ def _matrix_power_grad(grad, a, n):
     n = int64_arg(n, "matrix_power", "n")
     if n == 0:
         return zeros_for(grad)
+    if n == 1:                  # (a clone: the input was not saved)
+        return grad
     base = inv(a) if n < 0 else a
     m = abs(n)
     h = mh(base)
@@ -222,6 +225,26 @@ def matrix_power_top(xp, a, n):
 
 matrix_power.derivative(_matrix_power_grad)
 matrix_power_top.derivative(_matrix_power_grad)
+
+
+def _inverse_power(fname):
+    """PyTorch's graph of a negative power: the power of an inverse (whose node saves the
+    inverse alone, not the input)."""
+    def composed(inputs, params):
+        a, n = inputs[0], params[0]
+        check_square("linalg.matrix_power", a._data)
+        n = int64_arg(n, fname, "n", 2)
+        if n >= 0:
+            return NotImplemented
+        inverse = inv(a)
+        return inverse if n == -1 else matrix_power(inverse, -n)
+    return composed
+
+
+for _power, _fname in ((matrix_power, "linalg_matrix_power"), (matrix_power_top, "matrix_power")):
+    # PyTorch's copy of I and clone save nothing
+    _power.reads_inputs(lambda flat, params: ((),) if int(params[0]) in (0, 1) else ((0,),))
+    _power.composed_when_recording(_inverse_power(_fname))
 
 
 @matrix_power.named_by

@@ -197,15 +197,14 @@ native_batch_norm.writes_inputs(3, 4)
 
 native_batch_norm.nondifferentiable("running_mean", "running_var")
 # running statistics that require grad make PyTorch refuse the call, in training or not
-native_batch_norm.refuse_grad("running_mean", "native_batch_norm")
-native_batch_norm.refuse_grad("running_var", "native_batch_norm")
+native_batch_norm.refuse_grad("running_mean", "native_batch_norm", forward=True)
+native_batch_norm.refuse_grad("running_var", "native_batch_norm", forward=True)
 
 
 @native_batch_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
-def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
+def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out, needs=(True,) * 5):
     gy, gmean, ginvstd = grads
-    need = (x.requires_grad, w is not None and w.requires_grad,
-            b is not None and b.requires_grad)
+    need = (needs[0], w is not None and needs[1], b is not None and needs[2])
     if (_GRAD.grad_enabled and gy is not None and not carries_gradient(gmean)
             and not carries_gradient(ginvstd) and _outside_vmap()):
         # create_graph: PyTorch's fused backward, one node whose derivative is the double
@@ -227,6 +226,10 @@ def _(grads, x, w, b, rm, rv, training, momentum, eps, *, out):
         training, eps, out, need)
     return (None if gx is None else gx.to(x.dtype), None if gw is None else gw.to(w.dtype),
             None if gb is None else gb.to(b.dtype), None, None)
+
+
+# PyTorch saves no bias (and the running statistics, which take no gradient, when any is needed)
+native_batch_norm.reads_inputs((0, 1, 2), (0, 1, 2), (), (0, 1, 2), (0, 1, 2))
 
 
 def _batch_norm_derivative(gy, gmean, ginvstd, x, w, rm, rv, training, eps, out, need):

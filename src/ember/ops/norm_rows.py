@@ -342,32 +342,36 @@ def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
 
 
 @native_group_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
-def _(grads, x, w, b, n, c, hxw, group, eps, *, out):
+def _(grads, x, w, b, n, c, hxw, group, eps, *, out, needs=(True, True, True)):
     gy, gmean, ginvstd = grads
+    need_x, need_w, need_b = needs[0], w is not None and needs[1], b is not None and needs[2]
     if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
             == x._data.dtype and gy._data.size and not carries_gradient(gmean)
             and not carries_gradient(ginvstd) and _outside_vmap()):
-        return _group_norm_backward(gy._data, x, w, b, out[1]._data, out[2]._data,
-                                    (n, c, hxw, group))
+        return _group_norm_backward(gy._data, x, w, out[1]._data, out[2]._data,
+                                    (n, c, hxw, group), (need_x, need_w, need_b))
     mean, invstd = out[1].reshape(n, group, 1), out[2].reshape(n, group, 1)
     xc = x.reshape(n, group, c // group * hxw) - mean
     gy3 = gy.reshape(n, c, hxw)
     gx = gw = gb = None
-    if x.requires_grad:
+    if need_x:
         g = gy3 if w is None else gy3 * w.reshape(c, 1)
         gx = _norm_grad(g.reshape(xc.shape), xc, invstd, lambda t: t.sum(2, keepdim=True),
                         (c // group) * hxw, gmean, ginvstd).reshape(x.shape)
     # no gradient reached the output (a double backward reaches only the statistics): the
     # weight and bias get none, as in PyTorch, rather than zeros
     reached = not gy.__dict__.get("_filled_zeros")
-    if w is not None and w.requires_grad and reached:
+    if need_w and reached:
         gw = (gy3 * (xc * invstd).reshape(gy3.shape)).sum((0, 2))
-    if b is not None and b.requires_grad and reached:
+    if need_b and reached:
         gb = gy3.sum((0, 2))
     return gx, gw, gb
 
 
-def _group_norm_backward(gy, x, w, b, mean, invstd, sizes):
+native_group_norm.reads_inputs((0, 1, 2), (0, 1, 2), ())   # PyTorch saves no bias
+
+
+def _group_norm_backward(gy, x, w, mean, invstd, sizes, needs):
     """The group norm derivative on arrays, for a backward that records no graph (the
     composition above dispatches some 30 ops). With the per-(sample, channel) sums
     ds = sum(gy * xc) and db = sum(gy), and g = gy * w: gx = gy*A + xc*B + C, A = invstd * w
@@ -384,11 +388,11 @@ def _group_norm_backward(gy, x, w, b, mean, invstd, sizes):
         inv = invstd.reshape(n, group, 1)
         ds3, db3 = ds.reshape(n, group, -1), db.reshape(n, group, -1)
         gx = gw = gb = None
-        if w is not None and w.requires_grad:
+        if needs[1]:
             gw = _make((ds3 * inv).sum(0).reshape(w.shape))
-        if b is not None and b.requires_grad:
-            gb = _make(db3.sum(0).reshape(b.shape))
-        if x.requires_grad:
+        if needs[2]:
+            gb = _make(db3.sum(0).reshape(c))
+        if needs[0]:
             wv = (xp.ones(c, gy.dtype) if w is None
                   else w._data.astype(gy.dtype, copy=False)).reshape(group, -1)
             # B = -invstd^3 * sum(g * xc) / k, in steps (invstd**3 overflows for a tiny eps)

@@ -190,6 +190,10 @@ def _(grad, x, pad, mode, value):
     return _pad_backward(grad, list(x.shape), pad, mode)
 
 
+# PyTorch's reflect and replicate kernels save the input; its circular pad, slice copies, not
+pad.reads_inputs(lambda flat, params: ((),) if params[1] == "circular" else ((0,),))
+
+
 @op("_pad_backward(grad_output, input_size, pad, mode)", method=False, saves_inputs=False)
 def _pad_backward(xp, g, input_size, pad, mode):
     """The adjoint of a reflect/replicate/circular pad: sums each output onto its source."""

@@ -189,4 +189,9 @@ def _(grad, x, q, dim, keepdim, interpolation):
     return _quantile_grad(grad, x, q, dim, keepdim, interpolation, True)
 
 
+# PyTorch's composite saves the sort's indices and the interpolation weights: no input
+quantile.copies_inputs(0, 1)
+nanquantile.copies_inputs(0, 1)
+
+
 ALIASES = {}

@@ -268,6 +268,8 @@ def take_along_dim(xp, x, indices, dim):
 
 
 take_along_dim.nondifferentiable("indices")
+# along a dim PyTorch gathers with indices of its own (broadcast, negative ones wrapped)
+take_along_dim.copies_inputs(1, when=lambda flat, params: params[0] is not None)
 
 
 @take_along_dim.derivative

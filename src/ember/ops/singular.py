@@ -5,9 +5,11 @@ for complex inputs a loss that depends on the phase of the singular vectors rais
 PyTorch.
 """
 
-from ember.backend import device_of
+from ember._tensor import _make
+from ember.backend import device_of, xp_of
 from ember.ops._linalg_utils import (check_float, check_matrix, checked_svd, column_major,
-                                     empty_16bit_in_float32, eye_like, mh, named_result)
+                                     empty_16bit_in_float32, eye_like, mh, named_result,
+                                     undefined_grad)
 from ember.ops._registry import op
 from ember.ops.factorizations import check_phase
 
@@ -40,7 +42,10 @@ def svd_grad(grad_u, grad_s, grad_vh, u, s, vh):
     With J = U^H gU and K = Vh gVh^H, the off-diagonal part is (skew(J) S + S skew(K)) / E,
     E_ij = s_j^2 - s_i^2; the diagonal is gS, plus i Im(J_ii) / s_i for complex inputs (the
     phase shared by a pair of singular vectors). Rectangular inputs add the parts of gU (or
-    gVh) outside the span of U (or V)."""
+    gVh) outside the span of U (or V). Without gradients for U and Vh (svdvals), it is
+    U diag(gS) Vh, finite for repeated singular values too, as PyTorch's."""
+    if undefined_grad(grad_u) and undefined_grad(grad_vh):
+        return (u * grad_s.unsqueeze(-2)) @ vh
     m, n = u.shape[-2], vh.shape[-1]
     j = mh(u) @ grad_u
     k = vh @ mh(grad_vh)
@@ -63,8 +68,9 @@ def svd_grad(grad_u, grad_s, grad_vh, u, s, vh):
     return u @ inner @ vh
 
 
+# the decompositions save their outputs, not A (PyTorch's LinalgSvdBackward0 keeps U, S, Vh)
 @op("svd(A, full_matrices=True, *, driver=None)", namespace="linalg", out=True,
-    namedtuple=svd_result)
+    namedtuple=svd_result, saves_inputs=False)
 @empty_16bit_in_float32
 def svd(xp, a, full_matrices, driver):
     """(U, S, Vh) with A = U diag(S) Vh: singular values in descending order; U and Vh are
@@ -80,7 +86,9 @@ def _(grads, a, full_matrices, driver, *, out):
     u, s, vh = out
     if full_matrices:       # the extra columns are arbitrary: the loss may not depend on them
         k = s.shape[-1]
-        u, vh, grad_u, grad_vh = u[..., :k], vh[..., :k, :], grad_u[..., :k], grad_vh[..., :k, :]
+        u, vh = u[..., :k], vh[..., :k, :]
+        if not (undefined_grad(grad_u) and undefined_grad(grad_vh)):
+            grad_u, grad_vh = grad_u[..., :k], grad_vh[..., :k, :]
     return svd_grad(grad_u, grad_s, grad_vh, u, s, vh)
 
 
@@ -93,7 +101,14 @@ def svdvals(xp, a, driver):
     return checked_svd(xp, a, compute_uv=False)
 
 
-@svdvals.derivative
+@svdvals.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: the singular values (output 1) of an svd, whose node keeps U, S and
+    Vh, not A."""
+    return svd(inputs[0], False, driver=params[0])[1]
+
+
+@svdvals.derivative                 # (forward-mode AD's)
 def _(grad, a, driver):
     u, s, vh = svd(a, False)
     if a.shape[-2] >= a.shape[-1]:
@@ -104,35 +119,56 @@ def _(grad, a, driver):
 # --- torch.svd --------------------------------------------------------------------------------
 
 @op("svd(input, some=True, compute_uv=True)", out=True, namedtuple=legacy_result,
-    grad_fn_name="LinalgSvdBackward0")
+    grad_fn_name="LinalgSvdBackward0", saves_inputs=False)
 @empty_16bit_in_float32
 def svd_legacy(xp, a, some, compute_uv):
     """(U, S, V) with A = U diag(S) V^H (``linalg.svd`` returns V^H): reduced unless ``some``
-    is False; without ``compute_uv``, U and V are zeros (m x m and n x n).
+    is False; without ``compute_uv``, U and V are zeros (m x m and n x n), which need no
+    gradient."""
+    _check_legacy(a)
+    if not compute_uv:
+        return _with_zero_vectors(xp, a, checked_svd(xp, a, compute_uv=False))
+    u, s, vh = checked_svd(xp, a, full_matrices=not some)
+    return column_major(xp, u), s, xp.conj(column_major(xp, vh).swapaxes(-1, -2))
 
-    Unlike PyTorch, those zero U and V require grad when the input does (their gradient is
-    ignored)."""
+
+def _check_legacy(a):
     if a.ndim < 2:
         raise RuntimeError(f"linalg.svd: input should have at least 2 dimensions, but has "
                            f"{a.ndim} dimensions instead")
     _check(a, None)
+
+
+def _with_zero_vectors(xp, a, s):
+    """(U, S, V) of ``torch.svd(a, compute_uv=False)``: zero m x m U and n x n V."""
     m, n = a.shape[-2:]
-    if not compute_uv:
-        s = checked_svd(xp, a, compute_uv=False)
-        return (xp.zeros(a.shape[:-2] + (m, m), a.dtype), s,
-                column_major(xp, xp.zeros(a.shape[:-2] + (n, n), a.dtype)))
-    u, s, vh = checked_svd(xp, a, full_matrices=not some)
-    return column_major(xp, u), s, xp.conj(column_major(xp, vh).swapaxes(-1, -2))
+    return (xp.zeros(a.shape[:-2] + (m, m), a.dtype), s,
+            column_major(xp, xp.zeros(a.shape[:-2] + (n, n), a.dtype)))
+
+
+@svd_legacy.composed_when_recording
+def _(inputs, params):
+    """Without ``compute_uv``, PyTorch's graph: S is an svd's (its node keeps U, S and Vh,
+    not the input), and the zero U and V need no gradient."""
+    if params[1]:
+        return NotImplemented
+    a = inputs[0]
+    _check_legacy(a._data)
+    s = svd(a, False)[1]
+    u, _, v = _with_zero_vectors(xp_of(a._data), a._data, None)
+    return legacy_result(_make(u), s, _make(v))
 
 
 @svd_legacy.derivative
 def _(grads, a, some, compute_uv, *, out):
     grad_u, grad_s, grad_v = grads
     u, s, v = out
-    if not compute_uv:
+    if not compute_uv:                          # (forward-mode AD's)
         return svdvals.vjp(grad_s, a, None)
     k = s.shape[-1]
-    return svd_grad(grad_u[..., :k], grad_s, mh(grad_v[..., :k]), u[..., :k], s,
+    if not (undefined_grad(grad_u) and undefined_grad(grad_v)):
+        grad_u, grad_v = grad_u[..., :k], mh(grad_v[..., :k])
+    return svd_grad(grad_u, grad_s, grad_v, u[..., :k], s,
                     mh(v[..., :k]))
 
 

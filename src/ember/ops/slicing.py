@@ -341,7 +341,8 @@ def _narrow_copy_into(out, input, result):
     if not isinstance(out, Tensor):
         raise TypeError(f"narrow_copy(): argument 'out' must be Tensor, not "
                         f"{type(out).__name__}")
-    if STATE.grad_enabled and (input.requires_grad or out.requires_grad):
+    if STATE.grad_enabled and any(t._requires_grad or t._grad_fn is not None  # (records)
+                                  for t in (input, out)):
         raise RuntimeError("narrow_copy(): functions with out=... arguments don't support "
                            "automatic differentiation, but one of the arguments requires grad.")
     if out.dtype is not result.dtype:

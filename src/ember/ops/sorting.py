@@ -128,6 +128,7 @@ def msort(xp, x):
 
 
 msort.name_nodes("SortBackward0")
+msort.copies_inputs(0)          # PyTorch's sort saves the indices, not the input
 
 
 @msort.derivative

@@ -174,6 +174,7 @@ ndtri = _special("ndtri", _scipy("ndtri"),
                  doc="The inverse of ``ndtr``: the quantile of the standard normal.",
                  half=False)
 ndtri.reads_inputs(())          # PyTorch saves the result alone
+ndtr.copies_inputs(0)           # PyTorch's composite saves erf's scaled input, not the input
 log_ndtr = _special("log_ndtr", _scipy("log_ndtr"),
                     lambda grad, x, *, out: grad * (-(out + x * x * 0.5)).exp() / _SQRT_2PI,
                     doc="The logarithm of ``ndtr``, accurate far into the left tail.",

@@ -288,11 +288,13 @@ def _register(name, form, kind, doc, *, flag=False):
 
     forward.__doc__ = doc
     # PyTorch's r2c kernel saves its (real) input; the c2c and c2r ones save no input
-    new = op(_SIGNATURES[form].format(name), out=True, saves_inputs=kind == "r2c",
+    two_sided = kind == "c2c" and form == 1 and not flag    # fft: r2c for a real signal
+    new = op(_SIGNATURES[form].format(name), out=True, saves_inputs=kind == "r2c" or two_sided,
              namespace="fft", grad_fn_name=f"Fft{kind.upper()}Backward0")(forward)
     new.derivative(derivative)
-    if kind == "c2c" and form == 1 and not flag:
+    if two_sided:
         new.named_by(_fft_node_name)
+        new.reads_inputs(_real_signal_saved)
 
     @new.composed_when_recording
     def _(inputs, params):
@@ -309,6 +311,11 @@ def _register(name, form, kind, doc, *, flag=False):
 def _fft_node_name(flat, params, outputs):
     """fft of a real signal runs PyTorch's r2c kernel (two-sided): its node is FftR2C's."""
     return "FftC2CBackward0" if flat[0].is_complex() else "FftR2CBackward0"
+
+
+def _real_signal_saved(flat, params):
+    """fft's readers: the r2c kernel of a real signal saves it, the c2c one nothing."""
+    return ((),) if flat[0].is_complex() else ((0,),)
 
 
 # --- the graphs PyTorch records -----------------------------------------------------------

@@ -112,6 +112,7 @@ def kernel_input(x, kernel, backward):
     composite standing for PyTorch's kernel ``kernel``, without a forward derivative, whose
     backward kernel ``backward`` has no derivative: the composite's gradients for ``x``
     refuse a second backward, as PyTorch's (``Op.refuse_forward_ad`` refuses the first)."""
-    if x.requires_grad or _DUAL.level is not None:
+    # (the graph's fields: a forward-mode transform's input reports no requires_grad)
+    if x._requires_grad or x._grad_fn is not None or _DUAL.level is not None:
         return _kernel_input(x, kernel, backward)
     return x

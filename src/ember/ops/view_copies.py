@@ -65,7 +65,8 @@ def _fresh(t):
 
 
 def _refuse_grad_out(fname, targets):
-    if _GRAD.grad_enabled and any(t.requires_grad for t in targets):
+    if _GRAD.grad_enabled and any(t._requires_grad or t._grad_fn is not None  # (records)
+                                  for t in targets):
         raise RuntimeError(f"{fname}(): functions with out=... arguments don't support "
                            f"automatic differentiation, but one of the arguments requires "
                            f"grad.")

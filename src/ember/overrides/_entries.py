@@ -19,16 +19,17 @@ from ember.overrides._modes import STACK
 __all__ = ["entry", "entry_kind", "pass_through", "arguments"]
 
 
-def entry(kind, op, inputs, params, out=None):
+def entry(kind, op, inputs, params, out=None, alias=None):
     """``(func, args, kwargs)`` that ``__torch_function__`` receives for a call of the
-    registry ``op`` made through an entry point of ``kind``."""
+    registry ``op`` made through an entry point of ``kind`` (an in-place one: named ``alias``
+    where it is not the op's, ``greater_``)."""
     if kind == "function":
         return (op.function, *arguments(op, inputs, params, out))
     if kind == "method":
         func = getattr(Tensor, op.method_name or op.short_name, op.function)
         return (func, *arguments(op, inputs, params, None, method=True))
     if kind == "inplace":
-        name = op.method_name or op.short_name      # (copy_'s op is named with its "_")
+        name = alias or op.method_name or op.short_name     # (copy_'s op is named with its "_")
         func = getattr(Tensor, name if name.endswith("_") else name + "_")
         return (func, *arguments(op, inputs, params, None, method=True))
     if kind == "operator":

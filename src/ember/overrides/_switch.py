@@ -87,10 +87,10 @@ def _method_call(op, inputs, params, out=None):
     return _offer(inputs, *entry("method", op, inputs, params))
 
 
-def _inplace_call(op, inputs, params):
+def _inplace_call(op, inputs, params, entry_name=None):
     if not STACK.modes:
-        return _call_inplace(op, inputs, params)
-    return _offer(inputs, *entry("inplace", op, inputs, params))
+        return _call_inplace(op, inputs, params, entry_name)
+    return _offer(inputs, *entry("inplace", op, inputs, params, alias=entry_name))
 
 
 def _offer(inputs, func, args, kwargs):

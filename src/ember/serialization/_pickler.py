@@ -329,6 +329,8 @@ def _reduce_tensor(table, t):
         primal = _make(t._data)
         primal._requires_grad = t._requires_grad
         t = primal
+    elif getattr(t, "_forward_primal", False):     # saves as the plain tensor it stands for
+        t = t.detach()                              # (NOTE [Forward-mode primals])
     state = t.__dict__
     if type(t) is Parameter:
         data = t.detach()

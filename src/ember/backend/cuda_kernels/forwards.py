@@ -25,7 +25,8 @@ from ember.backend import DEVICE_KERNELS, device_of
 from ember.backends.cuda import flash_sdp_enabled
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
-from ember.ops.loss_ce import _check_class_target, _check_weight, check_class_range
+from ember.ops.loss_ce import (_check_class_target, _check_weight, _class_weight,
+                                check_class_range)
 from ember.ops.normalization import (_channel_rows, _check_group_norm, _stats_dtype,
                                      check_normalized_shape)
 
@@ -176,7 +177,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
         return None
     _check_class_target(x, t)
     logits, c = class_rows(xp, x)
-    _check_weight(w, c, x.dtype)
+    w = _class_weight(x, t, w, c, label_smoothing, reduction)
     n = logits.shape[0]
     targets = xp.ascontiguousarray(t.reshape(-1), dtype=xp.int64)
     kept = targets != ignore_index
