@@ -310,8 +310,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     if max_norm is not None:    # (in place: before the weight is aliased below)
         _renorm_(weight, flat, max_norm, norm_type)
     if _GRAD.grad_enabled:      # PyTorch's backward kernels have no derivative
-        if weight.requires_grad:
-            weight = kernel_input(weight, "_embedding_bag", "_embedding_bag_backward")
+        if weight.requires_grad:    # (PyTorch keeps it for per_sample_weights' gradient)
+            weight = kernel_input(weight, "_embedding_bag", "_embedding_bag_backward",
+                                  psw is not None and psw.requires_grad)
         if psw is not None and psw.requires_grad:
             psw = kernel_input(psw, "_embedding_bag",
                                "_embedding_bag_per_sample_weights_backward")

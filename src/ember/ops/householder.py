@@ -61,7 +61,8 @@ def _product(xp, a, tau):
     return column_major(xp, q)
 
 
-def _product_grad(grad, a, tau):
+def _product_grad(grad, a, tau, *, out):
+    # (``out`` unread: PyTorch's node keeps the result, so writing it before backward raises)
     # Q = R_0 with R_i = H_i R_{i+1}, R_k = E (the first n columns of I). Going down the
     # chain with G_i, the gradient of R_i: with a = G_i^H v_i and b = R_{i+1}^H v_i,
     # d tau_i = -a^H b, d v_i = -conj(tau_i) G_i b - tau_i R_{i+1} a, G_{i+1} = H_i^H G_i.

@@ -160,9 +160,12 @@ logdet.named_by(lambda flat, params, out:
 
 
 @logdet.derivative
-def _(grad, a, *, out):
-    if not a.is_complex():              # a NaN result (negative determinant) passes nothing
-        grad = grad * constant(lambda xp, y: (~xp.isnan(y)).astype(y.dtype), out)
+def _(grad, a):
+    # a negative determinant (a NaN result) passes nothing; read from A, not the result,
+    # which PyTorch's where() does not keep
+    if not a.is_complex():
+        grad = grad * constant(lambda xp, v: (xp.linalg.slogdet(v)[0] >= 0).astype(v.dtype)
+                               .reshape(v.shape[:-2]), a)
     return _log_det_grad(grad, a)
 
 

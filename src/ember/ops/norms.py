@@ -188,18 +188,38 @@ def _(inputs, params):
 
 def _composed_sum_norm(a, ord, dim, keepdim, dtype):
     """PyTorch's graph of the matrix norms of ``ord`` 1, -1, inf and -inf: the vector 1-norms
-    of the columns (rows), then their amax (amin); NotImplemented for other orders and for
-    empty inputs (whose extremes PyTorch takes without a graph, or refuses)."""
-    if isinstance(ord, str) or ord not in (1, -1, _INF, -_INF) or type(ord) is bool \
-            or a.numel() == 0:
+    of the columns (rows), then their amax (amin); and of 'nuc', 2 and -2 (see
+    ``_composed_spectral_norm``); NotImplemented for 'fro' and for empty inputs (whose
+    extremes PyTorch takes without a graph, or refuses)."""
+    if ord == "fro" or type(ord) is bool or a.numel() == 0 or \
+            not any(ord == o for o in _ORDERS):
         return NotImplemented
     _check_matrix_norm(a._data, ord, dim, dtype)
     d0, d1 = _matrix_dims(dim, a.ndim)
+    if ord in _SPECTRAL:
+        return _composed_spectral_norm(a, ord, d0, d1, keepdim, dtype)
     first, second = (d0, d1) if abs(ord) == 1 else (d1, d0)
     if not keepdim:
         second -= second > first
     sums = vector_norm(a, 1, (first,), keepdim, dtype=dtype)
     return (amax if ord > 0 else amin)(sums, (second,), keepdim)
+
+
+def _composed_spectral_norm(a, ord, d0, d1, keepdim, dtype):
+    """The singular values of ``a`` with ``d0, d1`` moved last, then their sum ('nuc'),
+    amax (2) or amin (-2), moved back under keepdim: PyTorch's node keeps the
+    decomposition's outputs, not ``a``, so writing ``a`` before backward is allowed."""
+    if dtype is not None:
+        a = a.to(dtype)
+    perm = [d for d in range(a.ndim) if d not in (d0, d1)] + [d0, d1]
+    s = svdvals(a.permute(perm))
+    if ord == "nuc":
+        out = s.sum(-1, keepdim)
+    else:
+        out = (amax if ord > 0 else amin)(s, (-1,), keepdim)
+    if not keepdim:
+        return out
+    return out.unsqueeze(-1).permute([perm.index(d) for d in range(a.ndim)])
 
 
 # --- norm -------------------------------------------------------------------------------------

@@ -464,6 +464,15 @@ def _(flat, params, out):                   # 'nuc' is linalg.matrix_norm's (see
     return "LinalgVectorNormBackward0"
 
 
+@norm.composed_when_recording
+def _(inputs, params):                      # 'nuc': linalg.matrix_norm's graph
+    matrix = _matrix_dims(params[0], params[1], inputs[0].ndim)
+    if matrix is None:
+        return NotImplemented
+    from ember.ops.norms import _composed_sum_norm
+    return _composed_sum_norm(inputs[0], params[0], matrix, *params[2:])
+
+
 @norm.derivative
 def _(grad, x, p, dim, keepdim, dtype, *, out):
     matrix = _matrix_dims(p, dim, x.ndim)

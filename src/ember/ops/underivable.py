@@ -55,9 +55,9 @@ def on_values(fn, tensors, value):
                   levels)
 
 
-@op("_kernel_input(input, kernel, backward=None)", view=True, method=False, out=False,
-    grad_fn_name="AliasBackward0")
-def _kernel_input(xp, x, kernel, backward):
+@op("_kernel_input(input, kernel, backward=None, saved=True)", view=True, method=False,
+    out=False, grad_fn_name="AliasBackward0")
+def _kernel_input(xp, x, kernel, backward, saved):
     """``input`` itself (a view) entering a composite of ember ops that stands for PyTorch's
     kernel ``kernel``, which has no forward derivative (nor, where ``backward`` names its
     backward kernel, a second derivative)."""
@@ -65,6 +65,8 @@ def _kernel_input(xp, x, kernel, backward):
 
 
 _kernel_input.refuse_forward_ad(lambda flat, params: params[0])
+# (an unsaved input is kept through an alias of its own: the create_graph refusal's edge)
+_kernel_input.aliases_inputs(0, when=lambda flat, params: not params[2])
 
 
 # the backward kernels whose node PyTorch names (and whose refusal it words as
@@ -73,7 +75,7 @@ _NAMED_BACKWARDS = {"_embedding_bag_backward": "EmbeddingBagBackwardBackward0"}
 
 
 @_kernel_input.derivative
-def _(grad, x, kernel, backward):
+def _(grad, x, kernel, backward, saved):
     if backward is None or not _GRAD.grad_enabled:
         return grad
     # create_graph: the composite's gradient, hung from a node refusing the next backward
@@ -107,12 +109,14 @@ def refuse_forward_ad(kernel, *tensors):
                 _kernel_input(t, kernel)
 
 
-def kernel_input(x, kernel, backward):
+def kernel_input(x, kernel, backward, saved=True):
     """``x`` (a view of it where a graph may be recorded or forward AD may reach it) for a
     composite standing for PyTorch's kernel ``kernel``, without a forward derivative, whose
     backward kernel ``backward`` has no derivative: the composite's gradients for ``x``
-    refuse a second backward, as PyTorch's (``Op.refuse_forward_ad`` refuses the first)."""
+    refuse a second backward, as PyTorch's (``Op.refuse_forward_ad`` refuses the first).
+    ``saved``: False where PyTorch's kernel does not save ``x``, so writing it before
+    backward is allowed."""
     # (the graph's fields: a forward-mode transform's input reports no requires_grad)
     if x._requires_grad or x._grad_fn is not None or _DUAL.level is not None:
-        return _kernel_input(x, kernel, backward)
+        return _kernel_input(x, kernel, backward, saved)
     return x
