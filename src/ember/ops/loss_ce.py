@@ -58,9 +58,6 @@ def _check_class_target(x, t):
                                 f"batch_size ({t.shape[0] if t.ndim else 0}).")
     if x.ndim <= 2 and t.ndim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
-    if x.ndim == 1 and t.ndim == 1 and t.shape[0] != 1:
-        raise OpValueError(f"For 1D input, 1D target must have size 1, but got target size: "
-                           f"{t.shape[0]}")
     # a 4-d input goes straight to nll_loss2d; 3-d and 5-d+ ones are first checked, then
     # reshaped to 4-d for it
     if x.ndim > 2 and x.ndim != 4 and t.shape[1:] != x.shape[2:]:
@@ -72,6 +69,21 @@ def _check_class_target(x, t):
     if t.dtype not in _CLASS_TARGETS:
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
                            f"{D.FROM_NUMPY[t.dtype]._torch_name}")
+    if x.ndim == 1 and t.ndim == 1 and t.shape[0] != 1:
+        raise OpValueError(f"For 1D input, 1D target must have size 1, but got target size: "
+                           f"{t.shape[0]}")
+
+
+def _check_smoothed(x, t, w, label_smoothing, reduction):
+    """The errors PyTorch's label-smoothing composite raises after the nll part: its smooth
+    term of a (C,) input is a scalar that a (1,) target's loss cannot be written into, and its
+    mean gathers the class weights with the target, which refuses a Byte index."""
+    if not label_smoothing > 0:
+        return
+    if x.ndim == 1 and t.ndim == 1:
+        raise RuntimeError("output with shape [] doesn't match the broadcast shape [1]")
+    if w is not None and reduction == "mean" and t.dtype == np.uint8:
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
 
 
 def _class_weight(x, t, w, c, label_smoothing=0.0, reduction="none"):
@@ -169,9 +181,12 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     c = xb.shape[1]
     w = _class_weight(x, t, w, c, label_smoothing, reduction)
     if dtype in _LOW:
-        return low_precision_loss(xp, x, t, w, ignore_index, reduction, label_smoothing,
+        loss = low_precision_loss(xp, x, t, w, ignore_index, reduction, label_smoothing,
                                   nll_loss.forward)
+        _check_smoothed(x, t, w, label_smoothing, reduction)
+        return loss
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
+    _check_smoothed(x, t, w, label_smoothing, reduction)
     # the log-probability of the target class, (x - shift) - log_sums: near 0 (a likely
     # class) the terms nearly cancel, and the shift may be the global max, far above the
     # row's own; so per row, float32 logits take it in float64

@@ -211,14 +211,29 @@ def _source(n, o, scale, align_corners, cubic):
     return src if cubic else np.maximum(src, 0.0)
 
 
-def _linear_mat(n, o, scale, align_corners):
+def _source32(n, o, scale, align_corners):
+    """``_source`` in float32 arithmetic, as PyTorch's float32 linear kernels compute it: the
+    scale ``1 / scale_factor`` taken in double and rounded, ``scale * (dst + 0.5) - 0.5`` as
+    one fused multiply-add (the float64 product of two float32 values is exact)."""
+    f = np.float32
+    dst = np.arange(o, dtype=f)
+    if align_corners:
+        return dst * (f(n - 1) / f(o - 1) if o > 1 else f(0))
+    s = f(1.0 / scale) if scale is not None and scale > 0 else f(n) / f(o)
+    src = (np.float64(s) * (dst + f(0.5)).astype(np.float64) - 0.5).astype(f)
+    return np.maximum(src, f(0))
+
+
+def _linear_mat(n, o, scale, align_corners, single=False):
     if n == o:      # PyTorch reads each pixel with weight 1 (and again with weight 0: inf
         i = np.arange(n)                        # gives NaN), whatever the scale factor
         return Taps(np.stack([i, i], 1), np.stack([np.ones(n), np.zeros(n)], 1), n)
-    src = _source(n, o, scale, align_corners, False)
+    src = _source32(n, o, scale, align_corners) if single else \
+        _source(n, o, scale, align_corners, False)
     i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
-    lam = src - i0
-    return Taps(np.stack([i0, np.minimum(i0 + 1, n - 1)], 1), np.stack([1 - lam, lam], 1), n)
+    lam = src - i0.astype(src.dtype)
+    w = np.stack([1 - lam, lam], 1).astype(np.float64)
+    return Taps(np.stack([i0, np.minimum(i0 + 1, n - 1)], 1), w, n)
 
 
 def _cubic_mat(n, o, scale, align_corners):
@@ -266,7 +281,8 @@ def _aa_mat(n, o, scale, align_corners, mode):
 
 
 @built_once
-def _mats(shape, out, scales, mode, align_corners, antialias):
+def _mats(shape, out, scales, mode, align_corners, antialias, single=False):
+    """Per-dim Taps or matrices; ``single``: float32 linear weights (see ``_source32``)."""
     mats = []
     for n, o, s in zip(shape, out, scales):
         if n == o and antialias:        # PyTorch's kernels copy a dim of unchanged size,
@@ -281,7 +297,7 @@ def _mats(shape, out, scales, mode, align_corners, antialias):
         elif mode == "area":
             m = adaptive_mats((n,), (o,))[0]
         else:
-            m = _linear_mat(n, o, s, align_corners)
+            m = _linear_mat(n, o, s, align_corners, single)
         mats.append(m)
     return mats
 
@@ -309,7 +325,8 @@ def _resample(xp, x, out, scales, mode, align_corners, antialias):
             if n != o or (index != np.arange(n)).any():    # a scale may move an equal size
                 picked = picked.take(device_copy(x, index, index.dtype), axis=2 + i)
         return picked if picked is not x else x.copy(order="K")   # never the input's memory
-    mats = _mats(x.shape[2:], out, scales, mode, align_corners, antialias)
+    mats = _mats(x.shape[2:], out, scales, mode, align_corners, antialias,
+                 _single(mode, antialias, x.dtype))
     if x.dtype == np.uint8:
         return resample_uint8(xp, x, x.shape[2:], out, mats)
     if (mode == "bicubic" and not antialias and x.dtype.itemsize == 2 and x.dtype.kind in "fV"
@@ -319,6 +336,12 @@ def _resample(xp, x, out, scales, mode, align_corners, antialias):
             and x.dtype.kind in "fV" and xp is np):
         mats = _linear_taps_in(mats, x.dtype)
     return apply_mats(xp, x, mats)
+
+
+def _single(mode, antialias, dtype):
+    """Whether PyTorch computes this interpolation's weights in float32 arithmetic: its
+    float32 linear kernels do (float64 ones in double; 16-bit ones see _linear_taps_in)."""
+    return mode in _NEEDS and not antialias and np.dtype(getattr(dtype, "np", dtype)) == np.float32
 
 
 @built_once
@@ -379,7 +402,8 @@ def _(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor, 
     _, scales = _spatial_args(_Meta(x.shape), size, scale_factor, mode, align_corners,
                               recompute_scale_factor, antialias)
     gx = _along_dims(grad, transposed(_mats(tuple(x.shape[2:]), out, scales, mode,
-                                            align_corners, antialias)))
+                                            align_corners, antialias,
+                                            _single(mode, antialias, grad.dtype))))
     return rename_node(gx, _double_name(mode, x.ndim - 2, antialias))
 
 

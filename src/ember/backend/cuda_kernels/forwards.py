@@ -25,8 +25,8 @@ from ember.backend import DEVICE_KERNELS, device_of
 from ember.backends.cuda import flash_sdp_enabled
 from ember.ops.attention import _check, _groups, _scale
 from ember.ops.log_space import _finish, _softmax_input
-from ember.ops.loss_ce import (_check_class_target, _check_weight, _class_weight,
-                                check_class_range)
+from ember.ops.loss_ce import (_check_class_target, _check_smoothed, _check_weight,
+                                _class_weight, check_class_range)
 from ember.ops.normalization import (_channel_rows, _check_group_norm, _stats_dtype,
                                      check_normalized_shape)
 
@@ -182,6 +182,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction,
     targets = xp.ascontiguousarray(t.reshape(-1), dtype=xp.int64)
     kept = targets != ignore_index
     check_class_range(xp.where(kept, targets, 0), c)
+    _check_smoothed(x, t, w, label_smoothing, reduction)
     weight, weight_sum, divisor = class_weights(xp, w, targets, kept)
     loss = xp.empty(n, xp.float32)
     losses.cross_entropy_rows(buffer(logits), buffer(targets), buffer(loss), n, c, ignore_index,
