@@ -69,3 +69,12 @@ def test_retained_grad_is_row_major():
     (y * cl).sum().backward()
     assert x.grad.stride() == CL_STRIDES
     assert y.grad.stride() == ROW_MAJOR
+
+
+def test_an_expanded_number_with_a_number_is_row_major():
+    """sum's gradient, a number expanded (all strides 0), times a number: row-major, as
+    PyTorch allocates it (the dispatcher returns early for it, without the layout lookup)."""
+    for f in (lambda g: g * 1.01, lambda g: g + 2, lambda g: g.clamp(0, 1), lambda g: 2 ** g):
+        r = f(ember.ones(()).expand(2, 3, 4, 5))
+        assert r.stride() == (60, 20, 5, 1)
+        assert r.eq(f(ember.ones(2, 3, 4, 5))).all()

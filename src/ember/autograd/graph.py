@@ -179,7 +179,7 @@ class OpNode(Node):
     # on the instance (its dict) only then, one store fewer per recorded op
     _released = False
     _kept_output = False                # set on a released node that had kept its output
-    _param_versions = None              # see Op.versioned_params (set on the instance)
+    _param_versions = None              # see checking_params (set on the instance)
 
     def __init__(self, next_functions, inputs, versions, params, in_meta, out):
         self.next_functions = next_functions        # Node.__init__, inlined: this runs per op
@@ -310,11 +310,14 @@ class OpNode(Node):
             for t, v in zip(inputs[0], self._versions):
                 if v is not None and t._vc.value != v:
                     raise RuntimeError(_modified_message(t, v))
-        if self._param_versions is not None:
-            for t, vc, v in self._param_versions:
-                if vc.value != v:
-                    raise RuntimeError(_modified_message(t, v))
         return inputs
+
+    def _check_param_versions(self):
+        """Raise PyTorch's error if a tensor among the params kept (``_param_versions``) was
+        written in place since the call (see ``checking_params``)."""
+        for t, vc, v in self._param_versions:
+            if vc.value != v:
+                raise RuntimeError(_modified_message(t, v))
 
     def _unpack_output(self):
         """The outputs the derivative reads, as tensors of this node (None for the others:

@@ -92,10 +92,11 @@ def call(op, inputs, params, out=None):
         # operand (ops/_pointwise_layout.py); else PyTorch's layout is looked up. One
         # operand's layout NumPy keeps as PyTorch does, but for the stride of a dim of size 1:
         # not worth the ~0.1 us a unary call would pay to check
-        if op.pointwise and len(arrays) > 1:
+        n = op.laid_operands            # (0 for one operand: the common unary op tests once)
+        if n:
             a = arrays[0]
             if (type(a) is _NDARRAY or type(a) in XP_BY_ARRAY_TYPE) and not a.flags.c_contiguous \
-                    or len(arrays) > 2 and not row_major_before_last(arrays):
+                    or n > 2 and not row_major_before_last(arrays):
                 res = laid_as_operands(xp, res, arrays, op.pointwise)
         if type(res) is _NDARRAY and casts is None:
             outputs = _make(res)

@@ -40,9 +40,14 @@ def laid_as_operands(xp, res, arrays, mode=True):
     if kind not in XP_BY_ARRAY_TYPE or res.ndim < 2:
         return res                  # (one dim: a fresh array has the only dense strides)
     first = arrays[0]
-    if type(first) is kind and first.strides == res.strides and first.shape == res.shape \
-            and first.itemsize == res.itemsize and 1 not in res.shape:
-        return res      # a dense first operand without dims of size 1 orders every two dims
+    if type(first) is kind:
+        strides = first.strides
+        if strides == res.strides and first.shape == res.shape \
+                and first.itemsize == res.itemsize and 1 not in res.shape:
+            return res  # a dense first operand without dims of size 1 orders every two dims
+        if len(arrays) == 2 and type(arrays[1]) is not kind and not any(strides) \
+                and res.flags.c_contiguous:
+            return res  # an expanded number (sum's gradient) and a number: row-major
     key = [mode, res.shape, res.itemsize]
     for a in arrays:
         key.append((a.shape, a.strides, a.itemsize) if type(a) is kind else a is None)

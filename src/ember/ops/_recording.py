@@ -53,8 +53,6 @@ def _record(op, flat, lengths, params, outputs):
             if type(readers) is not tuple:      # fn(flat, params): this call's readers
                 readers = readers(flat, params)
             _skip_unread(readers, edges, versions, saved)
-        if op.copied_inputs:
-            _copy_saved(op.copied_inputs, flat, params, versions, saved)
     else:
         saved = []
         versions = None
@@ -71,6 +69,12 @@ def _record(op, flat, lengths, params, outputs):
                 saved.append(x)
                 edges.append(_NO_EDGE)
                 in_meta.append(None)
+    more = op.records_more          # one test for copied inputs and versioned params
+    if more is not False:
+        if more is None:            # (the op's first recorded call: declared by now)
+            more = op.records_more = bool(op.copied_inputs or op.versioned_params)
+        if more and op.copied_inputs and op.saves_inputs:
+            _copy_saved(op.copied_inputs, flat, params, versions, saved)
     if op.dropped_inputs is not None:
         edges = op.kept_edges(edges, flat, lengths)
     node_class = op.node_class
@@ -90,8 +94,10 @@ def _record(op, flat, lengths, params, outputs):
             outputs._grad_fn = node
         elif op.integral_results_refused:
             raise RuntimeError(f"Autograd not support dtype: {outputs.dtype._torch_name}")
-    if op.versioned_params:
-        node._param_versions = _param_versions(op.versioned_params, params)
+    if more and op.versioned_params:
+        kept = _param_versions(op.versioned_params, params)
+        if kept is not None:
+            _checking_params(node, kept)
     if SAVED_HOOKS_ACTIVE[0]:
         hooks = current_saved_hooks()
         if hooks is not None:
@@ -110,6 +116,33 @@ def _param_versions(positions, params):
                 vc = t._shared_version()
                 kept.append((t, vc, vc.value))
     return tuple(kept) or None
+
+
+def _checking_params(node, kept):
+    """Make ``node`` check at backward that no tensor of ``kept`` (see ``_param_versions``)
+    was written in place since: a subclass of its class, so that other nodes pay nothing."""
+    cls = type(node)
+    checking = _CHECKING.get(cls)
+    if checking is None:
+        checking = _CHECKING[cls] = type(cls.__name__, (cls,), {
+            "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "_unpack_inputs": _unpack_checked(cls._unpack_inputs)})
+    node._param_versions = kept
+    node.__class__ = checking
+
+
+def _unpack_checked(unpack):
+    """``unpack`` (a node class's ``_unpack_inputs``), then the check of params' versions
+    (bound here, not looked up by the class's bases: renamed nodes subclass this class)."""
+    def _unpack_inputs(self):
+        inputs = unpack(self)
+        if not self._released:          # (packed by saved_tensors_hooks: PyTorch checks none)
+            self._check_param_versions()
+        return inputs
+    return _unpack_inputs
+
+
+_CHECKING = {}                  # a node class -> its subclass checking params' versions
 
 
 def _skip_unread(readers, edges, versions, saved):

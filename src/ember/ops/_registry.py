@@ -54,9 +54,15 @@ class Op:
     # positions of params that hold tensors PyTorch's node saves (index_put's indices): a
     # write into one before backward raises, as for a saved input (see _recording._record)
     versioned_params = ()
+    # whether the op declares copied inputs or versioned params: None until its first
+    # recorded call (see _recording._record)
+    records_more = None
     # an elementwise op, whose result PyTorch lays out after its operands' strides (see
     # ops/_pointwise_layout.py); see op()
     pointwise = False
+    # how many operands an elementwise op of several has (0 for the others): the dispatcher's
+    # one test for a layout check, set at registration
+    laid_operands = 0
 
     def __init__(self, forward, signature, *, inputs, promote, upcast, method, inplace,
                  view, out, saves_inputs, grad_fn_name, scalars, method_varargs,
@@ -486,6 +492,8 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
         o.differentiable_outputs = differentiable_outputs
         if pointwise:
             o.pointwise = pointwise
+            if len(o.input_names) > 1:
+                o.laid_operands = len(o.input_names)
         return o
     return register
 

@@ -61,7 +61,7 @@ def _product(xp, a, tau):
     return column_major(xp, q)
 
 
-def _product_grad(grad, a, tau, *, out):
+def _product_grad(grad, a, tau, *, out=None):
     # (``out`` unread: PyTorch's node keeps the result, so writing it before backward raises)
     # Q = R_0 with R_i = H_i R_{i+1}, R_k = E (the first n columns of I). Going down the
     # chain with G_i, the gradient of R_i: with a = G_i^H v_i and b = R_{i+1}^H v_i,
