@@ -113,7 +113,9 @@ def _param_versions(positions, params):
         p = params[i]
         for t in (p if isinstance(p, (tuple, list)) else (p,)):
             if isinstance(t, Tensor):
-                vc = t._shared_version()
+                vc = t._vc
+                if vc is None:
+                    vc = t._shared_version()
                 kept.append((t, vc, vc.value))
     return tuple(kept) or None
 

@@ -116,9 +116,17 @@ def _sub(xp, a, b, alpha, out=None, fname="sub"):
     return xp.add(a, _scaled(xp, a, b, alpha, fname, negate=True), **cast)
 
 
-add = binary("add(input, other, *, alpha=1)",
-             lambda xp, a, b, alpha: _add(xp, a, b) if _is_one(alpha) else
-             xp.add(a, _scaled(xp, a, b, alpha, "add")),
+def _add_forward(xp, a, b, alpha):
+    """add's forward: a real array plus anything, the common call, goes straight to NumPy."""
+    if type(alpha) is int and alpha == 1:
+        dtype = getattr(a, "dtype", None)
+        if dtype is not None and dtype.kind != "c":     # (what _unit leaves alone)
+            return xp.add(a, b)
+        return _add(xp, a, b)
+    return xp.add(a, _scaled(xp, a, b, alpha, "add"))
+
+
+add = binary("add(input, other, *, alpha=1)", _add_forward,
              lambda grad, a, b, alpha: (grad, grad if alpha == 1 else grad * conj_grad(alpha)),
              doc="Adds ``other``, scaled by ``alpha``, to ``input``.",
              promote=BINARY, saves_inputs=False)
