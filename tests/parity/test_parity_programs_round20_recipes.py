@@ -27,15 +27,13 @@ def _name(dtype):
     return str(dtype).rsplit(".", 1)[-1]
 
 
-def sam_program(torch):
-    """SAM (davda54/sam's class) around SGD, trained on mixup and cutmix batches."""
-    nn = torch.nn
-    F = nn.functional
-    rng = np.random.default_rng(20)
-
+def sam_optimizer(torch):
+    """davda54/sam's SAM optimizer class (ASAM with adaptive=True) for ``torch``: an
+    Optimizer wrapping a base optimizer class (shared by the programs that train with it)."""
     class SAM(torch.optim.Optimizer):
         def __init__(self, params, base_optimizer, rho=0.05, adaptive=False, **kwargs):
-            assert rho >= 0.0, f"Invalid rho, should be non-negative: {rho}"
+            if not rho >= 0.0:
+                raise ValueError(f"Invalid rho, should be non-negative: {rho}")
             defaults = dict(rho=rho, adaptive=adaptive, **kwargs)
             super().__init__(params, defaults)
             self.base_optimizer = base_optimizer(self.param_groups, **kwargs)
@@ -86,6 +84,17 @@ def sam_program(torch):
         def load_state_dict(self, state_dict):
             super().load_state_dict(state_dict)
             self.base_optimizer.param_groups = self.param_groups
+
+    return SAM
+
+
+def sam_program(torch):
+    """SAM (davda54/sam's class) around SGD, trained on mixup and cutmix batches."""
+    nn = torch.nn
+    F = nn.functional
+    rng = np.random.default_rng(20)
+
+    SAM = sam_optimizer(torch)
 
     class Net(nn.Module):
         def __init__(self, classes=5):
