@@ -120,7 +120,15 @@ def _fit(x, value):
         inplace=True, saves_inputs=False)
 def relu(xp, x):
     """``max(input, 0)`` elementwise."""
+    if type(x) is np.ndarray:           # a zero of x's dtype: NumPy converts a Python 0 slowly
+        zero = _ZEROS.get(x.dtype)
+        if zero is None:
+            zero = _ZEROS[x.dtype] = np.zeros((), x.dtype)
+        return np.maximum(x, zero)
     return xp.maximum(x, 0)
+
+
+_ZEROS = {}         # NumPy dtype -> a 0-dim zero of it
 
 
 relu.inplace_variant(lambda xp, dst, x: xp.maximum(x, 0, out=dst))

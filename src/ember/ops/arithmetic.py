@@ -134,8 +134,16 @@ add.inplace_variant(lambda xp, dst, a, b, alpha: xp.add(
     a, _unit(xp, a, b) if _is_one(alpha) else _scaled(xp, a, b, alpha, "add_"), out=dst,
     casting="unsafe"))
 
-sub = binary("sub(input, other, *, alpha=1)",
-             lambda xp, a, b, alpha: _sub(xp, a, b, alpha),
+def _sub_forward(xp, a, b, alpha):
+    """sub's forward: a real array minus anything, the common call, goes straight to NumPy."""
+    if type(alpha) is int and alpha == 1:
+        dtype = getattr(a, "dtype", None)
+        if dtype is not None and dtype.kind != "c":     # (what _unit leaves alone)
+            return xp.subtract(a, b)
+    return _sub(xp, a, b, alpha)
+
+
+sub = binary("sub(input, other, *, alpha=1)", _sub_forward,
              lambda grad, a, b, alpha, *, needs=(True, True): (
                  grad, None if not needs[1] else -grad if alpha == 1 else
                  grad * -conj_grad(alpha)),
@@ -243,6 +251,10 @@ _ROUNDING = {None: _true_divide, "trunc": _trunc_divide, "floor": _floor_divide}
 
 
 def _div(xp, a, b, rounding_mode):
+    if rounding_mode is None:           # the common call: a float array divides directly
+        dtype = getattr(a, "dtype", None)
+        if dtype is not None and dtype.kind in "fc":
+            return xp.true_divide(a, b)
     fn = _ROUNDING.get(rounding_mode)
     if fn is None:
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "

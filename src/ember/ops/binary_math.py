@@ -484,6 +484,9 @@ def where(xp, cond, x, y):
         return nonzero.forward(xp, cond, True)
     # the dispatcher cast the condition to the compute dtype with the other operands, so its
     # dtype is the result's (numbers in x or y would otherwise make NumPy choose float64)
+    kind = type(cond)
+    if type(x) is kind and type(y) is kind:     # two arrays: already in that dtype
+        return xp.where(cond, x, y)
     return xp.where(cond, _where_fit(xp, x, cond.dtype), _where_fit(xp, y, cond.dtype)).astype(
         cond.dtype, copy=False)
 

@@ -3,6 +3,8 @@ functions, sigmoid and logit, special functions, rounding, and float classificat
 
 import math
 
+import numpy as np
+
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
 from ember.backend import device_scalar, special_of, xp_of
@@ -48,8 +50,9 @@ ROUNDING = Policy("rounding", _rounding_rule)   # integers pass through; no bool
 
 def _math(signature, ufunc, derivative, doc, **options):
     """A FLOAT op computed by the backend ufunc ``ufunc``, in place without a copy."""
-    return unary(signature, lambda xp, x: getattr(xp, ufunc)(x), derivative, doc=doc,
-                 ufunc=ufunc, scalars=False, **options)
+    cpu = getattr(np, ufunc)            # (NumPy's bound here: a getattr a call saved)
+    return unary(signature, lambda xp, x: cpu(x) if xp is np else getattr(xp, ufunc)(x),
+                 derivative, doc=doc, ufunc=ufunc, scalars=False, **options)
 
 
 # --- exponentials and logarithms --------------------------------------------------------------
@@ -169,7 +172,13 @@ atanh = _math("atanh(input)", "arctanh", lambda grad, x: grad / conj_grad(1 - x 
 def _sigmoid(xp, x):
     if x.dtype.kind == "c":
         return 1 / (1 + xp.exp(-x))
-    return special_of(xp).expit(x)          # stable: never evaluates exp of a large number
+    expit = _EXPIT.get(xp)
+    if expit is None:
+        expit = _EXPIT[xp] = special_of(xp).expit
+    return expit(x)                         # stable: never evaluates exp of a large number
+
+
+_EXPIT = {}         # backend module -> its expit
 
 
 sigmoid = unary("sigmoid(input)", _sigmoid, lambda grad, x, *, out: _sigmoid_backward(grad, out),
