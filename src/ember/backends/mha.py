@@ -1,6 +1,8 @@
 """``ember.backends.mha`` (``torch.backends.mha``): whether ``nn.MultiheadAttention`` and the
-Transformer layers may take PyTorch's fused inference fast path. ember's layers have one path,
-which computes the same values, so the switch is remembered and changes nothing."""
+Transformer layers may take PyTorch's fused inference fast path. ember computes the same math on
+every path, but where PyTorch's fused kernel would run it reproduces what that kernel changes in
+the results (see NOTE [Attention fast path] in nn/modules/_fast_path.py); switching the fast
+path off turns that off too."""
 
 __all__ = ["get_fastpath_enabled", "set_fastpath_enabled"]
 

@@ -3,6 +3,7 @@
 
 import ember
 from ember.nn import init
+from ember.nn.modules._fast_path import mha_takes_fast_path, nan_unattended
 from ember.nn.modules.linear import Linear
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
@@ -77,6 +78,9 @@ class MultiheadAttention(Module):
                 attn_mask=None, average_attn_weights=True, is_causal=False):
         """(attn_output, attn_weights or None); see ``F.multi_head_attention_forward``."""
         batched = query.dim() == 3
+        fast = not self.training and mha_takes_fast_path(self, query, key, value, attn_mask,
+                                                         key_padding_mask)
+        is_causal = is_causal and not fast      # the fused kernel ignores the hint
         key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask",
                                            _none_or_dtype(attn_mask), "attn_mask", query.dtype)
         attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype,
@@ -101,7 +105,9 @@ class MultiheadAttention(Module):
             k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
             average_attn_weights=average_attn_weights, is_causal=is_causal)
         if self.batch_first and batched:
-            return out.transpose(1, 0), weights
+            out = out.transpose(1, 0)
+        if fast:        # see NOTE [Attention fast path]
+            out = nan_unattended(out, attn_mask, key_padding_mask, self.num_heads)
         return out, weights
 
     def merge_masks(self, attn_mask, key_padding_mask, query):

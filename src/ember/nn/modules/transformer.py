@@ -1,11 +1,12 @@
 """The Transformer of "Attention Is All You Need" and its encoder and decoder stacks.
 
 Layers are built from ember.nn's Linear, LayerNorm, Dropout and ModuleList, looked up when a
-layer is constructed. There is no inference fast path: every call computes the documented
-math. ember has no nested tensors either, but it shows what PyTorch's packing of padded
-batches into them (``enable_nested_tensor``) shows: the warning when a layer rules it out, and
-an encoder output of 0 at padded positions when it would pack (eval, no gradient, a
-right-padded ``src_key_padding_mask`` and no ``mask``).
+layer is constructed. There is no separate inference fast path: every call computes the
+documented math, then shows what PyTorch's fused kernel would change in the values (NOTE
+[Attention fast path] in _fast_path.py). ember has no nested tensors either, but it shows
+what PyTorch's packing of padded batches into them (``enable_nested_tensor``) shows: the
+warning when a layer rules it out, and an encoder output of 0 at padded positions when it
+would pack (eval, no gradient, a right-padded ``src_key_padding_mask`` and no ``mask``).
 """
 
 import copy
@@ -14,6 +15,7 @@ import warnings
 import ember
 from ember._warn import warn_once
 from ember.nn import init
+from ember.nn.modules._fast_path import as_fast_path_mask, layer_takes_fast_path, nan_unattended
 from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.module import Module
 from ember.ops.multi_head_attention import _canonical_mask, _none_or_dtype
@@ -131,6 +133,10 @@ class TransformerEncoderLayer(Module):
         src_key_padding_mask = _canonical_mask(src_key_padding_mask, "src_key_padding_mask",
                                                _none_or_dtype(src_mask), "src_mask", src.dtype)
         src_mask = _canonical_mask(src_mask, "src_mask", None, "", src.dtype, check_other=False)
+        fast = not self.training and layer_takes_fast_path(self, src)
+        if fast:        # see NOTE [Attention fast path]
+            src_mask, is_causal = as_fast_path_mask(src_mask), False
+            src_key_padding_mask = as_fast_path_mask(src_key_padding_mask)
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -138,6 +144,8 @@ class TransformerEncoderLayer(Module):
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
             x = self.norm2(x + self._ff_block(x))
+        if fast and self.self_attn.training:    # else self_attn's own fast path gave the NaN
+            x = nan_unattended(x, src_mask, src_key_padding_mask, self.self_attn.num_heads)
         return x
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
