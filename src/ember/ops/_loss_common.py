@@ -5,6 +5,7 @@ import functools
 import warnings
 
 from ember._warn import outside_level
+from ember.ops._pointwise_layout import laid_as_operands
 from ember.ops._reduce import narrow_to, wide
 
 __all__ = ["legacy_reduction", "reduction_of", "reduce_loss", "REDUCTIONS", "REDUCTION_ENUM",
@@ -87,10 +88,11 @@ def refuse_grad(tensor, kernel, argument, forward=False):
 
 # --- for loss kernels (ops computing a whole loss on backend arrays) --------------------------
 
-def reduce_array(xp, loss, reduction):
-    """An elementwise loss array reduced as ``reduction`` says (the mean of none is NaN)."""
+def reduce_array(xp, loss, reduction, like=None):
+    """An elementwise loss array reduced as ``reduction`` says (the mean of none is NaN);
+    unreduced, laid out as the array ``like`` (the one operand PyTorch's kernel follows)."""
     if reduction == "none":
-        return loss
+        return loss if like is None else laid_as_operands(xp, loss, (like,))
     # 16-bit floats accumulate in float32, as PyTorch's sum and mean do (NumPy would add
     # bfloat16 in bfloat16, which stops growing at 256 when adding ones)
     total = wide(loss).sum()

@@ -19,7 +19,7 @@ __all__ = ["SUM", "expand_reduced", "unsqueeze_reduced", "view_reduced", "reduce
            "is_all", "int_dim", "wide", "cpu_wide",
            "cast_input", "rejecting", "require_nonempty", "constant", "any_zero", "grad_enabled",
            "TRANSFORM_BACKWARD", "torch_grad_mode",
-           "spread", "route_to_indices", "flip", "shift_in_one"]
+           "spread", "route_to_indices", "flip", "shift_in_one", "row_major"]
 
 _WIDEN = {D.float16.np: np.dtype(np.float32), D.bfloat16.np: np.dtype(np.float32)}
 # PyTorch's CPU scans (cumsum, cumprod, logcumsumexp) and moments (var, std) keep their running
@@ -102,6 +102,17 @@ def narrow_to(result, dtype):
     """A reduction's result in ``dtype`` (converting only when it differs: 0-d results are
     NumPy scalars, whose ``astype`` costs a microsecond)."""
     return result if result.dtype == dtype else result.astype(dtype)
+
+
+def row_major(x, result):
+    """A reduction's ``result`` laid out row-major, as PyTorch allocates it (NumPy follows a
+    non-contiguous ``x``'s dim order, and the strides of its dims of size 1; a row-major
+    ``x``'s result it lays out row-major, unless empty: nothing to do then)."""
+    if result.ndim < 2 or x.flags.c_contiguous and x.size:
+        return result
+    if not result.flags.c_contiguous:
+        return result.copy()
+    return result.reshape(-1).reshape(result.shape)      # (row-major size-1 strides: a view)
 
 
 def cast_input(x, dtype, name):

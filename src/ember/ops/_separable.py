@@ -55,9 +55,10 @@ class Taps:
         np.add.at(self.matrix, (np.arange(index.shape[0])[:, None], index), keep)
 
 
-def apply_mats(xp, x, mats):
+def apply_mats(xp, x, mats, last_first=False):
     """``x`` with ``mats[i]`` (out_i, in_i) applied along the i-th of its trailing dims
-    (``mats``: NumPy matrices or Taps, built on the host from the geometry)."""
+    (``mats``: NumPy matrices or Taps, built on the host from the geometry); ``last_first``:
+    the last dim's first (the order of PyTorch's float32 bicubic and antialiased sums)."""
     nd = len(mats)
     dtype = x.dtype
     if dtype.itemsize == 2 and dtype.kind in "fV":      # 16-bit floats compute in float32
@@ -65,7 +66,8 @@ def apply_mats(xp, x, mats):
     # a GEMM would spread a NaN or an infinity through every zero weight of its row (on a GPU
     # the taps are summed without asking: the read would wait for the device)
     finite = x.dtype.kind not in "fc" or (not reads_stall(xp) and bool(xp.isfinite(x).all()))
-    for i, m in enumerate(mats):
+    for i in reversed(range(nd)) if last_first else range(nd):
+        m = mats[i]
         if m is None:
             continue
         axis = x.ndim - nd + i

@@ -232,6 +232,49 @@ def _gelu_erf_grad(xp, grad, x, out=None):
     return d
 
 
+def _gelu_tanh_form(xp, x, out=None):
+    """gelu's tanh approximation ``x (1 + tanh(K (x + C x^3))) / 2`` of a float array (into
+    ``out``, a flat array of x's size, if given), in place on one buffer: the inner argument
+    as ``x (K + C K x^2)``."""
+    x1 = xp.atleast_1d(x)
+    u = xp.square(x1, out=out)
+    u *= _TANH_C * _TANH_K
+    u += _TANH_K
+    u *= x1
+    xp.tanh(u, out=u)
+    u *= 0.5                            # halved before the product with x: x * 2 can overflow
+    u += 0.5
+    u *= x1
+    return u if u.shape == x.shape else u.reshape(x.shape)
+
+
+def _gelu_tanh_grad(xp, grad, x, out=None):
+    """``grad`` times the derivative of gelu's tanh approximation, for float arrays (into
+    ``out``, a flat array of x's size, if given): with t the forward's tanh and
+    q = K x (1 + 3 C x^2) / 2, it is (1 - t^2) q + t / 2 + 1 / 2, in three buffers."""
+    x1 = xp.atleast_1d(x)
+    q = xp.square(x1)
+    t = q * (_TANH_C * _TANH_K)
+    t += _TANH_K
+    t *= x1
+    xp.tanh(t, out=t)
+    q *= 1.5 * _TANH_C * _TANH_K        # q, in the buffer of x^2
+    q += 0.5 * _TANH_K
+    q *= x1
+    d = xp.multiply(t, t, out=out)
+    xp.subtract(1, d, out=d)
+    d *= q
+    t *= 0.5
+    d += t
+    d += 0.5
+    if d.shape != x.shape:
+        d = d.reshape(x.shape)
+    if d.shape != grad.shape:
+        return d * grad
+    d *= grad
+    return d
+
+
 @act_op("gelu(input, *, approximate='none')", namespace="nn.functional",
         promote=float_kernel("GeluKernelImpl"), out=True)
 def gelu(xp, x, approximate):
@@ -241,8 +284,7 @@ def gelu(xp, x, approximate):
             return x * special_of(xp).ndtr(x)
         return map_elementwise(xp, _gelu_erf_form, x)
     if approximate == "tanh":
-        # halving x first keeps x * 2 from overflowing where tanh is 1
-        return x * 0.5 * (xp.tanh((x + _TANH_C * x * x * x) * _TANH_K) + 1)
+        return map_elementwise(xp, _gelu_tanh_form, x)
     if not isinstance(approximate, str):       # the parser's refusal, as PyTorch words it
         raise TypeError(f"gelu(): argument 'approximate' must be str, not "
                         f"{type_name(approximate)}")
@@ -265,10 +307,7 @@ def _gelu_backward(xp, grad, x, approximate):
         else:
             return map_elementwise(xp, _gelu_erf_grad, grad, x)
     else:
-        x2 = x * x
-        t = xp.tanh((x + _TANH_C * x2 * x) * _TANH_K)
-        d = (1 - t * t) * x * (_TANH_K * (1 + 3 * _TANH_C * x2)) + (1 + t)
-        d *= 0.5
+        return map_elementwise(xp, _gelu_tanh_grad, grad, x)
     d *= grad
     return d
 

@@ -8,7 +8,8 @@ from ember._tensor import Tensor
 from ember.ops import return_types
 from ember.ops._dims import reduction_dims
 from ember.ops._reduce import (constant, int_dim, is_all, rejecting, require_nonempty,
-                               route_to_indices, spread, view_reduced, with_optional_dim)
+                               route_to_indices, row_major, spread, view_reduced,
+                               with_optional_dim)
 from ember.ops._registry import op
 
 _COMPLEX = (D.COMPLEX,)
@@ -91,7 +92,7 @@ def _amax_like(name):
     def forward(xp, x, dim, keepdim):
         dims = reduction_dims(dim, x.ndim)
         require_nonempty(name, x.shape, dims, full=is_all(dim))
-        return getattr(xp, name)(x, axis=dims, keepdims=keepdim)
+        return row_major(x, getattr(xp, name)(x, axis=dims, keepdims=keepdim))
     forward.__doc__ = (f"The {name[1:]}imum over ``dim`` (all dims by default); the gradient is "
                        f"shared evenly by ties.")
     return forward

@@ -41,13 +41,13 @@ def binary_cross_entropy(xp, x, t, w, size_average, reduce, reduction):
         _check_weight(x, t, w)
     # each step rounds, in 16-bit floats too (whose sum and mean accumulate in float32)
     if x.dtype in _LOW:
-        return reduce_array(xp, _loss_16bit(xp, x, t, w), reduction)
+        return reduce_array(xp, _loss_16bit(xp, x, t, w), reduction, like=x)
     log_x = xp.maximum(xp.log(x), -100)
     log_1mx = xp.maximum(xp.log1p(-x), -100)
     loss = (t - 1) * log_1mx - t * log_x
     if w is not None:           # the input's dtype, whatever the weight's
         loss = (loss * w).astype(x.dtype, copy=False)
-    return reduce_array(xp, loss, reduction)
+    return reduce_array(xp, loss, reduction, like=x)
 
 
 def _loss_16bit(xp, x, t, w):

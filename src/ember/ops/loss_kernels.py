@@ -28,7 +28,7 @@ def _soft_margin_loss(xp, x, t, reduction):
     product = -x.astype(dtype) * t.astype(dtype)
     # (exp in float32: NumPy's float16 exp misrounds a few values)
     loss = xp.log1p(xp.exp(product.astype(compute)).astype(dtype))
-    return reduce_array(xp, loss.astype(x.dtype), reduction)
+    return reduce_array(xp, loss.astype(x.dtype), reduction, like=x)
 
 
 _soft_margin_loss.refuse_grad("target", "soft_margin_loss", forward=True)
@@ -57,7 +57,7 @@ def _binary_cross_entropy_with_logits(xp, x, t, w, pw, reduction):
     the target's dtype, reduced: each step rounds in the promoted dtype (16-bit floats too,
     whose log_sigmoid is computed in float32), as PyTorch's."""
     dtype, compute = promoted_dtype(x, t, w, pw)
-    x, target_dtype, t = x.astype(dtype), t.dtype, t.astype(dtype)
+    target, x, t = t, x.astype(dtype), t.astype(dtype)
     wide = x.astype(compute)
     log_sigmoid = (xp.minimum(wide, 0) - xp.log1p(xp.exp(-xp.abs(wide)))).astype(dtype)
     if pw is not None:
@@ -65,7 +65,9 @@ def _binary_cross_entropy_with_logits(xp, x, t, w, pw, reduction):
     loss = (1 - t) * x - log_sigmoid
     if w is not None:
         loss = loss * w.astype(dtype)
-    return reduce_array(xp, loss.astype(target_dtype), reduction)
+    # (PyTorch computes ``1 - target`` first and writes the rest into it: laid out as the
+    # target passed, not as its copy, which NumPy lays out otherwise where it is expanded)
+    return reduce_array(xp, loss.astype(target.dtype), reduction, like=target)
 
 
 for _name in ("weight", "pos_weight"):

@@ -8,7 +8,7 @@ from ember._creation import zeros_like
 from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.ops import return_types
-from ember.ops._reduce import int_dim, rejecting
+from ember.ops._reduce import int_dim, rejecting, row_major
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
 from ember.ops.extrema import _ties_grad
@@ -120,7 +120,8 @@ def aminmax(xp, x, dim, keepdim):
         if x.ndim and x.shape[d] == 0:
             raise IndexError(f"aminmax: Expected reduction dim {d} to have non-zero size.")
         axis = d if x.ndim else None
-    return x.min(axis=axis, keepdims=keepdim), x.max(axis=axis, keepdims=keepdim)
+    return (row_major(x, x.min(axis=axis, keepdims=keepdim)),
+            row_major(x, x.max(axis=axis, keepdims=keepdim)))
 
 
 @aminmax.derivative

@@ -12,7 +12,7 @@ from ember.ops._linalg_utils import on_host
 from ember.ops._elementwise import conj_grad, zeros_for
 from ember.ops._promotion import FLOAT, SAME, Policy
 from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced,
-                               grad_enabled, is_all, narrow_to, reduced_numel,
+                               grad_enabled, is_all, narrow_to, reduced_numel, row_major,
                                unsqueeze_reduced, wide)
 from ember.ops._registry import op
 from ember.ops._scalars import number_arg
@@ -65,7 +65,7 @@ def sum(xp, x, dim, keepdim, dtype):
     except TypeError:
         _refuse_dims("sum", dim, keepdim)
     x = cast_input(x, dtype, "sum")
-    return narrow_to(wide(x).sum(axis=dims, keepdims=keepdim), x.dtype)
+    return row_major(x, narrow_to(wide(x).sum(axis=dims, keepdims=keepdim), x.dtype))
 
 
 sum.refuse_integral_results()
@@ -98,7 +98,7 @@ def mean(xp, x, dim, keepdim, dtype):
         _refuse_dims("mean", dim, keepdim)
     x = cast_input(x, dtype, "mean")
     total = wide(x).sum(axis=dims, keepdims=keepdim)
-    return narrow_to(total / reduced_numel(x.shape, dims), x.dtype)
+    return row_major(x, narrow_to(total / reduced_numel(x.shape, dims), x.dtype))
 
 
 def _over_dims(base):
@@ -138,7 +138,7 @@ def nansum(xp, x, dim, keepdim, dtype):
         w = xp.where(xp.isnan(w), 0, w)        # skipped before a dtype= cast could change them
     w = wide(cast_input(w, dtype, "nansum"))
     out = xp.sum(w, axis=dims, keepdims=keepdim)
-    return out.astype(x.dtype if dtype is None else dtype.np, copy=False)
+    return row_major(x, out.astype(x.dtype if dtype is None else dtype.np, copy=False))
 
 
 nansum.refuse_integral_results()
@@ -162,7 +162,7 @@ def nanmean(xp, x, dim, keepdim, dtype):
     # the sum is rounded to x's dtype before dividing (a float16 one may overflow)
     total = xp.sum(xp.where(valid, w, 0), axis=dims, keepdims=keepdim).astype(x.dtype)
     count = xp.sum(valid, axis=dims, keepdims=keepdim)
-    return xp.true_divide(total, count).astype(x.dtype, copy=False)
+    return row_major(x, xp.true_divide(total, count).astype(x.dtype, copy=False))
 
 
 # PyTorch computes nanmean as nansum(x) / count: its node is the division's
@@ -192,7 +192,8 @@ def prod(xp, x, dim, keepdim, dtype):
     """The product over ``dim`` (all elements by default)."""
     dims = _prod_dims(dim, x.ndim, keepdim)
     x = cast_input(x, dtype, "prod")
-    return xp.prod(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype, copy=False)
+    return row_major(x, xp.prod(wide(x), axis=dims, keepdims=keepdim).astype(x.dtype,
+                                                                             copy=False))
 
 
 prod.named_by(_over_dims("ProdBackward"))
@@ -274,7 +275,7 @@ def logsumexp(xp, x, dim, keepdim):
         shift = xp.where(xp.isfinite(shift), shift, 0)
     total = xp.sum(xp.exp(x - shift), axis=dims, keepdims=True)
     out = xp.log(total) + shift
-    return out if keepdim else xp.squeeze(out, axis=dims)
+    return row_major(x, out if keepdim else xp.squeeze(out, axis=dims))
 
 
 @logsumexp.derivative
@@ -290,7 +291,7 @@ def _logical(xp, x, dim, keepdim, reduce):
     # unlike the other reductions, all/any reduce nothing for dim=()
     dims = () if isinstance(dim, (tuple, list)) and not dim else reduction_dims(dim, x.ndim)
     out = reduce(x != 0, axis=dims, keepdims=keepdim)
-    return out.astype(np.uint8) if x.dtype == np.uint8 else out
+    return row_major(x, out.astype(np.uint8) if x.dtype == np.uint8 else out)
 
 
 @op("all(input, dim=None, keepdim=False)", out=True)
@@ -336,7 +337,8 @@ def count_nonzero(xp, x, dim):
         dims = reduction_dims(dim, x.ndim)
     except TypeError:
         _refuse_dims("count_nonzero", dim, False)
-    return xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64, copy=False)
+    return row_major(x, xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64,
+                                                                          copy=False))
 
 
 @op("hash_tensor(input, dim=None, *, keepdim=False, mode=0)")
@@ -441,7 +443,7 @@ def norm(xp, x, p, dim, keepdim, dtype):
         out = xp.sqrt(xp.sum(a * a, axis=dims, keepdims=keepdim))
     else:
         out = xp.sum(a ** order, axis=dims, keepdims=keepdim) ** (1 / order)
-    return xp.asarray(out).astype(real, copy=False)
+    return row_major(x, xp.asarray(out).astype(real, copy=False))
 
 
 def _require_identity(order, shape, dims, full):

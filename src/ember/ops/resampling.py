@@ -211,17 +211,25 @@ def _source(n, o, scale, align_corners, cubic):
     return src if cubic else np.maximum(src, 0.0)
 
 
-def _source32(n, o, scale, align_corners):
+def _source32(n, o, scale, align_corners, cubic=False, fused=True):
     """``_source`` in float32 arithmetic, as PyTorch's float32 linear kernels compute it: the
     scale ``1 / scale_factor`` taken in double and rounded, ``scale * (dst + 0.5) - 0.5`` as
-    one fused multiply-add (the float64 product of two float32 values is exact)."""
+    one fused multiply-add (``fused=False``: rounding each step, as its bicubic backward)."""
     f = np.float32
     dst = np.arange(o, dtype=f)
+    s = _scale32(n, o, scale, align_corners)
     if align_corners:
-        return dst * (f(n - 1) / f(o - 1) if o > 1 else f(0))
-    s = f(1.0 / scale) if scale is not None and scale > 0 else f(n) / f(o)
-    src = (np.float64(s) * (dst + f(0.5)).astype(np.float64) - 0.5).astype(f)
-    return np.maximum(src, f(0))
+        return dst * s
+    src = _fma32(s, dst + f(0.5), f(-0.5)) if fused else s * (dst + f(0.5)) - f(0.5)
+    return src if cubic else np.maximum(src, f(0))
+
+
+def _scale32(n, o, scale, align_corners):
+    """PyTorch's float32 source-per-output scale (``area_pixel_compute_scale``)."""
+    f = np.float32
+    if align_corners:
+        return f(n - 1) / f(o - 1) if o > 1 else f(0)
+    return f(1.0 / scale) if scale is not None and scale > 0 else f(n) / f(o)
 
 
 def _linear_mat(n, o, scale, align_corners, single=False):
@@ -234,6 +242,73 @@ def _linear_mat(n, o, scale, align_corners, single=False):
     lam = src - i0.astype(src.dtype)
     w = np.stack([1 - lam, lam], 1).astype(np.float64)
     return Taps(np.stack([i0, np.minimum(i0 + 1, n - 1)], 1), w, n)
+
+
+def _fma32(a, b, c):
+    """``a * b + c`` for float32 operands rounded once, as a fused multiply-add (the float64
+    product of two float32 values is exact)."""
+    return (np.float64(a) * np.asarray(b, np.float64) + np.float64(c)).astype(np.float32)
+
+
+def _horner32(x, coeffs, fused):
+    """The polynomial of ``coeffs`` (highest first) at ``x`` in float32 by Horner's rule, its
+    first ``fused`` steps fused multiply-adds as PyTorch's build contracts them (matched
+    weight for weight against its kernels), the others rounding each operation."""
+    f = np.float32
+    x = np.asarray(x, f)
+    y = np.full(x.shape, coeffs[0], f)
+    for k, c in enumerate(coeffs[1:]):
+        y = _fma32(y, x, f(c)) if k < fused else y * x + f(c)
+    return y
+
+
+def _cubic32(x, a, fused):
+    """The cubic convolution filter (``a``: its parameter) at ``|x| < 2`` in float32:
+    ``((a + 2) x - (a + 3)) x x + 1`` below 1, ``((a x - 5 a) x + 8 a) x - 4 a`` above."""
+    near = _horner32(x, (a + 2, -(a + 3), 0, 1), fused)
+    return np.where(np.asarray(x) < 1, near, _horner32(x, (a, -5 * a, 8 * a, -4 * a), fused))
+
+
+def _cubic_mat32(n, o, scale, align_corners, fused=2):
+    """``_cubic_mat`` in float32 arithmetic, as PyTorch's float32 bicubic kernel: the source
+    index floored (at most n - 1), its fraction clamped to [0, 1]; ``fused=0``: as its
+    backward kernel (built without fused multiply-adds)."""
+    f = np.float32
+    src = _source32(n, o, scale, align_corners, cubic=True, fused=bool(fused))
+    i = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    t = np.clip(src - i.astype(f), f(0), f(1))
+    u = f(1) - t
+    w = [_cubic32(t + f(1), _CUBIC_A, fused), _cubic32(t, _CUBIC_A, fused),
+         _cubic32(u, _CUBIC_A, fused), _cubic32(u + f(1), _CUBIC_A, fused)]
+    index = np.stack([np.clip(i + j, 0, n - 1) for j in range(-1, 3)], 1)
+    return Taps(index, np.stack(w, 1).astype(np.float64), n)
+
+
+def _aa_mat32(n, o, scale, align_corners, mode):
+    """``_aa_mat`` in float32 arithmetic, step by step as PyTorch's float32 antialiased
+    kernels build their weights (the bounds truncated, the weights summed in order)."""
+    f, d = np.float32, np.float64
+    s = _scale32(n, o, scale, align_corners)
+    wide = s >= 1
+    support = f((2.0 if mode == "bicubic" else 1.0) * (d(s) if wide else 1.0))
+    inv = f(1.0 / d(s)) if wide else f(1)
+    center = (d(s) * (np.arange(o) + 0.5)).astype(f)
+    xmin = np.maximum((center - support).astype(d) + 0.5, 0).astype(np.int64)
+    xsize = np.minimum(((center + support).astype(d) + 0.5).astype(np.int64), n) - xmin
+    xsize = np.clip(xsize, 0, int(np.ceil(support)) * 2 + 1)
+    taps = np.arange(max(int(xsize.max()), 1))
+    used = taps < xsize[:, None]
+    x = np.abs((((xmin[:, None] + taps).astype(f) - center[:, None]).astype(d) + 0.5)
+               * d(inv)).astype(f)
+    if mode == "bicubic":
+        w = np.where(x < 2, _cubic32(x, -0.5, 3), f(0))
+    else:
+        w = np.where(x < 1, f(1) - x, f(0))
+    w = np.where(used, w, f(0)).astype(f)
+    total = np.cumsum(w, axis=1, dtype=f)[:, -1:]          # (in order, as PyTorch adds)
+    w = np.where(total != 0, w / np.where(total == 0, f(1), total), w)
+    index = np.minimum(xmin[:, None] + taps, n - 1)
+    return Taps(index, w.astype(d), n, used)
 
 
 def _cubic_mat(n, o, scale, align_corners):
@@ -281,8 +356,9 @@ def _aa_mat(n, o, scale, align_corners, mode):
 
 
 @built_once
-def _mats(shape, out, scales, mode, align_corners, antialias, single=False):
-    """Per-dim Taps or matrices; ``single``: float32 linear weights (see ``_source32``)."""
+def _mats(shape, out, scales, mode, align_corners, antialias, single=False, backward=False):
+    """Per-dim Taps or matrices; ``single``: float32 weights (see ``_source32``) and
+    ``backward``: those of PyTorch's backward kernel (bicubic's differ, see _cubic_mat32)."""
     mats = []
     for n, o, s in zip(shape, out, scales):
         if n == o and antialias:        # PyTorch's kernels copy a dim of unchanged size,
@@ -291,9 +367,11 @@ def _mats(shape, out, scales, mode, align_corners, antialias, single=False):
             m = np.zeros((o, n))
             m[np.arange(o), _nearest_index(n, o, s, mode, len(shape))] = 1
         elif antialias:
-            m = _aa_mat(n, o, s, align_corners, mode)
+            m = (_aa_mat32 if single and mode != "lanczos" else _aa_mat)(n, o, s,
+                                                                          align_corners, mode)
         elif mode == "bicubic":
-            m = _cubic_mat(n, o, s, align_corners)
+            m = _cubic_mat32(n, o, s, align_corners, 0 if backward else 2) if single else \
+                _cubic_mat(n, o, s, align_corners)
         elif mode == "area":
             m = adaptive_mats((n,), (o,))[0]
         else:
@@ -335,13 +413,16 @@ def _resample(xp, x, out, scales, mode, align_corners, antialias):
     if (mode in ("linear", "trilinear") and not antialias and x.dtype.itemsize == 2
             and x.dtype.kind in "fV" and xp is np):
         mats = _linear_taps_in(mats, x.dtype)
-    return apply_mats(xp, x, mats)
+    # (PyTorch's float32 bicubic and antialiased kernels sum along the last dim first)
+    return apply_mats(xp, x, mats, (mode == "bicubic" or antialias) and x.dtype == np.float32)
 
 
 def _single(mode, antialias, dtype):
     """Whether PyTorch computes this interpolation's weights in float32 arithmetic: its
-    float32 linear kernels do (float64 ones in double; 16-bit ones see _linear_taps_in)."""
-    return mode in _NEEDS and not antialias and np.dtype(getattr(dtype, "np", dtype)) == np.float32
+    float32 linear, bicubic and antialiased kernels do (float64 ones in double; 16-bit ones
+    see _linear_taps_in and _taps_in)."""
+    return (mode in _NEEDS or mode == "bicubic" or antialias) and \
+        np.dtype(getattr(dtype, "np", dtype)) == np.float32
 
 
 @built_once
@@ -369,10 +450,7 @@ def _taps_in(mats, dtype):
 def _bicubic_16_bit(xp, x, taps):
     """PyTorch's float16/bfloat16 bicubic kernel: weights in the input's dtype, sums in
     float32 along the last dim first, one rounding at the end."""
-    y = x.astype(np.float32)
-    for i in reversed(range(len(taps))):
-        y = apply_mats(xp, y, [m if j == i else None for j, m in enumerate(taps)])
-    return y.astype(x.dtype)
+    return apply_mats(xp, x.astype(np.float32), taps, last_first=True).astype(x.dtype)
 
 
 _UPSAMPLE = {"nearest": "Nearest", "nearest-exact": "NearestExact", "linear": "Linear",
@@ -403,7 +481,7 @@ def _(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor, 
                               recompute_scale_factor, antialias)
     gx = _along_dims(grad, transposed(_mats(tuple(x.shape[2:]), out, scales, mode,
                                             align_corners, antialias,
-                                            _single(mode, antialias, grad.dtype))))
+                                            _single(mode, antialias, grad.dtype), True)))
     return rename_node(gx, _double_name(mode, x.ndim - 2, antialias))
 
 

@@ -11,7 +11,7 @@ from ember.ops._call_site import call_shape, call_site
 from ember.ops._dims import reduction_dims
 from ember.ops._overloads import in_parser_words
 from ember.ops._reduce import (constant, cpu_wide, expand_reduced, int_dim, reduced_numel,
-                               rejecting, unsqueeze_reduced,
+                               rejecting, row_major, unsqueeze_reduced,
                                require_nonempty, route_to_indices, spread,
                                with_optional_dim)
 from ember.ops._registry import op
@@ -119,9 +119,9 @@ def _sum_of_squares(xp, dev, dims, keepdim, dof):
 
 def _narrowed(a, x):
     """A moment of ``x`` computed by ``_moments``, rounded to ``x``'s dtype (its real one for a
-    variance)."""
+    variance), laid out row-major."""
     to = x.real.dtype if x.dtype.kind == "c" and a.dtype.kind != "c" else x.dtype
-    return a.astype(to, copy=False)
+    return row_major(x, a.astype(to, copy=False))
 
 
 def _var_grad(grad, x, dim, unbiased, keepdim, correction):
@@ -255,7 +255,7 @@ def _median_dim(name, skip_nan):
         values = xp.take_along_axis(x, index, axis=d)
         if not keepdim:
             index, values = xp.squeeze(index, axis=d), xp.squeeze(values, axis=d)
-        return values, index.astype(np.int64, copy=False)
+        return row_major(x, values), row_major(x, index.astype(np.int64, copy=False))
     forward.__doc__ = f"The {name} along ``dim`` and its index."
     return forward
 
