@@ -157,9 +157,9 @@ def detach(input):
 
 
 def is_conj(input):
-    """Whether the tensor is a lazily conjugated view: never in ember, whose ``conj`` makes
-    the conjugate at once."""
-    return False
+    """Whether the tensor is a lazily conjugated view (``x.conj()`` of a complex tensor)."""
+    from ember._conj_view import ConjView
+    return type(input) is ConjView
 
 
 def is_neg(input):
@@ -168,8 +168,10 @@ def is_neg(input):
 
 
 def resolve_conj(input):
-    """``input`` with a lazy conjugation applied: itself, as ember has none."""
-    return input
+    """``input`` with a lazy conjugation applied: a new tensor for a conjugate view (its values
+    materialised), else ``input`` itself."""
+    from ember._conj_view import ConjView
+    return input.clone() if type(input) is ConjView else input
 
 
 def resolve_neg(input):

@@ -7,25 +7,42 @@ from ember._tensor import Tensor
 __all__ = ["solve", "lstsq", "eig", "symeig", "matrix_rank"]
 
 _REMOVED = "This function was deprecated since version 1.9 and is now removed."
+# PyTorch's texts, after _REMOVED (a space, or a newline for matrix_rank)
 _INSTEAD = {
-    "solve": "`ember.solve` is deprecated in favor of `ember.linalg.solve`, whose arguments "
-             "are reversed: X = ember.solve(B, A).solution becomes X = ember.linalg.solve(A, "
-             "B).",
-    "lstsq": "`ember.lstsq` is deprecated in favor of `ember.linalg.lstsq`, whose arguments "
-             "are reversed: X = ember.lstsq(B, A).solution[:A.size(1)] becomes "
-             "X = ember.linalg.lstsq(A, B).solution.",
-    "eig": "`ember.linalg.eig` returns complex tensors: use ember.linalg.eigvals(A) for the "
-           "eigenvalues, ember.linalg.eig(A) for both.",
-    "symeig": "Use ember.linalg.eigvalsh(A, UPLO='U' if upper else 'L') for the eigenvalues, "
-              "ember.linalg.eigh(A, UPLO=...) for both (the default is now the lower "
-              "triangle).",
-    "matrix_rank": "Please use the `ember.linalg.matrix_rank` function instead. The parameter "
-                   "'symmetric' was renamed in `ember.linalg.matrix_rank()` to 'hermitian'.",
+    "solve": " `ember.solve` is deprecated in favor of `ember.linalg.solve`. `ember.linalg.solve` "
+             "has its arguments reversed and does not return the LU factorization.\n\nTo get "
+             "the LU factorization see `ember.lu`, which can be used with `ember.lu_solve` or "
+             "`ember.lu_unpack`.\nX = ember.solve(B, A).solution should be replaced with:\n"
+             "X = ember.linalg.solve(A, B)",
+    "lstsq": " `ember.lstsq` is deprecated in favor of `ember.linalg.lstsq`.\n"
+             "`ember.linalg.lstsq` has reversed arguments and does not return the QR "
+             "decomposition in the returned tuple (although it returns other information about "
+             "the problem).\n\nTo get the QR decomposition consider using `ember.linalg.qr`."
+             "\n\nThe returned solution in `ember.lstsq` stored the residuals of the solution "
+             "in the last m - n columns of the returned value whenever m > n. In "
+             "ember.linalg.lstsq, the residuals are in the field 'residuals' of the returned "
+             "named tuple.\n\nThe unpacking of the solution, as in\nX, _ = ember.lstsq(B, A)"
+             ".solution[:A.size(1)]\nshould be replaced with:\n"
+             "X = ember.linalg.lstsq(A, B).solution",
+    "eig": " `ember.linalg.eig` returns complex tensors of dtype `cfloat` or `cdouble` rather "
+           "than real tensors mimicking complex tensors.\n\nL, _ = ember.eig(A) should be "
+           "replaced with:\nL_complex = ember.linalg.eigvals(A)\n\nand\n\nL, V = "
+           "ember.eig(A, eigenvectors=True) should be replaced with:\nL_complex, V_complex = "
+           "ember.linalg.eig(A)",
+    "symeig": " The default behavior has changed from using the upper triangular portion of the "
+              "matrix by default to using the lower triangular portion.\n\nL, _ = "
+              "ember.symeig(A, upper=upper) should be replaced with:\nL = "
+              "ember.linalg.eigvalsh(A, UPLO='U' if upper else 'L')\n\nand\n\nL, V = "
+              "ember.symeig(A, eigenvectors=True) should be replaced with:\nL, V = "
+              "ember.linalg.eigh(A, UPLO='U' if upper else 'L')",
+    "matrix_rank": "\nPlease use the `ember.linalg.matrix_rank` function instead. The "
+                   "parameter 'symmetric' was renamed in `ember.linalg.matrix_rank()` to "
+                   "'hermitian'.",
 }
 
 
 def _raise(name):
-    raise RuntimeError(f"{_REMOVED} {_INSTEAD[name]}")
+    raise RuntimeError(_REMOVED + _INSTEAD[name])
 
 
 # PyTorch's signatures of the removed functions and methods (a call that does not bind to

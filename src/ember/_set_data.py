@@ -33,6 +33,9 @@ def storage_kind(t):
 def check_new_data(t, value):
     """Raise PyTorch's error when ``value`` cannot become the data of ``t``."""
     tensor, _, floating = _classes()
+    if getattr(t, "_forward_primal", False):     # (NOTE [Forward-mode primals])
+        raise RuntimeError("mutating directly with `.data` inside functorch transform is not "
+                           "allowed.")
     if not isinstance(value, tensor):
         raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
     if (type(value) is not tensor or type(t) is not tensor) and \

@@ -30,6 +30,7 @@ from multiprocessing.shared_memory import SharedMemory
 import numpy as np
 
 from ember._storage import extent
+from ember._conj_view import memory, set_memory
 from ember._storage_place import _storage_root
 from ember.serialization._pickler import StorageArray
 
@@ -166,8 +167,9 @@ def share(t):
     new = _over(seg, old, _address(old) - lo)
     np.copyto(new, old, casting="no")
     root._data = new
-    if root is not t:
-        t._data = _over(seg, t._data, _address(t._data) - lo)
+    if root is not t:       # (a conjugate view's memory, not its values)
+        mine = memory(t)
+        set_memory(t, _over(seg, mine, _address(mine) - lo))
 
 
 # ----- crossing processes ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ import operator
 import warnings
 
 from ember import _dtype
+from ember._conj_view import memory, set_memory
 from ember._host_values import _to_host
 from ember._storage_place import _address, _row_major_strides, _storage_root
 from ember._tensor import _make
@@ -253,7 +254,7 @@ def set_(self, *args, **kwargs):
     dtype = self._data.dtype
     if isinstance(source, Tensor) and size is None:
         _check_dtype(source.dtype, self.dtype)
-        array, root = source._data, _storage_root(source)
+        array, root = memory(source), _storage_root(source)     # (memory, not values)
     elif source is not None:
         if isinstance(source, Tensor):
             _check_dtype(source.dtype, self.dtype)
@@ -267,7 +268,7 @@ def set_(self, *args, **kwargs):
         array, root = xp_of(self._data).zeros(0, dtype), None
     if _BIRTHS.levels:      # NOTE [Captured tensors]
         refuse_captured(self, _set_overload(args, kwargs, size))
-    self._data = array
+    set_memory(self, array)         # (a conjugate view keeps conjugating: as PyTorch's)
     self._view = None
     if root is not None and root is not self:
         import weakref

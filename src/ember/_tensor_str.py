@@ -204,7 +204,8 @@ def _is_plain(cls):
     """Plain tensors and Parameters print as ``tensor(``; other subclasses by class name."""
     from ember._tensor import Tensor
     return cls is Tensor or (cls.__name__ == "Parameter"
-                             and cls.__module__.startswith("ember.nn"))
+                             and cls.__module__.startswith("ember.nn")) \
+        or cls.__module__ == "ember._conj_view"     # a conjugate view (``x.conj()``)
 
 
 def _suffixes(t):

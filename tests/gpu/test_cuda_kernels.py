@@ -577,7 +577,7 @@ def _attention_masks(B, H, L, S):
     additive = ember.randn(B, H, L, S)
     additive[0, 1, 3] = float("-inf")
     additive[1, 0, :, 7] = float("-inf")
-    return {"bool": hidden, "padding": padding, "float": additive, "float row": ember.randn(S)}
+    return {"bool": hidden, "padding": padding, "float": additive, "float row": ember.randn(1, S)}
 
 
 @pytest.mark.parametrize("dtype", [ember.float32, ember.float16])

@@ -390,8 +390,10 @@ def test_sdpa_half_inputs_backward_in_float32_and_return_half_gradients(dtype):
         assert_close(h.grad.float(), f.grad, atol=3e-2, rtol=3e-2)
 
 
-def _flash_like_forward(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
-    """An SDPA forward that saves each row's log-sum-exp, as the CUDA flash kernel does."""
+def _flash_like_forward(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *,
+                        keep=None):
+    """An SDPA forward that saves each row's log-sum-exp, as the CUDA flash kernel does (and,
+    as a kernel override, keeps nothing for the node)."""
     s = q @ k.swapaxes(-1, -2) * (scale or 1 / math.sqrt(q.shape[-1]))
     if is_causal:
         s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)

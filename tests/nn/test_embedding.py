@@ -255,3 +255,18 @@ def test_embedding_bag_padding_idx_out_of_range_errors():
         F.embedding_bag(ember.tensor([[1]]), w, padding_idx=10)
     with pytest.raises(RuntimeError, match="-10 through 9, but got -11"):
         F.embedding_bag(ember.tensor([[1]]), w, padding_idx=-11)
+
+
+def test_complex_weight_requiring_grad_is_refused_as_torch():
+    w = ember.complex(ember.arange(6.).view(3, 2), ember.ones(3, 2))
+    with pytest.raises(RuntimeError, match=r"^embedding does not support automatic "
+                                           r"differentiation for outputs with complex dtype\.$"):
+        F.embedding(ember.tensor([2, 0]), w.requires_grad_())
+    with ember.no_grad():                   # nothing recorded: the lookup itself is fine
+        out = F.embedding(ember.tensor([2, 0]), w)
+    np.testing.assert_array_equal(out.numpy(), w.detach().numpy()[[2, 0]])
+    fw = ember.autograd.forward_ad
+    with fw.dual_level():                   # a forward-mode tangent passes
+        dual = fw.make_dual(w.detach(), w.detach() * 2)
+        tangent = fw.unpack_dual(F.embedding(ember.tensor([1]), dual)).tangent
+    np.testing.assert_array_equal(tangent.numpy(), 2 * w.detach().numpy()[[1]])

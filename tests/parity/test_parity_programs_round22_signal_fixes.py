@@ -1,8 +1,7 @@
 """What the signal-processing programs of round 22 (test_parity_programs_round22_signal.py)
 found: stft's graph (frames by as_strided, the in-place transpose and squeeze), the node names
 of in-place view ops and of fft on a real signal, the nodes of the fft decompositions and of
-istft (matched in round 23); and, as a strict xfail, what ember does not match yet (lazy
-conjugation)."""
+istft (matched in round 23); and lazy conjugation (matched in round 28)."""
 
 import warnings
 
@@ -96,9 +95,6 @@ def test_fft_of_a_real_signal_records_the_r2c_node(dtype):
     assert run(ember) == run(torch)
 
 
-@pytest.mark.xfail(strict=True, reason="ember has no lazy conjugation: conj() computes the "
-                   "conjugate into new memory (ops/conversion.py conj, _api.is_conj is always "
-                   "False), so is_conj() is False and the result does not share memory")
 def test_conj_is_a_lazy_view_as_in_torch():
     def run(lib):
         a = lib.tensor([1 + 2j, 3 - 1j])

@@ -6,6 +6,7 @@ import numpy as _np
 
 from ember._tensor import Tensor as _Tensor
 from ember._tensor import _make
+from ember.autograd._forward_traces import FORWARD_SHOWN
 from ember.autograd.anomaly import detect_anomaly, set_detect_anomaly
 from ember.autograd.engine import run_backward as _engine_run_backward
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
@@ -121,7 +122,8 @@ def _roots(outputs):
     roots = []
     for i, out in enumerate(outputs):
         node, nr = history(out)
-        if node is None:
+        if node is None or (type(out) is not _Tensor       # (NOTE [Forward-mode primals])
+                            and getattr(out, "_forward_primal", False)):
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                f"have a grad_fn")
         roots.append((node, nr))
@@ -131,6 +133,9 @@ def _roots(outputs):
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the graph's leaves."""
+    if FORWARD_SHOWN:       # (a transform runs a function: NOTE [Forward-mode primals])
+        from ember.func._forward_primal import refuse_backward
+        refuse_backward()
     outputs = _as_tuple(tensors)
     grads = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
     grads = list(grads) + [None] * (len(outputs) - len(grads))

@@ -62,6 +62,9 @@ LINEARIZING = Passes()
 # forward-mode transforms tracing in any thread: while there are none, the dispatcher's
 # no_grad path skips reading the thread-local ``TRACES`` (NOTE [Tangents through no_grad])
 FORWARD_OPEN = [0]
+# while any thread runs a function under a transform: what re-classes a forward-mode one's
+# results (NOTE [Forward-mode primals] in ember/func/_forward_primal.py); empty else
+FORWARD_SHOWN = []
 
 
 class tracing_forward:
@@ -206,8 +209,25 @@ def grad_refused(t, forward):
     as PyTorch's where no other input carries one)."""
     if not (t._requires_grad or t._grad_fn is not None):
         return False
+    # (what reaches a leaf other than their inputs, one closed over, requires grad in
+    # PyTorch beneath its tangent too)
     return not (forward and TRACES.forward and all(TRACES.forward)
-                and reaches_forward_inputs(t))
+                and reaches_forward_inputs(t) and not _reaches_leaf(t, _start_nodes()))
+
+
+def _reaches_leaf(t, starts):
+    """Whether the graph behind ``t`` holds a leaf not behind a node of ``starts``."""
+    todo = [history(t)[0]]
+    seen = set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen or id(node) in starts:
+            continue
+        seen.add(id(node))
+        if getattr(node, "variable", None) is not None:     # (an AccumulateGrad)
+            return True
+        todo.extend(edge[0] for edge in getattr(node, "next_functions", ()))
+    return False
 
 
 def _reaches(args, starts):

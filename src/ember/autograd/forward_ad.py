@@ -31,6 +31,7 @@ tangents that depend on nothing requiring grad have no ``grad_fn`` (PyTorch may 
 import weakref
 from typing import Any, NamedTuple
 
+from ember._conj_view import hold_values
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import entering_clones
 
@@ -41,6 +42,7 @@ __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_le
 class _State:
     level = None            # the active level (0), or None
     duals = []              # weak references to the level's dual tensors, for exit
+    pushing = 0             # _double_vjp calls running: what they record is not the user's
 
 
 STATE = _State()
@@ -55,7 +57,8 @@ class UnpackedDualTensor(NamedTuple):
 
 def enter_dual_level():
     """Open a forward-AD level and return its number (only one may be open at a time)."""
-    if STATE.level is not None:
+    from ember.func._forward_primal import forward_running      # (func.jvp's levels too)
+    if STATE.level is not None or forward_running():
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
     STATE.level = 0
     return 0
@@ -198,6 +201,7 @@ def _primal(t):
 def _as_dual(t, tangent):
     """Make the plain tensor ``t`` dual (in place) with ``tangent``; returns it."""
     if type(t) is not _DualTensor:
+        hold_values(t)                  # (NOTE [Conjugate views])
         t.__class__ = _DualTensor
         STATE.duals.append(weakref.ref(t))
         if len(STATE.duals) % 4096 == 0:
@@ -384,7 +388,11 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
                 _make(x._data)._set_requires_grad()
             args[i] = leaf
             leaves.append(leaf)
-        res = call(op, op.structure(args, lengths) if lengths else args, params)
+        STATE.pushing += 1
+        try:
+            res = call(op, op.structure(args, lengths) if lengths else args, params)
+        finally:
+            STATE.pushing -= 1
         outs = res if isinstance(res, tuple) else (res,)
         live = [isinstance(o, Tensor) and o.requires_grad and o._data.dtype.kind in "fcV"
                 for o in outs]

@@ -12,7 +12,6 @@ import itertools
 import re
 import threading
 import weakref
-from collections import OrderedDict
 
 from ember._dtype import FROM_NUMPY
 from ember._hook_handles import RemovableHandle
@@ -180,6 +179,9 @@ class OpNode(Node):
     _released = False
     _kept_output = False                # set on a released node that had kept its output
     _param_versions = None              # see checking_params (set on the instance)
+    _kept = None                        # what the forward kept (NOTE [Kept values]), a tuple
+    _out_history = None                 # (weakref to grad_fn, output_nr) of an output saved by
+                                        # an in-place op on a view (ops/_inplace.py)
 
     def __init__(self, next_functions, inputs, versions, params, in_meta, out):
         self.next_functions = next_functions        # Node.__init__, inlined: this runs per op
@@ -196,13 +198,18 @@ class OpNode(Node):
     def __getattr__(self, name):
         # only for names not found otherwise: PyTorch's ``grad_fn._saved_<name>``
         if name.startswith("_saved_"):
-            return self._saved_value(name[7:], name)
+            from ember.autograd._saved_names import read_saved
+            return read_saved(self, name[7:], name)
         if name.startswith("_raw_saved_"):
             from ember.autograd._raw_saved import raw_saved
             return raw_saved(self, name[11:], name)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
-    def _saved_value(self, key, name):
+    def __dir__(self):
+        from ember.autograd._saved_names import saved_dir
+        return saved_dir(self)
+
+    def _lookup_saved(self, key, name):
         """What the node saved as its op's ``key`` argument (``self``: the first input;
         ``result``/``resultN``: an output); its tensors are freed after backward, its numbers
         are not, as in PyTorch."""
@@ -229,7 +236,12 @@ class OpNode(Node):
             # an InputMeta: no needed gradient reads it, and PyTorch does not save it
             return None if isinstance(value, InputMeta) else value
         elif key in op.param_names:
-            return self._params[op.param_names.index(key)]
+            if self._released is True and self._param_versions is not None \
+                    and op.param_names.index(key) in op.versioned_params:
+                raise RuntimeError(_FREED)      # (x[idx]'s indices: freed as PyTorch's)
+            packed = getattr(self._released, "param_template", None)    # (x[idx] hooked)
+            params = self._params if packed is None else self._released.params()
+            return params[op.param_names.index(key)]
         elif key == "self_sym_sizes":
             from ember.autograd._saved_sizes import saved_self_sizes
             sizes = saved_self_sizes(self)
@@ -258,7 +270,8 @@ class OpNode(Node):
 
     def _release(self):
         op = self.op
-        if op.saves_inputs or self._out is not None:
+        if op.saves_inputs or self._out is not None or self._kept is not None \
+                or self._param_versions is not None:    # (x[idx]'s saved indices)
             self._released = True
             versions = self._versions
             if versions is not None and op.number_groups and None in versions:
@@ -273,6 +286,8 @@ class OpNode(Node):
             if self._out is not None and op.needs_output is not True:
                 self._kept_output = True    # (needs_output is a function of the inputs)
             self._out = None
+            if self._kept is not None:
+                self._kept = None
 
     def _pack_saved(self, hooks, outputs):
         """Hand the tensors this node saved to saved-tensor hooks, keeping what they return
@@ -287,13 +302,36 @@ class OpNode(Node):
         if self._out is not None:       # the outputs kept for backward (see _unpack_output)
             outs = [o for o, a in zip(outputs if type(outputs) is tuple else (outputs,),
                                       self._out[0]) if a is not None]
-        if not inputs and not outs:
+        kept = self._kept
+        kept = () if kept is None else [v for v in kept if isinstance(v, Tensor)]
+        params, template = (), None
+        if self._param_versions is not None:    # index tensors among the params (x[idx])
+            params = [t for t, _, _ in self._param_versions]
+            template = _packed_params(self._params, self.op.versioned_params)
+        if not inputs and not outs and not kept and not params:
             return
-        self._released = Packed(hooks, inputs, outs)
+        self._released = Packed(hooks, inputs, outs, kept, params, template,
+                                self.op.packs_reversed)
+        if params:
+            self._params = template[0]
         if inputs:
             self._inputs = ([_PACKED if p else x for x, p in zip(saved, packed)], lengths)
         if outs:
             self._out = (None,) + self._out[1:]
+        if kept:
+            self._kept = tuple([_PACKED if isinstance(v, Tensor) else v for v in self._kept])
+
+    def _unpack_kept(self):
+        """What the forward kept (NOTE [Kept values]), its tensors unpacked where
+        saved-tensor hooks packed them; None if it kept nothing."""
+        released = self._released
+        if released is True:
+            raise RuntimeError(_FREED)
+        kept = self._kept
+        if released and kept is not None:
+            unpacked = iter(released.kept())
+            kept = tuple([next(unpacked) if v is _PACKED else v for v in kept])
+        return kept
 
     def _unpack_inputs(self):
         released = self._released
@@ -336,21 +374,26 @@ class OpNode(Node):
         elif vc.value != version:
             raise RuntimeError(_modified_message(None, version, vc.value, self, (arrays[0], 0)))
         outs = []
+        fn, at = self, None
+        if self._out_history is not None:
+            fn, at = self._out_history[0]() or self, self._out_history[1]
         for nr, arr in enumerate(arrays):
             if arr is None:
                 outs.append(None)
                 continue
             t = _make(arr)
             if arr.dtype.kind in "fcV":     # (not max's indices)
-                t._grad_fn = self
-            t._output_nr = nr
+                t._grad_fn = fn
+            t._output_nr = nr if fn is self else at
             t._vc = vc[nr] if several else vc
             outs.append(t)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _vjp(self, op, grad, args):
         """The op's vjp on the incoming gradient, with what its signature asks for."""
-        if op.needs_mask:
+        if op.vjp_keywords:
+            if op.vjp_keywords == "kept":
+                return self._vjp_kept(op, grad, args)
             needs = tuple([meta is not None for meta in self._in_meta])
             if self._out is not None:
                 return op.vjp(grad, *args, *self._params, out=self._unpack_output(),
@@ -359,6 +402,19 @@ class OpNode(Node):
         if self._out is not None:
             return op.vjp(grad, *args, *self._params, out=self._unpack_output())
         return op.vjp(grad, *args, *self._params)
+
+    def _vjp_kept(self, op, grad, args):
+        """``_vjp`` for a derivative that takes ``kept`` (NOTE [Kept values])."""
+        kept = self._unpack_kept()
+        if op.needs_mask:
+            needs = tuple([meta is not None for meta in self._in_meta])
+            if self._out is not None:
+                return op.vjp(grad, *args, *self._params, out=self._unpack_output(),
+                              needs=needs, kept=kept)
+            return op.vjp(grad, *args, *self._params, needs=needs, kept=kept)
+        if self._out is not None:
+            return op.vjp(grad, *args, *self._params, out=self._unpack_output(), kept=kept)
+        return op.vjp(grad, *args, *self._params, kept=kept)
 
     def apply(self, grads, in_meta=None):
         """Input gradients from output gradients, conformed to ``in_meta`` (or the inputs')."""
@@ -391,6 +447,14 @@ class OpNode(Node):
 _PACKED = object()                      # where a saved input was handed to a pack hook
 _FREED_INPUT = object()                 # where a released node's saved input tensor was
 _RESULT_SUFFIXES = ("",) + tuple(map(str, range(9)))
+
+
+def _packed_params(params, positions):
+    """(``params`` with ``_PACKED`` for each tensor at ``positions``, the positions)."""
+    return tuple([p if i not in positions else _PACKED if isinstance(p, Tensor) else
+                  type(p)([_PACKED if isinstance(e, Tensor) else e for e in p])
+                  if isinstance(p, (tuple, list)) else p
+                  for i, p in enumerate(params)]), positions
 
 
 def is_result_key(key):
@@ -658,95 +722,13 @@ def history(t):
     return None, 0
 
 
-# --- tensor hooks -----------------------------------------------------------------------------
-
-def register_tensor_hook(t, hook):
-    """Store a gradient hook for ``t``: on its grad_fn output, or on the leaf itself. As in
-    PyTorch, a non-leaf adds it to the dict its ``_backward_hooks`` holds; when that is None
-    the hook goes into a new dict, which its grad_fn runs (besides any earlier one), and a
-    dict assigned to the attribute is not run."""
-    fn, nr = history(t)
-    if t._grad_fn is None:
-        return _add_hook(_leaf_hooks(t), hook)
-    meta = t._meta
-    if meta is not None and "hooks" in meta:    # assigned (see _backward_hooks_attr.py)
-        hooks = meta["hooks"]
-        if hooks is None:
-            from ember.autograd._backward_hooks_attr import bind_hooks
-            hooks = meta["hooks"] = OrderedDict()
-            bind_hooks(fn, nr, hooks)
-        return _add_hook(hooks, hook)
-    if fn._tensor_pre_hooks is None:
-        fn._tensor_pre_hooks = {}
-    hooks = fn._tensor_pre_hooks.setdefault(nr, OrderedDict())
-    return _add_hook(hooks, hook)
-
-
-def tensor_hooks(t):
-    """The gradient hooks registered on ``t`` (a dict by handle id), or None."""
-    if t._grad_fn is None:
-        return None if t._meta is None else t._meta.get("hooks")
-    fn, nr = history(t)
-    return None if fn._tensor_pre_hooks is None else fn._tensor_pre_hooks.get(nr)
-
-
-def _leaf_hooks(t):
-    if t._meta is None:
-        t._meta = {}
-    hooks = t._meta.get("hooks")
-    if hooks is None:
-        hooks = t._meta["hooks"] = OrderedDict()   # (PyTorch's _backward_hooks)
-    return hooks
-
-
-def register_post_accumulate_hook(t, hook):
-    """Store a hook run with the tensor after its ``.grad`` was accumulated."""
-    if t._meta is None:
-        t._meta = {}
-    hooks = t._meta.get("post_acc_hooks")
-    if hooks is None:
-        hooks = t._meta["post_acc_hooks"] = _HookDict()
-    return _add_hook(hooks, hook)
-
-
-def add_retain_grad_hook(t):
-    """Make backward populate ``t.grad`` for a non-leaf tensor."""
-    fn, nr = history(t)
-    if fn._retains is None:
-        fn._retains = {}
-    fn._retains[nr] = weakref.ref(t)
-    if t._meta is None:
-        t._meta = {}
-    t._meta["retains_grad"] = True
-
-
-def move_retained_grad(t, old_fn, old_nr):
-    """After an in-place op gave ``t`` a new grad_fn, make ``t.grad`` its gradient as of now
-    (PyTorch moves the retain_grad hook to the new node; other hooks stay with the old)."""
-    meta = t._meta
-    if not meta or not meta.get("retains_grad") or old_fn is None:
-        return
-    retains = old_fn._retains
-    if retains is not None and old_nr in retains and retains[old_nr]() is t:
-        del retains[old_nr]
-    add_retain_grad_hook(t)
-
-
-def leaf_hooks(t):
-    """Hooks registered on a leaf tensor (run before accumulation), or None."""
-    meta = t._meta
-    return None if meta is None else meta.get("hooks")
-
-
-def post_accumulate_hooks(t):
-    """Post-accumulate hooks of a leaf, or None."""
-    meta = t._meta
-    return None if meta is None else meta.get("post_acc_hooks")
-
-
 from ember.autograd._edges_and_multi_hooks import (GradientEdge,  # noqa: E402
                                                    get_gradient_edge, increment_version,
                                                    register_multi_grad_hook)
 from ember.autograd.saved_hooks import (allow_mutation_on_saved_tensors,  # noqa: E402
                                         disable_saved_tensors_hooks, save_on_cpu,
                                         saved_tensors_hooks)
+from ember.autograd._tensor_hooks import (add_retain_grad_hook, leaf_hooks,  # noqa: E402,F401
+                                          move_retained_grad,
+                                          post_accumulate_hooks, register_post_accumulate_hook,
+                                          register_tensor_hook, tensor_hooks)

@@ -140,21 +140,37 @@ def allow_mutation_on_saved_tensors():
 
 
 class Packed:
-    """What one node saved, as ``pack`` returned it: its saved inputs, then its outputs."""
+    """What one node saved, as ``pack`` returned it: the index tensors among its params
+    (``x[idx]``'s idx: ``Op.versioned_params``), the tensors its forward kept (NOTE [Kept
+    values] in ops/_registry.py: cross_entropy's stand-in for PyTorch's saved log-softmax,
+    packed first as PyTorch packs that), its saved inputs (in reverse for an op that
+    ``packs_reversed``), then its outputs."""
 
-    __slots__ = ("_unpack", "_values", "_edges")
+    __slots__ = ("_unpack", "_values", "_edges", "_kept_edges", "param_template",
+                 "_param_values", "_reverse")
 
-    def __init__(self, hooks, inputs, outputs):
+    def __init__(self, hooks, inputs, outputs, kept=(), params=(), template=None,
+                 reverse=False):
         pack, self._unpack = hooks
         prev = _GRAD.grad_enabled
         _GRAD.grad_enabled = False      # pack hooks run without recording, as in PyTorch
         try:
-            self._values = [pack(t) for t in (*inputs, *outputs)]
+            # the index tensors among the params come first (PyTorch's x[idx] packs idx)
+            self._param_values = [pack(t) for t in params]
+            values = [pack(t) for t in kept]
+            if reverse:                 # (gather: PyTorch packs index, then self)
+                values += [pack(t) for t in reversed(inputs)][::-1]
+            else:
+                values += [pack(t) for t in inputs]
+            self._values = values + [pack(t) for t in outputs]
         finally:
             _GRAD.grad_enabled = prev
+        self.param_template = template  # the params, _PACKED where an index tensor was
+        self._reverse = reverse
         # the history each input had, for a backward of backward through an unpacked copy
-        # (an output's is its node, which gives it back)
+        # (an output's is its node, which gives it back), and each kept tensor's
         self._edges = [_edge_of(t) for t in inputs]
+        self._kept_edges = [_edge_of(t) for t in kept]
 
     def _unpacked(self, value):
         from ember._tensor import Tensor
@@ -166,9 +182,19 @@ class Packed:
 
     def inputs(self):
         """The saved inputs, each with the autograd history its original had."""
+        values = self._values[len(self._kept_edges):len(self._kept_edges) + len(self._edges)]
+        if self._reverse:               # (unpacked in the order packed, as PyTorch does)
+            return self._with_history(values[::-1], self._edges[::-1])[::-1]
+        return self._with_history(values, self._edges)
+
+    def kept(self):
+        """The kept tensors, each with the autograd history its original had."""
+        return self._with_history(self._values, self._kept_edges)
+
+    def _with_history(self, values, edges):
         from ember._tensor import _make
         out = []
-        for value, edge in zip(self._values, self._edges):
+        for value, edge in zip(values, edges):
             t = self._unpacked(value)
             if edge is not None and t._grad_fn is None and not t._requires_grad:
                 t = _make(t._data)
@@ -176,9 +202,19 @@ class Packed:
             out.append(t)
         return out
 
+    def params(self):
+        """The node's params, the index tensors in them unpacked."""
+        from ember.autograd.graph import _PACKED
+        unpacked = iter([self._unpacked(v) for v in self._param_values])
+        params, positions = self.param_template
+        return tuple([p if i not in positions else next(unpacked) if p is _PACKED else
+                      type(p)([next(unpacked) if e is _PACKED else e for e in p])
+                      for i, p in enumerate(params)])
+
     def output_arrays(self):
         """The saved outputs' backend arrays."""
-        return tuple(self._unpacked(v)._data for v in self._values[len(self._edges):])
+        start = len(self._kept_edges) + len(self._edges)
+        return tuple(self._unpacked(v)._data for v in self._values[start:])
 
 
 def _edge_of(t):

@@ -15,16 +15,17 @@ BatchedTensors, and each derivative's ops run their batching rules.
 import threading
 
 from ember import autograd
-from ember.autograd._forward_traces import (LINEARIZING, PULLING, tracing_forward,
-                                             tracing_reverse)
+from ember.autograd._forward_traces import (FORWARD_SHOWN, LINEARIZING, PULLING,
+                                             tracing_forward, tracing_reverse)
 from ember._tensor import Tensor
 from ember._transform_births import tracing_births
 from ember._transform_state import STATE as _TRANSFORMS
 from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
 from ember.autograd.graph import AccumulateGrad
-from ember.func._batched import active_levels, materialize, rewrap
-from ember.func._forward_primal import primal_for, release, tracks_grad
+from ember.func._batched import BatchedTensor, active_levels, materialize, rewrap
+from ember.func._forward_primal import (forward_running, own_pass, primal_for, release,
+                                         show, showing, tracks_grad)
 from ember.func._no_grad_tangents import NoGradGateBackward, settle
 from ember.ops._reduce import TRANSFORM_BACKWARD
 from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
@@ -76,7 +77,8 @@ def _fresh(p):
     inference tensor is copied into a normal one."""
     if tracks_grad(p):
         from ember.ops.conversion import _alias
-        return _alias(p)
+        with own_pass():        # (the transform's own leaf, not its caller's result)
+            return _alias(p)
     return (p.clone() if is_inference(p) else p.detach())._set_requires_grad()
 
 
@@ -90,13 +92,17 @@ class _Traced:
             if not isinstance(x, Tensor):
                 raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
         physical = [materialize(x, self.levels) for x in flat]
+        if api.startswith(_FORWARD_APIS):
+            from ember.autograd.forward_ad import STATE as _DUAL
+            if _DUAL.level is not None:     # (PyTorch's are dual levels too)
+                raise RuntimeError("Nested forward mode AD is not supported at the moment")
         top = _DEPTH.value == 0         # (only the outermost transform decides what is cut)
         self.connected = not top or any(tracks_grad(p) for p in physical)
         outer_grad = is_grad_enabled()
         # the user's requires_grad_ is refused in func, except in linearize's, as in PyTorch
         user = _TRANSFORMS.user if api.startswith("linearize(") else True
         self.made = None
-        shown = ()
+        shown = versions = ()
         _DEPTH.value += 1
         try:
             # (PyTorch's linearize lets its function write into captured tensors)
@@ -105,15 +111,21 @@ class _Traced:
                 shown = [primal_for(x) for x in self.leaves] \
                     if api.startswith(_FORWARD_APIS) else self.leaves
                 births[1].update(id(x) for x in self.leaves + physical + shown)
+                if shown is not self.leaves:
+                    versions = [x._version for x in shown]
                 inputs = tree_unflatten([rewrap(p, self.levels) for p in shown], self.in_spec)
                 tracing = _tracing(api, self.leaves)
                 if top:     # the leaves func makes are this transform's own, not a closure's
                     self.made = _TRANSFORMS.made = {}
                 _TRANSFORMS.user = user
-                with tracing:
+                with tracing, showing(shown is not self.leaves and (
+                        "dual" if api.startswith("linearize(") else True)):
                     out = func(*inputs)
         finally:
             release(shown)      # (NOTE [Forward-mode primals])
+            # inputs func wrote into: jvp writes their tangents into the caller's, as PyTorch
+            self.written = [(i, x) for i, (x, v) in enumerate(zip(shown, versions))
+                            if x._version != v]
             _DEPTH.value -= 1
             if top:
                 _TRANSFORMS.made = None
@@ -153,8 +165,13 @@ class _Traced:
                 raise RuntimeError(f"Expected tensors, got unsupported type {type(x)}")
 
     def release(self, tree):
-        """``tree``'s tensors as the caller sees them: cut from this transform's graph."""
+        """``tree``'s tensors as the caller sees them: cut from this transform's graph (and,
+        in a forward-mode transform's function, its results: NOTE [Forward-mode primals])."""
         if self.connected and not self.closure:
+            if FORWARD_SHOWN:
+                for x in tree_flatten(tree)[0]:
+                    if isinstance(x, Tensor):
+                        show(x)
             return tree
         flat, spec = tree_flatten(tree)
         reach = _Reach(self.leaves, self.made) if self.closure else None   # (one walk)
@@ -182,7 +199,7 @@ class _Traced:
             return [zeros_like(x) for x in inputs]
         TRANSFORM_BACKWARD.depth += 1
         try:
-            with _recording():
+            with _recording(), own_pass():
                 grads = autograd.grad(roots, inputs, weights, retain_graph=True,
                                       create_graph=create_graph, allow_unused=True)
         finally:
@@ -404,24 +421,26 @@ class _Linearized:
     """The Jacobian of a traced function as a linear map of tangents (the double-vjp trick:
     ``g(u) = J^T u`` is linear in ``u``, so the vjp of ``g`` with weights ``t`` is ``J t``)."""
 
-    def __init__(self, traced):
+    def __init__(self, traced, extra=()):
         from ember import zeros_like
         self.traced = traced
-        live = [y for y in traced.outputs if tracks_grad(y)]
+        self.outputs = traced.outputs + list(extra)     # (extra: their tangents kept apart)
+        live = [y for y in self.outputs if tracks_grad(y)]
         with _recording():      # (no inference tensors: their views would record nothing)
             self.dummies = [zeros_like(y).requires_grad_() for y in live]
         # (NOTE [Tangents through no_grad], NOTE [Function jvp in the double vjp])
         with LINEARIZING, PULLING:
             self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True) \
                 if live else []
-        self.live = [tracks_grad(y) for y in traced.outputs]
+        self.live = [tracks_grad(y) for y in self.outputs]
+        self.extra_tangents = []
 
     def push(self, flat_tangents, create_graph):
         traced = self.traced
         tangents = [materialize(t, traced.levels) for t in flat_tangents]
         roots, weights = [], []
         for g, t in zip(self.pulled, tangents):
-            if g.requires_grad:
+            if tracks_grad(g):
                 roots.append(g)
                 weights.append(t)
         if self.dummies:
@@ -429,9 +448,27 @@ class _Linearized:
                 outs = iter(_Traced.backward(roots, weights, self.dummies, create_graph))
         from ember import zeros_like
         flat = [next(outs) if live else zeros_like(y)
-                for y, live in zip(traced.outputs, self.live)]
+                for y, live in zip(self.outputs, self.live)]
+        n = len(traced.outputs)
+        self.extra_tangents = [rewrap(x, traced.levels) for x in flat[n:]]
+        flat = flat[:n]
         return tree_unflatten(traced.release([rewrap(x, traced.levels) for x in flat]),
                               traced.out_spec)
+
+
+def _tangent_aliased(primal, tangent):
+    """Whether PyTorch's jvp takes ``tangent`` as the primal's tangent itself (so a write into
+    the primal reaches it) rather than a copy: so where both lay their elements out alike
+    (shape, strides but those of a dimension of size 0 or 1, offset, memory's size)."""
+    if isinstance(primal, BatchedTensor) or isinstance(tangent, BatchedTensor):
+        return True         # (vmap's wrappers: their physical layouts say nothing of this)
+    if primal.shape != tangent.shape or primal.storage_offset() != tangent.storage_offset():
+        return False
+    for size, a, b in zip(primal.shape, primal.stride(), tangent.stride()):
+        if a != b and size > 1:
+            return False
+    return (primal.untyped_storage().nbytes() // primal.element_size()
+            == tangent.untyped_storage().nbytes() // tangent.element_size())
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
@@ -443,7 +480,15 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """
     flat_t = _check_jvp_args(primals, tangents)
     traced = _Traced(func, primals, has_aux, "jvp(f, primals, tangents)")
-    out = _Linearized(traced).push(flat_t, traced.connected)
+    lin = _Linearized(traced, [x for _, x in traced.written])
+    out = lin.push(flat_t, traced.connected)
+    if traced.written:
+        from ember.autograd.grad_mode import no_grad
+        flat_p = tree_flatten(primals)[0]
+        with no_grad():
+            for (i, _), tangent in zip(traced.written, lin.extra_tangents):
+                if _tangent_aliased(flat_p[i], flat_t[i]):
+                    flat_t[i].copy_(tangent)
     primal_out = traced.release(traced.out)
     if traced.no_grad_results:
         settle(traced.no_grad_results)
@@ -469,6 +514,8 @@ def _check_linearize_tangents(primals, tangents):
 def linearize(func, *primals):
     """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is the jvp at ``primals``, reusing
     one traced run of ``func`` (``torch.func.linearize``)."""
+    if forward_running():
+        raise RuntimeError("Nested forward mode AD is not supported at the moment")
     traced = _Traced(func, primals, False, "linearize(f, *primals)")
     lin = _Linearized(traced)
 

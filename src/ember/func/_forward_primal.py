@@ -13,13 +13,30 @@ leaf stays the point the Jacobian is taken at. While the function runs it report
 flags; afterwards (``release``) it is a plain Tensor again, whose derivatives, recorded then,
 read it as the graph has it. ember's own code asks ``tracks_grad`` (the recorded truth), not
 the reported ``requires_grad``.
+
+What the function computes is a dual tensor too in PyTorch, whatever it was computed from
+(a closure's tensor that requires grad as well): while the innermost transform running a
+function is a forward-mode one, every result ember records (``_record``'s outputs, and the
+base written in place through a view) becomes a ``ForwardPrimal`` until that function returns
+(``showing``). Outside the user's function (ember's own backward passes, a reverse-mode
+transform's function nested in it, a native kernel's own differentiation: ``own_pass``)
+nothing is re-classed. ``linearize``'s are ``forward_ad``'s dual tensors in PyTorch: one
+computed from a tensor that requires grad outside reports it, and is not re-classed. So,
+as in PyTorch, ``autograd.grad``/``backward``/``register_hook``/``retain_grad`` refuse such
+results, ``detach_`` runs, and ``.data =`` and a nested ``linearize`` refuse.
 """
 
-from ember._tensor import Tensor
+import threading
+import weakref
+
+from ember._conj_view import hold_values
+from ember._tensor import Tensor, _make
+from ember.autograd._forward_traces import FORWARD_SHOWN
 from ember.autograd.graph import Node, history
 from ember.overrides import _disabled_torch_function_impl
 
-__all__ = ["ForwardPrimal", "PrimalBackward", "primal_for", "release", "tracks_grad"]
+__all__ = ["ForwardPrimal", "PrimalBackward", "forward_running", "own_pass", "primal_for",
+           "refuse_backward", "release", "show", "showing", "tracks_grad"]
 
 
 class PrimalBackward(Node):
@@ -48,22 +65,24 @@ class ForwardPrimal(Tensor):
     is_leaf = property(lambda self: True, doc="True, as for PyTorch's dual tensors.")
     grad_fn = property(lambda self: None, doc="None, as for PyTorch's dual tensors.")
 
-    # what leaves the function as a value (printed, copied, pickled) is a plain tensor's
+    # what leaves the function as a value (printed, copied, pickled) is a plain tensor's, of
+    # its own memory (a result is its views' memory root: a copy through it would recurse)
     def __repr__(self, *, tensor_contents=None):
         return self.detach().__repr__(tensor_contents=tensor_contents)
 
     def __deepcopy__(self, memo):
         if id(self) not in memo:
-            memo[id(self)] = self.detach().__deepcopy__(memo)
+            memo[id(self)] = _make(self._data.copy())
         return memo[id(self)]
 
     def __reduce_ex__(self, protocol):
-        return self.detach().__reduce_ex__(protocol)
+        return _make(self._data).__reduce_ex__(protocol)
 
 
 def primal_for(leaf):
     """The ``ForwardPrimal`` standing for ``leaf`` (memory, version and gradient shared)."""
     shown = leaf.detach()
+    hold_values(shown)          # (NOTE [Conjugate views])
     shown._grad_fn = PrimalBackward((history(leaf),))
     shown._output_nr = 0
     shown.__class__ = ForwardPrimal
@@ -84,3 +103,98 @@ def tracks_grad(t):
     while type(t) is BatchedTensor:
         t = t._value
     return type(t) is ForwardPrimal or t.requires_grad
+
+
+class _Frames(threading.local):
+    def __init__(self):
+        # per function running under a transform, innermost last: a forward-mode one's list
+        # of weak references to the results it re-classed, False for any other; None while
+        # ember's own code differentiates (a transform's backward passes, a native kernel's)
+        self.stack = []
+
+
+_FRAMES = _Frames()
+
+
+class _DualFrame(list):
+    """A frame of ``linearize``, whose results are PyTorch's ``forward_ad`` dual tensors: one
+    computed from a tensor that requires grad outside the transform does too."""
+
+    __slots__ = ()
+
+
+def _show(flat, outputs):
+    """Re-class a recorded call's ``outputs`` (of inputs ``flat``) as the running
+    forward-mode function's."""
+    stack = _FRAMES.stack
+    if not stack:
+        return
+    shown = stack[-1]
+    if not isinstance(shown, list):     # (not a forward-mode transform's function)
+        return
+    if type(shown) is _DualFrame:
+        for x in flat:
+            if isinstance(x, Tensor) and type(x) is not ForwardPrimal and (
+                    x._requires_grad or x._grad_fn is not None):
+                return
+    for o in outputs if type(outputs) is tuple else (outputs,):
+        if o._grad_fn is None:          # (not differentiable: nothing recorded for it)
+            continue
+        if type(o) is Tensor:
+            o.__class__ = ForwardPrimal
+            shown.append(weakref.ref(o))
+
+
+class showing:
+    """Context manager: a function runs under a transform (``forward``: True for a
+    forward-mode one, whose results are re-classed, "dual" for ``linearize``, whose results
+    are unless computed from a tensor that requires grad; False: another; None: ember's own
+    code differentiates, whose results are not)."""
+
+    __slots__ = ("forward",)
+
+    def __init__(self, forward):
+        self.forward = forward
+
+    def __enter__(self):
+        forward = self.forward
+        _FRAMES.stack.append(forward if not forward else _DualFrame() if forward == "dual"
+                             else [])
+        FORWARD_SHOWN.append(_show)
+
+    def __exit__(self, *exc):
+        FORWARD_SHOWN.pop()
+        shown = _FRAMES.stack.pop()
+        for ref in shown or ():
+            t = ref()
+            if t is not None and type(t) is ForwardPrimal:
+                t.__class__ = Tensor
+
+
+def own_pass():
+    """Context manager for ember's own differentiation inside a user's function (a kernel
+    PyTorch has natively): what it records is not re-classed, and it may take gradients."""
+    return showing(None)
+
+
+def show(t):
+    """Re-class ``t`` (a native kernel's result, a base written through a view, a nested
+    transform's result) as the running forward-mode function's."""
+    if FORWARD_SHOWN and t._grad_fn is not None:
+        _show((), t)
+    return t
+
+
+def refuse_backward():
+    """PyTorch's refusal of ``backward()`` inside a function a transform runs."""
+    stack = _FRAMES.stack
+    if stack and stack[-1] is not None:
+        raise RuntimeError("backward() called inside a functorch transform. This is not "
+                           "supported, please use functorch.grad or functorch.vjp instead or "
+                           "call backward() outside of functorch transforms.")
+
+
+def forward_running():
+    """Whether a forward-mode transform's function runs in this thread (PyTorch's
+    ``linearize`` refuses to nest in one)."""
+    return any(isinstance(frame, list) for frame in _FRAMES.stack)

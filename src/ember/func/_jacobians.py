@@ -139,9 +139,10 @@ def _jacfwd(func, argnums, has_aux, randomness, real_only):
         for y, col in zip(traced.flat_out, pushed):
             per_input = []
             for x, block in zip(flat_in, _blocks(col, flat_in)):
-                # block: (elements of x, *y.shape) -> (*y.shape, *x.shape)
-                b = block.reshape(x.numel(), y.numel()).transpose(0, 1)
-                per_input.append(b.reshape(tuple(y.shape) + tuple(x.shape)))
+                # block: (elements of x, *y.shape) -> (*y.shape, *x.shape), by movedim and
+                # unflatten as PyTorch's: the result's grad_fn is a ViewBackward0 as there
+                b = block.reshape((x.numel(),) + tuple(y.shape)).movedim(0, -1)
+                per_input.append(b.unflatten(-1, tuple(x.shape)) if x.dim() else b.squeeze(-1))
             jac.append(_arrange(per_input, traced.in_spec, argnums))
         result = tree_unflatten(jac, traced.out_spec)
         return (result, traced.aux) if has_aux else result

@@ -44,14 +44,17 @@ def _differentiate(conv, size, grad_output, other):
     stand-in (of ``size``) for the missing operand."""
     keep_graph = is_grad_enabled() and any(    # (the recorded truth: NOTE [Forward-mode primals])
         t._requires_grad or t._grad_fn is not None for t in (grad_output, other))
-    with inference_mode(False):         # grad mode on, and recording even in inference mode
+    from ember.func._forward_primal import own_pass, show
+    # (grad mode on, and recording even in inference mode; under a forward-mode transform,
+    # the result is its function's, as a native kernel's: NOTE [Forward-mode primals])
+    with inference_mode(False), own_pass():
         if is_inference(other):         # (which cannot be saved for backward)
             other = other.clone()
         stand_in = ember.zeros(size, dtype=grad_output.dtype, device=grad_output.device,
                                requires_grad=True)
         (grad,) = ember.autograd.grad(conv(stand_in, other), stand_in, grad_output,
                                       create_graph=keep_graph)
-    return grad.clone() if is_inference_mode_enabled() else grad
+    return grad.clone() if is_inference_mode_enabled() else show(grad)
 
 
 def _pair(conv, name):

@@ -3,6 +3,8 @@ compute dtype, the forward run on backend arrays, the graph recorded, ``out=`` w
 
 import numpy as np
 
+from ember import _dtype as D
+from ember._conj_view import ConjView, memory
 from ember._tensor import Tensor, _make
 from ember.amp._state import STATE as _AMP
 from ember.amp._policy import Composite
@@ -25,6 +27,7 @@ __all__ = ["call", "RAW_OUTPUTS", "device_mismatch", "ACTIVE_VMAPS"]
 
 _NDARRAY = np.ndarray
 _SCALARS = {int: int, float: float, bool: bool, complex: complex}
+_E4M3 = D.float8_e4m3fn.np
 _WRAP_INT = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,
                                    np.uint32, np.uint64)}
 
@@ -86,8 +89,13 @@ def call(op, inputs, params, out=None):
     args = params if casts is None or not op.dtype_params else params_in_dtype(op, params,
                                                                                 casts[0])
     token = None if op.view else quiet_fp()     # views compute nothing to warn of
+    kept = None
     try:
-        res = op.forward(xp, *arrays, *args)
+        if recording and op.keeps:      # NOTE [Kept values]: only a recorded call keeps
+            kept = []
+            res = op.forward(xp, *arrays, *args, keep=kept)
+        else:
+            res = op.forward(xp, *arrays, *args)
         # an elementwise result: NumPy lays it out as PyTorch does after a row-major first
         # operand (ops/_pointwise_layout.py); else PyTorch's layout is looked up. One
         # operand's layout NumPy keeps as PyTorch does, but for the stride of a dim of size 1:
@@ -114,7 +122,7 @@ def call(op, inputs, params, out=None):
         recording = False               # views of an inference tensor: no graph
     # (a call with out= and inputs requiring grad is refused by write_out: nothing to record)
     if recording and op.vjp is not None and (out is None or out is RAW_OUTPUTS):
-        _record(op, flat, lengths, params, outputs)
+        _record(op, flat, lengths, params, outputs, kept or None)
     elif requires_grad and op.unrecorded_check is not None:
         op.unrecorded_check(flat, params)
     if out is not None:
@@ -156,6 +164,8 @@ def _wrap(res, xp, casts):
     if type(res) not in XP_BY_ARRAY_TYPE:       # a scalar (a forward may return another
         res = xp.asarray(res)                   # backend's array: _to_copy moves devices)
     if casts is not None and res.dtype == casts[1]:
+        if casts[0] is _E4M3:                   # no infinity: PyTorch saturates to +-448
+            res = xp.asarray(xp.clip(res, -448.0, 448.0))   # (a 0-dim clip is a scalar)
         res = res.astype(casts[0])
     return _make(res)
 
@@ -189,7 +199,9 @@ def _prepare(op, flat):
         elif isinstance(x, Tensor):
             if not _plain_subclass(t):
                 raise _Override
-            a = x._data
+            # a view op of a conjugate view runs on its memory (NOTE [Conjugate views])
+            a = x._data if t is not ConjView or op.view is not True or x is not flat[0] \
+                else memory(x)
         else:
             x = _as_scalar(op, flat, x)
             arrays.append(x)
@@ -224,7 +236,7 @@ def _prepare(op, flat):
         for i, a in enumerate(arrays):
             ta = type(a)
             if ta is array_type:
-                if a.dtype is not target:
+                if a.dtype is not target and i not in op.uncast:
                     arrays[i] = a.astype(target) if not op.casts_keep_layout else \
                         _cast_keeping_layout(a, target)
             elif ta is int and target in _WRAP_INT:

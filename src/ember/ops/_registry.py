@@ -18,6 +18,18 @@ names a keyword-only ``out`` parameter receives the op's output(s) as well, and 
 a keyword-only ``needs`` parameter receives a tuple with one bool per input saying whether that
 input wants a gradient (so ``x * 2`` computes no gradient for the 2). Give ``needs`` a default
 of all True: other derivatives call derivatives directly.
+
+NOTE [Kept values]: a forward that names a keyword-only ``keep`` parameter may hand its node
+values it computed anyway (cross_entropy's ``exp(input - shift)``, attention's kernel choice)
+rather than have backward recompute them. ``keep`` is None unless the call is recorded; then
+it is a list the forward appends to (or leaves empty: a CUDA kernel override keeps nothing).
+The recorder stores them on the node, never as outputs (users, vmap, tracing and
+``__torch_function__`` see none): backend arrays as tensors, which ``saved_tensors_hooks``
+pack as saved tensors and backward frees (``kept_as`` gives one the history of an op of an
+input, for double backward). A derivative naming a keyword-only ``kept`` parameter receives
+them (a tuple), or None for a call recorded without them; so do the per-call declarations
+of a keeping op (``reads_inputs``, ``copies_inputs``' and ``aliases_inputs``' ``when``,
+``named_by``, ``derivative(outputs=)``), as keyword ``kept``, when there are any.
 """
 
 import ast
@@ -51,9 +63,15 @@ class Op:
     # whether operands cast to the compute dtype keep being non-contiguous (searchsorted warns
     # about non-contiguous operands as given, before PyTorch promotes them)
     casts_keep_layout = False
+    # positions of tensor inputs the dispatcher hands over in their own dtype, not cast to the
+    # compute dtype (see leave_uncast)
+    uncast = frozenset()
     # positions of params that hold tensors PyTorch's node saves (index_put's indices): a
     # write into one before backward raises, as for a saved input (see _recording._record)
     versioned_params = ()
+    # whether saved-tensor hooks get the saved inputs in reverse order (gather: PyTorch packs
+    # index, then self)
+    packs_reversed = False
     # whether the op declares copied inputs or versioned params: None until its first
     # recorded call (see _recording._record)
     records_more = None
@@ -72,6 +90,8 @@ class Op:
         self.namespace = namespace      # None, or "linalg", "fft", "special"
         self.name = f"{namespace}.{tree.name}" if namespace else tree.name
         self.forward = forward
+        self.keeps = _takes_keyword(forward, "keep")    # see NOTE [Kept values]
+        self.kept_recipes = ()                          # see kept_as
         self.signature = signature
         self._args = tree.args
         names = [a.arg for a in tree.args.args]
@@ -117,12 +137,16 @@ class Op:
         self.saved_outputs = None       # indices of the outputs the derivative reads; None: all
         self.differentiable_outputs = None  # see op(); None: every floating output
         self.needs_mask = False
+        # the keywords the derivative takes beyond ``out``: None, "needs", or "kept" (with
+        # ``needs`` too where it names it): one test per backward (see OpNode._vjp)
+        self.vjp_keywords = None
         self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
         self.forward_ad_refusal = None  # a kernel name, or fn: see refuse_forward_ad
         self.record_check = None        # fn(op, flat, params) run as a call records
         self.unrecorded_check = None    # see check_unrecorded (and refuse_forward_ad)
         self.own_unrecorded_check = None
         self.integral_results_refused = False   # see refuse_integral_results
+        self.complex_grad_refused = False       # see refuse_complex_grad
         self.overlap_check = check_no_partial_overlap  # see refuse_aliased_inputs
         self.unrounded = frozenset()    # see keep_scalars_unrounded
         self.dtype_params = ()          # see params_in_dtype
@@ -163,7 +187,8 @@ class Op:
         place before backward is allowed, as in PyTorch (``relu_`` after ``batch_norm``: the
         mean and invstd are kept, not ``y``). Or ``fn(flat inputs, params)`` returning them
         per call (attention's math kernel keeps its weights, not its result).
-        Use as ``@op.derivative(outputs=(1,))``."""
+        Use as ``@op.derivative(outputs=(1,))``. A keyword-only ``kept`` parameter receives
+        what the forward kept (NOTE [Kept values])."""
         if fn is None:
             return lambda f: self.derivative(f, outputs=outputs)
         import inspect
@@ -175,6 +200,8 @@ class Op:
         if self.needs_mask and self.seq_inputs:
             raise TypeError(f"{self.name}: 'needs' is one flag per input, and sequence inputs "
                             f"have none")
+        kept = "kept" in params and params["kept"].kind is params["kept"].KEYWORD_ONLY
+        self.vjp_keywords = "kept" if kept else "needs" if self.needs_mask else None
         self.vjp = fn
         return fn
 
@@ -213,6 +240,13 @@ class Op:
         self.unrecorded_check = functools.partial(unrecorded_checks, self)
         return fn
 
+    def refuse_complex_grad(self):
+        """Refuse a recorded call whose differentiable input (so its result) is complex, with
+        PyTorch's error for kernels whose derivative is real only (embedding; a forward-mode
+        tangent passes, as in PyTorch)."""
+        self.complex_grad_refused = True
+        self.record_check = record_checks
+
     def refuse_integral_results(self):
         """Refuse a recorded call whose result is not differentiable (``dtype=`` made it
         integral: ``x.sum(dtype=ember.int64)`` of a tensor that requires grad), with PyTorch's
@@ -242,6 +276,12 @@ class Op:
         """Declare the inputs this op's forward updates in place (batch norm's running
         statistics), so that a second run of it (forward AD) is given copies of them."""
         self.written_inputs = positions
+
+    def leave_uncast(self, *names):
+        """Hand these tensor inputs to the forward in their own dtype rather than cast to the
+        compute dtype with the others: where's bool condition (NumPy selects by a bool mask
+        faster than by a float one, and the cast costs a copy)."""
+        self.uncast = frozenset(self.input_names.index(n) for n in names)
 
     def nondifferentiable(self, *names):
         """Declare the tensor inputs that are not differentiable by definition (indices,
@@ -311,19 +351,16 @@ class Op:
         self.input_readers = readers[0] if len(readers) == 1 and callable(readers[0]) \
             else readers
 
-    def copies_inputs(self, *positions, when=None, kept=None):
+    def copies_inputs(self, *positions, when=None):
         """Declare inputs that PyTorch's composite saves values computed from, not the inputs
         themselves (``ndtr`` saves its scaled input, ``msort`` the sort's indices): a
         recorded call (where ``when(flat inputs, params)`` holds, if given) saves a private
         copy of each that a gradient reads, made with ``clone`` so that double backward
         still reaches the input, and writing the input in place before backward is allowed,
-        as in PyTorch. The copy costs what PyTorch's intermediates cost it.
-        ``kept``: ``fn(flat inputs, params)`` returning, for a call whose forward computed
-        and kept an array of the input's shape and dtype to save instead, ``(that array,
-        the name of the registered op whose node on the input it is recorded as)``, else
-        None (a copy is made): cross_entropy's ``exp(input - shift)``, recorded as exp's."""
+        as in PyTorch. The copy costs what PyTorch's intermediates cost it (a forward that
+        kept what the gradients read instead leaves the input unread: NOTE [Kept values])."""
         assert not self.seq_inputs
-        self.copied_inputs += ((positions, when, True, kept),)
+        self.copied_inputs += ((positions, when, True),)
 
     def aliases_inputs(self, *positions, when=None):
         """Declare inputs that PyTorch saves through an alias with a version counter of its
@@ -332,7 +369,15 @@ class Op:
         made as the call records: double backward does not see the write's). ``when``: as
         for ``copies_inputs``."""
         assert not self.seq_inputs
-        self.copied_inputs += ((positions, when, False, None),)
+        self.copied_inputs += ((positions, when, False),)
+
+    def kept_as(self, index, name, position=0):
+        """Declare that the forward's kept value ``index`` (NOTE [Kept values]) is the
+        registered op ``name`` applied to input ``position`` (up to a constant that its
+        derivative ignores): the recorder gives it that op's node on the input, so that a
+        derivative built of it reaches the input in double backward (cross_entropy's
+        ``exp(input - shift)``, recorded as exp's: the shift cancels where it is used)."""
+        self.kept_recipes += ((index, name, position),)
 
     def reads_transposed(self, *positions):
         """Declare the inputs PyTorch's kernel reads through ``t()`` (``linear``'s weight: an
@@ -390,9 +435,10 @@ class Op:
         self._node_classes = {}
         return fn
 
-    def node_class_for(self, flat, params, outputs):
+    def node_class_for(self, flat, params, outputs, kept=None):
         """The backward node class of a call (see ``named_by``)."""
-        name = self.node_names(flat, params, outputs)
+        name = self.node_names(flat, params, outputs) if kept is None else \
+            self.node_names(flat, params, outputs, kept=kept)
         cls = self._node_classes.get(name)
         if cls is None:
             cls = self._node_classes[name] = type(name, (self._node_base,),
@@ -496,6 +542,16 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
                 o.laid_operands = len(o.input_names)
         return o
     return register
+
+
+def _takes_keyword(fn, name):
+    """Whether function ``fn`` has a keyword-only parameter ``name`` (read off its code: no
+    ``inspect`` for each of the ops registered at import)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    start = code.co_argcount           # (positional-only ones included)
+    return name in code.co_varnames[start:start + code.co_kwonlyargcount]
 
 
 def _is_tensor(x):

@@ -17,6 +17,7 @@ the input elements viewing the same one (an expanded input), as in PyTorch.
 """
 
 from ember._creation import zeros
+from ember._memory_format import restrided
 from ember._storage_place import _address, _row_major_strides, _storage_root
 from ember._tensor import Tensor
 from ember._warn import warn_once
@@ -205,9 +206,9 @@ def as_strided(xp, x, size, stride, storage_offset):
     strides = tuple(s * item for s in stride)
     shift = (place - place.source) * item       # bytes from x's first element to the window's
     if not shift or (x.size == 0 and 0 in size):    # CuPy: a fresh empty array has no address
-        return xp.lib.stride_tricks.as_strided(x, size, strides)
+        return restrided(xp, x, size, strides)
     # [1, ...], not [1]: for a 0-dim window, [1] would give a scalar, a copy
-    return xp.lib.stride_tricks.as_strided(x, (2,) + size, (shift,) + strides)[1, ...]
+    return restrided(xp, x, (2,) + size, (shift,) + strides)[1, ...]
 
 
 @as_strided.derivative

@@ -37,6 +37,7 @@ from ember.backend import xp_of
 from ember.backend.blas_threads import follow_load
 from ember.backends.cuda import flash_sdp_enabled, generic_sdp_allowed, math_sdp_enabled
 from ember.ops._registry import broadcast_message, op
+from ember.ops.log_space import row_max
 from ember.ops.random_nodes import NOT_IMPLEMENTED, sampled
 from ember.ops.underivable import on_values
 
@@ -168,9 +169,11 @@ def _scale(e, scale):
     "is_causal=False, *, scale=None, enable_gqa=False)", inputs=4, namespace="nn.functional",
     out=False, namedtuple=_output_only, grad_fn_name="ScaledDotProductAttentionBackward0",
     differentiable_outputs=(0,))
-def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
+def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *,
+                                 keep=None):
     """Attention softmax(Q K^T * scale + mask) V, with optional causal mask and dropout."""
     empty = 0 in q.shape[:-1] or 0 in v.shape
+    arrays = q, k, v, mask
     if not generic_sdp_allowed(on_cpu=xp is np) and not (empty and xp is np):
         raise RuntimeError(_NO_KERNEL if xp is np else "No available kernel. Aborting "
                            "execution.")
@@ -210,7 +213,7 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
         else:
             p += mask
     if S:
-        top = p.max(axis=-1, keepdims=True)
+        top = row_max(xp, p, -1)
         # rows masked throughout stay -inf: a -inf max is lifted to a finite one (the
         # others are finite or NaN already); one call where a where() takes two
         p -= xp.maximum(top, xp.finfo(p.dtype).min, out=top)
@@ -224,13 +227,16 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
         p /= total                                  # ... and give zero weights, as PyTorch
     weights = p
     if dropout_p > 0:
-        keep = _uniform_like(None, p.shape, p) >= dropout_p
-        p = p * keep * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
+        kept_mask = _uniform_like(None, p.shape, p) >= dropout_p
+        p = p * kept_mask * (1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)
     if not (rounded and S):
         result = _grouped(p, v, gv)
     if result.dtype != dtype:
         result = result.astype(dtype)
-    return (result, weights) if dropout_p <= 0 else (result, weights, keep)
+    if keep is not None and xp is np and not empty:    # the node's CPU kernel (_math_kernel)
+        keep.append("flash" if flash_sdp_enabled() and _flash_layout(*arrays, dropout_p,
+                                                                      enable_gqa) else "math")
+    return (result, weights) if dropout_p <= 0 else (result, weights, kept_mask)
 
 
 def _refuse_flash(q, k, v, dropout_p):
@@ -248,13 +254,13 @@ def _refuse_flash(q, k, v, dropout_p):
 
 
 @scaled_dot_product_attention.named_by
-def _(flat, params, out):                    # the CPU kernel PyTorch picks (see _cpu_flash)
+def _(flat, params, out, *, kept=None):     # the CPU kernel PyTorch picks (see _cpu_flash)
     q, k, v, mask = flat
     if q.device.type != "cpu":
         return "ScaledDotProductAttentionBackward0"
     if 0 in q._data.shape[:-1] or 0 in v._data.shape:     # nothing to attend: zeros + ...
         return "AddBackward0"
-    if _cpu_flash(q, k, v, params[0], params[3], mask):
+    if not _math_kernel(flat, params, kept=kept):
         return "ScaledDotProductFlashAttentionForCpuBackward0"
     _grad_mask_refusals(flat, params)
     # the math kernel computes 16-bit inputs in float32 and casts its result back
@@ -303,10 +309,16 @@ def _cpu_flash(q, k, v, dropout_p, enable_gqa, mask=None, mask_grad=None):
         mask_grad = mask is not None and mask.requires_grad
     if mask_grad or not flash_sdp_enabled():
         return False
+    return _flash_layout(q._data, k._data, v._data, None if mask is None else mask._data,
+                         dropout_p, enable_gqa)
+
+
+def _flash_layout(q, k, v, mask, dropout_p, enable_gqa):
+    """``_cpu_flash`` on backend arrays, the mask's ``requires_grad`` and the switch aside:
+    under vmap the logical tensors' layout (see ``logical_layout``), else ``_flash_arrays``."""
     if _LOGICAL.layout is not None:
         return _LOGICAL.layout
-    return _flash_arrays(q._data, k._data, v._data, dropout_p, enable_gqa,
-                         None if mask is None else mask._data)
+    return _flash_arrays(q, k, v, dropout_p, enable_gqa, mask)
 
 
 class _Logical(threading.local):
@@ -374,48 +386,37 @@ def _flash_shapes(qs, ks, vs, ms, dropout_p, enable_gqa):
     return True
 
 
-class _Choice(threading.local):
-    flat = None         # the inputs of the call being recorded, whose kernel ``math`` holds
-    math = False
-
-
-_CHOICE = _Choice()
-
-
-def _math_kernel(flat, params):
+def _math_kernel(flat, params, *, kept=None):
     """Whether a recorded call runs PyTorch's CPU math kernel: composed ops, whose nodes keep
     Q and K scaled (copies), V (for the gradients of all but V), the weights, and neither the
     mask nor the result. The flash kernel's node keeps them all (as the CUDA kernels').
-    Decided once per recording, which asks it several times (see ``_math_outputs``)."""
-    choice = _CHOICE
-    if choice.flat is flat:
-        return choice.math
+    ``kept``: what the forward kept (NOTE [Kept values]), the CPU kernel its arrays take,
+    "flash" (unless the mask requires grad) or "math"; a call recorded without (off the CPU,
+    nothing to attend, a kernel override's forward) is decided here."""
     q, k, v, mask = flat
-    math = q.device.type == "cpu" and not (0 in q._data.shape[:-1] or 0 in v._data.shape) \
+    if kept is not None:
+        return kept[0] == "math" or mask is not None and mask.requires_grad
+    return q.device.type == "cpu" and not (0 in q._data.shape[:-1] or 0 in v._data.shape) \
         and not _cpu_flash(q, k, v, params[0], params[3], mask)
-    choice.flat, choice.math = flat, math
-    return math
 
 
-def _math_outputs(flat, params):
-    """The outputs the node keeps: the recording's last question about the kernel (so the
-    inputs held for the answer are let go)."""
-    math = _math_kernel(flat, params)
-    _CHOICE.flat = None
-    return _MATH_OUTPUTS if math else None
+def _math_outputs(flat, params, *, kept=None):
+    """The outputs the node keeps."""
+    return _MATH_OUTPUTS if _math_kernel(flat, params, kept=kept) else None
 
 
 _MATH_READERS = ((1,), (0,), (0, 1, 3), (0, 1, 2, 3))   # q for k's gradient, k for q's, ...
 _ALL_READ = ((0, 1, 2, 3),) * 4
 _MATH_OUTPUTS = frozenset((1, 2))               # the weights (and dropout's mask)
 scaled_dot_product_attention.reads_inputs(
-    lambda flat, params: _MATH_READERS if _math_kernel(flat, params) else _ALL_READ)
+    lambda flat, params, *, kept=None: _MATH_READERS if _math_kernel(flat, params, kept=kept)
+    else _ALL_READ)
 scaled_dot_product_attention.copies_inputs(0, 1, when=_math_kernel)
 # (the mask is kept unversioned: whether it needs a gradient decides its edge at backward)
 scaled_dot_product_attention.aliases_inputs(3, when=_math_kernel)
 # (grouped heads: the math kernel's matmul keeps V repeated per query head, a copy)
-scaled_dot_product_attention.copies_inputs(2, when=lambda flat, params: params[3] and (
-    flat[0].shape[-3] != flat[2].shape[-3]) and _math_kernel(flat, params))
+scaled_dot_product_attention.copies_inputs(2, when=lambda flat, params, *, kept=None: params[3]
+    and (flat[0].shape[-3] != flat[2].shape[-3]) and _math_kernel(flat, params, kept=kept))
 
 
 @scaled_dot_product_attention.derivative(outputs=_math_outputs)

@@ -13,7 +13,7 @@ from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tenso
 from ember.ops._elementwise import binary, conj_grad, zeros_for
 from ember.ops._pointwise_layout import NUMBERS_ASIDE
 from ember.ops._scalars import number_arg, number_arrays, real_number
-from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy
+from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy, compute_dtype
 from ember.ops._registry import _is_tensor, op
 
 
@@ -462,11 +462,17 @@ def _where_values(operands):
 
 
 _HALVES = (D.float16, D.bfloat16)
+_BOOL = np.dtype(np.bool_)
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _where_fit(xp, number, dtype):
     """where's number operand: checked as ``_fit`` does, except that PyTorch lets a float
     overflow a 16-bit float dtype to inf (where(c, half, 1e300) is inf, not an error)."""
+    if type(number) is float and xp is np:      # the common case (derivatives' zeros), fast
+        if dtype is _F64 or dtype is _F32 and not abs(number) > _F32_MAX:
+            return dtype.type(number)
     if D.FROM_NUMPY.get(dtype) in _HALVES and type(number) in (int, float):
         with np.errstate(over="ignore"):
             return device_scalar(xp, np.asarray(number, dtype=dtype))
@@ -482,15 +488,22 @@ def where(xp, cond, x, y):
     if x is None and y is None:
         from ember.ops.indexing import nonzero
         return nonzero.forward(xp, cond, True)
-    # the dispatcher cast the condition to the compute dtype with the other operands, so its
-    # dtype is the result's (numbers in x or y would otherwise make NumPy choose float64)
+    # the dispatcher cast the tensor values (not the condition) to the compute dtype: the
+    # result's (numbers in x or y would otherwise make NumPy choose float64)
     kind = type(cond)
-    if type(x) is kind and type(y) is kind:     # two arrays: already in that dtype
-        return xp.where(cond, x, y)
-    return xp.where(cond, _where_fit(xp, x, cond.dtype), _where_fit(xp, y, cond.dtype)).astype(
-        cond.dtype, copy=False)
+    if type(x) is kind:
+        if type(y) is kind:                     # two arrays: already in that dtype
+            return xp.where(cond, x, y)
+        dtype = x.dtype
+    elif type(y) is kind:
+        dtype = y.dtype
+    else:                                       # two numbers: their promoted dtype
+        dtype = compute_dtype(where.promote, (_BOOL, type(x), type(y)), "where", False)[0]
+    return xp.where(cond, _where_fit(xp, x, dtype), _where_fit(xp, y, dtype)).astype(
+        dtype, copy=False)
 
 
+where.leave_uncast("condition")
 where.nondifferentiable("condition")
 where.reads_inputs((1, 2), (), ())      # only the condition is saved: values may change after
 

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
+from ember._conj_view import set_memory
 from ember._device import as_device
 from ember._legacy_types import legacy_type
 from ember._memory_format import (contiguous_format, laid_like, laid_out, lay_out, memory_order,
@@ -473,13 +474,14 @@ def _resize_storage(t, shape):
     count = math.prod(shape)
     flat = UntypedStorage._of(_storage_root(t))._flat(t._data.dtype)
     offset = t.storage_offset()
+    # (set_memory: a conjugate view's memory, not its values)
     if offset + count <= flat.size:
-        t._data = flat[offset:offset + count].reshape(shape)
+        set_memory(t, flat[offset:offset + count].reshape(shape))
         return
     grown = xp_of(flat).zeros(count, flat.dtype)
     kept = min(count, flat.size - offset)
     grown[:kept] = flat[offset:offset + kept]
-    t._data = grown.reshape(shape)
+    set_memory(t, grown.reshape(shape))
     t._view = None
     if t._meta is not None:
         t._meta.pop("storage_root", None)
@@ -591,7 +593,10 @@ Tensor.resize, Tensor.resize_as = resize, resize_as
 
 @op("conj(input)", view="maybe", saves_inputs=False)
 def conj(xp, x):
-    """The complex conjugate (``input`` itself for real tensors)."""
+    """The complex conjugate: the values here (for every caller of the forward: vmap, forward
+    AD, tracing); a call through the dispatcher gets a lazy view of a complex input's memory
+    with the conjugate bit set (NOTE [Conjugate views] in _conj_view.py); ``input`` itself
+    for real tensors."""
     return xp.conj(x) if x.dtype.kind == "c" else x
 
 
@@ -608,7 +613,7 @@ def conj_physical(xp, x):
 
 @conj_physical.derivative
 def _(grad, x):
-    return grad.conj()
+    return grad.conj_physical()
 
 
 def _real(x, params):
@@ -650,6 +655,8 @@ def _(grad, x):
 def _(inputs, params):
     """PyTorch's graph: a select of ``view_as_real``; a real tensor is its own real part."""
     x = inputs[0]
+    if x.is_conj():             # the real part of the memory viewed: the same values
+        return view_as_real(x.conj()).select(-1, 0)
     return view_as_real(x).select(-1, 0) if x.is_complex() else x
 
 
@@ -659,6 +666,8 @@ def _(inputs, params):
     x = inputs[0]
     if not x.is_complex():
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    if x.is_conj():             # PyTorch's is a negative view; here, a negated copy
+        return view_as_real(x.conj()).select(-1, 1).neg()
     return view_as_real(x).select(-1, 1)
 
 

@@ -46,6 +46,7 @@ def embedding(xp, w, indices, padding_idx, scale_grad_by_freq, sparse):
 
 
 embedding.nondifferentiable("indices")
+embedding.refuse_complex_grad()
 # the gradient reads the indices and the weight's shape only: max_norm's in-place renorm of the
 # weight between two lookups leaves the first one differentiable, as in PyTorch
 embedding.reads_inputs((), (0,))

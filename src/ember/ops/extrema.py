@@ -7,7 +7,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops import return_types
 from ember.ops._dims import reduction_dims
-from ember.ops._reduce import (constant, int_dim, is_all, rejecting, require_nonempty,
+from ember.ops._reduce import (constant, extreme, int_dim, is_all, rejecting, require_nonempty,
                                route_to_indices, row_major, spread, view_reduced,
                                with_optional_dim)
 from ember.ops._registry import op
@@ -38,7 +38,7 @@ ARGMIN = rejecting("argmin", (D.BOOL, D.COMPLEX), RuntimeError, _unsupported("ar
 def _extreme_all(name):
     def forward(xp, x):
         require_nonempty(name, x.shape, (), full=True)
-        return getattr(xp, name)(x)
+        return extreme(xp, x, name)
     forward.__doc__ = f"The {'largest' if name == 'max' else 'smallest'} element (NaN if any)."
     return forward
 
@@ -92,7 +92,7 @@ def _amax_like(name):
     def forward(xp, x, dim, keepdim):
         dims = reduction_dims(dim, x.ndim)
         require_nonempty(name, x.shape, dims, full=is_all(dim))
-        return row_major(x, getattr(xp, name)(x, axis=dims, keepdims=keepdim))
+        return row_major(x, extreme(xp, x, name[1:], dims, keepdim))
     forward.__doc__ = (f"The {name[1:]}imum over ``dim`` (all dims by default); the gradient is "
                        f"shared evenly by ties.")
     return forward

@@ -285,6 +285,8 @@ def _write_index_copy(xp, out, index, source, dim):
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
                            f"but got (self) {_name(out.dtype)} and (source) "
                            f"{_name(source.dtype)}")
+    if D.FROM_NUMPY[out.dtype] in D.FLOAT8:
+        raise NotImplementedError(f"\"index_copy_cpu\" not implemented for '{_name(out.dtype)}'")
     if source.ndim and out.ndim and source.ndim != out.ndim:
         raise IndexError(f"index_copy_(): When source and destination are not scalars, their "
                          f"dimensionality must match. Source dimensionality ({source.ndim}), "
@@ -423,6 +425,7 @@ def take(xp, x, index):
 
 
 take.nondifferentiable("index")
+take.packs_reversed = True            # PyTorch packs index, then self
 
 
 @take.derivative

@@ -494,6 +494,7 @@ def masked_select(xp, x, mask):
 
 
 masked_select.nondifferentiable("mask")
+masked_select.packs_reversed = True   # PyTorch packs mask, then self
 
 
 @masked_select.derivative

@@ -6,8 +6,6 @@ the target (one-hot times the class weight, smoothed, zero where ignored): the d
 of cross_entropy is then ``softmax * sum_c q - q`` per position, and nll_loss's is ``-q``.
 """
 
-import threading
-
 import numpy as np
 
 from ember import _dtype as D
@@ -15,9 +13,9 @@ from ember._tensor import _make
 from ember.backend import reads_stall, xp_of
 from ember.ops._along import check_range
 from ember.ops._loss_common import reduction_of
-from ember.ops._reduce import grad_enabled
+from ember.ops._reduce import torch_grad_mode
 from ember.ops._registry import OpValueError, op, rename_node
-from ember.ops.log_space import LOG_SOFTMAX_DOUBLE, log_softmax, row_sums, softmax
+from ember.ops.log_space import LOG_SOFTMAX_DOUBLE, log_softmax, row_max, row_sums, softmax
 from ember.ops.loss_ce_low import (cascaded_nll, is_low_probability_case, low_precision_grad,
                                    low_precision_loss, low_precision_probability_grads,
                                    low_precision_probability_loss)
@@ -164,7 +162,8 @@ def _is_probability_target(x, t):
 @op("cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, "
     "reduce=None, reduction='mean', label_smoothing=0.0)", inputs=3, method=False,
     namespace="nn.functional")
-def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing):
+def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing,
+                  *, keep=None):
     """The cross entropy between the softmax of ``input`` logits and ``target``."""
     reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
     if not label_smoothing <= 1.0:          # PyTorch accepts a negative smoothing
@@ -191,8 +190,8 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     # class) the terms nearly cancel, and the shift may be the global max, far above the
     # row's own; so per row, float32 logits take it in float64
     shift, log_sums, e = _log_normalizer(xp, xb, wide=True)
-    if _KEPT.on and xp is np:       # a recorded call: backward's softmax is e over its sums
-        _KEPT.e = e
+    if keep is not None and e is not None and xp is np:     # see _read
+        keep.append(e.reshape(x.shape))
     loss = (_pick(xp, xb, safe).astype(log_sums.dtype) - shift) - log_sums
     xp.minimum(loss, 0, out=loss)       # a log-probability: rounding must not lift it above 0
     loss *= wt
@@ -212,7 +211,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
 
 
 @cross_entropy.named_by
-def _(flat, params, out):                    # PyTorch's log_softmax + nll_loss, or its composite
+def _(flat, params, out, *, kept=None):      # PyTorch's log_softmax + nll_loss, or its composite
     x, target, smoothing = flat[0], flat[1], params[-1]
     if target.is_floating_point():
         return "DivBackward1" if params[-2] == "mean" else "NegBackward0"
@@ -242,7 +241,7 @@ def _exp_rows(xp, x):
         sums = _row_sums(xp, e)
         per_row = not sums.min() >= 1e-30   # also NaN: a row far below the max, or infinities
     if per_row:
-        shift = x.max(axis=1, keepdims=True)
+        shift = row_max(xp, x, 1)
         e = x - shift
         xp.exp(e, out=e)
         sums = _row_sums(xp, e)
@@ -373,61 +372,34 @@ cross_entropy.nondifferentiable_when(lambda flat: not _is_probability_target(fla
                                      "target", "weight")
 
 
-class _Kept(threading.local):
-    """What a recorded class-target call's forward keeps for its node (see ``_kept_exp``)."""
-
-    on = False          # the forward runs for a recorded call: it keeps e
-    e = None            # exp(input - shift), batched (N, C, *d)
+_ALL_READ = ((0, 1, 2),) * 3
+_E_READ = ((), (0, 1, 2), (0, 1, 2))
 
 
-_KEPT = _Kept()
+def _read(flat, params, *, kept=None):
+    """A recorded call of a class target and float32/64 logits on the CPU, not empty, keeps
+    ``e = exp(input - shift)`` (a constant shift; NOTE [Kept values]), recorded as exp's node
+    of the input (its derivative is e itself: the shift cancels where e is used), and no
+    gradient reads the input: backward's softmax is e over its sums, as PyTorch's is the exp
+    of the log_softmax it saves, and a write into the input does not reach it."""
+    return _ALL_READ if kept is None else _E_READ
 
 
-def _keeps_exp(x, t):
-    """Whether a recorded call of input ``x`` and target ``t`` saves, in the input's stead,
-    ``e = exp(input - shift)`` (a constant shift): a class target and float32/64 logits on
-    the CPU, not empty. Backward's softmax is e over its sums, as PyTorch's is the exp of the
-    log_softmax it saves: a write into the input does not reach it, and no copy is made."""
-    a = x._data
-    return type(a) is np.ndarray and a.size and a.dtype not in _LOW \
-        and not _is_probability_target(x, t)
-
-
-def _kept_exp(flat, params):
-    """(e, "exp") for a call that ``_keeps_exp``: the forward's, or, for a call recorded
-    otherwise than through ``_recorded``, computed now. e is recorded as exp's node of the
-    input, its derivative e itself: the shift cancels in e over its sums (double backward)."""
-    x, t = flat[0], flat[1]
-    if not _keeps_exp(x, t):
-        return None
-    e, _KEPT.e = _KEPT.e, None
-    if e is None:
-        e = _exp_rows(np, _batched(x._data, t._data)[0])[0]
-    return e.reshape(x.shape), "exp"
-
-
-@cross_entropy.composed_when_recording
-def _recorded(flat, params):
-    """A recorded call that ``_keeps_exp``: its forward keeps e for its node."""
-    if not _keeps_exp(flat[0], flat[1]):
-        return NotImplemented
-    _KEPT.on = True
-    try:
-        return cross_entropy.fused(*flat, *params)
-    finally:
-        _KEPT.on, _KEPT.e = False, None
-
-
+cross_entropy.reads_inputs(_read)
+cross_entropy.kept_as(0, "exp")
 # PyTorch saves log_softmax's result, not the input (here e, or a copy), and a smoothed
 # probability target
-cross_entropy.copies_inputs(0, kept=_kept_exp)
-cross_entropy.copies_inputs(1, when=lambda flat, params: params[-1] > 0
+cross_entropy.copies_inputs(0)
+cross_entropy.copies_inputs(1, when=lambda flat, params, *, kept=None: params[-1] > 0
                             and _is_probability_target(flat[0], flat[1]))
 
 
 @cross_entropy.derivative
-def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing):
+def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smoothing, *,
+      kept=None):
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
+    if kept is not None:            # e stands for the input (which the node did not save)
+        x = kept[0]
     label_smoothing = max(label_smoothing, 0.0)     # the forward ignores a negative smoothing
     dim = 1 if x.ndim > 1 else 0
     g = _per_position(grad, x, reduction)
@@ -436,8 +408,8 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
             return low_precision_grad(grad, x, t, w, ignore_index, reduction, label_smoothing,
                                       nll_loss_grad), None, None
         parts = _Parts(x, t, w, ignore_index, label_smoothing, reduction)
-        kept = _keeps_exp(x, t)     # x is the forward's e (see _kept_exp)
-        if not grad_enabled():      # first order only: fused, in place, q never formed
+        kept = kept is not None     # x is the forward's e (see _read)
+        if not torch_grad_mode():   # first order only: fused, in place, q never formed
             ga = grad._data
             ga = ga.reshape(-1) if x.ndim == 1 else ga
             xb = parts.xb.astype(parts.dtype, copy=False)

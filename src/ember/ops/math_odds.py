@@ -42,6 +42,24 @@ float_power = binary("float_power(input, exponent)", _float_power,
 float_power.needs_output = lambda flat: isinstance(flat[1], Tensor)
 
 
+@float_power.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: a pow of the operands cast to the result's dtype (PowBackward0, 1
+    or 2 after ToCopyBackward0 nodes where a cast was needed; a number operand as a double,
+    or a complex double)."""
+    complex_ = any(isinstance(x, complex) or isinstance(x, Tensor) and x.is_complex()
+                   for x in inputs)
+    dtype, number = (D.complex128, complex) if complex_ else (D.float64, float)
+    a, b = (x.to(dtype) if isinstance(x, Tensor) else number(x) for x in inputs)
+    return _pow(a, b)
+
+
+@float_power.named_by
+def _(flat, params, outputs):
+    """The node of a call not composed (``float_power_``): PyTorch's pow_'s."""
+    return "PowBackward1" if isinstance(flat[1], Tensor) else "PowBackward0"
+
+
 @float_power.inplace_variant
 def _(xp, dst, a, b):
     result = a.dtype if hasattr(a, "dtype") else b.dtype

@@ -99,7 +99,8 @@ def _(grads, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse, *, out):
 
 def _differentiable_grads(grads, inputs, mode, batch_sizes, reverse):
     """The gradients as a graph: autograd of the recurrence written with ember ops."""
-    wanted = [t is not None and t.requires_grad for t in inputs]
+    # (the recorded truth: a forward-mode transform's tensors report no requires_grad)
+    wanted = [t is not None and (t._requires_grad or t._grad_fn is not None) for t in inputs]
     outs = recurrence(*inputs, mode=mode, batch_sizes=batch_sizes, reverse=reverse)
     found = ember.autograd.grad(outs, [t for t, w in zip(inputs, wanted) if w],
                                 grad_outputs=list(grads[:len(outs)]), create_graph=True,

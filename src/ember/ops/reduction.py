@@ -12,7 +12,7 @@ from ember.ops._linalg_utils import on_host
 from ember.ops._elementwise import conj_grad, zeros_for
 from ember.ops._promotion import FLOAT, SAME, Policy
 from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced,
-                               grad_enabled, is_all, narrow_to, reduced_numel, row_major,
+                               extreme, grad_enabled, is_all, narrow_to, reduced_numel, row_major,
                                unsqueeze_reduced, wide)
 from ember.ops._registry import op
 from ember.ops._scalars import number_arg
@@ -271,7 +271,7 @@ def logsumexp(xp, x, dim, keepdim):
     if x.size == 0:
         shift = xp.zeros([1 if d in dims else s for d, s in enumerate(x.shape)], x.real.dtype)
     else:
-        shift = xp.amax(x.real, axis=dims, keepdims=True)
+        shift = extreme(xp, x.real, "max", dims, True)
         shift = xp.where(xp.isfinite(shift), shift, 0)
     total = xp.sum(xp.exp(x - shift), axis=dims, keepdims=True)
     out = xp.log(total) + shift

@@ -116,6 +116,7 @@ def gather(xp, x, index, dim, sparse_grad):
 
 
 gather.nondifferentiable("index")
+gather.packs_reversed = True          # PyTorch packs index, then self
 
 
 @gather.derivative
@@ -268,8 +269,26 @@ def take_along_dim(xp, x, indices, dim):
 
 
 take_along_dim.nondifferentiable("indices")
+take_along_dim.packs_reversed = True  # PyTorch packs indices, then self
 # along a dim PyTorch gathers with indices of its own (broadcast, negative ones wrapped)
 take_along_dim.copies_inputs(1, when=lambda flat, params: params[0] is not None)
+
+
+@take_along_dim.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph along a dim: a gather of the input expanded to the broadcast shape
+    (ExpandBackward0), its node keeping the broadcast indices, negative ones wrapped."""
+    x, indices = inputs
+    dim = params[0]
+    if dim is None or not isinstance(x, Tensor) or not isinstance(indices, Tensor) \
+            or indices.dtype is not D.int64 or indices.ndim != x.ndim:
+        return NotImplemented           # (the op itself, and its errors)
+    from ember.ops._reduce import constant
+    dim = wrap_dim_of_sized(dim, x.ndim)
+    sx, si = along_shapes(x.shape, indices.shape, dim)
+    size = x.shape[dim]
+    index = constant(lambda xp, i: wrapped(xp, xp.broadcast_to(i, si), size, dim), indices)
+    return gather(x.expand(sx), dim, index)
 
 
 @take_along_dim.derivative

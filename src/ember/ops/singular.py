@@ -148,12 +148,14 @@ def _with_zero_vectors(xp, a, s):
 
 @svd_legacy.composed_when_recording
 def _(inputs, params):
-    """Without ``compute_uv``, PyTorch's graph: S is an svd's (its node keeps U, S and Vh,
-    not the input), and the zero U and V need no gradient."""
-    if params[1]:
-        return NotImplemented
+    """PyTorch's graph: linalg.svd's (its node keeps U, S and Vh, not the input), V being
+    Vh's ``mH`` (TransposeBackward0); without ``compute_uv``, the zero U and V need no
+    gradient."""
     a = inputs[0]
     _check_legacy(a._data)
+    if params[1]:
+        u, s, vh = svd(a, not params[0])
+        return legacy_result(u, s, vh.mH)
     s = svd(a, False)[1]
     u, _, v = _with_zero_vectors(xp_of(a._data), a._data, None)
     return legacy_result(_make(u), s, _make(v))

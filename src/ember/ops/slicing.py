@@ -2,7 +2,7 @@
 diag_embed, tril, triu (copies)."""
 
 from ember._creation import zeros
-from ember._memory_format import strided_if_empty
+from ember._memory_format import restrided, strided_if_empty
 from ember._storage_place import slice_along
 from ember._tensor import Tensor
 from ember.ops._dims import int_param, invalid_combination, wrap_dim
@@ -120,11 +120,11 @@ def unfold(xp, x, dimension, size, step):
     counts the slices and a new last dim holds each slice."""
     d, windows, size, step = _windows(x.shape, dimension, size, step)
     if x.ndim == 0:
-        return xp.lib.stride_tricks.as_strided(x, (size,), (x.itemsize,))
+        return restrided(xp, x, (size,), (x.itemsize,))
     x = strided_if_empty(xp, x)
     shape = x.shape[:d] + (windows,) + x.shape[d + 1:] + (size,)
     strides = x.strides[:d] + (x.strides[d] * step,) + x.strides[d + 1:] + (x.strides[d],)
-    return xp.lib.stride_tricks.as_strided(x, shape, strides)
+    return restrided(xp, x, shape, strides)
 
 
 @unfold.derivative
@@ -178,7 +178,7 @@ def diagonal_view(xp, x, offset, dim1, dim2):
     rest = [i for i in range(x.ndim) if i not in (d1, d2)]
     shape = tuple(x.shape[i] for i in rest) + (length,)
     strides = tuple(x.strides[i] for i in rest) + (x.strides[d1] + x.strides[d2],)
-    return xp.lib.stride_tricks.as_strided(start, shape, strides)
+    return restrided(xp, start, shape, strides)
 
 
 @op("diagonal(input, offset=0, dim1=0, dim2=1)", view=True, saves_inputs=False)

@@ -131,6 +131,12 @@ msort.name_nodes("SortBackward0")
 msort.copies_inputs(0)          # PyTorch's sort saves the indices, not the input
 
 
+@msort.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: a sort along dim 0 (its node keeps the dim and the indices)."""
+    return sort(inputs[0], 0)[0]
+
+
 @msort.derivative
 def _(grad, x):
     indices = constant(lambda xp, a: _sorted(xp, a, 0, False)[1], x)

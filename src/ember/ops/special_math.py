@@ -175,6 +175,18 @@ ndtri = _special("ndtri", _scipy("ndtri"),
                  half=False)
 ndtri.reads_inputs(())          # PyTorch saves the result alone
 ndtr.copies_inputs(0)           # PyTorch's composite saves erf's scaled input, not the input
+
+
+@ndtr.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph: ``(1 + erf(x * sqrt(1/2))) * 0.5`` of its Scalar overloads
+    (MulBackward1, AddBackward1), each node saving what PyTorch's does."""
+    x = inputs[0]
+    if not isinstance(x, Tensor) or not x.is_floating_point() or x.element_size() == 1:
+        return NotImplemented
+    from ember.ops._registry import rename_node
+    scaled = rename_node(x * math.sqrt(0.5), "MulBackward1")
+    return rename_node(rename_node(erf(scaled) + 1, "AddBackward1") * 0.5, "MulBackward1")
 log_ndtr = _special("log_ndtr", _scipy("log_ndtr"),
                     lambda grad, x, *, out: grad * (-(out + x * x * 0.5)).exp() / _SQRT_2PI,
                     doc="The logarithm of ``ndtr``, accurate far into the left tail.",

@@ -5,7 +5,7 @@ PyTorch node name (``_getitem_select``, ``_getitem_slice``, ``_getitem_unsqueeze
 
 import numpy as np
 
-from ember._memory_format import strided_if_empty
+from ember._memory_format import restrided, strided_if_empty
 from ember._storage_place import empty_at, empty_slice_geometry, keep_empty_geometry
 from ember._tensor import _make
 from ember.backend import xp_of
@@ -50,7 +50,7 @@ def _new_dim_strides(xp, out, key, x):
         else:
             pos += type(k) is not int
             dim += 1
-    return xp.lib.stride_tricks.as_strided(out, out.shape, strides)
+    return restrided(xp, out, out.shape, strides)
 
 
 def _basic_derivative(grad, x, key):

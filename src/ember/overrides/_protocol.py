@@ -279,6 +279,11 @@ def _is_grad_getter(func):
     return owner is _GRAD or getattr(owner, "original", None) is _GRAD
 
 
+def _conj_view():
+    from ember import _conj_view        # (it imports ember.overrides)
+    return _conj_view
+
+
 def _convert(value, cls, args):
     if cls is Tensor:
         return value
@@ -289,6 +294,11 @@ def _convert(value, cls, args):
         return value
     if type(value) is tuple:
         return tuple(_convert(v, cls, args) for v in value)
+    if isinstance(value, Tensor) and type(value) is _conj_view().ConjView and not any(
+            value is a for a in args):
+        _conj_view().hold_values(value)     # m.conj(): the subclass, its values in memory of
+        value.__class__ = cls               # its own (PyTorch's keeps the bit and the alias)
+        return value
     if isinstance(value, tuple) and hasattr(value, "_fields"):     # named results (max)
         return type(value)(*(_convert(v, cls, args) for v in value))
     if type(value) is list:

@@ -331,6 +331,10 @@ def _reduce_tensor(table, t):
         t = primal
     elif getattr(t, "_forward_primal", False):     # saves as the plain tensor it stands for
         t = t.detach()                              # (NOTE [Forward-mode primals])
+    elif t.is_conj():                   # a conjugate view saves its values (PyTorch: the bit)
+        values = _make(t._data)
+        values._requires_grad = t._requires_grad
+        t = values
     state = t.__dict__
     if type(t) is Parameter:
         data = t.detach()

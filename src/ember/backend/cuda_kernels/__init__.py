@@ -51,16 +51,16 @@ def override(name):
         op = REGISTRY[name]
         generic = op.forward
 
-        def forward(xp, *args):
+        def forward(xp, *args, keep=None):
             if xp is not np and name not in DISABLED:
                 try:
                     out = fast(xp, *args)
                 except KernelUnavailable as e:
                     _disable(name, e)
                     out = None
-                if out is not None:
+                if out is not None:     # (keeping nothing: NOTE [Kept values])
                     return out
-            return generic(xp, *args)
+            return generic(xp, *args) if keep is None else generic(xp, *args, keep=keep)
         forward.__doc__ = generic.__doc__
         op.forward = forward
         OVERRIDES[name] = fast

@@ -185,10 +185,12 @@ def native_group_norm(grads, x, w, b, n, c, hxw, group, eps, *, out):
 
 @override_derivative("nn.functional.cross_entropy")
 def cross_entropy(grad, x, t, w, size_average, ignore_index, reduce, reduction,
-                  label_smoothing):
+                  label_smoothing, *, kept=None):
     """The gradient of the cross entropy of (N, C, *d) logits and class targets, class
     weights and label smoothing included, in one kernel over the rows of classes (also of
     (N, C) or (C,) logits and class probabilities)."""
+    if kept is not None:                # (the input not saved: the op's derivative reads e)
+        return None
     a, targets = x._data, t._data
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
     if a.shape == targets.shape:
@@ -238,7 +240,7 @@ def _soft_cross_entropy(grad, x, t, w, reduction, label_smoothing):
 
 @override_derivative("nn.functional.scaled_dot_product_attention")
 def scaled_dot_product_attention(grads, q, k, v, mask, dropout_p, is_causal, scale,
-                                 enable_gqa, *, out):
+                                 enable_gqa, *, out, needs=None):
     """The flash backward: dK and dV over key blocks, dQ over query blocks, recomputing the
     weights from the forward's log-sum-exp, and the dropout mask from its Philox numbers
     (NOTE [SDPA outputs]); a key/value head's gradients sum over the query heads it serves."""

@@ -1,0 +1,270 @@
+"""Lazily conjugated views: PyTorch's conjugate bit.
+
+NOTE [Conjugate views]
+``x.conj()`` of a complex tensor is a ``ConjView``: a Tensor subclass whose slot ``_data``
+holds the *unconjugated* array, in ``x``'s memory. The class shadows that slot with a
+property, so every read of ``view._data`` (each op's operand, printing, ``tolist``) gets the
+conjugated values, made here and nowhere else; plain tensors keep the slot itself, so no op
+pays for this. The subclass skips ``__torch_function__`` (as Parameter does), so results of
+ops on a view are plain tensors and autograd records the view itself.
+Writes: every in-place write bumps the version counter after writing into an array it
+read; the view remembers the arrays it handed out since the last bump and, at the bump,
+writes the conjugate of the one that changed back into the shared memory. View ops of a
+view (``y[0]``, ``y.mT``) run on the unconjugated array (the dispatcher hands a ``view=True``
+op ``memory(y)``; others are redone there by ``view_of``, called from ``_mark_view``), so they
+are views of ``x`` with the bit set too. Memory: a view keeps the last array it handed out
+alive until its next write or its end (one copy of its values per live view read). Reads:
+that array is handed out again while the version counter (shared with ``x`` and its views)
+is unchanged and nothing else holds it, so ``y[0]`` in a loop costs one copy, not one a row;
+a write into the memory that bumps no version (through ``x.numpy()``) is not seen until the
+next bump.
+"""
+
+import weakref
+from sys import getrefcount
+
+from ember._tensor import Tensor, _make
+from ember.overrides import _disabled_torch_function_impl
+
+__all__ = ["ConjView", "view_of", "stand_in", "take_memory", "hold_values", "memory",
+           "set_memory"]
+
+_RAW = Tensor._data         # the slot's own descriptor: the unconjugated array
+
+
+class ConjView(Tensor):
+    """A complex tensor whose values are the conjugate of the memory it views."""
+
+    __slots__ = ()
+    __torch_function__ = _disabled_torch_function_impl
+
+    @property
+    def _data(self):
+        """The conjugated values: the one place a conjugate view is materialised."""
+        raw = _RAW.__get__(self)
+        reads = _READS.get(id(self))
+        if reads is not None and reads[1] is raw and reads[0] == _version(self):
+            out = reads[2]      # the last array read, if nobody else holds it: no write since
+            if out is not None and getrefcount(out) <= _UNHELD:
+                return out
+        out = raw.conj()
+        if type(out) is not type(raw):      # NumPy conjugates a 0-dim array to a scalar
+            out = raw.copy()
+            out.imag *= -1
+        _note_read(self, raw, out)
+        return out
+
+    @_data.setter
+    def _data(self, values):
+        _RAW.__set__(self, values.conj())
+
+    def _bump_version(self):
+        """Write what an in-place op wrote (into an array this view handed out since the last
+        write) back into the shared memory, then bump the version as any tensor does."""
+        reads = _READS.get(id(self))
+        raw = _RAW.__get__(self)
+        if reads is not None and reads[0] == _version(self) and reads[1] is raw:
+            before = raw.conj()
+            for a in [r() for r in reads[3]] + [reads[2]]:
+                if a is not None and a.shape == before.shape and _changed(a, before):
+                    raw[...] = a.conj()
+            reads[2], reads[3] = None, []
+        Tensor._bump_version(self)
+
+    def _unconjugated(self):
+        """A plain tensor over the same memory (holding the unconjugated values)."""
+        out = _make(_RAW.__get__(self))
+        out._vc, out._view, out._meta = self._vc, self._view, self._meta
+        return out
+
+    # metadata read from the memory itself, not from a materialised copy
+    dtype = property(lambda self: Tensor.dtype.fget(self._unconjugated()))
+    shape = property(lambda self: Tensor.shape.fget(self._unconjugated()))
+    ndim = property(lambda self: _RAW.__get__(self).ndim)
+
+    def stride(self, dim=None):
+        """Strides in elements of the memory viewed."""
+        return self._unconjugated().stride(dim)
+
+    def is_contiguous(self, *, memory_format=None):
+        """Whether the memory viewed is laid out densely (see ``Tensor.is_contiguous``)."""
+        return self._unconjugated().is_contiguous(memory_format=memory_format)
+
+    def storage_offset(self):
+        """Offset in elements into the memory viewed."""
+        return self._unconjugated().storage_offset()
+
+    def data_ptr(self):
+        """The address of the first element of the memory viewed."""
+        return self._unconjugated().data_ptr()
+
+    const_data_ptr = data_ptr
+
+    @Tensor.data.setter
+    def data(self, value):
+        """Take ``value``'s memory and values: a plain tensor from then on (as PyTorch's)."""
+        Tensor.data.fset(self, value)           # (its checks)
+        self.__class__ = Tensor
+        self._data = value._data
+
+    def detach(self):
+        """A conjugate view of the same memory, cut from the graph (PyTorch keeps the bit)."""
+        out = self._unconjugated().detach()
+        out.__class__ = ConjView
+        return out
+
+    def __reduce_ex__(self, protocol):
+        """Pickled (and saved) as its values, a plain tensor (PyTorch keeps the bit)."""
+        plain = _make(self._data)
+        plain._requires_grad = self._requires_grad
+        return plain.__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo):
+        """A plain tensor of its values, in new memory (as PyTorch's deepcopy)."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if not self.is_leaf:
+            return Tensor.__deepcopy__(self, memo)      # (raises PyTorch's error)
+        new = memo[id(self)] = _make(self._data)
+        new._requires_grad = self._requires_grad
+        return new
+
+    def numpy(self, *, force=False):
+        """Refused, as PyTorch does, unless ``force``: NumPy has no conjugate bit."""
+        if not force:
+            raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. "
+                               "Use tensor.resolve_conj().numpy() instead.")
+        return Tensor.numpy(self.resolve_conj(), force=True)
+
+
+def _version(t):
+    vc = t._vc
+    return None if vc is None else vc.value
+
+
+# id(view) -> [version, its memory then, last array handed out, weak references to all
+# handed out since]
+_READS = {}
+_UNHELD = 3         # getrefcount of the last array read when only _READS holds it (+ the
+#                     local name and the call's argument): safe to hand out again
+
+
+def _note_read(t, raw, out):
+    """Remember an array handed out at this version: an in-place write goes into one of them
+    (the last strongly, as ``copyto(t._data, ...)`` drops it; the others weakly)."""
+    version = _version(t)
+    reads = _READS.get(id(t))
+    if reads is None or reads[0] != version or reads[1] is not raw:
+        if reads is None:
+            weakref.finalize(t, _READS.pop, id(t), None)
+        _READS[id(t)] = [version, raw, out, [weakref.ref(out)]]
+        return
+    reads[2] = out
+    reads[3] = [r for r in reads[3] if r() is not None] + [weakref.ref(out)]
+
+
+def _changed(a, before):
+    """Whether array ``a`` differs from ``before``, bit for bit in either part (so a NaN left
+    alone is no change, while a write beside a NaN, or of ``-0.0`` over ``0.0``, is one)."""
+    bits = _BITS[a.real.dtype.itemsize]
+    return bool(((a.real.view(bits) != before.real.view(bits))
+                 | (a.imag.view(bits) != before.imag.view(bits))).any())
+
+
+_BITS = {2: "int16", 4: "int32", 8: "int64"}    # a complex part's width -> an integer dtype
+
+
+def memory(t):
+    """The array ``t``'s memory holds: a conjugate view's unconjugated one, else ``t._data``."""
+    return _RAW.__get__(t) if type(t) is ConjView else t._data
+
+
+def set_memory(t, array):
+    """Point ``t`` at the memory ``array`` (which a conjugate view keeps conjugating)."""
+    if type(t) is ConjView:
+        _RAW.__set__(t, array)
+    else:
+        t._data = array
+
+
+def hold_values(t):
+    """Before ``t`` changes class (made dual, or a forward-mode primal): a conjugate view is
+    given its values in memory of its own, which the new class reads as they are."""
+    if type(t) is ConjView:
+        _RAW.__set__(t, t._data)
+
+
+def stand_in(t):
+    """For an in-place view op (``y.t_()``): a conjugate view of ``t``'s memory, else None."""
+    if type(t) is not ConjView:
+        return None
+    out = _make(_RAW.__get__(t))
+    out.__class__ = ConjView
+    return out
+
+
+def take_memory(t, new):
+    """Point ``t`` at the memory of ``new`` (the view an in-place view op made)."""
+    if type(new) is ConjView:
+        _RAW.__set__(t, _RAW.__get__(new))
+    else:
+        t._data = new._data
+
+
+def view_of(op, src, params, outputs):
+    """Remake the outputs of view op ``op`` as PyTorch's: ``conj`` of a plain complex tensor is
+    a conjugate view of its memory; a view op of a conjugate view (``conj`` aside, which gives
+    back plain memory) keeps the bit: the dispatcher runs a ``view=True`` op on the unconjugated
+    memory (``memory`` in ``_prepare``), other outputs (made from the values read) are redone
+    there. Returns ``outputs`` when they are views of ``src``'s memory, else None (a copy)."""
+    if type(src) is not ConjView:           # src.conj(): outputs views src's own array
+        raw = src._data
+        if type(outputs) is Tensor and raw.dtype.kind == "c":
+            outputs.__class__ = ConjView
+            _RAW.__set__(outputs, raw.view())
+        return outputs
+    if op.name == "view_as_real":
+        raise RuntimeError(
+            "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the "
+            "conjugate tensor so you can view it as real, use self.resolve_conj(); however, "
+            "be warned that the resulting tensor will NOT alias the original.")
+    if op.name == "_view_dtype":
+        raise RuntimeError("torch.Tensor.view is not supported for conjugate view tensors when "
+                           "converting to a different dtype.")
+    raw = _RAW.__get__(src)
+    if op.name == "conj":
+        outputs._data = raw.view()
+        return outputs
+    several = type(outputs) is tuple
+    outs = outputs if several else (outputs,)
+    redone = None
+    shared = False
+    for i, o in enumerate(outs):
+        a = _RAW.__get__(o)
+        read = not _overlaps(a, raw)        # made from the values read, not the memory
+        if read:                            # (not through the dispatcher): redo it there
+            if redone is None:
+                from ember.ops._dispatch import call
+                redone = call(op, (src._unconjugated(),), params)
+                redone = redone if several else (redone,)
+            a = _RAW.__get__(redone[i])
+            if not _overlaps(a, raw):
+                continue                    # a copy (reshape): the values read stand
+        shared = True
+        if a.dtype.kind == "c":
+            o.__class__ = ConjView
+            _RAW.__set__(o, a)
+        elif op.name == "real":             # the same memory, the same values
+            o._data = a
+        elif not read:                      # ``imag``: PyTorch's negative view; here a copy
+            o._data = -a
+    return outputs if shared or several else None
+
+
+def _overlaps(a, b):
+    """Whether arrays ``a`` and ``b`` lie in the same memory (views of one owner)."""
+    while a.base is not None:
+        a = a.base
+    while b.base is not None:
+        b = b.base
+    return a is b
