@@ -23,13 +23,8 @@ def _name(dtype):
     return str(dtype).rsplit(".", 1)[-1]
 
 
-def tabnet_program(torch):
-    """A TabNet-style classifier (pytorch-tabnet's sparsemax/entmax Functions, ghost batch
-    norm, attentive transformer with priors), categorical embeddings with max_norm and
-    padding_idx, and a sparse embedding trained by SparseAdam beside Adam."""
-    nn = torch.nn
-    F = nn.functional
-    rng = np.random.default_rng(22)
+def entmax_functions(torch):
+    """entmax15 (with its custom backward), sparsemax and sparsemoid as NODE's lib writes them."""
 
     def _make_ix_like(input, dim=0):
         d = input.size(dim)
@@ -107,13 +102,39 @@ def tabnet_program(torch):
             tau_star = tau.gather(dim, support_size - 1)
             return tau_star, support_size
 
+    def sparsemoid(input):
+        return (0.5 * input + 0.5).clamp_(0, 1)
+
+    def entmoid15(input):
+        input = input.abs()
+        is_pos = input >= 0  # NODE's Entmoid15 is its own Function; the same value here
+        tau = (input + torch.sqrt(F_relu(8 - input ** 2))) / 2
+        tau = torch.where(tau <= input, torch.full_like(tau, 2.0), tau)
+        y_neg = 0.25 * F_relu(tau - input) ** 2
+        return torch.where(is_pos, 1 - y_neg, y_neg)
+
+    F_relu = torch.nn.functional.relu
+    return (lambda x, dim=-1: Entmax15Function.apply(x, dim),
+            lambda x, dim=-1: SparsemaxFunction.apply(x, dim), sparsemoid, entmoid15)
+
+
+def tabnet_program(torch):
+    """A TabNet-style classifier (pytorch-tabnet's sparsemax/entmax Functions, ghost batch
+    norm, attentive transformer with priors), categorical embeddings with max_norm and
+    padding_idx, and a sparse embedding trained by SparseAdam beside Adam."""
+    nn = torch.nn
+    F = nn.functional
+    rng = np.random.default_rng(22)
+
+    entmax15, sparsemax = entmax_functions(torch)[:2]
+
     class Sparsemax(nn.Module):
         def __init__(self, dim=-1):
             self.dim = dim
             super().__init__()
 
         def forward(self, input):
-            return SparsemaxFunction.apply(input, self.dim)
+            return sparsemax(input, self.dim)
 
     class GBN(nn.Module):
         def __init__(self, input_dim, virtual_batch_size=4, momentum=0.01):
@@ -199,8 +220,8 @@ def tabnet_program(torch):
     # the mapping functions alone: values, sparsity and custom gradients
     z = normal(torch, rng, 5, 6) * 2
     z.requires_grad_()
-    sp = SparsemaxFunction.apply(z.clone(), -1)
-    en = Entmax15Function.apply(z, -1)
+    sp = sparsemax(z.clone(), -1)
+    en = entmax15(z, -1)
     (sp * torch.arange(6.0)).sum().backward(retain_graph=True)
     res["sparsemax"] = sp
     res["sparsemax_grad"] = z.grad
@@ -210,7 +231,7 @@ def tabnet_program(torch):
     res["entmax_grad"] = z.grad
     res["sums"] = [sp.sum(-1), en.sum(-1)]
     res["support"] = [(sp > 0).sum(-1), (en > 0).sum(-1)]
-    res["sparsemax_dim0"] = SparsemaxFunction.apply(z.detach().clone(), 0)
+    res["sparsemax_dim0"] = sparsemax(z.detach().clone(), 0)
 
     cat_dims = [5, 4]
     torch.manual_seed(0)

@@ -14,6 +14,7 @@ import pytest
 
 import ember
 from tests.parity._programs import fill_, normal, program_tests
+from tests.parity.test_parity_programs_round20_recipes_zoo import entmax_functions
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -315,101 +316,6 @@ def saint_program(torch):
     return res
 
 
-def _entmax_functions(torch):
-    """entmax15 (with its custom backward), sparsemax and sparsemoid as NODE's lib writes them."""
-
-    def _make_ix_like(input, dim=0):
-        d = input.size(dim)
-        rho = torch.arange(1, d + 1, device=input.device, dtype=input.dtype)
-        view = [1] * input.dim()
-        view[0] = -1
-        return rho.view(view).transpose(0, dim)
-
-    class SparsemaxFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input, dim=-1):
-            ctx.dim = dim
-            max_val, _ = input.max(dim=dim, keepdim=True)
-            input -= max_val
-            tau, supp_size = SparsemaxFunction._threshold_and_support(input, dim=dim)
-            output = torch.clamp(input - tau, min=0)
-            ctx.save_for_backward(supp_size, output)
-            return output
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            supp_size, output = ctx.saved_tensors
-            dim = ctx.dim
-            grad_input = grad_output.clone()
-            grad_input[output == 0] = 0
-            v_hat = grad_input.sum(dim=dim) / supp_size.to(output.dtype).squeeze()
-            v_hat = v_hat.unsqueeze(dim)
-            grad_input = torch.where(output != 0, grad_input - v_hat, grad_input)
-            return grad_input, None
-
-        @staticmethod
-        def _threshold_and_support(input, dim=-1):
-            input_srt, _ = torch.sort(input, descending=True, dim=dim)
-            input_cumsum = input_srt.cumsum(dim) - 1
-            rhos = _make_ix_like(input, dim)
-            support = rhos * input_srt > input_cumsum
-            support_size = support.sum(dim=dim).unsqueeze(dim)
-            tau = input_cumsum.gather(dim, support_size - 1)
-            tau /= support_size.to(input.dtype)
-            return tau, support_size
-
-    class Entmax15Function(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input, dim=-1):
-            ctx.dim = dim
-            max_val, _ = input.max(dim=dim, keepdim=True)
-            input = input - max_val
-            input = input / 2
-            tau_star, _ = Entmax15Function._threshold_and_support(input, dim)
-            output = torch.clamp(input - tau_star, min=0) ** 2
-            ctx.save_for_backward(output)
-            return output
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            Y, = ctx.saved_tensors
-            gppr = Y.sqrt()
-            dX = grad_output * gppr
-            q = dX.sum(ctx.dim) / gppr.sum(ctx.dim)
-            q = q.unsqueeze(ctx.dim)
-            dX -= q * gppr
-            return dX, None
-
-        @staticmethod
-        def _threshold_and_support(input, dim=-1):
-            Xsrt, _ = torch.sort(input, descending=True, dim=dim)
-            rho = _make_ix_like(input, dim)
-            mean = Xsrt.cumsum(dim) / rho
-            mean_sq = (Xsrt ** 2).cumsum(dim) / rho
-            ss = rho * (mean_sq - mean ** 2)
-            delta = (1 - ss) / rho
-            delta_nz = torch.clamp(delta, 0)
-            tau = mean - torch.sqrt(delta_nz)
-            support_size = (tau <= Xsrt).sum(dim).unsqueeze(dim)
-            tau_star = tau.gather(dim, support_size - 1)
-            return tau_star, support_size
-
-    def sparsemoid(input):
-        return (0.5 * input + 0.5).clamp_(0, 1)
-
-    def entmoid15(input):
-        input = input.abs()
-        is_pos = input >= 0  # NODE's Entmoid15 is its own Function; the same value here
-        tau = (input + torch.sqrt(F_relu(8 - input ** 2))) / 2
-        tau = torch.where(tau <= input, torch.full_like(tau, 2.0), tau)
-        y_neg = 0.25 * F_relu(tau - input) ** 2
-        return torch.where(is_pos, 1 - y_neg, y_neg)
-
-    F_relu = torch.nn.functional.relu
-    return (lambda x, dim=-1: Entmax15Function.apply(x, dim),
-            lambda x, dim=-1: SparsemaxFunction.apply(x, dim), sparsemoid, entmoid15)
-
-
 def node_program(torch):
     """NODE's ODST layer: feature selection logits through entmax15 over the input features
     (choice_function), thresholds and log-temperatures, sparsemoid bins, the response of
@@ -418,7 +324,7 @@ def node_program(torch):
     pinned on their own too."""
     nn = torch.nn
     rng = np.random.default_rng(2803)
-    entmax15, sparsemax, sparsemoid, entmoid15 = _entmax_functions(torch)
+    entmax15, sparsemax, sparsemoid, entmoid15 = entmax_functions(torch)
     B, in_features, num_trees, depth, tree_dim = 8, 4, 3, 2, 2
 
     class ODST(nn.Module):
