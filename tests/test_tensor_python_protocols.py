@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import ember
-from ember import _from_data
 
 
 def test_complex_of_several_elements_raises_value_error():
@@ -74,8 +73,7 @@ def test_arrays_with_negative_strides_or_foreign_byte_order_are_refused():
         ember.tensor(np.array([1, 2], dtype=object))
 
 
-def test_list_of_arrays_warns_once(monkeypatch):
-    monkeypatch.setattr(_from_data, "_WARNED_ARRAY_LIST", [])
+def test_list_of_arrays_warns_once():
     with pytest.warns(UserWarning, match="^Creating a tensor from a list of numpy.ndarrays"):
         ember.tensor([np.array([1, 2]), np.array([3, 4])])
     with warnings.catch_warnings():

@@ -3,17 +3,15 @@ numbers, NumPy arrays and tensors, PyTorch's dtype inference, and its errors for
 odd or unsupported data."""
 
 import numbers
-import warnings
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._host_values import _to_host, _warn_scalar_of_grad_tensor
 from ember._tensor import Tensor
-from ember._warn import outside_level
+from ember._warn import warn_once
 
 _SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}
-_WARNED_ARRAY_LIST = []         # PyTorch warns of a list of arrays once per program
 
 
 def _check_np_dtype(arr):
@@ -59,12 +57,10 @@ def _from_data(data, dtype):
         sizes = _leading_sizes(data)
         if 0 in sizes:
             return _empty_from_sizes(data, sizes, dtype)
-        if data and isinstance(data[0], np.ndarray) and not _WARNED_ARRAY_LIST:
-            _WARNED_ARRAY_LIST.append(True)         # once per program, as in PyTorch
-            warnings.warn("Creating a tensor from a list of numpy.ndarrays is extremely slow. "
-                          "Please consider converting the list to a single numpy.ndarray with "
-                          "numpy.array() before converting to a tensor.", UserWarning,
-                          stacklevel=outside_level())
+        if data and isinstance(data[0], np.ndarray):    # once per program, as in PyTorch
+            warn_once("Creating a tensor from a list of numpy.ndarrays is extremely slow. "
+                      "Please consider converting the list to a single numpy.ndarray with "
+                      "numpy.array() before converting to a tensor.")
         typed = []
         unwrapped = _unwrap_scalars(data, typed)
         if typed and dtype is None:
