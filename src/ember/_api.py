@@ -163,8 +163,9 @@ def is_conj(input):
 
 
 def is_neg(input):
-    """Whether the tensor is a lazily negated view: never in ember."""
-    return False
+    """Whether the tensor is a lazily negated view (``x.conj().imag`` of a complex tensor)."""
+    from ember._conj_view import NegView
+    return type(input) is NegView
 
 
 def resolve_conj(input):
@@ -175,8 +176,10 @@ def resolve_conj(input):
 
 
 def resolve_neg(input):
-    """``input`` with a lazy negation applied: itself, as ember has none."""
-    return input
+    """``input`` with a lazy negation applied: a new tensor for a negative view (its values
+    materialised), else ``input`` itself."""
+    from ember._conj_view import NegView
+    return input.clone() if type(input) is NegView else input
 
 
 def _reversed(self):

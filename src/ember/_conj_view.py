@@ -17,7 +17,10 @@ alive until its next write or its end (one copy of its values per live view read
 that array is handed out again while the version counter (shared with ``x`` and its views)
 is unchanged and nothing else holds it, so ``y[0]`` in a loop costs one copy, not one a row;
 a write into the memory that bumps no version (through ``x.numpy()``) is not seen until the
-next bump.
+next bump. ``y.imag`` is a ``NegView``, the same machinery with negation for conjugation:
+PyTorch's negative bit (``_neg_view``); its view ops keep the bit too. Saved and pickled, a
+conjugate view keeps its memory and the bit; loaded aliases have version counters of their
+own, so such a view never reuses a read (``written_elsewhere``).
 """
 
 import weakref
@@ -26,8 +29,8 @@ from sys import getrefcount
 from ember._tensor import Tensor, _make
 from ember.overrides import _disabled_torch_function_impl
 
-__all__ = ["ConjView", "view_of", "stand_in", "take_memory", "hold_values", "memory",
-           "set_memory"]
+__all__ = ["ConjView", "NegView", "view_of", "stand_in", "take_memory", "hold_values", "memory",
+           "set_memory", "written_elsewhere"]
 
 _RAW = Tensor._data         # the slot's own descriptor: the unconjugated array
 
@@ -45,18 +48,16 @@ class ConjView(Tensor):
         reads = _READS.get(id(self))
         if reads is not None and reads[1] is raw and reads[0] == _version(self):
             out = reads[2]      # the last array read, if nobody else holds it: no write since
-            if out is not None and getrefcount(out) <= _UNHELD:
+            if out is not None and getrefcount(out) <= _UNHELD and not (
+                    _ELSEWHERE and _ELSEWHERE.get(id(_owner(raw))) is not None):
                 return out
-        out = raw.conj()
-        if type(out) is not type(raw):      # NumPy conjugates a 0-dim array to a scalar
-            out = raw.copy()
-            out.imag *= -1
+        out = self._flip(raw)
         _note_read(self, raw, out)
         return out
 
     @_data.setter
     def _data(self, values):
-        _RAW.__set__(self, values.conj())
+        _RAW.__set__(self, self._flip(values))
 
     def _bump_version(self):
         """Write what an in-place op wrote (into an array this view handed out since the last
@@ -64,12 +65,23 @@ class ConjView(Tensor):
         reads = _READS.get(id(self))
         raw = _RAW.__get__(self)
         if reads is not None and reads[0] == _version(self) and reads[1] is raw:
-            before = raw.conj()
+            before = self._flip(raw)
             for a in [r() for r in reads[3]] + [reads[2]]:
                 if a is not None and a.shape == before.shape and _changed(a, before):
-                    raw[...] = a.conj()
+                    raw[...] = self._flip(a)
             reads[2], reads[3] = None, []
         Tensor._bump_version(self)
+
+    _BIT, _RESOLVE = "conjugate", "resolve_conj"
+
+    @staticmethod
+    def _flip(a):
+        """The values memory ``a`` holds seen through this view (and back: its own inverse)."""
+        out = a.conj()
+        if type(out) is not type(a):        # NumPy conjugates a 0-dim array to a scalar
+            out = a.copy()
+            out.imag *= -1
+        return out
 
     def _unconjugated(self):
         """A plain tensor over the same memory (holding the unconjugated values)."""
@@ -110,14 +122,13 @@ class ConjView(Tensor):
     def detach(self):
         """A conjugate view of the same memory, cut from the graph (PyTorch keeps the bit)."""
         out = self._unconjugated().detach()
-        out.__class__ = ConjView
+        out.__class__ = type(self)
         return out
 
     def __reduce_ex__(self, protocol):
-        """Pickled (and saved) as its values, a plain tensor (PyTorch keeps the bit)."""
-        plain = _make(self._data)
-        plain._requires_grad = self._requires_grad
-        return plain.__reduce_ex__(protocol)
+        """Pickled as its memory (unconjugated, aliasing what it aliases) and the bit, as
+        PyTorch's; ``ember.save`` writes PyTorch's ``{"conj": True}`` metadata instead."""
+        return _rebuild_conj, (self._unconjugated(), self._requires_grad)
 
     def __deepcopy__(self, memo):
         """A plain tensor of its values, in new memory (as PyTorch's deepcopy)."""
@@ -131,10 +142,46 @@ class ConjView(Tensor):
 
     def numpy(self, *, force=False):
         """Refused, as PyTorch does, unless ``force``: NumPy has no conjugate bit."""
+        if not force and self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
         if not force:
-            raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. "
-                               "Use tensor.resolve_conj().numpy() instead.")
-        return Tensor.numpy(self.resolve_conj(), force=True)
+            raise RuntimeError(f"Can't call numpy() on Tensor that has {self._BIT} bit set. "
+                               f"Use tensor.{self._RESOLVE}().numpy() instead.")
+        return Tensor.numpy(self.clone(), force=True)
+
+
+class NegView(ConjView):
+    """A real tensor whose values are the negation of the memory it views: PyTorch's negative
+    bit, which ``x.conj().imag`` carries. The machinery is ConjView's with negation for
+    conjugation; view ops of it are copies (no bit), and it is saved as its values."""
+
+    __slots__ = ()
+    _BIT, _RESOLVE = "negative", "resolve_neg"
+
+    @staticmethod
+    def _flip(a):
+        """The negated values of memory ``a`` (and back)."""
+        out = -a
+        if type(out) is not type(a):        # (a 0-dim array negates to a scalar)
+            out = a.copy()
+            out *= -1
+        return out
+
+    def __reduce_ex__(self, protocol):
+        """Pickled as its values, a plain tensor."""
+        plain = _make(self._data)
+        plain._requires_grad = self._requires_grad
+        return plain.__reduce_ex__(protocol)
+
+
+def _rebuild_conj(memory, requires_grad):
+    """Unpickle a conjugate view: of the tensor over its memory, a leaf as PyTorch's."""
+    out = memory.conj()
+    written_elsewhere(out)      # (its aliases in the pickle have version counters of their own)
+    if requires_grad:
+        out.requires_grad_()
+    return out
 
 
 def _version(t):
@@ -161,6 +208,24 @@ def _note_read(t, raw, out):
         return
     reads[2] = out
     reads[3] = [r for r in reads[3] if r() is not None] + [weakref.ref(out)]
+
+
+# id(array) -> array: memory that tensors sharing no version counter with its conjugate views
+# write (those torch.load rebuilds over one storage): such a view never reuses a read
+_ELSEWHERE = weakref.WeakValueDictionary()
+
+
+def written_elsewhere(t):
+    """Mark the memory of conjugate view ``t`` as written by tensors with version counters of
+    their own (a loaded file's aliases): its views then read it afresh every time."""
+    base = _owner(_RAW.__get__(t))
+    _ELSEWHERE[id(base)] = base
+
+
+def _owner(a):
+    while a.base is not None and hasattr(a.base, "base"):
+        a = a.base
+    return a
 
 
 def _changed(a, before):
@@ -217,10 +282,13 @@ def view_of(op, src, params, outputs):
     back plain memory) keeps the bit: the dispatcher runs a ``view=True`` op on the unconjugated
     memory (``memory`` in ``_prepare``), other outputs (made from the values read) are redone
     there. Returns ``outputs`` when they are views of ``src``'s memory, else None (a copy)."""
-    if type(src) is not ConjView:           # src.conj(): outputs views src's own array
+    neg = type(src) is NegView          # its view ops keep the negative bit
+    if type(src) is not ConjView and not neg:   # src.conj(): outputs views src's own array
         raw = src._data
-        if type(outputs) is Tensor and raw.dtype.kind == "c":
-            outputs.__class__ = ConjView
+        if not hasattr(raw, "view"):        # a meta tensor: no memory to share, values kept
+            return outputs
+        if type(outputs) is Tensor and (raw.dtype.kind == "c" or op.name == "_neg_view"):
+            outputs.__class__ = ConjView if op.name == "conj" else NegView
             _RAW.__set__(outputs, raw.view())
         return outputs
     if op.name == "view_as_real":
@@ -228,11 +296,14 @@ def view_of(op, src, params, outputs):
             "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the "
             "conjugate tensor so you can view it as real, use self.resolve_conj(); however, "
             "be warned that the resulting tensor will NOT alias the original.")
+    if op.name == "_view_dtype" and neg:
+        raise RuntimeError("torch.Tensor.view is not supported for tensors with negative bit "
+                           "set when converting to a different dtype.")
     if op.name == "_view_dtype":
         raise RuntimeError("torch.Tensor.view is not supported for conjugate view tensors when "
                            "converting to a different dtype.")
     raw = _RAW.__get__(src)
-    if op.name == "conj":
+    if op.name == "conj" and not neg:
         outputs._data = raw.view()
         return outputs
     several = type(outputs) is tuple
@@ -251,13 +322,19 @@ def view_of(op, src, params, outputs):
             if not _overlaps(a, raw):
                 continue                    # a copy (reshape): the values read stand
         shared = True
-        if a.dtype.kind == "c":
+        if neg and a.dtype == raw.dtype:
+            o.__class__ = NegView
+            _RAW.__set__(o, a)
+        elif neg:
+            o._data = -a
+        elif a.dtype.kind == "c":
             o.__class__ = ConjView
             _RAW.__set__(o, a)
         elif op.name == "real":             # the same memory, the same values
             o._data = a
-        elif not read:                      # ``imag``: PyTorch's negative view; here a copy
-            o._data = -a
+        else:                               # ``imag``: a view with the negative bit
+            o.__class__ = NegView
+            _RAW.__set__(o, a)
     return outputs if shared or several else None
 
 

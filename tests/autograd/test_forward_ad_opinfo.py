@@ -74,7 +74,7 @@ def _vdot(a, b):
     """Re(sum(conj(a) * b)) of two tensors (or 0 when either is None)."""
     if a is None or b is None:
         return 0.0
-    a, b = (np.asarray(t.detach().resolve_conj().numpy()) for t in (a, b))
+    a, b = (np.asarray(t.detach().resolve_conj().resolve_neg().numpy()) for t in (a, b))
     return float(np.real(np.vdot(a.astype(np.complex128), b.astype(np.complex128))))
 
 
@@ -92,8 +92,8 @@ def _check_sample(fn, sample, rng):
         if tangent is not None:
             assert tangent.shape == o.shape, f"{sample}: output {k} tangent shape"
             assert tangent.dtype is o.dtype, f"{sample}: output {k} tangent dtype"
-            # a plain tensor, or a lazily conjugated view (PyTorch's conj bit: conj's tangent)
-            assert type(tangent) is ember.Tensor or tangent.is_conj(), \
+            # a plain tensor, or a lazy conjugated or negated view (PyTorch's conj/neg bits)
+            assert type(tangent) is ember.Tensor or tangent.is_conj() or tangent.is_neg(), \
                 f"{sample}: output {k} tangent type"
     diff = [(o, f[1]) for o, f in zip(outs, forward) if o is not None and o.requires_grad]
     if not diff:

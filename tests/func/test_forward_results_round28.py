@@ -114,3 +114,53 @@ def test_results_and_their_views_copy_and_pickle_as_values():
     for got, want in zip(seen["copy"] + seen["pickle"], [2 * X, 2 * X[1:], X, 2 * X, 2 * X[1:]]):
         assert type(got) is ember.Tensor and not got.requires_grad
         np.testing.assert_allclose(got.numpy(), want)
+
+
+def test_backward_inside_vmap_refuses_but_transforms_inside_it_run():
+    w = ember.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    xs = ember.tensor([X, T])
+
+    def calls_backward(x):
+        (w * w).sum().backward()
+        return x
+    with pytest.raises(RuntimeError, match=r"^backward\(\) called inside a functorch transform"):
+        vmap(calls_backward)(xs)
+    assert w.grad is None
+    got = vmap(grad(lambda a: (a * a * a).sum()))(xs)     # (grad's own backward pass runs)
+    np.testing.assert_allclose(got.numpy(), 3 * np.stack([X, T]) ** 2)
+    (w * w).sum().backward()                              # (and outside vmap again)
+    np.testing.assert_allclose(w.grad.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_grad_input_inside_jvp_is_a_leaf():
+    seen = {}
+
+    def f(a):
+        seen["flags"] = (a.requires_grad, a.grad_fn, a.is_leaf, a.grad)
+        with pytest.raises(RuntimeError, match="^a leaf Variable that requires grad"):
+            a.add_(1)
+        with ember.no_grad():
+            a.mul_(1)
+        seen["saved"] = pickle.loads(pickle.dumps(a))
+        return (a * a * a).sum()
+    g, gt = jvp(grad(f), (_x(),), (_t(),))
+    assert seen["flags"] == (True, None, True, None)
+    assert type(seen["saved"]) is ember.Tensor
+    np.testing.assert_allclose(seen["saved"].numpy(), X)
+    np.testing.assert_allclose(g.numpy(), 3 * X ** 2)
+    np.testing.assert_allclose(gt.numpy(), 6 * X * T)
+    w = ember.tensor(X, requires_grad=True)
+    grad(f)(w)
+    assert seen["flags"] == (True, None, True, None)
+
+
+def test_jvp_primal_output_is_an_alias():
+    w = ember.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    p, t = jvp(lambda a: a * w * w, (_x(),), (_t(),))
+    assert type(p.grad_fn).__name__ == "AliasBackward0" and p._is_view()
+    np.testing.assert_allclose(p.detach().numpy(), X * np.array([1.0, 4.0, 9.0]))
+    np.testing.assert_allclose(t.detach().numpy(), T * np.array([1.0, 4.0, 9.0]))
+    p.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * X * np.array([1.0, 2.0, 3.0]))
+    p, _ = jvp(lambda a: a * 2, (_x(),), (_t(),))
+    assert p._is_view() and p.grad_fn is None and not p.requires_grad

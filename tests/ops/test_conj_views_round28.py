@@ -66,7 +66,7 @@ def test_ops_read_conjugated_values():
                       (x @ x.mH, _X @ _X.conj().T), (y.clone(), _X.conj()),
                       (y.conj_physical(), _X), (y.real, _X.real), (y.imag, -_X.imag)]:
         assert not got.is_conj()
-        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(got.resolve_neg().numpy(), want, rtol=1e-6)
     z = y.resolve_conj()
     z.zero_()                                   # a copy: x is untouched
     np.testing.assert_array_equal(x.numpy(), _X)
@@ -192,8 +192,8 @@ def test_as_strided_and_imag_of_a_conj_view():
     want.reshape(-1)[[0, 2]] *= 2
     np.testing.assert_array_equal(x.numpy(), want)
     with ember.no_grad():
-        np.testing.assert_array_equal(y.imag.numpy(), -want.imag)
-        np.testing.assert_array_equal(y[1].imag.numpy(), -want[1].imag)
+        np.testing.assert_array_equal(y.imag.resolve_neg().numpy(), -want.imag)
+        np.testing.assert_array_equal(y[1].imag.resolve_neg().numpy(), -want[1].imag)
 
 
 def test_repeated_reads_of_a_conj_view_reuse_one_array_until_a_write():
@@ -241,4 +241,52 @@ def test_a_subclass_keeps_its_class_through_conj():
     d = c * 2
     assert type(d) is M and seen                # the hook runs on ops of the result
     d.real.sum().backward()
-    np.testing.assert_array_equal(a.grad.numpy(), np.full(_X.shape, 2, np.complex64))
+    assert a.grad.is_conj()                     # taken over from conj's backward (PyTorch's)
+    np.testing.assert_array_equal(a.grad.resolve_conj().numpy(),
+                                  np.full(_X.shape, 2, np.complex64))
+
+
+def test_leaf_grad_taken_over_from_conj_keeps_the_bit():
+    a = ember.tensor(_X.astype(np.complex128), requires_grad=True)
+    w = _X[::-1].astype(np.complex128)
+    (a.conj() * ember.tensor(w)).abs().sum().backward()
+    g = a.grad
+    want = (w.conj() * np.sign(_X.conj() * w)).conj()      # d|conj(a) w| / d a, PyTorch's form
+    assert g.is_conj()
+    np.testing.assert_allclose(g.resolve_conj().numpy(), want, rtol=1e-12)
+    (a.conj() * ember.tensor(w)).abs().sum().backward()    # accumulates in place, bit kept
+    assert a.grad is g and g.is_conj()
+    np.testing.assert_allclose(g.resolve_conj().numpy(), 2 * want, rtol=1e-12)
+    a.grad = None
+    a.conj().sum().abs().backward()     # an expanded gradient is copied: no bit
+    assert not a.grad.is_conj()
+
+
+def test_imag_of_a_conj_view_is_a_negative_view():
+    x = _x()
+    im = x.conj().imag
+    assert im.is_neg() and not im.is_conj() and im[1].is_neg() and im.mT.is_neg()
+    np.testing.assert_array_equal(im.resolve_neg().numpy(), -_X.imag)
+    with pytest.raises(RuntimeError, match="negative bit set. Use tensor.resolve_neg"):
+        im.numpy()
+    im[0, 1] = 10                       # writes reach x, negated
+    im[1].add_(1)
+    want = _X.copy()
+    want.imag[0, 1] = -10
+    want.imag[1] -= 1
+    np.testing.assert_array_equal(x.numpy(), want)
+    x[0, 0] = 7 + 8j                    # and x's writes show through it
+    assert im[0, 0].item() == -8.0
+    r = im.resolve_neg()
+    assert not r.is_neg() and (im + 1).is_neg() is False
+    r.zero_()                           # a copy
+    assert x[0, 0].item() == 7 + 8j
+
+
+def test_imag_of_a_conj_view_under_autograd():
+    a = ember.tensor(_X.astype(np.complex128), requires_grad=True)
+    im = a.conj().imag
+    assert im.is_neg() and type(im.grad_fn).__name__ == "SelectBackward0"
+    w = np.arange(6.0).reshape(2, 3)
+    (im * ember.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(a.grad.resolve_conj().numpy(), -1j * w)

@@ -42,7 +42,7 @@ def test_float8_kernels_compute_in_float32(name):
 def test_float8_e4m3fn_product_saturates():
     big = ember.tensor([448.0, -448.0, 300.0]).to(ember.float8_e4m3fn)
     assert (big * big).float().tolist() == [448.0, 448.0, 448.0]
-    assert (big * big.flip(0)).float().tolist() == [448.0, 448.0, 448.0]
+    assert (big * big[[2, 1, 0]]).float().tolist() == [448.0, 448.0, 448.0]
     # 0-dim: a tensor comes back (NumPy's clip of a 0-dim array gives a scalar), and a 0-dim
     # ``self`` may multiply (only a 0-dim ``other`` takes PyTorch's missing scalar path)
     assert big[0].abs().dim() == 0 and big[1].abs().float().item() == 448.0

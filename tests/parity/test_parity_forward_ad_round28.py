@@ -296,3 +296,90 @@ def test_views_and_bases():
     assert seen[0][0] == seen[1][0]
     for a, b in zip(seen[0][1], seen[1][1]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def _raised(fn):
+    try:
+        fn()
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+def test_backward_inside_vmap_refuses_autograd_grad_runs():
+    seen = []
+    for lib in LIBS:
+        w = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        xs = lib.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0]], dtype=lib.float64)
+
+        def calls_backward(x):
+            (w * w).sum().backward()
+            return x
+
+        def calls_grad(x):
+            g, = lib.autograd.grad((w * w * w).sum(), w, create_graph=True)
+            return g * x
+        seen.append((_raised(lambda: lib.func.vmap(calls_backward)(xs)), w.grad,
+                     _np(lib.func.vmap(calls_grad)(xs))))
+    assert seen[0][0] == seen[1][0] and "backward() called inside a functorch" in seen[0][0]
+    assert seen[0][1] is None and seen[1][1] is None
+    np.testing.assert_allclose(seen[0][2], seen[1][2], rtol=1e-12)
+
+
+_REVERSE_INPUTS = {
+    "grad_of_requires_grad": lambda lib, f, x: lib.func.grad(f)(x.requires_grad_()),
+    "vjp_of_requires_grad": lambda lib, f, x: lib.func.vjp(f, x.requires_grad_()),
+    "grad_grad": lambda lib, f, x: lib.func.grad(lambda a: lib.func.grad(f)(a).sum())(x),
+    "jacrev_jacrev": lambda lib, f, x: lib.func.jacrev(lib.func.jacrev(f))(x),
+    "jvp_grad": lambda lib, f, x: lib.func.jvp(lib.func.grad(f), (x,), (_t(lib),)),
+    "jacfwd_jacrev": lambda lib, f, x: lib.func.jacfwd(lib.func.jacrev(f))(x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REVERSE_INPUTS))
+def test_reverse_transform_inputs_are_leaves(name):
+    seen = []
+    for lib in LIBS:
+        rec = []
+
+        def f(a):
+            rec.append((_flags(a), a.grad, _raised(lambda: a.add_(1))))
+            with lib.no_grad():
+                a.mul_(1)               # (under no_grad the write runs)
+            return (a * a * a).sum()
+        out = _REVERSE_INPUTS[name](lib, f, _x(lib))
+        seen.append((rec, [_np(o) for o in lib.utils._pytree.tree_flatten(out)[0]
+                           if isinstance(o, lib.Tensor)]))
+    assert seen[0][0] == seen[1][0]
+    assert seen[0][0][-1][0] == (True, None, True)
+    for a, b in zip(seen[0][1], seen[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_jvp_primal_output_is_an_alias():
+    seen = []
+    for lib in LIBS:
+        w = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        rec = []
+        for f in (lambda a: a * w, lambda a: a + w, lambda a: (a * w).exp(), lambda a: a * 2,
+                  lambda a: (a * w)[1:]):
+            p, t = lib.func.jvp(f, (_x(lib),), (_t(lib),))
+            rec.append((_flags(p), p._is_view(), _np(p), _np(t)))
+        p, t, aux = lib.func.jvp(lambda a: (a * w, a * w), (_x(lib),), (_t(lib),), has_aux=True)
+        rec.append((_flags(aux), aux._is_view()))
+        p, _ = lib.func.linearize(lambda a: a * w, _x(lib))
+        rec.append(_flags(p))
+        p, _ = lib.func.jvp(lambda a: a * w * w, (_x(lib),), (_t(lib),))
+        p.sum().backward()
+        rec.append(_np(w.grad))
+        seen.append(rec)
+    for a, b in zip(seen[0], seen[1]):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+        elif len(a) == 4:
+            assert a[:2] == b[:2]
+            np.testing.assert_allclose(a[2], b[2], rtol=1e-12)
+            np.testing.assert_allclose(a[3], b[3], rtol=1e-12)
+        else:
+            assert a == b
+    assert seen[0][0][0] == (True, "AliasBackward0", False)

@@ -6,7 +6,6 @@ import numpy as _np
 
 from ember._tensor import Tensor as _Tensor
 from ember._tensor import _make
-from ember.autograd._forward_traces import FORWARD_SHOWN
 from ember.autograd.anomaly import detect_anomaly, set_detect_anomaly
 from ember.autograd.engine import run_backward as _engine_run_backward
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
@@ -133,9 +132,8 @@ def _roots(outputs):
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the graph's leaves."""
-    if FORWARD_SHOWN:       # (a transform runs a function: NOTE [Forward-mode primals])
-        from ember.func._forward_primal import refuse_backward
-        refuse_backward()
+    from ember.func._forward_primal import refuse_backward
+    refuse_backward()       # (a transform runs a function: NOTE [Forward-mode primals])
     outputs = _as_tuple(tensors)
     grads = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
     grads = list(grads) + [None] * (len(outputs) - len(grads))

@@ -54,7 +54,9 @@ class SavedTensor:
 def raw_saved(node, key, name):
     """``node._raw_saved_<key>`` (``name``): a SavedTensor for each tensor the node saves as
     its op's argument ``key`` (``self``: the first input; ``result``: the output)."""
+    from ember.autograd._saved_names import raw_key
     from ember.autograd.graph import _FREED_INPUT, InputMeta, is_result_key, saved_key
+    key = raw_key(node, key)
     op = node.op
     names = op.input_names
     key = saved_key(op, key)

@@ -14,7 +14,7 @@ import math
 from ember._tensor import Tensor
 from ember.autograd._saved_sizes import _SELF_SIZES, saved_self_sizes
 
-__all__ = ["SAVED", "read_saved", "saved_dir"]
+__all__ = ["SAVED", "raw_key", "read_saved", "saved_dir"]
 
 # node name -> the names PyTorch's node of that name exposes (torch 2.13, dir(grad_fn))
 SAVED = {k: tuple(v.split()) for k, v in {
@@ -79,13 +79,35 @@ SAVED = {k: tuple(v.split()) for k, v in {
     "TriuBackward0": "diagonal", "UnsafeViewBackward0": "self_sym_sizes",
     "UnsqueezeBackward0": "dim", "VarBackward0": "correction dim keepdim self",
     "ViewBackward0": "self_sym_sizes", "WhereBackward0": "condition",
+    # value-and-index reductions along a dim: the indices and the input's sizes
+    "MinBackward0": "dim indices keepdim self_sym_sizes",
+    "KthvalueBackward0": "dim indices keepdim self_sym_sizes",
+    "MedianBackward1": "dim indices keepdim self_sym_sizes",
+    "ModeBackward0": "dim indices keepdim self_sym_sizes",
+    "DiagEmbedBackward0": "dim1 dim2 offset",
+    "DiagonalBackward0": "dim1 dim2 offset self_sym_sizes",
+    "DiagonalBackward0_copy": "dim1 dim2 offset self_sym_sizes",
+    "TraceBackward0": "self_sym_sizes", "RollBackward0": "dims shifts",
+    "IndexAddBackward0": "alpha dim index source source_dim",
+    "AddcmulBackward0": "tensor1 tensor2 value", "AddcdivBackward0": "tensor1 tensor2 value",
+    "BaddbmmBackward0": "alpha batch1 batch2 beta", "AddmvBackward0": "alpha beta mat vec",
+    "AdaptiveMaxPool2DBackward0": "result1 self", "AdaptiveAvgPool2DBackward0": "self",
+    "UpsampleNearest1DBackward0": "output_size scales self_sym_sizes",
+    "UpsampleNearest2DBackward0": "output_size scales_h scales_w self_sym_sizes",
+    "UpsampleBilinear2DBackward0": "align_corners output_size scales_h scales_w self_sym_sizes",
+    "UpsampleBicubic2DBackward0": "align_corners output_size scales_h scales_w self_sym_sizes",
+    "ConstantPadNdBackward0": "pad", "ReflectionPad1DBackward0": "padding self",
+    "ReflectionPad2DBackward0": "padding self", "ReplicationPad1DBackward0": "padding self",
+    "ReplicationPad2DBackward0": "padding self", "MaskedFillBackward1": "mask",
+    "SplitWithSizesBackward0": "dim self_sym_sizes split_sizes",
 }.items()}
 
 _MISSING = object()
 _UNSIGNED = 1 << 64
 # arguments PyTorch saves as int64 (or lists of them): negative ones read back unsigned
 _INT64 = frozenset({"dim", "dim0", "dim1", "dims", "start", "end", "step", "index",
-                    "ignore_index", "padding_idx", "diagonal", "split_size", "repeats"})
+                    "ignore_index", "padding_idx", "diagonal", "split_size", "repeats",
+                    "dim2", "offset", "shifts", "split_sizes", "source_dim", "pad"})
 # per-spatial-dim arguments PyTorch saves as lists, however they were given
 _SPATIAL = frozenset({"stride", "padding", "dilation", "kernel_size", "output_padding"})
 # nodes whose ``dim`` PyTorch saves as a list (an int given is a list of one)
@@ -95,6 +117,8 @@ _DIM_LISTS = frozenset({"SumBackward1", "MeanBackward1", "VarBackward0", "StdBac
 _TRANSPOSING = frozenset({"_linear_addmm", "_linear_mm"})     # (their mat2 is weight.t())
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 _INT64_MAX = (1 << 63) - 1
+# arguments PyTorch's node saves as numbers (no ``_raw_saved_``) where ember's op has tensors
+_NUMBER_ARGS = frozenset({("ClampBackward1", "min"), ("ClampBackward1", "max")})
 
 
 def saved_dir(node):
@@ -107,7 +131,30 @@ def saved_dir(node):
         # a composite's node named after PyTorch's kernel (einsum's SumBackward1) lacks
         # some of that kernel's arguments
         saved = [n for n in saved if _answers(node, n)]
-    return sorted(names + ["_saved_" + n for n in saved])
+    raw = ["_raw_saved_" + n for n in saved if _raw_answers(node, n)]
+    return sorted(names + ["_saved_" + n for n in saved] + raw)
+
+
+def raw_key(node, key):
+    """The op's argument behind PyTorch's saved tensor ``key`` (``linear``'s ``mat2``: its
+    ``weight``, as saved, not through ``t()``)."""
+    kind = type(node).__name__
+    saved = SAVED.get(kind)
+    if saved is None or key not in saved or key == "mat2" and node.op.name in _TRANSPOSING:
+        return key                      # (a pack hook would get the weight, not its t())
+    return _ALIASES.get((kind, key), {}).get(node.op.name, key)
+
+
+def _raw_answers(node, key):
+    """Whether ``node._raw_saved_<key>`` gives a SavedTensor (a saved tensor's name)."""
+    from ember.autograd._raw_saved import raw_saved
+    if (type(node).__name__, key) in _NUMBER_ARGS:
+        return False
+    try:
+        raw_saved(node, key, "_raw_saved_" + key)
+    except AttributeError:
+        return False
+    return True
 
 
 def _answers(node, key):
@@ -164,12 +211,15 @@ def _as_torch(node, kind, key, value):
         return tuple(value)
     if key == "dim" and kind in _DIM_LISTS and isinstance(value, int):
         value = (value,)
+    if key in ("dims", "shifts") and kind == "RollBackward0" and isinstance(value, int):
+        value = (value,)
     if key in _INT64:
         if isinstance(value, int) and not isinstance(value, bool):
             return value % _UNSIGNED
         if isinstance(value, (tuple, list)):
             return tuple(v % _UNSIGNED if isinstance(v, int) else v for v in value)
-    if isinstance(value, list) and key in ("normalized_shape", "dims", "repeats"):
+    if isinstance(value, list) and key in ("normalized_shape", "dims", "repeats", "pad",
+                                            "padding", "split_sizes"):
         return tuple(value)
     return value
 
@@ -379,7 +429,114 @@ def _as_nll2d(t, class_dims):
     return t.reshape(*t.shape[:1 + class_dims], 1, -1)
 
 
+def _param(node, name, default=_MISSING):
+    """The op's parameter ``name`` as the call gave it."""
+    params = dict(zip(node.op.param_names, node._params))
+    return params.get(name, default)
+
+
+def _diag_field(field, dims):
+    """``diag``'s node fields: its ``diagonal`` is the offset, between ``dims`` (a vector's
+    DiagEmbedBackward0: the last two; a matrix's DiagonalBackward0_copy: 0 and 1)."""
+    def read(node):
+        if node.op.name != "diag":
+            return _MISSING
+        return {"offset": _param(node, "diagonal", 0), "dim1": dims[0], "dim2": dims[1]}[field]
+    return read
+
+
+def _upsample_sizes(node):
+    """The output's spatial sizes (a ``size`` given, or the input's times each scale)."""
+    shape = node._in_meta[0][0]
+    n = len(shape) - 2
+    size = _param(node, "size", None)
+    if size is not None:
+        return tuple(size) if isinstance(size, (tuple, list)) else (size,) * n
+    scale = _param(node, "scale_factor", None)
+    scales = tuple(scale) if isinstance(scale, (tuple, list)) else (scale,) * n
+    return tuple(int(math.floor(d * float(s))) for d, s in zip(shape[2:], scales))
+
+
+def _upsample_scale(axis):
+    """A scale the kernel was given: the call's ``scale_factor`` unless recomputed."""
+    def read(node):
+        scale = _param(node, "scale_factor", None)
+        if scale is None or _param(node, "recompute_scale_factor", None):
+            return None
+        n = len(node._in_meta[0][0]) - 2
+        scales = tuple(scale) if isinstance(scale, (tuple, list)) else (scale,) * n
+        return float(scales[axis])
+    return read
+
+
+# 1-d poolings: PyTorch pools the input unsqueezed at -2 and squeezes the result there
+_POOL_1D = frozenset({"avg_pool1d", "max_pool1d_with_indices", "adaptive_avg_pool1d",
+                      "adaptive_max_pool1d"})
+
+
+def _pooled_2d_sizes(node):
+    """A 1-d pooling's result as PyTorch's 2-d kernel gave it: a 1 inserted at -2."""
+    name = node.op.short_name
+    if name not in _POOL_1D:
+        return _MISSING
+    meta = getattr(node, "_out_meta", None) if node.n_outputs > 1 else None
+    if meta is not None:
+        shape = tuple(meta[0][0])
+        return shape[:-1] + (1,) + shape[-1:]
+    size = node._in_meta[0][0]
+    if name == "adaptive_avg_pool1d":
+        length = _first(_param(node, "output_size"))
+    else:                               # (avg_pool1d: its output's length from its window)
+        k = _first(_param(node, "kernel_size"))
+        stride, pad = _first(_param(node, "stride") or k), _first(_param(node, "padding"))
+        span = size[-1] + 2 * pad - k
+        ceil = bool(_param(node, "ceil_mode"))
+        length = (-(-span // stride) if ceil else span // stride) + 1
+        if ceil and (length - 1) * stride >= size[-1] + pad:
+            length -= 1
+    return tuple(size[:-1]) + (1, length)
+
+
+def _first(value):
+    """An int given as itself or as a tuple of one."""
+    return value[0] if isinstance(value, (tuple, list)) else value
+
+
 _SPECIAL = {
+    ("SqueezeBackward1", "dim"): lambda node: -2 if node.op.short_name in _POOL_1D
+    else _MISSING,
+    ("SqueezeBackward1", "self_sym_sizes"): _pooled_2d_sizes,
+    ("UpsampleNearest1DBackward0", "scales"): _upsample_scale(0),
+    ("UpsampleNearest2DBackward0", "scales_h"): _upsample_scale(0),
+    ("UpsampleNearest2DBackward0", "scales_w"): _upsample_scale(1),
+    ("UpsampleBilinear2DBackward0", "scales_h"): _upsample_scale(0),
+    ("UpsampleBilinear2DBackward0", "scales_w"): _upsample_scale(1),
+    ("UpsampleBicubic2DBackward0", "scales_h"): _upsample_scale(0),
+    ("UpsampleBicubic2DBackward0", "scales_w"): _upsample_scale(1),
+    ("UpsampleBilinear2DBackward0", "align_corners"): lambda node: bool(
+        _param(node, "align_corners", False)),
+    ("UpsampleBicubic2DBackward0", "align_corners"): lambda node: bool(
+        _param(node, "align_corners", False)),
+    ("UpsampleNearest1DBackward0", "output_size"): _upsample_sizes,
+    ("UpsampleBicubic2DBackward0", "output_size"): _upsample_sizes,
+    ("UpsampleBilinear2DBackward0", "output_size"): _upsample_sizes,
+    ("UpsampleNearest2DBackward0", "output_size"): _upsample_sizes,
+    ("ReplicationPad2DBackward0", "padding"): lambda node: tuple(_param(node, "pad")),
+    ("ReplicationPad1DBackward0", "padding"): lambda node: tuple(_param(node, "pad")),
+    ("ReflectionPad2DBackward0", "padding"): lambda node: tuple(_param(node, "pad")),
+    ("ReflectionPad1DBackward0", "padding"): lambda node: tuple(_param(node, "pad")),
+    ("PowBackward0", "exponent"): lambda node: 2 if node.op.short_name == "square"
+    else _MISSING,
+    ("DiagEmbedBackward0", "offset"): _diag_field("offset", (-2, -1)),
+    ("DiagEmbedBackward0", "dim1"): _diag_field("dim1", (-2, -1)),
+    ("DiagEmbedBackward0", "dim2"): _diag_field("dim2", (-2, -1)),
+    ("DiagonalBackward0_copy", "offset"): _diag_field("offset", (0, 1)),
+    ("DiagonalBackward0_copy", "dim1"): _diag_field("dim1", (0, 1)),
+    ("DiagonalBackward0_copy", "dim2"): _diag_field("dim2", (0, 1)),
+    ("IndexAddBackward0", "source_dim"): lambda node: len(_input_shape(node, "source")),
+    ("ConstantPadNdBackward0", "pad"): lambda node: tuple(_param(node, "pad")),
+    ("SplitWithSizesBackward0", "split_sizes"): lambda node: tuple(
+        _param(node, "split_size_or_sections")),
     ("AddmmBackward0", "mat2"): lambda node: _transposed("weight")(node)
     if node.op.name == "_linear_addmm" else _MISSING,
     ("MmBackward0", "mat2"): lambda node: _transposed("weight")(node)

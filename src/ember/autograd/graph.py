@@ -13,6 +13,7 @@ import re
 import threading
 import weakref
 
+from ember._conj_view import ConjView, memory, stand_in
 from ember._dtype import FROM_NUMPY
 from ember._hook_handles import RemovableHandle
 from ember._shape import _shape
@@ -626,7 +627,10 @@ def accumulate(var, grad, sole=False):
     take over the array instead of copying it (as PyTorch's AccumulateGrad steals it)."""
     plain = type(grad) is Tensor        # not a sparse gradient (Embedding(sparse=True)'s)
     if var._grad is None:
-        if plain and grad._grad_fn is None:
+        if type(grad) is ConjView and grad._grad_fn is None and sole \
+                and _owned_in_layout(memory(grad), memory(var), _GRAD.grad_layout, False):
+            var._grad = stand_in(grad)  # (PyTorch takes it over, its conjugate bit too)
+        elif plain and grad._grad_fn is None:
             data = grad._data
             if not (sole and grad._view is None
                     and _owned_in_layout(data, var._data, _GRAD.grad_layout)):
@@ -642,6 +646,9 @@ def accumulate(var, grad, sole=False):
             var._grad = grad
         else:
             var._grad = _make(_layout_copy(grad._data, var._data))
+    elif type(var._grad) is ConjView and not _GRAD.grad_enabled \
+            and not var._grad.requires_grad and type(grad) in (Tensor, ConjView):
+        var._grad.add_(grad)            # in place, keeping the bit (as PyTorch's)
     elif _GRAD.grad_enabled or var._grad.requires_grad or not plain \
             or type(var._grad) is not Tensor:
         # a dense gradient arriving on a sparse one: dense + sparse (sparse + dense refuses)
@@ -663,12 +670,13 @@ def _layout_copy(g, v):
     return laid
 
 
-def _owned_in_layout(g, v, enforce=True):
-    """Whether the gradient array ``g`` owns its memory, may be written, and already has the
-    layout _layout_copy would give it (or, not ``enforce``-d, any layout)."""
+def _owned_in_layout(g, v, enforce=True, owned=True):
+    """Whether the gradient array ``g`` owns its memory (unless not ``owned``: a conjugate
+    view's), may be written, and already has the layout _layout_copy would give it (or, not
+    ``enforce``-d, any layout)."""
     flags = g.flags                     # (CuPy's lack some: a missing one is read safely)
-    if not (g.base is None and getattr(flags, "owndata", False)
-            and getattr(flags, "writeable", True)):
+    if not (not owned or g.base is None and getattr(flags, "owndata", False)) \
+            or not getattr(flags, "writeable", True):
         return False
     return not enforce or flags.c_contiguous and (g.strides == v.strides or not _dense(v))
 

@@ -24,7 +24,7 @@ from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
 from ember.autograd.graph import AccumulateGrad
 from ember.func._batched import BatchedTensor, active_levels, materialize, rewrap
-from ember.func._forward_primal import (forward_running, own_pass, primal_for, release,
+from ember.func._forward_primal import (forward_running, leaf_for, own_pass, primal_for, release,
                                          show, showing, tracks_grad)
 from ember.func._no_grad_tangents import NoGradGateBackward, settle
 from ember.ops._reduce import TRANSFORM_BACKWARD
@@ -92,7 +92,8 @@ class _Traced:
             if not isinstance(x, Tensor):
                 raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
         physical = [materialize(x, self.levels) for x in flat]
-        if api.startswith(_FORWARD_APIS):
+        forward = api.startswith(_FORWARD_APIS)
+        if forward:
             from ember.autograd.forward_ad import STATE as _DUAL
             if _DUAL.level is not None:     # (PyTorch's are dual levels too)
                 raise RuntimeError("Nested forward mode AD is not supported at the moment")
@@ -109,16 +110,16 @@ class _Traced:
             with _recording(), tracing_births(not api.startswith("linearize(")) as births:
                 self.leaves = [_fresh(p) for p in physical]
                 shown = [primal_for(x) for x in self.leaves] \
-                    if api.startswith(_FORWARD_APIS) else self.leaves
+                    if forward else [leaf_for(x) for x in self.leaves]
                 births[1].update(id(x) for x in self.leaves + physical + shown)
-                if shown is not self.leaves:
+                if forward:
                     versions = [x._version for x in shown]
                 inputs = tree_unflatten([rewrap(p, self.levels) for p in shown], self.in_spec)
                 tracing = _tracing(api, self.leaves)
                 if top:     # the leaves func makes are this transform's own, not a closure's
                     self.made = _TRANSFORMS.made = {}
                 _TRANSFORMS.user = user
-                with tracing, showing(shown is not self.leaves and (
+                with tracing, showing(forward and (
                         "dual" if api.startswith("linearize(") else True)):
                     out = func(*inputs)
         finally:
@@ -492,7 +493,16 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     primal_out = traced.release(traced.out)
     if traced.no_grad_results:
         settle(traced.no_grad_results)
+    primal_out = _aliased(primal_out)       # (after settle: its view of a settled history)
     return (primal_out, out, traced.aux) if has_aux else (primal_out, out)
+
+
+def _aliased(tree):
+    """jvp's primal outputs, each as an alias of itself: PyTorch's unwrap of a result from its
+    dual level is a view (``AliasBackward0`` where it requires grad)."""
+    from ember.ops.conversion import _alias
+    flat, spec = tree_flatten(tree)
+    return tree_unflatten([_alias(x) if isinstance(x, Tensor) else x for x in flat], spec)
 
 
 def _check_linearize_tangents(primals, tangents):

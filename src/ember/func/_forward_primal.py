@@ -35,7 +35,8 @@ from ember.autograd._forward_traces import FORWARD_SHOWN
 from ember.autograd.graph import Node, history
 from ember.overrides import _disabled_torch_function_impl
 
-__all__ = ["ForwardPrimal", "PrimalBackward", "forward_running", "own_pass", "primal_for",
+__all__ = ["ForwardPrimal", "PrimalBackward", "TransformLeaf", "forward_running", "leaf_for",
+           "own_pass", "primal_for",
            "refuse_backward", "release", "show", "showing", "tracks_grad"]
 
 
@@ -79,6 +80,31 @@ class ForwardPrimal(Tensor):
         return _make(self._data).__reduce_ex__(protocol)
 
 
+class TransformLeaf(Tensor):
+    """A reverse-mode transform's input while its function runs, when ember takes it as an
+    alias of a tensor with history (the caller's, requiring grad, or an outer transform's):
+    PyTorch's is a fresh leaf, so it reports no ``grad_fn`` and refuses in-place writes."""
+
+    __slots__ = ()
+    __torch_function__ = _disabled_torch_function_impl
+    _transform_leaf = True      # (what ops/_inplace.py's leaf check reads)
+    is_leaf = property(lambda self: True, doc="True, as for PyTorch's transform inputs.")
+    grad_fn = property(lambda self: None, doc="None, as for PyTorch's transform inputs.")
+    grad = property(lambda self: self._grad, Tensor.grad.fset, Tensor.grad.fdel,
+                    doc="The leaf's gradient, read without the non-leaf warning.")
+    __repr__ = ForwardPrimal.__repr__
+    __deepcopy__ = ForwardPrimal.__deepcopy__
+    __reduce_ex__ = ForwardPrimal.__reduce_ex__
+
+
+def leaf_for(leaf):
+    """``leaf`` as a reverse-mode transform's function receives it (an alias with history is
+    re-classed as a ``TransformLeaf`` until ``release``)."""
+    if type(leaf) is Tensor and leaf._grad_fn is not None:
+        leaf.__class__ = TransformLeaf
+    return leaf
+
+
 def primal_for(leaf):
     """The ``ForwardPrimal`` standing for ``leaf`` (memory, version and gradient shared)."""
     shown = leaf.detach()
@@ -92,7 +118,7 @@ def primal_for(leaf):
 def release(primals):
     """Make ``primals`` plain tensors again, once the function has run."""
     for t in primals:
-        if type(t) is ForwardPrimal:
+        if type(t) is ForwardPrimal or type(t) is TransformLeaf:
             t.__class__ = Tensor
 
 
@@ -186,12 +212,18 @@ def show(t):
 
 
 def refuse_backward():
-    """PyTorch's refusal of ``backward()`` inside a function a transform runs."""
+    """PyTorch's refusal of ``backward()`` inside a function a transform runs (vmap's
+    included, which pushes no frame; ember's own passes, ``own_pass``, may run it)."""
     stack = _FRAMES.stack
-    if stack and stack[-1] is not None:
+    if stack[-1] is not None if stack else _vmapping():
         raise RuntimeError("backward() called inside a functorch transform. This is not "
                            "supported, please use functorch.grad or functorch.vjp instead or "
                            "call backward() outside of functorch transforms.")
+
+
+def _vmapping():
+    from ember.func._batched import STATE
+    return bool(STATE.levels)
 
 
 def forward_running():

@@ -138,6 +138,9 @@ def call_inplace_recording_tangents(op, inputs, params):
     written._grad_fn = NoGradGateBackward((before,))
     written._output_nr = 0
     _GRAD.grad_enabled = True
+    shown = type(self)      # (a reverse-mode transform's input, written under no_grad, may be)
+    if getattr(self, "_transform_leaf", False):
+        self.__class__ = Tensor
     try:
         out = call_inplace(op, [self] + [_gated(x) for x in inputs[1:]], params)
     except BaseException:
@@ -145,6 +148,7 @@ def call_inplace_recording_tangents(op, inputs, params):
         raise
     finally:
         _GRAD.grad_enabled = False
+        self.__class__ = shown
     target._grad_fn = NoGradInplaceBackward(((written._grad_fn, written._output_nr), before))
     target._output_nr = 0
     results = _innermost_results()

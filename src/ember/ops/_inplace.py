@@ -193,7 +193,8 @@ def _check_overlap(op, dst, params):
 def _check_leaf(t):
     if t._view is not None:
         check_no_grad_view(t)
-    if t._grad_fn is None and t._requires_grad:
+    if t._grad_fn is None and t._requires_grad \
+            or type(t) is not Tensor and getattr(t, "_transform_leaf", False):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     if t._view is not None:
@@ -315,7 +316,7 @@ def _view_output_name(t):
 def _record_inplace(op, self, old, flat, lengths, params, recipe):
     from ember.ops._recording import _record
     base_edge = history(self._view[0]) if self._view is not None else None
-    node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self)
+    node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self, inplace=True)
     self._output_nr = 0                 # it was output 1 of var_mean, say; now of this node
     move_retained_grad(self, old._grad_fn, old._output_nr)
     _date_saved_self(node, flat, self)

@@ -10,7 +10,8 @@ import numpy as np
 from ember import _dtype as D
 
 __all__ = ["Policy", "BINARY", "FLOAT", "COMPARE", "INTEGRAL", "SAME", "SAME_NO_BOOL",
-           "REAL_FLOAT", "FLOAT_ONLY", "real_no_bool", "compute_dtype"]
+           "REAL_FLOAT", "FLOAT_ONLY", "real_no_bool", "compute_dtype", "refuse_kernel",
+           "refuse_logical"]
 
 _UPCAST = {d.np: np.dtype(np.float32) for d in D.LOW_PRECISION}
 
@@ -130,7 +131,10 @@ _FLOAT8_KERNELS = {"add": "add_stub", "sub": "add_stub", "sgn": "sign_cpu",
                    "square": "pow", "pow": "pow", "nan_to_num": "nan_to_num",
                    "isclose": "mul_cpu_reduced_float", "addcmul": "addcmul_cpu_out",
                    "lerp": "lerp_kernel_scalar", "relu": "clamp_min_scalar_cpu",
-                   "clamp": "clamp_scalar_cpu"}
+                   "clamp": "clamp_scalar_cpu", "sort": "sorting_kernel_method_name",
+                   "argsort": "sorting_kernel_method_name",
+                   "msort": "sorting_kernel_method_name", "unique": "unique",
+                   "unique_consecutive": "unique"}
 
 
 def _check_float8(name, compute, signature):
@@ -144,6 +148,37 @@ def _check_float8(name, compute, signature):
             return
         kernel = "mul_cpu_reduced_float"
     raise NotImplementedError(f"\"{kernel}\" not implemented for '{compute._torch_name}'")
+
+
+_FLOAT8_NP = frozenset(d.np for d in D.FLOAT8)
+_WIDE_UNSIGNED_NP = frozenset(d.np for d in D.WIDE_UNSIGNED)
+_REFUSED_NP = _FLOAT8_NP | _WIDE_UNSIGNED_NP
+
+
+def refuse_kernel(x, kernel, wide_unsigned=False):
+    """PyTorch's NotImplementedError naming CPU kernel ``kernel`` when backend array ``x`` is
+    float8 (or, if ``wide_unsigned``, uint16/32/64), which that kernel has no version for."""
+    if x.dtype in _FLOAT8_NP or wide_unsigned and x.dtype in _WIDE_UNSIGNED_NP:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
+
+
+def refuse_logical(name, *arrays):
+    """PyTorch's refusal of logical op ``name`` for float8 or uint16/32/64 operands: its
+    promotion error for mixed dtypes, else its kernel's NotImplementedError."""
+    for a in arrays:
+        if getattr(a, "dtype", None) in _REFUSED_NP:
+            break
+    else:
+        return
+    dtypes = [D.FROM_NUMPY[a.dtype] for a in arrays if hasattr(a, "dtype")]
+    if dtypes:
+        common = dtypes[0]
+        for d in dtypes[1:]:
+            common = D.promote_types(common, d)
+        if common in D.FLOAT8 or common in D.WIDE_UNSIGNED:
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
+                                      f"'{common._torch_name}'")
 
 
 _NARROW_INTS = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.uint16,

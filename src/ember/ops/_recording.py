@@ -5,7 +5,7 @@ import weakref
 
 import numpy as np
 
-from ember._conj_view import ConjView, view_of
+from ember._conj_view import ConjView, NegView, view_of
 from ember._device import CPU
 from ember._inference import KEY as INFERENCE_KEY, MADE as INFERENCE_MADE, check_saved
 from ember._inference import is_inference
@@ -27,11 +27,12 @@ __all__ = ["record_checks", "rename_node", "RoutedOpNode", "gradient_t", "fast_r
 _NDARRAY = np.ndarray
 
 
-def _record(op, flat, lengths, params, outputs, kept=None):
+def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
     """Attach a backward node for this call to the differentiable outputs; ``kept``: what
-    its forward kept for the node (NOTE [Kept values] in _registry.py), or None."""
+    its forward kept for the node (NOTE [Kept values] in _registry.py), or None; ``inplace``:
+    the call is the op's in-place variant."""
     if op.record_check is not None:
-        op.record_check(op, flat, params)
+        op.record_check(op, flat, params, inplace)
     if kept is not None:
         kept = _kept_values(op, flat, kept)
     edges = []
@@ -428,17 +429,19 @@ def _reshape_apply(self, grads):
 _FAST_RESHAPES = {}             # a view op's node class -> its fast_reshape class
 
 
-def record_checks(op, flat, params):
+def record_checks(op, flat, params, inplace=False):
     """The refusals an op declares for recorded calls (``Op.refuse_forward_ad`` first, as
-    forward-mode AD reaches a kernel before its backward could, then ``Op.refuse_grad``)."""
+    forward-mode AD reaches a kernel before its backward could, then ``Op.refuse_grad``, then
+    ``Op.refuse_complex_grad``, which an in-place call passes)."""
     if op.forward_ad_refusal is not None and FORWARD_TRACES.starts:
         refuse_traced_forward(op, flat, params)
     if op.refused_grads is not None:
         _check_refused_grads(op, flat)
-    if op.complex_grad_refused and not FORWARD_AD.pushing:
+    if op.complex_grad_refused and not inplace and not FORWARD_AD.pushing:
         for x in flat:
             if isinstance(x, Tensor) and x._data.dtype.kind == "c" and grad_refused(x, True):
-                raise RuntimeError(f"{op.name} does not support automatic differentiation for "
+                name = op.name.rpartition(".")[2]      # nn.functional.silu: silu
+                raise RuntimeError(f"{name} does not support automatic differentiation for "
                                    f"outputs with complex dtype.")
 
 
@@ -510,6 +513,10 @@ def _edge(x):
     return _NO_EDGE
 
 
+_LAZY_VIEWS = frozenset((ConjView, NegView))        # views with PyTorch's conjugate or
+_LAZY_BITS = frozenset(("conj", "_neg_view"))       # negative bit, and the ops making them
+
+
 def _mark_view(op, src, params, outputs, no_grad=False):
     """Make outputs views of ``src``'s base: shared version, and a recipe to recreate them;
     True when they are inference tensors instead, which record nothing (``_alias_inference``).
@@ -517,7 +524,7 @@ def _mark_view(op, src, params, outputs, no_grad=False):
     ``no_grad``: ``src`` requires grad but grad mode is off; such views may not be written to
     in place with grad mode on (see ``_inplace.check_no_grad_view``)."""
     maybe = op.view == "maybe"
-    if type(src) is ConjView or op.name == "conj":     # NOTE [Conjugate views]
+    if type(src) in _LAZY_VIEWS or op.name in _LAZY_BITS:     # NOTE [Conjugate views]
         if view_of(op, src, params, outputs) is None:
             return
         maybe = False

@@ -242,8 +242,8 @@ class Op:
 
     def refuse_complex_grad(self):
         """Refuse a recorded call whose differentiable input (so its result) is complex, with
-        PyTorch's error for kernels whose derivative is real only (embedding; a forward-mode
-        tangent passes, as in PyTorch)."""
+        PyTorch's error for kernels whose derivative is real only (embedding, nan_to_num; a
+        forward-mode tangent and an in-place call pass, as in PyTorch)."""
         self.complex_grad_refused = True
         self.record_check = record_checks
 

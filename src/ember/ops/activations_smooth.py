@@ -338,6 +338,9 @@ def silu(xp, x):
     return x * _sigmoid(xp, x)
 
 
+silu.refuse_complex_grad()
+
+
 @silu.derivative
 def _(grad, x):
     if _GRAD.grad_enabled or x._data.dtype.kind == "c":

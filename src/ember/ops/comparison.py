@@ -8,7 +8,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._binary_rules import reject_complex, tensor_policy
 from ember.ops._elementwise import binary, unary
-from ember.ops._promotion import INTEGRAL, Policy
+from ember.ops._promotion import INTEGRAL, Policy, refuse_kernel, refuse_logical
 from ember.ops._registry import op
 from ember.ops._scalars import number_arrays
 
@@ -81,6 +81,10 @@ def equal(input, other):
     """Whether the two tensors have the same shape and the same elements."""
     _require_tensor("equal", input, "input", 1)
     _require_tensor("equal", other, "other", 2)
+    if input.dtype in D.FLOAT8 and input.dtype == other.dtype and input.shape == other.shape \
+            and input.stride() == other.stride() and input.data_ptr() == other.data_ptr():
+        # PyTorch's shortcut for a tensor compared with itself still looks for NaN
+        refuse_kernel(input._data, "equal_notnan_cpu")
     return input.shape == other.shape and _all_true(eq(input, other))
 
 
@@ -122,24 +126,28 @@ def isin(xp, elements, test, assume_unique, invert):
 @op("logical_and(input, other)", inputs=2, out=True, inplace=True, pointwise=True)
 def logical_and(xp, a, b):
     """Whether both ``input`` and ``other`` are nonzero, elementwise."""
+    refuse_logical("logical_and", a, b)
     return xp.logical_and(a, b)
 
 
 @op("logical_or(input, other)", inputs=2, out=True, inplace=True, pointwise=True)
 def logical_or(xp, a, b):
     """Whether ``input`` or ``other`` is nonzero, elementwise."""
+    refuse_logical("logical_or", a, b)
     return xp.logical_or(a, b)
 
 
 @op("logical_xor(input, other)", inputs=2, out=True, inplace=True, pointwise=True)
 def logical_xor(xp, a, b):
     """Whether exactly one of ``input`` and ``other`` is nonzero, elementwise."""
+    refuse_logical("logical_xor", a, b)
     return xp.logical_xor(a, b)
 
 
 @op("logical_not(input)", out=True, inplace=True, pointwise=True)
 def logical_not(xp, x):
     """Whether ``input`` is zero, elementwise."""
+    refuse_logical("logical_not", x)
     return xp.logical_not(x)
 
 
@@ -154,14 +162,19 @@ bitwise_or = binary("bitwise_or(input, other)", lambda xp, a, b: xp.bitwise_or(a
 bitwise_xor = binary("bitwise_xor(input, other)", lambda xp, a, b: xp.bitwise_xor(a, b),
                      doc="The bitwise XOR (logical XOR for bool).", promote=INTEGRAL,
                      ufunc="bitwise_xor")
-bitwise_not = unary("bitwise_not(input)", lambda xp, x: xp.invert(x),
+def _invert(xp, x):
+    refuse_kernel(x, "bitwise_not_cpu", wide_unsigned=True)
+    return xp.invert(x)
+
+
+bitwise_not = unary("bitwise_not(input)", _invert,
                     doc="The bitwise NOT (logical NOT for bool).", promote=INTEGRAL,
                     ufunc="invert")
 
 
 def _shift_policy(kernel):
     def rule(d, name, operands):
-        if d.category != D.INTEGRAL:
+        if d.category != D.INTEGRAL or d in D.WIDE_UNSIGNED:
             raise NotImplementedError(f"\"{kernel}_cpu\" not implemented for "
                                       f"'{d._torch_name}'")
         return d

@@ -14,6 +14,7 @@ from ember.backend.blas_threads import one_blas_thread
 from ember.ops import fold  # noqa: E402,F401
 from ember.ops._conv_args import conv_args, transposed_size
 from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_grad
+from ember.ops._dims import int_param, int_sequence
 from ember.ops._elementwise import conj_grad
 from ember.ops._linalg_utils import torch_name
 from ember.ops._scalars import int_arg
@@ -151,12 +152,19 @@ def _conv_op(nd, transposed):
         sig = f"{name}(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)"
 
     def check(x, w, b, stride, padding, dilation, groups, output_padding, warn=True):
+        if transposed:      # PyTorch's parser reads these first (positions in its method form)
+            stride, padding, output_padding = (
+                v if type(v) is int else int_sequence(v, (name, what, pos)) for v, what, pos in
+                ((stride, "stride", 3), (padding, "padding", 4),
+                 (output_padding, "output_padding", 5)))
+            if type(groups) is not int:
+                groups = int_param(groups, (name, "groups", 6))
+            if type(dilation) is not int:
+                dilation = int_sequence(dilation, (name, "dilation", 7))
         if x.ndim not in (nd + 1, nd + 2):
             raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input "
                                f"to {name}, but got input of size: "
                                f"[{', '.join(map(str, x.shape))}]")
-        if transposed and isinstance(padding, str):
-            raise TypeError(f"{name}(): argument 'padding' must be tuple of ints, not str")
         xb = x if x.ndim == nd + 2 else x[None]
         return xb, conv_args(name, xb, w, b, stride, padding, dilation, groups, transposed,
                              output_padding, warn)

@@ -666,9 +666,22 @@ def _(inputs, params):
     x = inputs[0]
     if not x.is_complex():
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-    if x.is_conj():             # PyTorch's is a negative view; here, a negated copy
-        return view_as_real(x.conj()).select(-1, 1).neg()
+    if x.is_conj():             # a view with the negative bit, as PyTorch's
+        return _neg_view(view_as_real(x.conj())).select(-1, 1)
     return view_as_real(x).select(-1, 1)
+
+
+@op("_neg_view(input)", view="maybe", method=False, saves_inputs=False)
+def _neg_view(xp, x):
+    """The negation: the values here (for every caller of the forward); a call through the
+    dispatcher gets a lazy view of the memory with the negative bit set (``NegView`` in
+    _conj_view.py)."""
+    return -x
+
+
+@_neg_view.derivative
+def _(grad, x):
+    return _neg_view(grad)
 
 
 def _set_part(part):

@@ -199,6 +199,9 @@ def geqrf(xp, a):
     return column_major(xp, packed.swapaxes(-1, -2)), tau
 
 
+geqrf.refuse_complex_grad()
+
+
 geqrf.refuse_forward_ad("geqrf")
 
 

@@ -17,6 +17,7 @@ from ember._warn import warn_once
 from ember.backend import combine_at, xp_of
 from ember.ops._along import REDUCERS, at_least_1d, check_range, flat_positions, wide
 from ember.ops._dims import wrap_dim
+from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import _is_tensor, op
 from ember.ops._scalars import checked_scalar
 from ember.ops.scatter import in_place, out_of_place, require_tensors, zeros_for
@@ -127,6 +128,7 @@ def _write_index_add(xp, out, index, source, dim, alpha):
                     f"index {bad} is out of bounds for dimension {dim} with size {size}"))
     if source.size == 0:
         return
+    refuse_kernel(out, "scatter_gather_tensor_cpu")   # PyTorch adds through scatter_add
     values = at_least_1d(source)
     if out.dtype.kind != "b" and alpha != 1:
         values = values * checked_scalar(xp, alpha, out.dtype)
@@ -361,6 +363,7 @@ def _write_index_fill(xp, out, index, value, dim):
     out1 = at_least_1d(out)
     ix = _fill_index(index, out1.shape[dim], dim)
     number = _fill_number(out, value)
+    refuse_kernel(out, "index_fill_cpu")
     out1[(slice(None),) * dim + (ix,)] = number
 
 
@@ -421,6 +424,8 @@ def take(xp, x, index):
     _long_index("take", index)
     if x.size == 0 and index.size:
         raise IndexError("take(): tried to take from an empty tensor")
+    if index.size:
+        refuse_kernel(x, "take_cpu")
     return x.reshape(-1)[_flat_index(index, x.size)]
 
 
@@ -445,6 +450,8 @@ def _write_put(xp, out, index, source, accumulate):
                          f"{index.size}")
     if out.size == 0 and index.size:
         raise IndexError("put_(): Tried to put elements into an empty tensor")
+    if index.size:
+        refuse_kernel(out, "take_put_cpu")
     ix = _flat_index(index, out.size).reshape(-1)
     if not accumulate:
         out.reshape(-1)[ix] = source.reshape(-1)

@@ -20,6 +20,7 @@ from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
+from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import _is_tensor, op
 from ember.ops._scalars import checked_scalar as checked_number
 # basic indexing lives in ops/subscript_views.py; its names are also found here
@@ -439,6 +440,7 @@ def masked_fill(xp, x, mask, value):
         np.broadcast_shapes(mask.shape, x.shape)
     except ValueError:
         _size_mismatch(mask.shape, x.shape)
+    refuse_kernel(x, "masked_fill")
     out = xp.where(mask, value, x)
     return out if out.flags.c_contiguous else xp.ascontiguousarray(out)   # as PyTorch's
 
@@ -453,6 +455,7 @@ def _(xp, dst, x, mask, value):
     if shape != dst.shape:
         raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast "
                            f"shape {list(shape)}")
+    refuse_kernel(dst, "masked_fill")
     xp.copyto(dst, value, where=mask)
 
 
@@ -516,6 +519,7 @@ def masked_scatter(xp, x, mask, source):
                            f"got{D.FROM_NUMPY[x.dtype]._torch_name} and "
                            f"{D.FROM_NUMPY[source.dtype]._torch_name}")
     shape = _mask_broadcast(x, mask)
+    refuse_kernel(x, "masked_scatter")
     where = xp.broadcast_to(mask, shape)
     count = int(where.sum())
     if count > source.size:
@@ -547,6 +551,7 @@ def nonzero(xp, x, as_tuple):
     if type(as_tuple) is not bool:
         raise TypeError(f"nonzero(): argument 'as_tuple' must be bool, not "
                         f"{type(as_tuple).__name__}")
+    refuse_kernel(x, "nonzero_count_cpu")
     if not as_tuple:
         return xp.argwhere(x).astype(np.int64, copy=False)
     # NumPy hands back strided views of one (ndim, n) array; PyTorch's are contiguous
@@ -557,6 +562,7 @@ def nonzero(xp, x, as_tuple):
 @op("argwhere(input)", out=False, differentiable=False)
 def argwhere(xp, x):
     """The indices of the nonzero elements, one row each: a tensor of shape (n, ndim)."""
+    refuse_kernel(x, "nonzero_count_cpu")
     return xp.argwhere(x).astype(np.int64, copy=False)
 
 
@@ -704,6 +710,7 @@ def nonzero_static(xp, x, size, fill_value):
     fill_value = int64_arg(fill_value, "nonzero_static", "fill_value")
     if size < 0:
         raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+    refuse_kernel(x, "nonzero_count_cpu")
     found = xp.argwhere(x).astype(np.int64, copy=False)[:size]
     if found.shape[0] == size:
         return found

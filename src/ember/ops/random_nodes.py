@@ -43,4 +43,7 @@ def sampled(params, sample, node, kernel, out=None):
     if out is not None:
         raise RuntimeError(f"{kernel}(): functions with out=... arguments don't support "
                            f"automatic differentiation, but one of the arguments requires grad.")
+    if sample.dtype.is_complex:
+        raise RuntimeError(f"{kernel} does not support automatic differentiation for outputs "
+                           f"with complex dtype.")
     return _sampled(tensors, sample._data, node, kernel)

@@ -10,7 +10,7 @@ from ember import _dtype as D
 from ember.ops._dims import check_overloaded_dims, reduction_dims
 from ember.ops._linalg_utils import on_host
 from ember.ops._elementwise import conj_grad, zeros_for
-from ember.ops._promotion import FLOAT, SAME, Policy
+from ember.ops._promotion import FLOAT, SAME, Policy, refuse_kernel
 from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced,
                                extreme, grad_enabled, is_all, narrow_to, reduced_numel, row_major,
                                unsqueeze_reduced, wide)
@@ -268,6 +268,10 @@ def _(grad, x):
 def logsumexp(xp, x, dim, keepdim):
     """``log(sum(exp(input)))`` over ``dim``, computed without overflow."""
     dims = reduction_dims(dim, x.ndim)
+    if isinstance(dim, (tuple, list)) and not dim and not keepdim and x.ndim and x.size:
+        # PyTorch reduces all for dim=() but then writes into a 0-dim result and fails
+        raise RuntimeError(f"output with shape [] doesn't match the broadcast shape "
+                           f"[{', '.join(['1'] * x.ndim)}]")
     if x.size == 0:
         shift = xp.zeros([1 if d in dims else s for d, s in enumerate(x.shape)], x.real.dtype)
     else:
@@ -337,6 +341,8 @@ def count_nonzero(xp, x, dim):
         dims = reduction_dims(dim, x.ndim)
     except TypeError:
         _refuse_dims("count_nonzero", dim, False)
+    if dim is None or isinstance(dim, (tuple, list)) and not dim:
+        refuse_kernel(x, "nonzero_count_cpu")     # (over given dims PyTorch sums x != 0)
     return row_major(x, xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64,
                                                                           copy=False))
 

@@ -11,6 +11,7 @@ from ember._memory_format import contiguous_format
 from ember._tensor import Tensor
 from ember.ops._dims import int_sequence, wrap_dim
 from ember.ops._arg_aliases import MISSING, UNSET
+from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import method_varargs, op
 from ember.ops.shape import distinct_dims, int_tuple, wrap_dim_of_tensor
 
@@ -36,7 +37,25 @@ def flip(xp, x, dims):
     dims = distinct_dims(_dims_sequence(dims), x.ndim)
     if x.ndim == 0 or not dims:
         return x.copy()
+    if x.dtype in _FLOAT8_NP and x.size:
+        _check_float8_flip(x, dims)
     return xp.flip(x, axis=dims).copy()
+
+
+_FLOAT8_NP = frozenset(d.np for d in D.FLOAT8)
+
+
+def _check_float8_flip(x, dims):
+    # PyTorch copies whole rows for a flip that leaves the innermost dim (the smallest
+    # nonzero stride of size > 1) alone; its element kernel has no float8 version
+    sized = [d for d in range(x.ndim) if x.shape[d] > 1]
+    if not any(d in dims for d in sized):
+        return
+    strides = [abs(x.strides[d]) for d in sized]
+    moving = [s for s in strides if s] or [0]
+    inner = sized[strides.index(min(moving))]
+    if inner in dims:
+        refuse_kernel(x, "flip_cpu")
 
 
 @flip.derivative

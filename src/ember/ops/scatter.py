@@ -17,6 +17,7 @@ from ember._warn import warn_once
 from ember.ops._along import (at_least_1d, check_bounds, check_index_dtype, check_range, region,
                               scatter_into, take_along, wide)
 from ember.ops._dims import wrap_dim, wrap_dim_of_sized
+from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import _is_tensor, broadcast_message, op
 from ember.ops._scalars import checked_scalar
 
@@ -112,6 +113,7 @@ def gather(xp, x, index, dim, sparse_grad):
                                f"{list(ix.shape)} to be no larger than self {list(x1.shape)} "
                                f"apart from dimension {dim}")
     check_bounds(ix, x1.shape[dim], dim)
+    refuse_kernel(x, "scatter_gather_tensor_cpu")
     return xp.ascontiguousarray(take_along(xp, x1, ix, dim)).reshape(index.shape)
 
 
@@ -156,6 +158,8 @@ def _scatter(xp, out, index, src, dim, reduce, number=None):
     if ix.size == 0:
         return
     check_scatter_shapes(out1, ix, None if src is None else at_least_1d(src), dim)
+    refuse_kernel(out, "scatter_gather_scalar_cpu" if src is None else
+                  "scatter_gather_tensor_cpu")
     if src is not None:
         values = region(at_least_1d(src), ix.shape)
     else:

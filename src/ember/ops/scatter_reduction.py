@@ -11,6 +11,7 @@ from ember.backend import bincount, combine_at, xp_of
 from ember.ops._along import (REDUCERS, at_least_1d, check_index_dtype, flat_positions, region,
                               wide)
 from ember.ops._dims import wrap_dim
+from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import op
 from ember.ops.binary_math import where
 from ember.ops.scatter import (check_same_dtype, check_scatter_shapes, gather, in_place,
@@ -52,6 +53,9 @@ def _write(xp, out, index, src, dim, reduce, include_self):
     if ix.size == 0:
         return
     check_scatter_shapes(out1, ix, src1, dim)
+    refuse_kernel(out, "scatter_reduce_exclude_input_init" if not include_self else
+                  "scatter_gather_tensor_cpu" if reduce in ("sum", "prod") else
+                  f"scatter_gather_tensor_cpu_reduce_{reduce}")
     flat = flat_positions(xp, ix, out1.shape, dim)
     work = wide(out1)
     target = work.reshape(-1)

@@ -6,6 +6,7 @@ from ember._memory_format import restrided, strided_if_empty
 from ember._storage_place import slice_along
 from ember._tensor import Tensor
 from ember.ops._dims import int_param, invalid_combination, wrap_dim
+from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import op
 from ember.ops._scalars import int_arg
 from ember.ops.subscript_views import _slice_backward
@@ -273,6 +274,8 @@ def _need_matrix(x, name):
 def tril(xp, x, diagonal):
     """The lower triangle (on and below ``diagonal``) of the last two dims, the rest zeroed."""
     _need_matrix(x, "tril")
+    if x.size:
+        refuse_kernel(x, "tril")
     return xp.tril(x, int_param(diagonal, ("tril", "diagonal", 1)))
 
 
@@ -285,6 +288,8 @@ def _(grad, x, diagonal):
 def triu(xp, x, diagonal):
     """The upper triangle (on and above ``diagonal``) of the last two dims, the rest zeroed."""
     _need_matrix(x, "triu")
+    if x.size:
+        refuse_kernel(x, "triu")
     return xp.triu(x, int_param(diagonal, ("triu", "diagonal", 1)))
 
 

@@ -478,6 +478,7 @@ nan_to_num = unary("nan_to_num(input, nan=0.0, posinf=None, neginf=None)", _nan_
                    lambda grad, x, nan, posinf, neginf: grad * isfinite(x),
                    doc="Replaces NaN, positive and negative infinity by finite numbers.",
                    promote=SAME, upcast=False, scalars=False)
+nan_to_num.refuse_complex_grad()
 
 
 def _positive(xp, x):

@@ -329,9 +329,15 @@ def _reduce_tensor(table, t):
         primal = _make(t._data)
         primal._requires_grad = t._requires_grad
         t = primal
-    elif getattr(t, "_forward_primal", False):     # saves as the plain tensor it stands for
+    elif getattr(t, "_forward_primal", False) or getattr(t, "_transform_leaf", False):
+        # saves as the plain tensor it stands for
         t = t.detach()                              # (NOTE [Forward-mode primals])
-    elif t.is_conj():                   # a conjugate view saves its values (PyTorch: the bit)
+    conj = t.is_conj()
+    if conj:                            # its memory (unconjugated) and the bit, as PyTorch
+        memory = t._unconjugated()
+        memory._requires_grad = t._requires_grad
+        t = memory
+    elif t.is_neg():                    # a negative view saves its values (PyTorch: the bit)
         values = _make(t._data)
         values._requires_grad = t._requires_grad
         t = values
@@ -354,6 +360,8 @@ def _reduce_tensor(table, t):
             func = N.REBUILD_V2
         else:
             func, args = N.REBUILD_V3, args + (t.dtype,)
+        if conj:                        # (PyTorch's tensor metadata argument)
+            args += ({"conj": True},)
     if type(t) is Tensor and not state:
         return (func, args)
     cls = N.TENSOR if type(t) is Tensor else type(t)

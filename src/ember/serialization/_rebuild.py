@@ -215,12 +215,22 @@ def rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, back
 
 
 def _with_metadata(t, metadata, requires_grad):
-    """``t`` with PyTorch's saved conjugate and negative bits applied (ember has neither bit,
-    so those tensors become resolved copies), then marked as requiring grad if saved so."""
+    """``t`` with PyTorch's saved conjugate and negative bits applied (a conjugate view of its
+    memory; ember has no negative bit: a negated copy), then marked as requiring grad if saved
+    so."""
     if isinstance(metadata, dict):
-        if metadata.get("conj"):
+        if metadata.get("conj") and t.is_complex():
+            t = t.conj()                # (lazy: reads no bytes, so the legacy format may too)
+            from ember._conj_view import written_elsewhere
+            written_elsewhere(t)        # (its aliases in the file have their own versions)
+        elif metadata.get("conj"):
             t = _derived(t, Tensor.conj_physical, t.device)
-        if metadata.get("neg"):
+        if metadata.get("neg") and not metadata.get("conj") and t.is_floating_point():
+            from ember.ops.conversion import _neg_view
+            t = _neg_view(t)            # a view with the negative bit (lazy, as conj above)
+            from ember._conj_view import written_elsewhere
+            written_elsewhere(t)
+        elif metadata.get("neg"):
             t = _derived(t, Tensor.neg, t.device)
     if requires_grad:
         t.requires_grad = bool(requires_grad)

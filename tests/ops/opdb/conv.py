@@ -271,7 +271,8 @@ def _conv_t_errors(nd):
         yield ErrorInput(SampleInput(f(1, 4, *s), (f(4, 3, *k), f(4))), RuntimeError,
                          "expected bias to be 1-dimensional with 3 elements")
         yield ErrorInput(SampleInput(f(1, 4, *s), (f(4, 3, *k),), {"padding": "same"}),
-                         TypeError, "argument 'padding' must be tuple of ints, not str")
+                         TypeError, r"argument 'padding' (\(position 5\) )?must be tuple of "
+                         "ints, not str")
         yield ErrorInput(SampleInput(f(1, 4, *s), (f(4, 3, *k),), {"output_padding": -1}),
                          RuntimeError, "negative output_padding is not supported")
     return errors

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 import ember
-from tests.ops.opdb.core import ALL, COMPLEX, ErrorInput, OpInfo, SampleInput, make
+from tests.ops.opdb.core import ALL, COMPLEX, FLOATS, ErrorInput, OpInfo, SampleInput, make
 
 
 def _s(x, *args, name="", **kwargs):
@@ -447,6 +447,9 @@ OPS = [
     OpInfo("conj_physical", np.conj, _unary, dtypes=ALL,
            grad_samples=_complex_grad_samples, gradgrad=True),
     OpInfo("real", np.real, _unary, dtypes=ALL, result_dtype=_real_dtype,
+           grad_samples=_complex_grad_samples, gradgrad=True),
+    # the lazily negated view conj().imag is built on (NOTE [Conjugate views])
+    OpInfo("_neg_view", np.negative, _unary, dtypes=FLOATS + COMPLEX,
            grad_samples=_complex_grad_samples, gradgrad=True),
     # gradients of complex-only ops are checked in test_shape_methods.py
     OpInfo("imag", np.imag, _unary, dtypes=COMPLEX, result_dtype=_real_dtype,

@@ -137,6 +137,8 @@ class _ConvTranspose(_ConvNd):
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for '
                              f'{type(self).__name__}')
+        if isinstance(padding, str):    # PyTorch's _ntuple makes a string a tuple of letters
+            padding = tuple(padding)
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          output_padding, groups, bias, padding_mode, device, dtype)
 
