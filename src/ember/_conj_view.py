@@ -27,6 +27,7 @@ import weakref
 from sys import getrefcount
 
 from ember._tensor import Tensor, _make
+from ember.backend import device_guard, gpu_elsewhere
 from ember.overrides import _disabled_torch_function_impl
 
 __all__ = ["ConjView", "NegView", "view_of", "stand_in", "take_memory", "hold_values", "memory",
@@ -77,10 +78,11 @@ class ConjView(Tensor):
     @staticmethod
     def _flip(a):
         """The values memory ``a`` holds seen through this view (and back: its own inverse)."""
-        out = a.conj()
-        if type(out) is not type(a):        # NumPy conjugates a 0-dim array to a scalar
-            out = a.copy()
-            out.imag *= -1
+        with device_guard(gpu_elsewhere(a)):    # (a kernel runs on its array's GPU)
+            out = a.conj()
+            if type(out) is not type(a):        # NumPy conjugates a 0-dim array to a scalar
+                out = a.copy()
+                out.imag *= -1
         return out
 
     def _unconjugated(self):
@@ -162,10 +164,11 @@ class NegView(ConjView):
     @staticmethod
     def _flip(a):
         """The negated values of memory ``a`` (and back)."""
-        out = -a
-        if type(out) is not type(a):        # (a 0-dim array negates to a scalar)
-            out = a.copy()
-            out *= -1
+        with device_guard(gpu_elsewhere(a)):
+            out = -a
+            if type(out) is not type(a):        # (a 0-dim array negates to a scalar)
+                out = a.copy()
+                out *= -1
         return out
 
     def __reduce_ex__(self, protocol):
