@@ -93,11 +93,72 @@ def test_map_elementwise_splits_large_arrays_into_one_output_on_workers(threads)
     np.testing.assert_array_equal(out, a + b)
     # 1.1M elements in spans of at most 65536, as many per thread: eighteen of 61111-61112
     assert sorted({shape for shape, _ in calls}) == [(61_111,), (61_112,)] and len(calls) == 18
-    assert all(name.startswith("ember-cpu") for _, name in calls)
+    # taken by the calling thread and the workers, as each comes free
+    here = threading.current_thread().name
+    assert all(name == here or name.startswith("ember-cpu") for _, name in calls)
     calls = []      # under a million elements the spans stay on the calling thread
     map_elementwise(np, _recording_add(calls), a[:300], b[:300])
     assert [shape for shape, _ in calls] == [(65_536,)] * 4 + [(37_856,)]
     assert {name for _, name in calls} == {threading.current_thread().name}
+
+
+def test_map_elementwise_does_not_wait_for_workers_busy_elsewhere(threads):
+    # both workers held by other work: the caller computes every span itself and returns
+    # while they are still held (it waited for its queued helper before round 29)
+    from ember.backend.cpu_kernels import _Pool
+    ember.set_num_threads(2)
+    map_chunks(np, 4, 1, lambda lo, hi: None)           # the pool, started
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def hold():
+        started.release()
+        release.wait(30)
+    held = [_Pool.executor.submit(hold) for _ in range(2)]
+    for _ in held:
+        assert started.acquire(timeout=30)
+    try:
+        a = np.arange(1_100_000, dtype=np.float32)
+        calls = []
+        out = map_elementwise(np, _recording_add(calls), a, a)
+        assert not any(h.done() for h in held)
+    finally:
+        release.set()
+    np.testing.assert_array_equal(out, a + a)
+    assert len(calls) == 18
+    assert {name for _, name in calls} == {threading.current_thread().name}
+
+
+def test_map_elementwise_span_that_fails_stops_the_others_and_raises(threads):
+    # the caller's span fails while the worker runs one: the worker takes no further span,
+    # and the error reaches the caller once the worker is done
+    ember.set_num_threads(2)
+    worker_in, caller_failed = threading.Semaphore(0), threading.Event()
+    calls = []
+
+    def kernel(xp, a, b, out=None):
+        calls.append(threading.current_thread().name)
+        if threading.current_thread().name.startswith("ember-cpu"):
+            worker_in.release()
+            assert caller_failed.wait(30)
+            return xp.add(a, b, out=out)
+        assert worker_in.acquire(timeout=30)
+        caller_failed.set()
+        raise ValueError("span failed")
+    a = np.ones(1_100_000, np.float32)
+    with pytest.raises(ValueError, match="span failed"):
+        map_elementwise(np, kernel, a, a)
+    assert len(calls) == 2          # one span each of 18
+
+    worker_failed = threading.Event()
+
+    def worker_fails(xp, a, b, out=None):        # a worker's error reaches the caller
+        if threading.current_thread().name.startswith("ember-cpu"):
+            worker_failed.set()
+            raise FloatingPointError("on a worker")
+        assert worker_failed.wait(30)
+        return xp.add(a, b, out=out)
+    with pytest.raises(FloatingPointError, match="on a worker"):
+        map_elementwise(np, worker_fails, a, a)
 
 
 def test_map_elementwise_keeps_small_mixed_or_one_thread_work_on_the_caller(threads):

@@ -11,14 +11,15 @@ threads for every call; on a 2-core machine shared with other processes that wak
 milliseconds (measured: a 6x25x36864 product takes 8 ms on two threads and 0.44 ms on one),
 and two chunks on two cores already use both.
 
-Large element-wise kernels (gelu and its gradient: some twenty NumPy passes each) run the same
-way, over cache-sized spans of the flattened arrays (``map_elementwise``).
+Large element-wise kernels (gelu and its gradient: some twenty NumPy passes each) run over
+cache-sized spans of the flattened arrays, which the calling thread and the workers take one at
+a time (``map_elementwise``).
 """
 
 import contextvars
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from ember.backend.blas_threads import set_blas_threads
 
@@ -118,12 +119,7 @@ def map_chunks(xp, n, chunk, fn, *, threaded_from=0):
     if threads == 1 or n < threaded_from or threading.current_thread().name.startswith(
             "ember-cpu"):
         return [fn(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
-    # as many spans as threads can share evenly: 32 samples in spans of 3 would leave one
-    # thread 6 spans and the other 5; 12 spans of 2-3 give each 16
-    count = -(-n // chunk)
-    count += -count % threads
-    bounds = [n * i // count for i in range(count + 1)]
-    spans = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    spans = _even_spans(n, chunk, threads)
     # each span runs in a copy of the caller's context: NumPy's error state (silenced by the
     # dispatcher) lives in a context variable, which threads do not inherit
     # (submitted under the lock: set_num_threads may shut the executor down meanwhile)
@@ -138,8 +134,8 @@ def map_chunks(xp, n, chunk, fn, *, threaded_from=0):
 def map_elementwise(xp, kernel, *arrays):
     """``kernel(xp, *arrays)`` for an element-wise ``kernel`` that also takes ``out=``: on
     NumPy, large C-contiguous arrays of one shape and dtype are cut into cache-sized spans that
-    the worker threads compute into one output (the same values: each element sees the same
-    steps)."""
+    the calling thread and the workers share (``_share_spans``), written into one output (the
+    same values: each element sees the same steps)."""
     first = arrays[0]
     if (xp.__name__ != "numpy" or first.size < _ELEMENTWISE_MIN
             or not _same_contiguous(first, arrays)):
@@ -153,11 +149,57 @@ def map_elementwise(xp, kernel, *arrays):
     def span(lo, hi):
         kernel(xp, *(a[lo:hi] for a in flat), out=out[lo:hi])
 
-    span_size = _ELEMENTWISE_SPAN
-    if first.size >= _THREADED_MIN:
-        span_size = min(span_size, -(-first.size // _Pool.threads))
-    map_chunks(xp, first.size, span_size, span, threaded_from=_THREADED_MIN)
+    n = first.size
+    if n >= _THREADED_MIN and _Pool.threads > 1 \
+            and not threading.current_thread().name.startswith("ember-cpu"):
+        _share_spans(_even_spans(n, _ELEMENTWISE_SPAN, _Pool.threads), span)
+    else:
+        for lo in range(0, n, _ELEMENTWISE_SPAN):
+            span(lo, min(lo + _ELEMENTWISE_SPAN, n))
     return result
+
+
+def _even_spans(n, chunk, threads):
+    """``range(n)`` cut into spans of at most ``chunk``, as many as ``threads`` share evenly
+    (32 samples in spans of 3 would leave one thread 6 spans and the other 5; 12 spans of 2-3
+    give each 16)."""
+    count = -(-n // chunk)
+    count += -count % threads
+    bounds = [n * i // count for i in range(count + 1)]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+
+
+def _share_spans(spans, fn):
+    """``fn(lo, hi)`` for each of ``spans``, taken one at a time by the calling thread and by
+    the workers, each the next one left: a worker that other processes keep off its core
+    takes fewer (where spans handed out in advance kept the caller waiting), and the caller
+    computes rather than waits."""
+    # (next() on a list iterator is atomic under the GIL: each span is taken once)
+    pending = iter(spans)
+
+    def drain():
+        try:
+            for lo, hi in pending:
+                fn(lo, hi)
+        except BaseException:
+            for _ in pending:       # (a span failed: the others stop after the one they run)
+                pass
+            raise
+    with _Pool.lock:        # (set_num_threads may shut the executor down meanwhile)
+        if _Pool.executor is None:
+            _Pool.executor = ThreadPoolExecutor(_Pool.threads, thread_name_prefix="ember-cpu")
+        helpers = [_Pool.executor.submit(contextvars.copy_context().run, drain)
+                   for _ in range(_Pool.threads - 1)]
+    try:
+        drain()
+    finally:
+        # a helper still queued (the workers busy with other calls' spans) is cancelled, not
+        # waited for: nothing is left for it. One that runs writes into the caller's output:
+        # wait for every one before any raises
+        running = [h for h in helpers if not h.cancel()]
+        wait(running)
+        for h in running:
+            h.result()
 
 
 def _same_contiguous(first, arrays):

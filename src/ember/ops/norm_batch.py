@@ -49,8 +49,51 @@ def channel_stats(xp, x3):
     which accumulates in double; correcting it by a second pass cost 13-22% of the forward.)"""
     n = x3.shape[0] * x3.shape[2]
     mean = _channel_sums(xp, x3) / n
-    xc = xp.subtract(x3, _plane(xp, mean, x3.shape[2]))
-    return mean, _dots(xp, xc, xc) / n, xc
+    spans = _sample_spans(xp, x3)
+    if len(spans) == 1:
+        xc = xp.subtract(x3, _plane(xp, mean, x3.shape[2]))
+        return mean, _dots(xp, xc, xc) / n, xc
+    xc = xp.empty(x3.shape, x3.dtype)
+    return mean, _centered_dots(xp, spans, x3, x3, mean, xc) / n, xc
+
+
+_SPAN_BYTES = 1 << 18
+
+
+def _sample_spans(xp, x3):
+    """``[(lo, hi), ...]``: spans of the samples of the (N, C, L) array ``x3`` of about
+    ``_SPAN_BYTES`` each, or one span of all. A pass that centers a span and takes its row
+    dots then reads it from cache, not memory (32x32x32x32 float32: backward 16% and
+    forward 4% less CPU time).
+    Only on NumPy, for a C-contiguous ``x3`` whose rows take _dots' per-row products (their
+    sum over the samples comes out the same, span by span; a contraction's would not)."""
+    n, c, lanes = x3.shape
+    per = c * lanes * x3.itemsize
+    if xp is not np or lanes < 256 or n * per <= 2 * _SPAN_BYTES or not x3.flags.c_contiguous:
+        return ((0, n),)
+    step = max(1, _SPAN_BYTES // per)
+    return tuple((lo, min(lo + step, n)) for lo in range(0, n, step))
+
+
+def _centered_dots(xp, spans, a, x3, mean, xc):
+    """``_dots(a, xc)`` for ``xc = x3 - mean`` (per channel), written into ``xc`` span by
+    span (see _sample_spans); ``a`` may be ``x3`` (then the dots are of xc with itself)."""
+    plane = _plane(xp, mean, x3.shape[2])
+    rows = xp.empty(x3.shape[:2] + (1, 1), xc.dtype)
+    for lo, hi in spans:
+        part = xp.subtract(x3[lo:hi], plane, out=xc[lo:hi])
+        left = part if a is x3 else a[lo:hi]
+        xp.matmul(left[:, :, None, :], part[:, :, :, None], out=rows[lo:hi])
+    return rows.sum(0).reshape(-1)
+
+
+def _in_spans(spans, x3, *steps):
+    """``x3`` changed in place by each ``(ufunc, operand)`` of ``steps`` in turn, span by span
+    (an operand of x3's shape taken span by span, a per-channel plane whole)."""
+    for lo, hi in spans:
+        part = x3[lo:hi]
+        for ufunc, operand in steps:
+            ufunc(part, operand[lo:hi] if operand.shape == x3.shape else operand, out=part)
 
 
 def _channel_sums(xp, a):
@@ -131,9 +174,10 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     if training and dtype not in _LOW:
         # (x - mean) * alpha + bias, in place on the centered array still in cache (PyTorch's
         # x * alpha + beta from x made the forward 8% slower, for an ulp in some elements)
-        out *= _plane(xp, _scale(invstd, w, x.dtype), lanes)
+        steps = [(xp.multiply, _plane(xp, _scale(invstd, w, x.dtype), lanes))]
         if b is not None:
-            out += _plane(xp, b.astype(x.dtype, copy=False), lanes)
+            steps.append((xp.add, _plane(xp, b.astype(x.dtype, copy=False), lanes)))
+        _in_spans(_sample_spans(xp, out), out, *steps)
         out = out.reshape(x.shape)
     elif dtype in _LOW:     # x * alpha + beta rounded once to float32 (fused), then to 16 bits
         alpha, beta = _scale_and_shift(mean, invstd, w, b, x.dtype, fused=False)
@@ -288,10 +332,21 @@ def _batch_norm_arrays(g, x, w, mean, invstd, training, need):
     need_x, need_w, need_b = need
     a = invstd if w is None else invstd * w.astype(invstd.dtype, copy=False)
     s0 = xp.einsum("ncl->c", g3) if need_b or (training and need_x) else None
-    xc = s1 = None
+    xc = s1 = owner = None
+    spans = ((0, shape[0]),)
     if need_w or (training and need_x):
-        xc = xp.subtract(x.reshape(shape), _plane(xp, mean, lanes))
-        s1 = _dots(xp, g3, xc)
+        x3 = x.reshape(shape)
+        if x.flags.c_contiguous:
+            # into an array of x's shape that owns its memory: gx, finished in place on it,
+            # then becomes .grad as it is, where the (N, C, L) result's view was copied
+            owner = xp.empty(x.shape, x3.dtype)
+            xc = owner.reshape(shape)
+            spans = _sample_spans(xp, x3) if g3.flags.c_contiguous else spans
+        if len(spans) > 1:
+            s1 = _centered_dots(xp, spans, g3, x3, mean, xc)
+        else:
+            xc = xp.subtract(x3, _plane(xp, mean, lanes), out=xc)
+            s1 = _dots(xp, g3, xc)
     gx = None
     if need_x:
         scale = _plane(xp, a, lanes)
@@ -299,13 +354,15 @@ def _batch_norm_arrays(g, x, w, mean, invstd, training, need):
             # (g + xc * B/A + C/A) * A, finished in place: no second array of the input's
             # size (a fresh one costs twice an in-place pass: it is not in cache)
             gx = xc
-            gx *= _plane(xp, invstd * invstd * s1 * (-1 / n), lanes)
-            gx += _plane(xp, s0 * (-1 / n), lanes)
-            gx += g3
-            gx *= scale
+            _in_spans(spans, gx, (xp.multiply, _plane(xp, invstd * invstd * s1 * (-1 / n), lanes)),
+                      (xp.add, _plane(xp, s0 * (-1 / n), lanes)), (xp.add, g3),
+                      (xp.multiply, scale))
+            if owner is not None:
+                gx = owner
         else:
             gx = g3 * scale
-        gx = gx.reshape(x.shape)
+        if gx.shape != x.shape:         # (a reshape to its own shape would make a view)
+            gx = gx.reshape(x.shape)
     return gx, s1 * invstd if need_w else None, s0 if need_b else None
 
 
