@@ -109,7 +109,7 @@ __version__ = _TorchVersion("0.1.0")
 # torch._dynamo, torch._inductor, torch.jit, torch.hub (and torch._tensor_str, whose
 # printoptions some programs use), torch.distributed load on first use
 _LAZY = ("_dynamo", "_inductor", "library", "jit", "hub", "_tensor_str", "distributed", "_C",
-         "_utils")
+         "_utils", "onnx")
 
 
 def __getattr__(name):

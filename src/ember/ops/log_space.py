@@ -322,9 +322,9 @@ def log_softmax_grad(grad, out, d):
 def _log_softmax_backward_data(xp, g, y, dim, input_dtype):
     """log_softmax's gradient ``grad_output - exp(output) * grad_output.sum(dim)`` (16-bit
     floats computed in float32 and rounded once, as PyTorch's kernel), in ``input_dtype``."""
-    g32, y32 = (a.astype(np.float32) if a.dtype in _UPCAST else a for a in (g, y))
+    g32, y32 = _backward_data_inputs(g, y, input_dtype)
     sums = _sums(xp, g32, wrap_dim(dim, y.ndim)) if y.ndim else g32
-    return xp.ascontiguousarray((g32 - xp.exp(y32) * sums).astype(input_dtype.np, copy=False))
+    return _row_major(xp, (g32 - xp.exp(y32) * sums).astype(g.dtype, copy=False))
 
 
 @_log_softmax_backward_data.derivative
@@ -336,4 +336,46 @@ def _(grad, g, y, dim, input_dtype):
     return grad - (grad * e).sum(d, keepdim=True), -(grad * (e * g.sum(d, keepdim=True)))
 
 
+def _backward_data_inputs(g, y, input_dtype):
+    """The arrays of a ``_*softmax_backward_data`` call, 16-bit ones widened to float32, after
+    PyTorch's checks: ``output`` of ``grad_output``'s dtype, and no Half ``input_dtype`` for
+    float32 gradients (the result always has ``grad_output``'s dtype)."""
+    got = D.FROM_NUMPY[y.dtype]
+    if y.dtype != g.dtype or (g.dtype == np.float32 and input_dtype is D.float16):
+        want = D.FROM_NUMPY[g.dtype]
+        got = D.float16 if y.dtype == g.dtype else got
+        raise RuntimeError(f"expected scalar type {want._torch_name} but found "
+                           f"{got._torch_name}")
+    return (a.astype(np.float32) if a.dtype in _UPCAST else a for a in (g, y))
+
+
+@op("_softmax_backward_data(grad_output, output, dim, input_dtype)", inputs=2, method=False)
+def _softmax_backward_data(xp, g, y, dim, input_dtype):
+    """softmax's gradient ``output * (grad_output - (grad_output * output).sum(dim))`` (16-bit
+    floats computed in float32 and rounded once), in ``grad_output``'s dtype."""
+    g32, y32 = _backward_data_inputs(g, y, input_dtype)
+    gy = g32 * y32
+    sums = _sums(xp, gy, wrap_dim(dim, y.ndim)) if y.ndim else gy
+    return _row_major(xp, (gy - y32 * sums).astype(g.dtype, copy=False))
+
+
+def _row_major(xp, a):
+    """``a`` row-major, as PyTorch's kernels write it (0-dim results stay 0-dim)."""
+    return xp.ascontiguousarray(a) if a.ndim else xp.asarray(a)
+
+
+@_softmax_backward_data.derivative
+def _(grad, g, y, dim, input_dtype):
+    # d/d grad_output: y * (grad - sum(grad * y)); d/d output: grad * (g - sum(g * y))
+    # - g * sum(grad * y)
+    d = wrap_dim(dim, y.ndim) if y.ndim else 0
+    grad_y = (grad * y).sum(d, keepdim=True)
+    return (y * (grad - grad_y),
+            grad * (g - (g * y).sum(d, keepdim=True)) - g * grad_y)
+
+
 LOG_SOFTMAX_DOUBLE = "LogSoftmaxBackwardDataBackward0"     # PyTorch's log_softmax backward
+
+# PyTorch exposes both kernels as torch._softmax_backward_data / _log_softmax_backward_data
+PUBLIC = {"_softmax_backward_data": _softmax_backward_data.function,
+          "_log_softmax_backward_data": _log_softmax_backward_data.function}

@@ -335,4 +335,4 @@ mvlgamma = unary("mvlgamma(input, p)", _mvlgamma, _mvlgamma_grad,
 from ember.ops import log_space, math_odds, special_poly  # noqa: E402,F401
 
 ALIASES = {**math_odds.ALIASES}
-PUBLIC = {**math_odds.PUBLIC}
+PUBLIC = {**math_odds.PUBLIC, **log_space.PUBLIC}

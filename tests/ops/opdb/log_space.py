@@ -217,7 +217,28 @@ def _log_softmax_backward_torch(grad, out, dim, dtype):
     return torch._log_softmax_backward_data(grad, out, dim, out.dtype)
 
 
+def _softmax_backward_samples(dtype, requires_grad):
+    """(grad_output, output = softmax(x, dim), dim, dtype) samples."""
+    for shape, dim in (((5,), 0), ((2, 3, 4), 1), ((2, 3, 4), -1), ((0, 3), 1), ((), 0)):
+        x = make(shape, dtype, low=-3, high=3)
+        out = ember.softmax(x, dim).detach().requires_grad_(requires_grad)
+        yield SampleInput(make(shape, dtype, requires_grad), (out, dim, dtype),
+                          name=f"{list(shape)}_dim{dim}")
+
+
+def _softmax_backward_ref(grad, out, dim, dtype):
+    return out * (grad - (grad * out).sum(dim, keepdims=True))
+
+
+def _softmax_backward_torch(grad, out, dim, dtype):
+    import torch
+    return torch._softmax_backward_data(grad, out, dim, out.dtype)
+
+
 OPS = [
+    # softmax's backward kernel (torch._softmax_backward_data, which DeBERTa's XSoftmax calls)
+    OpInfo("_softmax_backward_data", _softmax_backward_ref, _softmax_backward_samples,
+           dtypes=FLOATS + LOW, gradgrad=True, torch_op=_softmax_backward_torch),
     # log_softmax's backward kernel, an op so that its double backward is PyTorch's node
     OpInfo("_log_softmax_backward_data", _log_softmax_backward_ref,
            _log_softmax_backward_samples, dtypes=FLOATS + LOW, gradgrad=True,
