@@ -19,6 +19,8 @@ its adjoint zero-pads ``grad`` to ``n`` bins first. A c2r transform reads each b
 transform, counts those bins twice.
 """
 
+import itertools
+
 import numpy as np
 
 from ember import _dtype as D
@@ -133,7 +135,8 @@ def _as_float(x):
 def _c2c(xp, x, axes, sizes, norm, inverse, one_d=False):
     """A real ``x`` is transformed as PyTorch does, which fixes the signs of zero parts: by
     fft and ifft (``one_d``) through the one-sided transform, by the others as complex."""
-    if x.dtype.kind != "c":
+    real = x.dtype.kind != "c"
+    if real:
         if one_d:
             return _real_full(xp, x, axes[0], sizes[0], norm, inverse)
         x = x.astype(np.result_type(x.dtype, np.complex64))
@@ -142,7 +145,22 @@ def _c2c(xp, x, axes, sizes, norm, inverse, one_d=False):
     lib = fft_of(xp)
     if len(axes) == 1:
         return (lib.ifft if inverse else lib.fft)(x, sizes[0], axes[0], norm)
-    return (lib.ifftn if inverse else lib.fftn)(x, sizes, axes, norm)
+    out = (lib.ifftn if inverse else lib.fftn)(x, sizes, axes, norm)
+    return _real_bins(out, axes, sizes) if real else out
+
+
+def _real_bins(out, axes, sizes):
+    """Zero the imaginary parts of a real signal's self-conjugate bins (each index 0 or n/2),
+    which are real: PyTorch's kernels give exact zeros there, pocketfft's c2c passes over the
+    leading dims leave rounding noise that Adam would turn into full-size steps."""
+    picks = [(0, n // 2) if n % 2 == 0 and n > 1 else (0,) for n in sizes]
+    index = [slice(None)] * out.ndim
+    for bins in itertools.product(*picks):
+        for a, k in zip(axes, bins):
+            index[a] = slice(k, k + 1)
+        part = out.imag[tuple(index)]
+        part[part != 0] = 0             # rounding noise becomes +0.0; a zero keeps its sign
+    return out
 
 
 def _real_full(xp, x, axis, n, norm, inverse):
@@ -161,11 +179,16 @@ def _r2c(xp, x, axes, sizes, norm, conj):
     if conj and len(axes) > 1:          # as PyTorch: the conjugated one-sided transform of
         half = lib.rfft(x, sizes[-1], axes[-1], norm)   # the last dim, then inverse c2c
         half = xp.conjugate(half, out=half)             # transforms of the others
-        return lib.ifftn(half, sizes[:-1], axes[:-1], _DUAL[norm])
+        pads = [(0, 0)] * half.ndim     # a padded signal's conjugated zeros: imaginary -0.0
+        for a, n in zip(axes[:-1], sizes[:-1]):
+            pads[a] = (0, max(n - half.shape[a], 0))
+        if any(p[1] for p in pads):
+            half = xp.pad(half, pads, constant_values=complex(0.0, -0.0))
+        return _real_bins(lib.ifftn(half, sizes[:-1], axes[:-1], _DUAL[norm]), axes, sizes)
     if len(axes) == 1:
         out = lib.rfft(x, sizes[0], axes[0], norm)
     else:
-        out = lib.rfftn(x, sizes, axes, norm)
+        out = _real_bins(lib.rfftn(x, sizes, axes, norm), axes, sizes)
     return xp.conjugate(out, out=out) if conj else out
 
 
