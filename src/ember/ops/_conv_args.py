@@ -7,7 +7,7 @@ from ember._warn import warn_once
 from ember.ops._conv_kernels import output_size
 from ember.ops._out_dtypes import _C_NAMES
 
-__all__ = ["ConvArgs", "conv_args"]
+__all__ = ["ConvArgs", "check_weight_dims", "conv_args"]
 
 
 class ConvArgs:
@@ -58,6 +58,29 @@ def _expand(value, n, name):
 
 def _size(shape):
     return f"[{', '.join(str(s) for s in shape)}]"
+
+
+def check_weight_dims(nd, x, w, stride, padding, dilation, output_padding):
+    """PyTorch's first complaint when conv{nd}d's weight is not (nd + 2)-d: its parser made each
+    int argument a list of nd values, which must hold 1 or ``w.ndim - 2`` values (checked in
+    this order); padding='same' checks the input's dims instead, in its own wording."""
+    if w.ndim == nd + 2:
+        return
+    if padding == "same":
+        raise RuntimeError(f"Expected {w.ndim}-dimensional input for {w.ndim}-dimensional weight"
+                           f"{_size(w.shape)}, but got {x.ndim}-dimensional input of size "
+                           f"{_size(x.shape)} instead")
+    padding = 0 if padding == "valid" else padding
+    for name, value in (("stride", stride), ("padding", padding), ("dilation", dilation),
+                        ("output_padding", output_padding)):
+        if type(value) is int:
+            value = [value] * nd
+        elif not isinstance(value, (list, tuple)):
+            return                      # conv_args raises the parser's TypeError
+        if len(value) not in (1, w.ndim - 2):
+            raise RuntimeError(f"expected {name} to be a single integer value or a list of "
+                               f"{w.ndim - 2} values to match the convolution dimensions, but "
+                               f"got {name}={list(value)}")
 
 
 def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False,

@@ -12,7 +12,7 @@ from ember.amp._state import suspended
 from ember.backend import cudnn_tf32
 from ember.backend.blas_threads import one_blas_thread
 from ember.ops import fold  # noqa: E402,F401
-from ember.ops._conv_args import conv_args, transposed_size
+from ember.ops._conv_args import check_weight_dims, conv_args, transposed_size
 from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_grad
 from ember.ops._dims import int_param, int_sequence
 from ember.ops._elementwise import conj_grad
@@ -166,6 +166,7 @@ def _conv_op(nd, transposed):
                                f"to {name}, but got input of size: "
                                f"[{', '.join(map(str, x.shape))}]")
         xb = x if x.ndim == nd + 2 else x[None]
+        check_weight_dims(nd, xb, w, stride, padding, dilation, output_padding)
         return xb, conv_args(name, xb, w, b, stride, padding, dilation, groups, transposed,
                              output_padding, warn)
 

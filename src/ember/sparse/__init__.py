@@ -33,6 +33,7 @@ def mm(mat1, mat2, reduce=None):
     """``mat1 @ mat2`` where ``mat1`` (or ``mat2``) is a sparse COO or CSR matrix; the
     gradient of a sparse leaf ``mat1`` is sparse, with ``mat1``'s indices. With ``reduce``
     ("sum", "mean", "amax", "amin"), a CSR ``mat1``'s products of each row are reduced so."""
+    _as_vmap_fallback("aten::_sparse_mm" + ("" if reduce is None else ".reduce"), mat1, mat2)
     if reduce is not None:
         return _mm_reduce(mat1, mat2, reduce)
     return _mm(mat1, mat2, dense_grad=False)
@@ -41,7 +42,34 @@ def mm(mat1, mat2, reduce=None):
 def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
     """``beta * mat + alpha * (mat1 @ mat2)`` for a sparse ``mat1``; the gradient of a sparse
     leaf ``mat1`` is sparse, with its indices (as ``sparse.mm``)."""
+    _as_vmap_fallback("aten::_sparse_addmm", mat, mat1, mat2)
     return _addmm(mat, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def _as_vmap_fallback(aten, *operands):
+    """PyTorch runs sparse.mm and sparse.addmm under vmap through its per-example fallback
+    (ember batches the product at once): its warnings, one per call it makes, and its refusal
+    of a batch of size 0."""
+    from ember.func._batched import STATE, BatchedTensor, level_size
+    if not STATE.levels:
+        return
+    levels = set()
+    for x in operands:
+        while type(x) is BatchedTensor:
+            levels.add(x._level)
+            x = x._value
+    calls, size = 0, None
+    for level in sorted(levels):            # the fallback takes the highest level first
+        size = level_size(level)
+        calls = 1 + size * calls
+    if not calls:
+        return
+    from ember.func._batching import warn_fallback
+    for _ in range(calls if size else 1):
+        warn_fallback(aten)
+    if not size:
+        raise RuntimeError(f"Batching rule not implemented for {aten}. The fallback path does "
+                           f"not support vmap over dims of size 0.")
 
 
 def spmm(input, mat2):

@@ -56,6 +56,24 @@ class SparseAddmm(Function):
             grad_anchor = grad.outer(other) if dense.ndim == 1 else grad @ other.t()
         return grad_values, grad_dense, None, grad_anchor
 
+    @staticmethod
+    def vmap(info, in_dims, values, dense, pattern, anchor=None):
+        """Under vmap (the dense operand read through ``_data`` would be a placeholder): a
+        batched dense operand's examples side by side as columns of one product (an
+        unbatched sparse operand's gradient then sums over them, as it must); batched
+        sparse values, one product per example."""
+        v_dim, d_dim, _, a_dim = in_dims
+        if v_dim is not None or a_dim is not None:
+            def pick(x, dim, b):
+                return x if dim is None else x.select(dim, b)
+            outs = [SparseAddmm.apply(pick(values, v_dim, b), pick(dense, d_dim, b), pattern,
+                                      pick(anchor, a_dim, b)) for b in range(info.batch_size)]
+            return ember.stack(outs), 0
+        columns = dense.movedim(d_dim, -1)                  # (n, B) or (n, k, B)
+        out = SparseAddmm.apply(values, columns.reshape(columns.shape[0], -1), pattern, anchor)
+        out = out.reshape((out.shape[0],) + tuple(columns.shape[1:]))
+        return out, out.ndim - 1
+
 
 SparseAddmm._node_class().__repr__ = bare_repr     # <SparseAddmmBackward0 object at ...>
 

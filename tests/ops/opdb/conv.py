@@ -247,6 +247,22 @@ def _conv_errors(nd):
                          "expected scalar type Float but found Double")
         yield ErrorInput(SampleInput(f(1, 2, *s), (f(4, 2, *k),), {"dilation": 0}),
                          RuntimeError, "dilation should be greater than zero")
+        # a weight of another dimensionality: the parser's nd-long stride (etc.) complains
+        # (for nd = 1 its one-long lists pass, and the input's dims are named instead)
+        w = (4, 2, *(3,) * (nd + 1))
+        yield ErrorInput(SampleInput(f(1, 2, *s), (f(*w),)), RuntimeError,
+                         rf"expected stride to be a single integer value or a list of {nd + 1} "
+                         rf"values to match the convolution dimensions, but got stride=\[" +
+                         ", ".join(["1"] * nd) + r"\]" if nd > 1 else
+                         r"Expected 4-dimensional input for 4-dimensional weight \[4, 2, 3, 3\]")
+        if nd > 1:
+            yield ErrorInput(SampleInput(f(1, 2, *s), (f(*w),), {"stride": [1], "padding": [0],
+                                                                  "dilation": [1]}), RuntimeError,
+                             rf"expected output_padding to be a single integer value or a list "
+                             rf"of {nd + 1} values")
+        yield ErrorInput(SampleInput(f(1, 2, *s), (f(*w),), {"padding": "same"}), RuntimeError,
+                         rf"Expected {nd + 3}-dimensional input for {nd + 3}-dimensional "
+                         rf"weight\[4, 2, ")
     return errors
 
 

@@ -19,7 +19,7 @@ from ember.ops._registry import call
 from ember.overrides._protocol import op_arguments
 
 __all__ = ["RULES", "DECOMPOSE", "rule", "decompose", "dispatch", "dispatch_params",
-           "handled_level", "inplace_copy"]
+           "handled_level", "inplace_copy", "warn_fallback"]
 
 RULES = {}
 DECOMPOSE = {}
@@ -183,10 +183,15 @@ def _aten_name(op):
 
 
 def _warn(op):
+    warn_fallback(_aten_name(op))
+
+
+def warn_fallback(aten):
+    """PyTorch's warning for a call of the ATen op ``aten`` run once per batch element."""
     # every call, blaming the user's line, as PyTorch's fallback warns
     from ember._warn import outside_level
     warnings.warn(f"There is a performance drop because we have not yet implemented the "
-                  f"batching rule for {_aten_name(op)}. Please file us an issue on GitHub so "
+                  f"batching rule for {aten}. Please file us an issue on GitHub so "
                   f"that we can prioritize its implementation.", UserWarning,
                   stacklevel=outside_level())
 
@@ -214,6 +219,7 @@ def _loop(op, values, flags, params, size, level):
 
 def _inplace(op, args, params, level):
     from ember.func._batching.elementwise import ELEMENTWISE, align
+    from ember.func._batching.inplace_fallback import elementwise_fallback_name, fallback_name
     from ember.ops._inplace import call_inplace
     self = args[0]
     size = level_size(level)
@@ -224,6 +230,9 @@ def _inplace(op, args, params, level):
         return self
     values, flags = unwrap_args(args, level)
     if op.name in ELEMENTWISE and not op.seq_inputs:
+        aten = elementwise_fallback_name(op, args)
+        if aten is not None:
+            warn_fallback(aten)
         call_inplace(op, align(values, flags, size), params)
         return self
     if op.name == "index_put":
@@ -240,7 +249,9 @@ def _inplace(op, args, params, level):
         if indices is not None:
             call_inplace(op, values, (indices, params[1]))
             return self
-    _warn(op)
+    aten = fallback_name(op, args, params)
+    if aten is not None:
+        warn_fallback(aten)
     for b in range(size):
         call_inplace(op, [_select(v, f, b) for v, f in zip(values, flags)],
                      _select_params(params, level, b))

@@ -3,6 +3,7 @@
 import math
 import string
 
+from ember._api import strided
 from ember.func._batching import decompose, rule
 from ember.func._batching.elementwise import align
 from ember.func._batching.reductions import expand_unbatched
@@ -19,6 +20,12 @@ def _matmul(op, args, flags, params, size):
         a = a.unsqueeze(-2)
     if nb == 1:
         b = b.unsqueeze(-1)
+    if fa and not fb and a.ndim == 3 and b.ndim == 2 and b.layout is not strided:
+        # dense examples times one sparse matrix (a sparse operand has no batch dims to
+        # line up): the examples' rows stacked into one product
+        out = call(op, [a.reshape(-1, a.shape[-1]), b], ())
+        out = out.reshape(tuple(a.shape[:2]) + (b.shape[-1],))
+        return out.squeeze(-2) if na == 1 else out
     lead = max(na, nb, 2) - 2           # logical batch dims of the product
     if fa and a.ndim - 3 < lead:
         a = a.reshape((size,) + (1,) * (lead - a.ndim + 3) + tuple(a.shape[1:]))
