@@ -1,12 +1,11 @@
 """Two- and three-operand math: atan2, hypot, xlogy, copysign, heaviside, lerp, addcmul,
 addcdiv, the elementwise minimum/maximum family, clamp and where."""
 
-import warnings
-
 import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember._warn import warn_once
 from ember.backend import device_scalar
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
@@ -446,11 +445,7 @@ def _where_rule(d, name, operands):
         raise TypeError("where() takes a condition and both 'input' and 'other'")
     require_tensors(name, operands, (0,))
     cond = operands[0][0]
-    if cond is D.uint8:
-        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated "
-                      "and will be removed in a future version of PyTorch. Use a boolean "
-                      "condition instead.", UserWarning, stacklevel=6)
-    elif cond is not D.bool_:
+    if cond is not D.bool_ and cond is not D.uint8:     # (uint8 warns in where's forward)
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a "
                            f"tensor with dtype {cond._torch_name}")
     return d
@@ -488,6 +483,12 @@ def where(xp, cond, x, y):
     if x is None and y is None:
         from ember.ops.indexing import nonzero
         return nonzero.forward(xp, cond, True)
+    if cond.dtype is not _BOOL:
+        # at every call, not in the (cached) dtype rule: PyTorch warns once a process, or
+        # each time under set_warn_always
+        warn_once("where received a uint8 condition tensor. This behavior is deprecated and "
+                  "will be removed in a future version of PyTorch. Use a boolean condition "
+                  "instead.")
     # the dispatcher cast the tensor values (not the condition) to the compute dtype: the
     # result's (numbers in x or y would otherwise make NumPy choose float64)
     kind = type(cond)

@@ -512,6 +512,10 @@ def masked_scatter(xp, x, mask, source):
     """``input`` with the leading elements of ``source`` written, in order, where ``mask`` is
     True (input and mask broadcast)."""
     if mask.dtype != np.bool_:
+        if mask.dtype == np.uint8:      # PyTorch warns (every time) before it refuses
+            warnings.warn("masked_scatter_ received a mask with dtype torch.uint8, this "
+                          "behavior is now deprecated,please use a mask with dtype torch.bool "
+                          "instead.", UserWarning, stacklevel=outside_level())
         raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
                            f"dtype {D.FROM_NUMPY[mask.dtype]._torch_name}")
     if source.dtype != x.dtype:

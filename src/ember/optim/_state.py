@@ -165,11 +165,20 @@ def new_step(fused=False):
     return _make(np.zeros((), scalar_dtype(fused)))
 
 
-def step_count(state):
-    """Increment and return the state's step counter."""
+STEPS_MSG = "`state_steps` argument must contain a list of singleton tensors"
+
+
+def step_count(state, numbers=False, message="API has changed, " + STEPS_MSG):
+    """Increment and return the state's step counter: a 0-d or one-element tensor (A3C's shared
+    optimizers set ``state["step"] = torch.zeros(1)``); a number raises PyTorch's error, or
+    with ``numbers`` (ASGD) counts on a copy and leaves the state as it was, as PyTorch does."""
     step = state["step"]
+    if not isinstance(step, Tensor):
+        if numbers:
+            return float(step) + 1
+        raise RuntimeError(message)
     step._data += 1
-    return float(step._data)
+    return float(step._data.reshape(-1)[0])
 
 
 def scalar_state(fill, fused=False):

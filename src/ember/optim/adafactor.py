@@ -7,7 +7,8 @@ import ml_dtypes
 from ember._tensor import _make
 from ember.backend import device_guard, gpu_elsewhere, xp_of
 from ember.optim._checks import check_tensor_lr
-from ember.optim._state import apply_updates, grads_of, new_step, number_lr, step_count, value
+from ember.optim._state import (STEPS_MSG, apply_updates, grads_of, new_step, number_lr,
+                                step_count, value)
 from ember.optim.muon import decay_and_subtract, lerp_, wide_dtype
 from ember.optim.optimizer import Optimizer, closure_loss
 
@@ -61,7 +62,7 @@ class Adafactor(Optimizer):
                         state["col_var"] = _zeros(p, p.shape[:-2] + (1, p.shape[-1]))
                     else:
                         state["variance"] = _zeros(p, p.shape)
-                t = step_count(state)
+                t = step_count(state, message=STEPS_MSG)
                 if x.size == 0:         # nothing to update (PyTorch divides by zero here)
                     continue
                 moments = tuple(state[k]._data if k in state else None

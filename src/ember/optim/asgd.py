@@ -38,7 +38,7 @@ class ASGD(Optimizer):
                 if not state:
                     state.update(step=new_step(), eta=scalar_state(lr), mu=scalar_state(1.0),
                                  ax=state_like(p))
-                t = step_count(state)
+                t = step_count(state, numbers=True)
                 if wd:
                     g = g + wd * x
                 eta, mu = state["eta"]._data, state["mu"]._data
