@@ -27,7 +27,7 @@ class Constraint:
         raise NotImplementedError
 
     def __repr__(self):
-        return type(self).__name__.lstrip("_") + "()"
+        return type(self).__name__[1:] + "()"
 
 
 def _all_of_event(ok, event_dim):

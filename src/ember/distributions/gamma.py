@@ -10,6 +10,11 @@ from ember.distributions.utils import broadcast_all
 __all__ = ["Gamma"]
 
 
+def _standard_gamma(concentration):
+    """Gamma(concentration, 1) draws, differentiable in ``concentration``."""
+    return ember._standard_gamma(concentration)
+
+
 class Gamma(ExponentialFamily):
     """The gamma distribution with density rate^c x^(c-1) e^(-rate x) / Gamma(c) on
     [0, inf), c = ``concentration``."""

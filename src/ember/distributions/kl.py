@@ -12,6 +12,13 @@ _KL_REGISTRY = {}          # (type_p, type_q) -> function, as registered
 _KL_MEMOIZE = {}           # (type_p, type_q) -> function, as dispatched
 
 
+def _batch_trace_XXT(bmat):
+    """tr(X X^T) of each matrix in a batch: the sum of squares over the last two dims."""
+    n = bmat.size(-1)
+    m = bmat.size(-2)
+    return bmat.reshape(bmat.shape[:-2] + (m * n,)).pow(2).sum(-1)
+
+
 def _infinite_like(tensor):
     """inf, in the shape, dtype and device of ``tensor``: the KL divergence where p puts mass
     outside q's support."""

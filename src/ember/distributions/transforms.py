@@ -15,6 +15,7 @@ import weakref
 
 import ember
 from ember.distributions import constraints
+from ember.distributions.utils import _sum_rightmost
 
 __all__ = [
     "AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform",
@@ -24,13 +25,6 @@ __all__ = [
     "TanhTransform", "SoftmaxTransform", "StackTransform", "StickBreakingTransform",
     "Transform", "identity_transform",
 ]
-
-
-def _sum_rightmost(value, dim):
-    """Sum the rightmost ``dim`` dimensions of ``value`` (a number is returned as it is)."""
-    if dim == 0:
-        return value
-    return value.reshape(value.shape[:value.dim() - dim] + (-1,)).sum(-1)
 
 
 def _clipped_sigmoid(x):

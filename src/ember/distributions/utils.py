@@ -12,6 +12,13 @@ __all__ = ["broadcast_all", "logits_to_probs", "probs_to_logits", "clamp_probs",
 euler_constant = 0.57721566490153286060
 
 
+def _sum_rightmost(value, dim):
+    """Sum the rightmost ``dim`` dimensions of ``value`` (a number is returned as it is)."""
+    if dim == 0:
+        return value
+    return value.reshape(value.shape[:value.dim() - dim] + (-1,)).sum(-1)
+
+
 def broadcast_all(*values):
     """Broadcast tensors and numbers to one shape; numbers take the first tensor's dtype and
     device (the default dtype when every value is a number)."""
