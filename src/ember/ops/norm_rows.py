@@ -132,7 +132,7 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     """Layer normalization over the trailing ``normalized_shape``; returns (output, mean,
     invstd), the statistics with size-1 trailing dims."""
     ns = check_normalized_shape(x, normalized_shape, w, b)
-    dtype = x.dtype
+    dtype, w0, b0 = x.dtype, w, b
     _check_mixed(xp, dtype, w, b)
     x = xp.ascontiguousarray(_float_input(x, "LayerNormKernelImpl"))    # as PyTorch's, and
     lead = x.shape[:x.ndim - len(ns)]                                   # row-major out
@@ -149,8 +149,10 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
         out += b if k >= _ROW_LANES else _spread(xp, xc.shape, row=b)
     out = out.reshape(x.shape)
     stats = lead + (1,) * len(ns)
-    return (out.astype(dtype, copy=False), mean.reshape(stats).astype(dtype, copy=False),
-            invstd.reshape(stats).astype(dtype, copy=False))
+    # float32 parameters of a 16-bit input keep float32 statistics, as PyTorch's mixed kernel
+    sd = _F32 if any(p is not None and p.dtype != dtype for p in (w0, b0)) else dtype
+    return (out.astype(dtype, copy=False), mean.reshape(stats).astype(sd, copy=False),
+            invstd.reshape(stats).astype(sd, copy=False))
 
 
 @native_layer_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
@@ -336,18 +338,23 @@ def native_group_norm(xp, x, w, b, n, c, hxw, group, eps):
         out *= _vector(w, x.dtype).reshape(c, 1)
     if b is not None:
         out += _vector(b, x.dtype).reshape(c, 1)
+    sd = _F32 if any(p is not None and p.dtype != dtype for p in (w, b)) else dtype  # mixed
     return (like_input(xp, x, out.reshape(x.shape).astype(dtype, copy=False)),
-            mean.reshape(n, group).astype(dtype, copy=False),
-            invstd.reshape(n, group).astype(dtype, copy=False))
+            mean.reshape(n, group).astype(sd, copy=False),
+            invstd.reshape(n, group).astype(sd, copy=False))
 
 
 @native_group_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
 def _(grads, x, w, b, n, c, hxw, group, eps, *, out, needs=(True, True, True)):
     gy, gmean, ginvstd = grads
     need_x, need_w, need_b = needs[0], w is not None and needs[1], b is not None and needs[2]
-    if (not _GRAD.grad_enabled and x._data.dtype in _FAST_DTYPES and gy._data.dtype
-            == x._data.dtype and gy._data.size and not carries_gradient(gmean)
-            and not carries_gradient(ginvstd) and _outside_vmap()):
+    if (not _GRAD.grad_enabled and (x._data.dtype in _FAST_DTYPES or x._data.dtype in _LOW)
+            and gy._data.dtype == x._data.dtype and gy._data.size
+            and not carries_gradient(gmean) and not carries_gradient(ginvstd)
+            and _outside_vmap()):
+        if x._data.dtype in _LOW:
+            return _group_norm_backward_low(gy._data, x, w, b, out[1]._data, out[2]._data,
+                                            (n, c, hxw, group), (need_x, need_w, need_b))
         return _group_norm_backward(gy._data, x, w, out[1]._data, out[2]._data,
                                     (n, c, hxw, group), (need_x, need_w, need_b))
     mean, invstd = out[1].reshape(n, group, 1), out[2].reshape(n, group, 1)
@@ -369,6 +376,21 @@ def _(grads, x, w, b, n, c, hxw, group, eps, *, out, needs=(True, True, True)):
 
 
 native_group_norm.reads_inputs((0, 1, 2), (0, 1, 2), ())   # PyTorch saves no bias
+
+
+def _group_norm_backward_low(gy, x, w, b, mean, invstd, sizes, needs):
+    """_group_norm_backward for a 16-bit input, as PyTorch's kernel: in float32 (from the
+    statistics in their saved dtype), each gradient rounded once to its input's dtype."""
+    wide = [None if t is None else _make(t._data.astype(_F32)) for t in (x, w)]
+    grads = _group_norm_backward(gy.astype(_F32), wide[0], wide[1], mean.astype(_F32),
+                                 invstd.astype(_F32), sizes, needs)
+    return tuple(None if g is None else _make(g._data.astype(_np_dtype(t)))
+                 for g, t in zip(grads, (x, w, b)))
+
+
+def _np_dtype(t):
+    """The NumPy dtype of a saved tensor or of an unsaved input's InputMeta."""
+    return t._data.dtype if hasattr(t, "_data") else t._dtype
 
 
 def _group_norm_backward(gy, x, w, mean, invstd, sizes, needs):
