@@ -7,6 +7,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember._warn import warn_once
 from ember.backend import device_scalar
+from ember.backend.fused import fma
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
 from ember.ops._elementwise import binary, conj_grad, zeros_for
@@ -217,8 +218,14 @@ def lerp(xp, x, end, weight):
     """``input + weight * (end - input)``, elementwise."""
     weight = _fit(xp, weight, x.dtype)
     diff = end - x
-    # PyTorch's two-sided form: exact at weight 0 and weight 1
-    return xp.where(xp.abs(weight) < 0.5, x + weight * diff, end - diff * (1 - weight))
+    # PyTorch's two-sided form, exact at weight 0 and weight 1: x + weight * diff below 0.5,
+    # else end - diff * (1 - weight), each one fused multiply-add
+    if xp is np and np.ndim(weight) == 0:
+        if abs(weight) < 0.5:
+            return fma(xp, weight, diff, x)
+        return fma(xp, weight - 1, diff, end)
+    small = xp.abs(weight) < 0.5
+    return fma(xp, xp.where(small, weight, weight - 1), diff, xp.where(small, x, end))
 
 
 @lerp.named_by
