@@ -78,3 +78,22 @@ def test_errors():
     with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired "
                                            "output type Long"):
         ember._foreach_add_([ember.tensor([1, 2])], 1.5)
+
+
+@pytest.mark.parametrize("dtype", [ember.bfloat16, ember.float16])
+def test_in_place_mul_rounds_its_numbers_to_half_precision(dtype):
+    import numpy as np
+    x = ember.tensor([2.03125, -1.5, 0.75], dtype=dtype)
+    expected = (x.float().numpy() * np.float32(ember.tensor(0.99, dtype=dtype).item()))
+    for number in (0.99, [0.99]):
+        a = [x.clone()]
+        ember._foreach_mul_(a, number)
+        assert a[0].tolist() == ember.from_numpy(expected).to(dtype).tolist()
+    # out of place, as a 0-dim tensor, and in float32 the number stays whole
+    assert ember._foreach_mul([x], 0.99)[0].tolist() == (x * 0.99).tolist()
+    b = [x.clone()]
+    ember._foreach_mul_(b, ember.tensor(0.99))
+    assert b[0].tolist() == (x * 0.99).tolist()
+    c = [ember.tensor([0.1])]
+    ember._foreach_mul_(c, 0.99)
+    assert c[0].item() == (ember.tensor([0.1]) * 0.99).item()

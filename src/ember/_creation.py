@@ -754,6 +754,13 @@ def _rebuild_tensor(cls, array, requires_grad):
     return t
 
 
+def _rebuild_from_type(func, args, state):
+    """``func(*args)`` given the attributes ``state`` (its class's ``__setstate__`` sees them)."""
+    t = func(*args)
+    t.__setstate__(state)
+    return t
+
+
 def _rebuild_view(cls, root, offset, strides, shape, dtype, requires_grad, copied=False):
     """A tensor over ``root``'s memory (from byte ``offset``, with byte ``strides``): how
     pickle and deepcopy (``copied``) keep tensors that share memory sharing it."""

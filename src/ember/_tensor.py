@@ -3,7 +3,6 @@
 import copy
 import numbers
 import types
-import warnings
 import weakref
 
 import numpy as np
@@ -16,7 +15,8 @@ from ember._inference import ACTIVE as _INFERENCE_ACTIVE
 from ember._inference import mark as _mark_inference
 from ember._set_data import check_new_data
 from ember._shape import Size, _shape
-from ember._transform_state import STATE as _TRANSFORMS, check_requires_grad_allowed, note_made
+from ember._transform_state import (STATE as _TRANSFORMS, check_requires_grad_allowed,
+                                    check_retain_grad_allowed, note_made)
 from ember._storage_place import (_address, _placement, _row_major_strides, _storage_root,
                                   empty_geometry)
 from ember.backend import device_of
@@ -95,7 +95,7 @@ class Tensor:
 
     @property
     def is_leaf(self):
-        return self._grad_fn is None
+        return self._grad_fn is None if self._view is None else self.grad_fn is None
 
     @property
     def name(self):
@@ -446,7 +446,7 @@ class Tensor:
         return object.__format__(self, spec) if spec else repr(self)
 
     def __reduce_ex__(self, protocol):
-        from ember._creation import _rebuild_tensor, _rebuild_view
+        from ember._creation import _rebuild_from_type, _rebuild_tensor, _rebuild_view
         from ember.utils.hooks import warn_if_has_hooks
         warn_if_has_hooks(self)     # (its gradient hooks stay behind)
         place = _placement(self)
@@ -455,8 +455,9 @@ class Tensor:
                                     self.requires_grad))
         else:
             made = (_rebuild_tensor, (type(self), _to_host(self._data), self.requires_grad))
-        # attributes set on the tensor (``t.label = ...``) travel too, as in PyTorch
-        return made + (self.__dict__,) if self.__dict__ else made
+        # attributes set on the tensor (``t.label = ...``) travel too, as in PyTorch, whose
+        # pair a subclass's own __reduce_ex__ unpacks (geoopt's ManifoldTensor)
+        return (_rebuild_from_type, (*made, self.__dict__)) if self.__dict__ else made
 
     def __setstate__(self, state):
         """Restore a leaf from a legacy pickle's state: ``(storage, offset, size, stride)``,
@@ -506,7 +507,7 @@ class Tensor:
 
     @property
     def requires_grad(self):
-        return self._requires_grad or self._grad_fn is not None
+        return self._requires_grad or self._grad_fn is not None or _view_tracks(self)
 
     @requires_grad.setter
     def requires_grad(self, flag):
@@ -556,69 +557,6 @@ class Tensor:
         return None if isinstance(fn, AccumulateGrad) else fn
 
     @property
-    def grad(self):
-        if self._grad_fn is not None and not self.retains_grad and self._grad is None:
-            warnings.warn(
-                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
-                "Its .grad attribute won't be populated during autograd.backward(). If you "
-                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
-                ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
-                "mistake, make sure you access the leaf Tensor instead. See "
-                "github.com/pytorch/pytorch/pull/30531 for more information.", UserWarning,
-                stacklevel=2)
-        return self._grad
-
-    @grad.setter
-    def grad(self, value):
-        if value is not None:
-            if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got "
-                                f"grad of type {type(value).__name__}")
-            if value is self:
-                raise RuntimeError("can't assign Variable as its own grad")
-            expected = self.dtype if not self._meta else self._meta.get("grad_dtype", self.dtype)
-            if value.dtype is not expected and expected is not None:
-                from ember._storage import _c_type
-                raise RuntimeError(
-                    f"attempting to assign a gradient with dtype '{_c_type(value.dtype)}' to a "
-                    f"tensor with grad_dtype '{expected._torch_name}'. The gradient must "
-                    f"match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
-                    f"set the tensor's grad_dtype attribute with a specific dtype, or None to "
-                    f"allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a "
-                    f"tensor and its gradient may break downstream systems that assume they "
-                    f"match.")
-            if value.shape != self.shape:
-                raise RuntimeError(f"attempting to assign a gradient of size "
-                                   f"'{list(value.shape)}' to a tensor of size "
-                                   f"'{list(self.shape)}'. Please ensure that the gradient and "
-                                   f"the tensor are the same size")
-        self._grad = value
-
-    @grad.deleter
-    def grad(self):
-        self._grad = None
-
-    @property
-    def grad_dtype(self):
-        """The dtype a leaf's gradients are cast to (its own dtype unless set; None: any)."""
-        self._check_grad_dtype_leaf("accessed")
-        return self.dtype if not self._meta else self._meta.get("grad_dtype", self.dtype)
-
-    @grad_dtype.setter
-    def grad_dtype(self, value):
-        self._check_grad_dtype_leaf("set")
-        if value is not None and not isinstance(value, _dtype.dtype):
-            raise RuntimeError(f"grad_dtype must be a torch.dtype or None, but got "
-                               f"{type(value).__name__}")
-        if self._meta is None:
-            self._meta = {}
-        self._meta["grad_dtype"] = value
-
-    def _check_grad_dtype_leaf(self, verb):
-        if self.grad_fn is not None:
-            raise RuntimeError(f"grad_dtype can only be {verb} on leaf tensors.")
-
-    @property
     def retains_grad(self):
         return bool(self._meta and self._meta.get("retains_grad"))
 
@@ -630,6 +568,7 @@ class Tensor:
         """Populate ``.grad`` for this non-leaf tensor during backward."""
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        check_retain_grad_allowed()
         if self._grad_fn is None or self.retains_grad:
             return
         from ember.autograd.graph import add_retain_grad_hook
@@ -640,6 +579,9 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require "
                                "gradient")
+        if _transform_births.STATE.levels or type(self) is not Tensor:
+            from ember.func._hooks import scoped_hook     # NOTE [Hooks inside transforms]
+            self, hook = scoped_hook(self, hook)
         from ember.autograd.graph import register_tensor_hook
         return register_tensor_hook(self, hook)
 
@@ -762,6 +704,24 @@ def _grad_enabled():
     return is_grad_enabled()
 
 
+def _view_tracks(t):
+    """Whether ``t`` is a view whose base requires grad: gradient reaches ``t`` through
+    its base even when the base gained history (an in-place write through another view,
+    ``requires_grad_()``) after ``t`` was made, as PyTorch's view regenerates its grad_fn.
+    (``view(dtype)`` makes no differentiable view, nor does anything taken from one.)"""
+    view = t._view
+    if view is None or t._data.dtype.kind not in "fcV":
+        return False
+    base = view[0]
+    if not (base._requires_grad or base._grad_fn is not None):
+        return False
+    while view is not None:
+        if view[2].name == "_view_dtype":
+            return False
+        view = view[1]._view
+    return True
+
+
 def _make(array, cls=Tensor, _inference=_INFERENCE_ACTIVE):
     """Wrap a backend array in a fresh tensor with no autograd history (an inference tensor
     in inference mode: see _inference.py)."""
@@ -797,3 +757,6 @@ def _wrap_dim(dim, ndim):
         raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], "
                          f"but got {dim})")
     return dim % max(ndim, 1)
+
+
+from ember import _tensor_grad  # noqa: E402,F401  (installs .grad and .grad_dtype)

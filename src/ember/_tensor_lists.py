@@ -72,9 +72,21 @@ def _binary(name, method):
 
     def in_place(self, other, *, alpha=1):
         for t, o in zip(self, _pair(_check_list(name, self), other)):
+            if name == "mul" and t.dtype in _HALF and isinstance(o, numbers.Real):
+                o = _in_dtype(o, t.dtype)
             call(getattr(t, method + "_"), o, alpha)
         return self
     return out_of_place, in_place
+
+
+_HALF = (ember.bfloat16, ember.float16)
+
+
+def _in_dtype(number, dtype):
+    """``number`` rounded to ``dtype``: PyTorch's in-place ``_foreach_mul_`` multiplies a
+    half-precision tensor by its numbers (one or a list) rounded so, not as ``mul_`` does (a
+    bfloat16 EMA by 0.99 scales by 0.98828125); the other foreach ops keep them whole."""
+    return ember.tensor(number, dtype=dtype).item()
 
 
 def _values(tensors, value):

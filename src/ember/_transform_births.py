@@ -32,8 +32,8 @@ leave ``t`` a closure's tensor (NOTE [Leaves made inside a transform]).
 
 import threading
 
-__all__ = ["STATE", "tracing_births", "note_alias", "made_here", "check_captured",
-           "refuse_captured", "wrapped_here"]
+__all__ = ["STATE", "tracing_births", "note_alias", "note_given", "made_here",
+           "check_captured", "refuse_captured", "wrapped_here", "captured_at"]
 
 
 class _State(threading.local):
@@ -77,6 +77,20 @@ def note_alias(alias, source):
         level[0].discard(id(alias))
 
 
+def note_given(tensors):
+    """Count ``tensors`` as given to the innermost tracing transform's function: the arguments
+    ``argnums`` leaves out, which PyTorch wraps too (a BatchNorm buffer passed to
+    ``functional_call`` in a ``grad`` may be written). The base of a view is given too:
+    PyTorch's wrapper of ``base[0]`` lets ``arg[:2]`` be written (so ember lets the closure
+    write ``base``)."""
+    if STATE.levels:
+        ids = STATE.levels[-1][1]
+        for t in tensors:
+            ids.add(id(t))
+            if t._view is not None:
+                ids.add(id(t._view[0]))
+
+
 def made_here(t):
     """Whether ``t`` was made while the outermost tracing transform ran (or none traces)."""
     levels = STATE.levels
@@ -87,6 +101,11 @@ def wrapped_here(t):
     """Whether ``t`` is, in PyTorch, a tensor its transforms wrap (one a transform tracing now
     was given or made): one without storage to its functions that read memory directly."""
     return any(not _captured(t, level) for level in STATE.levels)
+
+
+def captured_at(t, level):
+    """Whether ``t`` is captured by the function of ``level`` (one of ``STATE.levels``)."""
+    return _captured(t, level)
 
 
 def _captured(t, level):

@@ -28,7 +28,7 @@ import threading
 
 from ember._transform_births import made_here
 
-__all__ = ["STATE", "note_made", "check_requires_grad_allowed"]
+__all__ = ["STATE", "note_made", "check_requires_grad_allowed", "check_retain_grad_allowed"]
 
 
 class _State(threading.local):
@@ -55,7 +55,7 @@ _IN_TRANSFORM = ("You are attempting to call Tensor.requires_grad_() (or perhaps
 _VMAP = []          # ember.func._batched.STATE, once imported (it imports ember._tensor)
 
 
-def check_requires_grad_allowed():
+def check_requires_grad_allowed(message=_IN_TRANSFORM):
     """PyTorch's refusal of ``requires_grad_()`` inside a transformed function."""
     user = STATE.user
     if user is None:
@@ -64,4 +64,15 @@ def check_requires_grad_allowed():
             _VMAP.append(vmap_state)
         user = bool(_VMAP[0].levels)
     if user:
-        raise RuntimeError(_IN_TRANSFORM)
+        raise RuntimeError(message)
+
+
+_RETAIN_IN_TRANSFORM = _IN_TRANSFORM.replace("requires_grad_() (or perhaps using "
+                                             "torch.autograd.functional.* APIs)", "retain_grad()"
+                                             ).replace("requires_grad_()", "retain_grad()")
+
+
+def check_retain_grad_allowed():
+    """PyTorch's refusal of ``retain_grad()`` inside a transformed function (where it refuses
+    ``requires_grad_()``: ``linearize``'s function may)."""
+    check_requires_grad_allowed(_RETAIN_IN_TRANSFORM)

@@ -36,6 +36,7 @@ class _Traces(threading.local):
         # per tracing transform, outermost first: a reverse-mode one's inputs' node ids (None
         # for a forward-mode one, or when not given)
         self.tracked = []
+        self.vmaps = []         # per tracing transform, outermost first: the vmaps then active
 
 
 TRACES = _Traces()
@@ -79,6 +80,7 @@ class tracing_forward:
         TRACES.starts.append(self.entry)
         TRACES.forward.append(True)
         TRACES.tracked.append(None)
+        TRACES.vmaps.append(_vmap_depth())
         FORWARD_OPEN[0] += 1
 
     def __exit__(self, *exc):
@@ -86,6 +88,7 @@ class tracing_forward:
         TRACES.starts.pop()
         TRACES.forward.pop()
         TRACES.tracked.pop()
+        TRACES.vmaps.pop()
 
 
 class tracing_reverse:
@@ -101,11 +104,30 @@ class tracing_reverse:
         TRACES.reverse += 1
         TRACES.forward.append(False)
         TRACES.tracked.append(self.tracked)
+        TRACES.vmaps.append(_vmap_depth())
 
     def __exit__(self, *exc):
         TRACES.reverse -= 1
         TRACES.forward.pop()
         TRACES.tracked.pop()
+        TRACES.vmaps.pop()
+
+
+_BATCHING = []                  # vmap's thread-local state, once imported (it imports this)
+
+
+def _vmap_depth():
+    if not _BATCHING:
+        from ember.func._batched import STATE
+        _BATCHING.append(STATE)
+    return len(_BATCHING[0].levels)
+
+
+def vmap_is_innermost():
+    """Whether a vmap began inside every transform tracing now: PyTorch's tensors batched by
+    it then report no requires_grad (its BatchedTensor wrappers carry no autograd)."""
+    depth = _vmap_depth()
+    return depth > 0 and (not TRACES.vmaps or TRACES.vmaps[-1] < depth)
 
 
 def refuses_without_setup_context():
@@ -145,8 +167,9 @@ def _refuse_without_vmap_rule(cls, base):
 
 def refuse_without_setup_context(cls):
     """Raise PyTorch's error for the Function ``cls``, which has no ``setup_context``, under
-    a functorch transform; ember's own Functions (native ops in PyTorch) pass."""
-    if not cls.__module__.startswith("ember."):
+    a functorch transform; ember's own Functions (native ops in PyTorch) pass, except those
+    that are Python Functions in PyTorch too (``_python_in_torch``: the full backward hooks')."""
+    if not cls.__module__.startswith("ember.") or cls.__dict__.get("_python_in_torch"):
         raise RuntimeError(_SETUP_CONTEXT)
 
 
@@ -208,7 +231,11 @@ def grad_refused(t, forward):
     as a constant or not (``forward``: its tangent is the derivative's, zero if it has none,
     as PyTorch's where no other input carries one)."""
     if not (t._requires_grad or t._grad_fn is not None):
-        return False
+        if t._view is None:
+            return False
+        from ember._tensor import _view_tracks      # (only on this rare path)
+        if not _view_tracks(t):     # (a view whose base gained history since it was made)
+            return False
     # (what reaches a leaf other than their inputs, one closed over, requires grad in
     # PyTorch beneath its tangent too)
     return not (forward and TRACES.forward and all(TRACES.forward)

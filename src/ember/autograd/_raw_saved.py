@@ -54,24 +54,37 @@ class SavedTensor:
 def raw_saved(node, key, name):
     """``node._raw_saved_<key>`` (``name``): a SavedTensor for each tensor the node saves as
     its op's argument ``key`` (``self``: the first input; ``result``: the output)."""
-    from ember.autograd._saved_names import raw_key
-    from ember.autograd.graph import _FREED_INPUT, InputMeta, is_result_key, saved_key
-    key = raw_key(node, key)
+    from ember.autograd._saved_names import raw_key, raw_transposed, wrapped_number
+    from ember._tensor import Tensor
+    from ember.autograd.graph import _FREED_INPUT, _PACKED, InputMeta, is_result_key, saved_key
+    kind = "in_t" if raw_transposed(node, key) else "in"
+    torch_key, key = key, raw_key(node, key)
     op = node.op
     names = op.input_names
     key = saved_key(op, key)
     if is_result_key(key):
         if node.keeps_output():
             return SavedTensor(node, ("out", int(key[6:] or 0)))
+    elif key in op.param_names and op.param_names.index(key) in op.versioned_params:
+        # x[idx]'s indices: one per entry of the tuple ``_saved_indices`` gives
+        if node._param_versions is not None:
+            entries, k = [], 0
+            for e in node._params[op.param_names.index(key)]:
+                if isinstance(e, Tensor) or e is _PACKED:
+                    entries.append(SavedTensor(node, ("param", k)))
+                    k += 1
+                else:
+                    entries.append(SavedTensor(node, None))
+            return tuple(entries)
     elif key in names and node._versions is not None and not op.seq_inputs:
         index = names.index(key)
         saved = node.released_input(index) if node._released is True else node._inputs[0][index]
         if saved is _FREED_INPUT:
-            return SavedTensor(node, ("in", index))
+            return SavedTensor(node, (kind, index))
         if saved is None or isinstance(saved, InputMeta):
             return SavedTensor(node, None)      # a tensor no needed gradient reads: not saved
-        if _is_saved_tensor(saved):
-            return SavedTensor(node, ("in", index))
+        if _is_saved_tensor(saved) or wrapped_number(node, torch_key, saved) is not None:
+            return SavedTensor(node, (kind, index))
     raise AttributeError(f"'{type(node).__name__}' object has no attribute '{name}'")
 
 
@@ -85,7 +98,8 @@ class SlotPacked:
     """A node's saved tensors, each as saved (``("raw", tensor or array, counter,
     version)``) or packed by its own hooks (``("hooked", packed, unpack_hook, edge)``)."""
 
-    __slots__ = ("ins", "outs", "in_slots", "out_slots", "node")
+    __slots__ = ("ins", "outs", "in_slots", "out_slots", "node", "param_entries",
+                 "param_template")
 
     @classmethod
     def take_over(cls, node):
@@ -114,21 +128,39 @@ class SlotPacked:
                     self.outs.append(("raw", arrays[nr], counter, ours))
                     self.out_slots.append(nr)
             node._out = (None,) + node._out[1:]
+        self.param_entries, self.param_template = [], None
+        if node._param_versions is not None:    # (x[idx]'s indices)
+            from ember.autograd.graph import _packed_params
+            self.param_entries = [("raw", t, vc, v) for t, vc, v in node._param_versions]
+            self.param_template = _packed_params(node._params, node.op.versioned_params)
+            node._params = self.param_template[0]
         node._released = self
         return self
 
     def pack(self, node, slot, pack_hook, unpack_hook):
         """Hand the saved tensor at ``slot`` to ``pack_hook``, keeping what it returns."""
         kind, where = slot
+        transposed = kind == "in_t"     # (linear's mat2: PyTorch saves weight.t())
+        if transposed:
+            kind, unpack_hook = "in", _transposing(unpack_hook)
         entries, slots = (self.ins, self.in_slots) if kind == "in" else (self.outs,
                                                                           self.out_slots)
-        i = slots.index(where)
+        if kind == "param":
+            entries, slots = self.param_entries, range(len(self.param_entries))
+        if kind == "in" and where not in slots:
+            i = self._add_number(node, where)
+        else:
+            i = slots.index(where)
         if entries[i][0] == "hooked":
             raise RuntimeError(_HOOKS_SET)
         if kind == "in":
             tensor = self._raw_input(entries[i])
             from ember.autograd.saved_hooks import _edge_of
             edge = _edge_of(tensor)
+            if transposed:
+                tensor = tensor.t()
+        elif kind == "param":
+            tensor, edge = self._raw_input(entries[i]), None
         else:
             tensor = self._raw_output(node, entries[i], where)
             edge = None                 # an unpacked output gets its node back
@@ -139,6 +171,22 @@ class SlotPacked:
         finally:
             _GRAD.grad_enabled = prev
         entries[i] = ("hooked", packed, unpack_hook, edge)
+
+    def _add_number(self, node, where):
+        """Save input ``where``, a number PyTorch's node saves as a 0-dim tensor (``x * 2``'s
+        2), as that tensor, which backward then reads (and frees) as a saved input."""
+        from ember.autograd._saved_names import wrapped_number
+        from ember.autograd.graph import _PACKED
+        saved, lengths = node._inputs
+        t = wrapped_number(node, node.op.input_names[where], saved[where])
+        i = sum(s < where for s in self.in_slots)
+        self.ins.insert(i, ("raw", t, t._shared_version(), t._shared_version().value))
+        self.in_slots.insert(i, where)
+        node._inputs = ([_PACKED if j == where else x for j, x in enumerate(saved)], lengths)
+        versions = list(node._versions)
+        versions[where] = 0             # (freed with the tensors after backward)
+        node._versions = versions
+        return i
 
     @staticmethod
     def _raw_input(entry):
@@ -177,8 +225,32 @@ class SlotPacked:
         """The saved inputs, in order (as ``Packed.inputs``)."""
         return [self._raw_input(e) if e[0] == "raw" else self._unpacked(e) for e in self.ins]
 
+    def kept(self):
+        """The kept values it packed (as ``Packed.kept``): none, they stay in ``node._kept``
+        (NOTE [Kept values])."""
+        return []
+
+    def params(self):
+        """The node's params, the index tensors in them unpacked (as ``Packed.params``)."""
+        from ember.autograd.graph import _PACKED
+        values = iter([self._raw_input(e) if e[0] == "raw" else self._unpacked(e)
+                       for e in self.param_entries])
+        params, positions = self.param_template
+        return tuple([p if i not in positions else next(values) if p is _PACKED else
+                      type(p)([next(values) if e is _PACKED else e for e in p])
+                      for i, p in enumerate(params)])
+
     def output_arrays(self):
         """The kept outputs' arrays, in order (as ``Packed.output_arrays``)."""
         return tuple(self._raw_output(self.node(), entry, nr)._data if entry[0] == "raw"
                      else self._unpacked(entry)._data
                      for entry, nr in zip(self.outs, self.out_slots))
+
+
+def _transposing(unpack_hook):
+    """``unpack_hook`` for a tensor packed as its ``t()``: the node reads it back as saved."""
+    def unpack(packed):
+        from ember._tensor import Tensor
+        t = unpack_hook(packed)
+        return t.t() if isinstance(t, Tensor) else t
+    return unpack

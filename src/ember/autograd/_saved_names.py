@@ -14,7 +14,7 @@ import math
 from ember._tensor import Tensor
 from ember.autograd._saved_sizes import _SELF_SIZES, saved_self_sizes
 
-__all__ = ["SAVED", "raw_key", "read_saved", "saved_dir"]
+__all__ = ["SAVED", "raw_key", "raw_transposed", "read_saved", "saved_dir", "wrapped_number"]
 
 # node name -> the names PyTorch's node of that name exposes (torch 2.13, dir(grad_fn))
 SAVED = {k: tuple(v.split()) for k, v in {
@@ -100,6 +100,8 @@ SAVED = {k: tuple(v.split()) for k, v in {
     "ReflectionPad2DBackward0": "padding self", "ReplicationPad1DBackward0": "padding self",
     "ReplicationPad2DBackward0": "padding self", "MaskedFillBackward1": "mask",
     "SplitWithSizesBackward0": "dim self_sym_sizes split_sizes",
+    "GridSampler2DBackward0": "align_corners grid input interpolation_mode padding_mode",
+    "GridSampler3DBackward0": "align_corners grid input interpolation_mode padding_mode",
 }.items()}
 
 _MISSING = object()
@@ -137,12 +139,28 @@ def saved_dir(node):
 
 def raw_key(node, key):
     """The op's argument behind PyTorch's saved tensor ``key`` (``linear``'s ``mat2``: its
-    ``weight``, as saved, not through ``t()``)."""
+    ``weight``, which PyTorch saves as ``weight.t()``: see ``raw_transposed``)."""
     kind = type(node).__name__
     saved = SAVED.get(kind)
-    if saved is None or key not in saved or key == "mat2" and node.op.name in _TRANSPOSING:
-        return key                      # (a pack hook would get the weight, not its t())
+    if saved is None or key not in saved:
+        return key
     return _ALIASES.get((kind, key), {}).get(node.op.name, key)
+
+
+def raw_transposed(node, key):
+    """Whether PyTorch's saved tensor ``key`` is the ``t()`` of the op's argument."""
+    return key == "mat2" and node.op.name in _TRANSPOSING
+
+
+def wrapped_number(node, key, value):
+    """Whether ``value``, the op's argument ``key``, is a number PyTorch's node saves as a
+    0-dim tensor (``x * 2``'s ``other``); that tensor, or None."""
+    if (type(node).__name__, key) in (("MulBackward0", "other"), ("DivBackward0", "other")) \
+            and node.op.name in ("mul", "div") and isinstance(value, (int, float, complex)):
+        from ember import bool as bool_, complex128, float64, int64, tensor
+        return tensor(value, dtype=bool_ if isinstance(value, bool) else int64 if isinstance(
+            value, int) else float64 if isinstance(value, float) else complex128)
+    return None
 
 
 def _raw_answers(node, key):
@@ -290,10 +308,8 @@ def _transposed(key):
 def _number_operand(node):
     """``other`` of a product or quotient by a number: PyTorch wraps it in a 0-dim tensor."""
     value = node._lookup_saved("other", "_saved_other")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        from ember import float64, int64, tensor
-        return tensor(value, dtype=int64 if isinstance(value, int) else float64)
-    return value
+    wrapped = wrapped_number(node, "other", value)
+    return value if wrapped is None else wrapped
 
 
 def _masked_scale(node):
@@ -392,7 +408,11 @@ def _split_size(node):
 
 
 def _total_weight(node):
-    """The sum of the weights of the targets counted (their number, without ``weight``)."""
+    """The sum of the weights of the targets counted (their number, without ``weight``); 0
+    unreduced, where PyTorch's kernel sums none. The forward keeps it (the last of its kept
+    values) where it could."""
+    if node._kept is not None:
+        return node._unpack_kept()[-1]
     target = node._lookup_saved("target", "_saved_target")
     weight = node._lookup_saved("weight", "_saved_weight")
     params = dict(zip(node.op.param_names, node._params))
@@ -400,6 +420,11 @@ def _total_weight(node):
     counted = target != ignore
     dtype = node._in_meta[0][1]
     from ember._dtype import FROM_NUMPY
+    from ember.ops._loss_common import reduction_of
+    if reduction_of(params.get("size_average"), params.get("reduce"),
+                    params.get("reduction", "mean"), emit_warning=False) == "none":
+        from ember import zeros
+        return zeros((), dtype=FROM_NUMPY[dtype] if weight is None else weight.dtype)
     if weight is None:
         return counted.sum().to(FROM_NUMPY[dtype])
     return (weight[target.clamp(min=0)] * counted).sum().detach()

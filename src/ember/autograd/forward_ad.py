@@ -124,6 +124,7 @@ def make_dual(tensor, tangent, *, level=None):
         raise ValueError(f"Expected tangent to be floating point or complex, but got: "
                          f"{tangent.dtype}")
     level = _check_level(level, "_make_dual")
+    refuse_batched("_make_dual", tensor, tangent)
     if type(tensor) is _DualTensor:
         raise RuntimeError(f"Making a dual Tensor based on a Tensor that already has a forward "
                            f"gradient at the same level {level} is not supported.")
@@ -160,6 +161,19 @@ def _laid_out_as(primal, tangent):
     return strided.as_strided(storage, primal.shape, primal.stride(), offset).copy_(tangent)
 
 
+def refuse_batched(name, *tensors):
+    """PyTorch's refusal of ``aten::{name}`` on vmap's batched tensors (it has no batching
+    rule: ``forward_ad`` and ``linearize`` under ``vmap``; ``func.jvp`` has its own levels),
+    unless a transform between the vmap and the call wraps them first."""
+    for t in tensors:
+        if type(t) is not Tensor and type(t) is not _DualTensor:   # (maybe vmap's wrapper)
+            from ember.func._autodiff import batched_within
+            if batched_within(tensors):
+                raise RuntimeError(f"Batching rule not implemented for aten::{name}; the "
+                                   f"fallback path doesn't work on out= or view ops.")
+            return
+
+
 def _check_size(tensor, tangent):
     if tangent.shape != tensor.shape:
         raise RuntimeError(f"Trying to set a forward gradient that has a different size than "
@@ -176,6 +190,7 @@ def unpack_dual(tensor, *, level=None):
                         f"{type(tensor).__name__}")
     if level is None and STATE.level is None:
         return UnpackedDualTensor(tensor, None)
+    refuse_batched("_unpack_dual", tensor)
     _check_level(level, "_fw_primal")
     if type(tensor) is not _DualTensor:
         return UnpackedDualTensor(tensor, None)

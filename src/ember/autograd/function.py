@@ -14,7 +14,7 @@ from ember.autograd._forward_traces import PULLING as _PULLING
 from ember.autograd._function_jvp import keep_for_jvp as _keep_for_jvp
 from ember.autograd._function_jvp import transposed_jvp as _transposed_jvp
 from ember import _inference
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _view_tracks
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import is_grad_enabled, restore_grad_mode, swap_grad_mode
 from ember.autograd.forward_ad import STATE as _FORWARD_AD
@@ -343,7 +343,7 @@ _SIGNATURES = {}
 def _tracks(t):
     # (a forward-mode transform's input reports requires_grad=False, NOTE [Forward-mode
     # primals], but records as any: ember's own checks read the graph's fields)
-    return t._requires_grad or t._grad_fn is not None
+    return t._requires_grad or t._grad_fn is not None or _view_tracks(t)
 
 
 def _shown_needs(args, needs):
@@ -385,11 +385,12 @@ def _wrap_outputs(ctx, args, output, record):
     wrapped = []
     for out in outputs:
         if isinstance(out, Tensor) and id(out) in inputs and id(out) not in dirty:
-            from ember.ops.indexing import alias_of
-            alias = alias_of(out)              # an input returned as-is becomes a view of it
-            if id(out) in non_diff:
-                non_diff.add(id(alias))
-            out = alias
+            if id(out) in non_diff:     # (as PyTorch: the same memory, no view to track)
+                out = Tensor.detach(out)
+                non_diff.add(id(out))
+            else:
+                from ember.ops.indexing import alias_of
+                out = alias_of(out)            # an input returned as-is becomes a view of it
         wrapped.append(out)
     if dirty and not dirty <= {id(o) for o in wrapped}:
         raise RuntimeError("Some elements marked as dirty during the forward method were not "
@@ -419,8 +420,8 @@ def _wrap_outputs(ctx, args, output, record):
                 if out._view is not None and nr == 0 and len(wrapped) == 1:
                     _rebase_dirty_view(ctx, out, args)
             elif out._view is not None:     # writing into it in place is an error
-                out._meta = dict(out._meta or (),
-                                 function_view=(type(ctx)._function.__name__, nr))
+                out._meta = dict(out._meta or (), function_view=(
+                    type(ctx)._function.__name__, nr, _several_differentiable(wrapped, non_diff)))
     if record and _inference.MADE[0]:
         _inference.check_saved(ctx._to_save, all_saved=True)
     ctx._saved = tuple((t, _version_of(t)) for t in ctx._to_save)
@@ -495,6 +496,13 @@ class _DelayedError(Function):
     def backward(ctx, *grads):
         raise RuntimeError("trying to differentiate twice a function that was marked with "
                            "@once_differentiable")
+
+
+def _several_differentiable(outputs, non_diff):
+    """Whether a Function returned several differentiable tensors: a view among them is one
+    of PyTorch's multi-output views (``non_diff``: ids of those marked non-differentiable)."""
+    return sum(isinstance(o, Tensor) and id(o) not in non_diff
+               and (o.is_floating_point() or o.is_complex()) for o in outputs) > 1
 
 
 from ember.autograd._legacy_functions import InplaceFunction, NestedIOFunction  # noqa: E402

@@ -312,7 +312,7 @@ class OpNode(Node):
         if not inputs and not outs and not kept and not params:
             return
         self._released = Packed(hooks, inputs, outs, kept, params, template,
-                                self.op.packs_reversed)
+                                self.op.packs_reversed, self.op.kept_last if kept else 0)
         if params:
             self._params = template[0]
         if inputs:
@@ -632,7 +632,8 @@ def accumulate(var, grad, sole=False):
             var._grad = stand_in(grad)  # (PyTorch takes it over, its conjugate bit too)
         elif plain and grad._grad_fn is None:
             data = grad._data
-            if not (sole and grad._view is None
+            # (building a graph, PyTorch copies it into the leaf's strides, size-1 dims' too)
+            if not (sole and grad._view is None and not _GRAD.grad_enabled
                     and _owned_in_layout(data, var._data, _GRAD.grad_layout)):
                 data = _layout_copy(data, var._data)
             var._grad = _make(data)
@@ -661,11 +662,16 @@ def accumulate(var, grad, sole=False):
 def _layout_copy(g, v):
     """A copy of the gradient array ``g`` laid out as PyTorch's gradient layout contract asks:
     with the strides of the leaf's array ``v`` when ``v`` is dense (a channels-last or
-    transposed leaf gets a gradient like it), else row-major."""
+    transposed leaf gets a gradient like it, to the strides of its size-1 dims), else
+    row-major."""
     if g.strides == v.strides and g.flags.c_contiguous or not _dense(v):
         return g.copy()
     from ember.backend import xp_of
-    laid = xp_of(g).empty_like(v, dtype=g.dtype, order="K")
+    xp = xp_of(g)
+    laid = xp.empty_like(v, dtype=g.dtype, order="K")
+    strides = tuple(s // v.itemsize * laid.itemsize for s in v.strides)
+    if laid.strides != strides:         # (order "K" moves size-1 dims' strides)
+        laid = xp.lib.stride_tricks.as_strided(laid, strides=strides)
     laid[...] = g
     return laid
 
@@ -678,7 +684,18 @@ def _owned_in_layout(g, v, enforce=True, owned=True):
     if not (not owned or g.base is None and getattr(flags, "owndata", False)) \
             or not getattr(flags, "writeable", True):
         return False
-    return not enforce or flags.c_contiguous and (g.strides == v.strides or not _dense(v))
+    return not enforce or _obeys_layout(g, v)
+
+
+def _obeys_layout(g, v):
+    """PyTorch's gradient layout contract: a dense leaf's strides (at its size-1 dims, any
+    but 0), else row-major."""
+    if g.strides == v.strides and g.flags.c_contiguous:
+        return True                     # (the common case, without _dense's import)
+    if not _dense(v):
+        return g.flags.c_contiguous
+    return all(gs // g.itemsize == vs // v.itemsize if n != 1 else gs != 0
+               for n, gs, vs in zip(g.shape, g.strides, v.strides))
 
 
 def _dense(array):

@@ -144,29 +144,33 @@ class Packed:
     (``x[idx]``'s idx: ``Op.versioned_params``), the tensors its forward kept (NOTE [Kept
     values] in ops/_registry.py: cross_entropy's stand-in for PyTorch's saved log-softmax,
     packed first as PyTorch packs that), its saved inputs (in reverse for an op that
-    ``packs_reversed``), then its outputs."""
+    ``packs_reversed``), the last ``kept_last`` kept tensors (nll_loss's total weight,
+    which PyTorch saves after the inputs), then its outputs."""
 
     __slots__ = ("_unpack", "_values", "_edges", "_kept_edges", "param_template",
-                 "_param_values", "_reverse")
+                 "_param_values", "_reverse", "_kept_last")
 
     def __init__(self, hooks, inputs, outputs, kept=(), params=(), template=None,
-                 reverse=False):
+                 reverse=False, kept_last=0):
         pack, self._unpack = hooks
+        first = len(kept) - kept_last
         prev = _GRAD.grad_enabled
         _GRAD.grad_enabled = False      # pack hooks run without recording, as in PyTorch
         try:
             # the index tensors among the params come first (PyTorch's x[idx] packs idx)
             self._param_values = [pack(t) for t in params]
-            values = [pack(t) for t in kept]
+            values = [pack(t) for t in kept[:first]]
             if reverse:                 # (gather: PyTorch packs index, then self)
                 values += [pack(t) for t in reversed(inputs)][::-1]
             else:
                 values += [pack(t) for t in inputs]
+            values += [pack(t) for t in kept[first:]]
             self._values = values + [pack(t) for t in outputs]
         finally:
             _GRAD.grad_enabled = prev
         self.param_template = template  # the params, _PACKED where an index tensor was
         self._reverse = reverse
+        self._kept_last = kept_last
         # the history each input had, for a backward of backward through an unpacked copy
         # (an output's is its node, which gives it back), and each kept tensor's
         self._edges = [_edge_of(t) for t in inputs]
@@ -182,14 +186,18 @@ class Packed:
 
     def inputs(self):
         """The saved inputs, each with the autograd history its original had."""
-        values = self._values[len(self._kept_edges):len(self._kept_edges) + len(self._edges)]
+        start = len(self._kept_edges) - self._kept_last
+        values = self._values[start:start + len(self._edges)]
         if self._reverse:               # (unpacked in the order packed, as PyTorch does)
             return self._with_history(values[::-1], self._edges[::-1])[::-1]
         return self._with_history(values, self._edges)
 
     def kept(self):
         """The kept tensors, each with the autograd history its original had."""
-        return self._with_history(self._values, self._kept_edges)
+        first = len(self._kept_edges) - self._kept_last
+        values = self._values[:first] + self._values[
+            first + len(self._edges):first + len(self._edges) + self._kept_last]
+        return self._with_history(values, self._kept_edges)
 
     def _with_history(self, values, edges):
         from ember._tensor import _make

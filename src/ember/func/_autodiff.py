@@ -12,20 +12,23 @@ newer level (jacrev's vmap over the rows of the identity) flow through the engin
 BatchedTensors, and each derivative's ops run their batching rules.
 """
 
+import functools
 import threading
 
 from ember import autograd
 from ember.autograd._forward_traces import (FORWARD_SHOWN, LINEARIZING, PULLING,
                                              tracing_forward, tracing_reverse)
 from ember._tensor import Tensor
-from ember._transform_births import tracing_births
+from ember._transform_births import note_given, tracing_births
 from ember._transform_state import STATE as _TRANSFORMS
 from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
 from ember.autograd.graph import AccumulateGrad
 from ember.func._batched import BatchedTensor, active_levels, materialize, rewrap
-from ember.func._forward_primal import (forward_running, leaf_for, own_pass, primal_for, release,
-                                         show, showing, tracks_grad)
+from ember.func._forward_primal import (collect_dead, cut, forward_running, leaf_for, note_dead,
+                                         own_pass, primal_for, release, show, showing,
+                                         tracks_grad)
+from ember.func._hooks import owning, pulling
 from ember.func._no_grad_tangents import NoGradGateBackward, settle
 from ember.ops._reduce import TRANSFORM_BACKWARD
 from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
@@ -35,6 +38,22 @@ __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize"]
 
 class _Depth(threading.local):
     value = 0                   # how many transforms are differentiating right now
+    levels = 0                  # how many vmap levels were active when the innermost began
+
+
+def batched_within(tensors):
+    """Whether a tensor of ``tensors`` is batched by a vmap running inside the innermost
+    running transform (or outside all of them): PyTorch's ops then meet vmap's batching
+    rules, not that transform's own wrappers first."""
+    levels = active_levels()[_DEPTH.levels:]
+    if levels:
+        newer = {lv.level for lv in levels}
+        for t in tensors:
+            while type(t) is BatchedTensor:
+                if t._level in newer:
+                    return True
+                t = t._value
+    return False
 
 
 _DEPTH = _Depth()
@@ -100,36 +119,50 @@ class _Traced:
         top = _DEPTH.value == 0         # (only the outermost transform decides what is cut)
         self.connected = not top or any(tracks_grad(p) for p in physical)
         outer_grad = is_grad_enabled()
+        # PyTorch's linearize results of an input that requires grad require grad after it
+        forward_cut = not (api.startswith("linearize(") and any(tracks_grad(p) for p in physical))
         # the user's requires_grad_ is refused in func, except in linearize's, as in PyTorch
         user = _TRANSFORMS.user if api.startswith("linearize(") else True
-        self.made = None
+        self.made = self.dead = self.born = None
+        self.token = object()   # whose hooks its backward passes run (NOTE [Hooks inside ...])
         shown = versions = ()
         _DEPTH.value += 1
+        outer_levels, _DEPTH.levels = _DEPTH.levels, len(self.levels)
         try:
             # (PyTorch's linearize lets its function write into captured tensors)
-            with _recording(), tracing_births(not api.startswith("linearize(")) as births:
+            with _recording(), tracing_births(not api.startswith("linearize(")) as births, \
+                    owning(self.token):
                 self.leaves = [_fresh(p) for p in physical]
                 shown = [primal_for(x) for x in self.leaves] \
                     if forward else [leaf_for(x) for x in self.leaves]
                 births[1].update(id(x) for x in self.leaves + physical + shown)
+                if forward:     # (made for it: what ``finish`` may cut, as the results)
+                    births[0].update(id(x) for x in shown)
                 if forward:
                     versions = [x._version for x in shown]
                 inputs = tree_unflatten([rewrap(p, self.levels) for p in shown], self.in_spec)
                 tracing = _tracing(api, self.leaves)
                 if top:     # the leaves func makes are this transform's own, not a closure's
                     self.made = _TRANSFORMS.made = {}
+                    self.dead, self.born = [], births[0]     # (what ``finish`` may cut)
+                    outer_dead = collect_dead(self.dead)
                 _TRANSFORMS.user = user
                 with tracing, showing(forward and (
                         "dual" if api.startswith("linearize(") else True)):
                     out = func(*inputs)
         finally:
             release(shown)      # (NOTE [Forward-mode primals])
+            if forward:
+                note_dead(shown)    # (NOTE [Leaked forward-mode results])
             # inputs func wrote into: jvp writes their tangents into the caller's, as PyTorch
             self.written = [(i, x) for i, (x, v) in enumerate(zip(shown, versions))
                             if x._version != v]
             _DEPTH.value -= 1
+            _DEPTH.levels = outer_levels
             if top:
                 _TRANSFORMS.made = None
+                if self.dead is not None:
+                    collect_dead(outer_dead)
         # what a forward-mode transform recorded under no_grad (NOTE [Tangents through no_grad])
         self.no_grad_results = tracing.entry[3] if type(tracing) is tracing_forward else None
         self.closure = False
@@ -150,6 +183,8 @@ class _Traced:
                                    f"aux) if has_aux is True")
             out, self.aux = out
             self.aux = self.release(self.aux)
+        if self.dead and not forward_cut:
+            self.dead = self.born = None    # (linearize's of an input requiring grad: kept)
         if not self.closure:
             self.made = None    # (only a closure's walks need it: don't hold func's leaves)
         self.out = out
@@ -164,6 +199,16 @@ class _Traced:
         for x in tree_flatten(self.aux)[0] if has_aux else ():
             if not isinstance(x, Tensor):     # PyTorch's transforms return tensors as aux only
                 raise RuntimeError(f"Expected tensors, got unsupported type {type(x)}")
+
+    def finish(self, *trees):
+        """The outermost transform is done: cut the results its forward-mode functions leaked;
+        the graph behind the tensors of ``trees`` (what the caller may still differentiate
+        through), when it is connected to the caller's, keeps their history (NOTE [Leaked
+        forward-mode results])."""
+        if self.dead:
+            roots = [x for tree in trees for x in tree_flatten(tree)[0] if isinstance(x, Tensor)]
+            cut(self.dead, self.born, roots, self.connected)
+        self.dead = self.born = None
 
     def release(self, tree):
         """``tree``'s tensors as the caller sees them: cut from this transform's graph (and,
@@ -191,16 +236,18 @@ class _Traced:
             if tracks_grad(y):
                 roots.append(y)
                 weights.append(materialize(v, self.levels))
-        return self.backward(roots, weights, self.leaves, create_graph)
+        return self.backward(roots, weights, self.leaves, create_graph, self.token)
 
     @staticmethod
-    def backward(roots, weights, inputs, create_graph):
+    def backward(roots, weights, inputs, create_graph, token):
+        """Gradients of ``roots`` (weighted) for ``inputs``: a backward pass of the transform
+        of ``token``."""
         from ember import zeros_like
         if not roots:
             return [zeros_like(x) for x in inputs]
         TRANSFORM_BACKWARD.depth += 1
         try:
-            with _recording(), own_pass():
+            with _recording(), own_pass(), pulling(token):
                 grads = autograd.grad(roots, inputs, weights, retain_graph=True,
                                       create_graph=create_graph, allow_unused=True)
         finally:
@@ -326,6 +373,7 @@ def vjp(func, *primals, has_aux=False):
         return traced.wrap_inputs(traced.pull(flat, cg))
 
     out = traced.release(traced.out)
+    traced.finish(out, traced.aux, traced.outputs)
     return (out, vjp_fn, traced.aux) if has_aux else (out, vjp_fn)
 
 
@@ -350,15 +398,50 @@ def _argnums(argnums, nargs):
     return nums
 
 
+def _physical(x):
+    while type(x) is BatchedTensor:
+        x = x._value
+    return x
+
+
 def split_args(func, argnums, args, kwargs):
-    """``(diff_args, f)``: the arguments ``argnums`` selects and ``func`` of those alone."""
+    """``(diff_args, f)``: the arguments ``argnums`` selects and ``func`` of those alone
+    (``f.settle()``: call it once the transform is done)."""
     nums = _argnums(argnums, len(args))
+
+    given = [x for i, a in enumerate(args) if i not in nums for x in tree_flatten(a)[0]
+             if isinstance(x, Tensor)]
+    given += [x for x in tree_flatten(kwargs)[0] if isinstance(x, Tensor)]
+    # (a vmap's given tensor: the write reaches its physical value)
+    given += [_physical(x) for x in given if type(x) is BatchedTensor]
+    nested = _DEPTH.value > 0
+
+    def outer_grad():       # (scanned only after a write: a model's parameters are many)
+        return nested or any(isinstance(x, Tensor) and x.requires_grad
+                             for i in nums for x in tree_flatten(args[i])[0])
+
+    plain = []
 
     def partial(*diff):
         full = list(args)
         for i, d in zip(nums, diff):
             full[i] = d
+        note_given(given)
+        plain[:] = [x for x in given if x._grad_fn is None and not x._requires_grad]
+        plain.extend([x._view[0] for x in plain if x._view is not None   # (a write reaches it)
+                      and x._view[0]._grad_fn is None and not x._view[0]._requires_grad])
         return func(*full, **kwargs)
+
+    def settle():
+        """The transform is done (its function may have returned such an argument, to be
+        differentiated): PyTorch's function wrote into its own wrapper of the argument, so the
+        caller's tensor keeps no history of a write from the differentiated inputs (the graph
+        built from it keeps its edges)."""
+        written = [x for x in plain if x._grad_fn is not None]
+        if written and not outer_grad():
+            for x in written:
+                x._grad_fn, x._requires_grad = None, False
+    partial.settle = settle
     return tuple(args[i] for i in nums), partial
 
 
@@ -367,6 +450,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
     arguments ``argnums`` (``((gradient, (value, aux))`` with ``has_aux``)."""
     api = "grad_and_value(f)(*args)"
 
+    @functools.wraps(func)
     def wrapper(*args, **kwargs):
         diff, partial = split_args(func, argnums, args, kwargs)
         traced = _Traced(partial, diff, has_aux, api, scalar=True)
@@ -376,6 +460,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
         if isinstance(argnums, int):
             grads = grads[0]
         value = traced.release(out)
+        traced.finish(grads, value, traced.aux)
+        partial.settle()
         return (grads, (value, traced.aux)) if has_aux else (grads, value)
     return wrapper
 
@@ -385,6 +471,7 @@ def grad(func, argnums=0, has_aux=False):
     ``argnums`` (``(gradient, aux)`` with ``has_aux``) (``torch.func.grad``)."""
     gv = grad_and_value(func, argnums, has_aux)
 
+    @functools.wraps(func)
     def wrapper(*args, **kwargs):
         grads, value = gv(*args, **kwargs)
         return (grads, value[1]) if has_aux else grads
@@ -431,8 +518,8 @@ class _Linearized:
             self.dummies = [zeros_like(y).requires_grad_() for y in live]
         # (NOTE [Tangents through no_grad], NOTE [Function jvp in the double vjp])
         with LINEARIZING, PULLING:
-            self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True) \
-                if live else []
+            self.pulled = _Traced.backward(live, self.dummies, traced.leaves, True,
+                                           traced.token) if live else []
         self.live = [tracks_grad(y) for y in self.outputs]
         self.extra_tangents = []
 
@@ -446,7 +533,8 @@ class _Linearized:
                 weights.append(t)
         if self.dummies:
             with LINEARIZING:
-                outs = iter(_Traced.backward(roots, weights, self.dummies, create_graph))
+                outs = iter(_Traced.backward(roots, weights, self.dummies, create_graph,
+                                             traced.token))
         from ember import zeros_like
         flat = [next(outs) if live else zeros_like(y)
                 for y, live in zip(self.outputs, self.live)]
@@ -494,6 +582,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     if traced.no_grad_results:
         settle(traced.no_grad_results)
     primal_out = _aliased(primal_out)       # (after settle: its view of a settled history)
+    traced.finish(primal_out, out, traced.aux)
     return (primal_out, out, traced.aux) if has_aux else (primal_out, out)
 
 
@@ -526,9 +615,13 @@ def linearize(func, *primals):
     one traced run of ``func`` (``torch.func.linearize``)."""
     if forward_running():
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
+    from ember.autograd.forward_ad import refuse_batched
+    refuse_batched("_make_dual", *tree_flatten(primals)[0])     # (PyTorch's linearize makes duals)
     traced = _Traced(func, primals, False, "linearize(f, *primals)")
     lin = _Linearized(traced)
 
     def jvp_fn(*tangents):
         return lin.push(_check_linearize_tangents(primals, tangents), traced.connected)
-    return traced.release(traced.out), jvp_fn
+    out = traced.release(traced.out)
+    traced.finish(out, traced.outputs, lin.pulled)
+    return out, jvp_fn

@@ -24,6 +24,21 @@ nothing is re-classed. ``linearize``'s are ``forward_ad``'s dual tensors in PyTo
 computed from a tensor that requires grad outside reports it, and is not re-classed. So,
 as in PyTorch, ``autograd.grad``/``backward``/``register_hook``/``retain_grad`` refuse such
 results, ``detach_`` runs, and ``.data =`` and a nested ``linearize`` refuse.
+
+NOTE [Leaked forward-mode results]
+A result a forward-mode function keeps beyond its return (appended to a list, stored on a
+module) is, in PyTorch, a dual tensor whose level has ended: it reports
+``requires_grad=False`` and no ``grad_fn`` once the transforms return. ember's is the very
+object the graph saved, which the transforms still differentiate after the function returns
+(the double vjp, an outer transform's backward). So the frames hand what they re-classed
+(and the primals) to the outermost transform (``_FRAMES.dead``), which ``cut``s those still
+alive that it made (not a caller's tensor its function wrote into, whose history stays, as
+in PyTorch), but what it returns, when it is done. Where its results stay in the caller's
+graph (a closure's tensor, or an input, requires grad), the nodes behind them that saved a
+tensor being cut, and the results viewing one, get a twin of it first (its history), so
+higher derivatives there, and a write into such a view, still reach through it.
+(``linearize``'s results of an input that requires grad are not cut: they require grad in
+PyTorch too.)
 """
 
 import threading
@@ -32,11 +47,11 @@ import weakref
 from ember._conj_view import hold_values
 from ember._tensor import Tensor, _make
 from ember.autograd._forward_traces import FORWARD_SHOWN
-from ember.autograd.graph import Node, history
+from ember.autograd.graph import Node, OpNode, history
 from ember.overrides import _disabled_torch_function_impl
 
 __all__ = ["ForwardPrimal", "PrimalBackward", "TransformLeaf", "forward_running", "leaf_for",
-           "own_pass", "primal_for",
+           "own_pass", "primal_for", "collect_dead", "cut", "note_dead",
            "refuse_backward", "release", "show", "showing", "tracks_grad"]
 
 
@@ -137,9 +152,119 @@ class _Frames(threading.local):
         # of weak references to the results it re-classed, False for any other; None while
         # ember's own code differentiates (a transform's backward passes, a native kernel's)
         self.stack = []
+        # weak references to what forward-mode functions re-classed, for the outermost
+        # transform to cut (NOTE [Leaked forward-mode results]); None outside transforms
+        self.dead = None
 
 
 _FRAMES = _Frames()
+
+
+def collect_dead(dead):
+    """Make ``dead`` (a list, or None) the list forward-mode frames hand their results to;
+    returns the one it replaces."""
+    outer, _FRAMES.dead = _FRAMES.dead, dead
+    return outer
+
+
+def note_dead(primals):
+    """Hand a forward-mode function's ``primals`` to the outermost transform's list."""
+    dead = _FRAMES.dead
+    if dead is not None:
+        dead.extend([weakref.ref(t) for t in primals])
+
+
+def cut(refs, made, roots=(), twin=True):
+    """Cut the tensors of ``refs`` still alive that the transform ``made`` (ids: not the
+    caller's tensors its functions wrote into) from the graph, in place, as PyTorch's dual
+    tensors leave theirs when their level ends; ``roots`` (what the transform returns, which
+    its caller may still differentiate) stay, and (``twin``: when it is connected to the
+    caller's graph) the graph behind them, and the bases they view, keep, in place of the
+    others, twins with their history (NOTE [Leaked forward-mode results])."""
+    from ember.func._batched import BatchedTensor
+    kept = set()
+    for t in roots:
+        while type(t) is BatchedTensor:
+            kept.add(id(t))
+            t = t._value
+        kept.add(id(t))
+    alive = {}
+    for ref in refs:
+        t = ref()
+        if t is not None and type(t) is Tensor and t._grad_fn is not None and id(t) not in kept \
+                and id(t if t._view is None else t._view[0]) in made:
+            alive[id(t)] = t
+    if not alive:
+        return
+    if twin and roots:
+        twins = _twin_saved(alive, roots)
+        for t in roots:     # (a write into such a view rebuilds its history from its base)
+            while type(t) is BatchedTensor:
+                t = t._value
+            if isinstance(t, Tensor) and t._view is not None:
+                base = t._view[0]
+                if alive.get(id(base)) is base:
+                    t._view = (_twin(base, twins),) + t._view[1:]
+    views = []
+    for t in alive.values():
+        if t._view is None:
+            t._grad_fn = None
+            t._output_nr = 0
+        else:
+            views.append(t)
+    for t in views:         # (after their bases: a view's history is rebuilt from its base's)
+        view = t._view
+        base = view[0]
+        if base._grad_fn is None and not base._requires_grad:
+            t._grad_fn = None
+            t._output_nr = 0
+            t._view = view[:4] + (None, view[5], t._vc.value)
+
+
+def _twin(t, twins):
+    """A tensor standing for ``t`` in the graph: its memory, version, view and history."""
+    tw = twins.get(id(t))
+    if tw is None:
+        tw = twins[id(t)] = _make(t._data)
+        tw._grad_fn, tw._output_nr, tw._view = t._grad_fn, t._output_nr, t._view
+        tw._vc = t._shared_version()
+        tw._meta = None if t._meta is None else dict(t._meta)
+    return tw
+
+
+def _twin_saved(alive, roots):
+    """Put twins in place of the tensors of ``alive`` ({id: tensor}) that the nodes behind
+    ``roots`` saved (op inputs, a custom Function's saved tensors); returns ``{id: twin}``."""
+    from ember.autograd.function import BackwardFunction
+    from ember.func._batched import BatchedTensor
+    from ember.ops._inplace import CopySlices
+    twins = {}
+    stack = []
+    for t in roots:
+        while type(t) is BatchedTensor:
+            t = t._value
+        if isinstance(t, Tensor) and t._grad_fn is not None:
+            stack.append(t._grad_fn)
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node) is CopySlices:
+            stack.append(node.fn)
+        elif isinstance(node, OpNode):
+            inputs = node._inputs
+            if inputs is not None and any(id(x) in alive for x in inputs[0]):
+                node._inputs = ([_twin(x, twins) if id(x) in alive and x is alive[id(x)]
+                                 else x for x in inputs[0]], inputs[1])
+        elif isinstance(node, BackwardFunction):
+            saved = node._saved
+            if saved and any(id(x) in alive for x, _ in saved):
+                node._saved = tuple([(_twin(x, twins) if id(x) in alive else x, v)
+                                     for x, v in saved])
+        stack.extend([fn for fn, _ in node.next_functions if fn is not None])
+    return twins
 
 
 class _DualFrame(list):
@@ -191,10 +316,13 @@ class showing:
     def __exit__(self, *exc):
         FORWARD_SHOWN.pop()
         shown = _FRAMES.stack.pop()
-        for ref in shown or ():
-            t = ref()
-            if t is not None and type(t) is ForwardPrimal:
-                t.__class__ = Tensor
+        if shown:
+            for ref in shown:
+                t = ref()
+                if t is not None and type(t) is ForwardPrimal:
+                    t.__class__ = Tensor
+            if _FRAMES.dead is not None:
+                _FRAMES.dead.extend(shown)
 
 
 def own_pass():

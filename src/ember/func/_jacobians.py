@@ -86,6 +86,8 @@ def _jacrev(func, argnums, has_aux, chunk_size, real_only):
                          for x, block in zip(flat_in, yblocks)]
             jac.append(_arrange(per_input, traced.in_spec, argnums))
         result = tree_unflatten(jac, traced.out_spec)
+        traced.finish(result, traced.aux)
+        partial.settle()
         return (result, traced.aux) if has_aux else result
     return wrapper
 
@@ -145,6 +147,8 @@ def _jacfwd(func, argnums, has_aux, randomness, real_only):
                 per_input.append(b.unflatten(-1, tuple(x.shape)) if x.dim() else b.squeeze(-1))
             jac.append(_arrange(per_input, traced.in_spec, argnums))
         result = tree_unflatten(jac, traced.out_spec)
+        traced.finish(result, traced.aux)
+        partial.settle()
         return (result, traced.aux) if has_aux else result
     return wrapper
 

@@ -41,9 +41,6 @@ class Parameter(Tensor, metaclass=_ParameterMeta):
         t._is_param = True
         return t
 
-    def __init__(self, data=None, requires_grad=True):
-        pass
-
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 

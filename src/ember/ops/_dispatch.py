@@ -5,7 +5,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._conj_view import ConjView, memory
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _view_tracks
 from ember.amp._state import STATE as _AMP
 from ember.amp._policy import Composite
 from ember.amp.autocast_mode import cast_operands
@@ -209,6 +209,10 @@ def _prepare(op, flat):
             continue
         if x._requires_grad or x._grad_fn is not None:
             requires_grad = True
+        elif x._view is not None:       # a view whose base gained history since it was made
+            base = x._view[0]           # (its cheap test first, inlined: the hot path)
+            if (base._requires_grad or base._grad_fn is not None) and _view_tracks(x):
+                requires_grad = True
         if type(a) is not array_type:
             if array_type is None:
                 array_type = type(a)

@@ -33,7 +33,7 @@ from ember._inference import ACTIVE as INFERENCE_ACTIVE, MADE as INFERENCE_MADE,
 from ember._transform_births import STATE as BIRTHS, check_captured
 from ember._memory_format import contiguous_format
 from ember._storage_place import _address
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _view_tracks
 from ember.autograd._forward_traces import FORWARD_OPEN, FORWARD_SHOWN, TRACES as FORWARD_TRACES
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
@@ -98,7 +98,12 @@ def call_inplace(op, inputs, params, entry=None):
     record = grad_mode and requires_grad and op.vjp is not None
     old = _history_snapshot(self, op.saves_inputs) if record else None
     # checked before writing: the base's gradient must replay self's recipe
-    recipe = view_recipe(self) if record and self._view is not None else None
+    recipe = None
+    if record and self._view is not None:
+        # a no_grad view written with an operand needing grad (else checked by _check_leaf)
+        if not (self._requires_grad or self._grad_fn is not None or _view_tracks(self)):
+            check_no_grad_view(self)
+        recipe = view_recipe(self)
     dst = self._data
     if 0 in dst.strides:
         _check_overlap(op, dst, params)
@@ -191,17 +196,26 @@ def _check_overlap(op, dst, params):
 
 
 def _check_leaf(t):
-    if t._view is not None:
-        check_no_grad_view(t)
-    if t._grad_fn is None and t._requires_grad \
-            or type(t) is not Tensor and getattr(t, "_transform_leaf", False):
+    if type(t) is not Tensor and getattr(t, "_transform_leaf", False):
+        # an input of grad/vjp/jacrev is a leaf to the user even where ember made it an alias
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     if t._view is not None:
+        if t._requires_grad or t._grad_fn is not None or _view_tracks(t):  # (else checked
+            # once the write is known to record)
+            check_no_grad_view(t)
+        # as PyTorch: a view of a leaf that requires grad, or a view that requires grad of
+        # any leaf (a view of a non-grad base made a leaf by requires_grad_(), views of that)
         base = t._view[0]
-        if base._grad_fn is None and base._requires_grad:
+        if base._grad_fn is None and (base._requires_grad or t._requires_grad
+                                      or t._grad_fn is not None):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
                                "an in-place operation.")
+    # (a view whose base gained history since it was made, its grad_fn not yet regenerated
+    # by a read, is such a leaf to PyTorch's check too)
+    if t._grad_fn is None and (t._requires_grad or _view_tracks(t)):
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
 
 
 _COMPARISONS = ("compare", "equality", "order")
@@ -228,25 +242,39 @@ def check_no_grad_view(t, change="is being"):
     the view's base (or another view of it) that was written, in any mode."""
     made_by = t._meta.get("function_view") if t._meta else None
     if made_by:
-        raise RuntimeError(f"Output {made_by[1]} of {made_by[0]} is a view and {change} "
-                           f"modified inplace. This view was created inside a custom Function "
-                           f"(or because an input was returned as-is) and the autograd logic to "
-                           f"handle view+inplace would override the custom backward associated "
-                           f"with the custom Function, leading to incorrect gradients. This "
-                           f"behavior is forbidden. You can fix this by cloning the output of "
-                           f"the custom Function.")
+        raise RuntimeError(_function_view_error(*made_by, change))
     mode = t._meta.get("no_grad_view") if t._meta else None
     if mode:
         raise RuntimeError("A view was " + _no_grad_view_error(mode, change))
     src = t._view[1]
     while src._view is not None:
-        mode = src._meta.get("no_grad_view") if src._meta else None
-        if mode:
+        meta = src._meta
+        # a view of a custom Function's view output inherits how that was made, as in PyTorch
+        if meta and ((made_by := meta.get("function_view")) or
+                     (mode := meta.get("no_grad_view"))):
             index = t._view[5] or 0
             name = t._view[2].node_class.__name__.rstrip("0123456789").removesuffix("Backward")
+            if made_by:
+                raise RuntimeError(_function_view_error(name, index, made_by[2], change))
             raise RuntimeError(f"Output {index} of {name} is a view of a view which was "
                                + _no_grad_view_error(mode, change))
         src = src._view[1]
+
+
+def _function_view_error(name, index, multi, change):
+    """PyTorch's error for writing into a view a custom Function returned (``multi``: one of
+    several differentiable outputs), or into a view of one."""
+    if multi:
+        return (f"Output {index} of {name} is a view and {change} modified inplace. This view "
+                f"is the output of a function that returns multiple views. Such functions do "
+                f"not allow the output views to be modified inplace. You should replace the "
+                f"inplace operation by an out-of-place one.")
+    return (f"Output {index} of {name} is a view and {change} modified inplace. This view was "
+            f"created inside a custom Function (or because an input was returned as-is) and the "
+            f"autograd logic to handle view+inplace would override the custom backward "
+            f"associated with the custom Function, leading to incorrect gradients. This "
+            f"behavior is forbidden. You can fix this by cloning the output of the custom "
+            f"Function.")
 
 
 def _check_promoted_cast(op, flat, self):
@@ -506,8 +534,15 @@ def refresh_view_history(t):
             t._view = view[:6] + (version,)
         return
     if in_multi_output_view(t):
-        raise RuntimeError(f"{_view_output_name(t)} is a view and its base or another view of "
-                           f"its base has been modified inplace. This view is the output of a "
+        # (made when its base had no history, it has no node: PyTorch's message then says
+        # it was made in no_grad mode)
+        if t._grad_fn is not None:
+            head = (f"{_view_output_name(t)} is a view and its base or another view of its "
+                    f"base has been modified inplace.")
+        else:
+            head = ("A view was created in no_grad mode and its base or another view of its "
+                    "base has been modified inplace with grad mode enabled.")
+        raise RuntimeError(f"{head} This view is the output of a "
                            f"function that returns multiple views. Such functions do not allow "
                            f"the output views to be modified inplace. You should replace the "
                            f"inplace operation by an out-of-place one.")

@@ -4,6 +4,7 @@ form), and applying a reduction to elementwise losses."""
 import functools
 import warnings
 
+from ember._tensor import _view_tracks
 from ember._warn import outside_level
 from ember.ops._pointwise_layout import laid_as_operands
 from ember.ops._reduce import narrow_to, wide
@@ -78,7 +79,8 @@ def refuse_grad(tensor, kernel, argument, forward=False):
     """PyTorch's error when ``tensor``, an input ``kernel`` has no derivative for (a class
     weight), requires grad in a call that records the graph (``forward``: see
     ``Op.refuse_grad``)."""
-    if tensor is not None and (tensor._requires_grad or tensor._grad_fn is not None):
+    if tensor is not None and (tensor._requires_grad or tensor._grad_fn is not None
+                               or _view_tracks(tensor)):
         from ember.autograd._forward_traces import grad_refused     # (only on this rare path)
         from ember.autograd.grad_mode import STATE
         from ember.ops._op_errors import not_differentiable

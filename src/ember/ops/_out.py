@@ -6,17 +6,14 @@ import warnings
 
 from ember import _dtype as D
 from ember._inference import MADE as INFERENCE_MADE, check_inplace
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _view_tracks
 from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import xp_of
+from ember.ops._out_names import cast_refusal, grad_refusal_kernel
 from ember.ops._overlap import check_internal_overlap
 
 __all__ = ["write_out"]
-
-
-_BY_DIM = ("_max_dim", "_min_dim", "_median_dim", "_nanmedian_dim")   # max(), ... with dim
-_KERNEL_NAMES = {"nn.functional.logsigmoid": "log_sigmoid_forward"}    # as PyTorch's errors say
 
 
 def write_out(op, out, outputs, requires_grad, inputs=()):
@@ -25,12 +22,14 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
     results = outputs if type(outputs) is tuple else (outputs,)
     targets = out if isinstance(out, (tuple, list)) else (out,)
     if _GRAD.grad_enabled and (requires_grad or any(
-            isinstance(d, Tensor) and (d._requires_grad or d._grad_fn is not None)
+            isinstance(d, Tensor) and (d._requires_grad or d._grad_fn is not None
+                                       or _view_tracks(d))
             for d in targets)):     # (a forward-mode transform's input too: it records)
-        name = op.name[1:-4] if op.name in _BY_DIM else _KERNEL_NAMES.get(
-            op.name, op.name.removeprefix("nn.functional."))
-        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
-                           f"automatic differentiation, but one of the arguments requires grad.")
+        name = grad_refusal_kernel(op, inputs)      # (None: PyTorch writes, untracked)
+        if name is not None:
+            raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+                               f"automatic differentiation, but one of the arguments requires "
+                               f"grad.")
     if len(targets) != len(results):
         raise TypeError(f"{op.name}(): expected {len(results)} out tensors, got {len(targets)}")
     for dst, res in zip(targets, results):
@@ -48,8 +47,7 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
             from ember.ops._out_dtypes import message
             raise RuntimeError(message(op, res.dtype, dst.dtype))
         if not checked and not D.can_cast(res.dtype, dst.dtype):
-            raise RuntimeError(f"result type {res.dtype._torch_name} can't be cast to the "
-                               f"desired output type {dst.dtype._torch_name}")
+            raise cast_refusal(op, res.dtype, dst.dtype)
         if dst.shape != res.shape:
             if dst.numel() != 0:
                 warnings.warn(
@@ -59,9 +57,15 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
                     f"release outputs will not be resized unless they have zero elements. You "
                     f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
                     f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
-            dst._data = res._data.astype(dst._data.dtype)
-        else:
-            xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
+            if dst._view is None and dst._meta is None and dst._data.size == 0:
+                dst._data = res._data.astype(dst._data.dtype)      # (memory no one shares)
+                dst._bump_version()
+                continue
+            # as Tensor.resize_: contiguous over its own memory while that is large enough
+            # (out=base[:2] grown to three rows writes base's third row), else new memory
+            from ember.ops.conversion import _resize_storage
+            _resize_storage(dst, res.shape)
+        xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
         dst._bump_version()
     if op.namedtuple is not None and type(out) is tuple:     # sort(out=...): return_types.sort_out
         return getattr(op.namedtuple, "out_type", op.namedtuple)(*out)

@@ -42,7 +42,7 @@ MESSAGES = {
          "linalg.svdvals", "index_add", "index_reduce", "index_copy", "mm", "bmm", "mv",
          "linalg.ldl_solve", "softmax", "log_softmax", "aminmax", "addmm", "baddbmm", "addmv",
          "norm", "gather", "scatter", "scatter_add", "scatter_reduce", "take_along_dim",
-         "diag", "tril", "triu", "msort", "matmul", "linalg.cholesky", "linalg.cholesky_ex",
+         "diag", "tril", "triu", "msort", "linalg.cholesky", "linalg.cholesky_ex",
          "linalg.qr", "linalg.eigh", "linalg.eigvalsh", "linalg.svd", "linalg.lu",
          "linalg.inv_ex", "linalg.solve_ex", "linalg.lu_factor", "linalg.lu_factor_ex",
          "nn.functional.linear", "nn.functional.avg_pool2d", "nn.functional.avg_pool3d",
@@ -54,6 +54,8 @@ MESSAGES = {
          "round", "conj_physical", "bitwise_not"),
         _FOUND),
     "nan_to_num": "nan_to_num: dtype of out: {got} should be same as input: {want}",
+    "float_power": ("the output given to float_power has dtype {got} but the operation's "
+                    "result requires dtype {want}"),
     **dict.fromkeys(("vdot", "dot"), _RESULT_DTYPE),
     **dict.fromkeys(("index_select", "masked_select"), _SAME_SCALAR_TYPE),
     "tensordot": _TENSORDOT,
@@ -156,7 +158,35 @@ def _ldexp_check(got, want, inputs):
         raise RuntimeError(f"ldexp can't be cast to the desired output type {got._torch_name}")
 
 
+def _diag_check(got, want, inputs):
+    # a vector's diag (a matrix) is refused an unsafe cast first, in words of its own
+    if inputs[0].ndim == 1 and not D.can_cast(want, got):
+        raise RuntimeError(f"diag: result type {want._torch_name} can't be cast to the "
+                           f"desired out= type {got._torch_name}")
+
+
+def _matmul_check(got, want, inputs):
+    # exact dtypes, worded by the kernel: dot for two vectors, addmv for a batch of matrices
+    # by a vector where the batch folds into one matrix, mm/mv/bmm otherwise
+    if got is not want:
+        a, b = inputs
+        text = _RESULT_DTYPE if a.ndim == b.ndim == 1 else \
+            _ADDMV if a.ndim > 2 and b.ndim == 1 and _folds(a) else _EXPECTED
+        raise RuntimeError(_format(text, want, got))
+
+
+def _folds(t):
+    """Whether matmul views the batch of matrices ``t`` as one matrix (no copy needed)."""
+    shape, strides = t.shape, t.stride()
+    return t.numel() == 0 or all(strides[i] == strides[i + 1] * shape[i + 1]
+                                 for i in range(t.ndim - 1))
+
+
+_ADDMV = "addmv input tensors must have the same dtype, but got {got}, {want}, and {want}"
+
+
 _CHECKS = {"all": _logical_check("all"), "any": _logical_check("any"),
+           "diag": _diag_check, "matmul": _matmul_check,
            "logsumexp": _logsumexp_check, "abs": _abs_check,
            "searchsorted": _search_check, "bucketize": _search_check,
            **dict.fromkeys(("clamp", "clamp_min", "clamp_max"), _clamp_check),
@@ -166,9 +196,12 @@ _CHECKS = {"all": _logical_check("all"), "any": _logical_check("any"),
 def message(op, want, got):
     """The error ``op`` raises for an ``out=`` tensor of dtype ``got`` where its result has
     dtype ``want``."""
-    return op.out_dtype_error.format(
-        name=op.name, want=want._torch_name, got=got._torch_name,
-        want_c=_C_NAMES.get(want, want.name), got_c=_C_NAMES.get(got, got.name))
+    return _format(op.out_dtype_error, want, got, op.name)
+
+
+def _format(text, want, got, name=None):
+    return text.format(name=name, want=want._torch_name, got=got._torch_name,
+                       want_c=_C_NAMES.get(want, want.name), got_c=_C_NAMES.get(got, got.name))
 
 
 def install(registry):

@@ -10,7 +10,7 @@ from ember._device import CPU
 from ember._inference import KEY as INFERENCE_KEY, MADE as INFERENCE_MADE, check_saved
 from ember._inference import is_inference
 from ember._storage_place import _storage_root
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _view_tracks
 from ember.autograd._forward_traces import FORWARD_SHOWN, TRACES as FORWARD_TRACES
 from ember.autograd._forward_traces import grad_refused, refuse_traced_forward
 from ember.autograd.engine import RawEdgeGrads, other_threads
@@ -205,7 +205,8 @@ def _copy_saved(copied, flat, params, versions, saved, kept):
                     copy = _MAKERS[2](maker, (x,), args)
                 else:   # recorded here as clone's or _unsafe_view's node, without a dispatch
                     copy = _make(maker.forward(np, a, None) if copies else a.view())
-                    if x._requires_grad or x._grad_fn is not None:  # (a ForwardPrimal too)
+                    # (a ForwardPrimal too; a view whose base gained history since)
+                    if x._requires_grad or x._grad_fn is not None or _view_tracks(x):
                         _record(maker, (x,), None, args, copy)
                 saved[i] = copy
                 versions[i] = copy._shared_version().value
@@ -218,7 +219,8 @@ def _kept_values(op, flat, kept):
     kept = [_make(v) if type(v) in XP_BY_ARRAY_TYPE else v for v in kept]
     for index, name, position in op.kept_recipes:
         x = flat[position]
-        if isinstance(x, Tensor) and (x._requires_grad or x._grad_fn is not None):
+        if isinstance(x, Tensor) and (x._requires_grad or x._grad_fn is not None
+                                      or _view_tracks(x)):
             if not _MAKERS:
                 from ember.ops._registry import REGISTRY, call
                 _MAKERS.extend((REGISTRY["clone"], REGISTRY["_unsafe_view"], call, REGISTRY))
@@ -510,6 +512,9 @@ def _edge(x):
         return _NO_EDGE
     if x._requires_grad or fn is not None:
         return history(x)
+    if _view_tracks(x):     # its base gained history after it was made: regenerated
+        edge = history(x)
+        return edge if edge[0] is not None else _NO_EDGE
     return _NO_EDGE
 
 
@@ -535,11 +540,16 @@ def _mark_view(op, src, params, outputs, no_grad=False):
         for o in outputs if type(outputs) is tuple else (outputs,):
             o._meta = dict(o._meta or (), no_grad_view=mode)
             o._requires_grad = o._data.dtype.kind in _DIFFERENTIABLE_KINDS
+    elif not _GRAD.grad_enabled:    # of a base without grad: an error to use once the base
+        _mark_no_grad_view(outputs)     # gains history too
     vc = src._vc
     if vc is None:
         vc = src._shared_version()
     view = src._view
     base = src if view is None else view[0]
+    if view is not None and view[4] is not base._grad_fn and src._grad_fn is None \
+            and not src._requires_grad and _view_tracks(src):
+        history(src)    # src's base gained history since src was made: regenerate src's first
     if type(outputs) is not tuple:
         if maybe and not _shares_memory(outputs._data, src._data):
             return
@@ -553,6 +563,15 @@ def _mark_view(op, src, params, outputs, no_grad=False):
             continue
         o._vc = vc
         o._view = (base, src, op, params, base._grad_fn, i, vc.value)
+
+
+def _mark_no_grad_view(outputs):
+    """Record that views ``outputs`` were made with grad mode off (PyTorch's creation meta)."""
+    mode = "inference mode" if _GRAD.inference else "no_grad mode"
+    for o in outputs if type(outputs) is tuple else (outputs,):
+        if o._data.dtype.kind in _DIFFERENTIABLE_KINDS:
+            meta = o._meta
+            o._meta = {"no_grad_view": mode} if meta is None else dict(meta, no_grad_view=mode)
 
 
 def _alias_inference(op, src, outputs):

@@ -72,6 +72,9 @@ class Op:
     # whether saved-tensor hooks get the saved inputs in reverse order (gather: PyTorch packs
     # index, then self)
     packs_reversed = False
+    # how many of the values its forward keeps (NOTE [Kept values]) saved-tensor hooks get
+    # after the saved inputs, not before them (nll_loss's total weight, as PyTorch saves it)
+    kept_last = 0
     # whether the op declares copied inputs or versioned params: None until its first
     # recorded call (see _recording._record)
     records_more = None

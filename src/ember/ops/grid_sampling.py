@@ -1,8 +1,11 @@
-"""``F.grid_sample`` and ``F.affine_grid``, composed of differentiable ember ops.
+"""``F.grid_sample`` and ``F.affine_grid``; the sampling's reference form is composed of
+differentiable ember ops (the common modes run on arrays: _grid_kernels.py).
 
 Sampling is a weighted sum of the input at the corners around each grid point: the corner
 values come from a gather over the spatial plane (whose derivative scatters back to the
 input) and the weights are smooth in the grid, so both gradients come from the ops used.
+The composite runs as one op, ``_grid_sampler``, whose node is PyTorch's (NOTE [grid_sample
+as one node]).
 """
 
 import warnings
@@ -12,7 +15,8 @@ import numpy as np
 from ember._host_values import host_values
 from ember._warn import user_level
 from ember import _dtype as D
-from ember.ops._registry import op, rename_node
+from ember.ops._grid_kernels import FAST_DTYPES, sample_arrays, sample_backward_arrays
+from ember.ops._registry import op
 from ember.ops.underivable import refuse_forward_ad
 
 __all__ = ["grid_sample", "affine_grid"]
@@ -21,6 +25,10 @@ _DEFAULT_WARNING = ("Default grid_sample and affine_grid behavior has changed to
                     "align_corners=False since 1.3.0. Please specify align_corners=True if the "
                     "old behavior is desired. See the documentation of grid_sample for details.")
 _CUBIC_A = -0.75
+_INTERPOLATION = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+_MODE_CODES = {v: k for k, v in _INTERPOLATION.items()}
+_PADDING_CODES = {v: k for k, v in _PADDING.items()}
 
 
 def _unnormalize(c, size, align_corners):
@@ -132,8 +140,136 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         align_corners = False
     _check_sample(input, grid, mode)
     refuse_forward_ad(f"grid_sampler_{input.ndim - 2}d", input, grid)
-    return rename_node(_sampled(input, grid, mode, padding_mode, align_corners),
-                       f"GridSampler{input.ndim - 2}DBackward0")
+    return _grid_sampler(input, grid, _MODE_CODES[mode], _PADDING_CODES[padding_mode],
+                         bool(align_corners))
+
+
+# NOTE [grid_sample as one node]: ``_grid_sampler``'s node is PyTorch's GridSampler2DBackward0
+# (or 3D) with its saved input, grid and mode codes. Bilinear and nearest sampling of float32
+# and float64 run on the arrays (_grid_kernels.py, same roundings as the composite below), and
+# a first-order backward is the op ``_grid_sampler_backward`` on the arrays. Otherwise (bicubic,
+# 16-bit) the sampling is the composite of ember ops, run without a graph; a recorded call
+# keeps the composite's graph on stand-ins of the arrays, which a first-order backward runs.
+# Under ``create_graph`` the derivative differentiates the composite again on the saved
+# tensors, for double backward (and the backward op's own derivative differentiates it twice).
+@op("_grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)", inputs=2,
+    method=False, out=False, scalars=False)
+def _grid_sampler(xp, input, grid, interpolation_mode, padding_mode, align_corners, *,
+                  keep=None):
+    """``grid_sample`` with its modes' integer codes, on checked arguments."""
+    from ember._tensor import _make
+    from ember.autograd.grad_mode import enable_grad, no_grad
+    if _direct(input, interpolation_mode):
+        return sample_arrays(xp, input, grid, interpolation_mode, padding_mode, align_corners)
+    modes = (_INTERPOLATION[interpolation_mode], _PADDING[padding_mode], align_corners)
+    if keep is None:
+        with no_grad():
+            return _sampled(_make(input), _make(grid), *modes)._data
+    # recorded: the composite's own graph, on stand-ins of the arrays, is kept for a first-order
+    # backward, which then needs no second run of the sampling (NOTE [grid_sample as one node])
+    a, g = _make(input), _make(grid)
+    a._requires_grad = g._requires_grad = True     # (stand-ins: no transform's checks apply)
+    with enable_grad(), _private_graph():
+        out = _sampled(a, g, *modes)
+    keep.append((a, g, out))
+    return out._data
+
+
+class _private_graph:
+    """Saved-tensor hooks see the node's input and grid, as PyTorch's, not the composite's
+    intermediates: they are off while the kept graph is built."""
+
+    def __enter__(self):
+        from ember.autograd.saved_hooks import _STATE
+        self.stack, _STATE.stack = _STATE.stack, ()
+
+    def __exit__(self, *exc):
+        from ember.autograd.saved_hooks import _STATE
+        _STATE.stack = self.stack
+
+
+_grid_sampler.packs_reversed = True     # PyTorch packs grid, then input
+
+
+@_grid_sampler.named_by
+def _(flat, params, outputs, *, kept=None):
+    return f"GridSampler{flat[0].ndim - 2}DBackward0"
+
+
+@_grid_sampler.derivative
+def _(grad, input, grid, interpolation_mode, padding_mode, align_corners, *,
+      needs=(True, True), kept=None):
+    import ember
+    modes = (_INTERPOLATION[interpolation_mode], _PADDING[padding_mode], align_corners)
+    create = ember.is_grad_enabled()
+    if not create and _direct(input._data, interpolation_mode):
+        if not any(needs):
+            return None, None
+        found = _grid_sampler_backward(grad, input, grid, interpolation_mode, padding_mode,
+                                       align_corners)
+        return tuple(t if n else None for t, n in zip(found, needs))
+    if kept and not create:     # the forward's own graph (retained: backward may run again)
+        a, g, out = kept[0]
+        found = iter(ember.autograd.grad(out, [t for t, n in zip((a, g), needs) if n], grad,
+                                         retain_graph=True, allow_unused=True)
+                     if any(needs) else ())
+        return tuple(next(found) if n else None for n in needs)
+    if create:      # (the graph's fields: a forward-mode transform's input reports none)
+        wanted = [n and (t._requires_grad or t._grad_fn is not None)
+                  for t, n in zip((input, grid), needs)]
+        a, g = input, grid
+    else:
+        wanted = list(needs)
+        a, g = input.detach().requires_grad_(needs[0]), grid.detach().requires_grad_(needs[1])
+    with ember.enable_grad():
+        out = _sampled(a, g, *modes)
+    found = iter(ember.autograd.grad(out, [t for t, w in zip((a, g), wanted) if w], grad,
+                                     create_graph=create, allow_unused=True)
+                 if any(wanted) else ())
+    return tuple(next(found) if w else None for w in wanted)
+
+
+def _direct(input, interpolation_mode):
+    """Whether the sampling runs on the arrays (_grid_kernels) rather than as the composite."""
+    return interpolation_mode != 2 and input.dtype in FAST_DTYPES
+
+
+@op("_grid_sampler_backward(grad_output, input, grid, interpolation_mode, padding_mode, "
+    "align_corners)", inputs=3, method=False, out=False, scalars=False)
+def _grid_sampler_backward(xp, grad, input, grid, interpolation_mode, padding_mode,
+                           align_corners):
+    """(input gradient, grid gradient) of a bilinear or nearest ``_grid_sampler`` of float32 or
+    float64 arrays for ``grad_output`` (PyTorch's ``grid_sampler_2d_backward`` and 3d)."""
+    if interpolation_mode not in (0, 1):
+        raise RuntimeError(f"_grid_sampler_backward: interpolation mode {interpolation_mode} "
+                           f"is not bilinear (0) or nearest (1)")
+    return sample_backward_arrays(xp, grad, input, grid, interpolation_mode, padding_mode,
+                                  align_corners)
+
+
+@_grid_sampler_backward.named_by
+def _(flat, params, outputs):
+    return f"GridSampler{flat[1].ndim - 2}DBackwardBackward0"
+
+
+@_grid_sampler_backward.derivative
+def _(grads, grad, input, grid, interpolation_mode, padding_mode, align_corners):
+    # the composite, differentiated twice: its first gradients against the cotangents
+    import ember
+    modes = (_INTERPOLATION[interpolation_mode], _PADDING[padding_mode], align_corners)
+    create = ember.is_grad_enabled()
+    leaves = [t if create and (t.requires_grad or t._grad_fn is not None)
+              else t.detach().requires_grad_() for t in (grad, input, grid)]
+    with ember.enable_grad():
+        out = _sampled(leaves[1], leaves[2], *modes)
+        first = ember.autograd.grad(out, leaves[1:], leaves[0], create_graph=True,
+                                    allow_unused=True)
+        pairs = [(f, u) for f, u in zip(first, grads) if f is not None and u is not None]
+        total = sum((f * u).sum() for f, u in pairs if f.requires_grad)
+        found = ember.autograd.grad(total, leaves, create_graph=create, allow_unused=True) \
+            if isinstance(total, ember.Tensor) else (None,) * 3
+    # PyTorch's gradients here are zeros (not none) where they do not reach (nearest)
+    return tuple(ember.zeros_like(t) if f is None else f for f, t in zip(found, leaves))
 
 
 def _sampled(input, grid, mode, padding_mode, align_corners):
@@ -252,10 +388,6 @@ def _(grad, theta, size, align_corners):
     base = ember.tensor(_base_grid(tuple(size), align_corners, theta.dtype), dtype=theta.dtype,
                         device=theta.device)
     return grad.reshape(grad.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ base
-
-
-_INTERPOLATION = {0: "bilinear", 1: "nearest", 2: "bicubic"}
-_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
 
 
 def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):

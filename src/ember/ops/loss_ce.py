@@ -192,6 +192,7 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     shift, log_sums, e = _log_normalizer(xp, xb, wide=True)
     if keep is not None and e is not None and xp is np:     # see _read
         keep.append(e.reshape(x.shape))
+        keep.append(_total_weight(xp, total, reduction, dtype))
     loss = (_pick(xp, xb, safe).astype(log_sums.dtype) - shift) - log_sums
     xp.minimum(loss, 0, out=loss)       # a log-probability: rounding must not lift it above 0
     loss *= wt
@@ -421,6 +422,8 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
             else:
                 sm = xb.copy()
             out = parts.subtract_from(sm, ga).astype(x.dtype.np, copy=False)
+            # row-major whatever the logits' layout, as PyTorch's log_softmax backward writes
+            out = parts.xp.ascontiguousarray(out)
             return _make(_as_input(out, x, True)), None, None
         q, q_sum = parts.dense()
         dtype = x.dtype.np
@@ -455,7 +458,7 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
 
 @op("nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, "
     "reduction='mean')", inputs=3, method=False, namespace="nn.functional")
-def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
+def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction, *, keep=None):
     """The negative log likelihood of ``target`` classes under log-probabilities ``input``."""
     reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
     _check_class_target(x, t)
@@ -466,6 +469,8 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
     c = xb.shape[1]
     w = _class_weight(x, t, w, c)
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
+    if keep is not None:
+        keep.append(_total_weight(xp, total, reduction, dtype))
     loss = xp.where(mask, -(_pick(xp, xb, safe) * wt), 0)      # +0 where ignored
     if dtype in _LOW and reduction != "none" and xp is np:
         return cascaded_nll(xp, loss, mask, wt, w is not None, reduction, dtype)
@@ -474,19 +479,29 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction):
 
 
 nll_loss.refuse_grad("weight", _nll_kernel, forward=True)
+# (its kept total weight: no derivative reads it; saved-tensor hooks get it after the inputs)
+nll_loss.kept_last = cross_entropy.kept_last = 1
+
+
+def _total_weight(xp, total, reduction, dtype):
+    """PyTorch's saved ``total_weight``: the weight of the targets counted, in the input's
+    dtype; 0 unreduced, where its kernel sums none."""
+    return xp.asarray(0 if reduction == "none" else total, dtype=dtype)
 
 
 nll_loss.nondifferentiable("target", "weight")
 
 
 @nll_loss.named_by
-def _(flat, params, out):
+def _(flat, params, out, *, kept=None):
     return _nll_node(flat[0], reduction_of(params[0], params[2], params[3], emit_warning=False))
 
 
 @nll_loss.derivative
-def nll_loss_grad(grad, x, t, w, size_average, ignore_index, reduce, reduction):
-    """The gradients of nll_loss (of its input; None for the target and weight)."""
+def nll_loss_grad(grad, x, t, w, size_average, ignore_index, reduce, reduction, *,
+                  kept=None):
+    """The gradients of nll_loss (of its input; None for the target and weight). (``kept``:
+    the total weight, read back as PyTorch's backward reads it, and recomputed here.)"""
     reduction = reduction_of(size_average, reduce, reduction, emit_warning=False)
     parts = _Parts(x, t, w, ignore_index, 0.0, reduction)
     # -q written into zeros: the other classes keep +0 (negating q would give -0)

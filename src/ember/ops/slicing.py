@@ -4,7 +4,7 @@ diag_embed, tril, triu (copies)."""
 from ember._creation import zeros
 from ember._memory_format import restrided, strided_if_empty
 from ember._storage_place import slice_along
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _view_tracks
 from ember.ops._dims import int_param, invalid_combination, wrap_dim
 from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import op
@@ -347,7 +347,7 @@ def _narrow_copy_into(out, input, result):
         raise TypeError(f"narrow_copy(): argument 'out' must be Tensor, not "
                         f"{type(out).__name__}")
     if STATE.grad_enabled and any(t._requires_grad or t._grad_fn is not None  # (records)
-                                  for t in (input, out)):
+                                  or _view_tracks(t) for t in (input, out)):
         raise RuntimeError("narrow_copy(): functions with out=... arguments don't support "
                            "automatic differentiation, but one of the arguments requires grad.")
     if out.dtype is not result.dtype:

@@ -317,6 +317,11 @@ def _zero_grads(param_groups, set_to_none):
 
 def _with_hooks(step):
     def wrapped(*args, **kwargs):
+        if args and not hasattr(args[0], "_optimizer_step_pre_hooks"):
+            # an optimizer that never ran Optimizer.__init__ (opacus's DPOptimizer wraps
+            # another and forwards param_groups): PyTorch adds the hooks to a class's step in
+            # __init__, so such a step runs bare and the wrapped optimizer's runs the hooks
+            return step(*args, **kwargs)
         if not _recorder._ACTIVE:
             return _hooked_step(step, args, kwargs)
         # PyTorch's profiles show each step as this range (the hooks inside it)

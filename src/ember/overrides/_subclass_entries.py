@@ -23,9 +23,23 @@ def install_entries(cls):
     """Give the Tensor subclass ``cls`` an entry for each hand-written Tensor method and
     property that no class between it and Tensor defines."""
     below_tensor = cls.__mro__[:cls.__mro__.index(Tensor)]
+    made = _entry_ids()
     for name, entry in _entries().items():
-        if not any(name in vars(k) for k in below_tensor):
+        found = [vars(k)[name] for k in below_tensor if name in vars(k)]
+        if not found:
             setattr(cls, name, entry)
+        elif id(found[0]) in made:
+            # a user base's entry would hide a real definition further along the MRO (geoopt's
+            # ``ManifoldParameter(ManifoldTensor, Parameter)`` and Parameter.__deepcopy__)
+            real = next((value for value in found if id(value) not in made), None)
+            if real is not None:
+                setattr(cls, name, real)
+
+
+@functools.cache
+def _entry_ids():
+    """The ids of the shared entries, to tell them from methods a class defines."""
+    return frozenset(id(entry) for entry in _entries().values())
 
 
 @functools.cache

@@ -1,6 +1,7 @@
-"""OpInfo entries for ember/ops/resampling.py (interpolate), ember/ops/shuffle.py and
-affine_grid_generator (ember/ops/grid_sampling.py)."""
+"""OpInfo entries for ember/ops/resampling.py (interpolate), ember/ops/shuffle.py,
+affine_grid_generator and _grid_sampler (ember/ops/grid_sampling.py)."""
 
+import itertools
 import math
 
 import numpy as np
@@ -324,7 +325,104 @@ def _affine_grid_samples(dtype, requires_grad):
         yield SampleInput(make((size[0], nd, nd + 1), dtype, requires_grad), (size, ac))
 
 
+# --- _grid_sampler (grid_sample's node): each output point from the corners around it -------
+
+def _grid_source(c, size, padding_mode, align_corners):
+    c = (c + 1) / 2 * (size - 1) if align_corners else ((c + 1) * size - 1) / 2
+    return min(max(c, 0), size - 1) if padding_mode == 1 else c    # (1: border)
+
+
+def _grid_sampler_ref(x, grid, interpolation_mode, padding_mode, align_corners):
+    """Bilinear (0) or nearest (1) sampling with zeros (0) or border (1) padding, any dims."""
+    sizes = x.shape[2:]
+    out = np.zeros(x.shape[:2] + grid.shape[1:-1])
+    for b in range(x.shape[0]):
+        for p in np.ndindex(*grid.shape[1:-1]):
+            src = [_grid_source(grid[(b,) + p][len(sizes) - 1 - d], sizes[d], padding_mode,
+                                align_corners) for d in range(len(sizes))]
+            corners = [[(int(np.rint(s)), 1.0)] if interpolation_mode == 1 else
+                       [(math.floor(s), 1 - s + math.floor(s)), (math.floor(s) + 1,
+                                                                  s - math.floor(s))]
+                       for s in src]
+            for picks in itertools.product(*corners):
+                if all(0 <= i < n for (i, _), n in zip(picks, sizes)):
+                    w = math.prod(w for _, w in picks)
+                    out[(b, slice(None)) + p] += w * x[(b, slice(None)) + tuple(
+                        i for i, _ in picks)]
+    return out
+
+
+def _grid_sampler_samples(dtype, requires_grad):
+    def grid(*shape):   # points inside [-1.2, 1.2], off the pixel centres
+        return (make(shape, dtype, low=-1.2, high=1.2)).requires_grad_(requires_grad)
+    yield SampleInput(make((2, 3, 4, 5), dtype, requires_grad), (grid(2, 3, 2, 2), 0, 0, False))
+    yield SampleInput(make((1, 2, 3, 3), dtype, requires_grad), (grid(1, 2, 4, 2), 0, 1, True),
+                      name="border")
+    yield SampleInput(make((1, 2, 4, 3), dtype, requires_grad), (grid(1, 1, 3, 2), 1, 0, False),
+                      name="nearest")
+    yield SampleInput(make((1, 1, 2, 3, 4), dtype, requires_grad),
+                      (grid(1, 2, 2, 1, 3), 0, 0, True), name="3d")
+    yield SampleInput(make((3, 4, 2, 1), dtype, requires_grad).permute(3, 2, 0, 1),
+                      (grid(1, 3, 2, 2).transpose(1, 2), 0, 1, False), name="noncontiguous")
+
+
+def _grid_sampler_backward_ref(go, x, grid, interpolation_mode, padding_mode, align_corners):
+    """The input and grid gradients of ``_grid_sampler_ref`` for ``go``: each corner's weight
+    times ``go`` added to the input; the corner values times each weight's slope to the grid."""
+    sizes = x.shape[2:]
+    nd = len(sizes)
+    gx, gg = np.zeros(x.shape), np.zeros(grid.shape)
+    for b in range(x.shape[0]):
+        for p in np.ndindex(*grid.shape[1:-1]):
+            src, slope = [], []
+            for d in range(nd):
+                g = grid[(b,) + p][nd - 1 - d]
+                s = _grid_source(g, sizes[d], padding_mode, align_corners)
+                scale = (sizes[d] - 1) / 2 if align_corners else sizes[d] / 2
+                inside = padding_mode == 0 or 0 < s < sizes[d] - 1
+                src.append(s)
+                slope.append(scale if inside else 0.0)
+            g_out = go[(b, slice(None)) + p]
+            if interpolation_mode == 1:
+                at = tuple(int(np.rint(s)) for s in src)
+                if all(0 <= i < n for i, n in zip(at, sizes)):
+                    gx[(b, slice(None)) + at] += g_out
+                continue
+            for bits in itertools.product((0, 1), repeat=nd):
+                at = tuple(math.floor(s) + k for s, k in zip(src, bits))
+                if not all(0 <= i < n for i, n in zip(at, sizes)):
+                    continue
+                ws = [s - math.floor(s) if k else 1 - s + math.floor(s)
+                      for s, k in zip(src, bits)]
+                gx[(b, slice(None)) + at] += math.prod(ws) * g_out
+                seen = float(np.dot(g_out, x[(b, slice(None)) + at]))
+                for d in range(nd):
+                    rest = math.prod(w for e, w in enumerate(ws) if e != d)
+                    gg[(b,) + p + (nd - 1 - d,)] += (1 if bits[d] else -1) * seen * rest * \
+                        slope[d]
+    return gx.astype(x.dtype), gg.astype(grid.dtype)
+
+
+def _grid_sampler_backward_samples(dtype, requires_grad):
+    for s in _grid_sampler_samples(dtype, requires_grad):
+        x, grid = s.input, s.args[0]
+        go = make((x.shape[0], x.shape[1]) + tuple(grid.shape[1:-1]), dtype, requires_grad)
+        yield SampleInput(go, (x, grid) + s.args[1:], name=s.name)
+
+
+def _torch_grid_sampler_backward(go, x, grid, interpolation_mode, padding_mode, align_corners):
+    import torch
+    kernel = torch.ops.aten.grid_sampler_2d_backward if x.ndim == 4 else \
+        torch.ops.aten.grid_sampler_3d_backward
+    return kernel(go, x, grid, interpolation_mode, padding_mode, align_corners, [True, True])
+
+
 OPS = [
+    OpInfo("_grid_sampler", _grid_sampler_ref, _grid_sampler_samples, dtypes=FLOATS,
+           gradgrad=True),
+    OpInfo("_grid_sampler_backward", _grid_sampler_backward_ref, _grid_sampler_backward_samples,
+           dtypes=FLOATS, torch_op=_torch_grid_sampler_backward, tol={ember.float32: (1e-5, 1e-5)},
+           gradgrad=True),
     OpInfo("affine_grid_generator", _affine_grid_ref, _affine_grid_samples, gradgrad=True,
            dtypes=FLOATS + LOW, tol={ember.float16: (2e-3, 2e-3), ember.bfloat16: (2e-2, 2e-2)}),
     OpInfo("nn.functional.interpolate", _interpolate_ref, _interpolate_samples,

@@ -7,7 +7,7 @@ per-sample gradients) becomes a grouped convolution with one group set per batch
 
 from ember.func._batching import rule
 from ember.func._batching.elementwise import align
-from ember.func._batching.reductions import expand_unbatched
+from ember.func._batching.reductions import expand_unbatched, rows
 from ember.ops.attention import logical_layout
 from ember.ops._registry import REGISTRY, call
 
@@ -180,7 +180,7 @@ def _batch_norm(op, args, flags, params, size):
               for v, f in zip(args[1:], flags[1:])]
     out, mean, invstd = call(op, [xs] + folded, params)
     out = out.reshape(tuple(x.shape[1:2]) + (size,) + tuple(x.shape[2:])).movedim(1, 0)
-    return out, mean.reshape(size, -1), invstd.reshape(size, -1)
+    return out, rows(mean, size), rows(invstd, size)
 
 
 def _expand(t, size):
@@ -275,12 +275,18 @@ def _attention(op, args, flags, params, size):
 
 
 def _reduced(loss, size, reduction, denominator=None):
-    flat = loss.reshape(size, -1)
+    flat = rows(loss, size)
     if reduction == "sum":
         return flat.sum(1)
     if denominator is None:
         return flat.mean(1)
-    return flat.sum(1) / denominator
+    # an example with every position ignored is NaN (0/0), as PyTorch's, but its gradient is
+    # zero: dividing by its zero would make that 0 * inf
+    import ember
+    empty = denominator == 0
+    total = flat.sum(1)
+    nan = ember.zeros_like(total).masked_fill(empty, float("nan"))
+    return total / denominator.masked_fill(empty, 1) + nan
 
 
 @rule("nn.functional.cross_entropy", "nn.functional.nll_loss")
@@ -313,7 +319,7 @@ def _class_loss(op, args, flags, params, size):
     den = None
     if reduction == "mean" and not t.is_floating_point():
         import ember
-        tt = t.reshape(size, -1)
+        tt = rows(t, size)
         keep = tt != p["ignore_index"]
         den = keep.sum(1).to(loss.dtype) if w is None else \
             (w[ember.where(keep, tt, 0)] * keep).sum(1)
@@ -323,10 +329,10 @@ def _class_loss(op, args, flags, params, size):
 def _per_example_weights(loss, target, weight, ignore_index, size, reduction, shape):
     """An unweighted class loss scaled by each example's class weights, then reduced."""
     import ember
-    targets = target.reshape(size, -1)
+    targets = rows(target, size)
     keep = targets != ignore_index
     scale = ember.gather(weight, 1, ember.where(keep, targets, 0)) * keep
-    weighted = loss.reshape(size, -1) * scale
+    weighted = rows(loss, size) * scale
     if reduction == "none":
         return weighted.reshape(shape)
     return _reduced(weighted, size, reduction, scale.sum(1))
@@ -439,3 +445,13 @@ def _fractional_max_pool(op, args, flags, params, size):
             samples.dtype != x.dtype:
         return NotImplemented           # the op's own error
     return _spatial(op, [x, samples], [True, True], params, size, k, batched=(0, 1))
+
+
+@rule("_grid_sampler")
+def _grid_sampler(op, args, flags, params, size):
+    """grid_sample: the batch folded into N (each example's input sampled at its own grid)."""
+    x, g = [a if f else expand_unbatched(a, size) for a, f in zip(args, flags)]
+    n = x.shape[1]
+    y = call(op, [x.reshape((size * n,) + tuple(x.shape[2:])),
+                  g.reshape((size * n,) + tuple(g.shape[2:]))], params)
+    return y.reshape((size, n) + tuple(y.shape[1:]))

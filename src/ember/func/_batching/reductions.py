@@ -1,11 +1,13 @@
 """Rules for ops that take dims (reductions, scans, sorts, softmax, joins, splits): shift every
 dim by one past the batch dim; ``dim=None`` means all logical dims."""
 
+import math
+
 from ember._dtype import bool_
 from ember.func._batching import decompose, rule
 from ember.ops._registry import REGISTRY, call
 
-__all__ = ["shift_dim", "expand_unbatched"]
+__all__ = ["shift_dim", "expand_unbatched", "rows"]
 
 
 def shift_dim(dim, ndim):
@@ -17,6 +19,14 @@ def shift_dim(dim, ndim):
         raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], "
                          f"but got {dim})")
     return dim % max(ndim, 1) + 1
+
+
+def rows(x, size):
+    """``x.reshape(size, -1)``: each example's elements in a row, also for an empty batch
+    (where -1 is ambiguous: the row keeps the width of ``x``'s other dims)."""
+    if size:
+        return x.reshape(size, -1)
+    return x.reshape(0, math.prod(x.shape[1:]))
 
 
 def expand_unbatched(x, size):
@@ -56,7 +66,7 @@ def _dim_rule(dims=("dim",), none="loop", extra=0, expand=False):
                     d = tuple(range(ndim))
                 elif none == "flatten":
                     keep_shape = (size,) + (1,) * ndim if _keepdim(op, params) else None
-                    args = [args[0].reshape(size, -1)] + list(args[1:])
+                    args = [rows(args[0], size)] + list(args[1:])
                     d, ndim = 0, 1
                 else:
                     return NotImplemented
@@ -140,7 +150,7 @@ def _roll(op, args, flags, params, size):
     x, (shifts, dims) = args[0], params
     if dims is None or (isinstance(dims, (tuple, list)) and not dims):
         # rolls the flattened tensor: per sample, along the value's flattened dim 1
-        return call(op, [x.reshape(size, -1)], (shifts, 1)).reshape(x.shape)
+        return call(op, [rows(x, size)], (shifts, 1)).reshape(x.shape)
     return _roll_along_dims(op, args, flags, params, size)
 
 
@@ -168,7 +178,7 @@ def _trace(op, args, flags, params, size):
 @rule("max", "min", "median", "nanmedian")
 def _full_reduction(op, args, flags, params, size):
     import ember
-    flat = args[0].reshape(size, -1)
+    flat = rows(args[0], size)
     if op.name in ("max", "min"):
         return (ember.amax if op.name == "max" else ember.amin)(flat, 1)
     return (ember.median if op.name == "median" else ember.nanmedian)(flat, 1).values
@@ -252,9 +262,9 @@ def _dist(op, args, flags, params, size):
     a, b = (x if f else expand_unbatched(x, size) for x, f in zip((a, b), flags))
     diff = a.reshape((size,) + (1,) * (b.ndim - a.ndim) + tuple(a.shape[1:])) - \
         b.reshape((size,) + (1,) * (a.ndim - b.ndim) + tuple(b.shape[1:]))
-    if diff.numel() == 0:
-        return NotImplemented
-    return ember.linalg.vector_norm(diff.reshape(size, -1), p, dim=1)
+    if diff.numel() == 0 and (size or diff.ndim < 2):
+        return NotImplemented           # (an empty batch of tensors: norms of no rows)
+    return ember.linalg.vector_norm(rows(diff, size), p, dim=1)
 
 
 @rule("quantile", "nanquantile")
@@ -266,7 +276,7 @@ def _quantile(op, args, flags, params, size):
     if fq or not fx or ndim == 0:
         return NotImplemented           # per-example q: the loop
     if dim is None:
-        out = call(op, [x.reshape(size, -1), q], (1, False, interpolation))
+        out = call(op, [rows(x, size), q], (1, False, interpolation))
     else:
         out = call(op, [x, q], (shift_dim(dim, ndim), keepdim, interpolation))
     if getattr(q, "ndim", 0) == 1:

@@ -8,6 +8,7 @@ from ember._creation import zeros, zeros_like
 from ember._hook_handles import RemovableHandle
 from ember._tensor import Tensor
 from ember._warn import outside_level
+from ember.autograd._forward_traces import TRACES, requires_grad_here, vmap_is_innermost
 from ember.autograd.function import Function
 from ember.autograd.grad_mode import is_grad_enabled
 
@@ -256,6 +257,8 @@ def _regular_hook_warning(args, result, grad_fn):
 class BackwardHookFunction(Function):
     """Identity on a group of tensors whose backward hands their gradients to a callback."""
 
+    _python_in_torch = True     # refused under functorch transforms, as PyTorch's is
+
     @staticmethod
     def forward(ctx, callback, *tensors):
         ctx.callback = callback
@@ -278,12 +281,14 @@ class BackwardHook:
         self.user_pre_hooks = user_pre_hooks
         self.n_inputs = 0
         self.input_hooked = False
+        self.no_input_grads = True
         self.grad_outputs = None
 
     def setup_input_hook(self, args):
         """Return ``args`` with the tensors that require grad passed through the hook node."""
         self.n_inputs = len(args)
-        where = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        where = _requiring_grad(args)
+        self.no_input_grads = not where or not is_grad_enabled()    # (PyTorch warns, below)
         if not where or not self.user_hooks or not is_grad_enabled():
             return args     # (under no_grad the inputs pass through as they are)
         self.input_hooked = True
@@ -301,7 +306,7 @@ class BackwardHook:
                           f"or a tuple of Tensors but received {type(result)}", stacklevel=3)
             return result
         outs = (result,) if single else result
-        where = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+        where = _requiring_grad(outs)
         if not where or not is_grad_enabled():
             return result
         # grad_output has one entry per output: None for those that need no grad
@@ -320,16 +325,20 @@ class BackwardHook:
             if out is not None:
                 grads = _check_grads(out, grads, "Backward pre hook", "grad_output")
         self.grad_outputs = grads
-        if not self.input_hooked and self.user_hooks:
+        if not self.input_hooked and (self.user_hooks or self.no_input_grads):
             warnings.warn("Full backward hook is firing when gradients are computed with "
                           "respect to module outputs since no inputs require gradients. See "
                           "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
                           "#torch.nn.Module.register_full_backward_hook for more details.",
                           stacklevel=outside_level())
             for hook in self.user_hooks:
-                if hook(self.module, (None,) * max(self.n_inputs, 1), grads) is not None:
-                    raise RuntimeError("can't change the grad_input of a module whose inputs "
-                                       "do not require grad")
+                res = hook(self.module, (None,) * self.n_inputs, grads)
+                # a tuple of Nones (of any length) is accepted too, as in PyTorch
+                if res is not None and not (isinstance(res, tuple)
+                                            and all(r is None for r in res)):
+                    raise RuntimeError("Backward hook for Modules where no input requires "
+                                       "gradient should always return None or None for all "
+                                       "gradients.")
         # the hooks see None for an output no gradient reached; the graph gets zeros (as in
         # PyTorch, whose hook node materializes them: what feeds that output gets zero grads)
         return tuple(grads[slot] if grads[slot] is not None else
@@ -350,7 +359,33 @@ class BackwardHook:
             out = hook(self.module, full, self.grad_outputs)
             if out is not None:
                 full = _check_grads(out, full, "Backward hook", "grad_input")
+        self.grad_outputs = None    # a double backward reaching the inputs runs no hook again
         return tuple(full[pos] for pos in self.input_positions)
+
+
+def _requiring_grad(values):
+    """The positions of the tensors among ``values`` that require grad as PyTorch's
+    BackwardHook reads the flag: under a vmap innermost among the transforms, a batched
+    tensor reports none; under another transform, only what the innermost one's inputs
+    reach (``requires_grad_here``), so that no hook node is recorded and no Function refuses
+    where PyTorch's does not."""
+    where = [i for i, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad]
+    if not where:
+        return where
+    vmap_inside = vmap_is_innermost()
+    if vmap_inside or TRACES.forward:
+        from ember.func._batched import BatchedTensor      # (ember.func imports nn)
+        if vmap_inside:
+            return [i for i in where if type(values[i]) is not BatchedTensor]
+        where = [i for i in where if requires_grad_here(_unbatched(values[i], BatchedTensor))]
+    return where
+
+
+def _unbatched(t, batched):
+    """The tensor the vmaps (outside the innermost transform) batch ``t`` over."""
+    while type(t) is batched:
+        t = t._value
+    return t
 
 
 def _rewrap(values, where, callback):

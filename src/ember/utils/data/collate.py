@@ -69,7 +69,9 @@ def collate(batch, *, collate_fn_map=None):
     """Collate ``batch`` (a sequence of samples), looking up a function per element type in
     ``collate_fn_map`` first, then recursing into mappings, named tuples and sequences."""
     if isinstance(batch, StackedSamples):
-        if collate_fn_map is not None and collate_fn_map.get(Tensor) is collate_tensor_fn:
+        # an empty batch (a Poisson sampler's) falls through to PyTorch's IndexError
+        if (batch and collate_fn_map is not None
+                and collate_fn_map.get(Tensor) is collate_tensor_fn):
             return batch.stacked()
         batch = list(batch)                     # a custom map may handle tensors its own way
     elem = batch[0]

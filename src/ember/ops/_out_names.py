@@ -1,0 +1,119 @@
+"""How PyTorch words two ``out=`` refusals, where the words are not the op's own.
+
+An ``out=`` call whose inputs require grad is refused in the name of the kernel PyTorch runs
+(``torch.square(x, out=o)`` as ``pow()``, ``torch.fft.rfft`` as ``_fft_r2c()``), or not at
+all where PyTorch's op has no derivative: the result is written, untracked. (PyTorch's
+composites, ``softmax`` or ``linalg.norm``, write their tracked result into ``out`` through
+``copy_``; ember refuses those calls, in the op's name.) And a result that cannot be cast
+safely into ``out`` is refused in some ops' own words rather than the common "result type
+... can't be cast ...". Both are facts of PyTorch's kernels, kept here in tables read only on
+those paths (ops/_out.py).
+"""
+
+from ember._tensor import Tensor
+
+__all__ = ["grad_refusal_kernel", "cast_refusal"]
+
+# ops PyTorch has no derivative for: their out= variant writes into ``out`` untracked,
+# whatever requires grad
+_UNTRACKED = frozenset("""eq ne lt le gt ge logical_and logical_or logical_xor logical_not
+    argmax argmin signbit isposinf isneginf all any special.bessel_j0 special.bessel_j1
+    special.bessel_y0 special.bessel_y1 special.modified_bessel_i0 special.modified_bessel_i1
+    special.modified_bessel_k0 special.modified_bessel_k1 special.scaled_modified_bessel_k0
+    special.scaled_modified_bessel_k1 special.spherical_bessel_j0 special.airy_ai
+    searchsorted bucketize histc isin
+    special.chebyshev_polynomial_t special.chebyshev_polynomial_u
+    special.chebyshev_polynomial_v special.chebyshev_polynomial_w
+    special.shifted_chebyshev_polynomial_t special.shifted_chebyshev_polynomial_u
+    special.shifted_chebyshev_polynomial_v special.shifted_chebyshev_polynomial_w
+    special.hermite_polynomial_h special.hermite_polynomial_he special.laguerre_polynomial_l
+    special.legendre_polynomial_p""".split())
+
+# op -> the kernel PyTorch's refusal names
+_KERNELS = {
+    "nn.functional.logsigmoid": "log_sigmoid_forward", "_max_dim": "max", "_min_dim": "min",
+    "_median_dim": "median", "_nanmedian_dim": "nanmedian",
+    "square": "pow", "float_power": "pow", "diff": "sub", "kron": "mul", "outer": "mul",
+    "cross": "linalg_cross", "linalg.cross": "linalg_cross", "linalg.vecdot": "sum",
+    "linalg.multi_dot": "mm", "linalg.inv": "linalg_inv_ex", "inverse": "linalg_inv_ex",
+    "linalg.solve": "_linalg_solve_ex", "linalg.solve_ex": "_linalg_solve_ex",
+    "linalg.solve_triangular": "linalg_solve_triangular",
+    "linalg.lu_factor": "linalg_lu_factor_ex", "linalg.lu_factor_ex": "linalg_lu_factor_ex",
+    "linalg.lu_solve": "linalg_lu_solve", "linalg.det": "_linalg_det",
+    "linalg.slogdet": "_linalg_slogdet", "slogdet": "_linalg_slogdet",
+    "linalg.vector_norm": "linalg_vector_norm", "norm": "linalg_vector_norm",
+    "linalg.pinv": "linalg_pinv", "linalg.svdvals": "_linalg_svd",
+    "linalg.householder_product": "linalg_householder_product",
+    "orgqr": "linalg_householder_product", "nanmean": "nansum", "take_along_dim": "gather",
+    "msort": "sort",
+    **{f"special.{n}": f"special_{n}" for n in (
+        "i0e", "i1", "i1e", "ndtri", "log_ndtr", "erfcx", "entr", "xlog1py", "zeta")},
+    # the FFTs run a real-to-complex, complex-to-complex or complex-to-real kernel
+    **dict.fromkeys(("fft.fft2", "fft.ifft2", "fft.fftn", "fft.ifftn", "fft.ihfft2",
+                     "fft.ihfftn"), "_fft_c2c"),
+    **dict.fromkeys(("fft.rfft", "fft.rfft2", "fft.rfftn"), "_fft_r2c"),
+    **dict.fromkeys(("fft.irfft", "fft.irfft2", "fft.irfftn", "fft.hfft", "fft.hfft2",
+                     "fft.hfftn"), "_fft_c2r"),
+}
+
+
+def _complex_input(inputs):
+    return bool(inputs) and isinstance(inputs[0], Tensor) and inputs[0].dtype.is_complex
+
+
+# ops whose kernel depends on the input: fft of a real signal is r2c
+_BY_INPUT = {
+    "fft.fft": lambda inputs: "_fft_c2c" if _complex_input(inputs) else "_fft_r2c",
+    "fft.ifft": lambda inputs: "_fft_c2c" if _complex_input(inputs) else "fft.ifft",
+}
+
+
+def grad_refusal_kernel(op, inputs):
+    """The name PyTorch's refusal of ``op``'s out= call with inputs requiring grad gives
+    (``pow`` for ``square``), or None where it writes the result untracked."""
+    name = op.name
+    if name in _UNTRACKED or not op.differentiable:     # (nonzero's: declared so)
+        return None
+    by_input = _BY_INPUT.get(name)
+    if by_input is not None:
+        return by_input(inputs)
+    return _KERNELS.get(name, name.removeprefix("nn.functional."))
+
+
+_SAFELY = "{name}: Expected {what} to be safely castable from {want} dtype, but got {what} " \
+          "with dtype {got}"
+_CAN_CAST = ("Expected canCast( typeMetaToScalarType(self.dtype()), typeMetaToScalarType("
+             "out.dtype())) to be true, but got false.  (Could this error message be improved?"
+             "  If so, please report an enhancement request to PyTorch.)")
+
+# op -> (exception type, message) for a result that cannot be cast safely into out
+_CASTS = {
+    **{n: (RuntimeError, _SAFELY.format(name=t, what="result", want="{want}", got="{got}"))
+       for n, t in (("linalg.tensorinv", "tensorinv"), ("linalg.tensorsolve", "tensorsolve"),
+                    ("linalg.matrix_power", "matrix_power"), ("matrix_power", "matrix_power"),
+                    ("linalg.cond", "linalg.cond"), ("linalg.pinv", "linalg.pinv"),
+                    ("linalg.householder_product", "torch.linalg.householder_product"),
+                    ("orgqr", "torch.linalg.householder_product"))},
+    "linalg.eigvals": (RuntimeError, _SAFELY.format(
+        name="torch.linalg.eigvals", what="eigenvalues", want="{want}", got="{got}")),
+    "geqrf": (RuntimeError, _SAFELY.format(name="torch.geqrf", what="a", want="{want}",
+                                           got="{got}")),
+    **dict.fromkeys(("max", "min"), (RuntimeError, _CAN_CAST)),
+    **dict.fromkeys(("cat", "stack"), (TypeError, "torch.cat(): input types can't be cast to "
+                                                  "the desired output type {got}")),
+    "inner": (RuntimeError, "tensordot: Expected the output tensor to have dtype {want}, but "
+                            "got an output tensor with dtype {got}"),
+    "addbmm": (RuntimeError, "self and mat2 must have the same dtype, but got {got} and {want}"),
+    # (PyTorch's message names the result's dtype twice)
+    "mvlgamma": (RuntimeError, "mvlgamma: result type {want} can't be cast to the desired "
+                               "output type {want}"),
+}
+
+
+def cast_refusal(op, want, got):
+    """The error for ``op``'s result of dtype ``want`` that cannot be cast into an ``out=`` of
+    dtype ``got``."""
+    kind, text = _CASTS.get(op.name, (RuntimeError, "result type {want} can't be cast to the "
+                                                    "desired output type {got}"))
+    return kind(text.format(want=want._torch_name, got=got._torch_name))
+
