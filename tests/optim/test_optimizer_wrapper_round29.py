@@ -7,27 +7,35 @@ import numpy as np
 import ember
 
 
-class _Wrapper(ember.optim.Optimizer):
-    def __init__(self, optimizer):
-        self.original_optimizer = optimizer
+def wrapper_class(lib):
+    """opacus's DPOptimizer shape: an Optimizer subclass that never runs Optimizer.__init__
+    and halves the gradients before the optimizer it wraps steps (shared with the parity
+    test of the same program)."""
+    class Wrapper(lib.optim.Optimizer):
+        def __init__(self, optimizer):
+            self.original_optimizer = optimizer
 
-    @property
-    def param_groups(self):
-        return self.original_optimizer.param_groups
+        @property
+        def param_groups(self):
+            return self.original_optimizer.param_groups
 
-    @property
-    def state(self):
-        return self.original_optimizer.state
+        @property
+        def state(self):
+            return self.original_optimizer.state
 
-    @property
-    def defaults(self):
-        return self.original_optimizer.defaults
+        @property
+        def defaults(self):
+            return self.original_optimizer.defaults
 
-    def step(self, closure=None):
-        for g in self.param_groups:
-            for p in g["params"]:
-                p.grad = p.grad * 0.5
-        return self.original_optimizer.step()
+        def step(self, closure=None):
+            for g in self.param_groups:
+                for p in g["params"]:
+                    p.grad = p.grad * 0.5
+            return self.original_optimizer.step()
+    return Wrapper
+
+
+_Wrapper = wrapper_class(ember)
 
 
 def test_wrapper_without_init_steps_under_step_lr():

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.optim.test_optimizer_wrapper_round29 import wrapper_class
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -218,27 +219,7 @@ def test_dataloader_empty_batch_reaches_collate(collate):
 # --- an optimizer that never ran Optimizer.__init__ ---------------------------------------------
 
 def _wrapper_optimizer(lib):
-    class Wrapper(lib.optim.Optimizer):
-        def __init__(self, optimizer):
-            self.original_optimizer = optimizer
-
-        @property
-        def param_groups(self):
-            return self.original_optimizer.param_groups
-
-        @property
-        def state(self):
-            return self.original_optimizer.state
-
-        @property
-        def defaults(self):
-            return self.original_optimizer.defaults
-
-        def step(self, closure=None):
-            for g in self.param_groups:
-                for p in g["params"]:
-                    p.grad = p.grad * 0.5
-            return self.original_optimizer.step()
+    Wrapper = wrapper_class(lib)
 
     m = lib.nn.Linear(2, 1)
     with lib.no_grad():

@@ -20,25 +20,10 @@ import numpy as np
 import pytest
 
 import ember
+from tests.autograd.test_gradcheck_reentrant_round29 import drifting
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def _drifting(lib):
-    """A Function whose backward returns a slightly different gradient on every call."""
-    class Drift(lib.autograd.Function):
-        calls = 0
-
-        @staticmethod
-        def forward(ctx, x):
-            return x * 3
-
-        @staticmethod
-        def backward(ctx, g):
-            Drift.calls += 1
-            return g * (3 + 1e-4 * Drift.calls)
-    return Drift
 
 
 def _outcome(call):
@@ -54,7 +39,7 @@ def _outcome(call):
 def test_gradcheck_non_reentrant_backward_like_torch(kwargs, expected):
     def run(lib):
         x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
-        return _outcome(lambda: lib.autograd.gradcheck(_drifting(lib).apply, (x,), **kwargs))
+        return _outcome(lambda: lib.autograd.gradcheck(drifting(lib).apply, (x,), **kwargs))
     ours, theirs = run(ember), run(torch)
     assert ours == theirs
     assert theirs[0] == expected
