@@ -380,18 +380,9 @@ def dino_program(torch):
     return res
 
 
-def barlow_vicreg_program(torch):
-    """Barlow Twins and VICReg losses on a shared backbone, trained with a LARS optimiser
-    written as an Optimizer subclass that excludes biases and norms from adaptation."""
-    nn, F = torch.nn, torch.nn.functional
-    rng = np.random.default_rng(2303)
-    res = {}
-
-    def off_diagonal(x):
-        n, m = x.shape
-        assert n == m
-        return x.flatten()[:-1].view(n - 1, n + 1)[:, 1:].flatten()
-
+def lars_class(torch):
+    """Barlow Twins' LARS (facebookresearch/barlowtwins): the trust ratio and weight decay
+    skipped by filters (biases and norms), heavy-ball momentum (shared by round 29's LARS)."""
     class LARS(torch.optim.Optimizer):
         def __init__(self, params, lr, weight_decay=0, momentum=0.9, eta=0.001,
                      weight_decay_filter=None, lars_adaptation_filter=None):
@@ -429,6 +420,22 @@ def barlow_vicreg_program(torch):
                     mu.mul_(g["momentum"]).add_(dp)
                     p.add_(mu, alpha=-g["lr"])
             return loss
+    return LARS
+
+
+def barlow_vicreg_program(torch):
+    """Barlow Twins and VICReg losses on a shared backbone, trained with a LARS optimiser
+    written as an Optimizer subclass that excludes biases and norms from adaptation."""
+    nn, F = torch.nn, torch.nn.functional
+    rng = np.random.default_rng(2303)
+    res = {}
+
+    def off_diagonal(x):
+        n, m = x.shape
+        assert n == m
+        return x.flatten()[:-1].view(n - 1, n + 1)[:, 1:].flatten()
+
+    LARS = lars_class(torch)
 
     def exclude_bias_and_norm(p):
         return p.ndim == 1

@@ -11,6 +11,7 @@ import pytest
 
 import ember
 from tests.parity._programs import fill_, normal, program_tests
+from tests.parity.test_parity_programs_round23_self_supervised import lars_class
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -124,38 +125,7 @@ def _lars_lamb(torch):
     """LARS (with the trust ratio excluded for biases and norms, as SimCLR/BYOL code does) and
     LAMB written the way repositories write them."""
 
-    class LARS(torch.optim.Optimizer):
-        def __init__(self, params, lr, weight_decay=0, momentum=0.9, eta=0.001,
-                     weight_decay_filter=None, lars_adaptation_filter=None):
-            defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, eta=eta,
-                            weight_decay_filter=weight_decay_filter,
-                            lars_adaptation_filter=lars_adaptation_filter)
-            super().__init__(params, defaults)
-
-        @torch.no_grad()
-        def step(self, closure=None):
-            for g in self.param_groups:
-                for p in g["params"]:
-                    dp = p.grad
-                    if dp is None:
-                        continue
-                    if g["weight_decay_filter"] is None or not g["weight_decay_filter"](p):
-                        dp = dp.add(p, alpha=g["weight_decay"])
-                    if g["lars_adaptation_filter"] is None or not g["lars_adaptation_filter"](p):
-                        param_norm = torch.norm(p)
-                        update_norm = torch.norm(dp)
-                        one = torch.ones_like(param_norm)
-                        q = torch.where(param_norm > 0.,
-                                        torch.where(update_norm > 0,
-                                                    (g["eta"] * param_norm / update_norm), one),
-                                        one)
-                        dp = dp.mul(q)
-                    param_state = self.state[p]
-                    if "mu" not in param_state:
-                        param_state["mu"] = torch.zeros_like(p)
-                    mu = param_state["mu"]
-                    mu.mul_(g["momentum"]).add_(dp)
-                    p.add_(mu, alpha=-g["lr"])
+    LARS = lars_class(torch)
 
     class Lamb(torch.optim.Optimizer):
         def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0):
