@@ -10,7 +10,7 @@ from ember._tensor import Tensor, _view_tracks
 from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import xp_of
-from ember.ops._out_names import cast_refusal, grad_refusal_kernel
+from ember.ops._out_names import NOT_IMPLEMENTED_OUT, cast_refusal, grad_refusal_kernel
 from ember.ops._overlap import check_internal_overlap
 
 __all__ = ["write_out"]
@@ -21,11 +21,19 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
     op's operands, for the ops whose check of out's dtype depends on them."""
     results = outputs if type(outputs) is tuple else (outputs,)
     targets = out if isinstance(out, (tuple, list)) else (out,)
+    hang = None
     if _GRAD.grad_enabled and (requires_grad or any(
             isinstance(d, Tensor) and (d._requires_grad or d._grad_fn is not None
                                        or _view_tracks(d))
             for d in targets)):     # (a forward-mode transform's input too: it records)
         name = grad_refusal_kernel(op, inputs)      # (None: PyTorch writes, untracked)
+        if name is None and op.name in NOT_IMPLEMENTED_OUT:
+            if not requires_grad or any(isinstance(d, Tensor) and (d.requires_grad or
+                                                                   d._view is not None)
+                                        for d in targets):
+                name = op.name          # (an out that records, or a view: refused, as before)
+            else:
+                hang = op.name
         if name is not None:
             raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
                                f"automatic differentiation, but one of the arguments requires "
@@ -67,6 +75,18 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
             _resize_storage(dst, res.shape)
         xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
         dst._bump_version()
+    if hang is not None:
+        _hang_not_implemented(targets, inputs, hang)
     if op.namedtuple is not None and type(out) is tuple:     # sort(out=...): return_types.sort_out
         return getattr(op.namedtuple, "out_type", op.namedtuple)(*out)
     return out
+
+
+def _hang_not_implemented(targets, inputs, kernel):
+    """Give each out tensor PyTorch's node NotImplemented over the inputs requiring grad: it
+    refuses backward ("derivative for ``kernel`` is not implemented")."""
+    from ember.ops.random_nodes import NOT_IMPLEMENTED, _sampled
+    tensors = [t for t in inputs if isinstance(t, Tensor) and t.requires_grad]
+    for dst in targets:
+        node = _sampled(tensors, dst._data, NOT_IMPLEMENTED, kernel)
+        dst._grad_fn, dst._output_nr = node._grad_fn, 0

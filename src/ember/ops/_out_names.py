@@ -12,7 +12,7 @@ those paths (ops/_out.py).
 
 from ember._tensor import Tensor
 
-__all__ = ["grad_refusal_kernel", "cast_refusal"]
+__all__ = ["grad_refusal_kernel", "cast_refusal", "NOT_IMPLEMENTED_OUT"]
 
 # ops PyTorch has no derivative for: their out= variant writes into ``out`` untracked,
 # whatever requires grad
@@ -28,6 +28,10 @@ _UNTRACKED = frozenset("""eq ne lt le gt ge logical_and logical_or logical_xor l
     special.shifted_chebyshev_polynomial_v special.shifted_chebyshev_polynomial_w
     special.hermite_polynomial_h special.hermite_polynomial_he special.laguerre_polynomial_l
     special.legendre_polynomial_p""".split())
+
+# ops PyTorch has no derivative for whose out= variant, inputs requiring grad, still records:
+# out gets a node named NotImplemented refusing backward in the kernel's name
+NOT_IMPLEMENTED_OUT = frozenset({"floor_divide", "heaviside", "histogram"})
 
 # op -> the kernel PyTorch's refusal names
 _KERNELS = {
@@ -45,7 +49,7 @@ _KERNELS = {
     "linalg.pinv": "linalg_pinv", "linalg.svdvals": "_linalg_svd",
     "linalg.householder_product": "linalg_householder_product",
     "orgqr": "linalg_householder_product", "nanmean": "nansum", "take_along_dim": "gather",
-    "msort": "sort",
+    "msort": "sort", "argsort": "sort",
     **{f"special.{n}": f"special_{n}" for n in (
         "i0e", "i1", "i1e", "ndtri", "log_ndtr", "erfcx", "entr", "xlog1py", "zeta")},
     # the FFTs run a real-to-complex, complex-to-complex or complex-to-real kernel
@@ -72,7 +76,8 @@ def grad_refusal_kernel(op, inputs):
     """The name PyTorch's refusal of ``op``'s out= call with inputs requiring grad gives
     (``pow`` for ``square``), or None where it writes the result untracked."""
     name = op.name
-    if name in _UNTRACKED or not op.differentiable:     # (nonzero's: declared so)
+    # (nonzero's: declared so; NOT_IMPLEMENTED_OUT's records a node write_out hangs)
+    if name in _UNTRACKED or name in NOT_IMPLEMENTED_OUT or not op.differentiable:
         return None
     by_input = _BY_INPUT.get(name)
     if by_input is not None:

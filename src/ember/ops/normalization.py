@@ -38,6 +38,7 @@ from ember.ops import norm_batch_backward, norm_functions  # noqa: F401  (regist
 
 ALIASES = {}
 PUBLIC = {"batch_norm": batch_norm, "layer_norm": layer_norm, "group_norm": group_norm,
+          "_fused_rms_norm": _fused_rms_norm.function,  # PyTorch exposes torch._fused_rms_norm
           **norm_functions.PUBLIC}
 FUNCTIONAL = {"batch_norm": functional_batch_norm, "layer_norm": functional_layer_norm,
               "group_norm": functional_group_norm, **norm_functions.FUNCTIONAL}

@@ -111,7 +111,7 @@ def _(grads, x, dim, descending, stable, *, out):
 sort.reads_inputs(())       # the indices and the input's size: PyTorch saves no input
 
 
-@op("argsort(input, dim=-1, descending=False, *, stable=False)", promote=SORT, out=False)
+@op("argsort(input, dim=-1, descending=False, *, stable=False)", promote=SORT)
 def argsort(xp, x, dim, descending, stable):
     """The indices that sort ``input`` along ``dim`` (always stably)."""
     if type(dim) is not int or type(descending) is not bool:
@@ -119,6 +119,18 @@ def argsort(xp, x, dim, descending, stable):
     if stable is not False:
         _check_stable_alone("argsort")
     return _sorted(xp, x, dim, descending)[1]
+
+
+def _check_out_has_stable(got, want, inputs):
+    """PyTorch's TypeError for argsort's ``out=`` without ``stable``: only its signature with
+    ``stable`` takes ``out`` (run on the out= path only, as its dtype check)."""
+    shape = call_shape("argsort")
+    if shape is not None and "stable" not in shape[1]:
+        raise invalid_combination("argsort", ())
+    return False            # (the dtype itself: checked as MESSAGES says)
+
+
+argsort.out_dtype_check = _check_out_has_stable
 
 
 @op("msort(input)", promote=SORT)
