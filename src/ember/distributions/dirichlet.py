@@ -4,6 +4,7 @@ import ember
 from ember.distributions import constraints
 from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.utils import refuse_vmap_of_function
+from ember.ops.gamma_sampling import _dirichlet_sample
 
 __all__ = ["Dirichlet"]
 
@@ -30,13 +31,11 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         refuse_vmap_of_function()
-        # normalized Gamma(alpha_i, 1) samples; the gradient flows through each gamma's
-        # reparameterization
-        gammas = ember._standard_gamma(self.concentration.expand(self._extended_shape(
-            sample_shape)))
-        value = gammas / gammas.sum(-1, keepdim=True)
-        value.detach().clamp_(min=ember.finfo(value.dtype).tiny)
-        return value
+        # the gradient is Jankowiak & Obermeyer's (2018) through the Beta marginals (as
+        # PyTorch's _dirichlet_grad), not the one through the normalized gammas
+        concentration = self.concentration.expand(self._extended_shape(sample_shape))
+        value = ember._sample_dirichlet(concentration.detach())
+        return _dirichlet_sample(concentration, value)
 
     def log_prob(self, value):
         if self._validate_args:

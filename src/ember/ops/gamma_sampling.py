@@ -1,4 +1,4 @@
-"""Gamma sampling's differentiable part.
+"""Gamma and Dirichlet sampling's differentiable parts (Dirichlet's: below ``_dirichlet_grad``).
 
 ``ember._standard_gamma`` draws Gamma(alpha, 1) samples on the host (ember/_random.py) and
 passes them through ``_standard_gamma_sample`` here, whose derivative is the implicit
@@ -24,6 +24,7 @@ computed in float64:
 import numpy as np
 
 from ember import _dtype as D
+from ember.autograd.grad_mode import no_grad
 from ember.backend import special_of
 from ember.ops._registry import op
 
@@ -126,4 +127,109 @@ def _(grad, alpha, sample):
     return grad * _standard_gamma_grad(alpha, sample), None
 
 
-PUBLIC = {"_standard_gamma_grad": _standard_gamma_grad.function}     # torch._standard_gamma_grad
+# --- Dirichlet: x_i's marginal is Beta(a, b), a = alpha_i, b = total - a the other alphas' sum.
+# ``_dirichlet_grad`` is (dx/da at fixed b and quantile I_x(a, b)) / (1 - x), the factor by
+# which Dirichlet's rsample scales its gradient (Jankowiak & Obermeyer, 2018), with
+#   dx/da = -int_0^x f(t) (log t - digamma(a) + digamma(a + b)) dt / f(x),
+# f the Beta density, or + the same integral over [x, 1] (both together are zero). The tail
+# below x (x at most the mean) is integrated in u, t = x u^(1/a), the one above in v,
+# 1 - t = (1 - x) v^(1/b), which take out the power at the far end: the integrands are
+# ((1 - t) / (1 - x))^(b - 1) x / a and (t / x)^(a - 1) (1 - x) / b, summed on a tanh-sinh
+# rule u = expit(pi sinh tau) in logs (the power alone can overflow where u underflows).
+_TS_TAU = np.arange(-5.0, 3.5, 0.05)
+_TS_LOG_U = -np.logaddexp(0.0, -np.pi * np.sinh(_TS_TAU))
+_TS_LOG_W = (np.log(np.pi * np.cosh(_TS_TAU) * 0.05) + _TS_LOG_U
+             - np.logaddexp(0.0, np.pi * np.sinh(_TS_TAU)))
+
+
+def _dirichlet_tail(xp, a, b, x, psi_gap):
+    """(dx/da) * a (x at most the mean) by the tanh-sinh rule over the tail below x."""
+    log_u, log_w = xp.asarray(_TS_LOG_U), xp.asarray(_TS_LOG_W)
+    out = xp.empty_like(x)
+    chunk = _CHUNK.get(xp, 1 << 18)
+    for start in range(0, x.size, chunk):
+        part = slice(start, start + chunk)
+        pa, pb, px = a[part, None], b[part, None], x[part, None]
+        log_ratio = log_u / pa                          # log(t / x)
+        t = px * xp.exp(log_ratio)
+        log_f = (pb - 1) * (xp.log1p(-t) - xp.log1p(-px)) + log_w
+        h = xp.log(px) + log_ratio - psi_gap[part, None]
+        out[part] = -(xp.exp(log_f) * h).sum(-1) * x[part]
+    return out
+
+
+def _dirichlet_head(xp, a, b, x, psi_gap):
+    """(dx/da) * b (x above the mean) by the tanh-sinh rule over the tail above x."""
+    log_v, log_w = xp.asarray(_TS_LOG_U), xp.asarray(_TS_LOG_W)
+    out = xp.empty_like(x)
+    chunk = _CHUNK.get(xp, 1 << 18)
+    for start in range(0, x.size, chunk):
+        part = slice(start, start + chunk)
+        pa, pb, px = a[part, None], b[part, None], x[part, None]
+        log_t = xp.log1p(-(1 - px) * xp.exp(log_v / pb))
+        log_f = (pa - 1) * (log_t - xp.log(px)) + log_w
+        out[part] = (xp.exp(log_f) * (log_t - psi_gap[part, None])).sum(-1) * (1 - x[part])
+    return out
+
+
+@op("_dirichlet_grad(x, alpha, total)", inputs=3, method=False,
+    grad_fn_name="NotImplemented")
+def _dirichlet_grad(xp, x, alpha, total):
+    """d x / d alpha / (1 - x) at a fixed quantile of ``x`` ~ Beta(alpha, total - alpha),
+    the other concentrations held: the factor in Dirichlet's reparameterized gradient."""
+    for other in (alpha, total):
+        if other.dtype != x.dtype:
+            raise RuntimeError(f"Found dtype {D.FROM_NUMPY[other.dtype]._torch_name} but "
+                               f"expected {D.FROM_NUMPY[x.dtype]._torch_name}")
+    dtype = D.FROM_NUMPY[x.dtype]
+    if dtype not in (D.float32, D.float64):
+        kernel = "_dirichlet_grad_" + ("cpu" if xp is np else "cuda")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtype._torch_name}'")
+    x, alpha, total = xp.broadcast_arrays(x, alpha, total)
+    shape = x.shape
+    t = x.astype(np.float64).ravel()
+    a = alpha.astype(np.float64).ravel()
+    b = total.astype(np.float64).ravel() - a
+    ok = (t > 0) & (t < 1) & (a > 0) & (b > 0) & xp.isfinite(a) & xp.isfinite(b)
+    t, a, b = xp.where(ok, t, 0.5), xp.where(ok, a, 1.0), xp.where(ok, b, 1.0)
+    psi_gap = special_of(xp).digamma(a) - special_of(xp).digamma(a + b)
+    low = t * (a + b) <= a
+    grad = xp.zeros_like(t)
+    if bool(low.any()):
+        grad[low] = _dirichlet_tail(xp, a[low], b[low], t[low], psi_gap[low]) / a[low]
+    if not bool(low.all()):
+        high = ~low
+        grad[high] = _dirichlet_head(xp, a[high], b[high], t[high], psi_gap[high]) / b[high]
+    grad = grad / (1 - t)
+    # PyTorch's value where x <= 0 is 0; ember's elsewhere outside the support is NaN
+    grad = xp.where(ok, grad, xp.where(x.ravel() <= 0, 0.0, xp.nan))
+    return grad.reshape(shape).astype(x.dtype, copy=False)
+
+
+@_dirichlet_grad.derivative
+def _(grad, x, alpha, total):
+    raise RuntimeError("derivative for aten::_dirichlet_grad is not implemented")
+
+
+@op("_dirichlet_sample(self, sample)", inputs=2, method=False,
+    grad_fn_name="_DirichletBackward")
+def _dirichlet_sample(xp, alpha, sample):
+    """``sample`` (Dirichlet(self) samples over the last dimension, drawn elsewhere), with
+    the reparameterization gradient of Jankowiak & Obermeyer (2018) with respect to
+    ``self``."""
+    return sample.copy()
+
+
+@_dirichlet_sample.derivative
+def _(grad, alpha, sample):
+    # x_i moves by d_i (1 - x_i) with alpha_i and the other x_j by -d_i x_j, which keeps the
+    # sample on the simplex: d = _dirichlet_grad(x, alpha, sum alpha). Once differentiable,
+    # as PyTorch's: under create_graph the gradient has no grad_fn
+    with no_grad():
+        total = alpha.sum(-1, keepdim=True).expand_as(alpha)
+        d = _dirichlet_grad(sample, alpha, total)
+        return d * (grad - (sample * grad).sum(-1, keepdim=True)), None
+
+
+PUBLIC = {"_standard_gamma_grad": _standard_gamma_grad.function,     # torch._standard_gamma_grad
+          "_dirichlet_grad": _dirichlet_grad.function}
