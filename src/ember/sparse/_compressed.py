@@ -91,10 +91,12 @@ def _build(layout, compressed_indices, plain_indices, values, size, dtype, devic
                                        plain.reshape(count, plain.shape[-1])):
             _check_indices(layout, b_pointers, b_plain, values.shape[len(batch)], size[-2:],
                            block, dtypes)
+    from ember.ops.underivable import refuse_forward_ad
+    refuse_forward_ad("sparse_compressed_tensor", values)
     if values.requires_grad and not requires_grad:
-        from ember.ops._recording import rename_node
         from ember.ops.conversion import _alias
-        values = rename_node(_alias(values),    # a non-leaf sparse tensor, as in PyTorch
+        from ember.sparse._names import freeing
+        values = freeing(_alias(values),        # a non-leaf sparse tensor, as in PyTorch
                              "SparseCompressedTensorBackward0")
     return _make_leaf(compressed(layout, pointers, plain, values, size), requires_grad)
 

@@ -336,19 +336,23 @@ def _to_sparse_method(self, *args, sparse_dim=None, **kwargs):
     if sparse_dim is not None:
         args = args + (sparse_dim,)
     # PyTorch's overloads: to_sparse(sparse_dim) and to_sparse(*, layout, ...)
+    _refuse_forward_ad(self, "_to_sparse")
     return _from_dense(self, to_sparse(self, *args, **kwargs),
                        "ToSparseBackward0" if args else "ToSparseBackward1")
 
 
 def _to_sparse_coo_method(self):
+    _refuse_forward_ad(self, "_to_sparse")
     return _from_dense(self, to_sparse_coo(self), "ToSparseBackward1")
 
 
 def _to_sparse_csr_method(self, dense_dim=None):
+    _refuse_forward_ad(self, "_to_sparse_csr")
     return _from_dense(self, to_sparse_csr(self, dense_dim), "ToSparseCsrBackward0")
 
 
 def _to_sparse_csc_method(self, dense_dim=None):
+    _refuse_forward_ad(self, "_to_sparse_csc")
     return _from_dense(self, to_compressed(self, L.sparse_csc, None, dense_dim),
                        "ToSparseCscBackward0")
 
@@ -363,7 +367,15 @@ def _blocked_method(layout):
 
 
 def _blocked_call(self, layout, blocksize, dense_dim=None):
+    _refuse_forward_ad(self, f"_to_{layout.name}")
     return to_compressed(self, layout, blocksize, dense_dim)
+
+
+def _refuse_forward_ad(x, kernel):
+    """PyTorch's error where forward AD reaches the conversion ``kernel`` of ``x``, which has
+    no forward derivative."""
+    from ember.ops.underivable import refuse_forward_ad
+    refuse_forward_ad(kernel, x._v if isinstance(x, SparseTensor) else x)
 
 
 def _sparse_mask(self, mask):

@@ -15,7 +15,7 @@ from ember.sparse._dispatch import (ANY_LAYOUT, BATCHED, HANDLERS, backend_name,
 from ember.sparse._layout_policy import (_COO_ONLY, _check_add_layouts, _check_mul_layouts,
                                          _coo_only, _is_compressed, _refuse_compressed,
                                          _refuse_values_op)
-from ember.sparse._names import named
+from ember.sparse._names import freeing, named
 from ember.sparse._origin import carry_linear
 from ember.sparse._refusals import bare_repr, refusing
 from ember.sparse._tensor import compressed, coo
@@ -356,7 +356,12 @@ def _sparse_sum(input, dim, dtype):
                            f"{L.short_name(input.layout)}")
     if not is_sparse(input):
         raise RuntimeError("coalesce expected sparse coordinate tensor layout but got Strided")
-    values = _sum_dtype(input._v, dtype)
+    values = input._v
+    if dim is None and values.requires_grad and ember.is_grad_enabled():
+        # PyTorch's sums ``coalesce().values()``, whose node saves (and frees) the input
+        from ember.ops.conversion import _alias
+        values = freeing(_alias(values), "ValuesBackward0")
+    values = _sum_dtype(values, dtype)
     if dim is None:
         return values.sum()
     dims = _summed_dims(dim, input.ndim)

@@ -4,13 +4,15 @@
 
 import ember
 from ember._tensor import _make
+from ember.autograd._forward_traces import FORWARD_OPEN, reaches_forward_inputs
 from ember.autograd.function import Function
 from ember.backend import xp_of
 from ember.backend.sparse_products import csr_times_dense
+from ember.ops._op_errors import forward_ad_not_implemented
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
 from ember.sparse._compressed import expand_pointers
-from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, handles, is_sparse
+from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, backend_name, handles, is_sparse
 from ember.sparse._names import named as _named
 from ember.sparse._ops import as_coo, transpose
 from ember.sparse._origin import in_layout, origin_of
@@ -142,6 +144,8 @@ def _product(a, b, name="addmm", dense_grad=False):
     indices (``sparse.mm``)."""
     _check_product_layouts(a, b)
     _check_compressed_shapes(a, b)
+    if FORWARD_OPEN[0]:
+        _refuse_forward_ad(a, b, dense_grad)
     if is_sparse(a) and is_sparse(b):
         # no sparse-times-sparse kernel: the product through the second operand made dense
         product = _sparse_times_dense(a, b.to_dense(), name, _origin_anchor(a, dense_grad))
@@ -155,6 +159,23 @@ def _product(a, b, name="addmm", dense_grad=False):
     flipped = _sparse_times_dense(transpose(as_coo(b), 0, 1), a.t() if a.ndim == 2 else a,
                                   name, None if anchor is None else anchor.t())
     return flipped.t() if a.ndim == 2 else flipped
+
+
+def _refuse_forward_ad(a, b, dense_grad):
+    """PyTorch's errors where a forward-mode transform's inputs reach a product with a sparse
+    operand: its compressed operands have no strides for the tangent, its COO ``mm`` makes a
+    zero tangent in a layout without that kernel, and ``sparse.mm`` and ``sparse.addmm`` (its
+    ``_sparse_addmm``) have no forward derivative."""
+    if not any(reaches_forward_inputs(x._v if is_sparse(x) else x) for x in (a, b)):
+        return
+    for x in (a, b):
+        if is_sparse(x) and x.layout is not L.sparse_coo:
+            kind = L.short_name(x.layout)[len("Sparse"):].upper()
+            raise RuntimeError(f"Sparse {kind} tensors do not have strides")
+    if dense_grad:
+        raise NotImplementedError(f"Could not run 'aten::_efficientzerotensor' with arguments "
+                                  f"from the '{backend_name((a, b))}' backend.")
+    raise forward_ad_not_implemented("_sparse_addmm")
 
 
 def _check_compressed_shapes(a, b):

@@ -148,14 +148,14 @@ class SparseTensor(ValuesBacked, Tensor):
                                ".coalesce() first")
         v = self._v
         if v.requires_grad and ember.is_grad_enabled():
-            from ember.ops._recording import rename_node
             from ember.ops.conversion import _alias
+            from ember.sparse._names import freeing
             if self._layout is not L.sparse_coo and self._layout is not L.sparse_csr:
                 from ember.sparse._refusals import refusing
                 kind = L.short_name(self._layout)[len("Sparse"):].upper()
                 return refusing(v, "ValuesBackward0", RuntimeError(
                     f"Sparse {kind} tensors do not have is_contiguous"))   # as PyTorch's
-            alias = rename_node(_alias(v), "ValuesBackward0")
+            alias = freeing(_alias(v), "ValuesBackward0")     # (it saves self)
             if self._leaf and self._layout is L.sparse_csr:
                 alias.register_hook(self._mark_grad_via_values)
             return alias
@@ -601,10 +601,12 @@ def sparse_coo_tensor(indices=None, values=None, size=NO_SIZE, *, dtype=None, de
                                f"{[nnz, *size[sparse_dim:]]}, got {list(values.shape)}")
         if nnz and check_invariants is not False:
             _check_coo_indices(indices, size)
+    from ember.ops.underivable import refuse_forward_ad
+    refuse_forward_ad("_sparse_coo_tensor_with_dims_and_tensors", values)
     if values.requires_grad and not requires_grad:
-        from ember.ops._recording import rename_node
         from ember.ops.conversion import _alias
-        values = rename_node(_alias(values),    # a non-leaf sparse tensor, as in PyTorch
+        from ember.sparse._names import freeing
+        values = freeing(_alias(values),        # a non-leaf sparse tensor, as in PyTorch
                              "SparseCooTensorWithDimsAndTensorsBackward0")
     out = coo(indices, values, size, bool(is_coalesced))
     return _make_leaf(out, requires_grad)
