@@ -4,22 +4,9 @@ without torch: against central differences of SciPy's regularized incomplete bet
 
 import numpy as np
 import pytest
-import scipy.special as sp
-import scipy.stats as st
 
 import ember
-
-
-def _reference(x, alpha, total):
-    """(dx/dalpha at a fixed quantile I_x(alpha, beta), beta = total - alpha held) / (1 - x)."""
-    x, alpha, total = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (x, alpha, total)))
-    beta = total - alpha
-    h = 1e-6 * alpha
-    d_cdf = (sp.betainc(alpha + h, beta, x) - sp.betainc(alpha - h, beta, x)) / (2 * h)
-    # above the mean the complement keeps its digits where the CDF rounds to 1
-    d_sf = (sp.betaincc(alpha + h, beta, x) - sp.betaincc(alpha - h, beta, x)) / (2 * h)
-    d_cdf = np.where(x * total > alpha, -d_sf, d_cdf)
-    return -d_cdf / st.beta.pdf(x, alpha, beta) / (1 - x)
+from tests.ops.opdb.gamma_sampling import _dirichlet_grad_ref as _reference
 
 
 def _grad(x, alpha, total, dtype=ember.float64):
