@@ -372,16 +372,10 @@ def cql_program(torch):
     return res
 
 
-def td3_bc_bcq_program(torch):
-    """TD3+BC (sfujim's: target policy smoothing with clipped NumPy noise, twin critics, delayed
-    actor updates with lambda = alpha / |Q|.mean().detach(), Polyak updates by ``mul_``/``add_``
-    over zipped parameters, observation normalisation by mean/std + 1e-3) and BCQ's generative
-    model (a VAE over actions: log_std clamped to (-4, 15), latent clamped to [-0.5, 0.5] at
-    decode, KL of 0.5 * recon weighting) on a fixed batch."""
+def td3_nets(torch, S, A, max_action):
+    """TD3's actor and twin critic as Fujimoto's reference code writes them (state size S,
+    action size A; shared with round 29's TD3 program)."""
     nn, F = torch.nn, torch.nn.functional
-    rng = np.random.default_rng(2834)
-    B, S, A, L, max_action = 8, 3, 2, 4, 1.0
-    gamma, tau, policy_noise, noise_clip, alpha = 0.99, 0.005, 0.2, 0.5, 2.5
 
     class Actor(nn.Module):
         def __init__(self):
@@ -408,6 +402,22 @@ def td3_bc_bcq_program(torch):
         def Q1(self, state, action):
             sa = torch.cat([state, action], 1)
             return self.l3(F.relu(self.l2(F.relu(self.l1(sa)))))
+
+    return Actor, Critic
+
+
+def td3_bc_bcq_program(torch):
+    """TD3+BC (sfujim's: target policy smoothing with clipped NumPy noise, twin critics, delayed
+    actor updates with lambda = alpha / |Q|.mean().detach(), Polyak updates by ``mul_``/``add_``
+    over zipped parameters, observation normalisation by mean/std + 1e-3) and BCQ's generative
+    model (a VAE over actions: log_std clamped to (-4, 15), latent clamped to [-0.5, 0.5] at
+    decode, KL of 0.5 * recon weighting) on a fixed batch."""
+    nn, F = torch.nn, torch.nn.functional
+    rng = np.random.default_rng(2834)
+    B, S, A, L, max_action = 8, 3, 2, 4, 1.0
+    gamma, tau, policy_noise, noise_clip, alpha = 0.99, 0.005, 0.2, 0.5, 2.5
+
+    Actor, Critic = td3_nets(torch, S, A, max_action)
 
     class VAE(nn.Module):
         def __init__(self):

@@ -335,19 +335,9 @@ def _deberta_positions(torch):
     return make_log_bucket_position, build_relative_position
 
 
-def deberta_program(torch):
-    """HF DeBERTa-v2's disentangled self-attention: log-bucket relative positions, shared
-    position projections repeated per head, c2p and p2c scores by ``torch.gather`` on clamped
-    positions expanded over the batch of heads, the XSoftmax Function (masked_fill with a finfo
-    min tensor, ``_softmax_backward_data`` in its backward), a StableDropout off in eval; three
-    AdamW steps, then the bucket table for a long sequence."""
-    nn = torch.nn
-    rng = np.random.default_rng(2962)
-    B, L, H, nh = 2, 7, 12, 3
-    bucket, max_pos = 8, 32
-    att_span = bucket // 2
-    make_bucket, build_rel = _deberta_positions(torch)
-
+def xsoftmax(torch):
+    """DeBERTa's XSoftmax: a masked softmax whose backward calls
+    ``torch._softmax_backward_data`` (shared with the fixes file)."""
     class XSoftmax(torch.autograd.Function):
         @staticmethod
         def forward(ctx, input, mask, dim):
@@ -364,6 +354,23 @@ def deberta_program(torch):
             (output,) = ctx.saved_tensors
             grad = torch._softmax_backward_data(grad_output, output, ctx.dim, output.dtype)
             return grad, None, None
+    return XSoftmax
+
+
+def deberta_program(torch):
+    """HF DeBERTa-v2's disentangled self-attention: log-bucket relative positions, shared
+    position projections repeated per head, c2p and p2c scores by ``torch.gather`` on clamped
+    positions expanded over the batch of heads, the XSoftmax Function (masked_fill with a finfo
+    min tensor, ``_softmax_backward_data`` in its backward), a StableDropout off in eval; three
+    AdamW steps, then the bucket table for a long sequence."""
+    nn = torch.nn
+    rng = np.random.default_rng(2962)
+    B, L, H, nh = 2, 7, 12, 3
+    bucket, max_pos = 8, 32
+    att_span = bucket // 2
+    make_bucket, build_rel = _deberta_positions(torch)
+
+    XSoftmax = xsoftmax(torch)
 
     class Attention(nn.Module):
         def __init__(self):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity.test_parity_programs_round29_nlp import xsoftmax
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -101,22 +102,7 @@ def test_xsoftmax_function_backward_matches_torch():
     up = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
     out = {}
     for lib in (ember, torch):
-        class XSoftmax(lib.autograd.Function):
-            @staticmethod
-            def forward(ctx, input, mask, dim):
-                ctx.dim = dim
-                rmask = ~(mask.to(lib.bool))
-                output = input.masked_fill(rmask, lib.tensor(lib.finfo(input.dtype).min))
-                output = lib.softmax(output, ctx.dim)
-                output.masked_fill_(rmask, 0)
-                ctx.save_for_backward(output)
-                return output
-
-            @staticmethod
-            def backward(ctx, grad_output):
-                (output,) = ctx.saved_tensors
-                return (lib._softmax_backward_data(grad_output, output, ctx.dim, output.dtype),
-                        None, None)
+        XSoftmax = xsoftmax(lib)
 
         x = lib.from_numpy(scores).requires_grad_()
         y = XSoftmax.apply(x, lib.from_numpy(mask), -1)

@@ -17,6 +17,7 @@ import pytest
 
 import ember
 from tests.parity._programs import fill_, normal, program_tests
+from tests.parity.test_parity_programs_round28_offline_rl import td3_nets
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -346,35 +347,11 @@ def td3_program(torch):
     target updates that must agree: ``lerp_`` under no_grad, ``.data.mul_().add_()``, and
     SB3's ``torch.mul(..., out=)``/``torch.add(..., alpha=, out=)``; the target nets stay
     requires_grad=False through ``_foreach_lerp_``."""
-    nn, F = torch.nn, torch.nn.functional
+    F = torch.nn.functional
     rng = np.random.default_rng(2904)
     S, A, B, max_action = 5, 2, 8, 2.0
 
-    class Actor(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.l1, self.l2, self.l3 = nn.Linear(S, 16), nn.Linear(16, 16), nn.Linear(16, A)
-
-        def forward(self, state):
-            a = F.relu(self.l1(state))
-            a = F.relu(self.l2(a))
-            return max_action * torch.tanh(self.l3(a))
-
-    class Critic(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.l1, self.l2, self.l3 = nn.Linear(S + A, 16), nn.Linear(16, 16), nn.Linear(16, 1)
-            self.l4, self.l5, self.l6 = nn.Linear(S + A, 16), nn.Linear(16, 16), nn.Linear(16, 1)
-
-        def forward(self, state, action):
-            sa = torch.cat([state, action], 1)
-            q1 = self.l3(F.relu(self.l2(F.relu(self.l1(sa)))))
-            q2 = self.l6(F.relu(self.l5(F.relu(self.l4(sa)))))
-            return q1, q2
-
-        def Q1(self, state, action):
-            sa = torch.cat([state, action], 1)
-            return self.l3(F.relu(self.l2(F.relu(self.l1(sa)))))
+    Actor, Critic = td3_nets(torch, S, A, max_action)
 
     actor, critic = Actor(), Critic()
     fill_(torch, actor, rng)
