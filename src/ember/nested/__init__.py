@@ -7,12 +7,18 @@ autograd history, ``to_padded_tensor`` is ``F.pad`` and ``stack``, so gradients 
 It is not an ``ember.Tensor``: ops other than those below are not defined on it."""
 
 import ember
+from ember._warn import warn_once
 from ember.nested._jagged import JaggedTensor
 
 __all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor", "narrow",
            "nested_tensor_from_jagged", "masked_select"]
 
 _LAYOUTS_ERROR = "ember.nested supports only layout=ember.strided and layout=ember.jagged"
+# PyTorch warns (once) each time it makes a strided nested tensor
+NESTED_PROTOTYPE = ("The PyTorch API of nested tensors is in prototype stage and will change "
+                    "in the near future. We recommend specifying layout=torch.jagged when "
+                    "constructing a nested tensor, as this layout receives active development,"
+                    " has better operator coverage, and works with torch.compile.")
 
 
 class NestedTensor:
@@ -20,9 +26,11 @@ class NestedTensor:
 
     is_nested = True
 
-    def __init__(self, components, is_leaf=True):
+    def __init__(self, components, is_leaf=True, *, quiet=False):
         self._components = list(components)
         self._is_leaf = is_leaf
+        if not quiet:       # (PyTorch's view of a dense tensor, and a stored .grad, do not warn)
+            warn_once(NESTED_PROTOTYPE)
 
     @property
     def dtype(self):
@@ -56,8 +64,8 @@ class NestedTensor:
         grads = [t.grad for t in self._components]
         if not self._is_leaf or all(g is None for g in grads):
             return None
-        return NestedTensor(g if g is not None else ember.zeros_like(t)
-                            for g, t in zip(grads, self._components))
+        return NestedTensor((g if g is not None else ember.zeros_like(t)
+                             for g, t in zip(grads, self._components)), quiet=True)
 
     @property
     def shape(self):
@@ -194,7 +202,8 @@ def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     # PyTorch records the packing as a node (a nested tensor of tensors that require grad
     # is not a leaf) and copies the components (differentiably): in-place ops never reach the inputs
     return NestedTensor((t.to(dtype=dtype, device=device, copy=True) for t in tensors),
-                        is_leaf=not any(t.requires_grad for t in tensors))
+                        is_leaf=not any(t.requires_grad for t in tensors),
+                        quiet=isinstance(ts, ember.Tensor))
 
 
 def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires_grad=False,

@@ -237,7 +237,8 @@ class TransformerEncoder(Module):
         is_causal = _detect_is_causal_mask(mask, is_causal, _get_seq_len(src, batch_first))
         pack = self._would_pack(src, src_key_padding_mask, mask)
         if pack:        # PyTorch's packing makes a (strided) nested tensor, which warns so
-            warn_once(_NESTED_PROTOTYPE)
+            from ember.nested import NESTED_PROTOTYPE   # (ember.nested imports after nn)
+            warn_once(NESTED_PROTOTYPE)
         output = src
         for layer in self.layers:
             output = layer(output, src_mask=mask, is_causal=is_causal,
@@ -264,12 +265,6 @@ class TransformerEncoder(Module):
             p.requires_grad for p in (*first.self_attn.parameters(), *first.norm1.parameters(),
                                       *first.norm2.parameters(), *first.linear1.parameters(),
                                       *first.linear2.parameters()))))
-
-
-_NESTED_PROTOTYPE = ("The PyTorch API of nested tensors is in prototype stage and will change "
-                     "in the near future. We recommend specifying layout=torch.jagged when "
-                     "constructing a nested tensor, as this layout receives active development,"
-                     " has better operator coverage, and works with torch.compile.")
 
 
 def _left_aligned(src, padding_mask):
