@@ -3,14 +3,17 @@
 import math
 
 import ml_dtypes
+import numpy as np
 
 from ember._tensor import _make
 from ember.backend import device_guard, gpu_elsewhere, xp_of
+from ember.backend.cpu_kernels import TORCH_16_BIT_LANES
 from ember.optim._checks import check_tensor_lr
 from ember.optim._state import (STEPS_MSG, apply_updates, grads_of, new_step, number_lr,
-                                step_count, value)
-from ember.optim.muon import decay_and_subtract, lerp_, wide_dtype
+                                scale_, step_count, value)
+from ember.optim.muon import decay_and_subtract, lerp_
 from ember.optim.optimizer import Optimizer, closure_loss
+from ember.optim.sgd import _plus_scaled
 
 __all__ = ["Adafactor"]
 
@@ -72,7 +75,7 @@ class Adafactor(Optimizer):
                     t, ml_dtypes.finfo(x.dtype).eps if eps1 is None else eps1))
             apply_updates("adafactor", params, updates, _update, lr=number_lr(group),
                           beta2_decay=group["beta2_decay"], eps2=eps2, d=group["d"],
-                          weight_decay=group["weight_decay"])
+                          weight_decay=group["weight_decay"], foreach=group["foreach"])
         return loss
 
 
@@ -87,22 +90,67 @@ def _rms(xp, a):
     return xp.sqrt((a * a).sum()) / math.sqrt(a.size)
 
 
-def _update(x, g, row, col, var, t, eps1, *, lr, beta2_decay, eps2, d, weight_decay):
-    """One parameter's Adafactor step in place, in array operations (for 16-bit floats in
-    float32, the state and parameter rounded as they are written)."""
+def _update(x, g, row, col, var, t, eps1, *, lr, beta2_decay, eps2, d, weight_decay,
+            foreach=None):
+    """One parameter's Adafactor step in place, in array operations."""
+    if x.dtype.itemsize < 4:
+        return _update_16(x, g, row, col, var, t, eps1, lr=lr, beta2_decay=beta2_decay,
+                          eps2=eps2, d=d, weight_decay=weight_decay, foreach=foreach)
     xp = xp_of(x)
-    wide = wide_dtype(x)
-    g = g.astype(wide, copy=False)
-    weight = 1 - (1 - t ** beta2_decay)         # 1 - beta2_t, as PyTorch rounds it
-    alpha = xp.maximum(_rms(xp, x.astype(wide, copy=False)), eps2) * min(lr, 1 / math.sqrt(t))
+    weight = t ** beta2_decay                   # 1 - beta2_t
+    alpha = xp.maximum(_rms(xp, x), eps2) * min(lr, 1 / math.sqrt(t))
     square = g * g
     if row is not None:
         lerp_(row, square.mean(-1, keepdims=True), weight)
         lerp_(col, square.mean(-2, keepdims=True), weight)
-        row, col = row.astype(wide, copy=False), col.astype(wide, copy=False)
         var = row * col / xp.maximum(row.mean(-2, keepdims=True), eps1)
     else:
-        var = lerp_(var, square, weight).astype(wide, copy=False)
+        var = lerp_(var, square, weight)
     u = g / xp.maximum(xp.sqrt(var), eps1)
     u /= xp.maximum(_rms(xp, u) / d, 1)
     decay_and_subtract(x, 1 - lr * weight_decay, alpha * u)
+
+
+def _update_16(x, g, row, col, var, t, eps1, *, lr, beta2_decay, eps2, d, weight_decay,
+               foreach):
+    """Adafactor on a 16-bit parameter with PyTorch's roundings: each of its ops computes in
+    float32 and rounds its result to the parameter's dtype (norms, squares, means, the
+    outer product, rsqrt), and the last add is fused unless the step runs foreach."""
+    xp = xp_of(x)
+    dt = x.dtype
+
+    def r(a):
+        return a.astype(dt).astype(np.float32)
+
+    def norm(a, axis=None):
+        return r(xp.sqrt((a * a).sum(axis=axis, keepdims=axis is not None)))
+
+    # PyTorch's CPU foreach ops round a scalar factor to the tensors' dtype first (not
+    # lerp's; CUDA's keep it in float32). foreach=None is its single-tensor loop on any device
+    factor = (lambda f: float(np.asarray(f, dt))) if foreach and xp is np else float
+    weight = t ** beta2_decay
+    wide = x.astype(np.float32)
+    alpha = max(eps2, float(norm(wide)) / math.sqrt(x.size)) * min(lr, 1 / math.sqrt(t))
+    if weight_decay != 0:
+        scale_(x, factor(1 - lr * weight_decay))
+    g = g.astype(np.float32)
+    if row is not None:
+        lerp_(row, r(r(norm(g, -1) ** 2) / g.shape[-1]), weight)
+        lerp_(col, r(r(norm(g, -2) ** 2) / g.shape[-2]), weight)
+        row, col = row.astype(np.float32), col.astype(np.float32)
+        mean = xp.maximum(r(row.mean(-2, keepdims=True)), r(xp.float32(eps1)))
+        var = r(r(row * col) / mean)
+    else:
+        var = lerp_(var, r(g * g), weight).astype(np.float32)
+    var = xp.maximum(var, r(xp.float32(eps1 * eps1)))
+    u = r(xp.float32(1) / xp.sqrt(var))
+    tail = u.size % TORCH_16_BIT_LANES if xp is np else 0
+    if tail:                    # PyTorch's scalar loop rounds the root before inverting it
+        flat = u.reshape(-1)
+        flat[-tail:] = r(xp.float32(1) / r(xp.sqrt(var.reshape(-1)[-tail:])))
+    u = r(u * g)
+    step = -alpha / max(1.0, float(norm(u)) / (math.sqrt(u.size) * d))
+    if foreach:
+        x[...] = x.astype(np.float32) + r(u * np.float32(factor(step)))
+    else:
+        _plus_scaled(x, step, u.astype(dt), out=x)

@@ -1,13 +1,18 @@
 """Adam and AdamW (``torch.optim.Adam``, ``torch.optim.AdamW``)."""
 
+import functools
 import math
+
+import numpy as np
 
 from ember._tensor import Tensor
 from ember.backend import xp_of
 from ember.optim._checks import check_betas, check_fused, check_tensor_lr
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, scale_, slot,
                                 state_like, step_count, value)
+from ember.optim.muon import lerp_
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
+from ember.optim.sgd import _plus_scaled
 
 __all__ = ["Adam", "AdamW"]
 
@@ -57,8 +62,8 @@ class Adam(Optimizer):
                 params.append(p)
                 updates.append(self._moments(p, x, g, group))
             diff = group["differentiable"]
-            apply_updates("adam", params, updates, _update_graph if diff else _update,
-                          differentiable=diff, **hyper)
+            update = _update_graph if diff else _update_foreach if group["foreach"] else _update
+            apply_updates("adam", params, updates, update, differentiable=diff, **hyper)
         return loss
 
     def _moments(self, p, x, g, group):
@@ -93,8 +98,13 @@ def moments(x, g, m, v, *, lr, beta1, beta2, weight_decay, decoupled):
     return g
 
 
-def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad):
+def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
+            foreach=False):
     """One parameter's Adam step in place, in array operations."""
+    if x.dtype.itemsize < 4 and x.dtype.kind in "fV":
+        return _update_16(x, g, m, v, vmax, t, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+                          weight_decay=weight_decay, decoupled=decoupled, amsgrad=amsgrad,
+                          foreach=foreach)
     moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
             decoupled=decoupled)
     if amsgrad:
@@ -104,6 +114,49 @@ def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupl
     denom /= math.sqrt(1 - beta2 ** t)
     denom += eps
     x -= (lr / (1 - beta1 ** t)) * m / denom
+
+
+def _update_16(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled,
+               amsgrad, foreach):
+    """Adam on a float16/bfloat16 parameter as PyTorch runs it: each op computes in float32
+    with its scalar in float32 and rounds its result to the parameter's dtype (NumPy's 16-bit
+    arithmetic would round the scalars and the partial products); on the CPU, its foreach
+    ``_foreach_mul_`` rounds the factor to the dtype first (not lerp's or addcmul's)."""
+    xp, dt, f32 = xp_of(x), x.dtype, np.float32
+    factor = (lambda f: float(np.asarray(f, dt))) if foreach and xp is np else float
+    if weight_decay:
+        if decoupled:
+            scale_(x, factor(1 - lr * weight_decay))
+        else:
+            g = _plus_scaled(g, weight_decay, x)
+    if foreach and xp is np:
+        _fused_lerp_(m, g, 1 - beta1)
+    else:
+        lerp_(m, g, 1 - beta1)
+    scale_(v, factor(beta2))
+    g = g.astype(f32)
+    # addcmul's vectorized loop: (value * g) * g fused with the add (one rounding)
+    v[...] = (v.astype(np.float64) + (f32(1 - beta2) * g).astype(np.float64) * g).astype(f32)
+    if amsgrad:
+        xp.maximum(vmax, v, out=vmax)
+        v = vmax
+    root = xp.sqrt(v.astype(f32)).astype(dt).astype(f32)
+    denom = (root / f32(math.sqrt(1 - beta2 ** t))).astype(dt).astype(f32)
+    denom = (denom + f32(eps)).astype(dt).astype(f32)
+    x[...] = x.astype(f32) + f32(-(lr / (1 - beta1 ** t))) * (m.astype(f32) / denom)
+
+
+_update_foreach = functools.partial(_update, foreach=True)
+
+
+def _fused_lerp_(start, end, weight):
+    """``start`` moved to ``lerp(start, end, weight)`` of 16-bit arrays as PyTorch's CPU
+    ``_foreach_lerp_`` computes it: the difference in float32, then one fused multiply-add
+    (a cancelling sum stays a tiny nonzero where ``lerp_`` gives 0)."""
+    a, b, w = start.astype(np.float32), end.astype(np.float32), np.float32(weight)
+    d = (b - a).astype(np.float64)
+    out = a + float(w) * d if w < 0.5 else b - d * float(np.float32(1 - w))
+    start[...] = out.astype(np.float32)
 
 
 def _update_graph(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled,

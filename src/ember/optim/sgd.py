@@ -1,5 +1,7 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (``torch.optim.SGD``)."""
 
+import functools
+
 import numpy as np
 
 from ember import _dtype as D
@@ -62,7 +64,8 @@ class SGD(Optimizer):
                     continue
                 params.append(p)
                 updates.append((x, g) + self._buffer(p, group))
-            apply_updates("sgd", params, updates, _update,
+            update = _update_foreach if group["foreach"] else _update
+            apply_updates("sgd", params, updates, update,
                           differentiable=group["differentiable"], **hyper)
         return loss
 
@@ -93,11 +96,16 @@ def _sparse_momentum_step(p, state, maximize, *, lr, momentum, dampening, weight
         p.add_(g.add(buf, alpha=momentum) if nesterov else buf, alpha=-lr)
 
 
-def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
+def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov, foreach=False):
     """One parameter's SGD step in place, in array operations."""
     if getattr(x, "dtype", None) in _LOW:
+        if foreach and type(x) is np.ndarray:   # PyTorch's CPU _foreach_mul_ rounds its factor
+            momentum_factor = float(np.asarray(momentum, x.dtype))
+        else:
+            momentum_factor = momentum
         return _update_16_bit(x, g, b, first, lr=lr, momentum=momentum, dampening=dampening,
-                              weight_decay=weight_decay, nesterov=nesterov)
+                              weight_decay=weight_decay, nesterov=nesterov,
+                              momentum_factor=momentum_factor)
     if weight_decay:
         g = g + weight_decay * x
     if momentum:
@@ -110,15 +118,20 @@ def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
     x -= lr * g
 
 
-def _update_16_bit(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov):
-    """``_update`` of a float16/bfloat16 parameter, rounded where PyTorch's kernels round."""
+_update_foreach = functools.partial(_update, foreach=True)
+
+
+def _update_16_bit(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov,
+                   momentum_factor):
+    """``_update`` of a float16/bfloat16 parameter, rounded where PyTorch's kernels round
+    (``momentum_factor`` scales the buffer: the momentum, rounded to the dtype in foreach)."""
     if weight_decay:
         g = _plus_scaled(g, weight_decay, x)
     if momentum:
         if first:
             b[...] = g
         else:
-            _scale(b, momentum)
+            _scale(b, momentum_factor)
             _plus_scaled(b, 1 - dampening, g, out=b)
         g = _plus_scaled(g, momentum, b) if nesterov else b
     _plus_scaled(x, -lr, g, out=x)
@@ -127,11 +140,13 @@ def _update_16_bit(x, g, b, first, *, lr, momentum, dampening, weight_decay, nes
 def _plus_scaled(a, scale, b, out=None):
     """``a + scale * b`` (into ``out`` if given) of float16/bfloat16 arrays of one shape as
     PyTorch's ``add(b, alpha=scale)``: the scale in their dtype, the rest in float32, rounded
-    once (but for the scalar loop's tail)."""
-    alpha = np.asarray(scale, a.dtype)
+    once (but for the scalar loop's tail). On a GPU the scale stays in float32 (opmath)."""
+    cpu = type(a) is np.ndarray
+    alpha = np.asarray(scale, a.dtype) if cpu else np.float32(scale)
     result = (a.astype(np.float32) + alpha.astype(np.float32) * b.astype(np.float32)).astype(
         a.dtype)
-    tail = a.size % TORCH_16_BIT_LANES   # PyTorch's scalar loop rounds the scaled term first
+    # PyTorch's scalar loop rounds the scaled term first
+    tail = a.size % TORCH_16_BIT_LANES if cpu else 0
     if tail:
         flat = result.reshape(-1)
         flat[-tail:] = a.reshape(-1)[-tail:] + alpha * b.reshape(-1)[-tail:]
