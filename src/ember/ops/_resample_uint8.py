@@ -37,4 +37,6 @@ def resample_uint8(xp, x, in_sizes, out_sizes, mats):
         acc = moved @ xp.asarray(weights.T) + float(1 << precision >> 1)
         acc = xp.floor(acc * (1.0 / (1 << precision)))
         y = xp.moveaxis(acc.clip(0, 255).astype(np.uint8), -1, axis)
-    return y if y is not x else x.copy()
+    # the height pass leaves H innermost; PyTorch's result is row-major (like_input then
+    # gives a channels-last input's layout)
+    return xp.ascontiguousarray(y) if y is not x else x.copy()

@@ -1,11 +1,11 @@
-"""``F.grid_sample`` and ``F.affine_grid``; the sampling's reference form is composed of
-differentiable ember ops (the common modes run on arrays: _grid_kernels.py).
+"""``F.grid_sample`` and ``F.affine_grid``; the sampling runs on arrays (_grid_kernels.py,
+_grid_cubic.py) as one op, ``_grid_sampler``, whose node is PyTorch's (NOTE [grid_sample as one
+node]), and its reference form here, composed of differentiable ember ops, gives double
+backward.
 
 Sampling is a weighted sum of the input at the corners around each grid point: the corner
 values come from a gather over the spatial plane (whose derivative scatters back to the
 input) and the weights are smooth in the grid, so both gradients come from the ops used.
-The composite runs as one op, ``_grid_sampler``, whose node is PyTorch's (NOTE [grid_sample
-as one node]).
 """
 
 import warnings
@@ -15,7 +15,8 @@ import numpy as np
 from ember._host_values import host_values
 from ember._warn import user_level
 from ember import _dtype as D
-from ember.ops._grid_kernels import FAST_DTYPES, sample_arrays, sample_backward_arrays
+from ember.ops._grid_cubic import cubic_arrays, cubic_backward_arrays
+from ember.ops._grid_kernels import sample_arrays, sample_backward_arrays
 from ember.ops._registry import op
 from ember.ops.underivable import refuse_forward_ad
 
@@ -31,17 +32,23 @@ _MODE_CODES = {v: k for k, v in _INTERPOLATION.items()}
 _PADDING_CODES = {v: k for k, v in _PADDING.items()}
 
 
+def _held(c, value):
+    """``value`` as ``c``'s dtype holds it: PyTorch's kernel (and _grid_kernels) round sizes to
+    the dtype first, which a 16-bit float changes for most sizes past 256."""
+    return float(np.asarray(value, dtype=c.dtype.np))
+
+
 def _unnormalize(c, size, align_corners):
     if align_corners:
-        return (c + 1) * ((size - 1) / 2)
-    return ((c + 1) * size - 1) / 2
+        return (c + 1) * _held(c, (size - 1) / 2)
+    return ((c + 1) * _held(c, size) - 1) / 2
 
 
 def _reflect(c, twice_low, twice_high):
     import ember
     if twice_low == twice_high:     # a single pixel: every coordinate maps to it, with a zero
         return ember.where(ember.zeros_like(c, dtype=ember.bool), c, 0.0)  # (not None) gradient
-    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    low, span = twice_low / 2, _held(c, (twice_high - twice_low) / 2)
     c = (c - low).abs()
     extra = ember.fmod(c, span)
     flips = (c / span).floor()
@@ -76,6 +83,7 @@ def _gather(input, coords, sizes):
     from ember.ops._pool_index import _plane_gather
     valid, flat, stride = None, 0, 1
     for c, size in zip(reversed(coords), reversed(sizes)):
+        c = _exact(c)               # (exact bounds: 16-bit floats round the last pixels up)
         ok = (c >= 0) & (c <= size - 1)
         valid = ok if valid is None else valid & ok
         flat = flat + c.clamp(0, size - 1).nan_to_num(0.0).long() * stride   # NaN: invalid
@@ -84,6 +92,12 @@ def _gather(input, coords, sizes):
     index = flat.unsqueeze(1).expand((n, ch) + tuple(flat.shape[1:]))
     values = _plane_gather(input, index, len(sizes))
     return ember.where(valid.unsqueeze(1), values, 0.0)
+
+
+def _exact(c):
+    """Integer-valued coordinates ``c`` in a dtype that holds every pixel index (16-bit floats
+    do not past 256 or 2048: float32), without gradient."""
+    return c.detach().float() if c.dtype.itemsize == 2 else c
 
 
 def _cubic_weights(t):
@@ -123,8 +137,8 @@ def _check_sample(input, grid, mode):
                            f"{list(input.shape)} and grid with sizes {list(grid.shape)}")
     if mode == "bicubic" and nd != 2:
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
-    if not input.dtype.is_floating_point:
-        kernel = "grid_sampler_2d_cpu_kernel_impl" if nd == 2 else "grid_sampler_3d_cpu"
+    if not input.dtype.is_floating_point or input.dtype.itemsize == 1:     # (float8: none)
+        kernel = "grid_sampler_2d_cpu_kernel_impl" if nd == 2 else "grid_sampler3d_cpu"
         raise NotImplementedError(f"\"{kernel}\" not implemented for "
                                   f"'{input.dtype._torch_name}'")
     if input.dtype is not grid.dtype:
@@ -145,104 +159,49 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
 
 
 # NOTE [grid_sample as one node]: ``_grid_sampler``'s node is PyTorch's GridSampler2DBackward0
-# (or 3D) with its saved input, grid and mode codes. Bilinear and nearest sampling of float32
-# and float64 run on the arrays (_grid_kernels.py, same roundings as the composite below), and
-# a first-order backward is the op ``_grid_sampler_backward`` on the arrays. Otherwise (bicubic,
-# 16-bit) the sampling is the composite of ember ops, run without a graph; a recorded call
-# keeps the composite's graph on stand-ins of the arrays, which a first-order backward runs.
-# Under ``create_graph`` the derivative differentiates the composite again on the saved
-# tensors, for double backward (and the backward op's own derivative differentiates it twice).
+# (or 3D) with its saved input, grid and mode codes. The sampling runs on the arrays
+# (_grid_kernels.py, _grid_cubic.py: same roundings as the composite below), and a first-order
+# backward is the op ``_grid_sampler_backward`` on the arrays, at any order: under
+# ``create_graph`` its node is PyTorch's GridSampler2DBackwardBackward0, whose derivative
+# differentiates the composite of ember ops below twice, for double backward.
 @op("_grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)", inputs=2,
     method=False, out=False, scalars=False)
-def _grid_sampler(xp, input, grid, interpolation_mode, padding_mode, align_corners, *,
-                  keep=None):
+def _grid_sampler(xp, input, grid, interpolation_mode, padding_mode, align_corners):
     """``grid_sample`` with its modes' integer codes, on checked arguments."""
-    from ember._tensor import _make
-    from ember.autograd.grad_mode import enable_grad, no_grad
-    if _direct(input, interpolation_mode):
-        return sample_arrays(xp, input, grid, interpolation_mode, padding_mode, align_corners)
-    modes = (_INTERPOLATION[interpolation_mode], _PADDING[padding_mode], align_corners)
-    if keep is None:
-        with no_grad():
-            return _sampled(_make(input), _make(grid), *modes)._data
-    # recorded: the composite's own graph, on stand-ins of the arrays, is kept for a first-order
-    # backward, which then needs no second run of the sampling (NOTE [grid_sample as one node])
-    a, g = _make(input), _make(grid)
-    a._requires_grad = g._requires_grad = True     # (stand-ins: no transform's checks apply)
-    with enable_grad(), _private_graph():
-        out = _sampled(a, g, *modes)
-    keep.append((a, g, out))
-    return out._data
-
-
-class _private_graph:
-    """Saved-tensor hooks see the node's input and grid, as PyTorch's, not the composite's
-    intermediates: they are off while the kept graph is built."""
-
-    def __enter__(self):
-        from ember.autograd.saved_hooks import _STATE
-        self.stack, _STATE.stack = _STATE.stack, ()
-
-    def __exit__(self, *exc):
-        from ember.autograd.saved_hooks import _STATE
-        _STATE.stack = self.stack
+    if interpolation_mode == 2:
+        return cubic_arrays(xp, input, grid, padding_mode, align_corners)
+    return sample_arrays(xp, input, grid, interpolation_mode, padding_mode, align_corners)
 
 
 _grid_sampler.packs_reversed = True     # PyTorch packs grid, then input
 
 
 @_grid_sampler.named_by
-def _(flat, params, outputs, *, kept=None):
+def _(flat, params, outputs):
     return f"GridSampler{flat[0].ndim - 2}DBackward0"
 
 
 @_grid_sampler.derivative
 def _(grad, input, grid, interpolation_mode, padding_mode, align_corners, *,
-      needs=(True, True), kept=None):
-    import ember
-    modes = (_INTERPOLATION[interpolation_mode], _PADDING[padding_mode], align_corners)
-    create = ember.is_grad_enabled()
-    if not create and _direct(input._data, interpolation_mode):
-        if not any(needs):
-            return None, None
-        found = _grid_sampler_backward(grad, input, grid, interpolation_mode, padding_mode,
-                                       align_corners)
-        return tuple(t if n else None for t, n in zip(found, needs))
-    if kept and not create:     # the forward's own graph (retained: backward may run again)
-        a, g, out = kept[0]
-        found = iter(ember.autograd.grad(out, [t for t, n in zip((a, g), needs) if n], grad,
-                                         retain_graph=True, allow_unused=True)
-                     if any(needs) else ())
-        return tuple(next(found) if n else None for n in needs)
-    if create:      # (the graph's fields: a forward-mode transform's input reports none)
-        wanted = [n and (t._requires_grad or t._grad_fn is not None)
-                  for t, n in zip((input, grid), needs)]
-        a, g = input, grid
-    else:
-        wanted = list(needs)
-        a, g = input.detach().requires_grad_(needs[0]), grid.detach().requires_grad_(needs[1])
-    with ember.enable_grad():
-        out = _sampled(a, g, *modes)
-    found = iter(ember.autograd.grad(out, [t for t, w in zip((a, g), wanted) if w], grad,
-                                     create_graph=create, allow_unused=True)
-                 if any(wanted) else ())
-    return tuple(next(found) if w else None for w in wanted)
-
-
-def _direct(input, interpolation_mode):
-    """Whether the sampling runs on the arrays (_grid_kernels) rather than as the composite."""
-    return interpolation_mode != 2 and input.dtype in FAST_DTYPES
+      needs=(True, True)):
+    if not any(needs):
+        return None, None
+    found = _grid_sampler_backward(grad, input, grid, interpolation_mode, padding_mode,
+                                   align_corners)
+    return tuple(t if n else None for t, n in zip(found, needs))
 
 
 @op("_grid_sampler_backward(grad_output, input, grid, interpolation_mode, padding_mode, "
     "align_corners)", inputs=3, method=False, out=False, scalars=False)
 def _grid_sampler_backward(xp, grad, input, grid, interpolation_mode, padding_mode,
                            align_corners):
-    """(input gradient, grid gradient) of a bilinear or nearest ``_grid_sampler`` of float32 or
-    float64 arrays for ``grad_output`` (PyTorch's ``grid_sampler_2d_backward`` and 3d)."""
-    if interpolation_mode not in (0, 1):
+    """(input gradient, grid gradient) of a ``_grid_sampler`` of floating arrays for
+    ``grad_output`` (PyTorch's ``grid_sampler_2d_backward`` and 3d)."""
+    if interpolation_mode not in (0, 1, 2) or (interpolation_mode == 2 and input.ndim != 4):
         raise RuntimeError(f"_grid_sampler_backward: interpolation mode {interpolation_mode} "
-                           f"is not bilinear (0) or nearest (1)")
+                           f"is not bilinear (0), nearest (1) or 2-D bicubic (2)")
+    if interpolation_mode == 2:
+        return cubic_backward_arrays(xp, grad, input, grid, padding_mode, align_corners)
     return sample_backward_arrays(xp, grad, input, grid, interpolation_mode, padding_mode,
                                   align_corners)
 
@@ -289,7 +248,7 @@ def _sampled(input, grid, mode, padding_mode, align_corners):
     frac = [c - f for c, f in zip(coords, low)]
     out = None
     for corner in np.ndindex(*(2,) * nd):
-        where = [f + b for f, b in zip(low, corner)]
+        where = [_exact(f) + b for f, b in zip(low, corner)]    # (exact, as PyTorch's kernel)
         weight = None
         for t, b in zip(frac, corner):
             w = t if b else 1 - t
@@ -306,7 +265,9 @@ def _bicubic(input, raw, sizes, padding_mode, align_corners):
     for i in range(4):
         for j in range(4):
             taps = [low[0] + (i - 1), low[1] + (j - 1)]
-            taps = [_pad_coords(t, s, padding_mode, align_corners) for t, s in zip(taps, sizes)]
+            if padding_mode != "zeros":     # (a 16-bit tap rounded past the edge reads it)
+                taps = [_exact(_pad_coords(t, s, padding_mode, align_corners)).clamp(0, s - 1)
+                        for t, s in zip(taps, sizes)]
             term = _gather(input, taps, sizes) * (weights[0][i] * weights[1][j]).unsqueeze(1)
             out = term if out is None else out + term
     return out
@@ -385,6 +346,10 @@ def affine_grid_generator(xp, theta, size, align_corners):
 def _(grad, theta, size, align_corners):
     # the base grid is rebuilt, not saved: a second backward works, as in PyTorch
     import ember
+    from ember.func._batched import BatchedTensor
+    if type(grad) is BatchedTensor:     # PyTorch has no batching rule for this backward
+        from ember.func._batching import warn_fallback
+        warn_fallback("aten::affine_grid_generator_backward")
     base = ember.tensor(_base_grid(tuple(size), align_corners, theta.dtype), dtype=theta.dtype,
                         device=theta.device)
     return grad.reshape(grad.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ base

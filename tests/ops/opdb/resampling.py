@@ -366,9 +366,49 @@ def _grid_sampler_samples(dtype, requires_grad):
                       (grid(1, 3, 2, 2).transpose(1, 2), 0, 1, False), name="noncontiguous")
 
 
+def _cubic_slope(x, a):
+    """The derivative of ``_cubic`` in ``x``."""
+    sign, x = np.sign(x), abs(x)
+    if x < 1:
+        return sign * (3 * (a + 2) * x - 2 * (a + 3)) * x
+    if x < 2:
+        return sign * ((3 * a * x - 10 * a) * x + 8 * a)
+    return 0.0
+
+
+def _bicubic_backward_ref(go, x, grid, padding_mode, align_corners):
+    """The gradients of 2-D bicubic sampling (zeros or border padding) for ``go``: 4 x 4 taps
+    around the unpadded source point, each clamped on its own by border padding (the padding
+    moves no weight: the grid's gradient is the values times the weights' slopes)."""
+    sizes = x.shape[2:]
+    gx, gg = np.zeros(x.shape), np.zeros(grid.shape)
+    for b in range(x.shape[0]):
+        for p in np.ndindex(*grid.shape[1:-1]):
+            src = [_grid_source(grid[(b,) + p][1 - d], sizes[d], 0, align_corners)
+                   for d in range(2)]
+            scale = [(n - 1) / 2 if align_corners else n / 2 for n in sizes]
+            g_out = go[(b, slice(None)) + p]
+            for ks in itertools.product(range(-1, 3), repeat=2):
+                taps = [math.floor(s) + k for s, k in zip(src, ks)]
+                ts = [s - t for s, t in zip(src, taps)]
+                if padding_mode == 1:
+                    taps = [min(max(t, 0), n - 1) for t, n in zip(taps, sizes)]
+                elif not all(0 <= t < n for t, n in zip(taps, sizes)):
+                    continue
+                ws = [_cubic(t, -0.75) for t in ts]
+                gx[(b, slice(None)) + tuple(taps)] += ws[0] * ws[1] * g_out
+                seen = float(np.dot(g_out, x[(b, slice(None)) + tuple(taps)]))
+                for d in range(2):
+                    gg[(b,) + p + (1 - d,)] += seen * _cubic_slope(ts[d], -0.75) * \
+                        ws[1 - d] * scale[d]
+    return gx.astype(x.dtype), gg.astype(grid.dtype)
+
+
 def _grid_sampler_backward_ref(go, x, grid, interpolation_mode, padding_mode, align_corners):
     """The input and grid gradients of ``_grid_sampler_ref`` for ``go``: each corner's weight
     times ``go`` added to the input; the corner values times each weight's slope to the grid."""
+    if interpolation_mode == 2:
+        return _bicubic_backward_ref(go, x, grid, padding_mode, align_corners)
     sizes = x.shape[2:]
     nd = len(sizes)
     gx, gg = np.zeros(x.shape), np.zeros(grid.shape)
@@ -404,7 +444,14 @@ def _grid_sampler_backward_ref(go, x, grid, interpolation_mode, padding_mode, al
 
 
 def _grid_sampler_backward_samples(dtype, requires_grad):
-    for s in _grid_sampler_samples(dtype, requires_grad):
+    def bicubic(shape, points, padding_mode, align_corners):
+        x = make(shape, dtype, requires_grad)
+        grid = make((shape[0],) + points + (2,), dtype, requires_grad, low=-1.2, high=1.2)
+        return SampleInput(x, (grid, 2, padding_mode, align_corners),
+                           name=f"bicubic{padding_mode}{int(align_corners)}")
+    for s in itertools.chain(_grid_sampler_samples(dtype, requires_grad),
+                             (bicubic((2, 2, 4, 5), (2, 3), 0, False),
+                              bicubic((1, 3, 3, 4), (3, 2), 1, True))):
         x, grid = s.input, s.args[0]
         go = make((x.shape[0], x.shape[1]) + tuple(grid.shape[1:-1]), dtype, requires_grad)
         yield SampleInput(go, (x, grid) + s.args[1:], name=s.name)

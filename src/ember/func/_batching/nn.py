@@ -455,3 +455,13 @@ def _grid_sampler(op, args, flags, params, size):
     y = call(op, [x.reshape((size * n,) + tuple(x.shape[2:])),
                   g.reshape((size * n,) + tuple(g.shape[2:]))], params)
     return y.reshape((size, n) + tuple(y.shape[1:]))
+
+
+@rule("_grid_sampler_backward")
+def _grid_sampler_backward(op, args, flags, params, size):
+    """grid_sample's backward (a batched cotangent under jacrev): the batch folded into N of
+    the cotangent, input and grid, as PyTorch's rule for grid_sampler_2d_backward does."""
+    values = [a if f else expand_unbatched(a, size) for a, f in zip(args, flags)]
+    n = values[1].shape[1]
+    res = call(op, [v.reshape((size * n,) + tuple(v.shape[2:])) for v in values], params)
+    return tuple(r.reshape((size, n) + tuple(r.shape[1:])) for r in res)
