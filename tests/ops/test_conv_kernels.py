@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from ember.ops import _conv_chunks as C
 from ember.ops import _conv_kernels as K
 
 # (batch, in channels, out channels, size, kernel, stride, pads, dilation, groups): chosen so
@@ -25,13 +26,18 @@ CASES = [
     (3, 8, 8, (5, 5), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 8),      # depthwise 2-d
     (2, 4, 4, (18, 18), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 4),    # same, per sample
     (2, 16, 12, (18, 18), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 2),  # groups, per sample
+    (3, 8, 6, (5, 7), (1, 1), (1, 1), ((0, 0), (0, 0)), (1, 1), 1),      # pointwise
+    (2, 6, 4, (8, 9), (1, 1), (3, 2), ((0, 0), (0, 0)), (2, 1), 2),      # same, strided
+    (2, 4, 8, (6,), (1,), (1,), ((0, 0),), (1,), 4),                     # same, depthwise
+    (2, 3, 4, (300,), (3,), (1,), ((2, 1),), (2,), 1),                   # flat columns
+    (1, 2, 3, (7, 7, 7), (2, 2, 2), (1, 1, 1), ((1, 0), (0, 1), (1, 1)), (1, 2, 1), 1),
 ]
 
 
 def test_cases_cover_every_input_gradient_path(monkeypatch):
     used = set()
     for name in ("_unit_stride_input_grad", "_batch_input_grad", "_col2im_input_grad",
-                 "_scatter_input_grad"):
+                 "_scatter_input_grad", "pointwise_input_grad"):
         def spy(*args, _name=name, _f=getattr(K, name)):
             used.add(_name)
             return _f(*args)
@@ -43,7 +49,66 @@ def test_cases_cover_every_input_gradient_path(monkeypatch):
                           rng.standard_normal((o, c // groups) + kernel), size, stride, pads,
                           dilation, groups)
     assert used == {"_unit_stride_input_grad", "_batch_input_grad", "_col2im_input_grad",
-                    "_scatter_input_grad"}
+                    "_scatter_input_grad", "pointwise_input_grad"}
+
+
+def test_cases_cover_flat_columns(monkeypatch):
+    # unit-stride forwards with few channels per pixel or groups take the flattened padded
+    # image's columns: 1-d, 2-d with groups (case 13) and 3-d, dilated, unevenly padded
+    used, grads = [], []
+    flat, flat_grad = K._flat_forward, K._flat_weight_grad
+    monkeypatch.setattr(K, "_flat_forward", lambda *a: used.append(a[2].shape) or flat(*a))
+    monkeypatch.setattr(K, "_flat_weight_grad",
+                        lambda *a: grads.append(a[3]) or flat_grad(*a))
+    rng = np.random.default_rng(0)
+    for b, c, o, size, kernel, stride, pads, dilation, groups in CASES:
+        x = rng.standard_normal((b, c) + size)
+        y = K.conv_forward(np, x, rng.standard_normal((o, c // groups) + kernel), stride, pads,
+                           dilation, groups)
+        K.conv_weight_grad(np, x, y, kernel, stride, pads, dilation, groups)
+    assert {len(shape) for shape in used} == {3, 4, 5} and (12, 8, 3, 3) in used
+    assert {len(kernel) for kernel in grads} == {1, 2, 3}
+
+
+@pytest.mark.parametrize("c, o, groups", [(4, 4, 4), (4, 8, 4), (8, 4, 2)])
+@pytest.mark.parametrize("b", [1, 4, 8, 9])
+def test_weight_grad_takes_the_forwards_layout_whatever_the_batch(monkeypatch, b, c, o, groups):
+    # the flattened-image columns are chosen from the channels, never from the batch size
+    # (depthwise convolutions, c == o == groups, keep their per-channel products)
+    used = []
+    flat, flat_grad = K._flat_forward, K._flat_weight_grad
+    monkeypatch.setattr(K, "_flat_forward", lambda *a: used.append("forward") or flat(*a))
+    monkeypatch.setattr(K, "_flat_weight_grad", lambda *a: used.append("weight") or flat_grad(*a))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((b, c, 18, 18))
+    w = rng.standard_normal((o, c // groups, 3, 3))
+    args = ((1, 1), ((1, 1), (1, 1)), (1, 1), groups)
+    y = K.conv_forward(np, x, w, *args)
+    g = rng.standard_normal(y.shape)
+    gw = K.conv_weight_grad(np, x, g, (3, 3), *args)
+    depthwise = c == o == groups
+    assert used == ([] if depthwise else ["forward", "weight"])
+    assert np.isclose(np.vdot(y, g), np.vdot(w, gw))
+
+
+@pytest.mark.parametrize("case", [
+    (2, 3, 4, (20, 20), (3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), 1), CASES[14], CASES[15]])
+def test_channels_last_inputs_give_the_same_values(case):
+    # unpadded inputs reach the flat columns and pointwise products in their own layout
+    b, c, o, size, kernel, stride, pads, dilation, groups = case
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((b, c) + size)
+    w = rng.standard_normal((o, c // groups) + kernel)
+    moved = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    x_cl = np.moveaxis(moved, -1, 1)
+    y = K.conv_forward(np, x, w, stride, pads, dilation, groups)
+    g = rng.standard_normal(y.shape)
+    np.testing.assert_allclose(K.conv_forward(np, x_cl, w, stride, pads, dilation, groups), y,
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(K.conv_weight_grad(np, x_cl, g, kernel, stride, pads, dilation,
+                                                  groups),
+                               K.conv_weight_grad(np, x, g, kernel, stride, pads, dilation,
+                                                  groups), rtol=1e-12, atol=1e-12)
 
 
 def test_cases_cover_both_product_layouts():
@@ -94,16 +159,17 @@ def test_forward_adds_bias_per_output_channel(b, c, o, size, kernel, stride, pad
 
 
 def test_small_batches_run_in_chunks_that_fit_in_cache():
-    # under the threads' threshold, still chunks of at most _CHUNK_BYTES of columns
+    # under the threads' threshold, still chunks of at most CHUNK_BYTES of columns
     per_sample = 40_000
-    assert 64 * per_sample < K._PARALLEL_BYTES
-    spans = K._map_samples(np, 64, per_sample, lambda lo, hi: (lo, hi))
+    assert 64 * per_sample < C.PARALLEL_BYTES
+    spans = C.map_samples(np, 64, per_sample, lambda lo, hi: (lo, hi))
     assert len(spans) > 1 and spans[0][0] == 0 and spans[-1][1] == 64
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
-    assert all((hi - lo) * per_sample <= K._CHUNK_BYTES for lo, hi in spans)
+    assert all((hi - lo) * per_sample <= C.CHUNK_BYTES for lo, hi in spans)
 
 
-@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[7], CASES[9]])
+@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[7], CASES[9], CASES[13], CASES[15],
+                                  CASES[18]])
 def test_chunked_kernels_equal_one_chunk(monkeypatch, case):
     b, c, o, size, kernel, stride, pads, dilation, groups = case
     rng = np.random.default_rng(0)
@@ -116,7 +182,7 @@ def test_chunked_kernels_equal_one_chunk(monkeypatch, case):
                 K.conv_input_grad(np, g, w, size, stride, pads, dilation, groups),
                 K.conv_weight_grad(np, x, g, kernel, stride, pads, dilation, groups))
     whole = run()
-    monkeypatch.setattr(K, "_CHUNK_BYTES", 1)       # one sample per chunk
+    monkeypatch.setattr(C, "CHUNK_BYTES", 1)       # one sample per chunk
     for chunked, ref in zip(run(), whole):
         np.testing.assert_allclose(chunked, ref, rtol=1e-12, atol=1e-12)
 

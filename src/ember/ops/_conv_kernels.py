@@ -6,9 +6,12 @@ to channel-last order first, so each im2col row (one output position: kernel off
 channels) is gathered from runs of whole pixels, and the product is one GEMM per group,
 (B*P, K*C) @ (K*C, O). Pixels with few channels use channel-first columns instead, and small
 images with few channels put the batch innermost (_batch_inner), where the copies and the
-col2im additions move runs of an output row times the batch. Work is split into batch
-chunks of a few MiB of columns that run on the CPU worker threads (backend/cpu_kernels.py):
-chunks stay in cache, and cores share them.
+col2im additions move runs of an output row times the batch. Unit-stride convolutions
+with few channels per pixel, or groups, take channel-first columns over the flattened
+padded image (_flat_forward): each column row is one long run. Pointwise convolutions
+(1x1, unpadded) need no columns (_conv_pointwise.py). Work is split into batch chunks of a
+few MiB of columns that run on the CPU worker threads (_conv_chunks.py): chunks stay in
+cache, and cores share them.
 """
 
 import functools
@@ -18,7 +21,9 @@ import numpy as np
 
 from ember import _dtype as D
 from ember.backend import device_kernel
-from ember.backend.cpu_kernels import get_num_threads, map_chunks
+from ember.ops._conv_chunks import map_samples
+from ember.ops._conv_pointwise import (is_pointwise, pointwise_forward, pointwise_input_grad,
+                                       pointwise_weight_grad)
 
 __all__ = ["output_size", "conv_forward", "conv_input_grad", "conv_weight_grad", "im2col",
            "col2im", "zero_pad"]
@@ -115,7 +120,14 @@ def _offsets(kernel):
 def _channels_last(xp, x, pads):
     """``x`` (B, C, *S) as a zero-padded channel-last copy (B, *S', C)."""
     perm = (0,) + tuple(range(2, x.ndim)) + (1,)
-    return xp.ascontiguousarray(zero_pad(xp, x, pads).transpose(perm))
+    if not any(lo or hi for lo, hi in pads):
+        return xp.ascontiguousarray(x.transpose(perm))
+    # one transposing copy into the zeros (padding first, then transposing: 1.3x slower)
+    shape = x.shape[:1] + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
+    out = xp.zeros(shape + x.shape[1:2], x.dtype)
+    out[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads))] = \
+        x.transpose(perm)
+    return out
 
 
 def _group_cols(xp, xn, kernel, out, stride, dilation, groups):
@@ -233,28 +245,7 @@ def _to_channels_first(xp, res, out, dst, bias=None):
         xp.add(moved, bias.reshape((g, og) + (1,) * nd), out=grouped)
 
 
-def _map_samples(xp, b, per_sample_bytes, fn):
-    """``[fn(lo, hi) ...]`` over the batch in chunks of a few MiB of columns, each of which
-    stays in cache; on the worker threads unless the whole is too small to be worth it. Each
-    worker thread takes one run of chunks (map_chunks called on a worker runs them in turn):
-    one hand-over per thread rather than one per chunk."""
-    step = max(1, _CHUNK_BYTES // max(per_sample_bytes, 1))
-    if b * per_sample_bytes < _PARALLEL_BYTES:
-        if xp.__name__ != "numpy":
-            return [fn(0, b)]
-        # in this thread, but still in chunks that stay in cache: a product of 2.4 MiB of
-        # columns takes 2.8x the time of one of half of them
-        return [fn(lo, min(lo + step, b)) for lo in range(0, b, step)]
-
-    def run(lo, hi):
-        return map_chunks(xp, hi - lo, step, lambda a, z: fn(lo + a, lo + z))
-    return [part for parts in map_chunks(xp, b, -(-b // get_num_threads()), run)
-            for part in parts]
-
-
 _BAND = 8                   # rows per band of a transposed copy (see _transpose_in_bands)
-_CHUNK_BYTES = 2 << 20
-_PARALLEL_BYTES = 3 << 20      # less: about a millisecond of work, which threads barely shorten
 _FEW_PIXELS = 256           # below this many output pixels, per-sample products are too small
 _SHORT_RUN = 64             # a pixel's channels times the kernel width below this: a short run
 
@@ -268,18 +259,78 @@ def _write_channels_first(xp, res, target, bias):
         xp.add(moved, bias.reshape(target.shape[1:3] + (1,)), out=target)
 
 
+def _flat_span(size, out):
+    """The padded image's element strides for ``size``, and the span of a flattened padded
+    image that the output pixels of a unit-stride convolution start in."""
+    strides = [math.prod(size[i + 1:]) for i in range(len(size))]
+    return strides, 1 + sum((p - 1) * s for p, s in zip(out, strides))
+
+
+def _flat_rows(x_shape, o, stride, pads, out, groups, pixel_major, batch_inner):
+    """Whether _flat_forward (or _flat_weight_grad) beats the other layouts for ``o`` output
+    channels: unit stride, not the small images batch-innermost columns serve, not depthwise
+    (a product per channel either way), and
+    the channel-first product (few channels per pixel, or groups) with little padding."""
+    if batch_inner or any(s != 1 for s in stride) or not out or not math.prod(out):
+        return False
+    cg, og = x_shape[1] // groups, o // groups
+    if cg == 1 and og == 1 or pixel_major and groups == 1:
+        return False
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(x_shape[2:], pads))
+    npix = math.prod(out)
+    return 2 * _flat_span(padded, out)[1] <= 3 * npix
+
+
+def _flat_forward(xp, x, w, pads, dilation, groups, bias, dst):
+    """conv_forward at unit stride with channel-first columns over the flattened padded
+    image: each column row is one run of the image (the output rows and the padding
+    between them), so the copy moves long runs and the product (O/G, K*C/G) @ (K*C/G, span)
+    lands channel-first; the padding's outputs are dropped in the final copy."""
+    b, c = x.shape[:2]
+    o = w.shape[0]
+    kernel, out = w.shape[2:], dst.shape[2:]
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
+    flat, span = _flat_span(padded, out)
+    kc = (c // groups) * math.prod(kernel)
+    wg = w.reshape(groups, o // groups, kc)
+    size = x.itemsize
+    taps = tuple(s * d * size for s, d in zip(flat, dilation))
+
+    def chunk(lo, hi):
+        n = hi - lo
+        xpad = xp.ascontiguousarray(zero_pad(xp, x[lo:hi], pads)).reshape(n, c, -1)
+        view = _read_only_view(xp, xpad, (n, c) + tuple(kernel) + (span,),
+                               xpad.strides[:2] + taps + (size,))
+        cols = xp.ascontiguousarray(view).reshape(n, groups, kc, span)
+        res = xp.matmul(wg, cols).reshape(n, o, span)
+        kept = _read_only_view(xp, res, (n, o) + tuple(out),
+                               res.strides[:2] + tuple(s * res.itemsize for s in flat))
+        if bias is None:
+            dst[lo:hi] = kept
+        else:
+            xp.add(kept, bias.reshape((o,) + (1,) * len(out)), out=dst[lo:hi])
+
+    map_samples(xp, b, c * math.prod(kernel) * span * size, chunk)
+    return dst
+
+
 @_device_first("convolution")
 def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
     """Cross-correlation of x (B, C, *S) with w (O, C/G, *K), plus bias: (B, O, *P)."""
     b, o = x.shape[0], w.shape[0]
     kernel = w.shape[2:]
     out = output_size(x.shape[2:], kernel, stride, pads, dilation)
-    rows = _weight_rows(xp, w, groups)
     dtype = xp.result_type(x, w) if bias is None else xp.result_type(x, w, bias)
     dst = xp.empty((b, o) + tuple(out), dtype)
-
+    # (a flipped weight's negative strides would make matmul skip BLAS: 2x slower)
+    w = xp.ascontiguousarray(w)
+    if is_pointwise(kernel, pads):
+        return pointwise_forward(xp, x, w, stride, groups, bias, dst)
     pixel_major = _pixel_major(x.shape[1] // groups, kernel, out)
     batch_inner = _batch_inner(x.shape[1] // groups, kernel, out)
+    if _flat_rows(x.shape, o, stride, pads, out, groups, pixel_major, batch_inner):
+        return _flat_forward(xp, x, w, pads, dilation, groups, bias, dst)
+    rows = _weight_rows(xp, w, groups)
     og, kc = rows.shape[1:]
     npix = math.prod(out)
 
@@ -313,7 +364,7 @@ def conv_forward(xp, x, w, stride, pads, dilation, groups, bias=None):
         _write_channels_first(xp, res, target, bias)
 
     per_sample = npix * kc * groups * x.itemsize
-    _map_samples(xp, b, per_sample, chunk)
+    map_samples(xp, b, per_sample, chunk)
     return dst
 
 
@@ -339,6 +390,8 @@ def _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias):
 def conv_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias=None):
     """The adjoint of conv_forward in its input: (B, C, *size) from g (B, O, *P), plus bias
     (a transposed convolution)."""
+    if is_pointwise(w.shape[2:], pads):
+        return pointwise_input_grad(xp, g, w, size, stride, groups, bias)
     if all(s == 1 for s in stride) and w.shape[1] * groups >= w.shape[0]:
         # (with fewer input than output channels, the paths below move less data)
         fast = _unit_stride_input_grad(xp, g, w, size, pads, dilation, groups, bias)
@@ -394,7 +447,7 @@ def _batch_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
         per_sample = 4 * (math.prod(padded) + math.prod(out)) * c * g.itemsize
     else:
         per_sample = math.prod(out) * kc * groups * g.itemsize
-    _map_samples(xp, b, per_sample, chunk)
+    map_samples(xp, b, per_sample, chunk)
     return dst
 
 
@@ -419,7 +472,7 @@ def _col2im_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
                            bias)
 
     per_sample = math.prod(g.shape[2:]) * ck * groups * g.itemsize
-    _map_samples(xp, b, per_sample, chunk)
+    map_samples(xp, b, per_sample, chunk)
     return dst
 
 
@@ -458,7 +511,7 @@ def _scatter_input_grad(xp, g, w, size, stride, pads, dilation, groups, bias):
             xp.add(inner, bias.reshape((c,) + (1,) * nd), out=dst[lo:hi])
 
     per_sample = (math.prod(padded) * c + math.prod(out) * o) * g.itemsize
-    _map_samples(xp, b, per_sample, chunk)
+    map_samples(xp, b, per_sample, chunk)
     return dst
 
 
@@ -471,6 +524,37 @@ def _product_nt(xp, a, b):
     return xp.ascontiguousarray(xp.matmul(b, a.swapaxes(-1, -2)).swapaxes(-1, -2))
 
 
+def _flat_weight_grad(xp, x, g, kernel, pads, dilation, groups):
+    """conv_weight_grad at unit stride with _flat_forward's columns: g spread over the
+    flattened padded image's span (zeros on the padding), per sample
+    (K*C/G, span) @ (span, O/G) (faster in OpenBLAS than the transposed product)."""
+    b, c = x.shape[:2]
+    o = g.shape[1]
+    out = g.shape[2:]
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
+    flat, span = _flat_span(padded, out)
+    kc = (c // groups) * math.prod(kernel)
+    size = x.itemsize
+    taps = tuple(s * d * size for s, d in zip(flat, dilation))
+
+    def chunk(lo, hi):
+        n = hi - lo
+        xpad = xp.ascontiguousarray(zero_pad(xp, x[lo:hi], pads)).reshape(n, c, -1)
+        view = _read_only_view(xp, xpad, (n, c) + tuple(kernel) + (span,),
+                               xpad.strides[:2] + taps + (size,))
+        cols = xp.ascontiguousarray(view).reshape(n, groups, kc, span)
+        spread = xp.zeros((n, o, span), g.dtype)
+        grid = xp.lib.stride_tricks.as_strided(
+            spread, (n, o) + tuple(out), spread.strides[:2] + tuple(s * g.itemsize for s in flat))
+        grid[...] = g[lo:hi]
+        spread = spread.reshape(n, groups, o // groups, span)
+        return xp.matmul(cols, spread.swapaxes(-1, -2)).sum(0)        # (G, K*C/G, O/G)
+
+    parts = map_samples(xp, b, (c * math.prod(kernel) + o) * span * size, chunk)
+    gw = parts[0] if len(parts) == 1 else sum(parts[1:], parts[0])
+    return xp.ascontiguousarray(gw.swapaxes(1, 2)).reshape((o, c // groups) + tuple(kernel))
+
+
 @_device_first("convolution_weight")
 def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     """The adjoint of conv_forward in its weight: (O, C/G, *K) from x and g (B, O, *P)."""
@@ -479,9 +563,15 @@ def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     out = g.shape[2:]   # may be fewer windows than x allows (a transposed conv's padding)
     if g.size == 0:     # an empty batch (or no windows): nothing reaches the weight
         return xp.zeros((o, c // groups) + tuple(kernel), xp.result_type(x, g))
+    if is_pointwise(kernel, pads):
+        return pointwise_weight_grad(xp, x, g, stride, groups)
 
     pixel_major = _pixel_major(c // groups, kernel, out)
     npix = math.prod(out)
+    # (on fewer pixels the per-sample products over the span are too short: 1.3x slower)
+    if npix >= _FEW_PIXELS and _flat_rows(x.shape, o, stride, pads, out, groups,
+                                          pixel_major, _batch_inner(c // groups, kernel, out)):
+        return _flat_weight_grad(xp, x, g, kernel, pads, dilation, groups)
     # (one group: the single product below does as well)
     batch_inner = groups > 1 and _batch_inner(c // groups, kernel, out)
 
@@ -510,7 +600,7 @@ def conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
         return xp.matmul(gs, cols).sum(0)
 
     per_sample = math.prod(out) * math.prod(kernel) * c * x.itemsize
-    parts = _map_samples(xp, b, per_sample, chunk)
+    parts = map_samples(xp, b, per_sample, chunk)
     gw = parts[0] if len(parts) == 1 else sum(parts[1:], parts[0])
     if batch_inner or not pixel_major:
         return gw.reshape((o, c // groups) + tuple(kernel))
