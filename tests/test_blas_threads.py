@@ -144,3 +144,18 @@ def test_a_reading_counts_busy_time_and_this_process_cpu_time():
     sum(i * i for i in range(200_000))          # some CPU time of this process's own
     second = blas_threads._reading()
     assert second[0] > first[0] and second[2] > first[2] and second[1] >= first[1]
+
+
+def test_one_thread_is_held_until_the_last_overlapping_caller_leaves():
+    # the count is the process's: a caller leaving while another is inside must not give
+    # BLAS its threads back (the other's product would round as with two threads)
+    count = [4]
+    setter, getter = (lambda n: count.__setitem__(0, n)), (lambda: count[0])
+    first, second = blas_threads._single(setter, getter), blas_threads._single(setter, getter)
+    first.__enter__()
+    assert count == [1]
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert count == [1]
+    second.__exit__(None, None, None)
+    assert count == [4]

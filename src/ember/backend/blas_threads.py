@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import itertools
 import os
+import threading
 import time
 
 import numpy as np
@@ -81,17 +82,28 @@ def _numpy_control():
 
 # --- one thread for a while ---------------------------------------------------------------------
 
+_SINGLE_LOCK = threading.Lock()
+_single_users = [0, None]       # [threads inside, the count to give back when the last leaves]
+
+
 @contextlib.contextmanager
 def _single(setter, getter):
-    before = getter()
-    if before == 1:
-        yield
-        return
-    setter(1)
+    # counted, because the setting is the whole process's: a thread that left first would
+    # otherwise give BLAS its threads back under another's product (results then differ in
+    # their last bits from a run without concurrent callers)
+    with _SINGLE_LOCK:
+        if _single_users[0] == 0:
+            _single_users[1] = getter()
+            if _single_users[1] != 1:
+                setter(1)
+        _single_users[0] += 1
     try:
         yield
     finally:
-        setter(before)
+        with _SINGLE_LOCK:
+            _single_users[0] -= 1
+            if _single_users[0] == 0 and _single_users[1] != 1:
+                setter(_single_users[1])
 
 
 def one_blas_thread(xp):
