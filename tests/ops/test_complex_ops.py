@@ -221,3 +221,37 @@ def test_version_error_names_complex_types_as_pytorch():
     with pytest.raises(RuntimeError, match=r"inplace operation: \[CPUComplexDoubleType \[2\]\], "
                                            r"which is output 0 of Exp, is at version 1"):
         y.abs().sum().backward()
+
+
+def test_polar_gradient_takes_the_sign_of_a_negative_abs():
+    # PyTorch's d/d(abs) is sgn(out) = sign(abs) e^{i angle}; forward mode keeps e^{i angle}
+    r = np.array([-1.5, 0.0, 2.0])
+    t = np.array([0.3, -1.2, 2.5])
+    a = ember.tensor(r, requires_grad=True)
+    ember.view_as_real(ember.polar(a, ember.tensor(t))).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), np.sign(r) * (np.cos(t) + np.sin(t)))
+    _, tangent = ember.func.jvp(lambda x: ember.polar(x, ember.tensor(t)), (ember.tensor(r),),
+                                (ember.ones(3, dtype=ember.float64),))
+    np.testing.assert_allclose(tangent.numpy(), np.exp(1j * t))
+
+
+def test_polar_saves_only_its_result():
+    # as PyTorch (PolarBackward0 saves result alone): abs and angle may be written in place
+    # before backward; forward mode still reads them (jacfwd of jacrev, a constant angle)
+    a = ember.tensor([1.5, -2.0], dtype=ember.float64, requires_grad=True)
+    b = ember.tensor([0.3, 1.0], dtype=ember.float64, requires_grad=True)
+    a2, b2 = a * 1, b * 1
+    y = ember.polar(a2, b2)
+    a2.add_(1)
+    b2.mul_(3)
+    ga, gb = ember.autograd.grad(ember.view_as_real(y).sum(), (a, b))
+    r, t = np.array([1.5, -2.0]), np.array([0.3, 1.0])
+    np.testing.assert_allclose(ga.numpy(), np.sign(r) * (np.cos(t) + np.sin(t)))
+    np.testing.assert_allclose(gb.numpy(), r * (np.cos(t) - np.sin(t)))
+    angle = ember.tensor(t)
+    hess = ember.func.jacfwd(ember.func.jacrev(
+        lambda x: ember.view_as_real(ember.polar(x, angle)).sin().sum()))(ember.tensor(r))
+    c, s = np.cos(t), np.sin(t)
+    # (PyTorch's value: its abs gradient runs through sgn(result), which flips at abs < 0)
+    want = -np.sign(r) * (c * c * np.sin(r * c) + s * s * np.sin(r * s))
+    np.testing.assert_allclose(hess.numpy(), np.diag(want), atol=1e-12)

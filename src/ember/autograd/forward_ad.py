@@ -21,11 +21,13 @@ reverse (backward of a dual graph gives dual gradients: Hessian-vector products)
 How this differs from PyTorch: ``type(d)`` is ``_DualTensor``, not Tensor (``isinstance(d,
 Tensor)`` holds); ``exit_dual_level`` turns the level's dual tensors back into plain tensors;
 one level at a time (PyTorch's rule too); ``vmap`` over dual tensors works, ``make_dual``
-inside ``vmap`` does not (nor in PyTorch); ``ember.func.jvp``/``jacfwd`` do not use this
-module (they run the double-vjp through the engine, which composes with vmap); a plain view
-taken before an in-place op made its base dual shows no tangent; an in-place op whose other
-operand is ``self`` (``x.mul_(x)``) reads ``self`` before the write (PyTorch reads it after);
-tangents that depend on nothing requiring grad have no ``grad_fn`` (PyTorch may record one).
+inside ``vmap`` does not (nor in PyTorch) unless a transform runs between them
+(``vmap(grad(f))``: the dual is made of the physical tensor and batched again);
+``ember.func.jvp``/``jacfwd`` do not use this module (they run the double-vjp through the
+engine, which composes with vmap); a plain view taken before an in-place op made its base
+dual shows no tangent; an in-place op whose other operand is ``self`` (``x.mul_(x)``) reads
+``self`` before the write (PyTorch reads it after); tangents that depend on nothing
+requiring grad have no ``grad_fn`` (PyTorch may record one).
 """
 
 import weakref
@@ -33,6 +35,7 @@ from typing import Any, NamedTuple
 
 from ember._conj_view import hold_values
 from ember._tensor import Tensor, _make
+from ember.autograd._forward_traces import PULLING
 from ember.autograd.grad_mode import entering_clones
 
 __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_level",
@@ -132,6 +135,13 @@ def make_dual(tensor, tangent, *, level=None):
         raise RuntimeError(f"Setting a forward grad that itself has a forward gradient at the "
                            f"same level{level} is not supported.")
     _check_size(tensor, tangent)
+    levels = _batch_levels(tensor, tangent)
+    if levels:      # a transform between vmap and this call (vmap(grad(f))): per physical
+        from ember.func._batched import materialize, rewrap
+        primal = materialize(tensor, levels)
+        if any(s == 0 and n > 1 for s, n in zip(primal.stride(), primal.shape)):
+            primal = primal.clone()     # (expanded along a batch it lacked: one per example)
+        return rewrap(make_dual(primal, materialize(tangent, levels), level=level), levels)
     from ember.overrides import DisableTorchFunctionSubclass, is_plain
     for t in (tensor, tangent):
         if type(t) is not Tensor and not is_plain(type(t)):
@@ -174,6 +184,17 @@ def refuse_batched(name, *tensors):
             return
 
 
+def _batch_levels(*tensors):
+    """The active vmap levels (outermost first) that a tensor of ``tensors`` is batched at."""
+    from ember.func._batched import BatchedTensor, active_levels
+    found = set()
+    for t in tensors:
+        while type(t) is BatchedTensor:
+            found.add(t._level)
+            t = t._value
+    return [lv for lv in active_levels() if lv.level in found] if found else []
+
+
 def _check_size(tensor, tangent):
     if tangent.shape != tensor.shape:
         raise RuntimeError(f"Trying to set a forward gradient that has a different size than "
@@ -192,6 +213,12 @@ def unpack_dual(tensor, *, level=None):
         return UnpackedDualTensor(tensor, None)
     refuse_batched("_unpack_dual", tensor)
     _check_level(level, "_fw_primal")
+    levels = _batch_levels(tensor)
+    if levels:      # (see make_dual): unpacked per physical, each part batched again
+        from ember.func._batched import materialize, rewrap
+        primal, tangent = unpack_dual(materialize(tensor, levels), level=level)
+        return UnpackedDualTensor(rewrap(primal, levels),
+                                  None if tangent is None else rewrap(tangent, levels))
     if type(tensor) is not _DualTensor:
         return UnpackedDualTensor(tensor, None)
     return UnpackedDualTensor(_primal(tensor), tensor._fw_tangent)
@@ -415,7 +442,8 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
             return [None] * len(outs)
         roots = [o for o, keep in zip(outs, live) if keep]
         dummies = [zeros_like(o)._set_requires_grad() for o in roots]
-        pulled = autograd.grad(roots, leaves, dummies, create_graph=True, allow_unused=True)
+        with PULLING:       # (an op's derivative may take its forward formula: polar's)
+            pulled = autograd.grad(roots, leaves, dummies, create_graph=True, allow_unused=True)
         gs, ws = [], []
         for g, t in zip(pulled, tangents):
             if g is not None and g.requires_grad:

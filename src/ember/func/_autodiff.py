@@ -104,8 +104,8 @@ def _fresh(p):
 class _Traced:
     """One run of ``func`` on fresh copies of ``primals``, ready for vjps and jvps."""
 
-    def __init__(self, func, primals, has_aux, api, scalar=False):
-        self.levels = active_levels()
+    def __init__(self, func, primals, has_aux, api, scalar=False, levels=None):
+        self.levels = active_levels() if levels is None else levels
         flat, self.in_spec = tree_flatten(primals)
         for x in flat:
             if not isinstance(x, Tensor):
@@ -133,9 +133,10 @@ class _Traced:
             with _recording(), tracing_births(not api.startswith("linearize(")) as births, \
                     owning(self.token):
                 self.leaves = [_fresh(p) for p in physical]
-                shown = [primal_for(x) for x in self.leaves] \
+                shown = [primal_for(x, not forward_cut and tracks_grad(p) and (
+                    "leaf" if p.is_leaf else True)) for x, p in zip(self.leaves, physical)] \
                     if forward else [leaf_for(x) for x in self.leaves]
-                births[1].update(id(x) for x in self.leaves + physical + shown)
+                births[1].update(id(x) for x in self.leaves + shown)
                 if forward:     # (made for it: what ``finish`` may cut, as the results)
                     births[0].update(id(x) for x in shown)
                 if forward:
@@ -617,7 +618,11 @@ def linearize(func, *primals):
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
     from ember.autograd.forward_ad import refuse_batched
     refuse_batched("_make_dual", *tree_flatten(primals)[0])     # (PyTorch's linearize makes duals)
-    traced = _Traced(func, primals, False, "linearize(f, *primals)")
+    # traced outside the vmaps inside the innermost transform (its primals are not batched
+    # there): a result a closure's tensor batches there is refused, as PyTorch's unpack_dual
+    traced = _Traced(func, primals, False, "linearize(f, *primals)",
+                     levels=active_levels()[:_DEPTH.levels])
+    refuse_batched("_unpack_dual", *traced.flat_out)
     lin = _Linearized(traced)
 
     def jvp_fn(*tangents):

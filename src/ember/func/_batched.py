@@ -191,6 +191,11 @@ class BatchedTensor(Tensor):
             return strides
         return strides[_wrap_dim_of_sized(dim, len(strides), ("stride", "dim", 1, "method"))]
 
+    def storage_offset(self):
+        """The value's storage offset: PyTorch's per-example offset (that of example 0, which
+        its ``as_strided`` rule counts from)."""
+        return self._value.storage_offset()
+
     # --- autograd state lives on the value -------------------------------------------------
     @property
     def requires_grad(self):

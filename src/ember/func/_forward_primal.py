@@ -21,7 +21,9 @@ base written in place through a view) becomes a ``ForwardPrimal`` until that fun
 (``showing``). Outside the user's function (ember's own backward passes, a reverse-mode
 transform's function nested in it, a native kernel's own differentiation: ``own_pass``)
 nothing is re-classed. ``linearize``'s are ``forward_ad``'s dual tensors in PyTorch: one
-computed from a tensor that requires grad outside reports it, and is not re-classed. So,
+computed from a tensor that requires grad outside reports it, and is not re-classed; its
+input for such a tensor (PyTorch's first run of the function gets the tensor itself) is a
+``DualPrimal``, which reports ``requires_grad=True`` (and, of a leaf, refuses in-place writes). So,
 as in PyTorch, ``autograd.grad``/``backward``/``register_hook``/``retain_grad`` refuse such
 results, ``detach_`` runs, and ``.data =`` and a nested ``linearize`` refuse.
 
@@ -50,9 +52,9 @@ from ember.autograd._forward_traces import FORWARD_SHOWN
 from ember.autograd.graph import Node, OpNode, history
 from ember.overrides import _disabled_torch_function_impl
 
-__all__ = ["ForwardPrimal", "PrimalBackward", "TransformLeaf", "forward_running", "leaf_for",
-           "own_pass", "primal_for", "collect_dead", "cut", "note_dead",
-           "refuse_backward", "release", "show", "showing", "tracks_grad"]
+__all__ = ["DualLeafPrimal", "DualPrimal", "ForwardPrimal", "PrimalBackward", "TransformLeaf",
+           "forward_running", "leaf_for", "own_pass", "primal_for", "collect_dead", "cut",
+           "note_dead", "refuse_backward", "release", "show", "showing", "tracks_grad"]
 
 
 class PrimalBackward(Node):
@@ -95,6 +97,22 @@ class ForwardPrimal(Tensor):
         return _make(self._data).__reduce_ex__(protocol)
 
 
+class DualPrimal(ForwardPrimal):
+    """``linearize``'s input for a tensor that requires grad: PyTorch's function first runs
+    on that tensor itself, so it reports ``requires_grad=True`` (and what it computes too)."""
+
+    __slots__ = ()
+    requires_grad = property(lambda self: True, _set_requires_grad,
+                             doc="True, as the tensor PyTorch's linearize passes.")
+
+
+class DualLeafPrimal(DualPrimal):
+    """A ``DualPrimal`` for a leaf: PyTorch's refuses in-place writes, as the leaf does."""
+
+    __slots__ = ()
+    _transform_leaf = True      # (what ops/_inplace.py's leaf check reads)
+
+
 class TransformLeaf(Tensor):
     """A reverse-mode transform's input while its function runs, when ember takes it as an
     alias of a tensor with history (the caller's, requiring grad, or an outer transform's):
@@ -112,6 +130,10 @@ class TransformLeaf(Tensor):
     __reduce_ex__ = ForwardPrimal.__reduce_ex__
 
 
+_PRIMALS = {False: ForwardPrimal, True: DualPrimal, "leaf": DualLeafPrimal}
+_RELEASED = frozenset((ForwardPrimal, DualPrimal, DualLeafPrimal, TransformLeaf))
+
+
 def leaf_for(leaf):
     """``leaf`` as a reverse-mode transform's function receives it (an alias with history is
     re-classed as a ``TransformLeaf`` until ``release``)."""
@@ -120,20 +142,21 @@ def leaf_for(leaf):
     return leaf
 
 
-def primal_for(leaf):
-    """The ``ForwardPrimal`` standing for ``leaf`` (memory, version and gradient shared)."""
+def primal_for(leaf, dual=False):
+    """The ``ForwardPrimal`` standing for ``leaf`` (memory, version and gradient shared;
+    ``dual``: a ``DualPrimal``, True, or a ``DualLeafPrimal``, "leaf")."""
     shown = leaf.detach()
     hold_values(shown)          # (NOTE [Conjugate views])
     shown._grad_fn = PrimalBackward((history(leaf),))
     shown._output_nr = 0
-    shown.__class__ = ForwardPrimal
+    shown.__class__ = _PRIMALS[dual]
     return shown
 
 
 def release(primals):
     """Make ``primals`` plain tensors again, once the function has run."""
     for t in primals:
-        if type(t) is ForwardPrimal or type(t) is TransformLeaf:
+        if type(t) in _RELEASED:
             t.__class__ = Tensor
 
 

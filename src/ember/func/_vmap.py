@@ -124,13 +124,48 @@ def batched_random(sample, args, kwargs, inplace):
     batch and refuses batched parameters (torch's rules)."""
     from ember import empty
     from ember.func._batched import BatchedTensor
-    _check_randomness()
     self, rest = args[0], list(args[1:]) + list(kwargs.values())
+    if inplace and not any(type(a) is BatchedTensor for a in rest):
+        physical = _per_example(self)
+        if physical is not None:    # one draw per element of the physical tensor
+            _PHYSICAL[0] += 1
+            try:
+                sample(physical, *args[1:], **kwargs)
+            finally:
+                _PHYSICAL[0] -= 1
+            return self
+    _check_randomness()
     if not inplace or any(type(a) is BatchedTensor for a in rest):
         raise RuntimeError(_SAME_BATCHED)
     draw = empty(tuple(self.shape), dtype=self.dtype, device=self.device)
     sample(draw, *args[1:], **kwargs)
     return self.copy_(draw)
+
+
+_PHYSICAL = [0]      # in-place draws into a physical tensor running (see ``_per_example``)
+# vmaps rerunning as loops: their levels are gone from STATE.levels, so ``_per_example``
+# cannot tell whether ``self`` was batched there, nor that one asked for "same"
+_LOOPING = [0]
+
+
+def _per_example(self):
+    """The physical tensor under ``self`` when an in-place draw into it is the "different"
+    randomness the vmaps ask for (all active vmaps are "different", ``self`` is batched at
+    each, its memory has no overlap, no vmap reruns as a loop: the batch run by batching
+    rules, so PyTorch's fallback warnings for the ops after it stay); None otherwise (the
+    vmap reruns as a loop)."""
+    from ember.func._batched import BatchedTensor
+    levels = set()
+    t = self
+    while type(t) is BatchedTensor:
+        levels.add(t._level)
+        t = t._value
+    if _NO_RANDOM[0] or _LOOPING[0] or type(t) is not Tensor or any(
+            lv.randomness != "different" or lv.level not in levels for lv in STATE.levels):
+        return None
+    if any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape)):
+        return None
+    return t
 
 
 _UNBATCHED_INPLACE = ("vmap: Cannot ask for different inplace randomness on an unbatched "
@@ -165,6 +200,8 @@ def random_error_scope():
 
 def _check_randomness():
     """Raise as the active vmaps' randomness asks when a random number is drawn."""
+    if _PHYSICAL[0]:
+        return
     if _NO_RANDOM[0]:
         raise RuntimeError(_RANDOM_ERROR)
     for lv in STATE.levels:
@@ -202,9 +239,13 @@ def _flat_vmap(func, flat_args, spec, dims, size, out_dims, randomness, kwargs):
 
 def _loop_vmap(func, flat_args, spec, dims, size, out_dims, kwargs):
     import ember
-    outs = [func(*tree_unflatten([x if d is None else x.select(d, b)
-                                  for x, d in zip(flat_args, dims)], spec), **kwargs)
-            for b in range(size)]
+    _LOOPING[0] += 1
+    try:
+        outs = [func(*tree_unflatten([x if d is None else x.select(d, b)
+                                      for x, d in zip(flat_args, dims)], spec), **kwargs)
+                for b in range(size)]
+    finally:
+        _LOOPING[0] -= 1
     flat0, ospec = tree_flatten(outs[0])
     odims = broadcast_prefix(out_dims, outs[0]) or [out_dims] * len(flat0)
     cols = zip(*(tree_flatten(o)[0] for o in outs))

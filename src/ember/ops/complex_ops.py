@@ -8,6 +8,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._storage_place import _address
+from ember.autograd._forward_traces import FORWARD_OPEN, PULLING
 from ember._tensor import Tensor
 from ember.ops._elementwise import unary
 from ember.ops._registry import op
@@ -99,12 +100,30 @@ def polar(xp, r, theta):
     return _assemble(xp, r * xp.cos(theta), r * xp.sin(theta), shape, dtype)
 
 
+def _polar_readers(flat, params):
+    """The inputs polar's gradients read: none (PyTorch saves the result alone, so abs or
+    angle may be written in place before backward), but both where a forward-mode pass may
+    pull through the call (the PULLING formula below reads them)."""
+    from ember.autograd.forward_ad import STATE
+    return ((0, 1), (0, 1)) if FORWARD_OPEN[0] or STATE.pushing else ((), ())
+
+
+polar.reads_inputs(_polar_readers)
+
+
 @polar.derivative
-def _(grad, r, theta):
-    # out = r (cos t + i sin t): d/dr = e^{it}, d/dt = i out; PyTorch's Re(grad * conj(.))
-    c, s = theta.cos(), theta.sin()
+def _(grad, r, theta, *, out):
+    # out = r e^{it}: d/dr = e^{it}, d/dt = i out, each as Re(conj(grad) * .). As PyTorch,
+    # d/dr is taken as sgn(out) (a negative abs flips it, abs 0 gives 0) and both are written
+    # in out, so that double backward runs through polar's derivative again as PyTorch's does
     gr, gi = grad.real, grad.imag
-    return gr * c + gi * s, r * (gi * c - gr * s)
+    if PULLING.depth:
+        # a double vjp building forward-mode tangents: PyTorch's forward formula is the plain
+        # one, e^{it} even where abs <= 0
+        c, s = theta.cos(), theta.sin()
+        return gr * c + gi * s, r * (gi * c - gr * s)
+    unit = out.sgn()
+    return gr * unit.real + gi * unit.imag, gi * out.real - gr * out.imag
 
 
 # --- view_as_real, view_as_complex ------------------------------------------------------------

@@ -6,6 +6,7 @@ import warnings
 
 from ember._tensor import Tensor
 from ember._warn import user_level
+from ember.autograd.grad_mode import STATE as _GRAD
 from ember.ops.view_copies import _finish
 
 __all__ = ["frobenius_norm", "nuclear_norm"]
@@ -35,6 +36,10 @@ def frobenius_norm(input, dim, keepdim=False, *, out=None):
     if isinstance(input, Tensor) and not (input.is_floating_point() or input.is_complex()):
         raise RuntimeError(f"norm(): input dtype should be either floating point or complex. "
                            f"Got {input.dtype._torch_name} instead.")
+    if out is not None and _GRAD.grad_enabled and any(
+            isinstance(t, Tensor) and t.requires_grad for t in (input, out)):
+        raise RuntimeError("norm(): functions with out=... arguments don't support automatic "
+                           "differentiation, but one of the arguments requires grad.")
     result = linalg.vector_norm(input, 2, dim, keepdim)
     return result if out is None else _finish("frobenius_norm", result, out)
 

@@ -365,6 +365,9 @@ def _polygamma_inplace(self, n):
     return call_inplace(polygamma, (self,), (n,))
 
 
+_polygamma_inplace._ember_op = polygamma    # (what vmap's and forward AD's dispatch read)
+
+
 # the method's signature, ``x.polygamma(n)``, puts the tensor first
 Tensor.polygamma = _polygamma_method
 Tensor.polygamma_ = _polygamma_inplace

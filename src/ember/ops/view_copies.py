@@ -6,15 +6,19 @@ NOTE [out= of the view copies]
 PyTorch's one-result copies resize ``out`` (warning when it had elements) and insist on the
 result's exact dtype; its several-result ones (``split_copy``, ``unbind_copy``) instead
 ``copy_`` each result into its ``out`` tensor (broadcasting and casting, never resizing) and
-return None. Neither refuses an input that requires grad, but both refuse an ``out`` that
-does.
+return None, untracked, whatever requires grad (but ``unbind_copy``, with grad mode on,
+refuses an ``out`` that requires grad). The one-result copies have no derivative:
+with grad mode on, an ``out`` that is a leaf requiring grad (or a view of one, or a no_grad
+view) is refused; else, where the input requires grad or ``out`` has history, the write
+records a node named NotImplemented, whose backward raises (on ``out``'s base, through a
+CopySlices, when ``out`` is a view).
 """
 
 import warnings
 
 from ember import _dtype as D
 from ember._memory_format import contiguous_format
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _view_tracks
 from ember._warn import user_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
@@ -64,17 +68,10 @@ def _fresh(t):
     return t.clone(memory_format=contiguous_format)
 
 
-def _refuse_grad_out(fname, targets):
-    if _GRAD.grad_enabled and any(t._requires_grad or t._grad_fn is not None  # (records)
-                                  for t in targets):
-        raise RuntimeError(f"{fname}(): functions with out=... arguments don't support "
-                           f"automatic differentiation, but one of the arguments requires "
-                           f"grad.")
-
-
-def _finish(fname, view, out):
+def _finish(fname, view, out, source=None):
     """A contiguous copy of ``view``, or ``view`` written into ``out`` (see NOTE [out= of
-    the view copies])."""
+    the view copies]); ``source``: the input the copy's node takes (default: what ``view``
+    was made of)."""
     if fname in _NO_COMPLEX_GRAD and _GRAD.grad_enabled and view.requires_grad \
             and view.is_complex():
         raise RuntimeError(f"{fname} does not support automatic differentiation for outputs "
@@ -83,7 +80,13 @@ def _finish(fname, view, out):
         return _fresh(view)
     if not isinstance(out, Tensor):
         raise TypeError(f"{fname}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    _refuse_grad_out(f"aten::{fname}", (out,))
+    if source is None:
+        source = view if view._view is None else view._view[1]
+    tracked = _GRAD.grad_enabled and (source.requires_grad or out._requires_grad
+                                      or out._grad_fn is not None or _view_tracks(out))
+    if tracked:
+        _refuse_grad_out(fname, out)
+        old, base_edge, recipe = _before_write(out)
     with no_grad():
         if out.shape != view.shape:
             if out.numel():
@@ -95,16 +98,67 @@ def _finish(fname, view, out):
                     f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
                     f"elements with t.resize_(0).", UserWarning,
                     stacklevel=user_level(3))
-            out.resize_(view.shape)
+            if tracked:     # (PyTorch's resize of an out= tensor skips autograd's refusal)
+                from ember.ops.conversion import _resize_storage
+                _resize_storage(out, view.shape)
+            else:
+                out.resize_(view.shape)
         if out.dtype is not view.dtype:
             raise RuntimeError(f"Expected out tensor to have dtype {_C_NAMES[view.dtype]}, but "
                                f"got {_C_NAMES[out.dtype]} instead")
         out.copy_(view)
+    if tracked:
+        _record_not_implemented(fname, out, old, base_edge, recipe, source)
     return out
 
 
-def _finish_all(fname, out_name, position, views, out):
-    """Contiguous copies of ``views`` as a tuple, or each copied into ``out`` (None)."""
+def _refuse_grad_out(fname, out):
+    """PyTorch's refusal of an ``out`` that may not be written with grad mode on: a leaf that
+    requires grad, a view of one, a view made in no_grad mode of a tensor that requires grad
+    (the checks of an in-place write, in the out= refusal's words)."""
+    from ember.ops._inplace import _check_leaf
+    try:
+        _check_leaf(out)
+    except RuntimeError:
+        raise RuntimeError(f"aten::{fname}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires "
+                           f"grad.") from None
+
+
+def _before_write(out):
+    """What recording the write into ``out`` needs from before it: a stand-in for ``out``
+    with its history, its base's history and its view recipe (when a view)."""
+    from ember.autograd.graph import history
+    from ember.ops._inplace import _history_snapshot, view_recipe
+    old = _history_snapshot(out, False)
+    if out._view is None:
+        return old, None, None
+    return old, history(out._view[0]), view_recipe(out)
+
+
+def _record_not_implemented(fname, out, old, base_edge, recipe, source):
+    """Give the write into ``out`` PyTorch's node for a kernel without a derivative,
+    NotImplemented (its backward raises), over ``source`` and ``out``'s former history; on
+    ``out``'s base, through a CopySlices, when ``out`` is a view (NOTE [In-place on views])."""
+    from ember.ops._inplace import CopySlices
+    from ember.ops.random_nodes import NOT_IMPLEMENTED, _sampled
+    sources = [source] if source.requires_grad else []
+    if out._view is None:
+        tracks = old._requires_grad or old._grad_fn is not None
+        node = _sampled(sources + ([old] if tracks else []), out._data, NOT_IMPLEMENTED,
+                        fname)
+        out._grad_fn, out._output_nr = node._grad_fn, 0
+        return
+    node = _sampled([old] + sources, out._data, NOT_IMPLEMENTED, fname)._grad_fn
+    base = out._view[0]
+    base._grad_fn = CopySlices(base_edge, node, recipe,
+                               None if base.is_contiguous() else base.dim_order())
+    base._output_nr = 0
+
+
+def _finish_all(fname, out_name, position, views, out, refuse_grad=False):
+    """Contiguous copies of ``views`` as a tuple, or each copied into ``out`` (None);
+    ``refuse_grad``: an ``out`` that requires grad is refused with grad mode on (unbind's)."""
     if out is None:
         return tuple(_fresh(v) for v in views)
     if not isinstance(out, (tuple, list)):
@@ -117,8 +171,11 @@ def _finish_all(fname, out_name, position, views, out):
     if len(out) != len(views):
         raise RuntimeError(f"{out_name} expected an out= argument of size {len(views)}, got "
                            f"size {len(out)}")
-    _refuse_grad_out(fname, out)
-    with no_grad():
+    if refuse_grad and _GRAD.grad_enabled and any(t.requires_grad for t in out):
+        raise RuntimeError(f"{fname}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires "
+                           f"grad.")
+    with no_grad():     # (else untracked, whatever requires grad, as PyTorch's)
         for t, v in zip(out, views):
             t.copy_(v)
     return None
@@ -128,12 +185,14 @@ def _finish_all(fname, out_name, position, views, out):
 
 def alias_copy(input, *, out=None):
     """A contiguous copy of ``input`` (what ``alias`` views)."""
-    return _finish("alias_copy", _input(input, "alias_copy"), out)
+    x = _input(input, "alias_copy")
+    return _finish("alias_copy", x, out, x)
 
 
 def detach_copy(input, *, out=None):
     """A contiguous copy of ``input.detach()``."""
-    return _finish("detach_copy", _input(input, "detach_copy").detach(), out)
+    x = _input(input, "detach_copy")
+    return _finish("detach_copy", x.detach(), out, x)
 
 
 def diagonal_copy(input, offset=0, dim1=0, dim2=1, *, out=None):
@@ -297,7 +356,7 @@ def unbind_copy(input, dim=0, *, out=None):
     x = _input(input, "unbind_copy")
     dim, = _ints("unbind_copy", (dim, "dim"))
     views = _view("unbind_copy", "unbind", lambda: x.unbind(dim))
-    return _finish_all("unbind_copy", "unbind_copy_int_out", 2, views, out)
+    return _finish_all("unbind_copy", "unbind_copy_int_out", 2, views, out, True)
 
 
 def _publish(fn):

@@ -16,7 +16,7 @@ _BATCHED = frozenset({"index_add", "index_fill", "scatter_add", "scatter_reduce"
 # elementwise in-place ops PyTorch never batches: the overload by the second operand's kind
 _SCALAR_OR_TENSOR = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "fmod", "remainder",
                                "float_power"})
-_PLAIN = frozenset({"addcdiv", "addcmul", "square"})
+_PLAIN = frozenset({"addcdiv", "addcmul", "square", "polygamma"})
 # ... and those it batches only with a Python number for ``other`` (a tensor takes its fallback)
 _TENSOR_ONLY = frozenset({"hypot", "nextafter", "ldexp", "igamma", "igammac", "heaviside"})
 

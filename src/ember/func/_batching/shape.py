@@ -359,3 +359,26 @@ def _index_along_dim(op, args, flags, params, size):
 def _reduce_kernel_error(op, x):
     """Whether index_reduce's kernel may refuse x's dtype (for vectors, for the loop to say)."""
     return op.name == "index_reduce" and (x.dtype.is_complex or x.dtype is ember.bool)
+
+
+@rule("as_strided")
+def _as_strided(op, args, flags, params, size):
+    # PyTorch's rule: each example's view over its own memory, ``storage_offset`` and strides
+    # counted from the physical tensor's (the batch dim keeps its stride), and refused where an
+    # example's view would reach memory outside that example
+    x = args[0]
+    sizes, strides, offset = tuple(params[0]), tuple(params[1]), params[2]
+    lo = x.storage_offset()
+    offset = lo if offset is None else offset
+    hi = lo + sum((n - 1) * s for n, s in zip(x.shape[1:], x.stride()[1:])) + 1
+    top = offset + sum((n - 1) * s for n, s in zip(sizes, strides)) + 1
+    if math.prod(sizes) and (not math.prod(x.shape[1:]) or offset < lo or top > hi):
+        call = f"result = tensor.as_strided({list(sizes)}, {list(strides)}, {offset})"
+        reach = ("`tensor` has no storage but the passed-in (size, stride, storage_offset) "
+                 "imply a result with some storage" if not math.prod(x.shape[1:]) else
+                 f"`result` can access some memory in range [{offset}, {top}], but `tensor` "
+                 f"can only access some memory in range [{lo}, {hi}]")
+        raise RuntimeError(f"{call} can access memory outside of `tensor`. {reach}. This is "
+                           f"not supported inside of vmap, please try to rewrite the "
+                           f"`as_strided` call as a sequence of PyTorch view operations")
+    return x.as_strided((size,) + sizes, (x.stride(0),) + strides, offset)
