@@ -115,8 +115,9 @@ def test_saved_tensor_hooks_pack_and_unpack_the_kept_tensor(logits):
     want = grads(False)
     got = grads(True)
     # exp's node keeps its result e, cross_entropy's node keeps e too, then the target, then
-    # the total weight (packed after the inputs, as PyTorch's nll_loss saves it)
-    assert [p.shape for p in packed] == [(4, 5), (4, 5), (4,), ()]
+    # the total weight (packed after the inputs, as PyTorch's nll_loss saves it), then what
+    # PyTorch's smoothing composite saves: the mask of ignored targets and the mean's count
+    assert [p.shape for p in packed] == [(4, 5), (4, 5), (4,), (), (4,), ()]
     kept = packed[1]
     np.testing.assert_allclose(kept / kept.sum(1, keepdims=True), _softmax(a), rtol=1e-12)
     assert (4, 5) in unpacked

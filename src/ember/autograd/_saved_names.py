@@ -57,7 +57,7 @@ SAVED = {k: tuple(v.split()) for k, v in {
         "running_mean running_var training weight",
     "NativeGroupNormBackward0": "C HxW N eps group input result1 result2 weight",
     "NativeLayerNormBackward0": "bias input normalized_shape result1 result2 weight",
-    "NegBackward0": "",
+    "NegBackward0": "", "NotImplemented": "",
     "NllLossBackward0": "ignore_index reduction self target total_weight weight",
     "NllLoss2DBackward0": "ignore_index reduction self target total_weight weight",
     "PermuteBackward0": "dims", "PowBackward0": "exponent self",

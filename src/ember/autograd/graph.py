@@ -299,6 +299,10 @@ class OpNode(Node):
         packed = [v is not None and isinstance(x, Tensor)
                   for x, v in zip(saved, versions)] if versions is not None else ()
         inputs = [x for x, p in zip(saved, packed) if p]
+        flipped = ()
+        if self.op.transposed_inputs:  # PyTorch's node saved their t() (linear's weight.t())
+            at = [i for i, p in enumerate(packed) if p]
+            flipped = [k for k, i in enumerate(at) if i in self.op.transposed_inputs]
         outs = ()
         if self._out is not None:       # the outputs kept for backward (see _unpack_output)
             outs = [o for o, a in zip(outputs if type(outputs) is tuple else (outputs,),
@@ -311,8 +315,11 @@ class OpNode(Node):
             template = _packed_params(self._params, self.op.versioned_params)
         if not inputs and not outs and not kept and not params:
             return
+        last = self.op.kept_last if kept else 0
+        if last < 0:                    # (counted from the start: all kept but the first)
+            last += len(kept)
         self._released = Packed(hooks, inputs, outs, kept, params, template,
-                                self.op.packs_reversed, self.op.kept_last if kept else 0)
+                                self.op.packs_reversed, last, flipped)
         if params:
             self._params = template[0]
         if inputs:

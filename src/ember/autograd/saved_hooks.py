@@ -145,15 +145,19 @@ class Packed:
     values] in ops/_registry.py: cross_entropy's stand-in for PyTorch's saved log-softmax,
     packed first as PyTorch packs that), its saved inputs (in reverse for an op that
     ``packs_reversed``), the last ``kept_last`` kept tensors (nll_loss's total weight,
-    which PyTorch saves after the inputs), then its outputs."""
+    which PyTorch saves after the inputs), then its outputs. The inputs at ``flipped``
+    (positions among them) were packed as their ``t()``, and are unpacked transposed back."""
 
     __slots__ = ("_unpack", "_values", "_edges", "_kept_edges", "param_template",
-                 "_param_values", "_reverse", "_kept_last")
+                 "_param_values", "_reverse", "_kept_last", "_flipped")
 
     def __init__(self, hooks, inputs, outputs, kept=(), params=(), template=None,
-                 reverse=False, kept_last=0):
+                 reverse=False, kept_last=0, flipped=()):
         pack, self._unpack = hooks
         first = len(kept) - kept_last
+        # (the t() views are made recording, so that pack sees their TBackward0 as PyTorch's)
+        shown = inputs if not flipped else [t.t() if k in flipped else t
+                                             for k, t in enumerate(inputs)]
         prev = _GRAD.grad_enabled
         _GRAD.grad_enabled = False      # pack hooks run without recording, as in PyTorch
         try:
@@ -161,9 +165,9 @@ class Packed:
             self._param_values = [pack(t) for t in params]
             values = [pack(t) for t in kept[:first]]
             if reverse:                 # (gather: PyTorch packs index, then self)
-                values += [pack(t) for t in reversed(inputs)][::-1]
+                values += [pack(t) for t in reversed(shown)][::-1]
             else:
-                values += [pack(t) for t in inputs]
+                values += [pack(t) for t in shown]
             values += [pack(t) for t in kept[first:]]
             self._values = values + [pack(t) for t in outputs]
         finally:
@@ -171,6 +175,7 @@ class Packed:
         self.param_template = template  # the params, _PACKED where an index tensor was
         self._reverse = reverse
         self._kept_last = kept_last
+        self._flipped = flipped
         # the history each input had, for a backward of backward through an unpacked copy
         # (an output's is its node, which gives it back), and each kept tensor's
         self._edges = [_edge_of(t) for t in inputs]
@@ -188,9 +193,12 @@ class Packed:
         """The saved inputs, each with the autograd history its original had."""
         start = len(self._kept_edges) - self._kept_last
         values = self._values[start:start + len(self._edges)]
+        flipped = self._flipped
         if self._reverse:               # (unpacked in the order packed, as PyTorch does)
-            return self._with_history(values[::-1], self._edges[::-1])[::-1]
-        return self._with_history(values, self._edges)
+            n = len(values) - 1
+            return self._with_history(values[::-1], self._edges[::-1],
+                                      [n - k for k in flipped])[::-1]
+        return self._with_history(values, self._edges, flipped)
 
     def kept(self):
         """The kept tensors, each with the autograd history its original had."""
@@ -199,11 +207,13 @@ class Packed:
             first + len(self._edges):first + len(self._edges) + self._kept_last]
         return self._with_history(values, self._kept_edges)
 
-    def _with_history(self, values, edges):
+    def _with_history(self, values, edges, flipped=()):
         from ember._tensor import _make
         out = []
-        for value, edge in zip(values, edges):
+        for k, (value, edge) in enumerate(zip(values, edges)):
             t = self._unpacked(value)
+            if k in flipped:            # (packed as its t(): see the class docstring)
+                t = t.t()
             if edge is not None and t._grad_fn is None and not t._requires_grad:
                 t = _make(t._data)
                 t._grad_fn, t._output_nr = edge

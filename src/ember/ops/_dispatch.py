@@ -17,7 +17,8 @@ from ember.backend.meta import MetaArray
 from ember.ops._meta import MetaCall
 from ember.ops._op_errors import translate_error
 from ember.ops._out import write_out
-from ember.ops._pointwise_layout import laid_as_operands, row_major_before_last
+from ember.ops._out_names import COPIED_OUT
+from ember.ops._pointwise_layout import laid_as_operands, odd_unit_strides, row_major_before_last
 from ember.ops._promotion import compute_dtype
 from ember.ops._recording import _mark_view, _record
 from ember.ops._scalars import ROUNDED, checked_scalar, rounded_number
@@ -104,7 +105,9 @@ def call(op, inputs, params, out=None):
         if n:
             a = arrays[0]
             if (type(a) is _NDARRAY or type(a) in XP_BY_ARRAY_TYPE) and not a.flags.c_contiguous \
-                    or n > 2 and not row_major_before_last(arrays):
+                    or n > 2 and not row_major_before_last(arrays) \
+                    or type(res) is not tuple and 1 in res.shape \
+                    and odd_unit_strides(arrays, res.strides):
                 res = laid_as_operands(xp, res, arrays, op.pointwise)
         if type(res) is _NDARRAY and casts is None:
             outputs = _make(res)
@@ -120,8 +123,10 @@ def call(op, inputs, params, out=None):
             loud_fp(token)
     if op.view and _mark_view(op, flat[0], params, outputs, requires_grad and not recording):
         recording = False               # views of an inference tensor: no graph
-    # (a call with out= and inputs requiring grad is refused by write_out: nothing to record)
-    if recording and op.vjp is not None and (out is None or out is RAW_OUTPUTS):
+    # (a call with out= and inputs requiring grad is refused by write_out: nothing to record,
+    # but for PyTorch's composites that copy their recorded result into out)
+    if recording and op.vjp is not None and (out is None or out is RAW_OUTPUTS
+                                             or op.name in COPIED_OUT):
         _record(op, flat, lengths, params, outputs, kept or None)
     elif requires_grad and op.unrecorded_check is not None:
         op.unrecorded_check(flat, params)

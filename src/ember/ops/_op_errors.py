@@ -52,6 +52,9 @@ def not_differentiable(kernel, argument):
 def forward_ad_not_implemented(kernel):
     """PyTorch's error for forward-mode AD reaching ``kernel``, which has no forward
     derivative (see ``Op.refuse_forward_ad``)."""
+    if kernel.startswith("aten::"):     # a kernel with no derivative at all (Op.not_implemented)
+        return NotImplementedError(f"Trying to use forward AD with {kernel} that does not "
+                                   f"support it.")
     return NotImplementedError(
         f"Trying to use forward AD with {kernel} that does not support it because it has not "
         f"been implemented yet.\nPlease file an issue to PyTorch at https://github.com/pytorch/"

@@ -10,7 +10,8 @@ from ember._tensor import Tensor, _view_tracks
 from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import xp_of
-from ember.ops._out_names import NOT_IMPLEMENTED_OUT, cast_refusal, grad_refusal_kernel
+from ember.ops._out_names import COPIED_OUT, cast_refusal, grad_refusal_kernel
+from ember.ops._out_names import not_implemented_kernel
 from ember.ops._overlap import check_internal_overlap
 
 __all__ = ["write_out"]
@@ -21,19 +22,21 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
     op's operands, for the ops whose check of out's dtype depends on them."""
     results = outputs if type(outputs) is tuple else (outputs,)
     targets = out if isinstance(out, (tuple, list)) else (out,)
-    hang = None
+    hang = copied = None
     if _GRAD.grad_enabled and (requires_grad or any(
             isinstance(d, Tensor) and (d._requires_grad or d._grad_fn is not None
                                        or _view_tracks(d))
             for d in targets)):     # (a forward-mode transform's input too: it records)
         name = grad_refusal_kernel(op, inputs)      # (None: PyTorch writes, untracked)
-        if name is None and op.name in NOT_IMPLEMENTED_OUT:
-            if not requires_grad or any(isinstance(d, Tensor) and (d.requires_grad or
-                                                                   d._view is not None)
+        kernel = None if name is not None else not_implemented_kernel(op, inputs)
+        if kernel is not None:
+            if not requires_grad or any(isinstance(d, Tensor) and d.requires_grad
                                         for d in targets):
-                name = op.name          # (an out that records, or a view: refused, as before)
+                name = f"aten::{kernel}"    # (an out that records: refused)
             else:
-                hang = op.name
+                hang = kernel
+        elif name is None and requires_grad and op.name in COPIED_OUT:
+            copied = True               # (the outputs were recorded: ops/_dispatch.py)
         if name is not None:
             raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
                                f"automatic differentiation, but one of the arguments requires "
@@ -67,26 +70,40 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
                     f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
             if dst._view is None and dst._meta is None and dst._data.size == 0:
                 dst._data = res._data.astype(dst._data.dtype)      # (memory no one shares)
+                if copied:
+                    dst.copy_(res)      # PyTorch's composite: resize_, then copy_ (recorded)
+                    continue
                 dst._bump_version()
                 continue
             # as Tensor.resize_: contiguous over its own memory while that is large enough
             # (out=base[:2] grown to three rows writes base's third row), else new memory
             from ember.ops.conversion import _resize_storage
             _resize_storage(dst, res.shape)
+        if copied:
+            dst.copy_(res)
+            continue
+        if hang is not None and dst._view is not None and dst._data.dtype.kind in "fcV":
+            continue                    # (written, recorded on its base, below)
         xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
         dst._bump_version()
     if hang is not None:
-        _hang_not_implemented(targets, inputs, hang)
+        _hang_not_implemented(targets, results, inputs, hang)
     if op.namedtuple is not None and type(out) is tuple:     # sort(out=...): return_types.sort_out
         return getattr(op.namedtuple, "out_type", op.namedtuple)(*out)
     return out
 
 
-def _hang_not_implemented(targets, inputs, kernel):
+def _hang_not_implemented(targets, results, inputs, kernel):
     """Give each out tensor PyTorch's node NotImplemented over the inputs requiring grad: it
-    refuses backward ("derivative for ``kernel`` is not implemented")."""
+    refuses backward ("derivative for ``kernel`` is not implemented"); a view is written here,
+    through ``copy_`` (its base's node is then CopySlices over that node)."""
     from ember.ops.random_nodes import NOT_IMPLEMENTED, _sampled
     tensors = [t for t in inputs if isinstance(t, Tensor) and t.requires_grad]
-    for dst in targets:
+    for dst, res in zip(targets, results):
+        if dst._data.dtype.kind not in "fcV":
+            continue                    # (ldl_factor's pivots)
+        if dst._view is not None:
+            dst.copy_(_sampled(tensors, res._data, NOT_IMPLEMENTED, kernel))
+            continue
         node = _sampled(tensors, dst._data, NOT_IMPLEMENTED, kernel)
         dst._grad_fn, dst._output_nr = node._grad_fn, 0

@@ -12,7 +12,7 @@ those paths (ops/_out.py).
 
 from ember._tensor import Tensor
 
-__all__ = ["grad_refusal_kernel", "cast_refusal", "NOT_IMPLEMENTED_OUT"]
+__all__ = ["grad_refusal_kernel", "cast_refusal", "not_implemented_kernel", "COPIED_OUT"]
 
 # ops PyTorch has no derivative for: their out= variant writes into ``out`` untracked,
 # whatever requires grad
@@ -21,7 +21,7 @@ _UNTRACKED = frozenset("""eq ne lt le gt ge logical_and logical_or logical_xor l
     special.bessel_y0 special.bessel_y1 special.modified_bessel_i0 special.modified_bessel_i1
     special.modified_bessel_k0 special.modified_bessel_k1 special.scaled_modified_bessel_k0
     special.scaled_modified_bessel_k1 special.spherical_bessel_j0 special.airy_ai
-    searchsorted bucketize histc isin
+    searchsorted bucketize histc isin linalg.matrix_rank
     special.chebyshev_polynomial_t special.chebyshev_polynomial_u
     special.chebyshev_polynomial_v special.chebyshev_polynomial_w
     special.shifted_chebyshev_polynomial_t special.shifted_chebyshev_polynomial_u
@@ -29,9 +29,25 @@ _UNTRACKED = frozenset("""eq ne lt le gt ge logical_and logical_or logical_xor l
     special.hermite_polynomial_h special.hermite_polynomial_he special.laguerre_polynomial_l
     special.legendre_polynomial_p""".split())
 
-# ops PyTorch has no derivative for whose out= variant, inputs requiring grad, still records:
-# out gets a node named NotImplemented refusing backward in the kernel's name
-NOT_IMPLEMENTED_OUT = frozenset({"floor_divide", "heaviside", "histogram"})
+# ops whose out= variant, inputs requiring grad, PyTorch runs as a kernel without derivative
+# (as it does every call of those declaring ``Op.not_implemented``), and still records: out
+# gets a node named NotImplemented refusing backward in the kernel's name (op -> the kernel)
+NOT_IMPLEMENTED_OUT = {
+    "histogram": "histogram", "softmax": "softmax", "log_softmax": "log_softmax",
+    "conj_physical": "conj_physical", "linalg.eigvals": "linalg_eigvals",
+    "diag": lambda inputs: "diag_embed" if inputs[0].ndim == 1 else "diagonal_copy"}
+
+# PyTorch's composites whose out= variant, inputs requiring grad, computes the result with
+# its graph and copies it into out: out's node is CopyBackwards
+COPIED_OUT = frozenset("""tensordot inner linalg.norm linalg.matrix_norm linalg.cond
+    linalg.tensorinv linalg.tensorsolve quantile nanquantile special.ndtr""".split())
+
+
+def not_implemented_kernel(op, inputs):
+    """The kernel named by the NotImplemented node ``op``'s out= call records, or None where
+    the call is refused or written untracked."""
+    kernel = op.not_implemented_kernel or NOT_IMPLEMENTED_OUT.get(op.name)
+    return kernel(inputs) if callable(kernel) else kernel
 
 # op -> the kernel PyTorch's refusal names
 _KERNELS = {
@@ -74,10 +90,11 @@ _BY_INPUT = {
 
 def grad_refusal_kernel(op, inputs):
     """The name PyTorch's refusal of ``op``'s out= call with inputs requiring grad gives
-    (``pow`` for ``square``), or None where it writes the result untracked."""
+    (``pow`` for ``square``), or None where it writes the result untracked or records."""
     name = op.name
     # (nonzero's: declared so; NOT_IMPLEMENTED_OUT's records a node write_out hangs)
-    if name in _UNTRACKED or name in NOT_IMPLEMENTED_OUT or not op.differentiable:
+    if name in _UNTRACKED or name in NOT_IMPLEMENTED_OUT or not op.differentiable \
+            or name in COPIED_OUT or op.not_implemented_kernel is not None:
         return None
     by_input = _BY_INPUT.get(name)
     if by_input is not None:

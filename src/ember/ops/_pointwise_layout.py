@@ -13,7 +13,8 @@ differ (a copy, only then; the layout chosen is cached by the operands' shapes a
 from ember._memory_format import _order_strides, _stride_order, _strided_copy, dense, laid_out
 from ember.backend import XP_BY_ARRAY_TYPE
 
-__all__ = ["laid_as_operands", "row_major_before_last", "result_strides", "NUMBERS_ASIDE"]
+__all__ = ["laid_as_operands", "row_major_before_last", "odd_unit_strides", "result_strides",
+           "NUMBERS_ASIDE"]
 
 # ``op(pointwise=NUMBERS_ASIDE)``: the op's numbers after its first input are parameters of a
 # one-tensor kernel in PyTorch (``pow(x, 2)``, ``clamp(x, 0, 1)``), not 0-dim operands as
@@ -30,6 +31,39 @@ def row_major_before_last(arrays):
         if type(a) in XP_BY_ARRAY_TYPE and not a.flags.c_contiguous:
             return False
     return True
+
+
+def odd_unit_strides(arrays, strides):
+    """Whether an array among ``arrays`` has a dim of size 1 whose stride is not the row-major
+    one (a ``t()`` of a column), or has one and is not row-major: NumPy's layout ignores such
+    strides, PyTorch's sort reads them (a result of size 1 along a dim is otherwise laid out
+    alike). ``strides``: the fresh, row-major result's; an operand with those reads as
+    row-major to PyTorch too (the dims it broadcasts along count as stride 0), so the common
+    call pays a tuple compare an operand."""
+    for a in arrays:
+        if type(a) in XP_BY_ARRAY_TYPE and a.strides != strides and 1 in a.shape:
+            key = (a.shape, a.strides, a.itemsize)
+            odd = _ODD.get(key)
+            if odd is None:
+                if len(_ODD) > 4096:
+                    _ODD.clear()
+                odd = _ODD[key] = not a.flags.c_contiguous or _odd_steps(*key)
+            if odd:
+                return True
+    return False
+
+
+# (shape, strides, itemsize) -> odd_unit_strides's answer for such an array
+_ODD = {}
+
+
+def _odd_steps(shape, strides, itemsize):
+    step = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n == 1 and s != step:
+            return True
+        step *= n
+    return False
 
 
 def laid_as_operands(xp, res, arrays, mode=True):

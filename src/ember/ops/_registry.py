@@ -145,6 +145,7 @@ class Op:
         self.vjp_keywords = None
         self.refused_grads = None       # ((input index, name, kernel), ...): see refuse_grad
         self.forward_ad_refusal = None  # a kernel name, or fn: see refuse_forward_ad
+        self.not_implemented_kernel = None  # see not_implemented
         self.record_check = None        # fn(op, flat, params) run as a call records
         self.unrecorded_check = None    # see check_unrecorded (and refuse_forward_ad)
         self.own_unrecorded_check = None
@@ -232,6 +233,19 @@ class Op:
         # under no_grad too: PyTorch's forward AD ignores grad mode
         self.unrecorded_check = functools.partial(unrecorded_checks, self)
         return kernel
+
+    def not_implemented(self, kernel):
+        """Declare that PyTorch has no derivative for the op, computed by its aten kernel
+        ``kernel``: a recorded call gets PyTorch's node NotImplemented, which refuses backward,
+        forward-mode AD refuses it, and an ``out=`` call records that node too
+        (ops/_not_implemented.py)."""
+        from ember.ops._not_implemented import raise_not_implemented, record_not_implemented
+        self.not_implemented_kernel = kernel
+        self.saves_inputs = False
+        self.name_nodes("NotImplemented")       # (an in-place call's node)
+        self.vjp = raise_not_implemented(kernel)
+        self.composed = functools.partial(record_not_implemented, self)
+        self.refuse_forward_ad(f"aten::{kernel}")
 
     def check_unrecorded(self, fn):
         """Run ``fn(flat inputs, params)`` for a call that has an input requiring grad but

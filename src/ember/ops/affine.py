@@ -319,6 +319,7 @@ def _(grad, x, w, *, needs=(True, True)):
 
 _linear_mm.reads_inputs((1,), (0,))
 _linear_mm.reads_transposed(1)
+_linear_mm.packs_reversed = True        # PyTorch's mm packs mat2 (weight.t()), then self
 
 
 # --- bilinear ---------------------------------------------------------------------------------

@@ -309,12 +309,12 @@ div = binary("div(input, other, *, rounding_mode=None)", _div, _div_grad,
 div.reads_inputs((1,), (0, 1))
 div.keep_scalars_unrounded(1)
 
-floor_divide = binary("floor_divide(input, other)", _floor_divide,
-                      lambda grad, a, b: (zeros_for(grad), zeros_for(grad)),
+floor_divide = binary("floor_divide(input, other)", _floor_divide, None,
                       doc="Divides and rounds toward negative infinity.",
                       promote=real_no_bool("div_floor_cpu"),
                       saves_inputs=False)
 floor_divide.keep_scalars_unrounded(1)
+floor_divide.not_implemented("floor_divide")
 
 
 def _remainder(xp, a, b):
@@ -427,8 +427,14 @@ def _half_pow(xp, a, b, dtype):
 def real_power(xp, a, b):
     """``xp.power(a, b)`` with PyTorch's edges for real floats: a Python-number exponent of
     -0.5 is ``rsqrt`` (as 0.5 is ``sqrt``, in NumPy too), a tensor exponent is C's ``pow``."""
-    if type(b) is float and b == -0.5 and hasattr(a, "dtype") and a.dtype.kind == "f":
-        return 1 / xp.sqrt(a)                   # -inf at -0.0 and NaN at -inf, not inf and 0
+    if type(b) in (int, float) and hasattr(a, "dtype") and a.dtype.kind == "f":
+        if b == -0.5:
+            return 1 / xp.sqrt(a)               # -inf at -0.0 and NaN at -inf, not inf and 0
+        # PyTorch multiplies for these exponents, exactly; NumPy's pow is off by an ulp
+        if b == 3:
+            return a * a * a
+        if b == -2:
+            return 1 / (a * a)
     out = xp.power(a, b)
     if type(b) is np.ndarray and b.ndim == 0 and b == 0.5 and out.dtype.kind == "f":
         # NumPy takes any 0-d exponent of 0.5 for sqrt; C's pow gives +0 at -0.0, inf at -inf

@@ -122,14 +122,11 @@ def _heaviside(xp, x, values):
     return xp.where(x == 0, values, x > 0).astype(x.dtype)
 
 
-def _heaviside_grad(grad, x, values):
-    raise RuntimeError("derivative for aten::heaviside is not implemented")
-
-
-heaviside = binary("heaviside(input, values)", _heaviside, _heaviside_grad,
+heaviside = binary("heaviside(input, values)", _heaviside, None,
                    doc="The Heaviside step of ``input``: 0 below zero, 1 above, ``values`` "
                        "at zero.", promote=Policy("heaviside", _heaviside_rule),
                    scalars=False)
+heaviside.not_implemented("heaviside")
 
 
 # --- minimum, maximum, fmin, fmax -------------------------------------------------------------

@@ -66,12 +66,6 @@ def _raise_singular(name, info, shape):
                            f"D[{k},{k}] is zero (LAPACK error code {k + 1}).")
 
 
-def _no_derivative(name):
-    def derivative(grads, *args):
-        raise RuntimeError(f"derivative for aten::{name} is not implemented")
-    return derivative
-
-
 @op("ldl_factor(input, *, hermitian=False)", namespace="linalg", out=True,
     namedtuple=ldl_factor_result, grad_fn_name="LinalgLdlFactorExBackward0")
 @empty_16bit_in_float32
@@ -95,8 +89,8 @@ def ldl_factor_ex(xp, a, hermitian, check_errors):
     return ld, piv, info
 
 
-ldl_factor.derivative(_no_derivative("linalg_ldl_factor_ex"))
-ldl_factor_ex.derivative(_no_derivative("linalg_ldl_factor_ex"))
+ldl_factor.not_implemented("linalg_ldl_factor_ex")
+ldl_factor_ex.not_implemented("linalg_ldl_factor_ex")
 
 
 # --- ldl_solve --------------------------------------------------------------------------------
@@ -172,7 +166,7 @@ def ldl_solve(xp, ld, pivots, b, hermitian):
     return column_major(xp, on_host(xp, _solve_all, ld2, piv, b2, hermitian=hermitian))
 
 
-ldl_solve.derivative(_no_derivative("linalg_ldl_solve"))
+ldl_solve.not_implemented("linalg_ldl_solve")
 
 
 # --- linalg.diagonal --------------------------------------------------------------------------

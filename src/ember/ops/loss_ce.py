@@ -193,6 +193,8 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     if keep is not None and e is not None and xp is np:     # see _read
         keep.append(e.reshape(x.shape))
         keep.append(_total_weight(xp, total, reduction, dtype))
+        if label_smoothing > 0:
+            keep.extend(_smoothing_saved(xp, x, t, w, ignore_index, reduction))
     loss = (_pick(xp, xb, safe).astype(log_sums.dtype) - shift) - log_sums
     xp.minimum(loss, 0, out=loss)       # a log-probability: rounding must not lift it above 0
     loss *= wt
@@ -209,6 +211,24 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
     # ignored positions give +0 (as PyTorch), not the -0 of negating a zero
     loss = _reduce(xp.where(mask, -loss, 0), total, reduction, x.ndim == 1)
     return loss.astype(dtype) if dtype in _LOW else loss
+
+
+def _smoothing_saved(xp, x, t, w, ignore_index, reduction):
+    """What PyTorch's label-smoothing composite saves besides nll_loss's, in its order (packed
+    for saved-tensor hooks only: the derivative reads none of it): the class weights viewed
+    along the class dim, the mask of ignored targets, the mean's divisor (the count of the
+    targets kept, or the sum of their weights)."""
+    ignored = xp.asarray(t == ignore_index)        # (an array for a 0-d target too)
+    saved = []
+    if w is not None:
+        shape = [1] * x.ndim
+        shape[1 if x.ndim > 1 else 0] = w.shape[0]
+        saved.append(w.reshape(shape))
+    saved.append(ignored)
+    if reduction == "mean":
+        saved.append(xp.asarray((~ignored).sum(), dtype=np.int64) if w is None else
+                     xp.asarray(w[t[~ignored]].sum(), dtype=w.dtype))
+    return saved
 
 
 @cross_entropy.named_by
@@ -480,7 +500,8 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction, *, keep
 
 nll_loss.refuse_grad("weight", _nll_kernel, forward=True)
 # (its kept total weight: no derivative reads it; saved-tensor hooks get it after the inputs)
-nll_loss.kept_last = cross_entropy.kept_last = 1
+nll_loss.kept_last = 1
+cross_entropy.kept_last = -1    # all kept but the first (e), as _smoothing_saved says
 
 
 def _total_weight(xp, total, reduction, dtype):

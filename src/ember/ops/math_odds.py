@@ -67,7 +67,7 @@ def _(xp, dst, a, b):
         raise RuntimeError(f"the base given to float_power_ has dtype "
                            f"{D.FROM_NUMPY[dst.dtype]._torch_name} but the operation's result "
                            f"requires dtype {D.FROM_NUMPY[result]._torch_name}")
-    xp.power(a, b, out=dst)
+    dst[...] = real_power(xp, a, b)         # (float_power's edges: rsqrt, x * x * x, ...)
 
 
 def _float_power_public(input, exponent, *, out=None):
