@@ -10,6 +10,7 @@ tensor or a list of tensors (the list forms pair up element by element).
 import numbers
 
 import ember
+from ember._tensor_list_node import joined, kind_of, node_name
 
 _UNARY = ("abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma log log10 "
           "log1p log2 neg reciprocal round rsqrt sigmoid sign sin sinh sqrt tan tanh "
@@ -51,7 +52,8 @@ def _pair(tensors, other):
 
 def _unary(name):
     def out_of_place(self):
-        return tuple(getattr(t, name)() for t in _check_list(name, self))
+        return joined(node_name(name), lambda ts: tuple(getattr(t, name)() for t in ts),
+                      _check_list(name, self))
 
     def in_place(self):
         for t in _check_list(name, self):
@@ -64,11 +66,23 @@ def _binary(name, method):
     def call(fn, o, alpha):
         return fn(o) if alpha == 1 else fn(o, alpha=alpha)
 
+    def compute(ts, os, alpha):
+        return tuple(call(getattr(t, method), o, alpha) for t, o in zip(ts, os))
+
     def out_of_place(self, other, *, alpha=1):
         if name == "pow" and isinstance(self, numbers.Number):
-            return tuple(ember.pow(self, t) for t in _check_list(name, other))
+            return joined(node_name(name, "Number"), lambda ts: tuple(ember.pow(self, t)
+                                                                      for t in ts),
+                          _check_list(name, other))
         ops = _pair(_check_list(name, self), other)
-        return tuple(call(getattr(t, method), o, alpha) for t, o in zip(self, ops))
+        kind = kind_of(other)
+        if kind != "Tensor":
+            return joined(node_name(name, kind), lambda ts, os: compute(ts, os, alpha), self, ops)
+        name_kind = node_name(name, "Scalar" if name == "add" and not other.requires_grad
+                              else kind)
+        if not name_kind.endswith("Tensor"):    # PyTorch's parser read it as a number
+            return joined(name_kind, lambda ts: compute(ts, ops, alpha), self)
+        return joined(name_kind, lambda ts, o: compute(ts, [o] * len(ts), alpha), self, other)
 
     def in_place(self, other, *, alpha=1):
         for t, o in zip(self, _pair(_check_list(name, self), other)):
@@ -102,9 +116,14 @@ def _values(tensors, value):
 def _pointwise(name):
     def out_of_place(self, tensor1, tensor2, value=1):
         values = _values(_check_list(name, self), value)
-        return tuple(getattr(t, name)(a, b, value=v)
-                     for t, a, b, v in zip(self, _pair(self, tensor1), _pair(self, tensor2),
-                                           values))
+        pairs = _pair(self, tensor1), _pair(self, tensor2)
+
+        def compute(ts, ones, twos):
+            return tuple(getattr(t, name)(a, b, value=v)
+                         for t, a, b, v in zip(ts, ones, twos, values))
+        kind = kind_of(value)       # (PyTorch's Tensor-value overload has no derivative)
+        return joined(None if kind == "Tensor" else node_name(name, kind), compute,
+                      self, *pairs)
 
     def in_place(self, tensor1, tensor2, value=1):
         values = _values(_check_list(name, self), value)
@@ -174,7 +193,10 @@ def _foreach_lerp(self, tensors1, *args, **kwargs):
     weight, keyword = _lerp_weight("lerp", args, kwargs)
     _check_lerp_weight("lerp", self, tensors1, weight, keyword)
     ends = _pair(_check_list("lerp", self), tensors1)
-    return tuple(t.lerp(e, w) for t, e, w in zip(self, ends, _lerp_weights(self, weight)))
+    weights = _lerp_weights(self, weight)
+    kind = "Scalar" if isinstance(weight, ember.Tensor) else kind_of(weight)
+    return joined(node_name("lerp", kind), lambda ts, es, ws: tuple(
+        t.lerp(e, w) for t, e, w in zip(ts, es, ws)), self, ends, weights)
 
 
 def _foreach_lerp_(self, tensors1, *args, **kwargs):
@@ -189,13 +211,14 @@ def _foreach_lerp_(self, tensors1, *args, **kwargs):
 
 def _foreach_norm(self, ord=2, dtype=None):
     """The vector norm of each tensor (a tuple of 0-dim tensors)."""
-    return tuple(ember.linalg.vector_norm(t, ord, dtype=dtype)
-                 for t in _check_list("norm", self))
+    return joined(node_name("norm"), lambda ts: tuple(
+        ember.linalg.vector_norm(t, ord, dtype=dtype) for t in ts), _check_list("norm", self))
 
 
 def _foreach_max(self):
     """The largest element of each tensor."""
-    return tuple(t.amax() for t in _check_list("max", self))
+    return joined(node_name("max"), lambda ts: tuple(t.amax() for t in ts),
+                  _check_list("max", self))
 
 
 def _foreach_powsum(self, ord=2, dtype=None):
@@ -210,7 +233,8 @@ def _foreach_mm(self, mat2):
 
 def _foreach_clone(self):
     """A copy of each tensor."""
-    return tuple(t.clone() for t in _check_list("clone", self))
+    return joined(node_name("clone"), lambda ts: tuple(t.clone() for t in ts),
+                  _check_list("clone", self))
 
 
 def _foreach_copy_(self, src, non_blocking=False):

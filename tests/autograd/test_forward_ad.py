@@ -648,3 +648,18 @@ def test_op_with_a_backward_that_is_not_differentiable_raises():
             F.ctc_loss(dual, targets, [5, 4], [2, 2])
     (_, tangent), = _jvp(lambda a: a.round() * a, [log_probs], [ember.ones_like(log_probs)])
     assert tangent is not None      # a zero derivative (round's) is no such case
+
+
+def test_embedding_tangent_is_the_lookup_of_the_weight_tangent():
+    # PyTorch's forward formula is embedding(weight_t, indices): padding_idx and
+    # scale_grad_by_freq shape the backward only (the first pass of the double vjp runs
+    # under PULLING, which takes that formula)
+    fa = ember.autograd.forward_ad
+    idx = ember.tensor([0, 2, 2, 4])
+    tangent = ember.arange(15, dtype=ember.float64).reshape(5, 3)
+    for kw in [{}, {"padding_idx": 2}, {"scale_grad_by_freq": True, "padding_idx": 0}]:
+        with fa.dual_level():
+            w = fa.make_dual(ember.zeros(5, 3, dtype=ember.float64), tangent)
+            y = ember.nn.functional.embedding(idx, w, **kw)
+            got = fa.unpack_dual(y).tangent
+        np.testing.assert_array_equal(got.numpy(), tangent.numpy()[[0, 2, 2, 4]])

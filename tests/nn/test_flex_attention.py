@@ -94,7 +94,34 @@ def test_batch_dependent_mask_mod():
                                atol=1e-6)
 
 
-def test_captured_bias_gradients():
+@pytest.fixture
+def cpu_backward(monkeypatch):
+    """Lift PyTorch's refusal of CPU inputs that require grad, to test the derivative (which
+    the CUDA path uses) on the CPU."""
+    monkeypatch.setattr(fa, "_CPU_BACKWARD", True)
+
+
+def test_cpu_refuses_inputs_requiring_grad_and_warns_once_eagerly():
+    q, k, v = _qkv()
+    for grad in ((True, False, False), (False, False, True)):
+        args = [t.detach().requires_grad_(g) for t, g in zip((q, k, v), grad)]
+        with pytest.raises(NotImplementedError, match="FlexAttention does not support backward "
+                                                      "on CPU. Please set the input requires_grad"):
+            flex_attention(*args)
+    with ember.no_grad(), pytest.raises(NotImplementedError):
+        flex_attention(q.detach().requires_grad_(), k, v)     # (it looks at the inputs)
+    fa._WARNED.discard("eager")
+    with pytest.warns(UserWarning, match=r"flex_attention called without torch.compile\(\)"):
+        flex_attention(q, k, v)
+    fa._WARNED.discard("eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ember.compile(flex_attention)(q, k, v)          # compiled: no such warning
+        fa._WARNED.add("eager")
+        flex_attention(q, k, v)                         # once per process
+
+
+def test_captured_bias_gradients(cpu_backward):
     q, k, v = _qkv(B=1, H=2, L=4, S=3, E=3, Hkv=1, dtype=np.float64, grad=True)
     bias = ember.tensor(np.random.default_rng(1).standard_normal((2, 4, 3)),
                         requires_grad=True)
@@ -146,6 +173,7 @@ def test_return_lse_warns_once_and_conflicts_with_return_aux():
     fa._WARNED.discard("return_lse")
     with pytest.warns(FutureWarning, match="return_lse is deprecated"):
         flex_attention(q, k, v, return_lse=True)
+    fa._WARNED.add("eager")             # (the eager-path warning: see the test above)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         flex_attention(q, k, v, return_lse=True)       # only once
@@ -154,7 +182,7 @@ def test_return_lse_warns_once_and_conflicts_with_return_aux():
         flex_attention(q, k, v, return_lse=True, return_aux=AuxRequest(lse=True))
 
 
-def test_fully_masked_rows_give_zero_and_minus_inf():
+def test_fully_masked_rows_give_zero_and_minus_inf(cpu_backward):
     q, k, v = _qkv(L=4, S=4, grad=True)
     mask = _blocks(None, None, 4, 4, 2, lambda b, h, qi, kv: (qi >= kv) & (qi != 2))
     out, aux = flex_attention(q, k, v, block_mask=mask, return_aux=AuxRequest(lse=True))

@@ -7,6 +7,7 @@ import pytest
 
 import ember
 
+KEYWORDS = {"dim": "a"}          # read back from the variable by the error path
 _RIC = "() received an invalid combination of arguments - got "
 
 
@@ -72,8 +73,13 @@ def test_invalid_combination_lists_keywords_by_name(call, got):
      "unflatten(): argument 'dim' (position 1) must be int, not str"),
     (lambda x: ember.nn.functional.softmax(x, dim="a"),
      "softmax(): argument 'dim' (position 1) must be int, not str"),
-    # f(**kwargs) cannot be read: the positional wording stays
+    # f(**kwargs): the keywords are read back from the instructions that built the mapping
     (lambda x: x.cumsum(**{"dim": "a"}),
+     "cumsum(): argument 'dim' must be int, not str"),
+    (lambda x: ember.cumsum(*[x], **KEYWORDS),
+     "cumsum(): argument 'dim' must be int, not str"),
+    # ... or not, where they are not simple: the positional wording stays
+    (lambda x: x.cumsum(**({"dim": "a"} if x.ndim else {})),
      "cumsum(): argument 'dim' (position 1) must be int, not str"),
 ])
 def test_method_forms_and_positional_wording(call, message):

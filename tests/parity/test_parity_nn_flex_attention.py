@@ -100,9 +100,12 @@ def test_return_lse_and_scale():
 
 
 @pytest.mark.parametrize("score", ["captured", "softcap", "alibi"])
-def test_gradients(score):
+def test_gradients(score, monkeypatch):
     """ember's gradients through flex_attention against torch autograd through the same
-    computation written densely (PyTorch's flex_attention has no CPU backward)."""
+    computation written densely (PyTorch's flex_attention has no CPU backward, and ember's
+    refuses CPU inputs that require grad as PyTorch's does: the derivative, which CUDA uses,
+    is reached here by lifting that refusal)."""
+    monkeypatch.setattr(ours, "_CPU_BACKWARD", True)
     t_q, t_k, t_v = (torch.tensor(x, requires_grad=True) for x in QKV)
     t_bias = torch.tensor(BIAS, requires_grad=True)
     t_scores, t_masks = _mods(torch, t_bias)

@@ -57,7 +57,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
     if isinstance(model, Module):
         from ember._dynamo.eval_frame import OptimizedModule
         return OptimizedModule(model)
-    return model
+    return getattr(model, "_ember_compiled", model)    # (flex_attention's: no eager warning)
 
 
 def disable(fn=None, recursive=True, *, reason=None):

@@ -8,7 +8,8 @@ every valid call. So only the error path looks: it finds the entry point's frame
 function of the registry, or a hand-written public function) and reads the call that made it
 from the caller's bytecode (``CALL`` with its keyword names), or from the ``args``/``kwargs``
 of the guard frame that ember.overrides puts around hand-written functions. When neither
-tells (``f(**kwargs)``, a call from C), the message keeps its positional wording.
+tells (a call from C, an unpacked ``f(*args, **kwargs)`` whose operands
+ember.ops._unpacked_call cannot read back), the message keeps its positional wording.
 """
 
 import dis
@@ -16,6 +17,7 @@ import sys
 import types
 
 from ember.ops._arg_aliases import _ALIASES, _OP_ALIASES
+from ember.ops._unpacked_call import unpacked_call
 
 __all__ = ["CallSite", "call_site", "call_shape", "PYTHON_METHODS"]
 
@@ -236,7 +238,7 @@ def _read_call(frame, kind):
         if "self" in local:     # a method's guard
             args = (local["self"], *args)
         return tuple(args), tuple(local.get("kwargs", {}))
-    read = _call_instruction(caller)
+    read = _call_instruction(caller, unpacked=True)
     if read is None:
         return (), None
     argc, keywords = read
@@ -280,10 +282,14 @@ def _function_of(code):
     return function
 
 
-def _call_instruction(frame):
-    """(argument count, keyword names) of the CALL ``frame`` is executing, or None."""
+def _call_instruction(frame, unpacked=False):
+    """(argument count, keyword names) of the CALL ``frame`` is executing, or None; with
+    ``unpacked``, also of a ``f(*args, **kwargs)`` call whose operands can be read (see
+    ember.ops._unpacked_call: the error path's, as its answer may change between calls)."""
     instructions = [i for i in dis.get_instructions(frame.f_code) if i.opname != "PRECALL"]
     before = [i for i in instructions if i.offset <= frame.f_lasti]
+    if unpacked and before and before[-1].opname == "CALL_FUNCTION_EX":
+        return unpacked_call(frame, before)
     if len(before) < 2 or before[-1].opname not in ("CALL", "CALL_KW"):
         return None
     call, previous = before[-1], before[-2]

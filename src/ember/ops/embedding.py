@@ -10,6 +10,7 @@ import numpy as np
 
 import ember
 from ember import _dtype as D
+from ember.autograd._forward_traces import PULLING
 from ember.autograd.forward_ad import unpack_dual
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
@@ -54,6 +55,12 @@ embedding.reads_inputs((), (0,))
 
 @embedding.derivative
 def _(grad, w, indices, padding_idx, scale_grad_by_freq, sparse):
+    if PULLING.depth:
+        # forward-mode AD transposes this backward (its first pass, PULLING): PyTorch's
+        # tangent is the lookup of the weight's tangent, dense, whatever padding_idx,
+        # scale_grad_by_freq and sparse say (ember's autograd runs no backward from a sparse
+        # tensor besides)
+        return _embedding_backward(grad, indices, w.shape[0], -1, False), None
     if sparse:
         return _sparse_grad(grad, indices, w.shape, padding_idx, scale_grad_by_freq), None
     return _embedding_backward(grad, indices, w.shape[0], padding_idx, scale_grad_by_freq), None

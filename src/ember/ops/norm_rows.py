@@ -253,6 +253,21 @@ def functional_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1
 
 # --- RMS norm ---------------------------------------------------------------------------------
 
+def _check_rms_args(normalized_shape, eps):
+    """PyTorch's parser errors for rms_norm's ``int[]`` normalized_shape (an int is refused)
+    and ``float?`` eps, named by the entry point called (``rms_norm`` or ``_fused_rms_norm``)."""
+    if isinstance(normalized_shape, (tuple, list)) and (
+            eps is None or isinstance(eps, (float, int)) and not isinstance(eps, bool)):
+        return
+    from ember.ops._call_site import call_site
+    from ember.ops._dims import _argument, int_sequence, type_name
+    site = call_site()
+    name = "_fused_rms_norm" if site is None or site.name == "_fused_rms_norm" else "rms_norm"
+    if not isinstance(normalized_shape, (tuple, list)):
+        int_sequence(normalized_shape, (name, "normalized_shape", 1), scalar=False)
+    raise TypeError(f"{_argument((name, 'eps', 3))} must be float, not {type_name(eps)}")
+
+
 @op("_fused_rms_norm(input, normalized_shape, weight=None, eps=None)",
     inputs=("input", "weight"), method=False)
 def _fused_rms_norm(xp, x, w, normalized_shape, eps):
@@ -261,6 +276,7 @@ def _fused_rms_norm(xp, x, w, normalized_shape, eps):
     PyTorch, 16-bit inputs compute in float32 (rstd stays float32), ``eps`` defaults to the
     machine epsilon of that computation dtype, and the output, rounded once, has the input's
     dtype."""
+    _check_rms_args(normalized_shape, eps)
     ns = check_normalized_shape(x, normalized_shape, w, None, batch_dims="*")
     if x.dtype.kind not in "fV":
         raise NotImplementedError(f"\"rms_norm\" not implemented for '{_name(x)}'")
@@ -269,9 +285,9 @@ def _fused_rms_norm(xp, x, w, normalized_shape, eps):
     k = math.prod(ns)
     lead = x.shape[:x.ndim - len(ns)]
     rows = wide.reshape(lead + (k,))
-    # the mean square as a matrix-vector product: several times faster than mean() on a
-    # short axis
-    rstd = 1 / xp.sqrt((rows * rows) @ xp.full(k, 1 / k, rows.dtype) + eps)
+    # the composite's arithmetic (pow, mean, add, rsqrt), so that a call recorded for autograd
+    # (which runs that composite, as PyTorch's CPU graph) and one under no_grad agree bitwise
+    rstd = 1 / xp.sqrt((rows * rows).sum(-1) / k + eps)
     out = rows * rstd[..., None]
     if w is not None:
         out = out * w.reshape(k)        # in the wider of the two dtypes, as PyTorch
@@ -306,6 +322,31 @@ def _(grads, x, w, normalized_shape, eps, *, out):
 
 
 _fused_rms_norm.name_nodes("MulBackward0")  # PyTorch's CPU rms_norm is a composite
+
+
+@_fused_rms_norm.composed_when_recording
+def _(inputs, params):
+    """PyTorch's CPU graph, a composite: ``rstd = (x.pow(2).mean(dims, keepdim) + eps)
+    .rsqrt()`` (so rstd's node is RsqrtBackward0), ``out = x * rstd [* weight]``, 16-bit
+    inputs widened to float32 and the output cast back (ToCopyBackward0)."""
+    x, w = inputs
+    if x.device.type != "cpu":
+        return NotImplemented
+    normalized_shape, eps = params
+    _check_rms_args(normalized_shape, eps)
+    ns = check_normalized_shape(x, normalized_shape, w, None, batch_dims="*")
+    if x.dtype.is_complex or not x.dtype.is_floating_point:
+        return NotImplemented               # (the forward raises PyTorch's error)
+    from ember.ops._registry import rename_node
+    wide = x.float() if x.dtype in D.LOW_PRECISION else x
+    eps = float(np.finfo(np.float32 if wide.dtype == D.float32 else np.float64).eps) \
+        if eps is None else eps
+    dims = tuple(range(x.ndim - len(ns), x.ndim))
+    rstd = rename_node(wide.pow(2).mean(dims, keepdim=True) + eps, "AddBackward1").rsqrt()
+    out = wide * rstd
+    if w is not None:
+        out = out * w
+    return (out if out.dtype == x.dtype else out.to(x.dtype)), rstd
 
 
 def _check_group_norm(x, w, b, c, group):

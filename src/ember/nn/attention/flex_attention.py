@@ -26,6 +26,19 @@ __all__ = ["BlockMask", "flex_attention", "AuxOutput", "AuxRequest", "FlexKernel
 
 _BACKENDS = ("AUTO", "TRITON", "FLASH", "TRITON_DECODE")
 _WARNED = set()
+# PyTorch's switch that silences the eager-path warning (for debugging score/mask mods)
+_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = False
+# PyTorch refuses inputs that require grad on the CPU (its kernels have no CPU backward);
+# ember's eager path has one, which its own tests reach by setting this
+_CPU_BACKWARD = False
+_EAGER_WARNING = (
+    "flex_attention called without torch.compile() - this will use an unfused implementation "
+    "that materializes the full scores matrix instead of generating a fused kernel.\n\n"
+    "SOLUTION: Use torch.compile(flex_attention)(...)\n\n"
+    "If you want to debug your score_mod/mask_mod, you can set:\n"
+    "torch.nn.attention.flex_attention._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True\n\n"
+    "This will allow you to use print statements or breakpoints. Note: This doesn't work with "
+    "the backwards pass and may produce incorrect results.")
 
 
 class FlexKernelOptions(TypedDict, total=False):
@@ -376,6 +389,10 @@ def _check(query, key, value, block_mask, enable_gqa):
     if query.size(-1) != key.size(-1):
         raise ValueError(f"Expect query and key/value to have the same embedding dimension but "
                          f"got E={query.size(-1)} and E={key.size(-1)}.")
+    if query.device.type == "cpu" and not _CPU_BACKWARD and (
+            query.requires_grad or key.requires_grad or value.requires_grad):
+        raise NotImplementedError("FlexAttention does not support backward on CPU. Please set "
+                                  "the input requires_grad to False or use another device.")
     if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
         raise NotImplementedError("NYI: query, key, and value must be 4D tensors")
     hq, hkv = query.size(1), key.size(1)
@@ -434,6 +451,18 @@ def _check_options(return_lse, return_aux, kernel_options):
                          f"{_BACKENDS}")
 
 
+def _warn_eager():
+    """PyTorch's once-per-process warning that eager flex_attention is unfused (not given
+    through ``ember.compile(flex_attention)``, which returns ``_compiled_flex_attention``)."""
+    if _FLEX_ATTENTION_DISABLE_COMPILE_DEBUG or _COMPILED[0] or "eager" in _WARNED:
+        return
+    _WARNED.add("eager")
+    warnings.warn(_EAGER_WARNING, UserWarning, stacklevel=2)   # (PyTorch's: its module)
+
+
+_COMPILED = [False]         # inside _compiled_flex_attention
+
+
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None,
                    enable_gqa=False, return_lse=False, kernel_options=None, *, return_aux=None):
     """softmax(mask_mod(score_mod(Q K^T * scale))) V over (B, H, L, E) inputs; see the module
@@ -441,6 +470,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     with ``return_lse``, or an AuxOutput with ``return_aux``."""
     _check(query, key, value, block_mask, enable_gqa)
     _check_options(return_lse, return_aux, kernel_options)
+    _warn_eager()
     B, Hq, L, E = query.shape
     Bkv, Hkv, S = key.shape[:3]
     if B != Bkv and Bkv != 1:
@@ -477,3 +507,16 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         top = scores.amax(-1) if return_aux.max_scores and B * Hq * L else None
         return out, AuxOutput(lse=lse, max_scores=top)
     return (out, lse) if return_lse else out
+
+
+def _compiled_flex_attention(*args, **kwargs):
+    """``flex_attention`` as ``ember.compile`` gives it: the same eager computation, without
+    the warning that advises compiling."""
+    previous, _COMPILED[0] = _COMPILED[0], True
+    try:
+        return flex_attention(*args, **kwargs)
+    finally:
+        _COMPILED[0] = previous
+
+
+flex_attention._ember_compiled = _compiled_flex_attention
