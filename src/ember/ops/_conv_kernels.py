@@ -281,6 +281,26 @@ def _flat_rows(x_shape, o, stride, pads, out, groups, pixel_major, batch_inner):
     return 2 * _flat_span(padded, out)[1] <= 3 * npix
 
 
+class _FlatColumns:
+    """The channel-first columns of samples [lo, hi) of x over the flattened padded image
+    (_flat_forward's and _flat_weight_grad's layout): (n, G, K*C/G, span)."""
+
+    def __init__(self, xp, x, kernel, out, pads, dilation, groups):
+        padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
+        self.flat, self.span = _flat_span(padded, out)
+        self.kc = (x.shape[1] // groups) * math.prod(kernel)
+        self._args = xp, x, tuple(kernel), pads, groups
+        self._taps = tuple(s * d * x.itemsize for s, d in zip(self.flat, dilation))
+
+    def __call__(self, lo, hi):
+        xp, x, kernel, pads, groups = self._args
+        n, c = hi - lo, x.shape[1]
+        xpad = xp.ascontiguousarray(zero_pad(xp, x[lo:hi], pads)).reshape(n, c, -1)
+        view = _read_only_view(xp, xpad, (n, c) + kernel + (self.span,),
+                               xpad.strides[:2] + self._taps + (x.itemsize,))
+        return xp.ascontiguousarray(view).reshape(n, groups, self.kc, self.span)
+
+
 def _flat_forward(xp, x, w, pads, dilation, groups, bias, dst):
     """conv_forward at unit stride with channel-first columns over the flattened padded
     image: each column row is one run of the image (the output rows and the padding
@@ -289,20 +309,13 @@ def _flat_forward(xp, x, w, pads, dilation, groups, bias, dst):
     b, c = x.shape[:2]
     o = w.shape[0]
     kernel, out = w.shape[2:], dst.shape[2:]
-    padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
-    flat, span = _flat_span(padded, out)
-    kc = (c // groups) * math.prod(kernel)
-    wg = w.reshape(groups, o // groups, kc)
-    size = x.itemsize
-    taps = tuple(s * d * size for s, d in zip(flat, dilation))
+    columns = _FlatColumns(xp, x, kernel, out, pads, dilation, groups)
+    flat, span = columns.flat, columns.span
+    wg = w.reshape(groups, o // groups, columns.kc)
 
     def chunk(lo, hi):
         n = hi - lo
-        xpad = xp.ascontiguousarray(zero_pad(xp, x[lo:hi], pads)).reshape(n, c, -1)
-        view = _read_only_view(xp, xpad, (n, c) + tuple(kernel) + (span,),
-                               xpad.strides[:2] + taps + (size,))
-        cols = xp.ascontiguousarray(view).reshape(n, groups, kc, span)
-        res = xp.matmul(wg, cols).reshape(n, o, span)
+        res = xp.matmul(wg, columns(lo, hi)).reshape(n, o, span)
         kept = _read_only_view(xp, res, (n, o) + tuple(out),
                                res.strides[:2] + tuple(s * res.itemsize for s in flat))
         if bias is None:
@@ -310,7 +323,7 @@ def _flat_forward(xp, x, w, pads, dilation, groups, bias, dst):
         else:
             xp.add(kept, bias.reshape((o,) + (1,) * len(out)), out=dst[lo:hi])
 
-    map_samples(xp, b, c * math.prod(kernel) * span * size, chunk)
+    map_samples(xp, b, c * math.prod(kernel) * span * x.itemsize, chunk)
     return dst
 
 
@@ -531,18 +544,12 @@ def _flat_weight_grad(xp, x, g, kernel, pads, dilation, groups):
     b, c = x.shape[:2]
     o = g.shape[1]
     out = g.shape[2:]
-    padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
-    flat, span = _flat_span(padded, out)
-    kc = (c // groups) * math.prod(kernel)
-    size = x.itemsize
-    taps = tuple(s * d * size for s, d in zip(flat, dilation))
+    columns = _FlatColumns(xp, x, kernel, out, pads, dilation, groups)
+    flat, span = columns.flat, columns.span
 
     def chunk(lo, hi):
         n = hi - lo
-        xpad = xp.ascontiguousarray(zero_pad(xp, x[lo:hi], pads)).reshape(n, c, -1)
-        view = _read_only_view(xp, xpad, (n, c) + tuple(kernel) + (span,),
-                               xpad.strides[:2] + taps + (size,))
-        cols = xp.ascontiguousarray(view).reshape(n, groups, kc, span)
+        cols = columns(lo, hi)
         spread = xp.zeros((n, o, span), g.dtype)
         grid = xp.lib.stride_tricks.as_strided(
             spread, (n, o) + tuple(out), spread.strides[:2] + tuple(s * g.itemsize for s in flat))
@@ -550,7 +557,7 @@ def _flat_weight_grad(xp, x, g, kernel, pads, dilation, groups):
         spread = spread.reshape(n, groups, o // groups, span)
         return xp.matmul(cols, spread.swapaxes(-1, -2)).sum(0)        # (G, K*C/G, O/G)
 
-    parts = map_samples(xp, b, (c * math.prod(kernel) + o) * span * size, chunk)
+    parts = map_samples(xp, b, (c * math.prod(kernel) + o) * span * x.itemsize, chunk)
     gw = parts[0] if len(parts) == 1 else sum(parts[1:], parts[0])
     return xp.ascontiguousarray(gw.swapaxes(1, 2)).reshape((o, c // groups) + tuple(kernel))
 
