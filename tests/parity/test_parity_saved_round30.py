@@ -377,3 +377,84 @@ def test_pointwise_strides_operand_sharing_the_result_strides():
 
     ours, theirs = _both(rows)
     assert ours == theirs
+
+
+# in-place calls PyTorch has no derivative for: fn(lib, y, w) writes y (w requires grad)
+IN_PLACE = {
+    "ifloordiv": lambda lib, y, w: y.__ifloordiv__(2),
+    "floor_divide_": lambda lib, y, w: y.floor_divide_(w + 3),
+    "heaviside_": lambda lib, y, w: y.heaviside_(w),
+    "heaviside_number_self": lambda lib, y, w: y.heaviside_(lib.full_like(w.detach(), 0.5)),
+}
+
+
+def _graph(t):
+    """The name of ``t``'s node and of each node it has an edge to."""
+    g = t.grad_fn
+    return g.name(), [None if f is None else f.name() for f, _ in g.next_functions]
+
+
+@pytest.mark.parametrize("where", ["tracked", "untracked", "view", "untracked_view"])
+@pytest.mark.parametrize("case", sorted(IN_PLACE))
+def test_not_implemented_in_place_names_the_in_place_kernel(case, where):
+    """The in-place node is NotImplemented over the inputs requiring grad only (self's
+    former history first; on a view, the base's CopySlices over it) and backward names the
+    in-place kernel: aten::floor_divide_, aten::heaviside_."""
+    def run(lib):
+        x, w = _x(lib), _x(lib, seed=1)
+        base = (x.clone() if where in ("tracked", "view") else
+                lib.zeros(2, 3, 3, dtype=lib.float64)[0] + 1)
+        if where in ("view", "untracked_view"):
+            base = lib.stack([base, base])
+            y = base[1]
+        else:
+            y = base
+        out = _outcome(lambda: IN_PLACE[case](lib, y, w))
+        if out[1] is not None or not base.requires_grad:
+            return out[1], base.requires_grad
+        return (_graph(y), _graph(base), y._version,
+                _outcome(lambda: base.sum().backward())[1], x.grad, w.grad,
+                base.detach().numpy().tolist())
+
+    ours, theirs = _both(run)
+    assert ours == theirs
+    if theirs[1] is not False:
+        assert theirs[0][0] in ("torch::autograd::NotImplemented", "AsStridedBackward0")
+        assert theirs[3][1].startswith("derivative for aten::")
+
+
+@pytest.mark.parametrize("case", sorted(IN_PLACE))
+def test_not_implemented_in_place_forward_ad(case):
+    """A dual written in place, and func.jvp through the in-place call, raise PyTorch's
+    NotImplementedError naming the in-place kernel."""
+    def dual(lib):
+        fwAD = lib.autograd.forward_ad
+        with fwAD.dual_level():
+            d = fwAD.make_dual(_x(lib, grad=False), lib.ones(3, 3, dtype=lib.float64))
+            return _outcome(lambda: IN_PLACE[case](lib, d.clone(), _x(lib, seed=1)))[1]
+
+    def jvp(lib):
+        x = _x(lib, grad=False)
+        return _outcome(lambda: lib.func.jvp(
+            lambda a: IN_PLACE[case](lib, a.clone(), _x(lib, seed=1)), (x,),
+            (lib.ones_like(x),)))[1]
+
+    for fn in (dual, jvp):
+        ours, theirs = _both(fn)
+        assert ours == theirs and theirs[0] == "NotImplementedError", fn.__name__
+        assert "_ that does not support it" in theirs[1]
+
+
+@pytest.mark.parametrize("case", ["floor_divide", "heaviside"])
+def test_not_implemented_out_into_view_edges(case):
+    """The out= kernel's NotImplemented on a view has no edge for the view's former history,
+    so the base's CopySlices keeps the base's edge only, as PyTorch's."""
+    def run(lib):
+        x = _x(lib)
+        base = lib.zeros(2, 3, 3, dtype=lib.float64)
+        OUT_CALLS[case][0](lib, x, base[1])
+        return _graph(base), _outcome(lambda: base.sum().backward())[1]
+
+    ours, theirs = _both(run)
+    assert ours == theirs and theirs[0][1][0] is None
+    assert theirs[1] == ("RuntimeError", f"derivative for aten::{case} is not implemented")

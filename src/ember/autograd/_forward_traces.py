@@ -201,18 +201,21 @@ def _start_nodes():
     return set().union(*(entry[0] for entry in TRACES.starts))
 
 
-def forward_ad_kernel(op, flat, params):
-    """The kernel PyTorch's forward-AD error names for this call of ``op``, or None where
-    the call has a forward derivative (see ``Op.refuse_forward_ad``)."""
+def forward_ad_kernel(op, flat, params, inplace=False):
+    """The kernel PyTorch's forward-AD error names for this call of ``op`` (``inplace``: its
+    in-place form), or None where the call has a forward derivative (``Op.refuse_forward_ad``)."""
     kernel = op.forward_ad_refusal
-    return kernel(flat, params) if callable(kernel) else kernel
+    kernel = kernel(flat, params) if callable(kernel) else kernel
+    if inplace and op.not_implemented_kernel is not None:
+        return f"{kernel}_"             # aten::floor_divide_
+    return kernel
 
 
-def refuse_traced_forward(op, flat, params):
+def refuse_traced_forward(op, flat, params, inplace=False):
     """Raise PyTorch's error for a recorded call of ``op``, a kernel without a forward
     derivative, that depends on the inputs of a forward-mode transform tracing now (where
     PyTorch's inputs carry tangents)."""
-    kernel = forward_ad_kernel(op, flat, params)
+    kernel = forward_ad_kernel(op, flat, params, inplace)
     if kernel is not None and _reaches(flat, _start_nodes()):
         from ember.ops._op_errors import forward_ad_not_implemented
         raise forward_ad_not_implemented(kernel)

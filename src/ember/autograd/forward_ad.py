@@ -357,7 +357,7 @@ def _dispatch(func, types, args, kwargs):
     args, params = op_arguments(op, args, kwargs)
     params = _storage_params(op, args[0], params)
     if op.forward_ad_refusal is not None:
-        _refuse(op, args, params)
+        _refuse(op, args, params, inplace)
     if inplace:
         return _inplace(op, args, params)
     from ember.ops._registry import call
@@ -373,12 +373,13 @@ def _dispatch(func, types, args, kwargs):
     return result
 
 
-def _refuse(op, inputs, params):
-    """PyTorch's error for a kernel without a forward derivative (``Op.refuse_forward_ad``)."""
+def _refuse(op, inputs, params, inplace=False):
+    """PyTorch's error for a kernel without a forward derivative (``Op.refuse_forward_ad``);
+    ``inplace``: the call is the op's in-place form."""
     from ember.autograd._forward_traces import forward_ad_kernel
     from ember.ops._op_errors import forward_ad_not_implemented
     flat = op.flatten_inputs(inputs)[0] if op.seq_inputs else inputs
-    kernel = forward_ad_kernel(op, flat, params)
+    kernel = forward_ad_kernel(op, flat, params, inplace)
     if kernel is not None:
         raise forward_ad_not_implemented(kernel)
 

@@ -39,6 +39,7 @@ from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
 from ember.ops._meta import MetaCall
+from ember.ops._not_implemented import hang_not_implemented
 from ember.ops._op_errors import OpValueError, broadcast_message
 from ember.ops._overlap import INTERNAL_OVERLAP
 from ember.ops._recording import in_multi_output_view
@@ -344,21 +345,29 @@ def _view_output_name(t):
 def _record_inplace(op, self, old, flat, lengths, params, recipe):
     from ember.ops._recording import _record
     base_edge = history(self._view[0]) if self._view is not None else None
-    node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self, inplace=True)
+    node = None
+    if op.not_implemented_kernel is not None:   # PyTorch's node names the in-place kernel
+        op.record_check(op, (old,) + tuple(flat[1:]), params, True)
+        # (no edge for self when it needs no grad, even on a view, whose CopySlices then
+        # drops the first of the others', as PyTorch's)
+        hang_not_implemented(self, f"{op.not_implemented_kernel}_", (old,) + tuple(flat[1:]),
+                             None if self._view is None else (None, base_edge, recipe))
+    else:
+        node = _record(op, (old,) + tuple(flat[1:]), lengths, params, self, inplace=True)
+        _date_saved_self(node, flat, self)
     self._output_nr = 0                 # it was output 1 of var_mean, say; now of this node
     move_retained_grad(self, old._grad_fn, old._output_nr)
-    _date_saved_self(node, flat, self)
     if self._view is not None:
         base = self._view[0]
-        copy = CopySlices(base_edge, node, recipe,
-                          None if base.is_contiguous() else base.dim_order())
-        base._grad_fn = copy
-        base._output_nr = 0
+        if node is not None:
+            base._grad_fn = CopySlices(base_edge, node, recipe,
+                                       None if base.is_contiguous() else base.dim_order())
+            base._output_nr = 0
         move_retained_grad(base, *base_edge)
         if FORWARD_SHOWN:               # (NOTE [Forward-mode primals])
             from ember.func._forward_primal import show
             show(base)
-        if getattr(node, "_out", None) is not None:
+        if node is not None and getattr(node, "_out", None) is not None:
             # as PyTorch, the output saved (exp_'s, relu_'s) has the view's history rebuilt
             # over the CopySlices, not this node: a double backward through it then reaches
             # the base's history instead of running this node a second time

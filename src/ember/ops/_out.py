@@ -9,9 +9,11 @@ from ember._inference import MADE as INFERENCE_MADE, check_inplace
 from ember._tensor import Tensor, _view_tracks
 from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.graph import history
 from ember.backend import xp_of
 from ember.ops._out_names import COPIED_OUT, cast_refusal, grad_refusal_kernel
 from ember.ops._out_names import not_implemented_kernel
+from ember.ops._not_implemented import hang_not_implemented
 from ember.ops._overlap import check_internal_overlap
 
 __all__ = ["write_out"]
@@ -23,6 +25,7 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
     results = outputs if type(outputs) is tuple else (outputs,)
     targets = out if isinstance(out, (tuple, list)) else (out,)
     hang = copied = None
+    views = {}                          # id(out view) -> what hang_not_implemented needs
     if _GRAD.grad_enabled and (requires_grad or any(
             isinstance(d, Tensor) and (d._requires_grad or d._grad_fn is not None
                                        or _view_tracks(d))
@@ -82,28 +85,14 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
         if copied:
             dst.copy_(res)
             continue
-        if hang is not None and dst._view is not None and dst._data.dtype.kind in "fcV":
-            continue                    # (written, recorded on its base, below)
+        if hang is not None and dst._view is not None:     # (its base's history, before)
+            from ember.ops._inplace import view_recipe
+            views[id(dst)] = (None, history(dst._view[0]), view_recipe(dst))
         xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
         dst._bump_version()
-    if hang is not None:
-        _hang_not_implemented(targets, results, inputs, hang)
+    if hang is not None:                # PyTorch's node NotImplemented (a view's: its base's)
+        for dst in targets:
+            hang_not_implemented(dst, hang, inputs, views.get(id(dst)))
     if op.namedtuple is not None and type(out) is tuple:     # sort(out=...): return_types.sort_out
         return getattr(op.namedtuple, "out_type", op.namedtuple)(*out)
     return out
-
-
-def _hang_not_implemented(targets, results, inputs, kernel):
-    """Give each out tensor PyTorch's node NotImplemented over the inputs requiring grad: it
-    refuses backward ("derivative for ``kernel`` is not implemented"); a view is written here,
-    through ``copy_`` (its base's node is then CopySlices over that node)."""
-    from ember.ops.random_nodes import NOT_IMPLEMENTED, _sampled
-    tensors = [t for t in inputs if isinstance(t, Tensor) and t.requires_grad]
-    for dst, res in zip(targets, results):
-        if dst._data.dtype.kind not in "fcV":
-            continue                    # (ldl_factor's pivots)
-        if dst._view is not None:
-            dst.copy_(_sampled(tensors, res._data, NOT_IMPLEMENTED, kernel))
-            continue
-        node = _sampled(tensors, dst._data, NOT_IMPLEMENTED, kernel)
-        dst._grad_fn, dst._output_nr = node._grad_fn, 0

@@ -436,7 +436,7 @@ def record_checks(op, flat, params, inplace=False):
     forward-mode AD reaches a kernel before its backward could, then ``Op.refuse_grad``, then
     ``Op.refuse_complex_grad``, which an in-place call passes)."""
     if op.forward_ad_refusal is not None and FORWARD_TRACES.starts:
-        refuse_traced_forward(op, flat, params)
+        refuse_traced_forward(op, flat, params, inplace)
     if op.refused_grads is not None:
         _check_refused_grads(op, flat)
     if op.complex_grad_refused and not inplace and not FORWARD_AD.pushing:

@@ -23,6 +23,7 @@ from ember._warn import user_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
 from ember.ops._dims import wrap_dim
+from ember.ops._not_implemented import hang_not_implemented
 from ember.ops.dtype_view import view_dtype
 from ember.ops._out_dtypes import _C_NAMES
 from ember.ops._scalars import int_arg
@@ -107,8 +108,11 @@ def _finish(fname, view, out, source=None):
             raise RuntimeError(f"Expected out tensor to have dtype {_C_NAMES[view.dtype]}, but "
                                f"got {_C_NAMES[out.dtype]} instead")
         out.copy_(view)
-    if tracked:
-        _record_not_implemented(fname, out, old, base_edge, recipe, source)
+    if tracked:     # (PyTorch's node NotImplemented: the out= kernel has no derivative)
+        if out._view is None:
+            hang_not_implemented(out, fname, (source, old))
+        else:
+            hang_not_implemented(out, fname, (source,), (old, base_edge, recipe))
     return out
 
 
@@ -134,26 +138,6 @@ def _before_write(out):
     if out._view is None:
         return old, None, None
     return old, history(out._view[0]), view_recipe(out)
-
-
-def _record_not_implemented(fname, out, old, base_edge, recipe, source):
-    """Give the write into ``out`` PyTorch's node for a kernel without a derivative,
-    NotImplemented (its backward raises), over ``source`` and ``out``'s former history; on
-    ``out``'s base, through a CopySlices, when ``out`` is a view (NOTE [In-place on views])."""
-    from ember.ops._inplace import CopySlices
-    from ember.ops.random_nodes import NOT_IMPLEMENTED, _sampled
-    sources = [source] if source.requires_grad else []
-    if out._view is None:
-        tracks = old._requires_grad or old._grad_fn is not None
-        node = _sampled(sources + ([old] if tracks else []), out._data, NOT_IMPLEMENTED,
-                        fname)
-        out._grad_fn, out._output_nr = node._grad_fn, 0
-        return
-    node = _sampled([old] + sources, out._data, NOT_IMPLEMENTED, fname)._grad_fn
-    base = out._view[0]
-    base._grad_fn = CopySlices(base_edge, node, recipe,
-                               None if base.is_contiguous() else base.dim_order())
-    base._output_nr = 0
 
 
 def _finish_all(fname, out_name, position, views, out, refuse_grad=False):
