@@ -65,8 +65,142 @@ def test_adam_bfloat16_first_step_keeps_scalars_in_float32(cls):
     f32 = np.float32
     m = _r(f32(0.1) * g)
     v = _r((f32(0.001) * g).astype(np.float64) * g)
-    denom = _r(_r(_r(np.sqrt(v)) / f32(math.sqrt(0.001))) + f32(1e-8))
-    want = _r(x + f32(-(1e-2 / 0.1)) * (m / denom))
+    # eps rounds to bfloat16 (add of a scalar); addcdiv multiplies by its value first
+    denom = _r(_r(_r(np.sqrt(v)) / f32(math.sqrt(0.001))) + f32(_r(1e-8)))
+    want = _r(x + (f32(-(1e-2 / 0.1)) * m) / denom)
     np.testing.assert_array_equal(opt.state[p]["exp_avg"].float().numpy(), m)
     np.testing.assert_array_equal(opt.state[p]["exp_avg_sq"].float().numpy(), v)
     np.testing.assert_array_equal(p.detach().float().numpy(), want)
+
+
+# RMSprop, Adagrad, NAdam and RAdam on bfloat16 (round 30, third wave): each op in float32
+# with its scalar in float32, rounded once; the foreach forms as PyTorch's CPU multi-tensor
+# kernels run them. 64 elements: no scalar-loop tail on any vector width.
+f32, f64 = np.float32, np.float64
+
+
+def _b(s):
+    """Python float ``s`` rounded to bfloat16, as a float32."""
+    return f32(_r(s))
+
+
+def _lerp(a, b, w):     # lerp_ with weight < 0.5: one fused multiply-add of the difference
+    return _r(a.astype(f64) + float(f32(w)) * (b - a).astype(f64))
+
+
+def _addcmul(a, t1, t2, value):
+    return _r(a.astype(f64) + (f32(value) * t1).astype(f64) * t2)
+
+
+def _addcdiv(a, t1, t2, value):
+    return _r(a + (f32(value) * t1) / t2)
+
+
+def _param(x, g):
+    p = ember.nn.Parameter(ember.from_numpy(x).bfloat16())
+    p.grad = ember.from_numpy(g).bfloat16()
+    return p
+
+
+def _data(seed, scale=2.0):
+    rng = np.random.default_rng(seed)
+    return _r(rng.standard_normal(64)), _r(rng.standard_normal(64) * scale)
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_rmsprop_bfloat16_centered_momentum_steps(foreach):
+    x, g = _data(5)
+    alpha, mom, lr, eps = 0.9, 0.9, 0.01, 1e-3
+    p = _param(x, g)
+    opt = ember.optim.RMSprop([p], lr=lr, alpha=alpha, eps=eps, momentum=mom, centered=True,
+                              foreach=foreach)
+    v, gbar, b = (np.zeros(64, f32) for _ in range(3))
+    # the CPU _foreach_mul_ rounds its factor to bfloat16 (0.9 -> 0.8984375), mul_ does not
+    fa, fm = (_b(alpha), _b(mom)) if foreach else (f32(alpha), f32(mom))
+    for _ in range(2):
+        opt.step()
+        v = _addcmul(_r(v * fa), g, g, 1 - alpha)
+        gbar = _lerp(gbar, g, 1 - alpha)
+        avg = _r(_r(np.sqrt(_addcmul(v, gbar, gbar, -1))) + _b(eps))
+        b = _addcdiv(_r(b * fm), g, avg, 1)
+        x = _r(x + _b(-lr) * b)
+    state = opt.state[p]
+    for got, want in [(p, x), (state["square_avg"], v), (state["grad_avg"], gbar),
+                      (state["momentum_buffer"], b)]:
+        np.testing.assert_array_equal(got.detach().float().numpy(), want)
+
+
+@pytest.mark.parametrize("foreach,maximize", [(False, False), (True, False), (True, True)])
+def test_adagrad_bfloat16_steps(foreach, maximize):
+    x, g = _data(6)
+    lr, decay = 0.05, 0.1
+    p = _param(x, g)
+    opt = ember.optim.Adagrad([p], lr=lr, lr_decay=decay, foreach=foreach, maximize=maximize)
+    s, d = np.zeros(64, f32), -g if maximize else g
+    for t in (1, 2):
+        opt.step()
+        rate = lr / (1 + (t - 1) * decay)
+        s = _addcmul(s, d, d, 1)
+        std = _r(_r(np.sqrt(s)) + _b(1e-10))
+        if not foreach:
+            x = _addcdiv(x, d, std, -rate)
+        else:   # -rate * g first: in place (its factor rounded) when maximize negated g
+            x = _addcdiv(x, _r(d * (_b(-rate) if maximize else f32(-rate))), std, 1)
+    np.testing.assert_array_equal(p.detach().float().numpy(), x)
+    np.testing.assert_array_equal(opt.state[p]["sum"].float().numpy(), s)
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_nadam_bfloat16_first_step(foreach):
+    x, g = _data(7)
+    lr, beta1, beta2, eps, psi = 0.01, 0.9, 0.999, 1e-3, 4e-3
+    p = _param(x, g)
+    opt = ember.optim.NAdam([p], lr=lr, eps=eps, foreach=foreach)
+    opt.step()
+    mu = beta1 * (1 - 0.5 * 0.96 ** psi)
+    mu_next = beta1 * (1 - 0.5 * 0.96 ** (2 * psi))
+    product = float(f32(mu))
+    m = _lerp(np.zeros(64, f32), g, 1 - beta1)
+    v = _addcmul(np.zeros(64, f32), g, g, 1 - beta2)
+    if foreach:     # the root divided by sqrt(1 - beta2), not its operand by 1 - beta2
+        denom = _r(_r(np.sqrt(v)) / f32(math.sqrt(1 - beta2)))
+    else:
+        denom = _r(np.sqrt(_r(v / f32(1 - beta2))))
+    denom = _r(denom + _b(eps))
+    x = _addcdiv(x, g, denom, -(lr * (1 - mu) / (1 - product)))
+    x = _addcdiv(x, m, denom, -(lr * mu_next / (1 - product * mu_next)))
+    np.testing.assert_array_equal(p.detach().float().numpy(), x)
+    np.testing.assert_array_equal(opt.state[p]["exp_avg"].float().numpy(), m)
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_radam_bfloat16_unrectified_then_rectified_step(foreach):
+    x, g = _data(8)
+    lr, beta1, beta2, eps = 0.01, 0.9, 0.999, 1e-3
+    p = _param(x, g)
+    opt = ember.optim.RAdam([p], lr=lr, eps=eps, foreach=foreach)
+    opt.step()      # step 1: rho_t = 1, p -= lr * m / (1 - beta1)
+    m = _lerp(np.zeros(64, f32), g, 1 - beta1)
+    v = _addcmul(np.zeros(64, f32), g, g, 1 - beta2)
+    step = _r(_r(m / f32(1 - beta1)) * f32(lr))
+    x = _r(x - step) if not foreach else _addcmul(x, _b(-(lr / (1 - beta1))), m, 1)
+    np.testing.assert_array_equal(p.detach().float().numpy(), x)
+    opt.state[p]["step"].fill_(99)     # step 100: rectified
+    opt.step()
+    t = 100
+    bc1, bc2 = 1 - beta1 ** t, 1 - beta2 ** t
+    rho_inf = 2 / (1 - beta2) - 1
+    rho = rho_inf - 2 * t * beta2 ** t / bc2
+    rect = math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+    m = _lerp(m, g, 1 - beta1)
+    v = _addcmul(_r(v * (_b(beta2) if foreach else f32(beta2))), g, g, 1 - beta2)
+    root = _r(_r(np.sqrt(v)) + _b(eps))
+    if foreach:     # one buffer, 1 / (root / -(sqrt(bc2) * lr * rect / bc1)), times m
+        buffer = _r(f32(1) / _r(root / f32(-(math.sqrt(bc2) * (lr * rect / bc1)))))
+        x = _addcmul(x, buffer, m, 1)
+    else:
+        adaptive = _r(_r(f32(1) / root) * f32(math.sqrt(bc2)))
+        step = _r(_r(_r(_r(m / f32(bc1)) * f32(lr)) * adaptive) * f32(rect))
+        x = _r(x - step)
+    np.testing.assert_array_equal(p.detach().float().numpy(), x)
+    np.testing.assert_array_equal(opt.state[p]["exp_avg_sq"].float().numpy(), v)

@@ -1,5 +1,8 @@
 """Adadelta (``torch.optim.Adadelta``)."""
 
+import functools
+
+from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, new_step, number_lr, slot, state_like,
                                 step_count)
@@ -42,15 +45,21 @@ class Adadelta(Optimizer):
                 params.append(p)
                 updates.append((x, g, slot(state["square_avg"], group),
                                 slot(state["acc_delta"], group)))
-            apply_updates("adadelta", params, updates, _update,
+            update = _update
+            if group["foreach"] and not group["differentiable"]:
+                update = functools.partial(_update, foreach=True)
+            apply_updates("adadelta", params, updates, update,
                           differentiable=group["differentiable"], lr=number_lr(group),
                           rho=group["rho"], eps=group["eps"],
                           weight_decay=group["weight_decay"])
         return loss
 
 
-def _update(x, g, v, u, *, lr, rho, eps, weight_decay):
+def _update(x, g, v, u, *, lr, rho, eps, weight_decay, foreach=False):
     """One parameter's Adadelta step in place, in array operations."""
+    if s16.is_16(x):
+        return _update_16(x, g, v, u, lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                          foreach=foreach)
     if weight_decay:
         g = g + weight_decay * x
     v *= rho
@@ -59,3 +68,17 @@ def _update(x, g, v, u, *, lr, rho, eps, weight_decay):
     u *= rho
     u += (1 - rho) * delta * delta
     x -= lr * delta
+
+
+def _update_16(x, g, v, u, *, lr, rho, eps, weight_decay, foreach):
+    """Adadelta on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it."""
+    factor = s16.factor_of(x, foreach)
+    if weight_decay:
+        g = s16.plus_scaled(g, weight_decay, x)
+    s16.mul_(v, factor(rho))
+    s16.addcmul(v, g, g, 1 - rho, out=v)
+    std = s16.sqrt(s16.add_(v, eps))
+    delta = s16.mul(s16.div(s16.sqrt(s16.add_(u, eps)), std), g)
+    s16.mul_(u, factor(rho))
+    s16.addcmul(u, delta, delta, 1 - rho, out=u)
+    s16.plus_scaled(x, -lr, delta, out=x)

@@ -1,5 +1,8 @@
 """Adagrad (``torch.optim.Adagrad``)."""
 
+import functools
+
+from ember.optim import _steps16 as s16
 from ember.optim._checks import check_fused, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, slot, state_like,
                                 step_count)
@@ -63,9 +66,11 @@ class Adagrad(Optimizer):
                 params.append(p)
                 updates.append((x, g, slot(state["sum"], group), lr / (1 + (t - 1) * decay)))
             diff = group["differentiable"]
-            apply_updates("adagrad", params, updates, _update_graph if diff else _update,
-                          differentiable=diff, eps=group["eps"],
-                          weight_decay=group["weight_decay"])
+            update = _update_graph if diff else _update
+            if group["foreach"] and not diff:
+                update = functools.partial(_update, foreach=True, maximize=group["maximize"])
+            apply_updates("adagrad", params, updates, update, differentiable=diff,
+                          eps=group["eps"], weight_decay=group["weight_decay"])
         return loss
 
 
@@ -77,14 +82,33 @@ def _init_state(state, p, group):
                  sum=state_like(p, complex(v, v) if p.is_complex() else v))
 
 
-def _update(x, g, s, rate, *, eps, weight_decay):
+def _update(x, g, s, rate, *, eps, weight_decay, foreach=False, maximize=False):
     """One parameter's Adagrad step in place (``rate``: its decayed learning rate)."""
+    if s16.is_16(x):
+        return _update_16(x, g, s, rate, eps=eps, weight_decay=weight_decay, foreach=foreach,
+                          maximize=maximize)
     if weight_decay:
         g = g + weight_decay * x
     s += g * g
     std = s ** 0.5
     std += eps
     x -= rate * g / std
+
+
+def _update_16(x, g, s, rate, *, eps, weight_decay, foreach, maximize):
+    """Adagrad on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it:
+    the foreach form scales the gradient by -rate before dividing (in place, its factor
+    rounded to the dtype, when weight decay or maximize made the gradient its own)."""
+    if weight_decay:
+        g = s16.plus_scaled(g, weight_decay, x)
+    s16.addcmul(s, g, g, 1, out=s)
+    std = s16.add_(s16.sqrt(s), eps)
+    if not foreach:
+        s16.addcdiv(x, g, std, -rate, out=x)
+        return
+    own = weight_decay or maximize
+    g = s16.mul_(g.copy(), s16.factor_of(x, own)(-rate))
+    s16.addcdiv(x, g, std, 1, out=x)
 
 
 def _update_graph(x, g, s, rate, *, eps, weight_decay):

@@ -3,16 +3,13 @@
 import functools
 import math
 
-import numpy as np
-
 from ember._tensor import Tensor
 from ember.backend import xp_of
+from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_fused, check_tensor_lr
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, scale_, slot,
                                 state_like, step_count, value)
-from ember.optim.muon import lerp_
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
-from ember.optim.sgd import _plus_scaled
 
 __all__ = ["Adam", "AdamW"]
 
@@ -118,45 +115,23 @@ def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupl
 
 def _update_16(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled,
                amsgrad, foreach):
-    """Adam on a float16/bfloat16 parameter as PyTorch runs it: each op computes in float32
-    with its scalar in float32 and rounds its result to the parameter's dtype (NumPy's 16-bit
-    arithmetic would round the scalars and the partial products); on the CPU, its foreach
-    ``_foreach_mul_`` rounds the factor to the dtype first (not lerp's or addcmul's)."""
-    xp, dt, f32 = xp_of(x), x.dtype, np.float32
-    factor = (lambda f: float(np.asarray(f, dt))) if foreach and xp is np else float
-    if weight_decay:
-        if decoupled:
-            scale_(x, factor(1 - lr * weight_decay))
-        else:
-            g = _plus_scaled(g, weight_decay, x)
-    if foreach and xp is np:
-        _fused_lerp_(m, g, 1 - beta1)
-    else:
-        lerp_(m, g, 1 - beta1)
-    scale_(v, factor(beta2))
-    g = g.astype(f32)
-    # addcmul's vectorized loop: (value * g) * g fused with the add (one rounding)
-    v[...] = (v.astype(np.float64) + (f32(1 - beta2) * g).astype(np.float64) * g).astype(f32)
+    """Adam on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it
+    (``_steps16``: each op in float32 with its scalar in float32, rounded once; NumPy's
+    16-bit arithmetic would round the scalars and the partial products)."""
+    factor = s16.factor_of(x, foreach)
+    g = s16.decay_or_plus(x, g, lr=lr, weight_decay=weight_decay, decoupled=decoupled,
+                          factor=factor)
+    s16.lerp(m, g, 1 - beta1)
+    s16.mul_(v, factor(beta2))
+    s16.addcmul(v, g, g, 1 - beta2, out=v)
     if amsgrad:
-        xp.maximum(vmax, v, out=vmax)
+        xp_of(vmax).maximum(vmax, v, out=vmax)
         v = vmax
-    root = xp.sqrt(v.astype(f32)).astype(dt).astype(f32)
-    denom = (root / f32(math.sqrt(1 - beta2 ** t))).astype(dt).astype(f32)
-    denom = (denom + f32(eps)).astype(dt).astype(f32)
-    x[...] = x.astype(f32) + f32(-(lr / (1 - beta1 ** t))) * (m.astype(f32) / denom)
+    denom = s16.add_(s16.div(s16.sqrt(v), math.sqrt(1 - beta2 ** t)), eps)
+    s16.addcdiv(x, m, denom, -(lr / (1 - beta1 ** t)), out=x)
 
 
 _update_foreach = functools.partial(_update, foreach=True)
-
-
-def _fused_lerp_(start, end, weight):
-    """``start`` moved to ``lerp(start, end, weight)`` of 16-bit arrays as PyTorch's CPU
-    ``_foreach_lerp_`` computes it: the difference in float32, then one fused multiply-add
-    (a cancelling sum stays a tiny nonzero where ``lerp_`` gives 0)."""
-    a, b, w = start.astype(np.float32), end.astype(np.float32), np.float32(weight)
-    d = (b - a).astype(np.float64)
-    out = a + float(w) * d if w < 0.5 else b - d * float(np.float32(1 - w))
-    start[...] = out.astype(np.float32)
 
 
 def _update_graph(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled,

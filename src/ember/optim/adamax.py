@@ -1,7 +1,10 @@
 """Adamax: Adam with the infinity norm (``torch.optim.Adamax``)."""
 
+import functools
+
 from ember._tensor import Tensor
 from ember.backend import xp_of
+from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, new_step, number_lr, slot, state_like,
                                 step_count)
@@ -47,16 +50,22 @@ class Adamax(Optimizer):
                 params.append(p)
                 updates.append((x, g, slot(state["exp_avg"], group),
                                 slot(state["exp_inf"], group), lr / (1 - beta1 ** t)))
-            apply_updates("adamax", params, updates, _update,
+            update = _update
+            if group["foreach"] and not group["differentiable"]:
+                update = functools.partial(_update, foreach=True)
+            apply_updates("adamax", params, updates, update,
                           differentiable=group["differentiable"], lr=lr, beta1=beta1,
                           beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"])
         return loss
 
 
-def _update(x, g, m, u, coef, *, lr, beta1, beta2, eps, weight_decay):
+def _update(x, g, m, u, coef, *, lr, beta1, beta2, eps, weight_decay, foreach=False):
     """One parameter's Adamax step in place, in array operations (``coef``: the learning
     rate over 1 - beta1^t)."""
+    if s16.is_16(x):
+        return _update_16(x, g, m, u, coef, beta1=beta1, beta2=beta2, eps=eps,
+                          weight_decay=weight_decay, foreach=foreach)
     if weight_decay:
         g = g + weight_decay * x
     m += (1 - beta1) * (g - m)
@@ -66,3 +75,13 @@ def _update(x, g, m, u, coef, *, lr, beta1, beta2, eps, weight_decay):
     else:
         xp_of(u).maximum(u, abs(g) + eps, out=u)
     x -= coef * m / u
+
+
+def _update_16(x, g, m, u, coef, *, beta1, beta2, eps, weight_decay, foreach):
+    """Adamax on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it."""
+    if weight_decay:
+        g = s16.plus_scaled(g, weight_decay, x)
+    s16.lerp(m, g, 1 - beta1)
+    s16.mul_(u, s16.factor_of(x, foreach)(beta2))
+    xp_of(u).maximum(u, s16.add_(abs(g), eps), out=u)
+    s16.addcdiv(x, m, u, -coef, out=x)

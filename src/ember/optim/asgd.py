@@ -1,5 +1,6 @@
 """ASGD: averaged stochastic gradient descent (``torch.optim.ASGD``)."""
 
+from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
 from ember.optim._state import (grads_of, new_step, number_lr, scalar_state, scale_, slot,
                                 state_like, step_count)
@@ -39,13 +40,19 @@ class ASGD(Optimizer):
                     state.update(step=new_step(), eta=scalar_state(lr), mu=scalar_state(1.0),
                                  ax=state_like(p))
                 t = step_count(state, numbers=True)
-                if wd:
-                    g = g + wd * x
                 eta, mu = state["eta"]._data, state["mu"]._data
+                half = s16.is_16(x)     # its add(alpha=) in float32, rounded once
+                if wd:
+                    g = s16.plus_scaled(g, wd, x) if half else g + wd * x
                 scale_(x, 1 - lambd * float(eta))
-                x -= float(eta) * g
+                if half:
+                    s16.plus_scaled(x, -float(eta), g, out=x)
+                else:
+                    x -= float(eta) * g
                 ax = slot(state["ax"], group)
-                if float(mu) != 1:
+                if float(mu) != 1 and half:     # mu stays float32 (a CPU scalar)
+                    ax[...] = ax.astype(s16.f32) + s16.mul(x - ax, float(mu))
+                elif float(mu) != 1:
                     ax += (x - ax) * float(mu)
                 else:
                     ax[...] = x

@@ -1,5 +1,8 @@
 """NAdam: Adam with Nesterov momentum (``torch.optim.NAdam``)."""
 
+import functools
+
+from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, scalar_state, slot,
                                 state_like, step_count)
@@ -57,7 +60,10 @@ class NAdam(Optimizer):
                                 slot(state["exp_avg_sq"], group), 1 - beta2 ** t,
                                 lr * (1 - mu) / (1 - mu_product),
                                 lr * mu_next / (1 - mu_product * mu_next)))
-            apply_updates("nadam", params, updates, _update,
+            update = _update
+            if group["foreach"] and not group["differentiable"]:
+                update = functools.partial(_update, foreach=True)
+            apply_updates("nadam", params, updates, update,
                           differentiable=group["differentiable"], lr=lr, beta1=beta1,
                           beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"],
@@ -66,12 +72,35 @@ class NAdam(Optimizer):
 
 
 def _update(x, g, m, v, bias_correction2, grad_coef, avg_coef, *, lr, beta1, beta2, eps,
-            weight_decay, decoupled):
+            weight_decay, decoupled, foreach=False):
     """One parameter's NAdam step in place, in array operations: ``grad_coef`` and
     ``avg_coef`` weigh the gradient and the average by this step's momentum schedule."""
+    if s16.is_16(x):
+        return _update_16(x, g, m, v, bias_correction2, grad_coef, avg_coef, lr=lr,
+                          beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                          decoupled=decoupled, foreach=foreach)
     g = moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
                 decoupled=decoupled)
     denom = (v / bias_correction2) ** 0.5
     denom += eps
     x -= grad_coef * g / denom
     x -= avg_coef * m / denom
+
+
+def _update_16(x, g, m, v, bias_correction2, grad_coef, avg_coef, *, lr, beta1, beta2, eps,
+               weight_decay, decoupled, foreach):
+    """NAdam on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it (the
+    foreach form divides the root by sqrt(bias_correction2), the other the root's operand)."""
+    factor = s16.factor_of(x, foreach)
+    g = s16.decay_or_plus(x, g, lr=lr, weight_decay=weight_decay, decoupled=decoupled,
+                          factor=factor)
+    s16.lerp(m, g, 1 - beta1)
+    s16.mul_(v, factor(beta2))
+    s16.addcmul(v, g, g, 1 - beta2, out=v)
+    if foreach:
+        denom = s16.div(s16.sqrt(v), bias_correction2 ** 0.5)
+    else:
+        denom = s16.sqrt(s16.div(v, bias_correction2))
+    denom = s16.add_(denom, eps)
+    s16.addcdiv(x, g, denom, -grad_coef, out=x)
+    s16.addcdiv(x, m, denom, -avg_coef, out=x)

@@ -1,8 +1,10 @@
 """RAdam: Adam with a rectified adaptive learning rate (``torch.optim.RAdam``)."""
 
+import functools
 import math
 
 from ember._tensor import Tensor
+from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, new_step, root_plus, slot,
                                 state_like, step_count, value)
@@ -53,7 +55,7 @@ class RAdam(Optimizer):
                 bias_correction1 = 1 - beta1 ** t
                 bias_correction2 = 1 - beta2 ** t
                 rho_t = rho_inf - 2 * t * beta2 ** t / bias_correction2
-                rectified = rho_t > 5.0
+                rectified, rect = rho_t > 5.0, 0.0
                 if rectified:
                     rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
                                      / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
@@ -62,8 +64,12 @@ class RAdam(Optimizer):
                     coef = lr / bias_correction1
                 params.append(p)
                 updates.append((x, g, slot(state["exp_avg"], group),
-                                slot(state["exp_avg_sq"], group), coef, rectified))
-            apply_updates("radam", params, updates, _update,
+                                slot(state["exp_avg_sq"], group), coef, rectified,
+                                (bias_correction1, bias_correction2, rect)))
+            update = _update
+            if group["foreach"] and not group["differentiable"]:
+                update = functools.partial(_update, foreach=True)
+            apply_updates("radam", params, updates, update,
                           differentiable=group["differentiable"], lr=lr, beta1=beta1,
                           beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"],
@@ -71,9 +77,15 @@ class RAdam(Optimizer):
         return loss
 
 
-def _update(x, g, m, v, coef, rectified, *, lr, beta1, beta2, eps, weight_decay, decoupled):
+def _update(x, g, m, v, coef, rectified, terms, *, lr, beta1, beta2, eps, weight_decay,
+            decoupled, foreach=False):
     """One parameter's RAdam step in place, in array operations: ``coef`` scales the
-    average, divided by sqrt(v) + eps only when the step is ``rectified``."""
+    average, divided by sqrt(v) + eps only when the step is ``rectified`` (``terms``: the
+    bias corrections and rectification term it derives from, for 16-bit steps)."""
+    if s16.is_16(x):
+        return _update_16(x, g, m, v, rectified, *terms, lr=lr, beta1=beta1, beta2=beta2,
+                          eps=eps, weight_decay=weight_decay, decoupled=decoupled,
+                          foreach=foreach)
     g = moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
                 decoupled=decoupled)
     if isinstance(m, Tensor):   # a tensor lr's product saves m, which the next step modifies
@@ -82,3 +94,28 @@ def _update(x, g, m, v, coef, rectified, *, lr, beta1, beta2, eps, weight_decay,
         x -= coef * m / root_plus(v, eps)
     else:
         x -= coef * m
+
+
+def _update_16(x, g, m, v, rectified, bias_correction1, bias_correction2, rect, *, lr, beta1,
+               beta2, eps, weight_decay, decoupled, foreach):
+    """RAdam on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it: the
+    foreach form folds both cases into one buffer, sqrt(bc2) * step / (sqrt(v) + eps) (or the
+    unrectified step), that multiplies the average."""
+    factor = s16.factor_of(x, foreach)
+    g = s16.decay_or_plus(x, g, lr=lr, weight_decay=weight_decay, decoupled=decoupled,
+                          factor=factor)
+    s16.lerp(m, g, 1 - beta1)
+    s16.mul_(v, factor(beta2))
+    s16.addcmul(v, g, g, 1 - beta2, out=v)
+    if foreach:
+        root = s16.add_(s16.sqrt(v), eps)
+        step = -(bias_correction2 ** 0.5 * (lr * rect / bias_correction1))
+        buffer = s16.reciprocal(s16.div(root, step))
+        buffer = s16.add_(buffer, -(lr * (0.0 if rectified else 1.0) / bias_correction1))
+        s16.addcmul(x, buffer, m, 1, out=x)
+        return
+    step = s16.mul(s16.div(m, bias_correction1), lr)
+    if rectified:
+        adaptive = s16.mul(s16.reciprocal(s16.add_(s16.sqrt(v), eps)), bias_correction2 ** 0.5)
+        step = s16.mul(s16.mul(step, adaptive), rect)
+    s16.plus_scaled(x, -1.0, step, out=x)

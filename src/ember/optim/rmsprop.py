@@ -1,5 +1,8 @@
 """RMSprop (``torch.optim.RMSprop``)."""
 
+import functools
+
+from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, slot, state_like,
                                 step_count)
@@ -41,8 +44,8 @@ class RMSprop(Optimizer):
                 params.append(p)
                 updates.append((x, g) + self._averages(p, group))
             diff = group["differentiable"]
-            apply_updates("rmsprop", params, updates, _update_graph if diff else _update,
-                          differentiable=diff, **hyper)
+            update = _update_graph if diff else _update_foreach if group["foreach"] else _update
+            apply_updates("rmsprop", params, updates, update, differentiable=diff, **hyper)
         return loss
 
     def _averages(self, p, group):
@@ -60,8 +63,13 @@ class RMSprop(Optimizer):
                      for name in ("square_avg", "grad_avg", "momentum_buffer"))
 
 
-def _update(x, g, v, gbar, b, *, lr, alpha, eps, weight_decay, momentum, centered):
+def _update(x, g, v, gbar, b, *, lr, alpha, eps, weight_decay, momentum, centered,
+            foreach=False):
     """One parameter's RMSprop step in place, in array operations."""
+    if s16.is_16(x):
+        return _update_16(x, g, v, gbar, b, lr=lr, alpha=alpha, eps=eps,
+                          weight_decay=weight_decay, momentum=momentum, centered=centered,
+                          foreach=foreach)
     if weight_decay:
         g = g + weight_decay * x
     v *= alpha
@@ -78,6 +86,31 @@ def _update(x, g, v, gbar, b, *, lr, alpha, eps, weight_decay, momentum, centere
         x -= lr * b
     else:
         x -= lr * g / avg
+
+
+def _update_16(x, g, v, gbar, b, *, lr, alpha, eps, weight_decay, momentum, centered,
+               foreach):
+    """RMSprop on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it."""
+    factor = s16.factor_of(x, foreach)
+    if weight_decay:
+        g = s16.plus_scaled(g, weight_decay, x)
+    s16.mul_(v, factor(alpha))
+    s16.addcmul(v, g, g, 1 - alpha, out=v)
+    if centered:
+        s16.lerp(gbar, g, 1 - alpha)
+        avg = s16.sqrt(s16.addcmul(v, gbar, gbar, -1))
+    else:
+        avg = s16.sqrt(v)
+    avg = s16.add_(avg, eps)
+    if momentum > 0:
+        s16.mul_(b, factor(momentum))
+        s16.addcdiv(b, g, avg, 1, out=b)
+        s16.plus_scaled(x, -lr, b, out=x)
+    else:
+        s16.addcdiv(x, g, avg, -lr, out=x)
+
+
+_update_foreach = functools.partial(_update, foreach=True)
 
 
 def _update_graph(x, g, v, gbar, b, *, lr, alpha, eps, weight_decay, momentum, centered):

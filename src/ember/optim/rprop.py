@@ -1,7 +1,10 @@
 """Rprop: resilient backpropagation (``torch.optim.Rprop``)."""
 
+import numpy as np
+
 from ember._tensor import _make
 from ember.backend import xp_of
+from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr
 from ember.optim._state import (grads_of, new_step, number_lr, real, real_view, state_like,
                                 step_count)
@@ -45,7 +48,10 @@ class Rprop(Optimizer):
                 xp = xp_of(x)
                 prev, size = real(state["prev"]._data), real(state["step_size"]._data)
                 sign = xp.sign(g * prev)
-                size *= xp.where(sign > 0, eta_plus, xp.where(sign < 0, eta_minus, 1.0))
+                up, down = eta_plus, eta_minus
+                if s16.is_16(x):    # PyTorch writes them into a sign tensor of x's dtype
+                    up, down = (float(np.asarray(e, x.dtype)) for e in (up, down))
+                size *= xp.where(sign > 0, up, xp.where(sign < 0, down, 1.0))
                 xp.clip(size, lo, hi, out=size)
                 g = xp.where(sign < 0, 0, g)
                 if group["differentiable"]:
