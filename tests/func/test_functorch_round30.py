@@ -210,3 +210,71 @@ def test_inplace_draw_in_nested_vmaps_keeps_the_inner_randomness():
     with pytest.raises(RuntimeError, match="Cannot ask for different inplace randomness on "
                                            "an unbatched tensor"):
         vmap(lambda a: inner(a, "different"), randomness="different")(ember.zeros(3, 50))
+
+
+# --- ops PyTorch 2.13 loops under vmap: ember's rules warn as its fallback does ---------------
+
+def _looped(fn):
+    """``fn()``'s value and the ATen ops its fallback warnings name, in order."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn()
+    return out, [str(w.message).split("batching rule for ")[1].split(". Please")[0]
+                 for w in caught if "performance drop" in str(w.message)]
+
+
+ROWS = ember.tensor([[0.3, -1.2, 2.5, 0.7], [1.1, 0.2, -2.2, 0.9]], dtype=ember.float64)
+
+
+@pytest.mark.parametrize("fn,names", [
+    (lambda: vmap(lambda v: ember.quantile(v, 0.3))(ROWS), ["aten::quantile.scalar"]),
+    (lambda: vmap(lambda v: v.nanquantile(ROWS[0, :2].abs() / 3))(ROWS), ["aten::nanquantile"]),
+    (lambda: vmap(grad(lambda v: ember.quantile(v, 0.3)))(ROWS), ["aten::lerp_.Tensor"]),
+    (lambda: vmap(grad(lambda v: ember.quantile(v, 0.3, interpolation="lower")))(ROWS), []),
+    (lambda: vmap(lambda v, m: v.masked_scatter(m, -v))(ROWS, ROWS > 0),
+     ["aten::masked_scatter"]),
+    (lambda: vmap(grad(lambda v, s: v.masked_scatter(v > 0, s).sum(), argnums=1))(ROWS, ROWS),
+     ["aten::masked_scatter", "aten::masked_scatter_backward"]),
+], ids=["quantile", "nanquantile", "quantile_grad", "quantile_grad_lower", "masked_scatter",
+        "masked_scatter_grad_source"])
+def test_rules_pytorch_lacks_warn_and_keep_the_values(fn, names):
+    out, shown = _looped(fn)
+    assert shown == names
+    if names == ["aten::quantile.scalar"]:
+        np.testing.assert_allclose(out.numpy(), np.quantile(ROWS.numpy(), 0.3, axis=1))
+    if names == ["aten::masked_scatter"]:
+        x = ROWS.numpy()
+        want = np.stack([np.where(r > 0, -r[np.cumsum(r > 0) - 1], r) for r in x])
+        np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_quantile_over_an_empty_batch_names_the_overload():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match=r"^Batching rule not implemented for "
+                           r"aten::quantile\.scalar\. The fallback path does not support"):
+            vmap(lambda v: ember.quantile(v, 0.3))(ROWS[:0])
+
+
+def test_affine_grid_tangent_under_jacfwd_warns_of_the_forward():
+    import ember.nn.functional as F
+    theta = ember.tensor([[0.9, 0.1, 0.2], [-0.1, 1.1, 0.3]], dtype=ember.float64)
+
+    def f(t):
+        return (F.affine_grid(t.reshape(1, 2, 3), (1, 1, 3, 4), align_corners=False) ** 3).sum()
+    _, shown = _looped(lambda: ember.func.jacfwd(f)(theta))
+    assert shown == ["aten::affine_grid_generator"]
+    _, shown = _looped(lambda: ember.func.hessian(f)(theta))
+    assert sorted(shown) == ["aten::affine_grid_generator", "aten::affine_grid_generator_backward"]
+
+
+@pytest.mark.parametrize("scale", [[1.0, 2.0, 3.0], [[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0]]])
+def test_vmap_of_a_product_with_a_shared_coo_tensor(scale):
+    dense = np.array([[0.0, 2.0, 0.0], [3.0, 0.0, 4.0]], dtype=np.float32)
+    a = ember.tensor(dense).to_sparse()
+    s = ember.tensor(scale)
+    out = vmap(lambda x: a * x)(s)
+    want = np.asarray(scale, dtype=np.float32).reshape(len(scale), 1, -1) * dense
+    assert out.layout is ember.sparse_coo and out.sparse_dim() == 3 and out.is_coalesced()
+    assert out.dtype is ember.float32 and out._nnz() == 3 * len(scale)
+    np.testing.assert_array_equal(out.to_dense().numpy(), np.broadcast_to(want, out.shape))

@@ -418,3 +418,129 @@ def test_inplace_draw_in_nested_vmaps(inner, where):
         return list(y.shape), [next(j for j in range(6) if bool((rows[i] == rows[j]).all()))
                                for i in range(6)]
     _same(program)
+
+
+# --- ops PyTorch has no batching rule for: ember's rules warn as its loop does -----------------
+
+ROWS = [[0.3, -1.2, 2.5, 0.7, -0.4], [1.1, 0.2, -2.2, 0.9, 1.8], [-0.6, 0.4, 0.1, -1.5, 2.2]]
+QS = [0.25, 0.6]
+
+
+def _quantile_program(case):
+    def program(lib):
+        vmap, grad, vjp = lib.func.vmap, lib.func.grad, lib.func.vjp
+        x = lib.tensor(ROWS, dtype=lib.float64)
+        q = lib.tensor(QS, dtype=lib.float64)
+        return {
+            "scalar": lambda: vmap(lambda v: lib.quantile(v, 0.3))(x),
+            "scalar_dim_keepdim": lambda: vmap(lambda v: v.quantile(0.3, dim=0, keepdim=True))(
+                x.reshape(3, 5, 1)),
+            "tensor_q": lambda: vmap(lambda v: lib.quantile(v, q, interpolation="midpoint"))(x),
+            "per_example_q": lambda: vmap(lib.quantile)(x, q[:1].expand(3)),
+            "nanquantile": lambda: vmap(lambda v: lib.nanquantile(v, 0.6))(x),
+            "nanquantile_tensor_q": lambda: vmap(lambda v: lib.nanquantile(v, q))(x),
+            "grad_linear": lambda: vmap(grad(lambda v: lib.quantile(v, 0.3)))(x),
+            "grad_midpoint_tensor_q": lambda: vmap(grad(lambda v: lib.quantile(
+                v, q, interpolation="midpoint").sum()))(x),
+            "grad_nearest": lambda: vmap(grad(lambda v: lib.quantile(
+                v, 0.3, interpolation="nearest")))(x),
+            "grad_of_a_constant": lambda: vmap(grad(lambda v, c: (v * lib.nanquantile(
+                c, 0.3)).sum()))(x, x),
+            "vjp": lambda: vmap(lambda v: vjp(lambda u: lib.quantile(u, 0.3), v)[0])(x),
+            "grad_outside": lambda: grad(lambda v: vmap(lambda r: lib.quantile(
+                r, 0.3))(v).sum())(x),
+            "jacrev": lambda: lib.func.jacrev(lambda v: lib.quantile(v, q))(x[0]),
+            "empty_batch": lambda: vmap(lambda v: lib.quantile(v, 0.3))(x[:0]),
+        }[case]()
+    return program
+
+
+@pytest.mark.parametrize("case", [
+    "scalar", "scalar_dim_keepdim", "tensor_q", "per_example_q", "nanquantile",
+    "nanquantile_tensor_q", "grad_linear", "grad_midpoint_tensor_q", "grad_nearest",
+    "grad_of_a_constant", "vjp", "grad_outside", "jacrev", "empty_batch"])
+def test_quantile_under_transforms_warns_like_torch(case):
+    _same(_quantile_program(case))
+
+
+def test_quantile_warning_names_the_overload():
+    shown = _outcome(ember, _quantile_program("scalar"))[1]
+    assert len(shown) == 1 and "aten::quantile.scalar" in shown[0]
+
+
+@pytest.mark.parametrize("case", ["vmap", "shared_mask", "inplace", "grad_input",
+                                  "grad_source", "grad_both", "jacrev_source",
+                                  "jacrev_input"])
+def test_masked_scatter_under_transforms_warns_like_torch(case):
+    def program(lib):
+        vmap, grad, jacrev = lib.func.vmap, lib.func.grad, lib.func.jacrev
+        x = lib.tensor(ROWS, dtype=lib.float64)
+        m = x > 0.2
+        s = x.flip(-1) * 2
+
+        def f(a, b, c):
+            return a.masked_scatter(b, c).pow(2).sum()
+        return {
+            "vmap": lambda: vmap(lambda a, b, c: a.masked_scatter(b, c))(x, m, s),
+            "shared_mask": lambda: vmap(lambda a, c: lib.masked_scatter(a, m[0], c))(x, s),
+            "inplace": lambda: vmap(lambda a, b: a.clone().masked_scatter_(b, s[0]))(x, m),
+            "grad_input": lambda: vmap(grad(f))(x, m, s),
+            "grad_source": lambda: vmap(grad(f, argnums=2))(x, m, s),
+            "grad_both": lambda: vmap(grad(f, argnums=(0, 2)))(x, m, s),
+            "jacrev_source": lambda: jacrev(lambda c: x[0].masked_scatter(m[0], c))(s[0]),
+            "jacrev_input": lambda: jacrev(lambda a: a.masked_scatter(m[0], s[0]))(x[0]),
+        }[case]()
+    _same(program)
+
+
+@pytest.mark.parametrize("transform", ["hessian", "jacfwd", "jacrev", "vmap_grad",
+                                       "jacfwd_grad", "jvp"])
+def test_affine_grid_under_transforms_warns_like_torch(transform):
+    # forward mode's tangent runs affine_grid_generator itself (under jacfwd's vmap, looped)
+    def program(lib):
+        F, fn = lib.nn.functional, lib.func
+        theta = lib.tensor([[0.9, 0.1, 0.2], [-0.1, 1.1, 0.3]], dtype=lib.float64)
+
+        def f(t):
+            return (F.affine_grid(t.reshape(1, 2, 3), (1, 1, 3, 4), align_corners=False)
+                    ** 3).sum()
+        return {
+            "hessian": lambda: fn.hessian(f)(theta),
+            "jacfwd": lambda: fn.jacfwd(f)(theta),
+            "jacrev": lambda: fn.jacrev(f)(theta),
+            "vmap_grad": lambda: fn.vmap(fn.grad(f))(theta.expand(3, 2, 3)),
+            "jacfwd_grad": lambda: fn.jacfwd(fn.grad(f))(theta),
+            "jvp": lambda: fn.jvp(f, (theta,), (lib.ones_like(theta),)),
+        }[transform]()
+    _same(program)
+
+
+# --- a shared sparse COO tensor times a batched dense one --------------------------------------
+
+@pytest.mark.parametrize("case", ["scalar_left", "scalar_right", "mul", "row", "int",
+                                  "float64", "in_dims_1", "uncoalesced", "hybrid"])
+def test_vmap_of_a_product_with_a_shared_sparse_tensor(case):
+    # PyTorch's product is a COO tensor whose first sparse dim is the batch
+    def program(lib):
+        a = lib.tensor([[0., 2., 0.], [3., 0., 4.]]).to_sparse()
+        s = lib.tensor([1., 2., 3.])
+        vmap = lib.func.vmap
+        if case == "uncoalesced":
+            a = lib.sparse_coo_tensor([[1, 0, 1], [2, 1, 2]], [4., 2., 1.], (2, 3))
+        if case == "hybrid":
+            a = lib.tensor([[0., 2., 0.], [3., 0., 4.]]).to_sparse(1)
+        r = {
+            "scalar_left": lambda: vmap(lambda x: x * a)(s),
+            "scalar_right": lambda: vmap(lambda x: a * x)(s),
+            "mul": lambda: vmap(lambda x: lib.mul(a, x))(s),
+            "row": lambda: vmap(lambda x: a * x)(lib.tensor([[1., 2., 3.], [-1., 0.5, 2.]])),
+            "int": lambda: vmap(lambda x: x * a)(lib.tensor([1, 2, 3])),
+            "float64": lambda: vmap(lambda x: x * a)(s.double()),
+            "in_dims_1": lambda: vmap(lambda x: x * a, in_dims=1)(s[None]),
+            "uncoalesced": lambda: vmap(lambda x: x * a)(s),
+            "hybrid": lambda: vmap(lambda x: x * a)(s),
+        }[case]()
+        return (str(r.layout).split(".")[1], list(r.shape), str(r.dtype).split(".")[1],
+                r.is_coalesced(), r.sparse_dim(),
+                r._indices(), r._values(), r.to_dense())
+    _same(program)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ember._host_values import host_values
 from ember._warn import user_level
+from ember.autograd._forward_traces import PULLING
 from ember import _dtype as D
 from ember.ops._grid_cubic import cubic_arrays, cubic_backward_arrays
 from ember.ops._grid_kernels import sample_arrays, sample_backward_arrays
@@ -352,7 +353,19 @@ def _(grad, theta, size, align_corners):
         warn_fallback("aten::affine_grid_generator_backward")
     base = ember.tensor(_base_grid(tuple(size), align_corners, theta.dtype), dtype=theta.dtype,
                         device=theta.device)
-    return grad.reshape(grad.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ base
+    out = grad.reshape(grad.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ base
+    if PULLING.depth and out.requires_grad:
+        out.register_hook(_warn_batched_tangent)
+    return out
+
+
+def _warn_batched_tangent(tangent):
+    """Forward mode's tangent of theta reaching affine_grid_generator's transposed backward:
+    PyTorch's jvp calls affine_grid_generator on it, which vmap (jacfwd's) loops."""
+    from ember.func._batched import BatchedTensor
+    if type(tangent) is BatchedTensor:
+        from ember.func._batching import warn_fallback
+        warn_fallback("aten::affine_grid_generator")
 
 
 def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):

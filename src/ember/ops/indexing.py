@@ -538,7 +538,11 @@ masked_scatter.reads_inputs((), (0, 2), ())     # the mask alone (and the source
 
 
 @masked_scatter.derivative
-def _(grad, x, mask, source):
+def _(grad, x, mask, source, *, needs=(True, True, True)):
+    from ember.func._batched import BatchedTensor
+    if needs[2] and type(grad) is BatchedTensor:    # PyTorch has no batching rule for it
+        from ember.func._batching import warn_fallback
+        warn_fallback("aten::masked_scatter_backward")
     grad_source = masked_select(grad, mask)
     n, numel = grad_source.numel(), source.numel()
     if n < numel:

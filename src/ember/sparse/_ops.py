@@ -515,6 +515,9 @@ def _sub(input, other, *, alpha=1):
 
 @handles("mul")
 def _mul(input, other):
+    from ember.func._batched import BatchedTensor
+    if type(other) is BatchedTensor or type(input) is BatchedTensor:
+        return NotImplemented       # vmap's rule batches it (ember/func/_batching/elementwise.py)
     if is_scalar(other):
         return carry_linear(_on_values(input, lambda v: v * other), other, input)
     if is_scalar(input):

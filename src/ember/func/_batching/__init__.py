@@ -19,7 +19,8 @@ from ember.ops._registry import call
 from ember.overrides._protocol import op_arguments
 
 __all__ = ["RULES", "DECOMPOSE", "rule", "decompose", "dispatch", "dispatch_params",
-           "handled_level", "inplace_copy", "warn_fallback"]
+           "handled_level", "inplace_copy", "warn_fallback", "fallback_aten", "FALLBACK_NAMES",
+           "differentiated_within"]
 
 RULES = {}
 DECOMPOSE = {}
@@ -182,8 +183,24 @@ def _aten_name(op):
     return "aten::" + name.replace(".", "_")
 
 
-def _warn(op):
-    warn_fallback(_aten_name(op))
+# ops whose fallback warning depends on the call: registry name -> fn(values, params, level)
+# giving the ATen name PyTorch's warning gives (an overload: ``aten::quantile.scalar``), or
+# None for no warning; ``level`` None asks for the op's own name
+FALLBACK_NAMES = {}
+
+
+def differentiated_within(level):
+    """Whether a transform differentiates inside the vmap ``level`` (``vmap(grad(f))``):
+    PyTorch's composite ops then decompose, and their backwards run under vmap."""
+    from ember.func._autodiff import _DEPTH
+    return bool(_DEPTH.value) and level in {lv.level for lv in STATE.levels[:_DEPTH.levels]}
+
+
+def fallback_aten(op, values, params, level=None):
+    """The ATen name PyTorch's fallback warning gives for ``op`` called with ``values`` at the
+    vmap ``level`` (None: no warning)."""
+    name = FALLBACK_NAMES.get(op.name)
+    return name(values, params, level) if name else _aten_name(op)
 
 
 def warn_fallback(aten):
@@ -198,10 +215,14 @@ def warn_fallback(aten):
 
 def _loop(op, values, flags, params, size, level):
     """The fallback: run the op once per batch element and stack the results."""
-    _warn(op)
+    aten = fallback_aten(op, values, params, level)
+    if aten is not None:
+        warn_fallback(aten)
     if size == 0:
-        raise RuntimeError(f"Batching rule not implemented for aten::{op.short_name}. The "
-                           f"fallback path does not support vmap over dims of size 0.")
+        aten = fallback_aten(op, values, params) if op.name in FALLBACK_NAMES else \
+            f"aten::{op.short_name}"
+        raise RuntimeError(f"Batching rule not implemented for {aten}. The fallback path does "
+                           f"not support vmap over dims of size 0.")
     outs = [call(op, [_select(v, f, b) for v, f in zip(values, flags)],
                  _select_params(params, level, b)) for b in range(size)]
     from ember import stack

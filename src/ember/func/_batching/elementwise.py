@@ -61,7 +61,36 @@ def weak_scalars(op, args, flags):
 
 
 def _elementwise(op, args, flags, params, size):
-    return call(op, align(weak_scalars(op, args, flags), flags, size), params)
+    args = weak_scalars(op, args, flags)
+    if op.name == "mul":
+        shared = _sparse_shared(args, flags, size)
+        if shared is not None:
+            return call(op, shared, params)
+    return call(op, align(args, flags, size), params)
+
+
+def _sparse_shared(args, flags, size):
+    """``[batched dense, shared COO]`` (in order) with the COO tensor (coalesced) repeated
+    along a new leading sparse dim, the batch, and the dense one shaped to broadcast against
+    it (PyTorch's vmap returns a COO product whose first sparse dim is the batch); None for
+    other calls."""
+    if len(args) != 2 or flags[0] == flags[1]:
+        return None
+    s, d = (args[1], args[0]) if flags[0] else args
+    if not getattr(s, "is_sparse", False) or d.is_sparse:     # (is_sparse: COO only)
+        return None
+    from ember import arange, cat
+    from ember.sparse._tensor import coo
+    s = s.coalesce()                    # (PyTorch's product comes coalesced)
+    nnz = s._i.shape[1]
+    batch = arange(size, device=s._i.device).repeat_interleave(nnz)[None]
+    indices = cat([batch, s._i.repeat(1, size)])
+    values = s._v.repeat((size,) + (1,) * (s._v.ndim - 1))
+    batched = coo(indices, values, (size,) + tuple(s.shape), True)
+    logical = d.ndim - 1
+    if logical < s.ndim:
+        d = d.reshape((size,) + (1,) * (s.ndim - logical) + tuple(d.shape[1:]))
+    return [d, batched] if flags[0] else [batched, d]
 
 
 rule(*ELEMENTWISE)(_elementwise)

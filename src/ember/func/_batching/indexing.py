@@ -5,7 +5,8 @@ by the example's position or by indexing the batch dim with an arange."""
 import math
 
 import ember
-from ember.func._batching import RULES, rule
+from ember.func._batching import (RULES, differentiated_within, handled_level, rule,
+                                  warn_fallback)
 from ember.func._batching.reductions import expand_unbatched, shift_dim
 from ember.ops._registry import call
 
@@ -176,10 +177,16 @@ def _put(op, args, flags, params, size):
     return out.reshape(x.shape)
 
 
+def _warn_source_backward(grad):
+    """masked_scatter's source gradient under vmap: PyTorch's fallback warning for it."""
+    warn_fallback("aten::masked_scatter_backward")
+
+
 @rule("masked_scatter")
 def _masked_scatter(op, args, flags, params, size):
     """Each example's k-th masked position takes the k-th element of its own source."""
     from ember.func._batching.elementwise import align
+    level = handled_level()
     (x, mask, source), (fx, fm, fs) = args, flags
     if mask.dtype is not ember.bool or source.dtype != x.dtype:
         return NotImplemented           # the op's own error
@@ -187,7 +194,10 @@ def _masked_scatter(op, args, flags, params, size):
     mask = _rowwise(mask, size)
     source = _rowwise(source if fs else expand_unbatched(source, size), size)
     position = ember.where(mask, mask.cumsum(1) - 1, 0)
-    if not _in_range(position, 0, source.shape[1]):
+    if size == 0 or not _in_range(position, 0, source.shape[1]):
         return NotImplemented           # too few source elements: the op's own error
+    warn_fallback("aten::masked_scatter")   # PyTorch loops (the values are the loop's)
     taken = ember.gather(source, 1, position)
+    if source.requires_grad and differentiated_within(level):
+        taken.register_hook(_warn_source_backward)  # PyTorch loops the source's backward too
     return ember.where(mask, taken, _rowwise(x, size)).reshape(x.shape)

@@ -4,7 +4,8 @@ dim by one past the batch dim; ``dim=None`` means all logical dims."""
 import math
 
 from ember._dtype import bool_
-from ember.func._batching import decompose, rule
+from ember.func._batching import (FALLBACK_NAMES, decompose, differentiated_within,
+                                  fallback_aten, handled_level, rule, warn_fallback)
 from ember.ops._registry import REGISTRY, call
 
 __all__ = ["shift_dim", "expand_unbatched", "rows"]
@@ -273,8 +274,12 @@ def _quantile(op, args, flags, params, size):
     the op puts a 1-D q's dim first, before the batch dim."""
     (x, q), (fx, fq), (dim, keepdim, interpolation) = args, flags, params
     ndim = x.ndim - 1
-    if fq or not fx or ndim == 0:
-        return NotImplemented           # per-example q: the loop
+    if fq or not fx or ndim == 0 or size == 0:
+        return NotImplemented           # per-example q, or no examples: the loop
+    # PyTorch has no rule: it loops, and warns (the values are the loop's)
+    aten = fallback_aten(op, args, params, handled_level())
+    if aten is not None:
+        warn_fallback(aten)
     if dim is None:
         out = call(op, [rows(x, size), q], (1, False, interpolation))
     else:
@@ -284,6 +289,22 @@ def _quantile(op, args, flags, params, size):
     if dim is None and keepdim:
         out = out.reshape(tuple(out.shape) + (1,) * ndim)
     return out
+
+
+def _quantile_name(name):
+    def aten(values, params, level):
+        """``aten::quantile`` for a tensor q, ``aten::quantile.scalar`` for a number; under a
+        transform differentiating inside the vmap at ``level``, PyTorch runs quantile's
+        composite body instead, whose in-place ``lerp_`` the linear and midpoint modes loop."""
+        from ember._tensor import Tensor
+        if level is not None and differentiated_within(level):
+            return "aten::lerp_.Tensor" if params[2] in ("linear", "midpoint") else None
+        return f"aten::{name}" + ("" if isinstance(values[1], Tensor) else ".scalar")
+    return aten
+
+
+FALLBACK_NAMES["quantile"] = _quantile_name("quantile")
+FALLBACK_NAMES["nanquantile"] = _quantile_name("nanquantile")
 
 
 def _verdict_over_batch(name):
