@@ -67,3 +67,49 @@ def test_fused_rms_norm_rstd_node_and_argument_errors():
     with pytest.raises(TypeError, match=r"^rms_norm\(\): argument 'eps' \(position 4\) must "
                                         r"be float, not str$"):
         F.rms_norm(x, [2], None, "a")
+
+
+def test_embedding_max_norm_tangent_skips_the_renorm():
+    idx = ember.tensor([0, 2, 2])
+    w = ember.arange(12.0, dtype=ember.float64).reshape(4, 3) - 4
+    t = ember.cos(ember.arange(12.0, dtype=ember.float64)).reshape(4, 3)
+    out, tangent = ember.func.jvp(lambda w: F.embedding(idx, w, max_norm=5.0), (w.clone(),),
+                                  (t,))
+    np.testing.assert_array_equal(tangent.numpy(), t.numpy()[idx.numpy()])
+    rows = (w.numpy() / np.maximum(1, np.linalg.norm(w.numpy(), axis=1, keepdims=True) / 5))
+    np.testing.assert_allclose(out.numpy(), rows[idx.numpy()], rtol=1e-6)
+    with ember.autograd.forward_ad.dual_level():
+        dual = ember.autograd.forward_ad.make_dual(w.clone(), t)
+        fw = ember.autograd.forward_ad.unpack_dual(F.embedding(idx, dual, max_norm=5.0))
+    np.testing.assert_array_equal(fw.tangent.numpy(), t.numpy()[idx.numpy()])
+    leaf = w.clone().requires_grad_()
+    F.embedding(idx, leaf, max_norm=5.0).sum().backward()
+    assert leaf._version == 1
+    np.testing.assert_array_equal(leaf.grad.numpy(), [[1] * 3, [0] * 3, [2] * 3, [0] * 3])
+
+
+@pytest.mark.parametrize("name", ["sub", "pow_", "clamp_min", "clamp_max_", "maximum",
+                                  "minimum_"])
+def test_foreach_lone_tensor_requiring_grad_is_refused(name):
+    s = ember.tensor(0.8, requires_grad=True)
+    with pytest.raises(TypeError, match=rf"^_foreach_{name}\(\) received an invalid "
+                                        r"combination of arguments - got \(list, Tensor\)"):
+        getattr(ember, f"_foreach_{name}")([ember.ones(2)], s)
+    with pytest.raises(TypeError, match="invalid combination"):
+        getattr(ember, f"_foreach_{name}")([ember.ones(2)], ember.tensor([0.8]))
+    out = getattr(ember, f"_foreach_{name}")([ember.ones(2)], ember.tensor(0.5))
+    assert out[0].shape == (2,)
+    (got,) = ember._foreach_add([ember.ones(2)], s)      # add/mul/div have a tensor overload
+    np.testing.assert_allclose(got.detach().numpy(), [1.8, 1.8])
+
+
+def test_hardsigmoid_has_no_second_derivative_but_a_tangent():
+    x = ember.tensor([-4.0, -1.0, 0.5, 2.0, 3.5], requires_grad=True)
+    (g,) = ember.autograd.grad(F.hardsigmoid(x).sum(), x, create_graph=True)
+    assert g.grad_fn.name() == "torch::autograd::NotImplemented"
+    np.testing.assert_allclose(g.detach().numpy(), [0, 1 / 6, 1 / 6, 1 / 6, 0], rtol=1e-6)
+    with pytest.raises(RuntimeError, match="derivative for aten::hardsigmoid_backward is not "
+                                           "implemented"):
+        ember.autograd.grad(g.sum(), x)
+    _, tangent = ember.func.jvp(F.hardsigmoid, (x.detach(),), (ember.full((5,), 3.0),))
+    np.testing.assert_allclose(tangent.numpy(), [0, 0.5, 0.5, 0.5, 0], rtol=1e-6)

@@ -74,6 +74,7 @@ def _binary(name, method):
             return joined(node_name(name, "Number"), lambda ts: tuple(ember.pow(self, t)
                                                                       for t in ts),
                           _check_list(name, other))
+        _check_lone_tensor(name, self, other, alpha)
         ops = _pair(_check_list(name, self), other)
         kind = kind_of(other)
         if kind != "Tensor":
@@ -85,6 +86,7 @@ def _binary(name, method):
         return joined(name_kind, lambda ts, o: compute(ts, [o] * len(ts), alpha), self, other)
 
     def in_place(self, other, *, alpha=1):
+        _check_lone_tensor(name + "_", self, other, alpha)
         for t, o in zip(self, _pair(_check_list(name, self), other)):
             if name == "mul" and t.dtype in _HALF and isinstance(o, numbers.Real):
                 o = _in_dtype(o, t.dtype)
@@ -94,6 +96,38 @@ def _binary(name, method):
 
 
 _HALF = (ember.bfloat16, ember.float16)
+# the foreach ops without an overload for one tensor: their Scalar overloads take a 0-dim
+# tensor only if it reads as a number (no grad); per op, the other operand's overloads
+_NUMBER_ONLY = {"sub": ("Number scalar", "tuple of Scalars scalars",
+                        "tuple of Tensors other, *, Number alpha = 1"),
+                "pow": ("Number exponent", "tuple of Scalars exponent",
+                        "tuple of Tensors exponent")}
+for _name in ("clamp_min", "clamp_max", "maximum", "minimum"):
+    _NUMBER_ONLY[_name] = ("Number scalar", "tuple of Scalars scalars", "tuple of Tensors other")
+
+
+def _check_lone_tensor(name, self, other, alpha):
+    """PyTorch's TypeError for one tensor ``other`` (one that requires grad, or has dims)
+    given to a foreach op that has no overload for it (``name``: with its ``_`` suffix)."""
+    base = name.rstrip("_")
+    if base not in _NUMBER_ONLY or not isinstance(other, ember.Tensor) \
+            or not (other.ndim or other.requires_grad):
+        return
+    if alpha != 1:          # (only sub takes alpha: its Tensor-list overload)
+        raise TypeError(f"_foreach_{name}(): argument 'other' (position 2) must be tuple of "
+                        f"Tensors, not Tensor")
+    invalid = (f"      didn't match because some of the arguments have invalid types: "
+               f"(!{_described(self)}!, !Tensor!)")
+    shown = [f"tuple of Tensors self, {last}" for last in _NUMBER_ONLY[base]]
+    if name == "pow":
+        shown.insert(0, "Number self, tuple of Tensors exponent")
+    lines = [f"_foreach_{name}() received an invalid combination of arguments - got "
+             f"({type(self).__name__}, Tensor), but expected one of:"]
+    for sig in shown:
+        lines.append(f" * ({sig})")
+        if "alpha" not in sig:      # (PyTorch explains no mismatch of sub's alpha overload)
+            lines.append(invalid)
+    raise TypeError("\n".join(lines) + "\n")
 
 
 def _in_dtype(number, dtype):

@@ -17,8 +17,17 @@ CASES = {
                    "LeakyReluBackwardBackward0"),
     "hardshrink": (lambda x: F.hardshrink(x), [1.0, 0.0, 1.0], "HardshrinkBackwardBackward0"),
     "softshrink": (lambda x: F.softshrink(x), [1.0, 0.0, 1.0], "SoftshrinkBackwardBackward0"),
-    "hardsigmoid": (lambda x: F.hardsigmoid(x), [1 / 6] * 3, "HardsigmoidBackwardBackward0"),
 }
+
+
+def test_hardsigmoid_second_gradient_is_refused_as_pytorch():
+    """PyTorch's hardsigmoid_backward has no derivative: its node NotImplemented raises."""
+    x = ember.tensor([-1.0, 0.5, 2.0], requires_grad=True)
+    g, = ember.autograd.grad(F.hardsigmoid(x).sum(), x, create_graph=True)
+    assert g.tolist() == pytest.approx([1 / 6] * 3)
+    assert type(g.grad_fn).__name__ == "NotImplemented"
+    with pytest.raises(RuntimeError, match="derivative for aten::hardsigmoid_backward is not"):
+        ember.autograd.grad(g.sum(), x)
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -429,3 +429,91 @@ def test_per_sample_grads_of_modules_match_torch(build, shape, kwargs, calls):
     for name, (w, w_grad) in want.items():
         np.testing.assert_allclose(got[name][0], w, rtol=1e-10, atol=1e-12)
         assert got[name][1] is None and w_grad is None
+
+
+def test_embedding_max_norm_tangent_is_the_plain_lookup_as_torch():
+    """max_norm renormalizes the weight in place on a detached alias: forward AD (func.jvp and
+    dual tensors) gives the lookup of the tangent, reverse mode the plain scatter, and the
+    weight's version still counts the write (ember's tangent went through the renorm)."""
+    def run(lib):
+        F = lib.nn.functional
+        idx = lib.tensor([0, 2, 2])
+        base = lib.arange(12.0, dtype=lib.float64).reshape(4, 3) - 4
+        t = lib.cos(lib.arange(12.0, dtype=lib.float64)).reshape(4, 3)
+        out, tan = lib.func.jvp(lambda w: F.embedding(idx, w, max_norm=5.0), (base.clone(),),
+                                (t,))
+        with lib.autograd.forward_ad.dual_level():
+            dual = lib.autograd.forward_ad.make_dual(base.clone(), t)
+            fw = lib.autograd.forward_ad.unpack_dual(F.embedding(idx, dual, max_norm=5.0))
+        w = base.clone().requires_grad_()
+        F.embedding(idx, w, max_norm=5.0).pow(2).sum().backward()
+        grad = lib.func.grad(lambda w: F.embedding(idx, w, max_norm=5.0).sum())(base.clone())
+        leaf = base.clone().requires_grad_()
+        versions = leaf._version, (F.embedding(idx, leaf, max_norm=5.0), leaf._version)[1]
+        return [a.numpy() for a in (out, tan, fw.primal, fw.tangent, w.grad, grad)], versions
+    got, want = run(ember), run(torch)
+    assert got[1] == want[1] == (0, 1)
+    for g, w in zip(got[0], want[0]):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def _foreach_outcome(lib, name, other, kwargs):
+    xs = [lib.ones(2), lib.full((3,), 2.0)]
+    try:
+        out = getattr(lib, f"_foreach_{name}")(xs, other(lib), **kwargs)
+    except Exception as e:      # noqa: BLE001 - the outcome compared is the error
+        return type(e), str(e)
+    return [o.detach().numpy() for o in (xs if name.endswith("_") else out)]
+
+
+@pytest.mark.parametrize("name", [n + s for n in ("sub", "pow", "clamp_min", "clamp_max",
+                                                    "maximum", "minimum", "add", "mul", "div")
+                                  for s in ("", "_")])
+@pytest.mark.parametrize("other", [lambda lib: lib.tensor(0.8, requires_grad=True),
+                                   lambda lib: lib.tensor(0.8),
+                                   lambda lib: lib.tensor([0.8]),
+                                   lambda lib: lib.tensor([0.8], requires_grad=True)],
+                         ids=["grad", "plain", "1d", "1d-grad"])
+def test_foreach_lone_tensor_operand_matches_torch(name, other):
+    """sub/pow/clamp_min/clamp_max/maximum/minimum have no one-tensor overload: a tensor that
+    requires grad or has dims is refused with torch's TypeError (ember accepted it)."""
+    got, want = _foreach_outcome(ember, name, other, {}), _foreach_outcome(torch, name, other, {})
+    if isinstance(want, tuple):
+        assert got == (want[0], want[1].replace("torch.", "ember."))
+    else:
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_foreach_sub_lone_tensor_with_alpha_matches_torch():
+    """With alpha, only sub's tensor-list overload is left: its argument error."""
+    other = lambda lib: lib.tensor(0.8, requires_grad=True)     # noqa: E731
+    for name in ("sub", "sub_"):
+        assert _foreach_outcome(ember, name, other, dict(alpha=2)) == \
+            _foreach_outcome(torch, name, other, dict(alpha=2))
+
+
+def test_hardsigmoid_double_backward_refused_forward_ad_kept_as_torch():
+    """hardsigmoid's gradient hangs torch's NotImplemented node (no second derivative), and
+    forward-over-reverse refuses; its jvp still works (ember computed a second derivative)."""
+    def run(lib):
+        F = lib.nn.functional
+        x = lib.tensor([-4.0, -1.0, 0.5, 2.0, 3.5], requires_grad=True)
+        (g,) = lib.autograd.grad(F.hardsigmoid(x).sum(), x, create_graph=True)
+        outcomes = [g.grad_fn.name()]
+        for fn in (lambda: lib.autograd.grad(g.sum(), x),
+                   lambda: lib.func.jacfwd(lib.func.grad(lambda x: F.hardsigmoid(x).sum()))(
+                       x.detach()),
+                   lambda: lib.func.hessian(lambda x: F.hardsigmoid(x).sum())(x.detach())):
+            with pytest.raises(Exception) as info:
+                fn()
+            outcomes.append((info.type, str(info.value)))
+        _, tan = lib.func.jvp(F.hardsigmoid, (x.detach(),), (lib.ones(5),))
+        with lib.autograd.forward_ad.dual_level():
+            dual = lib.autograd.forward_ad.make_dual(x.detach(), lib.full((5,), 2.0))
+            fw = lib.autograd.forward_ad.unpack_dual(F.hardsigmoid(dual)).tangent
+        return outcomes, g.detach().numpy(), tan.numpy(), fw.numpy()
+    got, want = run(ember), run(torch)
+    assert got[0] == want[0]
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g, w, rtol=1e-6)

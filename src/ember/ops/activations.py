@@ -12,11 +12,16 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import _make
+from ember.autograd._forward_traces import PULLING
+from ember.autograd.grad_mode import STATE as _GRAD
+from ember.autograd.grad_mode import no_grad
 from ember.backend import device_scalar
 from ember.ops._promotion import Policy
 from ember.ops._scalars import checked_scalar, fitted_number, number_arg, real_number
 from ember.ops._elementwise import zeros_for
+from ember.ops._not_implemented import hang_not_implemented
 from ember.ops._registry import op, rename_node
+from ember.ops.underivable import refuse_forward_ad
 
 __all__ = ["act_op", "const", "float_kernel", "masked", "on_1d", "relu", "hardtanh", "threshold",
            "leaky_relu", "prelu", "hardshrink", "softshrink", "hardsigmoid", "hardswish"]
@@ -469,7 +474,16 @@ def hardsigmoid(xp, x):
 
 @hardsigmoid.derivative
 def _(grad, x):
-    return _hardsigmoid_backward(grad, x)
+    if PULLING.depth:       # forward AD transposes this: it needs the backward's derivative
+        return _hardsigmoid_backward(grad, x)
+    # PyTorch's hardsigmoid_backward has no derivative: its node NotImplemented refuses the next
+    refuse_forward_ad("aten::hardsigmoid_backward", grad, x)
+    if not _GRAD.grad_enabled:          # a backward without create_graph: no node to hang
+        return _hardsigmoid_backward(grad, x)
+    with no_grad():
+        out = _hardsigmoid_backward(grad, x)
+    hang_not_implemented(out, "hardsigmoid_backward", (grad, x))
+    return out
 
 
 _ONE_SIXTH = np.float32(1 / 6)         # PyTorch's kernel multiplies by it, in float64 too
@@ -488,8 +502,8 @@ def _hardsigmoid_backward(xp, grad, x):
 
 @_hardsigmoid_backward.derivative
 def _(gg, grad, x):
-    # PyTorch's raises "derivative for aten::hardsigmoid_backward is not implemented"; ember's
-    # forward AD transposes this derivative, so it gives the true one (0 in the input)
+    # only forward AD's transposition reaches this (hardsigmoid's derivative hangs PyTorch's
+    # NotImplemented node otherwise): the true derivative, 0 in the input
     return _hardsigmoid_backward(gg, x), zeros_for(gg)
 
 

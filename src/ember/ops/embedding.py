@@ -174,7 +174,9 @@ def functional_embedding(input, weight, padding_idx=None, max_norm=None, norm_ty
     padding_idx = -1 if padding_idx is None else _padding_index(padding_idx, weight.shape[0])
     if max_norm is not None:
         _check_indices(input._data, "embedding")
-        _renorm_(weight, input, max_norm, norm_type)
+        # on a detached alias, as PyTorch: the write bumps the weight's version yet carries
+        # no tangent (forward AD and ember's forward-mode transforms see the plain lookup)
+        _renorm_(weight.detach(), input, max_norm, norm_type)
     return embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
 
 

@@ -63,7 +63,8 @@ def _floating(name, ref, kernel, *params, dtypes=FLOATING, more_errors=None, **k
         if more_errors:
             yield from more_errors()
     return OpInfo(name, ref, _with_params(*params), dtypes=dtypes,
-                  grad_samples=_grad_samples(*params), gradgrad=True, error_inputs=errors, **kw)
+                  grad_samples=_grad_samples(*params), error_inputs=errors,
+                  **{"gradgrad": True, **kw})
 
 
 # --- references -------------------------------------------------------------------------------
@@ -419,8 +420,9 @@ OPS = [
               lambda x, lambd=0.5: np.where(x > lambd, x - lambd,
                                             np.where(x < -lambd, x + lambd, 0 * x)),
               "softshrink_check", (), (2.0,), more_errors=_softshrink_errors),
+    # (PyTorch's hardsigmoid_backward has no derivative: its double backward raises)
     _floating("nn.functional.hardsigmoid", lambda x: np.clip(x + 3, 0, 6) / 6,
-              "hardsigmoid_cpu"),
+              "hardsigmoid_cpu", gradgrad=False),
     _floating("nn.functional.hardswish", lambda x: x * np.clip(x + 3, 0, 6) / 6,
               "hardswish_cpu"),
     _floating("nn.functional.elu", _elu_ref, "elu_cpu", (), (0.5,), (-1.5,)),
