@@ -204,3 +204,77 @@ def test_radam_bfloat16_unrectified_then_rectified_step(foreach):
         x = _r(x - step)
     np.testing.assert_array_equal(p.detach().float().numpy(), x)
     np.testing.assert_array_equal(opt.state[p]["exp_avg_sq"].float().numpy(), v)
+
+
+# fused=True Adam/AdamW on bfloat16 (round 30, last wave): PyTorch's CPU fused kernel loads
+# everything into float32 once, runs the whole step there and rounds only what it stores.
+def _fma(a, b, c):
+    return (np.asarray(a, f32).astype(f64) * b + c).astype(f32)
+
+
+def _fused_adam_reference(x, grads, *, lr, beta1, beta2, eps, wd, decoupled, amsgrad):
+    """x, m, v(, vmax) after PyTorch's fused CPU Adam on bfloat16 (float32 inside)."""
+    m = v = vmax = np.zeros_like(x)
+    for t, g in enumerate(grads, 1):
+        p = x
+        if wd and decoupled:
+            p = p * f32(1 - lr * wd)
+        elif wd:
+            g = _fma(p, f32(wd), g)
+        mf = _fma(f32(1 - beta1), g - m, m)
+        vf = _fma(f32(1 - beta2) * g, g, v * f32(beta2))
+        m, v = _r(mf), _r(vf)
+        if amsgrad:
+            vf = np.maximum(vmax, vf)
+            vmax = _r(vf)
+        denom = np.sqrt(vf) / f32(math.sqrt(1 - beta2 ** t)) + f32(eps)
+        x = _r(p + f32(-(lr / (1 - beta1 ** t))) * mf / denom)
+    return x, m, v, vmax
+
+
+@pytest.mark.parametrize("cls,amsgrad", [("Adam", False), ("AdamW", True)])
+def test_fused_adam_bfloat16_keeps_the_step_in_float32(cls, amsgrad):
+    rng = np.random.default_rng(7)
+    x = _r(rng.standard_normal(64))
+    grads = [_r(rng.standard_normal(64) * (i + 1)) for i in range(4)]
+    p = ember.nn.Parameter(ember.from_numpy(x).bfloat16())
+    hyper = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
+    opt = getattr(ember.optim, cls)([p], amsgrad=amsgrad, fused=True, **hyper)
+    for g in grads:
+        p.grad = ember.from_numpy(g).bfloat16()
+        opt.step()
+    want = _fused_adam_reference(x, grads, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, wd=0.1,
+                                 decoupled=cls == "AdamW", amsgrad=amsgrad)
+    np.testing.assert_array_equal(p.detach().float().numpy(), want[0])
+    np.testing.assert_array_equal(opt.state[p]["exp_avg"].float().numpy(), want[1])
+    np.testing.assert_array_equal(opt.state[p]["exp_avg_sq"].float().numpy(), want[2])
+    if amsgrad:
+        np.testing.assert_array_equal(opt.state[p]["max_exp_avg_sq"].float().numpy(), want[3])
+    # the unfused step rounds each op: it lands elsewhere (the test can tell them apart)
+    q = ember.nn.Parameter(ember.from_numpy(x).bfloat16())
+    other = getattr(ember.optim, cls)([q], amsgrad=amsgrad, **hyper)
+    for g in grads:
+        q.grad = ember.from_numpy(g).bfloat16()
+        other.step()
+    assert (q.detach().float().numpy() != want[0]).any()
+
+
+def test_fused_adagrad_bfloat16_takes_its_scalars_in_the_dtype():
+    # 64 values: all in the vectorized loop, which rounds weight decay, rate and eps to the
+    # dtype (PyTorch's fused CPU Adagrad) and keeps the rest of the step in float32
+    rng = np.random.default_rng(8)
+    x = _r(rng.standard_normal(64))
+    grads = [_r(rng.standard_normal(64) * (i + 1)) for i in range(3)]
+    p = ember.nn.Parameter(ember.from_numpy(x).bfloat16())
+    opt = ember.optim.Adagrad([p], lr=0.05, eps=1e-3, weight_decay=0.1, lr_decay=0.01,
+                              fused=True)
+    want, s = x, np.zeros_like(x)
+    for t, g in enumerate(grads, 1):
+        p.grad = ember.from_numpy(g).bfloat16()
+        opt.step()
+        g = _fma(want, _r(0.1), g)
+        sf = _fma(g, g, s)
+        s = _r(sf)
+        want = _r(want - _r(0.05 / (1 + (t - 1) * 0.01)) * g / (np.sqrt(sf) + _r(1e-3)))
+    np.testing.assert_array_equal(opt.state[p]["sum"].float().numpy(), s)
+    np.testing.assert_array_equal(p.detach().float().numpy(), want)

@@ -115,3 +115,27 @@ def test_rprop_16_bit_steps_are_torchs_bits(dtype, shape, foreach, kw):
 def test_asgd_16_bit_single_tensor_steps_are_torchs_bits(dtype, shape, kw):
     # (foreach=True still differs by an ulp here and there, eta included)
     _same("ASGD", shape, dtype, dict(kw, foreach=False), steps=6)
+
+
+# fused=True (round 30, last wave): PyTorch's CPU fused kernels run a 16-bit step in float32
+# and round only what they store; (1237,) exercises the kernel's scalar tail too
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("cls", ["Adam", "AdamW"])
+@pytest.mark.parametrize("kw", [{"lr": 0.01}, {"amsgrad": True, "lr": 0.01},
+                                {"maximize": True, "weight_decay": 0.1, "lr": 0.01},
+                                {"weight_decay": 0.1, "amsgrad": True, "maximize": True,
+                                 "betas": (0.3, 0.9), "eps": 1e-3, "lr": 0.05}],
+                         ids=["plain", "amsgrad", "maximize_wd", "all"])
+def test_fused_adam_16_bit_steps_are_torchs_bits(dtype, shape, cls, kw):
+    _same(cls, shape, dtype, dict(kw, fused=True))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("shape", SHAPES + [(40,), (70,)])
+@pytest.mark.parametrize("kw", [{}, {"weight_decay": 0.1, "lr_decay": 0.01},
+                                {"maximize": True, "initial_accumulator_value": 0.1},
+                                {"lr": 0.05, "eps": 1e-3}],
+                         ids=["plain", "wd", "maximize", "eps"])
+def test_fused_adagrad_16_bit_steps_are_torchs_bits(dtype, shape, kw):
+    _same("Adagrad", shape, dtype, dict(kw, fused=True))

@@ -2,6 +2,10 @@
 
 import functools
 
+import numpy as np
+
+from ember.backend import xp_of
+from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_fused, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, slot, state_like,
@@ -66,7 +70,7 @@ class Adagrad(Optimizer):
                 params.append(p)
                 updates.append((x, g, slot(state["sum"], group), lr / (1 + (t - 1) * decay)))
             diff = group["differentiable"]
-            update = _update_graph if diff else _update
+            update = _update_graph if diff else _update_fused if group["fused"] else _update
             if group["foreach"] and not diff:
                 update = functools.partial(_update, foreach=True, maximize=group["maximize"])
             apply_updates("adagrad", params, updates, update, differentiable=diff,
@@ -93,6 +97,14 @@ def _update(x, g, s, rate, *, eps, weight_decay, foreach=False, maximize=False):
     std = s ** 0.5
     std += eps
     x -= rate * g / std
+
+
+def _update_fused(x, g, s, rate, *, eps, weight_decay):
+    """One parameter's ``fused=True`` Adagrad step: on the CPU a 16-bit one runs PyTorch's
+    fused kernel's float32-inside step (``_fused16``); the rest as unfused."""
+    if s16.is_16(x) and xp_of(x) is np:
+        return _fused16.adagrad_(x, g, s, rate, eps=eps, weight_decay=weight_decay)
+    return _update(x, g, s, rate, eps=eps, weight_decay=weight_decay)
 
 
 def _update_16(x, g, s, rate, *, eps, weight_decay, foreach, maximize):

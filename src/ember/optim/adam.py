@@ -3,8 +3,11 @@
 import functools
 import math
 
+import numpy as np
+
 from ember._tensor import Tensor
 from ember.backend import xp_of
+from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_fused, check_tensor_lr
 from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, scale_, slot,
@@ -59,7 +62,8 @@ class Adam(Optimizer):
                 params.append(p)
                 updates.append(self._moments(p, x, g, group))
             diff = group["differentiable"]
-            update = _update_graph if diff else _update_foreach if group["foreach"] else _update
+            update = (_update_graph if diff else _update_fused if group["fused"]
+                      else _update_foreach if group["foreach"] else _update)
             apply_updates("adam", params, updates, update, differentiable=diff, **hyper)
         return loss
 
@@ -132,6 +136,14 @@ def _update_16(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, deco
 
 
 _update_foreach = functools.partial(_update, foreach=True)
+
+
+def _update_fused(x, g, m, v, vmax, t, **hyper):
+    """One parameter's ``fused=True`` Adam step: on the CPU a 16-bit one runs PyTorch's
+    fused kernel's float32-inside step (``_fused16``); the rest as unfused."""
+    if s16.is_16(x) and xp_of(x) is np:
+        return _fused16.adam_(x, g, m, v, vmax, t, **hyper)
+    return _update(x, g, m, v, vmax, t, **hyper)
 
 
 def _update_graph(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled,
