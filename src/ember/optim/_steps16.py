@@ -43,6 +43,19 @@ def factor_of(x, foreach):
     return float
 
 
+def adam_moments(x, g, m, v, *, lr, beta1, beta2, weight_decay, decoupled, foreach):
+    """The Adam family's common start on a 16-bit parameter: weight decay, then the moving
+    averages ``m`` (lerp) and ``v`` (scaled, plus the squared gradient); returns the gradient
+    as decayed."""
+    factor = factor_of(x, foreach)
+    g = decay_or_plus(x, g, lr=lr, weight_decay=weight_decay, decoupled=decoupled,
+                      factor=factor)
+    lerp(m, g, 1 - beta1)
+    mul_(v, factor(beta2))
+    addcmul(v, g, g, 1 - beta2, out=v)
+    return g
+
+
 def mul_(a, factor):
     """``a.mul_(factor)`` (``factor`` already through ``factor_of``)."""
     scale_(a, factor)

@@ -122,12 +122,8 @@ def _update_16(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, deco
     """Adam on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it
     (``_steps16``: each op in float32 with its scalar in float32, rounded once; NumPy's
     16-bit arithmetic would round the scalars and the partial products)."""
-    factor = s16.factor_of(x, foreach)
-    g = s16.decay_or_plus(x, g, lr=lr, weight_decay=weight_decay, decoupled=decoupled,
-                          factor=factor)
-    s16.lerp(m, g, 1 - beta1)
-    s16.mul_(v, factor(beta2))
-    s16.addcmul(v, g, g, 1 - beta2, out=v)
+    g = s16.adam_moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2,
+                         weight_decay=weight_decay, decoupled=decoupled, foreach=foreach)
     if amsgrad:
         xp_of(vmax).maximum(vmax, v, out=vmax)
         v = vmax

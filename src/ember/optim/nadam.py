@@ -91,12 +91,8 @@ def _update_16(x, g, m, v, bias_correction2, grad_coef, avg_coef, *, lr, beta1, 
                weight_decay, decoupled, foreach):
     """NAdam on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it (the
     foreach form divides the root by sqrt(bias_correction2), the other the root's operand)."""
-    factor = s16.factor_of(x, foreach)
-    g = s16.decay_or_plus(x, g, lr=lr, weight_decay=weight_decay, decoupled=decoupled,
-                          factor=factor)
-    s16.lerp(m, g, 1 - beta1)
-    s16.mul_(v, factor(beta2))
-    s16.addcmul(v, g, g, 1 - beta2, out=v)
+    g = s16.adam_moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2,
+                         weight_decay=weight_decay, decoupled=decoupled, foreach=foreach)
     if foreach:
         denom = s16.div(s16.sqrt(v), bias_correction2 ** 0.5)
     else:

@@ -101,12 +101,8 @@ def _update_16(x, g, m, v, rectified, bias_correction1, bias_correction2, rect, 
     """RAdam on a float16/bfloat16 parameter op by op as PyTorch's CPU kernels run it: the
     foreach form folds both cases into one buffer, sqrt(bc2) * step / (sqrt(v) + eps) (or the
     unrectified step), that multiplies the average."""
-    factor = s16.factor_of(x, foreach)
-    g = s16.decay_or_plus(x, g, lr=lr, weight_decay=weight_decay, decoupled=decoupled,
-                          factor=factor)
-    s16.lerp(m, g, 1 - beta1)
-    s16.mul_(v, factor(beta2))
-    s16.addcmul(v, g, g, 1 - beta2, out=v)
+    g = s16.adam_moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2,
+                         weight_decay=weight_decay, decoupled=decoupled, foreach=foreach)
     if foreach:
         root = s16.add_(s16.sqrt(v), eps)
         step = -(bias_correction2 ** 0.5 * (lr * rect / bias_correction1))
