@@ -35,9 +35,16 @@ def _same(cls, shape, dtype, kw, steps=4):
 SHAPES = [(3, 4), (33, 17), (1237,)]
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("foreach", [False, True], ids=["single", "foreach"])
+def each_16_bit_dtype_shape_and_foreach(test):
+    """Run ``test`` for bfloat16/float16, each of SHAPES, single-tensor and foreach."""
+    for mark in (pytest.mark.parametrize("foreach", [False, True], ids=["single", "foreach"]),
+                 pytest.mark.parametrize("shape", SHAPES),
+                 pytest.mark.parametrize("dtype", ["bfloat16", "float16"])):
+        test = mark(test)
+    return test
+
+
+@each_16_bit_dtype_shape_and_foreach
 @pytest.mark.parametrize("kw", [{}, {"weight_decay": 0.1, "alpha": 0.9},
                                 {"centered": True, "lr": 0.003},
                                 {"momentum": 0.9, "maximize": True},
@@ -48,9 +55,7 @@ def test_rmsprop_16_bit_steps_are_torchs_bits(dtype, shape, foreach, kw):
     _same("RMSprop", shape, dtype, dict(kw, foreach=foreach))
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("foreach", [False, True], ids=["single", "foreach"])
+@each_16_bit_dtype_shape_and_foreach
 @pytest.mark.parametrize("kw", [{}, {"weight_decay": 0.1, "lr_decay": 0.01},
                                 {"maximize": True, "initial_accumulator_value": 0.1},
                                 {"lr": 0.05, "eps": 1e-3}],
@@ -59,9 +64,7 @@ def test_adagrad_16_bit_steps_are_torchs_bits(dtype, shape, foreach, kw):
     _same("Adagrad", shape, dtype, dict(kw, foreach=foreach))
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("foreach", [False, True], ids=["single", "foreach"])
+@each_16_bit_dtype_shape_and_foreach
 @pytest.mark.parametrize("kw", [{}, {"weight_decay": 0.1, "momentum_decay": 0.01},
                                 {"weight_decay": 0.1, "decoupled_weight_decay": True,
                                  "lr": 0.01},
@@ -71,9 +74,7 @@ def test_nadam_16_bit_steps_are_torchs_bits(dtype, shape, foreach, kw):
     _same("NAdam", shape, dtype, dict(kw, foreach=foreach))
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("foreach", [False, True], ids=["single", "foreach"])
+@each_16_bit_dtype_shape_and_foreach
 @pytest.mark.parametrize("kw", [{}, {"weight_decay": 0.1, "lr": 0.01},
                                 {"weight_decay": 0.1, "decoupled_weight_decay": True,
                                  "lr": 0.01, "betas": (0.9, 0.9)},
@@ -83,9 +84,7 @@ def test_radam_16_bit_steps_are_torchs_bits(dtype, shape, foreach, kw):
     _same("RAdam", shape, dtype, dict(kw, foreach=foreach), steps=8)
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("foreach", [False, True], ids=["single", "foreach"])
+@each_16_bit_dtype_shape_and_foreach
 @pytest.mark.parametrize("cls,kw", [("Adamax", {}), ("Adamax", {"weight_decay": 0.1}),
                                     ("Adamax", {"maximize": True, "eps": 1e-3, "lr": 0.01}),
                                     ("Adadelta", {}), ("Adadelta", {"weight_decay": 0.1}),
@@ -97,9 +96,7 @@ def test_adamax_adadelta_16_bit_steps_are_torchs_bits(dtype, shape, foreach, cls
     _same(cls, shape, dtype, dict(kw, foreach=foreach))
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("foreach", [False, True], ids=["single", "foreach"])
+@each_16_bit_dtype_shape_and_foreach
 @pytest.mark.parametrize("kw", [{}, {"etas": (0.3, 1.7), "step_sizes": (1e-3, 0.07)},
                                 {"maximize": True, "lr": 0.003}],
                          ids=["plain", "etas", "maximize"])
