@@ -4,10 +4,12 @@ jagged (``layout=ember.jagged``, one ragged dim; see NOTE [Jagged tensors] in _j
 
 An ember NestedTensor holds its components as ember tensors (``as_nested_tensor`` keeps their
 autograd history, ``to_padded_tensor`` is ``F.pad`` and ``stack``, so gradients reach them).
-It is not an ``ember.Tensor``: ops other than those below are not defined on it."""
+It is not an ``ember.Tensor``: ops reach it through ``__torch_function__`` and run on the
+components (_strided_ops.py), as PyTorch's strided nested tensors run them."""
 
 import ember
 from ember._warn import warn_once
+from ember.ops._recording import rename_node
 from ember.nested._jagged import JaggedTensor
 
 __all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor", "narrow",
@@ -19,6 +21,8 @@ NESTED_PROTOTYPE = ("The PyTorch API of nested tensors is in prototype stage and
                     "in the near future. We recommend specifying layout=torch.jagged when "
                     "constructing a nested tensor, as this layout receives active development,"
                     " has better operator coverage, and works with torch.compile.")
+NO_SIZES = "Internal error: NestedTensorImpl doesn't support sizes. Please file an issue."
+NO_STRIDES = "Internal error: NestedTensorImpl doesn't support strides. Please file an issue."
 
 
 class NestedTensor:
@@ -60,24 +64,68 @@ class NestedTensor:
 
     @property
     def grad(self):
-        """The gradients of a leaf's components, as a nested tensor (None before any)."""
-        grads = [t.grad for t in self._components]
-        if not self._is_leaf or all(g is None for g in grads):
+        """The gradients of a leaf's (or a ``retain_grad`` one's) components, as a nested
+        tensor (None before any)."""
+        if not (self._is_leaf or self.retains_grad):
             return None
-        return NestedTensor((g if g is not None else ember.zeros_like(t)
-                             for g, t in zip(grads, self._components)), quiet=True)
+        grads = [t.grad for t in self._components]
+        if all(g is None for g in grads):
+            return None
+        grads = [g if g is not None else ember.zeros_like(t)
+                 for g, t in zip(grads, self._components)]
+        # (a create_graph backward's gradient is on the graph)
+        return NestedTensor(grads, is_leaf=not any(g.requires_grad for g in grads), quiet=True)
+
+    @grad.setter
+    def grad(self, value):
+        # PyTorch takes None alone (``optimizer.zero_grad()``): a nested gradient has no sizes
+        if value is not None:
+            raise RuntimeError(NO_SIZES)
+        for t in self._components:
+            t.grad = None
+
+    @property
+    def retains_grad(self):
+        """Whether this non-leaf keeps its components' gradients (``retain_grad``)."""
+        return not self._is_leaf and any(t.retains_grad for t in self._components)
+
+    def retain_grad(self):
+        """Keep the components' gradients from the next backward on (a non-leaf's)."""
+        for t in self._components:
+            if t.requires_grad:
+                t.retain_grad()
 
     @property
     def shape(self):
         """Refused, as PyTorch does: a nested tensor has no single shape."""
-        raise RuntimeError("Internal error: NestedTensorImpl doesn't support sizes. "
-                           "Please file an issue.")
+        raise RuntimeError(NO_SIZES)
 
     def dim(self):
         """The components' number of dims, plus one for the batch."""
         return 1 + (self._components[0].dim() if self._components else 0)
 
     ndim = property(dim)
+    ndimension = dim
+
+    @property
+    def is_cuda(self):
+        """Whether the components are on a CUDA device."""
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self):
+        """Whether the components are on the CPU."""
+        return self.device.type == "cpu"
+
+    @property
+    def data(self):
+        """The components detached (sharing their storage), as a nested tensor."""
+        return self.detach()
+
+    @property
+    def mT(self):
+        """The components with their last two dims swapped."""
+        return self.transpose(-2, -1)
 
     def size(self, dim=None):
         """``size(dim)`` of a regular dim (one where every component agrees)."""
@@ -99,6 +147,29 @@ class NestedTensor:
         """The total number of elements of all components."""
         return sum(t.numel() for t in self._components)
 
+    nelement = numel
+
+    def element_size(self):
+        """The size in bytes of one element."""
+        return self.dtype.itemsize
+
+    def item(self):
+        """Refused, as PyTorch refuses it (with a dense tensor's error unless one element)."""
+        if self.numel() == 1:
+            raise _strided_ops.unsupported("_local_scalar_dense", self)
+        raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+
+    def numpy(self, *, force=False):
+        """Refused, as PyTorch does: a nested tensor has no single shape."""
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        raise RuntimeError(NO_SIZES)
+
+    def tolist(self):
+        """Refused, as PyTorch does: a nested tensor has no single set of strides."""
+        raise RuntimeError(NO_STRIDES)
+
     def unbind(self, dim=0):
         """The components, as a tuple."""
         if dim != 0:
@@ -107,22 +178,27 @@ class NestedTensor:
         return tuple(self._components)
 
     def __getitem__(self, index):
-        """Component ``index`` (an int: PyTorch's nested tensors take no other keys here)."""
+        """Component ``index`` (an int, or a tuple led by one: the rest indexes the
+        component); slices of the batch are refused, as PyTorch refuses them."""
+        rest = ()
+        if type(index) is tuple and index and type(index[0]) is int:
+            index, rest = index[0], index[1:]
         n = len(self._components)
-        if type(index) is int and not -n <= index < n:
-            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {n}")
         if type(index) is not int:
-            raise NotImplementedError("ember.nested: only an int index is supported")
-        return self._components[index]
+            raise _strided_ops.unsupported("slice.Tensor", self)
+        if not -n <= index < n:
+            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {n}")
+        return self._components[index][rest] if rest else self._components[index]
+
+    def __bool__(self):
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
 
     def __len__(self):
-        raise RuntimeError("Internal error: NestedTensorImpl doesn't support sizes. "
-                           "Please file an issue.")
+        raise RuntimeError(NO_SIZES)
 
     def stride(self, dim=None):
         """Refused, as PyTorch does: a nested tensor has no single set of strides."""
-        raise RuntimeError("Internal error: NestedTensorImpl doesn't support strides. "
-                           "Please file an issue.")
+        raise RuntimeError(NO_STRIDES)
 
     def is_contiguous(self, memory_format=None):
         """Whether every component is contiguous."""
@@ -138,9 +214,12 @@ class NestedTensor:
                             not self.requires_grad)
 
     def to(self, *args, **kwargs):
-        """The components converted by ``Tensor.to`` (dtype, device)."""
-        return NestedTensor((t.to(*args, **kwargs) for t in self._components),
-                            self._is_leaf and not self.requires_grad)
+        """The components converted by ``Tensor.to`` (dtype, device); self when none
+        changes."""
+        out = [t.to(*args, **kwargs) for t in self._components]
+        if all(o is t for o, t in zip(out, self._components)):
+            return self
+        return NestedTensor(out, self._is_leaf and not self.requires_grad)
 
     def requires_grad_(self, requires_grad=True):
         """Set whether the components (of a leaf) record operations on them."""
@@ -156,6 +235,50 @@ class NestedTensor:
         """A dense tensor: the components padded with ``padding`` to a common size."""
         return to_padded_tensor(self, padding, output_size)
 
+    @property
+    def grad_fn(self):
+        """The node that made the components (None for a leaf)."""
+        return None if self._is_leaf else next(
+            (t.grad_fn for t in self._components if t.grad_fn is not None), None)
+
+    def contiguous(self, memory_format=None):
+        """Self when every component is contiguous, else a nested tensor of contiguous copies."""
+        return self if self.is_contiguous() else _strided_ops.each(self, ember.Tensor.contiguous)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Backpropagate ``gradient`` (a nested tensor of the components' gradients)."""
+        if gradient is None:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        if not isinstance(gradient, NestedTensor):
+            raise RuntimeError("Expected both self and other to be nested tensors. Self is "
+                               "nested. While Other is not nested.")
+        given, wanted = _sizes(gradient), _sizes(self)
+        if given.shape != wanted.shape or not ember.equal(given, wanted):
+            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {given} and "
+                               f"output[0] has a shape of {wanted}.")
+        pairs = [(t, g) for t, g in zip(self._components, gradient._components)
+                 if t.requires_grad]
+        if not pairs:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a "
+                               "grad_fn")
+        ember.autograd.backward([t for t, _ in pairs], [g for _, g in pairs],
+                                retain_graph=retain_graph, create_graph=create_graph,
+                                inputs=inputs)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return _strided_ops.dispatch(func, args, kwargs or {})
+
+    def __getattr__(self, name):
+        # a Tensor method not defined here runs through __torch_function__ (the op table); an
+        # in-place one (which would reach the Tensor internals) is one of ours, or refused
+        method = None if name.startswith("_") else getattr(ember.Tensor, name, None)
+        if not callable(method):
+            raise AttributeError(f"'NestedTensor' object has no attribute '{name}'")
+        if name.endswith("_"):
+            return _strided_ops.inplace_method(self, name)
+        return lambda *args, **kwargs: method(self, *args, **kwargs)
+
     def __repr__(self):
         # PyTorch prints the components as views of one tensor: all require grad, or none
         grad = self.requires_grad
@@ -166,8 +289,13 @@ class NestedTensor:
         elif self._is_leaf:
             suffix = ", requires_grad=True"
         else:
-            suffix = ", grad_fn=<NestedTensorFromTensorListBackward0>"
+            suffix = f", grad_fn=<{type(self.grad_fn).__name__}>"
         return f"nested_tensor([\n{body}\n]{suffix})"
+
+
+def _sizes(nt):
+    # the (components, dims) int64 tensor PyTorch prints for a nested tensor's sizes
+    return ember.tensor([list(t.shape) for t in nt._components], dtype=ember.int64)
 
 
 def _component_repr(t, grad):
@@ -201,7 +329,10 @@ def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     _check_same_dim(tensors)
     # PyTorch records the packing as a node (a nested tensor of tensors that require grad
     # is not a leaf) and copies the components (differentiably): in-place ops never reach the inputs
-    return NestedTensor((t.to(dtype=dtype, device=device, copy=True) for t in tensors),
+    # (packed into one buffer: the components come out contiguous)
+    return NestedTensor((rename_node(t.to(dtype=dtype, device=device, copy=True,
+                                          memory_format=ember.contiguous_format),
+                                     "NestedTensorFromTensorListBackward0") for t in tensors),
                         is_leaf=not any(t.requires_grad for t in tensors),
                         quiet=isinstance(ts, ember.Tensor))
 
@@ -218,8 +349,8 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
         return _jagged_build.from_tensor_list(tensors, dtype, device, requires_grad)
     _check_same_dim(tensors)
     return NestedTensor(
-        t.to(dtype=dtype, device=device, copy=True)._set_requires_grad(requires_grad)
-        for t in tensors)
+        t.to(dtype=dtype, device=device, copy=True, memory_format=ember.contiguous_format)
+        ._set_requires_grad(requires_grad) for t in tensors)
 
 
 def to_padded_tensor(input, padding, output_size=None):
@@ -291,3 +422,6 @@ def masked_select(tensor, mask):
 
 from ember.nested import _jagged_build  # noqa: E402  (it reads _check_same_dim from here)
 from ember.nested import _jagged_views  # noqa: E402,F401  (registers its ops in the table)
+from ember.nested import _strided_ops  # noqa: E402
+
+_strided_ops.install(NestedTensor)

@@ -77,6 +77,10 @@ class MultiheadAttention(Module):
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):
         """(attn_output, attn_weights or None); see ``F.multi_head_attention_forward``."""
+        if type(query).__name__ == "NestedTensor":      # (strided: ember.nested)
+            from ember.nested._strided_mha import multihead_attention
+            return multihead_attention(self, query, key, value, key_padding_mask, need_weights,
+                                       attn_mask, average_attn_weights)
         batched = query.dim() == 3
         fast = not self.training and mha_takes_fast_path(self, query, key, value, attn_mask,
                                                          key_padding_mask)

@@ -1,0 +1,549 @@
+"""Ops on strided nested tensors (``ember.nested.NestedTensor``): the ``__torch_function__``
+table that runs each supported op on the components with the registered ember op, and
+PyTorch's errors for the ops and arguments its strided nested tensors refuse.
+
+Nested dim ``d >= 1`` is component dim ``d - 1``; dim 0 is the batch. Autograd needs
+nothing special: each component's result records its own node, so gradients reach the
+components (and a leaf's ``.grad`` gathers theirs)."""
+
+import ember
+from ember._tensor import Tensor
+from ember._values_backed import op_name, registrar
+from ember.ops._recording import rename_node
+
+__all__ = ["dispatch", "unsupported", "each", "wrap", "check_inplace", "inplace_method",
+           "split_with_sizes", "install"]
+
+HANDLERS = {}
+_handles = registrar(HANDLERS)
+
+# the unary ops PyTorch 2.13 runs on strided nested tensors (others: "Could not run ...")
+UNARY = frozenset((
+    "relu", "gelu", "silu", "tanh", "abs", "neg", "sgn", "sqrt", "sin", "cos", "logical_not",
+    "isnan", "isinf", "isposinf", "isneginf", "isreal", "positive", "conj", "real", "clone",
+    "contiguous"))
+# their in-place forms, and the binary ones, PyTorch runs
+INPLACE = frozenset(("relu_", "tanh_", "neg_", "abs_", "sgn_", "logical_not_", "add_", "mul_",
+                     "fill_", "zero_"))
+BINARY = frozenset(("add", "sub", "mul", "div"))
+_COMPARE_SCALAR = frozenset(("gt", "ge", "eq"))
+# the ATen overload PyTorch names for a refused op, where it is not ``aten::<name>``
+_OVERLOADS = {
+    "square": "pow.Tensor_Scalar", "rsub": "rsub.Scalar", "log_softmax": "_log_softmax",
+    "split": "split.Tensor", "sub_": "sub_.Tensor", "div_": "div_.Tensor",
+    "var": "var.correction", "std": "std.correction", "clamp_min": "clamp", "clamp_max": "clamp",
+    "norm": "linalg_vector_norm", "masked_fill": "masked_fill.Tensor", "where": "where.self",
+    "remainder": "remainder.Tensor", "fmod": "fmod.Tensor", "pow_": "pow_.Scalar",
+    "square_": "pow_.Scalar", "masked_fill_": "masked_fill_.Scalar"}
+
+
+def unsupported(name, nt=None, overload=None):
+    """PyTorch's NotImplementedError for an op its strided nested tensors lack."""
+    device = "CUDA" if nt is not None and nt.device.type == "cuda" else "CPU"
+    op = overload or _OVERLOADS.get(name, name.replace("special.", "special_").replace(
+        "linalg.", "linalg_"))
+    return NotImplementedError(
+        f"Could not run 'aten::{op}' with arguments from the 'NestedTensor{device}' backend. "
+        f"This could be because the operator doesn't exist for this backend, or was omitted "
+        f"during the selective/custom build process (if using custom build).")
+
+
+def _nested_type():
+    from ember.nested import NestedTensor
+    return NestedTensor
+
+
+def _is_nested(x):
+    return isinstance(x, _nested_type())
+
+
+def each(nt, fn, *, leaf=None, node=None):
+    """A nested tensor of ``fn`` applied to each of ``nt``'s components."""
+    out = [fn(t) for t in nt._components]
+    return wrap(out, leaf, node)
+
+
+def wrap(out, leaf=None, node=None):
+    """A nested tensor of the tensors ``out`` (a leaf when none requires grad); ``node``
+    names their backward nodes as PyTorch names its nested kernel's."""
+    if node is not None:
+        out = [rename_node(t, node) for t in out]
+    grad = any(t.requires_grad for t in out)
+    return _nested_type()(out, is_leaf=(not grad) if leaf is None else leaf, quiet=True)
+
+
+def _first_nested(args):
+    for a in args:
+        if _is_nested(a):
+            return a
+        if isinstance(a, (list, tuple)):
+            found = _first_nested(a)
+            if found is not None:
+                return found
+    return None
+
+
+def dispatch(func, args, kwargs):
+    """Run ember function ``func`` on arguments among which is a strided nested tensor."""
+    name = op_name(func).removeprefix("nn.functional.")
+    handler = HANDLERS.get(name)
+    if handler is not None:
+        return handler(func, *args, **kwargs)
+    if name in UNARY:
+        rest = args[1:]
+        return each(args[0], lambda t: func(t, *rest, **kwargs))
+    if name in BINARY:
+        return _binary(func, name, *args, **kwargs)
+    if name in _COMPARE_SCALAR:
+        return _compare(func, name, *args, **kwargs)
+    if name in ("__get__", "__set__"):
+        return func(*args, **kwargs)
+    raise unsupported(_refused_name(name, args, kwargs), _first_nested(args))
+
+
+def _refused_name(name, args, kwargs):
+    if name in ("lt", "le", "ne"):
+        tensor = isinstance(args[1], Tensor) or _is_nested(args[1])
+        return f"{name}.{'Tensor' if tensor else 'Scalar'}"
+    if name in ("mean", "sum", "max", "min") and (len(args) > 1 or "dim" in kwargs):
+        return f"{name}.dim"
+    if name in ("pow", "__pow__"):
+        other = args[1]
+        return "pow.Tensor_Tensor" if isinstance(other, Tensor) or _is_nested(other) \
+            else "pow.Tensor_Scalar"
+    return name.strip("_") if name.startswith("__") else name
+
+
+def check_inplace(name):
+    """PyTorch's error for an in-place op its strided nested tensors lack."""
+    if name not in INPLACE:
+        raise unsupported(name)
+
+
+def inplace_method(nt, name):
+    """``nt``'s in-place method ``name`` (an alias taken by its op's name): NestedTensor's own,
+    or one that raises PyTorch's error for it."""
+    base = ember.ops.ALIASES.get(name[:-1], name[:-1]) + "_"
+    own = getattr(type(nt), base, None)
+    if own is not None:
+        return own.__get__(nt)
+
+    def refuse(*args, **kwargs):
+        raise unsupported(base, nt)
+    return refuse
+
+
+# ----- elementwise ---------------------------------------------------------------------------
+
+def _dense_error(a, b):
+    raise RuntimeError(f"Expected both self and other to be nested, but got a "
+                       f"{'' if _is_nested(a) else 'non-'}nested self and "
+                       f"{'' if _is_nested(b) else 'non-'}nested other")
+
+
+def _operand_parts(name, a, b):
+    """The per-component operands of a binary op of ``a`` and ``b``: both nested with the
+    same sizes, or one nested and the other a number or a 0-dim tensor."""
+    nt = a if _is_nested(a) else b
+    n = len(nt._components)
+    parts = []
+    for x in (a, b):
+        if _is_nested(x):
+            parts.append(x._components)
+        elif isinstance(x, Tensor) and x.dim() > 0:
+            _dense_error(a, b)
+        else:
+            parts.append([x] * n)
+    if _is_nested(a) and _is_nested(b) and (
+            len(a._components) != len(b._components) or
+            any(s.shape != o.shape for s, o in zip(a._components, b._components))):
+        raise RuntimeError(f"{name} does not support broadcasting when given a NestedTensor")
+    return parts
+
+
+def _binary(func, name, a, b, **kwargs):
+    if kwargs.get("rounding_mode") is not None:
+        raise unsupported("div.Tensor_mode", a if _is_nested(a) else b)
+    left, right = _operand_parts(name, a, b)
+    return wrap([func(x, y, **kwargs) for x, y in zip(left, right)])
+
+
+def _compare(func, name, a, b):
+    if _is_nested(b):
+        if name == "eq":
+            raise RuntimeError("eq does not support nested tensor as other value.")
+        raise unsupported(f"{name}.Tensor", a)
+    if isinstance(b, Tensor) and b.dim() > 0:
+        _dense_error(a, b)
+    return each(a, lambda t: func(t, b))
+
+
+@_handles("masked_fill")
+def _masked_fill(func, nt, mask, value):
+    if isinstance(value, Tensor) or _is_nested(value):
+        raise unsupported("masked_fill.Tensor", nt)
+    _, masks = _operand_parts("masked_fill", nt, mask)
+    return wrap([func(t, m, value) for t, m in zip(nt._components, masks)])
+
+
+@_handles("dropout", "alpha_dropout", "feature_alpha_dropout")
+def _dropout(func, nt, *args, **kwargs):
+    def run(t):
+        out = func(t, *args, **kwargs)
+        # (a dense dropout that changes nothing returns its input: a nested one never does)
+        return out.clone() if out is t else out
+    return each(nt, run)
+
+
+@_handles("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like")
+def _like(func, nt, *args, **kwargs):
+    return each(nt, lambda t: func(t, *args, **kwargs), leaf=True)
+
+
+# ----- products ------------------------------------------------------------------------------
+
+@_handles("linear")
+def _linear(func, nt, weight, bias=None):
+    if not _is_nested(nt):
+        raise unsupported("linear", weight)
+    if nt.dim() != 3 or weight.dim() != 2:
+        raise RuntimeError(f"Linear requires nested_tensor.dim == 3 and dense_matrix.dim == 2. "
+                           f"Nested tensor dim: {nt.dim()}. Dense tensor dim: {weight.dim()}")
+    last = nt.size(-1)
+    if last != weight.shape[1]:
+        raise RuntimeError(f"Shape mismatch for NestedTensor Linear: Expected input's (a nested "
+                           f"tensor) 'last_dim' to equal 'weight.size(1), but got: last_dim = "
+                           f"{last}, and weight.size(1) = {weight.shape[1]}")
+    return each(nt, lambda t: func(t, weight, bias), node="LinearBackward0")
+
+
+def _long_text(values):
+    return "\n ".join(map(str, values)) + f"\n[ torch.LongTensor{{{len(values)}}} ]"
+
+
+@_handles("matmul")
+def _matmul(func, a, b):
+    if not (_is_nested(a) and _is_nested(b)):
+        raise RuntimeError(f"Expected both to be nested, but got a "
+                           f"{'' if _is_nested(a) else 'non-'}nested self and "
+                           f"{'' if _is_nested(b) else 'non-'}nested other")
+    for which, x in (("1st", a), ("2nd", b)):
+        if x.dim() < 3:
+            raise RuntimeError(f"matmul: For nested tensors, only inputs with >= 3 dims are "
+                               f"currently supported. {which} input has rank: {x.dim()}")
+    if a.dim() != b.dim():
+        raise RuntimeError("matmul: both inputs must have the same rank")
+    if len(a._components) != len(b._components):
+        raise RuntimeError(f"matmul: Expected size for the 1st dimension of 2nd input tensor to "
+                           f"be: {len(a._components)} but got: {len(b._components)}.")
+    left = [t.shape[-1] for t in a._components]
+    right = [t.shape[-2] for t in b._components]
+    if left != right:
+        raise RuntimeError(f"matmul: Nested tensors cannot be matrix multiplied, last dimension "
+                           f"of self has sizes {_long_text(left)}second last dimension of mat2 "
+                           f"has sizes {_long_text(right)}")
+    return wrap([func(x, y) for x, y in zip(a._components, b._components)],
+                node="MatmulBackward0")
+
+
+@_handles("bmm")
+def _bmm(func, a, b):
+    for which, x in (("batch1", a), ("batch2", b)):
+        if x.dim() != 3:
+            raise RuntimeError(f"{which} must be a 3D tensor")
+    left = a._components if _is_nested(a) else list(a.unbind(0))
+    right = b._components if _is_nested(b) else list(b.unbind(0))
+    if len(right) != len(left):
+        raise RuntimeError(f"Expected size for the 1st dimension of batch2 tensor to be: "
+                           f"{len(left)} but got: {len(right)}.")
+    for i, (x, y) in enumerate(zip(left, right)):
+        if x.shape[1] != y.shape[0]:
+            raise RuntimeError(f"{i}-th nested matrices in batch cannot be multiplied "
+                               f"({x.shape[0]}x{x.shape[1]} and {y.shape[0]}x{y.shape[1]})")
+    # each pair is one matrix product (PyTorch's node for them all is BmmBackward0)
+    return wrap([ember.mm(x, y) for x, y in zip(left, right)], node="BmmBackward0")
+
+
+@_handles("scaled_dot_product_attention")
+def _sdpa(func, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+          enable_gqa=False):
+    for x, y in ((query, key), (key, value)):
+        if _is_nested(x) != _is_nested(y):
+            raise RuntimeError(f"Expected both to be nested, but got a "
+                               f"{'' if _is_nested(x) else 'non-'}nested self and "
+                               f"{'' if _is_nested(y) else 'non-'}nested other")
+    if is_causal:
+        raise RuntimeError("_scaled_dot_product_attention: Nested tensors for query / key are "
+                           "not supported when is_causal=True")
+    if attn_mask is not None:
+        raise unsupported("_scaled_dot_product_attention_math", query,
+                          "_scaled_dot_product_attention_math")
+    return wrap([func(q, k, v, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa)
+                  for q, k, v in zip(query._components, key._components, value._components)])
+
+
+# ----- normalizations and reductions ---------------------------------------------------------
+
+def _dim(nt, dim):
+    ndim = nt.dim()
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                         f"{ndim - 1}], but got {dim})")
+    return dim % ndim
+
+
+@_handles("softmax")
+def _softmax(func, nt, dim=None, dtype=None, *args, **kwargs):
+    dtype = kwargs.get("dtype", dtype if not isinstance(dtype, int) else None)  # (_stacklevel)
+    dim = _dim(nt, dim)
+    if dim == 0:
+        raise RuntimeError("Cannot apply softmax across nested dimension 0")
+    return each(nt, lambda t: ember.softmax(t, dim - 1, dtype=dtype))
+
+
+@_handles("layer_norm")
+def _layer_norm(func, nt, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if weight is None or bias is None:
+        raise ValueError("NestedTensor layer_norm requires weight and bias")
+    shape = tuple([normalized_shape] if isinstance(normalized_shape, int) else normalized_shape)
+    k = len(shape)
+    if k >= nt.dim() or len({tuple(t.shape[-k:]) for t in nt._components}) > 1:
+        raise RuntimeError("normalized_shape extends into irregular dimensions for the nested "
+                           "tensor")
+    return each(nt, lambda t: func(t, shape, weight, bias, eps))
+
+
+@_handles("sum")
+def _sum(func, nt, dim=None, keepdim=False, *, dtype=None):
+    if dim is None:
+        raise unsupported("sum", nt)
+    dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+    if len(dims) != 1:
+        raise RuntimeError("NestedTensor only allows reduction of a single dimension for now.")
+    d = _dim(nt, dims[0])
+    if d != nt.dim() - 1:
+        raise RuntimeError(f"NestedTensor can only be reduced across the last dimension for now "
+                           f"got dimension {d} instead.")
+    if not keepdim:
+        raise RuntimeError("NestedTensor always requires keepdim=True for now.")
+    if dtype is not None:
+        raise RuntimeError("NestedTensor does not support dtype argument for now.")
+    if nt.dtype == ember.bool:
+        raise NotImplementedError('"nested_sum_dim_cpu" not implemented for \'Bool\'')
+    return each(nt, lambda t: func(t, d - 1, keepdim=True),
+                node="SumBackwardAutogradNestedTensor1")
+
+
+# ----- shapes --------------------------------------------------------------------------------
+
+@_handles("transpose", "swapaxes", "swapdims")
+def _transpose(func, nt, dim0, dim1):
+    d0, d1 = _dim(nt, dim0), _dim(nt, dim1)
+    if d0 == 0 or d1 == 0:
+        raise RuntimeError("Nested tensor dimension 0 cannot be transposed")
+    return each(nt, lambda t: t.transpose(d0 - 1, d1 - 1))
+
+
+def _reshape_like(verb, nt, shape):
+    shape = list(shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple))
+                 else shape)
+    if not shape or shape[0] != len(nt._components):
+        raise RuntimeError(f"{verb}: For now nested {verb} cannot change or infer the implicit "
+                           f"batch dimension")
+    _check_inferred(shape[1:], nt.dim() - 1)
+    out = []
+    for t in nt._components:
+        # -1 keeps the component's own size along that dim (how irregular dims carry over)
+        sizes = [t.shape[i] if s == -1 else s for i, s in enumerate(shape[1:])]
+        try:
+            out.append(getattr(t, verb)(sizes))
+        except RuntimeError as e:
+            if "is invalid for input of size" not in str(e):
+                raise
+            raise RuntimeError(f"shape '{shape}' is invalid for input of size "
+                               f"{t.numel()}") from None
+    return wrap(out, node="ViewBackwardAutogradNestedTensor0")
+
+
+def _check_inferred(sizes, ndim):
+    """PyTorch's errors for a -1 that is not a dim the components have (nested shapes are
+    never inferred), or that follows another -1 when the components gain dims."""
+    seen = False
+    for i, s in enumerate(sizes):
+        if s != -1:
+            continue
+        if i >= ndim:
+            raise RuntimeError("nested tensor does not infer shape")
+        if seen and len(sizes) > ndim:
+            raise RuntimeError("only one dimension can be inferred")
+        seen = True
+
+
+@_handles("reshape")
+def _reshape(func, nt, *shape):
+    return _reshape_like("reshape", nt, shape)
+
+
+@_handles("view")
+def _view(func, nt, *shape):
+    return _reshape_like("view", nt, shape)
+
+
+@_handles("unsqueeze")
+def _unsqueeze(func, nt, dim):
+    ndim = nt.dim() + 1
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                         f"{ndim - 1}], but got {dim})")
+    dim %= ndim
+    if dim == 0:
+        raise RuntimeError("unsqueeze(): For nested tensors, unsqueezing dimension 0 is not "
+                           "supported at the moment if you need this feature, please open an "
+                           "issue on github describing your use case.")
+    return each(nt, lambda t: t.unsqueeze(dim - 1))
+
+
+@_handles("squeeze")
+def _squeeze(func, nt, dim=None):
+    if dim is None:
+        raise RuntimeError("squeeze(): For nested tensors, squeeze without the dim argument is "
+                           "not supported at the moment, however you can use squeeze(Tensor "
+                           "self, int dim) instead if you need this feature, please open an "
+                           "issue on github describing your use case.")
+    dim = _dim(nt, dim)
+    if dim == 0:
+        raise RuntimeError("squeeze(): For nested tensors, squeezing dimension 0 is not "
+                           "supported at the moment if you need this feature, please open an "
+                           "issue on github describing your use case.")
+    return each(nt, lambda t: t.squeeze(dim - 1), node="SqueezeBackwardAutogradNestedTensor0")
+
+
+@_handles("chunk")
+def _chunk(func, nt, chunks, dim=0):
+    d = _dim(nt, dim)
+    if d != nt.dim() - 1:
+        raise RuntimeError("Chunk for nested tensors is currently only supported for the last "
+                           "dimension.")
+    size = nt.size(d)
+    if size % chunks:
+        raise RuntimeError(f"Chunk for nested tensors is only supported for nested tensors with "
+                           f"trailing dimension divisible by chunks, got: {size} % {chunks} != 0")
+    return _zip_parts([t.chunk(chunks, d - 1) for t in nt._components],
+                      "ChunkBackwardAutogradNestedTensor0")
+
+
+def split_with_sizes(nt, split_sizes, dim=0):
+    """Split ``nt`` along its last dim into nested tensors of ``split_sizes`` there."""
+    d = _dim(nt, dim)
+    if d != nt.dim() - 1:
+        raise RuntimeError("split_with_sizes for nested tensors is currently only supported for "
+                           "the last dimension.")
+    size = nt.size(d)
+    if sum(split_sizes) != size:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input "
+                           f"tensor's size at dimension {d}), but got split_sizes="
+                           f"{list(split_sizes)}")
+    return _zip_parts([t.split_with_sizes(list(split_sizes), d - 1) for t in nt._components],
+                      "SplitWithSizesBackwardAutogradNestedTensor0")
+
+
+def _zip_parts(per_component, node):
+    return tuple(wrap(list(parts), node=node) for parts in zip(*per_component))
+
+
+@_handles("split_with_sizes")
+def _split_with_sizes(func, nt, split_sizes, dim=0):
+    return split_with_sizes(nt, split_sizes, dim)
+
+
+@_handles("select")
+def _select(func, nt, dim, index):
+    d = _dim(nt, dim)
+    if d == 0:
+        return nt[index]
+    out = []
+    for i, t in enumerate(nt._components):
+        size = t.shape[d - 1]
+        if not -size <= index < size:
+            raise IndexError(f"index {index} is out of bounds for dimension {d - 1} of the "
+                             f"{i}th constituent tensor with size {size}")
+        out.append(t.select(d - 1, index))
+    return wrap(out, node="SelectBackwardAutogradNestedTensor0")
+
+
+@_handles("unbind")
+def _unbind(func, nt, dim=0):
+    return nt.unbind(dim)
+
+
+@_handles("cat", "concat", "concatenate")
+def _cat(func, tensors, dim=0):
+    tensors = list(tensors)
+    if not all(_is_nested(t) for t in tensors):
+        raise RuntimeError("Expected each tensor in given list to be nested.")
+    d = _dim(tensors[0], dim)
+    if d == 0:
+        return wrap([c.clone() for t in tensors for c in t._components])   # (a new buffer)
+    return wrap([func(list(parts), d - 1) for parts in zip(*(t._components for t in tensors))])
+
+
+# ----- the NestedTensor methods these ops give -----------------------------------------------
+
+def _inplace(name):
+    def run(self, *args, **kwargs):
+        check_inplace(name)
+        parts = _operand_parts(name, self, args[0]) if args and (
+            _is_nested(args[0]) or isinstance(args[0], Tensor)) else None
+        for i, t in enumerate(self._components):
+            rest = (parts[1][i], *args[1:]) if parts else args
+            getattr(t, name)(*rest, **kwargs)
+        return self
+    run.__name__ = name
+    return run
+
+
+def _copy_(self, src, non_blocking=False):
+    if not _is_nested(src):
+        raise RuntimeError("get_nested_tensor_impl requires a NestedTensor.")
+    if len(src._components) != len(self._components) or any(
+            s.shape != t.shape for s, t in zip(src._components, self._components)):
+        raise RuntimeError("copy_ only supports tensors that are the same size for Nested "
+                           "implementations")
+    for t, s in zip(self._components, src._components):
+        t.copy_(s, non_blocking)
+    return self
+
+
+def _refuse(overload):
+    def run(self, *args):
+        raise unsupported(overload, self)
+    return run
+
+
+def _call(name, swap=False):
+    # (ember's namespace is still loading when this module is imported)
+    if swap:
+        return lambda self, other: getattr(ember, name)(other, self)
+    return lambda self, *other: getattr(ember, name)(self, *other)
+
+
+def install(cls):
+    """Give ``cls`` (NestedTensor) Python's operators and the in-place methods PyTorch's
+    strided nested tensors run; other methods reach the table through ``__getattr__``."""
+    for op in ("add", "sub", "mul", "matmul", "gt", "ge", "lt", "le", "ne", "eq", "neg",
+               "abs"):
+        setattr(cls, f"__{op}__", _call(op))
+    cls.__truediv__ = _call("div")
+    for op in ("add", "mul", "matmul"):
+        setattr(cls, f"__r{op}__", _call(op, swap=True))
+    cls.__rsub__ = _refuse("rsub.Scalar")
+    cls.__rtruediv__ = _refuse("reciprocal")
+    cls.__pow__ = _refuse("pow.Tensor_Scalar")
+    cls.__hash__ = object.__hash__
+    cls.__pos__ = _call("positive")
+    for name in INPLACE | {"sub_", "div_"}:      # (``-=`` and ``/=`` are refused by name)
+        setattr(cls, name, _inplace(name))
+    cls.__iadd__, cls.__imul__ = cls.add_, cls.mul_
+    cls.__isub__, cls.__itruediv__ = cls.sub_, cls.div_
+    cls.copy_ = _copy_
+    cls.split_with_sizes = split_with_sizes
