@@ -31,13 +31,15 @@ CASES = [
     (2, 4, 8, (6,), (1,), (1,), ((0, 0),), (1,), 4),                     # same, depthwise
     (2, 3, 4, (300,), (3,), (1,), ((2, 1),), (2,), 1),                   # flat columns
     (1, 2, 3, (7, 7, 7), (2, 2, 2), (1, 1, 1), ((1, 0), (0, 1), (1, 1)), (1, 2, 1), 1),
+    (2, 6, 6, (17, 15), (3, 3), (2, 2), ((1, 0), (1, 1)), (1, 2), 6),     # depthwise taps
+    (3, 3, 3, (100,), (4,), (3,), ((2, 1),), (1,), 3),                   # same, 1-d
 ]
 
 
 def test_cases_cover_every_input_gradient_path(monkeypatch):
     used = set()
     for name in ("_unit_stride_input_grad", "_batch_input_grad", "_col2im_input_grad",
-                 "_scatter_input_grad", "pointwise_input_grad"):
+                 "_scatter_input_grad", "pointwise_input_grad", "depthwise_input_grad"):
         def spy(*args, _name=name, _f=getattr(K, name)):
             used.add(_name)
             return _f(*args)
@@ -49,7 +51,7 @@ def test_cases_cover_every_input_gradient_path(monkeypatch):
                           rng.standard_normal((o, c // groups) + kernel), size, stride, pads,
                           dilation, groups)
     assert used == {"_unit_stride_input_grad", "_batch_input_grad", "_col2im_input_grad",
-                    "_scatter_input_grad", "pointwise_input_grad"}
+                    "_scatter_input_grad", "pointwise_input_grad", "depthwise_input_grad"}
 
 
 def test_cases_cover_flat_columns(monkeypatch):
@@ -74,7 +76,7 @@ def test_cases_cover_flat_columns(monkeypatch):
 @pytest.mark.parametrize("b", [1, 4, 8, 9])
 def test_weight_grad_takes_the_forwards_layout_whatever_the_batch(monkeypatch, b, c, o, groups):
     # the flattened-image columns are chosen from the channels, never from the batch size
-    # (depthwise convolutions, c == o == groups, keep their per-channel products)
+    # (depthwise convolutions, c == o == groups, included: their columns are long runs too)
     used = []
     flat, flat_grad = K._flat_forward, K._flat_weight_grad
     monkeypatch.setattr(K, "_flat_forward", lambda *a: used.append("forward") or flat(*a))
@@ -86,8 +88,7 @@ def test_weight_grad_takes_the_forwards_layout_whatever_the_batch(monkeypatch, b
     y = K.conv_forward(np, x, w, *args)
     g = rng.standard_normal(y.shape)
     gw = K.conv_weight_grad(np, x, g, (3, 3), *args)
-    depthwise = c == o == groups
-    assert used == ([] if depthwise else ["forward", "weight"])
+    assert used == ["forward", "weight"]
     assert np.isclose(np.vdot(y, g), np.vdot(w, gw))
 
 
@@ -169,7 +170,7 @@ def test_small_batches_run_in_chunks_that_fit_in_cache():
 
 
 @pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[7], CASES[9], CASES[13], CASES[15],
-                                  CASES[18]])
+                                  CASES[18], CASES[19]])
 def test_chunked_kernels_equal_one_chunk(monkeypatch, case):
     b, c, o, size, kernel, stride, pads, dilation, groups = case
     rng = np.random.default_rng(0)
@@ -215,3 +216,23 @@ def test_batch_last_leaves_other_batches_to_one_copy():
     assert not K._aliasing_rows(np, np.zeros((64, 6, 12, 12), np.float32))
     assert not K._aliasing_rows(np, np.zeros((8, 1024), np.float32))   # one band only
     assert not K._aliasing_rows(np, np.zeros((64, 1024), np.float32)[:, ::2])
+
+
+@pytest.mark.parametrize("extra", [(0, 0), (1, 1)])
+def test_depthwise_input_grad_adds_bias_and_output_padding(extra):
+    # as a transposed convolution's forward: a bias per channel, and rows past the natural
+    # size (output padding) that no window reaches hold the bias alone
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((5, 1, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((2, 5, 7, 6)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
+    stride, pads, dilation = (2, 2), ((1, 1), (1, 1)), (1, 1)
+    size = tuple(2 * (p - 1) - 2 + 3 + e for p, e in zip(g.shape[2:], extra))
+    got = K.conv_input_grad(np, g, w, size, stride, pads, dilation, 5, bias)
+    assert got.dtype == np.float32 and got.shape == (2, 5) + size
+    ref = np.zeros((2, 5) + tuple(s + 2 for s in size))
+    for i, j in np.ndindex(3, 3):
+        ref[:, :, i:i + 2 * g.shape[2] - 1:2, j:j + 2 * g.shape[3] - 1:2] += (
+            g * w[:, 0, i, j].reshape(5, 1, 1))
+    ref = ref[:, :, 1:1 + size[0], 1:1 + size[1]] + bias.reshape(5, 1, 1)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
