@@ -98,7 +98,10 @@ def _variant(t, k, keep_ints):
     rng = np.random.default_rng(k)
     if t.dtype.is_floating_point or t.dtype.is_complex:
         noise = ember.tensor(rng.uniform(-1, 1, tuple(t.shape)), dtype=ember.float32)
-        return (t.detach() * (1 + 0.05 * noise)).to(t.dtype)
+        # float8 does not promote (as in PyTorch): perturbed in float32, then rounded back
+        base = t.detach().float() if t.dtype in (ember.float8_e4m3fn, ember.float8_e5m2) \
+            else t.detach()
+        return (base * (1 + 0.05 * noise)).to(t.dtype)
     if keep_ints:
         return t.detach().clone()
     flat = t.detach().reshape(-1)

@@ -20,7 +20,7 @@ from ember.ops import (arithmetic, binary_math, comparison, complex_ops, convers
                        shape, sorting, special_math, spectral, stft, unary_math)
 from ember.ops import dtype_view, grouped_mm, legacy_norms, segment_reduce, view_copies
 from ember.ops import python_maps, weight_norm
-from ember.ops import batch_norm_stats, fake_quantize
+from ember.ops import batch_norm_stats, fake_quantize, fake_quantize_learnable, quantized_mm
 from ember.ops import (activations, affine, attention, conv, dropout, embedding,
                        gamma_sampling, loss, normalization, padding, pooling, random_nodes,
                        recurrent, resampling)
@@ -31,7 +31,7 @@ MODULES = (arithmetic, binary_math, comparison, complex_ops, conversion, decompo
            weight_norm,
            activations, affine, attention, conv, dropout, embedding, gamma_sampling, loss,
            normalization, padding, pooling, random_nodes, recurrent, resampling,
-           batch_norm_stats, fake_quantize)
+           batch_norm_stats, fake_quantize, fake_quantize_learnable, quantized_mm)
 
 ALIASES = {}
 PUBLIC = {}

@@ -130,6 +130,9 @@ fake_quantize_per_tensor_affine.refuse_grad(
 fake_quantize_per_tensor_affine.refuse_grad(
     "zero_point", lambda flat: "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams"
     if _tensor_qparams(flat[1], flat[2]) else None)
+fake_quantize_per_tensor_affine.refuse_forward_ad(
+    lambda flat, params: "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams"
+    if _tensor_qparams(flat[1], flat[2]) else "fake_quantize_per_tensor_affine_cachemask")
 fake_quantize_per_tensor_affine.named_by(
     lambda flat, params, out: "FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward0"
     if _tensor_qparams(flat[1], flat[2]) else "FakeQuantizePerTensorAffineCachemaskBackward0")
@@ -208,6 +211,7 @@ def fake_quantize_per_channel_affine(xp, x, scale, zero_point, axis, quant_min, 
 
 
 fake_quantize_per_channel_affine.nondifferentiable("scale", "zero_point")
+fake_quantize_per_channel_affine.refuse_forward_ad("fake_quantize_per_channel_affine_cachemask")
 fake_quantize_per_channel_affine.refuse_grad("scale", "fake_quantize_per_channel_affine_cachemask")
 fake_quantize_per_channel_affine.refuse_grad("zero_point",
                                              "fake_quantize_per_channel_affine_cachemask")

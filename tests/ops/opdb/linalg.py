@@ -214,12 +214,118 @@ def _int_mm_errors():
         yield ErrorInput(SampleInput(args[0], args[1:]), RuntimeError, match, cpu_only=True)
 
 
+def _weight_int8pack_samples(dtype, requires_grad):
+    # K a multiple of 16: PyTorch 2.13's bfloat16 CPU kernel is wrong for other K (K=8 and
+    # K=24 give garbage, K=1 NaN). No empty samples: their stride-0 arrays reach PyTorch as
+    # tensors its kernel refuses (the round-31 quant _fixes file compares empty products).
+    for m, n, k in ((3, 5, 16), (2, 3, 32), (1, 1, 16)):
+        a = make((m, k), dtype, requires_grad, low=-3, high=3)
+        b = make((n, k), ember.int8, low=-100, high=100)
+        yield SampleInput(a, (b, make((n,), dtype, low=0.01, high=0.1)), name=f"{m}x{n}x{k}")
+    a = make((3, 32), dtype, requires_grad, low=-3, high=3)[:, :16]      # rows strided
+    yield SampleInput(a, (make((4, 16), ember.int8, low=-100, high=100),
+                          make((4,), dtype, low=0.01, high=0.1)), name="strided_rows")
+
+
+def _torch_weight_int8pack_mm(*args):
+    """PyTorch's kernel on fresh copies: its bfloat16 path crashes on the 2-byte-aligned
+    memory NumPy may hand ``from_numpy`` (clone keeps dense strides, so errors stay)."""
+    return __import__("torch")._weight_int8pack_mm(*(t.clone() for t in args))
+
+
+def _weight_int8pack_errors():
+    a, b, s = ember.ones(3, 8), ember.ones(4, 8, dtype=ember.int8), ember.ones(4)
+    where = "_weight_int8pack_mm_cpu : "
+    for args, match in (((a.double(), b, s.double()),
+                         "expect A to be either 32-bit or 16-bit float tensor."),
+                        ((a[None], b, s), "expect A to be 2D tensor."),
+                        ((a.t().contiguous().t(), b, s),
+                         "A must be contiguous on the last dimension."),
+                        ((a, b.int(), s), "expect B to be int8 tensor."),
+                        ((a, b.t().contiguous().t(), s), "expect B to be contiguous."),
+                        ((a, b[:, :4].contiguous(), s), r"expect B.size\(1\) == 8"),
+                        ((a, b, s[:3]), "expect scales to be 1d tensor with size 4")):
+        yield ErrorInput(SampleInput(args[0], args[1:]), RuntimeError, where + match,
+                         cpu_only=True)
+    yield ErrorInput(SampleInput(a, (b, s.bfloat16())), RuntimeError,
+                     "expected scalar type Float but found BFloat16", cpu_only=True)
+
+
+def _scaled_mm_samples(dtype, requires_grad):
+    """float8 operands (values exact in e4m3), the result in ``dtype``."""
+    def f8(shape):
+        return make(shape, ember.float32, low=-4, high=4).to(ember.float8_e4m3fn)
+    a, b = f8((16, 32)), f8((24, 32)).t()
+    yield SampleInput(a, (b, ember.tensor(0.5), ember.tensor(2.0)), {"out_dtype": dtype},
+                      name="tensorwise")
+    yield SampleInput(a, (b, make((16, 1), ember.float32, low=0.5, high=2),
+                          make((1, 24), ember.float32, low=0.5, high=2)),
+                      {"out_dtype": dtype, "bias": make((24,), dtype, requires_grad)},
+                      name="rowwise_bias")
+    yield SampleInput(a[:1], (f8((16, 32)).t().contiguous(), ember.tensor([0.25]),
+                              ember.tensor(4.0, dtype=ember.float64)), {"out_dtype": dtype},
+                      name="row_major_mat2")
+
+
+def _scaled_mm_ref(a, b, scale_a, scale_b, bias=None, out_dtype=None):
+    out = (a.astype(np.float64) * scale_a.astype(np.float64).reshape(
+        scale_a.shape if scale_a.size > 1 else ())) @ (
+        b.astype(np.float64) * scale_b.astype(np.float64).reshape(
+            scale_b.shape if scale_b.size > 1 else ()))
+    return out if bias is None else out + bias
+
+
+def _scaled_mm_errors():
+    a = ember.ones(16, 32).to(ember.float8_e4m3fn)
+    b, one = a.t(), ember.tensor(1.0)
+    for args, kwargs, match in (
+            ((a[0], b, one, one), {}, "mat1 must be a matrix"),
+            ((a, b[:16], one, one), {}, r"mat1 and mat2 shapes cannot be multiplied "
+                                        r"\(16x32 and 16x16\)"),
+            ((a, b, one, one), {"bias": ember.ones(16, 16)}, "Bias must be size 16 but got 256"),
+            ((a, b, one, one), {"out_dtype": ember.float64},
+             "itensor_view_from_dense expects float/bfloat16/half/int8/fp8 tensor inputDouble"),
+            ((a, b, one, one), {"bias": ember.ones(16, dtype=ember.int64)},
+             "itensor_view_from_dense expects float/bfloat16/half/int8/fp8 tensor inputLong")):
+        yield ErrorInput(SampleInput(args[0], args[1:], kwargs), RuntimeError, match,
+                         cpu_only=True)
+    yield ErrorInput(SampleInput(a, (b, ember.ones(16, 1), one)), ValueError,
+                     r"Invalid scaling configuration.\n- For TensorWise scaling, a and b should "
+                     r"be float8, scales should be float and singletons.\n- For RowWise "
+                     r"scaling, a and b should be float8, scales should be float, scale_a should "
+                     r"be \(16, 1\) and scale_b should be \(1, 16\), and both should be "
+                     r"contiguous.\nGot mat_a.dtype\(\)=Float8_e4m3fn, scale_a.dtype\(\)=Float, "
+                     r"scale_a.size\(\)=\[16, 1\], scale_a.stride\(\)=\[1, 1\], "
+                     r"mat_b.dtype\(\)=Float8_e4m3fn, scale_b.dtype\(\)=Float, "
+                     r"scale_b.size\(\)=\[\] and scale_b.stride\(\)=\[\]$", cpu_only=True)
+    # row-wise scales must be contiguous
+    yield ErrorInput(SampleInput(a, (b, ember.ones(16, 2)[:, :1], ember.ones(1, 16))), ValueError,
+                     r"Invalid scaling configuration(.|\n)*scale_a.size\(\)=\[16, 1\], "
+                     r"scale_a.stride\(\)=\[2, 1\]", cpu_only=True)
+
+
+def _torch_scaled_mm(*args, **kwargs):
+    """PyTorch's kernel on fresh copies of the matrices and bias (see
+    _torch_weight_int8pack_mm); the float32 scales as given (their strides matter)."""
+    args = tuple(t.clone() for t in args[:2]) + args[2:]
+    kwargs = {k: v.clone() if hasattr(v, "clone") else v for k, v in kwargs.items()}
+    return __import__("torch")._scaled_mm(*args, **kwargs)
+
+
 OPS = [
     OpInfo("_int_mm", lambda a, b: np.matmul(a.astype(np.int32), b.astype(np.int32)),
            _pair_samples((((2, 8), (8, 3)), ((0, 8), (8, 2)), ((2, 0), (0, 3))),
                          noncontiguous=(((3, 8), (8, 4)),)),
            dtypes=(ember.int8,), result_dtype=lambda d, s: ember.int32, grad=False,
            error_inputs=_int_mm_errors),
+    OpInfo("_weight_int8pack_mm",
+           lambda a, b, s: (a.astype(np.float64) @ b.astype(np.float64).T) * s,
+           _weight_int8pack_samples, dtypes=(ember.float32,) + LOW, grad=False,
+           error_inputs=_weight_int8pack_errors, torch_op=_torch_weight_int8pack_mm),
+    OpInfo("_scaled_mm", _scaled_mm_ref, _scaled_mm_samples, dtypes=(ember.float32,) + LOW,
+           grad=False, error_inputs=_scaled_mm_errors, torch_op=_torch_scaled_mm,
+           # float32 sums of 32 products of magnitude ~100 (order noise, near-zero results)
+           parity_tol={ember.float32: (1e-5, 1e-4)}),
     OpInfo("mm", _numpy_product,
            _pair_samples((((2, 3), (3, 4)), ((0, 3), (3, 2)), ((2, 0), (0, 3)), ((1, 1), (1, 1))),
                          noncontiguous=(((3, 2), (2, 4)),)),
