@@ -239,8 +239,8 @@ def test_ragged_data_and_huge_ints_raise_as_pytorch():
 
 
 def test_from_numpy_warns_once_for_a_read_only_array(monkeypatch):
-    from ember import _creation
-    monkeypatch.setattr(_creation, "_WARNED_READ_ONLY", [])
+    from ember import _warn
+    monkeypatch.setattr(_warn, "_WARNED_ONCE", set())
     frozen = np.ones(3)
     frozen.flags.writeable = False
     with pytest.warns(UserWarning, match="The given NumPy array is not writable"):
@@ -248,6 +248,41 @@ def test_from_numpy_warns_once_for_a_read_only_array(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ember.from_numpy(frozen)                    # suppressed from now on
+        ember.as_tensor(frozen)
+    monkeypatch.setattr(_warn, "_WARNED_ONCE", set())
+    for convert in (ember.as_tensor, ember.asarray, ember.Tensor, ember.DoubleTensor):
+        with pytest.warns(UserWarning, match="The given NumPy array is not writable"):
+            ember.set_warn_always(True)             # (each warns, as under PyTorch's)
+            try:
+                convert(frozen)
+            finally:
+                ember.set_warn_always(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ember.set_warn_always(True)
+        try:                                        # copies do not warn
+            ember.tensor(frozen), ember.asarray(frozen, dtype=ember.float32)
+        finally:
+            ember.set_warn_always(False)
+
+
+def test_read_only_warning_comes_before_the_checks_of_as_tensor_not_of_asarray():
+    def warnings_of(convert, array):
+        array.flags.writeable = False
+        ember.set_warn_always(True)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with pytest.raises((TypeError, ValueError)):
+                    convert(array)
+        finally:
+            ember.set_warn_always(False)
+        return sum("NumPy array is not writable" in str(w.message) for w in caught)
+
+    for make in (lambda: np.zeros(3, object), lambda: np.arange(3.0)[::-1]):
+        assert warnings_of(ember.from_numpy, make()) == 1      # (as PyTorch's: then it raises)
+        assert warnings_of(ember.as_tensor, make()) == 1
+        assert warnings_of(ember.asarray, make()) == 0
 
 
 def test_tensor_from_sequences_keeps_numpy_and_tensor_dtypes():
@@ -333,7 +368,9 @@ def test_asarray_without_copies_and_as_tensor_of_arrays():
     with pytest.raises(ValueError, match="At least one stride in the given numpy array is "
                                          "negative"):
         ember.as_tensor(np.arange(3)[::-1])
-    assert ember.as_tensor(np.arange(3)[::-1], dtype=ember.float32).tolist() == [2.0, 1.0, 0.0]
+    for convert in (ember.as_tensor, ember.asarray):   # (a conversion too, as PyTorch 2.13)
+        with pytest.raises(ValueError, match="At least one stride in the given numpy array "):
+            convert(np.arange(3)[::-1], dtype=ember.float32)
     with pytest.raises(TypeError, match=r"^copy_\(\): argument 'other' \(position 1\) must be "
                                         r"Tensor, not numpy.ndarray$"):
         ember.zeros(2).copy_(np.ones(2))

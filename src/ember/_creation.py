@@ -12,7 +12,7 @@ from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, chosen_default_device, get_default_device
 from ember._host_values import _NO_HOST_DLPACK
-from ember._tensor import Size, Tensor, _make
+from ember._tensor import Tensor, _make
 from ember._transform_state import STATE as _TRANSFORMS
 from ember._transform_state import note_made
 from ember._warn import warn_once
@@ -97,18 +97,30 @@ def _tensor(data, dtype, device, requires_grad, pin_memory):
 
 def as_tensor(data, dtype=None, device=None):
     """``data`` as a tensor, sharing memory when dtype and device already match."""
+    return _as_tensor(data, dtype, device, False)
+
+
+def _as_tensor(data, dtype, device, aliasing):
+    """``as_tensor``; for ``asarray`` (``aliasing``), a read-only NumPy array warns only where
+    it is aliased, and after the checks (``as_tensor`` warns first, as PyTorch's)."""
     if device is None:
         device = chosen_default_device()
     if isinstance(data, Tensor):
         if dtype is None and (device is None or as_device(device) == data.device):
             return data
         return data.to(device=device, dtype=dtype)
-    if isinstance(data, np.ndarray) and (device is None or as_device(device).type == "cpu") \
-            and (type(data) is np.ndarray or not hasattr(data, "__cuda_array_interface__")):
-        if dtype is None or dtype.np == data.dtype:
-            return from_numpy(data)     # (its checks: dtype, negative strides, read-only)
-        _check_np_dtype(data)
-        return _make(data.view(np.ndarray).astype(dtype.np))
+    if isinstance(data, np.ndarray):
+        if not aliasing and not data.flags.writeable:
+            _warn_read_only(data)       # (before any check, as PyTorch's as_tensor)
+        if (device is None or as_device(device).type == "cpu") and (
+                type(data) is np.ndarray or not hasattr(data, "__cuda_array_interface__")):
+            _check_np_dtype(data)
+            _check_strides(data)        # (a conversion too: PyTorch's reads the array first)
+            if dtype is None or dtype.np == data.dtype:
+                if aliasing and not data.flags.writeable:
+                    _warn_read_only(data)
+                return _make(data if type(data) is np.ndarray else data.view(np.ndarray))
+            return _make(data.view(np.ndarray).astype(dtype.np))
     if hasattr(data, "__cuda_array_interface__"):       # a CuPy (or other GPU) array
         _check_np_dtype(data)
         return as_tensor(_make(cuda_backend().cupy.asarray(data)), dtype, device)
@@ -142,7 +154,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     else:
         if copy is False:
             _check_aliasable(obj, dtype, device)
-        out = as_tensor(obj, dtype=dtype, device=device)
+        out = _as_tensor(obj, dtype, device, True)
     if requires_grad is False and out.requires_grad:
         out = out.detach()
     elif requires_grad:
@@ -185,22 +197,24 @@ def from_numpy(ndarray):
     """A tensor sharing memory with a NumPy array."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {_tp_name(ndarray)})")
+    if not ndarray.flags.writeable:
+        _warn_read_only(ndarray)                # (before the checks, as PyTorch's)
     _check_np_dtype(ndarray)
     _check_strides(ndarray)
     if type(ndarray) is not np.ndarray:
         ndarray = ndarray.view(np.ndarray)      # (a subclass's values, sharing memory)
-    if not ndarray.flags.writeable and not _WARNED_READ_ONLY:
-        _WARNED_READ_ONLY.append(True)
-        warnings.warn("The given NumPy array is not writable, and PyTorch does not support "
-                      "non-writable tensors. This means writing to this tensor will result in "
-                      "undefined behavior. You may want to copy the array to protect its data "
-                      "or make it writable before converting it to a tensor. This type of "
-                      "warning will be suppressed for the rest of this program.", UserWarning,
-                      stacklevel=2)
     return _make(ndarray)
 
 
-_WARNED_READ_ONLY = []          # PyTorch warns of a read-only array once per program
+def _warn_read_only(array):
+    """PyTorch's warning (once per program) where ``from_numpy``, ``as_tensor``, an aliasing
+    ``asarray`` or a legacy constructor is given a read-only NumPy array."""
+    if isinstance(array, np.ndarray) and not array.flags.writeable:
+        warn_once("The given NumPy array is not writable, and PyTorch does not support "
+                  "non-writable tensors. This means writing to this tensor will result in "
+                  "undefined behavior. You may want to copy the array to protect its data "
+                  "or make it writable before converting it to a tensor. This type of "
+                  "warning will be suppressed for the rest of this program.")
 
 
 def from_dlpack(ext_tensor, *, device=None, copy=None):
@@ -436,6 +450,8 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
 def _fill_dtype(value):
     if isinstance(value, Tensor):
         value = value.item()
+    elif type(value) is np.bool_:           # PyTorch's parser reads a NumPy bool as a float
+        value = float(value)
     if type(value) is int and not -2 ** 63 <= value < 2 ** 64:    # PyTorch's Scalar range
         raise OverflowError("int too big to convert" if value > 0 else
                             "can't convert negative int to unsigned")
@@ -637,102 +653,7 @@ Tensor.new_full = _new_full
 Tensor.new_tensor = _new_tensor
 
 
-# --- Tensor(...) and pickling -----------------------------------------------------------------
-
-_HEAP_TYPE = 1 << 9          # Py_TPFLAGS_HEAPTYPE
-
-
-def legacy_new(args, dtype, device, cls=Tensor, name="new"):
-    """The legacy constructors' forms (``Tensor(2, 3)``, ``FloatTensor(data)``,
-    ``x.new(...)``): nothing (an empty tensor), sizes (zeros, as ember's ``empty``), a tensor
-    of ``dtype`` on ``device``'s type (itself), or data; made as ``cls``."""
-    _, dev = _target(device)
-    if len(args) == 1 and isinstance(args[0], Tensor):
-        return _legacy_from_tensor(args[0], dtype, dev, cls, name)
-    # a size is ints; bools pass for ints but the first (a lone bool is data, refused)
-    sizes = args and type(args[0]) is not bool and all(isinstance(a, numbers.Integral)
-                                                       for a in args)
-    if not args or sizes or (len(args) == 1 and isinstance(args[0], Size)):
-        arr = np.zeros(_size(args) if args else (0,), dtype.np)
-    elif len(args) == 1:
-        data = args[0]
-        if data is None or isinstance(data, (numbers.Number, np.generic)) and \
-                not isinstance(data, str):
-            raise TypeError(f"new(): data must be a sequence (got {_c_type_name(data)})")
-        arr = _from_data(data, dtype)
-    else:
-        raise _legacy_arguments_error(args)
-    return _make(_place(arr, dev), cls)
-
-
-def _c_type_name(x):
-    """The name PyTorch's argument parser gives the type of ``x`` (Python's C name for it: a
-    class defined in Python goes by its bare name)."""
-    kind = type(x)
-    if kind.__module__ == "builtins" or kind.__flags__ & _HEAP_TYPE:
-        return kind.__name__
-    return f"{kind.__module__}.{kind.__name__}"
-
-
-def _legacy_from_tensor(given, dtype, dev, cls, name):
-    """``Tensor(t)``: an alias of ``t`` (a view of all of it) whatever its dtype; a typed
-    constructor's (and ``x.new(t)``'s) wants its dtype and device."""
-    if name != "Tensor" and (given.dtype is not dtype or given.device.type != dev.type):
-        from ember.ops._out_dtypes import _C_NAMES
-        rest = ("layout=Strided, requires_grad=false (default), pinned_memory=false (default), "
-                "memory_format=(nullopt))")
-        raise TypeError(f"expected TensorOptions(dtype={_C_NAMES[dtype]}, device={dev}, {rest} "
-                        f"(got TensorOptions(dtype={_C_NAMES[given.dtype]}, device="
-                        f"{given.device}, {rest})")
-    from ember.ops.conversion import _alias
-    alias = _alias(given)
-    return alias if cls is Tensor or type(given) is cls else alias.as_subclass(cls)
-
-
-def _legacy_arguments_error(args):
-    """PyTorch's error for several arguments that are no size: at the first that is not an
-    int, or, when the first is not one, for the whole call (its parser explains two
-    arguments by the first overload, three by the last two, more by none)."""
-    if type(args[0]) is not bool and isinstance(args[0], numbers.Integral):
-        pos, bad = next((i, a) for i, a in enumerate(args) if not isinstance(a, numbers.Integral))
-        return TypeError(f"new(): argument 'size' failed to unpack the object at pos {pos + 1} "
-                         f"with error \"type must be tuple of ints,but got "
-                         f"{_c_type_name(bad)}\"")
-    why = ("      didn't match because some of the arguments have invalid types: ("
-           + ", ".join(f"!{_described(a)}!" for a in args) + ")\n")
-    first, last = (why, "") if len(args) == 2 else ("", why) if len(args) == 3 else ("", "")
-    return TypeError(
-        f"new() received an invalid combination of arguments - got "
-        f"({', '.join(_c_type_name(a) for a in args)}), but expected one of:\n"
-        f" * (*, torch.device device = None)\n{first}"
-        f" * (torch.Storage storage)\n * (Tensor other)\n"
-        f" * (tuple of ints size, *, torch.device device = None)\n{last}"
-        f" * (object data, *, torch.device device = None)\n{last}")
-
-
-def _described(x):
-    """An argument as PyTorch's parser describes it: ``list of [int, int]``."""
-    if type(x) is list:
-        return f"list of [{', '.join(_c_type_name(e) for e in x)}]"
-    if type(x) is tuple:
-        inner = ", ".join(_c_type_name(e) for e in x)
-        return f"tuple of ({inner}{',' if len(x) == 1 else ''})"
-    return _c_type_name(x)
-
-
-def legacy_tensor_new(cls, args, kwargs):
-    """``Tensor()``, ``Tensor(2, 3)`` and ``Tensor(data)``: the legacy float constructor."""
-    device = kwargs.pop("device", None)
-    if kwargs:
-        raise TypeError(f"Tensor(): unexpected keyword arguments {sorted(kwargs)}")
-    return legacy_new(args, D.get_default_dtype(), device, cls, "Tensor")
-
-
-def _new(self, *args, device=None):
-    """The legacy constructor with this tensor's dtype and device: ``x.new(2, 3)``,
-    ``x.new(data)``, ``x.new()``."""
-    return legacy_new(args, self.dtype, self.device if device is None else device)
-
+# --- Tensor.new_empty_strided and pickling ----------------------------------------------------
 
 def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False,
                        layout=None, pin_memory=False):
@@ -743,7 +664,6 @@ def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_
                          requires_grad=requires_grad, layout=layout, pin_memory=pin_memory)
 
 
-Tensor.new = _new
 Tensor.new_empty_strided = _new_empty_strided
 
 

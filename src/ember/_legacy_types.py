@@ -7,7 +7,7 @@ type; tensors are never its instances by construction, only by that check, as in
 """
 
 from ember import _dtype as D
-from ember._creation import legacy_new
+from ember._legacy_new import legacy_new
 from ember._device import device as as_device, set_default_device
 from ember._tensor import Tensor
 from ember._warn import warn_once

@@ -50,7 +50,7 @@ class Tensor:
     # ----- construction ---------------------------------------------------------------
 
     def __new__(cls, *args, **kwargs):
-        from ember._creation import legacy_tensor_new
+        from ember._legacy_new import legacy_tensor_new
         return legacy_tensor_new(cls, args, kwargs)
 
     @property

@@ -8,11 +8,15 @@ node whose backward runs those per-op graphs back to the aliases: the aliases st
 graphs, so each edge gets its partial derivative (an input whose own graph runs through
 another input is not counted twice). In-place foreach calls keep the per-tensor nodes, as
 PyTorch's do; under vmap and forward-mode AD (which PyTorch's foreach ops do not support)
-the per-op graphs are left as they are.
+the per-op graphs are left as they are. The in-place calls' per-tensor nodes take the names
+PyTorch's overloads give them (``AddBackward1`` for a number), and the calls of PyTorch's
+kernels without a derivative (``_foreach_addcmul`` with a tensor of values) record its node
+NotImplemented.
 """
 
 import functools
 import re
+import weakref
 
 import ember
 from ember._tensor import Tensor
@@ -41,6 +45,17 @@ _BINARY_SUFFIX = {
     "lerp": {"List": "1List", "Scalar": "0Scalar", "ScalarList": "0ScalarList"},
 }
 _OTHER = {"norm": "0", "max": "1", "clone": "0"}
+
+# (in-place op, kind of second operand) -> the node PyTorch's call leaves on each tensor,
+# where it is not the tensor op's own
+_INPLACE_NODES = {
+    **{(n, k): f"{_n}Backward1" for n, _n in (("add", "Add"), ("sub", "Sub"))
+       for k in ("Scalar", "ScalarList", "Tensor")},
+    **{(n, k): f"{_n}Backward1" for n, _n in (("mul", "Mul"), ("div", "Div"))
+       for k in ("Scalar", "ScalarList")},
+    ("pow", "Tensor"): "PowBackward0", ("clamp_min", "Tensor"): "ClampMinBackward0",
+    ("clamp_max", "Tensor"): "ClampMaxBackward0", ("maximum", "List"): "MaximumBackward0",
+    ("minimum", "List"): "MinimumBackward0"}
 
 
 def _camel(name):
@@ -89,9 +104,13 @@ class _Joined(Function):
                   if a is not None and ctx.needs_input_grad[i + 2]]
         result = [None] * (len(ctx.aliases) + 2)
         if pairs and wanted:
-            found = ember.autograd.grad([o for o, _ in pairs], [ctx.aliases[i] for i in wanted],
-                                        [g for _, g in pairs], retain_graph=True,
-                                        create_graph=is_grad_enabled(), allow_unused=True)
+            try:
+                found = ember.autograd.grad(
+                    [o for o, _ in pairs], [ctx.aliases[i] for i in wanted],
+                    [g for _, g in pairs], retain_graph=True, create_graph=is_grad_enabled(),
+                    allow_unused=True)
+            except RuntimeError as e:
+                raise _renamed_version_error(ctx, e) from None
             for i, g in zip(wanted, found):
                 result[i + 2] = g
         return tuple(result)
@@ -108,6 +127,31 @@ class _Alias(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+
+def _renamed_version_error(node, error):
+    """``error`` from the per-op graphs; where it is PyTorch's error for a saved tensor
+    changed in place, it names the tensor as PyTorch's does: a changed input by its own node
+    (``output 0 of Add``), a changed output by this call's node (``output 1 of
+    ForeachExp``), not by the aliases and per-op nodes inside."""
+    watched = getattr(node, "watched", None)
+    if watched is None or not str(error).startswith("one of the variables needed for "
+                                                    "gradient computation has been modified"):
+        return error
+    from ember.autograd.graph import _modified_message
+    inputs, versions, results = watched
+    found = re.search(r"is at version (\d+); expected version (\d+) ", str(error))
+    if found is None:
+        return error
+    seen = int(found.group(1)), int(found.group(2))     # (the tensor's: among those changed)
+    for t, v in zip(inputs, versions):
+        if (t._version, v) == seen:
+            return RuntimeError(_modified_message(t, v))
+    for i, (ref, v) in enumerate(results):     # (saved as outputs: named by this node)
+        t = ref()
+        if t is not None and (t._version, v) == seen:
+            return RuntimeError(_modified_message(None, v, t._version, node, (t._data, i)))
+    return error
 
 
 def _release(node):
@@ -142,7 +186,58 @@ def joined(name, compute, *operands):
     if fn is None:
         fn = _FUNCTIONS[name] = type(name, (_Joined,), {
             "_node_name": name, "_node_attrs": {"_release": _release}})
-    return fn.apply(outs, tuple(aliases), *inputs)
+    versions = [t._version for t in inputs]
+    results = fn.apply(outs, tuple(aliases), *inputs)
+    node = results[0]._grad_fn if results else None
+    if node is not None:            # (what a saved-tensor version error names)
+        node.watched = (inputs, versions, [(weakref.ref(r), r._version) for r in results])
+    return results
+
+
+def name_inplace(name, kind, t):
+    """``t``, just written in place by ``_foreach_<name>_`` with a second operand of ``kind``,
+    its node named as PyTorch's call names it."""
+    node = _INPLACE_NODES.get((name, kind))
+    if node is not None and t._view is None and t._grad_fn is not None:
+        from ember.ops._registry import rename_node
+        rename_node(t, node)
+    return t
+
+
+def _records(tensors):
+    return is_grad_enabled() and any(t.requires_grad for t in tensors) and not _transformed()
+
+
+def not_implemented(kernel, compute, *operands):
+    """``compute(*operands)`` (a tuple of new tensors), computed untracked, each output given
+    PyTorch's node NotImplemented for ``kernel`` over the tensors among ``operands``."""
+    tensors = tensors_of(*operands)
+    if not _records(tensors):
+        return compute(*operands)
+    from ember.ops._not_implemented import hang_not_implemented
+    with ember.no_grad():
+        outs = compute(*operands)
+    for o in outs:
+        hang_not_implemented(o, kernel, tensors)
+    return outs
+
+
+def not_implemented_inplace(kernel, write, t, *operands):
+    """``write()``, an in-place write into ``t``, untracked where autograd records it: ``t``
+    then gets PyTorch's node NotImplemented for ``kernel`` over itself and the tensors among
+    ``operands`` (a view, or an unrecorded call, takes the tensor op's own write)."""
+    if t._view is not None or not is_grad_enabled():     # (the common no_grad step: cheap)
+        return write()
+    tensors = [t] + tensors_of(*operands)
+    if not _records(tensors):
+        return write()
+    from ember.ops._inplace import _check_leaf
+    from ember.ops._not_implemented import hang_not_implemented
+    _check_leaf(t)
+    with ember.no_grad():
+        write()
+    hang_not_implemented(t, kernel, tensors)
+    return t
 
 
 def _swapped(arg, alias_of):

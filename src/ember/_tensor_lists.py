@@ -10,7 +10,10 @@ tensor or a list of tensors (the list forms pair up element by element).
 import numbers
 
 import ember
-from ember._tensor_list_node import joined, kind_of, node_name
+from ember._tensor_list_node import (joined, kind_of, name_inplace, node_name,
+                                     not_implemented, not_implemented_inplace)
+from ember.ops._inplace import call_inplace
+from ember.ops._registry import REGISTRY
 
 _UNARY = ("abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma log log10 "
           "log1p log2 neg reciprocal round rsqrt sigmoid sign sin sinh sqrt tan tanh "
@@ -34,10 +37,16 @@ def _check_list(name, tensors):
     return tensors
 
 
-def _pair(tensors, other):
-    """``other`` spread to one operand per tensor."""
+def _pair(tensors, other, position=1):
+    """``other`` spread to one operand per tensor (``position``: its argument index, for
+    errors)."""
     if isinstance(other, (list, tuple)):
-        if other and all(isinstance(o, ember.Tensor) for o in other):
+        if any(isinstance(o, ember.Tensor) for o in other):
+            # a list holding a tensor is read as a tensor list: numbers in it are an error
+            for i, o in enumerate(other):
+                if not isinstance(o, ember.Tensor):
+                    raise TypeError(f"expected Tensor as element {i} in argument {position}, "
+                                    f"but got {type(o).__name__}")
             if len(other) != len(tensors):
                 raise RuntimeError(f"Tensor lists must have the same number of tensors, got "
                                    f"{len(tensors)} and {len(other)}")
@@ -66,7 +75,9 @@ def _binary(name, method):
     def call(fn, o, alpha):
         return fn(o) if alpha == 1 else fn(o, alpha=alpha)
 
-    def compute(ts, os, alpha):
+    def compute(ts, os, alpha, listed=False):
+        if name in ("maximum", "minimum"):
+            return tuple(_extremum(name, t, o, listed) for t, o in zip(ts, os))
         return tuple(call(getattr(t, method), o, alpha) for t, o in zip(ts, os))
 
     def out_of_place(self, other, *, alpha=1):
@@ -78,7 +89,8 @@ def _binary(name, method):
         ops = _pair(_check_list(name, self), other)
         kind = kind_of(other)
         if kind != "Tensor":
-            return joined(node_name(name, kind), lambda ts, os: compute(ts, os, alpha), self, ops)
+            return joined(node_name(name, kind), lambda ts, os: compute(
+                ts, os, alpha, kind == "List"), self, ops)
         name_kind = node_name(name, "Scalar" if name == "add" and not other.requires_grad
                               else kind)
         if not name_kind.endswith("Tensor"):    # PyTorch's parser read it as a number
@@ -87,12 +99,34 @@ def _binary(name, method):
 
     def in_place(self, other, *, alpha=1):
         _check_lone_tensor(name + "_", self, other, alpha)
+        kind = kind_of(other)
+        # (PyTorch's maximum_/minimum_ with numbers have no derivative: recorded ones refuse)
+        refused = name in ("maximum", "minimum") and kind != "List" and ember.is_grad_enabled()
         for t, o in zip(self, _pair(_check_list(name, self), other)):
             if name == "mul" and t.dtype in _HALF and isinstance(o, numbers.Real):
                 o = _in_dtype(o, t.dtype)
-            call(getattr(t, method + "_"), o, alpha)
+            if refused:
+                not_implemented_inplace(f"_foreach_{name}_", lambda: call(
+                    getattr(t, method + "_"), o, alpha), t, o)
+            elif kind == "List" and name in ("maximum", "minimum"):     # (ties share grads)
+                name_inplace(name, kind, call_inplace(REGISTRY[name], [t, o], ()))
+            else:
+                name_inplace(name, kind, call(getattr(t, method + "_"), o, alpha))
         return self
     return out_of_place, in_place
+
+
+def _extremum(name, t, other, listed):
+    """``_foreach_maximum``/``minimum``'s result for one tensor: PyTorch's derivative is
+    ``maximum``'s for every overload (ties share the gradient, a NaN passes it on), while its
+    forward with a number is clamp's (of the same value where a tensor can require grad)."""
+    if listed:
+        return getattr(ember, name)(t, other)
+    if t.requires_grad and t.dtype.is_floating_point and ember.is_grad_enabled():
+        if not isinstance(other, ember.Tensor):
+            other = ember.tensor(other, dtype=t.dtype, device=t.device)
+        return getattr(ember, name)(t, other)
+    return getattr(t, _BINARY[name])(other)
 
 
 _HALF = (ember.bfloat16, ember.float16)
@@ -137,8 +171,10 @@ def _in_dtype(number, dtype):
     return ember.tensor(number, dtype=dtype).item()
 
 
-def _values(tensors, value):
-    """The ``value`` of addcmul/addcdiv, one number per tensor."""
+def _values(name, tensors, tensor1, tensor2, value):
+    """The ``value`` of addcmul/addcdiv (``name``, with any ``_``), one number per tensor."""
+    if isinstance(value, (list, tuple)) and any(isinstance(v, ember.Tensor) for v in value):
+        _refuse_tensors_in_values(name, (tensors, tensor1, tensor2, value))
     if isinstance(value, ember.Tensor):
         if value.ndim != 1:
             raise RuntimeError(f"Expected packed scalar Tensor to be of dimension 1. Got "
@@ -147,22 +183,42 @@ def _values(tensors, value):
     return _pair(tensors, value)
 
 
+def _refuse_tensors_in_values(name, args):
+    """PyTorch's TypeError for addcmul/addcdiv values given as a list holding a tensor: its
+    overloads take numbers (a list or one) or one packed tensor, and its parser explains each."""
+    invalid = ("      didn't match because some of the arguments have invalid types: ("
+               + ", ".join(f"!{_described(a)}!" for a in args) + ")")
+    lines = [f"_foreach_{name}() received an invalid combination of arguments - got "
+             f"({', '.join(type(a).__name__ for a in args)}), but expected one of:"]
+    for last in ("tuple of Scalars scalars", "Tensor scalars", "Number value = 1"):
+        lines += [f" * (tuple of Tensors self, tuple of Tensors tensor1, tuple of Tensors "
+                  f"tensor2, {last})", invalid]
+    raise TypeError("\n".join(lines) + "\n")
+
+
 def _pointwise(name):
     def out_of_place(self, tensor1, tensor2, value=1):
-        values = _values(_check_list(name, self), value)
-        pairs = _pair(self, tensor1), _pair(self, tensor2)
+        values = _values(name, _check_list(name, self), tensor1, tensor2, value)
+        pairs = _pair(self, tensor1), _pair(self, tensor2, position=2)
 
         def compute(ts, ones, twos):
             return tuple(getattr(t, name)(a, b, value=v)
                          for t, a, b, v in zip(ts, ones, twos, values))
         kind = kind_of(value)       # (PyTorch's Tensor-value overload has no derivative)
-        return joined(None if kind == "Tensor" else node_name(name, kind), compute,
-                      self, *pairs)
+        if kind == "Tensor":
+            return not_implemented(f"_foreach_{name}", lambda ts, os, ws, _: compute(
+                ts, os, ws), self, *pairs, value)
+        return joined(node_name(name, kind), compute, self, *pairs)
 
     def in_place(self, tensor1, tensor2, value=1):
-        values = _values(_check_list(name, self), value)
-        for t, a, b, v in zip(self, _pair(self, tensor1), _pair(self, tensor2), values):
-            getattr(t, name + "_")(a, b, value=v)
+        values = _values(name + "_", _check_list(name, self), tensor1, tensor2, value)
+        for t, a, b, v in zip(self, _pair(self, tensor1), _pair(self, tensor2, position=2),
+                              values):
+            if isinstance(value, ember.Tensor):
+                not_implemented_inplace(f"_foreach_{name}_", lambda: getattr(t, name + "_")(
+                    a, b, value=v), t, a, b, value)
+            else:
+                getattr(t, name + "_")(a, b, value=v)
         return self
     return out_of_place, in_place
 
@@ -172,7 +228,7 @@ def _lerp_weights(tensors, weight):
     as a number (``lerp_`` of integers then fails in the kernel, not on a cast)."""
     if isinstance(weight, ember.Tensor) and weight.ndim == 0:
         weight = weight.item()
-    return _pair(tensors, weight)
+    return _pair(tensors, weight, position=2)
 
 
 def _lerp_weight(name, args, kwargs):

@@ -299,7 +299,7 @@ CTC_CASES = [
      None),
     ("concatenated_targets", lambda lp, t: F.ctc_loss(lp, t, [6, 6], [2, 3]),
      (_log_probs(3, 6, 2, 5), CTC_TARGETS.reshape(3, 8)[:, :5]), None),
-    ("unbatched_example", lambda lp, t: F.ctc_loss(lp, t, 6, 3), (_log_probs(3, 6, 5),
+    ("unbatched_example", lambda lp, t: F.ctc_loss(lp, t, [6], [3]), (_log_probs(3, 6, 5),
                                                                  CTC_TARGETS[:, 0]), None),
     ("unbatched_example_shared_targets", lambda lp, t: F.ctc_loss(lp, t, [5], [4],
                                                                   reduction="none"),
@@ -311,7 +311,15 @@ CTC_CASES = [
 
 @pytest.mark.parametrize("name,f,args,in_dims", CTC_CASES, ids=[c[0] for c in CTC_CASES])
 def test_ctc_loss_rule_matches_loop(name, f, args, in_dims):
-    _check(f, *args, in_dims=in_dims, grads=(0,))
+    # PyTorch has no rule (round 31): it loops, warning with the overload its lengths pick;
+    # under grad, the composite's _ctc_loss and its backward (PyTorch 2.13's loop of the int
+    # list backward fails, "Cannot access data pointer", where jacrev's warns as here)
+    if name == "sum_tensor_lengths":
+        warned = ({"aten::ctc_loss.Tensor"},
+                  {"aten::_ctc_loss.Tensor", "aten::_ctc_loss_backward.Tensor"})
+    else:
+        warned = ({"aten::ctc_loss.IntList"}, {"aten::_ctc_loss", "aten::_ctc_loss_backward"})
+    _check(f, *args, in_dims=in_dims, grads=(0,), fallback=warned[0], grad_fallback=warned[1])
 
 
 def test_ctc_loss_with_per_example_lengths_takes_the_loop():

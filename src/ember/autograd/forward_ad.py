@@ -360,6 +360,8 @@ def _dispatch(func, types, args, kwargs):
         _refuse(op, args, params, inplace)
     if inplace:
         return _inplace(op, args, params)
+    if out is not None:
+        _refuse_out(op, args)
     from ember.ops._registry import call
     with DisableTorchFunctionSubclass():
         result = call(op, args, params, out)
@@ -382,6 +384,18 @@ def _refuse(op, inputs, params, inplace=False):
     kernel = forward_ad_kernel(op, flat, params, inplace)
     if kernel is not None:
         raise forward_ad_not_implemented(kernel)
+
+
+def _refuse_out(op, inputs):
+    """PyTorch's error for an out= call it runs as a kernel without derivative (ops/_out_names.py
+    NOT_IMPLEMENTED_OUT: ``fft.ifft`` of a real signal conjugates in place)."""
+    from ember.ops._op_errors import forward_ad_not_implemented
+    from ember.ops._out_names import NOT_IMPLEMENTED_OUT, not_implemented_kernel
+    if op.name in NOT_IMPLEMENTED_OUT:
+        flat = op.flatten_inputs(inputs)[0] if op.seq_inputs else inputs
+        kernel = not_implemented_kernel(op, flat)
+        if kernel is not None and any(_live(x) for x in flat):
+            raise forward_ad_not_implemented(f"aten::{kernel}")
 
 
 def _storage_params(op, x, params):

@@ -133,8 +133,9 @@ class _Traced:
             with _recording(), tracing_births(not api.startswith("linearize(")) as births, \
                     owning(self.token):
                 self.leaves = [_fresh(p) for p in physical]
-                shown = [primal_for(x, not forward_cut and tracks_grad(p) and (
-                    "leaf" if p.is_leaf else True)) for x, p in zip(self.leaves, physical)] \
+                # (PyTorch's linearize traces its function on views of its primals)
+                shown = [primal_for(x, not forward_cut and tracks_grad(p) and "view")
+                         for x, p in zip(self.leaves, physical)] \
                     if forward else [leaf_for(x) for x in self.leaves]
                 births[1].update(id(x) for x in self.leaves + shown)
                 if forward:     # (made for it: what ``finish`` may cut, as the results)
@@ -524,7 +525,9 @@ class _Linearized:
         self.live = [tracks_grad(y) for y in self.outputs]
         self.extra_tangents = []
 
-    def push(self, flat_tangents, create_graph):
+    def push(self, flat_tangents, create_graph, release=True):
+        """``J @ tangents`` (flat), in the outputs' structure; ``release``: cut from the
+        transform's graph as its results are (else kept, with their graph)."""
         traced = self.traced
         tangents = [materialize(t, traced.levels) for t in flat_tangents]
         roots, weights = [], []
@@ -541,9 +544,8 @@ class _Linearized:
                 for y, live in zip(self.outputs, self.live)]
         n = len(traced.outputs)
         self.extra_tangents = [rewrap(x, traced.levels) for x in flat[n:]]
-        flat = flat[:n]
-        return tree_unflatten(traced.release([rewrap(x, traced.levels) for x in flat]),
-                              traced.out_spec)
+        flat = [rewrap(x, traced.levels) for x in flat[:n]]
+        return tree_unflatten(traced.release(flat) if release else flat, traced.out_spec)
 
 
 def _tangent_aliased(primal, tangent):
@@ -613,20 +615,42 @@ def _check_linearize_tangents(primals, tangents):
 
 def linearize(func, *primals):
     """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is the jvp at ``primals``, reusing
-    one traced run of ``func`` (``torch.func.linearize``)."""
+    one traced run of ``func`` (``torch.func.linearize``).
+
+    As PyTorch's, ``func`` runs twice: once on ``primals`` for the output, then traced on
+    views of them for ``jvp_fn``, which is a function of the tangents alone: outside other
+    transforms, its results have no path to ``primals`` (PyTorch folds what it computed from
+    them into constants, which require grad where they did).
+    """
     if forward_running():
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
     from ember.autograd.forward_ad import refuse_batched
-    refuse_batched("_make_dual", *tree_flatten(primals)[0])     # (PyTorch's linearize makes duals)
+    flat, spec = tree_flatten(primals)
+    refuse_batched("_make_dual", *flat)     # (PyTorch's linearize makes duals)
+    out = func(*primals)
+    alone = _DEPTH.value == 0 and all(type(p) is Tensor for p in flat)
+    if alone:
+        check_jvp_primals(flat)     # (PyTorch's make_dual of each, once func has run)
+    traced_primals = primals
+    if alone:       # (the traced run's own leaves: the constants PyTorch folds, which
+        # require grad where the primals do, whatever the grad mode here)
+        traced_primals = tree_unflatten([p.detach().requires_grad_() if p.requires_grad
+                                         else p.detach() for p in flat], spec)
     # traced outside the vmaps inside the innermost transform (its primals are not batched
     # there): a result a closure's tensor batches there is refused, as PyTorch's unpack_dual
-    traced = _Traced(func, primals, False, "linearize(f, *primals)",
+    traced = _Traced(func, traced_primals, False, "linearize(f, *primals)",
                      levels=active_levels()[:_DEPTH.levels])
     refuse_batched("_unpack_dual", *traced.flat_out)
     lin = _Linearized(traced)
+    folded = []     # (PyTorch folds its constants at the first call, in that call's grad mode)
 
     def jvp_fn(*tangents):
-        return lin.push(_check_linearize_tangents(primals, tangents), traced.connected)
-    out = traced.release(traced.out)
-    traced.finish(out, traced.outputs, lin.pulled)
+        flat_t = _check_linearize_tangents(primals, tangents)
+        if alone:       # (a function of the tangents, recorded as the caller's grad mode says)
+            if not folded:
+                folded.append(is_grad_enabled() and traced.connected)
+            record = is_grad_enabled() and (folded[0] or any(t.requires_grad for t in flat_t))
+            return lin.push(flat_t, record, release=False)
+        return lin.push(flat_t, traced.connected)
+    traced.finish(traced.release(traced.out), traced.outputs, lin.pulled)
     return out, jvp_fn

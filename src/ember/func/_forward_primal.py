@@ -22,8 +22,9 @@ base written in place through a view) becomes a ``ForwardPrimal`` until that fun
 transform's function nested in it, a native kernel's own differentiation: ``own_pass``)
 nothing is re-classed. ``linearize``'s are ``forward_ad``'s dual tensors in PyTorch: one
 computed from a tensor that requires grad outside reports it, and is not re-classed; its
-input for such a tensor (PyTorch's first run of the function gets the tensor itself) is a
-``DualPrimal``, which reports ``requires_grad=True`` (and, of a leaf, refuses in-place writes). So,
+traced run's input for such a tensor (PyTorch's second run of the function, after one on the
+tensor itself, gets a view of it made dual) is a ``DualViewPrimal``, which reports
+``requires_grad=True``, ``is_leaf=False`` and its node ViewBackward0. So,
 as in PyTorch, ``autograd.grad``/``backward``/``register_hook``/``retain_grad`` refuse such
 results, ``detach_`` runs, and ``.data =`` and a nested ``linearize`` refuse.
 
@@ -52,7 +53,8 @@ from ember.autograd._forward_traces import FORWARD_SHOWN
 from ember.autograd.graph import Node, OpNode, history
 from ember.overrides import _disabled_torch_function_impl
 
-__all__ = ["DualLeafPrimal", "DualPrimal", "ForwardPrimal", "PrimalBackward", "TransformLeaf",
+__all__ = ["DualPrimal", "DualViewPrimal", "ForwardPrimal", "PrimalBackward",
+           "TransformLeaf", "ViewBackward0",
            "forward_running", "leaf_for", "own_pass", "primal_for", "collect_dead", "cut",
            "note_dead", "refuse_backward", "release", "show", "showing", "tracks_grad"]
 
@@ -98,19 +100,27 @@ class ForwardPrimal(Tensor):
 
 
 class DualPrimal(ForwardPrimal):
-    """``linearize``'s input for a tensor that requires grad: PyTorch's function first runs
-    on that tensor itself, so it reports ``requires_grad=True`` (and what it computes too)."""
+    """A forward-mode input that reports ``requires_grad=True`` (``linearize``'s, of a tensor
+    that requires grad: PyTorch's dual of it does, and what it computes too)."""
 
     __slots__ = ()
     requires_grad = property(lambda self: True, _set_requires_grad,
                              doc="True, as the tensor PyTorch's linearize passes.")
 
 
-class DualLeafPrimal(DualPrimal):
-    """A ``DualPrimal`` for a leaf: PyTorch's refuses in-place writes, as the leaf does."""
+class ViewBackward0(PrimalBackward):
+    """``PrimalBackward`` of a ``DualViewPrimal``: PyTorch's node of its dual's view."""
 
     __slots__ = ()
-    _transform_leaf = True      # (what ops/_inplace.py's leaf check reads)
+
+
+class DualViewPrimal(DualPrimal):
+    """``linearize``'s input for a tensor that requires grad in its traced run: PyTorch's is a
+    view of that tensor made dual, so it is no leaf and shows its node ViewBackward0."""
+
+    __slots__ = ()
+    is_leaf = property(lambda self: False, doc="False, as PyTorch's view of the tensor.")
+    grad_fn = property(lambda self: self._grad_fn, doc="ViewBackward0, as PyTorch's view.")
 
 
 class TransformLeaf(Tensor):
@@ -130,8 +140,8 @@ class TransformLeaf(Tensor):
     __reduce_ex__ = ForwardPrimal.__reduce_ex__
 
 
-_PRIMALS = {False: ForwardPrimal, True: DualPrimal, "leaf": DualLeafPrimal}
-_RELEASED = frozenset((ForwardPrimal, DualPrimal, DualLeafPrimal, TransformLeaf))
+_PRIMALS = {False: ForwardPrimal, "view": DualViewPrimal}
+_RELEASED = frozenset((ForwardPrimal, DualPrimal, DualViewPrimal, TransformLeaf))
 
 
 def leaf_for(leaf):
@@ -144,10 +154,11 @@ def leaf_for(leaf):
 
 def primal_for(leaf, dual=False):
     """The ``ForwardPrimal`` standing for ``leaf`` (memory, version and gradient shared;
-    ``dual``: a ``DualPrimal``, True, or a ``DualLeafPrimal``, "leaf")."""
+    ``dual``: "view" for linearize's ``DualViewPrimal``)."""
     shown = leaf.detach()
     hold_values(shown)          # (NOTE [Conjugate views])
-    shown._grad_fn = PrimalBackward((history(leaf),))
+    node = ViewBackward0 if dual == "view" else PrimalBackward
+    shown._grad_fn = node((history(leaf),))
     shown._output_nr = 0
     shown.__class__ = _PRIMALS[dual]
     return shown

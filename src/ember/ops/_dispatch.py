@@ -5,6 +5,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._conj_view import ConjView, memory
+from ember._memory_format import laid_like, row_major
 from ember._tensor import Tensor, _make, _view_tracks
 from ember.amp._state import STATE as _AMP
 from ember.amp._policy import Composite
@@ -99,16 +100,26 @@ def call(op, inputs, params, out=None):
             res = op.forward(xp, *arrays, *args)
         # an elementwise result: NumPy lays it out as PyTorch does after a row-major first
         # operand (ops/_pointwise_layout.py); else PyTorch's layout is looked up. One
-        # operand's layout NumPy keeps as PyTorch does, but for the stride of a dim of size 1:
-        # not worth the ~0.1 us a unary call would pay to check
-        n = op.laid_operands            # (0 for one operand: the common unary op tests once)
-        if n:
+        # operand's layout NumPy keeps as PyTorch does but for the strides of dims of size 1
+        # or 0 in a non-contiguous one (a contiguous one's result is row-major in both)
+        n = op.laid_operands
+        if n == 1:
+            # (an array: no one-operand pointwise op takes numbers.) PyTorch computes 16 bits
+            # in float32 without a copy; a copy cast to another dtype is laid out as PyTorch's
+            # is, a view (_prepare). A fresh operand (no base) is taken as contiguous, so the
+            # common call pays one test; a 16-bit one is checked (a cast's may not be)
+            a = arrays[0] if casts is None else flat[0]._data
+            if (a.base is not None or casts is not None) and not a.flags.c_contiguous \
+                    and type(res) is type(a) \
+                    and (1 in res.shape or 0 in a.strides):
+                res = laid_as_operands(xp, _rounded(res, xp, casts), [a], op.pointwise)
+        elif n:
             a = arrays[0]
             if (type(a) is _NDARRAY or type(a) in XP_BY_ARRAY_TYPE) and not a.flags.c_contiguous \
                     or n > 2 and not row_major_before_last(arrays) \
                     or type(res) is not tuple and 1 in res.shape \
                     and odd_unit_strides(arrays, res.strides):
-                res = laid_as_operands(xp, res, arrays, op.pointwise)
+                res = laid_as_operands(xp, _rounded(res, xp, casts), arrays, op.pointwise)
         if type(res) is _NDARRAY and casts is None:
             outputs = _make(res)
         elif type(res) is tuple:
@@ -133,7 +144,7 @@ def call(op, inputs, params, out=None):
     if out is not None:
         if out is RAW_OUTPUTS:
             return outputs
-        return write_out(op, out, outputs, requires_grad, flat)
+        return write_out(op, out, outputs, requires_grad, flat, params)
     if op.namedtuple is not None:
         return op.namedtuple(*outputs)
     return outputs
@@ -168,11 +179,18 @@ def has_batched(params):
 def _wrap(res, xp, casts):
     if type(res) not in XP_BY_ARRAY_TYPE:       # a scalar (a forward may return another
         res = xp.asarray(res)                   # backend's array: _to_copy moves devices)
+    return _make(_rounded(res, xp, casts))
+
+
+def _rounded(res, xp, casts):
+    """``res`` (an array) rounded back to the 16-bit (or 8-bit) dtype it was computed for."""
     if casts is not None and res.dtype == casts[1]:
         if casts[0] is _E4M3:                   # no infinity: PyTorch saturates to +-448
             res = xp.asarray(xp.clip(res, -448.0, 448.0))   # (a 0-dim clip is a scalar)
-        res = res.astype(casts[0])
-    return _make(res)
+        # (NumPy's cast of a non-contiguous array drops the strides of its dims of size 1)
+        res = res.astype(casts[0]) if res.flags.c_contiguous else \
+            laid_like(xp, res, res, casts[0])
+    return res
 
 
 def _prepare(op, flat):
@@ -226,8 +244,8 @@ def _prepare(op, flat):
         arrays.append(a)
         signature.append(a.dtype if a.ndim else (a.dtype,))
     if array_type is None:
-        if op.name in NUMBERS_AS_TENSORS and type(flat[0]) in _SCALARS:
-            return _prepare(op, [_wrapped_number(flat[0]), *flat[1:]])
+        if op.name in NUMBERS_AS_TENSORS and type(arrays[0]) in _SCALARS:   # (NumPy's, parsed)
+            return _prepare(op, [_wrapped_number(arrays[0]), *flat[1:]])
         raise TypeError(f"{op.name}(): expected at least one Tensor argument")
     if array_type is MetaArray:
         raise MetaCall
@@ -248,6 +266,10 @@ def _prepare(op, flat):
                 if a.dtype is not target and i not in op.uncast:
                     arrays[i] = a.astype(target) if not op.casts_keep_layout else \
                         _cast_keeping_layout(a, target)
+                    if op.laid_operands > (casts is not None) and not row_major(a):
+                        # PyTorch's preserve_format copy, by which it lays out the result
+                        # (not of a 16-bit one-operand op's operand: call lays out by it)
+                        arrays[i] = laid_like(XP_BY_ARRAY_TYPE[array_type], a, a, target)
             elif ta is int and target in _WRAP_INT:
                 arrays[i] = _narrow_int(op, i, a, target)
                 if array_type is not _NDARRAY:
@@ -342,7 +364,8 @@ def _wrapped_number(x):
 
 def _as_scalar(op, flat, x):
     if isinstance(x, (np.bool_, np.integer, np.floating, np.complexfloating)) and op.scalars:
-        return x.item()
+        # PyTorch's parser reads a NumPy bool as a float: ``int_tensor * np.bool_(1)`` is float
+        return float(x) if type(x) is np.bool_ else x.item()
     if hasattr(type(x), "__torch_function__"):
         from ember.overrides._protocol import is_foreign_tensor
         if not is_foreign_tensor(type(x)):

@@ -11,17 +11,18 @@ from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import history
 from ember.backend import xp_of
-from ember.ops._out_names import COPIED_OUT, cast_refusal, grad_refusal_kernel
-from ember.ops._out_names import not_implemented_kernel
+from ember.ops._out_names import cast_refusal, grad_refusal_kernel
+from ember.ops._out_names import copies_out, not_implemented_kernel
 from ember.ops._not_implemented import hang_not_implemented
 from ember.ops._overlap import check_internal_overlap
 
 __all__ = ["write_out"]
 
 
-def write_out(op, out, outputs, requires_grad, inputs=()):
+def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
     """Copy results into the ``out=`` tensor(s), resizing as PyTorch does; ``inputs`` are the
-    op's operands, for the ops whose check of out's dtype depends on them."""
+    op's operands (and ``params`` its other arguments), for the ops whose checks depend on
+    them."""
     results = outputs if type(outputs) is tuple else (outputs,)
     targets = out if isinstance(out, (tuple, list)) else (out,)
     hang = copied = None
@@ -30,7 +31,7 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
             isinstance(d, Tensor) and (d._requires_grad or d._grad_fn is not None
                                        or _view_tracks(d))
             for d in targets)):     # (a forward-mode transform's input too: it records)
-        name = grad_refusal_kernel(op, inputs)      # (None: PyTorch writes, untracked)
+        name = grad_refusal_kernel(op, inputs, params)  # (None: written untracked)
         kernel = None if name is not None else not_implemented_kernel(op, inputs)
         if kernel is not None:
             if not requires_grad or any(isinstance(d, Tensor) and d.requires_grad
@@ -38,7 +39,7 @@ def write_out(op, out, outputs, requires_grad, inputs=()):
                 name = f"aten::{kernel}"    # (an out that records: refused)
             else:
                 hang = kernel
-        elif name is None and requires_grad and op.name in COPIED_OUT:
+        elif name is None and requires_grad and copies_out(op, params):
             copied = True               # (the outputs were recorded: ops/_dispatch.py)
         if name is not None:
             raise RuntimeError(f"{name}(): functions with out=... arguments don't support "

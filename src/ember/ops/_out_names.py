@@ -12,7 +12,8 @@ those paths (ops/_out.py).
 
 from ember._tensor import Tensor
 
-__all__ = ["grad_refusal_kernel", "cast_refusal", "not_implemented_kernel", "COPIED_OUT"]
+__all__ = ["grad_refusal_kernel", "cast_refusal", "not_implemented_kernel", "COPIED_OUT",
+           "copies_out"]
 
 # ops PyTorch has no derivative for: their out= variant writes into ``out`` untracked,
 # whatever requires grad
@@ -35,12 +36,34 @@ _UNTRACKED = frozenset("""eq ne lt le gt ge logical_and logical_or logical_xor l
 NOT_IMPLEMENTED_OUT = {
     "histogram": "histogram", "softmax": "softmax", "log_softmax": "log_softmax",
     "conj_physical": "conj_physical", "linalg.eigvals": "linalg_eigvals",
-    "diag": lambda inputs: "diag_embed" if inputs[0].ndim == 1 else "diagonal_copy"}
+    "diag": lambda inputs: "diag_embed" if inputs[0].ndim == 1 else "diagonal_copy",
+    # the inverse FFTs of a real signal conjugate their r2c result in place, in out
+    "fft.ifft": lambda inputs: None if _complex_input(inputs) else "conj_physical",
+    "fft.ihfft": "conj_physical"}
 
 # PyTorch's composites whose out= variant, inputs requiring grad, computes the result with
 # its graph and copies it into out: out's node is CopyBackwards
 COPIED_OUT = frozenset("""tensordot inner linalg.norm linalg.matrix_norm linalg.cond
-    linalg.tensorinv linalg.tensorsolve quantile nanquantile special.ndtr""".split())
+    linalg.tensorinv linalg.tensorsolve quantile nanquantile special.ndtr
+    linalg.matrix_power matrix_power""".split())
+
+
+def _power_kernel(params):
+    """matrix_power's out= kernel: none for n = 0 (written untracked), a copy of its input
+    for n = 1 (recorded), else the inverse or the products it runs (refused)."""
+    n = params[0] if params else None
+    return None if n in (0, 1) else "linalg_inv_ex" if n == -1 else "matmul"
+
+
+# ops of COPIED_OUT that copy only for some parameters: op -> fn(params)
+_COPIES_WHEN = dict.fromkeys(("linalg.matrix_power", "matrix_power"),
+                             lambda params: params[0] == 1)
+
+
+def copies_out(op, params):
+    """Whether ``op``'s out= call with inputs requiring grad copies a recorded result."""
+    when = _COPIES_WHEN.get(op.name)
+    return op.name in COPIED_OUT and (when is None or when(params))
 
 
 def not_implemented_kernel(op, inputs):
@@ -88,13 +111,15 @@ _BY_INPUT = {
 }
 
 
-def grad_refusal_kernel(op, inputs):
+def grad_refusal_kernel(op, inputs, params=()):
     """The name PyTorch's refusal of ``op``'s out= call with inputs requiring grad gives
     (``pow`` for ``square``), or None where it writes the result untracked or records."""
     name = op.name
+    if name in _COPIES_WHEN:
+        return _power_kernel(params)
     # (nonzero's: declared so; NOT_IMPLEMENTED_OUT's records a node write_out hangs)
-    if name in _UNTRACKED or name in NOT_IMPLEMENTED_OUT or not op.differentiable \
-            or name in COPIED_OUT or op.not_implemented_kernel is not None:
+    if name in _UNTRACKED or not op.differentiable or name in COPIED_OUT \
+            or not_implemented_kernel(op, inputs) is not None:
         return None
     by_input = _BY_INPUT.get(name)
     if by_input is not None:

@@ -557,6 +557,8 @@ def op(signature, *, inputs=1, promote=None, upcast=None, method=True, inplace=F
             o.pointwise = pointwise
             if len(o.input_names) > 1:
                 o.laid_operands = len(o.input_names)
+            elif not view:              # (a view keeps its base's strides)
+                o.laid_operands = 1
         return o
     return register
 

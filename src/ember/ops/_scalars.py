@@ -68,6 +68,8 @@ def number_arg(value, fname, name, position=None, kind="Number"):
             return value.item()
     elif isinstance(value, (int, float, complex, np.bool_, np.number)) and \
             (kind == "Number" or not isinstance(value, (complex, np.complexfloating))):
+        if type(value) is np.bool_:             # PyTorch's parser reads it as a float
+            return float(value)
         return value.item() if isinstance(value, np.generic) else value
     from ember._creation import _tp_name
     where = "" if position is None else f" (position {position})"

@@ -129,14 +129,14 @@ def relu(xp, x):
         zero = _ZEROS.get(x.dtype)
         if zero is None:
             zero = _ZEROS[x.dtype] = np.zeros((), x.dtype)
-        return np.maximum(x, zero)
-    return xp.maximum(x, 0)
+        return np.maximum(zero, x)      # (this order keeps -0.0, as PyTorch's relu does)
+    return xp.maximum(0, x)
 
 
 _ZEROS = {}         # NumPy dtype -> a 0-dim zero of it
 
 
-relu.inplace_variant(lambda xp, dst, x: xp.maximum(x, 0, out=dst))
+relu.inplace_variant(lambda xp, dst, x: xp.maximum(0, x, out=dst))
 
 
 @relu.derivative
@@ -174,7 +174,10 @@ def hardtanh(xp, x, min_val, max_val):
     max_val = number_arg(max_val, "hardtanh", "max_val", 3)
     if x.dtype.kind == "u" and (min_val < 0 or max_val < 0):
         raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
-    return xp.minimum(xp.maximum(x, _fit(x, min_val)), _fit(x, max_val))
+    lo, hi = _fit(x, min_val), _fit(x, max_val)
+    if x.dtype.kind in "fiu":           # one pass; -0.0 stays -0.0 at min_val 0, as in PyTorch
+        return xp.clip(x, lo, hi)
+    return xp.minimum(xp.maximum(x, lo), hi)        # (NumPy's clip upcasts bfloat16)
 
 
 @hardtanh.derivative
@@ -200,15 +203,29 @@ def _hardtanh_backward(xp, grad, x, min_val, max_val):
 # in (inf * 0 is NaN), as PyTorch's ternaries.
 
 def _zero_where(xp, mask, grad):
-    """``grad`` with +0 where ``mask`` (both broadcast), as a new array."""
+    """``grad`` with +0 where ``mask`` (both broadcast; a temporary the call overwrites), as
+    a new array that owns its memory (so that a leaf's ``.grad`` can take it over)."""
     if mask.shape != grad.shape:
         mask, grad = xp.broadcast_arrays(mask, grad)
+        mask = mask.copy()
     bits = _SAME_WIDTH_INT.get(grad.dtype.itemsize)
     if bits is None or grad.dtype.kind != "f":
         return xp.where(mask, xp.zeros((), grad.dtype), grad)
-    keep = mask.astype(bits)
-    keep -= 1                           # all ones where kept
-    return xp.bitwise_and(grad.view(bits), keep).view(grad.dtype)
+    keep = mask.view(xp.int8)
+    keep -= 1                           # -1 where kept: all ones once widened
+    out = xp.empty_like(mask, dtype=grad.dtype)
+    widened = out.view(bits)
+    xp.copyto(widened, keep)
+    xp.bitwise_and(grad.view(bits), widened, out=widened)
+    return out
+
+
+def _ones_where(xp, mask, out):
+    """Fill the integer array ``out`` with all ones where the boolean ``mask`` (a temporary
+    it overwrites) holds, else 0."""
+    flags = mask.view(xp.int8)
+    xp.negative(flags, out=flags)
+    xp.copyto(out, flags)
 
 
 def _select(xp, mask, a, b):
@@ -218,10 +235,13 @@ def _select(xp, mask, a, b):
     bits = _SAME_WIDTH_INT[a.dtype.itemsize]
     take_a = mask.astype(bits)
     xp.negative(take_a, out=take_a)     # all ones where a is taken
-    chosen = xp.bitwise_and(a.view(bits), take_a)
+    out = xp.empty_like(take_a, dtype=a.dtype)      # (owned: a leaf's .grad may take it)
+    chosen = out.view(bits)
+    xp.bitwise_and(a.view(bits), take_a, out=chosen)
     xp.invert(take_a, out=take_a)
-    chosen |= b.view(bits) & take_a
-    return chosen.view(a.dtype)
+    xp.bitwise_and(b.view(bits), take_a, out=take_a)
+    chosen |= take_a
+    return out
 
 
 @_hardtanh_backward.derivative
@@ -264,7 +284,13 @@ def leaky_relu(xp, x, negative_slope):
     """``input`` where positive, else ``negative_slope * input``."""
     negative_slope = fitted_number(number_arg(negative_slope, "leaky_relu", "negative_slope", 2),
                                  x.dtype)
-    return xp.where(x > 0, x, x * negative_slope)
+    scaled = x * negative_slope
+    out = scaled if x.ndim else None    # (NumPy's ops on 0-dim arrays give scalars)
+    if 0 < negative_slope <= 1:         # the larger of the two, as the select (and one pass)
+        return xp.maximum(x, scaled, out=out)
+    if negative_slope > 1:
+        return xp.minimum(x, scaled, out=out)
+    return xp.where(x > 0, x, scaled)   # (0 * inf is NaN: the select must not see it)
 
 
 @leaky_relu.derivative
@@ -286,7 +312,19 @@ def _leaky_relu_backward(xp, grad, x, negative_slope, self_is_result):
             "negative slope, please call out-of-place version instead. File an issue at "
             "https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu "
             "backward calculation with negative slope")
-    return _select(xp, x > 0, grad, grad * x.dtype.type(negative_slope))
+    slope = grad.dtype.type(negative_slope)
+    if x.shape != grad.shape or grad.dtype.kind != "f":
+        return _select(xp, x > 0, grad, grad * slope)
+    # a factor of exactly 1 or the slope per element (chosen by bits): the product is the
+    # select's operand, bit for bit
+    bits = _SAME_WIDTH_INT[grad.dtype.itemsize]
+    factors = xp.empty_like(grad)
+    fb = factors.view(bits)
+    _ones_where(xp, x > 0, fb)
+    one, slope = grad.dtype.type(1).view(bits), slope.view(bits)
+    fb &= one ^ slope
+    fb ^= slope
+    return xp.multiply(factors, grad, out=factors)
 
 
 @_leaky_relu_backward.derivative
@@ -469,7 +507,12 @@ def _(grad, x, lambd):
         promote=float_kernel("hardsigmoid_cpu"))
 def hardsigmoid(xp, x):
     """``relu6(input + 3) / 6``: a piecewise-linear sigmoid."""
-    return xp.minimum(xp.maximum(x + 3, 0), 6) / 6
+    out = x + 3
+    if x.dtype.kind == "f" and x.ndim:  # in place: bitwise the same as min(max(.)), no NaN
+        xp.clip(out, 0, 6, out=out)     # or -0.0 lost (x + 3 is never -0.0)
+        out /= 6
+        return out
+    return xp.minimum(xp.maximum(out, 0), 6) / 6
 
 
 @hardsigmoid.derivative
@@ -511,7 +554,13 @@ def _(gg, grad, x):
         promote=float_kernel("hardswish_cpu"))
 def hardswish(xp, x):
     """``input * relu6(input + 3) / 6``."""
-    return x * xp.minimum(xp.maximum(x + 3, 0), 6) / 6
+    out = x + 3
+    if x.dtype.kind == "f" and x.ndim:  # in place, as hardsigmoid
+        xp.clip(out, 0, 6, out=out)
+        out *= x
+        out /= 6
+        return out
+    return x * xp.minimum(xp.maximum(out, 0), 6) / 6
 
 
 @hardswish.derivative
@@ -530,7 +579,22 @@ def _hardswish_backward(xp, grad, x):
     xp.fmin(d, 3, out=d)
     d /= x.dtype.type(3)
     d += x.dtype.type(0.5)
-    d = xp.multiply(d, grad, out=d) if d.shape == grad.shape else d * grad
+    if d.shape == grad.shape and x.dtype == grad.dtype:
+        # by bits, in place: the factor 1 where input >= 3 (or NaN), the product, then +0
+        # where input <= -3
+        bits = _SAME_WIDTH_INT[d.dtype.itemsize]
+        db, keep = d.view(bits), xp.empty(d.shape, bits)
+        one = d.dtype.type(1).view(bits)
+        _ones_where(xp, x < 3, keep)
+        db ^= one
+        db &= keep
+        db ^= one
+        xp.multiply(d, grad, out=d)
+        above = x <= -3
+        _ones_where(xp, xp.logical_not(above, out=above), keep)     # (NaN kept too)
+        db &= keep
+        return d
+    d = d * grad
     upper = x < 3
     middle = x > -3
     middle &= upper

@@ -7,7 +7,8 @@ builds a ComplexHalf tensor (``complex`` and ``view_as_complex`` of float16) emb
 import numpy as np
 
 from ember import _dtype as D
-from ember._storage_place import _address
+from ember._memory_format import restrided
+from ember._storage_place import _address, _row_major_strides
 from ember.autograd._forward_traces import FORWARD_OPEN, PULLING
 from ember._tensor import Tensor
 from ember.ops._elementwise import unary
@@ -133,7 +134,13 @@ def view_as_real(xp, x):
     """A real view of a complex tensor, with a last dim of size 2 (real, imaginary)."""
     if x.dtype.kind != "c":
         raise RuntimeError("view_as_real is only supported for complex tensors")
-    return x[..., None].view(x.real.dtype)
+    out = x[..., None].view(x.real.dtype)
+    if x.size == 0:     # NumPy zeroes an empty view's strides; PyTorch doubles the input's
+        half = x.itemsize // 2
+        strides = x.strides if any(x.strides) else \
+            tuple(s * x.itemsize for s in _row_major_strides(x.shape))  # (a fresh empty)
+        out = restrided(xp, out, out.shape, strides + (half,))
+    return out
 
 
 @view_as_real.derivative

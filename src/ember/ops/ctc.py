@@ -11,6 +11,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.ops._dims import is_index
 from ember.ops._loss_common import REDUCTION_ENUM, reduction_name
 from ember.ops._registry import op
 
@@ -18,22 +19,33 @@ _CHECKING = "(while checking arguments for ctc_loss_allocate_outputs)"
 
 
 def _lengths(value, name, batch):
-    """Input or target lengths (a tensor, a sequence or an int) as a list of ints."""
+    """Input or target lengths (a tensor or a sequence) as a list of ints."""
     if isinstance(value, Tensor):
         if value.dtype.is_floating_point or value.dtype.is_complex:
             raise RuntimeError(f"{name} must be integral")
-        value = value.tolist()
-    if isinstance(value, int):
-        value = [value]
+        value = value.reshape(-1).tolist()      # (a 0-dim tensor: one length)
     value = [int(v) for v in value]
     if len(value) != batch:
         raise RuntimeError(f"{name} must be of size batch_size")
     return value
 
 
+def check_lengths(input_lengths, target_lengths):
+    """PyTorch's overloads take both lengths as tuples of ints or both as tensors: no bare
+    number, float or bool (the TypeError, raised before any other check, its entry points
+    reword as the parser's)."""
+    if isinstance(input_lengths, Tensor) != isinstance(target_lengths, Tensor):
+        raise TypeError("ctc_loss(): the lengths must be both tuples of ints or both tensors")
+    for value in (input_lengths, target_lengths):
+        if not isinstance(value, (Tensor, list, tuple)) or \
+                not isinstance(value, Tensor) and not all(map(is_index, value)):
+            raise TypeError("ctc_loss(): a length must be a tuple of ints or a Tensor")
+
+
 def _setup(xp, lp, targets, input_lengths, target_lengths, blank):
     """Checked, batched arrays: (log_probs (T, N, C), extended labels (N, L), their lengths,
     input lengths, target lengths, where a label may skip the blank before it)."""
+    check_lengths(input_lengths, target_lengths)
     if lp.dtype not in (np.float32, np.float64):
         raise NotImplementedError(f"\"ctc_loss_cpu\" not implemented for "
                                   f"'{D.FROM_NUMPY[lp.dtype]._torch_name}'")
@@ -189,7 +201,7 @@ def _beta(xp, lpe, skip, ext_len, in_len):
 
 
 @op("_ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, blank, "
-    "reduction, zero_infinity)", inputs=3, method=False, differentiable=False)
+    "reduction, zero_infinity)", inputs=3, method=False)
 def _ctc_loss_backward(xp, g, lp, targets, input_lengths, target_lengths, blank, reduction,
                        zero_infinity):
     """The gradient of ctc_loss for its log_probs, from the alpha and beta recursions."""
@@ -219,6 +231,10 @@ def _ctc_loss_backward(xp, g, lp, targets, input_lengths, target_lengths, blank,
         out = xp.where(xp.isinf(nll)[None, :, None], 0, out)
     out = xp.where(xp.arange(t_max)[:, None, None] < xp.asarray(in_len)[None, :, None], out, 0)
     return out.reshape(lp.shape).astype(lp.dtype, copy=False)
+
+
+# PyTorch has no double backward for CTC: a create_graph gradient carries NotImplemented
+_ctc_loss_backward.not_implemented("_ctc_loss_backward")
 
 
 def functional_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0,

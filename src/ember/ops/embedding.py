@@ -451,10 +451,37 @@ def one_hot(xp, x, num_classes):
 
 functional_embedding.__name__ = functional_embedding.__qualname__ = "embedding"
 
+_RENORM_FORWARD_AD = (
+    "Trying to use forward AD with embedding_renorm_ that does not support it because it has "
+    "not been implemented yet.\nPlease file an issue to PyTorch at https://github.com/pytorch/"
+    "pytorch/issues/new?template=feature-request.yml so that we can prioritize its "
+    "implementation.")
+
+
 def embedding_renorm_(input, indices, max_norm, norm_type):
     """Scale the rows ``indices`` of ``input`` down to norm ``max_norm``, in place; returns
     ``input`` (``torch.embedding_renorm_``)."""
+    # PyTorch's kernel has no derivative: forward AD refuses it, and a recorded call leaves
+    # ``input`` a node EmbeddingRenormBackward0 whose backward raises
+    if forward_ad_active():
+        from ember.autograd._forward_traces import reaches_forward_inputs
+        if unpack_dual(input).tangent is not None or reaches_forward_inputs(input):
+            raise NotImplementedError(_RENORM_FORWARD_AD)
+    holder = None
+    if _GRAD.grad_enabled and (input._requires_grad or input._grad_fn is not None):
+        from ember.ops._inplace import _check_leaf
+        from ember.ops.underivable import _underivable
+        if input._view is not None:     # (through a view: its base's CopySlices, as PyTorch's)
+            renormed = input.detach().clone()
+            _renorm_(renormed, indices, max_norm, norm_type)
+            return input.copy_(_underivable([input], renormed._data,
+                                            "EmbeddingRenormBackward0", "embedding_renorm"))
+        _check_leaf(input)
+        holder = _underivable([input], input._data, "EmbeddingRenormBackward0",
+                              "embedding_renorm")
     _renorm_(input, indices, max_norm, norm_type)
+    if holder is not None:
+        input._grad_fn, input._output_nr = holder._grad_fn, 0
     return input
 
 

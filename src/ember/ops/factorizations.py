@@ -11,6 +11,7 @@ import numpy as np
 from ember._memory_format import contiguous_format
 from ember._tensor import Tensor
 from ember._warn import warn_once
+from ember.autograd._forward_traces import PULLING
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_rhs_dtype,
                                      check_solve_rows, check_square, checked, column_major,
                                      empty_16bit_in_float32, eye_like, lapack, mh, named_result,
@@ -89,10 +90,16 @@ def _cholesky_grad(grad, a, upper, *, out):
     # with A = L L^H: gA = L^{-H} Phi L^{-1}, Phi the Hermitian matrix made of the lower
     # triangle of L^H gL with its diagonal halved (Murray, arXiv:1602.07527)
     factor, grad = (out[0], grad[0]) if isinstance(out, tuple) else (out, grad)
-    if upper:
-        factor, grad = mh(factor), mh(grad)
+    if upper:       # (conj_physical: forward AD's tangent of U, transposed back, is no conj view)
+        factor, grad = mh(factor), grad.mT.conj_physical() if grad.is_complex() else grad.mT
     phi = (mh(factor) @ grad).tril()
-    phi = 0.5 * (phi + mh(phi.tril(-1)))
+    if PULLING.depth:
+        # forward AD transposes this backward: PyTorch's tangent, dL = L Phi(L^-1 dA L^-H)
+        # with Phi the lower triangle, diagonal halved, reads all of dA (not its Hermitian
+        # part), so its transpose keeps Phi unsymmetrised
+        phi = phi - 0.5 * phi.diagonal(0, -2, -1).diag_embed()
+    else:
+        phi = 0.5 * (phi + mh(phi.tril(-1)))
     grad_a = solve_triangular(mh(factor), phi, upper=True)
     return solve_triangular(factor, grad_a, upper=False, left=False)
 
@@ -320,7 +327,10 @@ def _eigen_grad(grad_w, grad_v, w, v, hermitian):
     diagonal = vhgv.diagonal(0, -2, -1)
     check_phase("linalg_eigh_backward" if hermitian else "linalg_eig_backward", diagonal)
     if hermitian:
-        vhgv = 0.5 * (vhgv - mh(vhgv))      # the skew-Hermitian part: V stays unitary
+        # forward AD transposes this backward (its first pass, PULLING): PyTorch's tangent
+        # V (V^H dA V / gaps) reads all of dA, not its Hermitian part, so no projection then
+        if not PULLING.depth:
+            vhgv = 0.5 * (vhgv - mh(vhgv))      # the skew-Hermitian part: V stays unitary
         gaps = w.unsqueeze(-2) - w.unsqueeze(-1)
     else:                                   # the eigenvectors keep unit norm
         vhgv = vhgv - vh @ (v * diagonal.real.unsqueeze(-2))

@@ -518,6 +518,23 @@ def _(flat, params, out, *, kept=None):
     return _nll_node(flat[0], reduction_of(params[0], params[2], params[3], emit_warning=False))
 
 
+@nll_loss.composed_when_recording
+def _(inputs, params):
+    """PyTorch's graph for an input of 3 or 5+ dims: nll_loss2d of it viewed as (N, C, 1, -1)
+    (contiguous first; (N, C, 0, 0) when empty) and, unreduced, its result viewed back; a
+    call its checks refuse is left to the op (which raises as PyTorch does)."""
+    x, t, w = inputs
+    if x.ndim in (1, 2, 4) or t.dtype != D.int64 or t.shape != x.shape[:1] + x.shape[2:]:
+        return NotImplemented
+    n, c = x.shape[:2]
+    rest = (0, 0) if x.numel() == 0 else (1, -1)
+    loss = nll_loss.fused(x.contiguous().view(n, c, *rest), t.contiguous().view(n, *rest), w,
+                          *params)
+    if reduction_of(params[0], params[2], params[3], emit_warning=False) != "none":
+        return loss
+    return loss.view(t.shape)
+
+
 @nll_loss.derivative
 def nll_loss_grad(grad, x, t, w, size_average, ignore_index, reduce, reduction, *,
                   kept=None):

@@ -241,8 +241,10 @@ def _shaped(a, shape):
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
     """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
+    if not isinstance(normalized_shape, tuple) or set(map(type, normalized_shape)) != {int}:
+        from ember.ops._dims import int_sequence    # (PyTorch's parser refuses an int)
+        normalized_shape = int_sequence(normalized_shape, ("layer_norm", "normalized_shape", 1),
+                                        scalar=False)
     return native_layer_norm(input, tuple(normalized_shape), weight, bias, eps)[0]
 
 

@@ -30,7 +30,10 @@ def _(flat, params, outputs):
 @_sampled.derivative
 def _(grad, tensors, sample, node, kernel):
     if node == NOT_IMPLEMENTED:
-        raise RuntimeError(f"derivative for aten::{kernel} is not implemented")
+        # (PyTorch's in-place foreach kernels name themselves without their namespace)
+        bare = kernel.startswith("_foreach_") and kernel.endswith("_")
+        raise RuntimeError(f"derivative for {'' if bare else 'aten::'}{kernel} is not "
+                           f"implemented")
     return ([_zeros_like_meta(grad, t) for t in tensors],)
 
 

@@ -8,6 +8,8 @@ arrays. When the derivative itself must be differentiable (``create_graph=True``
 differentiates the same recurrence written with ember ops instead, so double backward works.
 """
 
+import threading
+
 import numpy as np
 
 import ember
@@ -150,3 +152,23 @@ def rnn_layer(x, hx, w_hh, cx=None, b_hh=None, w_hr=None, *, mode, batch_sizes,
     """Run ``_rnn_layer``; returns ``(output, h_n, c_n)`` (c_n None unless LSTM)."""
     res = _rnn_layer(x, hx, w_hh, cx, b_hh, w_hr, mode, tuple(batch_sizes), reverse)
     return (res[0], res[1], res[2]) if mode == "LSTM" else (res[0], res[1], None)
+
+
+class _Cells(threading.local):
+    # how many cell steps (PyTorch's lstm_cell, gru_cell, ... ops) run ``_rnn_layer`` now
+    running = 0
+
+
+CELLS = _Cells()
+
+
+def cell_layer(x, hx, w_hh, cx=None, b_hh=None, w_hr=None, *, mode, batch_sizes,
+               reverse=False):
+    """``rnn_layer`` for one step of a cell, which vmap's fallback names as PyTorch's
+    ``aten::<mode>_cell`` (a layer's as ``aten::<mode>.input``)."""
+    CELLS.running += 1
+    try:
+        return rnn_layer(x, hx, w_hh, cx, b_hh, w_hr, mode=mode, batch_sizes=batch_sizes,
+                         reverse=reverse)
+    finally:
+        CELLS.running -= 1

@@ -5,7 +5,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
 from ember.backend import device_guard, gpu_elsewhere, xp_of
 from ember.backend.cpu_kernels import TORCH_16_BIT_LANES
 from ember.optim._checks import check_tensor_lr
@@ -73,7 +73,10 @@ class Adafactor(Optimizer):
                 params.append(p)
                 updates.append((x, g) + moments + (
                     t, ml_dtypes.finfo(x.dtype).eps if eps1 is None else eps1))
-            apply_updates("adafactor", params, updates, _update, lr=number_lr(group),
+            lr = number_lr(group)
+            if type(lr) is float and isinstance(group["lr"], Tensor):
+                lr = np.float64(lr)     # a float64 tensor lr: what derives from it is unrounded
+            apply_updates("adafactor", params, updates, _update, lr=lr,
                           beta2_decay=group["beta2_decay"], eps2=eps2, d=group["d"],
                           weight_decay=group["weight_decay"], foreach=group["foreach"])
         return loss
@@ -126,8 +129,11 @@ def _update_16(x, g, row, col, var, t, eps1, *, lr, beta2_decay, eps2, d, weight
         return r(xp.sqrt((a * a).sum(axis=axis, keepdims=axis is not None)))
 
     # PyTorch's CPU foreach ops round a scalar factor to the tensors' dtype first (not
-    # lerp's; CUDA's keep it in float32). foreach=None is its single-tensor loop on any device
-    factor = (lambda f: float(np.asarray(f, dt))) if foreach and xp is np else float
+    # lerp's; CUDA's keep it in float32). foreach=None is its single-tensor loop on any device.
+    # A factor derived from a tensor lr (a NumPy scalar here) is a 0-d tensor there:
+    # mul_ reads it in float32, unrounded
+    factor = (lambda f: float(f if isinstance(f, np.generic) else np.asarray(f, dt))) \
+        if foreach and xp is np else float
     weight = t ** beta2_decay
     wide = x.astype(np.float32)
     alpha = max(eps2, float(norm(wide)) / math.sqrt(x.size)) * min(lr, 1 / math.sqrt(t))

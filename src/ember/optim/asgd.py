@@ -1,5 +1,11 @@
 """ASGD: averaged stochastic gradient descent (``torch.optim.ASGD``)."""
 
+import math
+
+import numpy as np
+
+from ember.backend import xp_of
+from ember.backend.fused import fma
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
 from ember.optim._state import (grads_of, new_step, number_lr, scalar_state, scale_, slot,
@@ -33,6 +39,7 @@ class ASGD(Optimizer):
         loss = closure_loss(closure)
         for group in self.param_groups:
             lr, wd, lambd = number_lr(group), group["weight_decay"], group["lambd"]
+            multi = group["foreach"] and not group["differentiable"]
             for p, x, g in grads_of(group, group["maximize"], "ASGD",
                                     graph=group["differentiable"]):
                 state = self.state[p]
@@ -41,23 +48,84 @@ class ASGD(Optimizer):
                                  ax=state_like(p))
                 t = step_count(state, numbers=True)
                 eta, mu = state["eta"]._data, state["mu"]._data
-                half = s16.is_16(x)     # its add(alpha=) in float32, rounded once
-                if wd:
-                    g = s16.plus_scaled(g, wd, x) if half else g + wd * x
-                scale_(x, 1 - lambd * float(eta))
-                if half:
-                    s16.plus_scaled(x, -float(eta), g, out=x)
-                else:
-                    x -= float(eta) * g
                 ax = slot(state["ax"], group)
-                if float(mu) != 1 and half:     # mu stays float32 (a CPU scalar)
-                    ax[...] = ax.astype(s16.f32) + s16.mul(x - ax, float(mu))
-                elif float(mu) != 1:
-                    ax += (x - ax) * float(mu)
+                if multi:
+                    _multi_update(x, g, ax, eta, mu, lambd=lambd, weight_decay=wd)
+                    eta[...] = _tensor_eta(lr, lambd, t, group["alpha"], eta.dtype)
                 else:
-                    ax[...] = x
-                eta[...] = lr / ((1 + lambd * lr * t) ** group["alpha"])
+                    _single_update(x, g, ax, float(eta), float(mu), lambd=lambd,
+                                   weight_decay=wd)
+                    eta[...] = lr / ((1 + lambd * lr * t) ** group["alpha"])
                 mu[...] = 1 / max(1, t - group["t0"])
                 if not group["differentiable"]:     # a graph step's ops bump it
                     p._bump_version()
         return loss
+
+
+def _plus_scaled(a, scale, b):
+    """``a.add(b, alpha=scale)`` (fresh): fused on float32 NumPy arrays as PyTorch's CPU
+    kernel runs it, in float32 rounded once on 16-bit ones."""
+    if s16.is_16(a):
+        return s16.plus_scaled(a, scale, b)
+    return fma(xp_of(a), b, np.float32(scale), a) if a.dtype == np.float32 else a + scale * b
+
+
+def _single_update(x, g, ax, eta, mu, *, lambd, weight_decay):
+    """PyTorch's single-tensor step (``foreach=None`` on the CPU) in place on ``x``, ``ax``
+    (arrays, or tensors under ``differentiable=True``): decay, then ``add_(g, alpha=-eta)``."""
+    if weight_decay:
+        g = _plus_scaled(g, weight_decay, x) if hasattr(g, "flags") else g + weight_decay * x
+    scale_(x, 1 - lambd * eta)
+    if not hasattr(x, "flags"):             # differentiable: recorded tensor ops
+        x -= eta * g
+    else:
+        x[...] = _plus_scaled(x, -eta, g)
+    if mu == 1:
+        ax[...] = x
+    elif s16.is_16(x):                      # mu stays float32 (a CPU scalar)
+        ax[...] = ax.astype(s16.f32) + s16.mul(x - ax, mu)
+    else:
+        ax += (x - ax) * mu
+
+
+def _multi_update(x, g, ax, eta, mu, *, lambd, weight_decay):
+    """PyTorch's multi-tensor step in place on arrays ``x``, ``ax``: the decay folded into
+    the gradient (``g + wd x + lambd x``), then ``addcmul`` by the 0-d float32 ``eta``; ``ax``
+    moves by ``addcmul`` with ``mu`` even while mu is 1."""
+    if weight_decay:
+        g = _plus_scaled(g, weight_decay, x)
+    g = _plus_scaled(g, lambd, x)
+    _addcmul_(x, g, eta, -1)
+    _addcmul_(ax, x - ax, mu, 1)
+
+
+def _addcmul_(a, t, scalar, value):
+    """``a.addcmul_(t, scalar, value=value)`` with ``scalar`` a 0-d float32 array: fused on
+    float32 ``a``; on 16-bit ``a`` the scalar rounds to its dtype first (PyTorch casts the
+    0-d tensor to the common dtype)."""
+    if s16.is_16(a):
+        s16.addcmul(a, t, np.asarray(scalar, a.dtype), value, out=a)
+    elif a.dtype == np.float32:
+        a[...] = fma(xp_of(a), t * np.float32(value), scalar, a)
+    else:
+        a += (t * value) * scalar.astype(a.dtype)
+
+
+def _tensor_eta(lr, lambd, t, alpha, dtype):
+    """``lr / ((1 + lambd * lr * step) ** alpha)`` as PyTorch's foreach step computes it on
+    the 0-d step tensor (of ``dtype``): each op rounds to it, a number divided by a tensor is
+    its reciprocal times the number, and pow by a number exponent on one value is C's
+    double pow rounded once (but for the exponents PyTorch multiplies or roots for). ``lr``:
+    a number, or a NumPy scalar for a tensor lr."""
+    f = np.dtype(dtype).type
+    tensor_lr = isinstance(lr, np.generic)  # a tensor lr stays one: divided by, not scaling
+    base = f(1) + (f(f(lambd) * f(lr)) if tensor_lr else f(lambd * lr)) * f(t)
+    if alpha in (2, 3):
+        power = base * base * base if alpha == 3 else base * base
+    elif alpha == 0.5:
+        power = np.sqrt(base)
+    elif alpha == -0.5:
+        power = f(1) / np.sqrt(base)
+    else:
+        power = f(math.pow(float(base), alpha))
+    return f(lr) / power if tensor_lr else (f(1) / power) * f(lr)

@@ -10,6 +10,7 @@ once per batch element (warning on every call, naming the ATen op as PyTorch's f
 and the results are stacked.
 """
 
+import threading
 import warnings
 
 from ember._tensor import Tensor
@@ -20,7 +21,7 @@ from ember.overrides._protocol import op_arguments
 
 __all__ = ["RULES", "DECOMPOSE", "rule", "decompose", "dispatch", "dispatch_params",
            "handled_level", "inplace_copy", "warn_fallback", "fallback_aten", "FALLBACK_NAMES",
-           "differentiated_within"]
+           "differentiated_within", "repeating", "warn_outer_levels"]
 
 RULES = {}
 DECOMPOSE = {}
@@ -203,14 +204,55 @@ def fallback_aten(op, values, params, level=None):
     return name(values, params, level) if name else _aten_name(op)
 
 
+class _Repeats(threading.local):
+    # how many calls PyTorch's fallback makes for the one call a rule makes now
+    n = 1
+
+
+_REPEATS = _Repeats()
+
+
+class repeating:
+    """Context manager: a rule's call stands for ``k`` calls of PyTorch's fallback loop (one
+    per example of the level it handles), each warning at the outer levels."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __enter__(self):
+        self.outer = _REPEATS.n
+        _REPEATS.n = self.outer * self.k
+
+    def __exit__(self, *exc):
+        _REPEATS.n = self.outer
+
+
 def warn_fallback(aten):
     """PyTorch's warning for a call of the ATen op ``aten`` run once per batch element."""
-    # every call, blaming the user's line, as PyTorch's fallback warns
+    # every call, blaming the user's line, as PyTorch's fallback warns (once per call it makes)
     from ember._warn import outside_level
-    warnings.warn(f"There is a performance drop because we have not yet implemented the "
-                  f"batching rule for {aten}. Please file us an issue on GitHub so "
-                  f"that we can prioritize its implementation.", UserWarning,
-                  stacklevel=outside_level())
+    for _ in range(_REPEATS.n):
+        warnings.warn(f"There is a performance drop because we have not yet implemented the "
+                      f"batching rule for {aten}. Please file us an issue on GitHub so "
+                      f"that we can prioritize its implementation.", UserWarning,
+                      stacklevel=outside_level())
+
+
+def warn_outer_levels(aten, values, size):
+    """The warnings PyTorch's fallback gives at the outer vmap levels ``values`` (a rule's,
+    just unwrapped at a level of ``size`` examples) are still batched at, for a rule that
+    batches them all at once: each level's loop calls the op once per example of the levels
+    inside it."""
+    levels = set()
+    for x in values:
+        for y in x if isinstance(x, (list, tuple)) else (x,):
+            while type(y) is BatchedTensor:
+                levels.add(y._level)
+                y = y._value
+    for lv in sorted(levels, reverse=True):
+        with repeating(size):
+            warn_fallback(aten)
+        size *= level_size(lv)
 
 
 def _loop(op, values, flags, params, size, level):
@@ -391,3 +433,4 @@ from ember.func._batching import (elementwise, linalg, nn, products,  # noqa: E4
                                   reductions, shape)
 from ember.func._batching import indexing  # noqa: E402,F401  (after shape: wraps its rules)
 from ember.func._batching import advanced_index  # noqa: E402,F401  (after shape, likewise)
+from ember.func._batching import recurrent  # noqa: E402,F401

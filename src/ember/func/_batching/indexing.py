@@ -6,7 +6,7 @@ import math
 
 import ember
 from ember.func._batching import (RULES, differentiated_within, handled_level, rule,
-                                  warn_fallback)
+                                  warn_fallback, warn_outer_levels)
 from ember.func._batching.reductions import expand_unbatched, shift_dim
 from ember.ops._registry import call
 
@@ -197,6 +197,7 @@ def _masked_scatter(op, args, flags, params, size):
     if size == 0 or not _in_range(position, 0, source.shape[1]):
         return NotImplemented           # too few source elements: the op's own error
     warn_fallback("aten::masked_scatter")   # PyTorch loops (the values are the loop's)
+    warn_outer_levels("aten::masked_scatter", args, size)
     taken = ember.gather(source, 1, position)
     if source.requires_grad and differentiated_within(level):
         taken.register_hook(_warn_source_backward)  # PyTorch loops the source's backward too

@@ -5,7 +5,8 @@ without it, the vmap batch becomes N. A batched convolution weight (model ensemb
 per-sample gradients) becomes a grouped convolution with one group set per batch element.
 """
 
-from ember.func._batching import rule
+from ember._tensor import Tensor
+from ember.func._batching import FALLBACK_NAMES, rule
 from ember.func._batching.elementwise import align
 from ember.func._batching.reductions import expand_unbatched, rows
 from ember.ops.attention import logical_layout
@@ -390,9 +391,15 @@ def _margin_loss(op, args, flags, params, size):
 def _ctc_loss(op, args, flags, params, size):
     """The batch folds into N (each example's lengths repeated per element; concatenated
     targets stay in order); the unreduced losses are then reduced per example."""
+    import ember
+    from ember.func._batching import (_REPEATS, differentiated_within, handled_level,
+                                      repeating, warn_fallback)
     from ember.ops._loss_common import reduction_name
+    from ember.ops.ctc import check_lengths
+    level = handled_level()             # (first thing: the batched ops below run rules too)
     lp, targets = (a if f else expand_unbatched(a, size) for a, f in zip(args, flags))
     input_lengths, target_lengths, blank, reduction, zero_infinity = params
+    check_lengths(input_lengths, target_lengths)
     if lp.ndim not in (3, 4) or not lp.is_floating_point():
         return NotImplemented           # the op's own error
     n = 1 if lp.ndim == 3 else lp.shape[2]
@@ -403,21 +410,59 @@ def _ctc_loss(op, args, flags, params, size):
     if lp.ndim == 4:                    # padded (N, S) targets, or concatenated ones
         targets = targets.reshape((size * n,) + tuple(targets.shape[2:])) \
             if targets.ndim == 3 else targets.reshape(-1)
-    nll = call(op, [folded, targets], (lengths[0] * size, lengths[1] * size, blank, 0,
-                                               zero_infinity)).reshape(size, n)
+    warn_fallback(_ctc_loss_aten(None, params, level))     # PyTorch has no rule: it loops
+    by_tensor = isinstance(input_lengths, ember.Tensor)
+    in_len, tg_len = ((ember.tensor(v * size) if by_tensor else v * size) for v in lengths)
+    repeats = _REPEATS.n                # (this call stands for as many of PyTorch's)
+    with repeating(size):       # (outer levels: PyTorch's loop calls once per example)
+        nll = call(op, [folded, targets], (in_len, tg_len, blank, 0, zero_infinity))
+    if nll.requires_grad and differentiated_within(level):  # and its backward's loop warns
+        backward = "aten::_ctc_loss_backward" + (".Tensor" if by_tensor else "")
+        nll.register_hook(lambda g: _warn_backward_loop(backward, g, level, repeats))
+    nll = nll.reshape(size, n)
     reduction = reduction_name(reduction)
     if reduction == "sum":
         return nll.sum(1)
     if reduction == "mean":
-        import ember
         scale = ember.tensor([max(t, 1) for t in lengths[1]], dtype=nll.dtype,
                              device=nll.device)
         return (nll / scale).mean(1)
     return nll.reshape(size) if lp.ndim == 3 else nll
 
 
+def _ctc_loss_aten(values, params, level):
+    """The overload PyTorch's loop names: by the lengths' type, the composite's ``_ctc_loss``
+    when a transform differentiates inside the vmap ``level``."""
+    from ember.func._batching import differentiated_within
+    by_tensor = isinstance(params[0], Tensor)
+    if level is not None and differentiated_within(level):
+        return "aten::_ctc_loss" + (".Tensor" if by_tensor else "")
+    return "aten::ctc_loss" + (".Tensor" if by_tensor else ".IntList")
+
+
+FALLBACK_NAMES["ctc_loss"] = _ctc_loss_aten         # (per-example lengths take the loop)
+
+
+def _warn_backward_loop(aten, grad, level, repeats):
+    """PyTorch's warnings for a backward its vmap ``level`` loops (a hook on the forward's
+    result): once per call, for each of the ``repeats`` calls the forward stood for and each
+    example of the vmaps inside ``level`` that batch ``grad`` (jacrev's)."""
+    from ember.func._batched import BatchedTensor, level_size
+    from ember.func._batching import repeating, warn_fallback
+    while type(grad) is BatchedTensor:
+        if grad._level > level:
+            repeats *= level_size(grad._level)
+        grad = grad._value
+    with repeating(repeats):
+        warn_fallback(aten)
+
+
+FALLBACK_NAMES["_ctc_loss_backward"] = lambda values, params, level: \
+    "aten::_ctc_loss_backward" + (".Tensor" if isinstance(params[0], Tensor) else "")
+
+
 def _lengths_list(value, n):
-    """ctc_loss's lengths (an int, a sequence or an unbatched tensor) as n ints, else None."""
+    """ctc_loss's lengths (a sequence or an unbatched tensor) as n ints, else None."""
     import ember
     if type(value) is ember.Tensor:
         if value.dtype.is_floating_point or value.dtype.is_complex:
@@ -425,9 +470,7 @@ def _lengths_list(value, n):
         value = value.tolist()
     elif isinstance(value, ember.Tensor):
         return None                     # batched: per-example lengths take the loop
-    if isinstance(value, int):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or len(value) != n:
+    if not isinstance(value, (list, tuple)) or len(value) != n:   # (a number: the op refuses)
         return None
     return [int(v) for v in value]
 

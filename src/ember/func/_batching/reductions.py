@@ -5,7 +5,8 @@ import math
 
 from ember._dtype import bool_
 from ember.func._batching import (FALLBACK_NAMES, decompose, differentiated_within,
-                                  fallback_aten, handled_level, rule, warn_fallback)
+                                  fallback_aten, handled_level, repeating, rule,
+                                  warn_fallback)
 from ember.ops._registry import REGISTRY, call
 
 __all__ = ["shift_dim", "expand_unbatched", "rows"]
@@ -280,10 +281,11 @@ def _quantile(op, args, flags, params, size):
     aten = fallback_aten(op, args, params, handled_level())
     if aten is not None:
         warn_fallback(aten)
-    if dim is None:
-        out = call(op, [rows(x, size), q], (1, False, interpolation))
-    else:
-        out = call(op, [x, q], (shift_dim(dim, ndim), keepdim, interpolation))
+    with repeating(size):       # (outer levels: PyTorch's loop calls once per example)
+        if dim is None:
+            out = call(op, [rows(x, size), q], (1, False, interpolation))
+        else:
+            out = call(op, [x, q], (shift_dim(dim, ndim), keepdim, interpolation))
     if getattr(q, "ndim", 0) == 1:
         out = out.movedim(1, 0)
     if dim is None and keepdim:

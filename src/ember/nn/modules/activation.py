@@ -5,6 +5,9 @@ import warnings
 import ember
 from ember.nn import functional as F
 from ember.nn.modules._functional_form import functional_form
+# PyTorch defines MultiheadAttention in activation.py, and libraries import it from there
+from ember.nn.modules.attention import (MultiheadAttention,  # noqa: F401
+                                        NonDynamicallyQuantizableLinear)
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 

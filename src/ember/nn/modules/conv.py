@@ -172,6 +172,9 @@ class _ConvTranspose(_ConvNd):
                     self.dilation)
 
 
+_ConvTransposeNd = _ConvTranspose   # PyTorch's name (libraries test isinstance against it)
+
+
 class Conv1d(_Conv):
     """Applies a 1-d convolution over an input of several planes (see F.conv1d)."""
     _nd = 1

@@ -92,6 +92,7 @@ if hasattr(_linear, "Linear"):
                     self.reset_parameters()
 
     __all__.append("LazyLinear")
+    _linear.LazyLinear = LazyLinear     # PyTorch defines it in nn.modules.linear
 
 
 # Lazy convolutions and norms are derived from the layer classes (written elsewhere, with
@@ -196,6 +197,7 @@ def _lazy(base, mixin, name):
                                                 f"inferred from the first input."})
     globals()[name] = cls
     __all__.append(name)
+    setattr(_module_of[name], name, cls)   # where PyTorch defines it: nn.modules.conv, ...
 
 
 _LAZY = ((_conv, _LazyConvMixin, ("Conv1d", "Conv2d", "Conv3d")),
@@ -206,6 +208,7 @@ _LAZY = ((_conv, _LazyConvMixin, ("Conv1d", "Conv2d", "Conv3d")),
          # track_running_stats=True), not InstanceNorm's, whatever their docstrings say
          (_instancenorm, _LazyNormMixin, ("InstanceNorm1d", "InstanceNorm2d",
                                           "InstanceNorm3d")))
+_module_of = {"Lazy" + n: m for m, _, names in _LAZY for n in names}
 for _module, _mixin, _names in _LAZY:
     for _name in _names:
         if hasattr(_module, _name):

@@ -1,6 +1,8 @@
 """Normalization over features: LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm and
 CrossMapLRN2d."""
 
+import numbers
+
 import ember
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
@@ -10,7 +12,7 @@ __all__ = ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm", "CrossMapLR
 
 
 def _shape(normalized_shape):
-    if isinstance(normalized_shape, int):
+    if isinstance(normalized_shape, numbers.Integral):    # (a NumPy integer too)
         return (normalized_shape,)
     return tuple(normalized_shape)
 

@@ -11,12 +11,14 @@ import warnings
 
 import ember
 from ember.amp._cache import cast_weight
+from ember._warn import warn_once
 from ember.amp._state import STATE as _AMP
+from ember.backends.cpu import _onednn_supports
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.nn.utils.rnn import PackedSequence
 from ember.ops._registry import rename_node
-from ember.ops.recurrent import recurrence, rnn_layer
+from ember.ops.recurrent import cell_layer, recurrence, rnn_layer
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -56,6 +58,11 @@ def _check_state_dtype(h, w_hh, b_hh):
         h.matmul(w_hh.t())
     else:
         ember.addmm(b_hh, h, w_hh.t())
+
+
+def _expanded(layers):
+    """Whether the weights are ExpandedWeights (``call_for_per_sample_grads``)."""
+    return type(layers.all_weights[0][0]).__name__ == "ExpandedWeight"
 
 
 def _check_types(**args):
@@ -219,8 +226,10 @@ class RNNBase(Module):
             _check_state_dtype(h0[0], self.weight_hh_l0, getattr(self, "bias_hh_l0", None))
         if not packed and sizes == ():
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+        if not packed:
+            warn_lstm_projections(self, input)
         x = input if packed else input.reshape(len(sizes) * batch, input.shape[2])
-        output, h_n, c_n = self._layers(x, h0, c0, sizes)
+        output, h_n, c_n = self._layers(x, h0, c0, sizes, packed)
         if packed:
             if unsorted_indices is not None:
                 h_n = h_n.index_select(1, unsorted_indices)
@@ -242,6 +251,8 @@ class RNNBase(Module):
         """The name of PyTorch's (CPU) backward node for the output of a batched sequence:
         its oneDNN LSTM kernel's for a float32 LSTM without projections, else that of the
         op its per-step loop ends with."""
+        if _expanded(self):
+            return "TransposeBackward0" if self.batch_first else "CatBackward0"
         if self.batch_first:
             return "TransposeBackward0" if self.mode == "LSTM" else "TransposeBackward1"
         if self.bidirectional:
@@ -250,7 +261,10 @@ class RNNBase(Module):
             return "MkldnnRnnLayerBackward0"
         return "StackBackward0"
 
-    def _layers(self, x, h0, c0, sizes):
+    def _layers(self, x, h0, c0, sizes, packed=False):
+        if _expanded(self):         # (PyTorch's decomposition for per-sample gradients)
+            from ember.nn.utils._expanded_weights import rnn_layers
+            return rnn_layers(self, x, h0, c0, sizes, packed)
         directions = 2 if self.bidirectional else 1
         fold_bias = self.mode != "GRU"      # b_hh adds to the projection except in GRU's n
         hs, cs = [], []
@@ -475,6 +489,21 @@ def _composed_layer(layer):
     return layer.mode == "GRU" or (layer.mode == "LSTM" and layer.proj_size > 0)
 
 
+def warn_lstm_projections(layer, input):
+    """PyTorch's CPU LSTM on a padded sequence picks oneDNN for the input's dtype (float32;
+    bfloat16 and, without grad mode, float16 where the CPU runs them) and, when the layer has
+    projections, warns once that it falls back to its own implementation."""
+    if layer.mode != "LSTM" or not layer.proj_size or input.device.type != "cpu" \
+            or not ember.backends.mkldnn.enabled or input.numel() == 0:
+        return
+    dtype = input.dtype
+    if dtype is ember.float32 or (dtype is ember.bfloat16 and _onednn_supports("bfloat16")) \
+            or (dtype is ember.float16 and not ember.is_grad_enabled()
+                and _onednn_supports("float16")):
+        warn_once("LSTM with projections is not supported with oneDNN. Using default "
+                  "implementation.")
+
+
 def _cpu_autocast(x):
     """Whether CPU autocast is on for ``x``. PyTorch's CPU LSTM and GRU cells, its CPU GRU
     layers and its LSTM layers with projections (which have no oneDNN kernel, unlike other
@@ -498,7 +527,7 @@ def cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh):
     composed = mode in ("LSTM", "GRU") and _cpu_autocast(input)
     fold_bias = mode != "GRU" and not composed
     proj = _projection(input, w_ih, b_ih, b_hh if fold_bias else None)
-    run = _stepwise if composed else rnn_layer
+    run = _stepwise if composed else cell_layer
     _, h, c = run(proj, states[0], w_hh, states[1] if len(states) > 1 else None,
                   None if fold_bias else b_hh, mode=mode, batch_sizes=(input.shape[0],))
     # named as the op PyTorch's cell ends h with (h and c share a node here: an LSTM's c

@@ -4,7 +4,7 @@ multi-layer recurrence from a flat list of weights, as ``nn.LSTM`` & co. run it.
 from types import SimpleNamespace
 
 import ember
-from ember.nn.modules.rnn import RNNBase
+from ember.nn.modules.rnn import RNNBase, warn_lstm_projections
 
 __all__ = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
 
@@ -31,6 +31,7 @@ def _run(mode, input, batch_sizes, h0, c0, params, has_biases, num_layers, dropo
     if batch_sizes is not None:
         sizes = tuple(int(b) for b in batch_sizes.tolist())
         return RNNBase._layers(layout, input, h0, c0, sizes)
+    warn_lstm_projections(layout, input)
     x = input.transpose(0, 1) if batch_first else input
     steps, batch = x.shape[0], x.shape[1]
     out, h, c = RNNBase._layers(layout, x.reshape(steps * batch, x.shape[2]), h0, c0,

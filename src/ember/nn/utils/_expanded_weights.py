@@ -34,6 +34,8 @@ class ExpandedWeight(Tensor):
         self.requires_grad_(True)
         return self
 
+    allow_smaller_batches = False   # (a packed sequence's shorter steps: rnn_layers)
+
     def __init__(self, orig_weight, batch_size, loss_reduction):
         self.orig_weight = orig_weight
         self.batch_size = batch_size
@@ -97,10 +99,113 @@ class _PerSampleGrad(Function):
                 ew = flat[i]
                 if ew.loss_reduction == "mean":
                     g = g * ew.batch_size
+                if g.shape[0] < ew.batch_size:     # (a packed step: the ended samples' rows)
+                    g = ember.cat([g, g.new_zeros((ew.batch_size - g.shape[0],) + g.shape[1:])])
                 w = ew.orig_weight
                 prev = getattr(w, "grad_sample", None)
                 w.grad_sample = g if prev is None else prev + g
         return tuple(grads)
+
+
+def rnn_layers(module, x, h0, c0, sizes, packed):
+    """``RNNBase._layers`` (output rows, h_n, c_n) with ExpandedWeight parameters, as
+    PyTorch decomposes its recurrent kernels for them: each step's products go through
+    ``F.linear``, whose per-sample gradients add up over the steps. A packed sequence's
+    steps shrink with ``sizes``: the rows of the samples already ended get no gradient."""
+    if module.mode == "LSTM" and module.proj_size == 0 and x.dtype is ember.float32 \
+            and not packed:
+        # (PyTorch's CPU decomposition of a padded batch runs its oneDNN layer, which knows
+        # no ExpandedWeight)
+        raise RuntimeError("Expanded Weights encountered but cannot handle function "
+                           "mkldnn_rnn_layer.default")
+    directions = 2 if module.bidirectional else 1
+    hs, cs = [], []
+    inp = x
+    for layer in range(module.num_layers):
+        outs = []
+        for direction in range(directions):
+            k = layer * directions + direction
+            weights = module.all_weights[k]
+            state = (h0[k], c0[k] if c0 is not None else None)
+            out, h, c = _direction(module.mode, weights, module.bias, module.proj_size > 0,
+                                   inp, state, sizes, reverse=direction == 1)
+            outs.append(out)
+            hs.append(h)
+            cs.append(c)
+        inp = outs[0] if directions == 1 else ember.cat(outs, 1)
+        if module.training and module.dropout > 0 and layer < module.num_layers - 1:
+            inp = F.dropout(inp, module.dropout)
+    return inp, ember.stack(hs), (ember.stack(cs) if c0 is not None else None)
+
+
+def _direction(mode, weights, bias, proj, rows, state, sizes, reverse):
+    """One direction of one layer over the step-major ``rows`` (``sizes[t]`` rows at step
+    ``t``): its output rows and final ``(h, c)``, the rows of the samples that ended early
+    kept from the step they ended at (as PyTorch's packed loop keeps them)."""
+    b_ih, b_hh = (weights[2], weights[3]) if bias else (None, None)
+    w_hr = weights[-1] if proj else None
+    starts = [0]
+    for n in sizes:
+        starts.append(starts[-1] + n)
+    h, c = state
+    n = sizes[-1] if reverse else sizes[0]
+    h, c = h[:n], (c[:n] if c is not None else None)
+    ended = []
+    seq = [None] * len(sizes)
+    for t in (range(len(sizes) - 1, -1, -1) if reverse else range(len(sizes))):
+        b = sizes[t]
+        if b > n:           # (reversed: the longer samples start here, from their state)
+            h = ember.cat([h, state[0][n:b]])
+            c = ember.cat([c, state[1][n:b]]) if c is not None else None
+        elif b < n:         # (the samples past ``b`` ended at the step before)
+            ended.append((h[b:], c[b:] if c is not None else None))
+            h, c = h[:b], (c[:b] if c is not None else None)
+        n = b
+        with _smaller_batches(weights, b):
+            gi = F.linear(rows[starts[t]:starts[t + 1]], weights[0], b_ih)
+            gh = F.linear(h, weights[1], b_hh)
+            h, c = _cell(mode, gi, gh, h, c)
+            if w_hr is not None:
+                h = F.linear(h, w_hr)
+        seq[t] = h
+    if ended:
+        h = ember.cat([h] + [e[0] for e in reversed(ended)])
+        c = ember.cat([c] + [e[1] for e in reversed(ended)]) if c is not None else None
+    return ember.cat(seq), h, c
+
+
+class _smaller_batches:
+    """Context manager: the ExpandedWeights among ``weights`` take a step of ``b`` rows, fewer
+    than their batch (PyTorch's ``allow_smaller_batches`` for packed sequences)."""
+
+    def __init__(self, weights, b):
+        self.weights = [w for w in weights if isinstance(w, ExpandedWeight) and
+                        w.batch_size > b]
+
+    def __enter__(self):
+        for w in self.weights:
+            w.allow_smaller_batches = True
+
+    def __exit__(self, *exc):
+        for w in self.weights:
+            w.allow_smaller_batches = False
+
+
+def _cell(mode, gi, gh, h, c):
+    """One step of a recurrent cell from its input and hidden products: ``(h, c)``."""
+    if mode == "RNN_TANH":
+        return ember.tanh(gi + gh), None
+    if mode == "RNN_RELU":
+        return ember.relu(gi + gh), None
+    if mode == "GRU":
+        ir, iz, i_n = gi.chunk(3, 1)
+        hr, hz, h_n = gh.chunk(3, 1)
+        r, z = ember.sigmoid(ir + hr), ember.sigmoid(iz + hz)
+        n = ember.tanh(i_n + r * h_n)
+        return (1 - z) * n + z * h, None
+    i, f, g, o = (gi + gh).chunk(4, 1)
+    c = ember.sigmoid(f) * c + ember.sigmoid(i) * ember.tanh(g)
+    return ember.sigmoid(o) * ember.tanh(c), c
 
 
 def _unexpand(flat):
@@ -139,7 +244,8 @@ def _handler(fn_cls, names, recompute=None, conv_dim=None):
             raise RuntimeError(f"Input does not have a batch dimension. Expanded Weights "
                                f"expected input of at least rank 2, got of rank {x.dim()}")
         for t in bound.values():
-            if isinstance(t, ExpandedWeight) and t.batch_size != x.shape[0]:
+            if isinstance(t, ExpandedWeight) and t.batch_size != x.shape[0] and not (
+                    t.allow_smaller_batches and x.shape[0] < t.batch_size):
                 raise RuntimeError(f"Expected ExpandedWeights to have batch size matching "
                                    f"input but got input batch size of {x.shape[0]} with "
                                    f"ExpandedWeight of batch size {t.batch_size}")
