@@ -170,11 +170,16 @@ def test_refused_ops_raise_pytorch_errors(fn, error, message):
         fn(_nt())
 
 
-def test_leaf_gradient_accumulates_over_backwards_and_resets_to_none():
+def test_leaf_gradient_is_accumulated_once_and_resets_to_none():
     x = _nt(True)
     (x * x).backward(_nt())
-    (x * 3).backward(_nt())
-    _close(_parts(x.grad), [2 * A * A + 3 * A, 2 * B * B + 3 * B])
+    # as PyTorch: a second gradient into a nested leaf's .grad fails (it has no strides)
+    with pytest.raises(RuntimeError, match="NestedTensorImpl doesn't support strides"):
+        (x * 3).backward(_nt())
+    _close(_parts(x.grad), [2 * A * A, 2 * B * B])
+    x.grad = None
+    (x * 3).backward(_nt())             # (after a reset, a first gradient again)
+    _close(_parts(x.grad), [3 * A, 3 * B])
     x.grad = None
     assert x.grad is None
     with pytest.raises(RuntimeError, match="NestedTensorImpl doesn't support sizes"):
@@ -204,7 +209,7 @@ def test_in_place_methods_by_alias_run_or_raise_pytorch_errors():
             getattr(x, method)()
     with pytest.raises(RuntimeError, match="mul_ does not support broadcasting"):
         x.mul_(_nt(arrays=(A, A)))
-    with pytest.raises(AttributeError, match="'NestedTensor' object has no attribute 'relu__'"):
+    with pytest.raises(AttributeError, match="'Tensor' object has no attribute 'relu__'"):
         x.relu__()
 
 
@@ -250,3 +255,203 @@ def test_components_of_a_new_nested_tensor_are_contiguous():
     for nt in (ember.nested.nested_tensor(ts), ember.nested.as_nested_tensor(ts)):
         assert nt.is_contiguous() and nt.contiguous() is nt
         _close(_parts(nt), [A.T, B.T])
+
+
+# ----- round 31, second wave -----------------------------------------------------------------
+
+def test_unbound_component_made_to_require_grad_accumulates_as_any_leaf():
+    for x in (_nt(), _nt(True).detach()):
+        c = x.unbind()[1]
+        c.requires_grad_()
+        (c * 2).sum().backward()
+        (c * 3).sum().backward()
+        np.testing.assert_array_equal(c.grad.numpy(), np.full_like(B, 5.0))
+    y = _nt().requires_grad_()          # (a leaf now: its gradient, once)
+    (y * 2).backward(_nt())
+    with pytest.raises(RuntimeError, match="NestedTensorImpl doesn't support strides"):
+        (y * 3).backward(_nt())
+
+
+def test_top_level_in_place_functions_reach_the_nested_tensor():
+    x = _nt()
+    assert ember.neg_(x) is x
+    _close(_parts(x), [-A, -B])
+    assert ember.Tensor.add_(x, 1.0, alpha=2) is x
+    _close(_parts(x), [2 - A, 2 - B])
+    assert ember.Tensor.mul_(x, _nt()) is x
+    _close(_parts(x), [(2 - A) * A, (2 - B) * B])
+    for fn in (ember.exp_, ember.Tensor.sqrt_):
+        with pytest.raises(NotImplementedError, match="'aten::(exp|sqrt)_' with arguments"):
+            fn(x)
+    with pytest.raises(TypeError, match=r"exp_\(\): expected a Tensor, got list"):
+        ember.exp_([1.0])
+    y = ember.ones(3)
+    assert ember.exp_(y) is y
+    np.testing.assert_allclose(y.numpy(), np.full(3, np.e, np.float32), rtol=1e-6)
+
+
+def test_autograd_grad_and_backward_take_nested_tensors():
+    x = _nt(True)
+    w = ember.tensor(2.0, dtype=ember.float64, requires_grad=True)
+    gx, gw = ember.autograd.grad(x * x * w, [x, w], _nt(arrays=(A, 2 * B)), create_graph=True)
+    _close(_parts(gx), [4 * A * A, 8 * B * B])
+    assert gx.requires_grad and not gx.is_leaf
+    np.testing.assert_allclose(gw.item(), (A ** 3).sum() + 2 * (B ** 3).sum())
+    unused = ember.ones(1, requires_grad=True)
+    got = ember.autograd.grad(x * 3, [unused, x], _nt(), allow_unused=True)
+    assert got[0] is None
+    _close(_parts(got[1]), [3 * A, 3 * B])
+    zeros = ember.autograd.grad(x * 3, [unused], _nt(), materialize_grads=True)[0]
+    np.testing.assert_array_equal(zeros.numpy(), [0.0])
+    with pytest.raises(RuntimeError, match="index 0 appears to not have been used"):
+        ember.autograd.grad(x * 3, [unused], _nt())
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar"):
+        ember.autograd.grad(x * 3, x)
+    with pytest.raises(RuntimeError, match=r"Mismatch in shape: grad_output\[0\]"):
+        ember.autograd.grad(x * 3, x, _nt(arrays=(A, A)))
+    y = _nt(True)
+    ember.autograd.backward([y * y], [_nt()], inputs=[y])
+    _close(_parts(y.grad), [2 * A * A, 2 * B * B])
+
+
+def _sgd_reference(steps, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                   maximize=False):
+    out = []
+    for p in (A.copy(), B.copy()):
+        buf = None
+        for i in range(steps):
+            g = 2 * p * (i + 1) * (A if p.shape == A.shape else B)
+            g = -g if maximize else g
+            g = g + weight_decay * p
+            if momentum:
+                buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
+                g = g + momentum * buf if nesterov else buf
+            p = p - lr * g
+        out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(lr=0.1), dict(lr=0.05, momentum=0.9, dampening=0.2, weight_decay=0.01),
+    dict(lr=0.1, momentum=0.5, nesterov=True, maximize=True)])
+def test_sgd_steps_nested_parameters(kwargs):
+    x = _nt(True)
+    opt = ember.optim.SGD([x], **kwargs)
+    for i in range(3):
+        opt.zero_grad()
+        (x * x * (i + 1)).backward(_nt())
+        opt.step()
+    _close(_parts(x), _sgd_reference(3, **kwargs))
+    assert ("momentum_buffer" in opt.state[x]) == bool(kwargs.get("momentum"))
+    opt.zero_grad(set_to_none=False)
+    _close(_parts(x.grad), [np.zeros_like(A), np.zeros_like(B)])
+
+
+def test_sgd_steps_nested_parameters_beside_dense_ones():
+    kwargs = dict(lr=0.05, momentum=0.9, dampening=0.2, weight_decay=0.01)
+    x, w = _nt(True), ember.tensor(W, requires_grad=True)
+    opt = ember.optim.SGD([w, x], **kwargs)     # (one group: the dense one is stepped apart)
+    for i in range(3):
+        opt.zero_grad()
+        (x * x * (i + 1)).backward(_nt())
+        (w * w).sum().backward()
+        opt.step()
+    _close(_parts(x), _sgd_reference(3, **kwargs))
+    v, buf = W.copy(), None
+    for _ in range(3):
+        g = 2 * v + 0.01 * v
+        buf = g if buf is None else 0.9 * buf + 0.8 * g
+        v = v - 0.05 * buf
+    np.testing.assert_allclose(w.detach().numpy(), v, rtol=1e-10)
+    assert sorted(opt.state_dict()["state"]) == [0, 1]
+    assert opt.state[x]["momentum_buffer"].is_nested
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda x: ember.optim.Adam([x]), NotImplementedError, "'aten::lerp_.Scalar'"),
+    (lambda x: ember.optim.AdamW([x], foreach=True), NotImplementedError,
+     "'aten::_foreach_mul_.Scalar'"),
+    (lambda x: ember.optim.SGD([x], lr=0.1, foreach=True), NotImplementedError,
+     "'aten::_foreach_add_.List'"),
+    (lambda x: ember.optim.SGD([x], lr=0.1, fused=True), NotImplementedError,
+     "'aten::_fused_sgd_'"),
+    (lambda x: ember.optim.RMSprop([x]), NotImplementedError, "'aten::addcmul_'"),
+    (lambda x: ember.optim.Rprop([x]), NotImplementedError, "'aten::full_like'"),
+    (lambda x: ember.optim.Adafactor([x]), RuntimeError, "doesn't support sizes"),
+])
+def test_other_optimizers_refuse_nested_parameters_as_torch(make, error, message):
+    x = _nt(True)
+    opt = make(x)
+    (x * 2).backward(_nt())
+    with pytest.raises(error, match=message):
+        opt.step()
+    _close(_parts(x), [A, B])           # (nothing stepped)
+    with pytest.raises(NotImplementedError, match="'aten::full_like'"):
+        ember.optim.Adagrad([x])
+
+
+def test_as_nested_tensor_puts_every_component_on_the_graph():
+    a = ember.tensor(A, requires_grad=True)
+    b = ember.tensor(np.array([[-0.0, 1.0, 2.0]]))
+    y = ember.nested.as_nested_tensor([a, b])
+    parts = y.unbind()
+    assert [t.requires_grad for t in parts] == [True, True] and not y.is_leaf
+    assert np.signbit(parts[1].detach().numpy()).tolist() == [[True, False, False]]
+    (parts[1] * 2).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.zeros_like(A))
+    assert b.grad is None
+
+
+def test_nested_tensors_without_components():
+    e = ember.nested.nested_tensor([], dtype=ember.float64)
+    assert e.dtype == ember.float64 and e.softmax(-1).unbind() == ()
+    padded = ember.nested.to_padded_tensor(e, 1.0, [2, 3])
+    assert padded.shape == (0,) and padded.dtype == ember.float64
+    for fn, error, message in (
+            (lambda: e.unsqueeze(-1), IndexError, "Dimension specified as 0 but tensor has no"),
+            (lambda: e.reshape(0, -1), RuntimeError, "empty nested tensor cannot be reshaped"),
+            (lambda: e.chunk(2, -1), IndexError, "Dimension specified as 1 but tensor has no"),
+            (lambda: F.scaled_dot_product_attention(e, e, e), RuntimeError,
+             "query.dim: 1 key.dim: 1 and value.dim: 1"),
+            (lambda: ember.cat([e, e], -1), RuntimeError, "doesn't support sizes"),
+            (lambda: ember.cat([_nt(), e]), RuntimeError,
+             r"zero-dimensional tensor \(at position 1\) cannot be concatenated"),
+            (lambda: e.select(0, 0), IndexError, "only select when the NT is not empty")):
+        with pytest.raises(error, match=message):
+            fn()
+
+
+def test_storage_queries_and_refused_sparse_methods():
+    x = _nt()
+    assert x.data_ptr() == x.unbind()[0].data_ptr()
+    assert ember.nested.nested_tensor([]).data_ptr() == 0
+    assert x.is_pinned() is False and x.is_shared() is False
+    assert x.share_memory_() is x
+    y = _nt(True) * 2
+    assert y.detach_() is y and not y.requires_grad and y.is_leaf and y.grad_fn is None
+    for name in ("dense_dim", "sparse_dim", "new_zeros"):
+        with pytest.raises(NotImplementedError, match=f"'aten::{name}' with arguments"):
+            getattr(x, name)() if name != "new_zeros" else x.new_zeros(2)
+    with pytest.raises(RuntimeError, match="Unrecognized tensor type ID: NestedTensorCPU"):
+        x.new(2)
+
+
+def test_where_values_and_mha_without_bias():
+    cond = ember.nested.nested_tensor([ember.tensor(A > 0), ember.tensor(B > 0)])
+    _close(_parts(ember.where(cond, 0.5, _nt())), [np.where(A > 0, 0.5, A),
+                                                    np.where(B > 0, 0.5, B)])
+    for call, message in ((lambda: ember.where(cond, _nt(), 0.0), "other must be nested"),
+                          (lambda: _nt().where(cond, _nt()), "self must not be nested"),
+                          (lambda: ember.where(ember.ones(3, dtype=ember.bool), 0.0, _nt()),
+                           "condition must be nested")):
+        with pytest.raises(RuntimeError, match=message):
+            call()
+    x = _nt(True)
+    v = x.values()
+    np.testing.assert_array_equal(v.detach().numpy(), np.concatenate([A.ravel(), B.ravel()]))
+    (v * ember.arange(18.0, dtype=ember.float64)).sum().backward()
+    _close(_parts(x.grad), [np.arange(6.0).reshape(2, 3), np.arange(6.0, 18.0).reshape(4, 3)])
+    mha = ember.nn.MultiheadAttention(4, 2, batch_first=True, bias=False).eval()
+    q = ember.nested.nested_tensor([ember.ones(2, 4), ember.ones(3, 4)])
+    with ember.no_grad(), pytest.raises(AssertionError, match="was not hit because $"):
+        mha(q, q, q)

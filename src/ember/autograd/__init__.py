@@ -58,6 +58,18 @@ def _as_tuple(x):
     return (x,) if isinstance(x, (_Tensor, GradientEdge)) else tuple(x)
 
 
+def _nested_involved(*groups):
+    """Whether a strided nested tensor (differentiated by its components) is among
+    ``groups`` (tensors, or sequences of them): only a non-Tensor is asked."""
+    for g in groups:
+        for x in (g if isinstance(g, (list, tuple)) else (g,)):
+            if x is not None and not isinstance(x, (_Tensor, GradientEdge)):
+                from ember.nested import by_components
+                if by_components(x):
+                    return True
+    return False
+
+
 def _target(t):
     """The (node, output_nr) edge of a tensor or GradientEdge to differentiate against."""
     if isinstance(t, GradientEdge):
@@ -134,8 +146,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the graph's leaves."""
     from ember.func._forward_primal import refuse_backward
     refuse_backward()       # (a transform runs a function: NOTE [Forward-mode primals])
+    if grad_tensors is None:
+        grad_tensors = grad_variables
+    if _nested_involved(tensors, grad_tensors, inputs):     # (by their components)
+        from ember.nested import _strided_grad
+        return _strided_grad.backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
     outputs = _as_tuple(tensors)
-    grads = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
+    grads = _as_tuple(grad_tensors)
     grads = list(grads) + [None] * (len(outputs) - len(grads))
     if retain_graph is None:
         retain_graph = create_graph
@@ -194,6 +211,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             return tuple(g for g in found if g is not None)
         batched = iter(vmap(used_grads)(*vectors))
         return tuple(None if none else next(batched) for none in unused)
+    if _nested_involved(outputs, inputs, grad_outputs):     # (by their components)
+        from ember.nested import _strided_grad
+        return _strided_grad.grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                                 allow_unused, materialize_grads)
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     if not inputs:

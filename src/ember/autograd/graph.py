@@ -654,6 +654,9 @@ def accumulate(var, grad, sole=False):
             var._grad = grad
         else:
             var._grad = _make(_layout_copy(grad._data, var._data))
+    elif var._meta and "nested_leaf" in var._meta:     # a strided nested leaf's component
+        from ember.nested import NO_STRIDES
+        raise RuntimeError(NO_STRIDES)
     elif type(var._grad) is ConjView and not _GRAD.grad_enabled \
             and not var._grad.requires_grad and type(grad) in (Tensor, ConjView):
         var._grad.add_(grad)            # in place, keeping the bit (as PyTorch's)

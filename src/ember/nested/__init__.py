@@ -29,17 +29,21 @@ class NestedTensor:
     """A batch of tensors with the same number of dims, whose sizes may differ."""
 
     is_nested = True
+    is_sparse = is_sparse_csr = False
 
-    def __init__(self, components, is_leaf=True, *, quiet=False):
+    def __init__(self, components, is_leaf=True, *, quiet=False, dtype=None):
         self._components = list(components)
         self._is_leaf = is_leaf
+        self._empty_dtype = dtype       # (the dtype of one with no components)
         if not quiet:       # (PyTorch's view of a dense tensor, and a stored .grad, do not warn)
             warn_once(NESTED_PROTOTYPE)
 
     @property
     def dtype(self):
         """The components' dtype."""
-        return self._components[0].dtype if self._components else ember.get_default_dtype()
+        if self._components:
+            return self._components[0].dtype
+        return self._empty_dtype or ember.get_default_dtype()
 
     @property
     def device(self):
@@ -83,6 +87,15 @@ class NestedTensor:
             raise RuntimeError(NO_SIZES)
         for t in self._components:
             t.grad = None
+
+    @property
+    def _grad(self):
+        # (the optimizers read and clear ``.grad`` through ``_grad``)
+        return self.grad
+
+    @_grad.setter
+    def _grad(self, value):
+        self.grad = value
 
     @property
     def retains_grad(self):
@@ -206,7 +219,48 @@ class NestedTensor:
 
     def detach(self):
         """A nested tensor of the components detached from the graph (a leaf)."""
-        return NestedTensor(t.detach() for t in self._components)
+        return NestedTensor(_leaf_parts(t.detach() for t in self._components))
+
+    def detach_(self):
+        """Detach the components from the graph (sharing their storage): self, now a leaf."""
+        self._components = _leaf_parts(t.detach() for t in self._components)
+        self._is_leaf = True
+        return self
+
+    def values(self):
+        """The components' elements, flattened into one dense tensor (a copy: ember keeps no
+        single buffer), on the graph."""
+        if not self._components:
+            return ember.empty(0, dtype=self.dtype, device=self.device)
+        out = ember.cat([t.reshape(-1) for t in self._components])
+        return rename_node(out, "ValuesBackwardAutogradNestedTensor0")
+
+    def data_ptr(self):
+        """The address of the first component's first element (0 when there is none)."""
+        return self._components[0].data_ptr() if self._components else 0
+
+    def is_pinned(self, device=None):
+        """Whether the components are in pinned memory."""
+        return bool(self._components) and all(t.is_pinned() for t in self._components)
+
+    def pin_memory(self, device=None):
+        """The components copied into pinned memory."""
+        return _strided_ops.each(self, ember.Tensor.pin_memory)
+
+    def is_shared(self):
+        """Whether the components are in shared memory."""
+        return bool(self._components) and all(t.is_shared() for t in self._components)
+
+    def share_memory_(self):
+        """Move the components to shared memory: self."""
+        for t in self._components:
+            t.share_memory_()
+        return self
+
+    def new(self, *args, **kwargs):
+        """Refused, as PyTorch refuses it."""
+        raise RuntimeError(f"Unrecognized tensor type ID: NestedTensor"
+                           f"{'CUDA' if self.is_cuda else 'CPU'}")
 
     def clone(self):
         """A nested tensor of copies of the components, on the same graph."""
@@ -216,6 +270,9 @@ class NestedTensor:
     def to(self, *args, **kwargs):
         """The components converted by ``Tensor.to`` (dtype, device); self when none
         changes."""
+        if not self._components:        # (the dtype it would convert to)
+            dtype = ember.empty(0, dtype=self.dtype).to(*args, **kwargs).dtype
+            return self if dtype == self.dtype else NestedTensor([], dtype=dtype, quiet=True)
         out = [t.to(*args, **kwargs) for t in self._components]
         if all(o is t for o, t in zip(out, self._components)):
             return self
@@ -229,6 +286,7 @@ class NestedTensor:
                                "require differentiation use var_no_grad = var.detach().")
         for t in self._components:
             t.requires_grad_(requires_grad)
+        _leaf_parts(self._components)
         return self
 
     def to_padded_tensor(self, padding, output_size=None):
@@ -274,7 +332,7 @@ class NestedTensor:
         # in-place one (which would reach the Tensor internals) is one of ours, or refused
         method = None if name.startswith("_") else getattr(ember.Tensor, name, None)
         if not callable(method):
-            raise AttributeError(f"'NestedTensor' object has no attribute '{name}'")
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'")   # (PyTorch's)
         if name.endswith("_"):
             return _strided_ops.inplace_method(self, name)
         return lambda *args, **kwargs: method(self, *args, **kwargs)
@@ -291,6 +349,26 @@ class NestedTensor:
         else:
             suffix = f", grad_fn=<{type(self.grad_fn).__name__}>"
         return f"nested_tensor([\n{body}\n]{suffix})"
+
+
+def by_components(x):
+    """Whether ``x`` is a strided nested tensor: the one hook of ember's core (autograd, the
+    optimizers), which ask it of a non-Tensor only and then work on its components."""
+    return isinstance(x, NestedTensor)
+
+
+def _leaf_parts(tensors):
+    """``tensors`` (as a list), those that require grad marked as the components of a nested
+    leaf: PyTorch accumulates a gradient into one once (``autograd.graph.accumulate`` refuses
+    a second, with its error). Others stay unmarked: ``unbind`` hands the components out, and
+    one made to require grad by itself is an ordinary leaf."""
+    tensors = list(tensors)
+    for t in tensors:
+        if t.requires_grad:
+            if t._meta is None:
+                t._meta = {}
+            t._meta["nested_leaf"] = True
+    return tensors
 
 
 def _sizes(nt):
@@ -330,11 +408,16 @@ def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     # PyTorch records the packing as a node (a nested tensor of tensors that require grad
     # is not a leaf) and copies the components (differentiably): in-place ops never reach the inputs
     # (packed into one buffer: the components come out contiguous)
-    return NestedTensor((rename_node(t.to(dtype=dtype, device=device, copy=True,
-                                          memory_format=ember.contiguous_format),
-                                     "NestedTensorFromTensorListBackward0") for t in tensors),
-                        is_leaf=not any(t.requires_grad for t in tensors),
-                        quiet=isinstance(ts, ember.Tensor))
+    comps = [t.to(dtype=dtype, device=device, copy=True, memory_format=ember.contiguous_format)
+             for t in tensors]
+    grad = next((t for t in tensors if t.requires_grad), None)
+    if grad is not None:
+        # that buffer requires grad when one input does: every component is on the graph
+        # (linked to that input by an exact zero, its gradient zeros, as PyTorch's is)
+        link = grad.reshape(-1)[:0].sum()
+        comps = [c if c.requires_grad else c - link.to(c.dtype) for c in comps]
+    return NestedTensor((rename_node(c, "NestedTensorFromTensorListBackward0") for c in comps),
+                        is_leaf=grad is None, quiet=isinstance(ts, ember.Tensor))
 
 
 def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires_grad=False,
@@ -348,9 +431,9 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
     if layout is ember.jagged:
         return _jagged_build.from_tensor_list(tensors, dtype, device, requires_grad)
     _check_same_dim(tensors)
-    return NestedTensor(
+    return NestedTensor(_leaf_parts(
         t.to(dtype=dtype, device=device, copy=True, memory_format=ember.contiguous_format)
-        ._set_requires_grad(requires_grad) for t in tensors)
+        ._set_requires_grad(requires_grad) for t in tensors), dtype=dtype)
 
 
 def to_padded_tensor(input, padding, output_size=None):
@@ -359,6 +442,8 @@ def to_padded_tensor(input, padding, output_size=None):
     if isinstance(input, JaggedTensor):
         return input.to_padded_tensor(padding, output_size)
     comps = input._components
+    if not comps:           # (PyTorch's is empty whatever the output_size)
+        return ember.empty(0, dtype=input.dtype, device=input.device)
     target = [max(t.shape[d] for t in comps) for d in range(input.dim() - 1)]
     if output_size is not None:
         if len(output_size) != input.dim():

@@ -49,6 +49,8 @@ def multihead_attention(mha, query, key, value, key_padding_mask=None, need_weig
     """``mha`` on a nested (batch-first) self-attention input: each component attends to
     itself; the weights, when wanted, padded with zeros to one dense tensor."""
     why = _why_not_mha(mha, query, key, value, attn_mask, key_padding_mask)
+    if why is None and mha.in_proj_bias is None:
+        why = ""        # (PyTorch's fused kernel wants the bias: it names no reason)
     if why is not None:
         raise AssertionError(f"MultiheadAttention does not support NestedTensor outside of its "
                              f"fast path. The fast path was not hit because {why}")

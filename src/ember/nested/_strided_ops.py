@@ -10,6 +10,7 @@ import ember
 from ember._tensor import Tensor
 from ember._values_backed import op_name, registrar
 from ember.ops._recording import rename_node
+from ember.nested import NO_SIZES
 
 __all__ = ["dispatch", "unsupported", "each", "wrap", "check_inplace", "inplace_method",
            "split_with_sizes", "install"]
@@ -98,6 +99,9 @@ def dispatch(func, args, kwargs):
         return _compare(func, name, *args, **kwargs)
     if name in ("__get__", "__set__"):
         return func(*args, **kwargs)
+    if name.endswith("_") and not name.startswith("_") and args and _is_nested(args[0]):
+        # ``ember.neg_(nt)``, ``Tensor.add_(nt, 1)``: the nested tensor's own method, or refused
+        return inplace_method(args[0], name)(*args[1:], **kwargs)
     raise unsupported(_refused_name(name, args, kwargs), _first_nested(args))
 
 
@@ -186,6 +190,24 @@ def _masked_fill(func, nt, mask, value):
     return wrap([func(t, m, value) for t, m in zip(nt._components, masks)])
 
 
+@_handles("where")
+def _where(func, *args, **kwargs):
+    names = ("input", "condition", "other") if func is Tensor.where else \
+        ("condition", "input", "other")         # (the method: ``self.where(condition, other)``)
+    bound = dict(zip(names, args), **kwargs)
+    condition, input, other = (bound.get(n) for n in ("condition", "input", "other"))
+    if input is None and other is None:
+        raise unsupported("nonzero", condition)
+    if not _is_nested(condition):
+        raise RuntimeError("condition must be nested")
+    if not _is_nested(other):
+        raise RuntimeError("other must be nested")
+    if _is_nested(input):
+        raise RuntimeError("self must not be nested")
+    return wrap([ember.where(c, input, o)
+                 for c, o in zip(condition._components, other._components)])
+
+
 @_handles("dropout", "alpha_dropout", "feature_alpha_dropout")
 def _dropout(func, nt, *args, **kwargs):
     def run(t):
@@ -267,6 +289,10 @@ def _bmm(func, a, b):
 @_handles("scaled_dot_product_attention")
 def _sdpa(func, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
           enable_gqa=False):
+    if min(query.dim(), key.dim(), value.dim()) < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, "
+                           f"but got query.dim: {query.dim()} key.dim: {key.dim()} and "
+                           f"value.dim: {value.dim()} instead.")
     for x, y in ((query, key), (key, value)):
         if _is_nested(x) != _is_nested(y):
             raise RuntimeError(f"Expected both to be nested, but got a "
@@ -278,6 +304,12 @@ def _sdpa(func, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fals
     if attn_mask is not None:
         raise unsupported("_scaled_dot_product_attention_math", query,
                           "_scaled_dot_product_attention_math")
+    # (PyTorch's math: query @ key.transpose(-2, -1), which take nested inputs of >= 3 dims)
+    if _is_nested(key) and key.dim() < 3:
+        raise RuntimeError("Nested tensor dimension 0 cannot be transposed")
+    if _is_nested(query) and query.dim() < 3:
+        raise RuntimeError(f"matmul: For nested tensors, only inputs with >= 3 dims are "
+                           f"currently supported. 1st input has rank: {query.dim()}")
     return wrap([func(q, k, v, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa)
                   for q, k, v in zip(query._components, key._components, value._components)])
 
@@ -295,6 +327,8 @@ def _dim(nt, dim):
 @_handles("softmax")
 def _softmax(func, nt, dim=None, dtype=None, *args, **kwargs):
     dtype = kwargs.get("dtype", dtype if not isinstance(dtype, int) else None)  # (_stacklevel)
+    if not nt._components:          # (PyTorch checks no dim of an empty one)
+        return wrap([])
     dim = _dim(nt, dim)
     if dim == 0:
         raise RuntimeError("Cannot apply softmax across nested dimension 0")
@@ -306,6 +340,8 @@ def _layer_norm(func, nt, normalized_shape, weight=None, bias=None, eps=1e-5):
     if weight is None or bias is None:
         raise ValueError("NestedTensor layer_norm requires weight and bias")
     shape = tuple([normalized_shape] if isinstance(normalized_shape, int) else normalized_shape)
+    if not nt._components:
+        raise RuntimeError("The shape at dimension 0of normalized_shape doesn't match the input")
     k = len(shape)
     if k >= nt.dim() or len({tuple(t.shape[-k:]) for t in nt._components}) > 1:
         raise RuntimeError("normalized_shape extends into irregular dimensions for the nested "
@@ -345,6 +381,8 @@ def _transpose(func, nt, dim0, dim1):
 
 
 def _reshape_like(verb, nt, shape):
+    if not nt._components:
+        raise RuntimeError("empty nested tensor cannot be reshaped")
     shape = list(shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple))
                  else shape)
     if not shape or shape[0] != len(nt._components):
@@ -400,6 +438,8 @@ def _unsqueeze(func, nt, dim):
         raise RuntimeError("unsqueeze(): For nested tensors, unsqueezing dimension 0 is not "
                            "supported at the moment if you need this feature, please open an "
                            "issue on github describing your use case.")
+    if not nt._components:
+        raise IndexError(f"Dimension specified as {dim - 1} but tensor has no dimensions")
     return each(nt, lambda t: t.unsqueeze(dim - 1))
 
 
@@ -424,6 +464,8 @@ def _chunk(func, nt, chunks, dim=0):
     if d != nt.dim() - 1:
         raise RuntimeError("Chunk for nested tensors is currently only supported for the last "
                            "dimension.")
+    if not nt._components:
+        raise IndexError("Dimension specified as 1 but tensor has no dimensions")
     size = nt.size(d)
     if size % chunks:
         raise RuntimeError(f"Chunk for nested tensors is only supported for nested tensors with "
@@ -459,6 +501,8 @@ def _split_with_sizes(func, nt, split_sizes, dim=0):
 @_handles("select")
 def _select(func, nt, dim, index):
     d = _dim(nt, dim)
+    if not nt._components:
+        raise IndexError("You can only select when the NT is not empty.")
     if d == 0:
         return nt[index]
     out = []
@@ -481,6 +525,12 @@ def _cat(func, tensors, dim=0):
     tensors = list(tensors)
     if not all(_is_nested(t) for t in tensors):
         raise RuntimeError("Expected each tensor in given list to be nested.")
+    if not tensors[0]._components:
+        raise RuntimeError(NO_SIZES)
+    for i, t in enumerate(tensors):
+        if not t._components:       # (PyTorch takes an empty one for a 0-dim tensor)
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
+                               f"concatenated")
     d = _dim(tensors[0], dim)
     if d == 0:
         return wrap([c.clone() for t in tensors for c in t._components])   # (a new buffer)
@@ -515,7 +565,7 @@ def _copy_(self, src, non_blocking=False):
 
 
 def _refuse(overload):
-    def run(self, *args):
+    def run(self, *args, **kwargs):
         raise unsupported(overload, self)
     return run
 
@@ -539,6 +589,8 @@ def install(cls):
     cls.__rsub__ = _refuse("rsub.Scalar")
     cls.__rtruediv__ = _refuse("reciprocal")
     cls.__pow__ = _refuse("pow.Tensor_Scalar")
+    for name in ("dense_dim", "sparse_dim", "new_zeros", "new_ones", "new_empty", "new_full"):
+        setattr(cls, name, _refuse(name))
     cls.__hash__ = object.__hash__
     cls.__pos__ = _call("positive")
     for name in INPLACE | {"sub_", "div_"}:      # (``-=`` and ``/=`` are refused by name)

@@ -54,6 +54,9 @@ def call_inplace(op, inputs, params, entry=None):
                                      params_in_dtype)
     self = inputs[0]
     if not isinstance(self, Tensor):
+        if hasattr(type(self), "__torch_function__"):     # a nested tensor: offered the call
+            from ember.overrides import handle_op
+            return handle_op(op, inputs, params, None, inplace=True)
         raise TypeError(f"{op.name}_(): expected a Tensor, got {type(self).__name__}")
     grad_mode = _GRAD.grad_enabled
     if grad_mode:

@@ -83,17 +83,24 @@ def real_view(t):
     return view_as_real(t) if t.is_complex() else t
 
 
-def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False):
+def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False, nested=None):
     """``(param, param array, grad array)`` for each parameter of ``group`` with a gradient,
     its GPU current while the caller's loop body runs (state made there lands beside it, as
     CuPy allocates on the current GPU). A sparse gradient (``Embedding(sparse=True)``'s)
     comes dense to an optimizer that ``takes_sparse`` (its update of the entries the
     gradient leaves out is nil), and raises PyTorch's error naming optimizer ``name`` in the
     others. With ``graph`` (an optimizer's ``differentiable=True`` step) the parameter and
-    gradient come as tensors, so that the update's in-place ops build a graph."""
+    gradient come as tensors, so that the update's in-place ops build a graph. A nested
+    parameter raises PyTorch's error, or (SGD's) is appended to list ``nested`` instead."""
     for p in group["params"]:
         g = p._grad
         if g is None:
+            continue
+        if not isinstance(p, Tensor) and nested_param(p):
+            from ember.nested._strided_optim import refuse
+            refuse(p, name, group)      # (PyTorch's error, but for SGD's: it steps it itself)
+            if nested is not None:
+                nested.append(p)
             continue
         if group.get("capturable") and p.device.type != "cuda":
             table = _CAPTURABLE_FOREACH if group.get("foreach") else {}
@@ -143,9 +150,19 @@ _CAPTURABLE_FOREACH = {"Adam": ("params and state_steps", _DEVICES[:-1]),
                        "ASGD": ("params, mus, etas, and state_steps", _DEVICES[:-1])}
 
 
+def nested_param(p):
+    """Whether parameter ``p`` (asked only when not a Tensor) is a strided nested tensor: SGD
+    steps one, the other optimizers refuse it as PyTorch's do (ember.nested._strided_optim)."""
+    from ember.nested import by_components
+    return by_components(p)
+
+
 def state_like(p, fill=0.0):
     """A state tensor shaped and typed like parameter ``p``, filled with ``fill``, on its
     device (whichever GPU is current)."""
+    if not isinstance(p, Tensor) and nested_param(p):     # (Adagrad's, for a nested one)
+        from ember.nested._strided_ops import unsupported
+        raise unsupported("full_like", p)
     with device_guard(gpu_elsewhere(p._data)):
         a = p._data.copy()
         a[...] = fill

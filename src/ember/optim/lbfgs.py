@@ -4,7 +4,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import no_grad
 from ember.backend import xp_of
 from ember.optim._checks import check_lr
-from ember.optim._state import real, value
+from ember.optim._state import nested_param, real, value
 from ember.ops._registry import device_mismatch
 from ember.optim.optimizer import Optimizer, closure_loss
 
@@ -39,6 +39,10 @@ class LBFGS(Optimizer):
     def _flat_grad(self):
         if len({p.device for p in self._params}) > 1:
             device_mismatch(self._params)           # as PyTorch's concatenation refuses them
+        for p in self._params:
+            if not isinstance(p, Tensor) and nested_param(p):
+                from ember.nested._strided_optim import refuse_flat
+                refuse_flat(p)
         xp = xp_of(self._params[0]._data)
         return xp.concatenate([     # complex parameters count as pairs of reals
             real(_grad_array(p, xp)).reshape(-1) for p in self._params])

@@ -21,7 +21,7 @@ from ember._warn import outside_level
 from ember.autograd.graph import RemovableHandle
 from ember.autograd.grad_mode import enable_grad, set_grad_enabled
 from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere, loud_fp, quiet_fp
-from ember.optim._state import scalar_state
+from ember.optim._state import nested_param, scalar_state
 from ember.optim._state import value as _get_value  # noqa: F401  (user optimizers import it)
 from ember.profiler import _recorder
 
@@ -94,7 +94,7 @@ class Optimizer:
             raise ValueError("all optimizer param groups should be with/without names. cannot "
                              f"add param group {which} names to the optimizer")
         for p in params:
-            if not isinstance(p, Tensor):
+            if not isinstance(p, Tensor) and not nested_param(p):
                 kind = type(p).__qualname__
                 if type(p).__module__ != "builtins":
                     kind = f"{type(p).__module__}.{kind}"
@@ -298,7 +298,7 @@ def _zero_grads(param_groups, set_to_none):
                 continue
             if set_to_none:
                 p._grad = None
-            elif isinstance(p._grad, ValuesBacked):    # sparse: emptied, as torch's
+            elif isinstance(p._grad, ValuesBacked) or not isinstance(p, Tensor):   # sparse, nested
                 g = p._grad
                 if g.grad_fn is not None:
                     g.detach_()

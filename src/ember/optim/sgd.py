@@ -53,9 +53,9 @@ class SGD(Optimizer):
             hyper = dict(lr=lr_of(group), momentum=group["momentum"],
                          dampening=group["dampening"], weight_decay=group["weight_decay"],
                          nesterov=group["nesterov"])
-            params, updates = [], []
+            params, updates, nested = [], [], []
             for p, x, g in grads_of(group, group["maximize"], "SGD", takes_sparse=True,
-                                  graph=group["differentiable"]):
+                                  graph=group["differentiable"], nested=nested):
                 if hyper["weight_decay"] and p._grad.is_sparse:     # grad + decay * param
                     raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, "
                                        "sparse) instead.")
@@ -64,6 +64,9 @@ class SGD(Optimizer):
                     continue
                 params.append(p)
                 updates.append((x, g) + self._buffer(p, group))
+            for p in nested:    # nested tensors (PyTorch steps them with their ops)
+                from ember.nested._strided_optim import sgd_step
+                sgd_step(p, self.state, group["maximize"], **hyper)
             update = _update_foreach if group["foreach"] else _update
             apply_updates("sgd", params, updates, update,
                           differentiable=group["differentiable"], **hyper)
