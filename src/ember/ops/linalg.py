@@ -61,10 +61,15 @@ def _ht(t):
 
 # --- checks shared by the products and matmul -------------------------------------------------
 
-def _check_mm(a, b):
+def check_mm_shapes(a, b):
+    """Raise PyTorch's error where matrices ``a`` and ``b`` cannot be multiplied."""
     if a.shape[1] != b.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
                            f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+
+
+def _check_mm(a, b):
+    check_mm_shapes(a, b)
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
                            f"{CTYPE[D.FROM_NUMPY[a.dtype]]} != {CTYPE[D.FROM_NUMPY[b.dtype]]}")

@@ -22,7 +22,7 @@ from ember.ops._elementwise import conj_grad
 from ember.ops._registry import op
 from ember.ops._scalars import checked_scalar, number_arg
 from ember.ops.indexing import CTYPE
-from ember.ops.linalg import _h, _name
+from ember.ops.linalg import _h, _name, check_mm_shapes
 from ember.ops.shape import expand
 
 _LOW = D.LOW_PRECISION_NP
@@ -113,9 +113,7 @@ def addmm(xp, m, a, b, beta, alpha):
     for name, x in (("mat1", a), ("mat2", b)):
         if x.ndim != 2:
             raise RuntimeError(f"{name} must be a matrix, got {x.ndim}-D tensor")
-    if a.shape[1] != b.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
-                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+    check_mm_shapes(a, b)
     _check_mm_dtypes(m, a, b)
     shape = (a.shape[0], b.shape[1])
     m = _expand(xp, m, shape)

@@ -10,6 +10,7 @@ from ember import _dtype as D
 from ember.ops._op_errors import OpValueError
 from ember.ops._registry import op
 from ember.ops.conversion import cast
+from ember.ops.linalg import check_mm_shapes
 
 __all__ = ["_weight_int8pack_mm", "_scaled_mm"]
 
@@ -136,9 +137,7 @@ def _scaled_mm(xp, a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fa
     for name, t in (("mat1", a), ("mat2", b)):
         if t.ndim != 2:
             raise RuntimeError(f"{name} must be a matrix")
-    if a.shape[1] != b.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
-                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+    check_mm_shapes(a, b)
     kind = _scaling(a, b, scale_a, scale_b)
     if bias is not None and bias.size != b.shape[1]:
         raise RuntimeError(f"Bias must be size {b.shape[1]} but got {bias.size}")
