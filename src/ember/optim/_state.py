@@ -92,6 +92,9 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False, 
     others. With ``graph`` (an optimizer's ``differentiable=True`` step) the parameter and
     gradient come as tensors, so that the update's in-place ops build a graph. A nested
     parameter raises PyTorch's error, or (SGD's) is appended to list ``nested`` instead."""
+    if group.get("foreach") and group.get("differentiable") and name in _FOREACH_NO_GRAPH:
+        _refuse_foreach_graph(group, name)
+    first = True
     for p in group["params"]:
         g = p._grad
         if g is None:
@@ -102,7 +105,7 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False, 
             if nested is not None:
                 nested.append(p)
             continue
-        if group.get("capturable") and p.device.type != "cuda":
+        if group.get("capturable") and not group.get("fused") and p.device.type != "cuda":
             table = _CAPTURABLE_FOREACH if group.get("foreach") else {}
             what, devices = table.get(name) or _CAPTURABLE.get(name, ("params and state_steps",
                                                                       _DEVICES))
@@ -113,7 +116,8 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False, 
             raise RuntimeError(f"{name} does not support sparse gradients"
                                f"{_SPARSE_HINTS.get(name, '')}")
         if group.get("fused"):
-            _check_fused(p, sparse, name)
+            _check_fused(p, sparse, name, first)
+        first = False
         if sparse:
             g = g.to_dense()
         if graph:
@@ -124,8 +128,36 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False, 
             yield p, real(p._data), -ga if maximize else ga
 
 
-def _check_fused(p, sparse, name):
-    """``fused=True`` takes floating-point parameters only, and dense gradients."""
+def _refuse_foreach_graph(group, name):
+    """``foreach=True`` with ``differentiable=True``: PyTorch's multi-tensor steps assert at
+    ``step`` that they build no graph (not SGD's, Adafactor's, Muon's). Adagrad and Adamax
+    assert even with no gradient, Adagrad before a sparse one's error too; the others' sparse
+    gradient errors and Adam's capturable device check come first (``grads_of`` raises them)."""
+    with_grad = [p for p in group["params"] if p._grad is not None]
+    if name != "Adagrad" and any(getattr(p._grad, "is_sparse", False)
+                                 or getattr(p._grad, "is_sparse_csr", False) for p in with_grad):
+        return
+    if not with_grad and name not in ("Adagrad", "Adamax"):
+        return
+    if name == "Adam" and group.get("capturable") and any(p.device.type != "cuda"
+                                                          for p in with_grad):
+        return
+    raise AssertionError("_foreach ops don't support autograd")
+
+
+_FOREACH_NO_GRAPH = {"Adadelta", "Adagrad", "Adam", "Adamax", "ASGD", "NAdam", "RAdam",
+                     "RMSprop", "Rprop"}
+
+
+def _check_fused(p, sparse, name, first=True):
+    """``fused=True`` takes floating-point parameters only, and dense gradients. SGD's and
+    Adagrad's steps check only the ``first`` parameter with a gradient so; a later complex
+    one reaches SGD's kernel (NotImplementedError) or Adagrad's own check."""
+    if not first and p.is_complex() and name in ("SGD", "Adagrad"):
+        if name == "SGD":
+            raise NotImplementedError("\"fused_sgd_kernel\" not implemented for "
+                                      f"'{p.dtype._torch_name}'")
+        raise RuntimeError(_FUSED_SPARSE[name])
     if not p.is_floating_point():
         raise RuntimeError("`fused=True` requires all the params to be floating point Tensors "
                            f"of supported devices: {_FUSED_DEVICES} but {p.dtype} and "
