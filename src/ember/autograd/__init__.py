@@ -129,12 +129,19 @@ def _make_grads(outputs, grads):
     return result
 
 
+def _own_pass():
+    """Whether ember's own pass runs (a transform's vjp of its function's outputs, which a
+    forward-mode function it is nested in has re-classed as its results)."""
+    from ember.func._forward_primal import own_running
+    return own_running()
+
+
 def _roots(outputs):
     roots = []
     for i, out in enumerate(outputs):
         node, nr = history(out)
         if node is None or (type(out) is not _Tensor       # (NOTE [Forward-mode primals])
-                            and getattr(out, "_forward_primal", False)):
+                            and getattr(out, "_forward_primal", False) and not _own_pass()):
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                f"have a grad_fn")
         roots.append((node, nr))

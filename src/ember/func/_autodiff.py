@@ -117,8 +117,11 @@ class _Traced:
             if _DUAL.level is not None:     # (PyTorch's are dual levels too)
                 raise RuntimeError("Nested forward mode AD is not supported at the moment")
         top = _DEPTH.value == 0         # (only the outermost transform decides what is cut)
-        self.connected = not top or any(tracks_grad(p) for p in physical)
         outer_grad = is_grad_enabled()
+        # (under the caller's no_grad, as PyTorch's, its results record nothing for it, an
+        # outer transform included; linearize's jvp_fn decides at its first call)
+        self.connected = (outer_grad or api.startswith("linearize(")) and (
+            not top or any(tracks_grad(p) for p in physical))
         # PyTorch's linearize results of an input that requires grad require grad after it
         forward_cut = not (api.startswith("linearize(") and any(tracks_grad(p) for p in physical))
         # the user's requires_grad_ is refused in func, except in linearize's, as in PyTorch
@@ -573,7 +576,12 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     flat_t = _check_jvp_args(primals, tangents)
     traced = _Traced(func, primals, has_aux, "jvp(f, primals, tangents)")
     lin = _Linearized(traced, [x for _, x in traced.written])
-    out = lin.push(flat_t, traced.connected)
+    # tangents that require grad (where the primals' graph does not reach the caller's):
+    # PyTorch's tangent outputs computed from them require grad, the others not
+    graded = not traced.connected and is_grad_enabled() and any(tracks_grad(t) for t in flat_t)
+    out = lin.push(flat_t, traced.connected or graded, release=not graded)
+    if graded:
+        out = _reaching(out, traced)
     if traced.written:
         from ember.autograd.grad_mode import no_grad
         flat_p = tree_flatten(primals)[0]
@@ -587,6 +595,15 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     primal_out = _aliased(primal_out)       # (after settle: its view of a settled history)
     traced.finish(primal_out, out, traced.aux)
     return (primal_out, out, traced.aux) if has_aux else (primal_out, out)
+
+
+def _reaching(tree, traced):
+    """``tree``'s tensors, detached but those whose graph reaches a tensor that requires grad
+    other than ``traced``'s own leaves."""
+    reach = _Reach(traced.leaves, traced.made)
+    flat, spec = tree_flatten(tree)
+    return tree_unflatten([x.detach() if isinstance(x, Tensor) and not reach.tensor(
+        materialize(x, traced.levels)) else x for x in flat], spec)
 
 
 def _aliased(tree):

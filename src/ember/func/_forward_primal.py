@@ -56,7 +56,8 @@ from ember.overrides import _disabled_torch_function_impl
 __all__ = ["DualPrimal", "DualViewPrimal", "ForwardPrimal", "PrimalBackward",
            "TransformLeaf", "ViewBackward0",
            "forward_running", "leaf_for", "own_pass", "primal_for", "collect_dead", "cut",
-           "note_dead", "refuse_backward", "release", "show", "showing", "tracks_grad"]
+           "note_dead", "own_running", "refuse_backward", "release", "show", "showing",
+           "tracks_grad"]
 
 
 class PrimalBackward(Node):
@@ -363,6 +364,12 @@ def own_pass():
     """Context manager for ember's own differentiation inside a user's function (a kernel
     PyTorch has natively): what it records is not re-classed, and it may take gradients."""
     return showing(None)
+
+
+def own_running():
+    """Whether ember's own differentiation (``own_pass``) is the innermost frame."""
+    stack = _FRAMES.stack
+    return bool(stack) and stack[-1] is None
 
 
 def show(t):
