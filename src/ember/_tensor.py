@@ -485,6 +485,17 @@ class Tensor:
                                "https://github.com/pytorch/pytorch/pull/103001")
         if id(self) in memo:
             return memo[id(self)]
+        if type(self) is not Tensor and not type(self).__module__.startswith("ember."):
+            # as PyTorch's: a user subclass is copied through new_empty, which Tensor's default
+            # __torch_function__ (it runs this with subclasses disabled) answers with a Tensor
+            if type(self.new_empty(())) is not type(self):
+                raise RuntimeError(
+                    "The default implementation of __deepcopy__() for non-wrapper subclasses "
+                    "only works for subclass types that implement new_empty() and for which "
+                    "that function returns another instance of the same subclass. You should "
+                    "either properly implement new_empty() for your subclass or override "
+                    "__deepcopy__() if it is intended behavior for new_empty() to return an "
+                    "instance of a different type.")
         place = _placement(self)
         if place is not None and place[0].is_leaf:     # a copy sharing its root's copy
             from ember._creation import _rebuild_view

@@ -5,7 +5,8 @@ Tensor subclasses and tensor-likes override ember functions with a ``__torch_fun
 routed by _switch.py); _catalog.py says which functions take part.
 """
 
-from ember.overrides._catalog import (get_ignored_functions, get_overridable_functions,
+from ember.overrides._catalog import (get_default_nowrap_functions,  # noqa: F401
+                                      get_ignored_functions, get_overridable_functions,
                                       get_testing_overrides, is_tensor_method_or_property,
                                       resolve_name)
 from ember.overrides._modes import (BaseTorchFunctionMode, TorchFunctionMode,  # noqa: F401

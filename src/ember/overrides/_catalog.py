@@ -82,6 +82,13 @@ def get_ignored_functions():
     return found
 
 
+def get_default_nowrap_functions():
+    """The Tensor property getters whose results the default ``__torch_function__`` hands
+    back as they are, not re-classed into the subclass (``_base``, ``grad``, ``_grad``)."""
+    from ember._tensor import Tensor
+    return {Tensor._base.__get__, Tensor.grad.__get__, Tensor._grad.__get__}
+
+
 def get_overridable_functions():
     """``{namespace: [function]}`` of the functions ``__torch_function__`` can override (a
     Tensor property's getter is listed under the property, as in PyTorch)."""

@@ -288,10 +288,9 @@ def _convert(value, cls, args):
     if cls is Tensor:
         return value
     if type(value) is Tensor:
-        if any(value is a for a in args):   # x.add_(subclass): an alias, x stays a Tensor
-            return value.as_subclass(cls)
-        value.__class__ = cls           # a fresh result: re-class it, no alias needed
-        return value
+        # as PyTorch's: an alias of the result even when it is fresh (x.add_(subclass) leaves
+        # x a Tensor), so the result is a view with an AliasBackward0 node over the op's
+        return value.as_subclass(cls)
     if type(value) is tuple:
         return tuple(_convert(v, cls, args) for v in value)
     if isinstance(value, Tensor) and type(value) is _conj_view().ConjView and not any(
