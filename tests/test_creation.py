@@ -523,3 +523,17 @@ def test_full_of_one_16_bit_element_overflows_to_inf_as_pytorch():
     assert ember.full((1,), float("inf"), dtype=ember.float8_e4m3fn).float().tolist() == [448.0]
     with pytest.raises(RuntimeError, match="c10::Float8_e4m3fn without overflow"):
         ember.full((2,), 450.0, dtype=ember.float8_e4m3fn)
+
+
+@pytest.mark.parametrize("make", [ember.from_numpy, ember.as_tensor, ember.asarray])
+def test_numpy_alias_keeps_its_shape_when_the_array_is_reshaped(make):
+    # PyTorch's tensor holds its own sizes: reshaping the array object in place leaves the
+    # tensor's shape, while the memory stays shared both ways
+    a = np.zeros((4, 4), np.float32)
+    t = make(a)
+    a.shape = (16,)
+    assert tuple(t.shape) == (4, 4) and t.stride() == (4, 1)
+    a[5] = 7.0
+    t[2, 3] = 9.0
+    assert t[1, 1].item() == 7.0 and a[11] == 9.0
+    assert not t._is_view() and t._base is None

@@ -119,7 +119,7 @@ def _as_tensor(data, dtype, device, aliasing):
             if dtype is None or dtype.np == data.dtype:
                 if aliasing and not data.flags.writeable:
                     _warn_read_only(data)
-                return _make(data if type(data) is np.ndarray else data.view(np.ndarray))
+                return _make(data.view(np.ndarray))     # (a new header: see from_numpy)
             return _make(data.view(np.ndarray).astype(dtype.np))
     if hasattr(data, "__cuda_array_interface__"):       # a CuPy (or other GPU) array
         _check_np_dtype(data)
@@ -201,9 +201,9 @@ def from_numpy(ndarray):
         _warn_read_only(ndarray)                # (before the checks, as PyTorch's)
     _check_np_dtype(ndarray)
     _check_strides(ndarray)
-    if type(ndarray) is not np.ndarray:
-        ndarray = ndarray.view(np.ndarray)      # (a subclass's values, sharing memory)
-    return _make(ndarray)
+    # a new header on the same memory (a subclass's values): reshaping or restriding the
+    # caller's array object afterwards leaves the tensor as it was, as PyTorch's
+    return _make(ndarray.view(np.ndarray))
 
 
 def _warn_read_only(array):
@@ -478,6 +478,8 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     _size_sequence(size, "full")
     check_requires_grad(requires_grad, "full")
     _number_arg(fill_value, "full", "fill_value", 2)
+    if isinstance(fill_value, np.complexfloating) and not isinstance(fill_value, complex):
+        fill_value = float(fill_value)      # np.complex64 read as PyTorch's parser reads it
     dtype = _out_dtype(_dtype_arg("full", dtype), out)
     no_sparse_fill(layout, "full")
     if dtype is None:

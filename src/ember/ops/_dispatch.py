@@ -364,8 +364,11 @@ def _wrapped_number(x):
 
 def _as_scalar(op, flat, x):
     if isinstance(x, (np.bool_, np.integer, np.floating, np.complexfloating)) and op.scalars:
-        # PyTorch's parser reads a NumPy bool as a float: ``int_tensor * np.bool_(1)`` is float
-        return float(x) if type(x) is np.bool_ else x.item()
+        # PyTorch's parser reads a NumPy bool as a float (``int_tensor * np.bool_(1)`` is float),
+        # and np.complex64 (no Python complex) through __float__: its real part, NumPy warning
+        if type(x) is np.bool_ or isinstance(x, np.complexfloating) and not isinstance(x, complex):
+            return float(x)
+        return x.item()
     if hasattr(type(x), "__torch_function__"):
         from ember.overrides._protocol import is_foreign_tensor
         if not is_foreign_tensor(type(x)):

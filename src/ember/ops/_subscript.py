@@ -276,7 +276,9 @@ def _value_for(target, value, advanced):
         while lead < value.ndim and value.shape[lead] == 1:
             lead += 1
         return value.reshape(value.shape[lead:]) if lead else value
-    if isinstance(value, (int, float, bool, complex, np.number, np.bool_)):
+    # NumPy's integers and its float64/complex128 (Python float/complex subclasses) only: PyTorch
+    # refuses np.bool_, np.float32, np.float16 ... even into a tensor of that very dtype
+    if isinstance(value, (int, float, complex, np.integer)):
         return _make(scalar_array(xp_of(target._data), value, target.dtype))
     kind = type(value)
     name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"

@@ -131,6 +131,46 @@ heaviside.not_implemented("heaviside")
 
 # --- minimum, maximum, fmin, fmax -------------------------------------------------------------
 
+_TIE_PICK = {}      # (array module, ufunc name, dtype) -> which operand it returns on ties
+
+
+def _tie_pick(xp, name, dtype):
+    """0 or 1 when ``xp.<name>`` returns that operand wherever 0. and -0. tie (probed once, over
+    contiguous, strided, broadcast and 0-dim operands); None when its loops disagree."""
+    key = (xp, name, dtype)
+    pick = _TIE_PICK.get(key, -1)
+    if pick == -1:
+        f = getattr(xp, name)
+        a = xp.zeros(203, dtype=dtype)
+        b = -a
+        forms = (f(a, b), f(a[::2], b[::2]), f(a.reshape(7, 29).T, b.reshape(7, 29).T),
+                 f(a, b[0]), f(a[0], b), f(a.reshape(7, 29), b[:29]), f(a[:29], b.reshape(7, 29)))
+        signs = {bool(v) for r in forms for v in xp.signbit(r.astype(np.float32)).ravel().tolist()}
+        pick = _TIE_PICK[key] = signs.pop() * 1 if len(signs) == 1 else None
+    return pick
+
+
+def _extremum(xp, name, x, other):
+    """``xp.<name>`` (maximum, minimum) of ``x`` and clamp's bound ``other`` (an array: a
+    number comes 0-dim), returning ``x`` itself where a 0-dim bound ties: PyTorch keeps
+    ``input`` (0. against -0.) at every size for a number bound, NumPy's pick depends on the
+    dtype and the loop (its SIMD maximum returns the second operand, its float16 loop the
+    first). Wider bounds and maximum(a, b) keep NumPy's pick: PyTorch's vectorized loop keeps
+    the other operand too (its scalar loop, on a few elements, ``input``). A 0-dim tensor
+    bound cannot be told from a number here: it keeps ``input`` (PyTorch: the bound)."""
+    dtype = x.dtype
+    number = isinstance(other, (int, float, np.generic)) or \
+        type(other) is np.ndarray and other.ndim == 0   # (a device array is not read: no sync)
+    if dtype.kind in "biu" or not number or other != 0:
+        return getattr(xp, name)(x, other)      # no signed zeros, a tensor, or no zero bound
+    pick = _tie_pick(xp, name, dtype)
+    if pick is not None:
+        return getattr(xp, name)(other, x) if pick else getattr(xp, name)(x, other)
+    r = getattr(xp, name)(x, other)
+    zero = r == 0                       # (other ties give the same bits either way)
+    return xp.where(zero & (x == 0), x, r) if zero.any() else r
+
+
 def _no_complex_rule(d, name, operands):
     if d.category == D.COMPLEX:
         raise RuntimeError(f"{name} not implemented for complex tensors.")
@@ -371,9 +411,9 @@ def clamp(xp, x, lo, hi):
     if lo is None and hi is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if lo is not None:
-        x = xp.maximum(x, _fit(xp, lo, x.dtype))
+        x = _extremum(xp, "maximum", x, _fit(xp, lo, x.dtype))
     if hi is not None:
-        x = xp.minimum(x, _fit(xp, hi, x.dtype))
+        x = _extremum(xp, "minimum", x, _fit(xp, hi, x.dtype))
     return x
 
 
@@ -406,7 +446,7 @@ def _(grad, x, lo, hi):
     checked_scalars=True, pointwise=NUMBERS_ASIDE)
 def clamp_min(xp, x, lo):
     """``input`` limited from below by ``min``."""
-    return xp.maximum(x, _fit(xp, lo, x.dtype))
+    return _extremum(xp, "maximum", x, _fit(xp, lo, x.dtype))
 
 
 @clamp_min.derivative
@@ -418,7 +458,7 @@ def _(grad, x, lo):
     checked_scalars=True, pointwise=NUMBERS_ASIDE)
 def clamp_max(xp, x, hi):
     """``input`` limited from above by ``max``."""
-    return xp.minimum(x, _fit(xp, hi, x.dtype))
+    return _extremum(xp, "minimum", x, _fit(xp, hi, x.dtype))
 
 
 @clamp_max.derivative

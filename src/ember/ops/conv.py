@@ -7,6 +7,8 @@ convolutions again, so gradients of any order exist.
 """
 
 
+import numpy as np
+
 from ember._memory_format import channels_last, channels_last_3d, in_order, suggested_order
 from ember.amp._state import suspended
 from ember.backend import cudnn_tf32
@@ -38,13 +40,30 @@ def _run(xp, x, w, b, args):
         else:
             out = conv_forward(xp, x, w, args.stride, args.pads, args.dilation, args.groups,
                                b)
-    return in_order(xp, out, suggested_order(x) or suggested_order(w))
+    return in_order(xp, out, _conv_order(x, w, args.groups))
 
 
-def _laid_out_like(grads, x, w):
+def _conv_order(x, w, groups):
+    """The memory order of a convolution's output and gradients: channels-last's when its
+    input or weight is channels-last, except for 3-d convolutions on the CPU that PyTorch
+    runs in its row-major kernels (float64 always; float32 with one image, one group, a small
+    input and a kernel at most 3 wide in H or W), else None (row-major)."""
+    order = suggested_order(x) or suggested_order(w)
+    if order is None or len(order) != 5 or not isinstance(x, np.ndarray):
+        return order
+    if x.dtype == np.float64:
+        return None
+    n, c, d, h = x.shape[:4]
+    if x.dtype == np.float32 and groups == 1 and n == 1 and n * c * d * h <= 20480 \
+            and min(w.shape[-1], w.shape[-2]) <= 3:
+        return None
+    return order
+
+
+def _laid_out_like(grads, x, w, groups):
     """The input and weight gradients in the convolution's memory format: channels-last when
-    its input or weight is, else row-major."""
-    order = suggested_order(x._data) or suggested_order(w._data)
+    its input or weight is (see ``_conv_order``), else row-major."""
+    order = _conv_order(x._data, w._data, groups)
     if order is None:
         return [g if g is None or g._data.flags.c_contiguous else g.contiguous()
                 for g in grads]
@@ -79,7 +98,7 @@ def _grads(grad, x, w, b, args, need_x=None, need_b=None):
                                      dilation, groups)
     if need_b:
         gb = grad.sum([0] + list(range(2, grad.ndim)))
-    gi, gw = _laid_out_like((gi, gw), x, w)
+    gi, gw = _laid_out_like((gi, gw), x, w, groups)
     for g in (gi, gw, gb):      # under create_graph: PyTorch's one convolution_backward node
         if g is not None:
             rename_node(g, _DOUBLE)

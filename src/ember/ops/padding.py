@@ -7,7 +7,7 @@ matrix product. ``_pad_backward`` is that adjoint; its own derivative is the pad
 
 import operator
 
-from ember._memory_format import like_input
+from ember._memory_format import in_order, like_input, preserved, suggested_order
 from ember.ops._registry import op
 from ember.ops._scalars import float_arg
 
@@ -68,6 +68,18 @@ def _constant(xp, x, pairs, value):
     return out
 
 
+def _constant_like(xp, x, pairs, value):
+    """A constant pad laid out as PyTorch's: a crop alone (no positive pad) is a narrowed
+    view's ``preserve_format`` clone, any other pad follows the input's memory format."""
+    out = _constant(xp, x, pairs, value)
+    if any(lo > 0 or hi > 0 for _, lo, hi in pairs):
+        return like_input(xp, x, out)
+    crop = [slice(None)] * x.ndim
+    for dim, lo, hi in pairs:
+        crop[dim] = slice(-lo, x.shape[dim] + hi)
+    return preserved(xp, x[tuple(crop)])
+
+
 def _fill(value, dtype):
     if dtype.kind == "b":
         return bool(value)
@@ -79,7 +91,7 @@ def _fill(value, dtype):
 @op("constant_pad_nd(input, pad, value=0)", method=False, saves_inputs=False)
 def constant_pad_nd(xp, x, pad, value):
     """Pads the last dims of ``input`` with ``value`` (negative pads crop)."""
-    return like_input(xp, x, _constant(xp, x, _pairs(pad, x.ndim, True), value))
+    return _constant_like(xp, x, _pairs(pad, x.ndim, True), value)
 
 
 @constant_pad_nd.derivative
@@ -150,7 +162,7 @@ def pad(xp, x, pad, mode, value):
     pairs = _pairs(pad, x.ndim)
     if mode == "constant":
         value = 0 if value is None else float_arg(value, "pad", "value", 4)
-        return like_input(xp, x, _constant(xp, x, pairs, value))
+        return _constant_like(xp, x, pairs, value)
     _check_mode(x, pairs, mode, value)
     out = x
     for dim, lo, hi in pairs:
@@ -187,16 +199,20 @@ def _(inputs, params):
 def _(grad, x, pad, mode, value):
     if mode == "constant":
         return constant_pad_nd(grad, [-p for p in pad])
-    return _pad_backward(grad, list(x.shape), pad, mode)
+    # PyTorch's reflect/replicate kernels (which save the input) lay the gradient out like it
+    laid = mode != "circular" and suggested_order(x._data) is not None
+    return _pad_backward(grad, list(x.shape), pad, mode, laid)
 
 
 # PyTorch's reflect and replicate kernels save the input; its circular pad, slice copies, not
 pad.reads_inputs(lambda flat, params: ((),) if params[1] == "circular" else ((0,),))
 
 
-@op("_pad_backward(grad_output, input_size, pad, mode)", method=False, saves_inputs=False)
-def _pad_backward(xp, g, input_size, pad, mode):
-    """The adjoint of a reflect/replicate/circular pad: sums each output onto its source."""
+@op("_pad_backward(grad_output, input_size, pad, mode, channels_last=False)", method=False,
+    saves_inputs=False)
+def _pad_backward(xp, g, input_size, pad, mode, channels_last=False):
+    """The adjoint of a reflect/replicate/circular pad: sums each output onto its source
+    (channels-last laid out when ``channels_last``, else row-major)."""
     dtype = g.dtype             # (NumPy's matmul of bfloat16 arrays gives float32)
     for dim, lo, hi in _pairs(pad, len(input_size)):
         if not (lo or hi):
@@ -206,7 +222,10 @@ def _pad_backward(xp, g, input_size, pad, mode):
         onehot = (index[:, None] == xp.arange(n)[None, :]).astype(g.dtype)
         moved = xp.moveaxis(g, dim, -1)
         g = xp.moveaxis(moved @ onehot, -1, dim)
-    return xp.ascontiguousarray(g.astype(dtype, copy=False))
+    g = g.astype(dtype, copy=False)
+    if channels_last:
+        return in_order(xp, g, (0, *range(2, g.ndim), 1))
+    return xp.ascontiguousarray(g)
 
 
 @_pad_backward.named_by
@@ -217,5 +236,5 @@ def _(flat, params, out):                    # PyTorch's backward kernel per mod
 
 
 @_pad_backward.derivative
-def _(ggrad, g, input_size, pad_, mode):
+def _(ggrad, g, input_size, pad_, mode, channels_last=False):
     return pad(ggrad, pad_, mode)

@@ -378,7 +378,8 @@ Tensor.polygamma_ = _polygamma_inplace
 def _rounding(name, doc):
     """floor, ceil or trunc: the ufunc of that name on floats, a copy of integers."""
     def forward(xp, x):
-        return x.copy() if x.dtype.kind in "iu" else getattr(xp, name)(x)
+        # (an integer copy keeps the input's layout, as PyTorch's kernels' outputs do)
+        return x.copy(order="K") if x.dtype.kind in "iu" else getattr(xp, name)(x)
     new = unary(f"{name}(input)", forward, lambda grad, x: zeros_for(grad), doc=doc,
                 promote=ROUNDING, saves_inputs=False, scalars=False)
 
@@ -395,12 +396,16 @@ trunc = _rounding("trunc", "Each element rounded toward zero.")
 
 
 def _round(xp, x, decimals):
-    decimals = int64_arg(decimals, "round", "decimals")
+    given = decimals is not None            # PyTorch's round.decimals overload, even for 0
+    decimals = int64_arg(decimals, "round", "decimals") if given else 0
     if x.dtype.kind in "iu":
+        if decimals == 0 and given:
+            raise NotImplementedError(f"\"round_vml_cpu\" not implemented for "
+                                      f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
         if decimals != 0:
             raise NotImplementedError(f"\"round_cpu\" not implemented for "
                                       f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
-        return x.copy()
+        return x.copy(order="K")
     if decimals == 0:
         return xp.rint(x)                           # half to even
     scale = device_scalar(xp, x.dtype.type(10)) ** abs(decimals)
@@ -409,12 +414,13 @@ def _round(xp, x, decimals):
     return xp.rint(x / scale) * scale
 
 
-round = unary("round(input, *, decimals=0)", _round, lambda grad, x, decimals: zeros_for(grad),
+round = unary("round(input, *, decimals=None)", _round, lambda grad, x, decimals: zeros_for(grad),
               doc="Each element rounded half to even to ``decimals`` decimal places.",
               promote=ROUNDING, saves_inputs=False, scalars=False)
 
 
-round.named_by(lambda flat, params, out: "RoundBackward1" if params[0] else "RoundBackward0")
+round.named_by(lambda flat, params, out: "RoundBackward0" if params[0] is None else
+               "RoundBackward1")
 
 
 # --- float classification and nan_to_num ------------------------------------------------------

@@ -191,6 +191,9 @@ def _rounding_errors(name):
                              "\"round_vml_cpu\" not implemented for 'ComplexFloat'")
             yield ErrorInput(SampleInput(ember.tensor([1, 2]), kwargs={"decimals": 1}),
                              NotImplementedError, "\"round_cpu\" not implemented for 'Long'")
+            # decimals given, even 0, is PyTorch's round.decimals overload: no integer kernel
+            yield ErrorInput(SampleInput(ember.tensor([1, 2]), kwargs={"decimals": 0}),
+                             NotImplementedError, "\"round_vml_cpu\" not implemented for 'Long'")
         else:
             yield ErrorInput(SampleInput(ember.tensor([1 + 1j])), NotImplementedError,
                              f"{name} is not supported for complex inputs")
@@ -213,19 +216,11 @@ def _round_samples(dtype, requires_grad):
                               kwargs={"decimals": decimals}, name=f"decimals{decimals}")
         yield SampleInput(ember.tensor([25.0, 35.0, -25.0, 0.125, 2.675], dtype=dtype),
                           kwargs={"decimals": -1}, name="tens_half_even")
-    else:
-        yield SampleInput(make((4,), dtype), kwargs={"decimals": 0}, name="int_decimals0")
 
 
 def _rounding(name, ref, samples=None, **kw):
     return OpInfo(name, ref, samples or _chain(unary_samples(), _special()),
                   dtypes=ROUNDABLE, error_inputs=_rounding_errors(name), **kw)
-
-
-def _round_torch(x, decimals=0):
-    # decimals=0 is round's documented default, so ember treats passing it like leaving it
-    # out; PyTorch 2.13 instead sends an explicit decimals to a kernel without integer support
-    return x.round() if decimals == 0 else x.round(decimals=decimals)
 
 
 def _classify_samples(dtype, requires_grad):
@@ -399,7 +394,7 @@ OPS = [
     _rounding("floor", np.floor),
     _rounding("ceil", np.ceil),
     _rounding("trunc", np.trunc),
-    _rounding("round", _round_ref, _round_samples, torch_op=_round_torch),
+    _rounding("round", _round_ref, _round_samples),
     _classifier("isnan", np.isnan,
                 samples=_float8_samples(ember.float8_e4m3fn, ember.float8_e5m2)),
     _classifier("isinf", np.isinf, no_float8=(ember.float8_e4m3fn,),

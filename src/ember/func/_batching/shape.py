@@ -99,11 +99,11 @@ def _slice_backward(op, args, flags, params, size):
 
 @rule("_pad_backward")
 def _pad_backward(op, args, flags, params, size):
-    shape, pad, mode = params
+    shape, pad, mode = params[:3]
     g = args[0]
     if mode != "constant":
         return NotImplemented
-    return call(op, [g], ((size,) + tuple(shape), pad, mode))
+    return call(op, [g], ((size,) + tuple(shape), pad, mode) + tuple(params[3:]))
 
 
 _BOOL_MASK = ("vmap: We do not support batching operators that can support dynamic shape. "
