@@ -524,10 +524,10 @@ class Tensor:
     def requires_grad(self, flag):
         if type(flag) is not bool:
             raise RuntimeError("requires_grad must be a bool")
-        if self._grad_fn is not None:
-            if flag:
-                return
+        if self._grad_fn is not None or (self._view is not None and not _raw_is_leaf(self)):
+            # (``requires_grad_(True)`` on a non-leaf is a no-op; the attribute refuses it)
             raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables." if flag else
                 "you can only change requires_grad flags of leaf variables. If you want to use "
                 "a computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
@@ -555,6 +555,9 @@ class Tensor:
         transform (PyTorch's transforms refuse the user's ``requires_grad_`` there)."""
         if requires_grad and self.dtype.category < _dtype.FLOATING:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and (self._grad_fn is not None or (
+                self._view is not None and not _raw_is_leaf(self))):
+            return self                             # (True on a non-leaf: a no-op)
         self.requires_grad = requires_grad
         return self
 
@@ -713,6 +716,11 @@ def _grad_enabled():
     the check back on, though nothing records there)."""
     from ember.autograd.grad_mode import is_grad_enabled
     return is_grad_enabled()
+
+
+def _raw_is_leaf(t):
+    """``t.is_leaf`` without offering a subclass's ``__torch_function__`` the property."""
+    return t._grad_fn is None if t._view is None else Tensor.grad_fn.fget(t) is None
 
 
 def _view_tracks(t):
