@@ -191,6 +191,31 @@ class BatchedTensor(Tensor):
             return strides
         return strides[_wrap_dim_of_sized(dim, len(strides), ("stride", "dim", 1, "method"))]
 
+    def is_contiguous(self, *, memory_format=None):
+        """Whether an example is laid out densely in row-major order, judged from the
+        per-example strides, as PyTorch judges it."""
+        from ember import _memory_format as M
+        if memory_format not in (None, M.contiguous_format):
+            raise RuntimeError("NYI: querying is_contiguous inside of vmap for memory_format "
+                               "other than torch.contiguous_format")
+        shape, strides = tuple(self.shape), self.stride()
+        if 0 in shape:
+            return True
+        expected = 1
+        for size, stride in zip(reversed(shape), reversed(strides)):
+            if size != 1 and stride != expected:
+                return False
+            expected *= size
+        return True
+
+    def contiguous(self, *, memory_format=None):
+        """Self, or a copy laid out in row-major order; other formats raise PyTorch's error
+        (its contiguous asks is_contiguous first)."""
+        from ember import _memory_format as M
+        memory_format = M.contiguous_format if memory_format is None else memory_format
+        self.is_contiguous(memory_format=memory_format)
+        return Tensor.contiguous(self, memory_format=memory_format)
+
     def storage_offset(self):
         """The value's storage offset: PyTorch's per-example offset (that of example 0, which
         its ``as_strided`` rule counts from)."""

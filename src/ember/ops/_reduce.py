@@ -17,7 +17,8 @@ from ember.ops._registry import op
 
 __all__ = ["SUM", "expand_reduced", "unsqueeze_reduced", "view_reduced", "reduced_numel",
            "is_all", "int_dim", "wide", "cpu_wide",
-           "cast_input", "rejecting", "require_nonempty", "constant", "any_zero", "grad_enabled",
+           "cast_input", "rejecting", "require_nonempty", "as_written", "constant", "any_zero",
+           "grad_enabled",
            "TRANSFORM_BACKWARD", "torch_grad_mode",
            "spread", "route_to_indices", "flip", "shift_in_one", "row_major"]
 
@@ -158,10 +159,17 @@ def rejecting(name, kinds, error, message):
     return Policy(name, rule)
 
 
+def as_written(dim, dims):
+    """The reduced dims as the caller wrote them (negative ones kept, in their order), for
+    errors that name a dim as PyTorch's amax and vector_norm do; ``dims`` when none was."""
+    return (dim,) if isinstance(dim, int) else tuple(dim) if dim else dims
+
+
 def require_nonempty(name, shape, dims, full, error=RuntimeError):
     """PyTorch's errors for reductions without an identity (max, amin, ...) over no elements.
 
-    ``full``: the reduction covers every dim because none was given.
+    ``full``: the reduction covers every dim because none was given. ``dims`` may hold
+    negative dims (see ``as_written``): the message names them as given.
     """
     if full:
         if math.prod(shape) == 0:
@@ -173,7 +181,7 @@ def require_nonempty(name, shape, dims, full, error=RuntimeError):
                                f"argument.")
         return
     for d in dims:
-        if shape[d] == 0:
+        if shape and shape[d % len(shape)] == 0:
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 

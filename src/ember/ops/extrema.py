@@ -7,8 +7,8 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops import return_types
 from ember.ops._dims import reduction_dims
-from ember.ops._reduce import (constant, extreme, int_dim, is_all, rejecting, require_nonempty,
-                               route_to_indices, row_major, spread, view_reduced,
+from ember.ops._reduce import (as_written, constant, extreme, int_dim, is_all, rejecting,
+                               require_nonempty, route_to_indices, row_major, spread, view_reduced,
                                with_optional_dim)
 from ember.ops._registry import op
 
@@ -91,7 +91,7 @@ Tensor.min = min
 def _amax_like(name):
     def forward(xp, x, dim, keepdim):
         dims = reduction_dims(dim, x.ndim)
-        require_nonempty(name, x.shape, dims, full=is_all(dim))
+        require_nonempty(name, x.shape, as_written(dim, dims), full=is_all(dim))
         return row_major(x, extreme(xp, x, name[1:], dims, keepdim))
     forward.__doc__ = (f"The {name[1:]}imum over ``dim`` (all dims by default); the gradient is "
                        f"shared evenly by ties.")

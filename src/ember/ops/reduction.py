@@ -11,9 +11,9 @@ from ember.ops._dims import check_overloaded_dims, reduction_dims
 from ember.ops._linalg_utils import on_host
 from ember.ops._elementwise import conj_grad, zeros_for
 from ember.ops._promotion import FLOAT, SAME, Policy, refuse_kernel
-from ember.ops._reduce import (_WIDEN, SUM, any_zero, cast_input, constant, expand_reduced,
-                               extreme, grad_enabled, is_all, narrow_to, reduced_numel, row_major,
-                               unsqueeze_reduced, wide)
+from ember.ops._reduce import (_WIDEN, SUM, any_zero, as_written, cast_input, constant,
+                               expand_reduced, extreme, grad_enabled, is_all, narrow_to,
+                               reduced_numel, row_major, unsqueeze_reduced, wide)
 from ember.ops._registry import op
 from ember.ops._scalars import number_arg
 
@@ -434,7 +434,7 @@ def norm(xp, x, p, dim, keepdim, dtype):
     dims = reduction_dims(dim, x.ndim)
     x = _norm_dtype(x, dtype)
     if order < 0 or order == _INF:
-        _require_identity(order, x.shape, dims, is_all(dim))
+        _require_identity(order, x.shape, as_written(dim, dims), is_all(dim))
     real = x.real.dtype if x.dtype.kind == "c" else x.dtype
     a = xp.abs(wide(x))
     if order == _INF:
@@ -458,8 +458,8 @@ def _require_identity(order, shape, dims, full):
     if full and math.prod(shape) == 0:
         raise RuntimeError(f"linalg.vector_norm cannot compute the {order:g} norm on an empty "
                            f"tensor because the operation does not have an identity")
-    for d in dims:
-        if shape[d] == 0:
+    for d in dims:                          # as written: the message names -1 as -1
+        if shape and shape[d % len(shape)] == 0:
             raise RuntimeError(f"linalg.vector_norm cannot compute the {order:g} norm on the "
                                f"dimension {d}because this dimension is empty and the operation "
                                f"does not have an identity")

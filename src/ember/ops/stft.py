@@ -7,6 +7,8 @@ PyTorch prints it (``stft(ember.FloatTensor[116], n_fft=16, ...) : ...``), and t
 deprecation and missing-window warnings come once per process, as PyTorch's do.
 """
 
+import contextlib
+
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember._warn import warn_once
@@ -84,6 +86,36 @@ def _fft_dtype(t):
 
 # --- stft -------------------------------------------------------------------------------------
 
+def _per_example(aten, *operands):
+    """Under vmap, PyTorch runs stft and istft once per example through its fallback (which
+    warns once per call it makes), unless a transform differentiates inside the vmap (they
+    decompose then, as ember's always do): its warnings and its refusal of an empty batch;
+    returns the context to run ember's composition in, silencing its own ops' fallbacks
+    (PyTorch's calls are unbatched)."""
+    from ember.func._batched import STATE
+    if not STATE.levels:
+        return contextlib.nullcontext()
+    from ember.func._batched import BatchedTensor, level_size
+    from ember.func._batching import differentiated_within, repeating, warn_fallback
+    levels = set()
+    for x in operands:
+        while type(x) is BatchedTensor:
+            levels.add(x._level)
+            x = x._value
+    if not levels or any(differentiated_within(level) for level in levels):
+        return contextlib.nullcontext()
+    calls, size = 0, None
+    for level in sorted(levels):            # the fallback takes the highest level first
+        size = level_size(level)
+        calls = 1 + size * calls
+    for _ in range(calls if size else 1):
+        warn_fallback(aten)
+    if not size:
+        raise RuntimeError(f"Batching rule not implemented for {aten}. The fallback path does "
+                           f"not support vmap over dims of size 0.")
+    return repeating(0)
+
+
 def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
          pad_mode="reflect", normalized=False, onesided=None, return_complex=None,
          align_to_window=None):
@@ -91,6 +123,13 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     ``n_fft``-sample frames, ``hop_length`` apart, each multiplied by ``window``; shape
     (*, freq, frames), complex (or with real and imaginary parts last when
     ``return_complex`` is False)."""
+    with _per_example("aten::stft", input, window):
+        return _stft(input, n_fft, hop_length, win_length, window, center, pad_mode,
+                     normalized, onesided, return_complex, align_to_window)
+
+
+def _stft(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized,
+          onesided, return_complex, align_to_window):
     from ember.ops.padding import pad
     n_fft = _int(n_fft, "n_fft", "stft", optional=False)
     hop_length = _int(hop_length, "hop_length", "stft")
@@ -213,6 +252,13 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     (complex, (*, freq, frames)), by overlap-adding the windowed inverse DFTs of the frames
     and dividing by the overlap-added squared window (squared, not |w|^2, for a complex
     window, as in PyTorch)."""
+    with _per_example("aten::istft", input, window):
+        return _istft(input, n_fft, hop_length, win_length, window, center, normalized,
+                      onesided, length, return_complex)
+
+
+def _istft(input, n_fft, hop_length, win_length, window, center, normalized, onesided, length,
+           return_complex):
     from ember._creation import zeros
     from ember.ops import spectral
     from ember.ops.padding import constant_pad_nd

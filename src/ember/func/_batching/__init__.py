@@ -14,7 +14,7 @@ import threading
 import warnings
 
 from ember._tensor import Tensor
-from ember.func._batched import STATE, BatchedTensor, is_batched_at, level_size, wrap
+from ember.func._batched import STATE, BatchedTensor, _fake, is_batched_at, level_size, wrap
 from ember.ops._dispatch import RAW_OUTPUTS
 from ember.ops._registry import call
 from ember.overrides._protocol import op_arguments
@@ -294,6 +294,7 @@ def _inplace(op, args, params, level):
         return self
     if op.view:             # x.t_(): self takes the batched view (NOTE [In-place view ops])
         self._value = _run(op, args, params, level)._value
+        self._data = _fake(self._value)     # and its logical shape with it
         return self
     values, flags = unwrap_args(args, level)
     if op.name in ELEMENTWISE and not op.seq_inputs:

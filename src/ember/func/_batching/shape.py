@@ -3,7 +3,7 @@
 import math
 
 import ember
-from ember.func._batching import handled_level, rule
+from ember.func._batching import FALLBACK_NAMES, handled_level, rule
 from ember.func._batching.elementwise import _elementwise, align
 from ember.func._batching.reductions import expand_unbatched
 from ember.ops._registry import call
@@ -59,6 +59,10 @@ def _unfold(op, args, flags, params, size):
     return call(op, args, (shift_dim(dimension, x.ndim - 1), *rest))
 
 
+# unfold's gradient has no rule (PyTorch's neither): its loop warns with PyTorch's name
+FALLBACK_NAMES["_unfold_backward"] = lambda values, params, level: "aten::unfold_backward"
+
+
 @rule("repeat_interleave")
 def _repeat_interleave(op, args, flags, params, size):
     from ember.func._batching.reductions import shift_dim
@@ -99,11 +103,10 @@ def _slice_backward(op, args, flags, params, size):
 
 @rule("_pad_backward")
 def _pad_backward(op, args, flags, params, size):
+    # every mode pads the trailing dims only: the batch dim is one more leading dim (PyTorch
+    # batches the reflect/replicate backwards too, without its fallback's warning)
     shape, pad, mode = params[:3]
-    g = args[0]
-    if mode != "constant":
-        return NotImplemented
-    return call(op, [g], ((size,) + tuple(shape), pad, mode) + tuple(params[3:]))
+    return call(op, [args[0]], ((size,) + tuple(shape), pad, mode) + tuple(params[3:]))
 
 
 _BOOL_MASK = ("vmap: We do not support batching operators that can support dynamic shape. "
@@ -182,6 +185,10 @@ def _one_hot(op, args, flags, params, size):
         raise RuntimeError("When vmap-ing torch.nn.functional.one_hot, please provide an "
                            "explicit positive num_classes argument.")
     return call(op, args, params)
+
+
+# a per-example value takes PyTorch's loop, by the overload for a tensor value
+FALLBACK_NAMES["masked_fill"] = lambda values, params, level: "aten::masked_fill.Tensor"
 
 
 @rule("masked_fill")
