@@ -88,3 +88,19 @@ def test_printing_and_errors_name_the_gpu():
         ember.exp(gpu)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         ember.sparse.mm(gpu, ember.ones(3, 2))
+
+
+def test_sum_concatenates_on_gpu():
+    # PyTorch's CUDA kernel concatenates both entry lists (its CPU kernel merges them), and
+    # coalesces only once that holds more entries than the tensor has elements
+    a = ember.sparse_coo_tensor([[1, 0, 1], [1, 0, 1]], [1., 2, 3], (2, 2), device="cuda")
+    c = a.coalesce().add(a.coalesce(), alpha=2)
+    assert c.is_cuda and not c.is_coalesced()
+    assert c._indices().tolist() == [[0, 1, 0, 1], [0, 1, 0, 1]]
+    assert c._values().tolist() == [2., 4., 4., 8.]
+    d = a + a                                       # 6 entries in 4 elements: coalesced
+    assert d._indices().tolist() == [[0, 1], [0, 1]] and d._values().tolist() == [4., 8.]
+    v = ember.tensor([1., 2, 3], device="cuda", requires_grad=True)
+    s = ember.sparse_coo_tensor(a._indices(), v * 1, (2, 2))
+    (s + s.t()).to_dense().pow(2).sum().backward()
+    assert v.grad.tolist() == [32., 16., 32.]

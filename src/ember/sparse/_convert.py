@@ -3,17 +3,21 @@ written with ember ops (so they run on every device and are differentiable in th
 
 import math
 
+import numpy as np
+
 import ember
 from ember._tensor import Tensor
 from ember.sparse import _layouts as L
 from ember.sparse._batched import batched_to_coo, is_batched, stack_batches
 from ember.sparse._compressed import block_coordinates, blocksize, expand_pointers
+from ember.sparse._merge import merge_slots
 from ember.sparse._origin import carry
 from ember.sparse._tensor import SparseTensor, compressed, coo
 
-__all__ = ["to_dense", "coalesce", "first_of_duplicates", "to_sparse", "to_sparse_coo",
-           "to_sparse_csr", "to_compressed", "keep_index_dtype", "with_index_dtype", "linear",
-           "unravel", "Pattern", "pattern", "refuse_mixed_index_dtypes"]
+__all__ = ["to_dense", "coalesce", "merged_sum", "concatenated_sum", "first_of_duplicates",
+           "to_sparse", "to_sparse_coo", "to_sparse_csr", "to_compressed", "keep_index_dtype",
+           "with_index_dtype", "linear", "unravel", "Pattern", "pattern",
+           "refuse_mixed_index_dtypes"]
 
 
 def _int_zeros(n, device):
@@ -76,6 +80,42 @@ def coalesce(s):
     else:
         summed = summed.index_add(0, inverse, values)
     return coo(unravel(keys, sizes), summed, s._size, True)
+
+
+def merged_sum(a, b, b_values):
+    """``a + b`` (``b`` carrying ``b_values``) for COO tensors of which one is uncoalesced, stored
+    as PyTorch's CPU kernel stores it: one merge pass over both entry lists in their stored
+    order, the smaller index first, adding the two entries whose indices meet at the heads."""
+    sizes = tuple(a._size[:a._i.shape[0]])
+    slots_a, slots_b, n = merge_slots(linear(a._i, sizes).cpu().numpy(),
+                                      linear(b._i, sizes).cpu().numpy())
+    target = ember.from_numpy(np.concatenate([slots_a, slots_b])).to(a._i.device)
+    values = ember.cat([a._v, b_values])
+    summed = ember.zeros((n,) + tuple(values.shape[1:]), dtype=values.dtype,
+                         device=values.device)
+    if values.dtype is ember.bool:
+        summed = summed.to(ember.int64).index_add(0, target, values.to(ember.int64)) != 0
+    else:
+        summed = summed.index_add(0, target, values)
+    indices = a._i.new_zeros((a._i.shape[0], n))
+    indices[:, target] = ember.cat([a._i, b._i.to(a._i.dtype)], 1)
+    return coo(indices, summed, a._size)
+
+
+def concatenated_sum(a, b, b_values):
+    """``a + b`` (``b`` carrying ``b_values``) as PyTorch stores it where it does not merge (on
+    CUDA, or values not contiguous): both entry lists one after the other, coalesced only when
+    that holds more entries than the tensor has elements (yet flagged so only under two
+    entries); an operand without entries gives the other one's entries (and flag)."""
+    if not b._i.shape[1] or not a._i.shape[1]:
+        kept = a if not b._i.shape[1] else b
+        values = ember.cat([a._v, b_values])
+        return coo(ember.cat([a._i, b._i.to(a._i.dtype)], 1), values, a._size, kept._coalesced)
+    out = coo(ember.cat([a._i, b._i.to(a._i.dtype)], 1), ember.cat([a._v, b_values]), a._size)
+    if out._i.shape[1] <= _numel(a._size):
+        return out
+    out = coalesce(out)
+    return coo(out._i, out._v, a._size, out._i.shape[1] < 2)
 
 
 def first_of_duplicates(s):

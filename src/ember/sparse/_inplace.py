@@ -10,7 +10,9 @@ from ember.sparse import _layouts as L
 from ember.sparse._dispatch import (ANY_LAYOUT, BATCHED, HANDLERS, backend_name, handles,
                                     is_scalar, is_sparse)
 from ember.sparse._layout_policy import _check_add_layouts, _check_copy_layouts
-from ember.sparse._ops import _ZERO_PRESERVING, _add, _div, _floor_divide, _mul, as_coo
+from ember.sparse._names import named
+from ember.sparse._ops import (_ZERO_PRESERVING, _add, _div, _floor_divide, _mul, as_coo,
+                               refuse_bool_sub)
 from ember.sparse._tensor import compressed, coo
 
 
@@ -85,8 +87,30 @@ def _div_(self, other, *, rounding_mode=None):
 
 @handles("add_")
 def _add_(self, other, *, alpha=1):
+    return _add_into(self, other, alpha, "AddBackward0")
+
+
+@handles("sub_")
+def _sub_(self, other, *, alpha=1):
+    """``self -= alpha * other``: add_ of the negated term, on COO (and strided) tensors only."""
+    first = next(x for x in (self, other) if is_sparse(x))
+    if any(is_sparse(x) and x.layout is not L.sparse_coo for x in (self, other)):
+        raise RuntimeError(f"unsupported tensor layout: {L.short_name(first.layout)}")
+    refuse_bool_sub(self, other)
+    return _add_into(self, other, -alpha, "SubBackward0")
+
+
+def _add_into(self, other, alpha, name):
+    """``self += alpha * other`` with a sparse operand, its node named ``name``; ``alpha`` is
+    converted to the dtype of ``self`` (truncated for an integer one) as PyTorch's is."""
+    if isinstance(alpha, float) and not (self.dtype.is_floating_point or self.dtype.is_complex):
+        alpha = int(alpha)
     if not is_sparse(self):                       # dense += sparse: scatter the values in
         _check_add_layouts(self, other)
+        if not ember.can_cast(ember.result_type(self, other), self.dtype):
+            raise RuntimeError(f"Can't convert result type "
+                               f"{ember.result_type(self, other)._torch_name} to output "
+                               f"{self.dtype._torch_name} in add operation")
         c = as_coo(other)
         if tuple(self.shape) != tuple(c.shape):
             raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but "
@@ -94,10 +118,19 @@ def _add_(self, other, *, alpha=1):
                                f"{list(c.shape)} (FYI: dense-sparse addition does not "
                                f"currently support broadcasting)")
         values = c._v if alpha == 1 else c._v * alpha
-        return self.index_put_(tuple(c._i), values.to(self.dtype), accumulate=True)
+        node = self._grad_fn
+        self.index_put_(tuple(c._i), values.to(self.dtype), accumulate=True)
+        return self if self._grad_fn is node else named(self, name)   # (none under no_grad)
     if not is_sparse(other):
-        raise RuntimeError("add_: ember adds only a sparse tensor into a sparse one in place")
-    return _replace(self, _add(self, other, alpha=alpha))
+        raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
+                           "instead.")
+    new = _add(self, other, alpha=alpha)
+    if new.dtype != self.dtype:
+        if not ember.can_cast(new.dtype, self.dtype):
+            raise RuntimeError(f"Can't convert result type {new.dtype._torch_name} to output "
+                               f"{self.dtype._torch_name} in add operation")
+        new = new.to(self.dtype)
+    return _replace(self, named(new, name))
 
 
 @handles("fill_")

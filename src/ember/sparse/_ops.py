@@ -8,6 +8,7 @@ import numbers
 import ember
 from ember._tensor import Tensor
 from ember.autograd.function import Function
+from ember.ops.arithmetic import _BOOL_SUB
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
 from ember.sparse._dispatch import (ANY_LAYOUT, BATCHED, HANDLERS, backend_name, handles,
@@ -457,7 +458,32 @@ def _on_values(s, fn):
 
 @handles("add")
 def _add_op(input, other, *, alpha=1):
+    check_alpha(input, other, alpha)
     return named(_add(input, other, alpha=alpha), "AddBackward0")
+
+
+def check_alpha(input, other, alpha):
+    """PyTorch's checks of an out-of-place add's or sub's ``alpha`` against the result dtype
+    (in place, ``alpha`` is converted to the dtype of ``self`` instead)."""
+    if isinstance(alpha, (float, complex)) and isinstance(input, Tensor) \
+            and isinstance(other, Tensor):
+        dtype = ember.promote_types(input.dtype, other.dtype)
+        if isinstance(alpha, float) and not (dtype.is_floating_point or dtype.is_complex):
+            raise RuntimeError("For integral input tensors, argument alpha must not be a "
+                               "floating point number.")
+        if isinstance(alpha, complex) and not dtype.is_complex:
+            raise RuntimeError("For non-complex input tensors, argument alpha must not be a "
+                               "complex number.")
+
+
+def refuse_bool_sub(input, other):
+    """PyTorch's errors for a subtraction with a bool operand."""
+    bools = [getattr(x, "dtype", None) for x in (input, other)].count(ember.bool)
+    if bools == 2:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if bools:
+        raise RuntimeError(_BOOL_SUB)
 
 
 def _add(input, other, *, alpha=1):
@@ -467,11 +493,15 @@ def _add(input, other, *, alpha=1):
         a, b = as_coo(input), as_coo(other)
         if a.sparse_dim() != b.sparse_dim():
             raise RuntimeError("add: expected the same sparse_dim for both sparse tensors")
-        scale = alpha
-        values = ember.cat([a._v, b._v * scale if scale != 1 else b._v])
-        out = coo(ember.cat([a._i, b._i], 1), values, a.shape)
-        if a._coalesced and b._coalesced:
-            out = C.coalesce(out)
+        dtype = ember.promote_types(a.dtype, b.dtype)     # scaled in the result dtype
+        b_values = b._v.to(dtype) * alpha if alpha != 1 else b._v
+        if a._v.device.type != "cpu" or not (a._v.is_contiguous() and b._v.is_contiguous()):
+            out = C.concatenated_sum(a, b, b_values)   # as on CUDA (CPU: values not contiguous)
+        elif a._coalesced and b._coalesced:
+            out = C.coalesce(coo(ember.cat([a._i, b._i], 1), ember.cat([a._v, b_values]),
+                                 a.shape))
+        else:
+            out = C.merged_sum(a, b, b_values)
         out = C.keep_index_dtype(_like_layout(out, input), input)     # input's, as PyTorch's
         return carry_linear(out, alpha, input, other)
     if is_sparse(input) and input.layout in (L.sparse_csr, L.sparse_csc):   # added densely
@@ -508,6 +538,8 @@ def _dense_plus_sparse(dense, s, alpha):
 @handles("sub")
 def _sub(input, other, *, alpha=1):
     _refuse_compressed(input, other)
+    refuse_bool_sub(input, other)
+    check_alpha(input, other, alpha)
     if not is_sparse(input) and not isinstance(input, Tensor):     # 1 - s
         return named(_dense_plus_sparse(input, other, -alpha), "SubBackward0")
     return named(_add(input, other, alpha=-alpha), "SubBackward0")

@@ -17,7 +17,7 @@ from ember.sparse._names import named as _named
 from ember.sparse._ops import as_coo, transpose
 from ember.sparse._origin import in_layout, origin_of
 from ember.sparse._refusals import bare_repr
-from ember.sparse._tensor import csr
+from ember.sparse._tensor import _warn_beta, csr
 
 __all__ = ["SparseAddmm", "mm", "matmul", "addmm", "sampled_addmm"]
 
@@ -147,6 +147,8 @@ def _product(a, b, name="addmm", dense_grad=False):
     if FORWARD_OPEN[0]:
         _refuse_forward_ad(a, b, dense_grad)
     if is_sparse(a) and is_sparse(b):
+        if a.layout is L.sparse_coo:
+            _warn_beta(L.sparse_csr)        # PyTorch multiplies COO matrices as CSR ones
         # no sparse-times-sparse kernel: the product through the second operand made dense
         product = _sparse_times_dense(a, b.to_dense(), name, _origin_anchor(a, dense_grad))
         return product.to_sparse() if a.layout is L.sparse_coo else C.to_sparse_csr(product)
@@ -281,7 +283,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, dense_grad=False):
     """``beta * input + alpha * (mat1 @ mat2)`` with a sparse ``mat1``
     (``torch.sparse.addmm``; ``torch.addmm`` with ``dense_grad=True``)."""
     if is_sparse(input):
-        raise NotImplementedError("addmm: ember needs a dense input (the matrix added)")
+        _refuse_sparse_input(input, mat1, mat2)
     _check_product_layouts(mat1, mat2, adding=True)
     product = _product(mat1, mat2, "addmm", dense_grad=dense_grad)
     if alpha != 1:
@@ -289,6 +291,21 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, dense_grad=False):
     if beta != 0:
         product = (input if beta == 1 else input * beta) + product
     return _named(product, "AddmmBackward0" if dense_grad else "SparseAddmmBackward0")
+
+
+def _refuse_sparse_input(input, mat1, mat2):
+    """PyTorch's CPU errors for a sparse matrix added (its only kernel with one adds CSR
+    products of CSR matrices, which ember lacks)."""
+    if input.layout is L.sparse_coo and (not is_sparse(mat1) or mat1.layout is L.sparse_coo):
+        raise RuntimeError("addmm_sparse_dense: expected strided result tensor, got tensor "
+                           "with layout Sparse")
+    if L.blocked(input.layout):
+        raise RuntimeError(f"empty_sparse_compressed expected sparse compressed (non-block) "
+                           f"tensor layout but got {_layout_name(input)}")
+    if input.layout is L.sparse_coo or not all(is_sparse(m) for m in (mat1, mat2)):
+        raise RuntimeError(f"addmm: computation on CPU is not implemented for "
+                           f"{_layout_name(input)} + {_layout_name(mat1)} @ {_layout_name(mat2)}")
+    raise NotImplementedError("addmm: ember needs a dense input (the matrix added)")
 
 
 HANDLERS["addmm"] = lambda *args, **kwargs: addmm(*args, **kwargs, dense_grad=True)
