@@ -314,7 +314,10 @@ class Tensor:
             raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
                             f"Use Tensor.cpu() to copy the tensor to host memory first.")
         _check_numpy_dtype(self.dtype)
-        return _to_host(self._data)
+        arr = self._data
+        # a header of its own (as PyTorch's): reshaping or freezing the array the caller gets
+        # leaves the tensor as it is
+        return arr.view() if type(arr) is np.ndarray else _to_host(arr)
 
     __array_priority__ = 1000       # ``np.float64(2) * t`` defers to Tensor: a tensor
 
@@ -333,7 +336,9 @@ class Tensor:
             return arr.astype(dtype)
         # NumPy trusts the copy= it passes: ``np.array(t)`` must not share the tensor's memory
         # (order K: the copy keeps the layout, as NumPy's own copy of a strided array does)
-        return arr.copy(order="K") if copy and arr is self._data else arr
+        if arr is not self._data:
+            return arr
+        return arr.copy(order="K") if copy else arr.view()     # (a header of its own)
 
     def __array_wrap__(self, array, context=None, return_scalar=False):
         """A NumPy ufunc's result on tensors as a tensor (bool results as uint8, as in

@@ -99,9 +99,10 @@ def call(op, inputs, params, out=None):
         else:
             res = op.forward(xp, *arrays, *args)
         # an elementwise result: NumPy lays it out as PyTorch does after a row-major first
-        # operand (ops/_pointwise_layout.py); else PyTorch's layout is looked up. One
-        # operand's layout NumPy keeps as PyTorch does but for the strides of dims of size 1
-        # or 0 in a non-contiguous one (a contiguous one's result is row-major in both)
+        # operand that does not broadcast, or row-major operands (ops/_pointwise_layout.py);
+        # else PyTorch's layout is looked up. One operand's layout NumPy keeps as PyTorch does
+        # but for the strides of dims of size 1 or 0 in a non-contiguous one (a contiguous
+        # one's result is row-major in both)
         n = op.laid_operands
         if n == 1:
             # (an array: no one-operand pointwise op takes numbers.) PyTorch computes 16 bits
@@ -115,7 +116,13 @@ def call(op, inputs, params, out=None):
                 res = laid_as_operands(xp, _rounded(res, xp, casts), [a], op.pointwise)
         elif n:
             a = arrays[0]
-            if (type(a) is _NDARRAY or type(a) in XP_BY_ARRAY_TYPE) and not a.flags.c_contiguous \
+            # (a broadcast first operand: the last one's layout counts, the middle ones' are
+            # tested below)
+            if (type(a) is _NDARRAY or type(a) in XP_BY_ARRAY_TYPE) and (
+                        not a.flags.c_contiguous
+                        or type(res) is not tuple and a.size != res.size
+                        and type(arrays[-1]) in XP_BY_ARRAY_TYPE
+                        and not arrays[-1].flags.c_contiguous) \
                     or n > 2 and not row_major_before_last(arrays) \
                     or type(res) is not tuple and 1 in res.shape \
                     and odd_unit_strides(arrays, res.strides):

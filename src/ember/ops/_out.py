@@ -5,7 +5,9 @@ does with its deprecation warning."""
 import warnings
 
 from ember import _dtype as D
+from ember._conj_view import set_memory
 from ember._inference import MADE as INFERENCE_MADE, check_inplace
+from ember._memory_format import dense, preserved, restrided
 from ember._tensor import Tensor, _view_tracks
 from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -72,8 +74,12 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
                     f"release outputs will not be resized unless they have zero elements. You "
                     f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
                     f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
+            laid = _resized_layout(op, res._data, inputs)
             if dst._view is None and dst._meta is None and dst._data.size == 0:
-                dst._data = res._data.astype(dst._data.dtype)      # (memory no one shares)
+                # (memory no one shares.) An elementwise op's out is resized to the layout
+                # its result has, odd strides of dims of size 1 included
+                dst._data = res._data.astype(dst._data.dtype) if laid is None else \
+                    preserved(xp_of(laid), laid, dst._data.dtype)
                 if copied:
                     dst.copy_(res)      # PyTorch's composite: resize_, then copy_ (recorded)
                     continue
@@ -83,6 +89,8 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
             # (out=base[:2] grown to three rows writes base's third row), else new memory
             from ember.ops.conversion import _resize_storage
             _resize_storage(dst, res.shape)
+            if laid is not None:
+                _restride_as(dst, laid)
         if copied:
             dst.copy_(res)
             continue
@@ -97,3 +105,20 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
     if op.namedtuple is not None and type(out) is tuple:     # sort(out=...): return_types.sort_out
         return getattr(op.namedtuple, "out_type", op.namedtuple)(*out)
     return out
+
+
+def _resized_layout(op, res, inputs):
+    """The array whose layout a resized out= tensor takes (PyTorch's TensorIterator gives it
+    the strides it chose for the result); None for the other ops' default."""
+    if op.out_layout is not None:
+        return op.out_layout(res, inputs)
+    return res if op.laid_operands else None
+
+
+def _restride_as(dst, res):
+    """``dst``, just laid out row-major over its memory, restrided as an elementwise op's
+    dense result ``res`` (PyTorch's TensorIterator resizes an out tensor, then sets the
+    strides it chose for the result, over the same memory)."""
+    strides = tuple(s // res.itemsize * dst._data.itemsize for s in res.strides)
+    if dst._data.strides != strides and dense(res) and min(strides, default=0) > 0:
+        set_memory(dst, restrided(xp_of(dst._data), dst._data, res.shape, strides))

@@ -4,8 +4,10 @@ Both sort the dims by the operands' strides. For each two dims PyTorch follows t
 operand whose strides tell them apart; NumPy's ufuncs (order "K") swap them only if no operand
 objects, so they keep row-major order where the operands disagree: ``channels_last +
 row_major`` is channels-last in PyTorch and row-major in NumPy (``row_major + channels_last``
-row-major in both). While the operands before the last are row-major (and so always object
-first), the two agree, but for ties between equal strides (dims of size 1); the dispatcher
+row-major in both). While the first operand is row-major and of the result's shape (and so
+always objects first), or every operand is row-major, the two agree, but for ties between
+equal strides (dims of size 1); a row-major first operand that broadcasts leaves the dims it
+repeats to the later ones, which the two read differently. The dispatcher
 calls ``laid_as_operands`` only otherwise, which re-lays the forward's result where the two
 differ (a copy, only then; the layout chosen is cached by the operands' shapes and strides).
 """
@@ -102,8 +104,6 @@ _CHOSEN = {}
 def _chosen(shape, itemsize, arrays, kind, mode):
     """The byte strides PyTorch gives the result; None where NumPy's are known to be them."""
     operands = [a for a in arrays if type(a) is kind]
-    if len(operands) > 2 and all(a.flags.c_contiguous for a in operands[:-1]):
-        return None                 # (see the module docstring)
     if not all(_broadcasts(a.shape, shape) for a in operands):
         return None                 # (a forward that reshapes an operand first)
     # a number operand is a 0-dim tensor to PyTorch (add.Scalar wraps it), not the same shape

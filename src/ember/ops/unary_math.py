@@ -6,10 +6,12 @@ import math
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import laid_like
 from ember._tensor import Tensor, _make
 from ember.backend import device_scalar, special_of, xp_of
 from ember.ops._elementwise import conj_grad, unary, zeros_for
 from ember.ops._inplace import call_inplace
+from ember.ops._pointwise_layout import laid_as_operands
 from ember.ops._promotion import FLOAT, REAL_FLOAT, SAME, Policy
 from ember.ops._registry import op
 from ember.ops._scalars import fitted_number, float_arg, int64_arg
@@ -462,14 +464,21 @@ def _fill_value(name, v):
 
 
 def _nan_to_num(xp, x, nan, posinf, neginf):
+    out = _replaced(xp, x, nan, posinf, neginf)
+    # PyTorch writes into ``empty_like(input)``: a dense input's own strides, those of its
+    # dims of size 1 included (not the strides an elementwise op's sort gives)
+    return out if out.strides == x.strides else laid_like(xp, out, x)
+
+
+def _replaced(xp, x, nan, posinf, neginf):
     nan, posinf, neginf = (_fill_value(k, v) for k, v in
                            (("nan", nan), ("posinf", posinf), ("neginf", neginf)))
     nan = 0.0 if nan is None else nan
     dtype = D.FROM_NUMPY[x.dtype]
     if dtype.is_complex:
         out = xp.empty_like(x)
-        out.real = _nan_to_num(xp, x.real, nan, posinf, neginf)
-        out.imag = _nan_to_num(xp, x.imag, nan, posinf, neginf)
+        out.real = _replaced(xp, x.real, nan, posinf, neginf)
+        out.imag = _replaced(xp, x.imag, nan, posinf, neginf)
         return out
     if not dtype.is_floating_point:
         return x.copy()
@@ -486,8 +495,20 @@ def _nan_to_num(xp, x, nan, posinf, neginf):
 nan_to_num = unary("nan_to_num(input, nan=0.0, posinf=None, neginf=None)", _nan_to_num,
                    lambda grad, x, nan, posinf, neginf: grad * isfinite(x),
                    doc="Replaces NaN, positive and negative infinity by finite numbers.",
-                   promote=SAME, upcast=False, scalars=False)
+                   promote=SAME, upcast=False, scalars=False, pointwise=False)
 nan_to_num.refuse_complex_grad()
+
+
+def _nan_to_num_out_layout(res, inputs):
+    """PyTorch resizes nan_to_num's out= as an elementwise op's (for floating inputs; an
+    integer input is copied into a row-major out, as an empty result is)."""
+    xp = xp_of(res)
+    if res.dtype.kind not in "fcV" or not res.size:
+        return res.copy()           # (fresh: row-major, size-1 dims included)
+    return laid_as_operands(xp, res, [inputs[0]._data])
+
+
+nan_to_num.out_layout = _nan_to_num_out_layout
 
 
 def _positive(xp, x):
