@@ -136,6 +136,22 @@ class NestedTensor:
         return self.detach()
 
     @property
+    def real(self):
+        """Self, for a real nested tensor; refused for a complex one (as PyTorch's lacks
+        ``view_as_real``)."""
+        if self.dtype.is_complex:
+            raise _strided_ops.unsupported("view_as_real", self)
+        return self
+
+    @property
+    def imag(self):
+        """Refused: a real nested tensor has no imaginary part, and PyTorch's complex ones
+        lack ``view_as_real``."""
+        if not self.dtype.is_complex:
+            raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+        raise _strided_ops.unsupported("view_as_real", self)
+
+    @property
     def mT(self):
         """The components with their last two dims swapped."""
         return self.transpose(-2, -1)
@@ -174,7 +190,7 @@ class NestedTensor:
 
     def numpy(self, *, force=False):
         """Refused, as PyTorch does: a nested tensor has no single shape."""
-        if self.requires_grad and not force:
+        if self.requires_grad and not force and ember.is_grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         raise RuntimeError(NO_SIZES)
@@ -184,11 +200,17 @@ class NestedTensor:
         raise RuntimeError(NO_STRIDES)
 
     def unbind(self, dim=0):
-        """The components, as a tuple."""
+        """The components, as a tuple of views of them (on the graph, when they require
+        grad, by PyTorch's node for it)."""
         if dim != 0:
             raise RuntimeError(f"NestedTensor can only be unbound along dimension 0 got "
                                f"dimension {dim} instead.")
-        return tuple(self._components)
+        from ember.nested._strided_grad import freed_together
+        # (PyTorch's one node for them all saves the nested tensor: a backward through any
+        # of them frees it for all)
+        return tuple(freed_together([_view(t, i, multi=True) for i, t in
+                                     enumerate(self._components)],
+                                    "UnbindBackwardAutogradNestedTensor0"))
 
     def __getitem__(self, index):
         """Component ``index`` (an int, or a tuple led by one: the rest indexes the
@@ -198,10 +220,11 @@ class NestedTensor:
             index, rest = index[0], index[1:]
         n = len(self._components)
         if type(index) is not int:
-            raise _strided_ops.unsupported("slice.Tensor", self)
+            raise _strided_ops.refused("slice.Tensor", (self,))
         if not -n <= index < n:
             raise IndexError(f"index {index} is out of bounds for dimension 0 with size {n}")
-        return self._components[index][rest] if rest else self._components[index]
+        view = _view(self._components[index], index % n)
+        return view[rest] if rest else view
 
     def __bool__(self):
         raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
@@ -371,6 +394,25 @@ def _leaf_parts(tensors):
     return tensors
 
 
+def _view(t, index, multi=False):
+    """Component ``t`` (number ``index``) as PyTorch hands it out: a view of the nested
+    tensor's memory, on the graph by the nested kernel's node. ``multi``: one of ``unbind``'s
+    outputs, which may not be written in place under autograd (a ``select``'s may, where the
+    write is not recorded: a recorded one asks the nested tensor's sizes)."""
+    # (the one-element unbind or select of ``t.unsqueeze(0)`` views t; its index is how
+    # ``_inplace`` finds the view again, so the output number PyTorch names is in the meta.
+    # PyTorch's node saves the nested tensor, so a backward frees it: ``freed_together``,
+    # which ``unbind`` calls on all its outputs at once)
+    if multi:
+        view = t.unsqueeze(0).unbind(0)[0]
+        view._meta = dict(view._meta or (), nested_output=index)
+        return view
+    from ember.nested._strided_grad import freed_together
+    view = freed_together([t.unsqueeze(0).select(0, 0)], "SelectBackwardAutogradNestedTensor0")[0]
+    view._meta = dict(view._meta or (), nested_select=True)    # (a write under autograd refused)
+    return view
+
+
 def _sizes(nt):
     # the (components, dims) int64 tensor PyTorch prints for a nested tensor's sizes
     return ember.tensor([list(t.shape) for t in nt._components], dtype=ember.int64)
@@ -410,14 +452,31 @@ def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     # (packed into one buffer: the components come out contiguous)
     comps = [t.to(dtype=dtype, device=device, copy=True, memory_format=ember.contiguous_format)
              for t in tensors]
-    grad = next((t for t in tensors if t.requires_grad), None)
-    if grad is not None:
-        # that buffer requires grad when one input does: every component is on the graph
-        # (linked to that input by an exact zero, its gradient zeros, as PyTorch's is)
-        link = grad.reshape(-1)[:0].sum()
-        comps = [c if c.requires_grad else c - link.to(c.dtype) for c in comps]
-    return NestedTensor((rename_node(c, "NestedTensorFromTensorListBackward0") for c in comps),
-                        is_leaf=grad is None, quiet=isinstance(ts, ember.Tensor))
+    grads = [t for t in tensors if t.requires_grad] if ember.is_grad_enabled() else []
+    one = isinstance(ts, ember.Tensor)
+    if grads and one and not (comps[0].dtype.is_floating_point or comps[0].dtype.is_complex):
+        grads = []          # (one tensor is converted first, then viewed: integers need none)
+    if grads:
+        _check_differentiable([c.dtype for c in comps], "_nested_view_from_buffer" if one else
+                              "_nested_tensor_from_tensor_list")
+        # that buffer requires grad when one input does, and its one node gives every input
+        # a gradient: each component is linked to all of them by an exact zero (``- 0.0``
+        # keeps a -0.0), their gradients zeros from the others, as PyTorch's are
+        link = ember.cat([t.reshape(-1)[:0] for t in grads]).sum()
+        comps = [c - link.to(c.dtype) for c in comps]
+    from ember.nested._strided_grad import freed_together
+    return NestedTensor(freed_together(comps, "NestedTensorFromTensorListBackward0"),
+                        is_leaf=not grads, quiet=one)
+
+
+def _check_differentiable(dtypes, kernel):
+    """PyTorch's errors for its nested ``kernel`` differentiating into one of ``dtypes``."""
+    for d in dtypes:
+        if d.is_complex:
+            raise RuntimeError(f"{kernel} does not support automatic differentiation for "
+                               f"outputs with complex dtype.")
+        if not d.is_floating_point:
+            raise RuntimeError(f"Autograd not support dtype: {d._torch_name}")
 
 
 def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires_grad=False,
@@ -442,6 +501,8 @@ def to_padded_tensor(input, padding, output_size=None):
     if isinstance(input, JaggedTensor):
         return input.to_padded_tensor(padding, output_size)
     comps = input._components
+    if not input.is_contiguous():
+        raise RuntimeError("for now to_padded_tensor only supports contiguous nested tensor")
     if not comps:           # (PyTorch's is empty whatever the output_size)
         return ember.empty(0, dtype=input.dtype, device=input.device)
     target = [max(t.shape[d] for t in comps) for d in range(input.dim() - 1)]
@@ -463,6 +524,12 @@ def to_padded_tensor(input, padding, output_size=None):
     extra = 0 if output_size is None else output_size[0] - len(comps)
     if extra:               # output_size[0] adds whole components of padding
         out = ember.nn.functional.pad(out, [0, 0] * len(target) + [0, extra], value=padding)
+    rename_node(out, "ToPaddedTensorBackward0")
+    if extra and out.requires_grad:     # (PyTorch's backward then fails on the batch size)
+        from ember.nested._strided_grad import refusing
+        refusing([out], lambda: RuntimeError(
+            f"The size of tensor a ({len(comps)}) must match the size of tensor b "
+            f"({output_size[0]}) at non-singleton dimension 0"))
     return out
 
 
@@ -479,7 +546,14 @@ def narrow(tensor, dim, start, length, layout=ember.strided):
     components = ember.unbind(tensor)
     if dim != 0:
         raise RuntimeError(f"narrow(): only dim=0 supported for nested tensors, but got: {dim}")
-    n = len(components)
+    # (PyTorch narrows a copy: ``as_nested_tensor`` of the components)
+    return narrow_view(as_nested_tensor(list(components)), start, length)
+
+
+def narrow_view(nt, start, length):
+    """Components ``start`` to ``start + length`` of strided nested tensor ``nt``, as views
+    of them (``Tensor.narrow`` along dim 0: writes reach ``nt``)."""
+    n = len(nt._components)
     if not -n <= start <= n:
         raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "
                          f"{start})")
@@ -488,7 +562,15 @@ def narrow(tensor, dim, start, length, layout=ember.strided):
         raise RuntimeError("narrow(): length must be non-negative")
     if start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return as_nested_tensor(list(components[start:start + length]))
+    if not nt.is_contiguous():
+        raise RuntimeError("narrow(): only contiguous nested tensors supported")
+    parts = [t.view_as(t) for t in nt._components[start:start + length]]
+    grad = any(t.requires_grad for t in parts)
+    if grad:                    # (PyTorch records a node it has no derivative for)
+        from ember.nested._strided_grad import refusing
+        refusing([rename_node(t, "NotImplemented") for t in parts],
+                 lambda: RuntimeError("derivative for aten::narrow is not implemented"))
+    return NestedTensor(parts, is_leaf=not grad, quiet=True, dtype=nt.dtype)
 
 
 def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=None,

@@ -2,10 +2,12 @@
 inputs or gradients: each nested tensor stands for its components, which the engine
 differentiates as ordinary tensors; the inputs' gradients come back as nested tensors."""
 
+import weakref
+
 import ember
 from ember.nested import NO_SIZES, by_components as _is_nested
 
-__all__ = ["grad", "backward"]
+__all__ = ["grad", "backward", "freed_together", "refusing"]
 
 
 def _group(x):
@@ -94,3 +96,69 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                   for c in (x._components if _is_nested(x) else (x,))]
     ember.autograd.backward(flat_out, flat_grads, retain_graph=retain_graph,
                             create_graph=create_graph, inputs=inputs)
+
+
+def freed_together(tensors, name):
+    """``tensors``, their nodes named ``name`` and freed together, as PyTorch's one node of
+    that name for them all is (``as_nested_tensor``'s): a backward without ``retain_graph``
+    through any of them makes a later one through any raise PyTorch's error."""
+    from ember.ops._recording import rename_node
+    nodes = [rename_node(t, name)._grad_fn for t in tensors]
+    group = [weakref.ref(n) for n in nodes if n is not None]
+    for n in nodes:
+        if n is not None:
+            cls = type(n)
+            freeing = _FREEING.get(cls)
+            if freeing is None:
+                freeing = _FREEING[cls] = _freeing_class(cls, name)
+            n.__class__ = freeing
+            n._nested_group = group
+    return tensors
+
+
+def _freeing_class(cls, name):
+    """Node class ``cls``'s subclass ``name``, whose nodes are freed with their group (its
+    methods call ``cls``'s by name: a subclass renaming it later keeps working)."""
+    def apply(node, grads):
+        if node._released is True:
+            from ember.autograd.graph import _FREED
+            raise RuntimeError(_FREED)
+        return cls.apply(node, grads)
+
+    def _release(node):
+        # (the others this backward will still run free themselves after running)
+        from ember.autograd.engine import engine_will_run
+        cls._release(node)                      # what the node itself saved
+        node._released = True
+        for ref in node._nested_group:
+            n = ref()
+            if n is not None and not engine_will_run(n):
+                n._released = True
+    return type(name, (cls,), {"__slots__": (), "apply": apply, "_release": _release})
+
+
+_FREEING = {}                   # renamed node class -> its subclass freed with its group
+
+
+def refusing(tensors, error):
+    """``tensors``, their nodes raising ``error()`` when a backward reaches them: where
+    PyTorch's strided nested kernel records a node whose derivative it lacks (``tanh``'s
+    needs ``tanh_backward``), it fails only then."""
+    for t in tensors:
+        node = t._grad_fn
+        if node is not None:
+            cls = type(node)
+            sub = cls if cls.apply is _apply_refused else _REFUSING.get(cls)
+            if sub is None:
+                sub = _REFUSING[cls] = type(cls.__name__, (cls,), {
+                    "__slots__": (), "apply": _apply_refused})
+            node.__class__ = sub
+            node._refusal = error
+    return tensors
+
+
+def _apply_refused(node, grads):
+    raise node._refusal()
+
+
+_REFUSING = {}                  # node class -> its subclass that refuses to run

@@ -2,18 +2,20 @@
 table that runs each supported op on the components with the registered ember op, and
 PyTorch's errors for the ops and arguments its strided nested tensors refuse.
 
-Nested dim ``d >= 1`` is component dim ``d - 1``; dim 0 is the batch. Autograd needs
-nothing special: each component's result records its own node, so gradients reach the
-components (and a leaf's ``.grad`` gathers theirs)."""
+Nested dim ``d >= 1`` is component dim ``d - 1``; dim 0 is the batch. Each component's
+result records its own node, so gradients reach the components (and a leaf's ``.grad``
+gathers theirs); where PyTorch's nested kernel records a node it cannot differentiate
+(tanh, sgn, chunk, select), those nodes raise its error when a backward reaches them."""
 
 import ember
 from ember._tensor import Tensor
 from ember._values_backed import op_name, registrar
 from ember.ops._recording import rename_node
 from ember.nested import NO_SIZES
+from ember.nested._strided_grad import refusing
 
-__all__ = ["dispatch", "unsupported", "each", "wrap", "check_inplace", "inplace_method",
-           "split_with_sizes", "install"]
+__all__ = ["dispatch", "unsupported", "refused", "tracks", "each", "wrap", "check_inplace",
+           "inplace_method", "split_with_sizes", "install"]
 
 HANDLERS = {}
 _handles = registrar(HANDLERS)
@@ -21,7 +23,7 @@ _handles = registrar(HANDLERS)
 # the unary ops PyTorch 2.13 runs on strided nested tensors (others: "Could not run ...")
 UNARY = frozenset((
     "relu", "gelu", "silu", "tanh", "abs", "neg", "sgn", "sqrt", "sin", "cos", "logical_not",
-    "isnan", "isinf", "isposinf", "isneginf", "isreal", "positive", "conj", "real", "clone",
+    "isnan", "isinf", "isposinf", "isneginf", "isreal", "positive", "conj", "clone",
     "contiguous"))
 # their in-place forms, and the binary ones, PyTorch runs
 INPLACE = frozenset(("relu_", "tanh_", "neg_", "abs_", "sgn_", "logical_not_", "add_", "mul_",
@@ -35,7 +37,20 @@ _OVERLOADS = {
     "var": "var.correction", "std": "std.correction", "clamp_min": "clamp", "clamp_max": "clamp",
     "norm": "linalg_vector_norm", "masked_fill": "masked_fill.Tensor", "where": "where.self",
     "remainder": "remainder.Tensor", "fmod": "fmod.Tensor", "pow_": "pow_.Scalar",
-    "square_": "pow_.Scalar", "masked_fill_": "masked_fill_.Scalar"}
+    "square_": "pow_.Scalar", "masked_fill_": "masked_fill_.Scalar", "_max_dim": "max.dim",
+    "_min_dim": "min.dim", "_median_dim": "median.dim", "_unfold": "unfold", "_repeat": "repeat",
+    "movedim": "permute", "tensor_split": "slice.Tensor",
+    "unsafe_split": "unsafe_split.Tensor", "conv1d": "convolution", "conv2d": "convolution",
+    "conv3d": "convolution"}
+# the refused ops whose autograd kernel reads the sizes before the nested kernel is looked
+# for: with grad mode on and an input that requires grad, PyTorch's error is that read's
+_SIZES_FIRST = frozenset(("split.Tensor", "expand", "mean.dim", "max.dim", "min.dim",
+                          "median.dim", "slice.Tensor", "repeat", "unsafe_split.Tensor",
+                          "diagonal", "index_select", "addmm", "mm", "sort", "topk", "kthvalue",
+                          "unfold"))
+# the ops that ask for the sizes whatever the inputs
+_NO_SIZES = frozenset(("flatten", "unflatten", "expand_as", "view_as", "mse_loss", "l1_loss",
+                       "cross_entropy", "interpolate", "repeat_interleave"))
 
 
 def unsupported(name, nt=None, overload=None):
@@ -92,7 +107,7 @@ def dispatch(func, args, kwargs):
         return handler(func, *args, **kwargs)
     if name in UNARY:
         rest = args[1:]
-        return each(args[0], lambda t: func(t, *rest, **kwargs))
+        return _no_backward(name, each(args[0], lambda t: func(t, *rest, **kwargs)), args[0])
     if name in BINARY:
         return _binary(func, name, *args, **kwargs)
     if name in _COMPARE_SCALAR:
@@ -102,20 +117,77 @@ def dispatch(func, args, kwargs):
     if name.endswith("_") and not name.startswith("_") and args and _is_nested(args[0]):
         # ``ember.neg_(nt)``, ``Tensor.add_(nt, 1)``: the nested tensor's own method, or refused
         return inplace_method(args[0], name)(*args[1:], **kwargs)
-    raise unsupported(_refused_name(name, args, kwargs), _first_nested(args))
+    if name in _NO_SIZES:
+        raise RuntimeError(NO_SIZES)
+    raise refused(_refused_name(name, args, kwargs), (*args, *kwargs.values()))
+
+
+def refused(op, args):
+    """PyTorch's error for refused op ``op`` (its ATen name) called with ``args``."""
+    if _OVERLOADS.get(op, op) in _SIZES_FIRST and tracks(args):
+        return RuntimeError(NO_SIZES)
+    return unsupported(op, _first_nested(args))
+
+
+def tracks(args):
+    """Whether grad mode is on and a tensor (nested or not) among ``args`` requires grad:
+    PyTorch's autograd kernel of the op then records a node."""
+    if not ember.is_grad_enabled():
+        return False
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            if tracks(a):
+                return True
+        elif (isinstance(a, Tensor) or _is_nested(a)) and a.requires_grad:
+            return True
+    return False
 
 
 def _refused_name(name, args, kwargs):
     if name in ("lt", "le", "ne"):
         tensor = isinstance(args[1], Tensor) or _is_nested(args[1])
         return f"{name}.{'Tensor' if tensor else 'Scalar'}"
+    if name in ("max", "min") and len(args) > 1 and (isinstance(args[1], Tensor)
+                                                     or _is_nested(args[1])):
+        return f"{name}imum"                    # (max(a, b) is maximum)
     if name in ("mean", "sum", "max", "min") and (len(args) > 1 or "dim" in kwargs):
         return f"{name}.dim"
+    if name == "prod" and (len(args) > 1 or "dim" in kwargs):
+        return "prod.dim_int"
     if name in ("pow", "__pow__"):
         other = args[1]
         return "pow.Tensor_Tensor" if isinstance(other, Tensor) or _is_nested(other) \
             else "pow.Tensor_Scalar"
     return name.strip("_") if name.startswith("__") else name
+
+
+# the ops whose nested kernels PyTorch records a node for and cannot differentiate: the
+# error a backward reaching that node raises
+_BACKWARD_ERRORS = {
+    "tanh": lambda nt: unsupported("tanh_backward", nt),
+    "sgn": lambda nt: RuntimeError(NO_SIZES),
+    "chunk": lambda nt: RuntimeError(
+        'self.layout() == c10::kJagged INTERNAL ASSERT FAILED at "/__w/pytorch/pytorch/torch/'
+        'csrc/autograd/FunctionsManual.cpp":2202, please report a bug to PyTorch. Nested '
+        "Strided Tensor doesn't support chunk backward."),
+    "select": lambda nt: RuntimeError("NestedTensor must be contiguous to get buffer.")}
+
+
+def _no_backward(name, out, nt):
+    """``out`` (a nested tensor, or a tuple of them), its nodes refusing to run as PyTorch's
+    node for op ``name`` on ``nt`` does, where it does."""
+    make = _BACKWARD_ERRORS.get(name.rstrip("_"))
+    if make is not None:
+        device = nt.device.type
+        for o in out if isinstance(out, tuple) else (out,):
+            refusing(o._components, lambda: make(_Device(device)))
+    return out
+
+
+class _Device:
+    # (what ``unsupported`` reads of a nested tensor, kept by a node in its place)
+    def __init__(self, device):
+        self.device = ember.device(device)
 
 
 def check_inplace(name):
@@ -209,12 +281,33 @@ def _where(func, *args, **kwargs):
 
 
 @_handles("dropout", "alpha_dropout", "feature_alpha_dropout")
-def _dropout(func, nt, *args, **kwargs):
+def _dropout(func, nt, p=0.5, training=None, inplace=False):
+    name = op_name(func).removeprefix("nn.functional.")
+    if training is None:                    # (the alpha dropouts default to eval)
+        training = name == "dropout"
+    masked = training and 0 < p < 1         # (drawing a mask: bernoulli_, which nested lack)
+    if name == "alpha_dropout":
+        if masked:
+            raise unsupported("bernoulli_.float", nt)
+        if not training:
+            return nt
+    elif name == "feature_alpha_dropout" and training:
+        raise RuntimeError(NO_SIZES)
+    elif name == "dropout" and inplace and masked:
+        raise unsupported("bernoulli_.float", nt)
+
+    if inplace:                             # (the components written: the nested tensor back)
+        for t in nt._components:
+            func(t, p, training, True)
+        nt._is_leaf = nt._is_leaf and not nt.requires_grad
+        return nt
+
     def run(t):
-        out = func(t, *args, **kwargs)
+        out = func(t, p, training, inplace)
         # (a dense dropout that changes nothing returns its input: a nested one never does)
         return out.clone() if out is t else out
-    return each(nt, run)
+    native = name == "dropout" and not inplace      # (in place, the dense op's node)
+    return each(nt, run, node="NativeDropoutBackward0" if native else None)
 
 
 @_handles("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like")
@@ -311,7 +404,8 @@ def _sdpa(func, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fals
         raise RuntimeError(f"matmul: For nested tensors, only inputs with >= 3 dims are "
                            f"currently supported. 1st input has rank: {query.dim()}")
     return wrap([func(q, k, v, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa)
-                  for q, k, v in zip(query._components, key._components, value._components)])
+                  for q, k, v in zip(query._components, key._components, value._components)],
+                node="MatmulBackward0")
 
 
 # ----- normalizations and reductions ---------------------------------------------------------
@@ -445,6 +539,8 @@ def _unsqueeze(func, nt, dim):
 
 @_handles("squeeze")
 def _squeeze(func, nt, dim=None):
+    if dim is None and tracks((nt,)):
+        raise RuntimeError(NO_SIZES)
     if dim is None:
         raise RuntimeError("squeeze(): For nested tensors, squeeze without the dim argument is "
                            "not supported at the moment, however you can use squeeze(Tensor "
@@ -470,8 +566,8 @@ def _chunk(func, nt, chunks, dim=0):
     if size % chunks:
         raise RuntimeError(f"Chunk for nested tensors is only supported for nested tensors with "
                            f"trailing dimension divisible by chunks, got: {size} % {chunks} != 0")
-    return _zip_parts([t.chunk(chunks, d - 1) for t in nt._components],
-                      "ChunkBackwardAutogradNestedTensor0")
+    return _no_backward("chunk", _zip_parts([t.chunk(chunks, d - 1) for t in nt._components],
+                                            "ChunkBackwardAutogradNestedTensor0"), nt)
 
 
 def split_with_sizes(nt, split_sizes, dim=0):
@@ -498,6 +594,16 @@ def _split_with_sizes(func, nt, split_sizes, dim=0):
     return split_with_sizes(nt, split_sizes, dim)
 
 
+@_handles("split")
+def _split(func, nt, *args, **kwargs):
+    # (a list of sizes is PyTorch's split_with_sizes, which nested tensors have; an int size
+    # is split.Tensor, which they lack)
+    sizes = args[0] if args else kwargs.get("split_size", kwargs.get("split_size_or_sections"))
+    if isinstance(sizes, (list, tuple)):
+        return split_with_sizes(nt, sizes, args[1] if len(args) > 1 else kwargs.get("dim", 0))
+    raise refused("split.Tensor", (nt,))
+
+
 @_handles("select")
 def _select(func, nt, dim, index):
     d = _dim(nt, dim)
@@ -512,7 +618,20 @@ def _select(func, nt, dim, index):
             raise IndexError(f"index {index} is out of bounds for dimension {d - 1} of the "
                              f"{i}th constituent tensor with size {size}")
         out.append(t.select(d - 1, index))
-    return wrap(out, node="SelectBackwardAutogradNestedTensor0")
+    return _no_backward("select", wrap(out, node="SelectBackwardAutogradNestedTensor0"), nt)
+
+
+@_handles("real", "imag")
+def _real_imag(func, nt):
+    return getattr(nt, op_name(func))
+
+
+@_handles("narrow")
+def _narrow(func, nt, dim, start, length):
+    if dim != 0:
+        raise RuntimeError(f"narrow(): only dim=0 supported for nested tensors, but got: {dim}")
+    from ember.nested import narrow_view
+    return narrow_view(nt, start, length)
 
 
 @_handles("unbind")
@@ -523,8 +642,11 @@ def _unbind(func, nt, dim=0):
 @_handles("cat", "concat", "concatenate")
 def _cat(func, tensors, dim=0):
     tensors = list(tensors)
+    if tracks(tensors):
+        raise RuntimeError(NO_SIZES)
     if not all(_is_nested(t) for t in tensors):
-        raise RuntimeError("Expected each tensor in given list to be nested.")
+        raise RuntimeError("Expected each tensor in given list to be nested." if dim == 0 else
+                           "cat(): expected each tensor in given list to be nested")
     if not tensors[0]._components:
         raise RuntimeError(NO_SIZES)
     for i, t in enumerate(tensors):
@@ -547,7 +669,7 @@ def _inplace(name):
         for i, t in enumerate(self._components):
             rest = (parts[1][i], *args[1:]) if parts else args
             getattr(t, name)(*rest, **kwargs)
-        return self
+        return _no_backward(name, self, self)
     run.__name__ = name
     return run
 
@@ -561,6 +683,10 @@ def _copy_(self, src, non_blocking=False):
                            "implementations")
     for t, s in zip(self._components, src._components):
         t.copy_(s, non_blocking)
+    if self.requires_grad:          # (now on the graph: no longer a leaf)
+        self._is_leaf = False
+        for t in self._components:
+            rename_node(t, "CopyBackwards")
     return self
 
 

@@ -107,6 +107,9 @@ def call_inplace(op, inputs, params, entry=None):
         # a no_grad view written with an operand needing grad (else checked by _check_leaf)
         if not (self._requires_grad or self._grad_fn is not None or _view_tracks(self)):
             check_no_grad_view(self)
+        if _in_nested_select(self):     # (PyTorch's CopySlices asks the nested base's sizes)
+            from ember.nested import NO_SIZES
+            raise RuntimeError(NO_SIZES)
         recipe = view_recipe(self)
     dst = self._data
     if 0 in dst.strides:
@@ -213,6 +216,7 @@ def _check_leaf(t):
         base = t._view[0]
         if base._grad_fn is None and (base._requires_grad or t._requires_grad
                                       or t._grad_fn is not None):
+            _check_single_view(t)       # (PyTorch names an unbind's or split's output first)
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
                                "an in-place operation.")
     # (a view whose base gained history since it was made, its grad_fn not yet regenerated
@@ -330,11 +334,24 @@ def _history_snapshot(t, copy_values):
 
 def _check_single_view(t):
     if t._view is not None and in_multi_output_view(t):
+        # (a view with no grad_fn, of a base that needs none, PyTorch supposes made in no_grad)
+        head = (f"{_view_output_name(t)} is a view and is being modified inplace."
+                if t._grad_fn is not None else "A view was created in no_grad mode and is being "
+                "modified inplace with grad mode enabled.")
         raise RuntimeError(
-            f"{_view_output_name(t)} is a view and is being modified inplace. This view is the "
-            f"output of a function that returns multiple views. Such functions do not allow the "
-            f"output views to be modified inplace. You should replace the inplace operation by "
-            f"an out-of-place one.")
+            f"{head} This view is the output of a function that returns multiple views. Such "
+            f"functions do not allow the output views to be modified inplace. You should replace "
+            f"the inplace operation by an out-of-place one.")
+
+
+def _in_nested_select(t):
+    """Whether view ``t`` is a strided nested tensor's component ``nt[i]``, or a view of one
+    (marked by ``ember.nested``)."""
+    while t._view is not None:
+        if t._meta and "nested_select" in t._meta:
+            return True
+        t = t._view[1]
+    return False
 
 
 def _view_output_name(t):
@@ -342,6 +359,8 @@ def _view_output_name(t):
     of its grad_fn: Split, SplitWithSizes, Unbind, or Select, View... for a view of their
     outputs, which it calls output 0)."""
     node = t._grad_fn.name() if t._grad_fn is not None else t._view[2].node_class.__name__
+    if t._meta and "nested_output" in t._meta:     # (a nested tensor's unbind: the whole name)
+        return f"Output {t._meta['nested_output']} of {node}"
     return f"Output {t._view[5] or 0} of {node.rstrip('0123456789').removesuffix('Backward')}"
 
 

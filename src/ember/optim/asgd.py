@@ -40,8 +40,9 @@ class ASGD(Optimizer):
         for group in self.param_groups:
             lr, wd, lambd = number_lr(group), group["weight_decay"], group["lambd"]
             multi = group["foreach"] and not group["differentiable"]
+            nested = []
             for p, x, g in grads_of(group, group["maximize"], "ASGD",
-                                    graph=group["differentiable"]):
+                                    graph=group["differentiable"], nested=nested):
                 state = self.state[p]
                 if not state:
                     state.update(step=new_step(), eta=scalar_state(lr), mu=scalar_state(1.0),
@@ -59,6 +60,9 @@ class ASGD(Optimizer):
                 mu[...] = 1 / max(1, t - group["t0"])
                 if not group["differentiable"]:     # a graph step's ops bump it
                     p._bump_version()
+            for p in nested:        # nested tensors (PyTorch steps them with their ops)
+                from ember.nested._strided_optim import asgd_step
+                asgd_step(p, self.state[p], group)
         return loss
 
 
