@@ -16,7 +16,9 @@ PyTorch's words. An in-place op
 takes its tangent from the values before the write and copies it into the tangent in place.
 When the derivative work runs with reverse-mode history (a primal, tangent or other operand
 requires grad), tangents keep a graph: the gradient of a jvp works, and so does forward over
-reverse (backward of a dual graph gives dual gradients: Hessian-vector products).
+reverse (backward of a dual graph gives dual gradients: Hessian-vector products). A tangent
+also requires grad where PyTorch's formula reads a primal that does (NOTE [Zero-tangent
+terms]).
 
 How this differs from PyTorch: ``type(d)`` is ``_DualTensor``, not Tensor (``isinstance(d,
 Tensor)`` holds); ``exit_dual_level`` turns the level's dual tensors back into plain tensors;
@@ -26,8 +28,9 @@ inside ``vmap`` does not (nor in PyTorch) unless a transform runs between them
 ``ember.func.jvp``/``jacfwd`` do not use this module (they run the double-vjp through the
 engine, which composes with vmap); a plain view taken before an in-place op made its base
 dual shows no tangent; an in-place op whose other operand is ``self`` (``x.mul_(x)``) reads
-``self`` before the write (PyTorch reads it after); tangents that depend on nothing
-requiring grad have no ``grad_fn`` (PyTorch may record one).
+``self`` before the write (PyTorch reads it after); a tangent's ``grad_fn`` is the last node
+of the double vjp (``MulBackward0`` for ``x * y``), not always that of PyTorch's formula
+(``AddBackward0``).
 """
 
 import weakref
@@ -36,6 +39,7 @@ from typing import Any, NamedTuple
 from ember._conj_view import hold_values
 from ember._tensor import Tensor, _make
 from ember.autograd._forward_traces import PULLING
+from ember.autograd.graph import _sequence
 from ember.autograd.grad_mode import entering_clones
 
 __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_level",
@@ -437,6 +441,7 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
     connected = grad_mode and (any(isinstance(x, Tensor) and x.requires_grad for x in flat)
                                or any(t.requires_grad for t in tangents))
     args = _private_constants(op, flat, dual)
+    start = next(_sequence) if connected else 0     # (this run's nodes number from here)
     with enable_grad():
         leaves = []
         for i in dual:
@@ -480,6 +485,9 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
         elif jt.stride() != o.stride() or any(_overlap(jt, t) for t in tangents):
             jt = _zeros_as(o, jt.dtype).copy_(jt)   # laid out as o, sharing no tangent
         result.append(jt if connected else jt.detach())
+    if connected:       # (NOTE [Zero-tangent terms])
+        from ember.autograd._forward_zero_terms import link_zero_terms
+        return link_zero_terms(op, flat, lengths, params, dual, leaves, start, result, call)
     return result
 
 

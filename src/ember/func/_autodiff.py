@@ -25,9 +25,9 @@ from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
 from ember.autograd.graph import AccumulateGrad
 from ember.func._batched import BatchedTensor, active_levels, materialize, rewrap
-from ember.func._forward_primal import (collect_dead, cut, forward_running, leaf_for, note_dead,
-                                         own_pass, primal_for, release, show, showing,
-                                         tracks_grad)
+from ember.func._forward_primal import (PrimalBackward, ViewBackward0, collect_dead, cut,
+                                         forward_running, leaf_for, note_dead, own_pass,
+                                         primal_for, release, show, showing, tracks_grad)
 from ember.func._hooks import owning, pulling
 from ember.func._no_grad_tangents import NoGradGateBackward, settle
 from ember.ops._reduce import TRANSFORM_BACKWARD
@@ -582,6 +582,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     out = lin.push(flat_t, traced.connected or graded, release=not graded)
     if graded:
         out = _reaching(out, traced)
+    out = _not_a_tangent(out, flat_t, traced.outputs)
     if traced.written:
         from ember.autograd.grad_mode import no_grad
         flat_p = tree_flatten(primals)[0]
@@ -604,6 +605,20 @@ def _reaching(tree, traced):
     flat, spec = tree_flatten(tree)
     return tree_unflatten([x.detach() if isinstance(x, Tensor) and not reach.tensor(
         materialize(x, traced.levels)) else x for x in flat], spec)
+
+
+def _not_a_tangent(tree, flat_t, outputs):
+    """``tree`` with a copy of each tensor that is one of the given tangents itself (the
+    engine passes a gradient through an identity node unchanged: ``a + 1``'s): PyTorch's
+    tangent of an op's result is a new tensor (computed from the tangents where these require
+    grad); that of an input returned as it is (``outputs``: the primal results), the
+    tangent itself."""
+    flat, spec = tree_flatten(tree)
+    if not any(any(x is t for t in flat_t) for x in flat):
+        return tree
+    return tree_unflatten([x.clone() if any(x is t for t in flat_t)
+                           and type(y._grad_fn) not in (PrimalBackward, ViewBackward0) else x
+                           for x, y in zip(flat, outputs)], spec)
 
 
 def _aliased(tree):
@@ -655,19 +670,39 @@ def linearize(func, *primals):
                                          else p.detach() for p in flat], spec)
     # traced outside the vmaps inside the innermost transform (its primals are not batched
     # there): a result a closure's tensor batches there is refused, as PyTorch's unpack_dual
-    traced = _Traced(func, traced_primals, False, "linearize(f, *primals)",
-                     levels=active_levels()[:_DEPTH.levels])
-    refuse_batched("_unpack_dual", *traced.flat_out)
-    lin = _Linearized(traced)
+    levels = active_levels()[:_DEPTH.levels]
+
+    def trace():
+        traced = _Traced(func, traced_primals, False, "linearize(f, *primals)", levels=levels)
+        refuse_batched("_unpack_dual", *traced.flat_out)
+        lin = _Linearized(traced)
+        traced.finish(traced.release(traced.out), traced.outputs, lin.pulled)
+        return traced, lin
+    drawn = _draws()
+    traced, lin = trace()
+    # PyTorch's jvp_fn replays the traced graph, random ops included: where the traced run
+    # drew from the default generator (dropout), each call runs ``func`` again, drawing anew
+    redraw = _draws() != drawn
+    if redraw:
+        traced = lin = None     # (each call traces its own)
     folded = []     # (PyTorch folds its constants at the first call, in that call's grad mode)
 
     def jvp_fn(*tangents):
         flat_t = _check_linearize_tangents(primals, tangents)
+        traced_now, lin_now = trace() if redraw else (traced, lin)
         if alone:       # (a function of the tangents, recorded as the caller's grad mode says)
             if not folded:
-                folded.append(is_grad_enabled() and traced.connected)
+                folded.append(is_grad_enabled() and traced_now.connected)
             record = is_grad_enabled() and (folded[0] or any(t.requires_grad for t in flat_t))
-            return lin.push(flat_t, record, release=False)
-        return lin.push(flat_t, traced.connected)
-    traced.finish(traced.release(traced.out), traced.outputs, lin.pulled)
+            return lin_now.push(flat_t, record, release=False)
+        return lin_now.push(flat_t, traced_now.connected)
     return out, jvp_fn
+
+
+def _draws():
+    """Where the default generators' streams stand (each draw moves them): the CPU one's, and
+    each GPU's (whose kernels' draws move its offset)."""
+    from ember._random import default_generator
+    from ember.cuda.random import _GENERATORS
+    return [(g._offset, g._rng.bit_generator.state["state"]["state"])
+            for g in (default_generator, *_GENERATORS.values())]
