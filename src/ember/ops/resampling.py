@@ -19,6 +19,8 @@ from ember.backend import device_copy
 from ember.ops import grid_sampling, shuffle  # noqa: E402,F401
 from ember.ops._pool_args import adaptive_mats
 from ember.ops._registry import op, rename_node
+from ember.ops._resample_bilinear16 import (bilinear_16_bit, generic_16_bit,
+                                             takes_channels_last_kernel)
 from ember.ops._resample_uint8 import resample_uint8
 from ember.ops._separable import Taps, _along_dims, apply_mats, built_once, transposed
 
@@ -410,19 +412,26 @@ def _resample(xp, x, out, scales, mode, align_corners, antialias):
     if (mode == "bicubic" and not antialias and x.dtype.itemsize == 2 and x.dtype.kind in "fV"
             and xp is np):              # PyTorch's CPU kernel; a GPU one rounds once
         return _bicubic_16_bit(xp, x, _taps_in(mats, x.dtype))
-    if (mode in ("linear", "trilinear") and not antialias and x.dtype.itemsize == 2
+    if (mode in ("linear", "bilinear", "trilinear") and not antialias and x.dtype.itemsize == 2
             and x.dtype.kind in "fV" and xp is np):
+        if mode == "bilinear" and x.size and takes_channels_last_kernel(x, out):
+            return bilinear_16_bit(x, out, [_source32(n, o, s, align_corners)
+                                            for n, o, s in zip(x.shape[2:], out, scales)])
         mats = _linear_taps_in(mats, x.dtype)
+        if mode == "bilinear" and x.size and all(isinstance(m, Taps) for m in mats):
+            return generic_16_bit(x, mats)
     # (PyTorch's float32 bicubic and antialiased kernels sum along the last dim first)
     return apply_mats(xp, x, mats, (mode == "bicubic" or antialias) and x.dtype == np.float32)
 
 
 def _single(mode, antialias, dtype):
     """Whether PyTorch computes this interpolation's weights in float32 arithmetic: its
-    float32 linear, bicubic and antialiased kernels do (float64 ones in double; 16-bit ones
-    see _linear_taps_in and _taps_in)."""
+    float32 linear, bicubic and antialiased kernels do, and its 16-bit linear ones before
+    rounding them (float64 ones in double; see _linear_taps_in and _taps_in)."""
+    dtype = np.dtype(getattr(dtype, "np", dtype))
+    sixteen = dtype.itemsize == 2 and dtype.kind in "fV"
     return (mode in _NEEDS or mode == "bicubic" or antialias) and \
-        np.dtype(getattr(dtype, "np", dtype)) == np.float32
+        (dtype == np.float32 or (mode in _NEEDS and not antialias and sixteen))
 
 
 @built_once
