@@ -16,6 +16,7 @@ from ember.autograd._forward_traces import PULLING
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
 from ember.backend import device_scalar
+from ember.backend.cpu_kernels import map_elementwise
 from ember.ops._promotion import Policy
 from ember.ops._scalars import checked_scalar, fitted_number, number_arg, real_number
 from ember.ops._elementwise import zeros_for
@@ -554,13 +555,19 @@ def _(gg, grad, x):
         promote=float_kernel("hardswish_cpu"))
 def hardswish(xp, x):
     """``input * relu6(input + 3) / 6``."""
-    out = x + 3
     if x.dtype.kind == "f" and x.ndim:  # in place, as hardsigmoid
-        xp.clip(out, 0, 6, out=out)
-        out *= x
-        out /= 6
-        return out
-    return x * xp.minimum(xp.maximum(out, 0), 6) / 6
+        return map_elementwise(xp, _hardswish_form, x)
+    return x * xp.minimum(xp.maximum(x + 3, 0), 6) / 6
+
+
+def _hardswish_form(xp, x, out=None):
+    """hardswish of a float array of at least one dim, in place on one buffer (``out``, of
+    x's shape, if given)."""
+    out = xp.add(x, 3, out=out)
+    xp.clip(out, 0, 6, out=out)
+    out *= x
+    out /= 6
+    return out
 
 
 @hardswish.derivative
@@ -575,30 +582,38 @@ def _hardswish_backward(xp, grad, x):
     """The gradient of hardswish, fused: 0 where ``input <= -3``, ``grad_output * (input / 3
     + 0.5)`` below 3, else ``grad_output`` (and at NaN, as in PyTorch); 16-bit floats in
     float32, rounded once."""
-    d = xp.fmax(x, -3)                  # finite where unused (|x| >= 3, NaN)
-    xp.fmin(d, 3, out=d)
+    if x.shape == grad.shape and x.dtype == grad.dtype:
+        return map_elementwise(xp, _hardswish_grad, grad, x)
+    d = xp.clip(x, -3, 3)               # finite where unused at |x| >= 3 (NaN stays: unused)
     d /= x.dtype.type(3)
     d += x.dtype.type(0.5)
-    if d.shape == grad.shape and x.dtype == grad.dtype:
-        # by bits, in place: the factor 1 where input >= 3 (or NaN), the product, then +0
-        # where input <= -3
-        bits = _SAME_WIDTH_INT[d.dtype.itemsize]
-        db, keep = d.view(bits), xp.empty(d.shape, bits)
-        one = d.dtype.type(1).view(bits)
-        _ones_where(xp, x < 3, keep)
-        db ^= one
-        db &= keep
-        db ^= one
-        xp.multiply(d, grad, out=d)
-        above = x <= -3
-        _ones_where(xp, xp.logical_not(above, out=above), keep)     # (NaN kept too)
-        db &= keep
-        return d
     d = d * grad
     upper = x < 3
     middle = x > -3
     middle &= upper
     return _select(xp, middle, d, _zero_where(xp, upper, grad))
+
+
+def _hardswish_grad(xp, grad, x, out=None):
+    """_hardswish_backward for operands of one shape and dtype (into ``out``, of their shape,
+    if given), in place by bits: the factor 1 where ``input >= 3`` (or NaN), the product,
+    then +0 where ``input <= -3`` (masks by bits: a ``where=`` or ``copyto`` under a mask
+    that changes at random runs several times slower)."""
+    d = xp.clip(x, -3, 3, out=out)      # finite where unused at |x| >= 3 (NaN stays: unused)
+    d /= x.dtype.type(3)
+    d += x.dtype.type(0.5)
+    bits = _SAME_WIDTH_INT[d.dtype.itemsize]
+    db, keep = d.view(bits), xp.empty(d.shape, bits)
+    one = d.dtype.type(1).view(bits)
+    _ones_where(xp, x < 3, keep)
+    db ^= one
+    db &= keep
+    db ^= one
+    d *= grad
+    above = x <= -3
+    _ones_where(xp, xp.logical_not(above, out=above), keep)     # (NaN kept too)
+    db &= keep
+    return d
 
 
 @_hardswish_backward.derivative

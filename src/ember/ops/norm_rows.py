@@ -137,22 +137,58 @@ def native_layer_norm(xp, x, w, b, normalized_shape, eps):
     x = xp.ascontiguousarray(_float_input(x, "LayerNormKernelImpl"))    # as PyTorch's, and
     lead = x.shape[:x.ndim - len(ns)]                                   # row-major out
     k = math.prod(ns)
-    xc, mean, invstd = _last_axis_stats(xp, x.reshape(math.prod(lead), k), eps)
-    # out = xc * (invstd * w) + b, the products with the broadcast vectors taken on
-    # planes of _spread (see there)
+    rows = x.reshape(math.prod(lead), k)
     w = xp.ones(k, x.dtype) if w is None else _vector(w, x.dtype).reshape(k)
-    out = _spread(xp, xc.shape, invstd.reshape(-1), w)     # a fresh array either way
-    out *= xc
-    if b is not None:
-        b = _vector(b, x.dtype).reshape(k)
-        # in place, NumPy broadcasts a row of 64 or more as fast as it adds a plane
-        out += b if k >= _ROW_LANES else _spread(xp, xc.shape, row=b)
+    b = None if b is None else _vector(b, x.dtype).reshape(k)
+    blocks = _row_blocks(xp, rows.shape)
+    if blocks is None:
+        out, mean, invstd = _normalize_rows(xp, rows, w, b, eps)
+    else:   # row blocks whose temporaries stay in cache (and take _spread's planes)
+        out = xp.empty(rows.shape, x.dtype)
+        mean, invstd = (xp.empty((rows.shape[0], 1), x.dtype) for _ in range(2))
+        for part in blocks:
+            _normalize_rows(xp, rows[part], w, b, eps, out[part], mean[part], invstd[part])
     out = out.reshape(x.shape)
     stats = lead + (1,) * len(ns)
     # float32 parameters of a 16-bit input keep float32 statistics, as PyTorch's mixed kernel
     sd = _F32 if any(p is not None and p.dtype != dtype for p in (w0, b0)) else dtype
     return (out.astype(dtype, copy=False), mean.reshape(stats).astype(sd, copy=False),
             invstd.reshape(stats).astype(sd, copy=False))
+
+
+def _normalize_rows(xp, rows, w, b, eps, out=None, mean=None, invstd=None):
+    """(out, mean, invstd) of layer norm over the last axis of the 2-D ``rows`` with the
+    weight and bias vectors ``w`` and ``b`` (None: no bias), into the given arrays if any."""
+    xc, m, s = _last_axis_stats(xp, rows, eps)
+    if mean is not None:
+        mean[...], invstd[...] = m, s
+    # out = xc * (invstd * w) + b, the products with the broadcast vectors taken on
+    # planes of _spread (see there)
+    out = _spread(xp, xc.shape, s.reshape(-1), w, out=out)  # a fresh array without out
+    out *= xc
+    if b is not None:
+        # in place, NumPy broadcasts a row of 64 or more as fast as it adds a plane
+        out += b if xc.shape[1] >= _ROW_LANES else _spread(xp, xc.shape, row=b)
+    return out, m, s
+
+
+_BLOCK = 1 << 16
+
+
+def _row_blocks(xp, shape):
+    """Slices of row blocks for an operation on (rows, k) values of more than _PLANE_MAX on
+    NumPy, so that each block's temporaries stay in cache; None: one block (small inputs,
+    other backends, rows longer than 1024). Blocks start at multiples of 64 rows, where
+    OpenBLAS's matrix-vector kernels give each row the bits they give it in the whole array;
+    a last block of one row joins the one before it (NumPy's matmul takes a dot product for
+    a single row, which sums in another order)."""
+    rows, k = shape
+    if xp is not np or rows * k <= _PLANE_MAX or k > _BLOCK // 64:
+        return None
+    bounds = list(range(0, rows, _BLOCK // k // 64 * 64))
+    if rows - bounds[-1] == 1:
+        bounds.pop()
+    return [slice(lo, hi) for lo, hi in zip(bounds, bounds[1:] + [rows])]
 
 
 @native_layer_norm.derivative(outputs=(1, 2))    # the statistics: y may change in place
@@ -210,28 +246,53 @@ def _layer_norm_backward(gy, x, w, b, mean, invstd, k):
 
 def _layer_norm_backward_rows(xp, gy, x, w, b, mean, invstd, k):
     """_layer_norm_backward on (rows, k) arrays."""
-    xc = _minus_rows(xp, x._data.reshape(-1, k).astype(gy.dtype, copy=False), mean)
-    gy_xc = gy * xc
     gx = gw = gb = None
-    if w is not None and w.requires_grad:       # sum over rows of gy * xhat
-        gw = _make(_shaped(invstd @ gy_xc, w.shape))
     if b is not None and b.requires_grad:
         gb = _make(_shaped(xp.ones(gy.shape[0], gy.dtype) @ gy, b.shape))
-    if x.requires_grad:
+    need_w, need_x = w is not None and w.requires_grad, x.requires_grad
+    if not (need_w or need_x):
+        return gx, gw, gb
+    xrows = x._data.reshape(-1, k).astype(gy.dtype, copy=False)
+    avg = wk = out = None
+    if need_x:
         wk = xp.ones(k, gy.dtype) if w is None else w._data.reshape(k).astype(gy.dtype,
                                                                                copy=False)
         avg = wk * (1 / k)
+        # gx in an array of x's shape: one that owns its memory becomes .grad as it is, where
+        # a reshaped view would be copied
+        out = xp.empty(x.shape, gy.dtype)
+    blocks = _row_blocks(xp, gy.shape)
+    if blocks is None:
+        gy_xc = _grad_rows(xp, gy, xrows, mean, invstd, wk, avg,
+                           gx=None if out is None else out.reshape(gy.shape))
+    else:   # row blocks whose temporaries stay in cache; gy * xc kept whole for the weight
+        gy_xc = xp.empty(gy.shape, gy.dtype) if need_w else None
+        gx2 = None if out is None else out.reshape(gy.shape)
+        with one_blas_thread(xp):   # (each block's products are small: _small_on_one_...)
+            for part in blocks:
+                _grad_rows(xp, gy[part], xrows[part], mean[part], invstd[part], wk, avg,
+                           None if gy_xc is None else gy_xc[part],
+                           None if gx2 is None else gx2[part])
+    if need_w:                                  # sum over rows of gy * xhat
+        gw = _make(_shaped(invstd @ gy_xc, w.shape))
+    if need_x:
+        gx = _make(out)
+    return gx, gw, gb
+
+
+def _grad_rows(xp, gy, xrows, mean, invstd, wk, avg, gy_xc=None, gx=None):
+    """``gy * xc`` (into ``gy_xc`` if given) of (rows, k) arrays and, given ``avg`` (the
+    weight / k), the input's gradient into ``gx``."""
+    xc = _minus_rows(xp, xrows, mean)
+    gy_xc = xp.multiply(gy, xc, out=gy_xc)
+    if avg is not None:
         xc *= _spread(xp, gy.shape, ((gy_xc @ avg) * invstd) * invstd * -invstd)  # (invstd**3
         #                                                                            overflows)
-        # gx in an array of x's shape: one that owns its memory becomes .grad as it is, where
-        # a reshaped view would be copied; every step after the first in place on it
-        out = xp.empty(x.shape, gy.dtype)
-        gx = _spread(xp, gy.shape, invstd, wk, out=out.reshape(gy.shape))
+        gx = _spread(xp, gy.shape, invstd, wk, out=gx)  # every step after it in place
         gx *= gy
         gx += xc
         gx -= _spread(xp, gy.shape, (gy @ avg) * invstd)
-        gx = _make(out)
-    return gx, gw, gb
+    return gy_xc
 
 
 def _shaped(a, shape):
