@@ -11,6 +11,7 @@ from ember.ops._max_sweep import max_sweep
 from ember.ops._op_errors import OpValueError
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
 from ember.ops._inplace import _rename_inplace_node
+from ember.ops._kernel_reads import through_input
 from ember.ops._pool_index import max_pool_grad, window_max
 from ember.ops._recording import _mark_view, _record
 from ember.ops._registry import REGISTRY, op, rename_node
@@ -181,9 +182,9 @@ def _avg_op(nd, namespace):
         if 0 in out:
             _refuse_empty_grad(nd, tuple(grad.shape))
         # PyTorch's backward kernel (a 1-D pool: a squeezed 2-D one, as the forward)
-        return rename_node(_along_dims(grad, transposed(adaptive_mats(size, out))),
-                           "SqueezeBackward1" if nd == 1
-                           else f"AdaptiveAvgPool{nd}DBackwardBackward0")
+        name = "SqueezeBackward1" if nd == 1 else f"AdaptiveAvgPool{nd}DBackwardBackward0"
+        gx = rename_node(_along_dims(grad, transposed(adaptive_mats(size, out))), name)
+        return through_input(gx, x, name)
     return registered
 
 

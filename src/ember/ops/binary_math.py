@@ -14,7 +14,7 @@ from ember.ops._elementwise import binary, conj_grad, zeros_for
 from ember.ops._pointwise_layout import NUMBERS_ASIDE
 from ember.ops._scalars import number_arg, number_arrays, real_number
 from ember.ops._promotion import FLOAT_ONLY, REAL_FLOAT, Policy, compute_dtype
-from ember.ops._registry import _is_tensor, op
+from ember.ops._registry import _is_tensor, op, rename_node
 
 
 def _is_tensor_operand(x):
@@ -185,7 +185,9 @@ def _extremum_grad(loses_a, loses_b):
     def derivative(grad, a, b):
         tie = a == b
         half = where(tie, grad / 2, grad)
-        return where(loses_a(a, b), 0.0, half), where(loses_b(a, b), 0.0, half)
+        # (under create_graph PyTorch's nodes are its masked_fill_'s, of the same values)
+        return (rename_node(where(loses_a(a, b), 0.0, half), "MaskedFillBackward0"),
+                rename_node(where(loses_b(a, b), 0.0, half), "MaskedFillBackward0"))
     return derivative
 
 

@@ -18,6 +18,7 @@ from ember.ops._conv_args import check_weight_dims, conv_args, transposed_size
 from ember.ops._conv_kernels import conv_forward, conv_input_grad, conv_weight_grad
 from ember.ops._dims import int_param, int_sequence
 from ember.ops._elementwise import conj_grad
+from ember.ops._kernel_reads import tied_to
 from ember.ops._linalg_utils import torch_name
 from ember.ops._scalars import int_arg
 from ember.ops._registry import op, rename_node
@@ -99,7 +100,9 @@ def _grads(grad, x, w, b, args, need_x=None, need_b=None):
     if need_b:
         gb = grad.sum([0] + list(range(2, grad.ndim)))
     gi, gw = _laid_out_like((gi, gw), x, w, groups)
-    for g in (gi, gw, gb):      # under create_graph: PyTorch's one convolution_backward node
+    # under create_graph: PyTorch's one convolution_backward node, which takes x and w
+    gi, gw, gb = (tied_to(g, (x, w), _DOUBLE) for g in (gi, gw, gb))
+    for g in (gi, gw, gb):
         if g is not None:
             rename_node(g, _DOUBLE)
     return gi, gw, gb

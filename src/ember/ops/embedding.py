@@ -320,12 +320,16 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     if max_norm is not None:    # (in place: before the weight is aliased below)
         _renorm_(weight, flat, max_norm, norm_type)
     if _GRAD.grad_enabled:      # PyTorch's backward kernels have no derivative
-        if weight.requires_grad:    # (PyTorch keeps it for per_sample_weights' gradient)
-            weight = kernel_input(weight, "_embedding_bag", "_embedding_bag_backward",
-                                  psw is not None and psw.requires_grad)
+        # (per_sample_weights' alias first: its gradient is then computed after the weight's,
+        # and a second backward reaches its refusal first, as PyTorch's; neither backward
+        # kernel takes the tensor it differentiates for: the other one, which it does take,
+        # reaches it through the incoming gradient)
         if psw is not None and psw.requires_grad:
             psw = kernel_input(psw, "_embedding_bag",
-                               "_embedding_bag_per_sample_weights_backward")
+                               "_embedding_bag_per_sample_weights_backward", read=False)
+        if weight.requires_grad:    # (PyTorch keeps it for per_sample_weights' gradient)
+            weight = kernel_input(weight, "_embedding_bag", "_embedding_bag_backward",
+                                  psw is not None and psw.requires_grad, read=False)
     # (the padding index goes to the lookup too, so that a sparse gradient leaves it out)
     rows = functional_embedding(flat, weight, padding_idx, None, norm_type, scale_grad_by_freq,
                                 sparse)

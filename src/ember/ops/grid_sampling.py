@@ -228,8 +228,21 @@ def _(grads, grad, input, grid, interpolation_mode, padding_mode, align_corners)
         total = sum((f * u).sum() for f, u in pairs if f.requires_grad)
         found = ember.autograd.grad(total, leaves, create_graph=create, allow_unused=True) \
             if isinstance(total, ember.Tensor) else (None,) * 3
-    # PyTorch's gradients here are zeros (not none) where they do not reach (nearest)
-    return tuple(ember.zeros_like(t) if f is None else f for f, t in zip(found, leaves))
+    # PyTorch's: none for the input unless the grid's gradient is differentiated (the input's
+    # does not read the input), none at all from nearest's grid gradient (a constant zero),
+    # else zeros (not none) where they do not reach (nearest's grid)
+    if interpolation_mode == 1 and _unreached(grads[0]):
+        return None, None, None
+    found = [ember.zeros_like(t) if f is None else f for f, t in zip(found, leaves)]
+    if interpolation_mode == 1 or _unreached(grads[1]):
+        found[1] = None
+    return tuple(found)
+
+
+def _unreached(grad):
+    """Whether an output's incoming gradient is one no gradient reached (PyTorch's undefined
+    one): None, or the zeros the engine fills in."""
+    return grad is None or grad.__dict__.get("_filled_zeros", False)
 
 
 def _sampled(input, grid, mode, padding_mode, align_corners):

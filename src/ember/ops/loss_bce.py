@@ -7,7 +7,7 @@ from ember import _dtype as D
 from ember._tensor import Size
 from ember.backend import device_assert
 from ember.ops._loss_common import reduce_array, reduction_of
-from ember.ops._registry import OpValueError, op
+from ember.ops._registry import OpValueError, op, rename_node
 from ember.ops.shape import broadcast_shapes
 
 _LOW = D.HALF_NP
@@ -93,5 +93,6 @@ def _(grad, x, t, w, size_average, reduce, reduction):
         grad_t = None if grad_t is None else grad_t * w
     if reduction == "mean" and x.numel():
         grad_x = grad_x / x.numel()
-        grad_t = None if grad_t is None else grad_t / x.numel()
-    return grad_x, grad_t, None
+        # (under create_graph PyTorch's target node divides by a Scalar)
+        grad_t = None if grad_t is None else rename_node(grad_t / x.numel(), "DivBackward1")
+    return rename_node(grad_x, "BinaryCrossEntropyBackwardBackward0"), grad_t, None

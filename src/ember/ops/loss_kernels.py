@@ -4,12 +4,14 @@ multilabel_margin_loss: one op each, so that the loss is one node named as PyTor
 their argument checks) are in loss_pointwise.py and loss_margin.py."""
 
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import no_grad
 from ember.backend import xp_of
 from ember.ops._linalg_utils import check_kernel, torch_name
 from ember.ops._loss_common import promoted_dtype, reduce_array
 from ember.ops._registry import op
-from ember.ops.activations import masked
 from ember.ops.binary_math import where
+from ember.ops.random_nodes import NOT_IMPLEMENTED, sampled
+from ember.ops.underivable import on_values
 
 __all__ = ["_soft_margin_loss", "_binary_cross_entropy_with_logits", "_multi_margin_loss",
            "_multilabel_margin_loss"]
@@ -172,25 +174,26 @@ def _(grad, x, y, w, p, margin, reduction):
     own = _make(xp_of(yy._data).arange(c) == yy._data)
     margins = margin - rows.gather(1, yy) + rows
     if p == 1:          # piecewise linear: a constant slope (an array), through x
-        slope = where((margins > 0) & ~own, 1.0, 0.0)
+        slope = where((margins > 0) & ~own, 1.0, 0.0).to(rows.dtype)   # (not float32)
     else:
         slope = where((margins > 0) & ~own, 2 * margins, 0.0)
     if w is not None:
         slope = slope * w[yy]
     # each other class's term pulls the target's logit down by as much
     slope = (slope - where(own, slope.sum(1, keepdim=True), 0.0)) / c
-    return _per_row(grad, rows, reduction, slope, x), None, None
+    return _per_row(grad, rows, reduction, slope, x, "multi_margin_loss_backward"), None, None
 
 
-def _per_row(grad, rows, reduction, slope, x):
-    """The input's gradient: each sample's incoming gradient times its row of ``slope``; a
-    constant slope goes through ``masked``, so that under create_graph the gradient requires
-    grad (its own derivative 0) as PyTorch's does."""
+def _per_row(grad, rows, reduction, slope, x, kernel):
+    """The input's gradient: each sample's incoming gradient times its row of ``slope``.
+    PyTorch's backward ``kernel`` has no derivative: under create_graph the gradient hangs
+    from a NotImplemented node over the incoming gradient and the input, refusing the next
+    backward in PyTorch's words."""
     n = rows.shape[0]
-    g = (grad / max(n, 1) if reduction == "mean" else grad).reshape(-1, 1).expand(rows.shape)
-    if slope.requires_grad:
-        return (g * slope).reshape(x.shape)
-    return masked(g.reshape(x.shape), slope._data.reshape(x.shape), x)
+    with no_grad():
+        g = (grad / max(n, 1) if reduction == "mean" else grad).reshape(-1, 1)
+        value = (g.expand(rows.shape) * slope).reshape(x.shape)
+    return on_values(lambda ts, v: sampled(ts, v, NOT_IMPLEMENTED, kernel), [grad, x], value)
 
 
 # --- multilabel_margin_loss -------------------------------------------------------------------
@@ -243,4 +246,5 @@ def _(grad, x, t, reduction):
     # +1 for each non-target class i of an active pair, -1 for its target class y_j
     per_target = active.sum(2)[:, :, None] * (safe[:, :, None] == xp.arange(c))
     slope = (active.sum(1) - per_target.sum(1)) / c
-    return _per_row(grad, rows, reduction, _make(slope), x), None
+    return (_per_row(grad, rows, reduction, _make(slope), x,
+                     "multilabel_margin_loss_backward"), None)

@@ -17,7 +17,7 @@ from ember.ops._loss_common import (fused_loss_grads, reduce_array, reduce_loss,
                                     reduction_of, refuse_grad, warn_size_mismatch)
 from ember.ops._op_errors import broadcast_message
 from ember.ops._promotion import BINARY
-from ember.ops._registry import op
+from ember.ops._registry import op, rename_node
 from ember.ops._scalars import float_arg, rounded_number
 from ember.ops.loss_kernels import _binary_cross_entropy_with_logits, _soft_margin_loss
 from ember.ops.binary_math import where
@@ -104,7 +104,10 @@ def _(grad, x, t, reduction, *, needs=(True, True)):
     if dtype.itemsize == 2 and dtype.category == D.FLOATING:
         norm = rounded_number(norm, dtype.np)
     g = (x - t) * norm * grad
-    return (g if needs[0] else None), (-g if needs[1] else None)
+    # (under create_graph PyTorch's node is its mse_loss_backward's, for both)
+    name = "MseLossBackwardBackward0"
+    return (rename_node(g, name) if needs[0] else None,
+            rename_node(-g, name) if needs[1] else None)
 
 
 def _huber(diff, delta):
@@ -199,7 +202,7 @@ def _(grad, x, t, reduction, delta, *, needs=(True, True)):
         slope = _huber_slope(d, delta)
         if reduction == "mean":
             slope = slope * slope.new_full((), 1 / max(x.numel(), 1))
-        return slope * grad
+        return rename_node(slope * grad, "HuberLossBackwardBackward0")
     return scaled(x - t) if needs[0] else None, scaled(t - x) if needs[1] else None
 
 
@@ -217,8 +220,9 @@ def _smooth_l1_loss(xp, x, t, reduction, beta):
 def _(grad, x, t, reduction, beta, *, needs=(True, True)):
     # in float32 from the unrounded difference; the target's from t - x (see huber's)
     grad = reduced_grad(grad, x, reduction)
-    return (grad * (_huber_slope(x - t, beta) / beta) if needs[0] else None,
-            grad * (_huber_slope(t - x, beta) / beta) if needs[1] else None)
+    name = "SmoothL1LossBackwardBackward0"
+    return (rename_node(grad * (_huber_slope(x - t, beta) / beta), name) if needs[0] else None,
+            rename_node(grad * (_huber_slope(t - x, beta) / beta), name) if needs[1] else None)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):

@@ -18,7 +18,8 @@ from ember.backend import xp_of
 from ember.backend.blas_threads import one_blas_thread
 from ember.ops._norm_shared import (_F32, _FAST_DTYPES, _LOW, _check_mixed, _float_input,
                                     _name, _norm_grad, _outside_vmap, _vector)
-from ember.ops._registry import op
+from ember.ops._kernel_reads import tied_to
+from ember.ops._registry import op, rename_node
 
 
 def _row_dots(xp, a, b):
@@ -220,7 +221,10 @@ def _(grads, x, w, b, normalized_shape, eps, *, out):
         gw = ((gy2 * xc).mT @ invstd.squeeze(-1)).reshape(w.shape)
     if b is not None and b.requires_grad and reached:
         gb = (gy2.mT @ gy2.new_ones(gy2.shape[0])).reshape(b.shape)
-    return gx, gw, gb
+    # under create_graph: PyTorch's one native_layer_norm_backward node, which takes x, w, b
+    name = "NativeLayerNormBackwardBackward0"
+    return tuple(rename_node(tied_to(g, (x, w, b), name), name) if g is not None else None
+                 for g in (gx, gw, gb))
 
 
 def _layer_norm_backward(gy, x, w, b, mean, invstd, k):
@@ -472,10 +476,10 @@ def _(grads, x, w, b, n, c, hxw, group, eps, *, out, needs=(True, True, True)):
     # no gradient reached the output (a double backward reaches only the statistics): the
     # weight and bias get none, as in PyTorch, rather than zeros
     reached = not gy.__dict__.get("_filled_zeros")
-    if need_w and reached:
-        gw = (gy3 * (xc * invstd).reshape(gy3.shape)).sum((0, 2))
+    if need_w and reached:       # (PyTorch's nodes: views')
+        gw = rename_node((gy3 * (xc * invstd).reshape(gy3.shape)).sum((0, 2)), "ViewBackward0")
     if need_b and reached:
-        gb = gy3.sum((0, 2))
+        gb = rename_node(gy3.sum((0, 2)), "ViewBackward0")
     return gx, gw, gb
 
 

@@ -8,6 +8,7 @@ matrix product. ``_pad_backward`` is that adjoint; its own derivative is the pad
 import operator
 
 from ember._memory_format import in_order, like_input, preserved, suggested_order
+from ember.ops._kernel_reads import through_input
 from ember.ops._registry import op
 from ember.ops._scalars import float_arg
 
@@ -201,7 +202,11 @@ def _(grad, x, pad, mode, value):
         return constant_pad_nd(grad, [-p for p in pad])
     # PyTorch's reflect/replicate kernels (which save the input) lay the gradient out like it
     laid = mode != "circular" and suggested_order(x._data) is not None
-    return _pad_backward(grad, list(x.shape), pad, mode, laid)
+    g = _pad_backward(grad, list(x.shape), pad, mode, laid)
+    if mode == "circular":
+        return g
+    name = f"{'ReflectionPad' if mode == 'reflect' else 'ReplicationPad'}{len(pad) // 2}D"
+    return through_input(g, x, name + "BackwardBackward0")
 
 
 # PyTorch's reflect and replicate kernels save the input; its circular pad, slice copies, not

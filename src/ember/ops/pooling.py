@@ -14,6 +14,7 @@ from ember.ops._pool_args import (check_rank, output_sizes, pool_geometry, rejec
                                   tuple_arg, window_mats)
 from ember.ops._max_sweep import max_sweep
 from ember.ops._pool_index import max_pool_grad
+from ember.ops._kernel_reads import through_input
 from ember.ops._registry import REGISTRY, op, rename_node
 from ember.ops._separable import _along_dims, apply_mats, transposed
 
@@ -160,8 +161,8 @@ def _avg_pool_op(nd, namespace):
         mats, _ = _avg_mats(nd, Shape(tuple(x.shape)), kernel_size, stride, padding,
                             ceil_mode, count_include_pad, divisor_override)
         # PyTorch's backward kernel (a 1-D pool: a squeezed 2-D one, as the forward)
-        return rename_node(_along_dims(grad, transposed(mats)), "SqueezeBackward1" if nd == 1
-                           else f"AvgPool{nd}DBackwardBackward0")
+        name = "SqueezeBackward1" if nd == 1 else f"AvgPool{nd}DBackwardBackward0"
+        return through_input(rename_node(_along_dims(grad, transposed(mats)), name), x, name)
     return registered
 
 

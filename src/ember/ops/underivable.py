@@ -55,9 +55,9 @@ def on_values(fn, tensors, value):
                   levels)
 
 
-@op("_kernel_input(input, kernel, backward=None, saved=True)", view=True, method=False,
-    out=False, grad_fn_name="AliasBackward0")
-def _kernel_input(xp, x, kernel, backward, saved):
+@op("_kernel_input(input, kernel, backward=None, saved=True, read=None)", view=True,
+    method=False, out=False, grad_fn_name="AliasBackward0")
+def _kernel_input(xp, x, kernel, backward, saved, read):
     """``input`` itself (a view) entering a composite of ember ops that stands for PyTorch's
     kernel ``kernel``, which has no forward derivative (nor, where ``backward`` names its
     backward kernel, a second derivative)."""
@@ -75,7 +75,7 @@ _NAMED_BACKWARDS = {"_embedding_bag_backward": "EmbeddingBagBackwardBackward0"}
 
 
 @_kernel_input.derivative
-def _(grad, x, kernel, backward, saved):
+def _(grad, x, kernel, backward, saved, read):
     if backward is None or not _GRAD.grad_enabled:
         return grad
     # create_graph: the composite's gradient, hung from a node refusing the next backward
@@ -88,9 +88,12 @@ def _(grad, x, kernel, backward, saved):
     else:
         def hang(ts, g):
             return sampled(ts, g, NOT_IMPLEMENTED, backward)
+    # (the node's edges: the incoming gradient, and the input where the backward kernel
+    # takes it: the gradient requires grad, and reaches the input, as PyTorch's)
+    edges = [x] if (saved if read is None else read) else []
     if value.is_sparse:         # a sparse gradient (embedding_bag's): its values hang
-        return value._with_values(on_values(hang, [grad._v, x], value._v))
-    return on_values(hang, [grad, x], value)
+        return value._with_values(on_values(hang, [grad._v, *edges], value._v))
+    return on_values(hang, [grad, *edges], value)
 
 
 def forward_ad_active():
@@ -109,14 +112,16 @@ def refuse_forward_ad(kernel, *tensors):
                 _kernel_input(t, kernel)
 
 
-def kernel_input(x, kernel, backward, saved=True):
+def kernel_input(x, kernel, backward, saved=True, read=None):
     """``x`` (a view of it where a graph may be recorded or forward AD may reach it) for a
     composite standing for PyTorch's kernel ``kernel``, without a forward derivative, whose
     backward kernel ``backward`` has no derivative: the composite's gradients for ``x``
     refuse a second backward, as PyTorch's (``Op.refuse_forward_ad`` refuses the first).
     ``saved``: False where PyTorch's kernel does not save ``x``, so writing it before
-    backward is allowed."""
+    backward is allowed. ``read``: whether ``backward`` takes ``x`` itself (None: ``saved``),
+    so that under create_graph ``x``'s gradient hangs from ``x`` too (the other tensors it
+    takes reach it through the incoming gradient)."""
     # (the graph's fields: a forward-mode transform's input reports no requires_grad)
     if x._requires_grad or x._grad_fn is not None or _DUAL.level is not None:
-        return _kernel_input(x, kernel, backward, saved)
+        return _kernel_input(x, kernel, backward, saved, read)
     return x

@@ -144,8 +144,10 @@ OPS = [
            dtypes=FLOATS + LOW, gradgrad=True,
            torch_op=_torch_bce_logits, tol=_LOW_TOL),
     # (PyTorch's CPU kernels of the margin losses take no 16-bit floats)
-    OpInfo("_multi_margin_loss", _multi_margin_ref, _multi_margin_samples, gradgrad=True,
+    # (no gradgrad: PyTorch's multi_margin_loss_backward and multilabel_margin_loss_backward
+    # have no derivative, and the gradients refuse a second backward as PyTorch's do)
+    OpInfo("_multi_margin_loss", _multi_margin_ref, _multi_margin_samples, gradgrad=False,
            torch_op=_torch_multi_margin),
     OpInfo("_multilabel_margin_loss", _multilabel_margin_ref, _multilabel_margin_samples,
-           gradgrad=True, torch_op=_torch("multilabel_margin_loss")),
+           gradgrad=False, torch_op=_torch("multilabel_margin_loss")),
 ]
