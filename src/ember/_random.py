@@ -21,13 +21,15 @@ from ember._creation import (_finish, _out_device, _out_dtype, _place, _target,
 from ember._device import as_device, get_default_device
 from ember._from_data import _tp_name
 from ember._sizes import _size, _size_args
-from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_backend, device_assert,
-                           device_guard, device_of, host_array, on_device_of, xp_of)
+from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_available, cuda_backend,
+                           device_assert, device_guard, device_of, host_array, on_device_of,
+                           xp_of)
 from ember._tensor import Tensor, _make
-from ember._random_checks import (_as_float, _check_like_bounds, _check_long,  # noqa: F401
-                                  _check_permutation_dtype, _check_random_bounds,
-                                  _check_size_given, _check_std, _continuous, _float_dtype,
-                                  _not_implemented_for, _random_limit)
+from ember._random_checks import (NO_CUDA_GENERATOR, _as_float,  # noqa: F401
+                                  _check_like_bounds, _check_long, _check_permutation_dtype,
+                                  _check_random_bounds, _check_size_given, _check_std,
+                                  _continuous, _float_dtype, _not_implemented_for,
+                                  _random_limit)
 from ember.backend.meta import MetaArray
 
 __all__ = [
@@ -50,6 +52,20 @@ class Generator:
             self.device = as_device("cpu")
         elif self.device.type == "meta":
             raise RuntimeError("META device type not an accelerator.")
+        elif self.device.type == "cuda" and not cuda_available():
+            raise RuntimeError(NO_CUDA_GENERATOR)
+        self._start()
+
+    @classmethod
+    def _unchecked(cls, device):
+        """A generator for ``device`` made without asking for the device: the CUDA default
+        generators can be seeded before, and without, a GPU (as PyTorch's lazy seeding)."""
+        gen = cls.__new__(cls)
+        gen.device = as_device(device)
+        gen._start()
+        return gen
+
+    def _start(self):
         self._seed = 67280421310721            # PyTorch's default CPU seed
         self._rng = np.random.Generator(np.random.PCG64(self._seed))
         self._offset = 0                        # numbers drawn from the device stream
@@ -112,7 +128,7 @@ class Generator:
 
     def clone_state(self):
         """A new generator on the same device in this one's state."""
-        return Generator(self.device).set_state(self.get_state())
+        return Generator._unchecked(self.device).set_state(self.get_state())
 
     def get_offset(self):
         """How far a GPU generator's counter-based stream has advanced."""

@@ -11,6 +11,19 @@ from ember._tensor import Tensor
 from ember._warn import outside_level
 
 
+# PyTorch's CPU-only build refuses a CUDA generator with this message (word for word)
+NO_CUDA_GENERATOR = (
+    "Cannot get CUDA generator without ATen_cuda library. PyTorch splits its backend into "
+    "two shared libraries: a CPU library and a CUDA library; this error has occurred because "
+    "you are trying to use some CUDA functionality, but the CUDA library has not been loaded "
+    "by the dynamic linker for some reason.  The CUDA library MUST be loaded, EVEN IF you "
+    "don't directly use any symbols from the CUDA library! One common culprit is a lack of "
+    "-Wl,--no-as-needed in your link arguments; many dynamic linkers will delete dynamic "
+    "library dependencies if you don't depend on any of their symbols.  You can check if "
+    "this has occurred by using ldd on your binary to see if there is a dependency on "
+    "*_cuda.so library.")
+
+
 def _float_dtype(dtype, name):
     dtype = D.get_default_dtype() if dtype is None else dtype
     if dtype.category not in (D.FLOATING, D.COMPLEX):

@@ -25,7 +25,7 @@ def default_generator(index=None):
     index = _current() if index is None else index
     gen = _GENERATORS.get(index)
     if gen is None:
-        gen = _GENERATORS[index] = Generator(f"cuda:{index}")
+        gen = _GENERATORS[index] = Generator._unchecked(f"cuda:{index}")
         if _SEED_ALL[0] is not None:
             gen.manual_seed(_SEED_ALL[0])
     return gen

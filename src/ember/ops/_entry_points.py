@@ -199,6 +199,9 @@ def _out_prologue(op):
     when ``out`` is given, so calls without it cost nothing more."""
     x = op.input_names[0]
     dtype = "dtype" if "dtype" in op.param_names else None
+    if getattr(op.out_prepare, "all_inputs", False):    # (only checks them: where)
+        return (f"    if out is not None:\n"
+                f"        _op.out_prepare(({', '.join(op.input_names)},), {dtype}, out)\n")
     return (f"    if out is not None:\n"
             f"        {x}, {dtype or '_'} = _op.out_prepare({x}, {dtype}, out)\n")
 

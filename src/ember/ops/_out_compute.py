@@ -6,7 +6,8 @@ PyTorch's ``sum(x, out=o)`` sums as if ``dtype=o.dtype`` had been passed: into a
 dtype. Each entry of ``OUT_PREPARE`` is called by the op's generated function, only when
 ``out`` is given, as ``prepare(input, dtype, out)`` and returns the ``(input, dtype)`` to run
 with (``dtype`` is None for ops without that parameter), or raises PyTorch's error for the
-combination. The ops whose ``out=`` must simply have the result's dtype are in _out_dtypes.
+combination; one marked ``all_inputs`` gets the tuple of all the op's inputs as ``input``.
+The ops whose ``out=`` must simply have the result's dtype are in _out_dtypes.
 While a torch function mode or a subclass overrides the call, nothing is changed: the
 override sees the call as made, and the call it makes in turn is prepared.
 """
@@ -120,7 +121,29 @@ def _exact(x, dtype, out):
     return x, dtype
 
 
+def _tensor_operands(operands, dtype, out):
+    # where: only its all-tensor signature takes out= (PyTorch's parser refuses a number
+    # there, or a lone condition, before anything runs)
+    if not all(isinstance(v, Tensor) for v in operands):
+        from ember.ops._overloads import refine_type_error
+        error = TypeError("where(): out= takes a tensor condition, input and other")
+        refine_type_error(error, "where", "function", "where")
+        raise error
+    return operands, dtype
+
+
+_tensor_operands.all_inputs = True     # called with all the op's inputs, not the first's
+
+
 def _unless_overridden(prepare):
+    if getattr(prepare, "all_inputs", False):
+        def run(x, dtype, out):
+            if has_torch_function((*x, out)):
+                return x, dtype
+            return prepare(x, dtype, out)
+        run.all_inputs = True
+        return run
+
     def run(x, dtype, out):
         if has_torch_function((x, out)):
             return x, dtype
@@ -137,5 +160,6 @@ _PREPARE = {
     **dict.fromkeys(("std", "var"), _std_var),
     "logsumexp": _logsumexp,
     **dict.fromkeys(("softmax", "log_softmax"), _exact),
+    "where": _tensor_operands,
 }
 OUT_PREPARE = {name: _unless_overridden(f) for name, f in _PREPARE.items()}

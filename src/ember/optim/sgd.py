@@ -53,7 +53,7 @@ class SGD(Optimizer):
             hyper = dict(lr=lr_of(group), momentum=group["momentum"],
                          dampening=group["dampening"], weight_decay=group["weight_decay"],
                          nesterov=group["nesterov"])
-            params, updates, nested = [], [], []
+            params, updates, nested, new_buffers = [], [], [], []
             for p, x, g in grads_of(group, group["maximize"], "SGD", takes_sparse=True,
                                   graph=group["differentiable"], nested=nested):
                 if hyper["weight_decay"] and p._grad.is_sparse:     # grad + decay * param
@@ -63,24 +63,28 @@ class SGD(Optimizer):
                     _sparse_momentum_step(p, self.state[p], group["maximize"], **hyper)
                     continue
                 params.append(p)
-                updates.append((x, g) + self._buffer(p, group))
+                updates.append((x, g) + self._buffer(p, group, new_buffers))
             for p in nested:    # nested tensors (PyTorch steps them with their ops)
                 from ember.nested._strided_optim import sgd_step
                 sgd_step(p, self.state, group["maximize"], **hyper)
             update = _update_foreach if group["foreach"] else _update
             apply_updates("sgd", params, updates, update,
                           differentiable=group["differentiable"], **hyper)
+            for p, buf in new_buffers:      # kept only once the step went through, as PyTorch
+                self.state[p]["momentum_buffer"] = buf
         return loss
 
-    def _buffer(self, p, group):
+    def _buffer(self, p, group, new_buffers):
         """(momentum buffer or None, whether this is its first step) of ``p``; the buffer
-        is made on its first step, its values still to be set."""
+        is made on its first step, its values still to be set, and added to
+        ``new_buffers``."""
         if not group["momentum"]:
             return None, False
         state = self.state[p]
         buf = state.get("momentum_buffer")
         if buf is None:
-            buf = state["momentum_buffer"] = _make(p._data.copy())   # values set next
+            buf = _make(p._data.copy())     # values set next
+            new_buffers.append((p, buf))
             return slot(buf, group), True
         return slot(buf, group), False
 

@@ -459,6 +459,9 @@ def _on_values(s, fn):
 @handles("add")
 def _add_op(input, other, *, alpha=1):
     check_alpha(input, other, alpha)
+    if type(alpha) is bool and isinstance(input, Tensor) and isinstance(other, Tensor) \
+            and ember.promote_types(input.dtype, other.dtype) is not ember.bool:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
     return named(_add(input, other, alpha=alpha), "AddBackward0")
 
 
@@ -494,6 +497,8 @@ def _add(input, other, *, alpha=1):
         if a.sparse_dim() != b.sparse_dim():
             raise RuntimeError("add: expected the same sparse_dim for both sparse tensors")
         dtype = ember.promote_types(a.dtype, b.dtype)     # scaled in the result dtype
+        if input.layout is L.sparse_coo and other.layout is L.sparse_coo:
+            _refuse_cpu_kernel(a, b, dtype, alpha)
         b_values = b._v.to(dtype) * alpha if alpha != 1 else b._v
         if a._v.device.type != "cpu" or not (a._v.is_contiguous() and b._v.is_contiguous()):
             out = C.concatenated_sum(a, b, b_values)   # as on CUDA (CPU: values not contiguous)
@@ -510,6 +515,19 @@ def _add(input, other, *, alpha=1):
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
                            "instead.")
     return _dense_plus_sparse(input, other, alpha)
+
+
+def _refuse_cpu_kernel(a, b, dtype, alpha):
+    """PyTorch's CPU errors for adding two COO tensors whose common ``dtype`` its kernel
+    lacks (bool, float16): met only when ``b`` has values (else ``a`` is copied), and when
+    ``a`` has none, as scaling ``b`` by a long ``alpha`` into bool."""
+    if dtype is not ember.bool and dtype is not ember.float16 or not b._nnz() \
+            or a._v.device.type != "cpu":
+        return
+    if a._nnz():
+        raise NotImplementedError(f"\"cadd_sparse\" not implemented for '{dtype._torch_name}'")
+    if dtype is ember.bool and type(alpha) is not bool:
+        raise RuntimeError("result type Long can't be cast to the desired output type Bool")
 
 
 def _csr_plus_dense(s, dense, alpha):
