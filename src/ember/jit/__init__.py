@@ -84,11 +84,14 @@ class Attribute(typing.NamedTuple):
     type: typing.Any
 
 
-def _deprecated(name, instead="`torch.compile` or `torch.export`"):
+_COMPILE = "Please use `torch.compile` instead."
+
+
+def _deprecated(name, advice="Please switch to `torch.compile` or `torch.export`."):
     # PyTorch 2.13 deprecates TorchScript: each entry point warns on every call, from
     # inside the library (so Python's default filters hide it, as they hide PyTorch's)
-    warnings.warn(f"`torch.jit.{name}` is deprecated. Please switch to {instead}.",
-                  DeprecationWarning, stacklevel=2)
+    warnings.warn(f"`torch.jit.{name}` is deprecated. {advice}", DeprecationWarning,
+                  stacklevel=2)
 
 
 def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
@@ -151,6 +154,7 @@ def export(fn):
 
 def interface(obj):
     """Declare a TorchScript interface: the class as it is."""
+    _deprecated("interface", _COMPILE)
     return obj
 
 
@@ -181,6 +185,7 @@ _FUSION_STRATEGY = [[("STATIC", 2), ("DYNAMIC", 10)]]
 
 def set_fusion_strategy(strategy):
     """Set TorchScript's fusion specializations; returns the previous strategy."""
+    _deprecated("set_fusion_strategy", _COMPILE)
     for kind, _ in strategy:
         if kind not in ("STATIC", "DYNAMIC"):
             raise ValueError(f"FusionBehavior only supported 'STATIC' or 'DYNAMIC', got: {kind}")
@@ -223,6 +228,7 @@ class Future(_Future):
 def fork(func, *args, **kwargs):
     """Call ``func`` now and wrap its result in a ``Future`` (TorchScript would run it
     asynchronously; eagerly, PyTorch also runs it at once)."""
+    _deprecated("fork", _COMPILE)
     future = Future()
     try:
         future.set_result(func(*args, **kwargs))
@@ -233,12 +239,33 @@ def fork(func, *args, **kwargs):
 
 def wait(future):
     """The result of a ``fork``."""
+    _deprecated("wait", _COMPILE)
     return future.wait()
+
+
+_BARE = {list: "list", tuple: "tuple", typing.List: "List", typing.Tuple: "Tuple",
+         typing.Optional: "Optional"}
+_BARE_MAPS = {dict: "dict", typing.Dict: "Dict"}
+
+
+def _check_contained(target_type):
+    # PyTorch refuses a container type without its element types
+    try:
+        name, pair = _BARE.get(target_type), _BARE_MAPS.get(target_type)
+    except TypeError:                   # an unhashable target: not a bare container
+        return
+    if name is not None:
+        raise RuntimeError(f"Attempted to use {name} without a contained type. Please add a "
+                           f"contained type, e.g. {name}[int]")
+    if pair is not None:
+        raise RuntimeError(f"Attempted to use {pair} without contained types. Please add "
+                           f"contained type, e.g. {pair}[int, int]")
 
 
 def isinstance(obj, target_type):       # noqa: A001  (PyTorch's name)
     """Whether ``obj`` is of ``target_type``, which may be a parametrized container type
     (``List[int]``, ``Dict[str, Tensor]``, ``Optional[int]``, ``Tuple[int, str]``)."""
+    _check_contained(target_type)
     origin = typing.get_origin(target_type)
     if origin is None:
         return target_type is typing.Any or builtins.isinstance(obj, target_type)
@@ -261,11 +288,14 @@ def isinstance(obj, target_type):       # noqa: A001  (PyTorch's name)
 
 def freeze(mod, preserved_attrs=None, optimize_numerics=True):
     """``mod`` itself (freezing inlines a ScriptModule's attributes; ember has none)."""
+    _deprecated("freeze", _COMPILE)
     return mod
 
 
 def optimize_for_inference(mod, other_methods=None):
     """``mod`` itself, in eval mode."""
+    _deprecated("optimize_for_inference", _COMPILE)
+    mod = freeze(mod)               # (as PyTorch's, which freezes first: its warning too)
     return mod.eval() if hasattr(mod, "eval") else mod
 
 
@@ -276,11 +306,11 @@ def _no_torchscript(what):
 
 def save(m, f, _extra_files=None):
     """Not possible: ember has no TorchScript."""
-    _deprecated("save", "`torch.export`")
+    _deprecated("save", "Please switch to `torch.export`.")
     raise _no_torchscript("jit.save")
 
 
 def load(f, map_location=None, _extra_files=None, _restore_shapes=False):
     """Not possible: ember has no TorchScript."""
-    _deprecated("load", "`torch.export`")
+    _deprecated("load", "Please switch to `torch.export`.")
     raise _no_torchscript("jit.load")

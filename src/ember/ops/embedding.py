@@ -6,10 +6,13 @@ is fast for a few rows; for many, one sparse (weight rows x positions) matrix pr
 several times faster (measured: 1024 positions x 128 features, 80 us against 1.4 ms).
 """
 
+import warnings
+
 import numpy as np
 
 import ember
 from ember import _dtype as D
+from ember._warn import user_level
 from ember.autograd._forward_traces import PULLING
 from ember.autograd.forward_ad import unpack_dual
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -291,12 +294,20 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
                   include_last_offset=False, padding_idx=None):
     """Sums, means or maxima of bags of embedding rows."""
-    _check_indices(input._data, "embedding_bag")
+    if weight.dtype is ember.int64 and input.is_floating_point():
+        warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage "
+                      "`embedding_bag(weight, input, ...)` is deprecated, and should now be "
+                      "`embedding_bag(input, weight, ...)`.", stacklevel=user_level(2))
+        weight, input = input, weight
     if per_sample_weights is not None and per_sample_weights.shape != input.shape:
         raise ValueError(f"embedding_bag: If per_sample_weights "
                          f"(ember.Size({list(per_sample_weights.shape)})) is not None, then "
                          f"it must have the same shape as the input "
                          f"(ember.Size({list(input.shape)}))")
+    if weight.ndim != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
+                         f"{weight.ndim}")
+    _check_indices(input._data, "embedding_bag")
     flat, psw, bag, b = _bags(input, offsets, per_sample_weights, include_last_offset)
     _check_mode(mode, scale_grad_by_freq, sparse)
     if per_sample_weights is not None and mode != "sum":

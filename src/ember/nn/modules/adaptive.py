@@ -80,13 +80,8 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             raise RuntimeError(f"Target values should be in [0, {self.n_classes - 1}], but "
                                f"values in range [{int(target.min())}, {int(target.max())}] "
                                f"were found. ")
-        head_logprob = F.log_softmax(self.head(input), dim=1)
-        # the head's entry for each row: its class in the shortlist, else its cluster
-        in_clusters = target >= self.shortlist_size
-        cluster_of = ember.bucketize(target, ember.tensor(self.cutoffs[1:], device=target.device),
-                                     right=True)
-        column = ember.where(in_clusters, self.shortlist_size + cluster_of, target)
-        output = head_logprob.gather(1, column.unsqueeze(1)).squeeze(1)
+        # the tails run before the head, as PyTorch's do (which layer a bad input fails in)
+        tails = []
         for i, tail in enumerate(self.tail, start=1):
             rows = ((target >= self.cutoffs[i - 1]) & (target < self.cutoffs[i])).nonzero()
             rows = rows.squeeze(1)
@@ -94,7 +89,16 @@ class AdaptiveLogSoftmaxWithLoss(Module):
                 continue
             local = F.log_softmax(tail(input.index_select(0, rows)), dim=1)
             within = (target.index_select(0, rows) - self.cutoffs[i - 1]).unsqueeze(1)
-            output = output.index_add(0, rows, local.gather(1, within).squeeze(1))
+            tails.append((rows, local.gather(1, within).squeeze(1)))
+        head_logprob = F.log_softmax(self.head(input), dim=1)
+        # the head's entry for each row: its class in the shortlist, else its cluster
+        in_clusters = target >= self.shortlist_size
+        cluster_of = ember.bucketize(target, ember.tensor(self.cutoffs[1:], device=target.device),
+                                     right=True)
+        column = ember.where(in_clusters, self.shortlist_size + cluster_of, target)
+        output = head_logprob.gather(1, column.unsqueeze(1)).squeeze(1)
+        for rows, part in tails:
+            output = output.index_add(0, rows, part)
         loss = (-output).mean()
         return _ASMoutput(output.squeeze(0) if unbatched else output, loss)
 
