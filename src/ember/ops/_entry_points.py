@@ -3,6 +3,7 @@
 Python's own work."""
 
 import ast
+import inspect
 import textwrap
 
 from ember._dtype import PYTHON_DTYPES
@@ -44,7 +45,7 @@ def generate(op, kind, name=None):
         parts.append(f"{a.arg}=_MISSING" if default is None else
                      f"{a.arg}={ast.unparse(default)}")
     if kind == "function" and op.supports_out:
-        parts.append("out=None")
+        parts.append("out=_UNSET" if _checks_all(op) else "out=None")
     prologue = ""
     if kind != "function":
         parts[0] = "self"
@@ -109,6 +110,10 @@ def generate(op, kind, name=None):
     fn._ember_op = op
     if aliases or shifted or required or "*_more" in parts:
         fn.__signature__ = public_signature(fn, aliases, ("_shifted", "_more"))
+    if kind == "function" and _checks_all(op):     # (out=_UNSET shown as PyTorch's None)
+        sig = inspect.signature(fn)
+        fn.__signature__ = sig.replace(parameters=[
+            p.replace(default=None) if p.name == "out" else p for p in sig.parameters.values()])
     ENTRY_KINDS[fn.__code__] = kind
     ENTRY_FUNCTIONS[fn.__code__] = fn
     return fn
@@ -123,7 +128,16 @@ def _call_line(op, kind, inputs, params, entry=None):
         named = "" if entry is None else f", {entry!r}"
         return f"    return _call_inplace(_op, {call_args}{named})\n"
     out = "out" if kind == "function" and op.supports_out else "None"
+    if out == "out" and _checks_all(op):
+        out = "None if out is _UNSET else out"
     return f"    return _call(_op, {call_args}, {out})\n"
+
+
+def _checks_all(op):
+    """Whether the op's ``out=`` check reads all its inputs (where's): PyTorch's parser
+    refuses numbers with ``out=`` passed at all, None too, so the default tells None from
+    not passed."""
+    return getattr(op.out_prepare, "all_inputs", False)
 
 
 # The methods PyTorch's parser lets take their dims as varargs (x.squeeze(0, 1)): its rule
@@ -199,8 +213,8 @@ def _out_prologue(op):
     when ``out`` is given, so calls without it cost nothing more."""
     x = op.input_names[0]
     dtype = "dtype" if "dtype" in op.param_names else None
-    if getattr(op.out_prepare, "all_inputs", False):    # (only checks them: where)
-        return (f"    if out is not None:\n"
+    if _checks_all(op):    # (only checks them: where)
+        return (f"    if out is not _UNSET:\n"
                 f"        _op.out_prepare(({', '.join(op.input_names)},), {dtype}, out)\n")
     return (f"    if out is not None:\n"
             f"        {x}, {dtype or '_'} = _op.out_prepare({x}, {dtype}, out)\n")

@@ -561,8 +561,15 @@ def _(grad, cond, x, y):
             where(cond, 0.0, grad) if _is_tensor(y) else None)
 
 
-def _where_method(self, condition, other):
+_NO_OUT = object()
+
+
+def _where_method(self, condition, other, *, out=_NO_OUT):
     """``self`` where ``condition`` is True, else ``other``."""
+    if out is not _NO_OUT:         # PyTorch's method takes no out=, None included
+        from ember.ops._overloads import combination_error, overloads
+        raise combination_error("where", (condition, other), {"out": out},
+                                overloads("where", "method"))
     return where(condition, self, other)
 
 

@@ -8,7 +8,9 @@ from ember.autograd.grad_mode import no_grad
 from ember.backend import xp_of
 from ember.ops._linalg_utils import check_kernel, torch_name
 from ember.ops._loss_common import promoted_dtype, reduce_array
-from ember.ops._registry import op
+from ember.ops._registry import op, rename_node
+from ember.ops.activations_smooth import logsigmoid
+from ember.ops.arithmetic import _div_scalar, _sub_scalar
 from ember.ops.binary_math import where
 from ember.ops.random_nodes import NOT_IMPLEMENTED, sampled
 from ember.ops.underivable import on_values
@@ -107,13 +109,14 @@ def _(grad, x, t, w, pw, reduction, *, needs=(True, True, True, True)):
     if needs[0]:        # d/dx: (pw t + 1 - t) sigmoid(x) - pw t, or sigmoid(x) - t
         if pw is None:
             grad_x = (x.sigmoid() - t) * grad
-        else:
-            grad_x = ((pw * t + 1 - t) * x.sigmoid() - pw * t) * grad
-    if needs[1]:        # d/dt: -x - (pw - 1) log_sigmoid(x)
+        else:           # (``+ 1``, a Scalar's add: AddBackward1, one edge, as PyTorch's)
+            scale = rename_node(_sub_scalar(pw * t, -1), "AddBackward1") - t
+            grad_x = (scale * x.sigmoid() - pw * t) * grad
+    if needs[1]:        # d/dt: -x - (pw - 1) log_sigmoid(x) = log_sigmoid(-x) - pw log_sigmoid(x)
         if pw is None:
             grad_t = -x * grad
-        else:
-            grad_t = ((pw - 1) * (-x).logaddexp(x.new_zeros(())) - x) * grad
+        else:           # (PyTorch's form, rounding as its)
+            grad_t = (logsigmoid(-x) - logsigmoid(x) * pw) * grad
     return _weighted_mean(grad_x, w, reduction, x), _weighted_mean(grad_t, w, reduction, x), \
         grad_w, grad_pw
 
@@ -124,7 +127,8 @@ def _weighted_mean(g, w, reduction, x):
         return None
     if w is not None:
         g = g * w
-    return g / max(x.numel(), 1) if reduction == "mean" else g
+    # PyTorch divides by the count as a Scalar: DivBackward1 under create_graph
+    return _div_scalar(g, max(x.numel(), 1)) if reduction == "mean" else g
 
 
 # --- multi_margin_loss ------------------------------------------------------------------------

@@ -201,12 +201,25 @@ def _(grad, x, pad, mode, value):
     if mode == "constant":
         return constant_pad_nd(grad, [-p for p in pad])
     # PyTorch's reflect/replicate kernels (which save the input) lay the gradient out like it
-    laid = mode != "circular" and suggested_order(x._data) is not None
-    g = _pad_backward(grad, list(x.shape), pad, mode, laid)
     if mode == "circular":
-        return g
+        return _circular_grad(grad, list(x.shape), pad)
+    laid = suggested_order(x._data) is not None
+    g = _pad_backward(grad, list(x.shape), pad, mode, laid)
     name = f"{'ReflectionPad' if mode == 'reflect' else 'ReplicationPad'}{len(pad) // 2}D"
     return through_input(g, x, name + "BackwardBackward0")
+
+
+def _circular_grad(grad, input_size, pad_):
+    """A circular pad's input gradient, one dim's adjoint at a time: PyTorch's is a slice per
+    padded dim (SliceBackwardBackward0 each, zero pads too) of its slice copies' gradient."""
+    k = len(pad_) // 2
+    size = list(grad.shape)
+    for i in range(k):
+        dim = len(input_size) - 1 - i
+        size[dim] = input_size[dim]
+        grad = _pad_backward(grad, list(size), [0] * 2 * i + list(pad_[2 * i:2 * i + 2])
+                             + [0] * (2 * (k - i - 1)), "circular")
+    return grad
 
 
 # PyTorch's reflect and replicate kernels save the input; its circular pad, slice copies, not
@@ -237,9 +250,15 @@ def _pad_backward(xp, g, input_size, pad, mode, channels_last=False):
 def _(flat, params, out):                    # PyTorch's backward kernel per mode and rank
     pad_, mode = params[1], params[2]
     name = {"reflect": "ReflectionPad", "replicate": "ReplicationPad"}.get(mode)
-    return f"{name}{len(pad_) // 2}DBackwardBackward0" if name else "PadBackwardBackward0"
+    return f"{name}{len(pad_) // 2}DBackwardBackward0" if name else "SliceBackwardBackward0"
 
 
 @_pad_backward.derivative
 def _(ggrad, g, input_size, pad_, mode, channels_last=False):
-    return pad(ggrad, pad_, mode)
+    k = len(pad_) // 2
+    if ggrad.ndim <= k + 2:
+        return pad(ggrad, pad_, mode)
+    # a vmapped backward's input_size carries the batch dims: fold them into one leading dim
+    lead = tuple(ggrad.shape[:-(k + 1)])
+    out = pad(ggrad.reshape((-1,) + tuple(ggrad.shape[-(k + 1):])), pad_, mode)
+    return out.reshape(lead + tuple(out.shape[1:]))

@@ -66,6 +66,31 @@ def _replace(self, new):
     return self
 
 
+def write_out(out, result, name, inputs):
+    """``result`` (sparse or strided) of the sparse handler of ``name`` written into ``out``,
+    with PyTorch's checks of an ``out=`` (autograd, layout, dtype); returns ``out``."""
+    if ember.is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad
+                                       for t in (*inputs, out)):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires grad.")
+    if is_sparse(result) != is_sparse(out):     # (PyTorch's kernels' own checks)
+        raise RuntimeError("Expected !r.is_sparse() to be true, but got false.  (Could this "
+                           "error message be improved?  If so, please report an enhancement "
+                           "request to PyTorch.)" if is_sparse(out) else
+                           "self.is_sparse() INTERNAL ASSERT FAILED: "
+                           "_internal_get_SparseTensorImpl: not a sparse tensor")
+    if result.dtype is not out.dtype:
+        if not ember.can_cast(result.dtype, out.dtype):
+            raise RuntimeError(f"Can't convert result type {result.dtype._torch_name} to "
+                               f"output {out.dtype._torch_name} in {name} operation")
+        result = result.to(out.dtype)
+    if is_sparse(out):
+        return _replace(out, result)
+    if out.shape != result.shape:
+        out.resize_(result.shape)
+    return out.copy_(result)
+
+
 @handles("mul_")
 def _mul_(self, other):
     if is_sparse(self) and is_scalar(other):

@@ -17,7 +17,7 @@ from ember.sparse._layout_policy import (_COO_ONLY, _check_add_layouts, _check_m
                                          _coo_only, _is_compressed, _refuse_compressed,
                                          _refuse_values_op)
 from ember.sparse._names import freeing, named
-from ember.sparse._origin import carry_linear
+from ember.sparse._origin import carry_linear, dense_route
 from ember.sparse._refusals import bare_repr, refusing
 from ember.sparse._tensor import compressed, coo
 
@@ -457,7 +457,10 @@ def _on_values(s, fn):
 
 
 @handles("add")
-def _add_op(input, other, *, alpha=1):
+def _add_op(input, other, *, alpha=1, out=None):
+    if out is not None:
+        from ember.sparse._inplace import write_out
+        return write_out(out, _add_op(input, other, alpha=alpha), "add", (input, other))
     check_alpha(input, other, alpha)
     if type(alpha) is bool and isinstance(input, Tensor) and isinstance(other, Tensor) \
             and ember.promote_types(input.dtype, other.dtype) is not ember.bool:
@@ -547,14 +550,21 @@ def _check_dense_size(dense, s, kind):
 def _dense_plus_sparse(dense, s, alpha):
     _check_dense_size(dense, s, "dense-sparse")
     C.refuse_mixed_index_dtypes(s)
-    c = as_coo(s)
+    route = dense_route(s)      # PyTorch's add gives the sparse operand a dense gradient
+    c = as_coo(s if route is None else s.detach())
     dtype = ember.promote_types(dense.dtype, c.dtype)
     values = (c._v if alpha == 1 else c._v * alpha).to(dtype)
-    return dense.to(dtype).index_put(tuple(c._i), values, accumulate=True)
+    out = dense.to(dtype).index_put(tuple(c._i), values, accumulate=True)
+    if route is None:
+        return out
+    return out + (route if alpha == 1 else route * alpha)
 
 
 @handles("sub")
-def _sub(input, other, *, alpha=1):
+def _sub(input, other, *, alpha=1, out=None):
+    if out is not None:
+        from ember.sparse._inplace import write_out
+        return write_out(out, _sub(input, other, alpha=alpha), "sub", (input, other))
     _refuse_compressed(input, other)
     refuse_bool_sub(input, other)
     check_alpha(input, other, alpha)

@@ -16,6 +16,10 @@ position, as PyTorch does); a sparse leaf converted or transposed starts one fro
 stand-in. The linear ops by a number (``* 2``, ``/ 2``, ``neg``, ``clone``) and sums of sparse
 tensors combine their operands' origins lazily (``_Scaled``); any other op gives a result
 without one, whose gradient is the values' (masked, where PyTorch's may be dense).
+A COO sum's values send their gradient to its origin too, as a COO tensor in the sum's
+pattern (``_InPattern``): PyTorch's add passes it on whole, so ``(a + b).to_dense()`` gives
+the leaf ``a`` a gradient at ``b``'s positions as well; ``dense + s`` passes ``s``'s origin a
+dense gradient (``dense_route``).
 """
 
 import numbers
@@ -26,8 +30,8 @@ from ember.autograd.function import Function
 from ember.backend import xp_of
 from ember.sparse._tensor import SparseTensor
 
-__all__ = ["carry", "carry_linear", "carry_view", "in_layout", "origin_of", "retained_origin",
-           "to_dense_unmasked"]
+__all__ = ["carry", "carry_linear", "carry_view", "dense_route", "in_layout", "origin_of",
+           "retained_origin", "to_dense_unmasked"]
 
 
 class _Destination(Function):
@@ -143,8 +147,41 @@ def carry_linear(result, scale, source, other=None):
     if other is None:
         routes = [None, routes[0]]
     origin = _Scaled.apply(routes[0], routes[1], scale)
+    if other is not None and result._layout is ember.sparse_coo:
+        # the values' gradient reaches the operands in the sum's pattern, as PyTorch's add
+        # passes it on whole ((a + b).to_dense() gives a b's positions too)
+        from ember.ops._recording import rename_node
+        name = type(result._v.grad_fn).__name__
+        result._v = rename_node(_InPattern.apply(origin, result._v.detach(), result), name)
     result._origin = (origin, result._v, result._v._version)
     return result
+
+
+class _InPattern(Function):
+    """The values of a COO ``result`` whose gradient goes to its origin as a COO tensor with
+    the result's (coalesced) indices, not masked to each operand's own pattern."""
+
+    @staticmethod
+    def forward(ctx, origin, values, result):
+        ctx.pattern = result.detach()
+        return values
+
+    @staticmethod
+    def backward(ctx, grad):
+        from ember.sparse._convert import first_of_duplicates
+        from ember.sparse._tensor import coo
+        s = ctx.pattern
+        if s._coalesced:
+            return coo(s._i, grad, s._size, True), None, None
+        # duplicates of one element share its gradient: kept once, as in a leaf's gradient
+        keep, indices = first_of_duplicates(s)
+        return coo(indices, grad.index_select(0, keep), s._size, True), None, None
+
+
+def dense_route(s):
+    """Where a dense gradient of ``s`` goes whole, dense (None when it has no origin and is no
+    sparse leaf, or no graph is recorded): ``dense + s`` passes one, as PyTorch's add does."""
+    return _route(s) if ember.is_grad_enabled() and s.requires_grad else None
 
 
 def to_dense_unmasked(s, to_dense):
@@ -154,6 +191,12 @@ def to_dense_unmasked(s, to_dense):
     if route is None:
         return to_dense(s)
     return to_dense(s.detach()) + in_layout(route, s._layout)
+
+
+def in_pattern(values):
+    """Whether a sum's ``values`` send their gradient to its origin (see ``_InPattern``)."""
+    node = values.grad_fn
+    return node is not None and getattr(node, "_function", None) is _InPattern
 
 
 def retained_origin(s):

@@ -204,6 +204,9 @@ class SparseTensor(ValuesBacked, Tensor):
     def grad(self):
         if not self._leaf and self._retained is not None:   # see retain_grad
             values, origin = self._retained
+            from ember.sparse._origin import in_pattern
+            if origin is not None and in_pattern(values):   # the values' went to the origin
+                return origin._grad
             return self._gradient_from(values._grad, None if origin is None else origin._grad)
         return self._gradient_from(self._v.grad if self._leaf else None,
                                    None if self._anchor is None else self._anchor.grad)
