@@ -156,30 +156,56 @@ def detach(input):
     return input.detach()
 
 
+class _Kinds:
+    """The tensor classes the conjugate-bit queries tell apart, imported on first use (the
+    modules import this one)."""
+
+    conj = neg = batched = dual = None
+
+    @classmethod
+    def load(cls):
+        from ember._conj_view import ConjView, NegView
+        from ember.autograd.forward_ad import _DualTensor
+        from ember.func._batched import BatchedTensor
+        cls.conj, cls.neg, cls.batched, cls.dual = ConjView, NegView, BatchedTensor, _DualTensor
+        return cls
+
+
+def _memory_type(input):
+    """The class of the tensor whose memory ``input`` shows: inside ``vmap``, a BatchedTensor's
+    values'."""
+    kinds = _Kinds if _Kinds.conj is not None else _Kinds.load()
+    while type(input) is kinds.batched:
+        input = input._value
+    return type(input)
+
+
 def is_conj(input):
     """Whether the tensor is a lazily conjugated view (``x.conj()`` of a complex tensor)."""
-    from ember._conj_view import ConjView
-    return type(input) is ConjView
+    return _memory_type(input) is (_Kinds.conj or _Kinds.load().conj)
 
 
 def is_neg(input):
     """Whether the tensor is a lazily negated view (``x.conj().imag`` of a complex tensor)."""
-    from ember._conj_view import NegView
-    return type(input) is NegView
+    return _memory_type(input) is (_Kinds.neg or _Kinds.load().neg)
 
 
 def resolve_conj(input):
     """``input`` with a lazy conjugation applied: a new tensor for a conjugate view (its values
     materialised), else ``input`` itself."""
-    from ember._conj_view import ConjView
-    return input.clone() if type(input) is ConjView else input
+    if type(input) is _Kinds.dual and type(input._fw_tangent) is _Kinds.conj:
+        # a dual tensor's primal holds its values (hold_values), but its tangent may be a
+        # conjugate view (the tangent of ``dual.conj()``): PyTorch resolves both
+        out = input.clone()
+        out._fw_tangent = out._fw_tangent.clone()
+        return out
+    return input.clone() if is_conj(input) else input
 
 
 def resolve_neg(input):
     """``input`` with a lazy negation applied: a new tensor for a negative view (its values
     materialised), else ``input`` itself."""
-    from ember._conj_view import NegView
-    return input.clone() if type(input) is NegView else input
+    return input.clone() if is_neg(input) else input
 
 
 def _reversed(self):

@@ -197,7 +197,7 @@ def view_as_complex(xp, x):
 
 @view_as_complex.derivative
 def _(grad, x):
-    return view_as_real(grad)
+    return view_as_real(grad.resolve_conj())     # grad may be a conjugate view (conj's vjp)
 
 
 ALIASES = {}

@@ -1,6 +1,6 @@
 """The one rule every elementwise op shares: line the batch dim up in front, then broadcast."""
 
-from ember.func._batching import rule
+from ember.func._batching import FALLBACK_NAMES, rule
 from ember.ops._registry import REGISTRY, call
 
 __all__ = ["ELEMENTWISE", "align"]
@@ -94,3 +94,7 @@ def _sparse_shared(args, flags, size):
 
 
 rule(*ELEMENTWISE)(_elementwise)
+# PyTorch's conj_physical of a real tensor returns it (no op to loop over, no warning); of a
+# complex one it calls _conj_physical, which its fallback names
+FALLBACK_NAMES["conj_physical"] = (
+    lambda values, params, level: "aten::_conj_physical" if values[0].is_complex() else None)
