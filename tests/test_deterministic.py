@@ -75,6 +75,22 @@ def test_empty_fills_like_pytorch_in_deterministic_mode():
     assert ember.empty(2).tolist() == [0.0, 0.0]
 
 
+def test_resize_fills_its_new_memory_like_empty_in_deterministic_mode():
+    assert ember.zeros(2).resize_(3).tolist() == [0.0, 0.0, 0.0]  # ember's zeros otherwise
+    ember.use_deterministic_algorithms(True)
+    grown = ember.arange(4.0).view(2, 2).resize_(3, 2)
+    assert grown[:2].tolist() == [[0, 1], [2, 3]] and grown[2].isnan().all()
+    assert ember.zeros(2, dtype=ember.int32).resize_(4).tolist() == [0, 0] + [2 ** 31 - 1] * 2
+    assert ember.zeros(1, dtype=ember.bool).resize_(2).tolist() == [False, True]
+    kept = ember.arange(3.0)
+    kept.resize_as_(ember.zeros(5))
+    assert kept[:3].tolist() == [0, 1, 2] and kept[3:].isnan().all()
+    shrunk = ember.arange(6.0)          # shrinking keeps the memory: nothing new to fill
+    shrunk.resize_(2)
+    assert shrunk.untyped_storage().nbytes() == 24
+    assert shrunk.resize_(5).tolist() == [0, 1, 2, 3, 4]
+
+
 def test_modules_built_from_empty_are_initialized_in_deterministic_mode():
     ember.use_deterministic_algorithms(True)
     for m in (ember.nn.Linear(3, 2), ember.nn.Conv2d(2, 2, 3), ember.nn.Embedding(4, 2),

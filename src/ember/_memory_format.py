@@ -257,6 +257,37 @@ def like_input(xp, x, out):
     return in_order(xp, out, order) if out.ndim == x.ndim else out
 
 
+class _Geometry:
+    """An array's shape and byte strides alone (what ``suggested_order`` reads)."""
+
+    __slots__ = ("shape", "strides", "ndim")
+
+    def __init__(self, shape, strides):
+        self.shape, self.strides, self.ndim = shape, strides, len(shape)
+
+
+def pooled_1d_order(x):
+    """The memory order of a 1-D pooling's result (and gradient) for the 3-D array ``x``:
+    PyTorch pools (N, C, L) as (N, C, 1, L) (an unsqueeze's strides), so channels-last there
+    gives (0, 2, 1), channels innermost; None (row-major) otherwise."""
+    if x.ndim != 3:
+        return None
+    (n, c, length), (sn, sc, sl) = x.shape, x.strides
+    unsqueezed = _Geometry((n, c, 1, length), (sn, sc, sl * length, sl))
+    return None if suggested_order(unsqueezed) is None else (0, 2, 1)
+
+
+def like_input_1d(xp, x, out):
+    """``like_input`` for a 1-D pooling: ``out`` (an array or a tuple of 3-D arrays) laid out
+    in ``pooled_1d_order(x)``."""
+    order = pooled_1d_order(x)
+    if order is None:
+        return out
+    if isinstance(out, tuple):
+        return tuple(in_order(xp, o, order) for o in out)
+    return in_order(xp, out, order)
+
+
 def dense(array):
     """Whether ``array``'s elements fill its memory without gaps or overlaps, in some order of
     its dims (PyTorch's "non-overlapping and dense")."""

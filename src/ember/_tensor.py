@@ -34,6 +34,13 @@ class _Version:
         self.value = 0
 
 
+DETACH_VIEW = ("Can't detach views in-place. Use detach() instead. If you are using "
+               "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+               "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
+               "called on these gradients. To fix this error, please refer to the "
+               "Optimizer.zero_grad() function in ember/optim/optimizer.py as the solution.")
+
+
 class Tensor:
     """A multi-dimensional array with autograd support (``torch.Tensor``).
 
@@ -642,13 +649,8 @@ class Tensor:
         """Cut this tensor from the graph in place."""
         if _INFERENCE_ACTIVE[0]:        # NOTE [Captured tensors]
             _transform_births.refuse_captured(self, "aten::detach_")
-        if self._view is not None and self.requires_grad:
-            raise RuntimeError(
-                "Can't detach views in-place. Use detach() instead. If you are using "
-                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
-                "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
-                "called on these gradients. To fix this error, please refer to the "
-                "Optimizer.zero_grad() function in ember/optim/optimizer.py as the solution.")
+        if self._view is not None:      # any view, as PyTorch's (requiring grad or not)
+            raise RuntimeError(DETACH_VIEW)
         self._grad_fn = None
         self._requires_grad = False
         return self

@@ -21,6 +21,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make, _wrap_dim_of_sized
 from ember.backend import XP_BY_ARRAY_TYPE, xp_of
+from ember.ops._arg_aliases import UNSET
 
 __all__ = ["BatchedTensor", "wrap", "is_batched_at", "remove_level", "add_level",
            "materialize", "rewrap", "active_levels", "Level", "with_levels_of"]
@@ -257,6 +258,37 @@ class BatchedTensor(Tensor):
 
     def zero_(self):
         return self.copy_(0)
+
+    def resize_(self, *sizes, size=UNSET, memory_format=None):
+        """PyTorch's batching rule: the value resized to (batch, *sizes), so each example is
+        a row-major run of the value's memory; other memory formats raise."""
+        from ember._memory_format import contiguous_format
+        from ember.ops.conversion import resize_shape
+        if memory_format not in (None, contiguous_format):
+            raise RuntimeError("resize_: batching rule only supports None or Contiguous "
+                               "MemoryFormat")
+        shape = resize_shape(sizes, size)
+        self._value.resize_((self._value.shape[0],) + shape)
+        self._data = _fake(self._value)
+        return self
+
+    def resize_as_(self, the_template, memory_format=None):
+        """PyTorch's fallback: it resizes a slice per example, which leaves self as it was."""
+        from ember.func._batching import repeating, warn_fallback
+        warn_fallback("aten::resize_as_")
+        if type(self._value) is BatchedTensor:
+            with repeating(level_size(self._level)):
+                self._value.resize_as_(the_template, memory_format)
+        return self
+
+    def detach_(self):
+        """PyTorch's fallback: detach_ per example, of a slice, a view: that raises."""
+        from ember._tensor import DETACH_VIEW
+        from ember.func._batching import warn_fallback
+        warn_fallback("aten::detach_")
+        if type(self._value) is BatchedTensor:
+            self._value.detach_()
+        raise RuntimeError(DETACH_VIEW)
 
     # --- factories that follow the batch, as PyTorch's: buffers written per example --------
     def new_zeros(self, *args, **kwargs):

@@ -8,6 +8,7 @@ derivative, so every pooling gradient built on them can be differentiated again.
 
 import numpy as np
 
+from ember._memory_format import like_input, like_input_1d
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import bincount, combine_at, reads_stall
 from ember.ops._registry import op
@@ -90,13 +91,22 @@ _BACKWARD_NODES = {"max_pool": "MaxPool{}DWithIndicesBackwardBackward0",
                    "fractional_max_pool": "FractionalMaxPool{}DBackwardBackward0"}
 
 
+# the kernels that give a channels-last input a channels-last gradient
+_LAID_OUT = {("max_pool", 1), ("max_pool", 2), ("max_pool", 3), ("adaptive_max_pool", 1),
+             ("adaptive_max_pool", 2)}
+
+
 @op("_max_pool_backward(grad_output, input, indices, nd, kind, unique=False)", inputs=3,
     method=False)
 def _max_pool_backward(xp, grad, x, indices, nd, kind, unique):
     """The input gradient of a max pooling of ``kind`` over ``input``'s trailing ``nd`` dims
     (PyTorch's ``max_pool2d_with_indices_backward`` and kin): ``grad_output`` added at the
-    maxima's flat plane ``indices`` (``unique``: the windows do not overlap)."""
-    return _plane_scatter_add.forward(xp, grad, indices, x.shape[x.ndim - nd:], unique)
+    maxima's flat plane ``indices`` (``unique``: the windows do not overlap), laid out as
+    PyTorch's kernels lay it: channels-last for a channels-last input where they take one."""
+    g = _plane_scatter_add.forward(xp, grad, indices, x.shape[x.ndim - nd:], unique)
+    if (kind, nd) not in _LAID_OUT:
+        return g
+    return like_input_1d(xp, x, g) if nd == 1 else like_input(xp, x, g)
 
 
 _max_pool_backward.nondifferentiable("indices")

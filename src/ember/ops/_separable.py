@@ -9,6 +9,7 @@ import functools
 
 import numpy as np
 
+from ember._memory_format import in_order
 from ember.backend import device_constant, device_copy, reads_stall
 from ember.ops._registry import op
 
@@ -120,14 +121,16 @@ def _tap_sum(xp, x, index, weight, used, axis):
     return out
 
 
-@op("_along_dims(input, mats)", method=False, saves_inputs=False)
-def _along_dims(xp, x, mats):
-    """``input`` with one matrix per trailing dim applied (``mats``: (out, in) arrays)."""
-    return apply_mats(xp, x, mats)
+@op("_along_dims(input, mats, order=None)", method=False, saves_inputs=False)
+def _along_dims(xp, x, mats, order=None):
+    """``input`` with one matrix per trailing dim applied (``mats``: (out, in) arrays), laid
+    out in memory ``order`` when given and of its rank (a pooling backward's channels-last)."""
+    out = apply_mats(xp, x, mats)
+    return in_order(xp, out, order) if order is not None and len(order) == out.ndim else out
 
 
 @_along_dims.derivative
-def _(grad, x, mats):
+def _(grad, x, mats, order=None):
     return _along_dims(grad, transposed(mats))
 
 

@@ -3,13 +3,15 @@
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import like_input, suggested_order
+from ember._memory_format import (in_order, like_input, like_input_1d, pooled_1d_order,
+                                  suggested_order)
 
 from ember._tensor import _make
-from ember.backend import XP_BY_ARRAY_TYPE, device_copy, loud_fp, quiet_fp
+from ember.backend import XP_BY_ARRAY_TYPE, device_copy, loud_fp, quiet_fp, xp_of
 from ember.ops._max_sweep import max_sweep
 from ember.ops._op_errors import OpValueError
 from ember.ops._pool_args import adaptive_bounds, adaptive_mats, output_size_arg, reject_dtype
+from ember.ops._half_adaptive_avg import is_half_cpu, pool2d, pool3d, pool_backward
 from ember.ops._inplace import _rename_inplace_node
 from ember.ops._kernel_reads import through_input
 from ember.ops._pool_index import max_pool_grad, window_max
@@ -79,6 +81,8 @@ def _adaptive_avg(xp, x, nd, output_size):
     shape = x.shape[:x.ndim - nd] + tuple(out)
     if not int(np.prod(shape)):
         return xp.empty(shape, x.dtype)
+    if is_half_cpu(xp, x.dtype):        # (rounded as PyTorch's CPU kernels round)
+        return pool3d(x, out) if nd == 3 else pool2d(x, out)
     return apply_mats(xp, x, adaptive_mats(x.shape[-nd:], out))
 
 
@@ -91,7 +95,8 @@ def _mean_of_row(x):
     row = _make(unsqueeze.forward(xp, x._data, -2))
     _mark_view(unsqueeze, x, (-2,), row)
     _record(unsqueeze, (x,), None, (-2,), row)
-    total = _make(_undispatched_mean(mean, xp, row._data, _ROW_DIMS))
+    # (PyTorch's mean keeps a channels-last row's layout)
+    total = _make(like_input(xp, row._data, _undispatched_mean(mean, xp, row._data, _ROW_DIMS)))
     _record(mean, (row,), None, (_ROW_DIMS, True, None), total)
     out = _make(squeeze.forward(xp, total._data, -2))
     _mark_view(squeeze, total, (-2,), out)
@@ -163,6 +168,8 @@ def _restrided_mean(x, dims, ones, axes):
 def _avg_op(nd, namespace):
     def forward(xp, x, output_size):
         out = _adaptive_avg(xp, x, nd, output_size)
+        if nd == 1:
+            return like_input_1d(xp, x, out)
         if nd == 2 or _pooled_to(output_size) == 1:  # (PyTorch's 3-D kernel: row-major)
             return like_input(xp, x, out)
         return out
@@ -183,7 +190,13 @@ def _avg_op(nd, namespace):
             _refuse_empty_grad(nd, tuple(grad.shape))
         # PyTorch's backward kernel (a 1-D pool: a squeezed 2-D one, as the forward)
         name = "SqueezeBackward1" if nd == 1 else f"AdaptiveAvgPool{nd}DBackwardBackward0"
-        gx = rename_node(_along_dims(grad, transposed(adaptive_mats(size, out))), name)
+        order = (pooled_1d_order(x._data) if nd == 1 else   # (as the forward's layout)
+                 suggested_order(x._data) if nd == 2 else None)
+        gx = _along_dims(grad, transposed(adaptive_mats(size, out)), order)
+        if is_half_cpu(xp_of(gx._data), gx._data.dtype):   # its values, as PyTorch rounds
+            exact = pool_backward(grad._data, size)
+            gx._data = in_order(np, exact, order) if order and len(order) == exact.ndim else exact
+        gx = rename_node(gx, name)
         return through_input(gx, x, name)
     return registered
 
@@ -236,7 +249,10 @@ def _max_op(nd, name, namespace):
     extra = ", return_indices=False" if namespace else ""
 
     def forward(xp, x, output_size, *unused):
-        return like_input(xp, x, _adaptive_max(xp, x, nd, output_size))
+        out = _adaptive_max(xp, x, nd, output_size)
+        if nd == 1:
+            return like_input_1d(xp, x, out)
+        return like_input(xp, x, out) if nd == 2 else out   # (PyTorch's 3-D one: row-major)
     forward.__doc__ = f"{nd}-D adaptive max pooling: (values, flat spatial indices)."
     registered = op(f"{name}(input, output_size{extra})", method=False,
                     namespace=namespace, grad_fn_name=f"AdaptiveMaxPool{nd}DBackward0")(forward)

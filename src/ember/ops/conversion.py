@@ -441,17 +441,14 @@ def resize_(self, *sizes, size=UNSET, memory_format=None):
     """Give this tensor the shape ``sizes`` (or ``size=``) in place, as PyTorch does: a
     tensor of that shape already is left alone; otherwise it becomes contiguous over its
     memory from its storage offset on, which keeps sharing that memory while it is large
-    enough, and else grows into new memory (its new elements zeros, as ember's ``empty``)."""
-    if size is not UNSET or not sizes:
-        sizes = (method_varargs(sizes, size, MISSING, "resize_", "size"),)
+    enough, and else grows into new memory (its new elements as ember's ``empty`` fills them)."""
+    shape = resize_shape(sizes, size)
     if _BIRTHS.levels:      # NOTE [Captured tensors]
         refuse_captured(self, "aten::resize_")
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
     if getattr(self, "_forward_primal", False):     # NOTE [Forward-mode primals]
         raise RuntimeError("cannot resize variables that has a forward grad")
-    from ember._sizes import _size
-    shape = _size(sizes)
     if shape == self._data.shape and memory_format is None:
         return self
     if type(self._data) is MetaArray:
@@ -465,6 +462,14 @@ def resize_(self, *sizes, size=UNSET, memory_format=None):
     return self
 
 
+def resize_shape(sizes, size=UNSET):
+    """The shape a ``resize_(*sizes)`` or ``resize_(size=...)`` call asks for."""
+    from ember._sizes import _size
+    if size is not UNSET or not sizes:
+        sizes = (method_varargs(sizes, size, MISSING, "resize_", "size"),)
+    return _size(sizes)
+
+
 def _resize_storage(t, shape):
     """Lay ``t`` out contiguously as ``shape`` over its memory from its storage offset: a view
     of the memory it lies in when that holds enough elements, else new memory holding its
@@ -476,9 +481,15 @@ def _resize_storage(t, shape):
     offset = t.storage_offset()
     # (set_memory: a conjugate view's memory, not its values)
     if offset + count <= flat.size:
+        owns = _storage_root(t) is t
         set_memory(t, flat[offset:offset + count].reshape(shape))
+        if owns and count < flat.size:      # its memory keeps its size, as PyTorch's storage
+            from ember._creation import _Owner
+            from ember._tensor import _make
+            t._meta = {**(t._meta or {}), "storage_root": _Owner(_make(flat))}
         return
-    grown = xp_of(flat).zeros(count, flat.dtype)
+    from ember._creation import _uninitialized     # NaN-filled under deterministic mode
+    grown = _uninitialized(xp_of(flat), count, flat.dtype)
     kept = min(count, flat.size - offset)
     grown[:kept] = flat[offset:offset + kept]
     set_memory(t, grown.reshape(shape))

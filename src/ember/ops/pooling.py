@@ -7,7 +7,8 @@ values and their flat plane indices; its gradient is a scatter-add through the i
 
 import numpy as np
 
-from ember._memory_format import like_input
+from ember._memory_format import like_input, like_input_1d, pooled_1d_order, suggested_order
+from ember.autograd.grad_mode import STATE as _GRAD
 
 from ember.ops import adaptive_pooling, fractional_pooling, unpooling  # noqa: E402,F401
 from ember.ops._pool_args import (check_rank, output_sizes, pool_geometry, reject_dtype,
@@ -62,8 +63,8 @@ def _max_pool_op(nd, namespace):
     extra = ", return_indices=False" if namespace else ""
 
     def forward(xp, x, kernel_size, stride, padding, dilation, ceil_mode, *unused):
-        return like_input(xp, x, _max_pool(xp, x, nd, kernel_size, stride, padding, dilation,
-                                           ceil_mode))
+        laid = like_input_1d if nd == 1 else like_input
+        return laid(xp, x, _max_pool(xp, x, nd, kernel_size, stride, padding, dilation, ceil_mode))
     forward.__doc__ = f"{nd}-D max pooling: (values, flat spatial indices of the maxima)."
     registered = op(f"{name}(input, kernel_size, stride=None, padding=0, dilation=1, "
                     f"ceil_mode=False{extra})", method=False,
@@ -141,6 +142,13 @@ def _avg_pool(xp, x, nd, kernel_size, stride, padding, ceil_mode, count_include_
     return xp.where(sums < 0, -q, q)
 
 
+def _grad_order(nd, x):
+    """The memory order of an average pooling's input gradient: the forward's (none in 3-D)."""
+    if nd == 1:
+        return pooled_1d_order(x._data)
+    return suggested_order(x._data) if nd == 2 else None
+
+
 def _avg_pool_op(nd, namespace):
     extra = ", divisor_override=None" if nd > 1 else ""
 
@@ -148,6 +156,8 @@ def _avg_pool_op(nd, namespace):
                 divisor_override=None):
         out = _avg_pool(xp, x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override)
+        if nd == 1:
+            return like_input_1d(xp, x, out)
         return like_input(xp, x, out) if nd == 2 else out   # (PyTorch's 3-D one: row-major)
     forward.__doc__ = f"{nd}-D average pooling."
     registered = op(f"avg_pool{nd}d(input, kernel_size, stride=None, padding=0, "
@@ -162,7 +172,9 @@ def _avg_pool_op(nd, namespace):
                             ceil_mode, count_include_pad, divisor_override)
         # PyTorch's backward kernel (a 1-D pool: a squeezed 2-D one, as the forward)
         name = "SqueezeBackward1" if nd == 1 else f"AvgPool{nd}DBackwardBackward0"
-        return through_input(rename_node(_along_dims(grad, transposed(mats)), name), x, name)
+        order = _grad_order(nd, x)
+        return through_input(rename_node(_along_dims(grad, transposed(mats), order), name), x,
+                             name)
     return registered
 
 
@@ -182,6 +194,13 @@ def _one_int(what, value, allowed):
         raise RuntimeError(f"max_pool1d() {what} must be {allowed} of size 1 but got size "
                            f"{len(value)}")
     return tuple_arg("max_pool1d", what, value, 1)[0]
+
+
+def _differentiated(x):
+    """Whether ``x`` records a gradient (grad mode on) or carries a forward-mode tangent: then
+    PyTorch's max_pool1d runs the kernel with indices, not its own 1-D one."""
+    return ((x.requires_grad and _GRAD.grad_enabled) or getattr(x, "_forward_primal", False)
+            or hasattr(x, "_fw_tangent"))
 
 
 def _check_max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode):
@@ -206,8 +225,7 @@ def _check_max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode):
     out = output_sizes((x.shape[-1],), (k,), (s,), (p,), (d,), ceil_mode)[0]
     if out < 1:
         raise RuntimeError(f"max_pool1d() Invalid computed output size: {out}")
-    from ember.autograd.grad_mode import is_grad_enabled
-    if not (x.requires_grad and is_grad_enabled()):     # else PyTorch takes the 2-D kernel
+    if not _differentiated(x):      # else PyTorch takes the 2-D kernel
         reject_dtype("max_pool1d_impl", x._data.dtype, "fV")
 
 
@@ -221,7 +239,10 @@ def _public_max_pool(nd):
 
     def max_pool(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
         check(input, kernel_size, stride, padding, dilation, ceil_mode)
-        return with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)[0]
+        out = with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)[0]
+        if nd == 1 and not _differentiated(input) and input.device.type == "cpu":
+            return out.contiguous()     # (PyTorch's own 1-D kernel, used then: row-major)
+        return out
 
     def functional(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                    return_indices=False):

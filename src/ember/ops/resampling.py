@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import like_input
+from ember._memory_format import like_input, like_input_1d, suggested_order
 from ember.backend import device_copy
 from ember.ops import grid_sampling, shuffle  # noqa: E402,F401
 from ember.ops._pool_args import adaptive_mats
@@ -393,7 +393,12 @@ def interpolate(xp, x, size, scale_factor, mode, align_corners, recompute_scale_
                                 recompute_scale_factor, antialias)
     if mode == "area":
         _check_area(x, out)
-    return like_input(xp, x, _resample(xp, x, out, scales, mode, align_corners, antialias))
+    res = _resample(xp, x, out, scales, mode, align_corners, antialias)
+    if mode == "area" and x.ndim == 3:      # adaptive pooling's layouts (see adaptive_pooling)
+        return like_input_1d(xp, x, res)
+    if mode == "area" and x.ndim == 5 and any(o != 1 for o in out):
+        return res
+    return like_input(xp, x, res)
 
 
 def _resample(xp, x, out, scales, mode, align_corners, antialias):
@@ -490,8 +495,18 @@ def _(grad, x, size, scale_factor, mode, align_corners, recompute_scale_factor, 
                               recompute_scale_factor, antialias)
     gx = _along_dims(grad, transposed(_mats(tuple(x.shape[2:]), out, scales, mode,
                                             align_corners, antialias,
-                                            _single(mode, antialias, grad.dtype), True)))
+                                            _single(mode, antialias, grad.dtype), True)),
+                     _grad_order(x, grad, mode))
     return rename_node(gx, _double_name(mode, x.ndim - 2, antialias))
+
+
+def _grad_order(x, grad, mode):
+    """The memory order of PyTorch's input gradient: the incoming gradient's, for the upsampling
+    kernels that keep channels-last (area's pooling kernel follows the input, not saved here)."""
+    if (x.ndim == 4 and mode in ("nearest", "nearest-exact", "bilinear")) or \
+            (x.ndim == 5 and mode == "trilinear"):
+        return suggested_order(grad._data)
+    return None
 
 
 def _double_name(mode, nd, antialias):
