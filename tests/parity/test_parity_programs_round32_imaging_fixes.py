@@ -110,7 +110,8 @@ def _conj_physical_warnings(lib):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             y = lib.func.vmap(lib.conj_physical)(x * (1 + 0 * x))
-        out.append((str(y.dtype).split(".")[-1], sorted({str(w.message).split(" (Triggered")[0] for w in caught})))
+        names = {str(w.message).split(" (Triggered")[0] for w in caught}
+        out.append((str(y.dtype).split(".")[-1], sorted(names)))
     return out
 
 
