@@ -145,7 +145,7 @@ def _terms_read(op, flat, lengths, params, dual, extra, want, call):
     from ember import autograd
     from ember._creation import tensor, zeros_like
     from ember._dtype import complex128, float64
-    from ember.autograd.forward_ad import STATE, _private_constants
+    from ember.autograd.forward_ad import _private_constants, _second_run
     from ember.autograd.grad_mode import enable_grad
     from ember.autograd._forward_traces import PULLING
     from ember.ops.conversion import _alias
@@ -167,12 +167,7 @@ def _terms_read(op, flat, lengths, params, dual, extra, want, call):
                 leaf = _make(x._data)._set_requires_grad()
             args[i] = leaf
             leaves.append(leaf)
-        STATE.pushing += 1
-        try:
-            res = call(op, op.structure(args, lengths) if lengths else args, params)
-        finally:
-            STATE.pushing -= 1
-        outs = res if isinstance(res, tuple) else (res,)
+        outs = _second_run(op, args, lengths, params, call)
         targets = {id(a._grad_fn): i for i, a in aliases.items() if a.requires_grad}
         found = {}
         for k in want:

@@ -450,12 +450,7 @@ def _double_vjp(op, flat, lengths, params, dual, tangents, grad_mode, call):
                 _make(x._data)._set_requires_grad()
             args[i] = leaf
             leaves.append(leaf)
-        STATE.pushing += 1
-        try:
-            res = call(op, op.structure(args, lengths) if lengths else args, params)
-        finally:
-            STATE.pushing -= 1
-        outs = res if isinstance(res, tuple) else (res,)
+        outs = _second_run(op, args, lengths, params, call)
         live = [isinstance(o, Tensor) and o.requires_grad and o._data.dtype.kind in "fcV"
                 for o in outs]
         if not any(live):
@@ -503,6 +498,16 @@ def _check_linear_in_cotangent(op, roots, leaves, pulled):
     if any(g is not None and bool(g.ne(0).any()) for g in grads):
         raise NotImplementedError(f"Trying to use forward AD with {op.name} that does not "
                                   f"support it because it has not been implemented yet.")
+
+
+def _second_run(op, args, lengths, params, call):
+    """The op's outputs (a tuple) on ``args``, run without pushing tangents."""
+    STATE.pushing += 1
+    try:
+        res = call(op, op.structure(args, lengths) if lengths else args, params)
+    finally:
+        STATE.pushing -= 1
+    return res if isinstance(res, tuple) else (res,)
 
 
 def _private_constants(op, flat, dual):
