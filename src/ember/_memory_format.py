@@ -277,6 +277,14 @@ def pooled_1d_order(x):
     return None if suggested_order(unsqueezed) is None else (0, 2, 1)
 
 
+def averaged_grad_order(nd, x):
+    """The memory order of an average pooling's input gradient for the input array ``x`` of an
+    ``nd``-D pooling: the forward's in 1-D and 2-D, row-major (None) in 3-D, as PyTorch's."""
+    if nd == 1:
+        return pooled_1d_order(x)
+    return suggested_order(x) if nd == 2 else None
+
+
 def like_input_1d(xp, x, out):
     """``like_input`` for a 1-D pooling: ``out`` (an array or a tuple of 3-D arrays) laid out
     in ``pooled_1d_order(x)``."""

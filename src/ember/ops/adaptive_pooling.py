@@ -3,7 +3,7 @@
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import (in_order, like_input, like_input_1d, pooled_1d_order,
+from ember._memory_format import (averaged_grad_order, in_order, like_input, like_input_1d,
                                   suggested_order)
 
 from ember._tensor import _make
@@ -190,8 +190,7 @@ def _avg_op(nd, namespace):
             _refuse_empty_grad(nd, tuple(grad.shape))
         # PyTorch's backward kernel (a 1-D pool: a squeezed 2-D one, as the forward)
         name = "SqueezeBackward1" if nd == 1 else f"AdaptiveAvgPool{nd}DBackwardBackward0"
-        order = (pooled_1d_order(x._data) if nd == 1 else   # (as the forward's layout)
-                 suggested_order(x._data) if nd == 2 else None)
+        order = averaged_grad_order(nd, x._data)
         gx = _along_dims(grad, transposed(adaptive_mats(size, out)), order)
         if is_half_cpu(xp_of(gx._data), gx._data.dtype):   # its values, as PyTorch rounds
             exact = pool_backward(grad._data, size)

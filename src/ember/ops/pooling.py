@@ -7,7 +7,7 @@ values and their flat plane indices; its gradient is a scatter-add through the i
 
 import numpy as np
 
-from ember._memory_format import like_input, like_input_1d, pooled_1d_order, suggested_order
+from ember._memory_format import averaged_grad_order, like_input, like_input_1d
 from ember.autograd.grad_mode import STATE as _GRAD
 
 from ember.ops import adaptive_pooling, fractional_pooling, unpooling  # noqa: E402,F401
@@ -142,13 +142,6 @@ def _avg_pool(xp, x, nd, kernel_size, stride, padding, ceil_mode, count_include_
     return xp.where(sums < 0, -q, q)
 
 
-def _grad_order(nd, x):
-    """The memory order of an average pooling's input gradient: the forward's (none in 3-D)."""
-    if nd == 1:
-        return pooled_1d_order(x._data)
-    return suggested_order(x._data) if nd == 2 else None
-
-
 def _avg_pool_op(nd, namespace):
     extra = ", divisor_override=None" if nd > 1 else ""
 
@@ -172,7 +165,7 @@ def _avg_pool_op(nd, namespace):
                             ceil_mode, count_include_pad, divisor_override)
         # PyTorch's backward kernel (a 1-D pool: a squeezed 2-D one, as the forward)
         name = "SqueezeBackward1" if nd == 1 else f"AvgPool{nd}DBackwardBackward0"
-        order = _grad_order(nd, x)
+        order = averaged_grad_order(nd, x._data)
         return through_input(rename_node(_along_dims(grad, transposed(mats), order), name), x,
                              name)
     return registered
