@@ -9,6 +9,7 @@ import numpy as np
 from ember._dtype import float64, get_default_dtype
 from ember._tensor import Tensor, _make
 from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhere
+from ember.ops._op_errors import broadcast_message
 from ember.ops.complex_ops import view_as_real
 
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
@@ -252,9 +253,31 @@ def apply_updates(kernel, params, updates, update, *, differentiable=False, **hy
             fused = device_kernel(chosen[0][0], kernel)
             left = None if fused is None else fused(chosen, **hyper)
             for i in range(len(chosen)) if left is None else left:
-                update(*chosen[i], **hyper)
+                try:
+                    update(*chosen[i], **hyper)
+                except ValueError as error:
+                    raise _stale_state_error(error, chosen[i]) from None
     for p in params:
         p._bump_version()
+
+
+def _stale_state_error(error, arrays):
+    """PyTorch's RuntimeError for NumPy's broadcast ValueError in an update: state kept from
+    before the parameter changed shape (TensoRF and DVGO upsample grids by ``p.data = ...``
+    without a fresh optimizer); any other ValueError as it was."""
+    text = str(error)
+    if "broadcast" not in text:
+        return error
+    new = tuple(arrays[0].shape)
+    shapes = [tuple(a.shape) for a in arrays[1:] if getattr(a, "ndim", 0)]
+    stale = [s for s in shapes if s != new]
+    if not stale:
+        return RuntimeError(text)
+    message = broadcast_message([stale[0], new])
+    if message.startswith("shapes "):   # broadcastable: the in-place write into the parameter
+        wide = np.broadcast_shapes(stale[0], new)
+        message = f"output with shape {list(new)} doesn't match the broadcast shape {list(wide)}"
+    return RuntimeError(message)
 
 
 def _by_gpu(updates):
