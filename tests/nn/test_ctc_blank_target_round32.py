@@ -1,7 +1,7 @@
 """ctc_loss's log_probs gradient for a target ending in the blank index, against a NumPy
-reference that enumerates the paths through the extended label lattice. As PyTorch's kernel
-does, the last frame keeps only the last label position's share there (the final blank's is
-overwritten, not added)."""
+reference that enumerates the paths through the extended label lattice: the derivative of the
+loss, both end positions' shares included at the last frame (PyTorch's kernel drops the final
+blank's there; see test_parity_programs_round32_ssl_fixes.py)."""
 
 import itertools
 
@@ -27,8 +27,6 @@ def _reference(lp, target, blank):
         weight = np.exp(sum(lp[t, ext[s]] for t, s in enumerate(path)))
         total += weight
         for t, s in enumerate(path):
-            if t == t_max - 1 and s == s_len - 1 and target[-1] == blank:
-                continue
             gamma[t, ext[s]] += weight
     return -np.log(total), np.exp(lp) - gamma / total
 

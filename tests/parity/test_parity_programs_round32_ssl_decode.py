@@ -188,14 +188,14 @@ def framing_program(torch):
 
 def unit_ctc_program(torch):
     """Discrete-unit ASR: HuBERT units deduplicated with unique_consecutive become CTC targets
-    (unit 0, silence, doubles as the blank, so a target can end in it), concatenated 1-D
+    (unit 0, silence, doubles as the blank; see _fixes for a target ending in it), concatenated 1-D
     targets, per-utterance losses, a few Adam steps; then an eval MultiheadAttention over a
     fully padded utterance (NaN rows) and an eval TransformerEncoder fast path beside it."""
     rng = np.random.default_rng(344)
     nn, F = torch.nn, torch.nn.functional
     B, T, D, V = 3, 9, 6, 5
     units = torch.from_numpy(rng.integers(0, V, size=(B, 12)).astype(np.int64))
-    units[0] = torch.tensor([3, 3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0])
+    units[0] = torch.tensor([3, 3, 0, 0, 1, 1, 1, 4, 4, 0, 0, 0])
     dedup = [torch.unique_consecutive(u) for u in units]
     tl = torch.tensor([min(len(d), 4) for d in dedup])
     targets = torch.cat([d[:n] for d, n in zip(dedup, tl.tolist())])

@@ -215,14 +215,6 @@ def _ctc_loss_backward(xp, g, lp, targets, input_lengths, target_lengths, blank,
     beta = _beta(xp, lpe, skip, ext_len, in_len)
     # the probability of the paths through label position s at time t, summed per class
     through = xp.exp(alpha + beta - lpe + nll[None, :, None])
-    # PyTorch writes the last frame's two end positions into the gradient without adding them:
-    # for a target ending in the blank index the final blank's share is overwritten there
-    ends = 2 * tg_len
-    label_at_end = ext[xp.arange(n), xp.asarray(np.maximum(ends - 1, 0))]
-    dropped = xp.asarray((tg_len > 0) & (in_len > 0)) & (label_at_end == blank)
-    at_end = ((xp.arange(t_max)[:, None, None] == xp.asarray(in_len - 1)[None, :, None])
-              & (xp.arange(ext.shape[1])[None, None, :] == xp.asarray(ends)[None, :, None]))
-    through = xp.where(at_end & dropped[None, :, None], 0, through)
     onehot = (ext[:, :, None] == xp.arange(c)).astype(lpb.dtype)
     gamma = xp.einsum("tns,nsc->tnc", through, onehot)
     out = xp.exp(lpb) - gamma
