@@ -118,7 +118,7 @@ def call_inplace(op, inputs, params, entry=None):
     token = quiet_fp()
     try:
         _write(op, self, dst, xp, arrays, params if casts is None or not op.dtype_params else
-               params_in_dtype(op, params, casts[0]), casts, compute)
+               params_in_dtype(op, params, casts[0]), casts, compute, flat)
     finally:
         loud_fp(token)
     if record:
@@ -147,13 +147,13 @@ def _current_operand_views(self, flat):
 _E4M3 = D.float8_e4m3fn.np
 
 
-def _write(op, self, dst, xp, arrays, params, casts, compute):
+def _write(op, self, dst, xp, arrays, params, casts, compute, flat=()):
     """Compute the op's result into ``dst`` (self's array), checking dtype and shape."""
     # (float8_e4m3fn saturates, which writing into it directly would not do)
     if op.inplace_forward is not None and compute is not _E4M3:
         result_dtype = D.bool_ if op.promote is not None and op.promote.name == "compare" \
             else D.FROM_NUMPY[compute] if compute is not None else self.dtype
-        _check_cast(result_dtype, self.dtype)
+        _check_cast(result_dtype, self.dtype, op, flat)
         try:
             op.inplace_forward(xp, dst, *arrays, *params)
         except ValueError as e:
@@ -175,7 +175,7 @@ def _write(op, self, dst, xp, arrays, params, casts, compute):
                 res = xp.clip(res, -448.0, 448.0)
         else:
             result_dtype = D.FROM_NUMPY[res.dtype]
-        _check_cast(result_dtype, self.dtype)
+        _check_cast(result_dtype, self.dtype, op, flat)
         if res.shape != dst.shape:
             _shape_mismatch(self, res.shape)
         xp.copyto(dst, res, casting="unsafe")
@@ -298,13 +298,22 @@ def _check_promoted_cast(op, flat, self):
     if op.promote.promoted is not None:
         operands = op.promote.promoted(operands)
     if operands:
-        _check_cast(D.result_type_of(operands), self.dtype)
+        _check_cast(D.result_type_of(operands), self.dtype, op, flat)
 
 
-def _check_cast(result_dtype, self_dtype):
+def _c_named_cast(op, flat):
+    """Whether ``op``'s cast error names self's C++ type: clamp's number-bound kernels check
+    the cast themselves (``long int``); tensor bounds go through the common check (``Long``)."""
+    return op is not None and op.name in ("clamp", "clamp_min", "clamp_max") and any(
+        isinstance(x, (bool, int, float)) for x in flat[1:])
+
+
+def _check_cast(result_dtype, self_dtype, op=None, flat=()):
     if result_dtype is not self_dtype and not D.can_cast(result_dtype, self_dtype):
+        from ember.ops._out_dtypes import _C_NAMES
+        name = _C_NAMES[self_dtype] if _c_named_cast(op, flat) else self_dtype._torch_name
         raise RuntimeError(f"result type {result_dtype._torch_name} can't be cast to the "
-                           f"desired output type {self_dtype._torch_name}")
+                           f"desired output type {name}")
 
 
 def _broadcast_failure(t, shapes):
