@@ -21,6 +21,15 @@ def normal(lib, rng, *shape):
     return lib.from_numpy(rng.standard_normal(shape).astype(np.float32))
 
 
+def plain(v):
+    """Tensors in ``v`` (nested tuples/lists) as lists of floats rounded to 6 places."""
+    if isinstance(v, (tuple, list)):
+        return [plain(e) for e in v]
+    if hasattr(v, "tolist") and hasattr(v, "requires_grad"):
+        return np.round(np.asarray(v.tolist(), dtype=float), 6).tolist()
+    return v
+
+
 def warnings_of(program, lib):
     """The (category, message) pairs ``program(lib)`` warns with, each once, sorted."""
     # warn-always: PyTorch's once-per-process warnings may have fired in an earlier test

@@ -11,17 +11,10 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._programs import plain
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
-
-
-def _plain(v):
-    if isinstance(v, (tuple, list)):
-        return [_plain(e) for e in v]
-    if hasattr(v, "tolist") and hasattr(v, "requires_grad"):
-        return np.round(np.asarray(v.tolist(), dtype=float), 6).tolist()
-    return v
 
 
 def _outcome(lib, program):
@@ -29,7 +22,7 @@ def _outcome(lib, program):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = "ok", _plain(program(lib))
+            result = "ok", plain(program(lib))
         except Exception as e:      # (both libraries' errors are compared, named alike)
             result = type(e).__name__, str(e).replace("ember/", "torch/")
     shown = [str(w.message).split(" (Triggered internally")[0] for w in caught

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ember
+from tests.parity._programs import plain
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
@@ -18,20 +19,12 @@ XX = [[-1.0, -0.5, 0.25], [0.5, 1.0, 2.0]]
 POS = [[0.5, 1.0, 1.5], [2.0, 2.5, 3.0]]
 
 
-def _plain(v):
-    if isinstance(v, (tuple, list)):
-        return [_plain(e) for e in v]
-    if hasattr(v, "tolist") and hasattr(v, "requires_grad"):
-        return np.round(np.asarray(v.tolist(), dtype=float), 6).tolist()
-    return v
-
-
 def _outcome(lib, program):
     """``program(lib)``'s value (nested lists, flags) or error, and the warnings it gave."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = "ok", _plain(program(lib))
+            result = "ok", plain(program(lib))
         except Exception as e:      # (both libraries' errors are compared, named alike)
             result = type(e).__name__, str(e).replace(lib.__name__ + ".", "torch.")
     shown = sorted({str(w.message).split(" (Triggered internally")[0] for w in caught
