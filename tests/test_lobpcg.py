@@ -208,6 +208,9 @@ def test_gradcheck_and_gradgradcheck():
 def test_gradients_of_batches_and_the_limits():
     A = ember.tensor(_spd(15, seed=12, batch=(2,)), requires_grad=True)
     E, X = ember.lobpcg(A, k=2)
+    # PyTorch's node name, which programs print and compare
+    assert type(E.grad_fn).__name__ == type(X.grad_fn).__name__ == \
+        "LOBPCGAutogradFunctionBackward"
     E.sum().backward()
     assert A.grad.shape == (2, 15, 15)
     for i in range(2):

@@ -9,7 +9,7 @@ themselves by SVQB, dropping the directions they no longer span, so the small ei
 stays well conditioned (Duersch, Shao, Yang and Gu, "A Robust and Efficient Implementation of
 LOBPCG", 2018). Everything is written with ember ops, so it runs on any device.
 
-The gradient (for A, with B = I) is that of the exact eigenpairs: see ``_Eigenpairs``.
+The gradient (for A, with B = I) is that of the exact eigenpairs: see ``LOBPCGAutogradFunction``.
 """
 
 import ember
@@ -55,7 +55,7 @@ def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, lar
     if A.requires_grad or (B is not None and B.requires_grad):
         A = (A + A.mT) / 2
         B = None if B is None else (B + B.mT) / 2
-        return _Eigenpairs.apply(A, B, settings)
+        return LOBPCGAutogradFunction.apply(A, B, settings)
     with ember.no_grad():
         return _lobpcg(A, B, *settings)
 
@@ -254,8 +254,9 @@ class LOBPCG:
         self.tvars["rerr"] = rerr
 
 
-class _Eigenpairs(Function):
-    """LOBPCG's eigenpairs with the gradient of exact ones (see ``_gradient``)."""
+class LOBPCGAutogradFunction(Function):
+    """LOBPCG's eigenpairs with the gradient of exact ones (see ``_gradient``); named as
+    PyTorch's, so that outputs show ``grad_fn=<LOBPCGAutogradFunctionBackward>``."""
 
     @staticmethod
     def forward(ctx, A, B, settings):
