@@ -243,6 +243,7 @@ index_reduce.inplace_variant(in_place(_write_index_reduce))
 
 
 index_reduce.nondifferentiable("index")
+index_reduce.refuse_forward_ad("index_reduce")      # PyTorch has no forward derivative
 
 
 @index_reduce.derivative

@@ -1,13 +1,13 @@
 """Copying rearrangements: flip, fliplr, flipud, roll, repeat, tile, repeat_interleave.
 
-PyTorch has no negative strides, so flips and rolls always copy into a fresh contiguous
-array; NumPy's flipped views never escape.
+PyTorch has no negative strides, so flips and rolls always copy into fresh memory (a flip
+laid out as its input, a roll contiguous); NumPy's flipped views never escape.
 """
 
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import contiguous_format
+from ember._memory_format import contiguous_format, laid_like
 from ember._tensor import Tensor
 from ember.ops._dims import int_sequence, wrap_dim
 from ember.ops._arg_aliases import MISSING, UNSET
@@ -35,11 +35,10 @@ _FLIP_DIMS = ("flip", "dims", 1)
 def flip(xp, x, dims):
     """A copy with the order of elements reversed along ``dims``."""
     dims = distinct_dims(_dims_sequence(dims), x.ndim)
-    if x.ndim == 0 or not dims:
-        return x.copy()
-    if x.dtype in _FLOAT8_NP and x.size:
+    if x.dtype in _FLOAT8_NP and x.size and dims:
         _check_float8_flip(x, dims)
-    return xp.flip(x, axis=dims).copy()
+    # PyTorch writes the flip into ``empty_like(input)``: a preserve_format layout of the input
+    return laid_like(xp, xp.flip(x, axis=dims) if dims and x.ndim else x, x, copy=True)
 
 
 _FLOAT8_NP = frozenset(d.np for d in D.FLOAT8)

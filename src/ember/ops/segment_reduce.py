@@ -5,7 +5,7 @@ gradients come from those ops' derivatives). segment_reduce takes its data throu
 import math
 
 import ember
-from ember.ops._dims import wrap_dim_of_sized
+from ember.ops._dims import wrap_dim, wrap_dim_of_sized
 from ember.ops._registry import rename_node
 from ember.ops.underivable import kernel_input
 
@@ -34,50 +34,79 @@ def _segment(piece, reduce, axis, initial):
     return out / count if reduce == "mean" else out
 
 
-def _reduce_rows(data, reduce, lengths, axis, unsafe, initial):
-    """``segment_reduce`` of ``data`` with 1-D ``lengths`` along ``axis``."""
-    sizes = [int(n) for n in lengths.tolist()]
-    if not unsafe and sum(sizes) != data.shape[axis]:
-        raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum "
-                           "to data.size(lengths.dim()-1) when !unsafe.")
-    if sum(sizes) != data.shape[axis]:            # unsafe: the rows past the lengths go
-        data = data.narrow(axis, 0, sum(sizes))
-    pieces = ember.split(data, sizes, dim=axis) if sizes else []
+def _reduce_rows(data, reduce, bounds, axis, initial):
+    """``segment_reduce`` of ``data`` over the segments ``bounds`` (1-D: each segment's start
+    and end) along ``axis``."""
+    starts, ends = bounds.tolist()
+    if not starts:
+        return data.narrow(axis, 0, 0).clone()
+    if any(end < start for start, end in zip(starts, ends)):
+        raise RuntimeError(_CHECK.format("segment_length >= 0"))
+    pieces = [data.narrow(axis, start, end - start) for start, end in zip(starts, ends)]
     return ember.cat([_segment(p, reduce, axis, initial) for p in pieces], axis)
+
+
+_CHECK = ("Expected {} to be true, but got false.  (Could this error message be improved?  If "
+          "so, please report an enhancement request to PyTorch.)")
+
+
+def _check_segments(data, axis, name, given, unsafe):
+    """PyTorch's checks of ``lengths`` (``offsets``: ``given``), in its order."""
+    if data.dim() < given.dim():
+        raise RuntimeError(_CHECK.format(f"data.dim() >= {name}_value.dim()"))
+    if axis != given.dim() - 1:
+        raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of "
+                           f"{name} but got {axis}.")
+    if name == "lengths" and not unsafe:
+        if given.min().item() < 0:      # (min of no lengths: PyTorch's error, as its own)
+            raise RuntimeError("lengths contains negative value!")
+        if not bool((given.sum(-1) == data.shape[axis]).all()):
+            raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to "
+                               "sum to data.size(lengths.dim()-1) when !unsafe.")
+    if name == "offsets" and given.shape[-1] == 0:
+        shape = list(data.shape)
+        shape[axis] = -1
+        raise RuntimeError(f"Trying to create tensor with negative dimension -1: {shape}")
+    if given.dtype not in (ember.int32, ember.int64):
+        raise NotImplementedError(f"\"_segment_reduce_{name}_cpu_kernel1\" not implemented "
+                                  f"for '{given.dtype._torch_name}'")
+    if not data.dtype.is_floating_point:
+        raise NotImplementedError(f"\"_segment_reduce_cpu\" not implemented for "
+                                  f"'{data.dtype._torch_name}'")
 
 
 def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
                    unsafe=False, initial=None):
-    """Reduce consecutive segments of ``data`` along ``axis`` (sizes given by ``lengths`` or
-    by ``offsets``) with ``reduce``: sum, prod, mean, max or min."""
-    if reduce not in _REDUCTIONS:
-        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
-                           f"got {reduce}")
+    """Reduce consecutive segments of ``data`` along ``axis`` (sizes given by ``lengths``, or
+    bounds by ``offsets``: segment i runs from offsets[i] to offsets[i + 1]) with ``reduce``:
+    sum, prod, mean, max or min."""
+    axis = wrap_dim(axis, data.dim())
     if indices is not None:
         raise RuntimeError("segment_reduce(): indices based reduction is not supported yet.")
     if lengths is None and offsets is None:
-        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined")
-    if not data.dtype.is_floating_point:
-        raise NotImplementedError(f"\"_segment_reduce_cpu\" not implemented for "
-                                  f"'{data.dtype._torch_name}'")
-    axis = axis % data.dim()
-    given = ("lengths", lengths) if lengths is not None else ("offsets", offsets)
-    if axis != given[1].dim() - 1:
-        raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of "
-                           f"{given[0]} but got {axis}.")
-    if lengths is None:
-        lengths = offsets[..., 1:] - offsets[..., :-1]
+        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
+    if reduce not in _REDUCTIONS:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
+                           f"got {reduce}")
+    # PyTorch takes offsets where both are given
+    name, given = ("offsets", offsets) if offsets is not None else ("lengths", lengths)
+    _check_segments(data, axis, name, given, unsafe)
+    if name == "offsets":
+        bounds = ember.stack([offsets[..., :-1], offsets[..., 1:]], -2)
+    else:
+        ends = lengths.cumsum(-1)
+        bounds = ember.stack([ends - lengths, ends], -2)
     data = kernel_input(data, "segment_reduce", "_segment_reduce_backward")
-    out = _reduce_nested(data, _REDUCTIONS[reduce], lengths, axis, unsafe, initial)
+    out = _reduce_nested(data, _REDUCTIONS[reduce], bounds, axis, initial)
     return rename_node(out, "SegmentReduceBackward0")
 
 
-def _reduce_nested(data, reduce, lengths, axis, unsafe, initial):
-    """Multi-dimensional ``lengths``: one row of lengths per index of the leading dims."""
-    if lengths.dim() <= 1:
-        return _reduce_rows(data, reduce, lengths, axis, unsafe, initial)
-    rows = [_reduce_nested(d, reduce, n, axis - 1, unsafe, initial)
-            for d, n in zip(data.unbind(0), lengths.unbind(0))]
+def _reduce_nested(data, reduce, bounds, axis, initial):
+    """Multi-dimensional ``bounds``: one row of segments per index of the leading dims."""
+    if bounds.dim() <= 2:
+        return _reduce_rows(data, reduce, bounds, axis, initial)
+    rows = [_reduce_nested(d, reduce, n, axis - 1, initial)
+            for d, n in zip(data.unbind(0), bounds.unbind(0))]
     return ember.stack(rows)
 
 
