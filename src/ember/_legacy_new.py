@@ -15,10 +15,13 @@ from ember._tensor import Size, Tensor, _make
 _HEAP_TYPE = 1 << 9          # Py_TPFLAGS_HEAPTYPE
 
 
-def legacy_new(args, dtype, device, cls=Tensor, name="new"):
+def legacy_new(args, dtype, device, cls=Tensor, name="new", given=None):
     """The legacy constructors' forms (``Tensor(2, 3)``, ``FloatTensor(data)``,
     ``x.new(...)``): nothing (an empty tensor), sizes (zeros, as ember's ``empty``), a tensor
-    of ``dtype`` on ``device``'s type (itself), or data; made as ``cls``."""
+    of ``dtype`` on ``device``'s type (itself), or data; made as ``cls``. ``given`` is the
+    device the caller passed, checked against ``device``'s type as PyTorch's parser does."""
+    if given is not None:
+        device = _checked_device(args, device, given, name)
     _, dev = _target(device)
     if len(args) == 1 and isinstance(args[0], Tensor):
         return _legacy_from_tensor(args[0], dtype, dev, cls, name)
@@ -37,6 +40,24 @@ def legacy_new(args, dtype, device, cls=Tensor, name="new"):
     else:
         raise _legacy_arguments_error(args)
     return _make(_place(arr, dev), cls)
+
+
+def _checked_device(args, expected, given, name):
+    """A legacy constructor's ``device=``: of the type it makes (its default tensor type's,
+    its own, or ``x``'s for ``x.new``), and never with a tensor to alias."""
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if name == "new":
+            raise RuntimeError("Legacy tensor new of the form tensor.new(tensor, device=device) "
+                               "is not supported.  Use torch.as_tensor(...) instead.")
+        raise RuntimeError("Legacy tensor constructor of the form torch.Tensor(tensor, "
+                           "device=device) is not supported.  Use torch.tensor(...) or "
+                           "torch.as_tensor(...) instead.")
+    from ember._device import as_device
+    want, dev = as_device(expected).type, as_device(given)
+    if dev.type != want:
+        raise RuntimeError(f"legacy constructor expects device type: {want} but device type: "
+                           f"{dev.type} was passed")
+    return dev
 
 
 def _c_type_name(x):
@@ -94,18 +115,25 @@ def _described(x):
     return _c_type_name(x)
 
 
+# the device of the default tensor type: "cuda" after set_default_tensor_type(a cuda type)
+DEFAULT_TYPE_DEVICE = ["cpu"]
+
+
 def legacy_tensor_new(cls, args, kwargs):
     """``Tensor()``, ``Tensor(2, 3)`` and ``Tensor(data)``: the legacy float constructor."""
     device = kwargs.pop("device", None)
     if kwargs:
         raise TypeError(f"Tensor(): unexpected keyword arguments {sorted(kwargs)}")
-    return legacy_new(args, D.get_default_dtype(), device, cls, "Tensor")
+    # the default tensor type's device, as PyTorch's: set_default_device and `with
+    # device(...)` move the factory functions, not this constructor
+    return legacy_new(args, D.get_default_dtype(), DEFAULT_TYPE_DEVICE[0], cls, "Tensor",
+                      device)
 
 
 def _new(self, *args, device=None):
     """The legacy constructor with this tensor's dtype and device: ``x.new(2, 3)``,
     ``x.new(data)``, ``x.new()``."""
-    return legacy_new(args, self.dtype, self.device if device is None else device)
+    return legacy_new(args, self.dtype, self.device, given=device)
 
 
 Tensor.new = _new

@@ -7,7 +7,7 @@ type; tensors are never its instances by construction, only by that check, as in
 """
 
 from ember import _dtype as D
-from ember._legacy_new import legacy_new
+from ember._legacy_new import DEFAULT_TYPE_DEVICE, legacy_new
 from ember._device import device as as_device, set_default_device
 from ember._tensor import Tensor
 from ember._warn import warn_once
@@ -23,16 +23,16 @@ class TensorType(type):
 
     def __call__(cls, *args, device=None):
         """``Type(*sizes)`` (uninitialized), ``Type(data)``, ``Type(tensor)`` or ``Type()``."""
-        return legacy_new(args, cls.dtype, cls._device(device), name=cls.__name__)
+        return legacy_new(args, cls.dtype, cls._device(), name=cls.__name__, given=device)
 
-    def _device(cls, device):
+    def _device(cls):
         if not cls.is_cuda:
-            return "cpu" if device is None else device
+            return "cpu"
         from ember import cuda
         if not cuda.is_available():
             raise TypeError(f"type {cls.__module__}.{cls.__name__} not available. ember not "
                             f"compiled with CUDA enabled.")
-        return "cuda" if device is None else device
+        return "cuda"
 
 
 def _types(module, is_cuda):
@@ -76,3 +76,4 @@ def set_default_tensor_type(t):
         raise TypeError("only floating-point types are supported as the default type")
     D.set_default_dtype(dtype)
     set_default_device(as_device("cuda") if on_cuda else None)
+    DEFAULT_TYPE_DEVICE[0] = "cuda" if on_cuda else "cpu"

@@ -287,6 +287,7 @@ def test_legacy_cuda_tensor_types():
             ember.set_default_tensor_type(ember.cuda.FloatTensor)
         assert ember.zeros(2).is_cuda
     finally:
+        ember.set_default_tensor_type(ember.FloatTensor)    # (the legacy Tensor() follows it)
         ember.set_default_device(None)
         ember.set_warn_always(False)
 

@@ -8,6 +8,7 @@ and its imaginary axis.
 import numpy as np
 
 from ember import _tensor
+from ember.backend import host_array, on_device_of, xp_of
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
 
@@ -39,13 +40,24 @@ def _numerical_jacobian(func, inputs, index, eps):
         for d in directions:
             orig = flat[j]
             flat[j] = orig + eps * d
-            plus = [np.array(o._data, dtype=np.complex128) for o in _outputs(func, inputs)]
+            plus = [_host(o) for o in _outputs(func, inputs)]
             flat[j] = orig - eps * d
-            minus = [np.array(o._data, dtype=np.complex128) for o in _outputs(func, inputs)]
+            minus = [_host(o) for o in _outputs(func, inputs)]
             flat[j] = orig
             per_dir.append([((p - m) / (2 * eps)).reshape(-1) for p, m in zip(plus, minus)])
         columns.append(per_dir)
     return columns
+
+
+def _host(t):
+    """A tensor's values as a complex128 NumPy array (a GPU tensor's copied to the host)."""
+    return host_array(t._data).astype(np.complex128)
+
+
+def _on_device_of(host, t):
+    """A NumPy array as a tensor on ``t``'s device (cotangents and tangents go where the
+    outputs and inputs live: a CUDA tensor's backward cannot take a CPU gradient)."""
+    return _tensor._make(on_device_of(host, t._data))
 
 
 def _vjp(outputs, inputs, vs):
@@ -107,7 +119,7 @@ def _reentrant(first, second, nondet_tol):
     for a, b in zip(first, second):
         if a is None or b is None or a.numel() == 0:
             continue
-        if np.abs(np.asarray(a._data) - np.asarray(b._data)).max() > nondet_tol:
+        if np.abs(_host(a) - _host(b)).max() > nondet_tol:
             return False
     return True
 
@@ -135,8 +147,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         return False
     rng = np.random.default_rng(0)
     for k, vs in enumerate(_directions(outputs, rng) if check_backward_ad else ()):
-        cotangents = [_tensor._make((v if o.is_complex() else v.real).astype(o._data.dtype)
-                            .reshape(o.shape)) for v, o in zip(vs, outputs)]
+        cotangents = [_on_device_of((v if o.is_complex() else v.real).astype(o._data.dtype)
+                                    .reshape(o.shape), o) for v, o in zip(vs, outputs)]
         analytical = _vjp(outputs, inputs, cotangents)
         # torch repeats every product; once (the first) finds a backward that edits what it
         # saved or draws at random, at a fraction of the cost to the OpInfo suite
@@ -153,8 +165,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                     num[j] += d * sum(np.real(np.conj(v) * c).sum()
                                       for v, c in zip(vs, jac_cols))
             got = analytical[i]
-            ana = (np.zeros(len(cols)) if got is None
-                   else np.asarray(got._data, dtype=np.complex128).reshape(-1))
+            ana = np.zeros(len(cols)) if got is None else _host(got).reshape(-1)
             if not np.allclose(ana, num, rtol=rtol, atol=atol, equal_nan=True):
                 if not raise_exception:
                     return False
@@ -189,11 +200,10 @@ def _jvp_outputs(func, inputs, i, j, direction):
     t = np.zeros(x.numel(), dtype=x._data.dtype)
     t[j] = direction
     with forward_ad.dual_level():
-        dual = forward_ad.make_dual(x, _tensor._make(t.reshape(x._data.shape)))
+        dual = forward_ad.make_dual(x, _on_device_of(t.reshape(x._data.shape), x))
         outs = _outputs(func, inputs[:i] + (dual,) + inputs[i + 1:])
         tangents = [forward_ad.unpack_dual(o).tangent for o in outs]
-        return [None if t is None else np.array(t._data, dtype=np.complex128).reshape(-1)
-                for t in tangents]
+        return [None if t is None else _host(t).reshape(-1) for t in tangents]
 
 
 def _fmt(values):
@@ -207,7 +217,7 @@ def _contiguous_leaf(x):
         return x
     if x.is_contiguous() and x.is_leaf:
         return x
-    y = _tensor._make(np.ascontiguousarray(x._data))
+    y = _tensor._make(xp_of(x._data).ascontiguousarray(x._data))
     y._requires_grad = x.requires_grad
     return y
 
@@ -229,7 +239,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
             v = rng.standard_normal(o.shape)
             if o.is_complex():
                 v = v + 1j * rng.standard_normal(o.shape)
-            g = _tensor._make(np.asarray(v).astype(o._data.dtype))
+            g = _on_device_of(np.asarray(v).astype(o._data.dtype), o)
             g.requires_grad_(True)
             grad_outputs.append(g)
     grad_outputs = _tensors(grad_outputs)
