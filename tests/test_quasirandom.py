@@ -61,6 +61,16 @@ def test_direction_numbers():
                                   np.broadcast_to(1 << (29 - np.arange(30)), state.shape))
 
 
+def test_direction_numbers_per_dimension_count_agree():
+    # each dimension count builds (and caches) only its rows: they must be the full table's
+    # leading rows, and scrambling one engine must not leak into the cached table
+    full = _points(SobolEngine(21201).sobolstate)
+    for dim in (1, 2, 7, 300):
+        np.testing.assert_array_equal(_points(SobolEngine(dim).sobolstate), full[:dim])
+    SobolEngine(7, scramble=True, seed=3)
+    np.testing.assert_array_equal(_points(SobolEngine(7).sobolstate), full[:7])
+
+
 @pytest.mark.parametrize("dim", [1, 3, 40, 21201])
 def test_matches_direct_construction(dim):
     eng = SobolEngine(dim)

@@ -26,15 +26,23 @@ _CHUNK = 1 << 22                 # int64 elements per block of points (32 MiB)
 
 
 @functools.lru_cache(maxsize=1)
-def _direction_numbers():
-    """Every dimension's direction vectors, shape (21201, 30): column k of row d holds the
-    k-th direction number ``m_k`` of dimension d shifted left by ``29 - k`` (a 30-bit binary
-    fraction), from Joe and Kuo's primitive polynomials, initial numbers and recurrence."""
+def _joe_kuo_table():
+    """Joe and Kuo's primitive polynomials and initial direction numbers, int64."""
     # through the package ``scipy`` alone: importing ``scipy.stats`` takes a second
     table_file = resources.files("scipy").joinpath("stats", "_sobol_direction_numbers.npz")
     with table_file.open("rb") as f:
         table = np.load(f)
-        poly, vinit = table["poly"].astype(np.int64), table["vinit"].astype(np.int64)
+        return table["poly"].astype(np.int64), table["vinit"].astype(np.int64)
+
+
+@functools.lru_cache(maxsize=8)
+def _direction_numbers(dimension):
+    """The first ``dimension`` dimensions' direction vectors, shape (dimension, 30): column k
+    of row d holds the k-th direction number ``m_k`` of dimension d shifted left by ``29 - k``
+    (a 30-bit binary fraction), from Joe and Kuo's primitive polynomials, initial numbers and
+    recurrence. Read-only: callers copy."""
+    # only the rows asked for: all 21201 take half a second, a few rows a millisecond
+    poly, vinit = (a[:dimension] for a in _joe_kuo_table())
     degree = np.array([int(p).bit_length() - 1 for p in poly])   # 0 for dimension 0: m_k = 1
     m = np.ones((poly.size, _MAXBIT), np.int64)
     for k in range(_MAXBIT):
@@ -49,7 +57,9 @@ def _direction_numbers():
             use = (j < s) & ((p >> (s - j)) & 1).astype(bool)
             new ^= np.where(use, m[rows, k - j] << j, 0)
         m[rows, k] = new
-    return m << (_MAXBIT - 1 - np.arange(_MAXBIT))
+    out = m << (_MAXBIT - 1 - np.arange(_MAXBIT))
+    out.flags.writeable = False
+    return out
 
 
 def _count(value, name):
@@ -87,7 +97,7 @@ class SobolEngine:
         self.seed = seed
         self.scramble = scramble
         self.dimension = operator.index(dimension)
-        self._v = _direction_numbers()[:self.dimension].copy()
+        self._v = _direction_numbers(self.dimension).copy()
         self._shift = np.zeros(self.dimension, np.int64)
         if self.scramble:
             self._scramble()
