@@ -696,7 +696,7 @@ def test_error_keeps_type_and_other_exceptions_untouched():
     class Picky(nn.Module):
         def forward(self, x):
             if x.ndim != 2:
-                raise ValueError(f"expected 2D input (got {x.ndim}D input)")
+                return nn.functional.binary_cross_entropy(x, ember.ones(2))  # ember's
             raise KeyError("not annotated")
 
     class Wrap(nn.Module):
@@ -709,7 +709,9 @@ def test_error_keeps_type_and_other_exceptions_untouched():
 
     with pytest.raises(ValueError) as info:
         Wrap()(ember.ones(3))
-    assert str(info.value) == ("expected 2D input (got 1D input)\n  in model.picky (Picky()) "
+    assert str(info.value) == ("Using a target size (ember.Size([2])) that is different to the "
+                               "input size (ember.Size([3])) is deprecated. Please ensure they "
+                               "have the same size.\n  in model.picky (Picky()) "
                                "with input of shape [3] and dtype ember.float32")
     with pytest.raises(KeyError) as info:
         Wrap()(ember.ones(3, 3))
@@ -724,20 +726,24 @@ def test_missing_forward():
 
 def test_device_errors_list_tensors_on_other_devices():
     class Mixed(nn.Module):
-        def __init__(self):
+        def __init__(self, device):
             super().__init__()
-            self.weight = nn.Parameter(ember.ones(2))
+            self.weight = nn.Parameter(ember.ones(2, device=device))
 
         def forward(self, x):
-            raise RuntimeError("Expected all tensors to be on the same device, but found at "
-                               "least two devices, cuda:0 and cpu!")
+            return x + self.weight.to("meta")                # ember's device error
 
     with pytest.raises(RuntimeError) as info:
-        Mixed()(ember.ones(2))
-    assert str(info.value).endswith("with input of shape [2] and dtype ember.float32 on "
-                                    "device cpu")
+        Mixed("cpu")(ember.ones(2))
+    assert str(info.value) == ("Tensor on device meta is not on the expected device cpu!\n  in "
+                               "model (Mixed()) with input of shape [2] and dtype ember.float32 "
+                               "on device cpu")
     pickled = pickle.loads(pickle.dumps(info.value))
     assert str(pickled) == str(info.value)
+    with pytest.raises(RuntimeError) as info:
+        Mixed("meta")(ember.ones(2))
+    assert str(info.value).endswith("with input of shape [2] and dtype ember.float32 on device "
+                                    "cpu; on other devices: weight (meta)")
 
 
 def test_every_hook_registration_returns_the_one_public_handle():

@@ -14,7 +14,7 @@ from ember.ops.complex_ops import view_as_real
 
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
            "scalar_dtype", "apply_updates", "scale_", "lr_of", "number_lr", "slot", "root_plus",
-           "real_view"]
+           "real_view", "check_shapes", "stale_in"]
 
 
 def scale_(x, factor):
@@ -274,10 +274,36 @@ def _stale_state_error(error, arrays):
     if not stale:
         return RuntimeError(text)
     message = broadcast_message([stale[0], new])
-    if message.startswith("shapes "):   # broadcastable: the in-place write into the parameter
-        wide = np.broadcast_shapes(stale[0], new)
-        message = f"output with shape {list(new)} doesn't match the broadcast shape {list(wide)}"
+    if message.startswith("shapes "):   # broadcastable: the first in-place write that cannot
+        wide = np.broadcast_shapes(stale[0], new)   # (into the state, else the parameter)
+        out = stale[0] if wide != stale[0] else new
+        message = f"output with shape {list(out)} doesn't match the broadcast shape {list(wide)}"
     return RuntimeError(message)
+
+
+def check_shapes(out, *shapes):
+    """The broadcast shape of ``shapes``, or PyTorch's RuntimeError where they do not
+    broadcast or (``out`` given: an in-place op's output shape, first operand) the result
+    would not fit ``out``: for state kept from before its parameter changed shape."""
+    shapes = [tuple(s) for s in ((out,) if out is not None else ()) + shapes]
+    message = broadcast_message(shapes)
+    if not message.startswith("shapes "):
+        raise RuntimeError(message)
+    wide = np.broadcast_shapes(*shapes)
+    if out is not None and wide != shapes[0]:
+        raise RuntimeError(f"output with shape {list(out)} doesn't match the broadcast shape "
+                           f"{list(wide)}")
+    return wide
+
+
+def stale_in(state, group, keys):
+    """Whether some parameter of ``group`` with a gradient has state under one of ``keys``
+    kept from before it changed shape (``p.data = ...``)."""
+    for p in group["params"]:
+        kept = state.get(p) if p._grad is not None and isinstance(p, Tensor) else None
+        if kept and any(kept[key].shape != p.shape for key in keys):
+            return True
+    return False
 
 
 def _by_gpu(updates):

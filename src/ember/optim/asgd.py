@@ -8,8 +8,8 @@ from ember.backend import xp_of
 from ember.backend.fused import fma
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (grads_of, new_step, number_lr, scalar_state, scale_, slot,
-                                state_like, step_count)
+from ember.optim._state import (check_shapes, grads_of, new_step, number_lr, scalar_state,
+                                scale_, slot, stale_in, state_like, step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["ASGD"]
@@ -41,21 +41,26 @@ class ASGD(Optimizer):
             lr, wd, lambd = number_lr(group), group["weight_decay"], group["lambd"]
             multi = group["foreach"] and not group["differentiable"]
             nested = []
-            for p, x, g in grads_of(group, group["maximize"], "ASGD",
-                                    graph=group["differentiable"], nested=nested):
-                state = self.state[p]
-                if not state:
-                    state.update(step=new_step(), eta=scalar_state(lr), mu=scalar_state(1.0),
-                                 ax=state_like(p))
-                t = step_count(state, numbers=True)
-                eta, mu = state["eta"]._data, state["mu"]._data
-                ax = slot(state["ax"], group)
+            if multi and stale_in(self.state, group, ("ax",)):
+                _stale_multi_step(self.state, group, nested)
+                grads_of_group = ()
+            else:
+                grads_of_group = grads_of(group, group["maximize"], "ASGD",
+                                          graph=group["differentiable"], nested=nested)
+            for p, x, g in grads_of_group:
+                t, eta, mu, ax = _stepped_state(self.state[p], p, group)
+                try:
+                    if multi:
+                        _multi_update(x, g, ax, eta, mu, lambd=lambd, weight_decay=wd)
+                    else:
+                        _single_update(x, g, ax, float(eta), float(mu), lambd=lambd,
+                                       weight_decay=wd)
+                except ValueError as error:
+                    raise _stale_average(error, x.shape, ax.shape,
+                                         multi or float(mu) != 1) from None
                 if multi:
-                    _multi_update(x, g, ax, eta, mu, lambd=lambd, weight_decay=wd)
                     eta[...] = _tensor_eta(lr, lambd, t, group["alpha"], eta.dtype)
                 else:
-                    _single_update(x, g, ax, float(eta), float(mu), lambd=lambd,
-                                   weight_decay=wd)
                     eta[...] = lr / ((1 + lambd * lr * t) ** group["alpha"])
                 mu[...] = 1 / max(1, t - group["t0"])
                 if not group["differentiable"]:     # a graph step's ops bump it
@@ -64,6 +69,57 @@ class ASGD(Optimizer):
                 from ember.nested._strided_optim import asgd_step
                 asgd_step(p, self.state[p], group)
         return loss
+
+
+def _stepped_state(state, p, group):
+    """``(step count, eta, mu, ax)`` of parameter ``p`` (arrays, ``ax`` a tensor under
+    ``differentiable=True``), its state made on its first step and its step counted."""
+    if not state:
+        state.update(step=new_step(), eta=scalar_state(number_lr(group)),
+                     mu=scalar_state(1.0), ax=state_like(p))
+    t = step_count(state, numbers=True)
+    return t, state["eta"]._data, state["mu"]._data, slot(state["ax"], group)
+
+
+def _stale_multi_step(states, group, nested):
+    """The multi-tensor step of a group where some ``ax`` was kept from before its parameter
+    changed shape: PyTorch's list ops over all parameters one after another, each shape
+    checked, so that its error comes at the same op with what it wrote before (every step
+    counted and parameter stepped before ``param - ax``; no ``ax``, eta or mu written)."""
+    lr, wd, lambd = number_lr(group), group["weight_decay"], group["lambd"]
+    items = [(p, x, g, *_stepped_state(states[p], p, group))
+             for p, x, g in grads_of(group, group["maximize"], "ASGD", nested=nested)]
+    for _, x, g, _, eta, _, _ in items:
+        check_shapes(None, g.shape, x.shape)
+        g = _plus_scaled(_plus_scaled(g, wd, x) if wd else g, lambd, x)
+        check_shapes(x.shape, g.shape)
+        _addcmul_(x, g, eta, -1)
+    moves = []
+    for _, x, _, _, _, _, ax in items:                          # _foreach_sub(params, axs)
+        check_shapes(None, x.shape, ax.shape)
+        moves.append(x - ax)
+    for (_, _, _, _, _, mu, ax), move in zip(items, moves):
+        check_shapes(ax.shape, move.shape)
+        _addcmul_(ax, move, mu, 1)
+    for p, _, _, t, eta, mu, _ in items:
+        eta[...] = _tensor_eta(lr, lambd, t, group["alpha"], eta.dtype)
+        mu[...] = 1 / max(1, t - group["t0"])
+        p._bump_version()
+
+
+def _stale_average(error, shape, ax_shape, moving):
+    """PyTorch's RuntimeError for NumPy's ``error`` where ``ax`` was kept from before the
+    parameter changed shape (the parameter has stepped by then): ``ax.copy_(param)`` while mu
+    is 1, else ``ax.add_(param.sub(ax) * mu)`` (as the multi-tensor step always does); any
+    other ``error`` as it was."""
+    try:
+        if moving:
+            check_shapes(ax_shape, check_shapes(None, shape, ax_shape))
+        else:
+            check_shapes(ax_shape, shape)
+    except RuntimeError as stale:
+        return stale
+    return error
 
 
 def _plus_scaled(a, scale, b):
@@ -84,7 +140,9 @@ def _single_update(x, g, ax, eta, mu, *, lambd, weight_decay):
         x -= eta * g
     else:
         x[...] = _plus_scaled(x, -eta, g)
-    if mu == 1:
+    if mu == 1 and not hasattr(ax, "flags"):   # differentiable: PyTorch's ax.copy_(param),
+        ax.copy_(x)                             # its error where the shapes differ
+    elif mu == 1:
         ax[...] = x
     elif s16.is_16(x):                      # mu stays float32 (a CPU scalar)
         ax[...] = ax.astype(s16.f32) + s16.mul(x - ax, mu)

@@ -6,8 +6,8 @@ from ember._tensor import _make
 from ember.backend import xp_of
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr
-from ember.optim._state import (grads_of, new_step, number_lr, real, real_view, state_like,
-                                step_count)
+from ember.optim._state import (check_shapes, grads_of, new_step, number_lr, real, real_view,
+                                stale_in, state_like, step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Rprop"]
@@ -35,22 +35,16 @@ class Rprop(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            eta_minus, eta_plus = group["etas"]
             lo, hi = group["step_sizes"]
+            if group["foreach"] and not group["differentiable"] and stale_in(
+                    self.state, group, ("prev", "step_size")):
+                _stale_multi_step(self.state, group)
+                continue
             for p, x, g in grads_of(group, group["maximize"], "Rprop"):
-                state = self.state[p]
-                if not state:
-                    lr = number_lr(group)          # each real component steps by lr
-                    state.update(step=new_step(), prev=state_like(p),
-                                 step_size=state_like(p, complex(lr, lr) if p.is_complex()
-                                                      else lr))
-                step_count(state)
-                xp = xp_of(x)
-                prev, size = real(state["prev"]._data), real(state["step_size"]._data)
+                xp, prev, size, up, down = _stepped_state(self.state[p], p, x, group)
+                if not x.shape == prev.shape == size.shape:
+                    _raise_stale(xp, x, g, prev, size, (down, up, lo, hi))
                 sign = xp.sign(g * prev)
-                up, down = eta_plus, eta_minus
-                if s16.is_16(x):    # PyTorch writes them into a sign tensor of x's dtype
-                    up, down = (float(np.asarray(e, x.dtype)) for e in (up, down))
                 size *= xp.where(sign > 0, up, xp.where(sign < 0, down, 1.0))
                 xp.clip(size, lo, hi, out=size)
                 g = xp.where(sign < 0, 0, g)
@@ -61,6 +55,77 @@ class Rprop(Optimizer):
                     p._bump_version()
                 prev[...] = g
         return loss
+
+
+def _stepped_state(state, p, x, group):
+    """``(xp, prev, step sizes, eta+, eta-)`` for parameter ``p`` (array ``x``), its state
+    made on its first step and its step counted."""
+    if not state:
+        lr = number_lr(group)          # each real component steps by lr
+        state.update(step=new_step(), prev=state_like(p),
+                     step_size=state_like(p, complex(lr, lr) if p.is_complex() else lr))
+    step_count(state)
+    down, up = group["etas"]
+    if s16.is_16(x):    # PyTorch writes them into a sign tensor of x's dtype
+        up, down = (float(np.asarray(e, x.dtype)) for e in (up, down))
+    return xp_of(x), real(state["prev"]._data), real(state["step_size"]._data), up, down
+
+
+def _stale_multi_step(states, group):
+    """The multi-tensor step of a group where some state was kept from before its parameter
+    changed shape: PyTorch's list ops over all parameters one after another, each shape
+    checked, so that its error comes at the same op with what it wrote before."""
+    lo, hi = group["step_sizes"]
+    items = [(p, x, g, *_stepped_state(states[p], p, x, group))
+             for p, x, g in grads_of(group, group["maximize"], "Rprop")]
+    signs = []
+    for _, _, g, xp, prev, _, _, _ in items:                    # _foreach_mul(grads, prevs)
+        check_shapes(None, g.shape, prev.shape)
+        signs.append(xp.sign(g * prev))
+    flip = group["maximize"]    # g is -grad: PyTorch copies grad, then negates them all
+    for _, _, g, _, prev, _, _, _ in items:                     # _foreach_copy_(prevs, grads)
+        check_shapes(prev.shape, g.shape)
+        prev[...] = -g if flip else g
+    for _, _, _, _, prev, _, _, _ in items if flip else ():
+        prev *= -1
+    for (_, _, _, xp, _, size, up, down), sign in zip(items, signs):
+        check_shapes(size.shape, sign.shape)
+        size *= xp.where(sign > 0, up, xp.where(sign < 0, down, 1.0))
+    for _, _, _, xp, _, size, _, _ in items:
+        xp.clip(size, lo, hi, out=size)
+    for (_, _, _, xp, prev, _, _, _), sign in zip(items, signs):
+        check_shapes(prev.shape, check_shapes(None, sign.shape, prev.shape))
+        prev[...] = xp.where(sign < 0, 0, prev)
+    for _, x, _, xp, prev, size, _, _ in items:                 # _foreach_addcmul_(params, ...)
+        check_shapes(x.shape, prev.shape, size.shape)
+        x -= xp.sign(prev) * size
+    for p, *_ in items:
+        p._bump_version()
+
+
+def _raise_stale(xp, x, g, prev, size, etas_and_sizes):
+    """PyTorch's error for the single-tensor step of a parameter whose state was kept from
+    before it changed shape: its ops in its order, each shape checked, so that the error
+    comes at the same op, with the step sizes written if it comes after them. (Some op fails
+    by the parameter's update at the latest: the shapes differ.)"""
+    down, up, lo, hi = etas_and_sizes
+    wide = check_shapes(None, g.shape, prev.shape)
+    sign = xp.sign(g * prev)
+    check_shapes(size.shape, wide)
+    size *= xp.where(sign > 0, up, xp.where(sign < 0, down, 1.0))
+    xp.clip(size, lo, hi, out=size)
+    _check_mask(wide, g.shape)          # grad[sign.eq(etaminus)] = 0
+    check_shapes(x.shape, g.shape, size.shape)
+
+
+def _check_mask(mask, shape):
+    """PyTorch's IndexError for a boolean mask of shape ``mask`` indexing one of ``shape``."""
+    if len(mask) > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    for j, (m, n) in enumerate(zip(mask, shape)):
+        if m != n:
+            raise IndexError(f"The shape of the mask {list(mask)} at index {j} does not match "
+                             f"the shape of the indexed tensor {list(shape)} at index {j}")
 
 
 def _subtract_recorded(p, sign, size):

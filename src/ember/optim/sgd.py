@@ -6,10 +6,11 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor, _make
+from ember.backend import xp_of
 from ember.backend.cpu_kernels import TORCH_16_BIT_LANES
 from ember.autograd.grad_mode import no_grad
 from ember.optim._checks import check_fused, check_tensor_lr
-from ember.optim._state import apply_updates, grads_of, lr_of, slot, value
+from ember.optim._state import apply_updates, check_shapes, grads_of, lr_of, slot, value
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["SGD"]
@@ -68,8 +69,12 @@ class SGD(Optimizer):
                 from ember.nested._strided_optim import sgd_step
                 sgd_step(p, self.state, group["maximize"], **hyper)
             update = _update_foreach if group["foreach"] else _update
-            apply_updates("sgd", params, updates, update,
-                          differentiable=group["differentiable"], **hyper)
+            if update is _update_foreach and not group["differentiable"] and any(
+                    u[2] is not None and u[2].shape != u[0].shape for u in updates):
+                _stale_foreach(params, updates, **hyper)
+            else:
+                apply_updates("sgd", params, updates, update,
+                              differentiable=group["differentiable"], **hyper)
             for p, buf in new_buffers:      # kept only once the step went through, as PyTorch
                 self.state[p]["momentum_buffer"] = buf
         return loss
@@ -121,11 +126,67 @@ def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov, 
         else:
             b *= momentum
             b += (1 - dampening) * g
+        # a new array under foreach too: PyTorch's multi-tensor Nesterov step adds into p.grad
+        # itself, against its rule that optimizers leave gradients alone (not copied)
         g = g + momentum * b if nesterov else b
     x -= lr * g
 
 
 _update_foreach = functools.partial(_update, foreach=True)
+
+
+def _stale_foreach(params, updates, *, lr, momentum, dampening, weight_decay, nesterov):
+    """A multi-tensor step where a momentum buffer was kept from before its parameter changed
+    shape: PyTorch's list ops one after another over all parameters, each shape checked, so
+    that its error comes at the same op with the buffers and parameters it wrote before
+    (``updates`` as ``_update`` takes them)."""
+    grads = [g for _, g, _, _ in updates]
+    if weight_decay:
+        grads = [_plus(g, weight_decay, x, check_shapes(None, g.shape, x.shape))
+                 for (x, *_), g in zip(updates, grads)]
+    if momentum:
+        every = not any(first for *_, first in updates)
+        if every:           # _foreach_mul_ over all the buffers, then _foreach_add_
+            for x, _, b, _ in updates:
+                low = x.dtype in _LOW and type(x) is np.ndarray     # as _update rounds it
+                _times(b, float(np.asarray(momentum, x.dtype)) if low else momentum)
+        for (_, _, b, first), g in zip(updates, grads):
+            if first:
+                b[...] = g
+                continue
+            if not every:   # a new buffer among them: PyTorch steps the others one by one
+                _times(b, momentum)
+            _plus(b, 1 - dampening, g, check_shapes(b.shape, g.shape), out=b)
+        for i, (_, _, b, _) in enumerate(updates):
+            if nesterov:    # checked as PyTorch's _foreach_add_ into the gradients, written
+                grads[i] = _plus(grads[i], momentum, b,     # anew (see _update)
+                                 check_shapes(grads[i].shape, b.shape))
+            else:
+                grads[i] = b
+    for (x, *_), g in zip(updates, grads):
+        _plus(x, -lr, g, check_shapes(x.shape, g.shape), out=x)
+    for p in params:
+        p._bump_version()
+
+
+def _times(a, factor):
+    """``a *= factor`` as ``_update`` scales a buffer, 16-bit arrays included."""
+    if a.dtype in _LOW:
+        _scale(a, factor)
+    else:
+        a *= factor
+
+
+def _plus(a, scale, b, shape, out=None):
+    """``a + scale * b`` of broadcast ``shape`` (into ``out``) as ``_update`` computes it,
+    16-bit arrays included."""
+    if a.dtype not in _LOW:
+        if out is None:
+            return a + scale * b
+        out += scale * b
+        return out
+    xp = xp_of(a)
+    return _plus_scaled(xp.broadcast_to(a, shape), scale, xp.broadcast_to(b, shape), out=out)
 
 
 def _update_16_bit(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov,
