@@ -181,7 +181,7 @@ def scaled_dot_product_attention(xp, q, k, v, mask, dropout_p, is_causal, scale,
     # the kernel choice shows in the forward only with a mask (checked, and taken with
     # is_causal by the flash kernel alone), 16-bit inputs or the math kernel off
     flash = xp is np and (mask is not None or q.dtype in _HALF or not math_sdp_enabled()) \
-        and flash_sdp_enabled() and _flash_arrays(q, k, v, dropout_p, enable_gqa, mask)
+        and flash_sdp_enabled() and _flash_layout(q, k, v, mask, dropout_p, enable_gqa)
     # PyTorch's CPU flash kernel applies attn_mask and the causal mask together; its math
     # kernel refuses the pair (empty inputs reach neither, nor the kernel choice on the CPU)
     if xp is np and not flash and not empty and not math_sdp_enabled():
@@ -243,10 +243,11 @@ def _refuse_flash(q, k, v, dropout_p):
     """PyTorch's warnings and error when only its CPU flash kernel is allowed and cannot take
     the call (the reasons it gives for the cases it words: rank and dropout)."""
     warnings.warn("Flash attention kernel not used because:", stacklevel=outside_level())
-    if not q.ndim == k.ndim == v.ndim == 4:
+    ranks = _LOGICAL.ranks or (q.ndim, k.ndim, v.ndim)     # (under vmap: the logical ones)
+    if ranks != (4, 4, 4):
         warnings.warn(f"All fused kernels requires query, key and value to be 4 dimensional, "
-                      f"but got Query dim: {q.ndim}, Key dim: {k.ndim}, Value dim: {v.ndim} "
-                      f"instead.", stacklevel=outside_level())
+                      f"but got Query dim: {ranks[0]}, Key dim: {ranks[1]}, Value dim: "
+                      f"{ranks[2]} instead.", stacklevel=outside_level())
     elif dropout_p:
         warnings.warn("Both fused kernels do not support non-zero dropout.",
                       stacklevel=outside_level())
@@ -323,6 +324,7 @@ def _flash_layout(q, k, v, mask, dropout_p, enable_gqa):
 
 class _Logical(threading.local):
     layout = None       # in vmap's rule: whether the logical call suits the flash kernel
+    ranks = None        # ... and the logical query's, key's and value's ranks
 
 
 _LOGICAL = _Logical()
@@ -339,12 +341,13 @@ class logical_layout:
         self.dropout_p, self.enable_gqa = dropout_p, enable_gqa
 
     def __enter__(self):
-        self.outer = _LOGICAL.layout
-        if self.outer is None:
+        self.outer = _LOGICAL.layout, _LOGICAL.ranks
+        if self.outer[0] is None:
             _LOGICAL.layout = self._layout()
+            _LOGICAL.ranks = tuple(t.ndim - f for t, f in zip(self.tensors[:3], self.flags))
 
     def __exit__(self, *exc):
-        _LOGICAL.layout = self.outer
+        _LOGICAL.layout, _LOGICAL.ranks = self.outer
 
     def _layout(self):
         shapes = [None if t is None else tuple(t.shape)[1:] if f else tuple(t.shape)
@@ -426,12 +429,34 @@ def _(grads, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, *, out, nee
         # PyTorch's CPU math kernel: ops autocast casts in a backward; only the gradients
         # needed (its node keeps only what those read)
         return _sdpa_grad(*args, needs=needs)
+    if q.device.type == "cpu":
+        _warn_looped_backward(grads[0])
     # PyTorch's fused kernels (CPU flash; flash, efficient, cuDNN on CUDA) have backward
     # kernels autocast does not list: a backward inside autocast computes them as outside
     with suspended():
         if q.device.type == "cpu" and _GRAD.grad_enabled:
             return _flash_cpu_grads_underivable(args)
         return _sdpa_grad(*args)
+
+
+def _warn_looped_backward(grad):
+    """PyTorch's vmap fallback warnings for its CPU flash backward kernel called with a
+    gradient batched by vmaps (jacrev's) the forward was not under: innermost level first,
+    each once per example of the levels inside it. (A vmap the forward ran under warns from
+    its rule: func/_batching/nn.py.)"""
+    from ember.func._batched import BatchedTensor, level_size
+    if type(grad) is not BatchedTensor:
+        return
+    from ember.func._batching import repeating, warn_fallback
+    sizes = []
+    while type(grad) is BatchedTensor:
+        sizes.append((grad._level, level_size(grad._level)))
+        grad = grad._value
+    calls = 1
+    for _, n in sorted(sizes, reverse=True):
+        with repeating(calls):
+            warn_fallback("aten::" + _FLASH_BACKWARD)
+        calls *= n
 
 
 @scaled_dot_product_attention.refuse_forward_ad

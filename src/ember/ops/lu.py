@@ -151,7 +151,6 @@ def _check_solve(lu, pivots, b, left):
     check_square("torch.linalg.lu_solve", lu)
     if lu.dtype.kind not in "fcV":
         check_float("torch.linalg.lu_solve", lu)
-    check_kernel(lu, "linalg.lu_solve_cpu")
     if b.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
     if pivots.dtype != np.int32:
@@ -171,6 +170,7 @@ def _check_solve(lu, pivots, b, left):
         edge = "greater or equal to 1" if pivots.min() < 1 else "smaller or equal to LU.size(-2)"
         raise RuntimeError(f"Pivots given to lu_solve must all be {edge}. Did you properly "
                            f"pass the result of lu_factor?")
+    check_kernel(lu, "linalg.lu_solve_cpu")     # last: PyTorch checks all of the above first
 
 
 @op("lu_solve(LU, pivots, B, *, left=True, adjoint=False)", inputs=3, namespace="linalg",

@@ -12,6 +12,9 @@ from ember.ops._registry import op
 from ember.ops.binary_math import lerp, where
 
 _MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+# PyTorch refuses to sort more than 2**24 elements per quantile (their ranks are computed in the
+# input's float dtype), however many rows the other dims hold
+_MAX_REDUCED = 2 ** 24
 
 
 def _check(xp, x, q, dim, interpolation):
@@ -34,6 +37,9 @@ def _check(xp, x, q, dim, interpolation):
         int_dim("quantile", dim, x.ndim)
     if not scalar and not ((q >= 0) & (q <= 1)).all():
         raise RuntimeError("quantile() q values must be in the range [0, 1]")
+    reduced = x.size if dim is None or x.ndim == 0 else x.shape[int_dim("quantile", dim, x.ndim)]
+    if reduced > _MAX_REDUCED:
+        raise RuntimeError("quantile() input tensor is too large")
     return xp.asarray(q, dtype=x.dtype).reshape(-1)
 
 

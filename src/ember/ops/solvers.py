@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ember._dtype import HALF_NP
 from ember._warn import warn_once
 from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, check_same_dtype,
                                      check_square, checked, column_major, empty_16bit_in_float32,
@@ -170,7 +171,7 @@ def broadcast_batch(xp, a, b):
 def _solve(xp, a, b, left, name):
     """(X, info) with AX = B (left) or XA = B."""
     check_square(name, a)
-    if a.dtype.kind not in "fc":
+    if a.dtype.kind not in "fc" and a.dtype not in HALF_NP:    # (bfloat16's NumPy kind is "V")
         check_float(name, a)
     check_same_dtype(name, a, b)            # before the 16-bit kernel's error, as PyTorch
     check_float(name, a, "lu_cpu")

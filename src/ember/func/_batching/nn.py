@@ -262,6 +262,8 @@ def _group_norm(op, args, flags, params, size):
 
 @rule("nn.functional.scaled_dot_product_attention")
 def _attention(op, args, flags, params, size):
+    from ember.func._batching import handled_level
+    level = handled_level()             # (first thing: the batched ops below run rules too)
     q, k, v, mask = [a if f or a is None else expand_unbatched(a, size)
                      for a, f in zip(args[:3], flags[:3])] + [args[3]]
     rank = max(q.ndim, k.ndim, v.ndim)      # their leading dims broadcast: 1s after the batch
@@ -272,7 +274,41 @@ def _attention(op, args, flags, params, size):
     if q.device.type != "cpu":
         return call(op, [q, k, v, mask], params)
     with logical_layout(args[:4], flags[:4], params[0], params[3]):
-        return call(op, [q, k, v, mask], params)
+        if not _flash_kernel(q, k, v, args[3], params):
+            return call(op, [q, k, v, mask], params)
+        return _flash_loop(op, [q, k, v, mask], params, size, level)
+
+
+def _flash_kernel(q, k, v, mask, params):
+    """Whether PyTorch's choice, made on the logical tensors, is its CPU flash kernel, which
+    has no batching rule (the math kernel's ops have)."""
+    from ember.autograd._forward_traces import requires_grad_here
+    from ember.ops.attention import _cpu_flash
+    if 0 in q.shape[1:-1] or 0 in v.shape[1:]:
+        return False                    # nothing to attend: neither kernel runs
+    return _cpu_flash(q, k, v, params[0], params[3], mask,
+                      mask is not None and requires_grad_here(mask))
+
+
+def _flash_loop(op, values, params, size, level):
+    """The CPU flash kernel under vmap: PyTorch's fallback loop, which warns (at this level,
+    and at the outer ones once per example of the inner), refuses a batch of 0 and, when a
+    transform differentiates inside the vmap, loops (and warns in) the backward kernel too."""
+    from ember.func._batching import _REPEATS, differentiated_within, repeating, warn_fallback
+    from ember.ops.attention import _FLASH_BACKWARD, _FLASH_FORWARD
+    warn_fallback("aten::" + _FLASH_FORWARD)
+    if size == 0:
+        raise RuntimeError(f"Batching rule not implemented for aten::{_FLASH_FORWARD}. The "
+                           f"fallback path does not support vmap over dims of size 0.")
+    repeats = _REPEATS.n                # (this call stands for as many of PyTorch's)
+    with repeating(size):       # (outer levels: PyTorch's loop calls once per example)
+        out = call(op, values, params)
+    first = out[0] if isinstance(out, tuple) else out
+    if first.requires_grad and differentiated_within(level):
+        # (the vmaps inside, jacrev's, warn from the op's derivative: they loop first)
+        first.register_hook(lambda g: _warn_backward_loop("aten::" + _FLASH_BACKWARD, g, level,
+                                                          repeats))
+    return out
 
 
 def _reduced(loss, size, reduction, denominator=None):
