@@ -3,7 +3,7 @@ tensors): the metadata they read from it, their autograd plumbing (a leaf owns i
 a leaf), the blank instance their constructors fill, and the keys and registration of their
 ``__torch_function__`` tables."""
 
-from ember._tensor import _new, _wrap_dim
+from ember._tensor import Tensor, _new, _wrap_dim
 from ember._transform_state import check_requires_grad_allowed
 
 __all__ = ["ValuesBacked", "NO_STORAGE", "blank", "op_name", "registrar"]
@@ -40,6 +40,21 @@ class ValuesBacked:
     def element_size(self):
         """Bytes per element of the values."""
         return self._v.element_size()
+
+    # the version counter is the values' (see NOTE [Sparse versions] in sparse/_versions.py)
+    _version = property(lambda self: self._v._version)
+
+    def _bump_version(self):
+        self._v._bump_version()
+
+    def _shared_version(self):
+        return self._v._shared_version()
+
+    def _own_data(self):
+        """``.data``: this tensor detached, its values' memory shared but not their counter."""
+        return self._with_values(self._v.data)
+
+    data = property(_own_data, Tensor.data.fset, doc=Tensor.data.__doc__)
 
     @property
     def requires_grad(self):

@@ -17,7 +17,7 @@ from ember._conj_view import ConjView, memory, stand_in
 from ember._dtype import FROM_NUMPY
 from ember._hook_handles import RemovableHandle
 from ember._shape import _shape
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _Version
 from ember.backend import loud_fp, quiet_fp, xp_for
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -551,6 +551,8 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
         actual = t._version
         kind = _type_string(t.dtype)
         shape = list(t.shape)
+        if t._vc is not None and type(t._vc) is not _Version:   # (a sparse or nested one)
+            kind, shape = t._vc.describe(t, kind, shape)
         fn = t._grad_fn if t._view is None else t.grad_fn     # (a view's rebuilt first)
         where = f", which is output {t._output_nr} of {_op_of(fn)}," if fn is not None else ""
     else:

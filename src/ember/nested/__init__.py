@@ -11,6 +11,7 @@ import ember
 from ember._warn import warn_once
 from ember.ops._recording import rename_node
 from ember.nested._jagged import JaggedTensor
+from ember.nested._versions import share, version
 
 __all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor", "narrow",
            "nested_tensor_from_jagged", "masked_select"]
@@ -33,6 +34,7 @@ class NestedTensor:
 
     def __init__(self, components, is_leaf=True, *, quiet=False, dtype=None):
         self._components = list(components)
+        share(self._components)     # (see NOTE [Nested versions])
         self._is_leaf = is_leaf
         self._empty_dtype = dtype       # (the dtype of one with no components)
         if not quiet:       # (PyTorch's view of a dense tensor, and a stored .grad, do not warn)
@@ -54,6 +56,10 @@ class NestedTensor:
     def layout(self):
         """``ember.strided``: the components are dense."""
         return ember.strided
+
+    @property
+    def _version(self):
+        return version(self)
 
     @property
     def requires_grad(self):
@@ -132,8 +138,9 @@ class NestedTensor:
 
     @property
     def data(self):
-        """The components detached (sharing their storage), as a nested tensor."""
-        return self.detach()
+        """The components detached (sharing their storage, not their version counter), as a
+        nested tensor."""
+        return NestedTensor(_leaf_parts(t.data for t in self._components))
 
     @property
     def real(self):

@@ -7,12 +7,15 @@ result records its own node, so gradients reach the components (and a leaf's ``.
 gathers theirs); where PyTorch's nested kernel records a node it cannot differentiate
 (tanh, sgn, chunk, select), those nodes raise its error when a backward reaches them."""
 
+from functools import partial
+
 import ember
 from ember._tensor import Tensor
 from ember._values_backed import op_name, registrar
 from ember.ops._recording import rename_node
 from ember.nested import NO_SIZES
 from ember.nested._strided_grad import refusing
+from ember.nested._versions import write_once
 
 __all__ = ["dispatch", "unsupported", "refused", "tracks", "each", "wrap", "check_inplace",
            "inplace_method", "split_with_sizes", "install"]
@@ -107,6 +110,9 @@ def dispatch(func, args, kwargs):
         return handler(func, *args, **kwargs)
     if name in UNARY:
         rest = args[1:]
+        if kwargs.get("inplace"):           # (``F.relu(nt, inplace=True)``: nt written)
+            write_once(args[0], (partial(func, t, *rest, **kwargs) for t in args[0]._components))
+            return _no_backward(name, args[0], args[0])
         return _no_backward(name, each(args[0], lambda t: func(t, *rest, **kwargs)), args[0])
     if name in BINARY:
         return _binary(func, name, *args, **kwargs)
@@ -297,8 +303,7 @@ def _dropout(func, nt, p=0.5, training=None, inplace=False):
         raise unsupported("bernoulli_.float", nt)
 
     if inplace:                             # (the components written: the nested tensor back)
-        for t in nt._components:
-            func(t, p, training, True)
+        write_once(nt, (partial(func, t, p, training, True) for t in nt._components))
         nt._is_leaf = nt._is_leaf and not nt.requires_grad
         return nt
 
@@ -666,9 +671,10 @@ def _inplace(name):
         check_inplace(name)
         parts = _operand_parts(name, self, args[0]) if args and (
             _is_nested(args[0]) or isinstance(args[0], Tensor)) else None
-        for i, t in enumerate(self._components):
+        def write(i, t):
             rest = (parts[1][i], *args[1:]) if parts else args
-            getattr(t, name)(*rest, **kwargs)
+            return partial(getattr(t, name), *rest, **kwargs)
+        write_once(self, (write(i, t) for i, t in enumerate(self._components)))
         return _no_backward(name, self, self)
     run.__name__ = name
     return run
@@ -681,8 +687,8 @@ def _copy_(self, src, non_blocking=False):
             s.shape != t.shape for s, t in zip(src._components, self._components)):
         raise RuntimeError("copy_ only supports tensors that are the same size for Nested "
                            "implementations")
-    for t, s in zip(self._components, src._components):
-        t.copy_(s, non_blocking)
+    write_once(self, (partial(t.copy_, s, non_blocking)
+                      for t, s in zip(self._components, src._components)))
     if self.requires_grad:          # (now on the graph: no longer a leaf)
         self._is_leaf = False
         for t in self._components:

@@ -17,6 +17,7 @@ from ember.sparse import _layouts as L
 from ember.sparse._constructor_args import NO_SIZE, refuse_none_size
 from ember.sparse._invariants import check_sparse_tensor_invariants, warn_if_implicit
 from ember.sparse._tensor import _as_tensor, _make_leaf, compressed
+from ember.sparse._versions import own_counter
 
 __all__ = ["sparse_compressed_tensor", "sparse_csr_tensor", "sparse_csc_tensor",
            "sparse_bsr_tensor", "sparse_bsc_tensor", "expand_pointers", "block_coordinates",
@@ -98,6 +99,8 @@ def _build(layout, compressed_indices, plain_indices, values, size, dtype, devic
         from ember.sparse._names import freeing
         values = freeing(_alias(values),        # a non-leaf sparse tensor, as in PyTorch
                              "SparseCompressedTensorBackward0")
+    else:
+        values = own_counter(values)
     return _make_leaf(compressed(layout, pointers, plain, values, size), requires_grad)
 
 

@@ -1,6 +1,7 @@
 """Sparse tensors' in-place ops (what optimizers and ``zero_()`` use): each computes its
 result with the out-of-place handler of _ops.py and gives ``self`` the result's parts
-(_replace); a scalar ``mul_``/``div_`` scales the stored values in place."""
+(_replace); a scalar ``div_`` (and a compressed tensor's scalar ``mul_``) scales the stored
+values in place, as PyTorch's."""
 
 import math
 
@@ -14,6 +15,7 @@ from ember.sparse._names import named
 from ember.sparse._ops import (_ZERO_PRESERVING, _add, _div, _floor_divide, _mul, as_coo,
                                refuse_bool_sub)
 from ember.sparse._tensor import compressed, coo
+from ember.sparse._versions import hand_over
 
 
 def _in_place(name):
@@ -45,7 +47,7 @@ def _replace(self, new):
     if new.layout is not self.layout:
         raise RuntimeError(f"in-place operation on a {self.layout} tensor gave a {new.layout} "
                            f"result")
-    values = new._v
+    values, old = new._v, self._v
     old_dtypes = None if self._crow is None else (self._crow.dtype, self._col.dtype)
     if self._leaf:
         if ember.is_grad_enabled():
@@ -63,6 +65,7 @@ def _replace(self, new):
     self._origin = None             # (the values changed: see NOTE [Dense origins])
     if new._size != self._size:     # copy_ resizes a COO tensor, as PyTorch's does
         self._size, self._anchor = new._size, None
+    hand_over(self, old)
     return self
 
 
@@ -93,13 +96,19 @@ def write_out(out, result, name, inputs):
 
 @handles("mul_")
 def _mul_(self, other):
-    if is_sparse(self) and is_scalar(other):
-        self._v.mul_(other)                     # the values in place: autograd as for them
-        return self
     if not is_sparse(self):
         raise RuntimeError("mul_: ember cannot multiply a strided tensor by a sparse one in "
                            "place")
-    return _replace(self, _mul(self, other))
+    if not is_scalar(other):
+        return _replace(self, _mul(self, other))
+    if self._layout is not L.sparse_coo:
+        self._v.mul_(other)                     # the values in place: autograd as for them
+        return self
+    values = self._v * other    # a COO tensor takes new values (the given ones kept), as PyTorch's
+    if values.dtype is not self.dtype:
+        raise RuntimeError(f"dtype of values ({values.dtype._torch_name}) must match dtype of "
+                           f"sparse tensor ({self.dtype._torch_name})")
+    return _replace(self, self._with_values(values))
 
 
 @handles("div_")

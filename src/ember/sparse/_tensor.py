@@ -36,6 +36,8 @@ from ember._warn import warn_once
 from ember.sparse import _layouts as L
 from ember.sparse._constructor_args import NO_SIZE, refuse_none_size
 from ember.sparse._invariants import warn_if_implicit
+from ember.sparse._versions import adopt, own_counter
+from ember.sparse._versions import part as _part
 
 __all__ = ["SparseTensor", "coo", "csr", "compressed", "sparse_coo_tensor"]
 
@@ -130,6 +132,7 @@ class SparseTensor(ValuesBacked, Tensor):
         """Mark the tensor as coalesced (or not) without checking; returns self."""
         self._need(L.sparse_coo, "_coalesced_")
         self._coalesced = bool(coalesced)
+        self._bump_version()                # (an in-place op, as PyTorch's)
         return self
 
     def indices(self):
@@ -138,7 +141,7 @@ class SparseTensor(ValuesBacked, Tensor):
         if not self._coalesced:
             raise RuntimeError("Cannot get indices on an uncoalesced tensor, please call "
                                ".coalesce() first")
-        return self._i
+        return _part(self, self._i)
 
     def values(self):
         """The stored values (of a coalesced COO tensor, or of a CSR tensor), differentiable:
@@ -156,10 +159,11 @@ class SparseTensor(ValuesBacked, Tensor):
                 return refusing(v, "ValuesBackward0", RuntimeError(
                     f"Sparse {kind} tensors do not have is_contiguous"))   # as PyTorch's
             alias = freeing(_alias(v), "ValuesBackward0")     # (it saves self)
+            alias.__dict__["_sparse_part"] = True   # (see NOTE [Sparse versions])
             if self._leaf and self._layout is L.sparse_csr:
                 alias.register_hook(self._mark_grad_via_values)
             return alias
-        return v
+        return _part(self, v)
 
     def _mark_grad_via_values(self, grad):
         """Note that this CSR leaf's first gradient comes through ``values()``: PyTorch's
@@ -170,33 +174,32 @@ class SparseTensor(ValuesBacked, Tensor):
     def _indices(self):
         """The indices, coalesced or not."""
         self._need(L.sparse_coo, "_indices")
-        return self._i
+        return _part(self, self._i)
 
     def _values(self):
         """The values, coalesced or not: a view autograd does not track (as PyTorch's; the
         differentiable one is ``values()``)."""
-        v = self._v
-        return v.detach() if v.requires_grad else v
+        return _part(self, self._v)
 
     def crow_indices(self):
         """The compressed row indices of a CSR or BSR tensor."""
         self._need(L.sparse_csr, "crow_indices")
-        return self._crow
+        return _part(self, self._crow)
 
     def col_indices(self):
         """The column (block) indices of a CSR or BSR tensor."""
         self._need(L.sparse_csr, "col_indices")
-        return self._col
+        return _part(self, self._col)
 
     def ccol_indices(self):
         """The compressed column indices of a CSC or BSC tensor."""
         self._need(L.sparse_csc, "ccol_indices")
-        return self._crow
+        return _part(self, self._crow)
 
     def row_indices(self):
         """The row (block) indices of a CSC or BSC tensor."""
         self._need(L.sparse_csc, "row_indices")
-        return self._col
+        return _part(self, self._col)
 
     # ----- autograd ---------------------------------------------------------------------
 
@@ -297,7 +300,12 @@ class SparseTensor(ValuesBacked, Tensor):
         if value._size != self._size:
             self._size, self._anchor = value._size, None
 
-    data = property(Tensor.data.fget, _set_data, doc=Tensor.data.__doc__)
+    def _get_data(self):
+        # (a COO tensor's has a counter of its own; a compressed one's shares its tensor's,
+        # as PyTorch's)
+        return self._own_data() if self._layout is L.sparse_coo else self.detach()
+
+    data = property(_get_data, _set_data, doc=Tensor.data.__doc__)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Backward from a sparse tensor: not supported (sum it or make it dense first)."""
@@ -505,6 +513,7 @@ def _blank(layout, values, size):
     t._retained = None              # (values, dense origin) whose .grad retain_grad keeps
     t._i = t._crow = t._col = None
     t._coalesced = False
+    adopt(t)
     return t
 
 
@@ -611,6 +620,8 @@ def sparse_coo_tensor(indices=None, values=None, size=NO_SIZE, *, dtype=None, de
         from ember.sparse._names import freeing
         values = freeing(_alias(values),        # a non-leaf sparse tensor, as in PyTorch
                              "SparseCooTensorWithDimsAndTensorsBackward0")
+    else:
+        values = own_counter(values)
     out = coo(indices, values, size, bool(is_coalesced))
     return _make_leaf(out, requires_grad)
 
