@@ -17,10 +17,13 @@ parameters: ``_signature``), as the graph of a derivative does not depend on the
 values: a model's layers run the op again once, not at each call (``linear``'s bias, which
 its tangent does not read, is missed at each). A number where PyTorch takes a Scalar
 (``Op.number_overload``: lerp's weight, clamp's bounds) has no term, nor has an input that is
-not differentiable by definition.
+not differentiable by definition. An integer or bool operand (``x * mask``, ``x / counts``,
+``x * True``) has a term too, as in PyTorch (``x * int_tensor``'s tangent requires grad, with
+zeros for ``x``; ``x + int_tensor``'s reads no primal): its run takes it as float64.
 """
 
 from ember._dtype import dtype as _DType
+from ember._shape import Size
 from ember._tensor import Tensor, _make
 from ember.autograd.graph import AccumulateGrad, Node, history
 
@@ -54,11 +57,8 @@ def _extra_positions(op, flat, dual):
     for i, x in enumerate(flat):
         if i in dual or i in skip:
             continue
-        if isinstance(x, Tensor):
-            if x._data.dtype.kind in "fcV":
-                found.append(i)
-        elif type(x) in _NUMBERS:
-            found.append(i)
+        if isinstance(x, Tensor) or type(x) in _NUMBERS or type(x) is bool:
+            found.append(i)     # (an integer or bool tensor too: NOTE above)
     return found
 
 
@@ -94,7 +94,7 @@ def link_zero_terms(op, flat, lengths, params, dual, leaves, start, tangents, ca
         try:
             reads = _terms_read(op, flat, lengths, params, dual, extra, list(missing), call)
         except (RuntimeError, NotImplementedError, TypeError, ValueError):
-            return tangents     # (the op refuses a tensor there: no term PyTorch would record)
+            reads = {}          # (the op refuses a tensor there: no term PyTorch would record)
         if key is not None:
             if len(_READS) >= _READS_LIMIT:
                 _READS.clear()
@@ -134,7 +134,7 @@ def _signature(op, flat, lengths, params, dual, extra, missing):
 def _plain(value):
     """Whether ``value`` is a constant a key can hold: numbers, strings, dtypes, None and
     tuples of them."""
-    if type(value) is tuple:
+    if type(value) is tuple or type(value) is Size:     # (view's shape: a Size)
         return all([_plain(v) for v in value])
     return value is None or type(value) in _CONSTANTS
 
@@ -163,6 +163,8 @@ def _terms_read(op, flat, lengths, params, dual, extra, want, call):
                 leaf._set_requires_grad()
             elif x.requires_grad:
                 leaf = aliases[i] = _alias(x)
+            elif x._data.dtype.kind not in "fcV":   # (an integer or bool tensor's term)
+                leaf = _make(x._data).to(float64)._set_requires_grad()
             else:
                 leaf = _make(x._data)._set_requires_grad()
             args[i] = leaf

@@ -30,6 +30,7 @@ from ember.func._forward_primal import (PrimalBackward, ViewBackward0, collect_d
                                          primal_for, release, show, showing, tracks_grad)
 from ember.func._hooks import owning, pulling
 from ember.func._no_grad_tangents import NoGradGateBackward, settle
+from ember.func._zero_terms import Terms, link_outputs
 from ember.ops._reduce import TRANSFORM_BACKWARD
 from ember.utils._pytree import tree_flatten, tree_unflatten, treespec_pprint
 
@@ -60,6 +61,7 @@ _DEPTH = _Depth()
 
 
 _FORWARD_APIS = ("jvp(", "linearize(", "jacfwd(")
+_TERMS_APIS = ("jvp(", "jacfwd(", "linearize(")
 
 
 def _tracing(api, leaves):
@@ -152,8 +154,13 @@ class _Traced:
                     self.dead, self.born = [], births[0]     # (what ``finish`` may cut)
                     outer_dead = collect_dead(self.dead)
                 _TRANSFORMS.user = user
+                # (NOTE [Zero-tangent terms in func.jvp])
+                terms = Terms(shown, self.leaves, [tracks_grad(p) for p in physical],
+                              not api.startswith("linearize(")) \
+                    if top and (outer_grad or api.startswith("linearize(")) \
+                    and api.startswith(_TERMS_APIS) else None
                 with tracing, showing(forward and (
-                        "dual" if api.startswith("linearize(") else True)):
+                        "dual" if api.startswith("linearize(") else True), terms):
                     out = func(*inputs)
         finally:
             release(shown)      # (NOTE [Forward-mode primals])
@@ -200,6 +207,9 @@ class _Traced:
             if not isinstance(y, Tensor):
                 raise RuntimeError(_not_a_tensor(api, y))
         self.flat_out = flat_out
+        # per flat output, the roots its tangent gets a zero-gradient link to (NOTE
+        # [Zero-tangent terms in func.jvp]), or None
+        self.links = terms.close(flat_out) if terms is not None else None
         self.outputs = [materialize(y, self.levels) for y in flat_out]
         for x in tree_flatten(self.aux)[0] if has_aux else ():
             if not isinstance(x, Tensor):     # PyTorch's transforms return tensors as aux only
@@ -583,6 +593,9 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     if graded:
         out = _reaching(out, traced)
     out = _not_a_tangent(out, flat_t, traced.outputs)
+    if traced.links is not None:    # (NOTE [Zero-tangent terms in func.jvp])
+        flat, spec = tree_flatten(out)
+        out = tree_unflatten(link_outputs(traced.links, flat), spec)
     if traced.written:
         from ember.autograd.grad_mode import no_grad
         flat_p = tree_flatten(primals)[0]
@@ -694,7 +707,11 @@ def linearize(func, *primals):
             if not folded:
                 folded.append(is_grad_enabled() and traced_now.connected)
             record = is_grad_enabled() and (folded[0] or any(t.requires_grad for t in flat_t))
-            return lin_now.push(flat_t, record, release=False)
+            out = lin_now.push(flat_t, record, release=False)
+            if record and traced_now.links is not None:     # (NOTE [Zero-tangent terms ...])
+                flat, spec = tree_flatten(out)
+                out = tree_unflatten(link_outputs(traced_now.links, flat), spec)
+            return out
         return lin_now.push(flat_t, traced_now.connected)
     return out, jvp_fn
 

@@ -302,22 +302,34 @@ def _twin_saved(alive, roots):
     return twins
 
 
-class _DualFrame(list):
+class _TermsFrame(list):
+    """A frame of a forward-mode transform whose recorded calls ``terms`` notes, where not
+    None (NOTE [Zero-tangent terms in func.jvp])."""
+
+    __slots__ = ("terms",)
+
+
+class _DualFrame(_TermsFrame):
     """A frame of ``linearize``, whose results are PyTorch's ``forward_ad`` dual tensors: one
     computed from a tensor that requires grad outside the transform does too."""
 
     __slots__ = ()
 
 
-def _show(flat, outputs):
-    """Re-class a recorded call's ``outputs`` (of inputs ``flat``) as the running
-    forward-mode function's."""
+def _show(flat, outputs, op=None, lengths=None, params=None, inplace=False):
+    """Re-class a recorded call's ``outputs`` (of inputs ``flat``; of ``op`` where an op's,
+    ``inplace``: its in-place form) as the running forward-mode function's."""
     stack = _FRAMES.stack
     if not stack:
         return
     shown = stack[-1]
     if not isinstance(shown, list):     # (not a forward-mode transform's function)
+        if op is not None and len(stack) > 1:
+            _note_terms(stack, op, flat, lengths, params, outputs, inplace)
         return
+    if type(shown) is not list and op is not None and shown.terms is not None:
+        shown.terms.record(op, (outputs,) + tuple(flat[1:]) if inplace else flat, lengths,
+                           params, outputs)
     if type(shown) is _DualFrame:
         for x in flat:
             if isinstance(x, Tensor) and type(x) is not ForwardPrimal and (
@@ -331,21 +343,41 @@ def _show(flat, outputs):
             shown.append(weakref.ref(o))
 
 
+def _note_terms(stack, op, flat, lengths, params, outputs, inplace):
+    """Note a call recorded in a reverse-mode transform (or in ember's own pass) nested in a
+    forward-mode one whose calls are noted: it computes that one's function too (jacfwd's of
+    jacrev, hessian's)."""
+    for frame in reversed(stack):
+        if isinstance(frame, list):
+            if type(frame) is not list and frame.terms is not None:
+                frame.terms.record(op, (outputs,) + tuple(flat[1:]) if inplace else flat,
+                                   lengths, params, outputs)
+            return
+
+
 class showing:
     """Context manager: a function runs under a transform (``forward``: True for a
     forward-mode one, whose results are re-classed, "dual" for ``linearize``, whose results
     are unless computed from a tensor that requires grad; False: another; None: ember's own
-    code differentiates, whose results are not)."""
+    code differentiates, whose results are not; ``terms``: what notes a forward-mode one's
+    recorded calls, NOTE [Zero-tangent terms in func.jvp])."""
 
-    __slots__ = ("forward",)
+    __slots__ = ("forward", "terms")
 
-    def __init__(self, forward):
+    def __init__(self, forward, terms=None):
         self.forward = forward
+        self.terms = terms
 
     def __enter__(self):
         forward = self.forward
-        _FRAMES.stack.append(forward if not forward else _DualFrame() if forward == "dual"
-                             else [])
+        if not forward:
+            frame = forward
+        elif forward == "dual" or self.terms is not None:
+            frame = _DualFrame() if forward == "dual" else _TermsFrame()
+            frame.terms = self.terms
+        else:
+            frame = []
+        _FRAMES.stack.append(frame)
         FORWARD_SHOWN.append(_show)
 
     def __exit__(self, *exc):

@@ -7,6 +7,7 @@ from ember.func._autodiff import (_Linearized, _Traced, check_jvp_primals, check
 from ember._tensor import Tensor
 from ember.func._no_grad_tangents import settle
 from ember.func._vmap import random_error_scope, vmap
+from ember.func._zero_terms import link_outputs
 from ember.utils._pytree import tree_flatten, tree_unflatten
 
 __all__ = ["jacrev", "jacfwd", "hessian"]
@@ -135,6 +136,8 @@ def _jacfwd(func, argnums, has_aux, randomness, real_only):
         def push(*tangents):
             return tuple(tree_flatten(lin.push(list(tangents), traced.connected))[0])
         pushed = vmap(push, randomness=randomness)(*cols)
+        if traced.links is not None:    # (NOTE [Zero-tangent terms in func.jvp])
+            pushed = link_outputs(traced.links, pushed)
         if traced.no_grad_results:
             settle(traced.no_grad_results)
         jac = []

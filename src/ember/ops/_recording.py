@@ -112,7 +112,7 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
         if hooks is not None:
             node._pack_saved(hooks, outputs)
     if FORWARD_SHOWN:
-        FORWARD_SHOWN[-1](flat, outputs)
+        FORWARD_SHOWN[-1](flat, outputs, op, lengths, params, inplace)
     return node
 
 
