@@ -178,15 +178,27 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
         part = np.float32 if dtype.np == np.complex64 else np.float64
         arr = _evenly_spaced(start.real, end.real, steps, part).astype(part) \
             + 1j * _evenly_spaced(start.imag, end.imag, steps, part).astype(part)
-    elif dtype.category <= D.INTEGRAL:       # float32 values between the integer ends, cut
-        arr = np.trunc(_evenly_spaced(int(start.real), int(end.real), steps,
-                                      np.float32).astype(np.float32))
+    elif dtype.category <= D.INTEGRAL:       # float64 values between the integer ends, cut
+        arr = np.trunc(_evenly_spaced(*_integer_ends(start, end, steps, dtype), steps,
+                                      np.float64).astype(np.float64))
     else:
         arr = _evenly_spaced_16bit(start.real, end.real, steps, dtype.np)
-    arr = _place(arr.astype(dtype.np), dev)
+    with np.errstate(invalid="ignore"):         # (beyond int64, a C cast's INT64_MIN)
+        arr = _place(arr.astype(dtype.np), dev)
     if out is not None:
         return _write_range(out, arr)
     return _finish(arr, requires_grad)
+
+
+def _integer_ends(start, end, steps, dtype):
+    """linspace's ends in an integer dtype as PyTorch's kernel converts them: an end that
+    does not fit raises, a negative integer wraps into an unsigned dtype (-1 is 255 in uint8);
+    one step converts only ``start``."""
+    from ember.ops._scalars import checked_scalar     # (ember.ops imports this module)
+    if steps < 1:
+        return 0, 0
+    first = int(checked_scalar(np, start, dtype.np))
+    return first, (int(checked_scalar(np, end, dtype.np)) if steps > 1 else first)
 
 
 def _check_float_ends(start, end, steps, dtype):

@@ -16,6 +16,7 @@ from ember.backend import (ROUNDS_SCALAR_OPERANDS, SEVERAL_GPUS, XP_BY_ARRAY_TYP
                            device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp)
 from ember.backend.meta import MetaArray
 from ember.ops._meta import MetaCall
+from ember.ops._barebones import WIDE_UNSIGNED_NP, Refused, refuse_operands
 from ember.ops._op_errors import translate_error
 from ember.ops._out import write_out
 from ember.ops._out_names import COPIED_OUT
@@ -74,6 +75,8 @@ def call(op, inputs, params, out=None):
     except MetaCall:
         from ember.ops._meta import meta_call
         return meta_call(op, inputs, params, out)
+    except Refused as refused:
+        refuse_after_checks(op, refused, params, lengths)
     if ACTIVE_VMAPS[0] and params and has_batched(params):
         from ember.func._batching import dispatch_params
         return dispatch_params(op, inputs, params, out)
@@ -155,6 +158,20 @@ def call(op, inputs, params, out=None):
     if op.namedtuple is not None:
         return op.namedtuple(*outputs)
     return outputs
+
+
+def refuse_after_checks(op, refused, params, lengths):
+    """Raise ``refused`` (ops/_barebones.py) after the forward's argument errors, which
+    PyTorch raises before it picks a kernel: the forward runs for them, its result unused."""
+    if refused.xp is not None:
+        arrays = refused.arrays if lengths is None else op.structure(refused.arrays, lengths)
+        try:
+            op.forward(refused.xp, *arrays, *params)
+        except (ValueError, TypeError, IndexError, OverflowError) as e:
+            raise translate_error(op, e, arrays) from None
+        except NotImplementedError:
+            pass
+    raise NotImplementedError(str(refused)) from None
 
 
 def _returnable(x):
@@ -257,6 +274,9 @@ def _prepare(op, flat):
     if array_type is MetaArray:
         raise MetaCall
     if op.promote is None:
+        if op.unsigned_kernel is not None and \
+                getattr(arrays[0], "dtype", None) in WIDE_UNSIGNED_NP:  # (ops/_barebones.py)
+            refuse_operands(op, XP_BY_ARRAY_TYPE[array_type], arrays)
         return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, None, None
     signature = tuple(signature)
     hit = op.dtype_cache.get(signature)

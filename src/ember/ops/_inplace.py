@@ -50,8 +50,8 @@ __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 def call_inplace(op, inputs, params, entry=None):
     """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``); ``entry``:
     the name of the entry point called, where it is not the op's (an alias's: ``greater``)."""
-    from ember.ops._dispatch import (ACTIVE_VMAPS, _Override, _other_gpu, _prepare, has_batched,
-                                     params_in_dtype)
+    from ember.ops._dispatch import (ACTIVE_VMAPS, Refused, _Override, _other_gpu, _prepare,
+                                     has_batched, params_in_dtype, refuse_after_checks)
     self = inputs[0]
     if not isinstance(self, Tensor):
         if hasattr(type(self), "__torch_function__"):     # a nested tensor: offered the call
@@ -82,6 +82,8 @@ def call_inplace(op, inputs, params, entry=None):
     except MetaCall:
         from ember.ops._meta import meta_inplace
         return meta_inplace(op, self, inputs, params)
+    except Refused as refused:          # (ops/_barebones.py)
+        refuse_after_checks(op, refused, params, lengths)
     except NotImplementedError:
         _check_promoted_cast(op, flat, self)    # PyTorch checks the cast before the kernel
         raise

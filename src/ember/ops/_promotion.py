@@ -8,6 +8,7 @@ in float32 and rounded back, as PyTorch's CPU kernels do.
 import numpy as np
 
 from ember import _dtype as D
+from ember.ops._barebones import refuse_compute
 
 __all__ = ["Policy", "BINARY", "FLOAT", "COMPARE", "INTEGRAL", "SAME", "SAME_NO_BOOL",
            "REAL_FLOAT", "FLOAT_ONLY", "real_no_bool", "compute_dtype", "refuse_kernel",
@@ -107,6 +108,8 @@ def compute_dtype(policy, signature, op_name, upcast):
     compute = policy.rule(promoted, op_name, operands)
     if compute in D.FLOAT8:
         _check_float8(op_name.rpartition('.')[2], compute, signature)
+    elif compute in D.WIDE_UNSIGNED:    # PyTorch's "barebones" dtypes (ops/_barebones.py)
+        refuse_compute(op_name, compute, operands)
     compute = compute.np
     up = _UPCAST.get(compute) if upcast else None
     target = compute if up is None else up

@@ -9,6 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import _make
 from ember._warn import warn_once
+from ember.ops._barebones import REFUSED, refusal
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.backend import combine_at, xp_of
 from ember.ops._dims import wrap_dim
@@ -141,6 +142,8 @@ def cast_input(x, dtype, name):
         return x
     if dtype in D.FLOAT8:
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtype._torch_name}'")
+    if dtype in D.WIDE_UNSIGNED and name in REFUSED:    # (ops/_barebones.py)
+        raise refusal(REFUSED[name], dtype)
     if x.dtype.kind == "c" and not dtype.is_complex:
         warn_once("Casting complex values to real discards the imaginary part")
         x = x.real

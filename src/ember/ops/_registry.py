@@ -39,6 +39,7 @@ from numbers import Number
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.ops._barebones import REFUSED
 from ember.autograd.graph import InputMeta, OpNode
 from ember.ops._dispatch import RAW_OUTPUTS, call, device_mismatch
 from ember.ops._entry_points import ENTRY_KINDS, GENERATED, generate, method_varargs, varargs
@@ -121,6 +122,9 @@ class Op:
             all_names.insert(len(names), tree.args.vararg.arg)
         self.param_names = tuple(n for n in all_names if n not in self.input_names)
         self.promote = promote
+        # PyTorch's kernel (or a function choosing it) refusing uint16/32/64 operands of an op
+        # without a dtype policy (ops/_barebones.py); None for the others
+        self.unsigned_kernel = REFUSED.get(self.name) if promote is None else None
         self.upcast = upcast
         self.view = view
         self.supports_out = out

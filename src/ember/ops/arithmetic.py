@@ -5,6 +5,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import ROUNDS_SCALAR_OPERANDS
+from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
 from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
 from ember.ops._pointwise_layout import NUMBERS_ASIDE
@@ -290,7 +291,7 @@ def _wrap_int_scalar(a, b):
 def _check_rounding_dtype(a, rounding_mode):
     """Rounding division has no bool or complex kernel (operands are cast to the compute
     dtype already, so one array tells it)."""
-    if a.dtype.kind in "bc":
+    if a.dtype.kind in "bc" or a.dtype in WIDE_UNSIGNED_NP:
         name = D.FROM_NUMPY[a.dtype]._torch_name
         raise NotImplementedError(f"\"div_{rounding_mode}_cpu\" not implemented for '{name}'")
 
@@ -390,6 +391,9 @@ def _pow(xp, a, b, *, laid=False):
             neg = (xp.asarray(a) == -1) & (b < 0)
             small = xp.where(a == 1, 1, xp.where(neg, xp.where(odd, -1, 1), 0))
             return xp.where(b < 0, small, safe).astype(safe.dtype)
+    if getattr(a, "dtype", None) in WIDE_UNSIGNED_NP and int(b) not in (0, 1):
+        # (a tensor exponent was refused by the dispatcher: ops/_barebones.py)
+        raise refusal("pow", D.FROM_NUMPY[a.dtype])
     if isinstance(b, (float, complex)) and b == 0.5 and hasattr(a, "dtype") \
             and a.dtype.kind == "c":
         return xp.sqrt(a)       # as PyTorch: exact on the axes, where NumPy's cpow is not

@@ -8,6 +8,7 @@ from ember._tensor import Tensor
 from ember._warn import warn_once
 from ember.backend import device_scalar
 from ember.backend.fused import fma
+from ember.ops._barebones import WIDE_UNSIGNED_NP, clamp_kernel, refusal
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
 from ember.ops._elementwise import binary, conj_grad, zeros_for
@@ -412,6 +413,8 @@ def clamp(xp, x, lo, hi):
     """``input`` limited to [``min``, ``max``] (``max`` wins where ``min > max``)."""
     if lo is None and hi is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if x.dtype in WIDE_UNSIGNED_NP:     # (ops/_barebones.py)
+        raise refusal(clamp_kernel(lo, hi), D.FROM_NUMPY[x.dtype])
     if lo is not None:
         x = _extremum(xp, "maximum", x, _fit(xp, lo, x.dtype))
     if hi is not None:

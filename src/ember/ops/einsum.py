@@ -208,8 +208,9 @@ def _torch_dtype(spec, shapes, dtypes):
                 b[label], b_dtype, left[label] = 1, _summed(b_dtype), 0
         if contracted:
             if 0 not in a.values() and 0 not in b.values():
-                if a_dtype is D.bool_:
-                    raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
+                if a_dtype is D.bool_ or a_dtype in D.WIDE_UNSIGNED:   # (ops/_barebones.py)
+                    raise NotImplementedError(f"\"bmm\" not implemented for "
+                                              f"'{a_dtype._torch_name}'")
                 if a_dtype is not b_dtype:
                     raise RuntimeError(f"expected scalar type {a_dtype._torch_name} but found "
                                        f"{b_dtype._torch_name}")

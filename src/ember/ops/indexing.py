@@ -20,6 +20,7 @@ from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
+from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
 from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import _is_tensor, op
 from ember.ops._scalars import checked_scalar as checked_number
@@ -261,6 +262,8 @@ def _put(xp, dst, values, indices, accumulate):
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{D.FROM_NUMPY[dst.dtype]._torch_name} for the destination and "
                            f"{D.FROM_NUMPY[values.dtype]._torch_name} for the source.")
+    if dst.dtype in WIDE_UNSIGNED_NP and any(a is not None for a in idx):  # (_barebones.py)
+        raise refusal("index_put" if mask is None else "masked_fill", D.FROM_NUMPY[dst.dtype])
     idx = _checked_bounds(xp, dst, idx)
     key = _numpy_key(idx)
     if accumulate:
@@ -359,7 +362,8 @@ def _(grad, x, values, indices, accumulate):
 CTYPE = {D.float32: "float", D.float64: "double", D.float16: "c10::Half",
          D.bfloat16: "c10::BFloat16", D.int64: "long int", D.int32: "int", D.int16: "short int",
          D.int8: "signed char", D.uint8: "unsigned char", D.bool_: "bool",
-         D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>"}
+         D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>",
+         D.uint16: "short unsigned int", D.uint32: "unsigned int", D.uint64: "long unsigned int"}
 # ... and the names its scalar conversion checks use
 _SCALAR_CTYPE = {D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t", D.int32: "int",
                  D.int64: "int64_t", D.float32: "float"}

@@ -3,9 +3,12 @@ top-level names (det, logdet, slogdet, matrix_power, matrix_exp), and linalg.cro
 
 import numpy as np
 
+from ember import _dtype as D
+
 from ember.ops._linalg_utils import (check_float, check_square, checked, empty_16bit_in_float32,
                                      eye_like, mh, named_result, nan_matrices, on_host,
                                      scipy_linalg, torch_name)
+from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
 from ember.ops._elementwise import zeros_for
 from ember.ops._reduce import constant, torch_grad_mode
 from ember.ops._registry import broadcast_message, op
@@ -174,6 +177,9 @@ def _(grad, a):
 def _matrix_power(xp, a, n, fname="linalg_matrix_power"):
     check_square("linalg.matrix_power", a)
     n = int64_arg(n, fname, "n", 2)
+    if a.dtype in WIDE_UNSIGNED_NP and (n == 0 or n > 1):       # (ops/_barebones.py)
+        kernel = "eye" if n == 0 else "addmm_impl_cpu_" if a.ndim == 2 else "bmm"
+        raise refusal(kernel, D.FROM_NUMPY[a.dtype])
     if n == 0:
         return xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape).copy()
     if n < 0:

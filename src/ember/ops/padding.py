@@ -7,10 +7,12 @@ matrix product. ``_pad_backward`` is that adjoint; its own derivative is the pad
 
 import operator
 
+from ember import _dtype as D
 from ember._memory_format import in_order, like_input, preserved, suggested_order
+from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
 from ember.ops._kernel_reads import through_input
 from ember.ops._registry import op
-from ember.ops._scalars import float_arg
+from ember.ops._scalars import checked_scalar, float_arg
 
 FUNCTIONAL = {}
 _MODES = ("constant", "reflect", "replicate", "circular")
@@ -64,7 +66,10 @@ def _constant(xp, x, pairs, value):
         raise RuntimeError(f"The input size {x.shape[pairs[0][0]]}, plus negative padding "
                            f"{pairs[0][1]} and {pairs[0][2]} resulted in a negative output size, "
                            f"which is invalid. Check dimension {pairs[0][0]} of your input.")
-    out = xp.full(shape, _fill(value, x.dtype), x.dtype)
+    grows = any(lo > 0 or hi > 0 for _, lo, hi in pairs)
+    # PyTorch converts the value (raising when it does not fit) only when it fills something
+    fill = checked_scalar(xp, value, x.dtype) if grows else 0
+    out = xp.full(shape, fill, x.dtype)
     out[tuple(dst)] = x[tuple(src)]
     return out
 
@@ -79,14 +84,6 @@ def _constant_like(xp, x, pairs, value):
     for dim, lo, hi in pairs:
         crop[dim] = slice(-lo, x.shape[dim] + hi)
     return preserved(xp, x[tuple(crop)])
-
-
-def _fill(value, dtype):
-    if dtype.kind == "b":
-        return bool(value)
-    if dtype.kind in "iu":
-        return int(value)
-    return value
 
 
 @op("constant_pad_nd(input, pad, value=0)", method=False, saves_inputs=False)
@@ -134,8 +131,8 @@ def _check_mode(x, pairs, mode, value):
             if kept < 0 or (kept == 0 and max(lo, 0) + max(hi, 0) > 0):   # nothing to wrap
                 raise RuntimeError("Negative padding value is resulting in an empty dimension")
         return
-    if x.dtype.kind == "b":
-        raise NotImplementedError(f"\"{_KERNEL[mode]}{nd}d\" not implemented for 'Bool'")
+    if x.dtype.kind == "b" or x.dtype in WIDE_UNSIGNED_NP:     # (ops/_barebones.py)
+        raise refusal(f"{_KERNEL[mode]}{nd}d", D.FROM_NUMPY[x.dtype])
     if any(s == 0 for s in x.shape[x.ndim - nd - 1:]):
         raise RuntimeError(f"Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with possibly 0 "
                            f"batch size and other non-zero dimensions for input, but got: "
@@ -162,7 +159,7 @@ def pad(xp, x, pad, mode, value):
     """Pads ``input``: constant (negative pads crop), reflect, replicate or circular."""
     pairs = _pairs(pad, x.ndim)
     if mode == "constant":
-        value = 0 if value is None else float_arg(value, "pad", "value", 4)
+        value = 0 if value is None else float(float_arg(value, "pad", "value", 4))
         return _constant_like(xp, x, pairs, value)
     _check_mode(x, pairs, mode, value)
     out = x
@@ -192,7 +189,7 @@ def _(inputs, params):
         return NotImplemented
     x = inputs[0]
     _pairs(pad_, x.ndim)
-    value = 0 if value is None else float_arg(value, "pad", "value", 4)
+    value = 0 if value is None else float(float_arg(value, "pad", "value", 4))
     return constant_pad_nd(x, pad_, value)
 
 

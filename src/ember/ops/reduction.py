@@ -242,7 +242,7 @@ def _prod_of_others(grad, x, dim):
 # --- trace ------------------------------------------------------------------------------------
 
 def _trace_rule(d, name, operands):
-    if d is D.bool_ or d in D.FLOAT8:
+    if d is D.bool_ or d in D.FLOAT8 or d in D.WIDE_UNSIGNED:
         raise NotImplementedError(f"\"trace\" not implemented for '{d._torch_name}'")
     return SUM.rule(d, name, operands)
 
@@ -358,7 +358,7 @@ def count_nonzero(xp, x, dim):
     except TypeError:
         _refuse_dims("count_nonzero", dim, False)
     if dim is None or isinstance(dim, (tuple, list)) and not dim:
-        refuse_kernel(x, "nonzero_count_cpu")     # (over given dims PyTorch sums x != 0)
+        refuse_kernel(x, "nonzero_count_cpu", True)   # (over given dims PyTorch sums x != 0)
     return row_major(x, xp.asarray(xp.count_nonzero(x, axis=dims)).astype(np.int64,
                                                                           copy=False))
 

@@ -11,6 +11,7 @@ from ember._memory_format import contiguous_format, laid_like
 from ember._tensor import Tensor
 from ember.ops._dims import int_sequence, wrap_dim
 from ember.ops._arg_aliases import MISSING, UNSET
+from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
 from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import method_varargs, op
 from ember.ops.shape import distinct_dims, int_tuple, wrap_dim_of_tensor
@@ -37,6 +38,9 @@ def flip(xp, x, dims):
     dims = distinct_dims(_dims_sequence(dims), x.ndim)
     if x.dtype in _FLOAT8_NP and x.size and dims:
         _check_float8_flip(x, dims)
+    elif x.dtype in WIDE_UNSIGNED_NP and x.ndim and any(x.shape[d] > 1 for d in dims) \
+            and x.size:
+        raise refusal("flip_cpu", D.FROM_NUMPY[x.dtype])   # (ops/_barebones.py)
     # PyTorch writes the flip into ``empty_like(input)``: a preserve_format layout of the input
     return laid_like(xp, xp.flip(x, axis=dims) if dims and x.ndim else x, x, copy=True)
 
