@@ -19,7 +19,7 @@ class device:
         if isinstance(type, device) and index is None:
             return type
         if isinstance(type, int) and not isinstance(type, bool):
-            type, index = "cuda", type          # torch.device(0) means cuda:0
+            type, index = _accelerator(type), type      # torch.device(0) means cuda:0
         if not isinstance(type, str):
             raise TypeError(f"device(): argument 'type' (position 1) must be str, not "
                             f"{_type_name(type)}")
@@ -135,6 +135,15 @@ def set_default_device(device):
         from ember import backend
         backend.require_cuda()
     _default[0], _chosen[0] = dev, True
+
+
+def _accelerator(index):
+    """The device type a bare index names: cuda, which PyTorch refuses when it has no GPU
+    (after refusing a negative index)."""
+    from ember import backend
+    if index >= 0 and not backend.cuda_available():
+        raise RuntimeError("Cannot access accelerator device when none is available.")
+    return "cuda"
 
 
 def as_device(dev):

@@ -91,27 +91,35 @@ def _(grad, x, dim, dtype, *, out):
 
 
 def _cumprod_grad_zeros(grad, x, out, d):
-    """The gradient where ``x`` has zeros, in O(n): before a slice's first zero the usual
-    formula holds; at it, the running products with that zero taken as 1; after it, zero."""
+    """The gradient where ``x`` has zeros, in O(n) as PyTorch's: before a slice's first zero
+    the usual formula; at it, the product before it times the running products that follow it
+    up to the second zero; after it, zero. The masks select rather than multiply, so an inf or
+    NaN past a zero does not spread to the entries that cannot see it."""
     def zeros_seen(xp, a):
         return xp.cumsum(a == 0, axis=d)
-    before = constant(lambda xp, a: (zeros_seen(xp, a) == 0).astype(a.dtype), x)
-    first = constant(lambda xp, a: ((a == 0) & (zeros_seen(xp, a) == 1)).astype(a.dtype), x)
-    safe = x * before + (1 - before)
-    early = reverse_cumsum(grad * conj_grad(out), d) / conj_grad(safe) * before
-    skipped = (x * (1 - first) + first).cumprod(d)
-    return early + reverse_cumsum(grad * conj_grad(skipped), d) * first
+    before = constant(lambda xp, a: zeros_seen(xp, a) == 0, x)
+    span = constant(lambda xp, a: zeros_seen(xp, a) == 1, x)    # [first zero, second zero)
+    first = constant(lambda xp, a: (a == 0) & (zeros_seen(xp, a) == 1), x)
+    prior = x.masked_fill(~before, 1)
+    early = reverse_cumsum((grad * conj_grad(out)).masked_fill(~before, 0), d)
+    early = (early / conj_grad(prior)).masked_fill(~before, 0)
+    later = x.masked_fill(~span, 0).masked_fill(before | first, 1).cumprod(d)
+    late = reverse_cumsum(grad.masked_fill(~span, 0) * conj_grad(later), d)
+    return early + (conj_grad(prior.cumprod(d)) * late).masked_fill(~first, 0)
 
 
 def _cumprod_grad_exact(grad, x, d):
     """The gradient where ``x`` has zeros, differentiable again (O(n^2) along ``d``): for each i,
-    the running products of x with x_i replaced by 1, summed over the outputs k >= i."""
+    the product of the x_j before it times each running product of those after it, summed over
+    the outputs k >= i (selected, not multiplied by masks, so an inf elsewhere gives no NaN)."""
     n = x.shape[d]
     shape = [n if i in (d, d + 1) else 1 for i in range(x.ndim + 1)]
-    eye = constant(lambda xp, a: xp.eye(n, dtype=a.dtype).reshape(shape), x)
-    later = constant(lambda xp, a: xp.triu(xp.ones((n, n), dtype=a.dtype)).reshape(shape), x)
-    partial = (x.unsqueeze(d) * (1 - eye) + eye).cumprod(d + 1)
-    return (grad.unsqueeze(d) * conj_grad(partial) * later).sum(d + 1)
+    onward = constant(lambda xp, a: xp.triu(xp.ones((n, n), dtype=bool)).reshape(shape), x)
+    rows = x.unsqueeze(d)
+    prior = rows.masked_fill(onward, 1).prod(d + 1, keepdim=True)          # x_j for j < i
+    after = rows.masked_fill(onward.transpose(d, d + 1), 1)
+    partial = prior * after.cumprod(d + 1)                                # x_j for i < j <= k
+    return (grad.unsqueeze(d) * conj_grad(partial)).masked_fill(~onward, 0).sum(d + 1)
 
 
 # --- cummax, cummin ---------------------------------------------------------------------------

@@ -128,18 +128,19 @@ def _transpose(input, dim0, dim1):
     if input.layout is not L.sparse_coo:
         return input if d0 == d1 else _flip_compressed(input)
     sparse_dim = input.sparse_dim()
-    if (d0 < sparse_dim) != (d1 < sparse_dim):
-        raise RuntimeError(f"transpose(): can't transpose a sparse dimension with a dense "
-                           f"one (dims {dim0} and {dim1})")
+    if d0 != d1 and max(d0, d1) >= sparse_dim:
+        raise RuntimeError(f"sparse transpose: transposed dimensions must be sparse Got "
+                           f"sparse_dim: {sparse_dim}, d0: {d0}, d1: {d1}")
     size = list(input.shape)
     size[d0], size[d1] = size[d1], size[d0]
-    if d0 >= sparse_dim:
-        return coo(input._i, input._v.transpose(d0 - sparse_dim + 1, d1 - sparse_dim + 1),
-                   size, input._coalesced)
     order = list(range(sparse_dim))
-    order[d0], order[d1] = order[d1], order[d0]
+    if d0 != d1:
+        order[d0], order[d1] = order[d1], order[d0]
     indices = input._i.index_select(0, ember.tensor(order, device=input.device))
-    return coo(indices, input._v, size, input._coalesced and d0 == d1)
+    result = coo(indices, input._v, size)
+    # PyTorch drops the flag for any swap of two sparse dims, one entry or not
+    result._coalesced = input._coalesced and (d0 == d1 or input._v.shape[0] == 0)
+    return result
 
 
 _FLIPPED = {L.sparse_csr: L.sparse_csc, L.sparse_csc: L.sparse_csr,
