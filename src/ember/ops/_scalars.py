@@ -173,9 +173,12 @@ def checked_scalar(xp, value, dtype, *, single=False):
     if unchecked and ours is D.float8_e4m3fn and value == value and abs(value) > _E4M3_MAX:
         value = math.copysign(_E4M3_MAX, value)     # PyTorch saturates (the type has no inf)
     if not unchecked and value == value and \
-            (abs(value) != float("inf") or ours is D.float8_e4m3fn) and \
-            abs(value) > D.finfo(ours).max:
-        _overflow(dtype)
+            (abs(value) != float("inf") or ours is D.float8_e4m3fn):
+        top = _FLOAT_MAX.get(dtype)
+        if top is None:
+            top = _FLOAT_MAX[dtype] = float(D.finfo(ours).max)
+        if abs(value) > top:
+            _overflow(dtype)
     if unchecked:
         with np.errstate(over="ignore"):        # (the value may become inf)
             return device_scalar(xp, np.asarray(value, dtype=dtype))

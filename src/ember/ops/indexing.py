@@ -183,7 +183,8 @@ def _row_major_operands(x, idx, shape):
     if not (x.flags.c_contiguous or strides[-1] > 0 and all(
             a > b for a, b in zip(strides, strides[1:]))):
         return False
-    return all(a is None or a.flags.c_contiguous for a in idx)
+    # (a 1-D index's strides, non-zero along one dim alone, never order two dims)
+    return all(a is None or a.ndim < 2 or a.flags.c_contiguous for a in idx)
 
 
 def _index_order(x, idx, shape):
