@@ -669,7 +669,11 @@ def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_
 Tensor.new_empty_strided = _new_empty_strided
 
 
-def _rebuild_tensor(cls, array, requires_grad):
+def _rebuild_tensor(cls, array, requires_grad, gpu=None):
+    """A pickled tensor made again from its host ``array`` (uploaded to GPU ``gpu``)."""
+    if gpu is not None:
+        from ember.backend import cuda_backend
+        array = cuda_backend().to_device(array, gpu)
     t = _make(array, cls)
     t._requires_grad = requires_grad
     t._meta = {"hooks": OrderedDict()}      # (PyTorch's rebuilt tensors: _backward_hooks)

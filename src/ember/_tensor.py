@@ -466,7 +466,10 @@ class Tensor:
             made = (_rebuild_view, (type(self), *place, self._data.shape, self.dtype,
                                     self.requires_grad))
         else:
-            made = (_rebuild_tensor, (type(self), _to_host(self._data), self.requires_grad))
+            args = (type(self), _to_host(self._data), self.requires_grad)
+            if self.device.type == "cuda":      # unpickled onto its GPU again, as PyTorch's
+                args += (self.device.index,)
+            made = (_rebuild_tensor, args)
         # attributes set on the tensor (``t.label = ...``) travel too, as in PyTorch, whose
         # pair a subclass's own __reduce_ex__ unpacks (geoopt's ManifoldTensor)
         return (_rebuild_from_type, (*made, self.__dict__)) if self.__dict__ else made

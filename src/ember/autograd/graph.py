@@ -18,7 +18,7 @@ from ember._dtype import FROM_NUMPY
 from ember._hook_handles import RemovableHandle
 from ember._shape import _shape
 from ember._tensor import Tensor, _make, _Version
-from ember.backend import loud_fp, quiet_fp, xp_for
+from ember.backend import device_of, loud_fp, quiet_fp, xp_for
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
 
@@ -549,7 +549,7 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
     ("Sigmoid" for SigmoidBackward0), and nothing for a tensor no op made."""
     if t is not None:
         actual = t._version
-        kind = _type_string(t.dtype)
+        kind = _type_string(t.dtype, t.device.type == "cuda")
         shape = list(t.shape)
         if t._vc is not None and type(t._vc) is not _Version:   # (a sparse or nested one)
             kind, shape = t._vc.describe(t, kind, shape)
@@ -558,7 +558,7 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
     else:
         array, nr = output
         dtype = FROM_NUMPY[array.dtype]
-        kind, shape = _type_string(dtype), list(array.shape)
+        kind, shape = _type_string(dtype, device_of(array).type == "cuda"), list(array.shape)
         differentiable = dtype.is_floating_point or dtype.is_complex
         where = f", which is output {nr} of {_op_of(node)}," if differentiable else ""
     hint = ("the backtrace further above shows the operation that failed to compute its "
@@ -576,11 +576,12 @@ def _modified_message(t, expected, actual=None, node=None, output=None):
 _CLASSIC = {"Float", "Double", "Half", "Long", "Int", "Short", "Char", "Byte"}
 
 
-def _type_string(dtype):
-    """A tensor's type as PyTorch's saved-tensor version error names it."""
+def _type_string(dtype, gpu=False):
+    """A tensor's type as PyTorch's saved-tensor version error names it (``gpu``: on a GPU,
+    "ember.cuda.FloatTensor", "CUDAComplexFloatType")."""
     if dtype._torch_name in _CLASSIC:
-        return f"ember.{dtype._legacy}"
-    return f"CPU{dtype._torch_name}Type"
+        return f"ember.cuda.{dtype._legacy}" if gpu else f"ember.{dtype._legacy}"
+    return f"{'CUDA' if gpu else 'CPU'}{dtype._torch_name}Type"
 
 
 def _op_of(node):

@@ -42,7 +42,8 @@ def _frequencies(name, k, n, d, out, dtype, device, requires_grad):
     xp, _ = _target(device)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.float64(1.0) / np.float64(n * d)     # rfftfreq(0): 0 * inf = NaN
-        arr = xp.asarray(k).astype(dtype.np) * np.asarray(scale).astype(dtype.np)
+        # the reciprocal as a NumPy scalar: CuPy refuses a (0-d) host array in its ufuncs
+        arr = xp.asarray(k).astype(dtype.np) * np.dtype(dtype.np).type(scale)
     if out is not None:
         out._data = arr
         out._bump_version()

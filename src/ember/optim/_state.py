@@ -8,13 +8,13 @@ import numpy as np
 
 from ember._dtype import float64, get_default_dtype
 from ember._tensor import Tensor, _make
-from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhere
+from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhere, xp_of
 from ember.ops._op_errors import broadcast_message
 from ember.ops.complex_ops import view_as_real
 
-__all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_count", "scalar_state",
-           "scalar_dtype", "apply_updates", "scale_", "lr_of", "number_lr", "slot", "root_plus",
-           "real_view", "check_shapes", "stale_in"]
+__all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_like", "step_count",
+           "scalar_state", "scalar_dtype", "apply_updates", "scale_", "lr_of", "number_lr", "slot",
+           "root_plus", "real_view", "check_shapes", "stale_in"]
 
 
 def scale_(x, factor):
@@ -209,10 +209,17 @@ def scalar_dtype(fused=False):
     return np.float64 if wide else np.float32
 
 
-def new_step(fused=False):
-    """A step counter: a 0-d tensor on the host, float32 (float64 under a float64 default
-    dtype unless ``fused``), as PyTorch keeps it."""
-    return _make(np.zeros((), scalar_dtype(fused)))
+def new_step(fused=False, like=None):
+    """A step counter: a 0-d tensor, float32 (float64 under a float64 default dtype unless
+    ``fused``), on the host, or on parameter ``like``'s device where PyTorch keeps it there."""
+    return scalar_state(0.0, fused, like)
+
+
+def step_like(p, group):
+    """A new step counter for parameter ``p``: on its device under ``capturable`` or ``fused``
+    (where PyTorch keeps it), else on the host."""
+    on_device = group.get("capturable") or group.get("fused")
+    return new_step(bool(group.get("fused")), p if on_device else None)
 
 
 STEPS_MSG = "`state_steps` argument must contain a list of singleton tensors"
@@ -231,10 +238,14 @@ def step_count(state, numbers=False, message="API has changed, " + STEPS_MSG):
     return float(step._data.reshape(-1)[0])
 
 
-def scalar_state(fill, fused=False):
+def scalar_state(fill, fused=False, like=None):
     """A 0-d state tensor in the step count's dtype (PyTorch keeps scalar state such as
-    NAdam's mu_product in it whatever the parameter dtype)."""
-    return _make(np.full((), float(fill), scalar_dtype(fused)))
+    NAdam's mu_product in it whatever the parameter dtype), on the host, or on parameter
+    ``like``'s device (ASGD's eta and mu, NAdam's mu_product, capturable steps)."""
+    if like is None or like.device.type == "cpu":
+        return _make(np.full((), float(fill), scalar_dtype(fused)))
+    with device_guard(gpu_elsewhere(like._data)):
+        return _make(xp_of(like._data).full((), float(fill), scalar_dtype(fused)))
 
 
 def apply_updates(kernel, params, updates, update, *, differentiable=False, **hyper):

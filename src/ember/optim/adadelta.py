@@ -4,7 +4,7 @@ import functools
 
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, number_lr, slot, state_like,
+from ember.optim._state import (apply_updates, grads_of, step_like, number_lr, slot, state_like,
                                 step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -39,7 +39,7 @@ class Adadelta(Optimizer):
                                     graph=group["differentiable"]):
                 state = self.state[p]
                 if not state:
-                    state.update(step=new_step(), square_avg=state_like(p),
+                    state.update(step=step_like(p, group), square_avg=state_like(p),
                                  acc_delta=state_like(p))
                 step_count(state)
                 params.append(p)

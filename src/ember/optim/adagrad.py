@@ -8,7 +8,7 @@ from ember.backend import xp_of
 from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_fused, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, slot, state_like,
+from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, slot, state_like,
                                 step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 from ember.sparse._invariants import warn_if_implicit
@@ -82,7 +82,7 @@ def _init_state(state, p, group):
     """A step count of 0 and ``sum`` filled with the group's initial_accumulator_value (in
     both parts of a complex parameter, which steps as pairs of reals)."""
     v = group["initial_accumulator_value"]
-    state.update(step=new_step(group["fused"]),
+    state.update(step=step_like(p, group),
                  sum=state_like(p, complex(v, v) if p.is_complex() else v))
 
 

@@ -10,7 +10,7 @@ from ember.backend import xp_of
 from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_fused, check_tensor_lr
-from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, scale_, slot,
+from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, scale_, slot,
                                 state_like, step_count, value)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -72,7 +72,7 @@ class Adam(Optimizer):
         first step and its step counted."""
         state, amsgrad = self.state[p], group["amsgrad"]
         if not state:
-            state["step"] = new_step(group["fused"])
+            state["step"] = step_like(p, group)
             state["exp_avg"] = state_like(p)
             state["exp_avg_sq"] = state_like(p)
             if amsgrad:

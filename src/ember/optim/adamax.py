@@ -6,7 +6,7 @@ from ember._tensor import Tensor
 from ember.backend import xp_of
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, number_lr, slot, state_like,
+from ember.optim._state import (apply_updates, grads_of, step_like, number_lr, slot, state_like,
                                 step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -44,7 +44,7 @@ class Adamax(Optimizer):
                                     graph=group["differentiable"]):
                 state = self.state[p]
                 if not state:
-                    state.update(step=new_step(), exp_avg=state_like(p),
+                    state.update(step=step_like(p, group), exp_avg=state_like(p),
                                  exp_inf=state_like(p))
                 t = step_count(state)
                 params.append(p)

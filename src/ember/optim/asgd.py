@@ -23,6 +23,7 @@ class ASGD(Optimizer):
     _LEGACY_DEFAULTS = {"foreach": None, "maximize": False, "differentiable": False,
                         "capturable": False}
     _LEGACY_SCALARS = ("step", "eta", "mu")
+    _LEGACY_ON_DEVICE = True
 
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
                  foreach=None, maximize=False, differentiable=False, capturable=False):
@@ -75,8 +76,8 @@ def _stepped_state(state, p, group):
     """``(step count, eta, mu, ax)`` of parameter ``p`` (arrays, ``ax`` a tensor under
     ``differentiable=True``), its state made on its first step and its step counted."""
     if not state:
-        state.update(step=new_step(), eta=scalar_state(number_lr(group)),
-                     mu=scalar_state(1.0), ax=state_like(p))
+        state.update(step=new_step(like=p), eta=scalar_state(number_lr(group), like=p),
+                     mu=scalar_state(1.0, like=p), ax=state_like(p))     # all on p's device
     t = step_count(state, numbers=True)
     return t, state["eta"]._data, state["mu"]._data, slot(state["ax"], group)
 
@@ -166,7 +167,7 @@ def _addcmul_(a, t, scalar, value):
     float32 ``a``; on 16-bit ``a`` the scalar rounds to its dtype first (PyTorch casts the
     0-d tensor to the common dtype)."""
     if s16.is_16(a):
-        s16.addcmul(a, t, np.asarray(scalar, a.dtype), value, out=a)
+        s16.addcmul(a, t, scalar.astype(a.dtype), value, out=a)
     elif a.dtype == np.float32:
         a[...] = fma(xp_of(a), t * np.float32(value), scalar, a)
     else:

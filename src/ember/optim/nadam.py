@@ -4,7 +4,7 @@ import functools
 
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, scalar_state, slot,
+from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, scalar_state, slot,
                                 state_like, step_count)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
@@ -47,7 +47,7 @@ class NAdam(Optimizer):
                                     graph=group["differentiable"]):
                 state = self.state[p]
                 if not state:
-                    state.update(step=new_step(), mu_product=scalar_state(1.0),
+                    state.update(step=step_like(p, group), mu_product=scalar_state(1.0, like=p),
                                  exp_avg=state_like(p), exp_avg_sq=state_like(p))
                 t = step_count(state)
                 mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * psi))

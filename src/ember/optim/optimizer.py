@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from itertools import chain
 from typing import Any
 
+from ember._dtype import float32
 from ember._tensor import Tensor
 from ember._values_backed import ValuesBacked
 from ember._warn import outside_level
@@ -223,7 +224,9 @@ class Optimizer:
         for key, value in state_dict["state"].items():
             if key in id_map:
                 p = id_map[key]
-                self.state[p] = _cast_state(p, None, value)
+                group = next((g for g in saved_groups if key in g["params"]), {})
+                hosted = group.get("capturable") or group.get("fused")     # step on p's device
+                self.state[p] = _cast_state(p, None, value, bool(hosted))
         self.param_groups = [_loaded_group(ours, theirs)
                              for ours, theirs in zip(self.param_groups, saved_groups)]
         self._upgrade()
@@ -234,6 +237,7 @@ class Optimizer:
     # as Python numbers: loading (or unpickling) fills the first in, makes the second tensors.
     _LEGACY_DEFAULTS = {}
     _LEGACY_SCALARS = ()
+    _LEGACY_ON_DEVICE = False       # those scalars on the parameter's device whatever the group
 
     def _upgrade(self):
         """Bring state and groups from an older PyTorch's checkpoint up to date, as PyTorch's
@@ -243,9 +247,12 @@ class Optimizer:
                 group.setdefault(name, default)
             for p in group["params"]:
                 state = self.state.get(p)
+                hosted = (self._LEGACY_ON_DEVICE or group.get("capturable")
+                          or group.get("fused"))
                 for key in self._LEGACY_SCALARS if state else ():
                     if key in state and not isinstance(state[key], Tensor):
-                        state[key] = scalar_state(state[key], group.get("fused"))
+                        state[key] = scalar_state(state[key], group.get("fused"),
+                                                  p if hosted else None)
 
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state,
@@ -277,13 +284,16 @@ def _loaded_group(ours, theirs):
     return group
 
 
-def _cast_state(param, key, value):
-    """``value`` with its tensors on their parameter's dtype and device (step counts stay
-    float32), its containers rebuilt and everything else as given."""
+def _cast_state(param, key, value, hosted=False):
+    """``value`` with its tensors on their parameter's dtype and device (step counts kept as
+    they are, or made float32 on the parameter's device where ``hosted``: a capturable or
+    fused group's), its containers rebuilt and everything else as given."""
     if isinstance(value, dict):
-        return {k: _cast_state(param, k, v) for k, v in value.items()}
+        return {k: _cast_state(param, k, v, hosted) for k, v in value.items()}
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_cast_state(param, key, v) for v in value)
+        return type(value)(_cast_state(param, key, v, hosted) for v in value)
+    if isinstance(value, Tensor) and key == "step" and hosted:
+        return value.to(dtype=float32, device=param.device)
     if not isinstance(value, Tensor) or key == "step":
         return value
     if value.is_floating_point() and param.is_floating_point():

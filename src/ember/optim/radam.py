@@ -6,7 +6,7 @@ import math
 from ember._tensor import Tensor
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, new_step, root_plus, slot,
+from ember.optim._state import (apply_updates, grads_of, step_like, root_plus, slot,
                                 state_like, step_count, value)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
@@ -49,7 +49,7 @@ class RAdam(Optimizer):
                                     graph=group["differentiable"]):
                 state = self.state[p]
                 if not state:
-                    state.update(step=new_step(), exp_avg=state_like(p),
+                    state.update(step=step_like(p, group), exp_avg=state_like(p),
                                  exp_avg_sq=state_like(p))
                 t = step_count(state)
                 bias_correction1 = 1 - beta1 ** t

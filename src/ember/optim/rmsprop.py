@@ -4,7 +4,7 @@ import functools
 
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, lr_of, new_step, slot, state_like,
+from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, slot, state_like,
                                 step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -53,7 +53,7 @@ class RMSprop(Optimizer):
         its state made on its first step and its step counted."""
         state = self.state[p]
         if not state:
-            state.update(step=new_step(), square_avg=state_like(p))
+            state.update(step=step_like(p, group), square_avg=state_like(p))
             if group["momentum"] > 0:
                 state["momentum_buffer"] = state_like(p)
             if group["centered"]:
