@@ -24,6 +24,7 @@ from ember._transform_state import STATE as _TRANSFORMS
 from ember._inference import is_inference
 from ember.autograd.grad_mode import inference_mode, is_grad_enabled
 from ember.autograd.graph import AccumulateGrad
+from ember.autograd.graph import _sequence as _node_sequence
 from ember.func._batched import BatchedTensor, active_levels, materialize, rewrap
 from ember.func._forward_primal import (PrimalBackward, ViewBackward0, collect_dead, cut,
                                          forward_running, leaf_for, note_dead, own_pass,
@@ -707,13 +708,42 @@ def linearize(func, *primals):
             if not folded:
                 folded.append(is_grad_enabled() and traced_now.connected)
             record = is_grad_enabled() and (folded[0] or any(t.requires_grad for t in flat_t))
+            start = next(_node_sequence)
             out = lin_now.push(flat_t, record, release=False)
+            if record:
+                _fold_constants(out, traced_now, lin_now, start)
             if record and traced_now.links is not None:     # (NOTE [Zero-tangent terms ...])
                 flat, spec = tree_flatten(out)
                 out = tree_unflatten(link_outputs(traced_now.links, flat), spec)
             return out
         return lin_now.push(flat_t, traced_now.connected)
     return out, jvp_fn
+
+
+def _fold_constants(out, traced, lin, start):
+    """``out`` (jvp_fn's results) with the edges that the nodes its push made lead into the
+    traced run's graph or the linear map's cut: PyTorch folds what jvp_fn computes from the
+    primals into constants, so that a backward through its results reaches the tangents alone
+    and frees nothing that the next call needs."""
+    from ember.autograd.engine import _discover
+    internal = getattr(lin, "internal", None)
+    if internal is None:
+        roots = [(y.grad_fn, 0) for y in list(traced.outputs) + list(lin.pulled)
+                 if isinstance(y, Tensor) and y.grad_fn is not None]
+        internal = lin.internal = _discover(roots)[1] if roots else set()
+    stack = [y.grad_fn for y in tree_flatten(out)[0]
+             if isinstance(y, Tensor) and y.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node in seen or node in internal or node._seq < start:
+            continue            # (older nodes: the tangents' own history)
+        seen.add(node)
+        edges = node._edges
+        if any(nxt in internal for nxt, _ in edges):
+            node._edges = tuple((None, 0) if nxt in internal else (nxt, nr)
+                                for nxt, nr in edges)
+        stack.extend(nxt for nxt, _ in edges if nxt is not None)
 
 
 def _draws():
