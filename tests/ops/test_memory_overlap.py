@@ -71,6 +71,30 @@ def test_index_fill_on_expanded_tensor_warns_as_deprecated():
     assert x.tolist() == [1.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("write, names", [
+    (lambda m: m.__setitem__(ember.tensor([[True, False, False], [False] * 3]), 1.0),
+     ["index_put", "masked_fill"]),     # one value through a sole bool mask: masked_fill_
+    (lambda m: m.__setitem__((slice(None), ember.tensor([True, False, True])), 1.0),
+     ["index_put", "masked_fill"]),
+    (lambda m: m.__setitem__(ember.tensor([[True, False, True], [False] * 3]),
+                             ember.tensor([1.0, 2.0])), ["index_put"]),
+    (lambda m: m.index_put_((ember.tensor([[True, False, False], [False] * 3]),),
+                            ember.tensor(1.0), accumulate=True), ["index_put"]),
+    (lambda m: m.__setitem__((ember.tensor([True, False]), ember.tensor([0])), 1.0),
+     ["index_put"]),
+])
+def test_mask_write_on_expanded_tensor_warns_for_each_op_it_runs(write, names):
+    m = ember.zeros(1, 3).expand(2, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        write(m)
+    examples = {"index_put": "tensor[indices] = tensor", "masked_fill": "tensor[mask] = scalar"}
+    assert [str(w.message) for w in caught] == [
+        f"Use of {n}_ on expanded tensors is deprecated. Please clone() the tensor before "
+        f"performing this operation. This also applies to advanced indexing e.g. {examples[n]}"
+        for n in names]
+
+
 def test_resize_to_the_same_shape_leaves_the_tensor_alone():
     base = ember.arange(6.)
     t = base.view(2, 3).t()

@@ -115,7 +115,7 @@ def call_inplace(op, inputs, params, entry=None):
         recipe = view_recipe(self)
     dst = self._data
     if 0 in dst.strides:
-        _check_overlap(op, dst, params)
+        _check_overlap(op, dst, params, flat[1:])
     op.overlap_check(self, flat[1:])
     token = quiet_fp()
     try:
@@ -189,7 +189,7 @@ _DEPRECATED_ON_EXPANDED = {"masked_fill": "tensor[mask] = scalar",
                            "index_put": "tensor[indices] = tensor"}
 
 
-def _check_overlap(op, dst, params):
+def _check_overlap(op, dst, params, operands=()):
     """PyTorch's rule for writing into memory that several elements share (an expanded
     tensor): filling is fine, masked and advanced-index writes are deprecated, and every
     other in-place op raises."""
@@ -199,9 +199,26 @@ def _check_overlap(op, dst, params):
     example = _DEPRECATED_ON_EXPANDED.get(op.name)
     if example is None or op.name == "index_put" and not params[0]:  # basic-index writes raise
         raise RuntimeError(INTERNAL_OVERLAP)
-    warnings.warn(f"Use of {op.name}_ on expanded tensors is deprecated. Please clone() the "
-                  f"tensor before performing this operation. This also applies to advanced "
-                  f"indexing e.g. {example}", UserWarning, stacklevel=4)
+    names = [op.name]
+    if op.name == "index_put" and _writes_through_masked_fill(dst, params, operands):
+        names.append("masked_fill")     # PyTorch's index_put_ warns, then its masked_fill_
+    for name in names:
+        warnings.warn(f"Use of {name}_ on expanded tensors is deprecated. Please clone() the "
+                      f"tensor before performing this operation. This also applies to "
+                      f"advanced indexing e.g. {_DEPRECATED_ON_EXPANDED[name]}", UserWarning,
+                      stacklevel=4)
+
+
+def _writes_through_masked_fill(dst, params, operands):
+    """Whether index_put_ hands this write to masked_fill_ (one value, a sole mask)."""
+    from ember.ops.indexing import BatchIndices, SubscriptIndices, _sole_mask
+    indices, accumulate = params[0], params[1]
+    values = operands[0] if operands else None
+    if accumulate or type(indices) is BatchIndices or not isinstance(values, Tensor) \
+            or values._data.size != 1:
+        return False
+    mask = _sole_mask(dst, indices, not isinstance(indices, SubscriptIndices))
+    return mask is not None and mask.dtype == np.bool_     # (a uint8 mask raises there first)
 
 
 def _check_leaf(t):
