@@ -110,3 +110,25 @@ def test_sparse_coo_tensor_under_a_meta_default_device():
                                                                     (2, 2), 2)
     assert s._indices().device.type == "meta" and not s.is_coalesced()
 
+
+
+def _others(values, i, k, skip=()):
+    """prod_{j<=k, j != i, j not in skip} x_j."""
+    return np.prod([v for j, v in enumerate(values[:k + 1]) if j != i and j not in skip])
+
+
+@pytest.mark.parametrize("weights", [[INF, 1., 2., -1.], [1., NAN, 2., 3.], [2., -INF, 1., 0.5]])
+def test_cumprod_double_backward_with_inf_in_the_incoming_gradient(weights):
+    # d/dw_k of sum_i v_i grad_i is sum_{i<=k} v_i prod_{j<=k, j!=i} x_j, finite for finite x;
+    # d/dx_m takes the w_k for which x_m is a factor of some product (m <= k), no others
+    values, v = [2., 0., 3., -1.5], [1., -2., 0.5, 3.]
+    x = ember.tensor(values, dtype=ember.float64, requires_grad=True)
+    w = ember.tensor(weights, dtype=ember.float64, requires_grad=True)
+    g, = ember.autograd.grad(x.cumprod(0), x, w, create_graph=True)
+    gx, gw = ember.autograd.grad((g * ember.tensor(v, dtype=ember.float64)).sum(), (x, w))
+    n = len(values)
+    expected_w = [sum(v[i] * _others(values, i, k) for i in range(k + 1)) for k in range(n)]
+    np.testing.assert_allclose(gw.numpy(), expected_w, rtol=1e-14)
+    expected_x = [sum(v[i] * weights[k] * _others(values, i, k, (m,))
+                      for i in range(n) for k in range(max(i, m), n) if i != m) for m in range(n)]
+    np.testing.assert_allclose(gx.numpy(), expected_x, rtol=1e-14)

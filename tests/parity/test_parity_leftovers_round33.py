@@ -148,3 +148,52 @@ def test_bare_device_index_without_a_gpu(call):
     assert message(ember) == message(torch) == ("Cannot access accelerator device when none "
                                                 "is available.")
 
+
+
+def _same(ours, theirs, rtol):
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    assert (np.isnan(ours) == np.isnan(theirs)).all(), (ours, theirs)
+    np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=rtol)
+
+
+def _with_zeros(rng, shape, dim, dtype, special):
+    """Random values with 1 or 2 zeros per slice along ``dim`` and sometimes ``special``."""
+    x = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if dtype.is_complex else 0)
+    moved = np.moveaxis(x, dim, -1)
+    for idx in np.ndindex(moved.shape[:-1]):
+        moved[idx + (rng.choice(moved.shape[-1], 1 + sum(idx) % 2, replace=False),)] = 0
+        if special is not None and rng.random() < 0.5:
+            moved[idx + (rng.integers(moved.shape[-1]),)] = special
+    return x
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+@pytest.mark.parametrize("special", [None, INF, NAN])
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_cumprod_grad_with_zeros_along_each_dim(dtype, special, dim):
+    rng = np.random.default_rng(dim)
+    values = _with_zeros(rng, (3, 4, 5), dim, getattr(torch, dtype), special)
+    weights = rng.standard_normal((3, 4, 5))
+    weights.flat[rng.choice(60, 4, replace=False)] = [0, INF, -INF, 0]
+    for create in (False, True):
+        grads = []
+        for lib in (ember, torch):
+            x = lib.tensor(values, dtype=getattr(lib, dtype), requires_grad=True)
+            w = lib.tensor(weights, dtype=getattr(lib, dtype))
+            grads.append(lib.autograd.grad(x.cumprod(dim), x, w, create_graph=create)[0]
+                         .detach().numpy())
+        _same(*grads, 1e-5 if dtype == "float32" else 1e-10)
+
+
+@pytest.mark.parametrize("weights", [[INF, 1, 2, 3, -1], [1, 2, NAN, 3, 4], [0, -INF, 1, INF, 2]])
+def test_cumprod_double_backward_with_inf_in_the_incoming_gradient(weights):
+    values, v = [[2, 0, 3, -1.5, 0.5], [0, 2, 0, 3, 4]], [1, -2, 0.5, 3, 0.25]
+    grads = []
+    for lib in (ember, torch):
+        x = lib.tensor(values, dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([weights, weights[::-1]], dtype=lib.float64, requires_grad=True)
+        g, = lib.autograd.grad(x.cumprod(1), x, w, create_graph=True)
+        gx, gw = lib.autograd.grad((g * lib.tensor(v, dtype=lib.float64)).sum(), (x, w))
+        grads.append([t.detach().numpy() for t in (g, gx, gw)])
+    for ours, theirs in zip(*grads, strict=True):
+        _same(ours, theirs, 1e-12)

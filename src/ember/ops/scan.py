@@ -9,6 +9,7 @@ from ember.ops._dims import wrap_dim
 from ember.ops._elementwise import conj_grad
 from ember.ops._reduce import SUM, any_zero, cast_input, constant, cpu_wide, grad_enabled, rejecting
 from ember.ops._registry import op
+from ember.ops.binary_math import where
 from ember.ops.indexing import CTYPE
 
 
@@ -92,20 +93,20 @@ def _(grad, x, dim, dtype, *, out):
 
 def _cumprod_grad_zeros(grad, x, out, d):
     """The gradient where ``x`` has zeros, in O(n) as PyTorch's: before a slice's first zero
-    the usual formula; at it, the product before it times the running products that follow it
-    up to the second zero; after it, zero. The masks select rather than multiply, so an inf or
-    NaN past a zero does not spread to the entries that cannot see it."""
-    def zeros_seen(xp, a):
-        return xp.cumsum(a == 0, axis=d)
-    before = constant(lambda xp, a: zeros_seen(xp, a) == 0, x)
-    span = constant(lambda xp, a: zeros_seen(xp, a) == 1, x)    # [first zero, second zero)
-    first = constant(lambda xp, a: (a == 0) & (zeros_seen(xp, a) == 1), x)
-    prior = x.masked_fill(~before, 1)
-    early = reverse_cumsum((grad * conj_grad(out)).masked_fill(~before, 0), d)
-    early = (early / conj_grad(prior)).masked_fill(~before, 0)
-    later = x.masked_fill(~span, 0).masked_fill(before | first, 1).cumprod(d)
-    late = reverse_cumsum(grad.masked_fill(~span, 0) * conj_grad(later), d)
-    return early + (conj_grad(prior.cumprod(d)) * late).masked_fill(~first, 0)
+    the usual formula; at it, the product before it times the sum over the outputs up to the
+    second zero of the running products after it; after it, zero. Masks select rather than
+    multiply, so an inf or NaN past a zero does not spread to the entries that cannot see it;
+    only the sum at the first zero takes grad as zero past the second, times the running
+    product there (NaN where that is inf, as PyTorch's)."""
+    seen = constant(lambda xp, a: xp.cumsum(a == 0, axis=d, dtype=xp.int32), x)
+    after = seen != 0                                   # from the first zero on
+    span = seen == 1                                    # [first zero, second zero)
+    first = span & (x == 0)
+    prior = conj_grad(x.masked_fill(after, 1))
+    early = reverse_cumsum((grad * conj_grad(out)).masked_fill(after, 0), d) / prior
+    later = x.masked_fill(~(span ^ first), 1).cumprod(d)        # x_j for first < j <= k
+    late = (grad.masked_fill(~span, 0) * conj_grad(later)).sum(d, keepdim=True)
+    return where(first, prior.prod(d, keepdim=True) * late, early)    # early: 0 from first on
 
 
 def _cumprod_grad_exact(grad, x, d):
@@ -119,7 +120,10 @@ def _cumprod_grad_exact(grad, x, d):
     prior = rows.masked_fill(onward, 1).prod(d + 1, keepdim=True)          # x_j for j < i
     after = rows.masked_fill(onward.transpose(d, d + 1), 1)
     partial = prior * after.cumprod(d + 1)                                # x_j for i < j <= k
-    return (grad.unsqueeze(d) * conj_grad(partial)).masked_fill(~onward, 0).sum(d + 1)
+    # the k < i entries are selected away both before and after they meet grad: an inf in
+    # either factor there must reach neither the gradient nor its own derivative (0 * inf)
+    partial = conj_grad(partial).masked_fill(~onward, 0)
+    return (grad.unsqueeze(d) * partial).masked_fill(~onward, 0).sum(d + 1)
 
 
 # --- cummax, cummin ---------------------------------------------------------------------------
