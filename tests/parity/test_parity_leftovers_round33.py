@@ -126,7 +126,7 @@ def _meta_coo(lib):
     try:
         s = _coo(lib, [[0, 1], [1, 0]], [1., 2.], (2, 2))
     finally:
-        lib.set_default_device("cpu")
+        lib.set_default_device(None)    # (torch's "cpu" would leave a device mode installed)
     return (s.device.type, str(s.layout).split(".")[-1], list(s.shape), s._nnz(),
             s._indices().device.type, s._values().device.type, s.is_coalesced())
 
