@@ -185,7 +185,7 @@ class SlotPacked:
         node._inputs = ([_PACKED if j == where else x for j, x in enumerate(saved)], lengths)
         versions = list(node._versions)
         versions[where] = 0             # (freed with the tensors after backward)
-        node._versions = versions
+        node._versions = tuple(versions)
         return i
 
     @staticmethod

@@ -434,9 +434,11 @@ def _date_saved_self(node, flat, self):
     if versions is None:
         return
     counter = self._vc
+    versions = list(versions)           # (a tuple: see _recording._record)
     for i, x in enumerate(flat[1:], 1):
         if isinstance(x, Tensor) and x._vc is counter and versions[i] is not None:
             versions[i] -= 1
+    node._versions = tuple(versions)
 
 
 def _inplace_view(op, self, params):

@@ -66,8 +66,7 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
         for x in flat:
             if isinstance(x, Tensor):
                 a = x._data
-                meta = _tuple_new(InputMeta, (a.shape, a.dtype, CPU if type(a) is _NDARRAY
-                                              else device_of(a)))
+                meta = _input_meta(a)
                 saved.append(meta)
                 edge = _edge(x)
                 edges.append(edge)
@@ -87,6 +86,13 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
     node_class = op.node_class
     if op.node_names is not None:
         node_class = op.node_class_for(flat, params, outputs, kept)
+    in_meta = tuple(in_meta)
+    if versions is not None:
+        versions = tuple(versions)  # a tuple of numbers: the collector untracks it
+        try:        # shared (NOTE [Interned metadata]), keyed by its (shape, dtype) pairs
+            in_meta = _IN_METAS.get(in_meta) or _share_meta(in_meta)
+        except TypeError:           # (a backend's unhashable shape)
+            pass
     if type(outputs) is tuple:
         node = _record_outputs(node_class, op, edges, saved, lengths, versions, params,
                                in_meta, outputs, flat, kept)
@@ -176,8 +182,7 @@ def _skip_unread(readers, edges, versions, saved):
                 versions[i] = None
                 if not others:
                     a = saved[i]._data
-                    saved[i] = _tuple_new(InputMeta, (a.shape, a.dtype, CPU if type(a) is
-                                                      _NDARRAY else device_of(a)))
+                    saved[i] = _input_meta(a)
 
 
 _MAKERS = []        # the clone and _unsafe_view ops and the dispatcher, once looked up
@@ -499,6 +504,37 @@ def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_
 _DIFFERENTIABLE_KINDS = "fcV"           # V: ml_dtypes' bfloat16 and float8
 _NO_EDGE = (None, 0)
 _tuple_new = tuple.__new__
+
+
+# NOTE [Interned metadata]: the InputMetas and the tuples of (shape, dtype) pairs that nodes
+# record of their inputs are shared between nodes: each would otherwise be one more object
+# per recorded op for the cyclic garbage collector to track and traverse (a tuple holding a
+# NumPy dtype is never untracked). They are immutable; the caches are emptied when they grow
+# large. (A tuple of InputMetas is not shared: hashing one hashes its device, slowly.)
+_METAS = {}             # (shape, NumPy dtype) -> the InputMeta of a CPU array
+_IN_METAS = {}          # a node's metadata of its inputs -> that tuple
+_INTERNED_MAX = 4096
+
+
+def _share_meta(in_meta):
+    """Share the tuple ``in_meta`` from now on (NOTE [Interned metadata])."""
+    if len(_IN_METAS) >= _INTERNED_MAX:
+        _IN_METAS.clear()
+    _IN_METAS[in_meta] = in_meta
+    return in_meta
+
+
+def _input_meta(a):
+    """Array ``a``'s InputMeta, shared for CPU arrays (NOTE [Interned metadata])."""
+    if type(a) is not _NDARRAY:
+        return _tuple_new(InputMeta, (a.shape, a.dtype, device_of(a)))
+    key = (a.shape, a.dtype)
+    meta = _METAS.get(key)
+    if meta is None:
+        if len(_METAS) >= _INTERNED_MAX:
+            _METAS.clear()
+        meta = _METAS[key] = _tuple_new(InputMeta, (key[0], key[1], CPU))
+    return meta
 
 
 def _edge(x):
