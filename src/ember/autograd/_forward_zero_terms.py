@@ -19,7 +19,9 @@ its tangent does not read, is missed at each). A number where PyTorch takes a Sc
 (``Op.number_overload``: lerp's weight, clamp's bounds) has no term, nor has an input that is
 not differentiable by definition. An integer or bool operand (``x * mask``, ``x / counts``,
 ``x * True``) has a term too, as in PyTorch (``x * int_tensor``'s tangent requires grad, with
-zeros for ``x``; ``x + int_tensor``'s reads no primal): its run takes it as float64.
+zeros for ``x``; ``x + int_tensor``'s reads no primal): its run takes it as float64. The same
+run answers ``func.jvp``'s other question, which primals each dual operand's term reads (NOTE
+[Zero-tangent terms in func.jvp]): both keep its answers in ``_READS``.
 """
 
 from ember._dtype import dtype as _DType
@@ -31,6 +33,7 @@ __all__ = ["AddBackward0", "link_zero_terms"]
 
 _NUMBERS = (int, float, complex)
 _CONSTANTS = frozenset([int, float, complex, bool, str, _DType])
+_SCALARS = frozenset((int, float, complex, bool))
 
 
 class AddBackward0(Node):
@@ -46,8 +49,9 @@ class AddBackward0(Node):
                              for shape, dtype, device in self._metas]
 
 
-def _extra_positions(op, flat, dual):
-    """The operands, other than the dual ones, that have a term in PyTorch's formula."""
+def _extra_positions(op, flat, dual, numbers=True):
+    """The operands, other than the dual ones, that have a term in PyTorch's formula
+    (``numbers``: a Python number's included)."""
     skip = set(op.dropped_inputs or ())
     for entry in op.refused_grads or ():
         skip.add(entry[0])
@@ -57,7 +61,7 @@ def _extra_positions(op, flat, dual):
     for i, x in enumerate(flat):
         if i in dual or i in skip:
             continue
-        if isinstance(x, Tensor) or type(x) in _NUMBERS or type(x) is bool:
+        if isinstance(x, Tensor) or numbers and (type(x) in _NUMBERS or type(x) is bool):
             found.append(i)     # (an integer or bool tensor too: NOTE above)
     return found
 
@@ -91,44 +95,55 @@ def link_zero_terms(op, flat, lengths, params, dual, leaves, start, tangents, ca
     key = _signature(op, flat, lengths, params, dual, extra, missing)
     reads = _READS.get(key) if key is not None else None
     if reads is None:
-        try:
-            reads = _terms_read(op, flat, lengths, params, dual, extra, list(missing), call)
-        except (RuntimeError, NotImplementedError, TypeError, ValueError):
-            reads = {}          # (the op refuses a tensor there: no term PyTorch would record)
-        if key is not None:
-            if len(_READS) >= _READS_LIMIT:
-                _READS.clear()
-            _READS[key] = reads
+        reads = _cached(key, _stand_in_reads(op, flat, lengths, params, dual, extra,
+                                             list(missing), call))
     out = list(tangents)
-    for k, positions in reads.items():
-        linked = [own[i] if i in own else flat[i] for i in positions if i in missing[k]]
+    for k, (zero, _) in reads.items():
+        linked = [own[i] if i in own else flat[i] for i in zero if i in missing[k]]
         if linked:
             out[k] = _linked(tangents[k], linked)
     return out
 
 
-_READS = {}         # _signature -> what _terms_read found: the same graph reads the same
+_READS = {}         # _signature -> what _stand_in_reads found: the same graph reads the same
 _READS_LIMIT = 4096
+_ERRORS = (RuntimeError, NotImplementedError, TypeError, ValueError)
 
 
-def _signature(op, flat, lengths, params, dual, extra, missing):
-    """What decides the graph of the op's derivative, so which primals its zero-tangent terms
-    read (not the tensors' values; a number's where it stays one in ``_terms_read``, as
-    clamp's bounds): a key for ``_READS``, or None where it holds what is not a constant."""
-    if not _plain(params):
+def _cached(key, reads):
+    """``reads``, kept in ``_READS`` under ``key`` (unless None)."""
+    if key is not None:
+        if len(_READS) >= _READS_LIMIT:
+            _READS.clear()
+        _READS[key] = reads
+    return reads
+
+
+def _signature(op, flat, lengths, params, dual, extra, want, req=None, numbers=True):
+    """What decides the graph of the op's derivative, so what its terms read (not the
+    tensors' values; a number's where it stays one in ``_terms_read``, as clamp's bounds): a
+    key for ``_READS``, or None where it holds what is not a constant. ``req``: the positions
+    of func's plain stand-ins that require grad (else each tensor's own flag); ``extra``: the
+    operands with a zero-tangent term, None to find them where a number needs it (``numbers``:
+    whether a number's term counts)."""
+    if params and not _plain(params):
         return None     # (a tensor there, index_put's indices: its values may decide)
     parts = []
     for i, x in enumerate(flat):
         if isinstance(x, Tensor):
-            parts.append((type(x), type(x._data), x._data.dtype, x.shape, x.requires_grad))
-        elif i in extra:            # (a leaf tensor there: its value decides nothing)
-            parts.append((type(x),))
+            d = x._data
+            parts.append((type(x), type(d), d.dtype, d.shape, x.requires_grad)
+                         if req is None else (Tensor, type(d), d.dtype, d.shape, i in req))
+        elif type(x) in _SCALARS:   # (one with a term: its type decides, not its value)
+            if extra is None:
+                extra = _extra_positions(op, flat, dual, numbers)
+            parts.append((type(x),) if i in extra else (type(x), x))
         elif _plain(x):
             parts.append((type(x), x))
         else:
             return None
     return (op, tuple(parts), tuple(lengths) if lengths else None, params, tuple(dual),
-            tuple(missing))
+            tuple(want), numbers)
 
 
 def _plain(value):
@@ -139,9 +154,33 @@ def _plain(value):
     return value is None or type(value) in _CONSTANTS
 
 
-def _terms_read(op, flat, lengths, params, dual, extra, want, call):
-    """For each output of ``want``, the positions of the operands requiring grad that the
-    terms of the ``extra`` operands read (one more run of the op)."""
+def _stand_in_reads(op, flat, lengths, params, dual, extra, want, call):
+    """``_terms_read``'s answer; where the op refuses that run, those of a run for the terms
+    of ``extra`` alone (an empty one where it refuses it too: no term PyTorch would record)
+    and of one for the dual operands' alone (where it refuses it, each as reading every
+    operand that requires grad)."""
+    try:
+        return _terms_read(op, flat, lengths, params, dual, extra, want, call)
+    except _ERRORS:
+        pass
+    try:
+        zero = _terms_read(op, flat, lengths, params, dual, extra, want, call, False)
+    except _ERRORS:
+        zero = {}
+    try:
+        real = _terms_read(op, flat, lengths, params, dual, (), want, call)
+    except _ERRORS:
+        req = tuple(i for i, x in enumerate(flat) if isinstance(x, Tensor) and x.requires_grad)
+        real = dict.fromkeys(want, ((), tuple((True, req) for _ in dual)))
+    return {k: (zero[k][0] if k in zero else (), real[k][1]) for k in want}
+
+
+def _terms_read(op, flat, lengths, params, dual, extra, want, call, tangents=True):
+    """Per output of ``want``, from one more run of the op: the positions of the operands
+    requiring grad that the terms of the ``extra`` operands read, and (``tangents``) per
+    position of ``dual``, whether the output's tangent takes that operand's tangent and the
+    positions its term reads (the graphs of their vjps, as func's double vjp builds the
+    tangent; ``tangents`` False: None, the dual operands that do not require grad constants)."""
     from ember import autograd
     from ember._creation import tensor, zeros_like
     from ember._dtype import complex128, float64
@@ -150,38 +189,64 @@ def _terms_read(op, flat, lengths, params, dual, extra, want, call):
     from ember.autograd._forward_traces import PULLING
     from ember.ops.conversion import _alias
     args = _private_constants(op, flat, dual)
-    aliases = {}
-    leaves = []
+    targets = {}
+    terms = set(dual) | set(extra)
     with enable_grad():
-        for i in dual:
-            x = flat[i]
-            args[i] = aliases[i] = _alias(x) if x.requires_grad else _make(x._data)
+        for i, x in enumerate(flat):
+            if isinstance(x, Tensor) and x.requires_grad:
+                args[i] = _alias(x)
+                targets[id(args[i]._grad_fn)] = i
+        leaves = []
         for i in extra:
             x = flat[i]
             if not isinstance(x, Tensor):
-                leaf = tensor(x, dtype=complex128 if type(x) is complex else float64)
-                leaf._set_requires_grad()
+                args[i] = tensor(x, dtype=complex128 if type(x) is complex else float64)
+                args[i]._set_requires_grad()
             elif x.requires_grad:
-                leaf = aliases[i] = _alias(x)
+                pass
             elif x._data.dtype.kind not in "fcV":   # (an integer or bool tensor's term)
-                leaf = _make(x._data).to(float64)._set_requires_grad()
+                args[i] = _make(x._data).to(float64)._set_requires_grad()
             else:
-                leaf = _make(x._data)._set_requires_grad()
-            args[i] = leaf
-            leaves.append(leaf)
+                args[i] = _make(x._data)._set_requires_grad()
+            leaves.append(args[i])
+        for i in dual:
+            if not flat[i].requires_grad:
+                args[i] = _make(flat[i]._data)
+                if tangents:
+                    args[i]._set_requires_grad()
+            if tangents:
+                leaves.append(args[i])
         outs = _second_run(op, args, lengths, params, call)
-        targets = {id(a._grad_fn): i for i, a in aliases.items() if a.requires_grad}
         found = {}
         for k in want:
             o = outs[k]
             if not (isinstance(o, Tensor) and o.requires_grad):
+                found[k] = ((), tuple((False, ()) for _ in dual) if tangents else None)
                 continue
+            dummy = zeros_like(o)._set_requires_grad()
             with PULLING:
-                gs = autograd.grad([o], leaves, [zeros_like(o)._set_requires_grad()],
-                                   create_graph=True, retain_graph=True, allow_unused=True)
-            found[k] = tuple(sorted(_reached([g for g in gs if g is not None],
-                                             targets).values()))
+                gs = autograd.grad([o], leaves, [dummy], create_graph=True, retain_graph=True,
+                                   allow_unused=True)
+            n = len(extra)
+            zero = _reached([g for g in gs[:n] if g is not None], targets).values()
+            found[k] = (tuple(sorted(set(i for i in zero if i in terms))),
+                        _tangent_reads(gs[n:], targets, dummy) if tangents else None)
     return found
+
+
+def _tangent_reads(grads, targets, dummy):
+    """Per gradient of ``grads`` (the vjps of the dual operands, by ``dummy``): whether it
+    reads ``dummy`` (the tangent takes that operand's), and the positions of ``targets`` it
+    reads."""
+    mark = {**targets, id(history(dummy)[0]): -1}
+    out = []
+    for g in grads:
+        if g is None or not g.requires_grad:
+            out.append((False, ()))
+            continue
+        hit = set(_reached([g], mark).values())
+        out.append((-1 in hit, tuple(sorted(hit - {-1}))))
+    return tuple(out)
 
 
 def _reached(roots, targets, start=-1):

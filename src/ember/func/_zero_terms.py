@@ -12,30 +12,28 @@ while ``jvp``, ``jacfwd`` or ``linearize`` (outermost) traces its function, each
 here (``Terms.record``): which tensors carry a tangent (computed from the transform's
 inputs), on which tensors requiring grad outside it each depends (its ``roots``), to which
 roots its tangent is linked by zero terms (its dual operands' links, and the roots of the
-operands its op's zero-tangent terms read: round 32's ``_terms_read``), and which roots its
-tangent's own graph reaches (those of the dual operands whose tangent it takes, and of the
-operands their terms read: ``_dual_reads``). Both come from runs of the op on stand-ins, kept
-per op signature, so a model's layers pay a dictionary look-up per call (those runs are not
-noted). Once the function returns, the notes give way to the roots each output's tangent is
-linked to but does not reach (``Terms.close``: nothing of the function is kept), and the
-transform's tangent outputs get a node ``AddBackward0`` to them (zero gradient to them).
+operands its op's zero-tangent terms read), and which roots its tangent's own graph reaches
+(those of the dual operands whose tangent it takes, and of the operands their terms read).
+One run of the op on stand-ins answers both (round 32's ``_terms_read``), kept per op
+signature (``_signature``, in the cache ``forward_ad``'s runs fill too), so a model's layers
+pay a dictionary look-up per call (those runs are not noted). Once the function returns, the
+notes give way to the roots each output's tangent is linked to but does not reach
+(``Terms.close``: nothing of the function is kept), and the transform's tangent outputs get a
+node ``AddBackward0`` to them (zero gradient to them).
 ``linearize`` gives a number no term: PyTorch's traced graph folds ``x * 2.0``'s tangent to
 read no primal.
 """
 
 from ember._tensor import Tensor, _make
 from ember._transform_state import STATE as _TRANSFORMS
-from ember.autograd._forward_traces import PULLING
-from ember.autograd.graph import _sequence, history
+from ember.autograd.graph import _sequence
 from ember.func._batched import BatchedTensor
-from ember.autograd._forward_zero_terms import (_READS, _READS_LIMIT, _extra_positions,
-                                                _linked, _plain, _reached,
-                                                _terms_read)
+from ember.autograd._forward_zero_terms import (_READS, _cached, _extra_positions, _linked,
+                                                _signature, _stand_in_reads)
 
 __all__ = ["Terms", "link_outputs"]
 
 _EMPTY = frozenset()
-_SCALARS = frozenset((int, float, complex, bool))
 
 
 class Terms:
@@ -143,34 +141,27 @@ class Terms:
     def _read(self, op, flat, lengths, params, dual, req):
         """The positions of the operands requiring grad outside that the zero-tangent terms of
         the operands without a tangent read, and those the terms of the others read."""
-        key = _key(op, flat, lengths, params, dual, req, self.numbers)
-        if key is _BATCHED:
-            return (), tuple((True, tuple(req)) for _ in dual)  # (vmap's: as reaching all)
+        key = _signature(op, flat, lengths, params, dual, None, _FIRST, req, self.numbers)
         reads = _READS.get(key) if key is not None else None
         if reads is None:
+            if any([type(x) is BatchedTensor for x in flat]):
+                return (), tuple((True, tuple(req)) for _ in dual)  # (vmap's: as reaching all)
             self.paused = True
             try:
-                reads = _both_reads(op, flat, lengths, params, dual,
-                                    _extras(op, flat, dual, self.numbers), set(req))
+                reads = _cached(key, _both_reads(op, flat, lengths, params, dual,
+                                                 _extra_positions(op, flat, dual, self.numbers),
+                                                 set(req)))
             finally:
                 self.paused = False
-            if key is not None:
-                if len(_READS) >= _READS_LIMIT:
-                    _READS.clear()
-                _READS[key] = reads
-        return reads
+        return reads[0]
 
 
-def _extras(op, flat, dual, numbers):
-    """The operands, other than the dual ones, that have a term (``numbers``: a Python
-    number's included)."""
-    extra = _extra_positions(op, flat, dual)
-    return extra if numbers else [i for i in extra if isinstance(flat[i], Tensor)]
+_FIRST = (0,)       # (the outputs whose terms are read: a tensor's id notes its first only)
 
 
 def _both_reads(op, flat, lengths, params, dual, extra, req):
-    """``Terms._read``'s answer, from runs of the op on stand-ins of ``flat``: round 32's
-    ``_terms_read`` for its operands without a tangent, ``_dual_reads`` for the others."""
+    """``Terms._read``'s answer (for the op's first output, as ``_READS`` keeps it), from a run
+    of the op on stand-ins of ``flat`` (round 32's ``_stand_in_reads``)."""
     from ember.func._forward_primal import own_pass
     from ember.ops._registry import call
     made, _TRANSFORMS.made = _TRANSFORMS.made, None     # (ember's leaves: not func's)
@@ -178,87 +169,9 @@ def _both_reads(op, flat, lengths, params, dual, extra, req):
         stand = [(_make(x._data)._set_requires_grad() if i in req else _make(x._data))
                  if isinstance(x, Tensor) else x for i, x in enumerate(flat)]
         with own_pass():
-            try:
-                zero = _terms_read(op, stand, lengths, params, dual, extra, [0], call) \
-                    if extra else {}
-            except (RuntimeError, NotImplementedError, TypeError, ValueError):
-                zero = {}   # (the op refuses a tensor there: no term PyTorch would record)
-            try:
-                real = _dual_reads(op, stand, lengths, params, dual, call)
-            except (RuntimeError, NotImplementedError, TypeError, ValueError):
-                real = tuple((True, tuple(req)) for _ in dual)
+            return _stand_in_reads(op, stand, lengths, params, dual, extra, _FIRST, call)
     finally:
         _TRANSFORMS.made = made
-    return (tuple(i for i in zero.get(0, ()) if i in req),
-            tuple((used, tuple(i for i in reads if i in req)) for used, reads in real))
-
-
-def _dual_reads(op, flat, lengths, params, dual, call):
-    """Per position of ``dual``: whether the op's first output's tangent takes that operand's
-    tangent, and the positions of the operands requiring grad that its term reads (the
-    graph of its vjp, as the double vjp builds the tangent)."""
-    from ember import autograd
-    from ember._creation import zeros_like
-    from ember.autograd.forward_ad import _private_constants, _second_run
-    from ember.autograd.grad_mode import enable_grad
-    from ember.ops.conversion import _alias
-    args = _private_constants(op, flat, dual)
-    targets = {}
-    with enable_grad():
-        for i, x in enumerate(flat):
-            if isinstance(x, Tensor) and x.requires_grad:
-                args[i] = _alias(x)
-                targets[id(args[i]._grad_fn)] = i
-        leaves = []
-        for i in dual:
-            if not flat[i].requires_grad:
-                args[i] = _make(flat[i]._data)._set_requires_grad()
-            leaves.append(args[i])
-        o = _second_run(op, args, lengths, params, call)[0]
-        if not (isinstance(o, Tensor) and o.requires_grad):
-            return tuple((False, ()) for _ in dual)
-        dummy = zeros_like(o)._set_requires_grad()
-        with PULLING:
-            gs = autograd.grad([o], leaves, [dummy], create_graph=True, retain_graph=True,
-                               allow_unused=True)
-    mark = {id(history(dummy)[0]): -1}
-    out = []
-    for g in gs:
-        if g is None or not g.requires_grad:
-            out.append((False, ()))
-            continue
-        hit = _reached([g], {**targets, **mark})
-        out.append((-1 in hit.values(), tuple(sorted(set(hit.values()) - {-1}))))
-    return tuple(out)
-
-
-_BATCHED = object()      # (_key's answer where an operand is vmap's wrapper)
-
-
-def _key(op, flat, lengths, params, dual, req, numbers):
-    """A key for ``_READS`` of the op's run on stand-ins of ``flat`` (``req``: the positions
-    of those requiring grad outside): round 32's ``_signature``'s parts; None where it holds
-    what is not a constant, ``_BATCHED`` where an operand is batched."""
-    if params and not _plain(params):
-        return None
-    parts = ["func", op, tuple(lengths) if lengths else None, params, tuple(dual), tuple(req),
-             numbers]
-    extra = None
-    for i, x in enumerate(flat):
-        if isinstance(x, Tensor):
-            if type(x) is BatchedTensor:
-                return _BATCHED
-            d = x._data
-            parts.append((type(d), d.dtype, d.shape))
-        elif type(x) in _SCALARS:   # (one with a term: its type decides, not its value)
-            if extra is None:
-                extra = _extras(op, flat, dual, numbers)
-            parts.append((type(x),) if i in extra else (type(x), x))
-        elif _plain(x):
-            parts.append((type(x), x))
-        else:
-            return None
-    return tuple(parts)
 
 
 def link_outputs(links, tangents):
