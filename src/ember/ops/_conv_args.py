@@ -4,6 +4,8 @@ import operator
 
 from ember import _dtype as D
 from ember._warn import warn_once
+from ember.autograd.graph import _type_string
+from ember.backend import device_of
 from ember.ops._conv_kernels import output_size
 from ember.ops._out_dtypes import _C_NAMES
 
@@ -94,14 +96,12 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
     bias_first = not transposed     # PyTorch's convolution checks the bias before the weight
     if bias_first and b is not None and b.dtype != x.dtype:
         raise RuntimeError(_bias_message(x, b))
-    if x.dtype != w.dtype:
-        raise RuntimeError(f"expected scalar type {_dtype_name(x.dtype)} but found "
-                           f"{_dtype_name(w.dtype)}")
-    if b is not None and b.dtype != x.dtype:
+    # complex inputs compare the weight's type first; the others only in their kernel, after
+    # the arguments' and shapes' checks
+    if x.dtype != w.dtype and x.dtype.kind == "c":
+        raise RuntimeError(_weight_message(x, w))
+    if not bias_first and x.dtype == w.dtype and b is not None and b.dtype != x.dtype:
         raise RuntimeError(_bias_message(x, b))
-    if x.dtype.kind == "b":
-        raise NotImplementedError(f"\"slow_conv{max(nd, 2)}d_cpu\" not implemented for 'Bool'")
-    narrow_int = x.dtype.kind in "iu" and x.dtype.itemsize < 8
     stride = _expand(stride, nd, "stride")
     dilation = _expand(dilation, nd, "dilation")
     kernel = w.shape[2:]
@@ -120,22 +120,53 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
         raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
-    if narrow_int and (transposed or any(d != 1 for d in dilation)):
-        kernel_name = f"slow_conv_transpose{max(nd, 2)}d_out_cpu" if transposed else \
-            "slow_conv_dilated<>"
-        raise NotImplementedError(f"\"{kernel_name}\" not implemented for "
-                                  f"'{_dtype_name(x.dtype)}'")
     if transposed:
         if any(p >= s and p >= d for p, s, d in zip(opad, stride, dilation)):
             raise RuntimeError(_opad_message(opad, stride, dilation))
         _check_transposed(x, w, b, groups)
     else:
         _check_forward(x, w, b, groups, kernel, pads, dilation)
+    # CPU has no kernel for bool, nor a transposed or dilated one for narrow ints
+    kernel_name = _missing_kernel(nd, x.dtype, transposed, dilation)
+    if kernel_name is not None:
+        raise NotImplementedError(f"\"{kernel_name}\" not implemented for "
+                                  f"'{_dtype_name(x.dtype)}'")
+    if x.dtype != w.dtype:
+        raise RuntimeError(_weight_message(x, w))
     return ConvArgs(stride, pads, dilation, groups, opad, transposed)
+
+
+def _missing_kernel(nd, dtype, transposed, dilation):
+    """The CPU kernel PyTorch picks for ``dtype`` and finds no implementation in, or None."""
+    boolean = dtype.kind == "b"
+    if not boolean and not (dtype.kind in "iu" and dtype.itemsize < 8):
+        return None
+    if transposed:
+        return f"slow_conv_transpose{max(nd, 2)}d_out_cpu"
+    if any(d != 1 for d in dilation):
+        return "slow_conv_dilated<>"
+    if boolean:
+        return "compute_columns3d" if nd == 3 else "slow_conv2d_cpu"
+    return None
 
 
 def _dtype_name(dtype):
     return D.FROM_NUMPY[dtype]._torch_name
+
+
+def _weight_message(x, w):
+    """PyTorch's complaint about a weight of another dtype: the float32/float64/integer kernels
+    name scalar types; half, bfloat16 and complex inputs fail an earlier check that names the
+    tensor types (with a note about MKLDNN for the reduced floats). Checked on CPU only: GPU
+    inputs keep the scalar-type wording."""
+    checked = x.dtype.kind == "c" or _dtype_name(x.dtype) in ("Half", "BFloat16")
+    if not checked or device_of(x).type == "cuda":
+        return f"expected scalar type {_dtype_name(x.dtype)} but found {_dtype_name(w.dtype)}"
+    text = (f"Input type ({_type_string(D.FROM_NUMPY[x.dtype])}) and weight type "
+            f"({_type_string(D.FROM_NUMPY[w.dtype])}) should be the same")
+    if x.dtype.kind == "c":
+        return text
+    return text + " or input should be a MKLDNN tensor and weight is a dense tensor"
 
 
 def _bias_message(x, b):
