@@ -486,7 +486,9 @@ class Op:
                 flat.extend(x)
             else:
                 flat.append(x)
-        return flat, [len(x) if i in self.seq_inputs else None for i, x in enumerate(inputs)]
+        # (a tuple of numbers: the collector untracks it, where a list stays tracked per node)
+        return flat, tuple([len(x) if i in self.seq_inputs else None
+                            for i, x in enumerate(inputs)])
 
     def structure(self, flat, lengths):
         if lengths is None:
