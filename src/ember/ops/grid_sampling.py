@@ -218,16 +218,25 @@ def _(grads, grad, input, grid, interpolation_mode, padding_mode, align_corners)
     import ember
     modes = (_INTERPOLATION[interpolation_mode], _PADDING[padding_mode], align_corners)
     create = ember.is_grad_enabled()
-    leaves = [t if create and (t.requires_grad or t._grad_fn is not None)
-              else t.detach().requires_grad_() for t in (grad, input, grid)]
     with ember.enable_grad():
+        # partial derivatives: a tracked one is seen through a fresh alias, as the gradient
+        # at the tensor itself would also count the paths through the others (the grid, say,
+        # reaches the incoming gradient through the sampled output); an untracked one is,
+        # when the results record, a copy, which a transform knows as made by its function
+        # (a detached alias of a captured tensor would keep its results in the graph)
+        leaves = [t.view_as(t) if create and (t.requires_grad or t._grad_fn is not None)
+                  else (t.detach().clone() if create else t.detach())._set_requires_grad()
+                  for t in (grad, input, grid)]
         out = _sampled(leaves[1], leaves[2], *modes)
         first = ember.autograd.grad(out, leaves[1:], leaves[0], create_graph=True,
                                     allow_unused=True)
-        pairs = [(f, u) for f, u in zip(first, grads) if f is not None and u is not None]
-        total = sum((f * u).sum() for f, u in pairs if f.requires_grad)
-        found = ember.autograd.grad(total, leaves, create_graph=create, allow_unused=True) \
-            if isinstance(total, ember.Tensor) else (None,) * 3
+        # the vjp of the first gradients for the cotangents (not the gradient of a summed
+        # product: under vmap the cotangents are batched, and so would that sum be)
+        pairs = [(f, u) for f, u in zip(first, grads)
+                 if f is not None and u is not None and f.requires_grad]
+        found = ember.autograd.grad([f for f, _ in pairs], leaves, [u for _, u in pairs],
+                                    create_graph=create, allow_unused=True) \
+            if pairs else (None,) * 3
     # PyTorch's: none for the input unless the grid's gradient is differentiated (the input's
     # does not read the input), none at all from nearest's grid gradient (a constant zero),
     # else zeros (not none) where they do not reach (nearest's grid)
