@@ -27,8 +27,9 @@ from ember.autograd.graph import AccumulateGrad
 from ember.autograd.graph import _sequence as _node_sequence
 from ember.func._batched import BatchedTensor, active_levels, materialize, rewrap
 from ember.func._forward_primal import (PrimalBackward, ViewBackward0, collect_dead, cut,
-                                         forward_running, leaf_for, note_dead, own_pass,
-                                         primal_for, release, show, showing, tracks_grad)
+                                         forward_running, leaf_for, linearize_running,
+                                         note_dead, own_pass, primal_for, release, show,
+                                         showing, tracks_grad)
 from ember.func._hooks import owning, pulling
 from ember.func._no_grad_tangents import NoGradGateBackward, settle
 from ember.func._zero_terms import Terms, link_outputs
@@ -101,7 +102,10 @@ def _fresh(p):
         from ember.ops.conversion import _alias
         with own_pass():        # (the transform's own leaf, not its caller's result)
             return _alias(p)
-    return (p.clone() if is_inference(p) else p.detach())._set_requires_grad()
+    leaf = p.clone() if is_inference(p) else p.detach()
+    if _TRANSFORMS.made is not None:    # (an outer transform's own: a captured ``p``'s detach
+        _TRANSFORMS.made[id(leaf)] = leaf   # counts as captured in the births' record)
+    return leaf._set_requires_grad()
 
 
 class _Traced:
@@ -117,7 +121,9 @@ class _Traced:
         forward = api.startswith(_FORWARD_APIS)
         if forward:
             from ember.autograd.forward_ad import STATE as _DUAL
-            if _DUAL.level is not None:     # (PyTorch's are dual levels too)
+            # (PyTorch's are dual levels too, and so is linearize's trace)
+            if _DUAL.level is not None or _DEPTH.value and not api.startswith(
+                    "linearize(") and linearize_running():
                 raise RuntimeError("Nested forward mode AD is not supported at the moment")
         top = _DEPTH.value == 0         # (only the outermost transform decides what is cut)
         outer_grad = is_grad_enabled()
@@ -714,10 +720,26 @@ def linearize(func, *primals):
                 _fold_constants(out, traced_now, lin_now, start)
             if record and traced_now.links is not None:     # (NOTE [Zero-tangent terms ...])
                 flat, spec = tree_flatten(out)
-                out = tree_unflatten(link_outputs(traced_now.links, flat), spec)
+                out = tree_unflatten(link_outputs(_folded_links(traced_now), flat), spec)
             return out
         return lin_now.push(flat_t, traced_now.connected)
     return out, jvp_fn
+
+
+def _folded_links(traced):
+    """``traced.links`` with each root as a constant of its own, made once: PyTorch's traced
+    graph folds the tensors it reads (a closure's included) into constants that require grad
+    where they did, so that jvp_fn's results reach none of the caller's."""
+    folded = getattr(traced, "folded_links", None)
+    if folded is None:
+        consts = {}
+        for roots in traced.links:
+            for r in roots or ():
+                if id(r) not in consts:
+                    consts[id(r)] = r.detach()._set_requires_grad()
+        folded = traced.folded_links = [tuple([consts[id(r)] for r in roots]) if roots
+                                        else roots for roots in traced.links]
+    return folded
 
 
 def _fold_constants(out, traced, lin, start):

@@ -431,3 +431,9 @@ def forward_running():
     """Whether a forward-mode transform's function runs in this thread (PyTorch's
     ``linearize`` refuses to nest in one)."""
     return any(isinstance(frame, list) for frame in _FRAMES.stack)
+
+
+def linearize_running():
+    """Whether ``linearize`` traces its function in this thread (PyTorch's traces under a
+    dual level: a forward-mode transform nested in it is refused)."""
+    return any(type(frame) is _DualFrame for frame in _FRAMES.stack)

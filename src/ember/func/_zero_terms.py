@@ -27,7 +27,7 @@ read no primal.
 from ember._tensor import Tensor, _make
 from ember._transform_state import STATE as _TRANSFORMS
 from ember.autograd.graph import _sequence
-from ember.func._batched import BatchedTensor
+from ember.func._batched import BatchedTensor, wrap
 from ember.autograd._forward_zero_terms import (_READS, _cached, _extra_positions, _linked,
                                                 _signature, _stand_in_reads)
 
@@ -129,6 +129,8 @@ class Terms:
             seen = self.seen
             found = []
             for y in outputs:
+                while type(y) is BatchedTensor:     # (vmap's calls are noted physical)
+                    y = y._value
                 got = seen.get(id(y))
                 roots = got[2] - got[3] if got is not None and got[0] is y and got[2] else ()
                 found.append(tuple([self.roots[r] for r in roots]))
@@ -177,5 +179,12 @@ def _both_reads(op, flat, lengths, params, dual, extra, req):
 def link_outputs(links, tangents):
     """``tangents`` (flat, one per output), each linked to the roots of ``links``
     (``Terms.close``'s) at its place (NOTE above)."""
-    return [_linked(t, roots) if roots and isinstance(t, Tensor) else t
+    return [_link(t, roots) if roots and isinstance(t, Tensor) else t
             for t, roots in zip(tangents, links)]
+
+
+def _link(tangent, roots):
+    """``_linked``, at the physical value of a tangent that vmap batches."""
+    if type(tangent) is BatchedTensor:
+        return wrap(_link(tangent._value, roots), tangent._level)
+    return _linked(tangent, roots)
