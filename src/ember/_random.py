@@ -191,6 +191,7 @@ def _drawn_on_device(generator, shape, dtype, device, kind="uniform", low=0.0, h
     if generator is None:
         from ember.cuda.random import default_generator as cuda_default
         generator = cuda_default(device.index)
+    _before_draw(generator)
     with backend.device_guard(device.index):
         out = draw(backend.cupy, tuple(shape), dtype.np, generator._seed, generator._offset,
                    kind, low, high)
@@ -199,11 +200,20 @@ def _drawn_on_device(generator, shape, dtype, device, kind="uniform", low=0.0, h
     return out
 
 
+def _before_draw(generator):
+    """A draw from ``generator`` that skips its NumPy stream (a Philox kernel's) still meets
+    the checks of a vmap watching it (func/_vmap.py's _GuardedRng)."""
+    check = getattr(type(generator._rng), "before_draw", None)
+    if check is not None:
+        check()
+
+
 def _philox_reserved(device, n):
     """(seed, offset) of ``n`` numbers taken from the Philox stream of GPU ``device``'s
     default generator, for a kernel that draws them itself (flash attention's dropout)."""
     from ember.cuda.random import default_generator as cuda_default
     generator = cuda_default(device.index)
+    _before_draw(generator)
     seed, offset = generator._seed, generator._offset
     generator._offset += n
     return seed, offset

@@ -17,6 +17,7 @@ import sys
 import time
 import traceback
 import types
+import weakref
 
 import ml_dtypes
 import numpy as np
@@ -542,6 +543,8 @@ class Stream:
         self.ptr = 0 if null else id(self)
         self.device_id = -1 if null else _STATE["device"]
         self.done = True
+        self.priority = max(-5, min(0, priority or 0))     # clamped to H100's range, (0, -5)
+        _STREAMS[self.ptr] = self
 
     def synchronize(self):
         pass
@@ -572,6 +575,7 @@ class Stream:
         return stream
 
 
+_STREAMS = weakref.WeakValueDictionary()     # ptr -> Stream, for runtime.streamGetPriority
 Stream.null = Stream(null=True)
 _STATE["streams"].append(Stream.null)
 
@@ -604,6 +608,7 @@ def _runtime():
         "multiProcessorCount": 1, "l2CacheSize": 2 ** 20, "warpSize": 32}
     rt.memGetInfo = lambda: (TOTAL - _POOL.used, TOTAL)
     rt.deviceSynchronize = lambda: None
+    rt.streamGetPriority = lambda ptr: _STREAMS[ptr].priority
     rt.deviceCanAccessPeer = lambda device, peer: 0        # the stand-in's GPUs have none
     rt.runtimeGetVersion = rt.driverGetVersion = lambda: 13000
     rt.deviceGetPCIBusId = lambda i: f"0000:{i + 1:02x}:00.0"

@@ -51,7 +51,7 @@ _CPU_PROMOTE = "stack cat index_copy"
 _CUDA_LOWER = """matmul addbmm addmm addmv addr baddbmm bmm chain_matmul linalg.multi_dot conv1d
     conv2d conv3d conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d
     nn.functional.linear mm mv prelu nn.functional.scaled_dot_product_attention _rnn_layer
-    affine_grid_generator _linear_addmm _linear_mm"""
+    affine_grid_generator _linear_addmm _linear_mm linalg.vecdot"""
 
 _CUDA_FP32 = """pow acos asin cosh erfinv exp expm1 log log10 log1p log2 reciprocal rsqrt sinh tan
     nn.functional.softplus native_layer_norm native_group_norm rms_norm norm dist cdist cumprod
@@ -59,7 +59,7 @@ _CUDA_FP32 = """pow acos asin cosh erfinv exp expm1 log log10 log1p log2 recipro
     cosine_embedding_loss cosine_similarity hinge_embedding_loss kl_div l1_loss
     margin_ranking_loss mse_loss multilabel_margin_loss multi_margin_loss normalize pdist
     poisson_nll_loss smooth_l1_loss soft_margin_loss triplet_margin_loss
-    binary_cross_entropy_with_logits softmin"""
+    binary_cross_entropy_with_logits softmin huber_loss logsumexp"""
 
 _CUDA_PROMOTE = """addcdiv addcmul atan2 bilinear cross linalg.cross dot grid_sample index_put
     scatter_add tensordot cat stack index_copy"""
@@ -176,10 +176,41 @@ def _pad(operands, params):
     return None
 
 
+def _upsample(operands, params):
+    """PyTorch's CUDA list names the upsampling kernels (nearest, nearest-exact, linear,
+    bilinear, bicubic, trilinear, antialiased or not); mode "area" is an adaptive average
+    pool, which it does not list."""
+    return None if params[2] == "area" else "fp32"
+
+
+def _unless_dtype(operands, params):
+    """The norms PyTorch runs in float32 by passing ``dtype=float32``: a call that names
+    its own ``dtype`` (the last parameter) is left as it is."""
+    return "fp32" if params[-1] is None else None
+
+
+_UNSAFE_BCE = ("torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to "
+               "autocast.\nMany models use a sigmoid layer right before the binary cross "
+               "entropy layer.\nIn this case, combine the two layers using "
+               "torch.nn.functional.binary_cross_entropy_with_logits\nor "
+               "torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and "
+               "BCEWithLogits are\nsafe to autocast.")
+
+
+def _banned_on_gpu(operands, params):
+    """CUDA autocast refuses binary_cross_entropy of GPU tensors, whatever their dtype."""
+    if any(getattr(getattr(x, "device", None), "type", None) == "cuda" for x in operands):
+        raise RuntimeError(_UNSAFE_BCE)
+
+
 _CPU_RULES = {"tensordot": _tensordot, "inner": _inner, "linalg.multi_dot": _chain,
               "chain_matmul": _chain, "matrix_power": _matrix_power,
               "linalg.matrix_power": _matrix_power, "nn.functional.pad": _pad,
               "linalg.pinv": _pinv}
+
+_CUDA_RULES = {"nn.functional.interpolate": _upsample, "linalg.vector_norm": _unless_dtype,
+               "linalg.matrix_norm": _unless_dtype, "linalg.norm": _unless_dtype,
+               "nn.functional.binary_cross_entropy": _banned_on_gpu}
 
 
 def _table():
@@ -191,6 +222,8 @@ def _table():
                 policy.setdefault(name, {})[device_type] = kind
     for name, rule in _CPU_RULES.items():
         policy.setdefault(name, {})["cpu"] = rule
+    for name, rule in _CUDA_RULES.items():
+        policy.setdefault(name, {})["cuda"] = rule
     return policy
 
 

@@ -37,6 +37,13 @@ class Stream(_streams.Stream):
 
     native_handle = stream_id = cuda_stream
 
+    @property
+    def priority(self):
+        """The stream's priority (lower numbers run first; 0 is the default)."""
+        if self._stream.ptr == 0:       # the legacy default stream has the default priority
+            return 0
+        return backend.cuda_backend().cupy.cuda.runtime.streamGetPriority(self._stream.ptr)
+
     def wait_event(self, event):
         """Make later work on this stream wait until ``event`` completes."""
         self._stream.wait_event(event._event)
@@ -118,10 +125,12 @@ class Event(_streams.Event):
                                         interprocess=interprocess)
         self.enable_timing = enable_timing
         self.device = _device("cuda", cupy().cuda.runtime.getDevice())
+        self._recorded = False
 
     def record(self, stream=None):
         """Record the event on ``stream`` (the current stream by default)."""
         self._event.record(None if stream is None else stream._stream)
+        self._recorded = True
 
     def wait(self, stream=None):
         """Make later work on ``stream`` (the current one by default) wait for this event."""
@@ -140,6 +149,11 @@ class Event(_streams.Event):
         """Milliseconds between this event and ``end_event`` (both recorded, with timing)."""
         if not (self.enable_timing and end_event.enable_timing):
             raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+        if not (self._recorded and end_event._recorded):
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        if not (self.query() and end_event.query()):    # PyTorch does not wait for them
+            raise RuntimeError("Both events must be completed before calculating elapsed "
+                               "time.")
         return cupy().cuda.get_elapsed_time(self._event, end_event._event)
 
     @property

@@ -4,6 +4,7 @@ import contextlib
 import functools
 import threading
 
+from ember import backend
 from ember._tensor import Tensor
 from ember.func._batched import STATE, Level, is_batched_at, wrap
 from ember.ops._dispatch import ACTIVE_VMAPS
@@ -282,17 +283,24 @@ def _unwrap_outputs(func, out, out_dims, level, size):
 
 
 class _RandomGuard:
-    """Watch the default generator while a vmap runs (see ``randomness``)."""
+    """Watch the default generators while a vmap runs (see ``randomness``): the CPU's, and
+    the GPUs' once a GPU is in use (CUDA samples draw from those)."""
 
     def __enter__(self):
         from ember._random import default_generator
-        self.gen = default_generator
-        self.rng = default_generator._rng
-        if not isinstance(self.rng, _GuardedRng):
-            default_generator._rng = _GuardedRng(self.rng)
+        gens = [default_generator]
+        if backend.cuda_initialized():
+            from ember.cuda import random as cuda_random
+            cuda_random.default_generator()             # the current GPU's, made if new
+            gens += cuda_random._GENERATORS.values()
+        self.saved = [(g, g._rng) for g in gens]
+        for g, rng in self.saved:
+            if not isinstance(rng, _GuardedRng):
+                g._rng = _GuardedRng(rng)
 
     def __exit__(self, *exc):
-        self.gen._rng = self.rng
+        for g, rng in self.saved:
+            g._rng = rng
 
 
 class _GuardedRng:
@@ -300,6 +308,11 @@ class _GuardedRng:
 
     def __init__(self, rng):
         self._rng = rng
+
+    @staticmethod
+    def before_draw():
+        """Check for a draw that does not use the NumPy stream (the GPU's Philox kernels)."""
+        _check_randomness()
 
     def __getattr__(self, name):
         attr = getattr(self._rng, name)

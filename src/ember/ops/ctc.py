@@ -239,7 +239,12 @@ _ctc_loss_backward.not_implemented("_ctc_loss_backward")
 
 def functional_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0,
                         reduction="mean", zero_infinity=False):
-    """The connectionist temporal classification loss of ``log_probs`` (T, N, C)."""
+    """The connectionist temporal classification loss of ``log_probs`` (T, N, C). Targets
+    on the CPU follow GPU log_probs there, as PyTorch moves them (cuDNN's CTC wants them on
+    the CPU)."""
+    if isinstance(targets, Tensor) and targets.device.type == "cpu" and isinstance(
+            log_probs, Tensor) and log_probs.device.type not in ("cpu", "meta"):
+        targets = targets.to(log_probs.device)
     return ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
                     REDUCTION_ENUM[reduction_name(reduction)], zero_infinity)
 
