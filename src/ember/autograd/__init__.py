@@ -95,7 +95,6 @@ def _sparse_leaf_gradient(t, parts):
 
 
 def _make_grads(outputs, grads):
-    from ember._creation import ones_like
     result = []
     for i, (out, g) in enumerate(zip(outputs, grads)):
         if not isinstance(out, _Tensor):
@@ -103,6 +102,11 @@ def _make_grads(outputs, grads):
         if g is not None and not isinstance(g, _Tensor):
             raise TypeError(f"gradients can be either Tensors or None, but got "
                             f"{type(g).__name__}")
+        if g is None and out._grad_fn is not None and type(out) is _Tensor \
+                and type(out._data) is _np.ndarray and out._data.size == 1 \
+                and out._data.dtype.kind == "f":        # (the common call: a loss)
+            result.append(_make(_np.ones(out._data.shape, out._data.dtype)))
+            continue
         if g is None:
             if not out.requires_grad:       # _roots reports it, as PyTorch does
                 result.append(None)
@@ -116,6 +120,7 @@ def _make_grads(outputs, grads):
                 # what ones_like makes here, without its argument handling (4 us a backward)
                 g = _make(_np.ones(out._data.shape, out._data.dtype))
             else:
+                from ember._creation import ones_like
                 g = ones_like(out)
         elif g.shape != out.shape:
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} "
@@ -148,14 +153,21 @@ def _roots(outputs):
     return roots
 
 
+_REFUSE_BACKWARD = []           # [func._forward_primal.refuse_backward], imported once
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the graph's leaves."""
-    from ember.func._forward_primal import refuse_backward
-    refuse_backward()       # (a transform runs a function: NOTE [Forward-mode primals])
+    if not _REFUSE_BACKWARD:
+        from ember.func._forward_primal import refuse_backward
+        _REFUSE_BACKWARD.append(refuse_backward)
+    _REFUSE_BACKWARD[0]()   # (a transform runs a function: NOTE [Forward-mode primals])
     if grad_tensors is None:
         grad_tensors = grad_variables
-    if _nested_involved(tensors, grad_tensors, inputs):     # (by their components)
+    if not (type(tensors) is _Tensor and inputs is None and (      # (the common call)
+            grad_tensors is None or type(grad_tensors) is _Tensor)) \
+            and _nested_involved(tensors, grad_tensors, inputs):     # (by their components)
         from ember.nested import _strided_grad
         return _strided_grad.backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
     outputs = _as_tuple(tensors)

@@ -12,7 +12,7 @@ import threading
 import warnings
 
 from ember.autograd import anomaly
-from ember.autograd.graph import _FIRST, AccumulateGrad, accumulate, leaf_hooks
+from ember.autograd.graph import _FIRST, AccumulateGrad, accumulate
 from ember.autograd.graph import OpNode, post_accumulate_hooks
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import restore_grad_mode, swap_grad_mode
@@ -99,7 +99,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
                 and node not in pushed:
             pushed.add(node)
             key = -node._seq
-            heapq.heappush(ready, (key if key > _LEAF else _LEAF, _NAN + 0.0, node))
+            _push(ready, (key if key > _LEAF else _LEAF, _NAN + 0.0, node))
 
     prev_mode = swap_grad_mode(bool(create_graph))     # (records nothing in inference mode)
     callbacks = []
@@ -112,7 +112,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
         # leaves its node cast back to its input's dtype (graph.conform). Derivatives standing
         # for a backward kernel autocast does not list suspend it (cdist's, conv_tbc's)
         while ready:
-            _, _, node = heapq.heappop(ready)
+            node = _pop(ready)[2]
             buf = buffers.pop(node, None) or [None] * node.n_outputs
             grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
                                  accumulate_into_grad) or ()
@@ -120,12 +120,18 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
                 late, pairs = _routed_pairs(node, grads_in)
             else:                   # (read after its hooks ran, which may route it)
                 late, pairs = (), enumerate(node._edges)
+            n_in = len(grads_in)
             for i, (nxt, nr) in pairs:
                 if nxt is None:
                     continue
-                g = grads_in[i] if i < len(grads_in) else None
-                if g is not None:
-                    _add_to_buffer(buffers, nxt, nr, g)
+                g = grads_in[i] if i < n_in else None
+                if g is not None:       # (_add_to_buffer, inlined)
+                    buf = buffers.get(nxt)
+                    if buf is None:
+                        buf = buffers[nxt] = [None] * nxt.n_outputs
+                        buf[nr] = g
+                    else:
+                        buf[nr] = g if buf[nr] is None else buf[nr] + g
                 try:
                     left = deps[nxt] - 1
                 except KeyError:
@@ -137,8 +143,8 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
                         key = _LEAF
                         if late and i in late:
                             key = 0.5 - node._seq   # when its t() node would have run
-                    heapq.heappush(ready, (key, _NAN + 0.0, nxt))
-            grads_in = g = None     # the buffers hold them now (see _held_only_here)
+                    _push(ready, (key, _NAN + 0.0, nxt))
+            grads_in = g = buf = None   # the buffers hold them now (see _held_only_here)
         while callbacks:
             callbacks.pop(0)()
     finally:
@@ -153,6 +159,8 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
 # another nor equal to it, keeps tuple comparison from ordering ties)
 _LEAF = -_FIRST
 _NAN = float("nan")
+_push, _pop = heapq.heappush, heapq.heappop
+_ANOMALY = anomaly.ENABLED              # [whether anomaly mode is on]
 
 
 def _routed_pairs(node, grads_in):
@@ -295,7 +303,7 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
         return None                     # no gradient flowed into this node
     try:
         grads_in = node.apply(buf)
-        if anomaly.ENABLED[0] and anomaly.CHECK_NAN[0]:
+        if _ANOMALY[0] and anomaly.CHECK_NAN[0]:
             _check_nan(node, grads_in)
     except Exception:                   # a NaN found counts as this node's error too
         if node._trace is not None:
@@ -401,12 +409,15 @@ def _mixed():
 def _run_leaf(node, grad, probe, target_index, captured, accumulate_into_grad):
     if grad is None:
         return []
-    var = node.variable
-    if var is not None and var._meta and "grad_dtype" in var._meta:
-        wanted = var._meta["grad_dtype"]            # set on the leaf (Tensor.grad_dtype)
-        if wanted is not None and wanted is not grad.dtype:
-            grad = grad.to(wanted)
-    hooks = leaf_hooks(var) if var is not None else None
+    var = node._variable()
+    meta = None if var is None else var._meta
+    hooks = None
+    if meta:                # (leaf_hooks, inlined; a leaf's meta holds its accumulator)
+        if "grad_dtype" in meta:
+            wanted = meta["grad_dtype"]             # set on the leaf (Tensor.grad_dtype)
+            if wanted is not None and wanted is not grad.dtype:
+                grad = grad.to(wanted)
+        hooks = meta.get("hooks")
     if hooks:
         for fn in list(hooks.values()):
             grad = _hooked(fn, grad)
@@ -431,7 +442,8 @@ def _run_leaf(node, grad, probe, target_index, captured, accumulate_into_grad):
             _UNLOCK()
     else:
         accumulate(var, grad, sole)
-    post = post_accumulate_hooks(var)
+    meta = var._meta                    # (post_accumulate_hooks, inlined)
+    post = None if meta is None else meta.get("post_acc_hooks")
     if post:
         _run_post_accumulate(post, var)
     if node._post_hooks:

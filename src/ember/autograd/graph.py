@@ -438,15 +438,27 @@ class OpNode(Node):
         args = flat if lengths is None else op.structure(flat, lengths)
         token = quiet_fp()      # fused backward kernels meet inf/nan silently, as PyTorch's do
         try:
-            result = self._vjp(op, grad, args)
+            if op.vjp_keywords == "needs" and self._out is None:    # (_vjp's commonest case)
+                metas = self._in_meta
+                needs = (metas[0] is not None, metas[1] is not None) if len(metas) == 2 \
+                    else tuple([meta is not None for meta in metas])
+                result = op.vjp(grad, *args, *self._params, needs=needs)
+            else:
+                result = self._vjp(op, grad, args)
         finally:
             loud_fp(token)
         if op.n_diff_inputs == 1 and not isinstance(result, (tuple, list)):
             result = (result,)
         if op.seq_inputs:
             result = op.flatten_grads(result)
-        grads = [None if meta is None or g is None else conform(g, meta)
-                 for g, meta in zip(result, in_meta or self._in_meta)]
+        grads = []
+        for g, meta in zip(result, in_meta or self._in_meta):
+            if meta is None or g is None:
+                grads.append(None)
+            else:                       # (conform's test, inlined: most gradients conform)
+                data = g._data
+                grads.append(g if data.shape == meta[0] and data.dtype == meta[1]
+                             else conform(g, meta))
         if op.dropped_inputs is not None:       # one gradient per edge
             return op.kept_edges(grads, *inputs)
         return grads
