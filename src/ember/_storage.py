@@ -242,9 +242,15 @@ def set_(self, *args, **kwargs):
     """Make this tensor use other memory, in place: ``source``'s (a tensor's, with its shape
     and strides), a storage's (from ``storage_offset``, with ``size`` and ``stride``, in
     elements; for a tensor, counted from its own offset), or none (an empty tensor)."""
+    from ember._inference import MADE, check_inplace
     from ember._tensor import Tensor
     from ember.autograd.grad_mode import STATE
     source, storage_offset, size, stride = _set_arguments(args, kwargs)
+    if MADE[0]:
+        check_inplace(self)     # (PyTorch points an inference tensor elsewhere, then refuses)
+    if STATE.grad_enabled and self._view is not None:
+        from ember.ops._inplace import _check_leaf
+        _check_leaf(self)       # a view of a leaf that requires grad: PyTorch's error
     if self._requires_grad and STATE.grad_enabled:
         if self._grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an "

@@ -573,6 +573,8 @@ class Tensor:
         if requires_grad and (self._grad_fn is not None or (
                 self._view is not None and not _raw_is_leaf(self))):
             return self                             # (True on a non-leaf: a no-op)
+        if requires_grad and self._meta is not None and "no_grad_view" in self._meta:
+            self._meta["own_leaf"] = True   # (its gradient, dropped until now, accumulates)
         self.requires_grad = requires_grad
         return self
 
@@ -654,6 +656,9 @@ class Tensor:
             _transform_births.refuse_captured(self, "aten::detach_")
         if self._view is not None:      # any view, as PyTorch's (requiring grad or not)
             raise RuntimeError(DETACH_VIEW)
+        if self._grad_fn is not None:   # (nodes that saved it may no longer use it)
+            from ember.autograd._detached import note_detached
+            note_detached(self)
         self._grad_fn = None
         self._requires_grad = False
         return self

@@ -19,6 +19,7 @@ from ember._hook_handles import RemovableHandle
 from ember._shape import _shape
 from ember._tensor import Tensor, _make, _Version
 from ember.backend import device_of, loud_fp, quiet_fp, xp_for
+from ember.autograd._detached import DETACHED_IN_PLACE, check_detached
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
 
@@ -48,6 +49,9 @@ def _add_hook(hooks, fn):
     handle = RemovableHandle(hooks)
     hooks[handle.id] = fn
     return handle
+
+
+_CPP_NAMED = frozenset(("NotImplemented", "CopyBackwards"))
 
 
 class Node:
@@ -81,9 +85,10 @@ class Node:
 
     def name(self):
         """PyTorch-style name of the backward function, e.g. ``MulBackward0`` (the node of an
-        op without a derivative is ``torch::autograd::NotImplemented``, as PyTorch's)."""
+        op without a derivative is ``torch::autograd::NotImplemented``, and ``copy_``'s
+        ``torch::autograd::CopyBackwards``, as PyTorch's: its hand-written C++ nodes)."""
         name = type(self).__name__
-        return "torch::autograd::NotImplemented" if name == "NotImplemented" else name
+        return f"torch::autograd::{name}" if name in _CPP_NAMED else name
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {hex(id(self))}>"
@@ -342,6 +347,8 @@ class OpNode(Node):
         return kept
 
     def _unpack_inputs(self):
+        if DETACHED_IN_PLACE[0]:
+            check_detached(self)
         released = self._released
         if released:
             if released is True:
@@ -757,7 +764,9 @@ def history(t):
     """The ``(node, output_nr)`` edge through which gradient reaches ``t``."""
     if t._view is not None:
         if t._grad_fn is None and t._meta is not None and "no_grad_view" in t._meta:
-            if t._vc.value != t._view[6] and t._view[0].requires_grad:    # written since
+            if not t._view[0].requires_grad or "own_leaf" in t._meta:   # (made a leaf by
+                return (grad_accumulator(t), 0) if t._requires_grad else (None, 0)  # hand)
+            if t._vc.value != t._view[6]:    # written since
                 from ember.ops._inplace import REBASED, check_no_grad_view
                 check_no_grad_view(t, REBASED)
             return None, 0      # a view made without grad mode: PyTorch drops its gradient

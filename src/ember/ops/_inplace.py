@@ -283,6 +283,8 @@ def check_no_grad_view(t, change="is being"):
             name = t._view[2].node_class.__name__.rstrip("0123456789").removesuffix("Backward")
             if made_by:
                 raise RuntimeError(_function_view_error(name, index, made_by[2], change))
+            if t._grad_fn is None and not t._requires_grad:     # (made with no node)
+                raise RuntimeError("A view was " + _no_grad_view_error(mode, change))
             raise RuntimeError(f"Output {index} of {name} is a view of a view which was "
                                + _no_grad_view_error(mode, change))
         src = src._view[1]
@@ -589,11 +591,11 @@ def refresh_view_history(t):
     version = t._vc.value
     if base._grad_fn is view[4] and version == view[6]:
         return
-    check_no_grad_view(t, REBASED)
     if base._grad_fn is None and not base._requires_grad:
         if version != view[6]:
             t._view = view[:6] + (version,)
         return
+    check_no_grad_view(t, REBASED)      # (a base without history: nothing to refuse)
     if in_multi_output_view(t):
         # (made when its base had no history, it has no node: PyTorch's message then says
         # it was made in no_grad mode)

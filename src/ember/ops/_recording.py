@@ -571,6 +571,8 @@ def _mark_view(op, src, params, outputs, no_grad=False):
         maybe = False
     if INFERENCE_MADE[0] and src._meta is not None and is_inference(src):
         return _alias_inference(op, src, outputs)
+    if no_grad and src._view is not None and not src._view[0].requires_grad:
+        no_grad = False     # src requires grad as a leaf of its own: a view of its base's
     if no_grad:     # such a view requires grad as a leaf whose gradients are dropped
         mode = "inference mode" if _GRAD.inference else "no_grad mode"
         for o in outputs if type(outputs) is tuple else (outputs,):
@@ -584,7 +586,7 @@ def _mark_view(op, src, params, outputs, no_grad=False):
     view = src._view
     base = src if view is None else view[0]
     if view is not None and view[4] is not base._grad_fn and src._grad_fn is None \
-            and not src._requires_grad and _view_tracks(src):
+            and not src._requires_grad and _GRAD.grad_enabled and _view_tracks(src):
         history(src)    # src's base gained history since src was made: regenerate src's first
     if type(outputs) is not tuple:
         if maybe and not _shares_memory(outputs._data, src._data):

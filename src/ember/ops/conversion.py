@@ -8,6 +8,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._conj_view import set_memory
 from ember._device import as_device
+from ember._inference import MADE as _INFERENCE_MADE, check_inplace
 from ember._legacy_types import legacy_type
 from ember._memory_format import (contiguous_format, laid_like, laid_out, lay_out, memory_order,
                                   preserve_format, preserved, suggested_order)
@@ -451,6 +452,8 @@ def resize_(self, *sizes, size=UNSET, memory_format=None):
         raise RuntimeError("cannot resize variables that has a forward grad")
     if shape == self._data.shape and memory_format is None:
         return self
+    if _INFERENCE_MADE[0]:
+        check_inplace(self)     # (PyTorch resizes an inference tensor first, then refuses)
     if type(self._data) is MetaArray:
         self._data = MetaArray(shape, self._data.dtype)
     else:

@@ -16,7 +16,7 @@ from ember import _dtype as D
 from ember._memory_format import contiguous_format, restrided, strided_if_empty
 from ember._tensor import Size, Tensor, _make
 from ember._transform_births import STATE as _BIRTHS, refuse_captured
-from ember.backend import broadcast_view
+from ember.backend import broadcast_view, xp_of
 from ember.ops._dims import (check_overloaded_dims, int_sequence, invalid_combination,
                              unpack_error, wrap_dim)
 from ember.ops._recording import _record
@@ -109,6 +109,33 @@ _VIEW_SIZE = ("view", "size", 1)
 _RESHAPE_SHAPE = ("reshape", "shape", 1)
 
 
+def _unit_strides(xp, x, out):
+    """``out``, a view of ``x`` reshaped, with PyTorch's strides for its size-1 dims, where
+    NumPy's differ: the last dim's is ``x``'s last stride (1 for a 0-dim ``x``); any other's,
+    the next dim's stride times its size (``ones(2, 5)[:, 1:2].view(1, 2, 1, 1)``: (10, 5, 1,
+    1), not NumPy's (10, 5, 5, 5))."""
+    if 1 not in out.shape or not out.size or x.flags.c_contiguous and (
+            not x.ndim or x.strides[-1] == x.itemsize):    # (NumPy's strides are PyTorch's)
+        return out
+    strides = list(out.strides)
+    inner = x.strides[-1] if x.ndim else out.itemsize
+    for d in range(out.ndim - 1, -1, -1):
+        if out.shape[d] == 1:
+            strides[d] = inner
+        inner = strides[d] * out.shape[d]
+    strides = tuple(strides)
+    return out if strides == out.strides else restrided(xp, out, out.shape, strides)
+
+
+def _unit_strides_if_view(xp, x, out):
+    """``_unit_strides`` for a reshape of ``x``, which may have copied it instead."""
+    if 1 not in out.shape:
+        return out
+    base = out.base
+    return out if base is None or base is not x and base is not x.base else _unit_strides(
+        xp, x, out)
+
+
 @op("view(input, size)", view=True, saves_inputs=False, method_varargs="size")
 def view(xp, x, shape):
     """The same data with another shape; never copies (fails where strides don't allow)."""
@@ -123,7 +150,7 @@ def view(xp, x, shape):
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.") from None
-    return out
+    return _unit_strides(xp, x, out)
 
 
 @view.derivative
@@ -136,9 +163,10 @@ def reshape(xp, x, shape):
     """The same data with another shape: a view when possible, else a copy."""
     _check_shape(shape, x, _RESHAPE_SHAPE)
     try:
-        return x.reshape(shape)         # NumPy checks the rest of what PyTorch checks
+        out = x.reshape(shape)          # NumPy checks the rest of what PyTorch checks
     except (ValueError, TypeError):
-        return x.reshape(_int_shape(shape, x, _RESHAPE_SHAPE))
+        out = x.reshape(_int_shape(shape, x, _RESHAPE_SHAPE))
+    return _unit_strides_if_view(xp, x, out)
 
 
 @reshape.derivative
@@ -180,7 +208,7 @@ def _(inputs, params):
     x = inputs[0]
     if x._data.flags.c_contiguous:
         return NotImplemented
-    return _copying_reshape(x, reshape.forward(None, x._data, params[0]))
+    return _copying_reshape(x, reshape.forward(xp_of(x._data), x._data, params[0]))
 
 
 def _flat_shape(shape, start_dim, end_dim):
@@ -251,7 +279,7 @@ def unflatten(xp, x, dim, sizes):
         inner = infer_shape(sizes, n)
     except RuntimeError as e:       # -1 beside a 0 size: as ambiguous as in reshape
         raise RuntimeError(f"unflatten got an unexpected error:\n{e}") from None
-    return xp.reshape(x, x.shape[:d] + inner + x.shape[d + 1:])
+    return _unit_strides_if_view(xp, x, xp.reshape(x, x.shape[:d] + inner + x.shape[d + 1:]))
 
 
 @unflatten.derivative
@@ -431,6 +459,12 @@ def movedim(xp, x, source, destination):
 @movedim.derivative
 def _(grad, x, source, destination):
     return grad.movedim(destination, source)
+
+
+@movedim.named_by
+def _(flat, params, out):
+    # PyTorch aliases a 0-dim tensor (there are no dims to permute)
+    return "AliasBackward0" if out.ndim == 0 else "PermuteBackward0"
 
 
 @op("transpose(input, dim0, dim1)", view=True, saves_inputs=False, inplace=True)
