@@ -100,3 +100,24 @@ def test_vmap_of_jvp_links_the_zero_term_of_an_input_that_requires_grad():
     # a tangent that depends on x keeps its real gradient
     tan = vmap(lambda x: jvp(lambda x: x * x, (x,), (_ones(),))[1])(xs)
     np.testing.assert_allclose(ember.autograd.grad(tan.sum(), xs)[0].numpy(), np.full((2, 3), 2.0))
+
+
+@pytest.mark.parametrize("outer", ["grad", "jacrev"])
+def test_inner_grad_over_detached_module_parameters_leaves_no_graph(outer):
+    # (review RC3) a module's detached parameters given to an inner grad through
+    # functional_call: the outer result is in no graph (it was, through the inner copies)
+    ember.manual_seed(0)
+    m = ember.nn.Sequential(ember.nn.Linear(3, 2), ember.nn.Tanh(), ember.nn.Linear(2, 1)).double()
+    params = {k: v.detach() for k, v in m.named_parameters()}
+
+    def inner(x):
+        gs = grad(lambda p: ember.func.functional_call(m, p, (x,)).sin().sum())(params)
+        return sum(g.sum() for g in gs.values())
+    r = (grad(inner) if outer == "grad" else jacrev(inner))(ember.tensor(X))
+    assert not r.requires_grad and r.grad_fn is None
+    # the same through autograd: d/dx of the sum of d/dp sin(m(x))
+    x = ember.tensor(X, requires_grad=True)
+    ps = list(m.parameters())
+    gs = ember.autograd.grad(m(x).sin().sum(), ps, create_graph=True)
+    (want,) = ember.autograd.grad(sum(g.sum() for g in gs), x)
+    np.testing.assert_allclose(r.numpy(), want.numpy(), rtol=1e-10)
